@@ -1,0 +1,35 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Ringside: a shared-memory telemetry transport. The toolchain only: no package dependencies,
+// no unsafeFlags (they would stop other packages from depending on this one).
+let package = Package(
+    name: "Ringside",
+    products: [
+        .library(name: "Ringside", targets: ["Ringside"]),
+    ],
+    dependencies: [],
+    targets: [
+        // MARK: - The ring: format (C), producer API and reader
+
+        /// The shared-memory format's specification, its atomics and clocks, and the producer's
+        /// hot path, in C so that C and C++ bots write the same rings.
+        .target(name: "CRingside"),
+        .target(name: "Ringside", dependencies: ["CRingside"]),
+        /// A producer process the tests start, stop and kill.
+        .executableTarget(name: "ringside-test-producer", dependencies: ["Ringside"]),
+
+        // MARK: - The collector's parts
+
+        /// Log-bucketed histograms and sliding windows: pure computation, no I/O.
+        .target(name: "RingsideAggregation"),
+        /// A small HTTP/1.1 server on POSIX sockets.
+        .target(name: "RingsideHTTP"),
+
+        // MARK: - Tests
+
+        .testTarget(name: "RingsideTests", dependencies: ["Ringside", "CRingside", "ringside-test-producer"]),
+        .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation"]),
+        .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP"]),
+    ]
+)

@@ -1,0 +1,167 @@
+import CRingside
+
+/// What a metric's values are.
+public enum MetricKind: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// Increments that add up to a total.
+    case counter = 1
+    /// A value that is set, and read as the last one set.
+    case gauge = 2
+    /// Observations whose distribution matters (latencies, sizes).
+    case histogram = 3
+
+    public var description: String {
+        switch self {
+        case .counter: return "counter"
+        case .gauge: return "gauge"
+        case .histogram: return "histogram"
+        }
+    }
+}
+
+/// The unit of a metric's values, as recorded (the collector converts to base units on export).
+public enum MetricUnit: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case none = 0
+    case nanoseconds = 1
+    case microseconds = 2
+    case milliseconds = 3
+    case seconds = 4
+    case bytes = 5
+
+    /// The short symbol used in flags and JSON: `ns`, `us`, `ms`, `s`, `bytes`, `none`.
+    public var description: String {
+        switch self {
+        case .none: return "none"
+        case .nanoseconds: return "ns"
+        case .microseconds: return "us"
+        case .milliseconds: return "ms"
+        case .seconds: return "s"
+        case .bytes: return "bytes"
+        }
+    }
+
+    /// The unit with this symbol (`ns`, `us`, `ms`, `s`, `bytes`, `none`), or nil.
+    public init?(symbol: String) {
+        guard let unit = Self.allCases.first(where: { $0.description == symbol }) else { return nil }
+        self = unit
+    }
+
+    /// Nanoseconds in one unit, for time units; nil for the others.
+    public var nanoseconds: UInt64? {
+        switch self {
+        case .nanoseconds: return 1
+        case .microseconds: return 1_000
+        case .milliseconds: return 1_000_000
+        case .seconds: return 1_000_000_000
+        case .none, .bytes: return nil
+        }
+    }
+}
+
+/// One registry entry: a metric's identity and how to read its records.
+public struct MetricDescriptor: Sendable, Equatable, Hashable {
+    /// The metric's position in the registry; records name their metric by it.
+    public var index: UInt32
+    public var name: String
+    public var kind: MetricKind
+    public var unit: MetricUnit
+    /// Label pairs, sorted by key.
+    public var labels: [(key: String, value: String)] { Self.decodeLabels(encodedLabels) }
+    /// The labels as stored: `key=value` pairs sorted by key, joined by newlines.
+    public var encodedLabels: String
+    public var help: String
+    /// 1 in `sampleEvery` calls is written; a reader multiplies counts by it.
+    public var sampleEvery: UInt32
+
+    public init(index: UInt32, name: String, kind: MetricKind, unit: MetricUnit,
+                encodedLabels: String, help: String, sampleEvery: UInt32) {
+        self.index = index
+        self.name = name
+        self.kind = kind
+        self.unit = unit
+        self.encodedLabels = encodedLabels
+        self.help = help
+        self.sampleEvery = sampleEvery
+    }
+
+    /// The labels as a dictionary.
+    public var labelDictionary: [String: String] {
+        Dictionary(labels.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+    }
+}
+
+// MARK: - Validation, shared by the writer and the reader
+
+extension MetricDescriptor {
+    /// Why `name` is not a metric name (`[a-zA-Z_][a-zA-Z0-9_]*`, 1 to 104 bytes), or nil.
+    public static func problem(withName name: String) -> String? {
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty else { return "the name is empty" }
+        guard bytes.count <= Int(RS_NAME_MAX) else {
+            return "the name has \(bytes.count) bytes; at most \(RS_NAME_MAX) are allowed"
+        }
+        guard isIdentifier(bytes) else {
+            return "the name must match [a-zA-Z_][a-zA-Z0-9_]* (letters, digits and '_', not starting with a digit)"
+        }
+        return nil
+    }
+
+    /// Encodes labels as stored (sorted `key=value` lines), or says what is wrong with them.
+    public static func encode(labels: [String: String]) -> Result<String, LabelProblem> {
+        var lines: [String] = []
+        for (key, value) in labels.sorted(by: { $0.key < $1.key }) {
+            guard isIdentifier(Array(key.utf8)) else {
+                return .failure(LabelProblem("label key \"\(key)\" must match [a-zA-Z_][a-zA-Z0-9_]*"))
+            }
+            guard !key.hasPrefix("__") else {
+                return .failure(LabelProblem("label key \"\(key)\" starts with \"__\", which Prometheus reserves"))
+            }
+            guard !value.utf8.contains(where: { $0 == 0 || $0 == 0x0A }) else {
+                return .failure(LabelProblem("label \"\(key)\" has a newline or NUL in its value"))
+            }
+            lines.append(key + "=" + value)
+        }
+        let encoded = lines.joined(separator: "\n")
+        guard encoded.utf8.count <= Int(RS_LABELS_MAX) else {
+            return .failure(LabelProblem("the labels take \(encoded.utf8.count) bytes; at most \(RS_LABELS_MAX) are allowed"))
+        }
+        return .success(encoded)
+    }
+
+    /// Why stored labels are malformed, or nil. The reader's check of untrusted bytes.
+    static func problem(withEncodedLabels encoded: String) -> String? {
+        if encoded.isEmpty { return nil }
+        var previousKey: Substring?
+        for line in encoded.split(separator: "\n", omittingEmptySubsequences: false) {
+            guard let equals = line.firstIndex(of: "=") else { return "a label has no '='" }
+            let key = line[..<equals]
+            guard isIdentifier(Array(key.utf8)) else { return "a label key is not an identifier" }
+            if let previousKey, previousKey >= key { return "label keys are not sorted and unique" }
+            previousKey = key
+            if line.utf8.contains(0) { return "a label value has a NUL" }
+        }
+        return nil
+    }
+
+    static func decodeLabels(_ encoded: String) -> [(key: String, value: String)] {
+        guard !encoded.isEmpty else { return [] }
+        return encoded.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            let equals = line.firstIndex(of: "=") ?? line.endIndex
+            let value = equals < line.endIndex ? line[line.index(after: equals)...] : ""
+            return (String(line[..<equals]), String(value))
+        }
+    }
+
+    private static func isIdentifier(_ bytes: [UInt8]) -> Bool {
+        guard let first = bytes.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return false }
+        return bytes.allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+        }
+    }
+}
+
+/// Why a set of labels cannot be registered.
+public struct LabelProblem: Error, Equatable, Sendable {
+    public let reason: String
+    init(_ reason: String) { self.reason = reason }
+}

@@ -1,0 +1,59 @@
+import CRingside
+
+/// Converts between a registry entry's bytes and a `MetricDescriptor`, checking every field of
+/// an entry read from a file: nothing there is trusted.
+extension MetricDescriptor {
+    /// Decodes entry `index`, or says what is wrong with it.
+    init(entry: rs_registry_entry, index: Int) throws(RingCorruption) {
+        func bad(_ reason: String) -> RingCorruption { .badRegistryEntry(index: index, reason: reason) }
+        guard entry.index == UInt32(index) else { throw bad("its index field says \(entry.index)") }
+        guard let kind = MetricKind(rawValue: entry.kind) else { throw bad("unknown kind \(entry.kind)") }
+        guard let unit = MetricUnit(rawValue: entry.unit) else { throw bad("unknown unit \(entry.unit)") }
+        guard entry.sample_every >= 1 else { throw bad("sample_every is 0") }
+        var copy = entry
+        let name = try Self.string(&copy.name, length: entry.name_length, field: "name", index: index)
+        let labels = try Self.string(&copy.labels, length: entry.labels_length, field: "labels", index: index)
+        let help = try Self.string(&copy.help, length: entry.help_length, field: "help", index: index)
+        if let problem = Self.problem(withName: name) { throw bad(problem) }
+        if let problem = Self.problem(withEncodedLabels: labels) { throw bad(problem) }
+        guard !help.utf8.contains(0) else { throw bad("the help text has a NUL") }
+        self.init(index: UInt32(index), name: name, kind: kind, unit: unit, encodedLabels: labels,
+                  help: help, sampleEvery: entry.sample_every)
+    }
+
+    /// The entry the producer writes for this (already validated) descriptor.
+    var entry: rs_registry_entry {
+        var entry = rs_registry_entry()
+        entry.index = index
+        entry.kind = kind.rawValue
+        entry.unit = unit.rawValue
+        entry.sample_every = sampleEvery
+        entry.name_length = Self.copy(name, into: &entry.name)
+        entry.labels_length = Self.copy(encodedLabels, into: &entry.labels)
+        entry.help_length = Self.copy(help, into: &entry.help)
+        return entry
+    }
+
+    /// Reads `length` bytes of a fixed-size C array as UTF-8, refusing lengths past its end.
+    private static func string<Storage>(_ storage: inout Storage, length: UInt16, field: String,
+                                        index: Int) throws(RingCorruption) -> String {
+        let bytes = withUnsafeBytes(of: &storage) { Array($0) }
+        guard Int(length) <= bytes.count else {
+            throw .badRegistryEntry(index: index, reason: "\(field) length \(length) exceeds its \(bytes.count) bytes")
+        }
+        guard let text = String(validating: bytes[..<Int(length)], as: UTF8.self) else {
+            throw .badRegistryEntry(index: index, reason: "\(field) is not valid UTF-8")
+        }
+        return text
+    }
+
+    /// Copies a string into a fixed-size C array (the caller checked it fits); returns its length.
+    private static func copy<Storage>(_ text: String, into storage: inout Storage) -> UInt16 {
+        withUnsafeMutableBytes(of: &storage) { raw in
+            let bytes = Array(text.utf8)
+            precondition(bytes.count <= raw.count, "validated strings fit their fields")
+            raw.copyBytes(from: bytes)
+            return UInt16(bytes.count)
+        }
+    }
+}

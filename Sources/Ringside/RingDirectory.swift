@@ -1,0 +1,87 @@
+import CRingside
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where rings live and what they are called: `<directory>/ringside.<name>`.
+///
+/// The directory is the one given, else `RINGSIDE_DIR`, else `/dev/shm`.
+public struct RingDirectory: Sendable, Equatable {
+    /// The default ring directory.
+    public static let defaultPath = "/dev/shm"
+    /// The environment variable that overrides the default directory.
+    public static let environmentVariable = "RINGSIDE_DIR"
+    /// The file name prefix of ring files.
+    public static let filePrefix = RS_FILE_PREFIX
+
+    /// The directory's path.
+    public let path: String
+
+    /// The directory given, else `RINGSIDE_DIR`, else `/dev/shm`.
+    public init(_ path: String? = nil) {
+        if let path, !path.isEmpty {
+            self.path = path
+        } else if let value = getenv(Self.environmentVariable), value.pointee != 0 {
+            self.path = String(cString: value)
+        } else {
+            self.path = Self.defaultPath
+        }
+    }
+
+    /// The file of the ring with this (validated) name.
+    public func filePath(for name: String) -> String {
+        path + "/" + Self.filePrefix + name
+    }
+
+    /// Checks a ring name: 1 to 200 characters of `[A-Za-z0-9._-]`.
+    public static func validate(name: String) throws(RingError) {
+        let allowed = "letters, digits, '.', '_' and '-'"
+        guard !name.isEmpty else { throw .invalidName(name, reason: "it is empty; use 1 to 200 \(allowed)") }
+        guard name.utf8.count <= Int(RS_NAME_LENGTH_MAX) else {
+            throw .invalidName(name, reason: "it has \(name.utf8.count) characters; at most 200 are allowed")
+        }
+        for byte in name.utf8 where !isNameByte(byte) {
+            let shown = byte < 0x80 ? "'\(Character(Unicode.Scalar(byte)))'" : "a non-ASCII character"
+            throw .invalidName(name, reason: "it contains \(shown); only \(allowed) are allowed")
+        }
+    }
+
+    /// The names of the rings in the directory (files `ringside.<valid name>`), sorted.
+    /// A missing or unreadable directory has none.
+    public func ringNames() -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let fileName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard fileName.hasPrefix(Self.filePrefix) else { continue }
+            let name = String(fileName.dropFirst(Self.filePrefix.count))
+            if (try? Self.validate(name: name)) != nil { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// Removes a ring's file. Processes that have it mapped keep their mapping; the name is free.
+    /// - Throws: `RingError.notFound` if there is no such ring, `.system` if unlink fails.
+    public func remove(_ name: String) throws(RingError) {
+        try Self.validate(name: name)
+        let file = filePath(for: name)
+        guard unlink(file) == 0 else {
+            let code = errno
+            if code == ENOENT { throw .notFound(ring: name, path: file, existing: ringNames()) }
+            throw .system(ring: name, operation: "unlink \(file)", errno: code)
+        }
+    }
+
+    private static func isNameByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            return true
+        default:
+            return false
+        }
+    }
+}

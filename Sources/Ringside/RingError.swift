@@ -1,0 +1,108 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Everything that can go wrong attaching, registering or reading a ring, each case with a
+/// message a person can act on. The hot path never throws: a full ring is a counted drop.
+public enum RingError: Error, Equatable, CustomStringConvertible {
+    /// The ring name breaks the naming rule.
+    case invalidName(String, reason: String)
+    /// A metric's name, labels, help text or sampling is not acceptable.
+    case invalidMetric(ring: String, metric: String, reason: String)
+    /// A metric with this name and labels is already registered differently.
+    case metricConflict(ring: String, metric: String, reason: String)
+    /// Every registry entry is taken.
+    case registryFull(ring: String, capacity: Int)
+    /// Attach options that cannot make a ring (a programming or configuration error).
+    case invalidOptions(ring: String, reason: String)
+    /// No ring file by that name; `existing` lists the rings that are there.
+    case notFound(ring: String, path: String, existing: [String])
+    /// The file belongs to someone else, or its mode forbids us.
+    case permissionDenied(ring: String, path: String, reason: String)
+    /// The path is a symbolic link or not a regular file; Ringside never follows links.
+    case notARegularFile(ring: String, path: String, reason: String)
+    /// The ring directory has no room for the ring's file.
+    case noSpace(ring: String, path: String, bytes: Int)
+    /// Another live process is this ring's producer.
+    case producerAlive(ring: String, pid: Int32)
+    /// Another live process is this ring's consumer.
+    case consumerAlive(ring: String, pid: Int32)
+    /// The file is being created (its version is still 0); look again later.
+    case notReady(ring: String)
+    /// The file is not a sound ring: what is wrong with it.
+    case corrupt(ring: String, path: String, problem: RingCorruption)
+    /// An existing ring's layout differs from the one asked for.
+    case incompatibleLayout(ring: String, reason: String)
+    /// A system call failed for a reason the cases above do not name.
+    case system(ring: String, operation: String, errno: Int32)
+
+    public var description: String {
+        switch self {
+        case let .invalidName(name, reason):
+            return "invalid ring name \"\(name)\": \(reason)"
+        case let .invalidMetric(ring, metric, reason):
+            return "ring \(ring): metric \"\(metric)\": \(reason)"
+        case let .metricConflict(ring, metric, reason):
+            return "ring \(ring): metric \"\(metric)\" is already registered \(reason)"
+        case let .registryFull(ring, capacity):
+            return "ring \(ring): the metric registry is full (\(capacity) metrics); "
+                + "attach with a larger maxMetrics and recreate the ring"
+        case let .invalidOptions(ring, reason):
+            return "ring \(ring): \(reason)"
+        case let .notFound(ring, path, existing):
+            let known = existing.isEmpty ? "no rings there" : "rings there: " + existing.joined(separator: ", ")
+            return "ring \(ring): no such ring (\(path)); \(known)"
+        case let .permissionDenied(ring, path, reason):
+            return "ring \(ring): \(path): \(reason)"
+        case let .notARegularFile(ring, path, reason):
+            return "ring \(ring): \(path): \(reason)"
+        case let .noSpace(ring, path, bytes):
+            return "ring \(ring): no space for \(path) (\(bytes) bytes); free space in the ring "
+                + "directory or attach with a smaller capacity"
+        case let .producerAlive(ring, pid):
+            return "ring \(ring): another producer is attached (pid \(pid)); a ring has one producer"
+        case let .consumerAlive(ring, pid):
+            return "ring \(ring): another consumer is attached (pid \(pid)); a ring has one consumer"
+        case let .notReady(ring):
+            return "ring \(ring): the file is still being created (format version 0)"
+        case let .corrupt(ring, path, problem):
+            return "ring \(ring): \(path) is corrupt: \(problem)"
+        case let .incompatibleLayout(ring, reason):
+            return "ring \(ring): the existing ring is incompatible: \(reason); "
+                + "detach its producer and attach with onIncompatible: .recreate to replace it"
+        case let .system(ring, operation, errno):
+            return "ring \(ring): \(operation): \(String(cString: strerror(errno))) (errno: \(errno))"
+        }
+    }
+}
+
+/// What makes a file not a sound ring. Each problem is its own case so tools and tests can
+/// tell them apart.
+public enum RingCorruption: Error, Equatable, CustomStringConvertible, Sendable {
+    case truncated(fileSize: Int, expected: Int)
+    case badMagic(UInt64)
+    case unsupportedVersion(UInt32)
+    case badLayout(field: String, value: UInt64, expected: String)
+    case cursorsOutOfRange(read: UInt64, write: UInt64, capacity: UInt64)
+    case badMetricCount(count: UInt32, capacity: UInt32)
+    case badRegistryEntry(index: Int, reason: String)
+
+    public var description: String {
+        switch self {
+        case let .truncated(fileSize, expected):
+            return "truncated: the file has \(fileSize) bytes, the layout needs \(expected)"
+        case let .badMagic(magic):
+            return "bad magic 0x\(String(magic, radix: 16)) (not a Ringside ring)"
+        case let .unsupportedVersion(version):
+            return "unsupported format version \(version) (this build reads version 1)"
+        case let .badLayout(field, value, expected):
+            return "bad layout: \(field) is \(value), expected \(expected)"
+        case let .cursorsOutOfRange(read, write, capacity):
+            return "cursors out of range: read \(read), write \(write), capacity \(capacity)"
+        case let .badMetricCount(count, capacity):
+            return "metric count \(count) exceeds the registry's \(capacity) entries"
+        case let .badRegistryEntry(index, reason):
+            return "registry entry \(index): \(reason)"
+        }
+    }
+}
