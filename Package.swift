@@ -16,8 +16,6 @@ let package = Package(
         /// hot path, in C so that C and C++ bots write the same rings.
         .target(name: "CRingside"),
         .target(name: "Ringside", dependencies: ["CRingside"]),
-        /// A producer process the tests start, stop and kill.
-        .executableTarget(name: "ringside-test-producer", dependencies: ["Ringside"]),
 
         // MARK: - The collector's parts
 
@@ -28,7 +26,16 @@ let package = Package(
 
         // MARK: - Tests
 
-        .testTarget(name: "RingsideTests", dependencies: ["Ringside", "CRingside", "ringside-test-producer"]),
+        /// A producer process the tests start, stop and kill.
+        .executableTarget(name: "ringside-test-producer", dependencies: ["Ringside", "CAllocationCounter"],
+                          path: "Tests/ringside-test-producer"),
+        /// Counts malloc calls in the test producer (it replaces that process's malloc).
+        .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
+        /// Ring directories that clean themselves up, and child processes for the tests.
+        .target(name: "RingsideTestSupport", dependencies: ["Ringside"], path: "Tests/RingsideTestSupport"),
+
+        .testTarget(name: "RingsideTests",
+                    dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP"]),
     ]

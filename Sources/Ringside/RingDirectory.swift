@@ -36,7 +36,7 @@ public struct RingDirectory: Sendable, Equatable {
     /// Checks a ring name: 1 to 200 characters of `[A-Za-z0-9._-]`.
     public static func validate(name: String) throws(RingError) {
         let allowed = "letters, digits, '.', '_' and '-'"
-        guard !name.isEmpty else { throw .invalidName(name, reason: "it is empty; use 1 to 200 \(allowed)") }
+        guard !name.isEmpty else { throw .invalidName(name, reason: "it is empty; 1 to 200 \(allowed) are allowed") }
         guard name.utf8.count <= Int(RS_NAME_LENGTH_MAX) else {
             throw .invalidName(name, reason: "it has \(name.utf8.count) characters; at most 200 are allowed")
         }

@@ -7,6 +7,10 @@
 //       "wrote W dropped D" and exits.
 //   ringside-test-producer hold --dir DIR --ring NAME --count N
 //       writes N records like `sequence`, prints "ready PID", then sleeps until killed.
+//   ringside-test-producer count-allocations --dir DIR --ring NAME --count N
+//       makes N calls of each hot-path operation (record, increment, set, span) and prints
+//       "allocations A heap_bytes B": malloc calls and the heap's growth over those calls.
+import CAllocationCounter
 import Foundation
 import Ringside
 
@@ -16,7 +20,9 @@ func fail(_ message: String) -> Never {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
-guard let mode = arguments.first, ["sequence", "hold"].contains(mode) else { fail("usage: sequence|hold --dir DIR --ring NAME --count N") }
+guard let mode = arguments.first, ["sequence", "hold", "count-allocations"].contains(mode) else {
+    fail("usage: sequence|hold|count-allocations --dir DIR --ring NAME --count N")
+}
 arguments.removeFirst()
 var options: [String: String] = [:]
 var waitForRoom = false
@@ -33,22 +39,49 @@ let start = UInt64(options["start"] ?? "0") ?? 0
 var ringOptions = Ring.Options()
 if let capacity = options["capacity"].flatMap(Int.init) { ringOptions.capacity = capacity }
 
+/// Makes `count` calls of each hot-path operation; returns malloc calls and heap growth.
+func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, heapBytes: Int) {
+    let histogram = try ring.histogram("latency", unit: .nanoseconds)
+    let counter = try ring.counter("orders", labels: ["side": "buy"])
+    let sampled = try ring.counter("sampled", sampleEvery: 10)
+    let gauge = try ring.gauge("exposure")
+    histogram.record(1) // warm up: first calls may resolve lazily bound symbols
+    let heapBefore = heap_bytes_in_use()
+    let callsBefore = allocation_count()
+    // A while loop: a debug build's Range<UInt64> iterator allocates, and would be counted.
+    var value: UInt64 = 0
+    while value < count {
+        histogram.record(value)
+        counter.increment()
+        sampled.increment(by: 2)
+        gauge.set(Double(value))
+        histogram.stop(histogram.start())
+        value += 1
+    }
+    let calls = allocation_count() - callsBefore
+    return (calls, Int(heap_bytes_in_use()) - Int(heapBefore))
+}
+
 do {
     let ring = try Ring.attach(ringName, directory: options["dir"], options: ringOptions)
+    if mode == "count-allocations" {
+        let result = try countAllocations(ring, count: count)
+        print("allocations \(result.calls) heap_bytes \(result.heapBytes) dropped \(ring.recordsDropped)")
+        exit(0)
+    }
     let sequence = try ring.histogram("sequence", unit: .none, labels: ["source": "test"])
-    let droppedBefore = ring.recordsDropped
-    var written: UInt64 = 0
+    let droppedBefore = ring.recordsDropped, writtenBefore = ring.recordsWritten
     for value in start..<(start + count) {
         if waitForRoom { while ring.freeSlots == 0 { usleep(100) } }
         sequence.record(value)
-        written += 1
     }
     let dropped = ring.recordsDropped - droppedBefore
+    let written = ring.recordsWritten - writtenBefore
     if mode == "hold" {
         FileHandle.standardOutput.write(Data("ready \(getpid())\n".utf8))
         while true { sleep(60) }
     }
-    print("wrote \(written - dropped) dropped \(dropped)")
+    print("wrote \(written) dropped \(dropped)")
 } catch {
     fail("\(error)")
 }

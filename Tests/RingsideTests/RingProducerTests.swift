@@ -1,0 +1,246 @@
+import CRingside
+import Foundation
+@testable import Ringside
+import RingsideTestSupport
+import Testing
+
+@Suite("Producer: attach, register, record")
+struct RingProducerTests {
+    @Test("a new ring is a 0600 file of the documented size, and its records read back")
+    func attachCreatesRing() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("bot-a", directory: directory.path, options: .init(capacity: 1024))
+            let path = try #require(ring.path)
+            #expect(path == directory.path + "/ringside.bot-a")
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            #expect((attributes[.posixPermissions] as? Int) == 0o600)
+            #expect((attributes[.size] as? Int) == 4096 + 256 * 512 + 1024 * 32)
+
+            let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
+            let orders = try ring.counter("orders", labels: ["side": "buy"])
+            let exposure = try ring.gauge("gross_exposure")
+            fill.record(1234)
+            orders.increment()
+            orders.increment(by: 5)
+            exposure.set(1.25e6)
+            #expect(ring.recordsWritten == 4)
+
+            let consumer = try RingConsumer("bot-a", directory: directory)
+            let records = try drainAll(consumer).map(\.record)
+            #expect(records.map(\.metric) == [0, 1, 1, 2])
+            #expect(records.map(\.kind) == [3, 1, 1, 2])
+            #expect(records.map(\.value) == [1234, 1, 5, 1.25e6.bitPattern])
+            #expect(records.map(\.sequence) == [0, 1, 2, 3])
+            #expect(consumer.metrics.map(\.name) == ["order_fill_latency", "orders", "gross_exposure"])
+            #expect(consumer.metrics[0].labelDictionary == ["symbol": "AAPL"])
+            #expect(consumer.metrics[0].unit == .nanoseconds)
+        }
+    }
+
+    @Test("record timestamps are coarse monotonic time, good to place a record in a second")
+    func timestampsAreMonotonicNow() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("clock", directory: directory.path, options: .init(capacity: 16))
+            let before = rs_clock_precise_ns()
+            try ring.histogram("h").record(1)
+            let after = rs_clock_precise_ns()
+            let record = try drainAll(RingConsumer("clock", directory: directory))[0].record
+            // The coarse clock lags the precise one by at most a tick (a few ms).
+            #expect(record.timestamp_ns + 20_000_000 >= before)
+            #expect(record.timestamp_ns <= after)
+        }
+    }
+
+    @Test("spans record their duration in the histogram's unit, flagged as spans")
+    func spansRecordDurations() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("spans", directory: directory.path, options: .init(capacity: 16))
+            let micros = try ring.histogram("work", unit: .microseconds)
+            let span = micros.start()
+            usleep(2_000)
+            micros.stop(span)
+            let result = micros.measure { 42 }
+            #expect(result == 42)
+            let records = try drainAll(RingConsumer("spans", directory: directory)).map(\.record)
+            #expect(records.count == 2)
+            #expect(records[0].value >= 2_000 && records[0].value < 1_000_000)
+            #expect(records[0].flags == UInt8(RS_FLAG_SPAN))
+            #expect(records[1].value < 1_000)
+        }
+    }
+
+    @Test("registering the same name and labels again returns the same metric; a clash is refused")
+    func registrationIsIdempotent() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("reg", directory: directory.path, options: .init(capacity: 16))
+            let first = try ring.counter("orders", labels: ["side": "buy", "venue": "x"])
+            let again = try ring.counter("orders", labels: ["venue": "x", "side": "buy"])
+            let other = try ring.counter("orders", labels: ["side": "sell"])
+            #expect(first.index == again.index)
+            #expect(other.index != first.index)
+            #expect(ring.registeredMetrics.count == 2)
+            #expect(ring.registeredMetrics[0].encodedLabels == "side=buy\nvenue=x")
+            #expect(throws: RingError.self) { try ring.histogram("orders", labels: ["side": "sell"]) }
+        }
+    }
+
+    @Test("bad metric names, labels and help text are refused with a reason", arguments: [
+        ("9lives", [String: String]()), ("has space", [:]), ("", [:]), (String(repeating: "m", count: 105), [:]),
+        ("ok", ["bad-key": "v"]), ("ok", ["__reserved": "v"]), ("ok", ["k": "line\nbreak"]),
+        ("ok", ["k": String(repeating: "v", count: 300)]),
+    ])
+    func badMetricsRefused(name: String, labels: [String: String]) throws {
+        let ring = Ring.disabled()
+        #expect {
+            try ring.counter(name, labels: labels)
+        } throws: { error in
+            guard case let RingError.invalidMetric(_, metric, reason)? = error as? RingError else { return false }
+            return metric == name && !reason.isEmpty
+        }
+    }
+
+    @Test("the registry refuses a metric past its capacity")
+    func registryFull() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("full-reg", directory: directory.path, options: .init(capacity: 16, maxMetrics: 2))
+            _ = try ring.counter("a")
+            _ = try ring.counter("b")
+            #expect(throws: RingError.registryFull(ring: "full-reg", capacity: 2)) { try ring.counter("c") }
+        }
+    }
+
+    @Test("sampling writes 1 in N calls and records N in the registry")
+    func samplingWritesOneInN() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("sampled", directory: directory.path, options: .init(capacity: 1024))
+            let sampled = try ring.histogram("latency", sampleEvery: 10)
+            for value in 0..<100 { sampled.record(UInt64(value)) }
+            let consumer = try RingConsumer("sampled", directory: directory)
+            let values = try drainAll(consumer).map(\.record.value)
+            #expect(values == stride(from: 0, to: 100, by: 10).map { UInt64($0) })
+            #expect(consumer.metrics[0].sampleEvery == 10)
+        }
+    }
+
+    @Test("a disabled ring makes no file and its handles do nothing")
+    func disabledRing() throws {
+        try withRingDirectory { directory in
+            let ring = Ring.disabled("quiet")
+            #expect(!ring.isEnabled)
+            let histogram = try ring.histogram("latency", unit: .nanoseconds)
+            histogram.record(5)
+            histogram.measure { }
+            try ring.counter("orders").increment()
+            try ring.gauge("g").set(1)
+            #expect(ring.recordsWritten == 0)
+            #expect(directory.ringNames().isEmpty)
+        }
+    }
+
+    @Test("RINGSIDE_DISABLED=1 makes attach return a disabled ring, so bots run unchanged")
+    func disabledByEnvironment() throws {
+        try withRingDirectory { directory in
+            let child = try ChildProcess("ringside-test-producer",
+                                         ["sequence", "--dir", directory.path, "--ring", "off", "--count", "10"],
+                                         environment: ["RINGSIDE_DISABLED": "1"])
+            #expect(child.readLine() == "wrote 0 dropped 0")
+            #expect(child.waitForExit().status == 0)
+            #expect(directory.ringNames().isEmpty)
+        }
+    }
+
+    @Test("the hot path allocates nothing over a million calls of each operation (counted in a real process)")
+    func hotPathAllocatesNothing() throws {
+        try withRingDirectory { directory in
+            let child = try ChildProcess("ringside-test-producer", [
+                "count-allocations", "--dir", directory.path, "--ring", "alloc", "--count", "1000000", "--capacity", "1024",
+            ])
+            let line = try #require(child.readLine())
+            let fields = line.split(separator: " ")
+            #expect(fields.count == 6, "unexpected output: \(line)")
+            #expect(fields[0] == "allocations" && fields[1] == "0", "malloc calls on the hot path: \(line)")
+            #expect(fields[2] == "heap_bytes" && fields[3] == "0", "heap growth on the hot path: \(line)")
+            #expect(Int(fields[5]) ?? 0 > 0, "the ring should have filled and dropped: \(line)")
+            #expect(child.waitForExit().status == 0)
+        }
+    }
+}
+
+@Suite("Ring names and the ring directory")
+struct RingNameTests {
+    @Test("valid names are accepted", arguments: ["bot-a", "a", "Bot_1.v2", String(repeating: "x", count: 200)])
+    func validNames(name: String) throws {
+        try RingDirectory.validate(name: name)
+    }
+
+    @Test("invalid names are refused with what is allowed", arguments: [
+        "", "a/b", "../etc", "sp ace", "é", String(repeating: "x", count: 201), "semi;colon",
+    ])
+    func invalidNames(name: String) {
+        #expect {
+            try RingDirectory.validate(name: name)
+        } throws: { error in
+            guard case let RingError.invalidName(refused, reason)? = error as? RingError else { return false }
+            return refused == name && reason.contains("allowed")
+        }
+    }
+
+    @Test("the directory is the one given, else RINGSIDE_DIR, else /dev/shm")
+    func directoryResolution() {
+        #expect(RingDirectory("/tmp/x").path == "/tmp/x")
+        #expect(RingDirectory("/tmp/x").filePath(for: "bot") == "/tmp/x/ringside.bot")
+        if getenv("RINGSIDE_DIR") == nil { #expect(RingDirectory().path == "/dev/shm") }
+    }
+
+    @Test("listing finds rings by their file names; removing one frees the name")
+    func listAndRemove() throws {
+        try withRingDirectory { directory in
+            _ = try Ring.attach("b", directory: directory.path, options: .init(capacity: 16))
+            _ = try Ring.attach("a", directory: directory.path, options: .init(capacity: 16))
+            _ = FileManager.default.createFile(atPath: directory.path + "/unrelated", contents: Data())
+            #expect(directory.ringNames() == ["a", "b"])
+            try directory.remove("a")
+            #expect(directory.ringNames() == ["b"])
+            #expect(throws: RingError.self) { try directory.remove("a") }
+        }
+    }
+
+    @Test("a symbolic link is never followed")
+    func symlinkRefused() throws {
+        try withRingDirectory { directory in
+            let target = directory.path + "/elsewhere"
+            _ = FileManager.default.createFile(atPath: target, contents: Data())
+            symlink(target, directory.filePath(for: "linked"))
+            #expect {
+                try Ring.attach("linked", directory: directory.path)
+            } throws: { error in
+                guard case RingError.notARegularFile? = error as? RingError else { return false }
+                return "\(error)".contains("symbolic link")
+            }
+            #expect(throws: RingError.self) { try RingInspector("linked", directory: directory) }
+        }
+    }
+
+    @Test("a ring that does not exist is reported with the rings that do")
+    func unknownRing() throws {
+        try withRingDirectory { directory in
+            _ = try Ring.attach("present", directory: directory.path, options: .init(capacity: 16))
+            #expect {
+                try RingInspector("absent", directory: directory)
+            } throws: { error in
+                guard case let RingError.notFound(_, _, existing)? = error as? RingError else { return false }
+                return existing == ["present"]
+            }
+        }
+    }
+
+    @Test("attach options outside the format's bounds are refused", arguments: [(1000, 256), (8, 256), (1024, 0), (1024, 5000)])
+    func badOptions(capacity: Int, maxMetrics: Int) throws {
+        try withRingDirectory { directory in
+            #expect(throws: RingError.self) {
+                try Ring.attach("opts", directory: directory.path, options: .init(capacity: capacity, maxMetrics: maxMetrics))
+            }
+            #expect(directory.ringNames().isEmpty)
+        }
+    }
+}
