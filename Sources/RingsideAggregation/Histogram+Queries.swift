@@ -1,0 +1,109 @@
+/// One non-empty bucket of a ``Histogram``: the values from `lowerBound` through `upperBound`
+/// (both inclusive) were recorded `count` times.
+public struct HistogramBucket: Sendable, Hashable {
+    public var lowerBound: UInt64
+    public var upperBound: UInt64
+    public var count: UInt64
+
+    public init(lowerBound: UInt64, upperBound: UInt64, count: UInt64) {
+        self.lowerBound = lowerBound
+        self.upperBound = upperBound
+        self.count = count
+    }
+}
+
+extension Histogram {
+    /// Calls `body` with each non-empty bucket in increasing value order, for exporters.
+    public func forEachBucket(_ body: (HistogramBucket) throws -> Void) rethrows {
+        try forEachCount { index, count in
+            let lower = Self.lowerBound(ofBucket: index)
+            try body(HistogramBucket(lowerBound: lower, upperBound: lower + (Self.width(ofBucket: index) - 1), count: count))
+        }
+    }
+
+    /// The non-empty buckets in increasing value order.
+    public var buckets: [HistogramBucket] {
+        var result: [HistogramBucket] = []
+        forEachBucket { result.append($0) }
+        return result
+    }
+
+    /// The value at quantile `q` (0 ... 1, nearest rank: the `ceil(q * count)`-th smallest), within
+    /// ``maxRelativeError`` of the true one and never outside `min ... max`; 0 when empty.
+    ///
+    /// Ranks 1 and `count` report ``min`` and ``max`` exactly. `q` outside 0 ... 1 is clamped;
+    /// NaN is a programming error.
+    public func value(atQuantile q: Double) -> UInt64 {
+        values(atQuantiles: [q])[0]
+    }
+
+    /// The values at several quantiles in one pass over the buckets; see ``value(atQuantile:)``.
+    public func values(atQuantiles quantiles: [Double]) -> [UInt64] {
+        var result = [UInt64](repeating: 0, count: quantiles.count)
+        guard count != 0 else { return result }
+        let ranks = quantiles.map(rank(ofQuantile:))
+        let order = ranks.indices.sorted { ranks[$0] < ranks[$1] }
+        var next = 0
+        var seen: UInt64 = 0
+        forEachBucket { bucket in
+            seen = seen.addingReportingOverflow(bucket.count).overflow ? .max : seen + bucket.count
+            while next < order.count, ranks[order[next]] <= seen {
+                result[order[next]] = reportedValue(ofRank: ranks[order[next]], in: bucket)
+                next += 1
+            }
+        }
+        // Only reachable if bucket counts saturated below the total.
+        while next < order.count {
+            result[order[next]] = max
+            next += 1
+        }
+        return result
+    }
+
+    /// The 1-based nearest rank of quantile `q`, in `1 ... count`.
+    func rank(ofQuantile q: Double) -> UInt64 {
+        precondition(!q.isNaN, "Histogram.value(atQuantile:): the quantile is NaN")
+        let rank = (Swift.min(Swift.max(q, 0), 1) * Double(count)).rounded(.up)
+        if rank <= 1 { return 1 }
+        if rank >= Double(count) { return count }
+        return UInt64(rank)
+    }
+
+    /// The reported value for the value of `rank` in `bucket`: exact at the ends, else the midpoint.
+    func reportedValue(ofRank rank: UInt64, in bucket: HistogramBucket) -> UInt64 {
+        if rank == 1 { return min }
+        if rank == count { return max }
+        let midpoint = bucket.lowerBound + (bucket.upperBound - bucket.lowerBound + 1) / 2
+        return Swift.min(Swift.max(midpoint, min), max)
+    }
+
+    /// For each bound `b` of an ascending list, the number of values `<= b`, as Prometheus
+    /// cumulative (`le`) buckets need.
+    ///
+    /// A value counts under `b` when its bucket's lowest value is `<= b`, so a value equal to a
+    /// bound is always counted. The result is exact when `b < 1024`, `b < min`, `b >= max`, or
+    /// `b + 1` starts a bucket; otherwise it may also count values in `b + 1 ... b * (1 + 1/512)`
+    /// (the rest of `b`'s bucket). Non-decreasing, and the last entry is ``count`` if the last
+    /// bound is at least ``max``.
+    public func cumulativeCounts(atUpperBounds bounds: [UInt64]) -> [UInt64] {
+        precondition(zip(bounds, bounds.dropFirst()).allSatisfy { $0 <= $1 },
+                     "Histogram.cumulativeCounts(atUpperBounds:): the bounds are not in ascending order")
+        var result = [UInt64](repeating: 0, count: bounds.count)
+        guard count != 0 else { return result }
+        var next = 0
+        var seen: UInt64 = 0
+        forEachBucket { bucket in
+            while next < bounds.count, bounds[next] < bucket.lowerBound {
+                result[next] = seen
+                next += 1
+            }
+            seen = seen.addingReportingOverflow(bucket.count).overflow ? .max : seen + bucket.count
+        }
+        for index in bounds.indices {
+            if index >= next { result[index] = seen }
+            if bounds[index] < minValue { result[index] = 0 }
+            if bounds[index] >= maxValue { result[index] = count }
+        }
+        return result
+    }
+}

@@ -1,0 +1,107 @@
+/// How ``Histogram`` stores its counts: sparse while few buckets are used, paged after.
+///
+/// Sparse: `slots` is a sorted list of `bucket << 48 | count`, at most 256 entries (2 KiB), so a
+/// slice that saw a few hundred scattered values does not pay 512 B per value for a page each.
+/// Paged: `pageTable` maps each 64-bucket page to its counts in `slots`; recording is then a
+/// table load and an add. A histogram turns paged when it needs a 257th bucket or a count of
+/// 2^48, or once it has 4096 values (a busy series deserves the fast path), and stays paged
+/// (its capacity kept) across ``Histogram/reset()``.
+extension Histogram {
+    static let sparseIndexShift: UInt64 = 48
+    static let sparseCountMask: UInt64 = (1 << 48) - 1
+    static let sparseCapacity = 256
+    static let sparseValueLimit: UInt64 = 4096
+
+    /// Whether the counts are still a sorted list rather than pages.
+    var isSparse: Bool { pageTable.isEmpty }
+
+    /// The slow part of ``record(_:count:)``: a sparse histogram, or a page not yet allocated.
+    @inline(never)
+    mutating func addOutsidePages(_ n: UInt64, toBucket index: Int) {
+        addCount(n, toBucket: index)
+    }
+
+    /// Adds `n` to bucket `index`'s count, whichever way the counts are stored.
+    mutating func addCount(_ n: UInt64, toBucket index: Int) {
+        if isSparse {
+            if count < Self.sparseValueLimit && addSparse(n, toBucket: index) { return }
+            convertToPages()
+        }
+        let slot = slotIndex(ofPagedBucket: index)
+        let (sum, overflow) = slots[slot].addingReportingOverflow(n)
+        slots[slot] = overflow ? .max : sum
+    }
+
+    /// Adds `n` to bucket `index` in the sorted list; false when the list is full or the count
+    /// would not fit in 48 bits, so the caller must page.
+    mutating func addSparse(_ n: UInt64, toBucket index: Int) -> Bool {
+        let key = UInt64(index) << Self.sparseIndexShift
+        let position = sparsePosition(of: index)
+        if position < slots.count, slots[position] & ~Self.sparseCountMask == key {
+            let count = (slots[position] & Self.sparseCountMask).addingReportingOverflow(n)
+            guard !count.overflow, count.partialValue <= Self.sparseCountMask else { return false }
+            slots[position] = key | count.partialValue
+            return true
+        }
+        guard slots.count < Self.sparseCapacity, n <= Self.sparseCountMask else { return false }
+        slots.insert(key | n, at: position)
+        return true
+    }
+
+    /// The position of the first sparse entry whose bucket is `index` or above.
+    func sparsePosition(of index: Int) -> Int {
+        let key = UInt64(index) << Self.sparseIndexShift
+        var low = 0
+        var high = slots.count
+        while low < high {
+            let middle = (low + high) / 2
+            if slots[middle] < key { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// Moves the sparse entries into pages.
+    mutating func convertToPages() {
+        let entries = slots
+        slots = []
+        pageTable = [UInt16](repeating: 0, count: Self.pageCount)
+        for entry in entries {
+            slots[slotIndex(ofPagedBucket: Int(entry >> Self.sparseIndexShift))] = entry & Self.sparseCountMask
+        }
+    }
+
+    /// The index in `slots` of bucket `index`'s count in a paged histogram, allocating its page on
+    /// first use.
+    mutating func slotIndex(ofPagedBucket index: Int) -> Int {
+        let page = index >> Self.pageMagnitude
+        var number = Int(pageTable[page])
+        if number == 0 {
+            if slots.count + Self.pageSize > slots.capacity {
+                // Grow by a quarter, not Array's doubling: capacity is kept across resets, so
+                // doubling would hold up to twice the high-water mark for good.
+                let growth = Swift.max(slots.count / 4, 4 * Self.pageSize)
+                slots.reserveCapacity(Swift.min(slots.count + growth, Self.bucketCount))
+            }
+            slots.append(contentsOf: repeatElement(0, count: Self.pageSize))
+            number = slots.count >> Self.pageMagnitude
+            pageTable[page] = UInt16(number)
+        }
+        return ((number - 1) << Self.pageMagnitude) | (index & (Self.pageSize - 1))
+    }
+
+    /// Calls `body` with each non-empty bucket's index and count, in bucket order.
+    func forEachCount(_ body: (_ index: Int, _ count: UInt64) throws -> Void) rethrows {
+        if isSparse {
+            for entry in slots {
+                try body(Int(entry >> Self.sparseIndexShift), entry & Self.sparseCountMask)
+            }
+            return
+        }
+        for page in 0 ..< pageTable.count where pageTable[page] != 0 {
+            let first = (Int(pageTable[page]) - 1) << Self.pageMagnitude
+            for offset in 0 ..< Self.pageSize where slots[first + offset] != 0 {
+                try body(page << Self.pageMagnitude | offset, slots[first + offset])
+            }
+        }
+    }
+}

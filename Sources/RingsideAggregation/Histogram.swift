@@ -1,0 +1,204 @@
+/// A log-linear histogram of `UInt64` values (0 ... `UInt64.max`) that reports every value within
+/// 1/1024 (0.098%) of what was recorded, so latency quantiles keep three significant digits.
+///
+/// Bucket layout, HdrHistogram's with 1024 sub-buckets and unit resolution: values below 1024 get
+/// one bucket each (exact); above that, octave `k` (values in `[2^(k+9), 2^(k+10))`, `k` = 1 ... 54)
+/// is cut into 512 linear buckets of width `2^k`. A bucket's lowest value is therefore at least 512
+/// widths, and reporting its midpoint errs by at most half a width: `|reported - v| <= v / 1024`.
+/// (HdrHistogram keeps 2048 sub-buckets and reports a bucket edge; the midpoint gives the same
+/// bound with half the buckets.) Bucket index = `octave << 9 + value >> octave`, with
+/// `octave = 54 - leadingZeroBitCount(value | 1023)`: one `lzcnt`, one shift, one add.
+///
+/// Memory, allocated lazily (see `Histogram+Storage.swift`): an empty histogram holds no heap
+/// memory; one with `b` non-empty buckets, `b <= 256`, holds a sorted list of 8 B per bucket
+/// (at most 2 KiB); past that, a page table of 448 `UInt16` (896 B) plus 512 B per touched page
+/// of 64 counts: about 50 KiB for a lognormal latency distribution spreading over 8 octaves, at
+/// most about 230 KiB with every bucket used. ``reset()`` keeps the capacity, so a reused window slice
+/// does not allocate again.
+///
+/// Counts saturate at `UInt64.max` instead of trapping. `sum` is exact: it is kept as a 128-bit
+/// integer, which cannot overflow before the count saturates.
+///
+/// A value type: safe to send across threads, not to mutate from two at once.
+public struct Histogram: Sendable {
+    // MARK: - Layout
+
+    /// log2 of the number of linear buckets per octave above the exact range.
+    static let octaveBucketsMagnitude = 9
+    /// Values below this get a bucket each and are reported exactly.
+    public static let exactValueLimit: UInt64 = 1024
+    /// The largest relative error of any reported value: half a bucket over 512 bucket widths.
+    public static let maxRelativeError = 1.0 / 1024.0
+    /// Buckets needed to cover the whole `UInt64` range: the exact range and 54 octaves of 512.
+    static let bucketCount = 56 << 9
+    /// log2 of the counts per page: a page is 64 counts (512 B).
+    static let pageMagnitude = 6
+    static let pageSize = 1 << pageMagnitude
+    static let pageCount = bucketCount >> pageMagnitude
+
+    // MARK: - Storage
+
+    /// Empty while sparse; once paged, 0 for a page never touched, else `n` for the counts at
+    /// `slots[(n-1)*64 ..< n*64]`.
+    var pageTable: [UInt16] = []
+    /// While sparse, `bucket << 48 | count` per non-empty bucket, in bucket order; once paged, the
+    /// touched pages' counts in the order they were first touched.
+    var slots: [UInt64] = []
+    /// The number of recorded values (saturating at `UInt64.max`).
+    public private(set) var count: UInt64 = 0
+    /// The exact sum of recorded values as a 128-bit integer `(high << 64) + low`.
+    var sumLow: UInt64 = 0
+    var sumHigh: UInt64 = 0
+    var minValue: UInt64 = .max
+    var maxValue: UInt64 = 0
+
+    /// Makes an empty histogram, without allocating.
+    public init() {}
+
+    // MARK: - Bucket math
+
+    /// The octave of `value`: 0 for the exact range, else the log2 of its bucket width.
+    @inline(__always)
+    static func octave(of value: UInt64) -> Int {
+        54 &- (value | 1023).leadingZeroBitCount
+    }
+
+    /// The bucket index of `value`, in `0 ..< bucketCount`, in increasing value order.
+    @inline(__always)
+    static func bucketIndex(of value: UInt64) -> Int {
+        let octave = octave(of: value)
+        // value >> octave is in 512 ..< 1024 above the exact range, so indexes follow on.
+        return (octave &<< octaveBucketsMagnitude) &+ Int(truncatingIfNeeded: value &>> UInt64(octave))
+    }
+
+    /// The lowest value counted in bucket `index`.
+    static func lowerBound(ofBucket index: Int) -> UInt64 {
+        let octave = Swift.max((index >> octaveBucketsMagnitude) - 1, 0)
+        return UInt64(index - (octave << octaveBucketsMagnitude)) << UInt64(octave)
+    }
+
+    /// The width of bucket `index` (1 in the exact range).
+    static func width(ofBucket index: Int) -> UInt64 {
+        1 << UInt64(Swift.max((index >> octaveBucketsMagnitude) - 1, 0))
+    }
+
+    /// The lowest value that lands in the same bucket as `value`.
+    public static func lowestEquivalentValue(_ value: UInt64) -> UInt64 {
+        let octave = UInt64(octave(of: value))
+        return (value >> octave) << octave
+    }
+
+    /// The highest value that lands in the same bucket as `value` (never overflows).
+    public static func highestEquivalentValue(_ value: UInt64) -> UInt64 {
+        lowestEquivalentValue(value) + ((1 << UInt64(octave(of: value))) - 1)
+    }
+
+    /// The value reported for everything in `value`'s bucket: its midpoint, within
+    /// ``maxRelativeError`` of every value in the bucket.
+    public static func representativeValue(_ value: UInt64) -> UInt64 {
+        lowestEquivalentValue(value) + ((1 << UInt64(octave(of: value))) >> 1)
+    }
+
+    // MARK: - Recording
+
+    /// Adds `count` occurrences of `value` in O(1) with no allocation once the value's page exists.
+    public mutating func record(_ value: UInt64, count n: UInt64 = 1) {
+        guard n != 0 else { return }
+        let index = Self.bucketIndex(of: value)
+        let page = index &>> Self.pageMagnitude
+        if page < pageTable.count, case let number = Int(pageTable[page]), number != 0 {
+            let slot = ((number &- 1) &<< Self.pageMagnitude) | (index & (Self.pageSize - 1))
+            let (bucket, overflow) = slots[slot].addingReportingOverflow(n)
+            slots[slot] = overflow ? .max : bucket
+        } else {
+            addOutsidePages(n, toBucket: index)
+        }
+        let (total, totalOverflow) = count.addingReportingOverflow(n)
+        count = totalOverflow ? .max : total
+        let product = value.multipliedFullWidth(by: n)
+        let (low, carry) = sumLow.addingReportingOverflow(product.low)
+        sumLow = low
+        sumHigh = sumHigh &+ product.high &+ (carry ? 1 : 0)
+        if value < minValue { minValue = value }
+        if value > maxValue { maxValue = value }
+    }
+
+    // MARK: - Combining
+
+    /// Adds everything recorded in `other`, as if its values had been recorded here.
+    public mutating func merge(_ other: Histogram) {
+        guard other.count != 0 else { return }
+        if other.isSparse {
+            for entry in other.slots {
+                addCount(entry & Self.sparseCountMask, toBucket: Int(entry >> Self.sparseIndexShift))
+            }
+        } else {
+            if isSparse { convertToPages() }
+            for page in 0 ..< other.pageTable.count where other.pageTable[page] != 0 {
+                let source = (Int(other.pageTable[page]) - 1) << Self.pageMagnitude
+                let target = slotIndex(ofPagedBucket: page << Self.pageMagnitude)
+                for offset in 0 ..< Self.pageSize {
+                    let (sum, overflow) = slots[target + offset].addingReportingOverflow(other.slots[source + offset])
+                    slots[target + offset] = overflow ? .max : sum
+                }
+            }
+        }
+        let (total, totalOverflow) = count.addingReportingOverflow(other.count)
+        count = totalOverflow ? .max : total
+        let (low, carry) = sumLow.addingReportingOverflow(other.sumLow)
+        sumLow = low
+        sumHigh = sumHigh &+ other.sumHigh &+ (carry ? 1 : 0)
+        minValue = Swift.min(minValue, other.minValue)
+        maxValue = Swift.max(maxValue, other.maxValue)
+    }
+
+    /// Empties the histogram but keeps its allocated capacity (and paged layout, if it had one),
+    /// so refilling it does not allocate.
+    public mutating func reset() {
+        if !pageTable.isEmpty {
+            for page in pageTable.indices { pageTable[page] = 0 }
+        }
+        slots.removeAll(keepingCapacity: true)
+        count = 0
+        sumLow = 0
+        sumHigh = 0
+        minValue = .max
+        maxValue = 0
+    }
+
+    // MARK: - Statistics
+
+    /// Whether nothing has been recorded.
+    public var isEmpty: Bool { count == 0 }
+
+    /// The smallest recorded value, exactly; 0 when empty.
+    public var min: UInt64 { count == 0 ? 0 : minValue }
+
+    /// The largest recorded value, exactly; 0 when empty.
+    public var max: UInt64 { maxValue }
+
+    /// The sum of recorded values, rounded to the nearest `Double` from an exact 128-bit total.
+    public var sum: Double {
+        Double(sumHigh) * 18_446_744_073_709_551_616.0 + Double(sumLow)
+    }
+
+    /// The exact sum of recorded values, or `UInt64.max` if it does not fit in 64 bits.
+    public var saturatingSum: UInt64 { sumHigh == 0 ? sumLow : .max }
+
+    /// The arithmetic mean of recorded values; 0 when empty.
+    public var mean: Double { count == 0 ? 0 : sum / Double(count) }
+
+    /// Heap bytes held by this histogram's counts (capacity, including space kept by ``reset()``).
+    public var allocatedBytes: Int {
+        pageTable.capacity * MemoryLayout<UInt16>.stride + slots.capacity * MemoryLayout<UInt64>.stride
+    }
+}
+
+extension Histogram: Equatable {
+    /// Two histograms are equal when they hold the same counts and statistics, however their
+    /// counts happen to be stored.
+    public static func == (lhs: Histogram, rhs: Histogram) -> Bool {
+        lhs.count == rhs.count && lhs.sumLow == rhs.sumLow && lhs.sumHigh == rhs.sumHigh
+            && lhs.minValue == rhs.minValue && lhs.maxValue == rhs.maxValue && lhs.buckets == rhs.buckets
+    }
+}

@@ -1,0 +1,70 @@
+extension Histogram: WindowSlice {}
+
+/// A histogram series over sliding windows (by default 1 s, 5 s and 1 min) plus all time, fed
+/// by CLOCK_MONOTONIC-stamped records that may arrive slightly late or out of order.
+///
+/// Each window is a ring of per-slice histograms merged on read, as HdrHistogram's maintainers
+/// recommend; see ``WindowLayout`` for what a window covers (the standard 1 s window slides in
+/// 250 ms steps). Recording touches one histogram, the current tick's, in O(1) without
+/// allocating once the slices have warmed up; every tick (250 ms by default) that histogram is
+/// merged into each window's ring. A record older than a window is left out of it, never out
+/// of ``cumulative``.
+///
+/// Memory: `windows * (slicesPerWindow + 1) + 2` histograms (17 with the standard layout), each
+/// as described in ``Histogram``; a slot keeps its capacity across rotations, so a series stays
+/// at the high-water mark of what its slices have needed. Measured over 3 minutes of lognormal
+/// latencies (sigma 1) with the standard layout: about 50 KiB per series at 10 records/s,
+/// 240 KiB at 100/s, 500 KiB at 1000/s, 0.85-1 MiB at 10,000/s and above (1.7 MiB for a spread
+/// 2.5 times wider); fewer windows or slices cut this proportionally.
+///
+/// A value type: safe to send across threads, not to mutate from two at once.
+public struct WindowedHistogram: Sendable {
+    var windows: SlidingWindows<Histogram>
+
+    /// Makes an empty series with the given windows.
+    public init(layout: WindowLayout = .standard) {
+        windows = SlidingWindows(layout: layout)
+    }
+
+    /// The windows this series keeps.
+    public var layout: WindowLayout { windows.layout }
+
+    /// Records `count` occurrences of `value` observed at `t` (CLOCK_MONOTONIC nanoseconds).
+    ///
+    /// The caller should clamp timestamps it does not trust to its own clock: a record from far
+    /// in the future would make every later record look too old for the windows.
+    public mutating func record(_ value: UInt64, count: UInt64 = 1, atNanos t: UInt64) {
+        windows.update(atNanos: t) { $0.record(value, count: count) }
+    }
+
+    /// Moves the current tick's records into the windows once `now` has passed the tick, so that
+    /// reading ``cumulative`` does not copy; reads are correct without it.
+    public mutating func advance(toNanos now: UInt64) {
+        windows.advance(toNanos: now)
+    }
+
+    /// The values recorded in window `window` (an index into ``WindowLayout/windowNanos``) as of
+    /// `now`, merged into a new histogram.
+    public func snapshot(window: Int, nowNanos now: UInt64) -> Histogram {
+        var result = Histogram()
+        windows.merge(window: window, nowNanos: now, into: &result)
+        return result
+    }
+
+    /// The nanoseconds of history window `window` holds at `now`, to turn its count into a rate.
+    public func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
+        windows.coveredNanos(window: window, nowNanos: now)
+    }
+
+    /// Every value ever recorded, for cumulative Prometheus buckets.
+    public var cumulative: Histogram { windows.allTime }
+
+    /// Heap bytes held by the series' histograms.
+    public var allocatedBytes: Int {
+        var total = windows.head.allocatedBytes + windows.allTimeBeforeHead.allocatedBytes
+        for ring in windows.rings {
+            total += ring.slices.reduce(0) { $0 + $1.allocatedBytes }
+        }
+        return total
+    }
+}

@@ -1,0 +1,154 @@
+import Testing
+@testable import RingsideAggregation
+
+@Suite("WindowedHistogram")
+struct WindowedHistogramTests {
+    static let second: UInt64 = 1_000_000_000
+    static let oneSecond = 0, fiveSeconds = 1, oneMinute = 2
+
+    @Test("the standard layout slides 1 s, 5 s and 1 min windows in quarters of 250 ms, 1.25 s and 15 s")
+    func standardLayoutGranularity() {
+        let layout = WindowLayout.standard
+        #expect(layout.windowNanos == [Self.second, 5 * Self.second, 60 * Self.second])
+        #expect(layout.sliceNanos == [Self.second / 4, 5 * Self.second / 4, 15 * Self.second])
+        #expect(layout.tickNanos == Self.second / 4)
+        #expect(layout.index(ofWindowNanos: 5 * Self.second) == 1)
+        #expect(WindowLayout(windowNanos: [3 * Self.second, 7 * Self.second], slicesPerWindow: 5).tickNanos
+            == Self.second / 5)
+    }
+
+    @Test("a value is in the 1 s window 0.5 s later, gone 1.5 s later, and kept by the 1 min window",
+          arguments: [0, 1_000_000_000_000, 1_000_123_456_789, 60_000_000_000 - 1])
+    func valueLeavesOneSecondWindowButStaysInOneMinute(t: UInt64) {
+        var series = WindowedHistogram()
+        series.record(4242, atNanos: t)
+        let at = { (delay: Double) in t + UInt64(delay * Double(Self.second)) }
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: at(0.5)).count == 1)
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: at(0.99)).count == 1)
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: at(1.5)).isEmpty)
+        #expect(series.snapshot(window: Self.fiveSeconds, nowNanos: at(4.9)).count == 1)
+        #expect(series.snapshot(window: Self.fiveSeconds, nowNanos: at(6.5)).isEmpty)
+        #expect(series.snapshot(window: Self.oneMinute, nowNanos: at(1.5)).max == 4242)
+        #expect(series.snapshot(window: Self.oneMinute, nowNanos: at(59.9)).count == 1)
+        #expect(series.snapshot(window: Self.oneMinute, nowNanos: at(76)).isEmpty)
+        #expect(series.cumulative.count == 1)
+        // The same holds once later records have rotated the value out of the current tick.
+        series.record(1, atNanos: at(1.5))
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: at(1.5)).max == 1)
+        #expect(series.snapshot(window: Self.oneMinute, nowNanos: at(1.5)).max == 4242)
+        #expect(series.cumulative.count == 2)
+    }
+
+    @Test("a late record inside a window lands in it; one older than a window only in the longer ones and all time")
+    func lateRecordsLandInTheWindowsThatStillHoldThem() {
+        let now = 1_000 * Self.second
+        var series = WindowedHistogram()
+        series.record(10, atNanos: now)
+        series.record(20, atNanos: now - Self.second / 10) // late, still in the 1 s window
+        series.record(30, atNanos: now - 3 * Self.second) // older than 1 s, inside 5 s
+        series.record(40, atNanos: now - 30 * Self.second) // inside 1 min only
+        series.record(50, atNanos: 10 * Self.second) // older than every window
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: now).buckets.map(\.lowerBound) == [10, 20])
+        #expect(series.snapshot(window: Self.fiveSeconds, nowNanos: now).buckets.map(\.lowerBound) == [10, 20, 30])
+        #expect(series.snapshot(window: Self.oneMinute, nowNanos: now).buckets.map(\.lowerBound) == [10, 20, 30, 40])
+        #expect(series.cumulative.buckets.map(\.lowerBound) == [10, 20, 30, 40, 50])
+    }
+
+    @Test("windowed snapshots equal a brute-force filter of the records, late ones included",
+          arguments: [21, 22, 23])
+    func snapshotsMatchBruteForce(seed: UInt64) {
+        var random = SeededRandom(seed: seed)
+        let layout = WindowLayout.standard
+        var series = WindowedHistogram(layout: layout)
+        var records: [(value: UInt64, t: UInt64)] = []
+        var clock: UInt64 = 5 * Self.second
+        var newest: UInt64 = 0
+        for index in 0 ..< 20_000 {
+            clock += UInt64.random(in: 0 ... 20_000_000, using: &random) // up to 20 ms apart
+            var t = clock
+            switch UInt64.random(in: 0 ..< 100, using: &random) {
+            case 0 ..< 10: t -= UInt64.random(in: 0 ... 300_000_000, using: &random) // slightly late
+            case 10: t -= min(t, UInt64.random(in: 0 ... 90 * Self.second, using: &random)) // very late
+            default: break
+            }
+            let value = random.lognormal(mu: 10, sigma: 2)
+            series.record(value, atNanos: t)
+            records.append((value, t))
+            newest = max(newest, t)
+            if index % 997 == 0 || index == 19_999 {
+                for now in [newest, newest + Self.second / 3, newest + 7 * Self.second] {
+                    expectSnapshotsMatch(series, records, layout: layout, now: now)
+                }
+            }
+            if index % 5000 == 0 { series.advance(toNanos: newest) }
+        }
+        var all = Histogram()
+        records.forEach { all.record($0.value) }
+        #expect(series.cumulative == all)
+    }
+
+    /// Checks every window against the definition: a record is in window `w` at `now` when its
+    /// slice is one of the `slicesPerWindow + 1` newest as of `now`.
+    func expectSnapshotsMatch(_ series: WindowedHistogram, _ records: [(value: UInt64, t: UInt64)],
+                              layout: WindowLayout, now: UInt64) {
+        for window in layout.windowNanos.indices {
+            let slice = layout.sliceNanos[window]
+            let firstSlice = max(Int64(now / slice) - Int64(layout.slicesPerWindow), 0)
+            var expected = Histogram()
+            for record in records where Int64(record.t / slice) >= firstSlice {
+                expected.record(record.value)
+            }
+            #expect(series.snapshot(window: window, nowNanos: now) == expected, "window \(window) at \(now)")
+        }
+    }
+
+    @Test("advancing the clock changes no snapshot")
+    func advanceIsInvisibleToReads() {
+        var random = SeededRandom(seed: 24)
+        var series = WindowedHistogram()
+        var t = 100 * Self.second
+        for _ in 0 ..< 1000 {
+            t += UInt64.random(in: 0 ... 5_000_000, using: &random)
+            series.record(random.lognormal(mu: 8, sigma: 1), atNanos: t)
+        }
+        let now = t + Self.second / 2
+        let before = (0 ..< 3).map { series.snapshot(window: $0, nowNanos: now) }
+        let cumulative = series.cumulative
+        series.advance(toNanos: now)
+        #expect((0 ..< 3).map { series.snapshot(window: $0, nowNanos: now) } == before)
+        #expect(series.cumulative == cumulative)
+    }
+
+    @Test("a window covers between its length and one slice more, and never time before the first record")
+    func coveredSpanIsTheWindowPlusAtMostOneSlice() {
+        var series = WindowedHistogram()
+        series.record(1, atNanos: 100 * Self.second)
+        #expect(series.coveredNanos(window: Self.oneMinute, nowNanos: 100 * Self.second + Self.second / 2)
+            == Self.second / 2)
+        for offset: UInt64 in [0, 1, Self.second / 8, Self.second / 4 - 1] {
+            let now = 1000 * Self.second + offset
+            for window in 0 ..< 3 {
+                let covered = series.coveredNanos(window: window, nowNanos: now)
+                let length = WindowLayout.standard.windowNanos[window]
+                #expect(covered >= length && covered < length + WindowLayout.standard.sliceNanos[window])
+            }
+        }
+    }
+
+    @Test("memory stays at its high-water mark as slices rotate")
+    func memoryIsBoundedAcrossRotation() {
+        var series = WindowedHistogram()
+        let pattern: [UInt64] = (0 ..< 64).map { 1000 + $0 * 977 }
+        var bytesAfterTwoMinutes = 0
+        for step in 0 ..< 18_000 { // 3 minutes of a record every 10 ms
+            let t = UInt64(step) * 10_000_000
+            series.record(pattern[step % pattern.count], atNanos: t)
+            if step == 12_000 { bytesAfterTwoMinutes = series.allocatedBytes }
+        }
+        #expect(bytesAfterTwoMinutes > 0)
+        #expect(series.allocatedBytes == bytesAfterTwoMinutes)
+        // The 16 slices see at most 64 distinct values each: sparse lists of 8 B entries, not pages.
+        let slices = series.allocatedBytes - series.windows.allTimeBeforeHead.allocatedBytes
+        #expect(slices <= 16 * 64 * 8 * 2)
+    }
+}
