@@ -1,0 +1,61 @@
+import Glibc
+
+/// One client connection's state between wake-ups of the event loop. Owned by the server thread.
+///
+/// A connection alternates between reading a head and writing its response; it never reads the
+/// next request while a response is pending, so a pipelining client that does not read its
+/// responses cannot make the server buffer without bound.
+final class Connection {
+    enum Phase: Equatable {
+        /// Waiting for a complete request head; `deadline` bounds how long.
+        case reading
+        /// Sending `output`; afterwards read the next request, or linger and close.
+        case writing(closeAfter: Bool)
+        /// Our FIN is sent; discarding what the client still sends until it closes or
+        /// `deadline` passes, so a close does not reset the connection before the client has
+        /// read our last response.
+        case lingering
+    }
+
+    let fd: Int32
+    var parser: RequestParser
+    var phase = Phase.reading
+    var output: [UInt8] = []
+    var written = 0
+    /// Monotonic milliseconds after which the current phase has taken too long.
+    var deadline: Int64
+    private(set) var isClosed = false
+
+    init(fd: Int32, maxHeadBytes: Int, deadline: Int64) {
+        self.fd = fd
+        self.parser = RequestParser(maxHeadBytes: maxHeadBytes)
+        self.deadline = deadline
+    }
+
+    /// The `poll` events this phase waits for.
+    var pollEvents: Int16 {
+        phase == .reading || phase == .lingering ? Int16(POLLIN) : Int16(POLLOUT)
+    }
+
+    /// Writes as much of `output` as the socket takes. Returns true once all of it is sent;
+    /// closes the connection if the peer is gone.
+    func flush() -> Bool {
+        while written < output.count {
+            let result = output.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[written...])) }
+            switch result {
+            case .bytes(let n): written += n
+            case .wouldBlock: return false
+            case .endOfStream, .failed: close(); return false
+            }
+        }
+        output.removeAll(keepingCapacity: true)
+        written = 0
+        return true
+    }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        Syscall.close(fd)
+    }
+}

@@ -1,0 +1,106 @@
+/// One header line, name and value as the peer wrote them (the value without surrounding blanks).
+public struct HTTPHeader: Sendable, Equatable {
+    public var name: String
+    public var value: String
+
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A request the server accepted: a `GET` or `HEAD` with a well-formed head and no body.
+///
+/// The handler sees `HEAD` requests too, so it can skip work; it should answer them exactly as
+/// it answers `GET`, and the server drops the body.
+public struct HTTPRequest: Sendable, Equatable {
+    /// `GET` or `HEAD`: the server answers every other method itself.
+    public var method: String
+    /// The request target as sent, e.g. `/metrics?name=x`, for logs.
+    public var target: String
+    /// The target without its query string: what to route on. Not percent-decoded.
+    public var path: String
+    /// What followed the first `?`, without it; `nil` when there was no `?`.
+    public var query: String?
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    public var minorVersion: Int
+    public var headers: [HTTPHeader]
+
+    public init(method: String, target: String, path: String, query: String?, minorVersion: Int, headers: [HTTPHeader]) {
+        self.method = method
+        self.target = target
+        self.path = path
+        self.query = query
+        self.minorVersion = minorVersion
+        self.headers = headers
+    }
+
+    /// The first header with this name, compared without regard to ASCII case as HTTP requires.
+    public func header(_ name: String) -> String? {
+        headers.first { asciiCaseInsensitiveEqual($0.name, name) }?.value
+    }
+}
+
+/// What the handler answers. The server adds `Content-Length` and `Connection` itself.
+public struct HTTPResponse: Sendable, Equatable {
+    public var status: Int
+    public var contentType: String
+    public var body: [UInt8]
+    /// Extra headers, e.g. `Cache-Control`. `Content-Length`, `Content-Type` and `Connection`
+    /// here are ignored (the server owns framing), and CR or LF in a value becomes a space so a
+    /// value built from data can never split the response.
+    public var headers: [HTTPHeader]
+
+    public init(status: Int = 200, contentType: String = "text/plain; charset=utf-8", body: [UInt8],
+                headers: [HTTPHeader] = []) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.headers = headers
+    }
+
+    public init(status: Int = 200, contentType: String = "text/plain; charset=utf-8", text: String,
+                headers: [HTTPHeader] = []) {
+        self.init(status: status, contentType: contentType, body: Array(text.utf8), headers: headers)
+    }
+
+    /// A plain-text 404 naming the path, for routes the handler does not serve.
+    public static func notFound(_ request: HTTPRequest) -> HTTPResponse {
+        HTTPResponse(status: 404, text: "not found: \(request.path)\n")
+    }
+}
+
+/// ASCII-only case folding: header names are ASCII, and this avoids Unicode-aware lowercasing
+/// on every lookup.
+func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
+    let a = a.utf8, b = b.utf8
+    guard a.count == b.count else { return false }
+    return zip(a, b).allSatisfy { x, y in x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A) }
+}
+
+/// The standard reason phrase, or a generic one by class so any status code can be sent.
+func reasonPhrase(_ status: Int) -> String {
+    switch status {
+    case 200: "OK"
+    case 204: "No Content"
+    case 301: "Moved Permanently"
+    case 302: "Found"
+    case 304: "Not Modified"
+    case 400: "Bad Request"
+    case 403: "Forbidden"
+    case 404: "Not Found"
+    case 405: "Method Not Allowed"
+    case 408: "Request Timeout"
+    case 413: "Content Too Large"
+    case 431: "Request Header Fields Too Large"
+    case 500: "Internal Server Error"
+    case 501: "Not Implemented"
+    case 503: "Service Unavailable"
+    case 505: "HTTP Version Not Supported"
+    case 100..<200: "Informational"
+    case 200..<300: "Success"
+    case 300..<400: "Redirection"
+    case 400..<500: "Client Error"
+    default: "Server Error"
+    }
+}

@@ -1,0 +1,52 @@
+/// What the response tells the client about the connection afterwards.
+enum ConnectionDisposition {
+    /// HTTP/1.1 default: stays open, no header needed.
+    case keepAlive
+    /// HTTP/1.0 client that asked for keep-alive: must be told `Connection: keep-alive`.
+    case keepAliveAnnounced
+    /// The server closes after this response: `Connection: close`.
+    case close
+}
+
+/// The wire bytes of a response: status line, headers, blank line, then the body unless `headOnly`.
+///
+/// `Content-Length` is always the body's length, also for `HEAD`, so a `HEAD` tells the client
+/// what a `GET` would send.
+func encodeResponse(_ response: HTTPResponse, headOnly: Bool, disposition: ConnectionDisposition) -> [UInt8] {
+    var head = "HTTP/1.1 \(response.status) \(reasonPhrase(response.status))\r\n"
+    head += "Content-Type: \(headerSafe(response.contentType))\r\n"
+    head += "Content-Length: \(response.body.count)\r\n"
+    for header in response.headers where !isFramingHeader(header.name) {
+        head += "\(headerSafe(header.name)): \(headerSafe(header.value))\r\n"
+    }
+    switch disposition {
+    case .keepAlive: break
+    case .keepAliveAnnounced: head += "Connection: keep-alive\r\n"
+    case .close: head += "Connection: close\r\n"
+    }
+    head += "\r\n"
+    var bytes = Array(head.utf8)
+    if !headOnly { bytes += response.body }
+    return bytes
+}
+
+/// The response the server itself sends for a request it refuses. `405` and `501` carry `Allow`
+/// as RFC 9110 requires, so a client learns what it may send instead.
+func refusalResponse(status: Int, message: String) -> HTTPResponse {
+    var headers: [HTTPHeader] = []
+    if status == 405 || status == 501 { headers.append(HTTPHeader("Allow", "GET, HEAD")) }
+    return HTTPResponse(status: status, text: "\(status) \(reasonPhrase(status)): \(message)\n", headers: headers)
+}
+
+/// Headers the server sets itself; a handler's copy would contradict the framing.
+private func isFramingHeader(_ name: String) -> Bool {
+    ["Content-Length", "Content-Type", "Connection", "Transfer-Encoding"].contains {
+        asciiCaseInsensitiveEqual($0, name)
+    }
+}
+
+/// CR and LF would end the header line early and let data inject headers; they become spaces.
+private func headerSafe(_ text: String) -> String {
+    guard text.utf8.contains(where: { $0 == 13 || $0 == 10 }) else { return text }
+    return String(decoding: text.utf8.map { $0 == 13 || $0 == 10 ? 32 : $0 }, as: UTF8.self)
+}

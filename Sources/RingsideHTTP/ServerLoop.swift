@@ -1,0 +1,184 @@
+import Glibc
+
+/// The server thread's event loop: one `poll` over the wake-up descriptor, the listening socket
+/// and every connection, with a deadline per connection.
+///
+/// Everything here runs on the server thread and nothing blocks: sockets are non-blocking, and a
+/// slow or idle client only occupies a slot in the poll set until its deadline. `poll` rather
+/// than `epoll` because at the connection bound (about a thousand) rebuilding and scanning the
+/// set costs microseconds, and one call with no registration state is easier to get right.
+final class ServerLoop {
+    private let listenFD: Int32
+    private let wakeFD: Int32
+    private let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private let limits: HTTPServerLimits
+    private var connections: [Connection] = []
+    /// After `EMFILE` and the like, the listening socket stays readable; skipping it until this
+    /// time keeps the loop from spinning while descriptors are short.
+    private var acceptPausedUntil: Int64 = 0
+    private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 16)
+
+    /// How long a closing connection may keep sending before we close it regardless.
+    private let lingerMillis: Int64 = 1000
+    /// Accepts per wake-up, so a connection flood cannot starve the connections already open.
+    private let acceptBatch = 64
+
+    init(listenFD: Int32, wakeFD: Int32, limits: HTTPServerLimits,
+         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+        self.listenFD = listenFD
+        self.wakeFD = wakeFD
+        self.limits = limits
+        self.handler = handler
+    }
+
+    deinit { scratch.deallocate() }
+
+    /// Serves until the wake-up descriptor becomes readable, then closes every connection.
+    /// The listening and wake-up descriptors belong to `HTTPServer`, which closes them.
+    func run() {
+        var fds: [pollfd] = []
+        while true {
+            let now = Syscall.monotonicMillis()
+            fds.removeAll(keepingCapacity: true)
+            fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
+            let accepting = now >= acceptPausedUntil
+            // poll ignores negative descriptors: the slot stays so indices line up.
+            fds.append(pollfd(fd: accepting ? listenFD : -1, events: Int16(POLLIN), revents: 0))
+            var nextDeadline = accepting ? Int64.max : acceptPausedUntil
+            for connection in connections {
+                fds.append(pollfd(fd: connection.fd, events: connection.pollEvents, revents: 0))
+                nextDeadline = min(nextDeadline, connection.deadline)
+            }
+            let timeout = nextDeadline == .max ? -1 : Int32(clamping: max(0, nextDeadline - now))
+
+            if case .failure(let error) = Syscall.poll(&fds, timeoutMillis: timeout) {
+                // EINTR is routine; ENOMEM is transient. Either way, try again shortly.
+                if error.errno != EINTR { usleep(10_000) }
+                continue
+            }
+            if fds[0].revents != 0 { break }
+
+            let after = Syscall.monotonicMillis()
+            for (index, connection) in connections.enumerated() where fds[index + 2].revents != 0 {
+                service(connection, now: after)
+            }
+            if fds[1].revents != 0 { acceptConnections(now: after) }
+            for connection in connections where !connection.isClosed && connection.deadline <= after {
+                expire(connection)
+            }
+            connections.removeAll { $0.isClosed }
+        }
+        for connection in connections { connection.close() }
+        connections.removeAll()
+    }
+
+    private func acceptConnections(now: Int64) {
+        for _ in 0..<acceptBatch {
+            switch Syscall.accept(listenFD) {
+            case .accepted(let fd):
+                guard connections.count < limits.maxConnections else {
+                    refuseOverLimit(fd)
+                    continue
+                }
+                Syscall.setNoDelay(fd)
+                connections.append(Connection(fd: fd, maxHeadBytes: limits.maxHeadBytes,
+                                              deadline: now + limits.headTimeout.wholeMilliseconds))
+            case .retry:
+                continue
+            case .empty:
+                return
+            case .exhausted:
+                acceptPausedUntil = now + 100
+                return
+            }
+        }
+    }
+
+    /// Over the bound: one best-effort 503 so the client knows to retry, then close at once.
+    private func refuseOverLimit(_ fd: Int32) {
+        let response = refusalResponse(status: 503, message: "too many connections; retry shortly")
+        let bytes = encodeResponse(response, headOnly: false, disposition: .close)
+        _ = bytes.withUnsafeBytes { Syscall.send(fd, $0) }
+        Syscall.close(fd)
+    }
+
+    private func service(_ connection: Connection, now: Int64) {
+        switch connection.phase {
+        case .reading:
+            switch Syscall.receive(connection.fd, into: scratch) {
+            case .bytes(let n):
+                connection.parser.append(UnsafeRawBufferPointer(rebasing: scratch[..<n]))
+                process(connection, now: now)
+            case .wouldBlock:
+                break
+            case .endOfStream, .failed:
+                connection.close()
+            }
+        case .writing:
+            if connection.flush() {
+                finishResponse(connection, now: now)
+                process(connection, now: now)
+            }
+        case .lingering:
+            switch Syscall.receive(connection.fd, into: scratch) {
+            case .bytes, .wouldBlock: break
+            case .endOfStream, .failed: connection.close()
+            }
+        }
+    }
+
+    /// Answers every complete request in the buffer, one at a time, until the head is
+    /// incomplete, a response is left waiting for the socket, or the connection is closing.
+    private func process(_ connection: Connection, now: Int64) {
+        while connection.phase == .reading && !connection.isClosed {
+            switch connection.parser.next() {
+            case .needMore:
+                return
+            case let .request(request, keepAlive):
+                let response = handler(request)
+                let disposition: ConnectionDisposition =
+                    !keepAlive ? .close : request.minorVersion == 0 ? .keepAliveAnnounced : .keepAlive
+                connection.output = encodeResponse(response, headOnly: request.method == "HEAD", disposition: disposition)
+                connection.phase = .writing(closeAfter: !keepAlive)
+            case let .refuse(status, message):
+                let response = refusalResponse(status: status, message: message)
+                connection.output = encodeResponse(response, headOnly: false, disposition: .close)
+                connection.phase = .writing(closeAfter: true)
+            }
+            connection.deadline = now + limits.writeTimeout.wholeMilliseconds
+            guard connection.flush() else { return }
+            finishResponse(connection, now: now)
+        }
+    }
+
+    /// After a response is fully sent: wait for the next request, or send FIN and linger.
+    private func finishResponse(_ connection: Connection, now: Int64) {
+        if connection.phase == .writing(closeAfter: true) {
+            Syscall.shutdownWrite(connection.fd)
+            connection.phase = .lingering
+            connection.deadline = now + lingerMillis
+        } else {
+            connection.phase = .reading
+            connection.deadline = now + limits.headTimeout.wholeMilliseconds
+        }
+    }
+
+    /// A deadline passed. A client that sent part of a head gets a best-effort 408 so a person
+    /// typing into `nc` sees why; an idle keep-alive connection is just closed (RFC 9112 §9.8).
+    private func expire(_ connection: Connection) {
+        if connection.phase == .reading && !connection.parser.buffer.isEmpty {
+            let response = refusalResponse(status: 408, message: "request head not received within the timeout")
+            let bytes = encodeResponse(response, headOnly: false, disposition: .close)
+            _ = bytes.withUnsafeBytes { Syscall.send(connection.fd, $0) }
+        }
+        connection.close()
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded up so a positive timeout never becomes 0.
+    var wholeMilliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+    }
+}

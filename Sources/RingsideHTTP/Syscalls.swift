@@ -1,0 +1,339 @@
+// The only file in RingsideHTTP that calls Glibc socket, poll and thread functions directly.
+// Everyone else sees `IOResult`, `SyscallError` and plain `Int32` descriptors; errno is read here,
+// right after the call that set it, and never anywhere else.
+//
+// Swift's Glibc module is built without _GNU_SOURCE, so accept4, eventfd, pipe2 and
+// pthread_setname_np are not visible. Rather than add a C shim target for them, this file uses
+// their POSIX forms: accept + fcntl, and a self-pipe. The gap between accept and FD_CLOEXEC
+// matters only if another thread forks and execs in that instant; the collector does not.
+
+#if canImport(Glibc)
+import Glibc
+#else
+#error("RingsideHTTP uses Glibc sockets and poll; build it on Linux.")
+#endif
+
+/// A failed system call: its name and the errno it left, captured before anything else can
+/// overwrite errno.
+struct SyscallError: Error, Equatable {
+    var call: String
+    var errno: Int32
+}
+
+/// What a non-blocking read or write did: the three outcomes the event loop tells apart, plus
+/// end of stream for reads.
+enum IOResult: Equatable {
+    case bytes(Int)
+    case wouldBlock
+    case endOfStream
+    case failed(Int32)
+}
+
+/// What `accept4` did on the non-blocking listening socket.
+enum AcceptResult: Equatable {
+    case accepted(Int32)
+    /// The queue is empty: wait for the next readiness.
+    case empty
+    /// A per-connection failure (the peer reset before we took it, a signal): try the next.
+    case retry
+    /// The process or system is out of descriptors or memory: stop accepting for a while, or
+    /// the level-triggered listening socket would spin the loop.
+    case exhausted(Int32)
+}
+
+/// `strerror` text plus the number, in the form the package's error messages end with.
+func describeErrno(_ code: Int32) -> String {
+    "\(String(cString: strerror(code))) (errno: \(code))"
+}
+
+/// A resolved socket address, copied out of `getaddrinfo`'s list so nothing dangles.
+struct SocketAddress {
+    var storage = sockaddr_storage()
+    var length: socklen_t = 0
+
+    var family: Int32 { Int32(storage.ss_family) }
+}
+
+/// The raw calls, named after what they do; each documents the C function it wraps.
+enum Syscall {
+    /// A new non-blocking, close-on-exec TCP socket. The corresponding C function is `socket`.
+    static func tcpSocket(family: Int32) throws(SyscallError) -> Int32 {
+        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+            | Int32(SOCK_CLOEXEC.rawValue)
+        let fd = socket(family, type, 0)
+        guard fd >= 0 else { throw SyscallError(call: "socket", errno: errno) }
+        return fd
+    }
+
+    /// Lets a restarted collector rebind its port while old connections sit in TIME_WAIT.
+    /// The corresponding C function is `setsockopt(SO_REUSEADDR)`.
+    static func setReuseAddress(_ fd: Int32) throws(SyscallError) {
+        var one: Int32 = 1
+        let rc = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        guard rc == 0 else { throw SyscallError(call: "setsockopt(SO_REUSEADDR)", errno: errno) }
+    }
+
+    /// Sends each response as soon as it is written instead of waiting on the peer's ACK; our
+    /// responses are single writes, so Nagle only adds latency. Failure is harmless and ignored.
+    static func setNoDelay(_ fd: Int32) {
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// The corresponding C function is `bind`.
+    static func bind(_ fd: Int32, to address: SocketAddress) throws(SyscallError) {
+        var storage = address.storage
+        let rc = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, address.length) }
+        }
+        guard rc == 0 else { throw SyscallError(call: "bind", errno: errno) }
+    }
+
+    /// The corresponding C function is `listen`.
+    static func listen(_ fd: Int32, backlog: Int32) throws(SyscallError) {
+        guard Glibc.listen(fd, backlog) == 0 else { throw SyscallError(call: "listen", errno: errno) }
+    }
+
+    /// The address the kernel actually bound, which carries the port it chose for port 0.
+    /// The corresponding C function is `getsockname`.
+    static func localAddress(_ fd: Int32) throws(SyscallError) -> SocketAddress {
+        var address = SocketAddress()
+        address.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let rc = withUnsafeMutablePointer(to: &address.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &address.length) }
+        }
+        guard rc == 0 else { throw SyscallError(call: "getsockname", errno: errno) }
+        return address
+    }
+
+    /// Takes one pending connection as a non-blocking, close-on-exec socket.
+    /// The corresponding C functions are `accept` and `fcntl`.
+    static func accept(_ listenFD: Int32) -> AcceptResult {
+        let fd = Glibc.accept(listenFD, nil, nil)
+        if fd >= 0 {
+            guard setNonBlockingCloseOnExec(fd) else {
+                Glibc.close(fd)
+                return .retry
+            }
+            return .accepted(fd)
+        }
+        switch errno {
+        case EAGAIN, EWOULDBLOCK: return .empty
+        case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted(errno)
+        default: return .retry  // ECONNABORTED, EINTR, EPROTO and the network errors Linux passes on
+        }
+    }
+
+    /// The corresponding C function is `recv`.
+    static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        while true {
+            let n = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+            if n > 0 { return .bytes(n) }
+            if n == 0 { return .endOfStream }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
+            default: return .failed(errno)
+            }
+        }
+    }
+
+    /// Writes without ever raising SIGPIPE: a client that hung up is an `EPIPE` result, not a
+    /// dead daemon. The corresponding C function is `send` with `MSG_NOSIGNAL`.
+    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> IOResult {
+        while true {
+            let n = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+            if n >= 0 { return .bytes(n) }
+            switch errno {
+            case EINTR: continue
+            case EAGAIN, EWOULDBLOCK: return .wouldBlock
+            default: return .failed(errno)
+            }
+        }
+    }
+
+    /// Sends our FIN while still reading, so a client whose request we did not read in full gets
+    /// the response before a reset. The corresponding C function is `shutdown(SHUT_WR)`.
+    static func shutdownWrite(_ fd: Int32) {
+        _ = shutdown(fd, Int32(SHUT_WR))
+    }
+
+    /// The corresponding C function is `close`. EINTR is not retried: on Linux the descriptor is
+    /// released either way, and a retry could close a descriptor another thread just opened.
+    static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    /// Sets O_NONBLOCK and FD_CLOEXEC. The corresponding C function is `fcntl`.
+    private static func setNonBlockingCloseOnExec(_ fd: Int32) -> Bool {
+        let flags = fcntl(fd, F_GETFL)
+        return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 && fcntl(fd, F_SETFD, FD_CLOEXEC) == 0
+    }
+
+    /// A self-pipe: `stop()` writes a byte to `write` so the event loop, polling `read`, wakes
+    /// from `poll` at once. The corresponding C function is `pipe`.
+    static func makeWakeup() throws(SyscallError) -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw SyscallError(call: "pipe", errno: errno) }
+        guard setNonBlockingCloseOnExec(ends[0]), setNonBlockingCloseOnExec(ends[1]) else {
+            let code = errno
+            Glibc.close(ends[0])
+            Glibc.close(ends[1])
+            throw SyscallError(call: "fcntl", errno: code)
+        }
+        return (ends[0], ends[1])
+    }
+
+    /// Makes the wake-up pipe readable. One byte into an empty pipe cannot fail for lack of
+    /// room, so the result is not checked.
+    static func signalWakeup(_ writeEnd: Int32) {
+        var byte: UInt8 = 1
+        _ = write(writeEnd, &byte, 1)
+    }
+
+    /// Waits for readiness; `nil` means a signal interrupted the wait.
+    /// The corresponding C function is `poll`.
+    static func poll(_ fds: inout [pollfd], timeoutMillis: Int32) -> Result<Int, SyscallError> {
+        let n = fds.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, nfds_t($0.count), timeoutMillis) }
+        if n >= 0 { return .success(Int(n)) }
+        return .failure(SyscallError(call: "poll", errno: errno))
+    }
+
+    /// Milliseconds on a clock that never jumps, for deadlines.
+    /// The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
+    static func monotonicMillis() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    /// Resolves a host for a passive (listening) TCP socket, in the order the system prefers.
+    /// Returns the `gai_strerror` text on failure. The corresponding C function is `getaddrinfo`.
+    static func resolve(host: String, port: Int) -> Result<[SocketAddress], ResolveFailure> {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &list)
+        guard rc == 0 else { return .failure(ResolveFailure(message: String(cString: gai_strerror(rc)))) }
+        defer { freeaddrinfo(list) }
+        var addresses: [SocketAddress] = []
+        var node = list
+        while let info = node?.pointee {
+            if let source = info.ai_addr, Int(info.ai_addrlen) <= MemoryLayout<sockaddr_storage>.size {
+                var address = SocketAddress()
+                address.length = info.ai_addrlen
+                withUnsafeMutableBytes(of: &address.storage) {
+                    $0.copyMemory(from: UnsafeRawBufferPointer(start: source, count: Int(info.ai_addrlen)))
+                }
+                addresses.append(address)
+            }
+            node = info.ai_next
+        }
+        return .success(addresses)
+    }
+
+    struct ResolveFailure: Error { var message: String }
+
+    /// Starts a dedicated OS thread running `body`. Returns the pthread error code on failure
+    /// (pthread functions return it rather than setting errno).
+    /// The corresponding C function is `pthread_create`.
+    static func startThread(_ body: @escaping () -> Void) -> Result<pthread_t, SyscallError> {
+        final class Box {
+            let body: () -> Void
+            init(body: @escaping () -> Void) { self.body = body }
+        }
+        let context = Unmanaged.passRetained(Box(body: body)).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { raw in
+            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+            box.body()
+            return nil
+        }, context)
+        guard rc == 0 else {
+            Unmanaged<Box>.fromOpaque(context).release()
+            return .failure(SyscallError(call: "pthread_create", errno: rc))
+        }
+        return .success(thread)
+    }
+
+    /// The corresponding C function is `pthread_join`.
+    static func join(_ thread: pthread_t) {
+        _ = pthread_join(thread, nil)
+    }
+}
+
+/// The text before the first NUL of a C buffer.
+private func cText(_ chars: [CChar]) -> String {
+    String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+extension SocketAddress {
+    /// "127.0.0.1:9464" or "[::1]:9464", for logs and error messages.
+    var description: String {
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        var storage = self.storage
+        switch family {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+                    var addr = sin.pointee.sin_addr
+                    inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
+                    return "\(cText(text)):\(UInt16(bigEndian: sin.pointee.sin_port))"
+                }
+            }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                    var addr = sin6.pointee.sin6_addr
+                    inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
+                    return "[\(cText(text))]:\(UInt16(bigEndian: sin6.pointee.sin6_port))"
+                }
+            }
+        default:
+            return "(address family \(family))"
+        }
+    }
+
+    /// The port in host byte order, 0 for families without one.
+    var port: Int {
+        var storage = self.storage
+        switch family {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
+            }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
+            }
+        default:
+            return 0
+        }
+    }
+
+    /// True for 127.0.0.0/8, ::1 and IPv4-mapped 127.x: the addresses only this host can reach.
+    var isLoopback: Bool {
+        var storage = self.storage
+        switch family {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                    UInt32(bigEndian: $0.pointee.sin_addr.s_addr) >> 24 == 127
+                }
+            }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+                    let b = withUnsafeBytes(of: sin6.pointee.sin6_addr) { Array($0) }
+                    let loopback6 = b[0..<15].allSatisfy { $0 == 0 } && b[15] == 1
+                    let mapped127 = b[0..<10].allSatisfy { $0 == 0 } && b[10] == 0xFF && b[11] == 0xFF && b[12] == 127
+                    return loopback6 || mapped127
+                }
+            }
+        default:
+            return false
+        }
+    }
+}

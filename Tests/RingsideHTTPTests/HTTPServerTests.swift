@@ -1,0 +1,296 @@
+import Glibc
+import RingsideHTTP
+import Testing
+
+/// End-to-end behaviour over real loopback sockets. Each test runs its own server on an
+/// ephemeral port, so the tests run in parallel with each other and with other suites.
+@Suite("HTTPServer")
+struct HTTPServerTests {
+    static let routes: [(path: String, contentType: String, body: String)] = [
+        ("/", "text/plain; charset=utf-8", "ringside\n"),
+        ("/metrics", "text/plain; version=0.0.4; charset=utf-8", "ringside_up 1\n"),
+        ("/latest", "application/json", "{\"bots\":[]}"),
+        ("/health", "text/plain; charset=utf-8", "ok\n"),
+    ]
+
+    @Test("GET serves each route with its content type and length", arguments: routes)
+    func getRoutes(route: (path: String, contentType: String, body: String)) throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send("GET \(route.path) HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.header("Content-Type") == route.contentType)
+            #expect(response.header("Content-Length") == String(route.body.utf8.count))
+            #expect(response.text == route.body)
+            #expect(response.header("Connection") == nil)
+        }
+    }
+
+    @Test("An unknown path gets the handler's 404")
+    func unknownPath() throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 404)
+            #expect(response.text == "not found: /nope\n")
+        }
+    }
+
+    @Test("The handler routes on the path and still sees the query string and extra headers go out")
+    func queryStringIsSeparated() throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send("GET /echo?bot=a&x=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.text == "GET /echo bot=a&x=1")
+            #expect(response.header("Cache-Control") == "no-store")
+        }
+    }
+
+    @Test("Keep-alive serves two requests on one connection")
+    func keepAlive() throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            for path in ["/health", "/metrics"] {
+                try client.send("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(try client.readResponse().status == 200)
+            }
+        }
+    }
+
+    @Test("Pipelined requests are answered in order")
+    func pipelined() throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /latest HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try client.readResponse().text == "ok\n")
+            #expect(try client.readResponse().text == "{\"bots\":[]}")
+        }
+    }
+
+    @Test("HEAD has GET's headers and no body")
+    func headHasNoBody() throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            let head = try client.readResponse(toHEAD: true)
+            #expect(head.status == 200)
+            #expect(head.header("Content-Length") == "14")
+            // If a body had been sent, it would be read here as the next response's status line.
+            try client.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try client.readResponse().text == "ok\n")
+        }
+    }
+
+    @Test("Connection: close is honored")
+    func connectionClose() throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == 200)
+            #expect(response.header("Connection") == "close")
+            #expect(client.isClosedByServer())
+        }
+    }
+
+    @Test("HTTP/1.0 closes by default and stays open when it asks for keep-alive")
+    func http10() throws {
+        try withServer { server in
+            let plain = try RawClient(port: server.boundPort)
+            try plain.send("GET /health HTTP/1.0\r\n\r\n")
+            #expect(try plain.readResponse().header("Connection") == "close")
+            #expect(plain.isClosedByServer())
+
+            let keeping = try RawClient(port: server.boundPort)
+            try keeping.send("GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            #expect(try keeping.readResponse().header("Connection") == "keep-alive")
+            try keeping.send("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            #expect(try keeping.readResponse().text == "ringside\n")
+        }
+    }
+
+    @Test("A malformed request line gets 400 and a close", arguments: [
+        "GET /\r\n\r\n",
+        "GET  / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET / HTTP/1.1 extra\r\nHost: x\r\n\r\n",
+        "GET / FTP/1.0\r\n\r\n",
+        "GET metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET / HTTP/1.1\nHost: x\n\n",
+        "GET / HTTP/1.1\r\nBad Header: x\r\n\r\n",
+        "GET / HTTP/1.1\r\n\r\n",
+    ])
+    func malformed(request: String) throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send(request)
+            let response = try client.readResponse()
+            #expect(response.status == 400)
+            #expect(response.header("Connection") == "close")
+            #expect(client.isClosedByServer())
+        }
+    }
+
+    @Test("Binary garbage gets 400 and a close without waiting for the timeout")
+    func binaryGarbage() throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03, 0xFF, 0x00])
+            #expect(try client.readResponse().status == 400)
+            #expect(client.isClosedByServer())
+        }
+    }
+
+    @Test("A head over 8 KiB gets 431 and a close")
+    func hugeHeader() throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            let big = String(repeating: "a", count: 10_000)
+            try client.send("GET / HTTP/1.1\r\nHost: x\r\nX-Big: \(big)\r\n\r\n")
+            #expect(try client.readResponse().status == 431)
+            #expect(client.isClosedByServer())
+        }
+    }
+
+    @Test("Unknown and unsupported methods get 501 or 405 with Allow", arguments: [
+        ("BREW", 501), ("POST", 405), ("DELETE", 405),
+    ])
+    func methods(method: String, status: Int) throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send("\(method) / HTTP/1.1\r\nHost: x\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.status == status)
+            #expect(response.header("Allow") == "GET, HEAD")
+            #expect(client.isClosedByServer())
+        }
+    }
+
+    @Test("Request bodies are refused with 413", arguments: [
+        "Content-Length: 5\r\n\r\nhello", "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    ])
+    func bodiesRefused(framing: String) throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send("GET / HTTP/1.1\r\nHost: x\r\n" + framing)
+            #expect(try client.readResponse().status == 413)
+            #expect(client.isClosedByServer())
+        }
+    }
+
+    @Test("A client sending one byte at a time does not delay another client")
+    func slowClientDoesNotStallOthers() throws {
+        try withServer { server in
+            let slow = try RawClient(port: server.boundPort)
+            let fast = try RawClient(port: server.boundPort)
+            let request = Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            for byte in request {
+                try slow.send([byte])
+                let started = monotonicSeconds()
+                try fast.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(try fast.readResponse().status == 200)
+                #expect(monotonicSeconds() - started < 2)
+                usleep(10_000)
+            }
+            #expect(try slow.readResponse().text == "ok\n")
+        }
+    }
+
+    @Test("A client that does not read a large response delays no one and is dropped after the write timeout")
+    func stalledReader() throws {
+        var limits = HTTPServerLimits()
+        limits.writeTimeout = .milliseconds(300)
+        try withServer(limits: limits) { server in
+            let stalled = try RawClient(port: server.boundPort, receiveBuffer: 4096)
+            try stalled.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            usleep(50_000)  // the server fills both socket buffers and waits for POLLOUT
+            let other = try RawClient(port: server.boundPort)
+            let started = monotonicSeconds()
+            try other.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try other.readResponse().status == 200)
+            #expect(monotonicSeconds() - started < 2)
+            usleep(400_000)  // past the write timeout
+            let received = stalled.readUntilServerCloses()
+            #expect(received != nil, "the server should have closed the stalled connection")
+            #expect((received ?? .max) < bigBody.count)
+        }
+    }
+
+    @Test("200 idle connections do not block a new request")
+    func manyIdleConnections() throws {
+        try withServer { server in
+            var idle: [RawClient] = []
+            for i in 0..<200 {
+                let client = try RawClient(port: server.boundPort)
+                if i.isMultiple(of: 2) { try client.send("GET /met") }  // half send a partial head
+                idle.append(client)
+            }
+            let started = monotonicSeconds()
+            let client = try RawClient(port: server.boundPort)
+            try client.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try client.readResponse().status == 200)
+            #expect(monotonicSeconds() - started < 2)
+            withExtendedLifetime(idle) {}
+        }
+    }
+
+    @Test("Connections beyond the limit get 503 and a close")
+    func connectionLimit() throws {
+        var limits = HTTPServerLimits()
+        limits.maxConnections = 3
+        try withServer(limits: limits) { server in
+            var open: [RawClient] = []
+            for _ in 0..<3 {
+                let client = try RawClient(port: server.boundPort)
+                try client.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(try client.readResponse().status == 200)  // now surely accepted
+                open.append(client)
+            }
+            let extra = try RawClient(port: server.boundPort)
+            #expect(try extra.readResponse().status == 503)
+            #expect(extra.isClosedByServer())
+            try open[0].send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try open[0].readResponse().status == 200)
+        }
+    }
+
+    @Test("A head not completed within the timeout gets 408 and a close; an idle one is closed")
+    func headTimeout() throws {
+        var limits = HTTPServerLimits()
+        limits.headTimeout = .milliseconds(200)
+        try withServer(limits: limits) { server in
+            let partial = try RawClient(port: server.boundPort)
+            let idle = try RawClient(port: server.boundPort)
+            try partial.send("GET /health HTTP/1.1\r\nHo")
+            #expect(try partial.readResponse().status == 408)
+            #expect(partial.isClosedByServer())
+            #expect(idle.isClosedByServer())
+        }
+    }
+
+    @Test("stop() returns promptly, closes open connections and the port")
+    func stopClosesEverything() throws {
+        let server = try HTTPServer(listen: "127.0.0.1:0", handler: testRoutes)
+        defer { server.stop() }
+        try server.start()
+        let client = try RawClient(port: server.boundPort)
+        try client.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(try client.readResponse().status == 200)
+
+        let started = monotonicSeconds()
+        server.stop()
+        #expect(monotonicSeconds() - started < 1)
+        #expect(client.isClosedByServer())
+        #expect(throws: RawClient.Failure.self) { try RawClient(port: server.boundPort) }
+        server.stop()  // idempotent
+    }
+
+    @Test("A server that was never started can be stopped")
+    func stopWithoutStart() throws {
+        let server = try HTTPServer(listen: "127.0.0.1:0", handler: testRoutes)
+        server.stop()
+        #expect(throws: RawClient.Failure.self) { try RawClient(port: server.boundPort) }
+    }
+}
