@@ -23,6 +23,8 @@ let package = Package(
         .target(name: "RingsideAggregation"),
         /// A small HTTP/1.1 server on POSIX sockets.
         .target(name: "RingsideHTTP"),
+        /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
+        .target(name: "RingsideCollector", dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP"]),
 
         // MARK: - Tests
 

@@ -29,6 +29,8 @@ final class MappedRingFile {
     let path: String
     let layout: RingLayout
     let role: Role
+    /// Which file this is: a ring replaced under the same name has another identity.
+    let identity: RingFileIdentity
     private let descriptor: Int32
     private let base: UnsafeMutableRawPointer
 
@@ -40,6 +42,9 @@ final class MappedRingFile {
         self.base = base
         self.layout = layout
         self.role = role
+        var info = stat()
+        fstat(descriptor, &info)
+        identity = RingFileIdentity(info)
     }
 
     deinit {
@@ -50,7 +55,8 @@ final class MappedRingFile {
     // MARK: - Opening
 
     /// Opens an existing ring to read it, as its consumer (locked) or as an inspector.
-    static func open(name: String, directory: RingDirectory, role: Role) throws(RingError) -> MappedRingFile {
+    static func open(name: String, directory: RingDirectory, role: Role,
+                     allowedOwners: Set<UInt32> = []) throws(RingError) -> MappedRingFile {
         precondition(role != .producer, "producers attach with openProducer")
         try RingDirectory.validate(name: name)
         let path = directory.filePath(for: name)
@@ -58,7 +64,7 @@ final class MappedRingFile {
         let fd = Glibc.open(path, flags)
         guard fd >= 0 else { throw openError(errno, name: name, path: path, directory: directory) }
         do throws(RingError) {
-            let size = try checkedFileSize(fd, name: name, path: path)
+            let size = try checkedFileSize(fd, name: name, path: path, allowedOwners: allowedOwners)
             if role == .consumer { try lock(fd, byte: RS_LOCK_BYTE_CONSUMER, name: name) }
             guard size > 0 else { throw RingError.notReady(ring: name) }
             let header = try readHeader(fd, name: name, path: path, fileSize: size)
@@ -250,15 +256,17 @@ final class MappedRingFile {
 
     // MARK: - System calls
 
-    private static func checkedFileSize(_ fd: Int32, name: String, path: String) throws(RingError) -> Int {
+    /// The file's size, after checking it is a regular file owned by us (or an allowed user).
+    private static func checkedFileSize(_ fd: Int32, name: String, path: String,
+                                        allowedOwners: Set<UInt32> = []) throws(RingError) -> Int {
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw .system(ring: name, operation: "fstat \(path)", errno: errno) }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw .notARegularFile(ring: name, path: path, reason: "not a regular file")
         }
-        guard info.st_uid == geteuid() else {
-            throw .permissionDenied(ring: name, path: path,
-                                    reason: "owned by uid \(info.st_uid), not \(geteuid()); rings are private to their user")
+        guard info.st_uid == geteuid() || allowedOwners.contains(info.st_uid) else {
+            throw .permissionDenied(ring: name, path: path, reason: "owned by uid \(info.st_uid), not \(geteuid()); "
+                + "rings are private to their user (a collector may allow others with --allow-uid)")
         }
         return Int(info.st_size)
     }

@@ -75,6 +75,14 @@ public struct RingDirectory: Sendable, Equatable {
         }
     }
 
+    /// The identity of the ring file now at `name`'s path, or nil if there is none.
+    /// Never follows a symbolic link.
+    public func fileIdentity(of name: String) -> RingFileIdentity? {
+        var info = stat()
+        guard lstat(filePath(for: name), &info) == 0 else { return nil }
+        return RingFileIdentity(info)
+    }
+
     private static func isNameByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
@@ -83,5 +91,16 @@ public struct RingDirectory: Sendable, Equatable {
         default:
             return false
         }
+    }
+}
+
+/// Which file a path named: a ring removed and created again under the same name differs.
+public struct RingFileIdentity: Sendable, Hashable {
+    public let device: UInt64
+    public let inode: UInt64
+
+    init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
     }
 }

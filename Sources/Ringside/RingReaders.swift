@@ -103,8 +103,10 @@ package final class RingConsumer {
     package private(set) var metrics: [MetricDescriptor]
 
     /// Opens the ring `name` as its consumer.
-    package init(_ name: String, directory: RingDirectory = RingDirectory()) throws(RingError) {
-        file = try MappedRingFile.open(name: name, directory: directory, role: .consumer)
+    /// - Parameter allowedOwners: users besides our own whose rings may be opened.
+    package init(_ name: String, directory: RingDirectory = RingDirectory(),
+                 allowedOwners: Set<UInt32> = []) throws(RingError) {
+        file = try MappedRingFile.open(name: name, directory: directory, role: .consumer, allowedOwners: allowedOwners)
         cursor = try file.checkedCursors().read
         metrics = try file.metrics(from: 0)
     }
@@ -112,6 +114,7 @@ package final class RingConsumer {
     package var name: String { file.name }
     package var path: String { file.path }
     package var capacity: UInt64 { file.layout.capacity }
+    package var identity: RingFileIdentity { file.identity }
 
     /// Reads registry entries published since the last look; returns how many are new.
     @discardableResult

@@ -1,0 +1,175 @@
+import Ringside
+
+/// The collector's configuration, from its command line.
+public struct CollectorOptions: Sendable, Equatable {
+    /// The ring directory (`--dir`, else `RINGSIDE_DIR`, else `/dev/shm`).
+    public var directory = RingDirectory()
+    /// Rings to collect (`--ring`, repeatable); empty means every ring in the directory.
+    public var rings: [String] = []
+    /// Where the HTTP server listens (`--listen`).
+    public var listen = "127.0.0.1:9464"
+    /// Sliding windows in nanoseconds (`--windows 1s,5s,1m`).
+    public var windowNanos: [UInt64] = [1_000_000_000, 5_000_000_000, 60_000_000_000]
+    /// Quantiles reported per window (`--quantiles`).
+    public var quantiles: [Double] = [0.5, 0.9, 0.95, 0.99, 0.999]
+    /// Where to write the JSON snapshot (`--json-dump`), and how often (`--dump-interval`).
+    public var jsonDumpPath: String?
+    public var dumpIntervalNanos: UInt64 = 60_000_000_000
+    /// Service-level objectives (`--slo`, repeatable).
+    public var sloRules: [SLORule] = []
+    /// How long the drain loop sleeps when every ring is empty (`--poll`).
+    public var pollNanos: UInt64 = 100_000_000
+    /// Start a synthetic bot and show a live table (`--demo`).
+    public var demo = false
+    /// Users (besides our own) whose rings may be collected (`--allow-uid`, repeatable).
+    public var allowedUIDs: [UInt32] = []
+
+    public init() {}
+
+    /// The text `--help` prints.
+    public static let usage = """
+    usage: ringside-collector [options]
+
+    Drains every Ringside ring in the ring directory and exports windowed percentiles,
+    counters, gauges and SLO states as Prometheus text (/metrics), JSON (/latest) and health (/health).
+
+    options:
+      --dir PATH             ring directory (default: $RINGSIDE_DIR, else /dev/shm)
+      --ring NAME            collect only this ring (repeatable; default: every ring)
+      --listen HOST:PORT     HTTP address (default 127.0.0.1:9464; port 0 picks a free one)
+      --windows LIST         sliding windows (default 1s,5s,1m)
+      --quantiles LIST       quantiles per window (default 0.5,0.9,0.95,0.99,0.999)
+      --json-dump PATH       write the /latest document to PATH (atomically) every interval
+      --dump-interval DUR    how often to write it (default 60s)
+      --slo RULE             a service-level objective (repeatable), e.g.
+                             'order_fill_latency{symbol="AAPL"}:p99<100us@1m'
+      --poll DUR             drain-loop sleep when the rings are empty (default 100ms)
+      --allow-uid UID        also collect rings owned by this user (repeatable)
+      --demo                 start a synthetic trading bot and show a live table
+      --help                 show this text
+
+    Durations: a number and a unit: ns, us, ms, s, m, h (e.g. 250ms, 5s, 1m).
+    """
+
+    /// Parses arguments (without the program name); `nil` means `--help` was asked for.
+    public static func parse(_ arguments: [String]) throws(UsageError) -> CollectorOptions? {
+        var options = CollectorOptions()
+        var directory: String?
+        var remaining = arguments[...]
+        func value(for flag: String) throws(UsageError) -> String {
+            guard let next = remaining.popFirst() else { throw UsageError("\(flag) needs a value") }
+            return next
+        }
+        while let argument = remaining.popFirst() {
+            var flag = argument
+            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+                flag = String(argument[..<equals])
+                remaining.insert(String(argument[argument.index(after: equals)...]), at: remaining.startIndex)
+            }
+            switch flag {
+            case "--help", "-h": return nil
+            case "--demo": options.demo = true
+            case "--dir": directory = try value(for: flag)
+            case "--ring":
+                let name = try value(for: flag)
+                do { try RingDirectory.validate(name: name) } catch { throw UsageError("--ring: \(error)") }
+                options.rings.append(name)
+            case "--listen":
+                options.listen = try value(for: flag)
+                guard options.listen.contains(":") else { throw UsageError("--listen \(options.listen): expected HOST:PORT") }
+            case "--windows":
+                let text = try value(for: flag)
+                options.windowNanos = try parseList(text, flag: flag) { item throws(UsageError) in
+                    let nanos = try parseDuration(item, flag: flag)
+                    guard nanos >= 100_000_000, nanos <= 86_400_000_000_000 else {
+                        throw UsageError("\(flag): window \(item) must be from 100ms to 24h")
+                    }
+                    return nanos
+                }
+                guard Set(options.windowNanos).count == options.windowNanos.count else { throw UsageError("\(flag): windows repeat") }
+                options.windowNanos.sort()
+            case "--quantiles":
+                let text = try value(for: flag)
+                options.quantiles = try parseList(text, flag: flag) { item throws(UsageError) in
+                    guard let q = Double(item), q > 0, q < 1 else {
+                        throw UsageError("\(flag): \(item) is not a quantile between 0 and 1 (exclusive)")
+                    }
+                    return q
+                }
+                options.quantiles = Array(Set(options.quantiles)).sorted()
+            case "--json-dump": options.jsonDumpPath = try value(for: flag)
+            case "--dump-interval":
+                options.dumpIntervalNanos = try parseDuration(try value(for: flag), flag: flag)
+                guard options.dumpIntervalNanos >= 100_000_000 else { throw UsageError("\(flag) must be at least 100ms") }
+            case "--slo":
+                let text = try value(for: flag)
+                do { options.sloRules.append(try SLORule(parsing: text)) } catch {
+                    throw UsageError("--slo '\(text)': \(error.reason)")
+                }
+            case "--poll":
+                options.pollNanos = try parseDuration(try value(for: flag), flag: flag)
+                guard options.pollNanos >= 1_000_000, options.pollNanos <= 10_000_000_000 else {
+                    throw UsageError("--poll must be from 1ms to 10s")
+                }
+            case "--allow-uid":
+                let text = try value(for: flag)
+                guard let uid = UInt32(text) else { throw UsageError("--allow-uid: \(text) is not a user id") }
+                options.allowedUIDs.append(uid)
+            default:
+                throw UsageError(argument.hasPrefix("-") ? "unknown option \(argument) (see --help)"
+                                                         : "unexpected argument \(argument) (see --help)")
+            }
+        }
+        options.directory = RingDirectory(directory)
+        for rule in options.sloRules where !options.windowNanos.contains(rule.windowNanos) {
+            throw UsageError("--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
+                + options.windowNanos.map(formatDuration).joined(separator: ","))
+        }
+        return options
+    }
+
+    private static func parseList<T>(_ text: String, flag: String,
+                                     _ parse: (String) throws(UsageError) -> T) throws(UsageError) -> [T] {
+        let items = text.split(separator: ",", omittingEmptySubsequences: false).map { String($0) }
+        guard !items.isEmpty, !items.contains(where: \.isEmpty) else { throw UsageError("\(flag): expected a comma-separated list") }
+        var parsed: [T] = []
+        for item in items { parsed.append(try parse(item)) }
+        return parsed
+    }
+}
+
+/// A command-line mistake: one line saying what is wrong (the program exits with status 2).
+public struct UsageError: Error, Equatable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Parses `250ms`, `5s`, `1m`, `100us`, `2h`, `500ns` into nanoseconds.
+public func parseDuration(_ text: String, flag: String) throws(UsageError) -> UInt64 {
+    guard let nanos = durationNanos(text) else {
+        throw UsageError("\(flag): \(text) is not a duration (a number and ns, us, ms, s, m or h)")
+    }
+    return nanos
+}
+
+/// Nanoseconds in `text` (a number followed by ns, us, ms, s, m or h), or nil.
+func durationNanos(_ text: String) -> UInt64? {
+    let units: [(String, Double)] = [("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9), ("h", 3600e9)]
+    for (suffix, scale) in units where text.hasSuffix(suffix) {
+        let number = text.dropLast(suffix.count)
+        // "ms" also ends in "s": only accept a number before the suffix.
+        guard let value = Double(number), value.isFinite, value > 0, value * scale < 1.8e19 else { continue }
+        return UInt64(value * scale)
+    }
+    return nil
+}
+
+/// The shortest form of a duration: `1s`, `5s`, `1m`, `250ms`.
+public func formatDuration(_ nanos: UInt64) -> String {
+    let units: [(String, UInt64)] = [("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
+                                     ("ms", 1_000_000), ("us", 1_000), ("ns", 1)]
+    for (suffix, scale) in units where nanos % scale == 0 && nanos >= scale {
+        return "\(nanos / scale)\(suffix)"
+    }
+    return "\(nanos)ns"
+}

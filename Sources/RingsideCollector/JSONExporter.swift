@@ -1,0 +1,230 @@
+import Ringside
+
+/// Renders snapshots as JSON: the `/latest` document (also the `--json-dump` file) and `/health`.
+///
+/// `/latest`: `{"generated_at", "series": [...], "rings": [...], "slos": [...], "collector": {...}}`.
+/// Each series has `ring`, `metric`, `kind`, `unit`, `labels` and `windows` keyed by window
+/// (`"1s"`): histograms give `count`, `sum`, `min`, `max`, `mean` and a key per quantile
+/// (`p50` ... `p999`) in the metric's own unit; counters `total`, `increase` and `rate` (per
+/// second); gauges `value`, `min` and `max` (null when nothing was set in the window).
+public enum JSONExporter {
+    public static let contentType = "application/json"
+
+    public static func latest(_ snapshot: Snapshot) -> [UInt8] {
+        let json = JSONWriter()
+        let windows = snapshot.windowNanos.map(formatDuration)
+        let quantileKeys = snapshot.quantiles.map(quantileKey)
+        json.object {
+            json.field("generated_at", utcTimestamp(realtimeNanos: snapshot.generatedRealtimeNanos))
+            json.key("series")
+            json.array(snapshot.series) { series in
+                writeSeries(series, windows: windows, quantileKeys: quantileKeys, into: json)
+            }
+            json.key("rings")
+            json.array(snapshot.rings) { ring in writeRing(ring, into: json) }
+            json.key("slos")
+            json.array(snapshot.slos) { slo in
+                json.object {
+                    json.field("rule", slo.rule)
+                    json.field("statistic", slo.statistic)
+                    json.field("window", slo.window)
+                    json.field("violated", slo.violated)
+                    json.field("violations", Double(slo.violations))
+                    json.field("compliance", slo.compliance)
+                    json.field("observed", slo.observed)
+                    json.field("threshold", slo.threshold)
+                    json.field("events", Double(slo.events))
+                    json.field("matching_series", Double(slo.matchingSeries))
+                }
+            }
+            json.key("collector")
+            writeCollector(snapshot.collector, into: json)
+        }
+        return json.bytes
+    }
+
+    /// `/health`: each ring's state, and whether the drain loop makes progress.
+    public static func health(_ snapshot: Snapshot, isHealthy: Bool, lastPassAgeSeconds: Double) -> [UInt8] {
+        let json = JSONWriter()
+        json.object {
+            json.field("status", isHealthy ? "ok" : "stalled")
+            json.field("last_pass_age_seconds", lastPassAgeSeconds)
+            json.key("rings")
+            json.array(snapshot.rings) { ring in
+                json.object {
+                    json.field("name", ring.name)
+                    json.field("state", ring.state.rawValue)
+                    json.field("problem", ring.problem)
+                    json.field("producer_pid", Double(ring.producerPID))
+                    json.field("backlog", Double(ring.backlog))
+                    json.field("dropped_total", Double(ring.droppedTotal))
+                    json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)
+                }
+            }
+            json.key("slos")
+            json.array(snapshot.slos) { slo in
+                json.object {
+                    json.field("rule", slo.rule)
+                    json.field("violated", slo.violated)
+                }
+            }
+        }
+        return json.bytes
+    }
+
+    private static func writeSeries(_ series: SeriesSnapshot, windows: [String], quantileKeys: [String],
+                                    into json: JSONWriter) {
+        let metric = series.metric
+        json.object {
+            json.field("ring", series.ring)
+            json.field("metric", metric.name)
+            json.field("kind", metric.kind.description)
+            json.field("unit", metric.unit.description)
+            json.key("labels")
+            json.object {
+                for (key, value) in metric.labels { json.field(key, value) }
+            }
+            if !metric.help.isEmpty { json.field("help", metric.help) }
+            json.field("sample_every", Double(metric.sampleEvery))
+            switch metric.kind {
+            case .histogram:
+                json.field("total_count", Double(series.cumulativeCount))
+                json.field("total_sum", series.cumulativeSum)
+            case .counter:
+                json.field("total", series.cumulativeSum)
+            case .gauge:
+                json.field("value", series.lastValue)
+            }
+            json.key("windows")
+            json.object {
+                for (window, stats) in zip(windows, series.windows) {
+                    json.key(window)
+                    json.object {
+                        switch metric.kind {
+                        case .histogram:
+                            json.field("count", Double(stats.count))
+                            json.field("sum", stats.sum)
+                            json.field("min", Double(stats.min))
+                            json.field("max", Double(stats.max))
+                            json.field("mean", stats.mean)
+                            for (key, value) in zip(quantileKeys, stats.quantileValues) { json.field(key, Double(value)) }
+                        case .counter:
+                            json.field("total", series.cumulativeSum)
+                            json.field("increase", stats.increase)
+                            json.field("rate", stats.rate)
+                        case .gauge:
+                            json.field("value", series.lastValue)
+                            json.field("min", stats.gaugeMin)
+                            json.field("max", stats.gaugeMax)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private static func writeRing(_ ring: RingSnapshot, into json: JSONWriter) {
+        json.object {
+            json.field("name", ring.name)
+            json.field("producer_pid", Double(ring.producerPID))
+            json.field("alive", ring.state == .live)
+            json.field("capacity", Double(ring.capacity))
+            json.field("backlog", Double(ring.backlog))
+            json.field("records_total", Double(ring.recordsTotal))
+            json.field("dropped_total", Double(ring.droppedTotal))
+            json.field("drained_total", Double(ring.drainedTotal))
+            json.field("rejected_total", Double(ring.rejectedTotal))
+            json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)
+            json.field("metrics", Double(ring.metricCount))
+            json.field("state", ring.state.rawValue)
+            json.field("problem", ring.problem)
+        }
+    }
+
+    private static func writeCollector(_ stats: CollectorStats, into json: JSONWriter) {
+        json.object {
+            json.field("records_drained", Double(stats.recordsDrained))
+            json.field("drain_rate", stats.drainRate)
+            json.field("lag_seconds", stats.lagSeconds)
+            json.field("last_pass_seconds", stats.lastPassSeconds)
+            json.field("passes", Double(stats.passes))
+            json.field("started_at", utcTimestamp(realtimeNanos: stats.startedRealtimeNanos))
+        }
+    }
+}
+
+/// Writes JSON into a byte buffer, tracking commas; numbers that are not finite become null.
+/// A class, so nested writing closures can share it.
+final class JSONWriter {
+    private var text = TextBuffer(capacity: 4096)
+    private var needsComma = false
+
+    var bytes: [UInt8] { text.bytes }
+
+    func object(_ body: () -> Void) {
+        separate()
+        text.append(UInt8(ascii: "{"))
+        needsComma = false
+        body()
+        text.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    func array<Element>(_ elements: [Element], _ body: (Element) -> Void) {
+        separate()
+        text.append(UInt8(ascii: "["))
+        needsComma = false
+        for element in elements { body(element) }
+        text.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    func key(_ name: String) {
+        separate()
+        string(name)
+        text.append(UInt8(ascii: ":"))
+        needsComma = false
+    }
+
+    func field(_ name: String, _ value: String?) {
+        key(name)
+        if let value { string(value) } else { text.append("null") }
+        needsComma = true
+    }
+
+    func field(_ name: String, _ value: Double?) {
+        key(name)
+        if let value, value.isFinite { text.appendNumber(value) } else { text.append("null") }
+        needsComma = true
+    }
+
+    func field(_ name: String, _ value: Bool) {
+        key(name)
+        text.append(value ? "true" : "false")
+        needsComma = true
+    }
+
+    private func separate() {
+        if needsComma { text.append(UInt8(ascii: ",")) }
+    }
+
+    private func string(_ value: String) {
+        text.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): text.append("\\\"")
+            case UInt8(ascii: "\\"): text.append("\\\\")
+            case UInt8(ascii: "\n"): text.append("\\n")
+            case UInt8(ascii: "\r"): text.append("\\r")
+            case UInt8(ascii: "\t"): text.append("\\t")
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                text.append("\\u00")
+                text.append(hex[Int(byte >> 4)])
+                text.append(hex[Int(byte & 0xF)])
+            default: text.append(byte)
+            }
+        }
+        text.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,104 @@
+import Ringside
+import RingsideAggregation
+
+/// The series of one ring (one per registered metric), fed by its drained records.
+///
+/// Series live in one array per kind, mutated in place, so the drain loop's per-record work is
+/// an index, two checks and one windowed update, with no reference counting. Every record is
+/// untrusted: a metric index, kind or sequence that does not fit is counted as rejected.
+struct RingAggregator {
+    /// Where a registered metric's series lives.
+    struct Route {
+        var kind: UInt8
+        var slot: Int
+        /// Histogram counts per record: the metric's "1 in N" sampling.
+        var weight: UInt64
+    }
+
+    struct Series<Windows> {
+        let metric: MetricDescriptor
+        var windows: Windows
+        /// Records arrived since the last snapshot of this series.
+        var touched = true
+        /// The last snapshot, reused while nothing arrives and the windows are empty.
+        var cached: SeriesSnapshot?
+        var windowsAreEmpty = false
+    }
+
+    let ring: String
+    let layout: WindowLayout
+    private(set) var routes: [Route] = []
+    var histograms: [Series<WindowedHistogram>] = []
+    var counters: [Series<WindowedCounter>] = []
+    var gauges: [Series<WindowedGauge>] = []
+    /// Records refused: unknown metric, wrong kind, or a sequence that disagrees with its cursor.
+    private(set) var rejected: UInt64 = 0
+    /// The timestamp of the oldest record of the last batch: how far behind the drain runs.
+    private(set) var oldestInLastBatchNanos: UInt64 = 0
+
+    init(ring: String, layout: WindowLayout) {
+        self.ring = ring
+        self.layout = layout
+    }
+
+    var metricCount: Int { routes.count }
+
+    /// Adds series for metrics registered since the last call (they arrive in index order).
+    mutating func add(_ metrics: [MetricDescriptor]) {
+        for metric in metrics where Int(metric.index) == routes.count {
+            switch metric.kind {
+            case .histogram:
+                routes.append(Route(kind: metric.kind.rawValue, slot: histograms.count, weight: UInt64(metric.sampleEvery)))
+                histograms.append(Series(metric: metric, windows: WindowedHistogram(layout: layout)))
+            case .counter:
+                routes.append(Route(kind: metric.kind.rawValue, slot: counters.count, weight: 1))
+                counters.append(Series(metric: metric, windows: WindowedCounter(layout: layout, samplingFactor: Double(metric.sampleEvery))))
+            case .gauge:
+                routes.append(Route(kind: metric.kind.rawValue, slot: gauges.count, weight: 1))
+                gauges.append(Series(metric: metric, windows: WindowedGauge(layout: layout)))
+            }
+        }
+    }
+
+    /// Aggregates records read at cursors `firstCursor...`; stops before a record that names a
+    /// metric not known yet and returns how many it took, so the caller can read the registry
+    /// again and call `consume` with the rest (or `reject` it if the registry has no such metric).
+    mutating func consume(_ records: UnsafeBufferPointer<RingRecord>, firstCursor: UInt64, nowNanos now: UInt64) -> Int {
+        // A timestamp from the future would hold the windows hostage: clamp it to now.
+        let latest = now
+        if let first = records.first { oldestInLastBatchNanos = min(first.timestamp_ns, now) }
+        for index in records.indices {
+            let record = records[index]
+            let metric = Int(record.metric)
+            guard metric < routes.count else { return index }
+            let route = routes[metric]
+            guard record.kind == route.kind, record.sequence == firstCursor &+ UInt64(index) else {
+                rejected += 1
+                continue
+            }
+            let time = min(record.timestamp_ns, latest)
+            switch route.kind {
+            case MetricKind.histogram.rawValue:
+                histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
+                histograms[route.slot].touched = true
+            case MetricKind.counter.rawValue:
+                counters[route.slot].windows.add(record.value, atNanos: time)
+                counters[route.slot].touched = true
+            default:
+                gauges[route.slot].windows.set(Double(bitPattern: record.value), atNanos: time)
+                gauges[route.slot].touched = true
+            }
+        }
+        return records.count
+    }
+
+    /// Counts a record that names a metric the registry does not have.
+    mutating func reject() { rejected += 1 }
+
+    /// Moves every series' current tick into its windows once `now` has passed it.
+    mutating func advance(toNanos now: UInt64) {
+        for index in histograms.indices { histograms[index].windows.advance(toNanos: now) }
+        for index in counters.indices { counters[index].windows.advance(toNanos: now) }
+        for index in gauges.indices { gauges[index].windows.advance(toNanos: now) }
+    }
+}

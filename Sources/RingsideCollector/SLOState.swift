@@ -1,0 +1,105 @@
+import Ringside
+import RingsideAggregation
+
+/// One SLO rule's judgement over time: violated or not, and how often it broke.
+struct SLOState {
+    /// What one evaluation found.
+    struct Outcome {
+        var events: UInt64 = 0
+        var matchingSeries = 0
+        var observed: Double?
+        var threshold: Double?
+        var unit: MetricUnit = .none
+        var compliance = 1.0
+        var violated = false
+    }
+
+    let rule: SLORule
+    private(set) var violated = false
+    private(set) var violations: UInt64 = 0
+    private var warnedUnits = false
+
+    init(rule: SLORule) {
+        self.rule = rule
+    }
+
+    /// Merges the rule's window of every matching histogram series and judges it.
+    func evaluate(rings: [TrackedRing], layout: WindowLayout, nowNanos now: UInt64) -> Outcome {
+        var outcome = Outcome()
+        guard let window = layout.index(ofWindowNanos: rule.windowNanos) else { return outcome }
+        var merged = Histogram()
+        var bound: Double?
+        for ring in rings {
+            for series in ring.aggregator.histograms {
+                let metric = series.metric
+                guard rule.matches(ring: ring.consumer.name, metric: metric.name, labels: metric.labelDictionary),
+                      let threshold = rule.threshold(in: metric.unit) else { continue }
+                // Series of different units cannot be merged; the first one's unit decides.
+                if outcome.matchingSeries > 0 && metric.unit != outcome.unit { continue }
+                outcome.unit = metric.unit
+                bound = threshold
+                outcome.matchingSeries += 1
+                merged.merge(series.windows.snapshot(window: window, nowNanos: now))
+            }
+        }
+        outcome.events = merged.count
+        outcome.threshold = bound
+        guard let bound, merged.count > 0 else { return outcome }
+        let observed: Double
+        switch rule.statistic {
+        case let .quantile(q): observed = Double(merged.value(atQuantile: q))
+        case .max: observed = Double(merged.max)
+        case .mean: observed = merged.mean
+        }
+        outcome.observed = observed
+        outcome.violated = !rule.isMet(by: observed, threshold: bound)
+        let within = merged.cumulativeCounts(atUpperBounds: [UInt64(min(bound, Double(UInt64.max / 2)))])[0]
+        outcome.compliance = Double(within) / Double(merged.count)
+        return outcome
+    }
+
+    /// Takes in an outcome; returns the log line for a transition, if there is one.
+    mutating func record(_ outcome: Outcome) -> String? {
+        guard outcome.violated != violated else { return nil }
+        violated = outcome.violated
+        let figures = "\(rule.statisticName) \(formatValue(outcome.observed ?? 0, unit: outcome.unit)), bound "
+            + "\(formatValue(outcome.threshold ?? 0, unit: outcome.unit)), \(outcome.events) events, "
+            + "compliance \(percent(outcome.compliance))"
+        if violated {
+            violations += 1
+            return "SLO violated: \(rule.text): \(figures)"
+        }
+        return "SLO recovered: \(rule.text): " + (outcome.events == 0 ? "no events in the window" : figures)
+    }
+
+    func snapshot(_ outcome: Outcome) -> SLOSnapshot {
+        SLOSnapshot(rule: rule.text, statistic: rule.statisticName, window: formatDuration(rule.windowNanos),
+                    violated: violated, violations: violations, compliance: outcome.compliance,
+                    observed: outcome.observed, threshold: outcome.threshold, events: outcome.events,
+                    matchingSeries: outcome.matchingSeries)
+    }
+}
+
+/// A value in a metric's unit, for people: `123.4us`, `2.1ms`, `512bytes`, `17`.
+func formatValue(_ value: Double, unit: MetricUnit) -> String {
+    guard let nanosPerUnit = unit.nanoseconds else {
+        return trimmed(value) + (unit == .bytes ? " bytes" : "")
+    }
+    let nanos = value * Double(nanosPerUnit)
+    switch nanos {
+    case ..<1_000: return trimmed(nanos) + "ns"
+    case ..<1_000_000: return trimmed(nanos / 1e3) + "us"
+    case ..<1_000_000_000: return trimmed(nanos / 1e6) + "ms"
+    default: return trimmed(nanos / 1e9) + "s"
+    }
+}
+
+/// One decimal at most: `12`, `12.5`.
+private func trimmed(_ value: Double) -> String {
+    let rounded = (value * 10).rounded() / 10
+    return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int64(rounded)) : String(rounded)
+}
+
+private func percent(_ fraction: Double) -> String {
+    trimmed(fraction * 100) + "%"
+}

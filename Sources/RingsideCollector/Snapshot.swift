@@ -1,0 +1,118 @@
+import Ringside
+
+/// What the collector knows at one moment, as plain values: the drain thread builds it, the
+/// HTTP thread and the JSON dump read it. Values are in each metric's own unit.
+public struct Snapshot: Sendable {
+    /// CLOCK_REALTIME when it was built.
+    public var generatedRealtimeNanos: UInt64 = 0
+    /// Increases with every snapshot; exporters cache their text by it.
+    public var generation: UInt64 = 0
+    /// Window lengths, in the order of every series' `windows`.
+    public var windowNanos: [UInt64] = []
+    public var quantiles: [Double] = []
+    public var series: [SeriesSnapshot] = []
+    public var rings: [RingSnapshot] = []
+    public var slos: [SLOSnapshot] = []
+    public var collector = CollectorStats()
+
+    public init() {}
+}
+
+/// One series: a ring's metric with its labels.
+public struct SeriesSnapshot: Sendable {
+    public var ring: String
+    public var metric: MetricDescriptor
+    /// One entry per window (the snapshot's `windowNanos`).
+    public var windows: [WindowStats]
+    /// Histograms: counts at or below each export bucket bound (in the metric's unit), all time.
+    public var cumulativeBuckets: [UInt64] = []
+    /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
+    public var cumulativeCount: UInt64 = 0
+    public var cumulativeSum: Double = 0
+    /// Gauges: the last value set, if any.
+    public var lastValue: Double?
+}
+
+/// A series' statistics over one window.
+public struct WindowStats: Sendable {
+    // Histograms (count is scaled by sampling) ...
+    public var count: UInt64 = 0
+    public var sum: Double = 0
+    public var min: UInt64 = 0
+    public var max: UInt64 = 0
+    public var mean: Double = 0
+    /// One value per configured quantile.
+    public var quantileValues: [UInt64] = []
+    // ... counters ...
+    /// What was added in the window (scaled by sampling), and that per second.
+    public var increase: Double = 0
+    public var rate: Double = 0
+    // ... and gauges: the extremes set in the window, nil when nothing was.
+    public var gaugeMin: Double?
+    public var gaugeMax: Double?
+
+    public init() {}
+}
+
+/// A ring as the collector sees it.
+public struct RingSnapshot: Sendable {
+    public enum State: String, Sendable {
+        /// Attached, producer alive.
+        case live
+        /// Attached, its producer has died; what it left is drained.
+        case producerDead = "producer_dead"
+        /// Refused: corrupt, owned by someone else, another consumer, ...; `problem` says why.
+        case skipped
+    }
+
+    public var name: String
+    public var state: State
+    public var problem: String?
+    public var producerPID: Int32 = 0
+    public var capacity: UInt64 = 0
+    public var backlog: UInt64 = 0
+    /// Records the producer published, ever (its cursor).
+    public var recordsTotal: UInt64 = 0
+    public var droppedTotal: UInt64 = 0
+    /// Records this collector drained, and refused as invalid.
+    public var drainedTotal: UInt64 = 0
+    public var rejectedTotal: UInt64 = 0
+    /// Seconds since the producer last wrote (or attached).
+    public var heartbeatAgeSeconds: Double = 0
+    public var metricCount: Int = 0
+}
+
+/// A service-level objective's state.
+public struct SLOSnapshot: Sendable {
+    public var rule: String
+    public var statistic: String
+    public var window: String
+    /// Whether the objective is broken now.
+    public var violated: Bool
+    /// Transitions into violation since the collector started.
+    public var violations: UInt64
+    /// The fraction of the window's events that kept the threshold (1 when there were none).
+    public var compliance: Double
+    /// The statistic's value now (in the metric's unit), and the bound, when there is data.
+    public var observed: Double?
+    public var threshold: Double?
+    /// Events in the window across the matching series.
+    public var events: UInt64
+    public var matchingSeries: Int
+}
+
+/// The collector's own figures.
+public struct CollectorStats: Sendable {
+    public var recordsDrained: UInt64 = 0
+    /// Records drained per second over the last second or so.
+    public var drainRate: Double = 0
+    /// Age of the oldest record drained in the last pass: how far behind the drain runs.
+    public var lagSeconds: Double = 0
+    /// CLOCK_MONOTONIC when the last drain pass finished, and how long it took.
+    public var lastPassMonotonicNanos: UInt64 = 0
+    public var lastPassSeconds: Double = 0
+    public var passes: UInt64 = 0
+    public var startedRealtimeNanos: UInt64 = 0
+
+    public init() {}
+}
