@@ -25,6 +25,12 @@ let package = Package(
         .target(name: "RingsideHTTP"),
         /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
         .target(name: "RingsideCollector", dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP"]),
+        /// The synthetic trading bot of `--demo`, written against the public producer API only.
+        .target(name: "RingsideDemo", dependencies: ["Ringside"]),
+
+        // MARK: - Executables
+
+        .executableTarget(name: "ringside-collector", dependencies: ["RingsideCollector", "RingsideDemo"]),
 
         // MARK: - Tests
 

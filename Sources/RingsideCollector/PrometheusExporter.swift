@@ -49,7 +49,7 @@ public enum PrometheusExporter {
             var lines = SampleLines()
             let bounds = ExportBuckets.upperBounds(for: metric.unit)
             for (bound, count) in zip(bounds, series.cumulativeBuckets) {
-                lines.add(base + "_bucket", labels + [("le", formatLe(Double(bound) * unit.scale))], Double(count))
+                lines.add(base + "_bucket", labels + [("le", formatLe(bound, unit: metric.unit))], Double(count))
             }
             lines.add(base + "_bucket", labels + [("le", "+Inf")], Double(series.cumulativeCount))
             lines.add(base + "_sum", labels, series.cumulativeSum * unit.scale)
@@ -181,10 +181,14 @@ public enum PrometheusExporter {
         ["ring", "window", "quantile", "le", "slo"].contains(key) ? "exported_" + key : key
     }
 
-    private static func formatLe(_ bound: Double) -> String {
-        var text = TextBuffer(capacity: 24)
-        text.appendNumber(bound)
-        return String(decoding: text.bytes, as: UTF8.self)
+    /// A bucket bound in base units, exactly: 100 ns is `0.0000001`, never `1.0000000000000001e-07`.
+    static func formatLe(_ bound: UInt64, unit: MetricUnit) -> String {
+        guard let nanosPerUnit = unit.nanoseconds else { return String(bound) }
+        let nanos = bound * nanosPerUnit
+        var fraction = String(nanos % 1_000_000_000)
+        fraction = String(repeating: "0", count: 9 - fraction.count) + fraction
+        while fraction.hasSuffix("0") { fraction.removeLast() }
+        return String(nanos / 1_000_000_000) + (fraction.isEmpty ? "" : "." + fraction)
     }
 }
 

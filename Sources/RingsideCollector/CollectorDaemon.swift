@@ -1,0 +1,152 @@
+import CRingside
+import Foundation
+import Ringside
+import RingsideHTTP
+
+/// The `ringside-collector` process: the collector, its HTTP server, the JSON dumps, the demo,
+/// and an orderly stop on SIGINT or SIGTERM.
+public enum CollectorDaemon {
+    /// The ring the demo bot writes.
+    public static let demoRingName = "demo-bot"
+    /// The hidden flag that makes the collector's binary run the demo bot instead.
+    public static let demoBotFlag = "--demo-bot"
+
+    /// Runs until SIGINT or SIGTERM; returns the process's exit status.
+    public static func run(_ options: CollectorOptions, log: CollectorLog = .standardError) -> Int32 {
+        // Signals are taken synchronously by this thread; every thread started later inherits the mask.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let collector = Collector(options: options, log: log)
+        let endpoints = CollectorEndpoints(collector: collector)
+        let server: HTTPServer
+        do {
+            server = try HTTPServer(listen: options.listen) { endpoints.handle($0) }
+            try server.start()
+        } catch {
+            log("cannot serve HTTP: \(error)")
+            return 1
+        }
+        log("listening on http://\(server.boundAddress) (/metrics, /latest, /health); ring directory \(options.directory.path)")
+        if !server.isLoopback {
+            log("warning: \(server.boundAddress) is not a loopback address: anyone who can reach it can read these metrics")
+        }
+
+        var demo: DemoSession?
+        if options.demo {
+            do { demo = try DemoSession(directory: options.directory, log: log) } catch {
+                log("cannot start the demo bot: \(error)")
+                server.stop()
+                return 1
+            }
+        }
+        collector.start()
+
+        var dumper = options.jsonDumpPath.map { JSONDumpWriter(path: $0, intervalNanos: options.dumpIntervalNanos) }
+        var timeout = timespec(tv_sec: 0, tv_nsec: 250_000_000)
+        while true {
+            let received = sigtimedwait(&signals, nil, &timeout)
+            if received == SIGINT || received == SIGTERM {
+                log("received \(received == SIGINT ? "SIGINT" : "SIGTERM"); stopping")
+                break
+            }
+            let now = rs_clock_precise_ns()
+            dumper?.writeIfDue(collector.snapshot, nowNanos: now, log: log)
+            demo?.tick(collector.snapshot, nowNanos: now)
+        }
+
+        server.stop()
+        demo?.stopBot()
+        collector.stop()
+        dumper?.write(collector.snapshot, log: log)
+        demo?.removeRing()
+        log("stopped")
+        return 0
+    }
+}
+
+/// Writes the `/latest` document to a file every interval, atomically (write, then rename).
+struct JSONDumpWriter {
+    let path: String
+    let intervalNanos: UInt64
+    private var lastNanos: UInt64 = 0
+    private var lastError: String?
+
+    init(path: String, intervalNanos: UInt64) {
+        self.path = path
+        self.intervalNanos = intervalNanos
+    }
+
+    mutating func writeIfDue(_ snapshot: Snapshot, nowNanos now: UInt64, log: CollectorLog) {
+        if lastNanos == 0 { lastNanos = now }
+        guard now &- lastNanos >= intervalNanos else { return }
+        lastNanos = now
+        write(snapshot, log: log)
+    }
+
+    mutating func write(_ snapshot: Snapshot, log: CollectorLog) {
+        let temporary = path + ".tmp.\(getpid())"
+        let body = JSONExporter.latest(snapshot)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        var failure: String?
+        if fd < 0 {
+            failure = "open \(temporary): \(String(cString: strerror(errno)))"
+        } else {
+            let written = body.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written != body.count { failure = "write \(temporary): \(String(cString: strerror(errno)))" }
+            close(fd)
+            if failure == nil, rename(temporary, path) != 0 {
+                failure = "rename to \(path): \(String(cString: strerror(errno)))"
+            }
+            if failure != nil { unlink(temporary) }
+        }
+        if let failure, failure != lastError { log("cannot write the JSON dump: \(failure)") }
+        lastError = failure
+    }
+}
+
+/// `--demo`: the synthetic bot as a child process, and the live table (or a log line now and then).
+final class DemoSession {
+    private let bot: Process
+    private let directory: RingDirectory
+    private let log: CollectorLog
+    private let isTerminal = isatty(1) == 1
+    private var lastDrawNanos: UInt64 = 0
+
+    init(directory: RingDirectory, log: CollectorLog) throws {
+        self.directory = directory
+        self.log = log
+        bot = Process()
+        bot.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        bot.arguments = [CollectorDaemon.demoBotFlag, CollectorDaemon.demoRingName, "--dir", directory.path]
+        try bot.run()
+        log("demo: started the synthetic bot (pid \(bot.processIdentifier)) writing ring \(CollectorDaemon.demoRingName)"
+            + (isTerminal ? "" : "; a summary is logged every 10 s"))
+    }
+
+    func tick(_ snapshot: Snapshot, nowNanos now: UInt64) {
+        let interval: UInt64 = isTerminal ? 1_000_000_000 : 10_000_000_000
+        guard now &- lastDrawNanos >= interval else { return }
+        lastDrawNanos = now
+        if isTerminal {
+            FileHandle.standardOutput.write(Data(("\u{1B}[H\u{1B}[2J" + DemoTable.render(snapshot)).utf8))
+        } else {
+            log("demo: " + DemoTable.summary(snapshot))
+        }
+        if !bot.isRunning { log("demo: the bot exited with status \(bot.terminationStatus)") }
+    }
+
+    func stopBot() {
+        if bot.isRunning { bot.terminate() }
+        bot.waitUntilExit()
+    }
+
+    /// The demo's ring is the demo's own: remove it once the collector let go of it.
+    func removeRing() {
+        try? directory.remove(CollectorDaemon.demoRingName)
+    }
+}

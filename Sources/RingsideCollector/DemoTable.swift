@@ -1,0 +1,73 @@
+import Ringside
+
+/// The demo's live table: per series and window, p50, p99, p99.9, max, rate, and drops per ring.
+enum DemoTable {
+    static func render(_ snapshot: Snapshot) -> String {
+        let windows = snapshot.windowNanos.map(formatDuration)
+        let index = { (q: Double) in snapshot.quantiles.firstIndex(of: q) }
+        var rows: [[String]] = [["ring", "metric", "labels", "window", "p50", "p99", "p99.9", "max", "rate/s"]]
+        for series in snapshot.series {
+            let metric = series.metric
+            let labels = metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            for (window, stats) in zip(windows, series.windows) {
+                var row = [series.ring, metric.name, labels, window]
+                switch metric.kind {
+                case .histogram:
+                    func quantile(_ q: Double) -> String {
+                        guard let i = index(q), i < stats.quantileValues.count, stats.count > 0 else { return "-" }
+                        return formatValue(Double(stats.quantileValues[i]), unit: metric.unit)
+                    }
+                    let seconds = Double(snapshot.windowNanos[windows.firstIndex(of: window) ?? 0]) / 1e9
+                    row += [quantile(0.5), quantile(0.99), quantile(0.999),
+                            stats.count > 0 ? formatValue(Double(stats.max), unit: metric.unit) : "-",
+                            String(Int((Double(stats.count) / seconds).rounded()))]
+                case .counter:
+                    row += ["-", "-", "-", "-", String(Int(stats.rate.rounded()))]
+                case .gauge:
+                    let value = series.lastValue.map { formatValue($0, unit: metric.unit) } ?? "-"
+                    row += ["last \(value)", "-", "-", stats.gaugeMax.map { formatValue($0, unit: metric.unit) } ?? "-", "-"]
+                }
+                rows.append(row)
+            }
+        }
+        var text = "Ringside demo: \(snapshot.series.count) series; Ctrl-C stops (the demo's ring is removed)\n\n"
+        text += table(rows)
+        text += "\nrings:\n"
+        for ring in snapshot.rings {
+            text += "  \(ring.name): \(ring.state.rawValue), pid \(ring.producerPID), backlog \(ring.backlog)/\(ring.capacity), "
+                + "written \(ring.recordsTotal), drained \(ring.drainedTotal), dropped \(ring.droppedTotal)\n"
+        }
+        let stats = snapshot.collector
+        text += "\ncollector: \(stats.recordsDrained) records drained, \(Int(stats.drainRate))/s, lag "
+            + formatValue(stats.lagSeconds * 1e9, unit: .nanoseconds) + "\n"
+        text += "open http://127.0.0.1:9464/metrics (or --listen's address) for Prometheus, /latest for JSON\n"
+        return text
+    }
+
+    /// One line for logs when there is no terminal.
+    static func summary(_ snapshot: Snapshot) -> String {
+        let dropped = snapshot.rings.reduce(0) { $0 + $1.droppedTotal }
+        var line = "\(snapshot.series.count) series, \(snapshot.collector.recordsDrained) records drained "
+            + "(\(Int(snapshot.collector.drainRate))/s), \(dropped) dropped"
+        if let p99 = snapshot.quantiles.firstIndex(of: 0.99),
+           let fill = snapshot.series.first(where: { $0.metric.name == "order_fill_latency" }),
+           let window = fill.windows.last, window.count > 0 {
+            line += "; \(fill.metric.name){\(fill.metric.encodedLabels.split(separator: "\n").joined(separator: ","))} p99 "
+                + formatValue(Double(window.quantileValues[p99]), unit: fill.metric.unit)
+                + " over \(formatDuration(snapshot.windowNanos.last ?? 0))"
+        }
+        return line
+    }
+
+    private static func table(_ rows: [[String]]) -> String {
+        guard let header = rows.first else { return "" }
+        var widths = header.map(\.count)
+        for row in rows { for (column, cell) in row.enumerated() { widths[column] = max(widths[column], cell.count) } }
+        return rows.map { row in
+            row.enumerated().map { column, cell in
+                let pad = String(repeating: " ", count: widths[column] - cell.count)
+                return column < 4 ? cell + pad : pad + cell
+            }.joined(separator: "  ")
+        }.joined(separator: "\n") + "\n"
+    }
+}
