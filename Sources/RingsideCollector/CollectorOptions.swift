@@ -81,8 +81,8 @@ public struct CollectorOptions: Sendable, Equatable {
                 let text = try value(for: flag)
                 options.windowNanos = try parseList(text, flag: flag) { item throws(UsageError) in
                     let nanos = try parseDuration(item, flag: flag)
-                    guard nanos >= 100_000_000, nanos <= 86_400_000_000_000 else {
-                        throw UsageError("\(flag): window \(item) must be from 100ms to 24h")
+                    guard nanos >= 100_000_000, nanos <= 86_400_000_000_000, nanos % 1_000_000 == 0 else {
+                        throw UsageError("\(flag): window \(item) must be whole milliseconds from 100ms to 24h")
                     }
                     return nanos
                 }

@@ -128,9 +128,11 @@ public struct SLORule: Sendable, Equatable {
         let digits = text.dropFirst()
         let quantile: Double?
         if digits.contains(".") || digits.count <= 2 {
-            quantile = Double(digits).map { $0 / 100 }
+            // Rounded to 12 places so that p99.9 is exactly 0.999.
+            quantile = Double(digits).map { ($0 / 100 * 1e12).rounded() / 1e12 }
         } else {
-            quantile = digits.allSatisfy(\.isNumber) ? Double("0." + digits) : nil
+            // p999, p9999: nines after "0."; anything else of three digits (p100) is not a percentile.
+            quantile = digits.allSatisfy(\.isNumber) && digits.hasPrefix("99") ? Double("0." + digits) : nil
         }
         guard let quantile, quantile > 0, quantile < 1 else {
             throw ParseError(reason: "\(text) is not a percentile between p0 and p100 (exclusive)")

@@ -62,6 +62,7 @@ package final class ChildProcess: @unchecked Sendable {
     private let output = Pipe()
     private let errors = Pipe()
     private var buffered = Data()
+    private var bufferedErrors = Data()
 
     /// Starts `executable` (a package executable's name or a path) with `arguments`.
     package init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
@@ -84,26 +85,49 @@ package final class ChildProcess: @unchecked Sendable {
 
     /// The next line of standard output, or nil at end of file.
     package func readLine() -> String? {
+        Self.readLine(from: output.fileHandleForReading, buffer: &buffered)
+    }
+
+    /// The next line of standard error, or nil at end of file.
+    package func readErrorLine() -> String? {
+        Self.readLine(from: errors.fileHandleForReading, buffer: &bufferedErrors)
+    }
+
+    /// Reads standard error until a line contains `text`; returns that line, or nil at end of file.
+    package func waitForErrorLine(containing text: String) -> String? {
+        while let line = readErrorLine() {
+            if line.contains(text) { return line }
+        }
+        return nil
+    }
+
+    private static func readLine(from handle: FileHandle, buffer: inout Data) -> String? {
         while true {
-            if let newline = buffered.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffered[buffered.startIndex..<newline], as: UTF8.self)
-                buffered.removeSubrange(buffered.startIndex...newline)
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...newline)
                 return line
             }
-            let chunk = output.fileHandleForReading.availableData
+            let chunk = handle.availableData
             if chunk.isEmpty {
-                guard !buffered.isEmpty else { return nil }
-                defer { buffered.removeAll() }
-                return String(decoding: buffered, as: UTF8.self)
+                guard !buffer.isEmpty else { return nil }
+                defer { buffer.removeAll() }
+                return String(decoding: buffer, as: UTF8.self)
             }
-            buffered.append(chunk)
+            buffer.append(chunk)
         }
+    }
+
+    /// Sends `signal` to the process.
+    package func send(_ signal: Int32) {
+        Glibc.kill(process.processIdentifier, signal)
     }
 
     /// Waits for the process to exit; returns its status and what it wrote to standard error.
     @discardableResult
     package func waitForExit() -> (status: Int32, standardError: String) {
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let errorText = String(decoding: bufferedErrors + errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        bufferedErrors.removeAll()
         process.waitUntilExit()
         return (process.terminationStatus, errorText)
     }
@@ -113,4 +137,54 @@ package final class ChildProcess: @unchecked Sendable {
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
+}
+
+// MARK: - HTTP
+
+/// A plain HTTP/1.1 GET to 127.0.0.1:`port` over a socket of its own; returns the status code and
+/// the body. Throws if the connection fails or the response is not HTTP.
+package func httpGet(port: Int, path: String, timeoutSeconds: Int = 5) throws -> (status: Int, body: String) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestSupportError("socket: \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw TestSupportError("connect to port \(port): \(String(cString: strerror(errno)))") }
+    let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    var response: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = recv(fd, &chunk, chunk.count, 0)
+        if count <= 0 { break }
+        response += chunk[0..<count]
+    }
+    let text = String(decoding: response, as: UTF8.self)
+    guard text.hasPrefix("HTTP/1."), let headEnd = text.range(of: "\r\n\r\n"),
+          let status = Int(text.dropFirst(9).prefix(3)) else {
+        throw TestSupportError("not an HTTP response: \(text.prefix(200))")
+    }
+    return (status, String(text[headEnd.upperBound...]))
+}
+
+/// A tool the tests need from the system, such as `promtool`: its path, or nil when it is
+/// missing outside CI (the caller skips with a message). Under CI (`CI` set) a missing tool is
+/// an error, so CI cannot pass by skipping.
+package func requiredSystemTool(_ name: String) throws -> String? {
+    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+        let candidate = "\(directory)/\(name)"
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    if ProcessInfo.processInfo.environment["CI"] != nil {
+        throw TestSupportError("\(name) is not installed; .ci/run installs it (Debian package prometheus)")
+    }
+    print("skipping: \(name) is not installed (apt-get install prometheus); CI runs this test")
+    return nil
 }

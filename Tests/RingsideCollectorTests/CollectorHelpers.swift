@@ -1,0 +1,46 @@
+import CRingside
+import Ringside
+@testable import RingsideCollector
+import RingsideTestSupport
+import Synchronization
+
+/// Log lines a collector wrote, kept for the test to read.
+final class CapturedLog: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var log: CollectorLog {
+        CollectorLog { [self] line in lines.withLock { $0.append(line) } }
+    }
+
+    var all: [String] { lines.withLock { $0 } }
+
+    func contains(_ text: String) -> Bool { all.contains { $0.contains(text) } }
+}
+
+/// A collector over `directory` with the given SLO rules, logging into `captured`.
+func makeCollector(_ directory: RingDirectory, slo: [String] = [], windows: [UInt64]? = nil,
+                   captured: CapturedLog) throws -> Collector {
+    var options = CollectorOptions()
+    options.directory = directory
+    options.sloRules = try slo.map { try SLORule(parsing: $0) }
+    if let windows { options.windowNanos = windows }
+    return Collector(options: options, log: captured.log)
+}
+
+/// One pass at the precise clock's now (or `offset` nanoseconds later), forcing a snapshot.
+@discardableResult
+func pass(_ collector: Collector, offset: UInt64 = 0) -> Snapshot {
+    collector.runPass(nowNanos: rs_clock_precise_ns() + offset, forcePublish: true)
+    return collector.snapshot
+}
+
+extension Snapshot {
+    func series(_ metric: String, ring: String? = nil, labels: [String: String]? = nil) -> SeriesSnapshot? {
+        series.first { entry in
+            entry.metric.name == metric && (ring == nil || entry.ring == ring)
+                && (labels == nil || entry.metric.labelDictionary == labels!)
+        }
+    }
+
+    func ring(_ name: String) -> RingSnapshot? { rings.first { $0.name == name } }
+}

@@ -1,0 +1,97 @@
+@testable import RingsideCollector
+import Testing
+
+@Suite("Collector command line and SLO rules")
+struct CollectorOptionsTests {
+    @Test("defaults are the documented ones")
+    func defaults() throws {
+        let options = try #require(try CollectorOptions.parse([]))
+        #expect(options.listen == "127.0.0.1:9464")
+        #expect(options.windowNanos == [1_000_000_000, 5_000_000_000, 60_000_000_000])
+        #expect(options.quantiles == [0.5, 0.9, 0.95, 0.99, 0.999])
+        #expect(options.pollNanos == 100_000_000)
+        #expect(options.dumpIntervalNanos == 60_000_000_000)
+        #expect(options.rings.isEmpty && !options.demo && options.jsonDumpPath == nil)
+    }
+
+    @Test("every flag is read, in both --flag value and --flag=value forms")
+    func flags() throws {
+        let options = try #require(try CollectorOptions.parse([
+            "--dir", "/tmp/rings", "--ring", "bot-a", "--ring=bot-b", "--listen", "127.0.0.1:0", "--windows", "250ms,10s",
+            "--quantiles=0.99,0.5", "--json-dump", "/tmp/x.json", "--dump-interval", "5s", "--poll", "20ms",
+            "--slo", "lat:p99<100us@10s", "--allow-uid", "1001", "--demo",
+        ]))
+        #expect(options.directory.path == "/tmp/rings")
+        #expect(options.rings == ["bot-a", "bot-b"])
+        #expect(options.windowNanos == [250_000_000, 10_000_000_000])
+        #expect(options.quantiles == [0.5, 0.99])
+        #expect(options.jsonDumpPath == "/tmp/x.json" && options.dumpIntervalNanos == 5_000_000_000)
+        #expect(options.pollNanos == 20_000_000 && options.allowedUIDs == [1001] && options.demo)
+        #expect(options.sloRules.map(\.metric) == ["lat"])
+        #expect(try CollectorOptions.parse(["--help"]) == nil)
+    }
+
+    @Test("a bad flag or value is one line saying what is wrong", arguments: [
+        (["--bogus"], "unknown option --bogus"),
+        (["stray"], "unexpected argument stray"),
+        (["--listen"], "--listen needs a value"),
+        (["--listen", "9464"], "expected HOST:PORT"),
+        (["--windows", "5x"], "--windows: 5x is not a duration"),
+        (["--windows", "1s,1s"], "windows repeat"),
+        (["--windows", "10ms"], "from 100ms to 24h"),
+        (["--quantiles", "1.5"], "not a quantile"),
+        (["--quantiles", "0.5,,0.9"], "comma-separated"),
+        (["--poll", "0s"], "not a duration"),
+        (["--ring", "../x"], "invalid ring name"),
+        (["--slo", "lat:p99<100us@7s"], "window 7s is not one of --windows"),
+        (["--slo", "lat:p99>100us@1s"], "expected '<'"),
+        (["--allow-uid", "me"], "not a user id"),
+    ])
+    func badArguments(arguments: [String], message: String) {
+        #expect {
+            try CollectorOptions.parse(arguments)
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains(message) && !text.contains("\n")
+        }
+    }
+
+    @Test("durations read and print in their shortest form")
+    func durations() throws {
+        #expect(try parseDuration("250ms", flag: "") == 250_000_000)
+        #expect(try parseDuration("1m", flag: "") == 60_000_000_000)
+        #expect(try parseDuration("1.5s", flag: "") == 1_500_000_000)
+        #expect(try parseDuration("100us", flag: "") == 100_000)
+        #expect(formatDuration(60_000_000_000) == "1m")
+        #expect(formatDuration(1_500_000_000) == "1500ms")
+        #expect(throws: UsageError.self) { try parseDuration("-1s", flag: "--x") }
+    }
+
+    @Test("SLO rules parse into selector, statistic, bound and window")
+    func sloRules() throws {
+        let rule = try SLORule(parsing: #"order_fill_latency{symbol="AAPL",ring="bot-a"}:p99<100us@1m"#)
+        #expect(rule.metric == "order_fill_latency")
+        #expect(rule.labels == ["symbol": "AAPL", "ring": "bot-a"])
+        #expect(rule.statistic == .quantile(0.99) && !rule.inclusive)
+        #expect(rule.threshold == 100_000 && rule.thresholdIsTime && rule.windowNanos == 60_000_000_000)
+        #expect(rule.threshold(in: .microseconds) == 100)
+        #expect(rule.threshold(in: .bytes) == nil)
+        #expect(rule.matches(ring: "bot-a", metric: "order_fill_latency", labels: ["symbol": "AAPL", "side": "buy"]))
+        #expect(!rule.matches(ring: "bot-b", metric: "order_fill_latency", labels: ["symbol": "AAPL"]))
+
+        #expect(try SLORule(parsing: "md:p99.9<=10us@5s").statistic == .quantile(0.999))
+        #expect(try SLORule(parsing: "md:p999<10us@5s").statistic == .quantile(0.999))
+        #expect(try SLORule(parsing: "md:p5<10us@5s").statistic == .quantile(0.05))
+        #expect(try SLORule(parsing: "md:max<5ms@1s").statistic == .max)
+        #expect(try SLORule(parsing: "queue_depth:mean<100@1s").thresholdIsTime == false)
+        #expect(try SLORule(parsing: "md:p99.9<=10us@5s").inclusive)
+        for bad in ["md:p99<10us", "md:p99<10us@soon", "md{x=1}:p99<1s@1s", "md:p100<1s@1s", "9md:p99<1s@1s", "md:q99<1s@1s"] {
+            #expect(throws: SLORule.ParseError.self, "\(bad)") { try SLORule(parsing: bad) }
+        }
+    }
+
+    @Test("quantile keys name 0.5 p50 and 0.999 p999")
+    func quantileKeys() {
+        #expect([0.5, 0.9, 0.95, 0.99, 0.999, 0.9999, 0.05].map(quantileKey) == ["p50", "p90", "p95", "p99", "p999", "p9999", "p05"])
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Ringside
+import RingsideTestSupport
+import Testing
+
+/// Starts the real collector binary on an ephemeral port; returns it and the port it bound.
+private func startCollector(_ arguments: [String]) throws -> (ChildProcess, Int) {
+    let collector = try ChildProcess("ringside-collector", ["--listen", "127.0.0.1:0"] + arguments)
+    let line = try #require(collector.waitForErrorLine(containing: "listening on http://"))
+    // "... listening on http://127.0.0.1:PORT (/metrics, ...)"
+    let address = try #require(line.components(separatedBy: "http://").last?.split(separator: " ").first)
+    let port = try #require(address.split(separator: ":").last.flatMap { Int($0) })
+    return (collector, port)
+}
+
+/// Polls `body` every 20 ms for up to `seconds`; returns its first non-nil answer.
+private func eventually<T>(seconds: Double = 5, _ body: () throws -> T?) rethrows -> T? {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if let value = try body() { return value }
+        usleep(20_000)
+    }
+    return nil
+}
+
+@Suite("ringside-collector as a process")
+struct CollectorProcessTests {
+    @Test("end to end: a producer process's values reach /latest and /metrics; SIGTERM stops it with a final dump")
+    func endToEnd() throws {
+        try withRingDirectory { directory in
+            let producer = try ChildProcess("ringside-test-producer", [
+                "sequence", "--dir", directory.path, "--ring", "e2e", "--count", "20000", "--start", "1", "--capacity", "32768",
+            ])
+            #expect(producer.readLine() == "wrote 20000 dropped 0")
+            let dump = directory.path + "/dump.json"
+            let (collector, port) = try startCollector(["--dir", directory.path, "--json-dump", dump, "--poll", "20ms"])
+
+            let latest = try eventually { () -> [String: Any]? in
+                let response = try httpGet(port: port, path: "/latest")
+                let document = try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any]
+                let series = document?["series"] as? [[String: Any]]
+                return series?.isEmpty == false ? document : nil
+            }
+            let series = try #require((latest?["series"] as? [[String: Any]])?.first)
+            let window = try #require((series["windows"] as? [String: [String: Any]])?["1m"])
+            #expect(window["count"] as? Int == 20000)
+            #expect(window["min"] as? Int == 1 && window["max"] as? Int == 20000)
+            // Exact quantiles of 1...20000 are 10000, 19800, 19980 (nearest rank): within 1/1024.
+            for (key, exact) in [("p50", 10000.0), ("p99", 19800.0), ("p999", 19980.0)] {
+                let reported = try #require(window[key] as? Double)
+                #expect(abs(reported - exact) / exact <= 1.0 / 1024, "\(key): \(reported)")
+            }
+            let metrics = try httpGet(port: port, path: "/metrics")
+            #expect(metrics.status == 200)
+            #expect(metrics.body.contains(#"sequence_count{ring="e2e",source="test"} 20000"#))
+            #expect(try httpGet(port: port, path: "/health").status == 200)
+            #expect(try httpGet(port: port, path: "/nowhere").status == 404)
+
+            if let promtool = try requiredSystemTool("promtool") {
+                let check = Process()
+                check.executableURL = URL(fileURLWithPath: promtool)
+                check.arguments = ["check", "metrics"]
+                let input = Pipe(), output = Pipe()
+                check.standardInput = input
+                check.standardOutput = output
+                check.standardError = output
+                try check.run()
+                input.fileHandleForWriting.write(Data(metrics.body.utf8))
+                try input.fileHandleForWriting.close()
+                let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                check.waitUntilExit()
+                #expect(check.terminationStatus == 0 && report.isEmpty, "promtool: \(report)")
+            }
+
+            let stopping = Date()
+            collector.send(SIGTERM)
+            let exit = collector.waitForExit()
+            #expect(exit.status == 0, "stderr: \(exit.standardError)")
+            #expect(Date().timeIntervalSince(stopping) < 1.5)
+            #expect(exit.standardError.contains("received SIGTERM") && exit.standardError.contains("ring e2e released"))
+            let dumped = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: dump))) as? [String: Any]
+            #expect((dumped?["series"] as? [[String: Any]])?.count == 1)
+            // The consumer lock went with the process: a new consumer may take the ring.
+            _ = try RingInspector("e2e", directory: directory).status()
+            #expect(try !RingInspector("e2e", directory: directory).status().consumerAlive)
+        }
+    }
+
+    @Test("a bad flag is one line on stderr and exit status 2", arguments: [
+        ["--bogus"], ["--windows", "5x"], ["--slo", "nonsense"], ["--poll"],
+    ])
+    func badFlags(arguments: [String]) throws {
+        let collector = try ChildProcess("ringside-collector", arguments)
+        let exit = collector.waitForExit()
+        #expect(exit.status == 2)
+        let lines = exit.standardError.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].hasPrefix("ringside-collector: "), "stderr: \(exit.standardError)")
+    }
+
+    @Test("--help prints the usage and exits 0")
+    func help() throws {
+        let collector = try ChildProcess("ringside-collector", ["--help"])
+        var text = ""
+        while let line = collector.readLine() { text += line + "\n" }
+        #expect(collector.waitForExit().status == 0)
+        #expect(text.contains("--listen HOST:PORT") && text.contains("--slo RULE"))
+    }
+
+    @Test("a port already in use is a clear error and exit status 1")
+    func portInUse() throws {
+        try withRingDirectory { directory in
+            let (first, port) = try startCollector(["--dir", directory.path])
+            let second = try ChildProcess("ringside-collector", ["--dir", directory.path, "--listen", "127.0.0.1:\(port)"])
+            let exit = second.waitForExit()
+            #expect(exit.status == 1)
+            #expect(exit.standardError.contains("address already in use") || exit.standardError.contains("in use"),
+                    "stderr: \(exit.standardError)")
+            first.send(SIGINT)
+            #expect(first.waitForExit().status == 0)
+        }
+    }
+}

@@ -1,0 +1,219 @@
+import CRingside
+import Foundation
+import Ringside
+import RingsideAggregation
+@testable import RingsideCollector
+import RingsideTestSupport
+import Testing
+
+@Suite("Collector: draining, windows, counters, gauges, SLOs, ring states")
+struct CollectorTests {
+    @Test("histogram quantiles are within the histogram's error bound of the exact ones")
+    func quantilesMatchExact() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("q", directory: directory.path, options: .init(capacity: 16384))
+            let latency = try ring.histogram("latency", unit: .nanoseconds, labels: ["venue": "x"])
+            var generator = SystemRandomNumberGenerator()
+            var values: [UInt64] = []
+            for _ in 0..<10_000 {
+                // Lognormal-ish: spread over several octaves, as latencies are.
+                let value = UInt64(exp(Double.random(in: 7...14, using: &generator)))
+                values.append(value)
+                latency.record(value)
+            }
+            let captured = CapturedLog()
+            let collector = try makeCollector(directory, captured: captured)
+            let snapshot = pass(collector)
+            let series = try #require(snapshot.series("latency"))
+            let window = series.windows[0]
+            let sorted = values.sorted()
+            #expect(window.count == 10_000)
+            #expect(window.min == sorted.first && window.max == sorted.last)
+            #expect(window.sum == Double(values.reduce(0, +)))
+            for (quantile, reported) in zip(snapshot.quantiles, window.quantileValues) {
+                let exact = sorted[max(0, Int((quantile * Double(sorted.count)).rounded(.up)) - 1)]
+                let error = abs(Double(reported) - Double(exact)) / Double(exact)
+                #expect(error <= Histogram.maxRelativeError, "q\(quantile): \(reported) vs exact \(exact)")
+            }
+            #expect(series.cumulativeCount == 10_000)
+            #expect(series.cumulativeBuckets.last! <= 10_000)
+            #expect(captured.contains("ring q attached"))
+        }
+    }
+
+    @Test("values leave the 1s window after a second and stay in the 1m one")
+    func windowExpiry() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("w", directory: directory.path, options: .init(capacity: 1024))
+            let latency = try ring.histogram("latency")
+            for value in 1...100 { latency.record(UInt64(value)) }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let now = pass(collector).series("latency")!
+            #expect(now.windows.map(\.count) == [100, 100, 100])
+            let later = pass(collector, offset: 1_600_000_000).series("latency")!
+            #expect(later.windows.map(\.count) == [0, 100, 100])
+            let muchLater = pass(collector, offset: 7_000_000_000).series("latency")!
+            #expect(muchLater.windows.map(\.count) == [0, 0, 100])
+            #expect(muchLater.cumulativeCount == 100)
+        }
+    }
+
+    @Test("counters add up (scaled by sampling) and have a rate; gauges keep last, min and max")
+    func countersAndGauges() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("cg", directory: directory.path, options: .init(capacity: 4096))
+            let orders = try ring.counter("orders", labels: ["side": "buy"])
+            let sampled = try ring.counter("quotes", sampleEvery: 10)
+            let exposure = try ring.gauge("exposure")
+            for _ in 0..<250 { orders.increment(by: 2) }
+            for _ in 0..<1000 { sampled.increment() }
+            for value in [5.0, -3.5, 12.25, 7.0] { exposure.set(value) }
+            let snapshot = pass(try makeCollector(directory, captured: CapturedLog()))
+            let orderSeries = try #require(snapshot.series("orders"))
+            #expect(orderSeries.cumulativeSum == 500)
+            #expect(orderSeries.windows[0].increase == 500 && orderSeries.windows[0].rate > 0)
+            #expect(try #require(snapshot.series("quotes")).cumulativeSum == 1000)
+            let gauge = try #require(snapshot.series("exposure"))
+            #expect(gauge.lastValue == 7.0)
+            #expect(gauge.windows[0].gaugeMin == -3.5 && gauge.windows[0].gaugeMax == 12.25)
+        }
+    }
+
+    @Test("an SLO is violated, logged, and recovers when the window empties")
+    func sloViolatedAndRecovered() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("slo", directory: directory.path, options: .init(capacity: 4096))
+            let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
+            let other = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "MSFT"])
+            for _ in 0..<990 { fill.record(50_000) }
+            for _ in 0..<10 { fill.record(300_000) }
+            for _ in 0..<1000 { other.record(900_000) } // not selected by the rule
+            let captured = CapturedLog()
+            let collector = try makeCollector(directory, slo: [#"order_fill_latency{symbol="AAPL"}:p99<100us@1s"#,
+                                                                 #"order_fill_latency{symbol="AAPL"}:p999<100us@1s"#],
+                                              captured: captured)
+            let first = pass(collector).slos
+            #expect(first.map(\.violated) == [false, true])
+            #expect(first[0].events == 1000 && first[0].matchingSeries == 1)
+            #expect(abs(first[0].compliance - 0.99) < 1e-9)
+            #expect(first[1].violations == 1)
+            #expect(captured.contains(#"SLO violated: order_fill_latency{symbol="AAPL"}:p999<100us@1s"#))
+
+            let recovered = pass(collector, offset: 1_600_000_000).slos
+            #expect(recovered.map(\.violated) == [false, false])
+            #expect(recovered[1].violations == 1)
+            #expect(captured.contains("SLO recovered"))
+            let text = String(decoding: PrometheusExporter.render(collector.snapshot), as: UTF8.self)
+            #expect(text.contains(#"ringside_slo_violations_total{slo="order_fill_latency{symbol=\"AAPL\"}:p999<100us@1s"} 1"#))
+        }
+    }
+
+    @Test("a producer's death is detected and logged; what it left is still served")
+    func producerDeath() throws {
+        try withRingDirectory { directory in
+            let child = try ChildProcess("ringside-test-producer", [
+                "hold", "--dir", directory.path, "--ring", "mortal", "--count", "500", "--capacity", "1024",
+            ])
+            #expect(child.readLine() == "ready \(child.pid)")
+            let captured = CapturedLog()
+            let collector = try makeCollector(directory, captured: captured)
+            #expect(pass(collector).ring("mortal")?.state == .live)
+            child.kill()
+            let snapshot = pass(collector)
+            #expect(snapshot.ring("mortal")?.state == .producerDead)
+            #expect(captured.contains("ring mortal: producer pid \(child.pid) died"))
+            #expect(snapshot.series("sequence")?.windows[2].count == 500)
+        }
+    }
+
+    @Test("a corrupt ring is logged and skipped while the others are served")
+    func corruptRingSkipped() throws {
+        try withRingDirectory { directory in
+            let good = try Ring.attach("good", directory: directory.path, options: .init(capacity: 64))
+            try good.counter("ticks").increment()
+            do { _ = try Ring.attach("bad", directory: directory.path, options: .init(capacity: 64)) }
+            let fd = open(directory.filePath(for: "bad"), O_WRONLY)
+            var garbage: UInt64 = 0x1234
+            pwrite(fd, &garbage, 8, 0)
+            close(fd)
+            let captured = CapturedLog()
+            let snapshot = pass(try makeCollector(directory, captured: captured))
+            #expect(snapshot.ring("good")?.state == .live)
+            #expect(snapshot.series("ticks")?.cumulativeSum == 1)
+            let bad = try #require(snapshot.ring("bad"))
+            #expect(bad.state == .skipped && bad.problem?.contains("bad magic") == true)
+            #expect(captured.contains("skipping ring bad"))
+            let text = String(decoding: PrometheusExporter.render(snapshot), as: UTF8.self)
+            #expect(text.contains(#"ringside_ring_skipped{ring="bad"} 1"#))
+        }
+    }
+
+    @Test("records with a wrong kind or unknown metric are rejected and counted, the rest aggregated")
+    func invalidRecordsRejected() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("liar", directory: directory.path, options: .init(capacity: 16))
+            let latency = try ring.histogram("latency")
+            for value in 1...4 { latency.record(UInt64(value)) }
+            let records = 4096 + 256 * 512
+            let fd = open(directory.filePath(for: "liar"), O_WRONLY)
+            var badKind: UInt8 = 1
+            pwrite(fd, &badKind, 1, off_t(records + 32 * 1 + 0x1C))   // record 1 claims to be a counter
+            var badMetric: UInt32 = 77
+            pwrite(fd, &badMetric, 4, off_t(records + 32 * 2 + 0x18)) // record 2 names metric 77
+            close(fd)
+            let captured = CapturedLog()
+            let snapshot = pass(try makeCollector(directory, captured: captured))
+            #expect(snapshot.series("latency")?.windows[0].count == 2)
+            #expect(snapshot.ring("liar")?.rejectedTotal == 2)
+            #expect(snapshot.ring("liar")?.drainedTotal == 4)
+            #expect(captured.contains("rejected 2 invalid records"))
+        }
+    }
+
+    @Test("metrics registered after attach are picked up from the registry")
+    func lateRegistration() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("late", directory: directory.path, options: .init(capacity: 64))
+            try ring.counter("early").increment()
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            #expect(pass(collector).series.count == 1)
+            try ring.gauge("later").set(3)
+            let snapshot = pass(collector)
+            #expect(snapshot.series("later")?.lastValue == 3)
+            #expect(snapshot.ring("late")?.rejectedTotal == 0)
+        }
+    }
+
+    @Test("a removed ring is detached; a ring that appears is attached")
+    func ringsComeAndGo() throws {
+        try withRingDirectory { directory in
+            let captured = CapturedLog()
+            let collector = try makeCollector(directory, captured: captured)
+            #expect(pass(collector).rings.isEmpty)
+            do { _ = try Ring.attach("comer", directory: directory.path, options: .init(capacity: 16)) }
+            #expect(pass(collector, offset: 300_000_000).ring("comer") != nil)
+            try directory.remove("comer")
+            #expect(pass(collector, offset: 600_000_000).ring("comer") == nil)
+            #expect(captured.contains("ring comer attached") && captured.contains("ring comer detached: its file was removed"))
+        }
+    }
+
+    @Test("stop releases the rings so the next collector can take them")
+    func stopReleases() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("handoff", directory: directory.path, options: .init(capacity: 64))
+            let ticks = try ring.counter("ticks")
+            ticks.increment()
+            let captured = CapturedLog()
+            let first = try makeCollector(directory, captured: captured)
+            first.start()
+            var waited = 0
+            while first.snapshot.series("ticks") == nil && waited < 500 { usleep(10_000); waited += 1 }
+            first.stop()
+            #expect(captured.contains("ring handoff released"))
+            ticks.increment()
+            let second = pass(try makeCollector(directory, captured: CapturedLog()))
+            #expect(second.series("ticks")?.cumulativeSum == 1, "the second collector drains only what the first left")
+        }
+    }
+}
