@@ -154,6 +154,21 @@ final class MappedRingFile {
         }
     }
 
+    /// Runs `body` holding the producer lock of an existing ring, which it neither maps nor
+    /// changes: no producer can attach, and so none can write, until `body` returns.
+    /// - Throws: `.producerAlive` when a producer holds the ring, or why the file cannot be opened.
+    static func withProducerLock<Result>(name: String, directory: RingDirectory, allowedOwners: Set<UInt32>,
+                                         _ body: () throws(RingError) -> Result) throws(RingError) -> Result {
+        try RingDirectory.validate(name: name)
+        let path = directory.filePath(for: name)
+        let fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw openError(errno, name: name, path: path, directory: directory) }
+        defer { close(fd) } // also releases the lock
+        _ = try checkedFileSize(fd, name: name, path: path, allowedOwners: allowedOwners)
+        try lock(fd, byte: RS_LOCK_BYTE_PRODUCER, name: name)
+        return try body()
+    }
+
     // MARK: - The header
 
     /// The header's fields, for reading plain (layout) values and for pointers to atomics.

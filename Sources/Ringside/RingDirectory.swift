@@ -75,6 +75,32 @@ public struct RingDirectory: Sendable, Equatable {
         }
     }
 
+    /// Removes a ring's file if no producer holds it and `shouldRemove` agrees, deciding while
+    /// holding the producer lock itself: no producer can attach or write between the decision
+    /// and the unlink (one that tries meanwhile gets `.producerAlive`).
+    ///
+    /// - Parameter shouldRemove: given the ring's status, or why it cannot be read (corrupt, not
+    ///   ready), says whether to remove it. The status shows `producerAlive` true: that lock is ours.
+    /// - Returns: whether the file was removed.
+    /// - Throws: `.producerAlive` when a producer holds the ring; `.notFound`,
+    ///   `.permissionDenied` or `.system` when the file cannot be opened or unlinked.
+    package func removeUnlessProducerAlive(_ name: String, allowedOwners: Set<UInt32> = [],
+                                           if shouldRemove: (Result<RingStatus, RingError>) -> Bool) throws(RingError) -> Bool {
+        try MappedRingFile.withProducerLock(name: name, directory: self, allowedOwners: allowedOwners) { () throws(RingError) -> Bool in
+            let status: Result<RingStatus, RingError>
+            do throws(RingError) {
+                let file = try MappedRingFile.open(name: name, directory: self, role: .inspector, allowedOwners: allowedOwners)
+                status = .success(try file.status())
+            } catch {
+                status = .failure(error)
+            }
+            guard shouldRemove(status) else { return false }
+            let file = filePath(for: name)
+            guard unlink(file) == 0 else { throw .system(ring: name, operation: "unlink \(file)", errno: errno) }
+            return true
+        }
+    }
+
     /// The identity of the ring file now at `name`'s path, or nil if there is none.
     /// Never follows a symbolic link.
     public func fileIdentity(of name: String) -> RingFileIdentity? {

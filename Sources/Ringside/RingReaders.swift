@@ -164,8 +164,10 @@ package final class RingInspector {
     private let file: MappedRingFile
 
     /// Opens the ring `name` read-only.
-    package init(_ name: String, directory: RingDirectory = RingDirectory()) throws(RingError) {
-        file = try MappedRingFile.open(name: name, directory: directory, role: .inspector)
+    /// - Parameter allowedOwners: users besides our own whose rings may be opened.
+    package init(_ name: String, directory: RingDirectory = RingDirectory(),
+                 allowedOwners: Set<UInt32> = []) throws(RingError) {
+        file = try MappedRingFile.open(name: name, directory: directory, role: .inspector, allowedOwners: allowedOwners)
     }
 
     package var name: String { file.name }
@@ -174,6 +176,29 @@ package final class RingInspector {
     package func status() throws(RingError) -> RingStatus { try file.status() }
 
     package func metrics() throws(RingError) -> [MetricDescriptor] { try file.metrics(from: 0) }
+
+    /// A copy of the header's fields as they are now, for tools that show every one. The layout
+    /// was validated at open; the producer's and consumer's lines are copied unchecked and may
+    /// change at any moment: `status()` gives the checked values.
+    package var header: rs_header { file.layoutFields }
+
+    /// Every published registry entry, each decoded and checked on its own, so that a tool can
+    /// name every bad entry and not only the first.
+    /// - Throws: `.corrupt` when the metric count exceeds the registry's capacity.
+    package func registryEntries() throws(RingError) -> [Result<MetricDescriptor, RingCorruption>] {
+        let count = file.metricCount
+        guard count <= file.layout.registryCapacity else {
+            throw .corrupt(ring: file.name, path: file.path,
+                           problem: .badMetricCount(count: count, capacity: file.layout.registryCapacity))
+        }
+        return (0..<Int(count)).map { index in
+            do throws(RingCorruption) {
+                return .success(try MetricDescriptor(entry: file.registryEntry(index), index: index))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
 
     /// Copies the records now in the ring (the last `last` of them, if given), oldest first,
     /// with their cursors. Never moves a cursor and never returns a torn record: a record the

@@ -1,0 +1,136 @@
+import CRingside
+import Ringside
+
+/// What `check` found in one ring.
+struct RingCheck {
+    enum Outcome: String { case ok, problems, notReady = "not_ready" }
+
+    let name: String
+    let outcome: Outcome
+    /// One line per problem (each names the ring).
+    let problems: [String]
+    /// A line saying what was checked, for a sound ring or one still being created.
+    let summary: String
+
+    /// Record problems shown per ring before the rest are counted in one line.
+    static let recordProblemLimit = 20
+
+    init(_ name: String, _ context: DumpContext) {
+        self.name = name
+        let inspector: RingInspector
+        do throws(RingError) {
+            inspector = try context.inspector(name)
+        } catch {
+            if case .notReady = error {
+                outcome = .notReady
+                problems = []
+                summary = "ring \(name): not checked: the file is still being created (format version 0)"
+            } else {
+                outcome = .problems
+                problems = ["\(error)"]
+                summary = ""
+            }
+            return
+        }
+        var found: [String] = []
+        let path = inspector.path
+        func corrupt(_ problem: String) -> String { "ring \(name): \(path) is corrupt: \(problem)" }
+
+        var status: RingStatus?
+        do throws(RingError) { status = try inspector.status() } catch { found.append("\(error)") }
+
+        var records: [(cursor: UInt64, record: RingRecord)] = []
+        do throws(RingError) { records = try inspector.peek() } catch {
+            if status != nil { found.append("\(error)") } // the cursors again: said once is enough
+        }
+
+        // Read after the peek, so every record's metric is published.
+        // nil when the registry cannot be read: its records' metrics are then not checked.
+        var metrics: [MetricDescriptor?]?
+        do throws(RingError) {
+            let entries = try inspector.registryEntries()
+            metrics = entries.map { try? $0.get() }
+            var seen: [String: UInt32] = [:]
+            for entry in entries {
+                switch entry {
+                case let .success(metric):
+                    let key = metric.displayName
+                    if let earlier = seen[key] {
+                        found.append(corrupt("registry entries \(earlier) and \(metric.index) are both \(key)"))
+                    } else {
+                        seen[key] = metric.index
+                    }
+                case let .failure(problem):
+                    found.append(corrupt(problem.description))
+                }
+            }
+        } catch {
+            found.append("\(error)")
+        }
+
+        var recordProblems: [String] = []
+        for (cursor, record) in records {
+            if let problem = Self.problem(with: record, at: cursor, metrics: metrics) { recordProblems.append(problem) }
+        }
+        let metricCount = metrics?.count ?? 0
+        for problem in recordProblems.prefix(Self.recordProblemLimit) { found.append(corrupt(problem)) }
+        if recordProblems.count > Self.recordProblemLimit {
+            found.append(corrupt("\(recordProblems.count - Self.recordProblemLimit) more records have problems"))
+        }
+
+        problems = found
+        outcome = found.isEmpty ? .ok : .problems
+        if let status, found.isEmpty {
+            summary = "ring \(name): ok (\(records.count) records in the ring, \(metricCount) metric\(metricCount == 1 ? "" : "s"), "
+                + "producer \(ProducerLiveness(status: status).word))"
+        } else {
+            summary = ""
+        }
+    }
+
+    /// What is wrong with a record read at `cursor`, or nil.
+    static func problem(with record: RingRecord, at cursor: UInt64, metrics: [MetricDescriptor?]?) -> String? {
+        let slot = "record \(cursor)"
+        guard record.sequence == cursor else { return "\(slot): its sequence is \(record.sequence)" }
+        if let metrics, Int(record.metric) >= metrics.count {
+            return "\(slot): metric index \(record.metric) is not registered (the registry has \(metrics.count))"
+        }
+        guard let kind = MetricKind(rawValue: record.kind) else { return "\(slot): unknown kind \(record.kind)" }
+        if let metric = metrics?[Int(record.metric)], metric.kind != kind {
+            return "\(slot): kind \(kind) but metric \(metric.index) (\(metric.name)) is a \(metric.kind)"
+        }
+        guard record.flags & ~UInt8(RS_FLAG_SPAN) == 0 else { return "\(slot): unknown flags 0x\(String(record.flags, radix: 16))" }
+        if record.flags & UInt8(RS_FLAG_SPAN) != 0 && kind != .histogram { return "\(slot): a span flag on a \(kind)" }
+        guard record.reserved == 0 else { return "\(slot): reserved bytes are \(record.reserved), not 0" }
+        return nil
+    }
+
+    var json: JSON {
+        .object([("name", .string(name)), ("ok", .bool(outcome != .problems)), ("state", .string(outcome.rawValue)),
+                 ("problems", .array(problems.map(JSON.string)))])
+    }
+}
+
+/// `ringside-dump check NAME | --all`: validates ring files.
+enum CheckCommand {
+    static func run(_ name: String?, _ context: DumpContext) -> Int32 {
+        let names: [String]
+        if let name {
+            names = [name]
+        } else {
+            do throws(RingError) { names = try context.ringNames() } catch { return context.fail(error) }
+        }
+        let checks = names.map { RingCheck($0, context) }
+        let sound = checks.allSatisfy { $0.outcome != .problems }
+        let console = context.console
+        if context.json {
+            console.print(JSON.object([("ok", .bool(sound)), ("rings", .array(checks.map(\.json)))]).text)
+        } else {
+            if checks.isEmpty { console.print("no rings in \(context.directory.path)") }
+            for check in checks {
+                if check.outcome == .problems { check.problems.forEach { console.print($0) } } else { console.print(check.summary) }
+            }
+        }
+        return sound ? ExitStatus.success : ExitStatus.failure
+    }
+}

@@ -1,0 +1,174 @@
+import CRingside
+import Ringside
+
+/// `ringside-dump info NAME`: the whole header, cursors, counters and metric registry.
+enum InfoCommand {
+    static func run(_ name: String, _ context: DumpContext) -> Int32 {
+        let inspector: RingInspector
+        let status: RingStatus
+        let entries: [Result<MetricDescriptor, RingCorruption>]
+        do throws(RingError) {
+            inspector = try context.inspector(name)
+            status = try inspector.status()
+            entries = try inspector.registryEntries()
+        } catch {
+            return context.fail(error)
+        }
+        let header = inspector.header
+        let now = Now()
+        let producer = ProducerLiveness(status: status)
+        let file = FileFacts(path: status.path)
+        let problems = entries.compactMap { entry -> RingError? in
+            guard case let .failure(problem) = entry else { return nil }
+            return .corrupt(ring: name, path: status.path, problem: problem)
+        }
+        let console = context.console
+
+        if context.json {
+            console.print(json(status: status, header: header, entries: entries, producer: producer, file: file,
+                               now: now, raw: context.raw).text)
+        } else {
+            var lines = keyValueLines([("ring", name), ("path", status.path)]
+                + (file.map { [("file", "\($0.size) bytes (\(humanBytes($0.size))), mode 0\(String($0.mode, radix: 8)), owner uid \($0.owner)")] } ?? []),
+                indent: "", width: 16)
+            lines.append("")
+            lines.append("layout (written once, at creation)")
+            lines += keyValueLines([
+                ("magic", "0x\(String(header.magic, radix: 16)) \"\(magicText(header.magic))\""),
+                ("format version", "\(header.version)"),
+                ("header size", "\(header.header_size) bytes"),
+                ("record size", "\(header.record_size) bytes"),
+                ("capacity", "\(status.capacity) records (capacity_log2 \(header.capacity_log2))"),
+                ("registry", "\(header.registry_capacity) entries of \(header.registry_entry_size) bytes at offset \(header.registry_offset)"),
+                ("records offset", "\(header.records_offset)"),
+                ("file size", "\(header.file_size) bytes"),
+                ("created", "\(isoTime(nanoseconds: header.created_realtime_ns)) (realtime \(header.created_realtime_ns) ns, "
+                    + "monotonic \(header.created_monotonic_ns) ns)"),
+                ("age", now.age(ofRealtime: header.created_realtime_ns).map { humanDuration(nanoseconds: $0) } ?? "-"),
+            ], width: 14)
+            lines.append("")
+            lines.append("producer")
+            lines += keyValueLines([
+                ("state", producer.explanation),
+                ("pid", "\(status.producerPID)"),
+                ("started", status.producerStartRealtimeNanos > 0 ? isoTime(nanoseconds: status.producerStartRealtimeNanos) : "-"),
+                ("heartbeat", ago(now.age(ofMonotonic: status.heartbeatMonotonicNanos)) + " (monotonic \(status.heartbeatMonotonicNanos) ns)"),
+                ("attaches", "\(status.producerAttaches)"),
+                ("write cursor", "\(status.writeCursor) (records written)"),
+                ("dropped", "\(status.dropped) (the ring was full)"),
+                ("metrics", "\(status.metricCount) of \(status.maxMetrics)"),
+            ], width: 14)
+            lines.append("")
+            lines.append("consumer")
+            lines += keyValueLines([
+                ("state", status.consumerAlive ? "attached: a process holds the consumer lock (byte 1)"
+                                               : "none attached: nobody holds the consumer lock (byte 1)"),
+                ("pid", "\(status.consumerPID)"),
+                ("heartbeat", ago(now.age(ofMonotonic: header.consumer_heartbeat_ns)) + " (monotonic \(header.consumer_heartbeat_ns) ns)"),
+                ("read cursor", "\(status.readCursor) (records consumed)"),
+            ], width: 14)
+            lines.append("")
+            lines.append("ring")
+            lines += keyValueLines([
+                ("backlog", "\(status.backlog) of \(status.capacity) records (\(oneDecimal(status.fillPercent))% full)"),
+                ("attempted", "\(status.writeCursor &+ status.dropped) (written + dropped)"),
+            ], width: 14)
+            lines.append("")
+            lines.append("metrics (\(entries.count))")
+            var table = TextTable(["INDEX", "KIND", "UNIT", "NAME", "LABELS", "SAMPLING", "HELP"], right: ["INDEX"])
+            for (index, entry) in entries.enumerated() {
+                switch entry {
+                case let .success(metric):
+                    let labels = metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+                    table.add(["\(metric.index)", metric.kind.description, metric.unit.description, metric.name,
+                               labels.isEmpty ? "-" : labels, metric.samplingText, metric.help.isEmpty ? "-" : metric.help])
+                case let .failure(problem):
+                    table.add(["\(index)", "?", "?", "(bad entry: \(problem))", "-", "-", "-"])
+                }
+            }
+            if entries.isEmpty { lines.append("  (none registered)") } else { lines += table.lines.map { "  " + $0 } }
+            if context.raw {
+                lines.append("")
+                lines.append("header bytes (0x000 to 0x17f)")
+                lines += hexDump(hexBytes(of: header))
+            }
+            lines.forEach { console.print($0) }
+        }
+        problems.forEach { console.printError("ringside-dump: \($0)") }
+        return problems.isEmpty ? ExitStatus.success : ExitStatus.failure
+    }
+
+    private static func ago(_ age: UInt64?) -> String {
+        age.map { humanDuration(nanoseconds: $0) + " ago" } ?? "never"
+    }
+
+    /// The magic's bytes as text, with dots for what is not printable ASCII.
+    static func magicText(_ magic: UInt64) -> String {
+        String(decoding: withUnsafeBytes(of: magic.littleEndian) { raw in
+            raw.map { (0x20..<0x7F).contains($0) ? $0 : UInt8(ascii: ".") }
+        }, as: UTF8.self)
+    }
+
+    /// Hex in lines of 32 bytes, each with its offset.
+    static func hexDump(_ hex: String) -> [String] {
+        let characters = Array(hex)
+        return stride(from: 0, to: characters.count, by: 64).map { start in
+            let offset = String(start / 2, radix: 16)
+            let chunk = characters[start..<min(start + 64, characters.count)]
+            let groups = stride(from: 0, to: chunk.count, by: 16).map {
+                String(chunk[(chunk.startIndex + $0)..<min(chunk.startIndex + $0 + 16, chunk.endIndex)])
+            }
+            return "  0x" + String(repeating: "0", count: max(0, 3 - offset.count)) + offset + "  " + groups.joined(separator: " ")
+        }
+    }
+
+    private static func json(status: RingStatus, header: rs_header, entries: [Result<MetricDescriptor, RingCorruption>],
+                             producer: ProducerLiveness, file: FileFacts?, now: Now, raw: Bool) -> JSON {
+        let metrics: [JSON] = entries.enumerated().map { index, entry in
+            switch entry {
+            case let .success(metric):
+                return .object([("index", .uint(UInt64(metric.index))), ("kind", .string(metric.kind.description)),
+                                ("unit", .string(metric.unit.description)), ("name", .string(metric.name)),
+                                ("labels", metric.labelsJSON), ("sample_every", .uint(UInt64(metric.sampleEvery))),
+                                ("help", .string(metric.help))])
+            case let .failure(problem):
+                return .object([("index", .uint(UInt64(index))), ("error", .string(problem.description))])
+            }
+        }
+        return .members([
+            ("name", .string(status.name)), ("path", .string(status.path)),
+            ("file", file.map { .object([("size", .uint(UInt64($0.size))), ("mode", .string("0" + String($0.mode, radix: 8))),
+                                         ("owner_uid", .uint(UInt64($0.owner)))]) }),
+            ("layout", .object([
+                ("magic", .string("0x" + String(header.magic, radix: 16))), ("format_version", .uint(UInt64(header.version))),
+                ("header_size", .uint(UInt64(header.header_size))), ("record_size", .uint(UInt64(header.record_size))),
+                ("capacity_log2", .uint(UInt64(header.capacity_log2))), ("capacity", .uint(status.capacity)),
+                ("registry_capacity", .uint(UInt64(header.registry_capacity))),
+                ("registry_entry_size", .uint(UInt64(header.registry_entry_size))),
+                ("registry_offset", .uint(header.registry_offset)), ("records_offset", .uint(header.records_offset)),
+                ("file_size", .uint(header.file_size)), ("created", .string(isoTime(nanoseconds: header.created_realtime_ns))),
+                ("created_realtime_ns", .uint(header.created_realtime_ns)),
+                ("created_monotonic_ns", .uint(header.created_monotonic_ns)),
+            ])),
+            ("producer", .members([
+                ("pid", .int(Int64(status.producerPID))), ("alive", .bool(producer.lockHeld)), ("lock_held", .bool(producer.lockHeld)),
+                ("pid_exists", producer.pidExists.map(JSON.bool) ?? .null), ("how", .string(producer.explanation)),
+                ("started", status.producerStartRealtimeNanos > 0 ? .string(isoTime(nanoseconds: status.producerStartRealtimeNanos)) : .null),
+                ("start_realtime_ns", .uint(status.producerStartRealtimeNanos)),
+                ("heartbeat_ns", .uint(status.heartbeatMonotonicNanos)),
+                ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
+                ("attaches", .uint(UInt64(status.producerAttaches))), ("write_cursor", .uint(status.writeCursor)),
+                ("dropped", .uint(status.dropped)), ("metric_count", .uint(UInt64(status.metricCount))),
+            ])),
+            ("consumer", .members([
+                ("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive)),
+                ("heartbeat_ns", .uint(header.consumer_heartbeat_ns)),
+                ("heartbeat_age_ns", now.age(ofMonotonic: header.consumer_heartbeat_ns).map(JSON.uint) ?? .null),
+                ("read_cursor", .uint(status.readCursor)),
+            ])),
+            ("backlog", .uint(status.backlog)), ("fill_percent", .double((status.fillPercent * 100).rounded() / 100)),
+            ("metrics", .array(metrics)),
+            ("raw_header", raw ? .string(hexBytes(of: header)) : nil),
+        ])
+    }
+}

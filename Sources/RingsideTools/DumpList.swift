@@ -1,0 +1,67 @@
+import Ringside
+
+/// `ringside-dump list`: one line per ring in the directory.
+enum ListCommand {
+    static func run(_ context: DumpContext) -> Int32 {
+        let names: [String]
+        do throws(RingError) { names = try context.ringNames() } catch { return context.fail(error) }
+        let now = Now()
+        let rings = names.map { name -> (name: String, status: Result<RingStatus, RingError>) in
+            do throws(RingError) { return (name, .success(try context.inspector(name).status())) } catch { return (name, .failure(error)) }
+        }
+        let console = context.console
+        if context.json {
+            let items: [JSON] = rings.map { ring in
+                switch ring.status {
+                case let .success(status): return statusJSON(status, now: now)
+                case let .failure(error):
+                    let path = context.directory.filePath(for: ring.name)
+                    return .members([("name", .string(ring.name)), ("path", .string(path)),
+                                     ("file_size", FileFacts(path: path).map { JSON.uint(UInt64($0.size)) }),
+                                     ("error", errorJSON(error))])
+                }
+            }
+            console.print(JSON.object([("directory", .string(context.directory.path)), ("rings", .array(items))]).text)
+            return ExitStatus.success
+        }
+        guard !rings.isEmpty else {
+            console.print("no rings in \(context.directory.path)")
+            return ExitStatus.success
+        }
+        var table = TextTable(["RING", "PID", "PRODUCER", "HEARTBEAT", "CAPACITY", "BACKLOG", "FILL", "WRITTEN", "DROPPED",
+                               "SIZE", "AGE", "VER"],
+                              right: ["PID", "HEARTBEAT", "CAPACITY", "BACKLOG", "FILL", "WRITTEN", "DROPPED", "SIZE", "AGE", "VER"])
+        var notes: [String] = []
+        for ring in rings {
+            switch ring.status {
+            case let .success(status):
+                let producer = ProducerLiveness(status: status)
+                let pid: String = status.producerPID > 0 ? "\(status.producerPID)" : "-"
+                let heartbeat: String = now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { humanDuration(nanoseconds: $0) } ?? "-"
+                let age: String = now.age(ofRealtime: status.createdRealtimeNanos).map { humanDuration(nanoseconds: $0) } ?? "-"
+                let fill: String = oneDecimal(status.fillPercent) + "%"
+                table.add([ring.name, pid, producer.short, heartbeat, "\(status.capacity)", "\(status.backlog)", fill,
+                           "\(status.writeCursor)", "\(status.dropped)", humanBytes(status.fileSize), age, "\(status.formatVersion)"])
+            case let .failure(error):
+                let size = FileFacts(path: context.directory.filePath(for: ring.name)).map { humanBytes($0.size) } ?? "-"
+                table.add([ring.name, "-", stateWord(error), "-", "-", "-", "-", "-", "-", size, "-", "-"])
+                notes.append("\(error)")
+            }
+        }
+        table.lines.forEach { console.print($0) }
+        notes.forEach { console.print($0) }
+        return ExitStatus.success
+    }
+
+    /// What a ring that cannot be read is, in a word for the table.
+    static func stateWord(_ error: RingError) -> String {
+        switch error {
+        case .corrupt: return "corrupt"
+        case .notReady: return "being created"
+        case .permissionDenied: return "permission denied"
+        case .notARegularFile: return "not a file"
+        case .notFound: return "gone"
+        default: return "unreadable"
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import CRingside
+import Ringside
+
+/// What the tools read in one look at a ring: its status, the records now in it, and the
+/// registry read after them (so every record's metric is in it).
+struct RingContents {
+    let status: RingStatus
+    let records: [(cursor: UInt64, record: RingRecord)]
+    /// The registry by index; nil for an entry that does not decode.
+    let metrics: [MetricDescriptor?]
+
+    init(_ name: String, last: Int? = nil, _ context: DumpContext) throws(RingError) {
+        let inspector = try context.inspector(name)
+        status = try inspector.status()
+        records = try inspector.peek(last: last)
+        // After the peek: the producer publishes a metric before any record that names it.
+        metrics = try inspector.registryEntries().map { try? $0.get() }
+    }
+
+    func metric(of record: RingRecord) -> MetricDescriptor? {
+        Int(record.metric) < metrics.count ? metrics[Int(record.metric)] : nil
+    }
+
+    /// The records of the metrics named (every label set of each), or a message naming those
+    /// the ring does not have.
+    func records(ofMetricsNamed names: [String]) -> Result<[(cursor: UInt64, record: RingRecord)], MissingMetric> {
+        guard !names.isEmpty else { return .success(records) }
+        let known = Set(metrics.compactMap { $0?.name })
+        if let missing = names.first(where: { !known.contains($0) }) {
+            return .failure(MissingMetric(ring: status.name, metric: missing, known: known.sorted()))
+        }
+        let wanted = Set(names)
+        return .success(records.filter { metric(of: $0.record).map { wanted.contains($0.name) } ?? false })
+    }
+}
+
+/// A `--metric` the ring does not have.
+struct MissingMetric: Error, CustomStringConvertible {
+    let ring: String
+    let metric: String
+    let known: [String]
+
+    var description: String {
+        "ring \(ring): no metric \"\(metric)\"; " + (known.isEmpty ? "it has none registered" : "its metrics: " + known.joined(separator: ", "))
+    }
+}
+
+/// `ringside-dump records NAME`: the records now in the ring, oldest first.
+enum RecordsCommand {
+    static func run(_ name: String, last: Int?, metrics names: [String], _ context: DumpContext) -> Int32 {
+        let contents: RingContents
+        // Without a metric filter only the last N are copied; with one, the filter comes first.
+        do throws(RingError) { contents = try RingContents(name, last: names.isEmpty ? last : nil, context) } catch { return context.fail(error) }
+        var selected: [(cursor: UInt64, record: RingRecord)]
+        switch contents.records(ofMetricsNamed: names) {
+        case let .success(records): selected = records
+        case let .failure(missing):
+            context.console.printError("ringside-dump: \(missing)")
+            return ExitStatus.failure
+        }
+        if let last, selected.count > last { selected = Array(selected.suffix(last)) }
+        let status = contents.status
+        let console = context.console
+
+        if context.json {
+            let items: [JSON] = selected.map { entry in
+                let record = entry.record
+                let metric = contents.metric(of: record)
+                let kind = metric?.kind ?? MetricKind(rawValue: record.kind)
+                let time = isoTime(nanoseconds: status.realtimeNanos(ofMonotonic: record.timestamp_ns))
+                let kindJSON: JSON = .string(kind.map(\.description) ?? "unknown(\(record.kind))")
+                let metricJSON: JSON = metric.map { .string($0.name) } ?? .null
+                let unitJSON: JSON = metric.map { .string($0.unit.description) } ?? .null
+                let rawJSON: JSON? = context.raw ? .string(hexBytes(of: record)) : nil
+                let isSpan = record.flags & UInt8(RS_FLAG_SPAN) != 0
+                return .members([
+                    ("cursor", .uint(entry.cursor)), ("sequence", .uint(record.sequence)),
+                    ("time", .string(time)), ("timestamp_ns", .uint(record.timestamp_ns)),
+                    ("metric_index", .uint(UInt64(record.metric))), ("metric", metricJSON),
+                    ("labels", metric?.labelsJSON ?? .null), ("kind", kindJSON), ("unit", unitJSON),
+                    ("value", MetricValue(bits: record.value, kind: kind).json), ("span", .bool(isSpan)), ("raw", rawJSON),
+                ])
+            }
+            console.print(JSON.object([
+                ("ring", .string(name)), ("written", .uint(status.writeCursor)), ("consumed", .uint(status.readCursor)),
+                ("count", .uint(UInt64(items.count))), ("records", .array(items)),
+            ]).text)
+            return ExitStatus.success
+        }
+
+        guard let first = selected.first, let final = selected.last else {
+            console.print("ring \(name): no records" + (names.isEmpty ? "" : " of \(names.joined(separator: ", "))")
+                + " in the ring (written \(status.writeCursor), consumed \(status.readCursor))")
+            return ExitStatus.success
+        }
+        console.print("ring \(name): \(selected.count) record\(selected.count == 1 ? "" : "s"), cursors \(first.cursor) to "
+            + "\(final.cursor) (written \(status.writeCursor), consumed \(status.readCursor))")
+        var headers = ["CURSOR", "TIME", "METRIC", "VALUE", "FLAGS"]
+        if context.raw { headers.append("RAW") }
+        var table = TextTable(headers, right: ["CURSOR", "VALUE"])
+        for entry in selected {
+            let record = entry.record
+            let metric = contents.metric(of: record)
+            let kind = metric?.kind ?? MetricKind(rawValue: record.kind)
+            var row = [
+                "\(entry.cursor)",
+                isoTime(nanoseconds: status.realtimeNanos(ofMonotonic: record.timestamp_ns)),
+                metric?.displayName ?? "#\(record.metric) (not registered)",
+                MetricValue(bits: record.value, kind: kind).text(unit: metric?.unit),
+                record.flags & UInt8(RS_FLAG_SPAN) != 0 ? "span" : "-",
+            ]
+            if context.raw { row.append(hexBytes(of: record)) }
+            table.add(row)
+        }
+        table.lines.forEach { console.print($0) }
+        return ExitStatus.success
+    }
+}

@@ -1,0 +1,227 @@
+import Ringside
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ringside-dump`: the operator's view of the rings in a directory, like AeronStat for Aeron
+/// or babeltrace for LTTng. Every command but `clean` only reads: it opens rings read-only,
+/// takes no lock, never moves a cursor, and works while producers write and a collector drains.
+package enum DumpTool {
+    /// The commands, in the order `--help` lists them.
+    enum Command: String, CaseIterable {
+        case list, info, records, watch, stats, check, clean
+
+        /// The options the command takes besides the common ones.
+        var spec: OptionSpec {
+            var spec = OptionSpec(flags: ["--help", "--json"], valued: ["--dir", "--allow-uid"], repeatable: ["--allow-uid"])
+            switch self {
+            case .list: break
+            case .info: spec.flags.insert("--raw")
+            case .records:
+                spec.flags.insert("--raw")
+                spec.valued.formUnion(["--last", "--metric"])
+                spec.repeatable.insert("--metric")
+            case .watch: spec.valued.formUnion(["--interval", "--count"])
+            case .stats:
+                spec.valued.insert("--metric")
+                spec.repeatable.insert("--metric")
+            case .check: spec.flags.insert("--all")
+            case .clean: spec.flags.formUnion(["--dry-run", "--force"])
+            }
+            return spec
+        }
+
+        var usage: String {
+            switch self {
+            case .list: return """
+                usage: ringside-dump list [--json]
+
+                Every ring in the directory: name, producer pid, alive or dead (and how that is known:
+                the producer's lock on the file, then whether the pid exists), heartbeat age, capacity,
+                backlog and fill, records written, dropped, file size, age and format version.
+                """
+            case .info: return """
+                usage: ringside-dump info NAME [--json] [--raw]
+
+                The whole header (layout, producer and consumer lines), the cursors, the counters and
+                the metric registry (index, kind, unit, name, labels, sampling, help).
+                --raw adds the header's first 384 bytes in hex.
+                """
+            case .records: return """
+                usage: ringside-dump records NAME [--last N] [--metric NAME]... [--json] [--raw]
+
+                The records now in the ring, oldest first, with metric names and wall-clock times (UTC).
+                Never moves the consumer's cursor and never shows a torn record: safe while the producer
+                writes and a collector drains.
+                  --last N        only the last N records (of the metric, with --metric)
+                  --metric NAME   only this metric's records (every label set); repeatable
+                  --raw           add each record's 32 bytes in hex
+                """
+            case .watch: return """
+                usage: ringside-dump watch [NAME] [--interval DUR] [--count N] [--json]
+
+                A refreshing view of every ring (or one): records written, consumed and dropped per
+                second, backlog and fill. Redraws the screen on a terminal; otherwise prints one block
+                per refresh (--json: one JSON object per line).
+                  --interval DUR  time between refreshes: seconds or 250ms, 2s, 1m (default 1s)
+                  --count N       stop after N refreshes (default: until interrupted)
+                """
+            case .stats: return """
+                usage: ringside-dump stats NAME [--metric NAME]... [--json]
+
+                Quick statistics over the records now in the ring, per metric: histograms' count, min,
+                p50, p90, p99, p99.9 and max (exact, nearest rank); counters' sum; gauges' last, min, max.
+                """
+            case .check: return """
+                usage: ringside-dump check NAME | --all [--json]
+
+                Validates ring files: magic, version, sizes, cursors, the registry, and every record now
+                in the ring (sequence, metric index, kind, flags). Exit 0 when sound; exit 1 with one
+                line per problem. A ring still being created is reported as such.
+                """
+            case .clean: return """
+                usage: ringside-dump clean [--dry-run] [--force] [--json]
+
+                Removes rings whose producer is dead (its lock is free) and which are fully drained;
+                --force removes every ring whose producer is dead, drained or not, corrupt or not.
+                Never removes a ring whose producer is alive: the producer lock is held while deciding
+                and removing, so no producer can attach meanwhile. --dry-run only says what it would do.
+                """
+            }
+        }
+    }
+
+    package static let usage = """
+    usage: ringside-dump [--dir PATH] COMMAND [options]
+
+    Inspects the Ringside rings in a directory without disturbing them.
+
+    commands:
+      list                              every ring: producer, heartbeat, backlog, drops, size, age
+      info NAME                         the whole header, cursors, counters and metric registry
+      records NAME [--last N] [--metric NAME]
+                                        the records now in the ring, oldest first
+      watch [NAME] [--interval DUR] [--count N]
+                                        a refreshing view of rates, backlog and drops
+      stats NAME [--metric NAME]        percentiles per metric over the records in the ring
+      check NAME | --all                validate ring files (exit 1 and one line per problem)
+      clean [--dry-run] [--force]       remove rings whose producer is dead and which are drained
+
+    options (every command):
+      --dir PATH         ring directory (default: $RINGSIDE_DIR, else /dev/shm)
+      --allow-uid UID    also read rings owned by this user (repeatable)
+      --json             JSON for scripts: one document (watch: one object per line)
+      --raw              info, records: add the bytes in hex
+      --help             this text; COMMAND --help describes a command
+
+    exit status: 0 success, 1 a ring error or problems found, 2 a usage error
+    """
+
+    /// Runs `ringside-dump` with the process's arguments and exits with its status.
+    package static func main() -> Never {
+        let console = Console.standard()
+        let status = run(Array(CommandLine.arguments.dropFirst()), console: console)
+        console.flush()
+        exit(status)
+    }
+
+    /// Runs `ringside-dump` with `arguments` (without the program name); returns the exit status.
+    package static func run(_ arguments: [String], console: Console) -> Int32 {
+        do {
+            return try dispatch(arguments, console: console)
+        } catch {
+            console.printError("\(error)")
+            return ExitStatus.usage
+        }
+    }
+
+    private static func dispatch(_ arguments: [String], console: Console) throws(ToolUsageError) -> Int32 {
+        // The command is the first word that is neither an option nor an option's value.
+        var commandIndex: Int?
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--dir" || argument == "--allow-uid" { index += 2; continue }
+            if !argument.hasPrefix("-") { commandIndex = index; break }
+            index += 1
+        }
+        guard let commandIndex else {
+            if arguments.contains("--help") || arguments.contains("-h") {
+                console.print(usage)
+                return ExitStatus.success
+            }
+            throw ToolUsageError("ringside-dump: no command given: one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
+        }
+        var rest = arguments
+        let word = rest.remove(at: commandIndex)
+        if word == "help" {
+            if let topic = rest.first, let command = Command(rawValue: topic) { console.print(command.usage) } else { console.print(usage) }
+            return ExitStatus.success
+        }
+        guard let command = Command(rawValue: word) else {
+            throw ToolUsageError("ringside-dump: unknown command \"\(word)\": use one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
+        }
+        let name = "ringside-dump \(command.rawValue)"
+        let parsed = try ParsedArguments(rest, spec: command.spec, context: name)
+        if parsed.has("--help") {
+            console.print(command.usage)
+            return ExitStatus.success
+        }
+        var owners: Set<UInt32> = []
+        for text in parsed.all("--allow-uid") {
+            guard let uid = UInt32(text) else { throw ToolUsageError("\(name): --allow-uid \(text) is not a user id") }
+            owners.insert(uid)
+        }
+        if let dir = parsed.value("--dir"), dir.isEmpty { throw ToolUsageError("\(name): --dir is empty") }
+        let context = DumpContext(directory: RingDirectory(parsed.value("--dir")), allowedOwners: owners, console: console,
+                                  json: parsed.has("--json"), raw: parsed.has("--raw"))
+
+        func ringName(required: Bool) throws(ToolUsageError) -> String? {
+            let positionals = parsed.positionals
+            guard positionals.count <= 1 else {
+                throw ToolUsageError("\(name): unexpected argument \(positionals[1]) (one ring name at most)")
+            }
+            guard let ring = positionals.first else {
+                if required { throw ToolUsageError("\(name): which ring? give its name (ringside-dump list shows them)") }
+                return nil
+            }
+            do { try RingDirectory.validate(name: ring) } catch { throw ToolUsageError("\(name): \(error)") }
+            return ring
+        }
+
+        switch command {
+        case .list:
+            if let ring = parsed.positionals.first { throw ToolUsageError("\(name): takes no ring name (got \(ring))") }
+            return ListCommand.run(context)
+        case .info:
+            return InfoCommand.run(try ringName(required: true)!, context)
+        case .records:
+            let last = try parsed.value("--last").map { text throws(ToolUsageError) in
+                try parseCount(text, option: "--last", context: name, range: 0...Int(Int32.max))
+            }
+            return RecordsCommand.run(try ringName(required: true)!, last: last, metrics: parsed.all("--metric"), context)
+        case .watch:
+            let interval = try parsed.value("--interval").map { text throws(ToolUsageError) in
+                try parseInterval(text, option: "--interval", context: name)
+            } ?? 1
+            let count = try parsed.value("--count").map { text throws(ToolUsageError) in
+                try parseCount(text, option: "--count", context: name, range: 1...Int(Int32.max))
+            }
+            return WatchCommand.run(try ringName(required: false), interval: interval, count: count, context)
+        case .stats:
+            return StatsCommand.run(try ringName(required: true)!, metrics: parsed.all("--metric"), context)
+        case .check:
+            let ring = try ringName(required: false)
+            switch (ring, parsed.has("--all")) {
+            case (nil, false): throw ToolUsageError("\(name): give a ring name or --all")
+            case (_?, true): throw ToolUsageError("\(name): give a ring name or --all, not both")
+            default: return CheckCommand.run(ring, context)
+            }
+        case .clean:
+            if let ring = parsed.positionals.first {
+                throw ToolUsageError("\(name): takes no ring name (got \(ring)); it looks at every ring")
+            }
+            return CleanCommand.run(dryRun: parsed.has("--dry-run"), force: parsed.has("--force"), context)
+        }
+    }
+}

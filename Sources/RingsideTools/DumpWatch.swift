@@ -1,0 +1,127 @@
+import CRingside
+import Ringside
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ringside-dump watch [NAME]`: rates, backlog and drops, refreshed like `top`.
+enum WatchCommand {
+    /// A ring's figures at one refresh, to compute rates at the next.
+    private struct Sample {
+        let status: RingStatus
+        let nanos: UInt64
+    }
+
+    private struct Rates {
+        let written: Double
+        let consumed: Double
+        let dropped: Double
+    }
+
+    static func run(_ name: String?, interval: Double, count: Int?, _ context: DumpContext) -> Int32 {
+        let console = context.console
+        var previous: [String: Sample] = [:]
+        var refreshes = 0
+        while true {
+            let names: [String]
+            if let name { names = [name] } else {
+                do throws(RingError) { names = try context.ringNames() } catch { return context.fail(error) }
+            }
+            let now = Now()
+            let clock = rs_clock_precise_ns()
+            var rows: [(name: String, status: Result<RingStatus, RingError>, rates: Rates?)] = []
+            var current: [String: Sample] = [:]
+            for ring in names {
+                do throws(RingError) {
+                    let status = try context.inspector(ring).status()
+                    let change = previous[ring].flatMap { Self.rates(from: $0, to: status, at: clock) }
+                    current[ring] = Sample(status: status, nanos: clock)
+                    rows.append((ring, .success(status), change))
+                } catch {
+                    // One ring asked for and missing from the start is an error; later it is shown as gone.
+                    if name != nil && refreshes == 0 { return context.fail(error) }
+                    rows.append((ring, .failure(error), nil))
+                }
+            }
+            previous = current
+            if context.json {
+                console.print(frameJSON(rows, now: now).text)
+            } else {
+                if console.isTerminal { console.write("\u{1B}[H\u{1B}[2J") } else if refreshes > 0 { console.print() }
+                frameText(rows, now: now, interval: interval, context).forEach { console.print($0) }
+            }
+            console.flush()
+            refreshes += 1
+            if let count, refreshes >= count { return ExitStatus.success }
+            sleep(seconds: interval)
+        }
+    }
+
+    private static func rates(from before: Sample, to status: RingStatus, at nanos: UInt64) -> Rates? {
+        let old = before.status
+        // A ring removed and created again starts its counts afresh: no rate this time.
+        guard nanos > before.nanos, status.writeCursor >= old.writeCursor, status.readCursor >= old.readCursor,
+              status.dropped >= old.dropped, status.createdRealtimeNanos == old.createdRealtimeNanos else { return nil }
+        let seconds = Double(nanos - before.nanos) / 1e9
+        return Rates(written: Double(status.writeCursor - old.writeCursor) / seconds,
+                     consumed: Double(status.readCursor - old.readCursor) / seconds,
+                     dropped: Double(status.dropped - old.dropped) / seconds)
+    }
+
+    private static func frameText(_ rows: [(name: String, status: Result<RingStatus, RingError>, rates: Rates?)],
+                                  now: Now, interval: Double, _ context: DumpContext) -> [String] {
+        var lines = ["ringside-dump watch: \(rows.count) ring\(rows.count == 1 ? "" : "s") in \(context.directory.path) "
+            + "at \(isoTime(nanoseconds: now.realtime)), every \(formatInterval(interval))"]
+        var table = TextTable(["RING", "PRODUCER", "CONSUMER", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL",
+                               "WRITTEN", "DROPPED", "HEARTBEAT"],
+                              right: ["WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL", "WRITTEN", "DROPPED", "HEARTBEAT"])
+        var notes: [String] = []
+        func rate(_ value: Double?) -> String { value.map { String(Int64($0.rounded())) } ?? "-" }
+        for row in rows {
+            switch row.status {
+            case let .success(status):
+                table.add([row.name, ProducerLiveness(status: status).word, status.consumerAlive ? "attached" : "none",
+                           rate(row.rates?.written), rate(row.rates?.consumed), rate(row.rates?.dropped),
+                           "\(status.backlog)", oneDecimal(status.fillPercent) + "%", "\(status.writeCursor)", "\(status.dropped)",
+                           now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { humanDuration(nanoseconds: $0) } ?? "-"])
+            case let .failure(error):
+                table.add([row.name, ListCommand.stateWord(error), "-", "-", "-", "-", "-", "-", "-", "-", "-"])
+                notes.append("\(error)")
+            }
+        }
+        if rows.isEmpty { lines.append("no rings") } else { lines += table.lines }
+        return lines + notes
+    }
+
+    private static func frameJSON(_ rows: [(name: String, status: Result<RingStatus, RingError>, rates: Rates?)], now: Now) -> JSON {
+        func rate(_ value: Double?) -> JSON { value.map { .double(($0 * 10).rounded() / 10) } ?? .null }
+        let rings: [JSON] = rows.map { row in
+            switch row.status {
+            case let .success(status):
+                return .object([
+                    ("name", .string(row.name)), ("producer_alive", .bool(status.producerAlive)),
+                    ("producer_pid", .int(Int64(status.producerPID))), ("consumer_alive", .bool(status.consumerAlive)),
+                    ("written", .uint(status.writeCursor)), ("consumed", .uint(status.readCursor)), ("dropped", .uint(status.dropped)),
+                    ("backlog", .uint(status.backlog)), ("capacity", .uint(status.capacity)),
+                    ("fill_percent", .double((status.fillPercent * 100).rounded() / 100)),
+                    ("written_per_second", rate(row.rates?.written)), ("consumed_per_second", rate(row.rates?.consumed)),
+                    ("dropped_per_second", rate(row.rates?.dropped)),
+                    ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
+                ])
+            case let .failure(error):
+                return .object([("name", .string(row.name)), ("error", errorJSON(error))])
+            }
+        }
+        return .object([("time", .string(isoTime(nanoseconds: now.realtime))), ("rings", .array(rings))])
+    }
+
+    private static func formatInterval(_ seconds: Double) -> String {
+        seconds < 1 ? "\(Int((seconds * 1000).rounded()))ms" : (seconds == seconds.rounded() ? "\(Int(seconds))s" : "\(seconds)s")
+    }
+
+    private static func sleep(seconds: Double) {
+        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
+        var remaining = timespec()
+        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
+    }
+}

@@ -1,0 +1,250 @@
+import Ringside
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ringside-emit`: writes values into a ring from a script, a cron job or a pipe, without
+/// writing Swift. It attaches as the ring's producer (creating the ring if needed), registers
+/// the metric, writes the values, and says how many it wrote.
+package enum EmitTool {
+    package static let usage = """
+    usage: ringside-emit --ring NAME METRIC [options] [VALUE...]
+
+    Attaches to the ring NAME as its producer (creating it if needed), registers METRIC, then
+    writes the VALUEs given or, with none, one value per line of standard input as the lines
+    arrive, until end of file (so `tail -f log | ringside-emit ...` works). Says how many it wrote.
+
+    options:
+      --ring NAME          the ring (1 to 200 of A-Z a-z 0-9 . _ -); created if it does not exist
+      --kind KIND          histogram (default), counter or gauge
+      --unit UNIT          ns, us, ms, s, bytes or none (default); counters have no unit
+      --label KEY=VALUE    a label of the metric (repeatable)
+      --drop               when the ring is full, drop (and count) values instead of waiting
+      --capacity N         records in a ring this creates (a power of two; default: an existing
+                           ring's, else 131072)
+      --dir PATH           ring directory (default: $RINGSIDE_DIR, else /dev/shm)
+      --help               this text
+
+    Values: histograms and counters take whole numbers from 0 in the metric's unit (a counter's
+    value is an increment); gauges take decimal numbers (-1.5, 2, 3e6). A bad line is reported
+    with its line number and skipped, never read as 0; blank lines are skipped.
+    By default a full ring waits for a collector to make room, so every value gets in.
+    A ring has one producer: a ring a running bot writes is refused; emit into a ring of its own.
+
+    exit status: 0 every value written; 1 a ring error, or some lines were bad (the others were
+    written); 2 a usage error (nothing written)
+    """
+
+    /// What to write, from the command line.
+    struct Options {
+        var ring = ""
+        var metric = ""
+        var kind = MetricKind.histogram
+        var unit = MetricUnit.none
+        var labels: [String: String] = [:]
+        var drop = false
+        var capacity: Int?
+        var directory: String?
+        /// The values given on the command line, already parsed (gauges as double bits).
+        var values: [UInt64] = []
+    }
+
+    /// How long to sleep between looks at a full ring.
+    static let pollMicroseconds: UInt32 = 1_000
+
+    /// Runs `ringside-emit` with the process's arguments and standard input, and exits.
+    package static func main() -> Never {
+        let console = Console.standard()
+        let status = run(Array(CommandLine.arguments.dropFirst()), console: console, input: .standardInput)
+        console.flush()
+        exit(status)
+    }
+
+    /// Runs `ringside-emit` with `arguments` (without the program name), reading values from
+    /// `input` when none are given; returns the exit status.
+    package static func run(_ arguments: [String], console: Console, input: LineInput) -> Int32 {
+        let options: Options
+        do {
+            guard let parsed = try parse(arguments) else {
+                console.print(usage)
+                return ExitStatus.success
+            }
+            options = parsed
+        } catch {
+            console.printError("\(error)")
+            return ExitStatus.usage
+        }
+        do {
+            return try emit(options, console: console, input: input)
+        } catch {
+            console.printError("ringside-emit: \(error)")
+            return ExitStatus.failure
+        }
+    }
+
+    /// Parses the command line; nil means `--help`.
+    static func parse(_ arguments: [String]) throws(ToolUsageError) -> Options? {
+        let context = "ringside-emit"
+        let spec = OptionSpec(flags: ["--help", "--drop"], valued: ["--ring", "--kind", "--unit", "--label", "--capacity", "--dir"],
+                              repeatable: ["--label"])
+        let parsed = try ParsedArguments(arguments, spec: spec, context: context)
+        if parsed.has("--help") { return nil }
+        var options = Options()
+        guard let ring = parsed.value("--ring") else { throw ToolUsageError("\(context): --ring NAME is required") }
+        do { try RingDirectory.validate(name: ring) } catch { throw ToolUsageError("\(context): --ring: \(error)") }
+        options.ring = ring
+        guard let metric = parsed.positionals.first else {
+            throw ToolUsageError("\(context): which metric? give its name after the options, e.g. ringside-emit --ring \(ring) job_seconds 42")
+        }
+        if let problem = MetricDescriptor.problem(withName: metric) {
+            throw ToolUsageError("\(context): metric \"\(metric)\": \(problem)")
+        }
+        options.metric = metric
+        if let kind = parsed.value("--kind") {
+            guard let found = MetricKind.allCases.first(where: { $0.description == kind }) else {
+                throw ToolUsageError("\(context): --kind \(kind): use histogram, counter or gauge")
+            }
+            options.kind = found
+        }
+        if let unit = parsed.value("--unit") {
+            guard let found = MetricUnit(symbol: unit) else {
+                throw ToolUsageError("\(context): --unit \(unit): use ns, us, ms, s, bytes or none")
+            }
+            options.unit = found
+        }
+        if options.kind == .counter && options.unit != .none {
+            throw ToolUsageError("\(context): --unit \(options.unit): counters have no unit (use a histogram or a gauge)")
+        }
+        for label in parsed.all("--label") {
+            guard let equals = label.firstIndex(of: "="), equals != label.startIndex else {
+                throw ToolUsageError("\(context): --label \(label): expected KEY=VALUE")
+            }
+            let key = String(label[..<equals])
+            guard options.labels[key] == nil else { throw ToolUsageError("\(context): --label \(key) is given twice") }
+            options.labels[key] = String(label[label.index(after: equals)...])
+        }
+        if case let .failure(problem) = MetricDescriptor.encode(labels: options.labels) {
+            throw ToolUsageError("\(context): --label: \(problem.reason)")
+        }
+        options.drop = parsed.has("--drop")
+        if let capacity = parsed.value("--capacity") {
+            guard let value = Int(capacity), value >= 16, value <= 1 << 28, value & (value - 1) == 0 else {
+                throw ToolUsageError("\(context): --capacity \(capacity): a power of two from 16 to 268435456 records")
+            }
+            options.capacity = value
+        }
+        if let dir = parsed.value("--dir") {
+            guard !dir.isEmpty else { throw ToolUsageError("\(context): --dir is empty") }
+            options.directory = dir
+        }
+        for (offset, text) in parsed.positionals.dropFirst().enumerated() {
+            switch parseValue(text, kind: options.kind, unit: options.unit) {
+            case let .success(bits): options.values.append(bits)
+            case let .failure(problem):
+                throw ToolUsageError("\(context): value \(offset + 1) \"\(text)\": \(problem.reason); nothing was written")
+            }
+        }
+        return options
+    }
+
+    /// Attaches, registers and writes; returns the exit status.
+    private static func emit(_ options: Options, console: Console, input: LineInput) throws(RingError) -> Int32 {
+        var ringOptions = Ring.Options()
+        let directory = RingDirectory(options.directory)
+        if let capacity = options.capacity {
+            ringOptions.capacity = capacity
+        } else if let existing = try? RingInspector(options.ring, directory: directory).status() {
+            // Attach to an existing ring as it is, whatever its size.
+            ringOptions.capacity = Int(existing.capacity)
+            ringOptions.maxMetrics = existing.maxMetrics
+        }
+        let ring = try Ring.attach(options.ring, directory: directory.path, options: ringOptions)
+        let write: (UInt64) -> Void
+        switch options.kind {
+        case .histogram:
+            let histogram = try ring.histogram(options.metric, unit: options.unit, labels: options.labels)
+            write = { histogram.record($0) }
+        case .counter:
+            let counter = try ring.counter(options.metric, labels: options.labels)
+            write = { counter.increment(by: $0) }
+        case .gauge:
+            let gauge = try ring.gauge(options.metric, unit: options.unit, labels: options.labels)
+            write = { gauge.set(Double(bitPattern: $0)) }
+        }
+        let droppedBefore = ring.recordsDropped
+        var written = 0
+        var saidWaiting = false
+        func emitOne(_ bits: UInt64) {
+            if !options.drop {
+                while ring.freeSlots == 0 {
+                    if !saidWaiting {
+                        console.printError("ringside-emit: ring \(options.ring) is full; waiting for a collector to make room "
+                            + "(--drop drops instead)")
+                        saidWaiting = true
+                    }
+                    usleep(pollMicroseconds)
+                }
+            }
+            write(bits)
+            written += 1
+        }
+
+        var badLines = 0
+        if !options.values.isEmpty {
+            options.values.forEach(emitOne)
+        } else {
+            var lineNumber = 0
+            while let line = input.readLine() {
+                lineNumber += 1
+                let text = line.trimmingWhitespace()
+                if text.isEmpty { continue }
+                switch parseValue(text, kind: options.kind, unit: options.unit) {
+                case let .success(bits): emitOne(bits)
+                case let .failure(problem):
+                    badLines += 1
+                    console.printError("ringside-emit: line \(lineNumber): \"\(text.prefix(80))\": \(problem.reason); skipped")
+                }
+            }
+        }
+        let dropped = ring.recordsDropped &- droppedBefore
+        let target = options.ring + "/" + options.metric
+        var summary = ring.isEnabled ? "wrote \(written - Int(dropped)) value\(written - Int(dropped) == 1 ? "" : "s") to \(target)"
+                                     : "wrote nothing to \(target): \(Ring.disableEnvironmentVariable) is set"
+        if dropped > 0 { summary += ", dropped \(dropped) (the ring was full)" }
+        if badLines > 0 { summary += ", skipped \(badLines) bad line\(badLines == 1 ? "" : "s")" }
+        console.print(summary)
+        return badLines > 0 ? ExitStatus.failure : ExitStatus.success
+    }
+
+    /// Why a value cannot be written.
+    package struct ValueProblem: Error, Equatable {
+        package let reason: String
+    }
+
+    /// Reads a value for a metric of `kind`: whole numbers from 0 for histograms and counters,
+    /// finite decimals for gauges (returned as the double's bits, as the ring stores them).
+    package static func parseValue(_ text: String, kind: MetricKind, unit: MetricUnit) -> Result<UInt64, ValueProblem> {
+        if kind == .gauge {
+            guard let value = Double(text), !text.hasPrefix("0x"), !text.hasPrefix("-0x") else {
+                return .failure(ValueProblem(reason: "not a number"))
+            }
+            guard value.isFinite else { return .failure(ValueProblem(reason: "not a finite number")) }
+            return .success(value.bitPattern)
+        }
+        if let value = UInt64(text) { return .success(value) }
+        let what = "\(kind)s take whole numbers from 0 to \(UInt64.max)" + (unit == .none ? "" : " (in \(unit))")
+        guard let number = Double(text), number.isFinite else { return .failure(ValueProblem(reason: "not a number: \(what)")) }
+        if number < 0 { return .failure(ValueProblem(reason: "negative: \(what)")) }
+        if number != number.rounded() { return .failure(ValueProblem(reason: "not a whole number: \(what)")) }
+        return .failure(ValueProblem(reason: "out of range: \(what)"))
+    }
+}
+
+extension String {
+    /// The string without leading and trailing spaces, tabs and carriage returns.
+    func trimmingWhitespace() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" || $0 == "\n" }
+        guard let start = firstIndex(where: { !isSpace($0) }), let end = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[start...end])
+    }
+}

@@ -1,0 +1,172 @@
+import Ringside
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// MARK: - Tables
+
+/// A plain-text table: a header row and rows, columns padded to their widest cell, numbers
+/// aligned right. Trailing spaces are trimmed so the output diffs and greps cleanly.
+package struct TextTable {
+    package enum Alignment: Sendable { case left, right }
+
+    private let headers: [String]
+    private let alignments: [Alignment]
+    private var rows: [[String]] = []
+
+    /// A table with these column headers; `right` names the right-aligned (numeric) columns.
+    package init(_ headers: [String], right: Set<String> = []) {
+        self.headers = headers
+        alignments = headers.map { right.contains($0) ? .right : .left }
+    }
+
+    package mutating func add(_ row: [String]) {
+        precondition(row.count == headers.count, "a row has one cell per column")
+        rows.append(row)
+    }
+
+    package var isEmpty: Bool { rows.isEmpty }
+
+    /// The table's lines.
+    package var lines: [String] {
+        let all = [headers] + rows
+        let widths = headers.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+        return all.map { row in
+            var line = ""
+            for (column, cell) in row.enumerated() {
+                if column > 0 { line += "  " }
+                let padding = String(repeating: " ", count: widths[column] - cell.count)
+                line += alignments[column] == .right ? padding + cell : cell + padding
+            }
+            while line.last == " " { line.removeLast() }
+            return line
+        }
+    }
+}
+
+/// Lines of `label  value` pairs with the labels padded to one width.
+package func keyValueLines(_ pairs: [(String, String)], indent: String = "  ", width minimum: Int = 0) -> [String] {
+    let width = max(minimum, pairs.map(\.0.count).max() ?? 0)
+    return pairs.map { indent + $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
+}
+
+// MARK: - Times, durations and sizes
+
+/// A wall-clock time as ISO 8601 in UTC with microseconds: `2025-11-21T20:50:01.123456Z`.
+package func isoTime(nanoseconds: UInt64) -> String {
+    var seconds = time_t(nanoseconds / 1_000_000_000)
+    var parts = tm()
+    guard gmtime_r(&seconds, &parts) != nil else { return "\(nanoseconds)ns" }
+    func pad(_ value: some BinaryInteger, _ width: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+    let micros = (nanoseconds % 1_000_000_000) / 1_000
+    return "\(pad(Int(parts.tm_year) + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
+        + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(micros, 6))Z"
+}
+
+/// A duration for people: `850ms`, `4.2s`, `3m05s`, `2h10m`, `3d4h`.
+package func humanDuration(nanoseconds: UInt64) -> String {
+    let seconds = nanoseconds / 1_000_000_000
+    switch nanoseconds {
+    case ..<1_000: return "\(nanoseconds)ns"
+    case ..<1_000_000: return "\(nanoseconds / 1_000)us"
+    case ..<1_000_000_000: return "\(nanoseconds / 1_000_000)ms"
+    case ..<60_000_000_000: return "\(oneDecimal(Double(nanoseconds) / 1e9))s"
+    case ..<3_600_000_000_000: return "\(seconds / 60)m\(twoDigits(seconds % 60))s"
+    case ..<86_400_000_000_000: return "\(seconds / 3600)h\(twoDigits(seconds % 3600 / 60))m"
+    default: return "\(seconds / 86400)d\(seconds % 86400 / 3600)h"
+    }
+}
+
+/// A size for people: `512 B`, `4.0 KiB`, `4.1 MiB`, `1.0 GiB`.
+package func humanBytes(_ bytes: Int) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(bytes)
+    var unit = 0
+    while value >= 1024 && unit < units.count - 1 {
+        value /= 1024
+        unit += 1
+    }
+    return unit == 0 ? "\(bytes) B" : "\(oneDecimal(value)) \(units[unit])"
+}
+
+/// `12.3`, with exactly one decimal.
+package func oneDecimal(_ value: Double) -> String {
+    guard value.isFinite else { return "-" }
+    let tenths = (value * 10).rounded()
+    let whole = Int64(tenths / 10)
+    let fraction = Int64(abs(tenths.truncatingRemainder(dividingBy: 10)))
+    return (tenths < 0 && whole == 0 ? "-" : "") + "\(whole).\(fraction)"
+}
+
+private func twoDigits(_ value: UInt64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+
+/// The bytes of a value, as lowercase hex without separators.
+package func hexBytes<T>(of value: T) -> String {
+    withUnsafeBytes(of: value) { raw in
+        raw.map { byte in (byte < 16 ? "0" : "") + String(byte, radix: 16) }.joined()
+    }
+}
+
+// MARK: - Metrics and values
+
+extension MetricDescriptor {
+    /// The metric as people write it: `name{key="value",...}` (Prometheus style).
+    package var displayName: String {
+        let pairs = labels
+        guard !pairs.isEmpty else { return name }
+        return name + "{" + pairs.map { "\($0.key)=\"\(escapedLabelValue($0.value))\"" }.joined(separator: ",") + "}"
+    }
+
+    /// The labels as a JSON object.
+    package var labelsJSON: JSON { .object(labels.map { ($0.key, .string($0.value)) }) }
+
+    /// "1/N" for sampled metrics, "all" for the others.
+    package var samplingText: String { sampleEvery > 1 ? "1/\(sampleEvery)" : "all" }
+}
+
+private func escapedLabelValue(_ value: String) -> String {
+    value.replacingAll("\\", with: "\\\\").replacingAll("\"", with: "\\\"")
+}
+
+extension String {
+    fileprivate func replacingAll(_ target: Character, with replacement: String) -> String {
+        guard contains(target) else { return self }
+        var out = ""
+        for character in self { if character == target { out += replacement } else { out.append(character) } }
+        return out
+    }
+}
+
+/// A record's value as the metric means it: an unsigned count or observation, or a gauge's double.
+package enum MetricValue: Equatable, Sendable {
+    case unsigned(UInt64)
+    case double(Double)
+
+    /// The record's value read by its kind (a gauge's bits are a double).
+    package init(bits: UInt64, kind: MetricKind?) {
+        self = kind == .gauge ? .double(Double(bitPattern: bits)) : .unsigned(bits)
+    }
+
+    package var json: JSON {
+        switch self {
+        case let .unsigned(value): return .uint(value)
+        case let .double(value): return .double(value)
+        }
+    }
+
+    package var text: String {
+        switch self {
+        case let .unsigned(value): return String(value)
+        case let .double(value): return "\(value)"
+        }
+    }
+
+    /// The value followed by its unit, unless the unit is `none`.
+    package func text(unit: MetricUnit?) -> String {
+        guard let unit, unit != .none else { return text }
+        return text + " " + unit.description
+    }
+}

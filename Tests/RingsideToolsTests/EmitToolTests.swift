@@ -1,0 +1,143 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Ringside
+import RingsideTestSupport
+import Testing
+
+@Suite("ringside-emit writes every value a script gives it")
+struct EmitToolTests {
+    private func emit(_ directory: RingDirectory, _ arguments: [String], stdin: String = "") throws -> ToolRun {
+        try run("ringside-emit", ["--dir", directory.path] + arguments, stdin: stdin)
+    }
+
+    @Test("values on the command line: creates the ring, registers the metric as asked, writes them")
+    func commandLineValues() throws {
+        try withRingDirectory { directory in
+            let run = try emit(directory, ["--ring", "cron", "backup_seconds", "--unit", "s", "--label", "host=db1",
+                                           "--label", "job=nightly", "12", "7", "0"])
+            #expect(run.status == 0)
+            #expect(run.output == "wrote 3 values to cron/backup_seconds\n")
+            let inspector = try RingInspector("cron", directory: directory)
+            let metric = try #require(try inspector.metrics().first)
+            #expect(metric.name == "backup_seconds" && metric.kind == .histogram && metric.unit == .seconds)
+            #expect(metric.labelDictionary == ["host": "db1", "job": "nightly"])
+            #expect(try inspector.peek().map(\.record.value) == [12, 7, 0])
+            // A second run finds the metric again, and gauges take decimals, negative ones too.
+            #expect(try emit(directory, ["--ring", "cron", "backup_seconds", "--unit", "s", "--label", "job=nightly",
+                                         "--label", "host=db1", "5"]).status == 0)
+            #expect(try emit(directory, ["--ring", "cron", "temperature", "--kind", "gauge", "-1.5", "2e3"]).status == 0)
+            let records = try inspector.peek().map(\.record)
+            #expect(records.count == 6 && records[3].metric == 0 && records[3].value == 5)
+            #expect(records[4...].map { Double(bitPattern: $0.value) } == [-1.5, 2000])
+            #expect(try inspector.metrics().map(\.name) == ["backup_seconds", "temperature"])
+        }
+    }
+
+    @Test("lines from standard input; a bad line is reported with its number and skipped, never read as 0")
+    func standardInput() throws {
+        try withRingDirectory { directory in
+            let run = try emit(directory, ["--ring", "pipe", "fills", "--kind", "counter"],
+                               stdin: "3\n  4 \nabc\n\n-2\n1.5\n99999999999999999999\n5\r\n")
+            #expect(run.status == 1)
+            #expect(run.output == "wrote 3 values to pipe/fills, skipped 4 bad lines\n")
+            #expect(run.errorLines.count == 4)
+            #expect(run.errorLines[0] == "ringside-emit: line 3: \"abc\": not a number: counters take whole numbers from 0 to 18446744073709551615; skipped")
+            #expect(run.errorLines[1].hasPrefix("ringside-emit: line 5: \"-2\": negative"))
+            #expect(run.errorLines[2].hasPrefix("ringside-emit: line 6: \"1.5\": not a whole number"))
+            #expect(run.errorLines[3].hasPrefix("ringside-emit: line 7: \"99999999999999999999\": out of range"))
+            #expect(try RingInspector("pipe", directory: directory).peek().map(\.record.value) == [3, 4, 5])
+        }
+    }
+
+    @Test("values are written as the lines arrive, not at end of file")
+    func streaming() throws {
+        try withRingDirectory { directory in
+            let emitter = try ToolProcess("ringside-emit", ["--dir", directory.path, "--ring", "tail", "lag", "--unit", "ms"])
+            func values() -> [UInt64] { (try? RingInspector("tail", directory: directory).peek().map(\.record.value)) ?? [] }
+            emitter.write("17\n")
+            #expect(eventually { values() == [17] })
+            #expect(emitter.isRunning)
+            emitter.write("18\n19\n")
+            #expect(eventually { values() == [17, 18, 19] })
+            let run = emitter.finish()
+            #expect(run.status == 0 && run.output == "wrote 3 values to tail/lag\n")
+        }
+    }
+
+    @Test("a full ring waits for a collector to make room: every value gets in, in order")
+    func waitsForRoom() throws {
+        try withRingDirectory { directory in
+            _ = try Ring.attach("small", directory: directory.path, options: .init(capacity: 16)) // made, then let go
+            let emitter = try ToolProcess("ringside-emit", ["--dir", directory.path, "--ring", "small", "n"] + (1...100).map(String.init))
+            #expect(eventually { (try? RingInspector("small", directory: directory).status().backlog) == 16 })
+            #expect(emitter.isRunning, "waiting for room, not dropping")
+            let consumer = try RingConsumer("small", directory: directory)
+            var received: [UInt64] = []
+            #expect(try eventually(within: 20) {
+                try consumer.drain { records, _ in received += records.map(\.value) }
+                return received.count == 100
+            })
+            let run = emitter.finish()
+            #expect(run.status == 0 && run.output == "wrote 100 values to small/n\n")
+            #expect(run.errors.contains("is full; waiting for a collector"))
+            #expect(received == Array(1...100))
+            #expect(try consumer.status().dropped == 0)
+        }
+    }
+
+    @Test("--drop drops and counts instead of waiting")
+    func drops() throws {
+        try withRingDirectory { directory in
+            let run = try emit(directory, ["--ring", "lossy", "n", "--capacity", "16", "--drop"] + (1...40).map(String.init))
+            #expect(run.status == 0)
+            #expect(run.output == "wrote 16 values to lossy/n, dropped 24 (the ring was full)\n")
+            let status = try RingInspector("lossy", directory: directory).status()
+            #expect(status.writeCursor == 16 && status.dropped == 24)
+        }
+    }
+
+    @Test("attaches to an existing ring of any size")
+    func existingRing() throws {
+        try withRingDirectory { directory in
+            try makeSequenceRing(directory, "odd", count: 3, capacity: 32)
+            #expect(try emit(directory, ["--ring", "odd", "extra", "9"]).status == 0)
+            let status = try RingInspector("odd", directory: directory).status()
+            #expect(status.capacity == 32 && status.writeCursor == 4)
+        }
+    }
+
+    @Test("a ring whose producer lives is refused, naming the producer")
+    func liveProducer() throws {
+        try withRingDirectory { directory in
+            let bot = try holdRing(directory, "bot", count: 1)
+            let run = try emit(directory, ["--ring", "bot", "x", "1"])
+            #expect(run.status == 1)
+            #expect(run.errors == "ringside-emit: ring bot: another producer is attached (pid \(bot.pid)); a ring has one producer\n")
+        }
+    }
+
+    @Test("usage errors: exit 2, one line, and nothing written", arguments: [
+        ["x", "1"], ["--ring", "r"], ["--ring", "r", "9bad", "1"], ["--ring", "r", "m", "abc"], ["--ring", "r", "m", "-1"],
+        ["--ring", "r", "m", "--kind", "summary", "1"], ["--ring", "r", "m", "--unit", "parsecs", "1"],
+        ["--ring", "r", "m", "--kind", "counter", "--unit", "ms", "1"], ["--ring", "r", "m", "--label", "novalue", "1"],
+        ["--ring", "r", "m", "--label", "9k=v", "1"], ["--ring", "r", "m", "--capacity", "100", "1"],
+        ["--ring", "r", "m", "--kind", "gauge", "nan"], ["--ring", "bad/name", "m", "1"], ["--ring", "r", "m", "--frob"],
+    ])
+    func usageErrors(arguments: [String]) throws {
+        try withRingDirectory { directory in
+            let run = try emit(directory, arguments)
+            #expect(run.status == 2)
+            #expect(run.output.isEmpty)
+            #expect(run.errorLines.count == 1 && run.errors.hasPrefix("ringside-emit: "), "\(run.errors)")
+            #expect(directory.ringNames().isEmpty)
+        }
+    }
+
+    @Test("--help")
+    func help() throws {
+        let run = try run("ringside-emit", ["--help"])
+        #expect(run.status == 0 && run.output.hasPrefix("usage: ringside-emit --ring NAME METRIC"))
+    }
+}

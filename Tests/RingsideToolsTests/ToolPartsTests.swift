@@ -1,0 +1,59 @@
+import Ringside
+@testable import RingsideTools
+import Testing
+
+@Suite("The tools' parts: JSON, times, percentiles, values, arguments")
+struct ToolPartsTests {
+    @Test("JSON escapes strings and keeps 64-bit integers exact")
+    func json() {
+        let value = JSON.object([("a\"b", .string("line\nquote\"back\\tab\t\u{01}é")), ("max", .uint(.max)),
+                                 ("nan", .double(.nan)), ("list", .array([.bool(true), .null, .int(-3), .double(1.5)]))])
+        #expect(value.text == #"{"a\"b":"line\nquote\"back\\tab\t\u0001é","max":18446744073709551615,"nan":null,"list":[true,null,-3,1.5]}"#)
+    }
+
+    @Test("ISO 8601 in UTC with microseconds")
+    func isoTimes() {
+        #expect(isoTime(nanoseconds: 0) == "1970-01-01T00:00:00.000000Z")
+        #expect(isoTime(nanoseconds: 1_763_758_201_123_456_789) == "2025-11-21T20:50:01.123456Z")
+    }
+
+    @Test("nearest-rank percentiles match their definition")
+    func percentiles() {
+        let metric = MetricDescriptor(index: 0, name: "m", kind: .histogram, unit: .none, encodedLabels: "", help: "", sampleEvery: 1)
+        let stats = MetricStatistics(metric: metric, values: (1...10).reversed().map(UInt64.init))
+        #expect(stats.percentile(0.5) == 5 && stats.percentile(0.9) == 9 && stats.percentile(0.99) == 10)
+        #expect(MetricStatistics(metric: metric, values: [42]).percentile(0.001) == 42)
+        #expect(MetricStatistics(metric: metric, values: []).percentile(0.5) == nil)
+    }
+
+    @Test("emit's values: whole numbers for histograms and counters, finite decimals for gauges")
+    func values() throws {
+        #expect(try EmitTool.parseValue("42", kind: .histogram, unit: .nanoseconds).get() == 42)
+        #expect(try EmitTool.parseValue("-0.25", kind: .gauge, unit: .none).get() == (-0.25).bitPattern)
+        for bad in ["", "x", "1.5", "-1", "1e30", "0x10"] {
+            #expect((try? EmitTool.parseValue(bad, kind: .counter, unit: .none).get()) == nil, "\(bad)")
+        }
+        for bad in ["inf", "nan", "x", "0x1p3"] {
+            #expect((try? EmitTool.parseValue(bad, kind: .gauge, unit: .none).get()) == nil, "\(bad)")
+        }
+    }
+
+    @Test("a negative number is a value, not an option; -- ends the options")
+    func arguments() throws {
+        let spec = OptionSpec(flags: ["--drop"], valued: ["--ring"])
+        let parsed = try ParsedArguments(["--ring=r", "m", "-1.5", "--drop", "--", "--ring"], spec: spec, context: "t")
+        #expect(parsed.positionals == ["m", "-1.5", "--ring"])
+        #expect(parsed.value("--ring") == "r" && parsed.has("--drop"))
+        #expect(throws: ToolUsageError("t: --ring is given twice")) {
+            try ParsedArguments(["--ring", "a", "--ring", "b"], spec: spec, context: "t")
+        }
+    }
+
+    @Test("the in-process runner captures output and the exit status")
+    func inProcess() {
+        let result = Console.capture { DumpTool.run(["--help"], console: $0) }
+        #expect(result.status == 0 && result.output.hasPrefix("usage: ringside-dump") && result.errors.isEmpty)
+        let emitted = Console.capture { EmitTool.run(["--ring"], console: $0, input: LineInput(lines: [])) }
+        #expect(emitted.status == 2 && emitted.errors == "ringside-emit: --ring needs a value\n")
+    }
+}
