@@ -97,6 +97,17 @@ final class MappedRingFile {
     ///   with `removeForRecreate`); `.noSpace` when the directory is full.
     static func openProducer(name: String, directory: RingDirectory, wanted: RingLayout,
                              mode: mode_t) throws(RingError) -> MappedRingFile {
+        // A ring removed (or replaced) between our open and our lock is not the ring at the path
+        // any more: open again. Each round needs someone else to unlink the file meanwhile.
+        for _ in 0..<8 {
+            if let file = try openProducerOnce(name: name, directory: directory, wanted: wanted, mode: mode) { return file }
+        }
+        throw RingError.system(ring: name, operation: "attach: the file kept being replaced", errno: EAGAIN)
+    }
+
+    /// One attempt of `openProducer`; nil when the path no longer names the file it locked.
+    private static func openProducerOnce(name: String, directory: RingDirectory, wanted: RingLayout,
+                                         mode: mode_t) throws(RingError) -> MappedRingFile? {
         let path = directory.filePath(for: name)
         var created = true
         var fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
@@ -104,11 +115,23 @@ final class MappedRingFile {
             created = false
             fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         }
-        guard fd >= 0 else { throw openError(errno, name: name, path: path, directory: directory) }
+        guard fd >= 0 else {
+            if errno == ENOENT && !created { return nil } // removed between the two opens
+            throw openError(errno, name: name, path: path, directory: directory)
+        }
         do throws(RingError) {
-            if created { fchmod(fd, mode) } // the umask may have narrowed or widened nothing; be exact
-            let size = try checkedFileSize(fd, name: name, path: path)
+            if created { fchmod(fd, mode) } // exactly the mode asked for, whatever the umask
+            _ = try checkedFileSize(fd, name: name, path: path)
             try lock(fd, byte: RS_LOCK_BYTE_PRODUCER, name: name)
+            // Under the lock, the file can only change through us; first make sure it is still
+            // the one at the path, then read its size (an earlier producer may have grown it).
+            var opened = stat(), atPath = stat()
+            guard fstat(fd, &opened) == 0, lstat(path, &atPath) == 0,
+                  opened.st_ino == atPath.st_ino, opened.st_dev == atPath.st_dev else {
+                close(fd)
+                return nil
+            }
+            let size = Int(opened.st_size)
             // Version 0 means creation never finished (or has not begun): whoever holds the
             // producer lock (re)initialises the file.
             let header = size >= Int(RS_HEADER_SIZE) ? try readHeader(fd, name: name, path: path, fileSize: size) : nil
