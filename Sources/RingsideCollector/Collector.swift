@@ -23,8 +23,10 @@ public final class Collector: @unchecked Sendable {
     private var stats = CollectorStats()
     private var lastDiscoveryNanos: UInt64 = 0
     private var lastPublishNanos: UInt64 = 0
+    private var hasUnpublishedChanges = false
     private var rateMark: (nanos: UInt64, drained: UInt64) = (0, 0)
     private var generation: UInt64 = 0
+    private var seriesVersions = VersionCounter()
 
     private let published = Mutex(Snapshot())
     private let stopRequested = Atomic<Bool>(false)
@@ -59,8 +61,11 @@ public final class Collector: @unchecked Sendable {
         let thread = Thread { [self] in
             while !stopRequested.load(ordering: .acquiring) {
                 let drained = runPass(nowNanos: rs_clock_precise_ns())
-                // Busy rings are drained again at once; idle ones are looked at every poll.
-                if drained == 0 { _ = wake.wait(timeout: .now() + .nanoseconds(Int(options.pollNanos))) }
+                // Busy rings are drained again at once; idle ones are looked at every poll, or
+                // sooner when drained records still wait to be published.
+                if drained == 0 {
+                    _ = wake.wait(timeout: .now() + .nanoseconds(Int(sleepNanos(nowNanos: rs_clock_precise_ns()))))
+                }
             }
             finished.signal()
         }
@@ -109,15 +114,28 @@ public final class Collector: @unchecked Sendable {
             }
             rateMark = (now, stats.recordsDrained)
         }
-        let publishInterval = min(max(options.pollNanos, 10_000_000), 100_000_000)
-        let idleRefresh: UInt64 = 250_000_000 // windows slide even when nothing arrives
+        if drained > 0 || changed { hasUnpublishedChanges = true }
         let sinceLast = now &- lastPublishNanos
-        if forcePublish || lastPublishNanos == 0 || ((drained > 0 || changed) && sinceLast >= publishInterval)
-            || sinceLast >= idleRefresh {
+        if forcePublish || lastPublishNanos == 0 || (hasUnpublishedChanges && sinceLast >= publishIntervalNanos)
+            || sinceLast >= Self.idleRefreshNanos {
             publish(nowNanos: now)
             lastPublishNanos = now
+            hasUnpublishedChanges = false
         }
         return drained
+    }
+
+    /// Snapshots are published at most this often while records arrive (publishing costs a
+    /// pass over every series): at most one poll interval, so a record is visible within one.
+    private var publishIntervalNanos: UInt64 { min(max(options.pollNanos, 10_000_000), 100_000_000) }
+    /// Windows slide even when nothing arrives: publish at least this often.
+    static let idleRefreshNanos: UInt64 = 250_000_000
+
+    /// How long the drain thread may sleep: a poll, or less when drained records wait to be published.
+    private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
+        guard hasUnpublishedChanges else { return options.pollNanos }
+        let due = lastPublishNanos &+ publishIntervalNanos
+        return min(options.pollNanos, due > now ? due - now : 0)
     }
 
     // MARK: - Discovery
@@ -250,7 +268,7 @@ public final class Collector: @unchecked Sendable {
         for name in tracked.keys.sorted() {
             guard let ring = tracked[name] else { continue }
             ring.aggregator.advance(toNanos: now)
-            snapshot.series += ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles)
+            snapshot.series += ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
             snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
         }
         for name in skipped.keys.sorted() where tracked[name] == nil {

@@ -4,10 +4,13 @@ import Synchronization
 
 /// The collector's HTTP routes: `/metrics`, `/latest`, `/health` and `/`.
 ///
-/// Called on the HTTP server's thread. It reads the collector's published snapshot and caches
-/// each rendered body by the snapshot's generation, so repeated scrapes cost a copy.
+/// Called on the HTTP server's thread. It reads the collector's published snapshot; the renderers
+/// keep each series' text until the series changes, so a scrape formats only what changed.
 public final class CollectorEndpoints: Sendable {
     private let collector: Collector
+    private let prometheus = PrometheusRenderer()
+    private let latest = LatestRenderer()
+    /// The last body of each route, by snapshot generation: repeated scrapes cost a copy.
     private let cache = Mutex<[String: (generation: UInt64, body: [UInt8])]>([:])
 
     public init(collector: Collector) {
@@ -21,9 +24,9 @@ public final class CollectorEndpoints: Sendable {
         switch request.path {
         case "/metrics":
             return HTTPResponse(contentType: PrometheusExporter.contentType,
-                                body: cached("metrics", PrometheusExporter.render))
+                                body: cached("metrics", prometheus.render))
         case "/latest":
-            return HTTPResponse(contentType: JSONExporter.contentType, body: cached("latest", JSONExporter.latest))
+            return HTTPResponse(contentType: JSONExporter.contentType, body: cached("latest", latest.render))
         case "/health":
             let snapshot = collector.snapshot
             let now = rs_clock_precise_ns()

@@ -1,4 +1,5 @@
 import Ringside
+import Synchronization
 
 /// Renders snapshots as JSON: the `/latest` document (also the `--json-dump` file) and `/health`.
 ///
@@ -10,16 +11,18 @@ import Ringside
 public enum JSONExporter {
     public static let contentType = "application/json"
 
+    /// Renders `/latest` from scratch.
     public static func latest(_ snapshot: Snapshot) -> [UInt8] {
+        LatestRenderer().render(snapshot)
+    }
+
+    /// `/latest`, with each series' JSON given by `seriesJSON`.
+    static func latest(_ snapshot: Snapshot, seriesJSON: (SeriesSnapshot) -> [UInt8]) -> [UInt8] {
         let json = JSONWriter()
-        let windows = snapshot.windowNanos.map(formatDuration)
-        let quantileKeys = snapshot.quantiles.map(quantileKey)
         json.object {
             json.field("generated_at", utcTimestamp(realtimeNanos: snapshot.generatedRealtimeNanos))
             json.key("series")
-            json.array(snapshot.series) { series in
-                writeSeries(series, windows: windows, quantileKeys: quantileKeys, into: json)
-            }
+            json.array(snapshot.series) { series in json.raw(seriesJSON(series)) }
             json.key("rings")
             json.array(snapshot.rings) { ring in writeRing(ring, into: json) }
             json.key("slos")
@@ -69,6 +72,13 @@ public enum JSONExporter {
                 }
             }
         }
+        return json.bytes
+    }
+
+    /// One series' JSON object.
+    static func seriesJSON(_ series: SeriesSnapshot, windows: [String], quantileKeys: [String]) -> [UInt8] {
+        let json = JSONWriter()
+        writeSeries(series, windows: windows, quantileKeys: quantileKeys, into: json)
         return json.bytes
     }
 
@@ -153,10 +163,39 @@ public enum JSONExporter {
     }
 }
 
+/// Renders `/latest`, keeping each series' JSON while its versions stay the same. Safe to call
+/// from any thread.
+public final class LatestRenderer: Sendable {
+    private let cache = Mutex<[UInt64: (versions: [UInt64], json: [UInt8])]>([:])
+
+    public init() {}
+
+    public func render(_ snapshot: Snapshot) -> [UInt8] {
+        let windows = snapshot.windowNanos.map(formatDuration)
+        let quantileKeys = snapshot.quantiles.map(quantileKey)
+        let previous = cache.withLock { $0 }
+        var current: [UInt64: (versions: [UInt64], json: [UInt8])] = [:]
+        current.reserveCapacity(snapshot.series.count)
+        let body = JSONExporter.latest(snapshot) { series in
+            let versions = [series.version, series.wholeVersion]
+            let json: [UInt8]
+            if let hit = previous[series.id], hit.versions == versions {
+                json = hit.json
+            } else {
+                json = JSONExporter.seriesJSON(series, windows: windows, quantileKeys: quantileKeys)
+            }
+            current[series.id] = (versions, json)
+            return json
+        }
+        cache.withLock { $0 = current }
+        return body
+    }
+}
+
 /// Writes JSON into a byte buffer, tracking commas; numbers that are not finite become null.
 /// A class, so nested writing closures can share it.
 final class JSONWriter {
-    private var text = TextBuffer(capacity: 4096)
+    private let text = TextBuffer(capacity: 4096)
     private var needsComma = false
 
     var bytes: [UInt8] { text.bytes }
@@ -176,6 +215,13 @@ final class JSONWriter {
         needsComma = false
         for element in elements { body(element) }
         text.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
+
+    /// An element that is already JSON.
+    func raw(_ bytes: [UInt8]) {
+        separate()
+        text.append(bytes: bytes)
         needsComma = true
     }
 

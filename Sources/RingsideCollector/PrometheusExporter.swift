@@ -1,4 +1,5 @@
 import Ringside
+import Synchronization
 
 /// Renders a snapshot in the Prometheus text format 0.0.4.
 ///
@@ -10,112 +11,192 @@ import Ringside
 /// - counter `NAME_total` (scaled by sampling) and gauge `NAME_rate{window}` per second;
 /// - gauge `NAME` (last value) and `NAME_window_min` / `NAME_window_max{window}`;
 /// plus the `ringside_ring_*`, `ringside_collector_*` and `ringside_slo_*` self-metrics.
-/// Every series carries `ring`; metric labels named `ring`, `window`, `quantile` or `le` are
-/// exported as `exported_<name>`. A family name two metrics claim with different types goes to
-/// the first; the others are left out (and counted in `ringside_collector_series_conflicts`).
+/// Every series carries `ring`; metric labels named `ring`, `window`, `quantile`, `le` or `slo`
+/// are exported as `exported_<name>`. A family name two metrics claim with different types goes
+/// to the first; the others are left out (and counted in `ringside_collector_series_conflicts`).
 public enum PrometheusExporter {
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
+    /// Renders a snapshot from scratch.
     public static func render(_ snapshot: Snapshot) -> [UInt8] {
-        var families = FamilySet()
-        let windows = snapshot.windowNanos.map(formatDuration)
-        for series in snapshot.series {
-            addSeries(series, windows: windows, quantiles: snapshot.quantiles, to: &families)
-        }
-        addSelfMetrics(snapshot, to: &families)
-        var text = TextBuffer(capacity: 256 * (snapshot.series.count + 16))
-        families.write(to: &text)
-        return text.bytes
+        PrometheusRenderer().render(snapshot)
     }
 
-    // MARK: - Metric series
+    /// Label text shared by every series of one render: `window="1s"`, `window="1s",quantile="0.5"`.
+    struct SharedLabels {
+        let windows: [[UInt8]]
+        let windowQuantiles: [[[UInt8]]]
 
-    private static func addSeries(_ series: SeriesSnapshot, windows: [String], quantiles: [Double],
-                                  to families: inout FamilySet) {
+        init(windows: [String], quantiles: [Double]) {
+            self.windows = windows.map { Array("window=\"\($0)\"".utf8) }
+            windowQuantiles = windows.map { window in
+                quantiles.map { Array("window=\"\(window)\",quantile=\"\($0.formatted6)\"".utf8) }
+            }
+        }
+    }
+
+    /// `le="..."` for every export bucket bound, per unit: the same for every render.
+    static let bucketLabels: [MetricUnit: [[UInt8]]] = Dictionary(uniqueKeysWithValues: MetricUnit.allCases.map { unit in
+        (unit, ExportBuckets.upperBounds(for: unit).map { Array("le=\"\(formatLe($0, unit: unit))\"".utf8) })
+    })
+    static let infiniteBucketLabel = Array("le=\"+Inf\"".utf8)
+
+    /// The family and sample names a metric exports, computed once per metric name and unit.
+    struct FamilyNames: Sendable {
+        let main: String, windowed: String, windowMax: String, windowMin: String, rate: String
+        let bucket: [UInt8], sum: [UInt8], count: [UInt8]
+        let windowedSum: [UInt8], windowedCount: [UInt8]
+        let mainBytes: [UInt8], windowedBytes: [UInt8], windowMaxBytes: [UInt8], windowMinBytes: [UInt8], rateBytes: [UInt8]
+
+        init(_ metric: MetricDescriptor) {
+            let suffix = exportUnit(metric.unit).suffix
+            if metric.kind == .counter {
+                let stem = metric.name.hasSuffix("_total") ? String(metric.name.dropLast(6)) : metric.name
+                main = withUnitSuffix(stem, suffix) + "_total"
+                rate = stem + "_rate"
+            } else {
+                main = withUnitSuffix(metric.name, suffix)
+                rate = metric.name + "_rate"
+            }
+            windowed = withUnitSuffix(metric.name + "_windowed", suffix)
+            windowMax = withUnitSuffix(metric.name + "_window_max", suffix)
+            windowMin = withUnitSuffix(metric.name + "_window_min", suffix)
+            bucket = Array((main + "_bucket").utf8)
+            sum = Array((main + "_sum").utf8)
+            count = Array((main + "_count").utf8)
+            windowedSum = Array((windowed + "_sum").utf8)
+            windowedCount = Array((windowed + "_count").utf8)
+            mainBytes = Array(main.utf8)
+            windowedBytes = Array(windowed.utf8)
+            windowMaxBytes = Array(windowMax.utf8)
+            windowMinBytes = Array(windowMin.utf8)
+            rateBytes = Array(rate.utf8)
+        }
+    }
+
+    /// The series' own labels, rendered once for all of its lines and kept for its whole life.
+    static func labels(of series: SeriesSnapshot) -> [UInt8] {
+        var text = SampleLines()
+        text.appendLabels([("ring", series.ring)] + series.metric.labels.map { (exportedLabelName($0.key), $0.value) })
+        return text.text.bytes
+    }
+
+    /// The whole-series part: cumulative buckets, sum and count; a counter's total; a gauge's value.
+    static func renderWhole(_ series: SeriesSnapshot, names: FamilyNames, labels: [UInt8]) -> RenderedPiece {
         let metric = series.metric
-        let labels = [("ring", series.ring)] + metric.labels.map { (exportedLabelName($0.key), $0.value) }
-        let unit = exportUnit(metric.unit)
-        let help = metric.help.isEmpty ? "\(metric.name) (\(metric.kind), recorded in \(metric.unit)) from Ringside producers"
-                                       : metric.help
+        let scale = exportUnit(metric.unit).scale
+        var lines = SampleLines(text: TextBuffer(capacity: metric.kind == .histogram ? 2048 : 256))
+        var piece = RenderedPiece()
         switch metric.kind {
         case .histogram:
-            let base = withUnitSuffix(metric.name, unit.suffix)
-            guard families.claim(base, type: "histogram", help: help),
-                  families.claim(withUnitSuffix(metric.name + "_windowed", unit.suffix), type: "summary",
-                                 help: help + " (sliding windows)"),
-                  families.claim(withUnitSuffix(metric.name + "_window_max", unit.suffix), type: "gauge",
-                                 help: "The largest \(metric.name) in each sliding window")
-            else { return }
-            var lines = SampleLines()
-            let bounds = ExportBuckets.upperBounds(for: metric.unit)
-            for (bound, count) in zip(bounds, series.cumulativeBuckets) {
-                lines.add(base + "_bucket", labels + [("le", formatLe(bound, unit: metric.unit))], Double(count))
+            for (le, count) in zip(bucketLabels[metric.unit] ?? [], series.cumulativeBuckets) {
+                lines.add(names.bucket, labels, le, Double(count))
             }
-            lines.add(base + "_bucket", labels + [("le", "+Inf")], Double(series.cumulativeCount))
-            lines.add(base + "_sum", labels, series.cumulativeSum * unit.scale)
-            lines.add(base + "_count", labels, Double(series.cumulativeCount))
-            families.append(lines, to: base)
-
-            let windowed = withUnitSuffix(metric.name + "_windowed", unit.suffix)
-            var summary = SampleLines()
-            var maxima = SampleLines()
-            for (window, stats) in zip(windows, series.windows) {
-                let windowLabels = labels + [("window", window)]
-                for (quantile, value) in zip(quantiles, stats.quantileValues) {
-                    summary.add(windowed, windowLabels + [("quantile", quantile.formatted6)], Double(value) * unit.scale)
-                }
-                summary.add(windowed + "_sum", windowLabels, stats.sum * unit.scale)
-                summary.add(windowed + "_count", windowLabels, Double(stats.count))
-                maxima.add(withUnitSuffix(metric.name + "_window_max", unit.suffix), windowLabels, Double(stats.max) * unit.scale)
-            }
-            families.append(summary, to: windowed)
-            families.append(maxima, to: withUnitSuffix(metric.name + "_window_max", unit.suffix))
+            lines.add(names.bucket, labels, infiniteBucketLabel, Double(series.cumulativeCount))
+            lines.add(names.sum, labels, [], series.cumulativeSum * scale)
+            lines.add(names.count, labels, [], Double(series.cumulativeCount))
+            piece.close(names.main, "histogram", .metric, at: lines)
         case .counter:
-            let stem = metric.name.hasSuffix("_total") ? String(metric.name.dropLast(6)) : metric.name
-            let total = withUnitSuffix(stem, unit.suffix) + "_total"
-            let rate = stem + "_rate"
-            guard families.claim(total, type: "counter", help: help),
-                  families.claim(rate, type: "gauge", help: "\(stem) per second over each sliding window")
-            else { return }
-            var lines = SampleLines()
-            lines.add(total, labels, series.cumulativeSum * unit.scale)
-            families.append(lines, to: total)
-            var rates = SampleLines()
-            for (window, stats) in zip(windows, series.windows) {
-                rates.add(rate, labels + [("window", window)], stats.rate * unit.scale)
-            }
-            families.append(rates, to: rate)
+            lines.add(names.mainBytes, labels, [], series.cumulativeSum * scale)
+            piece.close(names.main, "counter", .metric, at: lines)
         case .gauge:
-            let name = withUnitSuffix(metric.name, unit.suffix)
-            let minName = withUnitSuffix(metric.name + "_window_min", unit.suffix)
-            let maxName = withUnitSuffix(metric.name + "_window_max", unit.suffix)
-            guard families.claim(name, type: "gauge", help: help),
-                  families.claim(minName, type: "gauge", help: "The smallest \(metric.name) set in each sliding window"),
-                  families.claim(maxName, type: "gauge", help: "The largest \(metric.name) set in each sliding window")
-            else { return }
-            var lines = SampleLines()
-            if let last = series.lastValue { lines.add(name, labels, last * unit.scale) }
-            families.append(lines, to: name)
-            var minima = SampleLines()
-            var maxima = SampleLines()
-            for (window, stats) in zip(windows, series.windows) {
-                guard let low = stats.gaugeMin, let high = stats.gaugeMax else { continue }
-                minima.add(minName, labels + [("window", window)], low * unit.scale)
-                maxima.add(maxName, labels + [("window", window)], high * unit.scale)
+            if let last = series.lastValue { lines.add(names.mainBytes, labels, [], last * scale) }
+            piece.close(names.main, "gauge", .metric, at: lines)
+        }
+        piece.text = lines.text.bytes
+        return piece
+    }
+
+    /// The windowed part: quantiles, sums, counts and maxima per window; rates; gauge extremes.
+    static func renderWindows(_ series: SeriesSnapshot, names: FamilyNames, shared: SharedLabels,
+                              labels: [UInt8]) -> RenderedPiece {
+        let metric = series.metric
+        let scale = exportUnit(metric.unit).scale
+        var lines = SampleLines(text: TextBuffer(capacity: metric.kind == .histogram ? 2048 : 512))
+        var piece = RenderedPiece()
+        let windows = series.windows.indices.filter { $0 < shared.windows.count }
+        // Histogram values are whole numbers of the unit: times print as exact decimal seconds.
+        let nanosPerUnit = metric.unit.nanoseconds
+        func addValue(_ name: [UInt8], _ extra: [UInt8], _ value: UInt64) {
+            if let nanosPerUnit {
+                lines.add(name, labels, extra, seconds: value &* nanosPerUnit)
+            } else {
+                lines.add(name, labels, extra, Double(value))
             }
-            families.append(minima, to: minName)
-            families.append(maxima, to: maxName)
+        }
+        switch metric.kind {
+        case .histogram:
+            for window in windows {
+                let stats = series.windows[window]
+                for (quantile, value) in zip(shared.windowQuantiles[window], stats.quantileValues) {
+                    addValue(names.windowedBytes, quantile, value)
+                }
+                lines.add(names.windowedSum, labels, shared.windows[window], stats.sum * scale)
+                lines.add(names.windowedCount, labels, shared.windows[window], Double(stats.count))
+            }
+            piece.close(names.windowed, "summary", .windowed, at: lines)
+            for window in windows { addValue(names.windowMaxBytes, shared.windows[window], series.windows[window].max) }
+            piece.close(names.windowMax, "gauge", .windowMax, at: lines)
+        case .counter:
+            for window in windows {
+                lines.add(names.rateBytes, labels, shared.windows[window], series.windows[window].rate * scale)
+            }
+            piece.close(names.rate, "gauge", .rate, at: lines)
+        case .gauge:
+            for window in windows {
+                if let low = series.windows[window].gaugeMin {
+                    lines.add(names.windowMinBytes, labels, shared.windows[window], low * scale)
+                }
+            }
+            piece.close(names.windowMin, "gauge", .windowMin, at: lines)
+            for window in windows {
+                if let high = series.windows[window].gaugeMax {
+                    lines.add(names.windowMaxBytes, labels, shared.windows[window], high * scale)
+                }
+            }
+            piece.close(names.windowMax, "gauge", .windowMax, at: lines)
+        }
+        piece.text = lines.text.bytes
+        return piece
+    }
+
+    /// The HELP text of a family a metric exports.
+    static func help(_ role: HelpRole, of metric: MetricDescriptor?) -> String {
+        guard let metric else { if case let .fixed(text) = role { return text }; return "" }
+        let own = metric.help.isEmpty ? "\(metric.name) (\(metric.kind), recorded in \(metric.unit)) from Ringside producers"
+                                      : metric.help
+        switch role {
+        case .metric: return own
+        case .windowed: return own + " (sliding windows)"
+        case .windowMax: return "The largest \(metric.name) in each sliding window"
+        case .windowMin: return "The smallest \(metric.name) set in each sliding window"
+        case .rate: return "\(metric.name) per second over each sliding window"
+        case let .fixed(text): return text
         }
     }
 
     // MARK: - Self-metrics
 
-    private static func addSelfMetrics(_ snapshot: Snapshot, to families: inout FamilySet) {
+    /// A family of the collector's own, as one rendered "series".
+    static func selfFamily(_ name: String, _ type: String, _ help: String,
+                           _ samples: [([(String, String)], Double)]) -> RenderedPiece {
+        var lines = SampleLines()
+        let nameBytes = Array(name.utf8)
+        for (labels, value) in samples {
+            var rendered = SampleLines(text: TextBuffer(capacity: 64))
+            rendered.appendLabels(labels)
+            lines.add(nameBytes, rendered.text.bytes, [], value)
+        }
+        var piece = RenderedPiece()
+        piece.close(name, type, .fixed(help), at: lines)
+        piece.text = lines.text.bytes
+        return piece
+    }
+
+    static func selfMetrics(_ snapshot: Snapshot) -> [RenderedPiece] {
+        var result: [RenderedPiece] = []
         func family(_ name: String, _ type: String, _ help: String, _ samples: [([(String, String)], Double)]) {
-            guard families.claim(name, type: type, help: help) else { return }
-            var lines = SampleLines()
-            for (labels, value) in samples { lines.add(name, labels, value) }
-            families.append(lines, to: name)
+            result.append(selfFamily(name, type, help, samples))
         }
         let attached = snapshot.rings.filter { $0.state != .skipped }
         func perRing(_ value: (RingSnapshot) -> Double) -> [([(String, String)], Double)] {
@@ -150,9 +231,6 @@ public enum PrometheusExporter {
         family("ringside_collector_rings", "gauge", "Rings attached", [([], Double(attached.count))])
         family("ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
                [([], Double(stats.startedRealtimeNanos) / 1e9)])
-        family("ringside_collector_series_conflicts", "gauge",
-               "Series left out because another metric claimed their family name with another type",
-               [([], Double(families.conflicts))])
 
         let slos = snapshot.slos
         family("ringside_slo_violated", "gauge", "1 while the SLO is broken over its window",
@@ -163,17 +241,18 @@ public enum PrometheusExporter {
                slos.map { ([("slo", $0.rule)], $0.compliance) })
         family("ringside_slo_window_events", "gauge", "Events in the SLO's window across its matching series",
                slos.map { ([("slo", $0.rule)], Double($0.events)) })
+        return result
     }
 
     // MARK: - Names and units
 
     /// The base unit a metric is exported in, and the factor from its own unit.
-    private static func exportUnit(_ unit: MetricUnit) -> (suffix: String, scale: Double) {
+    static func exportUnit(_ unit: MetricUnit) -> (suffix: String, scale: Double) {
         if let nanos = unit.nanoseconds { return ("_seconds", Double(nanos) / 1e9) }
         return unit == .bytes ? ("_bytes", 1) : ("", 1)
     }
 
-    private static func withUnitSuffix(_ name: String, _ suffix: String) -> String {
+    static func withUnitSuffix(_ name: String, _ suffix: String) -> String {
         suffix.isEmpty || name.hasSuffix(suffix) ? name : name + suffix
     }
 
@@ -192,26 +271,124 @@ public enum PrometheusExporter {
     }
 }
 
-/// Sample lines of one family, rendered as they are added.
-private struct SampleLines {
+/// Which HELP text a family gets: derived from its metric once, when the family is first claimed.
+enum HelpRole: Sendable {
+    case metric, windowed, windowMax, windowMin, rate
+    case fixed(String)
+}
+
+/// Lines for one or more families: `text` holds them all, family after family; each part ends
+/// at `end`.
+struct RenderedPiece: Sendable {
+    struct Part: Sendable {
+        let family: String
+        let type: String
+        let help: HelpRole
+        let end: Int
+    }
+
+    var text: [UInt8] = []
+    var parts: [Part] = []
+
+    mutating func close(_ family: String, _ type: String, _ help: HelpRole, at lines: SampleLines) {
+        parts.append(Part(family: family, type: type, help: help, end: lines.text.count))
+    }
+}
+
+/// Renders snapshots, keeping each series' text while its versions stay the same: a scrape
+/// formats only the parts that changed since the last one (a window sliding re-renders the
+/// windowed lines, not the cumulative buckets). Safe to call from any thread.
+public final class PrometheusRenderer: Sendable {
+    private struct Cached: Sendable {
+        var labels: [UInt8]
+        var wholeVersion: UInt64
+        var whole: RenderedPiece
+        var version: UInt64
+        var windows: RenderedPiece
+    }
+
+    private let cache = Mutex<[UInt64: Cached]>([:])
+
+    public init() {}
+
+    public func render(_ snapshot: Snapshot) -> [UInt8] {
+        let shared = PrometheusExporter.SharedLabels(windows: snapshot.windowNanos.map(formatDuration),
+                                                     quantiles: snapshot.quantiles)
+        let previous = cache.withLock { $0 }
+        var current: [UInt64: Cached] = [:]
+        current.reserveCapacity(snapshot.series.count)
+        var names: [NameKey: PrometheusExporter.FamilyNames] = [:]
+        var families = FamilySet()
+        for series in snapshot.series {
+            let old = previous[series.id]
+            var familyNames: PrometheusExporter.FamilyNames {
+                let key = NameKey(name: series.metric.name, unit: series.metric.unit, kind: series.metric.kind)
+                if let known = names[key] { return known }
+                let made = PrometheusExporter.FamilyNames(series.metric)
+                names[key] = made
+                return made
+            }
+            let labels = old?.labels ?? PrometheusExporter.labels(of: series)
+            let whole = old.flatMap { $0.wholeVersion == series.wholeVersion ? $0.whole : nil }
+                ?? PrometheusExporter.renderWhole(series, names: familyNames, labels: labels)
+            let windows = old.flatMap { $0.version == series.version ? $0.windows : nil }
+                ?? PrometheusExporter.renderWindows(series, names: familyNames, shared: shared, labels: labels)
+            current[series.id] = Cached(labels: labels, wholeVersion: series.wholeVersion, whole: whole,
+                                        version: series.version, windows: windows)
+            families.add([whole, windows], metric: series.metric)
+        }
+        for piece in PrometheusExporter.selfMetrics(snapshot) { families.add([piece], metric: nil) }
+        families.addConflictsFamily()
+        cache.withLock { $0 = current }
+        return families.write()
+    }
+
+    private struct NameKey: Hashable {
+        let name: String
+        let unit: MetricUnit
+        let kind: MetricKind
+    }
+}
+
+/// Sample lines, rendered as they are added.
+struct SampleLines {
     var text = TextBuffer(capacity: 512)
 
-    mutating func add(_ name: String, _ labels: [(String, String)], _ value: Double) {
-        text.append(name)
-        if !labels.isEmpty {
+    /// A sample whose labels are already rendered: the series' own, then `extra` (window, le ...).
+    mutating func add(_ name: [UInt8], _ labels: [UInt8], _ extra: [UInt8], _ value: Double) {
+        appendHead(name, labels, extra)
+        text.appendNumber(value)
+        text.append(UInt8(ascii: "\n"))
+    }
+
+    /// A sample of a time, given in nanoseconds and printed as exact decimal seconds.
+    mutating func add(_ name: [UInt8], _ labels: [UInt8], _ extra: [UInt8], seconds nanoseconds: UInt64) {
+        appendHead(name, labels, extra)
+        text.appendSeconds(nanoseconds: nanoseconds)
+        text.append(UInt8(ascii: "\n"))
+    }
+
+    private mutating func appendHead(_ name: [UInt8], _ labels: [UInt8], _ extra: [UInt8]) {
+        text.append(bytes: name)
+        if !labels.isEmpty || !extra.isEmpty {
             text.append(UInt8(ascii: "{"))
-            for (index, (key, labelValue)) in labels.enumerated() {
-                if index > 0 { text.append(UInt8(ascii: ",")) }
-                text.append(key)
-                text.append("=\"")
-                appendEscaped(labelValue, inLabel: true)
-                text.append(UInt8(ascii: "\""))
-            }
+            text.append(bytes: labels)
+            if !labels.isEmpty && !extra.isEmpty { text.append(UInt8(ascii: ",")) }
+            text.append(bytes: extra)
             text.append(UInt8(ascii: "}"))
         }
         text.append(UInt8(ascii: " "))
-        text.appendNumber(value)
-        text.append(UInt8(ascii: "\n"))
+    }
+
+    /// `key="value",...` with values escaped.
+    mutating func appendLabels(_ labels: [(String, String)]) {
+        for (index, (key, value)) in labels.enumerated() {
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            text.append(key)
+            text.append("=\"")
+            appendEscaped(value, inLabel: true)
+            text.append(UInt8(ascii: "\""))
+        }
     }
 
     /// Escapes `\`, newlines and (in label values) `"`, as the text format requires.
@@ -227,39 +404,75 @@ private struct SampleLines {
     }
 }
 
-/// Families in the order they were first claimed, each with its HELP, TYPE and samples.
-private struct FamilySet {
-    private var order: [String] = []
-    private var types: [String: String] = [:]
-    private var helps: [String: String] = [:]
-    private var samples: [String: TextBuffer] = [:]
+/// Families in the order they were first claimed, each with its HELP, TYPE and its members'
+/// lines (ranges of the pieces' texts, copied once when written).
+struct FamilySet {
+    private struct Family {
+        let name: String
+        let type: String
+        let help: String
+        /// (piece, start, end) into `pieces[...].text`.
+        var members: [(Int, Int, Int)] = []
+    }
+
+    private var families: [Family] = []
+    private var index: [String: Int] = [:]
+    private var pieces: [RenderedPiece] = []
     private(set) var conflicts = 0
 
-    /// Claims `name` for `type`; false (a conflict) if another type has it.
-    mutating func claim(_ name: String, type: String, help: String) -> Bool {
-        if let existing = types[name] {
-            if existing != type { conflicts += 1 }
-            return existing == type
+    /// Adds a series' pieces if it can claim every one of their families, else none of them.
+    mutating func add(_ seriesPieces: [RenderedPiece], metric: MetricDescriptor?) {
+        for piece in seriesPieces {
+            for part in piece.parts {
+                if let existing = index[part.family], families[existing].type != part.type {
+                    conflicts += 1
+                    return
+                }
+            }
         }
-        order.append(name)
-        types[name] = type
-        helps[name] = help
-        return true
+        for piece in seriesPieces {
+            let number = pieces.count
+            pieces.append(piece)
+            var start = 0
+            for part in piece.parts {
+                let position: Int
+                if let existing = index[part.family] {
+                    position = existing
+                } else {
+                    position = families.count
+                    index[part.family] = position
+                    families.append(Family(name: part.family, type: part.type,
+                                           help: PrometheusExporter.help(part.help, of: metric)))
+                }
+                if part.end > start { families[position].members.append((number, start, part.end)) }
+                start = part.end
+            }
+        }
     }
 
-    mutating func append(_ lines: SampleLines, to name: String) {
-        samples[name, default: TextBuffer(capacity: 1024)].append(bytes: lines.text.bytes)
+    /// Adds the family that counts conflicts, now that they are all known.
+    mutating func addConflictsFamily() {
+        add([PrometheusExporter.selfFamily("ringside_collector_series_conflicts", "gauge",
+                                           "Series left out because another metric claimed their family name with another type",
+                                           [([], Double(conflicts))])], metric: nil)
     }
 
-    func write(to text: inout TextBuffer) {
-        for name in order {
-            guard let type = types[name], let help = helps[name] else { continue }
-            text.append("# HELP \(name) ")
-            var escapedHelp = SampleLines()
-            escapedHelp.appendEscaped(help, inLabel: false)
-            text.append(bytes: escapedHelp.text.bytes)
-            text.append("\n# TYPE \(name) \(type)\n")
-            if let lines = samples[name] { text.append(bytes: lines.bytes) }
+    /// The page: every family's HELP, TYPE and lines, copied once into the result.
+    func write() -> [UInt8] {
+        var page: [UInt8] = []
+        page.reserveCapacity(pieces.reduce(0) { $0 + $1.text.count } + families.count * 200)
+        pieces.withUnsafeBufferPointer { pieces in
+            for family in families {
+                var head = SampleLines(text: TextBuffer(capacity: 256))
+                head.text.append("# HELP \(family.name) ")
+                head.appendEscaped(family.help, inLabel: false)
+                head.text.append("\n# TYPE \(family.name) \(family.type)\n")
+                page += head.text.bytes
+                for (member, start, end) in family.members {
+                    pieces[member].text.withUnsafeBufferPointer { page.append(contentsOf: $0[start..<end]) }
+                }
+            }
         }
+        return page
     }
 }

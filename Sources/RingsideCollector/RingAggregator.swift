@@ -20,9 +20,10 @@ struct RingAggregator {
         var windows: Windows
         /// Records arrived since the last snapshot of this series.
         var touched = true
-        /// The last snapshot, reused while nothing arrives and the windows are empty.
+        /// The last snapshot; a window of it is reused until records arrive or its slice rotates.
         var cached: SeriesSnapshot?
-        var windowsAreEmpty = false
+        /// Per window, the slice (`now / sliceNanos`) its cached statistics were computed in.
+        var computedSlices: [UInt64] = []
     }
 
     let ring: String

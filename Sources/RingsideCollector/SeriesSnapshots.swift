@@ -13,9 +13,7 @@ enum ExportBuckets {
         while decade <= high {
             for step: UInt64 in [1, 2, 5] where decade * step >= low && decade * step <= high {
                 // In the metric's unit; a bound finer than the unit cannot be told apart.
-                if (decade * step) % nanosPerUnit == 0 || unit.nanoseconds == nil {
-                    bounds.append(unit.nanoseconds == nil ? decade * step : decade * step / nanosPerUnit)
-                }
+                if (decade * step) % nanosPerUnit == 0 { bounds.append(decade * step / nanosPerUnit) }
             }
             decade *= 10
         }
@@ -23,72 +21,101 @@ enum ExportBuckets {
     }
 }
 
+/// Hands out series ids and versions: increasing across the whole collector.
+struct VersionCounter {
+    private(set) var last: UInt64 = 0
+    mutating func next() -> UInt64 {
+        last += 1
+        return last
+    }
+}
+
 extension TrackedRing {
-    /// Every series' snapshot; series that saw nothing new and have empty windows reuse theirs.
-    func seriesSnapshots(nowNanos now: UInt64, quantiles: [Double]) -> [SeriesSnapshot] {
+    /// Every series' snapshot. A window's statistics are recomputed only when records arrived
+    /// or the window slid (its slice rotated); otherwise the last ones are reused, so thousands of
+    /// quiet series cost little to publish.
+    func seriesSnapshots(nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter) -> [SeriesSnapshot] {
         let ring = consumer.name
-        let windows = aggregator.layout.windowNanos.indices
+        let layout = aggregator.layout
         var result: [SeriesSnapshot] = []
+        result.reserveCapacity(aggregator.metricCount)
         for index in aggregator.histograms.indices {
-            result.append(refresh(&aggregator.histograms[index]) { series in
-                var snapshot = SeriesSnapshot(ring: ring, metric: series.metric, windows: [])
-                for window in windows {
-                    let histogram = series.windows.snapshot(window: window, nowNanos: now)
-                    var stats = WindowStats()
-                    stats.count = histogram.count
-                    stats.sum = histogram.sum
-                    stats.min = histogram.min
-                    stats.max = histogram.max
-                    stats.mean = histogram.mean
-                    stats.quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles)
-                    snapshot.windows.append(stats)
-                }
+            result.append(refresh(&aggregator.histograms[index], layout: layout, now: now, versions: &versions,
+                                  window: { series, window in
+                let histogram = series.windows.snapshot(window: window, nowNanos: now)
+                var stats = WindowStats()
+                stats.count = histogram.count
+                stats.sum = histogram.sum
+                stats.min = histogram.min
+                stats.max = histogram.max
+                stats.mean = histogram.mean
+                stats.quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles)
+                return stats
+            }, whole: { series, snapshot in
                 let cumulative = series.windows.cumulative
                 snapshot.cumulativeBuckets = cumulative.cumulativeCounts(atUpperBounds: ExportBuckets.upperBounds(for: series.metric.unit))
                 snapshot.cumulativeCount = cumulative.count
                 snapshot.cumulativeSum = cumulative.sum
-                return (snapshot, snapshot.windows.allSatisfy { $0.count == 0 })
-            })
+            }, ring: ring))
         }
         for index in aggregator.counters.indices {
-            result.append(refresh(&aggregator.counters[index]) { series in
-                var snapshot = SeriesSnapshot(ring: ring, metric: series.metric, windows: [])
-                for window in windows {
-                    var stats = WindowStats()
-                    stats.increase = series.windows.sum(window: window, nowNanos: now)
-                    stats.rate = series.windows.rate(window: window, nowNanos: now)
-                    snapshot.windows.append(stats)
-                }
-                snapshot.cumulativeSum = series.windows.total
-                return (snapshot, snapshot.windows.allSatisfy { $0.increase == 0 })
-            })
+            result.append(refresh(&aggregator.counters[index], layout: layout, now: now, versions: &versions,
+                                  window: { series, window in
+                var stats = WindowStats()
+                stats.increase = series.windows.sum(window: window, nowNanos: now)
+                stats.rate = series.windows.rate(window: window, nowNanos: now)
+                return stats
+            }, whole: { series, snapshot in snapshot.cumulativeSum = series.windows.total }, ring: ring))
         }
         for index in aggregator.gauges.indices {
-            result.append(refresh(&aggregator.gauges[index]) { series in
-                var snapshot = SeriesSnapshot(ring: ring, metric: series.metric, windows: [])
-                for window in windows {
-                    var stats = WindowStats()
-                    if let range = series.windows.range(window: window, nowNanos: now) {
-                        stats.gaugeMin = range.min
-                        stats.gaugeMax = range.max
-                    }
-                    snapshot.windows.append(stats)
+            result.append(refresh(&aggregator.gauges[index], layout: layout, now: now, versions: &versions,
+                                  window: { series, window in
+                var stats = WindowStats()
+                if let range = series.windows.range(window: window, nowNanos: now) {
+                    stats.gaugeMin = range.min
+                    stats.gaugeMax = range.max
                 }
-                snapshot.lastValue = series.windows.last
-                return (snapshot, snapshot.windows.allSatisfy { $0.gaugeMin == nil })
-            })
+                return stats
+            }, whole: { series, snapshot in snapshot.lastValue = series.windows.last }, ring: ring))
         }
         return result
     }
 
-    /// The series' snapshot: the cached one while it stays valid, else a new one from `make`.
-    private func refresh<Windows>(_ series: inout RingAggregator.Series<Windows>,
-                                  _ make: (RingAggregator.Series<Windows>) -> (SeriesSnapshot, Bool)) -> SeriesSnapshot {
-        if !series.touched, series.windowsAreEmpty, let cached = series.cached { return cached }
-        let (snapshot, empty) = make(series)
+    /// The series' snapshot, recomputing only the windows that may have changed (all of them,
+    /// and the whole-series figures, when records arrived).
+    private func refresh<Windows>(_ series: inout RingAggregator.Series<Windows>, layout: WindowLayout, now: UInt64,
+                                  versions: inout VersionCounter,
+                                  window: (RingAggregator.Series<Windows>, Int) -> WindowStats,
+                                  whole: (RingAggregator.Series<Windows>, inout SeriesSnapshot) -> Void,
+                                  ring: String) -> SeriesSnapshot {
+        var snapshot = series.cached ?? SeriesSnapshot(ring: ring, metric: series.metric, id: versions.next(), windows: [])
+        if series.computedSlices.count != layout.windowNanos.count {
+            series.computedSlices = Array(repeating: .max, count: layout.windowNanos.count)
+            snapshot.windows = Array(repeating: WindowStats(), count: layout.windowNanos.count)
+        }
+        var windowsChanged = series.touched || series.cached == nil
+        for index in layout.windowNanos.indices {
+            let slice = now / layout.sliceNanos[index]
+            guard series.touched || slice != series.computedSlices[index] else { continue }
+            series.computedSlices[index] = slice
+            let stats = window(series, index)
+            // An empty window that stays empty changes nothing.
+            if stats.isEmpty && snapshot.windows[index].isEmpty && !series.touched { continue }
+            snapshot.windows[index] = stats
+            windowsChanged = true
+        }
+        if series.touched || series.cached == nil {
+            whole(series, &snapshot)
+            snapshot.wholeVersion = versions.next()
+        }
+        if windowsChanged { snapshot.version = versions.next() }
         series.cached = snapshot
-        series.windowsAreEmpty = empty
         series.touched = false
         return snapshot
     }
+}
+
+extension WindowStats {
+    /// Nothing fell in the window.
+    var isEmpty: Bool { count == 0 && increase == 0 && gaugeMin == nil }
 }

@@ -22,8 +22,23 @@ public struct Snapshot: Sendable {
 public struct SeriesSnapshot: Sendable {
     public var ring: String
     public var metric: MetricDescriptor
+    /// Identifies the series across snapshots, for the whole life of the collector.
+    public var id: UInt64
+    /// Change when the window statistics (`version`) or the whole-series figures
+    /// (`wholeVersion`: cumulative buckets, totals, last value) change, so an exporter may reuse
+    /// what it rendered for either part.
+    public var version: UInt64 = 0
+    public var wholeVersion: UInt64 = 0
     /// One entry per window (the snapshot's `windowNanos`).
     public var windows: [WindowStats]
+
+    public init(ring: String, metric: MetricDescriptor, id: UInt64, windows: [WindowStats]) {
+        self.ring = ring
+        self.metric = metric
+        self.id = id
+        self.windows = windows
+    }
+
     /// Histograms: counts at or below each export bucket bound (in the metric's unit), all time.
     public var cumulativeBuckets: [UInt64] = []
     /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).

@@ -7,6 +7,9 @@
 //       "wrote W dropped D" and exits.
 //   ringside-test-producer hold --dir DIR --ring NAME --count N
 //       writes N records like `sequence`, prints "ready PID", then sleeps until killed.
+//   ringside-test-producer many-metrics --dir DIR --ring NAME --count N [--capacity C] [--metrics M]
+//       registers M metrics (histograms, counters and gauges in turn), writes N values to each,
+//       prints "wrote W dropped D" and exits.
 //   ringside-test-producer count-allocations --dir DIR --ring NAME --count N
 //       makes N calls of each hot-path operation (record, increment, set, span) and prints
 //       "allocations A heap_bytes B": malloc calls and the heap's growth over those calls.
@@ -20,8 +23,8 @@ func fail(_ message: String) -> Never {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
-guard let mode = arguments.first, ["sequence", "hold", "count-allocations"].contains(mode) else {
-    fail("usage: sequence|hold|count-allocations --dir DIR --ring NAME --count N")
+guard let mode = arguments.first, ["sequence", "hold", "count-allocations", "many-metrics"].contains(mode) else {
+    fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
 }
 arguments.removeFirst()
 var options: [String: String] = [:]
@@ -38,6 +41,8 @@ let count = UInt64(options["count"] ?? "0") ?? 0
 let start = UInt64(options["start"] ?? "0") ?? 0
 var ringOptions = Ring.Options()
 if let capacity = options["capacity"].flatMap(Int.init) { ringOptions.capacity = capacity }
+let metricCount = Int(options["metrics"] ?? "0") ?? 0
+if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
 
 /// Makes `count` calls of each hot-path operation; returns malloc calls and heap growth.
 func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, heapBytes: Int) {
@@ -64,6 +69,24 @@ func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, hea
 
 do {
     let ring = try Ring.attach(ringName, directory: options["dir"], options: ringOptions)
+    if mode == "many-metrics" {
+        for index in 0..<metricCount {
+            let labels = ["series": String(index)]
+            switch index % 3 {
+            case 0:
+                let histogram = try ring.histogram("many_latency", unit: .nanoseconds, labels: labels)
+                for value in 0..<count { histogram.record(1_000 + value * 37) }
+            case 1:
+                let counter = try ring.counter("many_events", labels: labels)
+                for _ in 0..<count { counter.increment() }
+            default:
+                let gauge = try ring.gauge("many_level", labels: labels)
+                for value in 0..<count { gauge.set(Double(value)) }
+            }
+        }
+        print("wrote \(ring.recordsWritten) dropped \(ring.recordsDropped)")
+        exit(0)
+    }
     if mode == "count-allocations" {
         let result = try countAllocations(ring, count: count)
         print("allocations \(result.calls) heap_bytes \(result.heapBytes) dropped \(ring.recordsDropped)")
