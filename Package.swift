@@ -28,9 +28,27 @@ let package = Package(
         /// The synthetic trading bot of `--demo`, written against the public producer API only.
         .target(name: "RingsideDemo", dependencies: ["Ringside"]),
 
+        // MARK: - Operator tools
+
+        /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
+        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside"]),
+
         // MARK: - Executables
 
         .executableTarget(name: "ringside-collector", dependencies: ["RingsideCollector", "RingsideDemo"]),
+        .executableTarget(name: "ringside-dump", dependencies: ["RingsideTools"], path: "tools/ringside-dump"),
+        .executableTarget(name: "ringside-emit", dependencies: ["RingsideTools"], path: "tools/ringside-emit"),
+
+        // MARK: - Benchmarks
+
+        /// ringside-bench's harness: the emit rows, the collector runs, timing, percentiles, table,
+        /// JSON and SVG. It imports Ringside as a bot does, so the hot path is the cross-module one.
+        .target(name: "RingsideBench",
+                dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector"],
+                path: "Benchmarks/RingsideBench"),
+        /// The C floor (the same ring written from C with the same clock) and thread pinning.
+        .target(name: "CRingsideBench", dependencies: ["CRingside"], path: "Benchmarks/CRingsideBench"),
+        .executableTarget(name: "ringside-bench", dependencies: ["RingsideBench"], path: "Benchmarks/ringside-bench"),
 
         // MARK: - Tests
 
@@ -45,6 +63,13 @@ let package = Package(
         .testTarget(name: "RingsideTests",
                     dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation"]),
+        .testTarget(name: "RingsideCollectorTests",
+                    dependencies: ["RingsideCollector", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
+                                   "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
+        .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP"]),
+        .testTarget(name: "RingsideToolsTests",
+                    dependencies: ["RingsideTools", "Ringside", "CRingside", "RingsideTestSupport",
+                                   "ringside-test-producer", "ringside-dump", "ringside-emit"]),
     ]
 )

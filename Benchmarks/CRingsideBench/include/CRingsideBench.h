@@ -1,0 +1,89 @@
+/*
+ * CRingsideBench: what ringside-bench needs from C, for two reasons only.
+ *
+ * 1. The floor (`c.floor`): a C producer writing the same ring with `rs_producer_write` and the
+ *    same clocks, timed by a loop written in C, so the Swift rows can be compared with what the
+ *    design costs without Swift around it. It maps a ring that the benchmark created (and whose
+ *    producer lock it holds) and builds its own `rs_producer` from the header's offsets.
+ * 2. Thread pinning, a spin-wait hint and recvmmsg: `CPU_SET` and friends are macros, `pause` an
+ *    intrinsic and `struct mmsghdr` arrays awkward, in Swift.
+ */
+#ifndef CRINGSIDE_BENCH_H
+#define CRINGSIDE_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ringside.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A ring mapped by the C floor, and the producer state that writes it. */
+typedef struct {
+    rs_producer producer;
+    uint32_t sample_countdown[1];
+    uint32_t sample_every[1];
+    void *map;
+    size_t size;
+} rsb_floor;
+
+/**
+ * Maps the ring file at `path` (created by the benchmark, which holds its producer lock and
+ * does not write it) and fills `floor` to write it from the current write cursor.
+ * Returns 0, or an errno value (EINVAL: not a version 1 ring).
+ */
+int rsb_floor_open(rsb_floor *floor, const char *path);
+
+/** Unmaps the ring. */
+void rsb_floor_close(rsb_floor *floor);
+
+/**
+ * The timed loop, in C: batches of `batch` calls of rs_producer_write (metric `metric`, a
+ * histogram, the value taken from `values[i & values_mask]`), each batch timed with
+ * rs_clock_precise_ns; the raw batch time in ns goes to `out[k]`. Stops after `capacity`
+ * batches or, checked every 256 batches, once the precise clock passes `deadline_ns`.
+ * Returns the number of batches.
+ */
+size_t rsb_floor_sample(rsb_floor *floor, uint32_t metric, uint32_t batch, const uint64_t *values,
+                        uint64_t values_mask, uint32_t *out, size_t capacity, uint64_t deadline_ns);
+
+/** Writes until the precise clock passes `deadline_ns` (checked every 4096 calls): the untimed
+ *  loop behind calls/s. Returns the number of calls. */
+uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values, uint64_t values_mask,
+                       uint64_t deadline_ns);
+
+/**
+ * Receives up to `max` (at most 64) datagrams of up to 64 bytes each into `buffer` (64 * max
+ * bytes) without waiting, in one recvmmsg call. Returns how many, 0 if none, or -errno.
+ */
+int rsb_receive_datagrams(int fd, void *buffer, int max);
+
+/** Pins the calling thread to one CPU. Returns 0, or an errno value. The first call remembers
+ *  the CPUs the thread had, for rsb_unpin_current_thread and the two functions after it. */
+int rsb_pin_current_thread(int cpu);
+
+/** Gives the calling thread back the CPUs remembered by the first pin. */
+void rsb_unpin_current_thread(void);
+
+/** The CPUs this process may run on (as before any pin), or 0 if unknown. */
+int rsb_allowed_cpu_count(void);
+
+/** The id of the `n`th CPU (from 0) this process may run on (as before any pin), or -1. */
+int rsb_allowed_cpu(int n);
+
+/** A spin-wait hint to the CPU (x86 `pause`, arm64 `yield`). */
+RS_INLINE void rsb_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CRINGSIDE_BENCH_H */

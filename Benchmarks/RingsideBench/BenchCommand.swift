@@ -1,0 +1,106 @@
+import Ringside
+import RingsideCollector
+
+/// ringside-bench's command line.
+public struct BenchCommand: Sendable, Equatable {
+    public enum Benchmark: String, Sendable { case emit, collector }
+
+    /// Which benchmarks, in order: both when none is named.
+    public var benchmarks: [Benchmark] = [.emit, .collector]
+    public var json = false
+    public var settings = BenchSettings()
+    /// Where to write the emit rows' percentile chart.
+    public var svgPath: String?
+    /// Emit rows to run (`--row`); empty means all.
+    public var rows: Set<String> = []
+
+    public init() {}
+
+    public static let usage = """
+    usage: ringside-bench [emit | collector] [options]
+
+    Measures, on this machine, what each way of emitting a metric costs (emit) and how fast the
+    collector drains and aggregates (collector). Both, one after the other, when neither is named.
+    Build it in release mode: swift build -c release --product ringside-bench
+
+    options:
+      --json            print exactly one JSON object (name emit or collector)
+      --quick           a few seconds in all (0.25 s per row)
+      --duration SECS   measuring time per row or phase (default 2; e.g. 5, 500ms)
+      --svg FILE        write the emit rows' latency percentile chart (SVG) to FILE
+      --batch N         calls per timed batch (default 16; 1 times every call)
+      --row NAME        run only this emit row (repeatable): \(EmitBenchmark.rowNames.joined(separator: ", "))
+      --capacity N      records in the emit rows' rings (default 1048576; the library's is 131072)
+      --poll DUR        the collector's --poll in the live run (default 100ms)
+      --help            show this text
+    """
+
+    /// Parses arguments (without the program name); nil means `--help`.
+    public static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand? {
+        var command = BenchCommand()
+        var named: [Benchmark] = []
+        var remaining = arguments[...]
+        func value(for flag: String) throws(UsageError) -> String {
+            guard let next = remaining.popFirst() else { throw UsageError("\(flag) needs a value") }
+            return next
+        }
+        while let argument = remaining.popFirst() {
+            var flag = argument
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                flag = String(argument[..<equals])
+                remaining.insert(String(argument[argument.index(after: equals)...]), at: remaining.startIndex)
+            }
+            switch flag {
+            case "--help", "-h": return nil
+            case "emit", "collector": named.append(Benchmark(rawValue: flag)!)
+            case "--json": command.json = true
+            case "--quick": command.settings.seconds = BenchSettings.quick.seconds
+            case "--duration":
+                let text = try value(for: flag)
+                let seconds = Double(text) ?? durationNanos(text).map { Double($0) / 1e9 }
+                guard let seconds, seconds >= 0.05, seconds <= 3600 else {
+                    throw UsageError("--duration \(text): expected seconds from 0.05 to 3600 (e.g. 2, 500ms)")
+                }
+                command.settings.seconds = seconds
+            case "--svg": command.svgPath = try value(for: flag)
+            case "--batch":
+                let text = try value(for: flag)
+                guard let batch = Int(text), (1 ... 1024).contains(batch) else {
+                    throw UsageError("--batch \(text): expected calls per batch from 1 to 1024")
+                }
+                command.settings.batchSize = batch
+            case "--row":
+                let name = try value(for: flag)
+                guard EmitBenchmark.rowNames.contains(name) else {
+                    throw UsageError("--row \(name): not a row; rows are \(EmitBenchmark.rowNames.joined(separator: ", "))")
+                }
+                command.rows.insert(name)
+            case "--capacity":
+                let text = try value(for: flag)
+                guard let capacity = Int(text), capacity >= 1 << 10, capacity <= 1 << 26, capacity & (capacity - 1) == 0 else {
+                    throw UsageError("--capacity \(text): expected a power of two from 1024 to 67108864")
+                }
+                command.settings.ringCapacity = capacity
+            case "--poll":
+                command.settings.collectorPollNanos = try parseDuration(try value(for: flag), flag: flag)
+                guard (1_000_000 ... 10_000_000_000).contains(command.settings.collectorPollNanos) else {
+                    throw UsageError("--poll must be from 1ms to 10s")
+                }
+            default:
+                throw UsageError(argument.hasPrefix("-") ? "unknown option \(argument) (see --help)"
+                                                         : "unexpected argument \(argument) (see --help)")
+            }
+        }
+        if !named.isEmpty { command.benchmarks = Array(Set(named)).sorted { $0.rawValue > $1.rawValue } }
+        if command.json && command.benchmarks.count != 1 {
+            throw UsageError("--json prints one benchmark's object: name emit or collector")
+        }
+        if command.svgPath != nil && !command.benchmarks.contains(.emit) {
+            throw UsageError("--svg charts the emit rows: run emit")
+        }
+        return command
+    }
+}
+
+/// Nanoseconds in `250ms`, `2s`, `1m` ...; nil if it is not a duration.
+func durationNanos(_ text: String) -> UInt64? { try? parseDuration(text, flag: "") }

@@ -1,0 +1,348 @@
+import CRingside
+import CRingsideBench
+import Foundation
+import Ringside
+import RingsideCollector
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ringside-bench collector`: how fast the collector drains and aggregates, how soon a record
+/// is visible in its snapshot, and what it costs to run at a million records a second.
+public enum CollectorBenchmark {
+    /// Ring counts of the drain rows, and the records per ring per pass (1 M records a pass).
+    public static let drainRings = [1, 8, 64]
+    static let recordsPerPass = 1 << 20
+
+    public static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> CollectorReport {
+        let scratch = try ScratchDirectory()
+        defer { scratch.remove() }
+        let cpus = (producer: rsb_allowed_cpu(0), collector: rsb_allowed_cpu(1))
+        var machine = Machine.current(pinned: false)
+        let pinned = cpus.collector >= 0 && rsb_pin_current_thread(cpus.collector) == 0
+        defer { rsb_unpin_current_thread() }
+
+        progress("live run at 1 M records/s")
+        let live = try liveRun(settings, directory: try scratch.subdirectory("live"), producerCPU: pinned ? cpus.producer : -1)
+        var drains: [CollectorReport.Drain] = []
+        for rings in drainRings {
+            progress("drain.\(rings)")
+            drains.append(try drainThroughput(rings: rings, seconds: settings.seconds,
+                                              directory: try scratch.subdirectory("drain\(rings)"),
+                                              producerCPU: pinned ? cpus.producer : -1))
+        }
+        let placement = pinned ? "The collector on CPU \(cpus.collector), producers on CPU \(cpus.producer)"
+                               : "Threads not pinned (pinning unavailable)"
+        let method = "Drain: producer threads fill every ring (1,048,576 records in all, a mix of 60 % histograms, "
+            + "30 % counters, 10 % gauges over 7 metrics a ring), then Collector.runPass drains and aggregates them "
+            + "on one thread, timed with CLOCK_MONOTONIC (discovery and snapshot publishing included when due); "
+            + "records/s = records / time in runPass. Live run: Collector.start() with --poll "
+            + formatDuration(settings.collectorPollNanos) + " (a snapshot at most every "
+            + formatDuration(publishIntervalNanos(poll: settings.collectorPollNanos)) + "), a producer paced to "
+            + "1 M records/s in bursts every ~100 µs; cpu = the drain thread's run time "
+            + "(/proc/self/task/TID/schedstat) over wall time; e2e = from just before a counter increment "
+            + "in a second ring to the first snapshot (Collector.snapshot, polled every 20 µs) that counts it, "
+            + "increments 0-2 ms apart at random (so their phase against publishing is uniform); "
+            + "rss = VmRSS of the whole benchmark process (rings mapped by both producer and collector count twice), anon_mb = its RssAnon. " + placement + "."
+        machine.pinned = pinned
+        return CollectorReport(machine: machine, method: method, drains: drains,
+                               e2eP50Micros: live.e2eP50Micros, e2eP99Micros: live.e2eP99Micros, e2eSamples: live.e2eSamples,
+                               cpuPercent: live.cpuPercent, loadRecordsPerSecond: live.loadRate, loadDropped: live.loadDropped,
+                               rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon)
+    }
+
+    /// The collector's publish interval for a poll interval (see `Collector.runPass`).
+    static func publishIntervalNanos(poll: UInt64) -> UInt64 { min(max(poll, 10_000_000), 100_000_000) }
+
+    static func options(directory: String, pollNanos: UInt64 = CollectorOptions().pollNanos) -> CollectorOptions {
+        var options = CollectorOptions()
+        options.directory = RingDirectory(directory)
+        options.pollNanos = pollNanos
+        return options
+    }
+
+    static let quietLog = CollectorLog { _ in }
+
+    // MARK: - Drain throughput
+
+    static func drainThroughput(rings: Int, seconds: Double, directory: String,
+                                producerCPU: Int32) throws(BenchError) -> CollectorReport.Drain {
+        let perRing = recordsPerPass / rings
+        let filler = try RingFiller(rings: rings, capacity: perRing, directory: directory, cpu: producerCPU)
+        defer { filler.stop() }
+        let collector = Collector(options: options(directory: directory), log: quietLog)
+        collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true) // discovers and attaches
+        let attached = collector.snapshot.rings.filter { $0.state == .live }.count
+        guard attached == rings else {
+            throw BenchError("the collector attached \(attached) of \(rings) rings in \(directory)")
+        }
+        var records: UInt64 = 0
+        var passNanos: UInt64 = 0
+        var passes = 0
+        let deadline = rs_clock_precise_ns() + UInt64(seconds * 1e9)
+        repeat {
+            let expected = filler.fill()
+            var drained = 0
+            while drained < expected {
+                let start = rs_clock_precise_ns()
+                let count = collector.runPass(nowNanos: start)
+                passNanos += rs_clock_precise_ns() &- start
+                passes += 1
+                drained += count
+                if count == 0 { throw BenchError("a pass drained nothing with \(expected - drained) records waiting") }
+            }
+            records += UInt64(drained)
+        } while rs_clock_precise_ns() < deadline || passes < 3
+        return CollectorReport.Drain(rings: rings, recordsPerSecond: Double(records) / (Double(passNanos) / 1e9),
+                                     records: records, passes: passes)
+    }
+
+    // MARK: - The live run
+
+    struct LiveResult {
+        var e2eP50Micros: Double
+        var e2eP99Micros: Double
+        var e2eSamples: Int
+        var cpuPercent: Double
+        var loadRate: Double
+        var loadDropped: UInt64
+        var rss: Double
+        var rssAnon: Double
+    }
+
+    static func liveRun(_ settings: BenchSettings, directory: String, producerCPU: Int32) throws(BenchError) -> LiveResult {
+        let stop = StopFlag()
+        let load = try BackgroundThread(name: "bench-load", cpu: producerCPU) { () throws(BenchError) -> (() -> (rate: Double, dropped: UInt64)) in
+            let ring: Ring
+            let handles: MetricMix
+            do {
+                ring = try Ring.attach("load", directory: directory)
+                handles = try MetricMix(ring)
+            } catch { throw BenchError("attaching ring load in \(directory): \(error)") }
+            return {
+                // Paced: every wake-up writes what 1 M/s owes since the start.
+                let start = rs_clock_precise_ns()
+                var written: UInt64 = 0
+                while !stop.isSet {
+                    let owed = (rs_clock_precise_ns() &- start) / 1000
+                    while written < owed { handles.write(Int(truncatingIfNeeded: written)); written &+= 1 }
+                    var pause = timespec(tv_sec: 0, tv_nsec: 100_000)
+                    nanosleep(&pause, nil)
+                }
+                return (Double(written) / (Double(rs_clock_precise_ns() &- start) / 1e9), ring.recordsDropped)
+            }
+        }
+        let collector = Collector(options: options(directory: directory, pollNanos: settings.collectorPollNanos), log: quietLog)
+        let probe = try BackgroundThread(name: "bench-probe", cpu: -1) { () throws(BenchError) -> (() -> [UInt64]) in
+            let ring: Ring
+            let counter: Ring.Counter
+            do {
+                ring = try Ring.attach("probe", directory: directory)
+                counter = try ring.counter("e2e_probe")
+            } catch { throw BenchError("attaching ring probe in \(directory): \(error)") }
+            return {
+                // Increments at random moments (0 to 2 ms apart, so their phase against the
+                // publishing is uniform) while watching the snapshot: when its total grows from
+                // a to b, increments a+1...b became visible now.
+                var samples: [UInt64] = []
+                var sentAt: [UInt64] = []
+                var random: UInt64 = 0x2545_F491_4F6C_DD1D
+                func total() -> Double? {
+                    collector.snapshot.series.first { $0.ring == "probe" && $0.metric.name == "e2e_probe" }?.cumulativeSum
+                }
+                var pause = timespec(tv_sec: 0, tv_nsec: 20_000)
+                while total() == nil && !stop.isSet { nanosleep(&pause, nil) } // until the collector has found it
+                var seen = Int(total() ?? 0)
+                var nextSend = rs_clock_precise_ns()
+                while !stop.isSet {
+                    let now = rs_clock_precise_ns()
+                    if now >= nextSend {
+                        sentAt.append(rs_clock_precise_ns())
+                        counter.increment()
+                        random ^= random << 13; random ^= random >> 7; random ^= random << 17
+                        nextSend = now + random % 2_000_000
+                    }
+                    let visible = min(Int(total() ?? 0), sentAt.count)
+                    if visible > seen {
+                        let at = rs_clock_precise_ns()
+                        for index in seen ..< visible { samples.append(at &- sentAt[index]) }
+                        seen = visible
+                    }
+                    nanosleep(&pause, nil)
+                }
+                _ = ring
+                return samples
+            }
+        }
+        let threadsBefore = ProcessInfoReader.threadIDs()
+        collector.start()
+        defer { collector.stop() }
+        load.start()
+        probe.start()
+        // Let the collector find the rings and settle.
+        usleep(300_000)
+        // The drain thread by name if the platform names threads, else the busiest thread that
+        // Collector.start() made.
+        let drainThread = ProcessInfoReader.threadID(named: "ringside-drain")
+            ?? ProcessInfoReader.threadIDs().subtracting(threadsBefore)
+                .max { (ProcessInfoReader.threadCPUNanos($0) ?? 0) < (ProcessInfoReader.threadCPUNanos($1) ?? 0) }
+        guard let drainThread else {
+            stop.set()
+            _ = try? load.join()
+            _ = try? probe.join()
+            throw BenchError("could not find the collector's drain thread in /proc/self/task")
+        }
+        let cpuBefore = ProcessInfoReader.threadCPUNanos(drainThread) ?? 0
+        let wallBefore = rs_clock_precise_ns()
+        let liveNanos = UInt64(max(1.5, settings.seconds * 2) * 1e9)
+        var pause = timespec(tv_sec: Int(liveNanos / 1_000_000_000), tv_nsec: Int(liveNanos % 1_000_000_000))
+        nanosleep(&pause, nil)
+        let cpuAfter = ProcessInfoReader.threadCPUNanos(drainThread) ?? 0
+        let wallAfter = rs_clock_precise_ns()
+        let rss = ProcessInfoReader.statusMegabytes("VmRSS")
+        let rssAnon = ProcessInfoReader.statusMegabytes("RssAnon")
+        stop.set()
+        let loaded = try load.join()
+        let samples = try probe.join().sorted()
+        return LiveResult(
+            e2eP50Micros: Double(Percentiles.value(at: 0.5, sorted: samples)) / 1000,
+            e2eP99Micros: Double(Percentiles.value(at: 0.99, sorted: samples)) / 1000,
+            e2eSamples: samples.count,
+            cpuPercent: Double(cpuAfter &- cpuBefore) / Double(wallAfter &- wallBefore) * 100,
+            loadRate: loaded.rate, loadDropped: loaded.dropped, rss: rss, rssAnon: rssAnon)
+    }
+}
+
+/// The metrics a benchmark producer writes: 4 histograms, 2 counters and a gauge, mixed
+/// 60 / 30 / 10 by `write(i)`.
+struct MetricMix {
+    let histograms: [Ring.Histogram]
+    let counters: [Ring.Counter]
+    let gauge: Ring.Gauge
+    let values = LatencyValues()
+
+    init(_ ring: Ring) throws(RingError) {
+        var histograms: [Ring.Histogram] = []
+        for symbol in ["AAPL", "MSFT", "NVDA", "TSLA"] {
+            histograms.append(try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": symbol]))
+        }
+        self.histograms = histograms
+        counters = [try ring.counter("orders", labels: ["side": "buy"]), try ring.counter("orders", labels: ["side": "sell"])]
+        gauge = try ring.gauge("gross_exposure")
+    }
+
+    @inline(__always)
+    func write(_ i: Int) {
+        switch i % 10 {
+        case 0 ..< 6: histograms[i & 3].record(values[i])
+        case 6 ..< 9: counters[i & 1].increment()
+        default: gauge.set(Double(values[i]))
+        }
+    }
+}
+
+/// A thread of its own that fills rings on request: the rings are made and written only there.
+final class RingFiller: @unchecked Sendable {
+    // @unchecked: `requested`, `done` and `count` hand work over with semaphores.
+    private let request = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let stopFlag = StopFlag()
+    private var written = 0
+    private var failure: BenchError?
+
+    init(rings: Int, capacity: Int, directory: String, cpu: Int32) throws(BenchError) {
+        let thread = Thread { [self] in
+            if cpu >= 0 { _ = rsb_pin_current_thread(cpu) }
+            var made: [(Ring, MetricMix)] = []
+            do {
+                for index in 0 ..< rings {
+                    let ring = try Ring.attach("bot-\(index)", directory: directory, options: Ring.Options(capacity: capacity))
+                    made.append((ring, try MetricMix(ring)))
+                }
+            } catch {
+                failure = BenchError("making \(rings) rings of \(capacity) records in \(directory): \(error)")
+            }
+            done.signal()
+            guard failure == nil else { return }
+            var i = 0
+            while true {
+                request.wait()
+                if stopFlag.isSet { break }
+                var total = 0
+                for (ring, mix) in made {
+                    let free = Int(ring.freeSlots)
+                    for _ in 0 ..< free { mix.write(i); i &+= 1 }
+                    total += free
+                }
+                written = total
+                done.signal()
+            }
+            made.removeAll()
+            done.signal()
+        }
+        thread.name = "bench-filler"
+        thread.start()
+        done.wait()
+        if let failure { throw failure }
+    }
+
+    /// Fills every ring; returns the number of records written.
+    func fill() -> Int {
+        request.signal()
+        done.wait()
+        return written
+    }
+
+    /// Ends the thread, which lets go of its rings.
+    func stop() {
+        stopFlag.set()
+        request.signal()
+        done.wait()
+    }
+}
+
+/// A thread that sets itself up (which may fail), runs a body on `start()`, and hands its
+/// result back on `join()`.
+final class BackgroundThread<Result>: @unchecked Sendable {
+    // @unchecked: `result` and `failure` are written by the thread before it signals, read after.
+    private let go = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result?
+    private var failure: BenchError?
+
+    init(name: String, cpu: Int32, _ setUp: @escaping @Sendable () throws(BenchError) -> (() -> Result)) throws(BenchError) {
+        let thread = Thread { [self] in
+            if cpu >= 0 { _ = rsb_pin_current_thread(cpu) }
+            let body: () -> Result
+            do throws(BenchError) { body = try setUp() } catch {
+                failure = error
+                done.signal()
+                return
+            }
+            done.signal()
+            go.wait()
+            result = body()
+            done.signal()
+        }
+        thread.name = name
+        thread.start()
+        done.wait()
+        if let failure { throw failure }
+    }
+
+    func start() { go.signal() }
+
+    func join() throws(BenchError) -> Result {
+        done.wait()
+        if let failure { throw failure }
+        return result!
+    }
+}
+
+/// A flag one thread sets and others poll.
+final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+    func set() { flag.store(true, ordering: .releasing) }
+}

@@ -1,0 +1,361 @@
+import CRingside
+import CRingsideBench
+import Foundation
+import Ringside
+import RingsideAggregation
+import RingsideCollector
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How long and how finely to measure.
+public struct BenchSettings: Sendable, Equatable {
+    /// Seconds of measurement per emit row, and per collector phase.
+    public var seconds: Double
+    /// Calls per timed batch.
+    public var batchSize: Int
+    /// The collector's `--poll` in the collector benchmark's live run.
+    public var collectorPollNanos: UInt64
+    /// Records in the emit rows' rings. The rows write 50 to 150 M records/s, a hundred times a
+    /// busy bot's rate, so the default is 8 times the library's (10 ms of them instead of about
+    /// 1): a consumer that the scheduler pauses for a tick does not turn the rows into drops.
+    public var ringCapacity: Int
+
+    public init(seconds: Double = 2, batchSize: Int = 16, collectorPollNanos: UInt64 = CollectorOptions().pollNanos,
+                ringCapacity: Int = 1 << 20) {
+        self.seconds = seconds
+        self.batchSize = batchSize
+        self.collectorPollNanos = collectorPollNanos
+        self.ringCapacity = ringCapacity
+    }
+
+    /// `--quick`: a few seconds in all.
+    public static let quick = BenchSettings(seconds: 0.25)
+}
+
+/// `ringside-bench emit`: what each way of emitting one metric costs, side by side.
+///
+/// The producer is this thread, pinned to one CPU; a consumer thread pinned to another drains
+/// the rings (reading every record), receives the datagrams and scrapes the locked histogram,
+/// as the other end of each transport would.
+public enum EmitBenchmark {
+    /// The rows, in the order they are printed.
+    public static let rowNames = ["ringside.record", "ringside.counter", "ringside.gauge", "ringside.span",
+                                  "c.floor", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse"]
+
+    /// Runs every row; `only` picks some of them by name.
+    public static func run(_ settings: BenchSettings, only: Set<String> = [],
+                           progress: (String) -> Void = { _ in }) throws(BenchError) -> EmitReport {
+        let scratch = try ScratchDirectory()
+        defer { scratch.remove() }
+        let directory = scratch.path
+        let cpus = (producer: rsb_allowed_cpu(0), consumer: rsb_allowed_cpu(1))
+        var machine = Machine.current(pinned: false)
+        let pinned = cpus.consumer >= 0 && rsb_pin_current_thread(cpus.producer) == 0
+        defer { rsb_unpin_current_thread() }
+
+        // The rings: one for the Swift handles, one that the C floor writes.
+        let ring: Ring, floorRing: Ring
+        let record: Ring.Histogram, span: Ring.Histogram, counter: Ring.Counter, gauge: Ring.Gauge
+        do {
+            let options = Ring.Options(capacity: settings.ringCapacity)
+            ring = try Ring.attach("bench", directory: directory, options: options)
+            record = try ring.histogram("bench_record_latency", unit: .nanoseconds)
+            counter = try ring.counter("bench_orders")
+            gauge = try ring.gauge("bench_exposure")
+            span = try ring.histogram("bench_span_latency", unit: .nanoseconds)
+            floorRing = try Ring.attach("floor", directory: directory, options: options)
+            _ = try floorRing.histogram("bench_floor_latency", unit: .nanoseconds)
+        } catch {
+            throw BenchError("setting up the rings in \(directory): \(error)")
+        }
+        guard let floorPath = floorRing.path else {
+            throw BenchError("telemetry is disabled (RINGSIDE_DISABLED is set): unset it to benchmark")
+        }
+        var floor = rsb_floor()
+        let opened = rsb_floor_open(&floor, floorPath)
+        guard opened == 0 else { throw BenchError("mapping \(floorPath) for the C floor: \(String(cString: strerror(opened))) (errno: \(opened))") }
+        defer { rsb_floor_close(&floor) }
+
+        var sockets: [Int32] = [0, 0]
+        guard socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0, &sockets) == 0 else {
+            throw BenchError("socketpair(AF_UNIX, SOCK_DGRAM): \(String(cString: strerror(errno))) (errno: \(errno))")
+        }
+        defer { close(sockets[0]); close(sockets[1]) }
+        // Room for bursts, as far as net.core.wmem_max / rmem_max allow (the kernel caps it).
+        var bufferBytes: Int32 = 4 << 20
+        setsockopt(sockets[0], SOL_SOCKET, SO_SNDBUF, &bufferBytes, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(sockets[1], SOL_SOCKET, SO_RCVBUF, &bufferBytes, socklen_t(MemoryLayout<Int32>.size))
+
+        let locked = LockedHistogram()
+        let values = LatencyValues()
+        // Every bucket the values touch exists before timing starts: recording never allocates.
+        for index in 0 ..< LatencyValues.count { locked.mutex.withLock { $0.record(values[index]) } }
+
+        let consumer: LiveConsumer
+        do {
+            consumer = try LiveConsumer(rings: ["bench", "floor"], directory: directory, socket: sockets[1],
+                                        histogram: locked, cpu: pinned ? cpus.consumer : -1)
+        } catch {
+            throw BenchError("opening the rings as their consumer: \(error)")
+        }
+        consumer.start()
+        defer { consumer.stop() }
+
+        let capacity = min(8 << 20, max(1 << 16, Int(settings.seconds * 6e6)))
+        let buffer = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: capacity)
+        buffer.initialize(repeating: 0) // fault the pages in before any timing
+        defer { buffer.deallocate() }
+        let batch = settings.batchSize
+
+        // The timer's own cost: batches of no calls.
+        let timerSamples = sample(buffer, batch: 0, until: rs_clock_precise_ns() + 50_000_000) {}
+        let timerNanos = Double(Array(buffer[..<timerSamples]).sorted()[timerSamples / 2])
+
+        var rows: [LatencySummary] = []
+        let sampleNanos = UInt64(settings.seconds * 0.75e9)
+        let runNanos = UInt64(settings.seconds * 0.25e9)
+        let warmNanos = UInt64(min(settings.seconds * 0.1, 0.05) * 1e9)
+
+        /// Warms up, samples batches, then runs untimed for calls/s; `drops` reads a drop count.
+        /// Inlined with its closure, so each row's call sits in its own loop, as in a bot.
+        @inline(__always)
+        func measure(_ name: String, drops: () -> UInt64, _ call: () -> Void) {
+            guard only.isEmpty || only.contains(name) else { return }
+            progress(name)
+            _ = run(until: rs_clock_precise_ns() + warmNanos, call)
+            let droppedBefore = drops()
+            let count = sample(buffer, batch: batch, until: rs_clock_precise_ns() + sampleNanos, call)
+            let start = rs_clock_precise_ns()
+            let calls = run(until: start + runNanos, call)
+            let elapsed = rs_clock_precise_ns() &- start
+            rows.append(LatencySummary(name: name, batchNanos: Array(buffer[..<count]), batchSize: batch,
+                                       timerNanos: timerNanos, callsPerSecond: Double(calls) / (Double(elapsed) / 1e9),
+                                       dropped: drops() &- droppedBefore))
+        }
+
+        var v = 0
+        var sink: UInt64 = 0
+        measure("ringside.record", drops: { ring.recordsDropped }) {
+            record.record(values[v]); v &+= 1
+        }
+        measure("ringside.counter", drops: { ring.recordsDropped }) {
+            counter.increment()
+        }
+        measure("ringside.gauge", drops: { ring.recordsDropped }) {
+            gauge.set(Double(values[v])); v &+= 1
+        }
+        measure("ringside.span", drops: { ring.recordsDropped }) {
+            let start = span.start()
+            span.stop(start)
+        }
+        if only.isEmpty || only.contains("c.floor") {
+            // The same loops, in C: rsb_floor_sample and rsb_floor_run.
+            progress("c.floor")
+            let table = values.pointer
+            _ = rsb_floor_run(&floor, 0, table, UInt64(LatencyValues.count - 1), rs_clock_precise_ns() + warmNanos)
+            let droppedBefore = floorRing.recordsDropped
+            let count = rsb_floor_sample(&floor, 0, UInt32(batch), table, UInt64(LatencyValues.count - 1),
+                                         buffer.baseAddress, buffer.count, rs_clock_precise_ns() + sampleNanos)
+            let start = rs_clock_precise_ns()
+            let calls = rsb_floor_run(&floor, 0, table, UInt64(LatencyValues.count - 1), start + runNanos)
+            let elapsed = rs_clock_precise_ns() &- start
+            rows.append(LatencySummary(name: "c.floor", batchNanos: Array(buffer[..<count]), batchSize: batch,
+                                       timerNanos: timerNanos, callsPerSecond: Double(calls) / (Double(elapsed) / 1e9),
+                                       dropped: floorRing.recordsDropped &- droppedBefore))
+        }
+        // A 32-byte datagram holding the same record: timestamp, value, sequence, metric.
+        let datagram = UnsafeMutableRawPointer.allocate(byteCount: 32, alignment: 8)
+        datagram.initializeMemory(as: UInt8.self, repeating: 0, count: 32)
+        defer { datagram.deallocate() }
+        var sendFailures: UInt64 = 0
+        consumer.mode.store(LiveConsumer.Mode.datagrams.rawValue, ordering: .releasing)
+        measure("unix-dgram", drops: { sendFailures }) {
+            datagram.storeBytes(of: rs_clock_coarse_ns(), as: UInt64.self)
+            datagram.storeBytes(of: values[v], toByteOffset: 8, as: UInt64.self)
+            datagram.storeBytes(of: UInt64(truncatingIfNeeded: v), toByteOffset: 16, as: UInt64.self)
+            v &+= 1
+            if send(sockets[0], datagram, 32, Int32(MSG_DONTWAIT)) != 32 { sendFailures &+= 1 }
+        }
+        consumer.mode.store(LiveConsumer.Mode.scrapes.rawValue, ordering: .releasing)
+        measure("mutex-histogram", drops: { 0 }) {
+            let value = values[v]; v &+= 1
+            locked.mutex.withLock { $0.record(value) }
+        }
+        consumer.mode.store(LiveConsumer.Mode.rings.rawValue, ordering: .releasing)
+        measure("clock.precise", drops: { 0 }) { sink &+= rs_clock_precise_ns() }
+        measure("clock.coarse", drops: { 0 }) { sink &+= rs_clock_coarse_ns() }
+        blackhole = sink
+
+        let consumerCPU = pinned ? "CPU \(cpus.consumer)" : "any CPU (pinning unavailable)"
+        let method = "each sample is a batch of \(batch) back-to-back calls timed with CLOCK_MONOTONIC "
+            + "(clock_gettime through the vDSO); the timer's own cost, \(JSONValue.format(timerNanos)) ns "
+            + "(median of \(timerSamples) empty batches), is subtracted and the rest divided by \(batch), so "
+            + "percentiles are of \(batch)-call means (one slow call of t ns shows as t/\(batch)); calls/s from a "
+            + "separate untimed loop. Release build; the producer on "
+            + (pinned ? "CPU \(cpus.producer)" : "any CPU (pinning unavailable)") + ", a live consumer on "
+            + consumerCPU + " draining the rings every \(LiveConsumer.periodNanos / 1000) µs "
+            + "(reading every record, like the collector's passes under load), receiving the datagrams (recvmmsg) and scraping the locked histogram every ms; rings of \(settings.ringCapacity) records; values from a "
+            + "table of \(LatencyValues.count) lognormal latencies."
+        machine.pinned = pinned
+        return EmitReport(machine: machine, method: method, rows: rows)
+    }
+
+    /// Times batches of `batch` calls into `buffer` until `deadline` (or the buffer is full).
+    @inline(__always)
+    static func sample(_ buffer: UnsafeMutableBufferPointer<UInt32>, batch: Int, until deadline: UInt64,
+                       _ call: () -> Void) -> Int {
+        let base = buffer.baseAddress!
+        let capacity = buffer.count
+        var count = 0
+        while count < capacity {
+            let t0 = rs_clock_precise_ns()
+            var index = 0
+            while index < batch { call(); index &+= 1 }
+            let t1 = rs_clock_precise_ns()
+            base[count] = UInt32(truncatingIfNeeded: min(t1 &- t0, UInt64(UInt32.max)))
+            count &+= 1
+            if count & 255 == 0 && t1 >= deadline { break }
+        }
+        return count
+    }
+
+    /// Calls until `deadline`, looking at the clock every 4096 calls; returns the number of calls.
+    @inline(__always)
+    static func run(until deadline: UInt64, _ call: () -> Void) -> UInt64 {
+        var calls: UInt64 = 0
+        repeat {
+            for _ in 0 ..< 4096 { call() }
+            calls &+= 4096
+        } while rs_clock_precise_ns() < deadline
+        return calls
+    }
+}
+
+/// Where the clock rows' results go, so the optimiser keeps the reads.
+nonisolated(unsafe) var blackhole: UInt64 = 0
+
+/// The Prometheus way: a histogram behind a mutex, shared by the bot's threads and the scraper.
+final class LockedHistogram: Sendable {
+    let mutex = Mutex(RingsideAggregation.Histogram())
+}
+
+/// A table of 4096 lognormal latencies (median about 2 µs), indexed modulo its size.
+final class LatencyValues: @unchecked Sendable {
+    // @unchecked: written once in init, read-only afterwards.
+    static let count = 4096
+    let pointer: UnsafeMutablePointer<UInt64>
+
+    init() {
+        pointer = .allocate(capacity: Self.count)
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func uniform() -> Double {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return (Double(state >> 11) + 0.5) / Double(1 << 53)
+        }
+        for index in 0 ..< Self.count {
+            let normal = (-2 * log(uniform())).squareRoot() * cos(2 * .pi * uniform())
+            pointer[index] = UInt64(2000 * exp(0.8 * normal))
+        }
+    }
+
+    deinit { pointer.deallocate() }
+
+    @inline(__always)
+    subscript(index: Int) -> UInt64 { pointer[index & (Self.count - 1)] }
+}
+
+/// The other end of every transport: drains rings, receives datagrams, scrapes the histogram.
+final class LiveConsumer: @unchecked Sendable {
+    // @unchecked: the consumers and counters are used only by the consumer thread once started;
+    // `stop()` joins it before anyone else looks.
+    enum Mode: Int { case rings = 0, datagrams = 1, scrapes = 2 }
+
+    /// How often the consumer looks at the rings: 10 µs holds about 1,500 records at the rows' rates.
+    static let periodNanos: UInt64 = 10_000
+
+    let mode = Atomic<Int>(Mode.rings.rawValue)
+    private let stopRequested = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+    private let consumers: [RingConsumer]
+    private let socket: Int32
+    private let histogram: LockedHistogram
+    private let cpu: Int32
+    private var isRunning = false
+    private(set) var recordsDrained: UInt64 = 0
+    private(set) var datagramsReceived: UInt64 = 0
+    private(set) var checksum: UInt64 = 0
+
+    init(rings: [String], directory: String, socket: Int32, histogram: LockedHistogram, cpu: Int32) throws(RingError) {
+        var consumers: [RingConsumer] = []
+        for name in rings { consumers.append(try RingConsumer(name, directory: RingDirectory(directory))) }
+        self.consumers = consumers
+        self.socket = socket
+        self.histogram = histogram
+        self.cpu = cpu
+    }
+
+    func start() {
+        isRunning = true
+        let thread = Thread { [self] in
+            if cpu >= 0 { _ = rsb_pin_current_thread(cpu) }
+            loop()
+            finished.signal()
+        }
+        thread.name = "bench-consumer"
+        thread.start()
+    }
+
+    func stop() {
+        guard isRunning else { return }
+        stopRequested.store(true, ordering: .releasing)
+        finished.wait()
+        isRunning = false
+    }
+
+    private func loop() {
+        let received = UnsafeMutableRawPointer.allocate(byteCount: 64 * 64, alignment: 8)
+        defer { received.deallocate() }
+        var lastScrape: UInt64 = 0
+        var sum: UInt64 = 0
+        while !stopRequested.load(ordering: .relaxed) {
+            let lookStart = rs_clock_precise_ns()
+            var work = 0
+            for consumer in consumers {
+                let drained = (try? consumer.drain { records, _ in
+                    for record in records { sum &+= record.value }
+                }) ?? 0
+                work += drained
+                recordsDrained &+= UInt64(drained)
+            }
+            switch mode.load(ordering: .relaxed) {
+            case Mode.datagrams.rawValue:
+                while case let count = rsb_receive_datagrams(socket, received, 64), count > 0 {
+                    datagramsReceived &+= UInt64(count)
+                    for index in 0 ..< Int(count) { sum &+= received.load(fromByteOffset: 64 * index + 8, as: UInt64.self) }
+                    work += Int(count)
+                }
+            case Mode.scrapes.rawValue:
+                let now = rs_clock_coarse_ns()
+                if now &- lastScrape >= 1_000_000 {
+                    sum &+= histogram.mutex.withLock { $0.count }
+                    lastScrape = now
+                }
+            default:
+                break
+            }
+            // One look every `periodNanos`, like the collector's passes under load, not a spin
+            // on the producer's cursor: a consumer right behind the producer reads the lines it
+            // is writing, and each then moves between the cores twice (the rows turn bimodal).
+            // The datagrams are received without a pause, so the socket never fills.
+            if mode.load(ordering: .relaxed) != Mode.datagrams.rawValue {
+                let until = lookStart &+ Self.periodNanos
+                while rs_clock_precise_ns() < until { rsb_cpu_relax() }
+            } else if work == 0 {
+                rsb_cpu_relax()
+            }
+        }
+        checksum = sum
+    }
+}

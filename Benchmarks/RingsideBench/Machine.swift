@@ -1,0 +1,60 @@
+import Foundation
+import CRingsideBench
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The machine a run happened on, as the README's table names it.
+public struct Machine: Sendable, Equatable {
+    /// `/proc/cpuinfo`'s model name.
+    public var cpu: String
+    /// Online CPUs, and those this process may use.
+    public var cores: Int
+    public var allowedCores: Int
+    /// The kernel's clock source (`tsc`, `kvm-clock`, `hpet`, ...): what CLOCK_MONOTONIC costs.
+    public var clockSource: String
+    /// `uname -sr -m`.
+    public var kernel: String
+    /// Whether the measuring threads were pinned to CPUs of their own.
+    public var pinned: Bool
+
+    public init(cpu: String, cores: Int, allowedCores: Int, clockSource: String, kernel: String, pinned: Bool) {
+        self.cpu = cpu
+        self.cores = cores
+        self.allowedCores = allowedCores
+        self.clockSource = clockSource
+        self.kernel = kernel
+        self.pinned = pinned
+    }
+
+    /// The machine this process runs on.
+    public static func current(pinned: Bool) -> Machine {
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+            .flatMap { $0.split(separator: ":", maxSplits: 1).last }
+            .map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
+        let source = (try? String(contentsOfFile: "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                                  encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
+        var names = utsname()
+        uname(&names)
+        func field<T>(_ value: T) -> String {
+            withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        }
+        return Machine(cpu: model, cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))),
+                       allowedCores: Int(rsb_allowed_cpu_count()), clockSource: source,
+                       kernel: "\(field(names.sysname)) \(field(names.release)) \(field(names.machine))",
+                       pinned: pinned)
+    }
+
+    public var json: JSONValue {
+        .object([("cpu", .string(cpu)), ("cores", .integer(Int64(cores))),
+                 ("allowed_cores", .integer(Int64(allowedCores))), ("clocksource", .string(clockSource)),
+                 ("kernel", .string(kernel)), ("pinned", .bool(pinned))])
+    }
+
+    /// One line for the table's heading.
+    public var line: String {
+        "\(cpu), \(cores) cores (\(allowedCores) usable), clocksource \(clockSource), \(kernel)"
+            + (pinned ? ", threads pinned" : ", threads not pinned")
+    }
+}

@@ -1,0 +1,171 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The result of `ringside-bench emit`.
+public struct EmitReport: Sendable {
+    public var machine: Machine
+    /// How the per-call times were taken, in one paragraph.
+    public var method: String
+    public var rows: [LatencySummary]
+
+    public init(machine: Machine, method: String, rows: [LatencySummary]) {
+        self.machine = machine
+        self.method = method
+        self.rows = rows
+    }
+
+    /// The one JSON object `--json` prints.
+    public var json: JSONValue {
+        .object([
+            ("benchmark", .string("emit")),
+            ("machine", machine.json),
+            ("method", .string(method)),
+            ("results", .array(rows.map { row in
+                .object([("name", .string(row.name)), ("p50_ns", .number(row.p50)), ("p90_ns", .number(row.p90)),
+                         ("p99_ns", .number(row.p99)), ("p999_ns", .number(row.p999)), ("max_ns", .number(row.max)),
+                         ("mean_ns", .number(row.mean)), ("calls_per_s", .number(row.callsPerSecond.rounded())),
+                         ("dropped", .integer(Int64(clamping: row.dropped)))])
+            })),
+        ])
+    }
+
+    /// The table for people.
+    public var table: String {
+        var table = TextTable(columns: ["row", "p50 ns", "p90 ns", "p99 ns", "p99.9 ns", "max ns", "mean ns",
+                                        "calls/s", "dropped"])
+        for row in rows {
+            table.add([row.name, Self.ns(row.p50), Self.ns(row.p90), Self.ns(row.p99), Self.ns(row.p999),
+                       Self.ns(row.max), Self.ns(row.mean), Self.rate(row.callsPerSecond), String(row.dropped)])
+        }
+        return "ringside-bench emit\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
+    }
+
+    static func ns(_ value: Double) -> String {
+        value < 100 ? String(format1: value) : String(Int64(value.rounded()))
+    }
+
+    static func rate(_ value: Double) -> String {
+        switch value {
+        case 1e9...: return String(format1: value / 1e9) + " G"
+        case 1e6...: return String(format1: value / 1e6) + " M"
+        case 1e3...: return String(format1: value / 1e3) + " k"
+        default: return String(Int64(value.rounded()))
+        }
+    }
+}
+
+/// The result of `ringside-bench collector`.
+public struct CollectorReport: Sendable {
+    public struct Drain: Sendable, Equatable {
+        public var rings: Int
+        public var recordsPerSecond: Double
+        /// Records drained in the timed passes, and how many passes.
+        public var records: UInt64
+        public var passes: Int
+        public init(rings: Int, recordsPerSecond: Double, records: UInt64, passes: Int) {
+            self.rings = rings
+            self.recordsPerSecond = recordsPerSecond
+            self.records = records
+            self.passes = passes
+        }
+        public var name: String { rings == 1 ? "drain.1ring" : "drain.\(rings)rings" }
+    }
+
+    public var machine: Machine
+    public var method: String
+    public var drains: [Drain]
+    /// Emit-to-visible latency, microseconds.
+    public var e2eP50Micros: Double
+    public var e2eP99Micros: Double
+    public var e2eSamples: Int
+    /// The drain thread's CPU, in % of one core, while producers write `loadRecordsPerSecond`.
+    public var cpuPercent: Double
+    public var loadRecordsPerSecond: Double
+    /// Records the paced producer's ring dropped (the collector fell behind).
+    public var loadDropped: UInt64
+    /// VmRSS of the process during that run, and its anonymous part (the collector's heap).
+    public var rssMegabytes: Double
+    public var rssAnonMegabytes: Double
+
+    public init(machine: Machine, method: String, drains: [Drain], e2eP50Micros: Double, e2eP99Micros: Double,
+                e2eSamples: Int, cpuPercent: Double, loadRecordsPerSecond: Double, loadDropped: UInt64 = 0, rssMegabytes: Double,
+                rssAnonMegabytes: Double) {
+        self.machine = machine
+        self.method = method
+        self.drains = drains
+        self.e2eP50Micros = e2eP50Micros
+        self.e2eP99Micros = e2eP99Micros
+        self.e2eSamples = e2eSamples
+        self.cpuPercent = cpuPercent
+        self.loadRecordsPerSecond = loadRecordsPerSecond
+        self.loadDropped = loadDropped
+        self.rssMegabytes = rssMegabytes
+        self.rssAnonMegabytes = rssAnonMegabytes
+    }
+
+    public var json: JSONValue {
+        var results: [JSONValue] = drains.map { drain in
+            .object([("name", .string(drain.name)), ("records_per_s", .number(drain.recordsPerSecond.rounded()))])
+        }
+        results.append(.object([("name", .string("e2e")), ("p50_us", .number(e2eP50Micros)),
+                                ("p99_us", .number(e2eP99Micros)), ("samples", .integer(Int64(e2eSamples)))]))
+        results.append(.object([("name", .string("cpu_at_1m_per_s")), ("percent", .number((cpuPercent * 10).rounded() / 10)),
+                                ("records_per_s", .number(loadRecordsPerSecond.rounded())),
+                                ("dropped", .integer(Int64(clamping: loadDropped)))]))
+        results.append(.object([("name", .string("rss")), ("mb", .number((rssMegabytes * 10).rounded() / 10)),
+                                ("anon_mb", .number((rssAnonMegabytes * 10).rounded() / 10))]))
+        return .object([("benchmark", .string("collector")), ("machine", machine.json), ("method", .string(method)),
+                        ("results", .array(results))])
+    }
+
+    static func micros(_ value: Double) -> String {
+        value >= 1000 ? String(format1: value / 1000) + " ms" : String(format1: value) + " µs"
+    }
+
+    public var table: String {
+        var table = TextTable(columns: ["row", "result", "detail"])
+        for drain in drains {
+            table.add([drain.name, EmitReport.rate(drain.recordsPerSecond) + " records/s",
+                       "\(drain.records) records in \(drain.passes) passes"])
+        }
+        table.add(["e2e", "p50 \(Self.micros(e2eP50Micros)), p99 \(Self.micros(e2eP99Micros))",
+                   "\(e2eSamples) samples"])
+        table.add(["cpu_at_1m_per_s", String(format1: cpuPercent) + " % of a core",
+                   "at " + EmitReport.rate(loadRecordsPerSecond) + " records/s, \(loadDropped) dropped"])
+        table.add(["rss", String(format1: rssMegabytes) + " MB", "anonymous \(String(format1: rssAnonMegabytes)) MB"])
+        return "ringside-bench collector\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
+    }
+}
+
+/// A plain-text table: the first column left-aligned, the rest right-aligned.
+struct TextTable {
+    let columns: [String]
+    var rows: [[String]] = []
+
+    init(columns: [String]) { self.columns = columns }
+
+    mutating func add(_ row: [String]) { rows.append(row) }
+
+    var text: String {
+        let all = [columns] + rows
+        let widths = columns.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+        func line(_ cells: [String]) -> String {
+            cells.enumerated().map { index, cell in
+                let pad = String(repeating: " ", count: widths[index] - cell.count)
+                return index == 0 ? cell + pad : pad + cell
+            }.joined(separator: "  ")
+        }
+        let rule = widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")
+        return ([line(columns), rule] + rows.map(line)).joined(separator: "\n") + "\n"
+    }
+}
+
+extension String {
+    /// One decimal: `4.3`.
+    init(format1 value: Double) {
+        guard value.isFinite else { self = "-"; return }
+        let tenths = Int64((value * 10).rounded())
+        self = "\(tenths < 0 && tenths > -10 ? "-" : "")\(tenths / 10).\(abs(tenths % 10))"
+    }
+}

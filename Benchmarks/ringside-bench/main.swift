@@ -1,0 +1,46 @@
+// ringside-bench: arguments and output only; the benchmarks live in RingsideBench.
+import Foundation
+import RingsideBench
+import RingsideCollector
+
+let command: BenchCommand
+do {
+    guard let parsed = try BenchCommand.parse(Array(CommandLine.arguments.dropFirst())) else {
+        print(BenchCommand.usage)
+        exit(0)
+    }
+    command = parsed
+} catch {
+    FileHandle.standardError.write(Data("ringside-bench: \(error)\n".utf8))
+    exit(2)
+}
+
+func progress(_ step: String) {
+    if !command.json { FileHandle.standardError.write(Data("  running \(step)...\n".utf8)) }
+}
+
+do {
+    #if DEBUG
+    FileHandle.standardError.write(Data("ringside-bench: a debug build; its figures mean nothing (use -c release)\n".utf8))
+    #endif
+    for benchmark in command.benchmarks {
+        switch benchmark {
+        case .emit:
+            let report = try EmitBenchmark.run(command.settings, only: command.rows, progress: progress)
+            print(command.json ? report.json.text : report.table)
+            if let path = command.svgPath {
+                let chart = PercentileChart(title: "ringside-bench emit: ns per call by percentile",
+                                            subtitle: report.machine.line, rows: report.rows)
+                do { try chart.svg.write(toFile: path, atomically: true, encoding: .utf8) } catch {
+                    throw BenchError("writing \(path): \(error.localizedDescription)")
+                }
+            }
+        case .collector:
+            let report = try CollectorBenchmark.run(command.settings, progress: progress)
+            print(command.json ? report.json.text : report.table)
+        }
+    }
+} catch {
+    FileHandle.standardError.write(Data("ringside-bench: \(error)\n".utf8))
+    exit(1)
+}

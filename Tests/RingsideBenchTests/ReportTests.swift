@@ -1,0 +1,106 @@
+import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+import Testing
+@testable import RingsideBench
+
+@Suite("Reports: JSON, table and chart")
+struct ReportTests {
+    static let machine = Machine(cpu: "Test CPU \"x\" & co", cores: 2, allowedCores: 2, clockSource: "tsc",
+                                 kernel: "Linux 6.1 x86_64", pinned: true)
+    static let rows = [
+        LatencySummary(name: "ringside.record", batchNanos: [100, 120, 180, 4000], batchSize: 16, timerNanos: 20,
+                       callsPerSecond: 123_456_789.4, dropped: 0),
+        LatencySummary(name: "unix-dgram", batchNanos: [20_000, 25_000, 90_000], batchSize: 16, timerNanos: 20,
+                       callsPerSecond: 800_000, dropped: 2),
+    ]
+
+    @Test("emit --json is one object with the issue's keys, in order")
+    func emitJSONShape() throws {
+        let report = EmitReport(machine: Self.machine, method: "batches of 16", rows: Self.rows)
+        let text = report.json.text
+        #expect(!text.contains("\n"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        #expect(Set(object.keys) == ["benchmark", "machine", "method", "results"])
+        #expect(object["benchmark"] as? String == "emit")
+        let results = try #require(object["results"] as? [[String: Any]])
+        #expect(results.count == 2)
+        #expect(Set(results[0].keys) == ["name", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns",
+                                         "calls_per_s", "dropped"])
+        #expect(results[0]["calls_per_s"] as? Int == 123_456_789)
+        #expect(results[1]["dropped"] as? Int == 2)
+        #expect(text.hasPrefix(#"{"benchmark":"emit","machine":{"cpu":"Test CPU \"x\" & co","#))
+    }
+
+    @Test("collector --json has the drain, e2e, cpu and rss rows")
+    func collectorJSONShape() throws {
+        let report = CollectorReport(
+            machine: Self.machine, method: "m",
+            drains: [.init(rings: 1, recordsPerSecond: 2.5e7, records: 10, passes: 1),
+                     .init(rings: 8, recordsPerSecond: 2e7, records: 10, passes: 1),
+                     .init(rings: 64, recordsPerSecond: 1.5e7, records: 10, passes: 1)],
+            e2eP50Micros: 50_000.25, e2eP99Micros: 99_000, e2eSamples: 40, cpuPercent: 12.34,
+            loadRecordsPerSecond: 1e6, rssMegabytes: 20.06, rssAnonMegabytes: 5)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(report.json.text.utf8)) as? [String: Any])
+        #expect(object["benchmark"] as? String == "collector")
+        let results = try #require(object["results"] as? [[String: Any]])
+        #expect(results.map { $0["name"] as? String } == ["drain.1ring", "drain.8rings", "drain.64rings", "e2e",
+                                                         "cpu_at_1m_per_s", "rss"])
+        #expect(results[0]["records_per_s"] as? Int == 25_000_000)
+        #expect(results[3]["p50_us"] as? Double == 50_000.25)
+        #expect(results[4]["percent"] as? Double == 12.3)
+        #expect(results[5]["mb"] as? Double == 20.1)
+    }
+
+    @Test("non-finite numbers are written as null, strings are escaped")
+    func jsonEscapes() {
+        let value = JSONValue.object([("a", .number(.nan)), ("b", .string("x\n\"\u{1}")), ("c", .number(2.5))])
+        #expect(value.text == #"{"a":null,"b":"x\n\"\u0001","c":2.5}"#)
+    }
+
+    @Test("the chart is a well-formed SVG with one line per row")
+    func chartIsWellFormed() throws {
+        let svg = PercentileChart(title: "emit <test>", subtitle: Self.machine.line, rows: Self.rows).svg
+        let document = try XMLDocument(data: Data(svg.utf8))
+        let root = try #require(document.rootElement())
+        #expect(root.name == "svg")
+        #expect(root.attribute(forName: "xmlns")?.stringValue == "http://www.w3.org/2000/svg" || root.uri == "http://www.w3.org/2000/svg")
+        let lines = try root.nodes(forXPath: "//*[local-name()='polyline']")
+        #expect(lines.count == Self.rows.count)
+        #expect(svg.contains("emit &lt;test&gt;"))
+        #expect(!svg.contains("nan") && !svg.contains("inf"))
+    }
+
+    @Test("the chart's percentile axis ends at the nines the samples resolve")
+    func chartAxis() {
+        let row = LatencySummary(name: "r", batchNanos: (0 ..< 100_000).map { UInt32($0 % 1000) }, batchSize: 1,
+                                 timerNanos: 0, callsPerSecond: 1, dropped: 0)
+        let svg = PercentileChart(title: "t", subtitle: "s", rows: [row]).svg
+        #expect(svg.contains(">99.999 %<"))
+        #expect(!svg.contains(">99.9999 %<"))
+    }
+
+    @Test("the table has a line per row under its heading")
+    func tableLines() {
+        let table = EmitReport(machine: Self.machine, method: "m", rows: Self.rows).table
+        #expect(table.contains("ringside.record"))
+        #expect(table.contains("123.5 M"))
+        #expect(table.split(separator: "\n").count == 3 + 2 + 2) // title, machine, method; header, rule; rows
+    }
+}
+
+@Suite("The command line")
+struct BenchCommandTests {
+    @Test("--json needs one benchmark; --quick and --duration set the time")
+    func parsing() throws {
+        #expect(throws: (any Error).self) { try BenchCommand.parse(["--json"]) }
+        let quick = try #require(try BenchCommand.parse(["emit", "--json", "--quick"]))
+        #expect(quick.benchmarks == [.emit] && quick.json && quick.settings.seconds == 0.25)
+        let long = try #require(try BenchCommand.parse(["collector", "--duration", "500ms", "--poll=10ms"]))
+        #expect(long.settings.seconds == 0.5 && long.settings.collectorPollNanos == 10_000_000)
+        #expect(try BenchCommand.parse(["--help"]) == nil)
+        #expect(throws: (any Error).self) { try BenchCommand.parse(["--row", "nope"]) }
+        #expect(try BenchCommand.parse([])?.benchmarks == [.emit, .collector])
+    }
+}
