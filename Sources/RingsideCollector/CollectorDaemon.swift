@@ -38,7 +38,7 @@ public enum CollectorDaemon {
 
         var demo: DemoSession?
         if options.demo {
-            do { demo = try DemoSession(directory: options.directory, log: log) } catch {
+            do { demo = try DemoSession(directory: options.directory, address: server.boundAddress, log: log) } catch {
                 log("cannot start the demo bot: \(error)")
                 server.stop()
                 return 1
@@ -113,12 +113,14 @@ struct JSONDumpWriter {
 final class DemoSession {
     private let bot: Process
     private let directory: RingDirectory
+    private let address: String
     private let log: CollectorLog
     private let isTerminal = isatty(1) == 1
     private var lastDrawNanos: UInt64 = 0
 
-    init(directory: RingDirectory, log: CollectorLog) throws {
+    init(directory: RingDirectory, address: String, log: CollectorLog) throws {
         self.directory = directory
+        self.address = address
         self.log = log
         bot = Process()
         bot.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
@@ -133,7 +135,7 @@ final class DemoSession {
         guard now &- lastDrawNanos >= interval else { return }
         lastDrawNanos = now
         if isTerminal {
-            FileHandle.standardOutput.write(Data(("\u{1B}[H\u{1B}[2J" + DemoTable.render(snapshot)).utf8))
+            FileHandle.standardOutput.write(Data(("\u{1B}[H\u{1B}[2J" + DemoTable.render(snapshot, address: address)).utf8))
         } else {
             log("demo: " + DemoTable.summary(snapshot))
         }

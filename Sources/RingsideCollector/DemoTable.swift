@@ -2,7 +2,7 @@ import Ringside
 
 /// The demo's live table: per series and window, p50, p99, p99.9, max, rate, and drops per ring.
 enum DemoTable {
-    static func render(_ snapshot: Snapshot) -> String {
+    static func render(_ snapshot: Snapshot, address: String) -> String {
         let windows = snapshot.windowNanos.map(formatDuration)
         let index = { (q: Double) in snapshot.quantiles.firstIndex(of: q) }
         var rows: [[String]] = [["ring", "metric", "labels", "window", "p50", "p99", "p99.9", "max", "rate/s"]]
@@ -40,7 +40,7 @@ enum DemoTable {
         let stats = snapshot.collector
         text += "\ncollector: \(stats.recordsDrained) records drained, \(Int(stats.drainRate))/s, lag "
             + formatValue(stats.lagSeconds * 1e9, unit: .nanoseconds) + "\n"
-        text += "open http://127.0.0.1:9464/metrics (or --listen's address) for Prometheus, /latest for JSON\n"
+        text += "http://\(address)/metrics for Prometheus, /latest for JSON, /health\n"
         return text
     }
 
