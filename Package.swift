@@ -31,7 +31,9 @@ let package = Package(
         // MARK: - Operator tools
 
         /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
-        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside"]),
+        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideJSON"]),
+        /// A JSON value written by hand, shared by the tools and the benchmark.
+        .target(name: "RingsideJSON"),
 
         // MARK: - Executables
 
@@ -44,7 +46,8 @@ let package = Package(
         /// ringside-bench's harness: the emit rows, the collector runs, timing, percentiles, table,
         /// JSON and SVG. It imports Ringside as a bot does, so the hot path is the cross-module one.
         .target(name: "RingsideBench",
-                dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector"],
+                dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector",
+                               "RingsideJSON"],
                 path: "Benchmarks/RingsideBench"),
         /// The C floor (the same ring written from C with the same clock) and thread pinning.
         .target(name: "CRingsideBench", dependencies: ["CRingside"], path: "Benchmarks/CRingsideBench"),
@@ -58,18 +61,35 @@ let package = Package(
         /// Counts malloc calls in the test producer (it replaces that process's malloc).
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         /// Ring directories that clean themselves up, and child processes for the tests.
-        .target(name: "RingsideTestSupport", dependencies: ["Ringside"], path: "Tests/RingsideTestSupport"),
+        .target(name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside"], path: "Tests/RingsideTestSupport"),
 
         .testTarget(name: "RingsideTests",
                     dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
-        .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation"]),
+        .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(name: "RingsideCollectorTests",
                     dependencies: ["RingsideCollector", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
                                    "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
-        .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench"]),
+        .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP"]),
         .testTarget(name: "RingsideToolsTests",
-                    dependencies: ["RingsideTools", "Ringside", "CRingside", "RingsideTestSupport",
+                    dependencies: ["RingsideTools", "RingsideJSON", "Ringside", "CRingside", "RingsideTestSupport",
                                    "ringside-test-producer", "ringside-dump", "ringside-emit"]),
+        /// Faults, SIGBUS and load: producers and collectors killed at random points, a full ring
+        /// directory, files truncated or removed under their readers, eight producers at full speed.
+        .testTarget(name: "RingsideReliabilityTests",
+                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
+                                   "ringside-test-producer", "ringside-collector", "ringside-dump", "ringside-emit"]),
+        /// Bad input and security: the reader fuzzer, HTTP abuse against the real collector, every
+        /// bad command line, ownership, links and names, end to end with the real binaries.
+        .testTarget(name: "RingsideAbuseTests",
+                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideHTTP", "RingsideTestSupport",
+                                   "ringside-collector", "ringside-dump", "ringside-emit", "ringside-test-producer"]),
+        /// The reader fuzzer the abuse tests run as a process of its own, so a crash or a hang names its case.
+        /// Not a dependency of the tests (`swift build` and `swift test` build it anyway): its allocator
+        /// hooks must not be linked into the test bundle, which has CAllocationCounter's.
+        .executableTarget(name: "ringside-abuse-fuzzer", dependencies: ["Ringside", "CRingside", "RingsideCollector", "CAbuseWatch"],
+                          path: "Tests/ringside-abuse-fuzzer"),
+        /// Watches the fuzzer's allocator (the largest request) and names the case a fatal signal arrived in.
+        .target(name: "CAbuseWatch", path: "Tests/CAbuseWatch"),
     ]
 )

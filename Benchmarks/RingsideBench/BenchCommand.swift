@@ -1,5 +1,6 @@
 import Ringside
 import RingsideCollector
+import RingsideJSON
 
 /// ringside-bench's command line.
 public struct BenchCommand: Sendable, Equatable {

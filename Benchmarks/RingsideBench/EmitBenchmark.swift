@@ -7,6 +7,7 @@ import RingsideCollector
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import RingsideJSON
 #endif
 
 /// How long and how finely to measure.
@@ -190,7 +191,7 @@ public enum EmitBenchmark {
 
         let consumerCPU = pinned ? "CPU \(cpus.consumer)" : "any CPU (pinning unavailable)"
         let method = "each sample is a batch of \(batch) back-to-back calls timed with CLOCK_MONOTONIC "
-            + "(clock_gettime through the vDSO); the timer's own cost, \(JSONValue.format(timerNanos)) ns "
+            + "(clock_gettime through the vDSO); the timer's own cost, \(JSON.figureText(timerNanos)) ns "
             + "(median of \(timerSamples) empty batches), is subtracted and the rest divided by \(batch), so "
             + "percentiles are of \(batch)-call means (one slow call of t ns shows as t/\(batch)); calls/s from a "
             + "separate untimed loop. Release build; the producer on "

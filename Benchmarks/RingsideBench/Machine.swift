@@ -2,6 +2,7 @@ import Foundation
 import CRingsideBench
 #if canImport(Glibc)
 import Glibc
+import RingsideJSON
 #endif
 
 /// The machine a run happened on, as the README's table names it.
@@ -46,9 +47,9 @@ public struct Machine: Sendable, Equatable {
                        pinned: pinned)
     }
 
-    public var json: JSONValue {
-        .object([("cpu", .string(cpu)), ("cores", .integer(Int64(cores))),
-                 ("allowed_cores", .integer(Int64(allowedCores))), ("clocksource", .string(clockSource)),
+    package var json: JSON {
+        .object([("cpu", .string(cpu)), ("cores", .int(Int64(cores))),
+                 ("allowed_cores", .int(Int64(allowedCores))), ("clocksource", .string(clockSource)),
                  ("kernel", .string(kernel)), ("pinned", .bool(pinned))])
     }
 

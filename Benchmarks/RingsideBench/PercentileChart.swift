@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import RingsideJSON
 #endif
 
 /// An SVG chart of latency percentile curves: x is the percentile on a "nines" scale
@@ -35,7 +36,7 @@ public struct PercentileChart {
             let clamped = max(ns, pow(10, lowDecade))
             return top + (highDecade - log10(clamped)) / (highDecade - lowDecade) * plotHeight
         }
-        func f(_ v: Double) -> String { JSONValue.format((v * 10).rounded() / 10) }
+        func f(_ v: Double) -> String { JSON.figureText((v * 10).rounded() / 10) }
 
         var out = """
         <svg xmlns="http://www.w3.org/2000/svg" width="\(f(width))" height="\(f(height))" \
@@ -77,9 +78,9 @@ public struct PercentileChart {
 
     static func nanosLabel(_ ns: Double) -> String {
         switch ns {
-        case ..<1000: return JSONValue.format(ns) + " ns"
-        case ..<1_000_000: return JSONValue.format(ns / 1000) + " µs"
-        default: return JSONValue.format(ns / 1_000_000) + " ms"
+        case ..<1000: return JSON.figureText(ns) + " ns"
+        case ..<1_000_000: return JSON.figureText(ns / 1000) + " µs"
+        default: return JSON.figureText(ns / 1_000_000) + " ms"
         }
     }
 

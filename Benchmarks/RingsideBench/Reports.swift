@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import RingsideJSON
 #endif
 
 /// The result of `ringside-bench emit`.
@@ -16,16 +17,16 @@ public struct EmitReport: Sendable {
     }
 
     /// The one JSON object `--json` prints.
-    public var json: JSONValue {
+    package var json: JSON {
         .object([
             ("benchmark", .string("emit")),
             ("machine", machine.json),
             ("method", .string(method)),
             ("results", .array(rows.map { row in
-                .object([("name", .string(row.name)), ("p50_ns", .number(row.p50)), ("p90_ns", .number(row.p90)),
-                         ("p99_ns", .number(row.p99)), ("p999_ns", .number(row.p999)), ("max_ns", .number(row.max)),
-                         ("mean_ns", .number(row.mean)), ("calls_per_s", .number(row.callsPerSecond.rounded())),
-                         ("dropped", .integer(Int64(clamping: row.dropped)))])
+                .object([("name", .string(row.name)), ("p50_ns", .figure(row.p50)), ("p90_ns", .figure(row.p90)),
+                         ("p99_ns", .figure(row.p99)), ("p999_ns", .figure(row.p999)), ("max_ns", .figure(row.max)),
+                         ("mean_ns", .figure(row.mean)), ("calls_per_s", .figure(row.callsPerSecond.rounded())),
+                         ("dropped", .int(Int64(clamping: row.dropped)))])
             })),
         ])
     }
@@ -104,17 +105,17 @@ public struct CollectorReport: Sendable {
         self.rssAnonMegabytes = rssAnonMegabytes
     }
 
-    public var json: JSONValue {
-        var results: [JSONValue] = drains.map { drain in
-            .object([("name", .string(drain.name)), ("records_per_s", .number(drain.recordsPerSecond.rounded()))])
+    package var json: JSON {
+        var results: [JSON] = drains.map { drain in
+            .object([("name", .string(drain.name)), ("records_per_s", .figure(drain.recordsPerSecond.rounded()))])
         }
-        results.append(.object([("name", .string("e2e")), ("p50_us", .number(e2eP50Micros)),
-                                ("p99_us", .number(e2eP99Micros)), ("samples", .integer(Int64(e2eSamples)))]))
-        results.append(.object([("name", .string("cpu_at_1m_per_s")), ("percent", .number((cpuPercent * 10).rounded() / 10)),
-                                ("records_per_s", .number(loadRecordsPerSecond.rounded())),
-                                ("dropped", .integer(Int64(clamping: loadDropped)))]))
-        results.append(.object([("name", .string("rss")), ("mb", .number((rssMegabytes * 10).rounded() / 10)),
-                                ("anon_mb", .number((rssAnonMegabytes * 10).rounded() / 10))]))
+        results.append(.object([("name", .string("e2e")), ("p50_us", .figure(e2eP50Micros)),
+                                ("p99_us", .figure(e2eP99Micros)), ("samples", .int(Int64(e2eSamples)))]))
+        results.append(.object([("name", .string("cpu_at_1m_per_s")), ("percent", .figure((cpuPercent * 10).rounded() / 10)),
+                                ("records_per_s", .figure(loadRecordsPerSecond.rounded())),
+                                ("dropped", .int(Int64(clamping: loadDropped)))]))
+        results.append(.object([("name", .string("rss")), ("mb", .figure((rssMegabytes * 10).rounded() / 10)),
+                                ("anon_mb", .figure((rssAnonMegabytes * 10).rounded() / 10))]))
         return .object([("benchmark", .string("collector")), ("machine", machine.json), ("method", .string(method)),
                         ("results", .array(results))])
     }

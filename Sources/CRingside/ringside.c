@@ -27,3 +27,109 @@ int rs_lock_byte_is_held(int fd, int byte) {
     if (fcntl(fd, F_OFD_GETLK, &lock) != 0) return -errno;
     return lock.l_type == F_UNLCK ? 0 : 1;
 }
+
+// MARK: - The SIGBUS guard (see ringside.h)
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+enum { RS_SLOT_FREE = 0, RS_SLOT_CLAIMED = 1, RS_SLOT_ACTIVE = 2 };
+
+typedef struct {
+    int state;       // RS_SLOT_*: base and size are meaningful while ACTIVE
+    int truncated;   // set by the handler, read by the mapping's owner
+    uintptr_t base;
+    size_t size;
+} rs_guard_slot;
+
+static rs_guard_slot rs_guard_slots[RS_GUARD_SLOTS];
+static int rs_guard_high_water;          // slots below it may be active: the handler scans no further
+static uint64_t rs_guard_faults;
+static uintptr_t rs_guard_page_size;
+static struct sigaction rs_guard_previous; // the SIGBUS disposition before ours
+static pthread_once_t rs_guard_once = PTHREAD_ONCE_INIT;
+static int rs_guard_installed;
+
+static void rs_guard_handler(int signo, siginfo_t *info, void *context) {
+    (void)signo;
+    (void)context;
+    int saved_errno = errno;
+    // si_code > 0: the kernel raised it for an access; <= 0: another process sent it.
+    if (info->si_code > 0) {
+        uintptr_t address = (uintptr_t)info->si_addr;
+        int limit = __atomic_load_n(&rs_guard_high_water, __ATOMIC_ACQUIRE);
+        for (int i = 0; i < limit; i++) {
+            rs_guard_slot *slot = &rs_guard_slots[i];
+            // Acquire pairs with the registration's release: base and size are the ones published.
+            if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != RS_SLOT_ACTIVE) continue;
+            uintptr_t base = __atomic_load_n(&slot->base, __ATOMIC_RELAXED);
+            size_t size = __atomic_load_n(&slot->size, __ATOMIC_RELAXED);
+            if (address < base || address - base >= size) continue;
+            void *page = (void *)(address & ~(rs_guard_page_size - 1));
+            // mmap is a plain system call here; it replaces only the faulting page of our range.
+            void *zero = mmap(page, rs_guard_page_size, PROT_READ | PROT_WRITE,
+                              MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (zero == MAP_FAILED) break;
+            __atomic_store_n(&slot->truncated, 1, __ATOMIC_RELEASE);
+            __atomic_fetch_add(&rs_guard_faults, 1, __ATOMIC_RELAXED);
+            errno = saved_errno;
+            return; // the access is retried and now reads the zero page
+        }
+    }
+    // Not ours: put back what was there before and let the signal be delivered to it. A fault
+    // recurs when we return; a signal sent by someone is sent again (it is blocked until then).
+    sigaction(SIGBUS, &rs_guard_previous, NULL);
+    if (info->si_code <= 0) raise(SIGBUS);
+    errno = saved_errno;
+}
+
+static void rs_guard_install(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    rs_guard_page_size = page > 0 ? (uintptr_t)page : 4096;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = rs_guard_handler;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    rs_guard_installed = sigaction(SIGBUS, &action, &rs_guard_previous) == 0;
+}
+
+int rs_guard_register(const void *base, size_t size) {
+    pthread_once(&rs_guard_once, rs_guard_install);
+    if (!rs_guard_installed || base == NULL || size == 0) return -1;
+    for (int i = 0; i < RS_GUARD_SLOTS; i++) {
+        rs_guard_slot *slot = &rs_guard_slots[i];
+        int expected = RS_SLOT_FREE;
+        if (!__atomic_compare_exchange_n(&slot->state, &expected, RS_SLOT_CLAIMED, 0,
+                                         __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) continue;
+        __atomic_store_n(&slot->base, (uintptr_t)base, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->size, size, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->truncated, 0, __ATOMIC_RELAXED);
+        // Raise the high-water mark before activating, so the handler's scan reaches the slot.
+        int high = __atomic_load_n(&rs_guard_high_water, __ATOMIC_RELAXED);
+        while (high < i + 1 && !__atomic_compare_exchange_n(&rs_guard_high_water, &high, i + 1, 1,
+                                                             __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+        // Release: a handler that sees ACTIVE sees this range's base and size.
+        __atomic_store_n(&slot->state, RS_SLOT_ACTIVE, __ATOMIC_RELEASE);
+        return i;
+    }
+    return -1;
+}
+
+void rs_guard_unregister(int slot) {
+    if (slot < 0 || slot >= RS_GUARD_SLOTS) return;
+    // Release: the owner's accesses to the range happen before the slot can be reused.
+    __atomic_store_n(&rs_guard_slots[slot].state, RS_SLOT_FREE, __ATOMIC_RELEASE);
+}
+
+int rs_guard_was_truncated(int slot) {
+    if (slot < 0 || slot >= RS_GUARD_SLOTS) return 0;
+    // Acquire pairs with the handler's release store.
+    return __atomic_load_n(&rs_guard_slots[slot].truncated, __ATOMIC_ACQUIRE);
+}
+
+uint64_t rs_guard_faults_absorbed(void) {
+    return __atomic_load_n(&rs_guard_faults, __ATOMIC_RELAXED);
+}

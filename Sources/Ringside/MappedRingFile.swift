@@ -33,6 +33,8 @@ final class MappedRingFile {
     let identity: RingFileIdentity
     private let descriptor: Int32
     private let base: UnsafeMutableRawPointer
+    /// The mapping's slot in the SIGBUS guard (`rs_guard_register`), or -1 when unguarded.
+    private let guardSlot: Int32
 
     private init(name: String, path: String, descriptor: Int32, base: UnsafeMutableRawPointer,
                  layout: RingLayout, role: Role) {
@@ -42,12 +44,15 @@ final class MappedRingFile {
         self.base = base
         self.layout = layout
         self.role = role
+        // Before any access: a file truncated from now on reads as zeros instead of raising SIGBUS.
+        guardSlot = rs_guard_register(base, layout.fileSize)
         var info = stat()
         fstat(descriptor, &info)
         identity = RingFileIdentity(info)
     }
 
     deinit {
+        rs_guard_unregister(guardSlot) // first: the range must not be claimed once it is unmapped
         munmap(base, layout.fileSize)
         close(descriptor) // also releases this description's lock
     }
@@ -60,7 +65,9 @@ final class MappedRingFile {
         precondition(role != .producer, "producers attach with openProducer")
         try RingDirectory.validate(name: name)
         let path = directory.filePath(for: name)
-        let flags = (role == .inspector ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC
+        // O_NONBLOCK: a FIFO planted under a ring's name must not block the open (it is then refused as
+        // not a regular file); on regular files it changes nothing.
+        let flags = (role == .inspector ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
         let fd = Glibc.open(path, flags)
         guard fd >= 0 else { throw openError(errno, name: name, path: path, directory: directory) }
         do throws(RingError) {
@@ -113,7 +120,7 @@ final class MappedRingFile {
         var fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         if fd < 0 && errno == EEXIST {
             created = false
-            fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+            fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         }
         guard fd >= 0 else {
             if errno == ENOENT && !created { return nil } // removed between the two opens
@@ -216,6 +223,28 @@ final class MappedRingFile {
     var producerAttaches: UInt32 { rs_load_relaxed_u32(pointer(to: \.producer_attaches)) }
     var consumerPID: Int32 { rs_load_relaxed_i32(pointer(to: \.consumer_pid)) }
     var consumerHeartbeatNanos: UInt64 { rs_load_relaxed_u64(pointer(to: \.consumer_heartbeat_ns)) }
+
+    /// Whether the file shrank under the mapping: the SIGBUS guard absorbed a fault in it (the
+    /// pages past the file's end now read as zeros), or, for a mapping the guard could not take,
+    /// the file is now smaller than the layout. Whatever was read from the mapping meanwhile
+    /// may be zeros and must be thrown away.
+    var wasTruncated: Bool {
+        if rs_guard_was_truncated(guardSlot) != 0 { return true }
+        return guardSlot < 0 && currentFileSize.map { $0 < layout.fileSize } == true
+    }
+
+    /// The file's size now, or nil if fstat fails.
+    var currentFileSize: Int? {
+        var info = stat()
+        return fstat(descriptor, &info) == 0 ? Int(info.st_size) : nil
+    }
+
+    /// Throws `.corrupt(.truncated)` when the file shrank under the mapping (see `wasTruncated`).
+    func checkNotTruncated() throws(RingError) {
+        guard wasTruncated else { return }
+        throw .corrupt(ring: name, path: path,
+                       problem: .truncated(fileSize: currentFileSize ?? 0, expected: layout.fileSize))
+    }
 
     /// Whether a live process holds the producer (or consumer) lock.
     func isLocked(byte: Int32) -> Bool { rs_lock_byte_is_held(descriptor, byte) == 1 }

@@ -46,6 +46,15 @@ public struct RingDirectory: Sendable, Equatable {
         }
     }
 
+    /// Why the directory cannot be listed (missing, not a directory, no permission), or nil.
+    public func accessProblem() -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return String(cString: strerror(errno)) }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else { return "not a directory" }
+        guard access(path, R_OK | X_OK) == 0 else { return String(cString: strerror(errno)) }
+        return nil
+    }
+
     /// The names of the rings in the directory (files `ringside.<valid name>`), sorted.
     /// A missing or unreadable directory has none.
     public func ringNames() -> [String] {

@@ -53,6 +53,7 @@ extension MappedRingFile {
         // Read before write: the producer only moves write forward, so the pair stays consistent.
         let read = readCursor
         let write = writeCursor
+        try checkNotTruncated() // zeros from a truncated file are not cursors
         guard read <= write, write - read <= layout.capacity else {
             throw .corrupt(ring: name, path: path,
                            problem: .cursorsOutOfRange(read: read, write: write, capacity: layout.capacity))
@@ -69,16 +70,18 @@ extension MappedRingFile {
         var found: [MetricDescriptor] = []
         for index in min(start, Int(count))..<Int(count) {
             do { found.append(try MetricDescriptor(entry: registryEntry(index), index: index)) } catch {
+                try checkNotTruncated() // an entry read as zeros: the file shrank, say so
                 throw .corrupt(ring: name, path: path, problem: error)
             }
         }
+        try checkNotTruncated()
         return found
     }
 
     func status() throws(RingError) -> RingStatus {
         let cursors = try checkedCursors()
         let fields = layoutFields
-        return RingStatus(
+        let status = RingStatus(
             name: name, path: path, formatVersion: fields.version, capacity: layout.capacity,
             maxMetrics: Int(layout.registryCapacity), fileSize: layout.fileSize,
             createdRealtimeNanos: fields.created_realtime_ns, createdMonotonicNanos: fields.created_monotonic_ns,
@@ -87,6 +90,8 @@ extension MappedRingFile {
             producerAlive: isLocked(byte: RS_LOCK_BYTE_PRODUCER), producerStartRealtimeNanos: producerStartNanos,
             heartbeatMonotonicNanos: heartbeatNanos, producerAttaches: producerAttaches,
             consumerPID: consumerPID, consumerAlive: role == .consumer || isLocked(byte: RS_LOCK_BYTE_CONSUMER))
+        try checkNotTruncated()
+        return status
     }
 }
 
@@ -129,6 +134,9 @@ package final class RingConsumer {
     /// Hands the published records, oldest first, to `body` in at most two contiguous batches
     /// (the ring wraps), up to `limit` records, then frees their slots for the producer.
     ///
+    /// - Throws: `.corrupt` when the cursors are out of range, or `.truncated` when the file
+    ///   shrank under the mapping (its pages read as zeros since: see `ringside.h`'s SIGBUS guard).
+    ///
     /// The buffers are valid only during `body`; `firstCursor` is the cursor of the batch's
     /// first record (records carry it in `sequence`). The records' contents are untrusted.
     /// - Returns: the number of records drained.
@@ -136,12 +144,17 @@ package final class RingConsumer {
     package func drain(limit: Int = .max,
                        _ body: (_ records: UnsafeBufferPointer<RingRecord>, _ firstCursor: UInt64) -> Void) throws(RingError) -> Int {
         let write = file.writeCursor
+        try file.checkNotTruncated()
         guard write >= cursor, write - cursor <= file.layout.capacity else {
             throw .corrupt(ring: file.name, path: file.path,
                            problem: .cursorsOutOfRange(read: cursor, write: write, capacity: file.layout.capacity))
         }
         let total = Int(min(write - cursor, UInt64(max(0, limit))))
         guard total > 0 else { return 0 }
+        // A file cut short before this drain is reported before a single zero is handed over.
+        if let size = file.currentFileSize, size < file.layout.fileSize {
+            throw .corrupt(ring: file.name, path: file.path, problem: .truncated(fileSize: size, expected: file.layout.fileSize))
+        }
         let capacity = Int(file.layout.capacity)
         var remaining = total
         while remaining > 0 {
@@ -151,6 +164,9 @@ package final class RingConsumer {
             cursor += UInt64(count)
             remaining -= count
         }
+        // Records read from a file truncated meanwhile were zeros (kind 0, which no metric has:
+        // a validating body rejects them); the ring is reported truncated, its cursor left alone.
+        try file.checkNotTruncated()
         file.publishReadCursor(cursor)
         return total
     }
@@ -191,13 +207,15 @@ package final class RingInspector {
             throw .corrupt(ring: file.name, path: file.path,
                            problem: .badMetricCount(count: count, capacity: file.layout.registryCapacity))
         }
-        return (0..<Int(count)).map { index in
+        let entries = (0..<Int(count)).map { index in
             do throws(RingCorruption) {
                 return .success(try MetricDescriptor(entry: file.registryEntry(index), index: index))
             } catch {
                 return .failure(error)
             }
-        }
+        } as [Result<MetricDescriptor, RingCorruption>]
+        try file.checkNotTruncated()
+        return entries
     }
 
     /// Copies the records now in the ring (the last `last` of them, if given), oldest first,
@@ -218,6 +236,7 @@ package final class RingInspector {
         // The producer rewrites slot c only after the consumer passes c, so the records at or
         // past the consumer's cursor now were not rewritten while we copied them.
         let stillUnread = file.readCursor
+        try file.checkNotTruncated()
         return copied.filter { $0.cursor >= stillUnread }
     }
 }

@@ -24,6 +24,7 @@ public final class Collector: @unchecked Sendable {
     private var lastDiscoveryNanos: UInt64 = 0
     private var lastPublishNanos: UInt64 = 0
     private var hasUnpublishedChanges = false
+    private var directoryProblem: String?
     private var rateMark: (nanos: UInt64, drained: UInt64) = (0, 0)
     private var generation: UInt64 = 0
     private var seriesVersions = VersionCounter()
@@ -142,6 +143,13 @@ public final class Collector: @unchecked Sendable {
 
     private func discover(nowNanos now: UInt64) {
         let directory = options.directory
+        // A missing or unreadable directory is said once (and once more when it comes back).
+        let problem = directory.accessProblem()
+        if problem != directoryProblem {
+            log(problem.map { "ring directory \(directory.path): \($0); waiting for it" }
+                ?? "ring directory \(directory.path) is readable")
+            directoryProblem = problem
+        }
         // Rings removed or replaced under the same name: drain what is left, then let go.
         for name in tracked.keys.sorted() {
             guard let ring = tracked[name] else { continue }

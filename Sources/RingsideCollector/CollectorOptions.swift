@@ -1,4 +1,5 @@
 import Ringside
+import RingsideHTTP
 
 /// The collector's configuration, from its command line.
 public struct CollectorOptions: Sendable, Equatable {
@@ -69,14 +70,21 @@ public struct CollectorOptions: Sendable, Equatable {
             switch flag {
             case "--help", "-h": return nil
             case "--demo": options.demo = true
-            case "--dir": directory = try value(for: flag)
+            case "--dir":
+                directory = try value(for: flag)
+                // An empty value would silently mean the default directory.
+                guard directory?.isEmpty == false else { throw UsageError("--dir is empty") }
             case "--ring":
                 let name = try value(for: flag)
                 do { try RingDirectory.validate(name: name) } catch { throw UsageError("--ring: \(error)") }
                 options.rings.append(name)
             case "--listen":
                 options.listen = try value(for: flag)
-                guard options.listen.contains(":") else { throw UsageError("--listen \(options.listen): expected HOST:PORT") }
+                // The form is checked here, so a typo is a usage error; resolving and binding happen at start.
+                do { try HTTPServer.validate(listen: options.listen) } catch {
+                    guard case let .invalidAddress(_, reason) = error else { throw UsageError("--listen \(options.listen): \(error)") }
+                    throw UsageError("--listen \(options.listen): \(reason)")
+                }
             case "--windows":
                 let text = try value(for: flag)
                 options.windowNanos = try parseList(text, flag: flag) { item throws(UsageError) in

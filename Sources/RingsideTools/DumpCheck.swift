@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideJSON
 
 /// What `check` found in one ring.
 struct RingCheck {

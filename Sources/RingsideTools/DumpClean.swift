@@ -1,4 +1,5 @@
 import Ringside
+import RingsideJSON
 
 /// `ringside-dump clean`: removes rings whose producer is dead and which are fully drained
 /// (`--force`: every ring whose producer is dead).

@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideJSON
 
 /// `ringside-dump info NAME`: the whole header, cursors, counters and metric registry.
 enum InfoCommand {

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideJSON
 
 /// `ringside-dump list`: one line per ring in the directory.
 enum ListCommand {

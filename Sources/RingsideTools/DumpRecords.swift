@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideJSON
 
 /// What the tools read in one look at a ring: its status, the records now in it, and the
 /// registry read after them (so every record's metric is in it).

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideJSON
 
 /// Exact statistics of one metric's records now in the ring.
 struct MetricStatistics {

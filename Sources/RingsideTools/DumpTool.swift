@@ -1,6 +1,7 @@
 import Ringside
 #if canImport(Glibc)
 import Glibc
+import RingsideJSON
 #endif
 
 /// `ringside-dump`: the operator's view of the rings in a directory, like AeronStat for Aeron

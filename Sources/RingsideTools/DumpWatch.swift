@@ -2,6 +2,7 @@ import CRingside
 import Ringside
 #if canImport(Glibc)
 import Glibc
+import RingsideJSON
 #endif
 
 /// `ringside-dump watch [NAME]`: rates, backlog and drops, refreshed like `top`.

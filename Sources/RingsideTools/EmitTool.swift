@@ -153,7 +153,8 @@ package enum EmitTool {
         let directory = RingDirectory(options.directory)
         if let capacity = options.capacity {
             ringOptions.capacity = capacity
-        } else if let existing = try? RingInspector(options.ring, directory: directory).status() {
+        } else if (try? refuseSpecialFile(options.ring, in: directory)) != nil,
+                  let existing = try? RingInspector(options.ring, directory: directory).status() {
             // Attach to an existing ring as it is, whatever its size.
             ringOptions.capacity = Int(existing.capacity)
             ringOptions.maxMetrics = existing.maxMetrics

@@ -1,6 +1,7 @@
 import Ringside
 #if canImport(Glibc)
 import Glibc
+import RingsideJSON
 #endif
 
 // MARK: - Tables

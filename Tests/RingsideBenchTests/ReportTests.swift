@@ -4,6 +4,7 @@ import FoundationXML
 #endif
 import Testing
 @testable import RingsideBench
+import RingsideJSON
 
 @Suite("Reports: JSON, table and chart")
 struct ReportTests {
@@ -55,7 +56,7 @@ struct ReportTests {
 
     @Test("non-finite numbers are written as null, strings are escaped")
     func jsonEscapes() {
-        let value = JSONValue.object([("a", .number(.nan)), ("b", .string("x\n\"\u{1}")), ("c", .number(2.5))])
+        let value = JSON.object([("a", .figure(.nan)), ("b", .string("x\n\"\u{1}")), ("c", .figure(2.5))])
         #expect(value.text == #"{"a":null,"b":"x\n\"\u0001","c":2.5}"#)
     }
 

@@ -198,6 +198,22 @@ struct CollectorTests {
         }
     }
 
+    @Test("a missing ring directory is said once, and its return too")
+    func missingDirectory() throws {
+        try withRingDirectory { parent in
+            let directory = RingDirectory(parent.path + "/later")
+            let captured = CapturedLog()
+            let collector = try makeCollector(directory, captured: captured)
+            pass(collector)
+            pass(collector, offset: 300_000_000)
+            #expect(captured.all.filter { $0.contains("No such file or directory; waiting for it") }.count == 1)
+            mkdir(directory.path, 0o700)
+            _ = try Ring.attach("late", directory: directory.path, options: .init(capacity: 16))
+            #expect(pass(collector, offset: 600_000_000).ring("late") != nil)
+            #expect(captured.contains("ring directory \(directory.path) is readable"))
+        }
+    }
+
     @Test("stop releases the rings so the next collector can take them")
     func stopReleases() throws {
         try withRingDirectory { directory in

@@ -1,3 +1,4 @@
+import CRingside
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -188,3 +189,33 @@ package func requiredSystemTool(_ name: String) throws -> String? {
     print("skipping: \(name) is not installed (apt-get install prometheus); CI runs this test")
     return nil
 }
+
+// MARK: - Seeded randomness and file surgery
+
+/// A small seeded generator (SplitMix64), so random tests repeat exactly.
+package struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+
+    package init(seed: UInt64) { state = seed }
+
+    package mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Overwrites bytes of a ring file at `offset` (the tests' way of corrupting one).
+package func patch<T>(_ path: String, at offset: Int, with value: T) {
+    let fd = open(path, O_WRONLY)
+    precondition(fd >= 0, "open \(path) for patching")
+    defer { close(fd) }
+    var copy = value
+    let written = withUnsafeBytes(of: &copy) { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+    precondition(written == MemoryLayout<T>.size, "patch \(path)")
+}
+
+/// The offset of a header field, from the C layout.
+package func headerOffset<T>(_ field: KeyPath<rs_header, T>) -> Int { MemoryLayout<rs_header>.offset(of: field)! }

@@ -12,16 +12,3 @@ func drainAll(_ consumer: RingConsumer) throws -> [(cursor: UInt64, record: Ring
     }
     return drained
 }
-
-/// Overwrites bytes of a ring file at `offset` (the tests' way of corrupting one).
-func patch<T>(_ path: String, at offset: Int, with value: T) {
-    let fd = open(path, O_WRONLY)
-    precondition(fd >= 0, "open \(path) for patching")
-    defer { close(fd) }
-    var copy = value
-    let written = withUnsafeBytes(of: &copy) { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-    precondition(written == MemoryLayout<T>.size, "patch \(path)")
-}
-
-/// The offset of a header field, from the C layout.
-func headerOffset<T>(_ field: KeyPath<rs_header, T>) -> Int { MemoryLayout<rs_header>.offset(of: field)! }

@@ -6,6 +6,7 @@ import Glibc
 import Ringside
 import RingsideTestSupport
 import Testing
+import RingsideJSON
 
 @Suite("ringside-dump on real rings made by a real producer process")
 struct DumpToolTests {
@@ -156,9 +157,13 @@ struct DumpToolTests {
             let stop = Stop()
             let path = directory.path
             let drainer = Thread {
-                // A collector: drains in small batches, as fast as it can, until told to stop.
+                // A collector: drains small batches with pauses, so the ring holds records while
+                // the dumps look (a drainer that keeps it empty would leave them nothing to show).
                 guard let consumer = try? RingConsumer("busy", directory: RingDirectory(path)) else { return }
-                while !stop.isSet { _ = try? consumer.drain(limit: 64) { _, _ in } }
+                while !stop.isSet {
+                    _ = try? consumer.drain(limit: 64) { _, _ in }
+                    usleep(500)
+                }
             }
             drainer.start()
             defer { stop.set() }

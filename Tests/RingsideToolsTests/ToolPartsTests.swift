@@ -1,6 +1,7 @@
 import Ringside
 @testable import RingsideTools
 import Testing
+import RingsideJSON
 
 @Suite("The tools' parts: JSON, times, percentiles, values, arguments")
 struct ToolPartsTests {

@@ -6,6 +6,7 @@ import Glibc
 #endif
 import Ringside
 import RingsideTestSupport
+import RingsideJSON
 
 /// What a tool run printed and how it ended.
 struct ToolRun {
@@ -121,19 +122,6 @@ func drainAll(_ directory: RingDirectory, _ name: String) throws -> [RingRecord]
     try consumer.drain { records, _ in drained += records }
     return drained
 }
-
-/// Overwrites bytes of a ring file at `offset` (the tests' way of corrupting one).
-func patch<T>(_ path: String, at offset: Int, with value: T) {
-    let fd = open(path, O_WRONLY)
-    precondition(fd >= 0, "open \(path) for patching")
-    defer { close(fd) }
-    var copy = value
-    let written = withUnsafeBytes(of: &copy) { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-    precondition(written == MemoryLayout<T>.size, "patch \(path)")
-}
-
-/// The offset of a header field, from the C layout.
-func headerOffset<T>(_ field: KeyPath<rs_header, T>) -> Int { MemoryLayout<rs_header>.offset(of: field)! }
 
 /// Waits up to `seconds` for `condition`, polling; returns whether it came true.
 func eventually(within seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {

@@ -317,6 +317,41 @@ int rs_lock_byte(int fd, int byte);
  */
 int rs_lock_byte_is_held(int fd, int byte);
 
+/* MARK: - The SIGBUS guard (ringside.c) */
+
+/*
+ * A mapped ring file that another process truncates (or that shrinks under us) turns every
+ * access to the pages past its new end into SIGBUS, which would kill a collector, a tool or a
+ * bot. The guard prevents that. Each mapping registers its range in a fixed-size lock-free
+ * table of RS_GUARD_SLOTS {base, size} slots (a full table leaves the mapping unguarded: the
+ * caller still checks the file's size). The first registration installs, once per process, a
+ * SIGBUS handler (sigaction, SA_SIGINFO). On a fault whose si_addr lies in a registered range,
+ * the handler maps a private anonymous zero page over the faulting page (mmap MAP_FIXED |
+ * MAP_PRIVATE | MAP_ANONYMOUS, read-write), marks the slot truncated and returns: the access
+ * is retried and reads zeros (a producer's stores land in the private page, harmlessly). The
+ * owner of the mapping then sees rs_guard_was_truncated() and reports the ring as truncated;
+ * unmapping the range removes the zero pages with it. Any other SIGBUS (outside every range,
+ * or sent with kill) restores the handler that was there before ours and is delivered again,
+ * so a real fault still crashes as it would have. C bots may use the same calls.
+ */
+#define RS_GUARD_SLOTS 4096
+
+/**
+ * Registers a mapped range with the guard, installing the handler on first use.
+ * Returns the slot (>= 0) to pass to the calls below, or -1 when the table is full or the
+ * handler could not be installed (the range is then unguarded). Thread-safe.
+ */
+int rs_guard_register(const void *base, size_t size);
+
+/** Removes a range registered with rs_guard_register; call it before munmap. Thread-safe. */
+void rs_guard_unregister(int slot);
+
+/** 1 if the guard absorbed a fault in the slot's range since it was registered, else 0. */
+int rs_guard_was_truncated(int slot);
+
+/** Faults the guard has absorbed in this process, in every range: for tests and diagnostics. */
+uint64_t rs_guard_faults_absorbed(void);
+
 #ifdef __cplusplus
 }
 #endif

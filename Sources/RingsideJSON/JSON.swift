@@ -1,5 +1,6 @@
-/// A JSON value written by hand: objects keep their keys in the order given, so documents read
-/// in a stable order, and 64-bit counts stay exact (a `Double` would round them past 2^53).
+/// A JSON value written by hand, shared by the tools and the benchmark: objects keep their keys
+/// in the order given, so documents read in a stable order, and 64-bit counts stay exact (a
+/// `Double` would round them past 2^53).
 package indirect enum JSON: Sendable, Equatable {
     case null
     case bool(Bool)
@@ -74,4 +75,16 @@ extension JSON {
     package static func members(_ members: [(String, JSON?)]) -> JSON {
         .object(members.compactMap { key, value in value.map { (key, $0) } })
     }
+}
+
+extension JSON {
+    /// A measured figure: a whole number without a fraction, else rounded to three decimals.
+    package static func figure(_ value: Double) -> JSON {
+        guard value.isFinite else { return .null }
+        let rounded = (value * 1000).rounded() / 1000
+        return rounded == rounded.rounded() && abs(rounded) < 1e15 ? .int(Int64(rounded)) : .double(rounded)
+    }
+
+    /// A figure as text: `12`, `6.25`.
+    package static func figureText(_ value: Double) -> String { figure(value).text }
 }

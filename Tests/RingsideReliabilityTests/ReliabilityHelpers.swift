@@ -1,0 +1,133 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Ringside
+import RingsideCollector
+import RingsideTestSupport
+import Synchronization
+import Testing
+
+/// Every suite of this target, one at a time: they kill processes, fill CPUs and time how soon a
+/// death is noticed, so they do not run against each other (they still run beside other targets).
+@Suite("Reliability: faults, SIGBUS and load", .serialized)
+struct ReliabilityTests {}
+
+/// Log lines a collector wrote, kept for the test to read.
+final class LogCapture: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var log: CollectorLog { CollectorLog { [self] line in lines.withLock { $0.append(line) } } }
+    var all: [String] { lines.withLock { $0 } }
+    func contains(_ texts: String...) -> Bool { all.contains { line in texts.allSatisfy { line.contains($0) } } }
+}
+
+/// Polls `body` every 10 ms for up to `seconds`; returns its first non-nil answer.
+func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
+    let deadline = Date().addingTimeInterval(seconds)
+    repeat {
+        if let value = try body() { return value }
+        usleep(10_000)
+    } while Date() < deadline
+    return nil
+}
+
+/// What `ringside-test-producer blast` prints when it stops.
+struct BlastCounts: Equatable {
+    var attempts: UInt64
+    var written: UInt64
+    var dropped: UInt64
+    var faults: UInt64
+
+    /// Parses "attempts A written W dropped D faults F".
+    init?(_ line: String?) {
+        let words = (line ?? "").split(separator: " ")
+        guard words.count == 8, words[0] == "attempts", words[2] == "written", words[4] == "dropped", words[6] == "faults",
+              let attempts = UInt64(words[1]), let written = UInt64(words[3]), let dropped = UInt64(words[5]),
+              let faults = UInt64(words[7]) else { return nil }
+        (self.attempts, self.written, self.dropped, self.faults) = (attempts, written, dropped, faults)
+    }
+}
+
+/// Starts `ringside-test-producer blast` into `ring` and waits for its "attached" line.
+func startBlast(_ directory: RingDirectory, ring: String, seconds: Double = 3600, rate: Int = 0,
+                capacity: Int = 4096, nice: Int = 0) throws -> ChildProcess {
+    let producer = try ChildProcess("ringside-test-producer", [
+        "blast", "--dir", directory.path, "--ring", ring, "--seconds", String(seconds), "--rate", String(rate),
+        "--capacity", String(capacity), "--nice", String(nice),
+    ])
+    let line = producer.readLine() ?? ""
+    guard line.hasPrefix("attached ") else { throw TestSupportError("blast into \(ring) did not attach: \(line) \(producer.waitForExit().standardError)") }
+    return producer
+}
+
+/// Stops a blast producer with SIGTERM and returns its counts.
+func stopBlast(_ producer: ChildProcess) throws -> BlastCounts {
+    producer.send(SIGTERM)
+    let line = producer.readLine()
+    let exit = producer.waitForExit()
+    guard exit.status == 0, let counts = BlastCounts(line) else {
+        throw TestSupportError("blast ended with status \(exit.status), output \(line ?? "none"): \(exit.standardError)")
+    }
+    return counts
+}
+
+/// A process's resident memory from /proc/PID/status: VmRSS and RssAnon in KiB.
+func residentKiB(of pid: Int32) -> (total: Int, anonymous: Int)? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    func field(_ name: String) -> Int? {
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
+        return line.split(separator: " ").compactMap { Int($0) }.first
+    }
+    guard let total = field("VmRSS"), let anonymous = field("RssAnon") else { return nil }
+    return (total, anonymous)
+}
+
+/// A process's CPU time so far (user + system) in seconds, from /proc/PID/stat.
+func cpuSeconds(of pid: Int32) -> Double? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = text.lastIndex(of: ")") else { return nil }
+    // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+/// Starts the real collector binary on an ephemeral port; returns it once it listens.
+func startCollectorProcess(_ arguments: [String]) throws -> ChildProcess {
+    let collector = try ChildProcess("ringside-collector", ["--listen", "127.0.0.1:0"] + arguments)
+    guard collector.waitForErrorLine(containing: "listening on http://") != nil else {
+        throw TestSupportError("the collector did not start: \(collector.waitForExit().standardError)")
+    }
+    return collector
+}
+
+/// A JSON document (the collector's `/latest` dump) read from a file, or nil if there is none yet.
+func readJSON(_ path: String) -> [String: Any]? {
+    guard let data = FileManager.default.contents(atPath: path) else { return nil }
+    return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+}
+
+/// The `rings` entry named `ring` of a `/latest` document.
+func ringEntry(_ document: [String: Any]?, _ ring: String) -> [String: Any]? {
+    (document?["rings"] as? [[String: Any]])?.first { $0["name"] as? String == ring }
+}
+
+/// The `windows[window]` object of the first series of `metric` in a `/latest` document.
+func windowEntry(_ document: [String: Any]?, metric: String, window: String) -> [String: Any]? {
+    let series = (document?["series"] as? [[String: Any]])?.first { $0["metric"] as? String == metric }
+    return (series?["windows"] as? [String: [String: Any]])?[window]
+}
+
+/// A JSON number as UInt64 (JSONSerialization gives NSNumber).
+func uint(_ value: Any?) -> UInt64? { (value as? NSNumber)?.uint64Value }
+
+/// Whether to run the long forms of the load tests (`RINGSIDE_LONG_TESTS=1`).
+var longTests: Bool { ProcessInfo.processInfo.environment["RINGSIDE_LONG_TESTS"] == "1" }
+
+/// Truncates a file to `size` bytes, as someone with write access to the ring directory might.
+func truncateFile(_ path: String, to size: Int) throws {
+    guard truncate(path, off_t(size)) == 0 else {
+        throw TestSupportError("truncate \(path): \(String(cString: strerror(errno)))")
+    }
+}
