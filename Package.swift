@@ -91,5 +91,10 @@ let package = Package(
                           path: "Tests/ringside-abuse-fuzzer"),
         /// Watches the fuzzer's allocator (the largest request) and names the case a fatal signal arrived in.
         .target(name: "CAbuseWatch", path: "Tests/CAbuseWatch"),
+        /// The operator's kit: a real Prometheus scraping real collectors, the rules and dashboard,
+        /// and the C, C++ and Python producers read back by the Swift reader.
+        .testTarget(name: "RingsideKitTests",
+                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
+                                   "ringside-collector", "ringside-test-producer"]),
     ]
 )

@@ -72,6 +72,13 @@ extern "C" {
 
 #define RS_INLINE static inline __attribute__((always_inline))
 
+/* C11 spells it _Static_assert, C++11 static_assert: the layout checks hold in both. */
+#ifdef __cplusplus
+#define RS_STATIC_ASSERT(condition, message) static_assert(condition, message)
+#else
+#define RS_STATIC_ASSERT(condition, message) _Static_assert(condition, message)
+#endif
+
 /* MARK: - Constants */
 
 /** "RINGSIDE" read as a little-endian 64-bit integer. */
@@ -185,17 +192,17 @@ typedef struct {
     uint16_t reserved;     /* 0x1E zero */
 } rs_record;
 
-_Static_assert(sizeof(rs_header) == 0x180, "rs_header is 384 bytes");
-_Static_assert(offsetof(rs_header, version) == 0x008, "version at 0x008");
-_Static_assert(offsetof(rs_header, file_size) == 0x030, "file_size at 0x030");
-_Static_assert(offsetof(rs_header, write_cursor) == 0x080, "producer line at 0x080");
-_Static_assert(offsetof(rs_header, metric_count) == 0x0A4, "metric_count at 0x0A4");
-_Static_assert(offsetof(rs_header, read_cursor) == 0x100, "consumer line at 0x100");
-_Static_assert(sizeof(rs_registry_entry) == RS_REGISTRY_ENTRY_SIZE, "registry entry is 512 bytes");
-_Static_assert(offsetof(rs_registry_entry, name) == 0x018, "name at 0x018");
-_Static_assert(offsetof(rs_registry_entry, labels) == 0x080, "labels at 0x080");
-_Static_assert(offsetof(rs_registry_entry, help) == 0x180, "help at 0x180");
-_Static_assert(sizeof(rs_record) == RS_RECORD_SIZE, "a record is 32 bytes");
+RS_STATIC_ASSERT(sizeof(rs_header) == 0x180, "rs_header is 384 bytes");
+RS_STATIC_ASSERT(offsetof(rs_header, version) == 0x008, "version at 0x008");
+RS_STATIC_ASSERT(offsetof(rs_header, file_size) == 0x030, "file_size at 0x030");
+RS_STATIC_ASSERT(offsetof(rs_header, write_cursor) == 0x080, "producer line at 0x080");
+RS_STATIC_ASSERT(offsetof(rs_header, metric_count) == 0x0A4, "metric_count at 0x0A4");
+RS_STATIC_ASSERT(offsetof(rs_header, read_cursor) == 0x100, "consumer line at 0x100");
+RS_STATIC_ASSERT(sizeof(rs_registry_entry) == RS_REGISTRY_ENTRY_SIZE, "registry entry is 512 bytes");
+RS_STATIC_ASSERT(offsetof(rs_registry_entry, name) == 0x018, "name at 0x018");
+RS_STATIC_ASSERT(offsetof(rs_registry_entry, labels) == 0x080, "labels at 0x080");
+RS_STATIC_ASSERT(offsetof(rs_registry_entry, help) == 0x180, "help at 0x180");
+RS_STATIC_ASSERT(sizeof(rs_record) == RS_RECORD_SIZE, "a record is 32 bytes");
 
 /* MARK: - Atomics on shared memory */
 

@@ -1,0 +1,116 @@
+import Foundation
+import RingsideTestSupport
+import Testing
+
+@Suite("the Grafana dashboard and the rules query only what the collector exports")
+struct GrafanaDashboardTests {
+    /// Every sample name a real collector exports: a bot with a histogram, a counter and a gauge,
+    /// an SLO, and a corrupt ring beside it (for `ringside_ring_skipped`).
+    static func exportedNames() throws -> Set<String> {
+        try withRingDirectory { directory in
+            let bot = try ChildProcess("ringside-test-producer", [
+                "kit", "--dir", directory.path, "--ring", "bot", "--count", "1000", "--start", "1000", "--step", "1000",
+                "--per-second", "100",
+            ])
+            defer { bot.kill() }
+            #expect(bot.readLine()?.hasPrefix("ready ") == true)
+            var junk = [UInt8](repeating: 0x5A, count: 8192)
+            junk.replaceSubrange(8..<12, with: [1, 0, 0, 0]) // a version, so the file is not "being created"
+            FileManager.default.createFile(atPath: directory.path + "/ringside.broken", contents: Data(junk),
+                                           attributes: [.posixPermissions: 0o600])
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms",
+                                                        "--slo", "order_fill_latency:p99<100us@1m"])
+            defer { collector.kill() }
+            let page = try eventually(seconds: 10) { () -> String? in
+                let body = try httpGet(port: port, path: "/metrics").body
+                return body.contains("orders_rate{") && body.contains("order_fill_latency_windowed_seconds{")
+                    && body.contains("ringside_slo_violated{") ? body : nil
+            }
+            return sampleNames(inMetricsPage: try #require(page, "the collector did not export the bot's metrics"))
+        }
+    }
+
+    /// Values for the dashboard's variables, as Grafana would substitute them.
+    static func substituteVariables(_ expression: String) -> String {
+        var text = expression
+        for (variable, value) in [("${metric:regex}", "order_fill_latency"), ("${metric}", "order_fill_latency"),
+                                  ("$metric", "order_fill_latency"), ("$instance", ".*"), ("$ring", ".*"),
+                                  ("$window", "1m"), ("$__rate_interval", "1m"), ("$__range", "1h")] {
+            text = text.replacingOccurrences(of: variable, with: value)
+        }
+        return text
+    }
+
+    @Test("the dashboard is valid JSON with the Prometheus data source as a variable, and every query selects exported metrics")
+    func dashboardQueriesExportedMetrics() throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: kitFile("tools/grafana/ringside-dashboard.json")))
+        let dashboard = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(dashboard["title"] as? String == "Ringside")
+        let variables = try #require((dashboard["templating"] as? [String: Any])?["list"] as? [[String: Any]])
+        let datasource = try #require(variables.first { $0["type"] as? String == "datasource" })
+        #expect(datasource["name"] as? String == "DS_PROMETHEUS" && datasource["query"] as? String == "prometheus")
+        for variable in ["instance", "ring", "metric", "window"] {
+            #expect(variables.contains { $0["name"] as? String == variable }, "variable \(variable) missing")
+        }
+
+        let panels = try #require(dashboard["panels"] as? [[String: Any]]).filter { $0["type"] as? String != "row" }
+        var titles: [String] = []
+        var expressions: [String] = []
+        for panel in panels {
+            titles.append(panel["title"] as? String ?? "")
+            #expect((panel["datasource"] as? [String: Any])?["uid"] as? String == "${DS_PROMETHEUS}",
+                    "panel \(panel["title"] ?? "?") does not use the data source variable")
+            let targets = try #require(panel["targets"] as? [[String: Any]], "panel \(panel["title"] ?? "?") has no targets")
+            for target in targets {
+                expressions.append(try #require(target["expr"] as? String))
+                #expect((target["datasource"] as? [String: Any])?["uid"] as? String == "${DS_PROMETHEUS}")
+            }
+        }
+        // The views users asked for.
+        let joined = expressions.joined(separator: "\n")
+        for needed in [#"quantile="0.5""#, #"quantile="0.99""#, #"quantile="0.999""#, "_rate", "ringside_ring_records_dropped_total",
+                       "ringside_ring_backlog_records", "ringside_ring_producer_alive", "ringside_slo_violated"] {
+            #expect(joined.contains(needed), "no panel queries \(needed)")
+        }
+
+        let exported = try Self.exportedNames()
+        let rulesText = try String(contentsOfFile: kitFile("tools/prometheus/ringside-rules.yml"), encoding: .utf8)
+        let allowed = exported.union(recordingRuleNames(inRulesFile: rulesText)).union(["up"])
+        for expression in expressions {
+            let concrete = Self.substituteVariables(expression)
+            let (names, patterns) = selectedMetricNames(in: concrete)
+            #expect(!names.isEmpty || !patterns.isEmpty, "no metric found in \(expression)")
+            for name in names {
+                #expect(allowed.contains(name), "\(name) is not exported (in \(expression))")
+            }
+            for pattern in patterns {
+                let regex = try NSRegularExpression(pattern: "^(?:\(pattern))$")
+                let matches = allowed.filter { regex.firstMatch(in: $0, range: NSRange($0.startIndex..., in: $0)) != nil }
+                #expect(!matches.isEmpty, "__name__ pattern \(pattern) matches nothing exported (in \(expression))")
+            }
+        }
+    }
+
+    @Test("every metric the rules query is one the collector exports (or a recording rule)")
+    func rulesQueryExportedMetrics() throws {
+        let text = try String(contentsOfFile: kitFile("tools/prometheus/ringside-rules.yml"), encoding: .utf8)
+        let allowed = try Self.exportedNames().union(recordingRuleNames(inRulesFile: text)).union(["up"])
+        let expressions = ruleExpressions(inRulesFile: text)
+        #expect(expressions.count >= 14)
+        for expression in expressions {
+            let (names, _) = selectedMetricNames(in: expression)
+            #expect(!names.isEmpty, "no metric found in \(expression)")
+            for name in names { #expect(allowed.contains(name), "\(name) is not exported (in \(expression))") }
+        }
+    }
+
+    @Test("the metric-name scanner finds names and skips functions, labels, ranges and groupings")
+    func scannerFindsNames() {
+        let (names, patterns) = selectedMetricNames(in:
+            #"histogram_quantile(0.99, sum by (le, ring) (rate(a_seconds_bucket{ring=~"x|y"}[5m]))) / on (ring) b_total > 1e-4"#)
+        #expect(names == ["a_seconds_bucket", "b_total"])
+        #expect(patterns.isEmpty)
+        let named = selectedMetricNames(in: #"{__name__=~".+_rate", window="1m"} + {__name__="c_d"}"#)
+        #expect(named.names.isEmpty && named.patterns == [".+_rate", "c_d"])
+    }
+}
