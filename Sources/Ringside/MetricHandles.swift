@@ -69,9 +69,11 @@ extension Ring {
         /// Ends a span and records its duration in the histogram's unit.
         @inlinable
         public func stop(_ start: SpanStart) {
-            let elapsed = rs_clock_precise_ns() &- start.nanoseconds
+            let end = rs_clock_precise_ns()
+            let elapsed = end &- start.nanoseconds
             let value = nanosecondsPerUnit == 1 ? elapsed : elapsed / nanosecondsPerUnit
-            ring.write(index, kind: .histogram, flags: UInt8(RS_FLAG_SPAN), value: value, isSampled: isSampled)
+            // The record is stamped with the end just read: no third clock read.
+            ring.write(index, kind: .histogram, flags: UInt8(RS_FLAG_SPAN), value: value, isSampled: isSampled, at: end)
         }
 
         /// Runs `body` as a span and returns its result; the span is recorded even if it throws.

@@ -37,7 +37,8 @@
  * kernel drops the lock when the process dies, so "the producer byte is locked" is also the
  * liveness signal (producer_pid says who; heartbeat_ns says when it last wrote).
  *
- * CLOCKS: record timestamps are CLOCK_MONOTONIC_COARSE nanoseconds (about 5 ns a read against
+ * CLOCKS: record timestamps are CLOCK_MONOTONIC nanoseconds, read with CLOCK_MONOTONIC_COARSE
+ * (same origin; a span's record carries the precise end time it measured) (about 5 ns a read against
  * 34 ns for CLOCK_MONOTONIC on our reference machine, with a resolution of a few milliseconds:
  * ample to place a record in a one-second window). rdtsc (18 ns) is faster than CLOCK_MONOTONIC
  * but needs calibration and does not exist on arm64, so it is not part of the format. Spans
@@ -183,7 +184,7 @@ typedef struct {
 
 /** One record (32 bytes). */
 typedef struct {
-    uint64_t timestamp_ns; /* 0x00 CLOCK_MONOTONIC_COARSE when written */
+    uint64_t timestamp_ns; /* 0x00 CLOCK_MONOTONIC ns when written (coarse clock; a span's end time) */
     uint64_t value;        /* 0x08 counter increment, gauge double bits, or observation */
     uint64_t sequence;     /* 0x10 the record's cursor: lets a reader check slot and record agree */
     uint32_t metric;       /* 0x18 registry index */
@@ -263,12 +264,13 @@ typedef struct {
 } rs_producer;
 
 /**
- * Writes one record, or counts a drop when the ring is full. Never blocks, allocates or
- * makes a system call (the coarse clock is read through the vDSO). Returns 1 if written.
- * Only the one producer that holds the producer lock may call it.
+ * Writes one record stamped `timestamp_ns` (CLOCK_MONOTONIC nanoseconds), or counts a drop when
+ * the ring is full. Never blocks, allocates or makes a system call. Returns 1 if written. Only
+ * the one producer that holds the producer lock may call it. A span passes the end time it
+ * already read with the precise clock, saving a clock read.
  */
-RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
-                                uint64_t value) {
+RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
+                                   uint64_t value, uint64_t timestamp_ns) {
     if (__builtin_expect(p->records == NULL, 0)) return 0;
     uint64_t cursor = p->next;
     if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
@@ -280,9 +282,8 @@ RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, u
             return 0;
         }
     }
-    uint64_t now = rs_clock_coarse_ns();
     rs_record *r = &p->records[cursor & p->mask];
-    r->timestamp_ns = now;
+    r->timestamp_ns = timestamp_ns;
     r->value = value;
     r->sequence = cursor;
     r->metric = metric;
@@ -292,8 +293,15 @@ RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, u
     p->next = cursor + 1;
     /* Release: the record's bytes are visible before the cursor that publishes them. */
     rs_store_release_u64(p->write_cursor, cursor + 1);
-    rs_store_relaxed_u64(p->heartbeat_ns, now);
+    rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
     return 1;
+}
+
+/** `rs_producer_write_at` stamped with the coarse clock: the usual way to write a record. */
+RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
+                                uint64_t value) {
+    if (__builtin_expect(p->records == NULL, 0)) return 0; /* disabled: not even a clock read */
+    return rs_producer_write_at(p, metric, kind, flags, value, rs_clock_coarse_ns());
 }
 
 /**
