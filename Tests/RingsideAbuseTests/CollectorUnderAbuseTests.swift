@@ -68,7 +68,7 @@ struct CollectorUnderAbuseTests {
 
             // Feed the producer throughout: 200 increments a second.
             group.enter()
-            DispatchQueue.global().async {
+            Thread.detachNewThread {
                 while !stop.load(ordering: .relaxed) {
                     feed.fileHandleForWriting.write(Data("1\n".utf8))
                     written.add(1, ordering: .relaxed)
@@ -86,7 +86,7 @@ struct CollectorUnderAbuseTests {
             // timeout (5 s, not reset by progress) runs out.
             let slowStatus = Mutex<Int?>(nil)
             group.enter()
-            DispatchQueue.global().async {
+            Thread.detachNewThread {
                 defer { group.leave() }
                 guard let slow = try? RawConnection(port: port, timeoutSeconds: 10) else { return }
                 let head = Array("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
@@ -101,9 +101,10 @@ struct CollectorUnderAbuseTests {
             let garbageResults = Mutex<[String]>([])
             let garbageServed = Atomic<Int>(0)
             group.enter()
-            DispatchQueue.global().async {
+            Thread.detachNewThread {
                 defer { group.leave() }
-                while !stop.load(ordering: .relaxed) {
+                // At least one full pass, however late this thread starts.
+                repeat {
                     for (name, bytes, expected) in abusiveRequests {
                         guard let connection = try? RawConnection(port: port, timeoutSeconds: 5) else {
                             garbageResults.withLock { $0.append("\(name): cannot connect") }
@@ -115,7 +116,7 @@ struct CollectorUnderAbuseTests {
                         if status != expected { garbageResults.withLock { $0.append("\(name): \(String(describing: status)), expected \(String(describing: expected))") } }
                         garbageServed.add(1, ordering: .relaxed)
                     }
-                }
+                } while !stop.load(ordering: .relaxed)
             }
 
             // Meanwhile: /metrics and /health, one new connection each, every 20 ms for 4 s
