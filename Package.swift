@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Ringside: a shared-memory telemetry transport. The toolchain only: no package dependencies,
-// no unsafeFlags (they would stop other packages from depending on this one).
+// and no unsafe compiler flags (they would stop other packages from depending on this one).
 let package = Package(
     name: "Ringside",
     products: [
@@ -87,7 +87,8 @@ let package = Package(
         /// The reader fuzzer the abuse tests run as a process of its own, so a crash or a hang names its case.
         /// Not a dependency of the tests (`swift build` and `swift test` build it anyway): its allocator
         /// hooks must not be linked into the test bundle, which has CAllocationCounter's.
-        .executableTarget(name: "ringside-abuse-fuzzer", dependencies: ["Ringside", "CRingside", "RingsideCollector", "CAbuseWatch"],
+        .executableTarget(name: "ringside-abuse-fuzzer",
+                          dependencies: ["Ringside", "CRingside", "RingsideCollector", "CAbuseWatch", "RingsideTestSupport"],
                           path: "Tests/ringside-abuse-fuzzer"),
         /// Watches the fuzzer's allocator (the largest request) and names the case a fatal signal arrived in.
         .target(name: "CAbuseWatch", path: "Tests/CAbuseWatch"),

@@ -16,6 +16,7 @@ import CRingside
 import Foundation
 import Ringside
 import RingsideCollector
+import RingsideTestSupport // SplitMix64: the same sequence for the same seed on every machine
 import Synchronization
 
 // MARK: - Arguments
@@ -41,21 +42,6 @@ let caseSeconds = UInt32(settings["case-seconds"] ?? "10") ?? 10
 let directory = RingDirectory(directoryPath)
 let ringName = "fuzz"
 let ringPath = directory.filePath(for: ringName)
-
-// MARK: - Randomness
-
-/// SplitMix64: small, fast, and the same sequence for the same seed on every machine.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 // MARK: - Valid rings to start from
 
