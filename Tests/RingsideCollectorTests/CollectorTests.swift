@@ -198,6 +198,26 @@ struct CollectorTests {
         }
     }
 
+    @Test("--ring restricts the collector to the named rings; sampled histograms count every call")
+    func ringFilterAndSampledHistograms() throws {
+        try withRingDirectory { directory in
+            let wanted = try Ring.attach("wanted", directory: directory.path, options: .init(capacity: 1024))
+            let latency = try wanted.histogram("latency", sampleEvery: 4)
+            for value in 1...400 { latency.record(UInt64(value)) }
+            let other = try Ring.attach("other", directory: directory.path, options: .init(capacity: 16))
+            try other.counter("ignored").increment()
+            var options = CollectorOptions()
+            options.directory = directory
+            options.rings = ["wanted"]
+            let snapshot = pass(Collector(options: options, log: CapturedLog().log))
+            #expect(snapshot.rings.map(\.name) == ["wanted"])
+            let series = try #require(snapshot.series("latency"))
+            // 100 records written, each standing for 4 calls.
+            #expect(series.windows[0].count == 400 && series.cumulativeCount == 400)
+            #expect(snapshot.series("ignored") == nil)
+        }
+    }
+
     @Test("a missing ring directory is said once, and its return too")
     func missingDirectory() throws {
         try withRingDirectory { parent in
