@@ -24,16 +24,19 @@ let package = Package(
         /// A small HTTP/1.1 server on POSIX sockets.
         .target(name: "RingsideHTTP"),
         /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
-        .target(name: "RingsideCollector", dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP"]),
+        .target(name: "RingsideCollector",
+                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP", "RingsideCommandLine"]),
         /// The synthetic trading bot of `--demo`, written against the public producer API only.
         .target(name: "RingsideDemo", dependencies: ["Ringside"]),
 
         // MARK: - Operator tools
 
         /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
-        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideJSON"]),
+        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideJSON", "RingsideCommandLine"]),
         /// A JSON value written by hand, shared by the tools and the benchmark.
         .target(name: "RingsideJSON"),
+        /// The usage error and the argument reading every executable shares.
+        .target(name: "RingsideCommandLine"),
 
         // MARK: - Executables
 
@@ -47,7 +50,7 @@ let package = Package(
         /// JSON and SVG. It imports Ringside as a bot does, so the hot path is the cross-module one.
         .target(name: "RingsideBench",
                 dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector",
-                               "RingsideJSON"],
+                               "RingsideJSON", "RingsideCommandLine"],
                 path: "Benchmarks/RingsideBench"),
         /// The C floor (the same ring written from C with the same clock) and thread pinning.
         .target(name: "CRingsideBench", dependencies: ["CRingside"], path: "Benchmarks/CRingsideBench"),
@@ -68,11 +71,11 @@ let package = Package(
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(name: "RingsideCollectorTests",
                     dependencies: ["RingsideCollector", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
-                                   "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
-        .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON"]),
+                                   "RingsideCommandLine", "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
+        .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP"]),
         .testTarget(name: "RingsideToolsTests",
-                    dependencies: ["RingsideTools", "RingsideJSON", "Ringside", "CRingside", "RingsideTestSupport",
+                    dependencies: ["RingsideTools", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideTestSupport",
                                    "ringside-test-producer", "ringside-dump", "ringside-emit"]),
         /// Faults, SIGBUS and load: producers and collectors killed at random points, a full ring
         /// directory, files truncated or removed under their readers, eight producers at full speed.

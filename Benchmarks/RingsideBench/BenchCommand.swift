@@ -1,5 +1,6 @@
 import Ringside
 import RingsideCollector
+import RingsideCommandLine
 import RingsideJSON
 
 /// ringside-bench's command line.
@@ -40,17 +41,9 @@ public struct BenchCommand: Sendable, Equatable {
     public static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand? {
         var command = BenchCommand()
         var named: [Benchmark] = []
-        var remaining = arguments[...]
-        func value(for flag: String) throws(UsageError) -> String {
-            guard let next = remaining.popFirst() else { throw UsageError("\(flag) needs a value") }
-            return next
-        }
-        while let argument = remaining.popFirst() {
-            var flag = argument
-            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
-                flag = String(argument[..<equals])
-                remaining.insert(String(argument[argument.index(after: equals)...]), at: remaining.startIndex)
-            }
+        var stream = ArgumentStream(arguments)
+        func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
+        while let flag = stream.next() {
             switch flag {
             case "--help", "-h": return nil
             case "emit", "collector": named.append(Benchmark(rawValue: flag)!)
@@ -88,8 +81,8 @@ public struct BenchCommand: Sendable, Equatable {
                     throw UsageError("--poll must be from 1ms to 10s")
                 }
             default:
-                throw UsageError(argument.hasPrefix("-") ? "unknown option \(argument) (see --help)"
-                                                         : "unexpected argument \(argument) (see --help)")
+                throw UsageError(flag.hasPrefix("-") ? "unknown option \(flag) (see --help)"
+                                                     : "unexpected argument \(flag) (see --help)")
             }
         }
         if !named.isEmpty { command.benchmarks = Array(Set(named)).sorted { $0.rawValue > $1.rawValue } }

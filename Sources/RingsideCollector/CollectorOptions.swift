@@ -1,4 +1,5 @@
 import Ringside
+import RingsideCommandLine
 import RingsideHTTP
 
 /// The collector's configuration, from its command line.
@@ -56,17 +57,9 @@ public struct CollectorOptions: Sendable, Equatable {
     public static func parse(_ arguments: [String]) throws(UsageError) -> CollectorOptions? {
         var options = CollectorOptions()
         var directory: String?
-        var remaining = arguments[...]
-        func value(for flag: String) throws(UsageError) -> String {
-            guard let next = remaining.popFirst() else { throw UsageError("\(flag) needs a value") }
-            return next
-        }
-        while let argument = remaining.popFirst() {
-            var flag = argument
-            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
-                flag = String(argument[..<equals])
-                remaining.insert(String(argument[argument.index(after: equals)...]), at: remaining.startIndex)
-            }
+        var stream = ArgumentStream(arguments)
+        func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
+        while let flag = stream.next() {
             switch flag {
             case "--help", "-h": return nil
             case "--demo": options.demo = true
@@ -124,8 +117,8 @@ public struct CollectorOptions: Sendable, Equatable {
                 guard let uid = UInt32(text) else { throw UsageError("--allow-uid: \(text) is not a user id") }
                 options.allowedUIDs.append(uid)
             default:
-                throw UsageError(argument.hasPrefix("-") ? "unknown option \(argument) (see --help)"
-                                                         : "unexpected argument \(argument) (see --help)")
+                throw UsageError(flag.hasPrefix("-") ? "unknown option \(flag) (see --help)"
+                                                     : "unexpected argument \(flag) (see --help)")
             }
         }
         options.directory = RingDirectory(directory)
@@ -144,12 +137,6 @@ public struct CollectorOptions: Sendable, Equatable {
         for item in items { parsed.append(try parse(item)) }
         return parsed
     }
-}
-
-/// A command-line mistake: one line saying what is wrong (the program exits with status 2).
-public struct UsageError: Error, Equatable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
 }
 
 /// Parses `250ms`, `5s`, `1m`, `100us`, `2h`, `500ns` into nanoseconds.

@@ -1,10 +1,4 @@
-/// A command-line mistake: one line saying what is wrong; the tool prints it and exits with
-/// status 2, and nothing else.
-package struct ToolUsageError: Error, Equatable, CustomStringConvertible {
-    package let description: String
-    package init(_ description: String) { self.description = description }
-}
-
+import RingsideCommandLine
 /// The exit statuses of both tools.
 package enum ExitStatus {
     /// Done, and nothing wrong was found.
@@ -36,7 +30,7 @@ struct ParsedArguments {
     /// Parses `arguments` against `spec`. Accepts `--option value` and `--option=value`; `--`
     /// ends the options; a token that reads as a number (`-1.5`) is an argument, not an option.
     /// - Parameter context: names the command in error messages (`ringside-dump records`).
-    init(_ arguments: some Sequence<String>, spec: OptionSpec, context: String) throws(ToolUsageError) {
+    init(_ arguments: some Sequence<String>, spec: OptionSpec, context: String) throws(UsageError) {
         var remaining = Array(arguments)[...]
         var optionsEnded = false
         while let argument = remaining.popFirst() {
@@ -52,33 +46,33 @@ struct ParsedArguments {
                 inline = String(argument[argument.index(after: equals)...])
             }
             if spec.flags.contains(name) {
-                guard inline == nil else { throw ToolUsageError("\(context): \(name) takes no value") }
+                guard inline == nil else { throw UsageError("\(context): \(name) takes no value") }
                 flags.insert(name)
             } else if spec.valued.contains(name) {
                 guard let value = inline ?? remaining.popFirst() else {
-                    throw ToolUsageError("\(context): \(name) needs a value")
+                    throw UsageError("\(context): \(name) needs a value")
                 }
                 if values[name] != nil && !spec.repeatable.contains(name) {
-                    throw ToolUsageError("\(context): \(name) is given twice")
+                    throw UsageError("\(context): \(name) is given twice")
                 }
                 values[name, default: []].append(value)
             } else {
-                throw ToolUsageError("\(context): unknown option \(name) (see \(context) --help)")
+                throw UsageError("\(context): unknown option \(name) (see \(context) --help)")
             }
         }
     }
 }
 
 /// Parses a count: a non-negative integer within `range`.
-func parseCount(_ text: String, option: String, context: String, range: ClosedRange<Int>) throws(ToolUsageError) -> Int {
+func parseCount(_ text: String, option: String, context: String, range: ClosedRange<Int>) throws(UsageError) -> Int {
     guard let value = Int(text), range.contains(value) else {
-        throw ToolUsageError("\(context): \(option) \(text) is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+        throw UsageError("\(context): \(option) \(text) is not a whole number from \(range.lowerBound) to \(range.upperBound)")
     }
     return value
 }
 
 /// Parses an interval: seconds (`0.5`, `2`) or a number and a unit (`250ms`, `2s`, `1m`).
-func parseInterval(_ text: String, option: String, context: String) throws(ToolUsageError) -> Double {
+func parseInterval(_ text: String, option: String, context: String) throws(UsageError) -> Double {
     let units: [(String, Double)] = [("ms", 1e-3), ("us", 1e-6), ("s", 1), ("m", 60), ("h", 3600)]
     var seconds = Double(text)
     if seconds == nil {
@@ -87,7 +81,7 @@ func parseInterval(_ text: String, option: String, context: String) throws(ToolU
         }
     }
     guard let seconds, seconds.isFinite, seconds >= 0.01, seconds <= 86_400 else {
-        throw ToolUsageError("\(context): \(option) \(text) is not an interval from 10ms to 24h (e.g. 1, 0.5, 250ms, 2s)")
+        throw UsageError("\(context): \(option) \(text) is not an interval from 10ms to 24h (e.g. 1, 0.5, 250ms, 2s)")
     }
     return seconds
 }

@@ -2,6 +2,7 @@ import Ringside
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
+import RingsideCommandLine
 #endif
 
 /// `ringside-dump`: the operator's view of the rings in a directory, like AeronStat for Aeron
@@ -136,7 +137,7 @@ package enum DumpTool {
         }
     }
 
-    private static func dispatch(_ arguments: [String], console: Console) throws(ToolUsageError) -> Int32 {
+    private static func dispatch(_ arguments: [String], console: Console) throws(UsageError) -> Int32 {
         // The command is the first word that is neither an option nor an option's value.
         var commandIndex: Int?
         var index = 0
@@ -151,7 +152,7 @@ package enum DumpTool {
                 console.print(usage)
                 return ExitStatus.success
             }
-            throw ToolUsageError("ringside-dump: no command given: one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
+            throw UsageError("ringside-dump: no command given: one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
         }
         var rest = arguments
         let word = rest.remove(at: commandIndex)
@@ -160,7 +161,7 @@ package enum DumpTool {
             return ExitStatus.success
         }
         guard let command = Command(rawValue: word) else {
-            throw ToolUsageError("ringside-dump: unknown command \"\(word)\": use one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
+            throw UsageError("ringside-dump: unknown command \"\(word)\": use one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
         }
         let name = "ringside-dump \(command.rawValue)"
         let parsed = try ParsedArguments(rest, spec: command.spec, context: name)
@@ -170,42 +171,42 @@ package enum DumpTool {
         }
         var owners: Set<UInt32> = []
         for text in parsed.all("--allow-uid") {
-            guard let uid = UInt32(text) else { throw ToolUsageError("\(name): --allow-uid \(text) is not a user id") }
+            guard let uid = UInt32(text) else { throw UsageError("\(name): --allow-uid \(text) is not a user id") }
             owners.insert(uid)
         }
-        if let dir = parsed.value("--dir"), dir.isEmpty { throw ToolUsageError("\(name): --dir is empty") }
+        if let dir = parsed.value("--dir"), dir.isEmpty { throw UsageError("\(name): --dir is empty") }
         let context = DumpContext(directory: RingDirectory(parsed.value("--dir")), allowedOwners: owners, console: console,
                                   json: parsed.has("--json"), raw: parsed.has("--raw"))
 
-        func ringName(required: Bool) throws(ToolUsageError) -> String? {
+        func ringName(required: Bool) throws(UsageError) -> String? {
             let positionals = parsed.positionals
             guard positionals.count <= 1 else {
-                throw ToolUsageError("\(name): unexpected argument \(positionals[1]) (one ring name at most)")
+                throw UsageError("\(name): unexpected argument \(positionals[1]) (one ring name at most)")
             }
             guard let ring = positionals.first else {
-                if required { throw ToolUsageError("\(name): which ring? give its name (ringside-dump list shows them)") }
+                if required { throw UsageError("\(name): which ring? give its name (ringside-dump list shows them)") }
                 return nil
             }
-            do { try RingDirectory.validate(name: ring) } catch { throw ToolUsageError("\(name): \(error)") }
+            do { try RingDirectory.validate(name: ring) } catch { throw UsageError("\(name): \(error)") }
             return ring
         }
 
         switch command {
         case .list:
-            if let ring = parsed.positionals.first { throw ToolUsageError("\(name): takes no ring name (got \(ring))") }
+            if let ring = parsed.positionals.first { throw UsageError("\(name): takes no ring name (got \(ring))") }
             return ListCommand.run(context)
         case .info:
             return InfoCommand.run(try ringName(required: true)!, context)
         case .records:
-            let last = try parsed.value("--last").map { text throws(ToolUsageError) in
+            let last = try parsed.value("--last").map { text throws(UsageError) in
                 try parseCount(text, option: "--last", context: name, range: 0...Int(Int32.max))
             }
             return RecordsCommand.run(try ringName(required: true)!, last: last, metrics: parsed.all("--metric"), context)
         case .watch:
-            let interval = try parsed.value("--interval").map { text throws(ToolUsageError) in
+            let interval = try parsed.value("--interval").map { text throws(UsageError) in
                 try parseInterval(text, option: "--interval", context: name)
             } ?? 1
-            let count = try parsed.value("--count").map { text throws(ToolUsageError) in
+            let count = try parsed.value("--count").map { text throws(UsageError) in
                 try parseCount(text, option: "--count", context: name, range: 1...Int(Int32.max))
             }
             return WatchCommand.run(try ringName(required: false), interval: interval, count: count, context)
@@ -214,13 +215,13 @@ package enum DumpTool {
         case .check:
             let ring = try ringName(required: false)
             switch (ring, parsed.has("--all")) {
-            case (nil, false): throw ToolUsageError("\(name): give a ring name or --all")
-            case (_?, true): throw ToolUsageError("\(name): give a ring name or --all, not both")
+            case (nil, false): throw UsageError("\(name): give a ring name or --all")
+            case (_?, true): throw UsageError("\(name): give a ring name or --all, not both")
             default: return CheckCommand.run(ring, context)
             }
         case .clean:
             if let ring = parsed.positionals.first {
-                throw ToolUsageError("\(name): takes no ring name (got \(ring)); it looks at every ring")
+                throw UsageError("\(name): takes no ring name (got \(ring)); it looks at every ring")
             }
             return CleanCommand.run(dryRun: parsed.has("--dry-run"), force: parsed.has("--force"), context)
         }

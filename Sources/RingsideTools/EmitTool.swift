@@ -1,6 +1,7 @@
 import Ringside
 #if canImport(Glibc)
 import Glibc
+import RingsideCommandLine
 #endif
 
 /// `ringside-emit`: writes values into a ring from a script, a cron job or a pipe, without
@@ -83,65 +84,65 @@ package enum EmitTool {
     }
 
     /// Parses the command line; nil means `--help`.
-    static func parse(_ arguments: [String]) throws(ToolUsageError) -> Options? {
+    static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
         let context = "ringside-emit"
         let spec = OptionSpec(flags: ["--help", "--drop"], valued: ["--ring", "--kind", "--unit", "--label", "--capacity", "--dir"],
                               repeatable: ["--label"])
         let parsed = try ParsedArguments(arguments, spec: spec, context: context)
         if parsed.has("--help") { return nil }
         var options = Options()
-        guard let ring = parsed.value("--ring") else { throw ToolUsageError("\(context): --ring NAME is required") }
-        do { try RingDirectory.validate(name: ring) } catch { throw ToolUsageError("\(context): --ring: \(error)") }
+        guard let ring = parsed.value("--ring") else { throw UsageError("\(context): --ring NAME is required") }
+        do { try RingDirectory.validate(name: ring) } catch { throw UsageError("\(context): --ring: \(error)") }
         options.ring = ring
         guard let metric = parsed.positionals.first else {
-            throw ToolUsageError("\(context): which metric? give its name after the options, e.g. ringside-emit --ring \(ring) job_seconds 42")
+            throw UsageError("\(context): which metric? give its name after the options, e.g. ringside-emit --ring \(ring) job_seconds 42")
         }
         if let problem = MetricDescriptor.problem(withName: metric) {
-            throw ToolUsageError("\(context): metric \"\(metric)\": \(problem)")
+            throw UsageError("\(context): metric \"\(metric)\": \(problem)")
         }
         options.metric = metric
         if let kind = parsed.value("--kind") {
             guard let found = MetricKind.allCases.first(where: { $0.description == kind }) else {
-                throw ToolUsageError("\(context): --kind \(kind): use histogram, counter or gauge")
+                throw UsageError("\(context): --kind \(kind): use histogram, counter or gauge")
             }
             options.kind = found
         }
         if let unit = parsed.value("--unit") {
             guard let found = MetricUnit(symbol: unit) else {
-                throw ToolUsageError("\(context): --unit \(unit): use ns, us, ms, s, bytes or none")
+                throw UsageError("\(context): --unit \(unit): use ns, us, ms, s, bytes or none")
             }
             options.unit = found
         }
         if options.kind == .counter && options.unit != .none {
-            throw ToolUsageError("\(context): --unit \(options.unit): counters have no unit (use a histogram or a gauge)")
+            throw UsageError("\(context): --unit \(options.unit): counters have no unit (use a histogram or a gauge)")
         }
         for label in parsed.all("--label") {
             guard let equals = label.firstIndex(of: "="), equals != label.startIndex else {
-                throw ToolUsageError("\(context): --label \(label): expected KEY=VALUE")
+                throw UsageError("\(context): --label \(label): expected KEY=VALUE")
             }
             let key = String(label[..<equals])
-            guard options.labels[key] == nil else { throw ToolUsageError("\(context): --label \(key) is given twice") }
+            guard options.labels[key] == nil else { throw UsageError("\(context): --label \(key) is given twice") }
             options.labels[key] = String(label[label.index(after: equals)...])
         }
         if case let .failure(problem) = MetricDescriptor.encode(labels: options.labels) {
-            throw ToolUsageError("\(context): --label: \(problem.reason)")
+            throw UsageError("\(context): --label: \(problem.reason)")
         }
         options.drop = parsed.has("--drop")
         if let capacity = parsed.value("--capacity") {
             guard let value = Int(capacity), value >= 16, value <= 1 << 28, value & (value - 1) == 0 else {
-                throw ToolUsageError("\(context): --capacity \(capacity): a power of two from 16 to 268435456 records")
+                throw UsageError("\(context): --capacity \(capacity): a power of two from 16 to 268435456 records")
             }
             options.capacity = value
         }
         if let dir = parsed.value("--dir") {
-            guard !dir.isEmpty else { throw ToolUsageError("\(context): --dir is empty") }
+            guard !dir.isEmpty else { throw UsageError("\(context): --dir is empty") }
             options.directory = dir
         }
         for (offset, text) in parsed.positionals.dropFirst().enumerated() {
             switch parseValue(text, kind: options.kind, unit: options.unit) {
             case let .success(bits): options.values.append(bits)
             case let .failure(problem):
-                throw ToolUsageError("\(context): value \(offset + 1) \"\(text)\": \(problem.reason); nothing was written")
+                throw UsageError("\(context): value \(offset + 1) \"\(text)\": \(problem.reason); nothing was written")
             }
         }
         return options

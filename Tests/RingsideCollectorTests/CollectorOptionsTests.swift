@@ -1,4 +1,5 @@
 @testable import RingsideCollector
+import RingsideCommandLine
 import Testing
 
 @Suite("Collector command line and SLO rules")

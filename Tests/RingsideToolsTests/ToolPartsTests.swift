@@ -2,6 +2,7 @@ import Ringside
 @testable import RingsideTools
 import Testing
 import RingsideJSON
+import RingsideCommandLine
 
 @Suite("The tools' parts: JSON, times, percentiles, values, arguments")
 struct ToolPartsTests {
@@ -45,7 +46,7 @@ struct ToolPartsTests {
         let parsed = try ParsedArguments(["--ring=r", "m", "-1.5", "--drop", "--", "--ring"], spec: spec, context: "t")
         #expect(parsed.positionals == ["m", "-1.5", "--ring"])
         #expect(parsed.value("--ring") == "r" && parsed.has("--drop"))
-        #expect(throws: ToolUsageError("t: --ring is given twice")) {
+        #expect(throws: UsageError("t: --ring is given twice")) {
             try ParsedArguments(["--ring", "a", "--ring", "b"], spec: spec, context: "t")
         }
     }
