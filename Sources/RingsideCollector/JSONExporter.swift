@@ -193,7 +193,8 @@ public final class LatestRenderer: Sendable {
 }
 
 /// Writes JSON into a byte buffer, tracking commas; numbers that are not finite become null.
-/// A class, so nested writing closures can share it.
+/// A class, so nested writing closures can share it. It streams bytes rather than building a
+/// `RingsideJSON` value tree, which would cost a String per field for every one of thousands of series.
 final class JSONWriter {
     private let text = TextBuffer(capacity: 4096)
     private var needsComma = false
