@@ -20,7 +20,9 @@ final class Connection {
     let fd: Int32
     var parser: RequestParser
     var phase = Phase.reading
-    var output: [UInt8] = []
+    /// What is left to send, in order (a response's head, then its body); `written` bytes of the
+    /// first are sent.
+    var output: [[UInt8]] = []
     var written = 0
     /// Monotonic milliseconds after which the current phase has taken too long.
     var deadline: Int64
@@ -40,16 +42,18 @@ final class Connection {
     /// Writes as much of `output` as the socket takes. Returns true once all of it is sent;
     /// closes the connection if the peer is gone.
     func flush() -> Bool {
-        while written < output.count {
-            let result = output.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[written...])) }
-            switch result {
-            case .bytes(let n): written += n
-            case .wouldBlock: return false
-            case .endOfStream, .failed: close(); return false
+        while let part = output.first {
+            while written < part.count {
+                let result = part.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[written...])) }
+                switch result {
+                case .bytes(let n): written += n
+                case .wouldBlock: return false
+                case .endOfStream, .failed: close(); return false
+                }
             }
+            output.removeFirst()
+            written = 0
         }
-        output.removeAll(keepingCapacity: true)
-        written = 0
         return true
     }
 

@@ -97,7 +97,7 @@ final class ServerLoop {
     /// Over the bound: one best-effort 503 so the client knows to retry, then close at once.
     private func refuseOverLimit(_ fd: Int32) {
         let response = refusalResponse(status: 503, message: "too many connections; retry shortly")
-        let bytes = encodeResponse(response, headOnly: false, disposition: .close)
+        let bytes = encodedBytes(response)
         _ = bytes.withUnsafeBytes { Syscall.send(fd, $0) }
         Syscall.close(fd)
     }
@@ -138,11 +138,13 @@ final class ServerLoop {
                 let response = handler(request)
                 let disposition: ConnectionDisposition =
                     !keepAlive ? .close : request.minorVersion == 0 ? .keepAliveAnnounced : .keepAlive
-                connection.output = encodeResponse(response, headOnly: request.method == "HEAD", disposition: disposition)
+                let (head, body) = encodeResponse(response, headOnly: request.method == "HEAD", disposition: disposition)
+                connection.output = [head, body]
                 connection.phase = .writing(closeAfter: !keepAlive)
             case let .refuse(status, message):
                 let response = refusalResponse(status: status, message: message)
-                connection.output = encodeResponse(response, headOnly: false, disposition: .close)
+                let (head, body) = encodeResponse(response, headOnly: false, disposition: .close)
+                connection.output = [head, body]
                 connection.phase = .writing(closeAfter: true)
             }
             connection.deadline = now + limits.writeTimeout.wholeMilliseconds
@@ -168,7 +170,7 @@ final class ServerLoop {
     private func expire(_ connection: Connection) {
         if connection.phase == .reading && !connection.parser.buffer.isEmpty {
             let response = refusalResponse(status: 408, message: "request head not received within the timeout")
-            let bytes = encodeResponse(response, headOnly: false, disposition: .close)
+            let bytes = encodedBytes(response)
             _ = bytes.withUnsafeBytes { Syscall.send(connection.fd, $0) }
         }
         connection.close()

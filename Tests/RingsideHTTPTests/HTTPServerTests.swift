@@ -198,6 +198,19 @@ struct HTTPServerTests {
         }
     }
 
+    @Test("A 16 MiB body arrives whole after its head, and the connection then answers the next request")
+    func largeBodyWhole() throws {
+        try withServer { server in
+            let client = try RawClient(port: server.boundPort, timeoutSeconds: 10)
+            try client.send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            let big = try client.readResponse()
+            #expect(big.status == 200 && big.header("Content-Length") == String(bigBody.count))
+            #expect(big.body == bigBody)
+            try client.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try client.readResponse().status == 200)
+        }
+    }
+
     @Test("A client that does not read a large response delays no one and is dropped after the write timeout")
     func stalledReader() throws {
         var limits = HTTPServerLimits()
