@@ -17,7 +17,7 @@ import Synchronization
 public enum PrometheusExporter {
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    /// Renders a snapshot from scratch.
+    /// The page for a snapshot.
     public static func render(_ snapshot: Snapshot) -> [UInt8] {
         PrometheusRenderer().render(snapshot)
     }
@@ -42,11 +42,14 @@ public enum PrometheusExporter {
     static let infiniteBucketLabel = Array("le=\"+Inf\"".utf8)
 
     /// The family and sample names a metric exports, computed once per metric name and unit.
-    struct FamilyNames: Sendable {
+    /// A class: every series of the metric shares one, without copying its arrays.
+    final class FamilyNames: Sendable {
         let main: String, windowed: String, windowMax: String, windowMin: String, rate: String
         let bucket: [UInt8], sum: [UInt8], count: [UInt8]
         let windowedSum: [UInt8], windowedCount: [UInt8]
         let mainBytes: [UInt8], windowedBytes: [UInt8], windowMaxBytes: [UInt8], windowMinBytes: [UInt8], rateBytes: [UInt8]
+        /// The families, in the order they are written, with their types.
+        let parts: [(part: PrometheusPage.Part, family: String, type: String)]
 
         init(_ metric: MetricDescriptor) {
             let suffix = exportUnit(metric.unit).suffix
@@ -71,98 +74,16 @@ public enum PrometheusExporter {
             windowMaxBytes = Array(windowMax.utf8)
             windowMinBytes = Array(windowMin.utf8)
             rateBytes = Array(rate.utf8)
-        }
-    }
-
-    /// The series' own labels, rendered once for all of its lines and kept for its whole life.
-    static func labels(of series: SeriesSnapshot) -> [UInt8] {
-        var text = SampleLines()
-        text.appendLabels([("ring", series.ring)] + series.metric.labels.map { (exportedLabelName($0.key), $0.value) })
-        return text.text.bytes
-    }
-
-    /// The whole-series part: cumulative buckets, sum and count; a counter's total; a gauge's value.
-    static func renderWhole(_ series: SeriesSnapshot, names: FamilyNames, labels: [UInt8]) -> RenderedPiece {
-        let metric = series.metric
-        let scale = exportUnit(metric.unit).scale
-        var lines = SampleLines(text: TextBuffer(capacity: metric.kind == .histogram ? 2048 : 256))
-        var piece = RenderedPiece()
-        switch metric.kind {
-        case .histogram:
-            for (le, count) in zip(bucketLabels[metric.unit] ?? [], series.cumulativeBuckets) {
-                lines.add(names.bucket, labels, le, Double(count))
-            }
-            lines.add(names.bucket, labels, infiniteBucketLabel, Double(series.cumulativeCount))
-            lines.add(names.sum, labels, [], series.cumulativeSum * scale)
-            lines.add(names.count, labels, [], Double(series.cumulativeCount))
-            piece.close(names.main, "histogram", .metric, at: lines)
-        case .counter:
-            lines.add(names.mainBytes, labels, [], series.cumulativeSum * scale)
-            piece.close(names.main, "counter", .metric, at: lines)
-        case .gauge:
-            if let last = series.lastValue { lines.add(names.mainBytes, labels, [], last * scale) }
-            piece.close(names.main, "gauge", .metric, at: lines)
-        }
-        piece.text = lines.text.bytes
-        return piece
-    }
-
-    /// The windowed part: quantiles, sums, counts and maxima per window; rates; gauge extremes.
-    static func renderWindows(_ series: SeriesSnapshot, names: FamilyNames, shared: SharedLabels,
-                              labels: [UInt8]) -> RenderedPiece {
-        let metric = series.metric
-        let scale = exportUnit(metric.unit).scale
-        var lines = SampleLines(text: TextBuffer(capacity: metric.kind == .histogram ? 2048 : 512))
-        var piece = RenderedPiece()
-        let windows = series.windows.indices.filter { $0 < shared.windows.count }
-        // Histogram values are whole numbers of the unit: times print as exact decimal seconds.
-        let nanosPerUnit = metric.unit.nanoseconds
-        func addValue(_ name: [UInt8], _ extra: [UInt8], _ value: UInt64) {
-            if let nanosPerUnit {
-                lines.add(name, labels, extra, seconds: value &* nanosPerUnit)
-            } else {
-                lines.add(name, labels, extra, Double(value))
+            switch metric.kind {
+            case .histogram: parts = [(.whole, main, "histogram"), (.windowed, windowed, "summary"), (.windowMax, windowMax, "gauge")]
+            case .counter: parts = [(.whole, main, "counter"), (.rate, rate, "gauge")]
+            case .gauge: parts = [(.whole, main, "gauge"), (.windowMin, windowMin, "gauge"), (.windowMax, windowMax, "gauge")]
             }
         }
-        switch metric.kind {
-        case .histogram:
-            for window in windows {
-                let stats = series.windows[window]
-                for (quantile, value) in zip(shared.windowQuantiles[window], stats.quantileValues) {
-                    addValue(names.windowedBytes, quantile, value)
-                }
-                lines.add(names.windowedSum, labels, shared.windows[window], stats.sum * scale)
-                lines.add(names.windowedCount, labels, shared.windows[window], Double(stats.count))
-            }
-            piece.close(names.windowed, "summary", .windowed, at: lines)
-            for window in windows { addValue(names.windowMaxBytes, shared.windows[window], series.windows[window].max) }
-            piece.close(names.windowMax, "gauge", .windowMax, at: lines)
-        case .counter:
-            for window in windows {
-                lines.add(names.rateBytes, labels, shared.windows[window], series.windows[window].rate * scale)
-            }
-            piece.close(names.rate, "gauge", .rate, at: lines)
-        case .gauge:
-            for window in windows {
-                if let low = series.windows[window].gaugeMin {
-                    lines.add(names.windowMinBytes, labels, shared.windows[window], low * scale)
-                }
-            }
-            piece.close(names.windowMin, "gauge", .windowMin, at: lines)
-            for window in windows {
-                if let high = series.windows[window].gaugeMax {
-                    lines.add(names.windowMaxBytes, labels, shared.windows[window], high * scale)
-                }
-            }
-            piece.close(names.windowMax, "gauge", .windowMax, at: lines)
-        }
-        piece.text = lines.text.bytes
-        return piece
     }
 
     /// The HELP text of a family a metric exports.
-    static func help(_ role: HelpRole, of metric: MetricDescriptor?) -> String {
-        guard let metric else { if case let .fixed(text) = role { return text }; return "" }
+    static func help(_ role: HelpRole, of metric: MetricDescriptor) -> String {
         let own = metric.help.isEmpty ? "\(metric.name) (\(metric.kind), recorded in \(metric.unit)) from Ringside producers"
                                       : metric.help
         switch role {
@@ -171,32 +92,47 @@ public enum PrometheusExporter {
         case .windowMax: return "The largest \(metric.name) in each sliding window"
         case .windowMin: return "The smallest \(metric.name) set in each sliding window"
         case .rate: return "\(metric.name) per second over each sliding window"
-        case let .fixed(text): return text
         }
     }
 
     // MARK: - Self-metrics
 
-    /// A family of the collector's own, as one rendered "series".
-    static func selfFamily(_ name: String, _ type: String, _ help: String,
-                           _ samples: [([(String, String)], Double)]) -> RenderedPiece {
-        var lines = SampleLines()
-        let nameBytes = Array(name.utf8)
-        for (labels, value) in samples {
-            var rendered = SampleLines(text: TextBuffer(capacity: 64))
-            rendered.appendLabels(labels)
-            lines.add(nameBytes, rendered.text.bytes, [], value)
+    /// A family of the collector's own, its lines rendered.
+    struct FixedFamily {
+        let name: String
+        let type: String
+        let help: String
+        let lines: [UInt8]
+
+        init(_ name: String, _ type: String, _ help: String, _ samples: [([(String, String)], Double)]) {
+            self.name = name
+            self.type = type
+            self.help = help
+            let text = TextBuffer(capacity: 256)
+            for (labels, value) in samples {
+                text.append(name)
+                if !labels.isEmpty {
+                    text.append(UInt8(ascii: "{"))
+                    for (index, (key, value)) in labels.enumerated() {
+                        if index > 0 { text.append(UInt8(ascii: ",")) }
+                        text.append("\(key)=\"")
+                        text.appendEscaped(value, inLabel: true)
+                        text.append(UInt8(ascii: "\""))
+                    }
+                    text.append(UInt8(ascii: "}"))
+                }
+                text.append(UInt8(ascii: " "))
+                text.appendNumber(value)
+                text.append(UInt8(ascii: "\n"))
+            }
+            lines = text.bytes
         }
-        var piece = RenderedPiece()
-        piece.close(name, type, .fixed(help), at: lines)
-        piece.text = lines.text.bytes
-        return piece
     }
 
-    static func selfMetrics(_ snapshot: Snapshot) -> [RenderedPiece] {
-        var result: [RenderedPiece] = []
+    static func selfMetrics(_ snapshot: Snapshot) -> [FixedFamily] {
+        var result: [FixedFamily] = []
         func family(_ name: String, _ type: String, _ help: String, _ samples: [([(String, String)], Double)]) {
-            result.append(selfFamily(name, type, help, samples))
+            result.append(FixedFamily(name, type, help, samples))
         }
         let attached = snapshot.rings.filter { $0.state != .skipped }
         func perRing(_ value: (RingSnapshot) -> Double) -> [([(String, String)], Double)] {
@@ -256,9 +192,8 @@ public enum PrometheusExporter {
         suffix.isEmpty || name.hasSuffix(suffix) ? name : name + suffix
     }
 
-    private static func exportedLabelName(_ key: String) -> String {
-        ["ring", "window", "quantile", "le", "slo"].contains(key) ? "exported_" + key : key
-    }
+    /// Label names of the exporter's own, which a metric's labels are renamed away from.
+    static let reservedLabelNames: [[UInt8]] = ["ring", "window", "quantile", "le", "slo"].map { Array($0.utf8) }
 
     /// A bucket bound in base units, exactly: 100 ns is `0.0000001`, never `1.0000000000000001e-07`.
     static func formatLe(_ bound: UInt64, unit: MetricUnit) -> String {
@@ -274,205 +209,17 @@ public enum PrometheusExporter {
 /// Which HELP text a family gets: derived from its metric once, when the family is first claimed.
 enum HelpRole: Sendable {
     case metric, windowed, windowMax, windowMin, rate
-    case fixed(String)
 }
 
-/// Lines for one or more families: `text` holds them all, family after family; each part ends
-/// at `end`.
-struct RenderedPiece: Sendable {
-    struct Part: Sendable {
-        let family: String
-        let type: String
-        let help: HelpRole
-        let end: Int
-    }
-
-    var text: [UInt8] = []
-    var parts: [Part] = []
-
-    mutating func close(_ family: String, _ type: String, _ help: HelpRole, at lines: SampleLines) {
-        parts.append(Part(family: family, type: type, help: help, end: lines.text.count))
-    }
-}
-
-/// Renders snapshots, keeping each series' text while its versions stay the same: a scrape
-/// formats only the parts that changed since the last one (a window sliding re-renders the
-/// windowed lines, not the cumulative buckets). Safe to call from any thread.
+/// Renders pages, keeping the buffers it writes them in from one page to the next. Safe to
+/// call from any thread; renders take turns.
 public final class PrometheusRenderer: Sendable {
-    private struct Cached: Sendable {
-        var labels: [UInt8]
-        var wholeVersion: UInt64
-        var whole: RenderedPiece
-        var version: UInt64
-        var windows: RenderedPiece
-    }
-
-    private let cache = Mutex<[UInt64: Cached]>([:])
+    private let buffers = Mutex<[TextBuffer]>([])
 
     public init() {}
 
     public func render(_ snapshot: Snapshot) -> [UInt8] {
-        let shared = PrometheusExporter.SharedLabels(windows: snapshot.windowNanos.map(formatDuration),
-                                                     quantiles: snapshot.quantiles)
-        let previous = cache.withLock { $0 }
-        var current: [UInt64: Cached] = [:]
-        current.reserveCapacity(snapshot.series.count)
-        var names: [NameKey: PrometheusExporter.FamilyNames] = [:]
-        var families = FamilySet()
-        for series in snapshot.series {
-            let old = previous[series.id]
-            var familyNames: PrometheusExporter.FamilyNames {
-                let key = NameKey(name: series.metric.name, unit: series.metric.unit, kind: series.metric.kind)
-                if let known = names[key] { return known }
-                let made = PrometheusExporter.FamilyNames(series.metric)
-                names[key] = made
-                return made
-            }
-            let labels = old?.labels ?? PrometheusExporter.labels(of: series)
-            let whole = old.flatMap { $0.wholeVersion == series.wholeVersion ? $0.whole : nil }
-                ?? PrometheusExporter.renderWhole(series, names: familyNames, labels: labels)
-            let windows = old.flatMap { $0.version == series.version ? $0.windows : nil }
-                ?? PrometheusExporter.renderWindows(series, names: familyNames, shared: shared, labels: labels)
-            current[series.id] = Cached(labels: labels, wholeVersion: series.wholeVersion, whole: whole,
-                                        version: series.version, windows: windows)
-            families.add([whole, windows], metric: series.metric)
-        }
-        for piece in PrometheusExporter.selfMetrics(snapshot) { families.add([piece], metric: nil) }
-        families.addConflictsFamily()
-        cache.withLock { $0 = current }
-        return families.write()
-    }
-
-    private struct NameKey: Hashable {
-        let name: String
-        let unit: MetricUnit
-        let kind: MetricKind
-    }
-}
-
-/// Sample lines, rendered as they are added.
-struct SampleLines {
-    var text = TextBuffer(capacity: 512)
-
-    /// A sample whose labels are already rendered: the series' own, then `extra` (window, le ...).
-    mutating func add(_ name: [UInt8], _ labels: [UInt8], _ extra: [UInt8], _ value: Double) {
-        appendHead(name, labels, extra)
-        text.appendNumber(value)
-        text.append(UInt8(ascii: "\n"))
-    }
-
-    /// A sample of a time, given in nanoseconds and printed as exact decimal seconds.
-    mutating func add(_ name: [UInt8], _ labels: [UInt8], _ extra: [UInt8], seconds nanoseconds: UInt64) {
-        appendHead(name, labels, extra)
-        text.appendSeconds(nanoseconds: nanoseconds)
-        text.append(UInt8(ascii: "\n"))
-    }
-
-    private mutating func appendHead(_ name: [UInt8], _ labels: [UInt8], _ extra: [UInt8]) {
-        text.append(bytes: name)
-        if !labels.isEmpty || !extra.isEmpty {
-            text.append(UInt8(ascii: "{"))
-            text.append(bytes: labels)
-            if !labels.isEmpty && !extra.isEmpty { text.append(UInt8(ascii: ",")) }
-            text.append(bytes: extra)
-            text.append(UInt8(ascii: "}"))
-        }
-        text.append(UInt8(ascii: " "))
-    }
-
-    /// `key="value",...` with values escaped.
-    mutating func appendLabels(_ labels: [(String, String)]) {
-        for (index, (key, value)) in labels.enumerated() {
-            if index > 0 { text.append(UInt8(ascii: ",")) }
-            text.append(key)
-            text.append("=\"")
-            appendEscaped(value, inLabel: true)
-            text.append(UInt8(ascii: "\""))
-        }
-    }
-
-    /// Escapes `\`, newlines and (in label values) `"`, as the text format requires.
-    mutating func appendEscaped(_ value: String, inLabel: Bool) {
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\\"): text.append("\\\\")
-            case UInt8(ascii: "\n"): text.append("\\n")
-            case UInt8(ascii: "\"") where inLabel: text.append("\\\"")
-            default: text.append(byte)
-            }
-        }
-    }
-}
-
-/// Families in the order they were first claimed, each with its HELP, TYPE and its members'
-/// lines (ranges of the pieces' texts, copied once when written).
-struct FamilySet {
-    private struct Family {
-        let name: String
-        let type: String
-        let help: String
-        /// (piece, start, end) into `pieces[...].text`.
-        var members: [(Int, Int, Int)] = []
-    }
-
-    private var families: [Family] = []
-    private var index: [String: Int] = [:]
-    private var pieces: [RenderedPiece] = []
-    private(set) var conflicts = 0
-
-    /// Adds a series' pieces if it can claim every one of their families, else none of them.
-    mutating func add(_ seriesPieces: [RenderedPiece], metric: MetricDescriptor?) {
-        for piece in seriesPieces {
-            for part in piece.parts {
-                if let existing = index[part.family], families[existing].type != part.type {
-                    conflicts += 1
-                    return
-                }
-            }
-        }
-        for piece in seriesPieces {
-            let number = pieces.count
-            pieces.append(piece)
-            var start = 0
-            for part in piece.parts {
-                let position: Int
-                if let existing = index[part.family] {
-                    position = existing
-                } else {
-                    position = families.count
-                    index[part.family] = position
-                    families.append(Family(name: part.family, type: part.type,
-                                           help: PrometheusExporter.help(part.help, of: metric)))
-                }
-                if part.end > start { families[position].members.append((number, start, part.end)) }
-                start = part.end
-            }
-        }
-    }
-
-    /// Adds the family that counts conflicts, now that they are all known.
-    mutating func addConflictsFamily() {
-        add([PrometheusExporter.selfFamily("ringside_collector_series_conflicts", "gauge",
-                                           "Series left out because another metric claimed their family name with another type",
-                                           [([], Double(conflicts))])], metric: nil)
-    }
-
-    /// The page: every family's HELP, TYPE and lines, copied once into the result.
-    func write() -> [UInt8] {
-        var page: [UInt8] = []
-        page.reserveCapacity(pieces.reduce(0) { $0 + $1.text.count } + families.count * 200)
-        pieces.withUnsafeBufferPointer { pieces in
-            for family in families {
-                var head = SampleLines(text: TextBuffer(capacity: 256))
-                head.text.append("# HELP \(family.name) ")
-                head.appendEscaped(family.help, inLabel: false)
-                head.text.append("\n# TYPE \(family.name) \(family.type)\n")
-                page += head.text.bytes
-                for (member, start, end) in family.members {
-                    pieces[member].text.withUnsafeBufferPointer { page.append(contentsOf: $0[start..<end]) }
-                }
-            }
-        }
-        return page
+        let page = PrometheusPage(snapshot)
+        return buffers.withLock { page.write(reusing: &$0) }
     }
 }

@@ -25,8 +25,24 @@ final class TextBuffer {
 
     var count: Int { state.pointee.count }
 
+    /// Forgets what was written, keeping the memory: a buffer reused for every page is not
+    /// allocated and faulted in again (16 MB of fresh pages cost more than writing them).
+    func removeAll() {
+        state.pointee.count = 0
+    }
+
+    /// Room for at least `capacity` bytes in all.
+    func reserveCapacity(_ capacity: Int) {
+        if capacity > state.pointee.capacity { grow(to: capacity) }
+    }
+
     /// A copy of what was written.
     var bytes: [UInt8] { Array(UnsafeBufferPointer(start: state.pointee.storage, count: state.pointee.count)) }
+
+    /// What was written, valid while `body` runs and nothing is appended.
+    func withBytes<Result>(_ body: (UnsafeBufferPointer<UInt8>) throws -> Result) rethrows -> Result {
+        try body(UnsafeBufferPointer(start: state.pointee.storage, count: state.pointee.count))
+    }
 
     /// Room for `extra` more bytes; returns where they go.
     @inline(__always)
@@ -67,18 +83,58 @@ final class TextBuffer {
 
     /// Decimal digits.
     func append(_ value: UInt64) {
-        var digits = 1
-        var rest = value / 10
-        while rest > 0 { digits += 1; rest /= 10 }
-        let start = reserve(digits)
-        var position = digits - 1
+        state.pointee.count += Self.writeDigits(value, to: reserve(20))
+    }
+
+    /// Writes `value`'s decimal digits at `destination` (room for 20); returns how many.
+    private static func writeDigits(_ value: UInt64, to destination: UnsafeMutablePointer<UInt8>) -> Int {
+        let digits = decimalDigits(value)
+        var position = digits
         var remaining = value
         repeat {
-            start[position] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remaining % 10)
-            remaining /= 10
             position -= 1
+            destination[position] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: remaining % 10)
+            remaining /= 10
         } while remaining > 0
-        state.pointee.count += digits
+        return digits
+    }
+
+    /// How many decimal digits `value` has: 1 to 20.
+    static func decimalDigits(_ value: UInt64) -> Int {
+        var digits = 1
+        var bound: UInt64 = 10
+        while value >= bound {
+            digits += 1
+            if digits == 20 { break }
+            bound &*= 10
+        }
+        return digits
+    }
+
+    /// `name{labels,extra} `, the head of a sample line, with one room check; `labels` is never
+    /// empty (every series has `ring`), `extra` may be.
+    @inline(__always)
+    func appendSampleHead(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8]) {
+        name.withUnsafeBufferPointer { name in
+            extra.withUnsafeBufferPointer { extra in
+                var cursor = reserve(name.count + labels.count + extra.count + 4)
+                let start = cursor
+                func copy(_ bytes: UnsafeBufferPointer<UInt8>) {
+                    if let base = bytes.baseAddress { cursor.update(from: base, count: bytes.count) }
+                    cursor += bytes.count
+                }
+                copy(name)
+                cursor.pointee = UInt8(ascii: "{"); cursor += 1
+                copy(labels)
+                if !extra.isEmpty {
+                    cursor.pointee = UInt8(ascii: ","); cursor += 1
+                    copy(extra)
+                }
+                cursor[0] = UInt8(ascii: "}")
+                cursor[1] = UInt8(ascii: " ")
+                state.pointee.count += cursor + 2 - start
+            }
+        }
     }
 
     func append(_ value: Int) {
@@ -88,17 +144,30 @@ final class TextBuffer {
 
     /// Nanoseconds as exact decimal seconds: 1350 is `0.00000135`, 2000000000 is `2`.
     func appendSeconds(nanoseconds: UInt64) {
-        append(nanoseconds / 1_000_000_000)
+        let start = reserve(30) // 20 digits, the point, 9 places
+        var length = Self.writeDigits(nanoseconds / 1_000_000_000, to: start)
         var fraction = nanoseconds % 1_000_000_000
-        guard fraction > 0 else { return }
-        var digits = 9
-        while fraction % 10 == 0 { fraction /= 10; digits -= 1 }
-        append(UInt8(ascii: "."))
-        var width = 1
-        var rest = fraction / 10
-        while rest > 0 { width += 1; rest /= 10 }
-        for _ in width..<digits { append(UInt8(ascii: "0")) }
-        append(fraction)
+        if fraction > 0 {
+            var places = 9
+            while fraction % 10 == 0 { fraction /= 10; places -= 1 }
+            start[length] = UInt8(ascii: ".")
+            length += 1
+            let zeros = places - Self.decimalDigits(fraction)
+            (start + length).initialize(repeating: UInt8(ascii: "0"), count: zeros)
+            length += zeros
+            length += Self.writeDigits(fraction, to: start + length)
+        }
+        state.pointee.count += length
+    }
+
+    /// A measure in a time unit, in seconds: exactly when it is a whole number of the unit (sums
+    /// of whole nanoseconds are), else as the nearest double.
+    func appendSeconds(_ value: Double, nanosPerUnit: UInt64) {
+        if value >= 0, value < 9e18 / Double(nanosPerUnit), value == value.rounded(.towardZero) {
+            appendSeconds(nanoseconds: UInt64(value) * nanosPerUnit)
+        } else {
+            appendNumber(value * (Double(nanosPerUnit) / 1e9))
+        }
     }
 
     /// A number as Prometheus and JSON both read it; integers print without a fraction.
