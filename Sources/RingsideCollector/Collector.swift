@@ -118,8 +118,10 @@ public final class Collector: @unchecked Sendable {
         if drained > 0 || changed { hasUnpublishedChanges = true }
         let sinceLast = now &- lastPublishNanos
         if forcePublish || lastPublishNanos == 0 || (hasUnpublishedChanges && sinceLast >= publishIntervalNanos)
-            || sinceLast >= Self.idleRefreshNanos {
+            || sinceLast >= max(Self.idleRefreshNanos, publishSpacingNanos) {
+            let publishStart = rs_clock_precise_ns()
             publish(nowNanos: now)
+            lastPublishCostNanos = rs_clock_precise_ns() &- publishStart
             lastPublishNanos = now
             hasUnpublishedChanges = false
         }
@@ -127,8 +129,16 @@ public final class Collector: @unchecked Sendable {
     }
 
     /// Snapshots are published at most this often while records arrive (publishing costs a
-    /// pass over every series): at most one poll interval, so a record is visible within one.
-    private var publishIntervalNanos: UInt64 { min(max(options.pollNanos, 10_000_000), 100_000_000) }
+    /// pass over every series): at most one poll interval, so a record is visible within one;
+    /// but never sooner than `publishSpacingNanos`.
+    private var publishIntervalNanos: UInt64 {
+        max(min(max(options.pollNanos, 10_000_000), 100_000_000), publishSpacingNanos)
+    }
+    /// What the last publish took, and the spacing that keeps publishing to a tenth of the drain
+    /// thread's time: a few microseconds for a few series, but with 10,000 busy series a publish
+    /// takes tens of milliseconds, which would otherwise take the CPU that scrapes need.
+    private var lastPublishCostNanos: UInt64 = 0
+    private var publishSpacingNanos: UInt64 { 10 * lastPublishCostNanos }
     /// Windows slide even when nothing arrives: publish at least this often.
     static let idleRefreshNanos: UInt64 = 250_000_000
 
@@ -285,7 +295,8 @@ public final class Collector: @unchecked Sendable {
         }
         snapshot.slos = evaluateSLOs(nowNanos: now)
         snapshot.collector = stats
-        published.withLock { $0 = snapshot }
+        // Swapped, so the old snapshot (thousands of series) is freed here, not under the lock.
+        published.withLock { swap(&$0, &snapshot) }
     }
 
     private func evaluateSLOs(nowNanos now: UInt64) -> [SLOSnapshot] {
