@@ -50,7 +50,7 @@ let package = Package(
         /// JSON and SVG. It imports Ringside as a bot does, so the hot path is the cross-module one.
         .target(name: "RingsideBench",
                 dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector",
-                               "RingsideJSON", "RingsideCommandLine"],
+                               "RingsideHTTP", "RingsideJSON", "RingsideCommandLine"],
                 path: "Benchmarks/RingsideBench"),
         /// The C floor (the same ring written from C with the same clock) and thread pinning.
         .target(name: "CRingsideBench", dependencies: ["CRingside"], path: "Benchmarks/CRingsideBench"),

@@ -5,10 +5,10 @@ import RingsideJSON
 
 /// ringside-bench's command line.
 public struct BenchCommand: Sendable, Equatable {
-    public enum Benchmark: String, Sendable { case emit, collector }
+    public enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape }
 
-    /// Which benchmarks, in order: both when none is named.
-    public var benchmarks: [Benchmark] = [.emit, .collector]
+    /// Which benchmarks, in order: all of them when none is named.
+    public var benchmarks: [Benchmark] = Benchmark.allCases
     public var json = false
     public var settings = BenchSettings()
     /// Where to write the emit rows' percentile chart.
@@ -19,16 +19,18 @@ public struct BenchCommand: Sendable, Equatable {
     public init() {}
 
     public static let usage = """
-    usage: ringside-bench [emit | collector] [options]
+    usage: ringside-bench [emit | collector | scrape] [options]
 
-    Measures, on this machine, what each way of emitting a metric costs (emit) and how fast the
-    collector drains and aggregates (collector). Both, one after the other, when neither is named.
+    Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
+    collector drains and aggregates (collector), and how long GET /metrics takes with 10,000
+    series (scrape). All three, one after the other, when none is named.
     Build it in release mode: swift build -c release --product ringside-bench
 
     options:
-      --json            print exactly one JSON object (name emit or collector)
+      --json            print exactly one JSON object (name emit, collector or scrape)
       --quick           a few seconds in all (0.25 s per row)
-      --duration SECS   measuring time per row or phase (default 2; e.g. 5, 500ms)
+      --duration SECS   measuring time per row or phase (default 2; e.g. 5, 500ms); scrape makes
+                        10 scrapes a row per second of it, 5 to 100
       --svg FILE        write the emit rows' latency percentile chart (SVG) to FILE
       --batch N         calls per timed batch (default 16; 1 times every call)
       --row NAME        run only this emit row (repeatable): \(EmitBenchmark.rowNames.joined(separator: ", "))
@@ -46,7 +48,7 @@ public struct BenchCommand: Sendable, Equatable {
         while let flag = stream.next() {
             switch flag {
             case "--help", "-h": return nil
-            case "emit", "collector": named.append(Benchmark(rawValue: flag)!)
+            case "emit", "collector", "scrape": named.append(Benchmark(rawValue: flag)!)
             case "--json": command.json = true
             case "--quick": command.settings.seconds = BenchSettings.quick.seconds
             case "--duration":
@@ -85,9 +87,9 @@ public struct BenchCommand: Sendable, Equatable {
                                                      : "unexpected argument \(flag) (see --help)")
             }
         }
-        if !named.isEmpty { command.benchmarks = Array(Set(named)).sorted { $0.rawValue > $1.rawValue } }
+        if !named.isEmpty { command.benchmarks = Benchmark.allCases.filter(named.contains) }
         if command.json && command.benchmarks.count != 1 {
-            throw UsageError("--json prints one benchmark's object: name emit or collector")
+            throw UsageError("--json prints one benchmark's object: name emit, collector or scrape")
         }
         if command.svgPath != nil && !command.benchmarks.contains(.emit) {
             throw UsageError("--svg charts the emit rows: run emit")

@@ -170,3 +170,68 @@ extension String {
         self = "\(tenths < 0 && tenths > -10 ? "-" : "")\(tenths / 10).\(abs(tenths % 10))"
     }
 }
+
+/// The result of `ringside-bench scrape`.
+public struct ScrapeReport: Sendable {
+    public struct Row: Sendable {
+        public var name: String
+        /// One time per scrape, milliseconds.
+        public var millis: [Double]
+        public var detail: String
+
+        public init(name: String, millis: [Double], detail: String) {
+            self.name = name
+            self.millis = millis
+            self.detail = detail
+        }
+
+        public var p50: Double { percentile(0.5) }
+        public var p90: Double { percentile(0.9) }
+        public var max: Double { millis.max() ?? .nan }
+
+        /// Nearest rank.
+        func percentile(_ p: Double) -> Double {
+            let sorted = millis.sorted()
+            guard !sorted.isEmpty else { return .nan }
+            return sorted[Swift.max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1)]
+        }
+    }
+
+    public var machine: Machine
+    public var method: String
+    public var series: Int
+    public var pageBytes: Int
+    public var rows: [Row]
+
+    public init(machine: Machine, method: String, series: Int, pageBytes: Int, rows: [Row]) {
+        self.machine = machine
+        self.method = method
+        self.series = series
+        self.pageBytes = pageBytes
+        self.rows = rows
+    }
+
+    package var json: JSON {
+        .object([
+            ("benchmark", .string("scrape")), ("machine", machine.json), ("method", .string(method)),
+            ("series", .int(Int64(series))), ("page_bytes", .int(Int64(pageBytes))),
+            ("results", .array(rows.map { row in
+                .object([("name", .string(row.name)), ("p50_ms", .figure(Self.rounded(row.p50))),
+                         ("p90_ms", .figure(Self.rounded(row.p90))), ("max_ms", .figure(Self.rounded(row.max))),
+                         ("scrapes", .int(Int64(row.millis.count)))])
+            })),
+        ])
+    }
+
+    static func rounded(_ millis: Double) -> Double { (millis * 10).rounded() / 10 }
+
+    public var table: String {
+        var table = TextTable(columns: ["row", "p50 ms", "p90 ms", "max ms", "scrapes", "what"])
+        for row in rows {
+            table.add([row.name, String(format1: row.p50), String(format1: row.p90), String(format1: row.max),
+                       String(row.millis.count), row.detail])
+        }
+        return "ringside-bench scrape\nmachine: \(machine.line)\nmethod: \(method)\n"
+            + "page: \(series) series, \(String(format1: Double(pageBytes) / 1e6)) MB\n\n" + table.text
+    }
+}

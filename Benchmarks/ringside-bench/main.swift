@@ -38,6 +38,9 @@ do {
         case .collector:
             let report = try CollectorBenchmark.run(command.settings, progress: progress)
             print(command.json ? report.json.text : report.table)
+        case .scrape:
+            let report = try ScrapeBenchmark.run(command.settings, progress: progress)
+            print(command.json ? report.json.text : report.table)
         }
     }
 } catch {

@@ -54,6 +54,22 @@ struct ReportTests {
         #expect(results[5]["mb"] as? Double == 20.1)
     }
 
+    @Test("scrape --json has a row per phase with nearest-rank p50 and p90; the table lists them")
+    func scrapeReport() throws {
+        let millis = (1...10).map(Double.init)
+        let report = ScrapeReport(machine: Self.machine, method: "m", series: 10_000, pageBytes: 19_800_000,
+                                  rows: [.init(name: "scrape.first", millis: [42.25], detail: "cold"),
+                                         .init(name: "scrape.busy", millis: millis.reversed(), detail: "busy")])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(report.json.text.utf8)) as? [String: Any])
+        #expect(object["benchmark"] as? String == "scrape" && object["series"] as? Int == 10_000)
+        let results = try #require(object["results"] as? [[String: Any]])
+        #expect(results.map { $0["name"] as? String } == ["scrape.first", "scrape.busy"])
+        #expect(results[0]["p50_ms"] as? Double == 42.3 && results[0]["max_ms"] as? Double == 42.3)
+        #expect(results[1]["p50_ms"] as? Int == 5 && results[1]["p90_ms"] as? Int == 9 && results[1]["scrapes"] as? Int == 10)
+        #expect(report.table.contains("page: 10000 series, 19.8 MB"))
+        #expect(report.table.split(separator: "\n").contains { $0.hasPrefix("scrape.busy") && $0.contains("5.0") && $0.contains("9.0") })
+    }
+
     @Test("non-finite numbers are written as null, strings are escaped")
     func jsonEscapes() {
         let value = JSON.object([("a", .figure(.nan)), ("b", .string("x\n\"\u{1}")), ("c", .figure(2.5))])
@@ -102,6 +118,7 @@ struct BenchCommandTests {
         #expect(long.settings.seconds == 0.5 && long.settings.collectorPollNanos == 10_000_000)
         #expect(try BenchCommand.parse(["--help"]) == nil)
         #expect(throws: (any Error).self) { try BenchCommand.parse(["--row", "nope"]) }
-        #expect(try BenchCommand.parse([])?.benchmarks == [.emit, .collector])
+        #expect(try BenchCommand.parse([])?.benchmarks == [.emit, .collector, .scrape])
+        #expect(try BenchCommand.parse(["scrape", "emit"])?.benchmarks == [.emit, .scrape])
     }
 }

@@ -1,0 +1,204 @@
+import CRingside
+import Foundation
+import Ringside
+import RingsideCollector
+import RingsideHTTP
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ringside-bench scrape`: how long `GET /metrics` takes with 10,000 series, from request to
+/// last byte, against the same HTTP server sending a fixed page of the same size.
+public enum ScrapeBenchmark {
+    public static let rings = 5
+    public static let metricsPerRing = 2_000
+
+    public static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> ScrapeReport {
+        let scratch = try ScratchDirectory()
+        defer { scratch.remove() }
+        let directory = try scratch.subdirectory("scrape")
+        let scrapes = max(5, min(100, Int(settings.seconds * 10)))
+
+        progress("scrape: registering \(rings * metricsPerRing) series")
+        let bots = try (0..<rings).map { number throws(BenchError) in try ScrapeBot(number: number, directory: directory) }
+        for bot in bots { bot.writeEveryMetric(values: 20) }
+
+        let collector = Collector(options: CollectorBenchmark.options(directory: directory), log: CollectorBenchmark.quietLog)
+        let endpoints = CollectorEndpoints(collector: collector)
+        let server: HTTPServer
+        do {
+            server = try HTTPServer(listen: "127.0.0.1:0") { endpoints.handle($0) }
+            try server.start()
+        } catch { throw BenchError("starting the HTTP server: \(error)") }
+        defer { server.stop() }
+        collector.start()
+        defer { collector.stop() }
+        try waitFor("the collector to drain all \(rings * metricsPerRing) series") {
+            let snapshot = collector.snapshot
+            return snapshot.series.count == rings * metricsPerRing && snapshot.rings.allSatisfy { $0.backlog == 0 }
+        }
+
+        var rows: [ScrapeReport.Row] = []
+        progress("scrape: first, quiet")
+        let first = try scrape(server.boundPort, after: collector)
+        rows.append(.init(name: "scrape.first", millis: [first.millis], detail: "the first scrape: nothing rendered or allocated before"))
+        rows.append(.init(name: "scrape.quiet", millis: try (0..<scrapes).map { _ throws(BenchError) in
+            try scrape(server.boundPort, after: collector).millis
+        }, detail: "nothing new since the last scrape"))
+
+        progress("scrape: busy")
+        let stop = StopFlag()
+        let writer = try BackgroundThread(name: "bench-scrape-bots", cpu: -1) { () throws(BenchError) -> (() -> UInt64) in
+            return {
+                // Every metric of every ring gets a value every 100 ms: each scrape sees every series changed.
+                var sweeps: UInt64 = 0
+                while !stop.isSet {
+                    for bot in bots { bot.writeEveryMetric(values: 1) }
+                    sweeps += 1
+                    var pause = timespec(tv_sec: 0, tv_nsec: 100_000_000)
+                    nanosleep(&pause, nil)
+                }
+                return sweeps
+            }
+        }
+        writer.start()
+        let busy = try (0..<scrapes).map { _ throws(BenchError) in try scrape(server.boundPort, after: collector) }
+        stop.set()
+        _ = try writer.join()
+        rows.append(.init(name: "scrape.busy", millis: busy.map(\.millis),
+                          detail: "every series changed since the last scrape; bots writing 100 k values/s"))
+
+        progress("scrape: render, fixed page")
+        let snapshot = collector.snapshot
+        let renderer = PrometheusRenderer()
+        rows.append(.init(name: "render", millis: (0..<scrapes).map { _ in
+            let start = rs_clock_precise_ns()
+            let page = renderer.render(snapshot)
+            precondition(!page.isEmpty)
+            return Double(rs_clock_precise_ns() - start) / 1e6
+        }, detail: "PrometheusRenderer.render alone, on this thread"))
+
+        let fixedPage = [UInt8](repeating: UInt8(ascii: "x"), count: busy.last?.bytes ?? 0)
+        let fixedServer: HTTPServer
+        do {
+            fixedServer = try HTTPServer(listen: "127.0.0.1:0") { _ in HTTPResponse(body: fixedPage) }
+            try fixedServer.start()
+        } catch { throw BenchError("starting the fixed-page server: \(error)") }
+        defer { fixedServer.stop() }
+        rows.append(.init(name: "fixed.page", millis: try (0..<scrapes).map { _ throws(BenchError) in
+            try get(port: fixedServer.boundPort).millis
+        }, detail: "the same server sending a ready page of the same size: the transport"))
+
+        let method = "\(rings) rings x \(metricsPerRing) metrics (histograms in ns, counters and gauges in turn, two "
+            + "labels each) in one Collector with its HTTP server, as ringside-collector runs them; the default "
+            + "windows, quantiles and poll. Each scrape is GET /metrics on a new loopback connection from this "
+            + "process, timed from connect to the last body byte (CLOCK_MONOTONIC), after waiting for a snapshot "
+            + "the server has not rendered yet; \(scrapes) scrapes a row."
+        return ScrapeReport(machine: Machine.current(pinned: false), method: method, series: rings * metricsPerRing,
+                            pageBytes: busy.last?.bytes ?? first.bytes, rows: rows)
+    }
+
+    /// Waits for a snapshot newer than the last one served, then scrapes.
+    static func scrape(_ port: Int, after collector: Collector) throws(BenchError) -> (millis: Double, bytes: Int) {
+        let served = collector.snapshot.generation
+        try waitFor("a new snapshot") { collector.snapshot.generation > served }
+        return try get(port: port)
+    }
+
+    static func waitFor(_ what: String, seconds: Double = 30, _ condition: () -> Bool) throws(BenchError) {
+        let deadline = rs_clock_precise_ns() + UInt64(seconds * 1e9)
+        while !condition() {
+            guard rs_clock_precise_ns() < deadline else { throw BenchError("gave up waiting for \(what) after \(Int(seconds)) s") }
+            var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
+            nanosleep(&pause, nil)
+        }
+    }
+
+    /// `GET /metrics` on a new connection; the time to the last byte of a 200 response, and its body's size.
+    static func get(port: Int) throws(BenchError) -> (millis: Double, bytes: Int) {
+        let start = rs_clock_precise_ns()
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw BenchError("socket: errno \(errno)") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw BenchError("connect to port \(port): errno \(errno)") }
+        let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+            throw BenchError("sending the request: errno \(errno)")
+        }
+        // Reads the head, then counts body bytes until Content-Length of them have come.
+        var head: [UInt8] = []
+        var bodyBytes = 0
+        var expected: Int?
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while expected.map({ bodyBytes < $0 }) ?? true {
+            let received = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard received > 0 else { throw BenchError("the response ended after \(bodyBytes) body bytes (errno \(errno))") }
+            if expected != nil { bodyBytes += received; continue }
+            head += chunk[..<received]
+            guard let end = head.firstRange(of: Array("\r\n\r\n".utf8)) else { continue }
+            let text = String(decoding: head[..<end.lowerBound], as: UTF8.self)
+            guard text.hasPrefix("HTTP/1.1 200") else { throw BenchError("GET /metrics: \(text.prefix(80))") }
+            let length = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+            guard let length, let value = Int(length.dropFirst(15).trimmingCharacters(in: .whitespaces)) else {
+                throw BenchError("GET /metrics: no Content-Length")
+            }
+            expected = value
+            bodyBytes = head.count - end.upperBound
+        }
+        return (Double(rs_clock_precise_ns() - start) / 1e6, bodyBytes)
+    }
+}
+
+/// One bot's ring with `ScrapeBenchmark.metricsPerRing` metrics: histograms (ns), counters and
+/// gauges in turn, each with its own `series` label and one of eight symbols.
+final class ScrapeBot: @unchecked Sendable {
+    // @unchecked: after set-up one thread at a time writes (the main thread, then the writer).
+    private let ring: Ring
+    private let histograms: [Ring.Histogram]
+    private let counters: [Ring.Counter]
+    private let gauges: [Ring.Gauge]
+    private var random: UInt64
+
+    init(number: Int, directory: String) throws(BenchError) {
+        random = UInt64(number + 1) &* 0x9E37_79B9_7F4A_7C15
+        do {
+            ring = try Ring.attach("scrape\(number)", directory: directory,
+                                   options: .init(capacity: 1 << 16, maxMetrics: ScrapeBenchmark.metricsPerRing))
+            var histograms: [Ring.Histogram] = [], counters: [Ring.Counter] = [], gauges: [Ring.Gauge] = []
+            for index in 0..<ScrapeBenchmark.metricsPerRing {
+                let labels = ["series": String(index), "symbol": "SYM\(index % 8)"]
+                switch index % 3 {
+                case 0: histograms.append(try ring.histogram("scrape_latency", unit: .nanoseconds, labels: labels))
+                case 1: counters.append(try ring.counter("scrape_orders", labels: labels))
+                default: gauges.append(try ring.gauge("scrape_depth", labels: labels))
+                }
+            }
+            self.histograms = histograms
+            self.counters = counters
+            self.gauges = gauges
+        } catch { throw BenchError("setting up ring scrape\(number) in \(directory): \(error)") }
+    }
+
+    /// `values` values for every metric: latencies spread from 1 µs to 100 ms, as a bot's are.
+    func writeEveryMetric(values: Int) {
+        for _ in 0..<values {
+            for histogram in histograms { histogram.record(UInt64(exp(Double(nextRandom() % 11_500) / 1_000)) * 1_000) }
+            for counter in counters { counter.increment(by: 1 + nextRandom() % 4) }
+            for gauge in gauges { gauge.set(Double(nextRandom() % 1_000)) }
+        }
+    }
+
+    private func nextRandom() -> UInt64 {
+        random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return random >> 33
+    }
+}
