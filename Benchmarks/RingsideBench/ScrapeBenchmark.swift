@@ -41,7 +41,8 @@ public enum ScrapeBenchmark {
         var rows: [ScrapeReport.Row] = []
         progress("scrape: first, quiet")
         let first = try scrape(server.boundPort, after: collector)
-        rows.append(.init(name: "scrape.first", millis: [first.millis], detail: "the first scrape: nothing rendered or allocated before"))
+        rows.append(.init(name: "scrape.first", millis: [first.millis],
+                          detail: "the first scrape: nothing rendered or allocated before"))
         rows.append(.init(name: "scrape.quiet", millis: try (0..<scrapes).map { _ throws(BenchError) in
             try scrape(server.boundPort, after: collector).millis
         }, detail: "nothing new since the last scrape"))
@@ -108,7 +109,9 @@ public enum ScrapeBenchmark {
     static func waitFor(_ what: String, seconds: Double = 30, _ condition: () -> Bool) throws(BenchError) {
         let deadline = rs_clock_precise_ns() + UInt64(seconds * 1e9)
         while !condition() {
-            guard rs_clock_precise_ns() < deadline else { throw BenchError("gave up waiting for \(what) after \(Int(seconds)) s") }
+            guard rs_clock_precise_ns() < deadline else {
+                throw BenchError("gave up waiting for \(what) after \(Int(seconds)) s")
+            }
             var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
             nanosleep(&pause, nil)
         }

@@ -52,7 +52,7 @@ public enum PrometheusExporter {
         let parts: [(part: PrometheusPage.Part, family: String, type: String)]
 
         init(_ metric: MetricDescriptor) {
-            let suffix = exportUnit(metric.unit).suffix
+            let suffix = unitSuffix(metric.unit)
             if metric.kind == .counter {
                 let stem = metric.name.hasSuffix("_total") ? String(metric.name.dropLast(6)) : metric.name
                 main = withUnitSuffix(stem, suffix) + "_total"
@@ -75,7 +75,8 @@ public enum PrometheusExporter {
             windowMinBytes = Array(windowMin.utf8)
             rateBytes = Array(rate.utf8)
             switch metric.kind {
-            case .histogram: parts = [(.whole, main, "histogram"), (.windowed, windowed, "summary"), (.windowMax, windowMax, "gauge")]
+            case .histogram:
+                parts = [(.whole, main, "histogram"), (.windowed, windowed, "summary"), (.windowMax, windowMax, "gauge")]
             case .counter: parts = [(.whole, main, "counter"), (.rate, rate, "gauge")]
             case .gauge: parts = [(.whole, main, "gauge"), (.windowMin, windowMin, "gauge"), (.windowMax, windowMax, "gauge")]
             }
@@ -182,10 +183,9 @@ public enum PrometheusExporter {
 
     // MARK: - Names and units
 
-    /// The base unit a metric is exported in, and the factor from its own unit.
-    static func exportUnit(_ unit: MetricUnit) -> (suffix: String, scale: Double) {
-        if let nanos = unit.nanoseconds { return ("_seconds", Double(nanos) / 1e9) }
-        return unit == .bytes ? ("_bytes", 1) : ("", 1)
+    /// The suffix of the base unit a metric is exported in (times in seconds, sizes in bytes).
+    static func unitSuffix(_ unit: MetricUnit) -> String {
+        unit.nanoseconds != nil ? "_seconds" : unit == .bytes ? "_bytes" : ""
     }
 
     static func withUnitSuffix(_ name: String, _ suffix: String) -> String {

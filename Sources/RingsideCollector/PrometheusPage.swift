@@ -2,12 +2,12 @@ import Dispatch
 import Glibc
 import Ringside
 
-/// One /metrics page, written in one pass into one buffer.
+/// One /metrics page, written in one pass.
 ///
 /// Series of one metric (name, unit and kind) across rings export the same families, so they are
 /// grouped first; each family then gets its HELP and TYPE once, followed by the lines of every
 /// group that exports it. Nothing is rendered twice and nothing is allocated per line: a page of
-/// 10,000 series is some 200,000 lines.
+/// 10,000 series is some 200,000 lines, written in slices on a few threads (see `write`).
 struct PrometheusPage {
     /// The families a series' lines fall into.
     enum Part {
@@ -78,7 +78,8 @@ struct PrometheusPage {
         }
         for family in PrometheusExporter.selfMetrics(snapshot) { addFixed(family) }
         addFixed(PrometheusExporter.FixedFamily("ringside_collector_series_conflicts", "gauge",
-                                                "Series left out because another metric claimed their family name with another type",
+                                                "Series left out because another metric claimed their family name "
+                                                    + "with another type",
                                                 [([], Double(conflicts))]))
     }
 
@@ -133,8 +134,9 @@ struct PrometheusPage {
         // Series are read in place: copying one (its strings and arrays) costs more than its lines.
         snapshot.series.withUnsafeBufferPointer { series in
             labels.text.withBytes { labelText in
-                let writer = SliceWriter(steps: steps, slices: slices, buffers: Array(buffers.prefix(slices.count)), names: groups.map(\.names),
-                                         shared: shared, series: series, labelText: labelText, labelRanges: labels.ranges)
+                let writer = SliceWriter(steps: steps, slices: slices, buffers: Array(buffers.prefix(slices.count)),
+                                         names: groups.map(\.names), shared: shared, series: series,
+                                         labelText: labelText, labelRanges: labels.ranges)
                 DispatchQueue.concurrentPerform(iterations: slices.count) { writer.write(slice: $0) }
             }
         }
@@ -277,18 +279,21 @@ private struct SeriesLines {
                 for (quantile, value) in zip(shared.windowQuantiles[window], series.pointee.windows[window].quantileValues) {
                     sample(names.windowedBytes, labels, quantile, whole: value, nanosPerUnit)
                 }
-                sample(names.windowedSum, labels, shared.windows[window], measure: series.pointee.windows[window].sum, nanosPerUnit)
+                sample(names.windowedSum, labels, shared.windows[window], measure: series.pointee.windows[window].sum,
+                       nanosPerUnit)
                 sample(names.windowedCount, labels, shared.windows[window], count: series.pointee.windows[window].count)
             }
         case (.histogram, .windowMax):
             for window in 0..<windowCount {
-                sample(names.windowMaxBytes, labels, shared.windows[window], whole: series.pointee.windows[window].max, nanosPerUnit)
+                sample(names.windowMaxBytes, labels, shared.windows[window], whole: series.pointee.windows[window].max,
+                       nanosPerUnit)
             }
         case (.counter, .whole):
             sample(names.mainBytes, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
         case (.counter, .rate):
             for window in 0..<windowCount {
-                sample(names.rateBytes, labels, shared.windows[window], measure: series.pointee.windows[window].rate, nanosPerUnit)
+                sample(names.rateBytes, labels, shared.windows[window], measure: series.pointee.windows[window].rate,
+                       nanosPerUnit)
             }
         case (.gauge, .whole):
             if let last = series.pointee.lastValue { sample(names.mainBytes, labels, [], measure: last, nanosPerUnit) }
@@ -316,14 +321,16 @@ private struct SeriesLines {
     }
 
     /// A whole number of the metric's unit: times print as exact decimal seconds.
-    private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], whole value: UInt64, _ nanosPerUnit: UInt64?) {
+    private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], whole value: UInt64,
+                        _ nanosPerUnit: UInt64?) {
         page.appendSampleHead(name, labels, extra)
         if let nanosPerUnit { page.appendSeconds(nanoseconds: value &* nanosPerUnit) } else { page.append(value) }
         page.append(UInt8(ascii: "\n"))
     }
 
     /// Any value in the metric's unit, in base units.
-    private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], measure value: Double, _ nanosPerUnit: UInt64?) {
+    private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], measure value: Double,
+                        _ nanosPerUnit: UInt64?) {
         page.appendSampleHead(name, labels, extra)
         if let nanosPerUnit { page.appendSeconds(value, nanosPerUnit: nanosPerUnit) } else { page.appendNumber(value) }
         page.append(UInt8(ascii: "\n"))

@@ -45,7 +45,8 @@ struct PrometheusPageTests {
         func add(_ name: String, _ kind: MetricKind, ring: String, unit: MetricUnit = .none) {
             let metric = MetricDescriptor(index: UInt32(snapshot.series.count), name: name, kind: kind, unit: unit,
                                           encodedLabels: "", help: "", sampleEvery: 1)
-            var series = SeriesSnapshot(ring: ring, metric: metric, id: UInt64(snapshot.series.count + 1), windows: [WindowStats()])
+            var series = SeriesSnapshot(ring: ring, metric: metric, id: UInt64(snapshot.series.count + 1),
+                                        windows: [WindowStats()])
             series.cumulativeSum = 5
             series.lastValue = 2
             snapshot.series.append(series)
@@ -114,7 +115,8 @@ struct PrometheusPageTests {
         let page = text(PrometheusExporter.render(snapshot))
         #expect(page.contains(#"page_latency_seconds_sum{ring="ring0",series="0",symbol="S0"} 0.00002703"#))
         #expect(page.contains(#"page_latency_windowed_seconds_sum{ring="ring0",series="0",symbol="S0",window="1s"} 5e-10"#))
-        #expect(page.contains(#"page_latency_windowed_seconds{ring="ring0",series="0",symbol="S0",window="1m",quantile="0.99"} 0.0000019"#))
+        #expect(page.contains(
+            #"page_latency_windowed_seconds{ring="ring0",series="0",symbol="S0",window="1m",quantile="0.99"} 0.0000019"#))
         #expect(page.contains(#"page_depth{ring="ring0",series="2",symbol="S2"} +Inf"#))
         #expect(page.contains(#"page_orders_rate{ring="ring0",series="1",symbol="S1",window="5s"} 0.3333333333333333"#))
     }
