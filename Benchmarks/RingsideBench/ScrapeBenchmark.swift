@@ -120,19 +120,9 @@ public enum ScrapeBenchmark {
     /// `GET /metrics` on a new connection; the time to the last byte of a 200 response, and its body's size.
     static func get(port: Int) throws(BenchError) -> (millis: Double, bytes: Int) {
         let start = rs_clock_precise_ns()
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw BenchError("socket: errno \(errno)") }
+        let fd: Int32
+        do { fd = try connectToLoopback(port: port, timeoutSeconds: 10) } catch { throw BenchError(error.description) }
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw BenchError("connect to port \(port): errno \(errno)") }
         let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
             throw BenchError("sending the request: errno \(errno)")

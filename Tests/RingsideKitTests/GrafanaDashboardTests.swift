@@ -16,7 +16,7 @@ struct GrafanaDashboardTests {
             #expect(bot.readLine()?.hasPrefix("ready ") == true)
             var junk = [UInt8](repeating: 0x5A, count: 8192)
             junk.replaceSubrange(8..<12, with: [1, 0, 0, 0]) // a version, so the file is not "being created"
-            FileManager.default.createFile(atPath: directory.path + "/ringside.broken", contents: Data(junk),
+            _ = FileManager.default.createFile(atPath: directory.path + "/ringside.broken", contents: Data(junk),
                                            attributes: [.posixPermissions: 0o600])
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms",
                                                         "--slo", "order_fill_latency:p99<100us@1m"])

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 #endif
 import Ringside
+import RingsideHTTP
 
 /// A ring directory of the test's own under `/dev/shm`, removed with everything in it when the
 /// body returns or throws. Tests run in parallel; each makes its own.
@@ -145,19 +146,9 @@ package final class ChildProcess: @unchecked Sendable {
 /// A plain HTTP/1.1 GET to 127.0.0.1:`port` over a socket of its own; returns the status code and
 /// the body. Throws if the connection fails or the response is not HTTP.
 package func httpGet(port: Int, path: String, timeoutSeconds: Int = 5) throws -> (status: Int, body: String) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw TestSupportError("socket: \(String(cString: strerror(errno)))") }
+    let fd: Int32
+    do { fd = try connectToLoopback(port: port, timeoutSeconds: timeoutSeconds) } catch { throw TestSupportError(error.description) }
     defer { close(fd) }
-    var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw TestSupportError("connect to port \(port): \(String(cString: strerror(errno)))") }
     let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     var response: [UInt8] = []
