@@ -127,20 +127,20 @@ struct PrometheusPage {
         let slices = Self.split(lines, into: lines.reduce(0, +) < Self.linesPerThread ? 1 : threads)
         let bytesPerLine = 48 + (snapshot.series.isEmpty ? 0 : labels.text.count / snapshot.series.count)
         while buffers.count < slices.count { buffers.append(TextBuffer(capacity: 0)) }
-        for (buffer, slice) in zip(buffers, slices) {
+        let used = Array(buffers.prefix(slices.count))
+        for (buffer, slice) in zip(used, slices) {
             buffer.removeAll()
             buffer.reserveCapacity(lines[slice].reduce(0, +) * bytesPerLine)
         }
         // Series are read in place: copying one (its strings and arrays) costs more than its lines.
         snapshot.series.withUnsafeBufferPointer { series in
             labels.text.withBytes { labelText in
-                let writer = SliceWriter(steps: steps, slices: slices, buffers: Array(buffers.prefix(slices.count)),
+                let writer = SliceWriter(steps: steps, slices: slices, buffers: used,
                                          names: groups.map(\.names), shared: shared, series: series,
                                          labelText: labelText, labelRanges: labels.ranges)
                 DispatchQueue.concurrentPerform(iterations: slices.count) { writer.write(slice: $0) }
             }
         }
-        let used = buffers.prefix(slices.count)
         let total = used.reduce(0) { $0 + $1.count }
         return [UInt8](unsafeUninitializedCapacity: total) { page, count in
             for buffer in used {
@@ -178,7 +178,10 @@ struct PrometheusPage {
                 case let .group(number, part):
                     let perSeries: Int
                     switch part {
-                    case .whole: perSeries = groups[number].metric.kind == .histogram ? 32 : 1
+                    case .whole:
+                        let metric = groups[number].metric
+                        // A histogram's buckets, +Inf, sum and count; else one value.
+                        perSeries = metric.kind == .histogram ? (PrometheusExporter.bucketLabels[metric.unit]?.count ?? 0) + 3 : 1
                     case .windowed: perSeries = windows * (snapshot.quantiles.count + 2)
                     case .windowMax, .windowMin, .rate: perSeries = windows
                     }
