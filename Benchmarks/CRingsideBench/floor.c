@@ -3,61 +3,55 @@
 #include "CRingsideBench.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-int rsb_floor_open(rsb_floor *floor, const char *path) {
+int rsb_floor_open(rsb_floor *floor, const char *directory, const char *name, uint64_t lane_capacity) {
     memset(floor, 0, sizeof *floor);
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return errno;
-    struct stat st;
-    if (fstat(fd, &st) != 0) { int e = errno; close(fd); return e; }
-    size_t size = (size_t)st.st_size;
-    if (size < RS_HEADER_SIZE) { close(fd); return EINVAL; }
-    void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    int saved = errno;
-    close(fd);
-    if (map == MAP_FAILED) return saved;
-    rs_header *h = (rs_header *)map;
-    // The benchmark made this ring a moment ago, but check it as any reader would.
-    if (h->magic != RS_MAGIC || rs_load_acquire_u32(&h->version) != RS_FORMAT_VERSION
-        || h->record_size != RS_RECORD_SIZE || h->capacity_log2 < RS_MIN_CAPACITY_LOG2
-        || h->capacity_log2 > RS_MAX_CAPACITY_LOG2 || h->file_size != size
-        || h->records_offset + ((uint64_t)1 << h->capacity_log2) * RS_RECORD_SIZE != size) {
-        munmap(map, size);
-        return EINVAL;
+    rs_bot_options options;
+    memset(&options, 0, sizeof options);
+    options.directory = directory;
+    options.lane_capacity = lane_capacity;
+    int rc = rs_bot_attach(&floor->bot, name, &options, &floor->error);
+    if (rc != 0) return rc;
+    if (!floor->bot->enabled) {
+        snprintf(floor->error.message, sizeof floor->error.message,
+                 "bot %s: telemetry is disabled (RINGSIDE_DISABLED is set): unset it to benchmark", name);
+        rsb_floor_close(floor);
+        floor->error.code = RS_E_INVALID;
+        return RS_E_INVALID;
     }
-    floor->map = map;
-    floor->size = size;
-    floor->sample_countdown[0] = 1;
-    floor->sample_every[0] = 1;
-    rs_producer *p = &floor->producer;
-    p->records = (rs_record *)((char *)map + h->records_offset);
-    p->write_cursor = &h->write_cursor;
-    p->read_cursor = &h->read_cursor;
-    p->dropped_total = &h->dropped_total;
-    p->heartbeat_ns = &h->heartbeat_ns;
-    p->mask = ((uint64_t)1 << h->capacity_log2) - 1;
-    p->next = rs_load_acquire_u64(&h->write_cursor);
-    p->cached_read = rs_load_acquire_u64(&h->read_cursor);
-    p->sample_countdown = floor->sample_countdown;
-    p->sample_every = floor->sample_every;
-    return 0;
+    rc = rs_bot_register(floor->bot, &floor->metric, "bench_floor_latency", RS_KIND_HISTOGRAM, RS_UNIT_NANOSECONDS,
+                         NULL, "", 1, &floor->error);
+    if (rc == 0) {
+        floor->producer = rs_bot_exclusive_producer(floor->bot, &floor->error);
+        if (floor->producer == NULL) rc = floor->error.code;
+    }
+    if (rc != 0) {
+        rs_error error = floor->error;
+        rsb_floor_close(floor);
+        floor->error = error;
+    }
+    return rc;
+}
+
+const char *rsb_floor_error(const rsb_floor *floor) { return floor->error.message; }
+
+uint64_t rsb_floor_dropped(const rsb_floor *floor) {
+    if (floor->producer == NULL || floor->producer->dropped_total == NULL) return 0;
+    return rs_load_relaxed_u64(floor->producer->dropped_total); /* relaxed: only the floor's thread writes it */
 }
 
 void rsb_floor_close(rsb_floor *floor) {
-    if (floor->map != NULL) munmap(floor->map, floor->size);
+    rs_bot_detach(floor->bot); /* NULL-safe */
     memset(floor, 0, sizeof *floor);
 }
 
 size_t rsb_floor_sample(rsb_floor *floor, uint32_t metric, uint32_t batch, const uint64_t *values,
                         uint64_t values_mask, uint32_t *out, size_t capacity, uint64_t deadline_ns) {
-    rs_producer *p = &floor->producer;
+    rs_producer *p = floor->producer;
     uint64_t v = 0;
     size_t n = 0;
     while (n < capacity) {
@@ -75,7 +69,7 @@ size_t rsb_floor_sample(rsb_floor *floor, uint32_t metric, uint32_t batch, const
 
 uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values, uint64_t values_mask,
                        uint64_t deadline_ns) {
-    rs_producer *p = &floor->producer;
+    rs_producer *p = floor->producer;
     uint64_t calls = 0;
     do {
         for (uint32_t i = 0; i < 4096; i++) {

@@ -1,10 +1,10 @@
 /*
  * CRingsideBench: what ringside-bench needs from C, for two reasons only.
  *
- * 1. The floor (`c.floor`): a C producer writing the same ring with `rs_producer_write` and the
+ * 1. The floor (`c.floor`): a C producer writing a bot of its own with `rs_producer_write` and the
  *    same clocks, timed by a loop written in C, so the Swift rows can be compared with what the
- *    design costs without Swift around it. It maps a ring that the benchmark created (and whose
- *    producer lock it holds) and builds its own `rs_producer` from the header's offsets.
+ *    design costs without Swift around it. It attaches the bot itself (rs_bot_attach), registers
+ *    one histogram and writes through an exclusive lane (rs_bot_exclusive_producer).
  * 2. Thread pinning, a spin-wait hint and recvmmsg: `CPU_SET` and friends are macros, `pause` an
  *    intrinsic and `struct mmsghdr` arrays awkward, in Swift.
  */
@@ -14,29 +14,35 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ringside.h"
+#include "ringside_producer.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** A ring mapped by the C floor, and the producer state that writes it. */
+/** The C floor's bot, the histogram it writes, and its lane. */
 typedef struct {
-    rs_producer producer;
-    uint32_t sample_countdown[1];
-    uint32_t sample_every[1];
-    void *map;
-    size_t size;
+    rs_bot *bot;            /* NULL until rsb_floor_open succeeds */
+    rs_producer *producer;  /* an exclusive lane of `bot` */
+    rs_metric metric;       /* bench_floor_latency: a histogram in ns, index 0 in a new file */
+    rs_error error;         /* why rsb_floor_open failed */
 } rsb_floor;
 
 /**
- * Maps the ring file at `path` (created by the benchmark, which holds its producer lock and
- * does not write it) and fills `floor` to write it from the current write cursor.
- * Returns 0, or an errno value (EINVAL: not a version 1 ring).
+ * Attaches the bot `name` in `directory` (lanes of `lane_capacity` records, a power of two; 0 for
+ * the default), registers the histogram bench_floor_latency (ns) and takes an exclusive lane.
+ * Returns 0, or a negative code from ringside_producer.h (rsb_floor_error says what happened).
+ * A disabled bot (RINGSIDE_DISABLED) is refused with RS_E_INVALID: there would be nothing to time.
  */
-int rsb_floor_open(rsb_floor *floor, const char *path);
+int rsb_floor_open(rsb_floor *floor, const char *directory, const char *name, uint64_t lane_capacity);
 
-/** Unmaps the ring. */
+/** Why rsb_floor_open failed: a sentence naming the bot ("" after success). */
+const char *rsb_floor_error(const rsb_floor *floor);
+
+/** Records the floor's lane dropped because it was full, since its file was created. */
+uint64_t rsb_floor_dropped(const rsb_floor *floor);
+
+/** Detaches the bot. */
 void rsb_floor_close(rsb_floor *floor);
 
 /**

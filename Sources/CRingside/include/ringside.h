@@ -1,41 +1,78 @@
 /*
- * ringside.h: the Ringside shared-memory ring, format version 1.
+ * ringside.h: the Ringside shared-memory format, version 2.
  *
  * This header exists for one reason: it is the specification of the file a producer (a trading
  * bot) and a consumer (the collector, the dump tool) share, with the atomics and clocks the
  * format needs and the producer's hot path. A C or C++ bot that includes it writes the same
- * rings as the Swift library. Everything is an offset from the start of the file, never a pointer.
+ * files as the Swift library. Everything is an offset from the start of the file, never a pointer.
  *
- * THE FILE  (all integers little-endian, the host's order on every supported platform)
+ * ONE FILE PER BOT, ONE LANE PER THREAD
+ *
+ * A bot (one process's attachment under a name) owns one file. The file holds the bot's header,
+ * its one metric registry, one cell per metric shared by all its threads, and up to `max_lanes`
+ * lanes. A lane is a single-producer/single-consumer ring with its own cursors and its own
+ * per-metric cells: each thread that records owns one lane, so no two threads ever write the
+ * same lane, and the hot path takes no lock. Lanes are appended to the file as threads first
+ * record; a thread's lane is retired when it exits and handed to the next thread that needs one.
  *
  *   /dev/shm/ringside.<name>        (directory overridable by RINGSIDE_DIR), mode 0600
  *
- *   offset 0           header page, RS_HEADER_SIZE (4096) bytes:
+ *   offset 0          header page, RS_HEADER_SIZE (4096) bytes:
  *     0x000  layout    written once, before `version`; never changes afterwards
- *     0x080  producer  line: written only by the producer        (128 bytes, own cache lines)
- *     0x100  consumer  line: written only by the consumer        (128 bytes, own cache lines)
- *   registry_offset    registry_capacity entries of RS_REGISTRY_ENTRY_SIZE (512) bytes
- *   records_offset     capacity records of RS_RECORD_SIZE (32) bytes, capacity a power of two
- *   file_size          == records_offset + capacity * 32
+ *     0x080  producer  line: written only by the attached process    (128 bytes)
+ *     0x100  consumer  line: written only by the consumer             (128 bytes)
+ *   registry_offset   registry_capacity entries of RS_REGISTRY_ENTRY_SIZE (512) bytes
+ *   cells_offset      registry_capacity rs_metric_cell (32 bytes): per metric, shared by threads
+ *   lanes_offset      lane 0, lane 1, ... each `lane_size` bytes (a multiple of 4096):
+ *                       +0                    rs_lane_header (256 bytes): producer and consumer lines
+ *                       +RS_LANE_HEADER_SIZE  registry_capacity uint64_t lane cells
+ *                       +lane_records_offset  capacity records of RS_RECORD_SIZE (32) bytes
+ *   file size         >= lanes_offset + lanes_allocated * lane_size (the file grows by whole lanes)
  *
  * READY: the creator writes the layout, then stores `version` with release ordering. A reader
  * that loads a non-zero `version` (acquire) sees the whole layout. Version 0 means "being
- * created": readers skip the file and look again later.
+ * created": readers skip the file and look again later. A file of another version is refused
+ * with a message naming both versions; version 1 (one ring per file, before lanes) is not read.
  *
- * CURSORS: `write_cursor` and `read_cursor` are free-running 64-bit counts (never wrapped); the
- * record at cursor c lives in slot c & (capacity - 1). Records in [read_cursor, write_cursor)
- * are published and not yet consumed. The producer never writes slot c while
- * c - read_cursor >= capacity: a full ring drops the new record and counts it in
- * `dropped_total`; it never blocks and never overwrites. Hence, exactly:
+ * LANES: the attached process reserves a new lane's pages (the file grows by `lane_size`),
+ * writes its header, then stores `lanes_allocated` + 1 with release ordering. A reader that
+ * loads `lanes_allocated` (acquire) may map every lane below it, after checking that the file is
+ * that long. `lanes_allocated` never decreases and never exceeds `max_lanes`. A lane's `state`
+ * says who holds it: RS_LANE_ACTIVE (a live thread, `owner_tid`), RS_LANE_RETIRED (its thread
+ * exited; the next thread that needs a lane takes it over, cursors, records and cells and all,
+ * so exactly one writer at a time). A process that attaches an existing file retires every lane
+ * first: the process that held them is gone (it held the producer lock).
+ *
+ * CURSORS (per lane): `write_cursor` and `read_cursor` are free-running 64-bit counts (never
+ * wrapped); the record at cursor c lives in slot c & (capacity - 1). Records in
+ * [read_cursor, write_cursor) are published and not yet consumed. The producer never writes slot
+ * c while c - read_cursor >= capacity: a full lane drops the new record and counts it in the
+ * lane's `dropped_total` and in the lane cell of its metric; it never blocks and never
+ * overwrites. Hence, exactly, per lane:
  *     records written   == write_cursor
  *     records attempted == write_cursor + dropped_total   (after sampling)
- *     records in ring   == write_cursor - read_cursor
+ *     records in lane   == write_cursor - read_cursor
  *
- * OWNERSHIP AND LIVENESS: one producer and one consumer at a time, each holding an open file
+ * CELLS: counters and gauges do not depend on the rings, so a full ring never changes them.
+ * - Lane cells (one uint64_t per metric, written only by the lane's owner with plain relaxed
+ *   stores): a counter's cell is the sum of its increments made on that lane; a histogram's or
+ *   gauge's cell counts its records the lane dropped. A counter's total is the sum of its cells
+ *   over every allocated lane plus its metric cell's `unlaned`; the collector samples these sums
+ *   for rates. Counters write no records.
+ * - Metric cells (rs_metric_cell, any thread, atomic stores and adds): a gauge's last value
+ *   (`gauge_bits` stored, then `gauge_set` stored 1 with release, by whichever thread sets it:
+ *   the last store wins), and `unlaned`: what threads that found no free lane could not keep
+ *   apart (counter increments, added atomically and still exact; or records of a histogram or
+ *   gauge, dropped and counted). Gauges also write a record per set, for windowed min and max.
+ *
+ * OWNERSHIP AND LIVENESS: one process and one consumer at a time, each holding an open file
  * description lock (fcntl F_OFD_SETLK, exclusive) on one byte of the file: byte
- * RS_LOCK_BYTE_PRODUCER (0) for the producer, RS_LOCK_BYTE_CONSUMER (1) for the consumer. The
- * kernel drops the lock when the process dies, so "the producer byte is locked" is also the
- * liveness signal (producer_pid says who; heartbeat_ns says when it last wrote).
+ * RS_LOCK_BYTE_PRODUCER (0) for the producer process, RS_LOCK_BYTE_CONSUMER (1) for the
+ * consumer. The kernel drops the lock when the process dies, so "the producer byte is locked" is
+ * the process's liveness (producer_pid says who); a lane's `state` and `heartbeat_ns` are its
+ * thread's. Within the process, lanes are handed out under a process-private mutex; the thread
+ * lookup afterwards is a thread-local read. A child made by fork() never writes its parent's file
+ * (ringside_producer.c closes and disowns it in the child).
  *
  * CLOCKS: record timestamps are CLOCK_MONOTONIC nanoseconds, read with CLOCK_MONOTONIC_COARSE
  * (same origin; a span's record carries the precise end time it measured) (about 5 ns a read against
@@ -49,13 +86,21 @@
  *
  * REGISTRY: the producer writes entry n in full, then stores `metric_count` = n + 1 with
  * release ordering; entries below `metric_count` never change again. A record names its metric
- * by index; a reader that loads `metric_count` (acquire) after `write_cursor` sees the metric of
- * every record it can read. Strings are UTF-8, not NUL-terminated, with explicit lengths:
+ * by index; a reader that loads `metric_count` (acquire) after a lane's `write_cursor` sees the
+ * metric of every record it can read there. Strings are UTF-8, not NUL-terminated, with
+ * explicit lengths:
  *   name    [a-zA-Z_][a-zA-Z0-9_]*, 1 to RS_NAME_MAX bytes
  *   labels  "key=value" pairs sorted by key and joined by '\n'; keys as names, values any
  *           UTF-8 without '\n' or NUL; at most RS_LABELS_MAX bytes in all
  *   help    any UTF-8 without NUL, at most RS_HELP_MAX bytes
  * (name, labels) identifies a metric: a producer that attaches again reuses matching entries.
+ * `sample_every` > 1 (histograms only) writes 1 record in N calls; readers scale counts by N.
+ *
+ * WRITING WITHOUT A C COMPILER: every shared field is an aligned 32- or 64-bit integer. A
+ * producer in another language needs plain loads and stores plus the orderings written here
+ * (release for `version`, `lanes_allocated`, `metric_count`, `write_cursor`, `state` and
+ * `gauge_set`; acquire for `read_cursor`), which x86-64's ordinary stores and loads provide, and
+ * an atomic add for `unlaned` (or a lock of its own: only its own threads write the file).
  *
  * Nothing read from the file is trusted by a consumer: every size, cursor, index, length and
  * string is checked before use.
@@ -84,35 +129,45 @@ extern "C" {
 
 /** "RINGSIDE" read as a little-endian 64-bit integer. */
 #define RS_MAGIC 0x45444953474E4952ULL
-#define RS_FORMAT_VERSION 1u
+#define RS_FORMAT_VERSION 2u
 
 #define RS_HEADER_SIZE 4096u
 #define RS_RECORD_SIZE 32u
 #define RS_REGISTRY_ENTRY_SIZE 512u
+#define RS_METRIC_CELL_SIZE 32u
+#define RS_LANE_HEADER_SIZE 256u
+/** Lanes and the cells before them start on page boundaries, so each lane can be mapped alone. */
+#define RS_PAGE_SIZE 4096u
 
 #define RS_NAME_MAX 104u
 #define RS_LABELS_MAX 256u
 #define RS_HELP_MAX 128u
 
-/** 128K records, 4 MiB of records: the seeds' size. */
+/** 128K records, 4 MiB a lane: the seeds' size, and the single-ring API's default. */
 #define RS_DEFAULT_CAPACITY_LOG2 17u
+/** 64K records, 2 MiB a lane: a bot's default, since its memory grows with its threads. */
+#define RS_DEFAULT_LANE_CAPACITY_LOG2 16u
 #define RS_MIN_CAPACITY_LOG2 4u
 #define RS_MAX_CAPACITY_LOG2 28u
 #define RS_DEFAULT_REGISTRY_CAPACITY 256u
 #define RS_MAX_REGISTRY_CAPACITY 4096u
+/** Lanes of a bot: threads recording at the same time. Past it a thread's records are counted
+    as dropped (its counter increments and gauge values are still kept: see CELLS). */
+#define RS_DEFAULT_MAX_LANES 64u
+#define RS_MAX_LANES 1024u
 
 #define RS_LOCK_BYTE_PRODUCER 0
 #define RS_LOCK_BYTE_CONSUMER 1
 
-/** File name prefix: ring "bot-a" lives in "<dir>/ringside.bot-a". */
+/** File name prefix: bot "bot-a" lives in "<dir>/ringside.bot-a". */
 #define RS_FILE_PREFIX "ringside."
 #define RS_NAME_LENGTH_MAX 200u
 
 /** Metric kinds, as stored in the registry and in each record. */
 typedef enum {
-    RS_KIND_COUNTER = 1,   /* value: an increment (unsigned) */
-    RS_KIND_GAUGE = 2,     /* value: the bits of an IEEE 754 double */
-    RS_KIND_HISTOGRAM = 3, /* value: an observation in the metric's unit (unsigned) */
+    RS_KIND_COUNTER = 1,   /* lane cells: the sum of increments; no records */
+    RS_KIND_GAUGE = 2,     /* metric cell: the last value; records: the bits of an IEEE 754 double */
+    RS_KIND_HISTOGRAM = 3, /* records: an observation in the metric's unit (unsigned) */
 } rs_kind;
 
 /** Units of a metric's values. */
@@ -129,6 +184,11 @@ typedef enum {
 /** Record flags. */
 #define RS_FLAG_SPAN 0x01u /* the value is a duration measured with the precise clock */
 
+/** A lane's `state`. */
+#define RS_LANE_UNUSED 0u  /* allocated, never claimed (a reader may see it briefly) */
+#define RS_LANE_ACTIVE 1u  /* a live thread of the attached process writes it */
+#define RS_LANE_RETIRED 2u /* its thread exited (or its process): free for the next thread */
+
 /* MARK: - Layout */
 
 /** The header page's first 384 bytes; the rest of the page is zero. */
@@ -138,32 +198,36 @@ typedef struct {
     uint32_t version;              /* 0x008 RS_FORMAT_VERSION, stored last (release) */
     uint32_t header_size;          /* 0x00C RS_HEADER_SIZE */
     uint32_t record_size;          /* 0x010 RS_RECORD_SIZE */
-    uint32_t capacity_log2;        /* 0x014 capacity == 1 << capacity_log2 records */
+    uint32_t capacity_log2;        /* 0x014 each lane holds 1 << capacity_log2 records */
     uint32_t registry_capacity;    /* 0x018 entries in the registry */
     uint32_t registry_entry_size;  /* 0x01C RS_REGISTRY_ENTRY_SIZE */
     uint64_t registry_offset;      /* 0x020 == header_size */
-    uint64_t records_offset;       /* 0x028 == registry_offset + registry size */
-    uint64_t file_size;            /* 0x030 == records_offset + capacity * record_size */
+    uint64_t cells_offset;         /* 0x028 == registry_offset + registry_capacity * 512 */
+    uint64_t lanes_offset;         /* 0x030 == cells_offset + registry_capacity * 32, rounded up to 4096 */
     uint64_t created_realtime_ns;  /* 0x038 CLOCK_REALTIME at creation */
     uint64_t created_monotonic_ns; /* 0x040 CLOCK_MONOTONIC at creation */
-    uint8_t layout_reserved[0x80 - 0x48];
+    uint64_t lane_size;            /* 0x048 == lane_records_offset + capacity * 32, rounded up to 4096 */
+    uint32_t lane_records_offset;  /* 0x050 == 256 + registry_capacity * 8, rounded up to 4096 */
+    uint32_t max_lanes;            /* 0x054 1 to RS_MAX_LANES */
+    uint32_t metric_cell_size;     /* 0x058 RS_METRIC_CELL_SIZE */
+    uint32_t lane_header_size;     /* 0x05C RS_LANE_HEADER_SIZE */
+    uint8_t layout_reserved[0x80 - 0x60];
 
-    /* 0x080: the producer's line */
-    uint64_t write_cursor;         /* 0x080 records published, ever (release store) */
-    uint64_t dropped_total;        /* 0x088 records dropped because the ring was full */
-    uint64_t heartbeat_ns;         /* 0x090 CLOCK_MONOTONIC_COARSE of the last write or attach */
-    uint64_t producer_start_ns;    /* 0x098 CLOCK_REALTIME when the producer attached */
-    int32_t producer_pid;          /* 0x0A0 pid of the producer that attached last */
-    uint32_t metric_count;         /* 0x0A4 registry entries published (release store) */
-    uint32_t producer_attaches;    /* 0x0A8 how many times a producer attached */
-    uint8_t producer_reserved[0x100 - 0xAC];
+    /* 0x080: the producer's line, written by the attached process */
+    uint32_t lanes_allocated;      /* 0x080 lanes whose header is written (release store) */
+    uint32_t metric_count;         /* 0x084 registry entries published (release store) */
+    uint64_t heartbeat_ns;         /* 0x088 CLOCK_MONOTONIC_COARSE of the last attach or lane claim */
+    uint64_t producer_start_ns;    /* 0x090 CLOCK_REALTIME when the process attached */
+    int32_t producer_pid;          /* 0x098 pid of the process that attached last */
+    uint32_t producer_attaches;    /* 0x09C how many times a process attached */
+    uint64_t lanes_exhausted;      /* 0x0A0 times a thread found every lane taken (see CELLS) */
+    uint8_t producer_reserved[0x100 - 0xA8];
 
     /* 0x100: the consumer's line */
-    uint64_t read_cursor;          /* 0x100 records consumed, ever (release store) */
-    int32_t consumer_pid;          /* 0x108 pid of the consumer that attached last */
-    uint32_t consumer_reserved0;   /* 0x10C */
-    uint64_t consumer_heartbeat_ns;/* 0x110 CLOCK_MONOTONIC_COARSE of the last drain */
-    uint8_t consumer_reserved[0x180 - 0x118];
+    int32_t consumer_pid;          /* 0x100 pid of the consumer that attached last */
+    uint32_t consumer_reserved0;   /* 0x104 */
+    uint64_t consumer_heartbeat_ns;/* 0x108 CLOCK_MONOTONIC_COARSE of the last drain */
+    uint8_t consumer_reserved[0x180 - 0x110];
 } rs_header;
 
 /** One registry entry (512 bytes). */
@@ -172,7 +236,7 @@ typedef struct {
     uint8_t kind;           /* 0x004 rs_kind */
     uint8_t unit;           /* 0x005 rs_unit */
     uint16_t reserved0;     /* 0x006 */
-    uint32_t sample_every;  /* 0x008 1 in N calls is written (1: every call); counts scale by N */
+    uint32_t sample_every;  /* 0x008 1 in N calls is written (1: every call; histograms only) */
     uint16_t name_length;   /* 0x00C */
     uint16_t labels_length; /* 0x00E */
     uint16_t help_length;   /* 0x010 */
@@ -182,10 +246,37 @@ typedef struct {
     char help[RS_HELP_MAX];     /* 0x180 */
 } rs_registry_entry;
 
+/** One metric's cell shared by every thread of the bot (32 bytes). */
+typedef struct {
+    uint64_t gauge_bits;    /* 0x00 gauges: the last value set (IEEE 754 bits), any thread */
+    uint64_t gauge_set;     /* 0x08 gauges: 1 once a value was set (stored after gauge_bits, release) */
+    uint64_t unlaned;       /* 0x10 from threads with no lane (atomic add): counters, increments;
+                               histograms and gauges, records dropped */
+    uint64_t reserved;      /* 0x18 */
+} rs_metric_cell;
+
+/** A lane's header (256 bytes): its producer line, then its consumer line. */
+typedef struct {
+    /* 0x00: written only by the thread that holds the lane (and by the process when it hands
+       the lane over) */
+    uint64_t write_cursor;   /* 0x00 records published, ever (release store) */
+    uint64_t dropped_total;  /* 0x08 records dropped because the lane was full */
+    uint64_t heartbeat_ns;   /* 0x10 CLOCK_MONOTONIC_COARSE of the last record or claim */
+    uint32_t state;          /* 0x18 RS_LANE_* (release store) */
+    int32_t owner_tid;       /* 0x1C the kernel thread id holding it; 0 when retired */
+    uint32_t claims;         /* 0x20 threads that have held this lane */
+    uint8_t producer_reserved[0x80 - 0x24];
+
+    /* 0x80: written only by the consumer */
+    uint64_t read_cursor;          /* 0x80 records consumed, ever (release store) */
+    uint64_t consumer_heartbeat_ns;/* 0x88 CLOCK_MONOTONIC_COARSE of the last drain */
+    uint8_t consumer_reserved[0x100 - 0x90];
+} rs_lane_header;
+
 /** One record (32 bytes). */
 typedef struct {
     uint64_t timestamp_ns; /* 0x00 CLOCK_MONOTONIC ns when written (coarse clock; a span's end time) */
-    uint64_t value;        /* 0x08 counter increment, gauge double bits, or observation */
+    uint64_t value;        /* 0x08 gauge double bits, or observation */
     uint64_t sequence;     /* 0x10 the record's cursor: lets a reader check slot and record agree */
     uint32_t metric;       /* 0x18 registry index */
     uint8_t kind;          /* 0x1C rs_kind, equal to the registry's */
@@ -195,15 +286,37 @@ typedef struct {
 
 RS_STATIC_ASSERT(sizeof(rs_header) == 0x180, "rs_header is 384 bytes");
 RS_STATIC_ASSERT(offsetof(rs_header, version) == 0x008, "version at 0x008");
-RS_STATIC_ASSERT(offsetof(rs_header, file_size) == 0x030, "file_size at 0x030");
-RS_STATIC_ASSERT(offsetof(rs_header, write_cursor) == 0x080, "producer line at 0x080");
-RS_STATIC_ASSERT(offsetof(rs_header, metric_count) == 0x0A4, "metric_count at 0x0A4");
-RS_STATIC_ASSERT(offsetof(rs_header, read_cursor) == 0x100, "consumer line at 0x100");
+RS_STATIC_ASSERT(offsetof(rs_header, lane_size) == 0x048, "lane_size at 0x048");
+RS_STATIC_ASSERT(offsetof(rs_header, lanes_allocated) == 0x080, "producer line at 0x080");
+RS_STATIC_ASSERT(offsetof(rs_header, producer_pid) == 0x098, "producer_pid at 0x098");
+RS_STATIC_ASSERT(offsetof(rs_header, consumer_pid) == 0x100, "consumer line at 0x100");
 RS_STATIC_ASSERT(sizeof(rs_registry_entry) == RS_REGISTRY_ENTRY_SIZE, "registry entry is 512 bytes");
 RS_STATIC_ASSERT(offsetof(rs_registry_entry, name) == 0x018, "name at 0x018");
 RS_STATIC_ASSERT(offsetof(rs_registry_entry, labels) == 0x080, "labels at 0x080");
 RS_STATIC_ASSERT(offsetof(rs_registry_entry, help) == 0x180, "help at 0x180");
+RS_STATIC_ASSERT(sizeof(rs_metric_cell) == RS_METRIC_CELL_SIZE, "a metric cell is 32 bytes");
+RS_STATIC_ASSERT(sizeof(rs_lane_header) == RS_LANE_HEADER_SIZE, "a lane header is 256 bytes");
+RS_STATIC_ASSERT(offsetof(rs_lane_header, read_cursor) == 0x80, "a lane's consumer line at 0x80");
 RS_STATIC_ASSERT(sizeof(rs_record) == RS_RECORD_SIZE, "a record is 32 bytes");
+
+/** Rounds up to a whole page (RS_PAGE_SIZE). */
+RS_INLINE uint64_t rs_page_round_up(uint64_t bytes) { return (bytes + RS_PAGE_SIZE - 1) & ~(uint64_t)(RS_PAGE_SIZE - 1); }
+
+/** The geometry every field of the layout must equal, computed from the three free choices. */
+typedef struct {
+    uint64_t registry_offset, cells_offset, lanes_offset, lane_size;
+    uint32_t lane_records_offset;
+} rs_geometry;
+
+RS_INLINE rs_geometry rs_geometry_of(uint32_t capacity_log2, uint32_t registry_capacity) {
+    rs_geometry g;
+    g.registry_offset = RS_HEADER_SIZE;
+    g.cells_offset = g.registry_offset + (uint64_t)registry_capacity * RS_REGISTRY_ENTRY_SIZE;
+    g.lanes_offset = rs_page_round_up(g.cells_offset + (uint64_t)registry_capacity * RS_METRIC_CELL_SIZE);
+    g.lane_records_offset = (uint32_t)rs_page_round_up(RS_LANE_HEADER_SIZE + (uint64_t)registry_capacity * sizeof(uint64_t));
+    g.lane_size = rs_page_round_up(g.lane_records_offset + ((uint64_t)1 << capacity_log2) * RS_RECORD_SIZE);
+    return g;
+}
 
 /* MARK: - Atomics on shared memory */
 
@@ -218,6 +331,7 @@ RS_INLINE void rs_store_release_u32(uint32_t *p, uint32_t v) { __atomic_store_n(
 RS_INLINE void rs_store_relaxed_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 RS_INLINE void rs_store_relaxed_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 RS_INLINE void rs_store_relaxed_i32(int32_t *p, int32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+RS_INLINE void rs_add_relaxed_u64(uint64_t *p, uint64_t v) { (void)__atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 /** Orders the plain loads before it ahead of the loads after it (a seqlock reader's fence). */
 RS_INLINE void rs_fence_acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 
@@ -247,15 +361,19 @@ RS_INLINE uint64_t rs_clock_realtime_ns(void) {
 /* MARK: - The producer's hot path */
 
 /**
- * The producer's private state (in its own memory, not in the file). A producer that holds the
- * producer lock fills it from the mapped file; `records == NULL` means telemetry is disabled.
+ * One writer's view of one lane (in the writer's own memory, not in the file). The thread that
+ * holds the lane is its only user. `records == NULL` means nothing can be written: telemetry is
+ * disabled (`cells` and `shared` NULL too), or the thread found no free lane (`shared` set:
+ * what it cannot write is counted there), or the process is a forked child (all NULL).
  */
 typedef struct {
-    rs_record *records;          /* the file's record slots, or NULL when disabled */
-    uint64_t *write_cursor;      /* &header->write_cursor */
-    const uint64_t *read_cursor; /* &header->read_cursor */
-    uint64_t *dropped_total;     /* &header->dropped_total */
-    uint64_t *heartbeat_ns;      /* &header->heartbeat_ns */
+    rs_record *records;          /* the lane's record slots, or NULL (see above) */
+    uint64_t *write_cursor;      /* &lane->write_cursor */
+    const uint64_t *read_cursor; /* &lane->read_cursor */
+    uint64_t *dropped_total;     /* &lane->dropped_total */
+    uint64_t *heartbeat_ns;      /* &lane->heartbeat_ns */
+    uint64_t *cells;             /* the lane's cells, one per metric */
+    rs_metric_cell *shared;      /* the bot's metric cells */
     uint64_t mask;               /* capacity - 1 */
     uint64_t next;               /* the next cursor to publish (== *write_cursor) */
     uint64_t cached_read;        /* the consumer's cursor as last seen: re-read only when full */
@@ -263,24 +381,32 @@ typedef struct {
     const uint32_t *sample_every;/* per metric: the registry's sample_every */
 } rs_producer;
 
+/** Counts a record of `metric` that could not be kept (cold: a full lane, or no lane at all). */
+static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer *p, uint32_t metric) {
+    if (p->records != NULL) {
+        /* Only this lane's owner writes these, so a relaxed load and store is exact. */
+        rs_store_relaxed_u64(p->dropped_total, rs_load_relaxed_u64(p->dropped_total) + 1);
+        rs_store_relaxed_u64(&p->cells[metric], rs_load_relaxed_u64(&p->cells[metric]) + 1);
+    } else if (p->shared != NULL) {
+        rs_add_relaxed_u64(&p->shared[metric].unlaned, 1); /* threads without a lane share it */
+    }
+    return 0;
+}
+
 /**
  * Writes one record stamped `timestamp_ns` (CLOCK_MONOTONIC nanoseconds), or counts a drop when
- * the ring is full. Never blocks, allocates or makes a system call. Returns 1 if written. Only
- * the one producer that holds the producer lock may call it. A span passes the end time it
- * already read with the precise clock, saving a clock read.
+ * the lane is full. Never blocks, allocates or makes a system call. Returns 1 if written. Only
+ * the lane's holder may call it. A span passes the end time it already read with the precise
+ * clock, saving a clock read.
  */
 RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
                                    uint64_t value, uint64_t timestamp_ns) {
-    if (__builtin_expect(p->records == NULL, 0)) return 0;
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
     uint64_t cursor = p->next;
     if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
         /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
         p->cached_read = rs_load_acquire_u64(p->read_cursor);
-        if (cursor - p->cached_read > p->mask) {
-            /* Only this producer writes the counter, so a relaxed load and store is exact. */
-            rs_store_relaxed_u64(p->dropped_total, rs_load_relaxed_u64(p->dropped_total) + 1);
-            return 0;
-        }
+        if (cursor - p->cached_read > p->mask) return rs_producer_lose(p, metric);
     }
     rs_record *r = &p->records[cursor & p->mask];
     r->timestamp_ns = timestamp_ns;
@@ -300,7 +426,7 @@ RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind
 /** `rs_producer_write_at` stamped with the coarse clock: the usual way to write a record. */
 RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
                                 uint64_t value) {
-    if (__builtin_expect(p->records == NULL, 0)) return 0; /* disabled: not even a clock read */
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric); /* no clock read */
     return rs_producer_write_at(p, metric, kind, flags, value, rs_clock_coarse_ns());
 }
 
@@ -316,6 +442,29 @@ RS_INLINE int rs_producer_sample(rs_producer *p, uint32_t metric) {
     }
     p->sample_countdown[metric] = left - 1;
     return 0;
+}
+
+/** Adds `increment` to a counter: the lane's cell, or the shared `unlaned` for a thread without one. */
+RS_INLINE void rs_producer_count(rs_producer *p, uint32_t metric, uint64_t increment) {
+    uint64_t *cells = p->cells;
+    if (__builtin_expect(cells != NULL, 1)) {
+        /* Only this lane's owner writes its cells: a relaxed load and store is exact. */
+        rs_store_relaxed_u64(&cells[metric], rs_load_relaxed_u64(&cells[metric]) + increment);
+    } else if (p->shared != NULL) {
+        rs_add_relaxed_u64(&p->shared[metric].unlaned, increment);
+    }
+}
+
+/** Sets a gauge: the shared last value (exact whatever the lane holds), then a record for windows. */
+RS_INLINE int rs_producer_set(rs_producer *p, uint32_t metric, double value) {
+    uint64_t bits;
+    __builtin_memcpy(&bits, &value, sizeof bits);
+    rs_metric_cell *cell = p->shared;
+    if (__builtin_expect(cell == NULL, 0)) return 0; /* disabled, or a forked child */
+    rs_store_relaxed_u64(&cell[metric].gauge_bits, bits);
+    /* Release: a reader that sees gauge_set sees a value stored before it. */
+    rs_store_release_u64(&cell[metric].gauge_set, 1);
+    return rs_producer_write(p, metric, RS_KIND_GAUGE, 0, bits);
 }
 
 /* MARK: - Locks (ringside.c) */

@@ -1,0 +1,1343 @@
+/*
+ * ringside_producer.c: the producer API that ringside_producer.h declares, over the format that
+ * ringside.h specifies. Read those two first: this file follows their rules and names.
+ *
+ * WHAT LIVES WHERE
+ * - The process: a table of RS_MAX_BOTS_PER_PROCESS slots {bot, generation} under one mutex
+ *   (`rsp_mutex`), a generation counter that never repeats, a pthread key whose destructor
+ *   retires an exiting thread's lanes, and fork handlers. Attach and detach run under that
+ *   mutex, so neither a thread's exit nor a fork() ever sees a bot half attached or half gone.
+ * - A bot (`rsp_bot`, whose first member is the public `rs_bot`): its file descriptor (holding the
+ *   producer lock), the header part of the file mapped once, each lane mapped on its own, and the
+ *   writers' views (`rs_producer`) of every lane. `bot->mutex` serialises registration, lane
+ *   claims and releases.
+ * - A thread: `rs_thread_lanes[slot]` = {the bot's generation, its producer}. A generation that
+ *   is not the bot's (zero, an earlier bot in the slot, or the parent's in a forked child)
+ *   sends the hot path to rs_bot_claim_lane.
+ *
+ * LOCK ORDER: rsp_mutex before any bot's mutex. Claims, releases by the thread itself and
+ * registration take the bot's mutex alone; thread exit, detach and fork take rsp_mutex first.
+ */
+#define _GNU_SOURCE
+#include "ringside_producer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+RS_THREAD_LOCAL rs_thread_lane rs_thread_lanes[RS_MAX_BOTS_PER_PROCESS];
+
+/* MARK: - Private state */
+
+/** lane_held values. */
+enum { RSP_FREE = 0, RSP_HELD_BY_THREAD = 1, RSP_HELD_EXCLUSIVE = 2 };
+
+/** Returned by one attach attempt when the path names another file now: open it again. */
+enum { RSP_AGAIN = 1, RSP_ATTEMPTS = 8 };
+
+/** A bot as this file knows it: the public part first, so an rs_bot * is an rsp_bot *. */
+typedef struct {
+    rs_bot bot;
+    rs_geometry geometry;       /* validated at attach: every offset used comes from here */
+    int header_guard;           /* the header mapping's SIGBUS guard slot, or -1 */
+    int *lane_guards;           /* max_lanes guard slots, -1 when unmapped or unguarded */
+    uint32_t countdown_stride;  /* entries per sample_countdown row (128-byte rows) */
+    uint32_t disabled_metrics;  /* a disabled bot's registrations, for their indices */
+    int forked;                 /* 1 in a forked child: the file is the parent's */
+    int said_why_laneless;      /* the "no lane could be added" message went to stderr */
+    char directory[4096];
+} rsp_bot;
+
+static rsp_bot *rsp_of(rs_bot *bot) { return (rsp_bot *)bot; }
+
+typedef struct {
+    rs_bot *bot;                /* NULL: free */
+    uint64_t generation;
+} rsp_slot;
+
+static pthread_mutex_t rsp_mutex = PTHREAD_MUTEX_INITIALIZER;
+static rsp_slot rsp_slots[RS_MAX_BOTS_PER_PROCESS];
+static uint64_t rsp_next_generation = 1; /* under rsp_mutex; 0 means "no lane" in a thread's table */
+static pthread_once_t rsp_once = PTHREAD_ONCE_INIT;
+static pthread_key_t rsp_thread_key;
+static int rsp_thread_key_created;
+
+static void rsp_thread_exit(void *unused);
+static void rsp_fork_prepare(void);
+static void rsp_fork_parent(void);
+static void rsp_fork_child(void);
+
+static void rsp_init_process(void) {
+    rsp_thread_key_created = pthread_key_create(&rsp_thread_key, rsp_thread_exit) == 0;
+    pthread_atfork(rsp_fork_prepare, rsp_fork_parent, rsp_fork_child);
+}
+
+static int32_t rsp_gettid(void) { return (int32_t)syscall(SYS_gettid); }
+
+/* MARK: - Errors */
+
+const char *rs_strerror(int code) {
+    switch (code) {
+    case 0: return "success";
+    case RS_E_PRODUCER_ALIVE: return "another process holds the bot";
+    case RS_E_CORRUPT: return "the file is not a valid bot file";
+    case RS_E_INCOMPATIBLE: return "the file exists with another layout or format version";
+    case RS_E_INVALID: return "invalid argument";
+    case RS_E_CONFLICT: return "the metric exists with another kind, unit or sampling";
+    case RS_E_REGISTRY_FULL: return "the metric registry is full";
+    case RS_E_NOT_READY: return "the file kept being replaced";
+    case RS_E_TOO_MANY_BOTS: return "the process holds too many bots";
+    case RS_E_NO_LANE: return "every lane is taken";
+    case RS_E_FORKED: return "the bot belongs to the parent of this forked process";
+    default: return code < 0 ? strerror(-code) : "unknown error";
+    }
+}
+
+static void rsp_clear_error(rs_error *error) {
+    if (error == NULL) return;
+    error->code = 0;
+    error->pid = 0;
+    error->uid = 0;
+    error->message[0] = 0;
+}
+
+/** Fills *error with `code` and "bot NAME: " followed by the formatted sentence; returns `code`. */
+__attribute__((format(printf, 4, 5)))
+static int rsp_fail(rs_error *error, const char *bot, int code, const char *format, ...) {
+    if (error == NULL) return code;
+    error->code = code;
+    int used = snprintf(error->message, sizeof error->message, "bot %.200s: ", bot ? bot : "?");
+    if (used < 0 || (size_t)used >= sizeof error->message) return code;
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(error->message + used, sizeof error->message - (size_t)used, format, arguments);
+    va_end(arguments);
+    return code;
+}
+
+/** A system call's failure: "OPERATION PATH: strerror (errno N)"; `code` is -errno. */
+static int rsp_fail_system(rs_error *error, const char *bot, int code, const char *operation, const char *path) {
+    return rsp_fail(error, bot, code, "%s %.700s: %s (errno %d)", operation, path, strerror(-code), -code);
+}
+
+/* MARK: - Names, labels and registry entries */
+
+static int rsp_is_identifier(const char *text, size_t length) {
+    if (text == NULL || length == 0) return 0;
+    for (size_t i = 0; i < length; i++) {
+        char c = text[i];
+        int letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        if (!letter && !(i > 0 && c >= '0' && c <= '9')) return 0;
+    }
+    return 1;
+}
+
+static int rsp_valid_bot_name(const char *name) {
+    size_t length = strlen(name);
+    if (length == 0 || length > RS_NAME_LENGTH_MAX) return 0;
+    for (size_t i = 0; i < length; i++) {
+        char c = name[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+        if (!ok) return 0;
+    }
+    return strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+/** Byte order of two keys, as the encoding sorts them: <0, 0 or >0. */
+static int rsp_compare_keys(const char *a, size_t a_length, const char *b, size_t b_length) {
+    int order = memcmp(a, b, a_length < b_length ? a_length : b_length);
+    if (order != 0) return order;
+    return a_length < b_length ? -1 : a_length > b_length ? 1 : 0;
+}
+
+/** Checks labels as stored ("key=value" lines sorted strictly by key). 1 if valid, else 0 and why. */
+static int rsp_labels_valid(const char *labels, size_t length, char *why, size_t why_size) {
+    if (length > RS_LABELS_MAX) {
+        snprintf(why, why_size, "the labels take %zu bytes, more than %u", length, RS_LABELS_MAX);
+        return 0;
+    }
+    if (length == 0) return 1;
+    if (labels == NULL) {
+        snprintf(why, why_size, "the labels are NULL, with a length of %zu", length);
+        return 0;
+    }
+    if (memchr(labels, 0, length) != NULL) {
+        snprintf(why, why_size, "the labels hold a NUL byte");
+        return 0;
+    }
+    const char *previous = NULL;
+    size_t previous_length = 0, at = 0;
+    for (;;) {
+        const char *line = labels + at;
+        const char *end = (const char *)memchr(line, '\n', length - at);
+        size_t line_length = end ? (size_t)(end - line) : length - at;
+        const char *equals = (const char *)memchr(line, '=', line_length);
+        if (equals == NULL) {
+            snprintf(why, why_size, "label \"%.*s\" is not key=value", (int)line_length, line);
+            return 0;
+        }
+        size_t key_length = (size_t)(equals - line);
+        if (!rsp_is_identifier(line, key_length)) {
+            snprintf(why, why_size, "label key \"%.*s\" does not match [a-zA-Z_][a-zA-Z0-9_]*", (int)key_length, line);
+            return 0;
+        }
+        if (key_length >= 2 && line[0] == '_' && line[1] == '_') {
+            snprintf(why, why_size, "label key \"%.*s\" starts with \"__\", which Prometheus reserves", (int)key_length, line);
+            return 0;
+        }
+        if (previous != NULL && rsp_compare_keys(previous, previous_length, line, key_length) >= 0) {
+            snprintf(why, why_size, "label keys are not sorted strictly: \"%.*s\" comes after \"%.*s\"",
+                     (int)key_length, line, (int)previous_length, previous);
+            return 0;
+        }
+        previous = line;
+        previous_length = key_length;
+        if (end == NULL) return 1;
+        at += line_length + 1; /* a trailing '\n' leaves an empty line, refused above */
+    }
+}
+
+/** Checks registry entry `index` of an existing file, as a reader would. 1 if valid, else 0 and why. */
+static int rsp_entry_valid(const rs_registry_entry *e, uint32_t index, char *why, size_t why_size) {
+    if (e->index != index) { snprintf(why, why_size, "its index field says %u", (unsigned)e->index); return 0; }
+    if (e->kind < RS_KIND_COUNTER || e->kind > RS_KIND_HISTOGRAM) { snprintf(why, why_size, "unknown kind %u", e->kind); return 0; }
+    if (e->unit > RS_UNIT_LAST) { snprintf(why, why_size, "unknown unit %u", e->unit); return 0; }
+    if (e->sample_every < 1) { snprintf(why, why_size, "sample_every is 0"); return 0; }
+    if (e->name_length > RS_NAME_MAX || !rsp_is_identifier(e->name, e->name_length)) {
+        snprintf(why, why_size, "its name is not an identifier of 1 to %u bytes", RS_NAME_MAX);
+        return 0;
+    }
+    if (e->labels_length > RS_LABELS_MAX || !rsp_labels_valid(e->labels, e->labels_length, why, why_size)) {
+        if (e->labels_length > RS_LABELS_MAX) snprintf(why, why_size, "labels length %u", (unsigned)e->labels_length);
+        return 0;
+    }
+    if (e->help_length > RS_HELP_MAX || memchr(e->help, 0, e->help_length) != NULL) {
+        snprintf(why, why_size, "its help is longer than %u bytes or holds a NUL", RS_HELP_MAX);
+        return 0;
+    }
+    return 1;
+}
+
+static const char *rsp_kind_name(unsigned kind) {
+    switch (kind) {
+    case RS_KIND_COUNTER: return "a counter";
+    case RS_KIND_GAUGE: return "a gauge";
+    case RS_KIND_HISTOGRAM: return "a histogram";
+    default: return "an unknown kind";
+    }
+}
+
+static const char *rsp_unit_name(unsigned unit) {
+    static const char *const names[] = {"none", "ns", "us", "ms", "s", "bytes"};
+    return unit <= RS_UNIT_LAST ? names[unit] : "unknown";
+}
+
+static uint32_t rsp_ns_per_unit(unsigned unit) {
+    switch (unit) {
+    case RS_UNIT_NANOSECONDS: return 1;
+    case RS_UNIT_MICROSECONDS: return 1000;
+    case RS_UNIT_MILLISECONDS: return 1000000;
+    case RS_UNIT_SECONDS: return 1000000000;
+    default: return 1;
+    }
+}
+
+/* MARK: - Layout */
+
+/** Checks an existing header's layout line against the format and rs_geometry_of.
+    Returns 0, RS_E_INCOMPATIBLE (another format version) or RS_E_CORRUPT, with why. */
+static int rsp_layout_check(const rs_header *h, char *why, size_t why_size) {
+    if (h->magic != RS_MAGIC) {
+        snprintf(why, why_size, "bad magic 0x%016llx (not a Ringside file)", (unsigned long long)h->magic);
+        return RS_E_CORRUPT;
+    }
+    if (h->version != RS_FORMAT_VERSION) {
+        snprintf(why, why_size, "it is format version %u%s; this library reads and writes version %u (a lane per "
+                 "thread): remove the file, or attach with recreate to replace it", (unsigned)h->version,
+                 h->version == 1 ? " (one ring per file, before lanes)" : "", RS_FORMAT_VERSION);
+        return RS_E_INCOMPATIBLE;
+    }
+    if (h->capacity_log2 < RS_MIN_CAPACITY_LOG2 || h->capacity_log2 > RS_MAX_CAPACITY_LOG2) {
+        snprintf(why, why_size, "capacity_log2 is %u, not %u to %u", (unsigned)h->capacity_log2, RS_MIN_CAPACITY_LOG2, RS_MAX_CAPACITY_LOG2);
+        return RS_E_CORRUPT;
+    }
+    if (h->registry_capacity < 1 || h->registry_capacity > RS_MAX_REGISTRY_CAPACITY) {
+        snprintf(why, why_size, "registry_capacity is %u, not 1 to %u", (unsigned)h->registry_capacity, RS_MAX_REGISTRY_CAPACITY);
+        return RS_E_CORRUPT;
+    }
+    if (h->max_lanes < 1 || h->max_lanes > RS_MAX_LANES) {
+        snprintf(why, why_size, "max_lanes is %u, not 1 to %u", (unsigned)h->max_lanes, RS_MAX_LANES);
+        return RS_E_CORRUPT;
+    }
+    rs_geometry g = rs_geometry_of(h->capacity_log2, h->registry_capacity);
+    const struct { const char *field; uint64_t value, expected; } fields[] = {
+        {"header_size", h->header_size, RS_HEADER_SIZE},
+        {"record_size", h->record_size, RS_RECORD_SIZE},
+        {"registry_entry_size", h->registry_entry_size, RS_REGISTRY_ENTRY_SIZE},
+        {"metric_cell_size", h->metric_cell_size, RS_METRIC_CELL_SIZE},
+        {"lane_header_size", h->lane_header_size, RS_LANE_HEADER_SIZE},
+        {"registry_offset", h->registry_offset, g.registry_offset},
+        {"cells_offset", h->cells_offset, g.cells_offset},
+        {"lanes_offset", h->lanes_offset, g.lanes_offset},
+        {"lane_size", h->lane_size, g.lane_size},
+        {"lane_records_offset", h->lane_records_offset, g.lane_records_offset},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (fields[i].value != fields[i].expected) {
+            snprintf(why, why_size, "%s is %llu, expected %llu", fields[i].field,
+                     (unsigned long long)fields[i].value, (unsigned long long)fields[i].expected);
+            return RS_E_CORRUPT;
+        }
+    }
+    return 0;
+}
+
+/** The options' nonzero choices must be what an existing file holds. */
+static int rsp_options_match(const rs_header *h, const rs_bot_options *o) {
+    return (o->lane_capacity == 0 || o->lane_capacity == ((uint64_t)1 << h->capacity_log2))
+        && (o->max_metrics == 0 || o->max_metrics == h->registry_capacity)
+        && (o->max_lanes == 0 || o->max_lanes == h->max_lanes);
+}
+
+/** "4096" or "any", for a message. */
+static const char *rsp_asked(uint64_t value, char *buffer, size_t size) {
+    if (value == 0) return "any";
+    snprintf(buffer, size, "%llu", (unsigned long long)value);
+    return buffer;
+}
+
+static uint32_t rsp_log2(uint64_t power_of_two) {
+    uint32_t log2 = 0;
+    while (((uint64_t)1 << log2) < power_of_two && log2 < 63) log2++;
+    return log2;
+}
+
+static rs_metric_cell *rsp_metric_cells(rsp_bot *b) {
+    return (rs_metric_cell *)((char *)b->bot.header + b->geometry.cells_offset);
+}
+
+static rs_registry_entry *rsp_entry(rsp_bot *b, uint32_t index) {
+    return (rs_registry_entry *)((char *)b->bot.header + b->geometry.registry_offset + (size_t)index * RS_REGISTRY_ENTRY_SIZE);
+}
+
+static uint64_t rsp_lane_offset(const rsp_bot *b, uint32_t lane) {
+    return b->geometry.lanes_offset + (uint64_t)lane * b->geometry.lane_size;
+}
+
+static uint32_t *rsp_countdown_row(rsp_bot *b, uint32_t row) {
+    return b->bot.sample_countdown + (size_t)row * b->countdown_stride;
+}
+
+/* MARK: - The process-private arrays */
+
+/** Allocates the views of `max_lanes` lanes and `registry_capacity` metrics (no file access). */
+static int rsp_allocate_views(rsp_bot *b, uint32_t registry_capacity, uint32_t max_lanes) {
+    rs_bot *bot = &b->bot;
+    bot->registry_capacity = registry_capacity;
+    bot->max_lanes = max_lanes;
+    b->countdown_stride = (registry_capacity + 31u) & ~31u; /* 32 entries: 128 bytes */
+    size_t lanes = max_lanes ? max_lanes : 1;
+    size_t rows = (size_t)max_lanes + 2; /* the lanes', then laneless's, then disabled's */
+    void *producers = NULL, *countdown = NULL;
+    if (posix_memalign(&producers, 128, lanes * sizeof(rs_lane_producer)) != 0) producers = NULL;
+    if (posix_memalign(&countdown, 128, rows * b->countdown_stride * sizeof(uint32_t)) != 0) countdown = NULL;
+    bot->producers = (rs_lane_producer *)producers;
+    bot->sample_countdown = (uint32_t *)countdown;
+    bot->lanes = (rs_lane_header **)calloc(lanes, sizeof(rs_lane_header *));
+    bot->lane_held = (uint32_t *)calloc(lanes, sizeof(uint32_t));
+    bot->sample_every = (uint32_t *)malloc(registry_capacity * sizeof(uint32_t));
+    b->lane_guards = (int *)malloc(lanes * sizeof(int));
+    if (!bot->producers || !bot->sample_countdown || !bot->lanes || !bot->lane_held || !bot->sample_every || !b->lane_guards) {
+        return -ENOMEM;
+    }
+    memset(bot->producers, 0, lanes * sizeof(rs_lane_producer));
+    for (size_t i = 0; i < rows * b->countdown_stride; i++) bot->sample_countdown[i] = 1;
+    for (uint32_t i = 0; i < registry_capacity; i++) bot->sample_every[i] = 1;
+    for (size_t i = 0; i < lanes; i++) b->lane_guards[i] = -1;
+    return 0;
+}
+
+static void rsp_free_views(rsp_bot *b) {
+    rs_bot *bot = &b->bot;
+    free(bot->producers);
+    free(bot->sample_countdown);
+    free(bot->lanes);
+    free(bot->lane_held);
+    free(bot->sample_every);
+    free(b->lane_guards);
+    bot->producers = NULL;
+    bot->sample_countdown = NULL;
+    bot->lanes = NULL;
+    bot->lane_held = NULL;
+    bot->sample_every = NULL;
+    b->lane_guards = NULL;
+}
+
+/** The laneless and disabled producers: no records; laneless counts into the metric cells. */
+static void rsp_build_laneless(rsp_bot *b) {
+    rs_bot *bot = &b->bot;
+    memset(&bot->laneless, 0, sizeof bot->laneless);
+    memset(&bot->disabled, 0, sizeof bot->disabled);
+    bot->laneless.shared = bot->header ? rsp_metric_cells(b) : NULL;
+    /* Laneless threads share one countdown row, unlocked: under contention a few more (or
+       fewer) than 1 in N of their calls pass it. They only ever count drops into `unlaned`, so
+       that count alone is approximate for a sampled histogram; counters are never sampled. */
+    bot->laneless.sample_countdown = rsp_countdown_row(b, bot->max_lanes);
+    bot->laneless.sample_every = bot->sample_every;
+    bot->disabled.sample_countdown = rsp_countdown_row(b, bot->max_lanes + 1);
+    bot->disabled.sample_every = bot->sample_every;
+}
+
+/* MARK: - Mappings and lanes */
+
+/** Reserves [offset, offset + size) of the file: 0, or an errno value (a signal does not count). */
+static int rsp_reserve(int fd, uint64_t offset, uint64_t size) {
+    int result;
+    do result = posix_fallocate(fd, (off_t)offset, (off_t)size); while (result == EINTR);
+    return result;
+}
+
+/** Maps [offset, offset + size) of the file shared, pages populated, and guards it from SIGBUS. */
+static void *rsp_map(int fd, uint64_t offset, uint64_t size, int *guard) {
+    void *base = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, (off_t)offset);
+    if (base == MAP_FAILED) return NULL;
+    *guard = rs_guard_register(base, (size_t)size);
+    return base;
+}
+
+static void rsp_unmap(void *base, uint64_t size, int *guard) {
+    if (base == NULL) return;
+    rs_guard_unregister(*guard); /* first: the range must not be claimed once it is unmapped */
+    *guard = -1;
+    munmap(base, (size_t)size);
+}
+
+static void rsp_unmap_all(rsp_bot *b) {
+    rs_bot *bot = &b->bot;
+    for (uint32_t i = 0; bot->lanes != NULL && b->lane_guards != NULL && i < bot->max_lanes; i++) {
+        rsp_unmap(bot->lanes[i], b->geometry.lane_size, &b->lane_guards[i]);
+        bot->lanes[i] = NULL;
+    }
+    rsp_unmap(bot->header, bot->header_mapping_size, &b->header_guard);
+    bot->header = NULL;
+}
+
+static int rsp_map_lane(rsp_bot *b, int fd, uint32_t lane) {
+    void *base = rsp_map(fd, rsp_lane_offset(b, lane), b->geometry.lane_size, &b->lane_guards[lane]);
+    if (base == NULL) return -errno;
+    b->bot.lanes[lane] = (rs_lane_header *)base;
+    return 0;
+}
+
+/** THE one place an rs_producer is built from a lane: its records, cursors, cells and the
+    lane's countdown row, continuing from the cursors the lane holds. */
+static void rsp_build_producer(rsp_bot *b, uint32_t lane) {
+    rs_lane_header *header = b->bot.lanes[lane];
+    rs_producer *p = &b->bot.producers[lane].producer;
+    char *base = (char *)header;
+    p->records = (rs_record *)(base + b->geometry.lane_records_offset);
+    p->write_cursor = &header->write_cursor;
+    p->read_cursor = &header->read_cursor;
+    p->dropped_total = &header->dropped_total;
+    p->heartbeat_ns = &header->heartbeat_ns;
+    p->cells = (uint64_t *)(base + RS_LANE_HEADER_SIZE);
+    p->shared = rsp_metric_cells(b);
+    p->mask = ((uint64_t)1 << b->bot.capacity_log2) - 1;
+    /* Relaxed: only this process writes the cursor, and its last writer released the lane
+       under the bot's mutex (or was another process, gone before we took the lock). */
+    p->next = rs_load_relaxed_u64(&header->write_cursor);
+    /* Acquire: the consumer finished with the slots below its cursor before storing it. */
+    p->cached_read = rs_load_acquire_u64(&header->read_cursor);
+    p->sample_countdown = rsp_countdown_row(b, lane);
+    p->sample_every = b->bot.sample_every;
+}
+
+/** Gives lane `lane` to the caller (`how`: a thread, or an exclusive user). Under bot->mutex. */
+static void rsp_hand_over_locked(rsp_bot *b, uint32_t lane, uint32_t how) {
+    rs_lane_header *header = b->bot.lanes[lane];
+    rsp_build_producer(b, lane);
+    b->bot.lane_held[lane] = how;
+    uint64_t now = rs_clock_coarse_ns();
+    /* Relaxed: these are the process's to write, under this mutex; `state` publishes them. */
+    rs_store_relaxed_u32(&header->claims, rs_load_relaxed_u32(&header->claims) + 1);
+    rs_store_relaxed_i32(&header->owner_tid, rsp_gettid());
+    rs_store_relaxed_u64(&header->heartbeat_ns, now);
+    /* Release: a reader that sees ACTIVE sees the owner and claim count stored before it. */
+    rs_store_release_u32(&header->state, RS_LANE_ACTIVE);
+    rs_store_relaxed_u64(&b->bot.header->heartbeat_ns, now); /* relaxed: a hint for readers */
+}
+
+/** Marks lane `lane` free in the process and retired in the file. Under bot->mutex (or the lock alone at attach). */
+static void rsp_retire_locked(rsp_bot *b, uint32_t lane) {
+    rs_lane_header *header = b->bot.lanes[lane];
+    b->bot.lane_held[lane] = RSP_FREE;
+    rs_store_relaxed_i32(&header->owner_tid, 0); /* relaxed: `state` below publishes it */
+    /* Release: a reader that sees RETIRED sees every record and cell the last holder wrote. */
+    rs_store_release_u32(&header->state, RS_LANE_RETIRED);
+}
+
+/** Says once per bot, on stderr, why a thread records without a lane. */
+static void rsp_say_laneless(rsp_bot *b, uint32_t lane, int code) {
+    if (b->said_why_laneless) return;
+    b->said_why_laneless = 1;
+    if (code == -ENOSPC || code == -EDQUOT) {
+        fprintf(stderr, "ringside: bot %s: no space for lane %u (%llu bytes) in %s (is %s full?): a thread "
+                "without a lane keeps its counts and gauges, and counts its records as dropped\n",
+                b->bot.name, (unsigned)lane, (unsigned long long)b->geometry.lane_size, b->bot.path, b->directory);
+    } else {
+        fprintf(stderr, "ringside: bot %s: lane %u could not be added to %s: %s (errno %d): a thread without a lane "
+                "keeps its counts and gauges, and counts its records as dropped\n",
+                b->bot.name, (unsigned)lane, b->bot.path, strerror(-code), -code);
+    }
+}
+
+/** Appends lane `lane` (== lanes_allocated) to the file: 0, or -errno. Under bot->mutex. */
+static int rsp_add_lane_locked(rsp_bot *b, uint32_t lane) {
+    /* Reserve the lane's pages first, so a full directory is an error now and never a SIGBUS. */
+    int result = rsp_reserve(b->bot.fd, rsp_lane_offset(b, lane), b->geometry.lane_size);
+    if (result != 0) return -result;
+    result = rsp_map_lane(b, b->bot.fd, lane);
+    if (result != 0) return result;
+    /* A process that died while adding this lane may have written its header or cells. */
+    memset(b->bot.lanes[lane], 0, RS_LANE_HEADER_SIZE + (size_t)b->bot.registry_capacity * sizeof(uint64_t));
+    /* Release: a reader that sees the new count sees the lane's pages and its zeroed header. */
+    rs_store_release_u32(&b->bot.header->lanes_allocated, lane + 1);
+    return 0;
+}
+
+/** Takes the lowest free lane, adding one if none is free: its index, RS_E_NO_LANE when every
+    lane is held, or -errno when a lane could not be added. Under bot->mutex. */
+static int rsp_take_lane_locked(rsp_bot *b, uint32_t how) {
+    rs_bot *bot = &b->bot;
+    uint32_t allocated = rs_load_relaxed_u32(&bot->header->lanes_allocated); /* relaxed: only we write it, under this mutex */
+    for (uint32_t lane = 0; lane < allocated; lane++) {
+        if (bot->lane_held[lane] == RSP_FREE) {
+            rsp_hand_over_locked(b, lane, how);
+            return (int)lane;
+        }
+    }
+    if (allocated < bot->max_lanes) {
+        int result = rsp_add_lane_locked(b, allocated);
+        if (result != 0) {
+            rsp_say_laneless(b, allocated, result);
+            return result;
+        }
+        rsp_hand_over_locked(b, allocated, how);
+        return (int)allocated;
+    }
+    /* Relaxed: a statistic only this process writes, under this mutex. */
+    rs_store_relaxed_u64(&bot->header->lanes_exhausted, rs_load_relaxed_u64(&bot->header->lanes_exhausted) + 1);
+    return RS_E_NO_LANE;
+}
+
+/** The lane whose view `p` is, or -1 (laneless, disabled, or another bot's). */
+static int rsp_lane_of(rsp_bot *b, const rs_producer *p) {
+    uintptr_t first = (uintptr_t)b->bot.producers, at = (uintptr_t)p;
+    if (first == 0 || at < first) return -1;
+    uintptr_t lane = (at - first) / sizeof(rs_lane_producer);
+    if (lane >= b->bot.max_lanes || &b->bot.producers[lane].producer != p) return -1;
+    return (int)lane;
+}
+
+/** Retires the lane a thread's table entry holds, if it is a lane this thread holds. Under bot->mutex. */
+static void rsp_release_entry_locked(rsp_bot *b, const rs_producer *p) {
+    int lane = rsp_lane_of(b, p);
+    if (lane >= 0 && b->bot.lane_held[lane] == RSP_HELD_BY_THREAD) rsp_retire_locked(b, (uint32_t)lane);
+}
+
+/* MARK: - Attaching */
+
+/** Opens (or creates) the file and takes the producer lock: 0, RSP_AGAIN, or a negative code. */
+static int rsp_open_and_lock(rsp_bot *b, mode_t mode, int *fd_out, int *created_out, uint64_t *size_out, rs_error *error) {
+    const char *path = b->bot.path, *name = b->bot.name;
+    int created = 1;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0 && errno == EEXIST) {
+        created = 0;
+        fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) return RSP_AGAIN; /* removed between the two opens */
+    }
+    if (fd < 0 && errno == ELOOP) return rsp_fail(error, name, -ELOOP, "%.700s is a symbolic link; Ringside never follows links", path);
+    if (fd < 0) return rsp_fail_system(error, name, -errno, "open", path);
+    if (created) fchmod(fd, mode); /* exactly the mode asked for, whatever the umask */
+
+    struct stat opened, at_path;
+    if (fstat(fd, &opened) != 0) {
+        int code = -errno;
+        close(fd);
+        return rsp_fail_system(error, name, code, "fstat", path);
+    }
+    if (!S_ISREG(opened.st_mode)) {
+        close(fd);
+        return rsp_fail(error, name, RS_E_CORRUPT, "%.700s is not a regular file", path);
+    }
+    if (opened.st_uid != geteuid()) {
+        close(fd);
+        if (error) error->uid = (uint32_t)opened.st_uid;
+        return rsp_fail(error, name, -EACCES, "%.700s is owned by uid %u, not %u; bot files are private to their user",
+                        path, (unsigned)opened.st_uid, (unsigned)geteuid());
+    }
+    int locked = rs_lock_byte(fd, RS_LOCK_BYTE_PRODUCER);
+    if (locked == EAGAIN || locked == EACCES) {
+        rs_header copy;
+        memset(&copy, 0, sizeof copy);
+        int32_t pid = 0;
+        if (pread(fd, &copy, sizeof copy, 0) == (ssize_t)sizeof copy) {
+            /* Format version 1 kept the pid at 0xA0. */
+            if (copy.version == 1) memcpy(&pid, (const char *)&copy + 0xA0, sizeof pid);
+            else pid = copy.producer_pid;
+        }
+        close(fd);
+        if (error) error->pid = pid;
+        return rsp_fail(error, name, RS_E_PRODUCER_ALIVE, "another producer is attached (pid %d); a bot has one process", (int)pid);
+    }
+    if (locked != 0) {
+        close(fd);
+        return rsp_fail_system(error, name, -locked, "lock", path);
+    }
+    /* Under the lock the file changes only through us: is it still the one at the path? */
+    if (fstat(fd, &opened) != 0 || lstat(path, &at_path) != 0 || opened.st_ino != at_path.st_ino || opened.st_dev != at_path.st_dev) {
+        close(fd);
+        return RSP_AGAIN;
+    }
+    *fd_out = fd;
+    *created_out = created;
+    *size_out = (uint64_t)opened.st_size;
+    return 0;
+}
+
+/** Writes the producer line of a freshly attached file and builds the lane-less producers. */
+static void rsp_start(rsp_bot *b) {
+    rs_header *h = b->bot.header;
+    /* Relaxed: readers treat these as hints; the lock is the truth. */
+    rs_store_relaxed_i32(&h->producer_pid, (int32_t)getpid());
+    rs_store_relaxed_u64(&h->producer_start_ns, rs_clock_realtime_ns());
+    rs_store_relaxed_u32(&h->producer_attaches, rs_load_relaxed_u32(&h->producer_attaches) + 1);
+    rs_store_relaxed_u64(&h->heartbeat_ns, rs_clock_coarse_ns());
+    rsp_build_laneless(b);
+}
+
+static int rsp_set_shape(rsp_bot *b, uint32_t capacity_log2, uint32_t registry_capacity, uint32_t max_lanes, rs_error *error) {
+    b->bot.capacity_log2 = capacity_log2;
+    b->geometry = rs_geometry_of(capacity_log2, registry_capacity);
+    b->bot.header_mapping_size = (size_t)b->geometry.lanes_offset;
+    if (rsp_allocate_views(b, registry_capacity, max_lanes) != 0) {
+        return rsp_fail(error, b->bot.name, -ENOMEM, "out of memory for the views of %u lanes", (unsigned)max_lanes);
+    }
+    return 0;
+}
+
+static int rsp_map_header(rsp_bot *b, int fd, rs_error *error) {
+    void *base = rsp_map(fd, 0, b->geometry.lanes_offset, &b->header_guard);
+    if (base == NULL) return rsp_fail_system(error, b->bot.name, -errno, "mmap", b->bot.path);
+    b->bot.header = (rs_header *)base;
+    return 0;
+}
+
+/** A new file, or one whose creation never finished (version 0): lay it out under the lock. */
+static int rsp_create(rsp_bot *b, int fd, const rs_bot_options *o, int created, rs_error *error) {
+    uint32_t capacity_log2 = o->lane_capacity ? rsp_log2(o->lane_capacity) : RS_DEFAULT_LANE_CAPACITY_LOG2;
+    uint32_t registry_capacity = o->max_metrics ? o->max_metrics : RS_DEFAULT_REGISTRY_CAPACITY;
+    uint32_t max_lanes = o->max_lanes ? o->max_lanes : RS_DEFAULT_MAX_LANES;
+    int rc = rsp_set_shape(b, capacity_log2, registry_capacity, max_lanes, error);
+    if (rc != 0) return rc;
+    uint64_t size = b->geometry.lanes_offset;
+    /* Start from zeros (a half-created file may hold anything), then reserve the header part
+       now, so a full directory fails here and never as SIGBUS later. */
+    int result = ftruncate(fd, 0) == 0 ? 0 : errno;
+    if (result == 0) result = rsp_reserve(fd, 0, size);
+    if (result == ENOSPC || result == EDQUOT) {
+        rc = rsp_fail(error, b->bot.name, -ENOSPC, "no space for %llu bytes at %.700s (is %.700s full?)",
+                      (unsigned long long)size, b->bot.path, b->directory);
+    } else if (result != 0) {
+        rc = rsp_fail_system(error, b->bot.name, -result, "reserve space for", b->bot.path);
+    } else {
+        rc = rsp_map_header(b, fd, error);
+    }
+    if (rc != 0) {
+        if (created) unlink(b->bot.path); /* ours, and we still hold its lock */
+        return rc;
+    }
+    rs_header *h = b->bot.header;
+    h->magic = RS_MAGIC;
+    h->header_size = RS_HEADER_SIZE;
+    h->record_size = RS_RECORD_SIZE;
+    h->capacity_log2 = capacity_log2;
+    h->registry_capacity = registry_capacity;
+    h->registry_entry_size = RS_REGISTRY_ENTRY_SIZE;
+    h->registry_offset = b->geometry.registry_offset;
+    h->cells_offset = b->geometry.cells_offset;
+    h->lanes_offset = b->geometry.lanes_offset;
+    h->created_realtime_ns = rs_clock_realtime_ns();
+    h->created_monotonic_ns = rs_clock_precise_ns();
+    h->lane_size = b->geometry.lane_size;
+    h->lane_records_offset = b->geometry.lane_records_offset;
+    h->max_lanes = max_lanes;
+    h->metric_cell_size = RS_METRIC_CELL_SIZE;
+    h->lane_header_size = RS_LANE_HEADER_SIZE;
+    /* Release, written last: a reader that sees the version sees the whole layout. */
+    rs_store_release_u32(&h->version, RS_FORMAT_VERSION);
+    rsp_start(b);
+    return 0;
+}
+
+/** Checks metric_count and every published entry; copies their sampling. */
+static int rsp_check_registry(rsp_bot *b, rs_error *error) {
+    uint32_t count = rs_load_acquire_u32(&b->bot.header->metric_count); /* acquire: the entries below it */
+    if (count > b->bot.registry_capacity) {
+        return rsp_fail(error, b->bot.name, RS_E_CORRUPT, "%.700s is corrupt: metric_count %u exceeds registry_capacity %u",
+                        b->bot.path, (unsigned)count, (unsigned)b->bot.registry_capacity);
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        const rs_registry_entry *e = rsp_entry(b, i);
+        char why[400];
+        if (!rsp_entry_valid(e, i, why, sizeof why)) {
+            return rsp_fail(error, b->bot.name, RS_E_CORRUPT, "%.600s is corrupt: registry entry %u: %s", b->bot.path, (unsigned)i, why);
+        }
+        b->bot.sample_every[i] = e->sample_every;
+    }
+    return 0;
+}
+
+/** Maps every allocated lane and checks its cursors. */
+static int rsp_map_lanes(rsp_bot *b, int fd, uint64_t file_size, rs_error *error) {
+    rs_bot *bot = &b->bot;
+    uint32_t allocated = rs_load_acquire_u32(&bot->header->lanes_allocated); /* acquire: the lanes' headers */
+    if (allocated > bot->max_lanes) {
+        return rsp_fail(error, bot->name, RS_E_CORRUPT, "%.700s is corrupt: lanes_allocated %u exceeds max_lanes %u",
+                        bot->path, (unsigned)allocated, (unsigned)bot->max_lanes);
+    }
+    uint64_t needed = rsp_lane_offset(b, allocated);
+    if (file_size < needed) {
+        return rsp_fail(error, bot->name, RS_E_CORRUPT, "%.700s is corrupt: it has %llu bytes, but its %u lanes need %llu",
+                        bot->path, (unsigned long long)file_size, (unsigned)allocated, (unsigned long long)needed);
+    }
+    uint64_t capacity = (uint64_t)1 << bot->capacity_log2;
+    for (uint32_t lane = 0; lane < allocated; lane++) {
+        int rc = rsp_map_lane(b, fd, lane);
+        if (rc != 0) return rsp_fail_system(error, bot->name, rc, "mmap a lane of", bot->path);
+        uint64_t write = rs_load_acquire_u64(&bot->lanes[lane]->write_cursor); /* acquire: pairs with the writer's release */
+        uint64_t read = rs_load_acquire_u64(&bot->lanes[lane]->read_cursor);   /* acquire: pairs with the consumer's release */
+        if (read > write) {
+            return rsp_fail(error, bot->name, RS_E_CORRUPT, "%.700s is corrupt: lane %u's read_cursor %llu is past its write_cursor %llu",
+                            bot->path, (unsigned)lane, (unsigned long long)read, (unsigned long long)write);
+        }
+        if (write - read > capacity) {
+            return rsp_fail(error, bot->name, RS_E_CORRUPT, "%.700s is corrupt: lane %u's cursors (read %llu, write %llu) hold more "
+                            "records than its capacity of %llu", bot->path, (unsigned)lane, (unsigned long long)read,
+                            (unsigned long long)write, (unsigned long long)capacity);
+        }
+    }
+    return 0;
+}
+
+/** An existing file: validate it field by field, then take it over with its lanes retired. */
+static int rsp_adopt(rsp_bot *b, int fd, const rs_header *copy, uint64_t size, const rs_bot_options *o, rs_error *error) {
+    const char *name = b->bot.name, *path = b->bot.path;
+    char why[600];
+    int rc = rsp_layout_check(copy, why, sizeof why);
+    if (rc == RS_E_INCOMPATIBLE) return rsp_fail(error, name, rc, "%.300s: %s", path, why);
+    if (rc != 0) return rsp_fail(error, name, rc, "%.300s is corrupt: %s", path, why);
+    rs_geometry g = rs_geometry_of(copy->capacity_log2, copy->registry_capacity);
+    if (size < g.lanes_offset) {
+        return rsp_fail(error, name, RS_E_CORRUPT, "%.700s is corrupt: it has %llu bytes, less than the %llu before its lanes",
+                        path, (unsigned long long)size, (unsigned long long)g.lanes_offset);
+    }
+    if (!rsp_options_match(copy, o)) {
+        char a[24], m[24], l[24];
+        return rsp_fail(error, name, RS_E_INCOMPATIBLE, "%.600s holds lanes of %llu records, %u metrics and %u lanes; asked for "
+                        "lanes of %s records, %s metrics and %s lanes (attach with recreate to replace it, losing its contents)",
+                        path, (unsigned long long)((uint64_t)1 << copy->capacity_log2), (unsigned)copy->registry_capacity,
+                        (unsigned)copy->max_lanes, rsp_asked(o->lane_capacity, a, sizeof a),
+                        rsp_asked(o->max_metrics, m, sizeof m), rsp_asked(o->max_lanes, l, sizeof l));
+    }
+    rc = rsp_set_shape(b, copy->capacity_log2, copy->registry_capacity, copy->max_lanes, error);
+    if (rc == 0) rc = rsp_map_header(b, fd, error);
+    if (rc == 0) rc = rsp_check_registry(b, error);
+    if (rc == 0) rc = rsp_map_lanes(b, fd, size, error);
+    if (rc != 0) return rc;
+    /* Valid: only now is anything written. The process that held the lanes is gone (it held the lock). */
+    uint32_t allocated = rs_load_relaxed_u32(&b->bot.header->lanes_allocated); /* relaxed: checked above, ours now */
+    for (uint32_t lane = 0; lane < allocated; lane++) rsp_retire_locked(b, lane);
+    rsp_start(b);
+    return 0;
+}
+
+/** One attempt: 0, RSP_AGAIN (open the path again), or a negative code. */
+static int rsp_attach_once(rsp_bot *b, const rs_bot_options *o, rs_error *error) {
+    int fd = -1, created = 0;
+    uint64_t size = 0;
+    int rc = rsp_open_and_lock(b, o->mode ? o->mode : 0600, &fd, &created, &size, error);
+    if (rc != 0) return rc;
+    rs_header copy;
+    memset(&copy, 0, sizeof copy);
+    if (size >= RS_HEADER_SIZE && pread(fd, &copy, sizeof copy, 0) != (ssize_t)sizeof copy) {
+        rc = rsp_fail_system(error, b->bot.name, errno ? -errno : -EIO, "read", b->bot.path);
+    } else if (size < RS_HEADER_SIZE || copy.version == 0) {
+        rc = rsp_create(b, fd, o, created, error);
+    } else {
+        rc = rsp_adopt(b, fd, &copy, size, o, error);
+    }
+    if (rc == 0) {
+        b->bot.fd = fd;
+        return 0;
+    }
+    rsp_unmap_all(b);
+    rsp_free_views(b);
+    if ((rc == RS_E_INCOMPATIBLE || rc == RS_E_CORRUPT) && o->recreate) {
+        /* Asked to replace it: we hold its lock and it is still the file at the path. */
+        if (unlink(b->bot.path) == 0 || errno == ENOENT) rc = RSP_AGAIN;
+    }
+    close(fd);
+    return rc;
+}
+
+static int rsp_check_options(const char *name, const rs_bot_options *o, rs_error *error) {
+    uint64_t capacity = o->lane_capacity;
+    if (capacity && (capacity < ((uint64_t)1 << RS_MIN_CAPACITY_LOG2) || capacity > ((uint64_t)1 << RS_MAX_CAPACITY_LOG2)
+                     || (capacity & (capacity - 1)) != 0)) {
+        return rsp_fail(error, name, RS_E_INVALID, "lane_capacity %llu must be a power of two from %llu to %llu records",
+                        (unsigned long long)capacity, (unsigned long long)1 << RS_MIN_CAPACITY_LOG2,
+                        (unsigned long long)1 << RS_MAX_CAPACITY_LOG2);
+    }
+    if (o->max_metrics > RS_MAX_REGISTRY_CAPACITY) {
+        return rsp_fail(error, name, RS_E_INVALID, "max_metrics %u must be from 1 to %u", (unsigned)o->max_metrics, RS_MAX_REGISTRY_CAPACITY);
+    }
+    if (o->max_lanes > RS_MAX_LANES) {
+        return rsp_fail(error, name, RS_E_INVALID, "max_lanes %u must be from 1 to %u", (unsigned)o->max_lanes, RS_MAX_LANES);
+    }
+    if (o->mode & ~(mode_t)0777) {
+        return rsp_fail(error, name, RS_E_INVALID, "mode 0%o has bits other than permissions", (unsigned)o->mode);
+    }
+    return 0;
+}
+
+static int rsp_disabled_by_environment(void) {
+    const char *value = getenv("RINGSIDE_DISABLED");
+    return value && (strcmp(value, "1") == 0 || strcasecmp(value, "true") == 0 || strcasecmp(value, "yes") == 0);
+}
+
+/** Attaches the file at b->bot.path, retrying while it is replaced under us. */
+static int rsp_attach_file(rsp_bot *b, const rs_bot_options *o, rs_error *error) {
+    for (int attempt = 0; attempt < RSP_ATTEMPTS; attempt++) {
+        int rc = rsp_attach_once(b, o, error);
+        if (rc != RSP_AGAIN) return rc;
+    }
+    return rsp_fail(error, b->bot.name, RS_E_NOT_READY, "%.700s kept being replaced while attaching (%d attempts)",
+                    b->bot.path, RSP_ATTEMPTS);
+}
+
+/** A bot that maps nothing: records return at once, registration still checks its arguments. */
+static int rsp_set_up_disabled(rsp_bot *b, const rs_bot_options *o, rs_error *error) {
+    uint32_t registry_capacity = o->max_metrics ? o->max_metrics : RS_DEFAULT_REGISTRY_CAPACITY;
+    if (rsp_allocate_views(b, registry_capacity, 0) != 0) return rsp_fail(error, b->bot.name, -ENOMEM, "out of memory");
+    rsp_build_laneless(b);
+    b->bot.path[0] = 0;
+    return 0;
+}
+
+static int rsp_free_slot_locked(void) {
+    for (int slot = 0; slot < RS_MAX_BOTS_PER_PROCESS; slot++) {
+        if (rsp_slots[slot].bot == NULL) return slot;
+    }
+    return -1;
+}
+
+static void rsp_destroy(rsp_bot *b) {
+    rsp_unmap_all(b);
+    rsp_free_views(b);
+    pthread_mutex_destroy(&b->bot.mutex);
+    free(b);
+}
+
+int rs_bot_attach(rs_bot **out, const char *name, const rs_bot_options *options, rs_error *error) {
+    rsp_clear_error(error);
+    if (out) *out = NULL;
+    if (name == NULL || !rsp_valid_bot_name(name)) {
+        return rsp_fail(error, name ? name : "(null)", RS_E_INVALID, "a bot name is 1 to %u of [A-Za-z0-9._-], not . or ..", RS_NAME_LENGTH_MAX);
+    }
+    if (out == NULL) return rsp_fail(error, name, RS_E_INVALID, "rs_bot_attach needs somewhere to store the bot");
+    rs_bot_options o;
+    memset(&o, 0, sizeof o);
+    if (options) o = *options;
+    int rc = rsp_check_options(name, &o, error);
+    if (rc != 0) return rc;
+    pthread_once(&rsp_once, rsp_init_process);
+
+    rsp_bot *b = (rsp_bot *)calloc(1, sizeof *b);
+    if (b == NULL) return rsp_fail(error, name, -ENOMEM, "out of memory");
+    b->bot.fd = -1;
+    b->header_guard = -1;
+    b->bot.owner_pid = (int32_t)getpid();
+    snprintf(b->bot.name, sizeof b->bot.name, "%s", name);
+    pthread_mutex_init(&b->bot.mutex, NULL);
+    const char *directory = o.directory;
+    if (!directory || !*directory) directory = getenv("RINGSIDE_DIR");
+    if (!directory || !*directory) directory = "/dev/shm";
+    snprintf(b->directory, sizeof b->directory, "%s", directory);
+    if ((size_t)snprintf(b->bot.path, sizeof b->bot.path, "%s/" RS_FILE_PREFIX "%s", directory, name) >= sizeof b->bot.path) {
+        rsp_destroy(b);
+        return rsp_fail(error, name, RS_E_INVALID, "the bot's path in %.300s is longer than %zu bytes", directory, sizeof b->bot.path - 1);
+    }
+
+    /* Under the process's mutex: a fork() or a thread's exit never sees a bot half attached. */
+    pthread_mutex_lock(&rsp_mutex);
+    int slot = rsp_free_slot_locked();
+    if (slot < 0) {
+        rc = rsp_fail(error, name, RS_E_TOO_MANY_BOTS, "the process already holds %d bots; detach one first", RS_MAX_BOTS_PER_PROCESS);
+    } else if (o.disabled || rsp_disabled_by_environment()) {
+        rc = rsp_set_up_disabled(b, &o, error);
+    } else {
+        rc = rsp_attach_file(b, &o, error);
+        b->bot.enabled = rc == 0;
+    }
+    if (rc == 0) {
+        b->bot.slot = (uint32_t)slot;
+        b->bot.generation = rsp_next_generation++;
+        rsp_slots[slot].bot = &b->bot;
+        rsp_slots[slot].generation = b->bot.generation;
+    }
+    pthread_mutex_unlock(&rsp_mutex);
+    if (rc != 0) {
+        rsp_destroy(b);
+        return rc;
+    }
+    rsp_clear_error(error);
+    *out = &b->bot;
+    return 0;
+}
+
+void rs_bot_detach(rs_bot *bot) {
+    if (bot == NULL) return;
+    rsp_bot *b = rsp_of(bot);
+    pthread_mutex_lock(&rsp_mutex);
+    if (bot->slot < RS_MAX_BOTS_PER_PROCESS && rsp_slots[bot->slot].bot == bot) {
+        rsp_slots[bot->slot].bot = NULL; /* thread exits and forks no longer find it */
+        rsp_slots[bot->slot].generation = 0;
+    }
+    if (bot->enabled && !b->forked) {
+        /* Every lane is retired with the process's hold on the file (readers see it at once). */
+        pthread_mutex_lock(&bot->mutex);
+        uint32_t allocated = rs_load_relaxed_u32(&bot->header->lanes_allocated); /* relaxed: only we write it */
+        for (uint32_t lane = 0; lane < allocated; lane++) rsp_retire_locked(b, lane);
+        pthread_mutex_unlock(&bot->mutex);
+    }
+    /* Unmapped and closed under the process's mutex, so a fork() either disowns them or never
+       sees them (a child's copy of a mapping would hold the producer lock as the fd would). */
+    rsp_unmap_all(b);
+    if (bot->fd >= 0) close(bot->fd); /* with the mappings gone, this releases the producer lock */
+    bot->fd = -1;
+    pthread_mutex_unlock(&rsp_mutex);
+    rs_thread_lane *entry = &rs_thread_lanes[bot->slot % RS_MAX_BOTS_PER_PROCESS];
+    if (entry->generation == bot->generation) {
+        entry->generation = 0;
+        entry->producer = NULL;
+    }
+    rsp_destroy(b);
+}
+
+/* MARK: - Registration */
+
+/** A registration's arguments, lengths explicit. */
+typedef struct {
+    const char *name;
+    size_t name_length;
+    unsigned kind, unit;
+    const char *labels;
+    size_t labels_length;
+    const char *help;
+    size_t help_length;
+    uint32_t sample_every;
+} rsp_request;
+
+/** "{key=value,key=value}", or "" without labels, for messages. */
+static const char *rsp_labels_for_message(const rsp_request *r, char *buffer, size_t size) {
+    if (r->labels_length == 0 || size < 3) return "";
+    size_t n = r->labels_length < size - 3 ? r->labels_length : size - 3;
+    buffer[0] = '{';
+    for (size_t i = 0; i < n; i++) buffer[i + 1] = r->labels[i] == '\n' ? ',' : r->labels[i];
+    buffer[n + 1] = '}';
+    buffer[n + 2] = 0;
+    return buffer;
+}
+
+static int rsp_check_request(rsp_bot *b, rsp_request *r, rs_error *error) {
+    const char *bot = b->bot.name;
+    int name_length = (int)(r->name_length < 120 ? r->name_length : 120);
+    if (!rsp_is_identifier(r->name, r->name_length) || r->name_length > RS_NAME_MAX) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric name \"%.*s\" must match [a-zA-Z_][a-zA-Z0-9_]* and have at most %u bytes",
+                        r->name ? name_length : 0, r->name ? r->name : "", RS_NAME_MAX);
+    }
+    if (r->kind < RS_KIND_COUNTER || r->kind > RS_KIND_HISTOGRAM) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: unknown kind %u", name_length, r->name, r->kind);
+    }
+    if (r->unit > RS_UNIT_LAST) return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: unknown unit %u", name_length, r->name, r->unit);
+    if (r->kind == RS_KIND_COUNTER) r->unit = RS_UNIT_NONE; /* counters count: they have no unit */
+    if (r->sample_every < 1) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: sample_every must be at least 1", name_length, r->name);
+    }
+    if (r->kind == RS_KIND_COUNTER && r->sample_every != 1) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: counters are exact: sample_every must be 1", name_length, r->name);
+    }
+    if (r->kind == RS_KIND_GAUGE && r->sample_every != 1) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: a gauge keeps its last value: sample_every must be 1", name_length, r->name);
+    }
+    if (r->help_length > RS_HELP_MAX || (r->help_length > 0 && (r->help == NULL || memchr(r->help, 0, r->help_length) != NULL))) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: the help text must be at most %u bytes, without NUL",
+                        name_length, r->name, RS_HELP_MAX);
+    }
+    char why[400];
+    if (!rsp_labels_valid(r->labels, r->labels_length, why, sizeof why)) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: %s", name_length, r->name, why);
+    }
+    return 0;
+}
+
+static void rsp_fill_metric(rs_metric *metric, uint32_t index, const rsp_request *r) {
+    memset(metric, 0, sizeof *metric);
+    metric->index = index;
+    metric->kind = (uint8_t)r->kind;
+    metric->sampled = r->sample_every > 1;
+    metric->ns_per_unit = rsp_ns_per_unit(r->unit);
+}
+
+static int rsp_same_identity(const rs_registry_entry *e, const rsp_request *r) {
+    return e->name_length == r->name_length && memcmp(e->name, r->name, r->name_length) == 0
+        && e->labels_length == r->labels_length && (r->labels_length == 0 || memcmp(e->labels, r->labels, r->labels_length) == 0);
+}
+
+/** Finds (name, labels) among the published entries, or appends it. Under bot->mutex. */
+static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *metric, rs_error *error) {
+    rs_bot *bot = &b->bot;
+    uint32_t count = rs_load_relaxed_u32(&bot->header->metric_count); /* relaxed: only we write it, under this mutex */
+    for (uint32_t i = 0; i < count; i++) {
+        const rs_registry_entry *e = rsp_entry(b, i);
+        if (!rsp_same_identity(e, r)) continue;
+        if (e->kind != r->kind || e->unit != r->unit || e->sample_every != r->sample_every) {
+            char labels[RS_LABELS_MAX + 3];
+            return rsp_fail(error, bot->name, RS_E_CONFLICT, "metric %.*s%s is already registered as %s in %s sampled 1 in %u; "
+                            "asked for %s in %s sampled 1 in %u", (int)r->name_length, r->name,
+                            rsp_labels_for_message(r, labels, sizeof labels), rsp_kind_name(e->kind), rsp_unit_name(e->unit),
+                            (unsigned)e->sample_every, rsp_kind_name(r->kind), rsp_unit_name(r->unit), (unsigned)r->sample_every);
+        }
+        rsp_fill_metric(metric, i, r);
+        return 0;
+    }
+    if (count >= bot->registry_capacity) {
+        return rsp_fail(error, bot->name, RS_E_REGISTRY_FULL, "metric %.*s: the registry is full (%u metrics); a bot file made "
+                        "with a larger max_metrics holds more", (int)r->name_length, r->name, (unsigned)bot->registry_capacity);
+    }
+    rs_registry_entry *e = rsp_entry(b, count);
+    memset(e, 0, sizeof *e);
+    e->index = count;
+    e->kind = (uint8_t)r->kind;
+    e->unit = (uint8_t)r->unit;
+    e->sample_every = r->sample_every;
+    e->name_length = (uint16_t)r->name_length;
+    e->labels_length = (uint16_t)r->labels_length;
+    e->help_length = (uint16_t)r->help_length;
+    memcpy(e->name, r->name, r->name_length);
+    if (r->labels_length) memcpy(e->labels, r->labels, r->labels_length);
+    if (r->help_length) memcpy(e->help, r->help, r->help_length);
+    bot->sample_every[count] = r->sample_every;
+    /* Release: the entry's bytes are visible before the count that publishes it. */
+    rs_store_release_u32(&bot->header->metric_count, count + 1);
+    rsp_fill_metric(metric, count, r);
+    return 0;
+}
+
+int rs_bot_register_encoded(rs_bot *bot, rs_metric *metric, const char *name, size_t name_length,
+                            rs_kind kind, rs_unit unit, const char *labels, size_t labels_length,
+                            const char *help, size_t help_length, uint32_t sample_every, rs_error *error) {
+    rsp_clear_error(error);
+    if (metric) memset(metric, 0, sizeof *metric);
+    if (bot == NULL || metric == NULL) {
+        return rsp_fail(error, bot ? bot->name : "(null)", RS_E_INVALID, "rs_bot_register needs a bot and a metric to fill");
+    }
+    rsp_bot *b = rsp_of(bot);
+    rsp_request r = {name, name_length, (unsigned)kind, (unsigned)unit, labels, labels_length, help, help_length, sample_every};
+    int rc = rsp_check_request(b, &r, error);
+    if (rc != 0) return rc;
+    if (b->forked) {
+        return rsp_fail(error, bot->name, RS_E_FORKED, "this process (pid %d) is a fork of pid %d, which attached the bot: "
+                        "attach a bot of its own in the child", (int)getpid(), (int)bot->owner_pid);
+    }
+    pthread_mutex_lock(&bot->mutex);
+    if (bot->enabled) {
+        rc = rsp_find_or_add_locked(b, &r, metric, error);
+    } else {
+        /* Disabled: a handle below the registry's capacity, so record calls stay harmless. */
+        rsp_fill_metric(metric, b->disabled_metrics++ % bot->registry_capacity, &r);
+    }
+    pthread_mutex_unlock(&bot->mutex);
+    return rc;
+}
+
+/** Encodes key/value pairs as stored: sorted by key, "key=value" joined by '\n'. */
+static int rsp_encode_labels(rs_bot *bot, const char *metric, const char *const *labels, char *encoded,
+                             size_t *length, rs_error *error) {
+    enum { MAX_PAIRS = RS_LABELS_MAX / 2 }; /* a pair takes at least "k=" */
+    const char *keys[MAX_PAIRS], *values[MAX_PAIRS];
+    size_t pairs = 0;
+    const char *name = metric ? metric : "";
+    *length = 0;
+    for (size_t i = 0; labels && labels[i]; i += 2) {
+        const char *key = labels[i], *value = labels[i + 1];
+        if (value == NULL) {
+            return rsp_fail(error, bot->name, RS_E_INVALID, "metric %.120s: labels come in key, value pairs ending with NULL; "
+                            "label key %.120s has no value", name, key);
+        }
+        if (pairs == MAX_PAIRS) return rsp_fail(error, bot->name, RS_E_INVALID, "metric %.120s: the labels take more than %u bytes", name, RS_LABELS_MAX);
+        size_t key_length = strlen(key);
+        if (!rsp_is_identifier(key, key_length) || (key[0] == '_' && key[1] == '_')) {
+            return rsp_fail(error, bot->name, RS_E_INVALID, "metric %.120s: label key \"%.120s\" must match [a-zA-Z_][a-zA-Z0-9_]* "
+                            "and not start with \"__\"", name, key);
+        }
+        if (strchr(value, '\n')) {
+            return rsp_fail(error, bot->name, RS_E_INVALID, "metric %.120s: the value of label %.120s has a newline", name, key);
+        }
+        size_t at = pairs++;
+        while (at > 0 && strcmp(keys[at - 1], key) > 0) { /* insertion sort: a handful of pairs */
+            keys[at] = keys[at - 1];
+            values[at] = values[at - 1];
+            at--;
+        }
+        keys[at] = key;
+        values[at] = value;
+    }
+    for (size_t i = 0; i < pairs; i++) {
+        if (i > 0 && strcmp(keys[i - 1], keys[i]) == 0) {
+            return rsp_fail(error, bot->name, RS_E_INVALID, "metric %.120s: label key %.120s appears twice", name, keys[i]);
+        }
+        size_t k = strlen(keys[i]), v = strlen(values[i]);
+        if (*length + (i > 0) + k + 1 + v > RS_LABELS_MAX) {
+            return rsp_fail(error, bot->name, RS_E_INVALID, "metric %.120s: the labels take more than %u bytes", name, RS_LABELS_MAX);
+        }
+        if (i > 0) encoded[(*length)++] = '\n';
+        memcpy(encoded + *length, keys[i], k);
+        *length += k;
+        encoded[(*length)++] = '=';
+        memcpy(encoded + *length, values[i], v);
+        *length += v;
+    }
+    return 0;
+}
+
+int rs_bot_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind kind, rs_unit unit,
+                    const char *const *labels, const char *help, uint32_t sample_every, rs_error *error) {
+    rsp_clear_error(error);
+    if (metric) memset(metric, 0, sizeof *metric);
+    if (bot == NULL || metric == NULL) {
+        return rsp_fail(error, bot ? bot->name : "(null)", RS_E_INVALID, "rs_bot_register needs a bot and a metric to fill");
+    }
+    char encoded[RS_LABELS_MAX];
+    size_t length = 0;
+    int rc = rsp_encode_labels(bot, name, labels, encoded, &length, error);
+    if (rc != 0) return rc;
+    return rs_bot_register_encoded(bot, metric, name, name ? strlen(name) : 0, kind, unit, encoded, length,
+                                   help, help ? strlen(help) : 0, sample_every, error);
+}
+
+uint32_t rs_bot_metric_count(const rs_bot *bot) {
+    if (bot == NULL || bot->header == NULL) return 0;
+    return rs_load_acquire_u32(&bot->header->metric_count); /* acquire: the entries below it are complete */
+}
+
+const rs_registry_entry *rs_bot_registry_entry(const rs_bot *bot, uint32_t index) {
+    if (index >= rs_bot_metric_count(bot)) return NULL;
+    return rsp_entry(rsp_of((rs_bot *)bot), index);
+}
+
+/* MARK: - Lanes */
+
+/** Makes sure this thread's exit runs rsp_thread_exit (pthread destructors need a non-NULL value). */
+static void rsp_watch_thread_exit(void) {
+    if (rsp_thread_key_created && pthread_getspecific(rsp_thread_key) == NULL) {
+        pthread_setspecific(rsp_thread_key, (void *)1);
+    }
+}
+
+rs_producer *rs_bot_claim_lane(rs_bot *bot) {
+    rs_thread_lane *entry = &rs_thread_lanes[bot->slot];
+    if (entry->generation == bot->generation) return entry->producer; /* claimed already */
+    rs_producer *producer = &bot->disabled;
+    if (bot->enabled) {
+        rsp_bot *b = rsp_of(bot);
+        pthread_mutex_lock(&bot->mutex);
+        int lane = rsp_take_lane_locked(b, RSP_HELD_BY_THREAD);
+        pthread_mutex_unlock(&bot->mutex);
+        if (lane >= 0) {
+            rsp_watch_thread_exit();
+            producer = &bot->producers[lane].producer;
+        } else {
+            /* No lane: this thread stays laneless until it exits or calls rs_bot_release_thread_lane. */
+            producer = &bot->laneless;
+        }
+    }
+    entry->generation = bot->generation;
+    entry->producer = producer;
+    return producer;
+}
+
+void rs_bot_release_thread_lane(rs_bot *bot) {
+    if (bot == NULL) return;
+    rs_thread_lane *entry = &rs_thread_lanes[bot->slot];
+    if (entry->generation != bot->generation) return;
+    if (bot->enabled) {
+        pthread_mutex_lock(&bot->mutex);
+        rsp_release_entry_locked(rsp_of(bot), entry->producer);
+        pthread_mutex_unlock(&bot->mutex);
+    }
+    entry->generation = 0;
+    entry->producer = NULL;
+}
+
+rs_producer *rs_bot_exclusive_producer(rs_bot *bot, rs_error *error) {
+    rsp_clear_error(error);
+    if (bot == NULL) {
+        rsp_fail(error, "(null)", RS_E_INVALID, "rs_bot_exclusive_producer needs a bot");
+        return NULL;
+    }
+    if (!bot->enabled) return &bot->disabled;
+    pthread_mutex_lock(&bot->mutex);
+    int lane = rsp_take_lane_locked(rsp_of(bot), RSP_HELD_EXCLUSIVE);
+    pthread_mutex_unlock(&bot->mutex);
+    if (lane >= 0) return &bot->producers[lane].producer;
+    if (lane == RS_E_NO_LANE) {
+        rsp_fail(error, bot->name, RS_E_NO_LANE, "every one of its %u lanes is held, by threads or exclusive producers "
+                 "(max_lanes is chosen when the file is made)", (unsigned)bot->max_lanes);
+    } else {
+        rsp_fail(error, bot->name, RS_E_NO_LANE, "no lane could be added to %.700s: %s (errno %d)", bot->path,
+                 strerror(-lane), -lane);
+    }
+    return NULL;
+}
+
+uint32_t rs_bot_lanes_allocated(const rs_bot *bot) {
+    if (bot == NULL || bot->header == NULL) return 0;
+    return rs_load_acquire_u32(&bot->header->lanes_allocated); /* acquire: pairs with the release that added the lane */
+}
+
+const char *rs_bot_path(const rs_bot *bot) {
+    if (bot == NULL || bot->header == NULL) return "";
+    return bot->path;
+}
+
+/* MARK: - Thread exit */
+
+/** The pthread key's destructor: retires every lane the exiting thread holds, of every live bot. */
+static void rsp_thread_exit(void *unused) {
+    (void)unused;
+    pthread_mutex_lock(&rsp_mutex);
+    for (int slot = 0; slot < RS_MAX_BOTS_PER_PROCESS; slot++) {
+        rs_thread_lane *entry = &rs_thread_lanes[slot];
+        if (entry->generation == 0) continue;
+        rs_bot *bot = rsp_slots[slot].bot;
+        if (bot != NULL && rsp_slots[slot].generation == entry->generation && bot->enabled) {
+            pthread_mutex_lock(&bot->mutex);
+            rsp_release_entry_locked(rsp_of(bot), entry->producer);
+            pthread_mutex_unlock(&bot->mutex);
+        }
+        entry->generation = 0;
+        entry->producer = NULL;
+    }
+    pthread_mutex_unlock(&rsp_mutex);
+}
+
+/* MARK: - Fork */
+
+static void rsp_fork_prepare(void) {
+    pthread_mutex_lock(&rsp_mutex);
+    for (int slot = 0; slot < RS_MAX_BOTS_PER_PROCESS; slot++) {
+        if (rsp_slots[slot].bot != NULL) pthread_mutex_lock(&rsp_slots[slot].bot->mutex);
+    }
+}
+
+static void rsp_fork_parent(void) {
+    for (int slot = RS_MAX_BOTS_PER_PROCESS - 1; slot >= 0; slot--) {
+        if (rsp_slots[slot].bot != NULL) pthread_mutex_unlock(&rsp_slots[slot].bot->mutex);
+    }
+    pthread_mutex_unlock(&rsp_mutex);
+}
+
+/** Appends text to a buffer without stdio (the child of a threaded process may only use
+    async-signal-safe calls). Returns the new length. */
+static size_t rsp_append(char *buffer, size_t used, size_t size, const char *text) {
+    while (*text && used + 1 < size) buffer[used++] = *text++;
+    buffer[used] = 0;
+    return used;
+}
+
+static size_t rsp_append_number(char *buffer, size_t used, size_t size, long long value) {
+    char digits[24];
+    int n = 0;
+    unsigned long long magnitude = value < 0 ? 0ULL - (unsigned long long)value : (unsigned long long)value;
+    do digits[n++] = (char)('0' + magnitude % 10); while ((magnitude /= 10) != 0 && n < 22);
+    if (value < 0) digits[n++] = '-';
+    char text[24];
+    for (int i = 0; i < n; i++) text[i] = digits[n - 1 - i];
+    text[n] = 0;
+    return rsp_append(buffer, used, size, text);
+}
+
+/** Points a producer at nothing: every call on it then writes nothing (its sample arrays stay). */
+static void rsp_producer_write_nothing(rs_producer *p) {
+    p->records = NULL;
+    p->write_cursor = NULL;
+    p->read_cursor = NULL;
+    p->dropped_total = NULL;
+    p->heartbeat_ns = NULL;
+    p->cells = NULL;
+    p->shared = NULL;
+}
+
+/**
+ * In a forked child: the bot's file is the parent's. Write nothing to it and let go of it: the
+ * descriptor AND the mappings, since a mapping holds the open file description, and with it the
+ * parent's OFD lock, as long as it exists (the parent's death would go unseen while we live).
+ */
+static void rsp_disown(rsp_bot *b) {
+    rs_bot *bot = &b->bot;
+    b->forked = 1;
+    bot->enabled = 0;
+    for (uint32_t lane = 0; lane < bot->max_lanes; lane++) {
+        rsp_producer_write_nothing(&bot->producers[lane].producer); /* an exclusive user may still call it */
+    }
+    rsp_producer_write_nothing(&bot->laneless);
+    rsp_unmap_all(b); /* munmap and close are plain system calls: safe in a forked child */
+    if (bot->fd >= 0) close(bot->fd);
+    bot->fd = -1;
+    char message[512];
+    size_t used = rsp_append(message, 0, sizeof message, "ringside: bot ");
+    used = rsp_append(message, used, sizeof message, bot->name);
+    used = rsp_append(message, used, sizeof message, " is attached by pid ");
+    used = rsp_append_number(message, used, sizeof message, bot->owner_pid);
+    used = rsp_append(message, used, sizeof message, "; this forked child (pid ");
+    used = rsp_append_number(message, used, sizeof message, getpid());
+    used = rsp_append(message, used, sizeof message, ") writes nothing to it: attach a bot of its own in the child\n");
+    ssize_t ignored = write(STDERR_FILENO, message, used);
+    (void)ignored;
+}
+
+static void rsp_fork_child(void) {
+    for (int slot = 0; slot < RS_MAX_BOTS_PER_PROCESS; slot++) {
+        rs_bot *bot = rsp_slots[slot].bot;
+        if (bot == NULL) continue;
+        /* A new generation: every thread-table entry (the forking thread's) is stale now. */
+        bot->generation = rsp_next_generation++;
+        rsp_slots[slot].generation = bot->generation;
+        if (bot->enabled && !rsp_of(bot)->forked) rsp_disown(rsp_of(bot));
+    }
+    for (int slot = RS_MAX_BOTS_PER_PROCESS - 1; slot >= 0; slot--) {
+        if (rsp_slots[slot].bot != NULL) pthread_mutex_unlock(&rsp_slots[slot].bot->mutex);
+    }
+    pthread_mutex_unlock(&rsp_mutex);
+}
