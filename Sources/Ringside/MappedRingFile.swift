@@ -3,23 +3,23 @@ import CRingside
 import Glibc
 #endif
 
-/// The one type that owns a ring file's descriptor and mapping, does offset arithmetic and
-/// calls the format's atomics. Everyone else sees typed cursors, records, metrics and errors.
+/// The one type that owns a bot file's descriptor and mappings as a reader, does offset
+/// arithmetic and calls the format's atomics. Everyone else sees typed cursors, records, cells,
+/// metrics and errors. (Producers write through `ringside_producer.c`.)
 ///
-/// The mapping, drawn (see `ringside.h` for every field):
+/// The file, drawn (see `ringside.h` for every field):
 ///
-///     0        4096                 4096 + 512 * registryCapacity        fileSize
-///     | header | registry entries ... | records (32 bytes) x capacity ... |
-///       0x080 producer line (write_cursor, dropped_total, heartbeat, metric_count ...)
-///       0x100 consumer line (read_cursor ...)
+///     0        4096              cellsOffset              lanesOffset    + laneSize  ...
+///     | header | registry (512 x n) | metric cells (32 x n) | lane 0        | lane 1 | ...
+///       0x080 producer line (lanes_allocated, metric_count, pid ...)
+///       0x100 consumer line                              each lane: header (256) | cells (8 x n) | records (32 x capacity)
 ///
-/// Geometry comes from a validated `RingLayout` copied at open; dynamic fields (cursors,
-/// counters, the metric count) are re-read with atomics and checked by the caller.
+/// The part before the lanes is mapped at open; each lane is mapped on its own when a reader
+/// first sees it allocated. Geometry comes from a validated `RingLayout` copied at open; dynamic
+/// fields (cursors, cells, counts) are re-read with atomics and checked by the caller.
 final class MappedRingFile {
     enum Role {
-        /// Read-write, holds the producer lock, may create and initialise the file.
-        case producer
-        /// Read-write, holds the consumer lock, moves the read cursor.
+        /// Read-write, holds the consumer lock, moves the lanes' read cursors.
         case consumer
         /// Read-only, holds no lock, never writes.
         case inspector
@@ -29,40 +29,55 @@ final class MappedRingFile {
     let path: String
     let layout: RingLayout
     let role: Role
-    /// Which file this is: a ring replaced under the same name has another identity.
+    /// Which file this is: a bot file replaced under the same name has another identity.
     let identity: RingFileIdentity
     private let descriptor: Int32
-    private let base: UnsafeMutableRawPointer
-    /// The mapping's slot in the SIGBUS guard (`rs_guard_register`), or -1 when unguarded.
-    private let guardSlot: Int32
+    private let header: Mapping
+    private var lanes: [Mapping] = []
 
-    private init(name: String, path: String, descriptor: Int32, base: UnsafeMutableRawPointer,
-                 layout: RingLayout, role: Role) {
+    /// One mapped range, registered with the SIGBUS guard (`rs_guard_register`).
+    private struct Mapping {
+        let base: UnsafeMutableRawPointer
+        let size: Int
+        /// The guard's slot, or -1 when unguarded.
+        let guardSlot: Int32
+
+        init(base: UnsafeMutableRawPointer, size: Int) {
+            self.base = base
+            self.size = size
+            // Before any access: a file truncated from now on reads as zeros instead of raising SIGBUS.
+            guardSlot = rs_guard_register(base, size)
+        }
+
+        func unmap() {
+            rs_guard_unregister(guardSlot) // first: the range must not be claimed once it is unmapped
+            munmap(base, size)
+        }
+    }
+
+    private init(name: String, path: String, descriptor: Int32, header: Mapping, layout: RingLayout, role: Role) {
         self.name = name
         self.path = path
         self.descriptor = descriptor
-        self.base = base
+        self.header = header
         self.layout = layout
         self.role = role
-        // Before any access: a file truncated from now on reads as zeros instead of raising SIGBUS.
-        guardSlot = rs_guard_register(base, layout.fileSize)
         var info = stat()
         fstat(descriptor, &info)
         identity = RingFileIdentity(info)
     }
 
     deinit {
-        rs_guard_unregister(guardSlot) // first: the range must not be claimed once it is unmapped
-        munmap(base, layout.fileSize)
+        for lane in lanes { lane.unmap() }
+        header.unmap()
         close(descriptor) // also releases this description's lock
     }
 
     // MARK: - Opening
 
-    /// Opens an existing ring to read it, as its consumer (locked) or as an inspector.
+    /// Opens an existing bot file to read it, as its consumer (locked) or as an inspector.
     static func open(name: String, directory: RingDirectory, role: Role,
                      allowedOwners: Set<UInt32> = []) throws(RingError) -> MappedRingFile {
-        precondition(role != .producer, "producers attach with openProducer")
         try RingDirectory.validate(name: name)
         let path = directory.filePath(for: name)
         // O_NONBLOCK: a FIFO planted under a ring's name must not block the open (it is then refused as
@@ -74,20 +89,20 @@ final class MappedRingFile {
             let size = try checkedFileSize(fd, name: name, path: path, allowedOwners: allowedOwners)
             if role == .consumer { try lock(fd, byte: RS_LOCK_BYTE_CONSUMER, name: name) }
             guard size > 0 else { throw RingError.notReady(ring: name) }
-            let header = try readHeader(fd, name: name, path: path, fileSize: size)
-            guard header.version != 0 || (header.magic != 0 && header.magic != RS_MAGIC) else {
+            let fields = try readHeader(fd, name: name, path: path, fileSize: size)
+            guard fields.version != 0 || (fields.magic != 0 && fields.magic != RS_MAGIC) else {
                 throw RingError.notReady(ring: name)
             }
             let layout: RingLayout
-            do { layout = try RingLayout(validating: header, fileSize: size) } catch {
+            do { layout = try RingLayout(validating: fields, fileSize: size) } catch {
                 throw RingError.corrupt(ring: name, path: path, problem: error)
             }
-            let protection = role == .inspector ? PROT_READ : PROT_READ | PROT_WRITE
-            let base = try map(fd, size: layout.fileSize, protection: protection, populate: false, name: name)
-            let file = MappedRingFile(name: name, path: path, descriptor: fd, base: base, layout: layout, role: role)
+            let base = try map(fd, size: layout.lanesOffset, offset: 0, role: role, name: name)
+            let file = MappedRingFile(name: name, path: path, descriptor: fd, header: Mapping(base: base, size: layout.lanesOffset),
+                                      layout: layout, role: role)
             if role == .consumer {
-                file.store(\.consumer_pid, getpid())
-                file.storeRelaxed(\.consumer_heartbeat_ns, rs_clock_coarse_ns())
+                rs_store_relaxed_i32(file.field(Offset.consumerPID, as: Int32.self), getpid())
+                rs_store_relaxed_u64(file.field(Offset.consumerHeartbeat, as: UInt64.self), rs_clock_coarse_ns())
             }
             return file
         } catch {
@@ -96,102 +111,14 @@ final class MappedRingFile {
         }
     }
 
-    /// Attaches as the producer: creates and initialises the file if it is new (or was left
-    /// half-created), else validates it and checks its layout against `wanted`.
-    ///
-    /// - Throws: `.producerAlive` when another producer holds the ring; `.incompatibleLayout`
-    ///   or `.corrupt` for an existing file that does not fit (the caller may then recreate it
-    ///   with `removeForRecreate`); `.noSpace` when the directory is full.
-    static func openProducer(name: String, directory: RingDirectory, wanted: RingLayout,
-                             mode: mode_t) throws(RingError) -> MappedRingFile {
-        // A ring removed (or replaced) between our open and our lock is not the ring at the path
-        // any more: open again. Each round needs someone else to unlink the file meanwhile.
-        for _ in 0..<8 {
-            if let file = try openProducerOnce(name: name, directory: directory, wanted: wanted, mode: mode) { return file }
-        }
-        throw RingError.system(ring: name, operation: "attach: the file kept being replaced", errno: EAGAIN)
-    }
-
-    /// One attempt of `openProducer`; nil when the path no longer names the file it locked.
-    private static func openProducerOnce(name: String, directory: RingDirectory, wanted: RingLayout,
-                                         mode: mode_t) throws(RingError) -> MappedRingFile? {
-        let path = directory.filePath(for: name)
-        var created = true
-        var fd = Glibc.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
-        if fd < 0 && errno == EEXIST {
-            created = false
-            fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        }
-        guard fd >= 0 else {
-            if errno == ENOENT && !created { return nil } // removed between the two opens
-            throw openError(errno, name: name, path: path, directory: directory)
-        }
-        do throws(RingError) {
-            if created { fchmod(fd, mode) } // exactly the mode asked for, whatever the umask
-            _ = try checkedFileSize(fd, name: name, path: path)
-            try lock(fd, byte: RS_LOCK_BYTE_PRODUCER, name: name)
-            // Under the lock, the file can only change through us; first make sure it is still
-            // the one at the path, then read its size (an earlier producer may have grown it).
-            var opened = stat(), atPath = stat()
-            guard fstat(fd, &opened) == 0, lstat(path, &atPath) == 0,
-                  opened.st_ino == atPath.st_ino, opened.st_dev == atPath.st_dev else {
-                close(fd)
-                return nil
-            }
-            let size = Int(opened.st_size)
-            // Version 0 means creation never finished (or has not begun): whoever holds the
-            // producer lock (re)initialises the file.
-            let header = size >= Int(RS_HEADER_SIZE) ? try readHeader(fd, name: name, path: path, fileSize: size) : nil
-            let isReady = header.map { $0.version != 0 } ?? false
-            let layout: RingLayout
-            if let header, isReady {
-                do { layout = try RingLayout(validating: header, fileSize: size) } catch {
-                    throw RingError.corrupt(ring: name, path: path, problem: error)
-                }
-                guard layout == wanted else {
-                    throw RingError.incompatibleLayout(ring: name, reason: "it holds \(layout.capacity) records and "
-                        + "\(layout.registryCapacity) metrics; asked for \(wanted.capacity) and \(wanted.registryCapacity)")
-                }
-            } else {
-                try reserve(fd, bytes: wanted.fileSize, name: name, path: path, removeOnFailure: created)
-                layout = wanted
-            }
-            let base = try map(fd, size: layout.fileSize, protection: PROT_READ | PROT_WRITE, populate: true, name: name)
-            let file = MappedRingFile(name: name, path: path, descriptor: fd, base: base, layout: layout, role: .producer)
-            if !isReady { file.initialiseLayout() }
-            file.markProducerAttached()
-            return file
-        } catch {
-            close(fd)
-            throw error
-        }
-    }
-
-    /// Removes an incompatible or corrupt ring so that a producer can create it anew; a reader
-    /// that has it mapped keeps its old mapping. Refuses while another producer holds it.
-    static func removeForRecreate(name: String, directory: RingDirectory) throws(RingError) {
-        let path = directory.filePath(for: name)
-        let fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { return }
-            throw openError(errno, name: name, path: path, directory: directory)
-        }
-        defer { close(fd) }
-        _ = try checkedFileSize(fd, name: name, path: path)
-        try lock(fd, byte: RS_LOCK_BYTE_PRODUCER, name: name)
-        guard unlink(path) == 0 || errno == ENOENT else {
-            throw RingError.system(ring: name, operation: "unlink \(path)", errno: errno)
-        }
-    }
-
-    /// Runs `body` holding the producer lock of an existing ring, which it neither maps nor
-    /// changes: no producer can attach, and so none can write, until `body` returns.
-    /// - Throws: `.producerAlive` when a producer holds the ring, or why the file cannot be opened.
+    /// Runs `body` holding the producer lock of an existing bot file, which it neither maps nor
+    /// changes: no process can attach, and so none can write, until `body` returns.
+    /// - Throws: `.producerAlive` when a process holds the bot, or why the file cannot be opened.
     static func withProducerLock<Result>(name: String, directory: RingDirectory, allowedOwners: Set<UInt32>,
                                          _ body: () throws(RingError) -> Result) throws(RingError) -> Result {
         try RingDirectory.validate(name: name)
         let path = directory.filePath(for: name)
-        let fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        let fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { throw openError(errno, name: name, path: path, directory: directory) }
         defer { close(fd) } // also releases the lock
         _ = try checkedFileSize(fd, name: name, path: path, allowedOwners: allowedOwners)
@@ -201,36 +128,63 @@ final class MappedRingFile {
 
     // MARK: - The header
 
-    /// The header's fields, for reading plain (layout) values and for pointers to atomics.
-    private var header: UnsafeMutablePointer<rs_header> { base.assumingMemoryBound(to: rs_header.self) }
+    /// Where each field the readers touch lies (`offsetof`), worked out once: an idle collector
+    /// reads some of them for every lane of thousands of bots many times a second.
+    private enum Offset {
+        static let lanesAllocated = MemoryLayout<rs_header>.offset(of: \.lanes_allocated)!
+        static let metricCount = MemoryLayout<rs_header>.offset(of: \.metric_count)!
+        static let heartbeat = MemoryLayout<rs_header>.offset(of: \.heartbeat_ns)!
+        static let producerStart = MemoryLayout<rs_header>.offset(of: \.producer_start_ns)!
+        static let producerPID = MemoryLayout<rs_header>.offset(of: \.producer_pid)!
+        static let producerAttaches = MemoryLayout<rs_header>.offset(of: \.producer_attaches)!
+        static let lanesExhausted = MemoryLayout<rs_header>.offset(of: \.lanes_exhausted)!
+        static let consumerPID = MemoryLayout<rs_header>.offset(of: \.consumer_pid)!
+        static let consumerHeartbeat = MemoryLayout<rs_header>.offset(of: \.consumer_heartbeat_ns)!
+        static let gaugeBits = MemoryLayout<rs_metric_cell>.offset(of: \.gauge_bits)!
+        static let gaugeSet = MemoryLayout<rs_metric_cell>.offset(of: \.gauge_set)!
+        static let unlaned = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned)!
+        static let writeCursor = MemoryLayout<rs_lane_header>.offset(of: \.write_cursor)!
+        static let droppedTotal = MemoryLayout<rs_lane_header>.offset(of: \.dropped_total)!
+        static let laneHeartbeat = MemoryLayout<rs_lane_header>.offset(of: \.heartbeat_ns)!
+        static let state = MemoryLayout<rs_lane_header>.offset(of: \.state)!
+        static let ownerTID = MemoryLayout<rs_lane_header>.offset(of: \.owner_tid)!
+        static let claims = MemoryLayout<rs_lane_header>.offset(of: \.claims)!
+        static let readCursor = MemoryLayout<rs_lane_header>.offset(of: \.read_cursor)!
+    }
 
-    /// A pointer to a header field, for the atomics and for `rs_producer`.
-    func pointer<T>(to field: WritableKeyPath<rs_header, T>) -> UnsafeMutablePointer<T> {
-        // The offset of a stored C struct field is always known.
-        header.pointer(to: field)!
+    /// A field at `offset` in the header page (every offset above lies in it).
+    private func field<T>(_ offset: Int, as type: T.Type) -> UnsafeMutablePointer<T> {
+        (header.base + offset).assumingMemoryBound(to: T.self)
     }
 
     /// The layout fields the creator wrote once (magic, sizes, creation times).
-    var layoutFields: rs_header { header.pointee }
+    var layoutFields: rs_header { header.base.assumingMemoryBound(to: rs_header.self).pointee }
 
-    var writeCursor: UInt64 { rs_load_acquire_u64(pointer(to: \.write_cursor)) }
-    var readCursor: UInt64 { rs_load_acquire_u64(pointer(to: \.read_cursor)) }
-    var metricCount: UInt32 { rs_load_acquire_u32(pointer(to: \.metric_count)) }
-    var droppedTotal: UInt64 { rs_load_relaxed_u64(pointer(to: \.dropped_total)) }
-    var heartbeatNanos: UInt64 { rs_load_relaxed_u64(pointer(to: \.heartbeat_ns)) }
-    var producerStartNanos: UInt64 { rs_load_relaxed_u64(pointer(to: \.producer_start_ns)) }
-    var producerPID: Int32 { rs_load_relaxed_i32(pointer(to: \.producer_pid)) }
-    var producerAttaches: UInt32 { rs_load_relaxed_u32(pointer(to: \.producer_attaches)) }
-    var consumerPID: Int32 { rs_load_relaxed_i32(pointer(to: \.consumer_pid)) }
-    var consumerHeartbeatNanos: UInt64 { rs_load_relaxed_u64(pointer(to: \.consumer_heartbeat_ns)) }
+    // Acquire: entries and lanes below the published counts are fully written.
+    var metricCount: UInt32 { rs_load_acquire_u32(field(Offset.metricCount, as: UInt32.self)) }
+    var lanesAllocated: UInt32 { rs_load_acquire_u32(field(Offset.lanesAllocated, as: UInt32.self)) }
+    // Relaxed: figures for people; the locks are the truth about who is attached.
+    var heartbeatNanos: UInt64 { rs_load_relaxed_u64(field(Offset.heartbeat, as: UInt64.self)) }
+    var producerStartNanos: UInt64 { rs_load_relaxed_u64(field(Offset.producerStart, as: UInt64.self)) }
+    var producerPID: Int32 { rs_load_relaxed_i32(field(Offset.producerPID, as: Int32.self)) }
+    var producerAttaches: UInt32 { rs_load_relaxed_u32(field(Offset.producerAttaches, as: UInt32.self)) }
+    var lanesExhausted: UInt64 { rs_load_relaxed_u64(field(Offset.lanesExhausted, as: UInt64.self)) }
+    var consumerPID: Int32 { rs_load_relaxed_i32(field(Offset.consumerPID, as: Int32.self)) }
+    var consumerHeartbeatNanos: UInt64 { rs_load_relaxed_u64(field(Offset.consumerHeartbeat, as: UInt64.self)) }
 
-    /// Whether the file shrank under the mapping: the SIGBUS guard absorbed a fault in it (the
+    /// Whether the file shrank under a mapping: the SIGBUS guard absorbed a fault in it (the
     /// pages past the file's end now read as zeros), or, for a mapping the guard could not take,
-    /// the file is now smaller than the layout. Whatever was read from the mapping meanwhile
+    /// the file is now smaller than what is mapped. Whatever was read from the mapping meanwhile
     /// may be zeros and must be thrown away.
     var wasTruncated: Bool {
-        if rs_guard_was_truncated(guardSlot) != 0 { return true }
-        return guardSlot < 0 && currentFileSize.map { $0 < layout.fileSize } == true
+        // No array of the mappings: an idle collector asks this of every lane many times a second.
+        var unguarded = header.guardSlot < 0
+        if rs_guard_was_truncated(header.guardSlot) != 0 { return true }
+        for lane in lanes {
+            if rs_guard_was_truncated(lane.guardSlot) != 0 { return true }
+            unguarded = unguarded || lane.guardSlot < 0
+        }
+        return unguarded && currentFileSize.map { $0 < mappedFileSize } == true
     }
 
     /// The file's size now, or nil if fstat fails.
@@ -239,86 +193,127 @@ final class MappedRingFile {
         return fstat(descriptor, &info) == 0 ? Int(info.st_size) : nil
     }
 
-    /// Throws `.corrupt(.truncated)` when the file shrank under the mapping (see `wasTruncated`).
+    /// The size the mapped part of the file needs.
+    var mappedFileSize: Int { layout.fileSize(lanes: lanes.count) }
+
+    /// Throws `.corrupt(.truncated)` when the file shrank under a mapping (see `wasTruncated`).
     func checkNotTruncated() throws(RingError) {
         guard wasTruncated else { return }
         throw .corrupt(ring: name, path: path,
-                       problem: .truncated(fileSize: currentFileSize ?? 0, expected: layout.fileSize))
+                       problem: .truncated(fileSize: currentFileSize ?? 0, expected: mappedFileSize))
     }
 
     /// Whether a live process holds the producer (or consumer) lock.
     func isLocked(byte: Int32) -> Bool { rs_lock_byte_is_held(descriptor, byte) == 1 }
 
-    /// The consumer publishes its cursor: the slots below it are free for the producer.
-    func publishReadCursor(_ cursor: UInt64) {
-        precondition(role == .consumer, "only the consumer moves the read cursor")
-        // Release: our reads of the slots below `cursor` finish before the producer may reuse them.
-        rs_store_release_u64(pointer(to: \.read_cursor), cursor)
-        storeRelaxed(\.consumer_heartbeat_ns, rs_clock_coarse_ns())
+    /// Says the consumer is still here (for people reading the file).
+    func markConsumerHeartbeat() {
+        precondition(role == .consumer, "only the consumer writes its line")
+        rs_store_relaxed_u64(field(Offset.consumerHeartbeat, as: UInt64.self), rs_clock_coarse_ns())
     }
 
-    // MARK: - Records
-
-    /// The record slots. Slot `cursor & (capacity - 1)` holds the record at `cursor`.
-    var records: UnsafeMutablePointer<rs_record> {
-        // `recordsOffset` comes from the validated layout and lies inside the mapping.
-        (base + layout.recordsOffset).assumingMemoryBound(to: rs_record.self)
-    }
-
-    // MARK: - The registry
+    // MARK: - The registry and the metric cells
 
     /// A copy of registry entry `index` (below the registry's capacity), for validation.
-    func registryEntry(_ index: Int) -> rs_registry_entry {
-        precondition(index >= 0 && index < Int(layout.registryCapacity), "registry index out of range")
-        return registrySlot(index).pointee
-    }
+    func registryEntry(_ index: Int) -> rs_registry_entry { registrySlot(index).pointee }
 
-    /// Writes entry `index` in full, then publishes it by storing the metric count.
-    func publishRegistryEntry(_ entry: rs_registry_entry, at index: Int) {
-        precondition(role == .producer, "only the producer writes the registry")
-        precondition(index == Int(metricCount) && index < Int(layout.registryCapacity), "entries are appended")
-        registrySlot(index).pointee = entry
-        // Release: the entry's bytes are visible before the count that publishes it.
-        rs_store_release_u32(pointer(to: \.metric_count), UInt32(index + 1))
+    /// The kind byte of registry entry `index`, without copying the entry (unchecked).
+    func registryKind(_ index: Int) -> UInt8 {
+        UnsafeRawPointer(registrySlot(index)).load(fromByteOffset: Self.kindOffset, as: UInt8.self)
     }
+    private static let kindOffset = MemoryLayout<rs_registry_entry>.offset(of: \.kind)!
 
     private func registrySlot(_ index: Int) -> UnsafeMutablePointer<rs_registry_entry> {
-        // registryOffset + index * 512 stays below recordsOffset for index < registryCapacity.
-        (base + layout.registryOffset + index * Int(RS_REGISTRY_ENTRY_SIZE)).assumingMemoryBound(to: rs_registry_entry.self)
+        precondition(index >= 0 && index < Int(layout.registryCapacity), "registry index out of range")
+        // registryOffset + index * 512 stays below cellsOffset for index < registryCapacity.
+        return (header.base + layout.registryOffset + index * Int(RS_REGISTRY_ENTRY_SIZE)).assumingMemoryBound(to: rs_registry_entry.self)
     }
 
-    // MARK: - Producer set-up
-
-    private func initialiseLayout() {
-        let now = rs_clock_realtime_ns()
-        header.pointee.magic = RS_MAGIC
-        header.pointee.header_size = RS_HEADER_SIZE
-        header.pointee.record_size = RS_RECORD_SIZE
-        header.pointee.capacity_log2 = layout.capacityLog2
-        header.pointee.registry_capacity = layout.registryCapacity
-        header.pointee.registry_entry_size = RS_REGISTRY_ENTRY_SIZE
-        header.pointee.registry_offset = UInt64(layout.registryOffset)
-        header.pointee.records_offset = UInt64(layout.recordsOffset)
-        header.pointee.file_size = UInt64(layout.fileSize)
-        header.pointee.created_realtime_ns = now
-        header.pointee.created_monotonic_ns = rs_clock_precise_ns()
-        // Release, written last: a reader that sees the version sees the whole layout.
-        rs_store_release_u32(pointer(to: \.version), RS_FORMAT_VERSION)
+    /// A field of metric `metric`'s shared cell.
+    private func metricCell(_ metric: Int, _ offset: Int) -> UnsafeMutablePointer<UInt64> {
+        precondition(metric >= 0 && metric < Int(layout.registryCapacity), "metric index out of range")
+        // cellsOffset + metric * 32 + offset stays below lanesOffset for metric < registryCapacity.
+        return (header.base + layout.cellsOffset + metric * Int(RS_METRIC_CELL_SIZE) + offset).assumingMemoryBound(to: UInt64.self)
     }
 
-    private func markProducerAttached() {
-        store(\.producer_pid, getpid())
-        storeRelaxed(\.producer_start_ns, rs_clock_realtime_ns())
-        rs_store_relaxed_u32(pointer(to: \.producer_attaches), producerAttaches &+ 1)
-        storeRelaxed(\.heartbeat_ns, rs_clock_coarse_ns())
+    /// A gauge's last value, or nil if none was set.
+    func gaugeValue(metric: Int) -> Double? {
+        // Acquire pairs with the setter's release store of gauge_set: the bits stored before it are visible.
+        guard rs_load_acquire_u64(metricCell(metric, Offset.gaugeSet)) != 0 else { return nil }
+        return Double(bitPattern: rs_load_relaxed_u64(metricCell(metric, Offset.gaugeBits)))
     }
 
-    private func store(_ field: WritableKeyPath<rs_header, Int32>, _ value: Int32) {
-        rs_store_relaxed_i32(pointer(to: field), value)
+    /// What threads without a lane added to a counter, or the records of other metrics they lost.
+    func unlaned(metric: Int) -> UInt64 {
+        // Relaxed: a running total read as a figure; nothing else is published through it.
+        rs_load_relaxed_u64(metricCell(metric, Offset.unlaned))
     }
 
-    private func storeRelaxed(_ field: WritableKeyPath<rs_header, UInt64>, _ value: UInt64) {
-        rs_store_relaxed_u64(pointer(to: field), value)
+    // MARK: - Lanes
+
+    /// Lanes mapped so far; `mapNewLanes` maps those allocated since.
+    var laneCount: Int { lanes.count }
+
+    /// Maps the lanes the producer allocated since the last call; returns how many are new.
+    /// - Throws: `.corrupt` when the count exceeds `max_lanes` or the file is too short for it.
+    @discardableResult
+    func mapNewLanes() throws(RingError) -> Int {
+        let allocated = Int(lanesAllocated)
+        guard allocated > lanes.count else { return 0 }
+        guard allocated <= Int(layout.maxLanes) else {
+            throw .corrupt(ring: name, path: path, problem: .badLayout(field: "lanes_allocated", value: UInt64(allocated),
+                                                                      expected: "at most max_lanes \(layout.maxLanes)"))
+        }
+        let needed = layout.fileSize(lanes: allocated)
+        guard let size = currentFileSize, size >= needed else {
+            throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: currentFileSize ?? 0, expected: needed))
+        }
+        for index in lanes.count..<allocated {
+            let base = try Self.map(descriptor, size: layout.laneSize, offset: layout.fileSize(lanes: index),
+                                    role: role, name: name)
+            lanes.append(Mapping(base: base, size: layout.laneSize))
+        }
+        return allocated - lanes.count
+    }
+
+    /// A field at `offset` in lane `lane`'s 256-byte header.
+    private func laneField<T>(_ lane: Int, _ offset: Int, as type: T.Type) -> UnsafeMutablePointer<T> {
+        (lanes[lane].base + offset).assumingMemoryBound(to: T.self)
+    }
+
+    // Acquire: the records below the write cursor are fully written.
+    func writeCursor(lane: Int) -> UInt64 { rs_load_acquire_u64(laneField(lane, Offset.writeCursor, as: UInt64.self)) }
+    // Acquire: whatever the consumer read below it is done with.
+    func readCursor(lane: Int) -> UInt64 { rs_load_acquire_u64(laneField(lane, Offset.readCursor, as: UInt64.self)) }
+    // Relaxed: figures for people and the drop accounting, written by one thread each.
+    func droppedTotal(lane: Int) -> UInt64 { rs_load_relaxed_u64(laneField(lane, Offset.droppedTotal, as: UInt64.self)) }
+    func heartbeatNanos(lane: Int) -> UInt64 { rs_load_relaxed_u64(laneField(lane, Offset.laneHeartbeat, as: UInt64.self)) }
+    // Acquire: a lane seen active has its owner and claim count stored before the state.
+    func state(lane: Int) -> UInt32 { rs_load_acquire_u32(laneField(lane, Offset.state, as: UInt32.self)) }
+    func ownerTID(lane: Int) -> Int32 { rs_load_relaxed_i32(laneField(lane, Offset.ownerTID, as: Int32.self)) }
+    func claims(lane: Int) -> UInt32 { rs_load_relaxed_u32(laneField(lane, Offset.claims, as: UInt32.self)) }
+
+    /// A lane's cell of `metric`: a counter's increments made on the lane, or the records of
+    /// another kind the lane dropped.
+    func laneCell(lane: Int, metric: Int) -> UInt64 {
+        precondition(metric >= 0 && metric < Int(layout.registryCapacity), "metric index out of range")
+        // The cells follow the 256-byte lane header: metric * 8 stays below laneRecordsOffset.
+        let cell = (lanes[lane].base + Int(RS_LANE_HEADER_SIZE) + metric * 8).assumingMemoryBound(to: UInt64.self)
+        // Relaxed: a running total its one writer stores whole.
+        return rs_load_relaxed_u64(cell)
+    }
+
+    /// The consumer publishes a lane's cursor: the slots below it are free for the producer.
+    func publishReadCursor(_ cursor: UInt64, lane: Int) {
+        precondition(role == .consumer, "only the consumer moves the read cursor")
+        // Release: our reads of the slots below `cursor` finish before the producer may reuse them.
+        rs_store_release_u64(laneField(lane, Offset.readCursor, as: UInt64.self), cursor)
+    }
+
+    /// A lane's record slots. Slot `cursor & (capacity - 1)` holds the record at `cursor`.
+    func records(lane: Int) -> UnsafePointer<rs_record> {
+        // laneRecordsOffset + capacity * 32 fits in laneSize, by the validated layout.
+        UnsafePointer((lanes[lane].base + layout.laneRecordsOffset).assumingMemoryBound(to: rs_record.self))
     }
 
     // MARK: - System calls
@@ -358,33 +353,22 @@ final class MappedRingFile {
         guard result == EAGAIN || result == EACCES else {
             throw .system(ring: name, operation: "lock", errno: result)
         }
+        // Who holds it, for the message: the pid field of the holder's line.
         var pid: Int32 = 0
-        let offset = byte == RS_LOCK_BYTE_PRODUCER ? 0xA0 : 0x108
+        let offset = byte == RS_LOCK_BYTE_PRODUCER ? Offset.producerPID : Offset.consumerPID
         _ = pread(fd, &pid, 4, off_t(offset))
         throw byte == RS_LOCK_BYTE_PRODUCER ? .producerAlive(ring: name, pid: pid) : .consumerAlive(ring: name, pid: pid)
     }
 
-    private static func reserve(_ fd: Int32, bytes: Int, name: String, path: String, removeOnFailure: Bool) throws(RingError) {
-        // Start from zeros: a half-created file may hold anything.
-        var result = ftruncate(fd, 0) == 0 ? 0 : errno
-        // Reserve every page now, so a full directory fails here and never as SIGBUS later.
-        if result == 0 { result = posix_fallocate(fd, 0, off_t(bytes)) }
-        guard result != 0 else { return }
-        if removeOnFailure { unlink(path) }
-        if result == ENOSPC || result == EDQUOT { throw .noSpace(ring: name, path: path, bytes: bytes) }
-        throw .system(ring: name, operation: "reserve \(bytes) bytes for \(path)", errno: result)
-    }
-
-    private static func map(_ fd: Int32, size: Int, protection: Int32, populate: Bool,
-                            name: String) throws(RingError) -> UnsafeMutableRawPointer {
-        let flags = MAP_SHARED | (populate ? MAP_POPULATE : 0)
-        guard let base = mmap(nil, size, protection, flags, fd, 0), base != MAP_FAILED else {
-            throw .system(ring: name, operation: "mmap \(size) bytes", errno: errno)
+    private static func map(_ fd: Int32, size: Int, offset: Int, role: Role, name: String) throws(RingError) -> UnsafeMutableRawPointer {
+        let protection = role == .inspector ? PROT_READ : PROT_READ | PROT_WRITE
+        guard let base = mmap(nil, size, protection, MAP_SHARED, fd, off_t(offset)), base != MAP_FAILED else {
+            throw .system(ring: name, operation: "mmap \(size) bytes at \(offset)", errno: errno)
         }
         return base
     }
 
-    private static func openError(_ code: Int32, name: String, path: String, directory: RingDirectory) -> RingError {
+    static func openError(_ code: Int32, name: String, path: String, directory: RingDirectory) -> RingError {
         switch code {
         case ENOENT:
             var info = stat()

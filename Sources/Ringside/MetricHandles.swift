@@ -1,29 +1,29 @@
 import CRingside
 
-// The handles a bot records through. Each call is the hot path: no allocation, lock or system
-// call, never blocks, never throws; a full ring counts a drop. A handle keeps its ring alive.
+// The handles a single-threaded bot records through. Each call is the hot path: no allocation,
+// lock or system call, never blocks, never throws; a full ring counts a drop. A handle keeps its
+// ring alive.
 
 extension Ring {
-    /// A counter's handle: increments that the collector adds up.
+    /// A counter's handle: increments kept in the ring's cell, exact even when the ring is full.
     public struct Counter {
         @usableFromInline let ring: Ring
         @usableFromInline let index: UInt32
-        @usableFromInline let isSampled: Bool
 
-        init(ring: Ring, index: UInt32, isSampled: Bool) {
+        init(ring: Ring, index: UInt32) {
             self.ring = ring
             self.index = index
-            self.isSampled = isSampled
         }
 
         /// Adds `amount` (default 1) to the counter.
         @inlinable
         public func increment(by amount: UInt64 = 1) {
-            ring.write(index, kind: .counter, flags: 0, value: amount, isSampled: isSampled)
+            rs_producer_count(ring.producer, index, amount)
         }
     }
 
-    /// A gauge's handle: the collector reports the last value set, and each window's min and max.
+    /// A gauge's handle: the collector reports the last value set (exact), and each window's min
+    /// and max (from records, which a full ring may drop).
     public struct Gauge {
         @usableFromInline let ring: Ring
         @usableFromInline let index: UInt32
@@ -36,7 +36,7 @@ extension Ring {
         /// Sets the gauge.
         @inlinable
         public func set(_ value: Double) {
-            ring.write(index, kind: .gauge, flags: 0, value: value.bitPattern, isSampled: false)
+            _ = rs_producer_set(ring.producer, index, value)
         }
     }
 

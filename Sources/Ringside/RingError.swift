@@ -1,3 +1,4 @@
+import CRingside
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,6 +34,9 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
     case corrupt(ring: String, path: String, problem: RingCorruption)
     /// An existing ring's layout differs from the one asked for.
     case incompatibleLayout(ring: String, reason: String)
+    /// A limit of the process or the file is reached (bots per process, lanes), or the bot belongs
+    /// to the parent of this forked process: what and what to do.
+    case unavailable(ring: String, reason: String)
     /// A system call failed for a reason the cases above do not name.
     case system(ring: String, operation: String, errno: Int32)
 
@@ -70,6 +74,8 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
         case let .incompatibleLayout(ring, reason):
             return "ring \(ring): the existing ring is incompatible: \(reason); "
                 + "detach its producer and attach with onIncompatible: .recreate to replace it"
+        case let .unavailable(ring, reason):
+            return "ring \(ring): \(reason)"
         case let .system(ring, operation, errno):
             return "ring \(ring): \(operation): \(String(cString: strerror(errno))) (errno: \(errno))"
         }
@@ -86,6 +92,8 @@ public enum RingCorruption: Error, Equatable, CustomStringConvertible, Sendable 
     case cursorsOutOfRange(read: UInt64, write: UInt64, capacity: UInt64)
     case badMetricCount(count: UInt32, capacity: UInt32)
     case badRegistryEntry(index: Int, reason: String)
+    /// What the producer library found wrong, in its words.
+    case invalid(String)
 
     public var description: String {
         switch self {
@@ -94,7 +102,8 @@ public enum RingCorruption: Error, Equatable, CustomStringConvertible, Sendable 
         case let .badMagic(magic):
             return "bad magic 0x\(String(magic, radix: 16)) (not a Ringside ring)"
         case let .unsupportedVersion(version):
-            return "unsupported format version \(version) (this build reads version 1)"
+            let hint = version == 1 ? ": written by an older Ringside; restart its bot with the current library, or remove the file" : ""
+            return "unsupported format version \(version) (this build reads version \(RS_FORMAT_VERSION)\(hint))"
         case let .badLayout(field, value, expected):
             return "bad layout: \(field) is \(value), expected \(expected)"
         case let .cursorsOutOfRange(read, write, capacity):
@@ -103,6 +112,8 @@ public enum RingCorruption: Error, Equatable, CustomStringConvertible, Sendable 
             return "metric count \(count) exceeds the registry's \(capacity) entries"
         case let .badRegistryEntry(index, reason):
             return "registry entry \(index): \(reason)"
+        case let .invalid(reason):
+            return reason
         }
     }
 }

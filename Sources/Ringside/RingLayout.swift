@@ -1,18 +1,30 @@
 import CRingside
 
-/// A ring file's geometry, validated: every offset and size the code uses comes from here,
+/// A bot file's geometry, validated: every offset and size the code uses comes from here,
 /// never from the file directly, so a value another process changes later cannot mislead us.
+/// The three free choices (lane capacity, registry capacity, lanes) fix the rest
+/// (`rs_geometry_of` in `ringside.h`).
 struct RingLayout: Equatable, Sendable {
     let capacityLog2: UInt32
     let registryCapacity: UInt32
+    let maxLanes: UInt32
 
+    /// Records one lane holds.
     var capacity: UInt64 { 1 << UInt64(capacityLog2) }
-    var registryOffset: Int { Int(RS_HEADER_SIZE) }
-    var recordsOffset: Int { registryOffset + Int(registryCapacity) * Int(RS_REGISTRY_ENTRY_SIZE) }
-    var fileSize: Int { recordsOffset + Int(capacity) * Int(RS_RECORD_SIZE) }
+    private var geometry: rs_geometry { rs_geometry_of(capacityLog2, registryCapacity) }
+    var registryOffset: Int { Int(geometry.registry_offset) }
+    var cellsOffset: Int { Int(geometry.cells_offset) }
+    /// Where lane 0 starts; also the size of the part mapped before any lane.
+    var lanesOffset: Int { Int(geometry.lanes_offset) }
+    var laneSize: Int { Int(geometry.lane_size) }
+    /// Where a lane's records start, from the lane's own start.
+    var laneRecordsOffset: Int { Int(geometry.lane_records_offset) }
 
-    /// The layout for a new ring, or why the options cannot make one.
-    init(capacity: Int, registryCapacity: Int) throws(LayoutProblem) {
+    /// The file's least size with `lanes` lanes.
+    func fileSize(lanes: Int) -> Int { lanesOffset + lanes * laneSize }
+
+    /// The layout for a new bot file, or why the options cannot make one.
+    init(capacity: Int, registryCapacity: Int, maxLanes: Int) throws(LayoutProblem) {
         let minimum = 1 << Int(RS_MIN_CAPACITY_LOG2), maximum = 1 << Int(RS_MAX_CAPACITY_LOG2)
         guard capacity >= minimum, capacity <= maximum, capacity & (capacity - 1) == 0 else {
             throw LayoutProblem("capacity \(capacity) must be a power of two from \(minimum) to \(maximum) records")
@@ -20,17 +32,24 @@ struct RingLayout: Equatable, Sendable {
         guard registryCapacity >= 1, registryCapacity <= Int(RS_MAX_REGISTRY_CAPACITY) else {
             throw LayoutProblem("maxMetrics \(registryCapacity) must be from 1 to \(RS_MAX_REGISTRY_CAPACITY)")
         }
+        guard maxLanes >= 1, maxLanes <= Int(RS_MAX_LANES) else {
+            throw LayoutProblem("maxThreads \(maxLanes) must be from 1 to \(RS_MAX_LANES)")
+        }
         self.capacityLog2 = UInt32(capacity.trailingZeroBitCount)
         self.registryCapacity = UInt32(registryCapacity)
+        self.maxLanes = UInt32(maxLanes)
     }
 
-    /// The layout a header describes, checked field by field against the format and the file's size.
+    /// The layout a header describes, checked field by field against the format and the file's
+    /// size (which must hold at least the part before the lanes).
     init(validating header: rs_header, fileSize: Int) throws(RingCorruption) {
         guard header.magic == RS_MAGIC else { throw .badMagic(header.magic) }
         guard header.version == RS_FORMAT_VERSION else { throw .unsupportedVersion(header.version) }
         try Self.expect("header_size", UInt64(header.header_size), equals: UInt64(RS_HEADER_SIZE))
         try Self.expect("record_size", UInt64(header.record_size), equals: UInt64(RS_RECORD_SIZE))
         try Self.expect("registry_entry_size", UInt64(header.registry_entry_size), equals: UInt64(RS_REGISTRY_ENTRY_SIZE))
+        try Self.expect("metric_cell_size", UInt64(header.metric_cell_size), equals: UInt64(RS_METRIC_CELL_SIZE))
+        try Self.expect("lane_header_size", UInt64(header.lane_header_size), equals: UInt64(RS_LANE_HEADER_SIZE))
         guard (RS_MIN_CAPACITY_LOG2...RS_MAX_CAPACITY_LOG2).contains(header.capacity_log2) else {
             throw .badLayout(field: "capacity_log2", value: UInt64(header.capacity_log2),
                              expected: "\(RS_MIN_CAPACITY_LOG2) to \(RS_MAX_CAPACITY_LOG2)")
@@ -39,17 +58,24 @@ struct RingLayout: Equatable, Sendable {
             throw .badLayout(field: "registry_capacity", value: UInt64(header.registry_capacity),
                              expected: "1 to \(RS_MAX_REGISTRY_CAPACITY)")
         }
-        let layout = RingLayout(capacityLog2: header.capacity_log2, registryCapacity: header.registry_capacity)
+        guard (1...RS_MAX_LANES).contains(header.max_lanes) else {
+            throw .badLayout(field: "max_lanes", value: UInt64(header.max_lanes), expected: "1 to \(RS_MAX_LANES)")
+        }
+        let layout = RingLayout(capacityLog2: header.capacity_log2, registryCapacity: header.registry_capacity,
+                                maxLanes: header.max_lanes)
         try Self.expect("registry_offset", header.registry_offset, equals: UInt64(layout.registryOffset))
-        try Self.expect("records_offset", header.records_offset, equals: UInt64(layout.recordsOffset))
-        try Self.expect("file_size", header.file_size, equals: UInt64(layout.fileSize))
-        guard fileSize == layout.fileSize else { throw .truncated(fileSize: fileSize, expected: layout.fileSize) }
+        try Self.expect("cells_offset", header.cells_offset, equals: UInt64(layout.cellsOffset))
+        try Self.expect("lanes_offset", header.lanes_offset, equals: UInt64(layout.lanesOffset))
+        try Self.expect("lane_size", header.lane_size, equals: UInt64(layout.laneSize))
+        try Self.expect("lane_records_offset", UInt64(header.lane_records_offset), equals: UInt64(layout.laneRecordsOffset))
+        guard fileSize >= layout.lanesOffset else { throw .truncated(fileSize: fileSize, expected: layout.lanesOffset) }
         self = layout
     }
 
-    private init(capacityLog2: UInt32, registryCapacity: UInt32) {
+    private init(capacityLog2: UInt32, registryCapacity: UInt32, maxLanes: UInt32) {
         self.capacityLog2 = capacityLog2
         self.registryCapacity = registryCapacity
+        self.maxLanes = maxLanes
     }
 
     private static func expect(_ field: String, _ value: UInt64, equals expected: UInt64) throws(RingCorruption) {

@@ -3,40 +3,103 @@ import CRingside
 import Glibc
 #endif
 
-/// One 32-byte record as stored in the ring (see `rs_record` in `ringside.h`).
+/// One 32-byte record as stored in a lane (see `rs_record` in `ringside.h`).
 public typealias RingRecord = rs_record
 
-/// A ring's state as a reader sees it now; cursors and counts are checked before they are shown.
-public struct RingStatus: Sendable, Equatable {
-    public let name: String
-    public let path: String
-    public let formatVersion: UInt32
-    /// Records the ring holds.
-    public let capacity: UInt64
-    /// Metrics the registry holds.
-    public let maxMetrics: Int
-    public let fileSize: Int
-    /// CLOCK_REALTIME and CLOCK_MONOTONIC when the file was created, to turn record times into wall time.
-    public let createdRealtimeNanos: UInt64
-    public let createdMonotonicNanos: UInt64
+/// Who holds a lane (`state` in `ringside.h`).
+public enum LaneState: Sendable, Equatable, CustomStringConvertible {
+    /// Allocated and never claimed yet.
+    case unused
+    /// A live thread writes it.
+    case active
+    /// Its thread exited: the next thread that needs a lane takes it over.
+    case retired
+    /// A value the format does not have.
+    case invalid(UInt32)
+
+    init(_ raw: UInt32) {
+        switch raw {
+        case RS_LANE_UNUSED: self = .unused
+        case RS_LANE_ACTIVE: self = .active
+        case RS_LANE_RETIRED: self = .retired
+        default: self = .invalid(raw)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .unused: return "unused"
+        case .active: return "active"
+        case .retired: return "retired"
+        case let .invalid(raw): return "invalid(\(raw))"
+        }
+    }
+}
+
+/// One lane (one thread's ring) as a reader sees it now; cursors are checked before they are shown.
+public struct LaneStatus: Sendable, Equatable {
+    public let index: Int
+    public let state: LaneState
+    /// The kernel thread id holding it (0 when retired).
+    public let ownerTID: Int32
+    /// Threads that have held it.
+    public let claims: UInt32
     /// Records published ever; also the producer's cursor.
     public let writeCursor: UInt64
     /// Records consumed ever; also the consumer's cursor.
     public let readCursor: UInt64
-    /// Records dropped because the ring was full.
+    /// Records dropped because the lane was full.
     public let dropped: UInt64
+    /// CLOCK_MONOTONIC_COARSE of the lane's last record (or claim).
+    public let heartbeatMonotonicNanos: UInt64
+
+    /// Records published and not yet consumed.
+    public var backlog: UInt64 { writeCursor - readCursor }
+}
+
+/// A bot file's state as a reader sees it now; the bot's figures are its lanes' added up.
+///
+/// Exactly, from one status: records attempted (after sampling) == `writeCursor + dropped`, and
+/// `writeCursor == readCursor + backlog`; so attempted == consumed + dropped + backlog.
+public struct RingStatus: Sendable, Equatable {
+    public let name: String
+    public let path: String
+    public let formatVersion: UInt32
+    /// Records each lane holds.
+    public let capacity: UInt64
+    /// Metrics the registry holds.
+    public let maxMetrics: Int
+    /// Lanes the file may hold: threads recording at once.
+    public let maxLanes: Int
+    /// The file's size with its lanes now.
+    public let fileSize: Int
+    /// CLOCK_REALTIME and CLOCK_MONOTONIC when the file was created, to turn record times into wall time.
+    public let createdRealtimeNanos: UInt64
+    public let createdMonotonicNanos: UInt64
+    /// Records published ever, in every lane.
+    public let writeCursor: UInt64
+    /// Records consumed ever, in every lane.
+    public let readCursor: UInt64
+    /// Records dropped: by full lanes, and by threads that found no lane (`unlanedDropped`).
+    public let dropped: UInt64
+    /// Of `dropped`, the records of threads that found every lane taken.
+    public let unlanedDropped: UInt64
+    /// Times a thread found every lane taken.
+    public let lanesExhausted: UInt64
     public let metricCount: Int
     public let producerPID: Int32
     /// Whether a live process holds the producer lock.
     public let producerAlive: Bool
     public let producerStartRealtimeNanos: UInt64
-    /// CLOCK_MONOTONIC_COARSE of the producer's last write (or attach).
+    /// CLOCK_MONOTONIC_COARSE of the bot's last record in any lane (or its last attach or claim).
     public let heartbeatMonotonicNanos: UInt64
     public let producerAttaches: UInt32
     public let consumerPID: Int32
     public let consumerAlive: Bool
+    /// Each lane, by index.
+    public let lanes: [LaneStatus]
 
-    /// Records published and not yet consumed.
+    /// Records published and not yet consumed, in every lane.
     public var backlog: UInt64 { writeCursor - readCursor }
 
     /// Wall-clock nanoseconds of a record's (monotonic) timestamp.
@@ -48,12 +111,15 @@ public struct RingStatus: Sendable, Equatable {
 // MARK: - Reading what every reader reads
 
 extension MappedRingFile {
-    /// The cursors, checked: the write cursor is ahead of the read cursor by at most the capacity.
-    func checkedCursors() throws(RingError) -> (read: UInt64, write: UInt64) {
+    /// A lane's cursors, checked: the write cursor is ahead of the read cursor by at most the capacity.
+    /// - Parameter checkingTruncation: false for a caller that checks once after reading every lane.
+    func checkedCursors(lane: Int, checkingTruncation: Bool = true) throws(RingError) -> (read: UInt64, write: UInt64) {
         // Read before write: the producer only moves write forward, so the pair stays consistent.
-        let read = readCursor
-        let write = writeCursor
-        try checkNotTruncated() // zeros from a truncated file are not cursors
+        let read = readCursor(lane: lane)
+        let write = writeCursor(lane: lane)
+        if checkingTruncation || read > write || write - read > layout.capacity {
+            try checkNotTruncated() // zeros from a truncated file are not cursors
+        }
         guard read <= write, write - read <= layout.capacity else {
             throw .corrupt(ring: name, path: path,
                            problem: .cursorsOutOfRange(read: read, write: write, capacity: layout.capacity))
@@ -78,109 +144,228 @@ extension MappedRingFile {
         return found
     }
 
-    func status() throws(RingError) -> RingStatus {
-        let cursors = try checkedCursors()
+    /// The file's state; `producerAlive` is checked with a system call unless given.
+    func status(producerAlive knownAlive: Bool? = nil) throws(RingError) -> RingStatus {
+        try mapNewLanes()
+        var lanes: [LaneStatus] = []
+        lanes.reserveCapacity(laneCount)
+        var write: UInt64 = 0, read: UInt64 = 0, dropped: UInt64 = 0
+        var heartbeat = heartbeatNanos
+        for lane in 0..<laneCount {
+            let cursors = try checkedCursors(lane: lane, checkingTruncation: false) // checked once, below
+            let status = LaneStatus(index: lane, state: LaneState(state(lane: lane)), ownerTID: ownerTID(lane: lane),
+                                    claims: claims(lane: lane), writeCursor: cursors.write, readCursor: cursors.read,
+                                    dropped: droppedTotal(lane: lane), heartbeatMonotonicNanos: heartbeatNanos(lane: lane))
+            lanes.append(status)
+            write &+= status.writeCursor
+            read &+= status.readCursor
+            dropped &+= status.dropped
+            heartbeat = max(heartbeat, status.heartbeatMonotonicNanos)
+        }
+        let count = Int(min(metricCount, layout.registryCapacity))
+        var unlanedDropped: UInt64 = 0
+        for metric in 0..<count where registryKind(metric) != MetricKind.counter.rawValue {
+            unlanedDropped &+= unlaned(metric: metric)
+        }
         let fields = layoutFields
         let status = RingStatus(
             name: name, path: path, formatVersion: fields.version, capacity: layout.capacity,
-            maxMetrics: Int(layout.registryCapacity), fileSize: layout.fileSize,
+            maxMetrics: Int(layout.registryCapacity), maxLanes: Int(layout.maxLanes), fileSize: mappedFileSize,
             createdRealtimeNanos: fields.created_realtime_ns, createdMonotonicNanos: fields.created_monotonic_ns,
-            writeCursor: cursors.write, readCursor: cursors.read, dropped: droppedTotal,
-            metricCount: Int(min(metricCount, layout.registryCapacity)), producerPID: producerPID,
-            producerAlive: isLocked(byte: RS_LOCK_BYTE_PRODUCER), producerStartRealtimeNanos: producerStartNanos,
-            heartbeatMonotonicNanos: heartbeatNanos, producerAttaches: producerAttaches,
-            consumerPID: consumerPID, consumerAlive: role == .consumer || isLocked(byte: RS_LOCK_BYTE_CONSUMER))
+            writeCursor: write, readCursor: read, dropped: dropped &+ unlanedDropped, unlanedDropped: unlanedDropped,
+            lanesExhausted: lanesExhausted, metricCount: count, producerPID: producerPID,
+            producerAlive: knownAlive ?? isLocked(byte: RS_LOCK_BYTE_PRODUCER),
+            producerStartRealtimeNanos: producerStartNanos, heartbeatMonotonicNanos: heartbeat,
+            producerAttaches: producerAttaches, consumerPID: consumerPID,
+            consumerAlive: role == .consumer || isLocked(byte: RS_LOCK_BYTE_CONSUMER), lanes: lanes)
         try checkNotTruncated()
         return status
+    }
+
+    /// What the cells say of one metric now (see CELLS in `ringside.h`): a counter's total, a
+    /// gauge's last value, and the records of a histogram or gauge that were dropped.
+    func cells(of metric: MetricDescriptor) -> MetricCells {
+        let index = Int(metric.index)
+        var sum = unlaned(metric: index)
+        for lane in 0..<laneCount { sum &+= laneCell(lane: lane, metric: index) }
+        switch metric.kind {
+        case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil)
+        case .gauge: return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index))
+        case .histogram: return MetricCells(total: 0, dropped: sum, lastValue: nil)
+        }
+    }
+}
+
+/// One metric's figures from the cells, exact whatever the lanes held.
+public struct MetricCells: Sendable, Equatable {
+    /// Counters: every increment, on every thread.
+    public var total: UInt64
+    /// Histograms and gauges: records dropped (full lanes, or threads without one).
+    public var dropped: UInt64
+    /// Gauges: the last value set, if any.
+    public var lastValue: Double?
+
+    public init(total: UInt64 = 0, dropped: UInt64 = 0, lastValue: Double? = nil) {
+        self.total = total
+        self.dropped = dropped
+        self.lastValue = lastValue
     }
 }
 
 // MARK: - The consumer
 
-/// A ring's one consumer: drains records in batches and moves the read cursor.
+/// A bot file's one consumer: drains every lane's records in batches and moves their read cursors.
 ///
 /// Holds the consumer lock while open; a second consumer gets `RingError.consumerAlive`.
-/// Not `Sendable`: one thread drains a ring.
+/// Not `Sendable`: one thread drains a bot.
 package final class RingConsumer {
     private let file: MappedRingFile
-    private var cursor: UInt64
+    /// Each mapped lane's read cursor (the consumer is its only writer).
+    private var cursors: [UInt64] = []
     /// The metrics known so far; `refreshMetrics()` adds those registered since.
     package private(set) var metrics: [MetricDescriptor]
 
-    /// Opens the ring `name` as its consumer.
-    /// - Parameter allowedOwners: users besides our own whose rings may be opened.
+    /// Opens the bot file `name` as its consumer.
+    /// - Parameter allowedOwners: users besides our own whose files may be opened.
     package init(_ name: String, directory: RingDirectory = RingDirectory(),
                  allowedOwners: Set<UInt32> = []) throws(RingError) {
         file = try MappedRingFile.open(name: name, directory: directory, role: .consumer, allowedOwners: allowedOwners)
-        cursor = try file.checkedCursors().read
         metrics = try file.metrics(from: 0)
+        try adoptNewLanes()
     }
 
     package var name: String { file.name }
     package var path: String { file.path }
+    /// Records each lane holds.
     package var capacity: UInt64 { file.layout.capacity }
     package var identity: RingFileIdentity { file.identity }
+    /// Lanes mapped so far.
+    package var laneCount: Int { cursors.count }
 
     /// Reads registry entries published since the last look; returns how many are new.
     @discardableResult
     package func refreshMetrics() throws(RingError) -> Int {
+        guard file.metricCount != metrics.count else { return 0 } // one load when nothing was registered
         let added = try file.metrics(from: metrics.count)
         metrics += added
         return added.count
     }
 
-    package func status() throws(RingError) -> RingStatus { try file.status() }
+    /// The file's state. `producerAlive`, when given, is used instead of asking the kernel (a
+    /// system call), so a caller may check liveness less often than it reads the rest.
+    package func status(producerAlive: Bool? = nil) throws(RingError) -> RingStatus {
+        try file.status(producerAlive: producerAlive)
+    }
 
-    /// Hands the published records, oldest first, to `body` in at most two contiguous batches
-    /// (the ring wraps), up to `limit` records, then frees their slots for the producer.
+    /// Whether a live process holds the producer lock (a system call).
+    package var isProducerAlive: Bool { file.isLocked(byte: RS_LOCK_BYTE_PRODUCER) }
+
+    /// What the cells say of a metric now: exact counter totals, gauge values, per-metric drops.
+    package func cells(of metric: MetricDescriptor) -> MetricCells { file.cells(of: metric) }
+
+    /// Hands every lane's published records, oldest first within a lane, to `body` in batches
+    /// of contiguous slots (a lane wraps), up to `limitPerLane` records a lane, then frees their
+    /// slots for the producers.
     ///
-    /// - Throws: `.corrupt` when the cursors are out of range, or `.truncated` when the file
-    ///   shrank under the mapping (its pages read as zeros since: see `ringside.h`'s SIGBUS guard).
+    /// - Throws: `.corrupt` when a lane's cursors are out of range or the lane count is bad, or
+    ///   `.truncated` when the file shrank under a mapping (its pages read as zeros since: see
+    ///   `ringside.h`'s SIGBUS guard).
     ///
-    /// The buffers are valid only during `body`; `firstCursor` is the cursor of the batch's
-    /// first record (records carry it in `sequence`). The records' contents are untrusted.
+    /// The buffers are valid only during `body`; `firstCursor` is the cursor of the batch's first
+    /// record in its lane (records carry it in `sequence`). The records' contents are untrusted.
     /// - Returns: the number of records drained.
+    /// Whether a lane holds records not drained yet, or a lane was seen added (by `drain` or
+    /// `lookForNewLanes`): a load per lane, for a caller that visits thousands of idle bots.
+    /// It does not read the header page: lanes added since the last look wait for the next one.
+    package var hasWork: Bool {
+        if newLanesSeen { return true }
+        for lane in cursors.indices where file.writeCursor(lane: lane) != cursors[lane] { return true }
+        return false
+    }
+
+    /// Reads the header's lane count: whether lanes were added since the last look (then
+    /// `hasWork` is true until the next `drain` maps them).
+    @discardableResult
+    package func lookForNewLanes() -> Bool {
+        if file.lanesAllocated != cursors.count { newLanesSeen = true }
+        return newLanesSeen
+    }
+    private var newLanesSeen = false
+
+    @discardableResult
+    package func drain(limitPerLane: Int = .max,
+                       _ body: (_ records: UnsafeBufferPointer<RingRecord>, _ firstCursor: UInt64, _ lane: Int) -> Void) throws(RingError) -> Int {
+        try adoptNewLanes()
+        let capacity = file.layout.capacity
+        var drainedByLane: [(lane: Int, count: Int)] = []
+        var total = 0
+        for lane in cursors.indices {
+            let write = file.writeCursor(lane: lane)
+            let cursor = cursors[lane]
+            guard write >= cursor, write - cursor <= capacity else {
+                try file.checkNotTruncated()
+                throw .corrupt(ring: file.name, path: file.path,
+                               problem: .cursorsOutOfRange(read: cursor, write: write, capacity: capacity))
+            }
+            let count = Int(min(write - cursor, UInt64(max(0, limitPerLane))))
+            guard count > 0 else { continue }
+            if total == 0, let size = file.currentFileSize, size < file.mappedFileSize {
+                // A file cut short before this drain is reported before a single zero is handed over.
+                throw .corrupt(ring: file.name, path: file.path,
+                               problem: .truncated(fileSize: size, expected: file.mappedFileSize))
+            }
+            let records = file.records(lane: lane)
+            var at = cursor
+            var remaining = count
+            while remaining > 0 {
+                let slot = Int(at & (capacity - 1))
+                let batch = min(remaining, Int(capacity) - slot)
+                body(UnsafeBufferPointer(start: records + slot, count: batch), at, lane)
+                at += UInt64(batch)
+                remaining -= batch
+            }
+            drainedByLane.append((lane, count))
+            total += count
+        }
+        guard total > 0 else { return 0 }
+        // Records read from a file truncated meanwhile were zeros (kind 0, which no metric has:
+        // a validating body rejects them); the file is reported truncated, its cursors left alone.
+        try file.checkNotTruncated()
+        for (lane, count) in drainedByLane {
+            cursors[lane] += UInt64(count)
+            file.publishReadCursor(cursors[lane], lane: lane)
+        }
+        file.markConsumerHeartbeat()
+        return total
+    }
+
+    /// `drain(limitPerLane:_:)` for a caller that does not need to know the lane (a file with
+    /// one lane, or records judged by their cursor alone).
     @discardableResult
     package func drain(limit: Int = .max,
                        _ body: (_ records: UnsafeBufferPointer<RingRecord>, _ firstCursor: UInt64) -> Void) throws(RingError) -> Int {
-        let write = file.writeCursor
-        try file.checkNotTruncated()
-        guard write >= cursor, write - cursor <= file.layout.capacity else {
-            throw .corrupt(ring: file.name, path: file.path,
-                           problem: .cursorsOutOfRange(read: cursor, write: write, capacity: file.layout.capacity))
+        try drain(limitPerLane: limit) { records, first, _ in body(records, first) }
+    }
+
+    /// Maps lanes allocated since the last look and starts each at its published read cursor.
+    private func adoptNewLanes() throws(RingError) {
+        newLanesSeen = false
+        try file.mapNewLanes()
+        while cursors.count < file.laneCount {
+            cursors.append(try file.checkedCursors(lane: cursors.count).read)
         }
-        let total = Int(min(write - cursor, UInt64(max(0, limit))))
-        guard total > 0 else { return 0 }
-        // A file cut short before this drain is reported before a single zero is handed over.
-        if let size = file.currentFileSize, size < file.layout.fileSize {
-            throw .corrupt(ring: file.name, path: file.path, problem: .truncated(fileSize: size, expected: file.layout.fileSize))
-        }
-        let capacity = Int(file.layout.capacity)
-        var remaining = total
-        while remaining > 0 {
-            let slot = Int(cursor & (file.layout.capacity - 1))
-            let count = min(remaining, capacity - slot)
-            body(UnsafeBufferPointer(start: file.records + slot, count: count), cursor)
-            cursor += UInt64(count)
-            remaining -= count
-        }
-        // Records read from a file truncated meanwhile were zeros (kind 0, which no metric has:
-        // a validating body rejects them); the ring is reported truncated, its cursor left alone.
-        try file.checkNotTruncated()
-        file.publishReadCursor(cursor)
-        return total
     }
 }
 
 // MARK: - The inspector
 
-/// A read-only view of a ring: status, registry and a peek at the records. Holds no lock, never
-/// writes, and never disturbs the producer or the consumer.
+/// A read-only view of a bot file: status, registry, cells and a peek at the records. Holds no
+/// lock, never writes, and never disturbs the producer or the consumer.
 package final class RingInspector {
     private let file: MappedRingFile
 
-    /// Opens the ring `name` read-only.
-    /// - Parameter allowedOwners: users besides our own whose rings may be opened.
+    /// Opens the bot file `name` read-only.
+    /// - Parameter allowedOwners: users besides our own whose files may be opened.
     package init(_ name: String, directory: RingDirectory = RingDirectory(),
                  allowedOwners: Set<UInt32> = []) throws(RingError) {
         file = try MappedRingFile.open(name: name, directory: directory, role: .inspector, allowedOwners: allowedOwners)
@@ -192,6 +377,12 @@ package final class RingInspector {
     package func status() throws(RingError) -> RingStatus { try file.status() }
 
     package func metrics() throws(RingError) -> [MetricDescriptor] { try file.metrics(from: 0) }
+
+    /// What the cells say of a metric now.
+    package func cells(of metric: MetricDescriptor) throws(RingError) -> MetricCells {
+        try file.mapNewLanes()
+        return file.cells(of: metric)
+    }
 
     /// A copy of the header's fields as they are now, for tools that show every one. The layout
     /// was validated at open; the producer's and consumer's lines are copied unchecked and may
@@ -218,25 +409,38 @@ package final class RingInspector {
         return entries
     }
 
-    /// Copies the records now in the ring (the last `last` of them, if given), oldest first,
-    /// with their cursors. Never moves a cursor and never returns a torn record: a record the
-    /// producer may have overwritten during the copy is left out.
-    package func peek(last: Int? = nil) throws(RingError) -> [(cursor: UInt64, record: RingRecord)] {
-        let cursors = try file.checkedCursors()
-        var first = cursors.read
-        if let last { first = max(first, cursors.write - min(cursors.write, UInt64(max(0, last)))) }
-        var copied: [(cursor: UInt64, record: RingRecord)] = []
-        copied.reserveCapacity(Int(cursors.write - first))
-        let mask = file.layout.capacity - 1
-        for cursor in first..<cursors.write {
-            copied.append((cursor, file.records[Int(cursor & mask)]))
+    /// Copies the records now in the lanes (the last `last` of each lane, if given), with their
+    /// lane and cursor, oldest first by timestamp. Never moves a cursor and never returns a torn
+    /// record: a record the producer may have overwritten during the copy is left out.
+    package func peek(last: Int? = nil) throws(RingError) -> [PeekedRecord] {
+        try file.mapNewLanes()
+        var copied: [PeekedRecord] = []
+        for lane in 0..<file.laneCount {
+            let cursors = try file.checkedCursors(lane: lane)
+            var first = cursors.read
+            if let last { first = max(first, cursors.write - min(cursors.write, UInt64(max(0, last)))) }
+            let records = file.records(lane: lane)
+            let mask = file.layout.capacity - 1
+            var laneCopies: [PeekedRecord] = []
+            laneCopies.reserveCapacity(Int(cursors.write - first))
+            for cursor in first..<cursors.write {
+                laneCopies.append(PeekedRecord(lane: lane, cursor: cursor, record: records[Int(cursor & mask)]))
+            }
+            // The copies above complete before the cursor is read again (a seqlock reader's fence).
+            rs_fence_acquire()
+            // The producer rewrites slot c only after the consumer passes c, so the records at or
+            // past the consumer's cursor now were not rewritten while we copied them.
+            let stillUnread = file.readCursor(lane: lane)
+            copied += laneCopies.filter { $0.cursor >= stillUnread }
         }
-        // The copies above complete before the cursor is read again (a seqlock reader's fence).
-        rs_fence_acquire()
-        // The producer rewrites slot c only after the consumer passes c, so the records at or
-        // past the consumer's cursor now were not rewritten while we copied them.
-        let stillUnread = file.readCursor
         try file.checkNotTruncated()
-        return copied.filter { $0.cursor >= stillUnread }
+        return copied.sorted { ($0.record.timestamp_ns, $0.lane, $0.cursor) < ($1.record.timestamp_ns, $1.lane, $1.cursor) }
     }
+}
+
+/// A record copied from a lane, with where it was.
+package struct PeekedRecord {
+    package let lane: Int
+    package let cursor: UInt64
+    package let record: RingRecord
 }

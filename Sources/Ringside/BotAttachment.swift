@@ -1,0 +1,147 @@
+import CRingside
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A bot attached through the C producer library (`ringside_producer.c`), owned: detached when
+/// the last reference goes. `Ring` and `Telemetry` are its two faces.
+///
+/// `@unchecked Sendable`: the C bot is safe across threads by its contract (a mutex serialises
+/// registration and lane claims; each thread records into its own lane), and `pointer` never changes.
+final class BotAttachment: @unchecked Sendable {
+    let name: String
+    let pointer: UnsafeMutablePointer<rs_bot>
+
+    private init(name: String, pointer: UnsafeMutablePointer<rs_bot>) {
+        self.name = name
+        self.pointer = pointer
+    }
+
+    deinit { rs_bot_detach(pointer) }
+
+    /// What attaching asks for; zero takes an existing file's value (or the default for a new one).
+    struct Request {
+        var laneCapacity: Int
+        var maxMetrics: Int
+        var maxLanes: Int
+        var fileMode: UInt32
+        var onIncompatible: Ring.IncompatiblePolicy
+        /// Map nothing: a bot whose handles do nothing.
+        var disabled = false
+    }
+
+    /// Attaches (creating the file if needed); a disabled bot when `RINGSIDE_DISABLED=1`.
+    static func attach(_ name: String, directory: String?, request: Request) throws(RingError) -> BotAttachment {
+        try RingDirectory.validate(name: name)
+        let ringDirectory = RingDirectory(directory)
+        var options = rs_bot_options()
+        options.lane_capacity = UInt64(request.laneCapacity)
+        options.max_metrics = UInt32(request.maxMetrics)
+        options.max_lanes = UInt32(request.maxLanes)
+        options.mode = mode_t(request.fileMode & 0o777)
+        options.recreate = request.onIncompatible == .recreate ? 1 : 0
+        options.disabled = request.disabled ? 1 : 0
+        var error = rs_error()
+        var bot: UnsafeMutablePointer<rs_bot>?
+        let code = ringDirectory.path.withCString { path in
+            options.directory = path
+            return rs_bot_attach(&bot, name, &options, &error)
+        }
+        guard code == 0, let bot else {
+            throw ringError(error, name: name, path: ringDirectory.filePath(for: name), directory: ringDirectory)
+        }
+        return BotAttachment(name: name, pointer: bot)
+    }
+
+    /// The bot's file, or nil when disabled.
+    var path: String? {
+        guard pointer.pointee.enabled != 0 else { return nil }
+        return String(cString: rs_bot_path(pointer))
+    }
+
+    var isEnabled: Bool { pointer.pointee.enabled != 0 }
+
+    /// Registers (or finds again) a metric; checks its arguments in Swift first, for typed errors.
+    func register(_ metricName: String, kind: MetricKind, unit: MetricUnit, labels: [String: String],
+                  help: String, sampleEvery: UInt32) throws(RingError) -> rs_metric {
+        let ring = name
+        func invalid(_ reason: String) -> RingError { .invalidMetric(ring: ring, metric: metricName, reason: reason) }
+        if let problem = MetricDescriptor.problem(withName: metricName) { throw invalid(problem) }
+        let encodedLabels: String
+        switch MetricDescriptor.encode(labels: labels) {
+        case let .success(encoded): encodedLabels = encoded
+        case let .failure(problem): throw invalid(problem.reason)
+        }
+        guard help.utf8.count <= Int(RS_HELP_MAX), !help.utf8.contains(0) else {
+            throw invalid("the help text must be at most \(RS_HELP_MAX) bytes without NUL")
+        }
+        guard sampleEvery >= 1 else { throw invalid("sampleEvery must be at least 1") }
+        var metric = rs_metric()
+        var error = rs_error()
+        var nameText = metricName, encoded = encodedLabels, helpText = help
+        let code = nameText.withUTF8 { nameBytes in
+            encoded.withUTF8 { labelBytes in
+                helpText.withUTF8 { helpBytes in
+                    rs_bot_register_encoded(pointer, &metric, nameBytes.baseAddress, nameBytes.count, rs_kind(UInt32(kind.rawValue)),
+                                            rs_unit(UInt32(unit.rawValue)), labelBytes.baseAddress, labelBytes.count,
+                                            helpBytes.baseAddress, helpBytes.count, sampleEvery, &error)
+                }
+            }
+        }
+        guard code == 0 else {
+            let reason = Self.message(error, name: ring)
+            switch code {
+            case RS_E_CONFLICT: throw .metricConflict(ring: self.name, metric: metricName, reason: reason)
+            case RS_E_REGISTRY_FULL:
+                throw .registryFull(ring: self.name, capacity: Int(pointer.pointee.registry_capacity))
+            case RS_E_INVALID: throw invalid(reason)
+            default: throw Self.ringError(error, name: self.name, path: path ?? "", directory: RingDirectory())
+            }
+        }
+        return metric
+    }
+
+    /// The metrics in the registry, by this process and earlier ones.
+    var metrics: [MetricDescriptor] {
+        (0..<rs_bot_metric_count(pointer)).compactMap { index in
+            guard let entry = rs_bot_registry_entry(pointer, index) else { return nil }
+            return try? MetricDescriptor(entry: entry.pointee, index: Int(index))
+        }
+    }
+
+    // MARK: - Errors
+
+    /// The C library's sentence without its "bot NAME: " prefix (our messages add their own).
+    private static func message(_ error: rs_error, name: String) -> String {
+        var copy = error
+        let text = withUnsafeBytes(of: &copy.message) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+        let prefix = "bot \(name): "
+        return text.hasPrefix(prefix) ? String(text.dropFirst(prefix.count)) : text
+    }
+
+    /// The typed error for an attach failure.
+    static func ringError(_ error: rs_error, name: String, path: String, directory: RingDirectory) -> RingError {
+        let reason = message(error, name: name)
+        switch error.code {
+        case RS_E_PRODUCER_ALIVE: return .producerAlive(ring: name, pid: error.pid)
+        case RS_E_INCOMPATIBLE: return .incompatibleLayout(ring: name, reason: reason)
+        case RS_E_CORRUPT:
+            // The reader names the problem as a typed value when it finds it too.
+            do { _ = try MappedRingFile.open(name: name, directory: directory, role: .inspector) } catch {
+                switch error {
+                case .corrupt, .notARegularFile: return error
+                default: break
+                }
+            }
+            return .corrupt(ring: name, path: path, problem: .invalid(reason))
+        case RS_E_INVALID: return .invalidOptions(ring: name, reason: reason)
+        case RS_E_NOT_READY: return .system(ring: name, operation: "attach: the file kept being replaced", errno: EAGAIN)
+        case RS_E_TOO_MANY_BOTS, RS_E_NO_LANE, RS_E_FORKED: return .unavailable(ring: name, reason: reason)
+        case -ENOSPC, -EDQUOT: return .noSpace(ring: name, path: path, bytes: 0)
+        case -EACCES, -EPERM: return .permissionDenied(ring: name, path: path, reason: reason)
+        case -ELOOP: return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
+        case -ENOENT: return MappedRingFile.openError(ENOENT, name: name, path: path, directory: directory)
+        default: return .system(ring: name, operation: reason, errno: -error.code)
+        }
+    }
+}
