@@ -57,7 +57,7 @@ public enum EmitBenchmark {
         defer { rsb_unpin_current_thread() }
 
         // The rings: one for the Swift handles, one that the C floor writes.
-        let ring: Ring, floorRing: Ring
+        let ring: Ring
         let record: Ring.Histogram, span: Ring.Histogram, counter: Ring.Counter, gauge: Ring.Gauge
         do {
             let options = Ring.Options(capacity: settings.ringCapacity)
@@ -66,17 +66,16 @@ public enum EmitBenchmark {
             counter = try ring.counter("bench_orders")
             gauge = try ring.gauge("bench_exposure")
             span = try ring.histogram("bench_span_latency", unit: .nanoseconds)
-            floorRing = try Ring.attach("floor", directory: directory, options: options)
-            _ = try floorRing.histogram("bench_floor_latency", unit: .nanoseconds)
         } catch {
             throw BenchError("setting up the rings in \(directory): \(error)")
         }
-        guard let floorPath = floorRing.path else {
+        guard ring.isEnabled else {
             throw BenchError("telemetry is disabled (RINGSIDE_DISABLED is set): unset it to benchmark")
         }
+        // The C floor attaches a bot of its own and writes it through an exclusive lane.
         var floor = rsb_floor()
-        let opened = rsb_floor_open(&floor, floorPath)
-        guard opened == 0 else { throw BenchError("mapping \(floorPath) for the C floor: \(String(cString: strerror(opened))) (errno: \(opened))") }
+        let opened = rsb_floor_open(&floor, directory, "floor", UInt64(settings.ringCapacity))
+        guard opened == 0 else { throw BenchError("the C floor: \(String(cString: rsb_floor_error(&floor)))") }
         defer { rsb_floor_close(&floor) }
 
         var sockets: [Int32] = [0, 0]
@@ -155,16 +154,16 @@ public enum EmitBenchmark {
             // The same loops, in C: rsb_floor_sample and rsb_floor_run.
             progress("c.floor")
             let table = values.pointer
-            _ = rsb_floor_run(&floor, 0, table, UInt64(LatencyValues.count - 1), rs_clock_precise_ns() + warmNanos)
-            let droppedBefore = floorRing.recordsDropped
-            let count = rsb_floor_sample(&floor, 0, UInt32(batch), table, UInt64(LatencyValues.count - 1),
+            _ = rsb_floor_run(&floor, floor.metric.index, table, UInt64(LatencyValues.count - 1), rs_clock_precise_ns() + warmNanos)
+            let droppedBefore = rsb_floor_dropped(&floor)
+            let count = rsb_floor_sample(&floor, floor.metric.index, UInt32(batch), table, UInt64(LatencyValues.count - 1),
                                          buffer.baseAddress, buffer.count, rs_clock_precise_ns() + sampleNanos)
             let start = rs_clock_precise_ns()
-            let calls = rsb_floor_run(&floor, 0, table, UInt64(LatencyValues.count - 1), start + runNanos)
+            let calls = rsb_floor_run(&floor, floor.metric.index, table, UInt64(LatencyValues.count - 1), start + runNanos)
             let elapsed = rs_clock_precise_ns() &- start
             rows.append(LatencySummary(name: "c.floor", batchNanos: Array(buffer[..<count]), batchSize: batch,
                                        timerNanos: timerNanos, callsPerSecond: Double(calls) / (Double(elapsed) / 1e9),
-                                       dropped: floorRing.recordsDropped &- droppedBefore))
+                                       dropped: rsb_floor_dropped(&floor) &- droppedBefore))
         }
         // A 32-byte datagram holding the same record: timestamp, value, sequence, metric.
         let datagram = UnsafeMutableRawPointer.allocate(byteCount: 32, alignment: 8)

@@ -17,7 +17,7 @@ public final class Collector: @unchecked Sendable {
     public let options: CollectorOptions
     let layout: WindowLayout
     private let log: CollectorLog
-    private var tracked: [String: TrackedRing] = [:]
+    private var tracked = TrackedRings()
     private var skipped: [String: SkippedRing] = [:]
     private var sloStates: [SLOState]
     private var stats = CollectorStats()
@@ -31,12 +31,27 @@ public final class Collector: @unchecked Sendable {
 
     private let published = Mutex(Snapshot())
     private let stopRequested = Atomic<Bool>(false)
-    private let wake = DispatchSemaphore(value: 0)
+    private let wakeup = DrainWakeup()
+    private var directoryChanged = false
     private let finished = DispatchSemaphore(value: 0)
     private var isRunning = false
+    /// Rings this collector may hold open: the descriptor limit less a reserve for HTTP clients.
+    private let ringLimit: Int
+    private var saidRingLimit = false
 
-    /// How often the directory is scanned for new, removed or replaced rings.
+    /// How often the directory is scanned for new, removed or replaced rings while inotify
+    /// watches it (a fallback), and without inotify.
+    static let watchedDiscoveryIntervalNanos: UInt64 = 5_000_000_000
     static let discoveryIntervalNanos: UInt64 = 250_000_000
+    /// How often each ring's producer liveness is asked of the kernel (a system call per ring),
+    /// and a quiet ring's cells looked at.
+    static let livenessIntervalNanos: UInt64 = 1_000_000_000
+    /// A ring where nothing moved has its status read again this often all the same.
+    static let quietStatusNanos: UInt64 = 10_000_000_000
+    /// Without an inotify event, tracked files are checked for removal or replacement, and for
+    /// new lanes, this often.
+    static let identityCheckNanos: UInt64 = 30_000_000_000
+    private var lastIdentityCheckNanos: UInt64 = 0
     /// How soon to try again a ring that could not be attached.
     static let retryNanos: UInt64 = 5_000_000_000
     /// The least time between two log lines about drops (or rejections) of one ring.
@@ -48,7 +63,26 @@ public final class Collector: @unchecked Sendable {
         layout = WindowLayout(windowNanos: options.windowNanos)
         sloStates = options.sloRules.map { SLOState(rule: $0) }
         stats.startedRealtimeNanos = rs_clock_realtime_ns()
+        ringLimit = Self.ringLimit(afterRaising: true, log: log)
     }
+
+    /// Raises the soft limit on open files to the hard limit (per-thread lanes live in one file
+    /// per bot, but a host may run thousands of bots), and returns how many rings may be open:
+    /// the limit less a reserve for the HTTP server's connections and the process's own files.
+    static func ringLimit(afterRaising raise: Bool, log: CollectorLog) -> Int {
+        var limit = rlimit()
+        guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return 1_000 }
+        if raise, limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(RLIMIT_NOFILE_VALUE, &raised) == 0 { limit = raised }
+        }
+        let soft = Int(min(limit.rlim_cur, rlim_t(Int32.max)))
+        let reserve = max(64, soft / 8)
+        return max(0, soft - reserve)
+    }
+
+    private static var RLIMIT_NOFILE_VALUE: __rlimit_resource_t { __rlimit_resource_t(RLIMIT_NOFILE.rawValue) }
 
     /// The latest snapshot (a copy; cheap, its arrays are shared).
     public var snapshot: Snapshot { published.withLock { $0 } }
@@ -63,9 +97,10 @@ public final class Collector: @unchecked Sendable {
             while !stopRequested.load(ordering: .acquiring) {
                 let drained = runPass(nowNanos: rs_clock_precise_ns())
                 // Busy rings are drained again at once; idle ones are looked at every poll, or
-                // sooner when drained records still wait to be published.
-                if drained == 0 {
-                    _ = wake.wait(timeout: .now() + .nanoseconds(Int(sleepNanos(nowNanos: rs_clock_precise_ns()))))
+                // sooner when drained records still wait to be published, or when a ring file
+                // appears or grows a lane (inotify).
+                if drained == 0, wakeup.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns())) {
+                    directoryChanged = true
                 }
             }
             finished.signal()
@@ -79,11 +114,11 @@ public final class Collector: @unchecked Sendable {
     public func stop() {
         guard isRunning else { return }
         stopRequested.store(true, ordering: .releasing)
-        wake.signal()
+        wakeup.signal()
         finished.wait()
         isRunning = false
         _ = runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
-        for name in tracked.keys.sorted() { log("ring \(name) released") }
+        for ring in tracked.ordered { log("ring \(ring.consumer.name) released") }
         tracked.removeAll()
     }
 
@@ -94,16 +129,31 @@ public final class Collector: @unchecked Sendable {
     @discardableResult
     public func runPass(nowNanos now: UInt64, forcePublish: Bool = false) -> Int {
         let passStart = rs_clock_precise_ns()
-        if lastDiscoveryNanos == 0 || now &- lastDiscoveryNanos >= Self.discoveryIntervalNanos {
-            discover(nowNanos: now)
+        let discoveryInterval = wakeup.isWatching ? Self.watchedDiscoveryIntervalNanos : Self.discoveryIntervalNanos
+        // Events that arrived while a pass ran (or with no drain thread waiting: a test stepping time).
+        if wakeup.isWatching, !directoryChanged, wakeup.wait(timeoutNanos: 0) { directoryChanged = true }
+        if lastDiscoveryNanos == 0 || directoryChanged || now &- lastDiscoveryNanos >= discoveryInterval {
+            // Files removed or replaced are looked for when inotify saw a change, or now and
+            // then (a stat per ring); new lanes likewise (a file grows by each lane it adds).
+            let lookAtFiles = directoryChanged || !wakeup.isWatching || now &- lastIdentityCheckNanos >= Self.identityCheckNanos
+            if lookAtFiles {
+                lastIdentityCheckNanos = now
+                for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
+            }
+            directoryChanged = false
+            discover(nowNanos: now, checkingIdentities: lookAtFiles)
             lastDiscoveryNanos = now
         }
         var drained = 0
         var changed = false
-        for name in tracked.keys.sorted() {
-            guard let ring = tracked[name] else { continue }
+        for ring in tracked.ordered {
             drained += drain(ring, nowNanos: now)
-            changed = observe(ring, nowNanos: now) || changed
+            // Liveness and drop logging cost system calls: once a second per ring is enough (a
+            // forced publish, at stop or in a test stepping time, looks now).
+            if forcePublish || now &- ring.lastObservedNanos >= Self.livenessIntervalNanos {
+                ring.lastObservedNanos = now
+                changed = observe(ring, nowNanos: now) || changed
+            }
         }
         stats.recordsDrained += UInt64(drained)
         stats.passes += 1
@@ -119,11 +169,17 @@ public final class Collector: @unchecked Sendable {
         let sinceLast = now &- lastPublishNanos
         if forcePublish || lastPublishNanos == 0 || (hasUnpublishedChanges && sinceLast >= publishIntervalNanos)
             || sinceLast >= max(Self.idleRefreshNanos, publishSpacingNanos) {
-            let publishStart = rs_clock_precise_ns()
-            publish(nowNanos: now)
-            lastPublishCostNanos = rs_clock_precise_ns() &- publishStart
-            lastPublishNanos = now
-            hasUnpublishedChanges = false
+            if !forcePublish, !hasUnpublishedChanges, lastPublishWasQuiet, sinceLast < Self.quietRefreshNanos {
+                // Every ring quiet, nothing new: windows have nothing to slide, so only the
+                // collector's own figures (the pass /health looks at) are brought up to date.
+                published.withLock { $0.collector = stats }
+            } else {
+                let publishStart = rs_clock_precise_ns()
+                publish(nowNanos: now, forced: forcePublish)
+                lastPublishCostNanos = rs_clock_precise_ns() &- publishStart
+                lastPublishNanos = now
+                hasUnpublishedChanges = false
+            }
         }
         return drained
     }
@@ -141,6 +197,11 @@ public final class Collector: @unchecked Sendable {
     private var publishSpacingNanos: UInt64 { 10 * lastPublishCostNanos }
     /// Windows slide even when nothing arrives: publish at least this often.
     static let idleRefreshNanos: UInt64 = 250_000_000
+    /// With every ring quiet (all windows empty, nothing drained), a full publish this often:
+    /// ages move on and quiet rings' cells are looked at.
+    static let quietRefreshNanos: UInt64 = 1_000_000_000
+    /// Whether the last publish found every ring quiet.
+    private var lastPublishWasQuiet = false
 
     /// How long the drain thread may sleep: a poll, or less when drained records wait to be published.
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
@@ -151,7 +212,7 @@ public final class Collector: @unchecked Sendable {
 
     // MARK: - Discovery
 
-    private func discover(nowNanos now: UInt64) {
+    private func discover(nowNanos now: UInt64, checkingIdentities: Bool) {
         let directory = options.directory
         // A missing or unreadable directory is said once (and once more when it comes back).
         let problem = directory.accessProblem()
@@ -160,9 +221,10 @@ public final class Collector: @unchecked Sendable {
                 ?? "ring directory \(directory.path) is readable")
             directoryProblem = problem
         }
+        if problem == nil, !wakeup.isWatching { wakeup.watchDirectory(directory.path) }
         // Rings removed or replaced under the same name: drain what is left, then let go.
-        for name in tracked.keys.sorted() {
-            guard let ring = tracked[name] else { continue }
+        for ring in tracked.ordered where checkingIdentities {
+            let name = ring.consumer.name
             let identity = directory.fileIdentity(of: name)
             guard identity != ring.consumer.identity else { continue }
             _ = drain(ring, nowNanos: now)
@@ -172,6 +234,15 @@ public final class Collector: @unchecked Sendable {
         let names = options.rings.isEmpty ? directory.ringNames() : options.rings
         for name in names where tracked[name] == nil {
             if let skip = skipped[name], now < skip.retryAtNanos { continue }
+            guard tracked.count < ringLimit else {
+                if !saidRingLimit {
+                    log("cannot attach more rings: \(tracked.count) are open and the rest of this process's "
+                        + "open-file limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=) to "
+                        + "collect the other \(names.filter { tracked[$0] == nil }.count)")
+                    saidRingLimit = true
+                }
+                break
+            }
             attach(name, nowNanos: now)
         }
         // A skipped ring whose file is gone is forgotten.
@@ -186,14 +257,21 @@ public final class Collector: @unchecked Sendable {
             let ring = TrackedRing(consumer: consumer, aggregator: RingAggregator(ring: name, layout: layout))
             ring.aggregator.add(consumer.metrics)
             let status = try consumer.status()
+            // Counters made before this collector started (it restarted, say) count in totals
+            // but not in its windows, where they would show as a burst; a bot created since is
+            // seen whole.
+            ring.aggregator.sample(consumer.cells(of:), nowNanos: now,
+                                   isBaseline: status.createdRealtimeNanos < stats.startedRealtimeNanos)
             ring.status = status
             ring.producerAlive = status.producerAlive
+            ring.lastObservedNanos = now
             ring.lastDropped = status.dropped
             ring.lastRejected = 0
-            tracked[name] = ring
+            tracked.insert(ring)
             skipped[name] = nil
             log("ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
-                + "\(status.capacity) records, \(consumer.metrics.count) metrics, backlog \(status.backlog)")
+                + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
+                + "\(consumer.metrics.count) metrics, backlog \(status.backlog)")
         } catch {
             skip(name, error, nowNanos: now)
         }
@@ -217,8 +295,9 @@ public final class Collector: @unchecked Sendable {
 
     /// Drains one ring into its series; a ring whose cursors turn out corrupt is let go.
     private func drain(_ ring: TrackedRing, nowNanos now: UInt64) -> Int {
+        guard ring.consumer.hasWork else { return 0 }
         do {
-            let count = try ring.consumer.drain(limit: Int(ring.consumer.capacity)) { records, first in
+            let count = try ring.consumer.drain(limitPerLane: Int(ring.consumer.capacity)) { records, first, _ in
                 var offset = 0
                 while offset < records.count {
                     let rest = UnsafeBufferPointer(rebasing: records[offset...])
@@ -235,6 +314,8 @@ public final class Collector: @unchecked Sendable {
                 }
             }
             ring.drained += UInt64(count)
+            ring.drainedSincePublish += count
+            if count > 0 { ring.activitySinceStatus = true }
             if count > 0 { stats.lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9 }
             return count
         } catch {
@@ -244,12 +325,21 @@ public final class Collector: @unchecked Sendable {
         }
     }
 
-    /// Reads a ring's status and logs what changed: the producer's death or return, drops,
-    /// rejected records. Returns whether something changed that the snapshot should show.
+    /// Asks the kernel whether a ring's producer lives (one fcntl), reads its status again if it
+    /// moved, and logs what changed: the producer's death or return, drops, rejected records.
+    /// Returns whether something changed that the snapshot should show.
     private func observe(_ ring: TrackedRing, nowNanos now: UInt64) -> Bool {
         let name = ring.consumer.name
-        guard let status = try? ring.consumer.status() else { return false }
-        ring.status = status
+        ring.consumer.lookForNewLanes()
+        let alive = ring.consumer.isProducerAlive
+        if alive != ring.producerAlive || ring.activitySinceStatus || ring.status == nil
+            || now &- ring.statusNanos >= Self.quietStatusNanos {
+            guard let status = try? ring.consumer.status(producerAlive: alive) else { return false }
+            ring.status = status
+            ring.statusNanos = now
+            ring.activitySinceStatus = false
+        }
+        guard let status = ring.status else { return false }
         var changed = false
         if status.producerAlive != ring.producerAlive {
             changed = true
@@ -276,23 +366,55 @@ public final class Collector: @unchecked Sendable {
 
     // MARK: - Publishing
 
-    private func publish(nowNanos now: UInt64) {
+    /// - Parameter forced: look at every ring's cells now, quiet or not (a stop, a test stepping time).
+    private func publish(nowNanos now: UInt64, forced: Bool) {
         var snapshot = Snapshot()
         generation += 1
         snapshot.generation = generation
         snapshot.generatedRealtimeNanos = rs_clock_realtime_ns()
         snapshot.windowNanos = options.windowNanos
         snapshot.quantiles = options.quantiles
-        for name in tracked.keys.sorted() {
-            guard let ring = tracked[name] else { continue }
-            ring.aggregator.advance(toNanos: now)
-            snapshot.series += ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
+        var everyRingQuiet = true
+        for ring in tracked.ordered {
+            // Counters and gauges' last values come from the cells, sampled here; figures of the
+            // ring from one status, so that they add up exactly. The status is read again when
+            // records moved since (an idle ring's is read by `observe`, once a second).
+            if ring.activitySinceStatus, let status = try? ring.consumer.status(producerAlive: ring.producerAlive) {
+                ring.status = status
+                ring.statusNanos = now
+                ring.activitySinceStatus = false
+            }
+            // A quiet ring (nothing drained, no cell changed, every window empty, so nothing can
+            // slide) shows what it showed, and its cells and registry are looked at once a second:
+            // thousands of idle rings cost little to publish.
+            var added = 0, cellsChanged = false
+            let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0
+            if forced || !quiet || now &- ring.cellsSampledNanos >= Self.livenessIntervalNanos {
+                // Counters write no records, so a metric registered since is found here, not by a record naming it.
+                let known = ring.consumer.metrics.count
+                added = (try? ring.consumer.refreshMetrics()) ?? 0
+                if added > 0 { ring.aggregator.add(Array(ring.consumer.metrics[known...])) }
+                cellsChanged = ring.aggregator.sample(ring.consumer.cells(of:), nowNanos: now)
+                ring.cellsSampledNanos = now
+                if cellsChanged { ring.activitySinceStatus = true }
+            }
+            if quiet, let series = ring.quietSeries, added == 0, !cellsChanged {
+                snapshot.series += series
+            } else {
+                ring.aggregator.advance(toNanos: now)
+                let series = ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
+                snapshot.series += series
+                ring.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
+            }
+            everyRingQuiet = everyRingQuiet && ring.quietSeries != nil && !cellsChanged && added == 0
+            ring.drainedSincePublish = 0
             snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
         }
         for name in skipped.keys.sorted() where tracked[name] == nil {
             guard let skip = skipped[name], !skip.isQuiet else { continue }
             snapshot.rings.append(RingSnapshot(name: name, state: .skipped, problem: skip.problem))
         }
+        lastPublishWasQuiet = everyRingQuiet
         snapshot.slos = evaluateSLOs(nowNanos: now)
         snapshot.collector = stats
         // Swapped, so the old snapshot (thousands of series) is freed here, not under the lock.
@@ -300,13 +422,44 @@ public final class Collector: @unchecked Sendable {
     }
 
     private func evaluateSLOs(nowNanos now: UInt64) -> [SLOSnapshot] {
-        let rings = tracked.keys.sorted().compactMap { tracked[$0] }
+        let rings = tracked.ordered
         return sloStates.indices.map { index in
             let state = sloStates[index]
             let outcome = state.evaluate(rings: rings, layout: layout, nowNanos: now)
             if let transition = sloStates[index].record(outcome) { log(transition) }
             return sloStates[index].snapshot(outcome)
         }
+    }
+}
+
+/// The rings the collector drains, by name and in name order (kept sorted as rings come and go,
+/// so a pass over thousands of idle rings sorts nothing).
+struct TrackedRings {
+    private(set) var ordered: [TrackedRing] = []
+    private var byName: [String: TrackedRing] = [:]
+
+    var count: Int { ordered.count }
+
+    subscript(name: String) -> TrackedRing? {
+        get { byName[name] }
+        set {
+            precondition(newValue == nil, "rings are added with insert")
+            guard byName.removeValue(forKey: name) != nil else { return }
+            ordered.removeAll { $0.consumer.name == name }
+        }
+    }
+
+    mutating func insert(_ ring: TrackedRing) {
+        let name = ring.consumer.name
+        self[name] = nil
+        byName[name] = ring
+        let at = ordered.firstIndex { $0.consumer.name > name } ?? ordered.endIndex
+        ordered.insert(ring, at: at)
+    }
+
+    mutating func removeAll() {
+        ordered.removeAll()
+        byName.removeAll()
     }
 }
 
@@ -323,6 +476,16 @@ final class TrackedRing {
     let consumer: RingConsumer
     var aggregator: RingAggregator
     var status: RingStatus?
+    /// When `status` was read, and when liveness was last asked of the kernel.
+    var statusNanos: UInt64 = 0
+    var lastObservedNanos: UInt64 = 0
+    /// Records drained or cells changed since `status` was read: the next publish reads it again.
+    var activitySinceStatus = false
+    /// Records drained since the last publish, and the series it showed if they were all empty.
+    var drainedSincePublish = 0
+    var quietSeries: [SeriesSnapshot]?
+    /// When the cells were last sampled.
+    var cellsSampledNanos: UInt64 = 0
     var drained: UInt64 = 0
     var producerAlive = false
     var lastDropped: UInt64 = 0
@@ -342,12 +505,21 @@ final class TrackedRing {
         snapshot.capacity = status.capacity
         snapshot.backlog = status.backlog
         snapshot.recordsTotal = status.writeCursor
+        snapshot.consumedTotal = status.readCursor
         snapshot.droppedTotal = status.dropped
+        snapshot.unlanedDropped = status.unlanedDropped
         snapshot.drainedTotal = drained
         snapshot.rejectedTotal = aggregator.rejected
         snapshot.metricCount = status.metricCount
+        snapshot.maxLanes = status.maxLanes
         // The heartbeat is coarse monotonic time, which may lag `now` by a tick.
-        snapshot.heartbeatAgeSeconds = Double(now &- min(now, status.heartbeatMonotonicNanos)) / 1e9
+        func age(_ heartbeat: UInt64) -> Double { Double(now &- min(now, heartbeat)) / 1e9 }
+        snapshot.heartbeatAgeSeconds = age(status.heartbeatMonotonicNanos)
+        snapshot.lanes = status.lanes.map { lane in
+            LaneSnapshot(index: lane.index, state: lane.state, threadID: lane.ownerTID, backlog: lane.backlog,
+                         recordsTotal: lane.writeCursor, consumedTotal: lane.readCursor, droppedTotal: lane.dropped,
+                         heartbeatAgeSeconds: age(lane.heartbeatMonotonicNanos))
+        }
         return snapshot
     }
 }

@@ -17,10 +17,9 @@ enum DemoTable {
                         guard let i = index(q), i < stats.quantileValues.count, stats.count > 0 else { return "-" }
                         return formatValue(Double(stats.quantileValues[i]), unit: metric.unit)
                     }
-                    let seconds = Double(snapshot.windowNanos[windows.firstIndex(of: window) ?? 0]) / 1e9
                     row += [quantile(0.5), quantile(0.99), quantile(0.999),
                             stats.count > 0 ? formatValue(Double(stats.max), unit: metric.unit) : "-",
-                            String(Int((Double(stats.count) / seconds).rounded()))]
+                            String(Int(stats.rate.rounded()))]
                 case .counter:
                     row += ["-", "-", "-", "-", String(Int(stats.rate.rounded()))]
                 case .gauge:
@@ -34,8 +33,10 @@ enum DemoTable {
         text += table(rows)
         text += "\nrings:\n"
         for ring in snapshot.rings {
-            text += "  \(ring.name): \(ring.state.rawValue), pid \(ring.producerPID), backlog \(ring.backlog)/\(ring.capacity), "
-                + "written \(ring.recordsTotal), drained \(ring.drainedTotal), dropped \(ring.droppedTotal)\n"
+            let active = ring.lanes.filter { $0.state == .active }.count
+            text += "  \(ring.name): \(ring.state.rawValue), pid \(ring.producerPID), \(active) threads recording "
+                + "(\(ring.lanes.count) lanes), backlog \(ring.backlog), written \(ring.recordsTotal), "
+                + "drained \(ring.drainedTotal), dropped \(ring.droppedTotal)\n"
         }
         let stats = snapshot.collector
         text += "\ncollector: \(stats.recordsDrained) records drained, \(Int(stats.drainRate))/s, lag "

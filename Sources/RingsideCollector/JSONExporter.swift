@@ -100,10 +100,12 @@ public enum JSONExporter {
             case .histogram:
                 json.field("total_count", Double(series.cumulativeCount))
                 json.field("total_sum", series.cumulativeSum)
+                json.field("dropped_records", Double(series.droppedRecords))
             case .counter:
                 json.field("total", series.cumulativeSum)
             case .gauge:
                 json.field("value", series.lastValue)
+                json.field("dropped_records", Double(series.droppedRecords))
             }
             json.key("windows")
             json.object {
@@ -141,13 +143,29 @@ public enum JSONExporter {
             json.field("capacity", Double(ring.capacity))
             json.field("backlog", Double(ring.backlog))
             json.field("records_total", Double(ring.recordsTotal))
+            json.field("consumed_total", Double(ring.consumedTotal))
             json.field("dropped_total", Double(ring.droppedTotal))
+            json.field("unlaned_dropped_total", Double(ring.unlanedDropped))
             json.field("drained_total", Double(ring.drainedTotal))
             json.field("rejected_total", Double(ring.rejectedTotal))
             json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)
             json.field("metrics", Double(ring.metricCount))
             json.field("state", ring.state.rawValue)
             json.field("problem", ring.problem)
+            json.field("max_lanes", Double(ring.maxLanes))
+            json.key("lanes")
+            json.array(ring.lanes) { lane in
+                json.object {
+                    json.field("lane", Double(lane.index))
+                    json.field("state", lane.state.description)
+                    json.field("thread_id", Double(lane.threadID))
+                    json.field("backlog", Double(lane.backlog))
+                    json.field("records_total", Double(lane.recordsTotal))
+                    json.field("consumed_total", Double(lane.consumedTotal))
+                    json.field("dropped_total", Double(lane.droppedTotal))
+                    json.field("heartbeat_age_seconds", lane.heartbeatAgeSeconds)
+                }
+            }
         }
     }
 

@@ -155,6 +155,32 @@ public enum PrometheusExporter {
                "Drained records refused as invalid (unknown metric, kind or sequence)", perRing { Double($0.rejectedTotal) })
         family("ringside_ring_skipped", "gauge", "1 for a ring the collector cannot read (see its log and /health)",
                snapshot.rings.filter { $0.state == .skipped }.map { ([("ring", $0.name)], 1) })
+        family("ringside_ring_lanes", "gauge", "Lanes (one per recording thread) in the ring's file",
+               perRing { Double($0.lanes.count) })
+
+        // Each lane is one thread's ring: its liveness, backlog and drops.
+        func perLane(_ value: (LaneSnapshot) -> Double) -> [([(String, String)], Double)] {
+            attached.flatMap { ring in ring.lanes.map { ([("ring", ring.name), ("lane", String($0.index))], value($0)) } }
+        }
+        family("ringside_lane_active", "gauge", "1 while a live thread holds the lane, 0 once it is retired",
+               perLane { $0.state == .active ? 1 : 0 })
+        family("ringside_lane_heartbeat_age_seconds", "gauge", "Seconds since the lane's thread last wrote or claimed it",
+               perLane { $0.heartbeatAgeSeconds })
+        family("ringside_lane_backlog_records", "gauge", "Records published in the lane and not yet drained",
+               perLane { Double($0.backlog) })
+        family("ringside_lane_records_written_total", "counter", "Records the lane's threads published",
+               perLane { Double($0.recordsTotal) })
+        family("ringside_lane_records_dropped_total", "counter", "Records dropped because the lane was full",
+               perLane { Double($0.droppedTotal) })
+
+        // Drops per metric (histograms and gauges; counters are exact and never drop).
+        var drops: [([(String, String)], Double)] = []
+        for series in snapshot.series where series.metric.kind != .counter {
+            let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            drops.append(([("ring", series.ring), ("metric", series.metric.name), ("labels", labels)], Double(series.droppedRecords)))
+        }
+        family("ringside_metric_records_dropped_total", "counter",
+               "Records of one metric and label set that were dropped (full lanes, or threads without a lane)", drops)
 
         let stats = snapshot.collector
         family("ringside_collector_records_drained_total", "counter", "Records drained from every ring",

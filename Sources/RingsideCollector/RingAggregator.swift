@@ -1,11 +1,13 @@
 import Ringside
 import RingsideAggregation
 
-/// The series of one ring (one per registered metric), fed by its drained records.
+/// The series of one bot (one per registered metric, its lanes merged), fed by the records
+/// drained from every lane and by samples of the cells.
 ///
 /// Series live in one array per kind, mutated in place, so the drain loop's per-record work is
 /// an index, two checks and one windowed update, with no reference counting. Every record is
-/// untrusted: a metric index, kind or sequence that does not fit is counted as rejected.
+/// untrusted: a metric index, kind or sequence that does not fit is counted as rejected. Counters
+/// write no records: their windows are fed by the growth of their exact totals between samples.
 struct RingAggregator {
     /// Where a registered metric's series lives.
     struct Route {
@@ -24,6 +26,8 @@ struct RingAggregator {
         var cached: SeriesSnapshot?
         /// Per window, the slice (`now / sliceNanos`) its cached statistics were computed in.
         var computedSlices: [UInt64] = []
+        /// The cells as last sampled: a counter's exact total, a gauge's last value, drops.
+        var cells = MetricCells(total: 0, dropped: 0, lastValue: nil)
     }
 
     let ring: String
@@ -53,7 +57,7 @@ struct RingAggregator {
                 histograms.append(Series(metric: metric, windows: WindowedHistogram(layout: layout)))
             case .counter:
                 routes.append(Route(kind: metric.kind.rawValue, slot: counters.count, weight: 1))
-                counters.append(Series(metric: metric, windows: WindowedCounter(layout: layout, samplingFactor: Double(metric.sampleEvery))))
+                counters.append(Series(metric: metric, windows: WindowedCounter(layout: layout)))
             case .gauge:
                 routes.append(Route(kind: metric.kind.rawValue, slot: gauges.count, weight: 1))
                 gauges.append(Series(metric: metric, windows: WindowedGauge(layout: layout)))
@@ -73,7 +77,9 @@ struct RingAggregator {
             let metric = Int(record.metric)
             guard metric < routes.count else { return index }
             let route = routes[metric]
-            guard record.kind == route.kind, record.sequence == firstCursor &+ UInt64(index) else {
+            // Counters live in cells and write no records: one that claims to be a counter's is invalid.
+            guard record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
+                  record.sequence == firstCursor &+ UInt64(index) else {
                 rejected += 1
                 continue
             }
@@ -82,15 +88,42 @@ struct RingAggregator {
             case MetricKind.histogram.rawValue:
                 histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
                 histograms[route.slot].touched = true
-            case MetricKind.counter.rawValue:
-                counters[route.slot].windows.add(record.value, atNanos: time)
-                counters[route.slot].touched = true
             default:
                 gauges[route.slot].windows.set(Double(bitPattern: record.value), atNanos: time)
                 gauges[route.slot].touched = true
             }
         }
         return records.count
+    }
+
+    /// Takes in the cells' figures. A counter's growth since the last sample is added to its
+    /// windows at `now` (its rate's resolution is the sampling interval); the first sample of a
+    /// series is its baseline, not an increase. A total that shrank (a file recreated under the
+    /// same metric) starts a new baseline.
+    /// - Returns: whether any cell changed.
+    @discardableResult
+    mutating func sample(_ read: (MetricDescriptor) -> MetricCells, nowNanos now: UInt64, isBaseline: Bool = false) -> Bool {
+        var changed = false
+        for index in counters.indices {
+            let cells = read(counters[index].metric)
+            let before = counters[index].cells.total
+            if !isBaseline, cells.total > before {
+                counters[index].windows.add(cells.total - before, atNanos: now)
+            }
+            if cells != counters[index].cells { counters[index].touched = true; changed = true }
+            counters[index].cells = cells
+        }
+        for index in histograms.indices {
+            let cells = read(histograms[index].metric)
+            if cells != histograms[index].cells { histograms[index].touched = true; changed = true }
+            histograms[index].cells = cells
+        }
+        for index in gauges.indices {
+            let cells = read(gauges[index].metric)
+            if cells != gauges[index].cells { gauges[index].touched = true; changed = true }
+            gauges[index].cells = cells
+        }
+        return changed
     }
 
     /// Counts a record that names a metric the registry does not have.

@@ -50,12 +50,16 @@ extension TrackedRing {
                 stats.max = histogram.max
                 stats.mean = histogram.mean
                 stats.quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles)
+                // Over the span covered, as a counter's rate is, so both read alike.
+                let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
+                stats.rate = Double(histogram.count) * 1e9 / Double(covered)
                 return stats
             }, whole: { series, snapshot in
                 let cumulative = series.windows.cumulative
                 snapshot.cumulativeBuckets = cumulative.cumulativeCounts(atUpperBounds: ExportBuckets.upperBounds(for: series.metric.unit))
                 snapshot.cumulativeCount = cumulative.count
                 snapshot.cumulativeSum = cumulative.sum
+                snapshot.droppedRecords = series.cells.dropped
             }, ring: ring))
         }
         for index in aggregator.counters.indices {
@@ -65,7 +69,7 @@ extension TrackedRing {
                 stats.increase = series.windows.sum(window: window, nowNanos: now)
                 stats.rate = series.windows.rate(window: window, nowNanos: now)
                 return stats
-            }, whole: { series, snapshot in snapshot.cumulativeSum = series.windows.total }, ring: ring))
+            }, whole: { series, snapshot in snapshot.cumulativeSum = Double(series.cells.total) }, ring: ring))
         }
         for index in aggregator.gauges.indices {
             result.append(refresh(&aggregator.gauges[index], layout: layout, now: now, versions: &versions,
@@ -76,7 +80,11 @@ extension TrackedRing {
                     stats.gaugeMax = range.max
                 }
                 return stats
-            }, whole: { series, snapshot in snapshot.lastValue = series.windows.last }, ring: ring))
+            }, whole: { series, snapshot in
+                // The cell holds the last value set by any thread, exact even when records dropped.
+                snapshot.lastValue = series.cells.lastValue ?? series.windows.last
+                snapshot.droppedRecords = series.cells.dropped
+            }, ring: ring))
         }
         return result
     }

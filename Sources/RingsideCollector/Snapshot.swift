@@ -46,6 +46,8 @@ public struct SeriesSnapshot: Sendable {
     public var cumulativeSum: Double = 0
     /// Gauges: the last value set, if any.
     public var lastValue: Double?
+    /// Histograms and gauges: records of this series dropped (full lanes, or threads without one).
+    public var droppedRecords: UInt64 = 0
 }
 
 /// A series' statistics over one window.
@@ -59,8 +61,10 @@ public struct WindowStats: Sendable {
     /// One value per configured quantile.
     public var quantileValues: [UInt64] = []
     // ... counters ...
-    /// What was added in the window (scaled by sampling), and that per second.
+    /// What was added in the window (scaled by sampling).
     public var increase: Double = 0
+    /// Counters: the increase per second; histograms: observations per second. Both over the
+    /// span the window covers (less than its length while the series is young).
     public var rate: Double = 0
     // ... and gauges: the extremes set in the window, nil when nothing was.
     public var gaugeMin: Double?
@@ -69,7 +73,38 @@ public struct WindowStats: Sendable {
     public init() {}
 }
 
-/// A ring as the collector sees it.
+/// One lane of a bot: one thread's ring.
+public struct LaneSnapshot: Sendable {
+    public var index: Int
+    public var state: LaneState
+    /// The kernel thread id holding it (0 when retired).
+    public var threadID: Int32
+    public var backlog: UInt64
+    /// Records the lane's threads published, ever.
+    public var recordsTotal: UInt64
+    /// Records consumed, ever, by this collector and earlier ones.
+    public var consumedTotal: UInt64
+    public var droppedTotal: UInt64
+    /// Seconds since the lane's last record (or claim).
+    public var heartbeatAgeSeconds: Double
+
+    public init(index: Int, state: LaneState, threadID: Int32, backlog: UInt64, recordsTotal: UInt64,
+                consumedTotal: UInt64, droppedTotal: UInt64, heartbeatAgeSeconds: Double) {
+        self.index = index
+        self.state = state
+        self.threadID = threadID
+        self.backlog = backlog
+        self.recordsTotal = recordsTotal
+        self.consumedTotal = consumedTotal
+        self.droppedTotal = droppedTotal
+        self.heartbeatAgeSeconds = heartbeatAgeSeconds
+    }
+}
+
+/// A ring (a bot's file, with a lane per thread) as the collector sees it.
+///
+/// From one reading, exactly: `recordsTotal + droppedTotal` (records attempted) ==
+/// `consumedTotal + droppedTotal + backlog`, for the bot and for each lane.
 public struct RingSnapshot: Sendable {
     public enum State: String, Sendable {
         /// Attached, producer alive.
@@ -86,9 +121,16 @@ public struct RingSnapshot: Sendable {
     public var producerPID: Int32 = 0
     public var capacity: UInt64 = 0
     public var backlog: UInt64 = 0
-    /// Records the producer published, ever (its cursor).
+    /// Records the producer published, ever, in every lane.
     public var recordsTotal: UInt64 = 0
+    /// Records consumed, ever, by this collector and earlier ones.
+    public var consumedTotal: UInt64 = 0
+    /// Records dropped: full lanes, and threads that found no lane (`unlanedDropped` of them).
     public var droppedTotal: UInt64 = 0
+    public var unlanedDropped: UInt64 = 0
+    /// Lanes the file may hold, and each lane now.
+    public var maxLanes: Int = 0
+    public var lanes: [LaneSnapshot] = []
     /// Records this collector drained, and refused as invalid.
     public var drainedTotal: UInt64 = 0
     public var rejectedTotal: UInt64 = 0

@@ -1,54 +1,133 @@
+import Foundation
 import Ringside
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A synthetic trading bot, written against the public producer API as a user's bot would be:
-/// lognormal order-fill latencies per symbol with bursts, order and fill counters, a gauge.
+/// A synthetic trading bot, written against the public producer API as a user's bot would be,
+/// and shaped like one: a market-data thread, a strategy thread, and order handling as tasks in
+/// a `TaskGroup`, all recording into one bot (each thread into its own lane). Lognormal
+/// order-fill latencies per symbol with bursts, order and fill counters, a gauge.
 /// `ringside-collector --demo` runs it as a separate process.
 public enum DemoBot {
     static let symbols = ["AAPL", "MSFT", "NVDA", "TSLA"]
 
+    /// The bot's metrics: `Sendable` handles shared by every thread and task.
+    struct Metrics: Sendable {
+        let fills: [Telemetry.Histogram]
+        let marketData: Telemetry.Histogram
+        let quotes: Telemetry.Counter
+        let buys: Telemetry.Counter
+        let sells: Telemetry.Counter
+        let filled: Telemetry.Counter
+        let exposure: Telemetry.Gauge
+        let loop: Telemetry.Histogram
+        let roundTrip: Telemetry.Histogram
+
+        init(_ bot: Telemetry) throws(RingError) {
+            var fills: [Telemetry.Histogram] = []
+            for symbol in DemoBot.symbols {
+                fills.append(try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": symbol],
+                                               help: "Time from order sent to fill, per symbol"))
+            }
+            self.fills = fills
+            marketData = try bot.histogram("market_data_latency", unit: .nanoseconds,
+                                           help: "Time from exchange timestamp to strategy handling", sampleEvery: 4)
+            quotes = try bot.counter("quotes", help: "Market data updates handled")
+            buys = try bot.counter("orders", labels: ["side": "buy"], help: "Orders sent")
+            sells = try bot.counter("orders", labels: ["side": "sell"], help: "Orders sent")
+            filled = try bot.counter("fills", help: "Orders filled")
+            exposure = try bot.gauge("gross_exposure", help: "Gross exposure in dollars")
+            loop = try bot.histogram("strategy_loop", unit: .nanoseconds, help: "One strategy iteration, timed as a span")
+            roundTrip = try bot.histogram("order_task", unit: .nanoseconds,
+                                          help: "One order's handling task, timed as an async span")
+        }
+    }
+
+    /// Orders the strategy sends in one millisecond, for the order handlers.
+    struct OrderBatch: Sendable {
+        let tick: UInt64
+        let symbols: [Int]
+    }
+
     /// Runs until the parent process goes away (or a signal ends it).
     /// - Parameters:
-    ///   - ring: the ring's name; `directory`: the ring directory (nil: the default).
+    ///   - ring: the bot's name; `directory`: the ring directory (nil: the default).
     ///   - eventsPerSecond: order events a second, spread over the symbols.
     public static func run(ring name: String, directory: String?, eventsPerSecond: Int = 20_000) throws(RingError) {
-        let ring = try Ring.attach(name, directory: directory)
-        var fills: [Ring.Histogram] = []
-        for symbol in symbols {
-            fills.append(try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": symbol],
-                                            help: "Time from order sent to fill, per symbol"))
-        }
-        let marketData = try ring.histogram("market_data_latency", unit: .nanoseconds,
-                                            help: "Time from exchange timestamp to strategy handling", sampleEvery: 4)
-        let buys = try ring.counter("orders", labels: ["side": "buy"], help: "Orders sent")
-        let sells = try ring.counter("orders", labels: ["side": "sell"], help: "Orders sent")
-        let exposure = try ring.gauge("gross_exposure", help: "Gross exposure in dollars")
-        let loop = try ring.histogram("strategy_loop", unit: .nanoseconds, help: "One strategy iteration, timed as a span")
-
-        var random = SplitMix(seed: UInt64(getpid()))
+        let bot = try Telemetry.attach(name, directory: directory)
+        let metrics = try Metrics(bot)
         let parent = getppid()
         let batch = max(1, eventsPerSecond / 1000) // events per millisecond
-        var tick: UInt64 = 0
-        var grossExposure = 1.0e6
-        while getppid() == parent {
-            // Every 7 s, 600 ms of trouble: fills slow down five-fold.
-            let burst = tick % 7000 < 600 ? 5.0 : 1.0
-            loop.measure {
-                for event in 0..<batch {
-                    let symbol = event % symbols.count
-                    // Lognormal around 40 us (NVDA and TSLA slower), with a heavy tail.
-                    let median = [40_000.0, 35_000.0, 60_000.0, 80_000.0][symbol] * burst
-                    fills[symbol].record(UInt64(median * random.lognormal(sigma: 0.6)))
-                    marketData.record(UInt64(3_000 * random.lognormal(sigma: 0.4)))
-                    if random.next() % 2 == 0 { buys.increment() } else { sells.increment() }
+        let (orders, sender) = AsyncStream.makeStream(of: OrderBatch.self, bufferingPolicy: .bufferingNewest(1_000))
+
+        let marketData = Thread {
+            var random = SplitMix(seed: UInt64(getpid()) &* 31)
+            while getppid() == parent {
+                for _ in 0..<(batch * 2) {
+                    metrics.marketData.record(UInt64(3_000 * random.lognormal(sigma: 0.4)))
+                    metrics.quotes.increment()
                 }
-                grossExposure = max(0, grossExposure + (Double(random.next() % 20_001) - 10_000))
-                exposure.set(grossExposure)
+                usleep(1000)
             }
-            tick += 1
-            usleep(1000)
+        }
+        marketData.name = "market-data"
+        marketData.start()
+
+        let strategy = Thread {
+            var random = SplitMix(seed: UInt64(getpid()))
+            var tick: UInt64 = 0
+            var grossExposure = 1.0e6
+            while getppid() == parent {
+                metrics.loop.measure {
+                    var symbols: [Int] = []
+                    for event in 0..<batch {
+                        symbols.append(event % DemoBot.symbols.count)
+                        if random.next() % 2 == 0 { metrics.buys.increment() } else { metrics.sells.increment() }
+                    }
+                    sender.yield(OrderBatch(tick: tick, symbols: symbols))
+                    grossExposure = max(0, grossExposure + (Double(random.next() % 20_001) - 10_000))
+                    metrics.exposure.set(grossExposure)
+                }
+                tick += 1
+                usleep(1000)
+            }
+            sender.finish()
+        }
+        strategy.name = "strategy"
+        strategy.start()
+
+        // Order handling: a task per batch in a TaskGroup, on Swift's cooperative pool.
+        let handling = Task.detached {
+            await withTaskGroup(of: Void.self) { group in
+                var inFlight = 0
+                for await orderBatch in orders {
+                    if inFlight >= 8 {
+                        await group.next()
+                        inFlight -= 1
+                    }
+                    inFlight += 1
+                    group.addTask { await handle(orderBatch, metrics: metrics) }
+                }
+            }
+        }
+        while getppid() == parent { usleep(100_000) }
+        handling.cancel()
+    }
+
+    /// Handles one batch of orders: their fills, as an exchange would answer them.
+    static func handle(_ batch: OrderBatch, metrics: Metrics) async {
+        await metrics.roundTrip.measure {
+            var random = SplitMix(seed: batch.tick &* 0x9E37_79B9)
+            // Every 7 s, 600 ms of trouble: fills slow down five-fold.
+            let burst = batch.tick % 7000 < 600 ? 5.0 : 1.0
+            for symbol in batch.symbols {
+                // Lognormal around 40 us (NVDA and TSLA slower), with a heavy tail.
+                let median = [40_000.0, 35_000.0, 60_000.0, 80_000.0][symbol] * burst
+                metrics.fills[symbol].record(UInt64(median * random.lognormal(sigma: 0.6)))
+                metrics.filled.increment()
+                await Task.yield() // the order's task may resume on another thread: its lane then
+            }
         }
     }
 }

@@ -1,0 +1,90 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Ringside
+
+/// What the drain thread sleeps on between passes: inotify on the ring directory, so a new bot
+/// file (or a bot adding a lane, which grows its file) wakes it within milliseconds, and a pipe,
+/// so `stop` wakes it at once. Without inotify (a file system that lacks it, or no watches left)
+/// it is a plain timed sleep, and the collector falls back to scanning the directory.
+final class DrainWakeup {
+    private let inotify: Int32
+    private var watch: Int32 = -1
+    /// A self-pipe (Glibc's Swift module lacks eventfd): `signal` writes a byte, `wait` reads
+    /// it once poll says it is there, so the read never blocks.
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let prefix = Array(RingDirectory.filePrefix.utf8)
+
+    init() {
+        inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        var ends: [Int32] = [-1, -1]
+        if pipe(&ends) != 0 { ends = [-1, -1] }
+        wakeRead = ends[0]
+        wakeWrite = ends[1]
+    }
+
+    deinit {
+        for fd in [inotify, wakeRead, wakeWrite] where fd >= 0 { close(fd) }
+    }
+
+    /// Whether the directory is watched: if not, the caller must scan it often.
+    var isWatching: Bool { watch >= 0 }
+
+    /// Watches `path` (again: after it was missing, say); returns whether it is watched.
+    @discardableResult
+    func watchDirectory(_ path: String) -> Bool {
+        guard inotify >= 0 else { return false }
+        let events = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB)
+            | UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+        watch = inotify_add_watch(inotify, path, events)
+        return watch >= 0
+    }
+
+    /// Wakes a `wait` now (from another thread).
+    func signal() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+
+    /// Sleeps until a ring file in the directory changes, `signal` is called, or `timeoutNanos`
+    /// pass. Returns whether a ring file changed (or the watch was lost, or events overflowed:
+    /// then the directory must be looked at anyway).
+    func wait(timeoutNanos: UInt64) -> Bool {
+        var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+                   pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        let milliseconds = Int32(min(timeoutNanos / 1_000_000 + (timeoutNanos % 1_000_000 == 0 ? 0 : 1), 60_000))
+        guard poll(&fds, 2, milliseconds) > 0 else { return false }
+        if fds[1].revents != 0 {
+            var bytes = [UInt8](repeating: 0, count: 64)
+            _ = read(wakeRead, &bytes, bytes.count)
+        }
+        return fds[0].revents != 0 && readEvents()
+    }
+
+    /// Consumes pending events; true if one names a ring file or says the watch is gone.
+    private func readEvents() -> Bool {
+        var relevant = false
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            var offset = 0
+            let headerSize = MemoryLayout<inotify_event>.size
+            while offset + headerSize <= count {
+                let (mask, length) = buffer.withUnsafeBytes { raw in
+                    (raw.load(fromByteOffset: offset + 4, as: UInt32.self), Int(raw.load(fromByteOffset: offset + 12, as: UInt32.self)))
+                }
+                let name = buffer[(offset + headerSize)..<min(count, offset + headerSize + length)].prefix { $0 != 0 }
+                if mask & UInt32(IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
+                    if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 { watch = -1 }
+                    relevant = true
+                } else if name.starts(with: prefix) {
+                    relevant = true
+                }
+                offset += headerSize + length
+            }
+        }
+        return relevant
+    }
+}
