@@ -1,46 +1,85 @@
-"""Ringside for Python: write telemetry into a Ringside ring, the format of ringside.h, version 1.
+"""Ringside for Python: a bot's telemetry in the Ringside format (ringside.h), version 2.
 
-Standard library only. A bot attaches to a ring by name (a memory-mapped file in /dev/shm),
-registers its metrics once, then records; the ringside-collector drains the ring like any other:
+Standard library only, one file. A process attaches its bot by name (one memory-mapped file in
+/dev/shm), registers its metrics once, then records from any thread. Each thread writes a lane of
+its own, and the ringside-collector drains them as it drains every other producer's:
 
     import ringside
-    ring = ringside.Ring("py-bot")                       # /dev/shm/ringside.py-bot
-    fill = ring.histogram("order_fill_latency", unit="ns", labels={"symbol": "AAPL"})
-    orders = ring.counter("orders", labels={"side": "buy"})
-    exposure = ring.gauge("gross_exposure")
+    bot = ringside.attach("py-bot")                      # /dev/shm/ringside.py-bot
+    fill = bot.histogram("order_fill_latency", unit="ns", labels={"symbol": "AAPL"})
+    orders = bot.counter("orders", labels={"side": "buy"})
+    exposure = bot.gauge("gross_exposure")
     fill.record(elapsed_ns)                              # an int in the metric's unit
-    orders.increment()
+    orders.increment()                                   # exact: counters write no records
     exposure.set(1.25e6)
+    bot.close()                                          # or exit: the kernel drops the lock
 
-The rules are the Swift library's and ringside_producer.h's: the file is created O_EXCL|O_NOFOLLOW
-with mode 0600 and its space reserved with posix_fallocate (a full /dev/shm fails at attach, never
-as SIGBUS later); the producer holds an open-file-description lock on byte 0 (F_OFD_SETLK), which
-dies with the process; a half-created file (version 0) is initialised under the lock; an existing
-ring is validated and re-attached with its records, counters and metrics; a full ring drops the
-new record and counts it. One Ring is one producer: use it from one thread.
+RULES, those of ringside_producer.h (the C library, which the Swift library wraps, follows them
+too): the file is created O_CREAT|O_EXCL|O_NOFOLLOW with mode 0600 unless asked, and every page it
+uses is reserved with posix_fallocate before use (the header part at attach, each lane when it is
+added), so a full /dev/shm fails as an error and never as SIGBUS later. The process holds an
+open-file-description lock on byte 0 (F_OFD_SETLK), which dies with it; after locking, the file
+must still be the one at the path, else attach opens it again. A half-created file (version 0) is
+initialised under the lock; an existing one is validated field by field and attached with its
+cells, metrics and lanes (all retired: their process is gone); a file of another format version
+(1 is the single-ring format before lanes) is refused, naming both versions.
 
-MEMORY ORDERING. The format needs two release stores: a record's 32 bytes must be visible before
-the write cursor that publishes them, and a registry entry before the metric count. Python cannot
-ask for a release store. This module relies on:
+THREADS: attach, registration and close may be called from any thread; the handles' calls from
+any thread at once. A thread's first call claims a lane under the bot's lock: the lowest one no
+live thread holds, else a new one appended to the file (at most max_lanes). When the thread ends,
+CPython drops its threading.local values before join() returns, and the lane is retired then for
+the next thread (a lane whose thread is no longer alive is taken over anyway). A thread that finds
+every lane taken records without one: its counter increments and gauge values are still kept
+exactly, and its histogram and gauge records are counted as dropped, all in the metric's shared
+cell (`unlaned`). Counters write no records: an increment adds to the lane's cell of the metric.
+A full lane drops the new record and counts it (the lane's dropped_total and its cell of the
+metric); it never blocks or overwrites.
 
-  1. x86-64 (TSO): a store is never reordered with an earlier store, so "write the record, then
-     store the cursor" is a release store in hardware, as long as the cursor store is one
-     instruction; and a load is never reordered with later loads or stores, so reading the
-     collector's cursor before reusing the slots below it is an acquire load;
-  2. CPython: assigning an element of a memoryview cast to 'Q' (or 'I') at an aligned offset is
-     one aligned 8-byte (4-byte) store (memoryview's pack_single is a fixed-size memcpy, which
-     the compiler emits as one mov), so the collector never sees a torn cursor; and the stores
-     of one bytecode complete before the next bytecode's (each is an opaque C call).
+FORK: in a child made by os.fork(), every bot of the parent writes nothing (its calls return at
+once, without an exception); the child unmaps and closes its copy of the file, since either would
+keep the parent's lock alive and hide the parent's death, and says so once on stderr. A child that
+wants telemetry attaches a bot of its own, under another name.
+
+MEMORY ORDERING. The format needs release stores: a record's 32 bytes before the write_cursor that
+publishes them; a new lane's pages and zeroed header before lanes_allocated; a registry entry
+before metric_count; a lane's owner and claim count before its state (and, when a lane is retired
+or taken over, its last holder's records and cells before the state says so); gauge_bits before
+gauge_set; the layout before version. It needs an acquire load of a lane's read_cursor (the
+collector has finished with the slots below it before they are reused). Python cannot ask for
+either. This module relies on:
+
+  1. x86-64 (TSO): a store is never reordered with an earlier store, so "write the data, then
+     store the flag" is a release store in hardware, as long as the flag's store is one
+     instruction; a load is never reordered with later loads or stores, so a plain load is an
+     acquire load. TSO is also multi-copy atomic, so this holds across threads: what one thread
+     stored before another took the GIL (or the bot's lock) from it is visible to the collector
+     before anything the second thread stores next. Retiring a thread's lane from another thread,
+     taking over a dead thread's lane, and gauges set from several threads rely on it;
+  2. CPython: assigning an element of a memoryview cast to 'Q', 'I' or 'd' at an aligned offset
+     is one aligned 8-byte (4-byte) store (memoryview's pack_single is a fixed-size memcpy, which
+     the compiler emits as one mov), so the collector never sees a torn cursor, count, state or
+     gauge; and the stores of one bytecode complete before the next bytecode's (each is an opaque
+     C call). A record itself is written by struct.pack_into, in any byte order: the cursor
+     store after it publishes it. A lane's header and cells have one writer at a time (the thread
+     holding it), so `cell += n` (a load, an add, a store) is exact there. `unlaned`, which any
+     thread without a lane may add to, would need an atomic add, which Python lacks: those adds
+     take the bot's lock instead (only this process writes the file).
 
 Neither holds on arm64 (which reorders stores) or is promised by other interpreters, so the module
 refuses to attach elsewhere, raising RingError, unless RINGSIDE_PYTHON_UNSAFE_ORDERING=1 is set:
 that override is UNSAFE (the collector may read a record before its bytes land, and reject it as
 invalid or, worse, read a stale value); it exists for experiments only.
 
-COST: about 0.5 us a call on Debian's CPython 3.11 (0.7 to 1.2 us on an interpreter built without
-PGO); `python3 ringside.py --bench` measures it on your machine. A clock read, one struct.pack_into
-and three memoryview stores, each a C call from the interpreter: use the C or Swift producer on
-paths where that matters.
+RINGSIDE_DISABLED=1 (or true, yes) in the environment gives bots that create no file and write
+nothing; their handles still check their arguments.
+
+COST: a record or a gauge set costs about 0.3 to 0.6 us on Debian's CPython 3.11 (0.6 to 0.8 us
+on an interpreter built without PGO), a counter increment 0.1 to 0.2 us (no record: a load and a
+store of the lane's cell); `python3 ringside.py --bench` measures it on your machine. A record is
+a thread-local read, a clock read, one struct.pack_into and two memoryview stores, each a C call
+from the interpreter: use the C or Swift producer on paths where that matters. A thread's first
+call claims its lane (about 2 ms when a lane of 2 MiB is added to the file, tens of us when one
+is reused); a thread without a lane pays about 1.5 us a call (an exception, then the lock).
 
 The corresponding C header is Sources/CRingside/include/ringside_producer.h.
 """
@@ -48,44 +87,67 @@ The corresponding C header is Sources/CRingside/include/ringside_producer.h.
 import errno
 import fcntl
 import mmap
+import operator
 import os
 import platform
 import re
 import stat
 import struct
 import sys
+import threading
 import time
+import weakref
 
-__all__ = ["Ring", "RingError", "Histogram", "Counter", "Gauge", "check_memory_ordering"]
+__all__ = ["attach", "Bot", "RingError", "BotError", "RingValueError", "RingTypeError",
+           "Histogram", "Counter", "Gauge", "check_memory_ordering"]
 
 # MARK: - The format (ringside.h)
 
 MAGIC = 0x45444953474E4952  # "RINGSIDE" little-endian
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 HEADER_SIZE = 4096
 RECORD_SIZE = 32
 REGISTRY_ENTRY_SIZE = 512
+METRIC_CELL_SIZE = 32
+LANE_HEADER_SIZE = 256
+PAGE_SIZE = 4096
 NAME_MAX, LABELS_MAX, HELP_MAX = 104, 256, 128
-DEFAULT_CAPACITY = 1 << 17
+DEFAULT_LANE_CAPACITY = 1 << 16
 MIN_CAPACITY_LOG2, MAX_CAPACITY_LOG2 = 4, 28
 DEFAULT_MAX_METRICS, MAX_MAX_METRICS = 256, 4096
+DEFAULT_MAX_LANES, MAX_LANES = 64, 1024
 LOCK_BYTE_PRODUCER = 0
 FILE_PREFIX = "ringside."
 
 KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM = 1, 2, 3
 UNITS = {"none": 0, "ns": 1, "us": 2, "ms": 3, "s": 4, "bytes": 5}
+LANE_UNUSED, LANE_ACTIVE, LANE_RETIRED = 0, 1, 2
 
-# Header fields: byte offsets, and their index in the 8-byte (Q) or 4-byte (I) views.
-_LAYOUT = struct.Struct("<QIIIIIIQQQQQ")  # magic .. created_monotonic_ns, at 0x000
-_Q_WRITE_CURSOR = 0x080 // 8
-_Q_DROPPED = 0x088 // 8
-_Q_HEARTBEAT = 0x090 // 8
-_Q_PRODUCER_START = 0x098 // 8
-_Q_READ_CURSOR = 0x100 // 8
+_U64 = (1 << 64) - 1
+_U32 = (1 << 32) - 1
+
+# The header's layout line, 0x000 to 0x060: magic .. lane_header_size.
+_LAYOUT = struct.Struct("<QIIIIIIQQQQQQIIII")
+# Header fields: their index in the 8-byte (Q) or 4-byte (I) view of the header mapping.
 _I_VERSION = 0x008 // 4
-_I_PRODUCER_PID = 0x0A0 // 4
-_I_METRIC_COUNT = 0x0A4 // 4
-_I_ATTACHES = 0x0A8 // 4
+_I_LANES_ALLOCATED = 0x080 // 4
+_I_METRIC_COUNT = 0x084 // 4
+_Q_HEARTBEAT = 0x088 // 8
+_Q_PRODUCER_START = 0x090 // 8
+_I_PRODUCER_PID = 0x098 // 4  # an int32; a pid is positive, so its unsigned store is the same bits
+_I_ATTACHES = 0x09C // 4
+_Q_LANES_EXHAUSTED = 0x0A0 // 8
+# A metric cell's fields, from the cell's index in the header's Q view.
+_CELL_GAUGE_BITS, _CELL_GAUGE_SET, _CELL_UNLANED = 0, 1, 2
+# A lane header's fields, in the lane mapping's Q and I views; then one 8-byte cell per metric.
+_LQ_WRITE = 0x00 // 8
+_LQ_DROPPED = 0x08 // 8
+_LQ_HEARTBEAT = 0x10 // 8
+_LI_STATE = 0x18 // 4
+_LI_OWNER = 0x1C // 4  # an int32 thread id, stored like the pid
+_LI_CLAIMS = 0x20 // 4
+_LQ_READ = 0x80 // 8
+_LQ_CELLS = LANE_HEADER_SIZE // 8
 # A registry entry's fixed part: index, kind, unit, reserved, sample_every, three lengths.
 _ENTRY = struct.Struct("<IBBHIHHH")
 # A record: timestamp_ns, value, sequence, then metric, kind, flags and reserved packed by the
@@ -98,13 +160,47 @@ _FLOCK = struct.Struct("hh4xqqi4x")
 _CLOCK_MONOTONIC_COARSE = getattr(time, "CLOCK_MONOTONIC_COARSE", 6)  # Linux's value
 _F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", 37)
 _IDENTIFIER = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
-_RING_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}\Z")
+_IDENTIFIER_BYTES = re.compile(rb"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_BOT_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}\Z")
 
 UNSAFE_ORDERING_VARIABLE = "RINGSIDE_PYTHON_UNSAFE_ORDERING"
 
 
+def _page_round_up(size):
+    return (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
+
+
+class _Geometry:
+    """Every offset of a file, computed from its free choices as rs_geometry_of does."""
+    __slots__ = ("registry_offset", "cells_offset", "lanes_offset", "lane_records_offset", "lane_size")
+
+    def __init__(self, capacity_log2, registry_capacity):
+        self.registry_offset = HEADER_SIZE
+        self.cells_offset = HEADER_SIZE + registry_capacity * REGISTRY_ENTRY_SIZE
+        self.lanes_offset = _page_round_up(self.cells_offset + registry_capacity * METRIC_CELL_SIZE)
+        self.lane_records_offset = _page_round_up(LANE_HEADER_SIZE + registry_capacity * 8)
+        self.lane_size = _page_round_up(self.lane_records_offset + (RECORD_SIZE << capacity_log2))
+
+
+def _coarse_ns():
+    return time.clock_gettime_ns(_CLOCK_MONOTONIC_COARSE)
+
+
+# MARK: - Errors and checks
+
 class RingError(Exception):
-    """Why a ring cannot be attached or a metric registered, naming the ring and what to do."""
+    """Why a bot cannot be attached, a metric registered or a value recorded, naming the bot."""
+
+
+BotError = RingError
+
+
+class RingValueError(RingError, ValueError):
+    """A value out of its metric's range (a negative observation, say): a RingError and a ValueError."""
+
+
+class RingTypeError(RingError, TypeError):
+    """A value of a type its metric does not take (a float observation, say): a RingError and a TypeError."""
 
 
 def check_memory_ordering(machine=None, implementation=None):
@@ -130,12 +226,12 @@ def check_memory_ordering(machine=None, implementation=None):
 def _encode_labels(labels):
     """'key=value' lines sorted by key, as the registry stores them."""
     lines = []
-    for key in sorted(labels or {}):
+    for key in sorted(labels or {}, key=str):
         value = str(labels[key])
-        if not _IDENTIFIER.match(key) or key.startswith("__"):
+        if not isinstance(key, str) or not _IDENTIFIER.match(key) or key.startswith("__"):
             raise ValueError(f'label key "{key}" must match [a-zA-Z_][a-zA-Z0-9_]* and not start with "__"')
         if "\n" in value or "\0" in value:
-            raise ValueError(f'label "{key}" has a newline or NUL in its value')
+            raise ValueError(f'the value of label "{key}" has a newline or NUL')
         lines.append(f"{key}={value}")
     encoded = "\n".join(lines).encode("utf-8")
     if len(encoded) > LABELS_MAX:
@@ -143,54 +239,217 @@ def _encode_labels(labels):
     return encoded
 
 
-# MARK: - The ring
+def _labels_problem(encoded):
+    """Why stored labels are invalid ("key=value" lines sorted strictly by key), or None."""
+    if len(encoded) > LABELS_MAX:
+        return f"the labels take {len(encoded)} bytes, more than {LABELS_MAX}"
+    if not encoded:
+        return None
+    if b"\0" in encoded:
+        return "the labels hold a NUL byte"
+    previous = None
+    for line in encoded.split(b"\n"):
+        key, equals, _ = line.partition(b"=")
+        if not equals:
+            return f"label {line!r} is not key=value"
+        if not _IDENTIFIER_BYTES.match(key) or key.startswith(b"__"):
+            return f"label key {key!r} must match [a-zA-Z_][a-zA-Z0-9_]* and not start with \"__\""
+        if previous is not None and previous >= key:
+            return f"label keys are not sorted strictly: {key!r} comes after {previous!r}"
+        previous = key
+    return None
 
-class Ring:
-    """A bot's ring, attached as its one producer.
+
+_KIND_NAMES = {KIND_COUNTER: "a counter", KIND_GAUGE: "a gauge", KIND_HISTOGRAM: "a histogram"}
+_UNIT_NAMES = {code: name for name, code in UNITS.items()}
+
+
+class _Metric:
+    """A registered metric as this process knows it: what the slow path and the messages need."""
+    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels")
+
+    def __init__(self, bot, index, name, kind, unit, sample_every, labels):
+        self.bot, self.index, self.name, self.kind = bot, index, name, kind
+        self.unit, self.sample_every, self.labels = unit, sample_every, labels
+
+    def check(self, value):
+        """The value as stored (an int, or a float for a gauge); else RingValueError or
+        RingTypeError naming the bot, the metric and the value."""
+        shown = repr(value)
+        where = f"bot {self.bot}: metric {self.name}: value {shown if len(shown) <= 64 else shown[:60] + '...'}"
+        if self.kind == KIND_GAUGE:
+            if isinstance(value, (str, bytes, bytearray, memoryview)):
+                raise RingTypeError(f"{where} is not a number; a gauge is set to a float")
+            try:
+                return float(value)
+            except TypeError:
+                raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; "
+                                    "a gauge is set to a float") from None
+            except (OverflowError, ValueError) as error:
+                raise RingValueError(f"{where} cannot be a float: {error}") from None
+        what = (f"a histogram records whole numbers in its unit ({_UNIT_NAMES[self.unit]})"
+                if self.kind == KIND_HISTOGRAM else "a counter adds whole numbers")
+        try:
+            number = operator.index(value)
+        except TypeError:
+            raise RingTypeError(f"{where} ({type(value).__name__}) is not an integer; {what}: "
+                                "convert it with int() or round()") from None
+        if not 0 <= number <= _U64:
+            raise RingValueError(f"{where} is out of range; {what}, from 0 to 2^64-1")
+        return number
+
+
+# MARK: - Lanes
+
+class _Lane:
+    """One lane as this process sees it: its own mapping, views, and its writer's state.
+
+    Only the thread holding it (`holder`) writes its records and cells; claims and retirements
+    happen under the bot's lock. `close()` leaves `index` and `state` None and the views released,
+    so a handle's hot path that still holds the lane fails into the slow path, which says why.
+    """
+    __slots__ = ("index", "mm", "mv", "q", "i", "state", "holder")
+
+    def __init__(self, index, mm):
+        self.index = index
+        self.mm = mm
+        self.mv = memoryview(mm)
+        self.q = self.mv.cast("Q")
+        self.i = self.mv.cast("I")
+        self.state = [0, 0]  # the next cursor to publish, and the consumer's cursor as last seen
+        self.holder = None   # the threading.Thread holding it (process-private), or None
+
+    def refresh_read(self):
+        """The consumer's cursor, read again: only when the lane looks full (an acquire load: see
+        MEMORY ORDERING; the collector finished with the slots below it before storing it)."""
+        read = self.state[1] = self.q[_LQ_READ]
+        return read
+
+    def close(self):
+        self.index = self.state = None
+        for view in (self.q, self.i, self.mv):
+            view.release()
+        self.mm.close()  # unmaps, and closes the duplicate descriptor mmap keeps
+
+
+class _LaneRelease:
+    """Kept in a thread's threading.local beside its lane. CPython drops a thread's locals as the
+    thread ends (before join() returns), and __del__ then retires the lane for the next thread."""
+    __slots__ = ("bot", "lane", "thread")
+
+    def __init__(self, bot, lane, thread):
+        self.bot = weakref.ref(bot)  # the bot is not kept alive by its threads
+        self.lane = lane
+        self.thread = thread
+
+    def __del__(self):
+        try:
+            bot = self.bot()
+            if bot is not None:
+                bot._release(self.lane, self.thread)
+        except Exception:  # at interpreter exit the module may be half gone: the lock dies anyway
+            pass
+
+
+# The bots of this process, for the fork handler; weak: a bot dropped without close() goes too.
+_BOTS = weakref.WeakSet()
+_UNCLAIMED = object()
+
+
+def _after_fork_in_child():
+    for bot in list(_BOTS):
+        bot._disown()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _disabled_by_environment():
+    return os.environ.get("RINGSIDE_DISABLED", "").lower() in ("1", "true", "yes")
+
+
+# MARK: - The bot
+
+def attach(name, directory=None, lane_capacity=None, max_metrics=None, max_lanes=None, mode=0o600):
+    """Attaches to the bot `name` as its process, creating its file if it does not exist.
 
     Args:
         name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>.
         directory: default $RINGSIDE_DIR, else /dev/shm.
-        capacity: records (a power of two, 16 to 2^28); None: 131,072 for a new ring, whatever an
-            existing one holds (a number: an existing ring must match).
-        max_metrics: 1 to 4096; None: 256 for a new ring, whatever an existing one holds.
+        lane_capacity: records a lane holds (a power of two, 16 to 2^28); None: 65,536 for a new
+            file, whatever an existing one has (a number: an existing file must match).
+        max_metrics: 1 to 4096; None: 256 for a new file, whatever an existing one has.
+        max_lanes: threads recording at once, 1 to 1024; None: 64 for a new file, whatever an
+            existing one has.
         mode: the permission bits of a new file.
-    Raises RingError: another producer attached, a corrupt or incompatible file, a full
-    directory, a file of another user, a symbolic link, or an unsafe platform.
-    With RINGSIDE_DISABLED=1 the ring is disabled: handles check their arguments and write nothing.
+    Returns a Bot. Raises RingError: another process holds the bot, a corrupt or incompatible file
+    (another format version or layout), a full directory, another user's file, a symbolic link,
+    or an unsafe platform. With RINGSIDE_DISABLED=1 the bot creates no file and writes nothing.
     """
+    return Bot(name, directory=directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
+               max_lanes=max_lanes, mode=mode)
 
-    def __init__(self, name, directory=None, capacity=None, max_metrics=None, mode=0o600):
-        if not isinstance(name, str) or not _RING_NAME.match(name) or name in (".", ".."):
-            raise RingError(f"ring {name!r}: a ring name is 1 to 200 of [A-Za-z0-9._-]")
-        if capacity is not None and (capacity < 1 << MIN_CAPACITY_LOG2 or capacity > 1 << MAX_CAPACITY_LOG2
-                                     or capacity & (capacity - 1)):
-            raise RingError(f"ring {name}: capacity {capacity} must be a power of two from 16 to 2^28 records")
-        if max_metrics is not None and not 1 <= max_metrics <= MAX_MAX_METRICS:
-            raise RingError(f"ring {name}: max_metrics {max_metrics} must be from 1 to {MAX_MAX_METRICS}")
+
+class Bot:
+    """A bot's file, attached by this process (see attach())."""
+
+    def __init__(self, name, directory=None, lane_capacity=None, max_metrics=None, max_lanes=None, mode=0o600):
+        if not isinstance(name, str) or not _BOT_NAME.match(name) or name in (".", ".."):
+            raise RingError(f"bot {name!r}: a bot name is 1 to 200 of [A-Za-z0-9._-], not . or ..")
+        if lane_capacity is not None and (
+                not isinstance(lane_capacity, int) or lane_capacity & (lane_capacity - 1)
+                or not 1 << MIN_CAPACITY_LOG2 <= lane_capacity <= 1 << MAX_CAPACITY_LOG2):
+            raise RingError(f"bot {name}: lane_capacity {lane_capacity} must be a power of two from 16 to 2^28 records")
+        if max_metrics is not None and (not isinstance(max_metrics, int) or not 1 <= max_metrics <= MAX_MAX_METRICS):
+            raise RingError(f"bot {name}: max_metrics {max_metrics} must be from 1 to {MAX_MAX_METRICS}")
+        if max_lanes is not None and (not isinstance(max_lanes, int) or not 1 <= max_lanes <= MAX_LANES):
+            raise RingError(f"bot {name}: max_lanes {max_lanes} must be from 1 to {MAX_LANES}")
+        if not isinstance(mode, int) or mode & ~0o777:
+            raise RingError(f"bot {name}: mode {mode!r} must hold permission bits only (0 to 0o777)")
         self.name = name
-        self._metrics = {}  # (name, encoded labels) -> (index, kind, unit, sample_every)
+        self.path = None
+        self._metrics = {}        # (name, encoded labels) -> _Metric
+        self._entries = []        # _Metric by index
+        self._countdowns = {}     # sampled histograms: index -> each lane's calls left before the next written
+        self._laneless_countdowns = {}  # the same for threads without a lane (under the lock)
+        self._lock = threading.RLock()  # registration, lane claims and releases, `unlaned`
+        self._local = threading.local()  # .lane: this thread's _Lane (None: no lane); .release
+        self._lanes = []
         self._fd = -1
-        self._mm = None
-        if os.environ.get("RINGSIDE_DISABLED", "").lower() in ("1", "true", "yes"):
-            self.path = None
-            self._max_metrics = max_metrics or DEFAULT_MAX_METRICS
+        self._header = None       # the mapping of [0, lanes_offset): None when disabled
+        self._closed = False
+        self._forked = False
+        self._said_laneless = False
+        self._owner_pid = os.getpid()
+        self._max_lanes = 0
+        if _disabled_by_environment():
+            self._registry_capacity = max_metrics or DEFAULT_MAX_METRICS
             return
         check_memory_ordering()
         directory = directory or os.environ.get("RINGSIDE_DIR") or "/dev/shm"
+        self._directory = directory
         self.path = os.path.join(directory, FILE_PREFIX + name)
-        for _ in range(8):  # a ring removed or replaced between our open and our lock: again
-            if self._attach_once(capacity, max_metrics, mode):
+        for _ in range(8):  # a file removed or replaced between our open and our lock: again
+            if self._attach_once(lane_capacity, max_metrics, max_lanes, mode):
                 break
         else:
-            raise RingError(f"ring {name}: attach: the file kept being replaced")
-        self._map_state()
+            raise RingError(f"bot {name}: {self.path} kept being replaced while attaching (8 attempts)")
+        _BOTS.add(self)
+
+    def __repr__(self):
+        state = ("closed" if self._closed else "forked" if self._forked
+                 else "disabled" if self._header is None else self.path)
+        return f"<ringside.Bot {self.name} ({state})>"
 
     @property
     def enabled(self):
-        return self._mm is not None
+        """True while this process writes the bot's file."""
+        return self._header is not None and not self._closed and not self._forked
 
-    def _attach_once(self, capacity, max_metrics, mode):
+    # MARK: Attaching
+
+    def _attach_once(self, lane_capacity, max_metrics, max_lanes, mode):
         path = self.path
         created = True
         try:
@@ -200,7 +459,7 @@ class Ring:
             try:
                 fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
             except FileNotFoundError:
-                return False
+                return False  # removed between the two opens
             except OSError as error:
                 raise self._open_error(error) from None
         except OSError as error:
@@ -210,18 +469,11 @@ class Ring:
                 os.fchmod(fd, mode)  # exactly the mode asked for, whatever the umask
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                raise RingError(f"ring {self.name}: {path} is not a regular file")
+                raise RingError(f"bot {self.name}: {path} is not a regular file")
             if info.st_uid != os.geteuid():
-                raise RingError(f"ring {self.name}: {path} is owned by uid {info.st_uid}, not {os.geteuid()}; "
-                                "rings are private to their user")
-            try:
-                fcntl.fcntl(fd, _F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, LOCK_BYTE_PRODUCER, 1, 0))
-            except OSError as error:
-                if error.errno in (errno.EAGAIN, errno.EACCES):
-                    pid = struct.unpack("<i", os.pread(fd, 4, 0xA0).ljust(4, b"\0"))[0]
-                    raise RingError(f"ring {self.name}: another producer is attached (pid {pid}); "
-                                    "a ring has one producer") from None
-                raise RingError(f"ring {self.name}: lock {path}: {error.strerror}") from None
+                raise RingError(f"bot {self.name}: {path} is owned by uid {info.st_uid}, not {os.geteuid()}; "
+                                "bot files are private to their user")
+            self._lock_producer_byte(fd)
             # Under the lock the file changes only through us: is it still the one at the path?
             info = os.fstat(fd)
             try:
@@ -234,119 +486,217 @@ class Ring:
                 return False
             size = info.st_size
             header = os.pread(fd, _LAYOUT.size, 0) if size >= HEADER_SIZE else b""
-            ready = len(header) == _LAYOUT.size and struct.unpack_from("<I", header, 8)[0] != 0
-            if ready:
-                capacity_log2, registry_capacity = self._validate(header, size)
-                if (capacity and capacity != 1 << capacity_log2) or (max_metrics and max_metrics != registry_capacity):
-                    raise RingError(f"ring {self.name}: it holds {1 << capacity_log2} records and {registry_capacity} "
-                                    f"metrics; asked for {capacity} and {max_metrics}")
-            else:
-                capacity_log2 = (capacity or DEFAULT_CAPACITY).bit_length() - 1
-                registry_capacity = max_metrics or DEFAULT_MAX_METRICS
-                size = HEADER_SIZE + registry_capacity * REGISTRY_ENTRY_SIZE + (RECORD_SIZE << capacity_log2)
-                try:
-                    # From zeros (a half-created file may hold anything); every page reserved now.
-                    os.ftruncate(fd, 0)
-                    os.posix_fallocate(fd, 0, size)
-                except OSError as error:
-                    if created:
-                        os.unlink(path)
-                    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-                        raise RingError(f"ring {self.name}: no space for {size} bytes at {path} "
-                                        "(is /dev/shm full?)") from None
-                    raise RingError(f"ring {self.name}: reserve {size} bytes for {path}: {error.strerror}") from None
-            # MAP_POPULATE (Python 3.10+): map every page now, not on the hot path's first touch.
-            self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                                 mmap.PROT_READ | mmap.PROT_WRITE)
+            version = struct.unpack_from("<I", header, 8)[0] if len(header) == _LAYOUT.size else 0
             self._fd = fd
-            self._size = size
-            self._capacity_log2 = capacity_log2
-            self._max_metrics = registry_capacity
-            if not ready:
-                self._initialise()
+            if version == 0:
+                self._create(created, lane_capacity, max_metrics, max_lanes)
+            else:
+                self._adopt(header, size, lane_capacity, max_metrics, max_lanes)
             return True
         except BaseException:
-            if self._fd != fd:
-                os.close(fd)
+            self._unmap()
+            self._fd = -1
+            os.close(fd)
             raise
 
     def _open_error(self, error):
         if error.errno == errno.ELOOP:
-            return RingError(f"ring {self.name}: {self.path} is a symbolic link; Ringside never follows links")
+            return RingError(f"bot {self.name}: {self.path} is a symbolic link; Ringside never follows links")
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return RingError(f"ring {self.name}: no space at {self.path} (is /dev/shm full?)")
-        return RingError(f"ring {self.name}: open {self.path}: {error.strerror} (errno {error.errno})")
+            return RingError(f"bot {self.name}: no space at {self.path} (is {self._directory} full?)")
+        return RingError(f"bot {self.name}: open {self.path}: {error.strerror} (errno {error.errno})")
 
-    def _validate(self, header, size):
-        """The capacity_log2 and registry capacity of a valid existing header, else RingError."""
+    def _lock_producer_byte(self, fd):
+        try:
+            fcntl.fcntl(fd, _F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, LOCK_BYTE_PRODUCER, 1, 0))
+        except OSError as error:
+            if error.errno in (errno.EAGAIN, errno.EACCES):
+                header = os.pread(fd, 0xA4, 0).ljust(0xA4, b"\0")
+                # Format version 1 kept the pid at 0xA0.
+                at = 0xA0 if struct.unpack_from("<I", header, 8)[0] == 1 else 0x98
+                pid = struct.unpack_from("<i", header, at)[0]
+                raise RingError(f"bot {self.name}: another producer is attached (pid {pid}); "
+                                "a bot has one process") from None
+            raise RingError(f"bot {self.name}: lock {self.path}: {error.strerror} (errno {error.errno})") from None
+
+    def _set_shape(self, capacity_log2, registry_capacity, max_lanes):
+        self._capacity_log2 = capacity_log2
+        self._registry_capacity = registry_capacity
+        self._max_lanes = max_lanes
+        self._geometry = _Geometry(capacity_log2, registry_capacity)
+        self._mask = (1 << capacity_log2) - 1
+
+    def _map(self, size, offset=0):
+        # MAP_POPULATE (Python 3.10+): map every page now, not on the hot path's first touch.
+        return mmap.mmap(self._fd, size, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                         mmap.PROT_READ | mmap.PROT_WRITE, offset=offset)
+
+    def _map_header(self):
+        self._header = self._map(self._geometry.lanes_offset)
+        self._hv = memoryview(self._header)
+        self._hq = self._hv.cast("Q")
+        self._hi = self._hv.cast("I")
+        self._hd = self._hv.cast("d")  # gauge_bits, stored as the double they are
+        self._cells_q = self._geometry.cells_offset // 8
+
+    def _space_error(self, size, error):
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return RingError(f"bot {self.name}: no space for {size} bytes at {self.path} (is {self._directory} full?)")
+        return RingError(f"bot {self.name}: reserve {size} bytes for {self.path}: {error.strerror} "
+                         f"(errno {error.errno})")
+
+    def _create(self, created, lane_capacity, max_metrics, max_lanes):
+        """A new file, or one whose creation never finished (version 0): lay it out under the lock."""
+        self._set_shape((lane_capacity or DEFAULT_LANE_CAPACITY).bit_length() - 1,
+                        max_metrics or DEFAULT_MAX_METRICS, max_lanes or DEFAULT_MAX_LANES)
+        g = self._geometry
+        try:
+            # From zeros (a half-created file may hold anything); the header part reserved now.
+            os.ftruncate(self._fd, 0)
+            os.posix_fallocate(self._fd, 0, g.lanes_offset)
+            self._map_header()
+        except OSError as error:
+            if created:
+                os.unlink(self.path)  # ours, and we still hold its lock
+            raise self._space_error(g.lanes_offset, error) from None
+        _LAYOUT.pack_into(self._header, 0, MAGIC, 0, HEADER_SIZE, RECORD_SIZE, self._capacity_log2,
+                          self._registry_capacity, REGISTRY_ENTRY_SIZE, g.registry_offset, g.cells_offset,
+                          g.lanes_offset, time.clock_gettime_ns(time.CLOCK_REALTIME),
+                          time.clock_gettime_ns(time.CLOCK_MONOTONIC), g.lane_size, g.lane_records_offset,
+                          self._max_lanes, METRIC_CELL_SIZE, LANE_HEADER_SIZE)
+        # "Release", written last: on x86-64 the layout's stores are visible before this one.
+        self._hi[_I_VERSION] = FORMAT_VERSION
+        self._start()
+
+    def _adopt(self, header, size, lane_capacity, max_metrics, max_lanes):
+        """An existing file: validated field by field, then taken over with its lanes retired."""
         (magic, version, header_size, record_size, capacity_log2, registry_capacity, entry_size,
-         registry_offset, records_offset, file_size, _, _) = _LAYOUT.unpack(header)
+         registry_offset, cells_offset, lanes_offset, _, _, lane_size, lane_records_offset, lanes,
+         cell_size, lane_header_size) = _LAYOUT.unpack(header)
 
         def corrupt(problem):
-            return RingError(f"ring {self.name}: {self.path} is corrupt: {problem}")
+            return RingError(f"bot {self.name}: {self.path} is corrupt: {problem}")
         if magic != MAGIC:
-            raise corrupt(f"bad magic {magic:#x}")
+            raise corrupt(f"bad magic {magic:#018x} (not a Ringside file)")
         if version != FORMAT_VERSION:
-            raise corrupt(f"format version {version}, this module writes {FORMAT_VERSION}")
-        if (header_size, record_size, entry_size) != (HEADER_SIZE, RECORD_SIZE, REGISTRY_ENTRY_SIZE):
-            raise corrupt("bad header, record or registry entry size")
-        if not MIN_CAPACITY_LOG2 <= capacity_log2 <= MAX_CAPACITY_LOG2 or not 1 <= registry_capacity <= MAX_MAX_METRICS:
-            raise corrupt("bad capacity_log2 or registry_capacity")
-        expected_records = HEADER_SIZE + registry_capacity * REGISTRY_ENTRY_SIZE
-        expected_size = expected_records + (RECORD_SIZE << capacity_log2)
-        if (registry_offset, records_offset, file_size) != (HEADER_SIZE, expected_records, expected_size):
-            raise corrupt("bad registry_offset, records_offset or file_size")
-        if size != expected_size:
-            raise corrupt(f"the file has {size} bytes; its header says {expected_size}")
-        return capacity_log2, registry_capacity
+            before = " (one ring per file, before lanes)" if version == 1 else ""
+            raise RingError(f"bot {self.name}: {self.path}: it is format version {version}{before}; this module "
+                            f"reads and writes version {FORMAT_VERSION} (a lane per thread): remove the file")
+        if not MIN_CAPACITY_LOG2 <= capacity_log2 <= MAX_CAPACITY_LOG2:
+            raise corrupt(f"capacity_log2 is {capacity_log2}, not {MIN_CAPACITY_LOG2} to {MAX_CAPACITY_LOG2}")
+        if not 1 <= registry_capacity <= MAX_MAX_METRICS:
+            raise corrupt(f"registry_capacity is {registry_capacity}, not 1 to {MAX_MAX_METRICS}")
+        if not 1 <= lanes <= MAX_LANES:
+            raise corrupt(f"max_lanes is {lanes}, not 1 to {MAX_LANES}")
+        g = _Geometry(capacity_log2, registry_capacity)
+        for field, value, expected in (
+                ("header_size", header_size, HEADER_SIZE), ("record_size", record_size, RECORD_SIZE),
+                ("registry_entry_size", entry_size, REGISTRY_ENTRY_SIZE),
+                ("metric_cell_size", cell_size, METRIC_CELL_SIZE),
+                ("lane_header_size", lane_header_size, LANE_HEADER_SIZE),
+                ("registry_offset", registry_offset, g.registry_offset), ("cells_offset", cells_offset, g.cells_offset),
+                ("lanes_offset", lanes_offset, g.lanes_offset), ("lane_size", lane_size, g.lane_size),
+                ("lane_records_offset", lane_records_offset, g.lane_records_offset)):
+            if value != expected:
+                raise corrupt(f"{field} is {value}, expected {expected}")
+        if size < g.lanes_offset:
+            raise corrupt(f"it has {size} bytes, less than the {g.lanes_offset} before its lanes")
+        if ((lane_capacity and lane_capacity != 1 << capacity_log2)
+                or (max_metrics and max_metrics != registry_capacity) or (max_lanes and max_lanes != lanes)):
+            raise RingError(f"bot {self.name}: {self.path} holds lanes of {1 << capacity_log2} records, "
+                            f"{registry_capacity} metrics and {lanes} lanes; asked for lanes of "
+                            f"{lane_capacity or 'any'} records, {max_metrics or 'any'} metrics and "
+                            f"{max_lanes or 'any'} lanes (remove the file to make it again, losing its contents)")
+        self._set_shape(capacity_log2, registry_capacity, lanes)
+        self._map_header()
+        self._load_registry(corrupt)
+        self._map_lanes(size, corrupt)
+        # Valid: only now is anything written. The process that held the lanes is gone (it held the lock).
+        for lane in self._lanes:
+            self._retire(lane)
+        self._start()
 
-    def _initialise(self):
-        mm = self._mm
-        records_offset = HEADER_SIZE + self._max_metrics * REGISTRY_ENTRY_SIZE
-        _LAYOUT.pack_into(mm, 0, MAGIC, 0, HEADER_SIZE, RECORD_SIZE, self._capacity_log2, self._max_metrics,
-                          REGISTRY_ENTRY_SIZE, HEADER_SIZE, records_offset, self._size,
-                          time.clock_gettime_ns(time.CLOCK_REALTIME), time.clock_gettime_ns(time.CLOCK_MONOTONIC))
-        # "Release", written last: on x86-64 the layout's stores are visible before this one.
-        memoryview(mm).cast("I")[_I_VERSION] = FORMAT_VERSION
-
-    def _map_state(self):
-        mm = self._mm
-        self._q = memoryview(mm).cast("Q")
-        self._i = memoryview(mm).cast("I")
-        q, i = self._q, self._i
-        self._records_offset = HEADER_SIZE + self._max_metrics * REGISTRY_ENTRY_SIZE
-        self._mask = (1 << self._capacity_log2) - 1
-        write, read, count = q[_Q_WRITE_CURSOR], q[_Q_READ_CURSOR], i[_I_METRIC_COUNT]
-        if read > write or write - read > self._mask + 1 or count > self._max_metrics:
-            self.close()
-            raise RingError(f"ring {self.name}: {self.path} is corrupt: cursors or metric count out of range")
+    def _load_registry(self, corrupt):
+        mm, count = self._header, self._hi[_I_METRIC_COUNT]
+        if count > self._registry_capacity:
+            raise corrupt(f"metric_count {count} exceeds registry_capacity {self._registry_capacity}")
         for index in range(count):
             offset = HEADER_SIZE + index * REGISTRY_ENTRY_SIZE
             entry_index, kind, unit, _, sample_every, name_length, labels_length, help_length = \
                 _ENTRY.unpack_from(mm, offset)
-            if (entry_index != index or kind not in (1, 2, 3) or unit > 5 or sample_every < 1
-                    or name_length > NAME_MAX or labels_length > LABELS_MAX or help_length > HELP_MAX):
-                self.close()
-                raise RingError(f"ring {self.name}: {self.path} is corrupt: registry entry {index} is invalid")
-            name = bytes(mm[offset + 0x18:offset + 0x18 + name_length]).decode("utf-8", "replace")
-            labels = bytes(mm[offset + 0x80:offset + 0x80 + labels_length])
-            self._metrics[(name, labels)] = (index, kind, unit, sample_every)
-        self._state = [write, read]  # the next cursor, and the consumer's as last seen
-        i[_I_PRODUCER_PID] = os.getpid()
-        q[_Q_PRODUCER_START] = time.clock_gettime_ns(time.CLOCK_REALTIME)
-        i[_I_ATTACHES] = (i[_I_ATTACHES] + 1) & 0xFFFFFFFF
-        q[_Q_HEARTBEAT] = time.clock_gettime_ns(_CLOCK_MONOTONIC_COARSE)
+            name = bytes(mm[offset + 0x18:offset + 0x18 + min(name_length, NAME_MAX)])
+            labels = bytes(mm[offset + 0x80:offset + 0x80 + min(labels_length, LABELS_MAX)])
+            help_bytes = bytes(mm[offset + 0x180:offset + 0x180 + min(help_length, HELP_MAX)])
+            problem = (f"its index field says {entry_index}" if entry_index != index
+                       else f"unknown kind {kind}" if kind not in _KIND_NAMES
+                       else f"unknown unit {unit}" if unit not in _UNIT_NAMES
+                       else "sample_every is 0" if sample_every < 1
+                       else f"its name is not an identifier of 1 to {NAME_MAX} bytes"
+                       if name_length > NAME_MAX or not _IDENTIFIER_BYTES.match(name)
+                       else f"labels length {labels_length}" if labels_length > LABELS_MAX
+                       else _labels_problem(labels) or (
+                           f"its help is longer than {HELP_MAX} bytes or holds a NUL"
+                           if help_length > HELP_MAX or b"\0" in help_bytes else None))
+            if problem:
+                raise corrupt(f"registry entry {index}: {problem}")
+            metric = _Metric(self.name, index, name.decode("ascii"), kind, unit, sample_every, labels)
+            self._metrics[(metric.name, labels)] = metric
+            self._entries.append(metric)
+            if kind == KIND_HISTOGRAM and sample_every > 1:
+                self._countdowns[index] = [1] * self._max_lanes
+
+    def _map_lanes(self, size, corrupt):
+        g, allocated = self._geometry, self._hi[_I_LANES_ALLOCATED]
+        if allocated > self._max_lanes:
+            raise corrupt(f"lanes_allocated {allocated} exceeds max_lanes {self._max_lanes}")
+        needed = g.lanes_offset + allocated * g.lane_size
+        if size < needed:
+            raise corrupt(f"it has {size} bytes, but its {allocated} lanes need {needed}")
+        capacity = 1 << self._capacity_log2
+        for index in range(allocated):
+            lane = _Lane(index, self._map(g.lane_size, g.lanes_offset + index * g.lane_size))
+            self._lanes.append(lane)
+            write, read = lane.q[_LQ_WRITE], lane.q[_LQ_READ]
+            if read > write:
+                raise corrupt(f"lane {index}'s read_cursor {read} is past its write_cursor {write}")
+            if write - read > capacity:
+                raise corrupt(f"lane {index}'s cursors (read {read}, write {write}) hold more records than "
+                              f"its capacity of {capacity}")
+
+    def _start(self):
+        """The producer's line of a freshly attached file: hints for readers (the lock is the truth)."""
+        hq, hi = self._hq, self._hi
+        hi[_I_PRODUCER_PID] = os.getpid()
+        hq[_Q_PRODUCER_START] = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        hi[_I_ATTACHES] = (hi[_I_ATTACHES] + 1) & _U32
+        hq[_Q_HEARTBEAT] = _coarse_ns()
+
+    def _unmap(self):
+        """Releases every view, then unmaps: a mapping would keep the file, and its lock, alive."""
+        for lane in self._lanes:
+            if lane.state is not None:
+                lane.close()
+        if self._header is not None:
+            for view in (self._hq, self._hi, self._hd, self._hv):
+                view.release()
+            self._header.close()
+            self._header = None
 
     def close(self):
-        """Unmaps the ring and releases its lock; its records stay for the collector."""
-        if self._mm is not None:
-            self._q.release()
-            self._i.release()
-            self._mm.close()
-            self._mm = None
-        if self._fd >= 0:
-            os.close(self._fd)  # releases the lock
-            self._fd = -1
+        """Retires every lane, unmaps the bot and releases its lock; its records stay for the collector.
+        No thread may use the bot afterwards: its handles' calls then raise RingError."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._header is not None and not self._forked and os.getpid() == self._owner_pid:
+                for lane in self._lanes:
+                    self._retire(lane)
+            self._unmap()
+            if self._fd >= 0:
+                os.close(self._fd)  # with the mappings gone, this releases the producer lock
+                self._fd = -1
+        _BOTS.discard(self)
 
     def __enter__(self):
         return self
@@ -354,25 +704,133 @@ class Ring:
     def __exit__(self, *exc):
         self.close()
 
-    # MARK: - Registration
+    def _disown(self):
+        """In a forked child: the file is the parent's. Write nothing to it, and let go of it."""
+        if self._header is None or self._closed or self._forked:
+            return
+        self._forked = True
+        self._lock = threading.RLock()  # a thread of the parent may have held it: not here
+        try:
+            self._unmap()
+        except BufferError:
+            pass  # an export we cannot release: the mapping stays, but nothing writes through it
+        os.close(self._fd)
+        self._fd = -1
+        os.write(2, (f"ringside: bot {self.name} is attached by pid {self._owner_pid}; this forked child (pid "
+                     f"{os.getpid()}) writes nothing to it: attach a bot of its own in the child\n").encode())
+
+    def _check_usable(self):
+        if self._closed:
+            raise RingError(f"bot {self.name} is closed")
+
+    # MARK: Lanes
+
+    def _retire(self, lane):
+        """Marks a lane free here and retired in the file. Under the lock (or alone, at attach)."""
+        lane.holder = None
+        lane.i[_LI_OWNER] = 0
+        # "Release": a reader that sees RETIRED sees the records and cells stored before it.
+        lane.i[_LI_STATE] = LANE_RETIRED
+
+    def _release(self, lane, thread):
+        """A thread ended: retire its lane, unless it was taken over, closed, or is the parent's."""
+        if os.getpid() != self._owner_pid:
+            return  # a forked child drops the parent's threads' locals: their lanes are the parent's
+        with self._lock:
+            if not self._closed and not self._forked and lane.holder is thread:
+                self._retire(lane)
+
+    def _claim(self):
+        """The calling thread's lane, claimed now (None: no lane), kept in its threading.local."""
+        thread = threading.current_thread()
+        with self._lock:
+            self._check_usable()
+            if self._forked:
+                return None
+            lane = self._take_lane_locked(thread)
+        self._local.lane = lane
+        if lane is not None:
+            self._local.release = _LaneRelease(self, lane, thread)
+        return lane
+
+    def _take_lane_locked(self, thread):
+        for lane in self._lanes:
+            holder = lane.holder
+            if holder is None or not holder.is_alive():
+                if holder is not None:
+                    self._retire(lane)  # its thread ended unseen: retired first, as its exit would have
+                self._hand_over(lane, thread)
+                return lane
+        if len(self._lanes) < self._max_lanes:
+            try:
+                lane = self._add_lane_locked()
+            except (OSError, ValueError) as error:
+                self._say_laneless(error)
+                return None
+            self._hand_over(lane, thread)
+            return lane
+        self._hq[_Q_LANES_EXHAUSTED] += 1  # a statistic only this process writes, under the lock
+        return None
+
+    def _add_lane_locked(self):
+        g, index = self._geometry, len(self._lanes)
+        offset = g.lanes_offset + index * g.lane_size
+        # The file grows by the lane, reserved first: a full /dev/shm fails here, never as SIGBUS.
+        os.posix_fallocate(self._fd, offset, g.lane_size)
+        lane = _Lane(index, self._map(g.lane_size, offset))
+        # A process that died while adding this lane may have written its header or cells.
+        lane.mm[:LANE_HEADER_SIZE + 8 * self._registry_capacity] = bytes(LANE_HEADER_SIZE + 8 * self._registry_capacity)
+        self._lanes.append(lane)
+        # "Release" (x86-64): one aligned 4-byte store, after the lane's pages and zeroed header.
+        self._hi[_I_LANES_ALLOCATED] = index + 1
+        return lane
+
+    def _hand_over(self, lane, thread):
+        q, i = lane.q, lane.i
+        # Go on from the lane's cursors: its last writer is done (it released the lane under
+        # this lock, or ended, or was another process, gone before we took the file's lock).
+        lane.state[0], lane.state[1] = q[_LQ_WRITE], q[_LQ_READ]
+        lane.holder = thread
+        now = _coarse_ns()
+        i[_LI_CLAIMS] = (i[_LI_CLAIMS] + 1) & _U32
+        i[_LI_OWNER] = threading.get_native_id()
+        q[_LQ_HEARTBEAT] = now
+        # "Release": a reader that sees ACTIVE sees the owner and claim count stored before it.
+        i[_LI_STATE] = LANE_ACTIVE
+        self._hq[_Q_HEARTBEAT] = now
+
+    def _say_laneless(self, error):
+        if self._said_laneless:
+            return
+        self._said_laneless = True
+        print(f"ringside: bot {self.name}: lane {len(self._lanes)} could not be added to {self.path}: {error}: "
+              "a thread without a lane keeps its counts and gauges, and counts its records as dropped",
+              file=sys.stderr)
+
+    # MARK: Registration
 
     def histogram(self, name, unit="none", labels=None, help="", sample_every=1):
-        """Registers (or finds again) a histogram; record() takes ints in `unit` (ns, us, ms, s, bytes, none)."""
-        return Histogram(self, *self._register(name, KIND_HISTOGRAM, unit, labels, help, sample_every))
+        """Registers (or finds again) a histogram; record() takes ints in `unit` (ns, us, ms, s,
+        bytes, none). sample_every=N writes 1 call in N (per thread); the collector scales counts by N."""
+        metric = self._register(name, KIND_HISTOGRAM, unit, labels, help, sample_every)
+        return Histogram(metric, self._histogram_record(metric))
 
-    def counter(self, name, labels=None, help="", sample_every=1):
-        """Registers (or finds again) a counter: increments that add up to a total."""
-        return Counter(self, *self._register(name, KIND_COUNTER, "none", labels, help, sample_every))
+    def counter(self, name, labels=None, help=""):
+        """Registers (or finds again) a counter: increments that add up to an exact total."""
+        metric = self._register(name, KIND_COUNTER, "none", labels, help, 1)
+        return Counter(metric, self._counter_increment(metric))
 
     def gauge(self, name, unit="none", labels=None, help=""):
-        """Registers (or finds again) a gauge: a float set now and then."""
-        return Gauge(self, *self._register(name, KIND_GAUGE, unit, labels, help, 1))
+        """Registers (or finds again) a gauge: a float set now and then, from any thread."""
+        metric = self._register(name, KIND_GAUGE, unit, labels, help, 1)
+        return Gauge(metric, self._gauge_set(metric))
 
     def _register(self, name, kind, unit, labels, help, sample_every):
         def invalid(reason):
-            return RingError(f"ring {self.name}: metric {name}: {reason}")
+            return RingError(f"bot {self.name}: metric {name}: {reason}")
         if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name.encode()) > NAME_MAX:
-            raise invalid(f"a name matches [a-zA-Z_][a-zA-Z0-9_]* and has at most {NAME_MAX} bytes")
+            raise RingError(f"bot {self.name}: metric name {name!r} must match [a-zA-Z_][a-zA-Z0-9_]* "
+                            f"and have at most {NAME_MAX} bytes")
         if unit not in UNITS:
             raise invalid(f"unknown unit {unit!r}; one of {', '.join(UNITS)}")
         try:
@@ -381,117 +839,284 @@ class Ring:
             raise invalid(str(error)) from None
         help_bytes = (help or "").encode("utf-8")
         if len(help_bytes) > HELP_MAX or b"\0" in help_bytes:
-            raise invalid(f"the help text must be at most {HELP_MAX} bytes without NUL")
-        if not isinstance(sample_every, int) or sample_every < 1 or sample_every > 0xFFFFFFFF:
-            raise invalid("sample_every must be an integer of at least 1")
+            raise invalid(f"the help text must be at most {HELP_MAX} bytes, without NUL")
+        if not isinstance(sample_every, int) or not 1 <= sample_every <= _U32:
+            raise invalid(f"sample_every {sample_every!r} must be an integer from 1 to 2^32-1")
         unit_code = UNITS[unit]
-        existing = self._metrics.get((name, encoded))
-        if existing:
-            index, old_kind, old_unit, old_every = existing
-            if (old_kind, old_unit, old_every) != (kind, unit_code, sample_every):
-                raise RingError(f"ring {self.name}: metric {name} exists with another kind, unit or sampling")
-            return index, sample_every
-        index = len(self._metrics)
-        if index >= self._max_metrics:
-            raise RingError(f"ring {self.name}: the registry is full ({self._max_metrics} metrics)")
-        if self._mm is not None:
-            mm = self._mm
-            offset = HEADER_SIZE + index * REGISTRY_ENTRY_SIZE
-            name_bytes = name.encode("utf-8")
-            mm[offset:offset + REGISTRY_ENTRY_SIZE] = bytes(REGISTRY_ENTRY_SIZE)
-            _ENTRY.pack_into(mm, offset, index, kind, unit_code, 0, sample_every,
-                             len(name_bytes), len(encoded), len(help_bytes))
-            mm[offset + 0x18:offset + 0x18 + len(name_bytes)] = name_bytes
-            mm[offset + 0x80:offset + 0x80 + len(encoded)] = encoded
-            mm[offset + 0x180:offset + 0x180 + len(help_bytes)] = help_bytes
-            # "Release": the entry's stores are visible before the count's (x86-64, see above).
-            self._i[_I_METRIC_COUNT] = index + 1
-        self._metrics[(name, encoded)] = (index, kind, unit_code, sample_every)
-        return index, sample_every
+        with self._lock:
+            self._check_usable()
+            if self._forked:
+                raise RingError(f"bot {self.name}: this process (pid {os.getpid()}) is a fork of pid "
+                                f"{self._owner_pid}, which attached the bot: attach a bot of its own in the child")
+            existing = self._metrics.get((name, encoded))
+            if existing:
+                if (existing.kind, existing.unit, existing.sample_every) != (kind, unit_code, sample_every):
+                    shown = "{" + encoded.decode().replace("\n", ",") + "}" if encoded else ""
+                    raise RingError(
+                        f"bot {self.name}: metric {name}{shown} is already registered as {_KIND_NAMES[existing.kind]} "
+                        f"in {_UNIT_NAMES[existing.unit]} sampled 1 in {existing.sample_every}; asked for "
+                        f"{_KIND_NAMES[kind]} in {unit} sampled 1 in {sample_every}")
+                return existing
+            index = len(self._entries)
+            if index >= self._registry_capacity:
+                raise invalid(f"the registry is full ({self._registry_capacity} metrics); a bot file made with "
+                              "a larger max_metrics holds more")
+            if self._header is not None:
+                mm = self._header
+                offset = HEADER_SIZE + index * REGISTRY_ENTRY_SIZE
+                name_bytes = name.encode("ascii")
+                mm[offset:offset + REGISTRY_ENTRY_SIZE] = bytes(REGISTRY_ENTRY_SIZE)
+                _ENTRY.pack_into(mm, offset, index, kind, unit_code, 0, sample_every,
+                                 len(name_bytes), len(encoded), len(help_bytes))
+                mm[offset + 0x18:offset + 0x18 + len(name_bytes)] = name_bytes
+                mm[offset + 0x80:offset + 0x80 + len(encoded)] = encoded
+                mm[offset + 0x180:offset + 0x180 + len(help_bytes)] = help_bytes
+                # "Release": the entry's stores are visible before the count's (x86-64, see above).
+                self._hi[_I_METRIC_COUNT] = index + 1
+            metric = _Metric(self.name, index, name, kind, unit_code, sample_every, encoded)
+            if sample_every > 1:
+                self._countdowns[index] = [1] * max(self._max_lanes, 1)
+            self._metrics[(name, encoded)] = metric
+            self._entries.append(metric)
+            return metric
 
-    # MARK: - Counters of this ring
+    # MARK: Counters of this bot
+
+    def _readable(self):
+        self._check_usable()
+        return self._header is not None and not self._forked
+
+    @property
+    def lanes_allocated(self):
+        """Lanes in the file now (a thread's first call may add one)."""
+        return self._hi[_I_LANES_ALLOCATED] if self._readable() else 0
+
+    @property
+    def metric_count(self):
+        """Registry entries published."""
+        return self._hi[_I_METRIC_COUNT] if self._readable() else len(self._entries)
 
     @property
     def records_written(self):
-        return self._q[_Q_WRITE_CURSOR] if self._mm is not None else 0
+        """Records published, summed over the lanes."""
+        return sum(lane.q[_LQ_WRITE] for lane in list(self._lanes)) if self._readable() else 0
 
     @property
     def records_dropped(self):
-        return self._q[_Q_DROPPED] if self._mm is not None else 0
+        """Records lost, summed over the lanes (full lanes), plus the histogram and gauge records
+        of threads that found no lane."""
+        if not self._readable():
+            return 0
+        lost = sum(lane.q[_LQ_DROPPED] for lane in list(self._lanes))
+        return lost + sum(self._hq[self._cells_q + 4 * m.index + _CELL_UNLANED]
+                          for m in list(self._entries) if m.kind != KIND_COUNTER)
 
-    # MARK: - The hot path
+    # MARK: The slow path
 
-    def _writer(self, index, kind, pack, sample_every):
-        """The write function of one metric: a closure over the mapping, so a call costs one
-        Python call. Returns True if a record was written; False when sampling skipped the call,
-        the ring was full (a counted drop) or the ring is disabled."""
-        if self._mm is None:
-            return lambda value: False
-        mm, q, mask, base, state = self._mm, self._q, self._mask, self._records_offset, self._state
-        # CLOCK_MONOTONIC rather than the format's CLOCK_MONOTONIC_COARSE: the same origin, and
-        # from Python the cheaper call (clock_gettime_ns(id) parses its argument).
-        clock = time.monotonic_ns
-        # The record's last 8 bytes (metric, kind, flags 0, reserved 0) as one little-endian word.
-        tail = index | kind << 32
-        # Header fields as locals: a closure's cell is cheaper than a module global.
-        read_at, dropped_at, write_at, heartbeat_at = _Q_READ_CURSOR, _Q_DROPPED, _Q_WRITE_CURSOR, _Q_HEARTBEAT
+    def _slow(self, metric, value, sample):
+        """Every call the hot path does not finish: a thread's first call, a thread without a
+        lane, a full lane, a bad value, a closed, disabled or forked bot. `sample`: the call has
+        not been through sampling yet. Returns what the handle's call returns."""
+        value = metric.check(value)
+        if self._forked or os.getpid() != self._owner_pid:
+            return False  # the parent's file: nothing, quietly (the child was told on stderr)
+        self._check_usable()
+        if self._header is None:
+            return False  # disabled
+        lane = getattr(self._local, "lane", _UNCLAIMED)
+        if lane is _UNCLAIMED:
+            lane = self._claim()
+        kind, index = metric.kind, metric.index
+        if kind == KIND_GAUGE:
+            cell = self._cells_q + 4 * index
+            self._hd[cell + _CELL_GAUGE_BITS] = value
+            self._hq[cell + _CELL_GAUGE_SET] = 1  # "release": after gauge_bits
+        if lane is None:
+            # No lane: what the thread cannot keep apart goes to the metric's shared cell, under
+            # the lock, Python's stand-in for an atomic add.
+            unlaned = self._cells_q + 4 * index + _CELL_UNLANED
+            with self._lock:
+                self._check_usable()
+                if kind == KIND_COUNTER:
+                    self._hq[unlaned] = (self._hq[unlaned] + value) & _U64
+                    return None
+                if sample and metric.sample_every > 1:
+                    left = self._laneless_countdowns.get(index, 1)
+                    self._laneless_countdowns[index] = left - 1 if left > 1 else metric.sample_every
+                    if left > 1:
+                        return False
+                self._hq[unlaned] += 1  # a record dropped: no lane to write it to
+            return False
+        q = lane.q
+        if kind == KIND_COUNTER:
+            q[_LQ_CELLS + index] = (q[_LQ_CELLS + index] + value) & _U64  # 2^64 wraps, as in C
+            return None
+        if sample and metric.sample_every > 1:
+            countdowns = self._countdowns[index]
+            left = countdowns[lane.index]
+            countdowns[lane.index] = left - 1 if left > 1 else metric.sample_every
+            if left > 1:
+                return False
+        # The hot path's steps, spelled out (see _histogram_record).
+        state, mask = lane.state, self._mask
+        cursor = state[0]
+        if cursor - state[1] > mask and cursor - lane.refresh_read() > mask:
+            # Full: drop the record and count it, in the lane and in the lane's cell of the metric.
+            q[_LQ_DROPPED] += 1
+            q[_LQ_CELLS + index] += 1
+            return False
+        now = time.monotonic_ns()
+        offset = self._geometry.lane_records_offset + ((cursor & mask) << 5)
+        if kind == KIND_GAUGE:
+            _GAUGE_RECORD.pack_into(lane.mv, offset, now, value, cursor, index | KIND_GAUGE << 32)
+        else:
+            _RECORD.pack_into(lane.mv, offset, now, value, cursor, index | KIND_HISTOGRAM << 32)
+        state[0] = cursor + 1
+        q[_LQ_WRITE] = cursor + 1  # "release": publishes the record above
+        q[_LQ_HEARTBEAT] = now
+        return True
 
-        def write(value):
-            cursor = state[0]
-            if cursor - state[1] > mask:
-                state[1] = q[read_at]
-                if cursor - state[1] > mask:
-                    q[dropped_at] += 1  # only this producer writes it
-                    return False
-            now = clock()
-            pack(mm, base + ((cursor & mask) << 5), now, value, cursor, tail)  # a record is 32 bytes
-            state[0] = cursor + 1
-            q[write_at] = cursor + 1  # "release" (x86-64 TSO): publishes the record above
-            q[heartbeat_at] = now
-            return True
+    # MARK: The hot paths
 
-        if sample_every == 1:
-            return write
-        left = 1
+    # Each handle's call is a closure over the bot's constants, so a call costs one Python call.
+    # It finishes the common case (a thread holding a lane with room, a good value) and leaves
+    # every other case to _slow: any exception on the way (no lane yet: AttributeError; a
+    # closed lane or a bad value: TypeError, ValueError, struct.error) lands there too, and
+    # _slow says what went wrong. The clock is CLOCK_MONOTONIC rather than the format's
+    # CLOCK_MONOTONIC_COARSE: the same origin, and from Python the cheaper call
+    # (clock_gettime_ns(id) parses its argument).
+
+    def _inert(self, metric):
+        """A disabled bot's call: checks its argument, writes nothing."""
+        def call(value):
+            self._check_usable()
+            metric.check(value)
+            return False if metric.kind != KIND_COUNTER else None
+        return call
+
+    def _histogram_record(self, metric):
+        if self._header is None:
+            return self._inert(metric)
+        local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _RECORD.pack_into
+        base = self._geometry.lane_records_offset
+        tail = metric.index | KIND_HISTOGRAM << 32  # metric, kind, flags 0, reserved 0: one word
+        write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
+
+        def record(value):
+            try:
+                lane = local.lane
+                state = lane.state
+                cursor = state[0]
+                if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
+                    now = clock()
+                    pack(lane.mv, base + ((cursor & mask) << 5), now, value, cursor, tail)  # 32-byte records
+                    state[0] = cursor + 1
+                    q = lane.q
+                    q[write_at] = cursor + 1  # "release" (x86-64 TSO): publishes the record above
+                    q[heartbeat_at] = now
+                    return True
+            except Exception:
+                pass
+            return slow(metric, value, False)
+
+        every = metric.sample_every
+        if every == 1:
+            return record
+        countdowns = self._countdowns[metric.index]  # per lane, as the C library keeps them
+        write = record
 
         def sampled(value):
-            nonlocal left
+            try:
+                n = local.lane.index
+                left = countdowns[n]
+            except Exception:
+                return slow(metric, value, True)  # no lane yet, or none; a closed or forked bot
             if left > 1:
-                left -= 1
+                countdowns[n] = left - 1
+                if value.__class__ is not int or not 0 <= value <= _U64:
+                    metric.check(value)  # a skipped call refuses a bad value too
                 return False
-            left = sample_every
+            countdowns[n] = every
             return write(value)
         return sampled
 
+    def _counter_increment(self, metric):
+        if self._header is None:
+            inert = self._inert(metric)
+            return lambda by=1: inert(by)
+        local, slow, at = self._local, self._slow, _LQ_CELLS + metric.index
+
+        def increment(by=1):
+            try:
+                if by >= 0:
+                    q = local.lane.q
+                    q[at] += by  # the lane's cell: only its holder writes it, so load + store is exact
+                    return
+            except Exception:
+                pass
+            slow(metric, by, False)
+        return increment
+
+    def _gauge_set(self, metric):
+        if self._header is None:
+            return self._inert(metric)
+        local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _GAUGE_RECORD.pack_into
+        base = self._geometry.lane_records_offset
+        tail = metric.index | KIND_GAUGE << 32
+        hd, hq = self._hd, self._hq
+        bits_at = self._cells_q + 4 * metric.index + _CELL_GAUGE_BITS
+        set_at = self._cells_q + 4 * metric.index + _CELL_GAUGE_SET
+        write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
+
+        def set(value):
+            try:
+                # The metric's shared cell: any thread may set it, the last store wins.
+                hd[bits_at] = value
+                hq[set_at] = 1  # "release": after gauge_bits
+                lane = local.lane
+                state = lane.state
+                cursor = state[0]
+                if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
+                    now = clock()
+                    pack(lane.mv, base + ((cursor & mask) << 5), now, value, cursor, tail)
+                    state[0] = cursor + 1
+                    q = lane.q
+                    q[write_at] = cursor + 1  # "release": publishes the record above
+                    q[heartbeat_at] = now
+                    return True
+            except Exception:
+                pass
+            return slow(metric, value, False)
+        return set
+
+
+# MARK: - Handles
 
 class Histogram:
-    """A histogram's handle: record(value) takes a non-negative int in the metric's unit."""
-    __slots__ = ("index", "record")
+    """A histogram's handle: record(value) takes an int from 0 to 2^64-1 in the metric's unit.
+    Returns True if a record was written; False if sampling skipped it, the lane was full or the
+    thread has none (a counted drop), or the bot is disabled or belongs to a parent process."""
+    __slots__ = ("index", "name", "record")
 
-    def __init__(self, ring, index, sample_every):
-        self.index = index
-        self.record = ring._writer(index, KIND_HISTOGRAM, _RECORD.pack_into, sample_every)
+    def __init__(self, metric, record):
+        self.index, self.name, self.record = metric.index, metric.name, record
 
 
 class Counter:
-    """A counter's handle: increment(by=1)."""
-    __slots__ = ("index", "_write")
+    """A counter's handle: increment(by=1) adds an int from 0 to 2^64-1; exact, whatever the lanes hold."""
+    __slots__ = ("index", "name", "increment")
 
-    def __init__(self, ring, index, sample_every):
-        self.index = index
-        self._write = ring._writer(index, KIND_COUNTER, _RECORD.pack_into, sample_every)
-
-    def increment(self, by=1):
-        return self._write(by)
+    def __init__(self, metric, increment):
+        self.index, self.name, self.increment = metric.index, metric.name, increment
 
 
 class Gauge:
-    """A gauge's handle: set(value) takes a float."""
-    __slots__ = ("index", "set")
+    """A gauge's handle: set(value) takes a float; the last value set, by any thread, is kept
+    exactly, and a record of it (for windowed min and max) may be dropped like any other."""
+    __slots__ = ("index", "name", "set")
 
-    def __init__(self, ring, index, sample_every):
-        self.index = index
-        self.set = ring._writer(index, KIND_GAUGE, _GAUGE_RECORD.pack_into, 1)
+    def __init__(self, metric, set):
+        self.index, self.name, self.set = metric.index, metric.name, set
 
 
 # MARK: - The benchmark: python3 ringside.py --bench
@@ -502,18 +1127,25 @@ def _bench(calls, repeats):
     import tempfile
     directory = tempfile.mkdtemp(prefix="ringside-pybench.", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
-        with Ring("bench", directory=directory, capacity=1 << 20) as ring:
-            histogram = ring.histogram("latency", unit="ns")
-            counter = ring.counter("orders")
-            gauge = ring.gauge("exposure")
+        with attach("bench", directory=directory, lane_capacity=1 << 20) as bot:
+            histogram = bot.histogram("latency", unit="ns")
+            sampled = bot.histogram("sampled_latency", unit="ns", sample_every=8)
+            counter = bot.counter("orders")
+            gauge = bot.gauge("exposure")
             clock = time.perf_counter_ns
 
+            for call in (histogram.record, sampled.record, gauge.set):
+                call(1)  # the lane is claimed (and its pages mapped) before any timing
+            counter.increment()
+
             def consume():
-                # The benchmark is its own consumer, between timed runs: the ring never fills.
-                ring._q[_Q_READ_CURSOR] = ring._q[_Q_WRITE_CURSOR]
+                # The benchmark is its own consumer, between timed runs: its lane never fills.
+                for lane in bot._lanes:
+                    lane.q[_LQ_READ] = lane.q[_LQ_WRITE]
 
             rows = {
                 "histogram.record": lambda n: [histogram.record(v) for v in range(n)],
+                "histogram.record 1 in 8": lambda n: [sampled.record(v) for v in range(n)],
                 "counter.increment": lambda n: [counter.increment() for _ in range(n)],
                 "gauge.set": lambda n: [gauge.set(0.5) for _ in range(n)],
                 "time.perf_counter_ns": lambda n: [clock() for _ in range(n)],
@@ -529,7 +1161,8 @@ def _bench(calls, repeats):
                     elapsed = (time.perf_counter_ns() - start) / calls
                     best = elapsed if best is None else min(best, elapsed)
                 results[row] = best
-            results["dropped"] = ring.records_dropped
+            results["dropped"] = bot.records_dropped
+            results["lanes"] = bot.lanes_allocated
             return results
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -549,9 +1182,9 @@ def main(argv):
     print(f"CPython {platform.python_version()} on {platform.machine()}: ns per call, best of {repeats} x {calls:,}"
           " (the loop's own cost included; 'empty loop' shows it)")
     for row, value in results.items():
-        if row != "dropped":
-            print(f"  {row:<22} {value:8.1f}")
-    print(f"  dropped {results['dropped']}")
+        if row not in ("dropped", "lanes"):
+            print(f"  {row:<24} {value:8.1f}")
+    print(f"  dropped {results['dropped']}, lanes {results['lanes']}")
     return 0
 
 
