@@ -1215,7 +1215,7 @@ rs_producer *rs_bot_exclusive_producer(rs_bot *bot, rs_error *error) {
         rsp_fail(error, bot->name, RS_E_NO_LANE, "every one of its %u lanes is held, by threads or exclusive producers "
                  "(max_lanes is chosen when the file is made)", (unsigned)bot->max_lanes);
     } else {
-        rsp_fail(error, bot->name, RS_E_NO_LANE, "no lane could be added to %.700s: %s (errno %d)", bot->path,
+        rsp_fail(error, bot->name, lane, "no lane could be added to %.700s: %s (errno %d)", bot->path,
                  strerror(-lane), -lane);
     }
     return NULL;

@@ -48,7 +48,12 @@ final class BotAttachment: @unchecked Sendable {
             return rs_bot_attach(&bot, name, &options, &error)
         }
         guard code == 0, let bot else {
-            throw ringError(error, name: name, path: ringDirectory.filePath(for: name), directory: ringDirectory)
+            // What a new file reserves first: the part before its lanes.
+            let capacity = request.laneCapacity > 0 ? request.laneCapacity : 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2)
+            let metrics = request.maxMetrics > 0 ? request.maxMetrics : Int(RS_DEFAULT_REGISTRY_CAPACITY)
+            let headerBytes = Int(rs_geometry_of(UInt32(capacity.trailingZeroBitCount), UInt32(metrics)).lanes_offset)
+            throw ringError(error, name: name, path: ringDirectory.filePath(for: name), directory: ringDirectory,
+                            bytes: headerBytes)
         }
         return BotAttachment(name: name, pointer: bot)
     }
@@ -60,6 +65,16 @@ final class BotAttachment: @unchecked Sendable {
     }
 
     var isEnabled: Bool { pointer.pointee.enabled != 0 }
+
+    /// Bytes one lane of this bot's file takes.
+    var laneBytes: Int { Int(rs_geometry_of(pointer.pointee.capacity_log2, pointer.pointee.registry_capacity).lane_size) }
+
+    /// Removes the file while this process still holds its lock, if it is as new as it gets
+    /// (no lane, no metric): what a failed attach made, and nobody else has used.
+    func removeIfUnused() {
+        guard isEnabled, rs_bot_lanes_allocated(pointer) == 0, rs_bot_metric_count(pointer) == 0 else { return }
+        unlink(rs_bot_path(pointer))
+    }
 
     /// Registers (or finds again) a metric; checks its arguments in Swift first, for typed errors.
     func register(_ metricName: String, kind: MetricKind, unit: MetricUnit, labels: [String: String],
@@ -95,7 +110,7 @@ final class BotAttachment: @unchecked Sendable {
             case RS_E_REGISTRY_FULL:
                 throw .registryFull(ring: self.name, capacity: Int(pointer.pointee.registry_capacity))
             case RS_E_INVALID: throw invalid(reason)
-            default: throw Self.ringError(error, name: self.name, path: path ?? "", directory: RingDirectory())
+            default: throw Self.ringError(error, name: self.name, path: path ?? "", directory: RingDirectory(), bytes: 0)
             }
         }
         return metric
@@ -119,8 +134,8 @@ final class BotAttachment: @unchecked Sendable {
         return text.hasPrefix(prefix) ? String(text.dropFirst(prefix.count)) : text
     }
 
-    /// The typed error for an attach failure.
-    static func ringError(_ error: rs_error, name: String, path: String, directory: RingDirectory) -> RingError {
+    /// The typed error for an attach failure; `bytes`: what a full directory could not hold.
+    static func ringError(_ error: rs_error, name: String, path: String, directory: RingDirectory, bytes: Int) -> RingError {
         let reason = message(error, name: name)
         switch error.code {
         case RS_E_PRODUCER_ALIVE: return .producerAlive(ring: name, pid: error.pid)
@@ -137,7 +152,7 @@ final class BotAttachment: @unchecked Sendable {
         case RS_E_INVALID: return .invalidOptions(ring: name, reason: reason)
         case RS_E_NOT_READY: return .system(ring: name, operation: "attach: the file kept being replaced", errno: EAGAIN)
         case RS_E_TOO_MANY_BOTS, RS_E_NO_LANE, RS_E_FORKED: return .unavailable(ring: name, reason: reason)
-        case -ENOSPC, -EDQUOT: return .noSpace(ring: name, path: path, bytes: 0)
+        case -ENOSPC, -EDQUOT: return .noSpace(ring: name, path: path, bytes: bytes)
         case -EACCES, -EPERM: return .permissionDenied(ring: name, path: path, reason: reason)
         case -ELOOP: return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
         case -ENOENT: return MappedRingFile.openError(ENOENT, name: name, path: path, directory: directory)

@@ -268,12 +268,13 @@ final class MappedRingFile {
         guard let size = currentFileSize, size >= needed else {
             throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: currentFileSize ?? 0, expected: needed))
         }
-        for index in lanes.count..<allocated {
+        let before = lanes.count
+        for index in before..<allocated {
             let base = try Self.map(descriptor, size: layout.laneSize, offset: layout.fileSize(lanes: index),
                                     role: role, name: name)
             lanes.append(Mapping(base: base, size: layout.laneSize))
         }
-        return allocated - lanes.count
+        return allocated - before
     }
 
     /// A field at `offset` in lane `lane`'s 256-byte header.

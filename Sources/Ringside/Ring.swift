@@ -65,7 +65,11 @@ public final class Ring {
         self.attachment = attachment
         var error = rs_error()
         guard let producer = rs_bot_exclusive_producer(attachment.pointer, &error) else {
-            throw BotAttachment.ringError(error, name: attachment.name, path: attachment.path ?? "", directory: RingDirectory())
+            let path = attachment.path ?? ""
+            // A new file whose one lane did not fit is not left behind for nothing.
+            if error.code == -ENOSPC || error.code == -EDQUOT { attachment.removeIfUnused() }
+            throw BotAttachment.ringError(error, name: attachment.name, path: path, directory: RingDirectory(),
+                                          bytes: attachment.laneBytes)
         }
         self.producer = producer
         name = attachment.name
@@ -86,7 +90,8 @@ public final class Ring {
         do { _ = try RingLayout(capacity: options.capacity, registryCapacity: options.maxMetrics, maxLanes: 1) } catch {
             throw .invalidOptions(ring: name, reason: error.reason)
         }
-        // A new file gets one lane; an existing one (a multi-threaded bot's, say) keeps its lanes.
+        // A new file gets one lane; an existing one (a multi-threaded bot's, say) keeps its lanes
+        // (its lane capacity must be the one asked for, as the registry size must).
         let request = BotAttachment.Request(laneCapacity: options.capacity, maxMetrics: options.maxMetrics, maxLanes: 0,
                                             fileMode: options.fileMode, onIncompatible: options.onIncompatible)
         return try Ring(attachment: BotAttachment.attach(name, directory: directory, request: request))

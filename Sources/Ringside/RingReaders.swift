@@ -99,8 +99,9 @@ public struct RingStatus: Sendable, Equatable {
     /// Each lane, by index.
     public let lanes: [LaneStatus]
 
-    /// Records published and not yet consumed, in every lane.
-    public var backlog: UInt64 { writeCursor - readCursor }
+    /// Records published and not yet consumed, in every lane. The totals may each wrap (a lane's
+    /// cursors are free-running); their difference, taken modulo 2^64, is still the lanes' sum.
+    public var backlog: UInt64 { writeCursor &- readCursor }
 
     /// Wall-clock nanoseconds of a record's (monotonic) timestamp.
     public func realtimeNanos(ofMonotonic timestamp: UInt64) -> UInt64 {
@@ -327,7 +328,10 @@ package final class RingConsumer {
             drainedByLane.append((lane, count))
             total += count
         }
-        guard total > 0 else { return 0 }
+        guard total > 0 else {
+            try file.checkNotTruncated() // a lane read as zeros has nothing to hand over: say why
+            return 0
+        }
         // Records read from a file truncated meanwhile were zeros (kind 0, which no metric has:
         // a validating body rejects them); the file is reported truncated, its cursors left alone.
         try file.checkNotTruncated()

@@ -240,7 +240,8 @@ void rs_bot_release_thread_lane(rs_bot *bot);
 /**
  * Claims a lane for the caller's own use, not tied to a thread: the caller guarantees one
  * thread at a time uses it (the Swift single-ring API, benchmarks). It stays held until detach.
- * Returns NULL and fills *error (RS_E_NO_LANE) when every lane is taken; a disabled bot returns
+ * Returns NULL and fills *error when no lane can be had: RS_E_NO_LANE when every lane is taken,
+ * -errno when one could not be added (-ENOSPC: the directory is full); a disabled bot returns
  * its writes-nothing producer.
  */
 rs_producer *rs_bot_exclusive_producer(rs_bot *bot, rs_error *error);
