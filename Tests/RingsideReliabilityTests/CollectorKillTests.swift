@@ -72,6 +72,11 @@ extension ReliabilityTests {
                             "life \(index): began at value \(String(describing: window["min"])), the stored cursor was \(before)")
                     #expect(uint(window["max"]) == before + drained, "life \(index): values not contiguous")
                     #expect(before + drained <= after, "life \(index): exported \(drained) records past the cursor it freed")
+                    // What this life showed of the lane agrees with itself: written == consumed + backlog.
+                    for lane in ring["lanes"] as? [[String: Any]] ?? [] {
+                        #expect(uint(lane["records_total"]) == uint(lane["consumed_total"]).flatMap { consumed in
+                            uint(lane["backlog"]).map { consumed + $0 } }, "life \(index): lane \(lane)")
+                    }
                 }
 
                 for index in 0..<20 { try life(index, killAfterMicroseconds: UInt32.random(in: 0...500_000)) }
@@ -85,6 +90,15 @@ extension ReliabilityTests {
                 #expect(ring.writeCursor == drainedOverAllLives + ring.backlog, "written == drained + still in ring")
                 #expect(counts.attempts == drainedOverAllLives + ring.dropped + ring.backlog)
                 #expect(ring.backlog == 0, "the last life drained the ring")
+                // The same identities per lane (the producer's one lane), and the bot's figures its sums.
+                #expect(ring.lanes.count == 1 && ring.unlanedDropped == 0)
+                for lane in ring.lanes {
+                    #expect(lane.writeCursor == lane.readCursor + lane.backlog, "lane \(lane.index): written == consumed + backlog")
+                    #expect(lane.writeCursor + lane.dropped == counts.attempts, "lane \(lane.index): attempts == written + dropped")
+                }
+                #expect(ring.writeCursor == ring.lanes.reduce(0) { $0 + $1.writeCursor }
+                        && ring.readCursor == ring.lanes.reduce(0) { $0 + $1.readCursor }
+                        && ring.dropped == ring.lanes.reduce(0) { $0 + $1.dropped })
                 #expect(exportedLives >= 1, "no life lived long enough to dump")
                 print("collector kills: 20 SIGKILLs and a SIGTERM; \(counts.attempts) attempts = \(drainedOverAllLives) drained "
                     + "+ \(ring.dropped) dropped + \(ring.backlog) in the ring; \(exportedLives) lives checked by their dumps")

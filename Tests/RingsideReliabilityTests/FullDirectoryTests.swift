@@ -1,3 +1,4 @@
+import CRingside
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -12,11 +13,13 @@ extension ReliabilityTests {
         /// A 1 MiB tmpfs mounted inside the test's ring directory (root only: without root the test
         /// says so and skips, and under `CI=true` it fails, so CI cannot pass by skipping).
         ///
-        /// A ring larger than the directory fails to attach with `.noSpace` and leaves no file; then
-        /// producer processes fill it with small rings until one gets `.noSpace` (an exit with
-        /// status 2 and the message, never a signal), and each ring that got in holds every record
-        /// written (its pages were reserved with `posix_fallocate` at attach: a write never finds a
-        /// missing page); `ringside-emit` reports the full directory and leaves no file either.
+        /// A bot whose part before the lanes is larger than the directory fails to attach with
+        /// `.noSpace` and leaves no file; a ring whose one lane does not fit must fail the same way
+        /// (its attach takes that lane). Then producer processes fill the directory with small rings
+        /// until one gets `.noSpace` (an exit with status 2 and the message, never a signal), and each
+        /// ring that got in holds every record written (its pages were reserved with
+        /// `posix_fallocate`, the header part at attach and the lane when it was added: a write never
+        /// finds a missing page); `ringside-emit` reports the full directory and leaves no file either.
         @Test("a full ring directory: attach fails with .noSpace and leaves no file; no process gets SIGBUS")
         func fullDirectory() throws {
             try withRingDirectory { directory in
@@ -24,22 +27,46 @@ extension ReliabilityTests {
                 defer { umount2(small, Int32(MNT_DETACH)) }
                 let smallDirectory = RingDirectory(small)
 
-                // Larger than the whole directory.
+                // A registry of 4,096 entries (2 MiB) before any lane: larger than the whole directory.
                 do throws(RingError) {
-                    _ = try Ring.attach("big", directory: small)
-                    Issue.record("a 4 MiB ring attached in a 1 MiB directory")
+                    _ = try Telemetry.attach("big", directory: small, options: .init(maxMetrics: Int(RS_MAX_REGISTRY_CAPACITY)))
+                    Issue.record("a bot of more than 2 MiB attached in a 1 MiB directory")
                 } catch {
-                    guard case let .noSpace(ring, path, _) = error else {
+                    guard case let .noSpace(ring, path, bytes) = error else {
                         Issue.record("expected .noSpace, got \(error)")
                         return
                     }
                     #expect(ring == "big" && path == smallDirectory.filePath(for: "big"))
                     #expect("\(error)".contains("no space"))
+                    // The size it needed: the part before the lanes.
+                    let needed = Int(rs_geometry_of(RS_DEFAULT_LANE_CAPACITY_LOG2, RS_MAX_REGISTRY_CAPACITY).lanes_offset)
+                    #expect(bytes == needed && !"\(error)".contains("(0 bytes)"), "\(error)")
                 }
                 #expect(smallDirectory.ringNames().isEmpty && access(smallDirectory.filePath(for: "big"), F_OK) != 0)
 
-                // Fill it with rings of 1,024 records (164 KiB each), written in full by producer processes.
+                // A ring of the default capacity: its header part fits, its 4 MiB lane does not.
+                do throws(RingError) {
+                    _ = try Ring.attach("wide", directory: small)
+                    Issue.record("a 4 MiB ring attached in a 1 MiB directory")
+                } catch {
+                    // Its header part fitted, its lane did not: .noSpace, with the lane's size.
+                    guard case let .noSpace(_, _, bytes) = error else {
+                        Issue.record("expected .noSpace, got \(error)")
+                        return
+                    }
+                    #expect(bytes == Int(rs_geometry_of(RS_DEFAULT_CAPACITY_LOG2, RS_DEFAULT_REGISTRY_CAPACITY).lane_size))
+                    #expect("\(error)".contains("No space left on device") || "\(error)".contains("no space"), "\(error)")
+                }
+                #expect(access(smallDirectory.filePath(for: "wide"), F_OK) != 0, "the failed attach left its file")
+                try? smallDirectory.remove("wide")
+
+                // Fill it with rings of 1,024 records (their header part and one lane), written in
+                // full by producer processes.
+                let layout = rs_geometry_of(10, RS_DEFAULT_REGISTRY_CAPACITY)
+                let ringBytes = Int(layout.lanes_offset + layout.lane_size)
+                let fitting = (1 << 20) / ringBytes
                 var filled: [String] = []
+                var refusal = ""
                 for index in 0..<12 {
                     let name = "small-\(index)"
                     let producer = try ChildProcess("ringside-test-producer", [
@@ -53,11 +80,15 @@ extension ReliabilityTests {
                         continue
                     }
                     #expect(exit.status == 2, "\(name): status \(exit.status) (\(SIGBUS) would be SIGBUS): \(exit.standardError)")
+                    refusal = exit.standardError
+                    // Whether the last ring's header part fitted and its lane did not, or nothing
+                    // fitted: the same .noSpace, and no file left behind.
                     #expect(exit.standardError.contains("ring \(name): no space for"), "\(exit.standardError)")
                     #expect(access(smallDirectory.filePath(for: name), F_OK) != 0, "\(name) left a file behind")
                     break
                 }
-                #expect(filled.count == 6, "1 MiB holds six 164 KiB rings; got \(filled.count)")
+                #expect(!refusal.isEmpty, "the directory never filled up")
+                #expect(filled.count == fitting, "1 MiB holds \(fitting) rings of \(ringBytes) bytes; got \(filled.count)")
                 #expect(smallDirectory.ringNames() == filled.sorted())
 
                 // Every record written into the full directory's rings is there.
@@ -72,8 +103,45 @@ extension ReliabilityTests {
                 let emit = try ChildProcess("ringside-emit", ["--dir", small, "--ring", "emitted", "sizes", "--capacity", "4096", "42"])
                 let exit = emit.waitForExit()
                 #expect(exit.status != 0 && exit.status != SIGBUS)
-                #expect(exit.standardError.contains("no space"), "ringside-emit: \(exit.standardError)")
+                #expect(exit.standardError.lowercased().contains("no space"), "ringside-emit: \(exit.standardError)")
                 #expect(access(smallDirectory.filePath(for: "emitted"), F_OK) != 0)
+            }
+        }
+
+        /// A bot whose header part fits but whose lane does not: the thread that records gets no
+        /// lane. It must not get SIGBUS: its counter increments are kept exactly (the metric cell's
+        /// `unlaned`), its histogram records are counted as dropped, the process says why once on
+        /// stderr, and a reader sees all of it.
+        @Test("a lane that cannot be added (directory full): counters stay exact, records counted as dropped, no SIGBUS")
+        func laneCannotBeAdded() throws {
+            try withRingDirectory { directory in
+                guard let small = try mountSmallTmpfs(in: directory.path) else { return }
+                defer { umount2(small, Int32(MNT_DETACH)) }
+                let threads = 2, count = 1_000
+                // Lanes of 65,536 records: 2 MiB each, in a 1 MiB directory; the header part is 140 KiB.
+                let producer = try ChildProcess("ringside-test-producer", [
+                    "threads", "--dir", small, "--ring", "laneless", "--threads", "\(threads)", "--count", "\(count)",
+                    "--capacity", "65536",
+                ])
+                let line = producer.readLine()
+                let exit = producer.waitForExit()
+                #expect(exit.status == 0, "status \(exit.status) (\(SIGBUS) would be SIGBUS): \(exit.standardError)")
+                #expect(line == "lanes 0 written 0 dropped \(threads * count)", "\(line ?? "no output")")
+                #expect(exit.standardError.contains("no space for lane 0"), "\(exit.standardError)")
+                #expect(exit.standardError.components(separatedBy: "no space for lane").count == 2, "said once: \(exit.standardError)")
+
+                let inspector = try RingInspector("laneless", directory: RingDirectory(small))
+                let status = try inspector.status()
+                #expect(status.lanes.isEmpty && status.writeCursor == 0)
+                #expect(status.dropped == UInt64(threads * count) && status.unlanedDropped == UInt64(threads * count))
+                let metrics = try inspector.metrics()
+                let values = try #require(metrics.first { $0.name == "thread_values" })
+                let increments = try #require(metrics.first { $0.name == "thread_increments" })
+                #expect(try inspector.cells(of: increments).total == UInt64(threads * count), "every increment, exactly")
+                #expect(try inspector.cells(of: values).dropped == UInt64(threads * count))
+                // The file holds the header part only: no lane was half added, nothing can fault later.
+                let attributes = try FileManager.default.attributesOfItem(atPath: RingDirectory(small).filePath(for: "laneless"))
+                #expect(attributes[.size] as? Int == Int(rs_geometry_of(16, RS_DEFAULT_REGISTRY_CAPACITY).lanes_offset))
             }
         }
     }

@@ -63,9 +63,19 @@ extension ReliabilityTests {
                     let ring = try RingInspector(name, directory: directory).status()
                     #expect(counts.attempts == counts.written + counts.dropped, "\(name): attempts == written + dropped")
                     #expect(ring.writeCursor == counts.written && ring.dropped == counts.dropped, "\(name): the ring's counters")
+                    // Per lane (a ring's one lane) and summed: written == consumed + backlog, and the sums are the lane's.
+                    #expect(ring.lanes.count == 1 && ring.unlanedDropped == 0, "\(name): \(ring.lanes.count) lanes")
+                    for lane in ring.lanes {
+                        #expect(lane.writeCursor + lane.dropped == counts.attempts && lane.writeCursor == lane.readCursor + lane.backlog,
+                                "\(name): lane \(lane.index)'s accounting")
+                    }
                     let reported = ringEntry(document, name)
                     #expect(uint(reported?["records_total"]) == counts.written && uint(reported?["dropped_total"]) == counts.dropped
                             && uint(reported?["rejected_total"]) == 0, "\(name): the collector's counts")
+                    for lane in reported?["lanes"] as? [[String: Any]] ?? [] {
+                        #expect(uint(lane["records_total"]) == counts.written && uint(lane["dropped_total"]) == counts.dropped
+                                && uint(lane["backlog"]) == 0, "\(name): the collector's lane \(lane)")
+                    }
                     attempts += counts.attempts
                     written += counts.written
                     dropped += counts.dropped
@@ -79,6 +89,72 @@ extension ReliabilityTests {
                     + "+ \(millions(dropped)) dropped, all written drained; collector VmRSS \(rssStart.total / 1024) -> "
                     + "\(rssEnd.total / 1024) MiB, RssAnon \(rssStart.anonymous / 1024) -> \(rssEnd.anonymous / 1024) MiB, "
                     + String(format: "CPU %.0f %% of a core over %.0f s", (cpuEnd - cpuStart) / max(0.1, elapsed - 2) * 100, elapsed - 2))
+            }
+        }
+
+        /// One bot, four threads at full speed, each in its own lane of 4,096 records, into the real
+        /// collector: the lanes fill and drop while the collector drains them. Exactly, per lane and
+        /// summed: attempts == written + dropped (the threads' calls, the lanes' counters), written ==
+        /// consumed + backlog, and once the threads are done the collector has drained every record
+        /// written; the counter beside the histogram is exact (4 x N) in spite of the drops.
+        @Test("four threads of one bot at full speed into one collector: per-lane accounting exact, counters exact")
+        func fourThreadsAtFullSpeed() throws {
+            let threads = 4, count = longTests ? 20_000_000 : 3_000_000
+            try withRingDirectory { directory in
+                let dump = directory.path + "/threads.json"
+                let collector = try startCollectorProcess([
+                    "--dir", directory.path, "--json-dump", dump, "--dump-interval", "100ms", "--poll", "10ms",
+                ])
+                let producer = try ChildProcess("ringside-test-producer", [
+                    "threads", "--dir", directory.path, "--ring", "threads", "--threads", "\(threads)", "--count", "\(count)",
+                    "--capacity", "4096",
+                ])
+                // "lanes L written W dropped D"
+                let line = producer.readLine()
+                let exit = producer.waitForExit()
+                #expect(exit.status == 0, "\(exit.standardError)")
+                let words = (line ?? "").split(separator: " ")
+                try #require(words.count == 6, "\(line ?? "no output")")
+                let lanes = try #require(Int(words[1])), written = try #require(UInt64(words[3])), dropped = try #require(UInt64(words[5]))
+                let attempts = UInt64(threads * count)
+                #expect(lanes >= 1 && lanes <= threads)
+                #expect(written + dropped == attempts, "attempts == written + dropped")
+
+                let document = eventually(seconds: 30) { () -> [String: Any]? in
+                    let document = readJSON(dump)
+                    let ring = ringEntry(document, "threads")
+                    return uint(ring?["drained_total"]) == written && uint(ring?["backlog"]) == 0 ? document : nil
+                }
+                #expect(document != nil, "the collector did not drain the \(written) records written")
+                let status = try RingInspector("threads", directory: directory).status()
+                #expect(status.lanes.count == lanes && status.writeCursor == written && status.dropped == dropped)
+                #expect(status.readCursor == written && status.backlog == 0 && status.unlanedDropped == 0)
+                for lane in status.lanes {
+                    #expect(lane.writeCursor == lane.readCursor + lane.backlog, "lane \(lane.index): written == consumed + backlog")
+                }
+                #expect(status.lanes.reduce(0) { $0 + $1.writeCursor + $1.dropped } == attempts, "summed over the lanes")
+                let ring = try #require(ringEntry(document, "threads"))
+                #expect(uint(ring["records_total"]) == written && uint(ring["dropped_total"]) == dropped && uint(ring["rejected_total"]) == 0)
+                let reportedLanes = ring["lanes"] as? [[String: Any]] ?? []
+                #expect(reportedLanes.count == lanes)
+                for lane in reportedLanes {
+                    #expect(uint(lane["records_total"]) == uint(lane["consumed_total"]) && uint(lane["backlog"]) == 0, "lane \(lane)")
+                }
+                func series(_ metric: String) -> [String: Any]? {
+                    (document?["series"] as? [[String: Any]])?.first { $0["metric"] as? String == metric }
+                }
+                #expect(uint(series("thread_values")?["total_count"]) == written)
+                #expect(uint(series("thread_values")?["dropped_records"]) == dropped)
+                let increments = eventually { () -> UInt64? in
+                    let total = (readJSON(dump)?["series"] as? [[String: Any]])?
+                        .first { $0["metric"] as? String == "thread_increments" }.flatMap { uint($0["total"]) }
+                    return total == attempts ? total : nil
+                }
+                #expect(increments == attempts, "the counter's exact total")
+                collector.send(SIGTERM)
+                #expect(collector.waitForExit().status == 0)
+                print("load: \(threads) threads x \(count) records of one bot: \(written) written + \(dropped) dropped "
+                    + "over \(lanes) lanes, all written drained, counter exact")
             }
         }
     }

@@ -51,6 +51,14 @@ extension ReliabilityTests {
                     }
                     #expect(status.writeCursor >= published, "life \(life): the write cursor went back")
                     published = status.writeCursor
+                    // Each life takes over the one lane (retired at attach): never a second lane, and
+                    // the lane's figures are the bot's.
+                    #expect(status.lanes.count <= 1, "life \(life): \(status.lanes.count) lanes")
+                    if let lane = status.lanes.first {
+                        #expect(lane.writeCursor == status.writeCursor && lane.dropped == status.dropped
+                                && lane.writeCursor == lane.readCursor + lane.backlog, "life \(life): lane 0's figures")
+                        #expect(lane.claims <= status.producerAttaches, "life \(life): more claims than attaches")
+                    }
                     if status.producerPID == producer.pid {
                         // It attached: the collector must say it died, and quickly.
                         let reported = eventually(seconds: 1.5) { () -> Bool? in
@@ -76,6 +84,9 @@ extension ReliabilityTests {
                 let total = try RingInspector("victim", directory: directory).status()
                 #expect(total.writeCursor == published + counts.written, "the new process carried on from the cursor")
                 #expect(counts.attempts == counts.written + counts.dropped)
+                // Per lane and summed: one lane, whose cursors and drops are the bot's.
+                #expect(total.lanes.count == 1 && total.lanes[0].writeCursor == total.writeCursor
+                        && total.lanes[0].dropped == total.dropped && total.unlanedDropped == 0)
                 let drained = eventually { () -> Snapshot? in
                     let snapshot = collector.snapshot
                     return snapshot.ring("victim")?.drainedTotal == total.writeCursor ? snapshot : nil

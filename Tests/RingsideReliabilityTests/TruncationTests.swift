@@ -19,8 +19,11 @@ extension ReliabilityTests {
             return layoutSize == expected
         }
 
-        @Test("a consumer and an inspector of a file truncated under them get .truncated, not SIGBUS", arguments: [0, 8192])
-        func truncatedUnderReaders(size: Int) throws {
+        /// Cut to nothing, or to 8 KiB (the header page survives, the registry, cells and lane
+        /// do not), with the consumer at the start of its lane or partway through it.
+        @Test("a consumer and an inspector of a file truncated under them get .truncated, not SIGBUS",
+              arguments: [0, 8192], [0, 100])
+        func truncatedUnderReaders(size: Int, drainedFirst: Int) throws {
             try withRingDirectory { directory in
                 let producer = try ChildProcess("ringside-test-producer", [
                     "sequence", "--dir", directory.path, "--ring", "cut", "--count", "500", "--capacity", "1024",
@@ -29,19 +32,30 @@ extension ReliabilityTests {
                 let consumer = try RingConsumer("cut", directory: directory)
                 let inspector = try RingInspector("cut", directory: directory)
                 let fileSize = try inspector.status().fileSize
+                #expect(try consumer.drain(limitPerLane: drainedFirst) { _, _, _ in } == drainedFirst)
                 let faultsBefore = rs_guard_faults_absorbed()
                 // Touch the records' pages first, so that the truncation takes pages we had mapped.
-                #expect(try inspector.peek().count == 500)
+                #expect(try inspector.peek().count == 500 - drainedFirst)
                 try truncateFile(directory.filePath(for: "cut"), to: size)
 
-                #expect(throws: RingError.self) { try consumer.drain { _, _ in Issue.record("records handed over") } }
-                do { try consumer.drain { _, _ in } } catch { #expect(isTruncated(error, expected: fileSize), "\(error)") }
+                if drainedFirst == 0 {
+                    // The lane's cursors now read as zeros, and zero is where this consumer stands:
+                    // drain has nothing to hand over, and says why all the same.
+                    #expect(throws: RingError.self) { try consumer.drain { _, _, _ in Issue.record("records handed over") } }
+                } else {
+                    #expect(throws: RingError.self) { try consumer.drain { _, _, _ in Issue.record("records handed over") } }
+                    do { try consumer.drain { _, _, _ in } } catch { #expect(isTruncated(error, expected: fileSize), "\(error)") }
+                }
                 do { _ = try inspector.peek(); Issue.record("peek of a truncated ring succeeded") } catch {
                     #expect(isTruncated(error, expected: fileSize), "\(error)")
                     #expect("\(error)".contains("ring cut: ") && "\(error)".contains("truncated"))
                 }
                 // Once a page was lost, every reader's answer is .truncated, including the header's.
                 do { _ = try inspector.status(); Issue.record("status of a truncated ring succeeded") } catch {
+                    #expect(isTruncated(error, expected: fileSize), "\(error)")
+                }
+                // The consumer's status says so too (it reads the lane's cursors, which faulted).
+                do { _ = try consumer.status(); Issue.record("the consumer's status of a truncated ring succeeded") } catch {
                     #expect(isTruncated(error, expected: fileSize), "\(error)")
                 }
                 #expect(rs_guard_faults_absorbed() > faultsBefore, "the guard absorbed the faults")

@@ -1,14 +1,92 @@
 import CRingside
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
 @testable import Ringside
+import RingsideTestSupport
 
-/// Drains everything in the ring; returns the records with the cursors they were read at.
-func drainAll(_ consumer: RingConsumer) throws -> [(cursor: UInt64, record: RingRecord)] {
-    var drained: [(cursor: UInt64, record: RingRecord)] = []
-    try consumer.drain { records, first in
-        for (offset, record) in records.enumerated() { drained.append((first + UInt64(offset), record)) }
+/// Drains everything in every lane; returns the records with the lane and cursor they were read at.
+func drainAll(_ consumer: RingConsumer) throws -> [PeekedRecord] {
+    var drained: [PeekedRecord] = []
+    try consumer.drain(limitPerLane: .max) { records, first, lane in
+        for (offset, record) in records.enumerated() {
+            drained.append(PeekedRecord(lane: lane, cursor: first + UInt64(offset), record: record))
+        }
     }
     return drained
+}
+
+// MARK: - The format's layout, computed (never a literal offset)
+
+/// The geometry of a bot file whose lanes hold `capacity` records and whose registry holds
+/// `maxMetrics` entries (`rs_geometry_of` in `ringside.h`).
+func geometry(capacity: Int, maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY)) -> rs_geometry {
+    rs_geometry_of(UInt32(capacity.trailingZeroBitCount), UInt32(maxMetrics))
+}
+
+/// The offset of a field in a lane's 256-byte header, from the lane's start.
+func laneHeaderOffset<T>(_ field: KeyPath<rs_lane_header, T>) -> Int { MemoryLayout<rs_lane_header>.offset(of: field)! }
+
+/// The offset of a field of a registry entry, from the entry's start.
+func entryOffset<T>(_ field: KeyPath<rs_registry_entry, T>) -> Int { MemoryLayout<rs_registry_entry>.offset(of: field)! }
+
+/// The offset of a field of a metric's shared cell, from the cell's start.
+func metricCellOffset<T>(_ field: KeyPath<rs_metric_cell, T>) -> Int { MemoryLayout<rs_metric_cell>.offset(of: field)! }
+
+/// The header a file holds now, read with pread (the tests' way of finding where things are).
+func fileHeader(_ path: String) -> rs_header {
+    var header = rs_header()
+    let fd = open(path, O_RDONLY)
+    precondition(fd >= 0, "open \(path)")
+    defer { close(fd) }
+    let count = withUnsafeMutableBytes(of: &header) { pread(fd, $0.baseAddress, $0.count, 0) }
+    precondition(count == MemoryLayout<rs_header>.size, "read the header of \(path)")
+    return header
+}
+
+/// Where lane `lane` starts in the file at `path`: `lanes_offset + lane * lane_size`, from its header.
+func laneStart(_ path: String, lane: Int) -> Int {
+    let header = fileHeader(path)
+    return Int(header.lanes_offset) + lane * Int(header.lane_size)
+}
+
+/// The file offset of a field of lane `lane`'s header.
+func laneFieldOffset<T>(_ path: String, lane: Int, _ field: KeyPath<rs_lane_header, T>) -> Int {
+    laneStart(path, lane: lane) + laneHeaderOffset(field)
+}
+
+/// The file's size in bytes.
+func fileSize(_ path: String) -> Int {
+    var info = stat()
+    precondition(stat(path, &info) == 0, "stat \(path)")
+    return Int(info.st_size)
+}
+
+/// The metric named `name` among a reader's metrics.
+func metric(_ metrics: [MetricDescriptor], _ name: String) throws -> MetricDescriptor {
+    guard let found = metrics.first(where: { $0.name == name }) else {
+        throw TestSupportError("no metric \(name) among \(metrics.map(\.name))")
+    }
+    return found
+}
+
+/// Polls `body` every 10 ms for up to `seconds`; returns its first non-nil answer.
+func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
+    let deadline = Date().addingTimeInterval(seconds)
+    repeat {
+        if let value = try body() { return value }
+        usleep(10_000)
+    } while Date() < deadline
+    return nil
+}
+
+/// The kernel thread id of the calling thread (`/proc/thread-self` links to `PID/task/TID`;
+/// Glibc's `gettid` is not visible to Swift without `_GNU_SOURCE`).
+func currentThreadID() -> Int32 {
+    var buffer = [CChar](repeating: 0, count: 128)
+    let count = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+    precondition(count > 0, "readlink /proc/thread-self")
+    let link = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return Int32(link.split(separator: "/").last ?? "") ?? 0
 }

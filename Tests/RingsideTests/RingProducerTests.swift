@@ -6,7 +6,7 @@ import Testing
 
 @Suite("Producer: attach, register, record")
 struct RingProducerTests {
-    @Test("a new ring is a 0600 file of the documented size, and its records read back")
+    @Test("a new ring is a 0600 file of the documented size (header part and one lane), and its records and cells read back")
     func attachCreatesRing() throws {
         try withRingDirectory { directory in
             let ring = try Ring.attach("bot-a", directory: directory.path, options: .init(capacity: 1024))
@@ -14,7 +14,13 @@ struct RingProducerTests {
             #expect(path == directory.path + "/ringside.bot-a")
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             #expect((attributes[.posixPermissions] as? Int) == 0o600)
-            #expect((attributes[.size] as? Int) == 4096 + 256 * 512 + 1024 * 32)
+            // The part before the lanes, then the one lane the ring holds for itself.
+            let layout = geometry(capacity: 1024)
+            #expect((attributes[.size] as? Int) == Int(layout.lanes_offset + layout.lane_size))
+            let header = fileHeader(path)
+            #expect(header.version == RS_FORMAT_VERSION && header.lanes_allocated == 1)
+            #expect(header.lanes_offset == layout.lanes_offset && header.lane_size == layout.lane_size)
+            #expect(header.lane_records_offset == layout.lane_records_offset && header.cells_offset == layout.cells_offset)
 
             let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
             let orders = try ring.counter("orders", labels: ["side": "buy"])
@@ -23,17 +29,54 @@ struct RingProducerTests {
             orders.increment()
             orders.increment(by: 5)
             exposure.set(1.25e6)
-            #expect(ring.recordsWritten == 4)
+            // Counters write no records: their total lives in the lane's cell.
+            #expect(ring.recordsWritten == 2)
 
             let consumer = try RingConsumer("bot-a", directory: directory)
-            let records = try drainAll(consumer).map(\.record)
-            #expect(records.map(\.metric) == [0, 1, 1, 2])
-            #expect(records.map(\.kind) == [3, 1, 1, 2])
-            #expect(records.map(\.value) == [1234, 1, 5, 1.25e6.bitPattern])
-            #expect(records.map(\.sequence) == [0, 1, 2, 3])
+            let drained = try drainAll(consumer)
+            let records = drained.map(\.record)
+            #expect(records.map(\.metric) == [0, 2])
+            #expect(records.map(\.kind) == [3, 2])
+            #expect(records.map(\.value) == [1234, 1.25e6.bitPattern])
+            #expect(records.map(\.sequence) == [0, 1])
+            #expect(drained.allSatisfy { $0.lane == 0 })
             #expect(consumer.metrics.map(\.name) == ["order_fill_latency", "orders", "gross_exposure"])
             #expect(consumer.metrics[0].labelDictionary == ["symbol": "AAPL"])
             #expect(consumer.metrics[0].unit == .nanoseconds)
+            #expect(consumer.metrics[1].kind == .counter && consumer.metrics[1].unit == MetricUnit.none)
+            #expect(consumer.cells(of: consumer.metrics[0]) == MetricCells(total: 0, dropped: 0, lastValue: nil))
+            #expect(consumer.cells(of: consumer.metrics[1]) == MetricCells(total: 6, dropped: 0, lastValue: nil))
+            #expect(consumer.cells(of: consumer.metrics[2]) == MetricCells(total: 0, dropped: 0, lastValue: 1.25e6))
+        }
+    }
+
+    @Test("a full ring keeps counters and gauges exact in the cells and counts each record it drops against its metric")
+    func cellsSurviveAFullRing() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("cells", directory: directory.path, options: .init(capacity: 16))
+            let orders = try ring.counter("orders")
+            let fills = try ring.histogram("fills")
+            let level = try ring.gauge("level")
+            for value in 1...1_000 {
+                orders.increment(by: 3)
+                fills.record(UInt64(value))
+                if value % 10 == 0 { level.set(Double(value)) }
+            }
+            // 16 slots: the first 16 records (histogram and gauge) are kept, the rest dropped.
+            #expect(ring.recordsWritten == 16)
+            #expect(ring.recordsWritten + ring.recordsDropped == 1_000 + 100)
+            let consumer = try RingConsumer("cells", directory: directory)
+            let kept = try drainAll(consumer)
+            #expect(kept.count == 16)
+            let keptFills = UInt64(kept.filter { $0.record.metric == 1 }.count)
+            let keptLevels = UInt64(kept.filter { $0.record.metric == 2 }.count)
+            #expect(consumer.cells(of: consumer.metrics[0]).total == 3_000)
+            #expect(consumer.cells(of: consumer.metrics[1]).dropped == 1_000 - keptFills)
+            #expect(consumer.cells(of: consumer.metrics[2]) == MetricCells(total: 0, dropped: 100 - keptLevels, lastValue: 1_000))
+            // The lane's drop count is the sum of its metrics' cells.
+            let status = try consumer.status()
+            #expect(status.dropped == ring.recordsDropped && status.lanes.map(\.dropped) == [ring.recordsDropped])
+            #expect(status.dropped == (1_000 - keptFills) + (100 - keptLevels))
         }
     }
 
@@ -90,7 +133,7 @@ struct RingProducerTests {
         ("ok", ["k": String(repeating: "v", count: 300)]),
     ])
     func badMetricsRefused(name: String, labels: [String: String]) throws {
-        let ring = Ring.disabled()
+        let ring = try Ring.disabled()
         #expect {
             try ring.counter(name, labels: labels)
         } throws: { error in
@@ -125,7 +168,7 @@ struct RingProducerTests {
     @Test("a disabled ring makes no file and its handles do nothing")
     func disabledRing() throws {
         try withRingDirectory { directory in
-            let ring = Ring.disabled("quiet")
+            let ring = try Ring.disabled("quiet")
             #expect(!ring.isEnabled)
             let histogram = try ring.histogram("latency", unit: .nanoseconds)
             histogram.record(5)

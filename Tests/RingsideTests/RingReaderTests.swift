@@ -107,6 +107,13 @@ struct RingReaderTests {
             started.signal()
             #expect(status.writeCursor + status.dropped == attempts)
             #expect(UInt64(consumed.count) == status.writeCursor)
+            // The same identities hold for the one lane, and the sums are its figures.
+            let lane = try #require(status.lanes.first)
+            #expect(status.lanes.count == 1)
+            #expect(lane.writeCursor + lane.dropped == attempts && lane.writeCursor == lane.readCursor + lane.backlog)
+            #expect(lane.writeCursor == status.writeCursor && lane.dropped == status.dropped && status.unlanedDropped == 0)
+            // Every drop is counted against the metric too (a histogram's lane cell).
+            #expect(consumer.cells(of: consumer.metrics[0]).dropped == status.dropped)
             #expect(status.dropped > 0, "a 64-slot ring under a tight loop must fill")
             // Never overwritten: what was consumed is strictly increasing (drops only skip values).
             #expect(zip(consumed, consumed.dropFirst()).allSatisfy { $0 < $1 })
@@ -153,9 +160,11 @@ struct RingReaderTests {
             var peeks = 0, problems = 0
             for _ in 0..<3_000 {
                 try consumer.drain(limit: 17) { _, _ in }
-                for (cursor, record) in try inspector.peek() {
+                for peeked in try inspector.peek() {
                     // Value, sequence and cursor agree exactly unless the record was torn or reused.
-                    if record.sequence != cursor || record.value != cursor &* 3 { problems += 1 }
+                    if peeked.lane != 0 || peeked.record.sequence != peeked.cursor || peeked.record.value != peeked.cursor &* 3 {
+                        problems += 1
+                    }
                 }
                 peeks += 1
             }

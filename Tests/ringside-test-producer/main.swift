@@ -22,6 +22,31 @@
 //   ringside-test-producer kit --dir DIR --ring NAME --count N [--start S] [--step T] [--per-second R]
 //       records histogram order_fill_latency (ns) = S, S+T, ... (N values), prints "ready PID",
 //       then counts "orders" R times a second and sets "gross_exposure" until killed.
+//   ringside-test-producer threads --dir DIR --ring NAME --threads T --count N [--capacity C] [--max-threads M]
+//       through the any-thread API (Telemetry): T threads each record N values into histogram
+//       "thread_values" (thread t records t*N+1 ... t*N+N) and increment counter "thread_increments"
+//       N times; prints "lanes L written W dropped D" (records, over every lane).
+//   ringside-test-producer short-threads --dir DIR --ring NAME --threads T --count N [--parallel P]
+//       starts T short-lived threads, P at a time, each recording N values into "short_values" and
+//       incrementing "short_increments" N times; prints "lanes L fds_before A fds_after B maps_before C maps_after D".
+//   ringside-test-producer short-threads-joined --dir DIR --ring NAME --threads T --count N [--parallel P]
+//       like `short-threads`, but with POSIX threads each joined (pthread_join) before the next wave
+//       starts, so a wave's threads have run their exit destructors (and retired their lanes) first;
+//       prints the same line.
+//   ringside-test-producer tasks --dir DIR --ring NAME --tasks T
+//       a TaskGroup of T tasks, each timing an async span (around Task.yield and a 1 ms sleep) into
+//       histogram "task_span" (us) with measure; prints "tasks T lanes L".
+//   ringside-test-producer fork --dir DIR --ring NAME --count N
+//       registers counter "forked_increments" and histogram "forked_values", forks; the child
+//       increments and records N times (which must land nowhere) and exits; the parent then
+//       increments N times and prints "child STATUS parent N".
+//   ringside-test-producer fork-warm --dir DIR --ring NAME --count N
+//       like `fork`, but the parent records before forking, so the forking thread holds a lane: it
+//       attaches bot NAME (Telemetry) and ring NAME.single (Ring, capacity 4096), registers counter
+//       "forked_increments", histogram "forked_values" and gauge "forked_level" in each, and in each
+//       records 1 ... N, increments N times and sets the gauge to 1; forks; the child records
+//       N+1 ... 2N, increments N times and sets -1 in each (all of which must land nowhere) and exits;
+//       the parent then records 2N+1 ... 3N, increments N times, sets 2, and prints "child STATUS parent 2N".
 import CAllocationCounter
 import CRingside
 import Foundation
@@ -33,7 +58,9 @@ func fail(_ message: String) -> Never {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
-guard let mode = arguments.first, ["sequence", "hold", "count-allocations", "many-metrics", "blast", "kit"].contains(mode) else {
+guard let mode = arguments.first, ["sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
+                                   "threads", "short-threads", "short-threads-joined", "tasks", "fork",
+                                   "fork-warm"].contains(mode) else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
 }
 arguments.removeFirst()
@@ -58,7 +85,7 @@ if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
 func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, heapBytes: Int) {
     let histogram = try ring.histogram("latency", unit: .nanoseconds)
     let counter = try ring.counter("orders", labels: ["side": "buy"])
-    let sampled = try ring.counter("sampled", sampleEvery: 10)
+    let sampled = try ring.histogram("sampled", sampleEvery: 10)
     let gauge = try ring.gauge("exposure")
     histogram.record(1) // warm up: first calls may resolve lazily bound symbols
     let heapBefore = heap_bytes_in_use()
@@ -68,13 +95,26 @@ func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, hea
     while value < count {
         histogram.record(value)
         counter.increment()
-        sampled.increment(by: 2)
+        sampled.record(2)
         gauge.set(Double(value))
         histogram.stop(histogram.start())
         value += 1
     }
     let calls = allocation_count() - callsBefore
     return (calls, Int(heap_bytes_in_use()) - Int(heapBefore))
+}
+
+if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm"].contains(mode) {
+    do {
+        var botOptions = Telemetry.Options()
+        if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
+        if let threads = options["max-threads"].flatMap(Int.init) { botOptions.maxThreads = threads }
+        let bot = try Telemetry.attach(ringName, directory: options["dir"], options: botOptions)
+        try runAnyThreadMode(mode, bot: bot, options: options, count: count)
+        exit(0)
+    } catch {
+        fail("\(error)")
+    }
 }
 
 do {
@@ -195,4 +235,194 @@ func kit(_ ring: Ring, count: UInt64, start: UInt64, step: UInt64, perSecond: UI
         exposure.set(Double(sent))
         usleep(10_000)
     }
+}
+
+/// The any-thread modes: `threads`, `short-threads`, `tasks` and `fork` (see the top of this file).
+func runAnyThreadMode(_ mode: String, bot: Telemetry, options: [String: String], count: UInt64) throws {
+    switch mode {
+    case "threads":
+        let threads = Int(options["threads"] ?? "1") ?? 1
+        let values = try bot.histogram("thread_values", unit: .none, labels: ["source": "test"])
+        let increments = try bot.counter("thread_increments", labels: ["source": "test"])
+        let done = DispatchGroup()
+        for thread in 0..<threads {
+            done.enter()
+            let worker = Thread {
+                let base = UInt64(thread) * count
+                var index: UInt64 = 1
+                while index <= count {
+                    values.record(base + index)
+                    increments.increment()
+                    index += 1
+                }
+                done.leave()
+            }
+            worker.start()
+        }
+        done.wait()
+        let status = try laneTotals(bot)
+        print("lanes \(bot.lanesAllocated) written \(status.written) dropped \(status.dropped)")
+    case "short-threads":
+        let threads = Int(options["threads"] ?? "1") ?? 1
+        let parallel = max(1, Int(options["parallel"] ?? "4") ?? 4)
+        let values = try bot.histogram("short_values", unit: .none)
+        let increments = try bot.counter("short_increments")
+        let fdsBefore = entries(in: "/proc/self/fd"), mapsBefore = lines(in: "/proc/self/maps")
+        var started = 0
+        while started < threads {
+            let wave = min(parallel, threads - started)
+            let done = DispatchGroup()
+            for _ in 0..<wave {
+                done.enter()
+                let worker = Thread {
+                    for value in 1...max(1, count) {
+                        values.record(value)
+                        increments.increment()
+                    }
+                    done.leave()
+                }
+                worker.start()
+            }
+            done.wait()
+            started += wave
+        }
+        usleep(50_000) // the last threads' exits (and their lanes' release) finish after they signal
+        print("lanes \(bot.lanesAllocated) fds_before \(fdsBefore) fds_after \(entries(in: "/proc/self/fd")) "
+            + "maps_before \(mapsBefore) maps_after \(lines(in: "/proc/self/maps"))")
+    case "tasks":
+        let tasks = Int(options["tasks"] ?? "100") ?? 100
+        let span = try bot.histogram("task_span", unit: .microseconds)
+        let finished = DispatchSemaphore(value: 0)
+        Task.detached {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<tasks {
+                    group.addTask {
+                        await span.measure {
+                            await Task.yield()
+                            try? await Task.sleep(nanoseconds: 1_000_000)
+                        }
+                    }
+                }
+            }
+            finished.signal()
+        }
+        finished.wait()
+        print("tasks \(tasks) lanes \(bot.lanesAllocated)")
+    case "fork-warm":
+        try forkWarm(bot, options: options, count: count)
+    case "short-threads-joined":
+        try shortThreadsJoined(bot, options: options, count: count)
+    default: // fork
+        let increments = try bot.counter("forked_increments")
+        let values = try bot.histogram("forked_values", unit: .none)
+        let child = fork()
+        if child == 0 {
+            for value in 1...max(1, count) {
+                increments.increment()
+                values.record(value)
+            }
+            _exit(0)
+        }
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        for _ in 0..<count { increments.increment() }
+        print("child \(status) parent \(count)")
+    }
+}
+
+/// What the bot's lanes say: records written and dropped, read back through the reader.
+func laneTotals(_ bot: Telemetry) throws -> (written: UInt64, dropped: UInt64) {
+    guard let path = bot.path else { return (0, 0) }
+    let directory = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
+    let status = try RingInspector(bot.name, directory: RingDirectory(directory)).status()
+    return (status.writeCursor, status.dropped)
+}
+
+func entries(in directory: String) -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: directory).count) ?? -1
+}
+
+func lines(in file: String) -> Int {
+    (try? String(contentsOfFile: file, encoding: .utf8))?.split(separator: "\n").count ?? -1
+}
+
+/// `fork-warm`: fork() while the forking thread holds a lane of a Telemetry bot and a Ring's lane.
+func forkWarm(_ bot: Telemetry, options: [String: String], count: UInt64) throws {
+    let ring = try Ring.attach(bot.name + ".single", directory: options["dir"], options: .init(capacity: 4096))
+    let botIncrements = try bot.counter("forked_increments")
+    let botValues = try bot.histogram("forked_values", unit: .none)
+    let botLevel = try bot.gauge("forked_level")
+    let ringIncrements = try ring.counter("forked_increments")
+    let ringValues = try ring.histogram("forked_values", unit: .none)
+    let ringLevel = try ring.gauge("forked_level")
+    func round(_ values: ClosedRange<UInt64>, level: Double) {
+        for value in values {
+            botValues.record(value)
+            botIncrements.increment()
+            ringValues.record(value)
+            ringIncrements.increment()
+        }
+        botLevel.set(level)
+        ringLevel.set(level)
+    }
+    let n = max(1, count)
+    round(1...n, level: 1)
+    let child = fork()
+    if child == 0 {
+        round((n + 1)...(2 * n), level: -1)
+        _exit(0)
+    }
+    var status: Int32 = 0
+    waitpid(child, &status, 0)
+    round((2 * n + 1)...(3 * n), level: 2)
+    print("child \(status) parent \(2 * n)")
+    withExtendedLifetime(ring) {}
+}
+
+/// What a joined short thread records into: passed to the thread through its argument.
+final class ShortThreadWork {
+    let values: Telemetry.Histogram
+    let increments: Telemetry.Counter
+    let count: UInt64
+
+    init(values: Telemetry.Histogram, increments: Telemetry.Counter, count: UInt64) {
+        self.values = values
+        self.increments = increments
+        self.count = count
+    }
+}
+
+/// `short-threads-joined`: waves of POSIX threads, each wave joined before the next starts.
+func shortThreadsJoined(_ bot: Telemetry, options: [String: String], count: UInt64) throws {
+    let threads = Int(options["threads"] ?? "1") ?? 1
+    let parallel = max(1, Int(options["parallel"] ?? "4") ?? 4)
+    let work = ShortThreadWork(values: try bot.histogram("short_values", unit: .none),
+                               increments: try bot.counter("short_increments"), count: max(1, count))
+    let fdsBefore = entries(in: "/proc/self/fd"), mapsBefore = lines(in: "/proc/self/maps")
+    let context = Unmanaged.passRetained(work).toOpaque()
+    var started = 0
+    while started < threads {
+        let wave = min(parallel, threads - started)
+        var ids: [pthread_t] = []
+        for _ in 0..<wave {
+            var id = pthread_t()
+            let result = pthread_create(&id, nil, { argument in
+                let work = Unmanaged<ShortThreadWork>.fromOpaque(argument!).takeUnretainedValue()
+                var value: UInt64 = 1
+                while value <= work.count {
+                    work.values.record(value)
+                    work.increments.increment()
+                    value += 1
+                }
+                return nil
+            }, context)
+            guard result == 0 else { fail("pthread_create: \(String(cString: strerror(result)))") }
+            ids.append(id)
+        }
+        for id in ids { pthread_join(id, nil) }
+        started += wave
+    }
+    Unmanaged<ShortThreadWork>.fromOpaque(context).release()
+    print("lanes \(bot.lanesAllocated) fds_before \(fdsBefore) fds_after \(entries(in: "/proc/self/fd")) "
+        + "maps_before \(mapsBefore) maps_after \(lines(in: "/proc/self/maps"))")
 }
