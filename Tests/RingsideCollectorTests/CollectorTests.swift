@@ -58,17 +58,19 @@ struct CollectorTests {
         }
     }
 
-    @Test("counters add up (scaled by sampling) and have a rate; gauges keep last, min and max")
+    @Test("counters add up exactly and have a rate; gauges keep last, min and max")
     func countersAndGauges() throws {
         try withRingDirectory { directory in
+            // The collector first: a bot created after it started is seen whole, windows included.
+            let collector = try makeCollector(directory, captured: CapturedLog())
             let ring = try Ring.attach("cg", directory: directory.path, options: .init(capacity: 4096))
             let orders = try ring.counter("orders", labels: ["side": "buy"])
-            let sampled = try ring.counter("quotes", sampleEvery: 10)
+            let quotes = try ring.counter("quotes")
             let exposure = try ring.gauge("exposure")
             for _ in 0..<250 { orders.increment(by: 2) }
-            for _ in 0..<1000 { sampled.increment() }
+            for _ in 0..<1000 { quotes.increment() }
             for value in [5.0, -3.5, 12.25, 7.0] { exposure.set(value) }
-            let snapshot = pass(try makeCollector(directory, captured: CapturedLog()))
+            let snapshot = pass(collector)
             let orderSeries = try #require(snapshot.series("orders"))
             #expect(orderSeries.cumulativeSum == 500)
             #expect(orderSeries.windows[0].increase == 500 && orderSeries.windows[0].rate > 0)
@@ -154,12 +156,15 @@ struct CollectorTests {
             let ring = try Ring.attach("liar", directory: directory.path, options: .init(capacity: 16))
             let latency = try ring.histogram("latency")
             for value in 1...4 { latency.record(UInt64(value)) }
-            let records = 4096 + 256 * 512
+            // Lane 0's records, where the format's geometry puts them.
+            let geometry = rs_geometry_of(4, RS_DEFAULT_REGISTRY_CAPACITY)
+            let records = Int(geometry.lanes_offset) + Int(geometry.lane_records_offset)
+            let kind = MemoryLayout<rs_record>.offset(of: \.kind)!, metric = MemoryLayout<rs_record>.offset(of: \.metric)!
             let fd = open(directory.filePath(for: "liar"), O_WRONLY)
             var badKind: UInt8 = 1
-            pwrite(fd, &badKind, 1, off_t(records + 32 * 1 + 0x1C))   // record 1 claims to be a counter
+            pwrite(fd, &badKind, 1, off_t(records + 32 * 1 + kind))     // record 1 claims to be a counter's
             var badMetric: UInt32 = 77
-            pwrite(fd, &badMetric, 4, off_t(records + 32 * 2 + 0x18)) // record 2 names metric 77
+            pwrite(fd, &badMetric, 4, off_t(records + 32 * 2 + metric)) // record 2 names metric 77
             close(fd)
             let captured = CapturedLog()
             let snapshot = pass(try makeCollector(directory, captured: captured))
@@ -239,17 +244,21 @@ struct CollectorTests {
         try withRingDirectory { directory in
             let ring = try Ring.attach("handoff", directory: directory.path, options: .init(capacity: 64))
             let ticks = try ring.counter("ticks")
+            let latency = try ring.histogram("latency")
             ticks.increment()
+            latency.record(1)
             let captured = CapturedLog()
             let first = try makeCollector(directory, captured: captured)
             first.start()
             var waited = 0
-            while first.snapshot.series("ticks") == nil && waited < 500 { usleep(10_000); waited += 1 }
+            while first.snapshot.series("latency")?.cumulativeCount != 1 && waited < 500 { usleep(10_000); waited += 1 }
             first.stop()
             #expect(captured.contains("ring handoff released"))
             ticks.increment()
+            latency.record(2)
             let second = pass(try makeCollector(directory, captured: CapturedLog()))
-            #expect(second.series("ticks")?.cumulativeSum == 1, "the second collector drains only what the first left")
+            #expect(second.series("latency")?.cumulativeCount == 1, "the second collector drains only what the first left")
+            #expect(second.series("ticks")?.cumulativeSum == 2, "a counter's total lives in the ring: exact across collectors")
         }
     }
 }

@@ -4,7 +4,7 @@ import Ringside
 import RingsideTestSupport
 import Testing
 
-/// What a record says, for comparing whole rings at once.
+/// What a record says, for comparing whole lanes at once.
 struct DecodedRecord: Equatable, CustomStringConvertible {
     var metric: UInt32
     var kind: UInt8
@@ -14,127 +14,173 @@ struct DecodedRecord: Equatable, CustomStringConvertible {
     var description: String { "(metric \(metric), kind \(kind), value \(value), flags \(flags))" }
 }
 
-/// Drains every record of a ring as its consumer, checking each one's sequence against its cursor.
-func drainAll(_ name: String, directory: RingDirectory) throws -> (metrics: [MetricDescriptor], records: [DecodedRecord]) {
+/// Drains every record of a bot as its consumer, lane by lane, checking each one's sequence
+/// against its cursor; returns the metrics, each lane's records, and the cells of every metric.
+func drainAll(_ name: String, directory: RingDirectory)
+    throws -> (metrics: [MetricDescriptor], lanes: [Int: [DecodedRecord]], cells: [String: MetricCells]) {
     let consumer = try RingConsumer(name, directory: directory)
-    var records: [DecodedRecord] = []
+    var lanes: [Int: [DecodedRecord]] = [:]
     var badSequences = 0
-    _ = try consumer.drain { batch, first in
+    _ = try consumer.drain(limitPerLane: .max) { batch, first, lane in
         for (offset, record) in batch.enumerated() {
             if record.sequence != first + UInt64(offset) || record.reserved != 0 { badSequences += 1 }
-            records.append(DecodedRecord(metric: record.metric, kind: record.kind, value: record.value, flags: record.flags))
+            lanes[lane, default: []].append(DecodedRecord(metric: record.metric, kind: record.kind, value: record.value,
+                                                          flags: record.flags))
         }
     }
     #expect(badSequences == 0, "records whose sequence is not their cursor")
     try consumer.refreshMetrics()
-    return (consumer.metrics, records)
+    var cells: [String: MetricCells] = [:]
+    for metric in consumer.metrics { cells[metric.name] = consumer.cells(of: metric) }
+    return (consumer.metrics, lanes, cells)
+}
+
+/// Builds Tests/fixtures/c_producer.c as C or as C++ (the library's .c files always as C).
+func buildCProducer(_ language: String, into build: TemporaryDirectory) throws -> String? {
+    guard let cc = try requiredSystemTool("cc") else { return nil }
+    let include = ["-I", kitFile("Sources/CRingside/include")]
+    let library = [kitFile("Sources/CRingside/ringside_producer.c"), kitFile("Sources/CRingside/ringside.c")]
+    let executable = build.path + "/c_producer"
+    let strict = ["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
+    if language == "c" {
+        let compiled = try run(cc, ["-std=gnu11"] + strict + include + [kitFile("Tests/fixtures/c_producer.c")] + library
+                               + ["-o", executable])
+        try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
+        return executable
+    }
+    guard let cxx = try requiredSystemTool("c++") else { return nil }
+    var objects: [String] = []
+    for source in library {
+        let object = build.path + "/" + URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent + ".o"
+        let compiled = try run(cc, ["-std=gnu11", "-O2", "-pthread", "-c"] + include + [source, "-o", object])
+        try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
+        objects.append(object)
+    }
+    let linked = try run(cxx, ["-x", "c++", "-std=c++17"] + strict + include + [kitFile("Tests/fixtures/c_producer.c"), "-x", "none"]
+                         + objects + ["-o", executable])
+    try #require(linked.status == 0, "c++ failed:\n\(linked.output)")
+    return executable
 }
 
 @Suite("producers in C, C++ and Python")
 struct OtherLanguageProducerTests {
-    /// What one run of Tests/fixtures/c_producer.c writes for COUNT = `count`.
-    static func expectedCRecords(count: UInt64) -> [DecodedRecord] {
-        var records: [DecodedRecord] = []
-        for i in 1...count {
-            records.append(DecodedRecord(metric: 0, kind: RS_KIND_HISTOGRAM.rawValue8, value: i))
-            // Sampled 1 in 10: calls 1, 11, 21 ... are written.
-            if (i - 1) % 10 == 0 { records.append(DecodedRecord(metric: 1, kind: RS_KIND_COUNTER.rawValue8, value: 2)) }
-            records.append(DecodedRecord(metric: 2, kind: RS_KIND_GAUGE.rawValue8, value: (Double(i) + 0.5).bitPattern))
-        }
-        return records
-    }
-
-    @Test("a C program, and the same file built as C++, write rings the Swift reader decodes exactly; a second run re-attaches",
+    @Test("C, and the same file as C++ (std::thread, RAII span): 4 threads' lanes decode exactly, spans in the histogram's unit, a forked child lands nowhere",
           arguments: ["c", "c++"])
-    func cProducerRoundTrip(language: String) throws {
-        guard let compiler = try requiredSystemTool(language == "c" ? "cc" : "c++") else { return }
+    func cProducerThreads(language: String) throws {
         let build = try TemporaryDirectory("ringside-kit-\(language == "c" ? "c" : "cxx")")
         defer { build.remove() }
-        let executable = build.path + "/c_producer"
-        let flags = language == "c" ? ["-std=gnu11"] : ["-x", "c++", "-std=c++17"]
-        let compiled = try run(compiler, flags + ["-O2", "-Wall", "-Wextra", "-Werror", "-I", kitFile("Sources/CRingside/include"),
-                                                  kitFile("Tests/fixtures/c_producer.c"), "-o", executable])
-        try #require(compiled.status == 0, "\(compiler) failed:\n\(compiled.output)")
-
+        guard let executable = try buildCProducer(language, into: build) else { return }
         try withRingDirectory { directory in
-            let count: UInt64 = 900 // two runs of 1,890 records fit the ring of 4,096
-            let line = "wrote \(count * 2 + count / 10) dropped 0 metrics 3\n"
-            let first = try run(executable, [directory.path, "from-c", String(count)])
-            #expect(first.status == 0 && first.output == line, "\(first.output)")
-            let second = try run(executable, [directory.path, "from-c", String(count)])
-            #expect(second.status == 0 && second.output == line, "the second run registers the same 3 metrics: \(second.output)")
+            let count: UInt64 = 900, threads = 4
+            let first = try run(executable, [directory.path, "from-c", String(count), String(threads), "fork"])
+            #expect(first.status == 0, "\(first.output)")
+            let lines = first.output.split(separator: "\n").map(String.init)
+            #expect(lines.contains("child exited 0") && lines.contains("threads 4") && lines.contains("lanes 4")
+                    && lines.contains("metrics 4"), "\(first.output)")
+            #expect(first.output.contains("this forked child (pid") && first.output.contains("writes nothing to it"),
+                    "the child says why it writes nothing: \(first.output)")
 
-            let (metrics, records) = try drainAll("from-c", directory: directory)
+            var (metrics, lanes, cells) = try drainAll("from-c", directory: directory)
             #expect(metrics == [
                 MetricDescriptor(index: 0, name: "c_latency", kind: .histogram, unit: .microseconds,
                                  encodedLabels: "symbol=AAPL\nvenue=XNAS", help: "from C", sampleEvery: 1),
-                MetricDescriptor(index: 1, name: "c_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 10),
+                MetricDescriptor(index: 1, name: "c_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
                 MetricDescriptor(index: 2, name: "c_exposure", kind: .gauge, unit: .bytes, encodedLabels: "", help: "", sampleEvery: 1),
+                MetricDescriptor(index: 3, name: "c_span", kind: .histogram, unit: .microseconds, encodedLabels: "", help: "", sampleEvery: 1),
             ])
-            let expected = Self.expectedCRecords(count: count)
-            expectSame(records, expected + expected)
+            // Each thread's lane holds its own 1...COUNT in order, and its span; the main thread's
+            // gauge record is in a lane of its own. The child's 1,000 values landed nowhere.
+            var threadLanes = 0
+            for (_, records) in lanes where records.contains(where: { $0.metric == 0 }) {
+                threadLanes += 1
+                let latencies = records.filter { $0.metric == 0 }
+                #expect(latencies == (1...count).map { DecodedRecord(metric: 0, kind: RS_KIND_HISTOGRAM.rawValue8, value: $0) })
+                let spans = records.filter { $0.metric == 3 }
+                #expect(spans.count == 1 && spans[0].flags == UInt8(RS_FLAG_SPAN))
+                // A 2 ms sleep, in microseconds: at least 2,000, and far below the 2,000,000 of nanoseconds.
+                #expect(spans.allSatisfy { $0.value >= 2_000 && $0.value < 1_000_000 }, "\(spans)")
+                #expect(records.allSatisfy { $0.metric != 1 }, "counters write no records")
+            }
+            #expect(threadLanes == threads)
+            #expect(cells["c_orders"]?.total == UInt64(threads) * count * 2, "the child's 1,000 counts landed nowhere")
+            #expect(cells["c_exposure"]?.lastValue == Double(count) + 0.5)
+            #expect(cells["c_latency"]?.dropped == 0)
 
+            // A second run re-attaches: the same metrics, lanes reused, the counter's total goes on.
+            let second = try run(executable, [directory.path, "from-c", String(count), String(threads)])
+            #expect(second.status == 0 && second.output.contains("lanes 4") && second.output.contains("metrics 4"), "\(second.output)")
+            (metrics, lanes, cells) = try drainAll("from-c", directory: directory)
+            #expect(metrics.count == 4)
+            #expect(cells["c_orders"]?.total == 2 * UInt64(threads) * count * 2)
             let status = try RingInspector("from-c", directory: directory).status()
-            #expect(status.capacity == 4096 && status.maxMetrics == 8)
+            #expect(status.capacity == 4096 && status.maxMetrics == 8 && status.lanes.count == 4)
             #expect(status.producerAttaches == 2 && !status.producerAlive && status.dropped == 0)
             #expect(status.formatVersion == RS_FORMAT_VERSION)
         }
     }
 
-    @Test("a C producer's full ring drops and counts, like the Swift producer's")
+    @Test("a C producer's full lane drops and counts, per lane and per metric; its counter stays exact")
     func cProducerDrops() throws {
-        guard let compiler = try requiredSystemTool("cc") else { return }
         let build = try TemporaryDirectory("ringside-kit-c")
         defer { build.remove() }
-        let executable = build.path + "/c_producer"
-        let compiled = try run(compiler, ["-std=gnu11", "-O2", "-I", kitFile("Sources/CRingside/include"),
-                                          kitFile("Tests/fixtures/c_producer.c"), "-o", executable])
-        try #require(compiled.status == 0, "\(compiler) failed:\n\(compiled.output)")
+        guard let executable = try buildCProducer("c", into: build) else { return }
         try withRingDirectory { directory in
-            // 3000 values: 6300 records into a ring of 4096 with nobody draining.
-            let result = try run(executable, [directory.path, "full", "3000"])
-            #expect(result.output == "wrote 4096 dropped 2204 metrics 3\n", "\(result.output)")
+            // 5,000 values and a span from one thread into a lane of 4,096 with nobody draining.
+            let result = try run(executable, [directory.path, "full", "5000", "1"])
+            #expect(result.status == 0, "\(result.output)")
             let status = try RingInspector("full", directory: directory).status()
-            #expect(status.writeCursor == 4096 && status.dropped == 2204)
+            let (_, _, cells) = try drainAll("full", directory: directory)
+            // 5,002 attempts: 5,000 values and a span from the thread, the gauge from the main
+            // thread (which takes the finished thread's lane over, or a lane of its own).
+            let lane = try #require(status.lanes.first { $0.writeCursor == 4096 })
+            #expect(lane.dropped > 0)
+            #expect(status.writeCursor + status.dropped == 5_002)
+            let perMetric = ["c_latency", "c_span", "c_exposure"].reduce(0) { $0 + (cells[$1]?.dropped ?? 0) }
+            #expect(perMetric == status.dropped, "every drop is counted for its metric too")
+            #expect(cells["c_orders"]?.total == 10_000)
         }
     }
 
-    @Test("the Python producer writes rings the Swift reader decodes exactly, refuses a second producer and other CPUs")
+    @Test("the Python producer writes lanes from threads that the Swift reader decodes exactly, and refuses what it must")
     func pythonProducerRoundTrip() throws {
         guard let python = try requiredSystemTool("python3") else { return }
         try withRingDirectory { directory in
-            let count = 500
-            let arguments = [kitFile("Tests/fixtures/py_producer.py"), kitFile("tools/python"), directory.path, "from-py", String(count)]
+            let count = 500, threads = 3
+            let arguments = [kitFile("Tests/fixtures/py_producer.py"), kitFile("tools/python"), directory.path, "from-py",
+                             String(count), String(threads)]
             let first = try run(python, arguments)
             #expect(first.status == 0, "\(first.output)")
             let lines = first.output.split(separator: "\n").map(String.init)
-            #expect(lines.contains("second producer refused: ring from-py: another producer is attached (pid \(lines.first.flatMap { $0.split(separator: " ").last } ?? "?")); a ring has one producer"),
-                    "\(first.output)")
-            #expect(lines.contains { $0.hasPrefix("aarch64 refused: ringside.py needs x86-64") }, "\(first.output)")
+            let pid = lines.first.flatMap { $0.split(separator: " ").last } ?? "?"
+            #expect(lines.contains { $0.hasPrefix("second producer refused: ") && $0.contains("(pid \(pid))") }, "\(first.output)")
+            #expect(lines.contains { $0.hasPrefix("aarch64 refused: ") }, "\(first.output)")
             #expect(lines.contains("conflict refused"), "\(first.output)")
+            #expect(lines.contains { $0.hasPrefix("bad value refused: ") && $0.contains("py_latency") }, "\(first.output)")
             #expect(lines.contains("disabled wrote nothing"), "\(first.output)")
-            #expect(lines.last == "wrote \(count * 2 + count / 4) dropped 0 metrics 3", "\(first.output)")
+            #expect(lines.contains("wrote \(count * threads + 1) dropped 0 metrics 3"), "\(first.output)")
             let second = try run(python, arguments)
-            #expect(second.status == 0 && second.output.hasSuffix("wrote \(count * 2 + count / 4) dropped 0 metrics 3\n"),
-                    "\(second.output)")
+            #expect(second.status == 0, "\(second.output)")
 
-            let (metrics, records) = try drainAll("from-py", directory: directory)
+            let (metrics, lanes, cells) = try drainAll("from-py", directory: directory)
             #expect(metrics == [
                 MetricDescriptor(index: 0, name: "py_latency", kind: .histogram, unit: .nanoseconds,
                                  encodedLabels: "desk=δ-1\nsymbol=MSFT", help: "from Python", sampleEvery: 1),
-                MetricDescriptor(index: 1, name: "py_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 4),
+                MetricDescriptor(index: 1, name: "py_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
                 MetricDescriptor(index: 2, name: "py_level", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
             ])
-            var expected: [DecodedRecord] = []
-            for i in 1...UInt64(count) {
-                expected.append(DecodedRecord(metric: 0, kind: RS_KIND_HISTOGRAM.rawValue8, value: i * 1000 + 7))
-                if (i - 1) % 4 == 0 { expected.append(DecodedRecord(metric: 1, kind: RS_KIND_COUNTER.rawValue8, value: 3)) }
-                expected.append(DecodedRecord(metric: 2, kind: RS_KIND_GAUGE.rawValue8, value: (-Double(i) * 0.25).bitPattern))
-            }
-            expectSame(records, expected + expected)
+            // Every thread wrote i * 1000 + 7 for i in 1...COUNT, in order, into its own lane (a
+            // lane may be reused by a later thread, and so hold two runs' values one after the other).
+            let latencies: [UInt64] = lanes.values.flatMap { records in records.filter { $0.metric == 0 }.map(\.value) }
+            var expected: [UInt64] = []
+            for i in 1...UInt64(count) { expected += Array(repeating: i * 1000 + 7, count: 2 * threads) }
+            #expect(latencies.count == 2 * threads * count)
+            #expect(latencies.sorted() == expected)
+            #expect(lanes.values.allSatisfy { $0.allSatisfy { $0.metric != 1 } }, "counters write no records")
+            #expect(cells["py_orders"]?.total == UInt64(2 * threads * count * 3))
+            #expect(cells["py_level"]?.lastValue == -Double(count) * 0.25)
             let status = try RingInspector("from-py", directory: directory).status()
             #expect(status.producerAttaches == 2 && !status.producerAlive && status.dropped == 0)
-            #expect(status.capacity == 8192 && status.maxMetrics == 16)
+            #expect(status.maxMetrics == 16 && status.lanes.count >= 1 && status.lanes.count <= threads + 1)
         }
     }
 

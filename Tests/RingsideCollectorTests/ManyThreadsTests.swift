@@ -1,0 +1,200 @@
+import CRingside
+import Foundation
+import Ringside
+@testable import RingsideCollector
+import RingsideTestSupport
+import Testing
+
+/// Starts the real collector binary on an ephemeral port; returns it and the port it bound.
+private func startCollector(_ arguments: [String]) throws -> (ChildProcess, Int) {
+    let collector = try ChildProcess("ringside-collector", ["--listen", "127.0.0.1:0"] + arguments)
+    let line = try #require(collector.waitForErrorLine(containing: "listening on http://"))
+    let address = try #require(line.components(separatedBy: "http://").last?.split(separator: " ").first)
+    let port = try #require(address.split(separator: ":").last.flatMap { Int($0) })
+    return (collector, port)
+}
+
+/// Polls `body` every 20 ms for up to `seconds`; returns its first non-nil answer.
+private func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if let value = try body() { return value }
+        usleep(20_000)
+    }
+    return nil
+}
+
+private func latest(_ port: Int) throws -> [String: Any] {
+    let response = try httpGet(port: port, path: "/latest")
+    return try #require(try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any])
+}
+
+private func series(_ document: [String: Any], _ metric: String) -> [String: Any]? {
+    (document["series"] as? [[String: Any]])?.first { $0["metric"] as? String == metric }
+}
+
+@Suite("One bot, many threads: per-thread lanes, exact cells, one bot in the collector")
+struct ManyThreadsTests {
+    @Test("8 threads x 1 M records through Telemetry into a real collector: every record aggregated once, counters exact")
+    func eightThreadsIntoACollector() throws {
+        try withRingDirectory { directory in
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
+            defer { collector.kill() }
+            let threads = 8, count = 1_000_000
+            let producer = try ChildProcess("ringside-test-producer", [
+                "threads", "--dir", directory.path, "--ring", "many", "--threads", "\(threads)", "--count", "\(count)",
+                "--capacity", "\(1 << 20)",
+            ])
+            // "lanes L written W dropped D"
+            let report = try #require(producer.readLine()).split(separator: " ")
+            #expect(producer.waitForExit().status == 0)
+            let lanes = try #require(Int(report[1])), written = try #require(Int(report[3])), dropped = try #require(Int(report[5]))
+            #expect(lanes >= 1 && lanes <= threads)
+            #expect(written + dropped == threads * count)
+
+            let document = try #require(try eventually { () -> [String: Any]? in
+                let document = try latest(port)
+                guard let values = series(document, "thread_values"), values["total_count"] as? Int == written,
+                      let increments = series(document, "thread_increments"), increments["total"] as? Int == threads * count
+                else { return nil }
+                return document
+            }, "the collector never showed \(written) records and \(threads * count) increments")
+            let values = try #require(series(document, "thread_values"))
+            #expect(values["dropped_records"] as? Int == dropped)
+            if dropped == 0 {
+                // Each value t*N+i written once: the sum of 1 ... T*N, exactly.
+                let total = threads * count
+                #expect(values["total_sum"] as? Double == Double(total) * Double(total + 1) / 2)
+            }
+            // One bot: one series per metric, its lanes listed under the one ring.
+            #expect((document["series"] as? [[String: Any]])?.count == 2)
+            let ring = try #require((document["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "many" })
+            let laneList = try #require(ring["lanes"] as? [[String: Any]])
+            #expect(laneList.count == lanes)
+            let recordsTotal = try #require(ring["records_total"] as? Int), consumed = try #require(ring["consumed_total"] as? Int)
+            let ringDropped = try #require(ring["dropped_total"] as? Int), backlog = try #require(ring["backlog"] as? Int)
+            #expect(recordsTotal == written && ringDropped == dropped)
+            #expect(recordsTotal + ringDropped == consumed + ringDropped + backlog)
+            for lane in laneList {
+                let (w, c, b) = (lane["records_total"] as? Int ?? -1, lane["consumed_total"] as? Int ?? -2, lane["backlog"] as? Int ?? -3)
+                #expect(w == c + b, "lane \(lane)")
+                #expect(lane["state"] as? String == "retired", "the threads have exited: \(lane)")
+            }
+            let metrics = try httpGet(port: port, path: "/metrics").body
+            #expect(metrics.contains(#"thread_increments_total{ring="many",source="test"} 8000000"#))
+            #expect(metrics.contains(#"ringside_lane_records_written_total{ring="many",lane="0"}"#))
+        }
+    }
+
+    @Test("a counter incremented 1 M times beside a histogram into a ring full most of the time: exact total, drops per metric")
+    func exactCounterIntoAFullRing() throws {
+        try withRingDirectory { directory in
+            let captured = CapturedLog()
+            let collector = try makeCollector(directory, captured: captured)
+            let ring = try Ring.attach("tiny", directory: directory.path, options: .init(capacity: 16))
+            let orders = try ring.counter("orders")
+            let fills = try ring.histogram("fills")
+            let level = try ring.gauge("level")
+            for value in 1...1_000_000 {
+                orders.increment()
+                fills.record(UInt64(value))
+                if value % 1000 == 0 { level.set(Double(value)) }
+            }
+            let snapshot = pass(collector)
+            #expect(try #require(snapshot.series("orders")).cumulativeSum == 1_000_000)
+            let fillSeries = try #require(snapshot.series("fills"))
+            #expect(fillSeries.cumulativeCount == 16 && fillSeries.droppedRecords == 1_000_000 - 16)
+            // The gauge's records were dropped too (the ring was full), its last value was not.
+            let levelSeries = try #require(snapshot.series("level"))
+            #expect(levelSeries.lastValue == 1_000_000 && levelSeries.droppedRecords == 1_000)
+            let ringSnapshot = try #require(snapshot.ring("tiny"))
+            #expect(ringSnapshot.droppedTotal == 1_000_000 - 16 + 1_000)
+            #expect(ringSnapshot.recordsTotal + ringSnapshot.droppedTotal
+                    == ringSnapshot.consumedTotal + ringSnapshot.droppedTotal + ringSnapshot.backlog)
+            let page = String(decoding: PrometheusExporter.render(snapshot), as: UTF8.self)
+            #expect(page.contains(#"ringside_metric_records_dropped_total{ring="tiny",metric="fills",labels=""} 999984"#))
+        }
+    }
+
+    @Test("threads beyond the bot's lanes keep counters and gauges exact and count their records as dropped")
+    func moreThreadsThanLanes() throws {
+        try withRingDirectory { directory in
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let bot = try Telemetry.attach("crowd", directory: directory.path, options: .init(laneCapacity: 1 << 16, maxThreads: 2))
+            let hits = try bot.counter("hits")
+            let values = try bot.histogram("values")
+            let start = DispatchSemaphore(value: 0), done = DispatchGroup()
+            for _ in 0..<8 {
+                done.enter()
+                Thread {
+                    start.wait() // all eight alive at once: six find no lane
+                    for value in 1...10_000 {
+                        hits.increment()
+                        values.record(UInt64(value))
+                    }
+                    done.leave()
+                }.start()
+            }
+            for _ in 0..<8 { start.signal() }
+            done.wait()
+            let snapshot = pass(collector)
+            #expect(try #require(snapshot.series("hits")).cumulativeSum == 80_000)
+            let valueSeries = try #require(snapshot.series("values"))
+            #expect(valueSeries.cumulativeCount + valueSeries.droppedRecords == 80_000)
+            let ring = try #require(snapshot.ring("crowd"))
+            #expect(ring.lanes.count <= 2 && ring.unlanedDropped > 0)
+            #expect(ring.recordsTotal + ring.droppedTotal == 80_000)
+        }
+    }
+
+    @Test("a collector with 1,500 rings under a limit of 1,024 open files keeps answering /health and says why once")
+    func descriptorLimit() throws {
+        try withRingDirectory { directory in
+            for index in 0..<1_500 {
+                _ = try Ring.attach("r\(index)", directory: directory.path, options: .init(capacity: 16, maxMetrics: 1))
+            }
+            // Under a hard limit of 1,024 (it cannot raise it), logging to a file: a full pipe would stall it.
+            let logPath = directory.path + "/collector.log"
+            let binary = try builtExecutable("ringside-collector")
+            let collector = try ChildProcess("/bin/sh", ["-c", "ulimit -n 1024 && exec \"$0\" --listen 127.0.0.1:0 --dir \"$1\" 2>\"$2\"",
+                                                         binary, directory.path, logPath])
+            defer { collector.kill() }
+            func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+            let listening = try #require(eventually { log().contains("listening on http://") ? log() : nil })
+            let address = try #require(listening.components(separatedBy: "http://").last?.split(separator: " ").first)
+            let port = try #require(address.split(separator: ":").last.flatMap { Int($0) })
+            #expect(eventually { log().contains("cannot attach more rings") ? true : nil } == true)
+            // The first pass attaches hundreds of rings: /health is 200 once it is done, and stays so.
+            #expect(try eventually { try httpGet(port: port, path: "/health").status == 200 ? true : nil } == true)
+            for _ in 0..<10 {
+                #expect(try httpGet(port: port, path: "/health").status == 200)
+                #expect(try httpGet(port: port, path: "/metrics").status == 200)
+                usleep(100_000)
+            }
+            collector.send(SIGTERM)
+            #expect(collector.waitForExit().status == 0)
+            #expect(log().components(separatedBy: "cannot attach more rings").count == 2, "said once")
+        }
+    }
+
+    @Test("a new bot's first burst is collected: the collector wakes on the new file (inotify)")
+    func newBotIsAttachedAtOnce() throws {
+        try withRingDirectory { directory in
+            let captured = CapturedLog()
+            var options = CollectorOptions()
+            options.directory = directory
+            options.pollNanos = 2_000_000_000 // a slow poll: only inotify can wake it in time
+            let collector = Collector(options: options, log: captured.log)
+            collector.start()
+            defer { collector.stop() }
+            usleep(100_000) // the first pass, which starts the watch
+            let ring = try Ring.attach("burst", directory: directory.path, options: .init(capacity: 1 << 16))
+            let values = try ring.histogram("values")
+            let attached = Date()
+            while !captured.contains("ring burst attached"), Date().timeIntervalSince(attached) < 1.5 { usleep(1_000) }
+            #expect(captured.contains("ring burst attached"), "attached within a poll of 2 s only by inotify")
+            #expect(Date().timeIntervalSince(attached) < 1.0)
+            for value in 1...1_000 { values.record(UInt64(value)) }
+        }
+    }
+}
