@@ -114,10 +114,22 @@ public struct RingStatus: Sendable, Equatable {
 extension MappedRingFile {
     /// A lane's cursors, checked: the write cursor is ahead of the read cursor by at most the capacity.
     /// - Parameter checkingTruncation: false for a caller that checks once after reading every lane.
+    /// Times a lane's cursors are loaded again while a consumer moves its read cursor.
+    static let cursorLooks = 8
+
     func checkedCursors(lane: Int, checkingTruncation: Bool = true) throws(RingError) -> (read: UInt64, write: UInt64) {
-        // Read before write: the producer only moves write forward, so the pair stays consistent.
-        let read = readCursor(lane: lane)
-        let write = writeCursor(lane: lane)
+        // Read before write: the producer only moves write forward, so the pair stays consistent
+        // while read stands still. An inspector's read cursor is the collector's, which may drain
+        // (and the producer refill) between the loads: then the pair is not one moment's, so load
+        // again; a read cursor that keeps moving is a live consumer's, judged by its last look.
+        var read = readCursor(lane: lane)
+        var write = writeCursor(lane: lane)
+        for _ in 0..<Self.cursorLooks {
+            let readAgain = readCursor(lane: lane)
+            if readAgain == read { break }
+            read = readAgain
+            write = writeCursor(lane: lane)
+        }
         if checkingTruncation || read > write || write - read > layout.capacity {
             try checkNotTruncated() // zeros from a truncated file are not cursors
         }
