@@ -22,7 +22,7 @@ enum CleanCommand {
         for name in names {
             if dryRun {
                 let look: Result<RingStatus, RingError>
-                do throws(RingError) { look = .success(try context.inspector(name).status()) } catch { look = .failure(error) }
+                do throws(RingError) { look = .success(try context.inspector(name).settledStatus()) } catch { look = .failure(error) }
                 if case let .success(status) = look, status.producerAlive {
                     outcomes.append((name, "kept", "producer alive (pid \(status.producerPID))"))
                     continue

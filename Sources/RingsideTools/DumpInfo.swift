@@ -2,16 +2,19 @@ import CRingside
 import Ringside
 import RingsideJSON
 
-/// `ringside-dump info NAME`: the whole header, cursors, counters and metric registry.
+/// `ringside-dump info NAME`: the whole header, the lanes, and the metric registry with each
+/// metric's cells.
 enum InfoCommand {
     static func run(_ name: String, _ context: DumpContext) -> Int32 {
         let inspector: RingInspector
         let status: RingStatus
         let entries: [Result<MetricDescriptor, RingCorruption>]
+        var cells: [UInt32: MetricCells] = [:]
         do throws(RingError) {
             inspector = try context.inspector(name)
-            status = try inspector.status()
+            status = try inspector.settledStatus()
             entries = try inspector.registryEntries()
+            for case let .success(metric) in entries { cells[metric.index] = try inspector.cells(of: metric) }
         } catch {
             return context.fail(error)
         }
@@ -26,7 +29,7 @@ enum InfoCommand {
         let console = context.console
 
         if context.json {
-            console.print(json(status: status, header: header, entries: entries, producer: producer, file: file,
+            console.print(json(status: status, header: header, entries: entries, cells: cells, producer: producer, file: file,
                                now: now, raw: context.raw).text)
         } else {
             var lines = keyValueLines([("ring", name), ("path", status.path)]
@@ -39,10 +42,13 @@ enum InfoCommand {
                 ("format version", "\(header.version)"),
                 ("header size", "\(header.header_size) bytes"),
                 ("record size", "\(header.record_size) bytes"),
-                ("capacity", "\(status.capacity) records (capacity_log2 \(header.capacity_log2))"),
+                ("lane capacity", "\(status.capacity) records (capacity_log2 \(header.capacity_log2))"),
+                ("lane size", "\(header.lane_size) bytes: a \(header.lane_header_size)-byte header, a cell per metric, "
+                    + "records at +\(header.lane_records_offset)"),
+                ("max lanes", "\(header.max_lanes) (threads recording at once)"),
                 ("registry", "\(header.registry_capacity) entries of \(header.registry_entry_size) bytes at offset \(header.registry_offset)"),
-                ("records offset", "\(header.records_offset)"),
-                ("file size", "\(header.file_size) bytes"),
+                ("metric cells", "\(header.registry_capacity) of \(header.metric_cell_size) bytes at offset \(header.cells_offset)"),
+                ("lanes offset", "\(header.lanes_offset)"),
                 ("created", "\(isoTime(nanoseconds: header.created_realtime_ns)) (realtime \(header.created_realtime_ns) ns, "
                     + "monotonic \(header.created_monotonic_ns) ns)"),
                 ("age", now.age(ofRealtime: header.created_realtime_ns).map { humanDuration(nanoseconds: $0) } ?? "-"),
@@ -55,9 +61,12 @@ enum InfoCommand {
                 ("started", status.producerStartRealtimeNanos > 0 ? isoTime(nanoseconds: status.producerStartRealtimeNanos) : "-"),
                 ("heartbeat", ago(now.age(ofMonotonic: status.heartbeatMonotonicNanos)) + " (monotonic \(status.heartbeatMonotonicNanos) ns)"),
                 ("attaches", "\(status.producerAttaches)"),
-                ("write cursor", "\(status.writeCursor) (records written)"),
-                ("dropped", "\(status.dropped) (the ring was full)"),
+                ("lanes", "\(status.lanes.count) allocated of \(status.maxLanes), \(status.heldLanes) held by live threads; "
+                    + "a thread found every lane taken \(status.lanesExhausted) time\(status.lanesExhausted == 1 ? "" : "s")"),
+                ("write cursor", "\(status.writeCursor) (records written, every lane's added up)"),
+                ("dropped", "\(status.dropped) (\(status.laneDropped) by full lanes, \(status.unlanedDropped) by threads without a lane)"),
                 ("metrics", "\(status.metricCount) of \(status.maxMetrics)"),
+                ("file size", "\(status.fileSize) bytes with its \(status.lanesText)"),
             ], width: 14)
             lines.append("")
             lines.append("consumer")
@@ -66,25 +75,35 @@ enum InfoCommand {
                                                : "none attached: nobody holds the consumer lock (byte 1)"),
                 ("pid", "\(status.consumerPID)"),
                 ("heartbeat", ago(now.age(ofMonotonic: header.consumer_heartbeat_ns)) + " (monotonic \(header.consumer_heartbeat_ns) ns)"),
-                ("read cursor", "\(status.readCursor) (records consumed)"),
+                ("read cursor", "\(status.readCursor) (records consumed, every lane's added up)"),
             ], width: 14)
             lines.append("")
-            lines.append("ring")
+            lines.append("lanes (\(status.lanes.count) of \(status.maxLanes), each holds \(status.capacity) records)")
+            if status.lanes.isEmpty {
+                lines.append("  (none yet: a lane is added when a thread first records)")
+            } else {
+                lines += laneTable(status, now: now).lines.map { "  " + $0 }
+            }
             lines += keyValueLines([
-                ("backlog", "\(status.backlog) of \(status.capacity) records (\(oneDecimal(status.fillPercent))% full)"),
-                ("attempted", "\(status.writeCursor &+ status.dropped) (written + dropped)"),
+                ("backlog", "\(status.backlog) records in all; the fullest lane is \(oneDecimal(status.fillPercent))% full"),
+                ("attempted", "\(status.writeCursor &+ status.dropped) records (written + dropped)"),
             ], width: 14)
             lines.append("")
             lines.append("metrics (\(entries.count))")
-            var table = TextTable(["INDEX", "KIND", "UNIT", "NAME", "LABELS", "SAMPLING", "HELP"], right: ["INDEX"])
+            // CELL and DROPPED come from the cells, exact whatever the lanes held: a counter's
+            // total (counters write no records), a gauge's last value, a histogram's or gauge's drops.
+            var table = TextTable(["INDEX", "KIND", "UNIT", "NAME", "LABELS", "SAMPLING", "CELL", "DROPPED", "HELP"],
+                                  right: ["INDEX", "DROPPED"])
             for (index, entry) in entries.enumerated() {
                 switch entry {
                 case let .success(metric):
                     let labels = metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+                    let cell = cells[metric.index] ?? MetricCells()
                     table.add(["\(metric.index)", metric.kind.description, metric.unit.description, metric.name,
-                               labels.isEmpty ? "-" : labels, metric.samplingText, metric.help.isEmpty ? "-" : metric.help])
+                               labels.isEmpty ? "-" : labels, metric.samplingText, cellText(cell, kind: metric.kind),
+                               metric.kind == .counter ? "-" : "\(cell.dropped)", metric.help.isEmpty ? "-" : metric.help])
                 case let .failure(problem):
-                    table.add(["\(index)", "?", "?", "(bad entry: \(problem))", "-", "-", "-"])
+                    table.add(["\(index)", "?", "?", "(bad entry: \(problem))", "-", "-", "-", "-", "-"])
                 }
             }
             if entries.isEmpty { lines.append("  (none registered)") } else { lines += table.lines.map { "  " + $0 } }
@@ -97,6 +116,39 @@ enum InfoCommand {
         }
         problems.forEach { console.printError("ringside-dump: \($0)") }
         return problems.isEmpty ? ExitStatus.success : ExitStatus.failure
+    }
+
+    /// One row per lane: who holds it, its cursors, and its backlog against its own capacity.
+    static func laneTable(_ status: RingStatus, now: Now) -> TextTable {
+        var table = TextTable(["LANE", "STATE", "TID", "CLAIMS", "WRITE", "READ", "BACKLOG", "FILL", "DROPPED", "HEARTBEAT"],
+                              right: ["LANE", "TID", "CLAIMS", "WRITE", "READ", "BACKLOG", "FILL", "DROPPED", "HEARTBEAT"])
+        for lane in status.lanes {
+            table.add(["\(lane.index)", lane.stateText(producerAlive: status.producerAlive),
+                       lane.ownerTID != 0 ? "\(lane.ownerTID)" : "-", "\(lane.claims)",
+                       "\(lane.writeCursor)", "\(lane.readCursor)", "\(lane.backlog) of \(status.capacity)",
+                       oneDecimal(lane.fillPercent(capacity: status.capacity)) + "%", "\(lane.dropped)",
+                       ago(now.age(ofMonotonic: lane.heartbeatMonotonicNanos))])
+        }
+        return table
+    }
+
+    /// A metric's cell as the table shows it: `total 10`, `last 3.25`, `last -` (never set), or `-`.
+    static func cellText(_ cell: MetricCells, kind: MetricKind) -> String {
+        switch kind {
+        case .counter: return "total \(cell.total)"
+        case .gauge: return "last " + (cell.lastValue.map { "\($0)" } ?? "-")
+        case .histogram: return "-"
+        }
+    }
+
+    /// A metric's cells as JSON: a counter's `total`, a gauge's `last` (null if never set), and
+    /// the records a histogram or gauge dropped.
+    static func cellsJSON(_ cell: MetricCells, kind: MetricKind) -> JSON {
+        switch kind {
+        case .counter: return .object([("total", .uint(cell.total))])
+        case .gauge: return .object([("last", cell.lastValue.map(JSON.double) ?? .null), ("dropped", .uint(cell.dropped))])
+        case .histogram: return .object([("dropped", .uint(cell.dropped))])
+        }
     }
 
     private static func ago(_ age: UInt64?) -> String {
@@ -124,14 +176,16 @@ enum InfoCommand {
     }
 
     private static func json(status: RingStatus, header: rs_header, entries: [Result<MetricDescriptor, RingCorruption>],
-                             producer: ProducerLiveness, file: FileFacts?, now: Now, raw: Bool) -> JSON {
+                             cells: [UInt32: MetricCells], producer: ProducerLiveness, file: FileFacts?, now: Now,
+                             raw: Bool) -> JSON {
         let metrics: [JSON] = entries.enumerated().map { index, entry in
             switch entry {
             case let .success(metric):
                 return .object([("index", .uint(UInt64(metric.index))), ("kind", .string(metric.kind.description)),
                                 ("unit", .string(metric.unit.description)), ("name", .string(metric.name)),
                                 ("labels", metric.labelsJSON), ("sample_every", .uint(UInt64(metric.sampleEvery))),
-                                ("help", .string(metric.help))])
+                                ("help", .string(metric.help)),
+                                ("cells", cellsJSON(cells[metric.index] ?? MetricCells(), kind: metric.kind))])
             case let .failure(problem):
                 return .object([("index", .uint(UInt64(index))), ("error", .string(problem.description))])
             }
@@ -146,8 +200,14 @@ enum InfoCommand {
                 ("capacity_log2", .uint(UInt64(header.capacity_log2))), ("capacity", .uint(status.capacity)),
                 ("registry_capacity", .uint(UInt64(header.registry_capacity))),
                 ("registry_entry_size", .uint(UInt64(header.registry_entry_size))),
-                ("registry_offset", .uint(header.registry_offset)), ("records_offset", .uint(header.records_offset)),
-                ("file_size", .uint(header.file_size)), ("created", .string(isoTime(nanoseconds: header.created_realtime_ns))),
+                ("registry_offset", .uint(header.registry_offset)),
+                ("metric_cell_size", .uint(UInt64(header.metric_cell_size))), ("cells_offset", .uint(header.cells_offset)),
+                ("lanes_offset", .uint(header.lanes_offset)), ("lane_size", .uint(header.lane_size)),
+                ("lane_header_size", .uint(UInt64(header.lane_header_size))),
+                ("lane_records_offset", .uint(UInt64(header.lane_records_offset))),
+                ("max_lanes", .uint(UInt64(header.max_lanes))),
+                // The size with the lanes allocated now (the file grows by a lane at a time).
+                ("file_size", .uint(UInt64(status.fileSize))), ("created", .string(isoTime(nanoseconds: header.created_realtime_ns))),
                 ("created_realtime_ns", .uint(header.created_realtime_ns)),
                 ("created_monotonic_ns", .uint(header.created_monotonic_ns)),
             ])),
@@ -158,8 +218,13 @@ enum InfoCommand {
                 ("start_realtime_ns", .uint(status.producerStartRealtimeNanos)),
                 ("heartbeat_ns", .uint(status.heartbeatMonotonicNanos)),
                 ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
-                ("attaches", .uint(UInt64(status.producerAttaches))), ("write_cursor", .uint(status.writeCursor)),
-                ("dropped", .uint(status.dropped)), ("metric_count", .uint(UInt64(status.metricCount))),
+                ("attaches", .uint(UInt64(status.producerAttaches))),
+                // The lanes' sums: each lane's own cursors are in `lanes`.
+                ("write_cursor", .uint(status.writeCursor)), ("dropped", .uint(status.dropped)),
+                ("unlaned_dropped", .uint(status.unlanedDropped)),
+                ("lanes_allocated", .uint(UInt64(status.lanes.count))), ("lanes_held", .uint(UInt64(status.heldLanes))),
+                ("lanes_exhausted", .uint(status.lanesExhausted)),
+                ("metric_count", .uint(UInt64(status.metricCount))),
             ])),
             ("consumer", .members([
                 ("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive)),
@@ -167,7 +232,8 @@ enum InfoCommand {
                 ("heartbeat_age_ns", now.age(ofMonotonic: header.consumer_heartbeat_ns).map(JSON.uint) ?? .null),
                 ("read_cursor", .uint(status.readCursor)),
             ])),
-            ("backlog", .uint(status.backlog)), ("fill_percent", .double((status.fillPercent * 100).rounded() / 100)),
+            ("backlog", .uint(status.backlog)), ("fill_percent", .double(roundedPercent(status.fillPercent))),
+            ("lanes", .array(status.lanes.map { $0.json(capacity: status.capacity, producerAlive: status.producerAlive, now: now) })),
             ("metrics", .array(metrics)),
             ("raw_header", raw ? .string(hexBytes(of: header)) : nil),
         ])

@@ -8,7 +8,7 @@ enum ListCommand {
         do throws(RingError) { names = try context.ringNames() } catch { return context.fail(error) }
         let now = Now()
         let rings = names.map { name -> (name: String, status: Result<RingStatus, RingError>) in
-            do throws(RingError) { return (name, .success(try context.inspector(name).status())) } catch { return (name, .failure(error)) }
+            do throws(RingError) { return (name, .success(try context.inspector(name).settledStatus())) } catch { return (name, .failure(error)) }
         }
         let console = context.console
         if context.json {
@@ -29,9 +29,11 @@ enum ListCommand {
             console.print("no rings in \(context.directory.path)")
             return ExitStatus.success
         }
-        var table = TextTable(["RING", "PID", "PRODUCER", "HEARTBEAT", "CAPACITY", "BACKLOG", "FILL", "WRITTEN", "DROPPED",
-                               "SIZE", "AGE", "VER"],
-                              right: ["PID", "HEARTBEAT", "CAPACITY", "BACKLOG", "FILL", "WRITTEN", "DROPPED", "SIZE", "AGE", "VER"])
+        // CAPACITY is each lane's and FILL the fullest lane's; BACKLOG, WRITTEN and DROPPED add up the lanes.
+        var table = TextTable(["RING", "PID", "PRODUCER", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN",
+                               "DROPPED", "SIZE", "AGE", "VER"],
+                              right: ["PID", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN", "DROPPED", "SIZE",
+                                      "AGE", "VER"])
         var notes: [String] = []
         for ring in rings {
             switch ring.status {
@@ -41,11 +43,12 @@ enum ListCommand {
                 let heartbeat: String = now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { humanDuration(nanoseconds: $0) } ?? "-"
                 let age: String = now.age(ofRealtime: status.createdRealtimeNanos).map { humanDuration(nanoseconds: $0) } ?? "-"
                 let fill: String = oneDecimal(status.fillPercent) + "%"
-                table.add([ring.name, pid, producer.short, heartbeat, "\(status.capacity)", "\(status.backlog)", fill,
-                           "\(status.writeCursor)", "\(status.dropped)", humanBytes(status.fileSize), age, "\(status.formatVersion)"])
+                table.add([ring.name, pid, producer.short, heartbeat, "\(status.lanes.count)/\(status.maxLanes)", "\(status.capacity)",
+                           "\(status.backlog)", fill, "\(status.writeCursor)", "\(status.dropped)", humanBytes(status.fileSize), age,
+                           "\(status.formatVersion)"])
             case let .failure(error):
                 let size = FileFacts(path: context.directory.filePath(for: ring.name)).map { humanBytes($0.size) } ?? "-"
-                table.add([ring.name, "-", stateWord(error), "-", "-", "-", "-", "-", "-", size, "-", "-"])
+                table.add([ring.name, "-", stateWord(error), "-", "-", "-", "-", "-", "-", "-", size, "-", "-"])
                 notes.append("\(error)")
             }
         }

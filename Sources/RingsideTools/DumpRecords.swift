@@ -2,18 +2,21 @@ import CRingside
 import Ringside
 import RingsideJSON
 
-/// What the tools read in one look at a ring: its status, the records now in it, and the
-/// registry read after them (so every record's metric is in it).
+/// What the tools read in one look at a ring: its status, the records now in its lanes, and
+/// the registry read after them (so every record's metric is in it).
 struct RingContents {
     let status: RingStatus
-    let records: [(cursor: UInt64, record: RingRecord)]
+    let records: [PeekedRecord]
     /// The registry by index; nil for an entry that does not decode.
     let metrics: [MetricDescriptor?]
 
     init(_ name: String, last: Int? = nil, _ context: DumpContext) throws(RingError) {
-        let inspector = try context.inspector(name)
-        status = try inspector.status()
-        records = try inspector.peek(last: last)
+        try self.init(try context.inspector(name), last: last)
+    }
+
+    init(_ inspector: RingInspector, last: Int? = nil) throws(RingError) {
+        status = try inspector.settledStatus()
+        records = try inspector.settledPeek(last: last)
         // After the peek: the producer publishes a metric before any record that names it.
         metrics = try inspector.registryEntries().map { try? $0.get() }
     }
@@ -24,7 +27,7 @@ struct RingContents {
 
     /// The records of the metrics named (every label set of each), or a message naming those
     /// the ring does not have.
-    func records(ofMetricsNamed names: [String]) -> Result<[(cursor: UInt64, record: RingRecord)], MissingMetric> {
+    func records(ofMetricsNamed names: [String]) -> Result<[PeekedRecord], MissingMetric> {
         guard !names.isEmpty else { return .success(records) }
         let known = Set(metrics.compactMap { $0?.name })
         if let missing = names.first(where: { !known.contains($0) }) {
@@ -46,13 +49,13 @@ struct MissingMetric: Error, CustomStringConvertible {
     }
 }
 
-/// `ringside-dump records NAME`: the records now in the ring, oldest first.
+/// `ringside-dump records NAME`: the records now in the lanes, oldest first, each with its lane.
 enum RecordsCommand {
     static func run(_ name: String, last: Int?, metrics names: [String], _ context: DumpContext) -> Int32 {
         let contents: RingContents
         // Without a metric filter only the last N are copied; with one, the filter comes first.
         do throws(RingError) { contents = try RingContents(name, last: names.isEmpty ? last : nil, context) } catch { return context.fail(error) }
-        var selected: [(cursor: UInt64, record: RingRecord)]
+        var selected: [PeekedRecord]
         switch contents.records(ofMetricsNamed: names) {
         case let .success(records): selected = records
         case let .failure(missing):
@@ -75,7 +78,7 @@ enum RecordsCommand {
                 let rawJSON: JSON? = context.raw ? .string(hexBytes(of: record)) : nil
                 let isSpan = record.flags & UInt8(RS_FLAG_SPAN) != 0
                 return .members([
-                    ("cursor", .uint(entry.cursor)), ("sequence", .uint(record.sequence)),
+                    ("lane", .uint(UInt64(entry.lane))), ("cursor", .uint(entry.cursor)), ("sequence", .uint(record.sequence)),
                     ("time", .string(time)), ("timestamp_ns", .uint(record.timestamp_ns)),
                     ("metric_index", .uint(UInt64(record.metric))), ("metric", metricJSON),
                     ("labels", metric?.labelsJSON ?? .null), ("kind", kindJSON), ("unit", unitJSON),
@@ -83,27 +86,32 @@ enum RecordsCommand {
                 ])
             }
             console.print(JSON.object([
-                ("ring", .string(name)), ("written", .uint(status.writeCursor)), ("consumed", .uint(status.readCursor)),
+                ("ring", .string(name)), ("lanes", .uint(UInt64(status.lanes.count))),
+                ("written", .uint(status.writeCursor)), ("consumed", .uint(status.readCursor)),
                 ("count", .uint(UInt64(items.count))), ("records", .array(items)),
             ]).text)
             return ExitStatus.success
         }
 
-        guard let first = selected.first, let final = selected.last else {
+        // Cursors count per lane, so the summary gives the lanes' sums, not a range of cursors.
+        let sums = "written \(status.writeCursor), consumed \(status.readCursor), every lane's added up"
+        guard !selected.isEmpty else {
             console.print("ring \(name): no records" + (names.isEmpty ? "" : " of \(names.joined(separator: ", "))")
-                + " in the ring (written \(status.writeCursor), consumed \(status.readCursor))")
+                + " in its \(status.lanesText) (\(sums))")
             return ExitStatus.success
         }
-        console.print("ring \(name): \(selected.count) record\(selected.count == 1 ? "" : "s"), cursors \(first.cursor) to "
-            + "\(final.cursor) (written \(status.writeCursor), consumed \(status.readCursor))")
-        var headers = ["CURSOR", "TIME", "METRIC", "VALUE", "FLAGS"]
+        let lanesShown = Set(selected.map(\.lane)).count
+        console.print("ring \(name): \(selected.count) record\(selected.count == 1 ? "" : "s") from \(lanesShown) "
+            + "of its \(status.lanesText) (\(sums))")
+        var headers = ["LANE", "CURSOR", "TIME", "METRIC", "VALUE", "FLAGS"]
         if context.raw { headers.append("RAW") }
-        var table = TextTable(headers, right: ["CURSOR", "VALUE"])
+        var table = TextTable(headers, right: ["LANE", "CURSOR", "VALUE"])
         for entry in selected {
             let record = entry.record
             let metric = contents.metric(of: record)
             let kind = metric?.kind ?? MetricKind(rawValue: record.kind)
             var row = [
+                "\(entry.lane)",
                 "\(entry.cursor)",
                 isoTime(nanoseconds: status.realtimeNanos(ofMonotonic: record.timestamp_ns)),
                 metric?.displayName ?? "#\(record.metric) (not registered)",

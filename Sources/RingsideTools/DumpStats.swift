@@ -1,36 +1,34 @@
 import Ringside
 import RingsideJSON
 
-/// Exact statistics of one metric's records now in the ring.
+/// Exact statistics of one metric: over its records now in the lanes, and from its cells.
 struct MetricStatistics {
     let metric: MetricDescriptor
+    /// Records of the metric now in the lanes.
     let count: Int
     /// Histograms: the values sorted, for exact percentiles.
     let sorted: [UInt64]
-    /// Counters: the sum of the increments (saturating: a corrupt ring may hold anything).
-    let sum: UInt64
-    /// Gauges: the last value set and the extremes (NaN left out).
-    let last: Double?
+    /// Gauges: the extremes of the records (NaN left out).
     let minimum: Double?
     let maximum: Double?
+    /// The cells: a counter's total (counters write no records), a gauge's last value, and the
+    /// records a histogram or gauge dropped. Exact, whatever the lanes held or a collector drained.
+    let cells: MetricCells
 
-    init(metric: MetricDescriptor, values: [UInt64]) {
+    init(metric: MetricDescriptor, values: [UInt64], cells: MetricCells = MetricCells()) {
         self.metric = metric
+        self.cells = cells
         count = values.count
         sorted = metric.kind == .histogram ? values.sorted() : []
-        var total: UInt64 = 0
-        if metric.kind == .counter {
-            for value in values {
-                let (added, overflow) = total.addingReportingOverflow(value)
-                total = overflow ? .max : added
-            }
-        }
-        sum = total
-        let doubles = metric.kind == .gauge ? values.map { Double(bitPattern: $0) } : []
-        last = doubles.last
-        minimum = doubles.filter { !$0.isNaN }.min()
-        maximum = doubles.filter { !$0.isNaN }.max()
+        let doubles = metric.kind == .gauge ? values.map { Double(bitPattern: $0) }.filter { !$0.isNaN } : []
+        minimum = doubles.min()
+        maximum = doubles.max()
     }
+
+    /// A counter's total.
+    var total: UInt64 { cells.total }
+    /// A gauge's last value set, from its cell: the records may have been drained or dropped.
+    var last: Double? { cells.lastValue }
 
     /// The nearest-rank percentile: the smallest value with at least `q` of the values at or below it.
     func percentile(_ q: Double) -> UInt64? {
@@ -44,12 +42,20 @@ struct MetricStatistics {
     ]
 }
 
-/// `ringside-dump stats NAME`: quick percentiles per metric over the records now in the ring.
+/// `ringside-dump stats NAME`: percentiles per metric over the records now in the lanes, and
+/// counters' totals from the cells.
 enum StatsCommand {
     static func run(_ name: String, metrics names: [String], _ context: DumpContext) -> Int32 {
         let contents: RingContents
-        do throws(RingError) { contents = try RingContents(name, context) } catch { return context.fail(error) }
-        let records: [(cursor: UInt64, record: RingRecord)]
+        var cells: [UInt32: MetricCells] = [:]
+        do throws(RingError) {
+            let inspector = try context.inspector(name)
+            contents = try RingContents(inspector)
+            for case let metric? in contents.metrics { cells[metric.index] = try inspector.cells(of: metric) }
+        } catch {
+            return context.fail(error)
+        }
+        let records: [PeekedRecord]
         switch contents.records(ofMetricsNamed: names) {
         case let .success(selected): records = selected
         case let .failure(missing):
@@ -64,7 +70,7 @@ enum StatsCommand {
         }
         let statistics = contents.metrics.compactMap { $0 }
             .filter { names.isEmpty || names.contains($0.name) }
-            .map { MetricStatistics(metric: $0, values: valuesByMetric[$0.index] ?? []) }
+            .map { MetricStatistics(metric: $0, values: valuesByMetric[$0.index] ?? [], cells: cells[$0.index] ?? MetricCells()) }
         let console = context.console
 
         if context.json {
@@ -81,51 +87,53 @@ enum StatsCommand {
                     for percentile in MetricStatistics.percentiles {
                         members.append((percentile.key, stats.percentile(percentile.q).map(JSON.uint) ?? .null))
                     }
-                    members.append(("max", stats.sorted.last.map(JSON.uint) ?? .null))
+                    members += [("max", stats.sorted.last.map(JSON.uint) ?? .null), ("dropped", .uint(stats.cells.dropped))]
                 case .counter:
-                    members.append(("sum", .uint(stats.sum)))
+                    members.append(("total", .uint(stats.total)))
                 case .gauge:
                     members += [("last", stats.last.map(JSON.double) ?? .null), ("min", stats.minimum.map(JSON.double) ?? .null),
-                                ("max", stats.maximum.map(JSON.double) ?? .null)]
+                                ("max", stats.maximum.map(JSON.double) ?? .null), ("dropped", .uint(stats.cells.dropped))]
                 }
                 return .members(members)
             }
             console.print(JSON.object([
-                ("ring", .string(name)), ("records", .uint(UInt64(records.count))),
+                ("ring", .string(name)), ("lanes", .uint(UInt64(contents.status.lanes.count))),
+                ("records", .uint(UInt64(records.count))),
                 ("unregistered_records", .uint(UInt64(unregistered))), ("metrics", .array(items)),
             ]).text)
             return ExitStatus.success
         }
 
-        let span = records.first.map { first in " (cursors \(first.cursor) to \(records.last!.cursor))" } ?? ""
-        console.print("ring \(name): \(records.count) record\(records.count == 1 ? "" : "s") in the ring\(span)")
+        console.print("ring \(name): \(records.count) record\(records.count == 1 ? "" : "s") in its \(contents.status.lanesText)")
         let byKind = Dictionary(grouping: statistics, by: \.metric.kind)
         func none(_ value: String?) -> String { value ?? "-" }
         if let histograms = byKind[.histogram] {
-            var table = TextTable(["HISTOGRAM", "UNIT", "SAMPLING", "COUNT", "MIN"] + MetricStatistics.percentiles.map(\.label) + ["MAX"],
-                                  right: Set(["COUNT", "MIN", "MAX"] + MetricStatistics.percentiles.map(\.label)))
+            var table = TextTable(["HISTOGRAM", "UNIT", "SAMPLING", "COUNT", "MIN"] + MetricStatistics.percentiles.map(\.label)
+                                      + ["MAX", "DROPPED"],
+                                  right: Set(["COUNT", "MIN", "MAX", "DROPPED"] + MetricStatistics.percentiles.map(\.label)))
             for stats in histograms {
                 table.add([stats.metric.displayName, stats.metric.unit.description, stats.metric.samplingText, "\(stats.count)",
                            none(stats.sorted.first.map { "\($0)" })]
                           + MetricStatistics.percentiles.map { none(stats.percentile($0.q).map { "\($0)" }) }
-                          + [none(stats.sorted.last.map { "\($0)" })])
+                          + [none(stats.sorted.last.map { "\($0)" }), "\(stats.cells.dropped)"])
             }
             console.print()
             table.lines.forEach { console.print($0) }
         }
         if let counters = byKind[.counter] {
-            var table = TextTable(["COUNTER", "SAMPLING", "RECORDS", "SUM"], right: ["RECORDS", "SUM"])
-            for stats in counters {
-                table.add([stats.metric.displayName, stats.metric.samplingText, "\(stats.count)", "\(stats.sum)"])
-            }
+            // From the cells: every increment ever made, on every thread.
+            var table = TextTable(["COUNTER", "TOTAL"], right: ["TOTAL"])
+            for stats in counters { table.add([stats.metric.displayName, "\(stats.total)"]) }
             console.print()
             table.lines.forEach { console.print($0) }
         }
         if let gauges = byKind[.gauge] {
-            var table = TextTable(["GAUGE", "UNIT", "RECORDS", "LAST", "MIN", "MAX"], right: ["RECORDS", "LAST", "MIN", "MAX"])
+            var table = TextTable(["GAUGE", "UNIT", "RECORDS", "LAST", "MIN", "MAX", "DROPPED"],
+                                  right: ["RECORDS", "LAST", "MIN", "MAX", "DROPPED"])
             for stats in gauges {
                 table.add([stats.metric.displayName, stats.metric.unit.description, "\(stats.count)",
-                           none(stats.last.map { "\($0)" }), none(stats.minimum.map { "\($0)" }), none(stats.maximum.map { "\($0)" })])
+                           none(stats.last.map { "\($0)" }), none(stats.minimum.map { "\($0)" }), none(stats.maximum.map { "\($0)" }),
+                           "\(stats.cells.dropped)"])
             }
             console.print()
             table.lines.forEach { console.print($0) }

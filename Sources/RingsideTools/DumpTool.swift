@@ -38,22 +38,26 @@ package enum DumpTool {
             case .list: return """
                 usage: ringside-dump list [--json]
 
-                Every ring in the directory: name, producer pid, alive or dead (and how that is known:
-                the producer's lock on the file, then whether the pid exists), heartbeat age, capacity,
-                backlog and fill, records written, dropped, file size, age and format version.
+                Every ring (bot file) in the directory: name, producer pid, alive or dead (and how that
+                is known: the producer's lock on the file, then whether the pid exists), heartbeat age,
+                lanes allocated of the most allowed, each lane's capacity, backlog (every lane's) and
+                fill (the fullest lane's), records written and dropped, file size, age and format version.
                 """
             case .info: return """
                 usage: ringside-dump info NAME [--json] [--raw]
 
-                The whole header (layout, producer and consumer lines), the cursors, the counters and
-                the metric registry (index, kind, unit, name, labels, sampling, help).
+                The whole header (layout, producer and consumer lines); each lane (one per thread that
+                records): state, thread id, claims, cursors, backlog of its capacity, drops, heartbeat;
+                and the metric registry (index, kind, unit, name, labels, sampling, help) with each
+                metric's cells: a counter's exact total, a gauge's last value, the records dropped.
                 --raw adds the header's first 384 bytes in hex.
                 """
             case .records: return """
                 usage: ringside-dump records NAME [--last N] [--metric NAME]... [--json] [--raw]
 
-                The records now in the ring, oldest first, with metric names and wall-clock times (UTC).
-                Never moves the consumer's cursor and never shows a torn record: safe while the producer
+                The records now in the ring's lanes, oldest first, each with its lane and cursor, metric
+                name and wall-clock time (UTC). Counters write no records (see info for their totals).
+                Never moves a consumer's cursor and never shows a torn record: safe while the producer
                 writes and a collector drains.
                   --last N        only the last N records (of the metric, with --metric)
                   --metric NAME   only this metric's records (every label set); repeatable
@@ -63,23 +67,26 @@ package enum DumpTool {
                 usage: ringside-dump watch [NAME] [--interval DUR] [--count N] [--json]
 
                 A refreshing view of every ring (or one): records written, consumed and dropped per
-                second, backlog and fill. Redraws the screen on a terminal; otherwise prints one block
-                per refresh (--json: one JSON object per line).
+                second over every lane, lanes, backlog and fill (the fullest lane's). Redraws the screen
+                on a terminal; otherwise prints one block per refresh (--json: one JSON object per line).
                   --interval DUR  time between refreshes: seconds or 250ms, 2s, 1m (default 1s)
                   --count N       stop after N refreshes (default: until interrupted)
                 """
             case .stats: return """
                 usage: ringside-dump stats NAME [--metric NAME]... [--json]
 
-                Quick statistics over the records now in the ring, per metric: histograms' count, min,
-                p50, p90, p99, p99.9 and max (exact, nearest rank); counters' sum; gauges' last, min, max.
+                Quick statistics per metric: histograms' count, min, p50, p90, p99, p99.9 and max over the
+                records now in the lanes (exact, nearest rank); gauges' min and max over those records and
+                their last value; counters' total (exact, from the cells: counters write no records); and
+                the records each histogram and gauge dropped.
                 """
             case .check: return """
                 usage: ringside-dump check NAME | --all [--json]
 
-                Validates ring files: magic, version, sizes, cursors, the registry, and every record now
-                in the ring (sequence, metric index, kind, flags). Exit 0 when sound; exit 1 with one
-                line per problem. A ring still being created is reported as such.
+                Validates ring files: magic, version, sizes, the lanes (how many, the file's length for
+                them, each lane's state and cursors), the registry, and every record now in the lanes
+                (sequence, metric index, kind, flags; counters write none). Exit 0 when sound; exit 1
+                with one line per problem. A ring still being created is reported as such.
                 """
             case .clean: return """
                 usage: ringside-dump clean [--dry-run] [--force] [--json]
@@ -99,13 +106,13 @@ package enum DumpTool {
     Inspects the Ringside rings in a directory without disturbing them.
 
     commands:
-      list                              every ring: producer, heartbeat, backlog, drops, size, age
-      info NAME                         the whole header, cursors, counters and metric registry
+      list                              every ring: producer, heartbeat, lanes, backlog, drops, size, age
+      info NAME                         the whole header, the lanes, and the metrics with their cells
       records NAME [--last N] [--metric NAME]
-                                        the records now in the ring, oldest first
+                                        the records now in the lanes, oldest first
       watch [NAME] [--interval DUR] [--count N]
                                         a refreshing view of rates, backlog and drops
-      stats NAME [--metric NAME]        percentiles per metric over the records in the ring
+      stats NAME [--metric NAME]        percentiles per metric, counters' totals
       check NAME | --all                validate ring files (exit 1 and one line per problem)
       clean [--dry-run] [--force]       remove rings whose producer is dead and which are drained
 

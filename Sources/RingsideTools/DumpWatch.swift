@@ -5,7 +5,8 @@ import Glibc
 import RingsideJSON
 #endif
 
-/// `ringside-dump watch [NAME]`: rates, backlog and drops, refreshed like `top`.
+/// `ringside-dump watch [NAME]`: rates, backlog and drops, refreshed like `top`. Every figure is
+/// the sum over the bot's lanes, but FILL: the fullest lane's (each lane has its own capacity).
 enum WatchCommand {
     /// A ring's figures at one refresh, to compute rates at the next.
     private struct Sample {
@@ -34,7 +35,7 @@ enum WatchCommand {
             var current: [String: Sample] = [:]
             for ring in names {
                 do throws(RingError) {
-                    let status = try context.inspector(ring).status()
+                    let status = try context.inspector(ring).settledStatus()
                     let change = previous[ring].flatMap { Self.rates(from: $0, to: status, at: clock) }
                     current[ring] = Sample(status: status, nanos: clock)
                     rows.append((ring, .success(status), change))
@@ -73,20 +74,21 @@ enum WatchCommand {
                                   now: Now, interval: Double, _ context: DumpContext) -> [String] {
         var lines = ["ringside-dump watch: \(rows.count) ring\(rows.count == 1 ? "" : "s") in \(context.directory.path) "
             + "at \(isoTime(nanoseconds: now.realtime)), every \(formatInterval(interval))"]
-        var table = TextTable(["RING", "PRODUCER", "CONSUMER", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL",
+        var table = TextTable(["RING", "PRODUCER", "CONSUMER", "LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL",
                                "WRITTEN", "DROPPED", "HEARTBEAT"],
-                              right: ["WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL", "WRITTEN", "DROPPED", "HEARTBEAT"])
+                              right: ["LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL", "WRITTEN", "DROPPED",
+                                      "HEARTBEAT"])
         var notes: [String] = []
         func rate(_ value: Double?) -> String { value.map { String(Int64($0.rounded())) } ?? "-" }
         for row in rows {
             switch row.status {
             case let .success(status):
                 table.add([row.name, ProducerLiveness(status: status).word, status.consumerAlive ? "attached" : "none",
-                           rate(row.rates?.written), rate(row.rates?.consumed), rate(row.rates?.dropped),
+                           "\(status.lanes.count)/\(status.maxLanes)", rate(row.rates?.written), rate(row.rates?.consumed), rate(row.rates?.dropped),
                            "\(status.backlog)", oneDecimal(status.fillPercent) + "%", "\(status.writeCursor)", "\(status.dropped)",
                            now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { humanDuration(nanoseconds: $0) } ?? "-"])
             case let .failure(error):
-                table.add([row.name, ListCommand.stateWord(error), "-", "-", "-", "-", "-", "-", "-", "-", "-"])
+                table.add([row.name, ListCommand.stateWord(error), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"])
                 notes.append("\(error)")
             }
         }
@@ -104,7 +106,8 @@ enum WatchCommand {
                     ("producer_pid", .int(Int64(status.producerPID))), ("consumer_alive", .bool(status.consumerAlive)),
                     ("written", .uint(status.writeCursor)), ("consumed", .uint(status.readCursor)), ("dropped", .uint(status.dropped)),
                     ("backlog", .uint(status.backlog)), ("capacity", .uint(status.capacity)),
-                    ("fill_percent", .double((status.fillPercent * 100).rounded() / 100)),
+                    ("fill_percent", .double(roundedPercent(status.fillPercent))),
+                    ("lanes_allocated", .uint(UInt64(status.lanes.count))), ("max_lanes", .uint(UInt64(status.maxLanes))),
                     ("written_per_second", rate(row.rates?.written)), ("consumed_per_second", rate(row.rates?.consumed)),
                     ("dropped_per_second", rate(row.rates?.dropped)),
                     ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),

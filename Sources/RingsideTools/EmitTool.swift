@@ -20,16 +20,18 @@ package enum EmitTool {
       --kind KIND          histogram (default), counter or gauge
       --unit UNIT          ns, us, ms, s, bytes or none (default); counters have no unit
       --label KEY=VALUE    a label of the metric (repeatable)
-      --drop               when the ring is full, drop (and count) values instead of waiting
-      --capacity N         records in a ring this creates (a power of two; default: an existing
-                           ring's, else 131072)
+      --drop               when the ring is full, drop (and count) records instead of waiting
+      --capacity N         records a lane holds, in a ring this creates (a power of two;
+                           default: an existing ring's, else 131072)
       --dir PATH           ring directory (default: $RINGSIDE_DIR, else /dev/shm)
       --help               this text
 
     Values: histograms and counters take whole numbers from 0 in the metric's unit (a counter's
     value is an increment); gauges take decimal numbers (-1.5, 2, 3e6). A bad line is reported
     with its line number and skipped, never read as 0; blank lines are skipped.
-    By default a full ring waits for a collector to make room, so every value gets in.
+    Histogram values and gauge values are records: by default a full ring waits for a collector
+    to make room, so every value gets in. A counter's increments go to the ring's cells, not its
+    records: they are never dropped and never wait (a gauge's last value is kept there too).
     A ring has one producer: a ring a running bot writes is refused; emit into a ring of its own.
 
     exit status: 0 every value written; 1 a ring error, or some lines were bad (the others were
@@ -176,8 +178,10 @@ package enum EmitTool {
         let droppedBefore = ring.recordsDropped
         var written = 0
         var saidWaiting = false
+        // Counters write no records (their increments go to a cell), so only the others need room.
+        let needsRoom = options.kind != .counter && !options.drop
         func emitOne(_ bits: UInt64) {
-            if !options.drop {
+            if needsRoom {
                 while ring.freeSlots == 0 {
                     if !saidWaiting {
                         console.printError("ringside-emit: ring \(options.ring) is full; waiting for a collector to make room "

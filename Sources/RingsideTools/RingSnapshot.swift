@@ -35,6 +35,31 @@ struct DumpContext {
     }
 }
 
+extension RingInspector {
+    /// `status()`, but a lane whose cursors look out of range is looked at again a few times
+    /// before it is called corrupt. The reader loads a lane's read cursor, then its write cursor:
+    /// when a collector drains and the producer refills the lane between the two loads, a sound
+    /// lane looks as if it held more than its capacity for that one look. A corrupt lane stays so.
+    func settledStatus() throws(RingError) -> RingStatus {
+        try lookedAgain { () throws(RingError) in try status() }
+    }
+
+    /// `peek(last:)`, looked at again as `settledStatus()` is.
+    func settledPeek(last: Int? = nil) throws(RingError) -> [PeekedRecord] {
+        try lookedAgain { () throws(RingError) in try peek(last: last) }
+    }
+
+    private func lookedAgain<T>(_ look: () throws(RingError) -> T) throws(RingError) -> T {
+        var attempts = 1
+        while true {
+            do { return try look() } catch {
+                guard case .corrupt(_, _, .cursorsOutOfRange) = error, attempts < 5 else { throw error }
+                attempts += 1
+            }
+        }
+    }
+}
+
 /// Whether the producer lives, and how we know: the producer's lock on byte 0 of the file is
 /// the signal (the kernel drops it when the process dies); whether the recorded pid still
 /// exists is a secondary hint (pids are reused, and a pid from another namespace is unknown).
@@ -109,9 +134,47 @@ struct Now {
 }
 
 extension RingStatus {
-    /// How full the ring is, in percent.
-    var fillPercent: Double { capacity == 0 ? 0 : Double(backlog) * 100 / Double(capacity) }
+    /// How full the fullest lane is, in percent. Capacity is per lane and a lane drops records
+    /// when it alone is full, so the fullest lane, not the bot's sum, says how close drops are.
+    var fillPercent: Double { lanes.map { $0.fillPercent(capacity: capacity) }.max() ?? 0 }
+
+    /// Lanes a live thread holds now: none once the producer is dead, whatever the file says
+    /// (a process that exits without detaching leaves its lanes marked active).
+    var heldLanes: Int { producerAlive ? lanes.filter { $0.state == .active }.count : 0 }
+
+    /// Records dropped by full lanes (the rest were dropped by threads that found no lane).
+    var laneDropped: UInt64 { dropped &- unlanedDropped }
+
+    /// `1 lane` or `3 lanes`.
+    var lanesText: String { "\(lanes.count) lane\(lanes.count == 1 ? "" : "s")" }
 }
+
+extension LaneStatus {
+    /// How full the lane is, in percent of its capacity.
+    func fillPercent(capacity: UInt64) -> Double { capacity == 0 ? 0 : Double(backlog) * 100 / Double(capacity) }
+
+    /// The lane's state for people: an active lane of a dead producer says so.
+    func stateText(producerAlive: Bool) -> String {
+        state == .active && !producerAlive ? "active (producer dead)" : state.description
+    }
+
+    /// The lane as JSON: `info --json`'s `lanes` array.
+    func json(capacity: UInt64, producerAlive: Bool, now: Now) -> JSON {
+        .members([
+            ("lane", .uint(UInt64(index))), ("state", .string(state.description)),
+            ("held", .bool(state == .active && producerAlive)),
+            ("owner_tid", .int(Int64(ownerTID))), ("claims", .uint(UInt64(claims))),
+            ("write_cursor", .uint(writeCursor)), ("read_cursor", .uint(readCursor)),
+            ("backlog", .uint(backlog)), ("capacity", .uint(capacity)),
+            ("fill_percent", .double(roundedPercent(fillPercent(capacity: capacity)))),
+            ("dropped", .uint(dropped)), ("heartbeat_ns", .uint(heartbeatMonotonicNanos)),
+            ("heartbeat_age_ns", now.age(ofMonotonic: heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
+        ])
+    }
+}
+
+/// A percentage with two decimals, for JSON.
+func roundedPercent(_ percent: Double) -> Double { (percent * 100).rounded() / 100 }
 
 /// A short name for each kind of ring error, for JSON.
 func errorKind(_ error: RingError) -> String {
@@ -130,6 +193,7 @@ func errorKind(_ error: RingError) -> String {
     case .notReady: return "not_ready"
     case .corrupt: return "corrupt"
     case .incompatibleLayout: return "incompatible_layout"
+    case .unavailable: return "unavailable"
     case .system: return "system"
     }
 }
@@ -138,7 +202,7 @@ func errorJSON(_ error: RingError) -> JSON {
     .object([("kind", .string(errorKind(error))), ("message", .string(error.description))])
 }
 
-/// The ring's figures as JSON: what `list` and `watch --json` show per ring.
+/// The ring's figures as JSON: what `list --json` shows per ring.
 func statusJSON(_ status: RingStatus, now: Now) -> JSON {
     let producer = ProducerLiveness(status: status)
     return .members([
@@ -152,9 +216,14 @@ func statusJSON(_ status: RingStatus, now: Now) -> JSON {
             ("attaches", .uint(UInt64(status.producerAttaches))),
         ])),
         ("consumer", .object([("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive))])),
+        // Capacity is each lane's; backlog, written, consumed and dropped are the lanes' sums;
+        // fill is the fullest lane's.
         ("capacity", .uint(status.capacity)), ("backlog", .uint(status.backlog)),
-        ("fill_percent", .double((status.fillPercent * 100).rounded() / 100)),
+        ("fill_percent", .double(roundedPercent(status.fillPercent))),
         ("written", .uint(status.writeCursor)), ("consumed", .uint(status.readCursor)), ("dropped", .uint(status.dropped)),
+        ("unlaned_dropped", .uint(status.unlanedDropped)),
+        ("lanes_allocated", .uint(UInt64(status.lanes.count))), ("max_lanes", .uint(UInt64(status.maxLanes))),
+        ("lanes_held", .uint(UInt64(status.heldLanes))), ("lanes_exhausted", .uint(status.lanesExhausted)),
         ("metrics", .uint(UInt64(status.metricCount))), ("max_metrics", .uint(UInt64(status.maxMetrics))),
         ("file_size", .uint(UInt64(status.fileSize))),
         ("created", .string(isoTime(nanoseconds: status.createdRealtimeNanos))),

@@ -10,7 +10,7 @@ import RingsideJSON
 
 @Suite("ringside-dump on real rings made by a real producer process")
 struct DumpToolTests {
-    @Test("list shows every ring, alive or dead by the producer lock, with its counts; --json parses")
+    @Test("list shows every ring, alive or dead by the producer lock, with its lanes and counts; --json parses")
     func list() throws {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "finished", count: 40, capacity: 32) // 8 dropped
@@ -22,7 +22,7 @@ struct DumpToolTests {
             #expect(lines.first?.hasPrefix("RING") == true)
             let finished = try #require(lines.first { $0.hasPrefix("finished ") })
             #expect(finished.contains("dead (lock free, pid gone)"))
-            #expect(finished.contains("100.0%"))
+            #expect(finished.contains("100.0%") && finished.contains(" 1/64 "), "one lane of the 64 a bot may have")
             let liveLine = try #require(lines.first { $0.hasPrefix("live ") })
             #expect(liveLine.contains("\(live.pid)") && liveLine.contains("alive (lock held)"))
 
@@ -32,11 +32,13 @@ struct DumpToolTests {
             #expect(rings.map { $0.string("name") } == ["finished", "live"])
             #expect(rings[0].uint64("written") == 32 && rings[0].uint64("dropped") == 8 && rings[0].uint64("backlog") == 32)
             #expect(rings[0].uint64("capacity") == 32 && rings[0].double("fill_percent") == 100)
+            #expect(rings[0].uint64("lanes_allocated") == 1 && rings[0].uint64("max_lanes") == 64)
             #expect(rings[0].object("producer")?.bool("alive") == false)
             #expect(rings[0].object("producer")?.bool("pid_exists") == false)
             #expect(rings[1].object("producer")?.bool("alive") == true)
             #expect(rings[1].object("producer")?.int("pid") == Int(live.pid))
-            #expect(rings[1].uint64("written") == 5 && rings[1].uint64("format_version") == 1)
+            #expect(rings[1].uint64("written") == 5 && rings[1].uint64("format_version") == UInt64(RS_FORMAT_VERSION))
+            #expect(rings[1].uint64("lanes_held") == 1, "the live producer's ring holds its lane")
         }
     }
 
@@ -59,27 +61,111 @@ struct DumpToolTests {
         }
     }
 
-    @Test("info shows the whole header, cursors, counters and registry")
+    @Test("info shows the whole header, the lane, the sums and the registry")
     func info() throws {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "ring", count: 10, start: 100, capacity: 64)
             let text = try dump(directory, "info", "ring")
             #expect(text.status == 0)
-            for expected in ["magic", "\"RINGSIDE\"", "format version  1", "capacity        64 records (capacity_log2 6)",
-                             "write cursor    10 (records written)", "read cursor     0 (records consumed)", "sequence", "source=test", "histogram"] {
+            for expected in ["magic", "\"RINGSIDE\"", "format version  \(RS_FORMAT_VERSION)",
+                             "lane capacity   64 records (capacity_log2 6)", "max lanes       64",
+                             "write cursor    10 (records written", "read cursor     0 (records consumed",
+                             "lanes (1 of 64, each holds 64 records)", "sequence", "source=test", "histogram"] {
                 #expect(text.output.contains(expected), "info lacks \(expected)")
             }
+            let laneRow = try #require(text.outputLines.first { $0.hasPrefix("  LANE") }.flatMap { header in
+                text.outputLines.firstIndex(of: header).map { text.outputLines[$0 + 1] }
+            })
+            #expect(laneRow.contains(" 10 of 64 ") && laneRow.contains("15.6%"), "\(laneRow)")
+
             let json = try dump(directory, "info", "ring", "--json", "--raw").json()
             let layout = try #require(json.object("layout"))
+            let expected = BotFileLayout(capacity: 64)
             #expect(layout.string("magic") == "0x45444953474e4952")
-            #expect(layout.uint64("capacity") == 64 && layout.uint64("registry_offset") == 4096)
-            #expect(layout.uint64("file_size") == 4096 + 256 * 512 + 64 * 32)
+            #expect(layout.uint64("capacity") == 64 && layout.uint64("registry_offset") == UInt64(expected.registryOffset))
+            #expect(layout.uint64("lanes_offset") == UInt64(expected.lanesOffset) && layout.uint64("lane_size") == UInt64(expected.laneSize))
+            #expect(layout.uint64("file_size") == UInt64(expected.fileSize(lanes: 1)))
+            #expect(layout.uint64("file_size") == json.object("file")?.uint64("size"))
             #expect(json.object("producer")?.uint64("write_cursor") == 10)
+            #expect(json.object("producer")?.uint64("lanes_allocated") == 1)
             #expect(json.object("consumer")?.uint64("read_cursor") == 0)
+            let lanes = json.objects("lanes")
+            #expect(lanes.count == 1)
+            #expect(lanes.first?.uint64("write_cursor") == 10 && lanes.first?.uint64("read_cursor") == 0)
+            #expect(lanes.first?.uint64("backlog") == 10 && lanes.first?.uint64("capacity") == 64)
+            #expect(lanes.first?.bool("held") == false, "its producer has exited")
             let metric = try #require(json.objects("metrics").first)
             #expect(metric.string("name") == "sequence" && metric.string("kind") == "histogram")
             #expect(metric.object("labels")?.string("source") == "test" && metric.uint64("sample_every") == 1)
-            #expect(json.string("raw_header")?.count == 0x180 * 2)
+            #expect(metric.object("cells")?.uint64("dropped") == 0)
+            #expect(json.string("raw_header")?.count == MemoryLayout<rs_header>.size * 2)
+        }
+    }
+
+    @Test("info shows each live thread's lane and the metrics' cells: counter totals, gauge values, drops")
+    func infoLanesAndCells() throws {
+        try withRingDirectory { directory in
+            // Three threads, each holding its lane: 18 histogram values and a gauge record each, in
+            // lanes of 16 records, so each lane drops 3 records (2 of the histogram's, its gauge's).
+            let bot = try holdLanesRing(directory, "threads", threads: 3, count: 18, capacity: 16)
+            let json = try dump(directory, "info", "threads", "--json").json()
+            let lanes = json.objects("lanes")
+            #expect(lanes.map { $0.uint64("lane") } == [0, 1, 2])
+            #expect(lanes.allSatisfy { $0.string("state") == "active" && $0.bool("held") == true && $0.uint64("claims") == 1 })
+            let threadIDs = lanes.compactMap { $0.int("owner_tid") }
+            #expect(Set(threadIDs).count == 3 && threadIDs.allSatisfy { $0 > 0 && $0 != Int(bot.pid) })
+            #expect(lanes.allSatisfy { $0.uint64("write_cursor") == 16 && $0.uint64("backlog") == 16 && $0.uint64("dropped") == 3 })
+            #expect(lanes.allSatisfy { $0.double("fill_percent") == 100 })
+            #expect(json.object("producer")?.uint64("write_cursor") == 48, "the sum over the lanes")
+            #expect(json.object("producer")?.uint64("dropped") == 9 && json.object("producer")?.uint64("lanes_held") == 3)
+            let layout = BotFileLayout(capacity: 16)
+            #expect(json.object("layout")?.uint64("file_size") == UInt64(layout.fileSize(lanes: 3)))
+            let metrics = Dictionary(uniqueKeysWithValues: json.objects("metrics").map { ($0.string("name")!, $0) })
+            // Counters are exact whatever the lanes held: 54 increments, none lost to the full lanes.
+            #expect(metrics["lane_increments"]?.object("cells")?.uint64("total") == 54)
+            #expect(metrics["lane_values"]?.object("cells")?.uint64("dropped") == 6)
+            #expect(metrics["lane_level"]?.object("cells")?.double("last") == 2)
+            #expect(metrics["lane_level"]?.object("cells")?.uint64("dropped") == 3)
+
+            let text = try dump(directory, "info", "threads")
+            #expect(text.status == 0)
+            for (lane, tid) in threadIDs.enumerated() {
+                let row = try #require(text.outputLines.first { $0.hasPrefix(String(format: "  %4d  active ", lane)) })
+                #expect(row.contains(" \(tid) ") && row.contains(" 16 of 16 "), "\(row)")
+            }
+            #expect(text.outputLines.contains { $0.contains("lane_increments") && $0.contains("total 54") })
+            #expect(text.outputLines.contains { $0.contains("lane_level") && $0.contains("last 2.0") })
+
+            bot.kill()
+            // The threads died with their process, which never retired their lanes: info says so.
+            let after = try dump(directory, "info", "threads")
+            #expect(after.outputLines.filter { $0.contains("active (producer dead)") }.count == 3)
+            #expect(try dump(directory, "info", "threads", "--json").json().objects("lanes").allSatisfy { $0.bool("held") == false })
+        }
+    }
+
+    @Test("backlog and fill are per lane: a lane's backlog is shown against its own capacity")
+    func backlogPerLane() throws {
+        try withRingDirectory { directory in
+            // Three lanes of 16 records holding 5 each (4 values and a gauge's record); then a
+            // single-lane writer takes lane 0 again and fills it.
+            try makeLanesRing(directory, "bot", threads: 3, count: 4, capacity: 16)
+            #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "bot", "more"] + (1...11).map(String.init)).status == 0)
+
+            let info = try dump(directory, "info", "bot")
+            let rows = info.outputLines.filter { $0.hasPrefix("     ") && $0.contains(" of 16 ") }
+            #expect(rows.count == 3)
+            #expect(rows[0].contains(" 16 of 16 ") && rows[0].contains("100.0%"))
+            #expect(rows[1].contains(" 5 of 16 ") && rows[2].contains(" 5 of 16 "))
+            #expect(info.output.contains("26 records in all; the fullest lane is 100.0% full"))
+            #expect(try dump(directory, "info", "bot", "--json").json().objects("lanes").compactMap { $0.uint64("backlog") } == [16, 5, 5])
+
+            // list: 26 records against 3 lanes of 16 (never "26 of 16"), the fullest lane full.
+            let ring = try #require(try dump(directory, "list", "--json").json().objects("rings").first)
+            #expect(ring.uint64("backlog") == 26 && ring.uint64("capacity") == 16 && ring.double("fill_percent") == 100)
+            #expect(ring.uint64("lanes_allocated") == 3)
+            let row = try #require(try dump(directory, "list").outputLines.first { $0.hasPrefix("bot ") })
+            #expect(row.contains(" 3/64 ") && row.contains(" 26 ") && row.contains("100.0%"), "\(row)")
         }
     }
 
@@ -91,12 +177,14 @@ struct DumpToolTests {
             #expect(text.status == 0)
             let rows = text.outputLines.filter { $0.contains("sequence{source=\"test\"}") }
             #expect(rows.count == 3)
-            #expect(rows.map { $0.split(separator: " ").first.map(String.init) } == ["17", "18", "19"])
+            // LANE, then CURSOR: the one lane a single-threaded ring writes.
+            #expect(rows.map { $0.split(separator: " ").prefix(2).map(String.init) } == [["0", "17"], ["0", "18"], ["0", "19"]])
 
             let json = try dump(directory, "records", "ring", "--last", "3", "--json", "--raw").json()
             let records = json.objects("records")
             #expect(records.compactMap { $0.uint64("value") } == [1017, 1018, 1019])
             #expect(records.compactMap { $0.uint64("cursor") } == [17, 18, 19])
+            #expect(records.allSatisfy { $0.uint64("lane") == 0 })
             #expect(records.allSatisfy { $0.string("metric") == "sequence" && $0.string("kind") == "histogram" })
             let now = Date()
             for record in records {
@@ -113,6 +201,29 @@ struct DumpToolTests {
                 let bytes = stride(from: 0, to: 16, by: 2).map { UInt64(valueHex.dropFirst($0).prefix(2), radix: 16)! }
                 #expect(bytes.enumerated().reduce(UInt64(0)) { $0 | $1.element << (8 * UInt64($1.offset)) } == record.uint64("value"))
             }
+        }
+    }
+
+    @Test("records shows each record's lane; each lane's records are its thread's, in cursor order")
+    func recordsByLane() throws {
+        try withRingDirectory { directory in
+            try makeLanesRing(directory, "bot", threads: 3, count: 5)
+            let json = try dump(directory, "records", "bot", "--json").json()
+            #expect(json.uint64("lanes") == 3 && json.uint64("count") == 18)
+            let records = json.objects("records")
+            for lane in 0..<3 {
+                let mine = records.filter { $0.uint64("lane") == UInt64(lane) }
+                let values = mine.filter { $0.string("metric") == "lane_values" }
+                #expect(values.compactMap { $0.uint64("value") } == (1...5).map { UInt64(lane * 5 + $0) }, "lane \(lane)")
+                #expect(values.compactMap { $0.uint64("cursor") } == [0, 1, 2, 3, 4])
+                let gauge = mine.filter { $0.string("metric") == "lane_level" }
+                #expect(gauge.compactMap { $0.double("value") } == [Double(lane)] && gauge.first?.uint64("cursor") == 5)
+            }
+            // Counters write no records: their totals are in the cells (see info and stats).
+            #expect(!records.contains { $0.string("kind") == "counter" })
+
+            let text = try dump(directory, "records", "bot", "--metric", "lane_values", "--last", "2")
+            #expect(text.outputLines.first == "ring bot: 2 records from 1 of its 3 lanes (written 18, consumed 0, every lane's added up)")
         }
     }
 
@@ -180,6 +291,7 @@ struct DumpToolTests {
                 #expect(cursors.count == records.count)
                 // Whole: the test producer writes value == sequence == cursor into a fresh ring.
                 #expect(records.allSatisfy { $0.uint64("value") == $0.uint64("cursor") && $0.uint64("sequence") == $0.uint64("cursor") })
+                #expect(records.allSatisfy { $0.uint64("lane") == 0 }, "a single-threaded producer writes one lane")
                 #expect(zip(cursors, cursors.dropFirst()).allSatisfy { $1 == $0 + 1 }, "contiguous, oldest first")
                 seen += records.count
             }
@@ -190,7 +302,7 @@ struct DumpToolTests {
         }
     }
 
-    @Test("stats gives exact nearest-rank percentiles, counter sums and gauge extremes")
+    @Test("stats gives exact nearest-rank percentiles, gauge extremes, and counters' totals from the cells")
     func stats() throws {
         try withRingDirectory { directory in
             let emit = { (arguments: [String]) throws -> ToolRun in
@@ -200,20 +312,45 @@ struct DumpToolTests {
             #expect(try emit(["orders", "--kind", "counter", "1", "2", "3", "4"]).status == 0)
             #expect(try emit(["exposure", "--kind", "gauge", "5.5", "-2", "9", "3.25"]).status == 0)
             let json = try dump(directory, "stats", "s", "--json").json()
-            #expect(json.uint64("records") == 1008)
+            // 1000 observations and 4 gauge records: a counter's increments are not records.
+            #expect(json.uint64("records") == 1004)
             let metrics = Dictionary(uniqueKeysWithValues: json.objects("metrics").map { ($0.string("name")!, $0) })
             let latency = try #require(metrics["latency"])
-            #expect(latency.uint64("count") == 1000 && latency.string("unit") == "us")
+            #expect(latency.uint64("count") == 1000 && latency.string("unit") == "us" && latency.uint64("dropped") == 0)
             #expect([latency.uint64("min"), latency.uint64("p50"), latency.uint64("p90"), latency.uint64("p99"),
                      latency.uint64("p999"), latency.uint64("max")] == [1, 500, 900, 990, 999, 1000])
-            #expect(metrics["orders"]?.uint64("sum") == 10 && metrics["orders"]?.uint64("count") == 4)
+            #expect(metrics["orders"]?.uint64("total") == 10 && metrics["orders"]?.uint64("count") == 0)
             let exposure = try #require(metrics["exposure"])
             #expect(exposure.double("last") == 3.25 && exposure.double("min") == -2 && exposure.double("max") == 9)
 
             let text = try dump(directory, "stats", "s")
             #expect(text.status == 0)
             let row = try #require(text.outputLines.first { $0.hasPrefix("latency") })
-            #expect(row.split(separator: " ").map(String.init) == ["latency", "us", "all", "1000", "1", "500", "900", "990", "999", "1000"])
+            #expect(row.split(separator: " ").map(String.init)
+                == ["latency", "us", "all", "1000", "1", "500", "900", "990", "999", "1000", "0"])
+            #expect(text.outputLines.contains { $0.split(separator: " ").map(String.init) == ["orders", "10"] })
+        }
+    }
+
+    @Test("stats: counter totals and gauge values stay exact once the records are drained or dropped")
+    func statsFromCells() throws {
+        try withRingDirectory { directory in
+            // Lanes of 16 records: each of the three threads keeps 16 of its 18 values and drops the
+            // rest, and its gauge's record.
+            try makeLanesRing(directory, "bot", threads: 3, count: 18, capacity: 16)
+            let full = try dump(directory, "stats", "bot", "--json").json()
+            let metrics = Dictionary(uniqueKeysWithValues: full.objects("metrics").map { ($0.string("name")!, $0) })
+            #expect(metrics["lane_increments"]?.uint64("total") == 54)
+            #expect(metrics["lane_values"]?.uint64("count") == 48 && metrics["lane_values"]?.uint64("dropped") == 6)
+            #expect(metrics["lane_level"]?.double("last") == 2 && metrics["lane_level"]?.uint64("dropped") == 3)
+
+            _ = try drainAll(directory, "bot")
+            let drained = try dump(directory, "stats", "bot", "--json").json()
+            #expect(drained.uint64("records") == 0)
+            let after = Dictionary(uniqueKeysWithValues: drained.objects("metrics").map { ($0.string("name")!, $0) })
+            #expect(after["lane_increments"]?.uint64("total") == 54)
+            #expect(after["lane_level"]?.double("last") == 2 && after["lane_level"]?["min"] is NSNull)
+            #expect(after["lane_values"]?.uint64("count") == 0 && after["lane_values"]?.uint64("dropped") == 6)
         }
     }
 
@@ -226,6 +363,7 @@ struct DumpToolTests {
             let frames = try json.outputLines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
             #expect(frames.count == 3)
             #expect(frames.allSatisfy { $0.objects("rings").first?.uint64("written") == 10 })
+            #expect(frames.allSatisfy { $0.objects("rings").first?.uint64("lanes_allocated") == 1 })
             #expect(frames[0].objects("rings").first?["written_per_second"] is NSNull)
             #expect(frames[2].objects("rings").first?.double("written_per_second") == 0)
 
@@ -286,11 +424,12 @@ struct DumpToolTests {
 
     @Test("every reading command's --json is one valid JSON document", arguments: [
         ["list"], ["info", "j"], ["records", "j"], ["records", "j", "--raw"], ["stats", "j"], ["check", "j"], ["check", "--all"],
-        ["clean", "--dry-run"],
+        ["clean", "--dry-run"], ["info", "j3", "--raw"], ["records", "j3"], ["stats", "j3"], ["watch", "--count", "1"],
     ])
     func jsonIsValid(arguments: [String]) throws {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "j", count: 5)
+            try makeLanesRing(directory, "j3", threads: 3, count: 2)
             #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "j2", "name\"with", "1"]).status == 2)
             #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "j2", "g", "--kind", "gauge",
                                               "--label", "quote=a\"b\\c\tend", "1.5"]).status == 0)

@@ -47,7 +47,11 @@ struct EmitToolTests {
             #expect(run.errorLines[1].hasPrefix("ringside-emit: line 5: \"-2\": negative"))
             #expect(run.errorLines[2].hasPrefix("ringside-emit: line 6: \"1.5\": not a whole number"))
             #expect(run.errorLines[3].hasPrefix("ringside-emit: line 7: \"99999999999999999999\": out of range"))
-            #expect(try RingInspector("pipe", directory: directory).peek().map(\.record.value) == [3, 4, 5])
+            // A counter's values are increments added to its cell (counters write no records): 3 + 4 + 5.
+            let inspector = try RingInspector("pipe", directory: directory)
+            let counter = try #require(try inspector.metrics().first)
+            #expect(try inspector.cells(of: counter).total == 12)
+            #expect(try inspector.peek().isEmpty)
         }
     }
 
@@ -87,6 +91,26 @@ struct EmitToolTests {
         }
     }
 
+    @Test("a counter never waits for room: its increments go to the cells, even when the ring is full")
+    func counterInFullRing() throws {
+        try withRingDirectory { directory in
+            #expect(try emit(directory, ["--ring", "busy", "fills", "--capacity", "16"] + (1...16).map(String.init)).status == 0)
+            #expect(try RingInspector("busy", directory: directory).status().backlog == 16)
+            // No collector drains this ring: a counter that waited for room would never finish.
+            let emitter = try ToolProcess("ringside-emit", ["--dir", directory.path, "--ring", "busy", "orders", "--kind", "counter",
+                                                            "5", "6"])
+            let finished = eventually(within: 30) { !emitter.isRunning }
+            #expect(finished, "the counter waited for room it does not need")
+            if !finished { kill(emitter.pid, SIGKILL) }
+            let run = emitter.finish()
+            #expect(run.status == 0 && run.output == "wrote 2 values to busy/orders\n" && run.errors.isEmpty)
+            let inspector = try RingInspector("busy", directory: directory)
+            let orders = try #require(try inspector.metrics().first { $0.name == "orders" })
+            #expect(try inspector.cells(of: orders).total == 11)
+            #expect(try inspector.status().dropped == 0, "nothing was dropped either")
+        }
+    }
+
     @Test("--drop drops and counts instead of waiting")
     func drops() throws {
         try withRingDirectory { directory in
@@ -105,6 +129,7 @@ struct EmitToolTests {
             #expect(try emit(directory, ["--ring", "odd", "extra", "9"]).status == 0)
             let status = try RingInspector("odd", directory: directory).status()
             #expect(status.capacity == 32 && status.writeCursor == 4)
+            #expect(status.lanes.count == 1, "the lane the exited producer held is taken over")
         }
     }
 

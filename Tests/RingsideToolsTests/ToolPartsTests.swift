@@ -28,6 +28,21 @@ struct ToolPartsTests {
         #expect(MetricStatistics(metric: metric, values: []).percentile(0.5) == nil)
     }
 
+    @Test("a metric's cells as info shows them: a counter's total, a gauge's last value, drops")
+    func cells() {
+        #expect(InfoCommand.cellText(MetricCells(total: 42), kind: .counter) == "total 42")
+        #expect(InfoCommand.cellText(MetricCells(dropped: 3, lastValue: -1.5), kind: .gauge) == "last -1.5")
+        #expect(InfoCommand.cellText(MetricCells(), kind: .gauge) == "last -")
+        #expect(InfoCommand.cellText(MetricCells(dropped: 7), kind: .histogram) == "-")
+        #expect(InfoCommand.cellsJSON(MetricCells(total: 42), kind: .counter).text == #"{"total":42}"#)
+        #expect(InfoCommand.cellsJSON(MetricCells(dropped: 3), kind: .gauge).text == #"{"last":null,"dropped":3}"#)
+        #expect(InfoCommand.cellsJSON(MetricCells(dropped: 7), kind: .histogram).text == #"{"dropped":7}"#)
+        // Stats read a counter's total and a gauge's last value from the cells, not the records.
+        let gauge = MetricDescriptor(index: 0, name: "g", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1)
+        let stats = MetricStatistics(metric: gauge, values: [2.0, 9.0].map(\.bitPattern), cells: MetricCells(lastValue: 4))
+        #expect(stats.last == 4 && stats.minimum == 2 && stats.maximum == 9 && stats.count == 2)
+    }
+
     @Test("emit's values: whole numbers for histograms and counters, finite decimals for gauges")
     func values() throws {
         #expect(try EmitTool.parseValue("42", kind: .histogram, unit: .nanoseconds).get() == 42)

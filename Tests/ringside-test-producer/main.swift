@@ -33,6 +33,13 @@
 //       like `short-threads`, but with POSIX threads each joined (pthread_join) before the next wave
 //       starts, so a wave's threads have run their exit destructors (and retired their lanes) first;
 //       prints the same line.
+//   ringside-test-producer lanes --dir DIR --ring NAME --threads T --count N [--capacity C] [--hold]
+//       through Telemetry, a lane per thread, known in advance: starts T threads one after another,
+//       each keeping its lane until all have written, so thread t holds lane t. Thread t records
+//       t*N+1 ... t*N+N into histogram "lane_values" {source="test"} (dropping when its lane is
+//       full), increments counter "lane_increments" {source="test"} N times, then sets gauge
+//       "lane_level" to t (a record too). Prints "lanes L written W dropped D" and exits; with
+//       --hold, prints "ready PID" instead and sleeps until killed, its threads holding their lanes.
 //   ringside-test-producer tasks --dir DIR --ring NAME --tasks T
 //       a TaskGroup of T tasks, each timing an async span (around Task.yield and a 1 ms sleep) into
 //       histogram "task_span" (us) with measure; prints "tasks T lanes L".
@@ -60,7 +67,7 @@ func fail(_ message: String) -> Never {
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard let mode = arguments.first, ["sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
                                    "threads", "short-threads", "short-threads-joined", "tasks", "fork",
-                                   "fork-warm"].contains(mode) else {
+                                   "fork-warm", "lanes"].contains(mode) else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
 }
 arguments.removeFirst()
@@ -69,6 +76,7 @@ var waitForRoom = false
 while let flag = arguments.first {
     arguments.removeFirst()
     if flag == "--wait" { waitForRoom = true; continue }
+    if flag == "--hold" { options["hold"] = "yes"; continue } // `lanes`: a flag, kept with the options
     guard flag.hasPrefix("--"), let value = arguments.first else { fail("expected --flag VALUE, got \(flag)") }
     arguments.removeFirst()
     options[String(flag.dropFirst(2))] = value
@@ -104,7 +112,7 @@ func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, hea
     return (calls, Int(heap_bytes_in_use()) - Int(heapBefore))
 }
 
-if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm"].contains(mode) {
+if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "lanes"].contains(mode) {
     do {
         var botOptions = Telemetry.Options()
         if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
@@ -289,6 +297,35 @@ func runAnyThreadMode(_ mode: String, bot: Telemetry, options: [String: String],
         usleep(50_000) // the last threads' exits (and their lanes' release) finish after they signal
         print("lanes \(bot.lanesAllocated) fds_before \(fdsBefore) fds_after \(entries(in: "/proc/self/fd")) "
             + "maps_before \(mapsBefore) maps_after \(lines(in: "/proc/self/maps"))")
+    case "lanes":
+        let threads = Int(options["threads"] ?? "1") ?? 1
+        let values = try bot.histogram("lane_values", unit: .none, labels: ["source": "test"])
+        let increments = try bot.counter("lane_increments", labels: ["source": "test"])
+        let level = try bot.gauge("lane_level")
+        let finish = DispatchSemaphore(value: 0) // never signalled: the threads keep their lanes until exit
+        for thread in 0..<threads {
+            let wrote = DispatchSemaphore(value: 0)
+            let worker = Thread {
+                let base = UInt64(thread) * count
+                var index: UInt64 = 1
+                while index <= count {
+                    values.record(base + index)
+                    increments.increment()
+                    index += 1
+                }
+                level.set(Double(thread))
+                wrote.signal()
+                finish.wait()
+            }
+            worker.start()
+            wrote.wait() // the next thread starts once this one holds lane `thread`
+        }
+        if options["hold"] != nil {
+            FileHandle.standardOutput.write(Data("ready \(getpid())\n".utf8))
+            while true { sleep(60) }
+        }
+        let status = try laneTotals(bot)
+        print("lanes \(bot.lanesAllocated) written \(status.written) dropped \(status.dropped)")
     case "tasks":
         let tasks = Int(options["tasks"] ?? "100") ?? 100
         let span = try bot.histogram("task_span", unit: .microseconds)
