@@ -46,6 +46,9 @@ public final class Collector: @unchecked Sendable {
     /// How often each ring's producer liveness is asked of the kernel (a system call per ring),
     /// and a quiet ring's cells looked at.
     static let livenessIntervalNanos: UInt64 = 1_000_000_000
+    /// The same for a ring that had records in the last second: a bot that dies mid-stream is
+    /// seen dead within a quarter of a second, while thousands of idle ones cost a call a second.
+    static let activeLivenessIntervalNanos: UInt64 = 250_000_000
     /// A ring where nothing moved has its status read again this often all the same.
     static let quietStatusNanos: UInt64 = 10_000_000_000
     /// Without an inotify event, tracked files are checked for removal or replacement, and for
@@ -147,10 +150,14 @@ public final class Collector: @unchecked Sendable {
         var drained = 0
         var changed = false
         for ring in tracked.ordered {
-            drained += drain(ring, nowNanos: now)
-            // Liveness and drop logging cost system calls: once a second per ring is enough (a
-            // forced publish, at stop or in a test stepping time, looks now).
-            if forcePublish || now &- ring.lastObservedNanos >= Self.livenessIntervalNanos {
+            let ringDrained = drain(ring, nowNanos: now)
+            drained += ringDrained
+            if ringDrained > 0 { ring.lastActiveNanos = now }
+            // Liveness and drop logging cost system calls: once a second per idle ring is enough
+            // (a forced publish, at stop or in a test stepping time, looks now).
+            let active = ring.lastActiveNanos != 0 && now &- ring.lastActiveNanos < Self.livenessIntervalNanos
+            let interval = active ? Self.activeLivenessIntervalNanos : Self.livenessIntervalNanos
+            if forcePublish || now &- ring.lastObservedNanos >= interval {
                 ring.lastObservedNanos = now
                 changed = observe(ring, nowNanos: now) || changed
             }
@@ -479,6 +486,8 @@ final class TrackedRing {
     /// When `status` was read, and when liveness was last asked of the kernel.
     var statusNanos: UInt64 = 0
     var lastObservedNanos: UInt64 = 0
+    /// When a pass last drained records from it (0: never).
+    var lastActiveNanos: UInt64 = 0
     /// Records drained or cells changed since `status` was read: the next publish reads it again.
     var activitySinceStatus = false
     /// Records drained since the last publish, and the series it showed if they were all empty.
