@@ -29,10 +29,12 @@ public struct BenchCommand: Sendable, Equatable {
     options:
       --json            print exactly one JSON object (name emit, collector or scrape)
       --quick           a few seconds in all (0.25 s per row)
-      --duration SECS   measuring time per row or phase (default 2; e.g. 5, 500ms); scrape makes
+      --duration SECS   measuring time per row (all rounds) or phase (default 2; e.g. 5, 500ms); scrape makes
                         10 scrapes a row per second of it, 5 to 100
       --svg FILE        write the emit rows' latency percentile chart (SVG) to FILE
       --batch N         calls per timed batch (default 16; 1 times every call)
+      --rounds N        emit: run the rows interleaved in N rounds, each row for 1/N of its
+                        time per round (default 5; --quick 3)
       --row NAME        run only this emit row (repeatable): \(EmitBenchmark.rowNames.joined(separator: ", "))
       --capacity N      records in the emit rows' rings (default 1048576; the library's is 131072)
       --poll DUR        the collector's --poll in the live run (default 100ms)
@@ -44,13 +46,23 @@ public struct BenchCommand: Sendable, Equatable {
         var command = BenchCommand()
         var named: [Benchmark] = []
         var stream = ArgumentStream(arguments)
+        var roundsGiven = false
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
         while let flag = stream.next() {
             switch flag {
             case "--help", "-h": return nil
             case "emit", "collector", "scrape": named.append(Benchmark(rawValue: flag)!)
             case "--json": command.json = true
-            case "--quick": command.settings.seconds = BenchSettings.quick.seconds
+            case "--quick":
+                command.settings.seconds = BenchSettings.quick.seconds
+                if !roundsGiven { command.settings.rounds = BenchSettings.quick.rounds }
+            case "--rounds":
+                let text = try value(for: flag)
+                guard let rounds = Int(text), (1 ... 100).contains(rounds) else {
+                    throw UsageError("--rounds \(text): expected a number of rounds from 1 to 100")
+                }
+                command.settings.rounds = rounds
+                roundsGiven = true
             case "--duration":
                 let text = try value(for: flag)
                 let seconds = Double(text) ?? durationNanos(text).map { Double($0) / 1e9 }

@@ -7,43 +7,68 @@ import RingsideCollector
 import Synchronization
 #if canImport(Glibc)
 import Glibc
-import RingsideJSON
 #endif
+import RingsideJSON
 
 /// How long and how finely to measure.
 public struct BenchSettings: Sendable, Equatable {
-    /// Seconds of measurement per emit row, and per collector phase.
+    /// Seconds of measurement per emit row (over all its rounds), and per collector phase.
     public var seconds: Double
     /// Calls per timed batch.
     public var batchSize: Int
+    /// Emit rounds: each runs every row once, in order, for `seconds / rounds`.
+    public var rounds: Int
     /// The collector's `--poll` in the collector benchmark's live run.
     public var collectorPollNanos: UInt64
-    /// Records in the emit rows' rings. The rows write 50 to 150 M records/s, a hundred times a
-    /// busy bot's rate, so the default is 8 times the library's (10 ms of them instead of about
-    /// 1): a consumer that the scheduler pauses for a tick does not turn the rows into drops.
+    /// Records in the emit rows' rings (and in each of the bot rows' lanes). The rows write 50 to
+    /// 150 M records/s, a hundred times a busy bot's rate, so the default is 8 times the
+    /// library's (10 ms of them instead of about 1): a consumer that the scheduler pauses for a
+    /// tick does not turn the rows into drops.
     public var ringCapacity: Int
 
-    public init(seconds: Double = 2, batchSize: Int = 16, collectorPollNanos: UInt64 = CollectorOptions().pollNanos,
-                ringCapacity: Int = 1 << 20) {
+    public init(seconds: Double = 2, batchSize: Int = 16, rounds: Int = 5,
+                collectorPollNanos: UInt64 = CollectorOptions().pollNanos, ringCapacity: Int = 1 << 20) {
         self.seconds = seconds
         self.batchSize = batchSize
+        self.rounds = rounds
         self.collectorPollNanos = collectorPollNanos
         self.ringCapacity = ringCapacity
     }
 
     /// `--quick`: a few seconds in all.
-    public static let quick = BenchSettings(seconds: 0.25)
+    public static let quick = BenchSettings(seconds: 0.25, rounds: 3)
 }
 
 /// `ringside-bench emit`: what each way of emitting one metric costs, side by side.
 ///
 /// The producer is this thread, pinned to one CPU; a consumer thread pinned to another drains
 /// the rings (reading every record), receives the datagrams and scrapes the locked histogram,
-/// as the other end of each transport would.
+/// as the other end of each transport would. The rows run interleaved, in rounds (A, B, C, A,
+/// B, C, ...), because a virtual machine's speed can change between one row and the next: a
+/// row is compared with `c.floor` in the same round.
 public enum EmitBenchmark {
-    /// The rows, in the order they are printed.
+    /// The rows, in the order they run in each round and are printed.
     public static let rowNames = ["ringside.record", "ringside.counter", "ringside.gauge", "ringside.span",
+                                  "bot.record", "bot.counter", "bot.record.4threads",
                                   "c.floor", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse"]
+
+    /// Threads in `bot.record.4threads`.
+    static let botThreads = 4
+
+    /// One row: how to measure it for one round, and what the consumer does meanwhile.
+    struct Row {
+        let name: String
+        let consumerMode: LiveConsumer.Mode
+        let measure: () -> RoundSample
+    }
+
+    /// How one round of a row spends its time.
+    struct RoundTiming {
+        let warmNanos: UInt64
+        let sampleNanos: UInt64
+        let runNanos: UInt64
+        let batch: Int
+    }
 
     /// Runs every row; `only` picks some of them by name.
     public static func run(_ settings: BenchSettings, only: Set<String> = [],
@@ -56,16 +81,20 @@ public enum EmitBenchmark {
         let pinned = cpus.consumer >= 0 && rsb_pin_current_thread(cpus.producer) == 0
         defer { rsb_unpin_current_thread() }
 
-        // The rings: one for the Swift handles, one that the C floor writes.
-        let ring: Ring
+        // The rings: one for the single-thread handles (Ring), one bot for the any-thread
+        // handles (Telemetry), and one bot that the C floor writes.
+        let ring: Ring, bot: Telemetry
         let record: Ring.Histogram, span: Ring.Histogram, counter: Ring.Counter, gauge: Ring.Gauge
+        let botRecord: Telemetry.Histogram, botCounter: Telemetry.Counter
         do {
-            let options = Ring.Options(capacity: settings.ringCapacity)
-            ring = try Ring.attach("bench", directory: directory, options: options)
+            ring = try Ring.attach("bench", directory: directory, options: .init(capacity: settings.ringCapacity))
             record = try ring.histogram("bench_record_latency", unit: .nanoseconds)
             counter = try ring.counter("bench_orders")
             gauge = try ring.gauge("bench_exposure")
             span = try ring.histogram("bench_span_latency", unit: .nanoseconds)
+            bot = try Telemetry.attach("bench-bot", directory: directory, options: .init(laneCapacity: settings.ringCapacity))
+            botRecord = try bot.histogram("bench_record_latency", unit: .nanoseconds)
+            botCounter = try bot.counter("bench_orders")
         } catch {
             throw BenchError("setting up the rings in \(directory): \(error)")
         }
@@ -94,112 +123,191 @@ public enum EmitBenchmark {
         for index in 0 ..< LatencyValues.count { locked.mutex.withLock { $0.record(values[index]) } }
 
         let consumer: LiveConsumer
+        let botInspector: RingInspector
         do {
-            consumer = try LiveConsumer(rings: ["bench", "floor"], directory: directory, socket: sockets[1],
+            consumer = try LiveConsumer(rings: ["bench", "bench-bot", "floor"], directory: directory, socket: sockets[1],
                                         histogram: locked, cpu: pinned ? cpus.consumer : -1)
+            botInspector = try RingInspector("bench-bot", directory: RingDirectory(directory))
         } catch {
             throw BenchError("opening the rings as their consumer: \(error)")
         }
         consumer.start()
         defer { consumer.stop() }
+        // Every lane's drops, full lanes' and laneless threads' alike.
+        let botDropped = { (try? botInspector.status().dropped) ?? 0 }
 
-        let capacity = min(8 << 20, max(1 << 16, Int(settings.seconds * 6e6)))
-        let buffer = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: capacity)
+        let rounds = max(1, settings.rounds)
+        let roundSeconds = settings.seconds / Double(rounds)
+        let batch = settings.batchSize
+        // At most 2 M samples a row, over its rounds: enough for a p99.9, and bounded memory.
+        let sampleCapacity = min(2 << 20, max(1 << 14, Int(settings.seconds * 6e6))) / rounds
+        let buffer = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: sampleCapacity)
         buffer.initialize(repeating: 0) // fault the pages in before any timing
         defer { buffer.deallocate() }
-        let batch = settings.batchSize
 
         // The timer's own cost: batches of no calls.
         let timerSamples = sample(buffer, batch: 0, until: rs_clock_precise_ns() + 50_000_000) {}
         let timerNanos = Double(Array(buffer[..<timerSamples]).sorted()[timerSamples / 2])
 
-        var rows: [LatencySummary] = []
-        let sampleNanos = UInt64(settings.seconds * 0.75e9)
-        let runNanos = UInt64(settings.seconds * 0.25e9)
-        let warmNanos = UInt64(min(settings.seconds * 0.1, 0.05) * 1e9)
+        let timing = RoundTiming(warmNanos: UInt64(min(roundSeconds * 0.1, 0.05) * 1e9),
+                                 sampleNanos: UInt64(roundSeconds * 0.75e9), runNanos: UInt64(roundSeconds * 0.25e9),
+                                 batch: batch)
 
-        /// Warms up, samples batches, then runs untimed for calls/s; `drops` reads a drop count.
-        /// Inlined with its closure, so each row's call sits in its own loop, as in a bot.
-        @inline(__always)
-        func measure(_ name: String, drops: () -> UInt64, _ call: () -> Void) {
-            guard only.isEmpty || only.contains(name) else { return }
-            progress(name)
-            _ = run(until: rs_clock_precise_ns() + warmNanos, call)
-            let droppedBefore = drops()
-            let count = sample(buffer, batch: batch, until: rs_clock_precise_ns() + sampleNanos, call)
-            let start = rs_clock_precise_ns()
-            let calls = run(until: start + runNanos, call)
-            let elapsed = rs_clock_precise_ns() &- start
-            rows.append(LatencySummary(name: name, batchNanos: Array(buffer[..<count]), batchSize: batch,
-                                       timerNanos: timerNanos, callsPerSecond: Double(calls) / (Double(elapsed) / 1e9),
-                                       dropped: drops() &- droppedBefore))
-        }
-
-        var v = 0
-        var sink: UInt64 = 0
-        measure("ringside.record", drops: { ring.recordsDropped }) {
-            record.record(values[v]); v &+= 1
-        }
-        measure("ringside.counter", drops: { ring.recordsDropped }) {
-            counter.increment()
-        }
-        measure("ringside.gauge", drops: { ring.recordsDropped }) {
-            gauge.set(Double(values[v])); v &+= 1
-        }
-        measure("ringside.span", drops: { ring.recordsDropped }) {
-            let start = span.start()
-            span.stop(start)
-        }
-        if only.isEmpty || only.contains("c.floor") {
-            // The same loops, in C: rsb_floor_sample and rsb_floor_run.
-            progress("c.floor")
-            let table = values.pointer
-            _ = rsb_floor_run(&floor, floor.metric.index, table, UInt64(LatencyValues.count - 1), rs_clock_precise_ns() + warmNanos)
-            let droppedBefore = rsb_floor_dropped(&floor)
-            let count = rsb_floor_sample(&floor, floor.metric.index, UInt32(batch), table, UInt64(LatencyValues.count - 1),
-                                         buffer.baseAddress, buffer.count, rs_clock_precise_ns() + sampleNanos)
-            let start = rs_clock_precise_ns()
-            let calls = rsb_floor_run(&floor, floor.metric.index, table, UInt64(LatencyValues.count - 1), start + runNanos)
-            let elapsed = rs_clock_precise_ns() &- start
-            rows.append(LatencySummary(name: "c.floor", batchNanos: Array(buffer[..<count]), batchSize: batch,
-                                       timerNanos: timerNanos, callsPerSecond: Double(calls) / (Double(elapsed) / 1e9),
-                                       dropped: rsb_floor_dropped(&floor) &- droppedBefore))
-        }
         // A 32-byte datagram holding the same record: timestamp, value, sequence, metric.
         let datagram = UnsafeMutableRawPointer.allocate(byteCount: 32, alignment: 8)
         datagram.initializeMemory(as: UInt8.self, repeating: 0, count: 32)
         defer { datagram.deallocate() }
         var sendFailures: UInt64 = 0
-        consumer.mode.store(LiveConsumer.Mode.datagrams.rawValue, ordering: .releasing)
-        measure("unix-dgram", drops: { sendFailures }) {
-            datagram.storeBytes(of: rs_clock_coarse_ns(), as: UInt64.self)
-            datagram.storeBytes(of: values[v], toByteOffset: 8, as: UInt64.self)
-            datagram.storeBytes(of: UInt64(truncatingIfNeeded: v), toByteOffset: 16, as: UInt64.self)
-            v &+= 1
-            if send(sockets[0], datagram, 32, Int32(MSG_DONTWAIT)) != 32 { sendFailures &+= 1 }
+        var sink: UInt64 = 0
+        defer { blackhole = sink }
+
+        // Each closure keeps its own value index, so each row's call sits in its own loop, as in a bot.
+        let rows: [Row] = [
+            Row(name: "ringside.record", consumerMode: .rings) {
+                var v = 0
+                return timedRound(buffer, timing, drops: { ring.recordsDropped }) { record.record(values[v]); v &+= 1 }
+            },
+            Row(name: "ringside.counter", consumerMode: .rings) {
+                timedRound(buffer, timing, drops: { ring.recordsDropped }) { counter.increment() }
+            },
+            Row(name: "ringside.gauge", consumerMode: .rings) {
+                var v = 0
+                return timedRound(buffer, timing, drops: { ring.recordsDropped }) { gauge.set(Double(values[v])); v &+= 1 }
+            },
+            Row(name: "ringside.span", consumerMode: .rings) {
+                timedRound(buffer, timing, drops: { ring.recordsDropped }) { span.stop(span.start()) }
+            },
+            Row(name: "bot.record", consumerMode: .rings) {
+                var v = 0
+                return timedRound(buffer, timing, drops: botDropped) { botRecord.record(values[v]); v &+= 1 }
+            },
+            Row(name: "bot.counter", consumerMode: .rings) {
+                timedRound(buffer, timing, drops: botDropped) { botCounter.increment() }
+            },
+            Row(name: "bot.record.4threads", consumerMode: .rings) {
+                concurrentRound(threads: botThreads, buffer, timing, drops: botDropped) { thread, buffer in
+                    var v = thread * 1024
+                    return timedRound(buffer, timing, drops: { 0 }) { botRecord.record(values[v]); v &+= 1 }
+                }
+            },
+            Row(name: "c.floor", consumerMode: .rings) {
+                // The same loops, in C: rsb_floor_sample and rsb_floor_run.
+                let table = values.pointer, last = UInt64(LatencyValues.count - 1)
+                _ = rsb_floor_run(&floor, floor.metric.index, table, last, rs_clock_precise_ns() + timing.warmNanos)
+                let droppedBefore = rsb_floor_dropped(&floor)
+                let count = rsb_floor_sample(&floor, floor.metric.index, UInt32(batch), table, last,
+                                             buffer.baseAddress, buffer.count, rs_clock_precise_ns() + timing.sampleNanos)
+                let start = rs_clock_precise_ns()
+                let calls = rsb_floor_run(&floor, floor.metric.index, table, last, start + timing.runNanos)
+                return RoundSample(batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: rs_clock_precise_ns() &- start,
+                                   dropped: rsb_floor_dropped(&floor) &- droppedBefore)
+            },
+            Row(name: "unix-dgram", consumerMode: .datagrams) {
+                var v = 0
+                return timedRound(buffer, timing, drops: { sendFailures }) {
+                    datagram.storeBytes(of: rs_clock_coarse_ns(), as: UInt64.self)
+                    datagram.storeBytes(of: values[v], toByteOffset: 8, as: UInt64.self)
+                    datagram.storeBytes(of: UInt64(truncatingIfNeeded: v), toByteOffset: 16, as: UInt64.self)
+                    v &+= 1
+                    if send(sockets[0], datagram, 32, Int32(MSG_DONTWAIT)) != 32 { sendFailures &+= 1 }
+                }
+            },
+            Row(name: "mutex-histogram", consumerMode: .scrapes) {
+                var v = 0
+                return timedRound(buffer, timing, drops: { 0 }) {
+                    let value = values[v]; v &+= 1
+                    locked.mutex.withLock { $0.record(value) }
+                }
+            },
+            Row(name: "clock.precise", consumerMode: .rings) {
+                var sum: UInt64 = 0
+                defer { sink &+= sum }
+                return timedRound(buffer, timing, drops: { 0 }) { sum &+= rs_clock_precise_ns() }
+            },
+            Row(name: "clock.coarse", consumerMode: .rings) {
+                var sum: UInt64 = 0
+                defer { sink &+= sum }
+                return timedRound(buffer, timing, drops: { 0 }) { sum &+= rs_clock_coarse_ns() }
+            },
+        ].filter { only.isEmpty || only.contains($0.name) }
+
+        var measured = Array(repeating: [RoundSample](), count: rows.count)
+        for round in 1 ... rounds {
+            for (index, row) in rows.enumerated() {
+                progress(rounds == 1 ? row.name : "\(row.name) (round \(round) of \(rounds))")
+                consumer.mode.store(row.consumerMode.rawValue, ordering: .releasing)
+                measured[index].append(row.measure())
+            }
         }
-        consumer.mode.store(LiveConsumer.Mode.scrapes.rawValue, ordering: .releasing)
-        measure("mutex-histogram", drops: { 0 }) {
-            let value = values[v]; v &+= 1
-            locked.mutex.withLock { $0.record(value) }
+        let floorRounds = rows.firstIndex { $0.name == "c.floor" }.map { index in
+            measured[index].map { $0.p50(batchSize: batch, timerNanos: timerNanos) }
         }
-        consumer.mode.store(LiveConsumer.Mode.rings.rawValue, ordering: .releasing)
-        measure("clock.precise", drops: { 0 }) { sink &+= rs_clock_precise_ns() }
-        measure("clock.coarse", drops: { 0 }) { sink &+= rs_clock_coarse_ns() }
-        blackhole = sink
+        let summaries = zip(rows, measured).map { row, rounds in
+            LatencySummary(name: row.name, rounds: rounds, batchSize: batch, timerNanos: timerNanos, floorRoundP50s: floorRounds)
+        }
 
         let consumerCPU = pinned ? "CPU \(cpus.consumer)" : "any CPU (pinning unavailable)"
-        let method = "each sample is a batch of \(batch) back-to-back calls timed with CLOCK_MONOTONIC "
+        let method = "\(rounds) rounds, each running every row in turn for \(JSON.figureText(roundSeconds)) s "
+            + "(A, B, C, A, B, C, ...); p50 is the median of a row's \(rounds) per-round p50s and ×c.floor the median "
+            + "of its per-round p50 over c.floor's in the same round; the other percentiles pool the rounds. "
+            + "Each sample is a batch of \(batch) back-to-back calls timed with CLOCK_MONOTONIC "
             + "(clock_gettime through the vDSO); the timer's own cost, \(JSON.figureText(timerNanos)) ns "
             + "(median of \(timerSamples) empty batches), is subtracted and the rest divided by \(batch), so "
             + "percentiles are of \(batch)-call means (one slow call of t ns shows as t/\(batch)); calls/s from a "
             + "separate untimed loop. Release build; the producer on "
             + (pinned ? "CPU \(cpus.producer)" : "any CPU (pinning unavailable)") + ", a live consumer on "
             + consumerCPU + " draining the rings every \(LiveConsumer.periodNanos / 1000) µs "
-            + "(reading every record, like the collector's passes under load), receiving the datagrams (recvmmsg) and scraping the locked histogram every ms; rings of \(settings.ringCapacity) records; values from a "
-            + "table of \(LatencyValues.count) lognormal latencies."
+            + "(reading every record, like the collector's passes under load), receiving the datagrams (recvmmsg) "
+            + "and scraping the locked histogram every ms; bot.record.4threads adds \(botThreads - 1) unpinned threads "
+            + "to this one, each on its own lane, and sums their calls; rings and lanes of \(settings.ringCapacity) "
+            + "records; values from a table of \(LatencyValues.count) lognormal latencies."
         machine.pinned = pinned
-        return EmitReport(machine: machine, method: method, rows: rows)
+        return EmitReport(machine: machine, method: method, rows: summaries)
+    }
+
+    /// One round of a row on this thread: warms up, samples batches, then runs untimed for calls/s.
+    /// Inlined with its closure, so each row's call sits in its own loop, as in a bot.
+    @inline(__always)
+    static func timedRound(_ buffer: UnsafeMutableBufferPointer<UInt32>, _ timing: RoundTiming, drops: () -> UInt64,
+                           _ call: () -> Void) -> RoundSample {
+        _ = run(until: rs_clock_precise_ns() + timing.warmNanos, call)
+        let droppedBefore = drops()
+        let count = sample(buffer, batch: timing.batch, until: rs_clock_precise_ns() + timing.sampleNanos, call)
+        let start = rs_clock_precise_ns()
+        let calls = run(until: start + timing.runNanos, call)
+        let elapsed = rs_clock_precise_ns() &- start
+        return RoundSample(batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: elapsed,
+                           dropped: drops() &- droppedBefore)
+    }
+
+    /// One round of a row on `threads` threads at once: this one and `threads - 1` started for the
+    /// round, each timing itself with `round` (given its index and a buffer of its own).
+    static func concurrentRound(threads: Int, _ buffer: UnsafeMutableBufferPointer<UInt32>, _ timing: RoundTiming,
+                                drops: () -> UInt64,
+                                _ round: @escaping @Sendable (Int, UnsafeMutableBufferPointer<UInt32>) -> RoundSample) -> RoundSample {
+        let results = ThreadResults()
+        let finished = DispatchSemaphore(value: 0)
+        let droppedBefore = drops()
+        let capacity = buffer.count
+        for thread in 1 ..< threads {
+            let worker = Thread {
+                let own = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: capacity)
+                own.initialize(repeating: 0)
+                defer { own.deallocate() }
+                let sample = round(thread, own)
+                results.samples.withLock { $0.append(sample) }
+                finished.signal()
+            }
+            worker.name = "bench-bot-\(thread)"
+            worker.start()
+        }
+        let mine = round(0, buffer)
+        for _ in 1 ..< threads { finished.wait() }
+        var all = results.samples.withLock { $0 }
+        all.append(mine)
+        var sample = RoundSample.concurrent(all)
+        sample.dropped = drops() &- droppedBefore
+        return sample
     }
 
     /// Times batches of `batch` calls into `buffer` until `deadline` (or the buffer is full).
@@ -231,6 +339,11 @@ public enum EmitBenchmark {
         } while rs_clock_precise_ns() < deadline
         return calls
     }
+}
+
+/// What the threads of a concurrent round measured.
+final class ThreadResults: Sendable {
+    let samples = Mutex([RoundSample]())
 }
 
 /// Where the clock rows' results go, so the optimiser keeps the reads.

@@ -23,6 +23,11 @@ public struct LatencySummary: Sendable, Equatable {
     public var samples: Int
     /// The percentile curve for the chart: (percentile in [0, 1), ns per call).
     public var curve: [CurvePoint]
+    /// Each round's p50, in the order the rounds ran (empty for a row measured in one go).
+    public var roundP50s: [Double] = []
+    /// The median over the rounds of this row's p50 divided by `c.floor`'s in the same round;
+    /// nil when `c.floor` did not run.
+    public var floorRatio: Double?
 
     public struct CurvePoint: Sendable, Equatable {
         public var percentile: Double
@@ -53,7 +58,7 @@ public struct LatencySummary: Sendable, Equatable {
     public init(name: String, batchNanos: [UInt32], batchSize: Int, timerNanos: Double,
                 callsPerSecond: Double, dropped: UInt64) {
         precondition(batchSize > 0, "a batch has at least one call")
-        let perCall = batchNanos.map { Swift.max(0, Double($0) - timerNanos) / Double(batchSize) }.sorted()
+        let perCall = Self.perCall(batchNanos, batchSize: batchSize, timerNanos: timerNanos)
         let mean = perCall.isEmpty ? 0 : perCall.reduce(0, +) / Double(perCall.count)
         self.init(name: name,
                   p50: Percentiles.value(at: 0.5, sorted: perCall),
@@ -62,6 +67,59 @@ public struct LatencySummary: Sendable, Equatable {
                   p999: Percentiles.value(at: 0.999, sorted: perCall),
                   max: perCall.last ?? 0, mean: mean, callsPerSecond: callsPerSecond, dropped: dropped,
                   samples: perCall.count, curve: Percentiles.curve(sorted: perCall))
+    }
+}
+
+/// One row's measurement in one round of the emit benchmark.
+public struct RoundSample: Sendable, Equatable {
+    /// Each timed batch's time, timer included.
+    public var batchNanos: [UInt32]
+    /// Calls made in the untimed loop, and how long it ran.
+    public var calls: UInt64
+    public var elapsedNanos: UInt64
+    /// Calls whose record was not delivered in this round.
+    public var dropped: UInt64
+
+    public init(batchNanos: [UInt32], calls: UInt64, elapsedNanos: UInt64, dropped: UInt64) {
+        self.batchNanos = batchNanos
+        self.calls = calls
+        self.elapsedNanos = elapsedNanos
+        self.dropped = dropped
+    }
+
+    /// Several threads' samples of one round, taken at the same time: their calls add up.
+    public static func concurrent(_ parts: [RoundSample]) -> RoundSample {
+        RoundSample(batchNanos: parts.flatMap(\.batchNanos), calls: parts.reduce(0) { $0 &+ $1.calls },
+                    elapsedNanos: parts.map(\.elapsedNanos).max() ?? 0, dropped: parts.reduce(0) { $0 &+ $1.dropped })
+    }
+
+    /// The round's p50 per call (see `LatencySummary.init(name:batchNanos:...)`).
+    func p50(batchSize: Int, timerNanos: Double) -> Double {
+        Percentiles.value(at: 0.5, sorted: LatencySummary.perCall(batchNanos, batchSize: batchSize, timerNanos: timerNanos))
+    }
+}
+
+extension LatencySummary {
+    /// Per-call times of batches, sorted: each batch's time less the timer's, over the batch size.
+    static func perCall(_ batchNanos: [UInt32], batchSize: Int, timerNanos: Double) -> [Double] {
+        batchNanos.map { Swift.max(0, Double($0) - timerNanos) / Double(batchSize) }.sorted()
+    }
+
+    /// Summarises a row measured in interleaved rounds. The p50 is the median of the rounds'
+    /// p50s, so a round the machine ran slow in moves it little; the other percentiles pool every
+    /// round's samples; calls/s is all the calls over all the untimed time.
+    /// - Parameter floorRoundP50s: `c.floor`'s p50 in each of the same rounds, for `floorRatio`.
+    public init(name: String, rounds: [RoundSample], batchSize: Int, timerNanos: Double, floorRoundP50s: [Double]?) {
+        let elapsed = rounds.reduce(0) { $0 &+ $1.elapsedNanos }
+        self.init(name: name, batchNanos: rounds.flatMap(\.batchNanos), batchSize: batchSize, timerNanos: timerNanos,
+                  callsPerSecond: elapsed == 0 ? 0 : Double(rounds.reduce(0) { $0 &+ $1.calls }) / (Double(elapsed) / 1e9),
+                  dropped: rounds.reduce(0) { $0 &+ $1.dropped })
+        roundP50s = rounds.map { $0.p50(batchSize: batchSize, timerNanos: timerNanos) }
+        p50 = Percentiles.value(at: 0.5, sorted: roundP50s.sorted())
+        if let floorRoundP50s, floorRoundP50s.count == roundP50s.count {
+            let ratios = zip(roundP50s, floorRoundP50s).compactMap { row, floor in floor > 0 ? row / floor : nil }
+            floorRatio = ratios.isEmpty ? nil : Percentiles.value(at: 0.5, sorted: ratios.sorted())
+        }
     }
 }
 

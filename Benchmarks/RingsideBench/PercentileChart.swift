@@ -17,8 +17,9 @@ public struct PercentileChart {
         self.rows = rows
     }
 
+    /// One colour per emit row (twelve).
     static let palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-                          "#17becf", "#7f7f7f", "#bcbd22"]
+                          "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#8c6d31"]
 
     public var svg: String {
         let width = 820.0, height = 460.0

@@ -23,7 +23,10 @@ public struct EmitReport: Sendable {
             ("machine", machine.json),
             ("method", .string(method)),
             ("results", .array(rows.map { row in
-                .object([("name", .string(row.name)), ("p50_ns", .figure(row.p50)), ("p90_ns", .figure(row.p90)),
+                .object([("name", .string(row.name)), ("p50_ns", .figure(row.p50)),
+                         ("floor_ratio", row.floorRatio.map { .figure(($0 * 100).rounded() / 100) } ?? .null),
+                         ("round_p50_ns", .array(row.roundP50s.map { .figure(($0 * 100).rounded() / 100) })),
+                         ("p90_ns", .figure(row.p90)),
                          ("p99_ns", .figure(row.p99)), ("p999_ns", .figure(row.p999)), ("max_ns", .figure(row.max)),
                          ("mean_ns", .figure(row.mean)), ("calls_per_s", .figure(row.callsPerSecond.rounded())),
                          ("dropped", .int(Int64(clamping: row.dropped)))])
@@ -33,10 +36,11 @@ public struct EmitReport: Sendable {
 
     /// The table for people.
     public var table: String {
-        var table = TextTable(columns: ["row", "p50 ns", "p90 ns", "p99 ns", "p99.9 ns", "max ns", "mean ns",
-                                        "calls/s", "dropped"])
+        var table = TextTable(columns: ["row", "p50 ns", "×c.floor", "rounds' p50", "p90 ns", "p99 ns", "p99.9 ns",
+                                        "max ns", "mean ns", "calls/s", "dropped"])
         for row in rows {
-            table.add([row.name, Self.ns(row.p50), Self.ns(row.p90), Self.ns(row.p99), Self.ns(row.p999),
+            table.add([row.name, Self.ns(row.p50), row.floorRatio.map { String(format2: $0) } ?? "-", Self.range(row.roundP50s),
+                       Self.ns(row.p90), Self.ns(row.p99), Self.ns(row.p999),
                        Self.ns(row.max), Self.ns(row.mean), Self.rate(row.callsPerSecond), String(row.dropped)])
         }
         return "ringside-bench emit\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
@@ -44,6 +48,12 @@ public struct EmitReport: Sendable {
 
     static func ns(_ value: Double) -> String {
         value < 100 ? String(format1: value) : String(Int64(value.rounded()))
+    }
+
+    /// The lowest and highest of the rounds' p50s, `7.1-9.8`; `-` for one round or none.
+    static func range(_ values: [Double]) -> String {
+        guard values.count > 1, let low = values.min(), let high = values.max() else { return "-" }
+        return ns(low) + "-" + ns(high)
     }
 
     static func rate(_ value: Double) -> String {
@@ -168,6 +178,14 @@ extension String {
         guard value.isFinite else { self = "-"; return }
         let tenths = Int64((value * 10).rounded())
         self = "\(tenths < 0 && tenths > -10 ? "-" : "")\(tenths / 10).\(abs(tenths % 10))"
+    }
+
+    /// Two decimals, for a ratio: `1.07`.
+    init(format2 value: Double) {
+        guard value.isFinite, value >= 0 else { self = "-"; return }
+        let hundredths = Int64((value * 100).rounded())
+        let fraction = hundredths % 100
+        self = "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction)"
     }
 }
 

@@ -32,6 +32,29 @@ struct LatencySummaryTests {
         #expect(summary.dropped == 3)
     }
 
+    @Test("rounds: p50 is the median of the rounds' p50s, the ratio the median of per-round ratios; the rest pooled")
+    func roundsSummary() throws {
+        // Batches of 16 calls, timer 20 ns: rounds whose per-call p50s are 5, 20 and 10 ns.
+        func round(_ perCall: UInt32, _ count: Int) -> RoundSample {
+            RoundSample(batchNanos: [UInt32](repeating: perCall * 16 + 20, count: count), calls: 1_000,
+                        elapsedNanos: 1_000_000, dropped: 2)
+        }
+        let rounds = [round(5, 10), round(20, 10), round(10, 10)]
+        // c.floor ran at 5, 5 and 10 ns in the same rounds: ratios 1, 4, 1.
+        let summary = LatencySummary(name: "row", rounds: rounds, batchSize: 16, timerNanos: 20, floorRoundP50s: [5, 5, 10])
+        #expect(summary.roundP50s == [5, 20, 10])
+        #expect(summary.p50 == 10)
+        #expect(summary.floorRatio == 1)
+        #expect(summary.max == 20 && summary.samples == 30)
+        #expect(summary.callsPerSecond == 1e6 && summary.dropped == 6)
+        // Without c.floor, or with a round count that does not match, there is no ratio.
+        #expect(LatencySummary(name: "row", rounds: rounds, batchSize: 16, timerNanos: 20, floorRoundP50s: nil).floorRatio == nil)
+        #expect(LatencySummary(name: "row", rounds: rounds, batchSize: 16, timerNanos: 20, floorRoundP50s: [5]).floorRatio == nil)
+        // Threads measured at once: their samples pool and their calls add up over the longest run.
+        let both = RoundSample.concurrent([round(5, 3), RoundSample(batchNanos: [100], calls: 500, elapsedNanos: 2_000_000, dropped: 1)])
+        #expect(both.batchNanos.count == 4 && both.calls == 1_500 && both.elapsedNanos == 2_000_000 && both.dropped == 3)
+    }
+
     @Test("the curve rises with the percentile and spans as many nines as the samples resolve")
     func curveIsMonotonic() {
         let samples = (0 ..< 10_000).map { Double($0 % 977) }.sorted()

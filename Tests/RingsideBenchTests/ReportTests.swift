@@ -27,8 +27,9 @@ struct ReportTests {
         #expect(object["benchmark"] as? String == "emit")
         let results = try #require(object["results"] as? [[String: Any]])
         #expect(results.count == 2)
-        #expect(Set(results[0].keys) == ["name", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns",
-                                         "calls_per_s", "dropped"])
+        #expect(Set(results[0].keys) == ["name", "p50_ns", "floor_ratio", "round_p50_ns", "p90_ns", "p99_ns", "p999_ns",
+                                         "max_ns", "mean_ns", "calls_per_s", "dropped"])
+        #expect(results[0]["floor_ratio"] is NSNull) // measured in one go: no rounds, no ratio
         #expect(results[0]["calls_per_s"] as? Int == 123_456_789)
         #expect(results[1]["dropped"] as? Int == 2)
         #expect(text.hasPrefix(#"{"benchmark":"emit","machine":{"cpu":"Test CPU \"x\" & co","#))
@@ -98,6 +99,22 @@ struct ReportTests {
         #expect(!svg.contains(">99.9999 %<"))
     }
 
+    @Test("rows measured in rounds: the table shows the ratio to c.floor and the rounds' spread")
+    func roundsInTable() throws {
+        let floor = [10.0, 20.0, 10.0] // ratios 2, 1 and 4: the median is 2
+        let rounds = [[340, 660, 340], [340, 340, 340], [660, 660, 660]].map { batch in
+            RoundSample(batchNanos: batch.map(UInt32.init), calls: 100, elapsedNanos: 1_000, dropped: 1)
+        }
+        let row = LatencySummary(name: "bot.record", rounds: rounds, batchSize: 16, timerNanos: 20, floorRoundP50s: floor)
+        let table = EmitReport(machine: Self.machine, method: "m", rows: [row]).table
+        let line = try #require(table.split(separator: "\n").first { $0.hasPrefix("bot.record") })
+        #expect(line.contains("2.00") && line.contains("20.0-40.0"), "\(line)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(EmitReport(machine: Self.machine, method: "m",
+                                                                                            rows: [row]).json.text.utf8)) as? [String: Any])
+        let result = try #require((object["results"] as? [[String: Any]])?.first)
+        #expect(result["floor_ratio"] as? Double == 2 && result["round_p50_ns"] as? [Int] == [20, 20, 40])
+    }
+
     @Test("the table has a line per row under its heading")
     func tableLines() {
         let table = EmitReport(machine: Self.machine, method: "m", rows: Self.rows).table
@@ -113,7 +130,10 @@ struct BenchCommandTests {
     func parsing() throws {
         #expect(throws: (any Error).self) { try BenchCommand.parse(["--json"]) }
         let quick = try #require(try BenchCommand.parse(["emit", "--json", "--quick"]))
-        #expect(quick.benchmarks == [.emit] && quick.json && quick.settings.seconds == 0.25)
+        #expect(quick.benchmarks == [.emit] && quick.json && quick.settings.seconds == 0.25 && quick.settings.rounds == 3)
+        #expect(try BenchCommand.parse(["--rounds", "7", "--quick"])?.settings.rounds == 7)
+        #expect(try BenchCommand.parse(["emit"])?.settings.rounds == 5)
+        #expect(throws: (any Error).self) { try BenchCommand.parse(["--rounds", "0"]) }
         let long = try #require(try BenchCommand.parse(["collector", "--duration", "500ms", "--poll=10ms"]))
         #expect(long.settings.seconds == 0.5 && long.settings.collectorPollNanos == 10_000_000)
         #expect(try BenchCommand.parse(["--help"]) == nil)
