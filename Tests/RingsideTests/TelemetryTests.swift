@@ -35,8 +35,28 @@ private func fields(_ line: String?) -> [String: Int] {
     return result
 }
 
+/// Module-level metrics, as a bot declares them: a global `let` compiles in Swift 6 only because
+/// the bot and its handles are Sendable (with `Ring`'s v1 handles it did not).
+private let moduleLevelBot = try! Telemetry.disabled("module-level")
+private let moduleLevelFills = try! moduleLevelBot.histogram("module_fills", unit: .nanoseconds)
+private let moduleLevelOrders = try! moduleLevelBot.counter("module_orders")
+
 @Suite("Telemetry: one bot, a lane per thread, from threads, tasks and forks")
 struct TelemetryTests {
+    @Test("module-level metrics are used from concurrent tasks (a disabled bot: every call is a no-op)")
+    func moduleLevelMetrics() async throws {
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<8 {
+                group.addTask {
+                    moduleLevelFills.record(UInt64(index))
+                    moduleLevelOrders.increment()
+                    try? await moduleLevelFills.measure { try await Task.sleep(nanoseconds: 1_000) }
+                }
+            }
+        }
+        #expect(!moduleLevelBot.isEnabled && moduleLevelBot.path == nil && moduleLevelBot.lanesAllocated == 0)
+    }
+
     @Test("threads of one process each write a lane of their own: per-lane order and continuity, exact counter totals")
     func threadsInProcess() throws {
         try withRingDirectory { directory in
