@@ -53,6 +53,10 @@ typedef struct {
     uint32_t disabled_metrics;  /* a disabled bot's registrations, for their indices */
     int forked;                 /* 1 in a forked child: the file is the parent's */
     int said_why_laneless;      /* the "no lane could be added" message went to stderr */
+    uint32_t lanes_mapped;      /* lanes this process mapped: the file's count at attach, plus those
+                                   it added. Any process of the user can write the file's count, so
+                                   every loop over lanes uses this one (stored with release, under
+                                   bot->mutex; loaded with acquire by rs_bot_lanes_allocated). */
     char directory[4096];
 } rsp_bot;
 
@@ -510,6 +514,7 @@ static int rsp_add_lane_locked(rsp_bot *b, uint32_t lane) {
     memset(b->bot.lanes[lane], 0, RS_LANE_HEADER_SIZE + (size_t)b->bot.registry_capacity * sizeof(uint64_t));
     /* Release: a reader that sees the new count sees the lane's pages and its zeroed header. */
     rs_store_release_u32(&b->bot.header->lanes_allocated, lane + 1);
+    rs_store_release_u32(&b->lanes_mapped, lane + 1); /* release: the lane is mapped and zeroed */
     return 0;
 }
 
@@ -517,7 +522,7 @@ static int rsp_add_lane_locked(rsp_bot *b, uint32_t lane) {
     lane is held, or -errno when a lane could not be added. Under bot->mutex. */
 static int rsp_take_lane_locked(rsp_bot *b, uint32_t how) {
     rs_bot *bot = &b->bot;
-    uint32_t allocated = rs_load_relaxed_u32(&bot->header->lanes_allocated); /* relaxed: only we write it, under this mutex */
+    uint32_t allocated = b->lanes_mapped; /* ours, under this mutex */
     for (uint32_t lane = 0; lane < allocated; lane++) {
         if (bot->lane_held[lane] == RSP_FREE) {
             rsp_hand_over_locked(b, lane, how);
@@ -736,6 +741,7 @@ static int rsp_map_lanes(rsp_bot *b, int fd, uint64_t file_size, rs_error *error
                             (unsigned long long)write, (unsigned long long)capacity);
         }
     }
+    rs_store_release_u32(&b->lanes_mapped, allocated); /* release: each lane is mapped */
     return 0;
 }
 
@@ -765,8 +771,7 @@ static int rsp_adopt(rsp_bot *b, int fd, const rs_header *copy, uint64_t size, c
     if (rc == 0) rc = rsp_map_lanes(b, fd, size, error);
     if (rc != 0) return rc;
     /* Valid: only now is anything written. The process that held the lanes is gone (it held the lock). */
-    uint32_t allocated = rs_load_relaxed_u32(&b->bot.header->lanes_allocated); /* relaxed: checked above, ours now */
-    for (uint32_t lane = 0; lane < allocated; lane++) rsp_retire_locked(b, lane);
+    for (uint32_t lane = 0; lane < b->lanes_mapped; lane++) rsp_retire_locked(b, lane);
     rsp_start(b);
     return 0;
 }
@@ -926,8 +931,7 @@ void rs_bot_detach(rs_bot *bot) {
     if (bot->enabled && !b->forked) {
         /* Every lane is retired with the process's hold on the file (readers see it at once). */
         pthread_mutex_lock(&bot->mutex);
-        uint32_t allocated = rs_load_relaxed_u32(&bot->header->lanes_allocated); /* relaxed: only we write it */
-        for (uint32_t lane = 0; lane < allocated; lane++) rsp_retire_locked(b, lane);
+        for (uint32_t lane = 0; lane < b->lanes_mapped; lane++) rsp_retire_locked(b, lane);
         pthread_mutex_unlock(&bot->mutex);
     }
     /* Unmapped and closed under the process's mutex, so a fork() either disowns them or never
@@ -1223,7 +1227,9 @@ rs_producer *rs_bot_exclusive_producer(rs_bot *bot, rs_error *error) {
 
 uint32_t rs_bot_lanes_allocated(const rs_bot *bot) {
     if (bot == NULL || bot->header == NULL) return 0;
-    return rs_load_acquire_u32(&bot->header->lanes_allocated); /* acquire: pairs with the release that added the lane */
+    /* Acquire: pairs with the release that counted the lane. The process's own count, not the
+       file's, which another process could have written. */
+    return rs_load_acquire_u32(&((const rsp_bot *)bot)->lanes_mapped);
 }
 
 const char *rs_bot_path(const rs_bot *bot) {

@@ -97,6 +97,7 @@ final class MappedRingFile {
             do { layout = try RingLayout(validating: fields, fileSize: size) } catch {
                 throw RingError.corrupt(ring: name, path: path, problem: error)
             }
+            try checkAllocated(fd, name: name, path: path)
             let base = try map(fd, size: layout.lanesOffset, offset: 0, role: role, name: name)
             let file = MappedRingFile(name: name, path: path, descriptor: fd, header: Mapping(base: base, size: layout.lanesOffset),
                                       layout: layout, role: role)
@@ -268,6 +269,7 @@ final class MappedRingFile {
         guard let size = currentFileSize, size >= needed else {
             throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: currentFileSize ?? 0, expected: needed))
         }
+        try Self.checkAllocated(descriptor, name: name, path: path) // the new lanes' pages too
         let before = lanes.count
         for index in before..<allocated {
             let base = try Self.map(descriptor, size: layout.laneSize, offset: layout.fileSize(lanes: index),
@@ -332,6 +334,19 @@ final class MappedRingFile {
                 + "rings are private to their user (a collector may allow others with --allow-uid)")
         }
         return Int(info.st_size)
+    }
+
+    /// Throws `.corrupt(.unallocated)` unless every byte of the file is allocated (`st_blocks`).
+    /// A producer reserves the header part and each lane with `posix_fallocate` before it
+    /// publishes them, so a sound file is whole; a sparse one claiming a large capacity would have
+    /// this reader allocate its holes (tmpfs charges a page to whoever touches it first).
+    private static func checkAllocated(_ fd: Int32, name: String, path: String) throws(RingError) {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .system(ring: name, operation: "fstat \(path)", errno: errno) }
+        let allocated = Int(info.st_blocks) * 512 // st_blocks counts 512-byte units, whatever the block size
+        guard allocated >= Int(info.st_size) else {
+            throw .corrupt(ring: name, path: path, problem: .unallocated(fileSize: Int(info.st_size), allocatedBytes: allocated))
+        }
     }
 
     private static func readHeader(_ fd: Int32, name: String, path: String, fileSize: Int) throws(RingError) -> rs_header {

@@ -92,6 +92,10 @@ public enum RingCorruption: Error, Equatable, CustomStringConvertible, Sendable 
     case cursorsOutOfRange(read: UInt64, write: UInt64, capacity: UInt64)
     case badMetricCount(count: UInt32, capacity: UInt32)
     case badRegistryEntry(index: Int, reason: String)
+    /// Pages of the file were never allocated (a sparse file): every honest producer reserves
+    /// its pages with `posix_fallocate`, and a reader touching a hole of a tmpfs file would
+    /// allocate it, charged to the reader.
+    case unallocated(fileSize: Int, allocatedBytes: Int)
     /// What the producer library found wrong, in its words.
     case invalid(String)
 
@@ -112,6 +116,9 @@ public enum RingCorruption: Error, Equatable, CustomStringConvertible, Sendable 
             return "metric count \(count) exceeds the registry's \(capacity) entries"
         case let .badRegistryEntry(index, reason):
             return "registry entry \(index): \(reason)"
+        case let .unallocated(fileSize, allocated):
+            return "sparse: \(allocated) of the file's \(fileSize) bytes are allocated; producers reserve every page "
+                + "(posix_fallocate), and reading the rest would allocate it in this reader's name, so it is not read"
         case let .invalid(reason):
             return reason
         }

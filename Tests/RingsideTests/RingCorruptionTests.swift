@@ -154,13 +154,36 @@ struct RingCorruptionTests {
         #expect(problem == .truncated(fileSize: Int(Self.victim.lanes_offset + Self.victim.lane_size), expected: needed))
     }
 
+    /// Grows the file by `bytes`, allocated, as a producer adding a lane does.
+    private static func grow(_ path: String, by bytes: Int) {
+        let fd = open(path, O_RDWR)
+        precondition(fd >= 0, "open \(path)")
+        defer { close(fd) }
+        precondition(posix_fallocate(fd, off_t(fileSize(path)), off_t(bytes)) == 0, "posix_fallocate \(path)")
+    }
+
     @Test("a file longer than its lanes is sound (a lane being added, say), and so is a lane allocated with zeros")
     func fileLongerThanItsLanes() throws {
-        #expect(try damagedRingError { truncate($0, off_t(fileSize($0) + Int(Self.victim.lane_size) / 2)) } == nil)
+        #expect(try damagedRingError { Self.grow($0, by: Int(Self.victim.lane_size) / 2) } == nil)
         #expect(try damagedRingError { path in
-            truncate(path, off_t(fileSize(path) + Int(Self.victim.lane_size)))
+            Self.grow(path, by: Int(Self.victim.lane_size))
             patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(2))
         } == nil)
+    }
+
+    @Test("a sparse file (grown by ftruncate, never allocated) is refused before its holes are read")
+    func sparseFile() throws {
+        let lane = Int(Self.victim.lane_size)
+        let problem = corruption(try damagedRingError { path in
+            truncate(path, off_t(fileSize(path) + lane))
+            patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(2))
+        })
+        guard case let .unallocated(fileSize, allocated) = problem else {
+            Issue.record("expected unallocated, got \(String(describing: problem))")
+            return
+        }
+        #expect(fileSize - allocated >= lane - 4096 && allocated < fileSize)
+        #expect(RingCorruption.unallocated(fileSize: fileSize, allocatedBytes: allocated).description.hasPrefix("sparse: "))
     }
 
     @Test("a metric count past the registry's capacity")

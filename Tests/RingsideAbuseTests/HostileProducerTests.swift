@@ -1,0 +1,111 @@
+import CRingside
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Ringside
+import RingsideTestSupport
+import Testing
+
+/// Bytes of `path` the file system has allocated (`st_blocks`, in 512-byte units).
+private func allocatedBytes(_ path: String) -> Int {
+    var info = stat()
+    guard stat(path, &info) == 0 else { return -1 }
+    return Int(info.st_blocks) * 512
+}
+
+/// The header of the bot file at `path`, as its creator wrote it.
+private func botHeader(_ path: String) throws -> rs_header {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { throw TestSupportError("open \(path): errno \(errno)") }
+    defer { close(fd) }
+    var header = rs_header()
+    let count = withUnsafeMutableBytes(of: &header) { pread(fd, $0.baseAddress, $0.count, 0) }
+    guard count == MemoryLayout<rs_header>.size else { throw TestSupportError("short header in \(path)") }
+    return header
+}
+
+/// Turns the bot file at `path` (no lanes yet) into what a hostile or broken producer could
+/// leave: one lane claimed by `ftruncate` alone (a hole of `lane_size` bytes), its write cursor
+/// at the lane's capacity, as if every record were there to read.
+private func claimSparseLane(_ path: String) throws {
+    let header = try botHeader(path)
+    let laneStart = Int(header.lanes_offset)
+    guard truncate(path, off_t(laneStart + Int(header.lane_size))) == 0 else {
+        throw TestSupportError("truncate \(path): errno \(errno)")
+    }
+    patch(path, at: laneStart + MemoryLayout<rs_lane_header>.offset(of: \.write_cursor)!, with: UInt64(1) << UInt64(header.capacity_log2))
+    patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(1))
+}
+
+@Suite("Hostile producers: a file no honest producer writes costs the collector nothing")
+struct HostileProducerTests {
+    @Test("sparse bot files claiming 2^23-record lanes are refused unread: the pages stay unallocated, RSS flat, the reason logged and in /health")
+    func sparseBotFiles() throws {
+        try withRingDirectory { directory in
+            // An honest neighbour, whose records must keep arriving.
+            let honest = try Telemetry.attach("honest", directory: directory.path, options: .init(laneCapacity: 4096))
+            let values = try honest.histogram("honest_values")
+            for value in 1...100 { values.record(UInt64(value)) }
+
+            // One sparse from birth: made aside, then renamed in, so the collector first sees it sparse.
+            let aside = try TemporaryRingDirectory()
+            defer { aside.remove() }
+            do { _ = try Telemetry.attach("born-sparse", directory: aside.path, options: .init(laneCapacity: 1 << 23)) }
+            try claimSparseLane(aside.ringDirectory.filePath(for: "born-sparse"))
+            guard rename(aside.ringDirectory.filePath(for: "born-sparse"), directory.filePath(for: "born-sparse")) == 0 else {
+                throw TestSupportError("rename: errno \(errno)") // both under /dev/shm, or the same file system
+            }
+            // One honest when the collector attaches it, grown sparse afterwards.
+            let grownPath = directory.filePath(for: "grown-sparse")
+            let grownBot = try Telemetry.attach("grown-sparse", directory: directory.path, options: .init(laneCapacity: 1 << 23))
+            _ = try grownBot.counter("grown_orders")
+
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
+            defer { collector.kill() }
+            let attached = eventually { () -> Bool? in
+                let body = (try? httpGet(port: port, path: "/latest"))?.body ?? ""
+                return body.contains("honest_values") && body.contains("grown_orders") ? true : nil
+            }
+            try #require(attached == true, "the collector did not attach the honest bots")
+            let baseline = try #require(residentKilobytes(of: collector.pid))
+
+            try claimSparseLane(grownPath)
+            let bornPath = directory.filePath(for: "born-sparse")
+            let bornAllocated = allocatedBytes(bornPath), grownAllocated = allocatedBytes(grownPath)
+            let refused = eventually { () -> String? in
+                guard let health = try? httpGet(port: port, path: "/health").body,
+                      let object = try? JSONSerialization.jsonObject(with: Data(health.utf8)) as? [String: Any],
+                      let rings = object["rings"] as? [[String: Any]] else { return nil }
+                let skipped = rings.filter { ($0["state"] as? String) == "skipped" && ($0["problem"] as? String ?? "").contains("sparse: ") }
+                return Set(skipped.compactMap { $0["name"] as? String }) == ["born-sparse", "grown-sparse"] ? health : nil
+            }
+            #expect(refused != nil, "both sparse bots skipped, with the reason, in /health")
+
+            // The neighbour carries on.
+            for value in 101...200 { values.record(UInt64(value)) }
+            let carriedOn = eventually { () -> Bool? in
+                let metrics = (try? httpGet(port: port, path: "/metrics"))?.body ?? ""
+                return metrics.contains("honest_values_count{ring=\"honest\"} 200") ? true : nil
+            }
+            #expect(carriedOn == true, "the honest bot's 200 records are counted")
+
+            usleep(300_000) // a few more passes, with the lanes' claims still there to be read
+            let lane = Int(try botHeader(bornPath).lane_size)
+            #expect(allocatedBytes(bornPath) == bornAllocated && allocatedBytes(grownPath) == grownAllocated,
+                    "nothing allocated the holes")
+            #expect(bornAllocated < lane / 100 && grownAllocated < lane / 100, "\(bornAllocated) and \(grownAllocated) of \(lane)")
+            let rss = try #require(residentKilobytes(of: collector.pid))
+            #expect(rss - baseline < 8 * 1024, "the collector's RSS went from \(baseline) kB to \(rss) kB")
+
+            collector.send(SIGTERM)
+            let log = collector.waitForExit().standardError
+            for name in ["born-sparse", "grown-sparse"] {
+                #expect(log.split(separator: "\n").contains { $0.contains("ring \(name)") && $0.contains("sparse: ") },
+                        "the log says why \(name) was refused")
+            }
+            print("sparse bots: lanes of \(lane) bytes claimed, \(bornAllocated) and \(grownAllocated) bytes allocated; "
+                + "collector RSS \(baseline) -> \(rss) kB")
+        }
+    }
+}
