@@ -888,8 +888,9 @@ class Bot:
 
     @property
     def lanes_allocated(self):
-        """Lanes in the file now (a thread's first call may add one)."""
-        return self._hi[_I_LANES_ALLOCATED] if self._readable() else 0
+        """Lanes of the bot, as this process mapped them (a thread's first call may add one); not
+        the file's count, which any process of the user could write."""
+        return len(self._lanes) if self._readable() else 0
 
     @property
     def metric_count(self):
