@@ -100,8 +100,8 @@ public final class Collector: @unchecked Sendable {
             while !stopRequested.load(ordering: .acquiring) {
                 let drained = runPass(nowNanos: rs_clock_precise_ns())
                 // Busy rings are drained again at once; idle ones are looked at every poll, or
-                // sooner when drained records still wait to be published, or when a ring file
-                // appears or grows a lane (inotify).
+                // sooner: before the fastest-filling lane can fill, when drained records still
+                // wait to be published, or when a ring file appears or grows a lane (inotify).
                 if drained == 0, wakeup.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns())) {
                     directoryChanged = true
                 }
@@ -149,10 +149,15 @@ public final class Collector: @unchecked Sendable {
         }
         var drained = 0
         var changed = false
+        var soonestFill = UInt64.max
         for ring in tracked.ordered {
             let ringDrained = drain(ring, nowNanos: now)
             drained += ringDrained
             if ringDrained > 0 { ring.lastActiveNanos = now }
+            // Only rings that drained lately have a rate: idle ones cost nothing here.
+            if ringDrained > 0 || ring.rateSinceNanos != 0, let fill = ring.fillNanos(nowNanos: now) {
+                soonestFill = min(soonestFill, fill)
+            }
             // Liveness and drop logging cost system calls: once a second per idle ring is enough
             // (a forced publish, at stop or in a test stepping time, looks now).
             let active = ring.lastActiveNanos != 0 && now &- ring.lastActiveNanos < Self.livenessIntervalNanos
@@ -162,6 +167,7 @@ public final class Collector: @unchecked Sendable {
                 changed = observe(ring, nowNanos: now) || changed
             }
         }
+        soonestFillNanos = soonestFill
         stats.recordsDrained += UInt64(drained)
         stats.passes += 1
         stats.lastPassMonotonicNanos = rs_clock_precise_ns()
@@ -210,11 +216,22 @@ public final class Collector: @unchecked Sendable {
     /// Whether the last publish found every ring quiet.
     private var lastPublishWasQuiet = false
 
-    /// How long the drain thread may sleep: a poll, or less when drained records wait to be published.
+    /// How long the fastest-filling lane of any ring takes to fill at its recent rate (UInt64.max:
+    /// none is filling), as of the last pass.
+    private var soonestFillNanos = UInt64.max
+    /// The least sleep between passes, however fast a lane fills: a lane that fills faster
+    /// than this drops whatever the collector does, and the loop must not spin.
+    static let minimumSleepNanos: UInt64 = 1_000_000
+
+    /// How long the drain thread may sleep: a poll, but never more than half the time the
+    /// fastest-filling lane needs to fill (so a paced producer's lane never fills between two
+    /// passes), and less when drained records wait to be published.
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
-        guard hasUnpublishedChanges else { return options.pollNanos }
+        var sleep = options.pollNanos
+        if soonestFillNanos != .max { sleep = min(sleep, max(soonestFillNanos / 2, Self.minimumSleepNanos)) }
+        guard hasUnpublishedChanges else { return sleep }
         let due = lastPublishNanos &+ publishIntervalNanos
-        return min(options.pollNanos, due > now ? due - now : 0)
+        return min(sleep, due > now ? due - now : 0)
     }
 
     // MARK: - Discovery
@@ -304,7 +321,8 @@ public final class Collector: @unchecked Sendable {
     private func drain(_ ring: TrackedRing, nowNanos now: UInt64) -> Int {
         guard ring.consumer.hasWork else { return 0 }
         do {
-            let count = try ring.consumer.drain(limitPerLane: Int(ring.consumer.capacity)) { records, first, _ in
+            let count = try ring.consumer.drain(limitPerLane: Int(ring.consumer.capacity)) { records, first, lane in
+                ring.counted(records.count, lane: lane)
                 var offset = 0
                 while offset < records.count {
                     let rest = UnsafeBufferPointer(rebasing: records[offset...])
@@ -488,6 +506,13 @@ final class TrackedRing {
     var lastObservedNanos: UInt64 = 0
     /// When a pass last drained records from it (0: never).
     var lastActiveNanos: UInt64 = 0
+    /// Records drained from each lane since `rateSinceNanos` (0: the ring is idle, not timed); the
+    /// fastest lane's rate (records a second) over the last span of at least `rateSpanNanos`:
+    /// how soon the ring can fill.
+    var drainedByLane: [Int] = []
+    var rateSinceNanos: UInt64 = 0
+    var fastestLaneRate: Double = 0
+    static let rateSpanNanos: UInt64 = 50_000_000
     /// Records drained or cells changed since `status` was read: the next publish reads it again.
     var activitySinceStatus = false
     /// Records drained since the last publish, and the series it showed if they were all empty.
@@ -505,6 +530,30 @@ final class TrackedRing {
     init(consumer: RingConsumer, aggregator: RingAggregator) {
         self.consumer = consumer
         self.aggregator = aggregator
+    }
+
+    /// Counts `count` records drained from `lane`, for the fill rate.
+    func counted(_ count: Int, lane: Int) {
+        if lane >= drainedByLane.count { drainedByLane += Array(repeating: 0, count: lane + 1 - drainedByLane.count) }
+        drainedByLane[lane] += count
+    }
+
+    /// Closes a span of the rate once it is `rateSpanNanos` long; returns how long the fastest
+    /// lane takes to fill at its rate (nil: it is not filling).
+    func fillNanos(nowNanos now: UInt64) -> UInt64? {
+        if rateSinceNanos == 0 { rateSinceNanos = now }
+        let span = now &- rateSinceNanos
+        // The open span's rate counts too (over at least a millisecond), so a lane that has just
+        // started filling is not left for a whole poll: an overestimate costs a pass, not records.
+        let openRate = Double(drainedByLane.max() ?? 0) / (Double(max(span, 1_000_000)) / 1e9)
+        if span >= Self.rateSpanNanos {
+            fastestLaneRate = openRate
+            for lane in drainedByLane.indices { drainedByLane[lane] = 0 }
+            rateSinceNanos = openRate > 0 ? now : 0 // a span with nothing: the ring is idle, no longer timed
+        }
+        let rate = max(fastestLaneRate, openRate)
+        guard rate > 0 else { return nil }
+        return UInt64(min(Double(consumer.capacity) / rate * 1e9, 1e15))
     }
 
     func ringSnapshot(nowNanos now: UInt64) -> RingSnapshot {
