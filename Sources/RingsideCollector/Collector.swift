@@ -150,7 +150,11 @@ public final class Collector: @unchecked Sendable {
         var drained = 0
         var changed = false
         var soonestFill = UInt64.max
-        for ring in tracked.ordered {
+        // Round-robin: each pass starts one ring further on, so no ring is always drained last.
+        let rings = tracked.ordered
+        let first = rings.isEmpty ? 0 : Int(stats.passes % UInt64(rings.count))
+        for step in rings.indices {
+            let ring = rings[(first + step) % rings.count]
             let ringDrained = drain(ring, nowNanos: now)
             drained += ringDrained
             if ringDrained > 0 { ring.lastActiveNanos = now }
@@ -317,11 +321,29 @@ public final class Collector: @unchecked Sendable {
 
     // MARK: - Draining
 
-    /// Drains one ring into its series; a ring whose cursors turn out corrupt is let go.
+    /// Records one pass takes from one ring at most, shared by its lanes: a ring with a huge
+    /// backlog (left by an outage, or faked) is caught up over several passes, each of which
+    /// visits every other ring first (a pass that drained anything is followed by another at once).
+    static let passRecordLimit = 65_536
+    /// A ring whose records in one pass were almost all invalid is not read for a while.
+    static let quarantineNanos: UInt64 = 5_000_000_000
+    static let quarantineMinimumRecords = 4_096
+    static let quarantineInvalidShare = 0.9
+
+    /// Drains one ring into its series; a ring whose cursors turn out corrupt is let go, and one
+    /// whose records are almost all invalid is quarantined (not read) for a while.
     private func drain(_ ring: TrackedRing, nowNanos now: UInt64) -> Int {
+        if ring.quarantinedUntilNanos != 0 {
+            guard now >= ring.quarantinedUntilNanos else { return 0 }
+            ring.quarantinedUntilNanos = 0
+            ring.quarantineReason = nil
+            log("ring \(ring.consumer.name): quarantine over; reading its records again")
+        }
         guard ring.consumer.hasWork else { return 0 }
+        let rejectedBefore = ring.aggregator.rejected
+        let limitPerLane = max(1_024, Self.passRecordLimit / max(1, ring.consumer.laneCount))
         do {
-            let count = try ring.consumer.drain(limitPerLane: Int(ring.consumer.capacity)) { records, first, lane in
+            let count = try ring.consumer.drain(limitPerLane: min(limitPerLane, Int(ring.consumer.capacity))) { records, first, lane in
                 ring.counted(records.count, lane: lane)
                 var offset = 0
                 while offset < records.count {
@@ -340,6 +362,10 @@ public final class Collector: @unchecked Sendable {
             }
             ring.drained += UInt64(count)
             ring.drainedSincePublish += count
+            let rejected = ring.aggregator.rejected &- rejectedBefore
+            if count >= Self.quarantineMinimumRecords, Double(rejected) >= Self.quarantineInvalidShare * Double(count) {
+                quarantine(ring, rejected: rejected, of: count, nowNanos: now)
+            }
             if count > 0 { ring.activitySinceStatus = true }
             if count > 0 { stats.lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9 }
             return count
@@ -348,6 +374,19 @@ public final class Collector: @unchecked Sendable {
             skip(ring.consumer.name, error, nowNanos: now)
             return 0
         }
+    }
+
+    /// Stops reading a ring whose last pass was almost all invalid records, for `quarantineNanos`:
+    /// reading them cost the pass (and every other ring) its time. What it skips stays in its
+    /// lanes, and a producer that then finds them full counts its drops.
+    private func quarantine(_ ring: TrackedRing, rejected: UInt64, of count: Int, nowNanos now: UInt64) {
+        ring.quarantinedUntilNanos = now &+ Self.quarantineNanos
+        ring.quarantines += 1
+        let reason = "quarantined for \(Self.quarantineNanos / 1_000_000_000) s: \(rejected) of the \(count) records "
+            + "drained in one pass were invalid (unknown metric, kind or sequence)"
+        ring.quarantineReason = reason
+        log("ring \(ring.consumer.name): \(reason); the other rings are drained meanwhile")
+        hasUnpublishedChanges = true
     }
 
     /// Asks the kernel whether a ring's producer lives (one fcntl), reads its status again if it
@@ -526,6 +565,10 @@ final class TrackedRing {
     var lastDropLogNanos: UInt64 = 0
     var lastRejected: UInt64 = 0
     var lastRejectLogNanos: UInt64 = 0
+    /// Until when its records are not read (0: they are), why, and how many times it was.
+    var quarantinedUntilNanos: UInt64 = 0
+    var quarantineReason: String?
+    var quarantines: UInt64 = 0
 
     init(consumer: RingConsumer, aggregator: RingAggregator) {
         self.consumer = consumer
@@ -558,6 +601,9 @@ final class TrackedRing {
 
     func ringSnapshot(nowNanos now: UInt64) -> RingSnapshot {
         var snapshot = RingSnapshot(name: consumer.name, state: producerAlive ? .live : .producerDead)
+        snapshot.problem = quarantineReason
+        snapshot.quarantined = quarantineReason != nil
+        snapshot.quarantinesTotal = quarantines
         guard let status else { return snapshot }
         snapshot.producerPID = status.producerPID
         snapshot.capacity = status.capacity

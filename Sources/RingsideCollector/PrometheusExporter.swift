@@ -155,6 +155,11 @@ public enum PrometheusExporter {
                "Drained records refused as invalid (unknown metric, kind or sequence)", perRing { Double($0.rejectedTotal) })
         family("ringside_ring_skipped", "gauge", "1 for a ring the collector cannot read (see its log and /health)",
                snapshot.rings.filter { $0.state == .skipped }.map { ([("ring", $0.name)], 1) })
+        family("ringside_ring_quarantined", "gauge",
+               "1 while the ring's records are not read: almost all of one pass's were invalid (see its log and /health)",
+               perRing { $0.quarantined ? 1 : 0 })
+        family("ringside_ring_quarantines_total", "counter", "Times the ring was quarantined for invalid records",
+               perRing { Double($0.quarantinesTotal) })
         family("ringside_ring_lanes", "gauge", "Lanes (one per recording thread) in the ring's file",
                perRing { Double($0.lanes.count) })
 

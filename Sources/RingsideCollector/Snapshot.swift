@@ -117,7 +117,11 @@ public struct RingSnapshot: Sendable {
 
     public var name: String
     public var state: State
+    /// Why it is skipped, or why an attached ring is quarantined.
     public var problem: String?
+    /// Attached, but its records are not read for now: almost all of a pass's were invalid.
+    public var quarantined = false
+    public var quarantinesTotal: UInt64 = 0
     public var producerPID: Int32 = 0
     public var capacity: UInt64 = 0
     public var backlog: UInt64 = 0

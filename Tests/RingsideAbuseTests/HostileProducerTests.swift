@@ -5,6 +5,7 @@ import Glibc
 #endif
 import Ringside
 import RingsideTestSupport
+import Synchronization
 import Testing
 
 /// Bytes of `path` the file system has allocated (`st_blocks`, in 512-byte units).
@@ -38,8 +39,89 @@ private func claimSparseLane(_ path: String) throws {
     patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(1))
 }
 
+/// Reads and writes a lane's cursors in a bot file with pread and pwrite, as another process could.
+private struct LaneCursors {
+    let fd: Int32
+    let readOffset: Int, writeOffset: Int
+
+    init(path: String, lane: Int) throws {
+        let header = try botHeader(path)
+        fd = open(path, O_RDWR)
+        guard fd >= 0 else { throw TestSupportError("open \(path): errno \(errno)") }
+        let base = Int(header.lanes_offset) + lane * Int(header.lane_size)
+        readOffset = base + MemoryLayout<rs_lane_header>.offset(of: \.read_cursor)!
+        writeOffset = base + MemoryLayout<rs_lane_header>.offset(of: \.write_cursor)!
+    }
+
+    var read: UInt64 {
+        var value: UInt64 = 0
+        _ = pread(fd, &value, 8, off_t(readOffset))
+        return value
+    }
+
+    func setWrite(_ value: UInt64) {
+        var value = value
+        _ = pwrite(fd, &value, 8, off_t(writeOffset))
+    }
+
+    func close() { Glibc.close(fd) }
+}
+
 @Suite("Hostile producers: a file no honest producer writes costs the collector nothing")
 struct HostileProducerTests {
+    @Test("a lane pushed a full 2^22 records ahead, again and again, is capped and quarantined; an honest paced neighbour drops nothing")
+    func junkFloodBesideAnHonestNeighbour() throws {
+        try withRingDirectory { directory in
+            // The hostile bot: one real lane of 2^22 records (128 MiB, allocated as a producer
+            // allocates it), whose write cursor another thread keeps a whole lane ahead of the
+            // collector's read cursor, over records that were never written (all invalid).
+            let hostile = try Telemetry.attach("hostile", directory: directory.path, options: .init(laneCapacity: 1 << 22))
+            let junk = try hostile.histogram("junk")
+            junk.record(1)
+            let capacity = UInt64(1) << 22
+            let cursors = try LaneCursors(path: directory.filePath(for: "hostile"), lane: 0)
+            defer { cursors.close() }
+
+            let (collector, port) = try startCollector(["--dir", directory.path])
+            defer { collector.kill() }
+            let stop = Atomic<Bool>(false)
+            let pushes = Atomic<Int>(0)
+            let pusher = Thread {
+                while !stop.load(ordering: .relaxed) {
+                    cursors.setWrite(cursors.read + capacity)
+                    pushes.add(1, ordering: .relaxed)
+                    usleep(1_000)
+                }
+            }
+            pusher.start()
+            defer { stop.store(true, ordering: .relaxed) }
+
+            // The honest neighbour: 20,000 records a second into 4,096 slots for 6 s.
+            let blast = try ChildProcess("ringside-test-producer", [
+                "blast", "--dir", directory.path, "--ring", "honest", "--seconds", "6", "--rate", "20000", "--capacity", "4096",
+            ])
+            let attached = blast.readLine() ?? ""
+            try #require(attached.hasPrefix("attached "), "the neighbour did not attach: \(attached)")
+            let counts = blast.readLine() ?? ""
+            _ = blast.waitForExit()
+            let words = counts.split(separator: " ")
+            try #require(words.count == 8, "\(counts)")
+            let attempts = try #require(UInt64(words[1])), dropped = try #require(UInt64(words[5]))
+            #expect(attempts >= 110_000 && dropped == 0, "the neighbour dropped \(dropped) of \(attempts)")
+
+            let metrics = try httpGet(port: port, path: "/metrics").body
+            let quarantines = metrics.split(separator: "\n").first { $0.hasPrefix("ringside_ring_quarantines_total{ring=\"hostile\"}") }
+            let times = quarantines.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+            #expect(times >= 1, "the hostile ring was quarantined: \(quarantines.map(String.init) ?? "no such line")")
+            stop.store(true, ordering: .relaxed)
+            collector.send(SIGTERM)
+            let log = collector.waitForExit().standardError
+            #expect(log.contains("ring hostile: quarantined for 5 s: "), "the log says why")
+            print("junk flood: \(pushes.load(ordering: .relaxed)) pushes of a full 2^22-record lane; neighbour "
+                + "\(attempts) records, \(dropped) dropped; hostile quarantined \(times) times")
+        }
+    }
+
     @Test("sparse bot files claiming 2^23-record lanes are refused unread: the pages stay unallocated, RSS flat, the reason logged and in /health")
     func sparseBotFiles() throws {
         try withRingDirectory { directory in
