@@ -43,6 +43,8 @@ public final class Collector: @unchecked Sendable {
     /// watches it (a fallback), and without inotify.
     static let watchedDiscoveryIntervalNanos: UInt64 = 5_000_000_000
     static let discoveryIntervalNanos: UInt64 = 250_000_000
+    /// Which producer processes are stopped, read once per process per look.
+    private var processStates = ProcessStates()
     /// How often each ring's producer liveness is asked of the kernel (a system call per ring),
     /// and a quiet ring's cells looked at.
     static let livenessIntervalNanos: UInt64 = 1_000_000_000
@@ -411,6 +413,14 @@ public final class Collector: @unchecked Sendable {
             log(status.producerAlive ? "ring \(name): producer pid \(status.producerPID) attached"
                 : "ring \(name): producer pid \(status.producerPID) died; draining what it left (backlog \(status.backlog))")
         }
+        // Alive by its lock, but stopped (SIGSTOP, a debugger): nothing can be written meanwhile.
+        let stopped = status.producerAlive && processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
+        if stopped != ring.producerStopped {
+            changed = true
+            ring.producerStopped = stopped
+            log(stopped ? "ring \(name): producer pid \(status.producerPID) is stopped (SIGSTOP or a debugger): "
+                + "alive, but none of its threads can record" : "ring \(name): producer pid \(status.producerPID) runs again")
+        }
         if status.dropped > ring.lastDropped, now &- ring.lastDropLogNanos >= Self.dropLogIntervalNanos {
             log("ring \(name): producer dropped \(status.dropped - ring.lastDropped) records, the ring was full "
                 + "(\(status.dropped) in all)")
@@ -561,6 +571,8 @@ final class TrackedRing {
     var cellsSampledNanos: UInt64 = 0
     var drained: UInt64 = 0
     var producerAlive = false
+    /// Alive, but its process is stopped (`T` or `t` in /proc/PID/stat).
+    var producerStopped = false
     var lastDropped: UInt64 = 0
     var lastDropLogNanos: UInt64 = 0
     var lastRejected: UInt64 = 0
@@ -600,7 +612,8 @@ final class TrackedRing {
     }
 
     func ringSnapshot(nowNanos now: UInt64) -> RingSnapshot {
-        var snapshot = RingSnapshot(name: consumer.name, state: producerAlive ? .live : .producerDead)
+        var snapshot = RingSnapshot(name: consumer.name,
+                                    state: !producerAlive ? .producerDead : producerStopped ? .producerStopped : .live)
         snapshot.problem = quarantineReason
         snapshot.quarantined = quarantineReason != nil
         snapshot.quarantinesTotal = quarantines

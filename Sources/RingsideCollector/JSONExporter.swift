@@ -142,7 +142,7 @@ public enum JSONExporter {
         json.object {
             json.field("name", ring.name)
             json.field("producer_pid", Double(ring.producerPID))
-            json.field("alive", ring.state == .live)
+            json.field("alive", ring.producerAlive)
             json.field("capacity", Double(ring.capacity))
             json.field("backlog", Double(ring.backlog))
             json.field("records_total", Double(ring.recordsTotal))

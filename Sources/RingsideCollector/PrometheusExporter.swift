@@ -140,7 +140,10 @@ public enum PrometheusExporter {
             attached.map { ([("ring", $0.name)], value($0)) }
         }
         family("ringside_ring_producer_alive", "gauge", "1 while the ring's producer process holds its lock",
-               perRing { $0.state == .live ? 1 : 0 })
+               perRing { $0.producerAlive ? 1 : 0 })
+        family("ringside_ring_producer_stopped", "gauge",
+               "1 while the ring's producer process is stopped (SIGSTOP, a debugger): alive, but recording nothing",
+               perRing { $0.state == .producerStopped ? 1 : 0 })
         family("ringside_ring_producer_heartbeat_age_seconds", "gauge", "Seconds since the producer last wrote or attached",
                perRing { $0.heartbeatAgeSeconds })
         family("ringside_ring_capacity_records", "gauge", "Records the ring holds", perRing { Double($0.capacity) })

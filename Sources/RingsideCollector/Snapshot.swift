@@ -109,6 +109,8 @@ public struct RingSnapshot: Sendable {
     public enum State: String, Sendable {
         /// Attached, producer alive.
         case live
+        /// Attached, its producer alive (it holds the lock) but stopped: SIGSTOP, or a debugger.
+        case producerStopped = "producer_stopped"
         /// Attached, its producer has died; what it left is drained.
         case producerDead = "producer_dead"
         /// Refused: corrupt, owned by someone else, another consumer, ...; `problem` says why.
@@ -117,6 +119,8 @@ public struct RingSnapshot: Sendable {
 
     public var name: String
     public var state: State
+    /// Whether its producer process holds the bot (it may be stopped).
+    public var producerAlive: Bool { state == .live || state == .producerStopped }
     /// Why it is skipped, or why an attached ring is quarantined.
     public var problem: String?
     /// Attached, but its records are not read for now: almost all of a pass's were invalid.

@@ -1,5 +1,6 @@
 import Foundation
 import Ringside
+@testable import RingsideCollector
 import RingsideTestSupport
 import Testing
 
@@ -84,6 +85,53 @@ struct CollectorProcessTests {
             _ = try RingInspector("e2e", directory: directory).status()
             #expect(try !RingInspector("e2e", directory: directory).status().consumerAlive)
         }
+    }
+
+    @Test("a producer stopped with SIGSTOP shows as producer_stopped within 2 s, exported and logged; live again after SIGCONT")
+    func stoppedProducer() throws {
+        try withRingDirectory { directory in
+            let producer = try ChildProcess("ringside-test-producer", [
+                "lanes", "--dir", directory.path, "--ring", "frozen", "--threads", "2", "--count", "10", "--hold",
+            ])
+            #expect(producer.readLine()?.hasPrefix("ready ") == true)
+            defer { producer.send(SIGCONT); producer.kill() }
+            let (collector, port) = try startCollector(["--dir", directory.path])
+            defer { collector.kill() }
+            func state() -> String? {
+                guard let body = try? httpGet(port: port, path: "/health").body,
+                      let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else { return nil }
+                return (object["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "frozen" }?["state"] as? String
+            }
+            #expect(eventually { state() == "live" ? true : nil } == true, "the producer first shows as live")
+
+            producer.send(SIGSTOP)
+            let stoppedAt = Date()
+            #expect(eventually(seconds: 2) { state() == "producer_stopped" ? true : nil } == true, "stopped within 2 s")
+            let seconds = Date().timeIntervalSince(stoppedAt)
+            let metrics = try httpGet(port: port, path: "/metrics").body
+            #expect(metrics.contains("ringside_ring_producer_stopped{ring=\"frozen\"} 1"))
+            #expect(metrics.contains("ringside_ring_producer_alive{ring=\"frozen\"} 1"), "stopped is still alive")
+
+            producer.send(SIGCONT)
+            #expect(eventually(seconds: 3) { state() == "live" ? true : nil } == true, "live again after SIGCONT")
+            #expect(try httpGet(port: port, path: "/metrics").body.contains("ringside_ring_producer_stopped{ring=\"frozen\"} 0"))
+            collector.send(SIGTERM)
+            let log = collector.waitForExit().standardError
+            #expect(log.contains("ring frozen: producer pid \(producer.pid) is stopped (SIGSTOP or a debugger)"))
+            #expect(log.contains("ring frozen: producer pid \(producer.pid) runs again"))
+            print("stopped producer: seen stopped after \(Int(seconds * 1000)) ms")
+        }
+    }
+
+    @Test("the state letter of /proc/PID/stat, whatever the command's name holds")
+    func statParsing() {
+        #expect(ProcessStates.state(inStat: ArraySlice("1234 (a (b) c) T 1 2 3".utf8)) == UInt8(ascii: "T"))
+        #expect(ProcessStates.state(inStat: ArraySlice("1 (bot) S 0".utf8)) == UInt8(ascii: "S"))
+        #expect(ProcessStates.state(inStat: ArraySlice("garbage".utf8)) == nil)
+        #expect(ProcessStates.state(inStat: ArraySlice("1 (x)".utf8)) == nil)
+        var states = ProcessStates()
+        #expect(states.isStopped(pid: getpid(), nowNanos: 1) == false, "this test runs")
+        #expect(states.isStopped(pid: 0, nowNanos: 1) == nil)
     }
 
     @Test("a bad flag is one line on stderr and exit status 2", arguments: [
