@@ -57,14 +57,16 @@ struct ManyThreadsTests {
                 guard let values = series(document, "thread_values"), values["total_count"] as? Int == written,
                       let increments = series(document, "thread_increments"), increments["total"] as? Int == threads * count
                 else { return nil }
-                return document
-            }, "the collector never showed \(written) records and \(threads * count) increments")
+                // The producer's exit is seen too (within a second), so its lanes' last states are read.
+                let ring = (document["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "many" }
+                return ring?["alive"] as? Bool == false ? document : nil
+            }, "the collector never showed \(written) records and \(threads * count) increments and the producer gone")
             let values = try #require(series(document, "thread_values"))
             #expect(values["dropped_records"] as? Int == dropped)
             if dropped == 0 {
                 // Each value t*N+i written once: the sum of 1 ... T*N, exactly.
                 let total = threads * count
-                #expect(values["total_sum"] as? Double == Double(total) * Double(total + 1) / 2)
+                #expect(values["total_sum"] as? Int == total * (total + 1) / 2)
             }
             // One bot: one series per metric, its lanes listed under the one ring.
             #expect((document["series"] as? [[String: Any]])?.count == 2)
@@ -78,7 +80,9 @@ struct ManyThreadsTests {
             for lane in laneList {
                 let (w, c, b) = (lane["records_total"] as? Int ?? -1, lane["consumed_total"] as? Int ?? -2, lane["backlog"] as? Int ?? -3)
                 #expect(w == c + b, "lane \(lane)")
-                #expect(lane["state"] as? String == "retired", "the threads have exited: \(lane)")
+                // A thread retires its lane as it exits; the process may exit before the last
+                // thread's exit has run, leaving that lane marked active in a dead producer's file.
+                #expect(["retired", "active"].contains(lane["state"] as? String), "\(lane)")
             }
             let metrics = try httpGet(port: port, path: "/metrics").body
             #expect(metrics.contains(#"thread_increments_total{ring="many",source="test"} 8000000"#))
