@@ -182,6 +182,9 @@ public struct Histogram: Sendable {
         Double(sumHigh) * 18_446_744_073_709_551_616.0 + Double(sumLow)
     }
 
+    /// The exact sum of recorded values, all 128 bits of it.
+    public var exactSum: UInt128 { UInt128(sumHigh) << 64 | UInt128(sumLow) }
+
     /// The exact sum of recorded values, or `UInt64.max` if it does not fit in 64 bits.
     public var saturatingSum: UInt64 { sumHigh == 0 ? sumLow : .max }
 

@@ -101,11 +101,11 @@ public enum JSONExporter {
             json.field("sample_every", Double(metric.sampleEvery))
             switch metric.kind {
             case .histogram:
-                json.field("total_count", Double(series.cumulativeCount))
-                json.field("total_sum", series.cumulativeSum)
+                json.field("total_count", exactly: UInt128(series.cumulativeCount))
+                json.field("total_sum", exactly: series.cumulativeExactSum)
                 json.field("dropped_records", Double(series.droppedRecords))
             case .counter:
-                json.field("total", series.cumulativeSum)
+                json.field("total", exactly: series.cumulativeExactSum)
             case .gauge:
                 json.field("value", series.lastValue)
                 json.field("dropped_records", Double(series.droppedRecords))
@@ -124,7 +124,7 @@ public enum JSONExporter {
                             json.field("mean", stats.mean)
                             for (key, value) in zip(quantileKeys, stats.quantileValues) { json.field(key, Double(value)) }
                         case .counter:
-                            json.field("total", series.cumulativeSum)
+                            json.field("total", exactly: series.cumulativeExactSum)
                             json.field("increase", stats.increase)
                             json.field("rate", stats.rate)
                         case .gauge:
@@ -263,6 +263,13 @@ final class JSONWriter {
     func field(_ name: String, _ value: Double?) {
         key(name)
         if let value, value.isFinite { text.appendNumber(value) } else { text.append("null") }
+        needsComma = true
+    }
+
+    /// A whole number written with all its digits (a `Double` would round past 2^53).
+    func field(_ name: String, exactly value: UInt128) {
+        key(name)
+        text.append(String(value))
         needsComma = true
     }
 

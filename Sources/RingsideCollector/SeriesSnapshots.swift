@@ -59,6 +59,7 @@ extension TrackedRing {
                 snapshot.cumulativeBuckets = cumulative.cumulativeCounts(atUpperBounds: ExportBuckets.upperBounds(for: series.metric.unit))
                 snapshot.cumulativeCount = cumulative.count
                 snapshot.cumulativeSum = cumulative.sum
+                snapshot.cumulativeExactSum = cumulative.exactSum
                 snapshot.droppedRecords = series.cells.dropped
             }, ring: ring))
         }
@@ -69,7 +70,10 @@ extension TrackedRing {
                 stats.increase = series.windows.sum(window: window, nowNanos: now)
                 stats.rate = series.windows.rate(window: window, nowNanos: now)
                 return stats
-            }, whole: { series, snapshot in snapshot.cumulativeSum = Double(series.cells.total) }, ring: ring))
+            }, whole: { series, snapshot in
+                snapshot.cumulativeSum = Double(series.cells.total)
+                snapshot.cumulativeExactSum = UInt128(series.cells.total)
+            }, ring: ring))
         }
         for index in aggregator.gauges.indices {
             result.append(refresh(&aggregator.gauges[index], layout: layout, now: now, versions: &versions,

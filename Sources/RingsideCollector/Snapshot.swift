@@ -44,6 +44,9 @@ public struct SeriesSnapshot: Sendable {
     /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
     public var cumulativeCount: UInt64 = 0
     public var cumulativeSum: Double = 0
+    /// The same sum exactly, for histograms (of whole values) and counters: a `Double` is not
+    /// exact past 2^53, and a busy series passes that in days.
+    public var cumulativeExactSum: UInt128 = 0
     /// Gauges: the last value set, if any.
     public var lastValue: Double?
     /// Histograms and gauges: records of this series dropped (full lanes, or threads without one).

@@ -81,6 +81,25 @@ struct CollectorTests {
         }
     }
 
+    @Test("/latest writes a histogram's sum and a counter's total exactly past 2^53, where a Double rounds")
+    func exactSumsInJSON() throws {
+        try withRingDirectory { directory in
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let ring = try Ring.attach("big", directory: directory.path, options: .init(capacity: 4096))
+            let sizes = try ring.histogram("sizes", unit: .bytes)
+            let volume = try ring.counter("volume")
+            let twoTo53: UInt64 = 1 << 53
+            for value in [twoTo53, 1, twoTo53 * 4, 3] { sizes.record(value) } // 5 * 2^53 + 4
+            volume.increment(by: twoTo53)
+            volume.increment(by: 1)
+            let snapshot = pass(collector)
+            let text = String(decoding: JSONExporter.latest(snapshot), as: UTF8.self)
+            #expect(text.contains("\"total_sum\":\(5 * twoTo53 + 4)"), "the histogram's exact sum")
+            #expect(text.contains("\"total\":\(twoTo53 + 1)"), "the counter's exact total")
+            #expect(Double(5 * twoTo53 + 4) == Double(5 * twoTo53), "the case a Double would get wrong")
+        }
+    }
+
     @Test("an SLO is violated, logged, and recovers when the window empties")
     func sloViolatedAndRecovered() throws {
         try withRingDirectory { directory in
