@@ -80,9 +80,18 @@ package enum EmitTool {
         do {
             return try emit(options, console: console, input: input)
         } catch {
-            console.printError("ringside-emit: \(error)")
+            console.printError("ringside-emit: \(message(for: error))")
             return ExitStatus.failure
         }
+    }
+
+    /// The error as an emit user can act on it: the library's advice names API options that
+    /// emit has no flag for.
+    static func message(for error: RingError) -> String {
+        guard case let .registryFull(ring, capacity) = error else { return "\(error)" }
+        return "ring \(ring): the metric registry is full (\(capacity) metrics, each name and label set "
+            + "one); emit into another ring (--ring), or let ringside-dump clean remove this one once it is "
+            + "drained and no process holds it, so that the next emit makes it anew"
     }
 
     /// Parses the command line; nil means `--help`.

@@ -35,6 +35,21 @@ struct EmitToolTests {
         }
     }
 
+    @Test("a full registry is explained in emit's terms, not the library's options")
+    func registryFull() throws {
+        try withRingDirectory { directory in
+            do {
+                let ring = try Ring.attach("crowded", directory: directory.path, options: .init(capacity: 1024, maxMetrics: 2))
+                _ = try ring.counter("first")
+                _ = try ring.counter("second")
+            }
+            let run = try emit(directory, ["--ring", "crowded", "third", "--kind", "counter", "1"])
+            #expect(run.status == 1)
+            #expect(run.errors.contains("ring crowded: the metric registry is full (2 metrics"), "\(run.errors)")
+            #expect(run.errors.contains("emit into another ring (--ring)") && !run.errors.contains("maxMetrics"), "\(run.errors)")
+        }
+    }
+
     @Test("lines from standard input; a bad line is reported with its number and skipped, never read as 0")
     func standardInput() throws {
         try withRingDirectory { directory in
