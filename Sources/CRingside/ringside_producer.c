@@ -101,6 +101,7 @@ const char *rs_strerror(int code) {
     case RS_E_TOO_MANY_BOTS: return "the process holds too many bots";
     case RS_E_NO_LANE: return "every lane is taken";
     case RS_E_FORKED: return "the bot belongs to the parent of this forked process";
+    case RS_E_NO_INODES: return "no file can be created in the ring directory (no free inodes)";
     default: return code < 0 ? strerror(-code) : "unknown error";
     }
 }
@@ -571,6 +572,12 @@ static int rsp_open_and_lock(rsp_bot *b, mode_t mode, int *fd_out, int *created_
         if (fd < 0 && errno == ENOENT) return RSP_AGAIN; /* removed between the two opens */
     }
     if (fd < 0 && errno == ELOOP) return rsp_fail(error, name, -ELOOP, "%.700s is a symbolic link; Ringside never follows links", path);
+    /* Creating the file failed for want of room: with no byte reserved yet, that is the file
+       system's inodes (or a quota), not the ring's size. */
+    if (fd < 0 && created && (errno == ENOSPC || errno == EDQUOT)) {
+        return rsp_fail(error, name, RS_E_NO_INODES, "cannot create %.700s: %.700s has no free inodes (or a quota is "
+                        "reached; df -i says which)", path, b->directory);
+    }
     if (fd < 0) return rsp_fail_system(error, name, -errno, "open", path);
     if (created) fchmod(fd, mode); /* exactly the mode asked for, whatever the umask */
 

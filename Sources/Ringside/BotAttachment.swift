@@ -153,6 +153,7 @@ final class BotAttachment: @unchecked Sendable {
         case RS_E_NOT_READY: return .system(ring: name, operation: "attach: the file kept being replaced", errno: EAGAIN)
         case RS_E_TOO_MANY_BOTS, RS_E_NO_LANE, RS_E_FORKED: return .unavailable(ring: name, reason: reason)
         case -ENOSPC, -EDQUOT: return .noSpace(ring: name, path: path, bytes: bytes)
+        case RS_E_NO_INODES: return .noSpace(ring: name, path: path, bytes: 0)
         case -EACCES, -EPERM: return .permissionDenied(ring: name, path: path, reason: reason)
         case -ELOOP: return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
         case -ENOENT: return MappedRingFile.openError(ENOENT, name: name, path: path, directory: directory)

@@ -22,7 +22,8 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
     case permissionDenied(ring: String, path: String, reason: String)
     /// The path is a symbolic link or not a regular file; Ringside never follows links.
     case notARegularFile(ring: String, path: String, reason: String)
-    /// The ring directory has no room for the ring's file.
+    /// The ring directory has no room for the ring's file: `bytes` could not be reserved, or
+    /// (`bytes` 0) the file could not be created at all, for want of inodes.
     case noSpace(ring: String, path: String, bytes: Int)
     /// Another live process is this ring's producer.
     case producerAlive(ring: String, pid: Int32)
@@ -60,6 +61,9 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
             return "ring \(ring): \(path): \(reason)"
         case let .notARegularFile(ring, path, reason):
             return "ring \(ring): \(path): \(reason)"
+        case let .noSpace(ring, path, bytes) where bytes == 0:
+            return "ring \(ring): cannot create \(path): its file system has no free inodes (or a quota is "
+                + "reached; df -i says which); remove files there (ringside-dump clean removes dead, drained rings)"
         case let .noSpace(ring, path, bytes):
             return "ring \(ring): no space for \(path) (\(bytes) bytes); free space in the ring "
                 + "directory or attach with a smaller capacity"

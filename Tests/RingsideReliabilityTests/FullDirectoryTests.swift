@@ -112,6 +112,38 @@ extension ReliabilityTests {
         /// lane. It must not get SIGBUS: its counter increments are kept exactly (the metric cell's
         /// `unlaned`), its histogram records are counted as dropped, the process says why once on
         /// stderr, and a reader sees all of it.
+        /// A tmpfs with room for bytes but for no more files (4 inodes: the root and three files):
+        /// the attach that cannot create its file says so (inodes, `df -i`), not "no space ...
+        /// attach with a smaller capacity", which would send the operator the wrong way.
+        @Test("a directory out of inodes: attach says the file cannot be created, and why")
+        func outOfInodes() throws {
+            try withRingDirectory { directory in
+                guard let small = try mountSmallTmpfs(in: directory.path, options: "size=8m,nr_inodes=4") else { return }
+                defer { umount2(small, Int32(MNT_DETACH)) }
+                var made = 0
+                while made < 8, open(small + "/filler\(made)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o600) >= 0 { made += 1 }
+                #expect(errno == ENOSPC && made < 8, "the tmpfs ran out of inodes")
+                for api in ["Telemetry", "Ring"] {
+                    do throws(RingError) {
+                        if api == "Telemetry" {
+                            _ = try Telemetry.attach("late", directory: small)
+                        } else {
+                            _ = try Ring.attach("late", directory: small, options: .init(capacity: 1024))
+                        }
+                        Issue.record("\(api): a bot attached in a directory without inodes")
+                    } catch {
+                        guard case let .noSpace(ring, _, bytes) = error else {
+                            Issue.record("expected .noSpace, got \(error)")
+                            continue
+                        }
+                        #expect(ring == "late" && bytes == 0)
+                        #expect("\(error)".contains("no free inodes") && "\(error)".contains("df -i")
+                                && !"\(error)".contains("smaller capacity"), "\(error)")
+                    }
+                }
+            }
+        }
+
         @Test("a lane that cannot be added (directory full): counters stay exact, records counted as dropped, no SIGBUS")
         func laneCannotBeAdded() throws {
             try withRingDirectory { directory in
@@ -149,14 +181,14 @@ extension ReliabilityTests {
 
 /// Mounts a 1 MiB tmpfs at `<parent>/small`; nil (after saying why) when this process may not.
 /// Under `CI=true` not being able to is a failure, not a skip.
-private func mountSmallTmpfs(in parent: String) throws -> String? {
+private func mountSmallTmpfs(in parent: String, options: String = "size=1m") throws -> String? {
     let path = parent + "/small"
     guard mkdir(path, 0o700) == 0 else { throw TestSupportError("mkdir \(path): \(String(cString: strerror(errno)))") }
     let problem: String
     if geteuid() != 0 {
         problem = "this test needs root to mount a small tmpfs (it runs as uid \(geteuid()))"
-    } else if mount("tmpfs", path, "tmpfs", 0, "size=1m,mode=0700") != 0 {
-        problem = "mount -t tmpfs -o size=1m failed: \(String(cString: strerror(errno)))"
+    } else if mount("tmpfs", path, "tmpfs", 0, options + ",mode=0700") != 0 {
+        problem = "mount -t tmpfs -o \(options) failed: \(String(cString: strerror(errno)))"
     } else {
         return path
     }

@@ -88,6 +88,7 @@ extern "C" {
 #define RS_E_TOO_MANY_BOTS  (-10008) /* the process already holds RS_MAX_BOTS_PER_PROCESS bots */
 #define RS_E_NO_LANE        (-10009) /* every lane is taken (rs_bot_exclusive_producer) */
 #define RS_E_FORKED         (-10010) /* the bot belongs to the parent of this forked process */
+#define RS_E_NO_INODES      (-10011) /* the file could not be created: no free inodes (or a quota) */
 
 /** Bots one process may hold attached at once (the size of each thread's lane table). */
 #define RS_MAX_BOTS_PER_PROCESS 64
