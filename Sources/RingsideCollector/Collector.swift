@@ -92,6 +92,12 @@ public final class Collector: @unchecked Sendable {
     /// The latest snapshot (a copy; cheap, its arrays are shared).
     public var snapshot: Snapshot { published.withLock { $0 } }
 
+    /// When the drain loop last finished a pass (CLOCK_MONOTONIC; 0: never), stored every pass,
+    /// so `/health` follows the loop itself and not the snapshots, which are spaced out when
+    /// publishing is costly.
+    public var lastPassMonotonicNanos: UInt64 { lastPass.load(ordering: .acquiring) }
+    private let lastPass = Atomic<UInt64>(0)
+
     // MARK: - The drain thread
 
     /// Starts the drain thread.
@@ -177,6 +183,7 @@ public final class Collector: @unchecked Sendable {
         stats.recordsDrained += UInt64(drained)
         stats.passes += 1
         stats.lastPassMonotonicNanos = rs_clock_precise_ns()
+        lastPass.store(stats.lastPassMonotonicNanos, ordering: .releasing) // release: /health reads it on another thread
         stats.lastPassSeconds = Double(stats.lastPassMonotonicNanos &- passStart) / 1e9
         if now &- rateMark.nanos >= 1_000_000_000 {
             if rateMark.nanos != 0 {

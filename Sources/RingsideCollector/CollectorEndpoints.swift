@@ -30,7 +30,7 @@ public final class CollectorEndpoints: Sendable {
         case "/health":
             let snapshot = collector.snapshot
             let now = rs_clock_precise_ns()
-            let last = snapshot.collector.lastPassMonotonicNanos
+            let last = collector.lastPassMonotonicNanos // the loop's own progress, not the last publish's
             let age = last == 0 ? Double.infinity : Double(now &- min(now, last)) / 1e9
             let healthy = last != 0 && now &- min(now, last) <= stallNanos
             return HTTPResponse(status: healthy ? 200 : 503, contentType: JSONExporter.contentType,

@@ -1,3 +1,4 @@
+import CRingside
 import Foundation
 import Ringside
 @testable import RingsideCollector
@@ -115,6 +116,28 @@ struct ExporterTests {
             #expect(String(decoding: health.body, as: UTF8.self).contains(#""status":"ok""#))
             #expect(get("/").status == 200 && get("/metrics").status == 200 && get("/latest").status == 200)
             #expect(get("/nope").status == 404)
+        }
+    }
+
+    /// Publishing is spaced to ten times its cost, so with many busy series snapshots can be
+    /// seconds apart while the drain loop runs pass after pass: `/health` follows the passes.
+    @Test("/health follows the drain loop's passes, not the last snapshot, which may be seconds old")
+    func healthFollowsPasses() throws {
+        try withRingDirectory { directory in
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let endpoints = CollectorEndpoints(collector: collector)
+            let health = { endpoints.handle(HTTPRequest(method: "GET", target: "/health", path: "/health", query: nil,
+                                                        minorVersion: 1, headers: [])) }
+            let start = rs_clock_precise_ns()
+            collector.runPass(nowNanos: start, forcePublish: true)
+            usleep(1_300_000) // longer than the 1 s stall bound
+            // A pass at the same (stepped) time: nothing is due, so nothing is published.
+            let generation = collector.snapshot.generation
+            collector.runPass(nowNanos: start)
+            #expect(collector.snapshot.generation == generation, "no snapshot was published")
+            #expect(health().status == 200, "the loop just made a pass")
+            let body = String(decoding: health().body, as: UTF8.self)
+            #expect(body.contains(#""status":"ok""#), "\(body)")
         }
     }
 }
