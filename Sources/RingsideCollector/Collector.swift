@@ -292,7 +292,7 @@ public final class Collector: @unchecked Sendable {
         do {
             let consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
             let ring = TrackedRing(consumer: consumer, aggregator: RingAggregator(ring: name, layout: layout))
-            ring.aggregator.add(consumer.metrics)
+            addSeries(consumer.metrics, to: ring)
             let status = try consumer.status()
             // Counters made before this collector started (it restarted, say) count in totals
             // but not in its windows, where they would show as a burst; a bot created since is
@@ -362,7 +362,7 @@ public final class Collector: @unchecked Sendable {
                     // A metric registered after the last look: read the registry again.
                     let known = ring.consumer.metrics.count
                     if (try? ring.consumer.refreshMetrics()) ?? 0 > 0 {
-                        ring.aggregator.add(Array(ring.consumer.metrics[known...]))
+                        addSeries(Array(ring.consumer.metrics[known...]), to: ring)
                     } else {
                         ring.aggregator.reject()
                         offset += 1
@@ -383,6 +383,26 @@ public final class Collector: @unchecked Sendable {
             skip(ring.consumer.name, error, nowNanos: now)
             return 0
         }
+    }
+
+    /// Gives `metrics` their series in `ring`, as far as the caps allow (`--max-series-per-ring`
+    /// for the ring, `--max-series` for the collector); the rest are refused, counted, exported,
+    /// and said once per ring in the log.
+    private func addSeries(_ metrics: [MetricDescriptor], to ring: TrackedRing) {
+        let total = tracked.ordered.reduce(0) { $0 + ($1 === ring ? 0 : $1.aggregator.seriesCount) } + ring.aggregator.seriesCount
+        let allowance = max(0, min(options.maxSeriesPerRing - ring.aggregator.seriesCount, options.maxSeries - total))
+        let refusedBefore = ring.aggregator.refusedSeries
+        ring.aggregator.add(metrics, admitting: allowance)
+        guard ring.aggregator.refusedSeries > refusedBefore, !ring.saidSeriesRefused, let first = ring.aggregator.firstRefused else { return }
+        ring.saidSeriesRefused = true
+        let perRing = ring.aggregator.seriesCount >= options.maxSeriesPerRing
+        let cap = perRing ? "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
+                          : "the collector's cap of \(options.maxSeries) series (--max-series)"
+        log("ring \(ring.consumer.name): \(cap) is reached: metric \(first.name)"
+            + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
+            + " and any registered "
+            + "after it get no series (counted in ringside_ring_series_refused and their records in "
+            + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets")
     }
 
     /// Stops reading a ring whose last pass was almost all invalid records, for `quarantineNanos`:
@@ -474,7 +494,7 @@ public final class Collector: @unchecked Sendable {
                 // Counters write no records, so a metric registered since is found here, not by a record naming it.
                 let known = ring.consumer.metrics.count
                 added = (try? ring.consumer.refreshMetrics()) ?? 0
-                if added > 0 { ring.aggregator.add(Array(ring.consumer.metrics[known...])) }
+                if added > 0 { addSeries(Array(ring.consumer.metrics[known...]), to: ring) }
                 cellsChanged = ring.aggregator.sample(ring.consumer.cells(of:), nowNanos: now)
                 ring.cellsSampledNanos = now
                 if cellsChanged { ring.activitySinceStatus = true }
@@ -497,6 +517,9 @@ public final class Collector: @unchecked Sendable {
         }
         lastPublishWasQuiet = everyRingQuiet
         snapshot.slos = evaluateSLOs(nowNanos: now)
+        stats.series = snapshot.series.count
+        stats.seriesLimit = options.maxSeries
+        stats.seriesLimitPerRing = options.maxSeriesPerRing
         snapshot.collector = stats
         // Swapped, so the old snapshot (thousands of series) is freed here, not under the lock.
         published.withLock { swap(&$0, &snapshot) }
@@ -584,6 +607,8 @@ final class TrackedRing {
     var lastDropLogNanos: UInt64 = 0
     var lastRejected: UInt64 = 0
     var lastRejectLogNanos: UInt64 = 0
+    /// Whether the log said that a series cap refused some of its metrics.
+    var saidSeriesRefused = false
     /// Until when its records are not read (0: they are), why, and how many times it was.
     var quarantinedUntilNanos: UInt64 = 0
     var quarantineReason: String?
@@ -634,6 +659,8 @@ final class TrackedRing {
         snapshot.unlanedDropped = status.unlanedDropped
         snapshot.drainedTotal = drained
         snapshot.rejectedTotal = aggregator.rejected
+        snapshot.seriesRefused = aggregator.refusedSeries
+        snapshot.recordsRefusedTotal = aggregator.refusedRecords
         snapshot.metricCount = status.metricCount
         snapshot.maxLanes = status.maxLanes
         // The heartbeat is coarse monotonic time, which may lag `now` by a tick.

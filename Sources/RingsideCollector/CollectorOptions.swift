@@ -1,3 +1,4 @@
+import CRingside
 import Ringside
 import RingsideCommandLine
 import RingsideHTTP
@@ -25,6 +26,11 @@ public struct CollectorOptions: Sendable, Equatable {
     public var demo = false
     /// Users (besides our own) whose rings may be collected (`--allow-uid`, repeatable).
     public var allowedUIDs: [UInt32] = []
+    /// Series the collector keeps in all (`--max-series`), and per ring (`--max-series-per-ring`):
+    /// a series (bot, metric, labels) costs 7 to 15 KB, so 100,000 of them about 0.7 to 1.5 GB.
+    /// Metrics registered past a cap get no series; their records are counted, not aggregated.
+    public var maxSeries = 100_000
+    public var maxSeriesPerRing = Int(RS_MAX_REGISTRY_CAPACITY)
 
     public init() {}
 
@@ -47,6 +53,10 @@ public struct CollectorOptions: Sendable, Equatable {
                              'order_fill_latency{symbol="AAPL"}:p99<100us@1m'
       --poll DUR             drain-loop sleep when the rings are empty (default 100ms)
       --allow-uid UID        also collect rings owned by this user (repeatable)
+      --max-series N         series kept in all (default 100000); metrics registered past it
+                             are refused, counted, exported and logged
+      --max-series-per-ring N
+                             series kept per ring (default 4096: all a bot can register)
       --demo                 start a synthetic trading bot and show a live table
       --help                 show this text
 
@@ -112,6 +122,12 @@ public struct CollectorOptions: Sendable, Equatable {
                 guard options.pollNanos >= 1_000_000, options.pollNanos <= 10_000_000_000 else {
                     throw UsageError("--poll must be from 1ms to 10s")
                 }
+            case "--max-series", "--max-series-per-ring":
+                let text = try value(for: flag)
+                guard let count = Int(text), count >= 1, count <= 100_000_000 else {
+                    throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
+                }
+                if flag == "--max-series" { options.maxSeries = count } else { options.maxSeriesPerRing = count }
             case "--allow-uid":
                 let text = try value(for: flag)
                 guard let uid = UInt32(text) else { throw UsageError("--allow-uid: \(text) is not a user id") }

@@ -151,6 +151,8 @@ public enum JSONExporter {
             json.field("unlaned_dropped_total", Double(ring.unlanedDropped))
             json.field("drained_total", Double(ring.drainedTotal))
             json.field("rejected_total", Double(ring.rejectedTotal))
+            json.field("series_refused", Double(ring.seriesRefused))
+            json.field("records_refused_total", Double(ring.recordsRefusedTotal))
             json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)
             json.field("metrics", Double(ring.metricCount))
             json.field("state", ring.state.rawValue)

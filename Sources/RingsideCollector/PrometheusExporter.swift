@@ -158,6 +158,11 @@ public enum PrometheusExporter {
                "Drained records refused as invalid (unknown metric, kind or sequence)", perRing { Double($0.rejectedTotal) })
         family("ringside_ring_skipped", "gauge", "1 for a ring the collector cannot read (see its log and /health)",
                snapshot.rings.filter { $0.state == .skipped }.map { ([("ring", $0.name)], 1) })
+        family("ringside_ring_series_refused", "gauge",
+               "Metrics of the ring given no series because a series cap was reached (see the log)",
+               perRing { Double($0.seriesRefused) })
+        family("ringside_ring_records_refused_total", "counter",
+               "Valid records of series refused at a cap: counted, not aggregated", perRing { Double($0.recordsRefusedTotal) })
         family("ringside_ring_quarantined", "gauge",
                "1 while the ring's records are not read: almost all of one pass's were invalid (see its log and /health)",
                perRing { $0.quarantined ? 1 : 0 })
@@ -200,6 +205,11 @@ public enum PrometheusExporter {
         family("ringside_collector_pass_duration_seconds", "gauge", "How long the last drain pass took",
                [([], stats.lastPassSeconds)])
         family("ringside_collector_rings", "gauge", "Rings attached", [([], Double(attached.count))])
+        family("ringside_collector_series", "gauge", "Series kept (bot, metric and labels)", [([], Double(stats.series))])
+        family("ringside_collector_series_limit", "gauge", "Series the collector keeps at most (--max-series)",
+               [([], Double(stats.seriesLimit))])
+        family("ringside_collector_series_limit_per_ring", "gauge", "Series kept per ring at most (--max-series-per-ring)",
+               [([], Double(stats.seriesLimitPerRing))])
         family("ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
                [([], Double(stats.startedRealtimeNanos) / 1e9)])
 

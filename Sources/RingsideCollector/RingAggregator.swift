@@ -38,6 +38,14 @@ struct RingAggregator {
     var gauges: [Series<WindowedGauge>] = []
     /// Records refused: unknown metric, wrong kind, or a sequence that disagrees with its cursor.
     private(set) var rejected: UInt64 = 0
+    /// Metrics given no series because a series cap was reached, and their records since (valid,
+    /// but not aggregated).
+    private(set) var refusedSeries = 0
+    private(set) var refusedRecords: UInt64 = 0
+    /// The first metric refused, for the log.
+    private(set) var firstRefused: MetricDescriptor?
+    /// The slot of a refused metric's route.
+    static let refusedSlot = -1
     /// The timestamp of the oldest record of the last batch: how far behind the drain runs.
     private(set) var oldestInLastBatchNanos: UInt64 = 0
 
@@ -47,10 +55,23 @@ struct RingAggregator {
     }
 
     var metricCount: Int { routes.count }
+    /// Series it holds (metrics admitted).
+    var seriesCount: Int { routes.count - refusedSeries }
 
-    /// Adds series for metrics registered since the last call (they arrive in index order).
-    mutating func add(_ metrics: [MetricDescriptor]) {
+    /// Adds series for metrics registered since the last call (they arrive in index order), as
+    /// many as `admitting` allows; the rest are refused (routed nowhere, their records counted).
+    /// - Returns: how many were admitted.
+    @discardableResult
+    mutating func add(_ metrics: [MetricDescriptor], admitting allowed: Int = .max) -> Int {
+        var admitted = 0
         for metric in metrics where Int(metric.index) == routes.count {
+            guard admitted < allowed else {
+                routes.append(Route(kind: metric.kind.rawValue, slot: Self.refusedSlot, weight: 0))
+                refusedSeries += 1
+                if firstRefused == nil { firstRefused = metric }
+                continue
+            }
+            admitted += 1
             switch metric.kind {
             case .histogram:
                 routes.append(Route(kind: metric.kind.rawValue, slot: histograms.count, weight: UInt64(metric.sampleEvery)))
@@ -63,6 +84,7 @@ struct RingAggregator {
                 gauges.append(Series(metric: metric, windows: WindowedGauge(layout: layout)))
             }
         }
+        return admitted
     }
 
     /// Aggregates records read at cursors `firstCursor...`; stops before a record that names a
@@ -77,6 +99,11 @@ struct RingAggregator {
             let metric = Int(record.metric)
             guard metric < routes.count else { return index }
             let route = routes[metric]
+            if route.slot == Self.refusedSlot, record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
+               record.sequence == firstCursor &+ UInt64(index) {
+                refusedRecords += 1 // a valid record of a series refused at the cap
+                continue
+            }
             // Counters live in cells and write no records: one that claims to be a counter's is invalid.
             guard record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
                   record.sequence == firstCursor &+ UInt64(index) else {

@@ -126,6 +126,9 @@ public struct RingSnapshot: Sendable {
     public var producerAlive: Bool { state == .live || state == .producerStopped }
     /// Why it is skipped, or why an attached ring is quarantined.
     public var problem: String?
+    /// Metrics given no series because a series cap was reached, and their records since.
+    public var seriesRefused = 0
+    public var recordsRefusedTotal: UInt64 = 0
     /// Attached, but its records are not read for now: almost all of a pass's were invalid.
     public var quarantined = false
     public var quarantinesTotal: UInt64 = 0
@@ -181,6 +184,10 @@ public struct CollectorStats: Sendable {
     public var lastPassSeconds: Double = 0
     public var passes: UInt64 = 0
     public var startedRealtimeNanos: UInt64 = 0
+    /// Series kept, and the caps (`--max-series`, `--max-series-per-ring`).
+    public var series = 0
+    public var seriesLimit = 0
+    public var seriesLimitPerRing = 0
 
     public init() {}
 }

@@ -13,6 +13,7 @@ struct CollectorOptionsTests {
         #expect(options.pollNanos == 100_000_000)
         #expect(options.dumpIntervalNanos == 60_000_000_000)
         #expect(options.rings.isEmpty && !options.demo && options.jsonDumpPath == nil)
+        #expect(options.maxSeries == 100_000 && options.maxSeriesPerRing == 4096)
     }
 
     @Test("every flag is read, in both --flag value and --flag=value forms")
@@ -20,8 +21,10 @@ struct CollectorOptionsTests {
         let options = try #require(try CollectorOptions.parse([
             "--dir", "/tmp/rings", "--ring", "bot-a", "--ring=bot-b", "--listen", "127.0.0.1:0", "--windows", "250ms,10s",
             "--quantiles=0.99,0.5", "--json-dump", "/tmp/x.json", "--dump-interval", "5s", "--poll", "20ms",
-            "--slo", "lat:p99<100us@10s", "--allow-uid", "1001", "--demo",
+            "--slo", "lat:p99<100us@10s", "--allow-uid", "1001", "--demo", "--max-series", "5000",
+            "--max-series-per-ring=50",
         ]))
+        #expect(options.maxSeries == 5000 && options.maxSeriesPerRing == 50)
         #expect(options.directory.path == "/tmp/rings")
         #expect(options.rings == ["bot-a", "bot-b"])
         #expect(options.windowNanos == [250_000_000, 10_000_000_000])
@@ -47,6 +50,8 @@ struct CollectorOptionsTests {
         (["--slo", "lat:p99<100us@7s"], "window 7s is not one of --windows"),
         (["--slo", "lat:p99>100us@1s"], "expected '<'"),
         (["--allow-uid", "me"], "not a user id"),
+        (["--max-series", "0"], "--max-series: 0 is not a number of series"),
+        (["--max-series-per-ring", "lots"], "--max-series-per-ring: lots is not a number of series"),
     ])
     func badArguments(arguments: [String], message: String) {
         #expect {

@@ -100,6 +100,44 @@ struct CollectorTests {
         }
     }
 
+    @Test("series past a cap are refused, counted, exported and logged once per ring; the rest are served")
+    func seriesCaps() throws {
+        try withRingDirectory { directory in
+            var options = CollectorOptions()
+            options.directory = directory
+            options.maxSeries = 5
+            options.maxSeriesPerRing = 3
+            let captured = CapturedLog()
+            let collector = Collector(options: options, log: captured.log)
+            // Ring a: four metrics, one past its own cap of 3. Ring b: four more, two past the total of 5.
+            var histograms: [String: [Ring.Histogram]] = [:]
+            var rings: [Ring] = []
+            for name in ["a", "b"] {
+                let ring = try Ring.attach(name, directory: directory.path, options: .init(capacity: 4096))
+                rings.append(ring)
+                histograms[name] = try (0..<4).map { try ring.histogram("latency", labels: ["n": "\($0)"]) }
+            }
+            for name in ["a", "b"] { for histogram in histograms[name]! { for value in 1...10 { histogram.record(UInt64(value)) } } }
+            var snapshot = pass(collector)
+            #expect(snapshot.series.count == 5 && snapshot.collector.series == 5 && snapshot.collector.seriesLimit == 5)
+            let a = try #require(snapshot.ring("a")), b = try #require(snapshot.ring("b"))
+            #expect(a.seriesRefused == 1 && a.recordsRefusedTotal == 10 && a.rejectedTotal == 0)
+            #expect(b.seriesRefused == 2 && b.recordsRefusedTotal == 20 && b.rejectedTotal == 0)
+            #expect(snapshot.series.allSatisfy { $0.cumulativeCount == 10 }, "the admitted series have every record")
+            // Later records of refused series are counted too; the log says it once per ring.
+            histograms["a"]![3].record(11)
+            snapshot = pass(collector)
+            #expect(snapshot.ring("a")?.recordsRefusedTotal == 11)
+            #expect(captured.all.filter { $0.contains("ring a: its cap of 3 series (--max-series-per-ring) is reached: metric latency{n=3}") }.count == 1,
+                    "\(captured.all)")
+            #expect(captured.all.filter { $0.contains("ring b: the collector's cap of 5 series (--max-series) is reached: metric latency{n=2}") }.count == 1,
+                    "\(captured.all)")
+            let page = String(decoding: PrometheusExporter.render(snapshot), as: UTF8.self)
+            #expect(page.contains("ringside_ring_series_refused{ring=\"b\"} 2") && page.contains("ringside_collector_series 5"))
+            #expect(page.contains("ringside_ring_records_refused_total{ring=\"a\"} 11"))
+        }
+    }
+
     @Test("an SLO is violated, logged, and recovers when the window empties")
     func sloViolatedAndRecovered() throws {
         try withRingDirectory { directory in
