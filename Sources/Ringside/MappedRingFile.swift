@@ -284,6 +284,11 @@ final class MappedRingFile {
         (lanes[lane].base + offset).assumingMemoryBound(to: T.self)
     }
 
+    /// Where lane `lane`'s write cursor lies: valid while this file is open (for `LaneWatch`).
+    func writeCursorAddress(lane: Int) -> UnsafePointer<UInt64> {
+        UnsafePointer(laneField(lane, Offset.writeCursor, as: UInt64.self))
+    }
+
     // Acquire: the records below the write cursor are fully written.
     func writeCursor(lane: Int) -> UInt64 { rs_load_acquire_u64(laneField(lane, Offset.writeCursor, as: UInt64.self)) }
     // Acquire: whatever the consumer read below it is done with.

@@ -254,6 +254,10 @@ package final class RingConsumer {
     package var identity: RingFileIdentity { file.identity }
     /// Lanes mapped so far.
     package var laneCount: Int { cursors.count }
+    /// The file, for a `LaneWatch` in this module.
+    var mappedFile: MappedRingFile { file }
+    /// Where lane `lane` has been drained to.
+    package func drainedCursor(lane: Int) -> UInt64 { cursors[lane] }
 
     /// Reads registry entries published since the last look; returns how many are new.
     @discardableResult

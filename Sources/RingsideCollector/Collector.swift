@@ -131,6 +131,7 @@ public final class Collector: @unchecked Sendable {
         _ = runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
         for ring in tracked.ordered { log("ring \(ring.consumer.name) released") }
         tracked.removeAll()
+        _ = watchLanes() // the watch lets go of the rings too (it holds their consumers)
     }
 
     // MARK: - One pass
@@ -150,6 +151,7 @@ public final class Collector: @unchecked Sendable {
             if lookAtFiles {
                 lastIdentityCheckNanos = now
                 for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
+                sweepNow = true // every ring is visited this pass: those with new lanes adopt them
             }
             directoryChanged = false
             discover(nowNanos: now, checkingIdentities: lookAtFiles)
@@ -158,14 +160,29 @@ public final class Collector: @unchecked Sendable {
         var drained = 0
         var changed = false
         var soonestFill = UInt64.max
+        // Which rings this pass visits: every one each second (an idle ring's liveness), and in
+        // between those whose lanes' write cursors moved (one flat loop over every lane), and
+        // those the last pass asked for (busy lately, a capped drain going on, a fill rate, a
+        // quarantine, new lanes).
+        let rebuilt = watchLanes()
+        let sweep = forcePublish || rebuilt || sweepNow || now &- lastSweepNanos >= Self.sweepIntervalNanos
+        if sweep { lastSweepNanos = now }
+        sweepNow = false
+        let rings = watchedRings
+        laneWatch.markMoved(&visit)
+        for index in followUps where index < visit.count { visit[index] = true }
+        followUps.removeAll(keepingCapacity: true)
         // Round-robin: each pass starts one ring further on, so no ring is always drained last.
-        let rings = tracked.ordered
         let first = rings.isEmpty ? 0 : Int(stats.passes % UInt64(rings.count))
         for step in rings.indices {
-            let ring = rings[(first + step) % rings.count]
+            let index = (first + step) % rings.count
+            guard sweep || visit[index] else { continue }
+            visit[index] = false
+            let ring = rings[index]
             let ringDrained = drain(ring, nowNanos: now)
             drained += ringDrained
             if ringDrained > 0 { ring.lastActiveNanos = now }
+            if ring.consumer.laneCount != ring.watchedLanes { laneWatchStale = true }
             // Only rings that drained lately have a rate: idle ones cost nothing here.
             if ringDrained > 0 || ring.rateSinceNanos != 0, let fill = ring.fillNanos(nowNanos: now) {
                 soonestFill = min(soonestFill, fill)
@@ -177,6 +194,16 @@ public final class Collector: @unchecked Sendable {
             if forcePublish || now &- ring.lastObservedNanos >= interval {
                 ring.lastObservedNanos = now
                 changed = observe(ring, nowNanos: now) || changed
+            }
+            // A bot attached moments ago may be adding its first lanes after the file event that
+            // had it attached: look for them every pass until the moment has passed.
+            let isNew = now &- ring.attachedNanos < Self.newRingNanos
+            if isNew, ring.consumer.lookForNewLanes() { ring.newLanesPending = true }
+            // Visited again next pass: a ring busy in the last second (its liveness is asked four
+            // times a second), new, timing a fill rate, quarantined, or with lanes to adopt.
+            if active || isNew || ringDrained > 0 || ring.rateSinceNanos != 0 || ring.quarantinedUntilNanos != 0
+                || ring.newLanesPending {
+                followUps.append(index)
             }
         }
         soonestFillNanos = soonestFill
@@ -223,15 +250,50 @@ public final class Collector: @unchecked Sendable {
     private var publishSpacingNanos: UInt64 { 10 * lastPublishCostNanos }
     /// Windows slide even when nothing arrives: publish at least this often.
     static let idleRefreshNanos: UInt64 = 250_000_000
-    /// With every ring quiet (all windows empty, nothing drained), a full publish this often:
-    /// ages move on and quiet rings' cells are looked at.
-    static let quietRefreshNanos: UInt64 = 1_000_000_000
+    /// With every ring quiet (all windows empty, nothing drained, no cell changed), a full
+    /// publish this often: ages move on and quiet rings' cells and registries are looked at. Any
+    /// change (records, a producer's death or stop) publishes at once; 2 s keeps a collector
+    /// of thousands of idle bots under 1 % of a core.
+    static let quietRefreshNanos: UInt64 = 2_000_000_000
     /// Whether the last publish found every ring quiet.
     private var lastPublishWasQuiet = false
+
+    /// The rings' lanes' write cursors, looked at together each pass (see `LaneWatch`), the rings
+    /// in the watch's order, and what the pass visits.
+    private let laneWatch = LaneWatch()
+    private var watchedRings: [TrackedRing] = []
+    private var watchedVersion: UInt64 = .max
+    /// A ring mapped new lanes: the watch is rebuilt at the next pass.
+    private var laneWatchStale = false
+    /// Per watched ring: visit it this pass. And the rings the last pass wants visited again.
+    private var visit: [Bool] = []
+    private var followUps: [Int] = []
+    /// Every ring is visited this often (an idle ring's liveness is asked once a second), and in
+    /// the next pass after `sweepNow` is set.
+    static let sweepIntervalNanos: UInt64 = livenessIntervalNanos
+    private var lastSweepNanos: UInt64 = 0
+    private var sweepNow = false
+
+    /// Rebuilds the lane watch when rings came or went or mapped lanes; returns whether it did.
+    private func watchLanes() -> Bool {
+        guard laneWatchStale || watchedVersion != tracked.version else { return false }
+        watchedRings = tracked.ordered
+        laneWatch.watch(watchedRings.map(\.consumer))
+        for ring in watchedRings { ring.watchedLanes = ring.consumer.laneCount }
+        visit = Array(repeating: false, count: watchedRings.count)
+        followUps.removeAll()
+        watchedVersion = tracked.version
+        laneWatchStale = false
+        return true
+    }
 
     /// How long the fastest-filling lane of any ring takes to fill at its recent rate (UInt64.max:
     /// none is filling), as of the last pass.
     private var soonestFillNanos = UInt64.max
+    /// For this long after a bot is attached, the drain loop sleeps at most `newRingSleepNanos`.
+    static let newRingNanos: UInt64 = 1_000_000_000
+    static let newRingSleepNanos: UInt64 = 5_000_000
+    private var lastAttachNanos: UInt64 = 0
     /// The least sleep between passes, however fast a lane fills: a lane that fills faster
     /// than this drops whatever the collector does, and the loop must not spin.
     static let minimumSleepNanos: UInt64 = 1_000_000
@@ -242,6 +304,9 @@ public final class Collector: @unchecked Sendable {
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
         var sleep = options.pollNanos
         if soonestFillNanos != .max { sleep = min(sleep, max(soonestFillNanos / 2, Self.minimumSleepNanos)) }
+        // A bot attached moments ago has no rate yet, and its producer is most likely about to
+        // write: look often until it has one, or the moment has passed.
+        if lastAttachNanos != 0, now &- lastAttachNanos < Self.newRingNanos { sleep = min(sleep, Self.newRingSleepNanos) }
         guard hasUnpublishedChanges else { return sleep }
         let due = lastPublishNanos &+ publishIntervalNanos
         return min(sleep, due > now ? due - now : 0)
@@ -305,6 +370,8 @@ public final class Collector: @unchecked Sendable {
             ring.lastDropped = status.dropped
             ring.lastRejected = 0
             tracked.insert(ring)
+            ring.attachedNanos = now
+            lastAttachNanos = now
             skipped[name] = nil
             log("ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
                 + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
@@ -423,7 +490,7 @@ public final class Collector: @unchecked Sendable {
     /// Returns whether something changed that the snapshot should show.
     private func observe(_ ring: TrackedRing, nowNanos now: UInt64) -> Bool {
         let name = ring.consumer.name
-        ring.consumer.lookForNewLanes()
+        ring.newLanesPending = ring.consumer.lookForNewLanes()
         let alive = ring.consumer.isProducerAlive
         if alive != ring.producerAlive || ring.activitySinceStatus || ring.status == nil
             || now &- ring.statusNanos >= Self.quietStatusNanos {
@@ -541,6 +608,8 @@ public final class Collector: @unchecked Sendable {
 struct TrackedRings {
     private(set) var ordered: [TrackedRing] = []
     private var byName: [String: TrackedRing] = [:]
+    /// Changes whenever a ring comes or goes.
+    private(set) var version: UInt64 = 0
 
     var count: Int { ordered.count }
 
@@ -550,6 +619,7 @@ struct TrackedRings {
             precondition(newValue == nil, "rings are added with insert")
             guard byName.removeValue(forKey: name) != nil else { return }
             ordered.removeAll { $0.consumer.name == name }
+            version &+= 1
         }
     }
 
@@ -559,11 +629,13 @@ struct TrackedRings {
         byName[name] = ring
         let at = ordered.firstIndex { $0.consumer.name > name } ?? ordered.endIndex
         ordered.insert(ring, at: at)
+        version &+= 1
     }
 
     mutating func removeAll() {
         ordered.removeAll()
         byName.removeAll()
+        version &+= 1
     }
 }
 
@@ -607,6 +679,11 @@ final class TrackedRing {
     var lastDropLogNanos: UInt64 = 0
     var lastRejected: UInt64 = 0
     var lastRejectLogNanos: UInt64 = 0
+    /// When it was attached.
+    var attachedNanos: UInt64 = 0
+    /// Lanes the lane watch holds of it, and whether `observe` found more in the file.
+    var watchedLanes = 0
+    var newLanesPending = false
     /// Whether the log said that a series cap refused some of its metrics.
     var saidSeriesRefused = false
     /// Until when its records are not read (0: they are), why, and how many times it was.
