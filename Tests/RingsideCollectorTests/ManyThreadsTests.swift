@@ -5,25 +5,6 @@ import Ringside
 import RingsideTestSupport
 import Testing
 
-/// Starts the real collector binary on an ephemeral port; returns it and the port it bound.
-private func startCollector(_ arguments: [String]) throws -> (ChildProcess, Int) {
-    let collector = try ChildProcess("ringside-collector", ["--listen", "127.0.0.1:0"] + arguments)
-    let line = try #require(collector.waitForErrorLine(containing: "listening on http://"))
-    let address = try #require(line.components(separatedBy: "http://").last?.split(separator: " ").first)
-    let port = try #require(address.split(separator: ":").last.flatMap { Int($0) })
-    return (collector, port)
-}
-
-/// Polls `body` every 20 ms for up to `seconds`; returns its first non-nil answer.
-private func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if let value = try body() { return value }
-        usleep(20_000)
-    }
-    return nil
-}
-
 private func latest(_ port: Int) throws -> [String: Any] {
     let response = try httpGet(port: port, path: "/latest")
     return try #require(try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any])
