@@ -58,8 +58,6 @@ public enum JSONExporter {
                     json.field("name", ring.name)
                     json.field("state", ring.state.rawValue)
                     json.field("problem", ring.problem)
-            json.field("quarantined", ring.quarantined)
-            json.field("quarantines_total", Double(ring.quarantinesTotal))
                     json.field("quarantined", ring.quarantined)
                     json.field("producer_pid", Double(ring.producerPID))
                     json.field("backlog", Double(ring.backlog))
@@ -157,6 +155,8 @@ public enum JSONExporter {
             json.field("metrics", Double(ring.metricCount))
             json.field("state", ring.state.rawValue)
             json.field("problem", ring.problem)
+            json.field("quarantined", ring.quarantined)
+            json.field("quarantines_total", Double(ring.quarantinesTotal))
             json.field("max_lanes", Double(ring.maxLanes))
             json.key("lanes")
             json.array(ring.lanes) { lane in

@@ -93,8 +93,16 @@ struct ExporterTests {
             #expect(gaugeWindow["value"] as? Int == 1_250_000 && gaugeWindow["min"] != nil && gaugeWindow["max"] != nil)
             let rings = try #require(document["rings"] as? [[String: Any]])
             let ring = try #require(rings.first { $0["name"] as? String == "bot-a" })
-            for key in ["producer_pid", "alive", "capacity", "backlog", "records_total", "dropped_total"] {
+            for key in ["producer_pid", "alive", "capacity", "backlog", "records_total", "dropped_total", "rejected_total",
+                        "series_refused", "records_refused_total", "quarantined", "quarantines_total", "state", "lanes"] {
                 #expect(ring[key] != nil, "rings[].\(key)")
+            }
+            #expect(ring["quarantined"] as? Bool == false && ring["series_refused"] as? Int == 0)
+            // /health: each ring once, each key once (a repeated key would be silently merged by a parser).
+            let snapshot = try richSnapshot(directory).0
+            let health = String(decoding: JSONExporter.health(snapshot, isHealthy: true, lastPassAgeSeconds: 0), as: UTF8.self)
+            for key in ["\"name\"", "\"state\"", "\"problem\"", "\"quarantined\""] {
+                #expect(health.components(separatedBy: key).count - 1 == snapshot.rings.count, "\(key) once per ring in \(health)")
             }
             #expect(ring["alive"] as? Bool == true && ring["capacity"] as? Int == 4096)
             #expect((document["slos"] as? [[String: Any]])?.count == 1)
