@@ -105,6 +105,11 @@ public enum RingCorruption: Error, Equatable, CustomStringConvertible, Sendable 
 
     public var description: String {
         switch self {
+        case let .truncated(fileSize, expected) where fileSize >= expected:
+            // The SIGBUS guard caught a fault on a file that is not short: a page of it could not
+            // be had (a sparse file on a full file system), which is not a truncation.
+            return "a read faulted (SIGBUS) though the file has all its \(expected) bytes: a page of it could not be "
+                + "allocated (a sparse file on a full file system?)"
         case let .truncated(fileSize, expected):
             return "truncated: the file has \(fileSize) bytes, the layout needs \(expected)"
         case let .badMagic(magic):

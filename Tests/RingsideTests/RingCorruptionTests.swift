@@ -171,6 +171,13 @@ struct RingCorruptionTests {
         } == nil)
     }
 
+    @Test("a fault on a file that is not short is not called a truncation")
+    func faultOnAWholeFile() {
+        #expect(RingCorruption.truncated(fileSize: 100, expected: 200).description == "truncated: the file has 100 bytes, the layout needs 200")
+        let whole = RingCorruption.truncated(fileSize: 200, expected: 200).description
+        #expect(whole.contains("SIGBUS") && whole.contains("could not be allocated") && !whole.hasPrefix("truncated"), "\(whole)")
+    }
+
     @Test("a sparse file (grown by ftruncate, never allocated) is refused before its holes are read")
     func sparseFile() throws {
         let lane = Int(Self.victim.lane_size)
