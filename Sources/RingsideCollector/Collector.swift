@@ -226,16 +226,35 @@ public final class Collector: @unchecked Sendable {
                 // Every ring quiet, nothing new: windows have nothing to slide, so only the
                 // collector's own figures (the pass /health looks at) are brought up to date.
                 published.withLock { $0.collector = stats }
-            } else {
-                let publishStart = rs_clock_precise_ns()
-                publish(nowNanos: now, forced: forcePublish)
-                lastPublishCostNanos = rs_clock_precise_ns() &- publishStart
+            } else if forcePublish || pendingPublish == nil {
+                // A forced one starts afresh (it looks at every ring's cells now).
+                pendingPublish = PendingPublish(snapshot: startSnapshot(), rings: tracked.ordered, forced: forcePublish)
                 lastPublishNanos = now
-                hasUnpublishedChanges = false
+                hasUnpublishedChanges = false // what changes from now on goes in the next one
             }
+        }
+        if pendingPublish != nil {
+            // A slice at a time, so the passes between drain every ring and keep /health fresh;
+            // a forced publish (at stop, or a test stepping time) is finished now.
+            continuePublish(nowNanos: now, until: forcePublish ? .max : rs_clock_precise_ns() &+ Self.publishSliceNanos)
         }
         return drained
     }
+
+    /// A snapshot being built, some rings each pass: with hundreds of thousands of series a
+    /// snapshot takes seconds, and the rings must be drained meanwhile.
+    private struct PendingPublish {
+        var snapshot: Snapshot
+        /// The rings as they were when it began, and the next one to take.
+        let rings: [TrackedRing]
+        let forced: Bool
+        var next = 0
+        var everyRingQuiet = true
+        var costNanos: UInt64 = 0
+    }
+    private var pendingPublish: PendingPublish?
+    /// The most time one pass spends building a snapshot.
+    static let publishSliceNanos: UInt64 = 10_000_000
 
     /// Snapshots are published at most this often while records arrive (publishing costs a
     /// pass over every series): at most one poll interval, so a record is visible within one;
@@ -302,6 +321,7 @@ public final class Collector: @unchecked Sendable {
     /// fastest-filling lane needs to fill (so a paced producer's lane never fills between two
     /// passes), and less when drained records wait to be published.
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
+        if pendingPublish != nil { return 0 } // a snapshot is half built: the next slice at once
         var sleep = options.pollNanos
         if soonestFillNanos != .max { sleep = min(sleep, max(soonestFillNanos / 2, Self.minimumSleepNanos)) }
         // A bot attached moments ago has no rate yet, and its producer is most likely about to
@@ -535,61 +555,87 @@ public final class Collector: @unchecked Sendable {
     // MARK: - Publishing
 
     /// - Parameter forced: look at every ring's cells now, quiet or not (a stop, a test stepping time).
-    private func publish(nowNanos now: UInt64, forced: Bool) {
+    private func startSnapshot() -> Snapshot {
         var snapshot = Snapshot()
         generation += 1
         snapshot.generation = generation
         snapshot.generatedRealtimeNanos = rs_clock_realtime_ns()
         snapshot.windowNanos = options.windowNanos
         snapshot.quantiles = options.quantiles
-        var everyRingQuiet = true
-        for ring in tracked.ordered {
-            // Counters and gauges' last values come from the cells, sampled here; figures of the
-            // ring from one status, so that they add up exactly. The status is read again when
-            // records moved since (an idle ring's is read by `observe`, once a second).
-            if ring.activitySinceStatus, let status = try? ring.consumer.status(producerAlive: ring.producerAlive) {
-                ring.status = status
-                ring.statusNanos = now
-                ring.activitySinceStatus = false
-            }
-            // A quiet ring (nothing drained, no cell changed, every window empty, so nothing can
-            // slide) shows what it showed, and its cells and registry are looked at once a second:
-            // thousands of idle rings cost little to publish.
-            var added = 0, cellsChanged = false
-            let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0
-            if forced || !quiet || now &- ring.cellsSampledNanos >= Self.livenessIntervalNanos {
-                // Counters write no records, so a metric registered since is found here, not by a record naming it.
-                let known = ring.consumer.metrics.count
-                added = (try? ring.consumer.refreshMetrics()) ?? 0
-                if added > 0 { addSeries(Array(ring.consumer.metrics[known...]), to: ring) }
-                cellsChanged = ring.aggregator.sample(ring.consumer.cells(of:), nowNanos: now)
-                ring.cellsSampledNanos = now
-                if cellsChanged { ring.activitySinceStatus = true }
-            }
-            if quiet, let series = ring.quietSeries, added == 0, !cellsChanged {
-                snapshot.series += series
-            } else {
-                ring.aggregator.advance(toNanos: now)
-                let series = ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
-                snapshot.series += series
-                ring.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
-            }
-            everyRingQuiet = everyRingQuiet && ring.quietSeries != nil && !cellsChanged && added == 0
-            ring.drainedSincePublish = 0
-            snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
+        return snapshot
+    }
+
+    /// Adds rings to the pending snapshot until `deadline` (CLOCK_MONOTONIC), and publishes it
+    /// once every ring is in.
+    private func continuePublish(nowNanos now: UInt64, until deadline: UInt64) {
+        guard var pending = pendingPublish else { return }
+        pendingPublish = nil
+        let sliceStart = rs_clock_precise_ns()
+        while pending.next < pending.rings.count {
+            let ring = pending.rings[pending.next]
+            pending.next += 1
+            // A ring let go since the snapshot began is left out.
+            guard tracked[ring.consumer.name] === ring else { continue }
+            let quiet = addToSnapshot(ring, &pending.snapshot, nowNanos: now, forced: pending.forced)
+            pending.everyRingQuiet = pending.everyRingQuiet && quiet
+            if rs_clock_precise_ns() >= deadline { break } // a ring is the unit: it may hold 4,096 series
         }
+        pending.costNanos &+= rs_clock_precise_ns() &- sliceStart
+        guard pending.next >= pending.rings.count else {
+            pendingPublish = pending
+            return
+        }
+        var snapshot = pending.snapshot
         for name in skipped.keys.sorted() where tracked[name] == nil {
             guard let skip = skipped[name], !skip.isQuiet else { continue }
             snapshot.rings.append(RingSnapshot(name: name, state: .skipped, problem: skip.problem))
         }
-        lastPublishWasQuiet = everyRingQuiet
+        lastPublishWasQuiet = pending.everyRingQuiet
         snapshot.slos = evaluateSLOs(nowNanos: now)
         stats.series = snapshot.series.count
         stats.seriesLimit = options.maxSeries
         stats.seriesLimitPerRing = options.maxSeriesPerRing
         snapshot.collector = stats
+        lastPublishCostNanos = pending.costNanos
         // Swapped, so the old snapshot (thousands of series) is freed here, not under the lock.
         published.withLock { swap(&$0, &snapshot) }
+    }
+
+    /// Adds one ring's series and figures to `snapshot`; returns whether the ring is quiet.
+    private func addToSnapshot(_ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool) -> Bool {
+        // Counters and gauges' last values come from the cells, sampled here; figures of the
+        // ring from one status, so that they add up exactly. The status is read again when
+        // records moved since (an idle ring's is read by `observe`, once a second).
+        if ring.activitySinceStatus, let status = try? ring.consumer.status(producerAlive: ring.producerAlive) {
+            ring.status = status
+            ring.statusNanos = now
+            ring.activitySinceStatus = false
+        }
+        // A quiet ring (nothing drained, no cell changed, every window empty, so nothing can
+        // slide) shows what it showed, and its cells and registry are looked at once a second:
+        // thousands of idle rings cost little to publish.
+        var added = 0, cellsChanged = false
+        let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0
+        if forced || !quiet || now &- ring.cellsSampledNanos >= Self.livenessIntervalNanos {
+            // Counters write no records, so a metric registered since is found here, not by a record naming it.
+            let known = ring.consumer.metrics.count
+            added = (try? ring.consumer.refreshMetrics()) ?? 0
+            if added > 0 { addSeries(Array(ring.consumer.metrics[known...]), to: ring) }
+            cellsChanged = ring.aggregator.sample(ring.consumer.cells(of:), nowNanos: now)
+            ring.cellsSampledNanos = now
+            if cellsChanged { ring.activitySinceStatus = true }
+        }
+        if quiet, let series = ring.quietSeries, added == 0, !cellsChanged {
+            snapshot.series += series
+        } else {
+            ring.aggregator.advance(toNanos: now)
+            let series = ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
+            snapshot.series += series
+            ring.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
+        }
+        ring.drainedSincePublish = 0
+        snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
+        return ring.quietSeries != nil && !cellsChanged && added == 0
     }
 
     private func evaluateSLOs(nowNanos now: UInt64) -> [SLOSnapshot] {

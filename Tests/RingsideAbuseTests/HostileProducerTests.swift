@@ -122,6 +122,51 @@ struct HostileProducerTests {
         }
     }
 
+    /// Six bots of 4,096 busy series each (24,576 series, every window full, so each snapshot
+    /// computes them all: seconds in a debug build) beside a paced producer, 20,000 records a
+    /// second into 4,096 slots (205 ms of them). Snapshots are built a slice of rings per pass,
+    /// so the passes between drain the paced ring and keep /health at 200.
+    @Test("a large snapshot is built in slices: /health stays 200 and a paced neighbour drops nothing meanwhile")
+    func largePublish() throws {
+        try withRingDirectory { directory in
+            for bot in 0..<6 {
+                let run = try runProcess("ringside-test-producer", [
+                    "many-metrics", "--dir", directory.path, "--ring", "wide-\(bot)", "--count", "3", "--metrics", "4096",
+                    "--capacity", "65536",
+                ])
+                try #require(run.status == 0, "\(run.errors)")
+            }
+            let (collector, port) = try startCollector(["--dir", directory.path])
+            defer { collector.kill() }
+            let seriesCount = eventually(seconds: 60) { () -> Int? in
+                let metrics = (try? httpGet(port: port, path: "/metrics", timeoutSeconds: 30))?.body ?? ""
+                let line = metrics.split(separator: "\n").first { $0.hasPrefix("ringside_collector_series ") }
+                return line.flatMap { Int($0.split(separator: " ").last ?? "") }.flatMap { $0 >= 6 * 4096 ? $0 : nil }
+            }
+            try #require(seriesCount != nil, "the collector did not take in the 24,576 series")
+
+            let blast = try ChildProcess("ringside-test-producer", [
+                "blast", "--dir", directory.path, "--ring", "paced", "--seconds", "5", "--rate", "20000", "--capacity", "4096",
+            ])
+            var statuses: [Int: Int] = [:]
+            let end = Date().addingTimeInterval(5)
+            while Date() < end {
+                let status = (try? httpGet(port: port, path: "/health", timeoutSeconds: 5))?.status ?? 0
+                statuses[status, default: 0] += 1
+                usleep(50_000)
+            }
+            _ = blast.readLine() // "attached PID"
+            let counts = blast.readLine() ?? ""
+            _ = blast.waitForExit()
+            let words = counts.split(separator: " ")
+            try #require(words.count == 8, "\(counts)")
+            let dropped = try #require(UInt64(words[5]))
+            #expect(statuses.keys.sorted() == [200], "/health answers: \(statuses)")
+            #expect(dropped == 0, "the paced neighbour dropped \(dropped): \(counts)")
+            print("large publish: \(seriesCount ?? 0) series; /health \(statuses); paced neighbour: \(counts)")
+        }
+    }
+
     @Test("sparse bot files claiming 2^23-record lanes are refused unread: the pages stay unallocated, RSS flat, the reason logged and in /health")
     func sparseBotFiles() throws {
         try withRingDirectory { directory in
