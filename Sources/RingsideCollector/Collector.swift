@@ -476,7 +476,9 @@ public final class Collector: @unchecked Sendable {
     /// for the ring, `--max-series` for the collector); the rest are refused, counted, exported,
     /// and said once per ring in the log.
     private func addSeries(_ metrics: [MetricDescriptor], to ring: TrackedRing) {
-        let total = tracked.ordered.reduce(0) { $0 + ($1 === ring ? 0 : $1.aggregator.seriesCount) } + ring.aggregator.seriesCount
+        // The ring itself counted once, whether it is tracked yet (a refresh) or not (at attach).
+        let others = tracked.ordered.reduce(0) { $1 === ring ? $0 : $0 + $1.aggregator.seriesCount }
+        let total = others + ring.aggregator.seriesCount
         let allowance = max(0, min(options.maxSeriesPerRing - ring.aggregator.seriesCount, options.maxSeries - total))
         let refusedBefore = ring.aggregator.refusedSeries
         ring.aggregator.add(metrics, admitting: allowance)
@@ -554,7 +556,7 @@ public final class Collector: @unchecked Sendable {
 
     // MARK: - Publishing
 
-    /// - Parameter forced: look at every ring's cells now, quiet or not (a stop, a test stepping time).
+    /// A new, empty snapshot with the next generation.
     private func startSnapshot() -> Snapshot {
         var snapshot = Snapshot()
         generation += 1
@@ -602,6 +604,7 @@ public final class Collector: @unchecked Sendable {
     }
 
     /// Adds one ring's series and figures to `snapshot`; returns whether the ring is quiet.
+    /// - Parameter forced: look at the ring's cells now, quiet or not (a stop, a test stepping time).
     private func addToSnapshot(_ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool) -> Bool {
         // Counters and gauges' last values come from the cells, sampled here; figures of the
         // ring from one status, so that they add up exactly. The status is read again when

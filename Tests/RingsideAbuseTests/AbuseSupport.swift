@@ -63,28 +63,6 @@ func runProcess(_ executable: String, _ arguments: [String], stdin: String = "",
                       errors: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
 }
 
-/// Starts the real collector on an ephemeral loopback port (unless `arguments` name another
-/// address); returns it and the port from its "listening on" log line.
-func startCollector(_ arguments: [String], listen: String = "127.0.0.1:0") throws -> (ChildProcess, Int) {
-    let collector = try ChildProcess("ringside-collector", ["--listen", listen] + arguments)
-    guard let line = collector.waitForErrorLine(containing: "listening on http://"),
-          let address = line.components(separatedBy: "http://").last?.split(separator: " ").first,
-          let port = address.split(separator: ":").last.flatMap({ Int($0) }) else {
-        throw TestSupportError("the collector did not start: \(collector.waitForExit().standardError)")
-    }
-    return (collector, port)
-}
-
-/// Polls `body` every 20 ms for up to `seconds`; returns its first non-nil answer.
-func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if let value = try body() { return value }
-        usleep(20_000)
-    }
-    return nil
-}
-
 /// A process's resident set, from /proc (kB), or nil if it is gone.
 func residentKilobytes(of pid: Int32) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }

@@ -46,23 +46,3 @@ extension Snapshot {
 
     func ring(_ name: String) -> RingSnapshot? { rings.first { $0.name == name } }
 }
-
-/// Starts the real collector binary on an ephemeral port; returns it and the port it bound.
-func startCollector(_ arguments: [String]) throws -> (ChildProcess, Int) {
-    let collector = try ChildProcess("ringside-collector", ["--listen", "127.0.0.1:0"] + arguments)
-    let line = try #require(collector.waitForErrorLine(containing: "listening on http://"))
-    // "... listening on http://127.0.0.1:PORT (/metrics, ...)"
-    let address = try #require(line.components(separatedBy: "http://").last?.split(separator: " ").first)
-    let port = try #require(address.split(separator: ":").last.flatMap { Int($0) })
-    return (collector, port)
-}
-
-/// Polls `body` every 20 ms for up to `seconds`; returns its first non-nil answer.
-func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if let value = try body() { return value }
-        usleep(20_000)
-    }
-    return nil
-}

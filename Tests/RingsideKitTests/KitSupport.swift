@@ -54,26 +54,6 @@ func run(_ executable: String, _ arguments: [String], environment: [String: Stri
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 
-/// Starts the real collector binary on an ephemeral port; returns it and the port it bound.
-func startCollector(_ arguments: [String]) throws -> (ChildProcess, Int) {
-    let collector = try ChildProcess("ringside-collector", ["--listen", "127.0.0.1:0"] + arguments)
-    let line = try #require(collector.waitForErrorLine(containing: "listening on http://"))
-    // "... listening on http://127.0.0.1:PORT (/metrics, ...)"
-    let address = try #require(line.components(separatedBy: "http://").last?.split(separator: " ").first)
-    let port = try #require(address.split(separator: ":").last.flatMap { Int($0) })
-    return (collector, port)
-}
-
-/// Polls `body` every 100 ms for up to `seconds`; returns its first non-nil answer.
-func eventually<T>(seconds: Double, _ body: () throws -> T?) rethrows -> T? {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if let value = try body() { return value }
-        usleep(100_000)
-    }
-    return nil
-}
-
 /// A loopback TCP port free at the time of asking (the kernel's pick for port 0).
 func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -22,16 +22,6 @@ final class LogCapture: Sendable {
     func contains(_ texts: String...) -> Bool { all.contains { line in texts.allSatisfy { line.contains($0) } } }
 }
 
-/// Polls `body` every 10 ms for up to `seconds`; returns its first non-nil answer.
-func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
-    let deadline = Date().addingTimeInterval(seconds)
-    repeat {
-        if let value = try body() { return value }
-        usleep(10_000)
-    } while Date() < deadline
-    return nil
-}
-
 /// What `ringside-test-producer blast` prints when it stops.
 struct BlastCounts: Equatable {
     var attempts: UInt64

@@ -210,3 +210,25 @@ package func patch<T>(_ path: String, at offset: Int, with value: T) {
 
 /// The offset of a header field, from the C layout.
 package func headerOffset<T>(_ field: KeyPath<rs_header, T>) -> Int { MemoryLayout<rs_header>.offset(of: field)! }
+
+/// Polls `body` every 10 ms for up to `seconds` (at least once); returns its first non-nil answer.
+package func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
+    let deadline = Date().addingTimeInterval(seconds)
+    repeat {
+        if let value = try body() { return value }
+        usleep(10_000)
+    } while Date() < deadline
+    return nil
+}
+
+/// Starts the real `ringside-collector` on an ephemeral loopback port (unless `listen` names
+/// another address); returns it and the port from its "listening on" log line.
+package func startCollector(_ arguments: [String], listen: String = "127.0.0.1:0") throws -> (ChildProcess, Int) {
+    let collector = try ChildProcess("ringside-collector", ["--listen", listen] + arguments)
+    guard let line = collector.waitForErrorLine(containing: "listening on http://"),
+          let address = line.components(separatedBy: "http://").last?.split(separator: " ").first,
+          let port = address.split(separator: ":").last.flatMap({ Int($0) }) else {
+        throw TestSupportError("the collector did not start: \(collector.waitForExit().standardError)")
+    }
+    return (collector, port)
+}

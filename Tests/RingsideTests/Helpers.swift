@@ -71,16 +71,6 @@ func metric(_ metrics: [MetricDescriptor], _ name: String) throws -> MetricDescr
     return found
 }
 
-/// Polls `body` every 10 ms for up to `seconds`; returns its first non-nil answer.
-func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
-    let deadline = Date().addingTimeInterval(seconds)
-    repeat {
-        if let value = try body() { return value }
-        usleep(10_000)
-    } while Date() < deadline
-    return nil
-}
-
 /// The kernel thread id of the calling thread (`/proc/thread-self` links to `PID/task/TID`;
 /// Glibc's `gettid` is not visible to Swift without `_GNU_SOURCE`).
 func currentThreadID() -> Int32 {
