@@ -1,18 +1,12 @@
-"""Ringside for Python: a bot's telemetry in the Ringside format (ringside.h), version 2.
+"""ringside._pure: the pure-Python backend of the ringside package, for where the C extension
+could not be built. Standard library only; it writes the Ringside format (ringside.h, version 2)
+itself, with the same rules, values and errors as the extension, which wraps ringside_producer.h.
 
-Standard library only, one file. A process attaches its bot by name (one memory-mapped file in
-/dev/shm), registers its metrics once, then records from any thread. Each thread writes a lane of
-its own, and the ringside-collector drains them as it drains every other producer's:
-
-    import ringside
-    bot = ringside.attach("py-bot")                      # /dev/shm/ringside.py-bot
-    fill = bot.histogram("order_fill_latency", unit="ns", labels={"symbol": "AAPL"})
-    orders = bot.counter("orders", labels={"side": "buy"})
-    exposure = bot.gauge("gross_exposure")
-    fill.record(elapsed_ns)                              # an int in the metric's unit
-    orders.increment()                                   # exact: counters write no records
-    exposure.set(1.25e6)
-    bot.close()                                          # or exit: the kernel drops the lock
+A process attaches its bot by name (one memory-mapped file in /dev/shm), registers its metrics
+once, then records from any thread. Each thread writes a lane of its own, and the
+ringside-collector drains them as it drains every other producer's. The package's classes
+(ringside/__init__.py) call this module's Bot.register() and Bot.handle(); values are converted as
+ringside/_values.py says.
 
 RULES, those of ringside_producer.h (the C library, which the Swift library wraps, follows them
 too): the file is created O_CREAT|O_EXCL|O_NOFOLLOW with mode 0600 unless asked, and every page it
@@ -73,13 +67,13 @@ invalid or, worse, read a stale value); it exists for experiments only.
 RINGSIDE_DISABLED=1 (or true, yes) in the environment gives bots that create no file and write
 nothing; their handles still check their arguments.
 
-COST: a record or a gauge set costs about 0.3 to 0.6 us on Debian's CPython 3.11 (0.6 to 0.8 us
-on an interpreter built without PGO), a counter increment 0.1 to 0.2 us (no record: a load and a
-store of the lane's cell); `python3 ringside.py --bench` measures it on your machine. A record is
-a thread-local read, a clock read, one struct.pack_into and two memoryview stores, each a C call
-from the interpreter: use the C or Swift producer on paths where that matters. A thread's first
-call claims its lane (about 2 ms when a lane of 2 MiB is added to the file, tens of us when one
-is reused); a thread without a lane pays about 1.5 us a call (an exception, then the lock).
+COST: an observation or a gauge set costs about 0.3 to 0.6 us on CPython 3.11, a counter increment
+0.1 to 0.2 us (no record: a load and a store of the lane's cell); `python -m ringside.bench`
+measures it beside prometheus_client. An observation is a thread-local read, a clock read, one
+struct.pack_into and two memoryview stores, each a C call from the interpreter: the C extension
+does the same in one. A thread's first call claims its lane (about 2 ms when a lane of 2 MiB is
+added to the file, tens of us when one is reused); a thread without a lane pays about 1.5 us a
+call (an exception, then the lock).
 
 The corresponding C header is Sources/CRingside/include/ringside_producer.h.
 """
@@ -98,8 +92,10 @@ import threading
 import time
 import weakref
 
-__all__ = ["attach", "Bot", "RingError", "BotError", "RingValueError", "RingTypeError",
-           "Histogram", "Counter", "Gauge", "check_memory_ordering"]
+from ._errors import RingError, RingTypeError, RingValueError
+from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS
+
+__all__ = ["attach", "Bot", "check_memory_ordering"]
 
 # MARK: - The format (ringside.h)
 
@@ -119,9 +115,8 @@ DEFAULT_MAX_LANES, MAX_LANES = 64, 1024
 LOCK_BYTE_PRODUCER = 0
 FILE_PREFIX = "ringside."
 
-KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM = 1, 2, 3
-UNITS = {"none": 0, "ns": 1, "us": 2, "ms": 3, "s": 4, "bytes": 5}
 LANE_UNUSED, LANE_ACTIVE, LANE_RETIRED = 0, 1, 2
+FLAG_SPAN = 0x01  # a record's value is a duration measured with the precise clock
 
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
@@ -188,21 +183,6 @@ def _coarse_ns():
 
 # MARK: - Errors and checks
 
-class RingError(Exception):
-    """Why a bot cannot be attached, a metric registered or a value recorded, naming the bot."""
-
-
-BotError = RingError
-
-
-class RingValueError(RingError, ValueError):
-    """A value out of its metric's range (a negative observation, say): a RingError and a ValueError."""
-
-
-class RingTypeError(RingError, TypeError):
-    """A value of a type its metric does not take (a float observation, say): a RingError and a TypeError."""
-
-
 def check_memory_ordering(machine=None, implementation=None):
     """Raises RingError unless this interpreter and CPU give the ordering the format needs.
 
@@ -214,29 +194,13 @@ def check_memory_ordering(machine=None, implementation=None):
     implementation = implementation or platform.python_implementation()
     if machine not in ("x86_64", "amd64"):
         raise RingError(
-            "ringside.py needs x86-64, whose stores are not reordered with other stores; "
+            "ringside's pure-Python backend needs x86-64, whose stores are not reordered with other stores; "
             f"this is {machine}, where Python cannot publish a record safely. Use the C or Swift "
             f"producer, or set {UNSAFE_ORDERING_VARIABLE}=1 to run anyway (unsafe)")
     if implementation != "CPython" or sys.byteorder != "little" or not sys.platform.startswith("linux"):
         raise RingError(
-            f"ringside.py needs CPython on Linux (one store per aligned memoryview write); this is "
+            f"ringside's pure-Python backend needs CPython on Linux (one store per aligned memoryview write); this is "
             f"{implementation} on {sys.platform}. Set {UNSAFE_ORDERING_VARIABLE}=1 to run anyway (unsafe)")
-
-
-def _encode_labels(labels):
-    """'key=value' lines sorted by key, as the registry stores them."""
-    lines = []
-    for key in sorted(labels or {}, key=str):
-        value = str(labels[key])
-        if not isinstance(key, str) or not _IDENTIFIER.match(key) or key.startswith("__"):
-            raise ValueError(f'label key "{key}" must match [a-zA-Z_][a-zA-Z0-9_]* and not start with "__"')
-        if "\n" in value or "\0" in value:
-            raise ValueError(f'the value of label "{key}" has a newline or NUL')
-        lines.append(f"{key}={value}")
-    encoded = "\n".join(lines).encode("utf-8")
-    if len(encoded) > LABELS_MAX:
-        raise ValueError(f"the labels take {len(encoded)} bytes; at most {LABELS_MAX} are allowed")
-    return encoded
 
 
 def _labels_problem(encoded):
@@ -265,38 +229,15 @@ _UNIT_NAMES = {code: name for name, code in UNITS.items()}
 
 
 class _Metric:
-    """A registered metric as this process knows it: what the slow path and the messages need."""
-    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels")
+    """A registered metric as this process knows it: what the slow path and the messages need.
+    `convert` (ringside/_values.py) turns a value the hot path did not take into the value stored,
+    or raises the error naming the metric and the value."""
+    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "convert")
 
     def __init__(self, bot, index, name, kind, unit, sample_every, labels):
         self.bot, self.index, self.name, self.kind = bot, index, name, kind
         self.unit, self.sample_every, self.labels = unit, sample_every, labels
-
-    def check(self, value):
-        """The value as stored (an int, or a float for a gauge); else RingValueError or
-        RingTypeError naming the bot, the metric and the value."""
-        shown = repr(value)
-        where = f"bot {self.bot}: metric {self.name}: value {shown if len(shown) <= 64 else shown[:60] + '...'}"
-        if self.kind == KIND_GAUGE:
-            if isinstance(value, (str, bytes, bytearray, memoryview)):
-                raise RingTypeError(f"{where} is not a number; a gauge is set to a float")
-            try:
-                return float(value)
-            except TypeError:
-                raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; "
-                                    "a gauge is set to a float") from None
-            except (OverflowError, ValueError) as error:
-                raise RingValueError(f"{where} cannot be a float: {error}") from None
-        what = (f"a histogram records whole numbers in its unit ({_UNIT_NAMES[self.unit]})"
-                if self.kind == KIND_HISTOGRAM else "a counter adds whole numbers")
-        try:
-            number = operator.index(value)
-        except TypeError:
-            raise RingTypeError(f"{where} ({type(value).__name__}) is not an integer; {what}: "
-                                "convert it with int() or round()") from None
-        if not 0 <= number <= _U64:
-            raise RingValueError(f"{where} is out of range; {what}, from 0 to 2^64-1")
-        return number
+        self.convert = None
 
 
 # MARK: - Lanes
@@ -396,17 +337,17 @@ class Bot:
 
     def __init__(self, name, directory=None, lane_capacity=None, max_metrics=None, max_lanes=None, mode=0o600):
         if not isinstance(name, str) or not _BOT_NAME.match(name) or name in (".", ".."):
-            raise RingError(f"bot {name!r}: a bot name is 1 to 200 of [A-Za-z0-9._-], not . or ..")
+            raise RingValueError(f"bot {name!r}: a bot name is 1 to 200 of [A-Za-z0-9._-], not . or ..")
         if lane_capacity is not None and (
                 not isinstance(lane_capacity, int) or lane_capacity & (lane_capacity - 1)
                 or not 1 << MIN_CAPACITY_LOG2 <= lane_capacity <= 1 << MAX_CAPACITY_LOG2):
-            raise RingError(f"bot {name}: lane_capacity {lane_capacity} must be a power of two from 16 to 2^28 records")
+            raise RingValueError(f"bot {name}: lane_capacity {lane_capacity} must be a power of two from 16 to 2^28 records")
         if max_metrics is not None and (not isinstance(max_metrics, int) or not 1 <= max_metrics <= MAX_MAX_METRICS):
-            raise RingError(f"bot {name}: max_metrics {max_metrics} must be from 1 to {MAX_MAX_METRICS}")
+            raise RingValueError(f"bot {name}: max_metrics {max_metrics} must be from 1 to {MAX_MAX_METRICS}")
         if max_lanes is not None and (not isinstance(max_lanes, int) or not 1 <= max_lanes <= MAX_LANES):
-            raise RingError(f"bot {name}: max_lanes {max_lanes} must be from 1 to {MAX_LANES}")
+            raise RingValueError(f"bot {name}: max_lanes {max_lanes} must be from 1 to {MAX_LANES}")
         if not isinstance(mode, int) or mode & ~0o777:
-            raise RingError(f"bot {name}: mode {mode!r} must hold permission bits only (0 to 0o777)")
+            raise RingValueError(f"bot {name}: mode {mode!r} must hold permission bits only (0 to 0o777)")
         self.name = name
         self.path = None
         self._metrics = {}        # (name, encoded labels) -> _Metric
@@ -809,76 +750,75 @@ class Bot:
 
     # MARK: Registration
 
-    def histogram(self, name, unit="none", labels=None, help="", sample_every=1):
-        """Registers (or finds again) a histogram; record() takes ints in `unit` (ns, us, ms, s,
-        bytes, none). sample_every=N writes 1 call in N (per thread); the collector scales counts by N."""
-        metric = self._register(name, KIND_HISTOGRAM, unit, labels, help, sample_every)
-        return Histogram(metric, self._histogram_record(metric))
-
-    def counter(self, name, labels=None, help=""):
-        """Registers (or finds again) a counter: increments that add up to an exact total."""
-        metric = self._register(name, KIND_COUNTER, "none", labels, help, 1)
-        return Counter(metric, self._counter_increment(metric))
-
-    def gauge(self, name, unit="none", labels=None, help=""):
-        """Registers (or finds again) a gauge: a float set now and then, from any thread."""
-        metric = self._register(name, KIND_GAUGE, unit, labels, help, 1)
-        return Gauge(metric, self._gauge_set(metric))
-
-    def _register(self, name, kind, unit, labels, help, sample_every):
+    def register(self, name, kind, unit, labels, help, sample_every):
+        """Registers (or finds again) a metric and returns its index: `unit` is an rs_unit code,
+        `labels` the stored encoding ("key=value" lines sorted by key), `help` a str."""
         def invalid(reason):
-            return RingError(f"bot {self.name}: metric {name}: {reason}")
+            return RingValueError(f"bot {self.name}: metric {name}: {reason}")
         if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name.encode()) > NAME_MAX:
-            raise RingError(f"bot {self.name}: metric name {name!r} must match [a-zA-Z_][a-zA-Z0-9_]* "
-                            f"and have at most {NAME_MAX} bytes")
-        if unit not in UNITS:
-            raise invalid(f"unknown unit {unit!r}; one of {', '.join(UNITS)}")
-        try:
-            encoded = _encode_labels(labels)
-        except ValueError as error:
-            raise invalid(str(error)) from None
+            raise RingValueError(f"bot {self.name}: metric name {name!r} must match [a-zA-Z_][a-zA-Z0-9_]* "
+                                 f"and have at most {NAME_MAX} bytes")
+        if unit not in _UNIT_NAMES:
+            raise invalid(f"unknown unit code {unit!r}")
+        problem = _labels_problem(labels)
+        if problem:
+            raise invalid(problem)
         help_bytes = (help or "").encode("utf-8")
         if len(help_bytes) > HELP_MAX or b"\0" in help_bytes:
             raise invalid(f"the help text must be at most {HELP_MAX} bytes, without NUL")
-        if not isinstance(sample_every, int) or not 1 <= sample_every <= _U32:
-            raise invalid(f"sample_every {sample_every!r} must be an integer from 1 to 2^32-1")
-        unit_code = UNITS[unit]
+        if not isinstance(sample_every, int) or not 1 <= sample_every <= _U32 or (kind != KIND_HISTOGRAM and sample_every != 1):
+            raise invalid(f"sample_every {sample_every!r} must be an integer from 1 to 2^32-1 (1 but for histograms)")
         with self._lock:
             self._check_usable()
             if self._forked:
                 raise RingError(f"bot {self.name}: this process (pid {os.getpid()}) is a fork of pid "
                                 f"{self._owner_pid}, which attached the bot: attach a bot of its own in the child")
-            existing = self._metrics.get((name, encoded))
+            existing = self._metrics.get((name, labels))
             if existing:
-                if (existing.kind, existing.unit, existing.sample_every) != (kind, unit_code, sample_every):
-                    shown = "{" + encoded.decode().replace("\n", ",") + "}" if encoded else ""
+                if (existing.kind, existing.unit, existing.sample_every) != (kind, unit, sample_every):
+                    shown = "{" + labels.decode().replace("\n", ",") + "}" if labels else ""
                     raise RingError(
                         f"bot {self.name}: metric {name}{shown} is already registered as {_KIND_NAMES[existing.kind]} "
                         f"in {_UNIT_NAMES[existing.unit]} sampled 1 in {existing.sample_every}; asked for "
-                        f"{_KIND_NAMES[kind]} in {unit} sampled 1 in {sample_every}")
-                return existing
+                        f"{_KIND_NAMES[kind]} in {_UNIT_NAMES[unit]} sampled 1 in {sample_every}")
+                return existing.index
             index = len(self._entries)
             if index >= self._registry_capacity:
-                raise invalid(f"the registry is full ({self._registry_capacity} metrics); a bot file made with "
-                              "a larger max_metrics holds more")
+                raise RingError(f"bot {self.name}: metric {name}: the registry is full ({self._registry_capacity} "
+                                "metrics); a bot file made with a larger max_metrics holds more")
             if self._header is not None:
                 mm = self._header
                 offset = HEADER_SIZE + index * REGISTRY_ENTRY_SIZE
                 name_bytes = name.encode("ascii")
                 mm[offset:offset + REGISTRY_ENTRY_SIZE] = bytes(REGISTRY_ENTRY_SIZE)
-                _ENTRY.pack_into(mm, offset, index, kind, unit_code, 0, sample_every,
-                                 len(name_bytes), len(encoded), len(help_bytes))
+                _ENTRY.pack_into(mm, offset, index, kind, unit, 0, sample_every,
+                                 len(name_bytes), len(labels), len(help_bytes))
                 mm[offset + 0x18:offset + 0x18 + len(name_bytes)] = name_bytes
-                mm[offset + 0x80:offset + 0x80 + len(encoded)] = encoded
+                mm[offset + 0x80:offset + 0x80 + len(labels)] = labels
                 mm[offset + 0x180:offset + 0x180 + len(help_bytes)] = help_bytes
                 # "Release": the entry's stores are visible before the count's (x86-64, see above).
                 self._hi[_I_METRIC_COUNT] = index + 1
-            metric = _Metric(self.name, index, name, kind, unit_code, sample_every, encoded)
+            metric = _Metric(self.name, index, name, kind, unit, sample_every, labels)
             if sample_every > 1:
                 self._countdowns[index] = [1] * max(self._max_lanes, 1)
-            self._metrics[(name, encoded)] = metric
+            self._metrics[(name, labels)] = metric
             self._entries.append(metric)
-            return metric
+            return index
+
+    def handle(self, index, kind, scale, whole_only, convert):
+        """The calls of metric `index`: observe, start and stop for a histogram (values times
+        `scale`, floats rounded; `whole_only` is the converter's business here), inc for a counter, set, inc
+        and dec for a gauge. Values the hot path does not take go through `convert`."""
+        with self._lock:
+            self._check_usable()
+            metric = self._entries[index]
+            metric.convert = convert
+        if kind == KIND_HISTOGRAM:
+            return _Handle(observe=self._histogram_observe(metric, scale),
+                           start=time.monotonic_ns, stop=self._histogram_stop(metric))
+        if kind == KIND_COUNTER:
+            return _Handle(inc=self._counter_increment(metric))
+        return _Handle(**self._gauge_calls(metric))
 
     # MARK: Counters of this bot
 
@@ -914,11 +854,13 @@ class Bot:
 
     # MARK: The slow path
 
-    def _slow(self, metric, value, sample):
+    def _slow(self, metric, value, sample, raw=True, flags=0):
         """Every call the hot path does not finish: a thread's first call, a thread without a
         lane, a full lane, a bad value, a closed, disabled or forked bot. `sample`: the call has
-        not been through sampling yet. Returns what the handle's call returns."""
-        value = metric.check(value)
+        not been through sampling yet; `raw`: the value is the caller's, not yet converted;
+        `flags`: the record's RS_FLAG_*. Returns what the handle's call returns."""
+        if raw:
+            value = metric.convert(value)
         if self._forked or os.getpid() != self._owner_pid:
             return False  # the parent's file: nothing, quietly (the child was told on stderr)
         self._check_usable()
@@ -958,7 +900,7 @@ class Bot:
             countdowns[lane.index] = left - 1 if left > 1 else metric.sample_every
             if left > 1:
                 return False
-        # The hot path's steps, spelled out (see _histogram_record).
+        # The hot path's steps, spelled out (see _histogram_observe).
         state, mask = lane.state, self._mask
         cursor = state[0]
         if cursor - state[1] > mask and cursor - lane.refresh_read() > mask:
@@ -971,7 +913,7 @@ class Bot:
         if kind == KIND_GAUGE:
             _GAUGE_RECORD.pack_into(lane.mv, offset, now, value, cursor, index | KIND_GAUGE << 32)
         else:
-            _RECORD.pack_into(lane.mv, offset, now, value, cursor, index | KIND_HISTOGRAM << 32)
+            _RECORD.pack_into(lane.mv, offset, now, value, cursor, index | KIND_HISTOGRAM << 32 | flags << 40)
         state[0] = cursor + 1
         q[_LQ_WRITE] = cursor + 1  # "release": publishes the record above
         q[_LQ_HEARTBEAT] = now
@@ -980,30 +922,32 @@ class Bot:
     # MARK: The hot paths
 
     # Each handle's call is a closure over the bot's constants, so a call costs one Python call.
-    # It finishes the common case (a thread holding a lane with room, a good value) and leaves
-    # every other case to _slow: any exception on the way (no lane yet: AttributeError; a
-    # closed lane or a bad value: TypeError, ValueError, struct.error) lands there too, and
-    # _slow says what went wrong. The clock is CLOCK_MONOTONIC rather than the format's
-    # CLOCK_MONOTONIC_COARSE: the same origin, and from Python the cheaper call
-    # (clock_gettime_ns(id) parses its argument).
+    # It finishes the common case (a thread holding a lane with room, an exact int or float) and
+    # leaves every other case to _slow: any exception on the way (no lane yet: AttributeError; a
+    # closed lane or a bad value: TypeError, ValueError, OverflowError, struct.error) lands there
+    # too, with the caller's value, and _slow says what went wrong. The clock is CLOCK_MONOTONIC
+    # rather than the format's CLOCK_MONOTONIC_COARSE: the same origin, and from Python the
+    # cheaper call (clock_gettime_ns(id) parses its argument).
 
     def _inert(self, metric):
-        """A disabled bot's call: checks its argument, writes nothing."""
-        def call(value):
+        """A disabled bot's call: converts (so checks) its argument, writes nothing."""
+        def call(value=1):
             self._check_usable()
-            metric.check(value)
+            metric.convert(value)
             return False if metric.kind != KIND_COUNTER else None
         return call
 
-    def _histogram_record(self, metric):
+    def _histogram_observe(self, metric, scale):
         if self._header is None:
             return self._inert(metric)
         local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _RECORD.pack_into
         base = self._geometry.lane_records_offset
         tail = metric.index | KIND_HISTOGRAM << 32  # metric, kind, flags 0, reserved 0: one word
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
+        float_scale = float(scale)
 
-        def record(value):
+        def observe(value):
+            # Nanoseconds, bytes or none: an int is stored as it is; a float goes to the converter.
             try:
                 lane = local.lane
                 state = lane.state
@@ -1020,11 +964,32 @@ class Bot:
                 pass
             return slow(metric, value, False)
 
+        def observe_scaled(value):
+            # Seconds, milliseconds or microseconds: stored as nanoseconds.
+            try:
+                stored = round(value * float_scale) if value.__class__ is float else value * scale
+                lane = local.lane
+                state = lane.state
+                cursor = state[0]
+                if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
+                    now = clock()
+                    pack(lane.mv, base + ((cursor & mask) << 5), now, stored, cursor, tail)
+                    state[0] = cursor + 1
+                    q = lane.q
+                    q[write_at] = cursor + 1  # "release": publishes the record above
+                    q[heartbeat_at] = now
+                    return True
+            except Exception:
+                pass
+            return slow(metric, value, False)
+
+        if scale != 1:
+            observe = observe_scaled
         every = metric.sample_every
         if every == 1:
-            return record
+            return observe
         countdowns = self._countdowns[metric.index]  # per lane, as the C library keeps them
-        write = record
+        write = observe
 
         def sampled(value):
             try:
@@ -1034,33 +999,52 @@ class Bot:
                 return slow(metric, value, True)  # no lane yet, or none; a closed or forked bot
             if left > 1:
                 countdowns[n] = left - 1
-                if value.__class__ is not int or not 0 <= value <= _U64:
-                    metric.check(value)  # a skipped call refuses a bad value too
+                if not ((value.__class__ is int or value.__class__ is float) and value >= 0):
+                    metric.convert(value)  # a skipped call refuses a bad value too
                 return False
             countdowns[n] = every
             return write(value)
         return sampled
 
+    def _histogram_stop(self, metric):
+        """stop(start): the time since `start` (a time.monotonic_ns() reading, as start() gives),
+        in nanoseconds, recorded as a span stamped with its end."""
+        if self._header is None:
+            def stop(start):
+                self._check_usable()
+                return False
+            return stop
+        slow = self._slow
+
+        def stop(start):
+            if start.__class__ is not int:
+                raise TypeError(f"bot {self.name}: metric {metric.name}: stop() takes the token start() returned, not {start!r}")
+            elapsed = time.monotonic_ns() - start
+            return slow(metric, elapsed if elapsed > 0 else 0, True, raw=False, flags=FLAG_SPAN)
+        return stop
+
     def _counter_increment(self, metric):
         if self._header is None:
-            inert = self._inert(metric)
-            return lambda by=1: inert(by)
+            return self._inert(metric)
         local, slow, at = self._local, self._slow, _LQ_CELLS + metric.index
 
-        def increment(by=1):
+        def inc(by=1):
             try:
-                if by >= 0:
+                if by >= 0:  # a float fails the store below, and goes to the converter
                     q = local.lane.q
                     q[at] += by  # the lane's cell: only its holder writes it, so load + store is exact
                     return
             except Exception:
                 pass
             slow(metric, by, False)
-        return increment
+        return inc
 
-    def _gauge_set(self, metric):
+    def _gauge_calls(self, metric):
+        """set, inc and dec of a gauge: inc and dec add to the value this process last set, under a
+        lock of the gauge's (two threads' increments both count)."""
         if self._header is None:
-            return self._inert(metric)
+            inert = self._inert(metric)
+            return {"set": inert, "inc": inert, "dec": inert}
         local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _GAUGE_RECORD.pack_into
         base = self._geometry.lane_records_offset
         tail = metric.index | KIND_GAUGE << 32
@@ -1068,11 +1052,14 @@ class Bot:
         bits_at = self._cells_q + 4 * metric.index + _CELL_GAUGE_BITS
         set_at = self._cells_q + 4 * metric.index + _CELL_GAUGE_SET
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
+        current = [0.0]
+        lock = threading.Lock()
 
         def set(value):
             try:
                 # The metric's shared cell: any thread may set it, the last store wins.
-                hd[bits_at] = value
+                hd[bits_at] = value  # a float; anything else raises, and goes to the converter
+                current[0] = value
                 hq[set_at] = 1  # "release": after gauge_bits
                 lane = local.lane
                 state = lane.state
@@ -1087,107 +1074,28 @@ class Bot:
                     return True
             except Exception:
                 pass
-            return slow(metric, value, False)
-        return set
+            value = metric.convert(value)
+            current[0] = value
+            return slow(metric, value, False, raw=False)
+
+        def inc(amount=1):
+            amount = amount if amount.__class__ is float else metric.convert(amount)
+            with lock:
+                current[0] += amount
+                set(current[0])
+
+        def dec(amount=1):
+            amount = amount if amount.__class__ is float else metric.convert(amount)
+            with lock:
+                current[0] -= amount
+                set(current[0])
+        return {"set": set, "inc": inc, "dec": dec}
 
 
-# MARK: - Handles
+class _Handle:
+    """One metric's calls, as ringside's metric classes take them from either backend."""
+    __slots__ = ("observe", "start", "stop", "inc", "dec", "set")
 
-class Histogram:
-    """A histogram's handle: record(value) takes an int from 0 to 2^64-1 in the metric's unit.
-    Returns True if a record was written; False if sampling skipped it, the lane was full or the
-    thread has none (a counted drop), or the bot is disabled or belongs to a parent process."""
-    __slots__ = ("index", "name", "record")
-
-    def __init__(self, metric, record):
-        self.index, self.name, self.record = metric.index, metric.name, record
-
-
-class Counter:
-    """A counter's handle: increment(by=1) adds an int from 0 to 2^64-1; exact, whatever the lanes hold."""
-    __slots__ = ("index", "name", "increment")
-
-    def __init__(self, metric, increment):
-        self.index, self.name, self.increment = metric.index, metric.name, increment
-
-
-class Gauge:
-    """A gauge's handle: set(value) takes a float; the last value set, by any thread, is kept
-    exactly, and a record of it (for windowed min and max) may be dropped like any other."""
-    __slots__ = ("index", "name", "set")
-
-    def __init__(self, metric, set):
-        self.index, self.name, self.set = metric.index, metric.name, set
-
-
-# MARK: - The benchmark: python3 ringside.py --bench
-
-def _bench(calls, repeats):
-    """Nanoseconds per call of each handle's call, best of `repeats` runs of `calls` calls."""
-    import shutil
-    import tempfile
-    directory = tempfile.mkdtemp(prefix="ringside-pybench.", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    try:
-        with attach("bench", directory=directory, lane_capacity=1 << 20) as bot:
-            histogram = bot.histogram("latency", unit="ns")
-            sampled = bot.histogram("sampled_latency", unit="ns", sample_every=8)
-            counter = bot.counter("orders")
-            gauge = bot.gauge("exposure")
-            clock = time.perf_counter_ns
-
-            for call in (histogram.record, sampled.record, gauge.set):
-                call(1)  # the lane is claimed (and its pages mapped) before any timing
-            counter.increment()
-
-            def consume():
-                # The benchmark is its own consumer, between timed runs: its lane never fills.
-                for lane in bot._lanes:
-                    lane.q[_LQ_READ] = lane.q[_LQ_WRITE]
-
-            rows = {
-                "histogram.record": lambda n: [histogram.record(v) for v in range(n)],
-                "histogram.record 1 in 8": lambda n: [sampled.record(v) for v in range(n)],
-                "counter.increment": lambda n: [counter.increment() for _ in range(n)],
-                "gauge.set": lambda n: [gauge.set(0.5) for _ in range(n)],
-                "time.perf_counter_ns": lambda n: [clock() for _ in range(n)],
-                "empty loop": lambda n: [None for _ in range(n)],
-            }
-            results = {}
-            for row, body in rows.items():
-                best = None
-                for _ in range(repeats):
-                    consume()
-                    start = time.perf_counter_ns()
-                    body(calls)
-                    elapsed = (time.perf_counter_ns() - start) / calls
-                    best = elapsed if best is None else min(best, elapsed)
-                results[row] = best
-            results["dropped"] = bot.records_dropped
-            results["lanes"] = bot.lanes_allocated
-            return results
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def main(argv):
-    import json
-    if argv[:1] != ["--bench"]:
-        print("usage: ringside.py --bench [--calls N] [--repeats N] [--json]", file=sys.stderr)
-        return 2
-    calls = int(argv[argv.index("--calls") + 1]) if "--calls" in argv else 200_000
-    repeats = int(argv[argv.index("--repeats") + 1]) if "--repeats" in argv else 5
-    results = _bench(calls, repeats)
-    if "--json" in argv:
-        print(json.dumps({"python": platform.python_version(), "machine": platform.machine(), **results}))
-        return 0
-    print(f"CPython {platform.python_version()} on {platform.machine()}: ns per call, best of {repeats} x {calls:,}"
-          " (the loop's own cost included; 'empty loop' shows it)")
-    for row, value in results.items():
-        if row not in ("dropped", "lanes"):
-            print(f"  {row:<24} {value:8.1f}")
-    print(f"  dropped {results['dropped']}, lanes {results['lanes']}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    def __init__(self, **calls):
+        for name, call in calls.items():
+            setattr(self, name, call)

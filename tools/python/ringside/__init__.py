@@ -1,0 +1,366 @@
+"""Ringside for Python: a bot's telemetry in nanoseconds, through shared memory.
+
+    import ringside
+    bot = ringside.attach("py-bot")                      # /dev/shm/ringside.py-bot
+    fill = bot.histogram("order_fill_latency", unit="s", labelnames=("symbol",))
+    orders = bot.counter("orders")
+    exposure = bot.gauge("gross_exposure")
+
+    fill.labels("AAPL").observe(0.0012)                  # seconds, stored as 1,200,000 ns exactly
+    with fill.labels("MSFT").time(): ...                 # a span, timed by the precise clock
+    @fill.labels("AAPL").time()                          # a function's calls, or a coroutine's
+    async def send_order(): ...
+    t = fill.labels("AAPL").start(); ...; fill.labels("AAPL").stop(t)
+    orders.inc()                                         # exact: counters write no records
+    exposure.set(1.25e6); exposure.inc(10); exposure.dec(2.5)
+    bot.close()                                          # or exit: the kernel drops the lock
+
+The ringside-collector drains the bot as it drains every other producer's (C, C++, Swift, Rust)
+and exports windowed percentiles, counters and gauges.
+
+The calls run in a C extension over ringside_producer.h when the package was built with a
+compiler and Python's headers (`ACCELERATED` is True), else in the pure-Python module `_pure`:
+the same API, format, values and errors, at a few times the cost. RINGSIDE_PURE=1 in the
+environment picks the pure module even where the extension was built.
+
+VALUES. A histogram declared in "s", "ms", "us" or "ns" stores whole nanoseconds: an int is
+multiplied exactly, a float multiplied and rounded to the nearest nanosecond (ties to even), which
+is exact for any decimal number of nanoseconds below 2^51 (26 days). One in "bytes" or "none"
+takes whole numbers (3 or 3.0). Counters add whole numbers from 0 to 2^64-1; gauges take floats.
+A bad value raises RingValueError (a ValueError) or RingTypeError (a TypeError) naming the bot,
+the metric and the value; nothing is recorded then.
+
+THREADS, ASYNCIO AND FORK. Every call may come from any thread; each thread writes a lane of its
+own, claimed on its first record and retired when it ends, so threads never contend. Coroutines
+of one event loop share their thread's lane; a call never awaits. In a child made by os.fork()
+(or multiprocessing's fork), the parent's bots write nothing and say so once on stderr: attach a
+bot of its own, under another name, in the child.
+
+RINGSIDE_DISABLED=1 gives bots that create no file and write nothing; their calls still check
+their values.
+"""
+
+import functools
+import inspect
+import os
+import threading
+import weakref
+
+from . import _values
+from ._errors import BotError, RingError, RingTypeError, RingValueError
+from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM
+
+__all__ = ["attach", "Bot", "Histogram", "Counter", "Gauge", "RingError", "BotError", "RingValueError",
+           "RingTypeError", "ACCELERATED", "__version__"]
+__version__ = "0.2.0"
+
+
+def _load_backend():
+    if os.environ.get("RINGSIDE_PURE", "").lower() not in ("1", "true", "yes"):
+        try:
+            from . import _ringside
+            return _ringside, True
+        except ImportError:
+            pass
+    from . import _pure
+    return _pure, False
+
+
+_default_backend, ACCELERATED = _load_backend()
+
+
+def attach(name, directory=None, *, lane_capacity=None, max_metrics=None, max_lanes=None, mode=0o600):
+    """Attaches to the bot `name` as its process, creating its file if it does not exist.
+
+    Args:
+        name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>.
+        directory: default $RINGSIDE_DIR, else /dev/shm.
+        lane_capacity: records a lane holds (a power of two, 16 to 2^28); None: 65,536 for a
+            new file, whatever an existing one has (a number: an existing file must match).
+        max_metrics: series the bot may register, 1 to 4096; None: 256 for a new file.
+        max_lanes: threads recording at once, 1 to 1024; None: 64 for a new file.
+        mode: the permission bits of a new file.
+    Raises RingError: another process holds the bot, a corrupt or incompatible file, a full
+    directory, another user's file, a symbolic link; RingValueError for a bad argument.
+    """
+    return Bot(name, directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
+               max_lanes=max_lanes, mode=mode)
+
+
+# The bots of this process, for the fork handler (weak: a bot dropped without close() goes too).
+_BOTS = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    # A lock another thread of the parent held is held forever in the child: make new ones.
+    # (The backends disown the parent's files themselves.)
+    for bot in list(_BOTS):
+        bot._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Bot:
+    """A bot's file, attached by this process (see attach()). A context manager that closes it."""
+
+    def __init__(self, name, directory=None, *, lane_capacity=None, max_metrics=None, max_lanes=None, mode=0o600,
+                 _backend=None):
+        # _backend: _pure or _ringside, for the benchmark and the tests that run both in one process
+        self.name = name
+        self._core = (_backend or _default_backend).attach(name, directory, lane_capacity, max_metrics, max_lanes, mode)
+        self._families = {}  # name -> the Histogram, Counter or Gauge registered under it
+        self._lock = threading.Lock()
+        _BOTS.add(self)
+
+    def __repr__(self):
+        return f"<ringside.Bot {self.name} at {self.path}>"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Detaches: retires every lane, unmaps the file and releases its lock; the records stay
+        for the collector. Calls through the bot's metrics raise RingError afterwards."""
+        self._core.close()
+        _BOTS.discard(self)
+
+    @property
+    def path(self):
+        """The bot's file (None when disabled)."""
+        return self._core.path
+
+    @property
+    def enabled(self):
+        """False when disabled by RINGSIDE_DISABLED, closed, or in a forked child."""
+        return self._core.enabled
+
+    @property
+    def lanes_allocated(self):
+        """Lanes in the bot's file: one per thread that recorded at once."""
+        return self._core.lanes_allocated
+
+    @property
+    def metric_count(self):
+        """Series registered (each label set of a metric is one)."""
+        return self._core.metric_count
+
+    @property
+    def records_written(self):
+        """Records written, over every lane."""
+        return self._core.records_written
+
+    @property
+    def records_dropped(self):
+        """Records lost: to full lanes, and from threads that found no lane."""
+        return self._core.records_dropped
+
+    def histogram(self, name, *, unit="none", labelnames=(), labels=None, help="", sample_every=1):
+        """A histogram: observe(value) in `unit` ("s", "ms", "us", "ns", "bytes" or "none").
+
+        labelnames: the labels each series names with .labels(...); labels: a dict of labels
+        every series carries. sample_every=N writes 1 observation in N per thread (the collector
+        scales the counts by N)."""
+        return self._family(Histogram, name, unit, labelnames, labels, help, sample_every)
+
+    def counter(self, name, *, labelnames=(), labels=None, help=""):
+        """A counter: inc(n=1) adds whole numbers to an exact total."""
+        return self._family(Counter, name, "none", labelnames, labels, help, 1)
+
+    def gauge(self, name, *, unit="none", labelnames=(), labels=None, help=""):
+        """A gauge: set(value), inc(n=1), dec(n=1), from any thread; the last value is exact."""
+        return self._family(Gauge, name, unit, labelnames, labels, help, 1)
+
+    def _family(self, cls, name, unit, labelnames, labels, help, sample_every):
+        _values.check_name(self.name, name)
+        if unit not in _values.UNIT_CODES:
+            raise RingValueError(f"bot {self.name}: metric {name}: unknown unit {unit!r}; one of "
+                                 f"{', '.join(_values.UNIT_CODES)}")
+        if isinstance(labelnames, str):
+            labelnames = (labelnames,)
+        labelnames = tuple(labelnames)
+        constant = dict(labels or {})
+        try:
+            _values.encode_labels({**constant, **{key: "" for key in labelnames}})
+        except ValueError as error:
+            raise RingValueError(f"bot {self.name}: metric {name}: {error}") from None
+        if len(set(labelnames)) != len(labelnames) or set(labelnames) & set(constant):
+            raise RingValueError(f"bot {self.name}: metric {name}: label names {labelnames} repeat a name")
+        shape = (cls, unit, labelnames, tuple(sorted(constant.items())), help, sample_every)
+        with self._lock:
+            family = self._families.get(name)
+            if family is not None:
+                if family._shape != shape:
+                    raise RingError(f"bot {self.name}: metric {name} is already a {family._shape[0].__name__.lower()} "
+                                    f"in {family.unit} with label names {family.labelnames}; asked for a "
+                                    f"{cls.__name__.lower()} in {unit} with label names {labelnames}")
+                return family
+            family = cls(self, name, unit, labelnames, constant, help, sample_every, shape)
+            self._families[name] = family
+            return family
+
+
+def _needs_labels(kind_name, name, labelnames):
+    def call(*args, **kwargs):
+        raise ValueError(f"{kind_name} {name} has label names {labelnames}: call .labels(...) first")
+    return call
+
+
+class _Metric:
+    """A metric family, and each of its series: with label names, a family whose .labels(...)
+    returns (and caches) the series; without, a series itself."""
+    __slots__ = ("_bot", "name", "unit", "labelnames", "labelvalues", "_constant", "_help", "_sample_every",
+                 "_shape", "_children")
+    _kind = 0
+    _call_names = ()
+
+    def __init__(self, bot, name, unit, labelnames, constant, help, sample_every, shape, labelvalues=()):
+        self._bot, self.name, self.unit, self.labelnames = bot, name, unit, labelnames
+        self._constant, self._help, self._sample_every, self._shape = constant, help, sample_every, shape
+        self.labelvalues = labelvalues
+        self._children = {}
+        if labelnames and not labelvalues:
+            for call in self._call_names:  # a family records nothing itself
+                setattr(self, call, _needs_labels(type(self).__name__.lower(), name, labelnames))
+            return
+        labels = dict(constant)
+        labels.update(zip(labelnames, labelvalues))
+        try:
+            encoded = _values.encode_labels(labels)
+        except ValueError as error:
+            raise RingValueError(f"bot {bot.name}: metric {name}: {error}") from None
+        kind, core = self._kind, bot._core
+        index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every)
+        scale = _values.NANOSECONDS_PER.get(unit, 1) if kind == KIND_HISTOGRAM else 1
+        handle = core.handle(index, kind, scale, unit not in _values.NANOSECONDS_PER, self._converter(bot.name, name, unit))
+        for call in self._call_names:  # the backend's calls themselves: one call per record
+            setattr(self, call, getattr(handle, call))
+
+    def labels(self, *values, **named):
+        """The series of these label values (positional, in labelnames' order, or by name),
+        registered on first use and cached."""
+        if not named:
+            child = self._children.get(values)  # the common case: seen before, positional
+            if child is not None:
+                return child
+        key = values or tuple(named.get(label) for label in self.labelnames)
+        child = self._children.get(key)
+        if child is not None and not (values and named):
+            return child
+        if not self.labelnames:
+            raise ValueError(f"{type(self).__name__.lower()} {self.name} has no label names")
+        if (values and named) or len(key) != len(self.labelnames) or (named and set(named) != set(self.labelnames)):
+            raise ValueError(f"{type(self).__name__.lower()} {self.name}: expected values for {self.labelnames}, "
+                             f"got {values or named}")
+        strings = tuple(str(value) for value in key)
+        with self._bot._lock:
+            child = self._children.get(strings)
+            if child is None:
+                child = type(self)(self._bot, self.name, self.unit, self.labelnames, self._constant, self._help,
+                                   self._sample_every, self._shape, strings)
+                self._children[strings] = child
+            self._children[key] = child
+        return child
+
+    def __repr__(self):
+        labels = dict(self._constant)
+        labels.update(zip(self.labelnames, self.labelvalues))
+        shown = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+        return f"<ringside.{type(self).__name__} {self.name}{{{shown}}} of bot {self._bot.name}>"
+
+
+class Histogram(_Metric):
+    """observe(value) in the histogram's unit; returns True if a record was written, False if
+    sampling skipped it, the lane was full or the thread found none (a counted drop), or the bot
+    is disabled or belongs to a parent process. A time histogram also times: time() as a context
+    manager or a decorator (of functions and coroutines), start() and stop(token)."""
+    __slots__ = ("observe", "start", "stop")
+    _kind = KIND_HISTOGRAM
+    _call_names = ("observe", "start", "stop")
+
+    @staticmethod
+    def _converter(bot, name, unit):
+        return _values.histogram_converter(bot, name, unit)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.unit not in _values.NANOSECONDS_PER and not (self.labelnames and not self.labelvalues):
+            for call in ("start", "stop"):
+                setattr(self, call, self._untimed)
+
+    def _untimed(self, *args):
+        raise TypeError(f"histogram {self.name} is in {self.unit}: only a histogram in s, ms, us or ns times")
+
+    def time(self):
+        """Times a block (`with h.time():`) or each call of a function or coroutine (`@h.time()`)."""
+        if self.labelnames and not self.labelvalues:
+            self.start()  # raises: call .labels(...) first
+        if self.unit not in _values.NANOSECONDS_PER:
+            self._untimed()
+        return _Timer(self.start, self.stop)
+
+
+class Counter(_Metric):
+    """inc(n=1): adds a whole number; exact whatever the lanes hold."""
+    __slots__ = ("inc",)
+    _kind = KIND_COUNTER
+    _call_names = ("inc",)
+
+    @staticmethod
+    def _converter(bot, name, unit):
+        return _values.counter_converter(bot, name)
+
+
+class Gauge(_Metric):
+    """set(value), inc(n=1), dec(n=1): a float; the last value set, by any thread, is kept
+    exactly, and a record of it (for windowed min and max) may be dropped like any other. inc and
+    dec start from 0 in each process, as prometheus_client's do."""
+    __slots__ = ("set", "inc", "dec")
+    _kind = KIND_GAUGE
+    _call_names = ("set", "inc", "dec")
+
+    @staticmethod
+    def _converter(bot, name, unit):
+        return _values.gauge_converter(bot, name)
+
+
+class _Timer:
+    """What Histogram.time() returns: a context manager, and a decorator of functions and
+    coroutine functions. Each call of a decorated function has its own start."""
+    __slots__ = ("_start", "_stop", "_token")
+
+    def __init__(self, start, stop):
+        self._start, self._stop, self._token = start, stop, None
+
+    def __enter__(self):
+        self._token = self._start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop(self._token)
+        return False
+
+    def __call__(self, function):
+        start, stop = self._start, self._stop
+        if inspect.iscoroutinefunction(function):
+            @functools.wraps(function)
+            async def timed_coroutine(*args, **kwargs):
+                token = start()
+                try:
+                    return await function(*args, **kwargs)
+                finally:
+                    stop(token)
+            return timed_coroutine
+
+        @functools.wraps(function)
+        def timed(*args, **kwargs):
+            token = start()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                stop(token)
+        return timed

@@ -1,0 +1,441 @@
+/*
+ * ringside._ringside: the C backend of the ringside package, over ringside_producer.h.
+ *
+ * A Core is one attached rs_bot; a Handle is one registered metric of it, whose methods are the
+ * hot path: an exact int or float is converted here and written with one rs_bot_* call; any
+ * other value goes to the handle's `convert` (ringside/_values.py), which returns the value to
+ * store or raises the error that names the metric and the value. Both backends share that
+ * converter, so they take and refuse the same values with the same messages.
+ *
+ * Every call holds the GIL, so a Core's close() never runs while another thread records through
+ * it: records after close() raise RingError instead of touching unmapped memory. Lanes, threads
+ * and fork are the C producer's (per-thread lanes retired at thread exit; a forked child's bots
+ * write nothing).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdatomic.h>
+
+#include "ringside_producer.h"
+
+static PyObject *RingError; /* ringside._errors.RingError */
+static PyObject *RingValueError;
+
+/* MARK: - Core: an attached bot */
+
+typedef struct {
+    PyObject_HEAD
+    rs_bot *bot;      /* NULL once closed */
+    PyObject *name;   /* str */
+} CoreObject;
+
+static PyTypeObject CoreType;
+
+static PyObject *raise_rs_error(const rs_error *error) {
+    PyObject *type = error->code == RS_E_INVALID ? RingValueError : RingError;
+    PyErr_SetString(type, error->message[0] ? error->message : rs_strerror(error->code));
+    return NULL;
+}
+
+static int core_check_open(CoreObject *core) {
+    if (core->bot != NULL) return 0;
+    PyErr_Format(RingError, "bot %U is closed", core->name);
+    return -1;
+}
+
+/* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode) */
+static PyObject *ringside_attach(PyObject *module, PyObject *args) {
+    const char *name, *directory = NULL;
+    unsigned long long lane_capacity = 0;
+    unsigned int max_metrics = 0, max_lanes = 0, mode = 0600;
+    PyObject *lane_capacity_object, *max_metrics_object, *max_lanes_object;
+    if (!PyArg_ParseTuple(args, "szOOOI", &name, &directory, &lane_capacity_object, &max_metrics_object,
+                          &max_lanes_object, &mode)) return NULL;
+    if (lane_capacity_object != Py_None) {
+        lane_capacity = PyLong_AsUnsignedLongLong(lane_capacity_object);
+        if (PyErr_Occurred() || lane_capacity == 0) {
+            PyErr_Clear();
+            return PyErr_Format(RingValueError, "bot %s: lane_capacity %R must be a power of two from 16 to 2^28 records",
+                                name, lane_capacity_object);
+        }
+    }
+    if (max_metrics_object != Py_None) {
+        unsigned long value = PyLong_AsUnsignedLong(max_metrics_object);
+        if (PyErr_Occurred() || value == 0 || value > 4096) {
+            PyErr_Clear();
+            return PyErr_Format(RingValueError, "bot %s: max_metrics %R must be from 1 to 4096", name, max_metrics_object);
+        }
+        max_metrics = (unsigned int)value;
+    }
+    if (max_lanes_object != Py_None) {
+        unsigned long value = PyLong_AsUnsignedLong(max_lanes_object);
+        if (PyErr_Occurred() || value == 0 || value > RS_MAX_LANES) {
+            PyErr_Clear();
+            return PyErr_Format(RingValueError, "bot %s: max_lanes %R must be from 1 to %d", name, max_lanes_object, RS_MAX_LANES);
+        }
+        max_lanes = (unsigned int)value;
+    }
+    if (mode > 0777) return PyErr_Format(RingValueError, "bot %s: mode %o must hold permission bits only (0 to 0o777)", name, mode);
+    rs_bot_options options = {0};
+    options.directory = directory;
+    options.lane_capacity = lane_capacity;
+    options.max_metrics = max_metrics;
+    options.max_lanes = max_lanes;
+    options.mode = (mode_t)mode;
+    rs_bot *bot = NULL;
+    rs_error error;
+    int code;
+    Py_BEGIN_ALLOW_THREADS /* creating and reserving the file may take milliseconds */
+    code = rs_bot_attach(&bot, name, &options, &error);
+    Py_END_ALLOW_THREADS
+    if (code < 0) return raise_rs_error(&error);
+    CoreObject *core = PyObject_New(CoreObject, &CoreType);
+    if (core == NULL) {
+        rs_bot_detach(bot);
+        return NULL;
+    }
+    core->bot = bot;
+    core->name = PyUnicode_FromString(name);
+    if (core->name == NULL) {
+        Py_DECREF(core);
+        return NULL;
+    }
+    return (PyObject *)core;
+}
+
+static void core_dealloc(CoreObject *core) {
+    if (core->bot != NULL) rs_bot_detach(core->bot);
+    Py_XDECREF(core->name);
+    PyObject_Free(core);
+}
+
+/* register(name, kind, unit, labels: bytes, help: str, sample_every) -> index */
+static PyObject *core_register(CoreObject *core, PyObject *args) {
+    const char *name, *labels, *help;
+    Py_ssize_t name_length, labels_length, help_length;
+    int kind, unit;
+    unsigned long sample_every;
+    if (!PyArg_ParseTuple(args, "s#iiy#s#k", &name, &name_length, &kind, &unit, &labels, &labels_length,
+                          &help, &help_length, &sample_every)) return NULL;
+    if (core_check_open(core) < 0) return NULL;
+    if (sample_every == 0 || sample_every > UINT32_MAX)
+        return PyErr_Format(RingValueError, "bot %U: metric %s: sample_every %lu must be from 1 to 2^32-1",
+                            core->name, name, sample_every);
+    rs_metric metric;
+    rs_error error;
+    if (rs_bot_register_encoded(core->bot, &metric, name, (size_t)name_length, (rs_kind)kind, (rs_unit)unit,
+                                labels, (size_t)labels_length, help, (size_t)help_length, (uint32_t)sample_every,
+                                &error) < 0) return raise_rs_error(&error);
+    return PyLong_FromUnsignedLong(metric.index);
+}
+
+static PyObject *core_close(CoreObject *core, PyObject *unused) {
+    if (core->bot != NULL) {
+        rs_bot *bot = core->bot;
+        core->bot = NULL;
+        rs_bot_detach(bot);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *core_path(CoreObject *core, void *unused) {
+    if (core_check_open(core) < 0) return NULL;
+    const char *path = rs_bot_path(core->bot);
+    if (path[0] == 0) Py_RETURN_NONE;
+    return PyUnicode_DecodeFSDefault(path);
+}
+
+static PyObject *core_enabled(CoreObject *core, void *unused) {
+    return PyBool_FromLong(core->bot != NULL && core->bot->enabled);
+}
+
+static PyObject *core_lanes_allocated(CoreObject *core, void *unused) {
+    if (core_check_open(core) < 0) return NULL;
+    return PyLong_FromUnsignedLong(core->bot->enabled ? rs_bot_lanes_allocated(core->bot) : 0);
+}
+
+static PyObject *core_metric_count(CoreObject *core, void *unused) {
+    if (core_check_open(core) < 0) return NULL;
+    return PyLong_FromUnsignedLong(rs_bot_metric_count(core->bot));
+}
+
+/* Sums a lane header field over the lanes this process mapped (relaxed: a statistic). */
+static uint64_t core_sum_lanes(rs_bot *bot, size_t field_offset) {
+    uint64_t total = 0;
+    if (!bot->enabled) return 0;
+    uint32_t lanes = rs_bot_lanes_allocated(bot);
+    for (uint32_t lane = 0; lane < lanes && lane < bot->max_lanes; lane++) {
+        if (bot->lanes[lane] == NULL) continue;
+        total += __atomic_load_n((uint64_t *)((char *)bot->lanes[lane] + field_offset), __ATOMIC_RELAXED);
+    }
+    return total;
+}
+
+static PyObject *core_records_written(CoreObject *core, void *unused) {
+    if (core_check_open(core) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong(core_sum_lanes(core->bot, offsetof(rs_lane_header, write_cursor)));
+}
+
+static PyObject *core_records_dropped(CoreObject *core, void *unused) {
+    if (core_check_open(core) < 0) return NULL;
+    rs_bot *bot = core->bot;
+    uint64_t dropped = core_sum_lanes(bot, offsetof(rs_lane_header, dropped_total));
+    if (bot->enabled && bot->header != NULL) {
+        /* records of threads that found no lane, in the metrics' shared cells */
+        const rs_metric_cell *cells = (const rs_metric_cell *)((const char *)bot->header + bot->header->cells_offset);
+        uint32_t count = rs_bot_metric_count(bot);
+        for (uint32_t index = 0; index < count; index++) {
+            const rs_registry_entry *entry = rs_bot_registry_entry(bot, index);
+            if (entry != NULL && entry->kind != RS_KIND_COUNTER)
+                dropped += __atomic_load_n(&cells[index].unlaned, __ATOMIC_RELAXED);
+        }
+    }
+    return PyLong_FromUnsignedLongLong(dropped);
+}
+
+/* MARK: - Handle: one metric's hot path */
+
+typedef struct {
+    PyObject_HEAD
+    CoreObject *core;
+    rs_metric metric;
+    uint64_t scale;        /* nanoseconds per declared time unit, else 1 */
+    double float_scale;    /* the same, as a double */
+    int whole_only;        /* 1: a float must be a whole number (bytes, none) */
+    double gauge_value;    /* a gauge's value as this process last set it (inc and dec add to it) */
+    PyObject *convert;     /* value -> stored value, or raises (ringside/_values.py) */
+} HandleObject;
+
+static PyTypeObject HandleType;
+
+/* handle(index, kind, scale, whole_only, convert) */
+static PyObject *core_handle(CoreObject *core, PyObject *args) {
+    unsigned long index;
+    int kind, whole_only;
+    unsigned long long scale;
+    PyObject *convert;
+    if (!PyArg_ParseTuple(args, "kiKpO", &index, &kind, &scale, &whole_only, &convert)) return NULL;
+    if (core_check_open(core) < 0) return NULL;
+    if (scale == 0 || !PyCallable_Check(convert)) return PyErr_Format(PyExc_ValueError, "bad handle arguments");
+    HandleObject *handle = PyObject_New(HandleObject, &HandleType);
+    if (handle == NULL) return NULL;
+    Py_INCREF(core);
+    handle->core = core;
+    handle->metric.index = (uint32_t)index;
+    handle->metric.kind = (uint8_t)kind;
+    handle->metric.sampled = 0;
+    handle->metric.reserved = 0;
+    handle->metric.ns_per_unit = 1; /* a time histogram stores nanoseconds */
+    const rs_registry_entry *entry = rs_bot_registry_entry(core->bot, (uint32_t)index);
+    if (entry != NULL) handle->metric.sampled = entry->sample_every > 1;
+    handle->scale = scale;
+    handle->float_scale = (double)scale;
+    handle->whole_only = whole_only;
+    handle->gauge_value = 0.0;
+    Py_INCREF(convert);
+    handle->convert = convert;
+    return (PyObject *)handle;
+}
+
+static void handle_dealloc(HandleObject *handle) {
+    Py_XDECREF(handle->core);
+    Py_XDECREF(handle->convert);
+    PyObject_Free(handle);
+}
+
+/* A value the fast path did not take, through `convert`: 0 and *out, or -1 with the exception set. */
+static int handle_convert_u64(HandleObject *handle, PyObject *value, uint64_t *out) {
+    PyObject *converted = PyObject_CallFunctionObjArgs(handle->convert, value, NULL);
+    if (converted == NULL) return -1;
+    *out = PyLong_AsUnsignedLongLong(converted);
+    Py_DECREF(converted);
+    return (*out == (uint64_t)-1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int handle_convert_double(HandleObject *handle, PyObject *value, double *out) {
+    PyObject *converted = PyObject_CallFunctionObjArgs(handle->convert, value, NULL);
+    if (converted == NULL) return -1;
+    *out = PyFloat_AsDouble(converted);
+    Py_DECREF(converted);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* A histogram's observation as stored: whole nanoseconds (time units) or whole numbers. */
+static int handle_observation(HandleObject *handle, PyObject *value, uint64_t *out) {
+    if (PyFloat_CheckExact(value)) {
+        double product = PyFloat_AS_DOUBLE(value) * handle->float_scale;
+        /* NaN fails both comparisons; 2^64 is the first double out of range, and every double
+           below it rounds to one below it (doubles that large are whole numbers). */
+        if (product >= 0.0 && product < 18446744073709551616.0) {
+            double rounded = nearbyint(product); /* to the nearest, ties to even: Python's round() */
+            if (!handle->whole_only || rounded == product) {
+                *out = (uint64_t)rounded;
+                return 0;
+            }
+        }
+    } else if (PyLong_CheckExact(value)) {
+        int overflow;
+        long long whole = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (!overflow && whole >= 0 && !__builtin_mul_overflow((uint64_t)whole, handle->scale, out)) return 0;
+        if (whole == -1 && PyErr_Occurred()) PyErr_Clear();
+    }
+    return handle_convert_u64(handle, value, out);
+}
+
+static PyObject *handle_observe(HandleObject *handle, PyObject *value) {
+    uint64_t stored;
+    if (handle_observation(handle, value, &stored) < 0) return NULL;
+    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    return PyBool_FromLong(rs_bot_record(handle->core->bot, handle->metric, stored));
+}
+
+static PyObject *handle_start(HandleObject *handle, PyObject *unused) {
+    return PyLong_FromUnsignedLongLong(rs_clock_precise_ns());
+}
+
+static PyObject *handle_stop(HandleObject *handle, PyObject *token) {
+    uint64_t start = PyLong_AsUnsignedLongLong(token);
+    if (start == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "stop() takes the token start() returned, not %R", token);
+    }
+    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    return PyBool_FromLong(rs_bot_record_span(handle->core->bot, handle->metric, start));
+}
+
+/* A counter's increment, or a gauge's amount: the one optional argument (default 1). */
+static int handle_increment(HandleObject *handle, PyObject *const *args, Py_ssize_t count, uint64_t *out) {
+    if (count == 0) {
+        *out = 1;
+        return 0;
+    }
+    if (count > 1) {
+        PyErr_Format(PyExc_TypeError, "inc() takes at most 1 argument (%zd given)", count);
+        return -1;
+    }
+    PyObject *value = args[0];
+    if (PyLong_CheckExact(value)) {
+        int overflow;
+        long long whole = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (!overflow && whole >= 0) {
+            *out = (uint64_t)whole;
+            return 0;
+        }
+        if (whole == -1 && PyErr_Occurred()) PyErr_Clear();
+    }
+    return handle_convert_u64(handle, value, out);
+}
+
+static PyObject *handle_inc(HandleObject *handle, PyObject *const *args, Py_ssize_t count) {
+    if (handle->metric.kind == RS_KIND_GAUGE) {
+        double amount = 1.0;
+        if (count > 1) return PyErr_Format(PyExc_TypeError, "inc() takes at most 1 argument (%zd given)", count);
+        if (count == 1) {
+            if (PyFloat_CheckExact(args[0])) amount = PyFloat_AS_DOUBLE(args[0]);
+            else if (handle_convert_double(handle, args[0], &amount) < 0) return NULL;
+        }
+        if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+        handle->gauge_value += amount; /* under the GIL: one thread at a time */
+        rs_bot_set(handle->core->bot, handle->metric, handle->gauge_value);
+        Py_RETURN_NONE;
+    }
+    uint64_t increment;
+    if (handle_increment(handle, args, count, &increment) < 0) return NULL;
+    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    rs_bot_count(handle->core->bot, handle->metric, increment);
+    Py_RETURN_NONE;
+}
+
+static PyObject *handle_dec(HandleObject *handle, PyObject *const *args, Py_ssize_t count) {
+    double amount = 1.0;
+    if (count > 1) return PyErr_Format(PyExc_TypeError, "dec() takes at most 1 argument (%zd given)", count);
+    if (count == 1) {
+        if (PyFloat_CheckExact(args[0])) amount = PyFloat_AS_DOUBLE(args[0]);
+        else if (handle_convert_double(handle, args[0], &amount) < 0) return NULL;
+    }
+    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    handle->gauge_value -= amount;
+    rs_bot_set(handle->core->bot, handle->metric, handle->gauge_value);
+    Py_RETURN_NONE;
+}
+
+static PyObject *handle_set(HandleObject *handle, PyObject *value) {
+    double number;
+    if (PyFloat_CheckExact(value)) number = PyFloat_AS_DOUBLE(value);
+    else if (handle_convert_double(handle, value, &number) < 0) return NULL;
+    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    handle->gauge_value = number;
+    return PyBool_FromLong(rs_bot_set(handle->core->bot, handle->metric, number));
+}
+
+/* MARK: - Types and module */
+
+static PyMethodDef core_methods[] = {
+    {"register", (PyCFunction)core_register, METH_VARARGS, "register(name, kind, unit, labels, help, sample_every) -> index"},
+    {"handle", (PyCFunction)core_handle, METH_VARARGS, "handle(index, kind, scale, whole_only, convert) -> Handle"},
+    {"close", (PyCFunction)core_close, METH_NOARGS, "Detaches the bot; its records stay for the collector."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef core_getset[] = {
+    {"path", (getter)core_path, NULL, "the bot's file, or None when disabled", NULL},
+    {"enabled", (getter)core_enabled, NULL, "False when disabled, closed or a forked child's", NULL},
+    {"lanes_allocated", (getter)core_lanes_allocated, NULL, "lanes in the file", NULL},
+    {"metric_count", (getter)core_metric_count, NULL, "registry entries published", NULL},
+    {"records_written", (getter)core_records_written, NULL, "records published, over the lanes", NULL},
+    {"records_dropped", (getter)core_records_dropped, NULL, "records lost: full lanes, threads without one", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ringside._ringside.Core",
+    .tp_basicsize = sizeof(CoreObject),
+    .tp_dealloc = (destructor)core_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An attached bot (made by attach()).",
+    .tp_methods = core_methods,
+    .tp_getset = core_getset,
+};
+
+static PyMethodDef handle_methods[] = {
+    {"observe", (PyCFunction)handle_observe, METH_O, "Records an observation of a histogram."},
+    {"start", (PyCFunction)handle_start, METH_NOARGS, "The precise clock now, for stop()."},
+    {"stop", (PyCFunction)handle_stop, METH_O, "Records the time since start() as a span."},
+    {"inc", (PyCFunction)(void (*)(void))handle_inc, METH_FASTCALL, "Adds to a counter or a gauge."},
+    {"dec", (PyCFunction)(void (*)(void))handle_dec, METH_FASTCALL, "Subtracts from a gauge."},
+    {"set", (PyCFunction)handle_set, METH_O, "Sets a gauge."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject HandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ringside._ringside.Handle",
+    .tp_basicsize = sizeof(HandleObject),
+    .tp_dealloc = (destructor)handle_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One registered metric's calls (made by Core.handle()).",
+    .tp_methods = handle_methods,
+};
+
+static PyMethodDef module_methods[] = {
+    {"attach", ringside_attach, METH_VARARGS, "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode) -> Core"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_definition = {
+    PyModuleDef_HEAD_INIT, "ringside._ringside", "The C backend of ringside (over ringside_producer.h).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__ringside(void) {
+    if (PyType_Ready(&CoreType) < 0 || PyType_Ready(&HandleType) < 0) return NULL;
+    PyObject *errors = PyImport_ImportModule("ringside._errors");
+    if (errors == NULL) return NULL;
+    RingError = PyObject_GetAttrString(errors, "RingError");
+    RingValueError = PyObject_GetAttrString(errors, "RingValueError");
+    Py_DECREF(errors);
+    if (RingError == NULL || RingValueError == NULL) return NULL;
+    return PyModule_Create(&module_definition);
+}

@@ -1,0 +1,144 @@
+"""Units, values and labels, as both backends (the C extension and _pure) take them.
+
+A histogram stores whole numbers. One declared in a time unit ("s", "ms", "us", "ns") stores
+nanoseconds: a value is multiplied by 10^9, 10^6, 10^3 or 1, and a float product is rounded to
+the nearest nanosecond, ties to even. A float holds its decimal to within 2^-53 of its value, and
+the product adds at most as much again, so any decimal number of nanoseconds below 2^51 (26 days)
+is stored exactly: 0.0012 s is 1,200,000 ns, never 1,199,999. An int is multiplied exactly.
+A histogram in "bytes" or "none" takes whole numbers only (an int, or a float such as 3.0).
+Counters add whole numbers from 0 to 2^64-1; gauges take any float.
+
+Each backend converts the common cases itself (an exact int or float) and hands everything else
+to a converter made here, which returns the stored value or raises RingValueError or
+RingTypeError naming the bot, the metric and the value.
+"""
+
+import math
+import operator
+import re
+
+from ._errors import RingTypeError, RingValueError
+
+KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM = 1, 2, 3
+KIND_NAMES = {KIND_COUNTER: "counter", KIND_GAUGE: "gauge", KIND_HISTOGRAM: "histogram"}
+# The units a metric is declared in, and their rs_unit codes (ringside.h).
+UNIT_CODES = {"none": 0, "ns": 1, "us": 2, "ms": 3, "s": 4, "bytes": 5}
+# Nanoseconds per declared time unit: a time histogram stores nanoseconds.
+NANOSECONDS_PER = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+U64 = (1 << 64) - 1
+LABELS_MAX = 256
+
+_IDENTIFIER = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_NOT_NUMBERS = (str, bytes, bytearray, memoryview)
+
+
+def stored_unit(kind, unit):
+    """The rs_unit code a metric declared in `unit` is registered with."""
+    if kind == KIND_HISTOGRAM and unit in NANOSECONDS_PER:
+        return UNIT_CODES["ns"]
+    return UNIT_CODES[unit]
+
+
+def _where(bot, metric, value):
+    shown = repr(value)
+    return f"bot {bot}: metric {metric}: value {shown if len(shown) <= 64 else shown[:60] + '...'}"
+
+
+def histogram_converter(bot, metric, unit):
+    """A function from an observation in `unit` to the whole number stored, or an exception."""
+    scale = NANOSECONDS_PER.get(unit, 1)
+    whole_only = unit not in NANOSECONDS_PER
+    what = f"a histogram in {unit} records numbers from 0"
+
+    def convert(value):
+        where = _where(bot, metric, value)
+        if isinstance(value, _NOT_NUMBERS):
+            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}")
+        try:
+            whole = operator.index(value)
+        except TypeError:
+            pass
+        else:
+            if whole < 0:
+                raise RingValueError(f"{where} is negative; {what}")
+            if whole * scale > U64:
+                raise RingValueError(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}")
+            return whole * scale
+        try:
+            number = float(value)
+        except TypeError:
+            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}") from None
+        except (ValueError, OverflowError) as error:
+            raise RingValueError(f"{where} is not a float: {error}") from None
+        if math.isnan(number) or math.isinf(number):
+            raise RingValueError(f"{where} is not finite; {what}")
+        if number < 0:
+            raise RingValueError(f"{where} is negative; {what}")
+        stored = round(number * scale)  # to the nearest, ties to even, as the C extension's nearbyint
+        if whole_only and stored != number:
+            raise RingValueError(f"{where} is not a whole number; a histogram in {unit} records whole numbers")
+        if stored > U64:
+            raise RingValueError(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}")
+        return stored
+    return convert
+
+
+def counter_converter(bot, metric):
+    """A function from an increment to the whole number added, or an exception."""
+    def convert(value):
+        where = _where(bot, metric, value)
+        what = "a counter adds whole numbers from 0 to 2^64-1"
+        if isinstance(value, _NOT_NUMBERS):
+            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}")
+        try:
+            whole = operator.index(value)
+        except TypeError:
+            try:
+                number = float(value)
+            except TypeError:
+                raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}") from None
+            except (ValueError, OverflowError) as error:
+                raise RingValueError(f"{where} is not a float: {error}") from None
+            if not math.isfinite(number) or number != math.floor(number):
+                raise RingValueError(f"{where} is not a whole number; {what}")
+            whole = int(number)
+        if not 0 <= whole <= U64:
+            raise RingValueError(f"{where} is out of range; {what} (a counter never goes down)")
+        return whole
+    return convert
+
+
+def gauge_converter(bot, metric):
+    """A function from a gauge's value to the float stored, or an exception."""
+    def convert(value):
+        where = _where(bot, metric, value)
+        if isinstance(value, _NOT_NUMBERS):
+            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; a gauge holds a float")
+        try:
+            return float(value)
+        except TypeError:
+            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; a gauge holds a float") from None
+        except (ValueError, OverflowError) as error:
+            raise RingValueError(f"{where} cannot be a float: {error}") from None
+    return convert
+
+
+def check_name(bot, name):
+    if not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise ValueError(f"bot {bot}: metric name {name!r} must match [a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def encode_labels(labels):
+    """'key=value' lines sorted by key, as the registry stores them; ValueError says what is wrong."""
+    lines = []
+    for key in sorted(labels or {}, key=str):
+        value = str(labels[key])
+        if not isinstance(key, str) or not _IDENTIFIER.match(key) or key.startswith("__"):
+            raise ValueError(f'label name {key!r} must match [a-zA-Z_][a-zA-Z0-9_]* and not start with "__"')
+        if "\n" in value or "\0" in value:
+            raise ValueError(f'the value of label "{key}" has a newline or NUL')
+        lines.append(f"{key}={value}")
+    encoded = "\n".join(lines).encode("utf-8")
+    if len(encoded) > LABELS_MAX:
+        raise ValueError(f"the labels take {len(encoded)} bytes; at most {LABELS_MAX} are allowed")
+    return encoded

@@ -1,0 +1,171 @@
+"""python -m ringside.bench: what a call costs, beside prometheus_client's, in one run.
+
+Every row runs once per round and the rounds interleave the rows, so a machine that changes speed
+between runs (a VM, a laptop) slows every row alike; each row reports the median of its rounds'
+nanoseconds per call, loop included, and its ratio to prometheus_client's call in the same
+round. Between rounds the benchmark drains its own lanes as the collector would (it moves each
+lane's read cursor up to its write cursor), so no record is dropped; the drops are printed.
+
+    python -m ringside.bench [--rounds N] [--calls N] [--json]
+"""
+
+import argparse
+import itertools
+import json
+import mmap
+import os
+import platform
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+import time
+
+import ringside
+from ringside import _pure
+
+try:
+    from ringside import _ringside
+except ImportError:
+    _ringside = None
+
+
+def _drain(path):
+    """Consumes every record of the bot at `path`: each lane's read cursor to its write cursor."""
+    with open(path, "r+b") as file:
+        header = mmap.mmap(file.fileno(), _pure.PAGE_SIZE)
+        lanes_offset, lane_size = struct.unpack_from("<Q", header, 0x030)[0], struct.unpack_from("<Q", header, 0x048)[0]
+        lanes = struct.unpack_from("<I", header, 0x080)[0]
+        header.close()
+        for lane in range(lanes):
+            view = mmap.mmap(file.fileno(), _pure.PAGE_SIZE, offset=lanes_offset + lane * lane_size)
+            struct.pack_into("<Q", view, 0x80, struct.unpack_from("<Q", view, 0x00)[0])
+            view.close()
+
+
+def _timed(call, argument, calls):
+    """Nanoseconds per call of `call(argument)` (or `call()` when argument is None), loop included."""
+    loop = itertools.repeat(argument, calls)
+    if call is None:
+        start = time.perf_counter_ns()
+        for _ in loop:
+            pass
+        return (time.perf_counter_ns() - start) / calls
+    if argument is None:
+        start = time.perf_counter_ns()
+        for _ in loop:
+            call()
+        return (time.perf_counter_ns() - start) / calls
+    start = time.perf_counter_ns()
+    for value in loop:
+        call(value)
+    return (time.perf_counter_ns() - start) / calls
+
+
+def _rows(directory):
+    """(row name, call, argument, baseline row) for each row; and the bots to drain and close."""
+    rows, bots = [], []
+    backends = [("ringside", _ringside)] if _ringside is not None else []
+    backends.append(("ringside pure", _pure))
+    for label, backend in backends:
+        bot = ringside.Bot(f"bench-{backend.__name__.rsplit('.', 1)[1]}", directory, lane_capacity=1 << 20, _backend=backend)
+        bots.append(bot)
+        latency = bot.histogram("latency", unit="s", labelnames=("symbol",)).labels("AAPL")
+        orders = bot.counter("orders")
+        exposure = bot.gauge("exposure")
+        family = bot.histogram("by_symbol", unit="s", labelnames=("symbol",))
+        for call, argument in ((latency.observe, 0.0012), (exposure.set, 1.5), (orders.inc, None)):
+            call(argument) if argument is not None else call()  # each thread's lane claimed before timing
+        family.labels("AAPL").observe(0.0012)
+        rows += [
+            (f"{label}: Histogram.observe(0.0012)", latency.observe, 0.0012, "prometheus_client: Histogram.observe"),
+            (f"{label}: labels('AAPL').observe", lambda v, f=family: f.labels("AAPL").observe(v), 0.0012,
+             "prometheus_client: labels('AAPL').observe"),
+            (f"{label}: Counter.inc()", orders.inc, None, "prometheus_client: Counter.inc"),
+            (f"{label}: Gauge.set(1.5)", exposure.set, 1.5, "prometheus_client: Gauge.set"),
+        ]
+    try:
+        import prometheus_client
+    except ImportError:
+        prometheus_client = None
+    if prometheus_client is not None:
+        registry = prometheus_client.CollectorRegistry()
+        histogram = prometheus_client.Histogram("latency_seconds", "latency", registry=registry)
+        labelled = prometheus_client.Histogram("by_symbol_seconds", "latency", ["symbol"], registry=registry)
+        counter = prometheus_client.Counter("orders", "orders", registry=registry)
+        gauge = prometheus_client.Gauge("exposure", "exposure", registry=registry)
+        rows += [
+            ("prometheus_client: Histogram.observe", histogram.observe, 0.0012, None),
+            ("prometheus_client: labels('AAPL').observe", lambda v: labelled.labels("AAPL").observe(v), 0.0012, None),
+            ("prometheus_client: Counter.inc", counter.inc, None, None),
+            ("prometheus_client: Gauge.set", gauge.set, 1.5, None),
+        ]
+    rows.append(("the loop alone", None, None, None))
+    return rows, bots, prometheus_client is not None
+
+
+def run(rounds, calls):
+    directory = tempfile.mkdtemp(prefix="ringside-pybench.", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        rows, bots, has_prometheus = _rows(directory)
+        samples = {name: [] for name, _, _, _ in rows}
+        for _ in range(rounds):
+            for name, call, argument, _ in rows:
+                for bot in bots:
+                    _drain(bot.path)
+                samples[name].append(_timed(call, argument, calls))
+        results = []
+        for name, _, _, baseline in rows:
+            ratios = ([statistics.median([mine / theirs for mine, theirs in zip(samples[name], samples[baseline])])]
+                      if baseline in samples else [])
+            results.append({"row": name, "ns": statistics.median(samples[name]),
+                            "ratio": ratios[0] if ratios else None, "baseline": baseline if ratios else None})
+        dropped = sum(bot.records_dropped for bot in bots)
+        for bot in bots:
+            bot.close()
+        return results, dropped, has_prometheus
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _machine():
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m ringside.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7, help="rounds, each running every row once (default 7)")
+    parser.add_argument("--calls", type=int, default=200_000, help="calls per row per round (default 200,000)")
+    parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    options = parser.parse_args(argv)
+    if options.rounds < 1 or options.calls < 1:
+        parser.error("--rounds and --calls take a number from 1")
+    results, dropped, has_prometheus = run(options.rounds, options.calls)
+    about = {"python": platform.python_version(), "implementation": platform.python_implementation(),
+             "machine": _machine(), "accelerated": ringside.ACCELERATED, "rounds": options.rounds,
+             "calls": options.calls, "dropped": dropped}
+    if options.json:
+        print(json.dumps({**about, "rows": results}))
+        return 0
+    print(f"{about['implementation']} {about['python']} on {about['machine']}; ns per call, median of "
+          f"{options.rounds} interleaved rounds of {options.calls:,} calls, loop included")
+    if not has_prometheus:
+        print("(prometheus_client is not installed: pip install prometheus_client for its rows and the ratios)")
+    print(f"  {'call':<46} {'ns':>8}  {'x prometheus_client':>20}")
+    for result in results:
+        ratio = f"{result['ratio']:.2f}" if result["ratio"] is not None else ""
+        print(f"  {result['row']:<46} {result['ns']:8.1f}  {ratio:>20}")
+    print(f"  records dropped: {dropped}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
