@@ -183,19 +183,6 @@ struct OtherLanguageProducerTests {
             #expect(status.maxMetrics == 16 && status.lanes.count >= 1 && status.lanes.count <= threads + 1)
         }
     }
-
-    @Test("ringside.py --bench runs and reports a cost per call (the figure is for the README, not a threshold)")
-    func pythonBenchRuns() throws {
-        guard let python = try requiredSystemTool("python3") else { return }
-        let result = try run(python, [kitFile("tools/python/ringside.py"), "--bench", "--calls", "2000", "--repeats", "1", "--json"])
-        #expect(result.status == 0, "\(result.output)")
-        let report = try jsonObject(result.output)
-        for row in ["histogram.record", "counter.increment", "gauge.set"] {
-            let nanos = try #require(report[row] as? Double, "\(row) missing: \(result.output)")
-            #expect(nanos > 0)
-        }
-        #expect(report["dropped"] as? Int == 0)
-    }
 }
 
 /// Expects two lists of records to be equal, naming the first difference (not both lists).

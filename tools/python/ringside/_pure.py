@@ -195,8 +195,8 @@ def check_memory_ordering(machine=None, implementation=None):
     if machine not in ("x86_64", "amd64"):
         raise RingError(
             "ringside's pure-Python backend needs x86-64, whose stores are not reordered with other stores; "
-            f"this is {machine}, where Python cannot publish a record safely. Use the C or Swift "
-            f"producer, or set {UNSAFE_ORDERING_VARIABLE}=1 to run anyway (unsafe)")
+            f"this is {machine}, where Python cannot publish a record safely. Install the package with a C compiler "
+            f"(the C extension has no such limit), or set {UNSAFE_ORDERING_VARIABLE}=1 to run anyway (unsafe)")
     if implementation != "CPython" or sys.byteorder != "little" or not sys.platform.startswith("linux"):
         raise RingError(
             f"ringside's pure-Python backend needs CPython on Linux (one store per aligned memoryview write); this is "
@@ -967,7 +967,13 @@ class Bot:
         def observe_scaled(value):
             # Seconds, milliseconds or microseconds: stored as nanoseconds.
             try:
-                stored = round(value * float_scale) if value.__class__ is float else value * scale
+                kind = value.__class__
+                if kind is float:
+                    stored = round(value * float_scale)
+                elif kind is int:
+                    stored = value * scale
+                else:
+                    raise TypeError  # the converter says why (never `value * scale`: a list would repeat)
                 lane = local.lane
                 state = lane.state
                 cursor = state[0]
