@@ -119,17 +119,9 @@ private func installRingside(_ cmake: String, into build: TemporaryDirectory) th
 }
 
 /// Runs a build tool that must succeed; returns its output.
-///
-/// With no signal blocked on the calling thread while it starts, so that the tool starts so too:
-/// Foundation's Process gives a child its caller's signal mask, a test's thread (a Dispatch
-/// worker) blocks SIGCHLD, and cmake (libuv) waits for SIGCHLD: it would hang after its first child.
 @discardableResult
 private func succeed(_ tool: String, _ arguments: [String], environment: [String: String]? = nil,
                      sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-    var unblocked = sigset_t(), saved = sigset_t()
-    sigemptyset(&unblocked)
-    pthread_sigmask(SIG_SETMASK, &unblocked, &saved)
-    defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
     let result = try run(tool, arguments, environment: environment, timeoutSeconds: 300)
     try #require(result.status == 0, "\(tool) \(arguments.joined(separator: " ")) failed:\n\(result.output)",
                  sourceLocation: sourceLocation)

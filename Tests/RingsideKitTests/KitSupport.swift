@@ -42,7 +42,7 @@ func run(_ executable: String, _ arguments: [String], environment: [String: Stri
     process.standardOutput = output
     process.standardError = output
     process.standardInput = FileHandle.nullDevice
-    try process.run()
+    try withNoSignalsBlocked { try process.run() }
     let pid = process.processIdentifier
     let timer = DispatchSource.makeTimerSource()
     timer.schedule(deadline: .now() + timeoutSeconds)
@@ -52,6 +52,17 @@ func run(_ executable: String, _ arguments: [String], environment: [String: Stri
     process.waitUntilExit()
     timer.cancel()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Runs `body` with no signal blocked on the calling thread. Foundation's Process gives a child its
+/// caller's signal mask; a test's thread (a Dispatch worker) blocks SIGCHLD, and a child that
+/// waits for SIGCHLD (cmake, through libuv) would hang after starting its first child.
+func withNoSignalsBlocked<Result>(_ body: () throws -> Result) rethrows -> Result {
+    var unblocked = sigset_t(), saved = sigset_t()
+    sigemptyset(&unblocked)
+    pthread_sigmask(SIG_SETMASK, &unblocked, &saved)
+    defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+    return try body()
 }
 
 /// A loopback TCP port free at the time of asking (the kernel's pick for port 0).

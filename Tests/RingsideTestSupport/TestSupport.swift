@@ -174,12 +174,16 @@ package func requiredSystemTool(_ name: String) throws -> String? {
         let candidate = "\(directory)/\(name)"
         if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
     }
+    let package = debianPackages[name] ?? name
     if ProcessInfo.processInfo.environment["CI"] != nil {
-        throw TestSupportError("\(name) is not installed; .ci/run installs it (Debian package prometheus)")
+        throw TestSupportError("\(name) is not installed; .ci/run installs it (Debian package \(package))")
     }
-    print("skipping: \(name) is not installed (apt-get install prometheus); CI runs this test")
+    print("skipping: \(name) is not installed (apt-get install \(package)); CI runs this test")
     return nil
 }
+
+/// The Debian package of each tool the tests ask for, where its name differs.
+private let debianPackages = ["promtool": "prometheus", "cc": "gcc", "c++": "g++"]
 
 // MARK: - Seeded randomness and file surgery
 
