@@ -82,6 +82,7 @@ thread_local! {
     static EXIT: ExitWatch = const { ExitWatch };
 }
 
+#[inline(always)]
 fn lane_entry(slot: usize) -> ThreadLane {
     // SAFETY: the table is this thread's; no reference into it outlives this call.
     LANES.with(|table| unsafe { (*table.get())[slot & (MAX_BOTS_PER_PROCESS - 1)] })

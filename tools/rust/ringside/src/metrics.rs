@@ -99,6 +99,7 @@ pub struct Span<'a> {
 
 impl Span<'_> {
     /// Records the span now; returns whether a record was written.
+    #[inline]
     pub fn finish(mut self) -> bool {
         self.done = true;
         self.histogram.record_span(self.start_ns)

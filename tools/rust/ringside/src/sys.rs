@@ -91,6 +91,7 @@ fn errno() -> Errno {
     unsafe { *__errno_location() }
 }
 
+#[inline(always)]
 fn clock(id: c_int) -> u64 {
     let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid timespec; these clocks always exist on Linux.
