@@ -297,6 +297,24 @@ fn main() {
     println!("per-round ns/call of histogram record:");
     println!("  C    {}", c_ns[0].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
     println!("  Rust {}", rust_ns[0].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
+    // A thread's first record: it claims a lane, appending one to the file (the main thread holds
+    // lane 0), then, for the next thread, reusing the one the first retired when it ended.
+    let first_record = || {
+        let histogram = histogram.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            histogram.record(1);
+            start.elapsed()
+        })
+        .join()
+        .unwrap()
+    };
+    let (added, reused) = (first_record(), first_record());
+    println!(
+        "a thread's first record: {:.0} us when it adds a lane of {LANE} records to the file, {:.0} us when it reuses one",
+        added.as_secs_f64() * 1e6,
+        reused.as_secs_f64() * 1e6
+    );
     let c_dropped = if with_c { dropped(&c_path).to_string() } else { "-".into() };
     println!("records dropped: Rust {}, C {c_dropped}", dropped(&rust_path));
     if with_c {

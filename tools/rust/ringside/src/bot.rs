@@ -148,7 +148,7 @@ fn disabled_by_environment() -> bool {
 fn check_options(name: &str, o: &Options) -> Result<(), Error> {
     let invalid = |reason: String| Err(Error::InvalidOption { bot: name.to_string(), reason });
     if let Some(capacity) = o.lane_capacity {
-        if capacity < 1 << MIN_CAPACITY_LOG2 || capacity > 1 << MAX_CAPACITY_LOG2 || !capacity.is_power_of_two() {
+        if !(1 << MIN_CAPACITY_LOG2..=1 << MAX_CAPACITY_LOG2).contains(&capacity) || !capacity.is_power_of_two() {
             return invalid(format!(
                 "lane_capacity {capacity} must be a power of two from {} to {} records",
                 1u64 << MIN_CAPACITY_LOG2,
@@ -157,12 +157,12 @@ fn check_options(name: &str, o: &Options) -> Result<(), Error> {
         }
     }
     if let Some(n) = o.max_metrics {
-        if n < 1 || n > MAX_REGISTRY_CAPACITY {
+        if !(1..=MAX_REGISTRY_CAPACITY).contains(&n) {
             return invalid(format!("max_metrics {n} must be from 1 to {MAX_REGISTRY_CAPACITY}"));
         }
     }
     if let Some(n) = o.max_lanes {
-        if n < 1 || n > MAX_LANES {
+        if !(1..=MAX_LANES).contains(&n) {
             return invalid(format!("max_lanes {n} must be from 1 to {MAX_LANES}"));
         }
     }
@@ -288,7 +288,7 @@ impl BotInner {
         }
         let header = state.header.as_ref().expect("an enabled bot has its header").header();
         // Relaxed: a statistic only this process writes, under this mutex.
-        header.lanes_exhausted.store(header.lanes_exhausted.load(Relaxed) + 1, Relaxed);
+        header.lanes_exhausted.store(header.lanes_exhausted.load(Relaxed).wrapping_add(1), Relaxed);
         None
     }
 
@@ -514,7 +514,7 @@ impl Drop for BotInner {
     fn drop(&mut self) {
         let mut process = PROCESS.lock();
         let slot = &mut process.slots[self.slot as usize];
-        if slot.bot == self as *const BotInner {
+        if std::ptr::eq(slot.bot, self) {
             *slot = Slot { bot: std::ptr::null(), generation: 0 }; // thread exits and forks no longer find it
         }
         {

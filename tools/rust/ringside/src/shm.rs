@@ -323,8 +323,8 @@ impl Writer {
             // SAFETY: lane and cells point into the mapped lane; metric < registry_capacity.
             let (lane, cell) = unsafe { (&*f.lane, &*f.cells.add(metric as usize)) };
             // Relaxed: only this lane's holder writes these, so a load and a store are exact.
-            lane.dropped_total.store(lane.dropped_total.load(Relaxed) + 1, Relaxed);
-            cell.store(cell.load(Relaxed) + 1, Relaxed);
+            lane.dropped_total.store(lane.dropped_total.load(Relaxed).wrapping_add(1), Relaxed);
+            cell.store(cell.load(Relaxed).wrapping_add(1), Relaxed);
         } else if !f.shared.is_null() {
             // SAFETY: shared points at the mapped metric cells; metric < registry_capacity.
             let cell = unsafe { &*f.shared.add(metric as usize) };

@@ -401,7 +401,7 @@ fn attaching_again_reuses_the_file_its_metrics_and_counts() {
 fn ringside_dump_finds_nothing_wrong_with_a_rust_bots_file() {
     let binary = collector_or_skip!();
     let Some(dump) = common::dump_binary(&binary) else {
-        eprintln!("SKIPPED: no ringside-dump beside {}", binary.display());
+        common::say(&format!("SKIPPED: no ringside-dump beside {} (or set RINGSIDE_DUMP)", binary.display()));
         return;
     };
     let dir = ScratchDir::new("dump-check");

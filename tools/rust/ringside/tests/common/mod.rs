@@ -36,11 +36,17 @@ pub fn collector_binary() -> Option<PathBuf> {
              `swift build` at the repository's root, or set RINGSIDE_COLLECTOR to its path"
         );
     }
-    eprintln!(
+    say(&format!(
         "SKIPPED: ringside-collector not found (looked at {looked}); build it with `swift build` at the \
          repository's root or set RINGSIDE_COLLECTOR to run this test against the real collector"
-    );
+    ));
     None
+}
+
+/// Writes a line to stderr past the test harness's capture (eprintln! is captured), so that a
+/// skipped test says so in `cargo test`'s output.
+pub fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// The collector binary, or return from the test (skipped) when there is none.
