@@ -21,6 +21,7 @@ use crate::layout::*;
 use crate::shm::{self, Mapping, RegistryEntry, Writer};
 use crate::sys::{self, PMutex};
 use std::cell::UnsafeCell;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -182,6 +183,8 @@ struct BotState {
     lanes: Vec<Option<Mapping>>,
     held: Vec<bool>,         // a thread holds the lane
     disabled_metrics: u32,   // a disabled bot's registrations, for their indices
+    /// (name, encoded labels) -> registry index, of every published entry.
+    known: HashMap<(String, Vec<u8>), u32>,
     forked: bool,            // in a forked child: the file is the parent's
     said_why_laneless: bool,
 }
@@ -212,6 +215,7 @@ pub(crate) struct BotInner {
 
 /// A file attached and validated, before it becomes a bot.
 struct Attached {
+    known: HashMap<(String, Vec<u8>), u32>,
     header: Mapping,
     lanes: Vec<Mapping>,
     geometry: Geometry,
@@ -406,11 +410,10 @@ impl BotInner {
         };
         let header = mapping.header();
         let count = header.metric_count.load(Relaxed); // relaxed: only we write it, under this mutex
-        for index in 0..count {
+        let identity = (request.name.to_string(), request.labels.clone());
+        if let Some(&index) = state.known.get(&identity) {
+            // Entries below metric_count never change: the one we validated or wrote is there.
             let entry = mapping.read_entry(&self.geometry, index);
-            if entry.name() != request.name.as_bytes() || entry.labels() != &request.labels[..] {
-                continue;
-            }
             if entry.kind != request.kind || entry.unit != request.unit as u8 || entry.sample_every != request.sample_every {
                 let shown = if request.labels.is_empty() {
                     String::new()
@@ -455,6 +458,7 @@ impl BotInner {
         mapping.write_entry(&self.geometry, &entry);
         // Release: the entry's bytes are visible before the count that publishes it.
         header.metric_count.store(count + 1, Release);
+        state.known.insert(identity, count);
         Ok(count)
     }
 
@@ -795,7 +799,7 @@ impl Target<'_> {
         h.lane_header_size.store(LANE_HEADER_SIZE, Relaxed);
         // Release, written last: a reader that sees the version sees the whole layout.
         h.version.store(FORMAT_VERSION, Release);
-        Ok(Attached { header: mapping, lanes: Vec::new(), geometry, capacity_log2, registry_capacity, max_lanes })
+        Ok(Attached { known: HashMap::new(), header: mapping, lanes: Vec::new(), geometry, capacity_log2, registry_capacity, max_lanes })
     }
 
     /// Checks an existing header's layout (`rsp_layout_check`), then the options against it.
@@ -919,10 +923,15 @@ impl Target<'_> {
         if count > registry_capacity {
             return Err(self.corrupt(format!("metric_count {count} exceeds registry_capacity {registry_capacity}")));
         }
+        let mut known = HashMap::new();
         for index in 0..count {
-            if let Some(problem) = Self::entry_problem(&header.read_entry(&geometry, index), index) {
+            let entry = header.read_entry(&geometry, index);
+            if let Some(problem) = Self::entry_problem(&entry, index) {
                 return Err(self.corrupt(format!("registry entry {index}: {problem}")));
             }
+            // Two entries of the same identity: the first is the one registration finds, as in C.
+            let name = String::from_utf8_lossy(entry.name()).into_owned(); // an identifier: ASCII
+            known.entry((name, entry.labels().to_vec())).or_insert(index);
         }
         let allocated = h.lanes_allocated.load(Acquire); // acquire: the lanes' headers
         if allocated > max_lanes {
@@ -954,7 +963,7 @@ impl Target<'_> {
         for lane in &lanes {
             shm::retire(lane.lane());
         }
-        Ok(Attached { header, lanes, geometry, capacity_log2, registry_capacity, max_lanes })
+        Ok(Attached { known, header, lanes, geometry, capacity_log2, registry_capacity, max_lanes })
     }
 
     /// One attempt (`rsp_attach_once`): Ok(None) to open the path again.
@@ -1067,9 +1076,9 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<Arc<BotInner>, Err
     let writers: Box<[Writer]> = (0..rows).map(|row| Writer::new(countdowns[row * stride..].as_ptr())).collect();
     let generation = process.next_generation;
     process.next_generation += 1;
-    let (file, header, lanes) = match attached {
-        Some((file, a)) => (Some(file), Some(a.header), a.lanes),
-        None => (None, None, Vec::new()),
+    let (file, header, lanes, known) = match attached {
+        Some((file, a)) => (Some(file), Some(a.header), a.lanes, a.known),
+        None => (None, None, Vec::new(), HashMap::new()),
     };
     let lanes_mapped = lanes.len() as u32;
     if let Some(header) = &header {
@@ -1099,6 +1108,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<Arc<BotInner>, Err
             lanes: lane_mappings,
             held: vec![false; max_lanes as usize],
             disabled_metrics: 0,
+            known,
             forked: false,
             said_why_laneless: false,
         }),

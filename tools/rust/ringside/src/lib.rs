@@ -75,7 +75,9 @@
 //! 2 MiB lane, 1 us to reuse one); afterwards a record is a `thread_local!` read and a few
 //! stores, with no lock, allocation or system call (the coarse clock is read through the vDSO).
 //! When the thread exits, a `thread_local!` destructor retires its lane for the next thread
-//! (`JoinHandle::join` returns after it; [`Bot::release_thread_lane`] retires it sooner). With
+//! (`JoinHandle::join` returns after it; `std::thread::scope` may return a moment before, so
+//! threads of the next scope can briefly find it held; [`Bot::release_thread_lane`] retires it
+//! sooner, at a point of your choosing). With
 //! every lane held by live threads (`max_lanes`), a thread records without a lane, as the C
 //! producer does: its counter increments and gauge values are still kept exactly (the metric
 //! cell's `unlaned`, an atomic add), its histogram and gauge records are counted there as

@@ -269,3 +269,23 @@ fn a_disabled_bot_writes_nothing_and_still_checks_its_arguments() {
     assert_eq!((bot.metric_count(), bot.lanes_allocated()), (0, 0));
     assert_eq!(std::fs::read_dir(&dir.path).unwrap().count(), 0);
 }
+
+#[test]
+fn a_registry_of_4096_metrics_fills_and_is_found_again() {
+    let dir = ScratchDir::new("big-registry");
+    let o = || Options { max_metrics: Some(4096), lane_capacity: Some(16), max_lanes: Some(1), ..options(&dir) };
+    let names: Vec<String> = (0..4096).map(|i| format!("m{i}")).collect();
+    {
+        let bot = Bot::attach_with("rs-big", o()).unwrap();
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(bot.counter(name, &[("k", "v")]).unwrap().index(), i as u32);
+        }
+        assert!(matches!(bot.counter("one_more", &[]), Err(Error::RegistryFull { capacity: 4096, .. })));
+    }
+    let bot = Bot::attach_with("rs-big", o()).unwrap();
+    assert_eq!(bot.metric_count(), 4096);
+    for (i, name) in names.iter().enumerate().rev() {
+        assert_eq!(bot.counter(name, &[("k", "v")]).unwrap().index(), i as u32);
+    }
+    assert!(matches!(bot.histogram("m7", Unit::None, &[("k", "v")]), Err(Error::Conflict { .. })));
+}
