@@ -289,3 +289,14 @@ fn a_registry_of_4096_metrics_fills_and_is_found_again() {
     }
     assert!(matches!(bot.histogram("m7", Unit::None, &[("k", "v")]), Err(Error::Conflict { .. })));
 }
+
+#[test]
+fn handles_and_errors_travel_between_threads() {
+    fn shareable<T: Clone + Send + Sync + 'static>() {}
+    shareable::<Bot>();
+    shareable::<ringside::Histogram>();
+    shareable::<ringside::Counter>();
+    shareable::<ringside::Gauge>();
+    fn error<T: std::error::Error + Send + Sync + 'static>() {}
+    error::<Error>();
+}
