@@ -71,8 +71,8 @@
 //! ## Threads
 //!
 //! Each thread that records gets a lane of its own. Its first record on a bot claims one under
-//! the bot's mutex (the lowest retired lane, else one appended to the file: about 2.7 ms for a
-//! 2 MiB lane, 1 us to reuse one); afterwards a record is a `thread_local!` read and a few
+//! the bot's mutex (the lowest retired lane, else one appended to the file: 2 to 3 ms for a
+//! 2 MiB lane, 1 to 2 us to reuse one); afterwards a record is a `thread_local!` read and a few
 //! stores, with no lock, allocation or system call (the coarse clock is read through the vDSO).
 //! When the thread exits, a `thread_local!` destructor retires its lane for the next thread
 //! (`JoinHandle::join` returns after it; `std::thread::scope` may return a moment before, so
@@ -112,10 +112,11 @@
 //! ## Cost
 //!
 //! `cargo run --release --example bench` measures the crate beside the C header's calls in the
-//! same process, interleaved. On the reference VM (AMD EPYC, 2 vCPUs, rustc 1.95, gcc 12 -O2):
-//! `Histogram::record` 6 to 10 ns a call like `rs_bot_record` (median ratio Rust/C 0.91 to
-//! 0.99 over runs), `Gauge::set` about the same as `rs_bot_set`, a span (two CLOCK_MONOTONIC
-//! reads and a record) about 50 ns like `rs_bot_record_span`, `Counter::increment` about 1 ns.
+//! same process, interleaved. On the reference VM (AMD EPYC, 2 vCPUs, rustc 1.95, gcc 12 -O2),
+//! whose speed varies between runs: `Histogram::record` 6 to 10 ns a call, as `rs_bot_record`
+//! (median per-round ratio Rust/C 0.91 to 0.99 over four runs); `Gauge::set` 7 to 11 ns, as
+//! `rs_bot_set` (0.97 to 1.04); a span (two CLOCK_MONOTONIC reads and a record) 50 to 55 ns, as
+//! `rs_bot_record_span` (0.98 to 1.03); `Counter::increment` about 1 ns (`rs_bot_count` 2 ns).
 //!
 //! ## Differences from the C producer
 //!
