@@ -1,0 +1,76 @@
+/*
+ * c_loop.c: the C side of `cargo run --release --example bench`. Each function is a whole timed
+ * loop of the C producer's hot path (ringside_producer.h), so the Rust bench calls across the FFI
+ * once per loop, never per record. Built by build.rs with the repository's C producer.
+ */
+#define _GNU_SOURCE
+#include "ringside_producer.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static rs_bot *bench_bot;
+static rs_metric bench_latency, bench_orders, bench_level;
+static char bench_message[1024];
+
+/* Attaches the C bot `name` in `directory` with lanes of `lane_capacity` records and registers
+   the same metrics as the Rust side. 0, or a negative code (rsbench_c_error says why). */
+int rsbench_c_open(const char *directory, const char *name, uint64_t lane_capacity) {
+    rs_bot_options options;
+    memset(&options, 0, sizeof options);
+    options.directory = directory;
+    options.lane_capacity = lane_capacity;
+    rs_error error;
+    int rc = rs_bot_attach(&bench_bot, name, &options, &error);
+    if (rc == 0) rc = rs_bot_register(bench_bot, &bench_latency, "latency", RS_KIND_HISTOGRAM, RS_UNIT_NANOSECONDS, NULL, "", 1, &error);
+    if (rc == 0) rc = rs_bot_register(bench_bot, &bench_orders, "orders", RS_KIND_COUNTER, RS_UNIT_NONE, NULL, "", 1, &error);
+    if (rc == 0) rc = rs_bot_register(bench_bot, &bench_level, "level", RS_KIND_GAUGE, RS_UNIT_NONE, NULL, "", 1, &error);
+    if (rc != 0) snprintf(bench_message, sizeof bench_message, "%s", error.message);
+    return rc;
+}
+
+const char *rsbench_c_error(void) { return bench_message; }
+
+void rsbench_c_close(void) {
+    rs_bot_detach(bench_bot);
+    bench_bot = NULL;
+}
+
+/* n calls of rs_bot_record(v = 0, 1, ...): the elapsed CLOCK_MONOTONIC nanoseconds; *written
+   counts the records written. */
+uint64_t rsbench_c_record_loop(uint64_t n, uint64_t *written) {
+    uint64_t w = 0;
+    uint64_t start = rs_clock_precise_ns();
+    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record(bench_bot, bench_latency, i);
+    uint64_t end = rs_clock_precise_ns();
+    *written = w;
+    return end - start;
+}
+
+/* n spans, each started and recorded at once: two precise clock reads and a record. */
+uint64_t rsbench_c_span_loop(uint64_t n, uint64_t *written) {
+    uint64_t w = 0;
+    uint64_t start = rs_clock_precise_ns();
+    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record_span(bench_bot, bench_latency, rs_clock_precise_ns());
+    uint64_t end = rs_clock_precise_ns();
+    *written = w;
+    return end - start;
+}
+
+/* n calls of rs_bot_set(x = 0.0, 1.0, ...). */
+uint64_t rsbench_c_set_loop(uint64_t n, uint64_t *written) {
+    uint64_t w = 0;
+    uint64_t start = rs_clock_precise_ns();
+    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_set(bench_bot, bench_level, (double)i);
+    uint64_t end = rs_clock_precise_ns();
+    *written = w;
+    return end - start;
+}
+
+/* n calls of rs_bot_count(1). */
+uint64_t rsbench_c_count_loop(uint64_t n) {
+    uint64_t start = rs_clock_precise_ns();
+    for (uint64_t i = 0; i < n; i++) rs_bot_count(bench_bot, bench_orders, 1);
+    uint64_t end = rs_clock_precise_ns();
+    return end - start;
+}

@@ -1,0 +1,325 @@
+//! `cargo run --release --example bench`: nanoseconds per call of the Rust crate's hot paths
+//! beside the C header's (`rs_bot_record`, `rs_bot_record_span`, `rs_bot_set`, `rs_bot_count`),
+//! measured in the same process, interleaved in rounds.
+//!
+//! Each round runs every row on both sides (C first in odd rounds, Rust first in even ones). A
+//! side's run of a row is 64 timed loops of 65,536 calls (4,194,304 calls) into a lane of 65,536
+//! records, the default; between loops, outside the timing, the bench drains the lane as the
+//! collector would (read_cursor = write_cursor), so no record drops and the lane stays in cache.
+//! The C loops are whole C functions (bench/c_loop.c, built by build.rs with the repository's C
+//! producer at -O2), so the FFI is crossed once per loop, never per call. The table gives each
+//! side's median ns/call over the rounds and the median of the per-round ratios Rust/C.
+//!
+//! Arguments: [ROUNDS] [LOOPS] (defaults 7 and 64).
+
+use ringside::{Bot, Counter, Gauge, Histogram, Options, Unit};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const LANE: u64 = 1 << 16;
+
+/// Drains a bot's file as the collector would: every lane's read_cursor = its write_cursor.
+fn drain(path: &Path) {
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(path).expect("the bot's file");
+    let mut header = [0u8; 0x88];
+    file.read_exact_at(&mut header, 0).unwrap();
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let (lanes_offset, lane_size) = (u64_at(&header, 0x30), u64_at(&header, 0x48));
+    let lanes = u32::from_le_bytes(header[0x80..0x84].try_into().unwrap()) as u64;
+    for lane in 0..lanes {
+        let at = lanes_offset + lane * lane_size;
+        let mut cursor = [0u8; 8];
+        file.read_exact_at(&mut cursor, at).unwrap();
+        file.write_all_at(&cursor, at + 0x80).unwrap();
+    }
+}
+
+/// Records dropped in a bot's file (every lane's dropped_total).
+fn dropped(path: &Path) -> u64 {
+    let bytes = std::fs::read(path).unwrap();
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let lanes = u32::from_le_bytes(bytes[0x80..0x84].try_into().unwrap()) as usize;
+    (0..lanes).map(|lane| u64_at(u64_at(0x30) as usize + lane * u64_at(0x48) as usize + 8)).sum()
+}
+
+// MARK: - The Rust loops (not inlined into the bench's driver, as the C ones are separate functions)
+
+#[inline(never)]
+fn rust_record_loop(histogram: &Histogram, n: u64) -> (u64, u64) {
+    let mut written = 0u64;
+    let start = Instant::now();
+    for i in 0..n {
+        written += histogram.record(i) as u64;
+    }
+    (start.elapsed().as_nanos() as u64, written)
+}
+
+#[inline(never)]
+fn rust_span_loop(histogram: &Histogram, n: u64) -> (u64, u64) {
+    let mut written = 0u64;
+    let start = Instant::now();
+    for _ in 0..n {
+        written += histogram.span().finish() as u64;
+    }
+    (start.elapsed().as_nanos() as u64, written)
+}
+
+#[inline(never)]
+fn rust_set_loop(gauge: &Gauge, n: u64) -> (u64, u64) {
+    let mut written = 0u64;
+    let start = Instant::now();
+    for i in 0..n {
+        written += gauge.set(i as f64) as u64;
+    }
+    (start.elapsed().as_nanos() as u64, written)
+}
+
+#[inline(never)]
+fn rust_count_loop(counter: &Counter, n: u64) -> (u64, u64) {
+    let start = Instant::now();
+    for _ in 0..n {
+        counter.increment(1);
+    }
+    (start.elapsed().as_nanos() as u64, n)
+}
+
+// MARK: - The C side
+
+#[cfg(ringside_c_baseline)]
+mod c {
+    use std::ffi::{c_char, c_int, CStr, CString};
+    use std::path::Path;
+
+    extern "C" {
+        fn rsbench_c_open(directory: *const c_char, name: *const c_char, lane_capacity: u64) -> c_int;
+        fn rsbench_c_error() -> *const c_char;
+        fn rsbench_c_close();
+        fn rsbench_c_record_loop(n: u64, written: *mut u64) -> u64;
+        fn rsbench_c_span_loop(n: u64, written: *mut u64) -> u64;
+        fn rsbench_c_set_loop(n: u64, written: *mut u64) -> u64;
+        fn rsbench_c_count_loop(n: u64) -> u64;
+    }
+
+    /// The C bot of bench/c_loop.c (one per process).
+    pub struct CBot;
+
+    impl CBot {
+        pub fn open(directory: &Path, name: &str, lane_capacity: u64) -> Result<CBot, String> {
+            let directory = CString::new(directory.to_str().unwrap()).unwrap();
+            let name = CString::new(name).unwrap();
+            // SAFETY: valid C strings; the C side copies what it keeps.
+            if unsafe { rsbench_c_open(directory.as_ptr(), name.as_ptr(), lane_capacity) } != 0 {
+                // SAFETY: a NUL-terminated static buffer.
+                return Err(unsafe { CStr::from_ptr(rsbench_c_error()) }.to_string_lossy().into_owned());
+            }
+            Ok(CBot)
+        }
+
+        pub fn run(&self, row: usize, n: u64) -> (u64, u64) {
+            let mut written = 0u64;
+            // SAFETY: the bot is open; each loop runs on this thread.
+            let nanoseconds = unsafe {
+                match row {
+                    0 => rsbench_c_record_loop(n, &mut written),
+                    1 => rsbench_c_span_loop(n, &mut written),
+                    2 => rsbench_c_set_loop(n, &mut written),
+                    _ => {
+                        written = n;
+                        rsbench_c_count_loop(n)
+                    }
+                }
+            };
+            (nanoseconds, written)
+        }
+    }
+
+    impl Drop for CBot {
+        fn drop(&mut self) {
+            // SAFETY: opened by `open`.
+            unsafe { rsbench_c_close() }
+        }
+    }
+}
+
+// MARK: - The driver
+
+const ROWS: [&str; 4] = ["histogram record", "span (start + record)", "gauge set", "counter increment"];
+const C_CALLS: [&str; 4] = ["rs_bot_record", "rs_bot_record_span", "rs_bot_set", "rs_bot_count"];
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+fn machine() -> String {
+    let model = std::process::Command::new("lscpu")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("Model name:"))
+                .map(|l| l["Model name:".len()..].trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU (no lscpu)".into());
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{model}, {cpus} CPUs available, {}", std::env::consts::ARCH)
+}
+
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn main() {
+    let arguments: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let rounds = arguments.first().copied().unwrap_or(7).max(1) as usize;
+    let loops = arguments.get(1).copied().unwrap_or(64).max(1);
+    let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+    let scratch = Scratch(base.join(format!("ringside-rust-bench.{}", std::process::id())));
+    std::fs::create_dir_all(&scratch.0).unwrap();
+    let options = Options { directory: Some(scratch.0.clone()), lane_capacity: Some(LANE), ..Options::default() };
+    let bot = Bot::attach_with("bench-rust", options).unwrap_or_else(|e| panic!("{e}"));
+    assert!(bot.is_enabled(), "telemetry is disabled (RINGSIDE_DISABLED is set): unset it to benchmark");
+    let histogram = bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
+    let counter = bot.counter("orders", &[]).unwrap();
+    let gauge = bot.gauge("level", Unit::None, &[]).unwrap();
+    let rust_path = bot.path().unwrap().to_path_buf();
+    let rust_run = |row: usize, n: u64| match row {
+        0 => rust_record_loop(&histogram, n),
+        1 => rust_span_loop(&histogram, n),
+        2 => rust_set_loop(&gauge, n),
+        _ => rust_count_loop(&counter, n),
+    };
+
+    #[cfg(ringside_c_baseline)]
+    let c_bot = match c::CBot::open(&scratch.0, "bench-c", LANE) {
+        Ok(bot) => Some(bot),
+        Err(why) => {
+            eprintln!("the C baseline could not attach: {why}");
+            None
+        }
+    };
+    #[cfg(not(ringside_c_baseline))]
+    let c_bot: Option<()> = None;
+    let c_path = scratch.0.join("ringside.bench-c");
+
+    // One side's run of a row: `loops` timed loops of a lane's worth of calls, drained between.
+    let side = |rust: bool, row: usize| -> f64 {
+        let path = if rust { &rust_path } else { &c_path };
+        let (mut nanoseconds, mut calls) = (0u64, 0u64);
+        for _ in 0..loops {
+            drain(path);
+            let (ns, written) = if rust {
+                rust_run(row, LANE)
+            } else {
+                #[cfg(ringside_c_baseline)]
+                {
+                    c_bot.as_ref().unwrap().run(row, LANE)
+                }
+                #[cfg(not(ringside_c_baseline))]
+                unreachable!()
+            };
+            assert_eq!(written, LANE, "every call writes: the lane is drained before each loop");
+            nanoseconds += ns;
+            calls += LANE;
+        }
+        nanoseconds as f64 / calls as f64
+    };
+    let with_c = c_bot.is_some();
+    // Warm up: each thread claims its lane, pages and caches are touched.
+    for row in 0..ROWS.len() {
+        side(true, row);
+        if with_c {
+            side(false, row);
+        }
+    }
+    let mut rust_ns = vec![Vec::new(); ROWS.len()];
+    let mut c_ns = vec![Vec::new(); ROWS.len()];
+    let mut ratios = vec![Vec::new(); ROWS.len()];
+    for round in 0..rounds {
+        for row in 0..ROWS.len() {
+            let (r, c) = if !with_c {
+                (side(true, row), f64::NAN)
+            } else if round % 2 == 0 {
+                let c = side(false, row);
+                (side(true, row), c)
+            } else {
+                let r = side(true, row);
+                (r, side(false, row))
+            };
+            rust_ns[row].push(r);
+            c_ns[row].push(c);
+            ratios[row].push(r / c);
+        }
+    }
+
+    println!("Ringside producer bench: the Rust crate beside the C header, same process, interleaved");
+    println!("machine   {}", machine());
+    println!(
+        "compilers {} (release profile); C: {}",
+        option_env!("RINGSIDE_BENCH_RUSTC").unwrap_or("rustc"),
+        option_env!("RINGSIDE_BENCH_CC").unwrap_or("unavailable")
+    );
+    println!(
+        "method    {rounds} rounds; per round and side, each row runs {loops} timed loops of {LANE} calls ({} calls) into a \
+         lane of {LANE} records, drained between loops (outside the timing); medians over the rounds",
+        loops * LANE
+    );
+    if !with_c {
+        println!(
+            "C baseline unavailable: build.rs needs ../../../Sources/CRingside and a working `cc` (see the build's \
+             warnings); Rust figures only"
+        );
+    }
+    println!();
+    println!("{:<24} {:<20} {:>10} {:>10} {:>8}", "call", "C call", "C ns", "Rust ns", "Rust/C");
+    for row in 0..ROWS.len() {
+        let r = median(&mut rust_ns[row]);
+        if with_c {
+            let c = median(&mut c_ns[row]);
+            let ratio = median(&mut ratios[row]);
+            println!("{:<24} {:<20} {:>10.2} {:>10.2} {:>8.2}", ROWS[row], C_CALLS[row], c, r, ratio);
+        } else {
+            println!("{:<24} {:<20} {:>10} {:>10.2} {:>8}", ROWS[row], C_CALLS[row], "-", r, "-");
+        }
+    }
+    println!();
+    println!("per-round ns/call of histogram record:");
+    println!("  C    {}", c_ns[0].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
+    println!("  Rust {}", rust_ns[0].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
+    // A thread's first record: it claims a lane, appending one to the file (the main thread holds
+    // lane 0), then, for the next thread, reusing the one the first retired when it ended.
+    let first_record = || {
+        let histogram = histogram.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            histogram.record(1);
+            start.elapsed()
+        })
+        .join()
+        .unwrap()
+    };
+    let (added, reused) = (first_record(), first_record());
+    println!(
+        "a thread's first record: {:.0} us when it adds a lane of {LANE} records to the file, {:.0} us when it reuses one",
+        added.as_secs_f64() * 1e6,
+        reused.as_secs_f64() * 1e6
+    );
+    let c_dropped = if with_c { dropped(&c_path).to_string() } else { "-".into() };
+    println!("records dropped: Rust {}, C {c_dropped}", dropped(&rust_path));
+    if with_c {
+        let ratio = median(&mut ratios[0]);
+        let verdict = if ratio <= 1.3 { "met" } else { "NOT met" };
+        println!("target: histogram record Rust/C <= 1.30: {verdict} ({ratio:.2})");
+    }
+}

@@ -1,0 +1,1195 @@
+//! Attaching a bot, its registry, and handing lanes to threads: the rules of
+//! ringside_producer.h, following ringside_producer.c step by step.
+//!
+//! WHAT LIVES WHERE
+//! - The process: `PROCESS`, a table of 64 slots {bot, generation} under one pthread mutex, the
+//!   generation counter (never repeats; 0 means "no lane"), and the fork handlers. Attach and the
+//!   last drop of a bot run under that mutex, so neither a thread's exit nor a fork() ever sees a
+//!   bot half attached or half gone.
+//! - A bot (`BotInner`, shared by its handles through an `Arc`): the file (holding the producer
+//!   lock), the header part mapped once, each lane mapped on its own, and one `Writer` per lane
+//!   plus the laneless and disabled writers. Its mutex serialises registration, claims, releases.
+//! - A thread: `LANES[slot]` = {the bot's generation, its writer}. A generation that is not the
+//!   bot's (zero, an earlier bot in the slot, or the parent's in a forked child) sends the hot
+//!   path to `claim`. `EXIT`'s destructor retires the thread's lanes when it ends.
+//!
+//! LOCK ORDER: PROCESS before any bot's mutex. Claims, releases by the thread itself and
+//! registration take the bot's mutex alone; thread exit, the last drop and fork take PROCESS first.
+
+use crate::error::Error;
+use crate::layout::*;
+use crate::shm::{self, Mapping, RegistryEntry, Writer};
+use crate::sys::{self, PMutex};
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::{Arc, Once};
+
+/// Bots one process may hold at once (the size of each thread's lane table).
+pub const MAX_BOTS_PER_PROCESS: usize = 64;
+
+const ATTEMPTS: usize = 8;
+
+// MARK: - The process
+
+#[derive(Clone, Copy)]
+struct Slot {
+    bot: *const BotInner, // null: free
+    generation: u64,
+}
+
+struct Process {
+    slots: [Slot; MAX_BOTS_PER_PROCESS],
+    next_generation: u64,
+}
+
+// SAFETY: the slots' pointers are only followed under PROCESS's mutex, and a bot removes itself
+// from its slot under that mutex before it is freed.
+unsafe impl Send for Process {}
+
+static PROCESS: PMutex<Process> = PMutex::new(Process {
+    slots: [Slot { bot: std::ptr::null(), generation: 0 }; MAX_BOTS_PER_PROCESS],
+    next_generation: 1,
+});
+
+static FORK_HANDLERS: Once = Once::new();
+
+#[derive(Clone, Copy)]
+struct ThreadLane {
+    generation: u64,
+    writer: *const Writer,
+}
+
+const NO_LANE: ThreadLane = ThreadLane { generation: 0, writer: std::ptr::null() };
+
+/// Retires the thread's lanes when the thread ends (its destructor is registered on first claim).
+struct ExitWatch;
+
+impl Drop for ExitWatch {
+    fn drop(&mut self) {
+        thread_exit();
+    }
+}
+
+thread_local! {
+    /// Each thread's lanes, by bot slot: a plain thread-local read on the hot path.
+    static LANES: UnsafeCell<[ThreadLane; MAX_BOTS_PER_PROCESS]> =
+        const { UnsafeCell::new([NO_LANE; MAX_BOTS_PER_PROCESS]) };
+    static EXIT: ExitWatch = const { ExitWatch };
+}
+
+#[inline(always)]
+fn lane_entry(slot: usize) -> ThreadLane {
+    // SAFETY: the table is this thread's; no reference into it outlives this call.
+    LANES.with(|table| unsafe { (*table.get())[slot & (MAX_BOTS_PER_PROCESS - 1)] })
+}
+
+fn set_lane_entry(slot: usize, entry: ThreadLane) {
+    // SAFETY: as in lane_entry.
+    LANES.with(|table| unsafe { (*table.get())[slot & (MAX_BOTS_PER_PROCESS - 1)] = entry })
+}
+
+/// `EXIT`'s destructor: retires every lane the exiting thread holds, of every live bot.
+fn thread_exit() {
+    let process = PROCESS.lock();
+    for slot in 0..MAX_BOTS_PER_PROCESS {
+        let entry = lane_entry(slot);
+        if entry.generation == 0 {
+            continue;
+        }
+        let s = process.slots[slot];
+        if !s.bot.is_null() && s.generation == entry.generation {
+            // SAFETY: the bot is in its slot, so it is alive until we release PROCESS.
+            let bot = unsafe { &*s.bot };
+            if bot.enabled.load(Relaxed) {
+                let mut state = bot.state.lock();
+                bot.release_writer_locked(&mut state, entry.writer);
+            }
+        }
+        set_lane_entry(slot, NO_LANE);
+    }
+}
+
+// MARK: - Options
+
+/// How to attach. `Options::default()` takes every default.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The directory of the bot's file. None: `$RINGSIDE_DIR`, else `/dev/shm`.
+    pub directory: Option<PathBuf>,
+    /// Records a lane holds: a power of two from 16 to 2^28. None: 65,536 for a new file,
+    /// whatever an existing one has (Some: it must match).
+    pub lane_capacity: Option<u64>,
+    /// Metrics the registry holds, 1 to 4096. None: 256 for a new file, whatever an existing one has.
+    pub max_metrics: Option<u32>,
+    /// Lanes (threads recording at once), 1 to 1024. None: 64 for a new file, whatever an
+    /// existing one has.
+    pub max_lanes: Option<u32>,
+    /// Permission bits of a new file. None: 0o600.
+    pub mode: Option<u32>,
+    /// Replace an incompatible or corrupt file (its contents are lost) instead of failing;
+    /// never one whose process lives.
+    pub recreate: bool,
+    /// Map nothing and write nothing, as `RINGSIDE_DISABLED=1` does.
+    pub disabled: bool,
+}
+
+fn disabled_by_environment() -> bool {
+    match std::env::var("RINGSIDE_DISABLED") {
+        Ok(value) => value == "1" || value.eq_ignore_ascii_case("true") || value.eq_ignore_ascii_case("yes"),
+        Err(_) => false,
+    }
+}
+
+fn check_options(name: &str, o: &Options) -> Result<(), Error> {
+    let invalid = |reason: String| Err(Error::InvalidOption { bot: name.to_string(), reason });
+    if let Some(capacity) = o.lane_capacity {
+        if !(1 << MIN_CAPACITY_LOG2..=1 << MAX_CAPACITY_LOG2).contains(&capacity) || !capacity.is_power_of_two() {
+            return invalid(format!(
+                "lane_capacity {capacity} must be a power of two from {} to {} records",
+                1u64 << MIN_CAPACITY_LOG2,
+                1u64 << MAX_CAPACITY_LOG2
+            ));
+        }
+    }
+    if let Some(n) = o.max_metrics {
+        if !(1..=MAX_REGISTRY_CAPACITY).contains(&n) {
+            return invalid(format!("max_metrics {n} must be from 1 to {MAX_REGISTRY_CAPACITY}"));
+        }
+    }
+    if let Some(n) = o.max_lanes {
+        if !(1..=MAX_LANES).contains(&n) {
+            return invalid(format!("max_lanes {n} must be from 1 to {MAX_LANES}"));
+        }
+    }
+    if let Some(mode) = o.mode {
+        if mode & !0o777 != 0 {
+            return invalid(format!("mode 0{mode:o} has bits other than permissions"));
+        }
+    }
+    Ok(())
+}
+
+// MARK: - The bot
+
+struct BotState {
+    file: Option<File>,      // holds the producer lock; None when disabled or forked
+    header: Option<Mapping>, // [0, lanes_offset): header, registry, metric cells
+    lanes: Vec<Option<Mapping>>,
+    held: Vec<bool>,         // a thread holds the lane
+    disabled_metrics: u32,   // a disabled bot's registrations, for their indices
+    /// (name, encoded labels) -> registry index, of every published entry.
+    known: HashMap<(String, Vec<u8>), u32>,
+    forked: bool,            // in a forked child: the file is the parent's
+    said_why_laneless: bool,
+}
+
+pub(crate) struct BotInner {
+    slot: u32,
+    /// Unique per attachment; changed in a forked child.
+    generation: AtomicU64,
+    /// False when disabled, or in a forked child: nothing is written.
+    enabled: AtomicBool,
+    name: String,
+    directory: PathBuf,
+    path: PathBuf,
+    owner_pid: u32,
+    registry_capacity: u32,
+    max_lanes: u32,
+    capacity_log2: u32,
+    geometry: Geometry,
+    /// max_lanes lane writers, then the laneless writer, then the disabled one.
+    writers: Box<[Writer]>,
+    /// (max_lanes + 2) sampling rows of `stride` entries (128-byte rows), one per writer.
+    _countdowns: Box<[AtomicU32]>,
+    /// Lanes this process mapped (the file's count at attach, plus those it added): every loop
+    /// over lanes uses it, not the file's count, which any process of the user could write.
+    lanes_mapped: AtomicU32,
+    state: PMutex<BotState>,
+}
+
+/// A file attached and validated, before it becomes a bot.
+struct Attached {
+    known: HashMap<(String, Vec<u8>), u32>,
+    header: Mapping,
+    lanes: Vec<Mapping>,
+    geometry: Geometry,
+    capacity_log2: u32,
+    registry_capacity: u32,
+    max_lanes: u32,
+}
+
+impl BotInner {
+    /// The calling thread's writer: a thread-local read, or `claim` on first use.
+    #[inline(always)]
+    pub(crate) fn writer(&self) -> &Writer {
+        let entry = lane_entry(self.slot as usize);
+        if entry.generation == self.generation.load(Relaxed) {
+            // SAFETY: the entry was set by `claim` for this bot's generation: it points at one of
+            // this bot's writers, which live as long as the bot (borrowed through `self`).
+            return unsafe { &*entry.writer };
+        }
+        self.claim()
+    }
+
+    fn laneless(&self) -> &Writer {
+        &self.writers[self.max_lanes as usize]
+    }
+
+    fn disabled_writer(&self) -> &Writer {
+        &self.writers[self.max_lanes as usize + 1]
+    }
+
+    /// The thread's first record on this bot: claims a lane (`rs_bot_claim_lane`).
+    #[cold]
+    #[inline(never)]
+    fn claim(&self) -> &Writer {
+        let generation = self.generation.load(Relaxed);
+        let entry = lane_entry(self.slot as usize);
+        if entry.generation == generation {
+            // SAFETY: as in `writer`.
+            return unsafe { &*entry.writer };
+        }
+        let mut writer = self.disabled_writer();
+        if self.enabled.load(Relaxed) {
+            // A thread whose thread-locals are being destroyed could not retire a lane: it
+            // records without one.
+            writer = self.laneless();
+            if EXIT.try_with(|_| ()).is_ok() {
+                let mut state = self.state.lock();
+                if let Some(lane) = self.take_lane_locked(&mut state) {
+                    writer = &self.writers[lane as usize];
+                }
+            }
+        }
+        set_lane_entry(self.slot as usize, ThreadLane { generation, writer });
+        writer
+    }
+
+    /// Takes the lowest free lane, adding one if none is free (`rsp_take_lane_locked`); None
+    /// when every lane is held or none could be added (said once on stderr).
+    fn take_lane_locked(&self, state: &mut BotState) -> Option<u32> {
+        if state.forked || !self.enabled.load(Relaxed) {
+            return None;
+        }
+        let allocated = self.lanes_mapped.load(Relaxed); // ours, under this mutex
+        if let Some(lane) = (0..allocated).find(|&lane| !state.held[lane as usize]) {
+            self.hand_over_locked(state, lane);
+            return Some(lane);
+        }
+        if allocated < self.max_lanes {
+            if let Err(errno) = self.add_lane_locked(state, allocated) {
+                self.say_laneless(state, allocated, errno);
+                return None;
+            }
+            self.hand_over_locked(state, allocated);
+            return Some(allocated);
+        }
+        let header = state.header.as_ref().expect("an enabled bot has its header").header();
+        // Relaxed: a statistic only this process writes, under this mutex.
+        header.lanes_exhausted.store(header.lanes_exhausted.load(Relaxed).wrapping_add(1), Relaxed);
+        None
+    }
+
+    /// Appends lane `lane` (== lanes_mapped) to the file (`rsp_add_lane_locked`).
+    fn add_lane_locked(&self, state: &mut BotState, lane: u32) -> Result<(), sys::Errno> {
+        let fd = state.file.as_ref().expect("an enabled bot has its file").as_raw_fd();
+        let offset = self.geometry.lane_offset(lane);
+        // Reserve the lane's pages first, so a full directory is an error now and never a SIGBUS.
+        sys::reserve(fd, offset, self.geometry.lane_size)?;
+        let mapping = Mapping::map(fd, offset, self.geometry.lane_size)?;
+        // A process that died while adding this lane may have written its header or cells.
+        mapping.zero_lane_header_and_cells(self.registry_capacity);
+        state.lanes[lane as usize] = Some(mapping);
+        let header = state.header.as_ref().expect("an enabled bot has its header").header();
+        // Release: a reader that sees the new count sees the lane's pages and its zeroed header.
+        header.lanes_allocated.store(lane + 1, Release);
+        // Release: pairs with lanes_allocated()'s acquire; the lane is mapped and zeroed.
+        self.lanes_mapped.store(lane + 1, Release);
+        Ok(())
+    }
+
+    /// Gives lane `lane` to the calling thread (`rsp_hand_over_locked`).
+    fn hand_over_locked(&self, state: &mut BotState, lane: u32) {
+        let mapping = state.lanes[lane as usize].as_ref().expect("a mapped lane");
+        let header = state.header.as_ref().expect("an enabled bot has its header");
+        // SAFETY: the lane is free (no thread uses its writer) and we hold the bot's mutex; the
+        // lane and the cells stay mapped until the bot is dropped or the process forks, and both
+        // empty the writers (or no thread can reach them) before unmapping.
+        unsafe {
+            self.writers[lane as usize].point_at_lane(
+                mapping,
+                &self.geometry,
+                self.capacity_log2,
+                header.cells(&self.geometry),
+            )
+        };
+        state.held[lane as usize] = true;
+        let now = sys::clock_coarse_ns();
+        shm::activate(mapping.lane(), sys::gettid(), now);
+        // Relaxed: a hint for readers.
+        header.header().heartbeat_ns.store(now, Relaxed);
+    }
+
+    /// Retires the lane whose writer a thread's table entry holds, if a thread holds it.
+    fn release_writer_locked(&self, state: &mut BotState, writer: *const Writer) {
+        let first = self.writers.as_ptr() as usize;
+        let at = writer as usize;
+        if at < first || (at - first) % std::mem::size_of::<Writer>() != 0 {
+            return;
+        }
+        let lane = (at - first) / std::mem::size_of::<Writer>();
+        if lane < self.max_lanes as usize && state.held[lane] && !state.forked {
+            state.held[lane] = false;
+            if let Some(mapping) = &state.lanes[lane] {
+                shm::retire(mapping.lane());
+            }
+        }
+    }
+
+    /// Says once per bot, on stderr, why a thread records without a lane.
+    fn say_laneless(&self, state: &mut BotState, lane: u32, errno: sys::Errno) {
+        if std::mem::replace(&mut state.said_why_laneless, true) {
+            return;
+        }
+        if errno == sys::ENOSPC || errno == sys::EDQUOT {
+            eprintln!(
+                "ringside: bot {}: no space for lane {lane} ({} bytes) in {} (is {} full?): a thread without a lane \
+                 keeps its counts and gauges, and counts its records as dropped",
+                self.name,
+                self.geometry.lane_size,
+                self.path.display(),
+                self.directory.display()
+            );
+        } else {
+            eprintln!(
+                "ringside: bot {}: lane {lane} could not be added to {}: {} (errno {errno}): a thread without a lane \
+                 keeps its counts and gauges, and counts its records as dropped",
+                self.name,
+                self.path.display(),
+                std::io::Error::from_raw_os_error(errno)
+            );
+        }
+    }
+
+    /// Retires the calling thread's lane now (`rs_bot_release_thread_lane`).
+    fn release_thread_lane(&self) {
+        let entry = lane_entry(self.slot as usize);
+        if entry.generation != self.generation.load(Relaxed) {
+            return;
+        }
+        if self.enabled.load(Relaxed) {
+            let mut state = self.state.lock();
+            self.release_writer_locked(&mut state, entry.writer);
+        }
+        set_lane_entry(self.slot as usize, NO_LANE);
+    }
+
+    // MARK: Registration
+
+    /// Registers (or finds again) a metric: its index (`rs_bot_register_encoded`).
+    pub(crate) fn register(&self, request: &Request<'_>) -> Result<u32, Error> {
+        let mut state = self.state.lock();
+        if state.forked {
+            return Err(Error::Forked {
+                bot: self.name.clone(),
+                pid: std::process::id(),
+                parent: self.owner_pid,
+            });
+        }
+        let Some(mapping) = state.header.as_ref().filter(|_| self.enabled.load(Relaxed)) else {
+            // Disabled: a handle below the registry's capacity, so record calls stay harmless.
+            let index = state.disabled_metrics % self.registry_capacity;
+            state.disabled_metrics = state.disabled_metrics.wrapping_add(1);
+            return Ok(index);
+        };
+        let header = mapping.header();
+        let count = header.metric_count.load(Relaxed); // relaxed: only we write it, under this mutex
+        let identity = (request.name.to_string(), request.labels.clone());
+        if let Some(&index) = state.known.get(&identity) {
+            // Entries below metric_count never change: the one we validated or wrote is there.
+            let entry = mapping.read_entry(&self.geometry, index);
+            if entry.kind != request.kind || entry.unit != request.unit as u8 || entry.sample_every != request.sample_every {
+                let shown = if request.labels.is_empty() {
+                    String::new()
+                } else {
+                    format!("{{{}}}", String::from_utf8_lossy(&request.labels).replace('\n', ","))
+                };
+                return Err(Error::Conflict {
+                    bot: self.name.clone(),
+                    metric: request.name.to_string(),
+                    reason: format!(
+                        "metric {}{shown} is already registered as {} in {} sampled 1 in {}; asked for {} in {} sampled 1 in {}",
+                        request.name,
+                        kind_name(entry.kind),
+                        unit_name(entry.unit),
+                        entry.sample_every,
+                        kind_name(request.kind),
+                        request.unit.name(),
+                        request.sample_every
+                    ),
+                });
+            }
+            return Ok(index);
+        }
+        if count >= self.registry_capacity {
+            return Err(Error::RegistryFull {
+                bot: self.name.clone(),
+                metric: request.name.to_string(),
+                capacity: self.registry_capacity,
+            });
+        }
+        let mut entry = RegistryEntry::zeroed();
+        entry.index = count;
+        entry.kind = request.kind;
+        entry.unit = request.unit as u8;
+        entry.sample_every = request.sample_every;
+        entry.name_length = request.name.len() as u16;
+        entry.labels_length = request.labels.len() as u16;
+        entry.help_length = request.help.len() as u16;
+        entry.name[..request.name.len()].copy_from_slice(request.name.as_bytes());
+        entry.labels[..request.labels.len()].copy_from_slice(&request.labels);
+        entry.help[..request.help.len()].copy_from_slice(request.help.as_bytes());
+        mapping.write_entry(&self.geometry, &entry);
+        // Release: the entry's bytes are visible before the count that publishes it.
+        header.metric_count.store(count + 1, Release);
+        state.known.insert(identity, count);
+        Ok(count)
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A registration's arguments, checked (`rsp_check_request`) and encoded.
+pub(crate) struct Request<'a> {
+    pub name: &'a str,
+    pub kind: u8,
+    pub unit: Unit,
+    pub labels: Vec<u8>,
+    pub help: &'a str,
+    pub sample_every: u32,
+}
+
+impl<'a> Request<'a> {
+    pub fn new(
+        bot: &str,
+        name: &'a str,
+        kind: u8,
+        unit: Unit,
+        labels: &[(&str, &str)],
+        help: &'a str,
+        sample_every: u32,
+    ) -> Result<Request<'a>, Error> {
+        if !is_identifier(name.as_bytes()) || name.len() > NAME_MAX {
+            return Err(Error::InvalidMetricName { bot: bot.to_string(), metric: shorten(name).to_string() });
+        }
+        let unit = if kind == KIND_COUNTER { Unit::None } else { unit }; // counters count: no unit
+        let invalid = |reason: &str| Error::InvalidOption { bot: bot.to_string(), reason: format!("metric {name}: {reason}") };
+        if sample_every < 1 {
+            return Err(invalid("sample_every must be at least 1"));
+        }
+        if kind == KIND_COUNTER && sample_every != 1 {
+            return Err(invalid("counters are exact: sample_every must be 1"));
+        }
+        if kind == KIND_GAUGE && sample_every != 1 {
+            return Err(invalid("a gauge keeps its last value: sample_every must be 1"));
+        }
+        if help.len() > HELP_MAX || help.contains('\0') {
+            return Err(Error::InvalidHelp { bot: bot.to_string(), metric: name.to_string() });
+        }
+        let labels = encode_labels(labels).map_err(|reason| Error::InvalidLabels {
+            bot: bot.to_string(),
+            metric: name.to_string(),
+            reason,
+        })?;
+        Ok(Request { name, kind, unit, labels, help, sample_every })
+    }
+}
+
+impl Drop for BotInner {
+    /// The last handle is gone: retire every lane, unmap, close (which releases the lock).
+    fn drop(&mut self) {
+        let mut process = PROCESS.lock();
+        let slot = &mut process.slots[self.slot as usize];
+        if std::ptr::eq(slot.bot, self) {
+            *slot = Slot { bot: std::ptr::null(), generation: 0 }; // thread exits and forks no longer find it
+        }
+        {
+            let mut state = self.state.lock();
+            if self.enabled.load(Relaxed) && !state.forked {
+                // Every lane is retired with the process's hold on the file (readers see it at once).
+                for lane in state.lanes.iter().flatten() {
+                    shm::retire(lane.lane());
+                }
+            }
+            // Unmapped and closed under the process's mutex, so a fork() either disowns them or
+            // never sees them (a child's copy of a mapping would hold the lock as the fd would).
+            state.lanes.clear();
+            state.header = None;
+            state.file = None; // with the mappings gone, this releases the producer lock
+        }
+        drop(process);
+        if lane_entry(self.slot as usize).generation == self.generation.load(Relaxed) {
+            set_lane_entry(self.slot as usize, NO_LANE);
+        }
+    }
+}
+
+// MARK: - Fork
+
+unsafe extern "C" fn fork_prepare() {
+    PROCESS.lock_raw();
+    let process = &*PROCESS.data_ptr();
+    for slot in process.slots.iter().filter(|s| !s.bot.is_null()) {
+        (*slot.bot).state.lock_raw();
+    }
+}
+
+unsafe extern "C" fn fork_parent() {
+    let process = &*PROCESS.data_ptr();
+    for slot in process.slots.iter().rev().filter(|s| !s.bot.is_null()) {
+        (*slot.bot).state.unlock_raw();
+    }
+    PROCESS.unlock_raw();
+}
+
+unsafe extern "C" fn fork_child() {
+    let process = &mut *PROCESS.data_ptr();
+    for i in 0..MAX_BOTS_PER_PROCESS {
+        let bot = process.slots[i].bot;
+        if bot.is_null() {
+            continue;
+        }
+        let bot = &*bot;
+        // A new generation: every thread-table entry (the forking thread's) is stale now.
+        let generation = process.next_generation;
+        process.next_generation += 1;
+        bot.generation.store(generation, Relaxed);
+        process.slots[i].generation = generation;
+        let state = &mut *bot.state.data_ptr(); // locked by fork_prepare
+        if bot.enabled.load(Relaxed) && !state.forked {
+            disown(bot, state);
+        }
+    }
+    for slot in process.slots.iter().rev().filter(|s| !s.bot.is_null()) {
+        (*slot.bot).state.unlock_raw();
+    }
+    PROCESS.unlock_raw();
+}
+
+/// In a forked child: the bot's file is the parent's. Write nothing to it and let go of it: the
+/// descriptor AND the mappings, since a mapping holds the open file description, and with it the
+/// parent's lock, as long as it exists (the parent's death would go unseen while we live).
+/// Only munmap, close and write: safe in the child of a threaded process.
+fn disown(bot: &BotInner, state: &mut BotState) {
+    state.forked = true;
+    bot.enabled.store(false, Relaxed);
+    for writer in bot.writers.iter() {
+        // SAFETY: the child has one thread, and it is here.
+        unsafe { writer.point_at_nothing() };
+    }
+    for lane in state.lanes.iter_mut() {
+        *lane = None; // munmap, without freeing the vector
+    }
+    state.header = None;
+    state.file = None; // close
+    let mut message = StackText::new();
+    let _ = std::fmt::Write::write_fmt(
+        &mut message,
+        format_args!(
+            "ringside: bot {} is attached by pid {}; this forked child (pid {}) writes nothing to it: attach a bot of its own in the child\n",
+            bot.name,
+            bot.owner_pid,
+            std::process::id()
+        ),
+    );
+    sys::write_stderr_raw(message.as_bytes());
+}
+
+/// A message built without allocating (for a forked child).
+struct StackText {
+    bytes: [u8; 512],
+    used: usize,
+}
+
+impl StackText {
+    fn new() -> StackText {
+        StackText { bytes: [0; 512], used: 0 }
+    }
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.used]
+    }
+}
+
+impl std::fmt::Write for StackText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let n = s.len().min(self.bytes.len() - self.used);
+        self.bytes[self.used..self.used + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.used += n;
+        Ok(())
+    }
+}
+
+// MARK: - Attaching
+
+fn le_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap())
+}
+
+fn le_u64(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+}
+
+struct Target<'a> {
+    name: &'a str,
+    path: &'a Path,
+    directory: &'a Path,
+}
+
+impl Target<'_> {
+    fn corrupt(&self, reason: String) -> Error {
+        Error::Corrupt { bot: self.name.to_string(), path: self.path.to_path_buf(), reason }
+    }
+
+    fn open_error(&self, error: std::io::Error, created: bool) -> Error {
+        let errno = error.raw_os_error().unwrap_or(0);
+        let (bot, path) = (self.name.to_string(), self.path.to_path_buf());
+        if errno == sys::ELOOP {
+            Error::SymbolicLink { bot, path }
+        } else if created && (errno == sys::ENOSPC || errno == sys::EDQUOT) {
+            // Creating the file failed for want of room: with no byte reserved yet, that is the
+            // file system's inodes (or a quota), not the ring's size.
+            Error::NoInodes { bot, path, directory: self.directory.to_path_buf() }
+        } else if errno == sys::EACCES {
+            let reason = format!("open {}: {error}", self.path.display());
+            Error::PermissionDenied { bot, path, owner: None, reason }
+        } else {
+            Error::io(self.name, "open", self.path, errno)
+        }
+    }
+
+    /// Opens (or creates) the file and takes the producer lock (`rsp_open_and_lock`).
+    /// Ok(None): the path names another file now; open it again.
+    fn open_and_lock(&self, mode: u32) -> Result<Option<(File, bool, u64)>, Error> {
+        let mut created = true;
+        let opened = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(sys::O_NOFOLLOW)
+            .open(self.path);
+        let file = match opened {
+            Ok(file) => file,
+            Err(error) if error.kind() == ErrorKind::AlreadyExists => {
+                created = false;
+                match OpenOptions::new().read(true).write(true).custom_flags(sys::O_NOFOLLOW).open(self.path) {
+                    Ok(file) => file,
+                    Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None), // removed between the opens
+                    Err(error) => return Err(self.open_error(error, false)),
+                }
+            }
+            Err(error) => return Err(self.open_error(error, true)),
+        };
+        let fail = |operation: &str, error: std::io::Error| Error::io(self.name, operation, self.path, error.raw_os_error().unwrap_or(0));
+        if created {
+            // Exactly the mode asked for, whatever the umask.
+            file.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| fail("chmod", e))?;
+        }
+        let metadata = file.metadata().map_err(|e| fail("fstat", e))?;
+        if !metadata.file_type().is_file() {
+            return Err(self.corrupt("it is not a regular file".into()));
+        }
+        let euid = sys::effective_uid();
+        if metadata.uid() != euid {
+            return Err(Error::PermissionDenied {
+                bot: self.name.to_string(),
+                path: self.path.to_path_buf(),
+                owner: Some(metadata.uid()),
+                reason: format!(
+                    "{} is owned by uid {}, not {euid}; bot files are private to their user",
+                    self.path.display(),
+                    metadata.uid()
+                ),
+            });
+        }
+        match sys::lock_byte(file.as_raw_fd(), LOCK_BYTE_PRODUCER) {
+            Ok(()) => {}
+            Err(errno) if errno == sys::EAGAIN || errno == sys::EACCES => {
+                let mut copy = [0u8; 0xA4];
+                let mut pid = 0;
+                if file.read_exact_at(&mut copy, 0).is_ok() {
+                    // Format version 1 kept the pid at 0xA0.
+                    let at = if le_u32(&copy, 8) == 1 { 0xA0 } else { 0x98 };
+                    pid = le_u32(&copy, at) as i32;
+                }
+                return Err(Error::ProducerAlive { bot: self.name.to_string(), pid });
+            }
+            Err(errno) => return Err(Error::io(self.name, "lock", self.path, errno)),
+        }
+        // Under the lock the file changes only through us: is it still the one at the path?
+        let metadata = file.metadata().map_err(|e| fail("fstat", e))?;
+        match std::fs::symlink_metadata(self.path) {
+            Ok(at_path) if at_path.ino() == metadata.ino() && at_path.dev() == metadata.dev() => {}
+            _ => return Ok(None),
+        }
+        Ok(Some((file, created, metadata.len())))
+    }
+
+    fn no_space(&self, bytes: u64) -> Error {
+        Error::NoSpace {
+            bot: self.name.to_string(),
+            path: self.path.to_path_buf(),
+            directory: self.directory.to_path_buf(),
+            bytes,
+        }
+    }
+
+    /// A new file, or one whose creation never finished (version 0): lay it out under the lock.
+    fn create(&self, file: &File, o: &Options, created: bool) -> Result<Attached, Error> {
+        let capacity_log2 = o.lane_capacity.map_or(DEFAULT_LANE_CAPACITY_LOG2, |c| c.trailing_zeros());
+        let registry_capacity = o.max_metrics.unwrap_or(DEFAULT_REGISTRY_CAPACITY);
+        let max_lanes = o.max_lanes.unwrap_or(DEFAULT_MAX_LANES);
+        let geometry = Geometry::of(capacity_log2, registry_capacity);
+        let size = geometry.lanes_offset;
+        // Start from zeros (a half-created file may hold anything), then reserve the header part
+        // now, so a full directory fails here and never as SIGBUS later.
+        let result = file
+            .set_len(0)
+            .map_err(|e| e.raw_os_error().unwrap_or(0))
+            .and_then(|()| sys::reserve(file.as_raw_fd(), 0, size));
+        let mapped = match result {
+            Err(errno) if errno == sys::ENOSPC || errno == sys::EDQUOT => Err(self.no_space(size)),
+            Err(errno) => Err(Error::io(self.name, "reserve space for", self.path, errno)),
+            Ok(()) => Mapping::map(file.as_raw_fd(), 0, size).map_err(|errno| Error::io(self.name, "mmap", self.path, errno)),
+        };
+        let mapping = match mapped {
+            Ok(mapping) => mapping,
+            Err(error) => {
+                if created {
+                    let _ = std::fs::remove_file(self.path); // ours, and we still hold its lock
+                }
+                return Err(error);
+            }
+        };
+        let h = mapping.header();
+        // Relaxed: `version`, stored last, publishes them all.
+        h.magic.store(MAGIC, Relaxed);
+        h.header_size.store(HEADER_SIZE, Relaxed);
+        h.record_size.store(RECORD_SIZE, Relaxed);
+        h.capacity_log2.store(capacity_log2, Relaxed);
+        h.registry_capacity.store(registry_capacity, Relaxed);
+        h.registry_entry_size.store(REGISTRY_ENTRY_SIZE, Relaxed);
+        h.registry_offset.store(geometry.registry_offset, Relaxed);
+        h.cells_offset.store(geometry.cells_offset, Relaxed);
+        h.lanes_offset.store(geometry.lanes_offset, Relaxed);
+        h.created_realtime_ns.store(sys::clock_realtime_ns(), Relaxed);
+        h.created_monotonic_ns.store(sys::clock_precise_ns(), Relaxed);
+        h.lane_size.store(geometry.lane_size, Relaxed);
+        h.lane_records_offset.store(geometry.lane_records_offset, Relaxed);
+        h.max_lanes.store(max_lanes, Relaxed);
+        h.metric_cell_size.store(METRIC_CELL_SIZE, Relaxed);
+        h.lane_header_size.store(LANE_HEADER_SIZE, Relaxed);
+        // Release, written last: a reader that sees the version sees the whole layout.
+        h.version.store(FORMAT_VERSION, Release);
+        Ok(Attached { known: HashMap::new(), header: mapping, lanes: Vec::new(), geometry, capacity_log2, registry_capacity, max_lanes })
+    }
+
+    /// Checks an existing header's layout (`rsp_layout_check`), then the options against it.
+    fn check_layout(&self, copy: &[u8], size: u64, o: &Options) -> Result<(u32, u32, u32), Error> {
+        let magic = le_u64(copy, 0x00);
+        let version = le_u32(copy, 0x08);
+        let capacity_log2 = le_u32(copy, 0x14);
+        let registry_capacity = le_u32(copy, 0x18);
+        let max_lanes = le_u32(copy, 0x54);
+        if magic != MAGIC {
+            return Err(self.corrupt(format!("bad magic 0x{magic:016x} (not a Ringside file)")));
+        }
+        if version != FORMAT_VERSION {
+            let before = if version == 1 { " (one ring per file, before lanes)" } else { "" };
+            return Err(Error::Incompatible {
+                bot: self.name.to_string(),
+                path: self.path.to_path_buf(),
+                version: Some(version),
+                reason: format!(
+                    "it is format version {version}{before}; this library reads and writes version {FORMAT_VERSION} \
+                     (a lane per thread): remove the file, or attach with recreate to replace it"
+                ),
+            });
+        }
+        if !(MIN_CAPACITY_LOG2..=MAX_CAPACITY_LOG2).contains(&capacity_log2) {
+            return Err(self.corrupt(format!(
+                "capacity_log2 is {capacity_log2}, not {MIN_CAPACITY_LOG2} to {MAX_CAPACITY_LOG2}"
+            )));
+        }
+        if !(1..=MAX_REGISTRY_CAPACITY).contains(&registry_capacity) {
+            return Err(self.corrupt(format!(
+                "registry_capacity is {registry_capacity}, not 1 to {MAX_REGISTRY_CAPACITY}"
+            )));
+        }
+        if !(1..=MAX_LANES).contains(&max_lanes) {
+            return Err(self.corrupt(format!("max_lanes is {max_lanes}, not 1 to {MAX_LANES}")));
+        }
+        let g = Geometry::of(capacity_log2, registry_capacity);
+        let fields: [(&str, u64, u64); 10] = [
+            ("header_size", le_u32(copy, 0x0C) as u64, HEADER_SIZE as u64),
+            ("record_size", le_u32(copy, 0x10) as u64, RECORD_SIZE as u64),
+            ("registry_entry_size", le_u32(copy, 0x1C) as u64, REGISTRY_ENTRY_SIZE as u64),
+            ("metric_cell_size", le_u32(copy, 0x58) as u64, METRIC_CELL_SIZE as u64),
+            ("lane_header_size", le_u32(copy, 0x5C) as u64, LANE_HEADER_SIZE as u64),
+            ("registry_offset", le_u64(copy, 0x20), g.registry_offset),
+            ("cells_offset", le_u64(copy, 0x28), g.cells_offset),
+            ("lanes_offset", le_u64(copy, 0x30), g.lanes_offset),
+            ("lane_size", le_u64(copy, 0x48), g.lane_size),
+            ("lane_records_offset", le_u32(copy, 0x50) as u64, g.lane_records_offset as u64),
+        ];
+        for (field, value, expected) in fields {
+            if value != expected {
+                return Err(self.corrupt(format!("{field} is {value}, expected {expected}")));
+            }
+        }
+        if size < g.lanes_offset {
+            return Err(self.corrupt(format!(
+                "it has {size} bytes, less than the {} before its lanes",
+                g.lanes_offset
+            )));
+        }
+        let capacity = 1u64 << capacity_log2;
+        if o.lane_capacity.is_some_and(|c| c != capacity)
+            || o.max_metrics.is_some_and(|m| m != registry_capacity)
+            || o.max_lanes.is_some_and(|l| l != max_lanes)
+        {
+            let asked = |value: Option<u64>| value.map_or("any".to_string(), |v| v.to_string());
+            return Err(Error::Incompatible {
+                bot: self.name.to_string(),
+                path: self.path.to_path_buf(),
+                version: None,
+                reason: format!(
+                    "it holds lanes of {capacity} records, {registry_capacity} metrics and {max_lanes} lanes; asked for \
+                     lanes of {} records, {} metrics and {} lanes (attach with recreate to replace it, losing its contents)",
+                    asked(o.lane_capacity),
+                    asked(o.max_metrics.map(u64::from)),
+                    asked(o.max_lanes.map(u64::from))
+                ),
+            });
+        }
+        Ok((capacity_log2, registry_capacity, max_lanes))
+    }
+
+    /// Why registry entry `index` of an existing file is invalid, as a reader would check it.
+    fn entry_problem(entry: &RegistryEntry, index: u32) -> Option<String> {
+        if entry.index != index {
+            return Some(format!("its index field says {}", entry.index));
+        }
+        if !(KIND_COUNTER..=KIND_HISTOGRAM).contains(&entry.kind) {
+            return Some(format!("unknown kind {}", entry.kind));
+        }
+        if Unit::from_code(entry.unit).is_none() {
+            return Some(format!("unknown unit {}", entry.unit));
+        }
+        if entry.sample_every < 1 {
+            return Some("sample_every is 0".into());
+        }
+        if entry.name_length as usize > NAME_MAX || !is_identifier(entry.name()) {
+            return Some(format!("its name is not an identifier of 1 to {NAME_MAX} bytes"));
+        }
+        if entry.labels_length as usize > LABELS_MAX {
+            return Some(format!("labels length {}", entry.labels_length));
+        }
+        if let Some(problem) = labels_problem(entry.labels()) {
+            return Some(problem);
+        }
+        if entry.help_length as usize > HELP_MAX || entry.help().contains(&0) {
+            return Some(format!("its help is longer than {HELP_MAX} bytes or holds a NUL"));
+        }
+        None
+    }
+
+    /// An existing file: validate it field by field, then take it over with its lanes retired.
+    fn adopt(&self, file: &File, copy: &[u8], size: u64, o: &Options) -> Result<Attached, Error> {
+        let (capacity_log2, registry_capacity, max_lanes) = self.check_layout(copy, size, o)?;
+        let geometry = Geometry::of(capacity_log2, registry_capacity);
+        let fd = file.as_raw_fd();
+        let header = Mapping::map(fd, 0, geometry.lanes_offset).map_err(|errno| Error::io(self.name, "mmap", self.path, errno))?;
+        let h = header.header();
+        let count = h.metric_count.load(Acquire); // acquire: the entries below it are complete
+        if count > registry_capacity {
+            return Err(self.corrupt(format!("metric_count {count} exceeds registry_capacity {registry_capacity}")));
+        }
+        let mut known = HashMap::new();
+        for index in 0..count {
+            let entry = header.read_entry(&geometry, index);
+            if let Some(problem) = Self::entry_problem(&entry, index) {
+                return Err(self.corrupt(format!("registry entry {index}: {problem}")));
+            }
+            // Two entries of the same identity: the first is the one registration finds, as in C.
+            let name = String::from_utf8_lossy(entry.name()).into_owned(); // an identifier: ASCII
+            known.entry((name, entry.labels().to_vec())).or_insert(index);
+        }
+        let allocated = h.lanes_allocated.load(Acquire); // acquire: the lanes' headers
+        if allocated > max_lanes {
+            return Err(self.corrupt(format!("lanes_allocated {allocated} exceeds max_lanes {max_lanes}")));
+        }
+        let needed = geometry.lane_offset(allocated);
+        if size < needed {
+            return Err(self.corrupt(format!("it has {size} bytes, but its {allocated} lanes need {needed}")));
+        }
+        let capacity = 1u64 << capacity_log2;
+        let mut lanes = Vec::with_capacity(allocated as usize);
+        for lane in 0..allocated {
+            let mapping = Mapping::map(fd, geometry.lane_offset(lane), geometry.lane_size)
+                .map_err(|errno| Error::io(self.name, "mmap a lane of", self.path, errno))?;
+            let l = mapping.lane();
+            let write = l.write_cursor.load(Acquire); // acquire: pairs with the writer's release
+            let read = l.read_cursor.load(Acquire); // acquire: pairs with the consumer's release
+            if read > write {
+                return Err(self.corrupt(format!("lane {lane}'s read_cursor {read} is past its write_cursor {write}")));
+            }
+            if write - read > capacity {
+                return Err(self.corrupt(format!(
+                    "lane {lane}'s cursors (read {read}, write {write}) hold more records than its capacity of {capacity}"
+                )));
+            }
+            lanes.push(mapping);
+        }
+        // Valid: only now is anything written. The process that held the lanes is gone (it held the lock).
+        for lane in &lanes {
+            shm::retire(lane.lane());
+        }
+        Ok(Attached { known, header, lanes, geometry, capacity_log2, registry_capacity, max_lanes })
+    }
+
+    /// One attempt (`rsp_attach_once`): Ok(None) to open the path again.
+    fn attach_once(&self, o: &Options) -> Result<Option<(File, Attached)>, Error> {
+        let Some((file, created, size)) = self.open_and_lock(o.mode.unwrap_or(0o600))? else {
+            return Ok(None);
+        };
+        let mut copy = [0u8; 0x180];
+        let result = if size >= HEADER_SIZE as u64 {
+            file.read_exact_at(&mut copy, 0)
+                .map_err(|e| Error::io(self.name, "read", self.path, e.raw_os_error().unwrap_or(0)))
+        } else {
+            Ok(())
+        };
+        let result = result.and_then(|()| {
+            if size < HEADER_SIZE as u64 || le_u32(&copy, 8) == 0 {
+                self.create(&file, o, created)
+            } else {
+                self.adopt(&file, &copy, size, o)
+            }
+        });
+        match result {
+            Err(Error::Incompatible { .. } | Error::Corrupt { .. }) if o.recreate => {
+                // Asked to replace it: we hold its lock (`file` is still open) and it is still
+                // the file at the path. Unlink it, then make it again.
+                match std::fs::remove_file(self.path) {
+                    Ok(()) => Ok(None),
+                    Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+                    Err(error) => Err(Error::io(self.name, "remove", self.path, error.raw_os_error().unwrap_or(0))),
+                }
+            }
+            other => other.map(|attached| Some((file, attached))),
+        }
+    }
+}
+
+/// Writes the producer line of a freshly attached file (`rsp_start`).
+fn start(header: &shm::Header) {
+    // Relaxed: readers treat these as hints; the lock is the truth.
+    header.producer_pid.store(std::process::id() as i32, Relaxed);
+    header.producer_start_ns.store(sys::clock_realtime_ns(), Relaxed);
+    header.producer_attaches.store(header.producer_attaches.load(Relaxed).wrapping_add(1), Relaxed);
+    header.heartbeat_ns.store(sys::clock_coarse_ns(), Relaxed);
+}
+
+/// Attaches to the bot `name` (`rs_bot_attach`).
+pub(crate) fn attach(name: &str, options: &Options) -> Result<Arc<BotInner>, Error> {
+    if !is_bot_name(name) {
+        return Err(Error::InvalidBotName { bot: shorten(name).to_string() });
+    }
+    check_options(name, options)?;
+    FORK_HANDLERS.call_once(|| {
+        sys::at_fork(fork_prepare, fork_parent, fork_child);
+    });
+    let directory = options
+        .directory
+        .clone()
+        .filter(|d| !d.as_os_str().is_empty())
+        .or_else(|| std::env::var_os("RINGSIDE_DIR").filter(|d| !d.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/dev/shm"));
+    let mut path = directory.clone().into_os_string();
+    path.push("/");
+    path.push(FILE_PREFIX);
+    path.push(name);
+    let path = PathBuf::from(path);
+    if path.as_os_str().len() > 4095 {
+        return Err(Error::InvalidOption {
+            bot: name.to_string(),
+            reason: format!("the bot's path in {} is longer than 4095 bytes", directory.display()),
+        });
+    }
+    let disabled = options.disabled || disabled_by_environment();
+
+    // Under the process's mutex: a fork() or a thread's exit never sees a bot half attached.
+    let mut process = PROCESS.lock();
+    let Some(slot) = process.slots.iter().position(|s| s.bot.is_null()) else {
+        return Err(Error::TooManyBots { bot: name.to_string() });
+    };
+    let attached = if disabled {
+        None
+    } else {
+        let target = Target { name, path: &path, directory: &directory };
+        let mut attached = None;
+        for _ in 0..ATTEMPTS {
+            if let Some(a) = target.attach_once(options)? {
+                attached = Some(a);
+                break;
+            }
+        }
+        match attached {
+            Some(a) => Some(a),
+            None => return Err(Error::NotReady { bot: name.to_string(), path }),
+        }
+    };
+    if let Some((_, a)) = &attached {
+        start(a.header.header());
+    }
+    let (registry_capacity, max_lanes, capacity_log2, geometry) = match &attached {
+        Some((_, a)) => (a.registry_capacity, a.max_lanes, a.capacity_log2, a.geometry),
+        None => {
+            let registry = options.max_metrics.unwrap_or(DEFAULT_REGISTRY_CAPACITY);
+            (registry, 0, DEFAULT_LANE_CAPACITY_LOG2, Geometry::of(DEFAULT_LANE_CAPACITY_LOG2, registry))
+        }
+    };
+    // Sampling rows of 128 bytes: one per lane, then laneless's, then disabled's. Zero means
+    // "write the next call", as 1 does in C.
+    let stride = (registry_capacity as usize + 31) & !31;
+    let rows = max_lanes as usize + 2;
+    let countdowns: Box<[AtomicU32]> = (0..rows * stride).map(|_| AtomicU32::new(0)).collect();
+    let writers: Box<[Writer]> = (0..rows).map(|row| Writer::new(countdowns[row * stride..].as_ptr())).collect();
+    let generation = process.next_generation;
+    process.next_generation += 1;
+    let (file, header, lanes, known) = match attached {
+        Some((file, a)) => (Some(file), Some(a.header), a.lanes, a.known),
+        None => (None, None, Vec::new(), HashMap::new()),
+    };
+    let lanes_mapped = lanes.len() as u32;
+    if let Some(header) = &header {
+        // SAFETY: nobody can use the writer yet; the cells stay mapped as long as the bot.
+        unsafe { writers[max_lanes as usize].point_at_cells(header.cells(&geometry)) };
+    }
+    let mut lane_mappings: Vec<Option<Mapping>> = lanes.into_iter().map(Some).collect();
+    lane_mappings.resize_with(max_lanes as usize, || None);
+    let bot = Arc::new(BotInner {
+        slot: slot as u32,
+        generation: AtomicU64::new(generation),
+        enabled: AtomicBool::new(header.is_some()),
+        name: name.to_string(),
+        directory,
+        path: if disabled { PathBuf::new() } else { path },
+        owner_pid: std::process::id(),
+        registry_capacity,
+        max_lanes,
+        capacity_log2,
+        geometry,
+        writers,
+        _countdowns: countdowns,
+        lanes_mapped: AtomicU32::new(lanes_mapped),
+        state: PMutex::new(BotState {
+            file,
+            header,
+            lanes: lane_mappings,
+            held: vec![false; max_lanes as usize],
+            disabled_metrics: 0,
+            known,
+            forked: false,
+            said_why_laneless: false,
+        }),
+    });
+    process.slots[slot] = Slot { bot: Arc::as_ptr(&bot), generation };
+    drop(process);
+    Ok(bot)
+}
+
+// MARK: - The public face
+
+/// An attached bot: one process's hold on `<dir>/ringside.<name>`. Clone it freely (it is an
+/// `Arc`); the file is let go (lanes retired, lock released) when the last `Bot` and the last
+/// metric handle are dropped. See the crate documentation.
+#[derive(Clone)]
+pub struct Bot {
+    pub(crate) inner: Arc<BotInner>,
+}
+
+impl std::fmt::Debug for Bot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bot")
+            .field("name", &self.inner.name)
+            .field("path", &self.inner.path)
+            .field("enabled", &self.is_enabled())
+            .finish()
+    }
+}
+
+impl Bot {
+    /// Attaches to the bot `name` with the default options (see [`Options`]), creating its file
+    /// `$RINGSIDE_DIR/ringside.<name>` (default directory `/dev/shm`) if it does not exist.
+    pub fn attach(name: &str) -> Result<Bot, Error> {
+        Self::attach_with(name, Options::default())
+    }
+
+    /// Attaches with options. With `RINGSIDE_DISABLED=1` (or `true`, `yes`) in the environment,
+    /// or `options.disabled`, maps nothing and returns a bot that writes nothing (registration
+    /// still checks its arguments).
+    pub fn attach_with(name: &str, options: Options) -> Result<Bot, Error> {
+        Ok(Bot { inner: attach(name, &options)? })
+    }
+
+    /// The bot's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The bot's file; None when disabled.
+    pub fn path(&self) -> Option<&Path> {
+        if self.inner.path.as_os_str().is_empty() {
+            None
+        } else {
+            Some(&self.inner.path)
+        }
+    }
+
+    /// True while this process writes the bot's file (false when disabled, or in a forked child).
+    pub fn is_enabled(&self) -> bool {
+        self.inner.enabled.load(Relaxed)
+    }
+
+    /// Lanes this process has in the file (a thread's first record may add one).
+    pub fn lanes_allocated(&self) -> u32 {
+        // Acquire: pairs with the release that counted the lane.
+        self.inner.lanes_mapped.load(Acquire)
+    }
+
+    /// Registry entries published (0 for a disabled bot).
+    pub fn metric_count(&self) -> u32 {
+        let state = self.inner.state.lock();
+        match &state.header {
+            // Acquire: the entries below it are complete.
+            Some(header) if self.is_enabled() => header.header().metric_count.load(Acquire),
+            _ => 0,
+        }
+    }
+
+    /// Retires the calling thread's lane now, as its exit would (for a thread that stops
+    /// recording for good, or a pool thread handed to other work). Its next record claims again.
+    pub fn release_thread_lane(&self) {
+        self.inner.release_thread_lane();
+    }
+}

@@ -1,0 +1,155 @@
+//! Why a bot could not be attached or a metric registered: a sentence naming the bot, as the C
+//! producer's `rs_error.message` ("bot bot-a: another producer is attached (pid 4242); a bot has
+//! one process").
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// Every way attaching a bot or registering a metric can fail. `Display` gives the sentence,
+/// which starts with "bot NAME: "; [`Error::bot`] gives the name alone.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A bot name that is not 1 to 200 of `[A-Za-z0-9._-]` (or is `.` or `..`).
+    InvalidBotName { bot: String },
+    /// A metric name that is not `[a-zA-Z_][a-zA-Z0-9_]*` of at most 104 bytes.
+    InvalidMetricName { bot: String, metric: String },
+    /// Labels the format cannot hold: a bad or reserved key, a key twice, a newline or NUL in a
+    /// value, more than 256 bytes in all.
+    InvalidLabels { bot: String, metric: String, reason: String },
+    /// Help text of more than 128 bytes, or holding a NUL.
+    InvalidHelp { bot: String, metric: String },
+    /// An option or a sampling rate out of its range (`reason` says which and why).
+    InvalidOption { bot: String, reason: String },
+    /// The metric (same name and labels) is registered with another kind, unit or sampling.
+    Conflict { bot: String, metric: String, reason: String },
+    /// No room for another metric in the bot's registry (its `max_metrics`, chosen at creation).
+    RegistryFull { bot: String, metric: String, capacity: u32 },
+    /// Another process holds the bot (its lock on byte 0 of the file).
+    ProducerAlive { bot: String, pid: i32 },
+    /// The file is not a valid bot file.
+    Corrupt { bot: String, path: PathBuf, reason: String },
+    /// The file has another format version (`version`) or another layout than the one asked for.
+    Incompatible { bot: String, path: PathBuf, version: Option<u32>, reason: String },
+    /// The directory has no room for the bytes the file needs (ENOSPC or EDQUOT).
+    NoSpace { bot: String, path: PathBuf, directory: PathBuf, bytes: u64 },
+    /// The file could not be created: the directory has no free inodes (or a quota is reached).
+    NoInodes { bot: String, path: PathBuf, directory: PathBuf },
+    /// The file belongs to another user (`owner`), or the directory refuses us (EACCES).
+    PermissionDenied { bot: String, path: PathBuf, owner: Option<u32>, reason: String },
+    /// The path is a symbolic link, which Ringside never follows.
+    SymbolicLink { bot: String, path: PathBuf },
+    /// The file kept being replaced while attaching.
+    NotReady { bot: String, path: PathBuf },
+    /// The process already holds 64 bots at once.
+    TooManyBots { bot: String },
+    /// This process is a fork of the one that attached the bot: it writes nothing to it.
+    Forked { bot: String, pid: u32, parent: u32 },
+    /// Another system call failed.
+    Io { bot: String, operation: String, path: PathBuf, source: io::Error },
+}
+
+impl Error {
+    /// The bot the error is about.
+    pub fn bot(&self) -> &str {
+        match self {
+            Error::InvalidBotName { bot }
+            | Error::InvalidMetricName { bot, .. }
+            | Error::InvalidLabels { bot, .. }
+            | Error::InvalidHelp { bot, .. }
+            | Error::InvalidOption { bot, .. }
+            | Error::Conflict { bot, .. }
+            | Error::RegistryFull { bot, .. }
+            | Error::ProducerAlive { bot, .. }
+            | Error::Corrupt { bot, .. }
+            | Error::Incompatible { bot, .. }
+            | Error::NoSpace { bot, .. }
+            | Error::NoInodes { bot, .. }
+            | Error::PermissionDenied { bot, .. }
+            | Error::SymbolicLink { bot, .. }
+            | Error::NotReady { bot, .. }
+            | Error::TooManyBots { bot }
+            | Error::Forked { bot, .. }
+            | Error::Io { bot, .. } => bot,
+        }
+    }
+
+    pub(crate) fn io(bot: &str, operation: &str, path: &std::path::Path, errno: i32) -> Error {
+        Error::Io {
+            bot: bot.to_string(),
+            operation: operation.to_string(),
+            path: path.to_path_buf(),
+            source: io::Error::from_raw_os_error(errno),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bot {}: ", self.bot())?;
+        match self {
+            Error::InvalidBotName { .. } => write!(f, "a bot name is 1 to 200 of [A-Za-z0-9._-], not . or .."),
+            Error::InvalidMetricName { metric, .. } => write!(
+                f,
+                "metric name \"{metric}\" must match [a-zA-Z_][a-zA-Z0-9_]* and have at most {} bytes",
+                crate::layout::NAME_MAX
+            ),
+            Error::InvalidLabels { metric, reason, .. } => write!(f, "metric {metric}: {reason}"),
+            Error::InvalidHelp { metric, .. } => write!(
+                f,
+                "metric {metric}: the help text must be at most {} bytes, without NUL",
+                crate::layout::HELP_MAX
+            ),
+            Error::InvalidOption { reason, .. } => write!(f, "{reason}"),
+            Error::Conflict { reason, .. } => write!(f, "{reason}"),
+            Error::RegistryFull { metric, capacity, .. } => write!(
+                f,
+                "metric {metric}: the registry is full ({capacity} metrics); a bot file made with a larger max_metrics holds more"
+            ),
+            Error::ProducerAlive { pid, .. } => {
+                write!(f, "another producer is attached (pid {pid}); a bot has one process")
+            }
+            Error::Corrupt { path, reason, .. } => write!(f, "{} is corrupt: {reason}", path.display()),
+            Error::Incompatible { path, reason, .. } => write!(f, "{}: {reason}", path.display()),
+            Error::NoSpace { path, directory, bytes, .. } => write!(
+                f,
+                "no space for {bytes} bytes at {} (is {} full?)",
+                path.display(),
+                directory.display()
+            ),
+            Error::NoInodes { path, directory, .. } => write!(
+                f,
+                "cannot create {}: {} has no free inodes (or a quota is reached; df -i says which)",
+                path.display(),
+                directory.display()
+            ),
+            Error::PermissionDenied { reason, .. } => write!(f, "{reason}"),
+            Error::SymbolicLink { path, .. } => {
+                write!(f, "{} is a symbolic link; Ringside never follows links", path.display())
+            }
+            Error::NotReady { path, .. } => {
+                write!(f, "{} kept being replaced while attaching (8 attempts)", path.display())
+            }
+            Error::TooManyBots { .. } => write!(f, "the process already holds 64 bots; drop one first"),
+            Error::Forked { pid, parent, .. } => write!(
+                f,
+                "this process (pid {pid}) is a fork of pid {parent}, which attached the bot: attach a bot of its own in the child"
+            ),
+            Error::Io { operation, path, source, .. } => write!(
+                f,
+                "{operation} {}: {source}",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The format's constants, geometry and string rules (ringside.h, version 2), without memory access.
+
+pub const MAGIC: u64 = 0x4544_4953_474E_4952; // "RINGSIDE" read as a little-endian u64
+pub const FORMAT_VERSION: u32 = 2;
+
+pub const HEADER_SIZE: u32 = 4096;
+pub const RECORD_SIZE: u32 = 32;
+pub const REGISTRY_ENTRY_SIZE: u32 = 512;
+pub const METRIC_CELL_SIZE: u32 = 32;
+pub const LANE_HEADER_SIZE: u32 = 256;
+pub const PAGE_SIZE: u64 = 4096;
+
+pub const NAME_MAX: usize = 104;
+pub const LABELS_MAX: usize = 256;
+pub const HELP_MAX: usize = 128;
+
+pub const DEFAULT_LANE_CAPACITY_LOG2: u32 = 16;
+pub const MIN_CAPACITY_LOG2: u32 = 4;
+pub const MAX_CAPACITY_LOG2: u32 = 28;
+pub const DEFAULT_REGISTRY_CAPACITY: u32 = 256;
+pub const MAX_REGISTRY_CAPACITY: u32 = 4096;
+pub const DEFAULT_MAX_LANES: u32 = 64;
+pub const MAX_LANES: u32 = 1024;
+
+pub const LOCK_BYTE_PRODUCER: i64 = 0;
+pub const FILE_PREFIX: &str = "ringside.";
+pub const BOT_NAME_MAX: usize = 200;
+
+pub const KIND_COUNTER: u8 = 1;
+pub const KIND_GAUGE: u8 = 2;
+pub const KIND_HISTOGRAM: u8 = 3;
+
+pub const FLAG_SPAN: u8 = 0x01;
+
+pub const LANE_ACTIVE: u32 = 1;
+pub const LANE_RETIRED: u32 = 2;
+
+/// The unit of a metric's values, as the registry stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Unit {
+    /// A plain number.
+    None = 0,
+    Nanoseconds = 1,
+    Microseconds = 2,
+    Milliseconds = 3,
+    Seconds = 4,
+    Bytes = 5,
+}
+
+impl Unit {
+    /// The name the collector and the dump tool use: none, ns, us, ms, s, bytes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::None => "none",
+            Unit::Nanoseconds => "ns",
+            Unit::Microseconds => "us",
+            Unit::Milliseconds => "ms",
+            Unit::Seconds => "s",
+            Unit::Bytes => "bytes",
+        }
+    }
+
+    /// Nanoseconds in one unit; 1 for units that are not times (a duration is then recorded in
+    /// nanoseconds, as `rs_bot_record_span` does).
+    pub fn ns_per_unit(self) -> u32 {
+        match self {
+            Unit::Microseconds => 1_000,
+            Unit::Milliseconds => 1_000_000,
+            Unit::Seconds => 1_000_000_000,
+            _ => 1,
+        }
+    }
+
+    pub(crate) fn from_code(code: u8) -> Option<Unit> {
+        Some(match code {
+            0 => Unit::None,
+            1 => Unit::Nanoseconds,
+            2 => Unit::Microseconds,
+            3 => Unit::Milliseconds,
+            4 => Unit::Seconds,
+            5 => Unit::Bytes,
+            _ => return None,
+        })
+    }
+}
+
+pub fn kind_name(kind: u8) -> &'static str {
+    match kind {
+        KIND_COUNTER => "a counter",
+        KIND_GAUGE => "a gauge",
+        KIND_HISTOGRAM => "a histogram",
+        _ => "an unknown kind",
+    }
+}
+
+pub fn unit_name(code: u8) -> &'static str {
+    Unit::from_code(code).map_or("unknown", Unit::name)
+}
+
+pub fn page_round_up(bytes: u64) -> u64 {
+    (bytes + PAGE_SIZE - 1) & !(PAGE_SIZE - 1)
+}
+
+/// Every offset of a file, computed from its free choices (`rs_geometry_of`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub registry_offset: u64,
+    pub cells_offset: u64,
+    pub lanes_offset: u64,
+    pub lane_size: u64,
+    pub lane_records_offset: u32,
+}
+
+impl Geometry {
+    pub fn of(capacity_log2: u32, registry_capacity: u32) -> Geometry {
+        let registry_offset = HEADER_SIZE as u64;
+        let cells_offset = registry_offset + registry_capacity as u64 * REGISTRY_ENTRY_SIZE as u64;
+        let lanes_offset = page_round_up(cells_offset + registry_capacity as u64 * METRIC_CELL_SIZE as u64);
+        let lane_records_offset = page_round_up(LANE_HEADER_SIZE as u64 + registry_capacity as u64 * 8) as u32;
+        let lane_size = page_round_up(lane_records_offset as u64 + (1u64 << capacity_log2) * RECORD_SIZE as u64);
+        Geometry { registry_offset, cells_offset, lanes_offset, lane_size, lane_records_offset }
+    }
+
+    pub fn lane_offset(&self, lane: u32) -> u64 {
+        self.lanes_offset + lane as u64 * self.lane_size
+    }
+}
+
+/// `[a-zA-Z_][a-zA-Z0-9_]*`, at least one byte.
+pub fn is_identifier(text: &[u8]) -> bool {
+    !text.is_empty()
+        && text.iter().enumerate().all(|(i, &c)| c.is_ascii_alphabetic() || c == b'_' || (i > 0 && c.is_ascii_digit()))
+}
+
+/// 1 to 200 of `[A-Za-z0-9._-]`, not `.` or `..`.
+pub fn is_bot_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= BOT_NAME_MAX
+        && name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-')
+        && name != "."
+        && name != ".."
+}
+
+/// Encodes labels as stored: "key=value" lines sorted by key (bytewise), joined by '\n'.
+/// Err: why they cannot be stored.
+pub fn encode_labels(labels: &[(&str, &str)]) -> Result<Vec<u8>, String> {
+    let mut pairs: Vec<(&str, &str)> = labels.to_vec();
+    for (key, value) in &pairs {
+        if !is_identifier(key.as_bytes()) || key.starts_with("__") {
+            return Err(format!(
+                "label key \"{}\" must match [a-zA-Z_][a-zA-Z0-9_]* and not start with \"__\"",
+                shorten(key)
+            ));
+        }
+        if value.contains('\n') || value.contains('\0') {
+            return Err(format!("the value of label {key} has a newline or a NUL"));
+        }
+    }
+    pairs.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    for pair in pairs.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            return Err(format!("label key {} appears twice", pair[0].0));
+        }
+    }
+    let mut encoded = Vec::new();
+    for (i, (key, value)) in pairs.iter().enumerate() {
+        if i > 0 {
+            encoded.push(b'\n');
+        }
+        encoded.extend_from_slice(key.as_bytes());
+        encoded.push(b'=');
+        encoded.extend_from_slice(value.as_bytes());
+    }
+    if encoded.len() > LABELS_MAX {
+        return Err(format!("the labels take {} bytes, more than {LABELS_MAX}", encoded.len()));
+    }
+    Ok(encoded)
+}
+
+/// Checks labels as stored ("key=value" lines sorted strictly by key): None if valid, else why.
+pub fn labels_problem(labels: &[u8]) -> Option<String> {
+    if labels.len() > LABELS_MAX {
+        return Some(format!("the labels take {} bytes, more than {LABELS_MAX}", labels.len()));
+    }
+    if labels.is_empty() {
+        return None;
+    }
+    if labels.contains(&0) {
+        return Some("the labels hold a NUL byte".into());
+    }
+    let mut previous: Option<&[u8]> = None;
+    for line in labels.split(|&c| c == b'\n') {
+        let Some(equals) = line.iter().position(|&c| c == b'=') else {
+            return Some(format!("label \"{}\" is not key=value", String::from_utf8_lossy(line)));
+        };
+        let key = &line[..equals];
+        if !is_identifier(key) {
+            return Some(format!(
+                "label key \"{}\" does not match [a-zA-Z_][a-zA-Z0-9_]*",
+                String::from_utf8_lossy(key)
+            ));
+        }
+        if key.starts_with(b"__") {
+            return Some(format!(
+                "label key \"{}\" starts with \"__\", which Prometheus reserves",
+                String::from_utf8_lossy(key)
+            ));
+        }
+        if let Some(previous) = previous {
+            if previous >= key {
+                return Some(format!(
+                    "label keys are not sorted strictly: \"{}\" comes after \"{}\"",
+                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(previous)
+                ));
+            }
+        }
+        previous = Some(key);
+    }
+    None
+}
+
+/// At most 120 characters of a user's string, for a message.
+pub fn shorten(text: &str) -> &str {
+    match text.char_indices().nth(120) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_matches_the_header() {
+        // The defaults: 64K records, 256 metrics.
+        let g = Geometry::of(16, 256);
+        assert_eq!(g.registry_offset, 4096);
+        assert_eq!(g.cells_offset, 4096 + 256 * 512);
+        assert_eq!(g.lanes_offset, page_round_up(4096 + 256 * 512 + 256 * 32));
+        assert_eq!(g.lane_records_offset, 4096);
+        assert_eq!(g.lane_size, 4096 + 65536 * 32);
+        let small = Geometry::of(4, 1);
+        assert_eq!(small.lanes_offset, 8192);
+        assert_eq!(small.lane_size, 8192);
+        assert_eq!(small.lane_offset(3), 8192 + 3 * 8192);
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_identifier(b"order_fill_latency"));
+        assert!(is_identifier(b"_x9"));
+        assert!(!is_identifier(b"9x"));
+        assert!(!is_identifier(b""));
+        assert!(!is_identifier(b"a-b"));
+        assert!(is_bot_name("bot-a.1_x"));
+        assert!(!is_bot_name("."));
+        assert!(!is_bot_name(".."));
+        assert!(!is_bot_name("a/b"));
+        assert!(!is_bot_name(""));
+        assert!(!is_bot_name(&"x".repeat(201)));
+        assert!(is_bot_name(&"x".repeat(200)));
+    }
+
+    #[test]
+    fn labels_are_sorted_and_checked() {
+        assert_eq!(encode_labels(&[]).unwrap(), b"");
+        assert_eq!(encode_labels(&[("symbol", "AAPL"), ("side", "buy")]).unwrap(), b"side=buy\nsymbol=AAPL");
+        assert_eq!(encode_labels(&[("B", "1"), ("a", "2")]).unwrap(), b"B=1\na=2"); // bytewise
+        assert!(encode_labels(&[("a", "1"), ("a", "2")]).unwrap_err().contains("twice"));
+        assert!(encode_labels(&[("__a", "1")]).is_err());
+        assert!(encode_labels(&[("1a", "1")]).is_err());
+        assert!(encode_labels(&[("a", "x\ny")]).is_err());
+        assert!(encode_labels(&[("a", "x\0y")]).is_err());
+        assert!(encode_labels(&[("a", "é=ü")]).is_ok());
+        let long = "v".repeat(254);
+        assert!(encode_labels(&[("a", &long)]).is_ok()); // 256 bytes
+        let longer = "v".repeat(255);
+        assert!(encode_labels(&[("a", &longer)]).is_err());
+        for labels in [&[("symbol", "AAPL"), ("side", "buy")][..], &[("k", "a=b")]] {
+            assert_eq!(labels_problem(&encode_labels(labels).unwrap()), None);
+        }
+        assert!(labels_problem(b"b=1\na=2").is_some());
+        assert!(labels_problem(b"a=1\n").is_some());
+        assert!(labels_problem(b"a").is_some());
+    }
+}

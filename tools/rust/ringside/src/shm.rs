@@ -1,0 +1,456 @@
+//! The shared memory: the mapped file's structures and the one writer of a lane. ALL the crate's
+//! pointer work on the mapped file is in this module.
+//!
+//! Every field that two parties share (this process and the collector, or two threads of this
+//! process) is an `AtomicU64`/`AtomicU32` laid over the file at its offset in ringside.h, so every
+//! access is an atomic load or store whose ordering is written beside it. Two things are written
+//! with plain stores, as the C producer writes them: a record's 32 bytes (published by the
+//! release store of `write_cursor` after them; the consumer reads only published slots and the
+//! producer writes only slots the consumer has released) and a registry entry's 512 bytes
+//! (published by the release store of `metric_count`; never changed afterwards).
+
+use crate::layout::{Geometry, LANE_HEADER_SIZE, LANE_RETIRED, LANE_ACTIVE, KIND_GAUGE, REGISTRY_ENTRY_SIZE};
+use crate::sys;
+use std::cell::UnsafeCell;
+use std::mem::{offset_of, size_of};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::*};
+
+/// The header's first 384 bytes (`rs_header`).
+#[repr(C)]
+pub struct Header {
+    // 0x000: layout, written by the creator before `version`.
+    pub magic: AtomicU64,
+    pub version: AtomicU32,
+    pub header_size: AtomicU32,
+    pub record_size: AtomicU32,
+    pub capacity_log2: AtomicU32,
+    pub registry_capacity: AtomicU32,
+    pub registry_entry_size: AtomicU32,
+    pub registry_offset: AtomicU64,
+    pub cells_offset: AtomicU64,
+    pub lanes_offset: AtomicU64,
+    pub created_realtime_ns: AtomicU64,
+    pub created_monotonic_ns: AtomicU64,
+    pub lane_size: AtomicU64,
+    pub lane_records_offset: AtomicU32,
+    pub max_lanes: AtomicU32,
+    pub metric_cell_size: AtomicU32,
+    pub lane_header_size: AtomicU32,
+    _layout_reserved: [u8; 0x80 - 0x60],
+    // 0x080: the producer's line.
+    pub lanes_allocated: AtomicU32,
+    pub metric_count: AtomicU32,
+    pub heartbeat_ns: AtomicU64,
+    pub producer_start_ns: AtomicU64,
+    pub producer_pid: AtomicI32,
+    pub producer_attaches: AtomicU32,
+    pub lanes_exhausted: AtomicU64,
+    _producer_reserved: [u8; 0x100 - 0xA8],
+    // 0x100: the consumer's line (never written here).
+    pub consumer_pid: AtomicI32,
+    _consumer_reserved0: AtomicU32,
+    pub consumer_heartbeat_ns: AtomicU64,
+    _consumer_reserved: [u8; 0x180 - 0x110],
+}
+
+/// One registry entry (`rs_registry_entry`), as plain bytes: written once, then published.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RegistryEntry {
+    pub index: u32,
+    pub kind: u8,
+    pub unit: u8,
+    pub reserved0: u16,
+    pub sample_every: u32,
+    pub name_length: u16,
+    pub labels_length: u16,
+    pub help_length: u16,
+    pub reserved1: [u8; 0x18 - 0x12],
+    pub name: [u8; 104],
+    pub labels: [u8; 256],
+    pub help: [u8; 128],
+}
+
+/// One metric's cell shared by every thread (`rs_metric_cell`).
+#[repr(C)]
+pub struct MetricCell {
+    pub gauge_bits: AtomicU64,
+    pub gauge_set: AtomicU64,
+    pub unlaned: AtomicU64,
+    _reserved: AtomicU64,
+}
+
+/// A lane's header (`rs_lane_header`).
+#[repr(C)]
+pub struct LaneHeader {
+    pub write_cursor: AtomicU64,
+    pub dropped_total: AtomicU64,
+    pub heartbeat_ns: AtomicU64,
+    pub state: AtomicU32,
+    pub owner_tid: AtomicI32,
+    pub claims: AtomicU32,
+    _producer_reserved: [u8; 0x80 - 0x24],
+    pub read_cursor: AtomicU64,
+    pub consumer_heartbeat_ns: AtomicU64,
+    _consumer_reserved: [u8; 0x100 - 0x90],
+}
+
+/// One record (`rs_record`).
+#[repr(C)]
+struct Record {
+    timestamp_ns: u64,
+    value: u64,
+    sequence: u64,
+    metric: u32,
+    kind: u8,
+    flags: u8,
+    reserved: u16,
+}
+
+// The C header's static assertions, again.
+const _: () = {
+    assert!(size_of::<Header>() == 0x180);
+    assert!(offset_of!(Header, version) == 0x008);
+    assert!(offset_of!(Header, lane_size) == 0x048);
+    assert!(offset_of!(Header, lane_header_size) == 0x05C);
+    assert!(offset_of!(Header, lanes_allocated) == 0x080);
+    assert!(offset_of!(Header, producer_pid) == 0x098);
+    assert!(offset_of!(Header, lanes_exhausted) == 0x0A0);
+    assert!(offset_of!(Header, consumer_pid) == 0x100);
+    assert!(size_of::<RegistryEntry>() == REGISTRY_ENTRY_SIZE as usize);
+    assert!(offset_of!(RegistryEntry, name) == 0x018);
+    assert!(offset_of!(RegistryEntry, labels) == 0x080);
+    assert!(offset_of!(RegistryEntry, help) == 0x180);
+    assert!(size_of::<MetricCell>() == 32);
+    assert!(size_of::<LaneHeader>() == LANE_HEADER_SIZE as usize);
+    assert!(offset_of!(LaneHeader, state) == 0x18);
+    assert!(offset_of!(LaneHeader, claims) == 0x20);
+    assert!(offset_of!(LaneHeader, read_cursor) == 0x80);
+    assert!(size_of::<Record>() == 32);
+    assert!(offset_of!(Record, metric) == 0x18);
+};
+
+impl RegistryEntry {
+    pub fn zeroed() -> RegistryEntry {
+        // SAFETY: every field is an integer or an array of bytes: all zeros is valid.
+        unsafe { std::mem::zeroed() }
+    }
+    pub fn name(&self) -> &[u8] {
+        &self.name[..(self.name_length as usize).min(self.name.len())]
+    }
+    pub fn labels(&self) -> &[u8] {
+        &self.labels[..(self.labels_length as usize).min(self.labels.len())]
+    }
+    pub fn help(&self) -> &[u8] {
+        &self.help[..(self.help_length as usize).min(self.help.len())]
+    }
+}
+
+/// A shared, read-write mapping of part of the file; unmapped when dropped.
+pub struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory shared by design; every shared field is reached through
+// atomics, and the records through the single-writer discipline of `Writer`.
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    pub fn map(fd: i32, offset: u64, len: u64) -> Result<Mapping, sys::Errno> {
+        let base = sys::map_shared(fd, offset, len as usize)?;
+        Ok(Mapping { base, len: len as usize })
+    }
+
+    /// The header's first 384 bytes (the mapping starts at offset 0 of the file).
+    pub fn header(&self) -> &Header {
+        assert!(self.len >= size_of::<Header>());
+        // SAFETY: in bounds, page-aligned, and every field the format shares is atomic.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    /// Metric cell `index` of the header mapping.
+    pub fn cells(&self, geometry: &Geometry) -> *const MetricCell {
+        assert!(self.len as u64 >= geometry.lanes_offset);
+        // SAFETY: cells_offset + capacity * 32 <= lanes_offset <= len (Geometry::of).
+        unsafe { self.base.add(geometry.cells_offset as usize) as *const MetricCell }
+    }
+
+    /// A copy of registry entry `index` (below `registry_capacity`, which the caller checked).
+    pub fn read_entry(&self, geometry: &Geometry, index: u32) -> RegistryEntry {
+        let at = geometry.registry_offset as usize + index as usize * REGISTRY_ENTRY_SIZE as usize;
+        assert!(at + REGISTRY_ENTRY_SIZE as usize <= geometry.cells_offset as usize && at < self.len);
+        // SAFETY: in bounds (above); entries below metric_count never change, and an entry being
+        // read at attach has no other writer (we hold the producer lock).
+        unsafe { std::ptr::read(self.base.add(at) as *const RegistryEntry) }
+    }
+
+    /// Writes registry entry `entry.index` in full. The caller publishes it afterwards with a
+    /// release store of `metric_count` (and holds the bot's mutex: one writer).
+    pub fn write_entry(&self, geometry: &Geometry, entry: &RegistryEntry) {
+        let at = geometry.registry_offset as usize + entry.index as usize * REGISTRY_ENTRY_SIZE as usize;
+        assert!(at + REGISTRY_ENTRY_SIZE as usize <= geometry.cells_offset as usize && at < self.len);
+        // SAFETY: in bounds; the entry is above metric_count, so no reader looks at it yet.
+        unsafe { std::ptr::write(self.base.add(at) as *mut RegistryEntry, *entry) }
+    }
+
+    /// The lane header of a lane mapping (the mapping starts at the lane's offset).
+    pub fn lane(&self) -> &LaneHeader {
+        assert!(self.len >= size_of::<LaneHeader>());
+        // SAFETY: in bounds, page-aligned, and every shared field is atomic.
+        unsafe { &*(self.base as *const LaneHeader) }
+    }
+
+    /// Zeroes a new lane's header and cells (a process that died adding it may have written them).
+    /// Called before `lanes_allocated` counts the lane, so no reader maps it yet.
+    pub fn zero_lane_header_and_cells(&self, registry_capacity: u32) {
+        let len = LANE_HEADER_SIZE as usize + registry_capacity as usize * 8;
+        assert!(len <= self.len);
+        // SAFETY: in bounds; nobody else reads or writes the lane before it is counted.
+        unsafe { std::ptr::write_bytes(self.base, 0, len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the bot drops a mapping only when no writer points into it any more (at detach,
+        // when no handle is left, or in a forked child after every writer was emptied).
+        unsafe { sys::unmap(self.base, self.len) }
+    }
+}
+
+/// One writer's view of one lane (`rs_producer`), padded to 128 bytes so two threads' writers
+/// never share a cache line. A lane writer is used by the one thread that holds the lane (the
+/// hand-over happens under the bot's mutex, which orders it); the laneless writer, shared by
+/// threads that found no lane, only ever touches atomics (`records` and `cells` are null); the
+/// disabled writer touches nothing but its sampling row.
+#[repr(C, align(128))]
+pub struct Writer {
+    fields: UnsafeCell<WriterFields>,
+}
+
+#[derive(Clone, Copy)]
+struct WriterFields {
+    records: *mut Record,        // the lane's slots, or null: nothing can be written
+    lane: *const LaneHeader,     // the lane's header (null when `records` is)
+    cells: *const AtomicU64,     // the lane's cells, one per metric, or null
+    shared: *const MetricCell,   // the bot's metric cells, or null (disabled, forked)
+    mask: u64,                   // capacity - 1
+    next: u64,                   // the next cursor to publish (== write_cursor)
+    cached_read: u64,            // the consumer's cursor as last seen: read again only when full
+    countdown: *const AtomicU32, // per metric: calls left before the next written one (sampling)
+}
+
+// SAFETY: see the type's comment: the fields that are not atomics are written only by the lane's
+// holder, or while no thread can use the writer (under the bot's mutex at hand-over, or in a
+// forked child, which has one thread).
+unsafe impl Sync for Writer {}
+unsafe impl Send for Writer {}
+
+const _: () = assert!(size_of::<Writer>() == 128);
+
+impl Writer {
+    /// A writer that writes nothing and samples with `countdown`.
+    pub fn new(countdown: *const AtomicU32) -> Writer {
+        Writer {
+            fields: UnsafeCell::new(WriterFields {
+                records: std::ptr::null_mut(),
+                lane: std::ptr::null(),
+                cells: std::ptr::null(),
+                shared: std::ptr::null(),
+                mask: 0,
+                next: 0,
+                cached_read: 0,
+                countdown,
+            }),
+        }
+    }
+
+    fn get(&self) -> WriterFields {
+        // SAFETY: a copy of the fields; no other thread writes them while this one may use the
+        // writer (see the type's comment).
+        unsafe { *self.fields.get() }
+    }
+
+    /// Points the writer at a lane (`rsp_build_producer`), continuing from its cursors.
+    ///
+    /// # Safety
+    /// No thread may use this writer meanwhile (its lane is free, under the bot's mutex), and
+    /// `lane` and `cells` must stay mapped as long as it points at them.
+    pub unsafe fn point_at_lane(&self, lane: &Mapping, geometry: &Geometry, capacity_log2: u32, cells: *const MetricCell) {
+        let header = lane.lane();
+        let f = &mut *self.fields.get();
+        f.records = lane.base.add(geometry.lane_records_offset as usize) as *mut Record;
+        f.lane = header;
+        f.cells = lane.base.add(LANE_HEADER_SIZE as usize) as *const AtomicU64;
+        f.shared = cells;
+        f.mask = (1u64 << capacity_log2) - 1;
+        // Relaxed: only this process writes the cursor, and its last writer released the lane
+        // under the bot's mutex (or was another process, gone before we took the file's lock).
+        f.next = header.write_cursor.load(Relaxed);
+        // Acquire: the consumer finished with the slots below its cursor before storing it.
+        f.cached_read = header.read_cursor.load(Acquire);
+    }
+
+    /// Makes it the laneless writer: no records, counts into the shared metric cells.
+    ///
+    /// # Safety
+    /// As `point_at_lane`; `cells` must stay mapped as long as the writer points at it.
+    pub unsafe fn point_at_cells(&self, cells: *const MetricCell) {
+        let f = &mut *self.fields.get();
+        f.shared = cells;
+    }
+
+    /// Points the writer at nothing: every call then writes nothing (its sampling row stays).
+    ///
+    /// # Safety
+    /// No thread may use this writer meanwhile (a forked child's only thread, or under the mutex).
+    pub unsafe fn point_at_nothing(&self) {
+        let f = &mut *self.fields.get();
+        f.records = std::ptr::null_mut();
+        f.lane = std::ptr::null();
+        f.cells = std::ptr::null();
+        f.shared = std::ptr::null();
+    }
+
+    /// Counts a record that could not be kept (cold: a full lane, or no lane at all).
+    #[cold]
+    #[inline(never)]
+    fn lose(&self, metric: u32) -> bool {
+        let f = self.get();
+        if !f.records.is_null() {
+            // SAFETY: lane and cells point into the mapped lane; metric < registry_capacity.
+            let (lane, cell) = unsafe { (&*f.lane, &*f.cells.add(metric as usize)) };
+            // Relaxed: only this lane's holder writes these, so a load and a store are exact.
+            lane.dropped_total.store(lane.dropped_total.load(Relaxed).wrapping_add(1), Relaxed);
+            cell.store(cell.load(Relaxed).wrapping_add(1), Relaxed);
+        } else if !f.shared.is_null() {
+            // SAFETY: shared points at the mapped metric cells; metric < registry_capacity.
+            let cell = unsafe { &*f.shared.add(metric as usize) };
+            // Relaxed atomic add: threads without a lane share the cell; only the sum matters.
+            cell.unlaned.fetch_add(1, Relaxed);
+        }
+        false
+    }
+
+    /// Writes one record stamped `timestamp_ns`, or counts a drop when the lane is full
+    /// (`rs_producer_write_at`). Never blocks, allocates or makes a system call.
+    #[inline(always)]
+    pub fn write_at(&self, metric: u32, kind: u8, flags: u8, value: u64, timestamp_ns: u64) -> bool {
+        let f = self.fields.get();
+        // SAFETY: the calling thread holds the lane (the writer came from its own thread-local
+        // table), so it alone reads and writes `next` and `cached_read`; the pointers are into
+        // the mapped lane, and the slot index is masked to the lane's capacity.
+        unsafe {
+            let records = (*f).records;
+            if records.is_null() {
+                return self.lose(metric);
+            }
+            let lane = &*(*f).lane;
+            let cursor = (*f).next;
+            if cursor.wrapping_sub((*f).cached_read) > (*f).mask {
+                // Acquire: the consumer finished reading the slots below its cursor before storing it.
+                let read = lane.read_cursor.load(Acquire);
+                (*f).cached_read = read;
+                if cursor.wrapping_sub(read) > (*f).mask {
+                    return self.lose(metric);
+                }
+            }
+            records.add((cursor & (*f).mask) as usize).write(Record {
+                timestamp_ns,
+                value,
+                sequence: cursor,
+                metric,
+                kind,
+                flags,
+                reserved: 0,
+            });
+            (*f).next = cursor + 1;
+            // Release: the record's bytes are visible before the cursor that publishes them.
+            lane.write_cursor.store(cursor + 1, Release);
+            // Relaxed: a liveness hint for readers.
+            lane.heartbeat_ns.store(timestamp_ns, Relaxed);
+        }
+        true
+    }
+
+    /// `write_at` stamped with the coarse clock, read only when there is a lane to write to.
+    #[inline(always)]
+    pub fn write(&self, metric: u32, kind: u8, flags: u8, value: u64) -> bool {
+        // SAFETY: a read of a field only the holder (or nobody) writes.
+        if unsafe { (*self.fields.get()).records.is_null() } {
+            return self.lose(metric);
+        }
+        self.write_at(metric, kind, flags, value, sys::clock_coarse_ns())
+    }
+
+    /// "1 in N" sampling (`rs_producer_sample`): true when this call is the one of N to write.
+    #[inline(always)]
+    pub fn sample(&self, metric: u32, every: u32) -> bool {
+        // SAFETY: the countdown row has registry_capacity entries; metric is below it.
+        let countdown = unsafe { &*(*self.fields.get()).countdown.add(metric as usize) };
+        // Relaxed: a lane's row has one writer; the laneless row is shared, and approximate
+        // under contention (as in C), but never torn.
+        let left = countdown.load(Relaxed);
+        if left <= 1 {
+            countdown.store(every, Relaxed);
+            true
+        } else {
+            countdown.store(left - 1, Relaxed);
+            false
+        }
+    }
+
+    /// Adds to a counter (`rs_producer_count`): the lane's cell, or the shared `unlaned`.
+    #[inline(always)]
+    pub fn count(&self, metric: u32, increment: u64) {
+        let f = self.get();
+        if !f.cells.is_null() {
+            // SAFETY: cells point into the mapped lane; metric < registry_capacity.
+            let cell = unsafe { &*f.cells.add(metric as usize) };
+            // Relaxed load and store: only this lane's holder writes its cells, so this is exact.
+            cell.store(cell.load(Relaxed).wrapping_add(increment), Relaxed);
+        } else if !f.shared.is_null() {
+            // SAFETY: shared points at the mapped metric cells.
+            let cell = unsafe { &*f.shared.add(metric as usize) };
+            // Relaxed atomic add: exact, whichever laneless threads add at once.
+            cell.unlaned.fetch_add(increment, Relaxed);
+        }
+    }
+
+    /// Sets a gauge (`rs_producer_set`): the shared last value, then a record for windows.
+    #[inline(always)]
+    pub fn set(&self, metric: u32, value: f64) -> bool {
+        let f = self.get();
+        if f.shared.is_null() {
+            return false; // disabled, or a forked child
+        }
+        let bits = value.to_bits();
+        // SAFETY: shared points at the mapped metric cells.
+        let cell = unsafe { &*f.shared.add(metric as usize) };
+        // Relaxed: gauge_set below publishes it; the last store wins.
+        cell.gauge_bits.store(bits, Relaxed);
+        // Release: a reader that sees gauge_set sees a value stored before it.
+        cell.gauge_set.store(1, Release);
+        self.write(metric, KIND_GAUGE, 0, bits)
+    }
+}
+
+/// Retires a lane in the file (`rsp_retire_locked`): under the bot's mutex, or alone at attach.
+pub fn retire(lane: &LaneHeader) {
+    // Relaxed: `state` below publishes it.
+    lane.owner_tid.store(0, Relaxed);
+    // Release: a reader that sees RETIRED sees every record and cell the last holder wrote.
+    lane.state.store(LANE_RETIRED, Release);
+}
+
+/// Marks a lane held by thread `tid` (`rsp_hand_over_locked`), under the bot's mutex.
+pub fn activate(lane: &LaneHeader, tid: i32, now: u64) {
+    // Relaxed: these are the process's to write, under its mutex; `state` publishes them.
+    lane.claims.store(lane.claims.load(Relaxed).wrapping_add(1), Relaxed);
+    lane.owner_tid.store(tid, Relaxed);
+    lane.heartbeat_ns.store(now, Relaxed);
+    // Release: a reader that sees ACTIVE sees the owner and claim count stored before it.
+    lane.state.store(LANE_ACTIVE, Release);
+}

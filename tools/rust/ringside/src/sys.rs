@@ -1,0 +1,294 @@
+//! The few C library calls the producer needs, declared by hand (the crate has no dependencies),
+//! for Linux on x86_64 and aarch64, with glibc or musl. Every function here is a thin, safe
+//! wrapper: it returns `Err(errno)` instead of setting `errno`. Files are opened with `std::fs`;
+//! what std does not offer (mmap, OFD locks, posix_fallocate, the coarse clock, fork handlers, a
+//! mutex that fork handlers can lock and unlock) is here.
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("ringside writes /dev/shm files with OFD locks: it supports Linux only");
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("ringside declares its libc structures for x86_64 and aarch64 Linux only");
+
+use std::cell::UnsafeCell;
+use std::os::raw::{c_int, c_long, c_void};
+
+pub type Errno = i32;
+
+pub const EINTR: Errno = 4;
+pub const EAGAIN: Errno = 11;
+pub const EACCES: Errno = 13;
+pub const ENOSPC: Errno = 28;
+pub const ELOOP: Errno = 40;
+pub const EDQUOT: Errno = 122;
+
+/// `O_NOFOLLOW` differs between the two architectures (asm-generic vs x86).
+#[cfg(target_arch = "x86_64")]
+pub const O_NOFOLLOW: c_int = 0o400000;
+#[cfg(target_arch = "aarch64")]
+pub const O_NOFOLLOW: c_int = 0o100000;
+
+const PROT_READ: c_int = 1;
+const PROT_WRITE: c_int = 2;
+const MAP_SHARED: c_int = 0x01;
+const MAP_POPULATE: c_int = 0x8000;
+
+const F_OFD_SETLK: c_int = 37;
+const F_WRLCK: i16 = 1;
+const SEEK_SET: i16 = 0;
+
+const CLOCK_REALTIME: c_int = 0;
+const CLOCK_MONOTONIC: c_int = 1;
+const CLOCK_MONOTONIC_COARSE: c_int = 6;
+
+#[cfg(target_arch = "x86_64")]
+const SYS_GETTID: c_long = 186;
+#[cfg(target_arch = "aarch64")]
+const SYS_GETTID: c_long = 178;
+
+/// `struct timespec` on 64-bit Linux.
+#[repr(C)]
+struct Timespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+/// `struct flock` on 64-bit Linux (the same on x86_64 and aarch64): 32 bytes.
+#[repr(C)]
+struct Flock {
+    l_type: i16,
+    l_whence: i16,
+    l_start: i64,
+    l_len: i64,
+    l_pid: i32,
+}
+
+/// Room for a `pthread_mutex_t` (40 bytes on x86_64, 48 on aarch64, with glibc or musl), 8-aligned.
+/// All zeros is `PTHREAD_MUTEX_INITIALIZER` (a default mutex) in both libraries.
+#[repr(C, align(8))]
+struct PthreadMutex([u8; 64]);
+
+extern "C" {
+    fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, offset: i64) -> *mut c_void;
+    fn munmap(addr: *mut c_void, len: usize) -> c_int;
+    fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
+    fn posix_fallocate(fd: c_int, offset: i64, len: i64) -> c_int;
+    fn clock_gettime(clock: c_int, ts: *mut Timespec) -> c_int;
+    fn geteuid() -> u32;
+    fn syscall(number: c_long, ...) -> c_long;
+    fn write(fd: c_int, buf: *const c_void, count: usize) -> isize;
+    fn pthread_atfork(
+        prepare: Option<unsafe extern "C" fn()>,
+        parent: Option<unsafe extern "C" fn()>,
+        child: Option<unsafe extern "C" fn()>,
+    ) -> c_int;
+    fn pthread_mutex_lock(mutex: *mut PthreadMutex) -> c_int;
+    fn pthread_mutex_unlock(mutex: *mut PthreadMutex) -> c_int;
+    fn __errno_location() -> *mut c_int;
+}
+
+fn errno() -> Errno {
+    // SAFETY: __errno_location returns the calling thread's errno, always valid.
+    unsafe { *__errno_location() }
+}
+
+#[inline(always)]
+fn clock(id: c_int) -> u64 {
+    let mut ts = Timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec; these clocks always exist on Linux.
+    unsafe { clock_gettime(id, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+}
+
+/// CLOCK_MONOTONIC_COARSE in nanoseconds: the records' timestamps (`rs_clock_coarse_ns`).
+#[inline]
+pub fn clock_coarse_ns() -> u64 {
+    clock(CLOCK_MONOTONIC_COARSE)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the precise clock, for spans (`rs_clock_precise_ns`).
+#[inline]
+pub fn clock_precise_ns() -> u64 {
+    clock(CLOCK_MONOTONIC)
+}
+
+/// CLOCK_REALTIME in nanoseconds: wall time, for humans.
+pub fn clock_realtime_ns() -> u64 {
+    clock(CLOCK_REALTIME)
+}
+
+/// The kernel's id of the calling thread.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid takes no argument and cannot fail.
+    unsafe { syscall(SYS_GETTID) as i32 }
+}
+
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { geteuid() }
+}
+
+/// Takes the open-file-description write lock on one byte without waiting (`rs_lock_byte`).
+pub fn lock_byte(fd: c_int, byte: i64) -> Result<(), Errno> {
+    let lock = Flock { l_type: F_WRLCK, l_whence: SEEK_SET, l_start: byte, l_len: 1, l_pid: 0 };
+    // SAFETY: F_OFD_SETLK reads a struct flock, which `lock` is.
+    if unsafe { fcntl(fd, F_OFD_SETLK, &lock as *const Flock) } == 0 {
+        Ok(())
+    } else {
+        Err(errno())
+    }
+}
+
+/// Reserves [offset, offset + len) of the file; a signal does not count as a failure.
+pub fn reserve(fd: c_int, offset: u64, len: u64) -> Result<(), Errno> {
+    loop {
+        // SAFETY: plain system call on a descriptor we own.
+        match unsafe { posix_fallocate(fd, offset as i64, len as i64) } {
+            0 => return Ok(()),
+            EINTR => continue,
+            error => return Err(error),
+        }
+    }
+}
+
+/// Maps [offset, offset + len) of the file shared, read-write, its pages populated now.
+pub fn map_shared(fd: c_int, offset: u64, len: usize) -> Result<*mut u8, Errno> {
+    // SAFETY: a new mapping chosen by the kernel touches no existing memory.
+    let base = unsafe {
+        mmap(std::ptr::null_mut(), len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, offset as i64)
+    };
+    if base as isize == -1 {
+        Err(errno())
+    } else {
+        Ok(base as *mut u8)
+    }
+}
+
+/// Unmaps a range returned by `map_shared`.
+///
+/// # Safety
+/// Nothing may use the range afterwards.
+pub unsafe fn unmap(base: *mut u8, len: usize) {
+    munmap(base as *mut c_void, len);
+}
+
+/// Writes to stderr with one system call, without std's lock (safe in a forked child).
+pub fn write_stderr_raw(message: &[u8]) {
+    // SAFETY: the buffer is valid for its length.
+    unsafe { write(2, message.as_ptr() as *const c_void, message.len()) };
+}
+
+/// Registers fork handlers, as `pthread_atfork` does. Returns false if it could not.
+pub fn at_fork(prepare: unsafe extern "C" fn(), parent: unsafe extern "C" fn(), child: unsafe extern "C" fn()) -> bool {
+    // SAFETY: the handlers are `extern "C" fn()` that live as long as the program.
+    unsafe { pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
+}
+
+/// A pthread mutex around `T`: what fork handlers need, since they lock in one call and unlock in
+/// another (std's Mutex cannot be unlocked without its guard). It never moves once used: it lives
+/// in a static or inside an `Arc`.
+pub struct PMutex<T> {
+    raw: UnsafeCell<PthreadMutex>,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: the data is reached only while the pthread mutex is held (or through `data_ptr`, whose
+// callers hold it by other means), so sharing the PMutex between threads is sound for Send data.
+unsafe impl<T: Send> Sync for PMutex<T> {}
+unsafe impl<T: Send> Send for PMutex<T> {}
+
+pub struct PMutexGuard<'a, T> {
+    mutex: &'a PMutex<T>,
+}
+
+impl<T> PMutex<T> {
+    pub const fn new(data: T) -> Self {
+        PMutex { raw: UnsafeCell::new(PthreadMutex([0; 64])), data: UnsafeCell::new(data) }
+    }
+
+    pub fn lock(&self) -> PMutexGuard<'_, T> {
+        // SAFETY: a valid, initialised (all-zero) pthread mutex that does not move.
+        unsafe { self.lock_raw() };
+        PMutexGuard { mutex: self }
+    }
+
+    /// Locks without a guard: for fork handlers, which unlock in another call.
+    ///
+    /// # Safety
+    /// The caller must unlock it with `unlock_raw` exactly once.
+    pub unsafe fn lock_raw(&self) {
+        pthread_mutex_lock(self.raw.get());
+    }
+
+    /// # Safety
+    /// The calling thread must hold the mutex (taken with `lock_raw`).
+    pub unsafe fn unlock_raw(&self) {
+        pthread_mutex_unlock(self.raw.get());
+    }
+
+    /// The data, for a caller that holds the mutex through `lock_raw`.
+    pub fn data_ptr(&self) -> *mut T {
+        self.data.get()
+    }
+}
+
+impl<T> std::ops::Deref for PMutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the mutex.
+        unsafe { &*self.mutex.data.get() }
+    }
+}
+
+impl<T> std::ops::DerefMut for PMutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the mutex, and is borrowed mutably.
+        unsafe { &mut *self.mutex.data.get() }
+    }
+}
+
+impl<T> Drop for PMutexGuard<'_, T> {
+    fn drop(&mut self) {
+        // SAFETY: the guard holds the mutex.
+        unsafe { self.mutex.unlock_raw() };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structures_have_the_kernel_sizes() {
+        assert_eq!(std::mem::size_of::<Flock>(), 32);
+        assert_eq!(std::mem::size_of::<Timespec>(), 16);
+    }
+
+    #[test]
+    fn clocks_share_an_origin() {
+        let coarse = clock_coarse_ns();
+        let precise = clock_precise_ns();
+        // The coarse clock lags by at most a few ticks (milliseconds).
+        assert!(precise >= coarse && precise - coarse < 100_000_000, "{coarse} {precise}");
+        assert!(clock_realtime_ns() > 1_600_000_000_000_000_000);
+        assert!(gettid() > 0);
+    }
+
+    #[test]
+    fn a_mutex_guards_its_data() {
+        let m = std::sync::Arc::new(PMutex::new(0u64));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        *m.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*m.lock(), 40_000);
+    }
+}

@@ -1,0 +1,545 @@
+//! What the integration tests share: the real collector (found, started on a port of its own,
+//! killed afterwards), a scratch directory under /dev/shm (removed afterwards, also on failure),
+//! a tiny HTTP/1.1 GET client, a small JSON reader, polling with a timeout, and a reader of the
+//! bot file's bytes for what the collector does not show (flags, cursors, cells).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+// MARK: - The collector binary
+
+/// The collector to test against: $RINGSIDE_COLLECTOR, else the Swift package's debug build,
+/// else its release build. None (after saying why) when there is none and CI is not "true";
+/// with CI=true a missing collector fails the test.
+pub fn collector_binary() -> Option<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let candidates: Vec<PathBuf> = match std::env::var_os("RINGSIDE_COLLECTOR") {
+        Some(path) => vec![PathBuf::from(path)],
+        None => vec![
+            manifest.join("../../../.build/debug/ringside-collector"),
+            manifest.join("../../../.build/release/ringside-collector"),
+        ],
+    };
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Some(found.clone());
+    }
+    let looked = candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!(
+            "ringside-collector not found (looked at {looked}); CI=true, so this test fails: build it with \
+             `swift build` at the repository's root, or set RINGSIDE_COLLECTOR to its path"
+        );
+    }
+    say(&format!(
+        "SKIPPED: ringside-collector not found (looked at {looked}); build it with `swift build` at the \
+         repository's root or set RINGSIDE_COLLECTOR to run this test against the real collector"
+    ));
+    None
+}
+
+/// Writes a line to stderr past the test harness's capture (eprintln! is captured), so that a
+/// skipped test says so in `cargo test`'s output.
+pub fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// The collector binary, or return from the test (skipped) when there is none.
+#[macro_export]
+macro_rules! collector_or_skip {
+    () => {
+        match common::collector_binary() {
+            Some(path) => path,
+            None => return,
+        }
+    };
+}
+
+/// ringside-dump beside the collector (or $RINGSIDE_DUMP), if there is one.
+pub fn dump_binary(collector: &Path) -> Option<PathBuf> {
+    let path = match std::env::var_os("RINGSIDE_DUMP") {
+        Some(path) => PathBuf::from(path),
+        None => collector.with_file_name("ringside-dump"),
+    };
+    path.is_file().then_some(path)
+}
+
+// MARK: - A scratch directory
+
+/// A fresh directory under /dev/shm, removed when dropped (also when the test panics).
+pub struct ScratchDir {
+    pub path: PathBuf,
+}
+
+impl ScratchDir {
+    pub fn new(test: &str) -> ScratchDir {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        let path = PathBuf::from(format!(
+            "/dev/shm/ringside-rust-test.{test}.{}.{}.{nanos}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
+        ScratchDir { path }
+    }
+
+    pub fn file(&self, bot: &str) -> PathBuf {
+        self.path.join(format!("ringside.{bot}"))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+// MARK: - The running collector
+
+/// `ringside-collector --dir DIR --listen 127.0.0.1:0 --poll 10ms`, killed when dropped.
+pub struct Collector {
+    child: Child,
+    pub port: u16,
+    log: Arc<Mutex<String>>,
+}
+
+impl Collector {
+    pub fn start(binary: &Path, dir: &ScratchDir) -> Collector {
+        let mut child = Command::new(binary)
+            .arg("--dir")
+            .arg(&dir.path)
+            .args(["--listen", "127.0.0.1:0", "--poll", "10ms"])
+            .env_remove("RINGSIDE_DISABLED")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (port_sender, port_receiver) = mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                // Reads the log to its end, so the collector never blocks on a full pipe.
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(at) = line.find("listening on http://127.0.0.1:") {
+                        let rest = &line[at + "listening on http://127.0.0.1:".len()..];
+                        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+                        let _ = port_sender.send(digits.parse::<u16>().unwrap_or(0));
+                    }
+                    let mut log = log.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+            });
+        }
+        let mut collector = Collector { child, port: 0, log };
+        match port_receiver.recv_timeout(Duration::from_secs(30)) {
+            Ok(port) if port != 0 => collector.port = port,
+            _ => panic!("the collector did not say where it listens; its log:\n{}", collector.log()),
+        }
+        collector
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub fn get(&self, path: &str) -> Result<String, String> {
+        http_get(self.port, path)
+    }
+
+    pub fn latest(&self) -> Result<Json, String> {
+        Json::parse(&self.get("/latest")?)
+    }
+
+    /// Polls /latest until `check` accepts it (returns Ok), or fails after 20 s with the last
+    /// reason, the document and the collector's log.
+    pub fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Json) -> Result<T, String>) -> T {
+        let mut last_document = String::new();
+        let result = eventually(what, Duration::from_secs(20), || {
+            let body = self.get("/latest")?;
+            last_document = body.clone();
+            check(&Json::parse(&body)?)
+        });
+        match result {
+            Ok(value) => value,
+            Err(reason) => panic!(
+                "{what}: not seen within 20 s: {reason}\n/latest:\n{last_document}\ncollector log:\n{}",
+                self.log()
+            ),
+        }
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Calls `f` every 20 ms until it returns Ok, for at most `timeout`; Err: its last reason.
+pub fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f() {
+            Ok(value) => return Ok(value),
+            Err(reason) if Instant::now() >= deadline => return Err(format!("{what}: {reason}")),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+// MARK: - HTTP
+
+/// GET http://127.0.0.1:PORT/PATH with HTTP/1.1 and `Connection: close`: the body of a 200.
+pub fn http_get(port: u16, path: &str) -> Result<String, String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+        .map_err(|e| format!("send: {e}"))?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).map_err(|e| format!("receive: {e}"))?;
+    let response = String::from_utf8(response).map_err(|_| "the response is not UTF-8".to_string())?;
+    let (head, body) = response.split_once("\r\n\r\n").ok_or("no end of headers")?;
+    let status = head.lines().next().unwrap_or("");
+    if !status.contains(" 200") {
+        return Err(format!("{path}: {status}"));
+    }
+    let chunked = head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
+    if !chunked {
+        return Ok(body.to_string());
+    }
+    let mut out = String::new();
+    let mut rest = body;
+    loop {
+        let (size, after) = rest.split_once("\r\n").ok_or("bad chunk")?;
+        let size = usize::from_str_radix(size.trim(), 16).map_err(|_| "bad chunk size")?;
+        if size == 0 {
+            return Ok(out);
+        }
+        out.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+}
+
+// MARK: - JSON
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+impl Json {
+    pub fn parse(text: &str) -> Result<Json, String> {
+        let mut parser = Parser { bytes: text.as_bytes(), at: 0 };
+        let value = parser.value()?;
+        parser.space();
+        if parser.at != parser.bytes.len() {
+            return Err(format!("trailing bytes at {}", parser.at));
+        }
+        Ok(value)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Json> {
+        match self {
+            Json::Object(fields) => fields.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// A dotted path: "windows.1m.max".
+    pub fn at(&self, path: &str) -> Option<&Json> {
+        path.split('.').try_fold(self, |value, key| value.get(key))
+    }
+
+    pub fn number(&self) -> Option<f64> {
+        match self {
+            Json::Number(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub fn str(&self) -> Option<&str> {
+        match self {
+            Json::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn array(&self) -> &[Json] {
+        match self {
+            Json::Array(items) => items,
+            _ => &[],
+        }
+    }
+
+    /// The number at `path`, or an error naming it.
+    pub fn num(&self, path: &str) -> Result<f64, String> {
+        self.at(path).and_then(Json::number).ok_or_else(|| format!("no number at {path}"))
+    }
+
+    /// The /latest series of `metric` from ring `ring`.
+    pub fn series(&self, ring: &str, metric: &str) -> Result<&Json, String> {
+        self.get("series")
+            .map(Json::array)
+            .unwrap_or(&[])
+            .iter()
+            .find(|s| s.at("ring").and_then(Json::str) == Some(ring) && s.at("metric").and_then(Json::str) == Some(metric))
+            .ok_or_else(|| format!("no series {metric} of ring {ring} yet"))
+    }
+
+    /// The /latest ring `ring`.
+    pub fn ring(&self, ring: &str) -> Result<&Json, String> {
+        self.get("rings")
+            .map(Json::array)
+            .unwrap_or(&[])
+            .iter()
+            .find(|r| r.at("name").and_then(Json::str) == Some(ring))
+            .ok_or_else(|| format!("no ring {ring} yet"))
+    }
+}
+
+struct Parser<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Parser<'_> {
+    fn space(&mut self) {
+        while self.at < self.bytes.len() && self.bytes[self.at].is_ascii_whitespace() {
+            self.at += 1;
+        }
+    }
+
+    fn expect(&mut self, word: &str) -> Result<(), String> {
+        if self.bytes[self.at..].starts_with(word.as_bytes()) {
+            self.at += word.len();
+            Ok(())
+        } else {
+            Err(format!("expected {word} at {}", self.at))
+        }
+    }
+
+    fn value(&mut self) -> Result<Json, String> {
+        self.space();
+        match self.bytes.get(self.at) {
+            None => Err("unexpected end".into()),
+            Some(b'n') => self.expect("null").map(|_| Json::Null),
+            Some(b't') => self.expect("true").map(|_| Json::Bool(true)),
+            Some(b'f') => self.expect("false").map(|_| Json::Bool(false)),
+            Some(b'"') => self.string().map(Json::String),
+            Some(b'[') => {
+                self.at += 1;
+                let mut items = Vec::new();
+                self.space();
+                if self.bytes.get(self.at) == Some(&b']') {
+                    self.at += 1;
+                    return Ok(Json::Array(items));
+                }
+                loop {
+                    items.push(self.value()?);
+                    self.space();
+                    match self.bytes.get(self.at) {
+                        Some(b',') => self.at += 1,
+                        Some(b']') => {
+                            self.at += 1;
+                            return Ok(Json::Array(items));
+                        }
+                        _ => return Err(format!("bad array at {}", self.at)),
+                    }
+                }
+            }
+            Some(b'{') => {
+                self.at += 1;
+                let mut fields = Vec::new();
+                self.space();
+                if self.bytes.get(self.at) == Some(&b'}') {
+                    self.at += 1;
+                    return Ok(Json::Object(fields));
+                }
+                loop {
+                    self.space();
+                    let key = self.string()?;
+                    self.space();
+                    self.expect(":")?;
+                    fields.push((key, self.value()?));
+                    self.space();
+                    match self.bytes.get(self.at) {
+                        Some(b',') => self.at += 1,
+                        Some(b'}') => {
+                            self.at += 1;
+                            return Ok(Json::Object(fields));
+                        }
+                        _ => return Err(format!("bad object at {}", self.at)),
+                    }
+                }
+            }
+            Some(_) => {
+                let start = self.at;
+                while self.at < self.bytes.len() && b"+-0123456789.eE".contains(&self.bytes[self.at]) {
+                    self.at += 1;
+                }
+                let text = std::str::from_utf8(&self.bytes[start..self.at]).unwrap();
+                text.parse::<f64>().map(Json::Number).map_err(|_| format!("bad number {text:?} at {start}"))
+            }
+        }
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        self.expect("\"")?;
+        let mut out = Vec::new();
+        loop {
+            let Some(&c) = self.bytes.get(self.at) else { return Err("unterminated string".into()) };
+            self.at += 1;
+            match c {
+                b'"' => return String::from_utf8(out).map_err(|_| "bad UTF-8".to_string()),
+                b'\\' => {
+                    let escape = *self.bytes.get(self.at).ok_or("bad escape")?;
+                    self.at += 1;
+                    let decoded = match escape {
+                        b'n' => '\n',
+                        b't' => '\t',
+                        b'r' => '\r',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'u' => {
+                            let hex = std::str::from_utf8(&self.bytes[self.at..self.at + 4]).map_err(|_| "bad \\u")?;
+                            self.at += 4;
+                            char::from_u32(u32::from_str_radix(hex, 16).map_err(|_| "bad \\u")?).unwrap_or('\u{fffd}')
+                        }
+                        other => other as char,
+                    };
+                    let mut buffer = [0u8; 4];
+                    out.extend_from_slice(decoded.encode_utf8(&mut buffer).as_bytes());
+                }
+                other => out.push(other),
+            }
+        }
+    }
+}
+
+// MARK: - The bot file, read directly
+
+/// A snapshot of a bot file's bytes, read as ringside.h lays them out.
+pub struct RingFile {
+    bytes: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub timestamp_ns: u64,
+    pub value: u64,
+    pub sequence: u64,
+    pub metric: u32,
+    pub kind: u8,
+    pub flags: u8,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Lane {
+    pub write_cursor: u64,
+    pub dropped_total: u64,
+    pub state: u32,
+    pub owner_tid: i32,
+    pub claims: u32,
+    pub read_cursor: u64,
+}
+
+impl RingFile {
+    pub fn read(path: &Path) -> RingFile {
+        RingFile { bytes: std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display())) }
+    }
+    pub fn u32(&self, at: usize) -> u32 {
+        u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap())
+    }
+    pub fn u64(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.bytes[at..at + 8].try_into().unwrap())
+    }
+    pub fn version(&self) -> u32 {
+        self.u32(0x08)
+    }
+    pub fn capacity(&self) -> u64 {
+        1 << self.u32(0x14)
+    }
+    pub fn lanes_allocated(&self) -> u32 {
+        self.u32(0x80)
+    }
+    pub fn metric_count(&self) -> u32 {
+        self.u32(0x84)
+    }
+    pub fn producer_pid(&self) -> i32 {
+        self.u32(0x98) as i32
+    }
+    pub fn lanes_exhausted(&self) -> u64 {
+        self.u64(0xA0)
+    }
+    fn lane_at(&self, lane: u32) -> usize {
+        (self.u64(0x30) + lane as u64 * self.u64(0x48)) as usize
+    }
+    pub fn lane(&self, lane: u32) -> Lane {
+        let at = self.lane_at(lane);
+        Lane {
+            write_cursor: self.u64(at),
+            dropped_total: self.u64(at + 0x08),
+            state: self.u32(at + 0x18),
+            owner_tid: self.u32(at + 0x1C) as i32,
+            claims: self.u32(at + 0x20),
+            read_cursor: self.u64(at + 0x80),
+        }
+    }
+    /// A lane's cell of a metric: a counter's increments there, or a histogram's or gauge's drops.
+    pub fn lane_cell(&self, lane: u32, metric: u32) -> u64 {
+        self.u64(self.lane_at(lane) + 256 + metric as usize * 8)
+    }
+    /// A metric cell: (gauge_bits, gauge_set, unlaned).
+    pub fn metric_cell(&self, metric: u32) -> (u64, u64, u64) {
+        let at = self.u64(0x28) as usize + metric as usize * 32;
+        (self.u64(at), self.u64(at + 8), self.u64(at + 16))
+    }
+    /// Records in [read_cursor, write_cursor) of a lane, oldest first.
+    pub fn records(&self, lane: u32) -> Vec<Record> {
+        let l = self.lane(lane);
+        let records = self.lane_at(lane) + self.u32(0x50) as usize;
+        let mask = self.capacity() - 1;
+        let first = l.read_cursor.max(l.write_cursor.saturating_sub(self.capacity()));
+        (first..l.write_cursor)
+            .map(|cursor| {
+                let at = records + ((cursor & mask) as usize) * 32;
+                Record {
+                    timestamp_ns: self.u64(at),
+                    value: self.u64(at + 8),
+                    sequence: self.u64(at + 16),
+                    metric: self.u32(at + 24),
+                    kind: self.bytes[at + 28],
+                    flags: self.bytes[at + 29],
+                }
+            })
+            .collect()
+    }
+}
+
+/// The kernel's id of the calling thread (from /proc/thread-self -> PID/task/TID).
+pub fn thread_id() -> i32 {
+    let link = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+    link.file_name().unwrap().to_str().unwrap().parse().unwrap()
+}
+
+/// Equal within rounding (the collector prints doubles).
+pub fn approx(value: f64, expected: f64) -> bool {
+    (value - expected).abs() <= 1e-9 * expected.abs().max(1.0)
+}

@@ -1,0 +1,155 @@
+//! One bot file written in turn by this crate, the C producer (Tests/fixtures/c_producer.c, built
+//! here with cc), the Python producer (tools/python/ringside.py) and this crate again: each
+//! validates what the previous one wrote, finds its metrics again and adds to its counts. Parts
+//! whose tool is missing (cc, python3, the repository's files) are skipped, saying so.
+
+mod common;
+
+use common::{RingFile, ScratchDir};
+use ringside::{Bot, Options, Unit};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BOT: &str = "rs-interop";
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+/// The bot as the C fixture registers it: lanes of 4096 records, 8 metrics, in this order.
+fn attach_like_the_c_fixture(dir: &ScratchDir) -> (Bot, [u32; 4]) {
+    let options = Options {
+        directory: Some(dir.path.clone()),
+        lane_capacity: Some(4096),
+        max_metrics: Some(8),
+        ..Options::default()
+    };
+    let bot = Bot::attach_with(BOT, options).unwrap();
+    let latency = bot
+        .metric("c_latency")
+        .labels(&[("venue", "XNAS"), ("symbol", "AAPL")])
+        .help("from C")
+        .histogram(Unit::Microseconds)
+        .unwrap();
+    let orders = bot.counter("c_orders", &[]).unwrap();
+    let exposure = bot.gauge("c_exposure", Unit::Bytes, &[]).unwrap();
+    let span = bot.histogram("c_span", Unit::Microseconds, &[]).unwrap();
+    let indices = [latency.index(), orders.index(), exposure.index(), span.index()];
+    for i in 1..=10 {
+        latency.record(i);
+        orders.increment(1);
+    }
+    exposure.set(2.0);
+    (bot, indices)
+}
+
+/// A counter's total in the file: its cells over every lane, plus its unlaned cell.
+fn counter_total(file: &RingFile, metric: u32) -> u64 {
+    (0..file.lanes_allocated()).map(|lane| file.lane_cell(lane, metric)).sum::<u64>() + file.metric_cell(metric).2
+}
+
+fn run(command: &mut Command, what: &str) {
+    let output = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        output.status.success(),
+        "{what}: {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn the_c_and_python_producers_and_this_crate_share_one_file() {
+    let dir = ScratchDir::new("interop");
+    let build = ScratchDir::new("interop-build");
+    let path = dir.file(BOT);
+    let mut expected_orders = 0u64;
+
+    let (bot, indices) = attach_like_the_c_fixture(&dir);
+    assert_eq!(indices, [0, 1, 2, 3]);
+    expected_orders += 10;
+    drop(bot);
+
+    // The C producer: attaches our file (validating it), finds the four metrics again.
+    let sources = repository().join("Sources/CRingside");
+    let fixture = repository().join("Tests/fixtures/c_producer.c");
+    let c_producer = build.path.join("c_producer");
+    let compiled = fixture.is_file()
+        && Command::new("cc")
+            .args(["-std=gnu11", "-pthread", "-O1", "-I"])
+            .arg(sources.join("include"))
+            .arg(&fixture)
+            .arg(sources.join("ringside_producer.c"))
+            .arg(sources.join("ringside.c"))
+            .arg("-o")
+            .arg(&c_producer)
+            .status()
+            .is_ok_and(|s| s.success());
+    if compiled {
+        let (count, threads) = (1000u64, 4u64);
+        run(
+            Command::new(&c_producer).arg(&dir.path).arg(BOT).arg(count.to_string()).arg(threads.to_string()),
+            "the C producer on the Rust crate's file",
+        );
+        expected_orders += 2 * count * threads;
+        let file = RingFile::read(&path);
+        assert_eq!(file.metric_count(), 4, "the C producer found the Rust crate's four metrics");
+        assert_eq!(counter_total(&file, 1), expected_orders);
+    } else {
+        common::say("SKIPPED (part): the C producer (no cc, or no Tests/fixtures/c_producer.c)");
+    }
+
+    // The Python producer.
+    let module = repository().join("tools/python");
+    let python = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    if python && module.join("ringside.py").is_file() && cfg!(target_arch = "x86_64") {
+        let script = format!(
+            "import sys; sys.path.insert(0, {module:?})\n\
+             import ringside\n\
+             bot = ringside.attach({BOT:?}, directory={dir:?})\n\
+             latency = bot.histogram('c_latency', unit='us', labels={{'symbol': 'AAPL', 'venue': 'XNAS'}})\n\
+             orders = bot.counter('c_orders')\n\
+             assert (latency.index, orders.index) == (0, 1), (latency.index, orders.index)\n\
+             for i in range(100):\n    latency.record(i + 1)\n    orders.increment(3)\n\
+             bot.close()\n",
+            module = module.display().to_string(),
+            dir = dir.path.display().to_string(),
+        );
+        run(Command::new("python3").arg("-c").arg(script), "the Python producer on the file");
+        expected_orders += 300;
+        assert_eq!(counter_total(&RingFile::read(&path), 1), expected_orders);
+    } else {
+        common::say("SKIPPED (part): the Python producer (no python3, no tools/python/ringside.py, or not x86_64)");
+    }
+
+    // This crate again, on what the others wrote.
+    let (bot, indices) = attach_like_the_c_fixture(&dir);
+    assert_eq!(indices, [0, 1, 2, 3]);
+    expected_orders += 10;
+    let file = RingFile::read(&path);
+    assert_eq!(counter_total(&file, 1), expected_orders);
+    for lane in 1..file.lanes_allocated() {
+        assert_eq!(file.lane(lane).state, 2, "lane {lane} retired at attach");
+    }
+
+    let Some(collector) = common::collector_binary() else { return };
+    if let Some(dump) = common::dump_binary(&collector) {
+        let output = Command::new(&dump).arg("--dir").arg(&dir.path).args(["check", BOT]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success() && stdout.contains(" ok "), "ringside-dump check: {stdout}");
+    }
+    let collector = common::Collector::start(&collector, &dir);
+    collector.wait_for("the counts of all three producers", |latest| {
+        let total = latest.series(BOT, "c_orders")?.num("total")?;
+        if total != expected_orders as f64 {
+            return Err(format!("c_orders total {total}, expecting {expected_orders}"));
+        }
+        let exposure = latest.series(BOT, "c_exposure")?.num("value")?;
+        if exposure != 2.0 {
+            return Err(format!("c_exposure {exposure}"));
+        }
+        Ok(())
+    });
+    drop(bot);
+}
