@@ -1,5 +1,5 @@
 //! One bot file written in turn by this crate, the C producer (Tests/fixtures/c_producer.c, built
-//! here with cc), the Python producer (tools/python/ringside.py) and this crate again: each
+//! here with cc), the Python producer (the package in tools/python) and this crate again: each
 //! validates what the previous one wrote, finds its metrics again and adds to its counts. Parts
 //! whose tool is missing (cc, python3, the repository's files) are skipped, saying so.
 
@@ -103,15 +103,21 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
     // The Python producer.
     let module = repository().join("tools/python");
     let python = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
-    if python && module.join("ringside.py").is_file() && cfg!(target_arch = "x86_64") {
+    if python && module.join("ringside/__init__.py").is_file() && cfg!(target_arch = "x86_64") {
+        // The package's backend calls, below its API: the API stores a time histogram in
+        // nanoseconds, and c_latency is registered in microseconds by the others.
         let script = format!(
             "import sys; sys.path.insert(0, {module:?})\n\
              import ringside\n\
+             from ringside import _values\n\
              bot = ringside.attach({BOT:?}, directory={dir:?})\n\
-             latency = bot.histogram('c_latency', unit='us', labels={{'symbol': 'AAPL', 'venue': 'XNAS'}})\n\
-             orders = bot.counter('c_orders')\n\
-             assert (latency.index, orders.index) == (0, 1), (latency.index, orders.index)\n\
-             for i in range(100):\n    latency.record(i + 1)\n    orders.increment(3)\n\
+             core = bot._core\n\
+             latency = core.register('c_latency', 3, 2, b'symbol=AAPL\\nvenue=XNAS', '', 1)\n\
+             orders = core.register('c_orders', 1, 0, b'', '', 1)\n\
+             assert (latency, orders) == (0, 1), (latency, orders)\n\
+             observe = core.handle(latency, 3, 1, True, _values.histogram_converter({BOT:?}, 'c_latency', 'none')).observe\n\
+             inc = core.handle(orders, 1, 1, True, _values.counter_converter({BOT:?}, 'c_orders')).inc\n\
+             for i in range(100):\n    observe(i + 1)\n    inc(3)\n\
              bot.close()\n",
             module = module.display().to_string(),
             dir = dir.path.display().to_string(),
@@ -120,7 +126,7 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
         expected_orders += 300;
         assert_eq!(counter_total(&RingFile::read(&path), 1), expected_orders);
     } else {
-        common::say("SKIPPED (part): the Python producer (no python3, no tools/python/ringside.py, or not x86_64)");
+        common::say("SKIPPED (part): the Python producer (no python3, no tools/python/ringside, or not x86_64)");
     }
 
     // This crate again, on what the others wrote.
