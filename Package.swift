@@ -23,6 +23,12 @@ let package = Package(
         .target(name: "RingsideAggregation"),
         /// A small HTTP/1.1 server on POSIX sockets.
         .target(name: "RingsideHTTP"),
+        /// The export formats over snapshots: Prometheus protobuf with native histograms, gzip.
+        /// It knows nothing of rings or threads.
+        .target(name: "RingsideExport", dependencies: ["RingsideAggregation", "CZlib"]),
+        /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
+        /// formats only, never by the library bots import.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
         .target(name: "RingsideCollector",
                 dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP", "RingsideCommandLine"]),
@@ -75,6 +81,7 @@ let package = Package(
                                    "RingsideCommandLine", "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
         .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP"]),
+        .testTarget(name: "RingsideExportTests", dependencies: ["RingsideExport", "RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(name: "RingsideToolsTests",
                     dependencies: ["RingsideTools", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideTestSupport",
                                    "ringside-test-producer", "ringside-dump", "ringside-emit"]),

@@ -1,0 +1,177 @@
+/// A protobuf encoder for the few messages of Prometheus's exposition format
+/// (`io.prometheus.client`, metrics.proto): varints, zigzag integers, doubles, strings and nested
+/// messages, written field by field. Nested messages are encoded apart and appended with their
+/// length: simple, and these messages are small.
+public struct ProtobufWriter {
+    public private(set) var bytes: [UInt8] = []
+
+    public init() {}
+
+    /// The wire types this encoder writes.
+    enum WireType: UInt64 {
+        case varint = 0, fixed64 = 1, lengthDelimited = 2
+    }
+
+    mutating func varint(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+    }
+
+    mutating func key(_ field: Int, _ wire: WireType) {
+        varint(UInt64(field) << 3 | wire.rawValue)
+    }
+
+    /// A `uint64` (or an enum) field.
+    public mutating func uint64(_ field: Int, _ value: UInt64) {
+        key(field, .varint)
+        varint(value)
+    }
+
+    /// A `sint32` or `sint64` field: zigzag, so small negative numbers stay short.
+    public mutating func sint64(_ field: Int, _ value: Int64) {
+        key(field, .varint)
+        varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    /// A `double` field: 8 bytes, little-endian.
+    public mutating func double(_ field: Int, _ value: Double) {
+        key(field, .fixed64)
+        var bits = value.bitPattern
+        for _ in 0..<8 {
+            bytes.append(UInt8(truncatingIfNeeded: bits))
+            bits >>= 8
+        }
+    }
+
+    /// A `string` field (UTF-8).
+    public mutating func string(_ field: Int, _ value: String) {
+        key(field, .lengthDelimited)
+        let utf8 = Array(value.utf8)
+        varint(UInt64(utf8.count))
+        bytes += utf8
+    }
+
+    /// A nested message field, written by `body`.
+    public mutating func message(_ field: Int, _ body: (inout ProtobufWriter) -> Void) {
+        var nested = ProtobufWriter()
+        body(&nested)
+        key(field, .lengthDelimited)
+        varint(UInt64(nested.bytes.count))
+        bytes += nested.bytes
+    }
+
+    /// A `repeated sint64` field, packed (parsers take packed and unpacked alike).
+    public mutating func packedSInt64(_ field: Int, _ values: [Int64]) {
+        guard !values.isEmpty else { return }
+        var packed = ProtobufWriter()
+        for value in values { packed.varint(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
+        key(field, .lengthDelimited)
+        varint(UInt64(packed.bytes.count))
+        bytes += packed.bytes
+    }
+
+    /// A length-delimited top-level message: its length as a varint, then the message (the
+    /// `encoding=delimited` stream of MetricFamily messages a scrape returns).
+    public mutating func delimited(_ body: (inout ProtobufWriter) -> Void) {
+        var message = ProtobufWriter()
+        body(&message)
+        varint(UInt64(message.bytes.count))
+        bytes += message.bytes
+    }
+}
+
+/// The messages of `io.prometheus.client` (metrics.proto) the collector writes, by their field
+/// numbers there.
+extension ProtobufWriter {
+    /// `MetricType`.
+    public enum MetricType: UInt64 {
+        case counter = 0, gauge = 1, summary = 2, untyped = 3, histogram = 4
+    }
+
+    /// One `MetricFamily`, delimited: name, help, type, then the metrics `body` writes with
+    /// `metric(labels:_:)`.
+    public mutating func metricFamily(name: String, help: String, type: MetricType, _ body: (inout ProtobufWriter) -> Void) {
+        delimited { family in
+            family.string(1, name)
+            family.string(2, help)
+            family.uint64(3, type.rawValue)
+            body(&family)
+        }
+    }
+
+    /// One `Metric` of a family (field 4): its `LabelPair`s, then the value `body` writes.
+    public mutating func metric(labels: [(name: String, value: String)], _ body: (inout ProtobufWriter) -> Void) {
+        message(4) { metric in
+            for label in labels {
+                metric.message(1) { pair in
+                    pair.string(1, label.name)
+                    pair.string(2, label.value)
+                }
+            }
+            body(&metric)
+        }
+    }
+
+    /// `Metric.gauge`.
+    public mutating func gaugeValue(_ value: Double) {
+        message(2) { $0.double(1, value) }
+    }
+
+    /// `Metric.counter`.
+    public mutating func counterValue(_ value: Double) {
+        message(3) { $0.double(1, value) }
+    }
+
+    /// `Metric.summary`: count, sum and (quantile, value) pairs.
+    public mutating func summaryValue(count: UInt64, sum: Double, quantiles: [(quantile: Double, value: Double)]) {
+        message(4) { summary in
+            summary.uint64(1, count)
+            summary.double(2, sum)
+            for quantile in quantiles {
+                summary.message(3) { pair in
+                    pair.double(1, quantile.quantile)
+                    pair.double(2, quantile.value)
+                }
+            }
+        }
+    }
+
+    /// `Metric.histogram`: count and sum; the classic cumulative buckets (upper bounds in the base
+    /// unit, +Inf left out); and, when given, the native buckets.
+    public mutating func histogramValue(count: UInt64, sum: Double, classic: [(upperBound: Double, cumulativeCount: UInt64)],
+                                        native: NativeBuckets?) {
+        message(7) { histogram in
+            histogram.uint64(1, count)
+            histogram.double(2, sum)
+            for bucket in classic {
+                histogram.message(3) { entry in
+                    entry.uint64(1, bucket.cumulativeCount)
+                    entry.double(2, bucket.upperBound)
+                }
+            }
+            guard let native else { return }
+            histogram.sint64(5, Int64(native.schema))
+            histogram.double(6, native.zeroThreshold)
+            histogram.uint64(7, native.zeroCount)
+            let spans = native.spans
+            if spans.isEmpty {
+                // "A no-op span": what tells a native histogram with no observations from a classic one.
+                histogram.message(12) { span in
+                    span.sint64(1, 0)
+                    span.uint64(2, 0)
+                }
+            }
+            for span in spans {
+                histogram.message(12) { entry in
+                    entry.sint64(1, Int64(span.offset))
+                    entry.uint64(2, UInt64(span.length))
+                }
+            }
+            histogram.packedSInt64(13, native.deltas)
+        }
+    }
+}
