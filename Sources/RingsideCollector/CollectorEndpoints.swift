@@ -24,7 +24,7 @@ public final class CollectorEndpoints: Sendable {
         switch request.path {
         case "/metrics":
             return HTTPResponse(contentType: PrometheusExporter.contentType,
-                                body: cached("metrics", prometheus.render))
+                                body: cached("metrics") { prometheus.render($0, process: ProcessMetrics.read()) })
         case "/latest":
             return HTTPResponse(contentType: JSONExporter.contentType, body: cached("latest", latest.render))
         case "/health":
