@@ -31,6 +31,8 @@ public struct CollectorOptions: Sendable, Equatable {
     /// Metrics registered past a cap get no series; their records are counted, not aggregated.
     public var maxSeries = 100_000
     public var maxSeriesPerRing = Int(RS_MAX_REGISTRY_CAPACITY)
+    /// How log lines are written (`--log-format text|json`).
+    public var logFormat = LogFormat.text
 
     public init() {}
 
@@ -58,6 +60,8 @@ public struct CollectorOptions: Sendable, Equatable {
       --max-series-per-ring N
                              series kept per ring (default 4096: all a bot can register)
       --demo                 start a synthetic trading bot and show a live table
+      --log-format FORMAT    text (default: a UTC time and the message) or json (one object a
+                             line: {"time","level","msg"})
       --help                 show this text
       --version              print the version and the git revision, and exit
 
@@ -139,6 +143,12 @@ public struct CollectorOptions: Sendable, Equatable {
                     throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
                 }
                 if flag == "--max-series" { options.maxSeries = count } else { options.maxSeriesPerRing = count }
+            case "--log-format":
+                let text = try value(for: flag)
+                guard let format = LogFormat(rawValue: text) else {
+                    throw UsageError("--log-format \(text): use " + LogFormat.allCases.map(\.rawValue).joined(separator: " or "))
+                }
+                options.logFormat = format
             case "--allow-uid":
                 let text = try value(for: flag)
                 guard let uid = UInt32(text) else { throw UsageError("--allow-uid: \(text) is not a user id") }

@@ -39,7 +39,7 @@ do {
         print(CollectorOptions.versionLine)
         exit(0)
     case let .run(options):
-        exit(CollectorDaemon.run(options))
+        exit(CollectorDaemon.run(options, log: .standardError(format: options.logFormat)))
     }
 } catch {
     printError("ringside-collector: \(error)")
