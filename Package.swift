@@ -41,8 +41,11 @@ let package = Package(
         .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideJSON", "RingsideCommandLine"]),
         /// A JSON value written by hand, shared by the tools and the benchmark.
         .target(name: "RingsideJSON"),
-        /// The usage error and the argument reading every executable shares.
-        .target(name: "RingsideCommandLine"),
+        /// The usage error, the argument reading and the version every executable shares.
+        .target(name: "RingsideCommandLine", plugins: ["RingsideRevision"]),
+        /// Records the git commit the sources are at (`git rev-parse --short HEAD`, else "unknown")
+        /// in RingsideCommandLine at each build, for `--version` and `ringside_build_info`.
+        .plugin(name: "RingsideRevision", capability: .buildTool()),
 
         // MARK: - Executables
 

@@ -39,10 +39,20 @@ public struct BenchCommand: Sendable, Equatable {
       --capacity N      records in the emit rows' rings (default 1048576; the library's is 131072)
       --poll DUR        the collector's --poll in the live run (default 100ms)
       --help            show this text
+      --version         print the version and the git revision, and exit
     """
 
-    /// Parses arguments (without the program name); nil means `--help`.
+    /// What `--version` prints: `ringside-bench 0.2.0 (revision abc1234)`.
+    public static var versionLine: String { RingsideVersion.line(program: "ringside-bench") }
+
+    /// Parses arguments (without the program name); nil means `--help` or `--version`.
     public static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand? {
+        guard case let .run(command) = try invocation(arguments) else { return nil }
+        return command
+    }
+
+    /// Parses arguments (without the program name): the benchmarks to run, or `--help`, or `--version`.
+    public static func invocation(_ arguments: [String]) throws(UsageError) -> Invocation<BenchCommand> {
         var command = BenchCommand()
         var named: [Benchmark] = []
         var stream = ArgumentStream(arguments)
@@ -50,7 +60,8 @@ public struct BenchCommand: Sendable, Equatable {
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
         while let flag = stream.next() {
             switch flag {
-            case "--help", "-h": return nil
+            case "--help", "-h": return .help
+            case "--version": return .version
             case "emit", "collector", "scrape": named.append(Benchmark(rawValue: flag)!)
             case "--json": command.json = true
             case "--quick":
@@ -106,7 +117,7 @@ public struct BenchCommand: Sendable, Equatable {
         if command.svgPath != nil && !command.benchmarks.contains(.emit) {
             throw UsageError("--svg charts the emit rows: run emit")
         }
-        return command
+        return .run(command)
     }
 }
 

@@ -5,11 +5,16 @@ import RingsideCollector
 
 let command: BenchCommand
 do {
-    guard let parsed = try BenchCommand.parse(Array(CommandLine.arguments.dropFirst())) else {
+    switch try BenchCommand.invocation(Array(CommandLine.arguments.dropFirst())) {
+    case .help:
         print(BenchCommand.usage)
         exit(0)
+    case .version:
+        print(BenchCommand.versionLine)
+        exit(0)
+    case let .run(parsed):
+        command = parsed
     }
-    command = parsed
 } catch {
     FileHandle.standardError.write(Data("ringside-bench: \(error)\n".utf8))
     exit(2)

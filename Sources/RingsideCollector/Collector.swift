@@ -340,7 +340,7 @@ public final class Collector: @unchecked Sendable {
         let problem = directory.accessProblem()
         if problem != directoryProblem {
             log(problem.map { "ring directory \(directory.path): \($0); waiting for it" }
-                ?? "ring directory \(directory.path) is readable")
+                ?? "ring directory \(directory.path) is readable", level: problem == nil ? .info : .warn)
             directoryProblem = problem
         }
         if problem == nil, !wakeup.isWatching { wakeup.watchDirectory(directory.path) }
@@ -360,7 +360,7 @@ public final class Collector: @unchecked Sendable {
                 if !saidRingLimit {
                     log("cannot attach more rings: \(tracked.count) are open and the rest of this process's "
                         + "open-file limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=) to "
-                        + "collect the other \(names.filter { tracked[$0] == nil }.count)")
+                        + "collect the other \(names.filter { tracked[$0] == nil }.count)", level: .warn)
                     saidRingLimit = true
                 }
                 break
@@ -411,7 +411,7 @@ public final class Collector: @unchecked Sendable {
         default:
             break
         }
-        if skipped[name]?.problem != problem { log("skipping ring \(name): \(problem)") }
+        if skipped[name]?.problem != problem { log("skipping ring \(name): \(problem)", level: .warn) }
         skipped[name] = SkippedRing(problem: problem, retryAtNanos: now + Self.retryNanos, isQuiet: false)
     }
 
@@ -491,7 +491,7 @@ public final class Collector: @unchecked Sendable {
             + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
             + " and any registered "
             + "after it get no series (counted in ringside_ring_series_refused and their records in "
-            + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets")
+            + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets", level: .warn)
     }
 
     /// Stops reading a ring whose last pass was almost all invalid records, for `quarantineNanos`:
@@ -503,7 +503,7 @@ public final class Collector: @unchecked Sendable {
         let reason = "quarantined for \(Self.quarantineNanos / 1_000_000_000) s: \(rejected) of the \(count) records "
             + "drained in one pass were invalid (unknown metric, kind or sequence)"
         ring.quarantineReason = reason
-        log("ring \(ring.consumer.name): \(reason); the other rings are drained meanwhile")
+        log("ring \(ring.consumer.name): \(reason); the other rings are drained meanwhile", level: .warn)
         hasUnpublishedChanges = true
     }
 
@@ -527,7 +527,8 @@ public final class Collector: @unchecked Sendable {
             changed = true
             ring.producerAlive = status.producerAlive
             log(status.producerAlive ? "ring \(name): producer pid \(status.producerPID) attached"
-                : "ring \(name): producer pid \(status.producerPID) died; draining what it left (backlog \(status.backlog))")
+                : "ring \(name): producer pid \(status.producerPID) died; draining what it left (backlog \(status.backlog))",
+                level: status.producerAlive ? .info : .warn)
         }
         // Alive by its lock, but stopped (SIGSTOP, a debugger): nothing can be written meanwhile.
         let stopped = status.producerAlive && processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
@@ -539,7 +540,7 @@ public final class Collector: @unchecked Sendable {
         }
         if status.dropped > ring.lastDropped, now &- ring.lastDropLogNanos >= Self.dropLogIntervalNanos {
             log("ring \(name): producer dropped \(status.dropped - ring.lastDropped) records, the ring was full "
-                + "(\(status.dropped) in all)")
+                + "(\(status.dropped) in all)", level: .warn)
             ring.lastDropped = status.dropped
             ring.lastDropLogNanos = now
             changed = true
@@ -547,7 +548,7 @@ public final class Collector: @unchecked Sendable {
         let rejected = ring.aggregator.rejected
         if rejected > ring.lastRejected, now &- ring.lastRejectLogNanos >= Self.dropLogIntervalNanos {
             log("ring \(name): rejected \(rejected - ring.lastRejected) invalid records (unknown metric, kind "
-                + "or sequence; \(rejected) in all)")
+                + "or sequence; \(rejected) in all)", level: .warn)
             ring.lastRejected = rejected
             ring.lastRejectLogNanos = now
         }
@@ -646,7 +647,9 @@ public final class Collector: @unchecked Sendable {
         return sloStates.indices.map { index in
             let state = sloStates[index]
             let outcome = state.evaluate(rings: rings, layout: layout, nowNanos: now)
-            if let transition = sloStates[index].record(outcome) { log(transition) }
+            if let transition = sloStates[index].record(outcome) {
+                log(transition, level: sloStates[index].violated ? .warn : .info)
+            }
             return sloStates[index].snapshot(outcome)
         }
     }

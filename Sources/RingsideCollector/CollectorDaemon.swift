@@ -28,18 +28,19 @@ public enum CollectorDaemon {
             server = try HTTPServer(listen: options.listen) { endpoints.handle($0) }
             try server.start()
         } catch {
-            log("cannot serve HTTP: \(error)")
+            log("cannot serve HTTP: \(error)", level: .error)
             return 1
         }
         log("listening on http://\(server.boundAddress) (/metrics, /latest, /health); ring directory \(options.directory.path)")
         if !server.isLoopback {
-            log("warning: \(server.boundAddress) is not a loopback address: anyone who can reach it can read these metrics")
+            log("warning: \(server.boundAddress) is not a loopback address: anyone who can reach it can read these metrics",
+                level: .warn)
         }
 
         var demo: DemoSession?
         if options.demo {
             do { demo = try DemoSession(directory: options.directory, address: server.boundAddress, log: log) } catch {
-                log("cannot start the demo bot: \(error)")
+                log("cannot start the demo bot: \(error)", level: .error)
                 server.stop()
                 return 1
             }
@@ -104,7 +105,7 @@ struct JSONDumpWriter {
             }
             if failure != nil { unlink(temporary) }
         }
-        if let failure, failure != lastError { log("cannot write the JSON dump: \(failure)") }
+        if let failure, failure != lastError { log("cannot write the JSON dump: \(failure)", level: .error) }
         lastError = failure
     }
 }

@@ -2,7 +2,7 @@ import CRingside
 import RingsideHTTP
 import Synchronization
 
-/// The collector's HTTP routes: `/metrics`, `/latest`, `/health` and `/`.
+/// The collector's HTTP routes: `/metrics`, `/latest`, `/health`, `/-/healthy`, `/-/ready` and `/`.
 ///
 /// Called on the HTTP server's thread. It reads the collector's published snapshot; the renderers
 /// keep each series' text until the series changes, so a scrape formats only what changed.
@@ -20,23 +20,40 @@ public final class CollectorEndpoints: Sendable {
     /// The drain loop counts as stalled when its last pass is older than this.
     var stallNanos: UInt64 { max(1_000_000_000, 10 * collector.options.pollNanos) }
 
+    /// Whether the drain loop makes progress (its last pass is at most `stallNanos` old), and
+    /// the age of that pass in seconds (infinity before the first). What `/health` and `/-/ready` answer by.
+    func drainProgress() -> (ready: Bool, lastPassAgeSeconds: Double) {
+        let now = rs_clock_precise_ns()
+        let last = collector.lastPassMonotonicNanos // the loop's own progress, not the last publish's
+        guard last != 0 else { return (false, .infinity) }
+        let age = now &- min(now, last)
+        return (age <= stallNanos, Double(age) / 1e9)
+    }
+
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         switch request.path {
         case "/metrics":
             return HTTPResponse(contentType: PrometheusExporter.contentType,
-                                body: cached("metrics", prometheus.render))
+                                body: cached("metrics") { prometheus.render($0, process: ProcessMetrics.read()) })
         case "/latest":
             return HTTPResponse(contentType: JSONExporter.contentType, body: cached("latest", latest.render))
         case "/health":
             let snapshot = collector.snapshot
-            let now = rs_clock_precise_ns()
-            let last = collector.lastPassMonotonicNanos // the loop's own progress, not the last publish's
-            let age = last == 0 ? Double.infinity : Double(now &- min(now, last)) / 1e9
-            let healthy = last != 0 && now &- min(now, last) <= stallNanos
-            return HTTPResponse(status: healthy ? 200 : 503, contentType: JSONExporter.contentType,
-                                body: JSONExporter.health(snapshot, isHealthy: healthy, lastPassAgeSeconds: age))
+            let progress = drainProgress()
+            return HTTPResponse(status: progress.ready ? 200 : 503, contentType: JSONExporter.contentType,
+                                body: JSONExporter.health(snapshot, isHealthy: progress.ready,
+                                                          lastPassAgeSeconds: progress.lastPassAgeSeconds))
+        case "/-/healthy":
+            // The process serves: that is all liveness means (Prometheus's and node_exporter's convention).
+            return HTTPResponse(text: "Healthy\n")
+        case "/-/ready":
+            let progress = drainProgress()
+            guard !progress.ready else { return HTTPResponse(text: "Ready\n") }
+            let age = progress.lastPassAgeSeconds.isFinite
+                ? "its last pass was \(formatSeconds(progress.lastPassAgeSeconds)) ago" : "it has not made a pass yet"
+            return HTTPResponse(status: 503, text: "Not ready: the drain loop makes no progress (\(age))\n")
         case "/":
-            return HTTPResponse(text: Self.index)
+            return HTTPResponse(contentType: "text/html; charset=utf-8", text: Self.indexPage)
         default:
             return HTTPResponse(status: 404, text: "not found: \(request.path)\n\n" + Self.index)
         }
@@ -50,14 +67,60 @@ public final class CollectorEndpoints: Sendable {
         return body
     }
 
-    static let index = """
-    ringside-collector: drains Ringside shared-memory rings and exports what they say.
+    /// The routes and what each serves, for the index page and the 404 text.
+    static let routes: [(path: String, description: String)] = [
+        ("/metrics", "Prometheus text format 0.0.4: windowed quantiles, cumulative histogram buckets, counters, "
+            + "gauges, SLO states, the collector's own metrics, build info and process metrics"),
+        ("/latest", "the latest snapshot as JSON: series, rings and their lanes, SLOs, the collector"),
+        ("/health", "each ring's state as JSON; 200 while the drain loop makes progress, else 503"),
+        ("/-/healthy", "liveness: 200 whenever the process serves HTTP"),
+        ("/-/ready", "readiness: 200 while the drain loop makes progress, else 503 (as /health)"),
+    ]
 
-      GET /metrics   Prometheus text format 0.0.4: windowed quantiles (summaries with a window
-                     label), cumulative histogram buckets, counters, gauges, SLO states, self-metrics
-      GET /latest    the latest snapshot as JSON (series, rings, SLOs, collector)
-      GET /health    each ring's state; 200 while the drain loop makes progress, else 503
-      GET /          this text
+    /// The text after a 404.
+    static let index = "ringside-collector: drains Ringside shared-memory rings and exports what they say.\n\n"
+        + routes.map { "  GET \($0.path)\(String(repeating: " ", count: max(1, 12 - $0.path.count)))\($0.description)\n" }.joined()
+        + "  GET /           these links, as an HTML page\n"
 
-    """
+    /// `GET /`: a small HTML page linking every route.
+    static let indexPage = """
+        <!DOCTYPE html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <title>ringside-collector</title>
+        </head>
+        <body>
+        <h1>ringside-collector</h1>
+        <p>Drains Ringside shared-memory rings and exports what they say. \(htmlEscaped(CollectorOptions.versionLine))</p>
+        <ul>
+
+        """
+        + routes.map { "<li><a href=\"\($0.path)\">\($0.path)</a>: \(htmlEscaped($0.description))</li>\n" }.joined()
+        + """
+        </ul>
+        </body>
+        </html>
+
+        """
+}
+
+/// `text` with `&`, `<`, `>` and `"` as HTML entities.
+func htmlEscaped(_ text: String) -> String {
+    var result = ""
+    for character in text {
+        switch character {
+        case "&": result += "&amp;"
+        case "<": result += "&lt;"
+        case ">": result += "&gt;"
+        case "\"": result += "&quot;"
+        default: result.append(character)
+        }
+    }
+    return result
+}
+
+/// Seconds for people: `1.3 s`, `0.25 s`.
+private func formatSeconds(_ seconds: Double) -> String {
+    "\((seconds * 100).rounded() / 100) s"
 }

@@ -2,23 +2,65 @@
 import Glibc
 #endif
 
+/// How the log is written (`--log-format`).
+public enum LogFormat: String, Sendable, CaseIterable {
+    /// `2026-11-21T20:45:00.123Z message`: for people and journald.
+    case text
+    /// `{"time":"2026-11-21T20:45:00.123Z","level":"info","msg":"message"}`, one object a line:
+    /// for log shippers (Loki, Elasticsearch, Vector).
+    case json
+}
+
+/// How much a log line matters; only the JSON format writes it (the text format is unchanged).
+public enum LogLevel: String, Sendable {
+    /// Something that happened: a ring attached, a producer back, the collector stopping.
+    case info
+    /// Something to look at: a ring skipped or quarantined, records dropped, a cap reached, an SLO broken.
+    case warn
+    /// Something the collector could not do: serve HTTP, write the JSON dump.
+    case error
+}
+
 /// The collector's log: one line per thing worth knowing, stamped with UTC time.
 public struct CollectorLog: Sendable {
+    private let format: LogFormat
     private let sink: @Sendable (String) -> Void
 
-    /// A log that hands each stamped line to `sink`.
-    public init(_ sink: @escaping @Sendable (String) -> Void) {
+    /// A log that hands each stamped line (without its newline) to `sink`.
+    public init(format: LogFormat = .text, _ sink: @escaping @Sendable (String) -> Void) {
+        self.format = format
         self.sink = sink
     }
 
-    /// Lines go to standard error, one `write` each so threads never interleave within a line.
-    public static let standardError = CollectorLog { line in
-        let text = line + "\n"
-        _ = text.withCString { write(2, $0, strlen($0)) }
+    /// Text lines to standard error.
+    public static let standardError = CollectorLog.standardError(format: .text)
+
+    /// Lines to standard error, one `write` each so threads never interleave within a line.
+    public static func standardError(format: LogFormat) -> CollectorLog {
+        CollectorLog(format: format) { line in
+            let text = line + "\n"
+            _ = text.withCString { write(2, $0, strlen($0)) }
+        }
     }
 
-    public func callAsFunction(_ message: String) {
-        sink(utcTimestamp() + " " + message)
+    public func callAsFunction(_ message: String, level: LogLevel = .info) {
+        sink(Self.line(message, level: level, format: format, time: utcTimestamp()))
+    }
+
+    /// One line of the log, without its newline.
+    static func line(_ message: String, level: LogLevel, format: LogFormat, time: String) -> String {
+        switch format {
+        case .text:
+            return time + " " + message
+        case .json:
+            let json = JSONWriter()
+            json.object {
+                json.field("time", time)
+                json.field("level", level.rawValue)
+                json.field("msg", message)
+            }
+            return String(decoding: json.bytes, as: UTF8.self)
+        }
     }
 }
 

@@ -31,6 +31,8 @@ public struct CollectorOptions: Sendable, Equatable {
     /// Metrics registered past a cap get no series; their records are counted, not aggregated.
     public var maxSeries = 100_000
     public var maxSeriesPerRing = Int(RS_MAX_REGISTRY_CAPACITY)
+    /// How log lines are written (`--log-format text|json`).
+    public var logFormat = LogFormat.text
 
     public init() {}
 
@@ -58,20 +60,33 @@ public struct CollectorOptions: Sendable, Equatable {
       --max-series-per-ring N
                              series kept per ring (default 4096: all a bot can register)
       --demo                 start a synthetic trading bot and show a live table
+      --log-format FORMAT    text (default: a UTC time and the message) or json (one object a
+                             line: {"time","level","msg"})
       --help                 show this text
+      --version              print the version and the git revision, and exit
 
     Durations: a number and a unit: ns, us, ms, s, m, h (e.g. 250ms, 5s, 1m).
     """
 
-    /// Parses arguments (without the program name); `nil` means `--help` was asked for.
+    /// What `--version` prints: `ringside-collector 0.2.0 (revision abc1234)`.
+    public static var versionLine: String { RingsideVersion.line(program: "ringside-collector") }
+
+    /// Parses arguments (without the program name); `nil` means `--help` or `--version` was asked for.
     public static func parse(_ arguments: [String]) throws(UsageError) -> CollectorOptions? {
+        guard case let .run(options) = try invocation(arguments) else { return nil }
+        return options
+    }
+
+    /// Parses arguments (without the program name): the options to run with, or `--help`, or `--version`.
+    public static func invocation(_ arguments: [String]) throws(UsageError) -> Invocation<CollectorOptions> {
         var options = CollectorOptions()
         var directory: String?
         var stream = ArgumentStream(arguments)
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
         while let flag = stream.next() {
             switch flag {
-            case "--help", "-h": return nil
+            case "--help", "-h": return .help
+            case "--version": return .version
             case "--demo": options.demo = true
             case "--dir":
                 directory = try value(for: flag)
@@ -128,6 +143,12 @@ public struct CollectorOptions: Sendable, Equatable {
                     throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
                 }
                 if flag == "--max-series" { options.maxSeries = count } else { options.maxSeriesPerRing = count }
+            case "--log-format":
+                let text = try value(for: flag)
+                guard let format = LogFormat(rawValue: text) else {
+                    throw UsageError("--log-format \(text): use " + LogFormat.allCases.map(\.rawValue).joined(separator: " or "))
+                }
+                options.logFormat = format
             case "--allow-uid":
                 let text = try value(for: flag)
                 guard let uid = UInt32(text) else { throw UsageError("--allow-uid: \(text) is not a user id") }
@@ -142,7 +163,7 @@ public struct CollectorOptions: Sendable, Equatable {
             throw UsageError("--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
                 + options.windowNanos.map(formatDuration).joined(separator: ","))
         }
-        return options
+        return .run(options)
     }
 
     private static func parseList<T>(_ text: String, flag: String,

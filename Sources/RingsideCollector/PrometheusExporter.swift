@@ -1,4 +1,5 @@
 import Ringside
+import RingsideCommandLine
 import Synchronization
 
 /// Renders a snapshot in the Prometheus text format 0.0.4.
@@ -10,17 +11,24 @@ import Synchronization
 ///   gauge `NAME_window_max_seconds{window}`;
 /// - counter `NAME_total` (scaled by sampling) and gauge `NAME_rate{window}` per second;
 /// - gauge `NAME` (last value) and `NAME_window_min` / `NAME_window_max{window}`;
-/// plus the `ringside_ring_*`, `ringside_collector_*` and `ringside_slo_*` self-metrics.
+/// plus the `ringside_ring_*`, `ringside_collector_*` and `ringside_slo_*` self-metrics,
+/// `ringside_build_info`, and the `process_*` families of the client libraries.
 /// Every series carries `ring`; metric labels named `ring`, `window`, `quantile`, `le` or `slo`
 /// are exported as `exported_<name>`. A family name two metrics claim with different types goes
 /// to the first; the others are left out (and counted in `ringside_collector_series_conflicts`).
 public enum PrometheusExporter {
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    /// The page for a snapshot.
-    public static func render(_ snapshot: Snapshot) -> [UInt8] {
-        PrometheusRenderer().render(snapshot)
+    /// The page for a snapshot, with the `process_*` families of `process` when given.
+    public static func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil) -> [UInt8] {
+        PrometheusRenderer().render(snapshot, process: process)
     }
+
+    /// `ringside_build_info`: the version and the git revision, as node_exporter's `node_exporter_build_info`.
+    static let buildInfo = FixedFamily(
+        "ringside_build_info", "gauge",
+        "A metric with a constant '1' value labeled by version and revision from which ringside-collector was built",
+        [([("version", RingsideVersion.version), ("revision", RingsideVersion.revision)], 1)])
 
     /// Label text shared by every series of one render: `window="1s"`, `window="1s",quantile="0.5"`.
     struct SharedLabels {
@@ -262,8 +270,10 @@ public final class PrometheusRenderer: Sendable {
 
     public init() {}
 
-    public func render(_ snapshot: Snapshot) -> [UInt8] {
-        let page = PrometheusPage(snapshot)
+    /// The page for `snapshot`, with the `process_*` families of `process` when given (the
+    /// collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
+    public func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil) -> [UInt8] {
+        let page = PrometheusPage(snapshot, process: process)
         return buffers.withLock { page.write(reusing: &$0) }
     }
 }

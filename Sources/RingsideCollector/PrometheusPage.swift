@@ -52,7 +52,7 @@ struct PrometheusPage {
     /// Series left out because another metric claimed one of their family names with another type.
     private(set) var conflicts = 0
 
-    init(_ snapshot: Snapshot) {
+    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil) {
         self.snapshot = snapshot
         var groupIndex: [GroupKey: Int] = [:]
         for position in snapshot.series.indices {
@@ -77,6 +77,8 @@ struct PrometheusPage {
             }
         }
         for family in PrometheusExporter.selfMetrics(snapshot) { addFixed(family) }
+        addFixed(PrometheusExporter.buildInfo)
+        for family in process?.families() ?? [] { addFixed(family) }
         addFixed(PrometheusExporter.FixedFamily("ringside_collector_series_conflicts", "gauge",
                                                 "Series left out because another metric claimed their family name "
                                                     + "with another type",

@@ -15,7 +15,7 @@ package enum DumpTool {
 
         /// The options the command takes besides the common ones.
         var spec: OptionSpec {
-            var spec = OptionSpec(flags: ["--help", "--json"], valued: ["--dir", "--allow-uid"], repeatable: ["--allow-uid"])
+            var spec = OptionSpec(flags: ["--help", "--version", "--json"], valued: ["--dir", "--allow-uid"], repeatable: ["--allow-uid"])
             switch self {
             case .list: break
             case .info: spec.flags.insert("--raw")
@@ -122,9 +122,13 @@ package enum DumpTool {
       --json             JSON for scripts: one document (watch: one object per line)
       --raw              info, records: add the bytes in hex
       --help             this text; COMMAND --help describes a command
+      --version          print the version and the git revision, and exit
 
     exit status: 0 success, 1 a ring error or problems found, 2 a usage error
     """
+
+    /// What `--version` prints: `ringside-dump 0.2.0 (revision abc1234)`.
+    package static var versionLine: String { RingsideVersion.line(program: "ringside-dump") }
 
     /// Runs `ringside-dump` with the process's arguments and exits with its status.
     package static func main() -> Never {
@@ -159,6 +163,10 @@ package enum DumpTool {
                 console.print(usage)
                 return ExitStatus.success
             }
+            if arguments.contains("--version") {
+                console.print(versionLine)
+                return ExitStatus.success
+            }
             throw UsageError("ringside-dump: no command given: one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
         }
         var rest = arguments
@@ -174,6 +182,10 @@ package enum DumpTool {
         let parsed = try ParsedArguments(rest, spec: command.spec, context: name)
         if parsed.has("--help") {
             console.print(command.usage)
+            return ExitStatus.success
+        }
+        if parsed.has("--version") {
+            console.print(versionLine)
             return ExitStatus.success
         }
         var owners: Set<UInt32> = []

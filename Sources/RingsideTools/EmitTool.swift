@@ -25,6 +25,7 @@ package enum EmitTool {
                            default: an existing ring's, else 131072)
       --dir PATH           ring directory (default: $RINGSIDE_DIR, else /dev/shm)
       --help               this text
+      --version            print the version and the git revision, and exit
 
     Values: histograms and counters take whole numbers from 0 in the metric's unit (a counter's
     value is an increment); gauges take decimal numbers (-1.5, 2, 3e6). A bad line is reported
@@ -68,11 +69,16 @@ package enum EmitTool {
     package static func run(_ arguments: [String], console: Console, input: LineInput) -> Int32 {
         let options: Options
         do {
-            guard let parsed = try parse(arguments) else {
+            switch try parse(arguments) {
+            case .help:
                 console.print(usage)
                 return ExitStatus.success
+            case .version:
+                console.print(versionLine)
+                return ExitStatus.success
+            case let .run(parsed):
+                options = parsed
             }
-            options = parsed
         } catch {
             console.printError("\(error)")
             return ExitStatus.usage
@@ -94,13 +100,17 @@ package enum EmitTool {
             + "drained and no process holds it, so that the next emit makes it anew"
     }
 
-    /// Parses the command line; nil means `--help`.
-    static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
+    /// What `--version` prints: `ringside-emit 0.2.0 (revision abc1234)`.
+    package static var versionLine: String { RingsideVersion.line(program: "ringside-emit") }
+
+    /// Parses the command line: what to write, or `--help`, or `--version`.
+    static func parse(_ arguments: [String]) throws(UsageError) -> Invocation<Options> {
         let context = "ringside-emit"
-        let spec = OptionSpec(flags: ["--help", "--drop"], valued: ["--ring", "--kind", "--unit", "--label", "--capacity", "--dir"],
+        let spec = OptionSpec(flags: ["--help", "--version", "--drop"], valued: ["--ring", "--kind", "--unit", "--label", "--capacity", "--dir"],
                               repeatable: ["--label"])
         let parsed = try ParsedArguments(arguments, spec: spec, context: context)
-        if parsed.has("--help") { return nil }
+        if parsed.has("--help") { return .help }
+        if parsed.has("--version") { return .version }
         var options = Options()
         guard let ring = parsed.value("--ring") else { throw UsageError("\(context): --ring NAME is required") }
         do { try RingDirectory.validate(name: ring) } catch { throw UsageError("\(context): --ring: \(error)") }
@@ -156,7 +166,7 @@ package enum EmitTool {
                 throw UsageError("\(context): value \(offset + 1) \"\(text)\": \(problem.reason); nothing was written")
             }
         }
-        return options
+        return .run(options)
     }
 
     /// Attaches, registers and writes; returns the exit status.

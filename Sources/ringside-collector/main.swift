@@ -31,11 +31,16 @@ if arguments.first == CollectorDaemon.demoBotFlag, arguments.count >= 2 {
 }
 
 do {
-    guard let options = try CollectorOptions.parse(arguments) else {
+    switch try CollectorOptions.invocation(arguments) {
+    case .help:
         print(CollectorOptions.usage)
         exit(0)
+    case .version:
+        print(CollectorOptions.versionLine)
+        exit(0)
+    case let .run(options):
+        exit(CollectorDaemon.run(options, log: .standardError(format: options.logFormat)))
     }
-    exit(CollectorDaemon.run(options))
 } catch {
     printError("ringside-collector: \(error)")
     exit(2)

@@ -62,6 +62,8 @@ private let badCommandLines: [BadCommandLine] = [
     collector(["--allow-uid", "me"], "not a user id"),
     collector(["--allow-uid", "-1"], "not a user id"),
     collector(["--allow-uid", "99999999999"], "not a user id"),
+    collector(["--log-format", "xml"], "--log-format xml: use text or json"),
+    collector(["--log-format"], "--log-format needs a value"),
 
     dump([], "no command given"),
     dump(["frobnicate"], "unknown command \"frobnicate\""),

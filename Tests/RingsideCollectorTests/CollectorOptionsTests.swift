@@ -14,6 +14,7 @@ struct CollectorOptionsTests {
         #expect(options.dumpIntervalNanos == 60_000_000_000)
         #expect(options.rings.isEmpty && !options.demo && options.jsonDumpPath == nil)
         #expect(options.maxSeries == 100_000 && options.maxSeriesPerRing == 4096)
+        #expect(options.logFormat == .text)
     }
 
     @Test("every flag is read, in both --flag value and --flag=value forms")
@@ -22,8 +23,9 @@ struct CollectorOptionsTests {
             "--dir", "/tmp/rings", "--ring", "bot-a", "--ring=bot-b", "--listen", "127.0.0.1:0", "--windows", "250ms,10s",
             "--quantiles=0.99,0.5", "--json-dump", "/tmp/x.json", "--dump-interval", "5s", "--poll", "20ms",
             "--slo", "lat:p99<100us@10s", "--allow-uid", "1001", "--demo", "--max-series", "5000",
-            "--max-series-per-ring=50",
+            "--max-series-per-ring=50", "--log-format", "json",
         ]))
+        #expect(options.logFormat == .json)
         #expect(options.maxSeries == 5000 && options.maxSeriesPerRing == 50)
         #expect(options.directory.path == "/tmp/rings")
         #expect(options.rings == ["bot-a", "bot-b"])
@@ -33,6 +35,9 @@ struct CollectorOptionsTests {
         #expect(options.pollNanos == 20_000_000 && options.allowedUIDs == [1001] && options.demo)
         #expect(options.sloRules.map(\.metric) == ["lat"])
         #expect(try CollectorOptions.parse(["--help"]) == nil)
+        #expect(try CollectorOptions.invocation(["--help"]) == .help)
+        #expect(try CollectorOptions.invocation(["--dir", "/x", "--version"]) == .version)
+        #expect(try CollectorOptions.parse(["--version"]) == nil)
     }
 
     @Test("a bad flag or value is one line saying what is wrong", arguments: [
@@ -52,6 +57,8 @@ struct CollectorOptionsTests {
         (["--allow-uid", "me"], "not a user id"),
         (["--max-series", "0"], "--max-series: 0 is not a number of series"),
         (["--max-series-per-ring", "lots"], "--max-series-per-ring: lots is not a number of series"),
+        (["--log-format", "xml"], "--log-format xml: use text or json"),
+        (["--log-format"], "--log-format needs a value"),
     ])
     func badArguments(arguments: [String], message: String) {
         #expect {

@@ -146,6 +146,13 @@ package final class ChildProcess: @unchecked Sendable {
 /// A plain HTTP/1.1 GET to 127.0.0.1:`port` over a socket of its own; returns the status code and
 /// the body. Throws if the connection fails or the response is not HTTP.
 package func httpGet(port: Int, path: String, timeoutSeconds: Int = 5) throws -> (status: Int, body: String) {
+    let response = try httpGetWithHeaders(port: port, path: path, timeoutSeconds: timeoutSeconds)
+    return (response.status, response.body)
+}
+
+/// `httpGet`, with the response's headers too, by lowercased name (the last of a repeated one).
+package func httpGetWithHeaders(port: Int, path: String, timeoutSeconds: Int = 5) throws
+    -> (status: Int, headers: [String: String], body: String) {
     let fd: Int32
     do { fd = try connectToLoopback(port: port, timeoutSeconds: timeoutSeconds) } catch { throw TestSupportError(error.description) }
     defer { close(fd) }
@@ -163,7 +170,12 @@ package func httpGet(port: Int, path: String, timeoutSeconds: Int = 5) throws ->
           let status = Int(text.dropFirst(9).prefix(3)) else {
         throw TestSupportError("not an HTTP response: \(text.prefix(200))")
     }
-    return (status, String(text[headEnd.upperBound...]))
+    var headers: [String: String] = [:]
+    for line in text[..<headEnd.lowerBound].components(separatedBy: "\r\n").dropFirst() {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    }
+    return (status, headers, String(text[headEnd.upperBound...]))
 }
 
 /// A tool the tests need from the system, such as `promtool`: its path, or nil when it is

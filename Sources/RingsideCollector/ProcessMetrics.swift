@@ -1,0 +1,129 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The process metrics every Prometheus client library exports, read from `/proc` as they do
+/// (client_golang through procfs): CPU time, memory, file descriptors and start time.
+///
+/// Read on the HTTP thread when a `/metrics` page is rendered: a few small `/proc` reads and
+/// one listing of `/proc/self/fd`, never on the drain thread.
+public struct ProcessMetrics: Sendable, Equatable {
+    /// User and system CPU time, in seconds (`utime + stime` of `/proc/self/stat` over `_SC_CLK_TCK`).
+    public var cpuSeconds: Double
+    /// Resident set size in bytes (`rss` of `/proc/self/stat` times the page size).
+    public var residentMemoryBytes: Double
+    /// Virtual memory size in bytes (`vsize` of `/proc/self/stat`).
+    public var virtualMemoryBytes: Double
+    /// Open file descriptors: the entries of `/proc/self/fd`, less the one listing them.
+    public var openFDs: Double
+    /// The soft limit on open file descriptors (RLIMIT_NOFILE).
+    public var maxFDs: Double
+    /// When the process started, in Unix seconds (`btime` of `/proc/stat` plus `starttime` of
+    /// `/proc/self/stat` over `_SC_CLK_TCK`).
+    public var startTimeSeconds: Double
+
+    public init(cpuSeconds: Double, residentMemoryBytes: Double, virtualMemoryBytes: Double, openFDs: Double,
+                maxFDs: Double, startTimeSeconds: Double) {
+        self.cpuSeconds = cpuSeconds
+        self.residentMemoryBytes = residentMemoryBytes
+        self.virtualMemoryBytes = virtualMemoryBytes
+        self.openFDs = openFDs
+        self.maxFDs = maxFDs
+        self.startTimeSeconds = startTimeSeconds
+    }
+
+    /// This process's figures now, or nil where `/proc` cannot be read (then no process
+    /// metrics are exported rather than wrong ones).
+    public static func read() -> ProcessMetrics? {
+        guard let stat = readSmallFile("/proc/self/stat"), let fields = statFields(stat),
+              let bootTime = bootTimeSeconds, let openFDs = countOpenFDs() else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        let pageSize = Double(sysconf(Int32(_SC_PAGESIZE)))
+        guard ticks > 0, pageSize > 0 else { return nil }
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+        return ProcessMetrics(cpuSeconds: Double(fields.utime + fields.stime) / ticks,
+                              residentMemoryBytes: Double(fields.rss) * pageSize,
+                              virtualMemoryBytes: Double(fields.vsize),
+                              openFDs: Double(openFDs),
+                              maxFDs: limit.rlim_cur == rlim_t.max ? .infinity : Double(limit.rlim_cur), // rlim_t.max: RLIM_INFINITY
+                              startTimeSeconds: Double(bootTime) + Double(fields.starttime) / ticks)
+    }
+
+    /// The fields of `/proc/PID/stat` these metrics need.
+    struct StatFields: Equatable {
+        var utime: UInt64, stime: UInt64, starttime: UInt64, vsize: UInt64, rss: UInt64
+    }
+
+    /// Parses `/proc/PID/stat` (proc(5)). The command name (field 2) is in parentheses and may
+    /// hold spaces and parentheses itself, so the fields are counted from the last `)`.
+    static func statFields(_ text: String) -> StatFields? {
+        guard let close = text.utf8.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        // Field 3 (state) is the first after the name; field N is at offset N - 3.
+        let fields = text.utf8[text.utf8.index(after: close)...].split(separator: UInt8(ascii: " "))
+        func field(_ number: Int) -> UInt64? {
+            let offset = number - 3
+            guard offset < fields.count else { return nil }
+            return UInt64(String(decoding: fields[offset], as: UTF8.self).filter { $0 != "\n" })
+        }
+        guard let utime = field(14), let stime = field(15), let starttime = field(22), let vsize = field(23),
+              let rss = field(24) else { return nil }
+        return StatFields(utime: utime, stime: stime, starttime: starttime, vsize: vsize, rss: rss)
+    }
+
+    /// The `btime` line of `/proc/stat`: when the system booted, in Unix seconds. Fixed while it runs.
+    static let bootTimeSeconds: UInt64? = readSmallFile("/proc/stat").flatMap(bootTime(inProcStat:))
+
+    static func bootTime(inProcStat text: String) -> UInt64? {
+        for line in text.split(separator: "\n") where line.hasPrefix("btime ") {
+            return UInt64(line.dropFirst(6).trimmingPrefix(" "))
+        }
+        return nil
+    }
+
+    /// Entries of `/proc/self/fd`, not counting the descriptor that lists them.
+    static func countOpenFDs() -> Int? {
+        guard let directory = opendir("/proc/self/fd") else { return nil }
+        defer { closedir(directory) }
+        let own = dirfd(directory)
+        var count = 0
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard let fd = Int32(name), fd != own else { continue } // "." and ".." are not numbers
+            count += 1
+        }
+        return count
+    }
+
+    /// A `/proc` file's text (they report a size of 0, so read until the end).
+    static func readSmallFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            bytes += chunk[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The families, with HELP and TYPE as the Prometheus client libraries write them (and in their order).
+    func families() -> [PrometheusExporter.FixedFamily] {
+        typealias Family = PrometheusExporter.FixedFamily
+        return [
+            Family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+                   [([], cpuSeconds)]),
+            Family("process_max_fds", "gauge", "Maximum number of open file descriptors.", [([], maxFDs)]),
+            Family("process_open_fds", "gauge", "Number of open file descriptors.", [([], openFDs)]),
+            Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [([], residentMemoryBytes)]),
+            Family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+                   [([], startTimeSeconds)]),
+            Family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", [([], virtualMemoryBytes)]),
+        ]
+    }
+}
