@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "RingsideCommandLine", plugins: ["RingsideRevision"]),
         /// Records the git commit the sources are at (`git rev-parse --short HEAD`, else "unknown")
         /// in RingsideCommandLine at each build, for `--version` and `ringside_build_info`.
-        .plugin(name: "RingsideRevision", capability: .buildTool()),
+        .plugin(name: "RingsideRevision", capability: .buildTool(), path: "Sources/RingsideRevision"),
 
         // MARK: - Executables
 

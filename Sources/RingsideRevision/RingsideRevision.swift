@@ -71,7 +71,7 @@ struct RingsideRevision: BuildToolPlugin {
         fi
     fi
     case "$revision" in ''|*[!0-9a-f]*) revision=unknown ;; esac
-    text="// Generated at build time by the RingsideRevision plugin (Plugins/RingsideRevision): do not edit.
+    text="// Generated at build time by the RingsideRevision plugin (Sources/RingsideRevision): do not edit.
     let buildRevision = \"$revision\""
     if [ ! -f "$file" ] || [ "$(cat "$file")" != "$text" ]; then
         printf '%s\n' "$text" > "$file.tmp" && mv -f "$file.tmp" "$file"
