@@ -25,13 +25,13 @@ let package = Package(
         .target(name: "RingsideHTTP"),
         /// The export formats over snapshots: Prometheus protobuf with native histograms, gzip.
         /// It knows nothing of rings or threads.
-        .target(name: "RingsideExport", dependencies: ["RingsideAggregation", "CZlib"]),
+        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideCommandLine", "CZlib"]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
         /// formats only, never by the library bots import.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
         .target(name: "RingsideCollector",
-                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP", "RingsideCommandLine"]),
+                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideExport", "RingsideHTTP", "RingsideCommandLine"]),
         /// The synthetic trading bot of `--demo`, written against the public producer API only.
         .target(name: "RingsideDemo", dependencies: ["Ringside"]),
 
@@ -58,12 +58,12 @@ let package = Package(
         /// ringside-bench's harness: the emit rows, the collector runs, timing, percentiles, table,
         /// JSON and SVG. It imports Ringside as a bot does, so the hot path is the cross-module one.
         .target(name: "RingsideBench",
-                dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector",
+                dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector", "RingsideExport",
                                "RingsideHTTP", "RingsideJSON", "RingsideCommandLine"],
                 path: "Benchmarks/RingsideBench"),
         /// The C floor (the same ring written from C with the same clock) and thread pinning.
         .target(name: "CRingsideBench", dependencies: ["CRingside"], path: "Benchmarks/CRingsideBench"),
-        .executableTarget(name: "ringside-bench", dependencies: ["RingsideBench"], path: "Benchmarks/ringside-bench"),
+        .executableTarget(name: "ringside-bench", dependencies: ["RingsideBench", "RingsideExport"], path: "Benchmarks/ringside-bench"),
 
         // MARK: - Tests
 
@@ -80,7 +80,7 @@ let package = Package(
                     dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(name: "RingsideCollectorTests",
-                    dependencies: ["RingsideCollector", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
+                    dependencies: ["RingsideCollector", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
                                    "RingsideCommandLine", "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
         .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP"]),
@@ -91,7 +91,7 @@ let package = Package(
         /// Faults, SIGBUS and load: producers and collectors killed at random points, a full ring
         /// directory, files truncated or removed under their readers, eight producers at full speed.
         .testTarget(name: "RingsideReliabilityTests",
-                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
+                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideExport", "RingsideTestSupport",
                                    "ringside-test-producer", "ringside-collector", "ringside-dump", "ringside-emit"]),
         /// Bad input and security: the reader fuzzer, HTTP abuse against the real collector, every
         /// bad command line, ownership, links and names, end to end with the real binaries.
@@ -102,7 +102,7 @@ let package = Package(
         /// Not a dependency of the tests (`swift build` and `swift test` build it anyway): its allocator
         /// hooks must not be linked into the test bundle, which has CAllocationCounter's.
         .executableTarget(name: "ringside-abuse-fuzzer",
-                          dependencies: ["Ringside", "CRingside", "RingsideCollector", "CAbuseWatch", "RingsideTestSupport"],
+                          dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideExport", "CAbuseWatch", "RingsideTestSupport"],
                           path: "Tests/ringside-abuse-fuzzer"),
         /// Watches the fuzzer's allocator (the largest request) and names the case a fatal signal arrived in.
         .target(name: "CAbuseWatch", path: "Tests/CAbuseWatch"),

@@ -1,5 +1,6 @@
 import Ringside
 import RingsideCollector
+import RingsideExport
 import RingsideCommandLine
 import RingsideJSON
 

@@ -4,6 +4,7 @@ import Foundation
 import Ringside
 import RingsideAggregation
 import RingsideCollector
+import RingsideExport
 import Synchronization
 #if canImport(Glibc)
 import Glibc

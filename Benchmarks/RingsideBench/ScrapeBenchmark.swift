@@ -2,6 +2,7 @@ import CRingside
 import Foundation
 import Ringside
 import RingsideCollector
+import RingsideExport
 import RingsideHTTP
 #if canImport(Glibc)
 import Glibc

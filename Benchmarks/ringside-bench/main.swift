@@ -2,6 +2,7 @@
 import Foundation
 import RingsideBench
 import RingsideCollector
+import RingsideExport
 
 let command: BenchCommand
 do {

@@ -1,3 +1,4 @@
+import RingsideExport
 import CRingside
 import Foundation
 import Ringside

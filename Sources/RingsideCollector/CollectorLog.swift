@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import RingsideExport
 import Glibc
 #endif
 
@@ -62,19 +63,4 @@ public struct CollectorLog: Sendable {
             return String(decoding: json.bytes, as: UTF8.self)
         }
     }
-}
-
-/// `2026-11-21T20:45:00.123Z`.
-func utcTimestamp(realtimeNanos: UInt64? = nil) -> String {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    let nanos = realtimeNanos ?? UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-    var seconds = time_t(nanos / 1_000_000_000)
-    var parts = tm()
-    gmtime_r(&seconds, &parts)
-    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    let millis = Int(nanos / 1_000_000 % 1000)
-    let millisText = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
-    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-        + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millisText)Z"
 }

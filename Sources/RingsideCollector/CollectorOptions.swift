@@ -1,3 +1,4 @@
+import RingsideExport
 import CRingside
 import Ringside
 import RingsideCommandLine
@@ -196,12 +197,3 @@ func durationNanos(_ text: String) -> UInt64? {
     return nil
 }
 
-/// The shortest form of a duration: `1s`, `5s`, `1m`, `250ms`.
-public func formatDuration(_ nanos: UInt64) -> String {
-    let units: [(String, UInt64)] = [("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
-                                     ("ms", 1_000_000), ("us", 1_000), ("ns", 1)]
-    for (suffix, scale) in units where nanos % scale == 0 && nanos >= scale {
-        return "\(nanos / scale)\(suffix)"
-    }
-    return "\(nanos)ns"
-}

@@ -1,3 +1,4 @@
+import RingsideExport
 import Ringside
 
 /// The demo's live table: per series and window, p50, p99, p99.9, max, rate, and drops per ring.

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import RingsideExport
 import Glibc
 #endif
 import Ringside

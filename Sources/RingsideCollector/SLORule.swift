@@ -1,3 +1,4 @@
+import RingsideExport
 import Ringside
 
 /// A service-level objective over a histogram metric:
@@ -160,31 +161,7 @@ public struct SLORule: Sendable, Equatable {
     }
 }
 
-/// The JSON key and Prometheus-friendly name of a quantile: 0.5 → `p50`, 0.999 → `p999`.
-public func quantileKey(_ quantile: Double) -> String {
-    var digits = String(quantile.formatted6.dropFirst(2)) // "0.999" → "999"
-    while digits.count < 2 { digits += "0" }
-    return "p" + digits
-}
-
-extension Double {
-    /// Up to six decimals without trailing zeros: `0.5`, `0.999`, `0.9999`.
-    var formatted6: String {
-        var text = String(self)
-        if text.contains("e") { text = String(format6: self) }
-        return text
-    }
-}
-
 private extension String {
-    init(format6 value: Double) {
-        let scaled = Int((value * 1_000_000).rounded())
-        var fraction = String(scaled % 1_000_000)
-        while fraction.count < 6 { fraction = "0" + fraction }
-        while fraction.hasSuffix("0") { fraction.removeLast() }
-        self = "\(scaled / 1_000_000)." + (fraction.isEmpty ? "0" : fraction)
-    }
-
     var trimmingSpaces: String {
         String(drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed())
     }

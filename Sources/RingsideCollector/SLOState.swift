@@ -1,3 +1,4 @@
+import RingsideExport
 import Ringside
 import RingsideAggregation
 

@@ -2,6 +2,7 @@ import CRingside
 import Foundation
 import Ringside
 @testable import RingsideCollector
+@testable import RingsideExport
 import RingsideTestSupport
 import Synchronization
 import Testing

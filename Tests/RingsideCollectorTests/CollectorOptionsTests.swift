@@ -1,4 +1,5 @@
 @testable import RingsideCollector
+@testable import RingsideExport
 import RingsideCommandLine
 import Testing
 

@@ -3,6 +3,7 @@ import Foundation
 import Ringside
 import RingsideAggregation
 @testable import RingsideCollector
+@testable import RingsideExport
 import RingsideTestSupport
 import Testing
 

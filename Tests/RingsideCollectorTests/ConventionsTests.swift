@@ -1,6 +1,7 @@
 import Foundation
 import Ringside
 @testable import RingsideCollector
+@testable import RingsideExport
 import RingsideCommandLine
 import RingsideHTTP
 import RingsideTestSupport

@@ -1,5 +1,6 @@
 import Ringside
 @testable import RingsideCollector
+@testable import RingsideExport
 import Testing
 
 /// A snapshot built by hand: `count` series of the three kinds in turn, over `rings` rings.

@@ -5,6 +5,7 @@ import Glibc
 #endif
 import Ringside
 import RingsideCollector
+import RingsideExport
 import RingsideTestSupport
 import Testing
 

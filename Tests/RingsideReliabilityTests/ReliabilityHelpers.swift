@@ -4,6 +4,7 @@ import Glibc
 #endif
 import Ringside
 import RingsideCollector
+import RingsideExport
 import RingsideTestSupport
 import Synchronization
 import Testing

@@ -5,6 +5,7 @@ import Glibc
 #endif
 @testable import Ringside
 import RingsideCollector
+import RingsideExport
 import RingsideTestSupport
 import Testing
 

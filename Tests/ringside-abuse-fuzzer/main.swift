@@ -27,6 +27,7 @@ import Dispatch
 import Foundation
 import Ringside
 import RingsideCollector
+import RingsideExport
 import RingsideTestSupport // SplitMix64: the same sequence for the same seed on every machine
 import Synchronization
 

@@ -218,13 +218,15 @@ public final class LatestRenderer: Sendable {
 /// Writes JSON into a byte buffer, tracking commas; numbers that are not finite become null.
 /// A class, so nested writing closures can share it. It streams bytes rather than building a
 /// `RingsideJSON` value tree, which would cost a String per field for every one of thousands of series.
-final class JSONWriter {
+package final class JSONWriter {
+    package init() {}
+
     private let text = TextBuffer(capacity: 4096)
     private var needsComma = false
 
-    var bytes: [UInt8] { text.bytes }
+    package var bytes: [UInt8] { text.bytes }
 
-    func object(_ body: () -> Void) {
+    package func object(_ body: () -> Void) {
         separate()
         text.append(UInt8(ascii: "{"))
         needsComma = false
@@ -233,7 +235,7 @@ final class JSONWriter {
         needsComma = true
     }
 
-    func array<Element>(_ elements: [Element], _ body: (Element) -> Void) {
+    package func array<Element>(_ elements: [Element], _ body: (Element) -> Void) {
         separate()
         text.append(UInt8(ascii: "["))
         needsComma = false
@@ -243,39 +245,39 @@ final class JSONWriter {
     }
 
     /// An element that is already JSON.
-    func raw(_ bytes: [UInt8]) {
+    package func raw(_ bytes: [UInt8]) {
         separate()
         text.append(bytes: bytes)
         needsComma = true
     }
 
-    func key(_ name: String) {
+    package func key(_ name: String) {
         separate()
         string(name)
         text.append(UInt8(ascii: ":"))
         needsComma = false
     }
 
-    func field(_ name: String, _ value: String?) {
+    package func field(_ name: String, _ value: String?) {
         key(name)
         if let value { string(value) } else { text.append("null") }
         needsComma = true
     }
 
-    func field(_ name: String, _ value: Double?) {
+    package func field(_ name: String, _ value: Double?) {
         key(name)
         if let value, value.isFinite { text.appendNumber(value) } else { text.append("null") }
         needsComma = true
     }
 
     /// A whole number written with all its digits (a `Double` would round past 2^53).
-    func field(_ name: String, exactly value: UInt128) {
+    package func field(_ name: String, exactly value: UInt128) {
         key(name)
         text.append(String(value))
         needsComma = true
     }
 
-    func field(_ name: String, _ value: Bool) {
+    package func field(_ name: String, _ value: Bool) {
         key(name)
         text.append(value ? "true" : "false")
         needsComma = true

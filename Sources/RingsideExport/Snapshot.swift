@@ -151,6 +151,12 @@ public struct RingSnapshot: Sendable {
     /// Seconds since the producer last wrote (or attached).
     public var heartbeatAgeSeconds: Double = 0
     public var metricCount: Int = 0
+
+    public init(name: String, state: State, problem: String? = nil) {
+        self.name = name
+        self.state = state
+        self.problem = problem
+    }
 }
 
 /// A service-level objective's state.
@@ -170,6 +176,20 @@ public struct SLOSnapshot: Sendable {
     /// Events in the window across the matching series.
     public var events: UInt64
     public var matchingSeries: Int
+
+    public init(rule: String, statistic: String, window: String, violated: Bool, violations: UInt64, compliance: Double,
+                observed: Double?, threshold: Double?, events: UInt64, matchingSeries: Int) {
+        self.rule = rule
+        self.statistic = statistic
+        self.window = window
+        self.violated = violated
+        self.violations = violations
+        self.compliance = compliance
+        self.observed = observed
+        self.threshold = threshold
+        self.events = events
+        self.matchingSeries = matchingSeries
+    }
 }
 
 /// The collector's own figures.
