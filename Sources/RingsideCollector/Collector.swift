@@ -634,7 +634,8 @@ public final class Collector: @unchecked Sendable {
             snapshot.series += series
         } else {
             ring.aggregator.advance(toNanos: now)
-            let series = ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
+            let series = ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles,
+                                              nativeSchema: options.nativeHistogramSchema, versions: &seriesVersions)
             snapshot.series += series
             ring.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
         }

@@ -34,10 +34,13 @@ public final class CollectorEndpoints: Sendable {
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         switch request.path {
         case "/metrics":
-            return HTTPResponse(contentType: PrometheusExporter.contentType,
-                                body: cached("metrics") { prometheus.render($0, process: ProcessMetrics.read()) })
+            // Text, OpenMetrics or protobuf, as the scraper's Accept header prefers.
+            let format = ExpositionFormat.negotiate(accept: request.header("Accept"))
+            return compressible(request, contentType: format.contentType, key: "metrics \(format)") {
+                prometheus.render($0, process: ProcessMetrics.read(), format: format)
+            }
         case "/latest":
-            return HTTPResponse(contentType: JSONExporter.contentType, body: cached("latest", latest.render))
+            return compressible(request, contentType: JSONExporter.contentType, key: "latest", latest.render)
         case "/health":
             let snapshot = collector.snapshot
             let progress = drainProgress()
@@ -60,6 +63,18 @@ public final class CollectorEndpoints: Sendable {
         }
     }
 
+    /// A rendered page, gzipped when the client takes gzip (as every scraper does): each variant is
+    /// rendered and compressed once per snapshot.
+    private func compressible(_ request: HTTPRequest, contentType: String, key: String,
+                              _ render: (Snapshot) -> [UInt8]) -> HTTPResponse {
+        let vary = HTTPHeader("Vary", "Accept-Encoding")
+        guard acceptsGzip(request.header("Accept-Encoding")) else {
+            return HTTPResponse(contentType: contentType, body: cached(key, render), headers: [vary])
+        }
+        let body = cached(key + " gzip") { _ in Gzip.compress(cached(key, render)) }
+        return HTTPResponse(contentType: contentType, body: body, headers: [HTTPHeader("Content-Encoding", "gzip"), vary])
+    }
+
     private func cached(_ key: String, _ render: (Snapshot) -> [UInt8]) -> [UInt8] {
         let snapshot = collector.snapshot
         if let hit = cache.withLock({ $0[key] }), hit.generation == snapshot.generation { return hit.body }
@@ -70,8 +85,9 @@ public final class CollectorEndpoints: Sendable {
 
     /// The routes and what each serves, for the index page and the 404 text.
     static let routes: [(path: String, description: String)] = [
-        ("/metrics", "Prometheus text format 0.0.4: windowed quantiles, cumulative histogram buckets, counters, "
-            + "gauges, SLO states, the collector's own metrics, build info and process metrics"),
+        ("/metrics", "windowed quantiles, cumulative histogram buckets, counters, gauges, SLO states, the collector's "
+            + "own metrics, build info and process metrics: Prometheus text 0.0.4, OpenMetrics 1.0.0 or protobuf "
+            + "(with native histograms under --native-histograms) as the Accept header asks, gzipped when accepted"),
         ("/latest", "the latest snapshot as JSON: series, rings and their lanes, SLOs, the collector"),
         ("/health", "each ring's state as JSON; 200 while the drain loop makes progress, else 503"),
         ("/-/healthy", "liveness: 200 whenever the process serves HTTP"),

@@ -34,6 +34,9 @@ public struct CollectorOptions: Sendable, Equatable {
     public var maxSeriesPerRing = Int(RS_MAX_REGISTRY_CAPACITY)
     /// How log lines are written (`--log-format text|json`).
     public var logFormat = LogFormat.text
+    /// Histograms also export Prometheus native (exponential) buckets of this schema, -4 to 8
+    /// (`--native-histograms`), in the protobuf format; nil: classic buckets only.
+    public var nativeHistogramSchema: Int?
 
     public init() {}
 
@@ -56,6 +59,11 @@ public struct CollectorOptions: Sendable, Equatable {
                              'order_fill_latency{symbol="AAPL"}:p99<100us@1m'
       --poll DUR             drain-loop sleep when the rings are empty (default 100ms)
       --allow-uid UID        also collect rings owned by this user (repeatable)
+      --native-histograms SCHEMA
+                             histograms also carry Prometheus native buckets of SCHEMA (-4 to 8;
+                             5 errs by at most 1.1 %), served in the protobuf format Prometheus asks
+                             for with --enable-feature=native-histograms (it then keeps the native
+                             form only: see the README for the rules and panels of that form)
       --max-series N         series kept in all (default 100000); metrics registered past it
                              are refused, counted, exported and logged
       --max-series-per-ring N
@@ -144,6 +152,12 @@ public struct CollectorOptions: Sendable, Equatable {
                     throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
                 }
                 if flag == "--max-series" { options.maxSeries = count } else { options.maxSeriesPerRing = count }
+            case "--native-histograms":
+                let text = try value(for: flag)
+                guard let schema = Int(text), NativeBuckets.schemas.contains(schema) else {
+                    throw UsageError("\(flag): \(text) is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)")
+                }
+                options.nativeHistogramSchema = schema
             case "--log-format":
                 let text = try value(for: flag)
                 guard let format = LogFormat(rawValue: text) else {

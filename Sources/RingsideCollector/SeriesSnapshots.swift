@@ -15,7 +15,8 @@ extension TrackedRing {
     /// Every series' snapshot. A window's statistics are recomputed only when records arrived
     /// or the window slid (its slice rotated); otherwise the last ones are reused, so thousands of
     /// quiet series cost little to publish.
-    func seriesSnapshots(nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter) -> [SeriesSnapshot] {
+    func seriesSnapshots(nowNanos now: UInt64, quantiles: [Double], nativeSchema: Int?,
+                         versions: inout VersionCounter) -> [SeriesSnapshot] {
         let ring = consumer.name
         let layout = aggregator.layout
         var result: [SeriesSnapshot] = []
@@ -38,6 +39,11 @@ extension TrackedRing {
             }, whole: { series, snapshot in
                 let cumulative = series.windows.cumulative
                 snapshot.cumulativeBuckets = cumulative.cumulativeCounts(atUpperBounds: ExportBuckets.upperBounds(for: series.metric.unit))
+                if let nativeSchema {
+                    let nanosPerUnit = series.metric.unit.nanoseconds
+                    snapshot.nativeBuckets = NativeBuckets(cumulative, schema: nativeSchema,
+                                                           baseUnitsPerValue: nanosPerUnit.map { Double($0) / 1e9 } ?? 1)
+                }
                 snapshot.cumulativeCount = cumulative.count
                 snapshot.cumulativeSum = cumulative.sum
                 snapshot.cumulativeExactSum = cumulative.exactSum

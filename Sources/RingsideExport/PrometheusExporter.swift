@@ -106,17 +106,20 @@ public enum PrometheusExporter {
 
     // MARK: - Self-metrics
 
-    /// A family of the collector's own, its lines rendered.
+    /// A family of the collector's own, its samples and their lines.
     struct FixedFamily {
         let name: String
         let type: String
         let help: String
+        /// The samples, and their lines in the text formats.
+        let samples: [([(String, String)], Double)]
         let lines: [UInt8]
 
         init(_ name: String, _ type: String, _ help: String, _ samples: [([(String, String)], Double)]) {
             self.name = name
             self.type = type
             self.help = help
+            self.samples = samples
             let text = TextBuffer(capacity: 256)
             for (labels, value) in samples {
                 text.append(name)
@@ -270,10 +273,11 @@ public final class PrometheusRenderer: Sendable {
 
     public init() {}
 
-    /// The page for `snapshot`, with the `process_*` families of `process` when given (the
-    /// collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
-    public func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil) -> [UInt8] {
+    /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
+    /// given (the collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
+    public func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
         let page = PrometheusPage(snapshot, process: process)
-        return buffers.withLock { page.write(reusing: &$0) }
+        if format == .protobuf { return page.writeProtobuf() }
+        return buffers.withLock { page.write(reusing: &$0, openMetrics: format == .openMetrics) }
     }
 }

@@ -34,8 +34,8 @@ struct PrometheusPage {
     private enum Member {
         /// One part of every series of a group.
         case group(Int, Part)
-        /// Lines rendered already (the collector's own figures).
-        case lines([UInt8])
+        /// The collector's own figures: samples, and their lines rendered already.
+        case fixed(PrometheusExporter.FixedFamily)
     }
 
     private struct Family {
@@ -107,7 +107,7 @@ struct PrometheusPage {
 
     private mutating func addFixed(_ family: PrometheusExporter.FixedFamily) {
         guard claim([(family.name, family.type)]) else { conflicts += 1; return }
-        add(.lines(family.lines), to: family.name, type: family.type, help: family.help)
+        add(.fixed(family), to: family.name, type: family.type, help: family.help)
     }
 
     // MARK: - Writing
@@ -121,11 +121,15 @@ struct PrometheusPage {
 
     /// The page's bytes. A large page is written in slices on several threads at once, each
     /// slice a run of whole steps into its own buffer (from `buffers`, reused), then joined.
-    func write(reusing buffers: inout [TextBuffer], threads: Int = PrometheusPage.threads) -> [UInt8] {
+    func write(reusing buffers: inout [TextBuffer], threads: Int = PrometheusPage.threads, openMetrics: Bool = false) -> [UInt8] {
         let labels = SeriesLabels(snapshot.series)
         let shared = PrometheusExporter.SharedLabels(windows: snapshot.windowNanos.map(formatDuration),
                                                      quantiles: snapshot.quantiles)
-        let (steps, lines) = plan()
+        var (steps, lines) = plan(openMetrics: openMetrics)
+        if openMetrics {
+            steps.append(.text(Array("# EOF\n".utf8)))
+            lines.append(1)
+        }
         let slices = Self.split(lines, into: lines.reduce(0, +) < Self.linesPerThread ? 1 : threads)
         let bytesPerLine = 48 + (snapshot.series.isEmpty ? 0 : labels.text.count / snapshot.series.count)
         while buffers.count < slices.count { buffers.append(TextBuffer(capacity: 0)) }
@@ -159,7 +163,7 @@ struct PrometheusPage {
     static let linesPerThread = 20_000
 
     /// The steps in page order, and about how many lines each writes.
-    private func plan() -> (steps: [Step], lines: [Int]) {
+    private func plan(openMetrics: Bool) -> (steps: [Step], lines: [Int]) {
         let windows = min(snapshot.windowNanos.count, snapshot.series.first?.windows.count ?? 0)
         var steps: [Step] = []
         var lines: [Int] = []
@@ -167,15 +171,25 @@ struct PrometheusPage {
         lines.reserveCapacity(snapshot.series.count * 3 + families.count)
         for family in families {
             let head = TextBuffer(capacity: 256)
-            head.append("# HELP \(family.name) ")
-            head.appendEscaped(family.help, inLabel: false)
-            head.append("\n# TYPE \(family.name) \(family.type)\n")
+            if openMetrics {
+                // OpenMetrics names a counter's family without the `_total` of its samples, and
+                // gives the unit a family's name ends in.
+                let name = family.type == "counter" && family.name.hasSuffix("_total") ? String(family.name.dropLast(6)) : family.name
+                head.append("# HELP \(name) ")
+                head.appendEscaped(family.help, inLabel: true)
+                head.append("\n# TYPE \(name) \(family.type)\n")
+                if let unit = ["seconds", "bytes"].first(where: { name.hasSuffix("_" + $0) }) { head.append("# UNIT \(name) \(unit)\n") }
+            } else {
+                head.append("# HELP \(family.name) ")
+                head.appendEscaped(family.help, inLabel: false)
+                head.append("\n# TYPE \(family.name) \(family.type)\n")
+            }
             steps.append(.text(head.bytes))
             lines.append(2)
             for member in family.members {
                 switch member {
-                case let .lines(text):
-                    steps.append(.text(text))
+                case let .fixed(fixed):
+                    steps.append(.text(fixed.lines))
                     lines.append(1)
                 case let .group(number, part):
                     let perSeries: Int
@@ -195,6 +209,48 @@ struct PrometheusPage {
             }
         }
         return (steps, lines)
+    }
+
+    // MARK: - Protobuf
+
+    /// The page as delimited `MetricFamily` messages (io.prometheus.client): the same families,
+    /// with native buckets on histograms that have them. Written on the calling thread: a scraper
+    /// that asks for protobuf wants native histograms, and their pages are not the hot path.
+    func writeProtobuf() -> [UInt8] {
+        var writer = ProtobufWriter()
+        let windows = snapshot.windowNanos.map(formatDuration)
+        for family in families {
+            let type: ProtobufWriter.MetricType = switch family.type {
+            case "counter": .counter
+            case "gauge": .gauge
+            case "summary": .summary
+            case "histogram": .histogram
+            default: .untyped
+            }
+            writer.metricFamily(name: family.name, help: family.help, type: type) { out in
+                for member in family.members {
+                    switch member {
+                    case let .fixed(fixed):
+                        for (labels, value) in fixed.samples {
+                            out.metric(labels: labels.map { (name: $0.0, value: $0.1) }) {
+                                if type == .counter { $0.counterValue(value) } else { $0.gaugeValue(value) }
+                            }
+                        }
+                    case let .group(_, part):
+                        for position in groupMembers(of: member) {
+                            ProtobufSeries(series: snapshot.series[position], windows: windows, quantiles: snapshot.quantiles)
+                                .write(part, into: &out)
+                        }
+                    }
+                }
+            }
+        }
+        return writer.bytes
+    }
+
+    private func groupMembers(of member: Member) -> [Int] {
+        if case let .group(number, _) = member { return groups[number].members }
+        return []
     }
 
     /// Splits `weights` into at most `count` runs of about equal sums.
@@ -379,6 +435,72 @@ extension TextBuffer {
                 append(UInt8(ascii: "\""))
                 start = end + 1
             }
+        }
+    }
+}
+
+/// One series' metrics in protobuf, by part: the same figures as `SeriesLines` writes as text.
+private struct ProtobufSeries {
+    let series: SeriesSnapshot
+    let windows: [String]
+    let quantiles: [Double]
+
+    /// `ring`, then the metric's labels (renamed `exported_<key>` where the exporter uses the key).
+    var labels: [(name: String, value: String)] {
+        var pairs = [(name: "ring", value: series.ring)]
+        for line in series.metric.encodedLabels.split(separator: "\n", omittingEmptySubsequences: true) {
+            let equals = line.firstIndex(of: "=") ?? line.endIndex
+            let key = String(line[..<equals])
+            let reserved = PrometheusExporter.reservedLabelNames.contains { $0.elementsEqual(key.utf8) }
+            pairs.append((name: reserved ? "exported_" + key : key,
+                          value: equals < line.endIndex ? String(line[line.index(after: equals)...]) : ""))
+        }
+        return pairs
+    }
+
+    /// A value of the metric's unit in base units (seconds for times).
+    func base(_ value: Double) -> Double {
+        series.metric.unit.nanoseconds.map { value * Double($0) / 1e9 } ?? value
+    }
+
+    func write(_ part: PrometheusPage.Part, into out: inout ProtobufWriter) {
+        let labels = self.labels
+        let windowCount = min(series.windows.count, windows.count)
+        func perWindow(_ body: (Int, [(name: String, value: String)]) -> Void) {
+            for window in 0..<windowCount { body(window, labels + [(name: "window", value: windows[window])]) }
+        }
+        switch (series.metric.kind, part) {
+        case (.histogram, .whole):
+            let bounds = ExportBuckets.upperBounds(for: series.metric.unit)
+            let classic = zip(bounds, series.cumulativeBuckets).map { (upperBound: base(Double($0)), cumulativeCount: $1) }
+            out.metric(labels: labels) {
+                $0.histogramValue(count: series.cumulativeCount, sum: base(series.cumulativeSum), classic: classic,
+                                  native: series.nativeBuckets)
+            }
+        case (.histogram, .windowed):
+            perWindow { window, labels in
+                let stats = series.windows[window]
+                let values = zip(quantiles, stats.quantileValues).map { (quantile: $0, value: base(Double($1))) }
+                out.metric(labels: labels) { $0.summaryValue(count: stats.count, sum: base(stats.sum), quantiles: values) }
+            }
+        case (.histogram, .windowMax):
+            perWindow { window, labels in out.metric(labels: labels) { $0.gaugeValue(base(Double(series.windows[window].max))) } }
+        case (.counter, .whole):
+            out.metric(labels: labels) { $0.counterValue(base(series.cumulativeSum)) }
+        case (.counter, .rate):
+            perWindow { window, labels in out.metric(labels: labels) { $0.gaugeValue(base(series.windows[window].rate)) } }
+        case (.gauge, .whole):
+            if let last = series.lastValue { out.metric(labels: labels) { $0.gaugeValue(base(last)) } }
+        case (.gauge, .windowMin):
+            perWindow { window, labels in
+                if let low = series.windows[window].gaugeMin { out.metric(labels: labels) { $0.gaugeValue(base(low)) } }
+            }
+        case (.gauge, .windowMax):
+            perWindow { window, labels in
+                if let high = series.windows[window].gaugeMax { out.metric(labels: labels) { $0.gaugeValue(base(high)) } }
+            }
+        default:
+            break
         }
     }
 }

@@ -41,6 +41,8 @@ public struct SeriesSnapshot: Sendable {
 
     /// Histograms: counts at or below each export bucket bound (in the metric's unit), all time.
     public var cumulativeBuckets: [UInt64] = []
+    /// Histograms, with `--native-histograms`: the all-time counts in Prometheus's native buckets.
+    public var nativeBuckets: NativeBuckets?
     /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
     public var cumulativeCount: UInt64 = 0
     public var cumulativeSum: Double = 0

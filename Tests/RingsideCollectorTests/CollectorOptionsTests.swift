@@ -24,9 +24,10 @@ struct CollectorOptionsTests {
             "--dir", "/tmp/rings", "--ring", "bot-a", "--ring=bot-b", "--listen", "127.0.0.1:0", "--windows", "250ms,10s",
             "--quantiles=0.99,0.5", "--json-dump", "/tmp/x.json", "--dump-interval", "5s", "--poll", "20ms",
             "--slo", "lat:p99<100us@10s", "--allow-uid", "1001", "--demo", "--max-series", "5000",
-            "--max-series-per-ring=50", "--log-format", "json",
+            "--max-series-per-ring=50", "--log-format", "json", "--native-histograms", "-2",
         ]))
         #expect(options.logFormat == .json)
+        #expect(options.nativeHistogramSchema == -2)
         #expect(options.maxSeries == 5000 && options.maxSeriesPerRing == 50)
         #expect(options.directory.path == "/tmp/rings")
         #expect(options.rings == ["bot-a", "bot-b"])
@@ -60,6 +61,8 @@ struct CollectorOptionsTests {
         (["--max-series-per-ring", "lots"], "--max-series-per-ring: lots is not a number of series"),
         (["--log-format", "xml"], "--log-format xml: use text or json"),
         (["--log-format"], "--log-format needs a value"),
+        (["--native-histograms", "9"], "--native-histograms: 9 is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"),
+        (["--native-histograms", "x"], "--native-histograms: x is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"),
     ])
     func badArguments(arguments: [String], message: String) {
         #expect {
