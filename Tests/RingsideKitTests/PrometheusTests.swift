@@ -12,9 +12,9 @@ final class PrometheusServer {
     private let process: ChildProcess
     private let directory: TemporaryDirectory
 
-    /// Starts `prometheus` with `config` (YAML text), retrying on another port if the one picked is
-    /// taken meanwhile.
-    init(executable: String, config: String) throws {
+    /// Starts `prometheus` with `config` (YAML text) and any further `arguments` (feature flags),
+    /// retrying on another port if the one picked is taken meanwhile.
+    init(executable: String, config: String, arguments: [String] = []) throws {
         directory = try TemporaryDirectory("ringside-prometheus")
         var attempt = 0
         while true {
@@ -26,7 +26,7 @@ final class PrometheusServer {
                 let process = try ChildProcess(executable, [
                     "--config.file=\(configPath)", "--storage.tsdb.path=\(directory.path)/data",
                     "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn", "--storage.tsdb.retention.time=1h",
-                ])
+                ] + arguments)
                 let ready = eventually(seconds: 20) { () -> Bool? in
                     (try? httpGet(port: port, path: "/-/ready", timeoutSeconds: 2))?.status == 200 ? true : nil
                 }
