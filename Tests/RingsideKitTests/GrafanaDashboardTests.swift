@@ -26,7 +26,11 @@ struct GrafanaDashboardTests {
                 return body.contains("orders_rate{") && body.contains("order_fill_latency_windowed_seconds{")
                     && body.contains("ringside_slo_violated{") ? body : nil
             }
-            return sampleNames(inMetricsPage: try #require(page, "the collector did not export the bot's metrics"))
+            let text = try #require(page, "the collector did not export the bot's metrics")
+            // A histogram family's own name is a series under native histograms (its buckets in one sample).
+            let histograms = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") && $0.hasSuffix(" histogram") }
+                .map { String($0.split(separator: " ")[2]) }
+            return sampleNames(inMetricsPage: text).union(histograms)
         }
     }
 

@@ -123,6 +123,9 @@ struct NativeHistogramPrometheusTests {
         let config = """
             global:
               scrape_interval: 1s
+              evaluation_interval: 1s
+            rule_files:
+              - \(kitFile("tools/prometheus/ringside-rules.yml"))
             scrape_configs:
               - job_name: ringside
                 static_configs:
@@ -154,5 +157,17 @@ struct NativeHistogramPrometheusTests {
             #expect(abs(error) <= 0.01, "q \(q): native histogram_quantile \(estimate) s, exact \(exact) s")
         }
         print("native histograms (schema 5, two hosts): " + report.joined(separator: "; "))
+
+        // The shipped rules, native ones included, evaluate without error on native histograms.
+        let evaluated = try eventually(seconds: 10) { () -> [[String: Any]]? in
+            let rules = try native.rules()
+            return rules.count >= 16 && rules.allSatisfy({ ($0["lastEvaluation"] as? String)?.hasPrefix("0001") == false })
+                ? rules : nil
+        }
+        let rules = try #require(evaluated, "the rules were not all evaluated within 10 s")
+        #expect(rules.contains { ($0["name"] as? String)?.hasSuffix("_native") == true })
+        for rule in rules {
+            #expect(rule["health"] as? String == "ok", "rule \(rule["name"] ?? "?"): \(rule["lastError"] ?? "")")
+        }
     }
 }
