@@ -26,7 +26,9 @@ public enum CollectorDaemon {
         let endpoints = CollectorEndpoints(collector: collector)
         let server: HTTPServer
         do {
-            server = try HTTPServer(listen: options.listen) { endpoints.handle($0) }
+            var limits = HTTPServerLimits()
+            limits.threadNiceIncrement = 10 // the drain comes first: a scrape flood waits, the rings do not
+            server = try HTTPServer(listen: options.listen, limits: limits) { endpoints.handle($0) }
             try server.start()
         } catch {
             log("cannot serve HTTP: \(error)", level: .error)

@@ -26,12 +26,20 @@ final class Connection {
     var written = 0
     /// Monotonic milliseconds after which the current phase has taken too long.
     var deadline: Int64
+    /// When the connection last became idle: accepted, or done with a response.
+    var idleSince: Int64
     private(set) var isClosed = false
 
-    init(fd: Int32, maxHeadBytes: Int, deadline: Int64) {
+    init(fd: Int32, maxHeadBytes: Int, deadline: Int64, now: Int64) {
         self.fd = fd
         self.parser = RequestParser(maxHeadBytes: maxHeadBytes)
         self.deadline = deadline
+        idleSince = now
+    }
+
+    /// Sent nothing since it was accepted or answered (or is only lingering): evicting it loses no request.
+    var isIdle: Bool {
+        !isClosed && ((phase == .reading && parser.buffer.isEmpty) || phase == .lingering)
     }
 
     /// The `poll` events this phase waits for.

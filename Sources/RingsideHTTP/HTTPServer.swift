@@ -5,8 +5,13 @@ import Synchronization
 public struct HTTPServerLimits: Sendable, Equatable {
     /// Largest request head (request line, headers, blank line); larger gets 431 and a close.
     public var maxHeadBytes = 8 * 1024
-    /// Open connections at most; the next one gets a 503 and is closed at once.
+    /// Open connections at most. At the bound, a newcomer takes the slot of the connection idle
+    /// longest (one that has sent nothing yet, or is between requests), so idle connections can
+    /// never lock a scraper out; only when every connection is busy does it get a 503.
     public var maxConnections = 1024
+    /// Added to the server thread's nice value (0 to 19): the collector runs its HTTP thread
+    /// below its drain thread, so a flood of scrapes cannot take the CPU the drain needs.
+    public var threadNiceIncrement: Int32 = 0
     /// Time to receive a complete request head, counted from the accept or the previous
     /// response; it is also the keep-alive idle timeout. Not reset by progress, so a client
     /// sending a byte a second is closed on time.
@@ -127,7 +132,12 @@ public final class HTTPServer: Sendable {
         try lifecycle.withLock { (state: inout Lifecycle) throws(HTTPServerError) in
             guard case .ready = state else { preconditionFailure("HTTPServer.start() called twice or after stop()") }
             let loop = ServerLoop(listenFD: listenFD, wakeFD: wakeFDs.read, limits: limits, handler: handler)
-            switch Syscall.startThread({ loop.run() }) {
+            let nice = limits.threadNiceIncrement
+            switch Syscall.startThread({
+                // On Linux the nice value is a thread's own: PRIO_PROCESS with id 0 sets the calling thread's.
+                if nice > 0 { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, nice) }
+                loop.run()
+            }) {
             case .success(let thread): state = .running(thread)
             case .failure(let error): throw .from(error, listen: boundAddress)
             }

@@ -73,16 +73,22 @@ final class ServerLoop {
     }
 
     private func acceptConnections(now: Int64) {
+        var evicted = 0 // closed in this call, still in `connections` until the loop prunes them
+        defer { connections.removeAll { $0.isClosed } }
         for _ in 0..<acceptBatch {
             switch Syscall.accept(listenFD) {
             case .accepted(let fd):
-                guard connections.count < limits.maxConnections else {
-                    refuseOverLimit(fd)
-                    continue
+                if connections.count - evicted >= limits.maxConnections {
+                    guard let idlest = connections.filter(\.isIdle).min(by: { $0.idleSince < $1.idleSince }) else {
+                        refuseOverLimit(fd) // every connection is mid-request
+                        continue
+                    }
+                    idlest.close() // removed from the list at the end of this turn
+                    evicted += 1
                 }
                 Syscall.setNoDelay(fd)
                 connections.append(Connection(fd: fd, maxHeadBytes: limits.maxHeadBytes,
-                                              deadline: now + limits.headTimeout.wholeMilliseconds))
+                                              deadline: now + limits.headTimeout.wholeMilliseconds, now: now))
             case .retry:
                 continue
             case .empty:
@@ -163,6 +169,7 @@ final class ServerLoop {
             connection.phase = .reading
             connection.deadline = now + limits.headTimeout.wholeMilliseconds
         }
+        connection.idleSince = now
     }
 
     /// A deadline passed. A client that sent part of a head gets a best-effort 408 so a person
