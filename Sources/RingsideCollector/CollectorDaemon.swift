@@ -27,7 +27,9 @@ public enum CollectorDaemon {
         let server: HTTPServer
         do {
             var limits = HTTPServerLimits()
-            limits.threadNiceIncrement = 10 // the drain comes first: a scrape flood waits, the rings do not
+            // The drain comes first: a scrape flood waits, the rings do not.
+            limits.threadNiceIncrement = 10
+            limits.maxRequestsPerSecond = 2_000 // hundreds of scrapers; a flood queues
             server = try HTTPServer(listen: options.listen, limits: limits) { endpoints.handle($0) }
             try server.start()
         } catch {

@@ -12,6 +12,10 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// Added to the server thread's nice value (0 to 19): the collector runs its HTTP thread
     /// below its drain thread, so a flood of scrapes cannot take the CPU the drain needs.
     public var threadNiceIncrement: Int32 = 0
+    /// Requests answered per second at most (nil: no bound). Past it the server stops reading
+    /// until the next tenth of a second, so a flood of requests costs a bounded share of a core
+    /// and queues instead; connections are served in turn, so every client gets its share.
+    public var maxRequestsPerSecond: Int?
     /// Time to receive a complete request head, counted from the accept or the previous
     /// response; it is also the keep-alive idle timeout. Not reset by progress, so a client
     /// sending a byte a second is closed on time.

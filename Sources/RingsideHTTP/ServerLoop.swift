@@ -22,6 +22,11 @@ final class ServerLoop {
     private let lingerMillis: Int64 = 1000
     /// Accepts per wake-up, so a connection flood cannot starve the connections already open.
     private let acceptBatch = 64
+    /// The request budget (`limits.maxRequestsPerSecond`), spent a tenth of a second at a time.
+    private var budgetWindowEnd: Int64 = 0
+    private var budgetLeft = Int.max
+    /// Where the next wake-up starts servicing, so connections take turns when the budget is short.
+    private var firstServiced = 0
 
     init(listenFD: Int32, wakeFD: Int32, limits: HTTPServerLimits,
          handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
@@ -38,7 +43,20 @@ final class ServerLoop {
     func run() {
         var fds: [pollfd] = []
         while true {
-            let now = Syscall.monotonicMillis()
+            var now = Syscall.monotonicMillis()
+            if let perSecond = limits.maxRequestsPerSecond {
+                if now >= budgetWindowEnd {
+                    budgetWindowEnd = now + 100
+                    budgetLeft = max(1, perSecond / 10)
+                } else if budgetLeft <= 0 {
+                    // Spent: wait for the next window (a stop request still ends the wait at once).
+                    var wake = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+                    _ = Syscall.poll(&wake, timeoutMillis: Int32(clamping: budgetWindowEnd - now))
+                    if wake[0].revents != 0 { break }
+                    now = Syscall.monotonicMillis()
+                    continue
+                }
+            }
             fds.removeAll(keepingCapacity: true)
             fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
             let accepting = now >= acceptPausedUntil
@@ -59,8 +77,13 @@ final class ServerLoop {
             if fds[0].revents != 0 { break }
 
             let after = Syscall.monotonicMillis()
-            for (index, connection) in connections.enumerated() where fds[index + 2].revents != 0 {
-                service(connection, now: after)
+            // In turn from where the last wake-up stopped, while the request budget lasts.
+            let count = connections.count
+            let start = count == 0 ? 0 : firstServiced % count
+            for step in 0..<count where budgetLeft > 0 {
+                let index = (start + step) % count
+                if fds[index + 2].revents != 0 { service(connections[index], now: after) }
+                firstServiced = index + 1
             }
             if fds[1].revents != 0 { acceptConnections(now: after) }
             for connection in connections where !connection.isClosed && connection.deadline <= after {
@@ -141,6 +164,7 @@ final class ServerLoop {
             case .needMore:
                 return
             case let .request(request, keepAlive):
+                budgetLeft -= 1
                 let response = handler(request)
                 let disposition: ConnectionDisposition =
                     !keepAlive ? .close : request.minorVersion == 0 ? .keepAliveAnnounced : .keepAlive

@@ -282,6 +282,21 @@ struct HTTPServerTests {
         }
     }
 
+    @Test("Under a request budget every client is still answered, each in turn, and a stop ends a wait for the next window")
+    func requestBudget() throws {
+        var limits = HTTPServerLimits()
+        limits.maxRequestsPerSecond = 100 // 10 a tenth of a second
+        try withServer(limits: limits) { server in
+            let clients = try (0..<4).map { _ in try RawClient(port: server.boundPort) }
+            for round in 0..<8 {
+                for client in clients { try client.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n") }
+                for (number, client) in clients.enumerated() {
+                    #expect(try client.readResponse().status == 200, "round \(round), client \(number)")
+                }
+            }
+        }
+    }
+
     @Test("2,000 idle connections held past the 1,024 bound cannot lock out a scraper")
     func idleFloodCannotLockOut() throws {
         var limit = rlimit()
