@@ -178,31 +178,24 @@ struct CollectorUnderAbuseTests {
         }
     }
 
-    @Test("past 1,024 idle connections a scraper still gets through (the idlest gives up its slot); with every slot mid-request the next gets 503; the server recovers")
+    @Test("past 1,024 idle connections a scraper still gets through (the idlest gives up its slot), and the server recovers when they go")
     func connectionCap() throws {
+        // The 503 for a bound full of requests under way is HTTPServerTests' (3 slots, no timing).
         let limit = raiseDescriptorLimit(to: 4096)
         try #require(limit >= 1500, "cannot raise RLIMIT_NOFILE (soft limit \(limit))")
         try withRingDirectory { directory in
             let (collector, port) = try startCollector(["--dir", directory.path])
             defer { collector.kill() }
             var held: [RawConnection] = []
-            for _ in 0..<1024 { held.append(try RawConnection(port: port, timeoutSeconds: 10)) }
+            for _ in 0..<1100 { held.append(try RawConnection(port: port, timeoutSeconds: 10)) }
             // Let the server accept them all (it accepts 64 per wake-up).
             usleep(300_000)
-            do {
+            for attempt in 0..<3 {
                 let scraper = try RawConnection(port: port, timeoutSeconds: 5)
                 scraper.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-                #expect(scraper.readStatus() == 200, "an idle connection gave up its slot to the scraper")
+                #expect(scraper.readStatus() == 200, "scrape \(attempt): an idle connection gives up its slot")
             }
-            // Every slot mid-request (a head begun, within the 5 s head timeout): nothing to give up.
-            let filler = try RawConnection(port: port, timeoutSeconds: 5)
-            for connection in held + [filler] { connection.send("GET /metrics HTTP/1.1\r\nHo") }
-            usleep(300_000)
-            let extra = try RawConnection(port: port, timeoutSeconds: 5)
-            extra.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            #expect(extra.readStatus() == 503)
             held.removeAll()
-            withExtendedLifetime(filler) {}
             let recovered = eventually(seconds: 5) { (try? httpGet(port: port, path: "/health").status) == 200 ? true : nil }
             #expect(recovered == true)
         }
