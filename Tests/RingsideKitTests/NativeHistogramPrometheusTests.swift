@@ -26,10 +26,7 @@ private final class TwoHosts {
         let names = ["rs\(pid % 100_000)a", "rs\(pid % 100_000)b"]
         // A /30 per host in 10.S.T.0, from the pid, so parallel runs do not collide.
         let prefixes = (0..<2).map { "10.\(100 + pid % 100).\((pid / 100 % 120) * 2 + $0)" }
-        var ip: String?
-        for candidate in ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"] where FileManager.default.isExecutableFile(atPath: candidate) {
-            ip = candidate
-        }
+        let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip"].first { FileManager.default.isExecutableFile(atPath: $0) }
         var made: [String] = []
         var listen: [String] = []
         if let ip, getuid() == 0 {
@@ -54,7 +51,7 @@ private final class TwoHosts {
             namespaces = true
             self.listen = listen
         } else {
-            for name in made { _ = try? run(ip!, ["netns", "del", name]) }
+            if let ip { Self.delete(made, ip: ip) }
             made = []
             namespaces = false
             self.listen = ["127.0.0.2:0", "127.0.0.3:0"]
@@ -76,9 +73,17 @@ private final class TwoHosts {
         return (collector, String(address))
     }
 
-    /// Deletes the namespaces (their veth pairs go with them).
+    /// Deletes the namespaces and their veth pairs.
     func remove() {
-        for name in names { _ = try? run(ip!, ["netns", "del", name]) }
+        if let ip { Self.delete(names, ip: ip) }
+    }
+
+    /// A veth pair goes with its namespace once one end is inside; before that it is deleted itself.
+    private static func delete(_ names: [String], ip: String) {
+        for name in names {
+            _ = try? run(ip, ["link", "del", name])
+            _ = try? run(ip, ["netns", "del", name])
+        }
     }
 }
 
