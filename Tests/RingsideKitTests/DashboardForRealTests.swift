@@ -5,7 +5,7 @@ import Testing
 @Suite("the Grafana dashboard against a real Prometheus")
 struct DashboardForRealTests {
     @Test("every panel query, its variables substituted, returns data from a real Prometheus scraping the demo, an SLO and a skipped ring",
-          .timeLimit(.minutes(2)))
+          .timeLimit(.minutes(5)))
     func everyPanelHasData() throws {
         guard let prometheusPath = try requiredSystemTool("prometheus") else { return }
         try withRingDirectory { directory in

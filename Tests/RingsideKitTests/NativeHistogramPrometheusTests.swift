@@ -90,7 +90,7 @@ private final class TwoHosts {
 @Suite("native histograms: exact percentiles across hosts, in a real Prometheus")
 struct NativeHistogramPrometheusTests {
     @Test("histogram_quantile over two hosts' native histograms is within 1 % of the exact quantiles (classic printed beside)",
-          .timeLimit(.minutes(2)))
+          .timeLimit(.minutes(5)))
     func mergedAcrossHosts() throws {
         guard let prometheusPath = try requiredSystemTool("prometheus") else { return }
         let hosts = TwoHosts()
