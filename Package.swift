@@ -25,7 +25,8 @@ let package = Package(
         .target(name: "RingsideHTTP"),
         /// The export formats over snapshots: Prometheus protobuf with native histograms, gzip.
         /// It knows nothing of rings or threads.
-        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideCommandLine", "CZlib"]),
+        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideCommandLine", "CZlib"],
+                resources: [.embedInCode("LivePage.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
         /// formats only, never by the library bots import.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),

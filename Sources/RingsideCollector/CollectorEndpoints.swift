@@ -57,7 +57,7 @@ public final class CollectorEndpoints: Sendable {
                 ? "its last pass was \(formatSeconds(progress.lastPassAgeSeconds)) ago" : "it has not made a pass yet"
             return HTTPResponse(status: 503, text: "Not ready: the drain loop makes no progress (\(age))\n")
         case "/":
-            return HTTPResponse(contentType: "text/html; charset=utf-8", text: Self.indexPage)
+            return compressible(request, contentType: LivePage.contentType, key: "live page") { _ in LivePage.bytes }
         default:
             return HTTPResponse(status: 404, text: "not found: \(request.path)\n\n" + Self.index)
         }
@@ -97,44 +97,7 @@ public final class CollectorEndpoints: Sendable {
     /// The text after a 404.
     static let index = "ringside-collector: drains Ringside shared-memory rings and exports what they say.\n\n"
         + routes.map { "  GET \($0.path)\(String(repeating: " ", count: max(1, 12 - $0.path.count)))\($0.description)\n" }.joined()
-        + "  GET /           these links, as an HTML page\n"
-
-    /// `GET /`: a small HTML page linking every route.
-    static let indexPage = """
-        <!DOCTYPE html>
-        <html lang="en">
-        <head>
-        <meta charset="utf-8">
-        <title>ringside-collector</title>
-        </head>
-        <body>
-        <h1>ringside-collector</h1>
-        <p>Drains Ringside shared-memory rings and exports what they say. \(htmlEscaped(CollectorOptions.versionLine))</p>
-        <ul>
-
-        """
-        + routes.map { "<li><a href=\"\($0.path)\">\($0.path)</a>: \(htmlEscaped($0.description))</li>\n" }.joined()
-        + """
-        </ul>
-        </body>
-        </html>
-
-        """
-}
-
-/// `text` with `&`, `<`, `>` and `"` as HTML entities.
-func htmlEscaped(_ text: String) -> String {
-    var result = ""
-    for character in text {
-        switch character {
-        case "&": result += "&amp;"
-        case "<": result += "&lt;"
-        case ">": result += "&gt;"
-        case "\"": result += "&quot;"
-        default: result.append(character)
-        }
-    }
-    return result
+        + "  GET /           the live page: charts of every series, the bots and their lanes, SLOs\n"
 }
 
 /// Seconds for people: `1.3 s`, `0.25 s`.

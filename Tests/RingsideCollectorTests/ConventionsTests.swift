@@ -217,7 +217,8 @@ struct ConventionsTests {
                 #expect(index.body.contains("<a href=\"\(path)\">"), "no link to \(path)")
                 #expect(try httpGet(port: port, path: path).status == 200, "\(path) answers")
             }
-            #expect(!index.body.contains("http://") && !index.body.contains("<script"), "no external assets")
+            #expect(!index.body.contains("http://") && !index.body.contains("https://") && !index.body.contains(" src="),
+                    "no external assets")
             #expect(try httpGet(port: port, path: "/nope").status == 404)
         }
     }
