@@ -1,0 +1,85 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import RingsideTestSupport
+import Testing
+
+/// Chromium, headless, on a page of the test's own collector: what a person would see, read back
+/// from the rendered DOM.
+@Suite("the live page in a real browser")
+struct LivePageBrowserTests {
+    /// The DOM after the page's scripts ran for `budget` milliseconds of virtual time.
+    static func renderedDOM(_ chromium: String, url: String, budget: Int = 5_000) throws -> String {
+        let profile = try TemporaryDirectory("ringside-chromium")
+        defer { profile.remove() }
+        let result = try run(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                        "--user-data-dir=\(profile.path)", "--virtual-time-budget=\(budget)",
+                                        "--dump-dom", url], timeoutSeconds: 120)
+        try #require(result.status == 0, "chromium failed: \(result.output.suffix(2000))")
+        return result.output
+    }
+
+    /// The `data-value` of `data-stat="stat"` inside the element that starts at `anchor` in `dom`.
+    static func value(_ stat: String, after anchor: String, in dom: String) -> Double? {
+        guard let start = dom.range(of: anchor) else { return nil }
+        let rest = dom[start.upperBound...]
+        guard let statRange = rest.range(of: "data-stat=\"\(stat)\" data-value=\"") else { return nil }
+        let tail = rest[statRange.upperBound...]
+        return Double(tail.prefix { $0 != "\"" })
+    }
+
+    @Test("the page's charts have points, its figures equal /latest's, and a dead producer shows as dead",
+          .timeLimit(.minutes(5)))
+    func pageShowsWhatLatestSays() throws {
+        guard let chromium = try requiredSystemTool("chromium") else { return }
+        try withRingDirectory { directory in
+            // A bot that keeps running, and one that is killed: the page must show it dead.
+            let bot = try ChildProcess("ringside-test-producer", [
+                "kit", "--dir", directory.path, "--ring", "bot", "--count", "2000", "--start", "1000", "--step", "997",
+                "--per-second", "200",
+            ])
+            defer { bot.kill() }
+            #expect(bot.readLine()?.hasPrefix("ready ") == true)
+            let gone = try ChildProcess("ringside-test-producer", ["hold", "--dir", directory.path, "--ring", "gone-bot", "--count", "10"])
+            #expect(gone.readLine()?.hasPrefix("ready ") == true)
+            gone.kill()
+            _ = gone.waitForExit()
+
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms",
+                                                        "--slo", "order_fill_latency:p99<1ms@1m"])
+            defer { collector.kill() }
+            // A few seconds of history, and both bots seen, the killed one as dead.
+            let ready = try eventually(seconds: 30) { () -> Bool? in
+                let latest = try jsonObject(httpGet(port: port, path: "/latest").body)
+                let rings = latest["rings"] as? [[String: Any]] ?? []
+                let dead = rings.contains { $0["name"] as? String == "gone-bot" && $0["state"] as? String == "producer_dead" }
+                let history = try httpGet(port: port, path: "/api/history").body
+                return dead && history.contains("order_fill_latency") ? true : nil
+            }
+            try #require(ready == true, "the collector did not show both bots within 30 s")
+            sleep(3)
+
+            let dom = try Self.renderedDOM(chromium, url: "http://127.0.0.1:\(port)/?window=1m")
+            let latest = try jsonObject(httpGet(port: port, path: "/latest").body)
+            let series = try #require((latest["series"] as? [[String: Any]])?.first { $0["metric"] as? String == "order_fill_latency" })
+            let window = try #require((series["windows"] as? [String: [String: Any]])?["1m"])
+            let anchor = "data-ring=\"bot\" data-metric=\"order_fill_latency\""
+            for stat in ["p50", "p99", "p999", "max"] {
+                let shown = Self.value(stat, after: anchor, in: dom)
+                #expect(shown != nil && shown == window[stat] as? Double, "\(stat): the page shows \(shown.map { "\($0)" } ?? "nothing"), /latest \(window[stat] ?? "nothing")")
+            }
+            // Its chart has points (seeded from /api/history, then one a second).
+            let card = try #require(dom.range(of: anchor).map { dom[$0.upperBound...] })
+            let points = card.range(of: "data-points=\"").map { card[$0.upperBound...].prefix { $0 != "\"" } }.flatMap { Int($0) }
+            #expect((points ?? 0) >= 2, "the chart has \(points ?? 0) points")
+            #expect(card.contains("<polyline"), "the chart draws lines")
+            // The dead producer, as dead.
+            #expect(dom.contains("data-ring=\"gone-bot\" data-state=\"producer_dead\""), "the killed bot's row")
+            #expect(dom.contains(">dead</span>"))
+            // The SLO, and the status line.
+            #expect(dom.contains("data-slo=\"order_fill_latency:p99"), "the SLO's row")
+            #expect(dom.contains("class=\"live\">live, updated"))
+        }
+    }
+}
