@@ -36,7 +36,7 @@ public enum CollectorDaemon {
             log("cannot serve HTTP: \(error)", level: .error)
             return 1
         }
-        log("listening on http://\(server.boundAddress) (/metrics, /latest, /health); ring directory \(options.directory.path)")
+        log("listening on http://\(server.boundAddress) (/metrics, /latest, /api/history, /health); ring directory \(options.directory.path)")
         if !server.isLoopback {
             log("warning: \(server.boundAddress) is not a loopback address: anyone who can reach it can read these metrics",
                 level: .warn)
@@ -61,6 +61,8 @@ public enum CollectorDaemon {
                 break
             }
             let now = rs_clock_precise_ns()
+            // Returns at once when the snapshot's generation was already recorded.
+            endpoints.history?.record(collector.snapshot)
             dumper?.writeIfDue(collector.snapshot, nowNanos: now, log: log)
             demo?.tick(collector.snapshot, nowNanos: now)
         }

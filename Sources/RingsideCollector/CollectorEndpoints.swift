@@ -3,7 +3,7 @@ import CRingside
 import RingsideHTTP
 import Synchronization
 
-/// The collector's HTTP routes: `/metrics`, `/latest`, `/health`, `/-/healthy`, `/-/ready` and `/`.
+/// The collector's HTTP routes: `/metrics`, `/latest`, `/api/history`, `/health`, `/-/healthy`, `/-/ready` and `/`.
 ///
 /// Called on the HTTP server's thread. It reads the collector's published snapshot; the renderers
 /// keep each series' text until the series changes, so a scrape formats only what changed.
@@ -14,8 +14,14 @@ public final class CollectorEndpoints: Sendable {
     /// The last body of each route, by snapshot generation: repeated scrapes cost a copy.
     private let cache = Mutex<[String: (generation: UInt64, body: [UInt8])]>([:])
 
+    /// The per-second history `/api/history` serves (nil with `--history 0`); the daemon loop feeds it.
+    public let history: HistoryStore?
+
     public init(collector: Collector) {
         self.collector = collector
+        let options = collector.options
+        history = options.historySeconds > 0
+            ? HistoryStore(retentionSeconds: options.historySeconds, maxSeries: options.historyMaxSeries ?? options.maxSeries) : nil
     }
 
     /// The drain loop counts as stalled when its last pass is older than this.
@@ -56,6 +62,21 @@ public final class CollectorEndpoints: Sendable {
             let age = progress.lastPassAgeSeconds.isFinite
                 ? "its last pass was \(formatSeconds(progress.lastPassAgeSeconds)) ago" : "it has not made a pass yet"
             return HTTPResponse(status: 503, text: "Not ready: the drain loop makes no progress (\(age))\n")
+        case "/api/history":
+            guard let history else {
+                return HTTPResponse(status: 404, text: "the history is disabled (--history 0)\n")
+            }
+            let now = Int64(rs_clock_realtime_ns() / 1_000_000_000)
+            let query: HistoryQuery
+            do { query = try HistoryQuery(parsing: request.query, nowSeconds: now) } catch {
+                return HTTPResponse(status: 400, text: "bad request: \(error.reason)\n")
+            }
+            let body = history.query(query).json
+            guard acceptsGzip(request.header("Accept-Encoding")) else {
+                return HTTPResponse(contentType: JSONExporter.contentType, body: body, headers: [HTTPHeader("Vary", "Accept-Encoding")])
+            }
+            return HTTPResponse(contentType: JSONExporter.contentType, body: Gzip.compress(body),
+                                headers: [HTTPHeader("Content-Encoding", "gzip"), HTTPHeader("Vary", "Accept-Encoding")])
         case "/":
             return compressible(request, contentType: LivePage.contentType, key: "live page") { _ in LivePage.bytes }
         default:
@@ -89,6 +110,9 @@ public final class CollectorEndpoints: Sendable {
             + "own metrics, build info and process metrics: Prometheus text 0.0.4, OpenMetrics 1.0.0 or protobuf "
             + "(with native histograms under --native-histograms) as the Accept header asks, gzipped when accepted"),
         ("/latest", "the latest snapshot as JSON: series, rings and their lanes, SLOs, the collector"),
+        ("/api/history", "per-second history of every series as JSON (--history, default the last hour; lost at a "
+            + "restart): ?series=ID, ring=, metric=, label=KEY:VALUE, from=, to= (Unix seconds, or 0 or less: seconds "
+            + "before now; default the last 5 minutes), step= (seconds per point)"),
         ("/health", "each ring's state as JSON; 200 while the drain loop makes progress, else 503"),
         ("/-/healthy", "liveness: 200 whenever the process serves HTTP"),
         ("/-/ready", "readiness: 200 while the drain loop makes progress, else 503 (as /health)"),

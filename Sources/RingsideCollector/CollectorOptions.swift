@@ -37,6 +37,10 @@ public struct CollectorOptions: Sendable, Equatable {
     /// Histograms also export Prometheus native (exponential) buckets of this schema, -4 to 8
     /// (`--native-histograms`), in the protobuf format; nil: classic buckets only.
     public var nativeHistogramSchema: Int?
+    /// Seconds of per-second history kept for `/api/history` (`--history`, 10s to 24h; 0 disables),
+    /// and the series it keeps (`--history-max-series`; nil: `maxSeries`).
+    public var historySeconds = 3600
+    public var historyMaxSeries: Int?
 
     public init() {}
 
@@ -68,6 +72,10 @@ public struct CollectorOptions: Sendable, Equatable {
                              are refused, counted, exported and logged
       --max-series-per-ring N
                              series kept per ring (default 4096: all a bot can register)
+      --history DUR          per-second history kept for /api/history (default 1h; 10s to 24h;
+                             0 disables): 44 bytes a second per series, lost at a restart
+      --history-max-series N series kept in that history (default: --max-series); series past
+                             it are refused and counted (series_refused in /api/history)
       --demo                 start a synthetic trading bot and show a live table
       --log-format FORMAT    text (default: a UTC time and the message) or json (one object a
                              line: {"time","level","msg"})
@@ -152,6 +160,25 @@ public struct CollectorOptions: Sendable, Equatable {
                     throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
                 }
                 if flag == "--max-series" { options.maxSeries = count } else { options.maxSeriesPerRing = count }
+            case "--history":
+                let text = try value(for: flag)
+                if text == "0" {
+                    options.historySeconds = 0
+                } else {
+                    let nanos = try parseDuration(text, flag: flag)
+                    guard nanos % 1_000_000_000 == 0,
+                          nanos >= UInt64(HistoryStore.minRetentionSeconds) * 1_000_000_000,
+                          nanos <= UInt64(HistoryStore.maxRetentionSeconds) * 1_000_000_000 else {
+                        throw UsageError("\(flag): \(text) must be whole seconds from 10s to 24h (or 0 to disable the history)")
+                    }
+                    options.historySeconds = Int(nanos / 1_000_000_000)
+                }
+            case "--history-max-series":
+                let text = try value(for: flag)
+                guard let count = Int(text), count >= 1, count <= 100_000_000 else {
+                    throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
+                }
+                options.historyMaxSeries = count
             case "--native-histograms":
                 let text = try value(for: flag)
                 guard let schema = Int(text), NativeBuckets.schemas.contains(schema) else {

@@ -277,6 +277,27 @@ package final class JSONWriter {
         needsComma = true
     }
 
+    /// An array element: a number (null when not finite) ...
+    package func value(_ value: Double?) {
+        separate()
+        if let value, value.isFinite { text.appendNumber(value) } else { text.append("null") }
+        needsComma = true
+    }
+
+    /// ... a whole number with all its digits (or null) ...
+    package func value(exactly value: UInt128?) {
+        separate()
+        if let value { text.append(String(value)) } else { text.append("null") }
+        needsComma = true
+    }
+
+    /// ... or a string.
+    package func value(_ value: String) {
+        separate()
+        string(value)
+        needsComma = true
+    }
+
     package func field(_ name: String, _ value: Bool) {
         key(name)
         text.append(value ? "true" : "false")

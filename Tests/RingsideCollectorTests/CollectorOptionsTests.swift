@@ -16,6 +16,18 @@ struct CollectorOptionsTests {
         #expect(options.rings.isEmpty && !options.demo && options.jsonDumpPath == nil)
         #expect(options.maxSeries == 100_000 && options.maxSeriesPerRing == 4096)
         #expect(options.logFormat == .text)
+        #expect(options.historySeconds == 3600 && options.historyMaxSeries == nil)
+    }
+
+    @Test("--history takes a duration from 10s to 24h, or 0 to disable it; --history-max-series a count")
+    func history() throws {
+        #expect(try CollectorOptions.parse(["--history", "1h"])?.historySeconds == 3600)
+        #expect(try CollectorOptions.parse(["--history=90s"])?.historySeconds == 90)
+        #expect(try CollectorOptions.parse(["--history", "1.5m"])?.historySeconds == 90)
+        #expect(try CollectorOptions.parse(["--history", "24h"])?.historySeconds == 86_400)
+        #expect(try CollectorOptions.parse(["--history", "10s"])?.historySeconds == 10)
+        #expect(try CollectorOptions.parse(["--history", "0"])?.historySeconds == 0)
+        #expect(try CollectorOptions.parse(["--history-max-series", "12"])?.historyMaxSeries == 12)
     }
 
     @Test("every flag is read, in both --flag value and --flag=value forms")
@@ -59,6 +71,12 @@ struct CollectorOptionsTests {
         (["--allow-uid", "me"], "not a user id"),
         (["--max-series", "0"], "--max-series: 0 is not a number of series"),
         (["--max-series-per-ring", "lots"], "--max-series-per-ring: lots is not a number of series"),
+        (["--history", "5s"], "--history: 5s must be whole seconds from 10s to 24h (or 0 to disable the history)"),
+        (["--history", "25h"], "--history: 25h must be whole seconds from 10s to 24h"),
+        (["--history", "10.5s"], "--history: 10.5s must be whole seconds"),
+        (["--history", "soon"], "--history: soon is not a duration"),
+        (["--history"], "--history needs a value"),
+        (["--history-max-series", "0"], "--history-max-series: 0 is not a number of series"),
         (["--log-format", "xml"], "--log-format xml: use text or json"),
         (["--log-format"], "--log-format needs a value"),
         (["--native-histograms", "9"], "--native-histograms: 9 is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"),

@@ -116,7 +116,7 @@ struct CollectorProcessTests {
     }
 
     @Test("a bad flag is one line on stderr and exit status 2", arguments: [
-        ["--bogus"], ["--windows", "5x"], ["--slo", "nonsense"], ["--poll"],
+        ["--bogus"], ["--windows", "5x"], ["--slo", "nonsense"], ["--poll"], ["--history", "2d"], ["--history", "1s"],
     ])
     func badFlags(arguments: [String]) throws {
         let collector = try ChildProcess("ringside-collector", arguments)
