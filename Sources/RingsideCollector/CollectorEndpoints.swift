@@ -21,7 +21,7 @@ public final class CollectorEndpoints: Sendable {
         self.collector = collector
         let options = collector.options
         history = options.historySeconds > 0
-            ? HistoryStore(retentionSeconds: options.historySeconds, maxSeries: options.historyMaxSeries ?? options.maxSeries) : nil
+            ? HistoryStore(retentionSeconds: options.historySeconds, maxSeries: options.historyMaxSeries) : nil
     }
 
     /// The drain loop counts as stalled when its last pass is older than this.

@@ -38,9 +38,9 @@ public struct CollectorOptions: Sendable, Equatable {
     /// (`--native-histograms`), in the protobuf format; nil: classic buckets only.
     public var nativeHistogramSchema: Int?
     /// Seconds of per-second history kept for `/api/history` (`--history`, 10s to 24h; 0 disables),
-    /// and the series it keeps (`--history-max-series`; nil: `maxSeries`).
+    /// and the series it keeps (`--history-max-series`): 2,000 series of an hour take 317 MB.
     public var historySeconds = 3600
-    public var historyMaxSeries: Int?
+    public var historyMaxSeries = 2_000
 
     public init() {}
 
@@ -74,7 +74,7 @@ public struct CollectorOptions: Sendable, Equatable {
                              series kept per ring (default 4096: all a bot can register)
       --history DUR          per-second history kept for /api/history (default 1h; 10s to 24h;
                              0 disables): 44 bytes a second per series, lost at a restart
-      --history-max-series N series kept in that history (default: --max-series); series past
+      --history-max-series N series kept in that history (default 2000: 317 MB at 1h); series past
                              it are refused and counted (series_refused in /api/history)
       --demo                 start a synthetic trading bot and show a live table
       --log-format FORMAT    text (default: a UTC time and the message) or json (one object a

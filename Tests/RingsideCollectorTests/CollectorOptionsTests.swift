@@ -16,7 +16,7 @@ struct CollectorOptionsTests {
         #expect(options.rings.isEmpty && !options.demo && options.jsonDumpPath == nil)
         #expect(options.maxSeries == 100_000 && options.maxSeriesPerRing == 4096)
         #expect(options.logFormat == .text)
-        #expect(options.historySeconds == 3600 && options.historyMaxSeries == nil)
+        #expect(options.historySeconds == 3600 && options.historyMaxSeries == 2_000)
     }
 
     @Test("--history takes a duration from 10s to 24h, or 0 to disable it; --history-max-series a count")
