@@ -53,6 +53,15 @@ public enum CollectorDaemon {
         collector.start()
 
         var dumper = options.jsonDumpPath.map { JSONDumpWriter(path: $0, intervalNanos: options.dumpIntervalNanos) }
+        let hlog = options.hlogPath.map {
+            HistogramLogWriter(path: $0, maxBytes: options.hlogMaxBytes, startRealtimeNanos: collector.startedRealtimeNanos,
+                               program: CollectorOptions.versionLine, log: log)
+        }
+        /// --hlog: the interval the drain thread captured last, written here, off the drain thread.
+        func writeLatencyLog() {
+            guard let hlog, let capture = collector.histogramCaptures?.take() else { return }
+            hlog.write(capture, liveSeries: Set(collector.snapshot.series.lazy.map(\.id)))
+        }
         var timeout = timespec(tv_sec: 0, tv_nsec: 250_000_000)
         while true {
             let received = sigtimedwait(&signals, nil, &timeout)
@@ -62,6 +71,7 @@ public enum CollectorDaemon {
             }
             let now = rs_clock_precise_ns()
             dumper?.writeIfDue(collector.snapshot, nowNanos: now, log: log)
+            writeLatencyLog()
             demo?.tick(collector.snapshot, nowNanos: now)
         }
 
@@ -69,6 +79,8 @@ public enum CollectorDaemon {
         demo?.stopBot()
         collector.stop()
         dumper?.write(collector.snapshot, log: log)
+        writeLatencyLog()
+        hlog?.close()
         demo?.removeRing()
         log("stopped")
         return 0
