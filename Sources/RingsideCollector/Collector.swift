@@ -248,6 +248,11 @@ public final class Collector: @unchecked Sendable {
                     lastCaptureNanos = now
                     drainedSinceCapture = 0
                 }
+                // A forced publish replaces one half built: what that one captured is kept.
+                if let earlier = pendingPublish?.capture, var capture = publish.capture {
+                    for (id, series) in earlier.series where capture.series[id] == nil { capture.series[id] = series }
+                    publish.capture = capture
+                }
                 pendingPublish = publish
                 lastPublishNanos = now
                 hasUnpublishedChanges = false // what changes from now on goes in the next one

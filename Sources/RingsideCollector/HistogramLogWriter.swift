@@ -99,7 +99,7 @@ final class HistogramLogWriter {
         for (id, entry) in series { previous[id] = entry.cumulative }
         unwritten = [:]
         intervalStartNanos = end
-        if let liveSeries, previous.count > liveSeries.count || tags.count > liveSeries.count {
+        if let liveSeries, tags.keys.contains(where: { !liveSeries.contains($0) }) {
             previous = previous.filter { liveSeries.contains($0.key) }
             tags = tags.filter { liveSeries.contains($0.key) }
         }
@@ -110,7 +110,8 @@ final class HistogramLogWriter {
     private func openNewFile() -> Bool {
         close()
         var info = stat()
-        if stat(path, &info) == 0, info.st_size > 0 || !isFirstFile {
+        // Only a regular file is moved aside (never a directory, a device or a pipe given as PATH).
+        if stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size > 0 || !isFirstFile {
             if rename(path, path + ".1") != 0 {
                 return fail("cannot rename \(path) to \(path).1: \(String(cString: strerror(errno)))")
             }

@@ -127,6 +127,22 @@ struct HistogramLogWriterTests {
         }
     }
 
+    @Test("a directory given as PATH is left where it is: an error, not a rename")
+    func directoryPath() throws {
+        try withTemporaryFolder { folder in
+            let path = folder + "/logs"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            let captured = CapturedLog()
+            let writer = HistogramLogWriter(path: path, maxBytes: 1 << 20, startRealtimeNanos: 1_700_000_000_000_000_000,
+                                            program: "test", log: captured.log)
+            var all = Histogram()
+            all.record(1)
+            writer.write(capture(all, atSecond: 1))
+            #expect(writer.errors == 2 && captured.all.count == 1 && captured.contains("Is a directory"))
+            #expect(!FileManager.default.fileExists(atPath: path + ".1"))
+        }
+    }
+
     @Test("series the collector let go of are forgotten")
     func forgetting() throws {
         try withTemporaryFolder { folder in
