@@ -53,8 +53,9 @@ extension TrackedRing {
             if capture != nil, case let count = aggregator.histograms[index].windows.cumulativeCount,
                count != aggregator.histograms[index].capturedCount, let id = result.last?.id {
                 aggregator.histograms[index].capturedCount = count
-                let series = aggregator.histograms[index]
-                capture?.series[id] = HistogramCapture.Series(ring: ring, metric: series.metric, cumulative: series.windows.cumulative)
+                // Shares the series' all-time histogram: its next change copies it, once per interval.
+                capture?.series[id] = HistogramCapture.Series(ring: ring, metric: aggregator.histograms[index].metric,
+                                                              cumulative: aggregator.histograms[index].windows.cumulative)
             }
         }
         for index in aggregator.counters.indices {
