@@ -34,6 +34,8 @@ public final class Collector: @unchecked Sendable {
     let histogramCaptures: HistogramCaptureFeed?
     private var lastCaptureNanos: UInt64 = 0
     private var drainedSinceCapture = 0
+    /// With `--hlog`: the writer's error count (the daemon stores it), shown in each snapshot.
+    let hlogErrorCount = Atomic<UInt64>(0)
 
     private let published = Mutex(Snapshot())
     private let stopRequested = Atomic<Bool>(false)
@@ -626,6 +628,7 @@ public final class Collector: @unchecked Sendable {
         stats.series = snapshot.series.count
         stats.seriesLimit = options.maxSeries
         stats.seriesLimitPerRing = options.maxSeriesPerRing
+        stats.hlogErrors = histogramCaptures == nil ? nil : hlogErrorCount.load(ordering: .relaxed)
         snapshot.collector = stats
         lastPublishCostNanos = pending.costNanos
         // Swapped, so the old snapshot (thousands of series) is freed here, not under the lock.

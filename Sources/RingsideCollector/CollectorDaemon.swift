@@ -61,7 +61,9 @@ public enum CollectorDaemon {
         func writeLatencyLog() {
             guard let hlog, let capture = collector.histogramCaptures?.take() else { return }
             hlog.write(capture, liveSeries: Set(collector.snapshot.series.lazy.map(\.id)))
+            collector.hlogErrorCount.store(hlog.errors, ordering: .relaxed)
         }
+        if let hlog { collector.hlogErrorCount.store(hlog.errors, ordering: .relaxed) } // the open at start
         var timeout = timespec(tv_sec: 0, tv_nsec: 250_000_000)
         while true {
             let received = sigtimedwait(&signals, nil, &timeout)

@@ -95,3 +95,26 @@ def test_hlog_decodes_with_hdrhistogram_and_matches_the_collector(ring_dir, logg
     assert close_to(total.get_max_value(), max(written))
     # Every value the log holds is within HdrHistogram's precision of one written.
     assert close_to(total.get_min_value(), min(written))
+
+
+def test_hlog_that_cannot_be_written_is_logged_counted_and_not_fatal(ring_dir, tmp_path):
+    binary = _collector_path()
+    if binary is None:
+        missing("ringside-collector is not built: run `swift build` or set RINGSIDE_COLLECTOR")
+    path = str(tmp_path / "missing" / "latency.hlog")
+    collector = Collector(binary, ring_dir, "--hlog", path)
+    try:
+        bot = ringside.Bot("hlogfail", ring_dir)
+        bot.histogram("lat", unit="ns").observe(1234)
+        bot.close()
+        collector.wait_for("the record", lambda: (s := collector.series("hlogfail", "lat")) and s["total_count"] == 1)
+        errors = collector.wait_for("an error counted", lambda: collector.latest()["collector"].get("hlog_errors", 0))
+        assert errors >= 1
+        assert "ringside_collector_hlog_errors_total" in collector.get("/metrics")
+        said = [line for line in collector.log if "--hlog: cannot open" in line]
+        assert len(said) == 1, collector.log
+        assert collector.process.poll() is None
+    finally:
+        collector.stop()
+    assert collector.process.returncode == 0
+    assert not os.path.exists(path)
