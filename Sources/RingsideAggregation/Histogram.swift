@@ -45,7 +45,7 @@ public struct Histogram: Sendable {
     /// touched pages' counts in the order they were first touched.
     var slots: [UInt64] = []
     /// The number of recorded values (saturating at `UInt64.max`).
-    public private(set) var count: UInt64 = 0
+    public internal(set) var count: UInt64 = 0
     /// The exact sum of recorded values as a 128-bit integer `(high << 64) + low`.
     var sumLow: UInt64 = 0
     var sumHigh: UInt64 = 0

@@ -59,6 +59,12 @@ public struct WindowedHistogram: Sendable {
     /// Every value ever recorded, for cumulative Prometheus buckets.
     public var cumulative: Histogram { windows.allTime }
 
+    /// How many values were ever recorded (``cumulative``'s count), without merging anything.
+    public var cumulativeCount: UInt64 {
+        let (total, overflow) = windows.allTimeBeforeHead.count.addingReportingOverflow(windows.headIsEmpty ? 0 : windows.head.count)
+        return overflow ? .max : total
+    }
+
     /// Heap bytes held by the series' histograms.
     public var allocatedBytes: Int {
         var total = windows.head.allocatedBytes + windows.allTimeBeforeHead.allocatedBytes

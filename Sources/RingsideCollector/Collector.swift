@@ -29,6 +29,13 @@ public final class Collector: @unchecked Sendable {
     private var rateMark: (nanos: UInt64, drained: UInt64) = (0, 0)
     private var generation: UInt64 = 0
     private var seriesVersions = VersionCounter()
+    /// With `--hlog`: where captures of the histogram series go, when the last was taken, and
+    /// records drained since.
+    let histogramCaptures: HistogramCaptureFeed?
+    private var lastCaptureNanos: UInt64 = 0
+    private var drainedSinceCapture = 0
+    /// With `--hlog`: the writer's error count (the daemon stores it), shown in each snapshot.
+    let hlogErrorCount = Atomic<UInt64>(0)
 
     private let published = Mutex(Snapshot())
     private let stopRequested = Atomic<Bool>(false)
@@ -70,6 +77,7 @@ public final class Collector: @unchecked Sendable {
         sloStates = options.sloRules.map { SLOState(rule: $0) }
         stats.startedRealtimeNanos = rs_clock_realtime_ns()
         ringLimit = Self.ringLimit(afterRaising: true, log: log)
+        histogramCaptures = options.hlogPath == nil ? nil : HistogramCaptureFeed()
     }
 
     /// Raises the soft limit on open files to the hard limit (per-thread lanes live in one file
@@ -89,6 +97,9 @@ public final class Collector: @unchecked Sendable {
     }
 
     private static var RLIMIT_NOFILE_VALUE: __rlimit_resource_t { __rlimit_resource_t(RLIMIT_NOFILE.rawValue) }
+
+    /// CLOCK_REALTIME when the collector was made.
+    var startedRealtimeNanos: UInt64 { stats.startedRealtimeNanos }
 
     /// The latest snapshot (a copy; cheap, its arrays are shared).
     public var snapshot: Snapshot { published.withLock { $0 } }
@@ -220,16 +231,31 @@ public final class Collector: @unchecked Sendable {
             rateMark = (now, stats.recordsDrained)
         }
         if drained > 0 || changed { hasUnpublishedChanges = true }
+        drainedSinceCapture += drained
         let sinceLast = now &- lastPublishNanos
+        // --hlog: a capture is due every interval, and forces a publish when records wait for it.
+        let captureDue = histogramCaptures != nil && (forcePublish || now &- lastCaptureNanos >= options.hlogIntervalNanos)
+        let captureWaiting = captureDue && drainedSinceCapture > 0
         if forcePublish || lastPublishNanos == 0 || (hasUnpublishedChanges && sinceLast >= publishIntervalNanos)
-            || sinceLast >= max(Self.idleRefreshNanos, publishSpacingNanos) {
-            if !forcePublish, !hasUnpublishedChanges, lastPublishWasQuiet, sinceLast < Self.quietRefreshNanos {
+            || sinceLast >= max(Self.idleRefreshNanos, publishSpacingNanos) || (captureWaiting && pendingPublish == nil) {
+            if !forcePublish, !captureWaiting, !hasUnpublishedChanges, lastPublishWasQuiet, sinceLast < Self.quietRefreshNanos {
                 // Every ring quiet, nothing new: windows have nothing to slide, so only the
                 // collector's own figures (the pass /health looks at) are brought up to date.
                 published.withLock { $0.collector = stats }
             } else if forcePublish || pendingPublish == nil {
                 // A forced one starts afresh (it looks at every ring's cells now).
-                pendingPublish = PendingPublish(snapshot: startSnapshot(), rings: tracked.ordered, forced: forcePublish)
+                var publish = PendingPublish(snapshot: startSnapshot(), rings: tracked.ordered, forced: forcePublish)
+                if captureDue {
+                    publish.capture = HistogramCapture(realtimeNanos: publish.snapshot.generatedRealtimeNanos)
+                    lastCaptureNanos = now
+                    drainedSinceCapture = 0
+                }
+                // A forced publish replaces one half built: what that one captured is kept.
+                if let earlier = pendingPublish?.capture, var capture = publish.capture {
+                    for (id, series) in earlier.series where capture.series[id] == nil { capture.series[id] = series }
+                    publish.capture = capture
+                }
+                pendingPublish = publish
                 lastPublishNanos = now
                 hasUnpublishedChanges = false // what changes from now on goes in the next one
             }
@@ -252,6 +278,8 @@ public final class Collector: @unchecked Sendable {
         var next = 0
         var everyRingQuiet = true
         var costNanos: UInt64 = 0
+        /// With `--hlog`, when this publish takes a capture of the histogram series.
+        var capture: HistogramCapture?
     }
     private var pendingPublish: PendingPublish?
     /// The most time one pass spends building a snapshot.
@@ -459,6 +487,7 @@ public final class Collector: @unchecked Sendable {
             }
             ring.drained += UInt64(count)
             ring.drainedSincePublish += count
+            ring.drainedSinceCapture += count
             let rejected = ring.aggregator.rejected &- rejectedBefore
             if count >= Self.quarantineMinimumRecords, Double(rejected) >= Self.quarantineInvalidShare * Double(count) {
                 quarantine(ring, rejected: rejected, of: count, nowNanos: now)
@@ -580,7 +609,7 @@ public final class Collector: @unchecked Sendable {
             pending.next += 1
             // A ring let go since the snapshot began is left out.
             guard tracked[ring.consumer.name] === ring else { continue }
-            let quiet = addToSnapshot(ring, &pending.snapshot, nowNanos: now, forced: pending.forced)
+            let quiet = addToSnapshot(ring, &pending.snapshot, nowNanos: now, forced: pending.forced, capture: &pending.capture)
             pending.everyRingQuiet = pending.everyRingQuiet && quiet
             if rs_clock_precise_ns() >= deadline { break } // a ring is the unit: it may hold 4,096 series
         }
@@ -599,15 +628,19 @@ public final class Collector: @unchecked Sendable {
         stats.series = snapshot.series.count
         stats.seriesLimit = options.maxSeries
         stats.seriesLimitPerRing = options.maxSeriesPerRing
+        stats.hlogErrors = histogramCaptures == nil ? nil : hlogErrorCount.load(ordering: .relaxed)
         snapshot.collector = stats
         lastPublishCostNanos = pending.costNanos
         // Swapped, so the old snapshot (thousands of series) is freed here, not under the lock.
         published.withLock { swap(&$0, &snapshot) }
+        // After the snapshot: the log writer reads the snapshot's series to forget those gone.
+        if let capture = pending.capture { histogramCaptures?.deliver(capture) }
     }
 
     /// Adds one ring's series and figures to `snapshot`; returns whether the ring is quiet.
     /// - Parameter forced: look at the ring's cells now, quiet or not (a stop, a test stepping time).
-    private func addToSnapshot(_ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool) -> Bool {
+    private func addToSnapshot(_ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool,
+                               capture: inout HistogramCapture?) -> Bool {
         // Counters and gauges' last values come from the cells, sampled here; figures of the
         // ring from one status, so that they add up exactly. The status is read again when
         // records moved since (an idle ring's is read by `observe`, once a second).
@@ -620,7 +653,8 @@ public final class Collector: @unchecked Sendable {
         // slide) shows what it showed, and its cells and registry are looked at once a second:
         // thousands of idle rings cost little to publish.
         var added = 0, cellsChanged = false
-        let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0
+        // A capture looks at every ring with records since the last one, quiet or not.
+        let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0 && (capture == nil || ring.drainedSinceCapture == 0)
         if forced || !quiet || now &- ring.cellsSampledNanos >= Self.livenessIntervalNanos {
             // Counters write no records, so a metric registered since is found here, not by a record naming it.
             let known = ring.consumer.metrics.count
@@ -635,7 +669,9 @@ public final class Collector: @unchecked Sendable {
         } else {
             ring.aggregator.advance(toNanos: now)
             let series = ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles,
-                                              nativeSchema: options.nativeHistogramSchema, versions: &seriesVersions)
+                                              nativeSchema: options.nativeHistogramSchema, versions: &seriesVersions,
+                                              capture: &capture)
+            if capture != nil { ring.drainedSinceCapture = 0 }
             snapshot.series += series
             ring.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
         }
@@ -722,6 +758,8 @@ final class TrackedRing {
     var activitySinceStatus = false
     /// Records drained since the last publish, and the series it showed if they were all empty.
     var drainedSincePublish = 0
+    /// With `--hlog`: records drained since the last capture of its histograms.
+    var drainedSinceCapture = 0
     var quietSeries: [SeriesSnapshot]?
     /// When the cells were last sampled.
     var cellsSampledNanos: UInt64 = 0

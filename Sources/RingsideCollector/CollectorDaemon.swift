@@ -53,6 +53,17 @@ public enum CollectorDaemon {
         collector.start()
 
         var dumper = options.jsonDumpPath.map { JSONDumpWriter(path: $0, intervalNanos: options.dumpIntervalNanos) }
+        let hlog = options.hlogPath.map {
+            HistogramLogWriter(path: $0, maxBytes: options.hlogMaxBytes, startRealtimeNanos: collector.startedRealtimeNanos,
+                               program: CollectorOptions.versionLine, log: log)
+        }
+        /// --hlog: the interval the drain thread captured last, written here, off the drain thread.
+        func writeLatencyLog() {
+            guard let hlog, let capture = collector.histogramCaptures?.take() else { return }
+            hlog.write(capture, liveSeries: Set(collector.snapshot.series.lazy.map(\.id)))
+            collector.hlogErrorCount.store(hlog.errors, ordering: .relaxed)
+        }
+        if let hlog { collector.hlogErrorCount.store(hlog.errors, ordering: .relaxed) } // the open at start
         var timeout = timespec(tv_sec: 0, tv_nsec: 250_000_000)
         while true {
             let received = sigtimedwait(&signals, nil, &timeout)
@@ -64,6 +75,7 @@ public enum CollectorDaemon {
             // Returns at once when the snapshot's generation was already recorded.
             endpoints.history?.record(collector.snapshot)
             dumper?.writeIfDue(collector.snapshot, nowNanos: now, log: log)
+            writeLatencyLog()
             demo?.tick(collector.snapshot, nowNanos: now)
         }
 
@@ -71,6 +83,8 @@ public enum CollectorDaemon {
         demo?.stopBot()
         collector.stop()
         dumper?.write(collector.snapshot, log: log)
+        writeLatencyLog()
+        hlog?.close()
         demo?.removeRing()
         log("stopped")
         return 0

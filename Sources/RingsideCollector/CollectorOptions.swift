@@ -41,6 +41,12 @@ public struct CollectorOptions: Sendable, Equatable {
     /// and the series it keeps (`--history-max-series`): 2,000 series of an hour take 317 MB.
     public var historySeconds = 3600
     public var historyMaxSeries = 2_000
+    /// Where to write every histogram series' per-interval histograms in HdrHistogram's interval
+    /// log format (`--hlog`), how long an interval is (`--hlog-interval`), and the size at which
+    /// the file is renamed to `PATH.1` and a new one begun (`--hlog-max-bytes`).
+    public var hlogPath: String?
+    public var hlogIntervalNanos: UInt64 = 1_000_000_000
+    public var hlogMaxBytes: UInt64 = 256 << 20
 
     public init() {}
 
@@ -68,6 +74,11 @@ public struct CollectorOptions: Sendable, Equatable {
                              5 errs by at most 1.1 %), served in the protobuf format Prometheus asks
                              for with --enable-feature=native-histograms (it then keeps the native
                              form only: see the README for the rules and panels of that form)
+      --hlog PATH            write each histogram series' per-interval histograms to PATH in
+                             HdrHistogram's interval log format (see the README)
+      --hlog-interval DUR    the log's interval (default 1s; 100ms to 1h)
+      --hlog-max-bytes N     at this size the log is renamed PATH.1 (replacing it) and a new one
+                             begun (default 268435456: 256 MiB; 4096 at least; K, M, G suffixes)
       --max-series N         series kept in all (default 100000); metrics registered past it
                              are refused, counted, exported and logged
       --max-series-per-ring N
@@ -141,6 +152,22 @@ public struct CollectorOptions: Sendable, Equatable {
                 }
                 options.quantiles = Array(Set(options.quantiles)).sorted()
             case "--json-dump": options.jsonDumpPath = try value(for: flag)
+            case "--hlog":
+                let path = try value(for: flag)
+                guard !path.isEmpty else { throw UsageError("--hlog is empty") }
+                options.hlogPath = path
+            case "--hlog-interval":
+                let text = try value(for: flag)
+                options.hlogIntervalNanos = try parseDuration(text, flag: flag)
+                guard options.hlogIntervalNanos >= 100_000_000, options.hlogIntervalNanos <= 3_600_000_000_000 else {
+                    throw UsageError("--hlog-interval \(text): must be from 100ms to 1h")
+                }
+            case "--hlog-max-bytes":
+                let text = try value(for: flag)
+                guard let bytes = parseByteSize(text), bytes >= 4096 else {
+                    throw UsageError("--hlog-max-bytes \(text): expected a number of bytes of at least 4096 (K, M and G suffixes: 1024s)")
+                }
+                options.hlogMaxBytes = bytes
             case "--dump-interval":
                 options.dumpIntervalNanos = try parseDuration(try value(for: flag), flag: flag)
                 guard options.dumpIntervalNanos >= 100_000_000 else { throw UsageError("\(flag) must be at least 100ms") }
@@ -201,6 +228,9 @@ public struct CollectorOptions: Sendable, Equatable {
             }
         }
         options.directory = RingDirectory(directory)
+        if options.hlogPath == nil, let flag = arguments.first(where: { $0 == "--hlog-interval" || $0 == "--hlog-max-bytes" }) {
+            throw UsageError("\(flag) needs --hlog PATH")
+        }
         for rule in options.sloRules where !options.windowNanos.contains(rule.windowNanos) {
             throw UsageError("--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
                 + options.windowNanos.map(formatDuration).joined(separator: ","))
@@ -216,6 +246,20 @@ public struct CollectorOptions: Sendable, Equatable {
         for item in items { parsed.append(try parse(item)) }
         return parsed
     }
+}
+
+/// Bytes in `text`: digits, optionally followed by K, M or G (powers of 1024); nil otherwise.
+func parseByteSize(_ text: String) -> UInt64? {
+    let scales: [Character: UInt64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+    var digits = Substring(text)
+    var scale: UInt64 = 1
+    if let last = text.last, let unit = scales[last] {
+        digits = digits.dropLast()
+        scale = unit
+    }
+    guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber), let number = UInt64(digits) else { return nil }
+    let (bytes, overflow) = number.multipliedReportingOverflow(by: scale)
+    return overflow ? nil : bytes
 }
 
 /// Parses `250ms`, `5s`, `1m`, `100us`, `2h`, `500ns` into nanoseconds.

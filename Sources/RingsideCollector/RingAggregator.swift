@@ -29,6 +29,8 @@ struct RingAggregator {
         var computedSlices: [UInt64] = []
         /// The cells as last sampled: a counter's exact total, a gauge's last value, drops.
         var cells = MetricCells(total: 0, dropped: 0, lastValue: nil)
+        /// Histograms, with `--hlog`: the all-time count at the last capture.
+        var capturedCount: UInt64 = 0
     }
 
     let ring: String

@@ -16,7 +16,7 @@ extension TrackedRing {
     /// or the window slid (its slice rotated); otherwise the last ones are reused, so thousands of
     /// quiet series cost little to publish.
     func seriesSnapshots(nowNanos now: UInt64, quantiles: [Double], nativeSchema: Int?,
-                         versions: inout VersionCounter) -> [SeriesSnapshot] {
+                         versions: inout VersionCounter, capture: inout HistogramCapture?) -> [SeriesSnapshot] {
         let ring = consumer.name
         let layout = aggregator.layout
         var result: [SeriesSnapshot] = []
@@ -49,6 +49,14 @@ extension TrackedRing {
                 snapshot.cumulativeExactSum = cumulative.exactSum
                 snapshot.droppedRecords = series.cells.dropped
             }, ring: ring))
+            // --hlog: the all-time histogram of a series that recorded something since the last capture.
+            if capture != nil, case let count = aggregator.histograms[index].windows.cumulativeCount,
+               count != aggregator.histograms[index].capturedCount, let id = result.last?.id {
+                aggregator.histograms[index].capturedCount = count
+                // Shares the series' all-time histogram: its next change copies it, once per interval.
+                capture?.series[id] = HistogramCapture.Series(ring: ring, metric: aggregator.histograms[index].metric,
+                                                              cumulative: aggregator.histograms[index].windows.cumulative)
+            }
         }
         for index in aggregator.counters.indices {
             result.append(refresh(&aggregator.counters[index], layout: layout, now: now, versions: &versions,

@@ -182,6 +182,7 @@ public enum JSONExporter {
             json.field("last_pass_seconds", stats.lastPassSeconds)
             json.field("passes", Double(stats.passes))
             json.field("started_at", utcTimestamp(realtimeNanos: stats.startedRealtimeNanos))
+            if let errors = stats.hlogErrors { json.field("hlog_errors", Double(errors)) }
         }
     }
 }

@@ -223,6 +223,10 @@ public enum PrometheusExporter {
                [([], Double(stats.seriesLimitPerRing))])
         family("ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
                [([], Double(stats.startedRealtimeNanos) / 1e9)])
+        if let errors = stats.hlogErrors {
+            family("ringside_collector_hlog_errors_total", "counter", "Failed opens, writes and renames of the --hlog latency log",
+                   [([], Double(errors))])
+        }
 
         let slos = snapshot.slos
         family("ringside_slo_violated", "gauge", "1 while the SLO is broken over its window",

@@ -210,6 +210,8 @@ public struct CollectorStats: Sendable {
     public var series = 0
     public var seriesLimit = 0
     public var seriesLimitPerRing = 0
+    /// With `--hlog`: the latency log's failed opens, writes and renames; nil without it.
+    public var hlogErrors: UInt64?
 
     public init() {}
 }

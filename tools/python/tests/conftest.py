@@ -73,8 +73,8 @@ def ring_dir():
 class Collector:
     """A ringside-collector process draining one directory, and its HTTP endpoints."""
 
-    def __init__(self, binary, directory):
-        self.process = subprocess.Popen([binary, "--dir", directory, "--listen", "127.0.0.1:0", "--poll", "10ms"],
+    def __init__(self, binary, directory, *arguments):
+        self.process = subprocess.Popen([binary, "--dir", directory, "--listen", "127.0.0.1:0", "--poll", "10ms", *arguments],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.log = []
         self.address = None
