@@ -36,6 +36,10 @@ public final class Collector: @unchecked Sendable {
     private var drainedSinceCapture = 0
     /// With `--hlog`: the writer's error count (the daemon stores it), shown in each snapshot.
     let hlogErrorCount = Atomic<UInt64>(0)
+    /// With `--history`: the series the history holds and those it refused (the daemon stores
+    /// them after feeding it each snapshot), shown in the next snapshot; -1 with `--history 0`.
+    let historySeriesCount = Atomic<Int>(-1)
+    let historyRefusedCount = Atomic<Int>(-1)
 
     private let published = Mutex(Snapshot())
     private let stopRequested = Atomic<Bool>(false)
@@ -629,6 +633,9 @@ public final class Collector: @unchecked Sendable {
         stats.seriesLimit = options.maxSeries
         stats.seriesLimitPerRing = options.maxSeriesPerRing
         stats.hlogErrors = histogramCaptures == nil ? nil : hlogErrorCount.load(ordering: .relaxed)
+        let historySeries = historySeriesCount.load(ordering: .relaxed)
+        stats.history = historySeries < 0 ? nil
+            : (historySeries, historyRefusedCount.load(ordering: .relaxed), options.historyMaxSeries)
         snapshot.collector = stats
         lastPublishCostNanos = pending.costNanos
         // Swapped, so the old snapshot (thousands of series) is freed here, not under the lock.

@@ -73,7 +73,12 @@ public enum CollectorDaemon {
             }
             let now = rs_clock_precise_ns()
             // Returns at once when the snapshot's generation was already recorded.
-            endpoints.history?.record(collector.snapshot)
+            if let history = endpoints.history {
+                history.record(collector.snapshot)
+                let counts = history.counts
+                collector.historySeriesCount.store(counts.series, ordering: .relaxed)
+                collector.historyRefusedCount.store(counts.refused, ordering: .relaxed)
+            }
             dumper?.writeIfDue(collector.snapshot, nowNanos: now, log: log)
             writeLatencyLog()
             demo?.tick(collector.snapshot, nowNanos: now)

@@ -183,6 +183,10 @@ public enum JSONExporter {
             json.field("passes", Double(stats.passes))
             json.field("started_at", utcTimestamp(realtimeNanos: stats.startedRealtimeNanos))
             if let errors = stats.hlogErrors { json.field("hlog_errors", Double(errors)) }
+            if let history = stats.history {
+                json.field("history_series", Double(history.series))
+                json.field("history_series_refused", Double(history.refused))
+            }
         }
     }
 }

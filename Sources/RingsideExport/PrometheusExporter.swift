@@ -227,6 +227,15 @@ public enum PrometheusExporter {
             family("ringside_collector_hlog_errors_total", "counter", "Failed opens, writes and renames of the --hlog latency log",
                    [([], Double(errors))])
         }
+        if let history = stats.history {
+            family("ringside_collector_history_series", "gauge", "Series the per-second history (/api/history) holds",
+                   [([], Double(history.series))])
+            family("ringside_collector_history_series_limit", "gauge", "Series the history holds at most (--history-max-series)",
+                   [([], Double(history.limit))])
+            family("ringside_collector_history_series_refused", "gauge",
+                   "Series of the last snapshot the history refused: it holds --history-max-series, none gone",
+                   [([], Double(history.refused))])
+        }
 
         let slos = snapshot.slos
         family("ringside_slo_violated", "gauge", "1 while the SLO is broken over its window",

@@ -212,6 +212,9 @@ public struct CollectorStats: Sendable {
     public var seriesLimitPerRing = 0
     /// With `--hlog`: the latency log's failed opens, writes and renames; nil without it.
     public var hlogErrors: UInt64?
+    /// With `--history`: the series its per-second history holds, those of the last snapshot it
+    /// refused for want of room, and its cap (`--history-max-series`); nil with `--history 0`.
+    public var history: (series: Int, refused: Int, limit: Int)?
 
     public init() {}
 }

@@ -119,7 +119,7 @@ struct HistoryProcessTests {
         }
     }
 
-    @Test("--history-max-series: series past the cap are refused and counted in the answer")
+    @Test("--history-max-series: series past the cap are refused and counted in the answer and in /metrics")
     func cap() throws {
         try withRingDirectory { directory in
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--history-max-series", "1"])
@@ -136,6 +136,13 @@ struct HistoryProcessTests {
             }
             #expect(answer?["series_total"] as? Int == 1 && answer?["series_cap"] as? Int == 1)
             #expect(seriesList(answer).count == 1)
+            // And where an operator alerts: /metrics.
+            let metrics = try eventually(seconds: 30) { () -> String? in
+                let body = try httpGet(port: port, path: "/metrics").body
+                return body.contains("ringside_collector_history_series_refused 2\n") ? body : nil
+            }
+            #expect(metrics?.contains("ringside_collector_history_series 1\n") == true)
+            #expect(metrics?.contains("ringside_collector_history_series_limit 1\n") == true)
         }
     }
 }
