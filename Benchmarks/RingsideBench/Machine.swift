@@ -5,7 +5,7 @@ import Glibc
 import RingsideJSON
 #endif
 
-/// The machine a run happened on, as the README's table names it.
+/// The machine a run happened on, as docs/benchmarks.md's tables name it.
 public struct Machine: Sendable, Equatable {
     /// `/proc/cpuinfo`'s model name.
     public var cpu: String

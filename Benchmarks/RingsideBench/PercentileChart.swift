@@ -5,7 +5,7 @@ import RingsideJSON
 
 /// An SVG chart of latency percentile curves: x is the percentile on a "nines" scale
 /// (-log10(1 - p): 90 %, 99 %, 99.9 % evenly spaced), y is ns per call on a log scale; one line
-/// per row. Self-contained (no scripts, no external fonts), for the README.
+/// per row. Self-contained (no scripts, no external fonts), for docs/benchmarks.md.
 public struct PercentileChart {
     public var title: String
     public var subtitle: String

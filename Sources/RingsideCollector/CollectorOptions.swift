@@ -73,9 +73,9 @@ public struct CollectorOptions: Sendable, Equatable {
                              histograms also carry Prometheus native buckets of SCHEMA (-4 to 8;
                              5 errs by at most 1.1 %), served in the protobuf format Prometheus asks
                              for with --enable-feature=native-histograms (it then keeps the native
-                             form only: see the README for the rules and panels of that form)
+                             form only: docs/operations.md has the rules and panels for it)
       --hlog PATH            write each histogram series' per-interval histograms to PATH in
-                             HdrHistogram's interval log format (see the README)
+                             HdrHistogram's interval log format (see docs/collector.md)
       --hlog-interval DUR    the log's interval (default 1s; 100ms to 1h)
       --hlog-max-bytes N     at this size the log is renamed PATH.1 (replacing it) and a new one
                              begun (default 268435456: 256 MiB; 4096 at least; K, M, G suffixes)

@@ -448,7 +448,7 @@ public struct HistoryAnswer: Sendable {
         }
     }
 
-    /// The answer as JSON (see the README's History section).
+    /// The answer as JSON (see docs/collector.md's History section).
     public var json: [UInt8] {
         let json = JSONWriter()
         json.object {

@@ -4,7 +4,8 @@
 # resident memory, its CPU use over the interval, and the rings' written, dropped and drained
 # totals, so a leak or a slow drift shows as a trend. Not run in CI.
 #
-#   swift build -c release --product ringside-collector --product ringside-test-producer
+#   swift build -c release --product ringside-collector      # one --product a call: SwiftPM
+#   swift build -c release --product ringside-test-producer  # builds only the last of several
 #   tools/soak/soak.sh [--duration SECS] [--interval SECS] [--producers N] [--capacity RECORDS]
 #                      [--rate RECORDS_PER_SEC] [--csv FILE] [--bin DIR]
 #
@@ -26,7 +27,7 @@ while [[ $# -gt 0 ]]; do
         --rate) rate="$2"; shift 2 ;;
         --csv) csv="$2"; shift 2 ;;
         --bin) bin="$2"; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "soak.sh: unknown argument $1 (--help)" >&2; exit 2 ;;
     esac
 done
