@@ -75,7 +75,7 @@ public final class CollectorEndpoints: Sendable {
             guard acceptsGzip(request.header("Accept-Encoding")) else {
                 return HTTPResponse(contentType: JSONExporter.contentType, body: body, headers: [HTTPHeader("Vary", "Accept-Encoding")])
             }
-            return HTTPResponse(contentType: JSONExporter.contentType, body: Gzip.compress(body),
+            return HTTPResponse(contentType: JSONExporter.contentType, body: Zlib.compress(body, .gzip),
                                 headers: [HTTPHeader("Content-Encoding", "gzip"), HTTPHeader("Vary", "Accept-Encoding")])
         case "/":
             return compressible(request, contentType: LivePage.contentType, key: "live page") { _ in LivePage.bytes }
@@ -92,7 +92,7 @@ public final class CollectorEndpoints: Sendable {
         guard acceptsGzip(request.header("Accept-Encoding")) else {
             return HTTPResponse(contentType: contentType, body: cached(key, render), headers: [vary])
         }
-        let body = cached(key + " gzip") { _ in Gzip.compress(cached(key, render)) }
+        let body = cached(key + " gzip") { _ in Zlib.compress(cached(key, render), .gzip) }
         return HTTPResponse(contentType: contentType, body: body, headers: [HTTPHeader("Content-Encoding", "gzip"), vary])
     }
 

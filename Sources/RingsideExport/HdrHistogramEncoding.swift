@@ -91,7 +91,7 @@ public enum HdrHistogramEncoding {
     /// The compressed form: cookie, length, then the encoding in zlib's format (RFC 1950: a
     /// header and an Adler-32 trailer around DEFLATE data), as HdrHistogram's libraries write it.
     public static func compressed(_ histogram: Histogram) -> [UInt8] {
-        let deflated = zlibCompress(encode(histogram))
+        let deflated = Zlib.compress(encode(histogram), .zlib, level: 9) // the best, as HdrHistogram's Java writer uses
         var bytes: [UInt8] = []
         bytes.reserveCapacity(8 + deflated.count)
         appendBigEndian(UInt64(compressionCookie), bytes: 4, to: &bytes)
@@ -125,7 +125,7 @@ public enum HdrHistogramEncoding {
         guard let bytes = Base64.decode(text), bytes.count >= 8 else { return nil }
         guard readBigEndian(bytes, at: 0, bytes: 4) & ~0xf0 == UInt64(compressionCookie & ~0xf0),
               readBigEndian(bytes, at: 4, bytes: 4) == UInt64(bytes.count - 8),
-              let inflated = zlibDecompress(Array(bytes[8...])) else { return nil }
+              let inflated = Zlib.decompress(Array(bytes[8...]), .zlib) else { return nil }
         return decode(inflated)
     }
 
@@ -198,40 +198,6 @@ public enum HdrHistogramEncoding {
         var value: UInt64 = 0
         for offset in 0 ..< count { value = value << 8 | UInt64(bytes[position + offset]) }
         return value
-    }
-
-    /// zlib's format (windowBits 15), at the best compression as HdrHistogram's Java writer uses.
-    static func zlibCompress(_ bytes: [UInt8]) -> [UInt8] {
-        var length = compressBound(uLong(bytes.count))
-        var output = [UInt8](repeating: 0, count: Int(length))
-        let status = compress2(&output, &length, bytes, uLong(bytes.count), Z_BEST_COMPRESSION)
-        precondition(status == Z_OK, "zlib's compress2 failed: \(status)") // only on no memory
-        output.removeSubrange(Int(length)...)
-        return output
-    }
-
-    static func zlibDecompress(_ bytes: [UInt8]) -> [UInt8]? {
-        var stream = z_stream()
-        guard inflateInit_(&stream, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }
-        defer { inflateEnd(&stream) }
-        var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        return bytes.withUnsafeBufferPointer { input -> [UInt8]? in
-            stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
-            stream.avail_in = uInt(input.count)
-            while true {
-                let (status, produced) = chunk.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
-                    stream.next_out = out.baseAddress
-                    stream.avail_out = uInt(out.count)
-                    let status = inflate(&stream, Z_NO_FLUSH)
-                    return (status, out.count - Int(stream.avail_out))
-                }
-                result += chunk[..<produced]
-                if status == Z_STREAM_END { return result }
-                if status != Z_OK { return nil }
-                if stream.avail_in == 0 && produced == 0 { return nil }
-            }
-        }
     }
 }
 

@@ -1,12 +1,19 @@
 import CZlib
 
-/// gzip (RFC 1952) with the system's zlib, for responses to `Accept-Encoding: gzip`.
-public enum Gzip {
-    /// `bytes` compressed into one gzip member. Level 1 to 9; the default, 6, is zlib's.
-    public static func compress(_ bytes: [UInt8], level: Int32 = 6) -> [UInt8] {
+/// Deflate with the system's zlib, in its two containers: gzip (RFC 1952) for responses to
+/// `Accept-Encoding: gzip`, zlib (RFC 1950) for HdrHistogram's compressed histograms.
+public enum Zlib {
+    public enum Container {
+        case gzip, zlib
+
+        /// zlib's windowBits: 15 (a 32 KB window) in the zlib container; 16 more asks for gzip's.
+        var windowBits: Int32 { self == .gzip ? 15 + 16 : 15 }
+    }
+
+    /// `bytes` compressed into one stream of `container`. Level 1 to 9; the default, 6, is zlib's.
+    public static func compress(_ bytes: [UInt8], _ container: Container, level: Int32 = 6) -> [UInt8] {
         var stream = z_stream()
-        // windowBits 15 + 16: a gzip header and trailer around the deflate data.
-        let started = deflateInit2_(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY,
+        let started = deflateInit2_(&stream, level, Z_DEFLATED, container.windowBits, 8, Z_DEFAULT_STRATEGY,
                                     ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
         precondition(started == Z_OK, "zlib's deflateInit2 failed: \(started)") // only on no memory
         defer { deflateEnd(&stream) }
@@ -27,10 +34,12 @@ public enum Gzip {
         return output
     }
 
-    /// The bytes of a gzip stream, or nil when it is not one (for tests and tools).
-    public static func decompress(_ bytes: [UInt8]) -> [UInt8]? {
+    /// The bytes of a stream of `container`, or nil when it is not one or is cut short.
+    public static func decompress(_ bytes: [UInt8], _ container: Container) -> [UInt8]? {
         var stream = z_stream()
-        guard inflateInit2_(&stream, 15 + 16, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { return nil }
+        guard inflateInit2_(&stream, container.windowBits, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
+            return nil
+        }
         defer { inflateEnd(&stream) }
         var result: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)

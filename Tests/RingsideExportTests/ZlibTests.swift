@@ -1,0 +1,36 @@
+import RingsideExport
+import Testing
+
+@Suite("deflate with the system's zlib, in the gzip and zlib containers")
+struct ZlibTests {
+    @Test("what is compressed comes back byte for byte, as one gzip member much smaller than a page of text")
+    func roundTrip() throws {
+        let line = Array("order_fill_latency_seconds_bucket{ring=\"demo-bot\",symbol=\"AAPL\",le=\"0.0001\"} 12345\n".utf8)
+        let page = (0..<2000).flatMap { index in line + Array(String(index).utf8) }
+        let compressed = Zlib.compress(page, .gzip)
+        #expect(compressed.prefix(3) == [0x1F, 0x8B, 0x08], "a gzip header, deflate")
+        #expect(compressed.count * 5 < page.count)
+        #expect(Zlib.decompress(compressed, .gzip) == page)
+        #expect(Zlib.decompress(Zlib.compress([], .gzip), .gzip) == [])
+    }
+
+    @Test("a damaged or truncated stream is refused, not misread")
+    func damaged() {
+        let compressed = Zlib.compress(Array(repeating: 7, count: 10_000), .gzip)
+        #expect(Zlib.decompress(Array(compressed.dropLast(4)), .gzip) == nil)
+        var flipped = compressed
+        flipped[flipped.count / 2] ^= 0xFF
+        #expect(Zlib.decompress(flipped, .gzip) == nil)
+        #expect(Zlib.decompress([1, 2, 3], .gzip) == nil)
+    }
+
+    @Test("the zlib container (HdrHistogram's) round-trips too, and neither container is read as the other")
+    func zlibContainer() {
+        let bytes = Array((0..<5000).map { UInt8(truncatingIfNeeded: $0 % 251) })
+        let compressed = Zlib.compress(bytes, .zlib, level: 9)
+        #expect(compressed.first == 0x78, "a zlib header: deflate with a 32 KB window")
+        #expect(Zlib.decompress(compressed, .zlib) == bytes)
+        #expect(Zlib.decompress(compressed, .gzip) == nil)
+        #expect(Zlib.decompress(Zlib.compress(bytes, .gzip), .zlib) == nil)
+    }
+}
