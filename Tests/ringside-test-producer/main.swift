@@ -19,6 +19,8 @@
 //       Each record's value is its cursor + 1, so values count 1, 2, 3 ... across producers that
 //       re-attach the ring. Prints "attempts A written W dropped D faults F": calls made, what
 //       the ring's own counters moved by, and SIGBUS faults the guard absorbed in this process.
+//   ringside-test-producer first-bot
+//       runs the README's first Swift bot (FirstBot.swift) in $RINGSIDE_DIR, and exits.
 //   ringside-test-producer kit --dir DIR --ring NAME --count N [--start S] [--step T] [--per-second R]
 //       records histogram order_fill_latency (ns) = S, S+T, ... (N values), prints "ready PID",
 //       then counts "orders" R times a second and sets "gross_exposure" until killed.
@@ -65,6 +67,10 @@ func fail(_ message: String) -> Never {
 }
 
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments == ["first-bot"] {
+    do { try firstBot() } catch { fail("\(error)") }
+    exit(0)
+}
 guard let mode = arguments.first, ["sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
                                    "threads", "short-threads", "short-threads-joined", "tasks", "fork",
                                    "fork-warm", "lanes"].contains(mode) else {

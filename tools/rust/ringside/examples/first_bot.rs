@@ -1,19 +1,17 @@
-//! A first bot: `RINGSIDE_DIR=/tmp/x cargo run --example first_bot`, with a collector reading
-//! the same directory.
+//! The README's first Rust bot, line for line inside `main` (the Swift suite's FirstBotTests checks
+//! that, runs it and reads what it writes to `$RINGSIDE_DIR`).
 use ringside::{Bot, Unit};
-use std::time::Duration;
+
+fn send_order() {
+    std::thread::sleep(std::time::Duration::from_millis(1));
+}
 
 fn main() -> Result<(), ringside::Error> {
-    let bot = Bot::attach("rs-first-bot")?;
-    let fill = bot.metric("order_fill_latency").label("symbol", "AAPL").help("Order to fill").histogram(Unit::Microseconds)?;
-    let orders = bot.counter("orders", &[("side", "buy")])?;
-    let exposure = bot.gauge("gross_exposure", Unit::None, &[])?;
-    for i in 0..100u64 {
-        let _span = fill.span(); // records the time to the end of this block, in microseconds
-        std::thread::sleep(Duration::from_millis(10));
-        orders.increment(1);
-        exposure.set(1.25e6 + i as f64);
-    }
-    println!("wrote to {}", bot.path().map_or("(disabled)".into(), |p| p.display().to_string()));
+    let bot = Bot::attach("rs-bot")?;                // /dev/shm/ringside.rs-bot
+    let fill = bot.histogram("order_fill_latency", Unit::Microseconds, &[("symbol", "AAPL")])?;
+    let orders = bot.counter("orders", &[])?;
+    fill.record(42);                                 // any thread: handles are Clone + Send + Sync
+    { let _span = fill.span(); send_order(); }       // the scope's time, on drop
+    orders.increment(1);
     Ok(())
 }

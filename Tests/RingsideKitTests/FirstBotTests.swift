@@ -1,0 +1,112 @@
+import CRingside
+import Foundation
+import Ringside
+import RingsideTestSupport
+import Testing
+
+/// The README's "Your first bot" in each language: the block a newcomer copies is the code a
+/// program here runs (its lines, in order, in that program), and what it writes is what the
+/// README says.
+@Suite("the README's first bots run as written")
+struct FirstBotTests {
+    /// The fenced blocks of `language` in the README's "Your first bot" section.
+    static func readmeBlocks(_ language: String) throws -> [[String]] {
+        let readme = try String(contentsOfFile: kitFile("README.md"), encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "\n## Your first bot\n").dropFirst().first)
+            .components(separatedBy: "\n## ").first ?? ""
+        return section.components(separatedBy: "```\(language)\n").dropFirst().map { rest in
+            rest.components(separatedBy: "\n```")[0].components(separatedBy: "\n")
+        }
+    }
+
+    /// Checks that every line of `block` (trimmed; blank lines and imports aside) stands in
+    /// `file`, in the same order.
+    static func expectProgram(_ file: String, runs block: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let program = try String(contentsOfFile: kitFile(file), encoding: .utf8).components(separatedBy: "\n")
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        var next = program.startIndex
+        for line in block.map({ $0.trimmingCharacters(in: .whitespaces) })
+        where !line.isEmpty && !line.hasPrefix("import Ringside") {
+            guard let found = program[next...].firstIndex(of: line) else {
+                Issue.record("\(file) does not run the README's line `\(line)` (or not in its order)", sourceLocation: sourceLocation)
+                return
+            }
+            next = found + 1
+        }
+    }
+
+    /// The one histogram series' values and the counter's total of a bot the program wrote.
+    static func written(_ name: String, in directory: RingDirectory) throws -> (fills: [UInt64], spans: Int, orders: UInt64) {
+        let (metrics, lanes, cells) = try drainAll(name, directory: directory)
+        let fill = try #require(metrics.first { $0.name == "order_fill_latency" })
+        #expect(fill.labels.map { "\($0.key)=\($0.value)" } == ["symbol=AAPL"])
+        let records = lanes.values.joined().filter { $0.metric == fill.index }
+        let spans = records.filter { $0.flags & UInt8(RS_FLAG_SPAN) != 0 }.count
+        return (records.filter { $0.flags & UInt8(RS_FLAG_SPAN) == 0 }.map(\.value), spans, cells["orders"]?.total ?? 0)
+    }
+
+    @Test("Swift: the block is ringside-test-producer's first-bot, which writes its record, span, count and gauge")
+    func swift() throws {
+        let block = try #require(Self.readmeBlocks("swift").dropFirst().first, "the README's second swift block is the bot")
+        try Self.expectProgram("Tests/ringside-test-producer/FirstBot.swift", runs: block)
+        try withRingDirectory { directory in
+            let ran = try run(try builtExecutable("ringside-test-producer"), ["first-bot"],
+                              environment: ["RINGSIDE_DIR": directory.path])
+            try #require(ran.status == 0, "first-bot failed:\n\(ran.output)")
+            let (fills, spans, orders) = try Self.written("bot-a", in: directory)
+            #expect(fills == [1234] && spans == 1 && orders == 1)
+            let consumer = try RingConsumer("bot-a", directory: directory)
+            let exposure = try #require(consumer.metrics.first { $0.name == "gross_exposure" })
+            #expect(consumer.cells(of: exposure).lastValue == 1.25e6)
+        }
+    }
+
+    @Test("C: the block is Tests/fixtures/first_bot.c, which records 42 us and counts one order")
+    func c() throws {
+        let block = try #require(Self.readmeBlocks("c").first)
+        try Self.expectProgram("Tests/fixtures/first_bot.c", runs: block)
+        guard let cc = try requiredSystemTool("cc") else { return }
+        let build = try TemporaryDirectory("ringside-first-bot")
+        defer { build.remove() }
+        let executable = build.path + "/first_bot"
+        let compiled = try run(cc, ["-std=gnu11", "-Wall", "-Werror", "-pthread", "-I", kitFile("Sources/CRingside/include"),
+                                    kitFile("Tests/fixtures/first_bot.c"), kitFile("Sources/CRingside/ringside_producer.c"),
+                                    kitFile("Sources/CRingside/ringside.c"), "-o", executable])
+        try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
+        try withRingDirectory { directory in
+            let ran = try run(executable, [], environment: ["RINGSIDE_DIR": directory.path])
+            try #require(ran.status == 0, "first_bot failed:\n\(ran.output)")
+            let (fills, spans, orders) = try Self.written("bot-c", in: directory)
+            #expect(fills == [42] && spans == 0 && orders == 1)
+        }
+    }
+
+    @Test("Python: the block is Tests/fixtures/first_bot.py, which observes 1,200,000 ns, a span and an order")
+    func python() throws {
+        let block = try #require(Self.readmeBlocks("python").first)
+        try Self.expectProgram("Tests/fixtures/first_bot.py", runs: block)
+        guard let python = try requiredSystemTool("python3") else { return }
+        try withRingDirectory { directory in
+            let ran = try run(python, [kitFile("Tests/fixtures/first_bot.py"), kitFile("tools/python")],
+                              environment: ["RINGSIDE_DIR": directory.path, "PYTHONDONTWRITEBYTECODE": "1"])
+            try #require(ran.status == 0, "first_bot.py failed:\n\(ran.output)")
+            let (fills, spans, orders) = try Self.written("py-bot", in: directory)
+            #expect(fills == [1_200_000] && spans == 1 && orders == 1)
+        }
+    }
+
+    @Test("Rust: the block is the crate's example first_bot, which records 42 us, a span and an order")
+    func rust() throws {
+        let block = try #require(Self.readmeBlocks("rust").first)
+        try Self.expectProgram("tools/rust/ringside/examples/first_bot.rs", runs: block)
+        guard let cargo = try requiredSystemTool("cargo") else { return }
+        try withRingDirectory { directory in
+            let ran = try run(cargo, ["run", "--quiet", "--offline", "--example", "first_bot",
+                                      "--manifest-path", kitFile("tools/rust/ringside/Cargo.toml")],
+                              environment: ["RINGSIDE_DIR": directory.path], timeoutSeconds: 300)
+            try #require(ran.status == 0, "cargo run --example first_bot failed:\n\(ran.output)")
+            let (fills, spans, orders) = try Self.written("rs-bot", in: directory)
+            #expect(fills == [42] && spans == 1 && orders == 1)
+        }
+    }
+}
