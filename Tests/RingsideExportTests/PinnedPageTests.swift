@@ -1,0 +1,145 @@
+import Foundation
+import Ringside
+import RingsideAggregation
+@testable import RingsideExport
+import Testing
+
+/// A fixed snapshot: histograms of every unit (one sampled), counters and gauges on two rings,
+/// with a ring and an SLO, as the collector would publish them.
+private func pinnedSnapshot() -> Snapshot {
+    var snapshot = Snapshot()
+    snapshot.generation = 7
+    snapshot.windowNanos = [1_000_000_000, 5_000_000_000, 60_000_000_000]
+    snapshot.quantiles = [0.5, 0.9, 0.99, 0.999]
+    var random: UInt64 = 0x9E37_79B9_7F4A_7C15
+    func next() -> UInt64 {
+        random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return random >> 33
+    }
+    func series(_ index: Int, _ name: String, _ kind: MetricKind, _ unit: MetricUnit, ring: String, labels: String,
+                sampleEvery: UInt32 = 1) -> SeriesSnapshot {
+        let metric = MetricDescriptor(index: UInt32(index), name: name, kind: kind, unit: unit, encodedLabels: labels,
+                                      help: "help of \(name)", sampleEvery: sampleEvery)
+        var series = SeriesSnapshot(ring: ring, metric: metric, id: UInt64(index + 1), windows: [])
+        for window in 0..<3 {
+            var stats = WindowStats()
+            stats.count = next() % 1_000 + UInt64(window)
+            stats.sum = Double(next())
+            stats.max = next()
+            stats.quantileValues = (0..<4).map { _ in next() % 100_000 }
+            stats.rate = Double(next() % 10_000) / 7
+            stats.increase = Double(next() % 1_000)
+            stats.gaugeMin = window == 2 ? nil : Double(next() % 100) - 50.25
+            stats.gaugeMax = window == 2 ? nil : Double(next() % 100) + 0.5
+            series.windows.append(stats)
+        }
+        return series
+    }
+    let histograms: [(String, MetricUnit, UInt64, UInt32)] = [
+        ("fill_latency", .nanoseconds, 5_000_000, 1), ("tick_to_trade", .microseconds, 50_000, 4),
+        ("batch_time", .milliseconds, 20_000, 1), ("job_time", .seconds, 100, 1),
+        ("message_size", .bytes, 1 << 20, 1), ("book_depth", .none, 3_000, 1),
+    ]
+    for (number, (name, unit, range, sampleEvery)) in histograms.enumerated() {
+        var latency = series(snapshot.series.count, name, .histogram, unit, ring: number % 2 == 0 ? "bot-a" : "bot-b",
+                             labels: "symbol=S\(number)", sampleEvery: sampleEvery)
+        var histogram = Histogram()
+        for _ in 0..<2_000 { histogram.record(next() % range, count: UInt64(sampleEvery)) }
+        histogram.record(0)
+        latency.setCumulative(histogram)
+        latency.droppedRecords = UInt64(number)
+        snapshot.series.append(latency)
+    }
+    var orders = series(snapshot.series.count, "orders", .counter, .none, ring: "bot-a", labels: "side=buy")
+    orders.cumulativeSum = 123_456
+    orders.cumulativeExactSum = 123_456
+    snapshot.series.append(orders)
+    var busy = series(snapshot.series.count, "busy_time", .counter, .nanoseconds, ring: "bot-b", labels: "")
+    busy.cumulativeSum = 9_876_543_210
+    busy.cumulativeExactSum = 9_876_543_210
+    snapshot.series.append(busy)
+    var exposure = series(snapshot.series.count, "gross_exposure", .gauge, .none, ring: "bot-a", labels: "desk=x\ny=\"q\"")
+    exposure.lastValue = 1_353_991.5
+    snapshot.series.append(exposure)
+    snapshot.series.append(series(snapshot.series.count, "idle_gauge", .gauge, .milliseconds, ring: "bot-b", labels: ""))
+    var ring = RingSnapshot(name: "bot-a", state: .live)
+    ring.producerPID = 4_242
+    ring.capacity = 4_096
+    ring.recordsTotal = 10_000
+    ring.consumedTotal = 9_990
+    ring.backlog = 10
+    ring.lanes = [LaneSnapshot(index: 0, state: .active, threadID: 4_243, backlog: 10, recordsTotal: 10_000,
+                               consumedTotal: 9_990, droppedTotal: 0, heartbeatAgeSeconds: 0.25)]
+    snapshot.rings = [ring, RingSnapshot(name: "bot-c", state: .skipped, problem: "owned by uid 1001")]
+    snapshot.slos = [SLOSnapshot(rule: "fill_latency:p99<100us@1m", statistic: "p99", window: "1m", violated: true,
+                                 violations: 2, compliance: 0.97, observed: 150_000, threshold: 100_000, events: 2_001,
+                                 matchingSeries: 1)]
+    return snapshot
+}
+
+extension SeriesSnapshot {
+    /// What the drain thread computed from a histogram series' all-time histogram.
+    fileprivate mutating func setCumulative(_ histogram: Histogram) {
+        cumulativeBuckets = histogram.cumulativeCounts(atUpperBounds: ExportBuckets.upperBounds(for: metric.unit))
+        let nanosPerUnit = metric.unit.nanoseconds
+        nativeBuckets = NativeBuckets(histogram, schema: 3, baseUnitsPerValue: nanosPerUnit.map { Double($0) / 1e9 } ?? 1)
+        cumulativeCount = histogram.count
+        cumulativeSum = histogram.sum
+        cumulativeExactSum = histogram.exactSum
+    }
+}
+
+/// The fixture's path: `Tests/fixtures/pinned-metrics.<suffix>`.
+private func fixture(_ suffix: String) -> URL {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("fixtures/pinned-metrics.\(suffix)")
+}
+
+/// The page with the build's revision (it changes with every commit) replaced by `REVISION`.
+private func withoutRevision(_ page: [UInt8]) -> String {
+    String(decoding: page, as: UTF8.self)
+        .replacing(/revision="[^"]*"/, with: "revision=\"REVISION\"")
+}
+
+/// The protobuf page less `ringside_build_info`'s family (its revision changes with every commit), as hex.
+private func protobufWithoutBuildInfo(_ page: [UInt8]) -> String {
+    var kept: [UInt8] = []
+    var offset = 0
+    while offset < page.count {
+        var length = 0, shift = 0, at = offset
+        while true {
+            let byte = page[at]
+            length |= Int(byte & 0x7F) << shift
+            at += 1
+            shift += 7
+            if byte < 0x80 { break }
+        }
+        let message = page[offset..<(at + length)]
+        if !String(decoding: message, as: UTF8.self).contains("ringside_build_info") { kept += message }
+        offset = at + length
+    }
+    return stride(from: 0, to: kept.count, by: 64).map { start in
+        kept[start..<min(start + 64, kept.count)].map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+            .joined()
+    }.joined(separator: "\n") + "\n"
+}
+
+/// Set RINGSIDE_WRITE_PINNED=1 to write the fixtures from what renders now (then review the diff).
+@Suite("/metrics pinned: a fixed snapshot renders the same bytes in every format")
+struct PinnedPageTests {
+    @Test("text, OpenMetrics and protobuf (native buckets) pages of a fixed snapshot equal the fixtures byte for byte",
+          arguments: [ExpositionFormat.text, .openMetrics, .protobuf])
+    func pinned(format: ExpositionFormat) throws {
+        let page = PrometheusRenderer().render(pinnedSnapshot(), format: format)
+        let (rendered, suffix) = switch format {
+        case .text: (withoutRevision(page), "txt")
+        case .openMetrics: (withoutRevision(page), "openmetrics.txt")
+        case .protobuf: (protobufWithoutBuildInfo(page), "protobuf.hex")
+        }
+        if ProcessInfo.processInfo.environment["RINGSIDE_WRITE_PINNED"] == "1" {
+            try rendered.write(to: fixture(suffix), atomically: true, encoding: .utf8)
+        }
+        let expected = try String(contentsOf: fixture(suffix), encoding: .utf8)
+        #expect(rendered == expected, "the \(format) page differs from Tests/fixtures/pinned-metrics.\(suffix)")
+    }
+}
