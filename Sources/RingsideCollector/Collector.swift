@@ -410,13 +410,14 @@ public final class Collector: @unchecked Sendable {
         do {
             let consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
             let ring = TrackedRing(consumer: consumer, aggregator: RingAggregator(ring: name, layout: layout))
-            addSeries(consumer.metrics, to: ring)
+            ring.aggregator.add(consumer.metrics) { seriesAllowance(for: ring, holding: $0) }
+            sayRefusedSeries(of: ring)
             let status = try consumer.status()
             // Counters made before this collector started (it restarted, say) count in totals
             // but not in its windows, where they would show as a burst; a bot created since is
             // seen whole.
-            ring.aggregator.sample(consumer.cells(of:), nowNanos: now,
-                                   isBaseline: status.createdRealtimeNanos < stats.startedRealtimeNanos)
+            ring.aggregator.sampleCells(of: consumer, nowNanos: now,
+                                        isBaseline: status.createdRealtimeNanos < stats.startedRealtimeNanos)
             ring.status = status
             ring.producerAlive = status.producerAlive
             ring.lastObservedNanos = now
@@ -472,23 +473,10 @@ public final class Collector: @unchecked Sendable {
         let rejectedBefore = ring.aggregator.rejected
         let limitPerLane = max(1_024, Self.passRecordLimit / max(1, ring.consumer.laneCount))
         do {
-            let count = try ring.consumer.drain(limitPerLane: min(limitPerLane, Int(ring.consumer.capacity))) { records, first, lane in
-                ring.counted(records.count, lane: lane)
-                var offset = 0
-                while offset < records.count {
-                    let rest = UnsafeBufferPointer(rebasing: records[offset...])
-                    offset += ring.aggregator.consume(rest, firstCursor: first + UInt64(offset), nowNanos: now)
-                    guard offset < records.count else { break }
-                    // A metric registered after the last look: read the registry again.
-                    let known = ring.consumer.metrics.count
-                    if (try? ring.consumer.refreshMetrics()) ?? 0 > 0 {
-                        addSeries(Array(ring.consumer.metrics[known...]), to: ring)
-                    } else {
-                        ring.aggregator.reject()
-                        offset += 1
-                    }
-                }
-            }
+            let count = try ring.aggregator.drain(ring.consumer, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
+                                                  nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
+                                                  counted: { ring.counted($0, lane: $1) })
+            sayRefusedSeries(of: ring)
             ring.drained += UInt64(count)
             ring.drainedSincePublish += count
             ring.drainedSinceCapture += count
@@ -506,17 +494,18 @@ public final class Collector: @unchecked Sendable {
         }
     }
 
-    /// Gives `metrics` their series in `ring`, as far as the caps allow (`--max-series-per-ring`
-    /// for the ring, `--max-series` for the collector); the rest are refused, counted, exported,
-    /// and said once per ring in the log.
-    private func addSeries(_ metrics: [MetricDescriptor], to ring: TrackedRing) {
-        // The ring itself counted once, whether it is tracked yet (a refresh) or not (at attach).
+    /// How many more series `ring`, holding `held`, may have: `--max-series-per-ring` for the
+    /// ring, `--max-series` for the collector. Metrics past it are refused, counted and exported.
+    private func seriesAllowance(for ring: TrackedRing, holding held: Int) -> Int {
+        // The ring itself counted once, whether it is tracked yet (a refresh) or not (at attach);
+        // its aggregator is not read here: the caller may be mutating it.
         let others = tracked.ordered.reduce(0) { $1 === ring ? $0 : $0 + $1.aggregator.seriesCount }
-        let total = others + ring.aggregator.seriesCount
-        let allowance = max(0, min(options.maxSeriesPerRing - ring.aggregator.seriesCount, options.maxSeries - total))
-        let refusedBefore = ring.aggregator.refusedSeries
-        ring.aggregator.add(metrics, admitting: allowance)
-        guard ring.aggregator.refusedSeries > refusedBefore, !ring.saidSeriesRefused, let first = ring.aggregator.firstRefused else { return }
+        return max(0, min(options.maxSeriesPerRing - held, options.maxSeries - others - held))
+    }
+
+    /// Says once per ring in the log that a series cap refused some of its metrics.
+    private func sayRefusedSeries(of ring: TrackedRing) {
+        guard ring.aggregator.refusedSeries > 0, !ring.saidSeriesRefused, let first = ring.aggregator.firstRefused else { return }
         ring.saidSeriesRefused = true
         let perRing = ring.aggregator.seriesCount >= options.maxSeriesPerRing
         let cap = perRing ? "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
@@ -664,20 +653,18 @@ public final class Collector: @unchecked Sendable {
         let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0 && (capture == nil || ring.drainedSinceCapture == 0)
         if forced || !quiet || now &- ring.cellsSampledNanos >= Self.livenessIntervalNanos {
             // Counters write no records, so a metric registered since is found here, not by a record naming it.
-            let known = ring.consumer.metrics.count
-            added = (try? ring.consumer.refreshMetrics()) ?? 0
-            if added > 0 { addSeries(Array(ring.consumer.metrics[known...]), to: ring) }
-            cellsChanged = ring.aggregator.sample(ring.consumer.cells(of:), nowNanos: now)
+            added = ring.aggregator.refreshMetrics(of: ring.consumer) { seriesAllowance(for: ring, holding: $0) }
+            sayRefusedSeries(of: ring)
+            cellsChanged = ring.aggregator.sampleCells(of: ring.consumer, nowNanos: now)
             ring.cellsSampledNanos = now
             if cellsChanged { ring.activitySinceStatus = true }
         }
         if quiet, let series = ring.quietSeries, added == 0, !cellsChanged {
             snapshot.series += series
         } else {
-            ring.aggregator.advance(toNanos: now)
-            let series = ring.seriesSnapshots(nowNanos: now, quantiles: options.quantiles,
-                                              nativeSchema: options.nativeHistogramSchema, versions: &seriesVersions,
-                                              capture: &capture)
+            let series = ring.aggregator.snapshots(nowNanos: now, quantiles: options.quantiles,
+                                                   nativeSchema: options.nativeHistogramSchema,
+                                                   versions: &seriesVersions, capture: &capture)
             if capture != nil { ring.drainedSinceCapture = 0 }
             snapshot.series += series
             ring.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil

@@ -2,23 +2,26 @@ import RingsideExport
 import Ringside
 import RingsideAggregation
 
-/// The series of one bot (one per registered metric, its lanes merged), fed by the records
-/// drained from every lane and by samples of the cells.
+/// The series of one bot (one per registered metric, its lanes merged): it drains the bot's
+/// lanes into them, samples the bot's cells, slides their windows, produces their snapshots and
+/// answers the SLOs' queries. It alone sees the series.
 ///
 /// Series live in one array per kind, mutated in place, so the drain loop's per-record work is
 /// an index, two checks and one windowed update, with no reference counting. Every record is
 /// untrusted: a metric index, kind or sequence that does not fit is counted as rejected. Counters
 /// write no records: their windows are fed by the growth of their exact totals between samples.
+///
+/// A value type, owned by the drain thread.
 struct RingAggregator {
     /// Where a registered metric's series lives.
-    struct Route {
+    private struct Route {
         var kind: UInt8
         var slot: Int
         /// Histogram counts per record: the metric's "1 in N" sampling.
         var weight: UInt64
     }
 
-    struct Series<Windows> {
+    private struct Series<Windows> {
         let metric: MetricDescriptor
         var windows: Windows
         /// Records arrived since the last snapshot of this series.
@@ -35,10 +38,10 @@ struct RingAggregator {
 
     let ring: String
     let layout: WindowLayout
-    private(set) var routes: [Route] = []
-    var histograms: [Series<WindowedHistogram>] = []
-    var counters: [Series<WindowedCounter>] = []
-    var gauges: [Series<WindowedGauge>] = []
+    private var routes: [Route] = []
+    private var histograms: [Series<WindowedHistogram>] = []
+    private var counters: [Series<WindowedCounter>] = []
+    private var gauges: [Series<WindowedGauge>] = []
     /// Records refused: unknown metric, wrong kind, or a sequence that disagrees with its cursor.
     private(set) var rejected: UInt64 = 0
     /// Metrics given no series because a series cap was reached, and their records since (valid,
@@ -48,7 +51,7 @@ struct RingAggregator {
     /// The first metric refused, for the log.
     private(set) var firstRefused: MetricDescriptor?
     /// The slot of a refused metric's route.
-    static let refusedSlot = -1
+    private static let refusedSlot = -1
     /// The timestamp of the oldest record of the last batch: how far behind the drain runs.
     private(set) var oldestInLastBatchNanos: UInt64 = 0
 
@@ -62,10 +65,12 @@ struct RingAggregator {
     var seriesCount: Int { routes.count - refusedSeries }
 
     /// Adds series for metrics registered since the last call (they arrive in index order), as
-    /// many as `admitting` allows; the rest are refused (routed nowhere, their records counted).
+    /// many as `allowance` (given the series held) allows; the rest are refused (routed nowhere,
+    /// their records counted).
     /// - Returns: how many were admitted.
     @discardableResult
-    mutating func add(_ metrics: [MetricDescriptor], admitting allowed: Int = .max) -> Int {
+    mutating func add(_ metrics: some Collection<MetricDescriptor>, admitting allowance: (_ held: Int) -> Int) -> Int {
+        let allowed = allowance(seriesCount)
         var admitted = 0
         for metric in metrics where Int(metric.index) == routes.count {
             guard admitted < allowed else {
@@ -90,10 +95,47 @@ struct RingAggregator {
         return admitted
     }
 
+    /// Reads the registry again and adds series for the metrics registered since (see `add`).
+    /// - Returns: how many metrics the registry had that were not known.
+    @discardableResult
+    mutating func refreshMetrics(of consumer: RingConsumer, admitting allowance: (_ held: Int) -> Int) -> Int {
+        let known = consumer.metrics.count
+        let added = (try? consumer.refreshMetrics()) ?? 0
+        if added > 0 { add(consumer.metrics[known...], admitting: allowance) }
+        return added
+    }
+
+    // MARK: - Draining
+
+    /// Drains `consumer`'s lanes (at most `limitPerLane` records each) into the series; a record
+    /// naming a metric registered since the last look has the registry read again.
+    /// - Parameters:
+    ///   - allowance: how many more series may be added, given the series held (the caps).
+    ///   - counted: told the records taken from each lane, for the fill rate.
+    /// - Returns: the records drained.
+    /// - Throws: the consumer's error when the ring's cursors turn out corrupt.
+    mutating func drain(_ consumer: RingConsumer, limitPerLane: Int, nowNanos now: UInt64,
+                        admitting allowance: (_ held: Int) -> Int,
+                        counted: (_ records: Int, _ lane: Int) -> Void) throws(RingError) -> Int {
+        try consumer.drain(limitPerLane: limitPerLane) { records, first, lane in
+            counted(records.count, lane)
+            var offset = 0
+            while offset < records.count {
+                let rest = UnsafeBufferPointer(rebasing: records[offset...])
+                offset += consume(rest, firstCursor: first + UInt64(offset), nowNanos: now)
+                guard offset < records.count else { break }
+                // A metric registered after the last look: read the registry again.
+                if refreshMetrics(of: consumer, admitting: allowance) == 0 {
+                    rejected += 1 // the registry has no such metric
+                    offset += 1
+                }
+            }
+        }
+    }
+
     /// Aggregates records read at cursors `firstCursor...`; stops before a record that names a
-    /// metric not known yet and returns how many it took, so the caller can read the registry
-    /// again and call `consume` with the rest (or `reject` it if the registry has no such metric).
-    mutating func consume(_ records: UnsafeBufferPointer<RingRecord>, firstCursor: UInt64, nowNanos now: UInt64) -> Int {
+    /// metric not known yet and returns how many it took, so `drain` can read the registry again.
+    private mutating func consume(_ records: UnsafeBufferPointer<RingRecord>, firstCursor: UInt64, nowNanos now: UInt64) -> Int {
         // A timestamp from the future would hold the windows hostage: clamp it to now.
         let latest = now
         if let first = records.first { oldestInLastBatchNanos = min(first.timestamp_ns, now) }
@@ -132,7 +174,8 @@ struct RingAggregator {
     /// same metric) starts a new baseline.
     /// - Returns: whether any cell changed.
     @discardableResult
-    mutating func sample(_ read: (MetricDescriptor) -> MetricCells, nowNanos now: UInt64, isBaseline: Bool = false) -> Bool {
+    mutating func sampleCells(of consumer: RingConsumer, nowNanos now: UInt64, isBaseline: Bool = false) -> Bool {
+        let read = consumer.cells(of:)
         var changed = false
         for index in counters.indices {
             let cells = read(counters[index].metric)
@@ -156,13 +199,152 @@ struct RingAggregator {
         return changed
     }
 
-    /// Counts a record that names a metric the registry does not have.
-    mutating func reject() { rejected += 1 }
-
     /// Moves every series' current tick into its windows once `now` has passed it.
-    mutating func advance(toNanos now: UInt64) {
+    private mutating func advance(toNanos now: UInt64) {
         for index in histograms.indices { histograms[index].windows.advance(toNanos: now) }
         for index in counters.indices { counters[index].windows.advance(toNanos: now) }
         for index in gauges.indices { gauges[index].windows.advance(toNanos: now) }
     }
+
+    // MARK: - Snapshots
+
+    /// Slides every series' windows to `now` and returns their snapshots. A window's statistics
+    /// are recomputed only when records arrived or the window slid (its slice rotated); otherwise
+    /// the last ones are reused, so thousands of quiet series cost little to publish.
+    /// - Parameters:
+    ///   - nativeSchema: with `--native-histograms`, the schema of the native buckets.
+    ///   - capture: with `--hlog`, takes the all-time histogram of each histogram series that
+    ///     recorded something since its last capture.
+    mutating func snapshots(nowNanos now: UInt64, quantiles: [Double], nativeSchema: Int?, versions: inout VersionCounter,
+                            capture: inout HistogramCapture?) -> [SeriesSnapshot] {
+        advance(toNanos: now)
+        var result: [SeriesSnapshot] = []
+        result.reserveCapacity(metricCount)
+        for index in histograms.indices {
+            result.append(Self.refresh(&histograms[index], ring: ring, layout: layout, now: now, versions: &versions,
+                                       window: { series, window in
+                let histogram = series.windows.snapshot(window: window, nowNanos: now)
+                var stats = WindowStats()
+                stats.count = histogram.count
+                stats.sum = histogram.sum
+                stats.min = histogram.min
+                stats.max = histogram.max
+                stats.mean = histogram.mean
+                stats.quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles)
+                // Over the span covered, as a counter's rate is, so both read alike.
+                let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
+                stats.rate = Double(histogram.count) * 1e9 / Double(covered)
+                return stats
+            }, whole: { series, snapshot in
+                let cumulative = series.windows.cumulative
+                snapshot.cumulativeBuckets = cumulative.cumulativeCounts(atUpperBounds: ExportBuckets.upperBounds(for: series.metric.unit))
+                if let nativeSchema {
+                    let nanosPerUnit = series.metric.unit.nanoseconds
+                    snapshot.nativeBuckets = NativeBuckets(cumulative, schema: nativeSchema,
+                                                           baseUnitsPerValue: nanosPerUnit.map { Double($0) / 1e9 } ?? 1)
+                }
+                snapshot.cumulativeCount = cumulative.count
+                snapshot.cumulativeSum = cumulative.sum
+                snapshot.cumulativeExactSum = cumulative.exactSum
+                snapshot.droppedRecords = series.cells.dropped
+            }))
+            // --hlog: the all-time histogram of a series that recorded something since the last capture.
+            if capture != nil, case let count = histograms[index].windows.cumulativeCount,
+               count != histograms[index].capturedCount, let id = result.last?.id {
+                histograms[index].capturedCount = count
+                // Shares the series' all-time histogram: its next change copies it, once per interval.
+                capture?.series[id] = HistogramCapture.Series(ring: ring, metric: histograms[index].metric,
+                                                              cumulative: histograms[index].windows.cumulative)
+            }
+        }
+        for index in counters.indices {
+            result.append(Self.refresh(&counters[index], ring: ring, layout: layout, now: now, versions: &versions,
+                                       window: { series, window in
+                var stats = WindowStats()
+                stats.increase = series.windows.sum(window: window, nowNanos: now)
+                stats.rate = series.windows.rate(window: window, nowNanos: now)
+                return stats
+            }, whole: { series, snapshot in
+                snapshot.cumulativeSum = Double(series.cells.total)
+                snapshot.cumulativeExactSum = UInt128(series.cells.total)
+            }))
+        }
+        for index in gauges.indices {
+            result.append(Self.refresh(&gauges[index], ring: ring, layout: layout, now: now, versions: &versions,
+                                       window: { series, window in
+                var stats = WindowStats()
+                if let range = series.windows.range(window: window, nowNanos: now) {
+                    stats.gaugeMin = range.min
+                    stats.gaugeMax = range.max
+                }
+                return stats
+            }, whole: { series, snapshot in
+                // The cell holds the last value set by any thread, exact even when records dropped.
+                snapshot.lastValue = series.cells.lastValue ?? series.windows.last
+                snapshot.droppedRecords = series.cells.dropped
+            }))
+        }
+        return result
+    }
+
+    /// The series' snapshot, recomputing only the windows that may have changed (all of them,
+    /// and the whole-series figures, when records arrived).
+    private static func refresh<Windows>(_ series: inout Series<Windows>, ring: String, layout: WindowLayout, now: UInt64,
+                                         versions: inout VersionCounter,
+                                         window: (Series<Windows>, Int) -> WindowStats,
+                                         whole: (Series<Windows>, inout SeriesSnapshot) -> Void) -> SeriesSnapshot {
+        var snapshot = series.cached ?? SeriesSnapshot(ring: ring, metric: series.metric, id: versions.next(), windows: [])
+        if series.computedSlices.count != layout.windowNanos.count {
+            series.computedSlices = Array(repeating: .max, count: layout.windowNanos.count)
+            snapshot.windows = Array(repeating: WindowStats(), count: layout.windowNanos.count)
+        }
+        var windowsChanged = series.touched || series.cached == nil
+        for index in layout.windowNanos.indices {
+            let slice = now / layout.sliceNanos[index]
+            guard series.touched || slice != series.computedSlices[index] else { continue }
+            series.computedSlices[index] = slice
+            let stats = window(series, index)
+            // An empty window that stays empty changes nothing.
+            if stats.isEmpty && snapshot.windows[index].isEmpty && !series.touched { continue }
+            snapshot.windows[index] = stats
+            windowsChanged = true
+        }
+        if series.touched || series.cached == nil {
+            whole(series, &snapshot)
+            snapshot.wholeVersion = versions.next()
+        }
+        if windowsChanged { snapshot.version = versions.next() }
+        series.cached = snapshot
+        series.touched = false
+        return snapshot
+    }
+
+    // MARK: - Queries
+
+    /// Merges window `window` (an index into the layout's windows) of every histogram series
+    /// `include` accepts, in registration order, into `merged`, for the SLOs.
+    /// - Returns: how many series it merged.
+    func mergeHistograms(window: Int, nowNanos now: UInt64, into merged: inout Histogram,
+                         where include: (MetricDescriptor) -> Bool) -> Int {
+        var count = 0
+        for series in histograms where include(series.metric) {
+            merged.merge(series.windows.snapshot(window: window, nowNanos: now))
+            count += 1
+        }
+        return count
+    }
+}
+
+/// Hands out series ids and versions: increasing across the whole collector.
+struct VersionCounter {
+    private(set) var last: UInt64 = 0
+    mutating func next() -> UInt64 {
+        last += 1
+        return last
+    }
+}
+
+extension WindowStats {
+    /// Nothing fell in the window.
+    var isEmpty: Bool { count == 0 && increase == 0 && gaugeMin == nil }
 }

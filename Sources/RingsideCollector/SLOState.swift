@@ -30,19 +30,20 @@ struct SLOState {
         guard let window = layout.index(ofWindowNanos: rule.windowNanos) else { return outcome }
         var merged = Histogram()
         var bound: Double?
+        var unit: MetricUnit?
         for ring in rings {
-            for series in ring.aggregator.histograms {
-                let metric = series.metric
-                guard rule.matches(ring: ring.consumer.name, metric: metric.name, labels: metric.labelDictionary),
-                      let threshold = rule.threshold(in: metric.unit) else { continue }
+            let name = ring.consumer.name
+            outcome.matchingSeries += ring.aggregator.mergeHistograms(window: window, nowNanos: now, into: &merged) { metric in
+                guard rule.matches(ring: name, metric: metric.name, labels: metric.labelDictionary),
+                      let threshold = rule.threshold(in: metric.unit) else { return false }
                 // Series of different units cannot be merged; the first one's unit decides.
-                if outcome.matchingSeries > 0 && metric.unit != outcome.unit { continue }
-                outcome.unit = metric.unit
+                if let unit, metric.unit != unit { return false }
+                unit = metric.unit
                 bound = threshold
-                outcome.matchingSeries += 1
-                merged.merge(series.windows.snapshot(window: window, nowNanos: now))
+                return true
             }
         }
+        outcome.unit = unit ?? .none
         outcome.events = merged.count
         outcome.threshold = bound
         guard let bound, merged.count > 0 else { return outcome }
