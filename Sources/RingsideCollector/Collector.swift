@@ -588,6 +588,7 @@ public final class Collector: @unchecked Sendable {
         snapshot.generatedRealtimeNanos = rs_clock_realtime_ns()
         snapshot.windowNanos = options.windowNanos
         snapshot.quantiles = options.quantiles
+        snapshot.nativeHistogramSchema = options.nativeHistogramSchema
         return snapshot
     }
 
@@ -663,7 +664,6 @@ public final class Collector: @unchecked Sendable {
             snapshot.series += series
         } else {
             let series = ring.aggregator.snapshots(nowNanos: now, quantiles: options.quantiles,
-                                                   nativeSchema: options.nativeHistogramSchema,
                                                    versions: &seriesVersions, capture: &capture)
             if capture != nil { ring.drainedSinceCapture = 0 }
             snapshot.series += series

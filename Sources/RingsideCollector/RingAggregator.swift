@@ -211,11 +211,9 @@ struct RingAggregator {
     /// Slides every series' windows to `now` and returns their snapshots. A window's statistics
     /// are recomputed only when records arrived or the window slid (its slice rotated); otherwise
     /// the last ones are reused, so thousands of quiet series cost little to publish.
-    /// - Parameters:
-    ///   - nativeSchema: with `--native-histograms`, the schema of the native buckets.
-    ///   - capture: with `--hlog`, takes the all-time histogram of each histogram series that
-    ///     recorded something since its last capture.
-    mutating func snapshots(nowNanos now: UInt64, quantiles: [Double], nativeSchema: Int?, versions: inout VersionCounter,
+    /// - Parameter capture: with `--hlog`, takes the all-time histogram of each histogram series
+    ///   that recorded something since its last capture.
+    mutating func snapshots(nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter,
                             capture: inout HistogramCapture?) -> [SeriesSnapshot] {
         advance(toNanos: now)
         var result: [SeriesSnapshot] = []
@@ -236,13 +234,9 @@ struct RingAggregator {
                 stats.rate = Double(histogram.count) * 1e9 / Double(covered)
                 return stats
             }, whole: { series, snapshot in
+                // Shared, not copied: the exporters compute their buckets from it when they render.
                 let cumulative = series.windows.cumulative
-                snapshot.cumulativeBuckets = cumulative.cumulativeCounts(atUpperBounds: ExportBuckets.upperBounds(for: series.metric.unit))
-                if let nativeSchema {
-                    let nanosPerUnit = series.metric.unit.nanoseconds
-                    snapshot.nativeBuckets = NativeBuckets(cumulative, schema: nativeSchema,
-                                                           baseUnitsPerValue: nanosPerUnit.map { Double($0) / 1e9 } ?? 1)
-                }
+                snapshot.cumulative = cumulative
                 snapshot.cumulativeCount = cumulative.count
                 snapshot.cumulativeSum = cumulative.sum
                 snapshot.cumulativeExactSum = cumulative.exactSum

@@ -1,8 +1,23 @@
 import Ringside
+import RingsideAggregation
 
 /// The upper bounds of the cumulative buckets exported for histograms, in a metric's own unit:
 /// 1-2-5 steps, so Prometheus can merge one metric across bots and hosts with `histogram_quantile`.
+/// Computed when a page is rendered, from the all-time histogram a snapshot carries.
 package enum ExportBuckets {
+    /// Counts at or below each of `upperBounds(for: unit)`, in `histogram` (of values in `unit`).
+    package static func cumulativeCounts(_ histogram: Histogram, unit: MetricUnit) -> [UInt64] {
+        histogram.cumulativeCounts(atUpperBounds: bounds[unit] ?? upperBounds(for: unit))
+    }
+
+    /// `histogram` (of values in `unit`) in Prometheus's native buckets of `schema`, in base units.
+    package static func native(_ histogram: Histogram, unit: MetricUnit, schema: Int) -> NativeBuckets {
+        NativeBuckets(histogram, schema: schema, baseUnitsPerValue: unit.nanoseconds.map { Double($0) / 1e9 } ?? 1)
+    }
+
+    /// Every unit's bounds, computed once.
+    private static let bounds = Dictionary(uniqueKeysWithValues: MetricUnit.allCases.map { ($0, upperBounds(for: $0)) })
+
     /// From 100 ns to 10 s for times; from 1 to 10^9 for bytes and plain numbers.
     package static func upperBounds(for unit: MetricUnit) -> [UInt64] {
         let nanosPerUnit = unit.nanoseconds ?? 1

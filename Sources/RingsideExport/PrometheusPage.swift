@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import Ringside
+import RingsideAggregation
 
 /// One /metrics page, written in one pass.
 ///
@@ -238,7 +239,8 @@ struct PrometheusPage {
                         }
                     case let .group(_, part):
                         for position in groupMembers(of: member) {
-                            ProtobufSeries(series: snapshot.series[position], windows: windows, quantiles: snapshot.quantiles)
+                            ProtobufSeries(series: snapshot.series[position], windows: windows, quantiles: snapshot.quantiles,
+                                           nativeSchema: snapshot.nativeHistogramSchema)
                                 .write(part, into: &out)
                         }
                     }
@@ -331,7 +333,8 @@ private struct SeriesLines {
         switch (kind, part) {
         case (.histogram, .whole):
             let bounds = PrometheusExporter.bucketLabels[series.pointee.metric.unit] ?? []
-            for (le, count) in zip(bounds, series.pointee.cumulativeBuckets) { sample(names.bucket, labels, le, count: count) }
+            let counts = series.pointee.cumulative.map { ExportBuckets.cumulativeCounts($0, unit: series.pointee.metric.unit) } ?? []
+            for (le, count) in zip(bounds, counts) { sample(names.bucket, labels, le, count: count) }
             sample(names.bucket, labels, PrometheusExporter.infiniteBucketLabel, count: series.pointee.cumulativeCount)
             sample(names.sum, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
             sample(names.count, labels, [], count: series.pointee.cumulativeCount)
@@ -444,6 +447,8 @@ private struct ProtobufSeries {
     let series: SeriesSnapshot
     let windows: [String]
     let quantiles: [Double]
+    /// With `--native-histograms`: histograms also carry native buckets of this schema.
+    let nativeSchema: Int?
 
     /// `ring`, then the metric's labels (renamed `exported_<key>` where the exporter uses the key).
     var labels: [(name: String, value: String)] {
@@ -471,11 +476,12 @@ private struct ProtobufSeries {
         }
         switch (series.metric.kind, part) {
         case (.histogram, .whole):
-            let bounds = ExportBuckets.upperBounds(for: series.metric.unit)
-            let classic = zip(bounds, series.cumulativeBuckets).map { (upperBound: base(Double($0)), cumulativeCount: $1) }
+            let unit = series.metric.unit
+            let counts = series.cumulative.map { ExportBuckets.cumulativeCounts($0, unit: unit) } ?? []
+            let classic = zip(ExportBuckets.upperBounds(for: unit), counts).map { (upperBound: base(Double($0)), cumulativeCount: $1) }
+            let native = nativeSchema.flatMap { schema in series.cumulative.map { ExportBuckets.native($0, unit: unit, schema: schema) } }
             out.metric(labels: labels) {
-                $0.histogramValue(count: series.cumulativeCount, sum: base(series.cumulativeSum), classic: classic,
-                                  native: series.nativeBuckets)
+                $0.histogramValue(count: series.cumulativeCount, sum: base(series.cumulativeSum), classic: classic, native: native)
             }
         case (.histogram, .windowed):
             perWindow { window, labels in

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideAggregation
 
 /// What the collector knows at one moment, as plain values: the drain thread builds it, the
 /// HTTP thread and the JSON dump read it. Values are in each metric's own unit.
@@ -10,6 +11,8 @@ public struct Snapshot: Sendable {
     /// Window lengths, in the order of every series' `windows`.
     public var windowNanos: [UInt64] = []
     public var quantiles: [Double] = []
+    /// With `--native-histograms`: the schema of the native buckets histograms carry in protobuf.
+    public var nativeHistogramSchema: Int?
     public var series: [SeriesSnapshot] = []
     public var rings: [RingSnapshot] = []
     public var slos: [SLOSnapshot] = []
@@ -25,7 +28,7 @@ public struct SeriesSnapshot: Sendable {
     /// Identifies the series across snapshots, for the whole life of the collector.
     public var id: UInt64
     /// Change when the window statistics (`version`) or the whole-series figures
-    /// (`wholeVersion`: cumulative buckets, totals, last value) change, so an exporter may reuse
+    /// (`wholeVersion`: the all-time histogram, totals, last value) change, so an exporter may reuse
     /// what it rendered for either part.
     public var version: UInt64 = 0
     public var wholeVersion: UInt64 = 0
@@ -39,10 +42,9 @@ public struct SeriesSnapshot: Sendable {
         self.windows = windows
     }
 
-    /// Histograms: counts at or below each export bucket bound (in the metric's unit), all time.
-    public var cumulativeBuckets: [UInt64] = []
-    /// Histograms, with `--native-histograms`: the all-time counts in Prometheus's native buckets.
-    public var nativeBuckets: NativeBuckets?
+    /// Histograms: every value recorded, all time (shared with the series until it changes); the
+    /// exporters compute their buckets from it when they render (see `ExportBuckets`).
+    public var cumulative: Histogram?
     /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
     public var cumulativeCount: UInt64 = 0
     public var cumulativeSum: Double = 0

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideAggregation
 @testable import RingsideCollector
 @testable import RingsideExport
 import Testing
@@ -25,7 +26,9 @@ private func syntheticSnapshot(series count: Int, rings: Int = 3) -> Snapshot {
             stats.gaugeMax = Double(index % 13) + 0.5
             series.windows.append(stats)
         }
-        series.cumulativeBuckets = ExportBuckets.upperBounds(for: metric.unit).enumerated().map { UInt64($0.offset * index) }
+        var cumulative = Histogram()
+        if index > 0 { cumulative.record(UInt64(1_000 * (index % 50 + 1)), count: UInt64(index * 40)) }
+        series.cumulative = cumulative
         series.cumulativeCount = UInt64(index * 40)
         series.cumulativeSum = Double(index) * 1_350
         series.lastValue = index % 5 == 0 ? nil : Double(index)

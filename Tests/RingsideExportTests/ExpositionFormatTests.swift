@@ -8,6 +8,7 @@ private func sampleSnapshot() -> Snapshot {
     var snapshot = Snapshot()
     snapshot.windowNanos = [1_000_000_000, 60_000_000_000]
     snapshot.quantiles = [0.5, 0.99]
+    snapshot.nativeHistogramSchema = 3
     func series(_ name: String, _ kind: MetricKind, _ unit: MetricUnit, labels: String) -> SeriesSnapshot {
         let metric = MetricDescriptor(index: 0, name: name, kind: kind, unit: unit, encodedLabels: labels, help: "", sampleEvery: 1)
         var series = SeriesSnapshot(ring: "bot", metric: metric, id: 1, windows: [])
@@ -27,10 +28,9 @@ private func sampleSnapshot() -> Snapshot {
     var latency = series("order_fill_latency", .histogram, .nanoseconds, labels: "le=odd\nsymbol=AAPL")
     var histogram = Histogram()
     for value: UInt64 in [1_000, 2_000, 40_000, 40_000, 900_000] { histogram.record(value) }
-    latency.cumulativeBuckets = histogram.cumulativeCounts(atUpperBounds: ExportBuckets.upperBounds(for: .nanoseconds))
+    latency.cumulative = histogram
     latency.cumulativeCount = histogram.count
     latency.cumulativeSum = histogram.sum
-    latency.nativeBuckets = NativeBuckets(histogram, schema: 3, baseUnitsPerValue: 1e-9)
     var orders = series("orders", .counter, .none, labels: "side=buy")
     orders.cumulativeSum = 42
     var depth = series("queue_depth", .gauge, .none, labels: "")

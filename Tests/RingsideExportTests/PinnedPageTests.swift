@@ -11,6 +11,7 @@ private func pinnedSnapshot() -> Snapshot {
     snapshot.generation = 7
     snapshot.windowNanos = [1_000_000_000, 5_000_000_000, 60_000_000_000]
     snapshot.quantiles = [0.5, 0.9, 0.99, 0.999]
+    snapshot.nativeHistogramSchema = 3
     var random: UInt64 = 0x9E37_79B9_7F4A_7C15
     func next() -> UInt64 {
         random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
@@ -46,7 +47,10 @@ private func pinnedSnapshot() -> Snapshot {
         var histogram = Histogram()
         for _ in 0..<2_000 { histogram.record(next() % range, count: UInt64(sampleEvery)) }
         histogram.record(0)
-        latency.setCumulative(histogram)
+        latency.cumulative = histogram
+        latency.cumulativeCount = histogram.count
+        latency.cumulativeSum = histogram.sum
+        latency.cumulativeExactSum = histogram.exactSum
         latency.droppedRecords = UInt64(number)
         snapshot.series.append(latency)
     }
@@ -75,18 +79,6 @@ private func pinnedSnapshot() -> Snapshot {
                                  violations: 2, compliance: 0.97, observed: 150_000, threshold: 100_000, events: 2_001,
                                  matchingSeries: 1)]
     return snapshot
-}
-
-extension SeriesSnapshot {
-    /// What the drain thread computed from a histogram series' all-time histogram.
-    fileprivate mutating func setCumulative(_ histogram: Histogram) {
-        cumulativeBuckets = histogram.cumulativeCounts(atUpperBounds: ExportBuckets.upperBounds(for: metric.unit))
-        let nanosPerUnit = metric.unit.nanoseconds
-        nativeBuckets = NativeBuckets(histogram, schema: 3, baseUnitsPerValue: nanosPerUnit.map { Double($0) / 1e9 } ?? 1)
-        cumulativeCount = histogram.count
-        cumulativeSum = histogram.sum
-        cumulativeExactSum = histogram.exactSum
-    }
 }
 
 /// The fixture's path: `Tests/fixtures/pinned-metrics.<suffix>`.
