@@ -44,6 +44,16 @@ def _where(bot, metric, value):
     return f"bot {bot}: metric {metric}: value {shown if len(shown) <= 64 else shown[:60] + '...'}"
 
 
+def _as_float(value, where, what):
+    """`float(value)`, or the error that names the bot, the metric and the value."""
+    try:
+        return float(value)
+    except TypeError:
+        raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}") from None
+    except (ValueError, OverflowError) as error:
+        raise RingValueError(f"{where} is not a float: {error}") from None
+
+
 def histogram_converter(bot, metric, unit):
     """A function from an observation in `unit` to the whole number stored, or an exception."""
     scale = NANOSECONDS_PER.get(unit, 1)
@@ -64,12 +74,7 @@ def histogram_converter(bot, metric, unit):
             if whole * scale > U64:
                 raise RingValueError(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}")
             return whole * scale
-        try:
-            number = float(value)
-        except TypeError:
-            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}") from None
-        except (ValueError, OverflowError) as error:
-            raise RingValueError(f"{where} is not a float: {error}") from None
+        number = _as_float(value, where, what)
         if math.isnan(number) or math.isinf(number):
             raise RingValueError(f"{where} is not finite; {what}")
         if number < 0:
@@ -93,12 +98,7 @@ def counter_converter(bot, metric):
         try:
             whole = operator.index(value)
         except TypeError:
-            try:
-                number = float(value)
-            except TypeError:
-                raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}") from None
-            except (ValueError, OverflowError) as error:
-                raise RingValueError(f"{where} is not a float: {error}") from None
+            number = _as_float(value, where, what)
             if not math.isfinite(number) or number != math.floor(number):
                 raise RingValueError(f"{where} is not a whole number; {what}")
             whole = int(number)
@@ -114,12 +114,7 @@ def gauge_converter(bot, metric):
         where = _where(bot, metric, value)
         if isinstance(value, _NOT_NUMBERS):
             raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; a gauge holds a float")
-        try:
-            return float(value)
-        except TypeError:
-            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; a gauge holds a float") from None
-        except (ValueError, OverflowError) as error:
-            raise RingValueError(f"{where} cannot be a float: {error}") from None
+        return _as_float(value, where, "a gauge holds a float")
     return convert
 
 
