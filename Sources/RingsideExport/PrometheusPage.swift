@@ -402,16 +402,15 @@ private struct SeriesLines {
 }
 
 extension TextBuffer {
-    /// Escapes `\\`, newlines and (in label values) `"`, as the text format requires.
-    func appendEscaped(_ value: String, inLabel: Bool) {
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\\"): append("\\\\")
-            case UInt8(ascii: "\n"): append("\\n")
-            case UInt8(ascii: "\"") where inLabel: append("\\\"")
-            default: append(byte)
-            }
+    /// `value` escaped for a HELP text or (`inLabel`) a label value (see `PrometheusExporter.escape`).
+    func appendEscaped<Bytes: Sequence<UInt8>>(_ value: Bytes, inLabel: Bool) {
+        for byte in value {
+            if let escaped = PrometheusExporter.escape(byte, inLabel: inLabel) { append(escaped) } else { append(byte) }
         }
+    }
+
+    func appendEscaped(_ value: String, inLabel: Bool) {
+        appendEscaped(value.utf8, inLabel: inLabel)
     }
 
     /// Labels as the registry stores them (sorted `key=value` lines), each as `,key="value"`;
@@ -428,13 +427,7 @@ extension TextBuffer {
                 if PrometheusExporter.reservedLabelNames.contains(where: { $0.elementsEqual(key) }) { append("exported_") }
                 append(key)
                 append("=\"")
-                for byte in bytes[min(equals + 1, end)..<end] {
-                    switch byte {
-                    case UInt8(ascii: "\\"): append("\\\\")
-                    case UInt8(ascii: "\""): append("\\\"")
-                    default: append(byte)
-                    }
-                }
+                appendEscaped(bytes[min(equals + 1, end)..<end], inLabel: true)
                 append(UInt8(ascii: "\""))
                 start = end + 1
             }
