@@ -95,7 +95,7 @@ public struct RingDirectory: Sendable, Equatable {
     ///   `.permissionDenied` or `.system` when the file cannot be opened or unlinked.
     package func removeUnlessProducerAlive(_ name: String, allowedOwners: Set<UInt32> = [],
                                            if shouldRemove: (Result<RingStatus, RingError>) -> Bool) throws(RingError) -> Bool {
-        try MappedRingFile.withProducerLock(name: name, directory: self, allowedOwners: allowedOwners) { () throws(RingError) -> Bool in
+        try RingFileHandle.withProducerLock(name: name, directory: self, allowedOwners: allowedOwners) { () throws(RingError) -> Bool in
             let status: Result<RingStatus, RingError>
             do throws(RingError) {
                 let file = try MappedRingFile.open(name: name, directory: self, role: .inspector, allowedOwners: allowedOwners)

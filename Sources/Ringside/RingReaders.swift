@@ -331,16 +331,7 @@ package final class RingConsumer {
                 throw .corrupt(ring: file.name, path: file.path,
                                problem: .truncated(fileSize: size, expected: file.mappedFileSize))
             }
-            let records = file.records(lane: lane)
-            var at = cursor
-            var remaining = count
-            while remaining > 0 {
-                let slot = Int(at & (capacity - 1))
-                let batch = min(remaining, Int(capacity) - slot)
-                body(UnsafeBufferPointer(start: records + slot, count: batch), at, lane)
-                at += UInt64(batch)
-                remaining -= batch
-            }
+            file.forEachRun(lane: lane, from: cursor, count: count) { records, first in body(records, first, lane) }
             drainedByLane.append((lane, count))
             total += count
         }
@@ -439,19 +430,9 @@ package final class RingInspector {
             let cursors = try file.checkedCursors(lane: lane)
             var first = cursors.read
             if let last { first = max(first, cursors.write - min(cursors.write, UInt64(max(0, last)))) }
-            let records = file.records(lane: lane)
-            let mask = file.layout.capacity - 1
-            var laneCopies: [PeekedRecord] = []
-            laneCopies.reserveCapacity(Int(cursors.write - first))
-            for cursor in first..<cursors.write {
-                laneCopies.append(PeekedRecord(lane: lane, cursor: cursor, record: records[Int(cursor & mask)]))
+            copied += file.copyRecords(lane: lane, from: first, to: cursors.write).map {
+                PeekedRecord(lane: lane, cursor: $0.cursor, record: $0.record)
             }
-            // The copies above complete before the cursor is read again (a seqlock reader's fence).
-            rs_fence_acquire()
-            // The producer rewrites slot c only after the consumer passes c, so the records at or
-            // past the consumer's cursor now were not rewritten while we copied them.
-            let stillUnread = file.readCursor(lane: lane)
-            copied += laneCopies.filter { $0.cursor >= stillUnread }
         }
         try file.checkNotTruncated()
         return copied.sorted { ($0.record.timestamp_ns, $0.lane, $0.cursor) < ($1.record.timestamp_ns, $1.lane, $1.cursor) }
