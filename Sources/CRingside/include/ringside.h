@@ -530,6 +530,33 @@ RS_INLINE int rs_producer_set(rs_producer *p, uint32_t metric, double value) {
     return rs_producer_write(p, metric, RS_KIND_GAUGE, 0, bits);
 }
 
+/* MARK: - A producer's figures (its lane's owner only) */
+
+/** Records published into the lane since its file was created (0 without a lane). */
+RS_INLINE uint64_t rs_producer_written(const rs_producer *p) {
+    /* Acquire: a figure read after the records it counts. */
+    return p->write_cursor != NULL ? rs_load_acquire_u64(p->write_cursor) : 0;
+}
+
+/** Records the lane dropped because it was full, since its file was created (0 without a lane). */
+RS_INLINE uint64_t rs_producer_dropped(const rs_producer *p) {
+    /* Relaxed: only the lane's owner, the caller, writes it. */
+    return p->dropped_total != NULL ? rs_load_relaxed_u64(p->dropped_total) : 0;
+}
+
+/**
+ * Slots the consumer has freed and this producer may fill without dropping (UINT64_MAX without
+ * a lane: nothing is ever written, so nothing drops). Only this producer fills them, so the
+ * figure can only grow until its next write.
+ */
+RS_INLINE uint64_t rs_producer_free_slots(const rs_producer *p) {
+    if (p->read_cursor == NULL) return UINT64_MAX;
+    /* Acquire: the consumer is done with the slots below its cursor. */
+    uint64_t read = rs_load_acquire_u64(p->read_cursor);
+    uint64_t capacity = p->mask + 1;
+    return read <= p->next && p->next - read <= capacity ? capacity - (p->next - read) : 0;
+}
+
 /* MARK: - Locks (ringside.c) */
 
 /**
