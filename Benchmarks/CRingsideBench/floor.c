@@ -40,8 +40,7 @@ int rsb_floor_open(rsb_floor *floor, const char *directory, const char *name, ui
 const char *rsb_floor_error(const rsb_floor *floor) { return floor->error.message; }
 
 uint64_t rsb_floor_dropped(const rsb_floor *floor) {
-    if (floor->producer == NULL || floor->producer->dropped_total == NULL) return 0;
-    return rs_load_relaxed_u64(floor->producer->dropped_total); /* relaxed: only the floor's thread writes it */
+    return floor->producer != NULL ? rs_producer_dropped(floor->producer) : 0;
 }
 
 void rsb_floor_close(rsb_floor *floor) {

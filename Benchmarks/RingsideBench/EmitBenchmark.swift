@@ -176,7 +176,7 @@ public enum EmitBenchmark {
                 return timedRound(buffer, timing, drops: { ring.recordsDropped }) { gauge.set(Double(values[v])); v &+= 1 }
             },
             Row(name: "ringside.span", consumerMode: .rings) {
-                timedRound(buffer, timing, drops: { ring.recordsDropped }) { span.stop(span.start()) }
+                timedRound(buffer, timing, drops: { ring.recordsDropped }) { span.startTiming().stop() }
             },
             Row(name: "bot.record", consumerMode: .rings) {
                 var v = 0

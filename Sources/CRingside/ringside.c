@@ -1,10 +1,33 @@
-// Locking helpers: fcntl is variadic, which Swift cannot call, so the OFD locks live here.
+// What the format needs beyond inline code: a writer's view wired to its lane, and the locks
+// (fcntl is variadic, which Swift cannot call, so the OFD locks live here).
 #define _GNU_SOURCE
 #include "ringside.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+
+void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_records_offset, uint32_t capacity_log2,
+                      rs_metric_cell *shared, uint32_t *sample_countdown, const uint32_t *sample_every) {
+    char *base = (char *)lane;
+    p->records = (rs_record *)(base + lane_records_offset);
+    p->write_cursor = &lane->write_cursor;
+    p->read_cursor = &lane->read_cursor;
+    p->dropped_total = &lane->dropped_total;
+    p->heartbeat_ns = &lane->heartbeat_ns;
+    p->cells = (uint64_t *)(base + RS_LANE_HEADER_SIZE); /* the lane's cells follow its header */
+    p->shared = shared;
+    p->mask = ((uint64_t)1 << capacity_log2) - 1;
+    /* Relaxed: only the attached process writes the cursor, and the lane's last writer released
+       it under the bot's mutex (or was another process, gone before we took the lock). */
+    p->next = rs_load_relaxed_u64(&lane->write_cursor);
+    /* Acquire: the consumer finished with the slots below its cursor before storing it. */
+    p->cached_read = rs_load_acquire_u64(&lane->read_cursor);
+    p->sample_countdown = sample_countdown;
+    p->sample_every = sample_every;
+}
+
+/* MARK: - Locks */
 
 static void rs_byte_range(struct flock *lock, short type, int byte) {
     memset(lock, 0, sizeof *lock);

@@ -442,33 +442,12 @@ static int rsp_map_lane(rsp_bot *b, int fd, uint32_t lane) {
     return 0;
 }
 
-/** THE one place an rs_producer is built from a lane: its records, cursors, cells and the
-    lane's countdown row, continuing from the cursors the lane holds. */
-static void rsp_build_producer(rsp_bot *b, uint32_t lane) {
-    rs_lane_header *header = b->bot.lanes[lane];
-    rs_producer *p = &b->bot.producers[lane].producer;
-    char *base = (char *)header;
-    p->records = (rs_record *)(base + b->geometry.lane_records_offset);
-    p->write_cursor = &header->write_cursor;
-    p->read_cursor = &header->read_cursor;
-    p->dropped_total = &header->dropped_total;
-    p->heartbeat_ns = &header->heartbeat_ns;
-    p->cells = (uint64_t *)(base + RS_LANE_HEADER_SIZE);
-    p->shared = rsp_metric_cells(b);
-    p->mask = ((uint64_t)1 << b->bot.capacity_log2) - 1;
-    /* Relaxed: only this process writes the cursor, and its last writer released the lane
-       under the bot's mutex (or was another process, gone before we took the lock). */
-    p->next = rs_load_relaxed_u64(&header->write_cursor);
-    /* Acquire: the consumer finished with the slots below its cursor before storing it. */
-    p->cached_read = rs_load_acquire_u64(&header->read_cursor);
-    p->sample_countdown = rsp_countdown_row(b, lane);
-    p->sample_every = b->bot.sample_every;
-}
-
 /** Gives lane `lane` to the caller (`how`: a thread, or an exclusive user). Under bot->mutex. */
 static void rsp_hand_over_locked(rsp_bot *b, uint32_t lane, uint32_t how) {
     rs_lane_header *header = b->bot.lanes[lane];
-    rsp_build_producer(b, lane);
+    /* The lane's writer's view, with the lane's own countdown row. */
+    rs_producer_init(&b->bot.producers[lane].producer, header, b->geometry.lane_records_offset, b->bot.capacity_log2,
+                     rsp_metric_cells(b), rsp_countdown_row(b, lane), b->bot.sample_every);
     b->bot.lane_held[lane] = how;
     uint64_t now = rs_clock_coarse_ns();
     /* Relaxed: these are the process's to write, under this mutex; `state` publishes them. */

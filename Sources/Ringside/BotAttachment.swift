@@ -156,7 +156,7 @@ final class BotAttachment: @unchecked Sendable {
         case RS_E_NO_INODES: return .noSpace(ring: name, path: path, bytes: 0)
         case -EACCES, -EPERM: return .permissionDenied(ring: name, path: path, reason: reason)
         case -ELOOP: return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
-        case -ENOENT: return MappedRingFile.openError(ENOENT, name: name, path: path, directory: directory)
+        case -ENOENT: return RingFileHandle.openError(ENOENT, name: name, path: path, directory: directory)
         default: return .system(ring: name, operation: reason, errno: -error.code)
         }
     }

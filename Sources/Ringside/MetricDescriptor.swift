@@ -60,20 +60,20 @@ public enum MetricUnit: UInt8, Sendable, CaseIterable, CustomStringConvertible {
 /// One registry entry: a metric's identity and how to read its records.
 public struct MetricDescriptor: Sendable, Equatable, Hashable {
     /// The metric's position in the registry; records name their metric by it.
-    public var index: UInt32
-    public var name: String
-    public var kind: MetricKind
-    public var unit: MetricUnit
+    public let index: UInt32
+    public let name: String
+    public let kind: MetricKind
+    public let unit: MetricUnit
     /// Label pairs, sorted by key.
     public var labels: [(key: String, value: String)] { Self.decodeLabels(encodedLabels) }
     /// The labels as stored: `key=value` pairs sorted by key, joined by newlines.
-    public var encodedLabels: String
-    public var help: String
+    public let encodedLabels: String
+    public let help: String
     /// 1 in `sampleEvery` calls is written; a reader multiplies counts by it.
-    public var sampleEvery: UInt32
+    public let sampleEvery: UInt32
 
-    public init(index: UInt32, name: String, kind: MetricKind, unit: MetricUnit,
-                encodedLabels: String, help: String, sampleEvery: UInt32) {
+    package init(index: UInt32, name: String, kind: MetricKind, unit: MetricUnit,
+                 encodedLabels: String, help: String, sampleEvery: UInt32) {
         self.index = index
         self.name = name
         self.kind = kind
@@ -93,7 +93,7 @@ public struct MetricDescriptor: Sendable, Equatable, Hashable {
 
 extension MetricDescriptor {
     /// Why `name` is not a metric name (`[a-zA-Z_][a-zA-Z0-9_]*`, 1 to 104 bytes), or nil.
-    public static func problem(withName name: String) -> String? {
+    package static func problem(withName name: String) -> String? {
         let bytes = Array(name.utf8)
         guard !bytes.isEmpty else { return "the name is empty" }
         guard bytes.count <= Int(RS_NAME_MAX) else {
@@ -106,7 +106,7 @@ extension MetricDescriptor {
     }
 
     /// Encodes labels as stored (sorted `key=value` lines), or says what is wrong with them.
-    public static func encode(labels: [String: String]) -> Result<String, LabelProblem> {
+    package static func encode(labels: [String: String]) -> Result<String, LabelProblem> {
         var lines: [String] = []
         for (key, value) in labels.sorted(by: { $0.key < $1.key }) {
             guard isIdentifier(Array(key.utf8)) else {
@@ -161,7 +161,7 @@ extension MetricDescriptor {
 }
 
 /// Why a set of labels cannot be registered.
-public struct LabelProblem: Error, Equatable, Sendable {
-    public let reason: String
+package struct LabelProblem: Error, Equatable, Sendable {
+    package let reason: String
     init(_ reason: String) { self.reason = reason }
 }

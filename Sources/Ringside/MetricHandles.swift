@@ -20,6 +20,12 @@ extension Ring {
         public func increment(by amount: UInt64 = 1) {
             rs_producer_count(ring.producer, index, amount)
         }
+
+        /// Adds `amount`, clamped to `0...UInt64.max`: a negative amount adds nothing.
+        @inlinable
+        public func increment<Amount: BinaryInteger>(by amount: Amount) {
+            increment(by: UInt64(clamping: amount))
+        }
     }
 
     /// A gauge's handle: the collector reports the last value set (exact), and each window's min
@@ -37,6 +43,12 @@ extension Ring {
         @inlinable
         public func set(_ value: Double) {
             _ = rs_producer_set(ring.producer, index, value)
+        }
+
+        /// Sets the gauge to an integer (as the nearest `Double`).
+        @inlinable
+        public func set<Value: BinaryInteger>(_ value: Value) {
+            set(Double(value))
         }
     }
 
@@ -60,37 +72,70 @@ extension Ring {
             ring.write(index, kind: .histogram, flags: 0, value: value, isSampled: isSampled)
         }
 
-        /// Starts a span: reads the precise clock (CLOCK_MONOTONIC).
+        /// Records an integer observation, clamped to `0...UInt64.max`: never traps.
         @inlinable
-        public func start() -> SpanStart {
-            SpanStart(nanoseconds: rs_clock_precise_ns())
+        public func record<Value: BinaryInteger>(_ value: Value) {
+            record(UInt64(clamping: value))
         }
 
-        /// Ends a span and records its duration in the histogram's unit.
+        /// Records a duration in the histogram's unit (nanoseconds for units that are not
+        /// times), rounded down; a negative duration records 0, one too long records `UInt64.max`.
         @inlinable
-        public func stop(_ start: SpanStart) {
-            let end = rs_clock_precise_ns()
-            let elapsed = end &- start.nanoseconds
-            let value = nanosecondsPerUnit == 1 ? elapsed : elapsed / nanosecondsPerUnit
-            // The record is stamped with the end just read: no third clock read.
-            ring.write(index, kind: .histogram, flags: UInt8(RS_FLAG_SPAN), value: value, isSampled: isSampled, at: end)
+        public func record(_ duration: Duration) {
+            record(duration.units(ofNanoseconds: nanosecondsPerUnit))
+        }
+
+        /// Starts timing a span: reads the precise clock (CLOCK_MONOTONIC). `stop()` records it.
+        @inlinable
+        public func startTiming() -> Timing {
+            Timing(histogram: self, start: rs_clock_precise_ns())
         }
 
         /// Runs `body` as a span and returns its result; the span is recorded even if it throws.
         @inlinable
         public func measure<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
-            let span = start()
-            defer { stop(span) }
+            let timing = startTiming()
+            defer { timing.stop() }
             return try body()
         }
+
+        /// A span being timed: from `startTiming()` to `stop()`, on the precise clock.
+        public struct Timing {
+            @usableFromInline let histogram: Histogram
+            @usableFromInline let start: UInt64
+
+            @inlinable
+            init(histogram: Histogram, start: UInt64) {
+                self.histogram = histogram
+                self.start = start
+            }
+
+            /// Records the span's duration in the histogram's unit, flagged as a span.
+            @inlinable
+            public func stop() {
+                let end = rs_clock_precise_ns()
+                let elapsed = end >= start ? end - start : 0
+                let perUnit = histogram.nanosecondsPerUnit
+                let value = perUnit == 1 ? elapsed : elapsed / perUnit
+                // The record is stamped with the end just read: no third clock read.
+                histogram.ring.write(histogram.index, kind: .histogram, flags: UInt8(RS_FLAG_SPAN), value: value,
+                                     isSampled: histogram.isSampled, at: end)
+            }
+        }
     }
+}
 
-    /// When a span started, on the precise clock.
-    public struct SpanStart: Sendable {
-        @usableFromInline let nanoseconds: UInt64
-
-        @inlinable
-        init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+extension Duration {
+    /// This duration in units of `nanosecondsPerUnit` nanoseconds, rounded down and clamped to
+    /// `0...UInt64.max`: what a histogram records for it, never a trap.
+    @inlinable
+    func units(ofNanoseconds nanosecondsPerUnit: UInt64) -> UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0, attoseconds >= 0 else { return 0 } // negative: both parts are <= 0
+        let perUnit = max(1, nanosecondsPerUnit) // time units divide a second: 1, 1e3, 1e6, 1e9
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000 / perUnit)
+        let (total, carried) = whole.addingReportingOverflow(UInt64(attoseconds) / 1_000_000_000 / perUnit)
+        return overflow || carried ? .max : total
     }
 }
 

@@ -140,25 +140,13 @@ public final class Ring {
     // MARK: - Counters of this ring's lane
 
     /// Records published into the ring since it was created (by every producer it has had).
-    public var recordsWritten: UInt64 {
-        guard let cursor = producer.pointee.write_cursor else { return 0 }
-        return rs_load_acquire_u64(cursor) // acquire: a figure read after the records it counts
-    }
+    public var recordsWritten: UInt64 { rs_producer_written(producer) }
     /// Records dropped because the ring was full, since it was created.
-    public var recordsDropped: UInt64 {
-        guard let dropped = producer.pointee.dropped_total else { return 0 }
-        return rs_load_relaxed_u64(dropped) // relaxed: only this thread writes it
-    }
+    public var recordsDropped: UInt64 { rs_producer_dropped(producer) }
     /// Slots the consumer has freed and the producer may fill without dropping. Only this
     /// producer fills them, so the figure can only grow until the next write: a caller that
     /// must not drop (a script, say) waits until it is non-zero, then writes.
-    public var freeSlots: UInt64 {
-        guard let readCursor = producer.pointee.read_cursor else { return .max }
-        let next = producer.pointee.next
-        let capacity = producer.pointee.mask + 1
-        let read = rs_load_acquire_u64(readCursor) // acquire: the consumer is done with the slots below it
-        return read <= next && next - read <= capacity ? capacity - (next - read) : 0
-    }
+    public var freeSlots: UInt64 { rs_producer_free_slots(producer) }
 
     // MARK: - The hot path
 

@@ -29,12 +29,12 @@ public struct RingDirectory: Sendable, Equatable {
     }
 
     /// The file of the ring with this (validated) name.
-    public func filePath(for name: String) -> String {
+    package func filePath(for name: String) -> String {
         path + "/" + Self.filePrefix + name
     }
 
     /// Checks a ring name: 1 to 200 characters of `[A-Za-z0-9._-]`.
-    public static func validate(name: String) throws(RingError) {
+    package static func validate(name: String) throws(RingError) {
         let allowed = "letters, digits, '.', '_' and '-'"
         guard !name.isEmpty else { throw .invalidName(name, reason: "it is empty; 1 to 200 \(allowed) are allowed") }
         guard name.utf8.count <= Int(RS_NAME_LENGTH_MAX) else {
@@ -47,7 +47,7 @@ public struct RingDirectory: Sendable, Equatable {
     }
 
     /// Why the directory cannot be listed (missing, not a directory, no permission), or nil.
-    public func accessProblem() -> String? {
+    package func accessProblem() -> String? {
         var info = stat()
         guard stat(path, &info) == 0 else { return String(cString: strerror(errno)) }
         guard (info.st_mode & S_IFMT) == S_IFDIR else { return "not a directory" }
@@ -57,7 +57,7 @@ public struct RingDirectory: Sendable, Equatable {
 
     /// The names of the rings in the directory (files `ringside.<valid name>`), sorted.
     /// A missing or unreadable directory has none.
-    public func ringNames() -> [String] {
+    package func ringNames() -> [String] {
         guard let dir = opendir(path) else { return [] }
         defer { closedir(dir) }
         var names: [String] = []
@@ -74,7 +74,7 @@ public struct RingDirectory: Sendable, Equatable {
 
     /// Removes a ring's file. Processes that have it mapped keep their mapping; the name is free.
     /// - Throws: `RingError.notFound` if there is no such ring, `.system` if unlink fails.
-    public func remove(_ name: String) throws(RingError) {
+    package func remove(_ name: String) throws(RingError) {
         try Self.validate(name: name)
         let file = filePath(for: name)
         guard unlink(file) == 0 else {
@@ -95,7 +95,7 @@ public struct RingDirectory: Sendable, Equatable {
     ///   `.permissionDenied` or `.system` when the file cannot be opened or unlinked.
     package func removeUnlessProducerAlive(_ name: String, allowedOwners: Set<UInt32> = [],
                                            if shouldRemove: (Result<RingStatus, RingError>) -> Bool) throws(RingError) -> Bool {
-        try MappedRingFile.withProducerLock(name: name, directory: self, allowedOwners: allowedOwners) { () throws(RingError) -> Bool in
+        try RingFileHandle.withProducerLock(name: name, directory: self, allowedOwners: allowedOwners) { () throws(RingError) -> Bool in
             let status: Result<RingStatus, RingError>
             do throws(RingError) {
                 let file = try MappedRingFile.open(name: name, directory: self, role: .inspector, allowedOwners: allowedOwners)
@@ -112,7 +112,7 @@ public struct RingDirectory: Sendable, Equatable {
 
     /// The identity of the ring file now at `name`'s path, or nil if there is none.
     /// Never follows a symbolic link.
-    public func fileIdentity(of name: String) -> RingFileIdentity? {
+    package func fileIdentity(of name: String) -> RingFileIdentity? {
         var info = stat()
         guard lstat(filePath(for: name), &info) == 0 else { return nil }
         return RingFileIdentity(info)
@@ -130,9 +130,9 @@ public struct RingDirectory: Sendable, Equatable {
 }
 
 /// Which file a path named: a ring removed and created again under the same name differs.
-public struct RingFileIdentity: Sendable, Hashable {
-    public let device: UInt64
-    public let inode: UInt64
+package struct RingFileIdentity: Sendable, Hashable {
+    package let device: UInt64
+    package let inode: UInt64
 
     init(_ info: stat) {
         device = UInt64(info.st_dev)

@@ -4,9 +4,9 @@ import Glibc
 #endif
 
 /// One 32-byte record as stored in a lane (see `rs_record` in `ringside.h`).
-public typealias RingRecord = rs_record
+package typealias RingRecord = rs_record
 
-/// Who holds a lane (`state` in `ringside.h`).
+/// Who holds a lane (`state` in `ringside.h`). Public for the collector's export snapshots.
 public enum LaneState: Sendable, Equatable, CustomStringConvertible {
     /// Allocated and never claimed yet.
     case unused
@@ -37,74 +37,74 @@ public enum LaneState: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// One lane (one thread's ring) as a reader sees it now; cursors are checked before they are shown.
-public struct LaneStatus: Sendable, Equatable {
-    public let index: Int
-    public let state: LaneState
+package struct LaneStatus: Sendable, Equatable {
+    package let index: Int
+    package let state: LaneState
     /// The kernel thread id holding it (0 when retired).
-    public let ownerTID: Int32
+    package let ownerTID: Int32
     /// Threads that have held it.
-    public let claims: UInt32
+    package let claims: UInt32
     /// Records published ever; also the producer's cursor.
-    public let writeCursor: UInt64
+    package let writeCursor: UInt64
     /// Records consumed ever; also the consumer's cursor.
-    public let readCursor: UInt64
+    package let readCursor: UInt64
     /// Records dropped because the lane was full.
-    public let dropped: UInt64
+    package let dropped: UInt64
     /// CLOCK_MONOTONIC_COARSE of the lane's last record (or claim).
-    public let heartbeatMonotonicNanos: UInt64
+    package let heartbeatMonotonicNanos: UInt64
 
     /// Records published and not yet consumed.
-    public var backlog: UInt64 { writeCursor - readCursor }
+    package var backlog: UInt64 { writeCursor - readCursor }
 }
 
 /// A bot file's state as a reader sees it now; the bot's figures are its lanes' added up.
 ///
 /// Exactly, from one status: records attempted (after sampling) == `writeCursor + dropped`, and
 /// `writeCursor == readCursor + backlog`; so attempted == consumed + dropped + backlog.
-public struct RingStatus: Sendable, Equatable {
-    public let name: String
-    public let path: String
-    public let formatVersion: UInt32
+package struct RingStatus: Sendable, Equatable {
+    package let name: String
+    package let path: String
+    package let formatVersion: UInt32
     /// Records each lane holds.
-    public let capacity: UInt64
+    package let capacity: UInt64
     /// Metrics the registry holds.
-    public let maxMetrics: Int
+    package let maxMetrics: Int
     /// Lanes the file may hold: threads recording at once.
-    public let maxLanes: Int
+    package let maxLanes: Int
     /// The file's size with its lanes now.
-    public let fileSize: Int
+    package let fileSize: Int
     /// CLOCK_REALTIME and CLOCK_MONOTONIC when the file was created, to turn record times into wall time.
-    public let createdRealtimeNanos: UInt64
-    public let createdMonotonicNanos: UInt64
+    package let createdRealtimeNanos: UInt64
+    package let createdMonotonicNanos: UInt64
     /// Records published ever, in every lane.
-    public let writeCursor: UInt64
+    package let writeCursor: UInt64
     /// Records consumed ever, in every lane.
-    public let readCursor: UInt64
+    package let readCursor: UInt64
     /// Records dropped: by full lanes, and by threads that found no lane (`unlanedDropped`).
-    public let dropped: UInt64
+    package let dropped: UInt64
     /// Of `dropped`, the records of threads that found every lane taken.
-    public let unlanedDropped: UInt64
+    package let unlanedDropped: UInt64
     /// Times a thread found every lane taken.
-    public let lanesExhausted: UInt64
-    public let metricCount: Int
-    public let producerPID: Int32
+    package let lanesExhausted: UInt64
+    package let metricCount: Int
+    package let producerPID: Int32
     /// Whether a live process holds the producer lock.
-    public let producerAlive: Bool
-    public let producerStartRealtimeNanos: UInt64
+    package let producerAlive: Bool
+    package let producerStartRealtimeNanos: UInt64
     /// CLOCK_MONOTONIC_COARSE of the bot's last record in any lane (or its last attach or claim).
-    public let heartbeatMonotonicNanos: UInt64
-    public let producerAttaches: UInt32
-    public let consumerPID: Int32
-    public let consumerAlive: Bool
+    package let heartbeatMonotonicNanos: UInt64
+    package let producerAttaches: UInt32
+    package let consumerPID: Int32
+    package let consumerAlive: Bool
     /// Each lane, by index.
-    public let lanes: [LaneStatus]
+    package let lanes: [LaneStatus]
 
     /// Records published and not yet consumed, in every lane. The totals may each wrap (a lane's
     /// cursors are free-running); their difference, taken modulo 2^64, is still the lanes' sum.
-    public var backlog: UInt64 { writeCursor &- readCursor }
+    package var backlog: UInt64 { writeCursor &- readCursor }
 
     /// Wall-clock nanoseconds of a record's (monotonic) timestamp.
-    public func realtimeNanos(ofMonotonic timestamp: UInt64) -> UInt64 {
+    package func realtimeNanos(ofMonotonic timestamp: UInt64) -> UInt64 {
         createdRealtimeNanos &+ (timestamp &- createdMonotonicNanos)
     }
 }
@@ -210,15 +210,15 @@ extension MappedRingFile {
 }
 
 /// One metric's figures from the cells, exact whatever the lanes held.
-public struct MetricCells: Sendable, Equatable {
+package struct MetricCells: Sendable, Equatable {
     /// Counters: every increment, on every thread.
-    public var total: UInt64
+    package var total: UInt64
     /// Histograms and gauges: records dropped (full lanes, or threads without one).
-    public var dropped: UInt64
+    package var dropped: UInt64
     /// Gauges: the last value set, if any.
-    public var lastValue: Double?
+    package var lastValue: Double?
 
-    public init(total: UInt64 = 0, dropped: UInt64 = 0, lastValue: Double? = nil) {
+    package init(total: UInt64 = 0, dropped: UInt64 = 0, lastValue: Double? = nil) {
         self.total = total
         self.dropped = dropped
         self.lastValue = lastValue
@@ -331,16 +331,7 @@ package final class RingConsumer {
                 throw .corrupt(ring: file.name, path: file.path,
                                problem: .truncated(fileSize: size, expected: file.mappedFileSize))
             }
-            let records = file.records(lane: lane)
-            var at = cursor
-            var remaining = count
-            while remaining > 0 {
-                let slot = Int(at & (capacity - 1))
-                let batch = min(remaining, Int(capacity) - slot)
-                body(UnsafeBufferPointer(start: records + slot, count: batch), at, lane)
-                at += UInt64(batch)
-                remaining -= batch
-            }
+            file.forEachRun(lane: lane, from: cursor, count: count) { records, first in body(records, first, lane) }
             drainedByLane.append((lane, count))
             total += count
         }
@@ -439,19 +430,9 @@ package final class RingInspector {
             let cursors = try file.checkedCursors(lane: lane)
             var first = cursors.read
             if let last { first = max(first, cursors.write - min(cursors.write, UInt64(max(0, last)))) }
-            let records = file.records(lane: lane)
-            let mask = file.layout.capacity - 1
-            var laneCopies: [PeekedRecord] = []
-            laneCopies.reserveCapacity(Int(cursors.write - first))
-            for cursor in first..<cursors.write {
-                laneCopies.append(PeekedRecord(lane: lane, cursor: cursor, record: records[Int(cursor & mask)]))
+            copied += file.copyRecords(lane: lane, from: first, to: cursors.write).map {
+                PeekedRecord(lane: lane, cursor: $0.cursor, record: $0.record)
             }
-            // The copies above complete before the cursor is read again (a seqlock reader's fence).
-            rs_fence_acquire()
-            // The producer rewrites slot c only after the consumer passes c, so the records at or
-            // past the consumer's cursor now were not rewritten while we copied them.
-            let stillUnread = file.readCursor(lane: lane)
-            copied += laneCopies.filter { $0.cursor >= stillUnread }
         }
         try file.checkNotTruncated()
         return copied.sorted { ($0.record.timestamp_ns, $0.lane, $0.cursor) < ($1.record.timestamp_ns, $1.lane, $1.cursor) }

@@ -151,6 +151,12 @@ public final class Telemetry: Sendable {
         public func increment(by amount: UInt64 = 1) {
             rs_bot_count(telemetry.bot, metric, amount)
         }
+
+        /// Adds `amount`, clamped to `0...UInt64.max`: a negative amount adds nothing.
+        @inlinable
+        public func increment<Amount: BinaryInteger>(by amount: Amount) {
+            increment(by: UInt64(clamping: amount))
+        }
     }
 
     /// A gauge's handle: the collector reports the last value set, by any thread (exact), and
@@ -168,6 +174,12 @@ public final class Telemetry: Sendable {
         @inlinable
         public func set(_ value: Double) {
             _ = rs_bot_set(telemetry.bot, metric, value)
+        }
+
+        /// Sets the gauge to an integer (as the nearest `Double`).
+        @inlinable
+        public func set<Value: BinaryInteger>(_ value: Value) {
+            set(Double(value))
         }
     }
 
@@ -187,23 +199,50 @@ public final class Telemetry: Sendable {
             _ = rs_bot_record(telemetry.bot, metric, value)
         }
 
-        /// Starts a span: reads the precise clock (CLOCK_MONOTONIC).
+        /// Records an integer observation, clamped to `0...UInt64.max`: never traps.
         @inlinable
-        public func start() -> Ring.SpanStart {
-            Ring.SpanStart(nanoseconds: rs_clock_precise_ns())
+        public func record<Value: BinaryInteger>(_ value: Value) {
+            record(UInt64(clamping: value))
         }
 
-        /// Ends a span and records its duration in the histogram's unit, on the calling thread's lane.
+        /// Records a duration in the histogram's unit (nanoseconds for units that are not
+        /// times), rounded down; a negative duration records 0, one too long records `UInt64.max`.
         @inlinable
-        public func stop(_ start: Ring.SpanStart) {
-            _ = rs_bot_record_span(telemetry.bot, metric, start.nanoseconds)
+        public func record(_ duration: Duration) {
+            record(duration.units(ofNanoseconds: UInt64(metric.ns_per_unit)))
+        }
+
+        /// Starts timing a span: reads the precise clock (CLOCK_MONOTONIC). `stop()` records it.
+        @inlinable
+        public func startTiming() -> Timing {
+            Timing(histogram: self, start: rs_clock_precise_ns())
+        }
+
+        /// A span being timed: from `startTiming()` to `stop()`, on the precise clock. It may
+        /// end on another thread or task than it started on.
+        public struct Timing: Sendable {
+            @usableFromInline let histogram: Histogram
+            @usableFromInline let start: UInt64
+
+            @inlinable
+            init(histogram: Histogram, start: UInt64) {
+                self.histogram = histogram
+                self.start = start
+            }
+
+            /// Records the span's duration in the histogram's unit, flagged as a span, on the
+            /// calling thread's lane.
+            @inlinable
+            public func stop() {
+                _ = rs_bot_record_span(histogram.telemetry.bot, histogram.metric, start)
+            }
         }
 
         /// Runs `body` as a span and returns its result; the span is recorded even if it throws.
         @inlinable
         public func measure<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
-            let span = start()
-            defer { stop(span) }
+            let timing = startTiming()
+            defer { timing.stop() }
             return try body()
         }
 
@@ -214,8 +253,8 @@ public final class Telemetry: Sendable {
             isolation: isolated (any Actor)? = #isolation,
             _ body: () async throws(Failure) -> Result
         ) async throws(Failure) -> Result {
-            let span = start()
-            defer { stop(span) }
+            let timing = startTiming()
+            defer { timing.stop() }
             return try await body()
         }
     }

@@ -109,7 +109,7 @@ enum InfoCommand {
             if entries.isEmpty { lines.append("  (none registered)") } else { lines += table.lines.map { "  " + $0 } }
             if context.raw {
                 lines.append("")
-                lines.append("header bytes (0x000 to 0x17f)")
+                lines.append("header bytes (0x000 to 0x\(String(MemoryLayout<rs_header>.size - 1, radix: 16)))")
                 lines += hexDump(hexBytes(of: header))
             }
             lines.forEach { console.print($0) }

@@ -99,9 +99,9 @@ struct RingProducerTests {
         try withRingDirectory { directory in
             let ring = try Ring.attach("spans", directory: directory.path, options: .init(capacity: 16))
             let micros = try ring.histogram("work", unit: .microseconds)
-            let span = micros.start()
+            let timing = micros.startTiming()
             usleep(2_000)
-            micros.stop(span)
+            timing.stop()
             let result = micros.measure { 42 }
             #expect(result == 42)
             let records = try drainAll(RingConsumer("spans", directory: directory)).map(\.record)

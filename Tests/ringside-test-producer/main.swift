@@ -111,7 +111,7 @@ func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, hea
         counter.increment()
         sampled.record(2)
         gauge.set(Double(value))
-        histogram.stop(histogram.start())
+        histogram.startTiming().stop()
         value += 1
     }
     let calls = allocation_count() - callsBefore

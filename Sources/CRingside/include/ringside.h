@@ -284,20 +284,73 @@ typedef struct {
     uint16_t reserved;     /* 0x1E zero */
 } rs_record;
 
+/* The layout above is the format: every offset its comments give is checked here, so that a
+ * compiler that lays a struct out otherwise stops the build instead of writing other files. */
+#define RS_FIELD_AT(type, field, offset) \
+    RS_STATIC_ASSERT(offsetof(type, field) == (offset), #type "." #field " at " #offset)
 RS_STATIC_ASSERT(sizeof(rs_header) == 0x180, "rs_header is 384 bytes");
-RS_STATIC_ASSERT(offsetof(rs_header, version) == 0x008, "version at 0x008");
-RS_STATIC_ASSERT(offsetof(rs_header, lane_size) == 0x048, "lane_size at 0x048");
-RS_STATIC_ASSERT(offsetof(rs_header, lanes_allocated) == 0x080, "producer line at 0x080");
-RS_STATIC_ASSERT(offsetof(rs_header, producer_pid) == 0x098, "producer_pid at 0x098");
-RS_STATIC_ASSERT(offsetof(rs_header, consumer_pid) == 0x100, "consumer line at 0x100");
+RS_FIELD_AT(rs_header, magic, 0x000);
+RS_FIELD_AT(rs_header, version, 0x008);
+RS_FIELD_AT(rs_header, header_size, 0x00C);
+RS_FIELD_AT(rs_header, record_size, 0x010);
+RS_FIELD_AT(rs_header, capacity_log2, 0x014);
+RS_FIELD_AT(rs_header, registry_capacity, 0x018);
+RS_FIELD_AT(rs_header, registry_entry_size, 0x01C);
+RS_FIELD_AT(rs_header, registry_offset, 0x020);
+RS_FIELD_AT(rs_header, cells_offset, 0x028);
+RS_FIELD_AT(rs_header, lanes_offset, 0x030);
+RS_FIELD_AT(rs_header, created_realtime_ns, 0x038);
+RS_FIELD_AT(rs_header, created_monotonic_ns, 0x040);
+RS_FIELD_AT(rs_header, lane_size, 0x048);
+RS_FIELD_AT(rs_header, lane_records_offset, 0x050);
+RS_FIELD_AT(rs_header, max_lanes, 0x054);
+RS_FIELD_AT(rs_header, metric_cell_size, 0x058);
+RS_FIELD_AT(rs_header, lane_header_size, 0x05C);
+RS_FIELD_AT(rs_header, lanes_allocated, 0x080);
+RS_FIELD_AT(rs_header, metric_count, 0x084);
+RS_FIELD_AT(rs_header, heartbeat_ns, 0x088);
+RS_FIELD_AT(rs_header, producer_start_ns, 0x090);
+RS_FIELD_AT(rs_header, producer_pid, 0x098);
+RS_FIELD_AT(rs_header, producer_attaches, 0x09C);
+RS_FIELD_AT(rs_header, lanes_exhausted, 0x0A0);
+RS_FIELD_AT(rs_header, consumer_pid, 0x100);
+RS_FIELD_AT(rs_header, consumer_reserved0, 0x104);
+RS_FIELD_AT(rs_header, consumer_heartbeat_ns, 0x108);
 RS_STATIC_ASSERT(sizeof(rs_registry_entry) == RS_REGISTRY_ENTRY_SIZE, "registry entry is 512 bytes");
-RS_STATIC_ASSERT(offsetof(rs_registry_entry, name) == 0x018, "name at 0x018");
-RS_STATIC_ASSERT(offsetof(rs_registry_entry, labels) == 0x080, "labels at 0x080");
-RS_STATIC_ASSERT(offsetof(rs_registry_entry, help) == 0x180, "help at 0x180");
+RS_FIELD_AT(rs_registry_entry, index, 0x000);
+RS_FIELD_AT(rs_registry_entry, kind, 0x004);
+RS_FIELD_AT(rs_registry_entry, unit, 0x005);
+RS_FIELD_AT(rs_registry_entry, reserved0, 0x006);
+RS_FIELD_AT(rs_registry_entry, sample_every, 0x008);
+RS_FIELD_AT(rs_registry_entry, name_length, 0x00C);
+RS_FIELD_AT(rs_registry_entry, labels_length, 0x00E);
+RS_FIELD_AT(rs_registry_entry, help_length, 0x010);
+RS_FIELD_AT(rs_registry_entry, name, 0x018);
+RS_FIELD_AT(rs_registry_entry, labels, 0x080);
+RS_FIELD_AT(rs_registry_entry, help, 0x180);
 RS_STATIC_ASSERT(sizeof(rs_metric_cell) == RS_METRIC_CELL_SIZE, "a metric cell is 32 bytes");
+RS_FIELD_AT(rs_metric_cell, gauge_bits, 0x00);
+RS_FIELD_AT(rs_metric_cell, gauge_set, 0x08);
+RS_FIELD_AT(rs_metric_cell, unlaned, 0x10);
+RS_FIELD_AT(rs_metric_cell, reserved, 0x18);
 RS_STATIC_ASSERT(sizeof(rs_lane_header) == RS_LANE_HEADER_SIZE, "a lane header is 256 bytes");
-RS_STATIC_ASSERT(offsetof(rs_lane_header, read_cursor) == 0x80, "a lane's consumer line at 0x80");
+RS_FIELD_AT(rs_lane_header, write_cursor, 0x00);
+RS_FIELD_AT(rs_lane_header, dropped_total, 0x08);
+RS_FIELD_AT(rs_lane_header, heartbeat_ns, 0x10);
+RS_FIELD_AT(rs_lane_header, state, 0x18);
+RS_FIELD_AT(rs_lane_header, owner_tid, 0x1C);
+RS_FIELD_AT(rs_lane_header, claims, 0x20);
+RS_FIELD_AT(rs_lane_header, read_cursor, 0x80);
+RS_FIELD_AT(rs_lane_header, consumer_heartbeat_ns, 0x88);
 RS_STATIC_ASSERT(sizeof(rs_record) == RS_RECORD_SIZE, "a record is 32 bytes");
+RS_FIELD_AT(rs_record, timestamp_ns, 0x00);
+RS_FIELD_AT(rs_record, value, 0x08);
+RS_FIELD_AT(rs_record, sequence, 0x10);
+RS_FIELD_AT(rs_record, metric, 0x18);
+RS_FIELD_AT(rs_record, kind, 0x1C);
+RS_FIELD_AT(rs_record, flags, 0x1D);
+RS_FIELD_AT(rs_record, reserved, 0x1E);
+#undef RS_FIELD_AT
 
 /** Rounds up to a whole page (RS_PAGE_SIZE). */
 RS_INLINE uint64_t rs_page_round_up(uint64_t bytes) { return (bytes + RS_PAGE_SIZE - 1) & ~(uint64_t)(RS_PAGE_SIZE - 1); }
@@ -380,6 +433,16 @@ typedef struct {
     uint32_t *sample_countdown;  /* per metric: calls left before the next written one */
     const uint32_t *sample_every;/* per metric: the registry's sample_every */
 } rs_producer;
+
+/**
+ * THE one place a writer's view is wired to a lane (ringside.c): `lane` is the mapped lane
+ * (`lane_records_offset` and `capacity_log2` from the header), `shared` the bot's metric cells,
+ * `sample_countdown` the writer's own row and `sample_every` the registry's. The view continues
+ * from the cursors the lane holds. Every producer (the Swift `Ring` and `Telemetry`, C bots, the
+ * benchmark's floor) gets its view from ringside_producer.c, which calls this.
+ */
+void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_records_offset, uint32_t capacity_log2,
+                      rs_metric_cell *shared, uint32_t *sample_countdown, const uint32_t *sample_every);
 
 /** Counts a record of `metric` that could not be kept (cold: a full lane, or no lane at all). */
 static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer *p, uint32_t metric) {
@@ -465,6 +528,33 @@ RS_INLINE int rs_producer_set(rs_producer *p, uint32_t metric, double value) {
     /* Release: a reader that sees gauge_set sees a value stored before it. */
     rs_store_release_u64(&cell[metric].gauge_set, 1);
     return rs_producer_write(p, metric, RS_KIND_GAUGE, 0, bits);
+}
+
+/* MARK: - A producer's figures (its lane's owner only) */
+
+/** Records published into the lane since its file was created (0 without a lane). */
+RS_INLINE uint64_t rs_producer_written(const rs_producer *p) {
+    /* Acquire: a figure read after the records it counts. */
+    return p->write_cursor != NULL ? rs_load_acquire_u64(p->write_cursor) : 0;
+}
+
+/** Records the lane dropped because it was full, since its file was created (0 without a lane). */
+RS_INLINE uint64_t rs_producer_dropped(const rs_producer *p) {
+    /* Relaxed: only the lane's owner, the caller, writes it. */
+    return p->dropped_total != NULL ? rs_load_relaxed_u64(p->dropped_total) : 0;
+}
+
+/**
+ * Slots the consumer has freed and this producer may fill without dropping (UINT64_MAX without
+ * a lane: nothing is ever written, so nothing drops). Only this producer fills them, so the
+ * figure can only grow until its next write.
+ */
+RS_INLINE uint64_t rs_producer_free_slots(const rs_producer *p) {
+    if (p->read_cursor == NULL) return UINT64_MAX;
+    /* Acquire: the consumer is done with the slots below its cursor. */
+    uint64_t read = rs_load_acquire_u64(p->read_cursor);
+    uint64_t capacity = p->mask + 1;
+    return read <= p->next && p->next - read <= capacity ? capacity - (p->next - read) : 0;
 }
 
 /* MARK: - Locks (ringside.c) */

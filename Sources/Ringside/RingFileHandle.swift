@@ -1,0 +1,202 @@
+import CRingside
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The open, lock and reserve side of reading a bot file: its descriptor, the checks on it (a
+/// regular file of ours, wholly allocated, with a valid layout), the locks, and `mmap`. It never
+/// touches mapped memory: `MappedRingFile` is the memory side.
+final class RingFileHandle {
+    /// Who reads the file.
+    enum Role {
+        /// Read-write, holds the consumer lock, moves the lanes' read cursors.
+        case consumer
+        /// Read-only, holds no lock, never writes.
+        case inspector
+    }
+
+    let name: String
+    let path: String
+    let role: Role
+    /// Which file this is: a bot file replaced under the same name has another identity.
+    let identity: RingFileIdentity
+    private let descriptor: Int32
+
+    private init(name: String, path: String, descriptor: Int32, role: Role) {
+        self.name = name
+        self.path = path
+        self.descriptor = descriptor
+        self.role = role
+        var info = stat()
+        fstat(descriptor, &info)
+        identity = RingFileIdentity(info)
+    }
+
+    deinit {
+        close(descriptor) // also releases this description's lock
+    }
+
+    /// Opens an existing bot file to read it, as its consumer (locked) or as an inspector, and
+    /// validates its layout (read with `pread`: nothing is mapped yet).
+    static func open(name: String, directory: RingDirectory, role: Role,
+                     allowedOwners: Set<UInt32> = []) throws(RingError) -> (handle: RingFileHandle, layout: RingLayout) {
+        try RingDirectory.validate(name: name)
+        let path = directory.filePath(for: name)
+        // O_NONBLOCK: a FIFO planted under a ring's name must not block the open (it is then refused as
+        // not a regular file); on regular files it changes nothing.
+        let flags = (role == .inspector ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
+        let fd = Glibc.open(path, flags)
+        guard fd >= 0 else { throw openError(errno, name: name, path: path, directory: directory) }
+        let handle = RingFileHandle(name: name, path: path, descriptor: fd, role: role) // closes fd if we throw
+        let size = try handle.checkedFileSize(allowedOwners: allowedOwners)
+        if role == .consumer { try handle.lock(byte: RS_LOCK_BYTE_CONSUMER) }
+        guard size > 0 else { throw RingError.notReady(ring: name) }
+        let fields = try handle.readHeader(fileSize: size)
+        guard fields.version != 0 || (fields.magic != 0 && fields.magic != RS_MAGIC) else {
+            throw RingError.notReady(ring: name)
+        }
+        let layout: RingLayout
+        do { layout = try RingLayout(validating: fields, fileSize: size) } catch {
+            throw RingError.corrupt(ring: name, path: path, problem: error)
+        }
+        try handle.checkAllocated()
+        return (handle, layout)
+    }
+
+    /// Runs `body` holding the producer lock of an existing bot file, which it neither maps nor
+    /// changes: no process can attach, and so none can write, until `body` returns.
+    /// - Throws: `.producerAlive` when a process holds the bot, or why the file cannot be opened.
+    static func withProducerLock<Result>(name: String, directory: RingDirectory, allowedOwners: Set<UInt32>,
+                                         _ body: () throws(RingError) -> Result) throws(RingError) -> Result {
+        try RingDirectory.validate(name: name)
+        let path = directory.filePath(for: name)
+        let fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { throw openError(errno, name: name, path: path, directory: directory) }
+        let handle = RingFileHandle(name: name, path: path, descriptor: fd, role: .consumer)
+        defer { withExtendedLifetime(handle) {} } // the lock lasts until `body` returns
+        _ = try handle.checkedFileSize(allowedOwners: allowedOwners)
+        try handle.lock(byte: RS_LOCK_BYTE_PRODUCER)
+        return try body()
+    }
+
+    /// The file's size now, or nil if fstat fails.
+    var currentFileSize: Int? {
+        var info = stat()
+        return fstat(descriptor, &info) == 0 ? Int(info.st_size) : nil
+    }
+
+    /// Whether a live process holds the producer (or consumer) lock.
+    func isLocked(byte: Int32) -> Bool { rs_lock_byte_is_held(descriptor, byte) == 1 }
+
+    /// Maps `size` bytes at `offset`, read-write for the consumer, read-only for an inspector,
+    /// registered with the SIGBUS guard.
+    func map(size: Int, offset: Int) throws(RingError) -> Mapping {
+        let protection = role == .inspector ? PROT_READ : PROT_READ | PROT_WRITE
+        guard let base = mmap(nil, size, protection, MAP_SHARED, descriptor, off_t(offset)), base != MAP_FAILED else {
+            throw .system(ring: name, operation: "mmap \(size) bytes at \(offset)", errno: errno)
+        }
+        return Mapping(base: base, size: size)
+    }
+
+    /// One mapped range, registered with the SIGBUS guard (`rs_guard_register`). Only
+    /// `MappedRingFile` reads through `base`.
+    struct Mapping {
+        let base: UnsafeMutableRawPointer
+        let size: Int
+        /// The guard's slot, or -1 when unguarded.
+        let guardSlot: Int32
+
+        fileprivate init(base: UnsafeMutableRawPointer, size: Int) {
+            self.base = base
+            self.size = size
+            // Before any access: a file truncated from now on reads as zeros instead of raising SIGBUS.
+            guardSlot = rs_guard_register(base, size)
+        }
+
+        func unmap() {
+            rs_guard_unregister(guardSlot) // first: the range must not be claimed once it is unmapped
+            munmap(base, size)
+        }
+
+        /// Whether the guard absorbed a fault in this range: the file shrank under it.
+        var wasTruncated: Bool { rs_guard_was_truncated(guardSlot) != 0 }
+    }
+
+    // MARK: - Checks
+
+    /// The file's size, after checking it is a regular file owned by us (or an allowed user).
+    private func checkedFileSize(allowedOwners: Set<UInt32>) throws(RingError) -> Int {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw .system(ring: name, operation: "fstat \(path)", errno: errno) }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw .notARegularFile(ring: name, path: path, reason: "not a regular file")
+        }
+        guard info.st_uid == geteuid() || allowedOwners.contains(info.st_uid) else {
+            throw .permissionDenied(ring: name, path: path, reason: "owned by uid \(info.st_uid), not \(geteuid()); "
+                + "rings are private to their user (a collector may allow others with --allow-uid)")
+        }
+        return Int(info.st_size)
+    }
+
+    /// Throws `.corrupt(.unallocated)` unless every byte of the file is allocated (`st_blocks`).
+    /// A producer reserves the header part and each lane with `posix_fallocate` before it
+    /// publishes them, so a sound file is whole; a sparse one claiming a large capacity would have
+    /// this reader allocate its holes (tmpfs charges a page to whoever touches it first).
+    func checkAllocated() throws(RingError) {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw .system(ring: name, operation: "fstat \(path)", errno: errno) }
+        let allocated = Int(info.st_blocks) * 512 // st_blocks counts 512-byte units, whatever the block size
+        guard allocated >= Int(info.st_size) else {
+            throw .corrupt(ring: name, path: path, problem: .unallocated(fileSize: Int(info.st_size), allocatedBytes: allocated))
+        }
+    }
+
+    /// A copy of the header's fields, read with `pread`.
+    private func readHeader(fileSize: Int) throws(RingError) -> rs_header {
+        var header = rs_header()
+        let size = MemoryLayout<rs_header>.size
+        guard fileSize >= Int(RS_HEADER_SIZE) else {
+            throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: fileSize, expected: Int(RS_HEADER_SIZE)))
+        }
+        let count = withUnsafeMutableBytes(of: &header) { pread(descriptor, $0.baseAddress, size, 0) }
+        guard count == size else {
+            if count < 0 { throw .system(ring: name, operation: "read \(path)", errno: errno) }
+            throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: count, expected: size))
+        }
+        return header
+    }
+
+    private func lock(byte: Int32) throws(RingError) {
+        let result = rs_lock_byte(descriptor, byte)
+        guard result != 0 else { return }
+        guard result == EAGAIN || result == EACCES else {
+            throw .system(ring: name, operation: "lock", errno: result)
+        }
+        // Who holds it, for the message: the pid field of the holder's line.
+        var pid: Int32 = 0
+        let field = byte == RS_LOCK_BYTE_PRODUCER ? \rs_header.producer_pid : \rs_header.consumer_pid
+        _ = pread(descriptor, &pid, MemoryLayout<Int32>.size, off_t(MemoryLayout<rs_header>.offset(of: field)!))
+        throw byte == RS_LOCK_BYTE_PRODUCER ? .producerAlive(ring: name, pid: pid) : .consumerAlive(ring: name, pid: pid)
+    }
+
+    static func openError(_ code: Int32, name: String, path: String, directory: RingDirectory) -> RingError {
+        switch code {
+        case ENOENT:
+            var info = stat()
+            if stat(directory.path, &info) != 0 {
+                return .system(ring: name, operation: "open ring directory \(directory.path)", errno: ENOENT)
+            }
+            return .notFound(ring: name, path: path, existing: directory.ringNames())
+        case ELOOP:
+            return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
+        case EACCES, EPERM:
+            var info = stat()
+            let owner = lstat(path, &info) == 0 ? "owned by uid \(info.st_uid) with mode \(String(info.st_mode & 0o777, radix: 8))" : "no access"
+            return .permissionDenied(ring: name, path: path, reason: "permission denied (\(owner); we are uid \(geteuid()))")
+        case ENOSPC, EDQUOT:
+            return .noSpace(ring: name, path: path, bytes: 0)
+        default:
+            return .system(ring: name, operation: "open \(path)", errno: code)
+        }
+    }
+}
