@@ -1,5 +1,3 @@
-import CRingside
-
 /// The write cursors of every lane of many consumers, looked at in one tight loop.
 ///
 /// An idle collector looks at thousands of bots many times a second for records to drain. Going

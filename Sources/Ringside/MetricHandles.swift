@@ -113,13 +113,8 @@ extension Ring {
             /// Records the span's duration in the histogram's unit, flagged as a span.
             @inlinable
             public func stop() {
-                let end = rs_clock_precise_ns()
-                let elapsed = end >= start ? end - start : 0
-                let perUnit = histogram.nanosecondsPerUnit
-                let value = perUnit == 1 ? elapsed : elapsed / perUnit
-                // The record is stamped with the end just read: no third clock read.
-                histogram.ring.write(histogram.index, kind: .histogram, flags: UInt8(RS_FLAG_SPAN), value: value,
-                                     isSampled: histogram.isSampled, at: end)
+                _ = rs_producer_record_span(histogram.ring.producer, histogram.index, histogram.isSampled ? 1 : 0,
+                                            histogram.nanosecondsPerUnit, start)
             }
         }
     }

@@ -156,13 +156,6 @@ public final class Ring {
         if isSampled && rs_producer_sample(producer, metric) == 0 { return }
         _ = rs_producer_write(producer, metric, kind.rawValue, flags, value)
     }
-
-    /// Writes one record stamped with a time the caller already read (a span's end).
-    @inlinable @inline(__always)
-    func write(_ metric: UInt32, kind: MetricKind, flags: UInt8, value: UInt64, isSampled: Bool, at timestamp: UInt64) {
-        if isSampled && rs_producer_sample(producer, metric) == 0 { return }
-        _ = rs_producer_write_at(producer, metric, kind.rawValue, flags, value, timestamp)
-    }
 }
 
 @available(*, unavailable, message: "a ring has one producer thread: use Telemetry to record from many")

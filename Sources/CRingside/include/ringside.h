@@ -507,6 +507,20 @@ RS_INLINE int rs_producer_sample(rs_producer *p, uint32_t metric) {
     return 0;
 }
 
+/**
+ * Records the span from `start_ns` (read with rs_clock_precise_ns) to now, in the histogram's
+ * unit (`ns_per_unit` nanoseconds: a span into a microsecond histogram is recorded in
+ * microseconds), flagged as a span and stamped with its end. Every producer's span call.
+ */
+RS_INLINE int rs_producer_record_span(rs_producer *p, uint32_t metric, int sampled, uint64_t ns_per_unit,
+                                      uint64_t start_ns) {
+    uint64_t end = rs_clock_precise_ns();
+    uint64_t elapsed = end >= start_ns ? end - start_ns : 0;
+    uint64_t value = ns_per_unit > 1 ? elapsed / ns_per_unit : elapsed;
+    if (sampled && !rs_producer_sample(p, metric)) return 0;
+    return rs_producer_write_at(p, metric, RS_KIND_HISTOGRAM, RS_FLAG_SPAN, value, end);
+}
+
 /** Adds `increment` to a counter: the lane's cell, or the shared `unlaned` for a thread without one. */
 RS_INLINE void rs_producer_count(rs_producer *p, uint32_t metric, uint64_t increment) {
     uint64_t *cells = p->cells;

@@ -292,12 +292,7 @@ RS_INLINE int rs_bot_record(rs_bot *bot, rs_metric metric, uint64_t value) {
  */
 RS_INLINE int rs_bot_record_span(rs_bot *bot, rs_metric metric, uint64_t start_ns) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
-    uint64_t end = rs_clock_precise_ns();
-    uint64_t elapsed = end >= start_ns ? end - start_ns : 0;
-    uint64_t value = metric.ns_per_unit > 1 ? elapsed / metric.ns_per_unit : elapsed;
-    rs_producer *p = rs_bot_producer(bot);
-    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
-    return rs_producer_write_at(p, metric.index, RS_KIND_HISTOGRAM, RS_FLAG_SPAN, value, end);
+    return rs_producer_record_span(rs_bot_producer(bot), metric.index, metric.sampled, metric.ns_per_unit, start_ns);
 }
 
 /** Adds `increment` to a counter: exact, whatever the lanes hold. */
