@@ -289,17 +289,28 @@ final class MappedRingFile {
 
     /// Copies lane `lane`'s records at cursors `first..<end` (published), leaving out any the
     /// producer may have rewritten during the copy: never a torn record, never a cursor moved.
-    func copyRecords(lane: Int, from first: UInt64, to end: UInt64) -> [(cursor: UInt64, record: rs_record)] {
+    /// A record the consumer has passed (`consumed`) is kept while its slot still holds it.
+    func copyRecords(lane: Int, from first: UInt64, to end: UInt64) -> [(cursor: UInt64, record: rs_record, consumed: Bool)] {
         let slots = recordSlots(lane: lane)
-        let mask = layout.capacity - 1
+        let capacity = layout.capacity
         var copies: [(cursor: UInt64, record: rs_record)] = []
         copies.reserveCapacity(Int(end - first))
-        for cursor in first..<end { copies.append((cursor, slots[Int(cursor & mask)])) }
-        // Acquire fence: the copies above complete before the cursor is read again (a seqlock reader's).
+        for cursor in first..<end { copies.append((cursor, slots[Int(cursor & (capacity - 1))])) }
+        // Acquire fence: the copies above complete before the cursors are read again (a seqlock reader's).
         rs_fence_acquire()
         // The producer rewrites slot c only after the consumer passes c, so the records at or
-        // past the consumer's cursor now were not rewritten while we copied them.
+        // past the consumer's cursor now were not rewritten while we copied them ...
         let stillUnread = readCursor(lane: lane)
-        return copies.filter { $0.cursor >= stillUnread }
+        // ... and a consumed one only when it writes cursor c + capacity, which it starts once it
+        // has published c + capacity (x86-64 keeps stores in order, so a copy that saw the new
+        // bytes sees that cursor too). The slot's sequence must name the record as well: a reused
+        // slot is never shown as the record it replaced, whatever a producer wrote.
+        let written = writeCursor(lane: lane)
+        return copies.compactMap { copy in
+            if copy.cursor >= stillUnread { return (copy.cursor, copy.record, false) }
+            // (Wrapping: cursors near 2^64, or a write cursor moved back, must not trap; the latter fails.)
+            guard written &- copy.cursor < capacity, copy.record.sequence == copy.cursor else { return nil }
+            return (copy.cursor, copy.record, true)
+        }
     }
 }

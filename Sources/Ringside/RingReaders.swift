@@ -421,17 +421,20 @@ package final class RingInspector {
     }
 
     /// Copies the records now in the lanes (the last `last` of each lane, if given), with their
-    /// lane and cursor, oldest first by timestamp. Never moves a cursor and never returns a torn
-    /// record: a record the producer may have overwritten during the copy is left out.
-    package func peek(last: Int? = nil) throws(RingError) -> [PeekedRecord] {
+    /// lane and cursor, oldest first by timestamp: the backlog, and `includingConsumed`, the
+    /// records a consumer has passed that their slots still hold (while a collector drains, the
+    /// backlog is mostly empty). Never moves a cursor and never returns a torn or replaced
+    /// record: one the producer may have overwritten during the copy is left out.
+    package func peek(last: Int? = nil, includingConsumed: Bool = false) throws(RingError) -> [PeekedRecord] {
         try file.mapNewLanes()
         var copied: [PeekedRecord] = []
         for lane in 0..<file.laneCount {
             let cursors = try file.checkedCursors(lane: lane)
-            var first = cursors.read
+            // A lane's slots hold its last `capacity` records: those the consumer has passed, then the backlog.
+            var first = includingConsumed ? cursors.write - min(cursors.write, file.layout.capacity) : cursors.read
             if let last { first = max(first, cursors.write - min(cursors.write, UInt64(max(0, last)))) }
-            copied += file.copyRecords(lane: lane, from: first, to: cursors.write).map {
-                PeekedRecord(lane: lane, cursor: $0.cursor, record: $0.record)
+            copied += file.copyRecords(lane: lane, from: first, to: cursors.write).compactMap {
+                includingConsumed || !$0.consumed ? PeekedRecord(lane: lane, cursor: $0.cursor, record: $0.record, consumed: $0.consumed) : nil
             }
         }
         try file.checkNotTruncated()
@@ -444,4 +447,6 @@ package struct PeekedRecord {
     package let lane: Int
     package let cursor: UInt64
     package let record: RingRecord
+    /// Whether the consumer had passed it when it was copied (only with `includingConsumed`).
+    package let consumed: Bool
 }

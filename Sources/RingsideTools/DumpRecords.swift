@@ -2,8 +2,9 @@ import CRingside
 import Ringside
 import RingsideJSON
 
-/// What the tools read in one look at a ring: its status, the records now in its lanes, and
-/// the registry read after them (so every record's metric is in it).
+/// What the tools read in one look at a ring: its status, the most recent records in its lanes
+/// (consumed or not: a collector drains as soon as a bot writes), and the registry read after
+/// them (so every record's metric is in it).
 struct RingContents {
     let status: RingStatus
     let records: [PeekedRecord]
@@ -16,7 +17,7 @@ struct RingContents {
 
     init(_ inspector: RingInspector, last: Int? = nil) throws(RingError) {
         status = try inspector.settledStatus()
-        records = try inspector.settledPeek(last: last)
+        records = try inspector.settledPeek(last: last, includingConsumed: true)
         // After the peek: the producer publishes a metric before any record that names it.
         metrics = try inspector.registryEntries().map { try? $0.get() }
     }
@@ -49,7 +50,8 @@ struct MissingMetric: Error, CustomStringConvertible {
     }
 }
 
-/// `ringside-dump records NAME`: the records now in the lanes, oldest first, each with its lane.
+/// `ringside-dump records NAME`: the most recent records in the lanes, consumed or not, oldest
+/// first, each with its lane and whether a consumer has passed it.
 enum RecordsCommand {
     static func run(_ name: String, last: Int?, metrics names: [String], _ context: DumpContext) -> Int32 {
         let contents: RingContents
@@ -80,7 +82,7 @@ enum RecordsCommand {
                 return .members([
                     ("lane", .uint(UInt64(entry.lane))), ("cursor", .uint(entry.cursor)), ("sequence", .uint(record.sequence)),
                     ("time", .string(time)), ("timestamp_ns", .uint(record.timestamp_ns)),
-                    ("metric_index", .uint(UInt64(record.metric))), ("metric", metricJSON),
+                    ("metric_index", .uint(UInt64(record.metric))), ("metric", metricJSON), ("consumed", .bool(entry.consumed)),
                     ("labels", metric?.labelsJSON ?? .null), ("kind", kindJSON), ("unit", unitJSON),
                     ("value", MetricValue(bits: record.value, kind: kind).json), ("span", .bool(isSpan)), ("raw", rawJSON),
                 ])
@@ -103,7 +105,7 @@ enum RecordsCommand {
         let lanesShown = Set(selected.map(\.lane)).count
         console.print("ring \(name): \(selected.count) record\(selected.count == 1 ? "" : "s") from \(lanesShown) "
             + "of its \(status.lanesText) (\(sums))")
-        var headers = ["LANE", "CURSOR", "TIME", "METRIC", "VALUE", "FLAGS"]
+        var headers = ["LANE", "CURSOR", "TIME", "METRIC", "VALUE", "FLAGS", "READ"]
         if context.raw { headers.append("RAW") }
         var table = TextTable(headers, right: ["LANE", "CURSOR", "VALUE"])
         for entry in selected {
@@ -117,6 +119,7 @@ enum RecordsCommand {
                 metric?.displayName ?? "#\(record.metric) (not registered)",
                 MetricValue(bits: record.value, kind: kind).text(unit: metric?.unit),
                 record.flags & UInt8(RS_FLAG_SPAN) != 0 ? "span" : "-",
+                entry.consumed ? "consumed" : "waiting",
             ]
             if context.raw { row.append(hexBytes(of: record)) }
             table.add(row)

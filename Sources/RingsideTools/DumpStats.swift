@@ -1,10 +1,11 @@
 import Ringside
 import RingsideJSON
 
-/// Exact statistics of one metric: over its records now in the lanes, and from its cells.
+/// Exact statistics of one metric: over its most recent records in the lanes (consumed or not),
+/// and from its cells.
 struct MetricStatistics {
     let metric: MetricDescriptor
-    /// Records of the metric now in the lanes.
+    /// Records of the metric in the lanes, consumed or not.
     let count: Int
     /// Histograms: the values sorted, for exact percentiles.
     let sorted: [UInt64]
@@ -42,8 +43,8 @@ struct MetricStatistics {
     ]
 }
 
-/// `ringside-dump stats NAME`: percentiles per metric over the records now in the lanes, and
-/// counters' totals from the cells.
+/// `ringside-dump stats NAME`: percentiles per metric over the most recent records in the lanes
+/// (consumed or not), and counters' totals from the cells.
 enum StatsCommand {
     static func run(_ name: String, metrics names: [String], _ context: DumpContext) -> Int32 {
         let contents: RingContents
@@ -98,13 +99,14 @@ enum StatsCommand {
             }
             console.print(JSON.object([
                 ("ring", .string(name)), ("lanes", .uint(UInt64(contents.status.lanes.count))),
-                ("records", .uint(UInt64(records.count))),
+                ("records", .uint(UInt64(records.count))), ("consumed", .uint(UInt64(records.count { $0.consumed }))),
                 ("unregistered_records", .uint(UInt64(unregistered))), ("metrics", .array(items)),
             ]).text)
             return ExitStatus.success
         }
 
-        console.print("ring \(name): \(records.count) record\(records.count == 1 ? "" : "s") in its \(contents.status.lanesText)")
+        console.print("ring \(name): \(records.count) record\(records.count == 1 ? "" : "s") in its \(contents.status.lanesText), "
+            + "\(records.count { $0.consumed }) of them consumed")
         let byKind = Dictionary(grouping: statistics, by: \.metric.kind)
         func none(_ value: String?) -> String { value ?? "-" }
         if let histograms = byKind[.histogram] {

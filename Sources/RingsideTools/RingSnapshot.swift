@@ -44,9 +44,9 @@ extension RingInspector {
         try lookedAgain { () throws(RingError) in try status() }
     }
 
-    /// `peek(last:)`, looked at again as `settledStatus()` is.
-    func settledPeek(last: Int? = nil) throws(RingError) -> [PeekedRecord] {
-        try lookedAgain { () throws(RingError) in try peek(last: last) }
+    /// `peek(last:includingConsumed:)`, looked at again as `settledStatus()` is.
+    func settledPeek(last: Int? = nil, includingConsumed: Bool = false) throws(RingError) -> [PeekedRecord] {
+        try lookedAgain { () throws(RingError) in try peek(last: last, includingConsumed: includingConsumed) }
     }
 
     private func lookedAgain<T>(_ look: () throws(RingError) -> T) throws(RingError) -> T {

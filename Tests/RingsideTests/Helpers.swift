@@ -11,7 +11,7 @@ func drainAll(_ consumer: RingConsumer) throws -> [PeekedRecord] {
     var drained: [PeekedRecord] = []
     try consumer.drain(limitPerLane: .max) { records, first, lane in
         for (offset, record) in records.enumerated() {
-            drained.append(PeekedRecord(lane: lane, cursor: first + UInt64(offset), record: record))
+            drained.append(PeekedRecord(lane: lane, cursor: first + UInt64(offset), record: record, consumed: true))
         }
     }
     return drained

@@ -345,12 +345,37 @@ struct DumpToolTests {
             #expect(metrics["lane_level"]?.double("last") == 2 && metrics["lane_level"]?.uint64("dropped") == 3)
 
             _ = try drainAll(directory, "bot")
+            // Drained, the records stay in their slots and are shown, consumed: all but each
+            // lane's oldest, whose slot the producer may be rewriting with its next record.
             let drained = try dump(directory, "stats", "bot", "--json").json()
-            #expect(drained.uint64("records") == 0)
+            #expect(drained.uint64("records") == 45 && drained.uint64("consumed") == 45)
             let after = Dictionary(uniqueKeysWithValues: drained.objects("metrics").map { ($0.string("name")!, $0) })
             #expect(after["lane_increments"]?.uint64("total") == 54)
             #expect(after["lane_level"]?.double("last") == 2 && after["lane_level"]?["min"] is NSNull)
-            #expect(after["lane_values"]?.uint64("count") == 0 && after["lane_values"]?.uint64("dropped") == 6)
+            #expect(after["lane_values"]?.uint64("count") == 45 && after["lane_values"]?.uint64("dropped") == 6)
+        }
+    }
+
+    @Test("records after a collector drained: the most recent records, consumed or waiting, never a slot's replaced record")
+    func recordsOnceConsumed() throws {
+        try withRingDirectory { directory in
+            // 10 records into a lane of 16, drained, then 10 more: slots hold cursors 4 ... 19,
+            // and the one of cursor 4 is where the producer writes cursor 20 next.
+            try makeSequenceRing(directory, "s", count: 10, start: 100, capacity: 16)
+            #expect(try drainAll(directory, "s").count == 10)
+            try makeSequenceRing(directory, "s", count: 10, start: 200, capacity: 16)
+            let json = try dump(directory, "records", "s", "--json").json()
+            let records = json.objects("records")
+            #expect(records.map { $0.uint64("cursor")! } == Array(5...19))
+            #expect(records.allSatisfy { $0.uint64("sequence") == $0.uint64("cursor") })
+            #expect(records.map { $0.uint64("value")! } == Array(105...109) + Array(200...209))
+            #expect(records.map { $0.bool("consumed")! } == Array(repeating: true, count: 5) + Array(repeating: false, count: 10))
+
+            let table = try dump(directory, "records", "s", "--last", "12")
+            #expect(table.status == 0)
+            let rows = table.outputLines.dropFirst(2).map { $0.split(separator: " ").map(String.init) }
+            #expect(rows.map { $0[1] } == (8...19).map(String.init))
+            #expect(rows.map { $0.last! } == ["consumed", "consumed"] + Array(repeating: "waiting", count: 10))
         }
     }
 

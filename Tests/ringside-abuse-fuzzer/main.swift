@@ -860,12 +860,20 @@ func check(_ label: String, _ bytes: [UInt8], expectation: Expectation, runDump:
         metrics = try inspector.metrics()
         let records = try inspector.peek()
         let last = try inspector.peek(last: 3)
+        let recent = try inspector.peek(includingConsumed: true)
         _ = try inspector.registryEntries()
         _ = inspector.header
         for metric in metrics { _ = try inspector.cells(of: metric) }
         if records.count != Int(status.backlog) { violation("\(label): peek copied \(records.count) of \(status.backlog) records") }
         let lastExpected = status.lanes.reduce(0) { $0 + min(3, Int($1.backlog)) }
         if last.count != lastExpected { violation("\(label): peek(last: 3) copied \(last.count), expected \(lastExpected)") }
+        // Consumed records are shown only where the slot's sequence names them, and never more than a lane holds.
+        if let replaced = recent.first(where: { $0.consumed && $0.record.sequence != $0.cursor }) {
+            violation("\(label): peek(includingConsumed:) showed cursor \(replaced.cursor) from a slot of sequence \(replaced.record.sequence)")
+        }
+        if recent.filter({ !$0.consumed }).count != records.count || recent.count > status.lanes.count * Int(status.capacity) {
+            violation("\(label): peek(includingConsumed:) copied \(recent.count), \(records.count) of them waiting")
+        }
         if status.lanes.count != Int(parseHeader(bytes).lanes_allocated) {
             violation("\(label): status lists \(status.lanes.count) lanes of \(parseHeader(bytes).lanes_allocated)")
         }
