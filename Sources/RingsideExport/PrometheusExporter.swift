@@ -294,22 +294,3 @@ public final class PrometheusRenderer: Sendable {
         return buffers.withLock { page.write(reusing: &$0, openMetrics: format == .openMetrics) }
     }
 }
-
-extension PrometheusExporter {
-    /// How the text formats (0.0.4 and OpenMetrics) write `byte` of a HELP text or, `inLabel`, of
-    /// a label value: nil when it stands for itself, else `\\`, `\n` or (in a label) `\"`.
-    /// The one Prometheus escaper: the pages, the fixed families and the tools' names use it.
-    package static func escape(_ byte: UInt8, inLabel: Bool) -> String? {
-        switch byte {
-        case UInt8(ascii: "\\"): "\\\\"
-        case UInt8(ascii: "\n"): "\\n"
-        case UInt8(ascii: "\"") where inLabel: "\\\""
-        default: nil
-        }
-    }
-
-    /// `value` as a label value is written between its quotes.
-    package static func escapedLabelValue(_ value: String) -> String {
-        String(decoding: value.utf8.flatMap { byte in escape(byte, inLabel: true).map { Array($0.utf8) } ?? [byte] }, as: UTF8.self)
-    }
-}

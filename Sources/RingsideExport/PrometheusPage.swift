@@ -402,15 +402,16 @@ private struct SeriesLines {
 }
 
 extension TextBuffer {
-    /// `value` escaped for a HELP text or (`inLabel`) a label value (see `PrometheusExporter.escape`).
-    func appendEscaped<Bytes: Sequence<UInt8>>(_ value: Bytes, inLabel: Bool) {
-        for byte in value {
-            if let escaped = PrometheusExporter.escape(byte, inLabel: inLabel) { append(escaped) } else { append(byte) }
-        }
-    }
-
+    /// Escapes `\\`, newlines and (in label values) `"`, as the text format requires.
     func appendEscaped(_ value: String, inLabel: Bool) {
-        appendEscaped(value.utf8, inLabel: inLabel)
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\\"): append("\\\\")
+            case UInt8(ascii: "\n"): append("\\n")
+            case UInt8(ascii: "\"") where inLabel: append("\\\"")
+            default: append(byte)
+            }
+        }
     }
 
     /// Labels as the registry stores them (sorted `key=value` lines), each as `,key="value"`;
@@ -427,7 +428,13 @@ extension TextBuffer {
                 if PrometheusExporter.reservedLabelNames.contains(where: { $0.elementsEqual(key) }) { append("exported_") }
                 append(key)
                 append("=\"")
-                appendEscaped(bytes[min(equals + 1, end)..<end], inLabel: true)
+                for byte in bytes[min(equals + 1, end)..<end] {
+                    switch byte {
+                    case UInt8(ascii: "\\"): append("\\\\")
+                    case UInt8(ascii: "\""): append("\\\"")
+                    default: append(byte)
+                    }
+                }
                 append(UInt8(ascii: "\""))
                 start = end + 1
             }

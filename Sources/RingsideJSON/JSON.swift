@@ -53,29 +53,20 @@ package indirect enum JSON: Sendable, Equatable {
 
     private static func writeString(_ value: String, to out: inout String) {
         out += "\""
-        var plain: [UInt8] = []
-        for byte in value.utf8 {
-            if let escaped = escape(byte) { plain += escaped.utf8 } else { plain.append(byte) }
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
         }
-        out += String(decoding: plain, as: UTF8.self)
         out += "\""
-    }
-
-    /// How a JSON string writes `byte` of a UTF-8 string: nil when the byte stands for itself, else
-    /// its escape (`\"`, `\\`, `\n`, `\r`, `\t`, `\u00XX` for the other control bytes). The one
-    /// escaper of every JSON writer here; an escape is a small string, never an allocation.
-    package static func escape(_ byte: UInt8) -> String? {
-        switch byte {
-        case UInt8(ascii: "\""): return "\\\""
-        case UInt8(ascii: "\\"): return "\\\\"
-        case UInt8(ascii: "\n"): return "\\n"
-        case UInt8(ascii: "\r"): return "\\r"
-        case UInt8(ascii: "\t"): return "\\t"
-        case 0..<0x20:
-            let hex = Array("0123456789abcdef".utf8)
-            return "\\u00" + String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]], as: UTF8.self)
-        default: return nil
-        }
     }
 }
 
