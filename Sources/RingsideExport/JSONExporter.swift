@@ -1,4 +1,5 @@
 import Ringside
+import RingsideJSON
 import Synchronization
 
 /// Renders snapshots as JSON: the `/latest` document (also the `--json-dump` file) and `/health`.
@@ -314,22 +315,13 @@ package final class JSONWriter {
     }
 
     private func string(_ value: String) {
-        text.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): text.append("\\\"")
-            case UInt8(ascii: "\\"): text.append("\\\\")
-            case UInt8(ascii: "\n"): text.append("\\n")
-            case UInt8(ascii: "\r"): text.append("\\r")
-            case UInt8(ascii: "\t"): text.append("\\t")
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                text.append("\\u00")
-                text.append(hex[Int(byte >> 4)])
-                text.append(hex[Int(byte & 0xF)])
-            default: text.append(byte)
-            }
-        }
-        text.append(UInt8(ascii: "\""))
+        var output = text
+        output.writeJSONString(value)
     }
+}
+
+/// The page buffer takes JSON text through RingsideJSON's writing functions.
+extension TextBuffer: JSONOutput {
+    func write(_ byte: UInt8) { append(byte) }
+    func write(_ text: String) { append(text) }
 }
