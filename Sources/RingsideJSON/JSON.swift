@@ -6,7 +6,7 @@ package indirect enum JSON: Sendable, Equatable {
     case bool(Bool)
     case int(Int64)
     case uint(UInt64)
-    /// Written as `null` when not finite: JSON has no NaN or infinity.
+    /// Written as ``JSONOutput/writeJSONNumber(_:)-(Double?)`` writes it.
     case double(Double)
     case string(String)
     case array([JSON])
@@ -25,12 +25,9 @@ package indirect enum JSON: Sendable, Equatable {
         switch self {
         case .null: out.write("null")
         case let .bool(value): out.write(value ? "true" : "false")
-        case let .int(value): out.write(String(value))
-        case let .uint(value): out.write(String(value))
-        case let .double(value):
-            guard value.isFinite else { out.write("null"); return }
-            // Swift prints the shortest text that reads back exactly, in JSON's syntax: "1.5", "2.0", "2.5e+20".
-            out.write("\(value)")
+        case let .int(value): out.writeJSONNumber(value)
+        case let .uint(value): out.writeJSONNumber(value)
+        case let .double(value): out.writeJSONNumber(value)
         case let .string(value): out.writeJSONString(value)
         case let .array(values):
             out.write(UInt8(ascii: "["))
@@ -87,6 +84,23 @@ extension JSONOutput {
         write(UInt8(ascii: "\""))
     }
 
+    /// A whole number with all its digits: counts, nanoseconds and ids never pass through a
+    /// `Double`, which would round them past 2^53.
+    @inlinable
+    package mutating func writeJSONNumber(_ value: some BinaryInteger) {
+        write(String(value))
+    }
+
+    /// A measure: `null` when absent or not finite (JSON has no NaN or infinity), a whole value
+    /// below 10^15 without a fraction (`2`, not `2.0`), else the shortest text that reads back
+    /// exactly (`1.5`, `2.5e+20`).
+    @inlinable
+    package mutating func writeJSONNumber(_ value: Double?) {
+        guard let value, value.isFinite else { return write("null") }
+        if value == value.rounded(), abs(value) < 1e15 { return writeJSONNumber(Int64(value)) }
+        write(value.description)
+    }
+
     @inlinable
     static func hexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
@@ -103,9 +117,7 @@ extension JSON {
 extension JSON {
     /// A measured figure: a whole number without a fraction, else rounded to three decimals.
     package static func figure(_ value: Double) -> JSON {
-        guard value.isFinite else { return .null }
-        let rounded = (value * 1000).rounded() / 1000
-        return rounded == rounded.rounded() && abs(rounded) < 1e15 ? .int(Int64(rounded)) : .double(rounded)
+        .double((value * 1000).rounded() / 1000)
     }
 
     /// A figure as text: `12`, `6.25`.
