@@ -25,7 +25,7 @@ let package = Package(
         .target(name: "RingsideHTTP"),
         /// The export formats over snapshots: Prometheus protobuf with native histograms, gzip.
         /// It knows nothing of rings or threads.
-        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideCommandLine", "CZlib"],
+        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideCommandLine", "RingsideJSON", "CZlib"],
                 resources: [.embedInCode("LivePage.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
         /// formats only, never by the library bots import.
@@ -39,7 +39,7 @@ let package = Package(
         // MARK: - Operator tools
 
         /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
-        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideJSON", "RingsideCommandLine"]),
+        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine"]),
         /// A JSON value written by hand, shared by the tools and the benchmark.
         .target(name: "RingsideJSON"),
         /// The usage error, the argument reading and the version every executable shares.

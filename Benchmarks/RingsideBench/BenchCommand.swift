@@ -59,11 +59,18 @@ public struct BenchCommand: Sendable, Equatable {
         var stream = ArgumentStream(arguments)
         var roundsGiven = false
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
-        while let flag = stream.next() {
+        while let token = try stream.next() {
+            let flag: String
+            switch token {
+            case let .argument(word):
+                guard let benchmark = Benchmark(rawValue: word) else { throw stream.unexpected(word) }
+                named.append(benchmark)
+                continue
+            case let .option(option): flag = option
+            }
             switch flag {
-            case "--help", "-h": return .help
+            case "--help": return .help
             case "--version": return .version
-            case "emit", "collector", "scrape": named.append(Benchmark(rawValue: flag)!)
             case "--json": command.json = true
             case "--quick":
                 command.settings.seconds = BenchSettings.quick.seconds
@@ -77,7 +84,7 @@ public struct BenchCommand: Sendable, Equatable {
                 roundsGiven = true
             case "--duration":
                 let text = try value(for: flag)
-                let seconds = Double(text) ?? durationNanos(text).map { Double($0) / 1e9 }
+                let seconds = durationNanos(text, bareSeconds: true).map { Double($0) / 1e9 }
                 guard let seconds, seconds >= 0.05, seconds <= 3600 else {
                     throw UsageError("--duration \(text): expected seconds from 0.05 to 3600 (e.g. 2, 500ms)")
                 }
@@ -107,8 +114,7 @@ public struct BenchCommand: Sendable, Equatable {
                     throw UsageError("--poll must be from 1ms to 10s")
                 }
             default:
-                throw UsageError(flag.hasPrefix("-") ? "unknown option \(flag) (see --help)"
-                                                     : "unexpected argument \(flag) (see --help)")
+                throw stream.unknown(flag)
             }
         }
         if !named.isEmpty { command.benchmarks = Benchmark.allCases.filter(named.contains) }
@@ -121,6 +127,3 @@ public struct BenchCommand: Sendable, Equatable {
         return .run(command)
     }
 }
-
-/// Nanoseconds in `250ms`, `2s`, `1m` ...; nil if it is not a duration.
-func durationNanos(_ text: String) -> UInt64? { try? parseDuration(text, flag: "") }

@@ -111,9 +111,9 @@ public struct CollectorOptions: Sendable, Equatable {
         var directory: String?
         var stream = ArgumentStream(arguments)
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
-        while let flag = stream.next() {
+        while let flag = try stream.nextOption() {
             switch flag {
-            case "--help", "-h": return .help
+            case "--help": return .help
             case "--version": return .version
             case "--demo": options.demo = true
             case "--dir":
@@ -223,8 +223,7 @@ public struct CollectorOptions: Sendable, Equatable {
                 guard let uid = UInt32(text) else { throw UsageError("--allow-uid: \(text) is not a user id") }
                 options.allowedUIDs.append(uid)
             default:
-                throw UsageError(flag.hasPrefix("-") ? "unknown option \(flag) (see --help)"
-                                                     : "unexpected argument \(flag) (see --help)")
+                throw stream.unknown(flag)
             }
         }
         options.directory = RingDirectory(directory)
@@ -261,24 +260,3 @@ func parseByteSize(_ text: String) -> UInt64? {
     let (bytes, overflow) = number.multipliedReportingOverflow(by: scale)
     return overflow ? nil : bytes
 }
-
-/// Parses `250ms`, `5s`, `1m`, `100us`, `2h`, `500ns` into nanoseconds.
-public func parseDuration(_ text: String, flag: String) throws(UsageError) -> UInt64 {
-    guard let nanos = durationNanos(text) else {
-        throw UsageError("\(flag): \(text) is not a duration (a number and ns, us, ms, s, m or h)")
-    }
-    return nanos
-}
-
-/// Nanoseconds in `text` (a number followed by ns, us, ms, s, m or h), or nil.
-func durationNanos(_ text: String) -> UInt64? {
-    let units: [(String, Double)] = [("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9), ("h", 3600e9)]
-    for (suffix, scale) in units where text.hasSuffix(suffix) {
-        let number = text.dropLast(suffix.count)
-        // "ms" also ends in "s": only accept a number before the suffix.
-        guard let value = Double(number), value.isFinite, value > 0, value * scale < 1.8e19 else { continue }
-        return UInt64(value * scale)
-    }
-    return nil
-}
-

@@ -1,5 +1,6 @@
 import RingsideExport
 import Ringside
+import RingsideCommandLine
 
 /// A service-level objective over a histogram metric:
 ///

@@ -5,27 +5,147 @@ public struct UsageError: Error, Equatable, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// The tokens of a command line, read one at a time, so that `--flag=value` and `--flag value`
-/// read alike: the first comes out as `--flag`, then `value`.
+/// The one reader of every executable's command line, token by token: `--flag=value` and
+/// `--flag value` read alike, `-h` is `--help`, `--` ends the options, and `-` or a number
+/// (`-1.5`) is an argument, not an option.
 public struct ArgumentStream {
-    private var remaining: ArraySlice<String>
+    public enum Token: Equatable {
+        case option(String)
+        case argument(String)
+    }
 
-    public init(_ arguments: [String]) {
+    private var remaining: ArraySlice<String>
+    /// The value of `--flag=value`, until `value(for:)` takes it.
+    private var inline: (flag: String, value: String)?
+    private var optionsEnded = false
+    /// Names the command at the head of each message (`ringside-dump records: ...`); nil: none.
+    private let context: String?
+
+    public init(_ arguments: [String], context: String? = nil) {
         remaining = arguments[...]
+        self.context = context
     }
 
     /// The next option or argument, or nil at the end.
-    public mutating func next() -> String? {
-        guard let argument = remaining.popFirst() else { return nil }
-        guard argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") else { return argument }
-        remaining.insert(String(argument[argument.index(after: equals)...]), at: remaining.startIndex)
-        return String(argument[..<equals])
+    /// - Throws: `UsageError` ("FLAG takes no value") when the last option's `=value` was not taken.
+    public mutating func next() throws(UsageError) -> Token? {
+        if let inline { throw error("\(inline.flag) takes no value") }
+        while let token = remaining.popFirst() {
+            if optionsEnded || !token.hasPrefix("-") || token == "-" || Double(token) != nil { return .argument(token) }
+            if token == "--" { optionsEnded = true; continue }
+            if token.hasPrefix("--"), let equals = token.firstIndex(of: "=") {
+                let flag = String(token[..<equals])
+                inline = (flag, String(token[token.index(after: equals)...]))
+                return .option(flag)
+            }
+            return .option(token == "-h" ? "--help" : token)
+        }
+        return nil
     }
 
     /// The value that follows `flag`.
     /// - Throws: `UsageError` ("FLAG needs a value") at the end of the command line.
     public mutating func value(for flag: String) throws(UsageError) -> String {
-        guard let next = remaining.popFirst() else { throw UsageError("\(flag) needs a value") }
+        if let inline {
+            self.inline = nil
+            return inline.value
+        }
+        guard let next = remaining.popFirst() else { throw error("\(flag) needs a value") }
         return next
     }
+
+    /// The next option, for a command that takes options only.
+    /// - Throws: `UsageError` at an argument.
+    public mutating func nextOption() throws(UsageError) -> String? {
+        switch try next() {
+        case nil: return nil
+        case let .option(option): return option
+        case let .argument(argument): throw unexpected(argument)
+        }
+    }
+
+    /// The error for an option the command does not have.
+    public func unknown(_ option: String) -> UsageError {
+        error("unknown option \(option) (see \(context.map { "\($0) " } ?? "")--help)")
+    }
+
+    /// The error for an argument the command does not take.
+    public func unexpected(_ argument: String) -> UsageError {
+        error("unexpected argument \(argument) (see \(context.map { "\($0) " } ?? "")--help)")
+    }
+
+    private func error(_ message: String) -> UsageError {
+        UsageError(context.map { "\($0): \(message)" } ?? message)
+    }
+}
+
+/// The options one command accepts: flags that stand alone, and options that take a value.
+public struct OptionSpec {
+    public var flags: Set<String>
+    public var valued: Set<String>
+    /// Valued options that may be given more than once (`--label k=v --label k2=v2`).
+    public var repeatable: Set<String>
+
+    public init(flags: Set<String> = [], valued: Set<String> = [], repeatable: Set<String> = []) {
+        self.flags = flags
+        self.valued = valued
+        self.repeatable = repeatable
+    }
+}
+
+/// A command line read by `ArgumentStream` against an `OptionSpec`: its arguments, flags and
+/// option values, for the tools' subcommands.
+public struct ParsedArguments {
+    public private(set) var positionals: [String] = []
+    public private(set) var flags: Set<String> = []
+    public private(set) var values: [String: [String]] = [:]
+
+    public func has(_ flag: String) -> Bool { flags.contains(flag) }
+    public func value(_ option: String) -> String? { values[option]?.last }
+    public func all(_ option: String) -> [String] { values[option] ?? [] }
+
+    /// - Parameter context: names the command in error messages (`ringside-dump records`).
+    public init(_ arguments: [String], spec: OptionSpec, context: String) throws(UsageError) {
+        var stream = ArgumentStream(arguments, context: context)
+        while let token = try stream.next() {
+            switch token {
+            case let .argument(argument):
+                positionals.append(argument)
+            case let .option(name) where spec.flags.contains(name):
+                flags.insert(name)
+            case let .option(name) where spec.valued.contains(name):
+                let value = try stream.value(for: name)
+                if values[name] != nil && !spec.repeatable.contains(name) {
+                    throw UsageError("\(context): \(name) is given twice")
+                }
+                values[name, default: []].append(value)
+            case let .option(name):
+                throw stream.unknown(name)
+            }
+        }
+    }
+}
+
+// MARK: - Durations
+
+/// The one duration grammar: a number and a unit, ns, us (or µs), ms, s, m or h (`250ms`, `1.5s`,
+/// `2m`); where `bareSeconds`, a number alone is seconds (`0.5`, `2`). Nil for anything else, for
+/// zero and negatives, and past 2^64 ns.
+public func durationNanos(_ text: String, bareSeconds: Bool = false) -> UInt64? {
+    let units: [(String, Double)] = [("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9), ("h", 3600e9)]
+    var nanos = bareSeconds ? Double(text).map { $0 * 1e9 } : nil
+    for (suffix, scale) in units where nanos == nil && text.hasSuffix(suffix) {
+        // "ms" also ends in "s": only a number before the suffix counts.
+        nanos = Double(text.dropLast(suffix.count)).map { $0 * scale }
+    }
+    guard let nanos, nanos.isFinite, nanos >= 1, nanos < 1.8e19 else { return nil }
+    return UInt64(nanos)
+}
+
+/// Parses a duration (see `durationNanos`) given to `flag`.
+public func parseDuration(_ text: String, flag: String, bareSeconds: Bool = false) throws(UsageError) -> UInt64 {
+    guard let nanos = durationNanos(text, bareSeconds: bareSeconds) else {
+        throw UsageError("\(flag): \(text) is not a duration (\(bareSeconds ? "seconds, or " : "")a number and ns, us, ms, s, m or h)")
+    }
+    return nanos
 }

@@ -452,21 +452,21 @@ public struct HistoryAnswer: Sendable {
     public var json: [UInt8] {
         let json = JSONWriter()
         json.object {
-            json.field("from", exactly: UInt128(from))
-            json.field("to", exactly: UInt128(to))
-            json.field("step", Double(step))
-            json.field("retention_seconds", Double(retentionSeconds))
-            json.field("series_total", Double(seriesTotal))
-            json.field("series_cap", Double(seriesCap))
-            json.field("series_refused", Double(seriesRefused))
-            json.field("points_max", Double(HistoryStore.maxPointsPerAnswer))
+            json.field("from", from)
+            json.field("to", to)
+            json.field("step", step)
+            json.field("retention_seconds", retentionSeconds)
+            json.field("series_total", seriesTotal)
+            json.field("series_cap", seriesCap)
+            json.field("series_refused", seriesRefused)
+            json.field("points_max", HistoryStore.maxPointsPerAnswer)
             json.field("truncated", truncated)
             json.key("series")
             json.array(series) { series in
                 let metric = series.metric
                 let columns = Self.columns(metric.kind)
                 json.object {
-                    json.field("id", exactly: UInt128(series.id))
+                    json.field("id", series.id)
                     json.field("ring", series.ring)
                     json.field("metric", metric.name)
                     json.field("kind", metric.kind.description)
@@ -483,11 +483,11 @@ public struct HistoryAnswer: Sendable {
                         json.array(Array(series.points[start..<(start + columns.count)].enumerated())) { item in
                             let (column, number) = (item.offset, item.element)
                             if column == 0 || (metric.kind == .counter) {
-                                json.value(exactly: UInt128(number))
+                                json.value(number)
                             } else if metric.kind == .gauge {
                                 json.value(Double(bitPattern: number))
                             } else {
-                                json.value(exactly: number == historyNull ? nil : UInt128(number))
+                                json.value(number == historyNull ? nil : number)
                             }
                         }
                     }

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideJSON
 import Synchronization
 
 /// Renders snapshots as JSON: the `/latest` document (also the `--json-dump` file) and `/health`.
@@ -32,12 +33,12 @@ public enum JSONExporter {
                     json.field("statistic", slo.statistic)
                     json.field("window", slo.window)
                     json.field("violated", slo.violated)
-                    json.field("violations", Double(slo.violations))
+                    json.field("violations", slo.violations)
                     json.field("compliance", slo.compliance)
                     json.field("observed", slo.observed)
                     json.field("threshold", slo.threshold)
-                    json.field("events", Double(slo.events))
-                    json.field("matching_series", Double(slo.matchingSeries))
+                    json.field("events", slo.events)
+                    json.field("matching_series", slo.matchingSeries)
                 }
             }
             json.key("collector")
@@ -59,9 +60,9 @@ public enum JSONExporter {
                     json.field("state", ring.state.rawValue)
                     json.field("problem", ring.problem)
                     json.field("quarantined", ring.quarantined)
-                    json.field("producer_pid", Double(ring.producerPID))
-                    json.field("backlog", Double(ring.backlog))
-                    json.field("dropped_total", Double(ring.droppedTotal))
+                    json.field("producer_pid", ring.producerPID)
+                    json.field("backlog", ring.backlog)
+                    json.field("dropped_total", ring.droppedTotal)
                     json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)
                 }
             }
@@ -96,17 +97,17 @@ public enum JSONExporter {
                 for (key, value) in metric.labels { json.field(key, value) }
             }
             if !metric.help.isEmpty { json.field("help", metric.help) }
-            json.field("sample_every", Double(metric.sampleEvery))
+            json.field("sample_every", metric.sampleEvery)
             switch metric.kind {
             case .histogram:
-                json.field("total_count", exactly: UInt128(series.cumulativeCount))
-                json.field("total_sum", exactly: series.cumulativeExactSum)
-                json.field("dropped_records", Double(series.droppedRecords))
+                json.field("total_count", UInt128(series.cumulativeCount))
+                json.field("total_sum", series.cumulativeExactSum)
+                json.field("dropped_records", series.droppedRecords)
             case .counter:
-                json.field("total", exactly: series.cumulativeExactSum)
+                json.field("total", series.cumulativeExactSum)
             case .gauge:
                 json.field("value", series.lastValue)
-                json.field("dropped_records", Double(series.droppedRecords))
+                json.field("dropped_records", series.droppedRecords)
             }
             json.key("windows")
             json.object {
@@ -115,14 +116,14 @@ public enum JSONExporter {
                     json.object {
                         switch metric.kind {
                         case .histogram:
-                            json.field("count", Double(stats.count))
+                            json.field("count", stats.count)
                             json.field("sum", stats.sum)
-                            json.field("min", Double(stats.min))
-                            json.field("max", Double(stats.max))
+                            json.field("min", stats.min)
+                            json.field("max", stats.max)
                             json.field("mean", stats.mean)
-                            for (key, value) in zip(quantileKeys, stats.quantileValues) { json.field(key, Double(value)) }
+                            for (key, value) in zip(quantileKeys, stats.quantileValues) { json.field(key, value) }
                         case .counter:
-                            json.field("total", exactly: series.cumulativeExactSum)
+                            json.field("total", series.cumulativeExactSum)
                             json.field("increase", stats.increase)
                             json.field("rate", stats.rate)
                         case .gauge:
@@ -139,35 +140,35 @@ public enum JSONExporter {
     private static func writeRing(_ ring: RingSnapshot, into json: JSONWriter) {
         json.object {
             json.field("name", ring.name)
-            json.field("producer_pid", Double(ring.producerPID))
+            json.field("producer_pid", ring.producerPID)
             json.field("alive", ring.producerAlive)
-            json.field("capacity", Double(ring.capacity))
-            json.field("backlog", Double(ring.backlog))
-            json.field("records_total", Double(ring.recordsTotal))
-            json.field("consumed_total", Double(ring.consumedTotal))
-            json.field("dropped_total", Double(ring.droppedTotal))
-            json.field("unlaned_dropped_total", Double(ring.unlanedDropped))
-            json.field("drained_total", Double(ring.drainedTotal))
-            json.field("rejected_total", Double(ring.rejectedTotal))
-            json.field("series_refused", Double(ring.seriesRefused))
-            json.field("records_refused_total", Double(ring.recordsRefusedTotal))
+            json.field("capacity", ring.capacity)
+            json.field("backlog", ring.backlog)
+            json.field("records_total", ring.recordsTotal)
+            json.field("consumed_total", ring.consumedTotal)
+            json.field("dropped_total", ring.droppedTotal)
+            json.field("unlaned_dropped_total", ring.unlanedDropped)
+            json.field("drained_total", ring.drainedTotal)
+            json.field("rejected_total", ring.rejectedTotal)
+            json.field("series_refused", ring.seriesRefused)
+            json.field("records_refused_total", ring.recordsRefusedTotal)
             json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)
-            json.field("metrics", Double(ring.metricCount))
+            json.field("metrics", ring.metricCount)
             json.field("state", ring.state.rawValue)
             json.field("problem", ring.problem)
             json.field("quarantined", ring.quarantined)
-            json.field("quarantines_total", Double(ring.quarantinesTotal))
-            json.field("max_lanes", Double(ring.maxLanes))
+            json.field("quarantines_total", ring.quarantinesTotal)
+            json.field("max_lanes", ring.maxLanes)
             json.key("lanes")
             json.array(ring.lanes) { lane in
                 json.object {
-                    json.field("lane", Double(lane.index))
+                    json.field("lane", lane.index)
                     json.field("state", lane.state.description)
-                    json.field("thread_id", Double(lane.threadID))
-                    json.field("backlog", Double(lane.backlog))
-                    json.field("records_total", Double(lane.recordsTotal))
-                    json.field("consumed_total", Double(lane.consumedTotal))
-                    json.field("dropped_total", Double(lane.droppedTotal))
+                    json.field("thread_id", lane.threadID)
+                    json.field("backlog", lane.backlog)
+                    json.field("records_total", lane.recordsTotal)
+                    json.field("consumed_total", lane.consumedTotal)
+                    json.field("dropped_total", lane.droppedTotal)
                     json.field("heartbeat_age_seconds", lane.heartbeatAgeSeconds)
                 }
             }
@@ -176,16 +177,16 @@ public enum JSONExporter {
 
     private static func writeCollector(_ stats: CollectorStats, into json: JSONWriter) {
         json.object {
-            json.field("records_drained", Double(stats.recordsDrained))
+            json.field("records_drained", stats.recordsDrained)
             json.field("drain_rate", stats.drainRate)
             json.field("lag_seconds", stats.lagSeconds)
             json.field("last_pass_seconds", stats.lastPassSeconds)
-            json.field("passes", Double(stats.passes))
+            json.field("passes", stats.passes)
             json.field("started_at", utcTimestamp(realtimeNanos: stats.startedRealtimeNanos))
-            if let errors = stats.hlogErrors { json.field("hlog_errors", Double(errors)) }
+            if let errors = stats.hlogErrors { json.field("hlog_errors", errors) }
             if let history = stats.history {
-                json.field("history_series", Double(history.series))
-                json.field("history_series_refused", Double(history.refused))
+                json.field("history_series", history.series)
+                json.field("history_series_refused", history.refused)
             }
         }
     }
@@ -220,7 +221,7 @@ public final class LatestRenderer: Sendable {
     }
 }
 
-/// Writes JSON into a byte buffer, tracking commas; numbers that are not finite become null.
+/// Writes JSON into a byte buffer, tracking commas, with RingsideJSON's strings and numbers.
 /// A class, so nested writing closures can share it. It streams bytes rather than building a
 /// `RingsideJSON` value tree, which would cost a String per field for every one of thousands of series.
 package final class JSONWriter {
@@ -269,30 +270,31 @@ package final class JSONWriter {
         needsComma = true
     }
 
+    /// A measure, or null; numbers are written as RingsideJSON writes them.
     package func field(_ name: String, _ value: Double?) {
         key(name)
-        if let value, value.isFinite { text.appendNumber(value) } else { text.append("null") }
+        number(value)
         needsComma = true
     }
 
-    /// A whole number written with all its digits (a `Double` would round past 2^53).
-    package func field(_ name: String, exactly value: UInt128) {
+    /// A count, nanoseconds or an id, with all its digits.
+    package func field(_ name: String, _ value: some BinaryInteger) {
         key(name)
-        text.append(String(value))
+        number(value)
         needsComma = true
     }
 
-    /// An array element: a number (null when not finite) ...
+    /// An array element: a measure or null ...
     package func value(_ value: Double?) {
         separate()
-        if let value, value.isFinite { text.appendNumber(value) } else { text.append("null") }
+        number(value)
         needsComma = true
     }
 
-    /// ... a whole number with all its digits (or null) ...
-    package func value(exactly value: UInt128?) {
+    /// ... a whole number with all its digits, or null ...
+    package func value<Integer: BinaryInteger>(_ value: Integer?) {
         separate()
-        if let value { text.append(String(value)) } else { text.append("null") }
+        if let value { number(value) } else { text.append("null") }
         needsComma = true
     }
 
@@ -314,22 +316,23 @@ package final class JSONWriter {
     }
 
     private func string(_ value: String) {
-        text.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): text.append("\\\"")
-            case UInt8(ascii: "\\"): text.append("\\\\")
-            case UInt8(ascii: "\n"): text.append("\\n")
-            case UInt8(ascii: "\r"): text.append("\\r")
-            case UInt8(ascii: "\t"): text.append("\\t")
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                text.append("\\u00")
-                text.append(hex[Int(byte >> 4)])
-                text.append(hex[Int(byte & 0xF)])
-            default: text.append(byte)
-            }
-        }
-        text.append(UInt8(ascii: "\""))
+        var output = text
+        output.writeJSONString(value)
     }
+
+    private func number(_ value: Double?) {
+        var output = text
+        output.writeJSONNumber(value)
+    }
+
+    private func number(_ value: some BinaryInteger) {
+        var output = text
+        output.writeJSONNumber(value)
+    }
+}
+
+/// The page buffer takes JSON text through RingsideJSON's writing functions.
+extension TextBuffer: JSONOutput {
+    func write(_ byte: UInt8) { append(byte) }
+    func write(_ text: String) { append(text) }
 }

@@ -401,10 +401,22 @@ private struct SeriesLines {
     }
 }
 
+/// A label value as the text format writes it between its quotes, for the tools' `name{key="value"}`.
+package func prometheusEscapedLabelValue(_ value: String) -> String {
+    let text = TextBuffer(capacity: value.utf8.count + 8)
+    text.appendEscaped(value, inLabel: true)
+    return String(decoding: text.bytes, as: UTF8.self)
+}
+
 extension TextBuffer {
-    /// Escapes `\\`, newlines and (in label values) `"`, as the text format requires.
+    /// Escapes `\\`, newlines and (in label values) `"`, as the text format requires: the one
+    /// Prometheus escaper, for label values and HELP texts alike.
     func appendEscaped(_ value: String, inLabel: Bool) {
-        for byte in value.utf8 {
+        appendEscaped(bytes: value.utf8, inLabel: inLabel)
+    }
+
+    func appendEscaped(bytes value: some Sequence<UInt8>, inLabel: Bool) {
+        for byte in value {
             switch byte {
             case UInt8(ascii: "\\"): append("\\\\")
             case UInt8(ascii: "\n"): append("\\n")
@@ -428,13 +440,7 @@ extension TextBuffer {
                 if PrometheusExporter.reservedLabelNames.contains(where: { $0.elementsEqual(key) }) { append("exported_") }
                 append(key)
                 append("=\"")
-                for byte in bytes[min(equals + 1, end)..<end] {
-                    switch byte {
-                    case UInt8(ascii: "\\"): append("\\\\")
-                    case UInt8(ascii: "\""): append("\\\"")
-                    default: append(byte)
-                    }
-                }
+                appendEscaped(bytes: bytes[min(equals + 1, end)..<end], inLabel: true)
                 append(UInt8(ascii: "\""))
                 start = end + 1
             }

@@ -1,3 +1,5 @@
+import RingsideJSON
+
 /// A growable byte buffer that exporters append text to: each piece is one bounds check and one
 /// copy. (`[UInt8].append(contentsOf:)` costs tens of nanoseconds a call, and a /metrics page of
 /// 10,000 series makes over a million of them.) The only raw memory of the exporters lives here.
@@ -170,14 +172,12 @@ final class TextBuffer {
         }
     }
 
-    /// A number as Prometheus and JSON both read it; integers print without a fraction.
-    /// Non-finite values print as Prometheus spells them (`+Inf`, `-Inf`, `NaN`).
+    /// A number as Prometheus reads it: non-finite values as it spells them (`+Inf`, `-Inf`,
+    /// `NaN`), finite ones as JSON writes them (whole numbers without a fraction).
     func appendNumber(_ value: Double) {
         if value.isNaN { return append("NaN") }
         if value.isInfinite { return append(value > 0 ? "+Inf" : "-Inf") }
-        if value == value.rounded(), abs(value) < 1e15 {
-            return append(Int(value))
-        }
-        append(value.description)
+        var output = self
+        output.writeJSONNumber(value)
     }
 }

@@ -6,7 +6,7 @@ package indirect enum JSON: Sendable, Equatable {
     case bool(Bool)
     case int(Int64)
     case uint(UInt64)
-    /// Written as `null` when not finite: JSON has no NaN or infinity.
+    /// Written as ``JSONOutput/writeJSONNumber(_:)-(Double?)`` writes it.
     case double(Double)
     case string(String)
     case array([JSON])
@@ -16,57 +16,94 @@ package indirect enum JSON: Sendable, Equatable {
 
     /// The value as compact JSON text on one line.
     package var text: String {
-        var out = ""
+        var out: [UInt8] = []
         write(to: &out)
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
-    private func write(to out: inout String) {
+    private func write(to out: inout [UInt8]) {
         switch self {
-        case .null: out += "null"
-        case let .bool(value): out += value ? "true" : "false"
-        case let .int(value): out += String(value)
-        case let .uint(value): out += String(value)
-        case let .double(value):
-            guard value.isFinite else { out += "null"; return }
-            // Swift prints the shortest text that reads back exactly, in JSON's syntax: "1.5", "2.0", "2.5e+20".
-            out += "\(value)"
-        case let .string(value): Self.writeString(value, to: &out)
+        case .null: out.write("null")
+        case let .bool(value): out.write(value ? "true" : "false")
+        case let .int(value): out.writeJSONNumber(value)
+        case let .uint(value): out.writeJSONNumber(value)
+        case let .double(value): out.writeJSONNumber(value)
+        case let .string(value): out.writeJSONString(value)
         case let .array(values):
-            out += "["
+            out.write(UInt8(ascii: "["))
             for (offset, value) in values.enumerated() {
-                if offset > 0 { out += "," }
+                if offset > 0 { out.write(UInt8(ascii: ",")) }
                 value.write(to: &out)
             }
-            out += "]"
+            out.write(UInt8(ascii: "]"))
         case let .object(members):
-            out += "{"
+            out.write(UInt8(ascii: "{"))
             for (offset, member) in members.enumerated() {
-                if offset > 0 { out += "," }
-                Self.writeString(member.0, to: &out)
-                out += ":"
+                if offset > 0 { out.write(UInt8(ascii: ",")) }
+                out.writeJSONString(member.0)
+                out.write(UInt8(ascii: ":"))
                 member.1.write(to: &out)
             }
-            out += "}"
+            out.write(UInt8(ascii: "}"))
         }
     }
+}
 
-    private static func writeString(_ value: String, to out: inout String) {
-        out += "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+/// Where JSON text goes: a byte array here, the collector's page buffer in RingsideExport. Both
+/// write strings (and numbers) through the functions below, so the JSON policy is written once.
+package protocol JSONOutput {
+    mutating func write(_ byte: UInt8)
+    mutating func write(_ text: String)
+}
+
+extension [UInt8]: JSONOutput {
+    package mutating func write(_ byte: UInt8) { append(byte) }
+    package mutating func write(_ text: String) { append(contentsOf: text.utf8) }
+}
+
+extension JSONOutput {
+    /// A JSON string, quotes included: `"` and `\` escaped, control bytes as `\n`, `\r`, `\t`
+    /// or `\u00XX`, everything else as its UTF-8 bytes.
+    @inlinable
+    package mutating func writeJSONString(_ value: String) {
+        write(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): write("\\\"")
+            case UInt8(ascii: "\\"): write("\\\\")
+            case UInt8(ascii: "\n"): write("\\n")
+            case UInt8(ascii: "\r"): write("\\r")
+            case UInt8(ascii: "\t"): write("\\t")
+            case 0..<0x20:
+                write("\\u00")
+                write(Self.hexDigit(byte >> 4))
+                write(Self.hexDigit(byte & 0xF))
+            default: write(byte)
             }
         }
-        out += "\""
+        write(UInt8(ascii: "\""))
+    }
+
+    /// A whole number with all its digits: counts, nanoseconds and ids never pass through a
+    /// `Double`, which would round them past 2^53.
+    @inlinable
+    package mutating func writeJSONNumber(_ value: some BinaryInteger) {
+        write(String(value))
+    }
+
+    /// A measure: `null` when absent or not finite (JSON has no NaN or infinity), a whole value
+    /// below 10^15 without a fraction (`2`, not `2.0`), else the shortest text that reads back
+    /// exactly (`1.5`, `2.5e+20`).
+    @inlinable
+    package mutating func writeJSONNumber(_ value: Double?) {
+        guard let value, value.isFinite else { return write("null") }
+        if value == value.rounded(), abs(value) < 1e15 { return writeJSONNumber(Int64(value)) }
+        write(value.description)
+    }
+
+    @inlinable
+    static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 }
 
@@ -80,9 +117,7 @@ extension JSON {
 extension JSON {
     /// A measured figure: a whole number without a fraction, else rounded to three decimals.
     package static func figure(_ value: Double) -> JSON {
-        guard value.isFinite else { return .null }
-        let rounded = (value * 1000).rounded() / 1000
-        return rounded == rounded.rounded() && abs(rounded) < 1e15 ? .int(Int64(rounded)) : .double(rounded)
+        .double((value * 1000).rounded() / 1000)
     }
 
     /// A figure as text: `12`, `6.25`.

@@ -102,3 +102,13 @@ package struct LineInput {
     /// The next line, or nil at end of file.
     package func readLine() -> String? { next() }
 }
+
+/// The exit statuses of both tools.
+package enum ExitStatus {
+    /// Done, and nothing wrong was found.
+    package static let success: Int32 = 0
+    /// A ring error, or problems found (`check`), or bad input lines (`emit`).
+    package static let failure: Int32 = 1
+    /// The command line is wrong.
+    package static let usage: Int32 = 2
+}

@@ -223,7 +223,10 @@ package enum DumpTool {
             return RecordsCommand.run(try ringName(required: true)!, last: last, metrics: parsed.all("--metric"), context)
         case .watch:
             let interval = try parsed.value("--interval").map { text throws(UsageError) in
-                try parseInterval(text, option: "--interval", context: name)
+                guard let nanos = durationNanos(text, bareSeconds: true), nanos >= 10_000_000, nanos <= 86_400_000_000_000 else {
+                    throw UsageError("\(name): --interval \(text) is not an interval from 10ms to 24h (e.g. 1, 0.5, 250ms, 2s)")
+                }
+                return Double(nanos) / 1e9
             } ?? 1
             let count = try parsed.value("--count").map { text throws(UsageError) in
                 try parseCount(text, option: "--count", context: name, range: 1...Int(Int32.max))
@@ -245,4 +248,12 @@ package enum DumpTool {
             return CleanCommand.run(dryRun: parsed.has("--dry-run"), force: parsed.has("--force"), context)
         }
     }
+}
+
+/// Parses a count: a non-negative integer within `range`.
+func parseCount(_ text: String, option: String, context: String, range: ClosedRange<Int>) throws(UsageError) -> Int {
+    guard let value = Int(text), range.contains(value) else {
+        throw UsageError("\(context): \(option) \(text) is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+    }
+    return value
 }

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideExport
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
@@ -118,7 +119,7 @@ extension MetricDescriptor {
     package var displayName: String {
         let pairs = labels
         guard !pairs.isEmpty else { return name }
-        return name + "{" + pairs.map { "\($0.key)=\"\(escapedLabelValue($0.value))\"" }.joined(separator: ",") + "}"
+        return name + "{" + pairs.map { "\($0.key)=\"\(prometheusEscapedLabelValue($0.value))\"" }.joined(separator: ",") + "}"
     }
 
     /// The labels as a JSON object.
@@ -126,19 +127,6 @@ extension MetricDescriptor {
 
     /// "1/N" for sampled metrics, "all" for the others.
     package var samplingText: String { sampleEvery > 1 ? "1/\(sampleEvery)" : "all" }
-}
-
-private func escapedLabelValue(_ value: String) -> String {
-    value.replacingAll("\\", with: "\\\\").replacingAll("\"", with: "\\\"")
-}
-
-extension String {
-    fileprivate func replacingAll(_ target: Character, with replacement: String) -> String {
-        guard contains(target) else { return self }
-        var out = ""
-        for character in self { if character == target { out += replacement } else { out.append(character) } }
-        return out
-    }
 }
 
 /// A record's value as the metric means it: an unsigned count or observation, or a gauge's double.
