@@ -85,7 +85,7 @@ let package = Package(
                                    "RingsideCommandLine", "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
         .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP"]),
-        .testTarget(name: "RingsideExportTests", dependencies: ["RingsideExport", "RingsideAggregation", "Ringside", "RingsideTestSupport"]),
+        .testTarget(name: "RingsideExportTests", dependencies: ["RingsideExport", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
         .testTarget(name: "RingsideToolsTests",
                     dependencies: ["RingsideTools", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideTestSupport",
                                    "ringside-test-producer", "ringside-dump", "ringside-emit"]),

@@ -1,6 +1,7 @@
 import Foundation
 import Ringside
 import RingsideExport
+import RingsideJSON
 import Testing
 
 @Suite("The collector's JSON: counts, nanoseconds and ids exactly")
@@ -39,5 +40,23 @@ struct JSONExporterTests {
 
         let health = String(decoding: JSONExporter.health(snapshot, isHealthy: true, lastPassAgeSeconds: 0.5), as: UTF8.self)
         #expect(health.contains("\"dropped_total\":\(Self.pastDouble + 14)"))
+    }
+
+    @Test("label values with quotes, backslashes and control bytes read back as written, in /latest and the tools' JSON")
+    func stringsAreEscaped() throws {
+        // (A label value holds no newline: the registry separates labels with them.)
+        let awkward = "a\"b\\c\td\u{1}e\rf é"
+        var snapshot = Snapshot()
+        snapshot.windowNanos = [1_000_000_000]
+        let metric = MetricDescriptor(index: 0, name: "orders", kind: .counter, unit: .none, encodedLabels: "venue=\(awkward)", help: "",
+                                      sampleEvery: 1)
+        snapshot.series = [SeriesSnapshot(ring: "bot", metric: metric, id: 1, windows: [WindowStats()])]
+        let bytes = JSONExporter.latest(snapshot)
+        let escaped = #""a\"b\\c\td\u0001e\rf é""#
+        #expect(String(decoding: bytes, as: UTF8.self).contains(#""venue":"# + escaped))
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])
+        let series = try #require((document["series"] as? [[String: Any]])?.first)
+        #expect((series["labels"] as? [String: String])?["venue"] == awkward)
+        #expect(JSON.object([("venue", .string(awkward))]).text == #"{"venue":"# + escaped + "}")
     }
 }
