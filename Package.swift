@@ -33,8 +33,9 @@ let package = Package(
         /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
         .target(name: "RingsideCollector",
                 dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideExport", "RingsideHTTP", "RingsideCommandLine"]),
-        /// The synthetic trading bot of `--demo`, written against the public producer API only.
-        .target(name: "RingsideDemo", dependencies: ["Ringside"]),
+        /// The collector's `--demo`: the synthetic trading bot (written against the public producer
+        /// API only), the process that runs it, and the live table.
+        .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideExport"]),
 
         // MARK: - Operator tools
 

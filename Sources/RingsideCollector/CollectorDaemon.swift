@@ -4,16 +4,24 @@ import Foundation
 import Ringside
 import RingsideHTTP
 
-/// The `ringside-collector` process: the collector, its HTTP server, the JSON dumps, the demo,
+/// What runs beside the collector in its process (RingsideDemo's `--demo`): started once the HTTP
+/// server listens, given the snapshot at each turn of the main loop, stopped before the
+/// collector's last drain, and finished once the collector let go of the rings.
+public protocol CollectorSidecar: AnyObject {
+    func tick(_ snapshot: Snapshot, nowNanos: UInt64)
+    func stop()
+    func finish()
+}
+
+/// The `ringside-collector` process: the collector, its HTTP server, the JSON dumps, a sidecar,
 /// and an orderly stop on SIGINT or SIGTERM.
 public enum CollectorDaemon {
-    /// The ring the demo bot writes.
-    public static let demoRingName = "demo-bot"
-    /// The hidden flag that makes the collector's binary run the demo bot instead.
-    public static let demoBotFlag = "--demo-bot"
+    /// Starts a sidecar, given the server's address and the log.
+    public typealias SidecarStart = (_ address: String, _ log: CollectorLog) throws -> any CollectorSidecar
 
     /// Runs until SIGINT or SIGTERM; returns the process's exit status.
-    public static func run(_ options: CollectorOptions, log: CollectorLog = .standardError) -> Int32 {
+    public static func run(_ options: CollectorOptions, log: CollectorLog = .standardError,
+                           sidecar startSidecar: SidecarStart? = nil) -> Int32 {
         // Signals are taken synchronously by this thread; every thread started later inherits the mask.
         var signals = sigset_t()
         sigemptyset(&signals)
@@ -42,10 +50,10 @@ public enum CollectorDaemon {
                 level: .warn)
         }
 
-        var demo: DemoSession?
-        if options.demo {
-            do { demo = try DemoSession(directory: options.directory, address: server.boundAddress, log: log) } catch {
-                log("cannot start the demo bot: \(error)", level: .error)
+        var sidecar: (any CollectorSidecar)?
+        if let startSidecar {
+            do { sidecar = try startSidecar(server.boundAddress, log) } catch {
+                log("\(error)", level: .error)
                 server.stop()
                 return 1
             }
@@ -81,16 +89,16 @@ public enum CollectorDaemon {
             }
             dumper?.writeIfDue(collector.snapshot, nowNanos: now, log: log)
             writeLatencyLog()
-            demo?.tick(collector.snapshot, nowNanos: now)
+            sidecar?.tick(collector.snapshot, nowNanos: now)
         }
 
         server.stop()
-        demo?.stopBot()
+        sidecar?.stop()
         collector.stop()
         dumper?.write(collector.snapshot, log: log)
         writeLatencyLog()
         hlog?.close()
-        demo?.removeRing()
+        sidecar?.finish()
         log("stopped")
         return 0
     }
@@ -136,46 +144,5 @@ struct JSONDumpWriter {
     }
 }
 
-/// `--demo`: the synthetic bot as a child process, and the live table (or a log line now and then).
-final class DemoSession {
-    private let bot: Process
-    private let directory: RingDirectory
-    private let address: String
-    private let log: CollectorLog
-    private let isTerminal = isatty(1) == 1
-    private var lastDrawNanos: UInt64 = 0
-
-    init(directory: RingDirectory, address: String, log: CollectorLog) throws {
-        self.directory = directory
-        self.address = address
-        self.log = log
-        bot = Process()
-        bot.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-        bot.arguments = [CollectorDaemon.demoBotFlag, CollectorDaemon.demoRingName, "--dir", directory.path]
-        try bot.run()
-        log("demo: started the synthetic bot (pid \(bot.processIdentifier)) writing ring \(CollectorDaemon.demoRingName)"
-            + (isTerminal ? "" : "; a summary is logged every 10 s"))
-    }
-
-    func tick(_ snapshot: Snapshot, nowNanos now: UInt64) {
-        let interval: UInt64 = isTerminal ? 1_000_000_000 : 10_000_000_000
-        guard now &- lastDrawNanos >= interval else { return }
-        lastDrawNanos = now
-        if isTerminal {
-            FileHandle.standardOutput.write(Data(("\u{1B}[H\u{1B}[2J" + DemoTable.render(snapshot, address: address)).utf8))
-        } else {
-            log("demo: " + DemoTable.summary(snapshot))
-        }
-        if !bot.isRunning { log("demo: the bot exited with status \(bot.terminationStatus)") }
-    }
-
-    func stopBot() {
-        if bot.isRunning { bot.terminate() }
-        bot.waitUntilExit()
-    }
-
-    /// The demo's ring is the demo's own: remove it once the collector let go of it.
-    func removeRing() {
-        try? directory.remove(CollectorDaemon.demoRingName)
-    }
-}
+/// A value in its unit for people (`123.4us`), as the SLO messages write it: for the demo's table.
+package func formatMeasure(_ value: Double, unit: MetricUnit) -> String { formatValue(value, unit: unit) }

@@ -66,6 +66,14 @@ struct ToolPartsTests {
         }
     }
 
+    @Test("one duration grammar: a number and a unit everywhere, a number alone as seconds only where asked")
+    func durations() {
+        #expect(durationNanos("500ms") == 500_000_000 && durationNanos("2m") == 120_000_000_000)
+        #expect(durationNanos("100µs") == 100_000 && durationNanos("100us") == 100_000 && durationNanos("1.5s") == 1_500_000_000)
+        #expect(durationNanos("1.5") == nil && durationNanos("1.5", bareSeconds: true) == 1_500_000_000)
+        for bad in ["0s", "-1s", "1x", "ms", "", "inf"] { #expect(durationNanos(bad, bareSeconds: true) == nil, "\(bad)") }
+    }
+
     @Test("the in-process runner captures output and the exit status")
     func inProcess() {
         let result = Console.capture { DumpTool.run(["--help"], console: $0) }

@@ -1,3 +1,4 @@
+import RingsideCollector
 import RingsideExport
 import Ringside
 
@@ -16,16 +17,16 @@ enum DemoTable {
                 case .histogram:
                     func quantile(_ q: Double) -> String {
                         guard let i = index(q), i < stats.quantileValues.count, stats.count > 0 else { return "-" }
-                        return formatValue(Double(stats.quantileValues[i]), unit: metric.unit)
+                        return formatMeasure(Double(stats.quantileValues[i]), unit: metric.unit)
                     }
                     row += [quantile(0.5), quantile(0.99), quantile(0.999),
-                            stats.count > 0 ? formatValue(Double(stats.max), unit: metric.unit) : "-",
+                            stats.count > 0 ? formatMeasure(Double(stats.max), unit: metric.unit) : "-",
                             String(Int(stats.rate.rounded()))]
                 case .counter:
                     row += ["-", "-", "-", "-", String(Int(stats.rate.rounded()))]
                 case .gauge:
-                    let value = series.lastValue.map { formatValue($0, unit: metric.unit) } ?? "-"
-                    row += ["last \(value)", "-", "-", stats.gaugeMax.map { formatValue($0, unit: metric.unit) } ?? "-", "-"]
+                    let value = series.lastValue.map { formatMeasure($0, unit: metric.unit) } ?? "-"
+                    row += ["last \(value)", "-", "-", stats.gaugeMax.map { formatMeasure($0, unit: metric.unit) } ?? "-", "-"]
                 }
                 rows.append(row)
             }
@@ -41,7 +42,7 @@ enum DemoTable {
         }
         let stats = snapshot.collector
         text += "\ncollector: \(stats.recordsDrained) records drained, \(Int(stats.drainRate))/s, lag "
-            + formatValue(stats.lagSeconds * 1e9, unit: .nanoseconds) + "\n"
+            + formatMeasure(stats.lagSeconds * 1e9, unit: .nanoseconds) + "\n"
         text += "http://\(address)/metrics for Prometheus, /latest for JSON, /health\n"
         return text
     }
@@ -55,7 +56,7 @@ enum DemoTable {
            let fill = snapshot.series.first(where: { $0.metric.name == "order_fill_latency" }),
            let window = fill.windows.last, window.count > 0 {
             line += "; \(fill.metric.name){\(fill.metric.encodedLabels.split(separator: "\n").joined(separator: ","))} p99 "
-                + formatValue(Double(window.quantileValues[p99]), unit: fill.metric.unit)
+                + formatMeasure(Double(window.quantileValues[p99]), unit: fill.metric.unit)
                 + " over \(formatDuration(snapshot.windowNanos.last ?? 0))"
         }
         return line

@@ -1,0 +1,93 @@
+import Foundation
+import Ringside
+import RingsideCollector
+import RingsideExport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ringside-collector --demo`: the synthetic bot as a child process (this binary re-executed
+/// with a hidden flag), and the live table (or a log line now and then).
+public final class DemoSession: CollectorSidecar {
+    /// The ring the demo bot writes.
+    public static let ringName = "demo-bot"
+    /// The hidden flag that makes the collector's binary run the demo bot instead.
+    static let botFlag = "--demo-bot"
+
+    private let bot: Process
+    private let directory: RingDirectory
+    private let address: String
+    private let log: CollectorLog
+    private let isTerminal = isatty(1) == 1
+    private var lastDrawNanos: UInt64 = 0
+
+    private struct StartError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Starts the bot writing into `directory`; `address` is the collector's, for the table.
+    public init(directory: RingDirectory, address: String, log: CollectorLog) throws {
+        self.directory = directory
+        self.address = address
+        self.log = log
+        bot = Process()
+        do {
+            bot.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            bot.arguments = [Self.botFlag, Self.ringName, "--dir", directory.path]
+            try bot.run()
+        } catch {
+            throw StartError(description: "cannot start the demo bot: \(error)")
+        }
+        log("demo: started the synthetic bot (pid \(bot.processIdentifier)) writing ring \(Self.ringName)"
+            + (isTerminal ? "" : "; a summary is logged every 10 s"))
+    }
+
+    /// The demo's run of the collector: `options` with the bot beside it.
+    public static func runCollector(_ options: CollectorOptions, log: CollectorLog) -> Int32 {
+        CollectorDaemon.run(options, log: log) { address, log in
+            try DemoSession(directory: options.directory, address: address, log: log)
+        }
+    }
+
+    /// Runs the bot and exits when `arguments` (without the program name) are the hidden flag's,
+    /// which is how the session starts it; returns otherwise.
+    public static func runBotIfAsked(_ arguments: [String]) {
+        guard arguments.first == botFlag, arguments.count >= 2 else { return }
+        // The collector blocks these to take them synchronously; the bot is stopped by them.
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        sigaddset(&unblocked, SIGINT)
+        sigaddset(&unblocked, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
+        let directory = arguments.count >= 4 && arguments[2] == "--dir" ? arguments[3] : nil
+        do {
+            try DemoBot.run(ring: arguments[1], directory: directory)
+            exit(0)
+        } catch {
+            FileHandle.standardError.write(Data("ringside-collector demo bot: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    public func tick(_ snapshot: Snapshot, nowNanos now: UInt64) {
+        let interval: UInt64 = isTerminal ? 1_000_000_000 : 10_000_000_000
+        guard now &- lastDrawNanos >= interval else { return }
+        lastDrawNanos = now
+        if isTerminal {
+            FileHandle.standardOutput.write(Data(("\u{1B}[H\u{1B}[2J" + DemoTable.render(snapshot, address: address)).utf8))
+        } else {
+            log("demo: " + DemoTable.summary(snapshot))
+        }
+        if !bot.isRunning { log("demo: the bot exited with status \(bot.terminationStatus)") }
+    }
+
+    public func stop() {
+        if bot.isRunning { bot.terminate() }
+        bot.waitUntilExit()
+    }
+
+    /// The demo's ring is the demo's own: remove it once the collector let go of it.
+    public func finish() {
+        try? directory.remove(Self.ringName)
+    }
+}
