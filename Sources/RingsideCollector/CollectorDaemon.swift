@@ -144,5 +144,3 @@ struct JSONDumpWriter {
     }
 }
 
-/// A value in its unit for people (`123.4us`), as the SLO messages write it: for the demo's table.
-package func formatMeasure(_ value: Double, unit: MetricUnit) -> String { formatValue(value, unit: unit) }

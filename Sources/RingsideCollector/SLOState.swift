@@ -64,8 +64,8 @@ struct SLOState {
     mutating func record(_ outcome: Outcome) -> String? {
         guard outcome.violated != violated else { return nil }
         violated = outcome.violated
-        let figures = "\(rule.statisticName) \(formatValue(outcome.observed ?? 0, unit: outcome.unit)), bound "
-            + "\(formatValue(outcome.threshold ?? 0, unit: outcome.unit)), \(outcome.events) events, "
+        let figures = "\(rule.statisticName) \(formatMeasure(outcome.observed ?? 0, unit: outcome.unit)), bound "
+            + "\(formatMeasure(outcome.threshold ?? 0, unit: outcome.unit)), \(outcome.events) events, "
             + "compliance \(percent(outcome.compliance))"
         if violated {
             violations += 1
@@ -82,26 +82,6 @@ struct SLOState {
     }
 }
 
-/// A value in a metric's unit, for people: `123.4us`, `2.1ms`, `512bytes`, `17`.
-func formatValue(_ value: Double, unit: MetricUnit) -> String {
-    guard let nanosPerUnit = unit.nanoseconds else {
-        return trimmed(value) + (unit == .bytes ? " bytes" : "")
-    }
-    let nanos = value * Double(nanosPerUnit)
-    switch nanos {
-    case ..<1_000: return trimmed(nanos) + "ns"
-    case ..<1_000_000: return trimmed(nanos / 1e3) + "us"
-    case ..<1_000_000_000: return trimmed(nanos / 1e6) + "ms"
-    default: return trimmed(nanos / 1e9) + "s"
-    }
-}
-
-/// One decimal at most: `12`, `12.5`.
-private func trimmed(_ value: Double) -> String {
-    let rounded = (value * 10).rounded() / 10
-    return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int64(rounded)) : String(rounded)
-}
-
 private func percent(_ fraction: Double) -> String {
-    trimmed(fraction * 100) + "%"
+    oneDecimalAtMost(fraction * 100) + "%"
 }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Ringside
 
 // MARK: - How durations, quantiles and times are written, in every export
 
@@ -40,17 +41,40 @@ private extension String {
     }
 }
 
-/// `2026-11-21T20:45:00.123Z`.
-package func utcTimestamp(realtimeNanos: UInt64? = nil) -> String {
+/// A wall-clock time as ISO 8601 in UTC: `2026-11-21T20:45:00.123Z`, or with `microseconds`
+/// `2026-11-21T20:45:00.123456Z`; now when no time is given.
+package func utcTimestamp(microseconds: Bool = false, realtimeNanos: UInt64? = nil) -> String {
     var now = timespec()
     clock_gettime(CLOCK_REALTIME, &now)
     let nanos = realtimeNanos ?? UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     var seconds = time_t(nanos / 1_000_000_000)
     var parts = tm()
-    gmtime_r(&seconds, &parts)
-    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    let millis = Int(nanos / 1_000_000 % 1000)
-    let millisText = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
-    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-        + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millisText)Z"
+    guard gmtime_r(&seconds, &parts) != nil else { return "\(nanos)ns" }
+    func pad(_ value: some BinaryInteger, _ width: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+    let fraction = microseconds ? pad(nanos % 1_000_000_000 / 1_000, 6) : pad(nanos % 1_000_000_000 / 1_000_000, 3)
+    return "\(pad(Int(parts.tm_year) + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
+        + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(fraction)Z"
+}
+
+/// A value in a metric's unit, for people: `123.4us`, `2.1ms`, `512bytes`, `17`.
+package func formatMeasure(_ value: Double, unit: MetricUnit) -> String {
+    guard let nanosPerUnit = unit.nanoseconds else {
+        return oneDecimalAtMost(value) + (unit == .bytes ? " bytes" : "")
+    }
+    let nanos = value * Double(nanosPerUnit)
+    switch nanos {
+    case ..<1_000: return oneDecimalAtMost(nanos) + "ns"
+    case ..<1_000_000: return oneDecimalAtMost(nanos / 1e3) + "us"
+    case ..<1_000_000_000: return oneDecimalAtMost(nanos / 1e6) + "ms"
+    default: return oneDecimalAtMost(nanos / 1e9) + "s"
+    }
+}
+
+/// One decimal at most: `12`, `12.5`.
+package func oneDecimalAtMost(_ value: Double) -> String {
+    let rounded = (value * 10).rounded() / 10
+    return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int64(rounded)) : String(rounded)
 }

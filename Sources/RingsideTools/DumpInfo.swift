@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideExport
 import RingsideJSON
 
 /// `ringside-dump info NAME`: the whole header, the lanes, and the metric registry with each
@@ -49,7 +50,7 @@ enum InfoCommand {
                 ("registry", "\(header.registry_capacity) entries of \(header.registry_entry_size) bytes at offset \(header.registry_offset)"),
                 ("metric cells", "\(header.registry_capacity) of \(header.metric_cell_size) bytes at offset \(header.cells_offset)"),
                 ("lanes offset", "\(header.lanes_offset)"),
-                ("created", "\(isoTime(nanoseconds: header.created_realtime_ns)) (realtime \(header.created_realtime_ns) ns, "
+                ("created", "\(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns)) (realtime \(header.created_realtime_ns) ns, "
                     + "monotonic \(header.created_monotonic_ns) ns)"),
                 ("age", now.age(ofRealtime: header.created_realtime_ns).map { humanDuration(nanoseconds: $0) } ?? "-"),
             ], width: 14)
@@ -58,7 +59,7 @@ enum InfoCommand {
             lines += keyValueLines([
                 ("state", producer.explanation),
                 ("pid", "\(status.producerPID)"),
-                ("started", status.producerStartRealtimeNanos > 0 ? isoTime(nanoseconds: status.producerStartRealtimeNanos) : "-"),
+                ("started", status.producerStartRealtimeNanos > 0 ? utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos) : "-"),
                 ("heartbeat", ago(now.age(ofMonotonic: status.heartbeatMonotonicNanos)) + " (monotonic \(status.heartbeatMonotonicNanos) ns)"),
                 ("attaches", "\(status.producerAttaches)"),
                 ("lanes", "\(status.lanes.count) allocated of \(status.maxLanes), \(status.heldLanes) held by live threads; "
@@ -207,14 +208,14 @@ enum InfoCommand {
                 ("lane_records_offset", .uint(UInt64(header.lane_records_offset))),
                 ("max_lanes", .uint(UInt64(header.max_lanes))),
                 // The size with the lanes allocated now (the file grows by a lane at a time).
-                ("file_size", .uint(UInt64(status.fileSize))), ("created", .string(isoTime(nanoseconds: header.created_realtime_ns))),
+                ("file_size", .uint(UInt64(status.fileSize))), ("created", .string(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns))),
                 ("created_realtime_ns", .uint(header.created_realtime_ns)),
                 ("created_monotonic_ns", .uint(header.created_monotonic_ns)),
             ])),
             ("producer", .members([
                 ("pid", .int(Int64(status.producerPID))), ("alive", .bool(producer.lockHeld)), ("lock_held", .bool(producer.lockHeld)),
                 ("pid_exists", producer.pidExists.map(JSON.bool) ?? .null), ("how", .string(producer.explanation)),
-                ("started", status.producerStartRealtimeNanos > 0 ? .string(isoTime(nanoseconds: status.producerStartRealtimeNanos)) : .null),
+                ("started", status.producerStartRealtimeNanos > 0 ? .string(utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos)) : .null),
                 ("start_realtime_ns", .uint(status.producerStartRealtimeNanos)),
                 ("heartbeat_ns", .uint(status.heartbeatMonotonicNanos)),
                 ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),

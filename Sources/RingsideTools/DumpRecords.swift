@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideExport
 import RingsideJSON
 
 /// What the tools read in one look at a ring: its status, the most recent records in its lanes
@@ -73,7 +74,7 @@ enum RecordsCommand {
                 let record = entry.record
                 let metric = contents.metric(of: record)
                 let kind = metric?.kind ?? MetricKind(rawValue: record.kind)
-                let time = isoTime(nanoseconds: status.realtimeNanos(ofMonotonic: record.timestamp_ns))
+                let time = utcTimestamp(microseconds: true, realtimeNanos: status.realtimeNanos(ofMonotonic: record.timestamp_ns))
                 let kindJSON: JSON = .string(kind.map(\.description) ?? "unknown(\(record.kind))")
                 let metricJSON: JSON = metric.map { .string($0.name) } ?? .null
                 let unitJSON: JSON = metric.map { .string($0.unit.description) } ?? .null
@@ -115,7 +116,7 @@ enum RecordsCommand {
             var row = [
                 "\(entry.lane)",
                 "\(entry.cursor)",
-                isoTime(nanoseconds: status.realtimeNanos(ofMonotonic: record.timestamp_ns)),
+                utcTimestamp(microseconds: true, realtimeNanos: status.realtimeNanos(ofMonotonic: record.timestamp_ns)),
                 metric?.displayName ?? "#\(record.metric) (not registered)",
                 MetricValue(bits: record.value, kind: kind).text(unit: metric?.unit),
                 record.flags & UInt8(RS_FLAG_SPAN) != 0 ? "span" : "-",

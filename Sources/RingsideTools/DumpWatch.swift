@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideExport
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
@@ -73,7 +74,7 @@ enum WatchCommand {
     private static func frameText(_ rows: [(name: String, status: Result<RingStatus, RingError>, rates: Rates?)],
                                   now: Now, interval: Double, _ context: DumpContext) -> [String] {
         var lines = ["ringside-dump watch: \(rows.count) ring\(rows.count == 1 ? "" : "s") in \(context.directory.path) "
-            + "at \(isoTime(nanoseconds: now.realtime)), every \(formatInterval(interval))"]
+            + "at \(utcTimestamp(microseconds: true, realtimeNanos: now.realtime)), every \(formatInterval(interval))"]
         var table = TextTable(["RING", "PRODUCER", "CONSUMER", "LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL",
                                "WRITTEN", "DROPPED", "HEARTBEAT"],
                               right: ["LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL", "WRITTEN", "DROPPED",
@@ -116,7 +117,7 @@ enum WatchCommand {
                 return .object([("name", .string(row.name)), ("error", errorJSON(error))])
             }
         }
-        return .object([("time", .string(isoTime(nanoseconds: now.realtime))), ("rings", .array(rings))])
+        return .object([("time", .string(utcTimestamp(microseconds: true, realtimeNanos: now.realtime))), ("rings", .array(rings))])
     }
 
     private static func formatInterval(_ seconds: Double) -> String {

@@ -54,20 +54,6 @@ package func keyValueLines(_ pairs: [(String, String)], indent: String = "  ", w
 
 // MARK: - Times, durations and sizes
 
-/// A wall-clock time as ISO 8601 in UTC with microseconds: `2025-11-21T20:50:01.123456Z`.
-package func isoTime(nanoseconds: UInt64) -> String {
-    var seconds = time_t(nanoseconds / 1_000_000_000)
-    var parts = tm()
-    guard gmtime_r(&seconds, &parts) != nil else { return "\(nanoseconds)ns" }
-    func pad(_ value: some BinaryInteger, _ width: Int) -> String {
-        let digits = String(value)
-        return String(repeating: "0", count: max(0, width - digits.count)) + digits
-    }
-    let micros = (nanoseconds % 1_000_000_000) / 1_000
-    return "\(pad(Int(parts.tm_year) + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
-        + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(micros, 6))Z"
-}
-
 /// A duration for people: `850ms`, `4.2s`, `3m05s`, `2h10m`, `3d4h`.
 package func humanDuration(nanoseconds: UInt64) -> String {
     let seconds = nanoseconds / 1_000_000_000

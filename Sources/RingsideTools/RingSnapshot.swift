@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideExport
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
@@ -212,7 +213,7 @@ func statusJSON(_ status: RingStatus, now: Now) -> JSON {
             ("pid", .int(Int64(producer.pid))), ("alive", .bool(producer.lockHeld)), ("lock_held", .bool(producer.lockHeld)),
             ("pid_exists", producer.pidExists.map(JSON.bool) ?? .null),
             ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
-            ("started", status.producerStartRealtimeNanos > 0 ? .string(isoTime(nanoseconds: status.producerStartRealtimeNanos)) : .null),
+            ("started", status.producerStartRealtimeNanos > 0 ? .string(utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos)) : .null),
             ("attaches", .uint(UInt64(status.producerAttaches))),
         ])),
         ("consumer", .object([("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive))])),
@@ -226,7 +227,7 @@ func statusJSON(_ status: RingStatus, now: Now) -> JSON {
         ("lanes_held", .uint(UInt64(status.heldLanes))), ("lanes_exhausted", .uint(status.lanesExhausted)),
         ("metrics", .uint(UInt64(status.metricCount))), ("max_metrics", .uint(UInt64(status.maxMetrics))),
         ("file_size", .uint(UInt64(status.fileSize))),
-        ("created", .string(isoTime(nanoseconds: status.createdRealtimeNanos))),
+        ("created", .string(utcTimestamp(microseconds: true, realtimeNanos: status.createdRealtimeNanos))),
         ("age_ns", now.age(ofRealtime: status.createdRealtimeNanos).map(JSON.uint) ?? .null),
     ])
 }

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideExport
 @testable import RingsideTools
 import Testing
 import RingsideJSON
@@ -15,8 +16,8 @@ struct ToolPartsTests {
 
     @Test("ISO 8601 in UTC with microseconds")
     func isoTimes() {
-        #expect(isoTime(nanoseconds: 0) == "1970-01-01T00:00:00.000000Z")
-        #expect(isoTime(nanoseconds: 1_763_758_201_123_456_789) == "2025-11-21T20:50:01.123456Z")
+        #expect(utcTimestamp(microseconds: true, realtimeNanos: 0) == "1970-01-01T00:00:00.000000Z")
+        #expect(utcTimestamp(microseconds: true, realtimeNanos: 1_763_758_201_123_456_789) == "2025-11-21T20:50:01.123456Z")
     }
 
     @Test("nearest-rank percentiles match their definition")
