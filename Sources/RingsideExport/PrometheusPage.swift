@@ -333,7 +333,7 @@ private struct SeriesLines {
         switch (kind, part) {
         case (.histogram, .whole):
             let bounds = PrometheusExporter.bucketLabels[series.pointee.metric.unit] ?? []
-            let counts = series.pointee.cumulative.map { ExportBuckets.cumulativeCounts($0, unit: series.pointee.metric.unit) } ?? []
+            let counts = series.pointee.allTime?.classicCounts(unit: series.pointee.metric.unit) ?? []
             for (le, count) in zip(bounds, counts) { sample(names.bucket, labels, le, count: count) }
             sample(names.bucket, labels, PrometheusExporter.infiniteBucketLabel, count: series.pointee.cumulativeCount)
             sample(names.sum, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
@@ -483,7 +483,7 @@ private struct ProtobufSeries {
         switch (series.metric.kind, part) {
         case (.histogram, .whole):
             let unit = series.metric.unit
-            let counts = series.cumulative.map { ExportBuckets.cumulativeCounts($0, unit: unit) } ?? []
+            let counts = series.allTime?.classicCounts(unit: unit) ?? []
             let classic = zip(ExportBuckets.upperBounds(for: unit), counts).map { (upperBound: base(Double($0)), cumulativeCount: $1) }
             let native = nativeSchema.flatMap { schema in series.cumulative.map { ExportBuckets.native($0, unit: unit, schema: schema) } }
             out.metric(labels: labels) {

@@ -1,5 +1,6 @@
 import Ringside
 import RingsideAggregation
+import Synchronization
 
 /// What the collector knows at one moment, as plain values: the drain thread builds it, the
 /// HTTP thread and the JSON dump read it. Values are in each metric's own unit.
@@ -44,7 +45,12 @@ public struct SeriesSnapshot: Sendable {
 
     /// Histograms: every value recorded, all time (shared with the series until it changes); the
     /// exporters compute their buckets from it when they render (see `ExportBuckets`).
-    public var cumulative: Histogram?
+    public var cumulative: Histogram? {
+        get { allTime?.histogram }
+        set { allTime = newValue.map(AllTimeHistogram.init) }
+    }
+    /// `cumulative` with its buckets, kept from snapshot to snapshot while the series is unchanged.
+    package private(set) var allTime: AllTimeHistogram?
     /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
     public var cumulativeCount: UInt64 = 0
     public var cumulativeSum: Double = 0

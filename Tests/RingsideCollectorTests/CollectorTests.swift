@@ -42,6 +42,26 @@ struct CollectorTests {
         }
     }
 
+    @Test("a quiet histogram's all-time histogram, and the buckets a page computed from it, are kept from snapshot to snapshot")
+    func allTimeHistogramKeptWhileQuiet() throws {
+        try withRingDirectory { directory in
+            let ring = try Ring.attach("k", directory: directory.path, options: .init(capacity: 1024))
+            let latency = try ring.histogram("latency")
+            for value in 1...100 { latency.record(UInt64(value)) }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let first = try #require(pass(collector).series("latency")?.allTime)
+            let counts = first.classicCounts(unit: .nanoseconds)
+            #expect(counts.last == 100)
+            // Nothing recorded since: the same one, so the next page reuses its buckets.
+            let quiet = try #require(pass(collector, offset: 200_000_000).series("latency")?.allTime)
+            #expect(quiet === first)
+            latency.record(1_000)
+            let changed = try #require(pass(collector, offset: 400_000_000).series("latency")?.allTime)
+            #expect(changed !== first && changed.histogram.count == 101)
+            #expect(first.histogram.count == 100 && first.classicCounts(unit: .nanoseconds) == counts)
+        }
+    }
+
     @Test("values leave the 1s window after a second and stay in the 1m one")
     func windowExpiry() throws {
         try withRingDirectory { directory in
