@@ -272,9 +272,11 @@ final class RingFiller: @unchecked Sendable {
                 if stopFlag.isSet { break }
                 var total = 0
                 for (ring, mix) in made {
-                    let free = Int(ring.freeSlots)
-                    for _ in 0 ..< free { mix.write(i); i &+= 1 }
-                    total += free
+                    // Counters write no records (their cells count), so write until the ring is
+                    // full and count the records it took, not the calls.
+                    let before = ring.recordsWritten
+                    while ring.freeSlots > 0 { mix.write(i); i &+= 1 }
+                    total += Int(ring.recordsWritten - before)
                 }
                 written = total
                 done.signal()
