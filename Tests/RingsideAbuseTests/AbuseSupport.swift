@@ -10,59 +10,6 @@ import Synchronization
 /// Whether the long runs were asked for (`RINGSIDE_LONG_TESTS=1`).
 let longTests = ProcessInfo.processInfo.environment["RINGSIDE_LONG_TESTS"] == "1"
 
-/// How a process of the package ended and what it printed.
-struct ProcessRun {
-    /// The exit status; nil when it died of a signal or was killed at the deadline.
-    let status: Int32?
-    let output: String
-    let errors: String
-    var errorLines: [String] { errors.split(separator: "\n").map(String.init) }
-}
-
-/// Runs a package executable (or an absolute path) to completion with `stdin`, killing it at
-/// `timeoutSeconds`. `RINGSIDE_DIR` and `RINGSIDE_DISABLED` are removed from its environment.
-func runProcess(_ executable: String, _ arguments: [String], stdin: String = "",
-                timeoutSeconds: Double = 30) throws -> ProcessRun {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : try builtExecutable(executable))
-    process.arguments = arguments
-    var environment = ProcessInfo.processInfo.environment
-    environment.removeValue(forKey: RingDirectory.environmentVariable)
-    environment.removeValue(forKey: Ring.disableEnvironmentVariable)
-    process.environment = environment
-    let input = Pipe(), output = Pipe(), errors = Pipe()
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let outputData = Mutex(Data()), errorData = Mutex(Data())
-    let group = DispatchGroup()
-    group.enter()
-    DispatchQueue.global().async {
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        outputData.withLock { $0 = data }
-        group.leave()
-    }
-    group.enter()
-    DispatchQueue.global().async {
-        let data = errors.fileHandleForReading.readDataToEndOfFile()
-        errorData.withLock { $0 = data }
-        group.leave()
-    }
-    if !stdin.isEmpty { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-    try? input.fileHandleForWriting.close()
-    var killed = false
-    if group.wait(timeout: .now() + timeoutSeconds) == .timedOut {
-        kill(process.processIdentifier, SIGKILL)
-        killed = true
-        group.wait()
-    }
-    process.waitUntilExit()
-    let status = !killed && process.terminationReason == .exit ? process.terminationStatus : nil
-    return ProcessRun(status: status, output: String(decoding: outputData.withLock { $0 }, as: UTF8.self),
-                      errors: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
-}
-
 /// A process's resident set, from /proc (kB), or nil if it is gone.
 func residentKilobytes(of pid: Int32) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }

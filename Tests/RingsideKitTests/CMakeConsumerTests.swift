@@ -65,7 +65,7 @@ struct CMakeConsumerTests {
         try withRingDirectory { directory in
             let count: UInt64 = 5_000
             let bot = "cxx-" + consumer.rawValue
-            let result = try run(executable, [bot, directory.path, String(count)])
+            let result = try runProcess(executable, [bot, directory.path, String(count)], mergingErrors: true)
             #expect(result.status == 0 && result.output == "wrote \(2 * count) values\n", "\(result.output)")
 
             let (metrics, lanes, cells) = try drainAll(bot, directory: directory)
@@ -120,9 +120,9 @@ private func installRingside(_ cmake: String, into build: TemporaryDirectory) th
 
 /// Runs a build tool that must succeed; returns its output.
 @discardableResult
-private func succeed(_ tool: String, _ arguments: [String], environment: [String: String]? = nil,
+private func succeed(_ tool: String, _ arguments: [String], environment: [String: String] = [:],
                      sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
-    let result = try run(tool, arguments, environment: environment, timeoutSeconds: 300)
+    let result = try runProcess(tool, arguments, environment: environment, mergingErrors: true, timeoutSeconds: 300)
     try #require(result.status == 0, "\(tool) \(arguments.joined(separator: " ")) failed:\n\(result.output)",
                  sourceLocation: sourceLocation)
     return result.output

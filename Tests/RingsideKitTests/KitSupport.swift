@@ -27,44 +27,6 @@ struct TemporaryDirectory {
     func remove() { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// Runs a program to completion (killing it after `timeoutSeconds`); returns its status and its
-/// standard output and error together.
-@discardableResult
-func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-         timeoutSeconds: Double = 60) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let environment {
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-    }
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    process.standardInput = FileHandle.nullDevice
-    try withNoSignalsBlocked { try process.run() }
-    let pid = process.processIdentifier
-    let timer = DispatchSource.makeTimerSource()
-    timer.schedule(deadline: .now() + timeoutSeconds)
-    timer.setEventHandler { kill(pid, SIGKILL) }
-    timer.resume()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    timer.cancel()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-}
-
-/// Runs `body` with no signal blocked on the calling thread. Foundation's Process gives a child its
-/// caller's signal mask; a test's thread (a Dispatch worker) blocks SIGCHLD, and a child that
-/// waits for SIGCHLD (cmake, through libuv) would hang after starting its first child.
-func withNoSignalsBlocked<Result>(_ body: () throws -> Result) rethrows -> Result {
-    var unblocked = sigset_t(), saved = sigset_t()
-    sigemptyset(&unblocked)
-    pthread_sigmask(SIG_SETMASK, &unblocked, &saved)
-    defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
-    return try body()
-}
-
 /// A loopback TCP port free at the time of asking (the kernel's pick for port 0).
 func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -13,9 +13,9 @@ struct LivePageBrowserTests {
     static func renderedDOM(_ chromium: String, url: String, budget: Int = 5_000) throws -> String {
         let profile = try TemporaryDirectory("ringside-chromium")
         defer { profile.remove() }
-        let result = try run(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        let result = try runProcess(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                                         "--user-data-dir=\(profile.path)", "--virtual-time-budget=\(budget)",
-                                        "--dump-dom", url], timeoutSeconds: 120)
+                                        "--dump-dom", url], mergingErrors: true, timeoutSeconds: 120)
         try #require(result.status == 0, "chromium failed: \(result.output.suffix(2000))")
         return result.output
     }

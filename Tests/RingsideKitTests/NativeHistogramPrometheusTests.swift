@@ -43,7 +43,7 @@ private final class TwoHosts {
                     ["netns", "exec", name, ip, "link", "set", "lo", "up"],
                 ]
                 made.append(name)
-                if !steps.allSatisfy({ (try? run(ip, $0))?.status == 0 }) { break }
+                if !steps.allSatisfy({ (try? runProcess(ip, $0, mergingErrors: true))?.status == 0 }) { break }
                 listen.append(inside + ":9464")
             }
         }
@@ -81,8 +81,8 @@ private final class TwoHosts {
     /// A veth pair goes with its namespace once one end is inside; before that it is deleted itself.
     private static func delete(_ names: [String], ip: String) {
         for name in names {
-            _ = try? run(ip, ["link", "del", name])
-            _ = try? run(ip, ["netns", "del", name])
+            _ = try? runProcess(ip, ["link", "del", name], mergingErrors: true)
+            _ = try? runProcess(ip, ["netns", "del", name], mergingErrors: true)
         }
     }
 }

@@ -43,8 +43,8 @@ func buildCProducer(_ language: String, into build: TemporaryDirectory) throws -
     let executable = build.path + "/c_producer"
     let strict = ["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
     if language == "c" {
-        let compiled = try run(cc, ["-std=gnu11"] + strict + include + [kitFile("Tests/fixtures/c_producer.c")] + library
-                               + ["-o", executable])
+        let compiled = try runProcess(cc, ["-std=gnu11"] + strict + include + [kitFile("Tests/fixtures/c_producer.c")] + library
+                               + ["-o", executable], mergingErrors: true)
         try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
         return executable
     }
@@ -52,12 +52,12 @@ func buildCProducer(_ language: String, into build: TemporaryDirectory) throws -
     var objects: [String] = []
     for source in library {
         let object = build.path + "/" + URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent + ".o"
-        let compiled = try run(cc, ["-std=gnu11", "-O2", "-pthread", "-c"] + include + [source, "-o", object])
+        let compiled = try runProcess(cc, ["-std=gnu11", "-O2", "-pthread", "-c"] + include + [source, "-o", object], mergingErrors: true)
         try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
         objects.append(object)
     }
-    let linked = try run(cxx, ["-x", "c++", "-std=c++17"] + strict + include + [kitFile("Tests/fixtures/c_producer.c"), "-x", "none"]
-                         + objects + ["-o", executable])
+    let linked = try runProcess(cxx, ["-x", "c++", "-std=c++17"] + strict + include + [kitFile("Tests/fixtures/c_producer.c"), "-x", "none"]
+                         + objects + ["-o", executable], mergingErrors: true)
     try #require(linked.status == 0, "c++ failed:\n\(linked.output)")
     return executable
 }
@@ -72,7 +72,7 @@ struct OtherLanguageProducerTests {
         guard let executable = try buildCProducer(language, into: build) else { return }
         try withRingDirectory { directory in
             let count: UInt64 = 900, threads = 4
-            let first = try run(executable, [directory.path, "from-c", String(count), String(threads), "fork"])
+            let first = try runProcess(executable, [directory.path, "from-c", String(count), String(threads), "fork"], mergingErrors: true)
             #expect(first.status == 0, "\(first.output)")
             let lines = first.output.split(separator: "\n").map(String.init)
             #expect(lines.contains("child exited 0") && lines.contains("threads 4") && lines.contains("lanes 4")
@@ -107,7 +107,7 @@ struct OtherLanguageProducerTests {
             #expect(cells["c_latency"]?.dropped == 0)
 
             // A second run re-attaches: the same metrics, lanes reused, the counter's total goes on.
-            let second = try run(executable, [directory.path, "from-c", String(count), String(threads)])
+            let second = try runProcess(executable, [directory.path, "from-c", String(count), String(threads)], mergingErrors: true)
             #expect(second.status == 0 && second.output.contains("lanes 4") && second.output.contains("metrics 4"), "\(second.output)")
             (metrics, lanes, cells) = try drainAll("from-c", directory: directory)
             #expect(metrics.count == 4)
@@ -126,7 +126,7 @@ struct OtherLanguageProducerTests {
         guard let executable = try buildCProducer("c", into: build) else { return }
         try withRingDirectory { directory in
             // 5,000 values and a span from one thread into a lane of 4,096 with nobody draining.
-            let result = try run(executable, [directory.path, "full", "5000", "1"])
+            let result = try runProcess(executable, [directory.path, "full", "5000", "1"], mergingErrors: true)
             #expect(result.status == 0, "\(result.output)")
             let status = try RingInspector("full", directory: directory).status()
             let (_, _, cells) = try drainAll("full", directory: directory)
@@ -148,7 +148,7 @@ struct OtherLanguageProducerTests {
             let count = 500, threads = 3
             let arguments = [kitFile("Tests/fixtures/py_producer.py"), kitFile("tools/python"), directory.path, "from-py",
                              String(count), String(threads)]
-            let first = try run(python, arguments)
+            let first = try runProcess(python, arguments, mergingErrors: true)
             #expect(first.status == 0, "\(first.output)")
             let lines = first.output.split(separator: "\n").map(String.init)
             let pid = lines.first.flatMap { $0.split(separator: " ").last } ?? "?"
@@ -158,7 +158,7 @@ struct OtherLanguageProducerTests {
             #expect(lines.contains { $0.hasPrefix("bad value refused: ") && $0.contains("py_latency") }, "\(first.output)")
             #expect(lines.contains("disabled wrote nothing"), "\(first.output)")
             #expect(lines.contains("wrote \(count * threads + 1) dropped 0 metrics 3"), "\(first.output)")
-            let second = try run(python, arguments)
+            let second = try runProcess(python, arguments, mergingErrors: true)
             #expect(second.status == 0, "\(second.output)")
 
             let (metrics, lanes, cells) = try drainAll("from-py", directory: directory)

@@ -90,11 +90,11 @@ struct PrometheusTests {
     @Test("promtool accepts tools/prometheus/prometheus.yml and ringside-rules.yml, and the rules' unit tests pass")
     func promtoolChecks() throws {
         guard let promtool = try requiredSystemTool("promtool") else { return }
-        let config = try run(promtool, ["check", "config", kitFile("tools/prometheus/prometheus.yml")])
+        let config = try runProcess(promtool, ["check", "config", kitFile("tools/prometheus/prometheus.yml")], mergingErrors: true)
         #expect(config.status == 0 && config.output.contains("SUCCESS"), "\(config.output)")
-        let rules = try run(promtool, ["check", "rules", kitFile("tools/prometheus/ringside-rules.yml")])
+        let rules = try runProcess(promtool, ["check", "rules", kitFile("tools/prometheus/ringside-rules.yml")], mergingErrors: true)
         #expect(rules.status == 0 && rules.output.contains("SUCCESS"), "\(rules.output)")
-        let tests = try run(promtool, ["test", "rules", kitFile("tools/prometheus/ringside-rules.test.yml")])
+        let tests = try runProcess(promtool, ["test", "rules", kitFile("tools/prometheus/ringside-rules.test.yml")], mergingErrors: true)
         #expect(tests.status == 0 && tests.output.contains("SUCCESS"), "\(tests.output)")
     }
 

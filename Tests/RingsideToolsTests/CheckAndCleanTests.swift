@@ -128,8 +128,8 @@ struct CheckTests {
     @Test("a counter's record is a problem: counters keep their totals in cells and write no records")
     func counterRecord() throws {
         try withRingDirectory { directory in
-            #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "latency", "7", "8"]).status == 0)
-            #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "orders", "--kind", "counter", "5"]).status == 0)
+            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "latency", "7", "8"]).status == 0)
+            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "orders", "--kind", "counter", "5"]).status == 0)
             #expect(try dump(directory, "check", "mixed").status == 0)
             // Record 1 made into a record of the counter (metric 1), as a broken producer might write it.
             let path = directory.filePath(for: "mixed")
@@ -214,7 +214,7 @@ struct CheckTests {
                       with: UInt8(truncatingIfNeeded: generator.next()))
             }
             for arguments in [["check", "noise"], ["info", "noise"], ["records", "noise"], ["stats", "noise"], ["list"]] {
-                let run = try run("ringside-dump", ["--dir", directory.path] + arguments)
+                let run = try runProcess("ringside-dump", ["--dir", directory.path] + arguments)
                 #expect(run.exitedNormally, "\(arguments) crashed")
                 #expect(run.status == 0 || run.status == 1, "\(arguments): \(run.status) \(run.errors)")
             }

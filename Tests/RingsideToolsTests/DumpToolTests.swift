@@ -47,7 +47,7 @@ struct DumpToolTests {
         try withRingDirectory { directory in
             let empty = try dump(directory, "list")
             #expect(empty.status == 0 && empty.output == "no rings in \(directory.path)\n")
-            let missing = try run("ringside-dump", ["list", "--dir", directory.path + "/nope"])
+            let missing = try runProcess("ringside-dump", ["list", "--dir", directory.path + "/nope"])
             #expect(missing.status == 1 && missing.errors.contains(directory.path + "/nope"))
         }
     }
@@ -56,7 +56,7 @@ struct DumpToolTests {
     func environmentDirectory() throws {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "env", count: 1)
-            let listed = try run("ringside-dump", ["list", "--json"], environment: [RingDirectory.environmentVariable: directory.path])
+            let listed = try runProcess("ringside-dump", ["list", "--json"], environment: [RingDirectory.environmentVariable: directory.path])
             #expect(try listed.json().objects("rings").map { $0.string("name") } == ["env"])
         }
     }
@@ -150,7 +150,7 @@ struct DumpToolTests {
             // Three lanes of 16 records holding 5 each (4 values and a gauge's record); then a
             // single-lane writer takes lane 0 again and fills it.
             try makeLanesRing(directory, "bot", threads: 3, count: 4, capacity: 16)
-            #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "bot", "more"] + (1...11).map(String.init)).status == 0)
+            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "bot", "more"] + (1...11).map(String.init)).status == 0)
 
             let info = try dump(directory, "info", "bot")
             let rows = info.outputLines.filter { $0.hasPrefix("     ") && $0.contains(" of 16 ") }
@@ -230,9 +230,9 @@ struct DumpToolTests {
     @Test("records --metric keeps that metric's records; an unknown metric is an error naming the ring's metrics")
     func recordsByMetric() throws {
         try withRingDirectory { directory in
-            #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "a", "1", "2", "3"]).status == 0)
-            #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "b", "--kind", "gauge", "0.5"]).status == 0)
-            #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "a", "4"]).status == 0)
+            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "a", "1", "2", "3"]).status == 0)
+            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "b", "--kind", "gauge", "0.5"]).status == 0)
+            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "a", "4"]).status == 0)
             let only = try dump(directory, "records", "mixed", "--metric", "a", "--last", "2", "--json").json()
             #expect(only.objects("records").compactMap { $0.uint64("value") } == [3, 4])
             let gauge = try dump(directory, "records", "mixed", "--metric", "b", "--json").json()
@@ -305,8 +305,8 @@ struct DumpToolTests {
     @Test("stats gives exact nearest-rank percentiles, gauge extremes, and counters' totals from the cells")
     func stats() throws {
         try withRingDirectory { directory in
-            let emit = { (arguments: [String]) throws -> ToolRun in
-                try run("ringside-emit", ["--dir", directory.path, "--ring", "s"] + arguments)
+            let emit = { (arguments: [String]) throws -> ProcessRun in
+                try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "s"] + arguments)
             }
             #expect(try emit(["latency", "--unit", "us"] + (1...1000).reversed().map(String.init)).status == 0)
             #expect(try emit(["orders", "--kind", "counter", "1", "2", "3", "4"]).status == 0)
@@ -434,7 +434,7 @@ struct DumpToolTests {
         ["clean", "x"], ["info", "x", "--dir"],
     ])
     func usageErrors(arguments: [String]) throws {
-        let run = try run("ringside-dump", arguments)
+        let run = try runProcess("ringside-dump", arguments)
         #expect(run.status == 2)
         #expect(run.output.isEmpty)
         #expect(run.errorLines.count == 1 && run.errors.hasPrefix("ringside-dump"), "\(run.errors)")
@@ -442,7 +442,7 @@ struct DumpToolTests {
 
     @Test("--help for the tool and every command", arguments: ["", "list", "info", "records", "watch", "stats", "check", "clean"])
     func help(command: String) throws {
-        let run = try run("ringside-dump", (command.isEmpty ? [] : [command]) + ["--help"])
+        let run = try runProcess("ringside-dump", (command.isEmpty ? [] : [command]) + ["--help"])
         #expect(run.status == 0)
         #expect(run.output.hasPrefix("usage: ringside-dump \(command)".trimmingCharacters(in: .whitespaces)))
     }
@@ -455,10 +455,10 @@ struct DumpToolTests {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "j", count: 5)
             try makeLanesRing(directory, "j3", threads: 3, count: 2)
-            #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "j2", "name\"with", "1"]).status == 2)
-            #expect(try run("ringside-emit", ["--dir", directory.path, "--ring", "j2", "g", "--kind", "gauge",
+            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "j2", "name\"with", "1"]).status == 2)
+            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "j2", "g", "--kind", "gauge",
                                               "--label", "quote=a\"b\\c\tend", "1.5"]).status == 0)
-            let run = try run("ringside-dump", ["--dir", directory.path] + arguments + ["--json"])
+            let run = try runProcess("ringside-dump", ["--dir", directory.path] + arguments + ["--json"])
             #expect(run.status == 0, "\(run.errors)")
             #expect(run.outputLines.count == 1)
             _ = try run.json()

@@ -8,8 +8,8 @@ import Testing
 
 @Suite("ringside-emit writes every value a script gives it")
 struct EmitToolTests {
-    private func emit(_ directory: RingDirectory, _ arguments: [String], stdin: String = "") throws -> ToolRun {
-        try run("ringside-emit", ["--dir", directory.path] + arguments, stdin: stdin)
+    private func emit(_ directory: RingDirectory, _ arguments: [String], stdin: String = "") throws -> ProcessRun {
+        try runProcess("ringside-emit", ["--dir", directory.path] + arguments, stdin: stdin)
     }
 
     @Test("values on the command line: creates the ring, registers the metric as asked, writes them")
@@ -73,7 +73,7 @@ struct EmitToolTests {
     @Test("values are written as the lines arrive, not at end of file")
     func streaming() throws {
         try withRingDirectory { directory in
-            let emitter = try ToolProcess("ringside-emit", ["--dir", directory.path, "--ring", "tail", "lag", "--unit", "ms"])
+            let emitter = try RunningProcess("ringside-emit", ["--dir", directory.path, "--ring", "tail", "lag", "--unit", "ms"])
             func values() -> [UInt64] { (try? RingInspector("tail", directory: directory).peek().map(\.record.value)) ?? [] }
             emitter.write("17\n")
             #expect(eventually { values() == [17] })
@@ -89,7 +89,7 @@ struct EmitToolTests {
     func waitsForRoom() throws {
         try withRingDirectory { directory in
             _ = try Ring.attach("small", directory: directory.path, options: .init(capacity: 16)) // made, then let go
-            let emitter = try ToolProcess("ringside-emit", ["--dir", directory.path, "--ring", "small", "n"] + (1...100).map(String.init))
+            let emitter = try RunningProcess("ringside-emit", ["--dir", directory.path, "--ring", "small", "n"] + (1...100).map(String.init))
             #expect(eventually { (try? RingInspector("small", directory: directory).status().backlog) == 16 })
             #expect(emitter.isRunning, "waiting for room, not dropping")
             let consumer = try RingConsumer("small", directory: directory)
@@ -112,7 +112,7 @@ struct EmitToolTests {
             #expect(try emit(directory, ["--ring", "busy", "fills", "--capacity", "16"] + (1...16).map(String.init)).status == 0)
             #expect(try RingInspector("busy", directory: directory).status().backlog == 16)
             // No collector drains this ring: a counter that waited for room would never finish.
-            let emitter = try ToolProcess("ringside-emit", ["--dir", directory.path, "--ring", "busy", "orders", "--kind", "counter",
+            let emitter = try RunningProcess("ringside-emit", ["--dir", directory.path, "--ring", "busy", "orders", "--kind", "counter",
                                                             "5", "6"])
             let finished = eventually(within: 30) { !emitter.isRunning }
             #expect(finished, "the counter waited for room it does not need")
@@ -177,7 +177,7 @@ struct EmitToolTests {
 
     @Test("--help")
     func help() throws {
-        let run = try run("ringside-emit", ["--help"])
+        let run = try runProcess("ringside-emit", ["--help"])
         #expect(run.status == 0 && run.output.hasPrefix("usage: ringside-emit --ring NAME METRIC"))
     }
 }

@@ -1,0 +1,118 @@
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Ringside
+import Synchronization
+
+/// How a process ended and what it printed.
+package struct ProcessRun: Sendable {
+    /// The exit status; nil when it died of a signal or was killed at the deadline.
+    package let status: Int32?
+    /// Standard output (with standard error too, for a process run `mergingErrors`).
+    package let output: String
+    package let errors: String
+
+    /// False when the process died of a signal (a crash) or was killed at the deadline.
+    package var exitedNormally: Bool { status != nil }
+    package var outputLines: [String] { output.split(separator: "\n").map(String.init) }
+    package var errorLines: [String] { errors.split(separator: "\n").map(String.init) }
+
+    /// Standard output parsed as one JSON object.
+    package func json() throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any] else {
+            throw TestSupportError("not a JSON object: \(output)")
+        }
+        return object
+    }
+}
+
+/// A process run to completion: a package executable (by name) or a program (by path), with
+/// pipes to its standard input, output and error; killed, if still running, when released.
+/// `RINGSIDE_DIR` and `RINGSIDE_DISABLED` are removed from its environment (a test names its
+/// ring directory), then `environment` is added.
+package final class RunningProcess: @unchecked Sendable {
+    // @unchecked: Process and Pipe are not Sendable; the readers' results are behind mutexes.
+    private let process = Process()
+    private let input = Pipe()
+    private let group = DispatchGroup()
+    private let output = Mutex(Data())
+    private let errors = Mutex(Data())
+
+    /// - Parameter mergingErrors: standard error goes to the same pipe as standard output, in order.
+    package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                 mergingErrors: Bool = false) throws {
+        process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : try builtExecutable(executable))
+        process.arguments = arguments
+        var variables = ProcessInfo.processInfo.environment
+        variables.removeValue(forKey: RingDirectory.environmentVariable)
+        variables.removeValue(forKey: Ring.disableEnvironmentVariable)
+        process.environment = variables.merging(environment) { _, new in new }
+        let outputPipe = Pipe(), errorPipe = mergingErrors ? nil : Pipe()
+        process.standardInput = input
+        process.standardOutput = outputPipe
+        process.standardError = errorPipe ?? outputPipe
+        try withNoSignalsBlocked { try process.run() }
+        // Read both pipes as the process writes, so a large output never blocks it.
+        read(outputPipe, isErrors: false)
+        if let errorPipe { read(errorPipe, isErrors: true) }
+    }
+
+    private func read(_ pipe: Pipe, isErrors: Bool) {
+        group.enter()
+        DispatchQueue.global().async { [self] in
+            let all = pipe.fileHandleForReading.readDataToEndOfFile()
+            if isErrors { errors.withLock { $0 = all } } else { output.withLock { $0 = all } }
+            group.leave()
+        }
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    package var pid: Int32 { process.processIdentifier }
+    package var isRunning: Bool { process.isRunning }
+
+    package func write(_ text: String) { input.fileHandleForWriting.write(Data(text.utf8)) }
+    package func closeInput() { try? input.fileHandleForWriting.close() }
+
+    /// Closes standard input, waits for the exit (killing the process at `timeoutSeconds`), and
+    /// returns what it printed.
+    package func finish(timeoutSeconds: Double = 60) -> ProcessRun {
+        closeInput()
+        var killed = false
+        if group.wait(timeout: .now() + timeoutSeconds) == .timedOut {
+            kill(process.processIdentifier, SIGKILL)
+            killed = true
+            group.wait()
+        }
+        process.waitUntilExit()
+        let status = !killed && process.terminationReason == .exit ? process.terminationStatus : nil
+        return ProcessRun(status: status, output: String(decoding: output.withLock { $0 }, as: UTF8.self),
+                          errors: String(decoding: errors.withLock { $0 }, as: UTF8.self))
+    }
+}
+
+/// Runs a package executable (by name) or a program (by path) to completion with `stdin`,
+/// killing it at `timeoutSeconds`.
+@discardableResult
+package func runProcess(_ executable: String, _ arguments: [String], stdin: String = "", environment: [String: String] = [:],
+                        mergingErrors: Bool = false, timeoutSeconds: Double = 60) throws -> ProcessRun {
+    let process = try RunningProcess(executable, arguments, environment: environment, mergingErrors: mergingErrors)
+    if !stdin.isEmpty { process.write(stdin) }
+    return process.finish(timeoutSeconds: timeoutSeconds)
+}
+
+/// Runs `body` with no signal blocked on the calling thread. Foundation's Process gives a child its
+/// caller's signal mask; a test's thread (a Dispatch worker) blocks SIGCHLD, and a child that
+/// waits for SIGCHLD (cmake, through libuv) would hang after starting its first child.
+package func withNoSignalsBlocked<Result>(_ body: () throws -> Result) rethrows -> Result {
+    var unblocked = sigset_t(), saved = sigset_t()
+    sigemptyset(&unblocked)
+    pthread_sigmask(SIG_SETMASK, &unblocked, &saved)
+    defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+    return try body()
+}
