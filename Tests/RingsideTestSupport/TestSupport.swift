@@ -237,6 +237,11 @@ package func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethro
     return nil
 }
 
+/// Polls `condition` as `eventually` does; returns whether it came true within `seconds`.
+package func eventually(seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
+    try eventually(seconds: seconds) { try condition() ? true : nil } ?? false
+}
+
 /// Starts the real `ringside-collector` on an ephemeral loopback port (unless `listen` names
 /// another address); returns it and the port from its "listening on" log line.
 package func startCollector(_ arguments: [String], listen: String = "127.0.0.1:0") throws -> (ChildProcess, Int) {

@@ -94,7 +94,7 @@ struct EmitToolTests {
             #expect(emitter.isRunning, "waiting for room, not dropping")
             let consumer = try RingConsumer("small", directory: directory)
             var received: [UInt64] = []
-            #expect(try eventually(within: 20) {
+            #expect(try eventually(seconds: 20) {
                 try consumer.drain { records, _ in received += records.map(\.value) }
                 return received.count == 100
             })
@@ -114,7 +114,7 @@ struct EmitToolTests {
             // No collector drains this ring: a counter that waited for room would never finish.
             let emitter = try RunningProcess("ringside-emit", ["--dir", directory.path, "--ring", "busy", "orders", "--kind", "counter",
                                                             "5", "6"])
-            let finished = eventually(within: 30) { !emitter.isRunning }
+            let finished = eventually(seconds: 30) { !emitter.isRunning }
             #expect(finished, "the counter waited for room it does not need")
             if !finished { kill(emitter.pid, SIGKILL) }
             let run = emitter.finish()

@@ -116,16 +116,6 @@ func drainAll(_ directory: RingDirectory, _ name: String) throws -> [RingRecord]
     return drained
 }
 
-/// Waits up to `seconds` for `condition`, polling; returns whether it came true.
-func eventually(within seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(seconds)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(5_000)
-    }
-    return try condition()
-}
-
 extension [String: Any] {
     func int(_ key: String) -> Int? { number(self[key]).map { Int($0) } }
     func uint64(_ key: String) -> UInt64? {
