@@ -75,7 +75,7 @@ let package = Package(
         /// Counts malloc calls in the test producer (it replaces that process's malloc).
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         /// Ring directories that clean themselves up, and child processes for the tests.
-        .target(name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideHTTP"],
+        .target(name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideHTTP"],
                 path: "Tests/RingsideTestSupport"),
 
         .testTarget(name: "RingsideTests",

@@ -7,19 +7,6 @@ import RingsideTestSupport
 import Synchronization
 import Testing
 
-/// Log lines a collector wrote, kept for the test to read.
-final class CapturedLog: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var log: CollectorLog {
-        CollectorLog { [self] line in lines.withLock { $0.append(line) } }
-    }
-
-    var all: [String] { lines.withLock { $0 } }
-
-    func contains(_ text: String) -> Bool { all.contains { $0.contains(text) } }
-}
-
 /// A collector over `directory` with the given SLO rules, logging into `captured`.
 func makeCollector(_ directory: RingDirectory, slo: [String] = [], windows: [UInt64]? = nil,
                    captured: CapturedLog) throws -> Collector {

@@ -25,7 +25,7 @@ extension ReliabilityTests {
             let seconds = longTests ? 60.0 : 10.0
             try withRingDirectory { directory in
                 let dump = directory.path + "/load.json"
-                let collector = try startCollectorProcess([
+                let (collector, _) = try startCollector([
                     "--dir", directory.path, "--json-dump", dump, "--dump-interval", "100ms",
                 ])
                 let names = (0..<8).map { "load-\($0)" }
@@ -102,7 +102,7 @@ extension ReliabilityTests {
             let threads = 4, count = longTests ? 20_000_000 : 3_000_000
             try withRingDirectory { directory in
                 let dump = directory.path + "/threads.json"
-                let collector = try startCollectorProcess([
+                let (collector, _) = try startCollector([
                     "--dir", directory.path, "--json-dump", dump, "--dump-interval", "100ms", "--poll", "10ms",
                 ])
                 let producer = try ChildProcess("ringside-test-producer", [
@@ -166,7 +166,7 @@ extension ReliabilityTests {
         func pacedProducerAtDefaultPoll() throws {
             try withRingDirectory { directory in
                 let dump = directory.path + "/paced.json"
-                let collector = try startCollectorProcess(["--dir", directory.path, "--json-dump", dump, "--dump-interval", "100ms"])
+                let (collector, _) = try startCollector(["--dir", directory.path, "--json-dump", dump, "--dump-interval", "100ms"])
                 let producer = try startBlast(directory, ring: "paced", seconds: 10, rate: 50_000, capacity: 4096)
                 let line = producer.readLine()
                 let exit = producer.waitForExit()

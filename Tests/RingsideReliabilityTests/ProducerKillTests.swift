@@ -26,7 +26,7 @@ extension ReliabilityTests {
         @Test("a producer SIGKILLed at 20 random points: each published record drained once, none torn; death seen within a second; a new process carries on")
         func producerKilledAtRandomPoints() throws {
             try withRingDirectory { directory in
-                let captured = LogCapture()
+                let captured = CapturedLog()
                 var options = CollectorOptions()
                 options.directory = directory
                 options.pollNanos = 10_000_000

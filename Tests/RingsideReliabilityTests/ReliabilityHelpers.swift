@@ -14,15 +14,6 @@ import Testing
 @Suite("Reliability: faults, SIGBUS and load", .serialized)
 struct ReliabilityTests {}
 
-/// Log lines a collector wrote, kept for the test to read.
-final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var log: CollectorLog { CollectorLog { [self] line in lines.withLock { $0.append(line) } } }
-    var all: [String] { lines.withLock { $0 } }
-    func contains(_ texts: String...) -> Bool { all.contains { line in texts.allSatisfy { line.contains($0) } } }
-}
-
 /// What `ringside-test-producer blast` prints when it stops.
 struct BlastCounts: Equatable {
     var attempts: UInt64
@@ -82,15 +73,6 @@ func cpuSeconds(of pid: Int32) -> Double? {
     let fields = text[text.index(after: close)...].split(separator: " ")
     guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
     return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-}
-
-/// Starts the real collector binary on an ephemeral port; returns it once it listens.
-func startCollectorProcess(_ arguments: [String]) throws -> ChildProcess {
-    let collector = try ChildProcess("ringside-collector", ["--listen", "127.0.0.1:0"] + arguments)
-    guard collector.waitForErrorLine(containing: "listening on http://") != nil else {
-        throw TestSupportError("the collector did not start: \(collector.waitForExit().standardError)")
-    }
-    return collector
 }
 
 /// A JSON document (the collector's `/latest` dump) read from a file, or nil if there is none yet.

@@ -82,7 +82,7 @@ extension ReliabilityTests {
         @Test("a ring truncated or removed under a running collector is detached with a clear log line; no crash")
         func truncatedAndRemovedUnderCollector() throws {
             try withRingDirectory { directory in
-                let captured = LogCapture()
+                let captured = CapturedLog()
                 var options = CollectorOptions()
                 options.directory = directory
                 options.pollNanos = 10_000_000

@@ -4,7 +4,9 @@ import Foundation
 import Glibc
 #endif
 import Ringside
+import RingsideCollector
 import RingsideHTTP
+import Synchronization
 
 /// A ring directory of the test's own under `/dev/shm`, removed with everything in it when the
 /// body returns or throws. Tests run in parallel; each makes its own.
@@ -252,4 +254,16 @@ package func startCollector(_ arguments: [String], listen: String = "127.0.0.1:0
         throw TestSupportError("the collector did not start: \(collector.waitForExit().standardError)")
     }
     return (collector, port)
+}
+
+/// Log lines a collector wrote, kept for the test to read.
+package final class CapturedLog: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    package init() {}
+
+    package var log: CollectorLog { CollectorLog { [self] line in lines.withLock { $0.append(line) } } }
+    package var all: [String] { lines.withLock { $0 } }
+    /// Whether one line holds every one of `texts`.
+    package func contains(_ texts: String...) -> Bool { all.contains { line in texts.allSatisfy { line.contains($0) } } }
 }
