@@ -61,7 +61,7 @@ let package = Package(
         /// JSON and SVG. It imports Ringside as a bot does, so the hot path is the cross-module one.
         .target(name: "RingsideBench",
                 dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector", "RingsideExport",
-                               "RingsideHTTP", "RingsideJSON", "RingsideCommandLine"],
+                               "RingsideHTTP", "RingsideJSON", "RingsideCommandLine", "RingsideTestSupport"],
                 path: "Benchmarks/RingsideBench"),
         /// The C floor (the same ring written from C with the same clock) and thread pinning.
         .target(name: "CRingsideBench", dependencies: ["CRingside"], path: "Benchmarks/CRingsideBench"),
@@ -74,7 +74,9 @@ let package = Package(
                           path: "Tests/ringside-test-producer"),
         /// Counts malloc calls in the test producer (it replaces that process's malloc).
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
-        /// Ring directories that clean themselves up, and child processes for the tests.
+        /// The one home of the tests' helpers (and the raw HTTP client ringside-bench scrapes with):
+        /// ring directories that clean themselves up, processes run or launched (the collector among
+        /// them), a raw HTTP client, polling, log capture.
         .target(name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideHTTP"],
                 path: "Tests/RingsideTestSupport"),
 
@@ -85,7 +87,7 @@ let package = Package(
                     dependencies: ["RingsideCollector", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
                                    "RingsideCommandLine", "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
         .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
-        .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP"]),
+        .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideTestSupport"]),
         .testTarget(name: "RingsideExportTests", dependencies: ["RingsideExport", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
         .testTarget(name: "RingsideToolsTests",
                     dependencies: ["RingsideTools", "RingsideExport", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideTestSupport",

@@ -4,6 +4,7 @@ import Ringside
 import RingsideCollector
 import RingsideExport
 import RingsideHTTP
+import RingsideTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -121,13 +122,12 @@ public enum ScrapeBenchmark {
     /// `GET /metrics` on a new connection; the time to the last byte of a 200 response, and its body's size.
     static func get(port: Int) throws(BenchError) -> (millis: Double, bytes: Int) {
         let start = rs_clock_precise_ns()
-        let fd: Int32
-        do { fd = try connectToLoopback(port: port, timeoutSeconds: 10) } catch { throw BenchError(error.description) }
-        defer { close(fd) }
-        let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8)
-        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
-            throw BenchError("sending the request: errno \(errno)")
-        }
+        let client: RawClient
+        do {
+            client = try RawClient(port: port, timeoutSeconds: 10)
+            try client.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        } catch { throw BenchError("GET /metrics: \(error)") }
+        let fd = client.fd
         // Reads the head, then counts body bytes until Content-Length of them have come.
         var head: [UInt8] = []
         var bodyBytes = 0

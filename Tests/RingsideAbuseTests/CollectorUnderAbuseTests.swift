@@ -79,8 +79,8 @@ struct CollectorUnderAbuseTests {
             let baselineRSS = try #require(residentKilobytes(of: collector.pid))
 
             // 1,000 idle connections that never send a byte.
-            var idle: [RawConnection] = []
-            for _ in 0..<1000 { idle.append(try RawConnection(port: port, timeoutSeconds: 10)) }
+            var idle: [RawClient] = []
+            for _ in 0..<1000 { idle.append(try RawClient(port: port, timeoutSeconds: 10)) }
 
             // A client that sends its head one byte a second: refused with 408 when the head
             // timeout (5 s, not reset by progress) runs out.
@@ -88,10 +88,10 @@ struct CollectorUnderAbuseTests {
             group.enter()
             Thread.detachNewThread {
                 defer { group.leave() }
-                guard let slow = try? RawConnection(port: port, timeoutSeconds: 10) else { return }
+                guard let slow = try? RawClient(port: port, timeoutSeconds: 10) else { return }
                 let head = Array("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
                 for byte in head.prefix(7) {
-                    slow.send([byte])
+                    _ = try? slow.send([byte])
                     sleep(1)
                 }
                 slowStatus.withLock { $0 = slow.readStatus() }
@@ -106,11 +106,11 @@ struct CollectorUnderAbuseTests {
                 // At least one full pass, however late this thread starts.
                 repeat {
                     for (name, bytes, expected) in abusiveRequests {
-                        guard let connection = try? RawConnection(port: port, timeoutSeconds: 5) else {
+                        guard let connection = try? RawClient(port: port, timeoutSeconds: 5) else {
                             garbageResults.withLock { $0.append("\(name): cannot connect") }
                             continue
                         }
-                        connection.send(bytes)
+                        _ = try? connection.send(bytes)
                         if expected == nil { connection.finishSending() }
                         let status = connection.readStatus()
                         if status != expected { garbageResults.withLock { $0.append("\(name): \(String(describing: status)), expected \(String(describing: expected))") } }
@@ -141,7 +141,7 @@ struct CollectorUnderAbuseTests {
                 peakRSS = max(peakRSS, residentKilobytes(of: collector.pid) ?? 0)
                 usleep(20_000)
             }
-            let openIdle = idle.filter { !$0.isClosedByServer }.count
+            let openIdle = idle.filter { !$0.isClosedNow }.count
             stop.store(true, ordering: .relaxed)
             group.wait()
 
@@ -160,7 +160,7 @@ struct CollectorUnderAbuseTests {
             #expect(peakRSS - baselineRSS < 64 * 1024, "RSS grew from \(baselineRSS) kB to \(peakRSS) kB")
 
             // The idle connections are closed by the server once their head timeout passes.
-            let reaped = eventually(seconds: 10) { idle.allSatisfy(\.isClosedByServer) ? true : nil }
+            let reaped = eventually(seconds: 10) { idle.allSatisfy(\.isClosedNow) ? true : nil }
             #expect(reaped == true, "idle connections still open after their timeout")
             idle.removeAll()
 
@@ -186,13 +186,13 @@ struct CollectorUnderAbuseTests {
         try withRingDirectory { directory in
             let (collector, port) = try startCollector(["--dir", directory.path])
             defer { collector.kill() }
-            var held: [RawConnection] = []
-            for _ in 0..<1100 { held.append(try RawConnection(port: port, timeoutSeconds: 10)) }
+            var held: [RawClient] = []
+            for _ in 0..<1100 { held.append(try RawClient(port: port, timeoutSeconds: 10)) }
             // Let the server accept them all (it accepts 64 per wake-up).
             usleep(300_000)
             for attempt in 0..<3 {
-                let scraper = try RawConnection(port: port, timeoutSeconds: 5)
-                scraper.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                let scraper = try RawClient(port: port, timeoutSeconds: 5)
+                _ = try? scraper.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
                 #expect(scraper.readStatus() == 200, "scrape \(attempt): an idle connection gives up its slot")
             }
             held.removeAll()

@@ -1,4 +1,5 @@
 import RingsideHTTP
+import RingsideTestSupport
 import Testing
 
 /// Listen strings and bind failures: the errors an operator sees at startup.

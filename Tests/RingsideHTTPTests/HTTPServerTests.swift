@@ -1,5 +1,6 @@
 import Glibc
 import RingsideHTTP
+import RingsideTestSupport
 import Testing
 
 /// End-to-end behaviour over real loopback sockets. Each test runs its own server on an
@@ -353,7 +354,7 @@ struct HTTPServerTests {
         server.stop()
         #expect(monotonicSeconds() - started < 1)
         #expect(client.isClosedByServer())
-        #expect(throws: RawClient.Failure.self) { try RawClient(port: server.boundPort) }
+        #expect(throws: TestSupportError.self) { try RawClient(port: server.boundPort) }
         server.stop()  // idempotent
     }
 
@@ -361,6 +362,6 @@ struct HTTPServerTests {
     func stopWithoutStart() throws {
         let server = try HTTPServer(listen: "127.0.0.1:0", handler: testRoutes)
         server.stop()
-        #expect(throws: RawClient.Failure.self) { try RawClient(port: server.boundPort) }
+        #expect(throws: TestSupportError.self) { try RawClient(port: server.boundPort) }
     }
 }

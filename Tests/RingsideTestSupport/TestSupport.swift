@@ -155,18 +155,9 @@ package func httpGet(port: Int, path: String, timeoutSeconds: Int = 5) throws ->
 /// `httpGet`, with the response's headers too, by lowercased name (the last of a repeated one).
 package func httpGetWithHeaders(port: Int, path: String, timeoutSeconds: Int = 5) throws
     -> (status: Int, headers: [String: String], body: String) {
-    let fd: Int32
-    do { fd = try connectToLoopback(port: port, timeoutSeconds: timeoutSeconds) } catch { throw TestSupportError(error.description) }
-    defer { close(fd) }
-    let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-    var response: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = recv(fd, &chunk, chunk.count, 0)
-        if count <= 0 { break }
-        response += chunk[0..<count]
-    }
+    let client = try RawClient(port: port, timeoutSeconds: timeoutSeconds)
+    try client.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    let response = client.readAll()
     let text = String(decoding: response, as: UTF8.self)
     guard text.hasPrefix("HTTP/1."), let headEnd = text.range(of: "\r\n\r\n"),
           let status = Int(text.dropFirst(9).prefix(3)) else {
