@@ -449,4 +449,11 @@ package struct PeekedRecord {
     package let record: RingRecord
     /// Whether the consumer had passed it when it was copied (only with `includingConsumed`).
     package let consumed: Bool
+
+    package init(lane: Int, cursor: UInt64, record: RingRecord, consumed: Bool) {
+        self.lane = lane
+        self.cursor = cursor
+        self.record = record
+        self.consumed = consumed
+    }
 }

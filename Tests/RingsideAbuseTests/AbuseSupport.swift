@@ -10,16 +10,6 @@ import Synchronization
 /// Whether the long runs were asked for (`RINGSIDE_LONG_TESTS=1`).
 let longTests = ProcessInfo.processInfo.environment["RINGSIDE_LONG_TESTS"] == "1"
 
-/// A process's resident set, from /proc (kB), or nil if it is gone.
-func residentKilobytes(of pid: Int32) -> Int? {
-    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-    for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-        return Int(line.split(separator: " ").dropFirst().first ?? "")
-    }
-    return nil
-}
-
-
 /// Raises this process's soft descriptor limit to at least `wanted` (as far as the hard limit
 /// allows, raising that too when we may); returns the soft limit now in force.
 @discardableResult

@@ -76,7 +76,7 @@ struct CollectorUnderAbuseTests {
                 }
                 group.leave()
             }
-            let baselineRSS = try #require(residentKilobytes(of: collector.pid))
+            let baselineRSS = try #require(residentKiB(of: collector.pid)?.total)
 
             // 1,000 idle connections that never send a byte.
             var idle: [RawClient] = []
@@ -138,7 +138,7 @@ struct CollectorUnderAbuseTests {
                         failures.append("\(path): \(error)")
                     }
                 }
-                peakRSS = max(peakRSS, residentKilobytes(of: collector.pid) ?? 0)
+                peakRSS = max(peakRSS, residentKiB(of: collector.pid)?.total ?? 0)
                 usleep(20_000)
             }
             let openIdle = idle.filter { !$0.isClosedNow }.count

@@ -195,7 +195,7 @@ struct HostileProducerTests {
                 return body.contains("honest_values") && body.contains("grown_orders") ? true : nil
             }
             try #require(attached == true, "the collector did not attach the honest bots")
-            let baseline = try #require(residentKilobytes(of: collector.pid))
+            let baseline = try #require(residentKiB(of: collector.pid)?.total)
 
             try claimSparseLane(grownPath)
             let bornPath = directory.filePath(for: "born-sparse")
@@ -222,7 +222,7 @@ struct HostileProducerTests {
             #expect(allocatedBytes(bornPath) == bornAllocated && allocatedBytes(grownPath) == grownAllocated,
                     "nothing allocated the holes")
             #expect(bornAllocated < lane / 100 && grownAllocated < lane / 100, "\(bornAllocated) and \(grownAllocated) of \(lane)")
-            let rss = try #require(residentKilobytes(of: collector.pid))
+            let rss = try #require(residentKiB(of: collector.pid)?.total)
             #expect(rss - baseline < 8 * 1024, "the collector's RSS went from \(baseline) kB to \(rss) kB")
 
             collector.send(SIGTERM)

@@ -54,17 +54,6 @@ func stopBlast(_ producer: ChildProcess) throws -> BlastCounts {
     return counts
 }
 
-/// A process's resident memory from /proc/PID/status: VmRSS and RssAnon in KiB.
-func residentKiB(of pid: Int32) -> (total: Int, anonymous: Int)? {
-    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-    func field(_ name: String) -> Int? {
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
-        return line.split(separator: " ").compactMap { Int($0) }.first
-    }
-    guard let total = field("VmRSS"), let anonymous = field("RssAnon") else { return nil }
-    return (total, anonymous)
-}
-
 /// A process's CPU time so far (user + system) in seconds, from /proc/PID/stat.
 func cpuSeconds(of pid: Int32) -> Double? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),

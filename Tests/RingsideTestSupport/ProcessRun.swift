@@ -116,3 +116,14 @@ package func withNoSignalsBlocked<Result>(_ body: () throws -> Result) rethrows 
     defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
     return try body()
 }
+
+/// A process's resident set in KiB, in all (VmRSS) and anonymous (RssAnon), from /proc; nil once it is gone.
+package func residentKiB(of pid: Int32) -> (total: Int, anonymous: Int)? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+    func field(_ name: String) -> Int? {
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
+        return line.split(separator: " ").compactMap { Int($0) }.first
+    }
+    guard let total = field("VmRSS"), let anonymous = field("RssAnon") else { return nil }
+    return (total, anonymous)
+}

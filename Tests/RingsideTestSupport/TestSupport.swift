@@ -220,6 +220,23 @@ package func patch<T>(_ path: String, at offset: Int, with value: T) {
 /// The offset of a header field, from the C layout.
 package func headerOffset<T>(_ field: KeyPath<rs_header, T>) -> Int { MemoryLayout<rs_header>.offset(of: field)! }
 
+/// Drains everything in every lane of `consumer`; returns the records with the lane and cursor
+/// they were read at.
+package func drainAll(_ consumer: RingConsumer) throws -> [PeekedRecord] {
+    var drained: [PeekedRecord] = []
+    try consumer.drain(limitPerLane: .max) { records, first, lane in
+        for (offset, record) in records.enumerated() {
+            drained.append(PeekedRecord(lane: lane, cursor: first + UInt64(offset), record: record, consumed: true))
+        }
+    }
+    return drained
+}
+
+/// Drains the ring `name` in `directory` as a collector would; returns its records.
+package func drainAll(_ directory: RingDirectory, _ name: String) throws -> [RingRecord] {
+    try drainAll(RingConsumer(name, directory: directory)).map(\.record)
+}
+
 /// Polls `body` every 10 ms for up to `seconds` (at least once); returns its first non-nil answer.
 package func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
     let deadline = Date().addingTimeInterval(seconds)

@@ -6,17 +6,6 @@ import Glibc
 @testable import Ringside
 import RingsideTestSupport
 
-/// Drains everything in every lane; returns the records with the lane and cursor they were read at.
-func drainAll(_ consumer: RingConsumer) throws -> [PeekedRecord] {
-    var drained: [PeekedRecord] = []
-    try consumer.drain(limitPerLane: .max) { records, first, lane in
-        for (offset, record) in records.enumerated() {
-            drained.append(PeekedRecord(lane: lane, cursor: first + UInt64(offset), record: record, consumed: true))
-        }
-    }
-    return drained
-}
-
 // MARK: - The format's layout, computed (never a literal offset)
 
 /// The geometry of a bot file whose lanes hold `capacity` records and whose registry holds

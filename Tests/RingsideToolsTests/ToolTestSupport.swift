@@ -108,13 +108,6 @@ struct BotFileLayout {
     }
 }
 
-/// Drains every record of a ring as its consumer.
-func drainAll(_ directory: RingDirectory, _ name: String) throws -> [RingRecord] {
-    let consumer = try RingConsumer(name, directory: directory)
-    var drained: [RingRecord] = []
-    try consumer.drain { records, _ in drained += records }
-    return drained
-}
 
 extension [String: Any] {
     func int(_ key: String) -> Int? { number(self[key]).map { Int($0) } }
