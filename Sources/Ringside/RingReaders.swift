@@ -7,7 +7,7 @@ import Glibc
 package typealias RingRecord = rs_record
 
 /// Who holds a lane (`state` in `ringside.h`). Public for the collector's export snapshots.
-public enum LaneState: Sendable, Equatable, CustomStringConvertible {
+package enum LaneState: Sendable, Equatable, CustomStringConvertible {
     /// Allocated and never claimed yet.
     case unused
     /// A live thread writes it.

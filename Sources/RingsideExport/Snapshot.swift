@@ -89,7 +89,7 @@ public struct WindowStats: Sendable {
 /// One lane of a bot: one thread's ring.
 public struct LaneSnapshot: Sendable {
     public var index: Int
-    public var state: LaneState
+    package var state: LaneState
     /// The kernel thread id holding it (0 when retired).
     public var threadID: Int32
     public var backlog: UInt64
@@ -101,7 +101,7 @@ public struct LaneSnapshot: Sendable {
     /// Seconds since the lane's last record (or claim).
     public var heartbeatAgeSeconds: Double
 
-    public init(index: Int, state: LaneState, threadID: Int32, backlog: UInt64, recordsTotal: UInt64,
+    package init(index: Int, state: LaneState, threadID: Int32, backlog: UInt64, recordsTotal: UInt64,
                 consumedTotal: UInt64, droppedTotal: UInt64, heartbeatAgeSeconds: Double) {
         self.index = index
         self.state = state

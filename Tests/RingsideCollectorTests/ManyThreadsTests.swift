@@ -110,12 +110,19 @@ struct ManyThreadsTests {
             let bot = try Telemetry.attach("crowd", directory: directory.path, options: .init(laneCapacity: 1 << 16, maxThreads: 2))
             let hits = try bot.counter("hits")
             let values = try bot.histogram("values")
-            let start = DispatchSemaphore(value: 0), done = DispatchGroup()
+            let start = DispatchSemaphore(value: 0), done = DispatchGroup(), allWrote = DispatchGroup()
+            for _ in 0..<8 { allWrote.enter() }
             for _ in 0..<8 {
                 done.enter()
                 Thread {
-                    start.wait() // all eight alive at once: six find no lane
-                    for value in 1...10_000 {
+                    start.wait()
+                    // A thread holds its lane until it exits: none exits before all eight have
+                    // recorded, so six of them recorded with no lane, however the threads ran.
+                    hits.increment()
+                    values.record(1)
+                    allWrote.leave()
+                    allWrote.wait()
+                    for value in 2...10_000 {
                         hits.increment()
                         values.record(UInt64(value))
                     }

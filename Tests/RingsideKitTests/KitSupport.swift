@@ -12,21 +12,6 @@ let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().de
 
 func kitFile(_ relativePath: String) -> String { packageRoot + "/" + relativePath }
 
-/// A temporary directory under /tmp for build products and Prometheus data, removed by `remove()`.
-struct TemporaryDirectory {
-    let path: String
-
-    init(_ prefix: String) throws {
-        var template = Array("/tmp/\(prefix).XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else {
-            throw TestSupportError("mkdtemp /tmp/\(prefix): \(String(cString: strerror(errno)))")
-        }
-        path = String(cString: made)
-    }
-
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
-}
-
 /// A loopback TCP port free at the time of asking (the kernel's pick for port 0).
 func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

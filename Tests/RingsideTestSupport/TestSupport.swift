@@ -25,20 +25,28 @@ package func withRingDirectory<Result>(_ body: (RingDirectory) async throws -> R
 
 /// A fresh directory `/dev/shm/ringside-test.XXXXXX`.
 package struct TemporaryRingDirectory {
-    package let path: String
+    private let directory: TemporaryDirectory
+    package var path: String { directory.path }
     package var ringDirectory: RingDirectory { RingDirectory(path) }
 
-    package init() throws {
-        var template = Array("/dev/shm/ringside-test.XXXXXX".utf8CString)
+    package init() throws { directory = try TemporaryDirectory("ringside-test", in: "/dev/shm") }
+
+    package func remove() { directory.remove() }
+}
+
+/// A fresh directory `parent/prefix.XXXXXX` (for build products, Prometheus data, rings), removed by `remove()`.
+package struct TemporaryDirectory {
+    package let path: String
+
+    package init(_ prefix: String, in parent: String = "/tmp") throws {
+        var template = Array("\(parent)/\(prefix).XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
-            throw TestSupportError("mkdtemp under /dev/shm failed: \(String(cString: strerror(errno)))")
+            throw TestSupportError("mkdtemp \(parent)/\(prefix): \(String(cString: strerror(errno)))")
         }
         path = String(cString: made)
     }
 
-    package func remove() {
-        try? FileManager.default.removeItem(atPath: path)
-    }
+    package func remove() { try? FileManager.default.removeItem(atPath: path) }
 }
 
 package struct TestSupportError: Error, CustomStringConvertible {
