@@ -35,7 +35,7 @@ private func claimSparseLane(_ path: String) throws {
     guard truncate(path, off_t(laneStart + Int(header.lane_size))) == 0 else {
         throw TestSupportError("truncate \(path): errno \(errno)")
     }
-    patch(path, at: laneStart + MemoryLayout<rs_lane_header>.offset(of: \.write_cursor)!, with: UInt64(1) << UInt64(header.capacity_log2))
+    patch(path, at: laneStart + laneHeaderOffset(\.write_cursor), with: UInt64(1) << UInt64(header.capacity_log2))
     patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(1))
 }
 
@@ -49,8 +49,8 @@ private struct LaneCursors {
         fd = open(path, O_RDWR)
         guard fd >= 0 else { throw TestSupportError("open \(path): errno \(errno)") }
         let base = Int(header.lanes_offset) + lane * Int(header.lane_size)
-        readOffset = base + MemoryLayout<rs_lane_header>.offset(of: \.read_cursor)!
-        writeOffset = base + MemoryLayout<rs_lane_header>.offset(of: \.write_cursor)!
+        readOffset = base + laneHeaderOffset(\.read_cursor)
+        writeOffset = base + laneHeaderOffset(\.write_cursor)
     }
 
     var read: UInt64 {

@@ -237,7 +237,7 @@ struct CollectorTests {
             // Lane 0's records, where the format's geometry puts them.
             let geometry = rs_geometry_of(4, RS_DEFAULT_REGISTRY_CAPACITY)
             let records = Int(geometry.lanes_offset) + Int(geometry.lane_records_offset)
-            let kind = MemoryLayout<rs_record>.offset(of: \.kind)!, metric = MemoryLayout<rs_record>.offset(of: \.metric)!
+            let kind = recordOffset(\.kind), metric = recordOffset(\.metric)
             let fd = open(directory.filePath(for: "liar"), O_WRONLY)
             var badKind: UInt8 = 1
             pwrite(fd, &badKind, 1, off_t(records + 32 * 1 + kind))     // record 1 claims to be a counter's

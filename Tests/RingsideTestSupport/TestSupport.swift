@@ -228,6 +228,68 @@ package func patch<T>(_ path: String, at offset: Int, with value: T) {
 /// The offset of a header field, from the C layout.
 package func headerOffset<T>(_ field: KeyPath<rs_header, T>) -> Int { MemoryLayout<rs_header>.offset(of: field)! }
 
+/// The offset of a field in a lane's 256-byte header, from the lane's start.
+/// The offset of a field of a record, from the record's start.
+package func recordOffset<T>(_ field: KeyPath<rs_record, T>) -> Int { MemoryLayout<rs_record>.offset(of: field)! }
+
+package func laneHeaderOffset<T>(_ field: KeyPath<rs_lane_header, T>) -> Int { MemoryLayout<rs_lane_header>.offset(of: field)! }
+
+/// The offset of a field of a registry entry, from the entry's start.
+package func entryOffset<T>(_ field: KeyPath<rs_registry_entry, T>) -> Int { MemoryLayout<rs_registry_entry>.offset(of: field)! }
+
+/// The offset of a field of a metric's shared cell, from the cell's start.
+package func metricCellOffset<T>(_ field: KeyPath<rs_metric_cell, T>) -> Int { MemoryLayout<rs_metric_cell>.offset(of: field)! }
+
+/// The header a file holds now, read with pread (the tests' way of finding where things are).
+package func fileHeader(_ path: String) -> rs_header {
+    var header = rs_header()
+    let fd = open(path, O_RDONLY)
+    precondition(fd >= 0, "open \(path)")
+    defer { close(fd) }
+    let count = withUnsafeMutableBytes(of: &header) { pread(fd, $0.baseAddress, $0.count, 0) }
+    precondition(count == MemoryLayout<rs_header>.size, "read the header of \(path)")
+    return header
+}
+
+/// Where things lie in a bot file, from the format's own structs and geometry (`ringside.h`):
+/// the tests patch files at these offsets, never at literal ones.
+package struct BotFileLayout {
+    package let capacity: Int
+    package let registryCapacity: Int
+    package let geometry: rs_geometry
+
+    package init(capacity: Int, registryCapacity: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY)) {
+        self.capacity = capacity
+        self.registryCapacity = registryCapacity
+        geometry = rs_geometry_of(UInt32(capacity.trailingZeroBitCount), UInt32(registryCapacity))
+    }
+
+    package var registryOffset: Int { Int(geometry.registry_offset) }
+    package var lanesOffset: Int { Int(geometry.lanes_offset) }
+    package var laneSize: Int { Int(geometry.lane_size) }
+
+    /// The file's size with `lanes` lanes.
+    package func fileSize(lanes: Int) -> Int { lanesOffset + lanes * laneSize }
+
+    /// A field of registry entry `index`.
+    package func registry<T>(_ index: Int, _ field: KeyPath<rs_registry_entry, T>) -> Int {
+        registryOffset + index * Int(RS_REGISTRY_ENTRY_SIZE) + entryOffset(field)
+    }
+
+    /// A field of lane `lane`'s header.
+    package func lane<T>(_ lane: Int, _ field: KeyPath<rs_lane_header, T>) -> Int {
+        lanesOffset + lane * laneSize + laneHeaderOffset(field)
+    }
+
+    /// Where lane `lane`'s records start.
+    package func records(lane: Int) -> Int { lanesOffset + lane * laneSize + Int(geometry.lane_records_offset) }
+
+    /// A field of the record in slot `slot` of lane `lane`.
+    package func record<T>(lane: Int = 0, _ slot: Int, _ field: KeyPath<rs_record, T>) -> Int {
+        records(lane: lane) + slot * Int(RS_RECORD_SIZE) + recordOffset(field)
+    }
+}
+
 /// Drains everything in every lane of `consumer`; returns the records with the lane and cursor
 /// they were read at.
 package func drainAll(_ consumer: RingConsumer) throws -> [PeekedRecord] {

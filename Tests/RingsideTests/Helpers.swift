@@ -8,32 +8,6 @@ import RingsideTestSupport
 
 // MARK: - The format's layout, computed (never a literal offset)
 
-/// The geometry of a bot file whose lanes hold `capacity` records and whose registry holds
-/// `maxMetrics` entries (`rs_geometry_of` in `ringside.h`).
-func geometry(capacity: Int, maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY)) -> rs_geometry {
-    rs_geometry_of(UInt32(capacity.trailingZeroBitCount), UInt32(maxMetrics))
-}
-
-/// The offset of a field in a lane's 256-byte header, from the lane's start.
-func laneHeaderOffset<T>(_ field: KeyPath<rs_lane_header, T>) -> Int { MemoryLayout<rs_lane_header>.offset(of: field)! }
-
-/// The offset of a field of a registry entry, from the entry's start.
-func entryOffset<T>(_ field: KeyPath<rs_registry_entry, T>) -> Int { MemoryLayout<rs_registry_entry>.offset(of: field)! }
-
-/// The offset of a field of a metric's shared cell, from the cell's start.
-func metricCellOffset<T>(_ field: KeyPath<rs_metric_cell, T>) -> Int { MemoryLayout<rs_metric_cell>.offset(of: field)! }
-
-/// The header a file holds now, read with pread (the tests' way of finding where things are).
-func fileHeader(_ path: String) -> rs_header {
-    var header = rs_header()
-    let fd = open(path, O_RDONLY)
-    precondition(fd >= 0, "open \(path)")
-    defer { close(fd) }
-    let count = withUnsafeMutableBytes(of: &header) { pread(fd, $0.baseAddress, $0.count, 0) }
-    precondition(count == MemoryLayout<rs_header>.size, "read the header of \(path)")
-    return header
-}
-
 /// Where lane `lane` starts in the file at `path`: `lanes_offset + lane * lane_size`, from its header.
 func laneStart(_ path: String, lane: Int) -> Int {
     let header = fileHeader(path)

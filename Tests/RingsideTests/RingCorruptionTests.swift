@@ -55,7 +55,7 @@ struct RingCorruptionTests {
 
     /// The victim's file: lanes of 16 records, 4 metrics, one lane allocated. The part before the
     /// lanes ends at `lanes_offset`; the lane fills `lane_size` bytes after it.
-    static let victim = geometry(capacity: 16, maxMetrics: 4)
+    static let victim = BotFileLayout(capacity: 16, registryCapacity: 4).geometry
 
     @Test("truncated file: inside the header page, inside the registry, before the lanes, inside the lane", arguments: [
         100, 4096, 4096 + 4 * 512 + 100, Int(victim.lanes_offset) - 1,

@@ -15,7 +15,7 @@ struct RingProducerTests {
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             #expect((attributes[.posixPermissions] as? Int) == 0o600)
             // The part before the lanes, then the one lane the ring holds for itself.
-            let layout = geometry(capacity: 1024)
+            let layout = BotFileLayout(capacity: 1024).geometry
             #expect((attributes[.size] as? Int) == Int(layout.lanes_offset + layout.lane_size))
             let header = fileHeader(path)
             #expect(header.version == RS_FORMAT_VERSION && header.lanes_allocated == 1)

@@ -56,59 +56,6 @@ func holdLanesRing(_ directory: RingDirectory, _ name: String, threads: Int, cou
     return child
 }
 
-/// Where things lie in a bot file, from the format's own structs and geometry (`ringside.h`):
-/// the tests patch files at these offsets, never at literal ones.
-struct BotFileLayout {
-    let capacity: Int
-    let registryCapacity: Int
-    let geometry: rs_geometry
-
-    init(capacity: Int, registryCapacity: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY)) {
-        self.capacity = capacity
-        self.registryCapacity = registryCapacity
-        geometry = rs_geometry_of(UInt32(capacity.trailingZeroBitCount), UInt32(registryCapacity))
-    }
-
-    /// The header's first bytes of the file at `path`, as stored.
-    static func header(of path: String) throws -> rs_header {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw TestSupportError("open \(path)") }
-        defer { close(fd) }
-        var header = rs_header()
-        let size = MemoryLayout<rs_header>.size
-        guard withUnsafeMutableBytes(of: &header, { pread(fd, $0.baseAddress, size, 0) }) == size else {
-            throw TestSupportError("read the header of \(path)")
-        }
-        return header
-    }
-
-    var registryOffset: Int { Int(geometry.registry_offset) }
-    var lanesOffset: Int { Int(geometry.lanes_offset) }
-    var laneSize: Int { Int(geometry.lane_size) }
-
-    /// The file's size with `lanes` lanes.
-    func fileSize(lanes: Int) -> Int { lanesOffset + lanes * laneSize }
-
-    /// A field of registry entry `index`.
-    func registry<T>(_ index: Int, _ field: KeyPath<rs_registry_entry, T>) -> Int {
-        registryOffset + index * Int(RS_REGISTRY_ENTRY_SIZE) + MemoryLayout<rs_registry_entry>.offset(of: field)!
-    }
-
-    /// A field of lane `lane`'s header.
-    func lane<T>(_ lane: Int, _ field: KeyPath<rs_lane_header, T>) -> Int {
-        lanesOffset + lane * laneSize + MemoryLayout<rs_lane_header>.offset(of: field)!
-    }
-
-    /// Where lane `lane`'s records start.
-    func records(lane: Int) -> Int { lanesOffset + lane * laneSize + Int(geometry.lane_records_offset) }
-
-    /// A field of the record in slot `slot` of lane `lane`.
-    func record<T>(lane: Int = 0, _ slot: Int, _ field: KeyPath<rs_record, T>) -> Int {
-        records(lane: lane) + slot * Int(RS_RECORD_SIZE) + MemoryLayout<rs_record>.offset(of: field)!
-    }
-}
-
-
 extension [String: Any] {
     func int(_ key: String) -> Int? { number(self[key]).map { Int($0) } }
     func uint64(_ key: String) -> UInt64? {

@@ -28,7 +28,7 @@ import Foundation
 import Ringside
 import RingsideCollector
 import RingsideExport
-import RingsideTestSupport // SplitMix64: the same sequence for the same seed on every machine
+import RingsideTestSupport // SplitMix64 (the same sequence for the same seed on every machine), the layout's offsets
 import Synchronization
 
 // MARK: - Arguments
@@ -224,11 +224,6 @@ struct Field {
     let width: Int
 }
 
-func headerOffset<T>(_ field: KeyPath<rs_header, T>) -> Int { MemoryLayout<rs_header>.offset(of: field)! }
-func laneOffset<T>(_ field: KeyPath<rs_lane_header, T>) -> Int { MemoryLayout<rs_lane_header>.offset(of: field)! }
-func cellOffset<T>(_ field: KeyPath<rs_metric_cell, T>) -> Int { MemoryLayout<rs_metric_cell>.offset(of: field)! }
-func entryOffset<T>(_ field: KeyPath<rs_registry_entry, T>) -> Int { MemoryLayout<rs_registry_entry>.offset(of: field)! }
-func recordOffset<T>(_ field: KeyPath<rs_record, T>) -> Int { MemoryLayout<rs_record>.offset(of: field)! }
 
 /// The header's layout line: written once by the creator; every field is checked by the readers.
 let layoutFields: [Field] = [
@@ -270,23 +265,23 @@ let informationalFields: [Field] = [
 ]
 /// A lane header's fields besides the cursors: shown by readers, never trusted for an offset.
 let laneInformationalFields: [Field] = [
-    Field(name: "dropped_total", offset: laneOffset(\.dropped_total), width: 8),
-    Field(name: "heartbeat_ns", offset: laneOffset(\.heartbeat_ns), width: 8),
-    Field(name: "state", offset: laneOffset(\.state), width: 4),
-    Field(name: "owner_tid", offset: laneOffset(\.owner_tid), width: 4),
-    Field(name: "claims", offset: laneOffset(\.claims), width: 4),
-    Field(name: "producer_reserved", offset: laneOffset(\.producer_reserved), width: 8),
-    Field(name: "consumer_heartbeat_ns", offset: laneOffset(\.consumer_heartbeat_ns), width: 8),
-    Field(name: "consumer_reserved", offset: laneOffset(\.consumer_reserved), width: 8),
+    Field(name: "dropped_total", offset: laneHeaderOffset(\.dropped_total), width: 8),
+    Field(name: "heartbeat_ns", offset: laneHeaderOffset(\.heartbeat_ns), width: 8),
+    Field(name: "state", offset: laneHeaderOffset(\.state), width: 4),
+    Field(name: "owner_tid", offset: laneHeaderOffset(\.owner_tid), width: 4),
+    Field(name: "claims", offset: laneHeaderOffset(\.claims), width: 4),
+    Field(name: "producer_reserved", offset: laneHeaderOffset(\.producer_reserved), width: 8),
+    Field(name: "consumer_heartbeat_ns", offset: laneHeaderOffset(\.consumer_heartbeat_ns), width: 8),
+    Field(name: "consumer_reserved", offset: laneHeaderOffset(\.consumer_reserved), width: 8),
 ]
-let writeCursorField = Field(name: "write_cursor", offset: laneOffset(\.write_cursor), width: 8)
-let readCursorField = Field(name: "read_cursor", offset: laneOffset(\.read_cursor), width: 8)
+let writeCursorField = Field(name: "write_cursor", offset: laneHeaderOffset(\.write_cursor), width: 8)
+let readCursorField = Field(name: "read_cursor", offset: laneHeaderOffset(\.read_cursor), width: 8)
 /// A metric's shared cell.
 let metricCellFields: [Field] = [
-    Field(name: "gauge_bits", offset: cellOffset(\.gauge_bits), width: 8),
-    Field(name: "gauge_set", offset: cellOffset(\.gauge_set), width: 8),
-    Field(name: "unlaned", offset: cellOffset(\.unlaned), width: 8),
-    Field(name: "reserved", offset: cellOffset(\.reserved), width: 8),
+    Field(name: "gauge_bits", offset: metricCellOffset(\.gauge_bits), width: 8),
+    Field(name: "gauge_set", offset: metricCellOffset(\.gauge_set), width: 8),
+    Field(name: "unlaned", offset: metricCellOffset(\.unlaned), width: 8),
+    Field(name: "reserved", offset: metricCellOffset(\.reserved), width: 8),
 ]
 
 let entryFields: [Field] = [
@@ -487,7 +482,7 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
             for (label, value) in values {
                 list.append(Mutation(description: "metric \(metric) cell \(field.name) = \(label) (\(value))", expectation: .readable) {
                     write(&$0, field, at: cell, value)
-                    if field.name == "gauge_bits" { store(&$0, cell + cellOffset(\.gauge_set), UInt64(1)) }
+                    if field.name == "gauge_bits" { store(&$0, cell + metricCellOffset(\.gauge_set), UInt64(1)) }
                 })
             }
         }
