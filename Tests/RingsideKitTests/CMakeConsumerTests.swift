@@ -68,7 +68,7 @@ struct CMakeConsumerTests {
             let result = try runProcess(executable, [bot, directory.path, String(count)], mergingErrors: true)
             #expect(result.status == 0 && result.output == "wrote \(2 * count) values\n", "\(result.output)")
 
-            let (metrics, lanes, cells) = try drainAll(bot, directory: directory)
+            let (metrics, lanes, cells) = try drainDecoded(bot, directory: directory)
             #expect(metrics == [
                 MetricDescriptor(index: 0, name: "example_latency", kind: .histogram, unit: .microseconds,
                                  encodedLabels: "venue=XNAS", help: "order round trip", sampleEvery: 1),

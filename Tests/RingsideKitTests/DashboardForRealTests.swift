@@ -17,17 +17,7 @@ struct DashboardForRealTests {
             let (collector, port) = try startCollector(["--dir", directory.path, "--demo", "--native-histograms", "5",
                                                         "--slo", "order_fill_latency:p99<100us@1m"])
             defer { collector.kill() }
-            let config = """
-                global:
-                  scrape_interval: 1s
-                  evaluation_interval: 1s
-                rule_files:
-                  - \(kitFile("tools/prometheus/ringside-rules.yml"))
-                scrape_configs:
-                  - job_name: ringside
-                    static_configs:
-                      - targets: ["127.0.0.1:\(port)"]
-                """
+            let config = kitPrometheusConfig([("127.0.0.1:\(port)", [:])])
             // Native histograms need the feature, which drops the classic buckets: a server each.
             let classic = try PrometheusServer(executable: prometheusPath, config: config)
             defer { classic.stop() }

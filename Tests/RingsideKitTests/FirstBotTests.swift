@@ -37,7 +37,7 @@ struct FirstBotTests {
 
     /// The one histogram series' values and the counter's total of a bot the program wrote.
     static func written(_ name: String, in directory: RingDirectory) throws -> (fills: [UInt64], spans: Int, orders: UInt64) {
-        let (metrics, lanes, cells) = try drainAll(name, directory: directory)
+        let (metrics, lanes, cells) = try drainDecoded(name, directory: directory)
         let fill = try #require(metrics.first { $0.name == "order_fill_latency" })
         #expect(fill.labels.map { "\($0.key)=\($0.value)" } == ["symbol=AAPL"])
         let records = lanes.values.joined().filter { $0.metric == fill.index }

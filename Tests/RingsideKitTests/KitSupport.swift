@@ -12,6 +12,21 @@ let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().de
 
 func kitFile(_ relativePath: String) -> String { packageRoot + "/" + relativePath }
 
+/// The Prometheus configuration the kit's tests run: a scrape and a rule evaluation every second,
+/// Ringside's rules, and job `ringside` scraping each target (`host:port`) with its labels.
+func kitPrometheusConfig(_ targets: [(address: String, labels: [String: String])]) -> String {
+    var lines = ["global:", "  scrape_interval: 1s", "  evaluation_interval: 1s",
+                 "rule_files:", "  - \(kitFile("tools/prometheus/ringside-rules.yml"))",
+                 "scrape_configs:", "  - job_name: ringside", "    static_configs:"]
+    for target in targets {
+        lines.append("      - targets: [\"\(target.address)\"]")
+        if !target.labels.isEmpty {
+            lines.append("        labels: {" + target.labels.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "}")
+        }
+    }
+    return lines.joined(separator: "\n") + "\n"
+}
+
 /// A loopback TCP port free at the time of asking (the kernel's pick for port 0).
 func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -125,17 +125,7 @@ struct NativeHistogramPrometheusTests {
             collectors.append(collector)
             targets.append(address)
         }
-        let config = """
-            global:
-              scrape_interval: 1s
-              evaluation_interval: 1s
-            rule_files:
-              - \(kitFile("tools/prometheus/ringside-rules.yml"))
-            scrape_configs:
-              - job_name: ringside
-                static_configs:
-                  - targets: [\(targets.map { "\"\($0)\"" }.joined(separator: ", "))]
-            """
+        let config = kitPrometheusConfig(targets.map { ($0, [:]) })
         let native = try PrometheusServer(executable: prometheusPath, config: config, arguments: ["--enable-feature=native-histograms"])
         defer { native.stop() }
         let classic = try PrometheusServer(executable: prometheusPath, config: config)

@@ -14,21 +14,18 @@ struct DecodedRecord: Equatable, CustomStringConvertible {
     var description: String { "(metric \(metric), kind \(kind), value \(value), flags \(flags))" }
 }
 
-/// Drains every record of a bot as its consumer, lane by lane, checking each one's sequence
-/// against its cursor; returns the metrics, each lane's records, and the cells of every metric.
-func drainAll(_ name: String, directory: RingDirectory)
+/// Drains every record of a bot as its consumer, checking each one's sequence against its
+/// cursor; returns the metrics, each lane's records, and the cells of every metric.
+func drainDecoded(_ name: String, directory: RingDirectory)
     throws -> (metrics: [MetricDescriptor], lanes: [Int: [DecodedRecord]], cells: [String: MetricCells]) {
     let consumer = try RingConsumer(name, directory: directory)
+    let drained = try drainAll(consumer)
+    #expect(drained.allSatisfy { $0.record.sequence == $0.cursor && $0.record.reserved == 0 }, "records whose sequence is not their cursor")
     var lanes: [Int: [DecodedRecord]] = [:]
-    var badSequences = 0
-    _ = try consumer.drain(limitPerLane: .max) { batch, first, lane in
-        for (offset, record) in batch.enumerated() {
-            if record.sequence != first + UInt64(offset) || record.reserved != 0 { badSequences += 1 }
-            lanes[lane, default: []].append(DecodedRecord(metric: record.metric, kind: record.kind, value: record.value,
-                                                          flags: record.flags))
-        }
+    for entry in drained {
+        let record = entry.record
+        lanes[entry.lane, default: []].append(DecodedRecord(metric: record.metric, kind: record.kind, value: record.value, flags: record.flags))
     }
-    #expect(badSequences == 0, "records whose sequence is not their cursor")
     try consumer.refreshMetrics()
     var cells: [String: MetricCells] = [:]
     for metric in consumer.metrics { cells[metric.name] = consumer.cells(of: metric) }
@@ -80,7 +77,7 @@ struct OtherLanguageProducerTests {
             #expect(first.output.contains("this forked child (pid") && first.output.contains("writes nothing to it"),
                     "the child says why it writes nothing: \(first.output)")
 
-            var (metrics, lanes, cells) = try drainAll("from-c", directory: directory)
+            var (metrics, lanes, cells) = try drainDecoded("from-c", directory: directory)
             #expect(metrics == [
                 MetricDescriptor(index: 0, name: "c_latency", kind: .histogram, unit: .microseconds,
                                  encodedLabels: "symbol=AAPL\nvenue=XNAS", help: "from C", sampleEvery: 1),
@@ -109,7 +106,7 @@ struct OtherLanguageProducerTests {
             // A second run re-attaches: the same metrics, lanes reused, the counter's total goes on.
             let second = try runProcess(executable, [directory.path, "from-c", String(count), String(threads)], mergingErrors: true)
             #expect(second.status == 0 && second.output.contains("lanes 4") && second.output.contains("metrics 4"), "\(second.output)")
-            (metrics, lanes, cells) = try drainAll("from-c", directory: directory)
+            (metrics, lanes, cells) = try drainDecoded("from-c", directory: directory)
             #expect(metrics.count == 4)
             #expect(cells["c_orders"]?.total == 2 * UInt64(threads) * count * 2)
             let status = try RingInspector("from-c", directory: directory).status()
@@ -129,7 +126,7 @@ struct OtherLanguageProducerTests {
             let result = try runProcess(executable, [directory.path, "full", "5000", "1"], mergingErrors: true)
             #expect(result.status == 0, "\(result.output)")
             let status = try RingInspector("full", directory: directory).status()
-            let (_, _, cells) = try drainAll("full", directory: directory)
+            let (_, _, cells) = try drainDecoded("full", directory: directory)
             // 5,002 attempts: 5,000 values and a span from the thread, the gauge from the main
             // thread (which takes the finished thread's lane over, or a lane of its own).
             let lane = try #require(status.lanes.first { $0.writeCursor == 4096 })
@@ -161,7 +158,7 @@ struct OtherLanguageProducerTests {
             let second = try runProcess(python, arguments, mergingErrors: true)
             #expect(second.status == 0, "\(second.output)")
 
-            let (metrics, lanes, cells) = try drainAll("from-py", directory: directory)
+            let (metrics, lanes, cells) = try drainDecoded("from-py", directory: directory)
             #expect(metrics == [
                 MetricDescriptor(index: 0, name: "py_latency", kind: .histogram, unit: .nanoseconds,
                                  encodedLabels: "desk=δ-1\nsymbol=MSFT", help: "from Python", sampleEvery: 1),

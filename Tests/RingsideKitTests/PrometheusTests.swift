@@ -147,20 +147,7 @@ struct PrometheusTests {
         let (collectorB, portB) = try startCollector(["--dir", hostB.path, "--poll", "20ms"])
         defer { collectorB.kill() }
 
-        let config = """
-            global:
-              scrape_interval: 1s
-              evaluation_interval: 1s
-            rule_files:
-              - \(kitFile("tools/prometheus/ringside-rules.yml"))
-            scrape_configs:
-              - job_name: ringside
-                static_configs:
-                  - targets: ["127.0.0.1:\(portA)"]
-                    labels: {host: a}
-                  - targets: ["127.0.0.1:\(portB)"]
-                    labels: {host: b}
-            """
+        let config = kitPrometheusConfig([("127.0.0.1:\(portA)", ["host": "a"]), ("127.0.0.1:\(portB)", ["host": "b"])])
         let prometheus = try PrometheusServer(executable: prometheusPath, config: config)
         defer { prometheus.stop() }
 
