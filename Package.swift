@@ -77,7 +77,7 @@ let package = Package(
         /// The one home of the tests' helpers (and the raw HTTP client ringside-bench scrapes with):
         /// ring directories that clean themselves up, processes run or launched (the collector among
         /// them), a raw HTTP client, polling, log capture.
-        .target(name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideHTTP"],
+        .target(name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideCollector"],
                 path: "Tests/RingsideTestSupport"),
 
         .testTarget(name: "RingsideTests",
@@ -100,7 +100,7 @@ let package = Package(
         /// Bad input and security: the reader fuzzer, HTTP abuse against the real collector, every
         /// bad command line, ownership, links and names, end to end with the real binaries.
         .testTarget(name: "RingsideAbuseTests",
-                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideHTTP", "RingsideTestSupport",
+                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
                                    "ringside-collector", "ringside-dump", "ringside-emit", "ringside-test-producer"]),
         /// The reader fuzzer the abuse tests run as a process of its own, so a crash or a hang names its case.
         /// Not a dependency of the tests (`swift build` and `swift test` build it anyway): its allocator

@@ -7,9 +7,6 @@ import Ringside
 import RingsideTestSupport
 import Synchronization
 
-/// Whether the long runs were asked for (`RINGSIDE_LONG_TESTS=1`).
-let longTests = ProcessInfo.processInfo.environment["RINGSIDE_LONG_TESTS"] == "1"
-
 /// Raises this process's soft descriptor limit to at least `wanted` (as far as the hard limit
 /// allows, raising that too when we may); returns the soft limit now in force.
 @discardableResult

@@ -202,7 +202,7 @@ struct HostileProducerTests {
             let bornAllocated = allocatedBytes(bornPath), grownAllocated = allocatedBytes(grownPath)
             let refused = eventually { () -> String? in
                 guard let health = try? httpGet(port: port, path: "/health").body,
-                      let object = try? JSONSerialization.jsonObject(with: Data(health.utf8)) as? [String: Any],
+                      let object = try? jsonObject(health),
                       let rings = object["rings"] as? [[String: Any]] else { return nil }
                 let skipped = rings.filter { ($0["state"] as? String) == "skipped" && ($0["problem"] as? String ?? "").contains("sparse: ") }
                 return Set(skipped.compactMap { $0["name"] as? String }) == ["born-sparse", "grown-sparse"] ? health : nil

@@ -22,8 +22,7 @@ struct ReaderFuzzTests {
             let crash = run.errorLines.first { $0.contains(" in case: ") }
             #expect(crash == nil, "the fuzzer died: \(crash ?? "")")
             #expect(run.status == 0, "violations:\n\(run.errorLines.prefix(30).joined(separator: "\n"))")
-            let summary = try #require(
-                try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any], "no summary: \(run.output)")
+            let summary = try run.json()
             print("reader fuzz: \(run.output.trimmingCharacters(in: .whitespacesAndNewlines))")
             let targeted = try #require(summary["targeted"] as? Int)
             #expect(summary["cases"] as? Int == max(count, targeted))

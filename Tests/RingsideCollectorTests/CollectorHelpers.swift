@@ -17,6 +17,14 @@ func makeCollector(_ directory: RingDirectory, slo: [String] = [], windows: [UIn
     return Collector(options: options, log: captured.log)
 }
 
+/// What `promtool check metrics` says of `page` (nothing when it is clean), or nil when promtool
+/// is not installed (the test skips).
+func promtoolCheckMetrics(_ page: String) throws -> (status: Int32?, report: String)? {
+    guard let promtool = try requiredSystemTool("promtool") else { return nil }
+    let check = try runProcess(promtool, ["check", "metrics"], stdin: page, mergingErrors: true)
+    return (check.status, check.output.trimmingCharacters(in: .whitespacesAndNewlines))
+}
+
 /// One pass at the precise clock's now (or `offset` nanoseconds later), forcing a snapshot.
 @discardableResult
 func pass(_ collector: Collector, offset: UInt64 = 0) -> Snapshot {

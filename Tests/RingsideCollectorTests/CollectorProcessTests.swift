@@ -19,8 +19,8 @@ struct CollectorProcessTests {
 
             let latest = try eventually { () -> [String: Any]? in
                 let response = try httpGet(port: port, path: "/latest")
-                let document = try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any]
-                let series = document?["series"] as? [[String: Any]]
+                let document = try jsonObject(response.body)
+                let series = document["series"] as? [[String: Any]]
                 return series?.isEmpty == false ? document : nil
             }
             let series = try #require((latest?["series"] as? [[String: Any]])?.first)
@@ -38,20 +38,8 @@ struct CollectorProcessTests {
             #expect(try httpGet(port: port, path: "/health").status == 200)
             #expect(try httpGet(port: port, path: "/nowhere").status == 404)
 
-            if let promtool = try requiredSystemTool("promtool") {
-                let check = Process()
-                check.executableURL = URL(fileURLWithPath: promtool)
-                check.arguments = ["check", "metrics"]
-                let input = Pipe(), output = Pipe()
-                check.standardInput = input
-                check.standardOutput = output
-                check.standardError = output
-                try check.run()
-                input.fileHandleForWriting.write(Data(metrics.body.utf8))
-                try input.fileHandleForWriting.close()
-                let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                check.waitUntilExit()
-                #expect(check.terminationStatus == 0 && report.isEmpty, "promtool: \(report)")
+            if let check = try promtoolCheckMetrics(metrics.body) {
+                #expect(check.status == 0 && check.report.isEmpty, "promtool: \(check.report)")
             }
 
             let stopping = Date()
@@ -80,7 +68,7 @@ struct CollectorProcessTests {
             defer { collector.kill() }
             func state() -> String? {
                 guard let body = try? httpGet(port: port, path: "/health").body,
-                      let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else { return nil }
+                      let object = try? jsonObject(body) else { return nil }
                 return (object["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "frozen" }?["state"] as? String
             }
             #expect(eventually { state() == "live" ? true : nil } == true, "the producer first shows as live")

@@ -328,8 +328,7 @@ struct CollectorTests {
             let captured = CapturedLog()
             let first = try makeCollector(directory, captured: captured)
             first.start()
-            var waited = 0
-            while first.snapshot.series("latency")?.cumulativeCount != 1 && waited < 500 { usleep(10_000); waited += 1 }
+            _ = eventually(seconds: 5) { first.snapshot.series("latency")?.cumulativeCount == 1 }
             first.stop()
             #expect(captured.contains("ring handoff released"))
             ticks.increment()

@@ -7,47 +7,12 @@ import RingsideHTTP
 import RingsideTestSupport
 import Testing
 
-/// The package's own directory (this file is Tests/RingsideCollectorTests/ConventionsTests.swift).
-private let packageDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent().path
-
-/// Runs `executable` (a path) to its end; its status and standard output, or nil if it cannot start.
-private func run(_ executable: String, _ arguments: [String]) -> (status: Int32, output: String)? {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return nil }
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    return (process.terminationStatus, text)
-}
-
 /// The value of the sample line `name value` (no labels) on a /metrics page.
 private func sample(_ name: String, in page: String) -> Double? {
     for line in page.split(separator: "\n") where line.hasPrefix(name + " ") {
         return Double(line.dropFirst(name.count + 1))
     }
     return nil
-}
-
-/// What `promtool check metrics` says about a page: nothing when it is clean.
-private func promtoolReport(_ promtool: String, _ page: String) throws -> (status: Int32, report: String) {
-    let input = Pipe(), output = Pipe()
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: promtool)
-    process.arguments = ["check", "metrics"]
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    input.fileHandleForWriting.write(Data(page.utf8))
-    try input.fileHandleForWriting.close()
-    let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    return (process.terminationStatus, report.trimmingCharacters(in: .whitespacesAndNewlines))
 }
 
 @Suite("The exporter conventions: --version, build and process metrics, /-/healthy, /-/ready, JSON logs, the index page")
@@ -79,21 +44,20 @@ struct ConventionsTests {
         #expect(RingsideVersion.version.split(separator: ".").count == 3
             && RingsideVersion.version.split(separator: ".").allSatisfy { UInt($0) != nil })
         let revision = RingsideVersion.revision
-        let git = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-            .map { "\($0)/git" }.first { FileManager.default.isExecutableFile(atPath: $0) }
-        let top = git.flatMap { run($0, ["-C", packageDirectory, "rev-parse", "--show-toplevel"]) }
+        let git = systemTool("git")
+        let top = git.flatMap { try? runProcess($0, ["-C", packageRoot, "rev-parse", "--show-toplevel"]) }
         let isRepositoryTop = top.map { $0.status == 0
             && URL(fileURLWithPath: $0.output.trimmingCharacters(in: .whitespacesAndNewlines)).resolvingSymlinksInPath().path
-                == URL(fileURLWithPath: packageDirectory).resolvingSymlinksInPath().path } ?? false
+                == URL(fileURLWithPath: packageRoot).resolvingSymlinksInPath().path } ?? false
         guard let git, isRepositoryTop else {
-            print("skipping: \(packageDirectory) is not the top of a git repository (revision \(revision))")
+            print("skipping: \(packageRoot) is not the top of a git repository (revision \(revision))")
             return
         }
         #expect(revision != "unknown", "the sources are a git checkout: the build should have recorded its commit")
         #expect(revision.count >= 4 && revision.allSatisfy { $0.isHexDigit && !$0.isUppercase }, "\(revision)")
         // A commit that exists here (HEAD may have moved on since the build: any commit will do).
-        #expect(run(git, ["-C", packageDirectory, "cat-file", "-e", revision + "^{commit}"])?.status == 0,
-                "\(revision) is not a commit of \(packageDirectory)")
+        #expect(try runProcess(git, ["-C", packageRoot, "cat-file", "-e", revision + "^{commit}"]).status == 0,
+                "\(revision) is not a commit of \(packageRoot)")
     }
 
     // MARK: - /metrics
@@ -131,9 +95,8 @@ struct ConventionsTests {
             #expect(open >= 3 && open <= max, "open fds \(open), max \(max)")
             #expect(abs(now - start) < 60, "started at \(start), now \(now)")
 
-            guard let promtool = try requiredSystemTool("promtool") else { return }
-            let (status, report) = try promtoolReport(promtool, page)
-            #expect(status == 0 && report.isEmpty, "promtool: \(report)")
+            guard let check = try promtoolCheckMetrics(page) else { return }
+            #expect(check.status == 0 && check.report.isEmpty, "promtool: \(check.report)")
         }
     }
 
@@ -211,13 +174,13 @@ struct ConventionsTests {
 
             let index = try httpGetWithHeaders(port: port, path: "/")
             #expect(index.status == 200)
-            #expect(index.headers["content-type"] == "text/html; charset=utf-8")
-            #expect(index.body.hasPrefix("<!DOCTYPE html>") && index.body.contains("</html>"))
+            #expect(index.header("Content-Type") == "text/html; charset=utf-8")
+            #expect(index.text.hasPrefix("<!DOCTYPE html>") && index.text.contains("</html>"))
             for path in ["/metrics", "/latest", "/health", "/-/healthy", "/-/ready"] {
-                #expect(index.body.contains("<a href=\"\(path)\">"), "no link to \(path)")
+                #expect(index.text.contains("<a href=\"\(path)\">"), "no link to \(path)")
                 #expect(try httpGet(port: port, path: path).status == 200, "\(path) answers")
             }
-            #expect(!index.body.contains("http://") && !index.body.contains("https://") && !index.body.contains(" src="),
+            #expect(!index.text.contains("http://") && !index.text.contains("https://") && !index.text.contains(" src="),
                     "no external assets")
             #expect(try httpGet(port: port, path: "/nope").status == 404)
         }
@@ -245,8 +208,7 @@ struct ConventionsTests {
             #expect(lines.count >= 3, "listening, received SIGTERM, stopped: \(lines)")
             var messages: [String] = []
             for line in lines {
-                let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                                          "not a JSON object: \(line)")
+                let object = try jsonObject(line)
                 #expect(Set(object.keys) == ["time", "level", "msg"], "\(line)")
                 let time = try #require(object["time"] as? String)
                 #expect(time.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression) != nil, "\(time)")

@@ -30,24 +30,11 @@ private func richSnapshot(_ directory: RingDirectory) throws -> (Snapshot, Colle
 struct ExporterTests {
     @Test("promtool check metrics reports nothing on real output")
     func promtoolAcceptsMetrics() throws {
-        guard let promtool = try requiredSystemTool("promtool") else { return }
         try withRingDirectory { directory in
             let (snapshot, _) = try richSnapshot(directory)
-            let text = PrometheusExporter.render(snapshot)
-            let input = Pipe(), output = Pipe()
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: promtool)
-            process.arguments = ["check", "metrics"]
-            process.standardInput = input
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            input.fileHandleForWriting.write(Data(text))
-            try input.fileHandleForWriting.close()
-            let report = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "promtool: \(report)")
-            #expect(report.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "promtool: \(report)")
+            guard let check = try promtoolCheckMetrics(String(decoding: PrometheusExporter.render(snapshot), as: UTF8.self)) else { return }
+            #expect(check.status == 0, "promtool: \(check.report)")
+            #expect(check.report.isEmpty, "promtool: \(check.report)")
         }
     }
 

@@ -6,7 +6,7 @@ import Testing
 private func history(_ port: Int, _ query: String = "") throws -> [String: Any]? {
     let response = try httpGet(port: port, path: "/api/history" + (query.isEmpty ? "" : "?" + query))
     guard response.status == 200 else { return nil }
-    return try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any]
+    return try jsonObject(response.body)
 }
 
 /// The answer's series, and each one's points as rows of numbers (null as nil).
@@ -76,7 +76,7 @@ struct HistoryProcessTests {
             #expect((counter.last?[2] ?? 0) > 0)
 
             // Without parameters: every series the collector has (as /latest lists them), and the range it covers.
-            let latest = try JSONSerialization.jsonObject(with: Data(try httpGet(port: port, path: "/latest").body.utf8)) as? [String: Any]
+            let latest = try jsonObject(httpGet(port: port, path: "/latest").body)
             let latestNames = Set(seriesList(latest).map { "\($0["ring"]!) \($0["metric"]!)" })
             let everything = try #require(try history(port))
             let names = Set(seriesList(everything).map { "\($0["ring"]!) \($0["metric"]!)" })

@@ -8,7 +8,7 @@ import Testing
 
 private func latest(_ port: Int) throws -> [String: Any] {
     let response = try httpGet(port: port, path: "/latest")
-    return try #require(try JSONSerialization.jsonObject(with: Data(response.body.utf8)) as? [String: Any])
+    return try jsonObject(response.body)
 }
 
 private func series(_ document: [String: Any], _ metric: String) -> [String: Any]? {
@@ -187,8 +187,7 @@ struct ManyThreadsTests {
             let ring = try Ring.attach("burst", directory: directory.path, options: .init(capacity: 1 << 16))
             let values = try ring.histogram("values")
             let attached = Date()
-            while !captured.contains("ring burst attached"), Date().timeIntervalSince(attached) < 1.5 { usleep(1_000) }
-            #expect(captured.contains("ring burst attached"), "attached within a poll of 2 s only by inotify")
+            #expect(eventually(seconds: 1.5) { captured.contains("ring burst attached") }, "attached within a poll of 2 s only by inotify")
             #expect(Date().timeIntervalSince(attached) < 1.0)
             for value in 1...1_000 { values.record(UInt64(value)) }
         }

@@ -2,6 +2,7 @@ import Foundation
 import Ringside
 import RingsideAggregation
 @testable import RingsideExport
+import RingsideTestSupport
 import Testing
 
 /// A fixed snapshot: histograms of every unit (one sampled), counters and gauges on two rings,
@@ -83,8 +84,7 @@ private func pinnedSnapshot() -> Snapshot {
 
 /// The fixture's path: `Tests/fixtures/pinned-metrics.<suffix>`.
 private func fixture(_ suffix: String) -> URL {
-    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("fixtures/pinned-metrics.\(suffix)")
+    URL(fileURLWithPath: packageRoot + "/Tests/fixtures/pinned-metrics.\(suffix)")
 }
 
 /// The page with the build's revision (it changes with every commit) replaced by `REVISION`.

@@ -5,11 +5,7 @@ import Glibc
 import RingsideTestSupport
 import Testing
 
-/// The package's root, found from this file's path: the kit's files live in `tools/` and
-/// `Tests/fixtures/`.
-let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent().path
-
+/// A file of the kit's, in `tools/` or `Tests/fixtures/`.
 func kitFile(_ relativePath: String) -> String { packageRoot + "/" + relativePath }
 
 /// The Prometheus configuration the kit's tests run: a scrape and a rule evaluation every second,
@@ -25,51 +21,6 @@ func kitPrometheusConfig(_ targets: [(address: String, labels: [String: String])
         }
     }
     return lines.joined(separator: "\n") + "\n"
-}
-
-/// A loopback TCP port free at the time of asking (the kernel's pick for port 0).
-func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw TestSupportError("socket: \(String(cString: strerror(errno)))") }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-            bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-        }
-    }
-    guard bound else { throw TestSupportError("bind 127.0.0.1:0: \(String(cString: strerror(errno)))") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
-
-/// A body sent with `Transfer-Encoding: chunked` (Prometheus sends large answers so), joined;
-/// any other body as it is. `httpGet` returns the body without its headers, so this looks at
-/// its first line: a chunked body starts with the first chunk's size in hex.
-func dechunked(_ body: String) -> String {
-    var bytes = Array(body.utf8)[...]
-    guard let first = bytes.first, first != UInt8(ascii: "{"), first != UInt8(ascii: "[") else { return body }
-    var joined: [UInt8] = []
-    while let lineEnd = bytes.firstIndex(of: UInt8(ascii: "\r")) {
-        guard let size = Int(String(decoding: bytes[bytes.startIndex..<lineEnd], as: UTF8.self)
-            .split(separator: ";").first ?? "", radix: 16), size > 0 else { break }
-        let start = lineEnd + 2
-        guard start + size <= bytes.endIndex else { return body }
-        joined += bytes[start..<start + size]
-        bytes = bytes[min(start + size + 2, bytes.endIndex)...]
-    }
-    return String(decoding: joined, as: UTF8.self)
-}
-
-/// Parses a JSON object (from a plain or chunked body).
-func jsonObject(_ text: String) throws -> [String: Any] {
-    guard let object = try JSONSerialization.jsonObject(with: Data(dechunked(text).utf8)) as? [String: Any] else {
-        throw TestSupportError("not a JSON object: \(text.prefix(200))")
-    }
-    return object
 }
 
 // MARK: - Metric names in PromQL

@@ -84,9 +84,6 @@ func windowEntry(_ document: [String: Any]?, metric: String, window: String) -> 
 /// A JSON number as UInt64 (JSONSerialization gives NSNumber).
 func uint(_ value: Any?) -> UInt64? { (value as? NSNumber)?.uint64Value }
 
-/// Whether to run the long forms of the load tests (`RINGSIDE_LONG_TESTS=1`).
-var longTests: Bool { ProcessInfo.processInfo.environment["RINGSIDE_LONG_TESTS"] == "1" }
-
 /// Truncates a file to `size` bytes, as someone with write access to the ring directory might.
 func truncateFile(_ path: String, to size: Int) throws {
     guard truncate(path, off_t(size)) == 0 else {

@@ -14,18 +14,17 @@ package struct ProcessRun: Sendable {
     package let output: String
     package let errors: String
 
+    package init(status: Int32?, output: String, errors: String) {
+        (self.status, self.output, self.errors) = (status, output, errors)
+    }
+
     /// False when the process died of a signal (a crash) or was killed at the deadline.
     package var exitedNormally: Bool { status != nil }
     package var outputLines: [String] { output.split(separator: "\n").map(String.init) }
     package var errorLines: [String] { errors.split(separator: "\n").map(String.init) }
 
     /// Standard output parsed as one JSON object.
-    package func json() throws -> [String: Any] {
-        guard let object = try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any] else {
-            throw TestSupportError("not a JSON object: \(output)")
-        }
-        return object
-    }
+    package func json() throws -> [String: Any] { try jsonObject(output) }
 }
 
 /// A process run to completion: a package executable (by name) or a program (by path), with

@@ -1,5 +1,4 @@
 import Glibc
-import RingsideHTTP
 
 /// A blocking TCP client that sends exact bytes, so tests can send what no HTTP library would.
 ///
@@ -8,7 +7,7 @@ import RingsideHTTP
 package final class RawClient {
     package struct Response {
         package var status: Int
-        package var headers: [HTTPHeader]
+        package var headers: [(name: String, value: String)]
         package var body: [UInt8]
 
         package var text: String { String(decoding: body, as: UTF8.self) }
@@ -35,10 +34,7 @@ package final class RawClient {
         if var size = receiveBuffer {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var address = loopbackAddress(port: port)
         let rc = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
@@ -65,33 +61,66 @@ package final class RawClient {
         }
     }
 
-    /// Reads one response: the head, then `Content-Length` bytes of body unless `toHEAD`.
+    /// Reads one response: the status line and headers, then the body as the head frames it
+    /// (`Content-Length` bytes, chunks joined, or everything until the server closes), or no body
+    /// if `toHEAD`.
     package func readResponse(toHEAD: Bool = false) throws -> Response {
-        let terminator: [UInt8] = [13, 10, 13, 10]
-        var headEnd: Int?
-        while headEnd == nil {
-            headEnd = pending.indices.dropLast(3).first { Array(pending[$0..<($0 + 4)]) == terminator }
-            if headEnd == nil { guard try fill() else { throw TestSupportError("closed before a full head") } }
+        let statusLine = try readLine()
+        guard let status = statusCode(statusLine) else { throw TestSupportError("bad status line: \(statusLine)") }
+        var response = Response(status: status, headers: [], body: [])
+        while true {
+            let line = try readLine()
+            if line.isEmpty { break }
+            guard let colon = line.firstIndex(of: ":") else { throw TestSupportError("bad header line: \(line)") }
+            response.headers.append((String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: " ")))
         }
-        let lines = String(decoding: pending[..<headEnd!], as: UTF8.self)
-            .split(separator: "\r\n", omittingEmptySubsequences: false)  // CRLF is one Character
-        pending.removeFirst(headEnd! + 4)
-        let statusParts = lines[0].split(separator: " ", maxSplits: 2)
-        guard statusParts.count >= 2, statusParts[0] == "HTTP/1.1", let status = Int(statusParts[1]) else {
-            throw TestSupportError("bad status line: \(lines[0])")
+        if toHEAD { return response }
+        if let length = response.header("Content-Length") {
+            response.body = try take(Int(length)!)
+        } else if response.header("Transfer-Encoding")?.lowercased() == "chunked" {
+            // Prometheus sends large answers so: each chunk's size in hex, then its bytes.
+            while true {
+                let sizeLine = try readLine()
+                guard let size = Int(sizeLine.split(separator: ";").first ?? "", radix: 16) else {
+                    throw TestSupportError("bad chunk size: \(sizeLine)")
+                }
+                if size == 0 { break }
+                response.body += try take(size)
+                _ = try readLine()
+            }
+            while try !readLine().isEmpty {} // trailers
+        } else {
+            while try fill() {}
+            response.body = pending
+            pending.removeAll()
         }
-        let headers = lines.dropFirst().map { line -> HTTPHeader in
-            let colon = line.firstIndex(of: ":")!
-            return HTTPHeader(String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: " "))
+        return response
+    }
+
+    /// The next line of the head, without its CRLF.
+    private func readLine() throws -> String {
+        while true {
+            if let end = pending.indices.dropLast().first(where: { pending[$0] == 13 && pending[$0 + 1] == 10 }) {
+                defer { pending.removeFirst(end + 2) }
+                return String(decoding: pending[..<end], as: UTF8.self)
+            }
+            guard try fill() else { throw TestSupportError("closed before the end of a line") }
         }
-        var response = Response(status: status, headers: headers, body: [])
-        let length = toHEAD ? 0 : Int(response.header("Content-Length") ?? "0")!
-        while pending.count < length {
+    }
+
+    /// The next `count` bytes.
+    private func take(_ count: Int) throws -> [UInt8] {
+        while pending.count < count {
             guard try fill() else { throw TestSupportError("closed before the full body") }
         }
-        response.body = Array(pending[..<length])
-        pending.removeFirst(length)
-        return response
+        defer { pending.removeFirst(count) }
+        return Array(pending[..<count])
+    }
+
+    /// The code of a status line such as "HTTP/1.1 200 OK", or nil if it is not one.
+    private func statusCode(_ line: String) -> Int? {
+        guard line.hasPrefix("HTTP/1.") else { return nil }
+        return Int(line.dropFirst(9).prefix(3))
     }
 
     /// True if the server closes the connection (EOF or reset) with no further bytes within the
@@ -117,27 +146,13 @@ package final class RawClient {
         }
     }
 
-    /// Everything until the server closes, or until the socket timeout passes.
-    package func readAll() -> [UInt8] {
-        var response = pending
-        pending.removeAll()
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = recv(fd, &chunk, chunk.count, 0)
-            if count <= 0 { return response }
-            response += chunk[0..<count]
-        }
-    }
-
     /// The status code of the first response (read up to its status line, so a kept-alive
     /// connection does not wait for a close), or nil if the server closes without one.
     package func readStatus() -> Int? {
         while !pending.contains(10) {
             guard (try? fill()) == true else { break }
         }
-        let text = String(decoding: pending, as: UTF8.self)
-        guard text.hasPrefix("HTTP/1.") else { return nil }
-        return Int(text.dropFirst(9).prefix(3))
+        return statusCode(String(decoding: pending, as: UTF8.self))
     }
 
     /// Sends FIN: the server sees the end of the request stream.
@@ -158,6 +173,32 @@ package final class RawClient {
         pending += chunk[..<n]
         return true
     }
+}
+
+/// 127.0.0.1:`port` as a socket address.
+private func loopbackAddress(port: Int) -> sockaddr_in {
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = UInt16(port).bigEndian
+    address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    return address
+}
+
+/// A loopback TCP port free at the time of asking (the kernel's pick for port 0), for a server
+/// such as Prometheus that cannot report the port it took.
+package func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw TestSupportError("socket: \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var address = loopbackAddress(port: 0)
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+        }
+    }
+    guard bound else { throw TestSupportError("bind 127.0.0.1:0: \(String(cString: strerror(errno)))") }
+    return Int(UInt16(bigEndian: address.sin_port))
 }
 
 extension Substring {

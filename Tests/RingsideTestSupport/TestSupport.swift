@@ -5,7 +5,6 @@ import Glibc
 #endif
 import Ringside
 import RingsideCollector
-import RingsideHTTP
 import Synchronization
 
 /// A ring directory of the test's own under `/dev/shm`, removed with everything in it when the
@@ -55,6 +54,10 @@ package struct TestSupportError: Error, CustomStringConvertible {
 }
 
 // MARK: - Executables of the package
+
+/// The package's root, found from this file's path (Tests/RingsideTestSupport/TestSupport.swift).
+package let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().path
 
 /// The path of an executable built beside the test bundle (`swift test` builds them all).
 package func builtExecutable(_ name: String) throws -> String {
@@ -153,46 +156,48 @@ package final class ChildProcess: @unchecked Sendable {
 
 // MARK: - HTTP
 
-/// A plain HTTP/1.1 GET to 127.0.0.1:`port` over a socket of its own; returns the status code and
-/// the body. Throws if the connection fails or the response is not HTTP.
+/// A plain HTTP/1.1 GET to 127.0.0.1:`port` over a connection of its own; returns the status code
+/// and the body (chunks joined). Throws if the connection fails or the response is not HTTP.
 package func httpGet(port: Int, path: String, timeoutSeconds: Int = 5) throws -> (status: Int, body: String) {
     let response = try httpGetWithHeaders(port: port, path: path, timeoutSeconds: timeoutSeconds)
-    return (response.status, response.body)
+    return (response.status, response.text)
 }
 
-/// `httpGet`, with the response's headers too, by lowercased name (the last of a repeated one).
-package func httpGetWithHeaders(port: Int, path: String, timeoutSeconds: Int = 5) throws
-    -> (status: Int, headers: [String: String], body: String) {
+/// `httpGet`, with the response's headers too.
+package func httpGetWithHeaders(port: Int, path: String, timeoutSeconds: Int = 5) throws -> RawClient.Response {
     let client = try RawClient(port: port, timeoutSeconds: timeoutSeconds)
     try client.send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-    let response = client.readAll()
-    let text = String(decoding: response, as: UTF8.self)
-    guard text.hasPrefix("HTTP/1."), let headEnd = text.range(of: "\r\n\r\n"),
-          let status = Int(text.dropFirst(9).prefix(3)) else {
-        throw TestSupportError("not an HTTP response: \(text.prefix(200))")
-    }
-    var headers: [String: String] = [:]
-    for line in text[..<headEnd.lowerBound].components(separatedBy: "\r\n").dropFirst() {
-        guard let colon = line.firstIndex(of: ":") else { continue }
-        headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-    }
-    return (status, headers, String(text[headEnd.upperBound...]))
+    return try client.readResponse()
 }
+
+/// `text` parsed as one JSON object (a page, a log line, a tool's output); throws if it is not one.
+package func jsonObject(_ text: String) throws -> [String: Any] {
+    guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+        throw TestSupportError("not a JSON object: \(text.prefix(200))")
+    }
+    return object
+}
+
+/// Whether the long forms of the load and abuse tests were asked for (`RINGSIDE_LONG_TESTS=1`).
+package var longTests: Bool { ProcessInfo.processInfo.environment["RINGSIDE_LONG_TESTS"] == "1" }
 
 /// A tool the tests need from the system, such as `promtool`: its path, or nil when it is
 /// missing outside CI (the caller skips with a message). Under CI (`CI` set) a missing tool is
 /// an error, so CI cannot pass by skipping.
 package func requiredSystemTool(_ name: String) throws -> String? {
-    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
-        let candidate = "\(directory)/\(name)"
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-    }
+    if let path = systemTool(name) { return path }
     let package = debianPackages[name] ?? name
     if ProcessInfo.processInfo.environment["CI"] != nil {
         throw TestSupportError("\(name) is not installed; .ci/run installs it (Debian package \(package))")
     }
     print("skipping: \(name) is not installed (apt-get install \(package)); CI runs this test")
     return nil
+}
+
+/// The path of `name` on `PATH`, or nil.
+package func systemTool(_ name: String) -> String? {
+    (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
+        .map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
 }
 
 /// The Debian package of each tool the tests ask for, where its name differs.

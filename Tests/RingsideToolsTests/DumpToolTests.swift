@@ -385,7 +385,7 @@ struct DumpToolTests {
             try makeSequenceRing(directory, "w", count: 10)
             let json = try dump(directory, "watch", "--interval", "100ms", "--count", "3", "--json")
             #expect(json.status == 0)
-            let frames = try json.outputLines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+            let frames = try json.outputLines.map(jsonObject)
             #expect(frames.count == 3)
             #expect(frames.allSatisfy { $0.objects("rings").first?.uint64("written") == 10 })
             #expect(frames.allSatisfy { $0.objects("rings").first?.uint64("lanes_allocated") == 1 })

@@ -28,8 +28,7 @@ import Foundation
 import Ringside
 import RingsideCollector
 import RingsideExport
-import RingsideTestSupport // SplitMix64 (the same sequence for the same seed on every machine), the layout's offsets
-import Synchronization
+import RingsideTestSupport // SplitMix64 (the same sequence for the same seed on every machine), the layout's offsets, runProcess, CapturedLog
 
 // MARK: - Arguments
 
@@ -694,13 +693,6 @@ func knownIssue(_ bytes: [UInt8]) -> String? {
 
 // MARK: - Checking one file
 
-/// Log lines of a collector, kept for the check.
-final class CapturedLog: Sendable {
-    private let lines = Mutex<[String]>([])
-    var log: CollectorLog { CollectorLog { [self] line in lines.withLock { $0.append(line) } } }
-    var all: [String] { lines.withLock { $0 } }
-}
-
 struct Tally {
     var cases = 0
     var readable = 0
@@ -771,33 +763,11 @@ func kindName(_ error: RingError) -> String {
     }
 }
 
-/// Runs a tool, with a deadline; returns its status (or nil if it died of a signal or hung),
-/// standard output and standard error.
-func runTool(_ arguments: [String]) -> (status: Int32?, output: String, errors: String) {
-    let process = Process()
-    let exe = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? "")
-    process.executableURL = exe.deletingLastPathComponent().appendingPathComponent("ringside-dump")
-    process.arguments = arguments
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    do { try process.run() } catch { return (nil, "", "cannot run ringside-dump: \(error)") }
-    // Read both pipes while it runs (their outputs are small, but never risk a full pipe).
-    let outputBox = Mutex(Data()), errorBox = Mutex(Data())
-    let group = DispatchGroup()
-    group.enter()
-    DispatchQueue.global().async { let data = out.fileHandleForReading.readDataToEndOfFile(); outputBox.withLock { $0 = data }; group.leave() }
-    group.enter()
-    DispatchQueue.global().async { let data = err.fileHandleForReading.readDataToEndOfFile(); errorBox.withLock { $0 = data }; group.leave() }
-    if group.wait(timeout: .now() + 10) == .timedOut {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        return (nil, "", "hung for 10 s")
+/// Runs ringside-dump with a deadline of 10 s (a hang is a finding, not a stuck fuzzer).
+func runTool(_ arguments: [String]) -> ProcessRun {
+    do { return try runProcess("ringside-dump", arguments, timeoutSeconds: 10) } catch {
+        return ProcessRun(status: nil, output: "", errors: "cannot run ringside-dump: \(error)")
     }
-    process.waitUntilExit()
-    let output = String(decoding: outputBox.withLock { $0 }, as: UTF8.self)
-    let errors = String(decoding: errorBox.withLock { $0 }, as: UTF8.self)
-    return (process.terminationReason == .exit ? process.terminationStatus : nil, output, errors)
 }
 
 func isRegistryEntryProblem(_ error: RingError) -> Bool {
