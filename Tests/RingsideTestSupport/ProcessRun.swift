@@ -27,10 +27,26 @@ package struct ProcessRun: Sendable {
     package func json() throws -> [String: Any] { try jsonObject(output) }
 }
 
-/// A process run to completion: a package executable (by name) or a program (by path), with
-/// pipes to its standard input, output and error; killed, if still running, when released.
-/// `RINGSIDE_DIR` and `RINGSIDE_DISABLED` are removed from its environment (a test names its
-/// ring directory), then `environment` is added.
+/// Sets up `process` to run a package executable (by name) or a program (by path), for
+/// `RunningProcess` and `ChildProcess`. `RINGSIDE_DIR` and `RINGSIDE_DISABLED` are removed from
+/// its environment (a test names its ring directory), then `environment` is added.
+func configure(_ process: Process, _ executable: String, _ arguments: [String], environment: [String: String]) throws {
+    process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : try builtExecutable(executable))
+    process.arguments = arguments
+    var variables = ProcessInfo.processInfo.environment
+    variables.removeValue(forKey: RingDirectory.environmentVariable)
+    variables.removeValue(forKey: Ring.disableEnvironmentVariable)
+    process.environment = variables.merging(environment) { _, new in new }
+}
+
+/// Kills `process` if it still runs and reaps it: a test's processes never outlive their handles.
+func killIfRunning(_ process: Process) {
+    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    process.waitUntilExit()
+}
+
+/// A process run to completion, with pipes to its standard input, output and error; killed, if
+/// still running, when released.
 package final class RunningProcess: @unchecked Sendable {
     // @unchecked: Process and Pipe are not Sendable; the readers' results are behind mutexes.
     private let process = Process()
@@ -42,12 +58,7 @@ package final class RunningProcess: @unchecked Sendable {
     /// - Parameter mergingErrors: standard error goes to the same pipe as standard output, in order.
     package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                  mergingErrors: Bool = false) throws {
-        process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : try builtExecutable(executable))
-        process.arguments = arguments
-        var variables = ProcessInfo.processInfo.environment
-        variables.removeValue(forKey: RingDirectory.environmentVariable)
-        variables.removeValue(forKey: Ring.disableEnvironmentVariable)
-        process.environment = variables.merging(environment) { _, new in new }
+        try configure(process, executable, arguments, environment: environment)
         let outputPipe = Pipe(), errorPipe = mergingErrors ? nil : Pipe()
         process.standardInput = input
         process.standardOutput = outputPipe
@@ -67,10 +78,7 @@ package final class RunningProcess: @unchecked Sendable {
         }
     }
 
-    deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    deinit { killIfRunning(process) }
 
     package var pid: Int32 { process.processIdentifier }
     package var isRunning: Bool { process.isRunning }

@@ -79,22 +79,16 @@ package final class ChildProcess: @unchecked Sendable {
     private var buffered = Data()
     private var bufferedErrors = Data()
 
-    /// Starts `executable` (a package executable's name or a path) with `arguments`.
-    package init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : try builtExecutable(executable))
-        process.arguments = arguments
-        if let environment {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        }
+    /// Starts `executable` (a package executable's name or a path) with `arguments`, set up as
+    /// `RunningProcess` sets up its process.
+    package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        try configure(process, executable, arguments, environment: environment)
         process.standardOutput = output
         process.standardError = errors
-        try process.run()
+        try withNoSignalsBlocked { try process.run() }
     }
 
-    deinit {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    deinit { killIfRunning(process) }
 
     package var pid: Int32 { process.processIdentifier }
 
