@@ -49,6 +49,9 @@ public final class Collector: @unchecked Sendable {
     private var isRunning = false
     /// Rings this collector may hold open: the descriptor limit less a reserve for HTTP clients.
     private let ringLimit: Int
+    /// Descriptors kept for the HTTP server's connections and the process's own files (the
+    /// listening socket, inotify, logs): the open-file limit less `ringLimit`.
+    public let descriptorReserve: Int
     private var saidRingLimit = false
 
     /// How often the directory is scanned for new, removed or replaced rings while inotify
@@ -80,16 +83,17 @@ public final class Collector: @unchecked Sendable {
         layout = WindowLayout(windowNanos: options.windowNanos)
         sloStates = options.sloRules.map { SLOState(rule: $0) }
         stats.startedRealtimeNanos = rs_clock_realtime_ns()
-        ringLimit = Self.ringLimit(afterRaising: true, log: log)
+        (ringLimit, descriptorReserve) = Self.descriptorBudget(afterRaising: true)
         histogramCaptures = options.hlogPath == nil ? nil : HistogramCaptureFeed()
     }
 
     /// Raises the soft limit on open files to the hard limit (per-thread lanes live in one file
-    /// per bot, but a host may run thousands of bots), and returns how many rings may be open:
-    /// the limit less a reserve for the HTTP server's connections and the process's own files.
-    static func ringLimit(afterRaising raise: Bool, log: CollectorLog) -> Int {
+    /// per bot, but a host may run thousands of bots), and splits it: how many rings may be open,
+    /// and the reserve for the HTTP server's connections and the process's own files (an eighth,
+    /// at least 64).
+    static func descriptorBudget(afterRaising raise: Bool) -> (rings: Int, reserve: Int) {
         var limit = rlimit()
-        guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return 1_000 }
+        guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return (1_000, 64) }
         if raise, limit.rlim_cur < limit.rlim_max {
             var raised = limit
             raised.rlim_cur = limit.rlim_max
@@ -97,7 +101,7 @@ public final class Collector: @unchecked Sendable {
         }
         let soft = Int(min(limit.rlim_cur, rlim_t(Int32.max)))
         let reserve = max(64, soft / 8)
-        return max(0, soft - reserve)
+        return (max(0, soft - reserve), min(reserve, soft))
     }
 
     private static var RLIMIT_NOFILE_VALUE: __rlimit_resource_t { __rlimit_resource_t(RLIMIT_NOFILE.rawValue) }
