@@ -67,13 +67,24 @@ typedef struct {
     size_t size;
 } rs_guard_slot;
 
-static rs_guard_slot rs_guard_slots[RS_GUARD_SLOTS];
+// The table, a chunk at a time: a chunk's pointer is published once (release) and never changes
+// again, so the handler walks the chunks without a lock.
+static rs_guard_slot *rs_guard_chunks[RS_GUARD_CHUNKS];
+static pthread_mutex_t rs_guard_grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static int rs_guard_high_water;          // slots below it may be active: the handler scans no further
+static int rs_guard_free_hint;           // no free slot lies below it, as far as registrations know
 static uint64_t rs_guard_faults;
 static uintptr_t rs_guard_page_size;
 static struct sigaction rs_guard_previous; // the SIGBUS disposition before ours
 static pthread_once_t rs_guard_once = PTHREAD_ONCE_INIT;
 static int rs_guard_installed;
+
+/** Slot `index`, or NULL when its chunk is not mapped yet. */
+static rs_guard_slot *rs_guard_slot_at(int index) {
+    // Acquire pairs with the grower's release: the chunk's zeroed slots are visible.
+    rs_guard_slot *chunk = __atomic_load_n(&rs_guard_chunks[index / RS_GUARD_CHUNK_SLOTS], __ATOMIC_ACQUIRE);
+    return chunk ? &chunk[index % RS_GUARD_CHUNK_SLOTS] : NULL;
+}
 
 static void rs_guard_handler(int signo, siginfo_t *info, void *context) {
     (void)signo;
@@ -84,7 +95,8 @@ static void rs_guard_handler(int signo, siginfo_t *info, void *context) {
         uintptr_t address = (uintptr_t)info->si_addr;
         int limit = __atomic_load_n(&rs_guard_high_water, __ATOMIC_ACQUIRE);
         for (int i = 0; i < limit; i++) {
-            rs_guard_slot *slot = &rs_guard_slots[i];
+            rs_guard_slot *slot = rs_guard_slot_at(i);
+            if (slot == NULL) { i += RS_GUARD_CHUNK_SLOTS - 1 - i % RS_GUARD_CHUNK_SLOTS; continue; }
             // Acquire pairs with the registration's release: base and size are the ones published.
             if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) != RS_SLOT_ACTIVE) continue;
             uintptr_t base = __atomic_load_n(&slot->base, __ATOMIC_RELAXED);
@@ -119,38 +131,78 @@ static void rs_guard_install(void) {
     rs_guard_installed = sigaction(SIGBUS, &action, &rs_guard_previous) == 0;
 }
 
-int rs_guard_register(const void *base, size_t size) {
-    pthread_once(&rs_guard_once, rs_guard_install);
-    if (!rs_guard_installed || base == NULL || size == 0) return -1;
-    for (int i = 0; i < RS_GUARD_SLOTS; i++) {
-        rs_guard_slot *slot = &rs_guard_slots[i];
+/** Maps chunk `chunk` if no one has; returns whether it is mapped. */
+static int rs_guard_grow(int chunk) {
+    pthread_mutex_lock(&rs_guard_grow_lock);
+    int mapped = __atomic_load_n(&rs_guard_chunks[chunk], __ATOMIC_ACQUIRE) != NULL;
+    if (!mapped) {
+        // Anonymous pages arrive zeroed: every slot FREE.
+        void *slots = mmap(NULL, RS_GUARD_CHUNK_SLOTS * sizeof(rs_guard_slot), PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (slots != MAP_FAILED) {
+            // Release: a reader that sees the pointer sees the zeroed slots.
+            __atomic_store_n(&rs_guard_chunks[chunk], (rs_guard_slot *)slots, __ATOMIC_RELEASE);
+            mapped = 1;
+        }
+    }
+    pthread_mutex_unlock(&rs_guard_grow_lock);
+    return mapped;
+}
+
+/** Claims a free slot from `start` up to `end`, mapping chunks as needed; -1 if none. */
+static int rs_guard_claim(int start, int end) {
+    for (int i = start; i < end; i++) {
+        rs_guard_slot *slot = rs_guard_slot_at(i);
+        if (slot == NULL) {
+            if (!rs_guard_grow(i / RS_GUARD_CHUNK_SLOTS)) return -1;
+            slot = rs_guard_slot_at(i);
+        }
         int expected = RS_SLOT_FREE;
-        if (!__atomic_compare_exchange_n(&slot->state, &expected, RS_SLOT_CLAIMED, 0,
-                                         __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) continue;
-        __atomic_store_n(&slot->base, (uintptr_t)base, __ATOMIC_RELAXED);
-        __atomic_store_n(&slot->size, size, __ATOMIC_RELAXED);
-        __atomic_store_n(&slot->truncated, 0, __ATOMIC_RELAXED);
-        // Raise the high-water mark before activating, so the handler's scan reaches the slot.
-        int high = __atomic_load_n(&rs_guard_high_water, __ATOMIC_RELAXED);
-        while (high < i + 1 && !__atomic_compare_exchange_n(&rs_guard_high_water, &high, i + 1, 1,
-                                                             __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
-        // Release: a handler that sees ACTIVE sees this range's base and size.
-        __atomic_store_n(&slot->state, RS_SLOT_ACTIVE, __ATOMIC_RELEASE);
-        return i;
+        if (__atomic_compare_exchange_n(&slot->state, &expected, RS_SLOT_CLAIMED, 0,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return i;
     }
     return -1;
 }
 
+int rs_guard_register(const void *base, size_t size) {
+    pthread_once(&rs_guard_once, rs_guard_install);
+    if (!rs_guard_installed || base == NULL || size == 0) return -1;
+    // From the hint (below it every slot was taken when last looked), then the rest: thousands of
+    // registrations do not each walk the slots in use.
+    int hint = __atomic_load_n(&rs_guard_free_hint, __ATOMIC_RELAXED);
+    int i = rs_guard_claim(hint, RS_GUARD_SLOTS);
+    if (i < 0) i = rs_guard_claim(0, hint);
+    if (i < 0) return -1;
+    __atomic_store_n(&rs_guard_free_hint, i + 1, __ATOMIC_RELAXED); // a race costs a longer walk, never a slot
+    rs_guard_slot *slot = rs_guard_slot_at(i);
+    __atomic_store_n(&slot->base, (uintptr_t)base, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->size, size, __ATOMIC_RELAXED);
+    __atomic_store_n(&slot->truncated, 0, __ATOMIC_RELAXED);
+    // Raise the high-water mark before activating, so the handler's scan reaches the slot.
+    int high = __atomic_load_n(&rs_guard_high_water, __ATOMIC_RELAXED);
+    while (high < i + 1 && !__atomic_compare_exchange_n(&rs_guard_high_water, &high, i + 1, 1,
+                                                         __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+    // Release: a handler that sees ACTIVE sees this range's base and size.
+    __atomic_store_n(&slot->state, RS_SLOT_ACTIVE, __ATOMIC_RELEASE);
+    return i;
+}
+
 void rs_guard_unregister(int slot) {
     if (slot < 0 || slot >= RS_GUARD_SLOTS) return;
+    rs_guard_slot *entry = rs_guard_slot_at(slot);
+    if (entry == NULL) return;
     // Release: the owner's accesses to the range happen before the slot can be reused.
-    __atomic_store_n(&rs_guard_slots[slot].state, RS_SLOT_FREE, __ATOMIC_RELEASE);
+    __atomic_store_n(&entry->state, RS_SLOT_FREE, __ATOMIC_RELEASE);
+    int hint = __atomic_load_n(&rs_guard_free_hint, __ATOMIC_RELAXED);
+    while (slot < hint && !__atomic_compare_exchange_n(&rs_guard_free_hint, &hint, slot, 1,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
 }
 
 int rs_guard_was_truncated(int slot) {
     if (slot < 0 || slot >= RS_GUARD_SLOTS) return 0;
+    rs_guard_slot *entry = rs_guard_slot_at(slot);
     // Acquire pairs with the handler's release store.
-    return __atomic_load_n(&rs_guard_slots[slot].truncated, __ATOMIC_ACQUIRE);
+    return entry ? __atomic_load_n(&entry->truncated, __ATOMIC_ACQUIRE) : 0;
 }
 
 uint64_t rs_guard_faults_absorbed(void) {

@@ -107,18 +107,14 @@ final class MappedRingFile {
     var consumerHeartbeatNanos: UInt64 { rs_load_relaxed_u64(field(Offset.consumerHeartbeat, as: UInt64.self)) }
 
     /// Whether the file shrank under a mapping: the SIGBUS guard absorbed a fault in it (the
-    /// pages past the file's end now read as zeros), or, for a mapping the guard could not take,
-    /// the file is now smaller than what is mapped. Whatever was read from the mapping meanwhile
-    /// may be zeros and must be thrown away.
+    /// pages past the file's end now read as zeros; every mapping is guarded, see
+    /// `RingFileHandle.map`). Whatever was read from the mapping meanwhile may be zeros and must
+    /// be thrown away.
     var wasTruncated: Bool {
         // No array of the mappings: an idle collector asks this of every lane many times a second.
-        var unguarded = header.guardSlot < 0
         if header.wasTruncated { return true }
-        for lane in lanes {
-            if lane.wasTruncated { return true }
-            unguarded = unguarded || lane.guardSlot < 0
-        }
-        return unguarded && currentFileSize.map { $0 < mappedFileSize } == true
+        for lane in lanes where lane.wasTruncated { return true }
+        return false
     }
 
     /// The file's size now, or nil if fstat fails.

@@ -89,13 +89,28 @@ final class RingFileHandle {
     func isLocked(byte: Int32) -> Bool { rs_lock_byte_is_held(descriptor, byte) == 1 }
 
     /// Maps `size` bytes at `offset`, read-write for the consumer, read-only for an inspector,
-    /// registered with the SIGBUS guard.
+    /// registered with the SIGBUS guard before anything reads it.
+    /// - Throws: `.unavailable` when the guard cannot take the range (its `RS_GUARD_SLOTS`
+    ///   ranges are all in use): an unguarded mapping is never read, since another process may
+    ///   truncate the file under it.
     func map(size: Int, offset: Int) throws(RingError) -> Mapping {
         let protection = role == .inspector ? PROT_READ : PROT_READ | PROT_WRITE
         guard let base = mmap(nil, size, protection, MAP_SHARED, descriptor, off_t(offset)), base != MAP_FAILED else {
-            throw .system(ring: name, operation: "mmap \(size) bytes at \(offset)", errno: errno)
+            let code = errno
+            if code == ENOMEM {
+                throw .unavailable(ring: name, reason: "cannot map \(size) bytes at \(offset): this process has as many "
+                    + "mappings as the kernel allows (vm.max_map_count) or no address space left")
+            }
+            throw .system(ring: name, operation: "mmap \(size) bytes at \(offset)", errno: code)
         }
-        return Mapping(base: base, size: size)
+        // Before any access: a file truncated from now on reads as zeros instead of raising SIGBUS.
+        let slot = rs_guard_register(base, size)
+        guard slot >= 0 else {
+            munmap(base, size)
+            throw .unavailable(ring: name, reason: "the SIGBUS guard holds \(RS_GUARD_SLOTS) mapped ranges at most "
+                + "and all are in use; a range it does not guard is never read")
+        }
+        return Mapping(base: base, size: size, guardSlot: slot)
     }
 
     /// One mapped range, registered with the SIGBUS guard (`rs_guard_register`). Only
@@ -103,14 +118,13 @@ final class RingFileHandle {
     struct Mapping {
         let base: UnsafeMutableRawPointer
         let size: Int
-        /// The guard's slot, or -1 when unguarded.
+        /// The guard's slot.
         let guardSlot: Int32
 
-        fileprivate init(base: UnsafeMutableRawPointer, size: Int) {
+        fileprivate init(base: UnsafeMutableRawPointer, size: Int, guardSlot: Int32) {
             self.base = base
             self.size = size
-            // Before any access: a file truncated from now on reads as zeros instead of raising SIGBUS.
-            guardSlot = rs_guard_register(base, size)
+            self.guardSlot = guardSlot
         }
 
         func unmap() {

@@ -590,24 +590,34 @@ int rs_lock_byte_is_held(int fd, int byte);
 /*
  * A mapped ring file that another process truncates (or that shrinks under us) turns every
  * access to the pages past its new end into SIGBUS, which would kill a collector, a tool or a
- * bot. The guard prevents that. Each mapping registers its range in a fixed-size lock-free
- * table of RS_GUARD_SLOTS {base, size} slots (a full table leaves the mapping unguarded: the
- * caller still checks the file's size). The first registration installs, once per process, a
- * SIGBUS handler (sigaction, SA_SIGINFO). On a fault whose si_addr lies in a registered range,
- * the handler maps a private anonymous zero page over the faulting page (mmap MAP_FIXED |
- * MAP_PRIVATE | MAP_ANONYMOUS, read-write), marks the slot truncated and returns: the access
- * is retried and reads zeros (a producer's stores land in the private page, harmlessly). The
- * owner of the mapping then sees rs_guard_was_truncated() and reports the ring as truncated;
- * unmapping the range removes the zero pages with it. Any other SIGBUS (outside every range,
- * or sent with kill) restores the handler that was there before ours and is delivered again,
- * so a real fault still crashes as it would have. C bots may use the same calls.
+ * bot. The guard prevents that. Each mapping registers its range in a lock-free table of
+ * RS_GUARD_SLOTS {base, size} slots, kept in chunks of RS_GUARD_CHUNK_SLOTS that are mapped as
+ * the table grows (the first chunk at the first registration), so a process pays for the slots
+ * it uses. The first registration installs, once per process, a SIGBUS handler (sigaction,
+ * SA_SIGINFO). On a fault whose si_addr lies in a registered range, the handler maps a private
+ * anonymous zero page over the faulting page (mmap MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
+ * read-write), marks the slot truncated and returns: the access is retried and reads zeros (a
+ * producer's stores land in the private page, harmlessly). The owner of the mapping then sees
+ * rs_guard_was_truncated() and reports the ring as truncated; unmapping the range removes the
+ * zero pages with it. Any other SIGBUS (outside every range, or sent with kill) restores the
+ * handler that was there before ours and is delivered again, so a real fault still crashes as
+ * it would have. C bots may use the same calls.
+ *
+ * The bound: RS_GUARD_SLOTS ranges at once, sixteen times Linux's default limit on a process's
+ * mappings (vm.max_map_count, 65,530), so the kernel refuses a mapping (ENOMEM) before the guard
+ * can. A reader never reads a mapping the guard did not take: past the bound, rs_guard_register
+ * returns -1 and the reader unmaps the range and refuses the ring ("the SIGBUS guard holds ...").
  */
-#define RS_GUARD_SLOTS 4096
+#define RS_GUARD_CHUNK_SLOTS 4096
+#define RS_GUARD_CHUNKS 256
+#define RS_GUARD_SLOTS (RS_GUARD_CHUNK_SLOTS * RS_GUARD_CHUNKS)
 
 /**
  * Registers a mapped range with the guard, installing the handler on first use.
- * Returns the slot (>= 0) to pass to the calls below, or -1 when the table is full or the
- * handler could not be installed (the range is then unguarded). Thread-safe.
+ * Returns the slot (>= 0) to pass to the calls below, or -1 when the table is full (every one
+ * of RS_GUARD_SLOTS taken), a chunk of it could not be mapped, or the handler could not be
+ * installed: the range is then unguarded, and must not be read if the file may shrink.
+ * Thread-safe; async-signal-safe it is not (it may map a chunk).
  */
 int rs_guard_register(const void *base, size_t size);
 
