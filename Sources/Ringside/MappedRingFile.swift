@@ -123,6 +123,13 @@ final class MappedRingFile {
     /// The size the mapped part of the file needs.
     var mappedFileSize: Int { layout.fileSize(lanes: lanes.count) }
 
+    /// Throws when the file no longer has every byte its mappings need, or has holes (one
+    /// `fstat`): for a reader told the file changed, before it reads a page that is gone.
+    func checkIntact() throws(RingError) {
+        try handle.checkIntact(neededSize: mappedFileSize)
+        try checkNotTruncated()
+    }
+
     /// Throws `.corrupt(.truncated)` when the file shrank under a mapping (see `wasTruncated`).
     func checkNotTruncated() throws(RingError) {
         guard wasTruncated else { return }

@@ -152,6 +152,21 @@ final class RingFileHandle {
         return Int(info.st_size)
     }
 
+    /// Throws `.corrupt(.truncated)` when the file is now shorter than `neededSize` (the part
+    /// mapped), and `.corrupt(.unallocated)` when it has holes: one `fstat`, for a reader told
+    /// that the file changed (cut short with `ftruncate`, or hole-punched, under its mappings).
+    func checkIntact(neededSize: Int) throws(RingError) {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw .system(ring: name, operation: "fstat \(path)", errno: errno) }
+        guard Int(info.st_size) >= neededSize else {
+            throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: Int(info.st_size), expected: neededSize))
+        }
+        let allocated = Int(info.st_blocks) * 512
+        guard allocated >= Int(info.st_size) else {
+            throw .corrupt(ring: name, path: path, problem: .unallocated(fileSize: Int(info.st_size), allocatedBytes: allocated))
+        }
+    }
+
     /// Throws `.corrupt(.unallocated)` unless every byte of the file is allocated (`st_blocks`).
     /// A producer reserves the header part and each lane with `posix_fallocate` before it
     /// publishes them, so a sound file is whole; a sparse one claiming a large capacity would have

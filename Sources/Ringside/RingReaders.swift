@@ -277,6 +277,10 @@ package final class RingConsumer {
     /// Whether a live process holds the producer lock (a system call).
     package var isProducerAlive: Bool { file.isLocked(byte: RS_LOCK_BYTE_PRODUCER) }
 
+    /// Throws when the file was cut short under the lanes mapped, or has holes (see
+    /// `RingFileHandle.checkIntact`): one `fstat`, for a caller told that the file changed.
+    package func checkIntact() throws(RingError) { try file.checkIntact() }
+
     /// What the cells say of a metric now: exact counter totals, gauge values, per-metric drops.
     package func cells(of metric: MetricDescriptor) -> MetricCells { file.cells(of: metric) }
 
