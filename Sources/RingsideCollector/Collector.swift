@@ -19,6 +19,11 @@ public final class Collector: @unchecked Sendable {
     let layout: WindowLayout
     private let log: CollectorLog
     private var tracked = TrackedRings()
+    /// Rings let go of: their producers are dead and every record is drained, so their files
+    /// are closed and unmapped; their series stay. Taken up again when a process opens the file.
+    private var released: [String: TrackedRing] = [:]
+    /// Released rings to take up again: a process opened their files (or events were lost).
+    private var toReacquire: Set<String> = []
     private var skipped: [String: SkippedRing] = [:]
     private var sloStates: [SLOState]
     private var stats = CollectorStats()
@@ -149,7 +154,7 @@ public final class Collector: @unchecked Sendable {
         finished.wait()
         isRunning = false
         _ = runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
-        for ring in tracked.ordered { log("ring \(ring.consumer.name) released") }
+        for ring in tracked.ordered { ringLog("ring \(ring.name) released") }
         tracked.removeAll()
         _ = watchLanes() // the watch lets go of the rings too (it holds their consumers)
     }
@@ -164,6 +169,7 @@ public final class Collector: @unchecked Sendable {
         let discoveryInterval = wakeup.isWatching ? Self.watchedDiscoveryIntervalNanos : Self.discoveryIntervalNanos
         // Events that arrived while a pass ran (or with no drain thread waiting: a test stepping time).
         if wakeup.isWatching, !directoryChanged, wakeup.wait(timeoutNanos: 0) { directoryChanged = true }
+        lookAtTouchedFiles(nowNanos: now)
         if lastDiscoveryNanos == 0 || directoryChanged || now &- lastDiscoveryNanos >= discoveryInterval {
             // Files removed or replaced are looked for when inotify saw a change, or now and
             // then (a stat per ring); new lanes likewise (a file grows by each lane it adds).
@@ -192,14 +198,21 @@ public final class Collector: @unchecked Sendable {
         laneWatch.markMoved(&visit)
         for index in followUps where index < visit.count { visit[index] = true }
         followUps.removeAll(keepingCapacity: true)
-        // Round-robin: each pass starts one ring further on, so no ring is always drained last.
-        let first = rings.isEmpty ? 0 : Int(stats.passes % UInt64(rings.count))
-        for step in rings.indices {
-            let index = (first + step) % rings.count
-            guard sweep || visit[index] else { continue }
+        // The rings that cost least come first, those that wrote invalid records last; a pass
+        // ends when its time is spent, and the rings it did not reach come first in the next.
+        let order = serviceOrder(rings, sweep: sweep, nowNanos: now)
+        let budgetEnd = rs_clock_precise_ns() &+ Self.passBudgetNanos
+        passCutShort = false
+        for (position, index) in order.enumerated() {
+            // (A forced pass, at stop or in a test stepping time, visits every ring.)
+            if position > 0, !forcePublish, rs_clock_precise_ns() >= budgetEnd {
+                for rest in order[position...] { visit[rest] = true }
+                passCutShort = true
+                break
+            }
             visit[index] = false
             let ring = rings[index]
-            let ringDrained = drain(ring, nowNanos: now)
+            let ringDrained = drain(ring, nowNanos: now, whole: forcePublish)
             drained += ringDrained
             if ringDrained > 0 { ring.lastActiveNanos = now }
             if ring.consumer.laneCount != ring.watchedLanes { laneWatchStale = true }
@@ -227,6 +240,8 @@ public final class Collector: @unchecked Sendable {
             }
         }
         soonestFillNanos = soonestFill
+        for ring in rings where ring.releaseDue && tracked[ring.name] === ring { release(ring, nowNanos: now) }
+        _ = watchLanes() // rebuilt now if rings were released: the watch lets go of their files too
         stats.recordsDrained += UInt64(drained)
         stats.passes += 1
         stats.lastPassMonotonicNanos = rs_clock_precise_ns()
@@ -244,15 +259,19 @@ public final class Collector: @unchecked Sendable {
         // --hlog: a capture is due every interval, and forces a publish when records wait for it.
         let captureDue = histogramCaptures != nil && (forcePublish || now &- lastCaptureNanos >= options.hlogIntervalNanos)
         let captureWaiting = captureDue && drainedSinceCapture > 0
-        if forcePublish || lastPublishNanos == 0 || (hasUnpublishedChanges && sinceLast >= publishIntervalNanos)
-            || sinceLast >= max(Self.idleRefreshNanos, publishSpacingNanos) || (captureWaiting && pendingPublish == nil) {
+        // A snapshot begins after a pass that visited every ring it meant to (one cut short would
+        // show rings not drained yet), unless passes have been cut short for a second: overload.
+        if !passCutShort || lastWholePassNanos == 0 { lastWholePassNanos = now }
+        let afterWholePass = !passCutShort || now &- lastWholePassNanos >= Self.overloadedPublishNanos
+        if forcePublish || (afterWholePass && (lastPublishNanos == 0 || (hasUnpublishedChanges && sinceLast >= publishIntervalNanos)
+            || sinceLast >= max(Self.idleRefreshNanos, publishSpacingNanos) || (captureWaiting && pendingPublish == nil))) {
             if !forcePublish, !captureWaiting, !hasUnpublishedChanges, lastPublishWasQuiet, sinceLast < Self.quietRefreshNanos {
                 // Every ring quiet, nothing new: windows have nothing to slide, so only the
                 // collector's own figures (the pass /health looks at) are brought up to date.
                 published.withLock { $0.collector = stats }
             } else if forcePublish || pendingPublish == nil {
                 // A forced one starts afresh (it looks at every ring's cells now).
-                var publish = PendingPublish(snapshot: startSnapshot(), rings: tracked.ordered, forced: forcePublish)
+                var publish = PendingPublish(snapshot: startSnapshot(), rings: everyRing, forced: forcePublish)
                 if captureDue {
                     publish.capture = HistogramCapture(realtimeNanos: publish.snapshot.generatedRealtimeNanos)
                     lastCaptureNanos = now
@@ -330,6 +349,54 @@ public final class Collector: @unchecked Sendable {
     private var lastSweepNanos: UInt64 = 0
     private var sweepNow = false
 
+    /// The time a pass may spend on the rings before it yields to the next pass, which begins again
+    /// with the rings that cost least: however many rings flood the drain, a light one waits at
+    /// most about this long (and one ring's drain: `passRecordLimit` records) for its turn.
+    static let passBudgetNanos: UInt64 = 2_000_000
+    /// Whether the last pass ran out of time before visiting every ring it meant to (or left an
+    /// unproven clean ring's records for the next), and when a pass last did not.
+    private var passCutShort = false
+    private var lastWholePassNanos: UInt64 = 0
+    /// Passes cut short for this long (the drain is overloaded) publish all the same.
+    static let overloadedPublishNanos: UInt64 = 1_000_000_000
+
+    /// The rings a pass visits (all of them in a sweep, else those marked), in the order it
+    /// serves them, by class: first the clean rings proven by their valid records, with a few
+    /// unproven ones (`probesPerPass`, the ones attached last first) among them; then the other
+    /// unproven rings; then the suspect ones (invalid records lately). In a class by recent
+    /// drain cost, least first; ties in turn, one ring further on each pass. So a new bot is
+    /// drained within a few passes, and hundreds of unknown rings cannot go before a proven one.
+    private func serviceOrder(_ rings: [TrackedRing], sweep: Bool, nowNanos now: UInt64) -> [Int] {
+        guard !rings.isEmpty else { return [] }
+        let first = Int(stats.passes % UInt64(rings.count))
+        var order: [(rank: Int, cost: Double, turn: Int, index: Int)] = []
+        var unknown: [(attached: UInt64, position: Int)] = []
+        for turn in rings.indices {
+            let index = (first + turn) % rings.count
+            guard sweep || visit[index] else { continue }
+            let ring = rings[index], account = ring.account
+            let rank = account.isSuspect(nowNanos: now) ? 2 : account.isProven ? 0 : 1
+            if rank == 1 { unknown.append((ring.attachedNanos, order.count)) }
+            order.append((rank, account.recentCost(nowNanos: now), turn, index))
+        }
+        if unknown.count > Self.probesPerPass { unknown.sort { $0.attached > $1.attached } }
+        for probe in unknown.prefix(Self.probesPerPass) { order[probe.position].rank = 0 }
+        if order.count > 1 {
+            order.sort { a, b in
+                if a.rank != b.rank { return a.rank < b.rank }
+                if a.cost != b.cost { return a.cost < b.cost }
+                return a.turn < b.turn
+            }
+        }
+        return order.map(\.index)
+    }
+
+    /// Records a visit takes from each lane of a ring not proven, or suspect: its records may be
+    /// mostly invalid (and slow to refuse), so it is learnt from small visits.
+    static let unprovenLaneRecordLimit = 1_024
+    /// Rings never drained that a pass serves with the known ones (see `serviceOrder`).
+    static let probesPerPass = 4
+
     /// Rebuilds the lane watch when rings came or went or mapped lanes; returns whether it did.
     private func watchLanes() -> Bool {
         guard laneWatchStale || watchedVersion != tracked.version else { return false }
@@ -358,7 +425,7 @@ public final class Collector: @unchecked Sendable {
     /// fastest-filling lane needs to fill (so a paced producer's lane never fills between two
     /// passes), and less when drained records wait to be published.
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
-        if pendingPublish != nil { return 0 } // a snapshot is half built: the next slice at once
+        if pendingPublish != nil || passCutShort { return 0 } // a snapshot half built, or rings not reached
         var sleep = options.pollNanos
         if soonestFillNanos != .max { sleep = min(sleep, max(soonestFillNanos / 2, Self.minimumSleepNanos)) }
         // A bot attached moments ago has no rate yet, and its producer is most likely about to
@@ -383,30 +450,56 @@ public final class Collector: @unchecked Sendable {
         if problem == nil, !wakeup.isWatching { wakeup.watchDirectory(directory.path) }
         // Rings removed or replaced under the same name: drain what is left, then let go.
         for ring in tracked.ordered where checkingIdentities {
-            let name = ring.consumer.name
+            let name = ring.name
             let identity = directory.fileIdentity(of: name)
-            guard identity != ring.consumer.identity else { continue }
+            guard identity != ring.identity else { continue }
             _ = drain(ring, nowNanos: now)
             tracked[name] = nil
-            log("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
+            ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
+        }
+        for (name, ring) in released where checkingIdentities {
+            let identity = directory.fileIdentity(of: name)
+            guard identity != ring.identity else { continue }
+            released[name] = nil
+            hasUnpublishedChanges = true
+            ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
         }
         let names = options.rings.isEmpty ? directory.ringNames() : options.rings
-        for name in names where tracked[name] == nil {
+        var waiting: [String] = []
+        for name in names where tracked[name] == nil && released[name] == nil {
             if let skip = skipped[name], now < skip.retryAtNanos { continue }
             guard tracked.count < ringLimit else {
-                if !saidRingLimit {
-                    log("cannot attach more rings: \(tracked.count) are open and the rest of this process's "
-                        + "open-file limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=) to "
-                        + "collect the other \(names.filter { tracked[$0] == nil }.count)", level: .warn)
-                    saidRingLimit = true
-                }
-                break
+                waiting.append(name)
+                continue
             }
             attach(name, nowNanos: now)
         }
+        sayWaiting(waiting, nowNanos: now)
         // A skipped ring whose file is gone is forgotten.
         for name in skipped.keys where directory.fileIdentity(of: name) == nil && !options.rings.contains(name) {
             skipped[name] = nil
+        }
+    }
+
+    /// Lists the rings that wait for a descriptor (each shown as skipped, with the reason, and
+    /// counted), and says in the log when rings begin and stop waiting.
+    private func sayWaiting(_ waiting: [String], nowNanos now: UInt64) {
+        let problem = "not attached: \(tracked.count) rings are open, all that the open-file limit allows beside the "
+            + "HTTP server's reserve; raise the limit (ulimit -n, LimitNOFILE=), or remove finished bots' files "
+            + "(ringside-dump clean)"
+        for name in waiting {
+            skipped[name] = SkippedRing(problem: problem, retryAtNanos: now, isQuiet: false)
+        }
+        if waiting.count != stats.ringsWaitingForDescriptors { hasUnpublishedChanges = true }
+        stats.ringsWaitingForDescriptors = waiting.count
+        if !waiting.isEmpty, !saidRingLimit {
+            log("cannot attach \(waiting.count) rings: \(tracked.count) are open, and the rest of this process's open-file "
+                + "limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as skipped "
+                + "and counted in ringside_collector_rings_waiting", level: .warn)
+            saidRingLimit = true
+        } else if waiting.isEmpty, saidRingLimit {
+            log("every ring found is attached again")
+            saidRingLimit = false
         }
     }
 
@@ -429,9 +522,10 @@ public final class Collector: @unchecked Sendable {
             ring.lastRejected = 0
             tracked.insert(ring)
             ring.attachedNanos = now
+            ring.touched(nowNanos: now)
             lastAttachNanos = now
             skipped[name] = nil
-            log("ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
+            ringLog("ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
                 + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
                 + "\(consumer.metrics.count) metrics, backlog \(status.backlog)")
         } catch {
@@ -449,7 +543,7 @@ public final class Collector: @unchecked Sendable {
         default:
             break
         }
-        if skipped[name]?.problem != problem { log("skipping ring \(name): \(problem)", level: .warn) }
+        if skipped[name]?.problem != problem { ringLog("skipping ring \(name): \(problem)", level: .warn) }
         skipped[name] = SkippedRing(problem: problem, retryAtNanos: now + Self.retryNanos, isQuiet: false)
     }
 
@@ -459,23 +553,23 @@ public final class Collector: @unchecked Sendable {
     /// backlog (left by an outage, or faked) is caught up over several passes, each of which
     /// visits every other ring first (a pass that drained anything is followed by another at once).
     static let passRecordLimit = 65_536
-    /// A ring whose records in one pass were almost all invalid is not read for a while.
-    static let quarantineNanos: UInt64 = 5_000_000_000
-    static let quarantineMinimumRecords = 4_096
-    static let quarantineInvalidShare = 0.9
-
     /// Drains one ring into its series; a ring whose cursors turn out corrupt is let go, and one
-    /// whose records are almost all invalid is quarantined (not read) for a while.
-    private func drain(_ ring: TrackedRing, nowNanos now: UInt64) -> Int {
+    /// whose records are mostly invalid over time is quarantined (not read) for a while (see
+    /// `DrainAccount`).
+    /// - Parameter whole: take up to `passRecordLimit` whatever the ring's standing (a forced
+    ///   pass, at stop or in a test stepping time, has no next pass to leave records to).
+    private func drain(_ ring: TrackedRing, nowNanos now: UInt64, whole: Bool = false) -> Int {
         if ring.quarantinedUntilNanos != 0 {
             guard now >= ring.quarantinedUntilNanos else { return 0 }
             ring.quarantinedUntilNanos = 0
             ring.quarantineReason = nil
-            log("ring \(ring.consumer.name): quarantine over; reading its records again")
+            ringLog("ring \(ring.name): quarantine over; reading its records again")
         }
         guard ring.consumer.hasWork else { return 0 }
+        let started = rs_clock_precise_ns()
         let rejectedBefore = ring.aggregator.rejected
-        let limitPerLane = max(1_024, Self.passRecordLimit / max(1, ring.consumer.laneCount))
+        let proven = whole || (ring.account.isProven && !ring.account.isSuspect(nowNanos: now))
+        let limitPerLane = proven ? max(1_024, Self.passRecordLimit / max(1, ring.consumer.laneCount)) : Self.unprovenLaneRecordLimit
         do {
             let count = try ring.aggregator.drain(ring.consumer, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
                                                   nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
@@ -485,15 +579,21 @@ public final class Collector: @unchecked Sendable {
             ring.drainedSincePublish += count
             ring.drainedSinceCapture += count
             let rejected = ring.aggregator.rejected &- rejectedBefore
-            if count >= Self.quarantineMinimumRecords, Double(rejected) >= Self.quarantineInvalidShare * Double(count) {
-                quarantine(ring, rejected: rejected, of: count, nowNanos: now)
+            if let verdict = ring.account.charge(costNanos: rs_clock_precise_ns() &- started, records: count,
+                                                 invalid: Int(clamping: rejected), nowNanos: now) {
+                quarantine(ring, for: verdict.nanos, reason: verdict.reason, nowNanos: now)
+            }
+            // A clean ring learnt in small visits, with records left: the next pass follows at once,
+            // and a snapshot waits for it (it would show a backlog half drained).
+            if !proven, ring.quarantinedUntilNanos == 0, !ring.account.isSuspect(nowNanos: now), ring.consumer.hasWork {
+                passCutShort = true
             }
             if count > 0 { ring.activitySinceStatus = true }
             if count > 0 { stats.lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9 }
             return count
         } catch {
-            tracked[ring.consumer.name] = nil
-            skip(ring.consumer.name, error, nowNanos: now)
+            tracked[ring.name] = nil
+            skip(ring.name, error, nowNanos: now)
             return 0
         }
     }
@@ -504,6 +604,7 @@ public final class Collector: @unchecked Sendable {
         // The ring itself counted once, whether it is tracked yet (a refresh) or not (at attach);
         // its aggregator is not read here: the caller may be mutating it.
         let others = tracked.ordered.reduce(0) { $1 === ring ? $0 : $0 + $1.aggregator.seriesCount }
+            + released.values.reduce(0) { $1 === ring ? $0 : $0 + $1.aggregator.seriesCount }
         return max(0, min(options.maxSeriesPerRing - held, options.maxSeries - others - held))
     }
 
@@ -514,23 +615,21 @@ public final class Collector: @unchecked Sendable {
         let perRing = ring.aggregator.seriesCount >= options.maxSeriesPerRing
         let cap = perRing ? "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
                           : "the collector's cap of \(options.maxSeries) series (--max-series)"
-        log("ring \(ring.consumer.name): \(cap) is reached: metric \(first.name)"
+        ringLog("ring \(ring.name): \(cap) is reached: metric \(first.name)"
             + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
             + " and any registered "
             + "after it get no series (counted in ringside_ring_series_refused and their records in "
             + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets", level: .warn)
     }
 
-    /// Stops reading a ring whose last pass was almost all invalid records, for `quarantineNanos`:
-    /// reading them cost the pass (and every other ring) its time. What it skips stays in its
-    /// lanes, and a producer that then finds them full counts its drops.
-    private func quarantine(_ ring: TrackedRing, rejected: UInt64, of count: Int, nowNanos now: UInt64) {
-        ring.quarantinedUntilNanos = now &+ Self.quarantineNanos
+    /// Stops reading a ring whose records were mostly invalid lately, for `nanos`: reading them
+    /// costs every other ring its time. What it skips stays in its lanes, and a producer that then
+    /// finds them full counts its drops.
+    private func quarantine(_ ring: TrackedRing, for nanos: UInt64, reason: String, nowNanos now: UInt64) {
+        ring.quarantinedUntilNanos = now &+ nanos
         ring.quarantines += 1
-        let reason = "quarantined for \(Self.quarantineNanos / 1_000_000_000) s: \(rejected) of the \(count) records "
-            + "drained in one pass were invalid (unknown metric, kind or sequence)"
         ring.quarantineReason = reason
-        log("ring \(ring.consumer.name): \(reason); the other rings are drained meanwhile", level: .warn)
+        ringLog("ring \(ring.name): \(reason); the other rings are drained meanwhile", level: .warn)
         hasUnpublishedChanges = true
     }
 
@@ -538,7 +637,7 @@ public final class Collector: @unchecked Sendable {
     /// moved, and logs what changed: the producer's death or return, drops, rejected records.
     /// Returns whether something changed that the snapshot should show.
     private func observe(_ ring: TrackedRing, nowNanos now: UInt64) -> Bool {
-        let name = ring.consumer.name
+        let name = ring.name
         ring.newLanesPending = ring.consumer.lookForNewLanes()
         let alive = ring.consumer.isProducerAlive
         if alive != ring.producerAlive || ring.activitySinceStatus || ring.status == nil
@@ -549,11 +648,19 @@ public final class Collector: @unchecked Sendable {
             ring.activitySinceStatus = false
         }
         guard let status = ring.status else { return false }
+        // Dead and drained: nothing more can arrive until a producer attaches again (it opens the
+        // file, which inotify reports), so the file is let go of at the end of the pass.
+        if !alive, wakeup.isWatching, ring.quarantinedUntilNanos == 0, !ring.newLanesPending,
+           now &- ring.touchedNanos >= Self.releaseGraceNanos,
+           let fresh = ring.statusNanos == now ? status : try? ring.consumer.status(producerAlive: false),
+           fresh.backlog == 0 {
+            ring.releaseDue = true
+        }
         var changed = false
         if status.producerAlive != ring.producerAlive {
             changed = true
             ring.producerAlive = status.producerAlive
-            log(status.producerAlive ? "ring \(name): producer pid \(status.producerPID) attached"
+            ringLog(status.producerAlive ? "ring \(name): producer pid \(status.producerPID) attached"
                 : "ring \(name): producer pid \(status.producerPID) died; draining what it left (backlog \(status.backlog))",
                 level: status.producerAlive ? .info : .warn)
         }
@@ -562,11 +669,11 @@ public final class Collector: @unchecked Sendable {
         if stopped != ring.producerStopped {
             changed = true
             ring.producerStopped = stopped
-            log(stopped ? "ring \(name): producer pid \(status.producerPID) is stopped (SIGSTOP or a debugger): "
+            ringLog(stopped ? "ring \(name): producer pid \(status.producerPID) is stopped (SIGSTOP or a debugger): "
                 + "alive, but none of its threads can record" : "ring \(name): producer pid \(status.producerPID) runs again")
         }
         if status.dropped > ring.lastDropped, now &- ring.lastDropLogNanos >= Self.dropLogIntervalNanos {
-            log("ring \(name): producer dropped \(status.dropped - ring.lastDropped) records, the ring was full "
+            ringLog("ring \(name): producer dropped \(status.dropped - ring.lastDropped) records, the ring was full "
                 + "(\(status.dropped) in all)", level: .warn)
             ring.lastDropped = status.dropped
             ring.lastDropLogNanos = now
@@ -574,12 +681,114 @@ public final class Collector: @unchecked Sendable {
         }
         let rejected = ring.aggregator.rejected
         if rejected > ring.lastRejected, now &- ring.lastRejectLogNanos >= Self.dropLogIntervalNanos {
-            log("ring \(name): rejected \(rejected - ring.lastRejected) invalid records (unknown metric, kind "
+            ringLog("ring \(name): rejected \(rejected - ring.lastRejected) invalid records (unknown metric, kind "
                 + "or sequence; \(rejected) in all)", level: .warn)
             ring.lastRejected = rejected
             ring.lastRejectLogNanos = now
         }
         return changed
+    }
+
+    // MARK: - Releasing and taking up again
+
+    /// A ring whose file was opened this recently is not released: the opener may be a producer
+    /// between its open (the event, already seen) and its lock (none), which would go unnoticed.
+    static let releaseGraceNanos: UInt64 = 1_000_000_000
+
+    /// Lets go of a dead, drained ring's file (its descriptor and mappings), keeping its series:
+    /// thousands of finished bots must not hold the descriptors new ones need.
+    private func release(_ ring: TrackedRing, nowNanos now: UInt64) {
+        // A last look at its registry and cells: counters' totals and gauges are final now.
+        ring.aggregator.refreshMetrics(of: ring.consumer) { seriesAllowance(for: ring, holding: $0) }
+        if ring.aggregator.sampleCells(of: ring.consumer, nowNanos: now) { ring.activitySinceStatus = true }
+        if ring.activitySinceStatus, let status = try? ring.consumer.status(producerAlive: false) { ring.status = status }
+        ring.activitySinceStatus = false
+        tracked[ring.name] = nil
+        ring.release()
+        released[ring.name] = ring
+        ring.quietSeries = nil // its next snapshot is made afresh, without a file
+        hasUnpublishedChanges = true
+        if stats.ringsWaitingForDescriptors > 0 { directoryChanged = true } // a descriptor is free for them
+        ringLog("ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "
+            + "file is taken up again when a producer attaches")
+    }
+
+    /// Reacts to files inotify saw written to, changed or opened: a tracked ring's file is checked
+    /// whole (cut short or hole-punched under its mappings: let go, with the reason), and a
+    /// released ring's is taken up again (a producer is attaching).
+    private func lookAtTouchedFiles(nowNanos now: UInt64) {
+        let touched = wakeup.takeTouched()
+        if touched.overflowed { toReacquire.formUnion(released.keys) } // an open may have been missed
+        for name in touched.names {
+            if let ring = tracked[name] {
+                ring.touchedNanos = now // perhaps a producer between its open and its lock: not released yet
+                do { try ring.consumer.checkIntact() } catch {
+                    tracked[name] = nil
+                    skip(name, error, nowNanos: now)
+                }
+            } else if released[name] != nil {
+                toReacquire.insert(name)
+            }
+        }
+        for name in toReacquire { reacquire(name, nowNanos: now) }
+    }
+
+    /// Opens a released ring's file again and drains it as before, its series intact. A file
+    /// replaced meanwhile is another ring: the released one is forgotten and discovery attaches
+    /// the new file.
+    private func reacquire(_ name: String, nowNanos now: UInt64) {
+        guard let ring = released[name] else {
+            toReacquire.remove(name)
+            return
+        }
+        guard tracked.count < ringLimit else { return } // kept in `toReacquire` until a descriptor is free
+        toReacquire.remove(name)
+        let consumer: RingConsumer
+        do {
+            consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
+        } catch {
+            released[name] = nil
+            hasUnpublishedChanges = true
+            if case .notFound = error {
+                ringLog("ring \(name) detached: its file was removed")
+            } else {
+                skip(name, error, nowNanos: now)
+            }
+            return
+        }
+        released[name] = nil
+        guard consumer.identity == ring.identity else {
+            ringLog("ring \(name) detached: its file was replaced by a new ring")
+            directoryChanged = true
+            return
+        }
+        ring.reopen(consumer)
+        ring.touched(nowNanos: now)
+        if let status = try? consumer.status() {
+            ring.status = status
+            ring.statusNanos = now
+            ring.producerAlive = status.producerAlive
+        }
+        tracked.insert(ring)
+        ring.attachedNanos = now
+        lastAttachNanos = now
+        hasUnpublishedChanges = true
+        ringLog("ring \(name) taken up again: a process opened its file")
+    }
+
+    /// Lines about single rings: 20 a second, 200 at once (see `LogBudget`).
+    private var ringLogBudget = LogBudget(perSecond: 20, burst: 200)
+
+    /// Logs a line about one ring, within `ringLogBudget`.
+    private func ringLog(_ message: String, level: LogLevel = .info) {
+        let (admitted, leftOut) = ringLogBudget.admit(nowNanos: rs_clock_precise_ns())
+        if leftOut > 0 {
+            log("\(leftOut) lines about rings were left out of this log lately (more than \(Int(ringLogBudget.perSecond)) a second); "
+                + "/health and /latest show every ring's state, ringside_collector_log_lines_suppressed_total counts them",
+                level: .warn)
+        }
+        stats.logLinesSuppressed = ringLogBudget.suppressedTotal
+        if admitted { log(message, level: level) }
     }
 
     // MARK: - Publishing
@@ -606,7 +815,7 @@ public final class Collector: @unchecked Sendable {
             let ring = pending.rings[pending.next]
             pending.next += 1
             // A ring let go since the snapshot began is left out.
-            guard tracked[ring.consumer.name] === ring else { continue }
+            guard tracked[ring.name] === ring || released[ring.name] === ring else { continue }
             let quiet = addToSnapshot(ring, &pending.snapshot, nowNanos: now, forced: pending.forced, capture: &pending.capture)
             pending.everyRingQuiet = pending.everyRingQuiet && quiet
             if rs_clock_precise_ns() >= deadline { break } // a ring is the unit: it may hold 4,096 series
@@ -645,7 +854,7 @@ public final class Collector: @unchecked Sendable {
         // Counters and gauges' last values come from the cells, sampled here; figures of the
         // ring from one status, so that they add up exactly. The status is read again when
         // records moved since (an idle ring's is read by `observe`, once a second).
-        if ring.activitySinceStatus, let status = try? ring.consumer.status(producerAlive: ring.producerAlive) {
+        if ring.activitySinceStatus, let status = try? ring.file?.status(producerAlive: ring.producerAlive) {
             ring.status = status
             ring.statusNanos = now
             ring.activitySinceStatus = false
@@ -656,11 +865,12 @@ public final class Collector: @unchecked Sendable {
         var added = 0, cellsChanged = false
         // A capture looks at every ring with records since the last one, quiet or not.
         let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0 && (capture == nil || ring.drainedSinceCapture == 0)
-        if forced || !quiet || now &- ring.cellsSampledNanos >= Self.livenessIntervalNanos {
+        // A released ring has no cells to look at: its release took their last values.
+        if let consumer = ring.file, forced || !quiet || now &- ring.cellsSampledNanos >= Self.livenessIntervalNanos {
             // Counters write no records, so a metric registered since is found here, not by a record naming it.
-            added = ring.aggregator.refreshMetrics(of: ring.consumer) { seriesAllowance(for: ring, holding: $0) }
+            added = ring.aggregator.refreshMetrics(of: consumer) { seriesAllowance(for: ring, holding: $0) }
             sayRefusedSeries(of: ring)
-            cellsChanged = ring.aggregator.sampleCells(of: ring.consumer, nowNanos: now)
+            cellsChanged = ring.aggregator.sampleCells(of: consumer, nowNanos: now)
             ring.cellsSampledNanos = now
             if cellsChanged { ring.activitySinceStatus = true }
         }
@@ -678,8 +888,13 @@ public final class Collector: @unchecked Sendable {
         return ring.quietSeries != nil && !cellsChanged && added == 0
     }
 
+    /// The rings drained and those released, in name order.
+    private var everyRing: [TrackedRing] {
+        released.isEmpty ? tracked.ordered : (tracked.ordered + released.values).sorted { $0.name < $1.name }
+    }
+
     private func evaluateSLOs(nowNanos now: UInt64) -> [SLOSnapshot] {
-        let rings = tracked.ordered
+        let rings = everyRing
         return sloStates.indices.map { index in
             let state = sloStates[index]
             let outcome = state.evaluate(rings: rings, layout: layout, nowNanos: now)
@@ -706,16 +921,16 @@ struct TrackedRings {
         set {
             precondition(newValue == nil, "rings are added with insert")
             guard byName.removeValue(forKey: name) != nil else { return }
-            ordered.removeAll { $0.consumer.name == name }
+            ordered.removeAll { $0.name == name }
             version &+= 1
         }
     }
 
     mutating func insert(_ ring: TrackedRing) {
-        let name = ring.consumer.name
+        let name = ring.name
         self[name] = nil
         byName[name] = ring
-        let at = ordered.firstIndex { $0.consumer.name > name } ?? ordered.endIndex
+        let at = ordered.firstIndex { $0.name > name } ?? ordered.endIndex
         ordered.insert(ring, at: at)
         version &+= 1
     }
@@ -737,7 +952,17 @@ struct SkippedRing {
 
 /// A ring the collector drains, with its series and what was last logged about it.
 final class TrackedRing {
-    let consumer: RingConsumer
+    let name: String
+    /// Which file it is: a file replaced under the same name is another ring.
+    let identity: RingFileIdentity
+    /// The open file, or nil once the ring is released (its producer dead, every record drained):
+    /// its series stay, its descriptor and mappings are given back.
+    private(set) var file: RingConsumer?
+    /// The open file of a ring being drained (only rings in `Collector.tracked` are).
+    var consumer: RingConsumer {
+        guard let file else { preconditionFailure("ring \(name) is released: its file is closed") }
+        return file
+    }
     var aggregator: RingAggregator
     var status: RingStatus?
     /// When `status` was read, and when liveness was last asked of the kernel.
@@ -777,14 +1002,40 @@ final class TrackedRing {
     /// Whether the log said that a series cap refused some of its metrics.
     var saidSeriesRefused = false
     /// Until when its records are not read (0: they are), why, and how many times it was.
+    /// Its producer is dead and every record drained: the pass lets go of its file at its end.
+    var releaseDue = false
+    /// When inotify last saw its file opened or changed (0: never).
+    var touchedNanos: UInt64 = 0
     var quarantinedUntilNanos: UInt64 = 0
     var quarantineReason: String?
     var quarantines: UInt64 = 0
+    /// What its drains cost lately and how many of its records were invalid.
+    var account = DrainAccount()
 
     init(consumer: RingConsumer, aggregator: RingAggregator) {
-        self.consumer = consumer
+        name = consumer.name
+        identity = consumer.identity
+        file = consumer
         self.aggregator = aggregator
     }
+
+    /// Closes its file: the descriptor and mappings are given back; everything else stays.
+    func release() { file = nil }
+
+    /// Takes the ring up again with `consumer`, a new open of the same file.
+    func reopen(_ consumer: RingConsumer) {
+        precondition(file == nil && consumer.identity == identity, "reopened with another file")
+        file = consumer
+        watchedLanes = 0
+        drainedByLane = []
+        rateSinceNanos = 0
+        newLanesPending = false
+        lastObservedNanos = 0
+        releaseDue = false
+    }
+
+    /// Marks it opened just now (by us or another process): it is not released for a moment.
+    func touched(nowNanos now: UInt64) { touchedNanos = now }
 
     /// Counts `count` records drained from `lane`, for the fill rate.
     func counted(_ count: Int, lane: Int) {
@@ -811,7 +1062,7 @@ final class TrackedRing {
     }
 
     func ringSnapshot(nowNanos now: UInt64) -> RingSnapshot {
-        var snapshot = RingSnapshot(name: consumer.name,
+        var snapshot = RingSnapshot(name: name,
                                     state: !producerAlive ? .producerDead : producerStopped ? .producerStopped : .live)
         snapshot.problem = quarantineReason
         snapshot.quarantined = quarantineReason != nil

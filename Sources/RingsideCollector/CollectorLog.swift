@@ -64,3 +64,41 @@ public struct CollectorLog: Sendable {
         }
     }
 }
+
+/// A budget for a kind of line that thousands of rings can each cause (attached, detached,
+/// dropped, quarantined): `burst` lines at once and `perSecond` after, so hostile or short-lived
+/// bots cannot flood the log. Lines past it are counted, not written; a line admitted at least
+/// `summaryNanos` after the last summary says how many were left out since.
+struct LogBudget {
+    let perSecond: Double
+    let burst: Double
+    static let summaryNanos: UInt64 = 10_000_000_000
+    private var tokens: Double
+    private var refilledNanos: UInt64 = 0
+    private var summaryNanos: UInt64 = 0
+    /// Lines left out, ever (exported), and since the last summary.
+    private(set) var suppressedTotal: UInt64 = 0
+    private var suppressedUnsaid = 0
+
+    init(perSecond: Double, burst: Double) {
+        self.perSecond = perSecond
+        self.burst = burst
+        tokens = burst
+    }
+
+    /// Whether a line may be written now; if so, also how many were left out to say first (0: none now).
+    mutating func admit(nowNanos now: UInt64) -> (admitted: Bool, leftOut: Int) {
+        if refilledNanos != 0 { tokens = min(burst, tokens + Double(now &- refilledNanos) / 1e9 * perSecond) }
+        refilledNanos = now
+        guard tokens >= 1 else {
+            suppressedTotal += 1
+            suppressedUnsaid += 1
+            return (false, 0)
+        }
+        tokens -= 1
+        guard suppressedUnsaid > 0, now &- summaryNanos >= Self.summaryNanos else { return (true, 0) }
+        summaryNanos = now
+        defer { suppressedUnsaid = 0 }
+        return (true, suppressedUnsaid)
+    }
+}

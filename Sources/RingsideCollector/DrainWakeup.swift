@@ -16,6 +16,10 @@ final class DrainWakeup {
     private let wakeRead: Int32
     private let wakeWrite: Int32
     private let prefix = Array(RingDirectory.filePrefix.utf8)
+    /// Rings whose files were written to, changed or opened since `takeTouched`, by name, and
+    /// whether events were lost (the queue overflowed): then any ring may have been touched.
+    private var touched: Set<String> = []
+    private var overflowed = false
 
     init() {
         inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
@@ -36,7 +40,9 @@ final class DrainWakeup {
     @discardableResult
     func watchDirectory(_ path: String) -> Bool {
         guard inotify >= 0 else { return false }
-        let events = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB)
+        // IN_MODIFY: a lane added (fallocate), or a file cut short or hole-punched under us;
+        // IN_OPEN: a producer attaching again to a ring whose file the collector let go of.
+        let events = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB | IN_OPEN)
             | UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
         watch = inotify_add_watch(inotify, path, events)
         return watch >= 0
@@ -63,7 +69,17 @@ final class DrainWakeup {
         return fds[0].revents != 0 && readEvents()
     }
 
-    /// Consumes pending events; true if one names a ring file or says the watch is gone.
+    /// The rings touched since the last call (see `touched`), and whether events were lost.
+    func takeTouched() -> (names: Set<String>, overflowed: Bool) {
+        defer {
+            touched.removeAll(keepingCapacity: true)
+            overflowed = false
+        }
+        return (touched, overflowed)
+    }
+
+    /// Consumes pending events; true if one names a ring file (an open aside: it only marks the
+    /// ring touched) or says the watch is gone.
     private func readEvents() -> Bool {
         var relevant = false
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
@@ -79,9 +95,13 @@ final class DrainWakeup {
                 let name = buffer[(offset + headerSize)..<min(count, offset + headerSize + length)].prefix { $0 != 0 }
                 if mask & UInt32(IN_Q_OVERFLOW | IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
                     if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 { watch = -1 }
+                    if mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
                     relevant = true
                 } else if name.starts(with: prefix) {
-                    relevant = true
+                    if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_OPEN) != 0 {
+                        touched.insert(String(decoding: name.dropFirst(prefix.count), as: UTF8.self))
+                    }
+                    if mask & ~UInt32(IN_OPEN) != 0 { relevant = true }
                 }
                 offset += headerSize + length
             }

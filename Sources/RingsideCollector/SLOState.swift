@@ -32,7 +32,7 @@ struct SLOState {
         var bound: Double?
         var unit: MetricUnit?
         for ring in rings {
-            let name = ring.consumer.name
+            let name = ring.name
             outcome.matchingSeries += ring.aggregator.mergeHistograms(window: window, nowNanos: now, into: &merged) { metric in
                 guard rule.matches(ring: name, metric: metric.name, labels: metric.labelDictionary),
                       let threshold = rule.threshold(in: metric.unit) else { return false }

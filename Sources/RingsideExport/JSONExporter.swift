@@ -183,6 +183,8 @@ public enum JSONExporter {
             json.field("last_pass_seconds", stats.lastPassSeconds)
             json.field("passes", stats.passes)
             json.field("started_at", utcTimestamp(realtimeNanos: stats.startedRealtimeNanos))
+            json.field("log_lines_suppressed", stats.logLinesSuppressed)
+            json.field("rings_waiting", stats.ringsWaitingForDescriptors)
             if let errors = stats.hlogErrors { json.field("hlog_errors", errors) }
             if let history = stats.history {
                 json.field("history_series", history.series)

@@ -175,7 +175,7 @@ public enum PrometheusExporter {
         family("ringside_ring_records_refused_total", "counter",
                "Valid records of series refused at a cap: counted, not aggregated", perRing { Double($0.recordsRefusedTotal) })
         family("ringside_ring_quarantined", "gauge",
-               "1 while the ring's records are not read: almost all of one pass's were invalid (see its log and /health)",
+               "1 while the ring's records are not read: many were invalid lately (see its log and /health)",
                perRing { $0.quarantined ? 1 : 0 })
         family("ringside_ring_quarantines_total", "counter", "Times the ring was quarantined for invalid records",
                perRing { Double($0.quarantinesTotal) })
@@ -223,6 +223,12 @@ public enum PrometheusExporter {
                [([], Double(stats.seriesLimitPerRing))])
         family("ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
                [([], Double(stats.startedRealtimeNanos) / 1e9)])
+        family("ringside_collector_log_lines_suppressed_total", "counter",
+               "Log lines about single rings left out because more than 20 a second came (their states are in /health)",
+               [([], Double(stats.logLinesSuppressed))])
+        family("ringside_collector_rings_waiting", "gauge",
+               "Ring files found but not attached: the open-file limit, less the HTTP server's reserve, is reached",
+               [([], Double(stats.ringsWaitingForDescriptors))])
         if let errors = stats.hlogErrors {
             family("ringside_collector_hlog_errors_total", "counter", "Failed opens, writes and renames of the --hlog latency log",
                    [([], Double(errors))])

@@ -223,6 +223,11 @@ public struct CollectorStats: Sendable {
     /// With `--history`: the series its per-second history holds, those of the last snapshot it
     /// refused for want of room, and its cap (`--history-max-series`); nil with `--history 0`.
     public var history: (series: Int, refused: Int, limit: Int)?
+    /// Lines about single rings left out of the log by its budget (thousands of rings at once).
+    public var logLinesSuppressed: UInt64 = 0
+    /// Ring files found that could not be attached for want of open files (the limit less the
+    /// HTTP server's reserve); each is listed as skipped with the reason.
+    public var ringsWaitingForDescriptors = 0
 
     public init() {}
 }

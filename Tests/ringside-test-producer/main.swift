@@ -42,6 +42,8 @@
 //       full), increments counter "lane_increments" {source="test"} N times, then sets gauge
 //       "lane_level" to t (a record too). Prints "lanes L written W dropped D" and exits; with
 //       --hold, prints "ready PID" instead and sleeps until killed, its threads holding their lanes.
+//   ringside-test-producer short-bots --dir DIR --ring PREFIX --count N
+//       attaches N rings PREFIX-0000 ... (capacity 1024), records 1 value in each, exits
 //   ringside-test-producer tasks --dir DIR --ring NAME --tasks T
 //       a TaskGroup of T tasks, each timing an async span (around Task.yield and a 1 ms sleep) into
 //       histogram "task_span" (us) with measure; prints "tasks T lanes L".
@@ -73,7 +75,7 @@ if arguments == ["first-bot"] {
 }
 guard let mode = arguments.first, ["sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
                                    "threads", "short-threads", "short-threads-joined", "tasks", "fork",
-                                   "fork-warm", "lanes"].contains(mode) else {
+                                   "fork-warm", "lanes", "short-bots"].contains(mode) else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
 }
 arguments.removeFirst()
@@ -94,6 +96,18 @@ var ringOptions = Ring.Options()
 if let capacity = options["capacity"].flatMap(Int.init) { ringOptions.capacity = capacity }
 let metricCount = Int(options["metrics"] ?? "0") ?? 0
 if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
+
+// `short-bots`: COUNT bots named RING-0000 ..., each attached, given one record, and left (as cron
+// jobs are): the process exits holding none, and the collector sees COUNT dead bots.
+if mode == "short-bots" {
+    for index in 0..<count {
+        let bot = try Ring.attach(ringName + "-" + String(format: "%04d", index), directory: options["dir"],
+                                  options: .init(capacity: 1024, maxMetrics: 4))
+        try bot.histogram("job_seconds").record(index + 1)
+    }
+    print("bots \(count)")
+    exit(0)
+}
 
 /// Makes `count` calls of each hot-path operation; returns malloc calls and heap growth.
 func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, heapBytes: Int) {

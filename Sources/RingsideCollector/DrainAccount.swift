@@ -1,0 +1,90 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One ring's drain over time: what draining it cost the drain thread lately, and how many of
+/// its records were invalid. The drain loop serves rings by it (see `Collector.serviceOrder`):
+/// rings that cost little come first in every pass, rings that wrote invalid records lately come
+/// after every clean one, and a ring whose records are mostly invalid over a span is quarantined.
+///
+/// Judged over time, not per pass, so that no way of slicing the garbage (a little in each pass,
+/// a valid record among a few invalid ones) escapes it; a sound producer never writes an invalid
+/// record (a record naming a metric registered since the last look is looked up again, not
+/// rejected), so the thresholds cost an honest bot nothing.
+struct DrainAccount {
+    /// The half-life of `recentCost`: a ring's share of the drain thread over about a second.
+    static let costHalfLifeNanos: Double = 1e9
+    /// The span over which invalid records are counted, and what a span must hold to quarantine.
+    static let spanNanos: UInt64 = 1_000_000_000
+    static let quarantineMinimumInvalid = 128
+    static let quarantineInvalidShare = 0.1
+    /// How long a ring that wrote an invalid record is served after the clean ones.
+    static let suspectNanos: UInt64 = 10_000_000_000
+    /// The first quarantine's length; each one that follows the last without a clean span between
+    /// them is twice as long, up to `longestQuarantineNanos`.
+    static let quarantineNanos: UInt64 = 5_000_000_000
+    static let longestQuarantineNanos: UInt64 = 60_000_000_000
+
+    /// Nanoseconds of draining, decayed with `costHalfLifeNanos`, as of `costNanosAt`.
+    private var cost: Double = 0
+    private var costNanosAt: UInt64 = 0
+    /// The current span: when it began, its records, and the invalid ones among them.
+    private var spanStart: UInt64 = 0
+    private var spanRecords = 0
+    private var spanInvalid = 0
+    private var suspectUntilNanos: UInt64 = 0
+    /// Quarantines since the last clean span.
+    private var strikes = 0
+    /// Valid records drained, ever.
+    private var validRecords: UInt64 = 0
+
+    /// The drain time it cost lately (decayed nanoseconds): the smaller, the sooner it is served.
+    func recentCost(nowNanos now: UInt64) -> Double {
+        guard cost > 0 else { return 0 }
+        return cost * Self.decay(over: now &- costNanosAt)
+    }
+
+    /// Whether it has proven itself a producer of valid records: `provenRecords` of them drained.
+    /// Until then its drains are small and it is served after the proven rings (see
+    /// `Collector.serviceOrder`): a ring that wrote one valid record and then floods must not go
+    /// first because its history is cheap.
+    var isProven: Bool { validRecords >= Self.provenRecords }
+    static let provenRecords: UInt64 = 4_096
+
+    /// Whether it wrote an invalid record in the last `suspectNanos`.
+    func isSuspect(nowNanos now: UInt64) -> Bool { now < suspectUntilNanos }
+
+    /// Counts one drain: its time, its records and the invalid ones. Returns a quarantine (its
+    /// length and why) when the span's records are mostly invalid.
+    mutating func charge(costNanos: UInt64, records: Int, invalid: Int, nowNanos now: UInt64)
+        -> (nanos: UInt64, reason: String)? {
+        cost = recentCost(nowNanos: now) + Double(costNanos)
+        costNanosAt = now
+        if now &- spanStart >= Self.spanNanos {
+            if spanRecords > 0, spanInvalid == 0 { strikes = 0 } // a clean span forgives
+            spanStart = now
+            spanRecords = 0
+            spanInvalid = 0
+        }
+        validRecords &+= UInt64(max(0, records - invalid))
+        spanRecords += records
+        spanInvalid += invalid
+        if invalid > 0 { suspectUntilNanos = now &+ Self.suspectNanos }
+        guard spanInvalid >= Self.quarantineMinimumInvalid,
+              Double(spanInvalid) >= Self.quarantineInvalidShare * Double(spanRecords) else { return nil }
+        let nanos = min(Self.quarantineNanos << UInt64(min(strikes, 8)), Self.longestQuarantineNanos)
+        strikes += 1
+        let seconds = Double((now &- spanStart) / 1_000_000) / 1e3
+        let reason = "quarantined for \(nanos / 1_000_000_000) s: \(spanInvalid) of the \(spanRecords) records drained "
+            + "in the last \(seconds) s were invalid (unknown metric, kind or sequence)"
+        spanStart = now
+        spanRecords = 0
+        spanInvalid = 0
+        return (nanos, reason)
+    }
+
+    /// The share of a cost left after `nanos`.
+    private static func decay(over nanos: UInt64) -> Double {
+        nanos == 0 ? 1 : exp2(-Double(nanos) / costHalfLifeNanos)
+    }
+}
