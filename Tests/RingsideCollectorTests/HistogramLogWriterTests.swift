@@ -236,14 +236,19 @@ struct HistogramLogOptionsTests {
         #expect(try CollectorOptions.parse(["--hlog", "p", "--hlog-max-bytes", "2G"])?.hlogMaxBytes == 2 << 30)
     }
 
-    @Test("a bad value is a usage error naming the flag")
-    func badValues() {
+    @Test("a bad value is a usage error naming the flag; --hlog and --json-dump must name a file")
+    func badValues() throws {
         for arguments in [["--hlog", ""], ["--hlog"], ["--hlog", "p", "--hlog-interval", "50ms"], ["--hlog", "p", "--hlog-interval", "2h"],
                           ["--hlog", "p", "--hlog-interval", "soon"], ["--hlog", "p", "--hlog-max-bytes", "100"],
                           ["--hlog", "p", "--hlog-max-bytes", "-5"], ["--hlog", "p", "--hlog-max-bytes", "12X"],
                           ["--hlog", "p", "--hlog-max-bytes", "99999999999999999999"], ["--hlog-interval", "5s"],
-                          ["--hlog-max-bytes", "1M"]] {
+                          ["--hlog-max-bytes", "1M"], ["--hlog", "/var/log/"], ["--hlog", "logs/.."], ["--json-dump", ""],
+                          ["--json-dump", "/tmp/"], ["--json-dump", "."]] {
             #expect(throws: UsageError.self, "\(arguments)") { try CollectorOptions.parse(arguments) }
         }
+        #expect(throws: UsageError("--hlog /var/log/: expected the path of a file (DIRECTORY/NAME), not of a directory")) {
+            try CollectorOptions.parse(["--hlog", "/var/log/"])
+        }
+        #expect(try CollectorOptions.parse(["--json-dump", "latest.json"])?.jsonDumpPath == "latest.json")
     }
 }
