@@ -20,7 +20,7 @@ import Glibc
 ///
 /// Used by one thread at a time (the daemon's main thread).
 final class LogDirectory {
-    /// The directory's path, as given.
+    /// The directory's path, as given less trailing slashes.
     let path: String
     /// The collector's effective user: the owner of every file it makes, and of those it moves or replaces.
     let owner: uid_t
@@ -30,7 +30,8 @@ final class LogDirectory {
     /// so the operator's tools (HistogramLogAnalyzer, a log shipper) need not run as the collector's user.
     static let fileMode: mode_t = 0o644
 
-    /// Opens the directory at `path` (trailing slashes dropped) and checks that only the collector (or root) can change what is in it.
+    /// Opens the directory at `path` and checks that only the collector's user or root can change
+    /// what is in it.
     ///
     /// The path's last component may not be a symbolic link (`O_NOFOLLOW`): the directory checked
     /// is then the one the operator named, not one a link points to now. Links among its parents
