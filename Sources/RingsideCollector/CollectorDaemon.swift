@@ -30,6 +30,17 @@ public enum CollectorDaemon {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
 
+        // Before anything is served: a directory another user could write is refused here, where
+        // the operator sees it at once, not later as counted errors.
+        var directories: [String: LogDirectory] = [:]
+        for (flag, path) in [("--hlog", options.hlogPath), ("--json-dump", options.jsonDumpPath)] {
+            guard let path else { continue }
+            do { directories[flag] = try LogDirectory(path: LogDirectory.split(path).directory) } catch {
+                log("\(flag) \(path): \(error); not starting", level: .error)
+                return 1
+            }
+        }
+
         let collector = Collector(options: options, log: log)
         let endpoints = CollectorEndpoints(collector: collector)
         let server: HTTPServer
@@ -60,10 +71,14 @@ public enum CollectorDaemon {
         }
         collector.start()
 
-        var dumper = options.jsonDumpPath.map { JSONDumpWriter(path: $0, intervalNanos: options.dumpIntervalNanos) }
-        let hlog = options.hlogPath.map {
-            HistogramLogWriter(path: $0, maxBytes: options.hlogMaxBytes, startRealtimeNanos: collector.startedRealtimeNanos,
-                               program: CollectorOptions.versionLine, log: log)
+        var dumper = options.jsonDumpPath.flatMap { path in
+            directories["--json-dump"].map { JSONDumpWriter(path: path, directory: $0, intervalNanos: options.dumpIntervalNanos) }
+        }
+        let hlog = options.hlogPath.flatMap { path in
+            directories["--hlog"].map {
+                HistogramLogWriter(path: path, directory: $0, maxBytes: options.hlogMaxBytes,
+                                   startRealtimeNanos: collector.startedRealtimeNanos, program: CollectorOptions.versionLine, log: log)
+            }
         }
         /// --hlog: the interval the drain thread captured last, written here, off the drain thread.
         func writeLatencyLog() {
@@ -103,44 +118,3 @@ public enum CollectorDaemon {
         return 0
     }
 }
-
-/// Writes the `/latest` document to a file every interval, atomically (write, then rename).
-struct JSONDumpWriter {
-    let path: String
-    let intervalNanos: UInt64
-    private var lastNanos: UInt64 = 0
-    private var lastError: String?
-
-    init(path: String, intervalNanos: UInt64) {
-        self.path = path
-        self.intervalNanos = intervalNanos
-    }
-
-    mutating func writeIfDue(_ snapshot: Snapshot, nowNanos now: UInt64, log: CollectorLog) {
-        if lastNanos == 0 { lastNanos = now }
-        guard now &- lastNanos >= intervalNanos else { return }
-        lastNanos = now
-        write(snapshot, log: log)
-    }
-
-    mutating func write(_ snapshot: Snapshot, log: CollectorLog) {
-        let temporary = path + ".tmp.\(getpid())"
-        let body = JSONExporter.latest(snapshot)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        var failure: String?
-        if fd < 0 {
-            failure = "open \(temporary): \(String(cString: strerror(errno)))"
-        } else {
-            let written = body.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written != body.count { failure = "write \(temporary): \(String(cString: strerror(errno)))" }
-            close(fd)
-            if failure == nil, rename(temporary, path) != 0 {
-                failure = "rename to \(path): \(String(cString: strerror(errno)))"
-            }
-            if failure != nil { unlink(temporary) }
-        }
-        if let failure, failure != lastError { log("cannot write the JSON dump: \(failure)", level: .error) }
-        lastError = failure
-    }
-}
-

@@ -151,11 +151,14 @@ public struct CollectorOptions: Sendable, Equatable {
                     return q
                 }
                 options.quantiles = Array(Set(options.quantiles)).sorted()
-            case "--json-dump": options.jsonDumpPath = try value(for: flag)
-            case "--hlog":
+            case "--json-dump", "--hlog":
                 let path = try value(for: flag)
-                guard !path.isEmpty else { throw UsageError("--hlog is empty") }
-                options.hlogPath = path
+                guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
+                // The file's directory is opened and the file created by name in it (LogDirectory).
+                guard LogDirectory.namesFile(path) else {
+                    throw UsageError("\(flag) \(path): expected the path of a file (DIRECTORY/NAME), not of a directory")
+                }
+                if flag == "--hlog" { options.hlogPath = path } else { options.jsonDumpPath = path }
             case "--hlog-interval":
                 let text = try value(for: flag)
                 options.hlogIntervalNanos = try parseDuration(text, flag: flag)

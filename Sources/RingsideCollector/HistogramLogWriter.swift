@@ -17,12 +17,19 @@ import RingsideExport
 /// at most about twice `maxBytes` on disk (more only when one interval's lines alone exceed it).
 /// A file already at `PATH` when the collector starts is renamed `PATH.1` likewise.
 ///
-/// Errors (a bad path, a full disk): logged when they start, change and end, counted in
-/// ``errors``, never fatal. The records of an interval that could not be written go in the next
-/// one written (its interval is then longer), in a new file.
+/// Files: through a ``LogDirectory``, so only a regular file of the collector's is ever moved
+/// aside, and each new file is created new, never opened where something already is: a link,
+/// FIFO or foreign file at `PATH` is refused and left alone.
+///
+/// Errors (a refused or planted `PATH`, a full disk): logged when they start, change and end,
+/// counted in ``errors``, never fatal. The records of an interval that could not be written go in
+/// the next one written (its interval is then longer), in a new file.
 final class HistogramLogWriter {
     let path: String
     let maxBytes: UInt64
+    private let directory: LogDirectory
+    /// The file's name in `directory`.
+    private let name: String
     private let program: String
     private let log: CollectorLog
     private var descriptor: Int32 = -1
@@ -40,10 +47,14 @@ final class HistogramLogWriter {
     private(set) var errors: UInt64 = 0
     private(set) var rotations: UInt64 = 0
     private var lastError: String?
-    private var isFirstFile = true
 
-    init(path: String, maxBytes: UInt64, startRealtimeNanos: UInt64, program: String, log: CollectorLog) {
+    /// - Parameters:
+    ///   - path: the log's path, as the operator gave it (for messages).
+    ///   - directory: `path`'s directory, opened (see ``LogDirectory/split(_:)``).
+    init(path: String, directory: LogDirectory, maxBytes: UInt64, startRealtimeNanos: UInt64, program: String, log: CollectorLog) {
         self.path = path
+        self.directory = directory
+        name = LogDirectory.split(path).name
         self.maxBytes = maxBytes
         self.program = program
         self.log = log
@@ -105,21 +116,18 @@ final class HistogramLogWriter {
         }
     }
 
-    /// Renames what is at `path` to `PATH.1` and begins a new file there with its header, its
-    /// StartTime the start of the next interval. False (logged and counted) if it cannot.
+    /// Moves the file at `path` aside to `PATH.1` and creates a new one there with its header, its
+    /// StartTime the start of the next interval. False (logged and counted) if it cannot: then
+    /// nothing was opened, and whatever is at `path` (not a file of ours) is where it was.
     private func openNewFile() -> Bool {
         close()
-        var info = stat()
-        // Only a regular file is moved aside (never a directory, a device or a pipe given as PATH).
-        if stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size > 0 || !isFirstFile {
-            if rename(path, path + ".1") != 0 {
-                return fail("cannot rename \(path) to \(path).1: \(String(cString: strerror(errno)))")
-            }
+        do {
+            try directory.moveAside(name, to: name + ".1")
+            // Something planted at `path` since the move makes this create fail: it is never opened.
+            descriptor = try directory.create(name)
+        } catch {
+            return fail("\(error)")
         }
-        isFirstFile = false
-        let opened = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o644)
-        guard opened >= 0 else { return fail("cannot open \(path): \(String(cString: strerror(errno)))") }
-        descriptor = opened
         size = 0
         fileStartNanos = intervalStartNanos
         let header = HistogramLog.header(startRealtimeNanos: fileStartNanos, program: program)

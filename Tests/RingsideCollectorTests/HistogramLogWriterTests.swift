@@ -25,6 +25,12 @@ private func capture(_ cumulative: Histogram, atSecond second: UInt64, id: UInt6
     return capture
 }
 
+/// A writer of `path` (in its directory, opened), its StartTime 1,700,000,000 s.
+private func makeWriter(_ path: String, maxBytes: UInt64 = 1 << 20, log: CollectorLog) throws -> HistogramLogWriter {
+    HistogramLogWriter(path: path, directory: try LogDirectory(path: LogDirectory.split(path).directory), maxBytes: maxBytes,
+                       startRealtimeNanos: 1_700_000_000_000_000_000, program: "test", log: log)
+}
+
 private func intervalLines(_ path: String) throws -> [[String]] {
     try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n")
         .filter { $0.hasPrefix("Tag=") }.map { $0.split(separator: ",").map(String.init) }
@@ -37,8 +43,7 @@ struct HistogramLogWriterTests {
         try withTemporaryFolder { folder in
             let path = folder + "/latency.hlog"
             let captured = CapturedLog()
-            let writer = HistogramLogWriter(path: path, maxBytes: 1 << 20, startRealtimeNanos: 1_700_000_000_000_000_000,
-                                            program: "test", log: captured.log)
+            let writer = try makeWriter(path, log: captured.log)
             var all = Histogram()
             for value: UInt64 in [1_000, 2_000, 3_000] { all.record(value) }
             writer.write(capture(all, atSecond: 1))
@@ -68,8 +73,7 @@ struct HistogramLogWriterTests {
             try "an older run's log\n".write(toFile: path, atomically: false, encoding: .utf8)
             let captured = CapturedLog()
             let bound: UInt64 = 2_000
-            let writer = HistogramLogWriter(path: path, maxBytes: bound, startRealtimeNanos: 1_700_000_000_000_000_000,
-                                            program: "test", log: captured.log)
+            let writer = try makeWriter(path, maxBytes: bound, log: captured.log)
             #expect(try String(contentsOfFile: path + ".1", encoding: .utf8) == "an older run's log\n")
             var all = Histogram()
             var lines = 0
@@ -94,13 +98,13 @@ struct HistogramLogWriterTests {
         }
     }
 
-    @Test("a path that cannot be written is logged once and counted, not fatal; what it missed is written once it can be")
+    @Test("a PATH that cannot be written is logged once and counted, not fatal; what it missed is written once it can be")
     func writeError() throws {
         try withTemporaryFolder { folder in
-            let path = folder + "/missing/latency.hlog"
+            let path = folder + "/latency.hlog"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
             let captured = CapturedLog()
-            let writer = HistogramLogWriter(path: path, maxBytes: 1 << 20, startRealtimeNanos: 1_700_000_000_000_000_000,
-                                            program: "test", log: captured.log)
+            let writer = try makeWriter(path, log: captured.log)
             var all = Histogram()
             for second in 1 ... 3 as ClosedRange<UInt64> {
                 all.record(1_000 * second)
@@ -108,38 +112,66 @@ struct HistogramLogWriterTests {
             }
             #expect(writer.errors == 4) // the open at start, then one per interval
             #expect(captured.all.count == 1)
-            #expect(captured.contains("cannot open \(path): No such file or directory"))
-            // A file where the folder should be: another error, said once.
-            try "".write(toFile: folder + "/missing", atomically: false, encoding: .utf8)
-            all.record(4_000)
-            writer.write(capture(all, atSecond: 4))
-            #expect(captured.all.count == 2 && captured.contains("Not a directory"))
-            try FileManager.default.removeItem(atPath: folder + "/missing")
-            try FileManager.default.createDirectory(atPath: folder + "/missing", withIntermediateDirectories: false)
-            all.record(5_000)
-            writer.write(capture(all, atSecond: 5))
+            #expect(captured.contains("--hlog: \(path) is a directory, not a regular file of the collector's: left alone",
+                                      "tries again next interval"))
+            #expect(FileManager.default.fileExists(atPath: path) && !FileManager.default.fileExists(atPath: path + ".1"))
+            // A FIFO in its place: another error, said once, and no open that would block.
+            try FileManager.default.removeItem(atPath: path)
+            #expect(mkfifo(path, 0o644) == 0)
+            expectNoBlock(on: path) {
+                for second in 4 ... 5 as ClosedRange<UInt64> {
+                    all.record(1_000 * second)
+                    writer.write(capture(all, atSecond: second))
+                }
+            }
+            #expect(captured.all.count == 2 && captured.contains("\(path) is a FIFO (named pipe)"))
+            try FileManager.default.removeItem(atPath: path)
+            all.record(6_000)
+            writer.write(capture(all, atSecond: 6))
             writer.close()
-            #expect(captured.contains("is written again"))
+            #expect(captured.all.count == 3 && captured.contains("is written again"))
             let lines = try intervalLines(path)
             #expect(lines.count == 1)
-            #expect(try #require(HdrHistogramEncoding.decode(base64: lines[0][4])).totalCount == 5, "every record since the start")
-            #expect(lines[0][2] == "5.000")
+            #expect(try #require(HdrHistogramEncoding.decode(base64: lines[0][4])).totalCount == 6, "every record since the start")
+            #expect(lines[0][2] == "6.000")
+            #expect(writer.errors == 6)
         }
     }
 
-    @Test("a directory given as PATH is left where it is: an error, not a rename")
-    func directoryPath() throws {
+    @Test("a link planted at PATH while the log rotates is refused and counted, never written through; the log resumes once it is gone")
+    func linkPlantedAtRotation() throws {
         try withTemporaryFolder { folder in
-            let path = folder + "/logs"
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            let path = folder + "/latency.hlog"
+            let target = try LinkTarget(in: folder)
             let captured = CapturedLog()
-            let writer = HistogramLogWriter(path: path, maxBytes: 1 << 20, startRealtimeNanos: 1_700_000_000_000_000_000,
-                                            program: "test", log: captured.log)
+            let writer = try makeWriter(path, maxBytes: 4096, log: captured.log)
             var all = Histogram()
-            all.record(1)
-            writer.write(capture(all, atSecond: 1))
-            #expect(writer.errors == 2 && captured.all.count == 1 && captured.contains("Is a directory"))
-            #expect(!FileManager.default.fileExists(atPath: path + ".1"))
+            var second: UInt64 = 0
+            // Until the first rotation.
+            while writer.rotations == 0 {
+                second += 1
+                for value in 0 ..< 40 as Range<UInt64> { all.record(1_000 + value * 10_007 * second) }
+                writer.write(capture(all, atSecond: second))
+            }
+            #expect(writer.errors == 0)
+            // Between the move aside and the next create, as a racing attacker would: the file moved away, a link in its place.
+            try FileManager.default.moveItem(atPath: path, toPath: folder + "/moved")
+            #expect(symlink(target.path, path) == 0)
+            // Writes go on into the open file until the bound calls for the next one.
+            for _ in 1 ... 40 where writer.errors < 3 {
+                second += 1
+                for value in 0 ..< 40 as Range<UInt64> { all.record(1_000 + value * 10_007 * second) }
+                writer.write(capture(all, atSecond: second))
+            }
+            #expect(target.isUnchanged && entryKind(path) == S_IFLNK)
+            #expect(writer.errors == 3, "each interval's attempt counted")
+            #expect(captured.all.count == 1 && captured.contains("\(path) is a symbolic link, not a regular file of the collector's"))
+            try FileManager.default.removeItem(atPath: path)
+            second += 1
+            all.record(5)
+            writer.write(capture(all, atSecond: second))
+            writer.close()
+            #expect(captured.contains("is written again") && entryKind(path) == S_IFREG && target.isUnchanged)
         }
     }
 
@@ -147,8 +179,7 @@ struct HistogramLogWriterTests {
     func forgetting() throws {
         try withTemporaryFolder { folder in
             let path = folder + "/latency.hlog"
-            let writer = HistogramLogWriter(path: path, maxBytes: 1 << 20, startRealtimeNanos: 1_700_000_000_000_000_000,
-                                            program: "test", log: CapturedLog().log)
+            let writer = try makeWriter(path, log: CapturedLog().log)
             var all = Histogram()
             all.record(7)
             writer.write(capture(all, atSecond: 1, id: 1), liveSeries: [1])
@@ -205,14 +236,19 @@ struct HistogramLogOptionsTests {
         #expect(try CollectorOptions.parse(["--hlog", "p", "--hlog-max-bytes", "2G"])?.hlogMaxBytes == 2 << 30)
     }
 
-    @Test("a bad value is a usage error naming the flag")
-    func badValues() {
+    @Test("a bad value is a usage error naming the flag; --hlog and --json-dump must name a file")
+    func badValues() throws {
         for arguments in [["--hlog", ""], ["--hlog"], ["--hlog", "p", "--hlog-interval", "50ms"], ["--hlog", "p", "--hlog-interval", "2h"],
                           ["--hlog", "p", "--hlog-interval", "soon"], ["--hlog", "p", "--hlog-max-bytes", "100"],
                           ["--hlog", "p", "--hlog-max-bytes", "-5"], ["--hlog", "p", "--hlog-max-bytes", "12X"],
                           ["--hlog", "p", "--hlog-max-bytes", "99999999999999999999"], ["--hlog-interval", "5s"],
-                          ["--hlog-max-bytes", "1M"]] {
+                          ["--hlog-max-bytes", "1M"], ["--hlog", "/var/log/"], ["--hlog", "logs/.."], ["--json-dump", ""],
+                          ["--json-dump", "/tmp/"], ["--json-dump", "."]] {
             #expect(throws: UsageError.self, "\(arguments)") { try CollectorOptions.parse(arguments) }
         }
+        #expect(throws: UsageError("--hlog /var/log/: expected the path of a file (DIRECTORY/NAME), not of a directory")) {
+            try CollectorOptions.parse(["--hlog", "/var/log/"])
+        }
+        #expect(try CollectorOptions.parse(["--json-dump", "latest.json"])?.jsonDumpPath == "latest.json")
     }
 }

@@ -188,6 +188,17 @@ package func requiredSystemTool(_ name: String) throws -> String? {
     return nil
 }
 
+/// Whether this process runs as root, as a test that acts as another user (chown, `setpriv`)
+/// needs: false, after saying why the test skips, when it does not. Under CI (`CI` set) not being
+/// root is an error, so CI cannot pass by skipping.
+package func requiredRoot(_ purpose: String) throws -> Bool {
+    if geteuid() == 0 { return true }
+    let problem = "\(purpose) needs root (this test runs as uid \(geteuid()))"
+    if ProcessInfo.processInfo.environment["CI"] != nil { throw TestSupportError(problem + "; CI must run it as root") }
+    print("skipping: \(problem)")
+    return false
+}
+
 /// The path of `name` on `PATH`, or nil.
 package func systemTool(_ name: String) -> String? {
     (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
@@ -195,7 +206,7 @@ package func systemTool(_ name: String) -> String? {
 }
 
 /// The Debian package of each tool the tests ask for, where its name differs.
-private let debianPackages = ["promtool": "prometheus", "cc": "gcc", "c++": "g++"]
+private let debianPackages = ["promtool": "prometheus", "cc": "gcc", "c++": "g++", "setpriv": "util-linux", "perl": "perl-base"]
 
 // MARK: - Seeded randomness and file surgery
 

@@ -2,6 +2,7 @@
 `hdrhistogram`), holds what was written, and its quantiles are the collector's."""
 
 import os
+import subprocess
 import time
 
 import pytest
@@ -101,8 +102,10 @@ def test_hlog_that_cannot_be_written_is_logged_counted_and_not_fatal(ring_dir, t
     binary = _collector_path()
     if binary is None:
         missing("ringside-collector is not built: run `swift build` or set RINGSIDE_COLLECTOR")
-    path = str(tmp_path / "missing" / "latency.hlog")
-    collector = Collector(binary, ring_dir, "--hlog", path)
+    # A directory where the log should be: refused (never moved or written), counted, said once.
+    path = tmp_path / "latency.hlog"
+    path.mkdir()
+    collector = Collector(binary, ring_dir, "--hlog", str(path))
     try:
         bot = ringside.Bot("hlogfail", ring_dir)
         bot.histogram("lat", unit="ns").observe(1234)
@@ -111,10 +114,22 @@ def test_hlog_that_cannot_be_written_is_logged_counted_and_not_fatal(ring_dir, t
         errors = collector.wait_for("an error counted", lambda: collector.latest()["collector"].get("hlog_errors", 0))
         assert errors >= 1
         assert "ringside_collector_hlog_errors_total" in collector.get("/metrics")
-        said = [line for line in collector.log if "--hlog: cannot open" in line]
+        said = [line for line in collector.log if f"--hlog: {path} is a directory" in line]
         assert len(said) == 1, collector.log
         assert collector.process.poll() is None
     finally:
         collector.stop()
     assert collector.process.returncode == 0
-    assert not os.path.exists(path)
+    assert path.is_dir() and not os.path.exists(str(path) + ".1")
+
+
+def test_hlog_in_a_missing_directory_stops_the_start(ring_dir, tmp_path):
+    binary = _collector_path()
+    if binary is None:
+        missing("ringside-collector is not built: run `swift build` or set RINGSIDE_COLLECTOR")
+    path = tmp_path / "missing" / "latency.hlog"
+    run = subprocess.run([binary, "--dir", ring_dir, "--listen", "127.0.0.1:0", "--hlog", str(path)],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 1
+    assert f"--hlog {path}: cannot open the directory {path.parent}: No such file or directory; not starting" in run.stderr
+    assert "listening on" not in run.stderr

@@ -1,0 +1,71 @@
+import Foundation
+import RingsideExport
+
+/// Writes `--json-dump`: the `/latest` document to a file every interval, atomically, from the
+/// daemon loop.
+///
+/// Each document goes whole into a new file of an unguessable name beside `PATH`, created
+/// `O_EXCL` (see ``LogDirectory/createTemporary(for:)``), which is then renamed over `PATH`:
+/// a reader sees the old document or the new one, never part of one. `PATH` is replaced only
+/// when it holds nothing or a regular file of the collector's; a link, FIFO, directory or another
+/// user's file there is refused and left alone, and the temporary file removed.
+///
+/// Errors: logged when they start, change and end, never fatal; the next interval tries again.
+struct JSONDumpWriter {
+    let path: String
+    let intervalNanos: UInt64
+    private let directory: LogDirectory
+    /// The file's name in `directory`.
+    private let name: String
+    private var lastNanos: UInt64 = 0
+    private var lastError: String?
+
+    /// - Parameters:
+    ///   - path: the dump's path, as the operator gave it (for messages).
+    ///   - directory: `path`'s directory, opened (see ``LogDirectory/split(_:)``).
+    init(path: String, directory: LogDirectory, intervalNanos: UInt64) {
+        self.path = path
+        self.directory = directory
+        name = LogDirectory.split(path).name
+        self.intervalNanos = intervalNanos
+    }
+
+    mutating func writeIfDue(_ snapshot: Snapshot, nowNanos now: UInt64, log: CollectorLog) {
+        if lastNanos == 0 { lastNanos = now }
+        guard now &- lastNanos >= intervalNanos else { return }
+        lastNanos = now
+        write(snapshot, log: log)
+    }
+
+    mutating func write(_ snapshot: Snapshot, log: CollectorLog) {
+        let failure = writeFile(JSONExporter.latest(snapshot))
+        if let failure, failure != lastError { log("cannot write the JSON dump: \(failure)", level: .error) }
+        if failure == nil, lastError != nil { log("the JSON dump \(path) is written again") }
+        lastError = failure
+    }
+
+    /// Writes `body` to a temporary file and renames it over `path`; nil, or what went wrong.
+    private func writeFile(_ body: [UInt8]) -> String? {
+        let temporary: (name: String, descriptor: Int32)
+        do { temporary = try directory.createTemporary(for: name) } catch { return "\(error)" }
+        var failure: String?
+        body.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let count = Glibc.write(temporary.descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else {
+                    failure = "cannot write \(directory.path(of: temporary.name)): \(String(cString: strerror(errno)))"
+                    return
+                }
+                offset += count
+            }
+        }
+        close(temporary.descriptor)
+        if failure == nil {
+            do { try directory.replace(name, with: temporary.name) } catch { failure = "\(error)" }
+        }
+        if failure != nil { directory.remove(temporary.name) }
+        return failure
+    }
+}

@@ -1,0 +1,258 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The directory of a file the collector writes (`--hlog`, `--json-dump`), held open so that every
+/// name in it is looked up from one descriptor and no link is ever followed.
+///
+/// The collector may run as root in a directory other users can write (a sticky one, as /tmp):
+/// anything found at a name there may have been planted, such as a link to a file of root's, a
+/// FIFO whose open would block, a file of another user's. So this type:
+/// - opens the directory once, and refuses one another user could write (see ``init(path:)``);
+/// - creates files only new (`O_EXCL`): what is at a name is never opened, so never written through;
+/// - moves or replaces only a regular file of the collector's own with one link, and leaves
+///   anything else where it is, saying what it found;
+/// - makes no call that could block on a FIFO (`fstatat`, `renameat`, `O_EXCL|O_NONBLOCK` opens).
+///
+/// In a sticky directory another user can neither remove nor rename the collector's files, so a
+/// name that holds a file of ours keeps holding it until we move it; between our move and our new
+/// file they can plant something, and the new file's `O_EXCL` create then fails, reported.
+///
+/// Used by one thread at a time (the daemon's main thread).
+final class LogDirectory {
+    /// The directory's path, as given less trailing slashes.
+    let path: String
+    /// The collector's effective user: the owner of every file it makes, and of those it moves or replaces.
+    let owner: uid_t
+    private let descriptor: Int32
+
+    /// The mode of the files made here: readable by all, as `/metrics` is to anyone on the host,
+    /// so the operator's tools (HistogramLogAnalyzer, a log shipper) need not run as the collector's user.
+    static let fileMode: mode_t = 0o644
+
+    /// Opens the directory at `path` and checks that only the collector's user or root can change
+    /// what is in it.
+    ///
+    /// The path's last component may not be a symbolic link (`O_NOFOLLOW`): the directory checked
+    /// is then the one the operator named, not one a link points to now. Links among its parents
+    /// are followed, as the kernel does; they should be as trusted as the directory (see
+    /// docs/operations.md).
+    ///
+    /// - Throws: ``LogDirectoryError``: the directory cannot be opened or is a link; it is owned by
+    ///   a user other than the collector's effective user and root; it is writable by its group or
+    ///   others and not sticky.
+    init(path: String) throws(LogDirectoryError) {
+        // A trailing slash would make the kernel follow a link there despite O_NOFOLLOW.
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        let path = String(trimmed)
+        self.path = path
+        owner = geteuid()
+        // O_NONBLOCK: with O_DIRECTORY a FIFO is refused before any open, but no open here may block.
+        let opened = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard opened >= 0 else {
+            let reason = lastError()
+            var info = stat()
+            if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
+                throw .directoryIsLink(path: path, target: Self.linkTarget(path) ?? "?")
+            }
+            throw .cannotOpenDirectory(path: path, reason: reason)
+        }
+        descriptor = opened
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let reason = lastError()
+            Glibc.close(descriptor)
+            throw .cannotOpenDirectory(path: path, reason: reason)
+        }
+        if info.st_uid != owner, info.st_uid != 0 {
+            Glibc.close(descriptor)
+            throw .directoryOwner(path: path, owner: info.st_uid, collector: owner)
+        }
+        if info.st_mode & (S_IWGRP | S_IWOTH) != 0, info.st_mode & S_ISVTX == 0 {
+            Glibc.close(descriptor)
+            throw .directoryWritable(path: path, mode: info.st_mode & 0o7777)
+        }
+    }
+
+    deinit { Glibc.close(descriptor) }
+
+    /// `filePath`'s directory and its name in it: `/var/log/a.hlog` is (`/var/log`, `a.hlog`),
+    /// `a.hlog` is (`.`, `a.hlog`), `/a.hlog` is (`/`, `a.hlog`). The name is empty, `.` or `..`
+    /// when the path names no file (``namesFile(_:)``).
+    static func split(_ filePath: String) -> (directory: String, name: String) {
+        guard let slash = filePath.lastIndex(of: "/") else { return (".", filePath) }
+        let name = String(filePath[filePath.index(after: slash)...])
+        var directory = filePath[..<slash]
+        while directory.hasSuffix("/") { directory = directory.dropLast() }
+        return (directory.isEmpty ? "/" : String(directory), name)
+    }
+
+    /// Whether `filePath` names a file in a directory: not empty, not ending in `/`, `.` or `..`.
+    static func namesFile(_ filePath: String) -> Bool {
+        !["", ".", ".."].contains(split(filePath).name)
+    }
+
+    /// The path of `name` in this directory, for messages.
+    func path(of name: String) -> String {
+        path.hasSuffix("/") ? path + name : path + "/" + name
+    }
+
+    /// What is at `name`, the entry itself (a link is not followed); nil when nothing is.
+    /// The corresponding C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
+    func entry(_ name: String) throws(LogDirectoryError) -> stat? {
+        var info = stat()
+        if fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0 { return info }
+        if errno == ENOENT { return nil }
+        throw .failed(action: "look at \(path(of: name))", reason: lastError())
+    }
+
+    /// Renames `name` to `newName`, replacing what `newName` held, if `name` is a regular file of
+    /// the collector's with one link; does nothing when nothing is at `name`.
+    /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` for anything else at `name`, left
+    ///   where it is; ``LogDirectoryError/failed(action:reason:)`` if the rename fails.
+    func moveAside(_ name: String, to newName: String) throws(LogDirectoryError) {
+        guard let info = try entry(name) else { return }
+        if let found = refusal(info) { throw .notOurs(path: path(of: name), found: found) }
+        try rename(name, to: newName)
+    }
+
+    /// Creates `name`, which must not exist, open for appending (mode ``fileMode``, less the umask).
+    ///
+    /// `O_CREAT|O_EXCL|O_NOFOLLOW|O_NONBLOCK`: whatever is at `name` (a link, a FIFO, a file) makes
+    /// the create fail without being opened. The new file is checked with `fstat` all the same.
+    /// - Returns: the new file's descriptor, which the caller closes.
+    /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` when something is at `name`, saying
+    ///   what; ``LogDirectoryError/failed(action:reason:)`` for other failures.
+    func create(_ name: String) throws(LogDirectoryError) -> Int32 {
+        let opened = openat(descriptor, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                            Self.fileMode)
+        guard opened >= 0 else {
+            let code = errno, reason = lastError()
+            // Usually planted after a move aside; said as moveAside would say it, so it is logged once.
+            if code == EEXIST, let info = try? entry(name), let found = refusal(info) {
+                throw .notOurs(path: path(of: name), found: found)
+            }
+            throw .failed(action: "create \(path(of: name))", reason: reason)
+        }
+        var info = stat()
+        guard fstat(opened, &info) == 0 else {
+            let reason = lastError()
+            Glibc.close(opened)
+            throw .failed(action: "look at \(path(of: name))", reason: reason)
+        }
+        if let found = refusal(info) {
+            Glibc.close(opened)
+            throw .notOurs(path: path(of: name), found: found)
+        }
+        return opened
+    }
+
+    /// Creates a new file beside `name` whose name another user cannot guess (`NAME.tmp.PID.RANDOM`),
+    /// as ``create(_:)`` does; for a file to be written whole, then renamed over `name`.
+    func createTemporary(for name: String) throws(LogDirectoryError) -> (name: String, descriptor: Int32) {
+        var random = SystemRandomNumberGenerator()
+        let suffix = String(random.next() as UInt64, radix: 16)
+        let temporary = "\(name).tmp.\(getpid()).\(suffix)"
+        return (temporary, try create(temporary))
+    }
+
+    /// Renames `temporary` to `name` if `name` holds nothing or a regular file of the collector's
+    /// with one link (an earlier one); otherwise leaves both alone.
+    /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` for anything else at `name`;
+    ///   ``LogDirectoryError/failed(action:reason:)`` if the rename fails.
+    func replace(_ name: String, with temporary: String) throws(LogDirectoryError) {
+        if let info = try entry(name), let found = refusal(info) {
+            throw .notOurs(path: path(of: name), found: found)
+        }
+        // Something planted at `name` since the look is replaced, not written through: renameat
+        // replaces the entry itself, a link included, and never follows it.
+        try rename(temporary, to: name)
+    }
+
+    /// Renames `name` to `newName`, replacing the entry at `newName` whatever it is (a link is
+    /// replaced, not followed), unchecked: ``moveAside(_:to:)`` and ``replace(_:with:)`` check first.
+    /// The corresponding C function is `renameat`.
+    func rename(_ name: String, to newName: String) throws(LogDirectoryError) {
+        guard renameat(descriptor, name, descriptor, newName) == 0 else {
+            throw .failed(action: "rename \(path(of: name)) to \(path(of: newName))", reason: lastError())
+        }
+    }
+
+    /// Removes the entry `name` (not what a link points to), if it can; for temporary files.
+    func remove(_ name: String) {
+        _ = unlinkat(descriptor, name, 0)
+    }
+
+    /// Why the entry `info` is not a file the collector may move, replace or keep writing: nil for
+    /// a regular file of its own with one link (another link could be a name the collector does not control).
+    private func refusal(_ info: stat) -> String? {
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFLNK: return "a symbolic link"
+        case S_IFIFO: return "a FIFO (named pipe)"
+        case S_IFDIR: return "a directory"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFSOCK: return "a socket"
+        default: return "not a regular file (mode \(String(info.st_mode, radix: 8)))"
+        }
+        if info.st_uid != owner { return "a file owned by uid \(info.st_uid), not by the collector's uid \(owner)" }
+        if info.st_nlink != 1 { return "a file with \(info.st_nlink) links (another name shares it)" }
+        return nil
+    }
+
+    private static func linkTarget(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count >= 0 else { return nil }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// Why a ``LogDirectory`` refused a directory or a file, or could not do what it was asked.
+/// Each message names the path and what was found there.
+enum LogDirectoryError: Error, Equatable, CustomStringConvertible {
+    /// The directory is missing, not a directory, or not ours to open.
+    case cannotOpenDirectory(path: String, reason: String)
+    /// The directory's path ends in a symbolic link.
+    case directoryIsLink(path: String, target: String)
+    /// The directory belongs to another user (not the collector's, not root).
+    case directoryOwner(path: String, owner: uid_t, collector: uid_t)
+    /// The directory is writable by its group or others and has no sticky bit.
+    case directoryWritable(path: String, mode: mode_t)
+    /// What is at `path` is not a regular file of the collector's with one link: left alone.
+    case notOurs(path: String, found: String)
+    /// A call failed: `cannot ACTION: REASON`.
+    case failed(action: String, reason: String)
+
+    var description: String {
+        switch self {
+        case let .cannotOpenDirectory(path, reason):
+            return "cannot open the directory \(path): \(reason)"
+        case let .directoryIsLink(path, target):
+            return "the directory \(path) is a symbolic link (to \(target)); give the directory's own path: "
+                + "the collector follows no link there, where it could be pointed elsewhere"
+        case let .directoryOwner(path, owner, collector):
+            return "the directory \(path) is owned by uid \(owner), not by the collector's uid \(collector) or root: "
+                + "its owner could replace the collector's files; use a directory of the collector's user or of root"
+        case let .directoryWritable(path, mode):
+            let who = mode & S_IWGRP != 0 && mode & S_IWOTH != 0 ? "its group and others" : mode & S_IWGRP != 0 ? "its group" : "others"
+            return "the directory \(path) (mode \(octal(mode))) is writable by \(who) and not sticky: they could "
+                + "rename the collector's files and plant links in their place; chmod go-w it, or chmod +t it as /tmp is"
+        case let .notOurs(path, found):
+            return "\(path) is \(found), not a regular file of the collector's: left alone (remove it if it should not be there)"
+        case let .failed(action, reason):
+            return "cannot \(action): \(reason)"
+        }
+    }
+}
+
+/// A mode as four octal digits: `0775`, `1777`.
+private func octal(_ mode: mode_t) -> String {
+    let digits = String(mode, radix: 8)
+    return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+}
+
+/// The C library's text for the current `errno`.
+private func lastError() -> String { String(cString: strerror(errno)) }
