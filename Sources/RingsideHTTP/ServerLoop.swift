@@ -1,18 +1,25 @@
 import Glibc
 
-/// The server thread's event loop: one `poll` over the wake-up descriptor, the listening socket
-/// and every connection, with a deadline per connection.
+/// The server thread's event loop: one `poll` over the wake-up pipe, the listening socket and
+/// every connection, with a deadline per connection.
 ///
 /// Everything here runs on the server thread and nothing blocks: sockets are non-blocking, and a
-/// slow or idle client only occupies a slot in the poll set until its deadline. `poll` rather
-/// than `epoll` because at the connection bound (about a thousand) rebuilding and scanning the
-/// set costs microseconds, and one call with no registration state is easier to get right.
+/// slow or idle client only occupies a slot in the poll set until its deadline. Each request goes
+/// first to `quick`, on this thread; what it declines goes to the render worker, whose answers come
+/// back through the wake-up pipe. `poll` rather than `epoll` because at the connection bound
+/// (about a thousand) rebuilding and scanning the set costs microseconds, and one call with no
+/// registration state is easier to get right.
 final class ServerLoop {
     private let listenFD: Int32
-    private let wakeFD: Int32
-    private let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private let wakeup: LoopWakeup
+    private let quick: @Sendable (HTTPRequest) -> HTTPResponse?
+    private let worker: RenderWorker
     private let limits: HTTPServerLimits
     private var connections: [Connection] = []
+    /// The connections whose request is at the worker, by the ticket it carries. A connection
+    /// closed meanwhile stays here until its answer comes back, and the answer is dropped.
+    private var rendering: [UInt64: Connection] = [:]
+    private var lastTicket: UInt64 = 0
     /// After `EMFILE` and the like, the listening socket stays readable; skipping it until this
     /// time keeps the loop from spinning while descriptors are short.
     private var acceptPausedUntil: Int64 = 0
@@ -28,18 +35,19 @@ final class ServerLoop {
     /// Where the next wake-up starts servicing, so connections take turns when the budget is short.
     private var firstServiced = 0
 
-    init(listenFD: Int32, wakeFD: Int32, limits: HTTPServerLimits,
-         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+    init(listenFD: Int32, wakeup: LoopWakeup, limits: HTTPServerLimits,
+         quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse?, worker: RenderWorker) {
         self.listenFD = listenFD
-        self.wakeFD = wakeFD
+        self.wakeup = wakeup
         self.limits = limits
-        self.handler = handler
+        self.quick = quick
+        self.worker = worker
     }
 
     deinit { scratch.deallocate() }
 
-    /// Serves until the wake-up descriptor becomes readable, then closes every connection.
-    /// The listening and wake-up descriptors belong to `HTTPServer`, which closes them.
+    /// Serves until `stop()` is requested, then closes every connection. The listening socket and
+    /// the wake-up pipe belong to `HTTPServer`, which closes them.
     func run() {
         var fds: [pollfd] = []
         while true {
@@ -49,16 +57,20 @@ final class ServerLoop {
                     budgetWindowEnd = now + 100
                     budgetLeft = max(1, perSecond / 10)
                 } else if budgetLeft <= 0 {
-                    // Spent: wait for the next window (a stop request still ends the wait at once).
-                    var wake = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+                    // Spent: wait for the next window, handing back what the worker answers meanwhile.
+                    var wake = [pollfd(fd: wakeup.readFD, events: Int16(POLLIN), revents: 0)]
                     _ = Syscall.poll(&wake, timeoutMillis: Int32(clamping: budgetWindowEnd - now))
-                    if wake[0].revents != 0 { break }
+                    if wake[0].revents != 0 {
+                        wakeup.drain()
+                        if wakeup.isStopRequested { break }
+                        deliverAnswers(now: Syscall.monotonicMillis())
+                    }
                     now = Syscall.monotonicMillis()
                     continue
                 }
             }
             fds.removeAll(keepingCapacity: true)
-            fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: wakeup.readFD, events: Int16(POLLIN), revents: 0))
             let accepting = now >= acceptPausedUntil
             // poll ignores negative descriptors: the slot stays so indices line up.
             fds.append(pollfd(fd: accepting ? listenFD : -1, events: Int16(POLLIN), revents: 0))
@@ -74,9 +86,13 @@ final class ServerLoop {
                 if error.errno != EINTR { usleep(10_000) }
                 continue
             }
-            if fds[0].revents != 0 { break }
-
             let after = Syscall.monotonicMillis()
+            if fds[0].revents != 0 {
+                wakeup.drain()
+                if wakeup.isStopRequested { break }
+                deliverAnswers(now: after)
+            }
+
             // In turn from where the last wake-up stopped, while the request budget lasts.
             let count = connections.count
             let start = count == 0 ? 0 : firstServiced % count
@@ -93,7 +109,10 @@ final class ServerLoop {
         }
         for connection in connections { connection.close() }
         connections.removeAll()
+        rendering.removeAll()
     }
+
+    // MARK: - Accepting
 
     private func acceptConnections(now: Int64) {
         var evicted = 0 // closed in this call, still in `connections` until the loop prunes them
@@ -131,6 +150,8 @@ final class ServerLoop {
         Syscall.close(fd)
     }
 
+    // MARK: - Serving
+
     private func service(_ connection: Connection, now: Int64) {
         switch connection.phase {
         case .reading:
@@ -153,11 +174,15 @@ final class ServerLoop {
             case .bytes, .wouldBlock: break
             case .endOfStream, .failed: connection.close()
             }
+        case .rendering:
+            // Polled for no events, so this is an error or a hang-up: no one is left to answer.
+            connection.close()
         }
     }
 
     /// Answers every complete request in the buffer, one at a time, until the head is
-    /// incomplete, a response is left waiting for the socket, or the connection is closing.
+    /// incomplete, a request goes to the worker, a response is left waiting for the socket, or
+    /// the connection is closing.
     private func process(_ connection: Connection, now: Int64) {
         while connection.phase == .reading && !connection.isClosed {
             switch connection.parser.next() {
@@ -165,22 +190,55 @@ final class ServerLoop {
                 return
             case let .request(request, keepAlive):
                 budgetLeft -= 1
-                let response = handler(request)
+                let headOnly = request.method == "HEAD"
                 let disposition: ConnectionDisposition =
                     !keepAlive ? .close : request.minorVersion == 0 ? .keepAliveAnnounced : .keepAlive
-                let (head, body) = encodeResponse(response, headOnly: request.method == "HEAD", disposition: disposition)
-                connection.output = [head, body]
-                connection.phase = .writing(closeAfter: !keepAlive)
+                if let response = quick(request) {
+                    startResponse(connection, response, headOnly: headOnly, disposition: disposition, now: now)
+                } else if rendering.count >= limits.maxQueuedRequests {
+                    startResponse(connection, Self.busy, headOnly: headOnly, disposition: disposition, now: now)
+                } else {
+                    lastTicket += 1
+                    rendering[lastTicket] = connection
+                    connection.phase = .rendering(headOnly: headOnly, disposition: disposition)
+                    connection.deadline = .max
+                    worker.submit(RenderWorker.Job(ticket: lastTicket, request: request))
+                    return
+                }
             case let .refuse(status, message):
                 let response = refusalResponse(status: status, message: message)
-                let (head, body) = encodeResponse(response, headOnly: false, disposition: .close)
-                connection.output = [head, body]
-                connection.phase = .writing(closeAfter: true)
+                startResponse(connection, response, headOnly: false, disposition: .close, now: now)
             }
-            connection.deadline = now + limits.writeTimeout.wholeMilliseconds
             guard connection.flush() else { return }
             finishResponse(connection, now: now)
         }
+    }
+
+    /// The worker's queue is full: come back in a second.
+    private static let busy = HTTPResponse(status: 503, text: "503 Service Unavailable: busy rendering other pages; retry shortly\n",
+                                           headers: [HTTPHeader("Retry-After", "1")])
+
+    /// Hands each answer the worker finished to its connection, sends what the socket takes, and
+    /// goes on with the connection's next request.
+    private func deliverAnswers(now: Int64) {
+        for answer in worker.takeAnswers() {
+            guard let connection = rendering.removeValue(forKey: answer.ticket), !connection.isClosed,
+                  case let .rendering(headOnly, disposition) = connection.phase else { continue }
+            startResponse(connection, answer.response, headOnly: headOnly, disposition: disposition, now: now)
+            if connection.flush() {
+                finishResponse(connection, now: now)
+                process(connection, now: now)
+            }
+        }
+    }
+
+    /// Puts `response` in the connection's output; the write timeout starts.
+    private func startResponse(_ connection: Connection, _ response: HTTPResponse, headOnly: Bool,
+                               disposition: ConnectionDisposition, now: Int64) {
+        let (head, body) = encodeResponse(response, headOnly: headOnly, disposition: disposition)
+        connection.output = [head, body]
+        connection.phase = .writing(closeAfter: disposition == .close)
+        connection.deadline = now + limits.writeTimeout.wholeMilliseconds
     }
 
     /// After a response is fully sent: wait for the next request, or send FIN and linger.

@@ -184,11 +184,31 @@ enum Syscall {
         return (ends[0], ends[1])
     }
 
-    /// Makes the wake-up pipe readable. One byte into an empty pipe cannot fail for lack of
-    /// room, so the result is not checked.
+    /// Makes the wake-up pipe readable. The pipe is non-blocking: when it is full (the loop has
+    /// not woken yet) the write fails, and the pipe is readable all the same, so the result is
+    /// not checked.
     static func signalWakeup(_ writeEnd: Int32) {
         var byte: UInt8 = 1
         _ = write(writeEnd, &byte, 1)
+    }
+
+    /// Reads the wake-up pipe empty. The corresponding C function is `read`.
+    static func drainWakeup(_ readEnd: Int32) {
+        var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        let size = MemoryLayout.size(ofValue: bytes)
+        while withUnsafeMutableBytes(of: &bytes, { read(readEnd, $0.baseAddress, size) }) == size {}
+    }
+
+    /// Lowers the calling thread's priority: adds `increment` to its nice value (at most 19).
+    /// On Linux the nice value is a thread's own: `PRIO_PROCESS` with id 0 is the calling thread.
+    /// Failure (a sandbox that forbids it) leaves the priority as it was. The corresponding C
+    /// functions are `getpriority` and `setpriority`.
+    static func lowerThreadPriority(by increment: Int32) {
+        let which = __priority_which_t(PRIO_PROCESS.rawValue)
+        errno = 0
+        let current = getpriority(which, 0)
+        guard current != -1 || errno == 0 else { return }
+        _ = setpriority(which, 0, min(19, current + increment))
     }
 
     /// Waits for readiness; `nil` means a signal interrupted the wait.
@@ -239,7 +259,7 @@ enum Syscall {
     /// Starts a dedicated OS thread running `body`. Returns the pthread error code on failure
     /// (pthread functions return it rather than setting errno).
     /// The corresponding C function is `pthread_create`.
-    static func startThread(_ body: @escaping () -> Void) -> Result<pthread_t, SyscallError> {
+    static func startThread(_ body: @escaping () -> Void) -> Result<Thread, SyscallError> {
         final class Box {
             let body: () -> Void
             init(body: @escaping () -> Void) { self.body = body }
@@ -258,8 +278,11 @@ enum Syscall {
         return .success(thread)
     }
 
+    /// A started thread, to join.
+    typealias Thread = pthread_t
+
     /// The corresponding C function is `pthread_join`.
-    static func join(_ thread: pthread_t) {
+    static func join(_ thread: Thread) {
         _ = pthread_join(thread, nil)
     }
 }
