@@ -33,6 +33,11 @@ public struct HTTPServerLimits: Sendable, Equatable {
     public init() {}
 }
 
+/// A line for the server's owner to log, and whether it reports a problem (else its end). The
+/// server calls it on its own thread, once per change of state (descriptors running out, and
+/// available again), never per request.
+public typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Bool) -> Void
+
 /// A small HTTP/1.1 server for the collector's scrape endpoints, on two dedicated threads.
 ///
 /// It answers `GET` and `HEAD` and refuses everything else itself (bodies, other methods,
@@ -73,6 +78,7 @@ public final class HTTPServer: Sendable {
     private let wakeup: LoopWakeup
     private let quick: @Sendable (HTTPRequest) -> HTTPResponse?
     private let worker: RenderWorker
+    private let log: HTTPServerLog
     private let lifecycle = Mutex(Lifecycle.ready)
 
     private enum Lifecycle {
@@ -87,6 +93,7 @@ public final class HTTPServer: Sendable {
     /// - Parameters:
     ///   - listen: where to listen; a host name is resolved and its addresses tried in order.
     ///   - limits: the per-client bounds.
+    ///   - log: told when descriptors run out and when they are available again.
     ///   - quick: answers the cheap requests on the loop's thread, or returns nil to hand the
     ///     request to `handler`. It must return at once: every other client waits while it runs.
     ///     The default declines everything.
@@ -94,6 +101,7 @@ public final class HTTPServer: Sendable {
     ///     one at a time. It may take long; only requests for the worker wait for it.
     /// - Throws: `HTTPServerError` naming the address and the cause.
     public init(listen: String, limits: HTTPServerLimits = HTTPServerLimits(),
+                log: @escaping HTTPServerLog = { _, _ in },
                 quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse? = { _ in nil },
                 handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws(HTTPServerError) {
         precondition(limits.maxHeadBytes >= 64 && limits.maxConnections >= 1 && limits.maxQueuedRequests >= 1,
@@ -134,6 +142,7 @@ public final class HTTPServer: Sendable {
         self.boundAddress = local.description
         self.isLoopback = local.isLoopback
         self.limits = limits
+        self.log = log
         self.quick = quick
         worker = RenderWorker(handler: handler, wakeup: wakeup)
     }
@@ -164,7 +173,7 @@ public final class HTTPServer: Sendable {
             if case .failure(let error) = worker.start(niceIncrement: limits.workerNiceIncrement) {
                 throw .from(error, listen: boundAddress)
             }
-            let loop = ServerLoop(listenFD: listenFD, wakeup: wakeup, limits: limits, quick: quick, worker: worker)
+            let loop = ServerLoop(listenFD: listenFD, wakeup: wakeup, limits: limits, log: log, quick: quick, worker: worker)
             let nice = limits.threadNiceIncrement
             switch Syscall.startThread({
                 if nice > 0 { Syscall.lowerThreadPriority(by: nice) }

@@ -15,14 +15,16 @@ final class ServerLoop {
     private let quick: @Sendable (HTTPRequest) -> HTTPResponse?
     private let worker: RenderWorker
     private let limits: HTTPServerLimits
+    private let log: HTTPServerLog
     private var connections: [Connection] = []
     /// The connections whose request is at the worker, by the ticket it carries. A connection
     /// closed meanwhile stays here until its answer comes back, and the answer is dropped.
     private var rendering: [UInt64: Connection] = [:]
     private var lastTicket: UInt64 = 0
-    /// After `EMFILE` and the like, the listening socket stays readable; skipping it until this
-    /// time keeps the loop from spinning while descriptors are short.
+    /// While descriptors are short and no remedy is left, the listening socket stays readable;
+    /// skipping it until this time keeps the loop from spinning.
     private var acceptPausedUntil: Int64 = 0
+    private var shortage = DescriptorShortage()
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 16)
 
     /// How long a closing connection may keep sending before we close it regardless.
@@ -35,11 +37,12 @@ final class ServerLoop {
     /// Where the next wake-up starts servicing, so connections take turns when the budget is short.
     private var firstServiced = 0
 
-    init(listenFD: Int32, wakeup: LoopWakeup, limits: HTTPServerLimits,
+    init(listenFD: Int32, wakeup: LoopWakeup, limits: HTTPServerLimits, log: @escaping HTTPServerLog,
          quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse?, worker: RenderWorker) {
         self.listenFD = listenFD
         self.wakeup = wakeup
         self.limits = limits
+        self.log = log
         self.quick = quick
         self.worker = worker
     }
@@ -49,6 +52,7 @@ final class ServerLoop {
     /// Serves until `stop()` is requested, then closes every connection. The listening socket and
     /// the wake-up pipe belong to `HTTPServer`, which closes them.
     func run() {
+        _ = shortage.holdSpare()
         var fds: [pollfd] = []
         while true {
             var now = Syscall.monotonicMillis()
@@ -110,6 +114,7 @@ final class ServerLoop {
         for connection in connections { connection.close() }
         connections.removeAll()
         rendering.removeAll()
+        shortage.releaseSpare()
     }
 
     // MARK: - Accepting
@@ -117,12 +122,18 @@ final class ServerLoop {
     private func acceptConnections(now: Int64) {
         var evicted = 0 // closed in this call, still in `connections` until the loop prunes them
         defer { connections.removeAll { $0.isClosed } }
-        for _ in 0..<acceptBatch {
+        let accepted = connections.count // those before this turn's newcomers, which are appended
+        var remedied = false // the last accept was helped by freeing a descriptor
+        var attempts = 0
+        while attempts < acceptBatch {
+            attempts += 1
             switch Syscall.accept(listenFD) {
             case .accepted(let fd):
+                if !remedied { shortage.acceptedFreely(now: now, log: log) }
+                remedied = false
                 if connections.count - evicted >= limits.maxConnections {
-                    guard let idlest = connections.filter(\.isIdle).min(by: { $0.idleSince < $1.idleSince }) else {
-                        refuseOverLimit(fd) // every connection is mid-request
+                    guard let idlest = idlestConnection(of: accepted) else {
+                        refuse(fd) // every connection is mid-request
                         continue
                     }
                     idlest.close() // removed from the list at the end of this turn
@@ -135,16 +146,63 @@ final class ServerLoop {
                 continue
             case .empty:
                 return
+            case .exhausted(let code) where code == EMFILE || code == ENFILE:
+                // Linux says EMFILE before it looks at the queue: free nothing for no one.
+                guard Syscall.hasPendingConnection(listenFD) else { return }
+                // Out of descriptors: free one for the newcomer rather than leave it (and maybe a
+                // scraper behind it) in the kernel's queue until some connection times out.
+                if let idlest = idlestConnection(of: accepted) {
+                    idlest.close()
+                    evicted += 1
+                    remedied = true
+                    shortage.needed(.evictedIdle, code: code, now: now, log: log)
+                    continue
+                }
+                switch refuseOnSpare() {
+                case .accepted:
+                    shortage.needed(.refused, code: code, now: now, log: log)
+                    continue
+                case .retry:
+                    continue
+                case .empty:
+                    return
+                case .exhausted:
+                    shortage.needed(.paused, code: code, now: now, log: log)
+                    acceptPausedUntil = now + 100
+                    return
+                }
             case .exhausted:
+                // Out of memory (ENOBUFS, ENOMEM): nothing of ours to free; try again shortly.
                 acceptPausedUntil = now + 100
                 return
             }
         }
     }
 
-    /// Over the bound: one best-effort 503 so the client knows to retry, then close at once.
-    private func refuseOverLimit(_ fd: Int32) {
-        let response = refusalResponse(status: 503, message: "too many connections; retry shortly")
+    /// The connection idle longest (one that has sent nothing since it was accepted or answered,
+    /// or is lingering) of the first `candidates`: closing it loses no request. The caller leaves
+    /// out those it accepted in this turn: they have had no chance to send, and newcomers evicting
+    /// each other would serve none of them.
+    private func idlestConnection(of candidates: Int) -> Connection? {
+        connections.prefix(candidates).lazy.filter(\.isIdle).min { $0.idleSince < $1.idleSince }
+    }
+
+    /// With every descriptor taken and nothing idle: frees the spare, accepts the newcomer on its
+    /// number, refuses it, and takes the spare again. `.exhausted` when there was no spare to free
+    /// or the newcomer still found no descriptor (another thread took it first).
+    private func refuseOnSpare() -> AcceptResult {
+        guard shortage.holdSpare() else { return .exhausted(EMFILE) }
+        shortage.releaseSpare()
+        let result = Syscall.accept(listenFD)
+        if case .accepted(let fd) = result { refuse(fd) }
+        _ = shortage.holdSpare()
+        return result
+    }
+
+    /// No room for the newcomer: one best-effort 503 so the client knows to retry, then close at once.
+    private func refuse(_ fd: Int32) {
+        var response = refusalResponse(status: 503, message: "too many connections; retry shortly")
+        response.headers.append(HTTPHeader("Retry-After", "1"))
         let bytes = encodedBytes(response)
         _ = bytes.withUnsafeBytes { Syscall.send(fd, $0) }
         Syscall.close(fd)

@@ -36,8 +36,9 @@ enum AcceptResult: Equatable {
     case empty
     /// A per-connection failure (the peer reset before we took it, a signal): try the next.
     case retry
-    /// The process or system is out of descriptors or memory: stop accepting for a while, or
-    /// the level-triggered listening socket would spin the loop.
+    /// The process or system is out of descriptors (`EMFILE`, `ENFILE`: the loop frees one, see
+    /// `DescriptorShortage`) or memory (it stops accepting for a while), else the level-triggered
+    /// listening socket would spin the loop.
     case exhausted(Int32)
 }
 
@@ -124,6 +125,13 @@ enum Syscall {
         }
     }
 
+    /// Whether a connection waits in the listening socket's queue, without taking it.
+    /// The corresponding C function is `poll` with no timeout.
+    static func hasPendingConnection(_ listenFD: Int32) -> Bool {
+        var probe = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
+        return Glibc.poll(&probe, 1, 0) == 1 && probe.revents & Int16(POLLIN) != 0
+    }
+
     /// The corresponding C function is `recv`.
     static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
         while true {
@@ -197,6 +205,12 @@ enum Syscall {
         var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         let size = MemoryLayout.size(ofValue: bytes)
         while withUnsafeMutableBytes(of: &bytes, { read(readEnd, $0.baseAddress, size) }) == size {}
+    }
+
+    /// `/dev/null`, held open as the spare descriptor the loop frees when `accept` finds none
+    /// (see `DescriptorShortage`); -1 when none is free. The corresponding C function is `open`.
+    static func openSpareDescriptor() -> Int32 {
+        open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
 
     /// Lowers the calling thread's priority: adds `increment` to its nice value (at most 19).
