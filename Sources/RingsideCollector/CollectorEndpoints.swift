@@ -5,8 +5,10 @@ import Synchronization
 
 /// The collector's HTTP routes: `/metrics`, `/latest`, `/api/history`, `/health`, `/-/healthy`, `/-/ready` and `/`.
 ///
-/// Called on the HTTP server's thread. It reads the collector's published snapshot; the renderers
-/// keep each series' text until the series changes, so a scrape formats only what changed.
+/// Two kinds, for the server's two threads: `quick` answers the probes and 404s on the server's
+/// loop thread, at once whatever else is asked; `render` answers the pages on its render worker.
+/// Both read the collector's published snapshot; the renderers keep each series' text until the
+/// series changes, so a scrape formats only what changed. Safe from any thread.
 public final class CollectorEndpoints: Sendable {
     private let collector: Collector
     private let prometheus = PrometheusRenderer()
@@ -37,16 +39,13 @@ public final class CollectorEndpoints: Sendable {
         return (age <= stallNanos, Double(age) / 1e9)
     }
 
-    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+    /// Answers what costs next to nothing and must answer under any load (`/-/healthy`,
+    /// `/-/ready`, `/health`, 404s), on the HTTP server's loop thread; nil for a page, which
+    /// `render` answers. The server's `quick`.
+    public func quick(_ request: HTTPRequest) -> HTTPResponse? {
         switch request.path {
-        case "/metrics":
-            // Text, OpenMetrics or protobuf, as the scraper's Accept header prefers.
-            let format = ExpositionFormat.negotiate(accept: request.header("Accept"))
-            return compressible(request, contentType: format.contentType, key: "metrics \(format)") {
-                prometheus.render($0, process: ProcessMetrics.read(), format: format)
-            }
-        case "/latest":
-            return compressible(request, contentType: JSONExporter.contentType, key: "latest", latest.render)
+        case "/metrics", "/latest", "/api/history", "/":
+            return nil
         case "/health":
             let snapshot = collector.snapshot
             let progress = drainProgress()
@@ -62,26 +61,53 @@ public final class CollectorEndpoints: Sendable {
             let age = progress.lastPassAgeSeconds.isFinite
                 ? "its last pass was \(formatSeconds(progress.lastPassAgeSeconds)) ago" : "it has not made a pass yet"
             return HTTPResponse(status: 503, text: "Not ready: the drain loop makes no progress (\(age))\n")
-        case "/api/history":
-            guard let history else {
-                return HTTPResponse(status: 404, text: "the history is disabled (--history 0)\n")
-            }
-            let now = Int64(rs_clock_realtime_ns() / 1_000_000_000)
-            let query: HistoryQuery
-            do { query = try HistoryQuery(parsing: request.query, nowSeconds: now) } catch {
-                return HTTPResponse(status: 400, text: "bad request: \(error.reason)\n")
-            }
-            let body = history.query(query).json
-            guard acceptsGzip(request.header("Accept-Encoding")) else {
-                return HTTPResponse(contentType: JSONExporter.contentType, body: body, headers: [HTTPHeader("Vary", "Accept-Encoding")])
-            }
-            return HTTPResponse(contentType: JSONExporter.contentType, body: Zlib.compress(body, .gzip),
-                                headers: [HTTPHeader("Content-Encoding", "gzip"), HTTPHeader("Vary", "Accept-Encoding")])
-        case "/":
-            return compressible(request, contentType: LivePage.contentType, key: "live page") { _ in LivePage.bytes }
         default:
             return HTTPResponse(status: 404, text: "not found: \(request.path)\n\n" + Self.index)
         }
+    }
+
+    /// Answers any route, as one thread serving everything would: `quick`, else `render`.
+    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        quick(request) ?? render(request)
+    }
+
+    /// Renders the pages `quick` declines (`/metrics`, `/latest`, `/api/history`, `/`): they cost
+    /// up to seconds and hundreds of MB for 100,000 series, so the server renders them one at a
+    /// time on its render worker. The server's `handler`.
+    public func render(_ request: HTTPRequest) -> HTTPResponse {
+        switch request.path {
+        case "/metrics":
+            // Text, OpenMetrics or protobuf, as the scraper's Accept header prefers.
+            let format = ExpositionFormat.negotiate(accept: request.header("Accept"))
+            return compressible(request, contentType: format.contentType, key: "metrics \(format)") {
+                prometheus.render($0, process: ProcessMetrics.read(), format: format)
+            }
+        case "/latest":
+            return compressible(request, contentType: JSONExporter.contentType, key: "latest", latest.render)
+        case "/api/history":
+            return historyPage(request)
+        case "/":
+            return compressible(request, contentType: LivePage.contentType, key: "live page") { _ in LivePage.bytes }
+        default:
+            return quick(request) ?? HTTPResponse.notFound(request)
+        }
+    }
+
+    private func historyPage(_ request: HTTPRequest) -> HTTPResponse {
+        guard let history else {
+            return HTTPResponse(status: 404, text: "the history is disabled (--history 0)\n")
+        }
+        let now = Int64(rs_clock_realtime_ns() / 1_000_000_000)
+        let query: HistoryQuery
+        do { query = try HistoryQuery(parsing: request.query, nowSeconds: now) } catch {
+            return HTTPResponse(status: 400, text: "bad request: \(error.reason)\n")
+        }
+        let body = history.query(query).json
+        guard acceptsGzip(request.header("Accept-Encoding")) else {
+            return HTTPResponse(contentType: JSONExporter.contentType, body: body, headers: [HTTPHeader("Vary", "Accept-Encoding")])
+        }
+        return HTTPResponse(contentType: JSONExporter.contentType, body: Zlib.compress(body, .gzip),
+                            headers: [HTTPHeader("Content-Encoding", "gzip"), HTTPHeader("Vary", "Accept-Encoding")])
     }
 
     /// A rendered page, gzipped when the client takes gzip (as every scraper does): each variant is
