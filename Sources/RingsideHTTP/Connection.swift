@@ -56,14 +56,19 @@ final class Connection {
         }
     }
 
-    /// Writes as much of `output` as the socket takes. Returns true once all of it is sent;
-    /// closes the connection if the peer is gone.
-    func flush() -> Bool {
+    /// Writes as much of `output` as the socket takes, `slice` bytes at most. Returns true once
+    /// all of it is sent; closes the connection if the peer is gone.
+    func flush(slice: Int) -> Bool {
+        var allowed = slice
         while let part = output.first {
             while written < part.count {
-                let result = part.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[written...])) }
+                guard allowed > 0 else { return false }
+                let end = min(part.count, written + allowed)
+                let result = part.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[written..<end])) }
                 switch result {
-                case .bytes(let n): written += n
+                case .bytes(let n):
+                    written += n
+                    allowed -= n
                 case .wouldBlock: return false
                 case .endOfStream, .failed: close(); return false
                 }
