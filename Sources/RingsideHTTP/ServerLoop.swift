@@ -130,9 +130,7 @@ final class ServerLoop {
         defer { connections.removeAll { $0.isClosed } }
         let accepted = connections.count // those before this turn's newcomers, which are appended
         var remedied = false // the last accept was helped by freeing a descriptor
-        var attempts = 0
-        while attempts < acceptBatch {
-            attempts += 1
+        for _ in 0..<acceptBatch {
             switch Syscall.accept(listenFD) {
             case .accepted(let fd):
                 if !remedied { shortage.acceptedFreely(now: now, log: log) }
