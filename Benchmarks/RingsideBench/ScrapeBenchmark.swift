@@ -29,7 +29,7 @@ public enum ScrapeBenchmark {
         let endpoints = CollectorEndpoints(collector: collector)
         let server: HTTPServer
         do {
-            server = try HTTPServer(listen: "127.0.0.1:0") { endpoints.handle($0) }
+            server = try HTTPServer(listen: "127.0.0.1:0", quick: endpoints.quick, handler: endpoints.render)
             try server.start()
         } catch { throw BenchError("starting the HTTP server: \(error)") }
         defer { server.stop() }

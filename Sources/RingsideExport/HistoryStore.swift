@@ -54,6 +54,11 @@ public final class HistoryStore: Sendable {
         state.withLock { ($0.slots.count, $0.refused) }
     }
 
+    /// The generation of the last snapshot taken in: answers to a query change only when it moves.
+    public var generation: UInt64 {
+        state.withLock { $0.lastGeneration }
+    }
+
     /// Takes in a snapshot; returns at once when its generation was already recorded.
     public func record(_ snapshot: Snapshot) {
         let realSecond = Int64(snapshot.generatedRealtimeNanos / 1_000_000_000)

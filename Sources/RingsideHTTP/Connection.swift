@@ -3,12 +3,16 @@ import Glibc
 /// One client connection's state between wake-ups of the event loop. Owned by the server thread.
 ///
 /// A connection alternates between reading a head and writing its response; it never reads the
-/// next request while a response is pending, so a pipelining client that does not read its
-/// responses cannot make the server buffer without bound.
+/// next request while a response is pending (at the render worker or being sent), so pipelined
+/// requests are answered in order, and a pipelining client that does not read its responses
+/// cannot make the server buffer without bound.
 final class Connection {
     enum Phase: Equatable {
         /// Waiting for a complete request head; `deadline` bounds how long.
         case reading
+        /// Its request is at the render worker; the response is framed so when it comes back.
+        /// Nothing is read meanwhile, and no deadline runs: the queue's bound limits the wait.
+        case rendering(headOnly: Bool, disposition: ConnectionDisposition)
         /// Sending `output`; afterwards read the next request, or linger and close.
         case writing(closeAfter: Bool)
         /// Our FIN is sent; discarding what the client still sends until it closes or
@@ -42,19 +46,29 @@ final class Connection {
         !isClosed && ((phase == .reading && parser.buffer.isEmpty) || phase == .lingering)
     }
 
-    /// The `poll` events this phase waits for.
+    /// The `poll` events this phase waits for (none while rendering: `poll` still reports an
+    /// error or a hang-up).
     var pollEvents: Int16 {
-        phase == .reading || phase == .lingering ? Int16(POLLIN) : Int16(POLLOUT)
+        switch phase {
+        case .reading, .lingering: Int16(POLLIN)
+        case .writing: Int16(POLLOUT)
+        case .rendering: 0
+        }
     }
 
-    /// Writes as much of `output` as the socket takes. Returns true once all of it is sent;
-    /// closes the connection if the peer is gone.
-    func flush() -> Bool {
+    /// Writes as much of `output` as the socket takes, `slice` bytes at most. Returns true once
+    /// all of it is sent; closes the connection if the peer is gone.
+    func flush(slice: Int) -> Bool {
+        var allowed = slice
         while let part = output.first {
             while written < part.count {
-                let result = part.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[written...])) }
+                guard allowed > 0 else { return false }
+                let end = min(part.count, written + allowed)
+                let result = part.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[written..<end])) }
                 switch result {
-                case .bytes(let n): written += n
+                case .bytes(let n):
+                    written += n
+                    allowed -= n
                 case .wouldBlock: return false
                 case .endOfStream, .failed: close(); return false
                 }

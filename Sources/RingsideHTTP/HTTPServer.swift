@@ -12,6 +12,13 @@ public struct HTTPServerLimits: Sendable, Equatable {
     /// Added to the server thread's nice value (0 to 19): the collector runs its HTTP thread
     /// below its drain thread, so a flood of scrapes cannot take the CPU the drain needs.
     public var threadNiceIncrement: Int32 = 0
+    /// Added to the render worker's nice value (0 to 19), the thread that runs `handler`. Above
+    /// `threadNiceIncrement`, the loop (and so the quick routes) preempts a long render.
+    public var workerNiceIncrement: Int32 = 0
+    /// Requests handed to the render worker and not yet answered (the one it renders included),
+    /// at most. Past it, a request `quick` declines gets `503` with `Retry-After: 1` at once, so
+    /// the wait for a page stays bounded (this many renders) instead of growing with the clients.
+    public var maxQueuedRequests = 64
     /// Requests answered per second at most (nil: no bound). Past it the server stops reading
     /// until the next tenth of a second, so a flood of requests costs a bounded share of a core
     /// and queues instead; connections are served in turn, so every client gets its share.
@@ -26,17 +33,34 @@ public struct HTTPServerLimits: Sendable, Equatable {
     public init() {}
 }
 
-/// A small HTTP/1.1 server for the collector's scrape endpoints, on one dedicated thread.
+/// A line for the server's owner to log, and whether it reports a problem (else its end). The
+/// server calls it on its own thread, once per change of state (descriptors running out, and
+/// available again), never per request.
+public typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Bool) -> Void
+
+/// A small HTTP/1.1 server for the collector's scrape endpoints, on two dedicated threads.
 ///
-/// It answers `GET` and `HEAD` through `handler` and refuses everything else itself (bodies,
-/// other methods, malformed or oversized heads). It runs one OS thread with a `poll` loop, not
+/// It answers `GET` and `HEAD` and refuses everything else itself (bodies, other methods,
+/// malformed or oversized heads). One OS thread runs a `poll` loop over every connection, not
 /// Swift concurrency's cooperative pool, so HTTP clients can never occupy the threads the
 /// collector's drain loop needs, and a slow or idle client never delays another.
 ///
+/// Requests are answered in two steps, so a costly one cannot hold up a cheap one:
+/// - `quick`, on the loop's thread, sees every request first. It answers what costs next to
+///   nothing (health checks, 404s) by returning a response, and declines the rest with nil.
+/// - `handler` answers what `quick` declines, on a second thread (the render worker), one
+///   request at a time, in the order they came. Meanwhile the loop goes on serving every other
+///   connection. A connection whose request is at the worker reads nothing more until its
+///   response is sent, so each connection's responses keep the order of its requests, pipelined
+///   ones included. At most `limits.maxQueuedRequests` wait; past that, 503 with `Retry-After`.
+///
+/// Which routes are cheap is the caller's to say: the server only knows that `quick` must return
+/// at once.
+///
 /// `init` binds and listens (so `boundPort` is known and bind errors surface before anything
-/// starts); `start` spawns the thread; `stop` closes everything and joins it. All methods are
-/// safe to call from any thread, except `stop()` from inside `handler`, which would wait for
-/// itself.
+/// starts); `start` spawns the threads; `stop` closes everything and joins them. All methods are
+/// safe to call from any thread, except `stop()` from inside `quick` or `handler`, which would
+/// wait for itself.
 public final class HTTPServer: Sendable {
     /// The collector's conventional address: this machine only.
     public static let defaultListen = "127.0.0.1:9464"
@@ -51,14 +75,15 @@ public final class HTTPServer: Sendable {
     public let limits: HTTPServerLimits
 
     private let listenFD: Int32
-    /// The self-pipe that wakes the loop for `stop()`.
-    private let wakeFDs: (read: Int32, write: Int32)
-    private let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private let wakeup: LoopWakeup
+    private let quick: @Sendable (HTTPRequest) -> HTTPResponse?
+    private let worker: RenderWorker
+    private let log: HTTPServerLog
     private let lifecycle = Mutex(Lifecycle.ready)
 
     private enum Lifecycle {
         case ready
-        case running(pthread_t)
+        case running(Syscall.Thread)
         case stopped
     }
 
@@ -68,12 +93,19 @@ public final class HTTPServer: Sendable {
     /// - Parameters:
     ///   - listen: where to listen; a host name is resolved and its addresses tried in order.
     ///   - limits: the per-client bounds.
-    ///   - handler: answers each `GET` and `HEAD`, on the server thread. It must return quickly:
-    ///     every other client waits while it runs.
+    ///   - log: told when descriptors run out and when they are available again.
+    ///   - quick: answers the cheap requests on the loop's thread, or returns nil to hand the
+    ///     request to `handler`. It must return at once: every other client waits while it runs.
+    ///     The default declines everything.
+    ///   - handler: answers each `GET` and `HEAD` that `quick` declines, on the render worker,
+    ///     one at a time. It may take long; only requests for the worker wait for it.
     /// - Throws: `HTTPServerError` naming the address and the cause.
     public init(listen: String, limits: HTTPServerLimits = HTTPServerLimits(),
+                log: @escaping HTTPServerLog = { _, _ in },
+                quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse? = { _ in nil },
                 handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws(HTTPServerError) {
-        precondition(limits.maxHeadBytes >= 64 && limits.maxConnections >= 1, "HTTPServerLimits too small")
+        precondition(limits.maxHeadBytes >= 64 && limits.maxConnections >= 1 && limits.maxQueuedRequests >= 1,
+                     "HTTPServerLimits too small")
         precondition(limits.headTimeout > .zero && limits.writeTimeout > .zero, "HTTPServerLimits timeouts must be positive")
         let address = try ListenAddress(parsing: listen)
         let candidates: [SocketAddress]
@@ -96,21 +128,23 @@ public final class HTTPServer: Sendable {
         guard let bound else { throw firstError! }
 
         let local: SocketAddress
-        let wakeFDs: (read: Int32, write: Int32)
+        let wakeup: LoopWakeup
         do {
             local = try Syscall.localAddress(bound.fd)
-            wakeFDs = try Syscall.makeWakeup()
+            wakeup = try LoopWakeup()
         } catch {
             Syscall.close(bound.fd)
             throw .from(error, listen: listen)
         }
         self.listenFD = bound.fd
-        self.wakeFDs = wakeFDs
+        self.wakeup = wakeup
         self.boundPort = local.port
         self.boundAddress = local.description
         self.isLoopback = local.isLoopback
         self.limits = limits
-        self.handler = handler
+        self.log = log
+        self.quick = quick
+        worker = RenderWorker(handler: handler, wakeup: wakeup)
     }
 
     /// One listening socket on one address; closed again if any step fails.
@@ -129,42 +163,48 @@ public final class HTTPServer: Sendable {
 
     deinit { stop() }
 
-    /// Starts the server thread. Calling it twice, or after `stop()`, is a programming error.
+    /// Starts the server's two threads, the loop and the render worker. Calling it twice, or
+    /// after `stop()`, is a programming error.
     ///
-    /// - Throws: `HTTPServerError.systemCall("pthread_create", …)` if the thread cannot start.
+    /// - Throws: `HTTPServerError.systemCall("pthread_create", …)` if a thread cannot start.
     public func start() throws(HTTPServerError) {
         try lifecycle.withLock { (state: inout Lifecycle) throws(HTTPServerError) in
             guard case .ready = state else { preconditionFailure("HTTPServer.start() called twice or after stop()") }
-            let loop = ServerLoop(listenFD: listenFD, wakeFD: wakeFDs.read, limits: limits, handler: handler)
+            if case .failure(let error) = worker.start(niceIncrement: limits.workerNiceIncrement) {
+                throw .from(error, listen: boundAddress)
+            }
+            let loop = ServerLoop(listenFD: listenFD, wakeup: wakeup, limits: limits, log: log, quick: quick, worker: worker)
             let nice = limits.threadNiceIncrement
             switch Syscall.startThread({
-                // On Linux the nice value is a thread's own: PRIO_PROCESS with id 0 sets the calling thread's.
-                if nice > 0 { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, nice) }
+                if nice > 0 { Syscall.lowerThreadPriority(by: nice) }
                 loop.run()
             }) {
-            case .success(let thread): state = .running(thread)
-            case .failure(let error): throw .from(error, listen: boundAddress)
+            case .success(let thread):
+                state = .running(thread)
+            case .failure(let error):
+                worker.stop()
+                throw .from(error, listen: boundAddress)
             }
         }
     }
 
-    /// Closes the listening socket and every connection and waits for the server thread to
-    /// exit, which takes one wake-up of its loop (well under a millisecond when idle).
-    /// Idempotent; safe from any thread except the handler.
+    /// Closes the listening socket and every connection and waits for both threads to exit:
+    /// one wake-up of the loop (well under a millisecond when idle), and the end of the page the
+    /// worker is rendering, if any. Idempotent; safe from any thread except `quick` and `handler`.
     public func stop() {
         lifecycle.withLock { state in
             switch state {
             case .stopped:
                 return
             case .running(let thread):
-                Syscall.signalWakeup(wakeFDs.write)
+                wakeup.requestStop()
                 Syscall.join(thread)
             case .ready:
                 break
             }
+            worker.stop()
             Syscall.close(listenFD)
-            Syscall.close(wakeFDs.read)
-            Syscall.close(wakeFDs.write)
+            wakeup.close()
             state = .stopped
         }
     }

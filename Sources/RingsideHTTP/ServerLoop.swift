@@ -1,46 +1,64 @@
 import Glibc
 
-/// The server thread's event loop: one `poll` over the wake-up descriptor, the listening socket
-/// and every connection, with a deadline per connection.
+/// The server thread's event loop: one `poll` over the wake-up pipe, the listening socket and
+/// every connection, with a deadline per connection.
 ///
 /// Everything here runs on the server thread and nothing blocks: sockets are non-blocking, and a
-/// slow or idle client only occupies a slot in the poll set until its deadline. `poll` rather
-/// than `epoll` because at the connection bound (about a thousand) rebuilding and scanning the
-/// set costs microseconds, and one call with no registration state is easier to get right.
+/// slow or idle client only occupies a slot in the poll set until its deadline. Each request goes
+/// first to `quick`, on this thread; what it declines goes to the render worker, whose answers come
+/// back through the wake-up pipe. `poll` rather than `epoll` because at the connection bound
+/// (about a thousand) rebuilding and scanning the set costs microseconds, and one call with no
+/// registration state is easier to get right.
 final class ServerLoop {
     private let listenFD: Int32
-    private let wakeFD: Int32
-    private let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private let wakeup: LoopWakeup
+    private let quick: @Sendable (HTTPRequest) -> HTTPResponse?
+    private let worker: RenderWorker
     private let limits: HTTPServerLimits
+    private let log: HTTPServerLog
     private var connections: [Connection] = []
-    /// After `EMFILE` and the like, the listening socket stays readable; skipping it until this
-    /// time keeps the loop from spinning while descriptors are short.
+    /// The connections whose request is at the worker, by the ticket it carries. A connection
+    /// closed meanwhile stays here until its answer comes back, and the answer is dropped.
+    private var rendering: [UInt64: Connection] = [:]
+    private var lastTicket: UInt64 = 0
+    /// While descriptors are short and no remedy is left, the listening socket stays readable;
+    /// skipping it until this time keeps the loop from spinning.
     private var acceptPausedUntil: Int64 = 0
+    private var shortage = DescriptorShortage()
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 16)
 
     /// How long a closing connection may keep sending before we close it regardless.
     private let lingerMillis: Int64 = 1000
     /// Accepts per wake-up, so a connection flood cannot starve the connections already open.
     private let acceptBatch = 64
+    /// Bytes sent to one connection per wake-up, so a few large responses cannot make one turn
+    /// of the loop long, and a probe waits for at most a short turn. (On loopback a send also
+    /// runs the receiver's side of TCP: 32 clients taking cached 3.7 MB history pages made
+    /// `/-/ready` wait up to 370 ms whole; in 64 KiB slices, up to 150 ms, the rest being the
+    /// clients' own CPU on a 2-core machine.)
+    private let writeSlice = 64 * 1024
     /// The request budget (`limits.maxRequestsPerSecond`), spent a tenth of a second at a time.
     private var budgetWindowEnd: Int64 = 0
     private var budgetLeft = Int.max
     /// Where the next wake-up starts servicing, so connections take turns when the budget is short.
     private var firstServiced = 0
 
-    init(listenFD: Int32, wakeFD: Int32, limits: HTTPServerLimits,
-         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+    init(listenFD: Int32, wakeup: LoopWakeup, limits: HTTPServerLimits, log: @escaping HTTPServerLog,
+         quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse?, worker: RenderWorker) {
         self.listenFD = listenFD
-        self.wakeFD = wakeFD
+        self.wakeup = wakeup
         self.limits = limits
-        self.handler = handler
+        self.log = log
+        self.quick = quick
+        self.worker = worker
     }
 
     deinit { scratch.deallocate() }
 
-    /// Serves until the wake-up descriptor becomes readable, then closes every connection.
-    /// The listening and wake-up descriptors belong to `HTTPServer`, which closes them.
+    /// Serves until `stop()` is requested, then closes every connection. The listening socket and
+    /// the wake-up pipe belong to `HTTPServer`, which closes them.
     func run() {
+        _ = shortage.holdSpare()
         var fds: [pollfd] = []
         while true {
             var now = Syscall.monotonicMillis()
@@ -49,16 +67,20 @@ final class ServerLoop {
                     budgetWindowEnd = now + 100
                     budgetLeft = max(1, perSecond / 10)
                 } else if budgetLeft <= 0 {
-                    // Spent: wait for the next window (a stop request still ends the wait at once).
-                    var wake = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+                    // Spent: wait for the next window, handing back what the worker answers meanwhile.
+                    var wake = [pollfd(fd: wakeup.readFD, events: Int16(POLLIN), revents: 0)]
                     _ = Syscall.poll(&wake, timeoutMillis: Int32(clamping: budgetWindowEnd - now))
-                    if wake[0].revents != 0 { break }
+                    if wake[0].revents != 0 {
+                        wakeup.drain()
+                        if wakeup.isStopRequested { break }
+                        deliverAnswers(now: Syscall.monotonicMillis())
+                    }
                     now = Syscall.monotonicMillis()
                     continue
                 }
             }
             fds.removeAll(keepingCapacity: true)
-            fds.append(pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: wakeup.readFD, events: Int16(POLLIN), revents: 0))
             let accepting = now >= acceptPausedUntil
             // poll ignores negative descriptors: the slot stays so indices line up.
             fds.append(pollfd(fd: accepting ? listenFD : -1, events: Int16(POLLIN), revents: 0))
@@ -74,9 +96,13 @@ final class ServerLoop {
                 if error.errno != EINTR { usleep(10_000) }
                 continue
             }
-            if fds[0].revents != 0 { break }
-
             let after = Syscall.monotonicMillis()
+            if fds[0].revents != 0 {
+                wakeup.drain()
+                if wakeup.isStopRequested { break }
+                deliverAnswers(now: after)
+            }
+
             // In turn from where the last wake-up stopped, while the request budget lasts.
             let count = connections.count
             let start = count == 0 ? 0 : firstServiced % count
@@ -93,17 +119,25 @@ final class ServerLoop {
         }
         for connection in connections { connection.close() }
         connections.removeAll()
+        rendering.removeAll()
+        shortage.releaseSpare()
     }
+
+    // MARK: - Accepting
 
     private func acceptConnections(now: Int64) {
         var evicted = 0 // closed in this call, still in `connections` until the loop prunes them
         defer { connections.removeAll { $0.isClosed } }
+        let accepted = connections.count // those before this turn's newcomers, which are appended
+        var remedied = false // the last accept was helped by freeing a descriptor
         for _ in 0..<acceptBatch {
             switch Syscall.accept(listenFD) {
             case .accepted(let fd):
+                if !remedied { shortage.acceptedFreely(now: now, log: log) }
+                remedied = false
                 if connections.count - evicted >= limits.maxConnections {
-                    guard let idlest = connections.filter(\.isIdle).min(by: { $0.idleSince < $1.idleSince }) else {
-                        refuseOverLimit(fd) // every connection is mid-request
+                    guard let idlest = idlestConnection(of: accepted) else {
+                        refuse(fd) // every connection is mid-request
                         continue
                     }
                     idlest.close() // removed from the list at the end of this turn
@@ -116,20 +150,69 @@ final class ServerLoop {
                 continue
             case .empty:
                 return
+            case .exhausted(let code) where code == EMFILE || code == ENFILE:
+                // Linux says EMFILE before it looks at the queue: free nothing for no one.
+                guard Syscall.hasPendingConnection(listenFD) else { return }
+                // Out of descriptors: free one for the newcomer rather than leave it (and maybe a
+                // scraper behind it) in the kernel's queue until some connection times out.
+                if let idlest = idlestConnection(of: accepted) {
+                    idlest.close()
+                    evicted += 1
+                    remedied = true
+                    shortage.needed(.evictedIdle, code: code, now: now, log: log)
+                    continue
+                }
+                switch refuseOnSpare() {
+                case .accepted:
+                    shortage.needed(.refused, code: code, now: now, log: log)
+                    continue
+                case .retry:
+                    continue
+                case .empty:
+                    return
+                case .exhausted:
+                    shortage.needed(.paused, code: code, now: now, log: log)
+                    acceptPausedUntil = now + 100
+                    return
+                }
             case .exhausted:
+                // Out of memory (ENOBUFS, ENOMEM): nothing of ours to free; try again shortly.
                 acceptPausedUntil = now + 100
                 return
             }
         }
     }
 
-    /// Over the bound: one best-effort 503 so the client knows to retry, then close at once.
-    private func refuseOverLimit(_ fd: Int32) {
-        let response = refusalResponse(status: 503, message: "too many connections; retry shortly")
+    /// The connection idle longest (one that has sent nothing since it was accepted or answered,
+    /// or is lingering) of the first `candidates`: closing it loses no request. The caller leaves
+    /// out those it accepted in this turn: they have had no chance to send, and newcomers evicting
+    /// each other would serve none of them.
+    private func idlestConnection(of candidates: Int) -> Connection? {
+        connections.prefix(candidates).lazy.filter(\.isIdle).min { $0.idleSince < $1.idleSince }
+    }
+
+    /// With every descriptor taken and nothing idle: frees the spare, accepts the newcomer on its
+    /// number, refuses it, and takes the spare again. `.exhausted` when there was no spare to free
+    /// or the newcomer still found no descriptor (another thread took it first).
+    private func refuseOnSpare() -> AcceptResult {
+        guard shortage.holdSpare() else { return .exhausted(EMFILE) }
+        shortage.releaseSpare()
+        let result = Syscall.accept(listenFD)
+        if case .accepted(let fd) = result { refuse(fd) }
+        _ = shortage.holdSpare()
+        return result
+    }
+
+    /// No room for the newcomer: one best-effort 503 so the client knows to retry, then close at once.
+    private func refuse(_ fd: Int32) {
+        var response = refusalResponse(status: 503, message: "too many connections; retry shortly")
+        response.headers.append(HTTPHeader("Retry-After", "1"))
         let bytes = encodedBytes(response)
         _ = bytes.withUnsafeBytes { Syscall.send(fd, $0) }
         Syscall.close(fd)
     }
+
+    // MARK: - Serving
 
     private func service(_ connection: Connection, now: Int64) {
         switch connection.phase {
@@ -144,7 +227,7 @@ final class ServerLoop {
                 connection.close()
             }
         case .writing:
-            if connection.flush() {
+            if connection.flush(slice: writeSlice) {
                 finishResponse(connection, now: now)
                 process(connection, now: now)
             }
@@ -153,11 +236,15 @@ final class ServerLoop {
             case .bytes, .wouldBlock: break
             case .endOfStream, .failed: connection.close()
             }
+        case .rendering:
+            // Polled for no events, so this is an error or a hang-up: no one is left to answer.
+            connection.close()
         }
     }
 
     /// Answers every complete request in the buffer, one at a time, until the head is
-    /// incomplete, a response is left waiting for the socket, or the connection is closing.
+    /// incomplete, a request goes to the worker, a response is left waiting for the socket, or
+    /// the connection is closing.
     private func process(_ connection: Connection, now: Int64) {
         while connection.phase == .reading && !connection.isClosed {
             switch connection.parser.next() {
@@ -165,22 +252,55 @@ final class ServerLoop {
                 return
             case let .request(request, keepAlive):
                 budgetLeft -= 1
-                let response = handler(request)
+                let headOnly = request.method == "HEAD"
                 let disposition: ConnectionDisposition =
                     !keepAlive ? .close : request.minorVersion == 0 ? .keepAliveAnnounced : .keepAlive
-                let (head, body) = encodeResponse(response, headOnly: request.method == "HEAD", disposition: disposition)
-                connection.output = [head, body]
-                connection.phase = .writing(closeAfter: !keepAlive)
+                if let response = quick(request) {
+                    startResponse(connection, response, headOnly: headOnly, disposition: disposition, now: now)
+                } else if rendering.count >= limits.maxQueuedRequests {
+                    startResponse(connection, Self.busy, headOnly: headOnly, disposition: disposition, now: now)
+                } else {
+                    lastTicket += 1
+                    rendering[lastTicket] = connection
+                    connection.phase = .rendering(headOnly: headOnly, disposition: disposition)
+                    connection.deadline = .max
+                    worker.submit(RenderWorker.Job(ticket: lastTicket, request: request))
+                    return
+                }
             case let .refuse(status, message):
                 let response = refusalResponse(status: status, message: message)
-                let (head, body) = encodeResponse(response, headOnly: false, disposition: .close)
-                connection.output = [head, body]
-                connection.phase = .writing(closeAfter: true)
+                startResponse(connection, response, headOnly: false, disposition: .close, now: now)
             }
-            connection.deadline = now + limits.writeTimeout.wholeMilliseconds
-            guard connection.flush() else { return }
+            guard connection.flush(slice: writeSlice) else { return }
             finishResponse(connection, now: now)
         }
+    }
+
+    /// The worker's queue is full: come back in a second.
+    private static let busy = HTTPResponse(status: 503, text: "503 Service Unavailable: busy rendering other pages; retry shortly\n",
+                                           headers: [HTTPHeader("Retry-After", "1")])
+
+    /// Hands each answer the worker finished to its connection, sends what the socket takes, and
+    /// goes on with the connection's next request.
+    private func deliverAnswers(now: Int64) {
+        for answer in worker.takeAnswers() {
+            guard let connection = rendering.removeValue(forKey: answer.ticket), !connection.isClosed,
+                  case let .rendering(headOnly, disposition) = connection.phase else { continue }
+            startResponse(connection, answer.response, headOnly: headOnly, disposition: disposition, now: now)
+            if connection.flush(slice: writeSlice) {
+                finishResponse(connection, now: now)
+                process(connection, now: now)
+            }
+        }
+    }
+
+    /// Puts `response` in the connection's output; the write timeout starts.
+    private func startResponse(_ connection: Connection, _ response: HTTPResponse, headOnly: Bool,
+                               disposition: ConnectionDisposition, now: Int64) {
+        let (head, body) = encodeResponse(response, headOnly: headOnly, disposition: disposition)
+        connection.output = [head, body]
+        connection.phase = .writing(closeAfter: disposition == .close)
+        connection.deadline = now + limits.writeTimeout.wholeMilliseconds
     }
 
     /// After a response is fully sent: wait for the next request, or send FIN and linger.

@@ -36,8 +36,9 @@ enum AcceptResult: Equatable {
     case empty
     /// A per-connection failure (the peer reset before we took it, a signal): try the next.
     case retry
-    /// The process or system is out of descriptors or memory: stop accepting for a while, or
-    /// the level-triggered listening socket would spin the loop.
+    /// The process or system is out of descriptors (`EMFILE`, `ENFILE`: the loop frees one, see
+    /// `DescriptorShortage`) or memory (it stops accepting for a while), else the level-triggered
+    /// listening socket would spin the loop.
     case exhausted(Int32)
 }
 
@@ -124,6 +125,13 @@ enum Syscall {
         }
     }
 
+    /// Whether a connection waits in the listening socket's queue, without taking it.
+    /// The corresponding C function is `poll` with no timeout.
+    static func hasPendingConnection(_ listenFD: Int32) -> Bool {
+        var probe = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
+        return Glibc.poll(&probe, 1, 0) == 1 && probe.revents & Int16(POLLIN) != 0
+    }
+
     /// The corresponding C function is `recv`.
     static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
         while true {
@@ -184,11 +192,37 @@ enum Syscall {
         return (ends[0], ends[1])
     }
 
-    /// Makes the wake-up pipe readable. One byte into an empty pipe cannot fail for lack of
-    /// room, so the result is not checked.
+    /// Makes the wake-up pipe readable. The pipe is non-blocking: when it is full (the loop has
+    /// not woken yet) the write fails, and the pipe is readable all the same, so the result is
+    /// not checked.
     static func signalWakeup(_ writeEnd: Int32) {
         var byte: UInt8 = 1
         _ = write(writeEnd, &byte, 1)
+    }
+
+    /// Reads the wake-up pipe empty. The corresponding C function is `read`.
+    static func drainWakeup(_ readEnd: Int32) {
+        var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        let size = MemoryLayout.size(ofValue: bytes)
+        while withUnsafeMutableBytes(of: &bytes, { read(readEnd, $0.baseAddress, size) }) == size {}
+    }
+
+    /// `/dev/null`, held open as the spare descriptor the loop frees when `accept` finds none
+    /// (see `DescriptorShortage`); -1 when none is free. The corresponding C function is `open`.
+    static func openSpareDescriptor() -> Int32 {
+        open("/dev/null", O_RDONLY | O_CLOEXEC)
+    }
+
+    /// Lowers the calling thread's priority: adds `increment` to its nice value (at most 19).
+    /// On Linux the nice value is a thread's own: `PRIO_PROCESS` with id 0 is the calling thread.
+    /// Failure (a sandbox that forbids it) leaves the priority as it was. The corresponding C
+    /// functions are `getpriority` and `setpriority`.
+    static func lowerThreadPriority(by increment: Int32) {
+        let which = __priority_which_t(PRIO_PROCESS.rawValue)
+        errno = 0
+        let current = getpriority(which, 0)
+        guard current != -1 || errno == 0 else { return }
+        _ = setpriority(which, 0, min(19, current + increment))
     }
 
     /// Waits for readiness; `nil` means a signal interrupted the wait.
@@ -239,7 +273,7 @@ enum Syscall {
     /// Starts a dedicated OS thread running `body`. Returns the pthread error code on failure
     /// (pthread functions return it rather than setting errno).
     /// The corresponding C function is `pthread_create`.
-    static func startThread(_ body: @escaping () -> Void) -> Result<pthread_t, SyscallError> {
+    static func startThread(_ body: @escaping () -> Void) -> Result<Thread, SyscallError> {
         final class Box {
             let body: () -> Void
             init(body: @escaping () -> Void) { self.body = body }
@@ -258,8 +292,11 @@ enum Syscall {
         return .success(thread)
     }
 
+    /// A started thread, to join.
+    typealias Thread = pthread_t
+
     /// The corresponding C function is `pthread_join`.
-    static func join(_ thread: pthread_t) {
+    static func join(_ thread: Thread) {
         _ = pthread_join(thread, nil)
     }
 }

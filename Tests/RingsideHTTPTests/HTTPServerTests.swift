@@ -327,6 +327,90 @@ struct HTTPServerTests {
         }
     }
 
+    // MARK: - Quick routes and the render worker
+
+    @Test("While the worker is held by a costly request, quick routes are answered on other connections; the costly response then comes first on its connection, before the request pipelined behind it")
+    func quickRoutesAnswerWhileWorkerIsHeld() throws {
+        let slow = SlowRoute()
+        try withServer(quick: testQuick, handler: slow.handler) { server in
+            defer { slow.release.signal() } // never leave the worker held, or stop() would wait for it
+            let held = try RawClient(port: server.boundPort)
+            // A costly request, and a quick one pipelined behind it on the same connection.
+            try held.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            try #require(slow.began(), "the worker began /slow")
+
+            // The worker is blocked: the loop still answers quick routes, each on a new connection.
+            for path in ["/health", "/nope", "/health"] {
+                let other = try RawClient(port: server.boundPort)
+                try other.send("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(try other.readResponse().status == (path == "/health" ? 200 : 404))
+            }
+            // A costly request on another connection waits its turn behind /slow.
+            let queued = try RawClient(port: server.boundPort)
+            try queued.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+
+            slow.release.signal()
+            #expect(try held.readResponse().text == "slow\n", "the costly response first")
+            #expect(try held.readResponse().text == "ok\n", "then the request pipelined behind it")
+            #expect(try queued.readResponse().text == "ringside_up 1\n")
+            // The connection goes on as usual.
+            try held.send("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try held.readResponse(toHEAD: true).header("Content-Length") == "14")
+        }
+    }
+
+    @Test("Past the worker's queue bound a costly request gets 503 with Retry-After at once, on a connection that stays open")
+    func workerQueueBound() throws {
+        var limits = HTTPServerLimits()
+        limits.maxQueuedRequests = 2
+        let slow = SlowRoute()
+        try withServer(limits: limits, quick: testQuick, handler: slow.handler) { server in
+            defer { slow.release.signal() }
+            let held = try RawClient(port: server.boundPort)
+            try held.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            try #require(slow.began())
+            let second = try RawClient(port: server.boundPort)
+            try second.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            // A barrier: the loop reads every readable connection before it polls again, so once a
+            // quick answer sent after the second request arrives, that request is at the worker.
+            let barrier = try RawClient(port: server.boundPort)
+            try barrier.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try barrier.readResponse().status == 200)
+
+            let third = try RawClient(port: server.boundPort)
+            try third.send("GET /latest HTTP/1.1\r\nHost: x\r\n\r\n")
+            let busy = try third.readResponse()
+            #expect(busy.status == 503)
+            #expect(busy.header("Retry-After") == "1")
+            #expect(busy.header("Connection") == nil, "kept open, for the retry")
+
+            slow.release.signal()
+            #expect(try held.readResponse().text == "slow\n")
+            #expect(try second.readResponse().text == "ringside_up 1\n")
+            try third.send("GET /latest HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try third.readResponse().text == "{\"bots\":[]}", "the retry is served")
+        }
+    }
+
+    @Test("A client that leaves while its request is at the worker costs nothing: its answer is dropped and the next are served")
+    func clientLeavesWhileRendering() throws {
+        let slow = SlowRoute()
+        try withServer(quick: testQuick, handler: slow.handler) { server in
+            defer { slow.release.signal() }
+            do {
+                let leaving = try RawClient(port: server.boundPort)
+                try leaving.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+                try #require(slow.began())
+            } // closed here
+            slow.release.signal()
+            for _ in 0..<3 {
+                let next = try RawClient(port: server.boundPort)
+                try next.send("GET /latest HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(try next.readResponse().status == 200)
+            }
+        }
+    }
+
     @Test("A head not completed within the timeout gets 408 and a close; an idle one is closed")
     func headTimeout() throws {
         var limits = HTTPServerLimits()

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import RingsideHTTP
 import RingsideTestSupport
@@ -19,12 +20,43 @@ let testRoutes: @Sendable (HTTPRequest) -> HTTPResponse = { request in
     }
 }
 
+/// The cheap routes of `testRoutes`, for a server's `quick`: `/health` and 404s; nil for the rest.
+let testQuick: @Sendable (HTTPRequest) -> HTTPResponse? = { request in
+    switch request.path {
+    case "/health": HTTPResponse(text: "ok\n")
+    case "/", "/metrics", "/latest", "/big", "/echo", "/slow": nil
+    default: HTTPResponse.notFound(request)
+    }
+}
+
 /// Runs `body` against a started server on an ephemeral loopback port, and stops the server
-/// afterwards whether `body` passes, fails or throws.
+/// afterwards whether `body` passes, fails or throws. Without `quick`, every request goes to the
+/// render worker.
 func withServer<T>(limits: HTTPServerLimits = HTTPServerLimits(),
+                   quick: (@Sendable (HTTPRequest) -> HTTPResponse?)? = nil,
+                   handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse = testRoutes,
                    _ body: (HTTPServer) throws -> T) throws -> T {
-    let server = try HTTPServer(listen: "127.0.0.1:0", limits: limits, handler: testRoutes)
+    let server = try HTTPServer(listen: "127.0.0.1:0", limits: limits, quick: quick ?? { _ in nil }, handler: handler)
     defer { server.stop() }
     try server.start()
     return try body(server)
+}
+
+/// A costly route that holds the render worker: `/slow` says it has begun (`entered`), then waits
+/// for `release` before answering "slow". Everything else is `testRoutes`.
+final class SlowRoute: Sendable {
+    let entered = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+
+    var handler: @Sendable (HTTPRequest) -> HTTPResponse {
+        { [self] request in
+            guard request.path == "/slow" else { return testRoutes(request) }
+            entered.signal()
+            release.wait()
+            return HTTPResponse(text: "slow\n")
+        }
+    }
+
+    /// Whether the worker began `/slow` within 5 seconds.
+    func began() -> Bool { entered.wait(timeout: .now() + 5) == .success }
 }

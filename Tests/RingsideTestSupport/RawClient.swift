@@ -97,6 +97,32 @@ package final class RawClient {
         return response
     }
 
+    /// Reads one response's head and skips its `Content-Length` body without keeping it, so a
+    /// load test's client costs little CPU beside the server it measures. Returns the status and
+    /// the body's length.
+    package func readResponseSkippingBody() throws -> (status: Int, bodyBytes: Int) {
+        let statusLine = try readLine()
+        guard let status = statusCode(statusLine) else { throw TestSupportError("bad status line: \(statusLine)") }
+        var length = 0
+        while true {
+            let line = try readLine()
+            if line.isEmpty { break }
+            if line.lowercased().hasPrefix("content-length:") { length = Int(line.dropFirst(15).trimmingCharacters(in: " ")) ?? 0 }
+        }
+        var left = length
+        let buffered = min(left, pending.count)
+        pending.removeFirst(buffered)
+        left -= buffered
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while left > 0 {
+            let n = recv(fd, &chunk, min(chunk.count, left), 0)
+            if n == 0 { throw TestSupportError("closed before the full body") }
+            guard n > 0 else { throw TestSupportError("recv: errno \(errno) (timeout is EAGAIN \(EAGAIN))") }
+            left -= n
+        }
+        return (status, length)
+    }
+
     /// The next line of the head, without its CRLF.
     private func readLine() throws -> String {
         while true {

@@ -334,8 +334,16 @@ package func eventually(seconds: Double = 10, _ condition: () throws -> Bool) re
 
 /// Starts the real `ringside-collector` on an ephemeral loopback port (unless `listen` names
 /// another address); returns it and the port from its "listening on" log line.
-package func startCollector(_ arguments: [String], listen: String = "127.0.0.1:0") throws -> (ChildProcess, Int) {
-    let collector = try ChildProcess("ringside-collector", ["--listen", listen] + arguments)
+///
+/// With `openFileLimit`, it runs under `prlimit --nofile=N:N` (util-linux), which sets the limit
+/// and then executes the collector in its own process, so `pid` is the collector's.
+package func startCollector(_ arguments: [String], listen: String = "127.0.0.1:0",
+                            openFileLimit: Int? = nil) throws -> (ChildProcess, Int) {
+    let collector = try openFileLimit.map { limit in
+        guard let prlimit = systemTool("prlimit") else { throw TestSupportError("prlimit (util-linux) is not installed") }
+        return try ChildProcess(prlimit, ["--nofile=\(limit):\(limit)", try builtExecutable("ringside-collector"),
+                                          "--listen", listen] + arguments)
+    } ?? ChildProcess("ringside-collector", ["--listen", listen] + arguments)
     guard let line = collector.waitForErrorLine(containing: "listening on http://"),
           let address = line.components(separatedBy: "http://").last?.split(separator: " ").first,
           let port = address.split(separator: ":").last.flatMap({ Int($0) }) else {

@@ -1,0 +1,43 @@
+import Synchronization
+
+/// The self-pipe that wakes the event loop from `poll`: `stop()` writes to it, and so does the
+/// render worker each time it finishes a response. The loop empties it, then looks at why.
+///
+/// Safe from any thread; `close()` only once both threads have exited.
+final class LoopWakeup: Sendable {
+    /// The end the loop polls.
+    let readFD: Int32
+    private let writeFD: Int32
+    private let stopRequested = Atomic<Bool>(false)
+
+    init() throws(SyscallError) {
+        (readFD, writeFD) = try Syscall.makeWakeup()
+    }
+
+    /// Wakes the loop (if it is not awake already: a full pipe is readable enough).
+    func signal() {
+        Syscall.signalWakeup(writeFD)
+    }
+
+    /// Asks the loop to exit at its next wake-up, and wakes it.
+    func requestStop() {
+        // Releasing: the loop that sees the flag sees everything done before the request.
+        stopRequested.store(true, ordering: .releasing)
+        signal()
+    }
+
+    var isStopRequested: Bool {
+        // Acquiring: pairs with the store in `requestStop`.
+        stopRequested.load(ordering: .acquiring)
+    }
+
+    /// Reads every byte waiting, so the next `poll` sleeps until the next signal.
+    func drain() {
+        Syscall.drainWakeup(readFD)
+    }
+
+    func close() {
+        Syscall.close(readFD)
+        Syscall.close(writeFD)
+    }
+}

@@ -1,0 +1,91 @@
+import Dispatch
+import Synchronization
+
+/// The one thread that runs the server's costly handler, a request at a time, off the event loop.
+///
+/// The loop hands it requests (`submit`) and, when the wake-up pipe says so, takes back what it
+/// answered (`takeAnswers`). So the loop keeps answering cheap routes and reading and writing
+/// every other connection while a page is rendered. One thread, so at most one page is rendered
+/// at a time: a page of 100,000 series can take hundreds of MB, and two at once would take twice
+/// that. The loop bounds how many requests wait here (`HTTPServerLimits.maxQueuedRequests`).
+///
+/// `submit` and `takeAnswers` are the loop's; `start` and `stop` are the server's. All are safe
+/// across threads.
+final class RenderWorker: Sendable {
+    /// A request, and the loop's ticket to match its answer to its connection.
+    struct Job: Sendable {
+        var ticket: UInt64
+        var request: HTTPRequest
+    }
+
+    struct Answer: Sendable {
+        var ticket: UInt64
+        var response: HTTPResponse
+    }
+
+    private struct State {
+        var jobs: [Job] = []
+        var answers: [Answer] = []
+        var stopping = false
+        var thread: Syscall.Thread?
+    }
+
+    private let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private let wakeup: LoopWakeup
+    private let state = Mutex(State())
+    /// One signal per job submitted, and one for `stop`.
+    private let jobsWaiting = DispatchSemaphore(value: 0)
+
+    init(handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse, wakeup: LoopWakeup) {
+        self.handler = handler
+        self.wakeup = wakeup
+    }
+
+    /// Starts the thread, `niceIncrement` below the caller's priority.
+    func start(niceIncrement: Int32) -> Result<Void, SyscallError> {
+        Syscall.startThread { [self] in
+            if niceIncrement > 0 { Syscall.lowerThreadPriority(by: niceIncrement) }
+            run()
+        }.map { thread in state.withLock { $0.thread = thread } }
+    }
+
+    func submit(_ job: Job) {
+        state.withLock { $0.jobs.append(job) }
+        jobsWaiting.signal()
+    }
+
+    /// The answers finished since the last call, in the order they were finished.
+    func takeAnswers() -> [Answer] {
+        state.withLock { state in
+            defer { state.answers.removeAll() }
+            return state.answers
+        }
+    }
+
+    /// Ends the thread once the request it is rendering (if any) is done, and waits for it;
+    /// requests still queued are dropped. Idempotent.
+    func stop() {
+        guard let thread = state.withLock({ state -> Syscall.Thread? in
+            state.stopping = true
+            defer { state.thread = nil }
+            return state.thread
+        }) else { return }
+        jobsWaiting.signal()
+        Syscall.join(thread)
+    }
+
+    private func run() {
+        while true {
+            jobsWaiting.wait()
+            let next = state.withLock { state -> Job?? in
+                if state.stopping { return .none }
+                return .some(state.jobs.isEmpty ? nil : state.jobs.removeFirst())
+            }
+            guard let job = next else { return }
+            guard let job else { continue }
+            let response = handler(job.request)
+            state.withLock { $0.answers.append(Answer(ticket: job.ticket, response: response)) }
+            wakeup.signal()
+        }
+    }
+}
