@@ -190,8 +190,8 @@ public final class Collector: @unchecked Sendable {
         // between those whose lanes' write cursors moved (one flat loop over every lane), and
         // those the last pass asked for (busy lately, a capped drain going on, a fill rate, a
         // quarantine, new lanes).
-        let rebuilt = watchLanes()
-        let sweep = forcePublish || rebuilt || sweepNow || now &- lastSweepNanos >= Self.sweepIntervalNanos
+        _ = watchLanes()
+        let sweep = forcePublish || sweepNow || now &- lastSweepNanos >= Self.sweepIntervalNanos
         if sweep { lastSweepNanos = now }
         sweepNow = false
         let rings = watchedRings
@@ -398,12 +398,21 @@ public final class Collector: @unchecked Sendable {
     static let probesPerPass = 4
 
     /// Rebuilds the lane watch when rings came or went or mapped lanes; returns whether it did.
+    /// The visits due carry over: rings marked or followed up, rings new to the watch, and rings
+    /// with lanes the watch did not have (with thousands of rings coming and going, a rebuild
+    /// must not drop the visits a pass cut short left for the next).
     private func watchLanes() -> Bool {
         guard laneWatchStale || watchedVersion != tracked.version else { return false }
+        var due = Set<ObjectIdentifier>()
+        for index in followUps where index < watchedRings.count { due.insert(ObjectIdentifier(watchedRings[index])) }
+        for (index, ring) in watchedRings.enumerated() where index < visit.count && visit[index] { due.insert(ObjectIdentifier(ring)) }
+        let known = Set(watchedRings.map(ObjectIdentifier.init))
         watchedRings = tracked.ordered
         laneWatch.watch(watchedRings.map(\.consumer))
+        visit = watchedRings.map { ring in
+            due.contains(ObjectIdentifier(ring)) || !known.contains(ObjectIdentifier(ring)) || ring.watchedLanes != ring.consumer.laneCount
+        }
         for ring in watchedRings { ring.watchedLanes = ring.consumer.laneCount }
-        visit = Array(repeating: false, count: watchedRings.count)
         followUps.removeAll()
         watchedVersion = tracked.version
         laneWatchStale = false
