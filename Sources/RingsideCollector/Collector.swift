@@ -730,7 +730,7 @@ public final class Collector: @unchecked Sendable {
         if touched.overflowed { toReacquire.formUnion(released.keys) } // an open may have been missed
         for name in touched.names {
             if let ring = tracked[name] {
-                ring.touchedNanos = now // perhaps a producer between its open and its lock: not released yet
+                ring.touched(nowNanos: now) // perhaps a producer between its open and its lock: not released yet
                 do { try ring.consumer.checkIntact() } catch {
                     tracked[name] = nil
                     skip(name, error, nowNanos: now)
