@@ -14,16 +14,14 @@ fn main() {
     println!("cargo::rerun-if-env-changed=CC");
     println!("cargo::rerun-if-env-changed=AR");
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    if let Some(version) = Command::new(&rustc).arg("--version").output().ok().and_then(|o| String::from_utf8(o.stdout).ok()) {
+    if let Some(version) =
+        Command::new(&rustc).arg("--version").output().ok().and_then(|o| String::from_utf8(o.stdout).ok())
+    {
         println!("cargo::rustc-env=RINGSIDE_BENCH_RUSTC={}", version.trim());
     }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let sources = manifest.join("../../../Sources/CRingside");
-    let files = [
-        sources.join("ringside.c"),
-        sources.join("ringside_producer.c"),
-        manifest.join("bench/c_loop.c"),
-    ];
+    let files = [sources.join("ringside.c"), sources.join("ringside_producer.c"), manifest.join("bench/c_loop.c")];
     if !files.iter().all(|f| f.is_file()) {
         return; // not in the Ringside repository: no baseline, silently
     }

@@ -163,9 +163,7 @@ fn machine() -> String {
         .ok()
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("Model name:"))
-                .map(|l| l["Model name:".len()..].trim().to_string())
+            text.lines().find(|l| l.starts_with("Model name:")).map(|l| l["Model name:".len()..].trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU (no lscpu)".into());
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());

@@ -7,11 +7,14 @@ fn send_order() {
 }
 
 fn main() -> Result<(), ringside::Error> {
-    let bot = Bot::attach("rs-bot")?;                // /dev/shm/ringside.rs-bot
+    let bot = Bot::attach("rs-bot")?; // /dev/shm/ringside.rs-bot
     let fill = bot.histogram("order_fill_latency", Unit::Microseconds, &[("symbol", "AAPL")])?;
     let orders = bot.counter("orders", &[])?;
-    fill.record(42);                                 // any thread: handles are Clone + Send + Sync
-    { let _span = fill.span(); send_order(); }       // the scope's time, on drop
+    fill.record(42); // any thread: handles are Clone + Send + Sync
+    {
+        let _span = fill.span();
+        send_order();
+    } // the scope's time, on drop
     orders.increment(1);
     Ok(())
 }

@@ -181,11 +181,11 @@ struct BotState {
     file: Option<File>,      // holds the producer lock; None when disabled or forked
     header: Option<Mapping>, // [0, lanes_offset): header, registry, metric cells
     lanes: Vec<Option<Mapping>>,
-    held: Vec<bool>,         // a thread holds the lane
-    disabled_metrics: u32,   // a disabled bot's registrations, for their indices
+    held: Vec<bool>,       // a thread holds the lane
+    disabled_metrics: u32, // a disabled bot's registrations, for their indices
     /// (name, encoded labels) -> registry index, of every published entry.
     known: HashMap<(String, Vec<u8>), u32>,
-    forked: bool,            // in a forked child: the file is the parent's
+    forked: bool, // in a forked child: the file is the parent's
     said_why_laneless: bool,
 }
 
@@ -396,11 +396,7 @@ impl BotInner {
     pub(crate) fn register(&self, request: &Request<'_>) -> Result<u32, Error> {
         let mut state = self.state.lock();
         if state.forked {
-            return Err(Error::Forked {
-                bot: self.name.clone(),
-                pid: std::process::id(),
-                parent: self.owner_pid,
-            });
+            return Err(Error::Forked { bot: self.name.clone(), pid: std::process::id(), parent: self.owner_pid });
         }
         let Some(mapping) = state.header.as_ref().filter(|_| self.enabled.load(Relaxed)) else {
             // Disabled: a handle below the registry's capacity, so record calls stay harmless.
@@ -414,7 +410,10 @@ impl BotInner {
         if let Some(&index) = state.known.get(&identity) {
             // Entries below metric_count never change: the one we validated or wrote is there.
             let entry = mapping.read_entry(&self.geometry, index);
-            if entry.kind != request.kind || entry.unit != request.unit as u8 || entry.sample_every != request.sample_every {
+            if entry.kind != request.kind
+                || entry.unit != request.unit as u8
+                || entry.sample_every != request.sample_every
+            {
                 let shown = if request.labels.is_empty() {
                     String::new()
                 } else {
@@ -491,7 +490,8 @@ impl<'a> Request<'a> {
             return Err(Error::InvalidMetricName { bot: bot.to_string(), metric: shorten(name).to_string() });
         }
         let unit = if kind == KIND_COUNTER { Unit::None } else { unit }; // counters count: no unit
-        let invalid = |reason: &str| Error::InvalidOption { bot: bot.to_string(), reason: format!("metric {name}: {reason}") };
+        let invalid =
+            |reason: &str| Error::InvalidOption { bot: bot.to_string(), reason: format!("metric {name}: {reason}") };
         if sample_every < 1 {
             return Err(invalid("sample_every must be at least 1"));
         }
@@ -698,7 +698,9 @@ impl Target<'_> {
             }
             Err(error) => return Err(self.open_error(error, true)),
         };
-        let fail = |operation: &str, error: std::io::Error| Error::io(self.name, operation, self.path, error.raw_os_error().unwrap_or(0));
+        let fail = |operation: &str, error: std::io::Error| {
+            Error::io(self.name, operation, self.path, error.raw_os_error().unwrap_or(0))
+        };
         if created {
             // Exactly the mode asked for, whatever the umask.
             file.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(|e| fail("chmod", e))?;
@@ -768,7 +770,9 @@ impl Target<'_> {
         let mapped = match result {
             Err(errno) if errno == sys::ENOSPC || errno == sys::EDQUOT => Err(self.no_space(size)),
             Err(errno) => Err(Error::io(self.name, "reserve space for", self.path, errno)),
-            Ok(()) => Mapping::map(file.as_raw_fd(), 0, size).map_err(|errno| Error::io(self.name, "mmap", self.path, errno)),
+            Ok(()) => {
+                Mapping::map(file.as_raw_fd(), 0, size).map_err(|errno| Error::io(self.name, "mmap", self.path, errno))
+            }
         };
         let mapping = match mapped {
             Ok(mapping) => mapping,
@@ -799,7 +803,15 @@ impl Target<'_> {
         h.lane_header_size.store(LANE_HEADER_SIZE, Relaxed);
         // Release, written last: a reader that sees the version sees the whole layout.
         h.version.store(FORMAT_VERSION, Release);
-        Ok(Attached { known: HashMap::new(), header: mapping, lanes: Vec::new(), geometry, capacity_log2, registry_capacity, max_lanes })
+        Ok(Attached {
+            known: HashMap::new(),
+            header: mapping,
+            lanes: Vec::new(),
+            geometry,
+            capacity_log2,
+            registry_capacity,
+            max_lanes,
+        })
     }
 
     /// Checks an existing header's layout (`rsp_layout_check`), then the options against it.
@@ -825,14 +837,13 @@ impl Target<'_> {
             });
         }
         if !(MIN_CAPACITY_LOG2..=MAX_CAPACITY_LOG2).contains(&capacity_log2) {
-            return Err(self.corrupt(format!(
-                "capacity_log2 is {capacity_log2}, not {MIN_CAPACITY_LOG2} to {MAX_CAPACITY_LOG2}"
-            )));
+            return Err(self
+                .corrupt(format!("capacity_log2 is {capacity_log2}, not {MIN_CAPACITY_LOG2} to {MAX_CAPACITY_LOG2}")));
         }
         if !(1..=MAX_REGISTRY_CAPACITY).contains(&registry_capacity) {
-            return Err(self.corrupt(format!(
-                "registry_capacity is {registry_capacity}, not 1 to {MAX_REGISTRY_CAPACITY}"
-            )));
+            return Err(
+                self.corrupt(format!("registry_capacity is {registry_capacity}, not 1 to {MAX_REGISTRY_CAPACITY}"))
+            );
         }
         if !(1..=MAX_LANES).contains(&max_lanes) {
             return Err(self.corrupt(format!("max_lanes is {max_lanes}, not 1 to {MAX_LANES}")));
@@ -856,10 +867,7 @@ impl Target<'_> {
             }
         }
         if size < g.lanes_offset {
-            return Err(self.corrupt(format!(
-                "it has {size} bytes, less than the {} before its lanes",
-                g.lanes_offset
-            )));
+            return Err(self.corrupt(format!("it has {size} bytes, less than the {} before its lanes", g.lanes_offset)));
         }
         let capacity = 1u64 << capacity_log2;
         if o.lane_capacity.is_some_and(|c| c != capacity)
@@ -917,7 +925,8 @@ impl Target<'_> {
         let (capacity_log2, registry_capacity, max_lanes) = self.check_layout(copy, size, o)?;
         let geometry = Geometry::of(capacity_log2, registry_capacity);
         let fd = file.as_raw_fd();
-        let header = Mapping::map(fd, 0, geometry.lanes_offset).map_err(|errno| Error::io(self.name, "mmap", self.path, errno))?;
+        let header = Mapping::map(fd, 0, geometry.lanes_offset)
+            .map_err(|errno| Error::io(self.name, "mmap", self.path, errno))?;
         let h = header.header();
         let count = h.metric_count.load(Acquire); // acquire: the entries below it are complete
         if count > registry_capacity {

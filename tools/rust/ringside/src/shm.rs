@@ -9,7 +9,7 @@
 //! producer writes only slots the consumer has released) and a registry entry's 512 bytes
 //! (published by the release store of `metric_count`; never changed afterwards).
 
-use crate::layout::{Geometry, LANE_HEADER_SIZE, LANE_RETIRED, LANE_ACTIVE, KIND_GAUGE, REGISTRY_ENTRY_SIZE};
+use crate::layout::{Geometry, KIND_GAUGE, LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED, REGISTRY_ENTRY_SIZE};
 use crate::sys;
 use std::cell::UnsafeCell;
 use std::mem::{offset_of, size_of};
@@ -278,7 +278,13 @@ impl Writer {
     /// # Safety
     /// No thread may use this writer meanwhile (its lane is free, under the bot's mutex), and
     /// `lane` and `cells` must stay mapped as long as it points at them.
-    pub unsafe fn point_at_lane(&self, lane: &Mapping, geometry: &Geometry, capacity_log2: u32, cells: *const MetricCell) {
+    pub unsafe fn point_at_lane(
+        &self,
+        lane: &Mapping,
+        geometry: &Geometry,
+        capacity_log2: u32,
+        cells: *const MetricCell,
+    ) {
         let header = lane.lane();
         let f = &mut *self.fields.get();
         f.records = lane.base.add(geometry.lane_records_offset as usize) as *mut Record;

@@ -226,7 +226,8 @@ fn the_registry_reaches_the_collector_with_labels_and_help() {
     let orders = bot.metric("orders").labels(&[("venue", "XNAS")]).help("Orders sent").counter().unwrap();
     let orders_arca = bot.counter("orders", &[("venue", "ARCA")]).unwrap();
     // (name, labels) identifies a metric: registering it again finds it.
-    let again = bot.histogram("order_fill_latency", Unit::Microseconds, &[("side", "buy"), ("symbol", "AAPL")]).unwrap();
+    let again =
+        bot.histogram("order_fill_latency", Unit::Microseconds, &[("side", "buy"), ("symbol", "AAPL")]).unwrap();
     assert_eq!((fill.index(), orders.index(), orders_arca.index(), again.index()), (0, 1, 2, 0));
     assert_eq!(bot.metric_count(), 3);
     fill.record(42);
@@ -302,8 +303,12 @@ fn a_thread_exit_retires_its_lane_and_the_next_thread_reuses_it() {
         let ring = latest.ring("rs-reuse")?;
         let lanes = ring.get("lanes").map(|l| l.array().to_vec()).unwrap_or_default();
         match lanes.as_slice() {
-            [lane] if lane.at("state").and_then(|s| s.str()) == Some("active")
-                && lane.num("thread_id")? == tid_b as f64 => Ok(()),
+            [lane]
+                if lane.at("state").and_then(|s| s.str()) == Some("active")
+                    && lane.num("thread_id")? == tid_b as f64 =>
+            {
+                Ok(())
+            }
             _ => Err(format!("lanes {lanes:?}")),
         }
     });
@@ -405,7 +410,8 @@ fn ringside_dump_finds_nothing_wrong_with_a_rust_bots_file() {
         return;
     };
     let dir = ScratchDir::new("dump-check");
-    let bot = Bot::attach_with("rs-dump", Options { lane_capacity: Some(64), max_lanes: Some(3), ..options(&dir) }).unwrap();
+    let bot =
+        Bot::attach_with("rs-dump", Options { lane_capacity: Some(64), max_lanes: Some(3), ..options(&dir) }).unwrap();
     let latency = bot.metric("latency").label("symbol", "AAPL").help("Latency").histogram(Unit::Microseconds).unwrap();
     let orders = bot.counter("orders", &[("side", "buy")]).unwrap();
     let level = bot.gauge("level", Unit::Bytes, &[]).unwrap();
@@ -426,12 +432,8 @@ fn ringside_dump_finds_nothing_wrong_with_a_rust_bots_file() {
         t.join().unwrap();
     }
     let check = |when: &str| {
-        let output = std::process::Command::new(&dump)
-            .arg("--dir")
-            .arg(&dir.path)
-            .args(["check", "rs-dump"])
-            .output()
-            .unwrap();
+        let output =
+            std::process::Command::new(&dump).arg("--dir").arg(&dir.path).args(["check", "rs-dump"]).output().unwrap();
         let stdout = String::from_utf8_lossy(&output.stdout).to_string();
         assert!(
             output.status.success() && stdout.contains("ok"),

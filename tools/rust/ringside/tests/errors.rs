@@ -143,14 +143,23 @@ fn options_out_of_range_are_refused() {
         assert!(matches!(error, Error::InvalidOption { .. }), "{options:?}: {error:?}");
     }
     assert!(!dir.file("rs-options").exists());
-    let bot = Bot::attach_with("rs-options", Options { lane_capacity: Some(16), max_metrics: Some(1), max_lanes: Some(1), mode: Some(0o640), ..o() }).unwrap();
+    let bot = Bot::attach_with(
+        "rs-options",
+        Options { lane_capacity: Some(16), max_metrics: Some(1), max_lanes: Some(1), mode: Some(0o640), ..o() },
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(dir.file("rs-options")).unwrap().permissions().mode() & 0o777, 0o640);
     drop(bot);
     // An existing file's shape must match what is asked; "any" (None) takes it.
     let error = Bot::attach_with("rs-options", Options { max_lanes: Some(2), ..o() }).unwrap_err();
     assert!(matches!(error, Error::Incompatible { version: None, .. }), "{error:?}");
-    assert!(error.to_string().contains("holds lanes of 16 records, 1 metrics and 1 lanes; asked for lanes of any records, any metrics and 2 lanes"), "{error}");
+    assert!(
+        error.to_string().contains(
+            "holds lanes of 16 records, 1 metrics and 1 lanes; asked for lanes of any records, any metrics and 2 lanes"
+        ),
+        "{error}"
+    );
     Bot::attach_with("rs-options", o()).unwrap();
 }
 
@@ -244,8 +253,9 @@ fn links_and_other_users_files_are_refused() {
         assert!(error.to_string().contains("is owned by uid 12345, not"), "{error}");
     }
 
-    let error = Bot::attach_with("rs-nowhere", Options { directory: Some(dir.path.join("missing")), ..Options::default() })
-        .unwrap_err();
+    let error =
+        Bot::attach_with("rs-nowhere", Options { directory: Some(dir.path.join("missing")), ..Options::default() })
+            .unwrap_err();
     assert!(matches!(error, Error::Io { .. }), "{error:?}");
     assert!(error.to_string().starts_with("bot rs-nowhere: open "), "{error}");
 }

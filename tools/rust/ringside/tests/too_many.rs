@@ -5,9 +5,8 @@ use ringside::{Bot, Error, Options, MAX_BOTS_PER_PROCESS};
 #[test]
 fn a_process_holds_at_most_64_bots() {
     let disabled = || Options { disabled: true, ..Options::default() };
-    let mut bots: Vec<Bot> = (0..MAX_BOTS_PER_PROCESS)
-        .map(|i| Bot::attach_with(&format!("rs-many-{i}"), disabled()).unwrap())
-        .collect();
+    let mut bots: Vec<Bot> =
+        (0..MAX_BOTS_PER_PROCESS).map(|i| Bot::attach_with(&format!("rs-many-{i}"), disabled()).unwrap()).collect();
     let error = Bot::attach_with("rs-one-more", disabled()).unwrap_err();
     assert!(matches!(error, Error::TooManyBots { .. }), "{error:?}");
     assert_eq!(error.to_string(), "bot rs-one-more: the process already holds 64 bots; drop one first");

@@ -215,7 +215,8 @@ pub fn http_get(port: u16, path: &str) -> Result<String, String> {
     if !status.contains(" 200") {
         return Err(format!("{path}: {status}"));
     }
-    let chunked = head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
+    let chunked =
+        head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
     if !chunked {
         return Ok(body.to_string());
     }
@@ -299,7 +300,9 @@ impl Json {
             .map(Json::array)
             .unwrap_or(&[])
             .iter()
-            .find(|s| s.at("ring").and_then(Json::str) == Some(ring) && s.at("metric").and_then(Json::str) == Some(metric))
+            .find(|s| {
+                s.at("ring").and_then(Json::str) == Some(ring) && s.at("metric").and_then(Json::str) == Some(metric)
+            })
             .ok_or_else(|| format!("no series {metric} of ring {ring} yet"))
     }
 
