@@ -394,7 +394,7 @@ public final class Collector: @unchecked Sendable {
     /// Records a visit takes from each lane of a ring not proven, or suspect: its records may be
     /// mostly invalid (and slow to refuse), so it is learnt from small visits.
     static let unprovenLaneRecordLimit = 1_024
-    /// Rings never drained that a pass serves with the known ones (see `serviceOrder`).
+    /// Unproven rings that a pass serves with the proven ones (see `serviceOrder`).
     static let probesPerPass = 4
 
     /// Rebuilds the lane watch when rings came or went or mapped lanes; returns whether it did.
@@ -1013,7 +1013,8 @@ final class TrackedRing {
     /// Until when its records are not read (0: they are), why, and how many times it was.
     /// Its producer is dead and every record drained: the pass lets go of its file at its end.
     var releaseDue = false
-    /// When inotify last saw its file opened or changed (0: never).
+    /// When its file was last opened (by this collector at attach, or by anyone, as inotify
+    /// says) or changed: not released for `Collector.releaseGraceNanos` after (0: never).
     var touchedNanos: UInt64 = 0
     var quarantinedUntilNanos: UInt64 = 0
     var quarantineReason: String?

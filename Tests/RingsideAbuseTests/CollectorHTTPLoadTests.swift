@@ -15,11 +15,6 @@ private func latencySummary(_ latencies: [Double]) -> String {
     return String(format: "%d probes, p50 %.1f ms, p99 %.1f ms, max %.1f ms", sorted.count, at(0.5), at(0.99), last * 1000)
 }
 
-/// The collector's open descriptors, from /proc.
-private func openDescriptors(_ pid: Int32) -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
-}
-
 /// Connections of `clients` the server has not closed.
 private func stillOpen(_ clients: [RawClient]) -> Int {
     clients.filter { !$0.isClosedNow }.count
@@ -46,12 +41,12 @@ struct CollectorHTTPLoadTests {
             idle.removeAll()
 
             // Now the open-file limit itself runs out first: 6 descriptors above those open.
-            #expect(eventually(seconds: 5) { openDescriptors(pid) < 20 }, "the server let go of the closed connections")
+            #expect(eventually(seconds: 5) { openDescriptorCount(of: pid) < 20 }, "the server let go of the closed connections")
             // Counted once the count holds still: connections still being closed would leave more room.
             let steady = eventually(seconds: 5) { () -> Int? in
-                let before = openDescriptors(pid)
+                let before = openDescriptorCount(of: pid)
                 usleep(200_000)
-                return openDescriptors(pid) == before ? before : nil
+                return openDescriptorCount(of: pid) == before ? before : nil
             }
             let limit = try #require(steady) + 6
             let lowered = try runProcess(try #require(systemTool("prlimit")), ["--pid", "\(pid)", "--nofile=\(limit):\(limit)"])

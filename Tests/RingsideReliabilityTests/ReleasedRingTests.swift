@@ -7,24 +7,10 @@ import Ringside
 import RingsideTestSupport
 import Testing
 
-/// Entries in a directory of /proc (a process's descriptors), or lines of a /proc file (its maps).
-private func procCount(_ pid: Int32, _ what: String) -> Int {
-    if what == "fd" { return (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1 }
-    return ((try? String(contentsOfFile: "/proc/\(pid)/\(what)", encoding: .utf8)) ?? "").split(separator: "\n").count
-}
-
 /// One line of the collector's /metrics, as a number.
 private func metric(_ port: Int, _ line: String) -> Double? {
     guard let body = try? httpGet(port: port, path: "/metrics").body else { return nil }
     return body.split(separator: "\n").first { $0.hasPrefix(line + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
-}
-
-/// The problem /latest shows for a skipped ring, once it shows one.
-private func skippedProblem(_ port: Int, _ ring: String) -> String? {
-    guard let body = try? httpGet(port: port, path: "/latest").body, let document = try? jsonObject(body),
-          let rings = document["rings"] as? [[String: Any]],
-          let entry = rings.first(where: { $0["name"] as? String == ring && $0["state"] as? String == "skipped" }) else { return nil }
-    return entry["problem"] as? String
 }
 
 extension ReliabilityTests {
@@ -41,17 +27,17 @@ extension ReliabilityTests {
                 let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms", "--history", "0"])
                 defer { collector.kill() }
                 #expect(try eventually { try httpGet(port: port, path: "/-/ready").status == 200 })
-                let fds = procCount(collector.pid, "fd"), maps = procCount(collector.pid, "maps")
+                let fds = openDescriptorCount(of: collector.pid), maps = mappingCount(of: collector.pid)
                 let rss = try #require(residentKiB(of: collector.pid)).total
                 let run = try runProcess("ringside-test-producer", [
                     "short-bots", "--dir", directory.path, "--ring", "job", "--count", "3000",
                 ])
                 try #require(run.status == 0 && run.output.contains("bots 3000"), "\(run.errors)")
                 let collected = eventually(seconds: 120) { () -> Bool? in
-                    metric(port, "ringside_collector_records_drained_total") == 3_000 && procCount(collector.pid, "fd") <= fds + 8
+                    metric(port, "ringside_collector_records_drained_total") == 3_000 && openDescriptorCount(of: collector.pid) <= fds + 8
                         ? true : nil
                 }
-                let after = (fds: procCount(collector.pid, "fd"), maps: procCount(collector.pid, "maps"),
+                let after = (fds: openDescriptorCount(of: collector.pid), maps: mappingCount(of: collector.pid),
                              rss: residentKiB(of: collector.pid)?.total ?? -1)
                 #expect(collected == true, "fds \(fds) -> \(after.fds), drained \(metric(port, "ringside_collector_records_drained_total") ?? -1)")
                 #expect(after.maps <= maps + 32, "maps \(maps) -> \(after.maps)")

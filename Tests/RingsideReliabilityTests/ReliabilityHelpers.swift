@@ -90,3 +90,11 @@ func truncateFile(_ path: String, to size: Int) throws {
         throw TestSupportError("truncate \(path): \(String(cString: strerror(errno)))")
     }
 }
+
+/// The problem /latest shows for a skipped ring, once it shows one.
+func skippedProblem(_ port: Int, _ ring: String) -> String? {
+    guard let body = try? httpGet(port: port, path: "/latest").body, let document = try? jsonObject(body),
+          let rings = document["rings"] as? [[String: Any]],
+          let entry = rings.first(where: { $0["name"] as? String == ring && $0["state"] as? String == "skipped" }) else { return nil }
+    return entry["problem"] as? String
+}

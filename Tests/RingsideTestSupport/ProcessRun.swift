@@ -134,3 +134,13 @@ package func residentKiB(of pid: Int32) -> (total: Int, anonymous: Int)? {
     guard let total = field("VmRSS"), let anonymous = field("RssAnon") else { return nil }
     return (total, anonymous)
 }
+
+/// A process's open descriptors and memory mappings, from /proc (-1 once it is gone).
+package func openDescriptorCount(of pid: Int32) -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+}
+
+package func mappingCount(of pid: Int32) -> Int {
+    guard let maps = try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8) else { return -1 }
+    return maps.split(separator: "\n").count
+}
