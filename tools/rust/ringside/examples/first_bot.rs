@@ -6,15 +6,14 @@ fn send_order() {
     std::thread::sleep(std::time::Duration::from_millis(1));
 }
 
+// The README's lines as they stand there, aligned comments and all (FirstBotTests compares them).
+#[rustfmt::skip]
 fn main() -> Result<(), ringside::Error> {
-    let bot = Bot::attach("rs-bot")?; // /dev/shm/ringside.rs-bot
+    let bot = Bot::attach("rs-bot")?;                // /dev/shm/ringside.rs-bot
     let fill = bot.histogram("order_fill_latency", Unit::Microseconds, &[("symbol", "AAPL")])?;
     let orders = bot.counter("orders", &[])?;
-    fill.record(42); // any thread: handles are Clone + Send + Sync
-    {
-        let _span = fill.span();
-        send_order();
-    } // the scope's time, on drop
+    fill.record(42);                                 // any thread: handles are Clone + Send + Sync
+    { let _span = fill.span(); send_order(); }       // the scope's time, on drop
     orders.increment(1);
     Ok(())
 }
