@@ -268,6 +268,15 @@ package final class RingConsumer {
         return added.count
     }
 
+    /// Lets go of the strings of metric `index`'s descriptor (up to 488 bytes), keeping its
+    /// index, kind, unit and sampling: a reader that gives a metric no series (a collector at its
+    /// memory budget) need not hold them for every metric a registry may have.
+    package func forgetStrings(ofMetric index: Int) {
+        let metric = metrics[index]
+        metrics[index] = MetricDescriptor(index: metric.index, name: "", kind: metric.kind, unit: metric.unit,
+                                          encodedLabels: "", help: "", sampleEvery: metric.sampleEvery)
+    }
+
     /// The file's state. `producerAlive`, when given, is used instead of asking the kernel (a
     /// system call), so a caller may check liveness less often than it reads the rest.
     package func status(producerAlive: Bool? = nil) throws(RingError) -> RingStatus {

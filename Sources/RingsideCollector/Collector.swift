@@ -515,8 +515,9 @@ public final class Collector: @unchecked Sendable {
     private func attach(_ name: String, nowNanos now: UInt64) {
         do {
             let consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
-            let ring = TrackedRing(consumer: consumer, aggregator: RingAggregator(ring: name, layout: layout))
-            ring.aggregator.add(consumer.metrics) { seriesAllowance(for: ring, holding: $0) }
+            let ring = TrackedRing(consumer: consumer, aggregator: RingAggregator(ring: name, layout: layout,
+                                                                                       quantiles: options.quantiles.count))
+            ring.aggregator.addMetrics(of: consumer) { seriesAllowance(for: ring, holding: $0) }
             sayRefusedSeries(of: ring)
             let status = try consumer.status()
             // Counters made before this collector started (it restarted, say) count in totals
@@ -607,23 +608,47 @@ public final class Collector: @unchecked Sendable {
         }
     }
 
-    /// How many more series `ring`, holding `held`, may have: `--max-series-per-ring` for the
-    /// ring, `--max-series` for the collector. Metrics past it are refused, counted and exported.
-    private func seriesAllowance(for ring: TrackedRing, holding held: Int) -> Int {
+    /// The room the caps leave `ring`, holding `held`: `--max-series-per-ring` for the ring,
+    /// `--max-series` and `--max-series-bytes` for the collector. Metrics past it are refused,
+    /// counted and exported. Series are admitted up to 7/8 of the memory budget: the rest is kept
+    /// for what grows after admission (histograms' counts, refused metrics' descriptors) and for
+    /// the allocator's slack.
+    private func seriesAllowance(for ring: TrackedRing, holding held: RingAggregator.Usage) -> RingAggregator.Usage {
         // The ring itself counted once, whether it is tracked yet (a refresh) or not (at attach);
         // its aggregator is not read here: the caller may be mutating it.
-        let others = tracked.ordered.reduce(0) { $1 === ring ? $0 : $0 + $1.aggregator.seriesCount }
-            + released.values.reduce(0) { $1 === ring ? $0 : $0 + $1.aggregator.seriesCount }
-        return max(0, min(options.maxSeriesPerRing - held, options.maxSeries - others - held))
+        let others = seriesUsage(except: ring)
+        return RingAggregator.Usage(
+            series: max(0, min(options.maxSeriesPerRing - held.series, options.maxSeries - others.series - held.series)),
+            bytes: max(0, options.maxSeriesBytes / 8 * 7 - others.bytes - held.bytes))
+    }
+
+    /// The series of every ring but `excluded`, and the memory they take.
+    private func seriesUsage(except excluded: TrackedRing? = nil) -> RingAggregator.Usage {
+        var total = RingAggregator.Usage()
+        for ring in tracked.ordered where ring !== excluded {
+            let usage = ring.aggregator.usage
+            total.series += usage.series
+            total.bytes += usage.bytes
+        }
+        for ring in released.values where ring !== excluded {
+            let usage = ring.aggregator.usage
+            total.series += usage.series
+            total.bytes += usage.bytes
+        }
+        return total
     }
 
     /// Says once per ring in the log that a series cap refused some of its metrics.
     private func sayRefusedSeries(of ring: TrackedRing) {
         guard ring.aggregator.refusedSeries > 0, !ring.saidSeriesRefused, let first = ring.aggregator.firstRefused else { return }
         ring.saidSeriesRefused = true
-        let perRing = ring.aggregator.seriesCount >= options.maxSeriesPerRing
-        let cap = perRing ? "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
-                          : "the collector's cap of \(options.maxSeries) series (--max-series)"
+        let cap = if ring.aggregator.firstRefusedForBytes {
+            "the collector's memory budget for series of \(options.maxSeriesBytes >> 20) MiB (--max-series-bytes)"
+        } else if ring.aggregator.seriesCount >= options.maxSeriesPerRing {
+            "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
+        } else {
+            "the collector's cap of \(options.maxSeries) series (--max-series)"
+        }
         ringLog("ring \(ring.name): \(cap) is reached: metric \(first.name)"
             + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
             + " and any registered "
@@ -844,6 +869,8 @@ public final class Collector: @unchecked Sendable {
         stats.series = snapshot.series.count
         stats.seriesLimit = options.maxSeries
         stats.seriesLimitPerRing = options.maxSeriesPerRing
+        stats.seriesBytes = seriesUsage().bytes
+        stats.seriesBytesLimit = options.maxSeriesBytes
         stats.hlogErrors = histogramCaptures == nil ? nil : hlogErrorCount.load(ordering: .relaxed)
         let historySeries = historySeriesCount.load(ordering: .relaxed)
         stats.history = historySeries < 0 ? nil

@@ -29,6 +29,7 @@ public enum CollectorDaemon {
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         signal(SIGPIPE, SIG_IGN)
+        returnLargeBlocksToTheSystem()
 
         // Before anything is served: a directory another user could write is refused here, where
         // the operator sees it at once, not later as counted errors.
@@ -141,4 +142,16 @@ extension CollectorDaemon {
         limits.maxRequestsPerSecond = 2_000 // hundreds of scrapers; a flood queues
         return limits
     }
+}
+
+/// Has glibc's malloc map every block of 1 MiB or more on its own, so a page freed is given back
+/// to the system at once. Left to itself, malloc raises that threshold to the largest block freed
+/// (up to 32 MiB), and a page of some 30 MiB, once freed, stays in its heap: the memory budget
+/// (`--max-series-bytes`) counts what the collector holds, not what the allocator keeps.
+/// `mallopt` is looked up at run time: Swift's Glibc module does not declare it.
+private func returnLargeBlocksToTheSystem() {
+    typealias MallOpt = @convention(c) (Int32, Int32) -> Int32
+    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return } // not glibc
+    let mmapThreshold: Int32 = -3 // M_MMAP_THRESHOLD in <malloc.h>
+    _ = unsafeBitCast(symbol, to: MallOpt.self)(mmapThreshold, 1 << 20)
 }

@@ -27,11 +27,13 @@ public struct CollectorOptions: Sendable, Equatable {
     public var demo = false
     /// Users (besides our own) whose rings may be collected (`--allow-uid`, repeatable).
     public var allowedUIDs: [UInt32] = []
-    /// Series the collector keeps in all (`--max-series`), and per ring (`--max-series-per-ring`):
-    /// a series (bot, metric, labels) costs 7 to 15 KB, so 100,000 of them about 0.7 to 1.5 GB.
-    /// Metrics registered past a cap get no series; their records are counted, not aggregated.
+    /// Series the collector keeps in all (`--max-series`), and per ring (`--max-series-per-ring`),
+    /// and the memory they may take in all (`--max-series-bytes`; see `SeriesCost` for what a
+    /// series is charged). Metrics registered past a cap get no series; their records are
+    /// counted, not aggregated.
     public var maxSeries = 100_000
     public var maxSeriesPerRing = Int(RS_MAX_REGISTRY_CAPACITY)
+    public var maxSeriesBytes = 1 << 30
     /// How log lines are written (`--log-format text|json`).
     public var logFormat = LogFormat.text
     /// Histograms also export Prometheus native (exponential) buckets of this schema, -4 to 8
@@ -81,6 +83,10 @@ public struct CollectorOptions: Sendable, Equatable {
                              begun (default 268435456: 256 MiB; 4096 at least; K, M, G suffixes)
       --max-series N         series kept in all (default 100000); metrics registered past it
                              are refused, counted, exported and logged
+      --max-series-bytes N   memory the series may take in all (default 1G; K, M, G suffixes):
+                             each is charged its windows, its counts and its lines on the
+                             pages; metrics registered past it are refused like those past
+                             --max-series (docs/operations.md has the figures)
       --max-series-per-ring N
                              series kept per ring (default 4096: all a bot can register)
       --history DUR          per-second history kept for /api/history (default 1h; 10s to 24h;
@@ -165,6 +171,12 @@ public struct CollectorOptions: Sendable, Equatable {
                 guard options.hlogIntervalNanos >= 100_000_000, options.hlogIntervalNanos <= 3_600_000_000_000 else {
                     throw UsageError("--hlog-interval \(text): must be from 100ms to 1h")
                 }
+            case "--max-series-bytes":
+                let text = try value(for: flag)
+                guard let bytes = parseByteSize(text), bytes >= 1 << 20, bytes <= 1 << 40 else {
+                    throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 1024G (K, M and G suffixes: 1024s)")
+                }
+                options.maxSeriesBytes = Int(bytes)
             case "--hlog-max-bytes":
                 let text = try value(for: flag)
                 guard let bytes = parseByteSize(text), bytes >= 4096 else {

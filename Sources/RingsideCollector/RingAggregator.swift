@@ -34,10 +34,20 @@ struct RingAggregator {
         var cells = MetricCells(total: 0, dropped: 0, lastValue: nil)
         /// Histograms, with `--hlog`: the all-time count at the last capture.
         var capturedCount: UInt64 = 0
+        /// Histograms: the bytes their counts held when last measured.
+        var countsBytes = 0
+    }
+
+    /// The series a ring holds and the memory they are charged (see `SeriesCost`); also what
+    /// the caps leave it room for.
+    struct Usage {
+        var series = 0
+        var bytes = 0
     }
 
     let ring: String
     let layout: WindowLayout
+    private let cost: SeriesCost
     private var routes: [Route] = []
     private var histograms: [Series<WindowedHistogram>] = []
     private var counters: [Series<WindowedCounter>] = []
@@ -48,38 +58,56 @@ struct RingAggregator {
     /// but not aggregated).
     private(set) var refusedSeries = 0
     private(set) var refusedRecords: UInt64 = 0
-    /// The first metric refused, for the log.
+    /// The first metric refused, for the log, and whether the memory budget refused it (else a count).
     private(set) var firstRefused: MetricDescriptor?
+    private(set) var firstRefusedForBytes = false
+    /// What the series admitted were charged, and what histograms' counts hold (measured as
+    /// they grow, when a snapshot is taken).
+    private var chargedBytes = 0
+    private var countsBytes = 0
+    /// What the descriptors of refused metrics still hold (their strings let go).
+    private var refusedBytes = 0
     /// The slot of a refused metric's route.
     private static let refusedSlot = -1
     /// The timestamp of the oldest record of the last batch: how far behind the drain runs.
     private(set) var oldestInLastBatchNanos: UInt64 = 0
 
-    init(ring: String, layout: WindowLayout) {
+    init(ring: String, layout: WindowLayout, quantiles: Int) {
         self.ring = ring
         self.layout = layout
+        cost = SeriesCost(ring: ring, layout: layout, quantiles: quantiles)
     }
 
     var metricCount: Int { routes.count }
     /// Series it holds (metrics admitted).
     var seriesCount: Int { routes.count - refusedSeries }
+    /// Its series, and the memory they take.
+    var usage: Usage { Usage(series: seriesCount, bytes: chargedBytes + countsBytes + refusedBytes) }
 
-    /// Adds series for metrics registered since the last call (they arrive in index order), as
-    /// many as `allowance` (given the series held) allows; the rest are refused (routed nowhere,
-    /// their records counted).
+    /// Adds series for `consumer`'s metrics not known yet (they arrive in index order), as many
+    /// as `allowance` (given what is held) leaves room for, in series and in bytes; the rest are
+    /// refused (routed nowhere, their records counted, their descriptors' strings let go).
     /// - Returns: how many were admitted.
     @discardableResult
-    mutating func add(_ metrics: some Collection<MetricDescriptor>, admitting allowance: (_ held: Int) -> Int) -> Int {
-        let allowed = allowance(seriesCount)
+    mutating func addMetrics(of consumer: RingConsumer, admitting allowance: (_ held: Usage) -> Usage) -> Int {
+        let room = allowance(usage)
         var admitted = 0
-        for metric in metrics where Int(metric.index) == routes.count {
-            guard admitted < allowed else {
+        var charged = 0
+        for metric in consumer.metrics[routes.count...] where Int(metric.index) == routes.count {
+            let bytes = cost.bytes(of: metric)
+            guard admitted < room.series, charged + bytes <= room.bytes else {
                 routes.append(Route(kind: metric.kind.rawValue, slot: Self.refusedSlot, weight: 0))
                 refusedSeries += 1
-                if firstRefused == nil { firstRefused = metric }
+                refusedBytes += MemoryLayout<MetricDescriptor>.stride
+                if firstRefused == nil {
+                    firstRefused = metric
+                    firstRefusedForBytes = admitted < room.series
+                }
+                consumer.forgetStrings(ofMetric: Int(metric.index))
                 continue
             }
             admitted += 1
+            charged += bytes
             switch metric.kind {
             case .histogram:
                 routes.append(Route(kind: metric.kind.rawValue, slot: histograms.count, weight: UInt64(metric.sampleEvery)))
@@ -92,16 +120,16 @@ struct RingAggregator {
                 gauges.append(Series(metric: metric, windows: WindowedGauge(layout: layout)))
             }
         }
+        chargedBytes += charged
         return admitted
     }
 
     /// Reads the registry again and adds series for the metrics registered since (see `add`).
     /// - Returns: how many metrics the registry had that were not known.
     @discardableResult
-    mutating func refreshMetrics(of consumer: RingConsumer, admitting allowance: (_ held: Int) -> Int) -> Int {
-        let known = consumer.metrics.count
+    mutating func refreshMetrics(of consumer: RingConsumer, admitting allowance: (_ held: Usage) -> Usage) -> Int {
         let added = (try? consumer.refreshMetrics()) ?? 0
-        if added > 0 { add(consumer.metrics[known...], admitting: allowance) }
+        if added > 0 { addMetrics(of: consumer, admitting: allowance) }
         return added
     }
 
@@ -115,7 +143,7 @@ struct RingAggregator {
     /// - Returns: the records drained.
     /// - Throws: the consumer's error when the ring's cursors turn out corrupt.
     mutating func drain(_ consumer: RingConsumer, limitPerLane: Int, nowNanos now: UInt64,
-                        admitting allowance: (_ held: Int) -> Int,
+                        admitting allowance: (_ held: Usage) -> Usage,
                         counted: (_ records: Int, _ lane: Int) -> Void) throws(RingError) -> Int {
         try consumer.drain(limitPerLane: limitPerLane) { records, first, lane in
             counted(records.count, lane)
@@ -219,6 +247,12 @@ struct RingAggregator {
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(metricCount)
         for index in histograms.indices {
+            if histograms[index].touched {
+                // Counts grow with what is recorded: measured here, where a busy series is touched anyway.
+                let bytes = histograms[index].windows.allocatedBytes
+                countsBytes += bytes - histograms[index].countsBytes
+                histograms[index].countsBytes = bytes
+            }
             result.append(Self.refresh(&histograms[index], ring: ring, layout: layout, now: now, versions: &versions,
                                        window: { series, window in
                 let histogram = series.windows.snapshot(window: window, nowNanos: now)

@@ -91,6 +91,18 @@ public enum PrometheusExporter {
         }
     }
 
+    /// About the bytes a series of `metric` in ring `ring` takes on the text page, for the
+    /// collector's memory budget: each of its lines repeats its family's name and its labels
+    /// (`{ring="...",key="value",le="..."} value\n`, the value and `le` taken at 40 bytes).
+    public static func pageBytes(of metric: MetricDescriptor, ring: String, windows: Int, quantiles: Int) -> Int {
+        let names = FamilyNames(metric)
+        let labels = ring.utf8.count + 8 + metric.labels.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 4 }
+        return names.parts.reduce(0) { total, part in
+            total + PrometheusPage.lines(of: part.part, metric: metric, windows: windows, quantiles: quantiles)
+                * (part.family.utf8.count + labels + 40)
+        }
+    }
+
     /// The HELP text of a family a metric exports.
     static func help(_ role: HelpRole, of metric: MetricDescriptor) -> String {
         let own = metric.help.isEmpty ? "\(metric.name) (\(metric.kind), recorded in \(metric.unit)) from Ringside producers"
@@ -221,6 +233,11 @@ public enum PrometheusExporter {
                [([], Double(stats.seriesLimit))])
         family("ringside_collector_series_limit_per_ring", "gauge", "Series kept per ring at most (--max-series-per-ring)",
                [([], Double(stats.seriesLimitPerRing))])
+        family("ringside_collector_series_bytes", "gauge",
+               "Memory the series take, as charged against --max-series-bytes (windows, counts and page text)",
+               [([], Double(stats.seriesBytes))])
+        family("ringside_collector_series_bytes_limit", "gauge", "Memory the series may take at most (--max-series-bytes)",
+               [([], Double(stats.seriesBytesLimit))])
         family("ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
                [([], Double(stats.startedRealtimeNanos) / 1e9)])
         family("ringside_collector_log_lines_suppressed_total", "counter",
@@ -285,10 +302,14 @@ enum HelpRole: Sendable {
     case metric, windowed, windowMax, windowMin, rate
 }
 
-/// Renders pages, keeping the buffers it writes them in from one page to the next. Safe to
-/// call from any thread; renders take turns.
+/// Renders pages, keeping the buffers it writes them in from one page to the next while they
+/// are small. Safe to call from any thread; renders take turns.
 public final class PrometheusRenderer: Sendable {
     private let buffers = Mutex<[TextBuffer]>([])
+    /// Buffers of at most this many bytes in all are kept for the next page (faulting in fresh
+    /// pages costs more than writing them); larger ones, of a page of some 100,000 series, are
+    /// freed: kept, they would hold a second copy of the page between scrapes.
+    static let keptBufferBytes = 64 << 20
 
     public init() {}
 
@@ -297,6 +318,10 @@ public final class PrometheusRenderer: Sendable {
     public func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
         let page = PrometheusPage(snapshot, process: process)
         if format == .protobuf { return page.writeProtobuf() }
-        return buffers.withLock { page.write(reusing: &$0, openMetrics: format == .openMetrics) }
+        return buffers.withLock { buffers in
+            let bytes = page.write(reusing: &buffers, openMetrics: format == .openMetrics)
+            if buffers.reduce(0, { $0 + $1.capacity }) > Self.keptBufferBytes { buffers = [] }
+            return bytes
+        }
     }
 }

@@ -132,7 +132,10 @@ struct PrometheusPage {
             lines.append(1)
         }
         let slices = Self.split(lines, into: lines.reduce(0, +) < Self.linesPerThread ? 1 : threads)
-        let bytesPerLine = 48 + (snapshot.series.isEmpty ? 0 : labels.text.count / snapshot.series.count)
+        // Generous: room reserved and not written costs no memory, while a buffer that must grow
+        // is copied, and holds the slice twice for a moment (a line with a window and a quantile
+        // takes some 64 bytes beside its series' labels).
+        let bytesPerLine = 96 + (snapshot.series.isEmpty ? 0 : labels.text.count / snapshot.series.count)
         while buffers.count < slices.count { buffers.append(TextBuffer(capacity: 0)) }
         let used = Array(buffers.prefix(slices.count))
         for (buffer, slice) in zip(used, slices) {
@@ -193,15 +196,8 @@ struct PrometheusPage {
                     steps.append(.text(fixed.lines))
                     lines.append(1)
                 case let .group(number, part):
-                    let perSeries: Int
-                    switch part {
-                    case .whole:
-                        let metric = groups[number].metric
-                        // A histogram's buckets, +Inf, sum and count; else one value.
-                        perSeries = metric.kind == .histogram ? (PrometheusExporter.bucketLabels[metric.unit]?.count ?? 0) + 3 : 1
-                    case .windowed: perSeries = windows * (snapshot.quantiles.count + 2)
-                    case .windowMax, .windowMin, .rate: perSeries = windows
-                    }
+                    let perSeries = Self.lines(of: part, metric: groups[number].metric, windows: windows,
+                                               quantiles: snapshot.quantiles.count)
                     for position in groups[number].members {
                         steps.append(.series(group: number, part: part, position: position))
                         lines.append(perSeries)
@@ -210,6 +206,17 @@ struct PrometheusPage {
             }
         }
         return (steps, lines)
+    }
+
+    /// The lines part `part` of a series of `metric` writes.
+    static func lines(of part: Part, metric: MetricDescriptor, windows: Int, quantiles: Int) -> Int {
+        switch part {
+        case .whole:
+            // A histogram's buckets, +Inf, sum and count; else one value.
+            return metric.kind == .histogram ? (PrometheusExporter.bucketLabels[metric.unit]?.count ?? 0) + 3 : 1
+        case .windowed: return windows * (quantiles + 2)
+        case .windowMax, .windowMin, .rate: return windows
+        }
     }
 
     // MARK: - Protobuf

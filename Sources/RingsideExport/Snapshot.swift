@@ -218,6 +218,9 @@ public struct CollectorStats: Sendable {
     public var series = 0
     public var seriesLimit = 0
     public var seriesLimitPerRing = 0
+    /// The memory the series take as the collector charges it, and its budget (`--max-series-bytes`).
+    public var seriesBytes = 0
+    public var seriesBytesLimit = 0
     /// With `--hlog`: the latency log's failed opens, writes and renames; nil without it.
     public var hlogErrors: UInt64?
     /// With `--history`: the series its per-second history holds, those of the last snapshot it

@@ -26,6 +26,8 @@ final class TextBuffer {
     }
 
     var count: Int { state.pointee.count }
+    /// The bytes it holds, written or not.
+    var capacity: Int { state.pointee.capacity }
 
     /// Forgets what was written, keeping the memory: a buffer reused for every page is not
     /// allocated and faulted in again (16 MB of fresh pages cost more than writing them).

@@ -17,21 +17,27 @@ public enum Zlib {
                                     ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
         precondition(started == Z_OK, "zlib's deflateInit2 failed: \(started)") // only on no memory
         defer { deflateEnd(&stream) }
-        var output = [UInt8](repeating: 0, count: Int(deflateBound(&stream, uLong(bytes.count))))
-        let written: Int = bytes.withUnsafeBufferPointer { input in
-            output.withUnsafeMutableBufferPointer { out in
-                stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
-                stream.avail_in = uInt(input.count)
-                stream.next_out = out.baseAddress
-                stream.avail_out = uInt(out.count)
-                // deflateBound leaves room for all of it: one call finishes the stream.
-                let result = deflate(&stream, Z_FINISH)
-                precondition(result == Z_STREAM_END, "zlib's deflate did not finish: \(result)")
-                return out.count - Int(stream.avail_out)
+        // Out through a chunk, not into a buffer of deflateBound's size: that one, as large as
+        // the input (1.4 GB for some pages), would be zeroed and kept as the result's capacity.
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 256 * 1024)
+        bytes.withUnsafeBufferPointer { input in
+            stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
+            stream.avail_in = uInt(input.count)
+            while true {
+                let (status, produced) = chunk.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
+                    stream.next_out = out.baseAddress
+                    stream.avail_out = uInt(out.count)
+                    let status = deflate(&stream, Z_FINISH)
+                    return (status, out.count - Int(stream.avail_out))
+                }
+                result += chunk[..<produced]
+                if status == Z_STREAM_END { return }
+                // With room to write, deflate can only progress (Z_OK) or end.
+                precondition(status == Z_OK, "zlib's deflate failed: \(status)")
             }
         }
-        output.removeSubrange(written...)
-        return output
+        return result
     }
 
     /// The bytes of a stream of `container`, or nil when it is not one or is cut short.

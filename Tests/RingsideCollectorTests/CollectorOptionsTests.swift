@@ -14,7 +14,8 @@ struct CollectorOptionsTests {
         #expect(options.pollNanos == 100_000_000)
         #expect(options.dumpIntervalNanos == 60_000_000_000)
         #expect(options.rings.isEmpty && !options.demo && options.jsonDumpPath == nil)
-        #expect(options.maxSeries == 100_000 && options.maxSeriesPerRing == 4096)
+        #expect(options.maxSeries == 100_000 && options.maxSeriesPerRing == 4096 && options.maxSeriesBytes == 1 << 30)
+        #expect(try CollectorOptions.parse(["--max-series-bytes", "256M"])?.maxSeriesBytes == 256 << 20)
         #expect(options.logFormat == .text)
         #expect(options.historySeconds == 3600 && options.historyMaxSeries == 2_000)
     }
@@ -71,6 +72,8 @@ struct CollectorOptionsTests {
         (["--allow-uid", "me"], "not a user id"),
         (["--max-series", "0"], "--max-series: 0 is not a number of series"),
         (["--max-series-per-ring", "lots"], "--max-series-per-ring: lots is not a number of series"),
+        (["--max-series-bytes", "512K"], "--max-series-bytes 512K: expected a number of bytes from 1M to 1024G"),
+        (["--max-series-bytes", "2T"], "--max-series-bytes 2T: expected a number of bytes"),
         (["--history", "5s"], "--history: 5s must be whole seconds from 10s to 24h (or 0 to disable the history)"),
         (["--history", "25h"], "--history: 25h must be whole seconds from 10s to 24h"),
         (["--history", "10.5s"], "--history: 10.5s must be whole seconds"),

@@ -44,6 +44,10 @@
 //       --hold, prints "ready PID" instead and sleeps until killed, its threads holding their lanes.
 //   ringside-test-producer short-bots --dir DIR --ring PREFIX --count N
 //       attaches N rings PREFIX-0000 ... (capacity 1024), records 1 value in each, exits
+//   ringside-test-producer wide-series --dir DIR --ring PREFIX --rings R --metrics M --label-bytes B
+//       attaches R rings PREFIX-00 ... (4,096 metrics each), registers M histograms "wide" in each
+//       with labels {series="i", pad="xxx..."} of about B bytes in all, records one value in each,
+//       prints "ready PID", then sleeps until killed.
 //   ringside-test-producer tasks --dir DIR --ring NAME --tasks T
 //       a TaskGroup of T tasks, each timing an async span (around Task.yield and a 1 ms sleep) into
 //       histogram "task_span" (us) with measure; prints "tasks T lanes L".
@@ -75,7 +79,7 @@ if arguments == ["first-bot"] {
 }
 guard let mode = arguments.first, ["sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
                                    "threads", "short-threads", "short-threads-joined", "tasks", "fork",
-                                   "fork-warm", "lanes", "short-bots"].contains(mode) else {
+                                   "fork-warm", "lanes", "short-bots", "wide-series"].contains(mode) else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
 }
 arguments.removeFirst()
@@ -96,6 +100,24 @@ var ringOptions = Ring.Options()
 if let capacity = options["capacity"].flatMap(Int.init) { ringOptions.capacity = capacity }
 let metricCount = Int(options["metrics"] ?? "0") ?? 0
 if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
+
+// `wide-series`: many series of long labels in live bots, to fill the collector's memory budget.
+if mode == "wide-series" {
+    let rings = Int(options["rings"] ?? "1") ?? 1, labelBytes = Int(options["label-bytes"] ?? "200") ?? 200
+    var bots: [Ring] = []
+    for index in 0..<rings {
+        let bot = try Ring.attach(ringName + "-" + String(format: "%02d", index), directory: options["dir"],
+                                  options: .init(capacity: 1024, maxMetrics: 4096))
+        for series in 0..<metricCount {
+            let name = String(series)
+            let pad = String(repeating: "x", count: max(1, labelBytes - name.utf8.count - 20))
+            try bot.histogram("wide", unit: .nanoseconds, labels: ["series": name, "pad": pad]).record(UInt64(1_000 + series))
+        }
+        bots.append(bot)
+    }
+    FileHandle.standardOutput.write(Data("ready \(getpid())\n".utf8))
+    while true { sleep(60) }
+}
 
 // `short-bots`: COUNT bots named RING-0000 ..., each attached, given one record, and left (as cron
 // jobs are): the process exits holding none, and the collector sees COUNT dead bots.

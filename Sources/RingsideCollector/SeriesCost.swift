@@ -1,0 +1,46 @@
+import Ringside
+import RingsideAggregation
+import RingsideExport
+
+/// What a series costs the collector's memory, charged against `--max-series-bytes` when the
+/// series is admitted.
+///
+/// Three parts:
+/// - its state: windows, snapshot and the renderers' per-series caches, measured per kind with
+///   the standard windows (`stateBytes`) and scaled by the windows kept;
+/// - its text, which grows with its labels: every line of the Prometheus page repeats them
+///   (53 lines for a histogram with the standard windows), and `/latest` has them once. The
+///   collector may hold a page four times at once (the last one cached, the next one written in
+///   slices and joined, and one still being sent), so the text is charged four times;
+/// - a histogram's counts, which grow with what it records (from nothing to about 1 MiB for a
+///   busy series, see `WindowedHistogram`): not charged at admission but measured as they grow
+///   (`RingAggregator.Usage.bytes`), and counted against the budget too.
+struct SeriesCost {
+    let ring: String
+    let layout: WindowLayout
+    let quantiles: Int
+
+    /// Pages of one kind the collector may hold at once: one cached, one written in slices, one
+    /// joined from them, and one still being sent.
+    static let pagesHeld = 4
+
+    /// A series' state with the standard three windows and nothing recorded, measured with
+    /// 100,000 series of each kind (RssAnon of the collector, less its RssAnon with none).
+    static func standardStateBytes(of kind: MetricKind) -> Int {
+        switch kind {
+        case .histogram: 4_000
+        case .counter: 2_300
+        case .gauge: 2_600
+        }
+    }
+
+    /// The bytes `metric` is charged when admitted.
+    func bytes(of metric: MetricDescriptor) -> Int {
+        let windows = layout.windowNanos.count
+        let state = Self.standardStateBytes(of: metric.kind) * (windows + 1) / 4
+        let page = PrometheusExporter.pageBytes(of: metric, ring: ring, windows: windows, quantiles: quantiles)
+        // /latest: the labels once, and about 140 bytes of figures per window.
+        let json = metric.name.utf8.count + metric.encodedLabels.utf8.count + ring.utf8.count + 60 + 140 * windows
+        return state + Self.pagesHeld * (page + json)
+    }
+}
