@@ -60,7 +60,15 @@ final class DrainWakeup {
     func wait(timeoutNanos: UInt64) -> Bool {
         var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
                    pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-        let milliseconds = Int32(min(timeoutNanos / 1_000_000 + (timeoutNanos % 1_000_000 == 0 ? 0 : 1), 60_000))
+        var milliseconds = Int32(min(timeoutNanos / 1_000_000 + (timeoutNanos % 1_000_000 == 0 ? 0 : 1), 60_000))
+        if timeoutNanos < 10_000_000 {
+            // poll waits whole milliseconds, and rounds up: a short wait (a lane filling fast,
+            // where half a millisecond more can cost records) is slept through precisely, then
+            // the descriptors are looked at without waiting.
+            var sleep = timespec(tv_sec: 0, tv_nsec: Int(timeoutNanos))
+            if timeoutNanos > 0 { nanosleep(&sleep, nil) }
+            milliseconds = 0
+        }
         guard poll(&fds, 2, milliseconds) > 0 else { return false }
         if fds[1].revents != 0 {
             var bytes = [UInt8](repeating: 0, count: 64)
