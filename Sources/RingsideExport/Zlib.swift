@@ -19,25 +19,13 @@ public enum Zlib {
         defer { deflateEnd(&stream) }
         // Out through a chunk, not into a buffer of deflateBound's size: that one, as large as
         // the input (1.4 GB for some pages), would be zeroed and kept as the result's capacity.
-        var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 256 * 1024)
-        bytes.withUnsafeBufferPointer { input in
-            stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
-            stream.avail_in = uInt(input.count)
-            while true {
-                let (status, produced) = chunk.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
-                    stream.next_out = out.baseAddress
-                    stream.avail_out = uInt(out.count)
-                    let status = deflate(&stream, Z_FINISH)
-                    return (status, out.count - Int(stream.avail_out))
-                }
-                result += chunk[..<produced]
-                if status == Z_STREAM_END { return }
-                // With room to write, deflate can only progress (Z_OK) or end.
-                precondition(status == Z_OK, "zlib's deflate failed: \(status)")
-            }
+        let result = run(over: bytes, stream: &stream, chunkBytes: 256 * 1024, step: { deflate(&$0, Z_FINISH) }) { status, _, _ in
+            if status == Z_STREAM_END { return true }
+            // With room to write, deflate can only progress (Z_OK) or end.
+            precondition(status == Z_OK, "zlib's deflate failed: \(status)")
+            return nil
         }
-        return result
+        return result ?? []
     }
 
     /// The bytes of a stream of `container`, or nil when it is not one or is cut short.
@@ -47,8 +35,21 @@ public enum Zlib {
             return nil
         }
         defer { inflateEnd(&stream) }
+        return run(over: bytes, stream: &stream, chunkBytes: 64 * 1024, step: { inflate(&$0, Z_NO_FLUSH) }) { status, produced, stream in
+            if status == Z_STREAM_END { return true }
+            if status != Z_OK { return false }
+            if stream.avail_in == 0 && produced == 0 { return false } // truncated
+            return nil
+        }
+    }
+
+    /// Feeds `bytes` to `step` (deflate or inflate) and collects what it writes, a chunk at a
+    /// time, until `verdict` says the stream ended (true: the bytes written), failed (false: nil)
+    /// or goes on (nil).
+    private static func run(over bytes: [UInt8], stream: inout z_stream, chunkBytes: Int, step: (inout z_stream) -> Int32,
+                            verdict: (_ status: Int32, _ produced: Int, _ stream: z_stream) -> Bool?) -> [UInt8]? {
         var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var chunk = [UInt8](repeating: 0, count: chunkBytes)
         return bytes.withUnsafeBufferPointer { input -> [UInt8]? in
             stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
             stream.avail_in = uInt(input.count)
@@ -56,13 +57,11 @@ public enum Zlib {
                 let (status, produced) = chunk.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
                     stream.next_out = out.baseAddress
                     stream.avail_out = uInt(out.count)
-                    let status = inflate(&stream, Z_NO_FLUSH)
+                    let status = step(&stream)
                     return (status, out.count - Int(stream.avail_out))
                 }
                 result += chunk[..<produced]
-                if status == Z_STREAM_END { return result }
-                if status != Z_OK { return nil }
-                if stream.avail_in == 0 && produced == 0 { return nil } // truncated
+                if let ended = verdict(status, produced, stream) { return ended ? result : nil }
             }
         }
     }
