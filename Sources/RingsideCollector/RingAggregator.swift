@@ -124,7 +124,7 @@ struct RingAggregator {
         return admitted
     }
 
-    /// Reads the registry again and adds series for the metrics registered since (see `add`).
+    /// Reads the registry again and adds series for the metrics registered since (see `addMetrics`).
     /// - Returns: how many metrics the registry had that were not known.
     @discardableResult
     mutating func refreshMetrics(of consumer: RingConsumer, admitting allowance: (_ held: Usage) -> Usage) -> Int {
