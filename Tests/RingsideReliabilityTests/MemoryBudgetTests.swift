@@ -10,13 +10,6 @@ extension ReliabilityTests {
     /// labels took it from 958 MB to 3.8-3.95 GB after scrapes of a 1.44 GB page.
     @Suite("the memory budget for series")
     struct MemoryBudgetTests {
-        /// A field of /proc/PID/status, in KiB.
-        private func status(_ pid: Int32, _ field: String) -> Int? {
-            guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-                  let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }) else { return nil }
-            return line.split(separator: " ").compactMap { Int($0) }.first
-        }
-
         private func metric(_ body: String, _ name: String) -> Double? {
             body.split(separator: "\n").first { $0.hasPrefix(name + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
         }
@@ -33,7 +26,7 @@ extension ReliabilityTests {
                 defer { collector.kill() }
                 #expect(try eventually { try httpGet(port: port, path: "/-/ready").status == 200 })
                 _ = try httpGet(port: port, path: "/metrics") // the empty page: what serving costs with no series
-                let baseline = try #require(status(collector.pid, "RssAnon"))
+                let baseline = try #require(statusKiB(of: collector.pid, "RssAnon"))
                 let producer = try ChildProcess("ringside-test-producer", [
                     "wide-series", "--dir", directory.path, "--ring", "wide", "--rings", "25", "--metrics", "4000",
                     "--label-bytes", "200",
@@ -74,8 +67,8 @@ extension ReliabilityTests {
                 }
                 // The high-water mark of the whole resident set, less what is not the collector's own
                 // memory: the rings it maps (shared memory) and its executable's pages.
-                let peak = try #require(status(collector.pid, "VmHWM")) - (status(collector.pid, "RssShmem") ?? 0)
-                    - (status(collector.pid, "RssFile") ?? 0)
+                let peak = try #require(statusKiB(of: collector.pid, "VmHWM")) - (statusKiB(of: collector.pid, "RssShmem") ?? 0)
+                    - (statusKiB(of: collector.pid, "RssFile") ?? 0)
                 let charged = metric(try httpGet(port: port, path: "/metrics", timeoutSeconds: 30).body,
                                      "ringside_collector_series_bytes") ?? -1
                 print("memory budget 128 MiB: \(Int(series)) series of 100,000 kept, charged \(Int(charged) >> 20) MiB; "

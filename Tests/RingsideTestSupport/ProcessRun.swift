@@ -126,13 +126,15 @@ package func withNoSignalsBlocked<Result>(_ body: () throws -> Result) rethrows 
 
 /// A process's resident set in KiB, in all (VmRSS) and anonymous (RssAnon), from /proc; nil once it is gone.
 package func residentKiB(of pid: Int32) -> (total: Int, anonymous: Int)? {
-    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-    func field(_ name: String) -> Int? {
-        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
-        return line.split(separator: " ").compactMap { Int($0) }.first
-    }
-    guard let total = field("VmRSS"), let anonymous = field("RssAnon") else { return nil }
+    guard let total = statusKiB(of: pid, "VmRSS"), let anonymous = statusKiB(of: pid, "RssAnon") else { return nil }
     return (total, anonymous)
+}
+
+/// A field of /proc/PID/status in KiB (VmHWM, RssShmem, RssFile ...), nil once the process is gone.
+package func statusKiB(of pid: Int32, _ name: String) -> Int? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+          let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
+    return line.split(separator: " ").compactMap { Int($0) }.first
 }
 
 /// A process's open descriptors and memory mappings, from /proc (-1 once it is gone).
