@@ -65,12 +65,19 @@ public final class Collector: @unchecked Sendable {
     static let discoveryIntervalNanos: UInt64 = 250_000_000
     /// Which producer processes are stopped, read once per process per look.
     private var processStates = ProcessStates()
-    /// How often each ring's producer liveness is asked of the kernel (a system call per ring),
-    /// and a quiet ring's cells looked at.
+    /// How often a ring's producer liveness is asked of the kernel (a system call per ring, and a
+    /// read of /proc per process: whether it is stopped), by how lately it recorded: see
+    /// `TrackedRing.livenessInterval`. A producer that exits closes its file, which inotify
+    /// reports at once, so an idle ring is asked only every 30 s (whether its process is
+    /// stopped, and in case an event was lost): thousands of idle bots cost little. Also how
+    /// often a quiet ring's cells are looked at.
     static let livenessIntervalNanos: UInt64 = 1_000_000_000
-    /// The same for a ring that had records in the last second: a bot that dies mid-stream is
-    /// seen dead within a quarter of a second, while thousands of idle ones cost a call a second.
     static let activeLivenessIntervalNanos: UInt64 = 250_000_000
+    static let idleLivenessIntervalNanos: UInt64 = 30_000_000_000
+    static let lookSlackNanos: UInt64 = 50_000_000
+    /// A ring that recorded this recently is asked each second (a bot stopped within 10 s of
+    /// its last record is seen stopped within a second), however quiet it is now.
+    static let recentNanos: UInt64 = 10_000_000_000
     /// A ring where nothing moved has its status read again this often all the same.
     static let quietStatusNanos: UInt64 = 10_000_000_000
     /// Without an inotify event, tracked files are checked for removal or replacement, and for
@@ -186,18 +193,21 @@ public final class Collector: @unchecked Sendable {
         var drained = 0
         var changed = false
         var soonestFill = UInt64.max
-        // Which rings this pass visits: every one each second (an idle ring's liveness), and in
-        // between those whose lanes' write cursors moved (one flat loop over every lane), and
-        // those the last pass asked for (busy lately, a capped drain going on, a fill rate, a
-        // quarantine, new lanes).
+        // Which rings this pass visits: those whose lanes' write cursors moved (one flat loop
+        // over every lane), those the last pass asked for (busy lately, a capped drain going on,
+        // a fill rate, a quarantine, new lanes), those whose files inotify saw opened or closed,
+        // and once a second those due a look at their liveness.
         _ = watchLanes()
-        let sweep = forcePublish || sweepNow || now &- lastSweepNanos >= Self.sweepIntervalNanos
-        if sweep { lastSweepNanos = now }
+        let sweep = forcePublish || sweepNow
         sweepNow = false
         let rings = watchedRings
         laneWatch.markMoved(&visit)
         for index in followUps where index < visit.count { visit[index] = true }
         followUps.removeAll(keepingCapacity: true)
+        if !sweep, now &- lastLookRoundNanos >= Self.livenessIntervalNanos {
+            lastLookRoundNanos = now
+            markRingsDueALook(rings, nowNanos: now)
+        }
         // The rings that cost least come first, those that wrote invalid records last; a pass
         // ends when its time is spent, and the rings it did not reach come first in the next.
         let order = serviceOrder(rings, sweep: sweep, nowNanos: now)
@@ -220,11 +230,11 @@ public final class Collector: @unchecked Sendable {
             if ringDrained > 0 || ring.rateSinceNanos != 0, let fill = ring.fillNanos(nowNanos: now) {
                 soonestFill = min(soonestFill, fill)
             }
-            // Liveness and drop logging cost system calls: once a second per idle ring is enough
-            // (a forced publish, at stop or in a test stepping time, looks now).
-            let active = ring.lastActiveNanos != 0 && now &- ring.lastActiveNanos < Self.livenessIntervalNanos
-            let interval = active ? Self.activeLivenessIntervalNanos : Self.livenessIntervalNanos
-            if forcePublish || now &- ring.lastObservedNanos >= interval {
+            // Liveness and drop logging cost system calls: asked as often as `livenessInterval`
+            // says (a forced publish, at stop or in a test stepping time, looks now).
+            let interval = ring.livenessInterval(nowNanos: now, watching: wakeup.isWatching)
+            let active = interval == Self.activeLivenessIntervalNanos
+            if forcePublish || ring.isLookDue(nowNanos: now, interval: interval) {
                 ring.lastObservedNanos = now
                 changed = observe(ring, nowNanos: now) || changed
             }
@@ -232,15 +242,17 @@ public final class Collector: @unchecked Sendable {
             // had it attached: look for them every pass until the moment has passed.
             let isNew = now &- ring.attachedNanos < Self.newRingNanos
             if isNew, ring.consumer.lookForNewLanes() { ring.newLanesPending = true }
-            // Visited again next pass: a ring busy in the last second (its liveness is asked four
-            // times a second), new, timing a fill rate, quarantined, or with lanes to adopt.
+            // Visited again next pass: a ring busy in the last second or whose file was just opened
+            // or closed (its liveness is asked four times a second), new, timing a fill rate,
+            // quarantined, or with lanes to adopt.
             if active || isNew || ringDrained > 0 || ring.rateSinceNanos != 0 || ring.quarantinedUntilNanos != 0
                 || ring.newLanesPending {
                 followUps.append(index)
             }
         }
         soonestFillNanos = soonestFill
-        for ring in rings where ring.releaseDue && tracked[ring.name] === ring { release(ring, nowNanos: now) }
+        for ring in releasesDue where tracked[ring.name] === ring { release(ring, nowNanos: now) }
+        releasesDue.removeAll()
         _ = watchLanes() // rebuilt now if rings were released: the watch lets go of their files too
         stats.recordsDrained += UInt64(drained)
         stats.passes += 1
@@ -267,8 +279,13 @@ public final class Collector: @unchecked Sendable {
             || sinceLast >= max(Self.idleRefreshNanos, publishSpacingNanos) || (captureWaiting && pendingPublish == nil))) {
             if !forcePublish, !captureWaiting, !hasUnpublishedChanges, lastPublishWasQuiet, sinceLast < Self.quietRefreshNanos {
                 // Every ring quiet, nothing new: windows have nothing to slide, so only the
-                // collector's own figures (the pass /health looks at) are brought up to date.
+                // collector's own figures (the pass /health looks at) are brought up to date, and
+                // now and then the rings' cells and registries looked at (counters write no records).
                 published.withLock { $0.collector = stats }
+                if now &- lastQuietSampleNanos >= Self.quietSampleNanos {
+                    lastQuietSampleNanos = now
+                    for ring in tracked.ordered where sampleCells(of: ring, nowNanos: now) { hasUnpublishedChanges = true }
+                }
             } else if forcePublish || pendingPublish == nil {
                 // A forced one starts afresh (it looks at every ring's cells now).
                 var publish = PendingPublish(snapshot: startSnapshot(), rings: everyRing, forced: forcePublish)
@@ -325,11 +342,14 @@ public final class Collector: @unchecked Sendable {
     private var publishSpacingNanos: UInt64 { 10 * lastPublishCostNanos }
     /// Windows slide even when nothing arrives: publish at least this often.
     static let idleRefreshNanos: UInt64 = 250_000_000
-    /// With every ring quiet (all windows empty, nothing drained, no cell changed), a full
-    /// publish this often: ages move on and quiet rings' cells and registries are looked at. Any
-    /// change (records, a producer's death or stop) publishes at once; 2 s keeps a collector
-    /// of thousands of idle bots under 1 % of a core.
-    static let quietRefreshNanos: UInt64 = 2_000_000_000
+    /// With every ring quiet (all windows empty, nothing drained, no cell changed), the rings'
+    /// cells and registries are looked at this often (a counter's increments after a quiet
+    /// spell are seen within it), and a full publish made this often (ages move on). Any change
+    /// (records, cells, a producer's death or stop) publishes at once; rebuilding a snapshot of
+    /// thousands of idle bots every 2 s cost a third of a percent of a core.
+    static let quietSampleNanos: UInt64 = 2_000_000_000
+    static let quietRefreshNanos: UInt64 = 10_000_000_000
+    private var lastQuietSampleNanos: UInt64 = 0
     /// Whether the last publish found every ring quiet.
     private var lastPublishWasQuiet = false
 
@@ -343,11 +363,29 @@ public final class Collector: @unchecked Sendable {
     /// Per watched ring: visit it this pass. And the rings the last pass wants visited again.
     private var visit: [Bool] = []
     private var followUps: [Int] = []
-    /// Every ring is visited this often (an idle ring's liveness is asked once a second), and in
-    /// the next pass after `sweepNow` is set.
-    static let sweepIntervalNanos: UInt64 = livenessIntervalNanos
-    private var lastSweepNanos: UInt64 = 0
+    /// Every ring is visited in the next pass after `sweepNow` is set; once a second
+    /// (`livenessIntervalNanos`) the rings due a look are.
     private var sweepNow = false
+    private var lastLookRoundNanos: UInt64 = 0
+    /// Rings `observe` found dead and drained this pass: let go of at its end.
+    private var releasesDue: [TrackedRing] = []
+
+    /// Marks the rings due a look at their producer (see `TrackedRing.livenessInterval`): an
+    /// idle one every 30 s, but at most a thirtieth of all rings in one round, so that thousands
+    /// of bots attached together have their system calls spread over the seconds, not in one pass.
+    private func markRingsDueALook(_ rings: [TrackedRing], nowNanos now: UInt64) {
+        let rounds = Int(Self.idleLivenessIntervalNanos / Self.livenessIntervalNanos)
+        var idleLooks = (rings.count + rounds - 1) / rounds
+        for (index, ring) in rings.enumerated() where index < visit.count && !visit[index] {
+            let interval = ring.livenessInterval(nowNanos: now, watching: wakeup.isWatching)
+            guard ring.isLookDue(nowNanos: now, interval: interval) else { continue }
+            if interval == Self.idleLivenessIntervalNanos {
+                guard idleLooks > 0 else { continue }
+                idleLooks -= 1
+            }
+            visit[index] = true
+        }
+    }
 
     /// The time a pass may spend on the rings before it yields to the next pass, which begins again
     /// with the rings that cost least: however many rings flood the drain, a light one waits at
@@ -412,7 +450,10 @@ public final class Collector: @unchecked Sendable {
         visit = watchedRings.map { ring in
             due.contains(ObjectIdentifier(ring)) || !known.contains(ObjectIdentifier(ring)) || ring.watchedLanes != ring.consumer.laneCount
         }
-        for ring in watchedRings { ring.watchedLanes = ring.consumer.laneCount }
+        for (index, ring) in watchedRings.enumerated() {
+            ring.watchedLanes = ring.consumer.laneCount
+            ring.watchIndex = index
+        }
         followUps.removeAll()
         watchedVersion = tracked.version
         laneWatchStale = false
@@ -690,7 +731,7 @@ public final class Collector: @unchecked Sendable {
            now &- ring.touchedNanos >= Self.releaseGraceNanos,
            let fresh = ring.statusNanos == now ? status : try? ring.consumer.status(producerAlive: false),
            fresh.backlog == 0 {
-            ring.releaseDue = true
+            releasesDue.append(ring)
         }
         var changed = false
         if status.producerAlive != ring.producerAlive {
@@ -749,20 +790,28 @@ public final class Collector: @unchecked Sendable {
             + "file is taken up again when a producer attaches")
     }
 
-    /// Reacts to files inotify saw written to, changed or opened: a tracked ring's file is checked
-    /// whole (cut short or hole-punched under its mappings: let go, with the reason), and a
-    /// released ring's is taken up again (a producer is attaching).
+    /// Reacts to files inotify saw written to, changed, opened or closed: a tracked ring's file is
+    /// checked whole (cut short or hole-punched under its mappings: let go, with the reason) and
+    /// the ring watched closely for a moment (a producer attaching or detaching: its liveness is
+    /// asked at once and again shortly), and a released ring's is taken up again when opened (a
+    /// producer is attaching; its own close, at release, is not one).
     private func lookAtTouchedFiles(nowNanos now: UInt64) {
         let touched = wakeup.takeTouched()
-        if touched.overflowed { toReacquire.formUnion(released.keys) } // an open may have been missed
-        for name in touched.names {
+        if touched.overflowed {
+            // An open or a close may have been missed: every ring is looked at in the next pass.
+            toReacquire.formUnion(released.keys)
+            for ring in tracked.ordered { ring.lastObservedNanos = 0 }
+            sweepNow = true
+        }
+        for (name, kinds) in touched.events {
             if let ring = tracked[name] {
                 ring.touched(nowNanos: now) // perhaps a producer between its open and its lock: not released yet
+                if ring.watchIndex < visit.count, watchedRings[ring.watchIndex] === ring { visit[ring.watchIndex] = true }
                 do { try ring.consumer.checkIntact() } catch {
                     tracked[name] = nil
                     skip(name, error, nowNanos: now)
                 }
-            } else if released[name] != nil {
+            } else if released[name] != nil, kinds & ~UInt32(IN_CLOSE_WRITE) != 0 {
                 toReacquire.insert(name)
             }
         }
@@ -904,13 +953,8 @@ public final class Collector: @unchecked Sendable {
         // A capture looks at every ring with records since the last one, quiet or not.
         let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0 && (capture == nil || ring.drainedSinceCapture == 0)
         // A released ring has no cells to look at: its release took their last values.
-        if let consumer = ring.file, forced || !quiet || now &- ring.cellsSampledNanos >= Self.livenessIntervalNanos {
-            // Counters write no records, so a metric registered since is found here, not by a record naming it.
-            added = ring.aggregator.refreshMetrics(of: consumer) { seriesAllowance(for: ring, holding: $0) }
-            sayRefusedSeries(of: ring)
-            cellsChanged = ring.aggregator.sampleCells(of: consumer, nowNanos: now)
-            ring.cellsSampledNanos = now
-            if cellsChanged { ring.activitySinceStatus = true }
+        if ring.file != nil, forced || !quiet || now &- ring.cellsSampledNanos >= Self.livenessIntervalNanos {
+            (added, cellsChanged) = sampleCellsAndRegistry(of: ring, nowNanos: now)
         }
         if quiet, let series = ring.quietSeries, added == 0, !cellsChanged {
             snapshot.series += series
@@ -924,6 +968,28 @@ public final class Collector: @unchecked Sendable {
         ring.drainedSincePublish = 0
         snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
         return ring.quietSeries != nil && !cellsChanged && added == 0
+    }
+
+    /// Looks at a ring's registry (counters write no records, so a metric registered since is
+    /// found here, not by a record naming it) and samples its cells: counter totals, gauges.
+    /// Returns the metrics added and whether a cell changed (its status is then read again).
+    private func sampleCellsAndRegistry(of ring: TrackedRing, nowNanos now: UInt64) -> (added: Int, cellsChanged: Bool) {
+        guard let consumer = ring.file else { return (0, false) }
+        let added = ring.aggregator.refreshMetrics(of: consumer) { seriesAllowance(for: ring, holding: $0) }
+        sayRefusedSeries(of: ring)
+        let cellsChanged = ring.aggregator.sampleCells(of: consumer, nowNanos: now)
+        ring.cellsSampledNanos = now
+        if cellsChanged { ring.activitySinceStatus = true }
+        return (added, cellsChanged)
+    }
+
+    /// The same for a quiet ring between publishes; returns whether its series must be made
+    /// again (the next publish then does, rather than show what it showed).
+    private func sampleCells(of ring: TrackedRing, nowNanos now: UInt64) -> Bool {
+        let (added, cellsChanged) = sampleCellsAndRegistry(of: ring, nowNanos: now)
+        guard added > 0 || cellsChanged else { return false }
+        ring.quietSeries = nil
+        return true
     }
 
     /// The rings drained and those released, in name order.
@@ -1034,17 +1100,17 @@ final class TrackedRing {
     var lastRejectLogNanos: UInt64 = 0
     /// When it was attached.
     var attachedNanos: UInt64 = 0
-    /// Lanes the lane watch holds of it, and whether `observe` found more in the file.
+    /// Lanes the lane watch holds of it, and whether `observe` found more in the file; its
+    /// place in the watch (`Collector.watchedRings`).
     var watchedLanes = 0
+    var watchIndex = Int.max
     var newLanesPending = false
     /// Whether the log said that a series cap refused some of its metrics.
     var saidSeriesRefused = false
-    /// Until when its records are not read (0: they are), why, and how many times it was.
-    /// Its producer is dead and every record drained: the pass lets go of its file at its end.
-    var releaseDue = false
     /// When its file was last opened (by this collector at attach, or by anyone, as inotify
-    /// says) or changed: not released for `Collector.releaseGraceNanos` after (0: never).
+    /// says), closed or changed: not released for `Collector.releaseGraceNanos` after (0: never).
     var touchedNanos: UInt64 = 0
+    /// Until when its records are not read (0: they are), why, and how many times it was.
     var quarantinedUntilNanos: UInt64 = 0
     var quarantineReason: String?
     var quarantines: UInt64 = 0
@@ -1070,11 +1136,32 @@ final class TrackedRing {
         rateSinceNanos = 0
         newLanesPending = false
         lastObservedNanos = 0
-        releaseDue = false
     }
 
-    /// Marks it opened just now (by us or another process): it is not released for a moment.
+    /// Marks it opened or closed just now (by us or another process): it is not released for a
+    /// moment, and its liveness is asked often meanwhile.
     func touched(nowNanos now: UInt64) { touchedNanos = now }
+
+    /// How often its producer's liveness is asked: four times a second while it records or just
+    /// after its file was opened or closed (a producer attaching, detaching or dying: the lock
+    /// goes a moment after the close that inotify reports); each second when it recorded in the
+    /// last 10 s, is stopped or dead (and not yet let go of), or without inotify; else every 30 s.
+    func livenessInterval(nowNanos now: UInt64, watching: Bool) -> UInt64 {
+        func within(_ nanos: UInt64, of time: UInt64) -> Bool { time != 0 && now &- time < nanos }
+        if within(Collector.livenessIntervalNanos, of: lastActiveNanos) || within(Collector.livenessIntervalNanos, of: touchedNanos) {
+            return Collector.activeLivenessIntervalNanos
+        }
+        if !watching || !producerAlive || producerStopped || within(Collector.recentNanos, of: lastActiveNanos) {
+            return Collector.livenessIntervalNanos
+        }
+        return Collector.idleLivenessIntervalNanos
+    }
+
+    /// Whether its liveness is due to be asked, every `interval` (give or take a pass: a ring
+    /// looked at late in one round is due in the next).
+    func isLookDue(nowNanos now: UInt64, interval: UInt64) -> Bool {
+        now &- lastObservedNanos &+ Collector.lookSlackNanos >= interval
+    }
 
     /// Counts `count` records drained from `lane`, for the fill rate.
     func counted(_ count: Int, lane: Int) {

@@ -16,9 +16,10 @@ final class DrainWakeup {
     private let wakeRead: Int32
     private let wakeWrite: Int32
     private let prefix = Array(RingDirectory.filePrefix.utf8)
-    /// Rings whose files were written to, changed or opened since `takeTouched`, by name, and
+    /// Rings whose files were written to, changed, opened or closed since `takeTouched`, by name,
+    /// with what happened (`IN_MODIFY`, `IN_ATTRIB`, `IN_OPEN`, `IN_CLOSE_WRITE`, or'd), and
     /// whether events were lost (the queue overflowed): then any ring may have been touched.
-    private var touched: Set<String> = []
+    private var touched: [String: UInt32] = [:]
     private var overflowed = false
 
     init() {
@@ -41,9 +42,10 @@ final class DrainWakeup {
     func watchDirectory(_ path: String) -> Bool {
         guard inotify >= 0 else { return false }
         // IN_MODIFY: a lane added (fallocate), or a file cut short or hole-punched under us;
-        // IN_OPEN: a producer attaching again to a ring whose file the collector let go of.
+        // IN_OPEN: a producer attaching again to a ring whose file the collector let go of;
+        // IN_CLOSE_WRITE: a producer detaching or dying (its lock goes with its last descriptor).
         let events = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB | IN_OPEN)
-            | UInt32(IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+            | UInt32(IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
         watch = inotify_add_watch(inotify, path, events)
         return watch >= 0
     }
@@ -78,7 +80,7 @@ final class DrainWakeup {
     }
 
     /// The rings touched since the last call (see `touched`), and whether events were lost.
-    func takeTouched() -> (names: Set<String>, overflowed: Bool) {
+    func takeTouched() -> (events: [String: UInt32], overflowed: Bool) {
         defer {
             touched.removeAll(keepingCapacity: true)
             overflowed = false
@@ -86,8 +88,8 @@ final class DrainWakeup {
         return (touched, overflowed)
     }
 
-    /// Consumes pending events; true if one names a ring file (an open aside: it only marks the
-    /// ring touched) or says the watch is gone.
+    /// Consumes pending events; true if one names a ring file (an open or a close aside: they
+    /// only mark the ring touched) or says the watch is gone.
     private func readEvents() -> Bool {
         var relevant = false
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
@@ -106,10 +108,9 @@ final class DrainWakeup {
                     if mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
                     relevant = true
                 } else if name.starts(with: prefix) {
-                    if mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_OPEN) != 0 {
-                        touched.insert(String(decoding: name.dropFirst(prefix.count), as: UTF8.self))
-                    }
-                    if mask & ~UInt32(IN_OPEN) != 0 { relevant = true }
+                    let kinds = mask & UInt32(IN_MODIFY | IN_ATTRIB | IN_OPEN | IN_CLOSE_WRITE)
+                    if kinds != 0 { touched[String(decoding: name.dropFirst(prefix.count), as: UTF8.self), default: 0] |= kinds }
+                    if mask & ~UInt32(IN_OPEN | IN_CLOSE_WRITE) != 0 { relevant = true }
                 }
                 offset += headerSize + length
             }

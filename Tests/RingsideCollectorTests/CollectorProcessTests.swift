@@ -66,11 +66,7 @@ struct CollectorProcessTests {
             defer { producer.send(SIGCONT); producer.kill() }
             let (collector, port) = try startCollector(["--dir", directory.path])
             defer { collector.kill() }
-            func state() -> String? {
-                guard let body = try? httpGet(port: port, path: "/health").body,
-                      let object = try? jsonObject(body) else { return nil }
-                return (object["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "frozen" }?["state"] as? String
-            }
+            func state() -> String? { ringState(port: port, ring: "frozen") }
             #expect(eventually { state() == "live" ? true : nil } == true, "the producer first shows as live")
 
             producer.send(SIGSTOP)
@@ -89,6 +85,28 @@ struct CollectorProcessTests {
             #expect(log.contains("ring frozen: producer pid \(producer.pid) is stopped (SIGSTOP or a debugger)"))
             #expect(log.contains("ring frozen: producer pid \(producer.pid) runs again"))
             print("stopped producer: seen stopped after \(Int(seconds * 1000)) ms")
+        }
+    }
+
+    @Test("an idle producer's death is seen at once: the close of its file wakes the collector, which asks an idle ring only every 30 s")
+    func idleProducerDeath() throws {
+        try withRingDirectory { directory in
+            // Registers a histogram and records nothing: idle from the start.
+            let producer = try ChildProcess("ringside-test-producer", [
+                "hold", "--dir", directory.path, "--ring", "quiet", "--count", "0",
+            ])
+            #expect(producer.readLine()?.hasPrefix("ready ") == true)
+            defer { producer.kill() }
+            let (collector, port) = try startCollector(["--dir", directory.path])
+            defer { collector.kill() }
+            #expect(eventually { ringState(port: port, ring: "quiet") == "live" ? true : nil } == true, "first live")
+            // Past the second after attach in which a ring's liveness is asked four times a second.
+            Thread.sleep(forTimeInterval: 1.5)
+            producer.send(SIGKILL)
+            let killedAt = Date()
+            #expect(eventually(seconds: 5) { ringState(port: port, ring: "quiet") == "producer_dead" ? true : nil } == true,
+                    "seen dead within 5 s, not at the next look 30 s on")
+            print("idle producer killed: seen dead after \(Int(Date().timeIntervalSince(killedAt) * 1000)) ms")
         }
     }
 
@@ -136,4 +154,10 @@ struct CollectorProcessTests {
             #expect(first.waitForExit().status == 0)
         }
     }
+}
+
+/// The state of `ring` in the collector's /health (live, producer_dead, producer_stopped, ...).
+private func ringState(port: Int, ring: String) -> String? {
+    guard let body = try? httpGet(port: port, path: "/health").body, let object = try? jsonObject(body) else { return nil }
+    return (object["rings"] as? [[String: Any]])?.first { $0["name"] as? String == ring }?["state"] as? String
 }
