@@ -43,7 +43,7 @@ public struct BenchCommand: Sendable, Equatable {
       --version         print the version and the git revision, and exit
     """
 
-    /// What `--version` prints: `ringside-bench 0.2.0 (revision abc1234)`.
+    /// What `--version` prints: `ringside-bench 0.3.0 (revision abc1234)`.
     public static var versionLine: String { RingsideVersion.line(program: "ringside-bench") }
 
     /// Parses arguments (without the program name); nil means `--help` or `--version`.

@@ -115,10 +115,10 @@ public enum CollectorBenchmark {
     static func liveRun(_ settings: BenchSettings, directory: String, producerCPU: Int32) throws(BenchError) -> LiveResult {
         let stop = StopFlag()
         let load = try BackgroundThread(name: "bench-load", cpu: producerCPU) { () throws(BenchError) -> (() -> (rate: Double, dropped: UInt64)) in
-            let ring: Ring
+            let ring: Bot
             let handles: MetricMix
             do {
-                ring = try Ring.attach("load", directory: directory)
+                ring = try Bot.attach("load", directory: directory, options: .init(laneCapacity: 1 << 17)) // the size docs/benchmarks.md's figures used
                 handles = try MetricMix(ring)
             } catch { throw BenchError("attaching ring load in \(directory): \(error)") }
             return {
@@ -131,15 +131,15 @@ public enum CollectorBenchmark {
                     var pause = timespec(tv_sec: 0, tv_nsec: 100_000)
                     nanosleep(&pause, nil)
                 }
-                return (Double(written) / (Double(rs_clock_precise_ns() &- start) / 1e9), ring.recordsDropped)
+                return (Double(written) / (Double(rs_clock_precise_ns() &- start) / 1e9), ring.currentThreadLane.recordsDropped)
             }
         }
         let collector = Collector(options: options(directory: directory, pollNanos: settings.collectorPollNanos), log: quietLog)
         let probe = try BackgroundThread(name: "bench-probe", cpu: -1) { () throws(BenchError) -> (() -> [UInt64]) in
-            let ring: Ring
-            let counter: Ring.Counter
+            let ring: Bot
+            let counter: Bot.Counter
             do {
-                ring = try Ring.attach("probe", directory: directory)
+                ring = try Bot.attach("probe", directory: directory, options: .init(laneCapacity: 1 << 17)) // the size docs/benchmarks.md's figures used
                 counter = try ring.counter("e2e_probe")
             } catch { throw BenchError("attaching ring probe in \(directory): \(error)") }
             return {
@@ -218,13 +218,13 @@ public enum CollectorBenchmark {
 /// The metrics a benchmark producer writes: 4 histograms, 2 counters and a gauge, mixed
 /// 60 / 30 / 10 by `write(i)`.
 struct MetricMix {
-    let histograms: [Ring.Histogram]
-    let counters: [Ring.Counter]
-    let gauge: Ring.Gauge
+    let histograms: [Bot.Histogram]
+    let counters: [Bot.Counter]
+    let gauge: Bot.Gauge
     let values = LatencyValues()
 
-    init(_ ring: Ring) throws(RingError) {
-        var histograms: [Ring.Histogram] = []
+    init(_ ring: Bot) throws(RingError) {
+        var histograms: [Bot.Histogram] = []
         for symbol in ["AAPL", "MSFT", "NVDA", "TSLA"] {
             histograms.append(try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": symbol]))
         }
@@ -255,10 +255,10 @@ final class RingFiller: @unchecked Sendable {
     init(rings: Int, capacity: Int, directory: String, cpu: Int32) throws(BenchError) {
         let thread = Thread { [self] in
             if cpu >= 0 { _ = rsb_pin_current_thread(cpu) }
-            var made: [(Ring, MetricMix)] = []
+            var made: [(Bot, MetricMix)] = []
             do {
                 for index in 0 ..< rings {
-                    let ring = try Ring.attach("bot-\(index)", directory: directory, options: Ring.Options(capacity: capacity))
+                    let ring = try Bot.attach("bot-\(index)", directory: directory, options: Bot.Options(laneCapacity: capacity))
                     made.append((ring, try MetricMix(ring)))
                 }
             } catch {
@@ -274,9 +274,9 @@ final class RingFiller: @unchecked Sendable {
                 for (ring, mix) in made {
                     // Counters write no records (their cells count), so write until the ring is
                     // full and count the records it took, not the calls.
-                    let before = ring.recordsWritten
-                    while ring.freeSlots > 0 { mix.write(i); i &+= 1 }
-                    total += Int(ring.recordsWritten - before)
+                    let before = ring.currentThreadLane.recordsWritten
+                    while ring.currentThreadLane.freeSlots > 0 { mix.write(i); i &+= 1 }
+                    total += Int(ring.currentThreadLane.recordsWritten - before)
                 }
                 written = total
                 done.signal()

@@ -50,10 +50,10 @@ public struct BenchSettings: Sendable, Equatable {
 public enum EmitBenchmark {
     /// The rows, in the order they run in each round and are printed.
     public static let rowNames = ["ringside.record", "ringside.counter", "ringside.gauge", "ringside.span",
-                                  "bot.record", "bot.counter", "bot.record.4threads",
+                                  "ringside.record.4threads",
                                   "c.floor", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse"]
 
-    /// Threads in `bot.record.4threads`.
+    /// Threads in `ringside.record.4threads`.
     static let botThreads = 4
 
     /// One row: how to measure it for one round, and what the consumer does meanwhile.
@@ -82,20 +82,19 @@ public enum EmitBenchmark {
         let pinned = cpus.consumer >= 0 && rsb_pin_current_thread(cpus.producer) == 0
         defer { rsb_unpin_current_thread() }
 
-        // The rings: one for the single-thread handles (Ring), one bot for the any-thread
-        // handles (Telemetry), and one bot that the C floor writes.
-        let ring: Ring, bot: Telemetry
-        let record: Ring.Histogram, span: Ring.Histogram, counter: Ring.Counter, gauge: Ring.Gauge
-        let botRecord: Telemetry.Histogram, botCounter: Telemetry.Counter
+        // The bots: one for the rows of one thread, one that four threads record into at once,
+        // and one that the C floor writes.
+        let ring: Bot, bot: Bot
+        let record: Bot.Histogram, span: Bot.Histogram, counter: Bot.Counter, gauge: Bot.Gauge
+        let botRecord: Bot.Histogram
         do {
-            ring = try Ring.attach("bench", directory: directory, options: .init(capacity: settings.ringCapacity))
+            ring = try Bot.attach("bench", directory: directory, options: .init(laneCapacity: settings.ringCapacity))
             record = try ring.histogram("bench_record_latency", unit: .nanoseconds)
             counter = try ring.counter("bench_orders")
             gauge = try ring.gauge("bench_exposure")
             span = try ring.histogram("bench_span_latency", unit: .nanoseconds)
-            bot = try Telemetry.attach("bench-bot", directory: directory, options: .init(laneCapacity: settings.ringCapacity))
+            bot = try Bot.attach("bench-bot", directory: directory, options: .init(laneCapacity: settings.ringCapacity))
             botRecord = try bot.histogram("bench_record_latency", unit: .nanoseconds)
-            botCounter = try bot.counter("bench_orders")
         } catch {
             throw BenchError("setting up the rings in \(directory): \(error)")
         }
@@ -166,26 +165,19 @@ public enum EmitBenchmark {
         let rows: [Row] = [
             Row(name: "ringside.record", consumerMode: .rings) {
                 var v = 0
-                return timedRound(buffer, timing, drops: { ring.recordsDropped }) { record.record(values[v]); v &+= 1 }
+                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { record.record(values[v]); v &+= 1 }
             },
             Row(name: "ringside.counter", consumerMode: .rings) {
-                timedRound(buffer, timing, drops: { ring.recordsDropped }) { counter.increment() }
+                timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { counter.increment() }
             },
             Row(name: "ringside.gauge", consumerMode: .rings) {
                 var v = 0
-                return timedRound(buffer, timing, drops: { ring.recordsDropped }) { gauge.set(Double(values[v])); v &+= 1 }
+                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { gauge.set(Double(values[v])); v &+= 1 }
             },
             Row(name: "ringside.span", consumerMode: .rings) {
-                timedRound(buffer, timing, drops: { ring.recordsDropped }) { span.startTiming().stop() }
+                timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { span.startTiming().stop() }
             },
-            Row(name: "bot.record", consumerMode: .rings) {
-                var v = 0
-                return timedRound(buffer, timing, drops: botDropped) { botRecord.record(values[v]); v &+= 1 }
-            },
-            Row(name: "bot.counter", consumerMode: .rings) {
-                timedRound(buffer, timing, drops: botDropped) { botCounter.increment() }
-            },
-            Row(name: "bot.record.4threads", consumerMode: .rings) {
+            Row(name: "ringside.record.4threads", consumerMode: .rings) {
                 concurrentRound(threads: botThreads, buffer, timing, drops: botDropped) { thread, buffer in
                     var v = thread * 1024
                     return timedRound(buffer, timing, drops: { 0 }) { botRecord.record(values[v]); v &+= 1 }
@@ -259,7 +251,7 @@ public enum EmitBenchmark {
             + (pinned ? "CPU \(cpus.producer)" : "any CPU (pinning unavailable)") + ", a live consumer on "
             + consumerCPU + " draining the rings every \(LiveConsumer.periodNanos / 1000) µs "
             + "(reading every record, like the collector's passes under load), receiving the datagrams (recvmmsg) "
-            + "and scraping the locked histogram every ms; bot.record.4threads adds \(botThreads - 1) unpinned threads "
+            + "and scraping the locked histogram every ms; ringside.record.4threads adds \(botThreads - 1) unpinned threads "
             + "to this one, each on its own lane, and sums their calls; rings and lanes of \(settings.ringCapacity) "
             + "records; values from a table of \(LatencyValues.count) lognormal latencies."
         machine.pinned = pinned

@@ -156,18 +156,18 @@ public enum ScrapeBenchmark {
 /// gauges in turn, each with its own `series` label and one of eight symbols.
 final class ScrapeBot: @unchecked Sendable {
     // @unchecked: after set-up one thread at a time writes (the main thread, then the writer).
-    private let ring: Ring
-    private let histograms: [Ring.Histogram]
-    private let counters: [Ring.Counter]
-    private let gauges: [Ring.Gauge]
+    private let ring: Bot
+    private let histograms: [Bot.Histogram]
+    private let counters: [Bot.Counter]
+    private let gauges: [Bot.Gauge]
     private var random: UInt64
 
     init(number: Int, directory: String) throws(BenchError) {
         random = UInt64(number + 1) &* 0x9E37_79B9_7F4A_7C15
         do {
-            ring = try Ring.attach("scrape\(number)", directory: directory,
-                                   options: .init(capacity: 1 << 16, maxMetrics: ScrapeBenchmark.metricsPerRing))
-            var histograms: [Ring.Histogram] = [], counters: [Ring.Counter] = [], gauges: [Ring.Gauge] = []
+            ring = try Bot.attach("scrape\(number)", directory: directory,
+                                   options: .init(laneCapacity: 1 << 16, maxMetrics: ScrapeBenchmark.metricsPerRing))
+            var histograms: [Bot.Histogram] = [], counters: [Bot.Counter] = [], gauges: [Bot.Gauge] = []
             for index in 0..<ScrapeBenchmark.metricsPerRing {
                 let labels = ["series": String(index), "symbol": "SYM\(index % 8)"]
                 switch index % 3 {

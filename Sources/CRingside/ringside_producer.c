@@ -1190,6 +1190,35 @@ void rs_bot_release_thread_lane(rs_bot *bot) {
     entry->producer = NULL;
 }
 
+/** Fills *error with why rsp_take_lane_locked found no lane (`code`, which it returned); returns `code`. */
+static int rsp_fail_no_lane(rs_error *error, rs_bot *bot, int code) {
+    if (code == RS_E_NO_LANE) {
+        return rsp_fail(error, bot->name, RS_E_NO_LANE, "every one of its %u lanes is held, by threads or exclusive "
+                        "producers (max_lanes is chosen when the file is made)", (unsigned)bot->max_lanes);
+    }
+    return rsp_fail(error, bot->name, code, "no lane could be added to %.700s: %s (errno %d)", bot->path,
+                    strerror(-code), -code);
+}
+
+int rs_bot_claim_thread_lane(rs_bot *bot, rs_error *error) {
+    rsp_clear_error(error);
+    if (bot == NULL) return rsp_fail(error, "(null)", RS_E_INVALID, "rs_bot_claim_thread_lane needs a bot");
+    rs_thread_lane *entry = &rs_thread_lanes[bot->slot];
+    if (entry->generation == bot->generation && entry->producer != &bot->laneless) return 0; /* held already */
+    if (!bot->enabled) {
+        (void)rs_bot_claim_lane(bot); /* the writes-nothing producer */
+        return 0;
+    }
+    pthread_mutex_lock(&bot->mutex);
+    int lane = rsp_take_lane_locked(rsp_of(bot), RSP_HELD_BY_THREAD);
+    pthread_mutex_unlock(&bot->mutex);
+    if (lane < 0) return rsp_fail_no_lane(error, bot, lane);
+    rsp_watch_thread_exit();
+    entry->generation = bot->generation;
+    entry->producer = &bot->producers[lane].producer;
+    return 0;
+}
+
 rs_producer *rs_bot_exclusive_producer(rs_bot *bot, rs_error *error) {
     rsp_clear_error(error);
     if (bot == NULL) {
@@ -1201,13 +1230,7 @@ rs_producer *rs_bot_exclusive_producer(rs_bot *bot, rs_error *error) {
     int lane = rsp_take_lane_locked(rsp_of(bot), RSP_HELD_EXCLUSIVE);
     pthread_mutex_unlock(&bot->mutex);
     if (lane >= 0) return &bot->producers[lane].producer;
-    if (lane == RS_E_NO_LANE) {
-        rsp_fail(error, bot->name, RS_E_NO_LANE, "every one of its %u lanes is held, by threads or exclusive producers "
-                 "(max_lanes is chosen when the file is made)", (unsigned)bot->max_lanes);
-    } else {
-        rsp_fail(error, bot->name, lane, "no lane could be added to %.700s: %s (errno %d)", bot->path,
-                 strerror(-lane), -lane);
-    }
+    rsp_fail_no_lane(error, bot, lane);
     return NULL;
 }
 

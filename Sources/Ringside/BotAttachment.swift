@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// A bot attached through the C producer library (`ringside_producer.c`), owned: detached when
-/// the last reference goes. `Ring` and `Telemetry` are its two faces.
+/// the last reference goes. `Bot` is its face.
 ///
 /// `@unchecked Sendable`: the C bot is safe across threads by its contract (a mutex serialises
 /// registration and lane claims; each thread records into its own lane), and `pointer` never changes.
@@ -25,7 +25,7 @@ final class BotAttachment: @unchecked Sendable {
         var maxMetrics: Int
         var maxLanes: Int
         var fileMode: UInt32
-        var onIncompatible: Ring.IncompatiblePolicy
+        var onIncompatible: Bot.IncompatiblePolicy
         /// Map nothing: a bot whose handles do nothing.
         var disabled = false
     }
@@ -70,7 +70,7 @@ final class BotAttachment: @unchecked Sendable {
     var laneBytes: Int { Int(rs_geometry_of(pointer.pointee.capacity_log2, pointer.pointee.registry_capacity).lane_size) }
 
     /// Removes the file while this process still holds its lock, if it is as new as it gets
-    /// (no lane, no metric): what a failed attach made, and nobody else has used.
+    /// (no lane, no metric): what an attach made whose lane then did not fit, and nobody else used.
     func removeIfUnused() {
         guard isEnabled, rs_bot_lanes_allocated(pointer) == 0, rs_bot_metric_count(pointer) == 0 else { return }
         unlink(rs_bot_path(pointer))

@@ -14,18 +14,18 @@ public enum DemoBot {
 
     /// The bot's metrics: `Sendable` handles shared by every thread and task.
     struct Metrics: Sendable {
-        let fills: [Telemetry.Histogram]
-        let marketData: Telemetry.Histogram
-        let quotes: Telemetry.Counter
-        let buys: Telemetry.Counter
-        let sells: Telemetry.Counter
-        let filled: Telemetry.Counter
-        let exposure: Telemetry.Gauge
-        let loop: Telemetry.Histogram
-        let roundTrip: Telemetry.Histogram
+        let fills: [Bot.Histogram]
+        let marketData: Bot.Histogram
+        let quotes: Bot.Counter
+        let buys: Bot.Counter
+        let sells: Bot.Counter
+        let filled: Bot.Counter
+        let exposure: Bot.Gauge
+        let loop: Bot.Histogram
+        let roundTrip: Bot.Histogram
 
-        init(_ bot: Telemetry) throws(RingError) {
-            var fills: [Telemetry.Histogram] = []
+        init(_ bot: Bot) throws(RingError) {
+            var fills: [Bot.Histogram] = []
             for symbol in DemoBot.symbols {
                 fills.append(try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": symbol],
                                                help: "Time from order sent to fill, per symbol"))
@@ -55,7 +55,7 @@ public enum DemoBot {
     ///   - ring: the bot's name; `directory`: the ring directory (nil: the default).
     ///   - eventsPerSecond: order events a second, spread over the symbols.
     public static func run(ring name: String, directory: String?, eventsPerSecond: Int = 20_000) throws(RingError) {
-        let bot = try Telemetry.attach(name, directory: directory)
+        let bot = try Bot.attach(name, directory: directory)
         let metrics = try Metrics(bot)
         let parent = getppid()
         let batch = max(1, eventsPerSecond / 1000) // events per millisecond

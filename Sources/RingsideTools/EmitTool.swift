@@ -100,7 +100,7 @@ package enum EmitTool {
             + "drained and no process holds it, so that the next emit makes it anew"
     }
 
-    /// What `--version` prints: `ringside-emit 0.2.0 (revision abc1234)`.
+    /// What `--version` prints: `ringside-emit 0.3.0 (revision abc1234)`.
     package static var versionLine: String { RingsideVersion.line(program: "ringside-emit") }
 
     /// Parses the command line: what to write, or `--help`, or `--version`.
@@ -171,17 +171,20 @@ package enum EmitTool {
 
     /// Attaches, registers and writes; returns the exit status.
     private static func emit(_ options: Options, console: Console, input: LineInput) throws(RingError) -> Int32 {
-        var ringOptions = Ring.Options()
+        var ringOptions = Bot.Options()
         let directory = RingDirectory(options.directory)
         if let capacity = options.capacity {
-            ringOptions.capacity = capacity
+            ringOptions.laneCapacity = capacity
         } else if (try? refuseSpecialFile(options.ring, in: directory)) != nil,
                   let existing = try? RingInspector(options.ring, directory: directory).status() {
             // Attach to an existing ring as it is, whatever its size.
-            ringOptions.capacity = Int(existing.capacity)
+            ringOptions.laneCapacity = Int(existing.capacity)
             ringOptions.maxMetrics = existing.maxMetrics
+            ringOptions.maxThreads = existing.maxLanes
         }
-        let ring = try Ring.attach(options.ring, directory: directory.path, options: ringOptions)
+        let ring = try Bot.attach(options.ring, directory: directory.path, options: ringOptions)
+        // The lane now: a full directory is an error, never a wait for room that cannot come.
+        _ = try ring.claimCurrentThreadLane()
         let write: (UInt64) -> Void
         switch options.kind {
         case .histogram:
@@ -194,14 +197,14 @@ package enum EmitTool {
             let gauge = try ring.gauge(options.metric, unit: options.unit, labels: options.labels)
             write = { gauge.set(Double(bitPattern: $0)) }
         }
-        let droppedBefore = ring.recordsDropped
+        let droppedBefore = ring.currentThreadLane.recordsDropped
         var written = 0
         var saidWaiting = false
         // Counters write no records (their increments go to a cell), so only the others need room.
         let needsRoom = options.kind != .counter && !options.drop
         func emitOne(_ bits: UInt64) {
             if needsRoom {
-                while ring.freeSlots == 0 {
+                while ring.currentThreadLane.freeSlots == 0 {
                     if !saidWaiting {
                         console.printError("ringside-emit: ring \(options.ring) is full; waiting for a collector to make room "
                             + "(--drop drops instead)")
@@ -231,10 +234,10 @@ package enum EmitTool {
                 }
             }
         }
-        let dropped = ring.recordsDropped &- droppedBefore
+        let dropped = ring.currentThreadLane.recordsDropped &- droppedBefore
         let target = options.ring + "/" + options.metric
         var summary = ring.isEnabled ? "wrote \(written - Int(dropped)) value\(written - Int(dropped) == 1 ? "" : "s") to \(target)"
-                                     : "wrote nothing to \(target): \(Ring.disableEnvironmentVariable) is set"
+                                     : "wrote nothing to \(target): \(Bot.disableEnvironmentVariable) is set"
         if dropped > 0 { summary += ", dropped \(dropped) (the ring was full)" }
         if badLines > 0 { summary += ", skipped \(badLines) bad line\(badLines == 1 ? "" : "s")" }
         console.print(summary)

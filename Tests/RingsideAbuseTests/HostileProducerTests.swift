@@ -75,7 +75,7 @@ struct HostileProducerTests {
             // The hostile bot: one real lane of 2^22 records (128 MiB, allocated as a producer
             // allocates it), whose write cursor another thread keeps a whole lane ahead of the
             // collector's read cursor, over records that were never written (all invalid).
-            let hostile = try Telemetry.attach("hostile", directory: directory.path, options: .init(laneCapacity: 1 << 22))
+            let hostile = try Bot.attach("hostile", directory: directory.path, options: .init(laneCapacity: 1 << 22))
             let junk = try hostile.histogram("junk")
             junk.record(1)
             let capacity = UInt64(1) << 22
@@ -171,21 +171,21 @@ struct HostileProducerTests {
     func sparseBotFiles() throws {
         try withRingDirectory { directory in
             // An honest neighbour, whose records must keep arriving.
-            let honest = try Telemetry.attach("honest", directory: directory.path, options: .init(laneCapacity: 4096))
+            let honest = try Bot.attach("honest", directory: directory.path, options: .init(laneCapacity: 4096))
             let values = try honest.histogram("honest_values")
             for value in 1...100 { values.record(UInt64(value)) }
 
             // One sparse from birth: made aside, then renamed in, so the collector first sees it sparse.
             let aside = try TemporaryRingDirectory()
             defer { aside.remove() }
-            do { _ = try Telemetry.attach("born-sparse", directory: aside.path, options: .init(laneCapacity: 1 << 23)) }
+            do { _ = try Bot.attach("born-sparse", directory: aside.path, options: .init(laneCapacity: 1 << 23)) }
             try claimSparseLane(aside.ringDirectory.filePath(for: "born-sparse"))
             guard rename(aside.ringDirectory.filePath(for: "born-sparse"), directory.filePath(for: "born-sparse")) == 0 else {
                 throw TestSupportError("rename: errno \(errno)") // both under /dev/shm, or the same file system
             }
             // One honest when the collector attaches it, grown sparse afterwards.
             let grownPath = directory.filePath(for: "grown-sparse")
-            let grownBot = try Telemetry.attach("grown-sparse", directory: directory.path, options: .init(laneCapacity: 1 << 23))
+            let grownBot = try Bot.attach("grown-sparse", directory: directory.path, options: .init(laneCapacity: 1 << 23))
             _ = try grownBot.counter("grown_orders")
 
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])

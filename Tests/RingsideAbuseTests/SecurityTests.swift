@@ -34,7 +34,7 @@ struct SecurityTests {
     @Test("rings are created 0600, by the library and by ringside-emit, whatever the umask")
     func ringsArePrivate() throws {
         try withRingDirectory { directory in
-            _ = try Ring.attach("lib", directory: directory.path, options: .init(capacity: 16, maxMetrics: 1))
+            _ = try Bot.attach("lib", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 1))
             #expect(fileMode(directory.filePath(for: "lib")) == 0o600)
             let run = try runProcess("ringside-emit", ["--ring", "tool", "--dir", directory.path, "m", "1"])
             #expect(run.status == 0, "\(run.errors)")
@@ -150,7 +150,7 @@ struct SecurityTests {
             for run in runs {
                 #expect(run.status == 2 && run.errors.contains("invalid ring name"), "\(run.errors)")
             }
-            #expect(throws: RingError.self) { try Ring.attach(name, directory: directory.path) }
+            #expect(throws: RingError.self) { try Bot.attach(name, directory: directory.path) }
             // Nothing was created, here or one level up.
             #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
             #expect(!FileManager.default.fileExists(atPath: directory.path + "/../ringside.x"))

@@ -12,7 +12,7 @@ struct CollectorTests {
     @Test("histogram quantiles are within the histogram's error bound of the exact ones")
     func quantilesMatchExact() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("q", directory: directory.path, options: .init(capacity: 16384))
+            let ring = try Bot.attach("q", directory: directory.path, options: .init(laneCapacity: 16384))
             let latency = try ring.histogram("latency", unit: .nanoseconds, labels: ["venue": "x"])
             var generator = SystemRandomNumberGenerator()
             var values: [UInt64] = []
@@ -45,7 +45,7 @@ struct CollectorTests {
     @Test("a quiet histogram's all-time histogram, and the buckets a page computed from it, are kept from snapshot to snapshot")
     func allTimeHistogramKeptWhileQuiet() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("k", directory: directory.path, options: .init(capacity: 1024))
+            let ring = try Bot.attach("k", directory: directory.path, options: .init(laneCapacity: 1024))
             let latency = try ring.histogram("latency")
             for value in 1...100 { latency.record(UInt64(value)) }
             let collector = try makeCollector(directory, captured: CapturedLog())
@@ -65,7 +65,7 @@ struct CollectorTests {
     @Test("values leave the 1s window after a second and stay in the 1m one")
     func windowExpiry() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("w", directory: directory.path, options: .init(capacity: 1024))
+            let ring = try Bot.attach("w", directory: directory.path, options: .init(laneCapacity: 1024))
             let latency = try ring.histogram("latency")
             for value in 1...100 { latency.record(UInt64(value)) }
             let collector = try makeCollector(directory, captured: CapturedLog())
@@ -84,7 +84,7 @@ struct CollectorTests {
         try withRingDirectory { directory in
             // The collector first: a bot created after it started is seen whole, windows included.
             let collector = try makeCollector(directory, captured: CapturedLog())
-            let ring = try Ring.attach("cg", directory: directory.path, options: .init(capacity: 4096))
+            let ring = try Bot.attach("cg", directory: directory.path, options: .init(laneCapacity: 4096))
             let orders = try ring.counter("orders", labels: ["side": "buy"])
             let quotes = try ring.counter("quotes")
             let exposure = try ring.gauge("exposure")
@@ -106,7 +106,7 @@ struct CollectorTests {
     func exactSumsInJSON() throws {
         try withRingDirectory { directory in
             let collector = try makeCollector(directory, captured: CapturedLog())
-            let ring = try Ring.attach("big", directory: directory.path, options: .init(capacity: 4096))
+            let ring = try Bot.attach("big", directory: directory.path, options: .init(laneCapacity: 4096))
             let sizes = try ring.histogram("sizes", unit: .bytes)
             let volume = try ring.counter("volume")
             let twoTo53: UInt64 = 1 << 53
@@ -131,10 +131,10 @@ struct CollectorTests {
             let captured = CapturedLog()
             let collector = Collector(options: options, log: captured.log)
             // Ring a: four metrics, one past its own cap of 3. Ring b: four more, two past the total of 5.
-            var histograms: [String: [Ring.Histogram]] = [:]
-            var rings: [Ring] = []
+            var histograms: [String: [Bot.Histogram]] = [:]
+            var rings: [Bot] = []
             for name in ["a", "b"] {
-                let ring = try Ring.attach(name, directory: directory.path, options: .init(capacity: 4096))
+                let ring = try Bot.attach(name, directory: directory.path, options: .init(laneCapacity: 4096))
                 rings.append(ring)
                 histograms[name] = try (0..<4).map { try ring.histogram("latency", labels: ["n": "\($0)"]) }
             }
@@ -162,7 +162,7 @@ struct CollectorTests {
     @Test("an SLO is violated, logged, and recovers when the window empties")
     func sloViolatedAndRecovered() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("slo", directory: directory.path, options: .init(capacity: 4096))
+            let ring = try Bot.attach("slo", directory: directory.path, options: .init(laneCapacity: 4096))
             let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
             let other = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "MSFT"])
             for _ in 0..<990 { fill.record(50_000) }
@@ -209,9 +209,9 @@ struct CollectorTests {
     @Test("a corrupt ring is logged and skipped while the others are served")
     func corruptRingSkipped() throws {
         try withRingDirectory { directory in
-            let good = try Ring.attach("good", directory: directory.path, options: .init(capacity: 64))
+            let good = try Bot.attach("good", directory: directory.path, options: .init(laneCapacity: 64))
             try good.counter("ticks").increment()
-            do { _ = try Ring.attach("bad", directory: directory.path, options: .init(capacity: 64)) }
+            do { _ = try Bot.attach("bad", directory: directory.path, options: .init(laneCapacity: 64)) }
             let fd = open(directory.filePath(for: "bad"), O_WRONLY)
             var garbage: UInt64 = 0x1234
             pwrite(fd, &garbage, 8, 0)
@@ -231,7 +231,7 @@ struct CollectorTests {
     @Test("records with a wrong kind or unknown metric are rejected and counted, the rest aggregated")
     func invalidRecordsRejected() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("liar", directory: directory.path, options: .init(capacity: 16))
+            let ring = try Bot.attach("liar", directory: directory.path, options: .init(laneCapacity: 16))
             let latency = try ring.histogram("latency")
             for value in 1...4 { latency.record(UInt64(value)) }
             // Lane 0's records, where the format's geometry puts them.
@@ -256,7 +256,7 @@ struct CollectorTests {
     @Test("metrics registered after attach are picked up from the registry")
     func lateRegistration() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("late", directory: directory.path, options: .init(capacity: 64))
+            let ring = try Bot.attach("late", directory: directory.path, options: .init(laneCapacity: 64))
             try ring.counter("early").increment()
             let collector = try makeCollector(directory, captured: CapturedLog())
             #expect(pass(collector).series.count == 1)
@@ -273,7 +273,7 @@ struct CollectorTests {
             let captured = CapturedLog()
             let collector = try makeCollector(directory, captured: captured)
             #expect(pass(collector).rings.isEmpty)
-            do { _ = try Ring.attach("comer", directory: directory.path, options: .init(capacity: 16)) }
+            do { _ = try Bot.attach("comer", directory: directory.path, options: .init(laneCapacity: 16)) }
             #expect(pass(collector, offset: 300_000_000).ring("comer") != nil)
             try directory.remove("comer")
             #expect(pass(collector, offset: 600_000_000).ring("comer") == nil)
@@ -284,10 +284,10 @@ struct CollectorTests {
     @Test("--ring restricts the collector to the named rings; sampled histograms count every call")
     func ringFilterAndSampledHistograms() throws {
         try withRingDirectory { directory in
-            let wanted = try Ring.attach("wanted", directory: directory.path, options: .init(capacity: 1024))
+            let wanted = try Bot.attach("wanted", directory: directory.path, options: .init(laneCapacity: 1024))
             let latency = try wanted.histogram("latency", sampleEvery: 4)
             for value in 1...400 { latency.record(UInt64(value)) }
-            let other = try Ring.attach("other", directory: directory.path, options: .init(capacity: 16))
+            let other = try Bot.attach("other", directory: directory.path, options: .init(laneCapacity: 16))
             try other.counter("ignored").increment()
             var options = CollectorOptions()
             options.directory = directory
@@ -311,7 +311,7 @@ struct CollectorTests {
             pass(collector, offset: 300_000_000)
             #expect(captured.all.filter { $0.contains("No such file or directory; waiting for it") }.count == 1)
             mkdir(directory.path, 0o700)
-            _ = try Ring.attach("late", directory: directory.path, options: .init(capacity: 16))
+            _ = try Bot.attach("late", directory: directory.path, options: .init(laneCapacity: 16))
             #expect(pass(collector, offset: 600_000_000).ring("late") != nil)
             #expect(captured.contains("ring directory \(directory.path) is readable"))
         }
@@ -320,7 +320,7 @@ struct CollectorTests {
     @Test("stop releases the rings so the next collector can take them")
     func stopReleases() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("handoff", directory: directory.path, options: .init(capacity: 64))
+            let ring = try Bot.attach("handoff", directory: directory.path, options: .init(laneCapacity: 64))
             let ticks = try ring.counter("ticks")
             let latency = try ring.histogram("latency")
             ticks.increment()

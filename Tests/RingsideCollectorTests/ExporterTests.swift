@@ -9,7 +9,7 @@ import Testing
 
 /// A snapshot with one series of each kind, labels that need escaping, an SLO and a skipped ring.
 private func richSnapshot(_ directory: RingDirectory) throws -> (Snapshot, Collector) {
-    let ring = try Ring.attach("bot-a", directory: directory.path, options: .init(capacity: 4096))
+    let ring = try Bot.attach("bot-a", directory: directory.path, options: .init(laneCapacity: 4096))
     let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": #"A"P\L"#, "ring": "inner"],
                                   help: "Fill latency\nwith a second line and a \\ backslash")
     let sizes = try ring.histogram("order_size", unit: .bytes)
@@ -21,7 +21,7 @@ private func richSnapshot(_ directory: RingDirectory) throws -> (Snapshot, Colle
     orders.increment(by: 7)
     exposure.set(1.25e6)
     age.set(150)
-    _ = try Ring.attach("bot-b", directory: directory.path, options: .init(capacity: 16))
+    _ = try Bot.attach("bot-b", directory: directory.path, options: .init(laneCapacity: 16))
     let collector = try makeCollector(directory, slo: [#"order_fill_latency:p99<100us@1m"#], captured: CapturedLog())
     return (pass(collector), collector)
 }

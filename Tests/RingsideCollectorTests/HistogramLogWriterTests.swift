@@ -202,7 +202,7 @@ struct CollectorHistogramCaptureTests {
             options.directory = directory
             options.hlogPath = "/unused"
             let collector = Collector(options: options, log: captured.log)
-            let bot = try Telemetry.attach("capture-bot", directory: directory.path)
+            let bot = try Bot.attach("capture-bot", directory: directory.path)
             let fast = try bot.histogram("fast", unit: .nanoseconds)
             let slow = try bot.histogram("slow", unit: .nanoseconds)
             for value in 1 ... 100 as ClosedRange<UInt64> { fast.record(value * 1_000) }

@@ -17,7 +17,7 @@ private func series(_ document: [String: Any], _ metric: String) -> [String: Any
 
 @Suite("One bot, many threads: per-thread lanes, exact cells, one bot in the collector")
 struct ManyThreadsTests {
-    @Test("8 threads x 1 M records through Telemetry into a real collector: every record aggregated once, counters exact")
+    @Test("8 threads x 1 M records through one Bot into a real collector: every record aggregated once, counters exact")
     func eightThreadsIntoACollector() throws {
         try withRingDirectory { directory in
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
@@ -78,7 +78,7 @@ struct ManyThreadsTests {
         try withRingDirectory { directory in
             let captured = CapturedLog()
             let collector = try makeCollector(directory, captured: captured)
-            let ring = try Ring.attach("tiny", directory: directory.path, options: .init(capacity: 16))
+            let ring = try Bot.attach("tiny", directory: directory.path, options: .init(laneCapacity: 16))
             let orders = try ring.counter("orders")
             let fills = try ring.histogram("fills")
             let level = try ring.gauge("level")
@@ -107,7 +107,7 @@ struct ManyThreadsTests {
     func moreThreadsThanLanes() throws {
         try withRingDirectory { directory in
             let collector = try makeCollector(directory, captured: CapturedLog())
-            let bot = try Telemetry.attach("crowd", directory: directory.path, options: .init(laneCapacity: 1 << 16, maxThreads: 2))
+            let bot = try Bot.attach("crowd", directory: directory.path, options: .init(laneCapacity: 1 << 16, maxThreads: 2))
             let hits = try bot.counter("hits")
             let values = try bot.histogram("values")
             let start = DispatchSemaphore(value: 0), done = DispatchGroup(), allWrote = DispatchGroup()
@@ -150,7 +150,7 @@ struct ManyThreadsTests {
     func descriptorLimit() throws {
         try withRingDirectory { directory in
             for index in 0..<1_500 {
-                _ = try Ring.attach("r\(index)", directory: directory.path, options: .init(capacity: 16, maxMetrics: 1))
+                _ = try Bot.attach("r\(index)", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 1))
             }
             // Under a hard limit of 1,024 (it cannot raise it), logging to a file: a full pipe would stall it.
             let logPath = directory.path + "/collector.log"
@@ -196,7 +196,7 @@ struct ManyThreadsTests {
             collector.start()
             defer { collector.stop() }
             usleep(100_000) // the first pass, which starts the watch
-            let ring = try Ring.attach("burst", directory: directory.path, options: .init(capacity: 1 << 16))
+            let ring = try Bot.attach("burst", directory: directory.path, options: .init(laneCapacity: 1 << 16))
             let values = try ring.histogram("values")
             let attached = Date()
             #expect(eventually(seconds: 1.5) { captured.contains("ring burst attached") }, "attached within a poll of 2 s only by inotify")

@@ -103,7 +103,7 @@ struct NativeHistogramPrometheusTests {
         var random = SplitMix64(seed: 2026)
         var everything: [UInt64] = []
         for (host, median) in [(0, 40_000.0), (1, 120_000.0)] {
-            let bot = try Telemetry.attach("bot", directory: directories[host].path,
+            let bot = try Bot.attach("bot", directory: directories[host].path,
                                            options: .init(laneCapacity: 1 << 17))
             let latency = try bot.histogram("order_fill_latency", unit: .nanoseconds)
             for _ in 0..<50_000 {

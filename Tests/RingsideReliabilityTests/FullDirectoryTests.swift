@@ -14,8 +14,8 @@ extension ReliabilityTests {
         /// says so and skips, and under `CI=true` it fails, so CI cannot pass by skipping).
         ///
         /// A bot whose part before the lanes is larger than the directory fails to attach with
-        /// `.noSpace` and leaves no file; a ring whose one lane does not fit must fail the same way
-        /// (its attach takes that lane). Then producer processes fill the directory with small rings
+        /// `.noSpace` and leaves no file; a bot whose first lane does not fit fails the same way when
+        /// a tool claims that lane at once. Then producer processes fill the directory with small rings
         /// until one gets `.noSpace` (an exit with status 2 and the message, never a signal), and each
         /// ring that got in holds every record written (its pages were reserved with
         /// `posix_fallocate`, the header part at attach and the lane when it was added: a write never
@@ -29,7 +29,7 @@ extension ReliabilityTests {
 
                 // A registry of 4,096 entries (2 MiB) before any lane: larger than the whole directory.
                 do throws(RingError) {
-                    _ = try Telemetry.attach("big", directory: small, options: .init(maxMetrics: Int(RS_MAX_REGISTRY_CAPACITY)))
+                    _ = try Bot.attach("big", directory: small, options: .init(maxMetrics: Int(RS_MAX_REGISTRY_CAPACITY)))
                     Issue.record("a bot of more than 2 MiB attached in a 1 MiB directory")
                 } catch {
                     guard case let .noSpace(ring, path, bytes) = error else {
@@ -44,20 +44,22 @@ extension ReliabilityTests {
                 }
                 #expect(smallDirectory.ringNames().isEmpty && access(smallDirectory.filePath(for: "big"), F_OK) != 0)
 
-                // A ring of the default capacity: its header part fits, its 4 MiB lane does not.
+                // A bot of the default capacity: its header part fits, its 2 MiB lane does not. A tool
+                // that claims its lane at once (ringside-emit) is told so, and the file goes.
                 do throws(RingError) {
-                    _ = try Ring.attach("wide", directory: small)
-                    Issue.record("a 4 MiB ring attached in a 1 MiB directory")
+                    let wide = try Bot.attach("wide", directory: small)
+                    _ = try wide.claimCurrentThreadLane()
+                    Issue.record("a 2 MiB lane was added in a 1 MiB directory")
                 } catch {
                     // Its header part fitted, its lane did not: .noSpace, with the lane's size.
                     guard case let .noSpace(_, _, bytes) = error else {
                         Issue.record("expected .noSpace, got \(error)")
                         return
                     }
-                    #expect(bytes == Int(rs_geometry_of(RS_DEFAULT_CAPACITY_LOG2, RS_DEFAULT_REGISTRY_CAPACITY).lane_size))
+                    #expect(bytes == Int(rs_geometry_of(RS_DEFAULT_LANE_CAPACITY_LOG2, RS_DEFAULT_REGISTRY_CAPACITY).lane_size), "\(error)")
                     #expect("\(error)".contains("No space left on device") || "\(error)".contains("no space"), "\(error)")
                 }
-                #expect(access(smallDirectory.filePath(for: "wide"), F_OK) != 0, "the failed attach left its file")
+                #expect(access(smallDirectory.filePath(for: "wide"), F_OK) != 0, "the failed claim left its file")
                 try? smallDirectory.remove("wide")
 
                 // Fill it with rings of 1,024 records (their header part and one lane), written in
@@ -123,23 +125,17 @@ extension ReliabilityTests {
                 var made = 0
                 while made < 8, open(small + "/filler\(made)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o600) >= 0 { made += 1 }
                 #expect(errno == ENOSPC && made < 8, "the tmpfs ran out of inodes")
-                for api in ["Telemetry", "Ring"] {
-                    do throws(RingError) {
-                        if api == "Telemetry" {
-                            _ = try Telemetry.attach("late", directory: small)
-                        } else {
-                            _ = try Ring.attach("late", directory: small, options: .init(capacity: 1024))
-                        }
-                        Issue.record("\(api): a bot attached in a directory without inodes")
-                    } catch {
-                        guard case let .noSpace(ring, _, bytes) = error else {
-                            Issue.record("expected .noSpace, got \(error)")
-                            continue
-                        }
-                        #expect(ring == "late" && bytes == 0)
-                        #expect("\(error)".contains("no free inodes") && "\(error)".contains("df -i")
-                                && !"\(error)".contains("smaller capacity"), "\(error)")
+                do throws(RingError) {
+                    _ = try Bot.attach("late", directory: small)
+                    Issue.record("a bot attached in a directory without inodes")
+                } catch {
+                    guard case let .noSpace(ring, _, bytes) = error else {
+                        Issue.record("expected .noSpace, got \(error)")
+                        return
                     }
+                    #expect(ring == "late" && bytes == 0)
+                    #expect("\(error)".contains("no free inodes") && "\(error)".contains("df -i")
+                            && !"\(error)".contains("smaller capacity"), "\(error)")
                 }
             }
         }

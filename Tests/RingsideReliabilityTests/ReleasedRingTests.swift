@@ -92,7 +92,7 @@ extension ReliabilityTests {
         @Test("a live ring truncated through an open descriptor is let go with the reason, within seconds")
         func truncatedThroughOpenDescriptor() throws {
             try withRingDirectory { directory in
-                let bot = try Ring.attach("cut", directory: directory.path, options: .init(capacity: 4096))
+                let bot = try Bot.attach("cut", directory: directory.path, options: .init(laneCapacity: 4096))
                 try bot.histogram("cut_values").record(1)
                 let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
                 defer { collector.kill() }
@@ -116,7 +116,7 @@ extension ReliabilityTests {
         func holePunched() throws {
             guard let fallocate = try requiredSystemTool("fallocate") else { return }
             try withRingDirectory { directory in
-                let bot = try Ring.attach("punched", directory: directory.path, options: .init(capacity: 1 << 20))
+                let bot = try Bot.attach("punched", directory: directory.path, options: .init(laneCapacity: 1 << 20))
                 try bot.histogram("punched_values").record(1)
                 let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
                 defer { collector.kill() }

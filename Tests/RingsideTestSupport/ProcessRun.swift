@@ -35,7 +35,7 @@ func configure(_ process: Process, _ executable: String, _ arguments: [String], 
     process.arguments = arguments
     var variables = ProcessInfo.processInfo.environment
     variables.removeValue(forKey: RingDirectory.environmentVariable)
-    variables.removeValue(forKey: Ring.disableEnvironmentVariable)
+    variables.removeValue(forKey: Bot.disableEnvironmentVariable)
     process.environment = variables.merging(environment) { _, new in new }
 }
 

@@ -5,10 +5,10 @@ import Testing
 
 @Suite("Handles: Duration and BinaryInteger overloads, clamped, read back from the ring")
 struct HandleOverloadTests {
-    @Test("a Ring's handles convert durations to the histogram's unit and clamp integers")
-    func ringOverloads() throws {
+    @Test("durations in microseconds and plain units, integers of every width: converted and clamped")
+    func microsecondsAndIntegers() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("overloads", directory: directory.path, options: .init(capacity: 64))
+            let ring = try Bot.attach("overloads", directory: directory.path, options: .init(laneCapacity: 64))
             let micros = try ring.histogram("micros", unit: .microseconds)
             let plain = try ring.histogram("plain")
             let orders = try ring.counter("orders")
@@ -34,10 +34,10 @@ struct HandleOverloadTests {
         }
     }
 
-    @Test("a Telemetry's handles convert durations to the histogram's unit and clamp integers")
-    func telemetryOverloads() throws {
+    @Test("durations in milliseconds and seconds, a span, extreme integers: converted and clamped")
+    func millisecondsSecondsAndSpans() throws {
         try withRingDirectory { directory in
-            let bot = try Telemetry.attach("overloads", directory: directory.path, options: .init(laneCapacity: 64))
+            let bot = try Bot.attach("overloads", directory: directory.path, options: .init(laneCapacity: 64))
             let millis = try bot.histogram("millis", unit: .milliseconds)
             let seconds = try bot.histogram("seconds", unit: .seconds)
             let orders = try bot.counter("orders")

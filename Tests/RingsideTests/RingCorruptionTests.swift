@@ -10,7 +10,7 @@ import Testing
 private func damagedRingError(_ damage: (String) -> Void) throws -> RingError? {
     try withRingDirectory { directory -> RingError? in
         do {
-            let ring = try Ring.attach("victim", directory: directory.path, options: .init(capacity: 16, maxMetrics: 4))
+            let ring = try Bot.attach("victim", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 4))
             let metric = try ring.histogram("latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
             for value in 1...3 { metric.record(UInt64(value)) }
         }
@@ -225,7 +225,7 @@ struct RingCorruptionTests {
     @Test("a version-1 file (one ring per file) is refused by readers and producers, naming both versions")
     func versionOneRefused() throws {
         try withRingDirectory { directory in
-            do { _ = try Ring.attach("old", directory: directory.path, options: .init(capacity: 16)) }
+            do { _ = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16)) }
             let path = directory.filePath(for: "old")
             patch(path, at: headerOffset(\.version), with: UInt32(1))
             var refusal: RingError?
@@ -238,8 +238,8 @@ struct RingCorruptionTests {
                 try RingConsumer("old", directory: directory)
             }
             // The producers refuse it as incompatible (a layout they do not write), saying which and why.
-            for attach in [{ _ = try Ring.attach("old", directory: directory.path, options: .init(capacity: 16)) },
-                           { _ = try Telemetry.attach("old", directory: directory.path, options: .init(laneCapacity: 16)) }]
+            for attach in [{ _ = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16)) },
+                           { _ = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16)) }]
                 as [() throws -> Void] {
                 #expect {
                     try attach()
@@ -250,7 +250,7 @@ struct RingCorruptionTests {
             }
             #expect(fileHeader(path).version == 1, "refused, and left alone")
             // Asked to, a producer replaces it.
-            let ring = try Ring.attach("old", directory: directory.path, options: .init(capacity: 16, onIncompatible: .recreate))
+            let ring = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16, onIncompatible: .recreate))
             #expect(ring.isEnabled && fileHeader(path).version == RS_FORMAT_VERSION)
         }
     }
@@ -261,7 +261,7 @@ struct RingCorruptionTests {
     func producerOnCorruptLanes(problem: String) throws {
         try withRingDirectory { directory in
             do {
-                let ring = try Ring.attach("lanes", directory: directory.path, options: .init(capacity: 16))
+                let ring = try Bot.attach("lanes", directory: directory.path, options: .init(laneCapacity: 16))
                 try ring.histogram("h").record(1)
             }
             let path = directory.filePath(for: "lanes")
@@ -272,7 +272,7 @@ struct RingCorruptionTests {
             }
             let before = try Data(contentsOf: URL(fileURLWithPath: path))
             #expect {
-                try Telemetry.attach("lanes", directory: directory.path, options: .init(laneCapacity: 16))
+                try Bot.attach("lanes", directory: directory.path, options: .init(laneCapacity: 16))
             } throws: { error in
                 guard case let .corrupt(ring, _, corruption)? = error as? RingError else { return false }
                 return ring == "lanes" && "\(corruption)".contains(problem)
@@ -298,15 +298,15 @@ struct RingCorruptionTests {
     @Test("a producer refuses a corrupt ring, or recreates it when asked")
     func producerOnCorruptRing() throws {
         try withRingDirectory { directory in
-            do { _ = try Ring.attach("bad", directory: directory.path, options: .init(capacity: 16)) }
+            do { _ = try Bot.attach("bad", directory: directory.path, options: .init(laneCapacity: 16)) }
             patch(directory.filePath(for: "bad"), at: headerOffset(\.magic), with: UInt64(1))
             #expect {
-                try Ring.attach("bad", directory: directory.path, options: .init(capacity: 16))
+                try Bot.attach("bad", directory: directory.path, options: .init(laneCapacity: 16))
             } throws: { error in
                 guard case .corrupt(_, _, .badMagic)? = error as? RingError else { return false }
                 return true
             }
-            let ring = try Ring.attach("bad", directory: directory.path, options: .init(capacity: 16, onIncompatible: .recreate))
+            let ring = try Bot.attach("bad", directory: directory.path, options: .init(laneCapacity: 16, onIncompatible: .recreate))
             try ring.counter("fresh").increment()
             try ring.histogram("fresh_latency").record(7)
             let inspector = try RingInspector("bad", directory: directory)
@@ -322,7 +322,7 @@ struct RingCorruptionTests {
                                            attributes: [.posixPermissions: 0o600])
             #expect(throws: RingError.notReady(ring: "young")) { try RingInspector("young", directory: directory) }
             // Its producer finishes the creation.
-            let ring = try Ring.attach("young", directory: directory.path, options: .init(capacity: 16))
+            let ring = try Bot.attach("young", directory: directory.path, options: .init(laneCapacity: 16))
             #expect(ring.isEnabled)
             #expect(try RingInspector("young", directory: directory).status().capacity == 16)
         }

@@ -8,9 +8,9 @@ struct RingOwnershipTests {
     @Test("a second producer is refused while the first lives, even in the same process")
     func secondProducerInProcess() throws {
         try withRingDirectory { directory in
-            let first = try Ring.attach("solo", directory: directory.path, options: .init(capacity: 16))
+            let first = try Bot.attach("solo", directory: directory.path, options: .init(laneCapacity: 16))
             #expect(throws: RingError.producerAlive(ring: "solo", pid: getpid())) {
-                try Ring.attach("solo", directory: directory.path, options: .init(capacity: 16))
+                try Bot.attach("solo", directory: directory.path, options: .init(laneCapacity: 16))
             }
             withExtendedLifetime(first) {}
         }
@@ -24,11 +24,11 @@ struct RingOwnershipTests {
             ])
             #expect(child.readLine() == "ready \(child.pid)")
             #expect(throws: RingError.producerAlive(ring: "held", pid: child.pid)) {
-                try Ring.attach("held", directory: directory.path, options: .init(capacity: 1024))
+                try Bot.attach("held", directory: directory.path, options: .init(laneCapacity: 1024))
             }
             // The any-thread face is refused the same way: a bot has one process.
             #expect(throws: RingError.producerAlive(ring: "held", pid: child.pid)) {
-                try Telemetry.attach("held", directory: directory.path)
+                try Bot.attach("held", directory: directory.path)
             }
             // So is another process, which says who holds the bot and exits cleanly.
             let second = try ChildProcess("ringside-test-producer", [
@@ -50,7 +50,7 @@ struct RingOwnershipTests {
             #expect(!dead.producerAlive)
             // Nobody retired the lane: the lock, not the lane's state, is the process's liveness.
             #expect(dead.lanes[0].state == .active)
-            let ring = try Ring.attach("held", directory: directory.path, options: .init(capacity: 1024))
+            let ring = try Bot.attach("held", directory: directory.path, options: .init(laneCapacity: 1024))
             // The new producer finds the old metric again and carries on after the old records,
             // in the same lane (retired at attach, then claimed again): no lane is added.
             let sequence = try ring.histogram("sequence", labels: ["source": "test"])
@@ -69,7 +69,7 @@ struct RingOwnershipTests {
     @Test("a second consumer is refused while the first lives, accepted once it closes")
     func secondConsumer() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("shared", directory: directory.path, options: .init(capacity: 16))
+            let ring = try Bot.attach("shared", directory: directory.path, options: .init(laneCapacity: 16))
             var first: RingConsumer? = try RingConsumer("shared", directory: directory)
             #expect(throws: RingError.consumerAlive(ring: "shared", pid: getpid())) {
                 try RingConsumer("shared", directory: directory)
@@ -125,9 +125,9 @@ struct RingOwnershipTests {
             #expect(!status.producerAlive && status.lanes.count == 1)
 
             // The next process: same metrics, the counter carries on from the dead one's total.
-            let ring = try Ring.attach("kit", directory: directory.path)
+            let ring = try Bot.attach("kit", directory: directory.path)
             let counter = try ring.counter("orders", labels: ["side": "buy"])
-            #expect(counter.index == orders.index && ring.registeredMetrics.count == 3)
+            #expect(counter.metric.index == orders.index && ring.registeredMetrics.count == 3)
             #expect(try inspector.cells(of: orders).total == total, "re-attaching changes no total")
             counter.increment(by: 5)
             #expect(try inspector.cells(of: orders).total == total + 5)
@@ -182,16 +182,16 @@ struct RingOwnershipTests {
     func incompatibleLayout() throws {
         try withRingDirectory { directory in
             do {
-                let ring = try Ring.attach("layout", directory: directory.path, options: .init(capacity: 16))
+                let ring = try Bot.attach("layout", directory: directory.path, options: .init(laneCapacity: 16))
                 try ring.counter("old").increment()
             }
             #expect {
-                try Ring.attach("layout", directory: directory.path, options: .init(capacity: 32))
+                try Bot.attach("layout", directory: directory.path, options: .init(laneCapacity: 32))
             } throws: { error in
                 guard case .incompatibleLayout? = error as? RingError else { return false }
                 return "\(error)".contains("16 records") && "\(error)".contains("recreate")
             }
-            let ring = try Ring.attach("layout", directory: directory.path, options: .init(capacity: 32, onIncompatible: .recreate))
+            let ring = try Bot.attach("layout", directory: directory.path, options: .init(laneCapacity: 32, onIncompatible: .recreate))
             #expect(ring.registeredMetrics.isEmpty)
             #expect(try RingInspector("layout", directory: directory).status().capacity == 32)
         }
@@ -201,10 +201,10 @@ struct RingOwnershipTests {
     func otherOwnerRefused() throws {
         guard geteuid() == 0 else { return } // only root can make a file another user owns
         try withRingDirectory { directory in
-            do { _ = try Ring.attach("theirs", directory: directory.path, options: .init(capacity: 16)) }
+            do { _ = try Bot.attach("theirs", directory: directory.path, options: .init(laneCapacity: 16)) }
             chown(directory.filePath(for: "theirs"), 4242, 4242)
             #expect {
-                try Ring.attach("theirs", directory: directory.path, options: .init(capacity: 16))
+                try Bot.attach("theirs", directory: directory.path, options: .init(laneCapacity: 16))
             } throws: { error in
                 guard case .permissionDenied? = error as? RingError else { return false }
                 return "\(error)".contains("uid 4242")

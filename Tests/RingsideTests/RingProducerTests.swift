@@ -6,19 +6,19 @@ import Testing
 
 @Suite("Producer: attach, register, record")
 struct RingProducerTests {
-    @Test("a new ring is a 0600 file of the documented size (header part and one lane), and its records and cells read back")
+    @Test("a new bot is a 0600 file of its header part, a lane is added by a thread's first record, and records and cells read back")
     func attachCreatesRing() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("bot-a", directory: directory.path, options: .init(capacity: 1024))
+            let ring = try Bot.attach("bot-a", directory: directory.path, options: .init(laneCapacity: 1024))
             let path = try #require(ring.path)
             #expect(path == directory.path + "/ringside.bot-a")
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             #expect((attributes[.posixPermissions] as? Int) == 0o600)
-            // The part before the lanes, then the one lane the ring holds for itself.
+            // The part before the lanes; the lanes come as threads first record.
             let layout = BotFileLayout(capacity: 1024).geometry
-            #expect((attributes[.size] as? Int) == Int(layout.lanes_offset + layout.lane_size))
+            #expect((attributes[.size] as? Int) == Int(layout.lanes_offset))
             let header = fileHeader(path)
-            #expect(header.version == RS_FORMAT_VERSION && header.lanes_allocated == 1)
+            #expect(header.version == RS_FORMAT_VERSION && header.lanes_allocated == 0)
             #expect(header.lanes_offset == layout.lanes_offset && header.lane_size == layout.lane_size)
             #expect(header.lane_records_offset == layout.lane_records_offset && header.cells_offset == layout.cells_offset)
 
@@ -29,8 +29,12 @@ struct RingProducerTests {
             orders.increment()
             orders.increment(by: 5)
             exposure.set(1.25e6)
+            // This thread's lane, added by its first record.
+            let grown = try FileManager.default.attributesOfItem(atPath: path)
+            #expect((grown[.size] as? Int) == Int(layout.lanes_offset + layout.lane_size))
+            #expect(fileHeader(path).lanes_allocated == 1)
             // Counters write no records: their total lives in the lane's cell.
-            #expect(ring.recordsWritten == 2)
+            #expect(ring.currentThreadLane.recordsWritten == 2)
 
             let consumer = try RingConsumer("bot-a", directory: directory)
             let drained = try drainAll(consumer)
@@ -53,7 +57,7 @@ struct RingProducerTests {
     @Test("a full ring keeps counters and gauges exact in the cells and counts each record it drops against its metric")
     func cellsSurviveAFullRing() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("cells", directory: directory.path, options: .init(capacity: 16))
+            let ring = try Bot.attach("cells", directory: directory.path, options: .init(laneCapacity: 16))
             let orders = try ring.counter("orders")
             let fills = try ring.histogram("fills")
             let level = try ring.gauge("level")
@@ -63,8 +67,8 @@ struct RingProducerTests {
                 if value % 10 == 0 { level.set(Double(value)) }
             }
             // 16 slots: the first 16 records (histogram and gauge) are kept, the rest dropped.
-            #expect(ring.recordsWritten == 16)
-            #expect(ring.recordsWritten + ring.recordsDropped == 1_000 + 100)
+            #expect(ring.currentThreadLane.recordsWritten == 16)
+            #expect(ring.currentThreadLane.recordsWritten + ring.currentThreadLane.recordsDropped == 1_000 + 100)
             let consumer = try RingConsumer("cells", directory: directory)
             let kept = try drainAll(consumer)
             #expect(kept.count == 16)
@@ -75,7 +79,7 @@ struct RingProducerTests {
             #expect(consumer.cells(of: consumer.metrics[2]) == MetricCells(total: 0, dropped: 100 - keptLevels, lastValue: 1_000))
             // The lane's drop count is the sum of its metrics' cells.
             let status = try consumer.status()
-            #expect(status.dropped == ring.recordsDropped && status.lanes.map(\.dropped) == [ring.recordsDropped])
+            #expect(status.dropped == ring.currentThreadLane.recordsDropped && status.lanes.map(\.dropped) == [ring.currentThreadLane.recordsDropped])
             #expect(status.dropped == (1_000 - keptFills) + (100 - keptLevels))
         }
     }
@@ -83,7 +87,7 @@ struct RingProducerTests {
     @Test("record timestamps are coarse monotonic time, good to place a record in a second")
     func timestampsAreMonotonicNow() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("clock", directory: directory.path, options: .init(capacity: 16))
+            let ring = try Bot.attach("clock", directory: directory.path, options: .init(laneCapacity: 16))
             let before = rs_clock_precise_ns()
             try ring.histogram("h").record(1)
             let after = rs_clock_precise_ns()
@@ -97,7 +101,7 @@ struct RingProducerTests {
     @Test("spans record their duration in the histogram's unit, flagged as spans")
     func spansRecordDurations() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("spans", directory: directory.path, options: .init(capacity: 16))
+            let ring = try Bot.attach("spans", directory: directory.path, options: .init(laneCapacity: 16))
             let micros = try ring.histogram("work", unit: .microseconds)
             let timing = micros.startTiming()
             usleep(2_000)
@@ -115,12 +119,12 @@ struct RingProducerTests {
     @Test("registering the same name and labels again returns the same metric; a clash is refused")
     func registrationIsIdempotent() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("reg", directory: directory.path, options: .init(capacity: 16))
+            let ring = try Bot.attach("reg", directory: directory.path, options: .init(laneCapacity: 16))
             let first = try ring.counter("orders", labels: ["side": "buy", "venue": "x"])
             let again = try ring.counter("orders", labels: ["venue": "x", "side": "buy"])
             let other = try ring.counter("orders", labels: ["side": "sell"])
-            #expect(first.index == again.index)
-            #expect(other.index != first.index)
+            #expect(first.metric.index == again.metric.index)
+            #expect(other.metric.index != first.metric.index)
             #expect(ring.registeredMetrics.count == 2)
             #expect(ring.registeredMetrics[0].encodedLabels == "side=buy\nvenue=x")
             #expect(throws: RingError.self) { try ring.histogram("orders", labels: ["side": "sell"]) }
@@ -133,7 +137,7 @@ struct RingProducerTests {
         ("ok", ["k": String(repeating: "v", count: 300)]),
     ])
     func badMetricsRefused(name: String, labels: [String: String]) throws {
-        let ring = try Ring.disabled()
+        let ring = try Bot.disabled()
         #expect {
             try ring.counter(name, labels: labels)
         } throws: { error in
@@ -145,7 +149,7 @@ struct RingProducerTests {
     @Test("the registry refuses a metric past its capacity")
     func registryFull() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("full-reg", directory: directory.path, options: .init(capacity: 16, maxMetrics: 2))
+            let ring = try Bot.attach("full-reg", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 2))
             _ = try ring.counter("a")
             _ = try ring.counter("b")
             #expect(throws: RingError.registryFull(ring: "full-reg", capacity: 2)) { try ring.counter("c") }
@@ -155,7 +159,7 @@ struct RingProducerTests {
     @Test("sampling writes 1 in N calls and records N in the registry")
     func samplingWritesOneInN() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("sampled", directory: directory.path, options: .init(capacity: 1024))
+            let ring = try Bot.attach("sampled", directory: directory.path, options: .init(laneCapacity: 1024))
             let sampled = try ring.histogram("latency", sampleEvery: 10)
             for value in 0..<100 { sampled.record(UInt64(value)) }
             let consumer = try RingConsumer("sampled", directory: directory)
@@ -168,14 +172,14 @@ struct RingProducerTests {
     @Test("a disabled ring makes no file and its handles do nothing")
     func disabledRing() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.disabled("quiet")
+            let ring = try Bot.disabled("quiet")
             #expect(!ring.isEnabled)
             let histogram = try ring.histogram("latency", unit: .nanoseconds)
             histogram.record(5)
             histogram.measure { }
             try ring.counter("orders").increment()
             try ring.gauge("g").set(1)
-            #expect(ring.recordsWritten == 0)
+            #expect(ring.currentThreadLane.recordsWritten == 0)
             #expect(directory.ringNames().isEmpty)
         }
     }
@@ -238,8 +242,8 @@ struct RingNameTests {
     @Test("listing finds rings by their file names; removing one frees the name")
     func listAndRemove() throws {
         try withRingDirectory { directory in
-            _ = try Ring.attach("b", directory: directory.path, options: .init(capacity: 16))
-            _ = try Ring.attach("a", directory: directory.path, options: .init(capacity: 16))
+            _ = try Bot.attach("b", directory: directory.path, options: .init(laneCapacity: 16))
+            _ = try Bot.attach("a", directory: directory.path, options: .init(laneCapacity: 16))
             _ = FileManager.default.createFile(atPath: directory.path + "/unrelated", contents: Data())
             #expect(directory.ringNames() == ["a", "b"])
             try directory.remove("a")
@@ -255,7 +259,7 @@ struct RingNameTests {
             _ = FileManager.default.createFile(atPath: target, contents: Data())
             symlink(target, directory.filePath(for: "linked"))
             #expect {
-                try Ring.attach("linked", directory: directory.path)
+                try Bot.attach("linked", directory: directory.path)
             } throws: { error in
                 guard case RingError.notARegularFile? = error as? RingError else { return false }
                 return "\(error)".contains("symbolic link")
@@ -267,7 +271,7 @@ struct RingNameTests {
     @Test("a ring that does not exist is reported with the rings that do")
     func unknownRing() throws {
         try withRingDirectory { directory in
-            _ = try Ring.attach("present", directory: directory.path, options: .init(capacity: 16))
+            _ = try Bot.attach("present", directory: directory.path, options: .init(laneCapacity: 16))
             #expect {
                 try RingInspector("absent", directory: directory)
             } throws: { error in
@@ -281,7 +285,7 @@ struct RingNameTests {
     func badOptions(capacity: Int, maxMetrics: Int) throws {
         try withRingDirectory { directory in
             #expect(throws: RingError.self) {
-                try Ring.attach("opts", directory: directory.path, options: .init(capacity: capacity, maxMetrics: maxMetrics))
+                try Bot.attach("opts", directory: directory.path, options: .init(laneCapacity: capacity, maxMetrics: maxMetrics))
             }
             #expect(directory.ringNames().isEmpty)
         }

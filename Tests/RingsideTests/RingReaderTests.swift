@@ -41,11 +41,11 @@ struct RingReaderTests {
             let path = directory.path
             Thread.detachNewThread {
                 // The ring is made on this thread and never leaves it: it is not Sendable.
-                let ring = try! Ring.attach("threads", directory: path, options: .init(capacity: capacity))
+                let ring = try! Bot.attach("threads", directory: path, options: .init(laneCapacity: capacity))
                 let values = try! ring.histogram("values")
                 ready.signal()
                 for value in 0..<total {
-                    while ring.freeSlots == 0 { sched_yield() }
+                    while ring.currentThreadLane.freeSlots == 0 { sched_yield() }
                     values.record(value)
                 }
                 done.signal()
@@ -82,7 +82,7 @@ struct RingReaderTests {
             let path = directory.path
             let producerDone = DispatchSemaphore(value: 0)
             Thread.detachNewThread {
-                let ring = try! Ring.attach("full", directory: path, options: .init(capacity: 64))
+                let ring = try! Bot.attach("full", directory: path, options: .init(laneCapacity: 64))
                 let values = try! ring.histogram("values")
                 started.signal()
                 for value in 0..<attempts { values.record(value) }
@@ -123,7 +123,7 @@ struct RingReaderTests {
     @Test("peek shows the unconsumed records oldest first and moves no cursor")
     func peekDoesNotConsume() throws {
         try withRingDirectory { directory in
-            let ring = try Ring.attach("peek", directory: directory.path, options: .init(capacity: 16))
+            let ring = try Bot.attach("peek", directory: directory.path, options: .init(laneCapacity: 16))
             let values = try ring.histogram("v")
             for value in 0..<10 { values.record(UInt64(value)) }
             let inspector = try RingInspector("peek", directory: directory)
@@ -145,12 +145,12 @@ struct RingReaderTests {
             let ready = DispatchSemaphore(value: 0)
             let stopped = DispatchSemaphore(value: 0)
             Thread.detachNewThread {
-                let ring = try! Ring.attach("busy", directory: path, options: .init(capacity: 64))
+                let ring = try! Bot.attach("busy", directory: path, options: .init(laneCapacity: 64))
                 let values = try! ring.histogram("v")
                 ready.signal()
                 var value: UInt64 = 0
                 while !stop.load(ordering: .relaxed) {
-                    if ring.freeSlots > 0 { values.record(value &* 3); value += 1 }
+                    if ring.currentThreadLane.freeSlots > 0 { values.record(value &* 3); value += 1 }
                 }
                 stopped.signal()
             }

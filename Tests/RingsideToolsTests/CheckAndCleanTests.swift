@@ -133,7 +133,7 @@ struct CheckTests {
             #expect(try dump(directory, "check", "mixed").status == 0)
             // Record 1 made into a record of the counter (metric 1), as a broken producer might write it.
             let path = directory.filePath(for: "mixed")
-            let recordLayout = BotFileLayout(capacity: 1 << Int(RS_DEFAULT_CAPACITY_LOG2))
+            let recordLayout = BotFileLayout(capacity: 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2))
             patch(path, at: recordLayout.record(1, \.metric), with: UInt32(1))
             patch(path, at: recordLayout.record(1, \.kind), with: UInt8(RS_KIND_COUNTER.rawValue))
             let run = try dump(directory, "check", "mixed")

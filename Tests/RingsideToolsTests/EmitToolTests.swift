@@ -39,7 +39,7 @@ struct EmitToolTests {
     func registryFull() throws {
         try withRingDirectory { directory in
             do {
-                let ring = try Ring.attach("crowded", directory: directory.path, options: .init(capacity: 1024, maxMetrics: 2))
+                let ring = try Bot.attach("crowded", directory: directory.path, options: .init(laneCapacity: 1024, maxMetrics: 2))
                 _ = try ring.counter("first")
                 _ = try ring.counter("second")
             }
@@ -88,7 +88,7 @@ struct EmitToolTests {
     @Test("a full ring waits for a collector to make room: every value gets in, in order")
     func waitsForRoom() throws {
         try withRingDirectory { directory in
-            _ = try Ring.attach("small", directory: directory.path, options: .init(capacity: 16)) // made, then let go
+            _ = try Bot.attach("small", directory: directory.path, options: .init(laneCapacity: 16)) // made, then let go
             let emitter = try RunningProcess("ringside-emit", ["--dir", directory.path, "--ring", "small", "n"] + (1...100).map(String.init))
             #expect(eventually { (try? RingInspector("small", directory: directory).status().backlog) == 16 })
             #expect(emitter.isRunning, "waiting for room, not dropping")

@@ -123,7 +123,7 @@ func onConcurrentThreads(_ threads: Int, _ body: @escaping @Sendable (Int) -> Vo
     usleep(20_000) // the threads' exit destructors, which retire their lanes, run after `exited`
 }
 
-/// Makes a bot file with the real producer API (Telemetry: several metrics of each kind, labels,
+/// Makes a bot file with the real producer API (Bot: several metrics of each kind, labels,
 /// help, sampling), written by `threads` threads at once (a lane each, up to `maxLanes`; beyond
 /// it a thread has none and its counts land in the shared cells): `before` records in all, then
 /// up to `drain` drained from each lane, then `after` more from a second set of threads (which
@@ -132,7 +132,7 @@ func makeBase(_ label: String, capacity: Int, maxMetrics: Int, maxLanes: Int = I
               threads: Int, before: Int, drain: Int, after: Int) throws -> BaseRing {
     try? directory.remove(ringName)
     do {
-        let bot = try Telemetry.attach(ringName, directory: directory.path,
+        let bot = try Bot.attach(ringName, directory: directory.path,
                                        options: .init(laneCapacity: capacity, maxMetrics: maxMetrics, maxThreads: maxLanes))
         var writers: [@Sendable (UInt64) -> Void] = []
         for index in 0..<metrics {

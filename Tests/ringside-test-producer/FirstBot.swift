@@ -6,14 +6,22 @@ func firstBot() throws {
     let elapsedNanos: UInt64 = 1234
     func sendOrder() throws {}
     // README begin
-    let bot = try Telemetry.attach("bot-a")          // /dev/shm/ringside.bot-a; share it with every thread
-    let fill = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
-    let orders = try bot.counter("orders")
-    let exposure = try bot.gauge("gross_exposure")
+    struct Metrics {                                 // every metric registered at start-up: exported
+        let fill: Bot.Histogram                      // (a counter at 0) before its first use
+        let orders: Bot.Counter
+        let exposure: Bot.Gauge
 
-    fill.record(elapsedNanos)                        // any thread or task: a few ns, never blocks or throws
-    try fill.measure { try sendOrder() }             // a span, on the monotonic clock (await works too)
-    orders.increment()                               // exact, even when the thread's lane is full
-    exposure.set(1.25e6)
+        init(_ bot: Bot) throws {
+            fill = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
+            orders = try bot.counter("orders")
+            exposure = try bot.gauge("gross_exposure")
+        }
+    }
+    let metrics = try Metrics(Bot.attach("bot-a"))   // /dev/shm/ringside.bot-a; Sendable: share it with every thread
+
+    metrics.fill.record(elapsedNanos)                // any thread or task: a few ns, never blocks or throws
+    try metrics.fill.measure { try sendOrder() }     // a span, on the monotonic clock (await works too)
+    metrics.orders.increment()                       // exact, even when the thread's lane is full
+    metrics.exposure.set(1.25e6)
     // README end
 }

@@ -25,7 +25,7 @@
 //       records histogram order_fill_latency (ns) = S, S+T, ... (N values), prints "ready PID",
 //       then counts "orders" R times a second and sets "gross_exposure" until killed.
 //   ringside-test-producer threads --dir DIR --ring NAME --threads T --count N [--capacity C] [--max-threads M]
-//       through the any-thread API (Telemetry): T threads each record N values into histogram
+//       through the any-thread API (Bot): T threads each record N values into histogram
 //       "thread_values" (thread t records t*N+1 ... t*N+N) and increment counter "thread_increments"
 //       N times; prints "lanes L written W dropped D" (records, over every lane).
 //   ringside-test-producer short-threads --dir DIR --ring NAME --threads T --count N [--parallel P]
@@ -36,7 +36,7 @@
 //       starts, so a wave's threads have run their exit destructors (and retired their lanes) first;
 //       prints the same line.
 //   ringside-test-producer lanes --dir DIR --ring NAME --threads T --count N [--capacity C] [--hold]
-//       through Telemetry, a lane per thread, known in advance: starts T threads one after another,
+//       through a Bot, a lane per thread, known in advance: starts T threads one after another,
 //       each keeping its lane until all have written, so thread t holds lane t. Thread t records
 //       t*N+1 ... t*N+N into histogram "lane_values" {source="test"} (dropping when its lane is
 //       full), increments counter "lane_increments" {source="test"} N times, then sets gauge
@@ -57,7 +57,7 @@
 //       increments N times and prints "child STATUS parent N".
 //   ringside-test-producer fork-warm --dir DIR --ring NAME --count N
 //       like `fork`, but the parent records before forking, so the forking thread holds a lane: it
-//       attaches bot NAME (Telemetry) and ring NAME.single (Ring, capacity 4096), registers counter
+//       attaches bot NAME (Bot) and ring NAME.single (Bot, capacity 4096), registers counter
 //       "forked_increments", histogram "forked_values" and gauge "forked_level" in each, and in each
 //       records 1 ... N, increments N times and sets the gauge to 1; forks; the child records
 //       N+1 ... 2N, increments N times and sets -1 in each (all of which must land nowhere) and exits;
@@ -96,18 +96,18 @@ while let flag = arguments.first {
 guard let ringName = options["ring"] else { fail("--ring is required") }
 let count = UInt64(options["count"] ?? "0") ?? 0
 let start = UInt64(options["start"] ?? "0") ?? 0
-var ringOptions = Ring.Options()
-if let capacity = options["capacity"].flatMap(Int.init) { ringOptions.capacity = capacity }
+var ringOptions = Bot.Options()
+if let capacity = options["capacity"].flatMap(Int.init) { ringOptions.laneCapacity = capacity }
 let metricCount = Int(options["metrics"] ?? "0") ?? 0
 if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
 
 // `wide-series`: many series of long labels in live bots, to fill the collector's memory budget.
 if mode == "wide-series" {
     let rings = Int(options["rings"] ?? "1") ?? 1, labelBytes = Int(options["label-bytes"] ?? "200") ?? 200
-    var bots: [Ring] = []
+    var bots: [Bot] = []
     for index in 0..<rings {
-        let bot = try Ring.attach(ringName + "-" + String(format: "%02d", index), directory: options["dir"],
-                                  options: .init(capacity: 1024, maxMetrics: 4096))
+        let bot = try Bot.attach(ringName + "-" + String(format: "%02d", index), directory: options["dir"],
+                                  options: .init(laneCapacity: 1024, maxMetrics: 4096))
         for series in 0..<metricCount {
             let name = String(series)
             let pad = String(repeating: "x", count: max(1, labelBytes - name.utf8.count - 20))
@@ -123,8 +123,8 @@ if mode == "wide-series" {
 // jobs are): the process exits holding none, and the collector sees COUNT dead bots.
 if mode == "short-bots" {
     for index in 0..<count {
-        let bot = try Ring.attach(ringName + "-" + String(format: "%04d", index), directory: options["dir"],
-                                  options: .init(capacity: 1024, maxMetrics: 4))
+        let bot = try Bot.attach(ringName + "-" + String(format: "%04d", index), directory: options["dir"],
+                                  options: .init(laneCapacity: 1024, maxMetrics: 4))
         try bot.histogram("job_seconds").record(index + 1)
     }
     print("bots \(count)")
@@ -132,7 +132,7 @@ if mode == "short-bots" {
 }
 
 /// Makes `count` calls of each hot-path operation; returns malloc calls and heap growth.
-func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, heapBytes: Int) {
+func countAllocations(_ ring: Bot, count: UInt64) throws -> (calls: UInt64, heapBytes: Int) {
     let histogram = try ring.histogram("latency", unit: .nanoseconds)
     let counter = try ring.counter("orders", labels: ["side": "buy"])
     let sampled = try ring.histogram("sampled", sampleEvery: 10)
@@ -156,10 +156,10 @@ func countAllocations(_ ring: Ring, count: UInt64) throws -> (calls: UInt64, hea
 
 if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "lanes"].contains(mode) {
     do {
-        var botOptions = Telemetry.Options()
+        var botOptions = Bot.Options()
         if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
         if let threads = options["max-threads"].flatMap(Int.init) { botOptions.maxThreads = threads }
-        let bot = try Telemetry.attach(ringName, directory: options["dir"], options: botOptions)
+        let bot = try Bot.attach(ringName, directory: options["dir"], options: botOptions)
         try runAnyThreadMode(mode, bot: bot, options: options, count: count)
         exit(0)
     } catch {
@@ -168,7 +168,9 @@ if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-w
 }
 
 do {
-    let ring = try Ring.attach(ringName, directory: options["dir"], options: ringOptions)
+    let ring = try Bot.attach(ringName, directory: options["dir"], options: ringOptions)
+    // This thread's lane now: a full directory is an error here (exit 2), not a run of drops.
+    _ = try ring.claimCurrentThreadLane()
     if mode == "many-metrics" {
         for index in 0..<metricCount {
             let labels = ["series": String(index)]
@@ -184,7 +186,7 @@ do {
                 for value in 0..<count { gauge.set(Double(value)) }
             }
         }
-        print("wrote \(ring.recordsWritten) dropped \(ring.recordsDropped)")
+        print("wrote \(ring.currentThreadLane.recordsWritten) dropped \(ring.currentThreadLane.recordsDropped)")
         exit(0)
     }
     if mode == "kit" {
@@ -198,17 +200,17 @@ do {
     }
     if mode == "count-allocations" {
         let result = try countAllocations(ring, count: count)
-        print("allocations \(result.calls) heap_bytes \(result.heapBytes) dropped \(ring.recordsDropped)")
+        print("allocations \(result.calls) heap_bytes \(result.heapBytes) dropped \(ring.currentThreadLane.recordsDropped)")
         exit(0)
     }
     let sequence = try ring.histogram("sequence", unit: .none, labels: ["source": "test"])
-    let droppedBefore = ring.recordsDropped, writtenBefore = ring.recordsWritten
+    let droppedBefore = ring.currentThreadLane.recordsDropped, writtenBefore = ring.currentThreadLane.recordsWritten
     for value in start..<(start + count) {
-        if waitForRoom { while ring.freeSlots == 0 { usleep(100) } }
+        if waitForRoom { while ring.currentThreadLane.freeSlots == 0 { usleep(100) } }
         sequence.record(value)
     }
-    let dropped = ring.recordsDropped - droppedBefore
-    let written = ring.recordsWritten - writtenBefore
+    let dropped = ring.currentThreadLane.recordsDropped - droppedBefore
+    let written = ring.currentThreadLane.recordsWritten - writtenBefore
     if mode == "hold" {
         FileHandle.standardOutput.write(Data("ready \(getpid())\n".utf8))
         while true { sleep(60) }
@@ -219,7 +221,7 @@ do {
 }
 
 /// `blast`: records cursor + 1 until the time is up or SIGTERM arrives, then prints the counts.
-func blast(_ ring: Ring, seconds: Double, rate: Double, nice niceness: Int32) throws {
+func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) throws {
     if niceness != 0 { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness) }
     // SIGTERM ends the run in order: it stays pending, and the loop looks for it now and then.
     var terminate = sigset_t()
@@ -228,7 +230,7 @@ func blast(_ ring: Ring, seconds: Double, rate: Double, nice niceness: Int32) th
     sigprocmask(SIG_BLOCK, &terminate, nil)
     let histogram = try ring.histogram("blast", unit: .none, labels: ["source": "test"])
     FileHandle.standardOutput.write(Data("attached \(getpid())\n".utf8))
-    let writtenBefore = ring.recordsWritten, droppedBefore = ring.recordsDropped
+    let writtenBefore = ring.currentThreadLane.recordsWritten, droppedBefore = ring.currentThreadLane.recordsDropped
     let startNanos = rs_clock_precise_ns()
     let endNanos = startNanos + UInt64(seconds * 1e9)
     var attempts: UInt64 = 0
@@ -237,7 +239,7 @@ func blast(_ ring: Ring, seconds: Double, rate: Double, nice niceness: Int32) th
         let batch: UInt64 = rate > 0 ? max(1, UInt64(rate / 1000)) : 4096
         var index: UInt64 = 0
         while index < batch {
-            histogram.record(ring.recordsWritten + 1)
+            histogram.record(ring.currentThreadLane.recordsWritten + 1)
             index += 1
         }
         attempts += batch
@@ -252,22 +254,22 @@ func blast(_ ring: Ring, seconds: Double, rate: Double, nice niceness: Int32) th
         }
     }
     // Wrapping: a file truncated under us reads as zeros, counters included (see `faults`).
-    print("attempts \(attempts) written \(ring.recordsWritten &- writtenBefore) "
-        + "dropped \(ring.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed())")
+    print("attempts \(attempts) written \(ring.currentThreadLane.recordsWritten &- writtenBefore) "
+        + "dropped \(ring.currentThreadLane.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed())")
 }
 
 /// `kit`: the operator's-kit tests' bot. Records histogram "order_fill_latency" (ns)
 /// {symbol="AAPL"} = START + i * STEP for i in 0..<N (waiting for room), prints "ready PID", then
 /// until killed increments counter "orders" {side="buy"} PER_SECOND times a second (in 10 ms
 /// bursts) and sets gauge "gross_exposure" to the increments so far.
-func kit(_ ring: Ring, count: UInt64, start: UInt64, step: UInt64, perSecond: UInt64) throws -> Never {
+func kit(_ ring: Bot, count: UInt64, start: UInt64, step: UInt64, perSecond: UInt64) throws -> Never {
     let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"],
                                   help: "Order to fill")
     let orders = try ring.counter("orders", labels: ["side": "buy"], help: "Orders sent")
     let exposure = try ring.gauge("gross_exposure", help: "Gross exposure in dollars")
     var index: UInt64 = 0
     while index < count {
-        while ring.freeSlots == 0 { usleep(100) }
+        while ring.currentThreadLane.freeSlots == 0 { usleep(100) }
         fill.record(start + index * step)
         index += 1
     }
@@ -278,7 +280,7 @@ func kit(_ ring: Ring, count: UInt64, start: UInt64, step: UInt64, perSecond: UI
         // Catch up to PER_SECOND * elapsed, so a late wake-up does not lower the rate.
         let due = (rs_clock_precise_ns() - begin) * perSecond / 1_000_000_000
         while sent < due {
-            while ring.freeSlots == 0 { usleep(100) }
+            while ring.currentThreadLane.freeSlots == 0 { usleep(100) }
             orders.increment()
             sent += 1
         }
@@ -288,7 +290,7 @@ func kit(_ ring: Ring, count: UInt64, start: UInt64, step: UInt64, perSecond: UI
 }
 
 /// The any-thread modes: `threads`, `short-threads`, `tasks` and `fork` (see the top of this file).
-func runAnyThreadMode(_ mode: String, bot: Telemetry, options: [String: String], count: UInt64) throws {
+func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count: UInt64) throws {
     switch mode {
     case "threads":
         let threads = Int(options["threads"] ?? "1") ?? 1
@@ -410,7 +412,7 @@ func runAnyThreadMode(_ mode: String, bot: Telemetry, options: [String: String],
 }
 
 /// What the bot's lanes say: records written and dropped, read back through the reader.
-func laneTotals(_ bot: Telemetry) throws -> (written: UInt64, dropped: UInt64) {
+func laneTotals(_ bot: Bot) throws -> (written: UInt64, dropped: UInt64) {
     guard let path = bot.path else { return (0, 0) }
     let directory = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
     let status = try RingInspector(bot.name, directory: RingDirectory(directory)).status()
@@ -425,9 +427,9 @@ func lines(in file: String) -> Int {
     (try? String(contentsOfFile: file, encoding: .utf8))?.split(separator: "\n").count ?? -1
 }
 
-/// `fork-warm`: fork() while the forking thread holds a lane of a Telemetry bot and a Ring's lane.
-func forkWarm(_ bot: Telemetry, options: [String: String], count: UInt64) throws {
-    let ring = try Ring.attach(bot.name + ".single", directory: options["dir"], options: .init(capacity: 4096))
+/// `fork-warm`: fork() while the forking thread holds a lane of two bots.
+func forkWarm(_ bot: Bot, options: [String: String], count: UInt64) throws {
+    let ring = try Bot.attach(bot.name + ".single", directory: options["dir"], options: .init(laneCapacity: 4096))
     let botIncrements = try bot.counter("forked_increments")
     let botValues = try bot.histogram("forked_values", unit: .none)
     let botLevel = try bot.gauge("forked_level")
@@ -460,11 +462,11 @@ func forkWarm(_ bot: Telemetry, options: [String: String], count: UInt64) throws
 
 /// What a joined short thread records into: passed to the thread through its argument.
 final class ShortThreadWork {
-    let values: Telemetry.Histogram
-    let increments: Telemetry.Counter
+    let values: Bot.Histogram
+    let increments: Bot.Counter
     let count: UInt64
 
-    init(values: Telemetry.Histogram, increments: Telemetry.Counter, count: UInt64) {
+    init(values: Bot.Histogram, increments: Bot.Counter, count: UInt64) {
         self.values = values
         self.increments = increments
         self.count = count
@@ -472,7 +474,7 @@ final class ShortThreadWork {
 }
 
 /// `short-threads-joined`: waves of POSIX threads, each wave joined before the next starts.
-func shortThreadsJoined(_ bot: Telemetry, options: [String: String], count: UInt64) throws {
+func shortThreadsJoined(_ bot: Bot, options: [String: String], count: UInt64) throws {
     let threads = Int(options["threads"] ?? "1") ?? 1
     let parallel = max(1, Int(options["parallel"] ?? "4") ?? 4)
     let work = ShortThreadWork(values: try bot.histogram("short_values", unit: .none),

@@ -143,8 +143,6 @@ extern "C" {
 #define RS_LABELS_MAX 256u
 #define RS_HELP_MAX 128u
 
-/** 128K records, 4 MiB a lane: the seeds' size, and the single-ring API's default. */
-#define RS_DEFAULT_CAPACITY_LOG2 17u
 /** 64K records, 2 MiB a lane: a bot's default, since its memory grows with its threads. */
 #define RS_DEFAULT_LANE_CAPACITY_LOG2 16u
 #define RS_MIN_CAPACITY_LOG2 4u

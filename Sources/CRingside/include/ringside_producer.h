@@ -87,7 +87,7 @@ extern "C" {
 #define RS_E_REGISTRY_FULL  (-10006) /* no room for another metric */
 #define RS_E_NOT_READY      (-10007) /* the file kept being replaced while attaching */
 #define RS_E_TOO_MANY_BOTS  (-10008) /* the process already holds RS_MAX_BOTS_PER_PROCESS bots */
-#define RS_E_NO_LANE        (-10009) /* every lane is taken (rs_bot_exclusive_producer) */
+#define RS_E_NO_LANE        (-10009) /* every lane is taken (rs_bot_claim_thread_lane, rs_bot_exclusive_producer) */
 #define RS_E_FORKED         (-10010) /* the bot belongs to the parent of this forked process */
 #define RS_E_NO_INODES      (-10011) /* the file could not be created: no free inodes (or a quota) */
 
@@ -235,6 +235,15 @@ const rs_registry_entry *rs_bot_registry_entry(const rs_bot *bot, uint32_t index
  * counts what it cannot write; a disabled bot or a forked child's, one that writes nothing.
  */
 rs_producer *rs_bot_claim_lane(rs_bot *bot);
+
+/**
+ * Claims the calling thread's lane now, as its first record would, and says why when it cannot:
+ * for a program that must know at once rather than count drops (a script waiting for room).
+ * Returns 0 when the thread holds a lane (or the bot is disabled: it writes nothing); otherwise
+ * fills *error (the thread still holds no lane) and returns RS_E_NO_LANE (every lane held) or
+ * -errno (a lane could not be added: -ENOSPC when the directory is full).
+ */
+int rs_bot_claim_thread_lane(rs_bot *bot, rs_error *error);
 
 /** Retires the calling thread's lane now, as its exit would (for a thread that stops recording). */
 void rs_bot_release_thread_lane(rs_bot *bot);

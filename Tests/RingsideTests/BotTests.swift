@@ -36,13 +36,13 @@ private func fields(_ line: String?) -> [String: Int] {
 }
 
 /// Module-level metrics, as a bot declares them: a global `let` compiles in Swift 6 only because
-/// the bot and its handles are Sendable (with `Ring`'s v1 handles it did not).
-private let moduleLevelBot = try! Telemetry.disabled("module-level")
+/// the bot and its handles are Sendable ((0.1 handles were not)).
+private let moduleLevelBot = try! Bot.disabled("module-level")
 private let moduleLevelFills = try! moduleLevelBot.histogram("module_fills", unit: .nanoseconds)
 private let moduleLevelOrders = try! moduleLevelBot.counter("module_orders")
 
-@Suite("Telemetry: one bot, a lane per thread, from threads, tasks and forks")
-struct TelemetryTests {
+@Suite("Bot: one bot, a lane per thread, from threads, tasks and forks")
+struct BotTests {
     @Test("module-level metrics are used from concurrent tasks (a disabled bot: every call is a no-op)")
     func moduleLevelMetrics() async throws {
         await withTaskGroup(of: Void.self) { group in
@@ -61,7 +61,7 @@ struct TelemetryTests {
     func threadsInProcess() throws {
         try withRingDirectory { directory in
             let threads = 4, count = 20_000
-            let bot = try Telemetry.attach("multi", directory: directory.path, options: .init(laneCapacity: 1 << 15))
+            let bot = try Bot.attach("multi", directory: directory.path, options: .init(laneCapacity: 1 << 15))
             let values = try bot.histogram("values")
             let increments = try bot.counter("increments")
             let level = try bot.gauge("level")
@@ -141,7 +141,7 @@ struct TelemetryTests {
     func perLaneAccounting() throws {
         try withRingDirectory { directory in
             let threads = 4, attempts = 1_000, capacity = 64
-            let bot = try Telemetry.attach("tiny", directory: directory.path, options: .init(laneCapacity: capacity))
+            let bot = try Bot.attach("tiny", directory: directory.path, options: .init(laneCapacity: capacity))
             let values = try bot.histogram("values")
             let increments = try bot.counter("increments")
             let release = DispatchSemaphore(value: 0), exited = DispatchGroup()
@@ -198,7 +198,7 @@ struct TelemetryTests {
     func lanesUnderLoad() throws {
         try withRingDirectory { directory in
             let threads = 3, attempts: UInt64 = 200_000
-            let bot = try Telemetry.attach("busy", directory: directory.path, options: .init(laneCapacity: 64))
+            let bot = try Bot.attach("busy", directory: directory.path, options: .init(laneCapacity: 64))
             let values = try bot.histogram("values")
             let go = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
             let finished = DispatchGroup(), exited = DispatchGroup()
@@ -389,7 +389,7 @@ struct TelemetryTests {
         }
     }
 
-    @Test("forked while its thread holds lanes (of a Telemetry bot and of a Ring): the child's calls land nowhere")
+    @Test("forked while its thread holds lanes (of two bots): the child's calls land nowhere")
     func forkedChildOfAWarmProcess() throws {
         try withRingDirectory { directory in
             let n = 500
@@ -400,7 +400,7 @@ struct TelemetryTests {
             let exit = child.waitForExit()
             #expect(exit.status == 0)
             #expect(line == "child 0 parent \(2 * n)", "\(line ?? "no output"): \(exit.standardError)")
-            // One line per bot the child found attached: the Telemetry bot and the Ring.
+            // One line per bot the child found attached: both bots.
             #expect(exit.standardError.components(separatedBy: "writes nothing").count == 3, "stderr: \(exit.standardError)")
 
             for name in ["warm", "warm.single"] {

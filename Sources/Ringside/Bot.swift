@@ -1,10 +1,13 @@
 import CRingside
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// A bot's telemetry, for every thread and task of the process: attach it once, register
-/// metrics, then record from anywhere.
+/// A bot: attach it by name once, register metrics, then record from any thread or task of
+/// the process.
 ///
 /// ```swift
-/// let bot = try Telemetry.attach("bot-a")             // /dev/shm/ringside.bot-a
+/// let bot = try Bot.attach("bot-a")                   // /dev/shm/ringside.bot-a
 /// let fill = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
 /// fill.record(elapsedNanos)                           // any thread or task: no lock, allocation or syscall
 /// try await fill.measure { try await sendOrder() }    // an async span
@@ -22,7 +25,7 @@ import CRingside
 ///
 /// After `fork()`, the child writes nothing to its parent's bot (it says so once on stderr):
 /// attach a bot of its own in the child, under another name.
-public final class Telemetry: Sendable {
+public final class Bot: Sendable {
     /// How to attach.
     public struct Options: Sendable {
         /// Records each thread's lane holds (a power of two, 16 to 2^28). Default 65,536: 2 MiB a thread.
@@ -35,12 +38,12 @@ public final class Telemetry: Sendable {
         /// The file's permission bits when created. Default 0600: the bot's user only.
         public var fileMode: UInt32
         /// What to do when an existing file's layout differs or the file is corrupt.
-        public var onIncompatible: Ring.IncompatiblePolicy
+        public var onIncompatible: IncompatiblePolicy
 
         public init(laneCapacity: Int = 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2),
                     maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY),
                     maxThreads: Int = Int(RS_DEFAULT_MAX_LANES),
-                    fileMode: UInt32 = 0o600, onIncompatible: Ring.IncompatiblePolicy = .fail) {
+                    fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail) {
             self.laneCapacity = laneCapacity
             self.maxMetrics = maxMetrics
             self.maxThreads = maxThreads
@@ -48,6 +51,18 @@ public final class Telemetry: Sendable {
             self.onIncompatible = onIncompatible
         }
     }
+
+    /// What `attach` does with an existing file it cannot use as it is.
+    public enum IncompatiblePolicy: Sendable {
+        /// Throw `.incompatibleLayout` or `.corrupt`, leaving the file alone.
+        case fail
+        /// Remove the file (its records are lost) and create it anew.
+        case recreate
+    }
+
+    /// Set to `1` (or `true`) to make `attach` return disabled bots: bots run unchanged with
+    /// telemetry switched off.
+    public static let disableEnvironmentVariable = "RINGSIDE_DISABLED"
 
     /// The bot's name.
     public let name: String
@@ -72,7 +87,7 @@ public final class Telemetry: Sendable {
     ///   directory (`.noSpace`, never a SIGBUS later), a file owned by another user, a symbolic
     ///   link, an incompatible layout, a corrupt file, or too many bots in this process (64).
     /// Returns a disabled bot when `RINGSIDE_DISABLED=1`.
-    public static func attach(_ name: String, directory: String? = nil, options: Options = Options()) throws(RingError) -> Telemetry {
+    public static func attach(_ name: String, directory: String? = nil, options: Options = Options()) throws(RingError) -> Bot {
         try RingDirectory.validate(name: name)
         do {
             _ = try RingLayout(capacity: options.laneCapacity, registryCapacity: options.maxMetrics, maxLanes: options.maxThreads)
@@ -82,16 +97,16 @@ public final class Telemetry: Sendable {
         let request = BotAttachment.Request(laneCapacity: options.laneCapacity, maxMetrics: options.maxMetrics,
                                             maxLanes: options.maxThreads, fileMode: options.fileMode,
                                             onIncompatible: options.onIncompatible)
-        return Telemetry(attachment: try BotAttachment.attach(name, directory: directory, request: request))
+        return Bot(attachment: try BotAttachment.attach(name, directory: directory, request: request))
     }
 
     /// A bot with telemetry switched off: registration checks its arguments as usual, and the
     /// handles' calls return at once without writing anything.
     /// - Throws: `.unavailable` only when the process already holds 64 bots.
-    public static func disabled(_ name: String = "disabled", maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY)) throws(RingError) -> Telemetry {
+    public static func disabled(_ name: String = "disabled", maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY)) throws(RingError) -> Bot {
         let request = BotAttachment.Request(laneCapacity: 0, maxMetrics: max(1, min(maxMetrics, Int(RS_MAX_REGISTRY_CAPACITY))),
                                             maxLanes: 0, fileMode: 0o600, onIncompatible: .fail, disabled: true)
-        return Telemetry(attachment: try BotAttachment.attach(name, directory: nil, request: request))
+        return Bot(attachment: try BotAttachment.attach(name, directory: nil, request: request))
     }
 
     /// The bot's file, or nil when disabled.
@@ -111,14 +126,14 @@ public final class Telemetry: Sendable {
 
     /// Registers (or finds again) a counter: increments that add up to an exact total.
     public func counter(_ name: String, labels: [String: String] = [:], help: String = "") throws(RingError) -> Counter {
-        Counter(telemetry: self, metric: try attachment.register(name, kind: .counter, unit: .none, labels: labels,
+        Counter(bot: self, metric: try attachment.register(name, kind: .counter, unit: .none, labels: labels,
                                                                  help: help, sampleEvery: 1))
     }
 
     /// Registers (or finds again) a gauge: a value set now and then, read as the last one set.
     public func gauge(_ name: String, unit: MetricUnit = .none, labels: [String: String] = [:],
                       help: String = "") throws(RingError) -> Gauge {
-        Gauge(telemetry: self, metric: try attachment.register(name, kind: .gauge, unit: unit, labels: labels,
+        Gauge(bot: self, metric: try attachment.register(name, kind: .gauge, unit: unit, labels: labels,
                                                                help: help, sampleEvery: 1))
     }
 
@@ -130,132 +145,42 @@ public final class Telemetry: Sendable {
     ///   - sampleEvery: write 1 in N calls (counted per thread); the collector multiplies counts by N.
     public func histogram(_ name: String, unit: MetricUnit = .none, labels: [String: String] = [:],
                           help: String = "", sampleEvery: UInt32 = 1) throws(RingError) -> Histogram {
-        Histogram(telemetry: self, metric: try attachment.register(name, kind: .histogram, unit: unit, labels: labels,
+        Histogram(bot: self, metric: try attachment.register(name, kind: .histogram, unit: unit, labels: labels,
                                                                    help: help, sampleEvery: sampleEvery))
     }
+}
 
-    // MARK: - Handles: any thread, any task; each call the hot path
+// MARK: - The calling thread's lane, for the tools
 
-    /// A counter's handle.
-    public struct Counter: Sendable {
-        @usableFromInline let telemetry: Telemetry
-        @usableFromInline let metric: rs_metric
+extension Bot {
+    /// The calling thread's lane (claimed now if it has none): what `ringside-emit` (which must
+    /// not drop, so it waits for room) and the benchmark read. Not for bots: their threads never
+    /// wait, and a full lane counts its drops for the collector to show.
+    package var currentThreadLane: Lane { Lane(producer: rs_bot_producer(bot)) }
 
-        init(telemetry: Telemetry, metric: rs_metric) {
-            self.telemetry = telemetry
-            self.metric = metric
+    /// Claims the calling thread's lane now, as its first record would, and throws when it
+    /// cannot have one: `.noSpace` (the directory is full; a file this attach made and nobody
+    /// used is removed) or `.unavailable` (every lane held). For tools that must say so at once.
+    package func claimCurrentThreadLane() throws(RingError) -> Lane {
+        var error = rs_error()
+        guard rs_bot_claim_thread_lane(bot, &error) == 0 else {
+            if error.code == -ENOSPC || error.code == -EDQUOT { attachment.removeIfUnused() }
+            throw BotAttachment.ringError(error, name: name, path: path ?? "", directory: RingDirectory(),
+                                          bytes: attachment.laneBytes)
         }
-
-        /// Adds `amount` (default 1): exact, whatever the thread's lane holds.
-        @inlinable
-        public func increment(by amount: UInt64 = 1) {
-            rs_bot_count(telemetry.bot, metric, amount)
-        }
-
-        /// Adds `amount`, clamped to `0...UInt64.max`: a negative amount adds nothing.
-        @inlinable
-        public func increment<Amount: BinaryInteger>(by amount: Amount) {
-            increment(by: UInt64(clamping: amount))
-        }
+        return currentThreadLane
     }
 
-    /// A gauge's handle: the collector reports the last value set, by any thread (exact), and
-    /// each window's min and max (from records, which a full lane may drop).
-    public struct Gauge: Sendable {
-        @usableFromInline let telemetry: Telemetry
-        @usableFromInline let metric: rs_metric
+    /// One lane's figures, as its producer sees them.
+    package struct Lane {
+        let producer: UnsafeMutablePointer<rs_producer>
 
-        init(telemetry: Telemetry, metric: rs_metric) {
-            self.telemetry = telemetry
-            self.metric = metric
-        }
-
-        /// Sets the gauge.
-        @inlinable
-        public func set(_ value: Double) {
-            _ = rs_bot_set(telemetry.bot, metric, value)
-        }
-
-        /// Sets the gauge to an integer (as the nearest `Double`).
-        @inlinable
-        public func set<Value: BinaryInteger>(_ value: Value) {
-            set(Double(value))
-        }
-    }
-
-    /// A histogram's handle: observations, or spans timed with the precise clock.
-    public struct Histogram: Sendable {
-        @usableFromInline let telemetry: Telemetry
-        @usableFromInline let metric: rs_metric
-
-        init(telemetry: Telemetry, metric: rs_metric) {
-            self.telemetry = telemetry
-            self.metric = metric
-        }
-
-        /// Records one observation, in the histogram's unit.
-        @inlinable
-        public func record(_ value: UInt64) {
-            _ = rs_bot_record(telemetry.bot, metric, value)
-        }
-
-        /// Records an integer observation, clamped to `0...UInt64.max`: never traps.
-        @inlinable
-        public func record<Value: BinaryInteger>(_ value: Value) {
-            record(UInt64(clamping: value))
-        }
-
-        /// Records a duration in the histogram's unit (nanoseconds for units that are not
-        /// times), rounded down; a negative duration records 0, one too long records `UInt64.max`.
-        @inlinable
-        public func record(_ duration: Duration) {
-            record(duration.units(ofNanoseconds: UInt64(metric.ns_per_unit)))
-        }
-
-        /// Starts timing a span: reads the precise clock (CLOCK_MONOTONIC). `stop()` records it.
-        @inlinable
-        public func startTiming() -> Timing {
-            Timing(histogram: self, start: rs_clock_precise_ns())
-        }
-
-        /// A span being timed: from `startTiming()` to `stop()`, on the precise clock. It may
-        /// end on another thread or task than it started on.
-        public struct Timing: Sendable {
-            @usableFromInline let histogram: Histogram
-            @usableFromInline let start: UInt64
-
-            @inlinable
-            init(histogram: Histogram, start: UInt64) {
-                self.histogram = histogram
-                self.start = start
-            }
-
-            /// Records the span's duration in the histogram's unit, flagged as a span, on the
-            /// calling thread's lane.
-            @inlinable
-            public func stop() {
-                _ = rs_bot_record_span(histogram.telemetry.bot, histogram.metric, start)
-            }
-        }
-
-        /// Runs `body` as a span and returns its result; the span is recorded even if it throws.
-        @inlinable
-        public func measure<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
-            let timing = startTiming()
-            defer { timing.stop() }
-            return try body()
-        }
-
-        /// Runs the async `body` as a span and returns its result; the span is recorded even if
-        /// it throws, on the lane of whichever thread the task ends on.
-        @inlinable
-        public func measure<Result, Failure: Error>(
-            isolation: isolated (any Actor)? = #isolation,
-            _ body: () async throws(Failure) -> Result
-        ) async throws(Failure) -> Result {
-            let timing = startTiming()
-            defer { timing.stop() }
-            return try await body()
-        }
+        /// Records written into the lane since the file was made (by every producer it has had).
+        package var recordsWritten: UInt64 { rs_producer_written(producer) }
+        /// Records dropped because the lane was full, since the file was made.
+        package var recordsDropped: UInt64 { rs_producer_dropped(producer) }
+        /// Slots the consumer has freed and this thread may fill without dropping: only this
+        /// thread fills them, so the figure can only grow until its next write.
+        package var freeSlots: UInt64 { rs_producer_free_slots(producer) }
     }
 }

@@ -1,0 +1,161 @@
+import CRingside
+
+// The handles a bot records through, from any thread or task. Each call is the hot path: no
+// allocation, lock or system call after a thread's first record, never blocks, never throws; a
+// full lane counts a drop. A handle keeps its bot attached, and carries the C bot's address
+// itself, so a call touches no reference count.
+
+/// The C bot a handle writes through: its address never changes while the attachment lives,
+/// and the C bot is safe from any thread by its contract (see `BotAttachment`).
+@usableFromInline
+struct BotAddress: @unchecked Sendable { // unchecked: a pointer; what it points to is thread-safe C
+    @usableFromInline let pointer: UnsafeMutablePointer<rs_bot>
+
+    init(_ attachment: BotAttachment) { pointer = attachment.pointer }
+}
+
+extension Bot {
+    /// A counter's handle: increments kept in the lane's cell, exact even when the lane is full.
+    public struct Counter: Sendable {
+        @usableFromInline let address: BotAddress
+        @usableFromInline let metric: rs_metric
+        /// Keeps the bot attached while the handle lives; the hot path does not read it.
+        let owner: BotAttachment
+
+        init(bot: Bot, metric: rs_metric) {
+            owner = bot.attachment
+            address = BotAddress(bot.attachment)
+            self.metric = metric
+        }
+
+        /// Adds `amount` (default 1): exact, whatever the thread's lane holds.
+        @inlinable
+        public func increment(by amount: UInt64 = 1) {
+            rs_bot_count(address.pointer, metric, amount)
+        }
+
+        /// Adds `amount`, clamped to `0...UInt64.max`: a negative amount adds nothing.
+        @inlinable
+        public func increment<Amount: BinaryInteger>(by amount: Amount) {
+            increment(by: UInt64(clamping: amount))
+        }
+    }
+
+    /// A gauge's handle: the collector reports the last value set, by any thread (exact), and
+    /// each window's min and max (from records, which a full lane may drop).
+    public struct Gauge: Sendable {
+        @usableFromInline let address: BotAddress
+        @usableFromInline let metric: rs_metric
+        let owner: BotAttachment
+
+        init(bot: Bot, metric: rs_metric) {
+            owner = bot.attachment
+            address = BotAddress(bot.attachment)
+            self.metric = metric
+        }
+
+        /// Sets the gauge.
+        @inlinable
+        public func set(_ value: Double) {
+            _ = rs_bot_set(address.pointer, metric, value)
+        }
+
+        /// Sets the gauge to an integer (as the nearest `Double`).
+        @inlinable
+        public func set<Value: BinaryInteger>(_ value: Value) {
+            set(Double(value))
+        }
+    }
+
+    /// A histogram's handle: observations, or spans timed with the precise clock.
+    public struct Histogram: Sendable {
+        @usableFromInline let address: BotAddress
+        @usableFromInline let metric: rs_metric
+        let owner: BotAttachment
+
+        init(bot: Bot, metric: rs_metric) {
+            owner = bot.attachment
+            address = BotAddress(bot.attachment)
+            self.metric = metric
+        }
+
+        /// Records one observation, in the histogram's unit.
+        @inlinable
+        public func record(_ value: UInt64) {
+            _ = rs_bot_record(address.pointer, metric, value)
+        }
+
+        /// Records an integer observation, clamped to `0...UInt64.max`: never traps.
+        @inlinable
+        public func record<Value: BinaryInteger>(_ value: Value) {
+            record(UInt64(clamping: value))
+        }
+
+        /// Records a duration in the histogram's unit (nanoseconds for units that are not
+        /// times), rounded down; a negative duration records 0, one too long records `UInt64.max`.
+        @inlinable
+        public func record(_ duration: Duration) {
+            record(duration.units(ofNanoseconds: UInt64(metric.ns_per_unit)))
+        }
+
+        /// Starts timing a span: reads the precise clock (CLOCK_MONOTONIC). `stop()` records it.
+        @inlinable
+        public func startTiming() -> Timing {
+            Timing(histogram: self, start: rs_clock_precise_ns())
+        }
+
+        /// A span being timed: from `startTiming()` to `stop()`, on the precise clock. It may
+        /// end on another thread or task than it started on.
+        public struct Timing: Sendable {
+            @usableFromInline let histogram: Histogram
+            @usableFromInline let start: UInt64
+
+            @inlinable
+            init(histogram: Histogram, start: UInt64) {
+                self.histogram = histogram
+                self.start = start
+            }
+
+            /// Records the span's duration in the histogram's unit, flagged as a span, on the
+            /// calling thread's lane.
+            @inlinable
+            public func stop() {
+                _ = rs_bot_record_span(histogram.address.pointer, histogram.metric, start)
+            }
+        }
+
+        /// Runs `body` as a span and returns its result; the span is recorded even if it throws.
+        @inlinable
+        public func measure<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
+            let timing = startTiming()
+            defer { timing.stop() }
+            return try body()
+        }
+
+        /// Runs the async `body` as a span and returns its result; the span is recorded even if
+        /// it throws, on the lane of whichever thread the task ends on.
+        @inlinable
+        public func measure<Result, Failure: Error>(
+            isolation: isolated (any Actor)? = #isolation,
+            _ body: () async throws(Failure) -> Result
+        ) async throws(Failure) -> Result {
+            let timing = startTiming()
+            defer { timing.stop() }
+            return try await body()
+        }
+    }
+}
+
+extension Duration {
+    /// This duration in units of `nanosecondsPerUnit` nanoseconds, rounded down and clamped to
+    /// `0...UInt64.max`: what a histogram records for it, never a trap.
+    @inlinable
+    func units(ofNanoseconds nanosecondsPerUnit: UInt64) -> UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0, attoseconds >= 0 else { return 0 } // negative: both parts are <= 0
+        let perUnit = max(1, nanosecondsPerUnit) // time units divide a second: 1, 1e3, 1e6, 1e9
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000 / perUnit)
+        let (total, carried) = whole.addingReportingOverflow(UInt64(attoseconds) / 1_000_000_000 / perUnit)
+        return overflow || carried ? .max : total
+    }
+}
