@@ -545,43 +545,58 @@ impl Drop for BotInner {
 // MARK: - Fork
 
 unsafe extern "C" fn fork_prepare() {
-    PROCESS.lock_raw();
-    let process = &*PROCESS.data_ptr();
+    // SAFETY: fork_parent or fork_child, which pthread_atfork runs after every prepare handler,
+    // unlocks it exactly once.
+    unsafe { PROCESS.lock_raw() };
+    // SAFETY: this thread holds PROCESS (just above) until fork_parent or fork_child.
+    let process = unsafe { &*PROCESS.data_ptr() };
     for slot in process.slots.iter().filter(|s| !s.bot.is_null()) {
-        (*slot.bot).state.lock_raw();
+        // SAFETY: a bot in its slot is alive while PROCESS is held (its drop takes PROCESS to leave
+        // the slot); its mutex is unlocked exactly once, by fork_parent or fork_child.
+        unsafe { (*slot.bot).state.lock_raw() };
     }
 }
 
 unsafe extern "C" fn fork_parent() {
-    let process = &*PROCESS.data_ptr();
+    // SAFETY: fork_prepare locked PROCESS on this thread, and it is still held.
+    let process = unsafe { &*PROCESS.data_ptr() };
     for slot in process.slots.iter().rev().filter(|s| !s.bot.is_null()) {
-        (*slot.bot).state.unlock_raw();
+        // SAFETY: the bot is alive (PROCESS is held) and fork_prepare locked its mutex on this thread.
+        unsafe { (*slot.bot).state.unlock_raw() };
     }
-    PROCESS.unlock_raw();
+    // SAFETY: fork_prepare locked it on this thread.
+    unsafe { PROCESS.unlock_raw() };
 }
 
 unsafe extern "C" fn fork_child() {
-    let process = &mut *PROCESS.data_ptr();
+    // SAFETY: fork_prepare locked PROCESS on the forking thread, which is the child's only thread:
+    // this is the only reference to its data.
+    let process = unsafe { &mut *PROCESS.data_ptr() };
     for i in 0..MAX_BOTS_PER_PROCESS {
         let bot = process.slots[i].bot;
         if bot.is_null() {
             continue;
         }
-        let bot = &*bot;
+        // SAFETY: a bot in its slot is alive while PROCESS is held.
+        let bot = unsafe { &*bot };
         // A new generation: every thread-table entry (the forking thread's) is stale now.
         let generation = process.next_generation;
         process.next_generation += 1;
         bot.generation.store(generation, Relaxed);
         process.slots[i].generation = generation;
-        let state = &mut *bot.state.data_ptr(); // locked by fork_prepare
+        // SAFETY: fork_prepare locked the bot's mutex, and this thread is the only one: the only
+        // reference to its state.
+        let state = unsafe { &mut *bot.state.data_ptr() };
         if bot.enabled.load(Relaxed) && !state.forked {
             disown(bot, state);
         }
     }
     for slot in process.slots.iter().rev().filter(|s| !s.bot.is_null()) {
-        (*slot.bot).state.unlock_raw();
+        // SAFETY: as in fork_parent.
+        unsafe { (*slot.bot).state.unlock_raw() };
     }
-    PROCESS.unlock_raw();
+    // SAFETY: as in fork_parent.
+    unsafe { PROCESS.unlock_raw() };
 }
 
 /// In a forked child: the bot's file is the parent's. Write nothing to it and let go of it: the

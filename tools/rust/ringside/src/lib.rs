@@ -123,6 +123,9 @@
 //! There is no exclusive (thread-independent) producer, and no SIGBUS guard: a bot whose file is
 //! truncated under it by another process of the same user faults, as the Python producer does.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod bot;
 mod error;
 mod layout;

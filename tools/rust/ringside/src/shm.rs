@@ -152,9 +152,12 @@ pub struct Mapping {
     len: usize,
 }
 
-// SAFETY: the mapping is plain memory shared by design; every shared field is reached through
-// atomics, and the records through the single-writer discipline of `Writer`.
+// SAFETY: the mapping is plain memory shared by design, owned by this value (unmapped once, when it
+// is dropped, on whichever thread); nothing about it is tied to the thread that mapped it.
 unsafe impl Send for Mapping {}
+// SAFETY: through `&Mapping` every shared field is reached as an atomic; the plain writes (records,
+// registry entries, a new lane's zeroes) are confined by the rules their functions state (one
+// writer, nothing published yet), and the records through the single-writer discipline of `Writer`.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
@@ -244,8 +247,9 @@ struct WriterFields {
 
 // SAFETY: see the type's comment: the fields that are not atomics are written only by the lane's
 // holder, or while no thread can use the writer (under the bot's mutex at hand-over, or in a
-// forked child, which has one thread).
+// forked child, which has one thread); the laneless writer's threads only touch atomics.
 unsafe impl Sync for Writer {}
+// SAFETY: a writer's pointers are into mappings its bot owns, not into the creating thread's memory.
 unsafe impl Send for Writer {}
 
 const _: () = assert!(size_of::<Writer>() == 128);
@@ -286,10 +290,15 @@ impl Writer {
         cells: *const MetricCell,
     ) {
         let header = lane.lane();
-        let f = &mut *self.fields.get();
-        f.records = lane.base.add(geometry.lane_records_offset as usize) as *mut Record;
+        // SAFETY: no other thread uses the writer meanwhile (the caller's contract), so this is the
+        // only reference to its fields.
+        let f = unsafe { &mut *self.fields.get() };
+        // SAFETY: both offsets are inside the lane's mapping (Geometry::of: the header and cells
+        // come before lane_records_offset, and the records end at lane_size, the mapping's length).
+        f.records = unsafe { lane.base.add(geometry.lane_records_offset as usize) } as *mut Record;
         f.lane = header;
-        f.cells = lane.base.add(LANE_HEADER_SIZE as usize) as *const AtomicU64;
+        // SAFETY: as above: the cells follow the lane header inside the mapping.
+        f.cells = unsafe { lane.base.add(LANE_HEADER_SIZE as usize) } as *const AtomicU64;
         f.shared = cells;
         f.mask = (1u64 << capacity_log2) - 1;
         // Relaxed: only this process writes the cursor, and its last writer released the lane
@@ -304,7 +313,8 @@ impl Writer {
     /// # Safety
     /// As `point_at_lane`; `cells` must stay mapped as long as the writer points at it.
     pub unsafe fn point_at_cells(&self, cells: *const MetricCell) {
-        let f = &mut *self.fields.get();
+        // SAFETY: no other thread uses the writer meanwhile (the caller's contract).
+        let f = unsafe { &mut *self.fields.get() };
         f.shared = cells;
     }
 
@@ -313,7 +323,8 @@ impl Writer {
     /// # Safety
     /// No thread may use this writer meanwhile (a forked child's only thread, or under the mutex).
     pub unsafe fn point_at_nothing(&self) {
-        let f = &mut *self.fields.get();
+        // SAFETY: no other thread uses the writer meanwhile (the caller's contract).
+        let f = unsafe { &mut *self.fields.get() };
         f.records = std::ptr::null_mut();
         f.lane = std::ptr::null();
         f.cells = std::ptr::null();

@@ -168,7 +168,9 @@ pub fn map_shared(fd: c_int, offset: u64, len: usize) -> Result<*mut u8, Errno> 
 /// # Safety
 /// Nothing may use the range afterwards.
 pub unsafe fn unmap(base: *mut u8, len: usize) {
-    munmap(base as *mut c_void, len);
+    // SAFETY: the range is one `map_shared` returned, and nothing uses it afterwards (the caller's
+    // contract); munmap touches no other memory.
+    unsafe { munmap(base as *mut c_void, len) };
 }
 
 /// Writes to stderr with one system call, without std's lock (safe in a forked child).
@@ -194,6 +196,8 @@ pub struct PMutex<T> {
 // SAFETY: the data is reached only while the pthread mutex is held (or through `data_ptr`, whose
 // callers hold it by other means), so sharing the PMutex between threads is sound for Send data.
 unsafe impl<T: Send> Sync for PMutex<T> {}
+// SAFETY: moving it moves its data (T: Send) and a mutex nobody holds: a PMutex is only moved by
+// value, never while borrowed, so never while locked.
 unsafe impl<T: Send> Send for PMutex<T> {}
 
 pub struct PMutexGuard<'a, T> {
@@ -216,13 +220,15 @@ impl<T> PMutex<T> {
     /// # Safety
     /// The caller must unlock it with `unlock_raw` exactly once.
     pub unsafe fn lock_raw(&self) {
-        pthread_mutex_lock(self.raw.get());
+        // SAFETY: a valid, initialised (all-zero) pthread mutex that does not move.
+        unsafe { pthread_mutex_lock(self.raw.get()) };
     }
 
     /// # Safety
     /// The calling thread must hold the mutex (taken with `lock_raw`).
     pub unsafe fn unlock_raw(&self) {
-        pthread_mutex_unlock(self.raw.get());
+        // SAFETY: the calling thread holds the mutex (the caller's contract).
+        unsafe { pthread_mutex_unlock(self.raw.get()) };
     }
 
     /// The data, for a caller that holds the mutex through `lock_raw`.
