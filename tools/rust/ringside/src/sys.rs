@@ -180,28 +180,30 @@ pub fn write_stderr_raw(message: &[u8]) {
 }
 
 /// Registers fork handlers, as `pthread_atfork` does. Returns false if it could not.
-pub fn at_fork(prepare: unsafe extern "C" fn(), parent: unsafe extern "C" fn(), child: unsafe extern "C" fn()) -> bool {
+pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) -> bool {
     // SAFETY: the handlers are `extern "C" fn()` that live as long as the program.
     unsafe { pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
 }
 
 /// A pthread mutex around `T`: what fork handlers need, since they lock in one call and unlock in
-/// another (std's Mutex cannot be unlocked without its guard). It never moves once used: it lives
-/// in a static or inside an `Arc`.
+/// another (`lock_for_fork`, then `adopt_lock`; std's Mutex cannot be unlocked without its guard).
+/// It never moves once used: it lives in a static or inside an `Arc`.
 pub struct PMutex<T> {
     raw: UnsafeCell<PthreadMutex>,
     data: UnsafeCell<T>,
 }
 
-// SAFETY: the data is reached only while the pthread mutex is held (or through `data_ptr`, whose
-// callers hold it by other means), so sharing the PMutex between threads is sound for Send data.
+// SAFETY: the data is reached only through a guard, which holds the pthread mutex, so sharing the
+// PMutex between threads is sound for Send data.
 unsafe impl<T: Send> Sync for PMutex<T> {}
 // SAFETY: moving it moves its data (T: Send) and a mutex nobody holds: a PMutex is only moved by
 // value, never while borrowed, so never while locked.
 unsafe impl<T: Send> Send for PMutex<T> {}
 
+/// The mutex held; unlocked when dropped, on the thread that locked it (the guard is not Send).
 pub struct PMutexGuard<'a, T> {
     mutex: &'a PMutex<T>,
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl<T> PMutex<T> {
@@ -211,29 +213,23 @@ impl<T> PMutex<T> {
 
     pub fn lock(&self) -> PMutexGuard<'_, T> {
         // SAFETY: a valid, initialised (all-zero) pthread mutex that does not move.
-        unsafe { self.lock_raw() };
-        PMutexGuard { mutex: self }
+        unsafe { pthread_mutex_lock(self.raw.get()) };
+        PMutexGuard { mutex: self, _not_send: std::marker::PhantomData }
     }
 
-    /// Locks without a guard: for fork handlers, which unlock in another call.
+    /// Locks it and leaves it locked, for a `pthread_atfork` prepare handler: the parent and
+    /// child handlers take it back with `adopt_lock`.
+    pub fn lock_for_fork(&self) {
+        std::mem::forget(self.lock());
+    }
+
+    /// The guard of a lock taken by `lock_for_fork`: its drop unlocks.
     ///
     /// # Safety
-    /// The caller must unlock it with `unlock_raw` exactly once.
-    pub unsafe fn lock_raw(&self) {
-        // SAFETY: a valid, initialised (all-zero) pthread mutex that does not move.
-        unsafe { pthread_mutex_lock(self.raw.get()) };
-    }
-
-    /// # Safety
-    /// The calling thread must hold the mutex (taken with `lock_raw`).
-    pub unsafe fn unlock_raw(&self) {
-        // SAFETY: the calling thread holds the mutex (the caller's contract).
-        unsafe { pthread_mutex_unlock(self.raw.get()) };
-    }
-
-    /// The data, for a caller that holds the mutex through `lock_raw`.
-    pub fn data_ptr(&self) -> *mut T {
-        self.data.get()
+    /// The calling thread holds the mutex through `lock_for_fork` (after fork(), the child's only
+    /// thread is the copy of the thread that took it), and adopts it once.
+    pub unsafe fn adopt_lock(&self) -> PMutexGuard<'_, T> {
+        PMutexGuard { mutex: self, _not_send: std::marker::PhantomData }
     }
 }
 
@@ -254,8 +250,8 @@ impl<T> std::ops::DerefMut for PMutexGuard<'_, T> {
 
 impl<T> Drop for PMutexGuard<'_, T> {
     fn drop(&mut self) {
-        // SAFETY: the guard holds the mutex.
-        unsafe { self.mutex.unlock_raw() };
+        // SAFETY: the guard holds the mutex, locked on this thread (the guard is not Send).
+        unsafe { pthread_mutex_unlock(self.mutex.raw.get()) };
     }
 }
 
