@@ -11,8 +11,8 @@
 //!   releases. The handles count themselves (`BotRef`): the last one dropped detaches the bot.
 //! - A thread: its entry for the bot's slot in `shm`'s thread table = {the bot's generation, its
 //!   writer}. A generation that is not the bot's (none yet, an earlier bot in the slot, or the
-//!   parent's in a forked child) sends the hot path to `claim`. `EXIT`'s destructor retires the
-//!   thread's lanes when it ends.
+//!   parent's in a forked child) sends the hot path to `claim`, which also makes the thread's exit
+//!   run `thread_exit` (a pthread key's destructor, as in C) to retire its lanes.
 //!
 //! This module dereferences no raw pointer: the mapped memory and the writers are `shm`'s, the C
 //! calls and the mutex `sys`'s. It calls their unsafe functions under the contracts they state, to
@@ -27,13 +27,14 @@ use crate::layout::*;
 use crate::shm::{self, Mapping, RegistryEntry, Writer, Writers};
 use crate::sys::{self, PMutex};
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering::*};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Once, OnceLock};
 
 /// Bots one process may hold at once (the size of each thread's lane table).
 pub const MAX_BOTS_PER_PROCESS: usize = 64;
@@ -52,21 +53,22 @@ static PROCESS: PMutex<Process> = PMutex::new(Process { slots: [FREE; MAX_BOTS_P
 
 static FORK_HANDLERS: Once = Once::new();
 
-/// Retires the thread's lanes when the thread ends (its destructor is registered on first claim).
-struct ExitWatch;
+/// The pthread key whose destructor is `thread_exit` (`rsp_thread_key`), made at the first claim;
+/// Err: why it could not be made.
+static THREAD_EXIT: OnceLock<Result<sys::ThreadExitKey, sys::Errno>> = OnceLock::new();
 
-impl Drop for ExitWatch {
-    fn drop(&mut self) {
-        thread_exit();
+/// Makes the calling thread's exit retire its lanes. A pthread key rather than a `thread_local!`
+/// destructor: it runs after the thread's thread-locals are destroyed, and again if one of them
+/// (or another key's destructor) records after it, so a record made there keeps its lane.
+fn watch_thread_exit() -> Result<(), sys::Errno> {
+    match THREAD_EXIT.get_or_init(|| sys::ThreadExitKey::new(thread_exit)) {
+        Ok(key) => key.watch(),
+        Err(errno) => Err(*errno),
     }
 }
 
-thread_local! {
-    static EXIT: ExitWatch = const { ExitWatch };
-}
-
-/// `EXIT`'s destructor: retires every lane the exiting thread holds, of every live bot.
-fn thread_exit() {
+/// The key's destructor: retires every lane the exiting thread holds, of every live bot.
+extern "C" fn thread_exit(_marker: *mut c_void) {
     let process = PROCESS.lock();
     for bot in process.slots.iter().flatten() {
         bot.release_thread_lane();
@@ -200,14 +202,17 @@ impl BotInner {
         }
         let mut writer = self.max_lanes + 1; // the disabled writer
         if self.enabled.load(Relaxed) {
-            // A thread whose thread-locals are being destroyed could not retire a lane: it
-            // records without one.
             writer = self.max_lanes; // the laneless writer
-            if EXIT.try_with(|_| ()).is_ok() {
-                let mut state = self.state.lock();
-                if let Some(lane) = self.take_lane_locked(&mut state) {
-                    writer = lane;
+            let mut state = self.state.lock();
+            // Also when the thread's exit is under way (a record from a thread-local's destructor):
+            // the key's destructor runs again afterwards and retires the lane.
+            match watch_thread_exit() {
+                Ok(()) => {
+                    if let Some(lane) = self.take_lane_locked(&mut state) {
+                        writer = lane;
+                    }
                 }
+                Err(errno) => self.say_no_exit_hook(&mut state, errno),
             }
         }
         self.writers.give_thread(writer)
@@ -313,6 +318,19 @@ impl BotInner {
                 std::io::Error::from_raw_os_error(errno)
             );
         }
+    }
+
+    /// Says once per bot, on stderr, that threads record without a lane for want of an exit hook.
+    fn say_no_exit_hook(&self, state: &mut BotState, errno: sys::Errno) {
+        if std::mem::replace(&mut state.said_why_laneless, true) {
+            return;
+        }
+        eprintln!(
+            "ringside: bot {}: no pthread key to retire a thread's lane when it exits: {} (errno {errno}): threads \
+             record without a lane, keeping their counts and gauges and counting their records as dropped",
+            self.name,
+            std::io::Error::from_raw_os_error(errno)
+        );
     }
 
     /// Retires the calling thread's lane now (`rs_bot_release_thread_lane`).

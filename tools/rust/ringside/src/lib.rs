@@ -74,10 +74,14 @@
 //! the bot's mutex (the lowest retired lane, else one appended to the file: 2 to 3 ms for a
 //! 2 MiB lane, 1 to 2 us to reuse one); afterwards a record is a `thread_local!` read and a few
 //! stores, with no lock, allocation or system call (the coarse clock is read through the vDSO).
-//! When the thread exits, a `thread_local!` destructor retires its lane for the next thread
-//! (`JoinHandle::join` returns after it; `std::thread::scope` may return a moment before, so
+//! When the thread exits, a pthread key's destructor retires its lane for the next thread, as in
+//! C (`JoinHandle::join` returns after it; `std::thread::scope` may return a moment before, so
 //! threads of the next scope can briefly find it held; [`Bot::release_thread_lane`] retires it
-//! sooner, at a point of your choosing). With
+//! sooner, at a point of your choosing). It runs after the thread's `thread_local!` destructors,
+//! and again if one of them (or another pthread key's destructor) records after it, so what a
+//! thread-local's destructor records reaches the thread's lane (claimed then if it had none) like
+//! any other record. The main thread's exit runs no such destructor (in C neither): a bot never
+//! dropped leaves the main thread's lane marked active in the file until the next attach. With
 //! every lane held by live threads (`max_lanes`), a thread records without a lane, as the C
 //! producer does: its counter increments and gauge values are still kept exactly (the metric
 //! cell's `unlaned`, an atomic add), its histogram and gauge records are counted there as

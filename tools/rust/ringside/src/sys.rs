@@ -2,7 +2,7 @@
 //! for Linux on x86_64 and aarch64, with glibc or musl. Every function here is a thin, safe
 //! wrapper: it returns `Err(errno)` instead of setting `errno`. Files are opened with `std::fs`;
 //! what std does not offer (mmap, OFD locks, posix_fallocate, the coarse clock, fork handlers, a
-//! mutex that fork handlers can lock and unlock) is here.
+//! pthread key for thread exits, a mutex that fork handlers can lock and unlock) is here.
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("ringside writes /dev/shm files with OFD locks: it supports Linux only");
@@ -10,7 +10,7 @@ compile_error!("ringside writes /dev/shm files with OFD locks: it supports Linux
 compile_error!("ringside declares its libc structures for x86_64 and aarch64 Linux only");
 
 use std::cell::UnsafeCell;
-use std::os::raw::{c_int, c_long, c_void};
+use std::os::raw::{c_int, c_long, c_uint, c_void};
 
 pub type Errno = i32;
 
@@ -81,6 +81,9 @@ extern "C" {
         parent: Option<unsafe extern "C" fn()>,
         child: Option<unsafe extern "C" fn()>,
     ) -> c_int;
+    fn pthread_key_create(key: *mut c_uint, destructor: Option<unsafe extern "C" fn(*mut c_void)>) -> c_int;
+    fn pthread_getspecific(key: c_uint) -> *mut c_void;
+    fn pthread_setspecific(key: c_uint, value: *const c_void) -> c_int;
     fn pthread_mutex_lock(mutex: *mut PthreadMutex) -> c_int;
     fn pthread_mutex_unlock(mutex: *mut PthreadMutex) -> c_int;
     fn __errno_location() -> *mut c_int;
@@ -183,6 +186,39 @@ pub fn write_stderr_raw(message: &[u8]) {
 pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) -> bool {
     // SAFETY: the handlers are `extern "C" fn()` that live as long as the program.
     unsafe { pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
+}
+
+/// A pthread key (`pthread_key_t`, an unsigned int with glibc and musl) whose destructor runs at
+/// the exit of each thread that set it, after the thread's Rust and C++ thread-locals are
+/// destroyed (with glibc; with musl those run from a pthread key too). A thread that sets it again
+/// while its exit runs the destructors gets the destructor again: POSIX runs them in rounds while
+/// a key is set, up to PTHREAD_DESTRUCTOR_ITERATIONS (4) rounds.
+pub struct ThreadExitKey(c_uint);
+
+impl ThreadExitKey {
+    /// A new key whose destructor is `on_exit`; Err(errno) when the process has no key left.
+    pub fn new(on_exit: extern "C" fn(*mut c_void)) -> Result<ThreadExitKey, Errno> {
+        let mut key: c_uint = 0;
+        // SAFETY: key is a valid out-parameter; the destructor lives as long as the program.
+        match unsafe { pthread_key_create(&mut key, Some(on_exit)) } {
+            0 => Ok(ThreadExitKey(key)),
+            error => Err(error),
+        }
+    }
+
+    /// Makes the calling thread's exit run the destructor (the key's value is a marker, never
+    /// read). Err(errno) if it could not.
+    pub fn watch(&self) -> Result<(), Errno> {
+        // SAFETY: a key this process created, and never deleted.
+        if !unsafe { pthread_getspecific(self.0) }.is_null() {
+            return Ok(());
+        }
+        // SAFETY: as above; the value is never dereferenced.
+        match unsafe { pthread_setspecific(self.0, std::ptr::NonNull::<c_void>::dangling().as_ptr()) } {
+            0 => Ok(()),
+            error => Err(error),
+        }
+    }
 }
 
 /// A pthread mutex around `T`: what fork handlers need, since they lock in one call and unlock in
