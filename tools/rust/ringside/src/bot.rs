@@ -12,7 +12,8 @@
 //! - A thread: its entry for the bot's slot in `shm`'s thread table = {the bot's generation, its
 //!   writer}. A generation that is not the bot's (none yet, an earlier bot in the slot, or the
 //!   parent's in a forked child) sends the hot path to `claim`, which also makes the thread's exit
-//!   run `thread_exit` (a pthread key's destructor, as in C) to retire its lanes.
+//!   run `thread_exit` (a pthread key's destructor, as in C) to retire its lanes; `process_exit`
+//!   does it for the thread that ends the process, whose pthread keys' destructors never run.
 //!
 //! This module dereferences no raw pointer: the mapped memory and the writers are `shm`'s, the C
 //! calls and the mutex `sys`'s. It calls their unsafe functions under the contracts they state, to
@@ -53,15 +54,21 @@ static PROCESS: PMutex<Process> = PMutex::new(Process { slots: [FREE; MAX_BOTS_P
 
 static FORK_HANDLERS: Once = Once::new();
 
-/// The pthread key whose destructor is `thread_exit` (`rsp_thread_key`), made at the first claim;
-/// Err: why it could not be made.
+/// The pthread key whose destructor is `thread_exit` (`rsp_thread_key`), made at the first claim
+/// (with `process_exit`'s registration); Err: why it could not be made.
 static THREAD_EXIT: OnceLock<Result<sys::ThreadExitKey, sys::Errno>> = OnceLock::new();
 
 /// Makes the calling thread's exit retire its lanes. A pthread key rather than a `thread_local!`
 /// destructor: it runs after the thread's thread-locals are destroyed, and again if one of them
 /// (or another key's destructor) records after it, so a record made there keeps its lane.
 fn watch_thread_exit() -> Result<(), sys::Errno> {
-    match THREAD_EXIT.get_or_init(|| sys::ThreadExitKey::new(thread_exit)) {
+    let key = THREAD_EXIT.get_or_init(|| {
+        // If atexit has no room, only the lanes of the thread that ends the process stay marked
+        // active in the file after it (as in C), until the next attach retires them.
+        let _ = sys::at_exit(process_exit);
+        sys::ThreadExitKey::new(thread_exit)
+    });
+    match key {
         Ok(key) => key.watch(),
         Err(errno) => Err(*errno),
     }
@@ -69,6 +76,17 @@ fn watch_thread_exit() -> Result<(), sys::Errno> {
 
 /// The key's destructor: retires every lane the exiting thread holds, of every live bot.
 extern "C" fn thread_exit(_marker: *mut c_void) {
+    retire_thread_lanes();
+}
+
+/// At the process's exit (main's return, or exit() from any thread): the exiting thread's lanes,
+/// which no pthread key destructor retires, are retired as a thread's exit would retire them.
+extern "C" fn process_exit() {
+    retire_thread_lanes();
+}
+
+/// Retires every lane the calling thread holds, of every live bot.
+fn retire_thread_lanes() {
     let process = PROCESS.lock();
     for bot in process.slots.iter().flatten() {
         bot.release_thread_lane();

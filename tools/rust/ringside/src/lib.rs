@@ -80,8 +80,9 @@
 //! sooner, at a point of your choosing). It runs after the thread's `thread_local!` destructors,
 //! and again if one of them (or another pthread key's destructor) records after it, so what a
 //! thread-local's destructor records reaches the thread's lane (claimed then if it had none) like
-//! any other record. The main thread's exit runs no such destructor (in C neither): a bot never
-//! dropped leaves the main thread's lane marked active in the file until the next attach. With
+//! any other record. The thread that ends the process (main's return, or `exit`) runs no pthread
+//! key destructor: an `atexit` handler retires its lanes instead (after its thread-locals'
+//! destructors): a bot kept to the end, in a `static` say, leaves main's lane retired. With
 //! every lane held by live threads (`max_lanes`), a thread records without a lane, as the C
 //! producer does: its counter increments and gauge values are still kept exactly (the metric
 //! cell's `unlaned`, an atomic add), its histogram and gauge records are counted there as

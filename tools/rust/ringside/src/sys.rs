@@ -81,6 +81,7 @@ extern "C" {
         parent: Option<unsafe extern "C" fn()>,
         child: Option<unsafe extern "C" fn()>,
     ) -> c_int;
+    fn atexit(function: extern "C" fn()) -> c_int;
     fn pthread_key_create(key: *mut c_uint, destructor: Option<unsafe extern "C" fn(*mut c_void)>) -> c_int;
     fn pthread_getspecific(key: c_uint) -> *mut c_void;
     fn pthread_setspecific(key: c_uint, value: *const c_void) -> c_int;
@@ -186,6 +187,13 @@ pub fn write_stderr_raw(message: &[u8]) {
 pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) -> bool {
     // SAFETY: the handlers are `extern "C" fn()` that live as long as the program.
     unsafe { pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
+}
+
+/// Registers `function` to run when the process exits (`atexit`): on the thread that calls exit()
+/// (main's return does), after that thread's thread-locals are destroyed. False if it could not.
+pub fn at_exit(function: extern "C" fn()) -> bool {
+    // SAFETY: the function lives as long as the program.
+    unsafe { atexit(function) == 0 }
 }
 
 /// A pthread key (`pthread_key_t`, an unsigned int with glibc and musl) whose destructor runs at
