@@ -11,6 +11,8 @@
 //! side's median ns/call over the rounds and the median of the per-round ratios Rust/C.
 //!
 //! Arguments: [ROUNDS] [LOOPS] (defaults 7 and 64).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 use ringside::{Bot, Counter, Gauge, Histogram, Options, Unit};
 use std::os::unix::fs::FileExt;

@@ -2,33 +2,40 @@
 //! ringside_producer.h, following ringside_producer.c step by step.
 //!
 //! WHAT LIVES WHERE
-//! - The process: `PROCESS`, a table of 64 slots {bot, generation} under one pthread mutex, the
-//!   generation counter (never repeats; 0 means "no lane"), and the fork handlers. Attach and the
-//!   last drop of a bot run under that mutex, so neither a thread's exit nor a fork() ever sees a
-//!   bot half attached or half gone.
-//! - A bot (`BotInner`, shared by its handles through an `Arc`): the file (holding the producer
-//!   lock), the header part mapped once, each lane mapped on its own, and one `Writer` per lane
-//!   plus the laneless and disabled writers. Its mutex serialises registration, claims, releases.
-//! - A thread: `LANES[slot]` = {the bot's generation, its writer}. A generation that is not the
-//!   bot's (zero, an earlier bot in the slot, or the parent's in a forked child) sends the hot
-//!   path to `claim`. `EXIT`'s destructor retires the thread's lanes when it ends.
+//! - The process: `PROCESS`, a table of 64 bot slots under one pthread mutex, and the fork
+//!   handlers. Attach and the detach of a bot run under that mutex, so neither a thread's exit
+//!   nor a fork() ever sees a bot half attached or half gone.
+//! - A bot (`BotInner`, in an `Arc` that its slot and its handles share): the file (holding the
+//!   producer lock), the header part mapped once, each lane mapped on its own, and one `Writer`
+//!   per lane plus the laneless and disabled writers. Its mutex serialises registration, claims,
+//!   releases. The handles count themselves (`BotRef`): the last one dropped detaches the bot.
+//! - A thread: its entry for the bot's slot in `shm`'s thread table = {the bot's generation, its
+//!   writer}. A generation that is not the bot's (none yet, an earlier bot in the slot, or the
+//!   parent's in a forked child) sends the hot path to `claim`, which also makes the thread's exit
+//!   run `thread_exit` (a pthread key's destructor, as in C) to retire its lanes; `process_exit`
+//!   does it for the thread that ends the process, whose pthread keys' destructors never run.
+//!
+//! This module dereferences no raw pointer: the mapped memory and the writers are `shm`'s, the C
+//! calls and the mutex `sys`'s. It calls their unsafe functions under the contracts they state, to
+//! point a writer at its memory (at attach, at a hand-over under the bot's mutex, and in a forked
+//! child) and in the fork handlers (a lock held from one handler to the next).
 //!
 //! LOCK ORDER: PROCESS before any bot's mutex. Claims, releases by the thread itself and
 //! registration take the bot's mutex alone; thread exit, the last drop and fork take PROCESS first.
 
 use crate::error::Error;
 use crate::layout::*;
-use crate::shm::{self, Mapping, RegistryEntry, Writer};
+use crate::shm::{self, Mapping, RegistryEntry, Writer, Writers};
 use crate::sys::{self, PMutex};
-use std::cell::UnsafeCell;
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::*};
-use std::sync::{Arc, Once};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Once, OnceLock};
 
 /// Bots one process may hold at once (the size of each thread's lane table).
 pub const MAX_BOTS_PER_PROCESS: usize = 64;
@@ -37,81 +44,52 @@ const ATTEMPTS: usize = 8;
 
 // MARK: - The process
 
-#[derive(Clone, Copy)]
-struct Slot {
-    bot: *const BotInner, // null: free
-    generation: u64,
-}
-
 struct Process {
-    slots: [Slot; MAX_BOTS_PER_PROCESS],
-    next_generation: u64,
+    slots: [Option<Arc<BotInner>>; MAX_BOTS_PER_PROCESS], // None: free
 }
 
-// SAFETY: the slots' pointers are only followed under PROCESS's mutex, and a bot removes itself
-// from its slot under that mutex before it is freed.
-unsafe impl Send for Process {}
+const FREE: Option<Arc<BotInner>> = None;
 
-static PROCESS: PMutex<Process> = PMutex::new(Process {
-    slots: [Slot { bot: std::ptr::null(), generation: 0 }; MAX_BOTS_PER_PROCESS],
-    next_generation: 1,
-});
+static PROCESS: PMutex<Process> = PMutex::new(Process { slots: [FREE; MAX_BOTS_PER_PROCESS] });
 
 static FORK_HANDLERS: Once = Once::new();
 
-#[derive(Clone, Copy)]
-struct ThreadLane {
-    generation: u64,
-    writer: *const Writer,
-}
+/// The pthread key whose destructor is `thread_exit` (`rsp_thread_key`), made at the first claim
+/// (with `process_exit`'s registration); Err: why it could not be made.
+static THREAD_EXIT: OnceLock<Result<sys::ThreadExitKey, sys::Errno>> = OnceLock::new();
 
-const NO_LANE: ThreadLane = ThreadLane { generation: 0, writer: std::ptr::null() };
-
-/// Retires the thread's lanes when the thread ends (its destructor is registered on first claim).
-struct ExitWatch;
-
-impl Drop for ExitWatch {
-    fn drop(&mut self) {
-        thread_exit();
+/// Makes the calling thread's exit retire its lanes. A pthread key rather than a `thread_local!`
+/// destructor: it runs after the thread's thread-locals are destroyed, and again if one of them
+/// (or another key's destructor) records after it, so a record made there keeps its lane.
+fn watch_thread_exit() -> Result<(), sys::Errno> {
+    let key = THREAD_EXIT.get_or_init(|| {
+        // If atexit has no room, only the lanes of the thread that ends the process stay marked
+        // active in the file after it (as in C), until the next attach retires them.
+        let _ = sys::at_exit(process_exit);
+        sys::ThreadExitKey::new(thread_exit)
+    });
+    match key {
+        Ok(key) => key.watch(),
+        Err(errno) => Err(*errno),
     }
 }
 
-thread_local! {
-    /// Each thread's lanes, by bot slot: a plain thread-local read on the hot path.
-    static LANES: UnsafeCell<[ThreadLane; MAX_BOTS_PER_PROCESS]> =
-        const { UnsafeCell::new([NO_LANE; MAX_BOTS_PER_PROCESS]) };
-    static EXIT: ExitWatch = const { ExitWatch };
+/// The key's destructor: retires every lane the exiting thread holds, of every live bot.
+extern "C" fn thread_exit(_marker: *mut c_void) {
+    retire_thread_lanes();
 }
 
-#[inline(always)]
-fn lane_entry(slot: usize) -> ThreadLane {
-    // SAFETY: the table is this thread's; no reference into it outlives this call.
-    LANES.with(|table| unsafe { (*table.get())[slot & (MAX_BOTS_PER_PROCESS - 1)] })
+/// At the process's exit (main's return, or exit() from any thread): the exiting thread's lanes,
+/// which no pthread key destructor retires, are retired as a thread's exit would retire them.
+extern "C" fn process_exit() {
+    retire_thread_lanes();
 }
 
-fn set_lane_entry(slot: usize, entry: ThreadLane) {
-    // SAFETY: as in lane_entry.
-    LANES.with(|table| unsafe { (*table.get())[slot & (MAX_BOTS_PER_PROCESS - 1)] = entry })
-}
-
-/// `EXIT`'s destructor: retires every lane the exiting thread holds, of every live bot.
-fn thread_exit() {
+/// Retires every lane the calling thread holds, of every live bot.
+fn retire_thread_lanes() {
     let process = PROCESS.lock();
-    for slot in 0..MAX_BOTS_PER_PROCESS {
-        let entry = lane_entry(slot);
-        if entry.generation == 0 {
-            continue;
-        }
-        let s = process.slots[slot];
-        if !s.bot.is_null() && s.generation == entry.generation {
-            // SAFETY: the bot is in its slot, so it is alive until we release PROCESS.
-            let bot = unsafe { &*s.bot };
-            if bot.enabled.load(Relaxed) {
-                let mut state = bot.state.lock();
-                bot.release_writer_locked(&mut state, entry.writer);
-            }
-        }
-        set_lane_entry(slot, NO_LANE);
+    for bot in process.slots.iter().flatten() {
+        bot.release_thread_lane();
     }
 }
 
@@ -191,8 +169,6 @@ struct BotState {
 
 pub(crate) struct BotInner {
     slot: u32,
-    /// Unique per attachment; changed in a forked child.
-    generation: AtomicU64,
     /// False when disabled, or in a forked child: nothing is written.
     enabled: AtomicBool,
     name: String,
@@ -203,10 +179,11 @@ pub(crate) struct BotInner {
     max_lanes: u32,
     capacity_log2: u32,
     geometry: Geometry,
-    /// max_lanes lane writers, then the laneless writer, then the disabled one.
-    writers: Box<[Writer]>,
-    /// (max_lanes + 2) sampling rows of `stride` entries (128-byte rows), one per writer.
-    _countdowns: Box<[AtomicU32]>,
+    /// max_lanes lane writers, then the laneless writer, then the disabled one; and which one
+    /// each thread uses.
+    writers: Writers,
+    /// `BotRef`s alive: the last one dropped detaches the bot.
+    holders: AtomicUsize,
     /// Lanes this process mapped (the file's count at attach, plus those it added): every loop
     /// over lanes uses it, not the file's count, which any process of the user could write.
     lanes_mapped: AtomicU32,
@@ -228,47 +205,35 @@ impl BotInner {
     /// The calling thread's writer: a thread-local read, or `claim` on first use.
     #[inline(always)]
     pub(crate) fn writer(&self) -> &Writer {
-        let entry = lane_entry(self.slot as usize);
-        if entry.generation == self.generation.load(Relaxed) {
-            // SAFETY: the entry was set by `claim` for this bot's generation: it points at one of
-            // this bot's writers, which live as long as the bot (borrowed through `self`).
-            return unsafe { &*entry.writer };
+        match self.writers.of_thread() {
+            Some(writer) => writer,
+            None => self.claim(),
         }
-        self.claim()
-    }
-
-    fn laneless(&self) -> &Writer {
-        &self.writers[self.max_lanes as usize]
-    }
-
-    fn disabled_writer(&self) -> &Writer {
-        &self.writers[self.max_lanes as usize + 1]
     }
 
     /// The thread's first record on this bot: claims a lane (`rs_bot_claim_lane`).
     #[cold]
     #[inline(never)]
     fn claim(&self) -> &Writer {
-        let generation = self.generation.load(Relaxed);
-        let entry = lane_entry(self.slot as usize);
-        if entry.generation == generation {
-            // SAFETY: as in `writer`.
-            return unsafe { &*entry.writer };
+        if let Some(writer) = self.writers.of_thread() {
+            return writer;
         }
-        let mut writer = self.disabled_writer();
+        let mut writer = self.max_lanes + 1; // the disabled writer
         if self.enabled.load(Relaxed) {
-            // A thread whose thread-locals are being destroyed could not retire a lane: it
-            // records without one.
-            writer = self.laneless();
-            if EXIT.try_with(|_| ()).is_ok() {
-                let mut state = self.state.lock();
-                if let Some(lane) = self.take_lane_locked(&mut state) {
-                    writer = &self.writers[lane as usize];
+            writer = self.max_lanes; // the laneless writer
+            let mut state = self.state.lock();
+            // Also when the thread's exit is under way (a record from a thread-local's destructor):
+            // the key's destructor runs again afterwards and retires the lane.
+            match watch_thread_exit() {
+                Ok(()) => {
+                    if let Some(lane) = self.take_lane_locked(&mut state) {
+                        writer = lane;
+                    }
                 }
+                Err(errno) => self.say_no_exit_hook(&mut state, errno),
             }
         }
-        set_lane_entry(self.slot as usize, ThreadLane { generation, writer });
-        writer
+        self.writers.give_thread(writer)
     }
 
     /// Takes the lowest free lane, adding one if none is free (`rsp_take_lane_locked`); None
@@ -336,14 +301,10 @@ impl BotInner {
         header.header().heartbeat_ns.store(now, Relaxed);
     }
 
-    /// Retires the lane whose writer a thread's table entry holds, if a thread holds it.
-    fn release_writer_locked(&self, state: &mut BotState, writer: *const Writer) {
-        let first = self.writers.as_ptr() as usize;
-        let at = writer as usize;
-        if at < first || (at - first) % std::mem::size_of::<Writer>() != 0 {
-            return;
-        }
-        let lane = (at - first) / std::mem::size_of::<Writer>();
+    /// Retires the lane whose writer a thread's table entry holds, if a thread holds it (the
+    /// laneless and disabled writers, after the lanes, are nobody's).
+    fn release_writer_locked(&self, state: &mut BotState, writer: u32) {
+        let lane = writer as usize;
         if lane < self.max_lanes as usize && state.held[lane] && !state.forked {
             state.held[lane] = false;
             if let Some(mapping) = &state.lanes[lane] {
@@ -377,17 +338,26 @@ impl BotInner {
         }
     }
 
-    /// Retires the calling thread's lane now (`rs_bot_release_thread_lane`).
-    fn release_thread_lane(&self) {
-        let entry = lane_entry(self.slot as usize);
-        if entry.generation != self.generation.load(Relaxed) {
+    /// Says once per bot, on stderr, that threads record without a lane for want of an exit hook.
+    fn say_no_exit_hook(&self, state: &mut BotState, errno: sys::Errno) {
+        if std::mem::replace(&mut state.said_why_laneless, true) {
             return;
         }
+        eprintln!(
+            "ringside: bot {}: no pthread key to retire a thread's lane when it exits: {} (errno {errno}): threads \
+             record without a lane, keeping their counts and gauges and counting their records as dropped",
+            self.name,
+            std::io::Error::from_raw_os_error(errno)
+        );
+    }
+
+    /// Retires the calling thread's lane now (`rs_bot_release_thread_lane`).
+    fn release_thread_lane(&self) {
+        let Some(writer) = self.writers.take_thread() else { return };
         if self.enabled.load(Relaxed) {
             let mut state = self.state.lock();
-            self.release_writer_locked(&mut state, entry.writer);
+            self.release_writer_locked(&mut state, writer);
         }
-        set_lane_entry(self.slot as usize, NO_LANE);
     }
 
     // MARK: Registration
@@ -513,13 +483,46 @@ impl<'a> Request<'a> {
     }
 }
 
-impl Drop for BotInner {
-    /// The last handle is gone: retire every lane, unmap, close (which releases the lock).
+/// A counted hold on an attached bot: what `Bot` and every metric handle keep. The last one
+/// dropped detaches the bot (the process table's `Arc` does not count, so it never keeps a bot
+/// attached; it lets a thread's exit and the fork handlers reach a bot until it is detached).
+pub(crate) struct BotRef(Arc<BotInner>);
+
+impl Clone for BotRef {
+    fn clone(&self) -> BotRef {
+        // Relaxed: a new holder is made from a live one, so the count cannot reach zero meanwhile.
+        self.0.holders.fetch_add(1, Relaxed);
+        BotRef(Arc::clone(&self.0))
+    }
+}
+
+impl Drop for BotRef {
     fn drop(&mut self) {
+        // Release, then acquire before detaching (as Arc does): every holder's use of the bot
+        // happens before its lanes are unmapped.
+        if self.0.holders.fetch_sub(1, Release) == 1 {
+            fence(Acquire);
+            self.0.detach();
+        }
+    }
+}
+
+impl std::ops::Deref for BotRef {
+    type Target = BotInner;
+    #[inline(always)]
+    fn deref(&self) -> &BotInner {
+        &self.0
+    }
+}
+
+impl BotInner {
+    /// The last handle is gone: leave the slot, retire every lane, unmap, close (which releases
+    /// the lock). The memory goes with the last `Arc`, the dropping handle's.
+    fn detach(&self) {
         let mut process = PROCESS.lock();
         let slot = &mut process.slots[self.slot as usize];
-        if std::ptr::eq(slot.bot, self) {
-            *slot = Slot { bot: std::ptr::null(), generation: 0 }; // thread exits and forks no longer find it
+        if slot.as_ref().is_some_and(|bot| std::ptr::eq(&**bot, self)) {
+            *slot = None; // thread exits and forks no longer find it
         }
         {
             let mut state = self.state.lock();
@@ -535,53 +538,46 @@ impl Drop for BotInner {
             state.header = None;
             state.file = None; // with the mappings gone, this releases the producer lock
         }
-        drop(process);
-        if lane_entry(self.slot as usize).generation == self.generation.load(Relaxed) {
-            set_lane_entry(self.slot as usize, NO_LANE);
-        }
     }
 }
 
 // MARK: - Fork
 
-unsafe extern "C" fn fork_prepare() {
-    PROCESS.lock_raw();
-    let process = &*PROCESS.data_ptr();
-    for slot in process.slots.iter().filter(|s| !s.bot.is_null()) {
-        (*slot.bot).state.lock_raw();
+/// Before fork(): PROCESS and every bot's mutex, locked and left locked, so that the child finds
+/// no structure half changed and no mutex held by a thread it does not have.
+extern "C" fn fork_prepare() {
+    let process = PROCESS.lock();
+    for bot in process.slots.iter().flatten() {
+        bot.state.lock_for_fork();
+    }
+    std::mem::forget(process); // left locked, as lock_for_fork leaves a mutex
+}
+
+/// After fork(), in the parent: unlocks what fork_prepare locked.
+extern "C" fn fork_parent() {
+    // SAFETY: fork_prepare locked PROCESS on this thread and left it locked.
+    let process = unsafe { PROCESS.adopt_lock() };
+    for bot in process.slots.iter().flatten() {
+        // SAFETY: fork_prepare locked the mutex of every bot in a slot, on this thread; the slots
+        // have not changed since (PROCESS is held).
+        drop(unsafe { bot.state.adopt_lock() });
     }
 }
 
-unsafe extern "C" fn fork_parent() {
-    let process = &*PROCESS.data_ptr();
-    for slot in process.slots.iter().rev().filter(|s| !s.bot.is_null()) {
-        (*slot.bot).state.unlock_raw();
-    }
-    PROCESS.unlock_raw();
-}
-
-unsafe extern "C" fn fork_child() {
-    let process = &mut *PROCESS.data_ptr();
-    for i in 0..MAX_BOTS_PER_PROCESS {
-        let bot = process.slots[i].bot;
-        if bot.is_null() {
-            continue;
-        }
-        let bot = &*bot;
+/// After fork(), in the child: every bot gets a new generation and lets go of the parent's file.
+extern "C" fn fork_child() {
+    // SAFETY: fork_prepare locked PROCESS on the forking thread, of which this, the child's only
+    // thread, is the copy.
+    let process = unsafe { PROCESS.adopt_lock() };
+    for bot in process.slots.iter().flatten() {
         // A new generation: every thread-table entry (the forking thread's) is stale now.
-        let generation = process.next_generation;
-        process.next_generation += 1;
-        bot.generation.store(generation, Relaxed);
-        process.slots[i].generation = generation;
-        let state = &mut *bot.state.data_ptr(); // locked by fork_prepare
+        bot.writers.renew_generation();
+        // SAFETY: as above, fork_prepare locked the mutex of every bot in a slot.
+        let mut state = unsafe { bot.state.adopt_lock() };
         if bot.enabled.load(Relaxed) && !state.forked {
-            disown(bot, state);
+            disown(bot, &mut state);
         }
     }
-    for slot in process.slots.iter().rev().filter(|s| !s.bot.is_null()) {
-        (*slot.bot).state.unlock_raw();
-    }
-    PROCESS.unlock_raw();
 }
 
 /// In a forked child: the bot's file is the parent's. Write nothing to it and let go of it: the
@@ -1019,7 +1015,7 @@ fn start(header: &shm::Header) {
 }
 
 /// Attaches to the bot `name` (`rs_bot_attach`).
-pub(crate) fn attach(name: &str, options: &Options) -> Result<Arc<BotInner>, Error> {
+pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
     if !is_bot_name(name) {
         return Err(Error::InvalidBotName { bot: shorten(name).to_string() });
     }
@@ -1048,7 +1044,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<Arc<BotInner>, Err
 
     // Under the process's mutex: a fork() or a thread's exit never sees a bot half attached.
     let mut process = PROCESS.lock();
-    let Some(slot) = process.slots.iter().position(|s| s.bot.is_null()) else {
+    let Some(slot) = process.slots.iter().position(Option::is_none) else {
         return Err(Error::TooManyBots { bot: name.to_string() });
     };
     let attached = if disabled {
@@ -1077,28 +1073,22 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<Arc<BotInner>, Err
             (registry, 0, DEFAULT_LANE_CAPACITY_LOG2, Geometry::of(DEFAULT_LANE_CAPACITY_LOG2, registry))
         }
     };
-    // Sampling rows of 128 bytes: one per lane, then laneless's, then disabled's. Zero means
-    // "write the next call", as 1 does in C.
-    let stride = (registry_capacity as usize + 31) & !31;
-    let rows = max_lanes as usize + 2;
-    let countdowns: Box<[AtomicU32]> = (0..rows * stride).map(|_| AtomicU32::new(0)).collect();
-    let writers: Box<[Writer]> = (0..rows).map(|row| Writer::new(countdowns[row * stride..].as_ptr())).collect();
-    let generation = process.next_generation;
-    process.next_generation += 1;
+    let writers = Writers::new(slot, max_lanes, registry_capacity);
     let (file, header, lanes, known) = match attached {
         Some((file, a)) => (Some(file), Some(a.header), a.lanes, a.known),
         None => (None, None, Vec::new(), HashMap::new()),
     };
     let lanes_mapped = lanes.len() as u32;
     if let Some(header) = &header {
-        // SAFETY: nobody can use the writer yet; the cells stay mapped as long as the bot.
+        // SAFETY: nobody can use the writer yet (the bot is not built); the cells stay mapped
+        // until the bot is detached (no handle is left to use the writer) or disowned in a forked
+        // child (which first points every writer at nothing).
         unsafe { writers[max_lanes as usize].point_at_cells(header.cells(&geometry)) };
     }
     let mut lane_mappings: Vec<Option<Mapping>> = lanes.into_iter().map(Some).collect();
     lane_mappings.resize_with(max_lanes as usize, || None);
     let bot = Arc::new(BotInner {
         slot: slot as u32,
-        generation: AtomicU64::new(generation),
         enabled: AtomicBool::new(header.is_some()),
         name: name.to_string(),
         directory,
@@ -1109,7 +1099,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<Arc<BotInner>, Err
         capacity_log2,
         geometry,
         writers,
-        _countdowns: countdowns,
+        holders: AtomicUsize::new(1),
         lanes_mapped: AtomicU32::new(lanes_mapped),
         state: PMutex::new(BotState {
             file,
@@ -1122,9 +1112,9 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<Arc<BotInner>, Err
             said_why_laneless: false,
         }),
     });
-    process.slots[slot] = Slot { bot: Arc::as_ptr(&bot), generation };
+    process.slots[slot] = Some(Arc::clone(&bot));
     drop(process);
-    Ok(bot)
+    Ok(BotRef(bot))
 }
 
 // MARK: - The public face
@@ -1134,7 +1124,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<Arc<BotInner>, Err
 /// metric handle are dropped. See the crate documentation.
 #[derive(Clone)]
 pub struct Bot {
-    pub(crate) inner: Arc<BotInner>,
+    pub(crate) inner: BotRef,
 }
 
 impl std::fmt::Debug for Bot {

@@ -74,10 +74,15 @@
 //! the bot's mutex (the lowest retired lane, else one appended to the file: 2 to 3 ms for a
 //! 2 MiB lane, 1 to 2 us to reuse one); afterwards a record is a `thread_local!` read and a few
 //! stores, with no lock, allocation or system call (the coarse clock is read through the vDSO).
-//! When the thread exits, a `thread_local!` destructor retires its lane for the next thread
-//! (`JoinHandle::join` returns after it; `std::thread::scope` may return a moment before, so
+//! When the thread exits, a pthread key's destructor retires its lane for the next thread, as in
+//! C (`JoinHandle::join` returns after it; `std::thread::scope` may return a moment before, so
 //! threads of the next scope can briefly find it held; [`Bot::release_thread_lane`] retires it
-//! sooner, at a point of your choosing). With
+//! sooner, at a point of your choosing). It runs after the thread's `thread_local!` destructors,
+//! and again if one of them (or another pthread key's destructor) records after it, so what a
+//! thread-local's destructor records reaches the thread's lane (claimed then if it had none) like
+//! any other record. The thread that ends the process (main's return, or `exit`) runs no pthread
+//! key destructor: an `atexit` handler retires its lanes instead (after its thread-locals'
+//! destructors): a bot kept to the end, in a `static` say, leaves main's lane retired. With
 //! every lane held by live threads (`max_lanes`), a thread records without a lane, as the C
 //! producer does: its counter increments and gauge values are still kept exactly (the metric
 //! cell's `unlaned`, an atomic add), its histogram and gauge records are counted there as
@@ -122,6 +127,9 @@
 //!
 //! There is no exclusive (thread-independent) producer, and no SIGBUS guard: a bot whose file is
 //! truncated under it by another process of the same user faults, as the Python producer does.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod bot;
 mod error;

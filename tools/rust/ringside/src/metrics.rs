@@ -1,17 +1,16 @@
 //! The metric handles and their hot paths (`rs_bot_record`, `rs_bot_record_span`, `rs_bot_count`,
 //! `rs_bot_set`), and the builder that registers them.
 
-use crate::bot::{Bot, BotInner, Request};
+use crate::bot::{Bot, BotRef, Request};
 use crate::error::Error;
 use crate::layout::{Unit, FLAG_SPAN, KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM};
 use crate::sys;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A histogram: observations in its unit (unsigned integers), from any thread.
 #[derive(Clone)]
 pub struct Histogram {
-    bot: Arc<BotInner>,
+    bot: BotRef,
     index: u32,
     sample_every: u32,
     ns_per_unit: u32,
@@ -21,14 +20,14 @@ pub struct Histogram {
 /// A counter: increments that add up to an exact total, from any thread, whatever the lanes hold.
 #[derive(Clone)]
 pub struct Counter {
-    bot: Arc<BotInner>,
+    bot: BotRef,
     index: u32,
 }
 
 /// A gauge: a value set now and then, from any thread; the last one set is kept exactly.
 #[derive(Clone)]
 pub struct Gauge {
-    bot: Arc<BotInner>,
+    bot: BotRef,
     index: u32,
 }
 

@@ -8,10 +8,15 @@
 //! release store of `write_cursor` after them; the consumer reads only published slots and the
 //! producer writes only slots the consumer has released) and a registry entry's 512 bytes
 //! (published by the release store of `metric_count`; never changed afterwards).
+//!
+//! Each thread's table of its writers (one entry per bot slot) is here too, since its entries
+//! point at writers: an entry is followed only for the `Writers` whose generation it carries, and
+//! a generation is never given twice, so an entry never leads to writers that are gone.
 
+use crate::bot::MAX_BOTS_PER_PROCESS;
 use crate::layout::{Geometry, KIND_GAUGE, LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED, REGISTRY_ENTRY_SIZE};
 use crate::sys;
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::*};
 
@@ -152,9 +157,12 @@ pub struct Mapping {
     len: usize,
 }
 
-// SAFETY: the mapping is plain memory shared by design; every shared field is reached through
-// atomics, and the records through the single-writer discipline of `Writer`.
+// SAFETY: the mapping is plain memory shared by design, owned by this value (unmapped once, when it
+// is dropped, on whichever thread); nothing about it is tied to the thread that mapped it.
 unsafe impl Send for Mapping {}
+// SAFETY: through `&Mapping` every shared field is reached as an atomic; the plain writes (records,
+// registry entries, a new lane's zeroes) are confined by the rules their functions state (one
+// writer, nothing published yet), and the records through the single-writer discipline of `Writer`.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
@@ -244,15 +252,120 @@ struct WriterFields {
 
 // SAFETY: see the type's comment: the fields that are not atomics are written only by the lane's
 // holder, or while no thread can use the writer (under the bot's mutex at hand-over, or in a
-// forked child, which has one thread).
+// forked child, which has one thread); the laneless writer's threads only touch atomics.
 unsafe impl Sync for Writer {}
+// SAFETY: a writer's pointers are into mappings its bot owns, not into the creating thread's memory.
 unsafe impl Send for Writer {}
 
 const _: () = assert!(size_of::<Writer>() == 128);
 
+/// A bot's writers (`max_lanes` lane writers, then the laneless one, then the disabled one), the
+/// sampling rows they point into (owned together, so the rows outlive the writers), and which
+/// writer each thread uses: the entry of the bot's slot in the thread's table.
+pub struct Writers {
+    writers: Box<[Writer]>,
+    _countdowns: Box<[AtomicU32]>,
+    slot: usize,
+    /// Never 0, never given to other writers; changed in a forked child.
+    generation: AtomicU64,
+}
+
+/// One entry of a thread's table: the writer it uses of the bot in that slot, while `generation`
+/// is that bot's `Writers`' generation.
+#[derive(Clone, Copy)]
+struct ThreadWriter {
+    generation: u64, // 0: none
+    writer: *const Writer,
+}
+
+const NO_WRITER: ThreadWriter = ThreadWriter { generation: 0, writer: std::ptr::null() };
+
+thread_local! {
+    /// Each thread's writers, by bot slot: a plain thread-local read on the hot path. No
+    /// destructor, so it stays readable while the thread's exit runs.
+    static THREAD_WRITERS: Cell<[ThreadWriter; MAX_BOTS_PER_PROCESS]> =
+        const { Cell::new([NO_WRITER; MAX_BOTS_PER_PROCESS]) };
+}
+
+/// The next generation to give (0 means "none" in a thread's table).
+static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn new_generation() -> u64 {
+    // Relaxed: only uniqueness matters.
+    NEXT_GENERATION.fetch_add(1, Relaxed)
+}
+
+/// The calling thread's entry for bot slot `slot`.
+#[inline(always)]
+fn with_thread_entry<R>(slot: usize, f: impl FnOnce(&Cell<ThreadWriter>) -> R) -> R {
+    THREAD_WRITERS.with(|table| {
+        let entries: &Cell<[ThreadWriter]> = table;
+        f(&entries.as_slice_of_cells()[slot & (MAX_BOTS_PER_PROCESS - 1)])
+    })
+}
+
+impl Writers {
+    /// `max_lanes + 2` writers pointing at nothing, for the bot in slot `slot`, each with a
+    /// sampling row of `registry_capacity` entries (rounded up to 128 bytes). Zero means "write
+    /// the next call", as 1 does in C.
+    pub fn new(slot: usize, max_lanes: u32, registry_capacity: u32) -> Writers {
+        let stride = (registry_capacity as usize + 31) & !31;
+        let rows = max_lanes as usize + 2;
+        let countdowns: Box<[AtomicU32]> = (0..rows * stride).map(|_| AtomicU32::new(0)).collect();
+        let writers = (0..rows).map(|row| Writer::new(countdowns[row * stride..].as_ptr())).collect();
+        Writers { writers, _countdowns: countdowns, slot, generation: AtomicU64::new(new_generation()) }
+    }
+
+    /// The calling thread's writer, if `give_thread` gave it one (since the last new generation).
+    #[inline(always)]
+    pub fn of_thread(&self) -> Option<&Writer> {
+        let entry = with_thread_entry(self.slot, Cell::get);
+        // Relaxed: the generation changes only in a forked child, which has one thread.
+        if entry.generation != self.generation.load(Relaxed) {
+            return None;
+        }
+        // SAFETY: only `give_thread` stores an entry with this generation, and only this
+        // `Writers`' generation (no other ever had it): the pointer is to one of `self.writers`,
+        // alive as long as `self`.
+        Some(unsafe { &*entry.writer })
+    }
+
+    /// Gives the calling thread writer `index` (below `max_lanes + 2`), and returns it.
+    pub fn give_thread(&self, index: u32) -> &Writer {
+        let writer = &self.writers[index as usize];
+        let generation = self.generation.load(Relaxed);
+        with_thread_entry(self.slot, |entry| entry.set(ThreadWriter { generation, writer }));
+        writer
+    }
+
+    /// Takes back the calling thread's writer: its index, if `give_thread` gave it one.
+    pub fn take_thread(&self) -> Option<u32> {
+        let entry = with_thread_entry(self.slot, Cell::get);
+        if entry.generation != self.generation.load(Relaxed) {
+            return None;
+        }
+        with_thread_entry(self.slot, |cell| cell.set(NO_WRITER));
+        let offset = entry.writer as usize - self.writers.as_ptr() as usize;
+        Some((offset / size_of::<Writer>()) as u32)
+    }
+
+    /// A new generation: every thread's entry for these writers is forgotten (in a forked child,
+    /// whose one thread's entries are the parent's).
+    pub fn renew_generation(&self) {
+        self.generation.store(new_generation(), Relaxed);
+    }
+}
+
+impl std::ops::Deref for Writers {
+    type Target = [Writer];
+    fn deref(&self) -> &[Writer] {
+        &self.writers
+    }
+}
+
 impl Writer {
-    /// A writer that writes nothing and samples with `countdown`.
-    pub fn new(countdown: *const AtomicU32) -> Writer {
+    /// A writer that writes nothing and samples with `countdown` (a row of `Writers`).
+    fn new(countdown: *const AtomicU32) -> Writer {
         Writer {
             fields: UnsafeCell::new(WriterFields {
                 records: std::ptr::null_mut(),
@@ -286,10 +399,15 @@ impl Writer {
         cells: *const MetricCell,
     ) {
         let header = lane.lane();
-        let f = &mut *self.fields.get();
-        f.records = lane.base.add(geometry.lane_records_offset as usize) as *mut Record;
+        // SAFETY: no other thread uses the writer meanwhile (the caller's contract), so this is the
+        // only reference to its fields.
+        let f = unsafe { &mut *self.fields.get() };
+        // SAFETY: both offsets are inside the lane's mapping (Geometry::of: the header and cells
+        // come before lane_records_offset, and the records end at lane_size, the mapping's length).
+        f.records = unsafe { lane.base.add(geometry.lane_records_offset as usize) } as *mut Record;
         f.lane = header;
-        f.cells = lane.base.add(LANE_HEADER_SIZE as usize) as *const AtomicU64;
+        // SAFETY: as above: the cells follow the lane header inside the mapping.
+        f.cells = unsafe { lane.base.add(LANE_HEADER_SIZE as usize) } as *const AtomicU64;
         f.shared = cells;
         f.mask = (1u64 << capacity_log2) - 1;
         // Relaxed: only this process writes the cursor, and its last writer released the lane
@@ -304,7 +422,8 @@ impl Writer {
     /// # Safety
     /// As `point_at_lane`; `cells` must stay mapped as long as the writer points at it.
     pub unsafe fn point_at_cells(&self, cells: *const MetricCell) {
-        let f = &mut *self.fields.get();
+        // SAFETY: no other thread uses the writer meanwhile (the caller's contract).
+        let f = unsafe { &mut *self.fields.get() };
         f.shared = cells;
     }
 
@@ -313,7 +432,8 @@ impl Writer {
     /// # Safety
     /// No thread may use this writer meanwhile (a forked child's only thread, or under the mutex).
     pub unsafe fn point_at_nothing(&self) {
-        let f = &mut *self.fields.get();
+        // SAFETY: no other thread uses the writer meanwhile (the caller's contract).
+        let f = unsafe { &mut *self.fields.get() };
         f.records = std::ptr::null_mut();
         f.lane = std::ptr::null();
         f.cells = std::ptr::null();

@@ -2,7 +2,7 @@
 //! for Linux on x86_64 and aarch64, with glibc or musl. Every function here is a thin, safe
 //! wrapper: it returns `Err(errno)` instead of setting `errno`. Files are opened with `std::fs`;
 //! what std does not offer (mmap, OFD locks, posix_fallocate, the coarse clock, fork handlers, a
-//! mutex that fork handlers can lock and unlock) is here.
+//! pthread key for thread exits, a mutex that fork handlers can lock and unlock) is here.
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("ringside writes /dev/shm files with OFD locks: it supports Linux only");
@@ -10,7 +10,7 @@ compile_error!("ringside writes /dev/shm files with OFD locks: it supports Linux
 compile_error!("ringside declares its libc structures for x86_64 and aarch64 Linux only");
 
 use std::cell::UnsafeCell;
-use std::os::raw::{c_int, c_long, c_void};
+use std::os::raw::{c_int, c_long, c_uint, c_void};
 
 pub type Errno = i32;
 
@@ -81,6 +81,10 @@ extern "C" {
         parent: Option<unsafe extern "C" fn()>,
         child: Option<unsafe extern "C" fn()>,
     ) -> c_int;
+    fn atexit(function: extern "C" fn()) -> c_int;
+    fn pthread_key_create(key: *mut c_uint, destructor: Option<unsafe extern "C" fn(*mut c_void)>) -> c_int;
+    fn pthread_getspecific(key: c_uint) -> *mut c_void;
+    fn pthread_setspecific(key: c_uint, value: *const c_void) -> c_int;
     fn pthread_mutex_lock(mutex: *mut PthreadMutex) -> c_int;
     fn pthread_mutex_unlock(mutex: *mut PthreadMutex) -> c_int;
     fn __errno_location() -> *mut c_int;
@@ -168,7 +172,9 @@ pub fn map_shared(fd: c_int, offset: u64, len: usize) -> Result<*mut u8, Errno> 
 /// # Safety
 /// Nothing may use the range afterwards.
 pub unsafe fn unmap(base: *mut u8, len: usize) {
-    munmap(base as *mut c_void, len);
+    // SAFETY: the range is one `map_shared` returned, and nothing uses it afterwards (the caller's
+    // contract); munmap touches no other memory.
+    unsafe { munmap(base as *mut c_void, len) };
 }
 
 /// Writes to stderr with one system call, without std's lock (safe in a forked child).
@@ -178,26 +184,70 @@ pub fn write_stderr_raw(message: &[u8]) {
 }
 
 /// Registers fork handlers, as `pthread_atfork` does. Returns false if it could not.
-pub fn at_fork(prepare: unsafe extern "C" fn(), parent: unsafe extern "C" fn(), child: unsafe extern "C" fn()) -> bool {
+pub fn at_fork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) -> bool {
     // SAFETY: the handlers are `extern "C" fn()` that live as long as the program.
     unsafe { pthread_atfork(Some(prepare), Some(parent), Some(child)) == 0 }
 }
 
+/// Registers `function` to run when the process exits (`atexit`): on the thread that calls exit()
+/// (main's return does), after that thread's thread-locals are destroyed. False if it could not.
+pub fn at_exit(function: extern "C" fn()) -> bool {
+    // SAFETY: the function lives as long as the program.
+    unsafe { atexit(function) == 0 }
+}
+
+/// A pthread key (`pthread_key_t`, an unsigned int with glibc and musl) whose destructor runs at
+/// the exit of each thread that set it, after the thread's Rust and C++ thread-locals are
+/// destroyed (with glibc; with musl those run from a pthread key too). A thread that sets it again
+/// while its exit runs the destructors gets the destructor again: POSIX runs them in rounds while
+/// a key is set, up to PTHREAD_DESTRUCTOR_ITERATIONS (4) rounds.
+pub struct ThreadExitKey(c_uint);
+
+impl ThreadExitKey {
+    /// A new key whose destructor is `on_exit`; Err(errno) when the process has no key left.
+    pub fn new(on_exit: extern "C" fn(*mut c_void)) -> Result<ThreadExitKey, Errno> {
+        let mut key: c_uint = 0;
+        // SAFETY: key is a valid out-parameter; the destructor lives as long as the program.
+        match unsafe { pthread_key_create(&mut key, Some(on_exit)) } {
+            0 => Ok(ThreadExitKey(key)),
+            error => Err(error),
+        }
+    }
+
+    /// Makes the calling thread's exit run the destructor (the key's value is a marker, never
+    /// read). Err(errno) if it could not.
+    pub fn watch(&self) -> Result<(), Errno> {
+        // SAFETY: a key this process created, and never deleted.
+        if !unsafe { pthread_getspecific(self.0) }.is_null() {
+            return Ok(());
+        }
+        // SAFETY: as above; the value is never dereferenced.
+        match unsafe { pthread_setspecific(self.0, std::ptr::NonNull::<c_void>::dangling().as_ptr()) } {
+            0 => Ok(()),
+            error => Err(error),
+        }
+    }
+}
+
 /// A pthread mutex around `T`: what fork handlers need, since they lock in one call and unlock in
-/// another (std's Mutex cannot be unlocked without its guard). It never moves once used: it lives
-/// in a static or inside an `Arc`.
+/// another (`lock_for_fork`, then `adopt_lock`; std's Mutex cannot be unlocked without its guard).
+/// It never moves once used: it lives in a static or inside an `Arc`.
 pub struct PMutex<T> {
     raw: UnsafeCell<PthreadMutex>,
     data: UnsafeCell<T>,
 }
 
-// SAFETY: the data is reached only while the pthread mutex is held (or through `data_ptr`, whose
-// callers hold it by other means), so sharing the PMutex between threads is sound for Send data.
+// SAFETY: the data is reached only through a guard, which holds the pthread mutex, so sharing the
+// PMutex between threads is sound for Send data.
 unsafe impl<T: Send> Sync for PMutex<T> {}
+// SAFETY: moving it moves its data (T: Send) and a mutex nobody holds: a PMutex is only moved by
+// value, never while borrowed, so never while locked.
 unsafe impl<T: Send> Send for PMutex<T> {}
 
+/// The mutex held; unlocked when dropped, on the thread that locked it (the guard is not Send).
 pub struct PMutexGuard<'a, T> {
     mutex: &'a PMutex<T>,
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl<T> PMutex<T> {
@@ -207,27 +257,23 @@ impl<T> PMutex<T> {
 
     pub fn lock(&self) -> PMutexGuard<'_, T> {
         // SAFETY: a valid, initialised (all-zero) pthread mutex that does not move.
-        unsafe { self.lock_raw() };
-        PMutexGuard { mutex: self }
+        unsafe { pthread_mutex_lock(self.raw.get()) };
+        PMutexGuard { mutex: self, _not_send: std::marker::PhantomData }
     }
 
-    /// Locks without a guard: for fork handlers, which unlock in another call.
+    /// Locks it and leaves it locked, for a `pthread_atfork` prepare handler: the parent and
+    /// child handlers take it back with `adopt_lock`.
+    pub fn lock_for_fork(&self) {
+        std::mem::forget(self.lock());
+    }
+
+    /// The guard of a lock taken by `lock_for_fork`: its drop unlocks.
     ///
     /// # Safety
-    /// The caller must unlock it with `unlock_raw` exactly once.
-    pub unsafe fn lock_raw(&self) {
-        pthread_mutex_lock(self.raw.get());
-    }
-
-    /// # Safety
-    /// The calling thread must hold the mutex (taken with `lock_raw`).
-    pub unsafe fn unlock_raw(&self) {
-        pthread_mutex_unlock(self.raw.get());
-    }
-
-    /// The data, for a caller that holds the mutex through `lock_raw`.
-    pub fn data_ptr(&self) -> *mut T {
-        self.data.get()
+    /// The calling thread holds the mutex through `lock_for_fork` (after fork(), the child's only
+    /// thread is the copy of the thread that took it), and adopts it once.
+    pub unsafe fn adopt_lock(&self) -> PMutexGuard<'_, T> {
+        PMutexGuard { mutex: self, _not_send: std::marker::PhantomData }
     }
 }
 
@@ -248,8 +294,8 @@ impl<T> std::ops::DerefMut for PMutexGuard<'_, T> {
 
 impl<T> Drop for PMutexGuard<'_, T> {
     fn drop(&mut self) {
-        // SAFETY: the guard holds the mutex.
-        unsafe { self.mutex.unlock_raw() };
+        // SAFETY: the guard holds the mutex, locked on this thread (the guard is not Send).
+        unsafe { pthread_mutex_unlock(self.mutex.raw.get()) };
     }
 }
 

@@ -4,7 +4,8 @@
 mod common;
 
 use common::{thread_id, Collector, RingFile, ScratchDir};
-use ringside::{Bot, Options, Unit};
+use ringside::{Bot, Counter, Histogram, Options, Unit};
+use std::cell::RefCell;
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
@@ -319,6 +320,113 @@ fn a_thread_exit_retires_its_lane_and_the_next_thread_reuses_it() {
         expect("count", latest.series("rs-reuse", "latency")?.num("total_count")?, 2.0)
     });
     assert_eq!(bot.lanes_allocated(), 1);
+}
+
+/// What a user's thread-local may hold: handles that record when the thread ends.
+struct RecordsOnDrop(Histogram, Counter);
+
+impl Drop for RecordsOnDrop {
+    fn drop(&mut self) {
+        self.0.record(7); // no assertion here: a panic in a thread-local's destructor aborts
+        self.1.increment(1);
+    }
+}
+
+thread_local! {
+    static AT_EXIT: RefCell<Option<RecordsOnDrop>> = const { RefCell::new(None) };
+}
+
+#[test]
+fn records_from_a_thread_locals_destructor_reach_a_lane() {
+    let binary = collector_or_skip!();
+    let dir = ScratchDir::new("tls-exit");
+    let bot = Bot::attach_with("rs-tls-exit", options(&dir)).unwrap();
+    let latency = bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
+    let orders = bot.counter("orders", &[]).unwrap();
+
+    // The thread-local is made before the thread's first record, so it is destroyed after
+    // everything the crate set up at that record: its records come after the crate's exit hook.
+    let (histogram, counter) = (latency.clone(), orders.clone());
+    thread::spawn(move || {
+        AT_EXIT.with(|at_exit| *at_exit.borrow_mut() = Some(RecordsOnDrop(histogram.clone(), counter)));
+        assert!(histogram.record(1));
+    })
+    .join()
+    .unwrap();
+    let file = RingFile::read(&dir.file("rs-tls-exit"));
+    assert_eq!(file.lanes_allocated(), 1);
+    let lane = file.lane(0);
+    assert_eq!(lane.write_cursor, 2, "the destructor's record is in the lane");
+    assert_eq!((lane.state, lane.owner_tid), (2, 0), "the lane is retired after the destructor's record");
+    assert_eq!(file.metric_cell(0).2, 0, "no record counted as dropped for want of a lane");
+    assert_eq!((file.lane_cell(0, 1), file.metric_cell(1).2), (1, 0), "the increment is in the lane's cell");
+
+    // A thread whose only records are its thread-local's, at its exit: it claims a lane then,
+    // and the lane is retired after them.
+    let (histogram, counter) = (latency.clone(), orders.clone());
+    thread::spawn(move || AT_EXIT.with(|at_exit| *at_exit.borrow_mut() = Some(RecordsOnDrop(histogram, counter))))
+        .join()
+        .unwrap();
+    let file = RingFile::read(&dir.file("rs-tls-exit"));
+    assert_eq!(file.lanes_allocated(), 1, "lane 0 was free again");
+    let lane = file.lane(0);
+    assert_eq!((lane.write_cursor, lane.state, lane.claims), (3, 2, 2));
+    assert_eq!(file.metric_cell(0).2, 0);
+
+    // A record from another pthread key's destructor, after the crate's own has run (keys made
+    // later run later in glibc's rounds): the thread claims its lane again, and the crate's
+    // destructor runs in the next round to retire it.
+    extern "C" fn drop_at_exit(value: *mut std::ffi::c_void) {
+        // SAFETY: the value is the Box this test leaked into the key, given back once.
+        drop(unsafe { Box::from_raw(value as *mut RecordsOnDrop) });
+    }
+    let key = PthreadKey::new(drop_at_exit);
+    let (histogram, counter) = (latency.clone(), orders.clone());
+    thread::spawn(move || {
+        assert!(histogram.record(1)); // the crate's key is set before the test's
+        key.set(Box::into_raw(Box::new(RecordsOnDrop(histogram, counter))) as *mut std::ffi::c_void);
+    })
+    .join()
+    .unwrap();
+    let file = RingFile::read(&dir.file("rs-tls-exit"));
+    assert_eq!(file.lanes_allocated(), 1);
+    let lane = file.lane(0);
+    assert_eq!((lane.write_cursor, lane.state, lane.owner_tid), (5, 2, 0), "both records, then retired");
+    assert_eq!(
+        lane.claims, 4,
+        "released by the crate's destructor, claimed again by the later key's record, retired in the next round"
+    );
+    assert_eq!(file.metric_cell(0).2, 0);
+
+    let collector = Collector::start(&binary, &dir);
+    collector.wait_for("the five records and three increments", |latest| {
+        let series = latest.series("rs-tls-exit", "latency")?;
+        expect("latency count", series.num("total_count")?, 5.0)?;
+        expect("latency dropped", series.num("dropped_records")?, 0.0)?;
+        expect("orders", latest.series("rs-tls-exit", "orders")?.num("total")?, 3.0)
+    });
+}
+
+/// A pthread key of the test's own (never deleted: a test binary is short-lived).
+#[derive(Clone, Copy)]
+struct PthreadKey(u32);
+
+extern "C" {
+    fn pthread_key_create(key: *mut u32, destructor: Option<extern "C" fn(*mut std::ffi::c_void)>) -> i32;
+    fn pthread_setspecific(key: u32, value: *const std::ffi::c_void) -> i32;
+}
+
+impl PthreadKey {
+    fn new(destructor: extern "C" fn(*mut std::ffi::c_void)) -> PthreadKey {
+        let mut key = 0;
+        // SAFETY: key is a valid out-parameter; the destructor lives as long as the program.
+        assert_eq!(unsafe { pthread_key_create(&mut key, Some(destructor)) }, 0);
+        PthreadKey(key)
+    }
+    fn set(self, value: *mut std::ffi::c_void) {
+        // SAFETY: a key made by `new`; the destructor is what reads the value.
+        assert_eq!(unsafe { pthread_setspecific(self.0, value) }, 0);
+    }
 }
 
 #[test]

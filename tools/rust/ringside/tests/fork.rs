@@ -1,5 +1,7 @@
 //! fork(): the child writes nothing to its parent's bot and lets go of the file, so the parent's
 //! lock is the parent's alone. Alone in its test binary (it forks the test process).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod common;
 
@@ -60,7 +62,9 @@ fn a_forked_child_writes_nothing_to_its_parents_bot() {
         for failure in &failures {
             let _ = writeln!(to_parent, "{failure}");
         }
-        let _ = to_parent.read(&mut buffer); // wait for the parent's checks
+        // Wait for the parent's checks.
+        let _ = to_parent.read(&mut buffer);
+        // SAFETY: _exit ends the child at once, without running the parent's exit handlers twice.
         unsafe { _exit(if failures.is_empty() { 0 } else { 1 }) };
     }
     drop(to_parent);
@@ -86,6 +90,7 @@ fn a_forked_child_writes_nothing_to_its_parents_bot() {
     Bot::attach_with("rs-fork", options()).expect("the forked child kept the parent's lock");
     to_child.write_all(b"x").unwrap();
     let mut status = 0;
+    // SAFETY: pid is our child, and status a valid int for waitpid to fill.
     assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
     assert_eq!(status, 0, "the child's exit status");
 }
