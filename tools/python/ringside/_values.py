@@ -79,11 +79,12 @@ def histogram_converter(bot, metric, unit):
             raise RingValueError(f"{where} is not finite; {what}")
         if number < 0:
             raise RingValueError(f"{where} is negative; {what}")
-        stored = round(number * scale)  # to the nearest, ties to even, as the C extension's nearbyint
+        product = number * scale  # infinite when the nanoseconds of a finite value overflow a float
+        if product > U64:
+            raise RingValueError(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}")
+        stored = round(product)  # to the nearest, ties to even, as the C extension's nearbyint
         if whole_only and stored != number:
             raise RingValueError(f"{where} is not a whole number; a histogram in {unit} records whole numbers")
-        if stored > U64:
-            raise RingValueError(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}")
         return stored
     return convert
 

@@ -21,6 +21,9 @@ def bot(backend, ring_dir):
     ("s", math.nan, ValueError),
     ("s", math.inf, ValueError),
     ("s", 2.0**64, ValueError),          # 1.8e19 s is far beyond 2^64 ns
+    ("s", 1e300, ValueError),            # a float whose nanoseconds overflow to infinity
+    ("ms", 1e305, ValueError),
+    ("us", 1.7976931348623157e308, ValueError),
     ("ns", 2**64, ValueError),
     ("s", "0.1", TypeError),
     ("s", None, TypeError),
