@@ -247,15 +247,19 @@ class _Metric:
             child = self._children.get(values)  # the common case: seen before, positional
             if child is not None:
                 return child
-        key = values or tuple(named.get(label) for label in self.labelnames)
-        child = self._children.get(key)
-        if child is not None and not (values and named):
-            return child
+        kind = type(self).__name__.lower()
         if not self.labelnames:
-            raise ValueError(f"{type(self).__name__.lower()} {self.name} has no label names")
-        if (values and named) or len(key) != len(self.labelnames) or (named and set(named) != set(self.labelnames)):
-            raise ValueError(f"{type(self).__name__.lower()} {self.name}: expected values for {self.labelnames}, "
-                             f"got {values or named}")
+            raise ValueError(f"{kind} {self.name} has no label names")
+        if values and not named and len(values) == len(self.labelnames):
+            key = values
+        elif named and not values and set(named) == set(self.labelnames):
+            key = tuple(named[label] for label in self.labelnames)
+        else:
+            given = f"{values} and {named}" if values and named else values or named or "none"
+            raise ValueError(f"{kind} {self.name}: expected values for {self.labelnames}, got {given}")
+        child = self._children.get(key)
+        if child is not None:
+            return child
         strings = tuple(str(value) for value in key)
         with self._bot._lock:
             child = self._children.get(strings)

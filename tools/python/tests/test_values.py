@@ -96,6 +96,13 @@ def test_registration_refuses_what_the_format_cannot_hold(bot):
         latency.labels(venue="X")
     with pytest.raises(ValueError, match="newline"):
         latency.labels("A\nB")
+    registered = bot.metric_count
+    with pytest.raises(ValueError, match=r"histogram latency: expected values for \('symbol',\), got none"):
+        latency.labels()
+    assert bot.metric_count == registered  # no series "symbol=None"
+    latency.labels(None)  # str()ed, as prometheus_client does: the series symbol="None"
+    with pytest.raises(ValueError, match="expected values"):
+        latency.labels(venue="X")  # a wrong name, not that series from the cache
     with pytest.raises(ValueError, match="no label names"):
         bot.counter("orders").labels("x")
 
