@@ -33,8 +33,9 @@ the metric and the value; nothing is recorded then.
 THREADS, ASYNCIO AND FORK. Every call may come from any thread; each thread writes a lane of its
 own, claimed on its first record and retired when it ends, so threads never contend. Coroutines
 of one event loop share their thread's lane; a call never awaits. In a child made by os.fork()
-(or multiprocessing's fork), the parent's bots write nothing and say so once on stderr: attach a
-bot of its own, under another name, in the child.
+(or multiprocessing's fork), the parent's bots write nothing and say so once on stderr (their
+calls return False or None); attach a bot of its own, under another name, in the child. A bot the
+child closes is closed there as anywhere: its calls raise RingError.
 
 RINGSIDE_DISABLED=1 gives bots that create no file and write nothing; their calls still check
 their values.

@@ -30,9 +30,10 @@ A full lane drops the new record and counts it (the lane's dropped_total and its
 metric); it never blocks or overwrites.
 
 FORK: in a child made by os.fork(), every bot of the parent writes nothing (its calls return at
-once, without an exception); the child unmaps and closes its copy of the file, since either would
-keep the parent's lock alive and hide the parent's death, and says so once on stderr. A child that
-wants telemetry attaches a bot of its own, under another name.
+once, without an exception, until the child closes the bot: then they raise RingError, as after any
+close); the child unmaps and closes its copy of the file, since either would keep the parent's lock
+alive and hide the parent's death, and says so once on stderr. A child that wants telemetry
+attaches a bot of its own, under another name.
 
 MEMORY ORDERING. The format needs release stores: a record's 32 bytes before the write_cursor that
 publishes them; a new lane's pages and zeroed header before lanes_allocated; a registry entry
@@ -861,9 +862,9 @@ class Bot:
         `flags`: the record's RS_FLAG_*. Returns what the handle's call returns."""
         if raw:
             value = metric.convert(value)
+        self._check_usable()  # closed: RingError, in a forked child too, as the extension's calls
         if self._forked or os.getpid() != self._owner_pid:
             return False  # the parent's file: nothing, quietly (the child was told on stderr)
-        self._check_usable()
         if self._header is None:
             return False  # disabled
         lane = getattr(self._local, "lane", _UNCLAIMED)
