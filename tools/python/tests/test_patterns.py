@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import ringside
+from conftest import find_series
 
 
 def attach(backend, ring_dir, name, **options):
@@ -50,11 +51,12 @@ def test_every_pattern_lands_in_the_collector(backend, ring_dir, collector):
     bot.close()
 
     def landed():
-        aapl_series = collector.series("patterns", "order_fill_latency", symbol="AAPL")
-        msft = collector.series("patterns", "order_fill_latency", symbol="MSFT")
-        buy = collector.series("patterns", "orders", side="buy")
-        sell = collector.series("patterns", "orders", side="sell")
-        gauge = collector.series("patterns", "gross_exposure")
+        latest = collector.latest()  # one page for every series (see find_series)
+        aapl_series = find_series(latest, "patterns", "order_fill_latency", symbol="AAPL")
+        msft = find_series(latest, "patterns", "order_fill_latency", symbol="MSFT")
+        buy = find_series(latest, "patterns", "orders", side="buy")
+        sell = find_series(latest, "patterns", "orders", side="sell")
+        gauge = find_series(latest, "patterns", "gross_exposure")
         if aapl_series and msft and buy and sell and gauge and msft["total_count"] == 4:
             return aapl_series, msft, buy, sell, gauge
         return None
