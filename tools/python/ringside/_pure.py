@@ -82,7 +82,6 @@ The corresponding C header is Sources/CRingside/include/ringside_producer.h.
 import errno
 import fcntl
 import mmap
-import operator
 import os
 import platform
 import re
@@ -93,7 +92,7 @@ import threading
 import time
 import weakref
 
-from ._errors import RingError, RingTypeError, RingValueError
+from ._errors import RingError, RingValueError
 from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS
 
 __all__ = ["attach", "Bot", "check_memory_ordering"]

@@ -101,7 +101,7 @@ def counter_converter(bot, metric):
         except TypeError:
             number = _as_float(value, where, what)
             if not math.isfinite(number) or number != math.floor(number):
-                raise RingValueError(f"{where} is not a whole number; {what}")
+                raise RingValueError(f"{where} is not a whole number; {what}") from None
             whole = int(number)
         if not 0 <= whole <= U64:
             raise RingValueError(f"{where} is out of range; {what} (a counter never goes down)")

@@ -66,5 +66,6 @@ def test_gzip_when_asked_and_the_same_page_inside(ring_dir, collector):
     assert b'orders_total{ring="gz-bot"} 3' in page
     assert len(zipped) * 3 < len(page)
     # The same families (process figures may differ between the two renders).
-    names = lambda text: [line.split()[2] for line in text.decode().splitlines() if line.startswith("# TYPE")]
+    def names(text):
+        return [line.split()[2] for line in text.decode().splitlines() if line.startswith("# TYPE")]
     assert names(page) == names(plain)

@@ -1,13 +1,12 @@
 """Processes: fork, a second producer, RINGSIDE_DISABLED, the backend choice, the benchmark."""
 
 import json
-import os
 import sys
 
 import pytest
 
 import ringside
-from conftest import IN_CI, run_python, _ringside
+from conftest import IN_CI, _ringside, run_python
 
 
 def test_the_extension_is_built_where_ci_runs():
