@@ -31,7 +31,9 @@ A bad value raises RingValueError (a ValueError) or RingTypeError (a TypeError) 
 the metric and the value; nothing is recorded then.
 
 THREADS, ASYNCIO AND FORK. Every call may come from any thread; each thread writes a lane of its
-own, claimed on its first record and retired when it ends, so threads never contend. Coroutines
+own, claimed on its first record and retired when it ends, so threads never contend (the C
+extension retires it as the OS thread exits, which may be a moment after join() returns; the
+pure backend as Python lets go of the thread, before join() returns). Coroutines
 of one event loop share their thread's lane; a call never awaits. In a child made by os.fork()
 (or multiprocessing's fork), the parent's bots write nothing and say so once on stderr (their
 calls return False or None); attach a bot of its own, under another name, in the child. A bot the

@@ -1,8 +1,10 @@
 """Every instrumentation pattern, read back through the real collector, on both backends."""
 
 import asyncio
+import os
 import re
 import threading
+import time
 
 import pytest
 
@@ -124,6 +126,16 @@ def test_threads_write_lanes_of_their_own_and_lose_nothing(backend, ring_dir, co
     assert histogram["dropped_records"] == dropped
 
 
+def wait_until_gone(thread):
+    """Waits for the OS thread of a joined thread to exit: join() returns once Python is done with
+    the thread, and the C producer retires a lane in a pthread key destructor, which runs after
+    that, as the OS thread exits (its /proc/self/task entry then goes)."""
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/self/task/{thread.native_id}"):
+        assert time.monotonic() < deadline, f"thread {thread.native_id} has not exited 10 s after join()"
+        time.sleep(0.001)
+
+
 def test_a_finished_thread_hands_its_lane_to_the_next(backend, ring_dir):
     bot = attach(backend, ring_dir, "reuse")
     latency = bot.histogram("latency", unit="ns")
@@ -131,6 +143,7 @@ def test_a_finished_thread_hands_its_lane_to_the_next(backend, ring_dir):
         worker = threading.Thread(target=lambda: [latency.observe(v) for v in range(10)])
         worker.start()
         worker.join()
+        wait_until_gone(worker)
     assert bot.lanes_allocated == 1
     assert bot.records_written == 50
     bot.close()
