@@ -31,31 +31,64 @@ A bad value raises RingValueError (a ValueError) or RingTypeError (a TypeError) 
 the metric and the value; nothing is recorded then.
 
 THREADS, ASYNCIO AND FORK. Every call may come from any thread; each thread writes a lane of its
-own, claimed on its first record and retired when it ends, so threads never contend. Coroutines
+own, claimed on its first record and retired when it ends, so threads never contend (the C
+extension retires it as the OS thread exits, which may be a moment after join() returns; the
+pure backend as Python lets go of the thread, before join() returns). Coroutines
 of one event loop share their thread's lane; a call never awaits. In a child made by os.fork()
-(or multiprocessing's fork), the parent's bots write nothing and say so once on stderr: attach a
-bot of its own, under another name, in the child.
+(or multiprocessing's fork), the parent's bots write nothing and say so once on stderr (their
+calls return False or None); attach a bot of its own, under another name, in the child. A bot the
+child closes is closed there as anywhere: its calls raise RingError.
 
 RINGSIDE_DISABLED=1 gives bots that create no file and write nothing; their calls still check
 their values.
 """
+
+from __future__ import annotations
 
 import functools
 import inspect
 import os
 import threading
 import weakref
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Iterable,
+    Mapping,
+    NoReturn,
+    Protocol,
+    SupportsFloat,
+    SupportsIndex,
+    TypeVar,
+    Union,
+    cast,
+)
 
 from . import _values
+from ._backend import Backend, Core
 from ._errors import BotError, RingError, RingTypeError, RingValueError
 from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 __all__ = ["attach", "Bot", "Histogram", "Counter", "Gauge", "RingError", "BotError", "RingValueError",
-           "RingTypeError", "ACCELERATED", "__version__"]
+           "RingTypeError", "Number", "ACCELERATED", "__version__"]
 __version__ = "0.2.0"
 
+# What the metrics' calls take: an int, a float, or a number float() or operator.index() takes
+# (numpy's, Decimal, Fraction). Anything else, or a number out of range, raises (see VALUES).
+Number = Union[SupportsFloat, SupportsIndex]
 
-def _load_backend():
+
+class _Step(Protocol):
+    """Counter.inc, Gauge.inc and Gauge.dec: by 1 unless told."""
+
+    def __call__(self, amount: Number = 1, /) -> None: ...
+
+
+def _load_backend() -> tuple[Backend, bool]:
     if os.environ.get("RINGSIDE_PURE", "").lower() not in ("1", "true", "yes"):
         try:
             from . import _ringside
@@ -69,7 +102,8 @@ def _load_backend():
 _default_backend, ACCELERATED = _load_backend()
 
 
-def attach(name, directory=None, *, lane_capacity=None, max_metrics=None, max_lanes=None, mode=0o600):
+def attach(name: str, directory: str | None = None, *, lane_capacity: int | None = None, max_metrics: int | None = None,
+           max_lanes: int | None = None, mode: int = 0o600) -> Bot:
     """Attaches to the bot `name` as its process, creating its file if it does not exist.
 
     Args:
@@ -88,10 +122,10 @@ def attach(name, directory=None, *, lane_capacity=None, max_metrics=None, max_la
 
 
 # The bots of this process, for the fork handler (weak: a bot dropped without close() goes too).
-_BOTS = weakref.WeakSet()
+_BOTS: weakref.WeakSet[Bot] = weakref.WeakSet()
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     # A lock another thread of the parent held is held forever in the child: make new ones.
     # (The backends disown the parent's files themselves.)
     for bot in list(_BOTS):
@@ -105,61 +139,64 @@ if hasattr(os, "register_at_fork"):
 class Bot:
     """A bot's file, attached by this process (see attach()). A context manager that closes it."""
 
-    def __init__(self, name, directory=None, *, lane_capacity=None, max_metrics=None, max_lanes=None, mode=0o600,
-                 _backend=None):
+    def __init__(self, name: str, directory: str | None = None, *, lane_capacity: int | None = None,
+                 max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
+                 _backend: Backend | None = None) -> None:
         # _backend: _pure or _ringside, for the benchmark and the tests that run both in one process
         self.name = name
-        self._core = (_backend or _default_backend).attach(name, directory, lane_capacity, max_metrics, max_lanes, mode)
-        self._families = {}  # name -> the Histogram, Counter or Gauge registered under it
+        backend = _backend or _default_backend
+        self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode)
+        self._families: dict[str, _Metric] = {}  # name -> the Histogram, Counter or Gauge registered under it
         self._lock = threading.Lock()
         _BOTS.add(self)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<ringside.Bot {self.name} at {self.path}>"
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         """Detaches: retires every lane, unmaps the file and releases its lock; the records stay
         for the collector. Calls through the bot's metrics raise RingError afterwards."""
         self._core.close()
         _BOTS.discard(self)
 
     @property
-    def path(self):
+    def path(self) -> str | None:
         """The bot's file (None when disabled)."""
         return self._core.path
 
     @property
-    def enabled(self):
+    def enabled(self) -> bool:
         """False when disabled by RINGSIDE_DISABLED, closed, or in a forked child."""
         return self._core.enabled
 
     @property
-    def lanes_allocated(self):
+    def lanes_allocated(self) -> int:
         """Lanes in the bot's file: one per thread that recorded at once."""
         return self._core.lanes_allocated
 
     @property
-    def metric_count(self):
+    def metric_count(self) -> int:
         """Series registered (each label set of a metric is one)."""
         return self._core.metric_count
 
     @property
-    def records_written(self):
+    def records_written(self) -> int:
         """Records written, over every lane."""
         return self._core.records_written
 
     @property
-    def records_dropped(self):
+    def records_dropped(self) -> int:
         """Records lost: to full lanes, and from threads that found no lane."""
         return self._core.records_dropped
 
-    def histogram(self, name, *, unit="none", labelnames=(), labels=None, help="", sample_every=1):
+    def histogram(self, name: str, *, unit: str = "none", labelnames: str | Iterable[str] = (),
+                  labels: Mapping[str, object] | None = None, help: str = "", sample_every: int = 1) -> Histogram:
         """A histogram: observe(value) in `unit` ("s", "ms", "us", "ns", "bytes" or "none").
 
         labelnames: the labels each series names with .labels(...); labels: a dict of labels
@@ -167,45 +204,46 @@ class Bot:
         scales the counts by N)."""
         return self._family(Histogram, name, unit, labelnames, labels, help, sample_every)
 
-    def counter(self, name, *, labelnames=(), labels=None, help=""):
+    def counter(self, name: str, *, labelnames: str | Iterable[str] = (), labels: Mapping[str, object] | None = None,
+                help: str = "") -> Counter:
         """A counter: inc(n=1) adds whole numbers to an exact total."""
         return self._family(Counter, name, "none", labelnames, labels, help, 1)
 
-    def gauge(self, name, *, unit="none", labelnames=(), labels=None, help=""):
+    def gauge(self, name: str, *, unit: str = "none", labelnames: str | Iterable[str] = (),
+              labels: Mapping[str, object] | None = None, help: str = "") -> Gauge:
         """A gauge: set(value), inc(n=1), dec(n=1), from any thread; the last value is exact."""
         return self._family(Gauge, name, unit, labelnames, labels, help, 1)
 
-    def _family(self, cls, name, unit, labelnames, labels, help, sample_every):
+    def _family(self, cls: type[_M], name: str, unit: str, labelnames: str | Iterable[str],
+                labels: Mapping[str, object] | None, help: str, sample_every: int) -> _M:
         _values.check_name(self.name, name)
         if unit not in _values.UNIT_CODES:
             raise RingValueError(f"bot {self.name}: metric {name}: unknown unit {unit!r}; one of "
                                  f"{', '.join(_values.UNIT_CODES)}")
-        if isinstance(labelnames, str):
-            labelnames = (labelnames,)
-        labelnames = tuple(labelnames)
+        names = (labelnames,) if isinstance(labelnames, str) else tuple(labelnames)
         constant = dict(labels or {})
         try:
-            _values.encode_labels({**constant, **{key: "" for key in labelnames}})
+            _values.encode_labels({**constant, **{key: "" for key in names}})
         except ValueError as error:
             raise RingValueError(f"bot {self.name}: metric {name}: {error}") from None
-        if len(set(labelnames)) != len(labelnames) or set(labelnames) & set(constant):
-            raise RingValueError(f"bot {self.name}: metric {name}: label names {labelnames} repeat a name")
-        shape = (cls, unit, labelnames, tuple(sorted(constant.items())), help, sample_every)
+        if len(set(names)) != len(names) or set(names) & set(constant):
+            raise RingValueError(f"bot {self.name}: metric {name}: label names {names} repeat a name")
+        shape = (cls, unit, names, tuple(sorted(constant.items())), help, sample_every)
         with self._lock:
             family = self._families.get(name)
             if family is not None:
-                if family._shape != shape:
-                    raise RingError(f"bot {self.name}: metric {name} is already a {family._shape[0].__name__.lower()} "
+                if family._shape != shape or not isinstance(family, cls):  # (the shape names the class)
+                    raise RingError(f"bot {self.name}: metric {name} is already a {type(family).__name__.lower()} "
                                     f"in {family.unit} with label names {family.labelnames}; asked for a "
-                                    f"{cls.__name__.lower()} in {unit} with label names {labelnames}")
+                                    f"{cls.__name__.lower()} in {unit} with label names {names}")
                 return family
-            family = cls(self, name, unit, labelnames, constant, help, sample_every, shape)
-            self._families[name] = family
-            return family
+            created = cls(self, name, unit, names, constant, help, sample_every, shape)
+            self._families[name] = created
+            return created
 
 
-def _needs_labels(kind_name, name, labelnames):
-    def call(*args, **kwargs):
+def _needs_labels(kind_name: str, name: str, labelnames: tuple[str, ...]) -> Callable[..., NoReturn]:
+    def call(*args: object, **kwargs: object) -> NoReturn:
         raise ValueError(f"{kind_name} {name} has label names {labelnames}: call .labels(...) first")
     return call
 
@@ -216,13 +254,14 @@ class _Metric:
     __slots__ = ("_bot", "name", "unit", "labelnames", "labelvalues", "_constant", "_help", "_sample_every",
                  "_shape", "_children")
     _kind = 0
-    _call_names = ()
+    _call_names: tuple[str, ...] = ()
 
-    def __init__(self, bot, name, unit, labelnames, constant, help, sample_every, shape, labelvalues=()):
+    def __init__(self, bot: Bot, name: str, unit: str, labelnames: tuple[str, ...], constant: dict[str, object],
+                 help: str, sample_every: int, shape: tuple[object, ...], labelvalues: tuple[str, ...] = ()) -> None:
         self._bot, self.name, self.unit, self.labelnames = bot, name, unit, labelnames
         self._constant, self._help, self._sample_every, self._shape = constant, help, sample_every, shape
         self.labelvalues = labelvalues
-        self._children = {}
+        self._children: dict[tuple[object, ...], Self] = {}
         if labelnames and not labelvalues:
             for call in self._call_names:  # a family records nothing itself
                 setattr(self, call, _needs_labels(type(self).__name__.lower(), name, labelnames))
@@ -236,26 +275,31 @@ class _Metric:
         kind, core = self._kind, bot._core
         index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every)
         scale = _values.NANOSECONDS_PER.get(unit, 1) if kind == KIND_HISTOGRAM else 1
-        handle = core.handle(index, kind, scale, unit not in _values.NANOSECONDS_PER, self._converter(bot.name, name, unit))
+        handle = core.handle(index, kind, scale, unit not in _values.NANOSECONDS_PER,
+                             _values.converter(kind, bot.name, name, unit))
         for call in self._call_names:  # the backend's calls themselves: one call per record
             setattr(self, call, getattr(handle, call))
 
-    def labels(self, *values, **named):
+    def labels(self, *values: object, **named: object) -> Self:
         """The series of these label values (positional, in labelnames' order, or by name),
         registered on first use and cached."""
         if not named:
             child = self._children.get(values)  # the common case: seen before, positional
             if child is not None:
                 return child
-        key = values or tuple(named.get(label) for label in self.labelnames)
-        child = self._children.get(key)
-        if child is not None and not (values and named):
-            return child
+        kind = type(self).__name__.lower()
         if not self.labelnames:
-            raise ValueError(f"{type(self).__name__.lower()} {self.name} has no label names")
-        if (values and named) or len(key) != len(self.labelnames) or (named and set(named) != set(self.labelnames)):
-            raise ValueError(f"{type(self).__name__.lower()} {self.name}: expected values for {self.labelnames}, "
-                             f"got {values or named}")
+            raise ValueError(f"{kind} {self.name} has no label names")
+        if values and not named and len(values) == len(self.labelnames):
+            key = values
+        elif named and not values and set(named) == set(self.labelnames):
+            key = tuple(named[label] for label in self.labelnames)
+        else:
+            given = f"{values} and {named}" if values and named else values or named or "none"
+            raise ValueError(f"{kind} {self.name}: expected values for {self.labelnames}, got {given}")
+        child = self._children.get(key)
+        if child is not None:
+            return child
         strings = tuple(str(value) for value in key)
         with self._bot._lock:
             child = self._children.get(strings)
@@ -266,7 +310,7 @@ class _Metric:
             self._children[key] = child
         return child
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         labels = dict(self._constant)
         labels.update(zip(self.labelnames, self.labelvalues))
         shown = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
@@ -281,21 +325,21 @@ class Histogram(_Metric):
     __slots__ = ("observe", "start", "stop")
     _kind = KIND_HISTOGRAM
     _call_names = ("observe", "start", "stop")
+    # The backend's calls, set on each series by _Metric.__init__.
+    observe: Callable[[Number], bool]
+    start: Callable[[], int]  # a token: the precise clock's reading, for stop()
+    stop: Callable[[int], bool]  # records the time since start() returned the token
 
-    @staticmethod
-    def _converter(bot, name, unit):
-        return _values.histogram_converter(bot, name, unit)
-
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.unit not in _values.NANOSECONDS_PER and not (self.labelnames and not self.labelvalues):
             for call in ("start", "stop"):
                 setattr(self, call, self._untimed)
 
-    def _untimed(self, *args):
+    def _untimed(self, *args: object) -> NoReturn:
         raise TypeError(f"histogram {self.name} is in {self.unit}: only a histogram in s, ms, us or ns times")
 
-    def time(self):
+    def time(self) -> _Timer:
         """Times a block (`with h.time():`) or each call of a function or coroutine (`@h.time()`)."""
         if self.labelnames and not self.labelvalues:
             self.start()  # raises: call .labels(...) first
@@ -309,10 +353,7 @@ class Counter(_Metric):
     __slots__ = ("inc",)
     _kind = KIND_COUNTER
     _call_names = ("inc",)
-
-    @staticmethod
-    def _converter(bot, name, unit):
-        return _values.counter_converter(bot, name)
+    inc: _Step  # the backend's call
 
 
 class Gauge(_Metric):
@@ -322,10 +363,14 @@ class Gauge(_Metric):
     __slots__ = ("set", "inc", "dec")
     _kind = KIND_GAUGE
     _call_names = ("set", "inc", "dec")
+    # The backend's calls; set returns whether a record was written, as observe does.
+    set: Callable[[Number], bool]
+    inc: _Step
+    dec: _Step
 
-    @staticmethod
-    def _converter(bot, name, unit):
-        return _values.gauge_converter(bot, name)
+
+_M = TypeVar("_M", bound=_Metric)
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class _Timer:
@@ -333,34 +378,33 @@ class _Timer:
     coroutine functions. Each call of a decorated function has its own start."""
     __slots__ = ("_start", "_stop", "_token")
 
-    def __init__(self, start, stop):
-        self._start, self._stop, self._token = start, stop, None
+    def __init__(self, start: Callable[[], int], stop: Callable[[int], bool]) -> None:
+        self._start, self._stop, self._token = start, stop, 0
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self._token = self._start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._stop(self._token)
-        return False
 
-    def __call__(self, function):
+    def __call__(self, function: _F) -> _F:
         start, stop = self._start, self._stop
         if inspect.iscoroutinefunction(function):
             @functools.wraps(function)
-            async def timed_coroutine(*args, **kwargs):
+            async def timed_coroutine(*args: Any, **kwargs: Any) -> Any:
                 token = start()
                 try:
                     return await function(*args, **kwargs)
                 finally:
                     stop(token)
-            return timed_coroutine
+            return cast(_F, timed_coroutine)  # functools.wraps keeps the function's signature
 
         @functools.wraps(function)
-        def timed(*args, **kwargs):
+        def timed(*args: Any, **kwargs: Any) -> Any:
             token = start()
             try:
                 return function(*args, **kwargs)
             finally:
                 stop(token)
-        return timed
+        return cast(_F, timed)

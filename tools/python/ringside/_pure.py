@@ -30,9 +30,10 @@ A full lane drops the new record and counts it (the lane's dropped_total and its
 metric); it never blocks or overwrites.
 
 FORK: in a child made by os.fork(), every bot of the parent writes nothing (its calls return at
-once, without an exception); the child unmaps and closes its copy of the file, since either would
-keep the parent's lock alive and hide the parent's death, and says so once on stderr. A child that
-wants telemetry attaches a bot of its own, under another name.
+once, without an exception, until the child closes the bot: then they raise RingError, as after any
+close); the child unmaps and closes its copy of the file, since either would keep the parent's lock
+alive and hide the parent's death, and says so once on stderr. A child that wants telemetry
+attaches a bot of its own, under another name.
 
 MEMORY ORDERING. The format needs release stores: a record's 32 bytes before the write_cursor that
 publishes them; a new lane's pages and zeroed header before lanes_allocated; a registry entry
@@ -78,10 +79,11 @@ call (an exception, then the lock).
 The corresponding C header is Sources/CRingside/include/ringside_producer.h.
 """
 
+from __future__ import annotations
+
 import errno
 import fcntl
 import mmap
-import operator
 import os
 import platform
 import re
@@ -91,8 +93,10 @@ import sys
 import threading
 import time
 import weakref
+from typing import Any, Callable
 
-from ._errors import RingError, RingTypeError, RingValueError
+from ._backend import Converter
+from ._errors import RingError, RingValueError
 from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS
 
 __all__ = ["attach", "Bot", "check_memory_ordering"]
@@ -161,7 +165,7 @@ _BOT_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}\Z")
 UNSAFE_ORDERING_VARIABLE = "RINGSIDE_PYTHON_UNSAFE_ORDERING"
 
 
-def _page_round_up(size):
+def _page_round_up(size: int) -> int:
     return (size + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
 
 
@@ -169,7 +173,7 @@ class _Geometry:
     """Every offset of a file, computed from its free choices as rs_geometry_of does."""
     __slots__ = ("registry_offset", "cells_offset", "lanes_offset", "lane_records_offset", "lane_size")
 
-    def __init__(self, capacity_log2, registry_capacity):
+    def __init__(self, capacity_log2: int, registry_capacity: int) -> None:
         self.registry_offset = HEADER_SIZE
         self.cells_offset = HEADER_SIZE + registry_capacity * REGISTRY_ENTRY_SIZE
         self.lanes_offset = _page_round_up(self.cells_offset + registry_capacity * METRIC_CELL_SIZE)
@@ -177,13 +181,13 @@ class _Geometry:
         self.lane_size = _page_round_up(self.lane_records_offset + (RECORD_SIZE << capacity_log2))
 
 
-def _coarse_ns():
+def _coarse_ns() -> int:
     return time.clock_gettime_ns(_CLOCK_MONOTONIC_COARSE)
 
 
 # MARK: - Errors and checks
 
-def check_memory_ordering(machine=None, implementation=None):
+def check_memory_ordering(machine: str | None = None, implementation: str | None = None) -> None:
     """Raises RingError unless this interpreter and CPU give the ordering the format needs.
 
     See the module's documentation; RINGSIDE_PYTHON_UNSAFE_ORDERING=1 skips the check (unsafe).
@@ -203,7 +207,7 @@ def check_memory_ordering(machine=None, implementation=None):
             f"{implementation} on {sys.platform}. Set {UNSAFE_ORDERING_VARIABLE}=1 to run anyway (unsafe)")
 
 
-def _labels_problem(encoded):
+def _labels_problem(encoded: bytes) -> str | None:
     """Why stored labels are invalid ("key=value" lines sorted strictly by key), or None."""
     if len(encoded) > LABELS_MAX:
         return f"the labels take {len(encoded)} bytes, more than {LABELS_MAX}"
@@ -231,13 +235,13 @@ _UNIT_NAMES = {code: name for name, code in UNITS.items()}
 class _Metric:
     """A registered metric as this process knows it: what the slow path and the messages need.
     `convert` (ringside/_values.py) turns a value the hot path did not take into the value stored,
-    or raises the error naming the metric and the value."""
+    or raises the error naming the metric and the value; Bot.handle() sets it."""
     __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "convert")
+    convert: Converter
 
-    def __init__(self, bot, index, name, kind, unit, sample_every, labels):
+    def __init__(self, bot: str, index: int, name: str, kind: int, unit: int, sample_every: int, labels: bytes) -> None:
         self.bot, self.index, self.name, self.kind = bot, index, name, kind
         self.unit, self.sample_every, self.labels = unit, sample_every, labels
-        self.convert = None
 
 
 # MARK: - Lanes
@@ -251,22 +255,23 @@ class _Lane:
     """
     __slots__ = ("index", "mm", "mv", "q", "i", "state", "holder")
 
-    def __init__(self, index, mm):
-        self.index = index
+    def __init__(self, index: int, mm: mmap.mmap) -> None:
+        # Any: an int and a list, or None once closed (any use by a hot path then raises into the slow path).
+        self.index: Any = index
         self.mm = mm
         self.mv = memoryview(mm)
         self.q = self.mv.cast("Q")
         self.i = self.mv.cast("I")
-        self.state = [0, 0]  # the next cursor to publish, and the consumer's cursor as last seen
-        self.holder = None   # the threading.Thread holding it (process-private), or None
+        self.state: Any = [0, 0]  # the next cursor to publish, and the consumer's cursor as last seen
+        self.holder: threading.Thread | None = None  # the thread holding it (process-private), or None
 
-    def refresh_read(self):
+    def refresh_read(self) -> int:
         """The consumer's cursor, read again: only when the lane looks full (an acquire load: see
         MEMORY ORDERING; the collector finished with the slots below it before storing it)."""
         read = self.state[1] = self.q[_LQ_READ]
         return read
 
-    def close(self):
+    def close(self) -> None:
         self.index = self.state = None
         for view in (self.q, self.i, self.mv):
             view.release()
@@ -278,12 +283,12 @@ class _LaneRelease:
     thread ends (before join() returns), and __del__ then retires the lane for the next thread."""
     __slots__ = ("bot", "lane", "thread")
 
-    def __init__(self, bot, lane, thread):
+    def __init__(self, bot: Bot, lane: _Lane, thread: threading.Thread) -> None:
         self.bot = weakref.ref(bot)  # the bot is not kept alive by its threads
         self.lane = lane
         self.thread = thread
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             bot = self.bot()
             if bot is not None:
@@ -293,11 +298,10 @@ class _LaneRelease:
 
 
 # The bots of this process, for the fork handler; weak: a bot dropped without close() goes too.
-_BOTS = weakref.WeakSet()
-_UNCLAIMED = object()
+_BOTS: weakref.WeakSet[Bot] = weakref.WeakSet()
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     for bot in list(_BOTS):
         bot._disown()
 
@@ -306,13 +310,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _disabled_by_environment():
+def _disabled_by_environment() -> bool:
     return os.environ.get("RINGSIDE_DISABLED", "").lower() in ("1", "true", "yes")
 
 
 # MARK: - The bot
 
-def attach(name, directory=None, lane_capacity=None, max_metrics=None, max_lanes=None, mode=0o600):
+def attach(name: str, directory: str | None = None, lane_capacity: int | None = None,
+           max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600) -> Bot:
     """Attaches to the bot `name` as its process, creating its file if it does not exist.
 
     Args:
@@ -334,8 +339,19 @@ def attach(name, directory=None, lane_capacity=None, max_metrics=None, max_lanes
 
 class Bot:
     """A bot's file, attached by this process (see attach())."""
+    # Set as the file is laid out (_set_shape) and mapped (_map_header): a disabled bot has none.
+    _directory: str
+    _capacity_log2: int
+    _geometry: _Geometry
+    _mask: int
+    _hv: memoryview
+    _hq: memoryview[int]
+    _hi: memoryview[int]
+    _hd: memoryview[float]
+    _cells_q: int
 
-    def __init__(self, name, directory=None, lane_capacity=None, max_metrics=None, max_lanes=None, mode=0o600):
+    def __init__(self, name: str, directory: str | None = None, lane_capacity: int | None = None,
+                 max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600) -> None:
         if not isinstance(name, str) or not _BOT_NAME.match(name) or name in (".", ".."):
             raise RingValueError(f"bot {name!r}: a bot name is 1 to 200 of [A-Za-z0-9._-], not . or ..")
         if lane_capacity is not None and (
@@ -349,16 +365,17 @@ class Bot:
         if not isinstance(mode, int) or mode & ~0o777:
             raise RingValueError(f"bot {name}: mode {mode!r} must hold permission bits only (0 to 0o777)")
         self.name = name
-        self.path = None
-        self._metrics = {}        # (name, encoded labels) -> _Metric
-        self._entries = []        # _Metric by index
-        self._countdowns = {}     # sampled histograms: index -> each lane's calls left before the next written
-        self._laneless_countdowns = {}  # the same for threads without a lane (under the lock)
+        self.path: str | None = None
+        self._metrics: dict[tuple[str, bytes], _Metric] = {}  # (name, encoded labels) -> _Metric
+        self._entries: list[_Metric] = []  # _Metric by index
+        # sampled histograms: index -> each lane's calls left before the next written
+        self._countdowns: dict[int, list[int]] = {}
+        self._laneless_countdowns: dict[int, int] = {}  # the same for threads without a lane (under the lock)
         self._lock = threading.RLock()  # registration, lane claims and releases, `unlaned`
         self._local = threading.local()  # .lane: this thread's _Lane (None: no lane); .release
-        self._lanes = []
+        self._lanes: list[_Lane] = []
         self._fd = -1
-        self._header = None       # the mapping of [0, lanes_offset): None when disabled
+        self._header: mmap.mmap | None = None  # the mapping of [0, lanes_offset): None when disabled
         self._closed = False
         self._forked = False
         self._said_laneless = False
@@ -370,28 +387,28 @@ class Bot:
         check_memory_ordering()
         directory = directory or os.environ.get("RINGSIDE_DIR") or "/dev/shm"
         self._directory = directory
-        self.path = os.path.join(directory, FILE_PREFIX + name)
+        self.path = path = os.path.join(directory, FILE_PREFIX + name)
         for _ in range(8):  # a file removed or replaced between our open and our lock: again
-            if self._attach_once(lane_capacity, max_metrics, max_lanes, mode):
+            if self._attach_once(path, lane_capacity, max_metrics, max_lanes, mode):
                 break
         else:
-            raise RingError(f"bot {name}: {self.path} kept being replaced while attaching (8 attempts)")
+            raise RingError(f"bot {name}: {path} kept being replaced while attaching (8 attempts)")
         _BOTS.add(self)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = ("closed" if self._closed else "forked" if self._forked
                  else "disabled" if self._header is None else self.path)
         return f"<ringside.Bot {self.name} ({state})>"
 
     @property
-    def enabled(self):
+    def enabled(self) -> bool:
         """True while this process writes the bot's file."""
         return self._header is not None and not self._closed and not self._forked
 
     # MARK: Attaching
 
-    def _attach_once(self, lane_capacity, max_metrics, max_lanes, mode):
-        path = self.path
+    def _attach_once(self, path: str, lane_capacity: int | None, max_metrics: int | None, max_lanes: int | None,
+                     mode: int) -> bool:
         created = True
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
@@ -430,7 +447,7 @@ class Bot:
             version = struct.unpack_from("<I", header, 8)[0] if len(header) == _LAYOUT.size else 0
             self._fd = fd
             if version == 0:
-                self._create(created, lane_capacity, max_metrics, max_lanes)
+                self._create(path, created, lane_capacity, max_metrics, max_lanes)
             else:
                 self._adopt(header, size, lane_capacity, max_metrics, max_lanes)
             return True
@@ -440,14 +457,14 @@ class Bot:
             os.close(fd)
             raise
 
-    def _open_error(self, error):
+    def _open_error(self, error: OSError) -> RingError:
         if error.errno == errno.ELOOP:
             return RingError(f"bot {self.name}: {self.path} is a symbolic link; Ringside never follows links")
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             return RingError(f"bot {self.name}: no space at {self.path} (is {self._directory} full?)")
         return RingError(f"bot {self.name}: open {self.path}: {error.strerror} (errno {error.errno})")
 
-    def _lock_producer_byte(self, fd):
+    def _lock_producer_byte(self, fd: int) -> None:
         try:
             fcntl.fcntl(fd, _F_OFD_SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, LOCK_BYTE_PRODUCER, 1, 0))
         except OSError as error:
@@ -460,19 +477,19 @@ class Bot:
                                 "a bot has one process") from None
             raise RingError(f"bot {self.name}: lock {self.path}: {error.strerror} (errno {error.errno})") from None
 
-    def _set_shape(self, capacity_log2, registry_capacity, max_lanes):
+    def _set_shape(self, capacity_log2: int, registry_capacity: int, max_lanes: int) -> None:
         self._capacity_log2 = capacity_log2
         self._registry_capacity = registry_capacity
         self._max_lanes = max_lanes
         self._geometry = _Geometry(capacity_log2, registry_capacity)
         self._mask = (1 << capacity_log2) - 1
 
-    def _map(self, size, offset=0):
+    def _map(self, size: int, offset: int = 0) -> mmap.mmap:
         # MAP_POPULATE (Python 3.10+): map every page now, not on the hot path's first touch.
         return mmap.mmap(self._fd, size, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
                          mmap.PROT_READ | mmap.PROT_WRITE, offset=offset)
 
-    def _map_header(self):
+    def _map_header(self) -> None:
         self._header = self._map(self._geometry.lanes_offset)
         self._hv = memoryview(self._header)
         self._hq = self._hv.cast("Q")
@@ -480,13 +497,14 @@ class Bot:
         self._hd = self._hv.cast("d")  # gauge_bits, stored as the double they are
         self._cells_q = self._geometry.cells_offset // 8
 
-    def _space_error(self, size, error):
+    def _space_error(self, size: int, error: OSError) -> RingError:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             return RingError(f"bot {self.name}: no space for {size} bytes at {self.path} (is {self._directory} full?)")
         return RingError(f"bot {self.name}: reserve {size} bytes for {self.path}: {error.strerror} "
                          f"(errno {error.errno})")
 
-    def _create(self, created, lane_capacity, max_metrics, max_lanes):
+    def _create(self, path: str, created: bool, lane_capacity: int | None, max_metrics: int | None,
+                max_lanes: int | None) -> None:
         """A new file, or one whose creation never finished (version 0): lay it out under the lock."""
         self._set_shape((lane_capacity or DEFAULT_LANE_CAPACITY).bit_length() - 1,
                         max_metrics or DEFAULT_MAX_METRICS, max_lanes or DEFAULT_MAX_LANES)
@@ -498,9 +516,9 @@ class Bot:
             self._map_header()
         except OSError as error:
             if created:
-                os.unlink(self.path)  # ours, and we still hold its lock
+                os.unlink(path)  # ours, and we still hold its lock
             raise self._space_error(g.lanes_offset, error) from None
-        _LAYOUT.pack_into(self._header, 0, MAGIC, 0, HEADER_SIZE, RECORD_SIZE, self._capacity_log2,
+        _LAYOUT.pack_into(self._hv, 0, MAGIC, 0, HEADER_SIZE, RECORD_SIZE, self._capacity_log2,
                           self._registry_capacity, REGISTRY_ENTRY_SIZE, g.registry_offset, g.cells_offset,
                           g.lanes_offset, time.clock_gettime_ns(time.CLOCK_REALTIME),
                           time.clock_gettime_ns(time.CLOCK_MONOTONIC), g.lane_size, g.lane_records_offset,
@@ -509,13 +527,14 @@ class Bot:
         self._hi[_I_VERSION] = FORMAT_VERSION
         self._start()
 
-    def _adopt(self, header, size, lane_capacity, max_metrics, max_lanes):
+    def _adopt(self, header: bytes, size: int, lane_capacity: int | None, max_metrics: int | None,
+               max_lanes: int | None) -> None:
         """An existing file: validated field by field, then taken over with its lanes retired."""
         (magic, version, header_size, record_size, capacity_log2, registry_capacity, entry_size,
          registry_offset, cells_offset, lanes_offset, _, _, lane_size, lane_records_offset, lanes,
          cell_size, lane_header_size) = _LAYOUT.unpack(header)
 
-        def corrupt(problem):
+        def corrupt(problem: str) -> RingError:
             return RingError(f"bot {self.name}: {self.path} is corrupt: {problem}")
         if magic != MAGIC:
             raise corrupt(f"bad magic {magic:#018x} (not a Ringside file)")
@@ -557,8 +576,8 @@ class Bot:
             self._retire(lane)
         self._start()
 
-    def _load_registry(self, corrupt):
-        mm, count = self._header, self._hi[_I_METRIC_COUNT]
+    def _load_registry(self, corrupt: Callable[[str], RingError]) -> None:
+        mm, count = self._hv, self._hi[_I_METRIC_COUNT]
         if count > self._registry_capacity:
             raise corrupt(f"metric_count {count} exceeds registry_capacity {self._registry_capacity}")
         for index in range(count):
@@ -586,7 +605,7 @@ class Bot:
             if kind == KIND_HISTOGRAM and sample_every > 1:
                 self._countdowns[index] = [1] * self._max_lanes
 
-    def _map_lanes(self, size, corrupt):
+    def _map_lanes(self, size: int, corrupt: Callable[[str], RingError]) -> None:
         g, allocated = self._geometry, self._hi[_I_LANES_ALLOCATED]
         if allocated > self._max_lanes:
             raise corrupt(f"lanes_allocated {allocated} exceeds max_lanes {self._max_lanes}")
@@ -604,7 +623,7 @@ class Bot:
                 raise corrupt(f"lane {index}'s cursors (read {read}, write {write}) hold more records than "
                               f"its capacity of {capacity}")
 
-    def _start(self):
+    def _start(self) -> None:
         """The producer's line of a freshly attached file: hints for readers (the lock is the truth)."""
         hq, hi = self._hq, self._hi
         hi[_I_PRODUCER_PID] = os.getpid()
@@ -612,7 +631,7 @@ class Bot:
         hi[_I_ATTACHES] = (hi[_I_ATTACHES] + 1) & _U32
         hq[_Q_HEARTBEAT] = _coarse_ns()
 
-    def _unmap(self):
+    def _unmap(self) -> None:
         """Releases every view, then unmaps: a mapping would keep the file, and its lock, alive."""
         for lane in self._lanes:
             if lane.state is not None:
@@ -623,7 +642,7 @@ class Bot:
             self._header.close()
             self._header = None
 
-    def close(self):
+    def close(self) -> None:
         """Retires every lane, unmaps the bot and releases its lock; its records stay for the collector.
         No thread may use the bot afterwards: its handles' calls then raise RingError."""
         with self._lock:
@@ -639,13 +658,13 @@ class Bot:
                 self._fd = -1
         _BOTS.discard(self)
 
-    def __enter__(self):
+    def __enter__(self) -> Bot:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _disown(self):
+    def _disown(self) -> None:
         """In a forked child: the file is the parent's. Write nothing to it, and let go of it."""
         if self._header is None or self._closed or self._forked:
             return
@@ -660,20 +679,20 @@ class Bot:
         os.write(2, (f"ringside: bot {self.name} is attached by pid {self._owner_pid}; this forked child (pid "
                      f"{os.getpid()}) writes nothing to it: attach a bot of its own in the child\n").encode())
 
-    def _check_usable(self):
+    def _check_usable(self) -> None:
         if self._closed:
             raise RingError(f"bot {self.name} is closed")
 
     # MARK: Lanes
 
-    def _retire(self, lane):
+    def _retire(self, lane: _Lane) -> None:
         """Marks a lane free here and retired in the file. Under the lock (or alone, at attach)."""
         lane.holder = None
         lane.i[_LI_OWNER] = 0
         # "Release": a reader that sees RETIRED sees the records and cells stored before it.
         lane.i[_LI_STATE] = LANE_RETIRED
 
-    def _release(self, lane, thread):
+    def _release(self, lane: _Lane, thread: threading.Thread) -> None:
         """A thread ended: retire its lane, unless it was taken over, closed, or is the parent's."""
         if os.getpid() != self._owner_pid:
             return  # a forked child drops the parent's threads' locals: their lanes are the parent's
@@ -681,7 +700,7 @@ class Bot:
             if not self._closed and not self._forked and lane.holder is thread:
                 self._retire(lane)
 
-    def _claim(self):
+    def _claim(self) -> _Lane | None:
         """The calling thread's lane, claimed now (None: no lane), kept in its threading.local."""
         thread = threading.current_thread()
         with self._lock:
@@ -694,7 +713,7 @@ class Bot:
             self._local.release = _LaneRelease(self, lane, thread)
         return lane
 
-    def _take_lane_locked(self, thread):
+    def _take_lane_locked(self, thread: threading.Thread) -> _Lane | None:
         for lane in self._lanes:
             holder = lane.holder
             if holder is None or not holder.is_alive():
@@ -713,7 +732,7 @@ class Bot:
         self._hq[_Q_LANES_EXHAUSTED] += 1  # a statistic only this process writes, under the lock
         return None
 
-    def _add_lane_locked(self):
+    def _add_lane_locked(self) -> _Lane:
         g, index = self._geometry, len(self._lanes)
         offset = g.lanes_offset + index * g.lane_size
         # The file grows by the lane, reserved first: a full /dev/shm fails here, never as SIGBUS.
@@ -726,7 +745,7 @@ class Bot:
         self._hi[_I_LANES_ALLOCATED] = index + 1
         return lane
 
-    def _hand_over(self, lane, thread):
+    def _hand_over(self, lane: _Lane, thread: threading.Thread) -> None:
         q, i = lane.q, lane.i
         # Go on from the lane's cursors: its last writer is done (it released the lane under
         # this lock, or ended, or was another process, gone before we took the file's lock).
@@ -740,7 +759,7 @@ class Bot:
         i[_LI_STATE] = LANE_ACTIVE
         self._hq[_Q_HEARTBEAT] = now
 
-    def _say_laneless(self, error):
+    def _say_laneless(self, error: Exception) -> None:
         if self._said_laneless:
             return
         self._said_laneless = True
@@ -750,10 +769,10 @@ class Bot:
 
     # MARK: Registration
 
-    def register(self, name, kind, unit, labels, help, sample_every):
+    def register(self, name: str, kind: int, unit: int, labels: bytes, help: str, sample_every: int) -> int:
         """Registers (or finds again) a metric and returns its index: `unit` is an rs_unit code,
         `labels` the stored encoding ("key=value" lines sorted by key), `help` a str."""
-        def invalid(reason):
+        def invalid(reason: str) -> RingValueError:
             return RingValueError(f"bot {self.name}: metric {name}: {reason}")
         if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name.encode()) > NAME_MAX:
             raise RingValueError(f"bot {self.name}: metric name {name!r} must match [a-zA-Z_][a-zA-Z0-9_]* "
@@ -805,7 +824,7 @@ class Bot:
             self._entries.append(metric)
             return index
 
-    def handle(self, index, kind, scale, whole_only, convert):
+    def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Converter) -> _Handle:
         """The calls of metric `index`: observe, start and stop for a histogram (values times
         `scale`, floats rounded; `whole_only` is the converter's business here), inc for a counter, set, inc
         and dec for a gauge. Values the hot path does not take go through `convert`."""
@@ -822,28 +841,28 @@ class Bot:
 
     # MARK: Counters of this bot
 
-    def _readable(self):
+    def _readable(self) -> bool:
         self._check_usable()
         return self._header is not None and not self._forked
 
     @property
-    def lanes_allocated(self):
+    def lanes_allocated(self) -> int:
         """Lanes of the bot, as this process mapped them (a thread's first call may add one); not
         the file's count, which any process of the user could write."""
         return len(self._lanes) if self._readable() else 0
 
     @property
-    def metric_count(self):
+    def metric_count(self) -> int:
         """Registry entries published."""
         return self._hi[_I_METRIC_COUNT] if self._readable() else len(self._entries)
 
     @property
-    def records_written(self):
+    def records_written(self) -> int:
         """Records published, summed over the lanes."""
         return sum(lane.q[_LQ_WRITE] for lane in list(self._lanes)) if self._readable() else 0
 
     @property
-    def records_dropped(self):
+    def records_dropped(self) -> int:
         """Records lost, summed over the lanes (full lanes), plus the histogram and gauge records
         of threads that found no lane."""
         if not self._readable():
@@ -854,21 +873,19 @@ class Bot:
 
     # MARK: The slow path
 
-    def _slow(self, metric, value, sample, raw=True, flags=0):
+    def _slow(self, metric: _Metric, value: Any, sample: bool, raw: bool = True, flags: int = 0) -> bool | None:
         """Every call the hot path does not finish: a thread's first call, a thread without a
         lane, a full lane, a bad value, a closed, disabled or forked bot. `sample`: the call has
         not been through sampling yet; `raw`: the value is the caller's, not yet converted;
         `flags`: the record's RS_FLAG_*. Returns what the handle's call returns."""
         if raw:
             value = metric.convert(value)
+        self._check_usable()  # closed: RingError, in a forked child too, as the extension's calls
         if self._forked or os.getpid() != self._owner_pid:
             return False  # the parent's file: nothing, quietly (the child was told on stderr)
-        self._check_usable()
         if self._header is None:
             return False  # disabled
-        lane = getattr(self._local, "lane", _UNCLAIMED)
-        if lane is _UNCLAIMED:
-            lane = self._claim()
+        lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()
         kind, index = metric.kind, metric.index
         if kind == KIND_GAUGE:
             cell = self._cells_q + 4 * index
@@ -929,15 +946,15 @@ class Bot:
     # rather than the format's CLOCK_MONOTONIC_COARSE: the same origin, and from Python the
     # cheaper call (clock_gettime_ns(id) parses its argument).
 
-    def _inert(self, metric):
+    def _inert(self, metric: _Metric) -> Callable[..., bool | None]:
         """A disabled bot's call: converts (so checks) its argument, writes nothing."""
-        def call(value=1):
+        def call(value: Any = 1) -> bool | None:
             self._check_usable()
             metric.convert(value)
             return False if metric.kind != KIND_COUNTER else None
         return call
 
-    def _histogram_observe(self, metric, scale):
+    def _histogram_observe(self, metric: _Metric, scale: int) -> Callable[[Any], bool | None]:
         if self._header is None:
             return self._inert(metric)
         local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _RECORD.pack_into
@@ -946,7 +963,7 @@ class Bot:
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
         float_scale = float(scale)
 
-        def observe(value):
+        def observe(value: Any) -> bool | None:
             # Nanoseconds, bytes or none: an int is stored as it is; a float goes to the converter.
             try:
                 lane = local.lane
@@ -964,7 +981,7 @@ class Bot:
                 pass
             return slow(metric, value, False)
 
-        def observe_scaled(value):
+        def observe_scaled(value: Any) -> bool | None:
             # Seconds, milliseconds or microseconds: stored as nanoseconds.
             try:
                 kind = value.__class__
@@ -997,7 +1014,7 @@ class Bot:
         countdowns = self._countdowns[metric.index]  # per lane, as the C library keeps them
         write = observe
 
-        def sampled(value):
+        def sampled(value: Any) -> bool | None:
             try:
                 n = local.lane.index
                 left = countdowns[n]
@@ -1012,29 +1029,29 @@ class Bot:
             return write(value)
         return sampled
 
-    def _histogram_stop(self, metric):
+    def _histogram_stop(self, metric: _Metric) -> Callable[[int], bool | None]:
         """stop(start): the time since `start` (a time.monotonic_ns() reading, as start() gives),
         in nanoseconds, recorded as a span stamped with its end."""
         if self._header is None:
-            def stop(start):
+            def inert_stop(start: int) -> bool:
                 self._check_usable()
                 return False
-            return stop
+            return inert_stop
         slow = self._slow
 
-        def stop(start):
+        def stop(start: int) -> bool | None:
             if start.__class__ is not int:
                 raise TypeError(f"bot {self.name}: metric {metric.name}: stop() takes the token start() returned, not {start!r}")
             elapsed = time.monotonic_ns() - start
             return slow(metric, elapsed if elapsed > 0 else 0, True, raw=False, flags=FLAG_SPAN)
         return stop
 
-    def _counter_increment(self, metric):
+    def _counter_increment(self, metric: _Metric) -> Callable[..., bool | None]:
         if self._header is None:
             return self._inert(metric)
         local, slow, at = self._local, self._slow, _LQ_CELLS + metric.index
 
-        def inc(by=1):
+        def inc(by: Any = 1) -> None:
             try:
                 if by >= 0:  # a float fails the store below, and goes to the converter
                     q = local.lane.q
@@ -1045,7 +1062,7 @@ class Bot:
             slow(metric, by, False)
         return inc
 
-    def _gauge_calls(self, metric):
+    def _gauge_calls(self, metric: _Metric) -> dict[str, Callable[..., bool | None]]:
         """set, inc and dec of a gauge: inc and dec add to the value this process last set, under a
         lock of the gauge's (two threads' increments both count)."""
         if self._header is None:
@@ -1061,7 +1078,7 @@ class Bot:
         current = [0.0]
         lock = threading.Lock()
 
-        def set(value):
+        def set(value: Any) -> bool | None:
             try:
                 # The metric's shared cell: any thread may set it, the last store wins.
                 hd[bits_at] = value  # a float; anything else raises, and goes to the converter
@@ -1084,13 +1101,13 @@ class Bot:
             current[0] = value
             return slow(metric, value, False, raw=False)
 
-        def inc(amount=1):
+        def inc(amount: Any = 1) -> None:
             amount = amount if amount.__class__ is float else metric.convert(amount)
             with lock:
                 current[0] += amount
                 set(current[0])
 
-        def dec(amount=1):
+        def dec(amount: Any = 1) -> None:
             amount = amount if amount.__class__ is float else metric.convert(amount)
             with lock:
                 current[0] -= amount
@@ -1102,6 +1119,6 @@ class _Handle:
     """One metric's calls, as ringside's metric classes take them from either backend."""
     __slots__ = ("observe", "start", "stop", "inc", "dec", "set")
 
-    def __init__(self, **calls):
+    def __init__(self, **calls: Callable[..., Any]) -> None:
         for name, call in calls.items():
             setattr(self, name, call)

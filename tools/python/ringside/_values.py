@@ -13,9 +13,12 @@ to a converter made here, which returns the stored value or raises RingValueErro
 RingTypeError naming the bot, the metric and the value.
 """
 
+from __future__ import annotations
+
 import math
 import operator
 import re
+from typing import Any, Callable, Mapping
 
 from ._errors import RingTypeError, RingValueError
 
@@ -32,19 +35,19 @@ _IDENTIFIER = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 _NOT_NUMBERS = (str, bytes, bytearray, memoryview)
 
 
-def stored_unit(kind, unit):
+def stored_unit(kind: int, unit: str) -> int:
     """The rs_unit code a metric declared in `unit` is registered with."""
     if kind == KIND_HISTOGRAM and unit in NANOSECONDS_PER:
         return UNIT_CODES["ns"]
     return UNIT_CODES[unit]
 
 
-def _where(bot, metric, value):
+def _where(bot: str, metric: str, value: object) -> str:
     shown = repr(value)
     return f"bot {bot}: metric {metric}: value {shown if len(shown) <= 64 else shown[:60] + '...'}"
 
 
-def _as_float(value, where, what):
+def _as_float(value: Any, where: str, what: str) -> float:
     """`float(value)`, or the error that names the bot, the metric and the value."""
     try:
         return float(value)
@@ -54,13 +57,13 @@ def _as_float(value, where, what):
         raise RingValueError(f"{where} is not a float: {error}") from None
 
 
-def histogram_converter(bot, metric, unit):
+def histogram_converter(bot: str, metric: str, unit: str) -> Callable[[Any], int]:
     """A function from an observation in `unit` to the whole number stored, or an exception."""
     scale = NANOSECONDS_PER.get(unit, 1)
     whole_only = unit not in NANOSECONDS_PER
     what = f"a histogram in {unit} records numbers from 0"
 
-    def convert(value):
+    def convert(value: Any) -> int:
         where = _where(bot, metric, value)
         if isinstance(value, _NOT_NUMBERS):
             raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}")
@@ -79,18 +82,19 @@ def histogram_converter(bot, metric, unit):
             raise RingValueError(f"{where} is not finite; {what}")
         if number < 0:
             raise RingValueError(f"{where} is negative; {what}")
-        stored = round(number * scale)  # to the nearest, ties to even, as the C extension's nearbyint
+        product = number * scale  # infinite when the nanoseconds of a finite value overflow a float
+        if product > U64:
+            raise RingValueError(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}")
+        stored = round(product)  # to the nearest, ties to even, as the C extension's nearbyint
         if whole_only and stored != number:
             raise RingValueError(f"{where} is not a whole number; a histogram in {unit} records whole numbers")
-        if stored > U64:
-            raise RingValueError(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}")
         return stored
     return convert
 
 
-def counter_converter(bot, metric):
+def counter_converter(bot: str, metric: str) -> Callable[[Any], int]:
     """A function from an increment to the whole number added, or an exception."""
-    def convert(value):
+    def convert(value: Any) -> int:
         where = _where(bot, metric, value)
         what = "a counter adds whole numbers from 0 to 2^64-1"
         if isinstance(value, _NOT_NUMBERS):
@@ -100,7 +104,7 @@ def counter_converter(bot, metric):
         except TypeError:
             number = _as_float(value, where, what)
             if not math.isfinite(number) or number != math.floor(number):
-                raise RingValueError(f"{where} is not a whole number; {what}")
+                raise RingValueError(f"{where} is not a whole number; {what}") from None
             whole = int(number)
         if not 0 <= whole <= U64:
             raise RingValueError(f"{where} is out of range; {what} (a counter never goes down)")
@@ -108,9 +112,9 @@ def counter_converter(bot, metric):
     return convert
 
 
-def gauge_converter(bot, metric):
+def gauge_converter(bot: str, metric: str) -> Callable[[Any], float]:
     """A function from a gauge's value to the float stored, or an exception."""
-    def convert(value):
+    def convert(value: Any) -> float:
         where = _where(bot, metric, value)
         if isinstance(value, _NOT_NUMBERS):
             raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; a gauge holds a float")
@@ -118,15 +122,25 @@ def gauge_converter(bot, metric):
     return convert
 
 
-def check_name(bot, name):
+def converter(kind: int, bot: str, metric: str, unit: str) -> Callable[[Any], float]:
+    """The converter of a metric of `kind` (KIND_*) declared in `unit`."""
+    if kind == KIND_HISTOGRAM:
+        return histogram_converter(bot, metric, unit)
+    if kind == KIND_COUNTER:
+        return counter_converter(bot, metric)
+    return gauge_converter(bot, metric)
+
+
+def check_name(bot: str, name: str) -> None:
     if not isinstance(name, str) or not _IDENTIFIER.match(name):
         raise ValueError(f"bot {bot}: metric name {name!r} must match [a-zA-Z_][a-zA-Z0-9_]*")
 
 
-def encode_labels(labels):
+def encode_labels(labels: Mapping[str, object] | None) -> bytes:
     """'key=value' lines sorted by key, as the registry stores them; ValueError says what is wrong."""
+    labels = labels or {}
     lines = []
-    for key in sorted(labels or {}, key=str):
+    for key in sorted(labels, key=str):
         value = str(labels[key])
         if not isinstance(key, str) or not _IDENTIFIER.match(key) or key.startswith("__"):
             raise ValueError(f'label name {key!r} must match [a-zA-Z_][a-zA-Z0-9_]* and not start with "__"')

@@ -9,6 +9,8 @@ lane's read cursor up to its write cursor), so no record is dropped; the drops a
     python -m ringside.bench [--rounds N] [--calls N] [--json]
 """
 
+from __future__ import annotations
+
 import argparse
 import itertools
 import json
@@ -21,17 +23,27 @@ import struct
 import sys
 import tempfile
 import time
+from typing import Any, Callable, Optional, Tuple
 
 import ringside
 from ringside import _pure
+from ringside._backend import Backend
 
-try:
-    from ringside import _ringside
-except ImportError:
-    _ringside = None
+# A row: its name, the call timed (None: the loop alone), its argument (None: called without
+# one), and the row it is compared with (None: none).
+Row = Tuple[str, Optional[Callable[..., object]], Optional[float], Optional[str]]
 
 
-def _drain(path):
+def _extension() -> Backend | None:
+    """The C extension, if it was built."""
+    try:
+        from ringside import _ringside
+    except ImportError:
+        return None
+    return _ringside
+
+
+def _drain(path: str) -> None:
     """Consumes every record of the bot at `path`: each lane's read cursor to its write cursor."""
     with open(path, "r+b") as file:
         header = mmap.mmap(file.fileno(), _pure.PAGE_SIZE)
@@ -44,7 +56,7 @@ def _drain(path):
             view.close()
 
 
-def _timed(call, argument, calls):
+def _timed(call: Callable[..., object] | None, argument: float | None, calls: int) -> float:
     """Nanoseconds per call of `call(argument)` (or `call()` when argument is None), loop included."""
     loop = itertools.repeat(argument, calls)
     if call is None:
@@ -63,20 +75,23 @@ def _timed(call, argument, calls):
     return (time.perf_counter_ns() - start) / calls
 
 
-def _rows(directory):
-    """(row name, call, argument, baseline row) for each row; and the bots to drain and close."""
-    rows, bots = [], []
-    backends = [("ringside", _ringside)] if _ringside is not None else []
-    backends.append(("ringside pure", _pure))
-    for label, backend in backends:
-        bot = ringside.Bot(f"bench-{backend.__name__.rsplit('.', 1)[1]}", directory, lane_capacity=1 << 20, _backend=backend)
+def _rows(directory: str) -> tuple[list[Row], list[ringside.Bot], bool]:
+    """The rows, the bots to drain and close, and whether prometheus_client's rows are there."""
+    rows: list[Row] = []
+    bots = []
+    extension = _extension()
+    backends: list[tuple[str, str, Backend]] = [("ringside", "_ringside", extension)] if extension is not None else []
+    backends.append(("ringside pure", "_pure", _pure))
+    for label, module, backend in backends:
+        bot = ringside.Bot(f"bench-{module}", directory, lane_capacity=1 << 20, _backend=backend)
         bots.append(bot)
         latency = bot.histogram("latency", unit="s", labelnames=("symbol",)).labels("AAPL")
         orders = bot.counter("orders")
         exposure = bot.gauge("exposure")
         family = bot.histogram("by_symbol", unit="s", labelnames=("symbol",))
-        for call, argument in ((latency.observe, 0.0012), (exposure.set, 1.5), (orders.inc, None)):
-            call(argument) if argument is not None else call()  # each thread's lane claimed before timing
+        latency.observe(0.0012)  # each thread's lane claimed before timing
+        exposure.set(1.5)
+        orders.inc()
         family.labels("AAPL").observe(0.0012)
         rows += [
             (f"{label}: Histogram.observe(0.0012)", latency.observe, 0.0012, "prometheus_client: Histogram.observe"),
@@ -85,35 +100,41 @@ def _rows(directory):
             (f"{label}: Counter.inc()", orders.inc, None, "prometheus_client: Counter.inc"),
             (f"{label}: Gauge.set(1.5)", exposure.set, 1.5, "prometheus_client: Gauge.set"),
         ]
+    prometheus_rows = _prometheus_rows()
+    rows += prometheus_rows or []
+    rows.append(("the loop alone", None, None, None))
+    return rows, bots, prometheus_rows is not None
+
+
+def _prometheus_rows() -> list[Row] | None:
+    """prometheus_client's calls, or None when it is not installed."""
     try:
         import prometheus_client
     except ImportError:
-        prometheus_client = None
-    if prometheus_client is not None:
-        registry = prometheus_client.CollectorRegistry()
-        histogram = prometheus_client.Histogram("latency_seconds", "latency", registry=registry)
-        labelled = prometheus_client.Histogram("by_symbol_seconds", "latency", ["symbol"], registry=registry)
-        counter = prometheus_client.Counter("orders", "orders", registry=registry)
-        gauge = prometheus_client.Gauge("exposure", "exposure", registry=registry)
-        rows += [
-            ("prometheus_client: Histogram.observe", histogram.observe, 0.0012, None),
-            ("prometheus_client: labels('AAPL').observe", lambda v: labelled.labels("AAPL").observe(v), 0.0012, None),
-            ("prometheus_client: Counter.inc", counter.inc, None, None),
-            ("prometheus_client: Gauge.set", gauge.set, 1.5, None),
-        ]
-    rows.append(("the loop alone", None, None, None))
-    return rows, bots, prometheus_client is not None
+        return None
+    registry = prometheus_client.CollectorRegistry()
+    histogram = prometheus_client.Histogram("latency_seconds", "latency", registry=registry)
+    labelled = prometheus_client.Histogram("by_symbol_seconds", "latency", ["symbol"], registry=registry)
+    counter = prometheus_client.Counter("orders", "orders", registry=registry)
+    gauge = prometheus_client.Gauge("exposure", "exposure", registry=registry)
+    return [
+        ("prometheus_client: Histogram.observe", histogram.observe, 0.0012, None),
+        ("prometheus_client: labels('AAPL').observe", lambda v: labelled.labels("AAPL").observe(v), 0.0012, None),
+        ("prometheus_client: Counter.inc", counter.inc, None, None),
+        ("prometheus_client: Gauge.set", gauge.set, 1.5, None),
+    ]
 
 
-def run(rounds, calls):
+def run(rounds: int, calls: int) -> tuple[list[dict[str, Any]], int, bool]:
     directory = tempfile.mkdtemp(prefix="ringside-pybench.", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
         rows, bots, has_prometheus = _rows(directory)
-        samples = {name: [] for name, _, _, _ in rows}
+        samples: dict[str, list[float]] = {name: [] for name, _, _, _ in rows}
         for _ in range(rounds):
             for name, call, argument, _ in rows:
                 for bot in bots:
-                    _drain(bot.path)
+                    if bot.path is not None:  # None: disabled (RINGSIDE_DISABLED), nothing to drain
+                        _drain(bot.path)
                 samples[name].append(_timed(call, argument, calls))
         results = []
         for name, _, _, baseline in rows:
@@ -129,7 +150,7 @@ def run(rounds, calls):
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _machine():
+def _machine() -> str:
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:
@@ -140,7 +161,7 @@ def _machine():
     return platform.machine()
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ringside.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7, help="rounds, each running every row once (default 7)")
     parser.add_argument("--calls", type=int, default=200_000, help="calls per row per round (default 200,000)")

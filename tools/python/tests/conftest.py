@@ -70,6 +70,16 @@ def ring_dir():
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def find_series(latest, ring, metric, **labels):
+    """The series of `metric` with exactly `labels` in ring `ring` of one /latest page, or None.
+    A condition on several series reads them from one page: pages fetched one after another may
+    be of different passes (a series seen before its records and another after them)."""
+    for entry in latest["series"]:
+        if entry["ring"] == ring and entry["metric"] == metric and entry["labels"] == labels:
+            return entry
+    return None
+
+
 class Collector:
     """A ringside-collector process draining one directory, and its HTTP endpoints."""
 
@@ -102,10 +112,7 @@ class Collector:
 
     def series(self, ring, metric, **labels):
         """The /latest series of `metric` with exactly `labels` in ring `ring`, or None."""
-        for entry in self.latest()["series"]:
-            if entry["ring"] == ring and entry["metric"] == metric and entry["labels"] == labels:
-                return entry
-        return None
+        return find_series(self.latest(), ring, metric, **labels)
 
     def wait_for(self, what, condition, timeout=20):
         """Polls condition() until it returns something true; fails saying `what` otherwise."""

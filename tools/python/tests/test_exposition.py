@@ -7,7 +7,7 @@ import urllib.request
 import pytest
 
 import ringside
-from conftest import IN_CI
+from conftest import IN_CI, find_series
 
 
 def fetch(collector, path, headers):
@@ -37,8 +37,16 @@ def test_openmetrics_parses_with_prometheus_client(ring_dir, collector, parser):
     orders.labels("buy").inc(7)
     depth.set(3)
     bot.close()
-    collector.wait_for("the records", lambda: (
-        (s := collector.series("om-bot", "order_fill_latency", symbol="AAPL")) and s["total_count"] == 1000))
+
+    def landed():
+        # The records drained and the cells read (on the collector's own schedule), on one page.
+        latest = collector.latest()
+        fills = find_series(latest, "om-bot", "order_fill_latency", symbol="AAPL")
+        buys = find_series(latest, "om-bot", "orders", side="buy")
+        level = find_series(latest, "om-bot", "queue_depth", venue='X"NAS')
+        return (fills and fills["total_count"] == 1000 and buys and buys["total"] == 7
+                and level and level["value"] == 3)
+    collector.wait_for("the records and cells", landed)
     headers, body = fetch(collector, "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0"})
     assert headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
     text = body.decode()
@@ -66,5 +74,6 @@ def test_gzip_when_asked_and_the_same_page_inside(ring_dir, collector):
     assert b'orders_total{ring="gz-bot"} 3' in page
     assert len(zipped) * 3 < len(page)
     # The same families (process figures may differ between the two renders).
-    names = lambda text: [line.split()[2] for line in text.decode().splitlines() if line.startswith("# TYPE")]
+    def names(text):
+        return [line.split()[2] for line in text.decode().splitlines() if line.startswith("# TYPE")]
     assert names(page) == names(plain)

@@ -8,7 +8,6 @@ import time
 import pytest
 
 import ringside
-
 from conftest import Collector, _collector_path, missing
 
 try:

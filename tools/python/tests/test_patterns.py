@@ -1,12 +1,15 @@
 """Every instrumentation pattern, read back through the real collector, on both backends."""
 
 import asyncio
+import os
 import re
 import threading
+import time
 
 import pytest
 
 import ringside
+from conftest import find_series
 
 
 def attach(backend, ring_dir, name, **options):
@@ -50,21 +53,23 @@ def test_every_pattern_lands_in_the_collector(backend, ring_dir, collector):
     bot.close()
 
     def landed():
-        aapl_series = collector.series("patterns", "order_fill_latency", symbol="AAPL")
-        msft = collector.series("patterns", "order_fill_latency", symbol="MSFT")
-        buy = collector.series("patterns", "orders", side="buy")
-        sell = collector.series("patterns", "orders", side="sell")
-        gauge = collector.series("patterns", "gross_exposure")
-        if aapl_series and msft and buy and sell and gauge and msft["total_count"] == 4:
-            return aapl_series, msft, buy, sell, gauge
+        latest = collector.latest()  # one page for every series (see find_series)
+        series = (find_series(latest, "patterns", "order_fill_latency", symbol="AAPL"),
+                  find_series(latest, "patterns", "order_fill_latency", symbol="MSFT"),
+                  find_series(latest, "patterns", "orders", side="buy"),
+                  find_series(latest, "patterns", "orders", side="sell"),
+                  find_series(latest, "patterns", "gross_exposure"))
+        aapl_series, msft, buy, sell, gauge = series
+        # Every record drained (2 for AAPL; 4 for MSFT: with, a function, a coroutine, start/stop),
+        # and the cells read (the counters' totals, the gauge's value), which the collector reads
+        # on a schedule of its own: the condition is the whole final state, not a part of it.
+        if (all(series) and aapl_series["total_count"] == 2 and msft["total_count"] == 4
+                and buy["total"] == 42 and sell["total"] == 7 and gauge["value"] == 1.25e6 + 10 - 2.5):
+            return series
         return None
-    aapl_series, msft, buy, sell, gauge = collector.wait_for("every series", landed)
+    aapl_series, msft, buy, sell, gauge = collector.wait_for("every record and cell", landed)
     assert aapl_series["unit"] == "ns" and aapl_series["help"] == "fill latency"
-    assert aapl_series["total_count"] == 2
     assert int(aapl_series["total_sum"]) == 1_200_000 + 2_500_000  # seconds, stored as exact nanoseconds
-    assert msft["total_count"] == 4  # with, a function, a coroutine, start/stop
-    assert buy["total"] == 42 and sell["total"] == 7
-    assert gauge["value"] == 1.25e6 + 10 - 2.5
     page = collector.get("/metrics")
     assert re.search(r'^order_fill_latency_seconds_count\{[^}]*symbol="AAPL"[^}]*\} 2$', page, re.M), page[:2000]
 
@@ -121,6 +126,16 @@ def test_threads_write_lanes_of_their_own_and_lose_nothing(backend, ring_dir, co
     assert histogram["dropped_records"] == dropped
 
 
+def wait_until_gone(thread):
+    """Waits for the OS thread of a joined thread to exit: join() returns once Python is done with
+    the thread, and the C producer retires a lane in a pthread key destructor, which runs after
+    that, as the OS thread exits (its /proc/self/task entry then goes)."""
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/self/task/{thread.native_id}"):
+        assert time.monotonic() < deadline, f"thread {thread.native_id} has not exited 10 s after join()"
+        time.sleep(0.001)
+
+
 def test_a_finished_thread_hands_its_lane_to_the_next(backend, ring_dir):
     bot = attach(backend, ring_dir, "reuse")
     latency = bot.histogram("latency", unit="ns")
@@ -128,6 +143,7 @@ def test_a_finished_thread_hands_its_lane_to_the_next(backend, ring_dir):
         worker = threading.Thread(target=lambda: [latency.observe(v) for v in range(10)])
         worker.start()
         worker.join()
+        wait_until_gone(worker)
     assert bot.lanes_allocated == 1
     assert bot.records_written == 50
     bot.close()

@@ -1,13 +1,12 @@
 """Processes: fork, a second producer, RINGSIDE_DISABLED, the backend choice, the benchmark."""
 
 import json
-import os
 import sys
 
 import pytest
 
 import ringside
-from conftest import IN_CI, run_python, _ringside
+from conftest import IN_CI, _ringside, run_python
 
 
 def test_the_extension_is_built_where_ci_runs():
@@ -61,6 +60,42 @@ def test_a_forked_child_writes_nothing_to_its_parents_bot(backend, ring_dir, col
         (s := collector.series("parent", "latency")) and s["total_count"] == 2 and int(s["total_sum"]) == 4_000_000))
     collector.wait_for("the child's own bot", lambda: (
         (s := collector.series("child", "orders")) and s["total"] == 5))
+
+
+FORK_CLOSE = """
+import os, ringside
+from ringside import _pure
+backend = {backend}
+bot = ringside.Bot("parent", {directory!r}, _backend=backend)
+latency = bot.histogram("latency", unit="s")
+orders = bot.counter("orders")
+level = bot.gauge("level")
+latency.observe(0.001)  # the thread's lane, claimed before the fork
+pid = os.fork()
+if pid == 0:
+    bot.close()
+    for name, call, argument in (("observe", latency.observe, 0.002), ("inc", orders.inc, 1), ("set", level.set, 1.0)):
+        try:
+            print("child:", name, "returned", call(argument), flush=True)
+        except ringside.RingError as error:
+            print("child:", name, "raised", error, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent wrote", latency.observe(0.003), flush=True)
+bot.close()
+"""
+
+
+def test_a_forked_child_that_closed_its_parents_bot_is_told_it_is_closed(backend, ring_dir):
+    # As anywhere else: a call through a closed bot raises RingError (a forked child's calls,
+    # before it closes the bot, return False: the fork, not the program, stopped them).
+    name = "_ringside" if backend is _ringside else "_pure"
+    code = FORK_CLOSE.format(backend=f"__import__('ringside.{name}').{name}", directory=ring_dir)
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    child = [line for line in result.stdout.splitlines() if line.startswith("child:")]
+    assert child == [f"child: {call} raised bot parent is closed" for call in ("observe", "inc", "set")], result.stdout
+    assert "parent wrote True" in result.stdout  # the child's close() left the parent's bot alone
 
 
 HOLD = """

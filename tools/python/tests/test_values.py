@@ -21,6 +21,9 @@ def bot(backend, ring_dir):
     ("s", math.nan, ValueError),
     ("s", math.inf, ValueError),
     ("s", 2.0**64, ValueError),          # 1.8e19 s is far beyond 2^64 ns
+    ("s", 1e300, ValueError),            # a float whose nanoseconds overflow to infinity
+    ("ms", 1e305, ValueError),
+    ("us", 1.7976931348623157e308, ValueError),
     ("ns", 2**64, ValueError),
     ("s", "0.1", TypeError),
     ("s", None, TypeError),
@@ -93,6 +96,13 @@ def test_registration_refuses_what_the_format_cannot_hold(bot):
         latency.labels(venue="X")
     with pytest.raises(ValueError, match="newline"):
         latency.labels("A\nB")
+    registered = bot.metric_count
+    with pytest.raises(ValueError, match=r"histogram latency: expected values for \('symbol',\), got none"):
+        latency.labels()
+    assert bot.metric_count == registered  # no series "symbol=None"
+    latency.labels(None)  # str()ed, as prometheus_client does: the series symbol="None"
+    with pytest.raises(ValueError, match="expected values"):
+        latency.labels(venue="X")  # a wrong name, not that series from the cache
     with pytest.raises(ValueError, match="no label names"):
         bot.counter("orders").labels("x")
 

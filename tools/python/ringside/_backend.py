@@ -1,0 +1,41 @@
+"""What a backend is to the package's classes (ringside/__init__.py), for type checkers: the C
+extension (_ringside, described by _ringside.pyi) and the pure module (_pure) both are one."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+# A metric's converter (_values.py): any value the hot path did not take, to the value stored (an
+# int for histograms and counters, a float for gauges), or an exception naming what is wrong.
+Converter = Callable[[Any], float]
+
+
+class Core(Protocol):
+    """An attached bot."""
+
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def lanes_allocated(self) -> int: ...
+    @property
+    def metric_count(self) -> int: ...
+    @property
+    def records_written(self) -> int: ...
+    @property
+    def records_dropped(self) -> int: ...
+
+    def register(self, name: str, kind: int, unit: int, labels: bytes, help: str, sample_every: int, /) -> int: ...
+
+    # Returns the metric's calls, as attributes: observe, start, stop; inc; set, inc, dec.
+    def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Converter, /) -> object: ...
+
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    """A backend module: attach() makes a Core."""
+
+    def attach(self, name: str, directory: str | None, lane_capacity: int | None, max_metrics: int | None,
+               max_lanes: int | None, mode: int, /) -> Core: ...
