@@ -25,6 +25,10 @@ public final class Collector: @unchecked Sendable {
     /// Released rings to take up again: a process opened their files (or events were lost).
     private var toReacquire: Set<String> = []
     private var skipped: [String: SkippedRing] = [:]
+    /// Files found while being made (not ready), and since when: tried again every pass for a
+    /// second, since a bot's file may get no other event once it is ready (its lanes come with
+    /// its threads' first records).
+    private var beingMade: [String: UInt64] = [:]
     private var sloStates: [SLOState]
     private var stats = CollectorStats()
     private var lastDiscoveryNanos: UInt64 = 0
@@ -189,6 +193,13 @@ public final class Collector: @unchecked Sendable {
             directoryChanged = false
             discover(nowNanos: now, checkingIdentities: lookAtFiles)
             lastDiscoveryNanos = now
+        }
+        for (name, since) in beingMade {
+            if tracked[name] != nil || now &- since >= Self.newRingNanos {
+                beingMade[name] = nil // attached, or left to the discoveries (a file that stays empty)
+            } else if tracked.count < ringLimit {
+                attach(name, nowNanos: now)
+            }
         }
         var drained = 0
         var changed = false
@@ -483,6 +494,7 @@ public final class Collector: @unchecked Sendable {
         // A bot attached moments ago has no rate yet, and its producer is most likely about to
         // write: look often until it has one, or the moment has passed.
         if lastAttachNanos != 0, now &- lastAttachNanos < Self.newRingNanos { sleep = min(sleep, Self.newRingSleepNanos) }
+        if !beingMade.isEmpty { sleep = min(sleep, Self.newRingSleepNanos) }
         guard hasUnpublishedChanges else { return sleep }
         let due = lastPublishNanos &+ publishIntervalNanos
         return min(sleep, due > now ? due - now : 0)
@@ -590,8 +602,11 @@ public final class Collector: @unchecked Sendable {
         let problem = "\(error)"
         switch error {
         case .notReady:
-            // Being created: look again at the next discovery, quietly.
-            skipped[name] = SkippedRing(problem: problem, retryAtNanos: now, isQuiet: true)
+            // Being created: looked at again every pass for a second (see `beingMade`), then at
+            // each discovery, quietly.
+            let since = skipped[name]?.notReadySinceNanos ?? now
+            skipped[name] = SkippedRing(problem: problem, retryAtNanos: now, isQuiet: true, notReadySinceNanos: since)
+            if now &- since < Self.newRingNanos { beingMade[name] = since }
             return
         default:
             break
@@ -1052,6 +1067,8 @@ struct SkippedRing {
     var retryAtNanos: UInt64
     /// Not worth showing (a ring still being created).
     var isQuiet: Bool
+    /// When it was first found not ready (still being created), if it is.
+    var notReadySinceNanos: UInt64?
 }
 
 /// A ring the collector drains, with its series and what was last logged about it.
