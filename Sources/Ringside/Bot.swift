@@ -9,6 +9,7 @@ import Glibc
 /// ```swift
 /// let bot = try Bot.attach("bot-a")                   // /dev/shm/ringside.bot-a
 /// let fill = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
+/// let orders = try bot.counter("orders")
 /// fill.record(elapsedNanos)                           // any thread or task: no lock, allocation or syscall
 /// try await fill.measure { try await sendOrder() }    // an async span
 /// orders.increment()                                  // exact, even when the thread's lane is full
@@ -20,7 +21,9 @@ import Glibc
 /// further thread's histogram records are counted as dropped (its counter increments and gauge
 /// values are still exact). Swift's cooperative pool, Dispatch queues and plain threads all work.
 ///
-/// The bot and its handles are `Sendable`: store them in a `let` anywhere, module level included.
+/// The bot and its handles are `Sendable`: share them with every thread and task. Make the
+/// handles when the bot starts (a struct of your metrics): a module-level `let` is made on its
+/// first use, and a metric not registered yet is not exported.
 /// The collector shows the bot as one: one series per metric and label set, its lanes merged.
 ///
 /// After `fork()`, the child writes nothing to its parent's bot (it says so once on stderr):
@@ -67,7 +70,7 @@ public final class Bot: Sendable {
     /// The bot's name.
     public let name: String
     let attachment: BotAttachment
-    /// The C bot the hot path reads (its slot and generation); it lives as long as `attachment`.
+    /// The C bot (its handles carry its address too); it lives as long as `attachment`.
     @usableFromInline nonisolated(unsafe) let bot: UnsafeMutablePointer<rs_bot>
 
     private init(attachment: BotAttachment) {

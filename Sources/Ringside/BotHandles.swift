@@ -3,35 +3,34 @@ import CRingside
 // The handles a bot records through, from any thread or task. Each call is the hot path: no
 // allocation, lock or system call after a thread's first record, never blocks, never throws; a
 // full lane counts a drop. A handle keeps its bot attached, and carries the C bot's address
-// itself, so a call touches no reference count.
+// itself, so a call reads no object of Swift's.
 
-/// The C bot a handle writes through: its address never changes while the attachment lives,
-/// and the C bot is safe from any thread by its contract (see `BotAttachment`).
+/// What every handle holds: the C bot and the metric it writes, and the attachment that keeps
+/// the C bot alive (which the hot path never reads).
 @usableFromInline
-struct BotAddress: @unchecked Sendable { // unchecked: a pointer; what it points to is thread-safe C
-    @usableFromInline let pointer: UnsafeMutablePointer<rs_bot>
+struct BotMetric: @unchecked Sendable { // unchecked: `bot` is a pointer; the C bot is safe from any thread
+    @usableFromInline let bot: UnsafeMutablePointer<rs_bot>
+    @usableFromInline let metric: rs_metric
+    let owner: BotAttachment
 
-    init(_ attachment: BotAttachment) { pointer = attachment.pointer }
+    init(_ bot: Bot, _ metric: rs_metric) {
+        owner = bot.attachment
+        self.bot = bot.attachment.pointer
+        self.metric = metric
+    }
 }
 
 extension Bot {
     /// A counter's handle: increments kept in the lane's cell, exact even when the lane is full.
     public struct Counter: Sendable {
-        @usableFromInline let address: BotAddress
-        @usableFromInline let metric: rs_metric
-        /// Keeps the bot attached while the handle lives; the hot path does not read it.
-        let owner: BotAttachment
+        @usableFromInline let target: BotMetric
 
-        init(bot: Bot, metric: rs_metric) {
-            owner = bot.attachment
-            address = BotAddress(bot.attachment)
-            self.metric = metric
-        }
+        init(bot: Bot, metric: rs_metric) { target = BotMetric(bot, metric) }
 
         /// Adds `amount` (default 1): exact, whatever the thread's lane holds.
         @inlinable
         public func increment(by amount: UInt64 = 1) {
-            rs_bot_count(address.pointer, metric, amount)
+            rs_bot_count(target.bot, target.metric, amount)
         }
 
         /// Adds `amount`, clamped to `0...UInt64.max`: a negative amount adds nothing.
@@ -44,20 +43,14 @@ extension Bot {
     /// A gauge's handle: the collector reports the last value set, by any thread (exact), and
     /// each window's min and max (from records, which a full lane may drop).
     public struct Gauge: Sendable {
-        @usableFromInline let address: BotAddress
-        @usableFromInline let metric: rs_metric
-        let owner: BotAttachment
+        @usableFromInline let target: BotMetric
 
-        init(bot: Bot, metric: rs_metric) {
-            owner = bot.attachment
-            address = BotAddress(bot.attachment)
-            self.metric = metric
-        }
+        init(bot: Bot, metric: rs_metric) { target = BotMetric(bot, metric) }
 
         /// Sets the gauge.
         @inlinable
         public func set(_ value: Double) {
-            _ = rs_bot_set(address.pointer, metric, value)
+            _ = rs_bot_set(target.bot, target.metric, value)
         }
 
         /// Sets the gauge to an integer (as the nearest `Double`).
@@ -69,20 +62,14 @@ extension Bot {
 
     /// A histogram's handle: observations, or spans timed with the precise clock.
     public struct Histogram: Sendable {
-        @usableFromInline let address: BotAddress
-        @usableFromInline let metric: rs_metric
-        let owner: BotAttachment
+        @usableFromInline let target: BotMetric
 
-        init(bot: Bot, metric: rs_metric) {
-            owner = bot.attachment
-            address = BotAddress(bot.attachment)
-            self.metric = metric
-        }
+        init(bot: Bot, metric: rs_metric) { target = BotMetric(bot, metric) }
 
         /// Records one observation, in the histogram's unit.
         @inlinable
         public func record(_ value: UInt64) {
-            _ = rs_bot_record(address.pointer, metric, value)
+            _ = rs_bot_record(target.bot, target.metric, value)
         }
 
         /// Records an integer observation, clamped to `0...UInt64.max`: never traps.
@@ -95,7 +82,7 @@ extension Bot {
         /// times), rounded down; a negative duration records 0, one too long records `UInt64.max`.
         @inlinable
         public func record(_ duration: Duration) {
-            record(duration.units(ofNanoseconds: UInt64(metric.ns_per_unit)))
+            record(duration.units(ofNanoseconds: UInt64(target.metric.ns_per_unit)))
         }
 
         /// Starts timing a span: reads the precise clock (CLOCK_MONOTONIC). `stop()` records it.
@@ -120,7 +107,7 @@ extension Bot {
             /// calling thread's lane.
             @inlinable
             public func stop() {
-                _ = rs_bot_record_span(histogram.address.pointer, histogram.metric, start)
+                _ = rs_bot_record_span(histogram.target.bot, histogram.target.metric, start)
             }
         }
 

@@ -127,7 +127,7 @@ struct RingOwnershipTests {
             // The next process: same metrics, the counter carries on from the dead one's total.
             let ring = try Bot.attach("kit", directory: directory.path)
             let counter = try ring.counter("orders", labels: ["side": "buy"])
-            #expect(counter.metric.index == orders.index && ring.registeredMetrics.count == 3)
+            #expect(counter.target.metric.index == orders.index && ring.registeredMetrics.count == 3)
             #expect(try inspector.cells(of: orders).total == total, "re-attaching changes no total")
             counter.increment(by: 5)
             #expect(try inspector.cells(of: orders).total == total + 5)

@@ -123,8 +123,8 @@ struct RingProducerTests {
             let first = try ring.counter("orders", labels: ["side": "buy", "venue": "x"])
             let again = try ring.counter("orders", labels: ["venue": "x", "side": "buy"])
             let other = try ring.counter("orders", labels: ["side": "sell"])
-            #expect(first.metric.index == again.metric.index)
-            #expect(other.metric.index != first.metric.index)
+            #expect(first.target.metric.index == again.target.metric.index)
+            #expect(other.target.metric.index != first.target.metric.index)
             #expect(ring.registeredMetrics.count == 2)
             #expect(ring.registeredMetrics[0].encodedLabels == "side=buy\nvenue=x")
             #expect(throws: RingError.self) { try ring.histogram("orders", labels: ["side": "sell"]) }
