@@ -195,6 +195,12 @@ public struct Histogram: Sendable {
     public var allocatedBytes: Int {
         pageTable.capacity * MemoryLayout<UInt16>.stride + slots.capacity * MemoryLayout<UInt64>.stride
     }
+
+    /// Bytes of counts in use (sparse entries, or the page table and the touched pages), whatever
+    /// the arrays' capacity: what the storage scheme itself takes, free of the allocator's rounding.
+    package var storedBytes: Int {
+        pageTable.count * MemoryLayout<UInt16>.stride + slots.count * MemoryLayout<UInt64>.stride
+    }
 }
 
 extension Histogram: Equatable {
