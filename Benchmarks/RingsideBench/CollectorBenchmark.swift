@@ -274,9 +274,10 @@ final class RingFiller: @unchecked Sendable {
                 for (ring, mix) in made {
                     // Counters write no records (their cells count), so write until the ring is
                     // full and count the records it took, not the calls.
-                    let before = ring.currentThreadLane.recordsWritten
-                    while ring.currentThreadLane.freeSlots > 0 { mix.write(i); i &+= 1 }
-                    total += Int(ring.currentThreadLane.recordsWritten - before)
+                    let lane = ring.currentThreadLane
+                    let before = lane.recordsWritten
+                    while lane.freeSlots > 0 { mix.write(i); i &+= 1 }
+                    total += Int(lane.recordsWritten - before)
                 }
                 written = total
                 done.signal()

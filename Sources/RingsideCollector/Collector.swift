@@ -78,6 +78,8 @@ public final class Collector: @unchecked Sendable {
     static let livenessIntervalNanos: UInt64 = 1_000_000_000
     static let activeLivenessIntervalNanos: UInt64 = 250_000_000
     static let idleLivenessIntervalNanos: UInt64 = 30_000_000_000
+    /// A look is due this much early: a ring looked at late in one round (a pass cut short) is
+    /// still due in the next, not one round later.
     static let lookSlackNanos: UInt64 = 50_000_000
     /// A ring that recorded this recently is asked each second (a bot stopped within 10 s of
     /// its last record is seen stopped within a second), however quiet it is now.

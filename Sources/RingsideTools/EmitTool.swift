@@ -184,7 +184,7 @@ package enum EmitTool {
         }
         let ring = try Bot.attach(options.ring, directory: directory.path, options: ringOptions)
         // The lane now: a full directory is an error, never a wait for room that cannot come.
-        _ = try ring.claimCurrentThreadLane()
+        let lane = try ring.claimCurrentThreadLane()
         let write: (UInt64) -> Void
         switch options.kind {
         case .histogram:
@@ -197,14 +197,14 @@ package enum EmitTool {
             let gauge = try ring.gauge(options.metric, unit: options.unit, labels: options.labels)
             write = { gauge.set(Double(bitPattern: $0)) }
         }
-        let droppedBefore = ring.currentThreadLane.recordsDropped
+        let droppedBefore = lane.recordsDropped
         var written = 0
         var saidWaiting = false
         // Counters write no records (their increments go to a cell), so only the others need room.
         let needsRoom = options.kind != .counter && !options.drop
         func emitOne(_ bits: UInt64) {
             if needsRoom {
-                while ring.currentThreadLane.freeSlots == 0 {
+                while lane.freeSlots == 0 {
                     if !saidWaiting {
                         console.printError("ringside-emit: ring \(options.ring) is full; waiting for a collector to make room "
                             + "(--drop drops instead)")
@@ -234,7 +234,7 @@ package enum EmitTool {
                 }
             }
         }
-        let dropped = ring.currentThreadLane.recordsDropped &- droppedBefore
+        let dropped = lane.recordsDropped &- droppedBefore
         let target = options.ring + "/" + options.metric
         var summary = ring.isEnabled ? "wrote \(written - Int(dropped)) value\(written - Int(dropped) == 1 ? "" : "s") to \(target)"
                                      : "wrote nothing to \(target): \(Bot.disableEnvironmentVariable) is set"

@@ -170,7 +170,7 @@ if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-w
 do {
     let ring = try Bot.attach(ringName, directory: options["dir"], options: ringOptions)
     // This thread's lane now: a full directory is an error here (exit 2), not a run of drops.
-    _ = try ring.claimCurrentThreadLane()
+    let lane = try ring.claimCurrentThreadLane()
     if mode == "many-metrics" {
         for index in 0..<metricCount {
             let labels = ["series": String(index)]
@@ -186,7 +186,7 @@ do {
                 for value in 0..<count { gauge.set(Double(value)) }
             }
         }
-        print("wrote \(ring.currentThreadLane.recordsWritten) dropped \(ring.currentThreadLane.recordsDropped)")
+        print("wrote \(lane.recordsWritten) dropped \(lane.recordsDropped)")
         exit(0)
     }
     if mode == "kit" {
@@ -200,17 +200,17 @@ do {
     }
     if mode == "count-allocations" {
         let result = try countAllocations(ring, count: count)
-        print("allocations \(result.calls) heap_bytes \(result.heapBytes) dropped \(ring.currentThreadLane.recordsDropped)")
+        print("allocations \(result.calls) heap_bytes \(result.heapBytes) dropped \(lane.recordsDropped)")
         exit(0)
     }
     let sequence = try ring.histogram("sequence", unit: .none, labels: ["source": "test"])
-    let droppedBefore = ring.currentThreadLane.recordsDropped, writtenBefore = ring.currentThreadLane.recordsWritten
+    let droppedBefore = lane.recordsDropped, writtenBefore = lane.recordsWritten
     for value in start..<(start + count) {
-        if waitForRoom { while ring.currentThreadLane.freeSlots == 0 { usleep(100) } }
+        if waitForRoom { while lane.freeSlots == 0 { usleep(100) } }
         sequence.record(value)
     }
-    let dropped = ring.currentThreadLane.recordsDropped - droppedBefore
-    let written = ring.currentThreadLane.recordsWritten - writtenBefore
+    let dropped = lane.recordsDropped - droppedBefore
+    let written = lane.recordsWritten - writtenBefore
     if mode == "hold" {
         FileHandle.standardOutput.write(Data("ready \(getpid())\n".utf8))
         while true { sleep(60) }
@@ -229,8 +229,9 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
     sigaddset(&terminate, SIGTERM)
     sigprocmask(SIG_BLOCK, &terminate, nil)
     let histogram = try ring.histogram("blast", unit: .none, labels: ["source": "test"])
+    let lane = ring.currentThreadLane
     FileHandle.standardOutput.write(Data("attached \(getpid())\n".utf8))
-    let writtenBefore = ring.currentThreadLane.recordsWritten, droppedBefore = ring.currentThreadLane.recordsDropped
+    let writtenBefore = lane.recordsWritten, droppedBefore = lane.recordsDropped
     let startNanos = rs_clock_precise_ns()
     let endNanos = startNanos + UInt64(seconds * 1e9)
     var attempts: UInt64 = 0
@@ -239,7 +240,7 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
         let batch: UInt64 = rate > 0 ? max(1, UInt64(rate / 1000)) : 4096
         var index: UInt64 = 0
         while index < batch {
-            histogram.record(ring.currentThreadLane.recordsWritten + 1)
+            histogram.record(lane.recordsWritten + 1)
             index += 1
         }
         attempts += batch
@@ -254,8 +255,8 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
         }
     }
     // Wrapping: a file truncated under us reads as zeros, counters included (see `faults`).
-    print("attempts \(attempts) written \(ring.currentThreadLane.recordsWritten &- writtenBefore) "
-        + "dropped \(ring.currentThreadLane.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed())")
+    print("attempts \(attempts) written \(lane.recordsWritten &- writtenBefore) "
+        + "dropped \(lane.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed())")
 }
 
 /// `kit`: the operator's-kit tests' bot. Records histogram "order_fill_latency" (ns)
@@ -267,9 +268,10 @@ func kit(_ ring: Bot, count: UInt64, start: UInt64, step: UInt64, perSecond: UIn
                                   help: "Order to fill")
     let orders = try ring.counter("orders", labels: ["side": "buy"], help: "Orders sent")
     let exposure = try ring.gauge("gross_exposure", help: "Gross exposure in dollars")
+    let lane = ring.currentThreadLane
     var index: UInt64 = 0
     while index < count {
-        while ring.currentThreadLane.freeSlots == 0 { usleep(100) }
+        while lane.freeSlots == 0 { usleep(100) }
         fill.record(start + index * step)
         index += 1
     }
@@ -280,7 +282,7 @@ func kit(_ ring: Bot, count: UInt64, start: UInt64, step: UInt64, perSecond: UIn
         // Catch up to PER_SECOND * elapsed, so a late wake-up does not lower the rate.
         let due = (rs_clock_precise_ns() - begin) * perSecond / 1_000_000_000
         while sent < due {
-            while ring.currentThreadLane.freeSlots == 0 { usleep(100) }
+            while lane.freeSlots == 0 { usleep(100) }
             orders.increment()
             sent += 1
         }
