@@ -47,8 +47,9 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
             return "invalid ring name \"\(name)\": \(reason)"
         case let .invalidMetric(ring, metric, reason):
             return "ring \(ring): metric \"\(metric)\": \(reason)"
-        case let .metricConflict(ring, metric, reason):
-            return "ring \(ring): metric \"\(metric)\" is already registered \(reason)"
+        case let .metricConflict(ring, _, reason):
+            // The reason names the metric and both registrations: "metric m{…} is already registered as …".
+            return "ring \(ring): \(reason)"
         case let .registryFull(ring, capacity):
             return "ring \(ring): the metric registry is full (\(capacity) metrics); "
                 + "attach with a larger maxMetrics and recreate the ring"

@@ -265,6 +265,19 @@ struct BotTests {
         }
     }
 
+    @Test("registering a metric again differently says so once, naming both registrations")
+    func conflictSaidOnce() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("conflict", directory: directory.path)
+            _ = try bot.counter("dup_metric", labels: ["venue": "X"])
+            let error = #expect(throws: RingError.self) { try bot.histogram("dup_metric", unit: .nanoseconds, labels: ["venue": "X"]) }
+            let text = "\(try #require(error))"
+            #expect(text.hasPrefix("ring conflict: metric dup_metric{venue=\"X\"} is already registered as counter"), "\(text)")
+            #expect(text.components(separatedBy: "already registered").count == 2, "said once: \(text)")
+            #expect(text.contains("asked for histogram"), "\(text)")
+        }
+    }
+
     @Test("a TaskGroup of 100 tasks times async spans with measure: 100 records in the histogram's unit")
     func asyncMeasureInTasks() throws {
         try withRingDirectory { directory in
