@@ -52,6 +52,7 @@ typedef struct {
     uint32_t countdown_stride;  /* entries per sample_countdown row (128-byte rows) */
     uint32_t disabled_metrics;  /* a disabled bot's registrations, for their indices */
     int forked;                 /* 1 in a forked child: the file is the parent's */
+    int said_forked;            /* the child was told so on stderr (at its first record) */
     int said_why_laneless;      /* the "no lane could be added" message went to stderr */
     uint32_t lanes_mapped;      /* lanes this process mapped: the file's count at attach, plus those
                                    it added. Any process of the user can write the file's count, so
@@ -78,6 +79,7 @@ static void rsp_thread_exit(void *unused);
 static void rsp_fork_prepare(void);
 static void rsp_fork_parent(void);
 static void rsp_fork_child(void);
+static void rsp_say_forked(rsp_bot *b);
 
 static void rsp_init_process(void) {
     rsp_thread_key_created = pthread_key_create(&rsp_thread_key, rsp_thread_exit) == 0;
@@ -1159,6 +1161,7 @@ rs_producer *rs_bot_claim_lane(rs_bot *bot) {
     rs_thread_lane *entry = &rs_thread_lanes[bot->slot];
     if (entry->generation == bot->generation) return entry->producer; /* claimed already */
     rs_producer *producer = &bot->disabled;
+    if (rsp_of(bot)->forked) rsp_say_forked(rsp_of(bot));
     if (bot->enabled) {
         rsp_bot *b = rsp_of(bot);
         pthread_mutex_lock(&bot->mutex);
@@ -1330,6 +1333,16 @@ static void rsp_disown(rsp_bot *b) {
     rsp_unmap_all(b); /* munmap and close are plain system calls: safe in a forked child */
     if (bot->fd >= 0) close(bot->fd);
     bot->fd = -1;
+}
+
+/**
+ * Says once, at the child's first record through the parent's bot, that it writes nothing: said
+ * at the fork instead, every worker of a pool would say it, whether it records or not.
+ */
+static void rsp_say_forked(rsp_bot *b) {
+    rs_bot *bot = &b->bot;
+    if (b->said_forked) return;
+    b->said_forked = 1;
     char message[512];
     size_t used = rsp_append(message, 0, sizeof message, "ringside: bot ");
     used = rsp_append(message, used, sizeof message, bot->name);

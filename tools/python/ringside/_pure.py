@@ -378,6 +378,7 @@ class Bot:
         self._header: mmap.mmap | None = None  # the mapping of [0, lanes_offset): None when disabled
         self._closed = False
         self._forked = False
+        self._said_forked = False
         self._said_laneless = False
         self._owner_pid = os.getpid()
         self._max_lanes = 0
@@ -676,6 +677,14 @@ class Bot:
             pass  # an export we cannot release: the mapping stays, but nothing writes through it
         os.close(self._fd)
         self._fd = -1
+        self._said_forked = False
+
+    def _say_forked(self) -> None:
+        """Says once, at the child's first record through the parent's bot, that it writes nothing
+        (said at the fork, every worker of a pool would say it, used or not)."""
+        if self._said_forked:
+            return
+        self._said_forked = True
         os.write(2, (f"ringside: bot {self.name} is attached by pid {self._owner_pid}; this forked child (pid "
                      f"{os.getpid()}) writes nothing to it: attach a bot of its own in the child\n").encode())
 
@@ -882,7 +891,9 @@ class Bot:
             value = metric.convert(value)
         self._check_usable()  # closed: RingError, in a forked child too, as the extension's calls
         if self._forked or os.getpid() != self._owner_pid:
-            return False  # the parent's file: nothing, quietly (the child was told on stderr)
+            if self._forked:
+                self._say_forked()
+            return False  # the parent's file: nothing (said once on stderr)
         if self._header is None:
             return False  # disabled
         lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()

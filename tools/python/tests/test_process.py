@@ -62,6 +62,31 @@ def test_a_forked_child_writes_nothing_to_its_parents_bot(backend, ring_dir, col
         (s := collector.series("child", "orders")) and s["total"] == 5))
 
 
+POOL = """
+import os, ringside
+from ringside import _pure
+backend = {backend}
+bot = ringside.Bot("pool", {directory!r}, _backend=backend)
+bot.histogram("latency", unit="s").observe(0.001)
+workers = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)  # a pool worker that never touches the parent's bot
+    workers.append(pid)
+print("workers", sum(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 for pid in workers), flush=True)
+bot.close()
+"""
+
+
+def test_forked_workers_that_never_record_say_nothing(backend, ring_dir):
+    name = "_ringside" if backend is _ringside else "_pure"
+    result = run_python(POOL.format(backend=f"__import__('ringside.{name}').{name}", directory=ring_dir))
+    assert result.returncode == 0, result.stderr
+    assert "workers 3" in result.stdout
+    assert "this forked child" not in result.stderr, result.stderr  # said only by a child that records
+
+
 FORK_CLOSE = """
 import os, ringside
 from ringside import _pure

@@ -163,7 +163,8 @@ struct BotState {
     disabled_metrics: u32, // a disabled bot's registrations, for their indices
     /// (name, encoded labels) -> registry index, of every published entry.
     known: HashMap<(String, Vec<u8>), u32>,
-    forked: bool, // in a forked child: the file is the parent's
+    forked: bool,      // in a forked child: the file is the parent's
+    said_forked: bool, // the child was told so on stderr (at its first record)
     said_why_laneless: bool,
 }
 
@@ -219,7 +220,12 @@ impl BotInner {
             return writer;
         }
         let mut writer = self.max_lanes + 1; // the disabled writer
-        if self.enabled.load(Relaxed) {
+        if !self.enabled.load(Relaxed) {
+            let mut state = self.state.lock();
+            if state.forked {
+                say_forked(self, &mut state);
+            }
+        } else {
             writer = self.max_lanes; // the laneless writer
             let mut state = self.state.lock();
             // Also when the thread's exit is under way (a record from a thread-local's destructor):
@@ -596,6 +602,15 @@ fn disown(bot: &BotInner, state: &mut BotState) {
     }
     state.header = None;
     state.file = None; // close
+}
+
+/// Says once, at the child's first record through the parent's bot, that it writes nothing:
+/// said at the fork instead, every worker of a pool would say it, whether it records or not.
+fn say_forked(bot: &BotInner, state: &mut BotState) {
+    if state.said_forked {
+        return;
+    }
+    state.said_forked = true;
     let mut message = StackText::new();
     let _ = std::fmt::Write::write_fmt(
         &mut message,
@@ -1109,6 +1124,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
             disabled_metrics: 0,
             known,
             forked: false,
+            said_forked: false,
             said_why_laneless: false,
         }),
     });
