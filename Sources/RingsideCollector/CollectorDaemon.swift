@@ -71,23 +71,29 @@ public enum CollectorDaemon {
         }
         collector.start()
 
-        var dumper = options.jsonDumpPath.flatMap { path in
-            directories["--json-dump"].map { JSONDumpWriter(path: path, directory: $0, intervalNanos: options.dumpIntervalNanos) }
+        // History, the latency log and the JSON dump follow the published snapshots from here.
+        var subscribers: [any SnapshotSubscriber] = []
+        if let history = endpoints.history {
+            subscribers.append(HistorySubscriber(store: history, limit: options.historyMaxSeries))
         }
-        let hlog = options.hlogPath.flatMap { path in
-            directories["--hlog"].map {
-                HistogramLogWriter(path: path, directory: $0, maxBytes: options.hlogMaxBytes,
-                                   startRealtimeNanos: collector.startedRealtimeNanos, program: CollectorOptions.versionLine, log: log)
-            }
+        if let path = options.hlogPath, let directory = directories["--hlog"] {
+            subscribers.append(HistogramLogWriter(path: path, directory: directory, intervalNanos: options.hlogIntervalNanos,
+                                                  maxBytes: options.hlogMaxBytes, startRealtimeNanos: collector.startedRealtimeNanos,
+                                                  program: CollectorOptions.versionLine, log: log))
         }
-        /// --hlog: the interval the drain thread captured last, written here, off the drain thread.
-        func writeLatencyLog() {
-            guard let hlog, let capture = collector.histogramCaptures?.take() else { return }
-            hlog.write(capture, liveSeries: Set(collector.snapshot.series.lazy.map(\.id)))
-            collector.hlogErrorCount.store(hlog.errors, ordering: .relaxed)
+        if let path = options.jsonDumpPath, let directory = directories["--json-dump"] {
+            subscribers.append(JSONDumpWriter(path: path, directory: directory, intervalNanos: options.dumpIntervalNanos, log: log))
         }
-        if let hlog { collector.hlogErrorCount.store(hlog.errors, ordering: .relaxed) } // the open at start
-        var timeout = timespec(tv_sec: 0, tv_nsec: 250_000_000)
+        endpoints.figures.update(from: subscribers) // the latency log's open at start
+        /// The latest snapshot, with what the subscribers report of themselves.
+        func latest() -> Snapshot {
+            var snapshot = collector.snapshot
+            endpoints.figures.apply(to: &snapshot)
+            return snapshot
+        }
+        // The loop turns at least as often as the latency log's interval.
+        let turnNanos = min(250_000_000, options.hlogPath == nil ? .max : options.hlogIntervalNanos)
+        var timeout = timespec(tv_sec: Int(turnNanos / 1_000_000_000), tv_nsec: Int(turnNanos % 1_000_000_000))
         while true {
             let received = sigtimedwait(&signals, nil, &timeout)
             if received == SIGINT || received == SIGTERM {
@@ -95,24 +101,17 @@ public enum CollectorDaemon {
                 break
             }
             let now = rs_clock_precise_ns()
-            // Returns at once when the snapshot's generation was already recorded.
-            if let history = endpoints.history {
-                history.record(collector.snapshot)
-                let counts = history.counts
-                collector.historySeriesCount.store(counts.series, ordering: .relaxed)
-                collector.historyRefusedCount.store(counts.refused, ordering: .relaxed)
-            }
-            dumper?.writeIfDue(collector.snapshot, nowNanos: now, log: log)
-            writeLatencyLog()
-            sidecar?.tick(collector.snapshot, nowNanos: now)
+            let snapshot = latest()
+            for index in subscribers.indices { subscribers[index].receive(snapshot, nowNanos: now) }
+            endpoints.figures.update(from: subscribers)
+            sidecar?.tick(snapshot, nowNanos: now)
         }
 
         server.stop()
         sidecar?.stop()
         collector.stop()
-        dumper?.write(collector.snapshot, log: log)
-        writeLatencyLog()
-        hlog?.close()
+        let last = latest()
+        for index in subscribers.indices { subscribers[index].finish(last) }
         sidecar?.finish()
         log("stopped")
         return 0

@@ -7,10 +7,14 @@ import Synchronization
 ///
 /// Two kinds, for the server's two threads: `quick` answers the probes and 404s on the server's
 /// loop thread, at once whatever else is asked; `render` answers the pages on its render worker.
-/// Both read the collector's published snapshot; the renderers keep each series' text until the
-/// series changes, so a scrape formats only what changed. Safe from any thread.
+/// Both read the collector's published snapshot (and its subscribers' figures), nothing else of
+/// it; the renderers keep each series' text until the series changes, so a scrape formats only
+/// what changed. Safe from any thread.
 public final class CollectorEndpoints: Sendable {
-    private let collector: Collector
+    private let published: PublishedSnapshot
+    private let pollNanos: UInt64
+    /// What the daemon's subscribers report of themselves, shown with each snapshot.
+    let figures = SubscriberFigures()
     private let prometheus = PrometheusRenderer()
     private let latest = LatestRenderer()
     /// The bodies rendered of the latest snapshot, by route and variant: repeated scrapes cost a
@@ -29,20 +33,28 @@ public final class CollectorEndpoints: Sendable {
     public let history: HistoryStore?
 
     public init(collector: Collector) {
-        self.collector = collector
+        published = collector.published
         let options = collector.options
+        pollNanos = options.pollNanos
         history = options.historySeconds > 0
             ? HistoryStore(retentionSeconds: options.historySeconds, maxSeries: options.historyMaxSeries) : nil
     }
 
     /// The drain loop counts as stalled when its last pass is older than this.
-    var stallNanos: UInt64 { max(1_000_000_000, 10 * collector.options.pollNanos) }
+    var stallNanos: UInt64 { max(1_000_000_000, 10 * pollNanos) }
+
+    /// The latest snapshot, with the subscribers' figures.
+    private func latestSnapshot() -> Snapshot {
+        var snapshot = published.snapshot
+        figures.apply(to: &snapshot)
+        return snapshot
+    }
 
     /// Whether the drain loop makes progress (its last pass is at most `stallNanos` old), and
     /// the age of that pass in seconds (infinity before the first). What `/health` and `/-/ready` answer by.
     func drainProgress() -> (ready: Bool, lastPassAgeSeconds: Double) {
         let now = rs_clock_precise_ns()
-        let last = collector.lastPassMonotonicNanos // the loop's own progress, not the last publish's
+        let last = published.lastPassMonotonicNanos // the loop's own progress, not the last publish's
         guard last != 0 else { return (false, .infinity) }
         let age = now &- min(now, last)
         return (age <= stallNanos, Double(age) / 1e9)
@@ -56,7 +68,7 @@ public final class CollectorEndpoints: Sendable {
         case "/metrics", "/latest", "/api/history", "/":
             return nil
         case "/health":
-            let snapshot = collector.snapshot
+            let snapshot = latestSnapshot()
             let progress = drainProgress()
             return HTTPResponse(status: progress.ready ? 200 : 503, contentType: JSONExporter.contentType,
                                 body: JSONExporter.health(snapshot, isHealthy: progress.ready,
@@ -154,7 +166,7 @@ public final class CollectorEndpoints: Sendable {
     }
 
     private func cached(_ key: String, _ render: (Snapshot) -> [UInt8]) -> [UInt8] {
-        let snapshot = collector.snapshot
+        let snapshot = latestSnapshot()
         if let hit = cachedBody(key, generation: snapshot.generation) { return hit }
         let body = render(snapshot)
         cache.withLock { cache in

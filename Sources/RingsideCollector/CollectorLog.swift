@@ -1,7 +1,8 @@
 #if canImport(Glibc)
-import RingsideExport
 import Glibc
 #endif
+import CRingside
+import RingsideExport
 
 /// How the log is written (`--log-format`).
 public enum LogFormat: String, Sendable, CaseIterable {
@@ -100,5 +101,29 @@ struct LogBudget {
         summaryNanos = now
         defer { suppressedUnsaid = 0 }
         return (true, suppressedUnsaid)
+    }
+}
+
+/// The log's lines about single rings, within a `LogBudget` of 20 a second and 200 at once: a
+/// line past it is counted, and the next admitted line after a while says how many were left out.
+final class RingLog {
+    private let log: CollectorLog
+    private var budget = LogBudget(perSecond: 20, burst: 200)
+
+    init(_ log: CollectorLog) {
+        self.log = log
+    }
+
+    /// Lines left out, ever (exported as ringside_collector_log_lines_suppressed_total).
+    var suppressedTotal: UInt64 { budget.suppressedTotal }
+
+    func callAsFunction(_ message: String, level: LogLevel = .info) {
+        let (admitted, leftOut) = budget.admit(nowNanos: rs_clock_precise_ns())
+        if leftOut > 0 {
+            log("\(leftOut) lines about rings were left out of this log lately (more than \(Int(budget.perSecond)) a second); "
+                + "/health and /latest show every ring's state, ringside_collector_log_lines_suppressed_total counts them",
+                level: .warn)
+        }
+        if admitted { log(message, level: level) }
     }
 }

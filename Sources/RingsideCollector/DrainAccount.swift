@@ -3,7 +3,7 @@ import Glibc
 #endif
 
 /// One ring's drain over time: what draining it cost the drain thread lately, and how many of
-/// its records were invalid. The drain loop serves rings by it (see `Collector.serviceOrder`):
+/// its records were invalid. The drain loop serves rings by it (see `DrainScheduler.serviceOrder`):
 /// rings that cost little come first in every pass, rings that wrote invalid records lately come
 /// after every clean one, and a ring whose records are mostly invalid over a span is quarantined.
 ///
@@ -46,7 +46,7 @@ struct DrainAccount {
 
     /// Whether it has proven itself a producer of valid records: `provenRecords` of them drained.
     /// Until then its drains are small and it is served after the proven rings (see
-    /// `Collector.serviceOrder`): a ring that wrote one valid record and then floods must not go
+    /// `DrainScheduler.serviceOrder`): a ring that wrote one valid record and then floods must not go
     /// first because its history is cheap.
     var isProven: Bool { validRecords >= Self.provenRecords }
     static let provenRecords: UInt64 = 4_096

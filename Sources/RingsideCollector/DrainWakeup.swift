@@ -88,6 +88,9 @@ final class DrainWakeup {
         return (touched, overflowed)
     }
 
+    /// Whether `kinds` (a touched ring's events) hold more than a close: an open, a write, a change.
+    static func moreThanClosed(_ kinds: UInt32) -> Bool { kinds & ~UInt32(IN_CLOSE_WRITE) != 0 }
+
     /// Consumes pending events; true if one names a ring file (an open or a close aside: they
     /// only mark the ring touched) or says the watch is gone.
     private func readEvents() -> Bool {

@@ -27,6 +27,9 @@ import RingsideExport
 final class HistogramLogWriter {
     let path: String
     let maxBytes: UInt64
+    /// `--hlog-interval`, and when the last interval was written (CLOCK_MONOTONIC; 0: never).
+    let intervalNanos: UInt64
+    private var lastWriteNanos: UInt64 = 0
     private let directory: LogDirectory
     /// The file's name in `directory`.
     private let name: String
@@ -51,8 +54,10 @@ final class HistogramLogWriter {
     /// - Parameters:
     ///   - path: the log's path, as the operator gave it (for messages).
     ///   - directory: `path`'s directory, opened (see ``LogDirectory/split(_:)``).
-    init(path: String, directory: LogDirectory, maxBytes: UInt64, startRealtimeNanos: UInt64, program: String, log: CollectorLog) {
+    init(path: String, directory: LogDirectory, intervalNanos: UInt64 = 1_000_000_000, maxBytes: UInt64, startRealtimeNanos: UInt64,
+         program: String, log: CollectorLog) {
         self.path = path
+        self.intervalNanos = intervalNanos
         self.directory = directory
         name = LogDirectory.split(path).name
         self.maxBytes = maxBytes
@@ -67,6 +72,25 @@ final class HistogramLogWriter {
     func close() {
         if descriptor >= 0 { Glibc.close(descriptor) }
         descriptor = -1
+    }
+
+    /// Writes the interval that ends at `snapshot` once `intervalNanos` have passed since the last.
+    func writeIfDue(_ snapshot: Snapshot, nowNanos now: UInt64) {
+        if lastWriteNanos == 0 { lastWriteNanos = now }
+        guard now &- lastWriteNanos >= intervalNanos else { return }
+        lastWriteNanos = now
+        write(snapshot)
+    }
+
+    /// Writes the interval that ends at `snapshot`: the histogram series whose all-time count
+    /// moved since they were last written (the snapshot's series carry their all-time histograms).
+    func write(_ snapshot: Snapshot) {
+        var capture = HistogramCapture(realtimeNanos: snapshot.generatedRealtimeNanos)
+        for series in snapshot.series {
+            guard let cumulative = series.cumulative, cumulative.count != previous[series.id]?.count ?? 0 else { continue }
+            capture.series[series.id] = HistogramCapture.Series(ring: series.ring, metric: series.metric, cumulative: cumulative)
+        }
+        write(capture, liveSeries: Set(snapshot.series.lazy.map(\.id)))
     }
 
     /// Writes the interval that ends at `capture`'s time. `liveSeries`: the ids of every series

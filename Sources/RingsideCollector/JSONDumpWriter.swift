@@ -17,27 +17,29 @@ struct JSONDumpWriter {
     private let directory: LogDirectory
     /// The file's name in `directory`.
     private let name: String
+    private let log: CollectorLog
     private var lastNanos: UInt64 = 0
     private var lastError: String?
 
     /// - Parameters:
     ///   - path: the dump's path, as the operator gave it (for messages).
     ///   - directory: `path`'s directory, opened (see ``LogDirectory/split(_:)``).
-    init(path: String, directory: LogDirectory, intervalNanos: UInt64) {
+    init(path: String, directory: LogDirectory, intervalNanos: UInt64, log: CollectorLog) {
         self.path = path
+        self.log = log
         self.directory = directory
         name = LogDirectory.split(path).name
         self.intervalNanos = intervalNanos
     }
 
-    mutating func writeIfDue(_ snapshot: Snapshot, nowNanos now: UInt64, log: CollectorLog) {
+    mutating func writeIfDue(_ snapshot: Snapshot, nowNanos now: UInt64) {
         if lastNanos == 0 { lastNanos = now }
         guard now &- lastNanos >= intervalNanos else { return }
         lastNanos = now
-        write(snapshot, log: log)
+        write(snapshot)
     }
 
-    mutating func write(_ snapshot: Snapshot, log: CollectorLog) {
+    mutating func write(_ snapshot: Snapshot) {
         let failure = writeFile(JSONExporter.latest(snapshot))
         if let failure, failure != lastError { log("cannot write the JSON dump: \(failure)", level: .error) }
         if failure == nil, lastError != nil { log("the JSON dump \(path) is written again") }

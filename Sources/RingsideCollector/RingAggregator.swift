@@ -32,8 +32,6 @@ struct RingAggregator {
         var computedSlices: [UInt64] = []
         /// The cells as last sampled: a counter's exact total, a gauge's last value, drops.
         var cells = MetricCells(total: 0, dropped: 0, lastValue: nil)
-        /// Histograms, with `--hlog`: the all-time count at the last capture.
-        var capturedCount: UInt64 = 0
         /// Histograms: the bytes their counts held when last measured.
         var countsBytes = 0
     }
@@ -239,10 +237,7 @@ struct RingAggregator {
     /// Slides every series' windows to `now` and returns their snapshots. A window's statistics
     /// are recomputed only when records arrived or the window slid (its slice rotated); otherwise
     /// the last ones are reused, so thousands of quiet series cost little to publish.
-    /// - Parameter capture: with `--hlog`, takes the all-time histogram of each histogram series
-    ///   that recorded something since its last capture.
-    mutating func snapshots(nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter,
-                            capture: inout HistogramCapture?) -> [SeriesSnapshot] {
+    mutating func snapshots(nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter) -> [SeriesSnapshot] {
         advance(toNanos: now)
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(metricCount)
@@ -276,14 +271,6 @@ struct RingAggregator {
                 snapshot.cumulativeExactSum = cumulative.exactSum
                 snapshot.droppedRecords = series.cells.dropped
             }))
-            // --hlog: the all-time histogram of a series that recorded something since the last capture.
-            if capture != nil, case let count = histograms[index].windows.cumulativeCount,
-               count != histograms[index].capturedCount, let id = result.last?.id {
-                histograms[index].capturedCount = count
-                // Shares the series' all-time histogram: its next change copies it, once per interval.
-                capture?.series[id] = HistogramCapture.Series(ring: ring, metric: histograms[index].metric,
-                                                              cumulative: histograms[index].windows.cumulative)
-            }
         }
         for index in counters.indices {
             result.append(Self.refresh(&counters[index], ring: ring, layout: layout, now: now, versions: &versions,

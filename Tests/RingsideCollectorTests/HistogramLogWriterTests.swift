@@ -193,32 +193,38 @@ struct HistogramLogWriterTests {
 }
 
 @Suite("--hlog in the collector")
-struct CollectorHistogramCaptureTests {
-    @Test("a capture each interval holds the all-time histograms of the series that recorded since the last")
-    func captures() throws {
+struct CollectorHistogramLogTests {
+    @Test("the log follows the published snapshots: each interval holds the series that recorded since the last")
+    func followsSnapshots() throws {
         try withRingDirectory { directory in
-            let captured = CapturedLog()
-            var options = CollectorOptions()
-            options.directory = directory
-            options.hlogPath = "/unused"
-            let collector = Collector(options: options, log: captured.log)
-            let bot = try Bot.attach("capture-bot", directory: directory.path)
-            let fast = try bot.histogram("fast", unit: .nanoseconds)
-            let slow = try bot.histogram("slow", unit: .nanoseconds)
-            for value in 1 ... 100 as ClosedRange<UInt64> { fast.record(value * 1_000) }
-            slow.record(5)
-            pass(collector)
-            let first = try #require(collector.histogramCaptures?.take())
-            #expect(Set(first.series.values.map(\.metric.name)) == ["fast", "slow"])
-            #expect(first.series.values.first { $0.metric.name == "fast" }?.cumulative.count == 100)
-            for value in 1 ... 10 as ClosedRange<UInt64> { fast.record(value) }
-            pass(collector)
-            let second = try #require(collector.histogramCaptures?.take())
-            #expect(second.series.values.map(\.metric.name) == ["fast"], "slow recorded nothing since")
-            #expect(second.series.values.first?.cumulative.count == 110)
-            #expect(second.realtimeNanos >= first.realtimeNanos)
-            pass(collector)
-            #expect(collector.histogramCaptures?.take()?.series.isEmpty == true)
+            try withTemporaryFolder { folder in
+                let captured = CapturedLog()
+                var options = CollectorOptions()
+                options.directory = directory
+                let collector = Collector(options: options, log: captured.log)
+                let path = folder + "/latency.hlog"
+                let writer = try makeWriter(path, log: captured.log)
+                let bot = try Bot.attach("capture-bot", directory: directory.path)
+                let fast = try bot.histogram("fast", unit: .nanoseconds)
+                let slow = try bot.histogram("slow", unit: .nanoseconds)
+                for value in 1 ... 100 as ClosedRange<UInt64> { fast.record(value * 1_000) }
+                slow.record(5)
+                writer.write(pass(collector))
+                let first = try intervalLines(path)
+                #expect(first.map { $0[0] } == ["Tag=capture-bot.fast@ns", "Tag=capture-bot.slow@ns"])
+                let fastFirst = try #require(HdrHistogramEncoding.decode(base64: first[0][4]))
+                #expect(fastFirst.totalCount == 100)
+                for value in 1 ... 10 as ClosedRange<UInt64> { fast.record(value) }
+                writer.write(pass(collector))
+                let second = try intervalLines(path).dropFirst(first.count)
+                #expect(second.map { $0[0] } == ["Tag=capture-bot.fast@ns"], "slow recorded nothing since")
+                let secondLine = try #require(second.first)
+                let fastSecond = try #require(HdrHistogramEncoding.decode(base64: secondLine[4]))
+                #expect(fastSecond.totalCount == 10, "only the interval's records")
+                writer.write(pass(collector))
+                #expect(try intervalLines(path).count == first.count + second.count, "nothing new: no line")
+                writer.close()
+            }
         }
     }
 }

@@ -8,8 +8,9 @@ import RingsideTestSupport
 import Testing
 
 /// A dump writer of `folder/latest.json`.
-private func makeDumper(_ folder: String) throws -> JSONDumpWriter {
-    JSONDumpWriter(path: folder + "/latest.json", directory: try LogDirectory(path: folder), intervalNanos: 1_000_000_000)
+private func makeDumper(_ folder: String, log: CapturedLog) throws -> JSONDumpWriter {
+    JSONDumpWriter(path: folder + "/latest.json", directory: try LogDirectory(path: folder), intervalNanos: 1_000_000_000,
+                   log: log.log)
 }
 
 /// The names in `folder` that are temporary dumps (`latest.json.tmp.*`).
@@ -25,8 +26,8 @@ struct JSONDumpWriterTests {
             let path = folder + "/latest.json"
             try "an older dump\n".write(toFile: path, atomically: false, encoding: .utf8)
             let captured = CapturedLog()
-            var dumper = try makeDumper(folder)
-            dumper.write(Snapshot(), log: captured.log)
+            var dumper = try makeDumper(folder, log: captured)
+            dumper.write(Snapshot())
             #expect(try jsonObject(#require(fileText(path)))["collector"] != nil)
             #expect(try temporaries(folder).isEmpty && captured.all.isEmpty)
         }
@@ -38,24 +39,24 @@ struct JSONDumpWriterTests {
             let path = folder + "/latest.json"
             let target = try LinkTarget(in: folder)
             let captured = CapturedLog()
-            var dumper = try makeDumper(folder)
+            var dumper = try makeDumper(folder, log: captured)
             #expect(symlink(target.path, path) == 0)
-            dumper.write(Snapshot(), log: captured.log)
-            dumper.write(Snapshot(), log: captured.log)
+            dumper.write(Snapshot())
+            dumper.write(Snapshot())
             #expect(captured.all.count == 1)
             #expect(captured.contains("cannot write the JSON dump: \(path) is a symbolic link, not a regular file of the collector's"))
             #expect(target.isUnchanged && entryKind(path) == S_IFLNK)
             try FileManager.default.removeItem(atPath: path)
             #expect(mkfifo(path, 0o644) == 0)
-            expectNoBlock(on: path) { dumper.write(Snapshot(), log: captured.log) }
+            expectNoBlock(on: path) { dumper.write(Snapshot()) }
             #expect(captured.contains("\(path) is a FIFO (named pipe)") && entryKind(path) == S_IFIFO)
             try FileManager.default.removeItem(atPath: path)
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
-            dumper.write(Snapshot(), log: captured.log)
+            dumper.write(Snapshot())
             #expect(captured.contains("\(path) is a directory") && entryKind(path) == S_IFDIR)
             #expect(try temporaries(folder).isEmpty, "each refused dump's temporary file is removed")
             try FileManager.default.removeItem(atPath: path)
-            dumper.write(Snapshot(), log: captured.log)
+            dumper.write(Snapshot())
             #expect(captured.all.count == 4 && captured.contains("the JSON dump \(path) is written again"))
             #expect(entryKind(path) == S_IFREG && target.isUnchanged)
         }
@@ -68,8 +69,8 @@ struct JSONDumpWriterTests {
             let target = try LinkTarget(in: folder)
             #expect(symlink(target.path, path + ".tmp.\(getpid())") == 0)
             let captured = CapturedLog()
-            var dumper = try makeDumper(folder)
-            dumper.write(Snapshot(), log: captured.log)
+            var dumper = try makeDumper(folder, log: captured)
+            dumper.write(Snapshot())
             #expect(captured.all.isEmpty && entryKind(path) == S_IFREG && target.isUnchanged)
         }
     }

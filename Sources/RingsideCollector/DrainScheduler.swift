@@ -1,0 +1,218 @@
+import CRingside
+import Ringside
+
+/// The collector's part that decides which rings a pass drains, in what order, and how long the
+/// drain loop may sleep after it. It looks at every lane's write cursor at once (`LaneWatch`),
+/// visits the rings whose cursors moved or that are due a look, serves them cheapest and most
+/// trusted first within a time budget, and keeps each ring's fill rate so the loop wakes before
+/// a lane can fill. Draining and asking after a ring are the `RingTracker`'s.
+///
+/// Touched by the drain thread only.
+final class DrainScheduler {
+    private let tracker: RingTracker
+    /// The rings' lanes' write cursors, looked at together each pass, the rings in the watch's
+    /// order, and what the pass visits.
+    private let laneWatch = LaneWatch()
+    private var watchedRings: [TrackedRing] = []
+    private var watchedVersion: UInt64 = .max
+    /// A ring mapped new lanes: the watch is rebuilt at the next pass.
+    private var laneWatchStale = false
+    /// Per watched ring: visit it this pass. And the rings the last pass wants visited again.
+    private var visit: [Bool] = []
+    private var followUps: [Int] = []
+    /// Once a second (`RingTracker.livenessIntervalNanos`) the rings due a look are visited.
+    private var lastLookRoundNanos: UInt64 = 0
+    /// Passes so far: each begins its turns one ring further on.
+    private var passes: UInt64 = 0
+    /// Whether the last pass ran out of time before visiting every ring it meant to (or left an
+    /// unproven clean ring's records for the next), and when a pass last did not.
+    private(set) var cutShort = false
+    private var lastWholePassNanos: UInt64 = 0
+    /// How long the fastest-filling lane of any ring takes to fill at its recent rate (UInt64.max:
+    /// none is filling), as of the last pass.
+    private var soonestFillNanos = UInt64.max
+
+    /// The time a pass may spend on the rings before it yields to the next pass, which begins again
+    /// with the rings that cost least: however many rings flood the drain, a light one waits at
+    /// most about this long (and one ring's drain: `RingTracker.passRecordLimit` records) for its turn.
+    static let passBudgetNanos: UInt64 = 2_000_000
+    /// Passes cut short for this long (the drain is overloaded) publish all the same.
+    static let overloadedPublishNanos: UInt64 = 1_000_000_000
+    /// Unproven rings that a pass serves with the proven ones (see `serviceOrder`).
+    static let probesPerPass = 4
+    /// The least sleep between passes, however fast a lane fills: a lane that fills faster
+    /// than this drops whatever the collector does, and the loop must not spin.
+    static let minimumSleepNanos: UInt64 = 250_000
+
+    init(tracker: RingTracker) {
+        self.tracker = tracker
+    }
+
+    /// What a pass did: the records it drained, and whether a ring changed in a way the
+    /// snapshot should show (a producer died, stopped, dropped records).
+    struct Pass {
+        var drained = 0
+        var changed = false
+    }
+
+    /// Drains the rings due: those whose lanes' write cursors moved (one flat loop over every
+    /// lane), those the last pass asked for (busy lately, a capped drain going on, a fill rate, a
+    /// quarantine, new lanes), `touched` ones (inotify saw their files opened or closed), and once
+    /// a second those due a look at their liveness; every ring in a `sweep`. A `forced` pass (at
+    /// stop, or a test stepping time) visits every ring whole and looks at each one's liveness.
+    func run(nowNanos now: UInt64, sweep: Bool, touched: [TrackedRing], forced: Bool) -> Pass {
+        let sweep = sweep || forced
+        _ = watchLanes()
+        passes &+= 1
+        let rings = watchedRings
+        for ring in touched where ring.watch.index < visit.count && rings[ring.watch.index] === ring { visit[ring.watch.index] = true }
+        laneWatch.markMoved(&visit)
+        for index in followUps where index < visit.count { visit[index] = true }
+        followUps.removeAll(keepingCapacity: true)
+        if !sweep, now &- lastLookRoundNanos >= RingTracker.livenessIntervalNanos {
+            lastLookRoundNanos = now
+            markRingsDueALook(rings, nowNanos: now)
+        }
+        // The rings that cost least come first, those that wrote invalid records last; a pass
+        // ends when its time is spent, and the rings it did not reach come first in the next.
+        let order = serviceOrder(rings, sweep: sweep, nowNanos: now)
+        let budgetEnd = rs_clock_precise_ns() &+ Self.passBudgetNanos
+        var pass = Pass()
+        var soonestFill = UInt64.max
+        cutShort = false
+        for (position, index) in order.enumerated() {
+            if position > 0, !forced, rs_clock_precise_ns() >= budgetEnd {
+                for rest in order[position...] { visit[rest] = true }
+                cutShort = true
+                break
+            }
+            visit[index] = false
+            let ring = rings[index]
+            let drained = tracker.drain(ring, nowNanos: now, whole: forced)
+            if drained.recordsLeft { cutShort = true } // the next pass follows at once, and a snapshot waits for it
+            pass.drained += drained.count
+            if drained.count > 0 { ring.liveness.lastActiveNanos = now }
+            guard ring.file != nil, tracker.tracked[ring.name] === ring else { continue } // let go of: corrupt
+            if ring.consumer.laneCount != ring.watch.lanes { laneWatchStale = true }
+            // Only rings that drained lately have a rate: idle ones cost nothing here.
+            if drained.count > 0 || ring.fill.isTiming, let fill = ring.fill.fillNanos(capacity: ring.consumer.capacity, nowNanos: now) {
+                soonestFill = min(soonestFill, fill)
+            }
+            // Liveness and drop logging cost system calls: asked as often as `livenessInterval`
+            // says (a forced pass looks now).
+            let interval = ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching)
+            if forced || ring.isLookDue(nowNanos: now, interval: interval) {
+                pass.changed = tracker.observe(ring, nowNanos: now) || pass.changed
+            }
+            // A bot attached moments ago may be adding its first lanes after the file event that
+            // had it attached: look for them every pass until the moment has passed.
+            let isNew = now &- ring.liveness.attachedNanos < RingTracker.newRingNanos
+            if isNew, ring.consumer.lookForNewLanes() { ring.watch.newLanesPending = true }
+            // Visited again next pass: a ring busy in the last second or whose file was just opened
+            // or closed (its liveness is asked four times a second), new, timing a fill rate,
+            // quarantined, or with lanes to adopt.
+            if interval == RingTracker.activeLivenessIntervalNanos || isNew || drained.count > 0 || ring.fill.isTiming
+                || ring.quarantine.untilNanos != 0 || ring.watch.newLanesPending {
+                followUps.append(index)
+            }
+        }
+        soonestFillNanos = soonestFill
+        if !cutShort || lastWholePassNanos == 0 { lastWholePassNanos = now }
+        return pass
+    }
+
+    /// Whether a snapshot may begin: after a pass that visited every ring it meant to (one cut
+    /// short would show rings not drained yet), or when passes have been cut short for a second
+    /// (the drain is overloaded).
+    func mayPublish(nowNanos now: UInt64) -> Bool {
+        !cutShort || now &- lastWholePassNanos >= Self.overloadedPublishNanos
+    }
+
+    /// How long the drain loop may sleep for the scheduler's sake: not at all while rings wait
+    /// that a pass did not reach; else a quarter of the time the fastest-filling lane needs to
+    /// fill, and no less than `minimumSleepNanos`. A quarter, not a half: producers write in
+    /// bursts (a paced one writes a millisecond's worth at once, twice that when it wakes late),
+    /// and a sleep overshoots by tens of microseconds; with half, 2 M records a second into
+    /// 4,096 slots lost 4 to 9.5 %.
+    func sleepNanos() -> UInt64 {
+        if cutShort { return 0 }
+        return soonestFillNanos == .max ? .max : max(soonestFillNanos / 4, Self.minimumSleepNanos)
+    }
+
+    /// Rebuilds the lane watch now if rings came or went (they were released, or the collector
+    /// stops: the watch lets go of their files too, as it holds their consumers).
+    func followRings() { _ = watchLanes() }
+
+    /// Marks the rings due a look at their producer (see `TrackedRing.livenessInterval`): an
+    /// idle one every 30 s, but at most a thirtieth of all rings in one round, so that thousands
+    /// of bots attached together have their system calls spread over the seconds, not in one pass.
+    private func markRingsDueALook(_ rings: [TrackedRing], nowNanos now: UInt64) {
+        let rounds = Int(RingTracker.idleLivenessIntervalNanos / RingTracker.livenessIntervalNanos)
+        var idleLooks = (rings.count + rounds - 1) / rounds
+        for (index, ring) in rings.enumerated() where index < visit.count && !visit[index] {
+            let interval = ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching)
+            guard ring.isLookDue(nowNanos: now, interval: interval) else { continue }
+            if interval == RingTracker.idleLivenessIntervalNanos {
+                guard idleLooks > 0 else { continue }
+                idleLooks -= 1
+            }
+            visit[index] = true
+        }
+    }
+
+    /// The rings a pass visits (all of them in a sweep, else those marked), in the order it
+    /// serves them, by class: first the clean rings proven by their valid records, with a few
+    /// unproven ones (`probesPerPass`, the ones attached last first) among them; then the other
+    /// unproven rings; then the suspect ones (invalid records lately). In a class by recent
+    /// drain cost, least first; ties in turn, one ring further on each pass. So a new bot is
+    /// drained within a few passes, and hundreds of unknown rings cannot go before a proven one.
+    private func serviceOrder(_ rings: [TrackedRing], sweep: Bool, nowNanos now: UInt64) -> [Int] {
+        guard !rings.isEmpty else { return [] }
+        let first = Int(passes % UInt64(rings.count))
+        var order: [(rank: Int, cost: Double, turn: Int, index: Int)] = []
+        var unknown: [(attached: UInt64, position: Int)] = []
+        for turn in rings.indices {
+            let index = (first + turn) % rings.count
+            guard sweep || visit[index] else { continue }
+            let ring = rings[index], account = ring.account
+            let rank = account.isSuspect(nowNanos: now) ? 2 : account.isProven ? 0 : 1
+            if rank == 1 { unknown.append((ring.liveness.attachedNanos, order.count)) }
+            order.append((rank, account.recentCost(nowNanos: now), turn, index))
+        }
+        if unknown.count > Self.probesPerPass { unknown.sort { $0.attached > $1.attached } }
+        for probe in unknown.prefix(Self.probesPerPass) { order[probe.position].rank = 0 }
+        if order.count > 1 {
+            order.sort { a, b in
+                if a.rank != b.rank { return a.rank < b.rank }
+                if a.cost != b.cost { return a.cost < b.cost }
+                return a.turn < b.turn
+            }
+        }
+        return order.map(\.index)
+    }
+
+    /// Rebuilds the lane watch when rings came or went or mapped lanes; returns whether it did.
+    /// The visits due carry over: rings marked or followed up, rings new to the watch, and rings
+    /// with lanes the watch did not have (with thousands of rings coming and going, a rebuild
+    /// must not drop the visits a pass cut short left for the next).
+    private func watchLanes() -> Bool {
+        guard laneWatchStale || watchedVersion != tracker.tracked.version else { return false }
+        var due = Set<ObjectIdentifier>()
+        for index in followUps where index < watchedRings.count { due.insert(ObjectIdentifier(watchedRings[index])) }
+        for (index, ring) in watchedRings.enumerated() where index < visit.count && visit[index] { due.insert(ObjectIdentifier(ring)) }
+        let known = Set(watchedRings.map(ObjectIdentifier.init))
+        watchedRings = tracker.tracked.ordered
+        laneWatch.watch(watchedRings.map(\.consumer))
+        visit = watchedRings.map { ring in
+            due.contains(ObjectIdentifier(ring)) || !known.contains(ObjectIdentifier(ring)) || ring.watch.lanes != ring.consumer.laneCount
+        }
+        for (index, ring) in watchedRings.enumerated() {
+            ring.watch.lanes = ring.consumer.laneCount
+            ring.watch.index = index
+        }
+        followUps.removeAll()
+        watchedVersion = tracker.tracked.version
+        laneWatchStale = false
+        return true
+    }
+}

@@ -1,0 +1,214 @@
+import RingsideExport
+import CRingside
+import Ringside
+
+/// Draining one ring, asking after its producer, and the series caps.
+extension RingTracker {
+    /// Records one pass takes from one ring at most, shared by its lanes: a ring with a huge
+    /// backlog (left by an outage, or faked) is caught up over several passes, each of which
+    /// visits every other ring first (a pass that drained anything is followed by another at once).
+    static let passRecordLimit = 65_536
+    /// Records a visit takes from each lane of a ring not proven, or suspect: its records may be
+    /// mostly invalid (and slow to refuse), so it is learnt from small visits.
+    static let unprovenLaneRecordLimit = 1_024
+
+    /// What draining a ring did: the records taken, and whether a clean ring learnt in small
+    /// visits has records left (the next pass should follow at once, and no snapshot show it
+    /// half drained).
+    struct Drained {
+        var count = 0
+        var recordsLeft = false
+    }
+
+    /// Drains one ring into its series; a ring whose cursors turn out corrupt is let go, and one
+    /// whose records are mostly invalid over time is quarantined (not read) for a while (see
+    /// `DrainAccount`).
+    /// - Parameter whole: take up to `passRecordLimit` whatever the ring's standing (a forced
+    ///   pass, at stop or in a test stepping time, has no next pass to leave records to).
+    func drain(_ ring: TrackedRing, nowNanos now: UInt64, whole: Bool = false) -> Drained {
+        if ring.quarantine.untilNanos != 0 {
+            guard now >= ring.quarantine.untilNanos else { return Drained() }
+            ring.quarantine.untilNanos = 0
+            ring.quarantine.reason = nil
+            ringLog("ring \(ring.name): quarantine over; reading its records again")
+        }
+        guard ring.consumer.hasWork else { return Drained() }
+        let started = rs_clock_precise_ns()
+        let rejectedBefore = ring.aggregator.rejected
+        let proven = whole || (ring.account.isProven && !ring.account.isSuspect(nowNanos: now))
+        let limitPerLane = proven ? max(1_024, Self.passRecordLimit / max(1, ring.consumer.laneCount)) : Self.unprovenLaneRecordLimit
+        do {
+            let count = try ring.aggregator.drain(ring.consumer, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
+                                                  nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
+                                                  counted: { ring.fill.counted($0, lane: $1) })
+            sayRefusedSeries(of: ring)
+            ring.drained += UInt64(count)
+            ring.drainedSincePublish += count
+            let rejected = ring.aggregator.rejected &- rejectedBefore
+            if let verdict = ring.account.charge(costNanos: rs_clock_precise_ns() &- started, records: count,
+                                                 invalid: Int(clamping: rejected), nowNanos: now) {
+                quarantine(ring, for: verdict.nanos, reason: verdict.reason, nowNanos: now)
+            }
+            if count > 0 {
+                ring.liveness.activitySinceStatus = true
+                lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9
+            }
+            let left = !proven && ring.quarantine.untilNanos == 0 && !ring.account.isSuspect(nowNanos: now) && ring.consumer.hasWork
+            return Drained(count: count, recordsLeft: left)
+        } catch {
+            tracked[ring.name] = nil
+            skip(ring.name, error, nowNanos: now)
+            return Drained()
+        }
+    }
+
+    /// Stops reading a ring whose records were mostly invalid lately, for `nanos`: reading them
+    /// costs every other ring its time. What it skips stays in its lanes, and a producer that then
+    /// finds them full counts its drops.
+    private func quarantine(_ ring: TrackedRing, for nanos: UInt64, reason: String, nowNanos now: UInt64) {
+        ring.quarantine.untilNanos = now &+ nanos
+        ring.quarantine.count += 1
+        ring.quarantine.reason = reason
+        ringLog("ring \(ring.name): \(reason); the other rings are drained meanwhile", level: .warn)
+        markNews()
+    }
+
+    /// Asks the kernel whether a ring's producer lives (one fcntl), reads its status again if it
+    /// moved, and logs what changed: the producer's death or return, drops, rejected records.
+    /// Returns whether something changed that the snapshot should show.
+    func observe(_ ring: TrackedRing, nowNanos now: UInt64) -> Bool {
+        let name = ring.name
+        ring.liveness.lastObservedNanos = now
+        ring.watch.newLanesPending = ring.consumer.lookForNewLanes()
+        let alive = ring.consumer.isProducerAlive
+        let known = ring.liveness
+        if alive != known.producerAlive || known.activitySinceStatus || known.status == nil || now &- known.statusNanos >= Self.quietStatusNanos {
+            guard let status = try? ring.consumer.status(producerAlive: alive) else { return false }
+            ring.liveness.status = status
+            ring.liveness.statusNanos = now
+            ring.liveness.activitySinceStatus = false
+        }
+        guard let status = ring.liveness.status else { return false }
+        // Dead and drained: nothing more can arrive until a producer attaches again (it opens the
+        // file, which inotify reports), so the file is let go of at the end of the pass.
+        if !alive, wakeup.isWatching, ring.quarantine.untilNanos == 0, !ring.watch.newLanesPending,
+           now &- ring.liveness.touchedNanos >= Self.releaseGraceNanos,
+           let fresh = ring.liveness.statusNanos == now ? status : try? ring.consumer.status(producerAlive: false),
+           fresh.backlog == 0 {
+            releaseAtPassEnd(ring)
+        }
+        var changed = false
+        if status.producerAlive != ring.liveness.producerAlive {
+            changed = true
+            ring.liveness.producerAlive = status.producerAlive
+            ringLog(status.producerAlive ? "ring \(name): producer pid \(status.producerPID) attached"
+                : "ring \(name): producer pid \(status.producerPID) died; draining what it left (backlog \(status.backlog))",
+                level: status.producerAlive ? .info : .warn)
+        }
+        // Alive by its lock, but stopped (SIGSTOP, a debugger): nothing can be written meanwhile.
+        let stopped = status.producerAlive && processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
+        if stopped != ring.liveness.producerStopped {
+            changed = true
+            ring.liveness.producerStopped = stopped
+            ringLog(stopped ? "ring \(name): producer pid \(status.producerPID) is stopped (SIGSTOP or a debugger): "
+                + "alive, but none of its threads can record" : "ring \(name): producer pid \(status.producerPID) runs again")
+        }
+        if status.dropped > ring.said.dropped, now &- ring.said.droppedNanos >= Self.dropLogIntervalNanos {
+            sayDrops(of: ring, status, nowNanos: now)
+            changed = true
+        }
+        let rejected = ring.aggregator.rejected
+        if rejected > ring.said.rejected, now &- ring.said.rejectedNanos >= Self.dropLogIntervalNanos {
+            ringLog("ring \(name): rejected \(rejected - ring.said.rejected) invalid records (unknown metric, kind "
+                + "or sequence; \(rejected) in all)", level: .warn)
+            ring.said.rejected = rejected
+            ring.said.rejectedNanos = now
+        }
+        return changed
+    }
+
+    /// Says the records `ring`'s producer dropped since the log last said so, and why: a lane
+    /// was full (the collector fell behind, or the ring is too small), or a thread found every
+    /// lane taken (more threads than lanes).
+    func sayDrops(of ring: TrackedRing, _ status: RingStatus, nowNanos now: UInt64, before: String? = nil) {
+        let marks = ring.said
+        let total = status.dropped &- min(status.dropped, marks.dropped)
+        let unlaned = min(total, status.unlanedDropped &- min(status.unlanedDropped, marks.unlanedDropped))
+        let full = total - unlaned
+        ring.said.dropped = status.dropped
+        ring.said.unlanedDropped = status.unlanedDropped
+        guard total > 0 else { return }
+        ring.said.droppedNanos = now
+        var causes: [String] = []
+        if full > 0 { causes.append("\(full) because a lane was full") }
+        if unlaned > 0 {
+            causes.append("\(unlaned) by threads that found all \(status.maxLanes) lanes taken (the bot has more threads than lanes: "
+                + "give it more, maxThreads or max_lanes)")
+        }
+        ringLog("ring \(ring.name): producer dropped \(total) records\(before.map { " " + $0 } ?? ""): "
+            + causes.joined(separator: ", ") + " (\(status.dropped) in all)", level: .warn)
+    }
+
+    // MARK: - Series
+
+    /// The room the caps leave `ring`, holding `held`: `--max-series-per-ring` for the ring,
+    /// `--max-series` and `--max-series-bytes` for the collector. Metrics past it are refused,
+    /// counted and exported. Series are admitted up to 7/8 of the memory budget: the rest is kept
+    /// for what grows after admission (histograms' counts, refused metrics' descriptors) and for
+    /// the allocator's slack.
+    func seriesAllowance(for ring: TrackedRing, holding held: RingAggregator.Usage) -> RingAggregator.Usage {
+        // The ring itself counted once, whether it is tracked yet (a refresh) or not (at attach);
+        // its aggregator is not read here: the caller may be mutating it.
+        let others = seriesUsage(except: ring)
+        return RingAggregator.Usage(
+            series: max(0, min(options.maxSeriesPerRing - held.series, options.maxSeries - others.series - held.series)),
+            bytes: max(0, options.maxSeriesBytes / 8 * 7 - others.bytes - held.bytes))
+    }
+
+    /// The series of every ring but `excluded`, and the memory they take.
+    func seriesUsage(except excluded: TrackedRing? = nil) -> RingAggregator.Usage {
+        var total = RingAggregator.Usage()
+        for ring in tracked.ordered where ring !== excluded {
+            let usage = ring.aggregator.usage
+            total.series += usage.series
+            total.bytes += usage.bytes
+        }
+        for ring in released.values where ring !== excluded {
+            let usage = ring.aggregator.usage
+            total.series += usage.series
+            total.bytes += usage.bytes
+        }
+        return total
+    }
+
+    /// Says once per ring in the log that a series cap refused some of its metrics.
+    func sayRefusedSeries(of ring: TrackedRing) {
+        guard ring.aggregator.refusedSeries > 0, !ring.said.seriesRefused, let first = ring.aggregator.firstRefused else { return }
+        ring.said.seriesRefused = true
+        let cap = if ring.aggregator.firstRefusedForBytes {
+            "the collector's memory budget for series of \(options.maxSeriesBytes >> 20) MiB (--max-series-bytes)"
+        } else if ring.aggregator.seriesCount >= options.maxSeriesPerRing {
+            "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
+        } else {
+            "the collector's cap of \(options.maxSeries) series (--max-series)"
+        }
+        ringLog("ring \(ring.name): \(cap) is reached: metric \(first.name)"
+            + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
+            + " and any registered "
+            + "after it get no series (counted in ringside_ring_series_refused and their records in "
+            + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets", level: .warn)
+    }
+
+    /// Looks at a ring's registry (counters write no records, so a metric registered since is
+    /// found here, not by a record naming it) and samples its cells: counter totals, gauges.
+    /// Returns the metrics added and whether a cell changed (its status is then read again).
+    func sampleCellsAndRegistry(of ring: TrackedRing, nowNanos now: UInt64) -> (added: Int, cellsChanged: Bool) {
+        guard let consumer = ring.file else { return (0, false) }
+        let added = ring.aggregator.refreshMetrics(of: consumer) { seriesAllowance(for: ring, holding: $0) }
+        sayRefusedSeries(of: ring)
+        let cellsChanged = ring.aggregator.sampleCells(of: consumer, nowNanos: now)
+        ring.cellsSampledNanos = now
+        if cellsChanged { ring.liveness.activitySinceStatus = true }
+        return (added, cellsChanged)
+    }
+}

@@ -1,0 +1,402 @@
+import RingsideExport
+import CRingside
+import Ringside
+import RingsideAggregation
+
+/// The collector's part that knows which rings there are: it finds ring files (inotify, and
+/// scans now and then), attaches them within the descriptor budget, skips the ones it cannot
+/// read, asks after their producers (`observe`), quarantines rings that write garbage, releases
+/// dead and drained ones and takes them up again, and admits series within the caps. It drains a
+/// ring when asked (`drain`); which rings and when is the `DrainScheduler`'s business.
+///
+/// Touched by the drain thread only.
+final class RingTracker {
+    let options: CollectorOptions
+    private let layout: WindowLayout
+    private let log: CollectorLog
+    let ringLog: RingLog
+    /// inotify on the directory (shared with the drain loop, which sleeps on it).
+    let wakeup: DrainWakeup
+    /// CLOCK_REALTIME when the collector was made: counters of bots made before count in totals only.
+    let startedRealtimeNanos: UInt64
+    var tracked = TrackedRings()
+    /// Rings let go of: their producers are dead and every record is drained, so their files
+    /// are closed and unmapped; their series stay. Taken up again when a process opens the file.
+    private(set) var released: [String: TrackedRing] = [:]
+    /// Released rings to take up again: a process opened their files (or events were lost).
+    private var toReacquire: Set<String> = []
+    private(set) var skipped: [String: SkippedRing] = [:]
+    /// Files found while being made (not ready), and since when: tried again every pass for a
+    /// second, since a bot's file may get no other event once it is ready (its lanes come with
+    /// its threads' first records).
+    private var beingMade: [String: UInt64] = [:]
+    private var scan = DirectoryScan()
+    private var descriptors: DescriptorBudget
+    /// Which producer processes are stopped, read once per process per look.
+    var processStates = ProcessStates()
+    /// Rings `observe` found dead and drained: let go of at the end of the pass.
+    private var releasesDue: [TrackedRing] = []
+    /// When a ring was last attached or taken up again.
+    private(set) var lastAttachNanos: UInt64 = 0
+    /// Something changed that the next snapshot should show (a ring came, went or changed state).
+    private var news = false
+    /// Age of the oldest record drained lately: how far behind the drain runs.
+    var lagSeconds: Double = 0
+
+    /// When the directory was last scanned, tracked files last checked for removal or
+    /// replacement, whether inotify saw a change since, and what is wrong with it (said once).
+    private struct DirectoryScan {
+        var lastNanos: UInt64 = 0
+        var lastIdentityCheckNanos: UInt64 = 0
+        var changed = false
+        var problem: String?
+    }
+
+    /// Rings this collector may hold open (the descriptor limit less a reserve for HTTP
+    /// clients), the rings found that wait for a descriptor, and whether the log said so.
+    private struct DescriptorBudget {
+        let ringLimit: Int
+        var waiting = 0
+        var said = false
+    }
+
+    // MARK: - Timing
+
+    /// How often the directory is scanned for new, removed or replaced rings while inotify
+    /// watches it (a fallback), and without inotify.
+    static let watchedDiscoveryIntervalNanos: UInt64 = 5_000_000_000
+    static let discoveryIntervalNanos: UInt64 = 250_000_000
+    /// How often a ring's producer liveness is asked of the kernel (a system call per ring, and a
+    /// read of /proc per process: whether it is stopped), by how lately it recorded: see
+    /// `TrackedRing.livenessInterval`. A producer that exits closes its file, which inotify
+    /// reports at once, so an idle ring is asked only every 30 s (whether its process is
+    /// stopped, and in case an event was lost): thousands of idle bots cost little. Also how
+    /// often a quiet ring's cells are looked at.
+    static let livenessIntervalNanos: UInt64 = 1_000_000_000
+    static let activeLivenessIntervalNanos: UInt64 = 250_000_000
+    static let idleLivenessIntervalNanos: UInt64 = 30_000_000_000
+    /// A look is due this much early: a ring looked at late in one round (a pass cut short) is
+    /// still due in the next, not one round later.
+    static let lookSlackNanos: UInt64 = 50_000_000
+    /// A ring that recorded this recently is asked each second (a bot stopped within 10 s of
+    /// its last record is seen stopped within a second), however quiet it is now.
+    static let recentNanos: UInt64 = 10_000_000_000
+    /// A ring where nothing moved has its status read again this often all the same.
+    static let quietStatusNanos: UInt64 = 10_000_000_000
+    /// Without an inotify event, tracked files are checked for removal or replacement, and for
+    /// new lanes, this often.
+    static let identityCheckNanos: UInt64 = 30_000_000_000
+    /// How soon to try again a ring that could not be attached.
+    static let retryNanos: UInt64 = 5_000_000_000
+    /// The least time between two log lines about drops (or rejections) of one ring.
+    static let dropLogIntervalNanos: UInt64 = 10_000_000_000
+    /// For this long after a bot is attached (or its file found being made), the drain loop
+    /// sleeps at most `newRingSleepNanos`, and looks for the bot's new lanes every pass.
+    static let newRingNanos: UInt64 = 1_000_000_000
+    static let newRingSleepNanos: UInt64 = 5_000_000
+    /// A ring whose file was opened this recently is not released: the opener may be a producer
+    /// between its open (the event, already seen) and its lock (none), which would go unnoticed.
+    static let releaseGraceNanos: UInt64 = 1_000_000_000
+
+    init(options: CollectorOptions, layout: WindowLayout, log: CollectorLog, wakeup: DrainWakeup, ringLimit: Int) {
+        self.options = options
+        self.layout = layout
+        self.log = log
+        ringLog = RingLog(log)
+        self.wakeup = wakeup
+        startedRealtimeNanos = rs_clock_realtime_ns()
+        descriptors = DescriptorBudget(ringLimit: ringLimit)
+    }
+
+    /// The rings drained and those released, in name order.
+    var everyRing: [TrackedRing] {
+        released.isEmpty ? tracked.ordered : (tracked.ordered + released.values).sorted { $0.name < $1.name }
+    }
+
+    /// Whether `ring` is still one of ours (drained, or released).
+    func holds(_ ring: TrackedRing) -> Bool {
+        tracked[ring.name] === ring || released[ring.name] === ring
+    }
+
+    /// Ring files found that wait for a descriptor.
+    var ringsWaitingForDescriptors: Int { descriptors.waiting }
+
+    /// Whether something changed that the next snapshot should show, since the last call.
+    func takeNews() -> Bool {
+        defer { news = false }
+        return news
+    }
+
+    /// Something changed that the next snapshot should show.
+    func markNews() { news = true }
+
+    /// Has `ring`, found dead and drained, let go of at the end of the pass.
+    func releaseAtPassEnd(_ ring: TrackedRing) { releasesDue.append(ring) }
+
+    /// inotify saw the directory change (the drain loop's wait returned an event).
+    func directoryChanged() { scan.changed = true }
+
+    /// How long the drain loop may sleep for the tracker's sake: briefly while a bot was just
+    /// attached or a file is being made (their producers are about to write).
+    func sleepNanos(nowNanos now: UInt64) -> UInt64 {
+        if !beingMade.isEmpty || (lastAttachNanos != 0 && now &- lastAttachNanos < Self.newRingNanos) {
+            return Self.newRingSleepNanos
+        }
+        return .max
+    }
+
+    // MARK: - A pass's start
+
+    /// What the start of a pass found: every ring to be visited (files looked at, events lost),
+    /// and rings whose files were touched (to be visited now).
+    struct Findings {
+        var sweep = false
+        var touched: [TrackedRing] = []
+    }
+
+    /// Reacts to what inotify saw, discovers rings now and then, and attaches files being made.
+    func beginPass(nowNanos now: UInt64) -> Findings {
+        var findings = Findings()
+        // Events that arrived while a pass ran (or with no drain thread waiting: a test stepping time).
+        if wakeup.isWatching, !scan.changed, wakeup.wait(timeoutNanos: 0) { scan.changed = true }
+        lookAtTouchedFiles(nowNanos: now, &findings)
+        let discoveryInterval = wakeup.isWatching ? Self.watchedDiscoveryIntervalNanos : Self.discoveryIntervalNanos
+        if scan.lastNanos == 0 || scan.changed || now &- scan.lastNanos >= discoveryInterval {
+            // Files removed or replaced are looked for when inotify saw a change, or now and
+            // then (a stat per ring); new lanes likewise (a file grows by each lane it adds).
+            let lookAtFiles = scan.changed || !wakeup.isWatching || now &- scan.lastIdentityCheckNanos >= Self.identityCheckNanos
+            if lookAtFiles {
+                scan.lastIdentityCheckNanos = now
+                for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
+                findings.sweep = true // every ring is visited this pass: those with new lanes adopt them
+            }
+            scan.changed = false
+            discover(nowNanos: now, checkingIdentities: lookAtFiles)
+            scan.lastNanos = now
+        }
+        for (name, since) in beingMade {
+            if tracked[name] != nil || now &- since >= Self.newRingNanos {
+                beingMade[name] = nil // attached, or left to the discoveries (a file that stays empty)
+            } else if tracked.count < descriptors.ringLimit {
+                attach(name, nowNanos: now)
+            }
+        }
+        return findings
+    }
+
+    // MARK: - Discovery
+
+    private func discover(nowNanos now: UInt64, checkingIdentities: Bool) {
+        let directory = options.directory
+        // A missing or unreadable directory is said once (and once more when it comes back).
+        let problem = directory.accessProblem()
+        if problem != scan.problem {
+            log(problem.map { "ring directory \(directory.path): \($0); waiting for it" }
+                ?? "ring directory \(directory.path) is readable", level: problem == nil ? .info : .warn)
+            scan.problem = problem
+        }
+        if problem == nil, !wakeup.isWatching { wakeup.watchDirectory(directory.path) }
+        // Rings removed or replaced under the same name: drain what is left, then let go.
+        for ring in tracked.ordered where checkingIdentities {
+            let name = ring.name
+            let identity = directory.fileIdentity(of: name)
+            guard identity != ring.identity else { continue }
+            _ = drain(ring, nowNanos: now)
+            tracked[name] = nil
+            ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
+        }
+        for (name, ring) in released where checkingIdentities {
+            let identity = directory.fileIdentity(of: name)
+            guard identity != ring.identity else { continue }
+            released[name] = nil
+            news = true
+            ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
+        }
+        let names = options.rings.isEmpty ? directory.ringNames() : options.rings
+        var waiting: [String] = []
+        for name in names where tracked[name] == nil && released[name] == nil {
+            if let skip = skipped[name], now < skip.retryAtNanos { continue }
+            guard tracked.count < descriptors.ringLimit else {
+                waiting.append(name)
+                continue
+            }
+            attach(name, nowNanos: now)
+        }
+        sayWaiting(waiting, nowNanos: now)
+        // A skipped ring whose file is gone is forgotten.
+        for name in skipped.keys where directory.fileIdentity(of: name) == nil && !options.rings.contains(name) {
+            skipped[name] = nil
+        }
+    }
+
+    /// Lists the rings that wait for a descriptor (each shown as skipped, with the reason, and
+    /// counted), and says in the log when rings begin and stop waiting.
+    private func sayWaiting(_ waiting: [String], nowNanos now: UInt64) {
+        let problem = "not attached: \(tracked.count) rings are open, all that the open-file limit allows beside the "
+            + "HTTP server's reserve; raise the limit (ulimit -n, LimitNOFILE=), or remove finished bots' files "
+            + "(ringside-dump clean)"
+        for name in waiting {
+            skipped[name] = SkippedRing(problem: problem, retryAtNanos: now, isQuiet: false)
+        }
+        if waiting.count != descriptors.waiting { news = true }
+        descriptors.waiting = waiting.count
+        if !waiting.isEmpty, !descriptors.said {
+            log("cannot attach \(waiting.count) rings: \(tracked.count) are open, and the rest of this process's open-file "
+                + "limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as skipped "
+                + "and counted in ringside_collector_rings_waiting", level: .warn)
+            descriptors.said = true
+        } else if waiting.isEmpty, descriptors.said {
+            log("every ring found is attached again")
+            descriptors.said = false
+        }
+    }
+
+    private func attach(_ name: String, nowNanos now: UInt64) {
+        do {
+            let consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
+            let ring = TrackedRing(consumer: consumer, aggregator: RingAggregator(ring: name, layout: layout,
+                                                                                       quantiles: options.quantiles.count))
+            ring.aggregator.addMetrics(of: consumer) { seriesAllowance(for: ring, holding: $0) }
+            sayRefusedSeries(of: ring)
+            let status = try consumer.status()
+            // Counters made before this collector started (it restarted, say) count in totals
+            // but not in its windows, where they would show as a burst; a bot created since is
+            // seen whole.
+            ring.aggregator.sampleCells(of: consumer, nowNanos: now, isBaseline: status.createdRealtimeNanos < startedRealtimeNanos)
+            ring.liveness.status = status
+            ring.liveness.producerAlive = status.producerAlive
+            ring.liveness.lastObservedNanos = now
+            ring.liveness.attachedNanos = now
+            tracked.insert(ring)
+            ring.touched(nowNanos: now)
+            lastAttachNanos = now
+            skipped[name] = nil
+            ringLog("ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
+                + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
+                + "\(consumer.metrics.count) metrics, backlog \(status.backlog)")
+            // Drops before this collector came are said once, now; later ones as they happen.
+            sayDrops(of: ring, status, nowNanos: now, before: "before this collector attached")
+        } catch {
+            skip(name, error, nowNanos: now)
+        }
+    }
+
+    func skip(_ name: String, _ error: RingError, nowNanos now: UInt64) {
+        let problem = "\(error)"
+        if case .notReady = error {
+            // Being created: looked at again every pass for a second (see `beingMade`), then at
+            // each discovery, quietly.
+            let since = skipped[name]?.notReadySinceNanos ?? now
+            skipped[name] = SkippedRing(problem: problem, retryAtNanos: now, isQuiet: true, notReadySinceNanos: since)
+            if now &- since < Self.newRingNanos { beingMade[name] = since }
+            return
+        }
+        if skipped[name]?.problem != problem { ringLog("skipping ring \(name): \(problem)", level: .warn) }
+        skipped[name] = SkippedRing(problem: problem, retryAtNanos: now + Self.retryNanos, isQuiet: false)
+    }
+
+    // MARK: - Touched files, releasing and taking up again
+
+    /// Reacts to files inotify saw written to, changed, opened or closed: a tracked ring's file is
+    /// checked whole (cut short or hole-punched under its mappings: let go, with the reason) and
+    /// the ring watched closely for a moment (a producer attaching or detaching: its liveness is
+    /// asked at once and again shortly), and a released ring's is taken up again when opened (a
+    /// producer is attaching; its own close, at release, is not one).
+    private func lookAtTouchedFiles(nowNanos now: UInt64, _ findings: inout Findings) {
+        let touched = wakeup.takeTouched()
+        if touched.overflowed {
+            // An open or a close may have been missed: every ring is looked at in the next pass.
+            toReacquire.formUnion(released.keys)
+            for ring in tracked.ordered { ring.liveness.lastObservedNanos = 0 }
+            findings.sweep = true
+        }
+        for (name, kinds) in touched.events {
+            if let ring = tracked[name] {
+                ring.touched(nowNanos: now) // perhaps a producer between its open and its lock: not released yet
+                findings.touched.append(ring)
+                do { try ring.consumer.checkIntact() } catch {
+                    tracked[name] = nil
+                    skip(name, error, nowNanos: now)
+                }
+            } else if released[name] != nil, DrainWakeup.moreThanClosed(kinds) {
+                toReacquire.insert(name)
+            }
+        }
+        for name in toReacquire { reacquire(name, nowNanos: now) }
+    }
+
+    /// Lets go, at the end of a pass, of the rings `observe` found dead and drained.
+    func releaseDueRings(nowNanos now: UInt64) {
+        for ring in releasesDue where tracked[ring.name] === ring { release(ring, nowNanos: now) }
+        releasesDue.removeAll()
+    }
+
+    /// Lets go of a dead, drained ring's file (its descriptor and mappings), keeping its series:
+    /// thousands of finished bots must not hold the descriptors new ones need.
+    private func release(_ ring: TrackedRing, nowNanos now: UInt64) {
+        // A last look at its registry and cells: counters' totals and gauges are final now.
+        ring.aggregator.refreshMetrics(of: ring.consumer) { seriesAllowance(for: ring, holding: $0) }
+        if ring.aggregator.sampleCells(of: ring.consumer, nowNanos: now) { ring.liveness.activitySinceStatus = true }
+        if ring.liveness.activitySinceStatus, let status = try? ring.consumer.status(producerAlive: false) {
+            ring.liveness.status = status
+        }
+        ring.liveness.activitySinceStatus = false
+        tracked[ring.name] = nil
+        ring.release()
+        released[ring.name] = ring
+        ring.quietSeries = nil // its next snapshot is made afresh, without a file
+        news = true
+        if descriptors.waiting > 0 { scan.changed = true } // a descriptor is free for them
+        ringLog("ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "
+            + "file is taken up again when a producer attaches")
+    }
+
+    /// Opens a released ring's file again and drains it as before, its series intact. A file
+    /// replaced meanwhile is another ring: the released one is forgotten and discovery attaches
+    /// the new file.
+    private func reacquire(_ name: String, nowNanos now: UInt64) {
+        guard let ring = released[name] else {
+            toReacquire.remove(name)
+            return
+        }
+        guard tracked.count < descriptors.ringLimit else { return } // kept in `toReacquire` until a descriptor is free
+        toReacquire.remove(name)
+        let consumer: RingConsumer
+        do {
+            consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
+        } catch {
+            released[name] = nil
+            news = true
+            if case .notFound = error {
+                ringLog("ring \(name) detached: its file was removed")
+            } else {
+                skip(name, error, nowNanos: now)
+            }
+            return
+        }
+        released[name] = nil
+        guard consumer.identity == ring.identity else {
+            ringLog("ring \(name) detached: its file was replaced by a new ring")
+            scan.changed = true
+            return
+        }
+        ring.reopen(consumer)
+        ring.touched(nowNanos: now)
+        if let status = try? consumer.status() {
+            ring.liveness.status = status
+            ring.liveness.statusNanos = now
+            ring.liveness.producerAlive = status.producerAlive
+        }
+        tracked.insert(ring)
+        ring.liveness.attachedNanos = now
+        lastAttachNanos = now
+        news = true
+        ringLog("ring \(name) taken up again: a process opened its file")
+    }
+
+    /// Lets go of every ring (the collector stops): records not yet drained stay in their rings.
+    func releaseAll() {
+        for ring in tracked.ordered { ringLog("ring \(ring.name) released") }
+        tracked.removeAll()
+    }
+}

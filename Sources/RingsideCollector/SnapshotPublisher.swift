@@ -1,0 +1,240 @@
+import RingsideExport
+import CRingside
+import Ringside
+import RingsideAggregation
+import Synchronization
+
+/// What crosses threads: the latest snapshot the drain thread published, and when its loop last
+/// finished a pass. The HTTP server and the daemon's subscribers (history, `--hlog`, the JSON
+/// dump, the demo) read them; nothing else of the collector is shared.
+public final class PublishedSnapshot: Sendable {
+    private let latest = Mutex(Snapshot())
+    private let lastPass = Atomic<UInt64>(0)
+
+    init() {}
+
+    /// The latest snapshot (a copy; cheap, its arrays are shared).
+    public var snapshot: Snapshot { latest.withLock { $0 } }
+
+    /// When the drain loop last finished a pass (CLOCK_MONOTONIC; 0: never), stored every pass,
+    /// so `/health` follows the loop itself and not the snapshots, which are spaced out when
+    /// publishing is costly.
+    public var lastPassMonotonicNanos: UInt64 { lastPass.load(ordering: .acquiring) }
+
+    func passed(atNanos nanos: UInt64) { lastPass.store(nanos, ordering: .releasing) }
+
+    /// Replaces the snapshot; the old one (thousands of series) is freed by the caller, not under the lock.
+    func publish(_ snapshot: inout Snapshot) { latest.withLock { swap(&$0, &snapshot) } }
+
+    /// Brings the collector's own figures up to date without a new snapshot (every ring quiet).
+    func update(_ stats: CollectorStats) { latest.withLock { $0.collector = stats } }
+}
+
+/// The collector's part that builds snapshots of every ring's series, judges the SLOs and
+/// publishes them: as often as records arrive (at most every poll), a slice at a time so the
+/// drain goes on meanwhile, and rarely when every ring is quiet.
+///
+/// Touched by the drain thread only.
+final class SnapshotPublisher {
+    private let options: CollectorOptions
+    private let layout: WindowLayout
+    private let log: CollectorLog
+    private let tracker: RingTracker
+    let published = PublishedSnapshot()
+    private var pending: PendingPublish?
+    private var generation: UInt64 = 0
+    private var seriesVersions = VersionCounter()
+    private var sloStates: [SLOState]
+    /// Something changed since the last snapshot began.
+    private var hasChanges = false
+    private var lastPublishNanos: UInt64 = 0
+    /// What the last publish took (see `spacingNanos`).
+    private var lastCostNanos: UInt64 = 0
+    private var lastQuietSampleNanos: UInt64 = 0
+    /// Whether the last publish found every ring quiet.
+    private var lastWasQuiet = false
+
+    /// The most time one pass spends building a snapshot.
+    static let sliceNanos: UInt64 = 10_000_000
+    /// Windows slide even when nothing arrives: publish at least this often.
+    static let idleRefreshNanos: UInt64 = 250_000_000
+    /// With every ring quiet (all windows empty, nothing drained, no cell changed), the rings'
+    /// cells and registries are looked at this often (a counter's increments after a quiet
+    /// spell are seen within it), and a full publish made this often (ages move on). Any change
+    /// (records, cells, a producer's death or stop) publishes at once; rebuilding a snapshot of
+    /// thousands of idle bots every 2 s cost a third of a percent of a core.
+    static let quietSampleNanos: UInt64 = 2_000_000_000
+    static let quietRefreshNanos: UInt64 = 10_000_000_000
+
+    init(options: CollectorOptions, layout: WindowLayout, log: CollectorLog, tracker: RingTracker) {
+        self.options = options
+        self.layout = layout
+        self.log = log
+        self.tracker = tracker
+        sloStates = options.sloRules.map { SLOState(rule: $0) }
+    }
+
+    /// A snapshot being built, some rings each pass: with hundreds of thousands of series a
+    /// snapshot takes seconds, and the rings must be drained meanwhile.
+    private struct PendingPublish {
+        var snapshot: Snapshot
+        /// The rings as they were when it began, and the next one to take.
+        let rings: [TrackedRing]
+        let forced: Bool
+        var next = 0
+        var everyRingQuiet = true
+        var costNanos: UInt64 = 0
+    }
+
+    /// Snapshots are published at most this often while records arrive (publishing costs a
+    /// pass over every series): at most one poll interval, so a record is visible within one;
+    /// but never sooner than `spacingNanos`.
+    private var intervalNanos: UInt64 {
+        max(min(max(options.pollNanos, 10_000_000), 100_000_000), spacingNanos)
+    }
+    /// The spacing that keeps publishing to a tenth of the drain thread's time: a few
+    /// microseconds for a few series, but with 10,000 busy series a publish takes tens of
+    /// milliseconds, which would otherwise take the CPU that scrapes need.
+    private var spacingNanos: UInt64 { 10 * lastCostNanos }
+
+    /// How long the drain loop may sleep for the publisher's sake: not at all with a snapshot
+    /// half built; else until the next is due when something changed.
+    func sleepNanos(nowNanos now: UInt64) -> UInt64 {
+        if pending != nil { return 0 }
+        guard hasChanges else { return .max }
+        let due = lastPublishNanos &+ intervalNanos
+        return due > now ? due - now : 0
+    }
+
+    /// After each pass: begins a snapshot when one is due (`changed`: the pass found something
+    /// new; `mayBegin`: the pass reached every ring it meant to), and builds a slice of the one
+    /// pending. A `forced` publish (at stop, or a test stepping time) begins afresh and finishes now.
+    func afterPass(nowNanos now: UInt64, changed: Bool, mayBegin: Bool, forced: Bool, stats: CollectorStats) {
+        if changed { hasChanges = true }
+        let sinceLast = now &- lastPublishNanos
+        if forced || (mayBegin && (lastPublishNanos == 0 || (hasChanges && sinceLast >= intervalNanos)
+            || sinceLast >= max(Self.idleRefreshNanos, spacingNanos))) {
+            if !forced, !hasChanges, lastWasQuiet, sinceLast < Self.quietRefreshNanos {
+                // Every ring quiet, nothing new: windows have nothing to slide, so only the
+                // collector's own figures (the pass /health looks at) are brought up to date, and
+                // now and then the rings' cells and registries looked at (counters write no records).
+                published.update(stats)
+                if now &- lastQuietSampleNanos >= Self.quietSampleNanos {
+                    lastQuietSampleNanos = now
+                    for ring in tracker.tracked.ordered where sampleCells(of: ring, nowNanos: now) { hasChanges = true }
+                }
+            } else if forced || pending == nil {
+                pending = PendingPublish(snapshot: startSnapshot(), rings: tracker.everyRing, forced: forced)
+                lastPublishNanos = now
+                hasChanges = false // what changes from now on goes in the next one
+            }
+        }
+        if pending != nil {
+            // A slice at a time, so the passes between drain every ring and keep /health fresh.
+            continuePublish(nowNanos: now, until: forced ? .max : rs_clock_precise_ns() &+ Self.sliceNanos, stats: stats)
+        }
+    }
+
+    /// A new, empty snapshot with the next generation.
+    private func startSnapshot() -> Snapshot {
+        var snapshot = Snapshot()
+        generation += 1
+        snapshot.generation = generation
+        snapshot.generatedRealtimeNanos = rs_clock_realtime_ns()
+        snapshot.windowNanos = options.windowNanos
+        snapshot.quantiles = options.quantiles
+        snapshot.nativeHistogramSchema = options.nativeHistogramSchema
+        return snapshot
+    }
+
+    /// Adds rings to the pending snapshot until `deadline` (CLOCK_MONOTONIC), and publishes it
+    /// once every ring is in.
+    private func continuePublish(nowNanos now: UInt64, until deadline: UInt64, stats: CollectorStats) {
+        guard var building = pending else { return }
+        pending = nil
+        let sliceStart = rs_clock_precise_ns()
+        while building.next < building.rings.count {
+            let ring = building.rings[building.next]
+            building.next += 1
+            // A ring let go since the snapshot began is left out.
+            guard tracker.holds(ring) else { continue }
+            let quiet = addToSnapshot(ring, &building.snapshot, nowNanos: now, forced: building.forced)
+            building.everyRingQuiet = building.everyRingQuiet && quiet
+            if rs_clock_precise_ns() >= deadline { break } // a ring is the unit: it may hold 4,096 series
+        }
+        building.costNanos &+= rs_clock_precise_ns() &- sliceStart
+        guard building.next >= building.rings.count else {
+            pending = building
+            return
+        }
+        var snapshot = building.snapshot
+        for name in tracker.skipped.keys.sorted() where tracker.tracked[name] == nil {
+            guard let skip = tracker.skipped[name], !skip.isQuiet else { continue }
+            snapshot.rings.append(RingSnapshot(name: name, state: .skipped, problem: skip.problem))
+        }
+        lastWasQuiet = building.everyRingQuiet
+        snapshot.slos = evaluateSLOs(nowNanos: now)
+        var stats = stats
+        stats.series = snapshot.series.count
+        stats.seriesLimit = options.maxSeries
+        stats.seriesLimitPerRing = options.maxSeriesPerRing
+        stats.seriesBytes = tracker.seriesUsage().bytes
+        stats.seriesBytesLimit = options.maxSeriesBytes
+        snapshot.collector = stats
+        lastCostNanos = building.costNanos
+        published.publish(&snapshot)
+    }
+
+    /// Adds one ring's series and figures to `snapshot`; returns whether the ring is quiet.
+    /// - Parameter forced: look at the ring's cells now, quiet or not (a stop, a test stepping time).
+    private func addToSnapshot(_ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool) -> Bool {
+        // Counters and gauges' last values come from the cells, sampled here; figures of the
+        // ring from one status, so that they add up exactly. The status is read again when
+        // records moved since (an idle ring's is read by `observe`, once a second).
+        if ring.liveness.activitySinceStatus, let status = try? ring.file?.status(producerAlive: ring.liveness.producerAlive) {
+            ring.liveness.status = status
+            ring.liveness.statusNanos = now
+            ring.liveness.activitySinceStatus = false
+        }
+        // A quiet ring (nothing drained, no cell changed, every window empty, so nothing can
+        // slide) shows what it showed, and its cells and registry are looked at once a second:
+        // thousands of idle rings cost little to publish.
+        var added = 0, cellsChanged = false
+        let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0
+        // A released ring has no cells to look at: its release took their last values.
+        if ring.file != nil, forced || !quiet || now &- ring.cellsSampledNanos >= RingTracker.livenessIntervalNanos {
+            (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now)
+        }
+        if quiet, let series = ring.quietSeries, added == 0, !cellsChanged {
+            snapshot.series += series
+        } else {
+            let series = ring.aggregator.snapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
+            snapshot.series += series
+            ring.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
+        }
+        ring.drainedSincePublish = 0
+        snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
+        return ring.quietSeries != nil && !cellsChanged && added == 0
+    }
+
+    /// `sampleCellsAndRegistry` for a quiet ring between publishes; returns whether its series
+    /// must be made again (the next publish then does, rather than show what it showed).
+    private func sampleCells(of ring: TrackedRing, nowNanos now: UInt64) -> Bool {
+        let (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now)
+        guard added > 0 || cellsChanged else { return false }
+        ring.quietSeries = nil
+        return true
+    }
+
+    private func evaluateSLOs(nowNanos now: UInt64) -> [SLOSnapshot] {
+        let rings = tracker.everyRing
+        return sloStates.indices.map { index in
+            let state = sloStates[index]
+            let outcome = state.evaluate(rings: rings, layout: layout, nowNanos: now)
+            if let transition = sloStates[index].record(outcome) {
+                log(transition, level: sloStates[index].violated ? .warn : .info)
+            }
+            return sloStates[index].snapshot(outcome)
+        }
+    }
+}

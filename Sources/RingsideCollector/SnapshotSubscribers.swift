@@ -1,0 +1,72 @@
+import RingsideExport
+import Synchronization
+
+/// A part that follows the collector's published snapshots from the daemon's loop, off the
+/// drain thread: the history (`/api/history`), the latency log (`--hlog`), the JSON dump.
+/// Whatever they cost, the drain never waits for them.
+protocol SnapshotSubscriber {
+    /// The latest snapshot, at each turn of the daemon's loop (the same one again when none was
+    /// published since).
+    mutating func receive(_ snapshot: Snapshot, nowNanos: UInt64)
+    /// The last snapshot, made after the collector's last pass.
+    mutating func finish(_ snapshot: Snapshot)
+    /// Adds what it reports of itself to the collector's figures (errors, what it holds).
+    func report(into stats: inout CollectorStats)
+}
+
+extension SnapshotSubscriber {
+    mutating func finish(_ snapshot: Snapshot) { receive(snapshot, nowNanos: .max) }
+    func report(into stats: inout CollectorStats) {}
+}
+
+/// What the subscribers report of themselves (the history's series, the latency log's errors),
+/// shown with every snapshot served: written by the daemon's loop, read by the HTTP threads.
+public final class SubscriberFigures: Sendable {
+    private let figures = Mutex(CollectorStats())
+
+    init() {}
+
+    func update(from subscribers: [any SnapshotSubscriber]) {
+        var stats = CollectorStats()
+        for subscriber in subscribers { subscriber.report(into: &stats) }
+        figures.withLock { $0 = stats }
+    }
+
+    /// `snapshot` with the subscribers' figures in its collector's.
+    func apply(to snapshot: inout Snapshot) {
+        let stats = figures.withLock { $0 }
+        snapshot.collector.hlogErrors = stats.hlogErrors
+        snapshot.collector.history = stats.history
+    }
+}
+
+/// The history `/api/history` serves, fed each snapshot.
+struct HistorySubscriber: SnapshotSubscriber {
+    let store: HistoryStore
+    let limit: Int
+
+    func receive(_ snapshot: Snapshot, nowNanos: UInt64) {
+        store.record(snapshot) // at once when the snapshot's generation was already recorded
+    }
+
+    func report(into stats: inout CollectorStats) {
+        let counts = store.counts
+        stats.history = (counts.series, counts.refused, limit)
+    }
+}
+
+extension JSONDumpWriter: SnapshotSubscriber {
+    mutating func receive(_ snapshot: Snapshot, nowNanos now: UInt64) { writeIfDue(snapshot, nowNanos: now) }
+    mutating func finish(_ snapshot: Snapshot) { write(snapshot) }
+}
+
+extension HistogramLogWriter: SnapshotSubscriber {
+    func receive(_ snapshot: Snapshot, nowNanos now: UInt64) { writeIfDue(snapshot, nowNanos: now) }
+
+    func finish(_ snapshot: Snapshot) {
+        write(snapshot)
+        close()
+    }
+
+    func report(into stats: inout CollectorStats) { stats.hlogErrors = errors }
+}

@@ -1,0 +1,252 @@
+import RingsideExport
+import Ringside
+
+/// A ring the collector drains (or has released), with its series and what the parts of the
+/// collector keep about it: the tracker its liveness and quarantine, the scheduler its place in
+/// the lane watch and its fill rate, the publisher its last quiet series. Touched by the drain
+/// thread only.
+final class TrackedRing {
+    let name: String
+    /// Which file it is: a file replaced under the same name is another ring.
+    let identity: RingFileIdentity
+    /// The open file, or nil once the ring is released (its producer dead, every record drained):
+    /// its series stay, its descriptor and mappings are given back.
+    private(set) var file: RingConsumer?
+    var aggregator: RingAggregator
+    var liveness = Liveness()
+    var fill = FillRate()
+    var watch = WatchPlace()
+    var quarantine = Quarantine()
+    /// What its drains cost lately and how many of its records were invalid.
+    var account = DrainAccount()
+    /// What the log said last about it.
+    var said = LogMarks()
+    /// Records drained, ever.
+    var drained: UInt64 = 0
+    /// Records drained since the last publish, and the series it showed if they were all empty.
+    var drainedSincePublish = 0
+    var quietSeries: [SeriesSnapshot]?
+    /// When its cells were last sampled.
+    var cellsSampledNanos: UInt64 = 0
+
+    /// What is known of its producer, and when it was last asked.
+    struct Liveness {
+        var status: RingStatus?
+        /// When `status` was read, and when liveness was last asked of the kernel.
+        var statusNanos: UInt64 = 0
+        var lastObservedNanos: UInt64 = 0
+        /// Records drained or cells changed since `status` was read: it is read again before it is shown.
+        var activitySinceStatus = false
+        var producerAlive = false
+        /// Alive, but its process is stopped (`T` or `t` in /proc/PID/stat).
+        var producerStopped = false
+        /// When it was attached, and when a pass last drained records from it (0: never).
+        var attachedNanos: UInt64 = 0
+        var lastActiveNanos: UInt64 = 0
+        /// When its file was last opened (by this collector at attach, or by anyone, as inotify
+        /// says), closed or changed: not released for `RingTracker.releaseGraceNanos` after (0: never).
+        var touchedNanos: UInt64 = 0
+    }
+
+    /// Its place in the lane watch (`DrainScheduler`): the lanes the watch holds of it, its index
+    /// there, and whether `observe` found more lanes in the file.
+    struct WatchPlace {
+        var lanes = 0
+        var index = Int.max
+        var newLanesPending = false
+    }
+
+    /// Until when its records are not read (0: they are), why, and how many times it was.
+    struct Quarantine {
+        var untilNanos: UInt64 = 0
+        var reason: String?
+        var count: UInt64 = 0
+    }
+
+    /// The figures last logged, so each log line says what is new.
+    struct LogMarks {
+        var dropped: UInt64 = 0
+        var unlanedDropped: UInt64 = 0
+        var droppedNanos: UInt64 = 0
+        var rejected: UInt64 = 0
+        var rejectedNanos: UInt64 = 0
+        /// Whether the log said that a series cap refused some of its metrics.
+        var seriesRefused = false
+    }
+
+    init(consumer: RingConsumer, aggregator: RingAggregator) {
+        name = consumer.name
+        identity = consumer.identity
+        file = consumer
+        self.aggregator = aggregator
+    }
+
+    /// The open file of a ring being drained (only the tracker's `tracked` rings are).
+    var consumer: RingConsumer {
+        guard let file else { preconditionFailure("ring \(name) is released: its file is closed") }
+        return file
+    }
+
+    /// Closes its file: the descriptor and mappings are given back; everything else stays.
+    func release() { file = nil }
+
+    /// Takes the ring up again with `consumer`, a new open of the same file.
+    func reopen(_ consumer: RingConsumer) {
+        precondition(file == nil && consumer.identity == identity, "reopened with another file")
+        file = consumer
+        watch = WatchPlace()
+        fill = FillRate()
+        liveness.lastObservedNanos = 0
+    }
+
+    /// Marks it opened or closed just now (by us or another process): it is not released for a
+    /// moment, and its liveness is asked often meanwhile.
+    func touched(nowNanos now: UInt64) { liveness.touchedNanos = now }
+
+    /// How often its producer's liveness is asked: four times a second while it records or just
+    /// after its file was opened or closed (a producer attaching, detaching or dying: the lock
+    /// goes a moment after the close that inotify reports); each second when it recorded in the
+    /// last 10 s, is stopped or dead (and not yet let go of), or without inotify; else every 30 s.
+    func livenessInterval(nowNanos now: UInt64, watching: Bool) -> UInt64 {
+        func within(_ nanos: UInt64, of time: UInt64) -> Bool { time != 0 && now &- time < nanos }
+        let live = liveness
+        if within(RingTracker.livenessIntervalNanos, of: live.lastActiveNanos) || within(RingTracker.livenessIntervalNanos, of: live.touchedNanos) {
+            return RingTracker.activeLivenessIntervalNanos
+        }
+        if !watching || !live.producerAlive || live.producerStopped || within(RingTracker.recentNanos, of: live.lastActiveNanos) {
+            return RingTracker.livenessIntervalNanos
+        }
+        return RingTracker.idleLivenessIntervalNanos
+    }
+
+    /// Whether its liveness is due to be asked, every `interval` (give or take a pass: a ring
+    /// looked at late in one round is due in the next).
+    func isLookDue(nowNanos now: UInt64, interval: UInt64) -> Bool {
+        now &- liveness.lastObservedNanos &+ RingTracker.lookSlackNanos >= interval
+    }
+
+    func ringSnapshot(nowNanos now: UInt64) -> RingSnapshot {
+        let live = liveness
+        var snapshot = RingSnapshot(name: name,
+                                    state: !live.producerAlive ? .producerDead : live.producerStopped ? .producerStopped : .live)
+        snapshot.problem = quarantine.reason
+        snapshot.quarantined = quarantine.reason != nil
+        snapshot.quarantinesTotal = quarantine.count
+        guard let status = live.status else { return snapshot }
+        snapshot.producerPID = status.producerPID
+        snapshot.capacity = status.capacity
+        snapshot.backlog = status.backlog
+        snapshot.recordsTotal = status.writeCursor
+        snapshot.consumedTotal = status.readCursor
+        snapshot.droppedTotal = status.dropped
+        snapshot.unlanedDropped = status.unlanedDropped
+        snapshot.drainedTotal = drained
+        snapshot.rejectedTotal = aggregator.rejected
+        snapshot.seriesRefused = aggregator.refusedSeries
+        snapshot.recordsRefusedTotal = aggregator.refusedRecords
+        snapshot.metricCount = status.metricCount
+        snapshot.maxLanes = status.maxLanes
+        // The heartbeat is coarse monotonic time, which may lag `now` by a tick.
+        func age(_ heartbeat: UInt64) -> Double { Double(now &- min(now, heartbeat)) / 1e9 }
+        snapshot.heartbeatAgeSeconds = age(status.heartbeatMonotonicNanos)
+        snapshot.lanes = status.lanes.map { lane in
+            LaneSnapshot(index: lane.index, state: lane.state, threadID: lane.ownerTID, backlog: lane.backlog,
+                         recordsTotal: lane.writeCursor, consumedTotal: lane.readCursor, droppedTotal: lane.dropped,
+                         heartbeatAgeSeconds: age(lane.heartbeatMonotonicNanos))
+        }
+        return snapshot
+    }
+}
+
+/// How fast a ring's lanes fill: records drained from each lane since `sinceNanos` (0: the ring
+/// is idle, not timed), and the fastest lane's rate (records a second) over the last span of at
+/// least `spanNanos`. The drain loop sleeps less than the fastest lane takes to fill.
+struct FillRate {
+    static let spanNanos: UInt64 = 50_000_000
+    private var drainedByLane: [Int] = []
+    private(set) var sinceNanos: UInt64 = 0
+    private var fastestLaneRate: Double = 0
+
+    /// Whether a span is open: the ring drained lately.
+    var isTiming: Bool { sinceNanos != 0 }
+
+    /// Counts `count` records drained from `lane`.
+    mutating func counted(_ count: Int, lane: Int) {
+        if lane >= drainedByLane.count { drainedByLane += Array(repeating: 0, count: lane + 1 - drainedByLane.count) }
+        drainedByLane[lane] += count
+    }
+
+    /// Closes a span once it is `spanNanos` long; returns how long the fastest lane of `capacity`
+    /// records takes to fill at its rate (nil: it is not filling).
+    mutating func fillNanos(capacity: UInt64, nowNanos now: UInt64) -> UInt64? {
+        if sinceNanos == 0 { sinceNanos = now }
+        let span = now &- sinceNanos
+        // The open span's rate counts too (over at least a millisecond), so a lane that has just
+        // started filling is not left for a whole poll: an overestimate costs a pass, not records.
+        let openRate = Double(drainedByLane.max() ?? 0) / (Double(max(span, 1_000_000)) / 1e9)
+        if span >= Self.spanNanos {
+            fastestLaneRate = openRate
+            for lane in drainedByLane.indices { drainedByLane[lane] = 0 }
+            sinceNanos = openRate > 0 ? now : 0 // a span with nothing: the ring is idle, no longer timed
+        }
+        let rate = max(fastestLaneRate, openRate)
+        guard rate > 0 else { return nil }
+        return UInt64(min(Double(capacity) / rate * 1e9, 1e15))
+    }
+}
+
+/// The rings the collector drains, by name and in name order (kept sorted as rings come and go,
+/// so a pass over thousands of idle rings sorts nothing).
+struct TrackedRings {
+    private(set) var ordered: [TrackedRing] = []
+    private var byName: [String: TrackedRing] = [:]
+    /// Changes whenever a ring comes or goes.
+    private(set) var version: UInt64 = 0
+
+    var count: Int { ordered.count }
+
+    subscript(name: String) -> TrackedRing? {
+        get { byName[name] }
+        set {
+            precondition(newValue == nil, "rings are added with insert")
+            guard byName.removeValue(forKey: name) != nil else { return }
+            ordered.remove(at: position(of: name))
+            version &+= 1
+        }
+    }
+
+    mutating func insert(_ ring: TrackedRing) {
+        let name = ring.name
+        self[name] = nil
+        byName[name] = ring
+        ordered.insert(ring, at: position(of: name))
+        version &+= 1
+    }
+
+    /// Where `name` is in `ordered`, or would go: a binary search, so that thousands of bots
+    /// attached or released together cost a comparison of names each, not a pass over all.
+    private func position(of name: String) -> Int {
+        var low = 0, high = ordered.count
+        while low < high {
+            let middle = (low + high) / 2
+            if ordered[middle].name < name { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    mutating func removeAll() {
+        ordered.removeAll()
+        byName.removeAll()
+        version &+= 1
+    }
+}
+
+/// A ring the collector could not attach, and when to try again.
+struct SkippedRing {
+    var problem: String
+    var retryAtNanos: UInt64
+    /// Not worth showing (a ring still being created).
+    var isQuiet: Bool
+    /// When it was first found not ready (still being created), if it is.
+    var notReadySinceNanos: UInt64?
+}
