@@ -23,19 +23,22 @@ let package = Package(
         .target(name: "RingsideAggregation"),
         /// A small HTTP/1.1 server on POSIX sockets.
         .target(name: "RingsideHTTP"),
+        /// What the collector knows at one moment, as plain values: the snapshot the collector
+        /// builds and the exporters read (series, rings, SLOs, its own and its process's figures).
+        .target(name: "RingsideSnapshot", dependencies: ["Ringside", "RingsideAggregation"]),
         /// The export formats over snapshots: Prometheus protobuf with native histograms, gzip.
         /// It knows nothing of rings or threads.
-        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideCommandLine", "RingsideJSON", "CZlib"],
+        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "CZlib"],
                 resources: [.embedInCode("LivePage.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
         /// formats only, never by the library bots import.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
         .target(name: "RingsideCollector",
-                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideExport", "RingsideHTTP", "RingsideCommandLine"]),
+                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideCommandLine"]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
-        .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideExport"]),
+        .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport"]),
 
         // MARK: - Operator tools
 
@@ -84,18 +87,19 @@ let package = Package(
                     dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(name: "RingsideCollectorTests",
-                    dependencies: ["RingsideCollector", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
+                    dependencies: ["RingsideCollector", "RingsideSnapshot", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
                                    "RingsideCommandLine", "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
         .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideTestSupport"]),
-        .testTarget(name: "RingsideExportTests", dependencies: ["RingsideExport", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
+        .testTarget(name: "RingsideExportTests",
+                    dependencies: ["RingsideExport", "RingsideSnapshot", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
         .testTarget(name: "RingsideToolsTests",
                     dependencies: ["RingsideTools", "RingsideExport", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideTestSupport",
                                    "ringside-test-producer", "ringside-dump", "ringside-emit"]),
         /// Faults, SIGBUS and load: producers and collectors killed at random points, a full ring
         /// directory, files truncated or removed under their readers, eight producers at full speed.
         .testTarget(name: "RingsideReliabilityTests",
-                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideExport", "RingsideTestSupport",
+                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideSnapshot", "RingsideTestSupport",
                                    "ringside-test-producer", "ringside-collector", "ringside-dump", "ringside-emit"]),
         /// Bad input and security: the reader fuzzer, HTTP abuse against the real collector, every
         /// bad command line, ownership, links and names, end to end with the real binaries.

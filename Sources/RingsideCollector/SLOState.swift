@@ -1,4 +1,5 @@
 import RingsideExport
+import RingsideSnapshot
 import Ringside
 import RingsideAggregation
 

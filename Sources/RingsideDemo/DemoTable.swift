@@ -1,5 +1,6 @@
 import RingsideCollector
 import RingsideExport
+import RingsideSnapshot
 import Ringside
 
 /// The demo's live table: per series and window, p50, p99, p99.9, max, rate, and drops per ring.

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideSnapshot
 import Synchronization
 
 /// The last hour (`--history`) of per-second figures for every series, in bounded memory, for

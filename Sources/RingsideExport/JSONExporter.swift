@@ -1,5 +1,6 @@
 import Ringside
 import RingsideJSON
+import RingsideSnapshot
 import Synchronization
 
 /// Renders snapshots as JSON: the `/latest` document (also the `--json-dump` file) and `/health`.

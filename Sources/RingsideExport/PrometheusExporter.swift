@@ -1,5 +1,6 @@
 import Ringside
 import RingsideCommandLine
+import RingsideSnapshot
 import Synchronization
 
 /// Renders a snapshot in the Prometheus text format 0.0.4.

@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import Ringside
 import RingsideAggregation
+import RingsideSnapshot
 
 /// One /metrics page, written in one pass.
 ///

@@ -2,6 +2,7 @@ import Foundation
 import Ringside
 import RingsideExport
 import RingsideJSON
+import RingsideSnapshot
 import Testing
 
 @Suite("The collector's JSON: counts, nanoseconds and ids exactly")
