@@ -35,7 +35,8 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
         .target(name: "RingsideCollector",
-                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideCommandLine"]),
+                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideJSON",
+                               "RingsideCommandLine"]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
         .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport"]),

@@ -1,7 +1,8 @@
 #if canImport(Glibc)
-import RingsideExport
 import Glibc
 #endif
+import RingsideExport
+import RingsideJSON
 
 /// How the log is written (`--log-format`).
 public enum LogFormat: String, Sendable, CaseIterable {

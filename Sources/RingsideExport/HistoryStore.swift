@@ -1,4 +1,5 @@
 import Ringside
+import RingsideJSON
 import RingsideSnapshot
 import Synchronization
 

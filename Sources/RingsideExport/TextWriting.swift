@@ -183,3 +183,9 @@ final class TextBuffer {
         output.writeJSONNumber(value)
     }
 }
+
+/// The page buffer takes JSON text through RingsideJSON's writing functions.
+extension TextBuffer: JSONOutput {
+    func write(_ byte: UInt8) { append(byte) }
+    func write(_ text: String) { append(text) }
+}
