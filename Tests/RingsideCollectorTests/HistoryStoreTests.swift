@@ -1,6 +1,6 @@
 import Foundation
 import Ringside
-@testable import RingsideExport
+@testable import RingsideCollector
 import RingsideSnapshot
 import Testing
 
