@@ -39,7 +39,7 @@ let package = Package(
                                "RingsideCommandLine"]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
-        .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport"]),
+        .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine"]),
 
         // MARK: - Operator tools
 

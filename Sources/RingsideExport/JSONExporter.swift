@@ -1,4 +1,5 @@
 import Ringside
+import RingsideCommandLine
 import RingsideJSON
 import RingsideSnapshot
 import Synchronization
@@ -203,7 +204,7 @@ public final class LatestRenderer: Sendable {
     public init() {}
 
     public func render(_ snapshot: Snapshot) -> [UInt8] {
-        let windows = snapshot.windowNanos.map(formatDuration)
+        let windows = snapshot.windowNanos.map { formatDuration($0) }
         let quantileKeys = snapshot.quantiles.map(quantileKey)
         let previous = cache.withLock { $0 }
         var current: [UInt64: (versions: [UInt64], json: [UInt8])] = [:]
