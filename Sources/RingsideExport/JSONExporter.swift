@@ -10,7 +10,8 @@ import Synchronization
 /// Each series has `ring`, `metric`, `kind`, `unit`, `labels` and `windows` keyed by window
 /// (`"1s"`): histograms give `count`, `sum`, `min`, `max`, `mean` and a key per quantile
 /// (`p50` ... `p999`) in the metric's own unit; counters `total`, `increase` and `rate` (per
-/// second); gauges `value`, `min` and `max` (null when nothing was set in the window).
+/// second); gauges `value`, `min` and `max`: null when never set (`min` and `max`: in the window),
+/// and NaN and the infinities as Prometheus' HTTP API writes them, the strings `"NaN"`, `"+Inf"`, `"-Inf"`.
 public enum JSONExporter {
     public static let contentType = "application/json"
 
@@ -108,7 +109,7 @@ public enum JSONExporter {
             case .counter:
                 json.field("total", series.cumulativeExactSum)
             case .gauge:
-                json.field("value", series.lastValue)
+                json.field("value", sample: series.lastValue)
                 json.field("dropped_records", series.droppedRecords)
             }
             json.key("windows")
@@ -129,9 +130,9 @@ public enum JSONExporter {
                             json.field("increase", stats.increase)
                             json.field("rate", stats.rate)
                         case .gauge:
-                            json.field("value", series.lastValue)
-                            json.field("min", stats.gaugeMin)
-                            json.field("max", stats.gaugeMax)
+                            json.field("value", sample: series.lastValue)
+                            json.field("min", sample: stats.gaugeMin)
+                            json.field("max", sample: stats.gaugeMax)
                         }
                     }
                 }

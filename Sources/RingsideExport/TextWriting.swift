@@ -177,8 +177,7 @@ final class TextBuffer {
     /// A number as Prometheus reads it: non-finite values as it spells them (`+Inf`, `-Inf`,
     /// `NaN`), finite ones as JSON writes them (whole numbers without a fraction).
     func appendNumber(_ value: Double) {
-        if value.isNaN { return append("NaN") }
-        if value.isInfinite { return append(value > 0 ? "+Inf" : "-Inf") }
+        if let text = value.nonFiniteText { return append(text) }
         var output = self
         output.writeJSONNumber(value)
     }

@@ -55,6 +55,15 @@ package final class JSONWriter {
         needsComma = true
     }
 
+    /// A value that may have been set to NaN or an infinity (a gauge's): those as Prometheus' HTTP
+    /// API writes them, the strings `"NaN"`, `"+Inf"` and `"-Inf"`, so they do not read as null,
+    /// which is for a value never set; else as `writeJSONNumber` writes it.
+    package func field(_ name: String, sample value: Double?) {
+        key(name)
+        if let text = value?.nonFiniteText { string(text) } else { number(value) }
+        needsComma = true
+    }
+
     /// A count, nanoseconds or an id, with all its digits.
     package func field(_ name: String, _ value: some BinaryInteger) {
         key(name)
