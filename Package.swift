@@ -26,14 +26,17 @@ let package = Package(
         /// What the collector knows at one moment, as plain values: the snapshot the collector
         /// builds and the exporters read (series, rings, SLOs, its own and its process's figures).
         .target(name: "RingsideSnapshot", dependencies: ["Ringside", "RingsideAggregation"]),
-        /// The export formats over snapshots: Prometheus protobuf with native histograms, gzip.
-        /// It knows nothing of rings or threads.
+        /// What the collector serves, rendered from snapshots only: Prometheus text, OpenMetrics
+        /// and protobuf with native histograms, the `/latest` and `/health` JSON, gzip, the live
+        /// page, HdrHistogram's encoding and log lines; the one Prometheus escaper, and how
+        /// quantiles, times and measures are written.
         .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "CZlib"],
                 resources: [.embedInCode("LivePage.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
         /// formats only, never by the library bots import.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
-        /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
+        /// The collector: discovery, draining, series, SLOs, the snapshots it builds, the per-second
+        /// history they feed, its process's figures from `/proc`, its logs and the HTTP routes.
         .target(name: "RingsideCollector",
                 dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideJSON",
                                "RingsideCommandLine"]),
@@ -45,9 +48,11 @@ let package = Package(
 
         /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
         .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine"]),
-        /// A JSON value written by hand, shared by the tools and the benchmark.
+        /// JSON: a value written by hand (the tools' and the benchmark's output) and the collector's
+        /// streaming writer, over one string escaper and number policy.
         .target(name: "RingsideJSON"),
-        /// The usage error, the argument reading and the version every executable shares.
+        /// The usage error, the argument reading, the duration grammar and its written form, and
+        /// the version every executable shares.
         .target(name: "RingsideCommandLine", plugins: ["RingsideRevision"]),
         /// Records the git commit the sources are at (`git rev-parse --short HEAD`, else "unknown")
         /// in RingsideCommandLine at each build, for `--version` and `ringside_build_info`.
