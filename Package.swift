@@ -23,27 +23,36 @@ let package = Package(
         .target(name: "RingsideAggregation"),
         /// A small HTTP/1.1 server on POSIX sockets.
         .target(name: "RingsideHTTP"),
-        /// The export formats over snapshots: Prometheus protobuf with native histograms, gzip.
-        /// It knows nothing of rings or threads.
-        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideCommandLine", "RingsideJSON", "CZlib"],
+        /// What the collector knows at one moment, as plain values: the snapshot the collector
+        /// builds and the exporters read (series, rings, SLOs, its own and its process's figures).
+        .target(name: "RingsideSnapshot", dependencies: ["Ringside", "RingsideAggregation"]),
+        /// What the collector serves, rendered from snapshots only: Prometheus text, OpenMetrics
+        /// and protobuf with native histograms, the `/latest` and `/health` JSON, gzip, the live
+        /// page, HdrHistogram's encoding and log lines; the one Prometheus escaper, and how
+        /// quantiles, times and measures are written.
+        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "CZlib"],
                 resources: [.embedInCode("LivePage.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
         /// formats only, never by the library bots import.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
-        /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
+        /// The collector: discovery, draining, series, SLOs, the snapshots it builds, the per-second
+        /// history they feed, its process's figures from `/proc`, its logs and the HTTP routes.
         .target(name: "RingsideCollector",
-                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideExport", "RingsideHTTP", "RingsideCommandLine"]),
+                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideJSON",
+                               "RingsideCommandLine"]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
-        .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideExport"]),
+        .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine"]),
 
         // MARK: - Operator tools
 
         /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
         .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine"]),
-        /// A JSON value written by hand, shared by the tools and the benchmark.
+        /// JSON: a value written by hand (the tools' and the benchmark's output) and the collector's
+        /// streaming writer, over one string escaper and number policy.
         .target(name: "RingsideJSON"),
-        /// The usage error, the argument reading and the version every executable shares.
+        /// The usage error, the argument reading, the duration grammar and its written form, and
+        /// the version every executable shares.
         .target(name: "RingsideCommandLine", plugins: ["RingsideRevision"]),
         /// Records the git commit the sources are at (`git rev-parse --short HEAD`, else "unknown")
         /// in RingsideCommandLine at each build, for `--version` and `ringside_build_info`.
@@ -84,18 +93,19 @@ let package = Package(
                     dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(name: "RingsideCollectorTests",
-                    dependencies: ["RingsideCollector", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
+                    dependencies: ["RingsideCollector", "RingsideSnapshot", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
                                    "RingsideCommandLine", "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
         .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideTestSupport"]),
-        .testTarget(name: "RingsideExportTests", dependencies: ["RingsideExport", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
+        .testTarget(name: "RingsideExportTests",
+                    dependencies: ["RingsideExport", "RingsideSnapshot", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
         .testTarget(name: "RingsideToolsTests",
                     dependencies: ["RingsideTools", "RingsideExport", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideTestSupport",
                                    "ringside-test-producer", "ringside-dump", "ringside-emit"]),
         /// Faults, SIGBUS and load: producers and collectors killed at random points, a full ring
         /// directory, files truncated or removed under their readers, eight producers at full speed.
         .testTarget(name: "RingsideReliabilityTests",
-                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideExport", "RingsideTestSupport",
+                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideSnapshot", "RingsideTestSupport",
                                    "ringside-test-producer", "ringside-collector", "ringside-dump", "ringside-emit"]),
         /// Bad input and security: the reader fuzzer, HTTP abuse against the real collector, every
         /// bad command line, ownership, links and names, end to end with the real binaries.

@@ -3,7 +3,7 @@ import CRingsideBench
 import Foundation
 import Ringside
 import RingsideCollector
-import RingsideExport
+import RingsideCommandLine
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import RingsideExport
+import RingsideSnapshot
 import CRingside
 import RingsideHTTP
 import Synchronization

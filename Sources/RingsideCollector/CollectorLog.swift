@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CRingside
 import RingsideExport
+import RingsideJSON
 
 /// How the log is written (`--log-format`).
 public enum LogFormat: String, Sendable, CaseIterable {

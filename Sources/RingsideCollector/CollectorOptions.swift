@@ -247,7 +247,7 @@ public struct CollectorOptions: Sendable, Equatable {
         }
         for rule in options.sloRules where !options.windowNanos.contains(rule.windowNanos) {
             throw UsageError("--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
-                + options.windowNanos.map(formatDuration).joined(separator: ","))
+                + options.windowNanos.map { formatDuration($0) }.joined(separator: ","))
         }
         return .run(options)
     }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import RingsideAggregation
 import RingsideExport
+import RingsideSnapshot
 
 /// Writes `--hlog`: every histogram series' per-interval histograms in HdrHistogram's interval
 /// log format (see ``HistogramLog``), from the daemon loop, never from the drain thread.

@@ -1,5 +1,6 @@
 import Foundation
 import RingsideExport
+import RingsideSnapshot
 
 /// Writes `--json-dump`: the `/latest` document to a file every interval, atomically, from the
 /// daemon loop.

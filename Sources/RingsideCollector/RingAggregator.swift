@@ -1,4 +1,4 @@
-import RingsideExport
+import RingsideSnapshot
 import Ringside
 import RingsideAggregation
 

@@ -1,6 +1,8 @@
 import RingsideExport
+import RingsideSnapshot
 import Ringside
 import RingsideAggregation
+import RingsideCommandLine
 
 /// One SLO rule's judgement over time: violated or not, and how often it broke.
 struct SLOState {

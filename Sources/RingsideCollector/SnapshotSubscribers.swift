@@ -1,3 +1,4 @@
+import RingsideSnapshot
 import RingsideExport
 import Synchronization
 

@@ -142,6 +142,25 @@ public func durationNanos(_ text: String, bareSeconds: Bool = false) -> UInt64? 
     return UInt64(nanos)
 }
 
+/// A duration as the grammar above reads it back, one number and a unit: `250ms`, `30s`, `1m`.
+/// Exact (window names in labels, settings): in the largest unit that divides it, `1500ms` and
+/// never `1.5s`, so a window has one name. `approximate` (ages, for people): in the largest unit
+/// it reaches, to a tenth at most: `1.5s`, `4.2m`, `26.3h`.
+public func formatDuration(_ nanos: UInt64, approximate: Bool = false) -> String {
+    let units: [(String, UInt64)] = [("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
+                                     ("ms", 1_000_000), ("us", 1_000), ("ns", 1)]
+    for (suffix, scale) in units {
+        if approximate {
+            // Rounded first, so that 59.97 s reaches a minute (`1m`, not `60s`).
+            let tenths = UInt64((Double(nanos) / Double(scale) * 10).rounded())
+            if tenths >= 10 { return "\(tenths / 10)" + (tenths % 10 == 0 ? "" : ".\(tenths % 10)") + suffix }
+        } else if nanos >= scale && nanos % scale == 0 {
+            return "\(nanos / scale)\(suffix)"
+        }
+    }
+    return "\(nanos)ns"
+}
+
 /// Parses a duration (see `durationNanos`) given to `flag`.
 public func parseDuration(_ text: String, flag: String, bareSeconds: Bool = false) throws(UsageError) -> UInt64 {
     guard let nanos = durationNanos(text, bareSeconds: bareSeconds) else {

@@ -1,7 +1,7 @@
 import Foundation
 import Ringside
 import RingsideCollector
-import RingsideExport
+import RingsideSnapshot
 #if canImport(Glibc)
 import Glibc
 #endif

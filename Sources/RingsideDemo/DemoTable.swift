@@ -1,11 +1,13 @@
 import RingsideCollector
+import RingsideCommandLine
 import RingsideExport
+import RingsideSnapshot
 import Ringside
 
 /// The demo's live table: per series and window, p50, p99, p99.9, max, rate, and drops per ring.
 enum DemoTable {
     static func render(_ snapshot: Snapshot, address: String) -> String {
-        let windows = snapshot.windowNanos.map(formatDuration)
+        let windows = snapshot.windowNanos.map { formatDuration($0) }
         let index = { (q: Double) in snapshot.quantiles.firstIndex(of: q) }
         var rows: [[String]] = [["ring", "metric", "labels", "window", "p50", "p99", "p99.9", "max", "rate/s"]]
         for series in snapshot.series {

@@ -1,6 +1,6 @@
 import Ringside
 import RingsideAggregation
-import Synchronization
+import RingsideSnapshot
 
 /// The upper bounds of the cumulative buckets exported for histograms, in a metric's own unit:
 /// 1-2-5 steps, so Prometheus can merge one metric across bots and hosts with `histogram_quantile`.
@@ -36,24 +36,9 @@ package enum ExportBuckets {
     }
 }
 
-/// A series' all-time histogram and its classic buckets, which the first page that needs them
-/// computes and every later page reuses: the collector hands the same one to each snapshot until
-/// the series records again, so 10,000 quiet series are not re-bucketed at every scrape.
-package final class AllTimeHistogram: Sendable {
-    package let histogram: Histogram
-    private let classic = Mutex<[UInt64]?>(nil)
-
-    init(_ histogram: Histogram) {
-        self.histogram = histogram
-    }
-
+extension AllTimeHistogram {
     /// `ExportBuckets.cumulativeCounts(histogram, unit:)`, computed once (a series' unit never changes).
     package func classicCounts(unit: MetricUnit) -> [UInt64] {
-        classic.withLock { counts in
-            if let counts { return counts }
-            let computed = ExportBuckets.cumulativeCounts(histogram, unit: unit)
-            counts = computed
-            return computed
-        }
+        classicCounts { ExportBuckets.cumulativeCounts($0, unit: unit) }
     }
 }

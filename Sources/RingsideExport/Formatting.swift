@@ -3,17 +3,8 @@ import Glibc
 #endif
 import Ringside
 
-// MARK: - How durations, quantiles and times are written, in every export
-
-/// The shortest form of a duration: `1s`, `5s`, `1m`, `250ms`.
-public func formatDuration(_ nanos: UInt64) -> String {
-    let units: [(String, UInt64)] = [("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
-                                     ("ms", 1_000_000), ("us", 1_000), ("ns", 1)]
-    for (suffix, scale) in units where nanos % scale == 0 && nanos >= scale {
-        return "\(nanos / scale)\(suffix)"
-    }
-    return "\(nanos)ns"
-}
+// MARK: - How quantiles, times and measures are written, in every export
+// (durations: `formatDuration`, beside the duration grammar in RingsideCommandLine)
 
 /// The JSON key and Prometheus-friendly name of a quantile: 0.5 → `p50`, 0.999 → `p999`.
 public func quantileKey(_ quantile: Double) -> String {

@@ -1,5 +1,7 @@
 import Ringside
+import RingsideCommandLine
 import RingsideJSON
+import RingsideSnapshot
 import Synchronization
 
 /// Renders snapshots as JSON: the `/latest` document (also the `--json-dump` file) and `/health`.
@@ -8,7 +10,8 @@ import Synchronization
 /// Each series has `ring`, `metric`, `kind`, `unit`, `labels` and `windows` keyed by window
 /// (`"1s"`): histograms give `count`, `sum`, `min`, `max`, `mean` and a key per quantile
 /// (`p50` ... `p999`) in the metric's own unit; counters `total`, `increase` and `rate` (per
-/// second); gauges `value`, `min` and `max` (null when nothing was set in the window).
+/// second); gauges `value`, `min` and `max`: null when never set (`min` and `max`: in the window),
+/// and NaN and the infinities as Prometheus' HTTP API writes them, the strings `"NaN"`, `"+Inf"`, `"-Inf"`.
 public enum JSONExporter {
     public static let contentType = "application/json"
 
@@ -106,7 +109,7 @@ public enum JSONExporter {
             case .counter:
                 json.field("total", series.cumulativeExactSum)
             case .gauge:
-                json.field("value", series.lastValue)
+                json.field("value", sample: series.lastValue)
                 json.field("dropped_records", series.droppedRecords)
             }
             json.key("windows")
@@ -127,9 +130,9 @@ public enum JSONExporter {
                             json.field("increase", stats.increase)
                             json.field("rate", stats.rate)
                         case .gauge:
-                            json.field("value", series.lastValue)
-                            json.field("min", stats.gaugeMin)
-                            json.field("max", stats.gaugeMax)
+                            json.field("value", sample: series.lastValue)
+                            json.field("min", sample: stats.gaugeMin)
+                            json.field("max", sample: stats.gaugeMax)
                         }
                     }
                 }
@@ -202,7 +205,7 @@ public final class LatestRenderer: Sendable {
     public init() {}
 
     public func render(_ snapshot: Snapshot) -> [UInt8] {
-        let windows = snapshot.windowNanos.map(formatDuration)
+        let windows = snapshot.windowNanos.map { formatDuration($0) }
         let quantileKeys = snapshot.quantiles.map(quantileKey)
         let previous = cache.withLock { $0 }
         var current: [UInt64: (versions: [UInt64], json: [UInt8])] = [:]
@@ -221,120 +224,4 @@ public final class LatestRenderer: Sendable {
         cache.withLock { $0 = current }
         return body
     }
-}
-
-/// Writes JSON into a byte buffer, tracking commas, with RingsideJSON's strings and numbers.
-/// A class, so nested writing closures can share it. It streams bytes rather than building a
-/// `RingsideJSON` value tree, which would cost a String per field for every one of thousands of series.
-package final class JSONWriter {
-    package init() {}
-
-    private let text = TextBuffer(capacity: 4096)
-    private var needsComma = false
-
-    package var bytes: [UInt8] { text.bytes }
-
-    package func object(_ body: () -> Void) {
-        separate()
-        text.append(UInt8(ascii: "{"))
-        needsComma = false
-        body()
-        text.append(UInt8(ascii: "}"))
-        needsComma = true
-    }
-
-    package func array<Element>(_ elements: [Element], _ body: (Element) -> Void) {
-        separate()
-        text.append(UInt8(ascii: "["))
-        needsComma = false
-        for element in elements { body(element) }
-        text.append(UInt8(ascii: "]"))
-        needsComma = true
-    }
-
-    /// An element that is already JSON.
-    package func raw(_ bytes: [UInt8]) {
-        separate()
-        text.append(bytes: bytes)
-        needsComma = true
-    }
-
-    package func key(_ name: String) {
-        separate()
-        string(name)
-        text.append(UInt8(ascii: ":"))
-        needsComma = false
-    }
-
-    package func field(_ name: String, _ value: String?) {
-        key(name)
-        if let value { string(value) } else { text.append("null") }
-        needsComma = true
-    }
-
-    /// A measure, or null; numbers are written as RingsideJSON writes them.
-    package func field(_ name: String, _ value: Double?) {
-        key(name)
-        number(value)
-        needsComma = true
-    }
-
-    /// A count, nanoseconds or an id, with all its digits.
-    package func field(_ name: String, _ value: some BinaryInteger) {
-        key(name)
-        number(value)
-        needsComma = true
-    }
-
-    /// An array element: a measure or null ...
-    package func value(_ value: Double?) {
-        separate()
-        number(value)
-        needsComma = true
-    }
-
-    /// ... a whole number with all its digits, or null ...
-    package func value<Integer: BinaryInteger>(_ value: Integer?) {
-        separate()
-        if let value { number(value) } else { text.append("null") }
-        needsComma = true
-    }
-
-    /// ... or a string.
-    package func value(_ value: String) {
-        separate()
-        string(value)
-        needsComma = true
-    }
-
-    package func field(_ name: String, _ value: Bool) {
-        key(name)
-        text.append(value ? "true" : "false")
-        needsComma = true
-    }
-
-    private func separate() {
-        if needsComma { text.append(UInt8(ascii: ",")) }
-    }
-
-    private func string(_ value: String) {
-        var output = text
-        output.writeJSONString(value)
-    }
-
-    private func number(_ value: Double?) {
-        var output = text
-        output.writeJSONNumber(value)
-    }
-
-    private func number(_ value: some BinaryInteger) {
-        var output = text
-        output.writeJSONNumber(value)
-    }
-}
-
-/// The page buffer takes JSON text through RingsideJSON's writing functions.
-extension TextBuffer: JSONOutput {
-    func write(_ byte: UInt8) { append(byte) }
-    func write(_ text: String) { append(text) }
 }

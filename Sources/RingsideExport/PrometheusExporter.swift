@@ -1,5 +1,6 @@
 import Ringside
 import RingsideCommandLine
+import RingsideSnapshot
 import Synchronization
 
 /// Renders a snapshot in the Prometheus text format 0.0.4.
@@ -294,6 +295,23 @@ public enum PrometheusExporter {
         fraction = String(repeating: "0", count: 9 - fraction.count) + fraction
         while fraction.hasSuffix("0") { fraction.removeLast() }
         return String(nanos / 1_000_000_000) + (fraction.isEmpty ? "" : "." + fraction)
+    }
+}
+
+extension ProcessMetrics {
+    /// The families, with HELP and TYPE as the Prometheus client libraries write them (and in their order).
+    func families() -> [PrometheusExporter.FixedFamily] {
+        typealias Family = PrometheusExporter.FixedFamily
+        return [
+            Family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+                   [([], cpuSeconds)]),
+            Family("process_max_fds", "gauge", "Maximum number of open file descriptors.", [([], maxFDs)]),
+            Family("process_open_fds", "gauge", "Number of open file descriptors.", [([], openFDs)]),
+            Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [([], residentMemoryBytes)]),
+            Family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+                   [([], startTimeSeconds)]),
+            Family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", [([], virtualMemoryBytes)]),
+        ]
     }
 }
 

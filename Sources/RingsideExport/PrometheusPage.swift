@@ -2,6 +2,8 @@ import Dispatch
 import Glibc
 import Ringside
 import RingsideAggregation
+import RingsideCommandLine
+import RingsideSnapshot
 
 /// One /metrics page, written in one pass.
 ///
@@ -124,7 +126,7 @@ struct PrometheusPage {
     /// slice a run of whole steps into its own buffer (from `buffers`, reused), then joined.
     func write(reusing buffers: inout [TextBuffer], threads: Int = PrometheusPage.threads, openMetrics: Bool = false) -> [UInt8] {
         let labels = SeriesLabels(snapshot.series)
-        let shared = PrometheusExporter.SharedLabels(windows: snapshot.windowNanos.map(formatDuration),
+        let shared = PrometheusExporter.SharedLabels(windows: snapshot.windowNanos.map { formatDuration($0) },
                                                      quantiles: snapshot.quantiles)
         var (steps, lines) = plan(openMetrics: openMetrics)
         if openMetrics {
@@ -226,7 +228,7 @@ struct PrometheusPage {
     /// that asks for protobuf wants native histograms, and their pages are not the hot path.
     func writeProtobuf() -> [UInt8] {
         var writer = ProtobufWriter()
-        let windows = snapshot.windowNanos.map(formatDuration)
+        let windows = snapshot.windowNanos.map { formatDuration($0) }
         for family in families {
             let type: ProtobufWriter.MetricType = switch family.type {
             case "counter": .counter

@@ -177,9 +177,14 @@ final class TextBuffer {
     /// A number as Prometheus reads it: non-finite values as it spells them (`+Inf`, `-Inf`,
     /// `NaN`), finite ones as JSON writes them (whole numbers without a fraction).
     func appendNumber(_ value: Double) {
-        if value.isNaN { return append("NaN") }
-        if value.isInfinite { return append(value > 0 ? "+Inf" : "-Inf") }
+        if let text = value.nonFiniteText { return append(text) }
         var output = self
         output.writeJSONNumber(value)
     }
+}
+
+/// The page buffer takes JSON text through RingsideJSON's writing functions.
+extension TextBuffer: JSONOutput {
+    func write(_ byte: UInt8) { append(byte) }
+    func write(_ text: String) { append(text) }
 }

@@ -93,7 +93,8 @@ extension JSONOutput {
 
     /// A measure: `null` when absent or not finite (JSON has no NaN or infinity), a whole value
     /// below 10^15 without a fraction (`2`, not `2.0`), else the shortest text that reads back
-    /// exactly (`1.5`, `2.5e+20`).
+    /// exactly (`1.5`, `2.5e+20`). (Where a value set to NaN or infinity must not read as absent,
+    /// see `Double.nonFiniteText`.)
     @inlinable
     package mutating func writeJSONNumber(_ value: Double?) {
         guard let value, value.isFinite else { return write("null") }
@@ -104,6 +105,16 @@ extension JSONOutput {
     @inlinable
     static func hexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
+}
+
+extension Double {
+    /// How Prometheus writes a value that is not finite, in its text formats and, as a string, in
+    /// its HTTP API's JSON: `NaN`, `+Inf`, `-Inf`; nil for a finite value.
+    @inlinable
+    package var nonFiniteText: String? {
+        if isNaN { return "NaN" }
+        return isInfinite ? (self > 0 ? "+Inf" : "-Inf") : nil
     }
 }
 

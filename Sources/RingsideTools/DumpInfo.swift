@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideCommandLine
 import RingsideExport
 import RingsideJSON
 
@@ -52,7 +53,7 @@ enum InfoCommand {
                 ("lanes offset", "\(header.lanes_offset)"),
                 ("created", "\(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns)) (realtime \(header.created_realtime_ns) ns, "
                     + "monotonic \(header.created_monotonic_ns) ns)"),
-                ("age", now.age(ofRealtime: header.created_realtime_ns).map { humanDuration(nanoseconds: $0) } ?? "-"),
+                ("age", now.age(ofRealtime: header.created_realtime_ns).map { formatDuration($0, approximate: true) } ?? "-"),
             ], width: 14)
             lines.append("")
             lines.append("producer")
@@ -153,7 +154,7 @@ enum InfoCommand {
     }
 
     private static func ago(_ age: UInt64?) -> String {
-        age.map { humanDuration(nanoseconds: $0) + " ago" } ?? "never"
+        age.map { formatDuration($0, approximate: true) + " ago" } ?? "never"
     }
 
     /// The magic's bytes as text, with dots for what is not printable ASCII.

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideCommandLine
 import RingsideJSON
 
 /// `ringside-dump list`: one line per ring in the directory.
@@ -40,8 +41,8 @@ enum ListCommand {
             case let .success(status):
                 let producer = ProducerLiveness(status: status)
                 let pid: String = status.producerPID > 0 ? "\(status.producerPID)" : "-"
-                let heartbeat: String = now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { humanDuration(nanoseconds: $0) } ?? "-"
-                let age: String = now.age(ofRealtime: status.createdRealtimeNanos).map { humanDuration(nanoseconds: $0) } ?? "-"
+                let heartbeat: String = now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { formatDuration($0, approximate: true) } ?? "-"
+                let age: String = now.age(ofRealtime: status.createdRealtimeNanos).map { formatDuration($0, approximate: true) } ?? "-"
                 let fill: String = oneDecimal(status.fillPercent) + "%"
                 table.add([ring.name, pid, producer.short, heartbeat, "\(status.lanes.count)/\(status.maxLanes)", "\(status.capacity)",
                            "\(status.backlog)", fill, "\(status.writeCursor)", "\(status.dropped)", humanBytes(status.fileSize), age,

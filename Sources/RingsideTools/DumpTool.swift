@@ -222,16 +222,16 @@ package enum DumpTool {
             }
             return RecordsCommand.run(try ringName(required: true)!, last: last, metrics: parsed.all("--metric"), context)
         case .watch:
-            let interval = try parsed.value("--interval").map { text throws(UsageError) in
+            let intervalNanos = try parsed.value("--interval").map { text throws(UsageError) in
                 guard let nanos = durationNanos(text, bareSeconds: true), nanos >= 10_000_000, nanos <= 86_400_000_000_000 else {
                     throw UsageError("\(name): --interval \(text) is not an interval from 10ms to 24h (e.g. 1, 0.5, 250ms, 2s)")
                 }
-                return Double(nanos) / 1e9
-            } ?? 1
+                return nanos
+            } ?? UInt64(1_000_000_000)
             let count = try parsed.value("--count").map { text throws(UsageError) in
                 try parseCount(text, option: "--count", context: name, range: 1...Int(Int32.max))
             }
-            return WatchCommand.run(try ringName(required: false), interval: interval, count: count, context)
+            return WatchCommand.run(try ringName(required: false), intervalNanos: intervalNanos, count: count, context)
         case .stats:
             return StatsCommand.run(try ringName(required: true)!, metrics: parsed.all("--metric"), context)
         case .check:

@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideCommandLine
 import RingsideExport
 #if canImport(Glibc)
 import Glibc
@@ -21,7 +22,7 @@ enum WatchCommand {
         let dropped: Double
     }
 
-    static func run(_ name: String?, interval: Double, count: Int?, _ context: DumpContext) -> Int32 {
+    static func run(_ name: String?, intervalNanos: UInt64, count: Int?, _ context: DumpContext) -> Int32 {
         let console = context.console
         var previous: [String: Sample] = [:]
         var refreshes = 0
@@ -51,12 +52,12 @@ enum WatchCommand {
                 console.print(frameJSON(rows, now: now).text)
             } else {
                 if console.isTerminal { console.write("\u{1B}[H\u{1B}[2J") } else if refreshes > 0 { console.print() }
-                frameText(rows, now: now, interval: interval, context).forEach { console.print($0) }
+                frameText(rows, now: now, intervalNanos: intervalNanos, context).forEach { console.print($0) }
             }
             console.flush()
             refreshes += 1
             if let count, refreshes >= count { return ExitStatus.success }
-            sleep(seconds: interval)
+            sleep(nanoseconds: intervalNanos)
         }
     }
 
@@ -72,9 +73,9 @@ enum WatchCommand {
     }
 
     private static func frameText(_ rows: [(name: String, status: Result<RingStatus, RingError>, rates: Rates?)],
-                                  now: Now, interval: Double, _ context: DumpContext) -> [String] {
+                                  now: Now, intervalNanos: UInt64, _ context: DumpContext) -> [String] {
         var lines = ["ringside-dump watch: \(rows.count) ring\(rows.count == 1 ? "" : "s") in \(context.directory.path) "
-            + "at \(utcTimestamp(microseconds: true, realtimeNanos: now.realtime)), every \(formatInterval(interval))"]
+            + "at \(utcTimestamp(microseconds: true, realtimeNanos: now.realtime)), every \(formatDuration(intervalNanos))"]
         var table = TextTable(["RING", "PRODUCER", "CONSUMER", "LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL",
                                "WRITTEN", "DROPPED", "HEARTBEAT"],
                               right: ["LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL", "WRITTEN", "DROPPED",
@@ -87,7 +88,7 @@ enum WatchCommand {
                 table.add([row.name, ProducerLiveness(status: status).word, status.consumerAlive ? "attached" : "none",
                            "\(status.lanes.count)/\(status.maxLanes)", rate(row.rates?.written), rate(row.rates?.consumed), rate(row.rates?.dropped),
                            "\(status.backlog)", oneDecimal(status.fillPercent) + "%", "\(status.writeCursor)", "\(status.dropped)",
-                           now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { humanDuration(nanoseconds: $0) } ?? "-"])
+                           now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { formatDuration($0, approximate: true) } ?? "-"])
             case let .failure(error):
                 table.add([row.name, ListCommand.stateWord(error), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"])
                 notes.append("\(error)")
@@ -120,12 +121,8 @@ enum WatchCommand {
         return .object([("time", .string(utcTimestamp(microseconds: true, realtimeNanos: now.realtime))), ("rings", .array(rings))])
     }
 
-    private static func formatInterval(_ seconds: Double) -> String {
-        seconds < 1 ? "\(Int((seconds * 1000).rounded()))ms" : (seconds == seconds.rounded() ? "\(Int(seconds))s" : "\(seconds)s")
-    }
-
-    private static func sleep(seconds: Double) {
-        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
+    private static func sleep(nanoseconds: UInt64) {
+        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
         var remaining = timespec()
         while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
     }

@@ -52,21 +52,7 @@ package func keyValueLines(_ pairs: [(String, String)], indent: String = "  ", w
     return pairs.map { indent + $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }
 }
 
-// MARK: - Times, durations and sizes
-
-/// A duration for people: `850ms`, `4.2s`, `3m05s`, `2h10m`, `3d4h`.
-package func humanDuration(nanoseconds: UInt64) -> String {
-    let seconds = nanoseconds / 1_000_000_000
-    switch nanoseconds {
-    case ..<1_000: return "\(nanoseconds)ns"
-    case ..<1_000_000: return "\(nanoseconds / 1_000)us"
-    case ..<1_000_000_000: return "\(nanoseconds / 1_000_000)ms"
-    case ..<60_000_000_000: return "\(oneDecimal(Double(nanoseconds) / 1e9))s"
-    case ..<3_600_000_000_000: return "\(seconds / 60)m\(twoDigits(seconds % 60))s"
-    case ..<86_400_000_000_000: return "\(seconds / 3600)h\(twoDigits(seconds % 3600 / 60))m"
-    default: return "\(seconds / 86400)d\(seconds % 86400 / 3600)h"
-    }
-}
+// MARK: - Sizes and numbers (durations: `formatDuration`, with the duration grammar)
 
 /// A size for people: `512 B`, `4.0 KiB`, `4.1 MiB`, `1.0 GiB`.
 package func humanBytes(_ bytes: Int) -> String {
@@ -88,8 +74,6 @@ package func oneDecimal(_ value: Double) -> String {
     let fraction = Int64(abs(tenths.truncatingRemainder(dividingBy: 10)))
     return (tenths < 0 && whole == 0 ? "-" : "") + "\(whole).\(fraction)"
 }
-
-private func twoDigits(_ value: UInt64) -> String { value < 10 ? "0\(value)" : "\(value)" }
 
 /// The bytes of a value, as lowercase hex without separators.
 package func hexBytes<T>(of value: T) -> String {

@@ -2,7 +2,7 @@ import CRingside
 import Foundation
 import Ringside
 @testable import RingsideCollector
-@testable import RingsideExport
+import RingsideSnapshot
 import RingsideTestSupport
 import Synchronization
 import Testing

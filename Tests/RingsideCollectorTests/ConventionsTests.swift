@@ -2,6 +2,7 @@ import Foundation
 import Ringside
 @testable import RingsideCollector
 @testable import RingsideExport
+import RingsideSnapshot
 import RingsideCommandLine
 import RingsideHTTP
 import RingsideTestSupport

@@ -3,6 +3,7 @@ import Foundation
 import Ringside
 @testable import RingsideCollector
 @testable import RingsideExport
+import RingsideSnapshot
 import RingsideHTTP
 import RingsideTestSupport
 import Testing

@@ -4,6 +4,7 @@ import Glibc
 #endif
 @testable import RingsideCollector
 import RingsideExport
+import RingsideSnapshot
 import RingsideTestSupport
 import Testing
 

@@ -2,6 +2,7 @@ import Ringside
 import RingsideAggregation
 @testable import RingsideCollector
 @testable import RingsideExport
+import RingsideSnapshot
 import Testing
 
 /// A snapshot built by hand: `count` series of the three kinds in turn, over `rings` rings.

@@ -1,6 +1,7 @@
 import Ringside
 import RingsideAggregation
 @testable import RingsideExport
+import RingsideSnapshot
 import Testing
 
 /// A snapshot of one histogram (with native buckets), one counter and one gauge, on ring "bot".

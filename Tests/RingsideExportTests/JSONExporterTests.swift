@@ -2,6 +2,7 @@ import Foundation
 import Ringside
 import RingsideExport
 import RingsideJSON
+import RingsideSnapshot
 import Testing
 
 @Suite("The collector's JSON: counts, nanoseconds and ids exactly")
@@ -58,5 +59,46 @@ struct JSONExporterTests {
         let series = try #require((document["series"] as? [[String: Any]])?.first)
         #expect((series["labels"] as? [String: String])?["venue"] == awkward)
         #expect(JSON.object([("venue", .string(awkward))]).text == #"{"venue":"# + escaped + "}")
+    }
+
+    @Test("/latest writes a gauge set to NaN or an infinity as Prometheus' HTTP API does (\"NaN\", \"+Inf\", \"-Inf\"), never set as null")
+    func nonFiniteGauges() throws {
+        var snapshot = Snapshot()
+        snapshot.windowNanos = [1_000_000_000]
+        func gauge(_ name: String, id: UInt64, value: Double?, low: Double?, high: Double?) -> SeriesSnapshot {
+            let metric = MetricDescriptor(index: 0, name: name, kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1)
+            var window = WindowStats()
+            window.gaugeMin = low
+            window.gaugeMax = high
+            var series = SeriesSnapshot(ring: "bot", metric: metric, id: id, windows: [window])
+            series.lastValue = value
+            return series
+        }
+        snapshot.series = [gauge("not_a_number", id: 1, value: .nan, low: nil, high: nil),
+                           gauge("unbounded", id: 2, value: .infinity, low: -.infinity, high: .infinity),
+                           gauge("never_set", id: 3, value: nil, low: nil, high: nil),
+                           gauge("plain", id: 4, value: 2.5, low: -1, high: 3)]
+        let text = String(decoding: JSONExporter.latest(snapshot), as: UTF8.self)
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        let series = try #require(document["series"] as? [[String: Any]])
+        /// The gauge's value, and its window's value, min and max: a string as it is, a number as a Double, null as "null".
+        func figures(_ name: String) throws -> [String] {
+            let entry = try #require(series.first { $0["metric"] as? String == name })
+            let window = try #require((entry["windows"] as? [String: [String: Any]])?["1s"])
+            return [entry["value"], window["value"], window["min"], window["max"]].map { value in
+                switch value {
+                case let text as String: text
+                case let number as NSNumber: "\(number.doubleValue)"
+                case is NSNull: "null"
+                default: "missing"
+                }
+            }
+        }
+        #expect(try figures("not_a_number") == ["NaN", "NaN", "null", "null"])
+        #expect(try figures("unbounded") == ["+Inf", "+Inf", "-Inf", "+Inf"])
+        #expect(try figures("never_set") == ["null", "null", "null", "null"])
+        #expect(try figures("plain") == ["2.5", "2.5", "-1.0", "3.0"])
+        #expect(text.contains(#""metric":"unbounded","kind":"gauge","unit":"none","labels":{},"sample_every":1,"value":"+Inf""#))
+        #expect(text.contains(#""1s":{"value":"+Inf","min":"-Inf","max":"+Inf"}"#))
     }
 }

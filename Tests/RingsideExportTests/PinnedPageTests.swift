@@ -2,6 +2,7 @@ import Foundation
 import Ringside
 import RingsideAggregation
 @testable import RingsideExport
+import RingsideSnapshot
 import RingsideTestSupport
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Ringside
 import RingsideTestSupport
 import Testing
 
@@ -79,6 +80,54 @@ struct LivePageBrowserTests {
             #expect(dom.contains(">dead</span>"))
             // The SLO, and the status line.
             #expect(dom.contains("data-slo=\"order_fill_latency:p99"), "the SLO's row")
+            #expect(dom.contains("class=\"live\">live, updated"))
+        }
+    }
+
+    /// The HTML of the card of `metric` in `dom`, up to the next card.
+    static func card(_ metric: String, in dom: String) -> Substring? {
+        guard let start = dom.range(of: "data-metric=\"\(metric)\"") else { return nil }
+        let rest = dom[start.upperBound...]
+        return rest.range(of: "<div class=\"card\"").map { rest[..<$0.lowerBound] } ?? rest
+    }
+
+    @Test("gauges set to NaN and the infinities show as /latest writes them, and draw no broken chart", .timeLimit(.minutes(5)))
+    func nonFiniteGauges() throws {
+        guard let chromium = try requiredSystemTool("chromium") else { return }
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("odd-bot", directory: directory.path)
+            try bot.gauge("odd_nan").set(.nan)
+            try bot.gauge("odd_inf").set(.infinity)
+            try bot.gauge("odd_neg_inf").set(-.infinity)
+            try bot.gauge("odd_plain").set(2.5)
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms"])
+            defer { collector.kill() }
+            let seen = try eventually(seconds: 30) { () -> Bool? in
+                let body = try httpGet(port: port, path: "/latest").body
+                return body.contains(#""metric":"odd_neg_inf""#) && body.contains(#""min":"-Inf""#) ? true : nil
+            }
+            try #require(seen == true, "/latest did not show the gauges within 30 s")
+            sleep(2) // a few points for the charts
+
+            // The minute's window: the gauges were set seconds ago.
+            let dom = try Self.renderedDOM(chromium, url: "http://127.0.0.1:\(port)/?window=1m")
+            withExtendedLifetime(bot) {}
+            let figures = [("odd_nan", "value", "NaN", "NaN"), ("odd_nan", "max", "null", "-"), // NaN is no extreme
+                           ("odd_inf", "value", "+Inf", "+Inf"), ("odd_inf", "max", "+Inf", "+Inf"),
+                           ("odd_neg_inf", "value", "-Inf", "-Inf"), ("odd_neg_inf", "min", "-Inf", "-Inf"),
+                           ("odd_plain", "value", "2.5", "2.5000")]
+            for (metric, stat, value, shown) in figures {
+                let card = Self.card(metric, in: dom) ?? ""
+                #expect(card.contains("data-stat=\"\(stat)\" data-value=\"\(value)\">\(shown)</b>"), "\(metric) \(stat): \(card.prefix(600))")
+            }
+            // Each chart has its points; only the finite gauge's draws a line, and no line has a NaN in it.
+            for metric in ["odd_nan", "odd_inf", "odd_neg_inf", "odd_plain"] {
+                let card = Self.card(metric, in: dom) ?? ""
+                let points = card.range(of: "data-points=\"").map { card[$0.upperBound...].prefix { $0 != "\"" } }.flatMap { Int($0) }
+                #expect((points ?? 0) >= 1, "\(metric)'s chart has \(points ?? 0) points")
+                #expect(card.contains("<polyline") == (metric == "odd_plain"), "\(metric)'s chart")
+            }
+            #expect(!dom.contains("NaN,") && !dom.contains(",NaN"), "a chart coordinate is NaN")
             #expect(dom.contains("class=\"live\">live, updated"))
         }
     }

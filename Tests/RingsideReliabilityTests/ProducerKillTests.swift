@@ -5,7 +5,7 @@ import Glibc
 #endif
 import Ringside
 import RingsideCollector
-import RingsideExport
+import RingsideSnapshot
 import RingsideTestSupport
 import Testing
 

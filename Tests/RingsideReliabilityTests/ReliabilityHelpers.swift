@@ -4,7 +4,6 @@ import Glibc
 #endif
 import Ringside
 import RingsideCollector
-import RingsideExport
 import RingsideTestSupport
 import Synchronization
 import Testing

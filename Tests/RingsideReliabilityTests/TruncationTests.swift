@@ -5,7 +5,7 @@ import Glibc
 #endif
 @testable import Ringside
 import RingsideCollector
-import RingsideExport
+import RingsideSnapshot
 import RingsideTestSupport
 import Testing
 

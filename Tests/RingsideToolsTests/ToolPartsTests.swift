@@ -75,6 +75,20 @@ struct ToolPartsTests {
         for bad in ["0s", "-1s", "1x", "ms", "", "inf"] { #expect(durationNanos(bad, bareSeconds: true) == nil, "\(bad)") }
     }
 
+    @Test("one duration form: window names exact, ages to a tenth of their largest unit; the grammar reads both back")
+    func durationText() {
+        // Exact: the largest unit that divides it, so `/metrics` names each window one way.
+        let exact: [UInt64] = [1_000_000_000, 60_000_000_000, 1_500_000_000, 90_000_000_000, 250_000, 7, 7_200_000_000_000, 0]
+        #expect(exact.map { formatDuration($0) } == ["1s", "1m", "1500ms", "90s", "250us", "7ns", "2h", "0ns"])
+        for nanos in exact where nanos > 0 { #expect(durationNanos(formatDuration(nanos)) == nanos, "\(nanos)") }
+        // Approximate: the largest unit it reaches once rounded (59.97 s is a minute, 999 ns a microsecond).
+        let ages: [UInt64] = [850_123_456, 4_213_000_000, 185_000_000_000, 59_970_000_000, 7_830_000_000_000, 95_000_000_000_000,
+                              949, 999, 0]
+        #expect(ages.map { formatDuration($0, approximate: true) }
+            == ["850.1ms", "4.2s", "3.1m", "1m", "2.2h", "26.4h", "949ns", "1us", "0ns"])
+        #expect(durationNanos(formatDuration(4_213_000_000, approximate: true)) == 4_200_000_000)
+    }
+
     @Test("the in-process runner captures output and the exit status")
     func inProcess() {
         let result = Console.capture { DumpTool.run(["--help"], console: $0) }

@@ -1,6 +1,7 @@
 import Foundation
 import Ringside
-@testable import RingsideExport
+@testable import RingsideCollector
+import RingsideSnapshot
 import Testing
 
 /// Hand-built snapshots for the history: one builder keeps the generation and each series' totals.

@@ -1,37 +1,12 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import RingsideSnapshot
 
-/// The process metrics every Prometheus client library exports, read from `/proc` as they do
-/// (client_golang through procfs): CPU time, memory, file descriptors and start time.
-///
-/// Read on the HTTP thread when a `/metrics` page is rendered: a few small `/proc` reads and
-/// one listing of `/proc/self/fd`, never on the drain thread.
-public struct ProcessMetrics: Sendable, Equatable {
-    /// User and system CPU time, in seconds (`utime + stime` of `/proc/self/stat` over `_SC_CLK_TCK`).
-    public var cpuSeconds: Double
-    /// Resident set size in bytes (`rss` of `/proc/self/stat` times the page size).
-    public var residentMemoryBytes: Double
-    /// Virtual memory size in bytes (`vsize` of `/proc/self/stat`).
-    public var virtualMemoryBytes: Double
-    /// Open file descriptors: the entries of `/proc/self/fd`, less the one listing them.
-    public var openFDs: Double
-    /// The soft limit on open file descriptors (RLIMIT_NOFILE).
-    public var maxFDs: Double
-    /// When the process started, in Unix seconds (`btime` of `/proc/stat` plus `starttime` of
-    /// `/proc/self/stat` over `_SC_CLK_TCK`).
-    public var startTimeSeconds: Double
-
-    public init(cpuSeconds: Double, residentMemoryBytes: Double, virtualMemoryBytes: Double, openFDs: Double,
-                maxFDs: Double, startTimeSeconds: Double) {
-        self.cpuSeconds = cpuSeconds
-        self.residentMemoryBytes = residentMemoryBytes
-        self.virtualMemoryBytes = virtualMemoryBytes
-        self.openFDs = openFDs
-        self.maxFDs = maxFDs
-        self.startTimeSeconds = startTimeSeconds
-    }
-
+/// Reads `ProcessMetrics` from `/proc` as the Prometheus client libraries do (client_golang
+/// through procfs). On the HTTP render worker when a `/metrics` page is rendered: a few small
+/// `/proc` reads and one listing of `/proc/self/fd`, never on the drain thread.
+extension ProcessMetrics {
     /// This process's figures now, or nil where `/proc` cannot be read (then no process
     /// metrics are exported rather than wrong ones).
     public static func read() -> ProcessMetrics? {
@@ -110,20 +85,5 @@ public struct ProcessMetrics: Sendable, Equatable {
             bytes += chunk[0..<count]
         }
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// The families, with HELP and TYPE as the Prometheus client libraries write them (and in their order).
-    func families() -> [PrometheusExporter.FixedFamily] {
-        typealias Family = PrometheusExporter.FixedFamily
-        return [
-            Family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
-                   [([], cpuSeconds)]),
-            Family("process_max_fds", "gauge", "Maximum number of open file descriptors.", [([], maxFDs)]),
-            Family("process_open_fds", "gauge", "Number of open file descriptors.", [([], openFDs)]),
-            Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [([], residentMemoryBytes)]),
-            Family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
-                   [([], startTimeSeconds)]),
-            Family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", [([], virtualMemoryBytes)]),
-        ]
     }
 }

@@ -1,6 +1,5 @@
 import Ringside
 import RingsideAggregation
-import Synchronization
 
 /// What the collector knows at one moment, as plain values: the drain thread builds it, the
 /// HTTP thread and the JSON dump read it. Values are in each metric's own unit.

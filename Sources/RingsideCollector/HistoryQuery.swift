@@ -1,0 +1,195 @@
+import Ringside
+import RingsideJSON
+
+/// What `GET /api/history` asks for, parsed from its query string.
+///
+/// `series=ID` (repeatable), `ring=NAME`, `metric=NAME`, `label=KEY:VALUE` (repeatable; all must
+/// match), `from` and `to` (Unix seconds; 0 or less: that many seconds before now; default the
+/// last 300 seconds up to now) and `step` (seconds per point, 1 to 3600, default 1).
+public struct HistoryQuery: Sendable, Equatable {
+    public var ids: [UInt64] = []
+    public var ring: String?
+    public var metric: String?
+    public var labels: [String: String] = [:]
+    public var from: Int64
+    public var to: Int64
+    public var step = 1
+
+    public static let defaultSeconds: Int64 = 300
+    public static let maxStep = 3600
+
+    public init(from: Int64, to: Int64) {
+        self.from = from
+        self.to = to
+    }
+
+    /// Parses a query string (without `?`); `nowSeconds` resolves relative times. Throws a one-line reason.
+    public init(parsing query: String?, nowSeconds: Int64) throws(HistoryQueryError) {
+        var from: Int64 = -Self.defaultSeconds, to: Int64 = 0
+        var step = 1
+        var ids: [UInt64] = []
+        var ring: String?, metric: String?
+        var labels: [String: String] = [:]
+        for item in (query ?? "").split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = percentDecoded(parts[0]) else { throw HistoryQueryError("bad percent-encoding in \(item)") }
+            guard parts.count == 2, let value = percentDecoded(parts[1]) else {
+                throw HistoryQueryError("\(name): expected \(name)=VALUE")
+            }
+            switch name {
+            case "series":
+                guard let id = UInt64(value) else { throw HistoryQueryError("series=\(value): not a series id") }
+                ids.append(id)
+            case "ring": ring = value
+            case "metric": metric = value
+            case "label":
+                guard let colon = value.firstIndex(of: ":"), colon != value.startIndex else {
+                    throw HistoryQueryError("label=\(value): expected label=KEY:VALUE")
+                }
+                labels[String(value[..<colon])] = String(value[value.index(after: colon)...])
+            case "from", "to":
+                guard let seconds = Int64(value), seconds <= Int64(UInt32.max), seconds >= -Int64(UInt32.max) else {
+                    throw HistoryQueryError("\(name)=\(value): not Unix seconds (or 0 or less: seconds before now)")
+                }
+                if name == "from" { from = seconds } else { to = seconds }
+            case "step":
+                guard let seconds = Int(value), seconds >= 1, seconds <= Self.maxStep else {
+                    throw HistoryQueryError("step=\(value): not a number of seconds from 1 to \(Self.maxStep)")
+                }
+                step = seconds
+            default:
+                throw HistoryQueryError("unknown parameter \(name) (series, ring, metric, label, from, to, step)")
+            }
+        }
+        if from <= 0 { from = nowSeconds + from }
+        if to <= 0 { to = nowSeconds + to }
+        from = max(from, 0)
+        to = max(to, 0)
+        guard from <= to else { throw HistoryQueryError("from (\(from)) is after to (\(to))") }
+        self.init(from: from, to: to)
+        self.ids = ids
+        self.ring = ring
+        self.metric = metric
+        self.labels = labels
+        self.step = step
+    }
+
+    func matches(_ history: SeriesHistory) -> Bool {
+        if !ids.isEmpty, !ids.contains(history.id) { return false }
+        if let ring, history.ring != ring { return false }
+        if let metric, history.metric.name != metric { return false }
+        if !labels.isEmpty {
+            let have = history.metric.labelDictionary
+            for (key, value) in labels where have[key] != value { return false }
+        }
+        return true
+    }
+}
+
+public struct HistoryQueryError: Error, Equatable, Sendable {
+    public let reason: String
+    public init(_ reason: String) { self.reason = reason }
+}
+
+/// `%XX` and `+` decoded, or nil when malformed or not UTF-8.
+private func percentDecoded(_ text: Substring) -> String? {
+    var bytes: [UInt8] = []
+    var iterator = Array(text.utf8).makeIterator()
+    func hex(_ byte: UInt8?) -> UInt8? {
+        switch byte {
+        case let b? where b >= 48 && b <= 57: b - 48
+        case let b? where b >= 65 && b <= 70: b - 55
+        case let b? where b >= 97 && b <= 102: b - 87
+        default: nil
+        }
+    }
+    while let byte = iterator.next() {
+        switch byte {
+        case UInt8(ascii: "%"):
+            guard let high = hex(iterator.next()), let low = hex(iterator.next()) else { return nil }
+            bytes.append(high << 4 | low)
+        case UInt8(ascii: "+"): bytes.append(UInt8(ascii: " "))
+        default: bytes.append(byte)
+        }
+    }
+    return String(validating: bytes, as: UTF8.self)
+}
+
+/// A history answer: the series and their points, copied out of the store.
+public struct HistoryAnswer: Sendable {
+    public struct Series: Sendable {
+        public var id: UInt64
+        public var ring: String
+        public var metric: MetricDescriptor
+        /// Rows of `columns(kind).count` numbers, flattened: the second first.
+        public var points: [UInt64]
+    }
+
+    public var from: Int64
+    public var to: Int64
+    public var step: Int
+    public var retentionSeconds: Int
+    public var seriesCap: Int
+    public var seriesTotal = 0
+    public var seriesRefused = 0
+    public var truncated = false
+    public var series: [Series] = []
+
+    /// Each point's numbers, by kind.
+    public static func columns(_ kind: MetricKind) -> [String] {
+        switch kind {
+        case .histogram: ["t", "count", "p50", "p99", "p999", "max"]
+        case .counter: ["t", "increase", "total"]
+        case .gauge: ["t", "value", "min", "max"]
+        }
+    }
+
+    /// The answer as JSON (see docs/collector.md's History section).
+    public var json: [UInt8] {
+        let json = JSONWriter()
+        json.object {
+            json.field("from", from)
+            json.field("to", to)
+            json.field("step", step)
+            json.field("retention_seconds", retentionSeconds)
+            json.field("series_total", seriesTotal)
+            json.field("series_cap", seriesCap)
+            json.field("series_refused", seriesRefused)
+            json.field("points_max", HistoryStore.maxPointsPerAnswer)
+            json.field("truncated", truncated)
+            json.key("series")
+            json.array(series) { series in
+                let metric = series.metric
+                let columns = Self.columns(metric.kind)
+                json.object {
+                    json.field("id", series.id)
+                    json.field("ring", series.ring)
+                    json.field("metric", metric.name)
+                    json.field("kind", metric.kind.description)
+                    json.field("unit", metric.unit.description)
+                    json.key("labels")
+                    json.object {
+                        for (key, value) in metric.labels { json.field(key, value) }
+                    }
+                    json.key("columns")
+                    json.array(columns) { json.value($0) }
+                    json.key("points")
+                    let rows = stride(from: 0, to: series.points.count, by: columns.count).map { $0 }
+                    json.array(rows) { start in
+                        json.array(Array(series.points[start..<(start + columns.count)].enumerated())) { item in
+                            let (column, number) = (item.offset, item.element)
+                            if column == 0 || (metric.kind == .counter) {
+                                json.value(number)
+                            } else if metric.kind == .gauge {
+                                json.value(Double(bitPattern: number))
+                            } else {
+                                json.value(number == historyNull ? nil : number)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return json.bytes
+    }
+}
