@@ -62,7 +62,8 @@
  * attaches a bot of its own, under another name.
  *
  * BUILDING: Linux, GCC or Clang, C11 or later (-std=gnu11), or C++11 or later; the suite builds
- * it with gcc -std=gnu11 and g++ -std=c++17, with -pthread. tools/c packages it for CMake
+ * it with gcc -std=gnu11 and g++ -std=c++17, with -pthread, and with gcc, clang, g++ and clang++
+ * (as C++11, 17 and 20) under -Wall -Wextra -Werror. tools/c packages it for CMake
  * (add_subdirectory, or find_package(Ringside) and Ringside::producer) and pkg-config (ringside).
  */
 #ifndef RINGSIDE_PRODUCER_H

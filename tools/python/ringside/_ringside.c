@@ -46,7 +46,7 @@ static int core_check_open(CoreObject *core) {
 }
 
 /* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode) */
-static PyObject *ringside_attach(PyObject *module, PyObject *args) {
+static PyObject *ringside_attach(PyObject *Py_UNUSED(module), PyObject *args) {
     const char *name, *directory = NULL;
     unsigned long long lane_capacity = 0;
     unsigned int max_metrics = 0, max_lanes = 0, mode = 0600;
@@ -131,7 +131,7 @@ static PyObject *core_register(CoreObject *core, PyObject *args) {
     return PyLong_FromUnsignedLong(metric.index);
 }
 
-static PyObject *core_close(CoreObject *core, PyObject *unused) {
+static PyObject *core_close(CoreObject *core, PyObject *Py_UNUSED(ignored)) {
     if (core->bot != NULL) {
         rs_bot *bot = core->bot;
         core->bot = NULL;
@@ -140,23 +140,23 @@ static PyObject *core_close(CoreObject *core, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
-static PyObject *core_path(CoreObject *core, void *unused) {
+static PyObject *core_path(CoreObject *core, void *Py_UNUSED(closure)) {
     if (core_check_open(core) < 0) return NULL;
     const char *path = rs_bot_path(core->bot);
     if (path[0] == 0) Py_RETURN_NONE;
     return PyUnicode_DecodeFSDefault(path);
 }
 
-static PyObject *core_enabled(CoreObject *core, void *unused) {
+static PyObject *core_enabled(CoreObject *core, void *Py_UNUSED(closure)) {
     return PyBool_FromLong(core->bot != NULL && core->bot->enabled);
 }
 
-static PyObject *core_lanes_allocated(CoreObject *core, void *unused) {
+static PyObject *core_lanes_allocated(CoreObject *core, void *Py_UNUSED(closure)) {
     if (core_check_open(core) < 0) return NULL;
     return PyLong_FromUnsignedLong(core->bot->enabled ? rs_bot_lanes_allocated(core->bot) : 0);
 }
 
-static PyObject *core_metric_count(CoreObject *core, void *unused) {
+static PyObject *core_metric_count(CoreObject *core, void *Py_UNUSED(closure)) {
     if (core_check_open(core) < 0) return NULL;
     return PyLong_FromUnsignedLong(rs_bot_metric_count(core->bot));
 }
@@ -173,12 +173,12 @@ static uint64_t core_sum_lanes(rs_bot *bot, size_t field_offset) {
     return total;
 }
 
-static PyObject *core_records_written(CoreObject *core, void *unused) {
+static PyObject *core_records_written(CoreObject *core, void *Py_UNUSED(closure)) {
     if (core_check_open(core) < 0) return NULL;
     return PyLong_FromUnsignedLongLong(core_sum_lanes(core->bot, offsetof(rs_lane_header, write_cursor)));
 }
 
-static PyObject *core_records_dropped(CoreObject *core, void *unused) {
+static PyObject *core_records_dropped(CoreObject *core, void *Py_UNUSED(closure)) {
     if (core_check_open(core) < 0) return NULL;
     rs_bot *bot = core->bot;
     uint64_t dropped = core_sum_lanes(bot, offsetof(rs_lane_header, dropped_total));
@@ -291,7 +291,7 @@ static PyObject *handle_observe(HandleObject *handle, PyObject *value) {
     return PyBool_FromLong(rs_bot_record(handle->core->bot, handle->metric, stored));
 }
 
-static PyObject *handle_start(HandleObject *handle, PyObject *unused) {
+static PyObject *handle_start(HandleObject *Py_UNUSED(handle), PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromUnsignedLongLong(rs_clock_precise_ns());
 }
 
@@ -426,7 +426,11 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module_definition = {
-    PyModuleDef_HEAD_INIT, "ringside._ringside", "The C backend of ringside (over ringside_producer.h).", -1, module_methods,
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "ringside._ringside",
+    .m_doc = "The C backend of ringside (over ringside_producer.h).",
+    .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__ringside(void) {
