@@ -174,7 +174,7 @@ public enum PrometheusExporter {
         family("ringside_ring_backlog_records", "gauge", "Records published and not yet drained", perRing { Double($0.backlog) })
         family("ringside_ring_records_written_total", "counter", "Records the producers published into the ring",
                perRing { Double($0.recordsTotal) })
-        family("ringside_ring_records_dropped_total", "counter", "Records producers dropped because the ring was full",
+        family("ringside_ring_records_dropped_total", "counter", "Records producers dropped: a lane was full, or a thread found every lane taken",
                perRing { Double($0.droppedTotal) })
         family("ringside_ring_records_drained_total", "counter", "Records this collector drained from the ring",
                perRing { Double($0.drainedTotal) })
