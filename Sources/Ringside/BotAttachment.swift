@@ -139,7 +139,10 @@ final class BotAttachment: @unchecked Sendable {
         let reason = message(error, name: name)
         switch error.code {
         case RS_E_PRODUCER_ALIVE: return .producerAlive(ring: name, pid: error.pid)
-        case RS_E_INCOMPATIBLE: return .incompatibleLayout(ring: name, reason: reason)
+        case RS_E_INCOMPATIBLE:
+            // The C library's advice, in this API's words.
+            return .incompatibleLayout(ring: name, reason: reason.replacing("attach with recreate",
+                                                                            with: "attach with onIncompatible: .recreate"))
         case RS_E_CORRUPT:
             // The reader names the problem as a typed value when it finds it too.
             do { _ = try MappedRingFile.open(name: name, directory: directory, role: .inspector) } catch {

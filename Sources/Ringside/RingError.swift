@@ -77,8 +77,7 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
         case let .corrupt(ring, path, problem):
             return "ring \(ring): \(path) is corrupt: \(problem)"
         case let .incompatibleLayout(ring, reason):
-            return "ring \(ring): the existing ring is incompatible: \(reason); "
-                + "detach its producer and attach with onIncompatible: .recreate to replace it"
+            return "ring \(ring): the existing ring is incompatible: \(reason)"
         case let .unavailable(ring, reason):
             return "ring \(ring): \(reason)"
         case let .system(ring, operation, errno):

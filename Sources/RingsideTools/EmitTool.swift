@@ -94,10 +94,20 @@ package enum EmitTool {
     /// The error as an emit user can act on it: the library's advice names API options that
     /// emit has no flag for.
     static func message(for error: RingError) -> String {
-        guard case let .registryFull(ring, capacity) = error else { return "\(error)" }
-        return "ring \(ring): the metric registry is full (\(capacity) metrics, each name and label set "
-            + "one); emit into another ring (--ring), or let ringside-dump clean remove this one once it is "
-            + "drained and no process holds it, so that the next emit makes it anew"
+        let makeItAnew = "let ringside-dump clean remove this one once it is drained and no process holds it, so that the "
+            + "next emit makes it anew"
+        switch error {
+        case let .registryFull(ring, capacity):
+            return "ring \(ring): the metric registry is full (\(capacity) metrics, each name and label set "
+                + "one); emit into another ring (--ring), or " + makeItAnew
+        case let .incompatibleLayout(ring, reason):
+            // The facts, without the library's advice (an option of the API, not a flag of emit).
+            let facts = reason.split(separator: " (", maxSplits: 1).first.map(String.init) ?? reason
+            return "ring \(ring): the existing ring is incompatible: \(facts); leave out --capacity to emit into it as it is, "
+                + "emit into another ring (--ring), or " + makeItAnew
+        default:
+            return "\(error)"
+        }
     }
 
     /// What `--version` prints: `ringside-emit 0.3.0 (revision abc1234)`.

@@ -245,7 +245,10 @@ struct RingCorruptionTests {
                     try attach()
                 } throws: { error in
                     guard case let .incompatibleLayout(ring, reason)? = error as? RingError else { return false }
+                    // Its advice in this API's words, said once.
+                    let text = "\(error)"
                     return ring == "old" && reason.contains("version 1") && reason.contains("version \(RS_FORMAT_VERSION)")
+                        && text.contains("attach with onIncompatible: .recreate") && text.components(separatedBy: "recreate").count == 2
                 }
             }
             #expect(fileHeader(path).version == 1, "refused, and left alone")

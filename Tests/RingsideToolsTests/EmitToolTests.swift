@@ -50,6 +50,18 @@ struct EmitToolTests {
         }
     }
 
+    @Test("a ring of another size is explained in emit's terms, once: --capacity, --ring, ringside-dump clean")
+    func incompatibleRing() throws {
+        try withRingDirectory { directory in
+            #expect(try emit(directory, ["--ring", "sized", "--capacity", "1024", "m", "1"]).status == 0)
+            let run = try emit(directory, ["--ring", "sized", "--capacity", "4096", "m", "1"])
+            #expect(run.status == 1)
+            #expect(run.errors.contains("ring sized: the existing ring is incompatible: ") && run.errors.contains("lanes of 1024 records"),
+                    "\(run.errors)")
+            #expect(run.errors.contains("leave out --capacity") && !run.errors.contains("recreate"), "\(run.errors)")
+        }
+    }
+
     @Test("lines from standard input; a bad line is reported with its number and skipped, never read as 0")
     func standardInput() throws {
         try withRingDirectory { directory in
