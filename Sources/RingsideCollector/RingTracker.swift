@@ -24,25 +24,30 @@ final class RingTracker {
     /// Rings let go of: their producers are dead and every record is drained, so their files
     /// are closed and unmapped; their series stay. Taken up again when a process opens the file.
     private(set) var released: [String: TrackedRing] = [:]
-    /// Released rings to take up again: a process opened their files (or events were lost).
-    private var toReacquire: Set<String> = []
     private(set) var skipped: [String: SkippedRing] = [:]
-    /// Files found while being made (not ready), and since when: tried again every pass for a
-    /// second, since a bot's file may get no other event once it is ready (its lanes come with
-    /// its threads' first records).
-    private var beingMade: [String: UInt64] = [:]
+    /// Rings that wait for something to be done with them.
+    private var due = DueRings()
     private var scan = DirectoryScan()
     private var descriptors: DescriptorBudget
     /// Which producer processes are stopped, read once per process per look.
     var processStates = ProcessStates()
-    /// Rings `observe` found dead and drained: let go of at the end of the pass.
-    private var releasesDue: [TrackedRing] = []
     /// When a ring was last attached or taken up again.
     private(set) var lastAttachNanos: UInt64 = 0
     /// Something changed that the next snapshot should show (a ring came, went or changed state).
     private var news = false
     /// Age of the oldest record drained lately: how far behind the drain runs.
     var lagSeconds: Double = 0
+
+    /// Rings that wait for something: files found while being made (not ready), and since when,
+    /// tried again every pass for a second, since a bot's file may get no other event once it is
+    /// ready (its lanes come with its threads' first records); released rings to take up again
+    /// (a process opened their files, or events were lost); rings `observe` found dead and
+    /// drained, let go of at the end of the pass.
+    private struct DueRings {
+        var beingMade: [String: UInt64] = [:]
+        var toReacquire: Set<String> = []
+        var releases: [TrackedRing] = []
+    }
 
     /// When the directory was last scanned, tracked files last checked for removal or
     /// replacement, whether inotify saw a change since, and what is wrong with it (said once).
@@ -132,7 +137,7 @@ final class RingTracker {
     func markNews() { news = true }
 
     /// Has `ring`, found dead and drained, let go of at the end of the pass.
-    func releaseAtPassEnd(_ ring: TrackedRing) { releasesDue.append(ring) }
+    func releaseAtPassEnd(_ ring: TrackedRing) { due.releases.append(ring) }
 
     /// inotify saw the directory change (the drain loop's wait returned an event).
     func directoryChanged() { scan.changed = true }
@@ -140,7 +145,7 @@ final class RingTracker {
     /// How long the drain loop may sleep for the tracker's sake: briefly while a bot was just
     /// attached or a file is being made (their producers are about to write).
     func sleepNanos(nowNanos now: UInt64) -> UInt64 {
-        if !beingMade.isEmpty || (lastAttachNanos != 0 && now &- lastAttachNanos < Self.newRingNanos) {
+        if !due.beingMade.isEmpty || (lastAttachNanos != 0 && now &- lastAttachNanos < Self.newRingNanos) {
             return Self.newRingSleepNanos
         }
         return .max
@@ -175,9 +180,9 @@ final class RingTracker {
             discover(nowNanos: now, checkingIdentities: lookAtFiles)
             scan.lastNanos = now
         }
-        for (name, since) in beingMade {
+        for (name, since) in due.beingMade {
             if tracked[name] != nil || now &- since >= Self.newRingNanos {
-                beingMade[name] = nil // attached, or left to the discoveries (a file that stays empty)
+                due.beingMade[name] = nil // attached, or left to the discoveries (a file that stays empty)
             } else if tracked.count < descriptors.ringLimit {
                 attach(name, nowNanos: now)
             }
@@ -285,11 +290,11 @@ final class RingTracker {
     func skip(_ name: String, _ error: RingError, nowNanos now: UInt64) {
         let problem = "\(error)"
         if case .notReady = error {
-            // Being created: looked at again every pass for a second (see `beingMade`), then at
+            // Being created: looked at again every pass for a second (see `DueRings`), then at
             // each discovery, quietly.
             let since = skipped[name]?.notReadySinceNanos ?? now
             skipped[name] = SkippedRing(problem: problem, retryAtNanos: now, isQuiet: true, notReadySinceNanos: since)
-            if now &- since < Self.newRingNanos { beingMade[name] = since }
+            if now &- since < Self.newRingNanos { due.beingMade[name] = since }
             return
         }
         if skipped[name]?.problem != problem { ringLog("skipping ring \(name): \(problem)", level: .warn) }
@@ -307,7 +312,7 @@ final class RingTracker {
         let touched = wakeup.takeTouched()
         if touched.overflowed {
             // An open or a close may have been missed: every ring is looked at in the next pass.
-            toReacquire.formUnion(released.keys)
+            due.toReacquire.formUnion(released.keys)
             for ring in tracked.ordered { ring.liveness.lastObservedNanos = 0 }
             findings.sweep = true
         }
@@ -320,16 +325,16 @@ final class RingTracker {
                     skip(name, error, nowNanos: now)
                 }
             } else if released[name] != nil, DrainWakeup.moreThanClosed(kinds) {
-                toReacquire.insert(name)
+                due.toReacquire.insert(name)
             }
         }
-        for name in toReacquire { reacquire(name, nowNanos: now) }
+        for name in due.toReacquire { reacquire(name, nowNanos: now) }
     }
 
     /// Lets go, at the end of a pass, of the rings `observe` found dead and drained.
     func releaseDueRings(nowNanos now: UInt64) {
-        for ring in releasesDue where tracked[ring.name] === ring { release(ring, nowNanos: now) }
-        releasesDue.removeAll()
+        for ring in due.releases where tracked[ring.name] === ring { release(ring, nowNanos: now) }
+        due.releases.removeAll()
     }
 
     /// Lets go of a dead, drained ring's file (its descriptor and mappings), keeping its series:
@@ -357,11 +362,11 @@ final class RingTracker {
     /// the new file.
     private func reacquire(_ name: String, nowNanos now: UInt64) {
         guard let ring = released[name] else {
-            toReacquire.remove(name)
+            due.toReacquire.remove(name)
             return
         }
-        guard tracked.count < descriptors.ringLimit else { return } // kept in `toReacquire` until a descriptor is free
-        toReacquire.remove(name)
+        guard tracked.count < descriptors.ringLimit else { return } // kept in `due.toReacquire` until a descriptor is free
+        due.toReacquire.remove(name)
         let consumer: RingConsumer
         do {
             consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
