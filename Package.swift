@@ -10,6 +10,14 @@ let package = Package(
     ],
     dependencies: [],
     targets: [
+        // MARK: - The system
+
+        /// The one system-call layer: a thin wrapper for each call the Swift code makes (Glibc's),
+        /// named after it, throwing a typed `Errno` and making it again after `EINTR` where the
+        /// call is restartable. The readers, tools, collector, HTTP server and benchmark call it;
+        /// the producer's hot path is C and makes its own.
+        .target(name: "RingsideSystem"),
+
         // MARK: - The ring: format (C), producer API and reader
 
         /// The shared-memory format's specification, its atomics and clocks, and the producer's
@@ -82,6 +90,7 @@ let package = Package(
 
         .testTarget(name: "RingsideTests",
                     dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
+        .testTarget(name: "RingsideSystemTests", dependencies: ["RingsideSystem"]),
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(name: "RingsideCollectorTests",
                     dependencies: ["RingsideCollector", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
