@@ -23,7 +23,7 @@ let package = Package(
         /// The shared-memory format's specification, its atomics and clocks, and the producer's
         /// hot path, in C so that C and C++ bots write the same rings.
         .target(name: "CRingside"),
-        .target(name: "Ringside", dependencies: ["CRingside"]),
+        .target(name: "Ringside", dependencies: ["CRingside", "RingsideSystem"]),
 
         // MARK: - The collector's parts
 

@@ -1,7 +1,5 @@
 import CRingside
-#if canImport(Glibc)
-import Glibc
-#endif
+import RingsideSystem
 
 /// Everything that can go wrong attaching, registering or reading a ring, each case with a
 /// message a person can act on. The hot path never throws: a full ring is a counted drop.
@@ -81,7 +79,7 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
         case let .unavailable(ring, reason):
             return "ring \(ring): \(reason)"
         case let .system(ring, operation, errno):
-            return "ring \(ring): \(operation): \(String(cString: strerror(errno))) (errno: \(errno))"
+            return "ring \(ring): \(operation): \(Errno(rawValue: errno))"
         }
     }
 }
