@@ -29,8 +29,8 @@ let package = Package(
 
         /// Log-bucketed histograms and sliding windows: pure computation, no I/O.
         .target(name: "RingsideAggregation"),
-        /// A small HTTP/1.1 server on POSIX sockets.
-        .target(name: "RingsideHTTP"),
+        /// A small HTTP/1.1 server on POSIX sockets (its calls made through RingsideSystem).
+        .target(name: "RingsideHTTP", dependencies: ["RingsideSystem"]),
         /// The export formats over snapshots: Prometheus protobuf with native histograms, gzip.
         /// It knows nothing of rings or threads.
         .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideCommandLine", "RingsideJSON", "CZlib"],
