@@ -40,7 +40,8 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         /// The collector: discovery, draining, series, SLOs, and the Prometheus / JSON exports.
         .target(name: "RingsideCollector",
-                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideExport", "RingsideHTTP", "RingsideCommandLine"]),
+                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideExport", "RingsideHTTP", "RingsideCommandLine",
+                               "RingsideSystem"]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
         .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideExport"]),
@@ -94,7 +95,8 @@ let package = Package(
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(name: "RingsideCollectorTests",
                     dependencies: ["RingsideCollector", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
-                                   "RingsideCommandLine", "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
+                                   "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport", "ringside-test-producer",
+                                   "ringside-collector"]),
         .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideTestSupport"]),
         .testTarget(name: "RingsideExportTests", dependencies: ["RingsideExport", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
