@@ -49,7 +49,8 @@ let package = Package(
         // MARK: - Operator tools
 
         /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
-        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine"]),
+        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine",
+                                                      "RingsideSystem"]),
         /// A JSON value written by hand, shared by the tools and the benchmark.
         .target(name: "RingsideJSON"),
         /// The usage error, the argument reading and the version every executable shares.

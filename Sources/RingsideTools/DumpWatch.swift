@@ -1,6 +1,7 @@
 import CRingside
 import Ringside
 import RingsideExport
+import RingsideSystem
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
@@ -56,7 +57,7 @@ enum WatchCommand {
             console.flush()
             refreshes += 1
             if let count, refreshes >= count { return ExitStatus.success }
-            sleep(seconds: interval)
+            System.nanosleep(UInt64(interval * 1e9))
         }
     }
 
@@ -122,11 +123,5 @@ enum WatchCommand {
 
     private static func formatInterval(_ seconds: Double) -> String {
         seconds < 1 ? "\(Int((seconds * 1000).rounded()))ms" : (seconds == seconds.rounded() ? "\(Int(seconds))s" : "\(seconds)s")
-    }
-
-    private static func sleep(seconds: Double) {
-        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
-        var remaining = timespec()
-        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
     }
 }

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideSystem
 #if canImport(Glibc)
 import Glibc
 import RingsideCommandLine
@@ -54,7 +55,7 @@ package enum EmitTool {
     }
 
     /// How long to sleep between looks at a full ring.
-    static let pollMicroseconds: UInt32 = 1_000
+    static let pollNanoseconds: UInt64 = 1_000_000
 
     /// Runs `ringside-emit` with the process's arguments and standard input, and exits.
     package static func main() -> Never {
@@ -210,7 +211,7 @@ package enum EmitTool {
                             + "(--drop drops instead)")
                         saidWaiting = true
                     }
-                    usleep(pollMicroseconds)
+                    System.nanosleep(pollNanoseconds)
                 }
             }
             write(bits)

@@ -1,6 +1,7 @@
 import CRingside
 import Ringside
 import RingsideExport
+import RingsideSystem
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
@@ -28,9 +29,8 @@ struct DumpContext {
 
     /// The ring names to report on: the directory's, or an error when the directory is missing.
     func ringNames() throws(RingError) -> [String] {
-        var info = stat()
-        guard stat(directory.path, &info) == 0 else {
-            throw RingError.system(ring: "*", operation: "open ring directory \(directory.path)", errno: errno)
+        do { _ = try System.stat(directory.path) } catch {
+            throw .system(ring: "*", operation: "open ring directory \(directory.path)", errno: error.rawValue)
         }
         return directory.ringNames()
     }
@@ -114,7 +114,8 @@ struct ProducerLiveness: Sendable {
 /// Whether a process with this pid exists (kill with signal 0); nil for no pid.
 func processExists(_ pid: Int32) -> Bool? {
     guard pid > 0 else { return nil }
-    return kill(pid, 0) == 0 || errno == EPERM
+    do { try System.kill(pid, 0) } catch { return error == .notPermitted }
+    return true
 }
 
 /// The clocks now: the records' (coarse monotonic) and wall time.
@@ -239,8 +240,7 @@ struct FileFacts {
     let owner: UInt32
 
     init?(path: String) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
+        guard let info = try? System.lstat(path) else { return nil }
         size = Int(info.st_size)
         mode = UInt32(info.st_mode & 0o7777)
         owner = info.st_uid
