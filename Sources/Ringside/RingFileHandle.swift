@@ -231,6 +231,8 @@ final class RingFileHandle {
             return .notFound(ring: name, path: path, existing: directory.ringNames())
         case .tooManySymbolicLinkLevels:
             return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
+        case .noSuchAddressOrDevice, .isDirectory: // a socket or a device file; a directory opened to write
+            return .notARegularFile(ring: name, path: path, reason: "not a regular file")
         case .permissionDenied, .notPermitted:
             let owner = (try? System.lstat(path)).map { "owned by uid \($0.st_uid) with mode \(String($0.st_mode & 0o777, radix: 8))" } ?? "no access"
             return .permissionDenied(ring: name, path: path, reason: "permission denied (\(owner); we are uid \(geteuid()))")

@@ -176,8 +176,7 @@ package enum EmitTool {
         let directory = RingDirectory(options.directory)
         if let capacity = options.capacity {
             ringOptions.laneCapacity = capacity
-        } else if (try? refuseSpecialFile(options.ring, in: directory)) != nil,
-                  let existing = try? RingInspector(options.ring, directory: directory).status() {
+        } else if let existing = try? RingInspector(options.ring, directory: directory).status() {
             // Attach to an existing ring as it is, whatever its size.
             ringOptions.laneCapacity = Int(existing.capacity)
             ringOptions.maxMetrics = existing.maxMetrics

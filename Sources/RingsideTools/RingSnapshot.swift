@@ -17,8 +17,7 @@ struct DumpContext {
     let raw: Bool
 
     func inspector(_ name: String) throws(RingError) -> RingInspector {
-        try refuseSpecialFile(name, in: directory)
-        return try RingInspector(name, directory: directory, allowedOwners: allowedOwners)
+        try RingInspector(name, directory: directory, allowedOwners: allowedOwners)
     }
 
     /// Prints a ring error as the tools do (`ringside-dump: ring x: ...`) and returns status 1.
@@ -244,21 +243,5 @@ struct FileFacts {
         size = Int(info.st_size)
         mode = UInt32(info.st_mode & 0o7777)
         owner = info.st_uid
-    }
-}
-
-/// Refuses a ring whose path is not a regular file before a reader opens it: opening a FIFO
-/// read-only waits for a writer, so a FIFO named like a ring (anyone may create one in `/dev/shm`)
-/// would hang the tool. A missing file is left to the open, which names the rings there.
-/// (The open itself refuses links and special files too; this look only keeps it from blocking.)
-func refuseSpecialFile(_ name: String, in directory: RingDirectory) throws(RingError) {
-    try RingDirectory.validate(name: name)
-    let path = directory.filePath(for: name)
-    var info = stat()
-    guard lstat(path, &info) == 0 else { return }
-    switch info.st_mode & S_IFMT {
-    case S_IFREG: return
-    case S_IFLNK: throw .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
-    default: throw .notARegularFile(ring: name, path: path, reason: "not a regular file")
     }
 }
