@@ -71,7 +71,7 @@ let package = Package(
         /// JSON and SVG. It imports Ringside as a bot does, so the hot path is the cross-module one.
         .target(name: "RingsideBench",
                 dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector", "RingsideExport",
-                               "RingsideHTTP", "RingsideJSON", "RingsideCommandLine", "RingsideTestSupport"],
+                               "RingsideHTTP", "RingsideJSON", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport"],
                 path: "Benchmarks/RingsideBench"),
         /// The C floor (the same ring written from C with the same clock) and thread pinning.
         .target(name: "CRingsideBench", dependencies: ["CRingside"], path: "Benchmarks/CRingsideBench"),

@@ -12,10 +12,10 @@ extension System {
     }
 
     /// Two connected sockets. The corresponding C function is `socketpair`.
-    package static func socketpair(_ family: Int32, _ type: Int32, _ protocol: Int32 = 0) throws(Errno) -> (Int32, Int32) {
+    package static func socketpair(_ family: Int32, _ type: Int32, _ protocol: Int32 = 0) throws(Errno) -> [Int32] {
         var ends: [Int32] = [-1, -1]
         _ = try checked(Glibc.socketpair(family, type, `protocol`, &ends))
-        return (ends[0], ends[1])
+        return ends
     }
 
     /// Sets an integer option. The corresponding C function is `setsockopt`.
