@@ -135,7 +135,9 @@ public enum ScrapeBenchmark {
         while expected.map({ bodyBytes < $0 }) ?? true {
             let received: Int
             do {
-                received = try chunk.withUnsafeMutableBytes { buffer in Result { () throws(Errno) in try System.recv(fd, into: buffer, flags: 0) } }.get()
+                received = try chunk.withUnsafeMutableBytes { buffer in
+                    Result { () throws(Errno) in try System.recv(fd, into: buffer, flags: 0) }
+                }.get()
             } catch {
                 throw BenchError("GET /metrics: receiving after \(bodyBytes) body bytes: \(error)")
             }

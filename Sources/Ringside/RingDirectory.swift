@@ -101,7 +101,9 @@ public struct RingDirectory: Sendable, Equatable {
             }
             guard shouldRemove(status) else { return false }
             let file = filePath(for: name)
-            do throws(Errno) { try System.unlink(file) } catch { throw .system(ring: name, operation: "unlink \(file)", errno: error.rawValue) }
+            do throws(Errno) { try System.unlink(file) } catch {
+                throw .system(ring: name, operation: "unlink \(file)", errno: error.rawValue)
+            }
             return true
         }
     }

@@ -201,7 +201,9 @@ final class RingFileHandle {
     /// for it cannot fault); nil when the file does not hold it whole.
     func read<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T? {
         var value = T.zero
-        let count = try? withUnsafeMutableBytes(of: &value) { (bytes) throws(Errno) in try System.pread(descriptor, into: bytes, at: offset) }
+        let count = try? withUnsafeMutableBytes(of: &value) { (bytes) throws(Errno) in
+            try System.pread(descriptor, into: bytes, at: offset)
+        }
         return count == MemoryLayout<T>.size ? T(littleEndian: value) : nil
     }
 
@@ -234,7 +236,8 @@ final class RingFileHandle {
         case .noSuchAddressOrDevice, .isDirectory: // a socket or a device file; a directory opened to write
             return .notARegularFile(ring: name, path: path, reason: "not a regular file")
         case .permissionDenied, .notPermitted:
-            let owner = (try? System.lstat(path)).map { "owned by uid \($0.st_uid) with mode \(String($0.st_mode & 0o777, radix: 8))" } ?? "no access"
+            let owner = (try? System.lstat(path)).map { "owned by uid \($0.st_uid) with mode \(String($0.st_mode & 0o777, radix: 8))" }
+                ?? "no access"
             return .permissionDenied(ring: name, path: path, reason: "permission denied (\(owner); we are uid \(geteuid()))")
         case .noSpace, .diskQuotaExceeded:
             return .noSpace(ring: name, path: path, bytes: 0)

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import RingsideSystem
 import RingsideAggregation
 import RingsideExport
+import RingsideSystem
 
 /// Writes `--hlog`: every histogram series' per-interval histograms in HdrHistogram's interval
 /// log format (see ``HistogramLog``), from the daemon loop, never from the drain thread.

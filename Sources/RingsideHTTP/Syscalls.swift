@@ -98,8 +98,7 @@ enum Syscall {
     /// The corresponding C function is `getsockname`.
     static func localAddress(_ fd: Int32) throws(SyscallError) -> SocketAddress {
         var address = SocketAddress()
-        address.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        var length = address.length
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = withUnsafeMutablePointer(to: &address.storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
                 Result { () throws(Errno) in try System.getsockname(fd, pointer, &length) }

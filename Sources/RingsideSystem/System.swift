@@ -162,7 +162,8 @@ package enum System {
     // MARK: - Mappings
 
     /// Maps `length` bytes of the file open at `fd` from `offset`. The corresponding C function is `mmap`.
-    package static func mmap(length: Int, protection: Int32, flags: Int32, fd: Int32, offset: Int) throws(Errno) -> UnsafeMutableRawPointer {
+    package static func mmap(length: Int, protection: Int32, flags: Int32, fd: Int32,
+                             offset: Int) throws(Errno) -> UnsafeMutableRawPointer {
         guard let base = Glibc.mmap(nil, length, protection, flags, fd, off_t(offset)), base != MAP_FAILED else { throw .current }
         return base
     }

@@ -150,8 +150,8 @@ struct SecurityTests {
             // A socket's file cannot be opened at all (ENXIO): said the same way.
             try makeSocketFile(directory.filePath(for: "socket"))
             let socketCheck = try runProcess("ringside-dump", ["check", "socket", "--dir", directory.path], timeoutSeconds: 10)
-            #expect(socketCheck.status == 1
-                && socketCheck.output == "ring socket: \(directory.filePath(for: "socket")): not a regular file\n", "\(socketCheck.output)")
+            #expect(socketCheck.status == 1 && socketCheck.output == "ring socket: \(directory.filePath(for: "socket")): not a regular file\n",
+                    "\(socketCheck.output)")
 
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms"])
             defer { collector.kill() }

@@ -42,7 +42,9 @@ struct SystemTests {
         defer { System.close(pipe.read); System.close(pipe.write) }
         try System.writeAll(pipe.write, "ok")
         var bytes = [UInt8](repeating: 0, count: 8)
-        let count = try bytes.withUnsafeMutableBytes { buffer in Result { () throws(Errno) in try System.read(pipe.read, into: buffer) } }.get()
+        let count = try bytes.withUnsafeMutableBytes { buffer in
+            Result { () throws(Errno) in try System.read(pipe.read, into: buffer) }
+        }.get()
         #expect(Array(bytes[..<count]) == Array("ok".utf8))
     }
 
