@@ -10,19 +10,27 @@ let package = Package(
     ],
     dependencies: [],
     targets: [
+        // MARK: - The system
+
+        /// The one system-call layer: a thin wrapper for each call the Swift code makes (Glibc's),
+        /// named after it, throwing a typed `Errno` and making it again after `EINTR` where the
+        /// call is restartable. The readers, tools, collector, HTTP server and benchmark call it;
+        /// the producer's hot path is C and makes its own.
+        .target(name: "RingsideSystem"),
+
         // MARK: - The ring: format (C), producer API and reader
 
         /// The shared-memory format's specification, its atomics and clocks, and the producer's
         /// hot path, in C so that C and C++ bots write the same rings.
         .target(name: "CRingside"),
-        .target(name: "Ringside", dependencies: ["CRingside"]),
+        .target(name: "Ringside", dependencies: ["CRingside", "RingsideSystem"]),
 
         // MARK: - The collector's parts
 
         /// Log-bucketed histograms and sliding windows: pure computation, no I/O.
         .target(name: "RingsideAggregation"),
-        /// A small HTTP/1.1 server on POSIX sockets.
-        .target(name: "RingsideHTTP"),
+        /// A small HTTP/1.1 server on POSIX sockets (its calls made through RingsideSystem).
+        .target(name: "RingsideHTTP", dependencies: ["RingsideSystem"]),
         /// What the collector knows at one moment, as plain values: the snapshot the collector
         /// builds and the exporters read (series, rings, SLOs, its own and its process's figures).
         .target(name: "RingsideSnapshot", dependencies: ["Ringside", "RingsideAggregation"]),
@@ -39,7 +47,7 @@ let package = Package(
         /// history they feed, its process's figures from `/proc`, its logs and the HTTP routes.
         .target(name: "RingsideCollector",
                 dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideJSON",
-                               "RingsideCommandLine"]),
+                               "RingsideCommandLine", "RingsideSystem"]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
         .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine"]),
@@ -47,7 +55,8 @@ let package = Package(
         // MARK: - Operator tools
 
         /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
-        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine"]),
+        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine",
+                                                      "RingsideSystem"]),
         /// JSON: a value written by hand (the tools' and the benchmark's output) and the collector's
         /// streaming writer, over one string escaper and number policy.
         .target(name: "RingsideJSON"),
@@ -70,7 +79,7 @@ let package = Package(
         /// JSON and SVG. It imports Ringside as a bot does, so the hot path is the cross-module one.
         .target(name: "RingsideBench",
                 dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector", "RingsideExport",
-                               "RingsideHTTP", "RingsideJSON", "RingsideCommandLine", "RingsideTestSupport"],
+                               "RingsideHTTP", "RingsideJSON", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport"],
                 path: "Benchmarks/RingsideBench"),
         /// The C floor (the same ring written from C with the same clock) and thread pinning.
         .target(name: "CRingsideBench", dependencies: ["CRingside"], path: "Benchmarks/CRingsideBench"),
@@ -91,10 +100,12 @@ let package = Package(
 
         .testTarget(name: "RingsideTests",
                     dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
+        .testTarget(name: "RingsideSystemTests", dependencies: ["RingsideSystem"]),
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(name: "RingsideCollectorTests",
-                    dependencies: ["RingsideCollector", "RingsideSnapshot", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation", "RingsideHTTP",
-                                   "RingsideCommandLine", "RingsideTestSupport", "ringside-test-producer", "ringside-collector"]),
+                    dependencies: ["RingsideCollector", "RingsideSnapshot", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation",
+                                   "RingsideHTTP", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport", "ringside-test-producer",
+                                   "ringside-collector"]),
         .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideTestSupport"]),
         .testTarget(name: "RingsideExportTests",

@@ -4,6 +4,8 @@ import Foundation
 import Ringside
 import RingsideCollector
 import RingsideCommandLine
+import RingsideExport
+import RingsideSystem
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -128,8 +130,7 @@ public enum CollectorBenchmark {
                 while !stop.isSet {
                     let owed = (rs_clock_precise_ns() &- start) / 1000
                     while written < owed { handles.write(Int(truncatingIfNeeded: written)); written &+= 1 }
-                    var pause = timespec(tv_sec: 0, tv_nsec: 100_000)
-                    nanosleep(&pause, nil)
+                    System.nanosleep(100_000)
                 }
                 return (Double(written) / (Double(rs_clock_precise_ns() &- start) / 1e9), ring.currentThreadLane.recordsDropped)
             }
@@ -152,8 +153,7 @@ public enum CollectorBenchmark {
                 func total() -> Double? {
                     collector.snapshot.series.first { $0.ring == "probe" && $0.metric.name == "e2e_probe" }?.cumulativeSum
                 }
-                var pause = timespec(tv_sec: 0, tv_nsec: 20_000)
-                while total() == nil && !stop.isSet { nanosleep(&pause, nil) } // until the collector has found it
+                while total() == nil && !stop.isSet { System.nanosleep(20_000) } // until the collector has found it
                 var seen = Int(total() ?? 0)
                 var nextSend = rs_clock_precise_ns()
                 while !stop.isSet {
@@ -170,7 +170,7 @@ public enum CollectorBenchmark {
                         for index in seen ..< visible { samples.append(at &- sentAt[index]) }
                         seen = visible
                     }
-                    nanosleep(&pause, nil)
+                    System.nanosleep(20_000)
                 }
                 _ = ring
                 return samples
@@ -182,7 +182,7 @@ public enum CollectorBenchmark {
         load.start()
         probe.start()
         // Let the collector find the rings and settle.
-        usleep(300_000)
+        System.nanosleep(300_000_000)
         // The drain thread by name if the platform names threads, else the busiest thread that
         // Collector.start() made.
         let drainThread = ProcessInfoReader.threadID(named: "ringside-drain")
@@ -197,8 +197,7 @@ public enum CollectorBenchmark {
         let cpuBefore = ProcessInfoReader.threadCPUNanos(drainThread) ?? 0
         let wallBefore = rs_clock_precise_ns()
         let liveNanos = UInt64(max(1.5, settings.seconds * 2) * 1e9)
-        var pause = timespec(tv_sec: Int(liveNanos / 1_000_000_000), tv_nsec: Int(liveNanos % 1_000_000_000))
-        nanosleep(&pause, nil)
+        System.nanosleep(liveNanos)
         let cpuAfter = ProcessInfoReader.threadCPUNanos(drainThread) ?? 0
         let wallAfter = rs_clock_precise_ns()
         let rss = ProcessInfoReader.statusMegabytes("VmRSS")

@@ -10,6 +10,7 @@ import Synchronization
 import Glibc
 #endif
 import RingsideJSON
+import RingsideSystem
 
 /// How long and how finely to measure.
 public struct BenchSettings: Sendable, Equatable {
@@ -107,15 +108,14 @@ public enum EmitBenchmark {
         guard opened == 0 else { throw BenchError("the C floor: \(String(cString: rsb_floor_error(&floor)))") }
         defer { rsb_floor_close(&floor) }
 
-        var sockets: [Int32] = [0, 0]
-        guard socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0, &sockets) == 0 else {
-            throw BenchError("socketpair(AF_UNIX, SOCK_DGRAM): \(String(cString: strerror(errno))) (errno: \(errno))")
+        let sockets: [Int32]
+        do { sockets = try System.socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue)) } catch {
+            throw BenchError("socketpair(AF_UNIX, SOCK_DGRAM): \(error)")
         }
-        defer { close(sockets[0]); close(sockets[1]) }
+        defer { System.close(sockets[0]); System.close(sockets[1]) }
         // Room for bursts, as far as net.core.wmem_max / rmem_max allow (the kernel caps it).
-        var bufferBytes: Int32 = 4 << 20
-        setsockopt(sockets[0], SOL_SOCKET, SO_SNDBUF, &bufferBytes, socklen_t(MemoryLayout<Int32>.size))
-        setsockopt(sockets[1], SOL_SOCKET, SO_RCVBUF, &bufferBytes, socklen_t(MemoryLayout<Int32>.size))
+        try? System.setsockopt(sockets[0], SOL_SOCKET, SO_SNDBUF, 4 << 20)
+        try? System.setsockopt(sockets[1], SOL_SOCKET, SO_RCVBUF, 4 << 20)
 
         let locked = LockedHistogram()
         let values = LatencyValues()
@@ -202,6 +202,7 @@ public enum EmitBenchmark {
                     datagram.storeBytes(of: values[v], toByteOffset: 8, as: UInt64.self)
                     datagram.storeBytes(of: UInt64(truncatingIfNeeded: v), toByteOffset: 16, as: UInt64.self)
                     v &+= 1
+                    // The raw call, not RingsideSystem's: what is timed is the send itself.
                     if send(sockets[0], datagram, 32, Int32(MSG_DONTWAIT)) != 32 { sendFailures &+= 1 }
                 }
             },

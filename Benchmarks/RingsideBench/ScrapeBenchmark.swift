@@ -4,6 +4,7 @@ import Ringside
 import RingsideCollector
 import RingsideExport
 import RingsideHTTP
+import RingsideSystem
 import RingsideTestSupport
 #if canImport(Glibc)
 import Glibc
@@ -58,8 +59,7 @@ public enum ScrapeBenchmark {
                 while !stop.isSet {
                     for bot in bots { bot.writeEveryMetric(values: 1) }
                     sweeps += 1
-                    var pause = timespec(tv_sec: 0, tv_nsec: 100_000_000)
-                    nanosleep(&pause, nil)
+                    System.nanosleep(100_000_000)
                 }
                 return sweeps
             }
@@ -114,8 +114,7 @@ public enum ScrapeBenchmark {
             guard rs_clock_precise_ns() < deadline else {
                 throw BenchError("gave up waiting for \(what) after \(Int(seconds)) s")
             }
-            var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
-            nanosleep(&pause, nil)
+            System.nanosleep(1_000_000)
         }
     }
 
@@ -134,8 +133,15 @@ public enum ScrapeBenchmark {
         var expected: Int?
         var chunk = [UInt8](repeating: 0, count: 1 << 20)
         while expected.map({ bodyBytes < $0 }) ?? true {
-            let received = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard received > 0 else { throw BenchError("the response ended after \(bodyBytes) body bytes (errno \(errno))") }
+            let received: Int
+            do {
+                received = try chunk.withUnsafeMutableBytes { buffer in
+                    Result { () throws(Errno) in try System.recv(fd, into: buffer, flags: 0) }
+                }.get()
+            } catch {
+                throw BenchError("GET /metrics: receiving after \(bodyBytes) body bytes: \(error)")
+            }
+            guard received > 0 else { throw BenchError("the response ended after \(bodyBytes) body bytes") }
             if expected != nil { bodyBytes += received; continue }
             head += chunk[..<received]
             guard let end = head.firstRange(of: Array("\r\n\r\n".utf8)) else { continue }

@@ -4,6 +4,7 @@ import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
+import RingsideSystem
 
 /// A ring directory of the benchmark's own, `/dev/shm/ringside-bench.XXXXXX`, removed with
 /// everything in it by `remove()`, and also when the process is interrupted (SIGINT, SIGTERM).
@@ -15,11 +16,8 @@ public final class ScratchDirectory: Sendable {
 
     /// Makes the directory.
     public init(under parent: String = "/dev/shm") throws(BenchError) {
-        var template = Array("\(parent)/ringside-bench.XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else {
-            throw BenchError("mkdtemp \(parent)/ringside-bench.XXXXXX: \(String(cString: strerror(errno))) (errno: \(errno))")
-        }
-        path = String(cString: made)
+        let template = "\(parent)/ringside-bench.XXXXXX"
+        do { path = try System.mkdtemp(template) } catch { throw BenchError("mkdtemp \(template): \(error)") }
         Self.installSignalCleanup()
         Self.live.withLock { _ = $0.insert(path) }
     }
@@ -27,9 +25,7 @@ public final class ScratchDirectory: Sendable {
     /// A subdirectory, made now (removed with this one).
     public func subdirectory(_ name: String) throws(BenchError) -> String {
         let sub = path + "/" + name
-        guard mkdir(sub, 0o700) == 0 else {
-            throw BenchError("mkdir \(sub): \(String(cString: strerror(errno))) (errno: \(errno))")
-        }
+        do { try System.mkdir(sub, mode: 0o700) } catch { throw BenchError("mkdir \(sub): \(error)") }
         return sub
     }
 

@@ -2,6 +2,7 @@ import CRingside
 #if canImport(Glibc)
 import Glibc
 #endif
+import RingsideSystem
 
 /// A bot attached through the C producer library (`ringside_producer.c`), owned: detached when
 /// the last reference goes. `Bot` is its face.
@@ -73,7 +74,7 @@ final class BotAttachment: @unchecked Sendable {
     /// (no lane, no metric): what an attach made whose lane then did not fit, and nobody else used.
     func removeIfUnused() {
         guard isEnabled, rs_bot_lanes_allocated(pointer) == 0, rs_bot_metric_count(pointer) == 0 else { return }
-        unlink(rs_bot_path(pointer))
+        try? System.unlink(String(cString: rs_bot_path(pointer)))
     }
 
     /// Registers (or finds again) a metric; checks its arguments in Swift first, for typed errors.
@@ -159,7 +160,7 @@ final class BotAttachment: @unchecked Sendable {
         case RS_E_NO_INODES: return .noSpace(ring: name, path: path, bytes: 0)
         case -EACCES, -EPERM: return .permissionDenied(ring: name, path: path, reason: reason)
         case -ELOOP: return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
-        case -ENOENT: return RingFileHandle.openError(ENOENT, name: name, path: path, directory: directory)
+        case -ENOENT: return RingFileHandle.openError(.noSuchFileOrDirectory, name: name, path: path, directory: directory)
         default: return .system(ring: name, operation: reason, errno: -error.code)
         }
     }

@@ -211,6 +211,12 @@ final class MappedRingFile {
         return allocated - before
     }
 
+    /// Lane `lane`'s read cursor, or its write cursor, read from the file with `pread` rather than
+    /// through a mapping: for a look at lanes the reader would not map (past max_lanes, or past
+    /// the file's end), where a short file must not fault. nil where the file does not hold it.
+    func readCursorOnFile(lane: Int) -> UInt64? { handle.read(UInt64.self, at: layout.fileSize(lanes: lane) + Offset.readCursor) }
+    func writeCursorOnFile(lane: Int) -> UInt64? { handle.read(UInt64.self, at: layout.fileSize(lanes: lane) + Offset.writeCursor) }
+
     /// A field at `offset` in lane `lane`'s 256-byte header.
     private func laneField<T>(_ lane: Int, _ offset: Int, as type: T.Type) -> UnsafeMutablePointer<T> {
         (lanes[lane].base + offset).assumingMemoryBound(to: T.self)

@@ -1,6 +1,6 @@
 import CRingside
 
-/// Converts between a registry entry's bytes and a `MetricDescriptor`, checking every field of
+/// Decodes a registry entry's bytes into a `MetricDescriptor`, checking every field of
 /// an entry read from a file: nothing there is trusted.
 extension MetricDescriptor {
     /// Decodes entry `index`, or says what is wrong with it.
@@ -21,19 +21,6 @@ extension MetricDescriptor {
                   help: help, sampleEvery: entry.sample_every)
     }
 
-    /// The entry the producer writes for this (already validated) descriptor.
-    var entry: rs_registry_entry {
-        var entry = rs_registry_entry()
-        entry.index = index
-        entry.kind = kind.rawValue
-        entry.unit = unit.rawValue
-        entry.sample_every = sampleEvery
-        entry.name_length = Self.copy(name, into: &entry.name)
-        entry.labels_length = Self.copy(encodedLabels, into: &entry.labels)
-        entry.help_length = Self.copy(help, into: &entry.help)
-        return entry
-    }
-
     /// Reads `length` bytes of a fixed-size C array as UTF-8, refusing lengths past its end.
     private static func string<Storage>(_ storage: inout Storage, length: UInt16, field: String,
                                         index: Int) throws(RingCorruption) -> String {
@@ -45,15 +32,5 @@ extension MetricDescriptor {
             throw .badRegistryEntry(index: index, reason: "\(field) is not valid UTF-8")
         }
         return text
-    }
-
-    /// Copies a string into a fixed-size C array (the caller checked it fits); returns its length.
-    private static func copy<Storage>(_ text: String, into storage: inout Storage) -> UInt16 {
-        withUnsafeMutableBytes(of: &storage) { raw in
-            let bytes = Array(text.utf8)
-            precondition(bytes.count <= raw.count, "validated strings fit their fields")
-            raw.copyBytes(from: bytes)
-            return UInt16(bytes.count)
-        }
     }
 }

@@ -2,6 +2,7 @@ import CRingside
 #if canImport(Glibc)
 import Glibc
 #endif
+import RingsideSystem
 
 /// Where rings live and what they are called: `<directory>/ringside.<name>`.
 ///
@@ -48,28 +49,24 @@ public struct RingDirectory: Sendable, Equatable {
 
     /// Why the directory cannot be listed (missing, not a directory, no permission), or nil.
     package func accessProblem() -> String? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return String(cString: strerror(errno)) }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { return "not a directory" }
-        guard access(path, R_OK | X_OK) == 0 else { return String(cString: strerror(errno)) }
-        return nil
+        do {
+            guard (try System.stat(path).st_mode & S_IFMT) == S_IFDIR else { return "not a directory" }
+            try System.access(path, R_OK | X_OK)
+            return nil
+        } catch {
+            return "\(error)"
+        }
     }
 
     /// The names of the rings in the directory (files `ringside.<valid name>`), sorted.
     /// A missing or unreadable directory has none.
     package func ringNames() -> [String] {
-        guard let dir = opendir(path) else { return [] }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let fileName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
-            guard fileName.hasPrefix(Self.filePrefix) else { continue }
+        let fileNames = (try? System.directoryEntries(path)) ?? []
+        return fileNames.compactMap { fileName in
+            guard fileName.hasPrefix(Self.filePrefix) else { return nil }
             let name = String(fileName.dropFirst(Self.filePrefix.count))
-            if (try? Self.validate(name: name)) != nil { names.append(name) }
-        }
-        return names.sorted()
+            return (try? Self.validate(name: name)) != nil ? name : nil
+        }.sorted()
     }
 
     /// Removes a ring's file. Processes that have it mapped keep their mapping; the name is free.
@@ -77,10 +74,9 @@ public struct RingDirectory: Sendable, Equatable {
     package func remove(_ name: String) throws(RingError) {
         try Self.validate(name: name)
         let file = filePath(for: name)
-        guard unlink(file) == 0 else {
-            let code = errno
-            if code == ENOENT { throw .notFound(ring: name, path: file, existing: ringNames()) }
-            throw .system(ring: name, operation: "unlink \(file)", errno: code)
+        do { try System.unlink(file) } catch {
+            if error == .noSuchFileOrDirectory { throw .notFound(ring: name, path: file, existing: ringNames()) }
+            throw .system(ring: name, operation: "unlink \(file)", errno: error.rawValue)
         }
     }
 
@@ -105,7 +101,9 @@ public struct RingDirectory: Sendable, Equatable {
             }
             guard shouldRemove(status) else { return false }
             let file = filePath(for: name)
-            guard unlink(file) == 0 else { throw .system(ring: name, operation: "unlink \(file)", errno: errno) }
+            do throws(Errno) { try System.unlink(file) } catch {
+                throw .system(ring: name, operation: "unlink \(file)", errno: error.rawValue)
+            }
             return true
         }
     }
@@ -113,9 +111,7 @@ public struct RingDirectory: Sendable, Equatable {
     /// The identity of the ring file now at `name`'s path, or nil if there is none.
     /// Never follows a symbolic link.
     package func fileIdentity(of name: String) -> RingFileIdentity? {
-        var info = stat()
-        guard lstat(filePath(for: name), &info) == 0 else { return nil }
-        return RingFileIdentity(info)
+        (try? System.lstat(filePath(for: name))).map(RingFileIdentity.init)
     }
 
     private static func isNameByte(_ byte: UInt8) -> Bool {

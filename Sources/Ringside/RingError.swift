@@ -1,7 +1,5 @@
 import CRingside
-#if canImport(Glibc)
-import Glibc
-#endif
+import RingsideSystem
 
 /// Everything that can go wrong attaching, registering or reading a ring, each case with a
 /// message a person can act on. The hot path never throws: a full ring is a counted drop.
@@ -81,7 +79,34 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
         case let .unavailable(ring, reason):
             return "ring \(ring): \(reason)"
         case let .system(ring, operation, errno):
-            return "ring \(ring): \(operation): \(String(cString: strerror(errno))) (errno: \(errno))"
+            return "ring \(ring): \(operation): \(Errno(rawValue: errno))"
+        }
+    }
+}
+
+/// What is wrong with a bot file's lanes, each lane's problem on its own
+/// (`RingInspector.laneProblems()`, for `ringside-dump check`).
+package enum LaneProblem: Equatable, Sendable, CustomStringConvertible {
+    /// More lanes allocated than the file may hold.
+    case tooManyLanes(allocated: Int, maxLanes: Int)
+    /// The file is shorter than its lanes need.
+    case truncated(fileSize: Int, lanes: Int, needed: Int)
+    /// A lane's read cursor is past its write cursor.
+    case readPastWrite(lane: Int, read: UInt64, write: UInt64)
+    /// A lane's cursors are further apart than it holds records.
+    case overCapacity(lane: Int, read: UInt64, write: UInt64, capacity: UInt64)
+
+    package var description: String {
+        switch self {
+        case let .tooManyLanes(allocated, maxLanes):
+            return "lanes_allocated is \(allocated), more than max_lanes \(maxLanes)"
+        case let .truncated(fileSize, lanes, needed):
+            return "truncated: the file has \(fileSize) bytes, its \(lanes) " + (lanes == 1 ? "lane needs" : "lanes need") + " \(needed)"
+        case let .readPastWrite(lane, read, write):
+            return "lane \(lane): cursors out of range: the read cursor \(read) is past the write cursor \(write)"
+        case let .overCapacity(lane, read, write, capacity):
+            return "lane \(lane): cursors out of range: read \(read), write \(write): \(write - read) records, more than the lane's "
+                + "capacity of \(capacity)"
         }
     }
 }

@@ -2,6 +2,7 @@ import CRingside
 #if canImport(Glibc)
 import Glibc
 #endif
+import RingsideSystem
 
 /// The open, lock and reserve side of reading a bot file: its descriptor, the checks on it (a
 /// regular file of ours, wholly allocated, with a valid layout), the locks, and `mmap`. It never
@@ -27,13 +28,11 @@ final class RingFileHandle {
         self.path = path
         self.descriptor = descriptor
         self.role = role
-        var info = stat()
-        fstat(descriptor, &info)
-        identity = RingFileIdentity(info)
+        identity = RingFileIdentity((try? System.fstat(descriptor)) ?? stat())
     }
 
     deinit {
-        close(descriptor) // also releases this description's lock
+        System.close(descriptor) // also releases this description's lock
     }
 
     /// Opens an existing bot file to read it, as its consumer (locked) or as an inspector, and
@@ -45,8 +44,7 @@ final class RingFileHandle {
         // O_NONBLOCK: a FIFO planted under a ring's name must not block the open (it is then refused as
         // not a regular file); on regular files it changes nothing.
         let flags = (role == .inspector ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
-        let fd = Glibc.open(path, flags)
-        guard fd >= 0 else { throw openError(errno, name: name, path: path, directory: directory) }
+        let fd = try openFile(path, flags, name: name, directory: directory)
         let handle = RingFileHandle(name: name, path: path, descriptor: fd, role: role) // closes fd if we throw
         let size = try handle.checkedFileSize(allowedOwners: allowedOwners)
         if role == .consumer { try handle.lock(byte: RS_LOCK_BYTE_CONSUMER) }
@@ -70,8 +68,7 @@ final class RingFileHandle {
                                          _ body: () throws(RingError) -> Result) throws(RingError) -> Result {
         try RingDirectory.validate(name: name)
         let path = directory.filePath(for: name)
-        let fd = Glibc.open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else { throw openError(errno, name: name, path: path, directory: directory) }
+        let fd = try openFile(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, name: name, directory: directory)
         let handle = RingFileHandle(name: name, path: path, descriptor: fd, role: .consumer)
         defer { withExtendedLifetime(handle) {} } // the lock lasts until `body` returns
         _ = try handle.checkedFileSize(allowedOwners: allowedOwners)
@@ -80,10 +77,7 @@ final class RingFileHandle {
     }
 
     /// The file's size now, or nil if fstat fails.
-    var currentFileSize: Int? {
-        var info = stat()
-        return fstat(descriptor, &info) == 0 ? Int(info.st_size) : nil
-    }
+    var currentFileSize: Int? { (try? System.fstat(descriptor)).map { Int($0.st_size) } }
 
     /// Whether a live process holds the producer (or consumer) lock.
     func isLocked(byte: Int32) -> Bool { rs_lock_byte_is_held(descriptor, byte) == 1 }
@@ -95,18 +89,18 @@ final class RingFileHandle {
     ///   truncate the file under it.
     func map(size: Int, offset: Int) throws(RingError) -> Mapping {
         let protection = role == .inspector ? PROT_READ : PROT_READ | PROT_WRITE
-        guard let base = mmap(nil, size, protection, MAP_SHARED, descriptor, off_t(offset)), base != MAP_FAILED else {
-            let code = errno
-            if code == ENOMEM {
+        let base: UnsafeMutableRawPointer
+        do { base = try System.mmap(length: size, protection: protection, flags: MAP_SHARED, fd: descriptor, offset: offset) } catch {
+            if error == .noMemory {
                 throw .unavailable(ring: name, reason: "cannot map \(size) bytes at \(offset): this process has as many "
                     + "mappings as the kernel allows (vm.max_map_count) or no address space left")
             }
-            throw .system(ring: name, operation: "mmap \(size) bytes at \(offset)", errno: code)
+            throw .system(ring: name, operation: "mmap \(size) bytes at \(offset)", errno: error.rawValue)
         }
         // Before any access: a file truncated from now on reads as zeros instead of raising SIGBUS.
         let slot = rs_guard_register(base, size)
         guard slot >= 0 else {
-            munmap(base, size)
+            System.munmap(base, length: size)
             throw .unavailable(ring: name, reason: "the SIGBUS guard holds \(RS_GUARD_SLOTS) mapped ranges at most "
                 + "and all are in use; a range it does not guard is never read")
         }
@@ -129,7 +123,7 @@ final class RingFileHandle {
 
         func unmap() {
             rs_guard_unregister(guardSlot) // first: the range must not be claimed once it is unmapped
-            munmap(base, size)
+            System.munmap(base, length: size)
         }
 
         /// Whether the guard absorbed a fault in this range: the file shrank under it.
@@ -140,8 +134,7 @@ final class RingFileHandle {
 
     /// The file's size, after checking it is a regular file owned by us (or an allowed user).
     private func checkedFileSize(allowedOwners: Set<UInt32>) throws(RingError) -> Int {
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw .system(ring: name, operation: "fstat \(path)", errno: errno) }
+        let info = try fileInfo()
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw .notARegularFile(ring: name, path: path, reason: "not a regular file")
         }
@@ -156,8 +149,7 @@ final class RingFileHandle {
     /// mapped), and `.corrupt(.unallocated)` when it has holes: one `fstat`, for a reader told
     /// that the file changed (cut short with `ftruncate`, or hole-punched, under its mappings).
     func checkIntact(neededSize: Int) throws(RingError) {
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw .system(ring: name, operation: "fstat \(path)", errno: errno) }
+        let info = try fileInfo()
         guard Int(info.st_size) >= neededSize else {
             throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: Int(info.st_size), expected: neededSize))
         }
@@ -172,11 +164,17 @@ final class RingFileHandle {
     /// publishes them, so a sound file is whole; a sparse one claiming a large capacity would have
     /// this reader allocate its holes (tmpfs charges a page to whoever touches it first).
     func checkAllocated() throws(RingError) {
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { throw .system(ring: name, operation: "fstat \(path)", errno: errno) }
+        let info = try fileInfo()
         let allocated = Int(info.st_blocks) * 512 // st_blocks counts 512-byte units, whatever the block size
         guard allocated >= Int(info.st_size) else {
             throw .corrupt(ring: name, path: path, problem: .unallocated(fileSize: Int(info.st_size), allocatedBytes: allocated))
+        }
+    }
+
+    /// The file's `fstat`.
+    private func fileInfo() throws(RingError) -> stat {
+        do { return try System.fstat(descriptor) } catch {
+            throw .system(ring: name, operation: "fstat \(path)", errno: error.rawValue)
         }
     }
 
@@ -187,12 +185,26 @@ final class RingFileHandle {
         guard fileSize >= Int(RS_HEADER_SIZE) else {
             throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: fileSize, expected: Int(RS_HEADER_SIZE)))
         }
-        let count = withUnsafeMutableBytes(of: &header) { pread(descriptor, $0.baseAddress, size, 0) }
+        let count: Int
+        do {
+            count = try withUnsafeMutableBytes(of: &header) { (bytes) throws(Errno) in try System.pread(descriptor, into: bytes, at: 0) }
+        } catch {
+            throw .system(ring: name, operation: "read \(path)", errno: error.rawValue)
+        }
         guard count == size else {
-            if count < 0 { throw .system(ring: name, operation: "read \(path)", errno: errno) }
             throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: count, expected: size))
         }
         return header
+    }
+
+    /// An integer read from the file at `offset` with `pread` (nothing mapped: a file too short
+    /// for it cannot fault); nil when the file does not hold it whole.
+    func read<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T? {
+        var value = T.zero
+        let count = try? withUnsafeMutableBytes(of: &value) { (bytes) throws(Errno) in
+            try System.pread(descriptor, into: bytes, at: offset)
+        }
+        return count == MemoryLayout<T>.size ? T(littleEndian: value) : nil
     }
 
     private func lock(byte: Int32) throws(RingError) {
@@ -202,30 +214,35 @@ final class RingFileHandle {
             throw .system(ring: name, operation: "lock", errno: result)
         }
         // Who holds it, for the message: the pid field of the holder's line.
-        var pid: Int32 = 0
         let field = byte == RS_LOCK_BYTE_PRODUCER ? \rs_header.producer_pid : \rs_header.consumer_pid
-        _ = pread(descriptor, &pid, MemoryLayout<Int32>.size, off_t(MemoryLayout<rs_header>.offset(of: field)!))
+        let pid = read(Int32.self, at: MemoryLayout<rs_header>.offset(of: field)!) ?? 0
         throw byte == RS_LOCK_BYTE_PRODUCER ? .producerAlive(ring: name, pid: pid) : .consumerAlive(ring: name, pid: pid)
     }
 
-    static func openError(_ code: Int32, name: String, path: String, directory: RingDirectory) -> RingError {
-        switch code {
-        case ENOENT:
-            var info = stat()
-            if stat(directory.path, &info) != 0 {
+    /// Opens a bot file; the typed error of a failed open.
+    private static func openFile(_ path: String, _ flags: Int32, name: String, directory: RingDirectory) throws(RingError) -> Int32 {
+        do { return try System.open(path, flags) } catch { throw openError(error, name: name, path: path, directory: directory) }
+    }
+
+    static func openError(_ error: Errno, name: String, path: String, directory: RingDirectory) -> RingError {
+        switch error {
+        case .noSuchFileOrDirectory:
+            if (try? System.stat(directory.path)) == nil {
                 return .system(ring: name, operation: "open ring directory \(directory.path)", errno: ENOENT)
             }
             return .notFound(ring: name, path: path, existing: directory.ringNames())
-        case ELOOP:
+        case .tooManySymbolicLinkLevels:
             return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
-        case EACCES, EPERM:
-            var info = stat()
-            let owner = lstat(path, &info) == 0 ? "owned by uid \(info.st_uid) with mode \(String(info.st_mode & 0o777, radix: 8))" : "no access"
+        case .noSuchAddressOrDevice, .isDirectory: // a socket or a device file; a directory opened to write
+            return .notARegularFile(ring: name, path: path, reason: "not a regular file")
+        case .permissionDenied, .notPermitted:
+            let owner = (try? System.lstat(path)).map { "owned by uid \($0.st_uid) with mode \(String($0.st_mode & 0o777, radix: 8))" }
+                ?? "no access"
             return .permissionDenied(ring: name, path: path, reason: "permission denied (\(owner); we are uid \(geteuid()))")
-        case ENOSPC, EDQUOT:
+        case .noSpace, .diskQuotaExceeded:
             return .noSpace(ring: name, path: path, bytes: 0)
         default:
-            return .system(ring: name, operation: "open \(path)", errno: code)
+            return .system(ring: name, operation: "open \(path)", errno: error.rawValue)
         }
     }
 }

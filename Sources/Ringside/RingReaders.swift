@@ -195,6 +195,39 @@ extension MappedRingFile {
         return status
     }
 
+    /// Every lane's problems, each named (`status()` stops at the first): more lanes than
+    /// max_lanes, a file too short for its lanes, each lane's cursors out of range. The cursors
+    /// are read from the file, not a mapping, so that lanes the reader would not map are looked at
+    /// too and a short file cannot fault.
+    func laneProblems() -> [LaneProblem] {
+        guard let fileSize = currentFileSize else { return [] }
+        let allocated = Int(lanesAllocated), maxLanes = Int(layout.maxLanes)
+        var problems: [LaneProblem] = []
+        if allocated > maxLanes {
+            // The count itself is the problem (and the size it asks for may not fit in an Int).
+            problems.append(.tooManyLanes(allocated: allocated, maxLanes: maxLanes))
+        } else if fileSize < layout.fileSize(lanes: allocated) {
+            problems.append(.truncated(fileSize: fileSize, lanes: allocated, needed: layout.fileSize(lanes: allocated)))
+        }
+        // Each lane the file and max_lanes both hold.
+        let readable = min(allocated, maxLanes, max(0, (fileSize - layout.lanesOffset) / layout.laneSize))
+        return problems + (0..<readable).compactMap(cursorProblem(lane:))
+    }
+
+    /// What is wrong with lane `lane`'s cursors as the file holds them, or nil.
+    private func cursorProblem(lane: Int) -> LaneProblem? {
+        for _ in 0..<Self.cursorLooks {
+            // The read cursor before and after the write cursor: unchanged, the pair is one moment's.
+            guard let read = readCursorOnFile(lane: lane), let write = writeCursorOnFile(lane: lane),
+                  let readAgain = readCursorOnFile(lane: lane) else { return nil }
+            guard read == readAgain else { continue } // a consumer is draining it: look again
+            if read > write { return .readPastWrite(lane: lane, read: read, write: write) }
+            if write - read > layout.capacity { return .overCapacity(lane: lane, read: read, write: write, capacity: layout.capacity) }
+            return nil
+        }
+        return nil // moving all along: a live consumer, not a corrupt lane
+    }
+
     /// What the cells say of one metric now (see CELLS in `ringside.h`): a counter's total, a
     /// gauge's last value, and the records of a histogram or gauge that were dropped.
     func cells(of metric: MetricDescriptor) -> MetricCells {
@@ -401,6 +434,10 @@ package final class RingInspector {
     package func status() throws(RingError) -> RingStatus { try file.status() }
 
     package func metrics() throws(RingError) -> [MetricDescriptor] { try file.metrics(from: 0) }
+
+    /// Every lane's problems, each named, where `status()` stops at the first (see
+    /// `MappedRingFile.laneProblems()`); none for sound lanes.
+    package func laneProblems() -> [LaneProblem] { file.laneProblems() }
 
     /// What the cells say of a metric now.
     package func cells(of metric: MetricDescriptor) throws(RingError) -> MetricCells {

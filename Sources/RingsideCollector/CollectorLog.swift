@@ -4,6 +4,7 @@ import Glibc
 import CRingside
 import RingsideExport
 import RingsideJSON
+import RingsideSystem
 
 /// How the log is written (`--log-format`).
 public enum LogFormat: String, Sendable, CaseIterable {
@@ -38,11 +39,11 @@ public struct CollectorLog: Sendable {
     /// Text lines to standard error.
     public static let standardError = CollectorLog.standardError(format: .text)
 
-    /// Lines to standard error, one `write` each so threads never interleave within a line.
+    /// Lines to standard error, one `write` each (unless the first is cut short) so threads
+    /// never interleave within a line.
     public static func standardError(format: LogFormat) -> CollectorLog {
         CollectorLog(format: format) { line in
-            let text = line + "\n"
-            _ = text.withCString { write(2, $0, strlen($0)) }
+            try? System.writeAll(STDERR_FILENO, line + "\n")
         }
     }
 

@@ -3,6 +3,7 @@ import RingsideExport
 import Glibc
 #endif
 import Ringside
+import RingsideSystem
 
 /// What the drain thread sleeps on between passes: inotify on the ring directory, so a new bot
 /// file (or a bot adding a lane, which grows its file) wakes it within milliseconds, and a pipe,
@@ -23,15 +24,12 @@ final class DrainWakeup {
     private var overflowed = false
 
     init() {
-        inotify = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        var ends: [Int32] = [-1, -1]
-        if pipe(&ends) != 0 { ends = [-1, -1] }
-        wakeRead = ends[0]
-        wakeWrite = ends[1]
+        inotify = (try? System.inotifyInit1(Int32(IN_NONBLOCK | IN_CLOEXEC))) ?? -1
+        (wakeRead, wakeWrite) = (try? System.pipe()) ?? (-1, -1)
     }
 
     deinit {
-        for fd in [inotify, wakeRead, wakeWrite] where fd >= 0 { close(fd) }
+        for fd in [inotify, wakeRead, wakeWrite] where fd >= 0 { System.close(fd) }
     }
 
     /// Whether the directory is watched: if not, the caller must scan it often.
@@ -46,14 +44,13 @@ final class DrainWakeup {
         // IN_CLOSE_WRITE: a producer detaching or dying (its lock goes with its last descriptor).
         let events = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB | IN_OPEN)
             | UInt32(IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
-        watch = inotify_add_watch(inotify, path, events)
+        watch = (try? System.inotifyAddWatch(inotify, path, events)) ?? -1
         return watch >= 0
     }
 
     /// Wakes a `wait` now (from another thread).
     func signal() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
+        _ = try? withUnsafeBytes(of: UInt8(1)) { (byte) throws(Errno) in try System.write(wakeWrite, byte) }
     }
 
     /// Sleeps until a ring file in the directory changes, `signal` is called, or `timeoutNanos`
@@ -67,14 +64,14 @@ final class DrainWakeup {
             // poll waits whole milliseconds, and rounds up: a short wait (a lane filling fast,
             // where half a millisecond more can cost records) is slept through precisely, then
             // the descriptors are looked at without waiting.
-            var sleep = timespec(tv_sec: 0, tv_nsec: Int(timeoutNanos))
-            if timeoutNanos > 0 { nanosleep(&sleep, nil) }
+            if timeoutNanos > 0 { System.nanosleep(timeoutNanos) }
             milliseconds = 0
         }
-        guard poll(&fds, 2, milliseconds) > 0 else { return false }
+        // A signal ends the wait early with nothing seen; the drain loop comes back to it.
+        guard let ready = try? System.poll(&fds, timeoutMillis: milliseconds), ready > 0 else { return false }
         if fds[1].revents != 0 {
             var bytes = [UInt8](repeating: 0, count: 64)
-            _ = read(wakeRead, &bytes, bytes.count)
+            _ = bytes.withUnsafeMutableBytes { try? System.read(wakeRead, into: $0) }
         }
         return fds[0].revents != 0 && readEvents()
     }
@@ -97,7 +94,8 @@ final class DrainWakeup {
         var relevant = false
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
-            let count = buffer.withUnsafeMutableBytes { read(inotify, $0.baseAddress, $0.count) }
+            // Non-blocking: nothing left to read (EAGAIN) ends the loop.
+            let count = buffer.withUnsafeMutableBytes { (try? System.read(inotify, into: $0)) ?? 0 }
             guard count > 0 else { break }
             var offset = 0
             let headerSize = MemoryLayout<inotify_event>.size

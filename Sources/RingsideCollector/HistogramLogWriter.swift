@@ -4,6 +4,7 @@ import Glibc
 import RingsideAggregation
 import RingsideExport
 import RingsideSnapshot
+import RingsideSystem
 
 /// Writes `--hlog`: every histogram series' per-interval histograms in HdrHistogram's interval
 /// log format (see ``HistogramLog``), from the daemon loop, never from the drain thread.
@@ -71,7 +72,7 @@ final class HistogramLogWriter {
     deinit { close() }
 
     func close() {
-        if descriptor >= 0 { Glibc.close(descriptor) }
+        if descriptor >= 0 { System.close(descriptor) }
         descriptor = -1
     }
 
@@ -164,22 +165,9 @@ final class HistogramLogWriter {
     /// Writes `text` whole; false (logged and counted, the file closed) if it cannot.
     private func append(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
-        let ok = bytes.withUnsafeBytes { buffer -> Bool in
-            var offset = 0
-            while offset < buffer.count {
-                let count = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    return false
-                }
-                offset += count
-            }
-            return true
-        }
-        guard ok else {
-            let reason = String(cString: strerror(errno))
+        do { try System.writeAll(descriptor, bytes) } catch {
             close()
-            return fail("cannot write \(path): \(reason)")
+            return fail("cannot write \(path): \(error)")
         }
         size += UInt64(bytes.count)
         if lastError != nil {

@@ -1,6 +1,6 @@
-import Foundation
 import RingsideExport
 import RingsideSnapshot
+import RingsideSystem
 
 /// Writes `--json-dump`: the `/latest` document to a file every interval, atomically, from the
 /// daemon loop.
@@ -52,19 +52,10 @@ struct JSONDumpWriter {
         let temporary: (name: String, descriptor: Int32)
         do { temporary = try directory.createTemporary(for: name) } catch { return "\(error)" }
         var failure: String?
-        body.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let count = Glibc.write(temporary.descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else {
-                    failure = "cannot write \(directory.path(of: temporary.name)): \(String(cString: strerror(errno)))"
-                    return
-                }
-                offset += count
-            }
+        do { try System.writeAll(temporary.descriptor, body) } catch {
+            failure = "cannot write \(directory.path(of: temporary.name)): \(error)"
         }
-        close(temporary.descriptor)
+        System.close(temporary.descriptor)
         if failure == nil {
             do { try directory.replace(name, with: temporary.name) } catch { failure = "\(error)" }
         }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import RingsideSystem
 
 /// The directory of a file the collector writes (`--hlog`, `--json-dump`), held open so that every
 /// name in it is looked up from one descriptor and no link is ever followed.
@@ -49,33 +50,24 @@ final class LogDirectory {
         self.path = path
         owner = geteuid()
         // O_NONBLOCK: with O_DIRECTORY a FIFO is refused before any open, but no open here may block.
-        let opened = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard opened >= 0 else {
-            let reason = lastError()
-            var info = stat()
-            if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
-                throw .directoryIsLink(path: path, target: Self.linkTarget(path) ?? "?")
+        do { descriptor = try System.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) } catch {
+            if let info = try? System.lstat(path), info.st_mode & S_IFMT == S_IFLNK {
+                throw .directoryIsLink(path: path, target: (try? System.readlink(path)) ?? "?")
             }
-            throw .cannotOpenDirectory(path: path, reason: reason)
+            throw .cannotOpenDirectory(path: path, errno: error)
         }
-        descriptor = opened
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else {
-            let reason = lastError()
-            Glibc.close(descriptor)
-            throw .cannotOpenDirectory(path: path, reason: reason)
-        }
+        // From here every property is set, so a throw runs deinit, which closes the descriptor.
+        let info: stat
+        do { info = try System.fstat(descriptor) } catch { throw .cannotOpenDirectory(path: path, errno: error) }
         if info.st_uid != owner, info.st_uid != 0 {
-            Glibc.close(descriptor)
             throw .directoryOwner(path: path, owner: info.st_uid, collector: owner)
         }
         if info.st_mode & (S_IWGRP | S_IWOTH) != 0, info.st_mode & S_ISVTX == 0 {
-            Glibc.close(descriptor)
             throw .directoryWritable(path: path, mode: info.st_mode & 0o7777)
         }
     }
 
-    deinit { Glibc.close(descriptor) }
+    deinit { System.close(descriptor) }
 
     /// `filePath`'s directory and its name in it: `/var/log/a.hlog` is (`/var/log`, `a.hlog`),
     /// `a.hlog` is (`.`, `a.hlog`), `/a.hlog` is (`/`, `a.hlog`). The name is empty, `.` or `..`
@@ -101,16 +93,16 @@ final class LogDirectory {
     /// What is at `name`, the entry itself (a link is not followed); nil when nothing is.
     /// The corresponding C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
     func entry(_ name: String) throws(LogDirectoryError) -> stat? {
-        var info = stat()
-        if fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0 { return info }
-        if errno == ENOENT { return nil }
-        throw .failed(action: "look at \(path(of: name))", reason: lastError())
+        do { return try System.fstatat(descriptor, name, flags: AT_SYMLINK_NOFOLLOW) } catch {
+            if error == .noSuchFileOrDirectory { return nil }
+            throw .failed(action: "look at \(path(of: name))", errno: error)
+        }
     }
 
     /// Renames `name` to `newName`, replacing what `newName` held, if `name` is a regular file of
     /// the collector's with one link; does nothing when nothing is at `name`.
     /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` for anything else at `name`, left
-    ///   where it is; ``LogDirectoryError/failed(action:reason:)`` if the rename fails.
+    ///   where it is; ``LogDirectoryError/failed(action:errno:)`` if the rename fails.
     func moveAside(_ name: String, to newName: String) throws(LogDirectoryError) {
         guard let info = try entry(name) else { return }
         if let found = refusal(info) { throw .notOurs(path: path(of: name), found: found) }
@@ -123,26 +115,26 @@ final class LogDirectory {
     /// the create fail without being opened. The new file is checked with `fstat` all the same.
     /// - Returns: the new file's descriptor, which the caller closes.
     /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` when something is at `name`, saying
-    ///   what; ``LogDirectoryError/failed(action:reason:)`` for other failures.
+    ///   what; ``LogDirectoryError/failed(action:errno:)`` for other failures.
     func create(_ name: String) throws(LogDirectoryError) -> Int32 {
-        let opened = openat(descriptor, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                            Self.fileMode)
-        guard opened >= 0 else {
-            let code = errno, reason = lastError()
+        let opened: Int32
+        do {
+            opened = try System.openat(descriptor, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                                       mode: Self.fileMode)
+        } catch {
             // Usually planted after a move aside; said as moveAside would say it, so it is logged once.
-            if code == EEXIST, let info = try? entry(name), let found = refusal(info) {
+            if error == .fileExists, let info = try? entry(name), let found = refusal(info) {
                 throw .notOurs(path: path(of: name), found: found)
             }
-            throw .failed(action: "create \(path(of: name))", reason: reason)
+            throw .failed(action: "create \(path(of: name))", errno: error)
         }
-        var info = stat()
-        guard fstat(opened, &info) == 0 else {
-            let reason = lastError()
-            Glibc.close(opened)
-            throw .failed(action: "look at \(path(of: name))", reason: reason)
+        let info: stat
+        do { info = try System.fstat(opened) } catch {
+            System.close(opened)
+            throw .failed(action: "look at \(path(of: name))", errno: error)
         }
         if let found = refusal(info) {
-            Glibc.close(opened)
+            System.close(opened)
             throw .notOurs(path: path(of: name), found: found)
         }
         return opened
@@ -160,7 +152,7 @@ final class LogDirectory {
     /// Renames `temporary` to `name` if `name` holds nothing or a regular file of the collector's
     /// with one link (an earlier one); otherwise leaves both alone.
     /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` for anything else at `name`;
-    ///   ``LogDirectoryError/failed(action:reason:)`` if the rename fails.
+    ///   ``LogDirectoryError/failed(action:errno:)`` if the rename fails.
     func replace(_ name: String, with temporary: String) throws(LogDirectoryError) {
         if let info = try entry(name), let found = refusal(info) {
             throw .notOurs(path: path(of: name), found: found)
@@ -174,14 +166,14 @@ final class LogDirectory {
     /// replaced, not followed), unchecked: ``moveAside(_:to:)`` and ``replace(_:with:)`` check first.
     /// The corresponding C function is `renameat`.
     func rename(_ name: String, to newName: String) throws(LogDirectoryError) {
-        guard renameat(descriptor, name, descriptor, newName) == 0 else {
-            throw .failed(action: "rename \(path(of: name)) to \(path(of: newName))", reason: lastError())
+        do { try System.renameat(descriptor, name, descriptor, newName) } catch {
+            throw .failed(action: "rename \(path(of: name)) to \(path(of: newName))", errno: error)
         }
     }
 
     /// Removes the entry `name` (not what a link points to), if it can; for temporary files.
     func remove(_ name: String) {
-        _ = unlinkat(descriptor, name, 0)
+        try? System.unlinkat(descriptor, name)
     }
 
     /// Why the entry `info` is not a file the collector may move, replace or keep writing: nil for
@@ -201,20 +193,13 @@ final class LogDirectory {
         if info.st_nlink != 1 { return "a file with \(info.st_nlink) links (another name shares it)" }
         return nil
     }
-
-    private static func linkTarget(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink(path, &buffer, buffer.count - 1)
-        guard count >= 0 else { return nil }
-        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
 }
 
 /// Why a ``LogDirectory`` refused a directory or a file, or could not do what it was asked.
 /// Each message names the path and what was found there.
 enum LogDirectoryError: Error, Equatable, CustomStringConvertible {
     /// The directory is missing, not a directory, or not ours to open.
-    case cannotOpenDirectory(path: String, reason: String)
+    case cannotOpenDirectory(path: String, errno: Errno)
     /// The directory's path ends in a symbolic link.
     case directoryIsLink(path: String, target: String)
     /// The directory belongs to another user (not the collector's, not root).
@@ -223,13 +208,13 @@ enum LogDirectoryError: Error, Equatable, CustomStringConvertible {
     case directoryWritable(path: String, mode: mode_t)
     /// What is at `path` is not a regular file of the collector's with one link: left alone.
     case notOurs(path: String, found: String)
-    /// A call failed: `cannot ACTION: REASON`.
-    case failed(action: String, reason: String)
+    /// A call failed: `cannot ACTION: STRERROR (errno: N)`.
+    case failed(action: String, errno: Errno)
 
     var description: String {
         switch self {
-        case let .cannotOpenDirectory(path, reason):
-            return "cannot open the directory \(path): \(reason)"
+        case let .cannotOpenDirectory(path, errno):
+            return "cannot open the directory \(path): \(errno)"
         case let .directoryIsLink(path, target):
             return "the directory \(path) is a symbolic link (to \(target)); give the directory's own path: "
                 + "the collector follows no link there, where it could be pointed elsewhere"
@@ -242,8 +227,8 @@ enum LogDirectoryError: Error, Equatable, CustomStringConvertible {
                 + "rename the collector's files and plant links in their place; chmod go-w it, or chmod +t it as /tmp is"
         case let .notOurs(path, found):
             return "\(path) is \(found), not a regular file of the collector's: left alone (remove it if it should not be there)"
-        case let .failed(action, reason):
-            return "cannot \(action): \(reason)"
+        case let .failed(action, errno):
+            return "cannot \(action): \(errno)"
         }
     }
 }
@@ -253,6 +238,3 @@ private func octal(_ mode: mode_t) -> String {
     let digits = String(mode, radix: 8)
     return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
 }
-
-/// The C library's text for the current `errno`.
-private func lastError() -> String { String(cString: strerror(errno)) }

@@ -2,6 +2,7 @@
 import RingsideExport
 import Glibc
 #endif
+import RingsideSystem
 
 /// Whether producer processes are stopped (SIGSTOP, a debugger's breakpoint): such a process
 /// still holds its bot's lock, so it looks alive, yet none of its threads writes. Read from
@@ -30,11 +31,10 @@ struct ProcessStates {
     /// The state letter of `/proc/PID/stat` (the field after the command, which is in
     /// parentheses and may itself hold spaces and parentheses).
     static func state(of pid: Int32) -> UInt8? {
-        let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
+        guard let fd = try? System.open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC) else { return nil }
+        defer { System.close(fd) }
         var buffer = [UInt8](repeating: 0, count: 512)
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        let count = buffer.withUnsafeMutableBytes { try? System.read(fd, into: $0) } ?? 0
         guard count > 0 else { return nil }
         return state(inStat: buffer[..<count])
     }

@@ -1,4 +1,5 @@
 import Glibc
+import RingsideSystem
 
 /// One client connection's state between wake-ups of the event loop. Owned by the server thread.
 ///
@@ -82,6 +83,6 @@ final class Connection {
     func close() {
         guard !isClosed else { return }
         isClosed = true
-        Syscall.close(fd)
+        System.close(fd)
     }
 }

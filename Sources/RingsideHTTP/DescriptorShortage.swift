@@ -1,3 +1,5 @@
+import RingsideSystem
+
 /// What the event loop does, and says, when `accept` finds no descriptor free (`EMFILE`,
 /// `ENFILE`).
 ///
@@ -34,17 +36,17 @@ struct DescriptorShortage {
     /// Closes the spare, so the next descriptor opened (the newcomer's) can take its number.
     mutating func releaseSpare() {
         guard spareFD >= 0 else { return }
-        Syscall.close(spareFD)
+        System.close(spareFD)
         spareFD = -1
     }
 
     /// Counts a remedy and logs what is new about it. `code` is the errno `accept` gave.
-    mutating func needed(_ remedy: Remedy, code: Int32, now: Int64, log: HTTPServerLog) {
+    mutating func needed(_ remedy: Remedy, code: Errno, now: Int64, log: HTTPServerLog) {
         lastAt = now
         counts[remedy, default: 0] += 1
         if startedAt == nil {
             startedAt = now
-            log("HTTP accept: out of file descriptors (\(describeErrno(code))); raise the open-file limit "
+            log("HTTP accept: out of file descriptors (\(code)); raise the open-file limit "
                 + "(ulimit -n, LimitNOFILE=). Meanwhile each newcomer takes the descriptor of the connection idle longest",
                 true)
         }

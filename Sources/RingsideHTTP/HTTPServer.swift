@@ -1,4 +1,5 @@
 import Glibc
+import RingsideSystem
 import Synchronization
 
 /// The bounds that keep one client from costing the server more than a slot.
@@ -133,7 +134,7 @@ public final class HTTPServer: Sendable {
             local = try Syscall.localAddress(bound.fd)
             wakeup = try LoopWakeup()
         } catch {
-            Syscall.close(bound.fd)
+            System.close(bound.fd)
             throw .from(error, listen: listen)
         }
         self.listenFD = bound.fd
@@ -156,7 +157,7 @@ public final class HTTPServer: Sendable {
             try Syscall.listen(fd, backlog: 1024)
             return fd
         } catch {
-            Syscall.close(fd)
+            System.close(fd)
             throw error
         }
     }
@@ -203,7 +204,7 @@ public final class HTTPServer: Sendable {
                 break
             }
             worker.stop()
-            Syscall.close(listenFD)
+            System.close(listenFD)
             wakeup.close()
             state = .stopped
         }

@@ -1,4 +1,5 @@
 import Glibc
+import RingsideSystem
 
 /// Why an `HTTPServer` could not be created or started.
 ///
@@ -27,26 +28,25 @@ public enum HTTPServerError: Error, Equatable, Sendable, CustomStringConvertible
         case let .cannotResolve(listen, reason):
             return "listen \(listen): cannot resolve the host: \(reason)"
         case let .addressInUse(listen, code):
-            return "listen \(listen): the port is taken by another process (stop it or pick another port): "
-                + describeErrno(code)
+            return "listen \(listen): the port is taken by another process (stop it or pick another port): \(Errno(rawValue: code))"
         case let .permissionDenied(listen, code):
-            return "listen \(listen): ports below 1024 need root or CAP_NET_BIND_SERVICE; use a higher port: "
-                + describeErrno(code)
+            return "listen \(listen): ports below 1024 need root or CAP_NET_BIND_SERVICE; use a higher port: \(Errno(rawValue: code))"
         case let .addressNotAvailable(listen, code):
-            return "listen \(listen): no interface on this host has that address: " + describeErrno(code)
+            return "listen \(listen): no interface on this host has that address: \(Errno(rawValue: code))"
         case let .systemCall(call, listen, code):
-            return "listen \(listen): \(call) failed: " + describeErrno(code)
+            return "listen \(listen): \(call) failed: \(Errno(rawValue: code))"
         }
     }
 
     /// Maps a failed bind or setup call to the case a person can act on.
     static func from(_ error: SyscallError, listen: String) -> HTTPServerError {
-        guard error.call == "bind" else { return .systemCall(error.call, listen: listen, errno: error.errno) }
+        let code = error.errno.rawValue
+        guard error.call == "bind" else { return .systemCall(error.call, listen: listen, errno: code) }
         switch error.errno {
-        case EADDRINUSE: return .addressInUse(listen: listen, errno: error.errno)
-        case EACCES, EPERM: return .permissionDenied(listen: listen, errno: error.errno)
-        case EADDRNOTAVAIL: return .addressNotAvailable(listen: listen, errno: error.errno)
-        default: return .systemCall("bind", listen: listen, errno: error.errno)
+        case .addressInUse: return .addressInUse(listen: listen, errno: code)
+        case .permissionDenied, .notPermitted: return .permissionDenied(listen: listen, errno: code)
+        case .addressNotAvailable: return .addressNotAvailable(listen: listen, errno: code)
+        default: return .systemCall("bind", listen: listen, errno: code)
         }
     }
 }

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Synchronization
 
 /// The self-pipe that wakes the event loop from `poll`: `stop()` writes to it, and so does the
@@ -37,7 +38,7 @@ final class LoopWakeup: Sendable {
     }
 
     func close() {
-        Syscall.close(readFD)
-        Syscall.close(writeFD)
+        System.close(readFD)
+        System.close(writeFD)
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import RingsideSystem
 
 /// The server thread's event loop: one `poll` over the wake-up pipe, the listening socket and
 /// every connection, with a deadline per connection.
@@ -69,7 +70,7 @@ final class ServerLoop {
                 } else if budgetLeft <= 0 {
                     // Spent: wait for the next window, handing back what the worker answers meanwhile.
                     var wake = [pollfd(fd: wakeup.readFD, events: Int16(POLLIN), revents: 0)]
-                    _ = Syscall.poll(&wake, timeoutMillis: Int32(clamping: budgetWindowEnd - now))
+                    _ = try? System.poll(&wake, timeoutMillis: Int32(clamping: budgetWindowEnd - now))
                     if wake[0].revents != 0 {
                         wakeup.drain()
                         if wakeup.isStopRequested { break }
@@ -91,9 +92,9 @@ final class ServerLoop {
             }
             let timeout = nextDeadline == .max ? -1 : Int32(clamping: max(0, nextDeadline - now))
 
-            if case .failure(let error) = Syscall.poll(&fds, timeoutMillis: timeout) {
+            do { _ = try System.poll(&fds, timeoutMillis: timeout) } catch {
                 // EINTR is routine; ENOMEM is transient. Either way, try again shortly.
-                if error.errno != EINTR { usleep(10_000) }
+                if error != .interrupted { System.nanosleep(10_000_000) }
                 continue
             }
             let after = Syscall.monotonicMillis()
@@ -150,7 +151,7 @@ final class ServerLoop {
                 continue
             case .empty:
                 return
-            case .exhausted(let code) where code == EMFILE || code == ENFILE:
+            case .exhausted(let code) where code == .tooManyOpenFiles || code == .tooManyOpenFilesInSystem:
                 // Linux says EMFILE before it looks at the queue: free nothing for no one.
                 guard Syscall.hasPendingConnection(listenFD) else { return }
                 // Out of descriptors: free one for the newcomer rather than leave it (and maybe a
@@ -195,7 +196,7 @@ final class ServerLoop {
     /// number, refuses it, and takes the spare again. `.exhausted` when there was no spare to free
     /// or the newcomer still found no descriptor (another thread took it first).
     private func refuseOnSpare() -> AcceptResult {
-        guard shortage.holdSpare() else { return .exhausted(EMFILE) }
+        guard shortage.holdSpare() else { return .exhausted(.tooManyOpenFiles) }
         shortage.releaseSpare()
         let result = Syscall.accept(listenFD)
         if case .accepted(let fd) = result { refuse(fd) }
@@ -209,7 +210,7 @@ final class ServerLoop {
         response.headers.append(HTTPHeader("Retry-After", "1"))
         let bytes = encodedBytes(response)
         _ = bytes.withUnsafeBytes { Syscall.send(fd, $0) }
-        Syscall.close(fd)
+        System.close(fd)
     }
 
     // MARK: - Serving

@@ -1,6 +1,8 @@
-// The only file in RingsideHTTP that calls Glibc socket, poll and thread functions directly.
-// Everyone else sees `IOResult`, `SyscallError` and plain `Int32` descriptors; errno is read here,
-// right after the call that set it, and never anywhere else.
+// RingsideHTTP's calls, named after what they do: the sockets' outcomes as the event loop tells
+// them apart, over RingsideSystem's thin wrappers (which read errno and make a call again after
+// EINTR), and the library calls with error conventions of their own (`getaddrinfo`,
+// `pthread_create`), made here. Everyone else in RingsideHTTP sees `IOResult`, `SyscallError`
+// and plain `Int32` descriptors.
 //
 // Swift's Glibc module is built without _GNU_SOURCE, so accept4, eventfd, pipe2 and
 // pthread_setname_np are not visible. Rather than add a C shim target for them, this file uses
@@ -12,12 +14,12 @@ import Glibc
 #else
 #error("RingsideHTTP uses Glibc sockets and poll; build it on Linux.")
 #endif
+import RingsideSystem
 
-/// A failed system call: its name and the errno it left, captured before anything else can
-/// overwrite errno.
+/// A failed system call: its name and the errno it left.
 struct SyscallError: Error, Equatable {
     var call: String
-    var errno: Int32
+    var errno: Errno
 }
 
 /// What a non-blocking read or write did: the three outcomes the event loop tells apart, plus
@@ -26,7 +28,7 @@ enum IOResult: Equatable {
     case bytes(Int)
     case wouldBlock
     case endOfStream
-    case failed(Int32)
+    case failed(Errno)
 }
 
 /// What `accept4` did on the non-blocking listening socket.
@@ -34,17 +36,12 @@ enum AcceptResult: Equatable {
     case accepted(Int32)
     /// The queue is empty: wait for the next readiness.
     case empty
-    /// A per-connection failure (the peer reset before we took it, a signal): try the next.
+    /// A per-connection failure (the peer reset before we took it): try the next.
     case retry
     /// The process or system is out of descriptors (`EMFILE`, `ENFILE`: the loop frees one, see
     /// `DescriptorShortage`) or memory (it stops accepting for a while), else the level-triggered
     /// listening socket would spin the loop.
-    case exhausted(Int32)
-}
-
-/// `strerror` text plus the number, in the form the package's error messages end with.
-func describeErrno(_ code: Int32) -> String {
-    "\(String(cString: strerror(code))) (errno: \(code))"
+    case exhausted(Errno)
 }
 
 /// A resolved socket address, copied out of `getaddrinfo`'s list so nothing dangles.
@@ -55,162 +52,154 @@ struct SocketAddress {
     var family: Int32 { Int32(storage.ss_family) }
 }
 
-/// The raw calls, named after what they do; each documents the C function it wraps.
+/// The calls, named after what they do; each documents the C function it makes.
 enum Syscall {
+    /// `body`'s result, or its errno as a `SyscallError` naming `call`.
+    private static func named<T>(_ call: String, _ body: () throws(Errno) -> T) throws(SyscallError) -> T {
+        do { return try body() } catch { throw SyscallError(call: call, errno: error) }
+    }
+
     /// A new non-blocking, close-on-exec TCP socket. The corresponding C function is `socket`.
     static func tcpSocket(family: Int32) throws(SyscallError) -> Int32 {
         let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
             | Int32(SOCK_CLOEXEC.rawValue)
-        let fd = socket(family, type, 0)
-        guard fd >= 0 else { throw SyscallError(call: "socket", errno: errno) }
-        return fd
+        return try named("socket") { () throws(Errno) in try System.socket(family, type) }
     }
 
     /// Lets a restarted collector rebind its port while old connections sit in TIME_WAIT.
     /// The corresponding C function is `setsockopt(SO_REUSEADDR)`.
     static func setReuseAddress(_ fd: Int32) throws(SyscallError) {
-        var one: Int32 = 1
-        let rc = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        guard rc == 0 else { throw SyscallError(call: "setsockopt(SO_REUSEADDR)", errno: errno) }
+        try named("setsockopt(SO_REUSEADDR)") { () throws(Errno) in try System.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
     }
 
     /// Sends each response as soon as it is written instead of waiting on the peer's ACK; our
     /// responses are single writes, so Nagle only adds latency. Failure is harmless and ignored.
     static func setNoDelay(_ fd: Int32) {
-        var one: Int32 = 1
-        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        try? System.setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
     }
 
     /// The corresponding C function is `bind`.
     static func bind(_ fd: Int32, to address: SocketAddress) throws(SyscallError) {
         var storage = address.storage
-        let rc = withUnsafePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, address.length) }
+        let result = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                Result { () throws(Errno) in try System.bind(fd, pointer, address.length) }
+            }
         }
-        guard rc == 0 else { throw SyscallError(call: "bind", errno: errno) }
+        try named("bind") { () throws(Errno) in try result.get() }
     }
 
     /// The corresponding C function is `listen`.
     static func listen(_ fd: Int32, backlog: Int32) throws(SyscallError) {
-        guard Glibc.listen(fd, backlog) == 0 else { throw SyscallError(call: "listen", errno: errno) }
+        try named("listen") { () throws(Errno) in try System.listen(fd, backlog: backlog) }
     }
 
     /// The address the kernel actually bound, which carries the port it chose for port 0.
     /// The corresponding C function is `getsockname`.
     static func localAddress(_ fd: Int32) throws(SyscallError) -> SocketAddress {
         var address = SocketAddress()
-        address.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let rc = withUnsafeMutablePointer(to: &address.storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &address.length) }
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = withUnsafeMutablePointer(to: &address.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                Result { () throws(Errno) in try System.getsockname(fd, pointer, &length) }
+            }
         }
-        guard rc == 0 else { throw SyscallError(call: "getsockname", errno: errno) }
+        try named("getsockname") { () throws(Errno) in try result.get() }
+        address.length = length
         return address
     }
 
     /// Takes one pending connection as a non-blocking, close-on-exec socket.
     /// The corresponding C functions are `accept` and `fcntl`.
     static func accept(_ listenFD: Int32) -> AcceptResult {
-        let fd = Glibc.accept(listenFD, nil, nil)
-        if fd >= 0 {
-            guard setNonBlockingCloseOnExec(fd) else {
-                Glibc.close(fd)
-                return .retry
+        let fd: Int32
+        do { fd = try System.accept(listenFD) } catch {
+            switch error {
+            case .resourceTemporarilyUnavailable, .wouldBlock: return .empty
+            case .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noBufferSpace, .noMemory: return .exhausted(error)
+            default: return .retry // ECONNABORTED, EPROTO and the network errors Linux passes on
             }
-            return .accepted(fd)
         }
-        switch errno {
-        case EAGAIN, EWOULDBLOCK: return .empty
-        case EMFILE, ENFILE, ENOBUFS, ENOMEM: return .exhausted(errno)
-        default: return .retry  // ECONNABORTED, EINTR, EPROTO and the network errors Linux passes on
+        do { try setNonBlockingCloseOnExec(fd) } catch {
+            System.close(fd)
+            return .retry
         }
+        return .accepted(fd)
     }
 
     /// Whether a connection waits in the listening socket's queue, without taking it.
     /// The corresponding C function is `poll` with no timeout.
     static func hasPendingConnection(_ listenFD: Int32) -> Bool {
-        var probe = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
-        return Glibc.poll(&probe, 1, 0) == 1 && probe.revents & Int16(POLLIN) != 0
+        var probe = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
+        return (try? System.poll(&probe, timeoutMillis: 0)) == 1 && probe[0].revents & Int16(POLLIN) != 0
     }
 
     /// The corresponding C function is `recv`.
     static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
-        while true {
-            let n = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-            if n > 0 { return .bytes(n) }
-            if n == 0 { return .endOfStream }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return .wouldBlock
-            default: return .failed(errno)
-            }
+        do {
+            let n = try System.recv(fd, into: buffer, flags: Int32(MSG_DONTWAIT))
+            return n > 0 ? .bytes(n) : .endOfStream
+        } catch {
+            return error == .resourceTemporarilyUnavailable || error == .wouldBlock ? .wouldBlock : .failed(error)
         }
     }
 
     /// Writes without ever raising SIGPIPE: a client that hung up is an `EPIPE` result, not a
     /// dead daemon. The corresponding C function is `send` with `MSG_NOSIGNAL`.
     static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> IOResult {
-        while true {
-            let n = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
-            if n >= 0 { return .bytes(n) }
-            switch errno {
-            case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return .wouldBlock
-            default: return .failed(errno)
-            }
+        do {
+            return .bytes(try System.send(fd, bytes, flags: Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)))
+        } catch {
+            return error == .resourceTemporarilyUnavailable || error == .wouldBlock ? .wouldBlock : .failed(error)
         }
     }
 
     /// Sends our FIN while still reading, so a client whose request we did not read in full gets
     /// the response before a reset. The corresponding C function is `shutdown(SHUT_WR)`.
     static func shutdownWrite(_ fd: Int32) {
-        _ = shutdown(fd, Int32(SHUT_WR))
-    }
-
-    /// The corresponding C function is `close`. EINTR is not retried: on Linux the descriptor is
-    /// released either way, and a retry could close a descriptor another thread just opened.
-    static func close(_ fd: Int32) {
-        _ = Glibc.close(fd)
+        try? System.shutdown(fd, Int32(SHUT_WR))
     }
 
     /// Sets O_NONBLOCK and FD_CLOEXEC. The corresponding C function is `fcntl`.
-    private static func setNonBlockingCloseOnExec(_ fd: Int32) -> Bool {
-        let flags = fcntl(fd, F_GETFL)
-        return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 && fcntl(fd, F_SETFD, FD_CLOEXEC) == 0
+    private static func setNonBlockingCloseOnExec(_ fd: Int32) throws(Errno) {
+        let flags = try System.fcntl(fd, F_GETFL)
+        _ = try System.fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        _ = try System.fcntl(fd, F_SETFD, FD_CLOEXEC)
     }
 
     /// A self-pipe: `stop()` writes a byte to `write` so the event loop, polling `read`, wakes
     /// from `poll` at once. The corresponding C function is `pipe`.
     static func makeWakeup() throws(SyscallError) -> (read: Int32, write: Int32) {
-        var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { throw SyscallError(call: "pipe", errno: errno) }
-        guard setNonBlockingCloseOnExec(ends[0]), setNonBlockingCloseOnExec(ends[1]) else {
-            let code = errno
-            Glibc.close(ends[0])
-            Glibc.close(ends[1])
-            throw SyscallError(call: "fcntl", errno: code)
+        let ends = try named("pipe") { () throws(Errno) in try System.pipe() }
+        do {
+            try setNonBlockingCloseOnExec(ends.read)
+            try setNonBlockingCloseOnExec(ends.write)
+        } catch {
+            System.close(ends.read)
+            System.close(ends.write)
+            throw SyscallError(call: "fcntl", errno: error)
         }
-        return (ends[0], ends[1])
+        return ends
     }
 
     /// Makes the wake-up pipe readable. The pipe is non-blocking: when it is full (the loop has
     /// not woken yet) the write fails, and the pipe is readable all the same, so the result is
     /// not checked.
     static func signalWakeup(_ writeEnd: Int32) {
-        var byte: UInt8 = 1
-        _ = write(writeEnd, &byte, 1)
+        _ = try? withUnsafeBytes(of: UInt8(1)) { (byte) throws(Errno) in try System.write(writeEnd, byte) }
     }
 
     /// Reads the wake-up pipe empty. The corresponding C function is `read`.
     static func drainWakeup(_ readEnd: Int32) {
         var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         let size = MemoryLayout.size(ofValue: bytes)
-        while withUnsafeMutableBytes(of: &bytes, { read(readEnd, $0.baseAddress, size) }) == size {}
+        while (try? withUnsafeMutableBytes(of: &bytes) { (buffer) throws(Errno) in try System.read(readEnd, into: buffer) }) == size {}
     }
 
     /// `/dev/null`, held open as the spare descriptor the loop frees when `accept` finds none
     /// (see `DescriptorShortage`); -1 when none is free. The corresponding C function is `open`.
     static func openSpareDescriptor() -> Int32 {
-        open("/dev/null", O_RDONLY | O_CLOEXEC)
+        (try? System.open("/dev/null", O_RDONLY | O_CLOEXEC)) ?? -1
     }
 
     /// Lowers the calling thread's priority: adds `increment` to its nice value (at most 19).
@@ -219,18 +208,8 @@ enum Syscall {
     /// functions are `getpriority` and `setpriority`.
     static func lowerThreadPriority(by increment: Int32) {
         let which = __priority_which_t(PRIO_PROCESS.rawValue)
-        errno = 0
-        let current = getpriority(which, 0)
-        guard current != -1 || errno == 0 else { return }
-        _ = setpriority(which, 0, min(19, current + increment))
-    }
-
-    /// Waits for readiness; `nil` means a signal interrupted the wait.
-    /// The corresponding C function is `poll`.
-    static func poll(_ fds: inout [pollfd], timeoutMillis: Int32) -> Result<Int, SyscallError> {
-        let n = fds.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, nfds_t($0.count), timeoutMillis) }
-        if n >= 0 { return .success(Int(n)) }
-        return .failure(SyscallError(call: "poll", errno: errno))
+        guard let current = try? System.getpriority(which, 0) else { return }
+        try? System.setpriority(which, 0, min(19, current + increment))
     }
 
     /// Milliseconds on a clock that never jumps, for deadlines.
@@ -287,7 +266,7 @@ enum Syscall {
         }, context)
         guard rc == 0 else {
             Unmanaged<Box>.fromOpaque(context).release()
-            return .failure(SyscallError(call: "pthread_create", errno: rc))
+            return .failure(SyscallError(call: "pthread_create", errno: Errno(rawValue: rc)))
         }
         return .success(thread)
     }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import RingsideSystem
 
 /// Where a command writes: the process's standard output and error in the tools, strings in
 /// the tests. Output is buffered and written in large pieces; `flush()` hands it over at once
@@ -24,8 +25,9 @@ package final class Console {
 
     /// The process's standard output and error.
     package static func standard() -> Console {
-        Console(isTerminal: isatty(STDOUT_FILENO) == 1) { stream, text in
-            writeAll(stream == .output ? STDOUT_FILENO : STDERR_FILENO, text)
+        Console(isTerminal: System.isatty(STDOUT_FILENO)) { stream, text in
+            // A closed pipe: nothing more can be said.
+            try? System.writeAll(stream == .output ? STDOUT_FILENO : STDERR_FILENO, text)
         }
     }
 
@@ -67,19 +69,6 @@ package final class Console {
             console.flush()
         }
         return (status, output, errors)
-    }
-
-    private static func writeAll(_ fd: Int32, _ text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { return } // a closed pipe: nothing more can be said
-                offset += written
-            }
-        }
     }
 }
 

@@ -1,5 +1,4 @@
 import CRingside
-import Glibc
 import Ringside
 import RingsideJSON
 
@@ -38,10 +37,9 @@ struct RingCheck {
         let path = inspector.path
         func corrupt(_ problem: String) -> String { "ring \(name): \(path) is corrupt: \(problem)" }
 
-        // The lanes first, read by check itself: the reader stops at the first bad lane without
-        // naming it, and check names each one.
-        let laneProblems = LaneScan.problems(path: context.directory.filePath(for: name), header: inspector.header)
-        found += laneProblems.map(corrupt)
+        // The lanes first, each bad one named: the status below stops at the first.
+        let laneProblems = inspector.laneProblems()
+        found += laneProblems.map { corrupt("\($0)") }
 
         var status: RingStatus?
         do throws(RingError) { status = try inspector.settledStatus() } catch {
@@ -125,68 +123,6 @@ struct RingCheck {
     var json: JSON {
         .object([("name", .string(name)), ("ok", .bool(outcome != .problems)), ("state", .string(outcome.rawValue)),
                  ("problems", .array(problems.map(JSON.string)))])
-    }
-}
-
-/// The lanes' part of `check`: how many are allocated, whether the file holds them, and each
-/// lane's cursors, read from the file with `pread` (so a short file cannot fault).
-enum LaneScan {
-    /// Times a lane's cursors are read again when a consumer moves them during the look.
-    static let attempts = 5
-
-    /// One sentence per problem (without the ring's name); none for sound lanes.
-    /// - Parameter header: the header as the inspector sees it now (its layout validated at open).
-    static func problems(path: String, header: rs_header) -> [String] {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else { return [] } // gone meanwhile: the reader says so
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return [] }
-        var problems: [String] = []
-        let allocated = Int(header.lanes_allocated), maxLanes = Int(header.max_lanes)
-        if allocated > maxLanes {
-            problems.append("lanes_allocated is \(allocated), more than max_lanes \(maxLanes)")
-        }
-        let lanesOffset = Int(header.lanes_offset), laneSize = Int(header.lane_size)
-        // Past max_lanes the count itself is the problem (and the size it asks for may not fit in an Int).
-        let needed = lanesOffset + min(allocated, maxLanes) * laneSize
-        if allocated <= maxLanes && Int(info.st_size) < needed {
-            problems.append("truncated: the file has \(info.st_size) bytes, its \(allocated) "
-                + (allocated == 1 ? "lane needs" : "lanes need") + " \(needed)")
-        }
-        // Each lane the file and max_lanes both hold.
-        let readable = min(min(allocated, maxLanes), max(0, (Int(info.st_size) - lanesOffset) / laneSize))
-        let capacity = UInt64(1) << UInt64(header.capacity_log2)
-        for lane in 0..<readable {
-            if let problem = cursorProblem(fd, at: lanesOffset + lane * laneSize, capacity: capacity) {
-                problems.append("lane \(lane): \(problem)")
-            }
-        }
-        return problems
-    }
-
-    /// What is wrong with the cursors of the lane whose header is at `offset`, or nil.
-    private static func cursorProblem(_ fd: Int32, at offset: Int, capacity: UInt64) -> String? {
-        let readOffset = offset + MemoryLayout<rs_lane_header>.offset(of: \.read_cursor)!
-        let writeOffset = offset + MemoryLayout<rs_lane_header>.offset(of: \.write_cursor)!
-        for _ in 0..<attempts {
-            // The read cursor before and after the write cursor: unchanged, the pair is one moment's.
-            guard let read = load(fd, at: readOffset), let write = load(fd, at: writeOffset),
-                  let readAgain = load(fd, at: readOffset) else { return nil }
-            guard read == readAgain else { continue } // a consumer is draining it: look again
-            if read > write { return "cursors out of range: the read cursor \(read) is past the write cursor \(write)" }
-            if write - read > capacity {
-                return "cursors out of range: read \(read), write \(write): \(write - read) records, more than the lane's "
-                    + "capacity of \(capacity)"
-            }
-            return nil
-        }
-        return nil // moving all along: a live consumer, not a corrupt lane
-    }
-
-    private static func load(_ fd: Int32, at offset: Int) -> UInt64? {
-        var value: UInt64 = 0
-        return pread(fd, &value, 8, off_t(offset)) == 8 ? UInt64(littleEndian: value) : nil
     }
 }
 

@@ -2,6 +2,7 @@ import CRingside
 import Ringside
 import RingsideCommandLine
 import RingsideExport
+import RingsideSystem
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
@@ -57,7 +58,7 @@ enum WatchCommand {
             console.flush()
             refreshes += 1
             if let count, refreshes >= count { return ExitStatus.success }
-            sleep(nanoseconds: intervalNanos)
+            System.nanosleep(intervalNanos)
         }
     }
 
@@ -119,11 +120,5 @@ enum WatchCommand {
             }
         }
         return .object([("time", .string(utcTimestamp(microseconds: true, realtimeNanos: now.realtime))), ("rings", .array(rings))])
-    }
-
-    private static func sleep(nanoseconds: UInt64) {
-        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
-        var remaining = timespec()
-        while nanosleep(&request, &remaining) != 0 && errno == EINTR { request = remaining }
     }
 }

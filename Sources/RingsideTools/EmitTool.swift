@@ -1,4 +1,5 @@
 import Ringside
+import RingsideSystem
 #if canImport(Glibc)
 import Glibc
 import RingsideCommandLine
@@ -54,7 +55,7 @@ package enum EmitTool {
     }
 
     /// How long to sleep between looks at a full ring.
-    static let pollMicroseconds: UInt32 = 1_000
+    static let pollNanoseconds: UInt64 = 1_000_000
 
     /// Runs `ringside-emit` with the process's arguments and standard input, and exits.
     package static func main() -> Never {
@@ -185,8 +186,7 @@ package enum EmitTool {
         let directory = RingDirectory(options.directory)
         if let capacity = options.capacity {
             ringOptions.laneCapacity = capacity
-        } else if (try? refuseSpecialFile(options.ring, in: directory)) != nil,
-                  let existing = try? RingInspector(options.ring, directory: directory).status() {
+        } else if let existing = try? RingInspector(options.ring, directory: directory).status() {
             // Attach to an existing ring as it is, whatever its size.
             ringOptions.laneCapacity = Int(existing.capacity)
             ringOptions.maxMetrics = existing.maxMetrics
@@ -220,7 +220,7 @@ package enum EmitTool {
                             + "(--drop drops instead)")
                         saidWaiting = true
                     }
-                    usleep(pollMicroseconds)
+                    System.nanosleep(pollNanoseconds)
                 }
             }
             write(bits)

@@ -1,6 +1,7 @@
 import CRingside
 import Ringside
 import RingsideExport
+import RingsideSystem
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
@@ -16,8 +17,7 @@ struct DumpContext {
     let raw: Bool
 
     func inspector(_ name: String) throws(RingError) -> RingInspector {
-        try refuseSpecialFile(name, in: directory)
-        return try RingInspector(name, directory: directory, allowedOwners: allowedOwners)
+        try RingInspector(name, directory: directory, allowedOwners: allowedOwners)
     }
 
     /// Prints a ring error as the tools do (`ringside-dump: ring x: ...`) and returns status 1.
@@ -28,9 +28,8 @@ struct DumpContext {
 
     /// The ring names to report on: the directory's, or an error when the directory is missing.
     func ringNames() throws(RingError) -> [String] {
-        var info = stat()
-        guard stat(directory.path, &info) == 0 else {
-            throw RingError.system(ring: "*", operation: "open ring directory \(directory.path)", errno: errno)
+        do { _ = try System.stat(directory.path) } catch {
+            throw .system(ring: "*", operation: "open ring directory \(directory.path)", errno: error.rawValue)
         }
         return directory.ringNames()
     }
@@ -114,7 +113,8 @@ struct ProducerLiveness: Sendable {
 /// Whether a process with this pid exists (kill with signal 0); nil for no pid.
 func processExists(_ pid: Int32) -> Bool? {
     guard pid > 0 else { return nil }
-    return kill(pid, 0) == 0 || errno == EPERM
+    do { try System.kill(pid, 0) } catch { return error == .notPermitted }
+    return true
 }
 
 /// The clocks now: the records' (coarse monotonic) and wall time.
@@ -239,26 +239,9 @@ struct FileFacts {
     let owner: UInt32
 
     init?(path: String) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
+        guard let info = try? System.lstat(path) else { return nil }
         size = Int(info.st_size)
         mode = UInt32(info.st_mode & 0o7777)
         owner = info.st_uid
-    }
-}
-
-/// Refuses a ring whose path is not a regular file before a reader opens it: opening a FIFO
-/// read-only waits for a writer, so a FIFO named like a ring (anyone may create one in `/dev/shm`)
-/// would hang the tool. A missing file is left to the open, which names the rings there.
-/// (The open itself refuses links and special files too; this look only keeps it from blocking.)
-func refuseSpecialFile(_ name: String, in directory: RingDirectory) throws(RingError) {
-    try RingDirectory.validate(name: name)
-    let path = directory.filePath(for: name)
-    var info = stat()
-    guard lstat(path, &info) == 0 else { return }
-    switch info.st_mode & S_IFMT {
-    case S_IFREG: return
-    case S_IFLNK: throw .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
-    default: throw .notARegularFile(ring: name, path: path, reason: "not a regular file")
     }
 }

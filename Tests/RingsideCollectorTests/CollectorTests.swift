@@ -309,7 +309,7 @@ struct CollectorTests {
             let collector = try makeCollector(directory, captured: captured)
             pass(collector)
             pass(collector, offset: 300_000_000)
-            #expect(captured.all.filter { $0.contains("No such file or directory; waiting for it") }.count == 1)
+            #expect(captured.all.filter { $0.contains("No such file or directory (errno: 2); waiting for it") }.count == 1)
             mkdir(directory.path, 0o700)
             _ = try Bot.attach("late", directory: directory.path, options: .init(laneCapacity: 16))
             #expect(pass(collector, offset: 600_000_000).ring("late") != nil)

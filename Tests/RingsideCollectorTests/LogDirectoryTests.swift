@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 #endif
 @testable import RingsideCollector
+import RingsideSystem
 import RingsideTestSupport
 import Synchronization
 import Testing
@@ -178,7 +179,7 @@ struct LogDirectoryTests {
                 .flatMap { mode_t($0.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8) })
             #expect(info.st_mode & S_IFMT == S_IFREG && info.st_uid == geteuid() && info.st_nlink == 1)
             #expect(info.st_mode & 0o777 == 0o644 & ~mask)
-            #expect(throws: LogDirectoryError.failed(action: "create \(folder)/l.hlog", reason: "File exists")) {
+            #expect(throws: LogDirectoryError.failed(action: "create \(folder)/l.hlog", errno: .fileExists)) {
                 try directory.create("l.hlog")
             }
             let temporary = try directory.createTemporary(for: "l.json")
@@ -229,16 +230,18 @@ struct LogDirectoryTests {
             #expect(throws: LogDirectoryError.directoryIsLink(path: folder + "/link", target: folder + "/real")) {
                 try LogDirectory(path: folder + "/link//") // a trailing slash would have the kernel follow it
             }
-            #expect(throws: LogDirectoryError.cannotOpenDirectory(path: folder + "/missing", reason: "No such file or directory")) {
+            #expect(throws: LogDirectoryError.cannotOpenDirectory(path: folder + "/missing", errno: .noSuchFileOrDirectory)) {
                 try LogDirectory(path: folder + "/missing")
             }
+            #expect("\(LogDirectoryError.cannotOpenDirectory(path: folder + "/missing", errno: .noSuchFileOrDirectory))"
+                == "cannot open the directory \(folder)/missing: No such file or directory (errno: 2)")
             try "".write(toFile: folder + "/file", atomically: false, encoding: .utf8)
-            #expect(throws: LogDirectoryError.cannotOpenDirectory(path: folder + "/file", reason: "Not a directory")) {
+            #expect(throws: LogDirectoryError.cannotOpenDirectory(path: folder + "/file", errno: .notDirectory)) {
                 try LogDirectory(path: folder + "/file")
             }
             #expect(mkfifo(folder + "/fifo", 0o666) == 0)
             expectNoBlock(on: folder + "/fifo") {
-                #expect(throws: LogDirectoryError.cannotOpenDirectory(path: folder + "/fifo", reason: "Not a directory")) {
+                #expect(throws: LogDirectoryError.cannotOpenDirectory(path: folder + "/fifo", errno: .notDirectory)) {
                     try LogDirectory(path: folder + "/fifo")
                 }
             }

@@ -154,6 +154,33 @@ struct RingCorruptionTests {
         #expect(problem == .truncated(fileSize: Int(Self.victim.lanes_offset + Self.victim.lane_size), expected: needed))
     }
 
+    @Test("the inspector's lane problems name each one, read from the file: cursors, and lanes the file cannot hold")
+    func laneProblems() throws {
+        try withRingDirectory { directory in
+            do {
+                let ring = try Bot.attach("victim", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 4))
+                let metric = try ring.histogram("latency", unit: .nanoseconds)
+                for value in 1...3 { metric.record(UInt64(value)) }
+            }
+            let path = directory.filePath(for: "victim")
+            let inspector = try RingInspector("victim", directory: directory)
+            #expect(inspector.laneProblems() == [])
+            patch(path, at: laneFieldOffset(path, lane: 0, \.read_cursor), with: UInt64(5))
+            #expect(inspector.laneProblems() == [.readPastWrite(lane: 0, read: 5, write: 3)])
+            patch(path, at: laneFieldOffset(path, lane: 0, \.write_cursor), with: UInt64(40))
+            let overCapacity = LaneProblem.overCapacity(lane: 0, read: 5, write: 40, capacity: 16)
+            #expect(inspector.laneProblems() == [overCapacity])
+            // Lanes past the file's end are not read; the one it holds still is.
+            patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(3))
+            let oneLane = Int(Self.victim.lanes_offset + Self.victim.lane_size)
+            let needed = Int(Self.victim.lanes_offset + 3 * Self.victim.lane_size)
+            #expect(inspector.laneProblems() == [.truncated(fileSize: oneLane, lanes: 3, needed: needed), overCapacity])
+            patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(RS_DEFAULT_MAX_LANES + 1))
+            #expect(inspector.laneProblems()
+                == [.tooManyLanes(allocated: Int(RS_DEFAULT_MAX_LANES) + 1, maxLanes: Int(RS_DEFAULT_MAX_LANES)), overCapacity])
+        }
+    }
+
     /// Grows the file by `bytes`, allocated, as a producer adding a lane does.
     private static func grow(_ path: String, by bytes: Int) {
         let fd = open(path, O_RDWR)

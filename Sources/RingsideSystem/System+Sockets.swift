@@ -1,0 +1,63 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The socket calls: the HTTP server's (RingsideHTTP's `Syscall` says what each outcome means to
+/// its event loop) and the benchmark's socket pair.
+extension System {
+    /// A new socket (`SOCK_NONBLOCK | SOCK_CLOEXEC` may be or'd into `type`).
+    /// The corresponding C function is `socket`.
+    package static func socket(_ family: Int32, _ type: Int32, _ protocol: Int32 = 0) throws(Errno) -> Int32 {
+        try checked(Glibc.socket(family, type, `protocol`))
+    }
+
+    /// Two connected sockets. The corresponding C function is `socketpair`.
+    package static func socketpair(_ family: Int32, _ type: Int32, _ protocol: Int32 = 0) throws(Errno) -> [Int32] {
+        var ends: [Int32] = [-1, -1]
+        _ = try checked(Glibc.socketpair(family, type, `protocol`, &ends))
+        return ends
+    }
+
+    /// Sets an integer option. The corresponding C function is `setsockopt`.
+    package static func setsockopt(_ fd: Int32, _ level: Int32, _ option: Int32, _ value: Int32) throws(Errno) {
+        var value = value
+        _ = try checked(Glibc.setsockopt(fd, level, option, &value, socklen_t(MemoryLayout<Int32>.size)))
+    }
+
+    /// The corresponding C function is `bind`.
+    package static func bind(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) throws(Errno) {
+        _ = try checked(Glibc.bind(fd, address, length))
+    }
+
+    /// The corresponding C function is `listen`.
+    package static func listen(_ fd: Int32, backlog: Int32) throws(Errno) {
+        _ = try checked(Glibc.listen(fd, backlog))
+    }
+
+    /// Writes the address the socket is bound to into `address`, its size into `length` (which
+    /// says the room there on the way in). The corresponding C function is `getsockname`.
+    package static func getsockname(_ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: inout socklen_t) throws(Errno) {
+        _ = try checked(Glibc.getsockname(fd, address, &length))
+    }
+
+    /// Takes one pending connection; its descriptor. The corresponding C function is `accept`.
+    package static func accept(_ fd: Int32) throws(Errno) -> Int32 {
+        try retryingInterrupted { Glibc.accept(fd, nil, nil) }
+    }
+
+    /// Reads what has come into `buffer`; 0 when the peer has closed its end.
+    /// The corresponding C function is `recv`.
+    package static func recv(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, flags: Int32) throws(Errno) -> Int {
+        try retryingInterrupted { Glibc.recv(fd, buffer.baseAddress, buffer.count, flags) }
+    }
+
+    /// Sends what the socket takes of `bytes`. The corresponding C function is `send`.
+    package static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, flags: Int32) throws(Errno) -> Int {
+        try retryingInterrupted { Glibc.send(fd, bytes.baseAddress, bytes.count, flags) }
+    }
+
+    /// The corresponding C function is `shutdown`.
+    package static func shutdown(_ fd: Int32, _ how: Int32) throws(Errno) {
+        _ = try checked(Glibc.shutdown(fd, how))
+    }
+}

@@ -1,0 +1,270 @@
+// Where the package's Swift code makes its system calls (the C producer in CRingside makes its
+// own). Callers see these thin wrappers, each named after its call, with Swift types at the edges
+// (String paths, buffers, `stat` values) and an `Errno` thrown on failure: errno is read here,
+// right after the call that set it, and never anywhere else.
+//
+// EINTR: a call the kernel may interrupt before it does anything is made again, except `close`
+// (Linux releases the descriptor either way; a retry could close one another thread just opened)
+// and `poll` (its callers work out the time left). Calls that cannot fail (`getpid`, `geteuid`)
+// are made directly where they are needed.
+
+#if canImport(Glibc)
+import Glibc
+#else
+#error("RingsideSystem wraps Glibc; build it on Linux.")
+#endif
+
+/// The system calls, one thin wrapper each; each documents the C function it wraps.
+package enum System {
+    // MARK: - Files
+
+    /// Opens `path` (`mode`: the new file's, with `O_CREAT`). The corresponding C function is `open`.
+    package static func open(_ path: String, _ flags: Int32, mode: mode_t = 0) throws(Errno) -> Int32 {
+        try retryingInterrupted { Glibc.open(path, flags, mode) }
+    }
+
+    /// Opens `path` relative to the directory open at `directory`. The corresponding C function is `openat`.
+    package static func openat(_ directory: Int32, _ path: String, _ flags: Int32, mode: mode_t = 0) throws(Errno) -> Int32 {
+        try retryingInterrupted { Glibc.openat(directory, path, flags, mode) }
+    }
+
+    /// The corresponding C function is `close`; never retried, and its result is not looked at:
+    /// on Linux the descriptor is released whatever it returns.
+    package static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    /// Reads into `buffer`; 0 at the end of the file. The corresponding C function is `read`.
+    package static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try retryingInterrupted { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+    }
+
+    /// Reads into `buffer` from `offset`, leaving the file offset alone. The corresponding C
+    /// function is `pread`.
+    package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(Errno) -> Int {
+        try retryingInterrupted { Glibc.pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    /// Writes what the descriptor takes of `bytes`. The corresponding C function is `write`.
+    package static func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try retryingInterrupted { Glibc.write(fd, bytes.baseAddress, bytes.count) }
+    }
+
+    /// Writes all of `bytes`, in as many `write` calls as the descriptor needs.
+    package static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(Errno) {
+        var offset = 0
+        while offset < bytes.count {
+            offset += try write(fd, UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+        }
+    }
+
+    /// Writes all of `bytes` (see `writeAll(_:_:)`).
+    package static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(Errno) {
+        // Array's closure rethrows untyped errors; the Result carries the typed one out.
+        try bytes.withUnsafeBytes { buffer in Result { () throws(Errno) in try writeAll(fd, buffer) } }.get()
+    }
+
+    /// Writes all of `text`'s UTF-8 (see `writeAll(_:_:)`).
+    package static func writeAll(_ fd: Int32, _ text: String) throws(Errno) {
+        try writeAll(fd, Array(text.utf8))
+    }
+
+    /// The corresponding C function is `fstat`.
+    package static func fstat(_ fd: Int32) throws(Errno) -> Glibc.stat {
+        var info = Glibc.stat()
+        _ = try retryingInterrupted { Glibc.fstat(fd, &info) }
+        return info
+    }
+
+    /// Follows a symbolic link at `path`. The corresponding C function is `stat`.
+    package static func stat(_ path: String) throws(Errno) -> Glibc.stat {
+        var info = Glibc.stat()
+        _ = try retryingInterrupted { statFollowing(path, &info) }
+        return info
+    }
+
+    /// The entry at `path` itself: a symbolic link is not followed. The corresponding C function is `lstat`.
+    package static func lstat(_ path: String) throws(Errno) -> Glibc.stat {
+        var info = Glibc.stat()
+        _ = try retryingInterrupted { Glibc.lstat(path, &info) }
+        return info
+    }
+
+    /// `path` relative to the directory open at `directory` (`AT_SYMLINK_NOFOLLOW` in `flags`: the
+    /// link itself). The corresponding C function is `fstatat`.
+    package static func fstatat(_ directory: Int32, _ path: String, flags: Int32) throws(Errno) -> Glibc.stat {
+        var info = Glibc.stat()
+        _ = try retryingInterrupted { Glibc.fstatat(directory, path, &info, flags) }
+        return info
+    }
+
+    /// Whether this process may use `path` as `mode` says (`R_OK | X_OK`...), by its real ids.
+    /// The corresponding C function is `access`.
+    package static func access(_ path: String, _ mode: Int32) throws(Errno) {
+        _ = try retryingInterrupted { Glibc.access(path, mode) }
+    }
+
+    /// The corresponding C function is `unlink`.
+    package static func unlink(_ path: String) throws(Errno) {
+        _ = try retryingInterrupted { Glibc.unlink(path) }
+    }
+
+    /// Removes `path` relative to the directory open at `directory` (never what a link points to).
+    /// The corresponding C function is `unlinkat`.
+    package static func unlinkat(_ directory: Int32, _ path: String, flags: Int32 = 0) throws(Errno) {
+        _ = try retryingInterrupted { Glibc.unlinkat(directory, path, flags) }
+    }
+
+    /// Renames `path` in `directory` to `newPath` in `newDirectory`, replacing the entry there
+    /// (a link is replaced, not followed). The corresponding C function is `renameat`.
+    package static func renameat(_ directory: Int32, _ path: String, _ newDirectory: Int32, _ newPath: String) throws(Errno) {
+        _ = try retryingInterrupted { Glibc.renameat(directory, path, newDirectory, newPath) }
+    }
+
+    /// The corresponding C function is `mkdir`.
+    package static func mkdir(_ path: String, mode: mode_t) throws(Errno) {
+        _ = try retryingInterrupted { Glibc.mkdir(path, mode) }
+    }
+
+    /// Makes a new directory from `template`, whose name ends in `XXXXXX`; returns its path.
+    /// The corresponding C function is `mkdtemp`.
+    package static func mkdtemp(_ template: String) throws(Errno) -> String {
+        var path = Array(template.utf8CString)
+        guard Glibc.mkdtemp(&path) != nil else { throw .current }
+        return String(decoding: path.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Where the symbolic link at `path` points. The corresponding C function is `readlink`.
+    package static func readlink(_ path: String) throws(Errno) -> String {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = try retryingInterrupted {
+            buffer.withUnsafeMutableBytes { Glibc.readlink(path, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+        }
+        return String(decoding: buffer[..<count], as: UTF8.self)
+    }
+
+    /// The names in the directory at `path`, `.` and `..` among them, in the order the file
+    /// system gives. The corresponding C functions are `opendir`, `readdir` and `closedir`.
+    package static func directoryEntries(_ path: String) throws(Errno) -> [String] {
+        guard let directory = Glibc.opendir(path) else { throw .current }
+        defer { Glibc.closedir(directory) }
+        var names: [String] = []
+        while true {
+            Glibc.errno = 0 // readdir returns nil at the end and on failure; errno tells them apart
+            guard let entry = Glibc.readdir(directory) else {
+                if Glibc.errno != 0 { throw .current }
+                return names
+            }
+            names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+        }
+    }
+
+    // MARK: - Mappings
+
+    /// Maps `length` bytes of the file open at `fd` from `offset`. The corresponding C function is `mmap`.
+    package static func mmap(length: Int, protection: Int32, flags: Int32, fd: Int32,
+                             offset: Int) throws(Errno) -> UnsafeMutableRawPointer {
+        guard let base = Glibc.mmap(nil, length, protection, flags, fd, off_t(offset)), base != MAP_FAILED else { throw .current }
+        return base
+    }
+
+    /// The corresponding C function is `munmap`; it fails only for a range that was never mapped.
+    package static func munmap(_ base: UnsafeMutableRawPointer, length: Int) {
+        _ = Glibc.munmap(base, length)
+    }
+
+    // MARK: - Descriptors and waiting
+
+    /// A pipe: what is written to `write` is read from `read`. The corresponding C function is `pipe`.
+    package static func pipe() throws(Errno) -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        _ = try checked(Glibc.pipe(&ends))
+        return (ends[0], ends[1])
+    }
+
+    /// `command` with an integer argument (`F_GETFL`, `F_SETFL`, `F_SETFD`); the call's result.
+    /// The corresponding C function is `fcntl`.
+    package static func fcntl(_ fd: Int32, _ command: Int32, _ value: Int32 = 0) throws(Errno) -> Int32 {
+        try retryingInterrupted { Glibc.fcntl(fd, command, value) }
+    }
+
+    /// Waits for readiness; returns how many descriptors have events. Not retried on EINTR
+    /// (`Errno.interrupted`): the caller works out how long is left to wait.
+    /// The corresponding C function is `poll`.
+    package static func poll(_ fds: inout [pollfd], timeoutMillis: Int32) throws(Errno) -> Int {
+        let count = fds.withUnsafeMutableBufferPointer { Glibc.poll($0.baseAddress, nfds_t($0.count), timeoutMillis) }
+        return Int(try checked(count))
+    }
+
+    /// Sleeps `nanoseconds` in full: a signal's handler runs, then the sleep goes on for the time
+    /// left. The corresponding C function is `nanosleep`.
+    package static func nanosleep(_ nanoseconds: UInt64) {
+        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        var remaining = timespec()
+        while Glibc.nanosleep(&request, &remaining) != 0 && Glibc.errno == EINTR { request = remaining }
+    }
+
+    /// A new inotify instance (`IN_NONBLOCK | IN_CLOEXEC` in `flags`). The corresponding C
+    /// function is `inotify_init1`.
+    package static func inotifyInit1(_ flags: Int32) throws(Errno) -> Int32 {
+        try checked(inotify_init1(flags))
+    }
+
+    /// Watches `path` for `mask`'s events; returns the watch. The corresponding C function is
+    /// `inotify_add_watch`.
+    package static func inotifyAddWatch(_ fd: Int32, _ path: String, _ mask: UInt32) throws(Errno) -> Int32 {
+        try checked(inotify_add_watch(fd, path, mask))
+    }
+
+    // MARK: - Processes
+
+    /// Sends `signal` to process `pid` (0: only checks that it exists and may be signalled).
+    /// The corresponding C function is `kill`.
+    package static func kill(_ pid: pid_t, _ signal: Int32) throws(Errno) {
+        _ = try checked(Glibc.kill(pid, signal))
+    }
+
+    /// Whether `fd` is a terminal. The corresponding C function is `isatty`.
+    package static func isatty(_ fd: Int32) -> Bool {
+        Glibc.isatty(fd) == 1
+    }
+
+    /// The nice value of `who` (on Linux, `PRIO_PROCESS` with 0 is the calling thread).
+    /// The corresponding C function is `getpriority`, whose -1 is also a nice value.
+    package static func getpriority(_ which: __priority_which_t, _ who: id_t) throws(Errno) -> Int32 {
+        Glibc.errno = 0
+        let value = Glibc.getpriority(which, who)
+        guard value != -1 || Glibc.errno == 0 else { throw .current }
+        return value
+    }
+
+    /// The corresponding C function is `setpriority`.
+    package static func setpriority(_ which: __priority_which_t, _ who: id_t, _ value: Int32) throws(Errno) {
+        _ = try checked(Glibc.setpriority(which, who, value))
+    }
+
+    // MARK: - Results
+
+    /// `result`, unless it is the -1 of a failed call: then the errno it left.
+    @inline(__always)
+    static func checked<T: FixedWidthInteger>(_ result: T) throws(Errno) -> T {
+        guard result == -1 else { return result }
+        throw .current
+    }
+
+    /// Makes `call` again while it fails with EINTR; its result, or the errno it failed with.
+    @inline(__always)
+    static func retryingInterrupted<T: FixedWidthInteger>(_ call: () -> T) throws(Errno) -> T {
+        while true {
+            let result = call()
+            guard result == -1 else { return result }
+            let error = Errno.current
+            guard error == .interrupted else { throw error }
+        }
+    }
+}
+
+/// C's `stat`: within `System`, the name is the wrapper's, and `Glibc.stat` the struct's.
+private func statFollowing(_ path: String, _ info: inout stat) -> Int32 {
+    stat(path, &info)
+}
