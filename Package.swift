@@ -6,7 +6,7 @@ import PackageDescription
 let package = Package(
     name: "Ringside",
     products: [
-        .library(name: "Ringside", targets: ["Ringside"]),
+        .library(name: "Ringside", targets: ["Ringside"])
     ],
     dependencies: [],
     targets: [
@@ -38,25 +38,36 @@ let package = Package(
         /// and protobuf with native histograms, the `/latest` and `/health` JSON, gzip, the live
         /// page, HdrHistogram's encoding and log lines; the one Prometheus escaper, and how
         /// quantiles, times and measures are written.
-        .target(name: "RingsideExport", dependencies: ["Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "CZlib"],
-                resources: [.embedInCode("LivePage.html")]),
+        .target(
+            name: "RingsideExport",
+            dependencies: ["Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "CZlib"],
+            resources: [.embedInCode("LivePage.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
         /// formats only, never by the library bots import.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         /// The collector: discovery, draining, series, SLOs, the snapshots it builds, the per-second
         /// history they feed, its process's figures from `/proc`, its logs and the HTTP routes.
-        .target(name: "RingsideCollector",
-                dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideJSON",
-                               "RingsideCommandLine", "RingsideSystem"]),
+        .target(
+            name: "RingsideCollector",
+            dependencies: [
+                "Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideJSON",
+                "RingsideCommandLine", "RingsideSystem",
+            ]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
-        .target(name: "RingsideDemo", dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine"]),
+        .target(
+            name: "RingsideDemo",
+            dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine"]),
 
         // MARK: - Operator tools
 
         /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
-        .target(name: "RingsideTools", dependencies: ["Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine",
-                                                      "RingsideSystem"]),
+        .target(
+            name: "RingsideTools",
+            dependencies: [
+                "Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine",
+                "RingsideSystem",
+            ]),
         /// JSON: a value written by hand (the tools' and the benchmark's output) and the collector's
         /// streaming writer, over one string escaper and number policy.
         .target(name: "RingsideJSON"),
@@ -77,10 +88,13 @@ let package = Package(
 
         /// ringside-bench's harness: the emit rows, the collector runs, timing, percentiles, table,
         /// JSON and SVG. It imports Ringside as a bot does, so the hot path is the cross-module one.
-        .target(name: "RingsideBench",
-                dependencies: ["Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector", "RingsideExport",
-                               "RingsideHTTP", "RingsideJSON", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport"],
-                path: "Benchmarks/RingsideBench"),
+        .target(
+            name: "RingsideBench",
+            dependencies: [
+                "Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector", "RingsideExport",
+                "RingsideHTTP", "RingsideJSON", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport",
+            ],
+            path: "Benchmarks/RingsideBench"),
         /// The C floor (the same ring written from C with the same clock) and thread pinning.
         .target(name: "CRingsideBench", dependencies: ["CRingside"], path: "Benchmarks/CRingsideBench"),
         .executableTarget(name: "ringside-bench", dependencies: ["RingsideBench", "RingsideExport"], path: "Benchmarks/ringside-bench"),
@@ -88,53 +102,73 @@ let package = Package(
         // MARK: - Tests
 
         /// A producer process the tests start, stop and kill.
-        .executableTarget(name: "ringside-test-producer", dependencies: ["Ringside", "CAllocationCounter"],
-                          path: "Tests/ringside-test-producer"),
+        .executableTarget(
+            name: "ringside-test-producer", dependencies: ["Ringside", "CAllocationCounter"],
+            path: "Tests/ringside-test-producer"),
         /// Counts malloc calls in the test producer (it replaces that process's malloc).
         .target(name: "CAllocationCounter", path: "Tests/CAllocationCounter"),
         /// The one home of the tests' helpers (and the raw HTTP client ringside-bench scrapes with):
         /// ring directories that clean themselves up, processes run or launched (the collector among
         /// them), a raw HTTP client, polling, log capture.
-        .target(name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideCollector"],
-                path: "Tests/RingsideTestSupport"),
+        .target(
+            name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideCollector"],
+            path: "Tests/RingsideTestSupport"),
 
-        .testTarget(name: "RingsideTests",
-                    dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
+        .testTarget(
+            name: "RingsideTests",
+            dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
         .testTarget(name: "RingsideSystemTests", dependencies: ["RingsideSystem"]),
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
-        .testTarget(name: "RingsideCollectorTests",
-                    dependencies: ["RingsideCollector", "RingsideSnapshot", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation",
-                                   "RingsideHTTP", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport", "ringside-test-producer",
-                                   "ringside-collector"]),
+        .testTarget(
+            name: "RingsideCollectorTests",
+            dependencies: [
+                "RingsideCollector", "RingsideSnapshot", "RingsideExport", "Ringside", "CRingside", "RingsideAggregation",
+                "RingsideHTTP", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport", "ringside-test-producer",
+                "ringside-collector",
+            ]),
         .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideTestSupport"]),
-        .testTarget(name: "RingsideExportTests",
-                    dependencies: ["RingsideExport", "RingsideSnapshot", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
-        .testTarget(name: "RingsideToolsTests",
-                    dependencies: ["RingsideTools", "RingsideExport", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideTestSupport",
-                                   "ringside-test-producer", "ringside-dump", "ringside-emit"]),
+        .testTarget(
+            name: "RingsideExportTests",
+            dependencies: ["RingsideExport", "RingsideSnapshot", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
+        .testTarget(
+            name: "RingsideToolsTests",
+            dependencies: [
+                "RingsideTools", "RingsideExport", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideTestSupport",
+                "ringside-test-producer", "ringside-dump", "ringside-emit",
+            ]),
         /// Faults, SIGBUS and load: producers and collectors killed at random points, a full ring
         /// directory, files truncated or removed under their readers, eight producers at full speed.
-        .testTarget(name: "RingsideReliabilityTests",
-                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideSnapshot", "RingsideTestSupport",
-                                   "ringside-test-producer", "ringside-collector", "ringside-dump", "ringside-emit"]),
+        .testTarget(
+            name: "RingsideReliabilityTests",
+            dependencies: [
+                "Ringside", "CRingside", "RingsideCollector", "RingsideSnapshot", "RingsideTestSupport",
+                "ringside-test-producer", "ringside-collector", "ringside-dump", "ringside-emit",
+            ]),
         /// Bad input and security: the reader fuzzer, HTTP abuse against the real collector, every
         /// bad command line, ownership, links and names, end to end with the real binaries.
-        .testTarget(name: "RingsideAbuseTests",
-                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
-                                   "ringside-collector", "ringside-dump", "ringside-emit", "ringside-test-producer"]),
+        .testTarget(
+            name: "RingsideAbuseTests",
+            dependencies: [
+                "Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
+                "ringside-collector", "ringside-dump", "ringside-emit", "ringside-test-producer",
+            ]),
         /// The reader fuzzer the abuse tests run as a process of its own, so a crash or a hang names its case.
         /// Not a dependency of the tests (`swift build` and `swift test` build it anyway): its allocator
         /// hooks must not be linked into the test bundle, which has CAllocationCounter's.
-        .executableTarget(name: "ringside-abuse-fuzzer",
-                          dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideExport", "CAbuseWatch", "RingsideTestSupport"],
-                          path: "Tests/ringside-abuse-fuzzer"),
+        .executableTarget(
+            name: "ringside-abuse-fuzzer",
+            dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideExport", "CAbuseWatch", "RingsideTestSupport"],
+            path: "Tests/ringside-abuse-fuzzer"),
         /// Watches the fuzzer's allocator (the largest request) and names the case a fatal signal arrived in.
         .target(name: "CAbuseWatch", path: "Tests/CAbuseWatch"),
         /// The operator's kit: a real Prometheus scraping real collectors, the rules and dashboard,
         /// and the C, C++ and Python producers read back by the Swift reader.
-        .testTarget(name: "RingsideKitTests",
-                    dependencies: ["Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
-                                   "ringside-collector", "ringside-test-producer"]),
+        .testTarget(
+            name: "RingsideKitTests",
+            dependencies: [
+                "Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
+                "ringside-collector", "ringside-test-producer",
+            ]),
     ]
 )

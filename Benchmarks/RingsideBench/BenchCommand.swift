@@ -20,28 +20,28 @@ public struct BenchCommand: Sendable, Equatable {
     public init() {}
 
     public static let usage = """
-    usage: ringside-bench [emit | collector | scrape] [options]
+        usage: ringside-bench [emit | collector | scrape] [options]
 
-    Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
-    collector drains and aggregates (collector), and how long GET /metrics takes with 10,000
-    series (scrape). All three, one after the other, when none is named.
-    Build it in release mode: swift build -c release --product ringside-bench
+        Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
+        collector drains and aggregates (collector), and how long GET /metrics takes with 10,000
+        series (scrape). All three, one after the other, when none is named.
+        Build it in release mode: swift build -c release --product ringside-bench
 
-    options:
-      --json            print exactly one JSON object (name emit, collector or scrape)
-      --quick           a few seconds in all (0.25 s per row)
-      --duration SECS   measuring time per row (all rounds) or phase (default 2; e.g. 5, 500ms); scrape makes
-                        10 scrapes a row per second of it, 5 to 100
-      --svg FILE        write the emit rows' latency percentile chart (SVG) to FILE
-      --batch N         calls per timed batch (default 16; 1 times every call)
-      --rounds N        emit: run the rows interleaved in N rounds, each row for 1/N of its
-                        time per round (default 5; --quick 3)
-      --row NAME        run only this emit row (repeatable): \(EmitBenchmark.rowNames.joined(separator: ", "))
-      --capacity N      records in the emit rows' rings (default 1048576; the library's is 131072)
-      --poll DUR        the collector's --poll in the live run (default 100ms)
-      --help            show this text
-      --version         print the version and the git revision, and exit
-    """
+        options:
+          --json            print exactly one JSON object (name emit, collector or scrape)
+          --quick           a few seconds in all (0.25 s per row)
+          --duration SECS   measuring time per row (all rounds) or phase (default 2; e.g. 5, 500ms); scrape makes
+                            10 scrapes a row per second of it, 5 to 100
+          --svg FILE        write the emit rows' latency percentile chart (SVG) to FILE
+          --batch N         calls per timed batch (default 16; 1 times every call)
+          --rounds N        emit: run the rows interleaved in N rounds, each row for 1/N of its
+                            time per round (default 5; --quick 3)
+          --row NAME        run only this emit row (repeatable): \(EmitBenchmark.rowNames.joined(separator: ", "))
+          --capacity N      records in the emit rows' rings (default 1048576; the library's is 131072)
+          --poll DUR        the collector's --poll in the live run (default 100ms)
+          --help            show this text
+          --version         print the version and the git revision, and exit
+        """
 
     /// What `--version` prints: `ringside-bench 0.3.0 (revision abc1234)`.
     public static var versionLine: String { RingsideVersion.line(program: "ringside-bench") }
@@ -77,7 +77,7 @@ public struct BenchCommand: Sendable, Equatable {
                 if !roundsGiven { command.settings.rounds = BenchSettings.quick.rounds }
             case "--rounds":
                 let text = try value(for: flag)
-                guard let rounds = Int(text), (1 ... 100).contains(rounds) else {
+                guard let rounds = Int(text), (1...100).contains(rounds) else {
                     throw UsageError("--rounds \(text): expected a number of rounds from 1 to 100")
                 }
                 command.settings.rounds = rounds
@@ -92,7 +92,7 @@ public struct BenchCommand: Sendable, Equatable {
             case "--svg": command.svgPath = try value(for: flag)
             case "--batch":
                 let text = try value(for: flag)
-                guard let batch = Int(text), (1 ... 1024).contains(batch) else {
+                guard let batch = Int(text), (1...1024).contains(batch) else {
                     throw UsageError("--batch \(text): expected calls per batch from 1 to 1024")
                 }
                 command.settings.batchSize = batch
@@ -110,7 +110,7 @@ public struct BenchCommand: Sendable, Equatable {
                 command.settings.ringCapacity = capacity
             case "--poll":
                 command.settings.collectorPollNanos = try parseDuration(try value(for: flag), flag: flag)
-                guard (1_000_000 ... 10_000_000_000).contains(command.settings.collectorPollNanos) else {
+                guard (1_000_000...10_000_000_000).contains(command.settings.collectorPollNanos) else {
                     throw UsageError("--poll must be from 1ms to 10s")
                 }
             default:

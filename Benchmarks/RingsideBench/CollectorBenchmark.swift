@@ -31,13 +31,18 @@ public enum CollectorBenchmark {
         var drains: [CollectorReport.Drain] = []
         for rings in drainRings {
             progress("drain.\(rings)")
-            drains.append(try drainThroughput(rings: rings, seconds: settings.seconds,
-                                              directory: try scratch.subdirectory("drain\(rings)"),
-                                              producerCPU: pinned ? cpus.producer : -1))
+            drains.append(
+                try drainThroughput(
+                    rings: rings, seconds: settings.seconds,
+                    directory: try scratch.subdirectory("drain\(rings)"),
+                    producerCPU: pinned ? cpus.producer : -1))
         }
-        let placement = pinned ? "The collector on CPU \(cpus.collector), producers on CPU \(cpus.producer)"
-                               : "Threads not pinned (pinning unavailable)"
-        let method = "Drain: producer threads fill every ring (1,048,576 records in all, a mix of 60 % histograms, "
+        let placement =
+            pinned
+            ? "The collector on CPU \(cpus.collector), producers on CPU \(cpus.producer)"
+            : "Threads not pinned (pinning unavailable)"
+        let method =
+            "Drain: producer threads fill every ring (1,048,576 records in all, a mix of 60 % histograms, "
             + "30 % counters, 10 % gauges over 7 metrics a ring), then Collector.runPass drains and aggregates them "
             + "on one thread, timed with CLOCK_MONOTONIC (discovery and snapshot publishing included when due); "
             + "records/s = records / time in runPass. Live run: Collector.start() with --poll "
@@ -47,12 +52,14 @@ public enum CollectorBenchmark {
             + "(/proc/self/task/TID/schedstat) over wall time; e2e = from just before a counter increment "
             + "in a second ring to the first snapshot (Collector.snapshot, polled every 20 µs) that counts it, "
             + "increments 0-2 ms apart at random (so their phase against publishing is uniform); "
-            + "rss = VmRSS of the whole benchmark process (rings mapped by both producer and collector count twice), anon_mb = its RssAnon. " + placement + "."
+            + "rss = VmRSS of the whole benchmark process (rings mapped by both producer and collector count twice), anon_mb = its RssAnon. "
+            + placement + "."
         machine.pinned = pinned
-        return CollectorReport(machine: machine, method: method, drains: drains,
-                               e2eP50Micros: live.e2eP50Micros, e2eP99Micros: live.e2eP99Micros, e2eSamples: live.e2eSamples,
-                               cpuPercent: live.cpuPercent, loadRecordsPerSecond: live.loadRate, loadDropped: live.loadDropped,
-                               rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon)
+        return CollectorReport(
+            machine: machine, method: method, drains: drains,
+            e2eP50Micros: live.e2eP50Micros, e2eP99Micros: live.e2eP99Micros, e2eSamples: live.e2eSamples,
+            cpuPercent: live.cpuPercent, loadRecordsPerSecond: live.loadRate, loadDropped: live.loadDropped,
+            rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon)
     }
 
     /// The collector's publish interval for a poll interval (see `Collector.runPass`).
@@ -69,13 +76,15 @@ public enum CollectorBenchmark {
 
     // MARK: - Drain throughput
 
-    static func drainThroughput(rings: Int, seconds: Double, directory: String,
-                                producerCPU: Int32) throws(BenchError) -> CollectorReport.Drain {
+    static func drainThroughput(
+        rings: Int, seconds: Double, directory: String,
+        producerCPU: Int32
+    ) throws(BenchError) -> CollectorReport.Drain {
         let perRing = recordsPerPass / rings
         let filler = try RingFiller(rings: rings, capacity: perRing, directory: directory, cpu: producerCPU)
         defer { filler.stop() }
         let collector = Collector(options: options(directory: directory), log: quietLog)
-        collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true) // discovers and attaches
+        collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)  // discovers and attaches
         let attached = collector.snapshot.rings.filter { $0.state == .live }.count
         guard attached == rings else {
             throw BenchError("the collector attached \(attached) of \(rings) rings in \(directory)")
@@ -97,8 +106,9 @@ public enum CollectorBenchmark {
             }
             records += UInt64(drained)
         } while rs_clock_precise_ns() < deadline || passes < 3
-        return CollectorReport.Drain(rings: rings, recordsPerSecond: Double(records) / (Double(passNanos) / 1e9),
-                                     records: records, passes: passes)
+        return CollectorReport.Drain(
+            rings: rings, recordsPerSecond: Double(records) / (Double(passNanos) / 1e9),
+            records: records, passes: passes)
     }
 
     // MARK: - The live run
@@ -116,11 +126,13 @@ public enum CollectorBenchmark {
 
     static func liveRun(_ settings: BenchSettings, directory: String, producerCPU: Int32) throws(BenchError) -> LiveResult {
         let stop = StopFlag()
-        let load = try BackgroundThread(name: "bench-load", cpu: producerCPU) { () throws(BenchError) -> (() -> (rate: Double, dropped: UInt64)) in
+        let load = try BackgroundThread(name: "bench-load", cpu: producerCPU) {
+            () throws(BenchError) -> (() -> (rate: Double, dropped: UInt64)) in
             let ring: Bot
             let handles: MetricMix
             do {
-                ring = try Bot.attach("load", directory: directory, options: .init(laneCapacity: 1 << 17)) // the size docs/benchmarks.md's figures used
+                // The size docs/benchmarks.md's figures used.
+                ring = try Bot.attach("load", directory: directory, options: .init(laneCapacity: 1 << 17))
                 handles = try MetricMix(ring)
             } catch { throw BenchError("attaching ring load in \(directory): \(error)") }
             return {
@@ -129,7 +141,10 @@ public enum CollectorBenchmark {
                 var written: UInt64 = 0
                 while !stop.isSet {
                     let owed = (rs_clock_precise_ns() &- start) / 1000
-                    while written < owed { handles.write(Int(truncatingIfNeeded: written)); written &+= 1 }
+                    while written < owed {
+                        handles.write(Int(truncatingIfNeeded: written))
+                        written &+= 1
+                    }
                     System.nanosleep(100_000)
                 }
                 return (Double(written) / (Double(rs_clock_precise_ns() &- start) / 1e9), ring.currentThreadLane.recordsDropped)
@@ -140,7 +155,8 @@ public enum CollectorBenchmark {
             let ring: Bot
             let counter: Bot.Counter
             do {
-                ring = try Bot.attach("probe", directory: directory, options: .init(laneCapacity: 1 << 17)) // the size docs/benchmarks.md's figures used
+                // The size docs/benchmarks.md's figures used.
+                ring = try Bot.attach("probe", directory: directory, options: .init(laneCapacity: 1 << 17))
                 counter = try ring.counter("e2e_probe")
             } catch { throw BenchError("attaching ring probe in \(directory): \(error)") }
             return {
@@ -153,7 +169,7 @@ public enum CollectorBenchmark {
                 func total() -> Double? {
                     collector.snapshot.series.first { $0.ring == "probe" && $0.metric.name == "e2e_probe" }?.cumulativeSum
                 }
-                while total() == nil && !stop.isSet { System.nanosleep(20_000) } // until the collector has found it
+                while total() == nil && !stop.isSet { System.nanosleep(20_000) }  // until the collector has found it
                 var seen = Int(total() ?? 0)
                 var nextSend = rs_clock_precise_ns()
                 while !stop.isSet {
@@ -161,13 +177,15 @@ public enum CollectorBenchmark {
                     if now >= nextSend {
                         sentAt.append(rs_clock_precise_ns())
                         counter.increment()
-                        random ^= random << 13; random ^= random >> 7; random ^= random << 17
+                        random ^= random << 13
+                        random ^= random >> 7
+                        random ^= random << 17
                         nextSend = now + random % 2_000_000
                     }
                     let visible = min(Int(total() ?? 0), sentAt.count)
                     if visible > seen {
                         let at = rs_clock_precise_ns()
-                        for index in seen ..< visible { samples.append(at &- sentAt[index]) }
+                        for index in seen..<visible { samples.append(at &- sentAt[index]) }
                         seen = visible
                     }
                     System.nanosleep(20_000)
@@ -185,9 +203,10 @@ public enum CollectorBenchmark {
         System.nanosleep(300_000_000)
         // The drain thread by name if the platform names threads, else the busiest thread that
         // Collector.start() made.
-        let drainThread = ProcessInfoReader.threadID(named: "ringside-drain")
+        let drainThread =
+            ProcessInfoReader.threadID(named: "ringside-drain")
             ?? ProcessInfoReader.threadIDs().subtracting(threadsBefore)
-                .max { (ProcessInfoReader.threadCPUNanos($0) ?? 0) < (ProcessInfoReader.threadCPUNanos($1) ?? 0) }
+            .max { (ProcessInfoReader.threadCPUNanos($0) ?? 0) < (ProcessInfoReader.threadCPUNanos($1) ?? 0) }
         guard let drainThread else {
             stop.set()
             _ = try? load.join()
@@ -235,8 +254,8 @@ struct MetricMix {
     @inline(__always)
     func write(_ i: Int) {
         switch i % 10 {
-        case 0 ..< 6: histograms[i & 3].record(values[i])
-        case 6 ..< 9: counters[i & 1].increment()
+        case 0..<6: histograms[i & 3].record(values[i])
+        case 6..<9: counters[i & 1].increment()
         default: gauge.set(Double(values[i]))
         }
     }
@@ -256,7 +275,7 @@ final class RingFiller: @unchecked Sendable {
             if cpu >= 0 { _ = rsb_pin_current_thread(cpu) }
             var made: [(Bot, MetricMix)] = []
             do {
-                for index in 0 ..< rings {
+                for index in 0..<rings {
                     let ring = try Bot.attach("bot-\(index)", directory: directory, options: Bot.Options(laneCapacity: capacity))
                     made.append((ring, try MetricMix(ring)))
                 }
@@ -275,7 +294,10 @@ final class RingFiller: @unchecked Sendable {
                     // full and count the records it took, not the calls.
                     let lane = ring.currentThreadLane
                     let before = lane.recordsWritten
-                    while lane.freeSlots > 0 { mix.write(i); i &+= 1 }
+                    while lane.freeSlots > 0 {
+                        mix.write(i)
+                        i &+= 1
+                    }
                     total += Int(lane.recordsWritten - before)
                 }
                 written = total

@@ -28,8 +28,10 @@ public struct BenchSettings: Sendable, Equatable {
     /// tick does not turn the rows into drops.
     public var ringCapacity: Int
 
-    public init(seconds: Double = 2, batchSize: Int = 16, rounds: Int = 5,
-                collectorPollNanos: UInt64 = CollectorOptions().pollNanos, ringCapacity: Int = 1 << 20) {
+    public init(
+        seconds: Double = 2, batchSize: Int = 16, rounds: Int = 5,
+        collectorPollNanos: UInt64 = CollectorOptions().pollNanos, ringCapacity: Int = 1 << 20
+    ) {
         self.seconds = seconds
         self.batchSize = batchSize
         self.rounds = rounds
@@ -50,9 +52,11 @@ public struct BenchSettings: Sendable, Equatable {
 /// row is compared with `c.floor` in the same round.
 public enum EmitBenchmark {
     /// The rows, in the order they run in each round and are printed.
-    public static let rowNames = ["ringside.record", "ringside.counter", "ringside.gauge", "ringside.span",
-                                  "ringside.record.4threads",
-                                  "c.floor", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse"]
+    public static let rowNames = [
+        "ringside.record", "ringside.counter", "ringside.gauge", "ringside.span",
+        "ringside.record.4threads",
+        "c.floor", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse",
+    ]
 
     /// Threads in `ringside.record.4threads`.
     static let botThreads = 4
@@ -73,8 +77,10 @@ public enum EmitBenchmark {
     }
 
     /// Runs every row; `only` picks some of them by name.
-    public static func run(_ settings: BenchSettings, only: Set<String> = [],
-                           progress: (String) -> Void = { _ in }) throws(BenchError) -> EmitReport {
+    public static func run(
+        _ settings: BenchSettings, only: Set<String> = [],
+        progress: (String) -> Void = { _ in }
+    ) throws(BenchError) -> EmitReport {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
         let directory = scratch.path
@@ -112,7 +118,10 @@ public enum EmitBenchmark {
         do { sockets = try System.socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue)) } catch {
             throw BenchError("socketpair(AF_UNIX, SOCK_DGRAM): \(error)")
         }
-        defer { System.close(sockets[0]); System.close(sockets[1]) }
+        defer {
+            System.close(sockets[0])
+            System.close(sockets[1])
+        }
         // Room for bursts, as far as net.core.wmem_max / rmem_max allow (the kernel caps it).
         try? System.setsockopt(sockets[0], SOL_SOCKET, SO_SNDBUF, 4 << 20)
         try? System.setsockopt(sockets[1], SOL_SOCKET, SO_RCVBUF, 4 << 20)
@@ -120,13 +129,14 @@ public enum EmitBenchmark {
         let locked = LockedHistogram()
         let values = LatencyValues()
         // Every bucket the values touch exists before timing starts: recording never allocates.
-        for index in 0 ..< LatencyValues.count { locked.mutex.withLock { $0.record(values[index]) } }
+        for index in 0..<LatencyValues.count { locked.mutex.withLock { $0.record(values[index]) } }
 
         let consumer: LiveConsumer
         let botInspector: RingInspector
         do {
-            consumer = try LiveConsumer(rings: ["bench", "bench-bot", "floor"], directory: directory, socket: sockets[1],
-                                        histogram: locked, cpu: pinned ? cpus.consumer : -1)
+            consumer = try LiveConsumer(
+                rings: ["bench", "bench-bot", "floor"], directory: directory, socket: sockets[1],
+                histogram: locked, cpu: pinned ? cpus.consumer : -1)
             botInspector = try RingInspector("bench-bot", directory: RingDirectory(directory))
         } catch {
             throw BenchError("opening the rings as their consumer: \(error)")
@@ -142,16 +152,17 @@ public enum EmitBenchmark {
         // At most 2 M samples a row, over its rounds: enough for a p99.9, and bounded memory.
         let sampleCapacity = min(2 << 20, max(1 << 14, Int(settings.seconds * 6e6))) / rounds
         let buffer = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: sampleCapacity)
-        buffer.initialize(repeating: 0) // fault the pages in before any timing
+        buffer.initialize(repeating: 0)  // fault the pages in before any timing
         defer { buffer.deallocate() }
 
         // The timer's own cost: batches of no calls.
         let timerSamples = sample(buffer, batch: 0, until: rs_clock_precise_ns() + 50_000_000) {}
         let timerNanos = Double(Array(buffer[..<timerSamples]).sorted()[timerSamples / 2])
 
-        let timing = RoundTiming(warmNanos: UInt64(min(roundSeconds * 0.1, 0.05) * 1e9),
-                                 sampleNanos: UInt64(roundSeconds * 0.75e9), runNanos: UInt64(roundSeconds * 0.25e9),
-                                 batch: batch)
+        let timing = RoundTiming(
+            warmNanos: UInt64(min(roundSeconds * 0.1, 0.05) * 1e9),
+            sampleNanos: UInt64(roundSeconds * 0.75e9), runNanos: UInt64(roundSeconds * 0.25e9),
+            batch: batch)
 
         // A 32-byte datagram holding the same record: timestamp, value, sequence, metric.
         let datagram = UnsafeMutableRawPointer.allocate(byteCount: 32, alignment: 8)
@@ -165,14 +176,20 @@ public enum EmitBenchmark {
         let rows: [Row] = [
             Row(name: "ringside.record", consumerMode: .rings) {
                 var v = 0
-                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { record.record(values[v]); v &+= 1 }
+                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
+                    record.record(values[v])
+                    v &+= 1
+                }
             },
             Row(name: "ringside.counter", consumerMode: .rings) {
                 timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { counter.increment() }
             },
             Row(name: "ringside.gauge", consumerMode: .rings) {
                 var v = 0
-                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { gauge.set(Double(values[v])); v &+= 1 }
+                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
+                    gauge.set(Double(values[v]))
+                    v &+= 1
+                }
             },
             Row(name: "ringside.span", consumerMode: .rings) {
                 timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { span.startTiming().stop() }
@@ -180,7 +197,10 @@ public enum EmitBenchmark {
             Row(name: "ringside.record.4threads", consumerMode: .rings) {
                 concurrentRound(threads: botThreads, buffer, timing, drops: botDropped) { thread, buffer in
                     var v = thread * 1024
-                    return timedRound(buffer, timing, drops: { 0 }) { botRecord.record(values[v]); v &+= 1 }
+                    return timedRound(buffer, timing, drops: { 0 }) {
+                        botRecord.record(values[v])
+                        v &+= 1
+                    }
                 }
             },
             Row(name: "c.floor", consumerMode: .rings) {
@@ -188,12 +208,14 @@ public enum EmitBenchmark {
                 let table = values.pointer, last = UInt64(LatencyValues.count - 1)
                 _ = rsb_floor_run(&floor, floor.metric.index, table, last, rs_clock_precise_ns() + timing.warmNanos)
                 let droppedBefore = rsb_floor_dropped(&floor)
-                let count = rsb_floor_sample(&floor, floor.metric.index, UInt32(batch), table, last,
-                                             buffer.baseAddress, buffer.count, rs_clock_precise_ns() + timing.sampleNanos)
+                let count = rsb_floor_sample(
+                    &floor, floor.metric.index, UInt32(batch), table, last,
+                    buffer.baseAddress, buffer.count, rs_clock_precise_ns() + timing.sampleNanos)
                 let start = rs_clock_precise_ns()
                 let calls = rsb_floor_run(&floor, floor.metric.index, table, last, start + timing.runNanos)
-                return RoundSample(batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: rs_clock_precise_ns() &- start,
-                                   dropped: rsb_floor_dropped(&floor) &- droppedBefore)
+                return RoundSample(
+                    batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: rs_clock_precise_ns() &- start,
+                    dropped: rsb_floor_dropped(&floor) &- droppedBefore)
             },
             Row(name: "unix-dgram", consumerMode: .datagrams) {
                 var v = 0
@@ -209,7 +231,8 @@ public enum EmitBenchmark {
             Row(name: "mutex-histogram", consumerMode: .scrapes) {
                 var v = 0
                 return timedRound(buffer, timing, drops: { 0 }) {
-                    let value = values[v]; v &+= 1
+                    let value = values[v]
+                    v &+= 1
                     locked.mutex.withLock { $0.record(value) }
                 }
             },
@@ -226,7 +249,7 @@ public enum EmitBenchmark {
         ].filter { only.isEmpty || only.contains($0.name) }
 
         var measured = Array(repeating: [RoundSample](), count: rows.count)
-        for round in 1 ... rounds {
+        for round in 1...rounds {
             for (index, row) in rows.enumerated() {
                 progress(rounds == 1 ? row.name : "\(row.name) (round \(round) of \(rounds))")
                 consumer.mode.store(row.consumerMode.rawValue, ordering: .releasing)
@@ -241,7 +264,8 @@ public enum EmitBenchmark {
         }
 
         let consumerCPU = pinned ? "CPU \(cpus.consumer)" : "any CPU (pinning unavailable)"
-        let method = "\(rounds) rounds, each running every row in turn for \(JSON.figureText(roundSeconds)) s "
+        let method =
+            "\(rounds) rounds, each running every row in turn for \(JSON.figureText(roundSeconds)) s "
             + "(A, B, C, A, B, C, ...); p50 is the median of a row's \(rounds) per-round p50s and ×c.floor the median "
             + "of its per-round p50 over c.floor's in the same round; the other percentiles pool the rounds. "
             + "Each sample is a batch of \(batch) back-to-back calls timed with CLOCK_MONOTONIC "
@@ -262,28 +286,33 @@ public enum EmitBenchmark {
     /// One round of a row on this thread: warms up, samples batches, then runs untimed for calls/s.
     /// Inlined with its closure, so each row's call sits in its own loop, as in a bot.
     @inline(__always)
-    static func timedRound(_ buffer: UnsafeMutableBufferPointer<UInt32>, _ timing: RoundTiming, drops: () -> UInt64,
-                           _ call: () -> Void) -> RoundSample {
+    static func timedRound(
+        _ buffer: UnsafeMutableBufferPointer<UInt32>, _ timing: RoundTiming, drops: () -> UInt64,
+        _ call: () -> Void
+    ) -> RoundSample {
         _ = run(until: rs_clock_precise_ns() + timing.warmNanos, call)
         let droppedBefore = drops()
         let count = sample(buffer, batch: timing.batch, until: rs_clock_precise_ns() + timing.sampleNanos, call)
         let start = rs_clock_precise_ns()
         let calls = run(until: start + timing.runNanos, call)
         let elapsed = rs_clock_precise_ns() &- start
-        return RoundSample(batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: elapsed,
-                           dropped: drops() &- droppedBefore)
+        return RoundSample(
+            batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: elapsed,
+            dropped: drops() &- droppedBefore)
     }
 
     /// One round of a row on `threads` threads at once: this one and `threads - 1` started for the
     /// round, each timing itself with `round` (given its index and a buffer of its own).
-    static func concurrentRound(threads: Int, _ buffer: UnsafeMutableBufferPointer<UInt32>, _ timing: RoundTiming,
-                                drops: () -> UInt64,
-                                _ round: @escaping @Sendable (Int, UnsafeMutableBufferPointer<UInt32>) -> RoundSample) -> RoundSample {
+    static func concurrentRound(
+        threads: Int, _ buffer: UnsafeMutableBufferPointer<UInt32>, _ timing: RoundTiming,
+        drops: () -> UInt64,
+        _ round: @escaping @Sendable (Int, UnsafeMutableBufferPointer<UInt32>) -> RoundSample
+    ) -> RoundSample {
         let results = ThreadResults()
         let finished = DispatchSemaphore(value: 0)
         let droppedBefore = drops()
         let capacity = buffer.count
-        for thread in 1 ..< threads {
+        for thread in 1..<threads {
             let worker = Thread {
                 let own = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: capacity)
                 own.initialize(repeating: 0)
@@ -296,7 +325,7 @@ public enum EmitBenchmark {
             worker.start()
         }
         let mine = round(0, buffer)
-        for _ in 1 ..< threads { finished.wait() }
+        for _ in 1..<threads { finished.wait() }
         var all = results.samples.withLock { $0 }
         all.append(mine)
         var sample = RoundSample.concurrent(all)
@@ -306,15 +335,20 @@ public enum EmitBenchmark {
 
     /// Times batches of `batch` calls into `buffer` until `deadline` (or the buffer is full).
     @inline(__always)
-    static func sample(_ buffer: UnsafeMutableBufferPointer<UInt32>, batch: Int, until deadline: UInt64,
-                       _ call: () -> Void) -> Int {
+    static func sample(
+        _ buffer: UnsafeMutableBufferPointer<UInt32>, batch: Int, until deadline: UInt64,
+        _ call: () -> Void
+    ) -> Int {
         let base = buffer.baseAddress!
         let capacity = buffer.count
         var count = 0
         while count < capacity {
             let t0 = rs_clock_precise_ns()
             var index = 0
-            while index < batch { call(); index &+= 1 }
+            while index < batch {
+                call()
+                index &+= 1
+            }
             let t1 = rs_clock_precise_ns()
             base[count] = UInt32(truncatingIfNeeded: min(t1 &- t0, UInt64(UInt32.max)))
             count &+= 1
@@ -328,7 +362,7 @@ public enum EmitBenchmark {
     static func run(until deadline: UInt64, _ call: () -> Void) -> UInt64 {
         var calls: UInt64 = 0
         repeat {
-            for _ in 0 ..< 4096 { call() }
+            for _ in 0..<4096 { call() }
             calls &+= 4096
         } while rs_clock_precise_ns() < deadline
         return calls
@@ -361,7 +395,7 @@ final class LatencyValues: @unchecked Sendable {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return (Double(state >> 11) + 0.5) / Double(1 << 53)
         }
-        for index in 0 ..< Self.count {
+        for index in 0..<Self.count {
             let normal = (-2 * log(uniform())).squareRoot() * cos(2 * .pi * uniform())
             pointer[index] = UInt64(2000 * exp(0.8 * normal))
         }
@@ -377,7 +411,11 @@ final class LatencyValues: @unchecked Sendable {
 final class LiveConsumer: @unchecked Sendable {
     // @unchecked: the consumers and counters are used only by the consumer thread once started;
     // `stop()` joins it before anyone else looks.
-    enum Mode: Int { case rings = 0, datagrams = 1, scrapes = 2 }
+    enum Mode: Int {
+        case rings = 0
+        case datagrams = 1
+        case scrapes = 2
+    }
 
     /// How often the consumer looks at the rings: 10 µs holds about 1,500 records at the rows' rates.
     static let periodNanos: UInt64 = 10_000
@@ -430,9 +468,10 @@ final class LiveConsumer: @unchecked Sendable {
             let lookStart = rs_clock_precise_ns()
             var work = 0
             for consumer in consumers {
-                let drained = (try? consumer.drain { records, _ in
-                    for record in records { sum &+= record.value }
-                }) ?? 0
+                let drained =
+                    (try? consumer.drain { records, _ in
+                        for record in records { sum &+= record.value }
+                    }) ?? 0
                 work += drained
                 recordsDrained &+= UInt64(drained)
             }
@@ -440,7 +479,7 @@ final class LiveConsumer: @unchecked Sendable {
             case Mode.datagrams.rawValue:
                 while case let count = rsb_receive_datagrams(socket, received, 64), count > 0 {
                     datagramsReceived &+= UInt64(count)
-                    for index in 0 ..< Int(count) { sum &+= received.load(fromByteOffset: 64 * index + 8, as: UInt64.self) }
+                    for index in 0..<Int(count) { sum &+= received.load(fromByteOffset: 64 * index + 8, as: UInt64.self) }
                     work += Int(count)
                 }
             case Mode.scrapes.rawValue:

@@ -34,8 +34,10 @@ public struct LatencySummary: Sendable, Equatable {
         public var nanoseconds: Double
     }
 
-    public init(name: String, p50: Double, p90: Double, p99: Double, p999: Double, max: Double, mean: Double,
-                callsPerSecond: Double, dropped: UInt64, samples: Int, curve: [CurvePoint] = []) {
+    public init(
+        name: String, p50: Double, p90: Double, p99: Double, p999: Double, max: Double, mean: Double,
+        callsPerSecond: Double, dropped: UInt64, samples: Int, curve: [CurvePoint] = []
+    ) {
         self.name = name
         self.p50 = p50
         self.p90 = p90
@@ -55,18 +57,21 @@ public struct LatencySummary: Sendable, Equatable {
     ///   - batchSize: calls per batch.
     ///   - timerNanos: the timer's own cost (two clock reads back to back), subtracted from each
     ///     batch; a batch faster than the timer counts as zero.
-    public init(name: String, batchNanos: [UInt32], batchSize: Int, timerNanos: Double,
-                callsPerSecond: Double, dropped: UInt64) {
+    public init(
+        name: String, batchNanos: [UInt32], batchSize: Int, timerNanos: Double,
+        callsPerSecond: Double, dropped: UInt64
+    ) {
         precondition(batchSize > 0, "a batch has at least one call")
         let perCall = Self.perCall(batchNanos, batchSize: batchSize, timerNanos: timerNanos)
         let mean = perCall.isEmpty ? 0 : perCall.reduce(0, +) / Double(perCall.count)
-        self.init(name: name,
-                  p50: Percentiles.value(at: 0.5, sorted: perCall),
-                  p90: Percentiles.value(at: 0.9, sorted: perCall),
-                  p99: Percentiles.value(at: 0.99, sorted: perCall),
-                  p999: Percentiles.value(at: 0.999, sorted: perCall),
-                  max: perCall.last ?? 0, mean: mean, callsPerSecond: callsPerSecond, dropped: dropped,
-                  samples: perCall.count, curve: Percentiles.curve(sorted: perCall))
+        self.init(
+            name: name,
+            p50: Percentiles.value(at: 0.5, sorted: perCall),
+            p90: Percentiles.value(at: 0.9, sorted: perCall),
+            p99: Percentiles.value(at: 0.99, sorted: perCall),
+            p999: Percentiles.value(at: 0.999, sorted: perCall),
+            max: perCall.last ?? 0, mean: mean, callsPerSecond: callsPerSecond, dropped: dropped,
+            samples: perCall.count, curve: Percentiles.curve(sorted: perCall))
     }
 }
 
@@ -89,8 +94,9 @@ public struct RoundSample: Sendable, Equatable {
 
     /// Several threads' samples of one round, taken at the same time: their calls add up.
     public static func concurrent(_ parts: [RoundSample]) -> RoundSample {
-        RoundSample(batchNanos: parts.flatMap(\.batchNanos), calls: parts.reduce(0) { $0 &+ $1.calls },
-                    elapsedNanos: parts.map(\.elapsedNanos).max() ?? 0, dropped: parts.reduce(0) { $0 &+ $1.dropped })
+        RoundSample(
+            batchNanos: parts.flatMap(\.batchNanos), calls: parts.reduce(0) { $0 &+ $1.calls },
+            elapsedNanos: parts.map(\.elapsedNanos).max() ?? 0, dropped: parts.reduce(0) { $0 &+ $1.dropped })
     }
 
     /// The round's p50 per call (see `LatencySummary.init(name:batchNanos:...)`).
@@ -111,9 +117,10 @@ extension LatencySummary {
     /// - Parameter floorRoundP50s: `c.floor`'s p50 in each of the same rounds, for `floorRatio`.
     public init(name: String, rounds: [RoundSample], batchSize: Int, timerNanos: Double, floorRoundP50s: [Double]?) {
         let elapsed = rounds.reduce(0) { $0 &+ $1.elapsedNanos }
-        self.init(name: name, batchNanos: rounds.flatMap(\.batchNanos), batchSize: batchSize, timerNanos: timerNanos,
-                  callsPerSecond: elapsed == 0 ? 0 : Double(rounds.reduce(0) { $0 &+ $1.calls }) / (Double(elapsed) / 1e9),
-                  dropped: rounds.reduce(0) { $0 &+ $1.dropped })
+        self.init(
+            name: name, batchNanos: rounds.flatMap(\.batchNanos), batchSize: batchSize, timerNanos: timerNanos,
+            callsPerSecond: elapsed == 0 ? 0 : Double(rounds.reduce(0) { $0 &+ $1.calls }) / (Double(elapsed) / 1e9),
+            dropped: rounds.reduce(0) { $0 &+ $1.dropped })
         roundP50s = rounds.map { $0.p50(batchSize: batchSize, timerNanos: timerNanos) }
         p50 = Percentiles.value(at: 0.5, sorted: roundP50s.sorted())
         if let floorRoundP50s, floorRoundP50s.count == roundP50s.count {

@@ -31,26 +31,32 @@ public struct Machine: Sendable, Equatable {
     /// The machine this process runs on.
     public static func current(pinned: Bool) -> Machine {
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+        let model =
+            cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
             .flatMap { $0.split(separator: ":", maxSplits: 1).last }
             .map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
-        let source = (try? String(contentsOfFile: "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                                  encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
+        let source =
+            (try? String(
+                contentsOfFile: "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
         var names = utsname()
         uname(&names)
         func field<T>(_ value: T) -> String {
             withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }
-        return Machine(cpu: model, cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))),
-                       allowedCores: Int(rsb_allowed_cpu_count()), clockSource: source,
-                       kernel: "\(field(names.sysname)) \(field(names.release)) \(field(names.machine))",
-                       pinned: pinned)
+        return Machine(
+            cpu: model, cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))),
+            allowedCores: Int(rsb_allowed_cpu_count()), clockSource: source,
+            kernel: "\(field(names.sysname)) \(field(names.release)) \(field(names.machine))",
+            pinned: pinned)
     }
 
     package var json: JSON {
-        .object([("cpu", .string(cpu)), ("cores", .int(Int64(cores))),
-                 ("allowed_cores", .int(Int64(allowedCores))), ("clocksource", .string(clockSource)),
-                 ("kernel", .string(kernel)), ("pinned", .bool(pinned))])
+        .object([
+            ("cpu", .string(cpu)), ("cores", .int(Int64(cores))),
+            ("allowed_cores", .int(Int64(allowedCores))), ("clocksource", .string(clockSource)),
+            ("kernel", .string(kernel)), ("pinned", .bool(pinned)),
+        ])
     }
 
     /// One line for the table's heading.

@@ -18,8 +18,10 @@ public struct PercentileChart {
     }
 
     /// One colour per emit row (twelve).
-    static let palette = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-                          "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#8c6d31"]
+    static let palette = [
+        "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+        "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#8c6d31",
+    ]
 
     public var svg: String {
         let width = 820.0, height = 460.0
@@ -40,13 +42,13 @@ public struct PercentileChart {
         func f(_ v: Double) -> String { JSON.figureText((v * 10).rounded() / 10) }
 
         var out = """
-        <svg xmlns="http://www.w3.org/2000/svg" width="\(f(width))" height="\(f(height))" \
-        viewBox="0 0 \(f(width)) \(f(height))" font-family="sans-serif" font-size="12">
-        <rect width="100%" height="100%" fill="white"/>
-        <text x="\(f(left))" y="22" font-size="15" font-weight="bold">\(Self.escape(title))</text>
-        <text x="\(f(left))" y="40" fill="#555">\(Self.escape(subtitle))</text>
+            <svg xmlns="http://www.w3.org/2000/svg" width="\(f(width))" height="\(f(height))" \
+            viewBox="0 0 \(f(width)) \(f(height))" font-family="sans-serif" font-size="12">
+            <rect width="100%" height="100%" fill="white"/>
+            <text x="\(f(left))" y="22" font-size="15" font-weight="bold">\(Self.escape(title))</text>
+            <text x="\(f(left))" y="40" fill="#555">\(Self.escape(subtitle))</text>
 
-        """
+            """
         // Grid: decades of ns, and each nine of percentile.
         var decade = lowDecade
         while decade <= highDecade {
@@ -63,13 +65,15 @@ public struct PercentileChart {
         }
         out += "<text x=\"\(f(left + plotWidth / 2))\" y=\"\(f(height - 8))\" text-anchor=\"middle\">percentile</text>\n"
         out += "<text transform=\"translate(16 \(f(top + plotHeight / 2))) rotate(-90)\" text-anchor=\"middle\">ns per call (log)</text>\n"
-        out += "<rect x=\"\(f(left))\" y=\"\(f(top))\" width=\"\(f(plotWidth))\" height=\"\(f(plotHeight))\" fill=\"none\" stroke=\"#999\"/>\n"
+        out +=
+            "<rect x=\"\(f(left))\" y=\"\(f(top))\" width=\"\(f(plotWidth))\" height=\"\(f(plotHeight))\" fill=\"none\" stroke=\"#999\"/>\n"
         for (index, row) in rows.enumerated() where !row.curve.isEmpty {
             let color = Self.palette[index % Self.palette.count]
             let path = row.curve.map { "\(f(x($0.percentile))),\(f(y($0.nanoseconds)))" }.joined(separator: " ")
             out += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(path)\"/>\n"
             let legendY = top + 10 + Double(index) * 20
-            out += "<line x1=\"\(f(width - right + 14))\" y1=\"\(f(legendY))\" x2=\"\(f(width - right + 38))\" "
+            out +=
+                "<line x1=\"\(f(width - right + 14))\" y1=\"\(f(legendY))\" x2=\"\(f(width - right + 38))\" "
                 + "y2=\"\(f(legendY))\" stroke=\"\(color)\" stroke-width=\"3\"/>\n"
             out += "<text x=\"\(f(width - right + 44))\" y=\"\(f(legendY + 4))\">\(Self.escape(row.name))</text>\n"
         }

@@ -22,26 +22,36 @@ public struct EmitReport: Sendable {
             ("benchmark", .string("emit")),
             ("machine", machine.json),
             ("method", .string(method)),
-            ("results", .array(rows.map { row in
-                .object([("name", .string(row.name)), ("p50_ns", .figure(row.p50)),
-                         ("floor_ratio", row.floorRatio.map { .figure(($0 * 100).rounded() / 100) } ?? .null),
-                         ("round_p50_ns", .array(row.roundP50s.map { .figure(($0 * 100).rounded() / 100) })),
-                         ("p90_ns", .figure(row.p90)),
-                         ("p99_ns", .figure(row.p99)), ("p999_ns", .figure(row.p999)), ("max_ns", .figure(row.max)),
-                         ("mean_ns", .figure(row.mean)), ("calls_per_s", .figure(row.callsPerSecond.rounded())),
-                         ("dropped", .int(Int64(clamping: row.dropped)))])
-            })),
+            (
+                "results",
+                .array(
+                    rows.map { row in
+                        .object([
+                            ("name", .string(row.name)), ("p50_ns", .figure(row.p50)),
+                            ("floor_ratio", row.floorRatio.map { .figure(($0 * 100).rounded() / 100) } ?? .null),
+                            ("round_p50_ns", .array(row.roundP50s.map { .figure(($0 * 100).rounded() / 100) })),
+                            ("p90_ns", .figure(row.p90)),
+                            ("p99_ns", .figure(row.p99)), ("p999_ns", .figure(row.p999)), ("max_ns", .figure(row.max)),
+                            ("mean_ns", .figure(row.mean)), ("calls_per_s", .figure(row.callsPerSecond.rounded())),
+                            ("dropped", .int(Int64(clamping: row.dropped))),
+                        ])
+                    })
+            ),
         ])
     }
 
     /// The table for people.
     public var table: String {
-        var table = TextTable(columns: ["row", "p50 ns", "×c.floor", "rounds' p50", "p90 ns", "p99 ns", "p99.9 ns",
-                                        "max ns", "mean ns", "calls/s", "dropped"])
+        var table = TextTable(columns: [
+            "row", "p50 ns", "×c.floor", "rounds' p50", "p90 ns", "p99 ns", "p99.9 ns",
+            "max ns", "mean ns", "calls/s", "dropped",
+        ])
         for row in rows {
-            table.add([row.name, Self.ns(row.p50), row.floorRatio.map { String(format2: $0) } ?? "-", Self.range(row.roundP50s),
-                       Self.ns(row.p90), Self.ns(row.p99), Self.ns(row.p999),
-                       Self.ns(row.max), Self.ns(row.mean), Self.rate(row.callsPerSecond), String(row.dropped)])
+            table.add([
+                row.name, Self.ns(row.p50), row.floorRatio.map { String(format2: $0) } ?? "-", Self.range(row.roundP50s),
+                Self.ns(row.p90), Self.ns(row.p99), Self.ns(row.p999),
+                Self.ns(row.max), Self.ns(row.mean), Self.rate(row.callsPerSecond), String(row.dropped),
+            ])
         }
         return "ringside-bench emit\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
     }
@@ -99,9 +109,11 @@ public struct CollectorReport: Sendable {
     public var rssMegabytes: Double
     public var rssAnonMegabytes: Double
 
-    public init(machine: Machine, method: String, drains: [Drain], e2eP50Micros: Double, e2eP99Micros: Double,
-                e2eSamples: Int, cpuPercent: Double, loadRecordsPerSecond: Double, loadDropped: UInt64 = 0, rssMegabytes: Double,
-                rssAnonMegabytes: Double) {
+    public init(
+        machine: Machine, method: String, drains: [Drain], e2eP50Micros: Double, e2eP99Micros: Double,
+        e2eSamples: Int, cpuPercent: Double, loadRecordsPerSecond: Double, loadDropped: UInt64 = 0, rssMegabytes: Double,
+        rssAnonMegabytes: Double
+    ) {
         self.machine = machine
         self.method = method
         self.drains = drains
@@ -119,15 +131,26 @@ public struct CollectorReport: Sendable {
         var results: [JSON] = drains.map { drain in
             .object([("name", .string(drain.name)), ("records_per_s", .figure(drain.recordsPerSecond.rounded()))])
         }
-        results.append(.object([("name", .string("e2e")), ("p50_us", .figure(e2eP50Micros)),
-                                ("p99_us", .figure(e2eP99Micros)), ("samples", .int(Int64(e2eSamples)))]))
-        results.append(.object([("name", .string("cpu_at_1m_per_s")), ("percent", .figure((cpuPercent * 10).rounded() / 10)),
-                                ("records_per_s", .figure(loadRecordsPerSecond.rounded())),
-                                ("dropped", .int(Int64(clamping: loadDropped)))]))
-        results.append(.object([("name", .string("rss")), ("mb", .figure((rssMegabytes * 10).rounded() / 10)),
-                                ("anon_mb", .figure((rssAnonMegabytes * 10).rounded() / 10))]))
-        return .object([("benchmark", .string("collector")), ("machine", machine.json), ("method", .string(method)),
-                        ("results", .array(results))])
+        results.append(
+            .object([
+                ("name", .string("e2e")), ("p50_us", .figure(e2eP50Micros)),
+                ("p99_us", .figure(e2eP99Micros)), ("samples", .int(Int64(e2eSamples))),
+            ]))
+        results.append(
+            .object([
+                ("name", .string("cpu_at_1m_per_s")), ("percent", .figure((cpuPercent * 10).rounded() / 10)),
+                ("records_per_s", .figure(loadRecordsPerSecond.rounded())),
+                ("dropped", .int(Int64(clamping: loadDropped))),
+            ]))
+        results.append(
+            .object([
+                ("name", .string("rss")), ("mb", .figure((rssMegabytes * 10).rounded() / 10)),
+                ("anon_mb", .figure((rssAnonMegabytes * 10).rounded() / 10)),
+            ]))
+        return .object([
+            ("benchmark", .string("collector")), ("machine", machine.json), ("method", .string(method)),
+            ("results", .array(results)),
+        ])
     }
 
     static func micros(_ value: Double) -> String {
@@ -137,13 +160,19 @@ public struct CollectorReport: Sendable {
     public var table: String {
         var table = TextTable(columns: ["row", "result", "detail"])
         for drain in drains {
-            table.add([drain.name, EmitReport.rate(drain.recordsPerSecond) + " records/s",
-                       "\(drain.records) records in \(drain.passes) passes"])
+            table.add([
+                drain.name, EmitReport.rate(drain.recordsPerSecond) + " records/s",
+                "\(drain.records) records in \(drain.passes) passes",
+            ])
         }
-        table.add(["e2e", "p50 \(Self.micros(e2eP50Micros)), p99 \(Self.micros(e2eP99Micros))",
-                   "\(e2eSamples) samples"])
-        table.add(["cpu_at_1m_per_s", String(format1: cpuPercent) + " % of a core",
-                   "at " + EmitReport.rate(loadRecordsPerSecond) + " records/s, \(loadDropped) dropped"])
+        table.add([
+            "e2e", "p50 \(Self.micros(e2eP50Micros)), p99 \(Self.micros(e2eP99Micros))",
+            "\(e2eSamples) samples",
+        ])
+        table.add([
+            "cpu_at_1m_per_s", String(format1: cpuPercent) + " % of a core",
+            "at " + EmitReport.rate(loadRecordsPerSecond) + " records/s, \(loadDropped) dropped",
+        ])
         table.add(["rss", String(format1: rssMegabytes) + " MB", "anonymous \(String(format1: rssAnonMegabytes)) MB"])
         return "ringside-bench collector\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
     }
@@ -175,14 +204,20 @@ struct TextTable {
 extension String {
     /// One decimal: `4.3`.
     init(format1 value: Double) {
-        guard value.isFinite else { self = "-"; return }
+        guard value.isFinite else {
+            self = "-"
+            return
+        }
         let tenths = Int64((value * 10).rounded())
         self = "\(tenths < 0 && tenths > -10 ? "-" : "")\(tenths / 10).\(abs(tenths % 10))"
     }
 
     /// Two decimals, for a ratio: `1.07`.
     init(format2 value: Double) {
-        guard value.isFinite, value >= 0 else { self = "-"; return }
+        guard value.isFinite, value >= 0 else {
+            self = "-"
+            return
+        }
         let hundredths = Int64((value * 100).rounded())
         let fraction = hundredths % 100
         self = "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction)"
@@ -233,11 +268,17 @@ public struct ScrapeReport: Sendable {
         .object([
             ("benchmark", .string("scrape")), ("machine", machine.json), ("method", .string(method)),
             ("series", .int(Int64(series))), ("page_bytes", .int(Int64(pageBytes))),
-            ("results", .array(rows.map { row in
-                .object([("name", .string(row.name)), ("p50_ms", .figure(Self.rounded(row.p50))),
-                         ("p90_ms", .figure(Self.rounded(row.p90))), ("max_ms", .figure(Self.rounded(row.max))),
-                         ("scrapes", .int(Int64(row.millis.count)))])
-            })),
+            (
+                "results",
+                .array(
+                    rows.map { row in
+                        .object([
+                            ("name", .string(row.name)), ("p50_ms", .figure(Self.rounded(row.p50))),
+                            ("p90_ms", .figure(Self.rounded(row.p90))), ("max_ms", .figure(Self.rounded(row.max))),
+                            ("scrapes", .int(Int64(row.millis.count))),
+                        ])
+                    })
+            ),
         ])
     }
 
@@ -246,8 +287,10 @@ public struct ScrapeReport: Sendable {
     public var table: String {
         var table = TextTable(columns: ["row", "p50 ms", "p90 ms", "max ms", "scrapes", "what"])
         for row in rows {
-            table.add([row.name, String(format1: row.p50), String(format1: row.p90), String(format1: row.max),
-                       String(row.millis.count), row.detail])
+            table.add([
+                row.name, String(format1: row.p50), String(format1: row.p90), String(format1: row.max),
+                String(row.millis.count), row.detail,
+            ])
         }
         return "ringside-bench scrape\nmachine: \(machine.line)\nmethod: \(method)\n"
             + "page: \(series) series, \(String(format1: Double(pageBytes) / 1e6)) MB\n\n" + table.text

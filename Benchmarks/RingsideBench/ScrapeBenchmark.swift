@@ -44,11 +44,16 @@ public enum ScrapeBenchmark {
         var rows: [ScrapeReport.Row] = []
         progress("scrape: first, quiet")
         let first = try scrape(server.boundPort, after: collector)
-        rows.append(.init(name: "scrape.first", millis: [first.millis],
-                          detail: "the first scrape: nothing rendered or allocated before"))
-        rows.append(.init(name: "scrape.quiet", millis: try (0..<scrapes).map { _ throws(BenchError) in
-            try scrape(server.boundPort, after: collector).millis
-        }, detail: "nothing new since the last scrape"))
+        rows.append(
+            .init(
+                name: "scrape.first", millis: [first.millis],
+                detail: "the first scrape: nothing rendered or allocated before"))
+        rows.append(
+            .init(
+                name: "scrape.quiet",
+                millis: try (0..<scrapes).map { _ throws(BenchError) in
+                    try scrape(server.boundPort, after: collector).millis
+                }, detail: "nothing new since the last scrape"))
 
         progress("scrape: busy")
         let stop = StopFlag()
@@ -68,18 +73,23 @@ public enum ScrapeBenchmark {
         let busy = try (0..<scrapes).map { _ throws(BenchError) in try scrape(server.boundPort, after: collector) }
         stop.set()
         _ = try writer.join()
-        rows.append(.init(name: "scrape.busy", millis: busy.map(\.millis),
-                          detail: "every series changed since the last scrape; bots writing 100 k values/s"))
+        rows.append(
+            .init(
+                name: "scrape.busy", millis: busy.map(\.millis),
+                detail: "every series changed since the last scrape; bots writing 100 k values/s"))
 
         progress("scrape: render, fixed page")
         let snapshot = collector.snapshot
         let renderer = PrometheusRenderer()
-        rows.append(.init(name: "render", millis: (0..<scrapes).map { _ in
-            let start = rs_clock_precise_ns()
-            let page = renderer.render(snapshot)
-            precondition(!page.isEmpty)
-            return Double(rs_clock_precise_ns() - start) / 1e6
-        }, detail: "PrometheusRenderer.render alone, on this thread"))
+        rows.append(
+            .init(
+                name: "render",
+                millis: (0..<scrapes).map { _ in
+                    let start = rs_clock_precise_ns()
+                    let page = renderer.render(snapshot)
+                    precondition(!page.isEmpty)
+                    return Double(rs_clock_precise_ns() - start) / 1e6
+                }, detail: "PrometheusRenderer.render alone, on this thread"))
 
         let fixedPage = [UInt8](repeating: UInt8(ascii: "x"), count: busy.last?.bytes ?? 0)
         let fixedServer: HTTPServer
@@ -88,17 +98,22 @@ public enum ScrapeBenchmark {
             try fixedServer.start()
         } catch { throw BenchError("starting the fixed-page server: \(error)") }
         defer { fixedServer.stop() }
-        rows.append(.init(name: "fixed.page", millis: try (0..<scrapes).map { _ throws(BenchError) in
-            try get(port: fixedServer.boundPort).millis
-        }, detail: "the same server sending a ready page of the same size: the transport"))
+        rows.append(
+            .init(
+                name: "fixed.page",
+                millis: try (0..<scrapes).map { _ throws(BenchError) in
+                    try get(port: fixedServer.boundPort).millis
+                }, detail: "the same server sending a ready page of the same size: the transport"))
 
-        let method = "\(rings) rings x \(metricsPerRing) metrics (histograms in ns, counters and gauges in turn, two "
+        let method =
+            "\(rings) rings x \(metricsPerRing) metrics (histograms in ns, counters and gauges in turn, two "
             + "labels each) in one Collector with its HTTP server, as ringside-collector runs them; the default "
             + "windows, quantiles and poll. Each scrape is GET /metrics on a new loopback connection from this "
             + "process, timed from connect to the last body byte (CLOCK_MONOTONIC), after waiting for a snapshot "
             + "the server has not rendered yet; \(scrapes) scrapes a row."
-        return ScrapeReport(machine: Machine.current(pinned: false), method: method, series: rings * metricsPerRing,
-                            pageBytes: busy.last?.bytes ?? first.bytes, rows: rows)
+        return ScrapeReport(
+            machine: Machine.current(pinned: false), method: method, series: rings * metricsPerRing,
+            pageBytes: busy.last?.bytes ?? first.bytes, rows: rows)
     }
 
     /// Waits for a snapshot newer than the last one served, then scrapes.
@@ -142,7 +157,10 @@ public enum ScrapeBenchmark {
                 throw BenchError("GET /metrics: receiving after \(bodyBytes) body bytes: \(error)")
             }
             guard received > 0 else { throw BenchError("the response ended after \(bodyBytes) body bytes") }
-            if expected != nil { bodyBytes += received; continue }
+            if expected != nil {
+                bodyBytes += received
+                continue
+            }
             head += chunk[..<received]
             guard let end = head.firstRange(of: Array("\r\n\r\n".utf8)) else { continue }
             let text = String(decoding: head[..<end.lowerBound], as: UTF8.self)
@@ -171,8 +189,9 @@ final class ScrapeBot: @unchecked Sendable {
     init(number: Int, directory: String) throws(BenchError) {
         random = UInt64(number + 1) &* 0x9E37_79B9_7F4A_7C15
         do {
-            ring = try Bot.attach("scrape\(number)", directory: directory,
-                                   options: .init(laneCapacity: 1 << 16, maxMetrics: ScrapeBenchmark.metricsPerRing))
+            ring = try Bot.attach(
+                "scrape\(number)", directory: directory,
+                options: .init(laneCapacity: 1 << 16, maxMetrics: ScrapeBenchmark.metricsPerRing))
             var histograms: [Bot.Histogram] = [], counters: [Bot.Counter] = [], gauges: [Bot.Gauge] = []
             for index in 0..<ScrapeBenchmark.metricsPerRing {
                 let labels = ["series": String(index), "symbol": "SYM\(index % 8)"]

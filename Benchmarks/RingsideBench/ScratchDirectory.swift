@@ -84,11 +84,13 @@ enum ProcessInfoReader {
     /// first field, else utime + stime from `stat` (clock ticks).
     static func threadCPUNanos(_ tid: Int32) -> UInt64? {
         if let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/schedstat", encoding: .utf8),
-           let first = text.split(separator: " ").first, let nanos = UInt64(first) {
+            let first = text.split(separator: " ").first, let nanos = UInt64(first)
+        {
             return nanos
         }
         guard let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return nil }
+            let close = text.lastIndex(of: ")")
+        else { return nil }
         // Fields after the command: state is field 3; utime and stime are fields 14 and 15.
         let fields = text[text.index(after: close)...].split(separator: " ")
         guard fields.count > 13, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return nil }

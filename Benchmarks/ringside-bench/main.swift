@@ -35,8 +35,9 @@ do {
             let report = try EmitBenchmark.run(command.settings, only: command.rows, progress: progress)
             print(command.json ? report.json.text : report.table)
             if let path = command.svgPath {
-                let chart = PercentileChart(title: "ringside-bench emit: ns per call by percentile",
-                                            subtitle: report.machine.line, rows: report.rows)
+                let chart = PercentileChart(
+                    title: "ringside-bench emit: ns per call by percentile",
+                    subtitle: report.machine.line, rows: report.rows)
                 do { try chart.svg.write(toFile: path, atomically: true, encoding: .utf8) } catch {
                     throw BenchError("writing \(path): \(error.localizedDescription)")
                 }

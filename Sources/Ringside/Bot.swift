@@ -43,10 +43,12 @@ public final class Bot: Sendable {
         /// What to do when an existing file's layout differs or the file is corrupt.
         public var onIncompatible: IncompatiblePolicy
 
-        public init(laneCapacity: Int = 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2),
-                    maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY),
-                    maxThreads: Int = Int(RS_DEFAULT_MAX_LANES),
-                    fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail) {
+        public init(
+            laneCapacity: Int = 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2),
+            maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY),
+            maxThreads: Int = Int(RS_DEFAULT_MAX_LANES),
+            fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail
+        ) {
             self.laneCapacity = laneCapacity
             self.maxMetrics = maxMetrics
             self.maxThreads = maxThreads
@@ -97,9 +99,10 @@ public final class Bot: Sendable {
         } catch {
             throw .invalidOptions(ring: name, reason: error.reason)
         }
-        let request = BotAttachment.Request(laneCapacity: options.laneCapacity, maxMetrics: options.maxMetrics,
-                                            maxLanes: options.maxThreads, fileMode: options.fileMode,
-                                            onIncompatible: options.onIncompatible)
+        let request = BotAttachment.Request(
+            laneCapacity: options.laneCapacity, maxMetrics: options.maxMetrics,
+            maxLanes: options.maxThreads, fileMode: options.fileMode,
+            onIncompatible: options.onIncompatible)
         return Bot(attachment: try BotAttachment.attach(name, directory: directory, request: request))
     }
 
@@ -107,8 +110,9 @@ public final class Bot: Sendable {
     /// handles' calls return at once without writing anything.
     /// - Throws: `.unavailable` only when the process already holds 64 bots.
     public static func disabled(_ name: String = "disabled", maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY)) throws(RingError) -> Bot {
-        let request = BotAttachment.Request(laneCapacity: 0, maxMetrics: max(1, min(maxMetrics, Int(RS_MAX_REGISTRY_CAPACITY))),
-                                            maxLanes: 0, fileMode: 0o600, onIncompatible: .fail, disabled: true)
+        let request = BotAttachment.Request(
+            laneCapacity: 0, maxMetrics: max(1, min(maxMetrics, Int(RS_MAX_REGISTRY_CAPACITY))),
+            maxLanes: 0, fileMode: 0o600, onIncompatible: .fail, disabled: true)
         return Bot(attachment: try BotAttachment.attach(name, directory: nil, request: request))
     }
 
@@ -129,15 +133,23 @@ public final class Bot: Sendable {
 
     /// Registers (or finds again) a counter: increments that add up to an exact total.
     public func counter(_ name: String, labels: [String: String] = [:], help: String = "") throws(RingError) -> Counter {
-        Counter(bot: self, metric: try attachment.register(name, kind: .counter, unit: .none, labels: labels,
-                                                                 help: help, sampleEvery: 1))
+        Counter(
+            bot: self,
+            metric: try attachment.register(
+                name, kind: .counter, unit: .none, labels: labels,
+                help: help, sampleEvery: 1))
     }
 
     /// Registers (or finds again) a gauge: a value set now and then, read as the last one set.
-    public func gauge(_ name: String, unit: MetricUnit = .none, labels: [String: String] = [:],
-                      help: String = "") throws(RingError) -> Gauge {
-        Gauge(bot: self, metric: try attachment.register(name, kind: .gauge, unit: unit, labels: labels,
-                                                               help: help, sampleEvery: 1))
+    public func gauge(
+        _ name: String, unit: MetricUnit = .none, labels: [String: String] = [:],
+        help: String = ""
+    ) throws(RingError) -> Gauge {
+        Gauge(
+            bot: self,
+            metric: try attachment.register(
+                name, kind: .gauge, unit: unit, labels: labels,
+                help: help, sampleEvery: 1))
     }
 
     /// Registers (or finds again) a histogram: observations whose distribution the collector
@@ -146,10 +158,15 @@ public final class Bot: Sendable {
     ///   - unit: the unit of recorded values; spans are converted to it (nanoseconds for
     ///     units that are not times).
     ///   - sampleEvery: write 1 in N calls (counted per thread); the collector multiplies counts by N.
-    public func histogram(_ name: String, unit: MetricUnit = .none, labels: [String: String] = [:],
-                          help: String = "", sampleEvery: UInt32 = 1) throws(RingError) -> Histogram {
-        Histogram(bot: self, metric: try attachment.register(name, kind: .histogram, unit: unit, labels: labels,
-                                                                   help: help, sampleEvery: sampleEvery))
+    public func histogram(
+        _ name: String, unit: MetricUnit = .none, labels: [String: String] = [:],
+        help: String = "", sampleEvery: UInt32 = 1
+    ) throws(RingError) -> Histogram {
+        Histogram(
+            bot: self,
+            metric: try attachment.register(
+                name, kind: .histogram, unit: unit, labels: labels,
+                help: help, sampleEvery: sampleEvery))
     }
 }
 
@@ -168,8 +185,9 @@ extension Bot {
         var error = rs_error()
         guard rs_bot_claim_thread_lane(bot, &error) == 0 else {
             if error.code == -ENOSPC || error.code == -EDQUOT { attachment.removeIfUnused() }
-            throw BotAttachment.ringError(error, name: name, path: path ?? "", directory: RingDirectory(),
-                                          bytes: attachment.laneBytes)
+            throw BotAttachment.ringError(
+                error, name: name, path: path ?? "", directory: RingDirectory(),
+                bytes: attachment.laneBytes)
         }
         return currentThreadLane
     }

@@ -53,8 +53,9 @@ final class BotAttachment: @unchecked Sendable {
             let capacity = request.laneCapacity > 0 ? request.laneCapacity : 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2)
             let metrics = request.maxMetrics > 0 ? request.maxMetrics : Int(RS_DEFAULT_REGISTRY_CAPACITY)
             let headerBytes = Int(rs_geometry_of(UInt32(capacity.trailingZeroBitCount), UInt32(metrics)).lanes_offset)
-            throw ringError(error, name: name, path: ringDirectory.filePath(for: name), directory: ringDirectory,
-                            bytes: headerBytes)
+            throw ringError(
+                error, name: name, path: ringDirectory.filePath(for: name), directory: ringDirectory,
+                bytes: headerBytes)
         }
         return BotAttachment(name: name, pointer: bot)
     }
@@ -78,8 +79,10 @@ final class BotAttachment: @unchecked Sendable {
     }
 
     /// Registers (or finds again) a metric; checks its arguments in Swift first, for typed errors.
-    func register(_ metricName: String, kind: MetricKind, unit: MetricUnit, labels: [String: String],
-                  help: String, sampleEvery: UInt32) throws(RingError) -> rs_metric {
+    func register(
+        _ metricName: String, kind: MetricKind, unit: MetricUnit, labels: [String: String],
+        help: String, sampleEvery: UInt32
+    ) throws(RingError) -> rs_metric {
         let ring = name
         func invalid(_ reason: String) -> RingError { .invalidMetric(ring: ring, metric: metricName, reason: reason) }
         if let problem = MetricDescriptor.problem(withName: metricName) { throw invalid(problem) }
@@ -98,9 +101,10 @@ final class BotAttachment: @unchecked Sendable {
         let code = nameText.withUTF8 { nameBytes in
             encoded.withUTF8 { labelBytes in
                 helpText.withUTF8 { helpBytes in
-                    rs_bot_register_encoded(pointer, &metric, nameBytes.baseAddress, nameBytes.count, rs_kind(UInt32(kind.rawValue)),
-                                            rs_unit(UInt32(unit.rawValue)), labelBytes.baseAddress, labelBytes.count,
-                                            helpBytes.baseAddress, helpBytes.count, sampleEvery, &error)
+                    rs_bot_register_encoded(
+                        pointer, &metric, nameBytes.baseAddress, nameBytes.count, rs_kind(UInt32(kind.rawValue)),
+                        rs_unit(UInt32(unit.rawValue)), labelBytes.baseAddress, labelBytes.count,
+                        helpBytes.baseAddress, helpBytes.count, sampleEvery, &error)
                 }
             }
         }
@@ -142,8 +146,11 @@ final class BotAttachment: @unchecked Sendable {
         case RS_E_PRODUCER_ALIVE: return .producerAlive(ring: name, pid: error.pid)
         case RS_E_INCOMPATIBLE:
             // The C library's advice, in this API's words.
-            return .incompatibleLayout(ring: name, reason: reason.replacing("attach with recreate",
-                                                                            with: "attach with onIncompatible: .recreate"))
+            return .incompatibleLayout(
+                ring: name,
+                reason: reason.replacing(
+                    "attach with recreate",
+                    with: "attach with onIncompatible: .recreate"))
         case RS_E_CORRUPT:
             // The reader names the problem as a typed value when it finds it too.
             do { _ = try MappedRingFile.open(name: name, directory: directory, role: .inspector) } catch {

@@ -8,7 +8,7 @@ import CRingside
 /// What every handle holds: the C bot and the metric it writes, and the attachment that keeps
 /// the C bot alive (which the hot path never reads).
 @usableFromInline
-struct BotMetric: @unchecked Sendable { // unchecked: `bot` is a pointer; the C bot is safe from any thread
+struct BotMetric: @unchecked Sendable {  // unchecked: `bot` is a pointer; the C bot is safe from any thread
     @usableFromInline let bot: UnsafeMutablePointer<rs_bot>
     @usableFromInline let metric: rs_metric
     let owner: BotAttachment
@@ -139,8 +139,8 @@ extension Duration {
     @inlinable
     func units(ofNanoseconds nanosecondsPerUnit: UInt64) -> UInt64 {
         let (seconds, attoseconds) = components
-        guard seconds >= 0, attoseconds >= 0 else { return 0 } // negative: both parts are <= 0
-        let perUnit = max(1, nanosecondsPerUnit) // time units divide a second: 1, 1e3, 1e6, 1e9
+        guard seconds >= 0, attoseconds >= 0 else { return 0 }  // negative: both parts are <= 0
+        let perUnit = max(1, nanosecondsPerUnit)  // time units divide a second: 1, 1e3, 1e6, 1e9
         let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000 / perUnit)
         let (total, carried) = whole.addingReportingOverflow(UInt64(attoseconds) / 1_000_000_000 / perUnit)
         return overflow || carried ? .max : total

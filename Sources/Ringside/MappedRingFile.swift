@@ -47,8 +47,10 @@ final class MappedRingFile {
 
     /// Opens an existing bot file to read it, as its consumer (locked) or as an inspector, and
     /// maps the part before its lanes.
-    static func open(name: String, directory: RingDirectory, role: Role,
-                     allowedOwners: Set<UInt32> = []) throws(RingError) -> MappedRingFile {
+    static func open(
+        name: String, directory: RingDirectory, role: Role,
+        allowedOwners: Set<UInt32> = []
+    ) throws(RingError) -> MappedRingFile {
         let (handle, layout) = try RingFileHandle.open(name: name, directory: directory, role: role, allowedOwners: allowedOwners)
         let file = MappedRingFile(handle: handle, header: try handle.map(size: layout.lanesOffset, offset: 0), layout: layout)
         if role == .consumer {
@@ -133,8 +135,9 @@ final class MappedRingFile {
     /// Throws `.corrupt(.truncated)` when the file shrank under a mapping (see `wasTruncated`).
     func checkNotTruncated() throws(RingError) {
         guard wasTruncated else { return }
-        throw .corrupt(ring: name, path: path,
-                       problem: .truncated(fileSize: currentFileSize ?? 0, expected: mappedFileSize))
+        throw .corrupt(
+            ring: name, path: path,
+            problem: .truncated(fileSize: currentFileSize ?? 0, expected: mappedFileSize))
     }
 
     /// Whether a live process holds the producer (or consumer) lock.
@@ -196,14 +199,17 @@ final class MappedRingFile {
         let allocated = Int(lanesAllocated)
         guard allocated > lanes.count else { return 0 }
         guard allocated <= Int(layout.maxLanes) else {
-            throw .corrupt(ring: name, path: path, problem: .badLayout(field: "lanes_allocated", value: UInt64(allocated),
-                                                                      expected: "at most max_lanes \(layout.maxLanes)"))
+            throw .corrupt(
+                ring: name, path: path,
+                problem: .badLayout(
+                    field: "lanes_allocated", value: UInt64(allocated),
+                    expected: "at most max_lanes \(layout.maxLanes)"))
         }
         let needed = layout.fileSize(lanes: allocated)
         guard let size = currentFileSize, size >= needed else {
             throw .corrupt(ring: name, path: path, problem: .truncated(fileSize: currentFileSize ?? 0, expected: needed))
         }
-        try handle.checkAllocated() // the new lanes' pages too
+        try handle.checkAllocated()  // the new lanes' pages too
         let before = lanes.count
         for index in before..<allocated {
             lanes.append(try handle.map(size: layout.laneSize, offset: layout.fileSize(lanes: index)))
@@ -281,8 +287,10 @@ final class MappedRingFile {
     /// Hands the `count` records of lane `lane` from `cursor` on (published: below the write
     /// cursor) to `body` in runs of contiguous slots, with each run's first cursor: a lane wraps.
     /// The buffers are valid only during `body`; their contents are untrusted.
-    func forEachRun(lane: Int, from cursor: UInt64, count: Int,
-                    _ body: (_ records: UnsafeBufferPointer<rs_record>, _ firstCursor: UInt64) -> Void) {
+    func forEachRun(
+        lane: Int, from cursor: UInt64, count: Int,
+        _ body: (_ records: UnsafeBufferPointer<rs_record>, _ firstCursor: UInt64) -> Void
+    ) {
         let slots = recordSlots(lane: lane)
         let capacity = Int(layout.capacity)
         var at = cursor

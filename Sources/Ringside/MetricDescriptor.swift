@@ -72,8 +72,10 @@ public struct MetricDescriptor: Sendable, Equatable, Hashable {
     /// 1 in `sampleEvery` calls is written; a reader multiplies counts by it.
     public let sampleEvery: UInt32
 
-    package init(index: UInt32, name: String, kind: MetricKind, unit: MetricUnit,
-                 encodedLabels: String, help: String, sampleEvery: UInt32) {
+    package init(
+        index: UInt32, name: String, kind: MetricKind, unit: MetricUnit,
+        encodedLabels: String, help: String, sampleEvery: UInt32
+    ) {
         self.index = index
         self.name = name
         self.kind = kind

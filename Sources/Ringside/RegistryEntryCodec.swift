@@ -17,13 +17,16 @@ extension MetricDescriptor {
         if let problem = Self.problem(withName: name) { throw bad(problem) }
         if let problem = Self.problem(withEncodedLabels: labels) { throw bad(problem) }
         guard !help.utf8.contains(0) else { throw bad("the help text has a NUL") }
-        self.init(index: UInt32(index), name: name, kind: kind, unit: unit, encodedLabels: labels,
-                  help: help, sampleEvery: entry.sample_every)
+        self.init(
+            index: UInt32(index), name: name, kind: kind, unit: unit, encodedLabels: labels,
+            help: help, sampleEvery: entry.sample_every)
     }
 
     /// Reads `length` bytes of a fixed-size C array as UTF-8, refusing lengths past its end.
-    private static func string<Storage>(_ storage: inout Storage, length: UInt16, field: String,
-                                        index: Int) throws(RingCorruption) -> String {
+    private static func string<Storage>(
+        _ storage: inout Storage, length: UInt16, field: String,
+        index: Int
+    ) throws(RingCorruption) -> String {
         let bytes = withUnsafeBytes(of: &storage) { Array($0) }
         guard Int(length) <= bytes.count else {
             throw .badRegistryEntry(index: index, reason: "\(field) length \(length) exceeds its \(bytes.count) bytes")

@@ -89,8 +89,10 @@ public struct RingDirectory: Sendable, Equatable {
     /// - Returns: whether the file was removed.
     /// - Throws: `.producerAlive` when a producer holds the ring; `.notFound`,
     ///   `.permissionDenied` or `.system` when the file cannot be opened or unlinked.
-    package func removeUnlessProducerAlive(_ name: String, allowedOwners: Set<UInt32> = [],
-                                           if shouldRemove: (Result<RingStatus, RingError>) -> Bool) throws(RingError) -> Bool {
+    package func removeUnlessProducerAlive(
+        _ name: String, allowedOwners: Set<UInt32> = [],
+        if shouldRemove: (Result<RingStatus, RingError>) -> Bool
+    ) throws(RingError) -> Bool {
         try RingFileHandle.withProducerLock(name: name, directory: self, allowedOwners: allowedOwners) { () throws(RingError) -> Bool in
             let status: Result<RingStatus, RingError>
             do throws(RingError) {
@@ -117,7 +119,7 @@ public struct RingDirectory: Sendable, Equatable {
     private static func isNameByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
             return true
         default:
             return false

@@ -32,20 +32,22 @@ final class RingFileHandle {
     }
 
     deinit {
-        System.close(descriptor) // also releases this description's lock
+        System.close(descriptor)  // also releases this description's lock
     }
 
     /// Opens an existing bot file to read it, as its consumer (locked) or as an inspector, and
     /// validates its layout (read with `pread`: nothing is mapped yet).
-    static func open(name: String, directory: RingDirectory, role: Role,
-                     allowedOwners: Set<UInt32> = []) throws(RingError) -> (handle: RingFileHandle, layout: RingLayout) {
+    static func open(
+        name: String, directory: RingDirectory, role: Role,
+        allowedOwners: Set<UInt32> = []
+    ) throws(RingError) -> (handle: RingFileHandle, layout: RingLayout) {
         try RingDirectory.validate(name: name)
         let path = directory.filePath(for: name)
         // O_NONBLOCK: a FIFO planted under a ring's name must not block the open (it is then refused as
         // not a regular file); on regular files it changes nothing.
         let flags = (role == .inspector ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
         let fd = try openFile(path, flags, name: name, directory: directory)
-        let handle = RingFileHandle(name: name, path: path, descriptor: fd, role: role) // closes fd if we throw
+        let handle = RingFileHandle(name: name, path: path, descriptor: fd, role: role)  // closes fd if we throw
         let size = try handle.checkedFileSize(allowedOwners: allowedOwners)
         if role == .consumer { try handle.lock(byte: RS_LOCK_BYTE_CONSUMER) }
         guard size > 0 else { throw RingError.notReady(ring: name) }
@@ -64,13 +66,15 @@ final class RingFileHandle {
     /// Runs `body` holding the producer lock of an existing bot file, which it neither maps nor
     /// changes: no process can attach, and so none can write, until `body` returns.
     /// - Throws: `.producerAlive` when a process holds the bot, or why the file cannot be opened.
-    static func withProducerLock<Result>(name: String, directory: RingDirectory, allowedOwners: Set<UInt32>,
-                                         _ body: () throws(RingError) -> Result) throws(RingError) -> Result {
+    static func withProducerLock<Result>(
+        name: String, directory: RingDirectory, allowedOwners: Set<UInt32>,
+        _ body: () throws(RingError) -> Result
+    ) throws(RingError) -> Result {
         try RingDirectory.validate(name: name)
         let path = directory.filePath(for: name)
         let fd = try openFile(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, name: name, directory: directory)
         let handle = RingFileHandle(name: name, path: path, descriptor: fd, role: .consumer)
-        defer { withExtendedLifetime(handle) {} } // the lock lasts until `body` returns
+        defer { withExtendedLifetime(handle) {} }  // the lock lasts until `body` returns
         _ = try handle.checkedFileSize(allowedOwners: allowedOwners)
         try handle.lock(byte: RS_LOCK_BYTE_PRODUCER)
         return try body()
@@ -92,8 +96,10 @@ final class RingFileHandle {
         let base: UnsafeMutableRawPointer
         do { base = try System.mmap(length: size, protection: protection, flags: MAP_SHARED, fd: descriptor, offset: offset) } catch {
             if error == .noMemory {
-                throw .unavailable(ring: name, reason: "cannot map \(size) bytes at \(offset): this process has as many "
-                    + "mappings as the kernel allows (vm.max_map_count) or no address space left")
+                throw .unavailable(
+                    ring: name,
+                    reason: "cannot map \(size) bytes at \(offset): this process has as many "
+                        + "mappings as the kernel allows (vm.max_map_count) or no address space left")
             }
             throw .system(ring: name, operation: "mmap \(size) bytes at \(offset)", errno: error.rawValue)
         }
@@ -101,8 +107,10 @@ final class RingFileHandle {
         let slot = rs_guard_register(base, size)
         guard slot >= 0 else {
             System.munmap(base, length: size)
-            throw .unavailable(ring: name, reason: "the SIGBUS guard holds \(RS_GUARD_SLOTS) mapped ranges at most "
-                + "and all are in use; a range it does not guard is never read")
+            throw .unavailable(
+                ring: name,
+                reason: "the SIGBUS guard holds \(RS_GUARD_SLOTS) mapped ranges at most "
+                    + "and all are in use; a range it does not guard is never read")
         }
         return Mapping(base: base, size: size, guardSlot: slot)
     }
@@ -122,7 +130,7 @@ final class RingFileHandle {
         }
 
         func unmap() {
-            rs_guard_unregister(guardSlot) // first: the range must not be claimed once it is unmapped
+            rs_guard_unregister(guardSlot)  // first: the range must not be claimed once it is unmapped
             System.munmap(base, length: size)
         }
 
@@ -139,8 +147,10 @@ final class RingFileHandle {
             throw .notARegularFile(ring: name, path: path, reason: "not a regular file")
         }
         guard info.st_uid == geteuid() || allowedOwners.contains(info.st_uid) else {
-            throw .permissionDenied(ring: name, path: path, reason: "owned by uid \(info.st_uid), not \(geteuid()); "
-                + "rings are private to their user (a collector may allow others with --allow-uid)")
+            throw .permissionDenied(
+                ring: name, path: path,
+                reason: "owned by uid \(info.st_uid), not \(geteuid()); "
+                    + "rings are private to their user (a collector may allow others with --allow-uid)")
         }
         return Int(info.st_size)
     }
@@ -165,7 +175,7 @@ final class RingFileHandle {
     /// this reader allocate its holes (tmpfs charges a page to whoever touches it first).
     func checkAllocated() throws(RingError) {
         let info = try fileInfo()
-        let allocated = Int(info.st_blocks) * 512 // st_blocks counts 512-byte units, whatever the block size
+        let allocated = Int(info.st_blocks) * 512  // st_blocks counts 512-byte units, whatever the block size
         guard allocated >= Int(info.st_size) else {
             throw .corrupt(ring: name, path: path, problem: .unallocated(fileSize: Int(info.st_size), allocatedBytes: allocated))
         }
@@ -233,10 +243,11 @@ final class RingFileHandle {
             return .notFound(ring: name, path: path, existing: directory.ringNames())
         case .tooManySymbolicLinkLevels:
             return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
-        case .noSuchAddressOrDevice, .isDirectory: // a socket or a device file; a directory opened to write
+        case .noSuchAddressOrDevice, .isDirectory:  // a socket or a device file; a directory opened to write
             return .notARegularFile(ring: name, path: path, reason: "not a regular file")
         case .permissionDenied, .notPermitted:
-            let owner = (try? System.lstat(path)).map { "owned by uid \($0.st_uid) with mode \(String($0.st_mode & 0o777, radix: 8))" }
+            let owner =
+                (try? System.lstat(path)).map { "owned by uid \($0.st_uid) with mode \(String($0.st_mode & 0o777, radix: 8))" }
                 ?? "no access"
             return .permissionDenied(ring: name, path: path, reason: "permission denied (\(owner); we are uid \(geteuid()))")
         case .noSpace, .diskQuotaExceeded:

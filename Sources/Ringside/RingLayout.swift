@@ -51,18 +51,21 @@ struct RingLayout: Equatable, Sendable {
         try Self.expect("metric_cell_size", UInt64(header.metric_cell_size), equals: UInt64(RS_METRIC_CELL_SIZE))
         try Self.expect("lane_header_size", UInt64(header.lane_header_size), equals: UInt64(RS_LANE_HEADER_SIZE))
         guard (RS_MIN_CAPACITY_LOG2...RS_MAX_CAPACITY_LOG2).contains(header.capacity_log2) else {
-            throw .badLayout(field: "capacity_log2", value: UInt64(header.capacity_log2),
-                             expected: "\(RS_MIN_CAPACITY_LOG2) to \(RS_MAX_CAPACITY_LOG2)")
+            throw .badLayout(
+                field: "capacity_log2", value: UInt64(header.capacity_log2),
+                expected: "\(RS_MIN_CAPACITY_LOG2) to \(RS_MAX_CAPACITY_LOG2)")
         }
         guard (1...RS_MAX_REGISTRY_CAPACITY).contains(header.registry_capacity) else {
-            throw .badLayout(field: "registry_capacity", value: UInt64(header.registry_capacity),
-                             expected: "1 to \(RS_MAX_REGISTRY_CAPACITY)")
+            throw .badLayout(
+                field: "registry_capacity", value: UInt64(header.registry_capacity),
+                expected: "1 to \(RS_MAX_REGISTRY_CAPACITY)")
         }
         guard (1...RS_MAX_LANES).contains(header.max_lanes) else {
             throw .badLayout(field: "max_lanes", value: UInt64(header.max_lanes), expected: "1 to \(RS_MAX_LANES)")
         }
-        let layout = RingLayout(capacityLog2: header.capacity_log2, registryCapacity: header.registry_capacity,
-                                maxLanes: header.max_lanes)
+        let layout = RingLayout(
+            capacityLog2: header.capacity_log2, registryCapacity: header.registry_capacity,
+            maxLanes: header.max_lanes)
         try Self.expect("registry_offset", header.registry_offset, equals: UInt64(layout.registryOffset))
         try Self.expect("cells_offset", header.cells_offset, equals: UInt64(layout.cellsOffset))
         try Self.expect("lanes_offset", header.lanes_offset, equals: UInt64(layout.lanesOffset))

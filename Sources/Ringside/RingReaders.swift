@@ -131,11 +131,12 @@ extension MappedRingFile {
             write = writeCursor(lane: lane)
         }
         if checkingTruncation || read > write || write - read > layout.capacity {
-            try checkNotTruncated() // zeros from a truncated file are not cursors
+            try checkNotTruncated()  // zeros from a truncated file are not cursors
         }
         guard read <= write, write - read <= layout.capacity else {
-            throw .corrupt(ring: name, path: path,
-                           problem: .cursorsOutOfRange(read: read, write: write, capacity: layout.capacity))
+            throw .corrupt(
+                ring: name, path: path,
+                problem: .cursorsOutOfRange(read: read, write: write, capacity: layout.capacity))
         }
         return (read, write)
     }
@@ -149,7 +150,7 @@ extension MappedRingFile {
         var found: [MetricDescriptor] = []
         for index in min(start, Int(count))..<Int(count) {
             do { found.append(try MetricDescriptor(entry: registryEntry(index), index: index)) } catch {
-                try checkNotTruncated() // an entry read as zeros: the file shrank, say so
+                try checkNotTruncated()  // an entry read as zeros: the file shrank, say so
                 throw .corrupt(ring: name, path: path, problem: error)
             }
         }
@@ -165,10 +166,11 @@ extension MappedRingFile {
         var write: UInt64 = 0, read: UInt64 = 0, dropped: UInt64 = 0
         var heartbeat = heartbeatNanos
         for lane in 0..<laneCount {
-            let cursors = try checkedCursors(lane: lane, checkingTruncation: false) // checked once, below
-            let status = LaneStatus(index: lane, state: LaneState(state(lane: lane)), ownerTID: ownerTID(lane: lane),
-                                    claims: claims(lane: lane), writeCursor: cursors.write, readCursor: cursors.read,
-                                    dropped: droppedTotal(lane: lane), heartbeatMonotonicNanos: heartbeatNanos(lane: lane))
+            let cursors = try checkedCursors(lane: lane, checkingTruncation: false)  // checked once, below
+            let status = LaneStatus(
+                index: lane, state: LaneState(state(lane: lane)), ownerTID: ownerTID(lane: lane),
+                claims: claims(lane: lane), writeCursor: cursors.write, readCursor: cursors.read,
+                dropped: droppedTotal(lane: lane), heartbeatMonotonicNanos: heartbeatNanos(lane: lane))
             lanes.append(status)
             write &+= status.writeCursor
             read &+= status.readCursor
@@ -219,13 +221,14 @@ extension MappedRingFile {
         for _ in 0..<Self.cursorLooks {
             // The read cursor before and after the write cursor: unchanged, the pair is one moment's.
             guard let read = readCursorOnFile(lane: lane), let write = writeCursorOnFile(lane: lane),
-                  let readAgain = readCursorOnFile(lane: lane) else { return nil }
-            guard read == readAgain else { continue } // a consumer is draining it: look again
+                let readAgain = readCursorOnFile(lane: lane)
+            else { return nil }
+            guard read == readAgain else { continue }  // a consumer is draining it: look again
             if read > write { return .readPastWrite(lane: lane, read: read, write: write) }
             if write - read > layout.capacity { return .overCapacity(lane: lane, read: read, write: write, capacity: layout.capacity) }
             return nil
         }
-        return nil // moving all along: a live consumer, not a corrupt lane
+        return nil  // moving all along: a live consumer, not a corrupt lane
     }
 
     /// What the cells say of one metric now (see CELLS in `ringside.h`): a counter's total, a
@@ -273,8 +276,10 @@ package final class RingConsumer {
 
     /// Opens the bot file `name` as its consumer.
     /// - Parameter allowedOwners: users besides our own whose files may be opened.
-    package init(_ name: String, directory: RingDirectory = RingDirectory(),
-                 allowedOwners: Set<UInt32> = []) throws(RingError) {
+    package init(
+        _ name: String, directory: RingDirectory = RingDirectory(),
+        allowedOwners: Set<UInt32> = []
+    ) throws(RingError) {
         file = try MappedRingFile.open(name: name, directory: directory, role: .consumer, allowedOwners: allowedOwners)
         metrics = try file.metrics(from: 0)
         try adoptNewLanes()
@@ -295,7 +300,7 @@ package final class RingConsumer {
     /// Reads registry entries published since the last look; returns how many are new.
     @discardableResult
     package func refreshMetrics() throws(RingError) -> Int {
-        guard file.metricCount != metrics.count else { return 0 } // one load when nothing was registered
+        guard file.metricCount != metrics.count else { return 0 }  // one load when nothing was registered
         let added = try file.metrics(from: metrics.count)
         metrics += added
         return added.count
@@ -306,8 +311,9 @@ package final class RingConsumer {
     /// memory budget) need not hold them for every metric a registry may have.
     package func forgetStrings(ofMetric index: Int) {
         let metric = metrics[index]
-        metrics[index] = MetricDescriptor(index: metric.index, name: "", kind: metric.kind, unit: metric.unit,
-                                          encodedLabels: "", help: "", sampleEvery: metric.sampleEvery)
+        metrics[index] = MetricDescriptor(
+            index: metric.index, name: "", kind: metric.kind, unit: metric.unit,
+            encodedLabels: "", help: "", sampleEvery: metric.sampleEvery)
     }
 
     /// The file's state. `producerAlive`, when given, is used instead of asking the kernel (a
@@ -356,8 +362,10 @@ package final class RingConsumer {
     private var newLanesSeen = false
 
     @discardableResult
-    package func drain(limitPerLane: Int = .max,
-                       _ body: (_ records: UnsafeBufferPointer<RingRecord>, _ firstCursor: UInt64, _ lane: Int) -> Void) throws(RingError) -> Int {
+    package func drain(
+        limitPerLane: Int = .max,
+        _ body: (_ records: UnsafeBufferPointer<RingRecord>, _ firstCursor: UInt64, _ lane: Int) -> Void
+    ) throws(RingError) -> Int {
         try adoptNewLanes()
         let capacity = file.layout.capacity
         var drainedByLane: [(lane: Int, count: Int)] = []
@@ -367,22 +375,24 @@ package final class RingConsumer {
             let cursor = cursors[lane]
             guard write >= cursor, write - cursor <= capacity else {
                 try file.checkNotTruncated()
-                throw .corrupt(ring: file.name, path: file.path,
-                               problem: .cursorsOutOfRange(read: cursor, write: write, capacity: capacity))
+                throw .corrupt(
+                    ring: file.name, path: file.path,
+                    problem: .cursorsOutOfRange(read: cursor, write: write, capacity: capacity))
             }
             let count = Int(min(write - cursor, UInt64(max(0, limitPerLane))))
             guard count > 0 else { continue }
             if total == 0, let size = file.currentFileSize, size < file.mappedFileSize {
                 // A file cut short before this drain is reported before a single zero is handed over.
-                throw .corrupt(ring: file.name, path: file.path,
-                               problem: .truncated(fileSize: size, expected: file.mappedFileSize))
+                throw .corrupt(
+                    ring: file.name, path: file.path,
+                    problem: .truncated(fileSize: size, expected: file.mappedFileSize))
             }
             file.forEachRun(lane: lane, from: cursor, count: count) { records, first in body(records, first, lane) }
             drainedByLane.append((lane, count))
             total += count
         }
         guard total > 0 else {
-            try file.checkNotTruncated() // a lane read as zeros has nothing to hand over: say why
+            try file.checkNotTruncated()  // a lane read as zeros has nothing to hand over: say why
             return 0
         }
         // Records read from a file truncated meanwhile were zeros (kind 0, which no metric has:
@@ -399,8 +409,10 @@ package final class RingConsumer {
     /// `drain(limitPerLane:_:)` for a caller that does not need to know the lane (a file with
     /// one lane, or records judged by their cursor alone).
     @discardableResult
-    package func drain(limit: Int = .max,
-                       _ body: (_ records: UnsafeBufferPointer<RingRecord>, _ firstCursor: UInt64) -> Void) throws(RingError) -> Int {
+    package func drain(
+        limit: Int = .max,
+        _ body: (_ records: UnsafeBufferPointer<RingRecord>, _ firstCursor: UInt64) -> Void
+    ) throws(RingError) -> Int {
         try drain(limitPerLane: limit) { records, first, _ in body(records, first) }
     }
 
@@ -423,8 +435,10 @@ package final class RingInspector {
 
     /// Opens the bot file `name` read-only.
     /// - Parameter allowedOwners: users besides our own whose files may be opened.
-    package init(_ name: String, directory: RingDirectory = RingDirectory(),
-                 allowedOwners: Set<UInt32> = []) throws(RingError) {
+    package init(
+        _ name: String, directory: RingDirectory = RingDirectory(),
+        allowedOwners: Set<UInt32> = []
+    ) throws(RingError) {
         file = try MappedRingFile.open(name: name, directory: directory, role: .inspector, allowedOwners: allowedOwners)
     }
 
@@ -456,16 +470,18 @@ package final class RingInspector {
     package func registryEntries() throws(RingError) -> [Result<MetricDescriptor, RingCorruption>] {
         let count = file.metricCount
         guard count <= file.layout.registryCapacity else {
-            throw .corrupt(ring: file.name, path: file.path,
-                           problem: .badMetricCount(count: count, capacity: file.layout.registryCapacity))
+            throw .corrupt(
+                ring: file.name, path: file.path,
+                problem: .badMetricCount(count: count, capacity: file.layout.registryCapacity))
         }
-        let entries = (0..<Int(count)).map { index in
-            do throws(RingCorruption) {
-                return .success(try MetricDescriptor(entry: file.registryEntry(index), index: index))
-            } catch {
-                return .failure(error)
-            }
-        } as [Result<MetricDescriptor, RingCorruption>]
+        let entries =
+            (0..<Int(count)).map { index in
+                do throws(RingCorruption) {
+                    return .success(try MetricDescriptor(entry: file.registryEntry(index), index: index))
+                } catch {
+                    return .failure(error)
+                }
+            } as [Result<MetricDescriptor, RingCorruption>]
         try file.checkNotTruncated()
         return entries
     }
@@ -484,7 +500,8 @@ package final class RingInspector {
             var first = includingConsumed ? cursors.write - min(cursors.write, file.layout.capacity) : cursors.read
             if let last { first = max(first, cursors.write - min(cursors.write, UInt64(max(0, last)))) }
             copied += file.copyRecords(lane: lane, from: first, to: cursors.write).compactMap {
-                includingConsumed || !$0.consumed ? PeekedRecord(lane: lane, cursor: $0.cursor, record: $0.record, consumed: $0.consumed) : nil
+                includingConsumed || !$0.consumed
+                    ? PeekedRecord(lane: lane, cursor: $0.cursor, record: $0.record, consumed: $0.consumed) : nil
             }
         }
         try file.checkNotTruncated()

@@ -86,8 +86,9 @@ extension Histogram {
     /// (the rest of `b`'s bucket). Non-decreasing, and the last entry is ``count`` if the last
     /// bound is at least ``max``.
     public func cumulativeCounts(atUpperBounds bounds: [UInt64]) -> [UInt64] {
-        precondition(zip(bounds, bounds.dropFirst()).allSatisfy { $0 <= $1 },
-                     "Histogram.cumulativeCounts(atUpperBounds:): the bounds are not in ascending order")
+        precondition(
+            zip(bounds, bounds.dropFirst()).allSatisfy { $0 <= $1 },
+            "Histogram.cumulativeCounts(atUpperBounds:): the bounds are not in ascending order")
         var result = [UInt64](repeating: 0, count: bounds.count)
         guard count != 0 else { return result }
         var next = 0

@@ -97,9 +97,9 @@ extension Histogram {
             }
             return
         }
-        for page in 0 ..< pageTable.count where pageTable[page] != 0 {
+        for page in 0..<pageTable.count where pageTable[page] != 0 {
             let first = (Int(pageTable[page]) - 1) << Self.pageMagnitude
-            for offset in 0 ..< Self.pageSize where slots[first + offset] != 0 {
+            for offset in 0..<Self.pageSize where slots[first + offset] != 0 {
                 try body(page << Self.pageMagnitude | offset, slots[first + offset])
             }
         }

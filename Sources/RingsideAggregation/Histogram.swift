@@ -134,10 +134,10 @@ public struct Histogram: Sendable {
             }
         } else {
             if isSparse { convertToPages() }
-            for page in 0 ..< other.pageTable.count where other.pageTable[page] != 0 {
+            for page in 0..<other.pageTable.count where other.pageTable[page] != 0 {
                 let source = (Int(other.pageTable[page]) - 1) << Self.pageMagnitude
                 let target = slotIndex(ofPagedBucket: page << Self.pageMagnitude)
-                for offset in 0 ..< Self.pageSize {
+                for offset in 0..<Self.pageSize {
                     let (sum, overflow) = slots[target + offset].addingReportingOverflow(other.slots[source + offset])
                     slots[target + offset] = overflow ? .max : sum
                 }

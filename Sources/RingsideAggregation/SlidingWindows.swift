@@ -26,8 +26,9 @@ public struct WindowLayout: Sendable, Hashable {
         precondition(!windowNanos.isEmpty, "WindowLayout: no windows")
         precondition(slicesPerWindow >= 1, "WindowLayout: slicesPerWindow must be at least 1")
         let slices = UInt64(slicesPerWindow)
-        precondition(windowNanos.allSatisfy { $0 > 0 && $0 % slices == 0 },
-                     "WindowLayout: every window must be a non-zero multiple of \(slicesPerWindow) ns")
+        precondition(
+            windowNanos.allSatisfy { $0 > 0 && $0 % slices == 0 },
+            "WindowLayout: every window must be a non-zero multiple of \(slicesPerWindow) ns")
         self.windowNanos = windowNanos
         self.slicesPerWindow = slicesPerWindow
         self.sliceNanos = windowNanos.map { $0 / slices }
@@ -62,7 +63,7 @@ struct SliceRing<Slice: WindowSlice>: Sendable {
     init(sliceNanos: UInt64, slots: Int) {
         self.sliceNanos = sliceNanos
         ids = [UInt64](repeating: .max, count: slots)
-        slices = (0 ..< slots).map { _ in Slice() }
+        slices = (0..<slots).map { _ in Slice() }
     }
 
     /// Applies `body` to slice `id`, claiming its slot if it holds an older slice; a slice too old

@@ -107,7 +107,7 @@ public final class Collector: @unchecked Sendable {
         isRunning = false
         runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
         tracker.releaseAll()
-        scheduler.followRings() // the watch lets go of the rings too (it holds their consumers)
+        scheduler.followRings()  // the watch lets go of the rings too (it holds their consumers)
     }
 
     /// How long the drain thread may sleep: a poll, or less when a part asks: the scheduler
@@ -128,11 +128,12 @@ public final class Collector: @unchecked Sendable {
         let findings = tracker.beginPass(nowNanos: now)
         let pass = scheduler.run(nowNanos: now, sweep: findings.sweep, touched: findings.touched, forced: forcePublish)
         tracker.releaseDueRings(nowNanos: now)
-        scheduler.followRings() // rebuilt now if rings were released: the watch lets go of their files too
+        scheduler.followRings()  // rebuilt now if rings were released: the watch lets go of their files too
         count(pass, startedNanos: passStart, nowNanos: now)
         let changed = pass.drained > 0 || pass.changed || tracker.takeNews()
-        publisher.afterPass(nowNanos: now, changed: changed, mayBegin: scheduler.mayPublish(nowNanos: now),
-                            forced: forcePublish, stats: stats)
+        publisher.afterPass(
+            nowNanos: now, changed: changed, mayBegin: scheduler.mayPublish(nowNanos: now),
+            forced: forcePublish, stats: stats)
         return pass.drained
     }
 
@@ -141,7 +142,7 @@ public final class Collector: @unchecked Sendable {
         stats.recordsDrained += UInt64(pass.drained)
         stats.passes += 1
         stats.lastPassMonotonicNanos = rs_clock_precise_ns()
-        published.passed(atNanos: stats.lastPassMonotonicNanos) // /health reads it on another thread
+        published.passed(atNanos: stats.lastPassMonotonicNanos)  // /health reads it on another thread
         stats.lastPassSeconds = Double(stats.lastPassMonotonicNanos &- startedNanos) / 1e9
         if now &- rateMark.nanos >= 1_000_000_000 {
             if rateMark.nanos != 0 {

@@ -21,8 +21,10 @@ public enum CollectorDaemon {
     public typealias SidecarStart = (_ address: String, _ log: CollectorLog) throws -> any CollectorSidecar
 
     /// Runs until SIGINT or SIGTERM; returns the process's exit status.
-    public static func run(_ options: CollectorOptions, log: CollectorLog = .standardError,
-                           sidecar startSidecar: SidecarStart? = nil) -> Int32 {
+    public static func run(
+        _ options: CollectorOptions, log: CollectorLog = .standardError,
+        sidecar startSidecar: SidecarStart? = nil
+    ) -> Int32 {
         // Signals are taken synchronously by this thread; every thread started later inherits the mask.
         var signals = sigset_t()
         sigemptyset(&signals)
@@ -47,18 +49,21 @@ public enum CollectorDaemon {
         let endpoints = CollectorEndpoints(collector: collector)
         let server: HTTPServer
         do {
-            server = try HTTPServer(listen: options.listen, limits: httpLimits(descriptorReserve: collector.descriptorReserve),
-                                    log: { log($0, level: $1 ? .warn : .info) },
-                                    quick: endpoints.quick, handler: endpoints.render)
+            server = try HTTPServer(
+                listen: options.listen, limits: httpLimits(descriptorReserve: collector.descriptorReserve),
+                log: { log($0, level: $1 ? .warn : .info) },
+                quick: endpoints.quick, handler: endpoints.render)
             try server.start()
         } catch {
             log("cannot serve HTTP: \(error)", level: .error)
             return 1
         }
-        log("listening on http://\(server.boundAddress) (/metrics, /latest, /api/history, /health), at most "
-            + "\(server.limits.maxConnections) connections; ring directory \(options.directory.path)")
+        log(
+            "listening on http://\(server.boundAddress) (/metrics, /latest, /api/history, /health), at most "
+                + "\(server.limits.maxConnections) connections; ring directory \(options.directory.path)")
         if !server.isLoopback {
-            log("warning: \(server.boundAddress) is not a loopback address: anyone who can reach it can read these metrics",
+            log(
+                "warning: \(server.boundAddress) is not a loopback address: anyone who can reach it can read these metrics",
                 level: .warn)
         }
 
@@ -78,14 +83,16 @@ public enum CollectorDaemon {
             subscribers.append(HistorySubscriber(store: history, limit: options.historyMaxSeries))
         }
         if let path = options.hlogPath, let directory = directories["--hlog"] {
-            subscribers.append(HistogramLogWriter(path: path, directory: directory, intervalNanos: options.hlogIntervalNanos,
-                                                  maxBytes: options.hlogMaxBytes, startRealtimeNanos: collector.startedRealtimeNanos,
-                                                  program: CollectorOptions.versionLine, log: log))
+            subscribers.append(
+                HistogramLogWriter(
+                    path: path, directory: directory, intervalNanos: options.hlogIntervalNanos,
+                    maxBytes: options.hlogMaxBytes, startRealtimeNanos: collector.startedRealtimeNanos,
+                    program: CollectorOptions.versionLine, log: log))
         }
         if let path = options.jsonDumpPath, let directory = directories["--json-dump"] {
             subscribers.append(JSONDumpWriter(path: path, directory: directory, intervalNanos: options.dumpIntervalNanos, log: log))
         }
-        endpoints.figures.update(from: subscribers) // the latency log's open at start
+        endpoints.figures.update(from: subscribers)  // the latency log's open at start
         /// The latest snapshot, with what the subscribers report of themselves.
         func latest() -> Snapshot {
             var snapshot = collector.snapshot
@@ -139,7 +146,7 @@ extension CollectorDaemon {
         // 10, 15 or 19 alike, while at 15 or 19 the busy cores left it 0 to 2 pages in 8 s, 6 to 8 at 10).
         limits.threadNiceIncrement = 10
         limits.workerNiceIncrement = 10
-        limits.maxRequestsPerSecond = 2_000 // hundreds of scrapers; a flood queues
+        limits.maxRequestsPerSecond = 2_000  // hundreds of scrapers; a flood queues
         return limits
     }
 }
@@ -151,7 +158,7 @@ extension CollectorDaemon {
 /// `mallopt` is looked up at run time: Swift's Glibc module does not declare it.
 private func returnLargeBlocksToTheSystem() {
     typealias MallOpt = @convention(c) (Int32, Int32) -> Int32
-    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return } // not glibc
-    let mmapThreshold: Int32 = -3 // M_MMAP_THRESHOLD in <malloc.h>
+    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }  // not glibc
+    let mmapThreshold: Int32 = -3  // M_MMAP_THRESHOLD in <malloc.h>
     _ = unsafeBitCast(symbol, to: MallOpt.self)(mmapThreshold, 1 << 20)
 }

@@ -37,7 +37,8 @@ public final class CollectorEndpoints: Sendable {
         published = collector.published
         let options = collector.options
         pollNanos = options.pollNanos
-        history = options.historySeconds > 0
+        history =
+            options.historySeconds > 0
             ? HistoryStore(retentionSeconds: options.historySeconds, maxSeries: options.historyMaxSeries) : nil
     }
 
@@ -55,7 +56,7 @@ public final class CollectorEndpoints: Sendable {
     /// the age of that pass in seconds (infinity before the first). What `/health` and `/-/ready` answer by.
     func drainProgress() -> (ready: Bool, lastPassAgeSeconds: Double) {
         let now = rs_clock_precise_ns()
-        let last = published.lastPassMonotonicNanos // the loop's own progress, not the last publish's
+        let last = published.lastPassMonotonicNanos  // the loop's own progress, not the last publish's
         guard last != 0 else { return (false, .infinity) }
         let age = now &- min(now, last)
         return (age <= stallNanos, Double(age) / 1e9)
@@ -71,16 +72,19 @@ public final class CollectorEndpoints: Sendable {
         case "/health":
             let snapshot = latestSnapshot()
             let progress = drainProgress()
-            return HTTPResponse(status: progress.ready ? 200 : 503, contentType: JSONExporter.contentType,
-                                body: JSONExporter.health(snapshot, isHealthy: progress.ready,
-                                                          lastPassAgeSeconds: progress.lastPassAgeSeconds))
+            return HTTPResponse(
+                status: progress.ready ? 200 : 503, contentType: JSONExporter.contentType,
+                body: JSONExporter.health(
+                    snapshot, isHealthy: progress.ready,
+                    lastPassAgeSeconds: progress.lastPassAgeSeconds))
         case "/-/healthy":
             // The process serves: that is all liveness means (Prometheus's and node_exporter's convention).
             return HTTPResponse(text: "Healthy\n")
         case "/-/ready":
             let progress = drainProgress()
             guard !progress.ready else { return HTTPResponse(text: "Ready\n") }
-            let age = progress.lastPassAgeSeconds.isFinite
+            let age =
+                progress.lastPassAgeSeconds.isFinite
                 ? "its last pass was \(formatSeconds(progress.lastPassAgeSeconds)) ago" : "it has not made a pass yet"
             return HTTPResponse(status: 503, text: "Not ready: the drain loop makes no progress (\(age))\n")
         default:
@@ -132,8 +136,9 @@ public final class CollectorEndpoints: Sendable {
         let generation = history.generation
         func answer(_ body: [UInt8]) -> HTTPResponse {
             let vary = HTTPHeader("Vary", "Accept-Encoding")
-            return HTTPResponse(contentType: JSONExporter.contentType, body: body,
-                                headers: gzip ? [HTTPHeader("Content-Encoding", "gzip"), vary] : [vary])
+            return HTTPResponse(
+                contentType: JSONExporter.contentType, body: body,
+                headers: gzip ? [HTTPHeader("Content-Encoding", "gzip"), vary] : [vary])
         }
         if let hit = historyCache.withLock({ $0.generation == generation ? $0.bodies[key] : nil }) { return answer(hit) }
         let json = history.query(query).json
@@ -150,8 +155,10 @@ public final class CollectorEndpoints: Sendable {
     /// A rendered page, gzipped when the client takes gzip (as every scraper does): each variant is
     /// rendered and compressed once per snapshot. A gzipped page keeps only its compressed body:
     /// the page itself (1.4 GB for 100,000 series of 200-byte labels) is freed once compressed.
-    private func compressible(_ request: HTTPRequest, contentType: String, key: String,
-                              _ render: (Snapshot) -> [UInt8]) -> HTTPResponse {
+    private func compressible(
+        _ request: HTTPRequest, contentType: String, key: String,
+        _ render: (Snapshot) -> [UInt8]
+    ) -> HTTPResponse {
         let vary = HTTPHeader("Vary", "Accept-Encoding")
         guard acceptsGzip(request.header("Accept-Encoding")) else {
             return HTTPResponse(contentType: contentType, body: cached(key, render), headers: [vary])
@@ -183,20 +190,27 @@ public final class CollectorEndpoints: Sendable {
 
     /// The routes and what each serves, for the index page and the 404 text.
     static let routes: [(path: String, description: String)] = [
-        ("/metrics", "windowed quantiles, cumulative histogram buckets, counters, gauges, SLO states, the collector's "
-            + "own metrics, build info and process metrics: Prometheus text 0.0.4, OpenMetrics 1.0.0 or protobuf "
-            + "(with native histograms under --native-histograms) as the Accept header asks, gzipped when accepted"),
+        (
+            "/metrics",
+            "windowed quantiles, cumulative histogram buckets, counters, gauges, SLO states, the collector's "
+                + "own metrics, build info and process metrics: Prometheus text 0.0.4, OpenMetrics 1.0.0 or protobuf "
+                + "(with native histograms under --native-histograms) as the Accept header asks, gzipped when accepted"
+        ),
         ("/latest", "the latest snapshot as JSON: series, rings and their lanes, SLOs, the collector"),
-        ("/api/history", "per-second history of every series as JSON (--history, default the last hour; lost at a "
-            + "restart): ?series=ID, ring=, metric=, label=KEY:VALUE, from=, to= (Unix seconds, or 0 or less: seconds "
-            + "before now; default the last 5 minutes), step= (seconds per point)"),
+        (
+            "/api/history",
+            "per-second history of every series as JSON (--history, default the last hour; lost at a "
+                + "restart): ?series=ID, ring=, metric=, label=KEY:VALUE, from=, to= (Unix seconds, or 0 or less: seconds "
+                + "before now; default the last 5 minutes), step= (seconds per point)"
+        ),
         ("/health", "each ring's state as JSON; 200 while the drain loop makes progress, else 503"),
         ("/-/healthy", "liveness: 200 whenever the process serves HTTP"),
         ("/-/ready", "readiness: 200 while the drain loop makes progress, else 503 (as /health)"),
     ]
 
     /// The text after a 404.
-    static let index = "ringside-collector: drains Ringside shared-memory rings and exports what they say.\n\n"
+    static let index =
+        "ringside-collector: drains Ringside shared-memory rings and exports what they say.\n\n"
         + routes.map { "  GET \($0.path)\(String(repeating: " ", count: max(1, 12 - $0.path.count)))\($0.description)\n" }.joined()
         + "  GET /           the live page: charts of every series, the bots and their lanes, SLOs\n"
 }

@@ -122,8 +122,9 @@ final class RingLog {
     func callAsFunction(_ message: String, level: LogLevel = .info) {
         let (admitted, leftOut) = budget.admit(nowNanos: rs_clock_precise_ns())
         if leftOut > 0 {
-            log("\(leftOut) lines about rings were left out of this log lately (more than \(Int(budget.perSecond)) a second); "
-                + "/health and /latest show every ring's state, ringside_collector_log_lines_suppressed_total counts them",
+            log(
+                "\(leftOut) lines about rings were left out of this log lately (more than \(Int(budget.perSecond)) a second); "
+                    + "/health and /latest show every ring's state, ringside_collector_log_lines_suppressed_total counts them",
                 level: .warn)
         }
         if admitted { log(message, level: level) }

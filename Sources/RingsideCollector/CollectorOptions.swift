@@ -54,53 +54,53 @@ public struct CollectorOptions: Sendable, Equatable {
 
     /// The text `--help` prints.
     public static let usage = """
-    usage: ringside-collector [options]
+        usage: ringside-collector [options]
 
-    Drains every Ringside ring in the ring directory and exports windowed percentiles,
-    counters, gauges and SLO states as Prometheus text (/metrics), JSON (/latest) and health (/health).
+        Drains every Ringside ring in the ring directory and exports windowed percentiles,
+        counters, gauges and SLO states as Prometheus text (/metrics), JSON (/latest) and health (/health).
 
-    options:
-      --dir PATH             ring directory (default: $RINGSIDE_DIR, else /dev/shm)
-      --ring NAME            collect only this ring (repeatable; default: every ring)
-      --listen HOST:PORT     HTTP address (default 127.0.0.1:9464; port 0 picks a free one)
-      --windows LIST         sliding windows (default 1s,5s,1m)
-      --quantiles LIST       quantiles per window (default 0.5,0.9,0.95,0.99,0.999)
-      --json-dump PATH       write the /latest document to PATH (atomically) every interval
-      --dump-interval DUR    how often to write it (default 60s)
-      --slo RULE             a service-level objective (repeatable), e.g.
-                             'order_fill_latency{symbol="AAPL"}:p99<100us@1m'
-      --poll DUR             drain-loop sleep when the rings are empty (default 100ms)
-      --allow-uid UID        also collect rings owned by this user (repeatable)
-      --native-histograms SCHEMA
-                             histograms also carry Prometheus native buckets of SCHEMA (-4 to 8;
-                             5 errs by at most 1.1 %), served in the protobuf format Prometheus asks
-                             for with --enable-feature=native-histograms (it then keeps the native
-                             form only: docs/operations.md has the rules and panels for it)
-      --hlog PATH            write each histogram series' per-interval histograms to PATH in
-                             HdrHistogram's interval log format (see docs/collector.md)
-      --hlog-interval DUR    the log's interval (default 1s; 100ms to 1h)
-      --hlog-max-bytes N     at this size the log is renamed PATH.1 (replacing it) and a new one
-                             begun (default 268435456: 256 MiB; 4096 at least; K, M, G suffixes)
-      --max-series N         series kept in all (default 100000); metrics registered past it
-                             are refused, counted, exported and logged
-      --max-series-bytes N   memory the series may take in all (default 1G; K, M, G suffixes):
-                             each is charged its windows, its counts and its lines on the
-                             pages; metrics registered past it are refused like those past
-                             --max-series (docs/operations.md has the figures)
-      --max-series-per-ring N
-                             series kept per ring (default 4096: all a bot can register)
-      --history DUR          per-second history kept for /api/history (default 1h; 10s to 24h;
-                             0 disables): 44 bytes a second per series, lost at a restart
-      --history-max-series N series kept in that history (default 2000: 317 MB at 1h); series past
-                             it are refused and counted (series_refused in /api/history)
-      --demo                 start a synthetic trading bot and show a live table
-      --log-format FORMAT    text (default: a UTC time and the message) or json (one object a
-                             line: {"time","level","msg"})
-      --help                 show this text
-      --version              print the version and the git revision, and exit
+        options:
+          --dir PATH             ring directory (default: $RINGSIDE_DIR, else /dev/shm)
+          --ring NAME            collect only this ring (repeatable; default: every ring)
+          --listen HOST:PORT     HTTP address (default 127.0.0.1:9464; port 0 picks a free one)
+          --windows LIST         sliding windows (default 1s,5s,1m)
+          --quantiles LIST       quantiles per window (default 0.5,0.9,0.95,0.99,0.999)
+          --json-dump PATH       write the /latest document to PATH (atomically) every interval
+          --dump-interval DUR    how often to write it (default 60s)
+          --slo RULE             a service-level objective (repeatable), e.g.
+                                 'order_fill_latency{symbol="AAPL"}:p99<100us@1m'
+          --poll DUR             drain-loop sleep when the rings are empty (default 100ms)
+          --allow-uid UID        also collect rings owned by this user (repeatable)
+          --native-histograms SCHEMA
+                                 histograms also carry Prometheus native buckets of SCHEMA (-4 to 8;
+                                 5 errs by at most 1.1 %), served in the protobuf format Prometheus asks
+                                 for with --enable-feature=native-histograms (it then keeps the native
+                                 form only: docs/operations.md has the rules and panels for it)
+          --hlog PATH            write each histogram series' per-interval histograms to PATH in
+                                 HdrHistogram's interval log format (see docs/collector.md)
+          --hlog-interval DUR    the log's interval (default 1s; 100ms to 1h)
+          --hlog-max-bytes N     at this size the log is renamed PATH.1 (replacing it) and a new one
+                                 begun (default 268435456: 256 MiB; 4096 at least; K, M, G suffixes)
+          --max-series N         series kept in all (default 100000); metrics registered past it
+                                 are refused, counted, exported and logged
+          --max-series-bytes N   memory the series may take in all (default 1G; K, M, G suffixes):
+                                 each is charged its windows, its counts and its lines on the
+                                 pages; metrics registered past it are refused like those past
+                                 --max-series (docs/operations.md has the figures)
+          --max-series-per-ring N
+                                 series kept per ring (default 4096: all a bot can register)
+          --history DUR          per-second history kept for /api/history (default 1h; 10s to 24h;
+                                 0 disables): 44 bytes a second per series, lost at a restart
+          --history-max-series N series kept in that history (default 2000: 317 MB at 1h); series past
+                                 it are refused and counted (series_refused in /api/history)
+          --demo                 start a synthetic trading bot and show a live table
+          --log-format FORMAT    text (default: a UTC time and the message) or json (one object a
+                                 line: {"time","level","msg"})
+          --help                 show this text
+          --version              print the version and the git revision, and exit
 
-    Durations: a number and a unit: ns, us, ms, s, m, h (e.g. 250ms, 5s, 1m).
-    """
+        Durations: a number and a unit: ns, us, ms, s, m, h (e.g. 250ms, 5s, 1m).
+        """
 
     /// What `--version` prints: `ringside-collector 0.3.0 (revision abc1234)`.
     public static var versionLine: String { RingsideVersion.line(program: "ringside-collector") }
@@ -209,8 +209,9 @@ public struct CollectorOptions: Sendable, Equatable {
                 } else {
                     let nanos = try parseDuration(text, flag: flag)
                     guard nanos % 1_000_000_000 == 0,
-                          nanos >= UInt64(HistoryStore.minRetentionSeconds) * 1_000_000_000,
-                          nanos <= UInt64(HistoryStore.maxRetentionSeconds) * 1_000_000_000 else {
+                        nanos >= UInt64(HistoryStore.minRetentionSeconds) * 1_000_000_000,
+                        nanos <= UInt64(HistoryStore.maxRetentionSeconds) * 1_000_000_000
+                    else {
                         throw UsageError("\(flag): \(text) must be whole seconds from 10s to 24h (or 0 to disable the history)")
                     }
                     options.historySeconds = Int(nanos / 1_000_000_000)
@@ -246,14 +247,17 @@ public struct CollectorOptions: Sendable, Equatable {
             throw UsageError("\(flag) needs --hlog PATH")
         }
         for rule in options.sloRules where !options.windowNanos.contains(rule.windowNanos) {
-            throw UsageError("--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
-                + options.windowNanos.map { formatDuration($0) }.joined(separator: ","))
+            throw UsageError(
+                "--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
+                    + options.windowNanos.map { formatDuration($0) }.joined(separator: ","))
         }
         return .run(options)
     }
 
-    private static func parseList<T>(_ text: String, flag: String,
-                                     _ parse: (String) throws(UsageError) -> T) throws(UsageError) -> [T] {
+    private static func parseList<T>(
+        _ text: String, flag: String,
+        _ parse: (String) throws(UsageError) -> T
+    ) throws(UsageError) -> [T] {
         let items = text.split(separator: ",", omittingEmptySubsequences: false).map { String($0) }
         guard !items.isEmpty, !items.contains(where: \.isEmpty) else { throw UsageError("\(flag): expected a comma-separated list") }
         var parsed: [T] = []

@@ -56,12 +56,15 @@ struct DrainAccount {
 
     /// Counts one drain: its time, its records and the invalid ones. Returns a quarantine (its
     /// length and why) when the span's records are mostly invalid.
-    mutating func charge(costNanos: UInt64, records: Int, invalid: Int, nowNanos now: UInt64)
-        -> (nanos: UInt64, reason: String)? {
+    mutating func charge(
+        costNanos: UInt64, records: Int, invalid: Int, nowNanos now: UInt64
+    )
+        -> (nanos: UInt64, reason: String)?
+    {
         cost = recentCost(nowNanos: now) + Double(costNanos)
         costNanosAt = now
         if now &- spanStart >= Self.spanNanos {
-            if spanRecords > 0, spanInvalid == 0 { strikes = 0 } // a clean span forgives
+            if spanRecords > 0, spanInvalid == 0 { strikes = 0 }  // a clean span forgives
             spanStart = now
             spanRecords = 0
             spanInvalid = 0
@@ -71,11 +74,13 @@ struct DrainAccount {
         spanInvalid += invalid
         if invalid > 0 { suspectUntilNanos = now &+ Self.suspectNanos }
         guard spanInvalid >= Self.quarantineMinimumInvalid,
-              Double(spanInvalid) >= Self.quarantineInvalidShare * Double(spanRecords) else { return nil }
+            Double(spanInvalid) >= Self.quarantineInvalidShare * Double(spanRecords)
+        else { return nil }
         let nanos = min(Self.quarantineNanos << UInt64(min(strikes, 8)), Self.longestQuarantineNanos)
         strikes += 1
         let seconds = Double((now &- spanStart) / 1_000_000) / 1e3
-        let reason = "quarantined for \(nanos / 1_000_000_000) s: \(spanInvalid) of the \(spanRecords) records drained "
+        let reason =
+            "quarantined for \(nanos / 1_000_000_000) s: \(spanInvalid) of the \(spanRecords) records drained "
             + "in the last \(seconds) s were invalid (unknown metric, kind or sequence)"
         spanStart = now
         spanRecords = 0

@@ -90,10 +90,10 @@ final class DrainScheduler {
             visit[index] = false
             let ring = rings[index]
             let drained = tracker.drain(ring, nowNanos: now, whole: forced)
-            if drained.recordsLeft { cutShort = true } // the next pass follows at once, and a snapshot waits for it
+            if drained.recordsLeft { cutShort = true }  // the next pass follows at once, and a snapshot waits for it
             pass.drained += drained.count
             if drained.count > 0 { ring.liveness.lastActiveNanos = now }
-            guard ring.file != nil, tracker.tracked[ring.name] === ring else { continue } // let go of: corrupt
+            guard ring.file != nil, tracker.tracked[ring.name] === ring else { continue }  // let go of: corrupt
             if ring.consumer.laneCount != ring.watch.lanes { laneWatchStale = true }
             // Only rings that drained lately have a rate: idle ones cost nothing here.
             if drained.count > 0 || ring.fill.isTiming, let fill = ring.fill.fillNanos(capacity: ring.consumer.capacity, nowNanos: now) {
@@ -113,7 +113,8 @@ final class DrainScheduler {
             // or closed (its liveness is asked four times a second), new, timing a fill rate,
             // quarantined, or with lanes to adopt.
             if interval == RingTracker.activeLivenessIntervalNanos || isNew || drained.count > 0 || ring.fill.isTiming
-                || ring.quarantine.untilNanos != 0 || ring.watch.newLanesPending {
+                || ring.quarantine.untilNanos != 0 || ring.watch.newLanesPending
+            {
                 followUps.append(index)
             }
         }

@@ -42,7 +42,8 @@ final class DrainWakeup {
         // IN_MODIFY: a lane added (fallocate), or a file cut short or hole-punched under us;
         // IN_OPEN: a producer attaching again to a ring whose file the collector let go of;
         // IN_CLOSE_WRITE: a producer detaching or dying (its lock goes with its last descriptor).
-        let events = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB | IN_OPEN)
+        let events =
+            UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB | IN_OPEN)
             | UInt32(IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
         watch = (try? System.inotifyAddWatch(inotify, path, events)) ?? -1
         return watch >= 0
@@ -57,8 +58,10 @@ final class DrainWakeup {
     /// pass. Returns whether a ring file changed (or the watch was lost, or events overflowed:
     /// then the directory must be looked at anyway).
     func wait(timeoutNanos: UInt64) -> Bool {
-        var fds = [pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
-                   pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        var fds = [
+            pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+        ]
         var milliseconds = Int32(min(timeoutNanos / 1_000_000 + (timeoutNanos % 1_000_000 == 0 ? 0 : 1), 60_000))
         if timeoutNanos < 10_000_000 {
             // poll waits whole milliseconds, and rounds up: a short wait (a lane filling fast,

@@ -56,8 +56,10 @@ final class HistogramLogWriter {
     /// - Parameters:
     ///   - path: the log's path, as the operator gave it (for messages).
     ///   - directory: `path`'s directory, opened (see ``LogDirectory/split(_:)``).
-    init(path: String, directory: LogDirectory, intervalNanos: UInt64 = 1_000_000_000, maxBytes: UInt64, startRealtimeNanos: UInt64,
-         program: String, log: CollectorLog) {
+    init(
+        path: String, directory: LogDirectory, intervalNanos: UInt64 = 1_000_000_000, maxBytes: UInt64, startRealtimeNanos: UInt64,
+        program: String, log: CollectorLog
+    ) {
         self.path = path
         self.intervalNanos = intervalNanos
         self.directory = directory
@@ -123,8 +125,9 @@ final class HistogramLogWriter {
                 var text = ""
                 text.reserveCapacity(estimate)
                 for interval in intervals {
-                    text += HistogramLog.line(tag: interval.tag, startNanos: startOffset, lengthNanos: end - intervalStartNanos,
-                                              max: interval.histogram.max, encoded: interval.encoded)
+                    text += HistogramLog.line(
+                        tag: interval.tag, startNanos: startOffset, lengthNanos: end - intervalStartNanos,
+                        max: interval.histogram.max, encoded: interval.encoded)
                 }
                 written = append(text)
             }

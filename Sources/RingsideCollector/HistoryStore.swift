@@ -88,7 +88,7 @@ public final class HistoryStore: Sendable {
                 var reusable: [Int] = []
                 if state.slots.count + newSeries.count > maxSeries {
                     reusable = state.slots.indices.filter { state.slots[$0].seenGeneration != generation }
-                    reusable.sort { state.slots[$0].lastSecond > state.slots[$1].lastSecond } // popped from the end
+                    reusable.sort { state.slots[$0].lastSecond > state.slots[$1].lastSecond }  // popped from the end
                 }
                 for position in newSeries {
                     let series = snapshot.series[position]
@@ -99,7 +99,7 @@ public final class HistoryStore: Sendable {
                     } else if let slot = reusable.popLast() {
                         state.index[state.slots[slot].id] = nil
                         state.index[series.id] = slot
-                        state.slots[slot].reuse(for: series) // the same buffer, cleared
+                        state.slots[slot].reuse(for: series)  // the same buffer, cleared
                         state.slots[slot].update(series, second: second, generation: generation, positions: positions)
                     } else {
                         refused += 1
@@ -119,8 +119,9 @@ public final class HistoryStore: Sendable {
     /// `maxPointsPerAnswer` of them), copied out of the store.
     public func query(_ query: HistoryQuery) -> HistoryAnswer {
         let capacity = Int64(retentionSeconds)
-        var answer = HistoryAnswer(from: query.from, to: query.to, step: query.step, retentionSeconds: retentionSeconds,
-                                   seriesCap: maxSeries)
+        var answer = HistoryAnswer(
+            from: query.from, to: query.to, step: query.step, retentionSeconds: retentionSeconds,
+            seriesCap: maxSeries)
         var budget = Self.maxPointsPerAnswer
         state.withLock { state in
             answer.seriesTotal = state.slots.count
@@ -140,7 +141,9 @@ public final class HistoryStore: Sendable {
                 answer.series.append(HistoryAnswer.Series(id: history.id, ring: history.ring, metric: history.metric, points: points))
             }
         }
-        answer.series.sort { ($0.ring, $0.metric.name, $0.metric.encodedLabels, $0.id) < ($1.ring, $1.metric.name, $1.metric.encodedLabels, $1.id) }
+        answer.series.sort {
+            ($0.ring, $0.metric.name, $0.metric.encodedLabels, $0.id) < ($1.ring, $1.metric.name, $1.metric.encodedLabels, $1.id)
+        }
         return answer
     }
 
@@ -214,11 +217,13 @@ struct SeriesHistory {
         if seconds[slot] != UInt32(second) {
             seconds[slot] = UInt32(second)
             switch metric.kind {
-            case .histogram: (values[base], values[base + 1], values[base + 2], values[base + 3], values[base + 4]) =
-                (0, historyNull, historyNull, historyNull, historyNull)
+            case .histogram:
+                (values[base], values[base + 1], values[base + 2], values[base + 3], values[base + 4]) =
+                    (0, historyNull, historyNull, historyNull, historyNull)
             case .counter: (values[base], values[base + 1], values[base + 2], values[base + 3], values[base + 4]) = (0, 0, 0, 0, 0)
-            case .gauge: (values[base], values[base + 1], values[base + 2], values[base + 3], values[base + 4]) =
-                (historyNullDouble, historyNullDouble, historyNullDouble, 0, 0)
+            case .gauge:
+                (values[base], values[base + 1], values[base + 2], values[base + 3], values[base + 4]) =
+                    (historyNullDouble, historyNullDouble, historyNullDouble, 0, 0)
             }
         }
         switch metric.kind {

@@ -119,8 +119,9 @@ final class LogDirectory {
     func create(_ name: String) throws(LogDirectoryError) -> Int32 {
         let opened: Int32
         do {
-            opened = try System.openat(descriptor, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                                       mode: Self.fileMode)
+            opened = try System.openat(
+                descriptor, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                mode: Self.fileMode)
         } catch {
             // Usually planted after a move aside; said as moveAside would say it, so it is logged once.
             if error == .fileExists, let info = try? entry(name), let found = refusal(info) {

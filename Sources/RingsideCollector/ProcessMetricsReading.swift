@@ -11,18 +11,20 @@ extension ProcessMetrics {
     /// metrics are exported rather than wrong ones).
     public static func read() -> ProcessMetrics? {
         guard let stat = readSmallFile("/proc/self/stat"), let fields = statFields(stat),
-              let bootTime = bootTimeSeconds, let openFDs = countOpenFDs() else { return nil }
+            let bootTime = bootTimeSeconds, let openFDs = countOpenFDs()
+        else { return nil }
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         let pageSize = Double(sysconf(Int32(_SC_PAGESIZE)))
         guard ticks > 0, pageSize > 0 else { return nil }
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
-        return ProcessMetrics(cpuSeconds: Double(fields.utime + fields.stime) / ticks,
-                              residentMemoryBytes: Double(fields.rss) * pageSize,
-                              virtualMemoryBytes: Double(fields.vsize),
-                              openFDs: Double(openFDs),
-                              maxFDs: limit.rlim_cur == rlim_t.max ? .infinity : Double(limit.rlim_cur), // rlim_t.max: RLIM_INFINITY
-                              startTimeSeconds: Double(bootTime) + Double(fields.starttime) / ticks)
+        return ProcessMetrics(
+            cpuSeconds: Double(fields.utime + fields.stime) / ticks,
+            residentMemoryBytes: Double(fields.rss) * pageSize,
+            virtualMemoryBytes: Double(fields.vsize),
+            openFDs: Double(openFDs),
+            maxFDs: limit.rlim_cur == rlim_t.max ? .infinity : Double(limit.rlim_cur),  // rlim_t.max: RLIM_INFINITY
+            startTimeSeconds: Double(bootTime) + Double(fields.starttime) / ticks)
     }
 
     /// The fields of `/proc/PID/stat` these metrics need.
@@ -42,7 +44,8 @@ extension ProcessMetrics {
             return UInt64(String(decoding: fields[offset], as: UTF8.self).filter { $0 != "\n" })
         }
         guard let utime = field(14), let stime = field(15), let starttime = field(22), let vsize = field(23),
-              let rss = field(24) else { return nil }
+            let rss = field(24)
+        else { return nil }
         return StatFields(utime: utime, stime: stime, starttime: starttime, vsize: vsize, rss: rss)
     }
 
@@ -64,7 +67,7 @@ extension ProcessMetrics {
         var count = 0
         while let entry = readdir(directory) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard let fd = Int32(name), fd != own else { continue } // "." and ".." are not numbers
+            guard let fd = Int32(name), fd != own else { continue }  // "." and ".." are not numbers
             count += 1
         }
         return count

@@ -42,7 +42,8 @@ struct ProcessStates {
     /// The state letter in the text of a `/proc/PID/stat`: after the last ") ".
     static func state(inStat text: ArraySlice<UInt8>) -> UInt8? {
         guard let close = text.lastIndex(of: UInt8(ascii: ")")), close + 2 < text.endIndex,
-              text[close + 1] == UInt8(ascii: " ") else { return nil }
+            text[close + 1] == UInt8(ascii: " ")
+        else { return nil }
         return text[close + 2]
     }
 }

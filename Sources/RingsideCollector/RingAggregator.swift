@@ -140,9 +140,11 @@ struct RingAggregator {
     ///   - counted: told the records taken from each lane, for the fill rate.
     /// - Returns: the records drained.
     /// - Throws: the consumer's error when the ring's cursors turn out corrupt.
-    mutating func drain(_ consumer: RingConsumer, limitPerLane: Int, nowNanos now: UInt64,
-                        admitting allowance: (_ held: Usage) -> Usage,
-                        counted: (_ records: Int, _ lane: Int) -> Void) throws(RingError) -> Int {
+    mutating func drain(
+        _ consumer: RingConsumer, limitPerLane: Int, nowNanos now: UInt64,
+        admitting allowance: (_ held: Usage) -> Usage,
+        counted: (_ records: Int, _ lane: Int) -> Void
+    ) throws(RingError) -> Int {
         try consumer.drain(limitPerLane: limitPerLane) { records, first, lane in
             counted(records.count, lane)
             var offset = 0
@@ -152,7 +154,7 @@ struct RingAggregator {
                 guard offset < records.count else { break }
                 // A metric registered after the last look: read the registry again.
                 if refreshMetrics(of: consumer, admitting: allowance) == 0 {
-                    rejected += 1 // the registry has no such metric
+                    rejected += 1  // the registry has no such metric
                     offset += 1
                 }
             }
@@ -171,13 +173,15 @@ struct RingAggregator {
             guard metric < routes.count else { return index }
             let route = routes[metric]
             if route.slot == Self.refusedSlot, record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
-               record.sequence == firstCursor &+ UInt64(index) {
-                refusedRecords += 1 // a valid record of a series refused at the cap
+                record.sequence == firstCursor &+ UInt64(index)
+            {
+                refusedRecords += 1  // a valid record of a series refused at the cap
                 continue
             }
             // Counters live in cells and write no records: one that claims to be a counter's is invalid.
             guard record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
-                  record.sequence == firstCursor &+ UInt64(index) else {
+                record.sequence == firstCursor &+ UInt64(index)
+            else {
                 rejected += 1
                 continue
             }
@@ -209,17 +213,26 @@ struct RingAggregator {
             if !isBaseline, cells.total > before {
                 counters[index].windows.add(cells.total - before, atNanos: now)
             }
-            if cells != counters[index].cells { counters[index].touched = true; changed = true }
+            if cells != counters[index].cells {
+                counters[index].touched = true
+                changed = true
+            }
             counters[index].cells = cells
         }
         for index in histograms.indices {
             let cells = read(histograms[index].metric)
-            if cells != histograms[index].cells { histograms[index].touched = true; changed = true }
+            if cells != histograms[index].cells {
+                histograms[index].touched = true
+                changed = true
+            }
             histograms[index].cells = cells
         }
         for index in gauges.indices {
             let cells = read(gauges[index].metric)
-            if cells != gauges[index].cells { gauges[index].touched = true; changed = true }
+            if cells != gauges[index].cells {
+                gauges[index].touched = true
+                changed = true
+            }
             gauges[index].cells = cells
         }
         return changed
@@ -248,66 +261,77 @@ struct RingAggregator {
                 countsBytes += bytes - histograms[index].countsBytes
                 histograms[index].countsBytes = bytes
             }
-            result.append(Self.refresh(&histograms[index], ring: ring, layout: layout, now: now, versions: &versions,
-                                       window: { series, window in
-                let histogram = series.windows.snapshot(window: window, nowNanos: now)
-                var stats = WindowStats()
-                stats.count = histogram.count
-                stats.sum = histogram.sum
-                stats.min = histogram.min
-                stats.max = histogram.max
-                stats.mean = histogram.mean
-                stats.quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles)
-                // Over the span covered, as a counter's rate is, so both read alike.
-                let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
-                stats.rate = Double(histogram.count) * 1e9 / Double(covered)
-                return stats
-            }, whole: { series, snapshot in
-                // Shared, not copied: the exporters compute their buckets from it when they render.
-                let cumulative = series.windows.cumulative
-                snapshot.cumulative = cumulative
-                snapshot.cumulativeCount = cumulative.count
-                snapshot.cumulativeSum = cumulative.sum
-                snapshot.cumulativeExactSum = cumulative.exactSum
-                snapshot.droppedRecords = series.cells.dropped
-            }))
+            result.append(
+                Self.refresh(
+                    &histograms[index], ring: ring, layout: layout, now: now, versions: &versions,
+                    window: { series, window in
+                        let histogram = series.windows.snapshot(window: window, nowNanos: now)
+                        var stats = WindowStats()
+                        stats.count = histogram.count
+                        stats.sum = histogram.sum
+                        stats.min = histogram.min
+                        stats.max = histogram.max
+                        stats.mean = histogram.mean
+                        stats.quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles)
+                        // Over the span covered, as a counter's rate is, so both read alike.
+                        let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
+                        stats.rate = Double(histogram.count) * 1e9 / Double(covered)
+                        return stats
+                    },
+                    whole: { series, snapshot in
+                        // Shared, not copied: the exporters compute their buckets from it when they render.
+                        let cumulative = series.windows.cumulative
+                        snapshot.cumulative = cumulative
+                        snapshot.cumulativeCount = cumulative.count
+                        snapshot.cumulativeSum = cumulative.sum
+                        snapshot.cumulativeExactSum = cumulative.exactSum
+                        snapshot.droppedRecords = series.cells.dropped
+                    }))
         }
         for index in counters.indices {
-            result.append(Self.refresh(&counters[index], ring: ring, layout: layout, now: now, versions: &versions,
-                                       window: { series, window in
-                var stats = WindowStats()
-                stats.increase = series.windows.sum(window: window, nowNanos: now)
-                stats.rate = series.windows.rate(window: window, nowNanos: now)
-                return stats
-            }, whole: { series, snapshot in
-                snapshot.cumulativeSum = Double(series.cells.total)
-                snapshot.cumulativeExactSum = UInt128(series.cells.total)
-            }))
+            result.append(
+                Self.refresh(
+                    &counters[index], ring: ring, layout: layout, now: now, versions: &versions,
+                    window: { series, window in
+                        var stats = WindowStats()
+                        stats.increase = series.windows.sum(window: window, nowNanos: now)
+                        stats.rate = series.windows.rate(window: window, nowNanos: now)
+                        return stats
+                    },
+                    whole: { series, snapshot in
+                        snapshot.cumulativeSum = Double(series.cells.total)
+                        snapshot.cumulativeExactSum = UInt128(series.cells.total)
+                    }))
         }
         for index in gauges.indices {
-            result.append(Self.refresh(&gauges[index], ring: ring, layout: layout, now: now, versions: &versions,
-                                       window: { series, window in
-                var stats = WindowStats()
-                if let range = series.windows.range(window: window, nowNanos: now) {
-                    stats.gaugeMin = range.min
-                    stats.gaugeMax = range.max
-                }
-                return stats
-            }, whole: { series, snapshot in
-                // The cell holds the last value set by any thread, exact even when records dropped.
-                snapshot.lastValue = series.cells.lastValue ?? series.windows.last
-                snapshot.droppedRecords = series.cells.dropped
-            }))
+            result.append(
+                Self.refresh(
+                    &gauges[index], ring: ring, layout: layout, now: now, versions: &versions,
+                    window: { series, window in
+                        var stats = WindowStats()
+                        if let range = series.windows.range(window: window, nowNanos: now) {
+                            stats.gaugeMin = range.min
+                            stats.gaugeMax = range.max
+                        }
+                        return stats
+                    },
+                    whole: { series, snapshot in
+                        // The cell holds the last value set by any thread, exact even when records dropped.
+                        snapshot.lastValue = series.cells.lastValue ?? series.windows.last
+                        snapshot.droppedRecords = series.cells.dropped
+                    }))
         }
         return result
     }
 
     /// The series' snapshot, recomputing only the windows that may have changed (all of them,
     /// and the whole-series figures, when records arrived).
-    private static func refresh<Windows>(_ series: inout Series<Windows>, ring: String, layout: WindowLayout, now: UInt64,
-                                         versions: inout VersionCounter,
-                                         window: (Series<Windows>, Int) -> WindowStats,
-                                         whole: (Series<Windows>, inout SeriesSnapshot) -> Void) -> SeriesSnapshot {
+    private static func refresh<Windows>(
+        _ series: inout Series<Windows>, ring: String, layout: WindowLayout, now: UInt64,
+        versions: inout VersionCounter,
+        window: (Series<Windows>, Int) -> WindowStats,
+        whole: (Series<Windows>, inout SeriesSnapshot) -> Void
+    ) -> SeriesSnapshot {
         var snapshot = series.cached ?? SeriesSnapshot(ring: ring, metric: series.metric, id: versions.next(), windows: [])
         if series.computedSlices.count != layout.windowNanos.count {
             series.computedSlices = Array(repeating: .max, count: layout.windowNanos.count)
@@ -339,8 +363,10 @@ struct RingAggregator {
     /// Merges window `window` (an index into the layout's windows) of every histogram series
     /// `include` accepts, in registration order, into `merged`, for the SLOs.
     /// - Returns: how many series it merged.
-    func mergeHistograms(window: Int, nowNanos now: UInt64, into merged: inout Histogram,
-                         where include: (MetricDescriptor) -> Bool) -> Int {
+    func mergeHistograms(
+        window: Int, nowNanos now: UInt64, into merged: inout Histogram,
+        where include: (MetricDescriptor) -> Bool
+    ) -> Int {
         var count = 0
         for series in histograms where include(series.metric) {
             merged.merge(series.windows.snapshot(window: window, nowNanos: now))

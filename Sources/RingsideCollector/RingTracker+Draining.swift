@@ -39,15 +39,18 @@ extension RingTracker {
         let proven = whole || (ring.account.isProven && !ring.account.isSuspect(nowNanos: now))
         let limitPerLane = proven ? max(1_024, Self.passRecordLimit / max(1, ring.consumer.laneCount)) : Self.unprovenLaneRecordLimit
         do {
-            let count = try ring.aggregator.drain(ring.consumer, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
-                                                  nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
-                                                  counted: { ring.fill.counted($0, lane: $1) })
+            let count = try ring.aggregator.drain(
+                ring.consumer, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
+                nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
+                counted: { ring.fill.counted($0, lane: $1) })
             sayRefusedSeries(of: ring)
             ring.drained += UInt64(count)
             ring.drainedSincePublish += count
             let rejected = ring.aggregator.rejected &- rejectedBefore
-            if let verdict = ring.account.charge(costNanos: rs_clock_precise_ns() &- started, records: count,
-                                                 invalid: Int(clamping: rejected), nowNanos: now) {
+            if let verdict = ring.account.charge(
+                costNanos: rs_clock_precise_ns() &- started, records: count,
+                invalid: Int(clamping: rejected), nowNanos: now)
+            {
                 quarantine(ring, for: verdict.nanos, reason: verdict.reason, nowNanos: now)
             }
             if count > 0 {
@@ -83,7 +86,9 @@ extension RingTracker {
         ring.watch.newLanesPending = ring.consumer.lookForNewLanes()
         let alive = ring.consumer.isProducerAlive
         let known = ring.liveness
-        if alive != known.producerAlive || known.activitySinceStatus || known.status == nil || now &- known.statusNanos >= Self.quietStatusNanos {
+        if alive != known.producerAlive || known.activitySinceStatus || known.status == nil
+            || now &- known.statusNanos >= Self.quietStatusNanos
+        {
             guard let status = try? ring.consumer.status(producerAlive: alive) else { return false }
             ring.liveness.status = status
             ring.liveness.statusNanos = now
@@ -93,17 +98,20 @@ extension RingTracker {
         // Dead and drained: nothing more can arrive until a producer attaches again (it opens the
         // file, which inotify reports), so the file is let go of at the end of the pass.
         if !alive, wakeup.isWatching, ring.quarantine.untilNanos == 0, !ring.watch.newLanesPending,
-           now &- ring.liveness.touchedNanos >= Self.releaseGraceNanos,
-           let fresh = ring.liveness.statusNanos == now ? status : try? ring.consumer.status(producerAlive: false),
-           fresh.backlog == 0 {
+            now &- ring.liveness.touchedNanos >= Self.releaseGraceNanos,
+            let fresh = ring.liveness.statusNanos == now ? status : try? ring.consumer.status(producerAlive: false),
+            fresh.backlog == 0
+        {
             releaseAtPassEnd(ring)
         }
         var changed = false
         if status.producerAlive != ring.liveness.producerAlive {
             changed = true
             ring.liveness.producerAlive = status.producerAlive
-            ringLog(status.producerAlive ? "ring \(name): producer pid \(status.producerPID) attached"
-                : "ring \(name): producer pid \(status.producerPID) died; draining what it left (backlog \(status.backlog))",
+            ringLog(
+                status.producerAlive
+                    ? "ring \(name): producer pid \(status.producerPID) attached"
+                    : "ring \(name): producer pid \(status.producerPID) died; draining what it left (backlog \(status.backlog))",
                 level: status.producerAlive ? .info : .warn)
         }
         // Alive by its lock, but stopped (SIGSTOP, a debugger): nothing can be written meanwhile.
@@ -111,8 +119,10 @@ extension RingTracker {
         if stopped != ring.liveness.producerStopped {
             changed = true
             ring.liveness.producerStopped = stopped
-            ringLog(stopped ? "ring \(name): producer pid \(status.producerPID) is stopped (SIGSTOP or a debugger): "
-                + "alive, but none of its threads can record" : "ring \(name): producer pid \(status.producerPID) runs again")
+            ringLog(
+                stopped
+                    ? "ring \(name): producer pid \(status.producerPID) is stopped (SIGSTOP or a debugger): "
+                        + "alive, but none of its threads can record" : "ring \(name): producer pid \(status.producerPID) runs again")
         }
         if status.dropped > ring.said.dropped, now &- ring.said.droppedNanos >= Self.dropLogIntervalNanos {
             sayDrops(of: ring, status, nowNanos: now)
@@ -120,8 +130,9 @@ extension RingTracker {
         }
         let rejected = ring.aggregator.rejected
         if rejected > ring.said.rejected, now &- ring.said.rejectedNanos >= Self.dropLogIntervalNanos {
-            ringLog("ring \(name): rejected \(rejected - ring.said.rejected) invalid records (unknown metric, kind "
-                + "or sequence; \(rejected) in all)", level: .warn)
+            ringLog(
+                "ring \(name): rejected \(rejected - ring.said.rejected) invalid records (unknown metric, kind "
+                    + "or sequence; \(rejected) in all)", level: .warn)
             ring.said.rejected = rejected
             ring.said.rejectedNanos = now
         }
@@ -143,11 +154,13 @@ extension RingTracker {
         var causes: [String] = []
         if full > 0 { causes.append("\(full) because a lane was full") }
         if unlaned > 0 {
-            causes.append("\(unlaned) by threads that found all \(status.maxLanes) lanes taken (the bot has more threads than lanes: "
-                + "give it more, maxThreads or max_lanes)")
+            causes.append(
+                "\(unlaned) by threads that found all \(status.maxLanes) lanes taken (the bot has more threads than lanes: "
+                    + "give it more, maxThreads or max_lanes)")
         }
-        ringLog("ring \(ring.name): producer dropped \(total) records\(before.map { " " + $0 } ?? ""): "
-            + causes.joined(separator: ", ") + " (\(status.dropped) in all)", level: .warn)
+        ringLog(
+            "ring \(ring.name): producer dropped \(total) records\(before.map { " " + $0 } ?? ""): "
+                + causes.joined(separator: ", ") + " (\(status.dropped) in all)", level: .warn)
     }
 
     // MARK: - Series
@@ -186,18 +199,20 @@ extension RingTracker {
     func sayRefusedSeries(of ring: TrackedRing) {
         guard ring.aggregator.refusedSeries > 0, !ring.said.seriesRefused, let first = ring.aggregator.firstRefused else { return }
         ring.said.seriesRefused = true
-        let cap = if ring.aggregator.firstRefusedForBytes {
-            "the collector's memory budget for series of \(options.maxSeriesBytes >> 20) MiB (--max-series-bytes)"
-        } else if ring.aggregator.seriesCount >= options.maxSeriesPerRing {
-            "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
-        } else {
-            "the collector's cap of \(options.maxSeries) series (--max-series)"
-        }
-        ringLog("ring \(ring.name): \(cap) is reached: metric \(first.name)"
-            + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
-            + " and any registered "
-            + "after it get no series (counted in ringside_ring_series_refused and their records in "
-            + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets", level: .warn)
+        let cap =
+            if ring.aggregator.firstRefusedForBytes {
+                "the collector's memory budget for series of \(options.maxSeriesBytes >> 20) MiB (--max-series-bytes)"
+            } else if ring.aggregator.seriesCount >= options.maxSeriesPerRing {
+                "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
+            } else {
+                "the collector's cap of \(options.maxSeries) series (--max-series)"
+            }
+        ringLog(
+            "ring \(ring.name): \(cap) is reached: metric \(first.name)"
+                + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
+                + " and any registered "
+                + "after it get no series (counted in ringside_ring_series_refused and their records in "
+                + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets", level: .warn)
     }
 
     /// Looks at a ring's registry (counters write no records, so a metric registered since is

@@ -174,7 +174,7 @@ final class RingTracker {
             if lookAtFiles {
                 scan.lastIdentityCheckNanos = now
                 for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
-                findings.sweep = true // every ring is visited this pass: those with new lanes adopt them
+                findings.sweep = true  // every ring is visited this pass: those with new lanes adopt them
             }
             scan.changed = false
             discover(nowNanos: now, checkingIdentities: lookAtFiles)
@@ -182,7 +182,7 @@ final class RingTracker {
         }
         for (name, since) in due.beingMade {
             if tracked[name] != nil || now &- since >= Self.newRingNanos {
-                due.beingMade[name] = nil // attached, or left to the discoveries (a file that stays empty)
+                due.beingMade[name] = nil  // attached, or left to the discoveries (a file that stays empty)
             } else if tracked.count < descriptors.ringLimit {
                 attach(name, nowNanos: now)
             }
@@ -197,8 +197,9 @@ final class RingTracker {
         // A missing or unreadable directory is said once (and once more when it comes back).
         let problem = directory.accessProblem()
         if problem != scan.problem {
-            log(problem.map { "ring directory \(directory.path): \($0); waiting for it" }
-                ?? "ring directory \(directory.path) is readable", level: problem == nil ? .info : .warn)
+            log(
+                problem.map { "ring directory \(directory.path): \($0); waiting for it" }
+                    ?? "ring directory \(directory.path) is readable", level: problem == nil ? .info : .warn)
             scan.problem = problem
         }
         if problem == nil, !wakeup.isWatching { wakeup.watchDirectory(directory.path) }
@@ -238,7 +239,8 @@ final class RingTracker {
     /// Lists the rings that wait for a descriptor (each shown as skipped, with the reason, and
     /// counted), and says in the log when rings begin and stop waiting.
     private func sayWaiting(_ waiting: [String], nowNanos now: UInt64) {
-        let problem = "not attached: \(tracked.count) rings are open, all that the open-file limit allows beside the "
+        let problem =
+            "not attached: \(tracked.count) rings are open, all that the open-file limit allows beside the "
             + "HTTP server's reserve; raise the limit (ulimit -n, LimitNOFILE=), or remove finished bots' files "
             + "(ringside-dump clean)"
         for name in waiting {
@@ -247,9 +249,10 @@ final class RingTracker {
         if waiting.count != descriptors.waiting { news = true }
         descriptors.waiting = waiting.count
         if !waiting.isEmpty, !descriptors.said {
-            log("cannot attach \(waiting.count) rings: \(tracked.count) are open, and the rest of this process's open-file "
-                + "limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as skipped "
-                + "and counted in ringside_collector_rings_waiting", level: .warn)
+            log(
+                "cannot attach \(waiting.count) rings: \(tracked.count) are open, and the rest of this process's open-file "
+                    + "limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as skipped "
+                    + "and counted in ringside_collector_rings_waiting", level: .warn)
             descriptors.said = true
         } else if waiting.isEmpty, descriptors.said {
             log("every ring found is attached again")
@@ -260,8 +263,11 @@ final class RingTracker {
     private func attach(_ name: String, nowNanos now: UInt64) {
         do {
             let consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
-            let ring = TrackedRing(consumer: consumer, aggregator: RingAggregator(ring: name, layout: layout,
-                                                                                       quantiles: options.quantiles.count))
+            let ring = TrackedRing(
+                consumer: consumer,
+                aggregator: RingAggregator(
+                    ring: name, layout: layout,
+                    quantiles: options.quantiles.count))
             ring.aggregator.addMetrics(of: consumer) { seriesAllowance(for: ring, holding: $0) }
             sayRefusedSeries(of: ring)
             let status = try consumer.status()
@@ -277,9 +283,10 @@ final class RingTracker {
             ring.touched(nowNanos: now)
             lastAttachNanos = now
             skipped[name] = nil
-            ringLog("ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
-                + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
-                + "\(consumer.metrics.count) metrics, backlog \(status.backlog)")
+            ringLog(
+                "ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
+                    + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
+                    + "\(consumer.metrics.count) metrics, backlog \(status.backlog)")
             // Drops before this collector came are said once, now; later ones as they happen.
             sayDrops(of: ring, status, nowNanos: now, before: "before this collector attached")
         } catch {
@@ -318,7 +325,7 @@ final class RingTracker {
         }
         for (name, kinds) in touched.events {
             if let ring = tracked[name] {
-                ring.touched(nowNanos: now) // perhaps a producer between its open and its lock: not released yet
+                ring.touched(nowNanos: now)  // perhaps a producer between its open and its lock: not released yet
                 findings.touched.append(ring)
                 do { try ring.consumer.checkIntact() } catch {
                     tracked[name] = nil
@@ -350,11 +357,12 @@ final class RingTracker {
         tracked[ring.name] = nil
         ring.release()
         released[ring.name] = ring
-        ring.quietSeries = nil // its next snapshot is made afresh, without a file
+        ring.quietSeries = nil  // its next snapshot is made afresh, without a file
         news = true
-        if descriptors.waiting > 0 { scan.changed = true } // a descriptor is free for them
-        ringLog("ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "
-            + "file is taken up again when a producer attaches")
+        if descriptors.waiting > 0 { scan.changed = true }  // a descriptor is free for them
+        ringLog(
+            "ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "
+                + "file is taken up again when a producer attaches")
     }
 
     /// Opens a released ring's file again and drains it as before, its series intact. A file
@@ -365,7 +373,7 @@ final class RingTracker {
             due.toReacquire.remove(name)
             return
         }
-        guard tracked.count < descriptors.ringLimit else { return } // kept in `due.toReacquire` until a descriptor is free
+        guard tracked.count < descriptors.ringLimit else { return }  // kept in `due.toReacquire` until a descriptor is free
         due.toReacquire.remove(name)
         let consumer: RingConsumer
         do {

@@ -154,7 +154,9 @@ public struct SLORule: Sendable, Equatable {
             }
             labels[key] = String(rest[rest.index(after: rest.startIndex)..<close])
             rest = rest[rest.index(after: close)...]
-            if rest.first == "," { rest = rest.dropFirst() } else if !rest.isEmpty {
+            if rest.first == "," {
+                rest = rest.dropFirst()
+            } else if !rest.isEmpty {
                 throw ParseError(reason: "labels are separated by ','")
             }
         }

@@ -37,7 +37,8 @@ struct SLOState {
             let name = ring.name
             outcome.matchingSeries += ring.aggregator.mergeHistograms(window: window, nowNanos: now, into: &merged) { metric in
                 guard rule.matches(ring: name, metric: metric.name, labels: metric.labelDictionary),
-                      let threshold = rule.threshold(in: metric.unit) else { return false }
+                    let threshold = rule.threshold(in: metric.unit)
+                else { return false }
                 // Series of different units cannot be merged; the first one's unit decides.
                 if let unit, metric.unit != unit { return false }
                 unit = metric.unit
@@ -66,7 +67,8 @@ struct SLOState {
     mutating func record(_ outcome: Outcome) -> String? {
         guard outcome.violated != violated else { return nil }
         violated = outcome.violated
-        let figures = "\(rule.statisticName) \(formatMeasure(outcome.observed ?? 0, unit: outcome.unit)), bound "
+        let figures =
+            "\(rule.statisticName) \(formatMeasure(outcome.observed ?? 0, unit: outcome.unit)), bound "
             + "\(formatMeasure(outcome.threshold ?? 0, unit: outcome.unit)), \(outcome.events) events, "
             + "compliance \(percent(outcome.compliance))"
         if violated {
@@ -77,10 +79,11 @@ struct SLOState {
     }
 
     func snapshot(_ outcome: Outcome) -> SLOSnapshot {
-        SLOSnapshot(rule: rule.text, statistic: rule.statisticName, window: formatDuration(rule.windowNanos),
-                    violated: violated, violations: violations, compliance: outcome.compliance,
-                    observed: outcome.observed, threshold: outcome.threshold, events: outcome.events,
-                    matchingSeries: outcome.matchingSeries)
+        SLOSnapshot(
+            rule: rule.text, statistic: rule.statisticName, window: formatDuration(rule.windowNanos),
+            violated: violated, violations: violations, compliance: outcome.compliance,
+            observed: outcome.observed, threshold: outcome.threshold, events: outcome.events,
+            matchingSeries: outcome.matchingSeries)
     }
 }
 

@@ -113,8 +113,11 @@ final class SnapshotPublisher {
     func afterPass(nowNanos now: UInt64, changed: Bool, mayBegin: Bool, forced: Bool, stats: CollectorStats) {
         if changed { hasChanges = true }
         let sinceLast = now &- lastPublishNanos
-        if forced || (mayBegin && (lastPublishNanos == 0 || (hasChanges && sinceLast >= intervalNanos)
-            || sinceLast >= max(Self.idleRefreshNanos, spacingNanos))) {
+        if forced
+            || (mayBegin
+                && (lastPublishNanos == 0 || (hasChanges && sinceLast >= intervalNanos)
+                    || sinceLast >= max(Self.idleRefreshNanos, spacingNanos)))
+        {
             if !forced, !hasChanges, lastWasQuiet, sinceLast < Self.quietRefreshNanos {
                 // Every ring quiet, nothing new: windows have nothing to slide, so only the
                 // collector's own figures (the pass /health looks at) are brought up to date, and
@@ -127,7 +130,7 @@ final class SnapshotPublisher {
             } else if forced || pending == nil {
                 pending = PendingPublish(snapshot: startSnapshot(), rings: tracker.everyRing, forced: forced)
                 lastPublishNanos = now
-                hasChanges = false // what changes from now on goes in the next one
+                hasChanges = false  // what changes from now on goes in the next one
             }
         }
         if pending != nil {
@@ -161,7 +164,7 @@ final class SnapshotPublisher {
             guard tracker.holds(ring) else { continue }
             let quiet = addToSnapshot(ring, &building.snapshot, nowNanos: now, forced: building.forced)
             building.everyRingQuiet = building.everyRingQuiet && quiet
-            if rs_clock_precise_ns() >= deadline { break } // a ring is the unit: it may hold 4,096 series
+            if rs_clock_precise_ns() >= deadline { break }  // a ring is the unit: it may hold 4,096 series
         }
         building.costNanos &+= rs_clock_precise_ns() &- sliceStart
         guard building.next >= building.rings.count else {

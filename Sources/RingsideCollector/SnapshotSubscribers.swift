@@ -47,7 +47,7 @@ struct HistorySubscriber: SnapshotSubscriber {
     let limit: Int
 
     func receive(_ snapshot: Snapshot, nowNanos: UInt64) {
-        store.record(snapshot) // at once when the snapshot's generation was already recorded
+        store.record(snapshot)  // at once when the snapshot's generation was already recorded
     }
 
     func report(into stats: inout CollectorStats) {

@@ -111,7 +111,9 @@ final class TrackedRing {
     func livenessInterval(nowNanos now: UInt64, watching: Bool) -> UInt64 {
         func within(_ nanos: UInt64, of time: UInt64) -> Bool { time != 0 && now &- time < nanos }
         let live = liveness
-        if within(RingTracker.livenessIntervalNanos, of: live.lastActiveNanos) || within(RingTracker.livenessIntervalNanos, of: live.touchedNanos) {
+        if within(RingTracker.livenessIntervalNanos, of: live.lastActiveNanos)
+            || within(RingTracker.livenessIntervalNanos, of: live.touchedNanos)
+        {
             return RingTracker.activeLivenessIntervalNanos
         }
         if !watching || !live.producerAlive || live.producerStopped || within(RingTracker.recentNanos, of: live.lastActiveNanos) {
@@ -128,8 +130,9 @@ final class TrackedRing {
 
     func ringSnapshot(nowNanos now: UInt64) -> RingSnapshot {
         let live = liveness
-        var snapshot = RingSnapshot(name: name,
-                                    state: !live.producerAlive ? .producerDead : live.producerStopped ? .producerStopped : .live)
+        var snapshot = RingSnapshot(
+            name: name,
+            state: !live.producerAlive ? .producerDead : live.producerStopped ? .producerStopped : .live)
         snapshot.problem = quarantine.reason
         snapshot.quarantined = quarantine.reason != nil
         snapshot.quarantinesTotal = quarantine.count
@@ -151,9 +154,10 @@ final class TrackedRing {
         func age(_ heartbeat: UInt64) -> Double { Double(now &- min(now, heartbeat)) / 1e9 }
         snapshot.heartbeatAgeSeconds = age(status.heartbeatMonotonicNanos)
         snapshot.lanes = status.lanes.map { lane in
-            LaneSnapshot(index: lane.index, state: lane.state, threadID: lane.ownerTID, backlog: lane.backlog,
-                         recordsTotal: lane.writeCursor, consumedTotal: lane.readCursor, droppedTotal: lane.dropped,
-                         heartbeatAgeSeconds: age(lane.heartbeatMonotonicNanos))
+            LaneSnapshot(
+                index: lane.index, state: lane.state, threadID: lane.ownerTID, backlog: lane.backlog,
+                recordsTotal: lane.writeCursor, consumedTotal: lane.readCursor, droppedTotal: lane.dropped,
+                heartbeatAgeSeconds: age(lane.heartbeatMonotonicNanos))
         }
         return snapshot
     }
@@ -188,7 +192,7 @@ struct FillRate {
         if span >= Self.spanNanos {
             fastestLaneRate = openRate
             for lane in drainedByLane.indices { drainedByLane[lane] = 0 }
-            sinceNanos = openRate > 0 ? now : 0 // a span with nothing: the ring is idle, no longer timed
+            sinceNanos = openRate > 0 ? now : 0  // a span with nothing: the ring is idle, no longer timed
         }
         let rate = max(fastestLaneRate, openRate)
         guard rate > 0 else { return nil }

@@ -32,7 +32,10 @@ public struct ArgumentStream {
         if let inline { throw error("\(inline.flag) takes no value") }
         while let token = remaining.popFirst() {
             if optionsEnded || !token.hasPrefix("-") || token == "-" || Double(token) != nil { return .argument(token) }
-            if token == "--" { optionsEnded = true; continue }
+            if token == "--" {
+                optionsEnded = true
+                continue
+            }
             if token.hasPrefix("--"), let equals = token.firstIndex(of: "=") {
                 let flag = String(token[..<equals])
                 inline = (flag, String(token[token.index(after: equals)...]))
@@ -147,8 +150,10 @@ public func durationNanos(_ text: String, bareSeconds: Bool = false) -> UInt64? 
 /// never `1.5s`, so a window has one name. `approximate` (ages, for people): in the largest unit
 /// it reaches, to a tenth at most: `1.5s`, `4.2m`, `26.3h`.
 public func formatDuration(_ nanos: UInt64, approximate: Bool = false) -> String {
-    let units: [(String, UInt64)] = [("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
-                                     ("ms", 1_000_000), ("us", 1_000), ("ns", 1)]
+    let units: [(String, UInt64)] = [
+        ("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
+        ("ms", 1_000_000), ("us", 1_000), ("ns", 1),
+    ]
     for (suffix, scale) in units {
         if approximate {
             // Rounded first, so that 59.97 s reaches a minute (`1m`, not `60s`).

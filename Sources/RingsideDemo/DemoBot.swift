@@ -27,20 +27,24 @@ public enum DemoBot {
         init(_ bot: Bot) throws(RingError) {
             var fills: [Bot.Histogram] = []
             for symbol in DemoBot.symbols {
-                fills.append(try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": symbol],
-                                               help: "Time from order sent to fill, per symbol"))
+                fills.append(
+                    try bot.histogram(
+                        "order_fill_latency", unit: .nanoseconds, labels: ["symbol": symbol],
+                        help: "Time from order sent to fill, per symbol"))
             }
             self.fills = fills
-            marketData = try bot.histogram("market_data_latency", unit: .nanoseconds,
-                                           help: "Time from exchange timestamp to strategy handling", sampleEvery: 4)
+            marketData = try bot.histogram(
+                "market_data_latency", unit: .nanoseconds,
+                help: "Time from exchange timestamp to strategy handling", sampleEvery: 4)
             quotes = try bot.counter("quotes", help: "Market data updates handled")
             buys = try bot.counter("orders", labels: ["side": "buy"], help: "Orders sent")
             sells = try bot.counter("orders", labels: ["side": "sell"], help: "Orders sent")
             filled = try bot.counter("fills", help: "Orders filled")
             exposure = try bot.gauge("gross_exposure", help: "Gross exposure in dollars")
             loop = try bot.histogram("strategy_loop", unit: .nanoseconds, help: "One strategy iteration, timed as a span")
-            roundTrip = try bot.histogram("order_task", unit: .nanoseconds,
-                                          help: "One order's handling task, timed as an async span")
+            roundTrip = try bot.histogram(
+                "order_task", unit: .nanoseconds,
+                help: "One order's handling task, timed as an async span")
         }
     }
 
@@ -58,7 +62,7 @@ public enum DemoBot {
         let bot = try Bot.attach(name, directory: directory)
         let metrics = try Metrics(bot)
         let parent = getppid()
-        let batch = max(1, eventsPerSecond / 1000) // events per millisecond
+        let batch = max(1, eventsPerSecond / 1000)  // events per millisecond
         let (orders, sender) = AsyncStream.makeStream(of: OrderBatch.self, bufferingPolicy: .bufferingNewest(1_000))
 
         let marketData = Thread {
@@ -126,7 +130,7 @@ public enum DemoBot {
                 let median = [40_000.0, 35_000.0, 60_000.0, 80_000.0][symbol] * burst
                 metrics.fills[symbol].record(UInt64(median * random.lognormal(sigma: 0.6)))
                 metrics.filled.increment()
-                await Task.yield() // the order's task may resume on another thread: its lane then
+                await Task.yield()  // the order's task may resume on another thread: its lane then
             }
         }
     }

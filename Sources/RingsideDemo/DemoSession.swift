@@ -38,8 +38,9 @@ public final class DemoSession: CollectorSidecar {
         } catch {
             throw StartError(description: "cannot start the demo bot: \(error)")
         }
-        log("demo: started the synthetic bot (pid \(bot.processIdentifier)) writing ring \(Self.ringName)"
-            + (isTerminal ? "" : "; a summary is logged every 10 s"))
+        log(
+            "demo: started the synthetic bot (pid \(bot.processIdentifier)) writing ring \(Self.ringName)"
+                + (isTerminal ? "" : "; a summary is logged every 10 s"))
     }
 
     /// The demo's run of the collector: `options` with the bot beside it.

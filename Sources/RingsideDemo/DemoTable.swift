@@ -21,9 +21,11 @@ enum DemoTable {
                         guard let i = index(q), i < stats.quantileValues.count, stats.count > 0 else { return "-" }
                         return formatMeasure(Double(stats.quantileValues[i]), unit: metric.unit)
                     }
-                    row += [quantile(0.5), quantile(0.99), quantile(0.999),
-                            stats.count > 0 ? formatMeasure(Double(stats.max), unit: metric.unit) : "-",
-                            String(Int(stats.rate.rounded()))]
+                    row += [
+                        quantile(0.5), quantile(0.99), quantile(0.999),
+                        stats.count > 0 ? formatMeasure(Double(stats.max), unit: metric.unit) : "-",
+                        String(Int(stats.rate.rounded())),
+                    ]
                 case .counter:
                     row += ["-", "-", "-", "-", String(Int(stats.rate.rounded()))]
                 case .gauge:
@@ -38,12 +40,14 @@ enum DemoTable {
         text += "\nrings:\n"
         for ring in snapshot.rings {
             let active = ring.lanes.filter { $0.state == .active }.count
-            text += "  \(ring.name): \(ring.state.rawValue), pid \(ring.producerPID), \(active) threads recording "
+            text +=
+                "  \(ring.name): \(ring.state.rawValue), pid \(ring.producerPID), \(active) threads recording "
                 + "(\(ring.lanes.count) lanes), backlog \(ring.backlog), written \(ring.recordsTotal), "
                 + "drained \(ring.drainedTotal), dropped \(ring.droppedTotal)\n"
         }
         let stats = snapshot.collector
-        text += "\ncollector: \(stats.recordsDrained) records drained, \(Int(stats.drainRate))/s, lag "
+        text +=
+            "\ncollector: \(stats.recordsDrained) records drained, \(Int(stats.drainRate))/s, lag "
             + formatMeasure(stats.lagSeconds * 1e9, unit: .nanoseconds) + "\n"
         text += "http://\(address)/metrics for Prometheus, /latest for JSON, /health\n"
         return text
@@ -52,12 +56,15 @@ enum DemoTable {
     /// One line for logs when there is no terminal.
     static func summary(_ snapshot: Snapshot) -> String {
         let dropped = snapshot.rings.reduce(0) { $0 + $1.droppedTotal }
-        var line = "\(snapshot.series.count) series, \(snapshot.collector.recordsDrained) records drained "
+        var line =
+            "\(snapshot.series.count) series, \(snapshot.collector.recordsDrained) records drained "
             + "(\(Int(snapshot.collector.drainRate))/s), \(dropped) dropped"
         if let p99 = snapshot.quantiles.firstIndex(of: 0.99),
-           let fill = snapshot.series.first(where: { $0.metric.name == "order_fill_latency" }),
-           let window = fill.windows.last, window.count > 0 {
-            line += "; \(fill.metric.name){\(fill.metric.encodedLabels.split(separator: "\n").joined(separator: ","))} p99 "
+            let fill = snapshot.series.first(where: { $0.metric.name == "order_fill_latency" }),
+            let window = fill.windows.last, window.count > 0
+        {
+            line +=
+                "; \(fill.metric.name){\(fill.metric.encodedLabels.split(separator: "\n").joined(separator: ","))} p99 "
                 + formatMeasure(Double(window.quantileValues[p99]), unit: fill.metric.unit)
                 + " over \(formatDuration(snapshot.windowNanos.last ?? 0))"
         }

@@ -34,7 +34,8 @@ public enum ExpositionFormat: Sendable, Equatable {
             let format: ExpositionFormat?
             switch type {
             case "application/vnd.google.protobuf":
-                format = parameters["proto"] == "io.prometheus.client.metricfamily" && parameters["encoding"] == "delimited"
+                format =
+                    parameters["proto"] == "io.prometheus.client.metricfamily" && parameters["encoding"] == "delimited"
                     ? .protobuf : nil
             case "application/openmetrics-text":
                 format = parameters["version"].map { $0 == "1.0.0" } ?? true ? .openMetrics : nil

@@ -55,7 +55,7 @@ public enum HdrHistogramEncoding {
         var result: [(index: Int, count: UInt64)] = []
         histogram.forEachBucket { bucket in
             let index = countsIndex(of: bucket.lowerBound)
-            if let last = result.last, last.index == index { // only past 2^63
+            if let last = result.last, last.index == index {  // only past 2^63
                 let (sum, overflow) = last.count.addingReportingOverflow(bucket.count)
                 result[result.count - 1].count = overflow ? .max : sum
             } else {
@@ -80,18 +80,18 @@ public enum HdrHistogramEncoding {
         bytes.reserveCapacity(40 + varints.count)
         appendBigEndian(UInt64(encodingCookie), bytes: 4, to: &bytes)
         appendBigEndian(UInt64(varints.count), bytes: 4, to: &bytes)
-        appendBigEndian(0, bytes: 4, to: &bytes) // normalizing index offset
+        appendBigEndian(0, bytes: 4, to: &bytes)  // normalizing index offset
         appendBigEndian(UInt64(significantDigits), bytes: 4, to: &bytes)
         appendBigEndian(UInt64(lowestDiscernibleValue), bytes: 8, to: &bytes)
         appendBigEndian(UInt64(highestTrackableValue), bytes: 8, to: &bytes)
-        appendBigEndian((1.0 as Double).bitPattern, bytes: 8, to: &bytes) // integer-to-double ratio
+        appendBigEndian((1.0 as Double).bitPattern, bytes: 8, to: &bytes)  // integer-to-double ratio
         return bytes + varints
     }
 
     /// The compressed form: cookie, length, then the encoding in zlib's format (RFC 1950: a
     /// header and an Adler-32 trailer around DEFLATE data), as HdrHistogram's libraries write it.
     public static func compressed(_ histogram: Histogram) -> [UInt8] {
-        let deflated = Zlib.compress(encode(histogram), .zlib, level: 9) // the best, as HdrHistogram's Java writer uses
+        let deflated = Zlib.compress(encode(histogram), .zlib, level: 9)  // the best, as HdrHistogram's Java writer uses
         var bytes: [UInt8] = []
         bytes.reserveCapacity(8 + deflated.count)
         appendBigEndian(UInt64(compressionCookie), bytes: 4, to: &bytes)
@@ -124,8 +124,9 @@ public enum HdrHistogramEncoding {
     public static func decode(base64 text: String) -> Decoded? {
         guard let bytes = Base64.decode(text), bytes.count >= 8 else { return nil }
         guard readBigEndian(bytes, at: 0, bytes: 4) & ~0xf0 == UInt64(compressionCookie & ~0xf0),
-              readBigEndian(bytes, at: 4, bytes: 4) == UInt64(bytes.count - 8),
-              let inflated = Zlib.decompress(Array(bytes[8...]), .zlib) else { return nil }
+            readBigEndian(bytes, at: 4, bytes: 4) == UInt64(bytes.count - 8),
+            let inflated = Zlib.decompress(Array(bytes[8...]), .zlib)
+        else { return nil }
         return decode(inflated)
     }
 
@@ -134,11 +135,12 @@ public enum HdrHistogramEncoding {
         guard bytes.count >= 40, readBigEndian(bytes, at: 0, bytes: 4) & ~0xf0 == UInt64(encodingCookie & ~0xf0) else { return nil }
         let length = Int(readBigEndian(bytes, at: 4, bytes: 4))
         guard 40 + length <= bytes.count else { return nil }
-        var decoded = Decoded(significantDigits: UInt32(readBigEndian(bytes, at: 12, bytes: 4)),
-                              lowestDiscernibleValue: Int64(bitPattern: readBigEndian(bytes, at: 16, bytes: 8)),
-                              highestTrackableValue: Int64(bitPattern: readBigEndian(bytes, at: 24, bytes: 8)),
-                              normalizingIndexOffset: Int32(bitPattern: UInt32(readBigEndian(bytes, at: 8, bytes: 4))),
-                              conversionRatio: Double(bitPattern: readBigEndian(bytes, at: 32, bytes: 8)), counts: [:])
+        var decoded = Decoded(
+            significantDigits: UInt32(readBigEndian(bytes, at: 12, bytes: 4)),
+            lowestDiscernibleValue: Int64(bitPattern: readBigEndian(bytes, at: 16, bytes: 8)),
+            highestTrackableValue: Int64(bitPattern: readBigEndian(bytes, at: 24, bytes: 8)),
+            normalizingIndexOffset: Int32(bitPattern: UInt32(readBigEndian(bytes, at: 8, bytes: 4))),
+            conversionRatio: Double(bitPattern: readBigEndian(bytes, at: 32, bytes: 8)), counts: [:])
         var position = 40
         var index = 0
         while position < 40 + length {
@@ -159,7 +161,7 @@ public enum HdrHistogramEncoding {
     /// ZigZag, then LEB128 in at most 9 bytes (the ninth holds 8 bits), as HdrHistogram does.
     static func appendVarint(_ signed: Int64, to bytes: inout [UInt8]) {
         var value = UInt64(bitPattern: (signed << 1) ^ (signed >> 63))
-        for _ in 0 ..< 8 {
+        for _ in 0..<8 {
             if value < 0x80 {
                 bytes.append(UInt8(value))
                 return
@@ -173,7 +175,7 @@ public enum HdrHistogramEncoding {
     /// The varint at `position`, and its size; nil when truncated.
     static func readVarint(_ bytes: [UInt8], at position: Int, end: Int) -> (Int64, Int)? {
         var result: UInt64 = 0
-        for offset in 0 ..< 9 {
+        for offset in 0..<9 {
             guard position + offset < end else { return nil }
             let byte = UInt64(bytes[position + offset])
             if offset == 8 {
@@ -196,7 +198,7 @@ public enum HdrHistogramEncoding {
 
     static func readBigEndian(_ bytes: [UInt8], at position: Int, bytes count: Int) -> UInt64 {
         var value: UInt64 = 0
-        for offset in 0 ..< count { value = value << 8 | UInt64(bytes[position + offset]) }
+        for offset in 0..<count { value = value << 8 | UInt64(bytes[position + offset]) }
         return value
     }
 }
@@ -228,19 +230,22 @@ enum Base64 {
         var padding = 0
         for byte in text.utf8 {
             switch byte {
-            case UInt8(ascii: "A") ... UInt8(ascii: "Z"): values.append(byte - UInt8(ascii: "A"))
-            case UInt8(ascii: "a") ... UInt8(ascii: "z"): values.append(byte - UInt8(ascii: "a") + 26)
-            case UInt8(ascii: "0") ... UInt8(ascii: "9"): values.append(byte - UInt8(ascii: "0") + 52)
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): values.append(byte - UInt8(ascii: "A"))
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): values.append(byte - UInt8(ascii: "a") + 26)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): values.append(byte - UInt8(ascii: "0") + 52)
             case UInt8(ascii: "+"): values.append(62)
             case UInt8(ascii: "/"): values.append(63)
-            case UInt8(ascii: "="): padding += 1; values.append(0)
+            case UInt8(ascii: "="):
+                padding += 1
+                values.append(0)
             default: return nil
             }
         }
         guard values.count % 4 == 0, padding <= 2 else { return nil }
         var out: [UInt8] = []
         for group in stride(from: 0, to: values.count, by: 4) {
-            let triple = UInt32(values[group]) << 18 | UInt32(values[group + 1]) << 12 | UInt32(values[group + 2]) << 6
+            let triple =
+                UInt32(values[group]) << 18 | UInt32(values[group + 1]) << 12 | UInt32(values[group + 2]) << 6
                 | UInt32(values[group + 3])
             out.append(UInt8(triple >> 16 & 0xff))
             out.append(UInt8(triple >> 8 & 0xff))

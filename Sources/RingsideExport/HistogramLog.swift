@@ -21,15 +21,15 @@ public enum HistogramLog {
     public static func header(startRealtimeNanos start: UInt64, program: String) -> String {
         let seconds = secondsText(start)
         return """
-        #[Logged with \(program)]
-        #[Histogram log format version \(formatVersion)]
-        #[StartTime: \(seconds) (seconds since epoch), \(dateText(start))]
-        #[BaseTime: \(seconds) (seconds since epoch)]
-        #[Tag: RING.METRIC{KEY=VALUE;...}@UNIT; values and Interval_Max are in UNIT (ratio 1)]
-        #[Histograms: 3 digits, 1 to 2^63-1; each series' records drained in the interval]
-        \(legend)
+            #[Logged with \(program)]
+            #[Histogram log format version \(formatVersion)]
+            #[StartTime: \(seconds) (seconds since epoch), \(dateText(start))]
+            #[BaseTime: \(seconds) (seconds since epoch)]
+            #[Tag: RING.METRIC{KEY=VALUE;...}@UNIT; values and Interval_Max are in UNIT (ratio 1)]
+            #[Histograms: 3 digits, 1 to 2^63-1; each series' records drained in the interval]
+            \(legend)
 
-        """
+            """
     }
 
     /// The tag naming a series: `ring.metric{key=value;...}@unit` (`{...}` only with labels).
@@ -63,7 +63,8 @@ public enum HistogramLog {
     /// One interval line (with its newline): times in seconds with 3 decimals (start relative to
     /// the log's StartTime), the interval's max in the series' unit, the histogram in base64.
     public static func line(tag: String, startNanos: UInt64, lengthNanos: UInt64, histogram: Histogram) -> String {
-        line(tag: tag, startNanos: startNanos, lengthNanos: lengthNanos, max: histogram.max, encoded: HdrHistogramEncoding.base64(histogram))
+        line(
+            tag: tag, startNanos: startNanos, lengthNanos: lengthNanos, max: histogram.max, encoded: HdrHistogramEncoding.base64(histogram))
     }
 
     /// The same with the histogram already encoded (``HdrHistogramEncoding/base64(_:)``).

@@ -87,8 +87,10 @@ public enum JSONExporter {
         return json.bytes
     }
 
-    private static func writeSeries(_ series: SeriesSnapshot, windows: [String], quantileKeys: [String],
-                                    into json: JSONWriter) {
+    private static func writeSeries(
+        _ series: SeriesSnapshot, windows: [String], quantileKeys: [String],
+        into json: JSONWriter
+    ) {
         let metric = series.metric
         json.object {
             json.field("ring", series.ring)

@@ -64,11 +64,11 @@ public struct NativeBuckets: Equatable, Sendable {
             // Each bucket spans 2^-schema octaves; a power of two closes its octave.
             let octave = fraction == 0.5 ? exponent - 1 : exponent
             let width = 1 << -schema
-            return Int32((octave + width - 1) >> -schema) // an arithmetic shift: floor, also below 0
+            return Int32((octave + width - 1) >> -schema)  // an arithmetic shift: floor, also below 0
         }
         // Within the octave (2^(exponent-1), 2^exponent]: 2^schema buckets, by log2 of the fraction.
         let perOctave = 1 << schema
-        let within = Int((log2(fraction) * Double(perOctave)).rounded(.up)) // in (-perOctave, 0]
+        let within = Int((log2(fraction) * Double(perOctave)).rounded(.up))  // in (-perOctave, 0]
         return Int32((exponent - 1) * perOctave + perOctave + within)
     }
 

@@ -45,9 +45,10 @@ public enum PrometheusExporter {
     }
 
     /// `le="..."` for every export bucket bound, per unit: the same for every render.
-    static let bucketLabels: [MetricUnit: [[UInt8]]] = Dictionary(uniqueKeysWithValues: MetricUnit.allCases.map { unit in
-        (unit, ExportBuckets.upperBounds(for: unit).map { Array("le=\"\(formatLe($0, unit: unit))\"".utf8) })
-    })
+    static let bucketLabels: [MetricUnit: [[UInt8]]] = Dictionary(
+        uniqueKeysWithValues: MetricUnit.allCases.map { unit in
+            (unit, ExportBuckets.upperBounds(for: unit).map { Array("le=\"\(formatLe($0, unit: unit))\"".utf8) })
+        })
     static let infiniteBucketLabel = Array("le=\"+Inf\"".utf8)
 
     /// The family and sample names a metric exports, computed once per metric name and unit.
@@ -106,8 +107,10 @@ public enum PrometheusExporter {
 
     /// The HELP text of a family a metric exports.
     static func help(_ role: HelpRole, of metric: MetricDescriptor) -> String {
-        let own = metric.help.isEmpty ? "\(metric.name) (\(metric.kind), recorded in \(metric.unit)) from Ringside producers"
-                                      : metric.help
+        let own =
+            metric.help.isEmpty
+            ? "\(metric.name) (\(metric.kind), recorded in \(metric.unit)) from Ringside producers"
+            : metric.help
         switch role {
         case .metric: return own
         case .windowed: return own + " (sliding windows)"
@@ -163,52 +166,71 @@ public enum PrometheusExporter {
         func perRing(_ value: (RingSnapshot) -> Double) -> [([(String, String)], Double)] {
             attached.map { ([("ring", $0.name)], value($0)) }
         }
-        family("ringside_ring_producer_alive", "gauge", "1 while the ring's producer process holds its lock",
-               perRing { $0.producerAlive ? 1 : 0 })
-        family("ringside_ring_producer_stopped", "gauge",
-               "1 while the ring's producer process is stopped (SIGSTOP, a debugger): alive, but recording nothing",
-               perRing { $0.state == .producerStopped ? 1 : 0 })
-        family("ringside_ring_producer_heartbeat_age_seconds", "gauge", "Seconds since the producer last wrote or attached",
-               perRing { $0.heartbeatAgeSeconds })
+        family(
+            "ringside_ring_producer_alive", "gauge", "1 while the ring's producer process holds its lock",
+            perRing { $0.producerAlive ? 1 : 0 })
+        family(
+            "ringside_ring_producer_stopped", "gauge",
+            "1 while the ring's producer process is stopped (SIGSTOP, a debugger): alive, but recording nothing",
+            perRing { $0.state == .producerStopped ? 1 : 0 })
+        family(
+            "ringside_ring_producer_heartbeat_age_seconds", "gauge", "Seconds since the producer last wrote or attached",
+            perRing { $0.heartbeatAgeSeconds })
         family("ringside_ring_capacity_records", "gauge", "Records the ring holds", perRing { Double($0.capacity) })
         family("ringside_ring_backlog_records", "gauge", "Records published and not yet drained", perRing { Double($0.backlog) })
-        family("ringside_ring_records_written_total", "counter", "Records the producers published into the ring",
-               perRing { Double($0.recordsTotal) })
-        family("ringside_ring_records_dropped_total", "counter", "Records producers dropped: a lane was full, or a thread found every lane taken",
-               perRing { Double($0.droppedTotal) })
-        family("ringside_ring_records_drained_total", "counter", "Records this collector drained from the ring",
-               perRing { Double($0.drainedTotal) })
-        family("ringside_ring_records_rejected_total", "counter",
-               "Drained records refused as invalid (unknown metric, kind or sequence)", perRing { Double($0.rejectedTotal) })
-        family("ringside_ring_skipped", "gauge", "1 for a ring the collector cannot read (see its log and /health)",
-               snapshot.rings.filter { $0.state == .skipped }.map { ([("ring", $0.name)], 1) })
-        family("ringside_ring_series_refused", "gauge",
-               "Metrics of the ring given no series because a series cap was reached (see the log)",
-               perRing { Double($0.seriesRefused) })
-        family("ringside_ring_records_refused_total", "counter",
-               "Valid records of series refused at a cap: counted, not aggregated", perRing { Double($0.recordsRefusedTotal) })
-        family("ringside_ring_quarantined", "gauge",
-               "1 while the ring's records are not read: many were invalid lately (see its log and /health)",
-               perRing { $0.quarantined ? 1 : 0 })
-        family("ringside_ring_quarantines_total", "counter", "Times the ring was quarantined for invalid records",
-               perRing { Double($0.quarantinesTotal) })
-        family("ringside_ring_lanes", "gauge", "Lanes (one per recording thread) in the ring's file",
-               perRing { Double($0.lanes.count) })
+        family(
+            "ringside_ring_records_written_total", "counter", "Records the producers published into the ring",
+            perRing { Double($0.recordsTotal) })
+        family(
+            "ringside_ring_records_dropped_total", "counter",
+            "Records producers dropped: a lane was full, or a thread found every lane taken",
+            perRing { Double($0.droppedTotal) })
+        family(
+            "ringside_ring_records_drained_total", "counter", "Records this collector drained from the ring",
+            perRing { Double($0.drainedTotal) })
+        family(
+            "ringside_ring_records_rejected_total", "counter",
+            "Drained records refused as invalid (unknown metric, kind or sequence)", perRing { Double($0.rejectedTotal) })
+        family(
+            "ringside_ring_skipped", "gauge", "1 for a ring the collector cannot read (see its log and /health)",
+            snapshot.rings.filter { $0.state == .skipped }.map { ([("ring", $0.name)], 1) })
+        family(
+            "ringside_ring_series_refused", "gauge",
+            "Metrics of the ring given no series because a series cap was reached (see the log)",
+            perRing { Double($0.seriesRefused) })
+        family(
+            "ringside_ring_records_refused_total", "counter",
+            "Valid records of series refused at a cap: counted, not aggregated", perRing { Double($0.recordsRefusedTotal) })
+        family(
+            "ringside_ring_quarantined", "gauge",
+            "1 while the ring's records are not read: many were invalid lately (see its log and /health)",
+            perRing { $0.quarantined ? 1 : 0 })
+        family(
+            "ringside_ring_quarantines_total", "counter", "Times the ring was quarantined for invalid records",
+            perRing { Double($0.quarantinesTotal) })
+        family(
+            "ringside_ring_lanes", "gauge", "Lanes (one per recording thread) in the ring's file",
+            perRing { Double($0.lanes.count) })
 
         // Each lane is one thread's ring: its liveness, backlog and drops.
         func perLane(_ value: (LaneSnapshot) -> Double) -> [([(String, String)], Double)] {
             attached.flatMap { ring in ring.lanes.map { ([("ring", ring.name), ("lane", String($0.index))], value($0)) } }
         }
-        family("ringside_lane_active", "gauge", "1 while a live thread holds the lane, 0 once it is retired",
-               perLane { $0.state == .active ? 1 : 0 })
-        family("ringside_lane_heartbeat_age_seconds", "gauge", "Seconds since the lane's thread last wrote or claimed it",
-               perLane { $0.heartbeatAgeSeconds })
-        family("ringside_lane_backlog_records", "gauge", "Records published in the lane and not yet drained",
-               perLane { Double($0.backlog) })
-        family("ringside_lane_records_written_total", "counter", "Records the lane's threads published",
-               perLane { Double($0.recordsTotal) })
-        family("ringside_lane_records_dropped_total", "counter", "Records dropped because the lane was full",
-               perLane { Double($0.droppedTotal) })
+        family(
+            "ringside_lane_active", "gauge", "1 while a live thread holds the lane, 0 once it is retired",
+            perLane { $0.state == .active ? 1 : 0 })
+        family(
+            "ringside_lane_heartbeat_age_seconds", "gauge", "Seconds since the lane's thread last wrote or claimed it",
+            perLane { $0.heartbeatAgeSeconds })
+        family(
+            "ringside_lane_backlog_records", "gauge", "Records published in the lane and not yet drained",
+            perLane { Double($0.backlog) })
+        family(
+            "ringside_lane_records_written_total", "counter", "Records the lane's threads published",
+            perLane { Double($0.recordsTotal) })
+        family(
+            "ringside_lane_records_dropped_total", "counter", "Records dropped because the lane was full",
+            perLane { Double($0.droppedTotal) })
 
         // Drops per metric (histograms and gauges; counters are exact and never drop).
         var drops: [([(String, String)], Double)] = []
@@ -216,60 +238,80 @@ public enum PrometheusExporter {
             let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
             drops.append(([("ring", series.ring), ("metric", series.metric.name), ("labels", labels)], Double(series.droppedRecords)))
         }
-        family("ringside_metric_records_dropped_total", "counter",
-               "Records of one metric and label set that were dropped (full lanes, or threads without a lane)", drops)
+        family(
+            "ringside_metric_records_dropped_total", "counter",
+            "Records of one metric and label set that were dropped (full lanes, or threads without a lane)", drops)
 
         let stats = snapshot.collector
-        family("ringside_collector_records_drained_total", "counter", "Records drained from every ring",
-               [([], Double(stats.recordsDrained))])
-        family("ringside_collector_drain_records_per_second", "gauge", "Records drained per second, over the last second",
-               [([], stats.drainRate)])
-        family("ringside_collector_lag_seconds", "gauge", "Age of the oldest record drained in the last busy pass",
-               [([], stats.lagSeconds)])
-        family("ringside_collector_pass_duration_seconds", "gauge", "How long the last drain pass took",
-               [([], stats.lastPassSeconds)])
+        family(
+            "ringside_collector_records_drained_total", "counter", "Records drained from every ring",
+            [([], Double(stats.recordsDrained))])
+        family(
+            "ringside_collector_drain_records_per_second", "gauge", "Records drained per second, over the last second",
+            [([], stats.drainRate)])
+        family(
+            "ringside_collector_lag_seconds", "gauge", "Age of the oldest record drained in the last busy pass",
+            [([], stats.lagSeconds)])
+        family(
+            "ringside_collector_pass_duration_seconds", "gauge", "How long the last drain pass took",
+            [([], stats.lastPassSeconds)])
         family("ringside_collector_rings", "gauge", "Rings attached", [([], Double(attached.count))])
         family("ringside_collector_series", "gauge", "Series kept (bot, metric and labels)", [([], Double(stats.series))])
-        family("ringside_collector_series_limit", "gauge", "Series the collector keeps at most (--max-series)",
-               [([], Double(stats.seriesLimit))])
-        family("ringside_collector_series_limit_per_ring", "gauge", "Series kept per ring at most (--max-series-per-ring)",
-               [([], Double(stats.seriesLimitPerRing))])
-        family("ringside_collector_series_bytes", "gauge",
-               "Memory the series take, as charged against --max-series-bytes (windows, counts and page text)",
-               [([], Double(stats.seriesBytes))])
-        family("ringside_collector_series_bytes_limit", "gauge", "Memory the series may take at most (--max-series-bytes)",
-               [([], Double(stats.seriesBytesLimit))])
-        family("ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
-               [([], Double(stats.startedRealtimeNanos) / 1e9)])
-        family("ringside_collector_log_lines_suppressed_total", "counter",
-               "Log lines about single rings left out because more than 20 a second came (their states are in /health)",
-               [([], Double(stats.logLinesSuppressed))])
-        family("ringside_collector_rings_waiting", "gauge",
-               "Ring files found but not attached: the open-file limit, less the HTTP server's reserve, is reached",
-               [([], Double(stats.ringsWaitingForDescriptors))])
+        family(
+            "ringside_collector_series_limit", "gauge", "Series the collector keeps at most (--max-series)",
+            [([], Double(stats.seriesLimit))])
+        family(
+            "ringside_collector_series_limit_per_ring", "gauge", "Series kept per ring at most (--max-series-per-ring)",
+            [([], Double(stats.seriesLimitPerRing))])
+        family(
+            "ringside_collector_series_bytes", "gauge",
+            "Memory the series take, as charged against --max-series-bytes (windows, counts and page text)",
+            [([], Double(stats.seriesBytes))])
+        family(
+            "ringside_collector_series_bytes_limit", "gauge", "Memory the series may take at most (--max-series-bytes)",
+            [([], Double(stats.seriesBytesLimit))])
+        family(
+            "ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
+            [([], Double(stats.startedRealtimeNanos) / 1e9)])
+        family(
+            "ringside_collector_log_lines_suppressed_total", "counter",
+            "Log lines about single rings left out because more than 20 a second came (their states are in /health)",
+            [([], Double(stats.logLinesSuppressed))])
+        family(
+            "ringside_collector_rings_waiting", "gauge",
+            "Ring files found but not attached: the open-file limit, less the HTTP server's reserve, is reached",
+            [([], Double(stats.ringsWaitingForDescriptors))])
         if let errors = stats.hlogErrors {
-            family("ringside_collector_hlog_errors_total", "counter", "Failed opens, writes and renames of the --hlog latency log",
-                   [([], Double(errors))])
+            family(
+                "ringside_collector_hlog_errors_total", "counter", "Failed opens, writes and renames of the --hlog latency log",
+                [([], Double(errors))])
         }
         if let history = stats.history {
-            family("ringside_collector_history_series", "gauge", "Series the per-second history (/api/history) holds",
-                   [([], Double(history.series))])
-            family("ringside_collector_history_series_limit", "gauge", "Series the history holds at most (--history-max-series)",
-                   [([], Double(history.limit))])
-            family("ringside_collector_history_series_refused", "gauge",
-                   "Series of the last snapshot the history refused: it holds --history-max-series, none gone",
-                   [([], Double(history.refused))])
+            family(
+                "ringside_collector_history_series", "gauge", "Series the per-second history (/api/history) holds",
+                [([], Double(history.series))])
+            family(
+                "ringside_collector_history_series_limit", "gauge", "Series the history holds at most (--history-max-series)",
+                [([], Double(history.limit))])
+            family(
+                "ringside_collector_history_series_refused", "gauge",
+                "Series of the last snapshot the history refused: it holds --history-max-series, none gone",
+                [([], Double(history.refused))])
         }
 
         let slos = snapshot.slos
-        family("ringside_slo_violated", "gauge", "1 while the SLO is broken over its window",
-               slos.map { ([("slo", $0.rule)], $0.violated ? 1 : 0) })
-        family("ringside_slo_violations_total", "counter", "Times the SLO went from met to broken",
-               slos.map { ([("slo", $0.rule)], Double($0.violations)) })
-        family("ringside_slo_compliance_ratio", "gauge", "Fraction of the window's events within the SLO's threshold",
-               slos.map { ([("slo", $0.rule)], $0.compliance) })
-        family("ringside_slo_window_events", "gauge", "Events in the SLO's window across its matching series",
-               slos.map { ([("slo", $0.rule)], Double($0.events)) })
+        family(
+            "ringside_slo_violated", "gauge", "1 while the SLO is broken over its window",
+            slos.map { ([("slo", $0.rule)], $0.violated ? 1 : 0) })
+        family(
+            "ringside_slo_violations_total", "counter", "Times the SLO went from met to broken",
+            slos.map { ([("slo", $0.rule)], Double($0.violations)) })
+        family(
+            "ringside_slo_compliance_ratio", "gauge", "Fraction of the window's events within the SLO's threshold",
+            slos.map { ([("slo", $0.rule)], $0.compliance) })
+        family(
+            "ringside_slo_window_events", "gauge", "Events in the SLO's window across its matching series",
+            slos.map { ([("slo", $0.rule)], Double($0.events)) })
         return result
     }
 
@@ -303,13 +345,15 @@ extension ProcessMetrics {
     func families() -> [PrometheusExporter.FixedFamily] {
         typealias Family = PrometheusExporter.FixedFamily
         return [
-            Family("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
-                   [([], cpuSeconds)]),
+            Family(
+                "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+                [([], cpuSeconds)]),
             Family("process_max_fds", "gauge", "Maximum number of open file descriptors.", [([], maxFDs)]),
             Family("process_open_fds", "gauge", "Number of open file descriptors.", [([], openFDs)]),
             Family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", [([], residentMemoryBytes)]),
-            Family("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
-                   [([], startTimeSeconds)]),
+            Family(
+                "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+                [([], startTimeSeconds)]),
             Family("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", [([], virtualMemoryBytes)]),
         ]
     }

@@ -72,7 +72,8 @@ struct PrometheusPage {
             let parts = group.names.parts
             if claim(parts.map { ($0.family, $0.type) }) {
                 for part in parts {
-                    add(.group(number, part.part), to: part.family, type: part.type,
+                    add(
+                        .group(number, part.part), to: part.family, type: part.type,
                         help: PrometheusExporter.help(part.part.help, of: group.metric))
                 }
             } else {
@@ -82,10 +83,12 @@ struct PrometheusPage {
         for family in PrometheusExporter.selfMetrics(snapshot) { addFixed(family) }
         addFixed(PrometheusExporter.buildInfo)
         for family in process?.families() ?? [] { addFixed(family) }
-        addFixed(PrometheusExporter.FixedFamily("ringside_collector_series_conflicts", "gauge",
-                                                "Series left out because another metric claimed their family name "
-                                                    + "with another type",
-                                                [([], Double(conflicts))]))
+        addFixed(
+            PrometheusExporter.FixedFamily(
+                "ringside_collector_series_conflicts", "gauge",
+                "Series left out because another metric claimed their family name "
+                    + "with another type",
+                [([], Double(conflicts))]))
     }
 
     private struct GroupKey: Hashable {
@@ -109,7 +112,10 @@ struct PrometheusPage {
     }
 
     private mutating func addFixed(_ family: PrometheusExporter.FixedFamily) {
-        guard claim([(family.name, family.type)]) else { conflicts += 1; return }
+        guard claim([(family.name, family.type)]) else {
+            conflicts += 1
+            return
+        }
         add(.fixed(family), to: family.name, type: family.type, help: family.help)
     }
 
@@ -126,8 +132,9 @@ struct PrometheusPage {
     /// slice a run of whole steps into its own buffer (from `buffers`, reused), then joined.
     func write(reusing buffers: inout [TextBuffer], threads: Int = PrometheusPage.threads, openMetrics: Bool = false) -> [UInt8] {
         let labels = SeriesLabels(snapshot.series)
-        let shared = PrometheusExporter.SharedLabels(windows: snapshot.windowNanos.map { formatDuration($0) },
-                                                     quantiles: snapshot.quantiles)
+        let shared = PrometheusExporter.SharedLabels(
+            windows: snapshot.windowNanos.map { formatDuration($0) },
+            quantiles: snapshot.quantiles)
         var (steps, lines) = plan(openMetrics: openMetrics)
         if openMetrics {
             steps.append(.text(Array("# EOF\n".utf8)))
@@ -147,9 +154,10 @@ struct PrometheusPage {
         // Series are read in place: copying one (its strings and arrays) costs more than its lines.
         snapshot.series.withUnsafeBufferPointer { series in
             labels.text.withBytes { labelText in
-                let writer = SliceWriter(steps: steps, slices: slices, buffers: used,
-                                         names: groups.map(\.names), shared: shared, series: series,
-                                         labelText: labelText, labelRanges: labels.ranges)
+                let writer = SliceWriter(
+                    steps: steps, slices: slices, buffers: used,
+                    names: groups.map(\.names), shared: shared, series: series,
+                    labelText: labelText, labelRanges: labels.ranges)
                 DispatchQueue.concurrentPerform(iterations: slices.count) { writer.write(slice: $0) }
             }
         }
@@ -198,8 +206,9 @@ struct PrometheusPage {
                     steps.append(.text(fixed.lines))
                     lines.append(1)
                 case let .group(number, part):
-                    let perSeries = Self.lines(of: part, metric: groups[number].metric, windows: windows,
-                                               quantiles: snapshot.quantiles.count)
+                    let perSeries = Self.lines(
+                        of: part, metric: groups[number].metric, windows: windows,
+                        quantiles: snapshot.quantiles.count)
                     for position in groups[number].members {
                         steps.append(.series(group: number, part: part, position: position))
                         lines.append(perSeries)
@@ -230,13 +239,14 @@ struct PrometheusPage {
         var writer = ProtobufWriter()
         let windows = snapshot.windowNanos.map { formatDuration($0) }
         for family in families {
-            let type: ProtobufWriter.MetricType = switch family.type {
-            case "counter": .counter
-            case "gauge": .gauge
-            case "summary": .summary
-            case "histogram": .histogram
-            default: .untyped
-            }
+            let type: ProtobufWriter.MetricType =
+                switch family.type {
+                case "counter": .counter
+                case "gauge": .gauge
+                case "summary": .summary
+                case "histogram": .histogram
+                default: .untyped
+                }
             writer.metricFamily(name: family.name, help: family.help, type: type) { out in
                 for member in family.members {
                     switch member {
@@ -248,9 +258,11 @@ struct PrometheusPage {
                         }
                     case let .group(_, part):
                         for position in groupMembers(of: member) {
-                            ProtobufSeries(series: snapshot.series[position], windows: windows, quantiles: snapshot.quantiles,
-                                           nativeSchema: snapshot.nativeHistogramSchema)
-                                .write(part, into: &out)
+                            ProtobufSeries(
+                                series: snapshot.series[position], windows: windows, quantiles: snapshot.quantiles,
+                                nativeSchema: snapshot.nativeHistogramSchema
+                            )
+                            .write(part, into: &out)
                         }
                     }
                 }
@@ -303,8 +315,9 @@ private struct SliceWriter: @unchecked Sendable {
                 page.append(bytes: text)
             case let .series(group, part, position):
                 SeriesLines(page: page, names: names[group], shared: shared)
-                    .write(part, of: series.baseAddress! + position,
-                           labels: UnsafeBufferPointer(rebasing: labelText[labelRanges[position]]))
+                    .write(
+                        part, of: series.baseAddress! + position,
+                        labels: UnsafeBufferPointer(rebasing: labelText[labelRanges[position]]))
             }
         }
     }
@@ -352,21 +365,24 @@ private struct SeriesLines {
                 for (quantile, value) in zip(shared.windowQuantiles[window], series.pointee.windows[window].quantileValues) {
                     sample(names.windowedBytes, labels, quantile, whole: value, nanosPerUnit)
                 }
-                sample(names.windowedSum, labels, shared.windows[window], measure: series.pointee.windows[window].sum,
-                       nanosPerUnit)
+                sample(
+                    names.windowedSum, labels, shared.windows[window], measure: series.pointee.windows[window].sum,
+                    nanosPerUnit)
                 sample(names.windowedCount, labels, shared.windows[window], count: series.pointee.windows[window].count)
             }
         case (.histogram, .windowMax):
             for window in 0..<windowCount {
-                sample(names.windowMaxBytes, labels, shared.windows[window], whole: series.pointee.windows[window].max,
-                       nanosPerUnit)
+                sample(
+                    names.windowMaxBytes, labels, shared.windows[window], whole: series.pointee.windows[window].max,
+                    nanosPerUnit)
             }
         case (.counter, .whole):
             sample(names.mainBytes, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
         case (.counter, .rate):
             for window in 0..<windowCount {
-                sample(names.rateBytes, labels, shared.windows[window], measure: series.pointee.windows[window].rate,
-                       nanosPerUnit)
+                sample(
+                    names.rateBytes, labels, shared.windows[window], measure: series.pointee.windows[window].rate,
+                    nanosPerUnit)
             }
         case (.gauge, .whole):
             if let last = series.pointee.lastValue { sample(names.mainBytes, labels, [], measure: last, nanosPerUnit) }
@@ -394,16 +410,20 @@ private struct SeriesLines {
     }
 
     /// A whole number of the metric's unit: times print as exact decimal seconds.
-    private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], whole value: UInt64,
-                        _ nanosPerUnit: UInt64?) {
+    private func sample(
+        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], whole value: UInt64,
+        _ nanosPerUnit: UInt64?
+    ) {
         page.appendSampleHead(name, labels, extra)
         if let nanosPerUnit { page.appendSeconds(nanoseconds: value &* nanosPerUnit) } else { page.append(value) }
         page.append(UInt8(ascii: "\n"))
     }
 
     /// Any value in the metric's unit, in base units.
-    private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], measure value: Double,
-                        _ nanosPerUnit: UInt64?) {
+    private func sample(
+        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], measure value: Double,
+        _ nanosPerUnit: UInt64?
+    ) {
         page.appendSampleHead(name, labels, extra)
         if let nanosPerUnit { page.appendSeconds(value, nanosPerUnit: nanosPerUnit) } else { page.appendNumber(value) }
         page.append(UInt8(ascii: "\n"))
@@ -472,8 +492,11 @@ private struct ProtobufSeries {
             let equals = line.firstIndex(of: "=") ?? line.endIndex
             let key = String(line[..<equals])
             let reserved = PrometheusExporter.reservedLabelNames.contains { $0.elementsEqual(key.utf8) }
-            pairs.append((name: reserved ? "exported_" + key : key,
-                          value: equals < line.endIndex ? String(line[line.index(after: equals)...]) : ""))
+            pairs.append(
+                (
+                    name: reserved ? "exported_" + key : key,
+                    value: equals < line.endIndex ? String(line[line.index(after: equals)...]) : ""
+                ))
         }
         return pairs
     }

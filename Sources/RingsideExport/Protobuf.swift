@@ -9,7 +9,9 @@ public struct ProtobufWriter {
 
     /// The wire types this encoder writes.
     enum WireType: UInt64 {
-        case varint = 0, fixed64 = 1, lengthDelimited = 2
+        case varint = 0
+        case fixed64 = 1
+        case lengthDelimited = 2
     }
 
     mutating func varint(_ value: UInt64) {
@@ -89,7 +91,11 @@ public struct ProtobufWriter {
 extension ProtobufWriter {
     /// `MetricType`.
     public enum MetricType: UInt64 {
-        case counter = 0, gauge = 1, summary = 2, untyped = 3, histogram = 4
+        case counter = 0
+        case gauge = 1
+        case summary = 2
+        case untyped = 3
+        case histogram = 4
     }
 
     /// One `MetricFamily`, delimited: name, help, type, then the metrics `body` writes with
@@ -142,8 +148,10 @@ extension ProtobufWriter {
 
     /// `Metric.histogram`: count and sum; the classic cumulative buckets (upper bounds in the base
     /// unit, +Inf left out); and, when given, the native buckets.
-    public mutating func histogramValue(count: UInt64, sum: Double, classic: [(upperBound: Double, cumulativeCount: UInt64)],
-                                        native: NativeBuckets?) {
+    public mutating func histogramValue(
+        count: UInt64, sum: Double, classic: [(upperBound: Double, cumulativeCount: UInt64)],
+        native: NativeBuckets?
+    ) {
         message(7) { histogram in
             histogram.uint64(1, count)
             histogram.double(2, sum)

@@ -128,10 +128,12 @@ final class TextBuffer {
                     cursor += bytes.count
                 }
                 copy(name)
-                cursor.pointee = UInt8(ascii: "{"); cursor += 1
+                cursor.pointee = UInt8(ascii: "{")
+                cursor += 1
                 copy(labels)
                 if !extra.isEmpty {
-                    cursor.pointee = UInt8(ascii: ","); cursor += 1
+                    cursor.pointee = UInt8(ascii: ",")
+                    cursor += 1
                     copy(extra)
                 }
                 cursor[0] = UInt8(ascii: "}")
@@ -148,12 +150,15 @@ final class TextBuffer {
 
     /// Nanoseconds as exact decimal seconds: 1350 is `0.00000135`, 2000000000 is `2`.
     func appendSeconds(nanoseconds: UInt64) {
-        let start = reserve(30) // 20 digits, the point, 9 places
+        let start = reserve(30)  // 20 digits, the point, 9 places
         var length = Self.writeDigits(nanoseconds / 1_000_000_000, to: start)
         var fraction = nanoseconds % 1_000_000_000
         if fraction > 0 {
             var places = 9
-            while fraction % 10 == 0 { fraction /= 10; places -= 1 }
+            while fraction % 10 == 0 {
+                fraction /= 10
+                places -= 1
+            }
             start[length] = UInt8(ascii: ".")
             length += 1
             let zeros = places - Self.decimalDigits(fraction)

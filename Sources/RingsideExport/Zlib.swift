@@ -13,9 +13,10 @@ public enum Zlib {
     /// `bytes` compressed into one stream of `container`. Level 1 to 9; the default, 6, is zlib's.
     public static func compress(_ bytes: [UInt8], _ container: Container, level: Int32 = 6) -> [UInt8] {
         var stream = z_stream()
-        let started = deflateInit2_(&stream, level, Z_DEFLATED, container.windowBits, 8, Z_DEFAULT_STRATEGY,
-                                    ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
-        precondition(started == Z_OK, "zlib's deflateInit2 failed: \(started)") // only on no memory
+        let started = deflateInit2_(
+            &stream, level, Z_DEFLATED, container.windowBits, 8, Z_DEFAULT_STRATEGY,
+            ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+        precondition(started == Z_OK, "zlib's deflateInit2 failed: \(started)")  // only on no memory
         defer { deflateEnd(&stream) }
         // Out through a chunk, not into a buffer of deflateBound's size: that one, as large as
         // the input (1.4 GB for some pages), would be zeroed and kept as the result's capacity.
@@ -38,7 +39,7 @@ public enum Zlib {
         return run(over: bytes, stream: &stream, chunkBytes: 64 * 1024, step: { inflate(&$0, Z_NO_FLUSH) }) { status, produced, stream in
             if status == Z_STREAM_END { return true }
             if status != Z_OK { return false }
-            if stream.avail_in == 0 && produced == 0 { return false } // truncated
+            if stream.avail_in == 0 && produced == 0 { return false }  // truncated
             return nil
         }
     }
@@ -46,8 +47,10 @@ public enum Zlib {
     /// Feeds `bytes` to `step` (deflate or inflate) and collects what it writes, a chunk at a
     /// time, until `verdict` says the stream ended (true: the bytes written), failed (false: nil)
     /// or goes on (nil).
-    private static func run(over bytes: [UInt8], stream: inout z_stream, chunkBytes: Int, step: (inout z_stream) -> Int32,
-                            verdict: (_ status: Int32, _ produced: Int, _ stream: z_stream) -> Bool?) -> [UInt8]? {
+    private static func run(
+        over bytes: [UInt8], stream: inout z_stream, chunkBytes: Int, step: (inout z_stream) -> Int32,
+        verdict: (_ status: Int32, _ produced: Int, _ stream: z_stream) -> Bool?
+    ) -> [UInt8]? {
         var result: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: chunkBytes)
         return bytes.withUnsafeBufferPointer { input -> [UInt8]? in

@@ -71,7 +71,9 @@ final class Connection {
                     written += n
                     allowed -= n
                 case .wouldBlock: return false
-                case .endOfStream, .failed: close(); return false
+                case .endOfStream, .failed:
+                    close()
+                    return false
                 }
             }
             output.removeFirst()

@@ -46,28 +46,32 @@ struct DescriptorShortage {
         counts[remedy, default: 0] += 1
         if startedAt == nil {
             startedAt = now
-            log("HTTP accept: out of file descriptors (\(code)); raise the open-file limit "
-                + "(ulimit -n, LimitNOFILE=). Meanwhile each newcomer takes the descriptor of the connection idle longest",
+            log(
+                "HTTP accept: out of file descriptors (\(code)); raise the open-file limit "
+                    + "(ulimit -n, LimitNOFILE=). Meanwhile each newcomer takes the descriptor of the connection idle longest",
                 true)
         }
         guard counts[remedy] == 1 else { return }
         switch remedy {
         case .evictedIdle:
-            break // said when the shortage began
+            break  // said when the shortage began
         case .refused:
-            log("HTTP accept: out of file descriptors and no connection is idle: newcomers get 503 (retry) "
-                + "until descriptors are free", true)
+            log(
+                "HTTP accept: out of file descriptors and no connection is idle: newcomers get 503 (retry) "
+                    + "until descriptors are free", true)
         case .paused:
-            log("HTTP accept: out of file descriptors, no connection idle and no spare descriptor: "
-                + "accepting paused 100 ms at a time", true)
+            log(
+                "HTTP accept: out of file descriptors, no connection idle and no spare descriptor: "
+                    + "accepting paused 100 ms at a time", true)
         }
     }
 
     /// An accept that needed no remedy: ends a shortage that has been quiet long enough.
     mutating func acceptedFreely(now: Int64, log: HTTPServerLog) {
         guard startedAt != nil, now - lastAt >= Self.quietMillis else { return }
-        log("HTTP accept: file descriptors available again (meanwhile \(counts[.evictedIdle, default: 0]) idle "
-            + "connections were closed for newcomers, \(counts[.refused, default: 0]) newcomers refused with 503)", false)
+        log(
+            "HTTP accept: file descriptors available again (meanwhile \(counts[.evictedIdle, default: 0]) idle "
+                + "connections were closed for newcomers, \(counts[.refused, default: 0]) newcomers refused with 503)", false)
         startedAt = nil
         counts = [:]
     }

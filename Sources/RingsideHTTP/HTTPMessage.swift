@@ -51,16 +51,20 @@ public struct HTTPResponse: Sendable, Equatable {
     /// value built from data can never split the response.
     public var headers: [HTTPHeader]
 
-    public init(status: Int = 200, contentType: String = "text/plain; charset=utf-8", body: [UInt8],
-                headers: [HTTPHeader] = []) {
+    public init(
+        status: Int = 200, contentType: String = "text/plain; charset=utf-8", body: [UInt8],
+        headers: [HTTPHeader] = []
+    ) {
         self.status = status
         self.contentType = contentType
         self.body = body
         self.headers = headers
     }
 
-    public init(status: Int = 200, contentType: String = "text/plain; charset=utf-8", text: String,
-                headers: [HTTPHeader] = []) {
+    public init(
+        status: Int = 200, contentType: String = "text/plain; charset=utf-8", text: String,
+        headers: [HTTPHeader] = []
+    ) {
         self.init(status: status, contentType: contentType, body: Array(text.utf8), headers: headers)
     }
 

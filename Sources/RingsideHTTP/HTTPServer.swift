@@ -101,12 +101,15 @@ public final class HTTPServer: Sendable {
     ///   - handler: answers each `GET` and `HEAD` that `quick` declines, on the render worker,
     ///     one at a time. It may take long; only requests for the worker wait for it.
     /// - Throws: `HTTPServerError` naming the address and the cause.
-    public init(listen: String, limits: HTTPServerLimits = HTTPServerLimits(),
-                log: @escaping HTTPServerLog = { _, _ in },
-                quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse? = { _ in nil },
-                handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws(HTTPServerError) {
-        precondition(limits.maxHeadBytes >= 64 && limits.maxConnections >= 1 && limits.maxQueuedRequests >= 1,
-                     "HTTPServerLimits too small")
+    public init(
+        listen: String, limits: HTTPServerLimits = HTTPServerLimits(),
+        log: @escaping HTTPServerLog = { _, _ in },
+        quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse? = { _ in nil },
+        handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
+    ) throws(HTTPServerError) {
+        precondition(
+            limits.maxHeadBytes >= 64 && limits.maxConnections >= 1 && limits.maxQueuedRequests >= 1,
+            "HTTPServerLimits too small")
         precondition(limits.headTimeout > .zero && limits.writeTimeout > .zero, "HTTPServerLimits timeouts must be positive")
         let address = try ListenAddress(parsing: listen)
         let candidates: [SocketAddress]

@@ -30,7 +30,7 @@ struct ListenAddress: Equatable {
             throw invalid("missing host; write 127.0.0.1 for this machine only, 0.0.0.0 or [::] for every interface")
         }
         guard !portPart.isEmpty, portPart.count <= 5, portPart.allSatisfy({ $0.isASCII && $0.isNumber }),
-              let port = Int(portPart), port <= 65535
+            let port = Int(portPart), port <= 65535
         else { throw invalid("port must be a number from 0 to 65535 (0 picks a free one)") }
         host = String(hostPart)
         self.port = port

@@ -65,11 +65,13 @@ final class RenderWorker: Sendable {
     /// Ends the thread once the request it is rendering (if any) is done, and waits for it;
     /// requests still queued are dropped. Idempotent.
     func stop() {
-        guard let thread = state.withLock({ state -> Syscall.Thread? in
-            state.stopping = true
-            defer { state.thread = nil }
-            return state.thread
-        }) else { return }
+        guard
+            let thread = state.withLock({ state -> Syscall.Thread? in
+                state.stopping = true
+                defer { state.thread = nil }
+                return state.thread
+            })
+        else { return }
         jobsWaiting.signal()
         Syscall.join(thread)
     }

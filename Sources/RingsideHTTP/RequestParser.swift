@@ -124,9 +124,11 @@ func parseHead(_ head: ArraySlice<UInt8>) -> ParseOutcome {
     case "HTTP/1.0": minorVersion = 0
     default:
         let u = Array(version.utf8)
-        let shaped = u.count == 8 && version.hasPrefix("HTTP/") && u[5] >= 0x30 && u[5] <= 0x39
+        let shaped =
+            u.count == 8 && version.hasPrefix("HTTP/") && u[5] >= 0x30 && u[5] <= 0x39
             && u[6] == UInt8(ascii: ".") && u[7] >= 0x30 && u[7] <= 0x39
-        return shaped ? .refuse(status: 505, message: "only HTTP/1.0 and HTTP/1.1 are supported")
+        return shaped
+            ? .refuse(status: 505, message: "only HTTP/1.0 and HTTP/1.1 are supported")
             : .refuse(status: 400, message: "request line must end with HTTP/1.0 or HTTP/1.1")
     }
     guard let (path, query) = splitTarget(target) else {
@@ -136,7 +138,7 @@ func parseHead(_ head: ArraySlice<UInt8>) -> ParseOutcome {
     var headers: [HTTPHeader] = []
     for line in lines where !line.isEmpty {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
-              line[..<colon].allSatisfy(isTokenByte)
+            line[..<colon].allSatisfy(isTokenByte)
         else { return .refuse(status: 400, message: "header lines must be name: value") }
         let value = line[(colon + 1)...].drop { $0 == space || $0 == tab }
         let trimmed = value.reversed().drop { $0 == space || $0 == tab }.reversed()
@@ -145,8 +147,9 @@ func parseHead(_ head: ArraySlice<UInt8>) -> ParseOutcome {
     if headers.count > RequestParser.maxHeaderCount {
         return .refuse(status: 431, message: "more than \(RequestParser.maxHeaderCount) headers")
     }
-    let request = HTTPRequest(method: method, target: target, path: path, query: query,
-                              minorVersion: minorVersion, headers: headers)
+    let request = HTTPRequest(
+        method: method, target: target, path: path, query: query,
+        minorVersion: minorVersion, headers: headers)
     return checkSemantics(request)
 }
 

@@ -13,8 +13,10 @@ enum ConnectionDisposition {
 ///
 /// `Content-Length` is always the body's length, also for `HEAD`, so a `HEAD` tells the client
 /// what a `GET` would send.
-func encodeResponse(_ response: HTTPResponse, headOnly: Bool,
-                    disposition: ConnectionDisposition) -> (head: [UInt8], body: [UInt8]) {
+func encodeResponse(
+    _ response: HTTPResponse, headOnly: Bool,
+    disposition: ConnectionDisposition
+) -> (head: [UInt8], body: [UInt8]) {
     var head = "HTTP/1.1 \(response.status) \(reasonPhrase(response.status))\r\n"
     head += "Content-Type: \(headerSafe(response.contentType))\r\n"
     head += "Content-Length: \(response.body.count)\r\n"

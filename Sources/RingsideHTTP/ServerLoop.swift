@@ -44,8 +44,10 @@ final class ServerLoop {
     /// Where the next wake-up starts servicing, so connections take turns when the budget is short.
     private var firstServiced = 0
 
-    init(listenFD: Int32, wakeup: LoopWakeup, limits: HTTPServerLimits, log: @escaping HTTPServerLog,
-         quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse?, worker: RenderWorker) {
+    init(
+        listenFD: Int32, wakeup: LoopWakeup, limits: HTTPServerLimits, log: @escaping HTTPServerLog,
+        quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse?, worker: RenderWorker
+    ) {
         self.listenFD = listenFD
         self.wakeup = wakeup
         self.limits = limits
@@ -127,10 +129,10 @@ final class ServerLoop {
     // MARK: - Accepting
 
     private func acceptConnections(now: Int64) {
-        var evicted = 0 // closed in this call, still in `connections` until the loop prunes them
+        var evicted = 0  // closed in this call, still in `connections` until the loop prunes them
         defer { connections.removeAll { $0.isClosed } }
-        let accepted = connections.count // those before this turn's newcomers, which are appended
-        var remedied = false // the last accept was helped by freeing a descriptor
+        let accepted = connections.count  // those before this turn's newcomers, which are appended
+        var remedied = false  // the last accept was helped by freeing a descriptor
         for _ in 0..<acceptBatch {
             switch Syscall.accept(listenFD) {
             case .accepted(let fd):
@@ -138,15 +140,17 @@ final class ServerLoop {
                 remedied = false
                 if connections.count - evicted >= limits.maxConnections {
                     guard let idlest = idlestConnection(of: accepted) else {
-                        refuse(fd) // every connection is mid-request
+                        refuse(fd)  // every connection is mid-request
                         continue
                     }
-                    idlest.close() // removed from the list at the end of this turn
+                    idlest.close()  // removed from the list at the end of this turn
                     evicted += 1
                 }
                 Syscall.setNoDelay(fd)
-                connections.append(Connection(fd: fd, maxHeadBytes: limits.maxHeadBytes,
-                                              deadline: now + limits.headTimeout.wholeMilliseconds, now: now))
+                connections.append(
+                    Connection(
+                        fd: fd, maxHeadBytes: limits.maxHeadBytes,
+                        deadline: now + limits.headTimeout.wholeMilliseconds, now: now))
             case .retry:
                 continue
             case .empty:
@@ -278,15 +282,17 @@ final class ServerLoop {
     }
 
     /// The worker's queue is full: come back in a second.
-    private static let busy = HTTPResponse(status: 503, text: "503 Service Unavailable: busy rendering other pages; retry shortly\n",
-                                           headers: [HTTPHeader("Retry-After", "1")])
+    private static let busy = HTTPResponse(
+        status: 503, text: "503 Service Unavailable: busy rendering other pages; retry shortly\n",
+        headers: [HTTPHeader("Retry-After", "1")])
 
     /// Hands each answer the worker finished to its connection, sends what the socket takes, and
     /// goes on with the connection's next request.
     private func deliverAnswers(now: Int64) {
         for answer in worker.takeAnswers() {
             guard let connection = rendering.removeValue(forKey: answer.ticket), !connection.isClosed,
-                  case let .rendering(headOnly, disposition) = connection.phase else { continue }
+                case let .rendering(headOnly, disposition) = connection.phase
+            else { continue }
             startResponse(connection, answer.response, headOnly: headOnly, disposition: disposition, now: now)
             if connection.flush(slice: writeSlice) {
                 finishResponse(connection, now: now)
@@ -296,8 +302,10 @@ final class ServerLoop {
     }
 
     /// Puts `response` in the connection's output; the write timeout starts.
-    private func startResponse(_ connection: Connection, _ response: HTTPResponse, headOnly: Bool,
-                               disposition: ConnectionDisposition, now: Int64) {
+    private func startResponse(
+        _ connection: Connection, _ response: HTTPResponse, headOnly: Bool,
+        disposition: ConnectionDisposition, now: Int64
+    ) {
         let (head, body) = encodeResponse(response, headOnly: headOnly, disposition: disposition)
         connection.output = [head, body]
         connection.phase = .writing(closeAfter: disposition == .close)

@@ -61,7 +61,8 @@ enum Syscall {
 
     /// A new non-blocking, close-on-exec TCP socket. The corresponding C function is `socket`.
     static func tcpSocket(family: Int32) throws(SyscallError) -> Int32 {
-        let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        let type =
+            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
             | Int32(SOCK_CLOEXEC.rawValue)
         return try named("socket") { () throws(Errno) in try System.socket(family, type) }
     }
@@ -117,7 +118,7 @@ enum Syscall {
             switch error {
             case .resourceTemporarilyUnavailable, .wouldBlock: return .empty
             case .tooManyOpenFiles, .tooManyOpenFilesInSystem, .noBufferSpace, .noMemory: return .exhausted(error)
-            default: return .retry // ECONNABORTED, EPROTO and the network errors Linux passes on
+            default: return .retry  // ECONNABORTED, EPROTO and the network errors Linux passes on
             }
         }
         do { try setNonBlockingCloseOnExec(fd) } catch {
@@ -259,11 +260,13 @@ enum Syscall {
         }
         let context = Unmanaged.passRetained(Box(body: body)).toOpaque()
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-            box.body()
-            return nil
-        }, context)
+        let rc = pthread_create(
+            &thread, nil,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                box.body()
+                return nil
+            }, context)
         guard rc == 0 else {
             Unmanaged<Box>.fromOpaque(context).release()
             return .failure(SyscallError(call: "pthread_create", errno: Errno(rawValue: rc)))

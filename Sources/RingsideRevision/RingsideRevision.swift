@@ -25,7 +25,7 @@ struct RingsideRevision: BuildToolPlugin {
                 arguments: ["-c", Self.script, "ringside-revision", package.path, output.path],
                 environment: ["PATH": path, "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"],
                 inputFiles: Self.headFiles(of: package),
-                outputFiles: [output]),
+                outputFiles: [output])
         ]
     }
 
@@ -61,21 +61,21 @@ struct RingsideRevision: BuildToolPlugin {
     /// `$1` the package directory, `$2` the file to write. Never fails the build: anything
     /// unexpected gives "unknown".
     static let script = #"""
-    package="$1"; file="$2"
-    mkdir -p "$(dirname "$file")" || exit 1
-    revision=unknown
-    if command -v git >/dev/null 2>&1; then
-        top=$(git -C "$package" rev-parse --show-toplevel 2>/dev/null) || top=
-        if [ -n "$top" ] && [ "$(cd "$top" 2>/dev/null && pwd -P)" = "$(cd "$package" && pwd -P)" ]; then
-            revision=$(git -C "$package" rev-parse --short HEAD 2>/dev/null) || revision=unknown
+        package="$1"; file="$2"
+        mkdir -p "$(dirname "$file")" || exit 1
+        revision=unknown
+        if command -v git >/dev/null 2>&1; then
+            top=$(git -C "$package" rev-parse --show-toplevel 2>/dev/null) || top=
+            if [ -n "$top" ] && [ "$(cd "$top" 2>/dev/null && pwd -P)" = "$(cd "$package" && pwd -P)" ]; then
+                revision=$(git -C "$package" rev-parse --short HEAD 2>/dev/null) || revision=unknown
+            fi
         fi
-    fi
-    case "$revision" in ''|*[!0-9a-f]*) revision=unknown ;; esac
-    text="// Generated at build time by the RingsideRevision plugin (Sources/RingsideRevision): do not edit.
-    let buildRevision = \"$revision\""
-    if [ ! -f "$file" ] || [ "$(cat "$file")" != "$text" ]; then
-        printf '%s\n' "$text" > "$file.tmp" && mv -f "$file.tmp" "$file"
-    fi
-    exit 0
-    """#
+        case "$revision" in ''|*[!0-9a-f]*) revision=unknown ;; esac
+        text="// Generated at build time by the RingsideRevision plugin (Sources/RingsideRevision): do not edit.
+        let buildRevision = \"$revision\""
+        if [ ! -f "$file" ] || [ "$(cat "$file")" != "$text" ]; then
+            printf '%s\n' "$text" > "$file.tmp" && mv -f "$file.tmp" "$file"
+        fi
+        exit 0
+        """#
 }

@@ -15,8 +15,10 @@ public struct ProcessMetrics: Sendable, Equatable {
     /// `/proc/self/stat` over `_SC_CLK_TCK`).
     public var startTimeSeconds: Double
 
-    public init(cpuSeconds: Double, residentMemoryBytes: Double, virtualMemoryBytes: Double, openFDs: Double,
-                maxFDs: Double, startTimeSeconds: Double) {
+    public init(
+        cpuSeconds: Double, residentMemoryBytes: Double, virtualMemoryBytes: Double, openFDs: Double,
+        maxFDs: Double, startTimeSeconds: Double
+    ) {
         self.cpuSeconds = cpuSeconds
         self.residentMemoryBytes = residentMemoryBytes
         self.virtualMemoryBytes = virtualMemoryBytes

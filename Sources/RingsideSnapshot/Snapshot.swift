@@ -100,8 +100,10 @@ public struct LaneSnapshot: Sendable {
     /// Seconds since the lane's last record (or claim).
     public var heartbeatAgeSeconds: Double
 
-    package init(index: Int, state: LaneState, threadID: Int32, backlog: UInt64, recordsTotal: UInt64,
-                consumedTotal: UInt64, droppedTotal: UInt64, heartbeatAgeSeconds: Double) {
+    package init(
+        index: Int, state: LaneState, threadID: Int32, backlog: UInt64, recordsTotal: UInt64,
+        consumedTotal: UInt64, droppedTotal: UInt64, heartbeatAgeSeconds: Double
+    ) {
         self.index = index
         self.state = state
         self.threadID = threadID
@@ -186,8 +188,10 @@ public struct SLOSnapshot: Sendable {
     public var events: UInt64
     public var matchingSeries: Int
 
-    public init(rule: String, statistic: String, window: String, violated: Bool, violations: UInt64, compliance: Double,
-                observed: Double?, threshold: Double?, events: UInt64, matchingSeries: Int) {
+    public init(
+        rule: String, statistic: String, window: String, violated: Bool, violations: UInt64, compliance: Double,
+        observed: Double?, threshold: Double?, events: UInt64, matchingSeries: Int
+    ) {
         self.rule = rule
         self.statistic = statistic
         self.window = window

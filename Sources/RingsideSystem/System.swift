@@ -150,7 +150,7 @@ package enum System {
         defer { Glibc.closedir(directory) }
         var names: [String] = []
         while true {
-            Glibc.errno = 0 // readdir returns nil at the end and on failure; errno tells them apart
+            Glibc.errno = 0  // readdir returns nil at the end and on failure; errno tells them apart
             guard let entry = Glibc.readdir(directory) else {
                 if Glibc.errno != 0 { throw .current }
                 return names
@@ -162,8 +162,10 @@ package enum System {
     // MARK: - Mappings
 
     /// Maps `length` bytes of the file open at `fd` from `offset`. The corresponding C function is `mmap`.
-    package static func mmap(length: Int, protection: Int32, flags: Int32, fd: Int32,
-                             offset: Int) throws(Errno) -> UnsafeMutableRawPointer {
+    package static func mmap(
+        length: Int, protection: Int32, flags: Int32, fd: Int32,
+        offset: Int
+    ) throws(Errno) -> UnsafeMutableRawPointer {
         guard let base = Glibc.mmap(nil, length, protection, flags, fd, off_t(offset)), base != MAP_FAILED else { throw .current }
         return base
     }

@@ -57,8 +57,10 @@ package final class Console {
     }
 
     /// Runs a tool against a console that captures its output: what the tests call.
-    package static func capture(isTerminal: Bool = false,
-                                _ body: (Console) -> Int32) -> (status: Int32, output: String, errors: String) {
+    package static func capture(
+        isTerminal: Bool = false,
+        _ body: (Console) -> Int32
+    ) -> (status: Int32, output: String, errors: String) {
         var output = "", errors = ""
         let status: Int32
         do {

@@ -4,7 +4,10 @@ import RingsideJSON
 
 /// What `check` found in one ring.
 struct RingCheck {
-    enum Outcome: String { case ok, problems, notReady = "not_ready" }
+    enum Outcome: String {
+        case ok, problems
+        case notReady = "not_ready"
+    }
 
     let name: String
     let outcome: Outcome
@@ -43,7 +46,7 @@ struct RingCheck {
 
         var status: RingStatus?
         do throws(RingError) { status = try inspector.settledStatus() } catch {
-            if laneProblems.isEmpty { found.append("\(error)") } // else the scan above said it, lane by lane
+            if laneProblems.isEmpty { found.append("\(error)") }  // else the scan above said it, lane by lane
         }
         if let status {
             for lane in status.lanes {
@@ -53,7 +56,7 @@ struct RingCheck {
 
         var records: [PeekedRecord] = []
         do throws(RingError) { records = try inspector.settledPeek() } catch {
-            if status != nil && laneProblems.isEmpty { found.append("\(error)") } // else said once already
+            if status != nil && laneProblems.isEmpty { found.append("\(error)") }  // else said once already
         }
 
         // Read after the peek, so every record's metric is published.
@@ -95,7 +98,8 @@ struct RingCheck {
         problems = found
         outcome = found.isEmpty ? .ok : .problems
         if let status, found.isEmpty {
-            summary = "ring \(name): ok (\(records.count) record\(records.count == 1 ? "" : "s") in \(status.lanesText), "
+            summary =
+                "ring \(name): ok (\(records.count) record\(records.count == 1 ? "" : "s") in \(status.lanesText), "
                 + "\(metricCount) metric\(metricCount == 1 ? "" : "s"), producer \(ProducerLiveness(status: status).word))"
         } else {
             summary = ""
@@ -121,8 +125,10 @@ struct RingCheck {
     }
 
     var json: JSON {
-        .object([("name", .string(name)), ("ok", .bool(outcome != .problems)), ("state", .string(outcome.rawValue)),
-                 ("problems", .array(problems.map(JSON.string)))])
+        .object([
+            ("name", .string(name)), ("ok", .bool(outcome != .problems)), ("state", .string(outcome.rawValue)),
+            ("problems", .array(problems.map(JSON.string))),
+        ])
     }
 }
 

@@ -45,7 +45,7 @@ enum CleanCommand {
                 case let .producerAlive(_, pid):
                     outcomes.append((name, "kept", "producer alive (pid \(pid))"))
                 case .notFound:
-                    continue // removed by someone else meanwhile
+                    continue  // removed by someone else meanwhile
                 case .permissionDenied, .notARegularFile:
                     outcomes.append((name, "kept", "\(error)"))
                 default:
@@ -58,19 +58,30 @@ enum CleanCommand {
         let console = context.console
         let removedCount = outcomes.filter { $0.action == "removed" || $0.action == "would_remove" }.count
         if context.json {
-            console.print(JSON.object([
-                ("directory", .string(context.directory.path)), ("dry_run", .bool(dryRun)), ("force", .bool(force)),
-                (dryRun ? "would_remove" : "removed", .uint(UInt64(removedCount))),
-                ("rings", .array(outcomes.map { .object([("name", .string($0.name)), ("action", .string($0.action)),
-                                                         ("reason", .string($0.reason))]) })),
-            ]).text)
+            console.print(
+                JSON.object([
+                    ("directory", .string(context.directory.path)), ("dry_run", .bool(dryRun)), ("force", .bool(force)),
+                    (dryRun ? "would_remove" : "removed", .uint(UInt64(removedCount))),
+                    (
+                        "rings",
+                        .array(
+                            outcomes.map {
+                                .object([
+                                    ("name", .string($0.name)), ("action", .string($0.action)),
+                                    ("reason", .string($0.reason)),
+                                ])
+                            })
+                    ),
+                ]).text)
         } else {
             for outcome in outcomes {
-                let verb = ["removed": "removed", "would_remove": "would remove", "kept": "kept", "failed": "could not remove"][outcome.action]!
+                let verb = ["removed": "removed", "would_remove": "would remove", "kept": "kept", "failed": "could not remove"][
+                    outcome.action]!
                 console.print("\(verb) ring \(outcome.name): \(outcome.reason)")
             }
-            console.print((dryRun ? "would remove" : "removed") + " \(removedCount) of \(names.count) ring\(names.count == 1 ? "" : "s")"
-                + " in \(context.directory.path)")
+            console.print(
+                (dryRun ? "would remove" : "removed") + " \(removedCount) of \(names.count) ring\(names.count == 1 ? "" : "s")"
+                    + " in \(context.directory.path)")
         }
         return failed ? ExitStatus.failure : ExitStatus.success
     }

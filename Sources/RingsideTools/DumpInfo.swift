@@ -31,54 +31,92 @@ enum InfoCommand {
         let console = context.console
 
         if context.json {
-            console.print(json(status: status, header: header, entries: entries, cells: cells, producer: producer, file: file,
-                               now: now, raw: context.raw).text)
+            console.print(
+                json(
+                    status: status, header: header, entries: entries, cells: cells, producer: producer, file: file,
+                    now: now, raw: context.raw
+                ).text)
         } else {
-            var lines = keyValueLines([("ring", name), ("path", status.path)]
-                + (file.map { [("file", "\($0.size) bytes (\(humanBytes($0.size))), mode 0\(String($0.mode, radix: 8)), owner uid \($0.owner)")] } ?? []),
+            var lines = keyValueLines(
+                [("ring", name), ("path", status.path)]
+                    + (file.map {
+                        [("file", "\($0.size) bytes (\(humanBytes($0.size))), mode 0\(String($0.mode, radix: 8)), owner uid \($0.owner)")]
+                    } ?? []),
                 indent: "", width: 16)
             lines.append("")
             lines.append("layout (written once, at creation)")
-            lines += keyValueLines([
-                ("magic", "0x\(String(header.magic, radix: 16)) \"\(magicText(header.magic))\""),
-                ("format version", "\(header.version)"),
-                ("header size", "\(header.header_size) bytes"),
-                ("record size", "\(header.record_size) bytes"),
-                ("lane capacity", "\(status.capacity) records (capacity_log2 \(header.capacity_log2))"),
-                ("lane size", "\(header.lane_size) bytes: a \(header.lane_header_size)-byte header, a cell per metric, "
-                    + "records at +\(header.lane_records_offset)"),
-                ("max lanes", "\(header.max_lanes) (threads recording at once)"),
-                ("registry", "\(header.registry_capacity) entries of \(header.registry_entry_size) bytes at offset \(header.registry_offset)"),
-                ("metric cells", "\(header.registry_capacity) of \(header.metric_cell_size) bytes at offset \(header.cells_offset)"),
-                ("lanes offset", "\(header.lanes_offset)"),
-                ("created", "\(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns)) (realtime \(header.created_realtime_ns) ns, "
-                    + "monotonic \(header.created_monotonic_ns) ns)"),
-                ("age", now.age(ofRealtime: header.created_realtime_ns).map { formatDuration($0, approximate: true) } ?? "-"),
-            ], width: 14)
+            lines += keyValueLines(
+                [
+                    ("magic", "0x\(String(header.magic, radix: 16)) \"\(magicText(header.magic))\""),
+                    ("format version", "\(header.version)"),
+                    ("header size", "\(header.header_size) bytes"),
+                    ("record size", "\(header.record_size) bytes"),
+                    ("lane capacity", "\(status.capacity) records (capacity_log2 \(header.capacity_log2))"),
+                    (
+                        "lane size",
+                        "\(header.lane_size) bytes: a \(header.lane_header_size)-byte header, a cell per metric, "
+                            + "records at +\(header.lane_records_offset)"
+                    ),
+                    ("max lanes", "\(header.max_lanes) (threads recording at once)"),
+                    (
+                        "registry",
+                        "\(header.registry_capacity) entries of \(header.registry_entry_size) bytes at offset \(header.registry_offset)"
+                    ),
+                    ("metric cells", "\(header.registry_capacity) of \(header.metric_cell_size) bytes at offset \(header.cells_offset)"),
+                    ("lanes offset", "\(header.lanes_offset)"),
+                    (
+                        "created",
+                        "\(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns)) (realtime \(header.created_realtime_ns) ns, "
+                            + "monotonic \(header.created_monotonic_ns) ns)"
+                    ),
+                    ("age", now.age(ofRealtime: header.created_realtime_ns).map { formatDuration($0, approximate: true) } ?? "-"),
+                ], width: 14)
             lines.append("")
             lines.append("producer")
-            lines += keyValueLines([
-                ("state", producer.explanation),
-                ("pid", "\(status.producerPID)"),
-                ("started", status.producerStartRealtimeNanos > 0 ? utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos) : "-"),
-                ("heartbeat", ago(now.age(ofMonotonic: status.heartbeatMonotonicNanos)) + " (monotonic \(status.heartbeatMonotonicNanos) ns)"),
-                ("attaches", "\(status.producerAttaches)"),
-                ("lanes", "\(status.lanes.count) allocated of \(status.maxLanes), \(status.heldLanes) held by live threads; "
-                    + "a thread found every lane taken \(status.lanesExhausted) time\(status.lanesExhausted == 1 ? "" : "s")"),
-                ("write cursor", "\(status.writeCursor) (records written, every lane's added up)"),
-                ("dropped", "\(status.dropped) (\(status.laneDropped) by full lanes, \(status.unlanedDropped) by threads without a lane)"),
-                ("metrics", "\(status.metricCount) of \(status.maxMetrics)"),
-                ("file size", "\(status.fileSize) bytes with its \(status.lanesText)"),
-            ], width: 14)
+            lines += keyValueLines(
+                [
+                    ("state", producer.explanation),
+                    ("pid", "\(status.producerPID)"),
+                    (
+                        "started",
+                        status.producerStartRealtimeNanos > 0
+                            ? utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos) : "-"
+                    ),
+                    (
+                        "heartbeat",
+                        ago(now.age(ofMonotonic: status.heartbeatMonotonicNanos)) + " (monotonic \(status.heartbeatMonotonicNanos) ns)"
+                    ),
+                    ("attaches", "\(status.producerAttaches)"),
+                    (
+                        "lanes",
+                        "\(status.lanes.count) allocated of \(status.maxLanes), \(status.heldLanes) held by live threads; "
+                            + "a thread found every lane taken \(status.lanesExhausted) time\(status.lanesExhausted == 1 ? "" : "s")"
+                    ),
+                    ("write cursor", "\(status.writeCursor) (records written, every lane's added up)"),
+                    (
+                        "dropped",
+                        "\(status.dropped) (\(status.laneDropped) by full lanes, \(status.unlanedDropped) by threads without a lane)"
+                    ),
+                    ("metrics", "\(status.metricCount) of \(status.maxMetrics)"),
+                    ("file size", "\(status.fileSize) bytes with its \(status.lanesText)"),
+                ], width: 14)
             lines.append("")
             lines.append("consumer")
-            lines += keyValueLines([
-                ("state", status.consumerAlive ? "attached: a process holds the consumer lock (byte 1)"
-                                               : "none attached: nobody holds the consumer lock (byte 1)"),
-                ("pid", "\(status.consumerPID)"),
-                ("heartbeat", ago(now.age(ofMonotonic: header.consumer_heartbeat_ns)) + " (monotonic \(header.consumer_heartbeat_ns) ns)"),
-                ("read cursor", "\(status.readCursor) (records consumed, every lane's added up)"),
-            ], width: 14)
+            lines += keyValueLines(
+                [
+                    (
+                        "state",
+                        status.consumerAlive
+                            ? "attached: a process holds the consumer lock (byte 1)"
+                            : "none attached: nobody holds the consumer lock (byte 1)"
+                    ),
+                    ("pid", "\(status.consumerPID)"),
+                    (
+                        "heartbeat",
+                        ago(now.age(ofMonotonic: header.consumer_heartbeat_ns)) + " (monotonic \(header.consumer_heartbeat_ns) ns)"
+                    ),
+                    ("read cursor", "\(status.readCursor) (records consumed, every lane's added up)"),
+                ], width: 14)
             lines.append("")
             lines.append("lanes (\(status.lanes.count) of \(status.maxLanes), each holds \(status.capacity) records)")
             if status.lanes.isEmpty {
@@ -86,24 +124,28 @@ enum InfoCommand {
             } else {
                 lines += laneTable(status, now: now).lines.map { "  " + $0 }
             }
-            lines += keyValueLines([
-                ("backlog", "\(status.backlog) records in all; the fullest lane is \(oneDecimal(status.fillPercent))% full"),
-                ("attempted", "\(status.writeCursor &+ status.dropped) records (written + dropped)"),
-            ], width: 14)
+            lines += keyValueLines(
+                [
+                    ("backlog", "\(status.backlog) records in all; the fullest lane is \(oneDecimal(status.fillPercent))% full"),
+                    ("attempted", "\(status.writeCursor &+ status.dropped) records (written + dropped)"),
+                ], width: 14)
             lines.append("")
             lines.append("metrics (\(entries.count))")
             // CELL and DROPPED come from the cells, exact whatever the lanes held: a counter's
             // total (counters write no records), a gauge's last value, a histogram's or gauge's drops.
-            var table = TextTable(["INDEX", "KIND", "UNIT", "NAME", "LABELS", "SAMPLING", "CELL", "DROPPED", "HELP"],
-                                  right: ["INDEX", "DROPPED"])
+            var table = TextTable(
+                ["INDEX", "KIND", "UNIT", "NAME", "LABELS", "SAMPLING", "CELL", "DROPPED", "HELP"],
+                right: ["INDEX", "DROPPED"])
             for (index, entry) in entries.enumerated() {
                 switch entry {
                 case let .success(metric):
                     let labels = metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
                     let cell = cells[metric.index] ?? MetricCells()
-                    table.add(["\(metric.index)", metric.kind.description, metric.unit.description, metric.name,
-                               labels.isEmpty ? "-" : labels, metric.samplingText, cellText(cell, kind: metric.kind),
-                               metric.kind == .counter ? "-" : "\(cell.dropped)", metric.help.isEmpty ? "-" : metric.help])
+                    table.add([
+                        "\(metric.index)", metric.kind.description, metric.unit.description, metric.name,
+                        labels.isEmpty ? "-" : labels, metric.samplingText, cellText(cell, kind: metric.kind),
+                        metric.kind == .counter ? "-" : "\(cell.dropped)", metric.help.isEmpty ? "-" : metric.help,
+                    ])
                 case let .failure(problem):
                     table.add(["\(index)", "?", "?", "(bad entry: \(problem))", "-", "-", "-", "-", "-"])
                 }
@@ -122,14 +164,17 @@ enum InfoCommand {
 
     /// One row per lane: who holds it, its cursors, and its backlog against its own capacity.
     static func laneTable(_ status: RingStatus, now: Now) -> TextTable {
-        var table = TextTable(["LANE", "STATE", "TID", "CLAIMS", "WRITE", "READ", "BACKLOG", "FILL", "DROPPED", "HEARTBEAT"],
-                              right: ["LANE", "TID", "CLAIMS", "WRITE", "READ", "BACKLOG", "FILL", "DROPPED", "HEARTBEAT"])
+        var table = TextTable(
+            ["LANE", "STATE", "TID", "CLAIMS", "WRITE", "READ", "BACKLOG", "FILL", "DROPPED", "HEARTBEAT"],
+            right: ["LANE", "TID", "CLAIMS", "WRITE", "READ", "BACKLOG", "FILL", "DROPPED", "HEARTBEAT"])
         for lane in status.lanes {
-            table.add(["\(lane.index)", lane.stateText(producerAlive: status.producerAlive),
-                       lane.ownerTID != 0 ? "\(lane.ownerTID)" : "-", "\(lane.claims)",
-                       "\(lane.writeCursor)", "\(lane.readCursor)", "\(lane.backlog) of \(status.capacity)",
-                       oneDecimal(lane.fillPercent(capacity: status.capacity)) + "%", "\(lane.dropped)",
-                       ago(now.age(ofMonotonic: lane.heartbeatMonotonicNanos))])
+            table.add([
+                "\(lane.index)", lane.stateText(producerAlive: status.producerAlive),
+                lane.ownerTID != 0 ? "\(lane.ownerTID)" : "-", "\(lane.claims)",
+                "\(lane.writeCursor)", "\(lane.readCursor)", "\(lane.backlog) of \(status.capacity)",
+                oneDecimal(lane.fillPercent(capacity: status.capacity)) + "%", "\(lane.dropped)",
+                ago(now.age(ofMonotonic: lane.heartbeatMonotonicNanos)),
+            ])
         }
         return table
     }
@@ -159,9 +204,10 @@ enum InfoCommand {
 
     /// The magic's bytes as text, with dots for what is not printable ASCII.
     static func magicText(_ magic: UInt64) -> String {
-        String(decoding: withUnsafeBytes(of: magic.littleEndian) { raw in
-            raw.map { (0x20..<0x7F).contains($0) ? $0 : UInt8(ascii: ".") }
-        }, as: UTF8.self)
+        String(
+            decoding: withUnsafeBytes(of: magic.littleEndian) { raw in
+                raw.map { (0x20..<0x7F).contains($0) ? $0 : UInt8(ascii: ".") }
+            }, as: UTF8.self)
     }
 
     /// Hex in lines of 32 bytes, each with its offset.
@@ -177,63 +223,88 @@ enum InfoCommand {
         }
     }
 
-    private static func json(status: RingStatus, header: rs_header, entries: [Result<MetricDescriptor, RingCorruption>],
-                             cells: [UInt32: MetricCells], producer: ProducerLiveness, file: FileFacts?, now: Now,
-                             raw: Bool) -> JSON {
+    private static func json(
+        status: RingStatus, header: rs_header, entries: [Result<MetricDescriptor, RingCorruption>],
+        cells: [UInt32: MetricCells], producer: ProducerLiveness, file: FileFacts?, now: Now,
+        raw: Bool
+    ) -> JSON {
         let metrics: [JSON] = entries.enumerated().map { index, entry in
             switch entry {
             case let .success(metric):
-                return .object([("index", .uint(UInt64(metric.index))), ("kind", .string(metric.kind.description)),
-                                ("unit", .string(metric.unit.description)), ("name", .string(metric.name)),
-                                ("labels", metric.labelsJSON), ("sample_every", .uint(UInt64(metric.sampleEvery))),
-                                ("help", .string(metric.help)),
-                                ("cells", cellsJSON(cells[metric.index] ?? MetricCells(), kind: metric.kind))])
+                return .object([
+                    ("index", .uint(UInt64(metric.index))), ("kind", .string(metric.kind.description)),
+                    ("unit", .string(metric.unit.description)), ("name", .string(metric.name)),
+                    ("labels", metric.labelsJSON), ("sample_every", .uint(UInt64(metric.sampleEvery))),
+                    ("help", .string(metric.help)),
+                    ("cells", cellsJSON(cells[metric.index] ?? MetricCells(), kind: metric.kind)),
+                ])
             case let .failure(problem):
                 return .object([("index", .uint(UInt64(index))), ("error", .string(problem.description))])
             }
         }
         return .members([
             ("name", .string(status.name)), ("path", .string(status.path)),
-            ("file", file.map { .object([("size", .uint(UInt64($0.size))), ("mode", .string("0" + String($0.mode, radix: 8))),
-                                         ("owner_uid", .uint(UInt64($0.owner)))]) }),
-            ("layout", .object([
-                ("magic", .string("0x" + String(header.magic, radix: 16))), ("format_version", .uint(UInt64(header.version))),
-                ("header_size", .uint(UInt64(header.header_size))), ("record_size", .uint(UInt64(header.record_size))),
-                ("capacity_log2", .uint(UInt64(header.capacity_log2))), ("capacity", .uint(status.capacity)),
-                ("registry_capacity", .uint(UInt64(header.registry_capacity))),
-                ("registry_entry_size", .uint(UInt64(header.registry_entry_size))),
-                ("registry_offset", .uint(header.registry_offset)),
-                ("metric_cell_size", .uint(UInt64(header.metric_cell_size))), ("cells_offset", .uint(header.cells_offset)),
-                ("lanes_offset", .uint(header.lanes_offset)), ("lane_size", .uint(header.lane_size)),
-                ("lane_header_size", .uint(UInt64(header.lane_header_size))),
-                ("lane_records_offset", .uint(UInt64(header.lane_records_offset))),
-                ("max_lanes", .uint(UInt64(header.max_lanes))),
-                // The size with the lanes allocated now (the file grows by a lane at a time).
-                ("file_size", .uint(UInt64(status.fileSize))), ("created", .string(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns))),
-                ("created_realtime_ns", .uint(header.created_realtime_ns)),
-                ("created_monotonic_ns", .uint(header.created_monotonic_ns)),
-            ])),
-            ("producer", .members([
-                ("pid", .int(Int64(status.producerPID))), ("alive", .bool(producer.lockHeld)), ("lock_held", .bool(producer.lockHeld)),
-                ("pid_exists", producer.pidExists.map(JSON.bool) ?? .null), ("how", .string(producer.explanation)),
-                ("started", status.producerStartRealtimeNanos > 0 ? .string(utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos)) : .null),
-                ("start_realtime_ns", .uint(status.producerStartRealtimeNanos)),
-                ("heartbeat_ns", .uint(status.heartbeatMonotonicNanos)),
-                ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
-                ("attaches", .uint(UInt64(status.producerAttaches))),
-                // The lanes' sums: each lane's own cursors are in `lanes`.
-                ("write_cursor", .uint(status.writeCursor)), ("dropped", .uint(status.dropped)),
-                ("unlaned_dropped", .uint(status.unlanedDropped)),
-                ("lanes_allocated", .uint(UInt64(status.lanes.count))), ("lanes_held", .uint(UInt64(status.heldLanes))),
-                ("lanes_exhausted", .uint(status.lanesExhausted)),
-                ("metric_count", .uint(UInt64(status.metricCount))),
-            ])),
-            ("consumer", .members([
-                ("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive)),
-                ("heartbeat_ns", .uint(header.consumer_heartbeat_ns)),
-                ("heartbeat_age_ns", now.age(ofMonotonic: header.consumer_heartbeat_ns).map(JSON.uint) ?? .null),
-                ("read_cursor", .uint(status.readCursor)),
-            ])),
+            (
+                "file",
+                file.map {
+                    .object([
+                        ("size", .uint(UInt64($0.size))), ("mode", .string("0" + String($0.mode, radix: 8))),
+                        ("owner_uid", .uint(UInt64($0.owner))),
+                    ])
+                }
+            ),
+            (
+                "layout",
+                .object([
+                    ("magic", .string("0x" + String(header.magic, radix: 16))), ("format_version", .uint(UInt64(header.version))),
+                    ("header_size", .uint(UInt64(header.header_size))), ("record_size", .uint(UInt64(header.record_size))),
+                    ("capacity_log2", .uint(UInt64(header.capacity_log2))), ("capacity", .uint(status.capacity)),
+                    ("registry_capacity", .uint(UInt64(header.registry_capacity))),
+                    ("registry_entry_size", .uint(UInt64(header.registry_entry_size))),
+                    ("registry_offset", .uint(header.registry_offset)),
+                    ("metric_cell_size", .uint(UInt64(header.metric_cell_size))), ("cells_offset", .uint(header.cells_offset)),
+                    ("lanes_offset", .uint(header.lanes_offset)), ("lane_size", .uint(header.lane_size)),
+                    ("lane_header_size", .uint(UInt64(header.lane_header_size))),
+                    ("lane_records_offset", .uint(UInt64(header.lane_records_offset))),
+                    ("max_lanes", .uint(UInt64(header.max_lanes))),
+                    // The size with the lanes allocated now (the file grows by a lane at a time).
+                    ("file_size", .uint(UInt64(status.fileSize))),
+                    ("created", .string(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns))),
+                    ("created_realtime_ns", .uint(header.created_realtime_ns)),
+                    ("created_monotonic_ns", .uint(header.created_monotonic_ns)),
+                ])
+            ),
+            (
+                "producer",
+                .members([
+                    ("pid", .int(Int64(status.producerPID))), ("alive", .bool(producer.lockHeld)), ("lock_held", .bool(producer.lockHeld)),
+                    ("pid_exists", producer.pidExists.map(JSON.bool) ?? .null), ("how", .string(producer.explanation)),
+                    (
+                        "started",
+                        status.producerStartRealtimeNanos > 0
+                            ? .string(utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos)) : .null
+                    ),
+                    ("start_realtime_ns", .uint(status.producerStartRealtimeNanos)),
+                    ("heartbeat_ns", .uint(status.heartbeatMonotonicNanos)),
+                    ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
+                    ("attaches", .uint(UInt64(status.producerAttaches))),
+                    // The lanes' sums: each lane's own cursors are in `lanes`.
+                    ("write_cursor", .uint(status.writeCursor)), ("dropped", .uint(status.dropped)),
+                    ("unlaned_dropped", .uint(status.unlanedDropped)),
+                    ("lanes_allocated", .uint(UInt64(status.lanes.count))), ("lanes_held", .uint(UInt64(status.heldLanes))),
+                    ("lanes_exhausted", .uint(status.lanesExhausted)),
+                    ("metric_count", .uint(UInt64(status.metricCount))),
+                ])
+            ),
+            (
+                "consumer",
+                .members([
+                    ("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive)),
+                    ("heartbeat_ns", .uint(header.consumer_heartbeat_ns)),
+                    ("heartbeat_age_ns", now.age(ofMonotonic: header.consumer_heartbeat_ns).map(JSON.uint) ?? .null),
+                    ("read_cursor", .uint(status.readCursor)),
+                ])
+            ),
             ("backlog", .uint(status.backlog)), ("fill_percent", .double(roundedPercent(status.fillPercent))),
             ("lanes", .array(status.lanes.map { $0.json(capacity: status.capacity, producerAlive: status.producerAlive, now: now) })),
             ("metrics", .array(metrics)),

@@ -9,7 +9,9 @@ enum ListCommand {
         do throws(RingError) { names = try context.ringNames() } catch { return context.fail(error) }
         let now = Now()
         let rings = names.map { name -> (name: String, status: Result<RingStatus, RingError>) in
-            do throws(RingError) { return (name, .success(try context.inspector(name).settledStatus())) } catch { return (name, .failure(error)) }
+            do throws(RingError) { return (name, .success(try context.inspector(name).settledStatus())) } catch {
+                return (name, .failure(error))
+            }
         }
         let console = context.console
         if context.json {
@@ -18,9 +20,11 @@ enum ListCommand {
                 case let .success(status): return statusJSON(status, now: now)
                 case let .failure(error):
                     let path = context.directory.filePath(for: ring.name)
-                    return .members([("name", .string(ring.name)), ("path", .string(path)),
-                                     ("file_size", FileFacts(path: path).map { JSON.uint(UInt64($0.size)) }),
-                                     ("error", errorJSON(error))])
+                    return .members([
+                        ("name", .string(ring.name)), ("path", .string(path)),
+                        ("file_size", FileFacts(path: path).map { JSON.uint(UInt64($0.size)) }),
+                        ("error", errorJSON(error)),
+                    ])
                 }
             }
             console.print(JSON.object([("directory", .string(context.directory.path)), ("rings", .array(items))]).text)
@@ -31,22 +35,30 @@ enum ListCommand {
             return ExitStatus.success
         }
         // CAPACITY is each lane's and FILL the fullest lane's; BACKLOG, WRITTEN and DROPPED add up the lanes.
-        var table = TextTable(["RING", "PID", "PRODUCER", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN",
-                               "DROPPED", "SIZE", "AGE", "VER"],
-                              right: ["PID", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN", "DROPPED", "SIZE",
-                                      "AGE", "VER"])
+        var table = TextTable(
+            [
+                "RING", "PID", "PRODUCER", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN",
+                "DROPPED", "SIZE", "AGE", "VER",
+            ],
+            right: [
+                "PID", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN", "DROPPED", "SIZE",
+                "AGE", "VER",
+            ])
         var notes: [String] = []
         for ring in rings {
             switch ring.status {
             case let .success(status):
                 let producer = ProducerLiveness(status: status)
                 let pid: String = status.producerPID > 0 ? "\(status.producerPID)" : "-"
-                let heartbeat: String = now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { formatDuration($0, approximate: true) } ?? "-"
+                let heartbeat: String =
+                    now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { formatDuration($0, approximate: true) } ?? "-"
                 let age: String = now.age(ofRealtime: status.createdRealtimeNanos).map { formatDuration($0, approximate: true) } ?? "-"
                 let fill: String = oneDecimal(status.fillPercent) + "%"
-                table.add([ring.name, pid, producer.short, heartbeat, "\(status.lanes.count)/\(status.maxLanes)", "\(status.capacity)",
-                           "\(status.backlog)", fill, "\(status.writeCursor)", "\(status.dropped)", humanBytes(status.fileSize), age,
-                           "\(status.formatVersion)"])
+                table.add([
+                    ring.name, pid, producer.short, heartbeat, "\(status.lanes.count)/\(status.maxLanes)", "\(status.capacity)",
+                    "\(status.backlog)", fill, "\(status.writeCursor)", "\(status.dropped)", humanBytes(status.fileSize), age,
+                    "\(status.formatVersion)",
+                ])
             case let .failure(error):
                 let size = FileFacts(path: context.directory.filePath(for: ring.name)).map { humanBytes($0.size) } ?? "-"
                 table.add([ring.name, "-", stateWord(error), "-", "-", "-", "-", "-", "-", "-", size, "-", "-"])

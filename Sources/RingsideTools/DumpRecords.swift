@@ -47,7 +47,8 @@ struct MissingMetric: Error, CustomStringConvertible {
     let known: [String]
 
     var description: String {
-        "ring \(ring): no metric \"\(metric)\"; " + (known.isEmpty ? "it has none registered" : "its metrics: " + known.joined(separator: ", "))
+        "ring \(ring): no metric \"\(metric)\"; "
+            + (known.isEmpty ? "it has none registered" : "its metrics: " + known.joined(separator: ", "))
     }
 }
 
@@ -57,7 +58,9 @@ enum RecordsCommand {
     static func run(_ name: String, last: Int?, metrics names: [String], _ context: DumpContext) -> Int32 {
         let contents: RingContents
         // Without a metric filter only the last N are copied; with one, the filter comes first.
-        do throws(RingError) { contents = try RingContents(name, last: names.isEmpty ? last : nil, context) } catch { return context.fail(error) }
+        do throws(RingError) { contents = try RingContents(name, last: names.isEmpty ? last : nil, context) } catch {
+            return context.fail(error)
+        }
         var selected: [PeekedRecord]
         switch contents.records(ofMetricsNamed: names) {
         case let .success(records): selected = records
@@ -88,24 +91,27 @@ enum RecordsCommand {
                     ("value", MetricValue(bits: record.value, kind: kind).json), ("span", .bool(isSpan)), ("raw", rawJSON),
                 ])
             }
-            console.print(JSON.object([
-                ("ring", .string(name)), ("lanes", .uint(UInt64(status.lanes.count))),
-                ("written", .uint(status.writeCursor)), ("consumed", .uint(status.readCursor)),
-                ("count", .uint(UInt64(items.count))), ("records", .array(items)),
-            ]).text)
+            console.print(
+                JSON.object([
+                    ("ring", .string(name)), ("lanes", .uint(UInt64(status.lanes.count))),
+                    ("written", .uint(status.writeCursor)), ("consumed", .uint(status.readCursor)),
+                    ("count", .uint(UInt64(items.count))), ("records", .array(items)),
+                ]).text)
             return ExitStatus.success
         }
 
         // Cursors count per lane, so the summary gives the lanes' sums, not a range of cursors.
         let sums = "written \(status.writeCursor), consumed \(status.readCursor), every lane's added up"
         guard !selected.isEmpty else {
-            console.print("ring \(name): no records" + (names.isEmpty ? "" : " of \(names.joined(separator: ", "))")
-                + " in its \(status.lanesText) (\(sums))")
+            console.print(
+                "ring \(name): no records" + (names.isEmpty ? "" : " of \(names.joined(separator: ", "))")
+                    + " in its \(status.lanesText) (\(sums))")
             return ExitStatus.success
         }
         let lanesShown = Set(selected.map(\.lane)).count
-        console.print("ring \(name): \(selected.count) record\(selected.count == 1 ? "" : "s") from \(lanesShown) "
-            + "of its \(status.lanesText) (\(sums))")
+        console.print(
+            "ring \(name): \(selected.count) record\(selected.count == 1 ? "" : "s") from \(lanesShown) "
+                + "of its \(status.lanesText) (\(sums))")
         var headers = ["LANE", "CURSOR", "TIME", "METRIC", "VALUE", "FLAGS", "READ"]
         if context.raw { headers.append("RAW") }
         var table = TextTable(headers, right: ["LANE", "CURSOR", "VALUE"])

@@ -66,7 +66,10 @@ enum StatsCommand {
         var valuesByMetric: [UInt32: [UInt64]] = [:]
         var unregistered = 0
         for entry in records {
-            if contents.metric(of: entry.record) == nil { unregistered += 1; continue }
+            if contents.metric(of: entry.record) == nil {
+                unregistered += 1
+                continue
+            }
             valuesByMetric[entry.record.metric, default: []].append(entry.record.value)
         }
         let statistics = contents.metrics.compactMap { $0 }
@@ -92,32 +95,40 @@ enum StatsCommand {
                 case .counter:
                     members.append(("total", .uint(stats.total)))
                 case .gauge:
-                    members += [("last", stats.last.map(JSON.double) ?? .null), ("min", stats.minimum.map(JSON.double) ?? .null),
-                                ("max", stats.maximum.map(JSON.double) ?? .null), ("dropped", .uint(stats.cells.dropped))]
+                    members += [
+                        ("last", stats.last.map(JSON.double) ?? .null), ("min", stats.minimum.map(JSON.double) ?? .null),
+                        ("max", stats.maximum.map(JSON.double) ?? .null), ("dropped", .uint(stats.cells.dropped)),
+                    ]
                 }
                 return .members(members)
             }
-            console.print(JSON.object([
-                ("ring", .string(name)), ("lanes", .uint(UInt64(contents.status.lanes.count))),
-                ("records", .uint(UInt64(records.count))), ("consumed", .uint(UInt64(records.count { $0.consumed }))),
-                ("unregistered_records", .uint(UInt64(unregistered))), ("metrics", .array(items)),
-            ]).text)
+            console.print(
+                JSON.object([
+                    ("ring", .string(name)), ("lanes", .uint(UInt64(contents.status.lanes.count))),
+                    ("records", .uint(UInt64(records.count))), ("consumed", .uint(UInt64(records.count { $0.consumed }))),
+                    ("unregistered_records", .uint(UInt64(unregistered))), ("metrics", .array(items)),
+                ]).text)
             return ExitStatus.success
         }
 
-        console.print("ring \(name): \(records.count) record\(records.count == 1 ? "" : "s") in its \(contents.status.lanesText), "
-            + "\(records.count { $0.consumed }) of them consumed")
+        console.print(
+            "ring \(name): \(records.count) record\(records.count == 1 ? "" : "s") in its \(contents.status.lanesText), "
+                + "\(records.count { $0.consumed }) of them consumed")
         let byKind = Dictionary(grouping: statistics, by: \.metric.kind)
         func none(_ value: String?) -> String { value ?? "-" }
         if let histograms = byKind[.histogram] {
-            var table = TextTable(["HISTOGRAM", "UNIT", "SAMPLING", "COUNT", "MIN"] + MetricStatistics.percentiles.map(\.label)
-                                      + ["MAX", "DROPPED"],
-                                  right: Set(["COUNT", "MIN", "MAX", "DROPPED"] + MetricStatistics.percentiles.map(\.label)))
+            var table = TextTable(
+                ["HISTOGRAM", "UNIT", "SAMPLING", "COUNT", "MIN"] + MetricStatistics.percentiles.map(\.label)
+                    + ["MAX", "DROPPED"],
+                right: Set(["COUNT", "MIN", "MAX", "DROPPED"] + MetricStatistics.percentiles.map(\.label)))
             for stats in histograms {
-                table.add([stats.metric.displayName, stats.metric.unit.description, stats.metric.samplingText, "\(stats.count)",
-                           none(stats.sorted.first.map { "\($0)" })]
-                          + MetricStatistics.percentiles.map { none(stats.percentile($0.q).map { "\($0)" }) }
-                          + [none(stats.sorted.last.map { "\($0)" }), "\(stats.cells.dropped)"])
+                table.add(
+                    [
+                        stats.metric.displayName, stats.metric.unit.description, stats.metric.samplingText, "\(stats.count)",
+                        none(stats.sorted.first.map { "\($0)" }),
+                    ]
+                        + MetricStatistics.percentiles.map { none(stats.percentile($0.q).map { "\($0)" }) }
+                        + [none(stats.sorted.last.map { "\($0)" }), "\(stats.cells.dropped)"])
             }
             console.print()
             table.lines.forEach { console.print($0) }
@@ -130,12 +141,15 @@ enum StatsCommand {
             table.lines.forEach { console.print($0) }
         }
         if let gauges = byKind[.gauge] {
-            var table = TextTable(["GAUGE", "UNIT", "RECORDS", "LAST", "MIN", "MAX", "DROPPED"],
-                                  right: ["RECORDS", "LAST", "MIN", "MAX", "DROPPED"])
+            var table = TextTable(
+                ["GAUGE", "UNIT", "RECORDS", "LAST", "MIN", "MAX", "DROPPED"],
+                right: ["RECORDS", "LAST", "MIN", "MAX", "DROPPED"])
             for stats in gauges {
-                table.add([stats.metric.displayName, stats.metric.unit.description, "\(stats.count)",
-                           none(stats.last.map { "\($0)" }), none(stats.minimum.map { "\($0)" }), none(stats.maximum.map { "\($0)" }),
-                           "\(stats.cells.dropped)"])
+                table.add([
+                    stats.metric.displayName, stats.metric.unit.description, "\(stats.count)",
+                    none(stats.last.map { "\($0)" }), none(stats.minimum.map { "\($0)" }), none(stats.maximum.map { "\($0)" }),
+                    "\(stats.cells.dropped)",
+                ])
             }
             console.print()
             table.lines.forEach { console.print($0) }

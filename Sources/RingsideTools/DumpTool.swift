@@ -35,97 +35,104 @@ package enum DumpTool {
 
         var usage: String {
             switch self {
-            case .list: return """
-                usage: ringside-dump list [--json]
+            case .list:
+                return """
+                    usage: ringside-dump list [--json]
 
-                Every ring (bot file) in the directory: name, producer pid, alive or dead (and how that
-                is known: the producer's lock on the file, then whether the pid exists), heartbeat age,
-                lanes allocated of the most allowed, each lane's capacity, backlog (every lane's) and
-                fill (the fullest lane's), records written and dropped, file size, age and format version.
-                """
-            case .info: return """
-                usage: ringside-dump info NAME [--json] [--raw]
+                    Every ring (bot file) in the directory: name, producer pid, alive or dead (and how that
+                    is known: the producer's lock on the file, then whether the pid exists), heartbeat age,
+                    lanes allocated of the most allowed, each lane's capacity, backlog (every lane's) and
+                    fill (the fullest lane's), records written and dropped, file size, age and format version.
+                    """
+            case .info:
+                return """
+                    usage: ringside-dump info NAME [--json] [--raw]
 
-                The whole header (layout, producer and consumer lines); each lane (one per thread that
-                records): state, thread id, claims, cursors, backlog of its capacity, drops, heartbeat;
-                and the metric registry (index, kind, unit, name, labels, sampling, help) with each
-                metric's cells: a counter's exact total, a gauge's last value, the records dropped.
-                --raw adds the header's first 384 bytes in hex.
-                """
-            case .records: return """
-                usage: ringside-dump records NAME [--last N] [--metric NAME]... [--json] [--raw]
+                    The whole header (layout, producer and consumer lines); each lane (one per thread that
+                    records): state, thread id, claims, cursors, backlog of its capacity, drops, heartbeat;
+                    and the metric registry (index, kind, unit, name, labels, sampling, help) with each
+                    metric's cells: a counter's exact total, a gauge's last value, the records dropped.
+                    --raw adds the header's first 384 bytes in hex.
+                    """
+            case .records:
+                return """
+                    usage: ringside-dump records NAME [--last N] [--metric NAME]... [--json] [--raw]
 
-                The records now in the ring's lanes, oldest first, each with its lane and cursor, metric
-                name and wall-clock time (UTC). Counters write no records (see info for their totals).
-                Never moves a consumer's cursor and never shows a torn record: safe while the producer
-                writes and a collector drains.
-                  --last N        only the last N records (of the metric, with --metric)
-                  --metric NAME   only this metric's records (every label set); repeatable
-                  --raw           add each record's 32 bytes in hex
-                """
-            case .watch: return """
-                usage: ringside-dump watch [NAME] [--interval DUR] [--count N] [--json]
+                    The records now in the ring's lanes, oldest first, each with its lane and cursor, metric
+                    name and wall-clock time (UTC). Counters write no records (see info for their totals).
+                    Never moves a consumer's cursor and never shows a torn record: safe while the producer
+                    writes and a collector drains.
+                      --last N        only the last N records (of the metric, with --metric)
+                      --metric NAME   only this metric's records (every label set); repeatable
+                      --raw           add each record's 32 bytes in hex
+                    """
+            case .watch:
+                return """
+                    usage: ringside-dump watch [NAME] [--interval DUR] [--count N] [--json]
 
-                A refreshing view of every ring (or one): records written, consumed and dropped per
-                second over every lane, lanes, backlog and fill (the fullest lane's). Redraws the screen
-                on a terminal; otherwise prints one block per refresh (--json: one JSON object per line).
-                  --interval DUR  time between refreshes: seconds or 250ms, 2s, 1m (default 1s)
-                  --count N       stop after N refreshes (default: until interrupted)
-                """
-            case .stats: return """
-                usage: ringside-dump stats NAME [--metric NAME]... [--json]
+                    A refreshing view of every ring (or one): records written, consumed and dropped per
+                    second over every lane, lanes, backlog and fill (the fullest lane's). Redraws the screen
+                    on a terminal; otherwise prints one block per refresh (--json: one JSON object per line).
+                      --interval DUR  time between refreshes: seconds or 250ms, 2s, 1m (default 1s)
+                      --count N       stop after N refreshes (default: until interrupted)
+                    """
+            case .stats:
+                return """
+                    usage: ringside-dump stats NAME [--metric NAME]... [--json]
 
-                Quick statistics per metric: histograms' count, min, p50, p90, p99, p99.9 and max over the
-                records now in the lanes (exact, nearest rank); gauges' min and max over those records and
-                their last value; counters' total (exact, from the cells: counters write no records); and
-                the records each histogram and gauge dropped.
-                """
-            case .check: return """
-                usage: ringside-dump check NAME | --all [--json]
+                    Quick statistics per metric: histograms' count, min, p50, p90, p99, p99.9 and max over the
+                    records now in the lanes (exact, nearest rank); gauges' min and max over those records and
+                    their last value; counters' total (exact, from the cells: counters write no records); and
+                    the records each histogram and gauge dropped.
+                    """
+            case .check:
+                return """
+                    usage: ringside-dump check NAME | --all [--json]
 
-                Validates ring files: magic, version, sizes, the lanes (how many, the file's length for
-                them, each lane's state and cursors), the registry, and every record now in the lanes
-                (sequence, metric index, kind, flags; counters write none). Exit 0 when sound; exit 1
-                with one line per problem. A ring still being created is reported as such.
-                """
-            case .clean: return """
-                usage: ringside-dump clean [--dry-run] [--force] [--json]
+                    Validates ring files: magic, version, sizes, the lanes (how many, the file's length for
+                    them, each lane's state and cursors), the registry, and every record now in the lanes
+                    (sequence, metric index, kind, flags; counters write none). Exit 0 when sound; exit 1
+                    with one line per problem. A ring still being created is reported as such.
+                    """
+            case .clean:
+                return """
+                    usage: ringside-dump clean [--dry-run] [--force] [--json]
 
-                Removes rings whose producer is dead (its lock is free) and which are fully drained;
-                --force removes every ring whose producer is dead, drained or not, corrupt or not.
-                Never removes a ring whose producer is alive: the producer lock is held while deciding
-                and removing, so no producer can attach meanwhile. --dry-run only says what it would do.
-                """
+                    Removes rings whose producer is dead (its lock is free) and which are fully drained;
+                    --force removes every ring whose producer is dead, drained or not, corrupt or not.
+                    Never removes a ring whose producer is alive: the producer lock is held while deciding
+                    and removing, so no producer can attach meanwhile. --dry-run only says what it would do.
+                    """
             }
         }
     }
 
     package static let usage = """
-    usage: ringside-dump [--dir PATH] COMMAND [options]
+        usage: ringside-dump [--dir PATH] COMMAND [options]
 
-    Inspects the Ringside rings in a directory without disturbing them.
+        Inspects the Ringside rings in a directory without disturbing them.
 
-    commands:
-      list                              every ring: producer, heartbeat, lanes, backlog, drops, size, age
-      info NAME                         the whole header, the lanes, and the metrics with their cells
-      records NAME [--last N] [--metric NAME]
-                                        the records now in the lanes, oldest first
-      watch [NAME] [--interval DUR] [--count N]
-                                        a refreshing view of rates, backlog and drops
-      stats NAME [--metric NAME]        percentiles per metric, counters' totals
-      check NAME | --all                validate ring files (exit 1 and one line per problem)
-      clean [--dry-run] [--force]       remove rings whose producer is dead and which are drained
+        commands:
+          list                              every ring: producer, heartbeat, lanes, backlog, drops, size, age
+          info NAME                         the whole header, the lanes, and the metrics with their cells
+          records NAME [--last N] [--metric NAME]
+                                            the records now in the lanes, oldest first
+          watch [NAME] [--interval DUR] [--count N]
+                                            a refreshing view of rates, backlog and drops
+          stats NAME [--metric NAME]        percentiles per metric, counters' totals
+          check NAME | --all                validate ring files (exit 1 and one line per problem)
+          clean [--dry-run] [--force]       remove rings whose producer is dead and which are drained
 
-    options (every command):
-      --dir PATH         ring directory (default: $RINGSIDE_DIR, else /dev/shm)
-      --allow-uid UID    also read rings owned by this user (repeatable)
-      --json             JSON for scripts: one document (watch: one object per line)
-      --raw              info, records: add the bytes in hex
-      --help             this text; COMMAND --help describes a command
-      --version          print the version and the git revision, and exit
+        options (every command):
+          --dir PATH         ring directory (default: $RINGSIDE_DIR, else /dev/shm)
+          --allow-uid UID    also read rings owned by this user (repeatable)
+          --json             JSON for scripts: one document (watch: one object per line)
+          --raw              info, records: add the bytes in hex
+          --help             this text; COMMAND --help describes a command
+          --version          print the version and the git revision, and exit
 
-    exit status: 0 success, 1 a ring error or problems found, 2 a usage error
-    """
+        exit status: 0 success, 1 a ring error or problems found, 2 a usage error
+        """
 
     /// What `--version` prints: `ringside-dump 0.3.0 (revision abc1234)`.
     package static var versionLine: String { RingsideVersion.line(program: "ringside-dump") }
@@ -154,8 +161,14 @@ package enum DumpTool {
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
-            if argument == "--dir" || argument == "--allow-uid" { index += 2; continue }
-            if !argument.hasPrefix("-") { commandIndex = index; break }
+            if argument == "--dir" || argument == "--allow-uid" {
+                index += 2
+                continue
+            }
+            if !argument.hasPrefix("-") {
+                commandIndex = index
+                break
+            }
             index += 1
         }
         guard let commandIndex else {
@@ -167,7 +180,8 @@ package enum DumpTool {
                 console.print(versionLine)
                 return ExitStatus.success
             }
-            throw UsageError("ringside-dump: no command given: one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
+            throw UsageError(
+                "ringside-dump: no command given: one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
         }
         var rest = arguments
         let word = rest.remove(at: commandIndex)
@@ -176,7 +190,9 @@ package enum DumpTool {
             return ExitStatus.success
         }
         guard let command = Command(rawValue: word) else {
-            throw UsageError("ringside-dump: unknown command \"\(word)\": use one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)")
+            throw UsageError(
+                "ringside-dump: unknown command \"\(word)\": use one of \(Command.allCases.map(\.rawValue).joined(separator: ", ")) (see --help)"
+            )
         }
         let name = "ringside-dump \(command.rawValue)"
         let parsed = try ParsedArguments(rest, spec: command.spec, context: name)
@@ -194,8 +210,9 @@ package enum DumpTool {
             owners.insert(uid)
         }
         if let dir = parsed.value("--dir"), dir.isEmpty { throw UsageError("\(name): --dir is empty") }
-        let context = DumpContext(directory: RingDirectory(parsed.value("--dir")), allowedOwners: owners, console: console,
-                                  json: parsed.has("--json"), raw: parsed.has("--raw"))
+        let context = DumpContext(
+            directory: RingDirectory(parsed.value("--dir")), allowedOwners: owners, console: console,
+            json: parsed.has("--json"), raw: parsed.has("--raw"))
 
         func ringName(required: Bool) throws(UsageError) -> String? {
             let positionals = parsed.positionals
@@ -222,12 +239,13 @@ package enum DumpTool {
             }
             return RecordsCommand.run(try ringName(required: true)!, last: last, metrics: parsed.all("--metric"), context)
         case .watch:
-            let intervalNanos = try parsed.value("--interval").map { text throws(UsageError) in
-                guard let nanos = durationNanos(text, bareSeconds: true), nanos >= 10_000_000, nanos <= 86_400_000_000_000 else {
-                    throw UsageError("\(name): --interval \(text) is not an interval from 10ms to 24h (e.g. 1, 0.5, 250ms, 2s)")
-                }
-                return nanos
-            } ?? UInt64(1_000_000_000)
+            let intervalNanos =
+                try parsed.value("--interval").map { text throws(UsageError) in
+                    guard let nanos = durationNanos(text, bareSeconds: true), nanos >= 10_000_000, nanos <= 86_400_000_000_000 else {
+                        throw UsageError("\(name): --interval \(text) is not an interval from 10ms to 24h (e.g. 1, 0.5, 250ms, 2s)")
+                    }
+                    return nanos
+                } ?? UInt64(1_000_000_000)
             let count = try parsed.value("--count").map { text throws(UsageError) in
                 try parseCount(text, option: "--count", context: name, range: 1...Int(Int32.max))
             }

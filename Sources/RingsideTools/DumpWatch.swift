@@ -29,7 +29,9 @@ enum WatchCommand {
         var refreshes = 0
         while true {
             let names: [String]
-            if let name { names = [name] } else {
+            if let name {
+                names = [name]
+            } else {
                 do throws(RingError) { names = try context.ringNames() } catch { return context.fail(error) }
             }
             let now = Now()
@@ -66,30 +68,44 @@ enum WatchCommand {
         let old = before.status
         // A ring removed and created again starts its counts afresh: no rate this time.
         guard nanos > before.nanos, status.writeCursor >= old.writeCursor, status.readCursor >= old.readCursor,
-              status.dropped >= old.dropped, status.createdRealtimeNanos == old.createdRealtimeNanos else { return nil }
+            status.dropped >= old.dropped, status.createdRealtimeNanos == old.createdRealtimeNanos
+        else { return nil }
         let seconds = Double(nanos - before.nanos) / 1e9
-        return Rates(written: Double(status.writeCursor - old.writeCursor) / seconds,
-                     consumed: Double(status.readCursor - old.readCursor) / seconds,
-                     dropped: Double(status.dropped - old.dropped) / seconds)
+        return Rates(
+            written: Double(status.writeCursor - old.writeCursor) / seconds,
+            consumed: Double(status.readCursor - old.readCursor) / seconds,
+            dropped: Double(status.dropped - old.dropped) / seconds)
     }
 
-    private static func frameText(_ rows: [(name: String, status: Result<RingStatus, RingError>, rates: Rates?)],
-                                  now: Now, intervalNanos: UInt64, _ context: DumpContext) -> [String] {
-        var lines = ["ringside-dump watch: \(rows.count) ring\(rows.count == 1 ? "" : "s") in \(context.directory.path) "
-            + "at \(utcTimestamp(microseconds: true, realtimeNanos: now.realtime)), every \(formatDuration(intervalNanos))"]
-        var table = TextTable(["RING", "PRODUCER", "CONSUMER", "LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL",
-                               "WRITTEN", "DROPPED", "HEARTBEAT"],
-                              right: ["LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL", "WRITTEN", "DROPPED",
-                                      "HEARTBEAT"])
+    private static func frameText(
+        _ rows: [(name: String, status: Result<RingStatus, RingError>, rates: Rates?)],
+        now: Now, intervalNanos: UInt64, _ context: DumpContext
+    ) -> [String] {
+        var lines = [
+            "ringside-dump watch: \(rows.count) ring\(rows.count == 1 ? "" : "s") in \(context.directory.path) "
+                + "at \(utcTimestamp(microseconds: true, realtimeNanos: now.realtime)), every \(formatDuration(intervalNanos))"
+        ]
+        var table = TextTable(
+            [
+                "RING", "PRODUCER", "CONSUMER", "LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL",
+                "WRITTEN", "DROPPED", "HEARTBEAT",
+            ],
+            right: [
+                "LANES", "WRITTEN/S", "CONSUMED/S", "DROPPED/S", "BACKLOG", "FILL", "WRITTEN", "DROPPED",
+                "HEARTBEAT",
+            ])
         var notes: [String] = []
         func rate(_ value: Double?) -> String { value.map { String(Int64($0.rounded())) } ?? "-" }
         for row in rows {
             switch row.status {
             case let .success(status):
-                table.add([row.name, ProducerLiveness(status: status).word, status.consumerAlive ? "attached" : "none",
-                           "\(status.lanes.count)/\(status.maxLanes)", rate(row.rates?.written), rate(row.rates?.consumed), rate(row.rates?.dropped),
-                           "\(status.backlog)", oneDecimal(status.fillPercent) + "%", "\(status.writeCursor)", "\(status.dropped)",
-                           now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { formatDuration($0, approximate: true) } ?? "-"])
+                table.add([
+                    row.name, ProducerLiveness(status: status).word, status.consumerAlive ? "attached" : "none",
+                    "\(status.lanes.count)/\(status.maxLanes)", rate(row.rates?.written), rate(row.rates?.consumed),
+                    rate(row.rates?.dropped),
+                    "\(status.backlog)", oneDecimal(status.fillPercent) + "%", "\(status.writeCursor)", "\(status.dropped)",
+                    now.age(ofMonotonic: status.heartbeatMonotonicNanos).map { formatDuration($0, approximate: true) } ?? "-",
+                ])
             case let .failure(error):
                 table.add([row.name, ListCommand.stateWord(error), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-"])
                 notes.append("\(error)")

@@ -10,35 +10,35 @@ import RingsideCommandLine
 /// the metric, writes the values, and says how many it wrote.
 package enum EmitTool {
     package static let usage = """
-    usage: ringside-emit --ring NAME METRIC [options] [VALUE...]
+        usage: ringside-emit --ring NAME METRIC [options] [VALUE...]
 
-    Attaches to the ring NAME as its producer (creating it if needed), registers METRIC, then
-    writes the VALUEs given or, with none, one value per line of standard input as the lines
-    arrive, until end of file (so `tail -f log | ringside-emit ...` works). Says how many it wrote.
+        Attaches to the ring NAME as its producer (creating it if needed), registers METRIC, then
+        writes the VALUEs given or, with none, one value per line of standard input as the lines
+        arrive, until end of file (so `tail -f log | ringside-emit ...` works). Says how many it wrote.
 
-    options:
-      --ring NAME          the ring (1 to 200 of A-Z a-z 0-9 . _ -); created if it does not exist
-      --kind KIND          histogram (default), counter or gauge
-      --unit UNIT          ns, us, ms, s, bytes or none (default); counters have no unit
-      --label KEY=VALUE    a label of the metric (repeatable)
-      --drop               when the ring is full, drop (and count) records instead of waiting
-      --capacity N         records a lane holds, in a ring this creates (a power of two;
-                           default: an existing ring's, else 131072)
-      --dir PATH           ring directory (default: $RINGSIDE_DIR, else /dev/shm)
-      --help               this text
-      --version            print the version and the git revision, and exit
+        options:
+          --ring NAME          the ring (1 to 200 of A-Z a-z 0-9 . _ -); created if it does not exist
+          --kind KIND          histogram (default), counter or gauge
+          --unit UNIT          ns, us, ms, s, bytes or none (default); counters have no unit
+          --label KEY=VALUE    a label of the metric (repeatable)
+          --drop               when the ring is full, drop (and count) records instead of waiting
+          --capacity N         records a lane holds, in a ring this creates (a power of two;
+                               default: an existing ring's, else 131072)
+          --dir PATH           ring directory (default: $RINGSIDE_DIR, else /dev/shm)
+          --help               this text
+          --version            print the version and the git revision, and exit
 
-    Values: histograms and counters take whole numbers from 0 in the metric's unit (a counter's
-    value is an increment); gauges take decimal numbers (-1.5, 2, 3e6). A bad line is reported
-    with its line number and skipped, never read as 0; blank lines are skipped.
-    Histogram values and gauge values are records: by default a full ring waits for a collector
-    to make room, so every value gets in. A counter's increments go to the ring's cells, not its
-    records: they are never dropped and never wait (a gauge's last value is kept there too).
-    A ring has one producer: a ring a running bot writes is refused; emit into a ring of its own.
+        Values: histograms and counters take whole numbers from 0 in the metric's unit (a counter's
+        value is an increment); gauges take decimal numbers (-1.5, 2, 3e6). A bad line is reported
+        with its line number and skipped, never read as 0; blank lines are skipped.
+        Histogram values and gauge values are records: by default a full ring waits for a collector
+        to make room, so every value gets in. A counter's increments go to the ring's cells, not its
+        records: they are never dropped and never wait (a gauge's last value is kept there too).
+        A ring has one producer: a ring a running bot writes is refused; emit into a ring of its own.
 
-    exit status: 0 every value written; 1 a ring error, or some lines were bad (the others were
-    written); 2 a usage error (nothing written)
-    """
+        exit status: 0 every value written; 1 a ring error, or some lines were bad (the others were
+        written); 2 a usage error (nothing written)
+        """
 
     /// What to write, from the command line.
     struct Options {
@@ -95,7 +95,8 @@ package enum EmitTool {
     /// The error as an emit user can act on it: the library's advice names API options that
     /// emit has no flag for.
     static func message(for error: RingError) -> String {
-        let makeItAnew = "let ringside-dump clean remove this one once it is drained and no process holds it, so that the "
+        let makeItAnew =
+            "let ringside-dump clean remove this one once it is drained and no process holds it, so that the "
             + "next emit makes it anew"
         switch error {
         case let .registryFull(ring, capacity):
@@ -117,8 +118,9 @@ package enum EmitTool {
     /// Parses the command line: what to write, or `--help`, or `--version`.
     static func parse(_ arguments: [String]) throws(UsageError) -> Invocation<Options> {
         let context = "ringside-emit"
-        let spec = OptionSpec(flags: ["--help", "--version", "--drop"], valued: ["--ring", "--kind", "--unit", "--label", "--capacity", "--dir"],
-                              repeatable: ["--label"])
+        let spec = OptionSpec(
+            flags: ["--help", "--version", "--drop"], valued: ["--ring", "--kind", "--unit", "--label", "--capacity", "--dir"],
+            repeatable: ["--label"])
         let parsed = try ParsedArguments(arguments, spec: spec, context: context)
         if parsed.has("--help") { return .help }
         if parsed.has("--version") { return .version }
@@ -216,8 +218,9 @@ package enum EmitTool {
             if needsRoom {
                 while lane.freeSlots == 0 {
                     if !saidWaiting {
-                        console.printError("ringside-emit: ring \(options.ring) is full; waiting for a collector to make room "
-                            + "(--drop drops instead)")
+                        console.printError(
+                            "ringside-emit: ring \(options.ring) is full; waiting for a collector to make room "
+                                + "(--drop drops instead)")
                         saidWaiting = true
                     }
                     System.nanosleep(pollNanoseconds)
@@ -246,8 +249,10 @@ package enum EmitTool {
         }
         let dropped = lane.recordsDropped &- droppedBefore
         let target = options.ring + "/" + options.metric
-        var summary = ring.isEnabled ? "wrote \(written - Int(dropped)) value\(written - Int(dropped) == 1 ? "" : "s") to \(target)"
-                                     : "wrote nothing to \(target): \(Bot.disableEnvironmentVariable) is set"
+        var summary =
+            ring.isEnabled
+            ? "wrote \(written - Int(dropped)) value\(written - Int(dropped) == 1 ? "" : "s") to \(target)"
+            : "wrote nothing to \(target): \(Bot.disableEnvironmentVariable) is set"
         if dropped > 0 { summary += ", dropped \(dropped) (the ring was full)" }
         if badLines > 0 { summary += ", skipped \(badLines) bad line\(badLines == 1 ? "" : "s")" }
         console.print(summary)

@@ -105,8 +105,10 @@ struct ProducerLiveness: Sendable {
     }
 
     var json: JSON {
-        .members([("pid", .int(Int64(pid))), ("alive", .bool(lockHeld)), ("lock_held", .bool(lockHeld)),
-                  ("pid_exists", pidExists.map(JSON.bool) ?? .null), ("how", .string(explanation))])
+        .members([
+            ("pid", .int(Int64(pid))), ("alive", .bool(lockHeld)), ("lock_held", .bool(lockHeld)),
+            ("pid_exists", pidExists.map(JSON.bool) ?? .null), ("how", .string(explanation)),
+        ])
     }
 }
 
@@ -209,13 +211,20 @@ func statusJSON(_ status: RingStatus, now: Now) -> JSON {
     return .members([
         ("name", .string(status.name)), ("path", .string(status.path)),
         ("format_version", .uint(UInt64(status.formatVersion))),
-        ("producer", .members([
-            ("pid", .int(Int64(producer.pid))), ("alive", .bool(producer.lockHeld)), ("lock_held", .bool(producer.lockHeld)),
-            ("pid_exists", producer.pidExists.map(JSON.bool) ?? .null),
-            ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
-            ("started", status.producerStartRealtimeNanos > 0 ? .string(utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos)) : .null),
-            ("attaches", .uint(UInt64(status.producerAttaches))),
-        ])),
+        (
+            "producer",
+            .members([
+                ("pid", .int(Int64(producer.pid))), ("alive", .bool(producer.lockHeld)), ("lock_held", .bool(producer.lockHeld)),
+                ("pid_exists", producer.pidExists.map(JSON.bool) ?? .null),
+                ("heartbeat_age_ns", now.age(ofMonotonic: status.heartbeatMonotonicNanos).map(JSON.uint) ?? .null),
+                (
+                    "started",
+                    status.producerStartRealtimeNanos > 0
+                        ? .string(utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos)) : .null
+                ),
+                ("attaches", .uint(UInt64(status.producerAttaches))),
+            ])
+        ),
         ("consumer", .object([("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive))])),
         // Capacity is each lane's; backlog, written, consumed and dropped are the lanes' sums;
         // fill is the fullest lane's.

@@ -29,4 +29,3 @@ func raiseDescriptorLimit(to wanted: rlim_t) -> rlim_t {
 #if os(Linux)
 let RLIMIT_NOFILE_VALUE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 #endif
-

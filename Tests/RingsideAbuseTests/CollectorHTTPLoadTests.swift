@@ -26,7 +26,9 @@ struct CollectorHTTPLoadTests {
     /// 64) for HTTP and its own files, and caps connections at 64 - 32 = 32. Then the test lowers
     /// the running collector's limit to a few descriptors above those it has open, so accepts run
     /// into EMFILE below the cap, and every remedy is exercised in turn.
-    @Test("with descriptors short: connections capped by the reserve, a scrape still gets 200, and with nothing idle a newcomer gets 503 at once")
+    @Test(
+        "with descriptors short: connections capped by the reserve, a scrape still gets 200, and with nothing idle a newcomer gets 503 at once"
+    )
     func descriptorsRunOut() throws {
         try withRingDirectory { directory in
             let (collector, port) = try startCollector(["--dir", directory.path], openFileLimit: 256)
@@ -64,7 +66,8 @@ struct CollectorHTTPLoadTests {
             try openAnswered(20)
             // About 6 held (a /proc read on the render worker may take one more for a moment); all
             // 20 would be, were the cap (32) the bound.
-            #expect(eventually(seconds: 5) { stillOpen(idle) < 16 }, "\(stillOpen(idle)) of 20 held: the limit, not the cap (32), bounds them")
+            #expect(
+                eventually(seconds: 5) { stillOpen(idle) < 16 }, "\(stillOpen(idle)) of 20 held: the limit, not the cap (32), bounds them")
             for attempt in 0..<3 {
                 let scrape = try httpGet(port: port, path: "/metrics", timeoutSeconds: 2)
                 #expect(scrape.status == 200, "scrape \(attempt) with every descriptor taken by idle connections")
@@ -75,7 +78,7 @@ struct CollectorHTTPLoadTests {
             try openAnswered(10)
             var busy = idle.filter { !$0.isClosedNow }
             for client in busy { try client.send("GET /metrics HTTP/1.1\r\nHo") }
-            usleep(100_000) // the server reads the partial heads
+            usleep(100_000)  // the server reads the partial heads
             for attempt in 0..<3 {
                 let started = monotonicSeconds()
                 let newcomer = try RawClient(port: port, timeoutSeconds: 2)
@@ -106,21 +109,26 @@ struct CollectorHTTPLoadTests {
     func historyLoadDoesNotStarveReadiness() throws {
         try withRingDirectory { directory in
             for bot in 0..<3 {
-                let run = try runProcess("ringside-test-producer", [
-                    "many-metrics", "--dir", directory.path, "--ring", "wide-\(bot)", "--count", "1", "--metrics", "3400",
-                ])
+                let run = try runProcess(
+                    "ringside-test-producer",
+                    [
+                        "many-metrics", "--dir", directory.path, "--ring", "wide-\(bot)", "--count", "1", "--metrics", "3400",
+                    ])
                 try #require(run.status == 0, "\(run.errors)")
             }
-            let (collector, port) = try startCollector(["--dir", directory.path, "--history", "60s",
-                                                        "--history-max-series", "10200"])
+            let (collector, port) = try startCollector([
+                "--dir", directory.path, "--history", "60s",
+                "--history-max-series", "10200",
+            ])
             defer { collector.kill() }
             let held = eventually(seconds: 60) { () -> Bool in
                 guard let answer = try? httpGet(port: port, path: "/api/history?ring=none", timeoutSeconds: 30),
-                      let object = try? jsonObject(answer.body) else { return false }
+                    let object = try? jsonObject(answer.body)
+                else { return false }
                 return (object["series_total"] as? Int ?? 0) >= 10_200
             }
             try #require(held, "the history did not take in the 10,200 series")
-            sleep(1) // a second of points or more
+            sleep(1)  // a second of points or more
 
             let stop = Atomic<Bool>(false)
             let statuses = Mutex<[Int: Int]>([:])
@@ -134,7 +142,8 @@ struct CollectorHTTPLoadTests {
                 Thread.detachNewThread {
                     defer { group.leave() }
                     // Each client its own step, so every request is rendered, not served from a cache.
-                    let request = "GET /api/history?step=\(client + 1) HTTP/1.1\r\nHost: x\r\n"
+                    let request =
+                        "GET /api/history?step=\(client + 1) HTTP/1.1\r\nHost: x\r\n"
                         + (client.isMultiple(of: 2) ? "Accept-Encoding: gzip\r\n" : "") + "\r\n"
                     guard let connection = try? RawClient(port: port, timeoutSeconds: 60) else {
                         errors.withLock { $0.append("history client \(client): cannot connect") }
@@ -147,10 +156,10 @@ struct CollectorHTTPLoadTests {
                             let status = try connection.readResponseSkippingBody().status
                             statuses.withLock { $0[status, default: 0] += 1 }
                         }
-                    } catch where !stop.load(ordering: .relaxed) {
+                    } catch  where !stop.load(ordering: .relaxed) {
                         errors.withLock { $0.append("history client \(client): \(error)") }
                         while !stop.load(ordering: .relaxed) { usleep(10_000) }
-                    } catch {} // cut off at the end
+                    } catch {}  // cut off at the end
                 }
             }
 

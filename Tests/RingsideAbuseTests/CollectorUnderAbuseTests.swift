@@ -32,7 +32,10 @@ private let abusiveRequests: [(String, [UInt8], Int?)] = [
     ("a malformed request line", Array("GET metrics\r\nHost: x\r\n\r\n".utf8), 400),
     ("a target without /", Array("GET metrics HTTP/1.1\r\nHost: x\r\n\r\n".utf8), 400),
     ("a bare LF", Array("GET /metrics HTTP/1.1\nHost: x\n\n".utf8), 400),
-    ("a 64 KiB header", Array(("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "a", count: 65536) + "\r\n\r\n").utf8), 431),
+    (
+        "a 64 KiB header", Array(("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + String(repeating: "a", count: 65536) + "\r\n\r\n").utf8),
+        431
+    ),
     ("200 headers", Array(("GET /metrics HTTP/1.1\r\nHost: x\r\n" + (0..<200).map { "X-\($0): y\r\n" }.joined() + "\r\n").utf8), 431),
     ("a chunked body", Array("GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".utf8), 413),
     ("half a request line, then close", Array("GET /met".utf8), nil),
@@ -113,7 +116,11 @@ struct CollectorUnderAbuseTests {
                         _ = try? connection.send(bytes)
                         if expected == nil { connection.finishSending() }
                         let status = connection.readStatus()
-                        if status != expected { garbageResults.withLock { $0.append("\(name): \(String(describing: status)), expected \(String(describing: expected))") } }
+                        if status != expected {
+                            garbageResults.withLock {
+                                $0.append("\(name): \(String(describing: status)), expected \(String(describing: expected))")
+                            }
+                        }
                         garbageServed.add(1, ordering: .relaxed)
                     }
                 } while !stop.load(ordering: .relaxed)
@@ -145,9 +152,11 @@ struct CollectorUnderAbuseTests {
             stop.store(true, ordering: .relaxed)
             group.wait()
 
-            print("collector under abuse: /metrics \(summary(metricsLatencies)); /health \(summary(healthLatencies)); "
-                + "\(garbageServed.load(ordering: .relaxed)) abusive requests answered; \(openIdle) of 1000 idle connections open "
-                + "after 4 s; RSS \(baselineRSS) kB before, \(peakRSS) kB peak; slow client got \(String(describing: slowStatus.withLock { $0 }))")
+            print(
+                "collector under abuse: /metrics \(summary(metricsLatencies)); /health \(summary(healthLatencies)); "
+                    + "\(garbageServed.load(ordering: .relaxed)) abusive requests answered; \(openIdle) of 1000 idle connections open "
+                    + "after 4 s; RSS \(baselineRSS) kB before, \(peakRSS) kB peak; slow client got \(String(describing: slowStatus.withLock { $0 }))"
+            )
             #expect(failures.isEmpty, "\(failures.prefix(10))")
             #expect(garbageResults.withLock { $0 }.isEmpty, "\(garbageResults.withLock { Array($0.prefix(10)) })")
             #expect(garbageServed.load(ordering: .relaxed) >= abusiveRequests.count)

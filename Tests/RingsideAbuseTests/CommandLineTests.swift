@@ -118,8 +118,9 @@ private let badCommandLines: [BadCommandLine] = [
 
 @Suite("Bad command lines: one clear line and a non-zero exit, for every tool")
 struct CommandLineTests {
-    @Test("every bad flag, value and name: exit 2, one line naming the tool and the problem, nothing else",
-          arguments: badCommandLines)
+    @Test(
+        "every bad flag, value and name: exit 2, one line naming the tool and the problem, nothing else",
+        arguments: badCommandLines)
     func badCommandLine(_ line: BadCommandLine) throws {
         try withRingDirectory { directory in
             // The tools look in the test's own directory, so nothing is created anywhere else.
@@ -136,11 +137,13 @@ struct CommandLineTests {
         }
     }
 
-    @Test("a ring that cannot be read is one line and exit 1, naming the ring", arguments: [
-        ("ringside-dump", ["info", "missing"], "ring missing: no such ring"),
-        ("ringside-dump", ["records", "missing"], "ring missing: no such ring"),
-        ("ringside-dump", ["stats", "missing"], "ring missing: no such ring"),
-    ])
+    @Test(
+        "a ring that cannot be read is one line and exit 1, naming the ring",
+        arguments: [
+            ("ringside-dump", ["info", "missing"], "ring missing: no such ring"),
+            ("ringside-dump", ["records", "missing"], "ring missing: no such ring"),
+            ("ringside-dump", ["stats", "missing"], "ring missing: no such ring"),
+        ])
     func unreadableRing(tool: String, arguments: [String], message: String) throws {
         try withRingDirectory { directory in
             let run = try runProcess(tool, arguments + ["--dir", directory.path])

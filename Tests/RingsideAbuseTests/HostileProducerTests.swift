@@ -97,9 +97,11 @@ struct HostileProducerTests {
             defer { stop.store(true, ordering: .relaxed) }
 
             // The honest neighbour: 20,000 records a second into 4,096 slots for 6 s.
-            let blast = try ChildProcess("ringside-test-producer", [
-                "blast", "--dir", directory.path, "--ring", "honest", "--seconds", "6", "--rate", "20000", "--capacity", "4096",
-            ])
+            let blast = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "blast", "--dir", directory.path, "--ring", "honest", "--seconds", "6", "--rate", "20000", "--capacity", "4096",
+                ])
             let attached = blast.readLine() ?? ""
             try #require(attached.hasPrefix("attached "), "the neighbour did not attach: \(attached)")
             let counts = blast.readLine() ?? ""
@@ -117,8 +119,9 @@ struct HostileProducerTests {
             collector.send(SIGTERM)
             let log = collector.waitForExit().standardError
             #expect(log.contains("ring hostile: quarantined for 5 s: "), "the log says why")
-            print("junk flood: \(pushes.load(ordering: .relaxed)) pushes of a full 2^22-record lane; neighbour "
-                + "\(attempts) records, \(dropped) dropped; hostile quarantined \(times) times")
+            print(
+                "junk flood: \(pushes.load(ordering: .relaxed)) pushes of a full 2^22-record lane; neighbour "
+                    + "\(attempts) records, \(dropped) dropped; hostile quarantined \(times) times")
         }
     }
 
@@ -130,10 +133,12 @@ struct HostileProducerTests {
     func largePublish() throws {
         try withRingDirectory { directory in
             for bot in 0..<6 {
-                let run = try runProcess("ringside-test-producer", [
-                    "many-metrics", "--dir", directory.path, "--ring", "wide-\(bot)", "--count", "3", "--metrics", "4096",
-                    "--capacity", "65536",
-                ])
+                let run = try runProcess(
+                    "ringside-test-producer",
+                    [
+                        "many-metrics", "--dir", directory.path, "--ring", "wide-\(bot)", "--count", "3", "--metrics", "4096",
+                        "--capacity", "65536",
+                    ])
                 try #require(run.status == 0, "\(run.errors)")
             }
             let (collector, port) = try startCollector(["--dir", directory.path])
@@ -145,9 +150,11 @@ struct HostileProducerTests {
             }
             try #require(seriesCount != nil, "the collector did not take in the 24,576 series")
 
-            let blast = try ChildProcess("ringside-test-producer", [
-                "blast", "--dir", directory.path, "--ring", "paced", "--seconds", "5", "--rate", "20000", "--capacity", "4096",
-            ])
+            let blast = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "blast", "--dir", directory.path, "--ring", "paced", "--seconds", "5", "--rate", "20000", "--capacity", "4096",
+                ])
             var statuses: [Int: Int] = [:]
             let end = Date().addingTimeInterval(5)
             while Date() < end {
@@ -155,7 +162,7 @@ struct HostileProducerTests {
                 statuses[status, default: 0] += 1
                 usleep(50_000)
             }
-            _ = blast.readLine() // "attached PID"
+            _ = blast.readLine()  // "attached PID"
             let counts = blast.readLine() ?? ""
             _ = blast.waitForExit()
             let words = counts.split(separator: " ")
@@ -167,7 +174,9 @@ struct HostileProducerTests {
         }
     }
 
-    @Test("sparse bot files claiming 2^23-record lanes are refused unread: the pages stay unallocated, RSS flat, the reason logged and in /health")
+    @Test(
+        "sparse bot files claiming 2^23-record lanes are refused unread: the pages stay unallocated, RSS flat, the reason logged and in /health"
+    )
     func sparseBotFiles() throws {
         try withRingDirectory { directory in
             // An honest neighbour, whose records must keep arriving.
@@ -181,7 +190,7 @@ struct HostileProducerTests {
             do { _ = try Bot.attach("born-sparse", directory: aside.path, options: .init(laneCapacity: 1 << 23)) }
             try claimSparseLane(aside.ringDirectory.filePath(for: "born-sparse"))
             guard rename(aside.ringDirectory.filePath(for: "born-sparse"), directory.filePath(for: "born-sparse")) == 0 else {
-                throw TestSupportError("rename: errno \(errno)") // both under /dev/shm, or the same file system
+                throw TestSupportError("rename: errno \(errno)")  // both under /dev/shm, or the same file system
             }
             // One honest when the collector attaches it, grown sparse afterwards.
             let grownPath = directory.filePath(for: "grown-sparse")
@@ -202,9 +211,12 @@ struct HostileProducerTests {
             let bornAllocated = allocatedBytes(bornPath), grownAllocated = allocatedBytes(grownPath)
             let refused = eventually { () -> String? in
                 guard let health = try? httpGet(port: port, path: "/health").body,
-                      let object = try? jsonObject(health),
-                      let rings = object["rings"] as? [[String: Any]] else { return nil }
-                let skipped = rings.filter { ($0["state"] as? String) == "skipped" && ($0["problem"] as? String ?? "").contains("sparse: ") }
+                    let object = try? jsonObject(health),
+                    let rings = object["rings"] as? [[String: Any]]
+                else { return nil }
+                let skipped = rings.filter {
+                    ($0["state"] as? String) == "skipped" && ($0["problem"] as? String ?? "").contains("sparse: ")
+                }
                 return Set(skipped.compactMap { $0["name"] as? String }) == ["born-sparse", "grown-sparse"] ? health : nil
             }
             #expect(refused != nil, "both sparse bots skipped, with the reason, in /health")
@@ -217,10 +229,11 @@ struct HostileProducerTests {
             }
             #expect(carriedOn == true, "the honest bot's 200 records are counted")
 
-            usleep(300_000) // a few more passes, with the lanes' claims still there to be read
+            usleep(300_000)  // a few more passes, with the lanes' claims still there to be read
             let lane = Int(try botHeader(bornPath).lane_size)
-            #expect(allocatedBytes(bornPath) == bornAllocated && allocatedBytes(grownPath) == grownAllocated,
-                    "nothing allocated the holes")
+            #expect(
+                allocatedBytes(bornPath) == bornAllocated && allocatedBytes(grownPath) == grownAllocated,
+                "nothing allocated the holes")
             #expect(bornAllocated < lane / 100 && grownAllocated < lane / 100, "\(bornAllocated) and \(grownAllocated) of \(lane)")
             let rss = try #require(residentKiB(of: collector.pid)?.total)
             #expect(rss - baseline < 8 * 1024, "the collector's RSS went from \(baseline) kB to \(rss) kB")
@@ -228,11 +241,13 @@ struct HostileProducerTests {
             collector.send(SIGTERM)
             let log = collector.waitForExit().standardError
             for name in ["born-sparse", "grown-sparse"] {
-                #expect(log.split(separator: "\n").contains { $0.contains("ring \(name)") && $0.contains("sparse: ") },
-                        "the log says why \(name) was refused")
+                #expect(
+                    log.split(separator: "\n").contains { $0.contains("ring \(name)") && $0.contains("sparse: ") },
+                    "the log says why \(name) was refused")
             }
-            print("sparse bots: lanes of \(lane) bytes claimed, \(bornAllocated) and \(grownAllocated) bytes allocated; "
-                + "collector RSS \(baseline) -> \(rss) kB")
+            print(
+                "sparse bots: lanes of \(lane) bytes claimed, \(bornAllocated) and \(grownAllocated) bytes allocated; "
+                    + "collector RSS \(baseline) -> \(rss) kB")
         }
     }
 }

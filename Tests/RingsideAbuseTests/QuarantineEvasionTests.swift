@@ -42,7 +42,7 @@ private final class HostileLane: @unchecked Sendable {
 
     deinit {
         munmap(base, size)
-        close(fd) // and the producer lock with it
+        close(fd)  // and the producer lock with it
     }
 
     var read: UInt64 { rs_load_acquire_u64(readCursor) }
@@ -60,7 +60,7 @@ private final class HostileLane: @unchecked Sendable {
             if record.sequence == cursor { valid += 1 }
             records[Int(cursor & (capacity - 1))] = record
         }
-        rs_store_release_u64(writeCursor, end) // release: the records above first
+        rs_store_release_u64(writeCursor, end)  // release: the records above first
         return valid
     }
 
@@ -83,13 +83,16 @@ struct QuarantineEvasionTests {
         var description: String { rawValue }
     }
 
-    @Test("300 hostile rings beside a paced 1,024-slot neighbour: the neighbour loses nothing, the hostile rings are quarantined, the log stays small",
-          arguments: Attack.allCases)
+    @Test(
+        "300 hostile rings beside a paced 1,024-slot neighbour: the neighbour loses nothing, the hostile rings are quarantined, the log stays small",
+        arguments: Attack.allCases)
     func evasion(attack: Attack) throws {
         try withRingDirectory { directory in
-            let made = try runProcess("ringside-test-producer", [
-                "sequence", "--dir", directory.path, "--ring", "model", "--count", "1", "--capacity", "4096",
-            ])
+            let made = try runProcess(
+                "ringside-test-producer",
+                [
+                    "sequence", "--dir", directory.path, "--ring", "model", "--count", "1", "--capacity", "4096",
+                ])
             try #require(made.status == 0, "\(made.errors)")
             let model = try Data(contentsOf: URL(fileURLWithPath: directory.filePath(for: "model")))
             try directory.remove("model")
@@ -101,17 +104,22 @@ struct QuarantineEvasionTests {
             }
             let hostile = lanes
             let logPath = directory.path + "/collector.log"
-            let collector = try ChildProcess("/bin/sh", ["-c", "exec \"$0\" --listen 127.0.0.1:0 --dir \"$1\" 2>\"$2\"",
-                                                         try builtExecutable("ringside-collector"), directory.path, logPath])
+            let collector = try ChildProcess(
+                "/bin/sh",
+                [
+                    "-c", "exec \"$0\" --listen 127.0.0.1:0 --dir \"$1\" 2>\"$2\"",
+                    try builtExecutable("ringside-collector"), directory.path, logPath,
+                ])
             defer { collector.kill() }
             func log() -> [String] {
                 ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
             }
-            let port = try #require(eventually {
-                log().first { $0.contains("listening on http://") }
-                    .flatMap { $0.components(separatedBy: "http://").last?.split(separator: " ").first?.split(separator: ":").last }
-                    .flatMap { Int($0) }
-            })
+            let port = try #require(
+                eventually {
+                    log().first { $0.contains("listening on http://") }
+                        .flatMap { $0.components(separatedBy: "http://").last?.split(separator: " ").first?.split(separator: ":").last }
+                        .flatMap { Int($0) }
+                })
             let attached = eventually(seconds: 30) {
                 (try? httpGet(port: port, path: "/metrics"))?.body.contains("\nringside_collector_rings 300\n") == true
             }
@@ -137,9 +145,11 @@ struct QuarantineEvasionTests {
             let started = Date()
 
             // The honest neighbour: 20,000 records a second into 1,024 slots (51 ms of room) for 6 s.
-            let honest = try ChildProcess("ringside-test-producer", [
-                "blast", "--dir", directory.path, "--ring", "honest", "--seconds", "6", "--rate", "20000", "--capacity", "1024",
-            ])
+            let honest = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "blast", "--dir", directory.path, "--ring", "honest", "--seconds", "6", "--rate", "20000", "--capacity", "1024",
+                ])
             let hello = honest.readLine() ?? ""
             try #require(hello.hasPrefix("attached "), "the neighbour did not attach: \(hello)")
             let counts = (honest.readLine() ?? "").split(separator: " ")
@@ -161,8 +171,9 @@ struct QuarantineEvasionTests {
             #expect(Double(lines) <= 200 + 20 * (seconds + 1) + seconds / 10 + 2, "\(lines) log lines in \(seconds) s")
             #expect(log().contains { $0.contains("lines about rings were left out of this log lately") })
             stop.store(true, ordering: .relaxed)
-            print("\(attack): \(rounds.load(ordering: .relaxed)) rounds over 300 rings; neighbour \(attempts) records, "
-                + "\(dropped) dropped; \(quarantined) rings quarantined; \(lines) log lines in \(String(format: "%.1f", seconds)) s")
+            print(
+                "\(attack): \(rounds.load(ordering: .relaxed)) rounds over 300 rings; neighbour \(attempts) records, "
+                    + "\(dropped) dropped; \(quarantined) rings quarantined; \(lines) log lines in \(String(format: "%.1f", seconds)) s")
         }
     }
 }

@@ -15,10 +15,12 @@ struct ReaderFuzzTests {
         let count = longTests ? 100_000 : 5_000
         let dumpEvery = longTests ? 200 : 100
         try withRingDirectory { directory in
-            let run = try runProcess("ringside-abuse-fuzzer", [
-                "--dir", directory.path, "--seed", "20261121", "--count", "\(count)", "--dump-every", "\(dumpEvery)",
-                "--case-seconds", "10", "--known-issues", "include",
-            ], timeoutSeconds: longTests ? 3_600 : 600)
+            let run = try runProcess(
+                "ringside-abuse-fuzzer",
+                [
+                    "--dir", directory.path, "--seed", "20261121", "--count", "\(count)", "--dump-every", "\(dumpEvery)",
+                    "--case-seconds", "10", "--known-issues", "include",
+                ], timeoutSeconds: longTests ? 3_600 : 600)
             let crash = run.errorLines.first { $0.contains(" in case: ") }
             #expect(crash == nil, "the fuzzer died: \(crash ?? "")")
             #expect(run.status == 0, "violations:\n\(run.errorLines.prefix(30).joined(separator: "\n"))")
@@ -31,9 +33,11 @@ struct ReaderFuzzTests {
             // Both outcomes happen, with each kind of refusal (the catalogue reaches every check).
             #expect((summary["readable"] as? Int ?? 0) > count / 5)
             let refused = summary["refused"] as? [String: Int] ?? [:]
-            for kind in ["corrupt: bad magic", "corrupt: unsupported format version", "corrupt: bad layout",
-                         "corrupt: truncated", "corrupt: cursors out of range", "corrupt: metric count",
-                         "corrupt: registry entry", "not ready"] {
+            for kind in [
+                "corrupt: bad magic", "corrupt: unsupported format version", "corrupt: bad layout",
+                "corrupt: truncated", "corrupt: cursors out of range", "corrupt: metric count",
+                "corrupt: registry entry", "not ready",
+            ] {
                 #expect((refused[kind] ?? 0) > 0, "no case was refused as \(kind)")
             }
             #expect((summary["lanes_refused"] as? Int ?? 0) > 0, "no case was refused for lanes_allocated past max_lanes")
@@ -56,9 +60,11 @@ struct ReaderFuzzTests {
     @Test("lanes whose cursor sums wrap past 2^64 are read, not crashed on (RingStatus.backlog)")
     func onceKnownIssues() throws {
         try withRingDirectory { directory in
-            let run = try runProcess("ringside-abuse-fuzzer", [
-                "--dir", directory.path, "--seed", "20261121", "--dump-every", "0", "--case-seconds", "10", "--known-issues", "only",
-            ], timeoutSeconds: 300)
+            let run = try runProcess(
+                "ringside-abuse-fuzzer",
+                [
+                    "--dir", directory.path, "--seed", "20261121", "--dump-every", "0", "--case-seconds", "10", "--known-issues", "only",
+                ], timeoutSeconds: 300)
             let crash = run.errorLines.first { $0.contains(" in case: ") }
             #expect(crash == nil, "the fuzzer died: \(crash ?? "")")
             #expect(run.status == 0, "\(run.errorLines.prefix(10).joined(separator: "\n"))")

@@ -9,9 +9,11 @@ import Testing
 /// A ring written by the test producer process, which has exited: histogram "sequence" holding
 /// 1...count.
 private func makeRing(_ directory: RingDirectory, _ name: String, count: Int = 100) throws {
-    let child = try ChildProcess("ringside-test-producer", [
-        "sequence", "--dir", directory.path, "--ring", name, "--count", "\(count)", "--start", "1", "--capacity", "1024",
-    ])
+    let child = try ChildProcess(
+        "ringside-test-producer",
+        [
+            "sequence", "--dir", directory.path, "--ring", name, "--count", "\(count)", "--start", "1", "--capacity", "1024",
+        ])
     guard child.readLine() != nil, child.waitForExit().status == 0 else { throw TestSupportError("the test producer failed") }
 }
 
@@ -80,8 +82,12 @@ struct SecurityTests {
 
             let dumpRefused = try runProcess("ringside-dump", ["info", "theirs", "--dir", directory.path])
             #expect(dumpRefused.status == 1 && dumpRefused.errors.contains("owned by uid 4242"), "\(dumpRefused.errors)")
-            let dumpAllowed = try runProcess("ringside-dump", ["records", "theirs", "--last", "1", "--allow-uid", "4242",
-                                                               "--dir", directory.path])
+            let dumpAllowed = try runProcess(
+                "ringside-dump",
+                [
+                    "records", "theirs", "--last", "1", "--allow-uid", "4242",
+                    "--dir", directory.path,
+                ])
             #expect(dumpAllowed.status == 0 && dumpAllowed.output.contains("100"), "\(dumpAllowed.errors)")
 
             let (allowing, allowedPort) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--allow-uid", "4242"])
@@ -116,8 +122,9 @@ struct SecurityTests {
             for name in ["alias", "evil"] {
                 for command in [["info", name], ["records", name], ["check", name]] {
                     let run = try runProcess("ringside-dump", command + ["--dir", directory.path])
-                    #expect(run.status == 1 && run.errors.contains("symbolic link") || run.output.contains("symbolic link"),
-                            "\(command): \(run.output) \(run.errors)")
+                    #expect(
+                        run.status == 1 && run.errors.contains("symbolic link") || run.output.contains("symbolic link"),
+                        "\(command): \(run.output) \(run.errors)")
                 }
             }
             let check = try runProcess("ringside-dump", ["check", "--all", "--dir", directory.path])
@@ -150,8 +157,9 @@ struct SecurityTests {
             // A socket's file cannot be opened at all (ENXIO): said the same way.
             try makeSocketFile(directory.filePath(for: "socket"))
             let socketCheck = try runProcess("ringside-dump", ["check", "socket", "--dir", directory.path], timeoutSeconds: 10)
-            #expect(socketCheck.status == 1 && socketCheck.output == "ring socket: \(directory.filePath(for: "socket")): not a regular file\n",
-                    "\(socketCheck.output)")
+            #expect(
+                socketCheck.status == 1 && socketCheck.output == "ring socket: \(directory.filePath(for: "socket")): not a regular file\n",
+                "\(socketCheck.output)")
 
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms"])
             defer { collector.kill() }

@@ -9,9 +9,9 @@ struct HistogramDifferenceTests {
         for (before, after) in [(10, 20), (300, 5_000), (6_000, 50), (0, 100), (100, 0)] {
             var all = Histogram()
             var between = Histogram()
-            for _ in 0 ..< before { all.record(random.lognormal(mu: 11, sigma: 1.5)) }
+            for _ in 0..<before { all.record(random.lognormal(mu: 11, sigma: 1.5)) }
             let earlier = all
-            for _ in 0 ..< after {
+            for _ in 0..<after {
                 let value = random.lognormal(mu: 11, sigma: 1.5)
                 all.record(value)
                 between.record(value)

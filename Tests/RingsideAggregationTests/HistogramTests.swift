@@ -7,7 +7,7 @@ struct HistogramTests {
 
     static let specialValues: [UInt64] = {
         var values: [UInt64] = [0, 1, 2, 3, 1000, 1023, 1024, 1025, 2047, 2048, 2049, 1_000_000, .max, .max - 1]
-        for bit in 0 ..< 64 {
+        for bit in 0..<64 {
             let power = UInt64(1) << UInt64(bit)
             values += [power, power - 1, power + 1]
         }
@@ -17,22 +17,23 @@ struct HistogramTests {
     @Test("values below 1024 are kept exactly")
     func valuesBelowExactLimitAreExact() {
         var histogram = Histogram()
-        for value in 0 ..< Histogram.exactValueLimit {
+        for value in 0..<Histogram.exactValueLimit {
             #expect(Histogram.lowestEquivalentValue(value) == value)
             #expect(Histogram.highestEquivalentValue(value) == value)
             #expect(Histogram.representativeValue(value) == value)
             histogram.record(value)
         }
-        for rank in 1 ... 1024 {
+        for rank in 1...1024 {
             #expect(histogram.value(atQuantile: Double(rank) / 1024) == UInt64(rank - 1))
         }
     }
 
-    @Test("every value's bucket holds it and its reported value is within 1/1024 of it",
-          arguments: [1, 2, 3, 4])
+    @Test(
+        "every value's bucket holds it and its reported value is within 1/1024 of it",
+        arguments: [1, 2, 3, 4])
     func representativeIsWithinErrorBound(seed: UInt64) {
         var random = SeededRandom(seed: seed)
-        let values = Self.specialValues + (0 ..< 50_000).map { _ in random.anyMagnitude() }
+        let values = Self.specialValues + (0..<50_000).map { _ in random.anyMagnitude() }
         for value in values {
             let lowest = Histogram.lowestEquivalentValue(value)
             let highest = Histogram.highestEquivalentValue(value)
@@ -59,14 +60,17 @@ struct HistogramTests {
         #expect(index == Histogram.bucketCount - 1)
     }
 
-    @Test("quantiles of seeded data are within 0.1% of the exact quantiles from sorting",
-          arguments: [(seed: 7, mu: 10.0, sigma: 2.0), (seed: 8, mu: 14.0, sigma: 0.5),
-                      (seed: 9, mu: 5.0, sigma: 3.0), (seed: 10, mu: 30.0, sigma: 6.0)])
+    @Test(
+        "quantiles of seeded data are within 0.1% of the exact quantiles from sorting",
+        arguments: [
+            (seed: 7, mu: 10.0, sigma: 2.0), (seed: 8, mu: 14.0, sigma: 0.5),
+            (seed: 9, mu: 5.0, sigma: 3.0), (seed: 10, mu: 30.0, sigma: 6.0),
+        ])
     func quantilesMatchSortedData(seed: UInt64, mu: Double, sigma: Double) {
         var random = SeededRandom(seed: seed)
         var histogram = Histogram()
         var values: [UInt64] = []
-        for _ in 0 ..< 100_000 {
+        for _ in 0..<100_000 {
             let value = random.lognormal(mu: mu, sigma: sigma)
             values.append(value)
             histogram.record(value)
@@ -78,8 +82,8 @@ struct HistogramTests {
             #expect(isWithinErrorBound(reported, of: exact), "q=\(q): \(reported) vs exact \(exact)")
             #expect(Double(reported > exact ? reported - exact : exact - reported) <= 0.001 * Double(exact))
         }
-        #expect(histogram.values(atQuantiles: Self.quantiles.reversed()) ==
-            Self.quantiles.reversed().map { histogram.value(atQuantile: $0) })
+        #expect(
+            histogram.values(atQuantiles: Self.quantiles.reversed()) == Self.quantiles.reversed().map { histogram.value(atQuantile: $0) })
     }
 
     @Test("quantiles over every magnitude are within 0.1% and never outside min ... max")
@@ -87,10 +91,10 @@ struct HistogramTests {
         var random = SeededRandom(seed: 11)
         for size in [1, 2, 3, 5, 17, 1000] {
             var histogram = Histogram()
-            var values = (0 ..< size).map { _ in random.anyMagnitude() }
+            var values = (0..<size).map { _ in random.anyMagnitude() }
             values.forEach { histogram.record($0) }
             values.sort()
-            for rank in 0 ... 100 {
+            for rank in 0...100 {
                 let q = Double(rank) / 100
                 let reported = histogram.value(atQuantile: q)
                 #expect(values.first! <= reported && reported <= values.last!)
@@ -113,9 +117,9 @@ struct HistogramTests {
         var count: UInt64 = 0
         var low = UInt64.max
         var high: UInt64 = 0
-        for _ in 0 ..< 10_000 {
+        for _ in 0..<10_000 {
             let value = random.lognormal(mu: 12, sigma: 2)
-            let times = UInt64.random(in: 1 ... 3, using: &random)
+            let times = UInt64.random(in: 1...3, using: &random)
             histogram.record(value, count: times)
             sum += value * times
             count += times
@@ -139,15 +143,18 @@ struct HistogramTests {
             #expect(single.count == 1 && single.min == value && single.max == value)
             #expect(single.saturatingSum == value && single.sum == Double(value))
             for q in Self.quantiles { #expect(single.value(atQuantile: q) == value) }
-            #expect(single.buckets == [HistogramBucket(
-                lowerBound: Histogram.lowestEquivalentValue(value),
-                upperBound: Histogram.highestEquivalentValue(value), count: 1)])
+            #expect(
+                single.buckets == [
+                    HistogramBucket(
+                        lowerBound: Histogram.lowestEquivalentValue(value),
+                        upperBound: Histogram.highestEquivalentValue(value), count: 1)
+                ])
             all.record(value)
         }
         let sorted = Self.specialValues.sorted()
         #expect(all.min == 0 && all.max == .max)
         #expect(all.count == UInt64(sorted.count))
-        for rank in 1 ... sorted.count {
+        for rank in 1...sorted.count {
             let q = Double(rank) / Double(sorted.count)
             #expect(isWithinErrorBound(all.value(atQuantile: q), of: sorted[rank - 1]))
         }
@@ -191,7 +198,7 @@ struct HistogramTests {
         var a = Histogram()
         var b = Histogram()
         var both = Histogram()
-        for index in 0 ..< 20_000 {
+        for index in 0..<20_000 {
             let value = index % 3 == 0 ? random.anyMagnitude() : random.lognormal(mu: 11, sigma: 1.5)
             if index % 2 == 0 { a.record(value) } else { b.record(value, count: 2) }
             both.record(value, count: index % 2 == 0 ? 1 : 2)
@@ -213,7 +220,7 @@ struct HistogramTests {
     func resetKeepsCapacity() {
         var random = SeededRandom(seed: 16)
         var histogram = Histogram()
-        let values = (0 ..< 5_000).map { _ in random.lognormal(mu: 12, sigma: 1) }
+        let values = (0..<5_000).map { _ in random.lognormal(mu: 12, sigma: 1) }
         values.forEach { histogram.record($0) }
         let bytes = histogram.allocatedBytes
         histogram.reset()
@@ -231,9 +238,9 @@ struct HistogramTests {
         histogram.record(0)
         #expect(histogram.isSparse)
         // What the histogram stores, not the arrays' capacity, which depends on the allocator's state.
-        #expect(histogram.storedBytes == 2 * 8) // two 8 B entries
+        #expect(histogram.storedBytes == 2 * 8)  // two 8 B entries
         var scattered = Histogram()
-        for bit in 0 ..< 64 { scattered.record(1 << UInt64(bit), count: 3) }
+        for bit in 0..<64 { scattered.record(1 << UInt64(bit), count: 3) }
         #expect(scattered.isSparse && scattered.storedBytes == 64 * 8)
         var full = Histogram()
         var value: UInt64 = 0
@@ -245,13 +252,13 @@ struct HistogramTests {
         }
         #expect(!full.isSparse)
         #expect(full.count == UInt64(Histogram.bucketCount))
-        #expect(full.storedBytes == Histogram.pageCount * 2 + Histogram.bucketCount * 8) // the page table and every page
+        #expect(full.storedBytes == Histogram.pageCount * 2 + Histogram.bucketCount * 8)  // the page table and every page
     }
 
     @Test("sparse and paged histograms of the same values are equal and merge either way")
     func sparseAndPagedAgree() {
         var random = SeededRandom(seed: 25)
-        let values = (0 ..< 200).map { _ in random.anyMagnitude() }
+        let values = (0..<200).map { _ in random.anyMagnitude() }
         var sparse = Histogram()
         values.forEach { sparse.record($0) }
         var paged = Histogram()
@@ -268,7 +275,7 @@ struct HistogramTests {
         pagedTwice.merge(sparse)
         #expect(sparseTwice == doubled && pagedTwice == doubled)
         var big = Histogram()
-        big.record(7, count: 1 << 50) // too large a count for a sparse entry
+        big.record(7, count: 1 << 50)  // too large a count for a sparse entry
         #expect(!big.isSparse && big.count == 1 << 50)
     }
 
@@ -276,7 +283,7 @@ struct HistogramTests {
     func bucketsAreOrderedAndComplete() {
         var random = SeededRandom(seed: 17)
         var histogram = Histogram()
-        for _ in 0 ..< 10_000 { histogram.record(random.anyMagnitude()) }
+        for _ in 0..<10_000 { histogram.record(random.anyMagnitude()) }
         let buckets = histogram.buckets
         #expect(buckets.reduce(0) { $0 + $1.count } == histogram.count)
         for (previous, next) in zip(buckets, buckets.dropFirst()) {
@@ -288,20 +295,21 @@ struct HistogramTests {
         }
     }
 
-    @Test("cumulative counts at export bounds never under-count and over-count only within one bucket",
-          arguments: [18, 19])
+    @Test(
+        "cumulative counts at export bounds never under-count and over-count only within one bucket",
+        arguments: [18, 19])
     func cumulativeCountsBracketExactCounts(seed: UInt64) {
         var random = SeededRandom(seed: seed)
         var histogram = Histogram()
         var values: [UInt64] = []
-        for _ in 0 ..< 20_000 {
+        for _ in 0..<20_000 {
             let value = random.lognormal(mu: 9, sigma: 2.5)
             values.append(value)
             histogram.record(value)
         }
         values.sort()
         let exactCount = { (bound: UInt64) in UInt64(values.prefix { $0 <= bound }.count) }
-        var bounds = (0 ..< 200).map { _ in random.lognormal(mu: 9, sigma: 3) }
+        var bounds = (0..<200).map { _ in random.lognormal(mu: 9, sigma: 3) }
         bounds += [0, 1, 100, 1000, 1023, 5000, 10_000, 250_000, 1_000_000, .max]
         bounds.sort()
         let counts = histogram.cumulativeCounts(atUpperBounds: bounds)

@@ -12,8 +12,8 @@ struct SeededRandom: RandomNumberGenerator {
 
     /// A standard normal deviate (Box-Muller).
     mutating func normal() -> Double {
-        let u = Double.random(in: Double.ulpOfOne ..< 1, using: &self)
-        let v = Double.random(in: 0 ..< 1, using: &self)
+        let u = Double.random(in: Double.ulpOfOne..<1, using: &self)
+        let v = Double.random(in: 0..<1, using: &self)
         return (-2 * Foundation.log(u)).squareRoot() * Foundation.cos(2 * Double.pi * v)
     }
 
@@ -25,7 +25,7 @@ struct SeededRandom: RandomNumberGenerator {
 
     /// A value with a uniformly random bit length, so every octave of `UInt64` is exercised.
     mutating func anyMagnitude() -> UInt64 {
-        let bits = Int.random(in: 0 ... 64, using: &self)
+        let bits = Int.random(in: 0...64, using: &self)
         return bits == 0 ? 0 : next() >> UInt64(64 - bits)
     }
 }
@@ -39,5 +39,5 @@ func exactQuantile(_ sorted: [UInt64], _ q: Double) -> UInt64 {
 /// Whether `reported` is within the histogram's relative error bound of `exact`.
 func isWithinErrorBound(_ reported: UInt64, of exact: UInt64) -> Bool {
     let difference = reported > exact ? reported - exact : exact - reported
-    return difference <= exact / 1024 // difference * 1024 <= exact, without overflow
+    return difference <= exact / 1024  // difference * 1024 <= exact, without overflow
 }

@@ -6,15 +6,18 @@ struct WindowedCountersTests {
     static let second: UInt64 = 1_000_000_000
     static let millisecond: UInt64 = 1_000_000
 
-    @Test("a steady counter's rate over every window is its rate per second",
-          arguments: [(increment: 1, endMillis: 120_000), (increment: 7, endMillis: 120_130),
-                      (increment: 1000, endMillis: 95_999)])
+    @Test(
+        "a steady counter's rate over every window is its rate per second",
+        arguments: [
+            (increment: 1, endMillis: 120_000), (increment: 7, endMillis: 120_130),
+            (increment: 1000, endMillis: 95_999),
+        ])
     func steadyCounterRate(increment: UInt64, endMillis: UInt64) {
         var counter = WindowedCounter()
-        for millis in 0 ... endMillis { counter.add(increment, atNanos: millis * Self.millisecond) }
+        for millis in 0...endMillis { counter.add(increment, atNanos: millis * Self.millisecond) }
         let now = endMillis * Self.millisecond
         let perSecond = 1000 * Double(increment)
-        for window in 0 ..< 3 {
+        for window in 0..<3 {
             let covered = Double(counter.windows.coveredNanos(window: window, nowNanos: now)) / 1e9
             // The window holds every increment from its start through now: one more than covered * rate.
             #expect(abs(counter.rate(window: window, nowNanos: now) - perSecond) <= 1.01 * Double(increment) / covered)
@@ -25,7 +28,7 @@ struct WindowedCountersTests {
     @Test("a counter's total and windows are scaled by its sampling factor")
     func samplingFactorScales() {
         var counter = WindowedCounter(samplingFactor: 10)
-        for step in 0 ..< 100 { counter.add(3, atNanos: 50 * Self.second + UInt64(step) * Self.millisecond) }
+        for step in 0..<100 { counter.add(3, atNanos: 50 * Self.second + UInt64(step) * Self.millisecond) }
         #expect(counter.total == 3000)
         #expect(counter.sum(window: 0, nowNanos: 50 * Self.second + Self.second / 2) == 3000)
     }

@@ -13,12 +13,14 @@ struct WindowedHistogramTests {
         #expect(layout.sliceNanos == [Self.second / 4, 5 * Self.second / 4, 15 * Self.second])
         #expect(layout.tickNanos == Self.second / 4)
         #expect(layout.index(ofWindowNanos: 5 * Self.second) == 1)
-        #expect(WindowLayout(windowNanos: [3 * Self.second, 7 * Self.second], slicesPerWindow: 5).tickNanos
-            == Self.second / 5)
+        #expect(
+            WindowLayout(windowNanos: [3 * Self.second, 7 * Self.second], slicesPerWindow: 5).tickNanos
+                == Self.second / 5)
     }
 
-    @Test("a value is in the 1 s window 0.5 s later, gone 1.5 s later, and kept by the 1 min window",
-          arguments: [0, 1_000_000_000_000, 1_000_123_456_789, 60_000_000_000 - 1])
+    @Test(
+        "a value is in the 1 s window 0.5 s later, gone 1.5 s later, and kept by the 1 min window",
+        arguments: [0, 1_000_000_000_000, 1_000_123_456_789, 60_000_000_000 - 1])
     func valueLeavesOneSecondWindowButStaysInOneMinute(t: UInt64) {
         var series = WindowedHistogram()
         series.record(4242, atNanos: t)
@@ -44,18 +46,19 @@ struct WindowedHistogramTests {
         let now = 1_000 * Self.second
         var series = WindowedHistogram()
         series.record(10, atNanos: now)
-        series.record(20, atNanos: now - Self.second / 10) // late, still in the 1 s window
-        series.record(30, atNanos: now - 3 * Self.second) // older than 1 s, inside 5 s
-        series.record(40, atNanos: now - 30 * Self.second) // inside 1 min only
-        series.record(50, atNanos: 10 * Self.second) // older than every window
+        series.record(20, atNanos: now - Self.second / 10)  // late, still in the 1 s window
+        series.record(30, atNanos: now - 3 * Self.second)  // older than 1 s, inside 5 s
+        series.record(40, atNanos: now - 30 * Self.second)  // inside 1 min only
+        series.record(50, atNanos: 10 * Self.second)  // older than every window
         #expect(series.snapshot(window: Self.oneSecond, nowNanos: now).buckets.map(\.lowerBound) == [10, 20])
         #expect(series.snapshot(window: Self.fiveSeconds, nowNanos: now).buckets.map(\.lowerBound) == [10, 20, 30])
         #expect(series.snapshot(window: Self.oneMinute, nowNanos: now).buckets.map(\.lowerBound) == [10, 20, 30, 40])
         #expect(series.cumulative.buckets.map(\.lowerBound) == [10, 20, 30, 40, 50])
     }
 
-    @Test("windowed snapshots equal a brute-force filter of the records, late ones included",
-          arguments: [21, 22, 23])
+    @Test(
+        "windowed snapshots equal a brute-force filter of the records, late ones included",
+        arguments: [21, 22, 23])
     func snapshotsMatchBruteForce(seed: UInt64) {
         var random = SeededRandom(seed: seed)
         let layout = WindowLayout.standard
@@ -63,12 +66,12 @@ struct WindowedHistogramTests {
         var records: [(value: UInt64, t: UInt64)] = []
         var clock: UInt64 = 5 * Self.second
         var newest: UInt64 = 0
-        for index in 0 ..< 20_000 {
-            clock += UInt64.random(in: 0 ... 20_000_000, using: &random) // up to 20 ms apart
+        for index in 0..<20_000 {
+            clock += UInt64.random(in: 0...20_000_000, using: &random)  // up to 20 ms apart
             var t = clock
-            switch UInt64.random(in: 0 ..< 100, using: &random) {
-            case 0 ..< 10: t -= UInt64.random(in: 0 ... 300_000_000, using: &random) // slightly late
-            case 10: t -= min(t, UInt64.random(in: 0 ... 90 * Self.second, using: &random)) // very late
+            switch UInt64.random(in: 0..<100, using: &random) {
+            case 0..<10: t -= UInt64.random(in: 0...300_000_000, using: &random)  // slightly late
+            case 10: t -= min(t, UInt64.random(in: 0...90 * Self.second, using: &random))  // very late
             default: break
             }
             let value = random.lognormal(mu: 10, sigma: 2)
@@ -89,8 +92,10 @@ struct WindowedHistogramTests {
 
     /// Checks every window against the definition: a record is in window `w` at `now` when its
     /// slice is one of the `slicesPerWindow + 1` newest as of `now`.
-    func expectSnapshotsMatch(_ series: WindowedHistogram, _ records: [(value: UInt64, t: UInt64)],
-                              layout: WindowLayout, now: UInt64) {
+    func expectSnapshotsMatch(
+        _ series: WindowedHistogram, _ records: [(value: UInt64, t: UInt64)],
+        layout: WindowLayout, now: UInt64
+    ) {
         for window in layout.windowNanos.indices {
             let slice = layout.sliceNanos[window]
             let firstSlice = max(Int64(now / slice) - Int64(layout.slicesPerWindow), 0)
@@ -107,15 +112,15 @@ struct WindowedHistogramTests {
         var random = SeededRandom(seed: 24)
         var series = WindowedHistogram()
         var t = 100 * Self.second
-        for _ in 0 ..< 1000 {
-            t += UInt64.random(in: 0 ... 5_000_000, using: &random)
+        for _ in 0..<1000 {
+            t += UInt64.random(in: 0...5_000_000, using: &random)
             series.record(random.lognormal(mu: 8, sigma: 1), atNanos: t)
         }
         let now = t + Self.second / 2
-        let before = (0 ..< 3).map { series.snapshot(window: $0, nowNanos: now) }
+        let before = (0..<3).map { series.snapshot(window: $0, nowNanos: now) }
         let cumulative = series.cumulative
         series.advance(toNanos: now)
-        #expect((0 ..< 3).map { series.snapshot(window: $0, nowNanos: now) } == before)
+        #expect((0..<3).map { series.snapshot(window: $0, nowNanos: now) } == before)
         #expect(series.cumulative == cumulative)
     }
 
@@ -123,11 +128,12 @@ struct WindowedHistogramTests {
     func coveredSpanIsTheWindowPlusAtMostOneSlice() {
         var series = WindowedHistogram()
         series.record(1, atNanos: 100 * Self.second)
-        #expect(series.coveredNanos(window: Self.oneMinute, nowNanos: 100 * Self.second + Self.second / 2)
-            == Self.second / 2)
+        #expect(
+            series.coveredNanos(window: Self.oneMinute, nowNanos: 100 * Self.second + Self.second / 2)
+                == Self.second / 2)
         for offset: UInt64 in [0, 1, Self.second / 8, Self.second / 4 - 1] {
             let now = 1000 * Self.second + offset
-            for window in 0 ..< 3 {
+            for window in 0..<3 {
                 let covered = series.coveredNanos(window: window, nowNanos: now)
                 let length = WindowLayout.standard.windowNanos[window]
                 #expect(covered >= length && covered < length + WindowLayout.standard.sliceNanos[window])
@@ -138,9 +144,9 @@ struct WindowedHistogramTests {
     @Test("memory stays at its high-water mark as slices rotate")
     func memoryIsBoundedAcrossRotation() {
         var series = WindowedHistogram()
-        let pattern: [UInt64] = (0 ..< 64).map { 1000 + $0 * 977 }
+        let pattern: [UInt64] = (0..<64).map { 1000 + $0 * 977 }
         var bytesAfterTwoMinutes = 0
-        for step in 0 ..< 18_000 { // 3 minutes of a record every 10 ms
+        for step in 0..<18_000 {  // 3 minutes of a record every 10 ms
             let t = UInt64(step) * 10_000_000
             series.record(pattern[step % pattern.count], atNanos: t)
             if step == 12_000 { bytesAfterTwoMinutes = series.allocatedBytes }

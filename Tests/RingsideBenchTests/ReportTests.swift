@@ -8,13 +8,16 @@ import RingsideJSON
 
 @Suite("Reports: JSON, table and chart")
 struct ReportTests {
-    static let machine = Machine(cpu: "Test CPU \"x\" & co", cores: 2, allowedCores: 2, clockSource: "tsc",
-                                 kernel: "Linux 6.1 x86_64", pinned: true)
+    static let machine = Machine(
+        cpu: "Test CPU \"x\" & co", cores: 2, allowedCores: 2, clockSource: "tsc",
+        kernel: "Linux 6.1 x86_64", pinned: true)
     static let rows = [
-        LatencySummary(name: "ringside.record", batchNanos: [100, 120, 180, 4000], batchSize: 16, timerNanos: 20,
-                       callsPerSecond: 123_456_789.4, dropped: 0),
-        LatencySummary(name: "unix-dgram", batchNanos: [20_000, 25_000, 90_000], batchSize: 16, timerNanos: 20,
-                       callsPerSecond: 800_000, dropped: 2),
+        LatencySummary(
+            name: "ringside.record", batchNanos: [100, 120, 180, 4000], batchSize: 16, timerNanos: 20,
+            callsPerSecond: 123_456_789.4, dropped: 0),
+        LatencySummary(
+            name: "unix-dgram", batchNanos: [20_000, 25_000, 90_000], batchSize: 16, timerNanos: 20,
+            callsPerSecond: 800_000, dropped: 2),
     ]
 
     @Test("emit --json is one object with the issue's keys, in order")
@@ -27,9 +30,12 @@ struct ReportTests {
         #expect(object["benchmark"] as? String == "emit")
         let results = try #require(object["results"] as? [[String: Any]])
         #expect(results.count == 2)
-        #expect(Set(results[0].keys) == ["name", "p50_ns", "floor_ratio", "round_p50_ns", "p90_ns", "p99_ns", "p999_ns",
-                                         "max_ns", "mean_ns", "calls_per_s", "dropped"])
-        #expect(results[0]["floor_ratio"] is NSNull) // measured in one go: no rounds, no ratio
+        #expect(
+            Set(results[0].keys) == [
+                "name", "p50_ns", "floor_ratio", "round_p50_ns", "p90_ns", "p99_ns", "p999_ns",
+                "max_ns", "mean_ns", "calls_per_s", "dropped",
+            ])
+        #expect(results[0]["floor_ratio"] is NSNull)  // measured in one go: no rounds, no ratio
         #expect(results[0]["calls_per_s"] as? Int == 123_456_789)
         #expect(results[1]["dropped"] as? Int == 2)
         #expect(text.hasPrefix(#"{"benchmark":"emit","machine":{"cpu":"Test CPU \"x\" & co","#))
@@ -39,16 +45,21 @@ struct ReportTests {
     func collectorJSONShape() throws {
         let report = CollectorReport(
             machine: Self.machine, method: "m",
-            drains: [.init(rings: 1, recordsPerSecond: 2.5e7, records: 10, passes: 1),
-                     .init(rings: 8, recordsPerSecond: 2e7, records: 10, passes: 1),
-                     .init(rings: 64, recordsPerSecond: 1.5e7, records: 10, passes: 1)],
+            drains: [
+                .init(rings: 1, recordsPerSecond: 2.5e7, records: 10, passes: 1),
+                .init(rings: 8, recordsPerSecond: 2e7, records: 10, passes: 1),
+                .init(rings: 64, recordsPerSecond: 1.5e7, records: 10, passes: 1),
+            ],
             e2eP50Micros: 50_000.25, e2eP99Micros: 99_000, e2eSamples: 40, cpuPercent: 12.34,
             loadRecordsPerSecond: 1e6, rssMegabytes: 20.06, rssAnonMegabytes: 5)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(report.json.text.utf8)) as? [String: Any])
         #expect(object["benchmark"] as? String == "collector")
         let results = try #require(object["results"] as? [[String: Any]])
-        #expect(results.map { $0["name"] as? String } == ["drain.1ring", "drain.8rings", "drain.64rings", "e2e",
-                                                         "cpu_at_1m_per_s", "rss"])
+        #expect(
+            results.map { $0["name"] as? String } == [
+                "drain.1ring", "drain.8rings", "drain.64rings", "e2e",
+                "cpu_at_1m_per_s", "rss",
+            ])
         #expect(results[0]["records_per_s"] as? Int == 25_000_000)
         #expect(results[3]["p50_us"] as? Double == 50_000.25)
         #expect(results[4]["percent"] as? Double == 12.3)
@@ -58,9 +69,12 @@ struct ReportTests {
     @Test("scrape --json has a row per phase with nearest-rank p50 and p90; the table lists them")
     func scrapeReport() throws {
         let millis = (1...10).map(Double.init)
-        let report = ScrapeReport(machine: Self.machine, method: "m", series: 10_000, pageBytes: 19_800_000,
-                                  rows: [.init(name: "scrape.first", millis: [42.25], detail: "cold"),
-                                         .init(name: "scrape.busy", millis: millis.reversed(), detail: "busy")])
+        let report = ScrapeReport(
+            machine: Self.machine, method: "m", series: 10_000, pageBytes: 19_800_000,
+            rows: [
+                .init(name: "scrape.first", millis: [42.25], detail: "cold"),
+                .init(name: "scrape.busy", millis: millis.reversed(), detail: "busy"),
+            ])
         let object = try #require(try JSONSerialization.jsonObject(with: Data(report.json.text.utf8)) as? [String: Any])
         #expect(object["benchmark"] as? String == "scrape" && object["series"] as? Int == 10_000)
         let results = try #require(object["results"] as? [[String: Any]])
@@ -92,8 +106,9 @@ struct ReportTests {
 
     @Test("the chart's percentile axis ends at the nines the samples resolve")
     func chartAxis() {
-        let row = LatencySummary(name: "r", batchNanos: (0 ..< 100_000).map { UInt32($0 % 1000) }, batchSize: 1,
-                                 timerNanos: 0, callsPerSecond: 1, dropped: 0)
+        let row = LatencySummary(
+            name: "r", batchNanos: (0..<100_000).map { UInt32($0 % 1000) }, batchSize: 1,
+            timerNanos: 0, callsPerSecond: 1, dropped: 0)
         let svg = PercentileChart(title: "t", subtitle: "s", rows: [row]).svg
         #expect(svg.contains(">99.999 %<"))
         #expect(!svg.contains(">99.9999 %<"))
@@ -101,7 +116,7 @@ struct ReportTests {
 
     @Test("rows measured in rounds: the table shows the ratio to c.floor and the rounds' spread")
     func roundsInTable() throws {
-        let floor = [10.0, 20.0, 10.0] // ratios 2, 1 and 4: the median is 2
+        let floor = [10.0, 20.0, 10.0]  // ratios 2, 1 and 4: the median is 2
         let rounds = [[340, 660, 340], [340, 340, 340], [660, 660, 660]].map { batch in
             RoundSample(batchNanos: batch.map(UInt32.init), calls: 100, elapsedNanos: 1_000, dropped: 1)
         }
@@ -109,8 +124,13 @@ struct ReportTests {
         let table = EmitReport(machine: Self.machine, method: "m", rows: [row]).table
         let line = try #require(table.split(separator: "\n").first { $0.hasPrefix("bot.record") })
         #expect(line.contains("2.00") && line.contains("20.0-40.0"), "\(line)")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(EmitReport(machine: Self.machine, method: "m",
-                                                                                            rows: [row]).json.text.utf8)) as? [String: Any])
+        let object = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(
+                    EmitReport(
+                        machine: Self.machine, method: "m",
+                        rows: [row]
+                    ).json.text.utf8)) as? [String: Any])
         let result = try #require((object["results"] as? [[String: Any]])?.first)
         #expect(result["floor_ratio"] as? Double == 2 && result["round_p50_ns"] as? [Int] == [20, 20, 40])
     }
@@ -120,7 +140,7 @@ struct ReportTests {
         let table = EmitReport(machine: Self.machine, method: "m", rows: Self.rows).table
         #expect(table.contains("ringside.record"))
         #expect(table.contains("123.5 M"))
-        #expect(table.split(separator: "\n").count == 3 + 2 + 2) // title, machine, method; header, rule; rows
+        #expect(table.split(separator: "\n").count == 3 + 2 + 2)  // title, machine, method; header, rule; rows
     }
 }
 

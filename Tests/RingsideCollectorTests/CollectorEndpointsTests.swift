@@ -7,8 +7,9 @@ import Testing
 /// A GET of `target` as the server would hand it over.
 private func request(_ target: String) -> HTTPRequest {
     let parts = target.split(separator: "?", maxSplits: 1).map(String.init)
-    return HTTPRequest(method: "GET", target: target, path: parts[0], query: parts.count > 1 ? parts[1] : nil,
-                       minorVersion: 1, headers: [])
+    return HTTPRequest(
+        method: "GET", target: target, path: parts[0], query: parts.count > 1 ? parts[1] : nil,
+        minorVersion: 1, headers: [])
 }
 
 @Suite("CollectorEndpoints: which routes are quick, and the history's answers cached")
@@ -51,8 +52,9 @@ struct CollectorEndpointsTests {
             let first = endpoints.render(request(target)).body
             let again = endpoints.render(request(target)).body
             #expect(try count(first) == 1)
-            #expect(first.withUnsafeBufferPointer { $0.baseAddress } == again.withUnsafeBufferPointer { $0.baseAddress },
-                    "the same body, not a second render")
+            #expect(
+                first.withUnsafeBufferPointer { $0.baseAddress } == again.withUnsafeBufferPointer { $0.baseAddress },
+                "the same body, not a second render")
             latency.record(7)
             history.record(pass(collector, offset: 200_000_000))
             #expect(try count(endpoints.render(request(target)).body) == 2, "a new snapshot, a new answer")

@@ -8,8 +8,10 @@ import Synchronization
 import Testing
 
 /// A collector over `directory` with the given SLO rules, logging into `captured`.
-func makeCollector(_ directory: RingDirectory, slo: [String] = [], windows: [UInt64]? = nil,
-                   captured: CapturedLog) throws -> Collector {
+func makeCollector(
+    _ directory: RingDirectory, slo: [String] = [], windows: [UInt64]? = nil,
+    captured: CapturedLog
+) throws -> Collector {
     var options = CollectorOptions()
     options.directory = directory
     options.sloRules = try slo.map { try SLORule(parsing: $0) }

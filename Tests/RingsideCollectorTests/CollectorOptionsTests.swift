@@ -33,12 +33,13 @@ struct CollectorOptionsTests {
 
     @Test("every flag is read, in both --flag value and --flag=value forms")
     func flags() throws {
-        let options = try #require(try CollectorOptions.parse([
-            "--dir", "/tmp/rings", "--ring", "bot-a", "--ring=bot-b", "--listen", "127.0.0.1:0", "--windows", "250ms,10s",
-            "--quantiles=0.99,0.5", "--json-dump", "/tmp/x.json", "--dump-interval", "5s", "--poll", "20ms",
-            "--slo", "lat:p99<100us@10s", "--allow-uid", "1001", "--demo", "--max-series", "5000",
-            "--max-series-per-ring=50", "--log-format", "json", "--native-histograms", "-2",
-        ]))
+        let options = try #require(
+            try CollectorOptions.parse([
+                "--dir", "/tmp/rings", "--ring", "bot-a", "--ring=bot-b", "--listen", "127.0.0.1:0", "--windows", "250ms,10s",
+                "--quantiles=0.99,0.5", "--json-dump", "/tmp/x.json", "--dump-interval", "5s", "--poll", "20ms",
+                "--slo", "lat:p99<100us@10s", "--allow-uid", "1001", "--demo", "--max-series", "5000",
+                "--max-series-per-ring=50", "--log-format", "json", "--native-histograms", "-2",
+            ]))
         #expect(options.logFormat == .json)
         #expect(options.nativeHistogramSchema == -2)
         #expect(options.maxSeries == 5000 && options.maxSeriesPerRing == 50)
@@ -55,36 +56,38 @@ struct CollectorOptionsTests {
         #expect(try CollectorOptions.parse(["--version"]) == nil)
     }
 
-    @Test("a bad flag or value is one line saying what is wrong", arguments: [
-        (["--bogus"], "unknown option --bogus"),
-        (["stray"], "unexpected argument stray"),
-        (["--listen"], "--listen needs a value"),
-        (["--listen", "9464"], "expected HOST:PORT"),
-        (["--windows", "5x"], "--windows: 5x is not a duration"),
-        (["--windows", "1s,1s"], "windows repeat"),
-        (["--windows", "10ms"], "from 100ms to 24h"),
-        (["--quantiles", "1.5"], "not a quantile"),
-        (["--quantiles", "0.5,,0.9"], "comma-separated"),
-        (["--poll", "0s"], "not a duration"),
-        (["--ring", "../x"], "invalid ring name"),
-        (["--slo", "lat:p99<100us@7s"], "window 7s is not one of --windows"),
-        (["--slo", "lat:p99>100us@1s"], "expected '<'"),
-        (["--allow-uid", "me"], "not a user id"),
-        (["--max-series", "0"], "--max-series: 0 is not a number of series"),
-        (["--max-series-per-ring", "lots"], "--max-series-per-ring: lots is not a number of series"),
-        (["--max-series-bytes", "512K"], "--max-series-bytes 512K: expected a number of bytes from 1M to 1024G"),
-        (["--max-series-bytes", "2T"], "--max-series-bytes 2T: expected a number of bytes"),
-        (["--history", "5s"], "--history: 5s must be whole seconds from 10s to 24h (or 0 to disable the history)"),
-        (["--history", "25h"], "--history: 25h must be whole seconds from 10s to 24h"),
-        (["--history", "10.5s"], "--history: 10.5s must be whole seconds"),
-        (["--history", "soon"], "--history: soon is not a duration"),
-        (["--history"], "--history needs a value"),
-        (["--history-max-series", "0"], "--history-max-series: 0 is not a number of series"),
-        (["--log-format", "xml"], "--log-format xml: use text or json"),
-        (["--log-format"], "--log-format needs a value"),
-        (["--native-histograms", "9"], "--native-histograms: 9 is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"),
-        (["--native-histograms", "x"], "--native-histograms: x is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"),
-    ])
+    @Test(
+        "a bad flag or value is one line saying what is wrong",
+        arguments: [
+            (["--bogus"], "unknown option --bogus"),
+            (["stray"], "unexpected argument stray"),
+            (["--listen"], "--listen needs a value"),
+            (["--listen", "9464"], "expected HOST:PORT"),
+            (["--windows", "5x"], "--windows: 5x is not a duration"),
+            (["--windows", "1s,1s"], "windows repeat"),
+            (["--windows", "10ms"], "from 100ms to 24h"),
+            (["--quantiles", "1.5"], "not a quantile"),
+            (["--quantiles", "0.5,,0.9"], "comma-separated"),
+            (["--poll", "0s"], "not a duration"),
+            (["--ring", "../x"], "invalid ring name"),
+            (["--slo", "lat:p99<100us@7s"], "window 7s is not one of --windows"),
+            (["--slo", "lat:p99>100us@1s"], "expected '<'"),
+            (["--allow-uid", "me"], "not a user id"),
+            (["--max-series", "0"], "--max-series: 0 is not a number of series"),
+            (["--max-series-per-ring", "lots"], "--max-series-per-ring: lots is not a number of series"),
+            (["--max-series-bytes", "512K"], "--max-series-bytes 512K: expected a number of bytes from 1M to 1024G"),
+            (["--max-series-bytes", "2T"], "--max-series-bytes 2T: expected a number of bytes"),
+            (["--history", "5s"], "--history: 5s must be whole seconds from 10s to 24h (or 0 to disable the history)"),
+            (["--history", "25h"], "--history: 25h must be whole seconds from 10s to 24h"),
+            (["--history", "10.5s"], "--history: 10.5s must be whole seconds"),
+            (["--history", "soon"], "--history: soon is not a duration"),
+            (["--history"], "--history needs a value"),
+            (["--history-max-series", "0"], "--history-max-series: 0 is not a number of series"),
+            (["--log-format", "xml"], "--log-format xml: use text or json"),
+            (["--log-format"], "--log-format needs a value"),
+            (["--native-histograms", "9"], "--native-histograms: 9 is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"),
+            (["--native-histograms", "x"], "--native-histograms: x is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"),
+        ])
     func badArguments(arguments: [String], message: String) {
         #expect {
             try CollectorOptions.parse(arguments)

@@ -10,9 +10,11 @@ struct CollectorProcessTests {
     @Test("end to end: a producer process's values reach /latest and /metrics; SIGTERM stops it with a final dump")
     func endToEnd() throws {
         try withRingDirectory { directory in
-            let producer = try ChildProcess("ringside-test-producer", [
-                "sequence", "--dir", directory.path, "--ring", "e2e", "--count", "20000", "--start", "1", "--capacity", "32768",
-            ])
+            let producer = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "sequence", "--dir", directory.path, "--ring", "e2e", "--count", "20000", "--start", "1", "--capacity", "32768",
+                ])
             #expect(producer.readLine() == "wrote 20000 dropped 0")
             let dump = directory.path + "/dump.json"
             let (collector, port) = try startCollector(["--dir", directory.path, "--json-dump", dump, "--poll", "20ms"])
@@ -59,11 +61,16 @@ struct CollectorProcessTests {
     @Test("a producer stopped with SIGSTOP shows as producer_stopped within 2 s, exported and logged; live again after SIGCONT")
     func stoppedProducer() throws {
         try withRingDirectory { directory in
-            let producer = try ChildProcess("ringside-test-producer", [
-                "lanes", "--dir", directory.path, "--ring", "frozen", "--threads", "2", "--count", "10", "--hold",
-            ])
+            let producer = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "lanes", "--dir", directory.path, "--ring", "frozen", "--threads", "2", "--count", "10", "--hold",
+                ])
             #expect(producer.readLine()?.hasPrefix("ready ") == true)
-            defer { producer.send(SIGCONT); producer.kill() }
+            defer {
+                producer.send(SIGCONT)
+                producer.kill()
+            }
             let (collector, port) = try startCollector(["--dir", directory.path])
             defer { collector.kill() }
             func state() -> String? { ringState(port: port, ring: "frozen") }
@@ -92,9 +99,11 @@ struct CollectorProcessTests {
     func idleProducerDeath() throws {
         try withRingDirectory { directory in
             // Registers a histogram and records nothing: idle from the start.
-            let producer = try ChildProcess("ringside-test-producer", [
-                "hold", "--dir", directory.path, "--ring", "quiet", "--count", "0",
-            ])
+            let producer = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "hold", "--dir", directory.path, "--ring", "quiet", "--count", "0",
+                ])
             #expect(producer.readLine()?.hasPrefix("ready ") == true)
             defer { producer.kill() }
             let (collector, port) = try startCollector(["--dir", directory.path])
@@ -104,8 +113,9 @@ struct CollectorProcessTests {
             Thread.sleep(forTimeInterval: 1.5)
             producer.send(SIGKILL)
             let killedAt = Date()
-            #expect(eventually(seconds: 5) { ringState(port: port, ring: "quiet") == "producer_dead" ? true : nil } == true,
-                    "seen dead within 5 s, not at the next look 30 s on")
+            #expect(
+                eventually(seconds: 5) { ringState(port: port, ring: "quiet") == "producer_dead" ? true : nil } == true,
+                "seen dead within 5 s, not at the next look 30 s on")
             print("idle producer killed: seen dead after \(Int(Date().timeIntervalSince(killedAt) * 1000)) ms")
         }
     }
@@ -121,9 +131,11 @@ struct CollectorProcessTests {
         #expect(states.isStopped(pid: 0, nowNanos: 1) == nil)
     }
 
-    @Test("a bad flag is one line on stderr and exit status 2", arguments: [
-        ["--bogus"], ["--windows", "5x"], ["--slo", "nonsense"], ["--poll"], ["--history", "2d"], ["--history", "1s"],
-    ])
+    @Test(
+        "a bad flag is one line on stderr and exit status 2",
+        arguments: [
+            ["--bogus"], ["--windows", "5x"], ["--slo", "nonsense"], ["--poll"], ["--history", "2d"], ["--history", "1s"],
+        ])
     func badFlags(arguments: [String]) throws {
         let collector = try ChildProcess("ringside-collector", arguments)
         let exit = collector.waitForExit()
@@ -148,8 +160,9 @@ struct CollectorProcessTests {
             let second = try ChildProcess("ringside-collector", ["--dir", directory.path, "--listen", "127.0.0.1:\(port)"])
             let exit = second.waitForExit()
             #expect(exit.status == 1)
-            #expect(exit.standardError.contains("address already in use") || exit.standardError.contains("in use"),
-                    "stderr: \(exit.standardError)")
+            #expect(
+                exit.standardError.contains("address already in use") || exit.standardError.contains("in use"),
+                "stderr: \(exit.standardError)")
             first.send(SIGINT)
             #expect(first.waitForExit().status == 0)
         }

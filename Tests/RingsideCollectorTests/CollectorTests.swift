@@ -110,7 +110,7 @@ struct CollectorTests {
             let sizes = try ring.histogram("sizes", unit: .bytes)
             let volume = try ring.counter("volume")
             let twoTo53: UInt64 = 1 << 53
-            for value in [twoTo53, 1, twoTo53 * 4, 3] { sizes.record(value) } // 5 * 2^53 + 4
+            for value in [twoTo53, 1, twoTo53 * 4, 3] { sizes.record(value) }  // 5 * 2^53 + 4
             volume.increment(by: twoTo53)
             volume.increment(by: 1)
             let snapshot = pass(collector)
@@ -149,10 +149,15 @@ struct CollectorTests {
             histograms["a"]![3].record(11)
             snapshot = pass(collector)
             #expect(snapshot.ring("a")?.recordsRefusedTotal == 11)
-            #expect(captured.all.filter { $0.contains("ring a: its cap of 3 series (--max-series-per-ring) is reached: metric latency{n=3}") }.count == 1,
-                    "\(captured.all)")
-            #expect(captured.all.filter { $0.contains("ring b: the collector's cap of 5 series (--max-series) is reached: metric latency{n=2}") }.count == 1,
-                    "\(captured.all)")
+            #expect(
+                captured.all.filter { $0.contains("ring a: its cap of 3 series (--max-series-per-ring) is reached: metric latency{n=3}") }
+                    .count == 1,
+                "\(captured.all)")
+            #expect(
+                captured.all.filter {
+                    $0.contains("ring b: the collector's cap of 5 series (--max-series) is reached: metric latency{n=2}")
+                }.count == 1,
+                "\(captured.all)")
             let page = String(decoding: PrometheusExporter.render(snapshot), as: UTF8.self)
             #expect(page.contains("ringside_ring_series_refused{ring=\"b\"} 2") && page.contains("ringside_collector_series 5"))
             #expect(page.contains("ringside_ring_records_refused_total{ring=\"a\"} 11"))
@@ -167,11 +172,15 @@ struct CollectorTests {
             let other = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "MSFT"])
             for _ in 0..<990 { fill.record(50_000) }
             for _ in 0..<10 { fill.record(300_000) }
-            for _ in 0..<1000 { other.record(900_000) } // not selected by the rule
+            for _ in 0..<1000 { other.record(900_000) }  // not selected by the rule
             let captured = CapturedLog()
-            let collector = try makeCollector(directory, slo: [#"order_fill_latency{symbol="AAPL"}:p99<100us@1s"#,
-                                                                 #"order_fill_latency{symbol="AAPL"}:p999<100us@1s"#],
-                                              captured: captured)
+            let collector = try makeCollector(
+                directory,
+                slo: [
+                    #"order_fill_latency{symbol="AAPL"}:p99<100us@1s"#,
+                    #"order_fill_latency{symbol="AAPL"}:p999<100us@1s"#,
+                ],
+                captured: captured)
             let first = pass(collector).slos
             #expect(first.map(\.violated) == [false, true])
             #expect(first[0].events == 1000 && first[0].matchingSeries == 1)
@@ -191,9 +200,11 @@ struct CollectorTests {
     @Test("a producer's death is detected and logged; what it left is still served")
     func producerDeath() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess("ringside-test-producer", [
-                "hold", "--dir", directory.path, "--ring", "mortal", "--count", "500", "--capacity", "1024",
-            ])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "hold", "--dir", directory.path, "--ring", "mortal", "--count", "500", "--capacity", "1024",
+                ])
             #expect(child.readLine() == "ready \(child.pid)")
             let captured = CapturedLog()
             let collector = try makeCollector(directory, captured: captured)
@@ -240,9 +251,9 @@ struct CollectorTests {
             let kind = recordOffset(\.kind), metric = recordOffset(\.metric)
             let fd = open(directory.filePath(for: "liar"), O_WRONLY)
             var badKind: UInt8 = 1
-            pwrite(fd, &badKind, 1, off_t(records + 32 * 1 + kind))     // record 1 claims to be a counter's
+            pwrite(fd, &badKind, 1, off_t(records + 32 * 1 + kind))  // record 1 claims to be a counter's
             var badMetric: UInt32 = 77
-            pwrite(fd, &badMetric, 4, off_t(records + 32 * 2 + metric)) // record 2 names metric 77
+            pwrite(fd, &badMetric, 4, off_t(records + 32 * 2 + metric))  // record 2 names metric 77
             close(fd)
             let captured = CapturedLog()
             let snapshot = pass(try makeCollector(directory, captured: captured))

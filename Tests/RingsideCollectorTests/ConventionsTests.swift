@@ -20,14 +20,16 @@ private func sample(_ name: String, in page: String) -> Double? {
 struct ConventionsTests {
     // MARK: - --version
 
-    @Test("--version prints one line, the version and the revision, and exits 0", arguments: [
-        ("ringside-collector", ["--version"]),
-        ("ringside-collector", ["--dir", "/nonexistent", "--version"]),
-        ("ringside-dump", ["--version"]),
-        ("ringside-dump", ["list", "--version"]),
-        ("ringside-emit", ["--version"]),
-        ("ringside-bench", ["--version"]),
-    ])
+    @Test(
+        "--version prints one line, the version and the revision, and exits 0",
+        arguments: [
+            ("ringside-collector", ["--version"]),
+            ("ringside-collector", ["--dir", "/nonexistent", "--version"]),
+            ("ringside-dump", ["--version"]),
+            ("ringside-dump", ["list", "--version"]),
+            ("ringside-emit", ["--version"]),
+            ("ringside-bench", ["--version"]),
+        ])
     func version(tool: String, arguments: [String]) throws {
         let child = try ChildProcess(tool, arguments)
         let line = child.readLine()
@@ -42,14 +44,18 @@ struct ConventionsTests {
 
     @Test("the revision is a commit of this repository (or \"unknown\" outside one), never a made-up value")
     func revision() throws {
-        #expect(RingsideVersion.version.split(separator: ".").count == 3
-            && RingsideVersion.version.split(separator: ".").allSatisfy { UInt($0) != nil })
+        #expect(
+            RingsideVersion.version.split(separator: ".").count == 3
+                && RingsideVersion.version.split(separator: ".").allSatisfy { UInt($0) != nil })
         let revision = RingsideVersion.revision
         let git = systemTool("git")
         let top = git.flatMap { try? runProcess($0, ["-C", packageRoot, "rev-parse", "--show-toplevel"]) }
-        let isRepositoryTop = top.map { $0.status == 0
-            && URL(fileURLWithPath: $0.output.trimmingCharacters(in: .whitespacesAndNewlines)).resolvingSymlinksInPath().path
-                == URL(fileURLWithPath: packageRoot).resolvingSymlinksInPath().path } ?? false
+        let isRepositoryTop =
+            top.map {
+                $0.status == 0
+                    && URL(fileURLWithPath: $0.output.trimmingCharacters(in: .whitespacesAndNewlines)).resolvingSymlinksInPath().path
+                        == URL(fileURLWithPath: packageRoot).resolvingSymlinksInPath().path
+            } ?? false
         guard let git, isRepositoryTop else {
             print("skipping: \(packageRoot) is not the top of a git repository (revision \(revision))")
             return
@@ -57,8 +63,9 @@ struct ConventionsTests {
         #expect(revision != "unknown", "the sources are a git checkout: the build should have recorded its commit")
         #expect(revision.count >= 4 && revision.allSatisfy { $0.isHexDigit && !$0.isUppercase }, "\(revision)")
         // A commit that exists here (HEAD may have moved on since the build: any commit will do).
-        #expect(try runProcess(git, ["-C", packageRoot, "cat-file", "-e", revision + "^{commit}"]).status == 0,
-                "\(revision) is not a commit of \(packageRoot)")
+        #expect(
+            try runProcess(git, ["-C", packageRoot, "cat-file", "-e", revision + "^{commit}"]).status == 0,
+            "\(revision) is not a commit of \(packageRoot)")
     }
 
     // MARK: - /metrics
@@ -116,8 +123,9 @@ struct ConventionsTests {
             }
         }
         let stat = "4242 (a (b) c)) " + after.joined(separator: " ") + "\n"
-        #expect(ProcessMetrics.statFields(stat)
-            == ProcessMetrics.StatFields(utime: 250, stime: 50, starttime: 12345, vsize: 987_654_321, rss: 4321))
+        #expect(
+            ProcessMetrics.statFields(stat)
+                == ProcessMetrics.StatFields(utime: 250, stime: 50, starttime: 12345, vsize: 987_654_321, rss: 4321))
         #expect(ProcessMetrics.statFields("4242 (truncated) S 1 2") == nil)
         #expect(ProcessMetrics.bootTime(inProcStat: "cpu  1 2 3\nintr 5\nbtime 1795370000\nprocesses 9\n") == 1_795_370_000)
         #expect(ProcessMetrics.bootTime(inProcStat: "cpu 1\n") == nil)
@@ -154,7 +162,7 @@ struct ConventionsTests {
             pass(collector)
             #expect(get("/-/ready").status == 200 && text(get("/-/ready")) == "Ready\n")
             #expect(get("/health").status == 200)
-            usleep(1_500_000) // no pass for longer than the 1 s stall bound: the loop has stalled
+            usleep(1_500_000)  // no pass for longer than the 1 s stall bound: the loop has stalled
             #expect(get("/-/ready").status == 503 && get("/health").status == 503)
             #expect(text(get("/-/ready")).contains("last pass was"))
             #expect(get("/-/healthy").status == 200, "liveness does not depend on the drain loop")
@@ -181,8 +189,9 @@ struct ConventionsTests {
                 #expect(index.text.contains("<a href=\"\(path)\">"), "no link to \(path)")
                 #expect(try httpGet(port: port, path: path).status == 200, "\(path) answers")
             }
-            #expect(!index.text.contains("http://") && !index.text.contains("https://") && !index.text.contains(" src="),
-                    "no external assets")
+            #expect(
+                !index.text.contains("http://") && !index.text.contains("https://") && !index.text.contains(" src="),
+                "no external assets")
             #expect(try httpGet(port: port, path: "/nope").status == 404)
         }
     }
@@ -195,8 +204,12 @@ struct ConventionsTests {
             // A ring directory whose name needs escaping: a quote, a backslash and a tab.
             let awkward = directory.path + "/a\"b\\c\td"
             try FileManager.default.createDirectory(atPath: awkward, withIntermediateDirectories: false)
-            let collector = try ChildProcess("ringside-collector", ["--listen", "127.0.0.1:0", "--dir", awkward,
-                                                                    "--log-format", "json"])
+            let collector = try ChildProcess(
+                "ringside-collector",
+                [
+                    "--listen", "127.0.0.1:0", "--dir", awkward,
+                    "--log-format", "json",
+                ])
             var lines: [String] = []
             while let line = collector.readErrorLine() {
                 lines.append(line)
@@ -230,8 +243,9 @@ struct ConventionsTests {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: String])
         #expect(object == ["time": "2026-11-22T20:45:00.123Z", "level": "warn", "msg": message])
         #expect(json.hasPrefix(#"{"time":"2026-11-22T20:45:00.123Z","level":"warn","msg":"#))
-        #expect(CollectorLog.line("ring a attached", level: .error, format: .text, time: "2026-11-22T20:45:00.123Z")
-            == "2026-11-22T20:45:00.123Z ring a attached")
+        #expect(
+            CollectorLog.line("ring a attached", level: .error, format: .text, time: "2026-11-22T20:45:00.123Z")
+                == "2026-11-22T20:45:00.123Z ring a attached")
     }
 
     @Test("--log-format with a bad value is a usage error naming the flag and the choices: exit 2")
@@ -242,8 +256,9 @@ struct ConventionsTests {
             let (status, errors) = child.waitForExit()
             #expect(status == 2 && output == nil)
             let lines = errors.split(separator: "\n")
-            #expect(lines.count == 1 && errors.contains("--log-format") && errors.contains("text") && errors.contains("json"),
-                    "\(errors)")
+            #expect(
+                lines.count == 1 && errors.contains("--log-format") && errors.contains("text") && errors.contains("json"),
+                "\(errors)")
         }
         #expect(try CollectorOptions.parse(["--log-format", "json"])?.logFormat == .json)
         #expect(try CollectorOptions.parse(["--log-format=text"])?.logFormat == .text)

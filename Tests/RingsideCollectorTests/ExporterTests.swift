@@ -11,8 +11,9 @@ import Testing
 /// A snapshot with one series of each kind, labels that need escaping, an SLO and a skipped ring.
 private func richSnapshot(_ directory: RingDirectory) throws -> (Snapshot, Collector) {
     let ring = try Bot.attach("bot-a", directory: directory.path, options: .init(laneCapacity: 4096))
-    let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": #"A"P\L"#, "ring": "inner"],
-                                  help: "Fill latency\nwith a second line and a \\ backslash")
+    let fill = try ring.histogram(
+        "order_fill_latency", unit: .nanoseconds, labels: ["symbol": #"A"P\L"#, "ring": "inner"],
+        help: "Fill latency\nwith a second line and a \\ backslash")
     let sizes = try ring.histogram("order_size", unit: .bytes)
     let orders = try ring.counter("orders_total", labels: ["side": "buy"])
     let exposure = try ring.gauge("gross_exposure")
@@ -46,7 +47,10 @@ struct ExporterTests {
             #expect(text.contains("# TYPE order_fill_latency_seconds histogram"))
             #expect(text.contains("# TYPE order_fill_latency_windowed_seconds summary"))
             #expect(text.contains(#"order_fill_latency_seconds_bucket{ring="bot-a",exported_ring="inner",symbol="A\"P\\L",le="0.0001"}"#))
-            #expect(text.contains(#"order_fill_latency_windowed_seconds{ring="bot-a",exported_ring="inner",symbol="A\"P\\L",window="1m",quantile="0.99"}"#))
+            #expect(
+                text.contains(
+                    #"order_fill_latency_windowed_seconds{ring="bot-a",exported_ring="inner",symbol="A\"P\\L",window="1m",quantile="0.99"}"#
+                ))
             #expect(text.contains("# HELP order_fill_latency_seconds Fill latency\\nwith a second line and a \\\\ backslash"))
             #expect(text.contains("# TYPE order_size_bytes histogram"))
             #expect(text.contains(#"orders_total{ring="bot-a",side="buy"} 7"#))
@@ -82,8 +86,10 @@ struct ExporterTests {
             #expect(gaugeWindow["value"] as? Int == 1_250_000 && gaugeWindow["min"] != nil && gaugeWindow["max"] != nil)
             let rings = try #require(document["rings"] as? [[String: Any]])
             let ring = try #require(rings.first { $0["name"] as? String == "bot-a" })
-            for key in ["producer_pid", "alive", "capacity", "backlog", "records_total", "dropped_total", "rejected_total",
-                        "series_refused", "records_refused_total", "quarantined", "quarantines_total", "state", "lanes"] {
+            for key in [
+                "producer_pid", "alive", "capacity", "backlog", "records_total", "dropped_total", "rejected_total",
+                "series_refused", "records_refused_total", "quarantined", "quarantines_total", "state", "lanes",
+            ] {
                 #expect(ring[key] != nil, "rings[].\(key)")
             }
             #expect(ring["quarantined"] as? Bool == false && ring["series_refused"] as? Int == 0)
@@ -123,11 +129,15 @@ struct ExporterTests {
         try withRingDirectory { directory in
             let collector = try makeCollector(directory, captured: CapturedLog())
             let endpoints = CollectorEndpoints(collector: collector)
-            let health = { endpoints.handle(HTTPRequest(method: "GET", target: "/health", path: "/health", query: nil,
-                                                        minorVersion: 1, headers: [])) }
+            let health = {
+                endpoints.handle(
+                    HTTPRequest(
+                        method: "GET", target: "/health", path: "/health", query: nil,
+                        minorVersion: 1, headers: []))
+            }
             let start = rs_clock_precise_ns()
             collector.runPass(nowNanos: start, forcePublish: true)
-            usleep(1_300_000) // longer than the 1 s stall bound
+            usleep(1_300_000)  // longer than the 1 s stall bound
             // A pass at the same (stepped) time: nothing is due, so nothing is published.
             let generation = collector.snapshot.generation
             collector.runPass(nowNanos: start)

@@ -15,8 +15,9 @@ private func withTemporaryFolder<Result>(_ body: (String) throws -> Result) thro
     return try body(folder)
 }
 
-private let latency = MetricDescriptor(index: 0, name: "lat", kind: .histogram, unit: .nanoseconds,
-                                       encodedLabels: "venue=X Y", help: "", sampleEvery: 1)
+private let latency = MetricDescriptor(
+    index: 0, name: "lat", kind: .histogram, unit: .nanoseconds,
+    encodedLabels: "venue=X Y", help: "", sampleEvery: 1)
 
 /// A capture at `second` seconds of one series (id 1) whose all-time histogram is `cumulative`.
 private func capture(_ cumulative: Histogram, atSecond second: UInt64, id: UInt64 = 1) -> HistogramCapture {
@@ -27,8 +28,9 @@ private func capture(_ cumulative: Histogram, atSecond second: UInt64, id: UInt6
 
 /// A writer of `path` (in its directory, opened), its StartTime 1,700,000,000 s.
 private func makeWriter(_ path: String, maxBytes: UInt64 = 1 << 20, log: CollectorLog) throws -> HistogramLogWriter {
-    HistogramLogWriter(path: path, directory: try LogDirectory(path: LogDirectory.split(path).directory), maxBytes: maxBytes,
-                       startRealtimeNanos: 1_700_000_000_000_000_000, program: "test", log: log)
+    HistogramLogWriter(
+        path: path, directory: try LogDirectory(path: LogDirectory.split(path).directory), maxBytes: maxBytes,
+        startRealtimeNanos: 1_700_000_000_000_000_000, program: "test", log: log)
 }
 
 private func intervalLines(_ path: String) throws -> [[String]] {
@@ -47,21 +49,27 @@ struct HistogramLogWriterTests {
             var all = Histogram()
             for value: UInt64 in [1_000, 2_000, 3_000] { all.record(value) }
             writer.write(capture(all, atSecond: 1))
-            writer.write(HistogramCapture(realtimeNanos: 1_700_000_002_000_000_000)) // nothing new: no line
+            writer.write(HistogramCapture(realtimeNanos: 1_700_000_002_000_000_000))  // nothing new: no line
             for value: UInt64 in [50_000, 60_000] { all.record(value) }
             writer.write(capture(all, atSecond: 3))
             writer.close()
             let text = try String(contentsOfFile: path, encoding: .utf8)
             #expect(text.hasPrefix("#[Logged with test]\n#[Histogram log format version 1.3]\n#[StartTime: 1700000000.000 "))
             let lines = try intervalLines(path)
-            #expect(lines.map { Array($0.prefix(4)) } == [["Tag=bot.lat{venue=X%20Y}@ns", "0.000", "1.000", "3000.0"],
-                                                         ["Tag=bot.lat{venue=X%20Y}@ns", "2.000", "1.000", "60000.0"]])
+            #expect(
+                lines.map { Array($0.prefix(4)) } == [
+                    ["Tag=bot.lat{venue=X%20Y}@ns", "0.000", "1.000", "3000.0"],
+                    ["Tag=bot.lat{venue=X%20Y}@ns", "2.000", "1.000", "60000.0"],
+                ])
             let second = try #require(HdrHistogramEncoding.decode(base64: lines[1][4]))
             #expect(second.totalCount == 2)
             // Each count in the lower HdrHistogram half of its Ringside bucket.
-            #expect(Set(second.counts.keys) == Set([50_000, 60_000].map {
-                HdrHistogramEncoding.countsIndex(of: Histogram.lowestEquivalentValue($0))
-            }))
+            #expect(
+                Set(second.counts.keys)
+                    == Set(
+                        [50_000, 60_000].map {
+                            HdrHistogramEncoding.countsIndex(of: Histogram.lowestEquivalentValue($0))
+                        }))
             #expect(writer.errors == 0 && captured.all.isEmpty)
         }
     }
@@ -77,8 +85,8 @@ struct HistogramLogWriterTests {
             #expect(try String(contentsOfFile: path + ".1", encoding: .utf8) == "an older run's log\n")
             var all = Histogram()
             var lines = 0
-            for second in 1 ... 40 as ClosedRange<UInt64> {
-                for value in 0 ..< 20 as Range<UInt64> { all.record(1_000 + value * 10_007 * second) }
+            for second in 1...40 as ClosedRange<UInt64> {
+                for value in 0..<20 as Range<UInt64> { all.record(1_000 + value * 10_007 * second) }
                 writer.write(capture(all, atSecond: second))
                 lines += 1
                 #expect(writer.size <= bound)
@@ -106,20 +114,22 @@ struct HistogramLogWriterTests {
             let captured = CapturedLog()
             let writer = try makeWriter(path, log: captured.log)
             var all = Histogram()
-            for second in 1 ... 3 as ClosedRange<UInt64> {
+            for second in 1...3 as ClosedRange<UInt64> {
                 all.record(1_000 * second)
                 writer.write(capture(all, atSecond: second))
             }
-            #expect(writer.errors == 4) // the open at start, then one per interval
+            #expect(writer.errors == 4)  // the open at start, then one per interval
             #expect(captured.all.count == 1)
-            #expect(captured.contains("--hlog: \(path) is a directory, not a regular file of the collector's: left alone",
-                                      "tries again next interval"))
+            #expect(
+                captured.contains(
+                    "--hlog: \(path) is a directory, not a regular file of the collector's: left alone",
+                    "tries again next interval"))
             #expect(FileManager.default.fileExists(atPath: path) && !FileManager.default.fileExists(atPath: path + ".1"))
             // A FIFO in its place: another error, said once, and no open that would block.
             try FileManager.default.removeItem(atPath: path)
             #expect(mkfifo(path, 0o644) == 0)
             expectNoBlock(on: path) {
-                for second in 4 ... 5 as ClosedRange<UInt64> {
+                for second in 4...5 as ClosedRange<UInt64> {
                     all.record(1_000 * second)
                     writer.write(capture(all, atSecond: second))
                 }
@@ -150,7 +160,7 @@ struct HistogramLogWriterTests {
             // Until the first rotation.
             while writer.rotations == 0 {
                 second += 1
-                for value in 0 ..< 40 as Range<UInt64> { all.record(1_000 + value * 10_007 * second) }
+                for value in 0..<40 as Range<UInt64> { all.record(1_000 + value * 10_007 * second) }
                 writer.write(capture(all, atSecond: second))
             }
             #expect(writer.errors == 0)
@@ -158,9 +168,9 @@ struct HistogramLogWriterTests {
             try FileManager.default.moveItem(atPath: path, toPath: folder + "/moved")
             #expect(symlink(target.path, path) == 0)
             // Writes go on into the open file until the bound calls for the next one.
-            for _ in 1 ... 40 where writer.errors < 3 {
+            for _ in 1...40 where writer.errors < 3 {
                 second += 1
-                for value in 0 ..< 40 as Range<UInt64> { all.record(1_000 + value * 10_007 * second) }
+                for value in 0..<40 as Range<UInt64> { all.record(1_000 + value * 10_007 * second) }
                 writer.write(capture(all, atSecond: second))
             }
             #expect(target.isUnchanged && entryKind(path) == S_IFLNK)
@@ -207,14 +217,14 @@ struct CollectorHistogramLogTests {
                 let bot = try Bot.attach("capture-bot", directory: directory.path)
                 let fast = try bot.histogram("fast", unit: .nanoseconds)
                 let slow = try bot.histogram("slow", unit: .nanoseconds)
-                for value in 1 ... 100 as ClosedRange<UInt64> { fast.record(value * 1_000) }
+                for value in 1...100 as ClosedRange<UInt64> { fast.record(value * 1_000) }
                 slow.record(5)
                 writer.write(pass(collector))
                 let first = try intervalLines(path)
                 #expect(first.map { $0[0] } == ["Tag=capture-bot.fast@ns", "Tag=capture-bot.slow@ns"])
                 let fastFirst = try #require(HdrHistogramEncoding.decode(base64: first[0][4]))
                 #expect(fastFirst.totalCount == 100)
-                for value in 1 ... 10 as ClosedRange<UInt64> { fast.record(value) }
+                for value in 1...10 as ClosedRange<UInt64> { fast.record(value) }
                 writer.write(pass(collector))
                 let second = try intervalLines(path).dropFirst(first.count)
                 #expect(second.map { $0[0] } == ["Tag=capture-bot.fast@ns"], "slow recorded nothing since")
@@ -236,7 +246,8 @@ struct HistogramLogOptionsTests {
         let defaults = try #require(try CollectorOptions.parse(["--hlog", "/tmp/x.hlog"]))
         #expect(defaults.hlogPath == "/tmp/x.hlog" && defaults.hlogIntervalNanos == 1_000_000_000 && defaults.hlogMaxBytes == 256 << 20)
         #expect(try CollectorOptions.parse([]).map { $0.hlogPath == nil } == true)
-        let options = try #require(try CollectorOptions.parse(["--hlog=/var/log/l.hlog", "--hlog-interval", "10s", "--hlog-max-bytes", "64M"]))
+        let options = try #require(
+            try CollectorOptions.parse(["--hlog=/var/log/l.hlog", "--hlog-interval", "10s", "--hlog-max-bytes", "64M"]))
         #expect(options.hlogIntervalNanos == 10_000_000_000 && options.hlogMaxBytes == 64 << 20)
         #expect(try CollectorOptions.parse(["--hlog", "p", "--hlog-max-bytes", "5000"])?.hlogMaxBytes == 5000)
         #expect(try CollectorOptions.parse(["--hlog", "p", "--hlog-max-bytes", "2G"])?.hlogMaxBytes == 2 << 30)
@@ -244,12 +255,14 @@ struct HistogramLogOptionsTests {
 
     @Test("a bad value is a usage error naming the flag; --hlog and --json-dump must name a file")
     func badValues() throws {
-        for arguments in [["--hlog", ""], ["--hlog"], ["--hlog", "p", "--hlog-interval", "50ms"], ["--hlog", "p", "--hlog-interval", "2h"],
-                          ["--hlog", "p", "--hlog-interval", "soon"], ["--hlog", "p", "--hlog-max-bytes", "100"],
-                          ["--hlog", "p", "--hlog-max-bytes", "-5"], ["--hlog", "p", "--hlog-max-bytes", "12X"],
-                          ["--hlog", "p", "--hlog-max-bytes", "99999999999999999999"], ["--hlog-interval", "5s"],
-                          ["--hlog-max-bytes", "1M"], ["--hlog", "/var/log/"], ["--hlog", "logs/.."], ["--json-dump", ""],
-                          ["--json-dump", "/tmp/"], ["--json-dump", "."]] {
+        for arguments in [
+            ["--hlog", ""], ["--hlog"], ["--hlog", "p", "--hlog-interval", "50ms"], ["--hlog", "p", "--hlog-interval", "2h"],
+            ["--hlog", "p", "--hlog-interval", "soon"], ["--hlog", "p", "--hlog-max-bytes", "100"],
+            ["--hlog", "p", "--hlog-max-bytes", "-5"], ["--hlog", "p", "--hlog-max-bytes", "12X"],
+            ["--hlog", "p", "--hlog-max-bytes", "99999999999999999999"], ["--hlog-interval", "5s"],
+            ["--hlog-max-bytes", "1M"], ["--hlog", "/var/log/"], ["--hlog", "logs/.."], ["--json-dump", ""],
+            ["--json-dump", "/tmp/"], ["--json-dump", "."],
+        ] {
             #expect(throws: UsageError.self, "\(arguments)") { try CollectorOptions.parse(arguments) }
         }
         #expect(throws: UsageError("--hlog /var/log/: expected the path of a file (DIRECTORY/NAME), not of a directory")) {

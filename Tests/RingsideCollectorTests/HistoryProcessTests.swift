@@ -26,14 +26,18 @@ struct HistoryProcessTests {
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--history", "2m"])
             defer { collector.kill() }
             // 5,000 values a second for 3 seconds, into histogram "blast" {source="test"}.
-            let blast = try ChildProcess("ringside-test-producer", [
-                "blast", "--dir", directory.path, "--ring", "history-blast", "--seconds", "3", "--rate", "5000", "--capacity", "65536",
-            ])
+            let blast = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "blast", "--dir", directory.path, "--ring", "history-blast", "--seconds", "3", "--rate", "5000", "--capacity", "65536",
+                ])
             #expect(blast.readLine()?.hasPrefix("attached ") == true)
             // 1,000 fill latencies at once, then counter "orders" 200 times a second until killed.
-            let kit = try ChildProcess("ringside-test-producer", [
-                "kit", "--dir", directory.path, "--ring", "history-kit", "--count", "1000", "--per-second", "200",
-            ])
+            let kit = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "kit", "--dir", directory.path, "--ring", "history-kit", "--count", "1000", "--per-second", "200",
+                ])
             defer { kit.kill() }
             #expect(kit.readLine()?.hasPrefix("ready ") == true)
             let summary = try #require(blast.readLine())
@@ -45,7 +49,8 @@ struct HistoryProcessTests {
             // The history takes the snapshots in as they come: wait until the counts reach the total.
             let blastSeries = try eventually(seconds: 30) { () -> [String: Any]? in
                 guard let series = seriesList(try history(port, "ring=history-blast&metric=blast")).first,
-                      rows(series).compactMap({ $0[1] }).reduce(0, +) == written else { return nil }
+                    rows(series).compactMap({ $0[1] }).reduce(0, +) == written
+                else { return nil }
                 return series
             }
             let blastRows = rows(try #require(blastSeries, "the blast series' counts never added up to \(written)"))
@@ -67,7 +72,8 @@ struct HistoryProcessTests {
             #expect(fill != nil, "the fill latencies' counts never added up to 1000")
             let orders = try eventually(seconds: 30) { () -> [[Int?]]? in
                 guard let series = seriesList(try history(port, "ring=history-kit&metric=orders&label=side:buy")).first,
-                      series["columns"] as? [String] == ["t", "increase", "total"] else { return nil }
+                    series["columns"] as? [String] == ["t", "increase", "total"]
+                else { return nil }
                 let points = rows(series)
                 return points.count >= 2 ? points : nil
             }
@@ -94,9 +100,11 @@ struct HistoryProcessTests {
         }
     }
 
-    @Test("/api/history: bad parameters get 400 with a one-line reason; the route is listed", arguments: [
-        "step=0", "step=lots", "from=yesterday", "from=-10&to=-20", "series=abc", "label=nolabel", "colour=red", "ring",
-    ])
+    @Test(
+        "/api/history: bad parameters get 400 with a one-line reason; the route is listed",
+        arguments: [
+            "step=0", "step=lots", "from=yesterday", "from=-10&to=-20", "series=abc", "label=nolabel", "colour=red", "ring",
+        ])
     func badParameters(query: String) throws {
         try withRingDirectory { directory in
             let (collector, port) = try startCollector(["--dir", directory.path])
@@ -124,9 +132,11 @@ struct HistoryProcessTests {
         try withRingDirectory { directory in
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--history-max-series", "1"])
             defer { collector.kill() }
-            let kit = try ChildProcess("ringside-test-producer", [
-                "kit", "--dir", directory.path, "--ring", "history-cap", "--count", "10", "--per-second", "100",
-            ])
+            let kit = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "kit", "--dir", directory.path, "--ring", "history-cap", "--count", "10", "--per-second", "100",
+                ])
             defer { kit.kill() }
             #expect(kit.readLine()?.hasPrefix("ready ") == true)
             // The kit's three series: one kept, two refused.

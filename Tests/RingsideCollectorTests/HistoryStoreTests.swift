@@ -14,8 +14,10 @@ private struct SnapshotBuilder {
     }
 
     /// A histogram series with this all-time count, and a 1 s window of `windowCount` values up to `max`.
-    static func histogram(id: UInt64, ring: String = "bot", name: String = "latency", labels: String = "",
-                          total: UInt64, windowCount: UInt64 = 1, quantiles: [UInt64] = [10, 20, 30, 40], max: UInt64 = 50) -> SeriesSnapshot {
+    static func histogram(
+        id: UInt64, ring: String = "bot", name: String = "latency", labels: String = "",
+        total: UInt64, windowCount: UInt64 = 1, quantiles: [UInt64] = [10, 20, 30, 40], max: UInt64 = 50
+    ) -> SeriesSnapshot {
         var window = WindowStats()
         window.count = windowCount
         window.quantileValues = quantiles
@@ -74,7 +76,8 @@ struct HistoryStoreTests {
         let store = HistoryStore(retentionSeconds: 60, maxSeries: 10)
         var builder = SnapshotBuilder()
         store.record(builder.make(at: t0, fraction: 0.1, [SnapshotBuilder.histogram(id: 1, total: 100, max: 70)]))
-        store.record(builder.make(at: t0, fraction: 0.9, [SnapshotBuilder.histogram(id: 1, total: 130, quantiles: [11, 21, 31, 41], max: 60)]))
+        store.record(
+            builder.make(at: t0, fraction: 0.9, [SnapshotBuilder.histogram(id: 1, total: 130, quantiles: [11, 21, 31, 41], max: 60)]))
         store.record(builder.make(at: t0 + 1, [SnapshotBuilder.histogram(id: 1, total: 200)]))
         let answer = store.query(everything())
         #expect(answer.series.count == 1)
@@ -122,10 +125,20 @@ struct HistoryStoreTests {
     func countersAndGauges() throws {
         let store = HistoryStore(retentionSeconds: 60, maxSeries: 10)
         var builder = SnapshotBuilder()
-        store.record(builder.make(at: t0, fraction: 0.1, [SnapshotBuilder.counter(id: 1, total: 7),
-                                                          SnapshotBuilder.gauge(id: 2, value: 3.5, low: 1, high: 4)]))
-        store.record(builder.make(at: t0, fraction: 0.6, [SnapshotBuilder.counter(id: 1, total: 10),
-                                                          SnapshotBuilder.gauge(id: 2, value: -2, low: -2, high: 3)]))
+        store.record(
+            builder.make(
+                at: t0, fraction: 0.1,
+                [
+                    SnapshotBuilder.counter(id: 1, total: 7),
+                    SnapshotBuilder.gauge(id: 2, value: 3.5, low: 1, high: 4),
+                ]))
+        store.record(
+            builder.make(
+                at: t0, fraction: 0.6,
+                [
+                    SnapshotBuilder.counter(id: 1, total: 10),
+                    SnapshotBuilder.gauge(id: 2, value: -2, low: -2, high: 3),
+                ]))
         store.record(builder.make(at: t0 + 1, [SnapshotBuilder.counter(id: 1, total: 25), SnapshotBuilder.gauge(id: 2, value: nil)]))
         let answer = store.query(everything())
         let counter = try #require(answer.series.first { $0.id == 1 })
@@ -173,10 +186,14 @@ struct HistoryStoreTests {
         var builder = SnapshotBuilder()
         let quantiles: [[UInt64]] = [[1, 2, 3, 4], [9, 9, 1, 1], [5, 5, 5, 5], [2, 2, 2, 2]]
         for second in 0..<4 {
-            store.record(builder.make(at: t0 + UInt64(second), [
-                SnapshotBuilder.histogram(id: 1, total: UInt64(second + 1) * 3, quantiles: quantiles[second], max: UInt64(10 * second)),
-                SnapshotBuilder.counter(id: 2, total: UInt128(second + 1) * 100),
-            ]))
+            store.record(
+                builder.make(
+                    at: t0 + UInt64(second),
+                    [
+                        SnapshotBuilder.histogram(
+                            id: 1, total: UInt64(second + 1) * 3, quantiles: quantiles[second], max: UInt64(10 * second)),
+                        SnapshotBuilder.counter(id: 2, total: UInt128(second + 1) * 100),
+                    ]))
         }
         let answer = store.query(everything(step: 2))
         // t0 is even: the steps are [t0, t0+1] and [t0+2, t0+3].
@@ -189,11 +206,14 @@ struct HistoryStoreTests {
     func filters() throws {
         let store = HistoryStore(retentionSeconds: 60, maxSeries: 10)
         var builder = SnapshotBuilder()
-        store.record(builder.make(at: t0, [
-            SnapshotBuilder.histogram(id: 1, ring: "a", labels: "side=buy\nsymbol=AAPL", total: 1),
-            SnapshotBuilder.histogram(id: 2, ring: "a", labels: "side=sell\nsymbol=AAPL", total: 1),
-            SnapshotBuilder.histogram(id: 3, ring: "b", name: "other", total: 1),
-        ]))
+        store.record(
+            builder.make(
+                at: t0,
+                [
+                    SnapshotBuilder.histogram(id: 1, ring: "a", labels: "side=buy\nsymbol=AAPL", total: 1),
+                    SnapshotBuilder.histogram(id: 2, ring: "a", labels: "side=sell\nsymbol=AAPL", total: 1),
+                    SnapshotBuilder.histogram(id: 3, ring: "b", name: "other", total: 1),
+                ]))
         func ids(_ text: String) throws -> [UInt64] {
             let query = try HistoryQuery(parsing: text, nowSeconds: Int64(t0) + 10)
             return store.query(query).series.map(\.id)
@@ -215,8 +235,10 @@ struct HistoryStoreTests {
         #expect(plain.from == now - 300 && plain.to == now && plain.step == 1)
         let relative = try HistoryQuery(parsing: "from=-60&to=-10&step=5", nowSeconds: now)
         #expect(relative.from == now - 60 && relative.to == now - 10 && relative.step == 5)
-        for bad in ["step=0", "step=x", "step=3601", "from=abc", "series=-1", "label=nocolon", "label=:x", "color=red",
-                    "from=-10&to=-20", "ring", "ring=%zz"] {
+        for bad in [
+            "step=0", "step=x", "step=3601", "from=abc", "series=-1", "label=nocolon", "label=:x", "color=red",
+            "from=-10&to=-20", "ring", "ring=%zz",
+        ] {
             #expect(throws: HistoryQueryError.self, "\(bad)") { try HistoryQuery(parsing: bad, nowSeconds: now) }
         }
     }

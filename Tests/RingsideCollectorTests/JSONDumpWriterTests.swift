@@ -10,8 +10,9 @@ import Testing
 
 /// A dump writer of `folder/latest.json`.
 private func makeDumper(_ folder: String, log: CapturedLog) throws -> JSONDumpWriter {
-    JSONDumpWriter(path: folder + "/latest.json", directory: try LogDirectory(path: folder), intervalNanos: 1_000_000_000,
-                   log: log.log)
+    JSONDumpWriter(
+        path: folder + "/latest.json", directory: try LogDirectory(path: folder), intervalNanos: 1_000_000_000,
+        log: log.log)
 }
 
 /// The names in `folder` that are temporary dumps (`latest.json.tmp.*`).

@@ -22,7 +22,8 @@ private struct Attack {
     /// Nil (the test skips, having said why) when not root or without setpriv, outside CI.
     static func prepare() throws -> Attack? {
         guard try requiredRoot("acting as user nobody (setpriv) against a collector that runs as root"),
-              let setpriv = try requiredSystemTool("setpriv") else { return nil }
+            let setpriv = try requiredSystemTool("setpriv")
+        else { return nil }
         return try Attack(setpriv: setpriv)
     }
 
@@ -74,9 +75,11 @@ private func hlogErrors(port: Int) throws -> Int? {
 
 /// A producer writing histogram "blast" into `ring` `rate` times a second for two minutes (or until killed).
 private func startProducer(_ directory: RingDirectory, ring: String, rate: Int = 5_000) throws -> ChildProcess {
-    let producer = try ChildProcess("ringside-test-producer", [
-        "blast", "--dir", directory.path, "--ring", ring, "--seconds", "120", "--rate", "\(rate)", "--capacity", "65536",
-    ])
+    let producer = try ChildProcess(
+        "ringside-test-producer",
+        [
+            "blast", "--dir", directory.path, "--ring", ring, "--seconds", "120", "--rate", "\(rate)", "--capacity", "65536",
+        ])
     guard producer.readLine()?.hasPrefix("attached ") == true else { throw TestSupportError("the producer did not start") }
     return producer
 }
@@ -112,8 +115,10 @@ struct LogDirectoryProcessTests {
             try attack.runAsNobody(["ln", "-s", attack.target, dump])
             let producer = try startProducer(directory, ring: "linked")
             defer { producer.kill() }
-            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--hlog", hlog,
-                                                        "--hlog-interval", "100ms", "--json-dump", dump, "--dump-interval", "100ms"])
+            let (collector, port) = try startCollector([
+                "--dir", directory.path, "--poll", "20ms", "--hlog", hlog,
+                "--hlog-interval", "100ms", "--json-dump", dump, "--dump-interval", "100ms",
+            ])
             // Each interval with lines tries again, and is refused and counted again.
             #expect(try eventually { try hlogErrors(port: port).map { $0 >= 5 } ?? false }, "errors counted")
             #expect(try httpGet(port: port, path: "/health").status == 200)
@@ -122,8 +127,10 @@ struct LogDirectoryProcessTests {
             #expect(attack.targetIsUnchanged)
             #expect(entryKind(hlog) == S_IFLNK && entryKind(dump) == S_IFLNK && Attack.owner(hlog) == 65534)
             #expect(entryKind(hlog + ".1") == nil)
-            #expect(lines(exit.standardError, "--hlog: \(hlog) is a symbolic link, not a regular file of the collector's: left alone").count == 1,
-                    "said once: \(exit.standardError)")
+            #expect(
+                lines(exit.standardError, "--hlog: \(hlog) is a symbolic link, not a regular file of the collector's: left alone").count
+                    == 1,
+                "said once: \(exit.standardError)")
             #expect(lines(exit.standardError, "cannot write the JSON dump: \(dump) is a symbolic link").count == 1, "\(exit.standardError)")
             let leftovers = try FileManager.default.contentsOfDirectory(atPath: attack.shared.path).filter { $0.contains(".tmp.") }
             #expect(leftovers.isEmpty, "the refused dumps' temporary files are removed")
@@ -140,8 +147,10 @@ struct LogDirectoryProcessTests {
             try attack.runAsNobody(["mkfifo", dump])
             let producer = try startProducer(directory, ring: "piped")
             defer { producer.kill() }
-            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--hlog", hlog,
-                                                        "--hlog-interval", "100ms", "--json-dump", dump, "--dump-interval", "100ms"])
+            let (collector, port) = try startCollector([
+                "--dir", directory.path, "--poll", "20ms", "--hlog", hlog,
+                "--hlog-interval", "100ms", "--json-dump", dump, "--dump-interval", "100ms",
+            ])
             // The daemon's loop writes the log and feeds the history: both go on.
             #expect(try eventually { try hlogErrors(port: port).map { $0 >= 5 } ?? false }, "errors counted")
             let history = try eventually { () -> [String: Any]? in
@@ -169,10 +178,12 @@ struct LogDirectoryProcessTests {
         try withRingDirectory { directory in
             let hlog = attack.shared.path + "/latency.hlog"
             // Six series, a line each an interval (about 110 bytes): the log rotates every half second or so.
-            let producers = try (1 ... 6).map { try startProducer(directory, ring: "rotated-\($0)", rate: 1_000) }
+            let producers = try (1...6).map { try startProducer(directory, ring: "rotated-\($0)", rate: 1_000) }
             defer { for producer in producers { producer.kill() } }
-            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--hlog", hlog,
-                                                        "--hlog-interval", "100ms", "--hlog-max-bytes", "4096"])
+            let (collector, port) = try startCollector([
+                "--dir", directory.path, "--poll", "20ms", "--hlog", hlog,
+                "--hlog-interval", "100ms", "--hlog-max-bytes", "4096",
+            ])
             #expect(eventually(seconds: 30) { entryKind(hlog + ".1") == S_IFREG }, "the log rotates")
             // nobody tries symlink(2) at PATH without pause: it takes only when PATH is gone, between
             // the collector's rename of PATH to PATH.1 and its create of the next PATH.
@@ -182,7 +193,9 @@ struct LogDirectoryProcessTests {
             var lastPrevious: ino_t = 0
             let won = eventually(seconds: 30) {
                 var info = stat()
-                if lstat(hlog + ".1", &info) == 0, info.st_ino != lastPrevious { (rotationsSeen, lastPrevious) = (rotationsSeen + 1, info.st_ino) }
+                if lstat(hlog + ".1", &info) == 0, info.st_ino != lastPrevious {
+                    (rotationsSeen, lastPrevious) = (rotationsSeen + 1, info.st_ino)
+                }
                 return entryKind(hlog) == S_IFLNK
             }
             if !won {
@@ -201,8 +214,9 @@ struct LogDirectoryProcessTests {
             #expect(exit.status == 0, "\(exit.standardError)")
             #expect(attack.targetIsUnchanged)
             #expect(entryKind(hlog) == S_IFLNK && Attack.owner(hlog) == 65534, "left alone")
-            #expect(lines(exit.standardError, "--hlog: \(hlog) is a symbolic link, not a regular file of the collector's").count == 1,
-                    "\(exit.standardError)")
+            #expect(
+                lines(exit.standardError, "--hlog: \(hlog) is a symbolic link, not a regular file of the collector's").count == 1,
+                "\(exit.standardError)")
             // What the collector wrote is its own: PATH.1 is a regular file of root's holding a log.
             var info = stat()
             #expect(lstat(hlog + ".1", &info) == 0 && info.st_mode & S_IFMT == S_IFREG && info.st_uid == 0 && info.st_nlink == 1)
@@ -226,8 +240,9 @@ struct LogDirectoryProcessTests {
                 ("--json-dump", theirs, "the directory \(theirs) is owned by uid 65534, not by the collector's uid 0 or root"),
             ]
             for (flag, parent, reason) in cases {
-                let run = try runProcess("ringside-collector", ["--dir", directory.path, "--listen", "127.0.0.1:0", flag, parent + "/file"],
-                                         timeoutSeconds: 30)
+                let run = try runProcess(
+                    "ringside-collector", ["--dir", directory.path, "--listen", "127.0.0.1:0", flag, parent + "/file"],
+                    timeoutSeconds: 30)
                 #expect(run.status == 1, "\(flag) \(parent): \(run.errors)")
                 #expect(lines(run.errors, "\(flag) \(parent)/file: \(reason)", "; not starting").count == 1, "\(run.errors)")
                 #expect(!run.errors.contains("listening on"), "refused before anything is served")

@@ -71,8 +71,9 @@ struct LogDirectoryTests {
             #expect(throws: refusal) { try directory.moveAside("l.hlog", to: "l.hlog.1") }
             #expect(throws: refusal) { try directory.create("l.hlog") }
             #expect(throws: refusal) { try directory.replace("l.hlog", with: "anything") }
-            #expect("\(refusal)" == "\(folder)/logs/l.hlog is a symbolic link, not a regular file of the collector's: "
-                + "left alone (remove it if it should not be there)")
+            #expect(
+                "\(refusal)" == "\(folder)/logs/l.hlog is a symbolic link, not a regular file of the collector's: "
+                    + "left alone (remove it if it should not be there)")
             #expect(entryKind(folder + "/logs/l.hlog") == S_IFLNK && entryKind(folder + "/logs/l.hlog.1") == nil)
             #expect(target.isUnchanged)
         }
@@ -143,7 +144,7 @@ struct LogDirectoryTests {
             _ = write(first, "first\n", 6)
             close(first)
             try directory.moveAside("l.hlog", to: "l.hlog.1")
-            #expect(symlink(target.path, folder + "/l.hlog") == 0) // the attacker's turn
+            #expect(symlink(target.path, folder + "/l.hlog") == 0)  // the attacker's turn
             #expect(throws: LogDirectoryError.notOurs(path: folder + "/l.hlog", found: "a symbolic link")) {
                 try directory.create("l.hlog")
             }
@@ -160,7 +161,7 @@ struct LogDirectoryTests {
             try "older\n".write(toFile: folder + "/l.hlog.1", atomically: false, encoding: .utf8)
             try directory.moveAside("l.hlog", to: "l.hlog.1")
             #expect(entryKind(folder + "/l.hlog") == nil && fileText(folder + "/l.hlog.1") == "")
-            try directory.moveAside("l.hlog", to: "l.hlog.1") // nothing there: nothing done
+            try directory.moveAside("l.hlog", to: "l.hlog.1")  // nothing there: nothing done
             #expect(fileText(folder + "/l.hlog.1") == "")
         }
     }
@@ -175,8 +176,9 @@ struct LogDirectoryTests {
             #expect(fstat(descriptor, &info) == 0)
             // The umask, read without changing it (other tests' threads create files meanwhile).
             let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
-            let mask = try #require(status.split(separator: "\n").first { $0.hasPrefix("Umask:") }
-                .flatMap { mode_t($0.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8) })
+            let mask = try #require(
+                status.split(separator: "\n").first { $0.hasPrefix("Umask:") }
+                    .flatMap { mode_t($0.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8) })
             #expect(info.st_mode & S_IFMT == S_IFREG && info.st_uid == geteuid() && info.st_nlink == 1)
             #expect(info.st_mode & 0o777 == 0o644 & ~mask)
             #expect(throws: LogDirectoryError.failed(action: "create \(folder)/l.hlog", errno: .fileExists)) {
@@ -209,8 +211,10 @@ struct LogDirectoryTests {
                 #expect(chmod(folder, mode) == 0)
                 #expect(throws: LogDirectoryError.directoryWritable(path: folder, mode: mode)) { try LogDirectory(path: folder) }
                 let message = "\(LogDirectoryError.directoryWritable(path: folder, mode: mode))"
-                #expect(message == "the directory \(folder) (mode 0\(String(mode, radix: 8))) is writable by \(who) and not sticky: "
-                    + "they could rename the collector's files and plant links in their place; chmod go-w it, or chmod +t it as /tmp is")
+                #expect(
+                    message == "the directory \(folder) (mode 0\(String(mode, radix: 8))) is writable by \(who) and not sticky: "
+                        + "they could rename the collector's files and plant links in their place; chmod go-w it, or chmod +t it as /tmp is"
+                )
             }
             for mode: mode_t in [0o1777, 0o1770, 0o755, 0o700] {
                 #expect(chmod(folder, mode) == 0)
@@ -228,13 +232,14 @@ struct LogDirectoryTests {
                 try LogDirectory(path: folder + "/link")
             }
             #expect(throws: LogDirectoryError.directoryIsLink(path: folder + "/link", target: folder + "/real")) {
-                try LogDirectory(path: folder + "/link//") // a trailing slash would have the kernel follow it
+                try LogDirectory(path: folder + "/link//")  // a trailing slash would have the kernel follow it
             }
             #expect(throws: LogDirectoryError.cannotOpenDirectory(path: folder + "/missing", errno: .noSuchFileOrDirectory)) {
                 try LogDirectory(path: folder + "/missing")
             }
-            #expect("\(LogDirectoryError.cannotOpenDirectory(path: folder + "/missing", errno: .noSuchFileOrDirectory))"
-                == "cannot open the directory \(folder)/missing: No such file or directory (errno: 2)")
+            #expect(
+                "\(LogDirectoryError.cannotOpenDirectory(path: folder + "/missing", errno: .noSuchFileOrDirectory))"
+                    == "cannot open the directory \(folder)/missing: No such file or directory (errno: 2)")
             try "".write(toFile: folder + "/file", atomically: false, encoding: .utf8)
             #expect(throws: LogDirectoryError.cannotOpenDirectory(path: folder + "/file", errno: .notDirectory)) {
                 try LogDirectory(path: folder + "/file")

@@ -23,10 +23,12 @@ struct ManyThreadsTests {
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
             defer { collector.kill() }
             let threads = 8, count = 1_000_000
-            let producer = try ChildProcess("ringside-test-producer", [
-                "threads", "--dir", directory.path, "--ring", "many", "--threads", "\(threads)", "--count", "\(count)",
-                "--capacity", "\(1 << 20)",
-            ])
+            let producer = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "threads", "--dir", directory.path, "--ring", "many", "--threads", "\(threads)", "--count", "\(count)",
+                    "--capacity", "\(1 << 20)",
+                ])
             // "lanes L written W dropped D"
             let report = try #require(producer.readLine()).split(separator: " ")
             #expect(producer.waitForExit().status == 0)
@@ -35,15 +37,16 @@ struct ManyThreadsTests {
             #expect(written + dropped == threads * count)
 
             // 8 M records on a loaded 2-core machine: allow more than the default 10 s.
-            let document = try #require(try eventually(seconds: 30) { () -> [String: Any]? in
-                let document = try latest(port)
-                guard let values = series(document, "thread_values"), values["total_count"] as? Int == written,
-                      let increments = series(document, "thread_increments"), increments["total"] as? Int == threads * count
-                else { return nil }
-                // The producer's exit is seen too (within a second), so its lanes' last states are read.
-                let ring = (document["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "many" }
-                return ring?["alive"] as? Bool == false ? document : nil
-            }, "the collector never showed \(written) records and \(threads * count) increments and the producer gone")
+            let document = try #require(
+                try eventually(seconds: 30) { () -> [String: Any]? in
+                    let document = try latest(port)
+                    guard let values = series(document, "thread_values"), values["total_count"] as? Int == written,
+                        let increments = series(document, "thread_increments"), increments["total"] as? Int == threads * count
+                    else { return nil }
+                    // The producer's exit is seen too (within a second), so its lanes' last states are read.
+                    let ring = (document["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "many" }
+                    return ring?["alive"] as? Bool == false ? document : nil
+                }, "the collector never showed \(written) records and \(threads * count) increments and the producer gone")
             let values = try #require(series(document, "thread_values"))
             #expect(values["dropped_records"] as? Int == dropped)
             if dropped == 0 {
@@ -96,7 +99,8 @@ struct ManyThreadsTests {
             #expect(levelSeries.lastValue == 1_000_000 && levelSeries.droppedRecords == 1_000)
             let ringSnapshot = try #require(snapshot.ring("tiny"))
             #expect(ringSnapshot.droppedTotal == 1_000_000 - 16 + 1_000)
-            #expect(ringSnapshot.recordsTotal + ringSnapshot.droppedTotal
+            #expect(
+                ringSnapshot.recordsTotal + ringSnapshot.droppedTotal
                     == ringSnapshot.consumedTotal + ringSnapshot.droppedTotal + ringSnapshot.backlog)
             let page = String(decoding: PrometheusExporter.render(snapshot), as: UTF8.self)
             #expect(page.contains(#"ringside_metric_records_dropped_total{ring="tiny",metric="fills",labels=""} 999984"#))
@@ -155,8 +159,12 @@ struct ManyThreadsTests {
             // Under a hard limit of 1,024 (it cannot raise it), logging to a file: a full pipe would stall it.
             let logPath = directory.path + "/collector.log"
             let binary = try builtExecutable("ringside-collector")
-            let collector = try ChildProcess("/bin/sh", ["-c", "ulimit -n 1024 && exec \"$0\" --listen 127.0.0.1:0 --dir \"$1\" 2>\"$2\"",
-                                                         binary, directory.path, logPath])
+            let collector = try ChildProcess(
+                "/bin/sh",
+                [
+                    "-c", "ulimit -n 1024 && exec \"$0\" --listen 127.0.0.1:0 --dir \"$1\" 2>\"$2\"",
+                    binary, directory.path, logPath,
+                ])
             defer { collector.kill() }
             func log() -> String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
             let listening = try #require(eventually { log().contains("listening on http://") ? log() : nil })
@@ -191,11 +199,11 @@ struct ManyThreadsTests {
             let captured = CapturedLog()
             var options = CollectorOptions()
             options.directory = directory
-            options.pollNanos = 2_000_000_000 // a slow poll: only inotify can wake it in time
+            options.pollNanos = 2_000_000_000  // a slow poll: only inotify can wake it in time
             let collector = Collector(options: options, log: captured.log)
             collector.start()
             defer { collector.stop() }
-            usleep(100_000) // the first pass, which starts the watch
+            usleep(100_000)  // the first pass, which starts the watch
             let ring = try Bot.attach("burst", directory: directory.path, options: .init(laneCapacity: 1 << 16))
             let values = try ring.histogram("values")
             let attached = Date()

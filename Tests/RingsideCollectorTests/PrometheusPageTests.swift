@@ -12,9 +12,10 @@ private func syntheticSnapshot(series count: Int, rings: Int = 3) -> Snapshot {
     snapshot.quantiles = [0.5, 0.9, 0.99]
     for index in 0..<count {
         let kind: MetricKind = [.histogram, .counter, .gauge][index % 3]
-        let metric = MetricDescriptor(index: UInt32(index), name: ["page_latency", "page_orders", "page_depth"][index % 3],
-                                      kind: kind, unit: kind == .histogram ? .nanoseconds : .none,
-                                      encodedLabels: "series=\(index)\nsymbol=S\(index % 7)", help: "", sampleEvery: 1)
+        let metric = MetricDescriptor(
+            index: UInt32(index), name: ["page_latency", "page_orders", "page_depth"][index % 3],
+            kind: kind, unit: kind == .histogram ? .nanoseconds : .none,
+            encodedLabels: "series=\(index)\nsymbol=S\(index % 7)", help: "", sampleEvery: 1)
         var series = SeriesSnapshot(ring: "ring\(index % rings)", metric: metric, id: UInt64(index + 1), windows: [])
         for window in 0..<3 {
             var stats = WindowStats()
@@ -48,10 +49,12 @@ struct PrometheusPageTests {
         snapshot.windowNanos = [1_000_000_000]
         snapshot.quantiles = [0.5]
         func add(_ name: String, _ kind: MetricKind, ring: String, unit: MetricUnit = .none) {
-            let metric = MetricDescriptor(index: UInt32(snapshot.series.count), name: name, kind: kind, unit: unit,
-                                          encodedLabels: "", help: "", sampleEvery: 1)
-            var series = SeriesSnapshot(ring: ring, metric: metric, id: UInt64(snapshot.series.count + 1),
-                                        windows: [WindowStats()])
+            let metric = MetricDescriptor(
+                index: UInt32(snapshot.series.count), name: name, kind: kind, unit: unit,
+                encodedLabels: "", help: "", sampleEvery: 1)
+            var series = SeriesSnapshot(
+                ring: ring, metric: metric, id: UInt64(snapshot.series.count + 1),
+                windows: [WindowStats()])
             series.cumulativeSum = 5
             series.lastValue = 2
             snapshot.series.append(series)
@@ -59,8 +62,8 @@ struct PrometheusPageTests {
         add("lat", .histogram, ring: "a", unit: .nanoseconds)
         add("orders", .counter, ring: "a")
         add("lat", .histogram, ring: "b", unit: .nanoseconds)
-        add("orders_total", .counter, ring: "b") // the same family as "orders": merged
-        add("orders_total", .gauge, ring: "c") // claims orders_total as a gauge: left out
+        add("orders_total", .counter, ring: "b")  // the same family as "orders": merged
+        add("orders_total", .gauge, ring: "c")  // claims orders_total as a gauge: left out
         let page = text(PrometheusExporter.render(snapshot))
         let types = page.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }
         #expect(types.count == Set(types).count, "a family's TYPE appears once")
@@ -73,7 +76,10 @@ struct PrometheusPageTests {
         // Every sample follows its own family's TYPE: families are contiguous.
         var family = ""
         for line in page.split(separator: "\n") {
-            if line.hasPrefix("# TYPE ") { family = String(line.split(separator: " ")[2]); continue }
+            if line.hasPrefix("# TYPE ") {
+                family = String(line.split(separator: " ")[2])
+                continue
+            }
             if line.hasPrefix("#") { continue }
             #expect(line.hasPrefix(family), "\(line) is not in family \(family)")
         }
@@ -114,14 +120,15 @@ struct PrometheusPageTests {
     @Test("times print as exact seconds, other values as numbers; sums that are not whole nanoseconds fall back")
     func values() {
         var snapshot = syntheticSnapshot(series: 3, rings: 1)
-        snapshot.series[0].cumulativeSum = 27_030 // ns
-        snapshot.series[0].windows[0].sum = 0.5 // not a whole number of ns
+        snapshot.series[0].cumulativeSum = 27_030  // ns
+        snapshot.series[0].windows[0].sum = 0.5  // not a whole number of ns
         snapshot.series[2].lastValue = .infinity
         let page = text(PrometheusExporter.render(snapshot))
         #expect(page.contains(#"page_latency_seconds_sum{ring="ring0",series="0",symbol="S0"} 0.00002703"#))
         #expect(page.contains(#"page_latency_windowed_seconds_sum{ring="ring0",series="0",symbol="S0",window="1s"} 5e-10"#))
-        #expect(page.contains(
-            #"page_latency_windowed_seconds{ring="ring0",series="0",symbol="S0",window="1m",quantile="0.99"} 0.0000019"#))
+        #expect(
+            page.contains(
+                #"page_latency_windowed_seconds{ring="ring0",series="0",symbol="S0",window="1m",quantile="0.99"} 0.0000019"#))
         #expect(page.contains(#"page_depth{ring="ring0",series="2",symbol="S2"} +Inf"#))
         #expect(page.contains(#"page_orders_rate{ring="ring0",series="1",symbol="S1",window="5s"} 0.3333333333333333"#))
     }

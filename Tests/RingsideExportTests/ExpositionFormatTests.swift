@@ -44,16 +44,20 @@ private func sampleSnapshot() -> Snapshot {
 struct ExpositionFormatTests {
     @Test("the Accept header picks the format by q, as Prometheus 2.42 and prometheus_client send it; text otherwise")
     func negotiation() {
-        let prometheusNative = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.8,"
+        let prometheusNative =
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.8,"
             + "application/openmetrics-text;version=1.0.0;q=0.7,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
-        let prometheusDefault = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+        let prometheusDefault =
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
             + "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
         #expect(ExpositionFormat.negotiate(accept: prometheusNative) == .protobuf)
         #expect(ExpositionFormat.negotiate(accept: prometheusDefault) == .openMetrics)
         #expect(ExpositionFormat.negotiate(accept: nil) == .text)
         #expect(ExpositionFormat.negotiate(accept: "*/*") == .text)
         #expect(ExpositionFormat.negotiate(accept: "application/json") == .text)
-        #expect(ExpositionFormat.negotiate(accept: "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text") == .text)
+        #expect(
+            ExpositionFormat.negotiate(accept: "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text")
+                == .text)
         #expect(ExpositionFormat.negotiate(accept: "application/openmetrics-text;version=2.0.0") == .text)
         #expect(ExpositionFormat.negotiate(accept: "text/plain;q=0.9, application/openmetrics-text;q=0.2") == .text)
         #expect(ExpositionFormat.negotiate(accept: "application/openmetrics-text;q=0, text/plain") == .text)

@@ -34,7 +34,7 @@ struct HdrHistogramEncodingTests {
         for value: UInt64 in [0, 1, 2, 1000, 1023] {
             #expect(HdrHistogramEncoding.countsIndex(of: value) == Int(value))
         }
-        for octave in 1 ... 53 {
+        for octave in 1...53 {
             let width = UInt64(1) << UInt64(octave)
             for lower in [UInt64(512) * width, UInt64(777) * width, UInt64(1023) * width] {
                 let index = HdrHistogramEncoding.countsIndex(of: lower)
@@ -55,12 +55,12 @@ struct HdrHistogramEncodingTests {
         var histogram = Histogram()
         histogram.record(3, count: 2)
         let bytes = HdrHistogramEncoding.encode(histogram)
-        #expect(Array(bytes[0 ..< 4]) == [0x1C, 0x84, 0x93, 0x13], "V2 encoding cookie, 0x10 flag")
-        #expect(Array(bytes[4 ..< 8]) == [0, 0, 0, 2], "payload: a run of 3 zeros, then 2")
-        #expect(Array(bytes[8 ..< 16]) == [0, 0, 0, 0, 0, 0, 0, 3], "normalizing offset 0, 3 digits")
-        #expect(Array(bytes[16 ..< 24]) == [0, 0, 0, 0, 0, 0, 0, 1], "lowest discernible value 1")
-        #expect(Array(bytes[24 ..< 32]) == [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], "highest trackable Int64.max")
-        #expect(Array(bytes[32 ..< 40]) == [0x3F, 0xF0, 0, 0, 0, 0, 0, 0], "ratio 1.0")
+        #expect(Array(bytes[0..<4]) == [0x1C, 0x84, 0x93, 0x13], "V2 encoding cookie, 0x10 flag")
+        #expect(Array(bytes[4..<8]) == [0, 0, 0, 2], "payload: a run of 3 zeros, then 2")
+        #expect(Array(bytes[8..<16]) == [0, 0, 0, 0, 0, 0, 0, 3], "normalizing offset 0, 3 digits")
+        #expect(Array(bytes[16..<24]) == [0, 0, 0, 0, 0, 0, 0, 1], "lowest discernible value 1")
+        #expect(Array(bytes[24..<32]) == [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], "highest trackable Int64.max")
+        #expect(Array(bytes[32..<40]) == [0x3F, 0xF0, 0, 0, 0, 0, 0, 0], "ratio 1.0")
         #expect(Array(bytes[40...]) == [0x05, 0x04], "-3 then 2")
         #expect(HdrHistogramEncoding.encode(Histogram()).count == 40)
     }
@@ -69,13 +69,13 @@ struct HdrHistogramEncodingTests {
     func roundTrip() throws {
         var random = SplitMix64(seed: 1503)
         var histogram = Histogram()
-        for _ in 0 ..< 20_000 {
-            let bits = Int.random(in: 1 ... 64, using: &random)
+        for _ in 0..<20_000 {
+            let bits = Int.random(in: 1...64, using: &random)
             histogram.record(random.next() >> UInt64(64 - bits))
         }
-        for _ in 0 ..< 1_000 { histogram.record(UInt64.random(in: 40_000 ... 400_000, using: &random), count: 3) }
+        for _ in 0..<1_000 { histogram.record(UInt64.random(in: 40_000...400_000, using: &random), count: 3) }
         let compressed = HdrHistogramEncoding.compressed(histogram)
-        #expect(Array(compressed[0 ..< 4]) == [0x1C, 0x84, 0x93, 0x14], "V2 compression cookie, 0x10 flag")
+        #expect(Array(compressed[0..<4]) == [0x1C, 0x84, 0x93, 0x14], "V2 compression cookie, 0x10 flag")
         #expect(compressed[8] == 0x78, "a zlib header (RFC 1950), not raw deflate or gzip")
         let text = HdrHistogramEncoding.base64(histogram)
         #expect(Data(base64Encoded: text).map(Array.init) == compressed, "standard base64")
@@ -97,9 +97,9 @@ struct HdrHistogramEncodingTests {
     func quantiles() throws {
         var random = SplitMix64(seed: 99)
         var histogram = Histogram()
-        for _ in 0 ..< 50_000 {
+        for _ in 0..<50_000 {
             // Lognormal-ish latencies from 1 us to 10 ms.
-            histogram.record(UInt64(exp(Double.random(in: log(1_000.0) ... log(10_000_000.0), using: &random))))
+            histogram.record(UInt64(exp(Double.random(in: log(1_000.0)...log(10_000_000.0), using: &random))))
         }
         let decoded = try #require(HdrHistogramEncoding.decode(base64: HdrHistogramEncoding.base64(histogram)))
         let indexes = decoded.counts.keys.sorted()
@@ -122,11 +122,13 @@ struct HdrHistogramEncodingTests {
 
     @Test("tags hold no ',' or whitespace, and name the ring, metric, labels and unit")
     func tags() {
-        let plain = MetricDescriptor(index: 0, name: "order_fill_latency", kind: .histogram, unit: .nanoseconds,
-                                     encodedLabels: "", help: "", sampleEvery: 1)
+        let plain = MetricDescriptor(
+            index: 0, name: "order_fill_latency", kind: .histogram, unit: .nanoseconds,
+            encodedLabels: "", help: "", sampleEvery: 1)
         #expect(HistogramLog.tag(ring: "demo-bot", metric: plain) == "demo-bot.order_fill_latency@ns")
-        let labelled = MetricDescriptor(index: 1, name: "size", kind: .histogram, unit: .bytes,
-                                        encodedLabels: "path=/a b,c;d{e}@f%g\tü\nsymbol=AAPL", help: "", sampleEvery: 1)
+        let labelled = MetricDescriptor(
+            index: 1, name: "size", kind: .histogram, unit: .bytes,
+            encodedLabels: "path=/a b,c;d{e}@f%g\tü\nsymbol=AAPL", help: "", sampleEvery: 1)
         let tag = HistogramLog.tag(ring: "bot.v2", metric: labelled)
         #expect(tag == "bot.v2.size{path=/a%20b%2Cc%3Bd%7Be%7D%40f%25g%09%C3%BC;symbol=AAPL}@bytes")
         #expect(!tag.contains(",") && !tag.contains(where: \.isWhitespace))

@@ -15,8 +15,9 @@ struct JSONExporterTests {
         var snapshot = Snapshot()
         snapshot.windowNanos = [1_000_000_000]
         snapshot.quantiles = [0.5]
-        let metric = MetricDescriptor(index: 0, name: "latency", kind: .histogram, unit: .nanoseconds, encodedLabels: "",
-                                      help: "", sampleEvery: 1)
+        let metric = MetricDescriptor(
+            index: 0, name: "latency", kind: .histogram, unit: .nanoseconds, encodedLabels: "",
+            help: "", sampleEvery: 1)
         var stats = WindowStats()
         stats.count = Self.pastDouble
         stats.max = Self.pastDouble + 2
@@ -32,8 +33,10 @@ struct JSONExporterTests {
         snapshot.collector.recordsDrained = Self.pastDouble + 16
 
         let latest = String(decoding: JSONExporter.latest(snapshot), as: UTF8.self)
-        for (key, value) in [("count", 0), ("max", 2), ("p50", 4), ("total_count", 8), ("dropped_records", 10),
-                             ("records_total", 12), ("dropped_total", 14), ("records_drained", 16)] {
+        for (key, value) in [
+            ("count", 0), ("max", 2), ("p50", 4), ("total_count", 8), ("dropped_records", 10),
+            ("records_total", 12), ("dropped_total", 14), ("records_drained", 16),
+        ] {
             #expect(latest.contains("\"\(key)\":\(Self.pastDouble + UInt64(value))"), "\(key) in \(latest)")
         }
         #expect(!latest.contains("9007199254740992"))
@@ -49,8 +52,9 @@ struct JSONExporterTests {
         let awkward = "a\"b\\c\td\u{1}e\rf é"
         var snapshot = Snapshot()
         snapshot.windowNanos = [1_000_000_000]
-        let metric = MetricDescriptor(index: 0, name: "orders", kind: .counter, unit: .none, encodedLabels: "venue=\(awkward)", help: "",
-                                      sampleEvery: 1)
+        let metric = MetricDescriptor(
+            index: 0, name: "orders", kind: .counter, unit: .none, encodedLabels: "venue=\(awkward)", help: "",
+            sampleEvery: 1)
         snapshot.series = [SeriesSnapshot(ring: "bot", metric: metric, id: 1, windows: [WindowStats()])]
         let bytes = JSONExporter.latest(snapshot)
         let escaped = #""a\"b\\c\td\u0001e\rf é""#
@@ -74,10 +78,12 @@ struct JSONExporterTests {
             series.lastValue = value
             return series
         }
-        snapshot.series = [gauge("not_a_number", id: 1, value: .nan, low: nil, high: nil),
-                           gauge("unbounded", id: 2, value: .infinity, low: -.infinity, high: .infinity),
-                           gauge("never_set", id: 3, value: nil, low: nil, high: nil),
-                           gauge("plain", id: 4, value: 2.5, low: -1, high: 3)]
+        snapshot.series = [
+            gauge("not_a_number", id: 1, value: .nan, low: nil, high: nil),
+            gauge("unbounded", id: 2, value: .infinity, low: -.infinity, high: .infinity),
+            gauge("never_set", id: 3, value: nil, low: nil, high: nil),
+            gauge("plain", id: 4, value: 2.5, low: -1, high: 3),
+        ]
         let text = String(decoding: JSONExporter.latest(snapshot), as: UTF8.self)
         let document = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
         let series = try #require(document["series"] as? [[String: Any]])

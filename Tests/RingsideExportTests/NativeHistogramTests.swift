@@ -40,7 +40,7 @@ struct NativeHistogramTests {
     func spansAndDeltas() {
         var histogram = Histogram()
         for _ in 0..<3 { histogram.record(0) }
-        for value: UInt64 in [1, 2, 2, 8, 8, 8] { histogram.record(value) } // schema 0: buckets 0, 1, 1, 3, 3, 3
+        for value: UInt64 in [1, 2, 2, 8, 8, 8] { histogram.record(value) }  // schema 0: buckets 0, 1, 1, 3, 3, 3
         let native = NativeBuckets(histogram, schema: 0, baseUnitsPerValue: 1)
         #expect(native.zeroCount == 3)
         #expect(native.buckets.map(\.index) == [0, 1, 3])
@@ -56,10 +56,10 @@ struct NativeHistogramTests {
         var histogram = Histogram()
         var values: [UInt64] = []
         for _ in 0..<200_000 {
-            let u = Double.random(in: Double.ulpOfOne ..< 1, using: &random)
-            let v = Double.random(in: 0 ..< 1, using: &random)
+            let u = Double.random(in: Double.ulpOfOne..<1, using: &random)
+            let v = Double.random(in: 0..<1, using: &random)
             let normal = (-2 * log(u)).squareRoot() * cos(2 * Double.pi * v)
-            let value = UInt64(exp(log(40_000) + 0.6 * normal)) // ns: a 40 us median
+            let value = UInt64(exp(log(40_000) + 0.6 * normal))  // ns: a 40 us median
             values.append(value)
             histogram.record(value)
         }
@@ -77,8 +77,9 @@ struct NativeHistogramTests {
                 }!
                 let upper = pow(base, Double(bucket.index)), lower = upper / base
                 let exact = Double(values[Int(rank) - 1]) * 1e-9
-                #expect(exact >= lower * (1 - 1.0 / 1024) && exact <= upper * (1 + 1.0 / 1024),
-                        "schema \(schema) p\(quantile): \(exact) s outside bucket (\(lower), \(upper)]")
+                #expect(
+                    exact >= lower * (1 - 1.0 / 1024) && exact <= upper * (1 + 1.0 / 1024),
+                    "schema \(schema) p\(quantile): \(exact) s outside bucket (\(lower), \(upper)]")
             }
         }
     }

@@ -19,10 +19,13 @@ private func pinnedSnapshot() -> Snapshot {
         random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
         return random >> 33
     }
-    func series(_ index: Int, _ name: String, _ kind: MetricKind, _ unit: MetricUnit, ring: String, labels: String,
-                sampleEvery: UInt32 = 1) -> SeriesSnapshot {
-        let metric = MetricDescriptor(index: UInt32(index), name: name, kind: kind, unit: unit, encodedLabels: labels,
-                                      help: "help of \(name)", sampleEvery: sampleEvery)
+    func series(
+        _ index: Int, _ name: String, _ kind: MetricKind, _ unit: MetricUnit, ring: String, labels: String,
+        sampleEvery: UInt32 = 1
+    ) -> SeriesSnapshot {
+        let metric = MetricDescriptor(
+            index: UInt32(index), name: name, kind: kind, unit: unit, encodedLabels: labels,
+            help: "help of \(name)", sampleEvery: sampleEvery)
         var series = SeriesSnapshot(ring: ring, metric: metric, id: UInt64(index + 1), windows: [])
         for window in 0..<3 {
             var stats = WindowStats()
@@ -44,8 +47,9 @@ private func pinnedSnapshot() -> Snapshot {
         ("message_size", .bytes, 1 << 20, 1), ("book_depth", .none, 3_000, 1),
     ]
     for (number, (name, unit, range, sampleEvery)) in histograms.enumerated() {
-        var latency = series(snapshot.series.count, name, .histogram, unit, ring: number % 2 == 0 ? "bot-a" : "bot-b",
-                             labels: "symbol=S\(number)", sampleEvery: sampleEvery)
+        var latency = series(
+            snapshot.series.count, name, .histogram, unit, ring: number % 2 == 0 ? "bot-a" : "bot-b",
+            labels: "symbol=S\(number)", sampleEvery: sampleEvery)
         var histogram = Histogram()
         for _ in 0..<2_000 { histogram.record(next() % range, count: UInt64(sampleEvery)) }
         histogram.record(0)
@@ -74,12 +78,18 @@ private func pinnedSnapshot() -> Snapshot {
     ring.recordsTotal = 10_000
     ring.consumedTotal = 9_990
     ring.backlog = 10
-    ring.lanes = [LaneSnapshot(index: 0, state: .active, threadID: 4_243, backlog: 10, recordsTotal: 10_000,
-                               consumedTotal: 9_990, droppedTotal: 0, heartbeatAgeSeconds: 0.25)]
+    ring.lanes = [
+        LaneSnapshot(
+            index: 0, state: .active, threadID: 4_243, backlog: 10, recordsTotal: 10_000,
+            consumedTotal: 9_990, droppedTotal: 0, heartbeatAgeSeconds: 0.25)
+    ]
     snapshot.rings = [ring, RingSnapshot(name: "bot-c", state: .skipped, problem: "owned by uid 1001")]
-    snapshot.slos = [SLOSnapshot(rule: "fill_latency:p99<100us@1m", statistic: "p99", window: "1m", violated: true,
-                                 violations: 2, compliance: 0.97, observed: 150_000, threshold: 100_000, events: 2_001,
-                                 matchingSeries: 1)]
+    snapshot.slos = [
+        SLOSnapshot(
+            rule: "fill_latency:p99<100us@1m", statistic: "p99", window: "1m", violated: true,
+            violations: 2, compliance: 0.97, observed: 150_000, threshold: 100_000, events: 2_001,
+            matchingSeries: 1)
+    ]
     return snapshot
 }
 
@@ -112,23 +122,27 @@ private func protobufWithoutBuildInfo(_ page: [UInt8]) -> String {
         offset = at + length
     }
     return stride(from: 0, to: kept.count, by: 64).map { start in
-        kept[start..<min(start + 64, kept.count)].map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
-            .joined()
+        kept[start..<min(start + 64, kept.count)].map {
+            String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16)
+        }
+        .joined()
     }.joined(separator: "\n") + "\n"
 }
 
 /// Set RINGSIDE_WRITE_PINNED=1 to write the fixtures from what renders now (then review the diff).
 @Suite("/metrics pinned: a fixed snapshot renders the same bytes in every format")
 struct PinnedPageTests {
-    @Test("text, OpenMetrics and protobuf (native buckets) pages of a fixed snapshot equal the fixtures byte for byte",
-          arguments: [ExpositionFormat.text, .openMetrics, .protobuf])
+    @Test(
+        "text, OpenMetrics and protobuf (native buckets) pages of a fixed snapshot equal the fixtures byte for byte",
+        arguments: [ExpositionFormat.text, .openMetrics, .protobuf])
     func pinned(format: ExpositionFormat) throws {
         let page = PrometheusRenderer().render(pinnedSnapshot(), format: format)
-        let (rendered, suffix) = switch format {
-        case .text: (withoutRevision(page), "txt")
-        case .openMetrics: (withoutRevision(page), "openmetrics.txt")
-        case .protobuf: (protobufWithoutBuildInfo(page), "protobuf.hex")
-        }
+        let (rendered, suffix) =
+            switch format {
+            case .text: (withoutRevision(page), "txt")
+            case .openMetrics: (withoutRevision(page), "openmetrics.txt")
+            case .protobuf: (protobufWithoutBuildInfo(page), "protobuf.hex")
+            }
         if ProcessInfo.processInfo.environment["RINGSIDE_WRITE_PINNED"] == "1" {
             try rendered.write(to: fixture(suffix), atomically: true, encoding: .utf8)
         }

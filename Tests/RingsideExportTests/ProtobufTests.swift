@@ -30,8 +30,8 @@ struct ProtobufTests {
         writer.metricFamily(name: "a", help: "", type: .gauge) { family in
             family.metric(labels: [(name: "k", value: "v")]) { $0.gaugeValue(1) }
         }
-        let label: [UInt8] = [0x0A, 0x06, 0x0A, 0x01, 0x6B, 0x12, 0x01, 0x76]          // LabelPair{k, v}
-        let gauge: [UInt8] = [0x12, 0x09, 0x09, 0, 0, 0, 0, 0, 0, 0xF0, 0x3F]          // Gauge{1.0}
+        let label: [UInt8] = [0x0A, 0x06, 0x0A, 0x01, 0x6B, 0x12, 0x01, 0x76]  // LabelPair{k, v}
+        let gauge: [UInt8] = [0x12, 0x09, 0x09, 0, 0, 0, 0, 0, 0, 0xF0, 0x3F]  // Gauge{1.0}
         let metric: [UInt8] = [0x22, UInt8(label.count + gauge.count)] + label + gauge
         let family: [UInt8] = [0x0A, 0x01, 0x61, 0x12, 0x00, 0x18, 0x01] + metric
         #expect(writer.bytes == [UInt8(family.count)] + family)

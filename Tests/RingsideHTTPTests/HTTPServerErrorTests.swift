@@ -15,16 +15,18 @@ struct HTTPServerErrorTests {
         }
     }
 
-    @Test("Malformed listen strings name the problem", arguments: [
-        ("foo", "expected HOST:PORT"),
-        ("127.0.0.1:99999", "port must be a number from 0 to 65535"),
-        ("127.0.0.1:", "port must be a number"),
-        ("127.0.0.1:+1", "port must be a number"),
-        (":9464", "missing host"),
-        ("::1:9464", "put an IPv6 address in brackets"),
-        ("[::1:9464", "missing ]"),
-        ("[::1]9464", "expected HOST:PORT"),
-    ])
+    @Test(
+        "Malformed listen strings name the problem",
+        arguments: [
+            ("foo", "expected HOST:PORT"),
+            ("127.0.0.1:99999", "port must be a number from 0 to 65535"),
+            ("127.0.0.1:", "port must be a number"),
+            ("127.0.0.1:+1", "port must be a number"),
+            (":9464", "missing host"),
+            ("::1:9464", "put an IPv6 address in brackets"),
+            ("[::1:9464", "missing ]"),
+            ("[::1]9464", "expected HOST:PORT"),
+        ])
     func invalidAddress(listen: String, fragment: String) {
         guard case .invalidAddress(let echoed, _)? = error(listen: listen) else {
             Issue.record("expected invalidAddress for \(listen)")
@@ -42,8 +44,10 @@ struct HTTPServerErrorTests {
         let listen = "127.0.0.1:\(first.boundPort)"
         let failure = error(listen: listen)
         #expect(failure == .addressInUse(listen: listen, errno: 98))
-        #expect(failure?.description
-            == "listen \(listen): the port is taken by another process (stop it or pick another port): Address already in use (errno: 98)")
+        #expect(
+            failure?.description
+                == "listen \(listen): the port is taken by another process (stop it or pick another port): Address already in use (errno: 98)"
+        )
     }
 
     @Test("An address no interface has is reported as not available")

@@ -113,16 +113,18 @@ struct HTTPServerTests {
         }
     }
 
-    @Test("A malformed request line gets 400 and a close", arguments: [
-        "GET /\r\n\r\n",
-        "GET  / HTTP/1.1\r\nHost: x\r\n\r\n",
-        "GET / HTTP/1.1 extra\r\nHost: x\r\n\r\n",
-        "GET / FTP/1.0\r\n\r\n",
-        "GET metrics HTTP/1.1\r\nHost: x\r\n\r\n",
-        "GET / HTTP/1.1\nHost: x\n\n",
-        "GET / HTTP/1.1\r\nBad Header: x\r\n\r\n",
-        "GET / HTTP/1.1\r\n\r\n",
-    ])
+    @Test(
+        "A malformed request line gets 400 and a close",
+        arguments: [
+            "GET /\r\n\r\n",
+            "GET  / HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET / HTTP/1.1 extra\r\nHost: x\r\n\r\n",
+            "GET / FTP/1.0\r\n\r\n",
+            "GET metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET / HTTP/1.1\nHost: x\n\n",
+            "GET / HTTP/1.1\r\nBad Header: x\r\n\r\n",
+            "GET / HTTP/1.1\r\n\r\n",
+        ])
     func malformed(request: String) throws {
         try withServer { server in
             let client = try RawClient(port: server.boundPort)
@@ -155,9 +157,11 @@ struct HTTPServerTests {
         }
     }
 
-    @Test("Unknown and unsupported methods get 501 or 405 with Allow", arguments: [
-        ("BREW", 501), ("POST", 405), ("DELETE", 405),
-    ])
+    @Test(
+        "Unknown and unsupported methods get 501 or 405 with Allow",
+        arguments: [
+            ("BREW", 501), ("POST", 405), ("DELETE", 405),
+        ])
     func methods(method: String, status: Int) throws {
         try withServer { server in
             let client = try RawClient(port: server.boundPort)
@@ -169,9 +173,11 @@ struct HTTPServerTests {
         }
     }
 
-    @Test("Request bodies are refused with 413", arguments: [
-        "Content-Length: 5\r\n\r\nhello", "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
-    ])
+    @Test(
+        "Request bodies are refused with 413",
+        arguments: [
+            "Content-Length: 5\r\n\r\nhello", "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        ])
     func bodiesRefused(framing: String) throws {
         try withServer { server in
             let client = try RawClient(port: server.boundPort)
@@ -275,7 +281,7 @@ struct HTTPServerTests {
                 try client.send("GET /health HTTP/1.1\r\nHo")
                 busy.append(client)
             }
-            usleep(50_000) // the server reads the partial heads
+            usleep(50_000)  // the server reads the partial heads
             let extra = try RawClient(port: server.boundPort)
             #expect(try extra.readResponse().status == 503)
             #expect(extra.isClosedByServer())
@@ -286,7 +292,7 @@ struct HTTPServerTests {
     @Test("Under a request budget every client is still answered, each in turn, and a stop ends a wait for the next window")
     func requestBudget() throws {
         var limits = HTTPServerLimits()
-        limits.maxRequestsPerSecond = 100 // 10 a tenth of a second
+        limits.maxRequestsPerSecond = 100  // 10 a tenth of a second
         try withServer(limits: limits) { server in
             let clients = try (0..<4).map { _ in try RawClient(port: server.boundPort) }
             for round in 0..<8 {
@@ -313,7 +319,7 @@ struct HTTPServerTests {
         try withServer { server in
             var idle: [RawClient] = []
             for _ in 0..<2_000 { idle.append(try RawClient(port: server.boundPort)) }
-            usleep(100_000) // accepted (and the oldest evicted) by now
+            usleep(100_000)  // accepted (and the oldest evicted) by now
             for attempt in 0..<3 {
                 let scraper = try RawClient(port: server.boundPort)
                 try scraper.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -329,11 +335,13 @@ struct HTTPServerTests {
 
     // MARK: - Quick routes and the render worker
 
-    @Test("While the worker is held by a costly request, quick routes are answered on other connections; the costly response then comes first on its connection, before the request pipelined behind it")
+    @Test(
+        "While the worker is held by a costly request, quick routes are answered on other connections; the costly response then comes first on its connection, before the request pipelined behind it"
+    )
     func quickRoutesAnswerWhileWorkerIsHeld() throws {
         let slow = SlowRoute()
         try withServer(quick: testQuick, handler: slow.handler) { server in
-            defer { slow.release.signal() } // never leave the worker held, or stop() would wait for it
+            defer { slow.release.signal() }  // never leave the worker held, or stop() would wait for it
             let held = try RawClient(port: server.boundPort)
             // A costly request, and a quick one pipelined behind it on the same connection.
             try held.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -401,7 +409,7 @@ struct HTTPServerTests {
                 let leaving = try RawClient(port: server.boundPort)
                 try leaving.send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
                 try #require(slow.began())
-            } // closed here
+            }  // closed here
             slow.release.signal()
             for _ in 0..<3 {
                 let next = try RawClient(port: server.boundPort)

@@ -14,8 +14,10 @@ let testRoutes: @Sendable (HTTPRequest) -> HTTPResponse = { request in
     case "/latest": HTTPResponse(contentType: "application/json", text: "{\"bots\":[]}")
     case "/health": HTTPResponse(text: "ok\n")
     case "/big": HTTPResponse(body: bigBody)
-    case "/echo": HTTPResponse(text: "\(request.method) \(request.path) \(request.query ?? "-")",
-                               headers: [HTTPHeader("Cache-Control", "no-store")])
+    case "/echo":
+        HTTPResponse(
+            text: "\(request.method) \(request.path) \(request.query ?? "-")",
+            headers: [HTTPHeader("Cache-Control", "no-store")])
     default: HTTPResponse.notFound(request)
     }
 }
@@ -32,10 +34,12 @@ let testQuick: @Sendable (HTTPRequest) -> HTTPResponse? = { request in
 /// Runs `body` against a started server on an ephemeral loopback port, and stops the server
 /// afterwards whether `body` passes, fails or throws. Without `quick`, every request goes to the
 /// render worker.
-func withServer<T>(limits: HTTPServerLimits = HTTPServerLimits(),
-                   quick: (@Sendable (HTTPRequest) -> HTTPResponse?)? = nil,
-                   handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse = testRoutes,
-                   _ body: (HTTPServer) throws -> T) throws -> T {
+func withServer<T>(
+    limits: HTTPServerLimits = HTTPServerLimits(),
+    quick: (@Sendable (HTTPRequest) -> HTTPResponse?)? = nil,
+    handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse = testRoutes,
+    _ body: (HTTPServer) throws -> T
+) throws -> T {
     let server = try HTTPServer(listen: "127.0.0.1:0", limits: limits, quick: quick ?? { _ in nil }, handler: handler)
     defer { server.stop() }
     try server.start()

@@ -18,8 +18,9 @@ struct RequestParserTests {
     @Test("A complete GET yields method, path, query, version and trimmed headers")
     func parsesRequest() {
         let outcome = parse("GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAccept:  text/plain \t\r\n\r\n")
-        let expected = HTTPRequest(method: "GET", target: "/metrics?x=1", path: "/metrics", query: "x=1", minorVersion: 1,
-                                   headers: [HTTPHeader("Host", "a"), HTTPHeader("Accept", "text/plain")])
+        let expected = HTTPRequest(
+            method: "GET", target: "/metrics?x=1", path: "/metrics", query: "x=1", minorVersion: 1,
+            headers: [HTTPHeader("Host", "a"), HTTPHeader("Accept", "text/plain")])
         #expect(outcome == .request(expected, keepAlive: true))
     }
 
@@ -60,11 +61,13 @@ struct RequestParserTests {
         #expect(parser.next() == .needMore)
     }
 
-    @Test("Keep-alive follows the version and the Connection header", arguments: [
-        ("HTTP/1.1", "", true), ("HTTP/1.1", "Connection: close\r\n", false),
-        ("HTTP/1.1", "Connection: foo, Close\r\n", false), ("HTTP/1.0", "", false),
-        ("HTTP/1.0", "Connection: Keep-Alive\r\n", true),
-    ])
+    @Test(
+        "Keep-alive follows the version and the Connection header",
+        arguments: [
+            ("HTTP/1.1", "", true), ("HTTP/1.1", "Connection: close\r\n", false),
+            ("HTTP/1.1", "Connection: foo, Close\r\n", false), ("HTTP/1.0", "", false),
+            ("HTTP/1.0", "Connection: Keep-Alive\r\n", true),
+        ])
     func keepAlive(version: String, header: String, expected: Bool) {
         guard case .request(_, let keepAlive) = parse("GET / \(version)\r\nHost: a\r\n\(header)\r\n") else {
             Issue.record("not parsed")
@@ -73,21 +76,23 @@ struct RequestParserTests {
         #expect(keepAlive == expected)
     }
 
-    @Test("Refusals carry the status that names the problem", arguments: [
-        ("GET /\r\n\r\n", 400),                                  // two parts
-        ("GET / HTTP/1.1\r\nHost: a\r\n Folded: x\r\n\r\n", 400),  // obs-fold
-        ("GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400),             // space before colon
-        ("GET / HTTP/1.1\r\nHost: a\rX\r\n\r\n", 400),            // CR without LF
-        ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),    // two Hosts
-        ("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
-        ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n", 400),
-        ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
-        ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n", 413),
-        ("PUT / HTTP/1.1\r\nHost: a\r\n\r\n", 405),
-        ("get / HTTP/1.1\r\nHost: a\r\n\r\n", 501),               // methods are case-sensitive
-        ("GET /\u{E9} HTTP/1.1\r\n", 400),                        // non-ASCII target, refused early
-        ("\u{0}\u{1}\u{2}", 400),                                // refused before any line ends
-    ])
+    @Test(
+        "Refusals carry the status that names the problem",
+        arguments: [
+            ("GET /\r\n\r\n", 400),  // two parts
+            ("GET / HTTP/1.1\r\nHost: a\r\n Folded: x\r\n\r\n", 400),  // obs-fold
+            ("GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400),  // space before colon
+            ("GET / HTTP/1.1\r\nHost: a\rX\r\n\r\n", 400),  // CR without LF
+            ("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),  // two Hosts
+            ("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
+            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n", 400),
+            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+            ("GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n", 413),
+            ("PUT / HTTP/1.1\r\nHost: a\r\n\r\n", 405),
+            ("get / HTTP/1.1\r\nHost: a\r\n\r\n", 501),  // methods are case-sensitive
+            ("GET /\u{E9} HTTP/1.1\r\n", 400),  // non-ASCII target, refused early
+            ("\u{0}\u{1}\u{2}", 400),  // refused before any line ends
+        ])
     func refusals(text: String, expected: Int) {
         #expect(status(parse(text)) == expected)
     }
@@ -118,9 +123,11 @@ struct RequestParserTests {
         #expect(status(parse("\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n")) == 400)
     }
 
-    @Test("Absolute-form and asterisk targets are understood", arguments: [
-        ("http://example.com/metrics?a=b", "/metrics", "a=b"), ("HTTP://h:1", "/", nil), ("https://h?q", "/", "q"),
-    ])
+    @Test(
+        "Absolute-form and asterisk targets are understood",
+        arguments: [
+            ("http://example.com/metrics?a=b", "/metrics", "a=b"), ("HTTP://h:1", "/", nil), ("https://h?q", "/", "q"),
+        ])
     func targets(target: String, path: String, query: String?) {
         guard case .request(let request, _) = parse("GET \(target) HTTP/1.1\r\nHost: h\r\n\r\n") else {
             Issue.record("not parsed")
@@ -135,8 +142,9 @@ struct RequestParserTests {
     func responseHeaderInjection() {
         let response = HTTPResponse(text: "x", headers: [HTTPHeader("X-Bot", "a\r\nSet-Cookie: y"), HTTPHeader("Content-Length", "99")])
         let (head, body) = encodeResponse(response, headOnly: false, disposition: .keepAlive)
-        #expect(String(decoding: head + body, as: UTF8.self)
-            == "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 1\r\nX-Bot: a  Set-Cookie: y\r\n\r\nx")
+        #expect(
+            String(decoding: head + body, as: UTF8.self)
+                == "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 1\r\nX-Bot: a  Set-Cookie: y\r\n\r\nx")
         #expect(encodeResponse(response, headOnly: true, disposition: .keepAlive).body.isEmpty)
     }
 
@@ -147,7 +155,8 @@ struct RequestParserTests {
         for _ in 0..<3000 {
             var parser = RequestParser(maxHeadBytes: 256)
             var bytes: [UInt8] = (0..<random.next(below: 400)).map { _ in
-                random.next(below: 8) == 0 ? UInt8(truncatingIfNeeded: random.next(below: 256)) : alphabet[random.next(below: alphabet.count)]
+                random.next(below: 8) == 0
+                    ? UInt8(truncatingIfNeeded: random.next(below: 256)) : alphabet[random.next(below: alphabet.count)]
             }
             var outcome = ParseOutcome.needMore
             while !bytes.isEmpty {

@@ -18,12 +18,14 @@ enum RingsideConsumer: String, CaseIterable, CustomTestStringConvertible, Sendab
 
 @Suite("tools/c: a C++ project takes Ringside with add_subdirectory, find_package or pkg-config")
 struct CMakeConsumerTests {
-    @Test("tools/c/example, built each way, writes exactly its records, counts and gauge; a parent installs nothing of Ringside unless asked",
-          arguments: RingsideConsumer.allCases)
+    @Test(
+        "tools/c/example, built each way, writes exactly its records, counts and gauge; a parent installs nothing of Ringside unless asked",
+        arguments: RingsideConsumer.allCases)
     func exampleBot(consumer: RingsideConsumer) throws {
         // make: cmake's default generator (only recommended by Debian's cmake package).
         guard let cmake = try requiredSystemTool("cmake"), try requiredSystemTool("make") != nil,
-              try requiredSystemTool("cc") != nil, let cxx = try requiredSystemTool("c++") else { return }
+            try requiredSystemTool("cc") != nil, let cxx = try requiredSystemTool("c++")
+        else { return }
         let build = try TemporaryDirectory("ringside-cmake")
         defer { build.remove() }
         let example = kitFile("tools/c/example")
@@ -36,8 +38,9 @@ struct CMakeConsumerTests {
             try succeed(cmake, ["--build", exampleBuild, "-j", "2"])
             // The parent has no install rules of its own, and Ringside adds none unless asked.
             try succeed(cmake, ["--install", exampleBuild, "--prefix", build.path + "/parent-prefix"])
-            #expect(!FileManager.default.fileExists(atPath: build.path + "/parent-prefix/include/ringside.h"),
-                    "a subproject installs nothing unless RINGSIDE_INSTALL=ON")
+            #expect(
+                !FileManager.default.fileExists(atPath: build.path + "/parent-prefix/include/ringside.h"),
+                "a subproject installs nothing unless RINGSIDE_INSTALL=ON")
             executable = exampleBuild + "/example"
         case .findPackage:
             let prefix = try installRingside(cmake, into: build)
@@ -55,11 +58,14 @@ struct CMakeConsumerTests {
             let version = try succeed(pkgConfig, ["--modversion", "ringside"], environment: environment)
             #expect(version.trimmingCharacters(in: .whitespacesAndNewlines) == "0.3.0")
             let flags = try succeed(pkgConfig, ["--cflags", "--libs", "ringside"], environment: environment)
-            #expect(flags.contains("-I\(prefix)/") && flags.contains("-lringside_producer") && flags.contains("-pthread"),
-                    "\(flags)")
+            #expect(
+                flags.contains("-I\(prefix)/") && flags.contains("-lringside_producer") && flags.contains("-pthread"),
+                "\(flags)")
             executable = build.path + "/example"
-            try succeed(cxx, ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", example + "/main.cpp"]
-                        + flags.split(whereSeparator: \.isWhitespace).map(String.init) + ["-o", executable])
+            try succeed(
+                cxx,
+                ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", example + "/main.cpp"]
+                    + flags.split(whereSeparator: \.isWhitespace).map(String.init) + ["-o", executable])
         }
 
         try withRingDirectory { directory in
@@ -69,14 +75,18 @@ struct CMakeConsumerTests {
             #expect(result.status == 0 && result.output == "wrote \(2 * count) values\n", "\(result.output)")
 
             let (metrics, lanes, cells) = try drainDecoded(bot, directory: directory)
-            #expect(metrics == [
-                MetricDescriptor(index: 0, name: "example_latency", kind: .histogram, unit: .microseconds,
-                                 encodedLabels: "venue=XNAS", help: "order round trip", sampleEvery: 1),
-                MetricDescriptor(index: 1, name: "example_orders", kind: .counter, unit: .none, encodedLabels: "", help: "",
-                                 sampleEvery: 1),
-                MetricDescriptor(index: 2, name: "example_exposure", kind: .gauge, unit: .none, encodedLabels: "", help: "",
-                                 sampleEvery: 1),
-            ])
+            #expect(
+                metrics == [
+                    MetricDescriptor(
+                        index: 0, name: "example_latency", kind: .histogram, unit: .microseconds,
+                        encodedLabels: "venue=XNAS", help: "order round trip", sampleEvery: 1),
+                    MetricDescriptor(
+                        index: 1, name: "example_orders", kind: .counter, unit: .none, encodedLabels: "", help: "",
+                        sampleEvery: 1),
+                    MetricDescriptor(
+                        index: 2, name: "example_exposure", kind: .gauge, unit: .none, encodedLabels: "", help: "",
+                        sampleEvery: 1),
+                ])
             // Each thread wrote 1...COUNT then its span into its lane (a thread that started after
             // the other ended may have taken its retired lane over: two runs, one after the other).
             let values = (1...count).map { DecodedRecord(metric: 0, kind: RS_KIND_HISTOGRAM.rawValue8, value: $0) }
@@ -90,15 +100,20 @@ struct CMakeConsumerTests {
                     expectSame(Array(chunk.dropLast()), values)
                     let span = chunk.last!
                     // A 1 ms sleep in microseconds: at least 1,000, far below 1,000,000 (nanoseconds).
-                    #expect(span.kind == RS_KIND_HISTOGRAM.rawValue8 && span.flags == UInt8(RS_FLAG_SPAN)
+                    #expect(
+                        span.kind == RS_KIND_HISTOGRAM.rawValue8 && span.flags == UInt8(RS_FLAG_SPAN)
                             && span.value >= 1_000 && span.value < 1_000_000, "lane \(lane)'s span: \(span)")
                 }
             }
             #expect(runs == 2, "two threads' runs of 1...\(count) and a span")
             let all = lanes.values.flatMap { $0 }
             #expect(!all.contains { $0.metric == 1 }, "counters write no records")
-            #expect(all.filter { $0.metric == 2 } == [DecodedRecord(metric: 2, kind: RS_KIND_GAUGE.rawValue8,
-                                                                     value: (Double(count) * 2.5).bitPattern)])
+            #expect(
+                all.filter { $0.metric == 2 } == [
+                    DecodedRecord(
+                        metric: 2, kind: RS_KIND_GAUGE.rawValue8,
+                        value: (Double(count) * 2.5).bitPattern)
+                ])
             #expect(cells["example_orders"]?.total == 2 * count)
             #expect(cells["example_exposure"]?.lastValue == Double(count) * 2.5)
             #expect(cells["example_latency"]?.dropped == 0)
@@ -120,10 +135,13 @@ private func installRingside(_ cmake: String, into build: TemporaryDirectory) th
 
 /// Runs a build tool that must succeed; returns its output.
 @discardableResult
-private func succeed(_ tool: String, _ arguments: [String], environment: [String: String] = [:],
-                     sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+private func succeed(
+    _ tool: String, _ arguments: [String], environment: [String: String] = [:],
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws -> String {
     let result = try runProcess(tool, arguments, environment: environment, mergingErrors: true, timeoutSeconds: 300)
-    try #require(result.status == 0, "\(tool) \(arguments.joined(separator: " ")) failed:\n\(result.output)",
-                 sourceLocation: sourceLocation)
+    try #require(
+        result.status == 0, "\(tool) \(arguments.joined(separator: " ")) failed:\n\(result.output)",
+        sourceLocation: sourceLocation)
     return result.output
 }

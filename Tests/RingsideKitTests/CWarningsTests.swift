@@ -32,7 +32,8 @@ let cSourceDirectories: [CSourceDirectory] = {
         CSourceDirectory(path: "Sources/CZlib", expected: ["shim.h"], includes: []),
         CSourceDirectory(path: "Benchmarks/CRingsideBench", expected: ["floor.c"], includes: bench),
         CSourceDirectory(path: "Benchmarks/CRingsideBench/include", expected: ["CRingsideBench.h"], includes: bench),
-        CSourceDirectory(path: "Tests/CAllocationCounter", expected: ["allocation_counter.c"], includes: ["Tests/CAllocationCounter/include"]),
+        CSourceDirectory(
+            path: "Tests/CAllocationCounter", expected: ["allocation_counter.c"], includes: ["Tests/CAllocationCounter/include"]),
         CSourceDirectory(path: "Tests/CAllocationCounter/include", expected: ["allocation_counter.h"], includes: []),
         CSourceDirectory(path: "Tests/CAbuseWatch", expected: ["abuse_watch.c"], includes: ["Tests/CAbuseWatch/include"]),
         CSourceDirectory(path: "Tests/CAbuseWatch/include", expected: ["abuse_watch.h"], includes: []),
@@ -130,46 +131,66 @@ struct CWarningsTests {
     @Test("C: every .c file (-std=gnu11 -O2) and every .h file, with -Wall -Wextra -Werror", arguments: ["gcc", "clang"])
     func c(compiler: String) throws {
         guard let cc = try compiler == "gcc" ? requiredSystemTool("gcc") : requiredClang("clang") else { return }
-        try expectClean(cc, Self.compiles { file, directory, includes in
-            switch URL(fileURLWithPath: file).pathExtension {
-            case "c":
-                return [CCompile(file: file, arguments: ["-std=gnu11", "-O2"] + strictWarnings + ["-pthread"] + includes
-                                 + ["-c", file, "-o", "/dev/null"])]
-            case "h":
-                return [CCompile(file: file, arguments: ["-x", "c", "-std=gnu11"] + strictWarnings + includes + ["-fsyntax-only", "-"],
-                                 stdin: "#include \"\(file)\"\n")]
-            default:
-                return []
-            }
-        })
+        try expectClean(
+            cc,
+            Self.compiles { file, directory, includes in
+                switch URL(fileURLWithPath: file).pathExtension {
+                case "c":
+                    return [
+                        CCompile(
+                            file: file,
+                            arguments: ["-std=gnu11", "-O2"] + strictWarnings + ["-pthread"] + includes
+                                + ["-c", file, "-o", "/dev/null"])
+                    ]
+                case "h":
+                    return [
+                        CCompile(
+                            file: file, arguments: ["-x", "c", "-std=gnu11"] + strictWarnings + includes + ["-fsyntax-only", "-"],
+                            stdin: "#include \"\(file)\"\n")
+                    ]
+                default:
+                    return []
+                }
+            })
     }
 
-    @Test("C++: the C++ sources and the bots' .c fixtures (-std=c++17 -O2), and every header as C++11, 17 and 20, with -Wall -Wextra -Werror",
-          arguments: ["g++", "clang++"])
+    @Test(
+        "C++: the C++ sources and the bots' .c fixtures (-std=c++17 -O2), and every header as C++11, 17 and 20, with -Wall -Wextra -Werror",
+        arguments: ["g++", "clang++"])
     func cxx(compiler: String) throws {
         guard let cxx = try compiler == "g++" ? requiredSystemTool("g++") : requiredClang("clang++") else { return }
-        try expectClean(cxx, Self.compiles { file, directory, includes in
-            let fileExtension = URL(fileURLWithPath: file).pathExtension
-            if cxxSourceExtensions.contains(fileExtension) || (fileExtension == "c" && directory.alsoCxx) {
-                return [CCompile(file: file, arguments: ["-x", "c++", "-std=c++17", "-O2"] + strictWarnings + ["-pthread"] + includes
-                                 + ["-c", file, "-o", "/dev/null"])]
-            }
-            guard fileExtension == "h" || cxxHeaderExtensions.contains(fileExtension) else { return [] }
-            return ["c++11", "c++17", "c++20"].map { standard in
-                CCompile(file: file, arguments: ["-x", "c++", "-std=\(standard)"] + strictWarnings + includes + ["-fsyntax-only", "-"],
-                         stdin: "#include \"\(file)\"\n")
-            }
-        })
+        try expectClean(
+            cxx,
+            Self.compiles { file, directory, includes in
+                let fileExtension = URL(fileURLWithPath: file).pathExtension
+                if cxxSourceExtensions.contains(fileExtension) || (fileExtension == "c" && directory.alsoCxx) {
+                    return [
+                        CCompile(
+                            file: file,
+                            arguments: ["-x", "c++", "-std=c++17", "-O2"] + strictWarnings + ["-pthread"] + includes
+                                + ["-c", file, "-o", "/dev/null"])
+                    ]
+                }
+                guard fileExtension == "h" || cxxHeaderExtensions.contains(fileExtension) else { return [] }
+                return ["c++11", "c++17", "c++20"].map { standard in
+                    CCompile(
+                        file: file, arguments: ["-x", "c++", "-std=\(standard)"] + strictWarnings + includes + ["-fsyntax-only", "-"],
+                        stdin: "#include \"\(file)\"\n")
+                }
+            })
     }
 
     /// The compiles `plan` makes of each file of each listed directory (its path, its directory,
     /// its include arguments), and the files the list expects that it must build: those it
     /// makes a compile of, as found, wherever the list expects them to be. The Python extension's
     /// directory is built only when Python.h is there (always under CI).
-    static func compiles(_ plan: (String, CSourceDirectory, [String]) -> [CCompile]) throws
-        -> (compiles: [CCompile], expected: Set<String>) {
+    static func compiles(
+        _ plan: (String, CSourceDirectory, [String]) -> [CCompile]
+    ) throws
+        -> (compiles: [CCompile], expected: Set<String>)
+    {
         var compiles: [CCompile] = [], expected: Set<String> = []
-        var pythonInclude: String?? = .none // asked at most once, and only when a file needs it
+        var pythonInclude: String?? = .none  // asked at most once, and only when a file needs it
         for directory in cSourceDirectories {
             var includes = directory.includes.flatMap { ["-I", kitFile($0)] }
             let files = cFamilyFiles(in: directory.path).map { kitFile(directory.path + "/" + $0) }
@@ -189,16 +210,19 @@ struct CWarningsTests {
     /// Runs every compile; each must exit 0 and print nothing (a warning -Werror does not cover,
     /// such as the driver's, still fails). Every expected file must be among them, so that a
     /// glob that finds nothing cannot pass.
-    func expectClean(_ compiler: String, _ planned: (compiles: [CCompile], expected: Set<String>),
-                     sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func expectClean(
+        _ compiler: String, _ planned: (compiles: [CCompile], expected: Set<String>),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let missing = planned.expected.subtracting(planned.compiles.map(\.file))
         #expect(missing.isEmpty, "not built with \(compiler): \(missing.sorted())", sourceLocation: sourceLocation)
         for compile in planned.compiles {
             let ran = try runProcess(compiler, compile.arguments, stdin: compile.stdin, mergingErrors: true)
             let name = String(compile.file.dropFirst(packageRoot.count + 1))
-            #expect(ran.status == 0 && ran.output.isEmpty,
-                    "\(name): \(compiler) \(compile.arguments.joined(separator: " ")) (exit \(ran.status.map { "\($0)" } ?? "by a signal")):\n\(ran.output)",
-                    sourceLocation: sourceLocation)
+            #expect(
+                ran.status == 0 && ran.output.isEmpty,
+                "\(name): \(compiler) \(compile.arguments.joined(separator: " ")) (exit \(ran.status.map { "\($0)" } ?? "by a signal")):\n\(ran.output)",
+                sourceLocation: sourceLocation)
         }
     }
 }

@@ -4,25 +4,30 @@ import Testing
 
 @Suite("the Grafana dashboard against a real Prometheus")
 struct DashboardForRealTests {
-    @Test("every panel query, its variables substituted, returns data from a real Prometheus scraping the demo, an SLO and a skipped ring",
-          .timeLimit(.minutes(5)))
+    @Test(
+        "every panel query, its variables substituted, returns data from a real Prometheus scraping the demo, an SLO and a skipped ring",
+        .timeLimit(.minutes(5)))
     func everyPanelHasData() throws {
         guard let prometheusPath = try requiredSystemTool("prometheus") else { return }
         try withRingDirectory { directory in
             // A ring the collector cannot read, so the skipped-ring panels have something to show.
             var junk = [UInt8](repeating: 0x5A, count: 8192)
             junk.replaceSubrange(8..<12, with: [1, 0, 0, 0])
-            _ = FileManager.default.createFile(atPath: directory.path + "/ringside.broken", contents: Data(junk),
-                                               attributes: [.posixPermissions: 0o600])
-            let (collector, port) = try startCollector(["--dir", directory.path, "--demo", "--native-histograms", "5",
-                                                        "--slo", "order_fill_latency:p99<100us@1m"])
+            _ = FileManager.default.createFile(
+                atPath: directory.path + "/ringside.broken", contents: Data(junk),
+                attributes: [.posixPermissions: 0o600])
+            let (collector, port) = try startCollector([
+                "--dir", directory.path, "--demo", "--native-histograms", "5",
+                "--slo", "order_fill_latency:p99<100us@1m",
+            ])
             defer { collector.kill() }
             let config = kitPrometheusConfig([("127.0.0.1:\(port)", [:])])
             // Native histograms need the feature, which drops the classic buckets: a server each.
             let classic = try PrometheusServer(executable: prometheusPath, config: config)
             defer { classic.stop() }
-            let native = try PrometheusServer(executable: prometheusPath, config: config,
-                                              arguments: ["--enable-feature=native-histograms"])
+            let native = try PrometheusServer(
+                executable: prometheusPath, config: config,
+                arguments: ["--enable-feature=native-histograms"])
             defer { native.stop() }
 
             let data = try Data(contentsOf: URL(fileURLWithPath: kitFile("tools/grafana/ringside-dashboard.json")))

@@ -12,7 +12,8 @@ struct FirstBotTests {
     /// The fenced blocks of `language` in the README's "Your first bot" section.
     static func readmeBlocks(_ language: String) throws -> [[String]] {
         let readme = try String(contentsOfFile: kitFile("README.md"), encoding: .utf8)
-        let section = try #require(readme.components(separatedBy: "\n## Your first bot\n").dropFirst().first)
+        let section =
+            try #require(readme.components(separatedBy: "\n## Your first bot\n").dropFirst().first)
             .components(separatedBy: "\n## ").first ?? ""
         return section.components(separatedBy: "```\(language)\n").dropFirst().map { rest in
             rest.components(separatedBy: "\n```")[0].components(separatedBy: "\n")
@@ -50,8 +51,9 @@ struct FirstBotTests {
         let block = try #require(Self.readmeBlocks("swift").dropFirst().first, "the README's second swift block is the bot")
         try Self.expectProgram("Tests/ringside-test-producer/FirstBot.swift", runs: block)
         try withRingDirectory { directory in
-            let ran = try runProcess(try builtExecutable("ringside-test-producer"), ["first-bot"],
-                              environment: ["RINGSIDE_DIR": directory.path], mergingErrors: true)
+            let ran = try runProcess(
+                try builtExecutable("ringside-test-producer"), ["first-bot"],
+                environment: ["RINGSIDE_DIR": directory.path], mergingErrors: true)
             try #require(ran.status == 0, "first-bot failed:\n\(ran.output)")
             let (fills, spans, orders) = try Self.written("bot-a", in: directory)
             #expect(fills == [1234] && spans == 1 && orders == 1)
@@ -69,9 +71,13 @@ struct FirstBotTests {
         let build = try TemporaryDirectory("ringside-first-bot")
         defer { build.remove() }
         let executable = build.path + "/first_bot"
-        let compiled = try runProcess(cc, ["-std=gnu11", "-Wall", "-Werror", "-pthread", "-I", kitFile("Sources/CRingside/include"),
-                                    kitFile("Tests/fixtures/first_bot.c"), kitFile("Sources/CRingside/ringside_producer.c"),
-                                    kitFile("Sources/CRingside/ringside.c"), "-o", executable], mergingErrors: true)
+        let compiled = try runProcess(
+            cc,
+            [
+                "-std=gnu11", "-Wall", "-Werror", "-pthread", "-I", kitFile("Sources/CRingside/include"),
+                kitFile("Tests/fixtures/first_bot.c"), kitFile("Sources/CRingside/ringside_producer.c"),
+                kitFile("Sources/CRingside/ringside.c"), "-o", executable,
+            ], mergingErrors: true)
         try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
         try withRingDirectory { directory in
             let ran = try runProcess(executable, [], environment: ["RINGSIDE_DIR": directory.path], mergingErrors: true)
@@ -87,8 +93,9 @@ struct FirstBotTests {
         try Self.expectProgram("Tests/fixtures/first_bot.py", runs: block)
         guard let python = try requiredSystemTool("python3") else { return }
         try withRingDirectory { directory in
-            let ran = try runProcess(python, [kitFile("Tests/fixtures/first_bot.py"), kitFile("tools/python")],
-                              environment: ["RINGSIDE_DIR": directory.path, "PYTHONDONTWRITEBYTECODE": "1"], mergingErrors: true)
+            let ran = try runProcess(
+                python, [kitFile("Tests/fixtures/first_bot.py"), kitFile("tools/python")],
+                environment: ["RINGSIDE_DIR": directory.path, "PYTHONDONTWRITEBYTECODE": "1"], mergingErrors: true)
             try #require(ran.status == 0, "first_bot.py failed:\n\(ran.output)")
             let (fills, spans, orders) = try Self.written("py-bot", in: directory)
             #expect(fills == [1_200_000] && spans == 1 && orders == 1)
@@ -101,9 +108,13 @@ struct FirstBotTests {
         try Self.expectProgram("tools/rust/ringside/examples/first_bot.rs", runs: block)
         guard let cargo = try requiredSystemTool("cargo") else { return }
         try withRingDirectory { directory in
-            let ran = try runProcess(cargo, ["run", "--quiet", "--offline", "--example", "first_bot",
-                                      "--manifest-path", kitFile("tools/rust/ringside/Cargo.toml")],
-                              environment: ["RINGSIDE_DIR": directory.path], mergingErrors: true, timeoutSeconds: 300)
+            let ran = try runProcess(
+                cargo,
+                [
+                    "run", "--quiet", "--offline", "--example", "first_bot",
+                    "--manifest-path", kitFile("tools/rust/ringside/Cargo.toml"),
+                ],
+                environment: ["RINGSIDE_DIR": directory.path], mergingErrors: true, timeoutSeconds: 300)
             try #require(ran.status == 0, "cargo run --example first_bot failed:\n\(ran.output)")
             let (fills, spans, orders) = try Self.written("rs-bot", in: directory)
             #expect(fills == [42] && spans == 1 && orders == 1)

@@ -8,18 +8,23 @@ struct GrafanaDashboardTests {
     /// an SLO, and a corrupt ring beside it (for `ringside_ring_skipped`).
     static func exportedNames() throws -> Set<String> {
         try withRingDirectory { directory in
-            let bot = try ChildProcess("ringside-test-producer", [
-                "kit", "--dir", directory.path, "--ring", "bot", "--count", "1000", "--start", "1000", "--step", "1000",
-                "--per-second", "100",
-            ])
+            let bot = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "kit", "--dir", directory.path, "--ring", "bot", "--count", "1000", "--start", "1000", "--step", "1000",
+                    "--per-second", "100",
+                ])
             defer { bot.kill() }
             #expect(bot.readLine()?.hasPrefix("ready ") == true)
             var junk = [UInt8](repeating: 0x5A, count: 8192)
-            junk.replaceSubrange(8..<12, with: [1, 0, 0, 0]) // a version, so the file is not "being created"
-            _ = FileManager.default.createFile(atPath: directory.path + "/ringside.broken", contents: Data(junk),
-                                           attributes: [.posixPermissions: 0o600])
-            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms",
-                                                        "--slo", "order_fill_latency:p99<100us@1m"])
+            junk.replaceSubrange(8..<12, with: [1, 0, 0, 0])  // a version, so the file is not "being created"
+            _ = FileManager.default.createFile(
+                atPath: directory.path + "/ringside.broken", contents: Data(junk),
+                attributes: [.posixPermissions: 0o600])
+            let (collector, port) = try startCollector([
+                "--dir", directory.path, "--poll", "20ms",
+                "--slo", "order_fill_latency:p99<100us@1m",
+            ])
             defer { collector.kill() }
             let page = try eventually(seconds: 10) { () -> String? in
                 let body = try httpGet(port: port, path: "/metrics").body
@@ -37,9 +42,11 @@ struct GrafanaDashboardTests {
     /// Values for the dashboard's variables, as Grafana would substitute them.
     static func substituteVariables(_ expression: String) -> String {
         var text = expression
-        for (variable, value) in [("${metric:regex}", "order_fill_latency"), ("${metric}", "order_fill_latency"),
-                                  ("$metric", "order_fill_latency"), ("$instance", ".*"), ("$ring", ".*"),
-                                  ("$window", "1m"), ("$__rate_interval", "1m"), ("$__range", "1h")] {
+        for (variable, value) in [
+            ("${metric:regex}", "order_fill_latency"), ("${metric}", "order_fill_latency"),
+            ("$metric", "order_fill_latency"), ("$instance", ".*"), ("$ring", ".*"),
+            ("$window", "1m"), ("$__rate_interval", "1m"), ("$__range", "1h"),
+        ] {
             text = text.replacingOccurrences(of: variable, with: value)
         }
         return text
@@ -62,8 +69,9 @@ struct GrafanaDashboardTests {
         var expressions: [String] = []
         for panel in panels {
             titles.append(panel["title"] as? String ?? "")
-            #expect((panel["datasource"] as? [String: Any])?["uid"] as? String == "${DS_PROMETHEUS}",
-                    "panel \(panel["title"] ?? "?") does not use the data source variable")
+            #expect(
+                (panel["datasource"] as? [String: Any])?["uid"] as? String == "${DS_PROMETHEUS}",
+                "panel \(panel["title"] ?? "?") does not use the data source variable")
             let targets = try #require(panel["targets"] as? [[String: Any]], "panel \(panel["title"] ?? "?") has no targets")
             for target in targets {
                 expressions.append(try #require(target["expr"] as? String))
@@ -72,8 +80,10 @@ struct GrafanaDashboardTests {
         }
         // The views users asked for.
         let joined = expressions.joined(separator: "\n")
-        for needed in [#"quantile="0.5""#, #"quantile="0.99""#, #"quantile="0.999""#, "_rate", "ringside_ring_records_dropped_total",
-                       "ringside_ring_backlog_records", "ringside_ring_producer_alive", "ringside_slo_violated"] {
+        for needed in [
+            #"quantile="0.5""#, #"quantile="0.99""#, #"quantile="0.999""#, "_rate", "ringside_ring_records_dropped_total",
+            "ringside_ring_backlog_records", "ringside_ring_producer_alive", "ringside_slo_violated",
+        ] {
             #expect(joined.contains(needed), "no panel queries \(needed)")
         }
 
@@ -110,8 +120,9 @@ struct GrafanaDashboardTests {
 
     @Test("the metric-name scanner finds names and skips functions, labels, ranges and groupings")
     func scannerFindsNames() {
-        let (names, patterns) = selectedMetricNames(in:
-            #"histogram_quantile(0.99, sum by (le, ring) (rate(a_seconds_bucket{ring=~"x|y"}[5m]))) / on (ring) b_total > 1e-4"#)
+        let (names, patterns) = selectedMetricNames(
+            in:
+                #"histogram_quantile(0.99, sum by (le, ring) (rate(a_seconds_bucket{ring=~"x|y"}[5m]))) / on (ring) b_total > 1e-4"#)
         #expect(names == ["a_seconds_bucket", "b_total"])
         #expect(patterns.isEmpty)
         let named = selectedMetricNames(in: #"{__name__=~".+_rate", window="1m"} + {__name__="c_d"}"#)

@@ -11,13 +11,17 @@ func kitFile(_ relativePath: String) -> String { packageRoot + "/" + relativePat
 /// The Prometheus configuration the kit's tests run: a scrape and a rule evaluation every second,
 /// Ringside's rules, and job `ringside` scraping each target (`host:port`) with its labels.
 func kitPrometheusConfig(_ targets: [(address: String, labels: [String: String])]) -> String {
-    var lines = ["global:", "  scrape_interval: 1s", "  evaluation_interval: 1s",
-                 "rule_files:", "  - \(kitFile("tools/prometheus/ringside-rules.yml"))",
-                 "scrape_configs:", "  - job_name: ringside", "    static_configs:"]
+    var lines = [
+        "global:", "  scrape_interval: 1s", "  evaluation_interval: 1s",
+        "rule_files:", "  - \(kitFile("tools/prometheus/ringside-rules.yml"))",
+        "scrape_configs:", "  - job_name: ringside", "    static_configs:",
+    ]
     for target in targets {
         lines.append("      - targets: [\"\(target.address)\"]")
         if !target.labels.isEmpty {
-            lines.append("        labels: {" + target.labels.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "}")
+            lines.append(
+                "        labels: {" + target.labels.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+                    + "}")
         }
     }
     return lines.joined(separator: "\n") + "\n"
@@ -39,16 +43,20 @@ func selectedMetricNames(in expression: String) -> (names: Set<String>, patterns
         patterns.append(op == "=" ? NSRegularExpression.escapedPattern(for: value) : value)
     }
     var text = expression
-    for pattern in [#""(?:[^"\\]|\\.)*""#, #"\{[^}]*\}"#, #"\[[^\]]*\]"#,
-                    #"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)"#] {
+    for pattern in [
+        #""(?:[^"\\]|\\.)*""#, #"\{[^}]*\}"#, #"\[[^\]]*\]"#,
+        #"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)"#,
+    ] {
         text = text.replacingOccurrences(of: pattern, with: " ", options: .regularExpression)
     }
-    let keywords: Set<String> = ["by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
-                                 "unless", "offset", "atan2", "inf", "nan", "Inf", "NaN"]
+    let keywords: Set<String> = [
+        "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
+        "unless", "offset", "atan2", "inf", "nan", "Inf", "NaN",
+    ]
     var names: Set<String> = []
     let identifier = try! NSRegularExpression(pattern: #"(?<![\w.])([a-zA-Z_:][a-zA-Z0-9_:]*)(\s*\()?"#)
     for match in identifier.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
-        guard match.range(at: 2).location == NSNotFound else { continue } // a function call
+        guard match.range(at: 2).location == NSNotFound else { continue }  // a function call
         let name = String(text[Range(match.range(at: 1), in: text)!])
         if !keywords.contains(name) && !name.allSatisfy({ $0.isNumber || $0 == "e" }) { names.insert(name) }
     }

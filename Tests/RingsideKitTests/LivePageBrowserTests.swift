@@ -14,9 +14,13 @@ struct LivePageBrowserTests {
     static func renderedDOM(_ chromium: String, url: String, budget: Int = 5_000) throws -> String {
         let profile = try TemporaryDirectory("ringside-chromium")
         defer { profile.remove() }
-        let result = try runProcess(chromium, ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                        "--user-data-dir=\(profile.path)", "--virtual-time-budget=\(budget)",
-                                        "--dump-dom", url], mergingErrors: true, timeoutSeconds: 120)
+        let result = try runProcess(
+            chromium,
+            [
+                "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--user-data-dir=\(profile.path)", "--virtual-time-budget=\(budget)",
+                "--dump-dom", url,
+            ], mergingErrors: true, timeoutSeconds: 120)
         try #require(result.status == 0, "chromium failed: \(result.output.suffix(2000))")
         return result.output
     }
@@ -30,16 +34,19 @@ struct LivePageBrowserTests {
         return Double(tail.prefix { $0 != "\"" })
     }
 
-    @Test("the page's charts have points, its figures equal /latest's, and a dead producer shows as dead",
-          .timeLimit(.minutes(5)))
+    @Test(
+        "the page's charts have points, its figures equal /latest's, and a dead producer shows as dead",
+        .timeLimit(.minutes(5)))
     func pageShowsWhatLatestSays() throws {
         guard let chromium = try requiredSystemTool("chromium") else { return }
         try withRingDirectory { directory in
             // A bot that keeps running, and one that is killed: the page must show it dead.
-            let bot = try ChildProcess("ringside-test-producer", [
-                "kit", "--dir", directory.path, "--ring", "bot", "--count", "2000", "--start", "1000", "--step", "997",
-                "--per-second", "200",
-            ])
+            let bot = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "kit", "--dir", directory.path, "--ring", "bot", "--count", "2000", "--start", "1000", "--step", "997",
+                    "--per-second", "200",
+                ])
             defer { bot.kill() }
             #expect(bot.readLine()?.hasPrefix("ready ") == true)
             let gone = try ChildProcess("ringside-test-producer", ["hold", "--dir", directory.path, "--ring", "gone-bot", "--count", "10"])
@@ -47,8 +54,10 @@ struct LivePageBrowserTests {
             gone.kill()
             _ = gone.waitForExit()
 
-            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms",
-                                                        "--slo", "order_fill_latency:p99<1ms@1m"])
+            let (collector, port) = try startCollector([
+                "--dir", directory.path, "--poll", "20ms",
+                "--slo", "order_fill_latency:p99<1ms@1m",
+            ])
             defer { collector.kill() }
             // A few seconds of history, and both bots seen, the killed one as dead.
             let ready = try eventually(seconds: 30) { () -> Bool? in
@@ -68,7 +77,9 @@ struct LivePageBrowserTests {
             let anchor = "data-ring=\"bot\" data-metric=\"order_fill_latency\""
             for stat in ["p50", "p99", "p999", "max"] {
                 let shown = Self.value(stat, after: anchor, in: dom)
-                #expect(shown != nil && shown == window[stat] as? Double, "\(stat): the page shows \(shown.map { "\($0)" } ?? "nothing"), /latest \(window[stat] ?? "nothing")")
+                #expect(
+                    shown != nil && shown == window[stat] as? Double,
+                    "\(stat): the page shows \(shown.map { "\($0)" } ?? "nothing"), /latest \(window[stat] ?? "nothing")")
             }
             // Its chart has points (seeded from /api/history, then one a second).
             let card = try #require(dom.range(of: anchor).map { dom[$0.upperBound...] })
@@ -107,18 +118,21 @@ struct LivePageBrowserTests {
                 return body.contains(#""metric":"odd_neg_inf""#) && body.contains(#""min":"-Inf""#) ? true : nil
             }
             try #require(seen == true, "/latest did not show the gauges within 30 s")
-            sleep(2) // a few points for the charts
+            sleep(2)  // a few points for the charts
 
             // The minute's window: the gauges were set seconds ago.
             let dom = try Self.renderedDOM(chromium, url: "http://127.0.0.1:\(port)/?window=1m")
             withExtendedLifetime(bot) {}
-            let figures = [("odd_nan", "value", "NaN", "NaN"), ("odd_nan", "max", "null", "-"), // NaN is no extreme
-                           ("odd_inf", "value", "+Inf", "+Inf"), ("odd_inf", "max", "+Inf", "+Inf"),
-                           ("odd_neg_inf", "value", "-Inf", "-Inf"), ("odd_neg_inf", "min", "-Inf", "-Inf"),
-                           ("odd_plain", "value", "2.5", "2.5000")]
+            let figures = [
+                ("odd_nan", "value", "NaN", "NaN"), ("odd_nan", "max", "null", "-"),  // NaN is no extreme
+                ("odd_inf", "value", "+Inf", "+Inf"), ("odd_inf", "max", "+Inf", "+Inf"),
+                ("odd_neg_inf", "value", "-Inf", "-Inf"), ("odd_neg_inf", "min", "-Inf", "-Inf"),
+                ("odd_plain", "value", "2.5", "2.5000"),
+            ]
             for (metric, stat, value, shown) in figures {
                 let card = Self.card(metric, in: dom) ?? ""
-                #expect(card.contains("data-stat=\"\(stat)\" data-value=\"\(value)\">\(shown)</b>"), "\(metric) \(stat): \(card.prefix(600))")
+                #expect(
+                    card.contains("data-stat=\"\(stat)\" data-value=\"\(value)\">\(shown)</b>"), "\(metric) \(stat): \(card.prefix(600))")
             }
             // Each chart has its points; only the finite gauge's draws a line, and no line has a NaN in it.
             for metric in ["odd_nan", "odd_inf", "odd_neg_inf", "odd_plain"] {

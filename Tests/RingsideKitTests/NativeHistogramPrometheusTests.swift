@@ -17,8 +17,9 @@ private final class TwoHosts {
     private let ip: String?
 
     var description: String {
-        namespaces ? "two network namespaces (\(names.joined(separator: ", "))) joined to the test's by veth pairs"
-                   : "two loopback addresses (127.0.0.2, 127.0.0.3): network namespaces could not be made here"
+        namespaces
+            ? "two network namespaces (\(names.joined(separator: ", "))) joined to the test's by veth pairs"
+            : "two loopback addresses (127.0.0.2, 127.0.0.3): network namespaces could not be made here"
     }
 
     init() {
@@ -62,12 +63,18 @@ private final class TwoHosts {
 
     /// Starts a collector on host `host` with `arguments`; returns it and its scrape address.
     func collector(_ host: Int, _ arguments: [String]) throws -> (ChildProcess, String) {
-        let collector = namespaces
-            ? try ChildProcess(ip!, ["netns", "exec", names[host], try builtExecutable("ringside-collector"),
-                                     "--listen", listen[host]] + arguments)
+        let collector =
+            namespaces
+            ? try ChildProcess(
+                ip!,
+                [
+                    "netns", "exec", names[host], try builtExecutable("ringside-collector"),
+                    "--listen", listen[host],
+                ] + arguments)
             : try ChildProcess("ringside-collector", ["--listen", listen[host]] + arguments)
         guard let line = collector.waitForErrorLine(containing: "listening on http://"),
-              let address = line.components(separatedBy: "http://").last?.split(separator: " ").first else {
+            let address = line.components(separatedBy: "http://").last?.split(separator: " ").first
+        else {
             throw TestSupportError("the collector on host \(host) did not start: \(collector.waitForExit().standardError)")
         }
         return (collector, String(address))
@@ -89,8 +96,9 @@ private final class TwoHosts {
 
 @Suite("native histograms: exact percentiles across hosts, in a real Prometheus")
 struct NativeHistogramPrometheusTests {
-    @Test("histogram_quantile over two hosts' native histograms is within 1 % of the exact quantiles (classic printed beside)",
-          .timeLimit(.minutes(5)))
+    @Test(
+        "histogram_quantile over two hosts' native histograms is within 1 % of the exact quantiles (classic printed beside)",
+        .timeLimit(.minutes(5)))
     func mergedAcrossHosts() throws {
         guard let prometheusPath = try requiredSystemTool("prometheus") else { return }
         let hosts = TwoHosts()
@@ -103,12 +111,13 @@ struct NativeHistogramPrometheusTests {
         var random = SplitMix64(seed: 2026)
         var everything: [UInt64] = []
         for (host, median) in [(0, 40_000.0), (1, 120_000.0)] {
-            let bot = try Bot.attach("bot", directory: directories[host].path,
-                                           options: .init(laneCapacity: 1 << 17))
+            let bot = try Bot.attach(
+                "bot", directory: directories[host].path,
+                options: .init(laneCapacity: 1 << 17))
             let latency = try bot.histogram("order_fill_latency", unit: .nanoseconds)
             for _ in 0..<50_000 {
-                let u = Double.random(in: Double.ulpOfOne ..< 1, using: &random)
-                let v = Double.random(in: 0 ..< 1, using: &random)
+                let u = Double.random(in: Double.ulpOfOne..<1, using: &random)
+                let v = Double.random(in: 0..<1, using: &random)
                 let value = UInt64(median * exp(0.6 * (-2 * log(u)).squareRoot() * cos(2 * Double.pi * v)))
                 latency.record(value)
                 everything.append(value)
@@ -120,8 +129,12 @@ struct NativeHistogramPrometheusTests {
         defer { collectors.forEach { $0.kill() } }
         var targets: [String] = []
         for host in 0..<2 {
-            let (collector, address) = try hosts.collector(host, ["--dir", directories[host].path, "--poll", "20ms",
-                                                                  "--native-histograms", "5"])
+            let (collector, address) = try hosts.collector(
+                host,
+                [
+                    "--dir", directories[host].path, "--poll", "20ms",
+                    "--native-histograms", "5",
+                ])
             collectors.append(collector)
             targets.append(address)
         }
@@ -137,8 +150,9 @@ struct NativeHistogramPrometheusTests {
             return counts.count == 2 && counts.allSatisfy({ $0.value == 50_000 }) && buckets.count == 2 ? true : nil
         }
         try #require(scraped == true, "Prometheus did not scrape both hosts' 50,000 values within 30 s")
-        #expect(try native.query("order_fill_latency_seconds_bucket").isEmpty,
-                "with native buckets in the family, Prometheus 2.42 keeps the native form only")
+        #expect(
+            try native.query("order_fill_latency_seconds_bucket").isEmpty,
+            "with native buckets in the family, Prometheus 2.42 keeps the native form only")
 
         var report: [String] = []
         for q in [0.5, 0.99, 0.999] {
@@ -146,9 +160,11 @@ struct NativeHistogramPrometheusTests {
             let estimate = try #require(try native.scalar("histogram_quantile(\(q), sum(order_fill_latency_seconds))"))
             let classicEstimate = try classic.scalar("histogram_quantile(\(q), sum by (le) (order_fill_latency_seconds_bucket))")
             let error = (estimate - exact) / exact
-            report.append(String(format: "q%@ exact %.1f us, native %.1f us (%+.2f %%), classic %.1f us (%+.1f %%)",
-                                 "\(q)", exact * 1e6, estimate * 1e6, error * 100, (classicEstimate ?? .nan) * 1e6,
-                                 ((classicEstimate ?? .nan) - exact) / exact * 100))
+            report.append(
+                String(
+                    format: "q%@ exact %.1f us, native %.1f us (%+.2f %%), classic %.1f us (%+.1f %%)",
+                    "\(q)", exact * 1e6, estimate * 1e6, error * 100, (classicEstimate ?? .nan) * 1e6,
+                    ((classicEstimate ?? .nan) - exact) / exact * 100))
             #expect(abs(error) <= 0.01, "q \(q): native histogram_quantile \(estimate) s, exact \(exact) s")
         }
         print("native histograms (schema 5, two hosts): " + report.joined(separator: "; "))

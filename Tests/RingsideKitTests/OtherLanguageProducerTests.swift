@@ -16,15 +16,19 @@ struct DecodedRecord: Equatable, CustomStringConvertible {
 
 /// Drains every record of a bot as its consumer, checking each one's sequence against its
 /// cursor; returns the metrics, each lane's records, and the cells of every metric.
-func drainDecoded(_ name: String, directory: RingDirectory)
-    throws -> (metrics: [MetricDescriptor], lanes: [Int: [DecodedRecord]], cells: [String: MetricCells]) {
+func drainDecoded(
+    _ name: String, directory: RingDirectory
+)
+    throws -> (metrics: [MetricDescriptor], lanes: [Int: [DecodedRecord]], cells: [String: MetricCells])
+{
     let consumer = try RingConsumer(name, directory: directory)
     let drained = try drainAll(consumer)
     #expect(drained.allSatisfy { $0.record.sequence == $0.cursor && $0.record.reserved == 0 }, "records whose sequence is not their cursor")
     var lanes: [Int: [DecodedRecord]] = [:]
     for entry in drained {
         let record = entry.record
-        lanes[entry.lane, default: []].append(DecodedRecord(metric: record.metric, kind: record.kind, value: record.value, flags: record.flags))
+        lanes[entry.lane, default: []].append(
+            DecodedRecord(metric: record.metric, kind: record.kind, value: record.value, flags: record.flags))
     }
     try consumer.refreshMetrics()
     var cells: [String: MetricCells] = [:]
@@ -40,8 +44,10 @@ func buildCProducer(_ language: String, into build: TemporaryDirectory) throws -
     let executable = build.path + "/c_producer"
     let strict = ["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
     if language == "c" {
-        let compiled = try runProcess(cc, ["-std=gnu11"] + strict + include + [kitFile("Tests/fixtures/c_producer.c")] + library
-                               + ["-o", executable], mergingErrors: true)
+        let compiled = try runProcess(
+            cc,
+            ["-std=gnu11"] + strict + include + [kitFile("Tests/fixtures/c_producer.c")] + library
+                + ["-o", executable], mergingErrors: true)
         try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
         return executable
     }
@@ -53,16 +59,19 @@ func buildCProducer(_ language: String, into build: TemporaryDirectory) throws -
         try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
         objects.append(object)
     }
-    let linked = try runProcess(cxx, ["-x", "c++", "-std=c++17"] + strict + include + [kitFile("Tests/fixtures/c_producer.c"), "-x", "none"]
-                         + objects + ["-o", executable], mergingErrors: true)
+    let linked = try runProcess(
+        cxx,
+        ["-x", "c++", "-std=c++17"] + strict + include + [kitFile("Tests/fixtures/c_producer.c"), "-x", "none"]
+            + objects + ["-o", executable], mergingErrors: true)
     try #require(linked.status == 0, "c++ failed:\n\(linked.output)")
     return executable
 }
 
 @Suite("producers in C, C++ and Python")
 struct OtherLanguageProducerTests {
-    @Test("C, and the same file as C++ (std::thread, RAII span): 4 threads' lanes decode exactly, spans in the histogram's unit, a forked child lands nowhere",
-          arguments: ["c", "c++"])
+    @Test(
+        "C, and the same file as C++ (std::thread, RAII span): 4 threads' lanes decode exactly, spans in the histogram's unit, a forked child lands nowhere",
+        arguments: ["c", "c++"])
     func cProducerThreads(language: String) throws {
         let build = try TemporaryDirectory("ringside-kit-\(language == "c" ? "c" : "cxx")")
         defer { build.remove() }
@@ -72,19 +81,24 @@ struct OtherLanguageProducerTests {
             let first = try runProcess(executable, [directory.path, "from-c", String(count), String(threads), "fork"], mergingErrors: true)
             #expect(first.status == 0, "\(first.output)")
             let lines = first.output.split(separator: "\n").map(String.init)
-            #expect(lines.contains("child exited 0") && lines.contains("threads 4") && lines.contains("lanes 4")
+            #expect(
+                lines.contains("child exited 0") && lines.contains("threads 4") && lines.contains("lanes 4")
                     && lines.contains("metrics 4"), "\(first.output)")
-            #expect(first.output.contains("this forked child (pid") && first.output.contains("writes nothing to it"),
-                    "the child says why it writes nothing: \(first.output)")
+            #expect(
+                first.output.contains("this forked child (pid") && first.output.contains("writes nothing to it"),
+                "the child says why it writes nothing: \(first.output)")
 
             var (metrics, lanes, cells) = try drainDecoded("from-c", directory: directory)
-            #expect(metrics == [
-                MetricDescriptor(index: 0, name: "c_latency", kind: .histogram, unit: .microseconds,
-                                 encodedLabels: "symbol=AAPL\nvenue=XNAS", help: "from C", sampleEvery: 1),
-                MetricDescriptor(index: 1, name: "c_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
-                MetricDescriptor(index: 2, name: "c_exposure", kind: .gauge, unit: .bytes, encodedLabels: "", help: "", sampleEvery: 1),
-                MetricDescriptor(index: 3, name: "c_span", kind: .histogram, unit: .microseconds, encodedLabels: "", help: "", sampleEvery: 1),
-            ])
+            #expect(
+                metrics == [
+                    MetricDescriptor(
+                        index: 0, name: "c_latency", kind: .histogram, unit: .microseconds,
+                        encodedLabels: "symbol=AAPL\nvenue=XNAS", help: "from C", sampleEvery: 1),
+                    MetricDescriptor(index: 1, name: "c_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
+                    MetricDescriptor(index: 2, name: "c_exposure", kind: .gauge, unit: .bytes, encodedLabels: "", help: "", sampleEvery: 1),
+                    MetricDescriptor(
+                        index: 3, name: "c_span", kind: .histogram, unit: .microseconds, encodedLabels: "", help: "", sampleEvery: 1),
+                ])
             // Each thread's lane holds its own 1...COUNT in order, and its span; the main thread's
             // gauge record is in a lane of its own. The child's 1,000 values landed nowhere.
             var threadLanes = 0
@@ -143,8 +157,10 @@ struct OtherLanguageProducerTests {
         guard let python = try requiredSystemTool("python3") else { return }
         try withRingDirectory { directory in
             let count = 500, threads = 3
-            let arguments = [kitFile("Tests/fixtures/py_producer.py"), kitFile("tools/python"), directory.path, "from-py",
-                             String(count), String(threads)]
+            let arguments = [
+                kitFile("Tests/fixtures/py_producer.py"), kitFile("tools/python"), directory.path, "from-py",
+                String(count), String(threads),
+            ]
             let first = try runProcess(python, arguments, mergingErrors: true)
             #expect(first.status == 0, "\(first.output)")
             let lines = first.output.split(separator: "\n").map(String.init)
@@ -159,12 +175,14 @@ struct OtherLanguageProducerTests {
             #expect(second.status == 0, "\(second.output)")
 
             let (metrics, lanes, cells) = try drainDecoded("from-py", directory: directory)
-            #expect(metrics == [
-                MetricDescriptor(index: 0, name: "py_latency", kind: .histogram, unit: .nanoseconds,
-                                 encodedLabels: "desk=δ-1\nsymbol=MSFT", help: "from Python", sampleEvery: 1),
-                MetricDescriptor(index: 1, name: "py_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
-                MetricDescriptor(index: 2, name: "py_level", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
-            ])
+            #expect(
+                metrics == [
+                    MetricDescriptor(
+                        index: 0, name: "py_latency", kind: .histogram, unit: .nanoseconds,
+                        encodedLabels: "desk=δ-1\nsymbol=MSFT", help: "from Python", sampleEvery: 1),
+                    MetricDescriptor(index: 1, name: "py_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
+                    MetricDescriptor(index: 2, name: "py_level", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
+                ])
             // Every thread wrote i * 1000 + 7 for i in 1...COUNT, in order, into its own lane (a
             // lane may be reused by a later thread, and so hold two runs' values one after the other).
             let latencies: [UInt64] = lanes.values.flatMap { records in records.filter { $0.metric == 0 }.map(\.value) }

@@ -23,10 +23,12 @@ final class PrometheusServer {
             do {
                 let configPath = directory.path + "/prometheus.yml"
                 try config.write(toFile: configPath, atomically: true, encoding: .utf8)
-                let process = try ChildProcess(executable, [
-                    "--config.file=\(configPath)", "--storage.tsdb.path=\(directory.path)/data",
-                    "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn", "--storage.tsdb.retention.time=1h",
-                ] + arguments)
+                let process = try ChildProcess(
+                    executable,
+                    [
+                        "--config.file=\(configPath)", "--storage.tsdb.path=\(directory.path)/data",
+                        "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn", "--storage.tsdb.retention.time=1h",
+                    ] + arguments)
                 let ready = eventually(seconds: 20) { () -> Bool? in
                     (try? httpGet(port: port, path: "/-/ready", timeoutSeconds: 2))?.status == 200 ? true : nil
                 }
@@ -60,12 +62,14 @@ final class PrometheusServer {
         let response = try httpGet(port: port, path: "/api/v1/query?query=\(encoded)")
         let document = try jsonObject(response.body)
         guard response.status == 200, document["status"] as? String == "success",
-              let data = document["data"] as? [String: Any], let result = data["result"] as? [[String: Any]] else {
+            let data = document["data"] as? [String: Any], let result = data["result"] as? [[String: Any]]
+        else {
             throw TestSupportError("query \(promql): HTTP \(response.status): \(response.body.prefix(500))")
         }
         return result.compactMap { sample in
             guard let labels = sample["metric"] as? [String: String], let pair = sample["value"] as? [Any],
-                  pair.count == 2, let text = pair[1] as? String, let value = Double(text) else { return nil }
+                pair.count == 2, let text = pair[1] as? String, let value = Double(text)
+            else { return nil }
             return (labels, value)
         }
     }
@@ -105,8 +109,10 @@ struct PrometheusTests {
         let severities = text.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("severity:") }
         #expect(alerts.count == severities.count)
         #expect(severities.allSatisfy { ["P0", "P1", "P2"].contains($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) })
-        for needed in ["RingsideCollectorDown", "RingsideProducerDead", "RingsideSLOViolated", "RingsideOrderFillP99OverSLO",
-                       "RingsideRecordsDropped", "RingsideBacklogHigh"] {
+        for needed in [
+            "RingsideCollectorDown", "RingsideProducerDead", "RingsideSLOViolated", "RingsideOrderFillP99OverSLO",
+            "RingsideRecordsDropped", "RingsideBacklogHigh",
+        ] {
             #expect(text.contains("- alert: \(needed)\n"), "missing \(needed)")
         }
     }
@@ -122,19 +128,25 @@ struct PrometheusTests {
     /// interpolation is exact up to one value's step, except that the collector's own buckets
     /// (1/1024 relative error) may count a value within 0.1 % of a bound on its other side. We
     /// assert both: the exact quantile's bucket, and 1 us + 0.2 % of the exact value.
-    @Test("a real Prometheus scraping two collectors agrees with them: windowed quantile, counter rate, merged histogram_quantile",
-          .timeLimit(.minutes(1)))
+    @Test(
+        "a real Prometheus scraping two collectors agrees with them: windowed quantile, counter rate, merged histogram_quantile",
+        .timeLimit(.minutes(1)))
     func realPrometheusAgrees() throws {
         guard let prometheusPath = try requiredSystemTool("prometheus") else { return }
         let hostA = try TemporaryRingDirectory(), hostB = try TemporaryRingDirectory()
-        defer { hostA.remove(); hostB.remove() }
+        defer {
+            hostA.remove()
+            hostB.remove()
+        }
 
         let count = 10_000, perSecond = 1_000
         func bot(_ directory: TemporaryRingDirectory, start: Int) throws -> ChildProcess {
-            let producer = try ChildProcess("ringside-test-producer", [
-                "kit", "--dir", directory.path, "--ring", "bot", "--count", String(count), "--start", String(start),
-                "--step", "1000", "--per-second", String(perSecond),
-            ])
+            let producer = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "kit", "--dir", directory.path, "--ring", "bot", "--count", String(count), "--start", String(start),
+                    "--step", "1000", "--per-second", String(perSecond),
+                ])
             #expect(producer.readLine()?.hasPrefix("ready ") == true)
             return producer
         }
@@ -165,11 +177,15 @@ struct PrometheusTests {
             let window = try #require((series["windows"] as? [String: [String: Any]])?["1m"])
             for (key, quantile) in [("p50", "0.5"), ("p99", "0.99"), ("p999", "0.999")] {
                 let collectorNanos = try #require(window[key] as? Double)
-                let scrapedSeconds = try #require(try prometheus.scalar(
-                    #"order_fill_latency_windowed_seconds{host="\#(host)",window="1m",quantile="\#(quantile)"}"#))
-                if key == "p99" { print("prometheus agreement: host \(host) 1m p99: Prometheus \(scrapedSeconds) s, /latest \(collectorNanos) ns") }
-                #expect(abs(scrapedSeconds * 1e9 - collectorNanos) <= 1e-6 * collectorNanos,
-                        "host \(host) \(key): Prometheus \(scrapedSeconds) s, collector \(collectorNanos) ns")
+                let scrapedSeconds = try #require(
+                    try prometheus.scalar(
+                        #"order_fill_latency_windowed_seconds{host="\#(host)",window="1m",quantile="\#(quantile)"}"#))
+                if key == "p99" {
+                    print("prometheus agreement: host \(host) 1m p99: Prometheus \(scrapedSeconds) s, /latest \(collectorNanos) ns")
+                }
+                #expect(
+                    abs(scrapedSeconds * 1e9 - collectorNanos) <= 1e-6 * collectorNanos,
+                    "host \(host) \(key): Prometheus \(scrapedSeconds) s, collector \(collectorNanos) ns")
             }
         }
         let p99A = try #require(try prometheus.scalar(#"order_fill_latency_windowed_seconds{host="a",window="1m",quantile="0.99"}"#))
@@ -188,8 +204,10 @@ struct PrometheusTests {
         //    20,000 values 1 us, 2 us, ... 20 ms; the exact quantile q is ceil(q * 20000) us.
         let merged = try #require(try prometheus.scalar("sum(order_fill_latency_seconds_count)"))
         #expect(merged == Double(2 * count))
-        let bounds = [0.0, 1e-7, 2e-7, 5e-7, 1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3,
-                      1e-2, 2e-2, 5e-2, 0.1]
+        let bounds = [
+            0.0, 1e-7, 2e-7, 5e-7, 1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3,
+            1e-2, 2e-2, 5e-2, 0.1,
+        ]
         var report: [String] = []
         for q in [0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999] {
             let estimate = try #require(try prometheus.scalar("histogram_quantile(\(q), sum by (le) (order_fill_latency_seconds_bucket))"))
@@ -197,8 +215,9 @@ struct PrometheusTests {
             let upper = try #require(bounds.first { $0 >= exact - 1e-12 })
             let lower = bounds[bounds.firstIndex(of: upper)! - 1]
             let tolerance = 1e-6 + 2e-3 * exact
-            #expect(estimate >= lower - tolerance && estimate <= upper + tolerance,
-                    "q \(q): \(estimate) s is outside the bucket (\(lower), \(upper)] of the exact \(exact) s")
+            #expect(
+                estimate >= lower - tolerance && estimate <= upper + tolerance,
+                "q \(q): \(estimate) s is outside the bucket (\(lower), \(upper)] of the exact \(exact) s")
             #expect(abs(estimate - exact) <= tolerance, "q \(q): histogram_quantile \(estimate) s, exact \(exact) s")
             report.append("q\(q) exact \(exact) est \(estimate)")
         }

@@ -30,7 +30,9 @@ extension ReliabilityTests {
         /// began at the stored cursor, skipped nothing, repeated nothing, and never exported a
         /// record whose slot it had not freed (so no record is exported by two lives). The read
         /// cursor never goes back. A last life, stopped with SIGTERM, drains the ring empty.
-        @Test("the collector SIGKILLed at 20 random points: written == drained over all lives + dropped + in ring, exactly; nothing drained twice")
+        @Test(
+            "the collector SIGKILLed at 20 random points: written == drained over all lives + dropped + in ring, exactly; nothing drained twice"
+        )
         func collectorKilledAtRandomPoints() throws {
             try withRingDirectory { directory in
                 let producer = try startBlast(directory, ring: "steady", rate: 100_000, capacity: 4096)
@@ -41,10 +43,12 @@ extension ReliabilityTests {
                 func life(_ index: Int, killAfterMicroseconds delay: UInt32?) throws {
                     let before = try readCursor()
                     let dump = directory.path + "/life-\(index).json"
-                    let collector = try ChildProcess("ringside-collector", [
-                        "--dir", directory.path, "--ring", "steady", "--listen", "127.0.0.1:0", "--poll", "10ms",
-                        "--windows", "1s,10m", "--json-dump", dump, "--dump-interval", "100ms",
-                    ])
+                    let collector = try ChildProcess(
+                        "ringside-collector",
+                        [
+                            "--dir", directory.path, "--ring", "steady", "--listen", "127.0.0.1:0", "--poll", "10ms",
+                            "--windows", "1s,10m", "--json-dump", dump, "--dump-interval", "100ms",
+                        ])
                     if let delay {
                         // Even lives die anywhere from their start; odd ones after their first dump, mid-run.
                         if index % 2 == 1 { _ = eventually { FileManager.default.fileExists(atPath: dump) ? true : nil } }
@@ -64,18 +68,23 @@ extension ReliabilityTests {
                     advances.append(after - before)
                     // What this life exported, if it lived to write a dump.
                     guard let document = readJSON(dump), let ring = ringEntry(document, "steady"),
-                          let drained = uint(ring["drained_total"]), drained > 0 else { return }
+                        let drained = uint(ring["drained_total"]), drained > 0
+                    else { return }
                     exportedLives += 1
                     let window = try #require(windowEntry(document, metric: "blast", window: "10m"))
                     #expect(uint(window["count"]) == drained, "life \(index): series count and drained_total differ")
-                    #expect(uint(window["min"]) == before + 1,
-                            "life \(index): began at value \(String(describing: window["min"])), the stored cursor was \(before)")
+                    #expect(
+                        uint(window["min"]) == before + 1,
+                        "life \(index): began at value \(String(describing: window["min"])), the stored cursor was \(before)")
                     #expect(uint(window["max"]) == before + drained, "life \(index): values not contiguous")
                     #expect(before + drained <= after, "life \(index): exported \(drained) records past the cursor it freed")
                     // What this life showed of the lane agrees with itself: written == consumed + backlog.
                     for lane in ring["lanes"] as? [[String: Any]] ?? [] {
-                        #expect(uint(lane["records_total"]) == uint(lane["consumed_total"]).flatMap { consumed in
-                            uint(lane["backlog"]).map { consumed + $0 } }, "life \(index): lane \(lane)")
+                        #expect(
+                            uint(lane["records_total"])
+                                == uint(lane["consumed_total"]).flatMap { consumed in
+                                    uint(lane["backlog"]).map { consumed + $0 }
+                                }, "life \(index): lane \(lane)")
                     }
                 }
 
@@ -96,12 +105,14 @@ extension ReliabilityTests {
                     #expect(lane.writeCursor == lane.readCursor + lane.backlog, "lane \(lane.index): written == consumed + backlog")
                     #expect(lane.writeCursor + lane.dropped == counts.attempts, "lane \(lane.index): attempts == written + dropped")
                 }
-                #expect(ring.writeCursor == ring.lanes.reduce(0) { $0 + $1.writeCursor }
+                #expect(
+                    ring.writeCursor == ring.lanes.reduce(0) { $0 + $1.writeCursor }
                         && ring.readCursor == ring.lanes.reduce(0) { $0 + $1.readCursor }
                         && ring.dropped == ring.lanes.reduce(0) { $0 + $1.dropped })
                 #expect(exportedLives >= 1, "no life lived long enough to dump")
-                print("collector kills: 20 SIGKILLs and a SIGTERM; \(counts.attempts) attempts = \(drainedOverAllLives) drained "
-                    + "+ \(ring.dropped) dropped + \(ring.backlog) in the ring; \(exportedLives) lives checked by their dumps")
+                print(
+                    "collector kills: 20 SIGKILLs and a SIGTERM; \(counts.attempts) attempts = \(drainedOverAllLives) drained "
+                        + "+ \(ring.dropped) dropped + \(ring.backlog) in the ring; \(exportedLives) lives checked by their dumps")
             }
         }
     }

@@ -71,9 +71,11 @@ extension ReliabilityTests {
                 var refusal = ""
                 for index in 0..<12 {
                     let name = "small-\(index)"
-                    let producer = try ChildProcess("ringside-test-producer", [
-                        "sequence", "--dir", small, "--ring", name, "--count", "1024", "--capacity", "1024",
-                    ])
+                    let producer = try ChildProcess(
+                        "ringside-test-producer",
+                        [
+                            "sequence", "--dir", small, "--ring", name, "--count", "1024", "--capacity", "1024",
+                        ])
                     let output = producer.readLine()
                     let exit = producer.waitForExit()
                     if exit.status == 0 {
@@ -134,7 +136,8 @@ extension ReliabilityTests {
                         return
                     }
                     #expect(ring == "late" && bytes == 0)
-                    #expect("\(error)".contains("no free inodes") && "\(error)".contains("df -i")
+                    #expect(
+                        "\(error)".contains("no free inodes") && "\(error)".contains("df -i")
                             && !"\(error)".contains("smaller capacity"), "\(error)")
                 }
             }
@@ -147,10 +150,12 @@ extension ReliabilityTests {
                 defer { umount2(small, Int32(MNT_DETACH)) }
                 let threads = 2, count = 1_000
                 // Lanes of 65,536 records: 2 MiB each, in a 1 MiB directory; the header part is 140 KiB.
-                let producer = try ChildProcess("ringside-test-producer", [
-                    "threads", "--dir", small, "--ring", "laneless", "--threads", "\(threads)", "--count", "\(count)",
-                    "--capacity", "65536",
-                ])
+                let producer = try ChildProcess(
+                    "ringside-test-producer",
+                    [
+                        "threads", "--dir", small, "--ring", "laneless", "--threads", "\(threads)", "--count", "\(count)",
+                        "--capacity", "65536",
+                    ])
                 let line = producer.readLine()
                 let exit = producer.waitForExit()
                 #expect(exit.status == 0, "status \(exit.status) (\(SIGBUS) would be SIGBUS): \(exit.standardError)")

@@ -66,29 +66,35 @@ extension ReliabilityTests {
                     // Per lane (a ring's one lane) and summed: written == consumed + backlog, and the sums are the lane's.
                     #expect(ring.lanes.count == 1 && ring.unlanedDropped == 0, "\(name): \(ring.lanes.count) lanes")
                     for lane in ring.lanes {
-                        #expect(lane.writeCursor + lane.dropped == counts.attempts && lane.writeCursor == lane.readCursor + lane.backlog,
-                                "\(name): lane \(lane.index)'s accounting")
+                        #expect(
+                            lane.writeCursor + lane.dropped == counts.attempts && lane.writeCursor == lane.readCursor + lane.backlog,
+                            "\(name): lane \(lane.index)'s accounting")
                     }
                     let reported = ringEntry(document, name)
-                    #expect(uint(reported?["records_total"]) == counts.written && uint(reported?["dropped_total"]) == counts.dropped
+                    #expect(
+                        uint(reported?["records_total"]) == counts.written && uint(reported?["dropped_total"]) == counts.dropped
                             && uint(reported?["rejected_total"]) == 0, "\(name): the collector's counts")
                     for lane in reported?["lanes"] as? [[String: Any]] ?? [] {
-                        #expect(uint(lane["records_total"]) == counts.written && uint(lane["dropped_total"]) == counts.dropped
+                        #expect(
+                            uint(lane["records_total"]) == counts.written && uint(lane["dropped_total"]) == counts.dropped
                                 && uint(lane["backlog"]) == 0, "\(name): the collector's lane \(lane)")
                     }
                     attempts += counts.attempts
                     written += counts.written
                     dropped += counts.dropped
                 }
-                #expect(rssEnd.anonymous <= rssStart.anonymous * 3 / 2 + 16 * 1024,
-                        "the collector's anonymous memory grew from \(rssStart.anonymous) KiB to \(rssEnd.anonymous) KiB")
+                #expect(
+                    rssEnd.anonymous <= rssStart.anonymous * 3 / 2 + 16 * 1024,
+                    "the collector's anonymous memory grew from \(rssStart.anonymous) KiB to \(rssEnd.anonymous) KiB")
                 collector.send(SIGTERM)
                 #expect(collector.waitForExit().status == 0)
                 func millions(_ value: UInt64) -> String { String(format: "%.1f M", Double(value) / 1e6) }
-                print("load: 8 producers x \(Int(seconds)) s: \(millions(attempts)) attempts = \(millions(written)) written "
-                    + "+ \(millions(dropped)) dropped, all written drained; collector VmRSS \(rssStart.total / 1024) -> "
-                    + "\(rssEnd.total / 1024) MiB, RssAnon \(rssStart.anonymous / 1024) -> \(rssEnd.anonymous / 1024) MiB, "
-                    + String(format: "CPU %.0f %% of a core over %.0f s", (cpuEnd - cpuStart) / max(0.1, elapsed - 2) * 100, elapsed - 2))
+                print(
+                    "load: 8 producers x \(Int(seconds)) s: \(millions(attempts)) attempts = \(millions(written)) written "
+                        + "+ \(millions(dropped)) dropped, all written drained; collector VmRSS \(rssStart.total / 1024) -> "
+                        + "\(rssEnd.total / 1024) MiB, RssAnon \(rssStart.anonymous / 1024) -> \(rssEnd.anonymous / 1024) MiB, "
+                        + String(
+                            format: "CPU %.0f %% of a core over %.0f s", (cpuEnd - cpuStart) / max(0.1, elapsed - 2) * 100, elapsed - 2))
             }
         }
 
@@ -105,10 +111,12 @@ extension ReliabilityTests {
                 let (collector, _) = try startCollector([
                     "--dir", directory.path, "--json-dump", dump, "--dump-interval", "100ms", "--poll", "10ms",
                 ])
-                let producer = try ChildProcess("ringside-test-producer", [
-                    "threads", "--dir", directory.path, "--ring", "threads", "--threads", "\(threads)", "--count", "\(count)",
-                    "--capacity", "4096",
-                ])
+                let producer = try ChildProcess(
+                    "ringside-test-producer",
+                    [
+                        "threads", "--dir", directory.path, "--ring", "threads", "--threads", "\(threads)", "--count", "\(count)",
+                        "--capacity", "4096",
+                    ])
                 // "lanes L written W dropped D"
                 let line = producer.readLine()
                 let exit = producer.waitForExit()
@@ -134,7 +142,8 @@ extension ReliabilityTests {
                 }
                 #expect(status.lanes.reduce(0) { $0 + $1.writeCursor + $1.dropped } == attempts, "summed over the lanes")
                 let ring = try #require(ringEntry(document, "threads"))
-                #expect(uint(ring["records_total"]) == written && uint(ring["dropped_total"]) == dropped && uint(ring["rejected_total"]) == 0)
+                #expect(
+                    uint(ring["records_total"]) == written && uint(ring["dropped_total"]) == dropped && uint(ring["rejected_total"]) == 0)
                 let reportedLanes = ring["lanes"] as? [[String: Any]] ?? []
                 #expect(reportedLanes.count == lanes)
                 for lane in reportedLanes {
@@ -153,8 +162,9 @@ extension ReliabilityTests {
                 #expect(increments == attempts, "the counter's exact total")
                 collector.send(SIGTERM)
                 #expect(collector.waitForExit().status == 0)
-                print("load: \(threads) threads x \(count) records of one bot: \(written) written + \(dropped) dropped "
-                    + "over \(lanes) lanes, all written drained, counter exact")
+                print(
+                    "load: \(threads) threads x \(count) records of one bot: \(written) written + \(dropped) dropped "
+                        + "over \(lanes) lanes, all written drained, counter exact")
             }
         }
 

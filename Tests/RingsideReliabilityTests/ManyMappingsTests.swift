@@ -19,9 +19,11 @@ extension ReliabilityTests {
         func truncationPastTheFirstTable() throws {
             try withRingDirectory { directory in
                 // One file of 64 lanes, made by a real producer (64 threads, a lane each) ...
-                let made = try runProcess("ringside-test-producer", [
-                    "lanes", "--dir", directory.path, "--ring", "model", "--threads", "64", "--count", "1", "--capacity", "16",
-                ])
+                let made = try runProcess(
+                    "ringside-test-producer",
+                    [
+                        "lanes", "--dir", directory.path, "--ring", "model", "--threads", "64", "--count", "1", "--capacity", "16",
+                    ])
                 try #require(made.status == 0 && made.output.contains("lanes 64"), "\(made.output) \(made.errors)")
                 let model = try Data(contentsOf: URL(fileURLWithPath: directory.filePath(for: "model")))
                 try directory.remove("model")
@@ -40,7 +42,8 @@ extension ReliabilityTests {
                 defer { collector.kill() }
                 let attached = eventually(seconds: 30) { () -> Bool? in
                     guard let latest = try? httpGet(port: port, path: "/latest"), latest.status == 200,
-                          let rings = (try? jsonObject(latest.body))?["rings"] as? [[String: Any]] else { return nil }
+                        let rings = (try? jsonObject(latest.body))?["rings"] as? [[String: Any]]
+                    else { return nil }
                     let wide = rings.filter { ($0["lanes"] as? [Any])?.count == 64 && $0["state"] as? String == "live" }
                     return wide.count == 64 ? true : nil
                 }
@@ -57,7 +60,8 @@ extension ReliabilityTests {
                 #expect(kill(collector.pid, 0) == 0, "the collector died")
                 let others = eventually { () -> Bool? in
                     guard let latest = try? jsonObject(try httpGet(port: port, path: "/latest").body),
-                          let rings = latest["rings"] as? [[String: Any]] else { return nil }
+                        let rings = latest["rings"] as? [[String: Any]]
+                    else { return nil }
                     let live = rings.filter { $0["state"] as? String == "live" }.compactMap { $0["name"] as? String }
                     return live == Array(names.dropLast()) ? true : nil
                 }

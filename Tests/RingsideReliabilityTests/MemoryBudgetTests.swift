@@ -21,17 +21,24 @@ extension ReliabilityTests {
         func wideLabels() throws {
             let budget = 128 << 20
             try withRingDirectory { directory in
-                let (collector, port) = try startCollector(["--dir", directory.path, "--history", "0",
-                                                            "--max-series-bytes", "128M"])
+                let (collector, port) = try startCollector([
+                    "--dir", directory.path, "--history", "0",
+                    "--max-series-bytes", "128M",
+                ])
                 defer { collector.kill() }
                 #expect(try eventually { try httpGet(port: port, path: "/-/ready").status == 200 })
-                _ = try httpGet(port: port, path: "/metrics") // the empty page: what serving costs with no series
+                _ = try httpGet(port: port, path: "/metrics")  // the empty page: what serving costs with no series
                 let baseline = try #require(statusKiB(of: collector.pid, "RssAnon"))
-                let producer = try ChildProcess("ringside-test-producer", [
-                    "wide-series", "--dir", directory.path, "--ring", "wide", "--rings", "25", "--metrics", "4000",
-                    "--label-bytes", "200",
-                ])
-                defer { producer.send(SIGKILL); producer.waitForExit() }
+                let producer = try ChildProcess(
+                    "ringside-test-producer",
+                    [
+                        "wide-series", "--dir", directory.path, "--ring", "wide", "--rings", "25", "--metrics", "4000",
+                        "--label-bytes", "200",
+                    ])
+                defer {
+                    producer.send(SIGKILL)
+                    producer.waitForExit()
+                }
                 let ready = producer.readLine()
                 try #require(ready?.hasPrefix("ready") == true, "\(ready ?? "no line"): \(producer.waitForExit().standardError)")
 
@@ -67,12 +74,16 @@ extension ReliabilityTests {
                 }
                 // The high-water mark of the whole resident set, less what is not the collector's own
                 // memory: the rings it maps (shared memory) and its executable's pages.
-                let peak = try #require(statusKiB(of: collector.pid, "VmHWM")) - (statusKiB(of: collector.pid, "RssShmem") ?? 0)
+                let peak =
+                    try #require(statusKiB(of: collector.pid, "VmHWM")) - (statusKiB(of: collector.pid, "RssShmem") ?? 0)
                     - (statusKiB(of: collector.pid, "RssFile") ?? 0)
-                let charged = metric(try httpGet(port: port, path: "/metrics", timeoutSeconds: 30).body,
-                                     "ringside_collector_series_bytes") ?? -1
-                print("memory budget 128 MiB: \(Int(series)) series of 100,000 kept, charged \(Int(charged) >> 20) MiB; "
-                    + "largest page \(largest >> 20) MiB; peak memory \(peak >> 10) MiB over \(baseline >> 10) MiB with no series")
+                let charged =
+                    metric(
+                        try httpGet(port: port, path: "/metrics", timeoutSeconds: 30).body,
+                        "ringside_collector_series_bytes") ?? -1
+                print(
+                    "memory budget 128 MiB: \(Int(series)) series of 100,000 kept, charged \(Int(charged) >> 20) MiB; "
+                        + "largest page \(largest >> 20) MiB; peak memory \(peak >> 10) MiB over \(baseline >> 10) MiB with no series")
                 #expect(peak <= baseline + budget >> 10, "peak \(peak >> 10) MiB, baseline \(baseline >> 10) MiB")
                 collector.send(SIGTERM)
                 #expect(collector.waitForExit().standardError.contains("(--max-series-bytes) is reached"), "the log says which cap")

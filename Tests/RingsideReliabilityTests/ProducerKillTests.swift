@@ -23,14 +23,16 @@ extension ReliabilityTests {
         /// name and carries on from the cursor. At the end, the series holds exactly N records,
         /// min 1, max N and sum N(N+1)/2 (an exact 128-bit sum), none rejected: every published
         /// record was aggregated once and no torn one (a wrong sequence, metric or kind) got in.
-        @Test("a producer SIGKILLed at 20 random points: each published record drained once, none torn; death seen within a second; a new process carries on")
+        @Test(
+            "a producer SIGKILLed at 20 random points: each published record drained once, none torn; death seen within a second; a new process carries on"
+        )
         func producerKilledAtRandomPoints() throws {
             try withRingDirectory { directory in
                 let captured = CapturedLog()
                 var options = CollectorOptions()
                 options.directory = directory
                 options.pollNanos = 10_000_000
-                options.windowNanos = [1_000_000_000, 600_000_000_000] // the long window spans the whole test
+                options.windowNanos = [1_000_000_000, 600_000_000_000]  // the long window spans the whole test
                 let collector = Collector(options: options, log: captured.log)
                 collector.start()
                 defer { collector.stop() }
@@ -38,17 +40,19 @@ extension ReliabilityTests {
                 var published: UInt64 = 0
                 var deathDelays: [Double] = []
                 for life in 0..<20 {
-                    let producer = try ChildProcess("ringside-test-producer", [
-                        "blast", "--dir", directory.path, "--ring", "victim", "--seconds", "60", "--rate", "200000",
-                        "--capacity", "4096",
-                    ])
+                    let producer = try ChildProcess(
+                        "ringside-test-producer",
+                        [
+                            "blast", "--dir", directory.path, "--ring", "victim", "--seconds", "60", "--rate", "200000",
+                            "--capacity", "4096",
+                        ])
                     let delay = UInt32.random(in: 0...300_000)
                     usleep(delay)
                     producer.kill()
                     let killed = Date()
                     // The ring's own count of what was published, read without a lock.
                     guard let status = try? RingInspector("victim", directory: directory).status() else {
-                        continue // killed before the ring existed: nothing published
+                        continue  // killed before the ring existed: nothing published
                     }
                     #expect(status.writeCursor >= published, "life \(life): the write cursor went back")
                     published = status.writeCursor
@@ -56,7 +60,8 @@ extension ReliabilityTests {
                     // the lane's figures are the bot's.
                     #expect(status.lanes.count <= 1, "life \(life): \(status.lanes.count) lanes")
                     if let lane = status.lanes.first {
-                        #expect(lane.writeCursor == status.writeCursor && lane.dropped == status.dropped
+                        #expect(
+                            lane.writeCursor == status.writeCursor && lane.dropped == status.dropped
                                 && lane.writeCursor == lane.readCursor + lane.backlog, "life \(life): lane 0's figures")
                         #expect(lane.claims <= status.producerAttaches, "life \(life): more claims than attaches")
                     }
@@ -86,7 +91,8 @@ extension ReliabilityTests {
                 #expect(total.writeCursor == published + counts.written, "the new process carried on from the cursor")
                 #expect(counts.attempts == counts.written + counts.dropped)
                 // Per lane and summed: one lane, whose cursors and drops are the bot's.
-                #expect(total.lanes.count == 1 && total.lanes[0].writeCursor == total.writeCursor
+                #expect(
+                    total.lanes.count == 1 && total.lanes[0].writeCursor == total.writeCursor
                         && total.lanes[0].dropped == total.dropped && total.unlanedDropped == 0)
                 let drained = eventually { () -> Snapshot? in
                     let snapshot = collector.snapshot
@@ -105,8 +111,9 @@ extension ReliabilityTests {
                 // the survivor's exit is one more.
                 let deathLines = captured.all.filter { $0.contains("ring victim: producer pid") && $0.contains("died") }.count
                 #expect(deathLines >= 1 && deathLines <= deathDelays.count + 1)
-                print("producer kills: 20 SIGKILLs, \(deathDelays.count) after attaching; \(n) records published, "
-                    + "all drained once; death reported after at most \(Int((deathDelays.max() ?? 0) * 1000)) ms")
+                print(
+                    "producer kills: 20 SIGKILLs, \(deathDelays.count) after attaching; \(n) records published, "
+                        + "all drained once; death reported after at most \(Int((deathDelays.max() ?? 0) * 1000)) ms")
             }
         }
     }

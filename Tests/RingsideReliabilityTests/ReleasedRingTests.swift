@@ -29,25 +29,32 @@ extension ReliabilityTests {
                 #expect(try eventually { try httpGet(port: port, path: "/-/ready").status == 200 })
                 let fds = openDescriptorCount(of: collector.pid), maps = mappingCount(of: collector.pid)
                 let rss = try #require(residentKiB(of: collector.pid)).total
-                let run = try runProcess("ringside-test-producer", [
-                    "short-bots", "--dir", directory.path, "--ring", "job", "--count", "3000",
-                ])
+                let run = try runProcess(
+                    "ringside-test-producer",
+                    [
+                        "short-bots", "--dir", directory.path, "--ring", "job", "--count", "3000",
+                    ])
                 try #require(run.status == 0 && run.output.contains("bots 3000"), "\(run.errors)")
                 let collected = eventually(seconds: 120) { () -> Bool? in
                     metric(port, "ringside_collector_records_drained_total") == 3_000 && openDescriptorCount(of: collector.pid) <= fds + 8
                         ? true : nil
                 }
-                let after = (fds: openDescriptorCount(of: collector.pid), maps: mappingCount(of: collector.pid),
-                             rss: residentKiB(of: collector.pid)?.total ?? -1)
-                #expect(collected == true, "fds \(fds) -> \(after.fds), drained \(metric(port, "ringside_collector_records_drained_total") ?? -1)")
+                let after = (
+                    fds: openDescriptorCount(of: collector.pid), maps: mappingCount(of: collector.pid),
+                    rss: residentKiB(of: collector.pid)?.total ?? -1
+                )
+                #expect(
+                    collected == true,
+                    "fds \(fds) -> \(after.fds), drained \(metric(port, "ringside_collector_records_drained_total") ?? -1)")
                 #expect(after.maps <= maps + 32, "maps \(maps) -> \(after.maps)")
                 // The resident set is printed, not asserted: it holds each ring's series (a few KiB) and
                 // whatever the allocator kept of the pages rendered meanwhile.
                 #expect(metric(port, "ringside_collector_rings") == 3_000, "every finished bot is still shown")
                 let latest = try httpGet(port: port, path: "/latest").body
                 #expect(latest.contains("\"job-2999\"") && latest.contains("job_seconds"), "their series stay")
-                print("3,000 short-lived bots: fds \(fds) -> \(after.fds), maps \(maps) -> \(after.maps), "
-                    + "RSS \(rss / 1024) -> \(after.rss / 1024) MiB")
+                print(
+                    "3,000 short-lived bots: fds \(fds) -> \(after.fds), maps \(maps) -> \(after.maps), "
+                        + "RSS \(rss / 1024) -> \(after.rss / 1024) MiB")
             }
         }
 
@@ -60,9 +67,11 @@ extension ReliabilityTests {
                 defer { collector.kill() }
                 for life in 1...3 {
                     // A process that attaches, writes 100 records and exits.
-                    let run = try runProcess("ringside-test-producer", [
-                        "sequence", "--dir", directory.path, "--ring", "phoenix", "--count", "100", "--capacity", "1024",
-                    ])
+                    let run = try runProcess(
+                        "ringside-test-producer",
+                        [
+                            "sequence", "--dir", directory.path, "--ring", "phoenix", "--count", "100", "--capacity", "1024",
+                        ])
                     try #require(run.status == 0, "\(run.errors)")
                     let seen = eventually { () -> Bool? in
                         let body = (try? httpGet(port: port, path: "/metrics").body) ?? ""
@@ -124,13 +133,17 @@ extension ReliabilityTests {
                 let header = fileHeader(directory.filePath(for: "punched"))
                 // util-linux's fallocate: FALLOC_FL_PUNCH_HOLE (and KEEP_SIZE) over the lane's records.
                 let recordsAt = Int(header.lanes_offset) + Int(header.lane_records_offset)
-                let punch = try runProcess(fallocate, ["--punch-hole", "--offset", "\(recordsAt)", "--length", "\(32 << 20)",
-                                                       directory.filePath(for: "punched")])
+                let punch = try runProcess(
+                    fallocate,
+                    [
+                        "--punch-hole", "--offset", "\(recordsAt)", "--length", "\(32 << 20)",
+                        directory.filePath(for: "punched"),
+                    ])
                 try #require(punch.status == 0, "\(punch.errors)")
                 let rss = residentKiB(of: collector.pid)?.total ?? 0
                 let problem = eventually { skippedProblem(port, "punched") }
                 #expect(problem?.contains("allocated") == true, "\(problem ?? "not let go")")
-                usleep(6_000_000) // past a retry (5 s): a retry refuses it again without reading it
+                usleep(6_000_000)  // past a retry (5 s): a retry refuses it again without reading it
                 let grown = (residentKiB(of: collector.pid)?.total ?? 0) - rss
                 #expect(grown < 8 * 1024, "the collector grew by \(grown) KiB")
                 withExtendedLifetime(bot) {}

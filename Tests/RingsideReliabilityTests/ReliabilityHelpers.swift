@@ -24,21 +24,28 @@ struct BlastCounts: Equatable {
     init?(_ line: String?) {
         let words = (line ?? "").split(separator: " ")
         guard words.count == 8, words[0] == "attempts", words[2] == "written", words[4] == "dropped", words[6] == "faults",
-              let attempts = UInt64(words[1]), let written = UInt64(words[3]), let dropped = UInt64(words[5]),
-              let faults = UInt64(words[7]) else { return nil }
+            let attempts = UInt64(words[1]), let written = UInt64(words[3]), let dropped = UInt64(words[5]),
+            let faults = UInt64(words[7])
+        else { return nil }
         (self.attempts, self.written, self.dropped, self.faults) = (attempts, written, dropped, faults)
     }
 }
 
 /// Starts `ringside-test-producer blast` into `ring` and waits for its "attached" line.
-func startBlast(_ directory: RingDirectory, ring: String, seconds: Double = 3600, rate: Int = 0,
-                capacity: Int = 4096, nice: Int = 0) throws -> ChildProcess {
-    let producer = try ChildProcess("ringside-test-producer", [
-        "blast", "--dir", directory.path, "--ring", ring, "--seconds", String(seconds), "--rate", String(rate),
-        "--capacity", String(capacity), "--nice", String(nice),
-    ])
+func startBlast(
+    _ directory: RingDirectory, ring: String, seconds: Double = 3600, rate: Int = 0,
+    capacity: Int = 4096, nice: Int = 0
+) throws -> ChildProcess {
+    let producer = try ChildProcess(
+        "ringside-test-producer",
+        [
+            "blast", "--dir", directory.path, "--ring", ring, "--seconds", String(seconds), "--rate", String(rate),
+            "--capacity", String(capacity), "--nice", String(nice),
+        ])
     let line = producer.readLine() ?? ""
-    guard line.hasPrefix("attached ") else { throw TestSupportError("blast into \(ring) did not attach: \(line) \(producer.waitForExit().standardError)") }
+    guard line.hasPrefix("attached ") else {
+        throw TestSupportError("blast into \(ring) did not attach: \(line) \(producer.waitForExit().standardError)")
+    }
     return producer
 }
 
@@ -56,7 +63,8 @@ func stopBlast(_ producer: ChildProcess) throws -> BlastCounts {
 /// A process's CPU time so far (user + system) in seconds, from /proc/PID/stat.
 func cpuSeconds(of pid: Int32) -> Double? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = text.lastIndex(of: ")") else { return nil }
+        let close = text.lastIndex(of: ")")
+    else { return nil }
     // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
     let fields = text[text.index(after: close)...].split(separator: " ")
     guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
@@ -93,7 +101,8 @@ func truncateFile(_ path: String, to size: Int) throws {
 /// The problem /latest shows for a skipped ring, once it shows one.
 func skippedProblem(_ port: Int, _ ring: String) -> String? {
     guard let body = try? httpGet(port: port, path: "/latest").body, let document = try? jsonObject(body),
-          let rings = document["rings"] as? [[String: Any]],
-          let entry = rings.first(where: { $0["name"] as? String == ring && $0["state"] as? String == "skipped" }) else { return nil }
+        let rings = document["rings"] as? [[String: Any]],
+        let entry = rings.first(where: { $0["name"] as? String == ring && $0["state"] as? String == "skipped" })
+    else { return nil }
     return entry["problem"] as? String
 }

@@ -22,13 +22,16 @@ extension ReliabilityTests {
 
         /// Cut to nothing, or to 8 KiB (the header page survives, the registry, cells and lane
         /// do not), with the consumer at the start of its lane or partway through it.
-        @Test("a consumer and an inspector of a file truncated under them get .truncated, not SIGBUS",
-              arguments: [0, 8192], [0, 100])
+        @Test(
+            "a consumer and an inspector of a file truncated under them get .truncated, not SIGBUS",
+            arguments: [0, 8192], [0, 100])
         func truncatedUnderReaders(size: Int, drainedFirst: Int) throws {
             try withRingDirectory { directory in
-                let producer = try ChildProcess("ringside-test-producer", [
-                    "sequence", "--dir", directory.path, "--ring", "cut", "--count", "500", "--capacity", "1024",
-                ])
+                let producer = try ChildProcess(
+                    "ringside-test-producer",
+                    [
+                        "sequence", "--dir", directory.path, "--ring", "cut", "--count", "500", "--capacity", "1024",
+                    ])
                 #expect(producer.readLine() == "wrote 500 dropped 0")
                 let consumer = try RingConsumer("cut", directory: directory)
                 let inspector = try RingInspector("cut", directory: directory)
@@ -47,16 +50,25 @@ extension ReliabilityTests {
                     #expect(throws: RingError.self) { try consumer.drain { _, _, _ in Issue.record("records handed over") } }
                     do { try consumer.drain { _, _, _ in } } catch { #expect(isTruncated(error, expected: fileSize), "\(error)") }
                 }
-                do { _ = try inspector.peek(); Issue.record("peek of a truncated ring succeeded") } catch {
+                do {
+                    _ = try inspector.peek()
+                    Issue.record("peek of a truncated ring succeeded")
+                } catch {
                     #expect(isTruncated(error, expected: fileSize), "\(error)")
                     #expect("\(error)".contains("ring cut: ") && "\(error)".contains("truncated"))
                 }
                 // Once a page was lost, every reader's answer is .truncated, including the header's.
-                do { _ = try inspector.status(); Issue.record("status of a truncated ring succeeded") } catch {
+                do {
+                    _ = try inspector.status()
+                    Issue.record("status of a truncated ring succeeded")
+                } catch {
                     #expect(isTruncated(error, expected: fileSize), "\(error)")
                 }
                 // The consumer's status says so too (it reads the lane's cursors, which faulted).
-                do { _ = try consumer.status(); Issue.record("the consumer's status of a truncated ring succeeded") } catch {
+                do {
+                    _ = try consumer.status()
+                    Issue.record("the consumer's status of a truncated ring succeeded")
+                } catch {
                     #expect(isTruncated(error, expected: fileSize), "\(error)")
                 }
                 #expect(rs_guard_faults_absorbed() > faultsBefore, "the guard absorbed the faults")
@@ -70,7 +82,7 @@ extension ReliabilityTests {
                 usleep(50_000)
                 try truncateFile(directory.filePath(for: "bot"), to: 0)
                 usleep(100_000)
-                let counts = try stopBlast(producer) // exit status 0: it was not killed by SIGBUS
+                let counts = try stopBlast(producer)  // exit status 0: it was not killed by SIGBUS
                 // Its counters went with the file's pages: only its survival and the guard's count are checked.
                 #expect(counts.faults > 0, "the producer's guard absorbed the faults")
             }
@@ -135,9 +147,11 @@ extension ReliabilityTests {
         func truncatedUnderDump() throws {
             try withRingDirectory { directory in
                 let producer = try startBlast(directory, ring: "watched", rate: 50_000, capacity: 1024)
-                let watch = try ChildProcess("ringside-dump", [
-                    "watch", "watched", "--dir", directory.path, "--interval", "100ms", "--count", "12",
-                ])
+                let watch = try ChildProcess(
+                    "ringside-dump",
+                    [
+                        "watch", "watched", "--dir", directory.path, "--interval", "100ms", "--count", "12",
+                    ])
                 usleep(300_000)
                 try truncateFile(directory.filePath(for: "watched"), to: 8192)
                 usleep(400_000)
@@ -156,8 +170,9 @@ extension ReliabilityTests {
                 var checked = ""
                 while let line = check.readLine() { checked += line + "\n" }
                 let checkExit = check.waitForExit()
-                #expect(checkExit.status == 1 && (checked + checkExit.standardError).contains("truncated"),
-                        "check: \(checked) \(checkExit.standardError)")
+                #expect(
+                    checkExit.status == 1 && (checked + checkExit.standardError).contains("truncated"),
+                    "check: \(checked) \(checkExit.standardError)")
                 _ = try stopBlast(cut)
             }
         }

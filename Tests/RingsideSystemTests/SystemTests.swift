@@ -39,7 +39,10 @@ struct SystemTests {
             try withUnsafeMutableBytes(of: &byte) { (buffer) throws(Errno) in _ = try System.read(-1, into: buffer) }
         }
         let pipe = try System.pipe()
-        defer { System.close(pipe.read); System.close(pipe.write) }
+        defer {
+            System.close(pipe.read)
+            System.close(pipe.write)
+        }
         try System.writeAll(pipe.write, "ok")
         var bytes = [UInt8](repeating: 0, count: 8)
         let count = try bytes.withUnsafeMutableBytes { buffer in
@@ -51,7 +54,10 @@ struct SystemTests {
     @Test("a read a signal interrupts is made again: it returns what is written after the signals")
     func readMadeAgain() throws {
         let pipe = try System.pipe()
-        defer { System.close(pipe.read); System.close(pipe.write) }
+        defer {
+            System.close(pipe.read)
+            System.close(pipe.write)
+        }
         // The provocation is real: the raw call, interrupted the same way, fails with EINTR.
         let raw = try underSignals(3, thenWriteTo: pipe.write) { () -> (Int, Int32) in
             var byte: UInt8 = 0
@@ -140,7 +146,8 @@ private final class SignalState: Sendable {
     /// Whether the thread sleeps (state S of `/proc/self/task/TID/stat`): blocked in a call.
     func isAsleep() -> Bool {
         guard let text = try? String(contentsOfFile: "/proc/self/task/\(thread)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return false }
+            let close = text.lastIndex(of: ")")
+        else { return false }
         return text[close...].dropFirst(2).first == "S"
     }
 }

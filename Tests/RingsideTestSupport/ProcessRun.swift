@@ -56,8 +56,10 @@ package final class RunningProcess: @unchecked Sendable {
     private let errors = Mutex(Data())
 
     /// - Parameter mergingErrors: standard error goes to the same pipe as standard output, in order.
-    package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                 mergingErrors: Bool = false) throws {
+    package init(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        mergingErrors: Bool = false
+    ) throws {
         try configure(process, executable, arguments, environment: environment)
         let outputPipe = Pipe(), errorPipe = mergingErrors ? nil : Pipe()
         process.standardInput = input
@@ -98,16 +100,19 @@ package final class RunningProcess: @unchecked Sendable {
         }
         process.waitUntilExit()
         let status = !killed && process.terminationReason == .exit ? process.terminationStatus : nil
-        return ProcessRun(status: status, output: String(decoding: output.withLock { $0 }, as: UTF8.self),
-                          errors: String(decoding: errors.withLock { $0 }, as: UTF8.self))
+        return ProcessRun(
+            status: status, output: String(decoding: output.withLock { $0 }, as: UTF8.self),
+            errors: String(decoding: errors.withLock { $0 }, as: UTF8.self))
     }
 }
 
 /// Runs a package executable (by name) or a program (by path) to completion with `stdin`,
 /// killing it at `timeoutSeconds`.
 @discardableResult
-package func runProcess(_ executable: String, _ arguments: [String], stdin: String = "", environment: [String: String] = [:],
-                        mergingErrors: Bool = false, timeoutSeconds: Double = 60) throws -> ProcessRun {
+package func runProcess(
+    _ executable: String, _ arguments: [String], stdin: String = "", environment: [String: String] = [:],
+    mergingErrors: Bool = false, timeoutSeconds: Double = 60
+) throws -> ProcessRun {
     let process = try RunningProcess(executable, arguments, environment: environment, mergingErrors: mergingErrors)
     if !stdin.isEmpty { process.write(stdin) }
     return process.finish(timeoutSeconds: timeoutSeconds)
@@ -133,7 +138,8 @@ package func residentKiB(of pid: Int32) -> (total: Int, anonymous: Int)? {
 /// A field of /proc/PID/status in KiB (VmHWM, RssShmem, RssFile ...), nil once the process is gone.
 package func statusKiB(of pid: Int32, _ name: String) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-          let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
+        let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") })
+    else { return nil }
     return line.split(separator: " ").compactMap { Int($0) }.first
 }
 

@@ -88,7 +88,7 @@ package final class RawClient {
                 response.body += try take(size)
                 _ = try readLine()
             }
-            while try !readLine().isEmpty {} // trailers
+            while try !readLine().isEmpty {}  // trailers
         } else {
             while try fill() {}
             response.body = pending
@@ -166,7 +166,10 @@ package final class RawClient {
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let n = recv(fd, &chunk, chunk.count, 0)
-            if n > 0 { total += n; continue }
+            if n > 0 {
+                total += n
+                continue
+            }
             if n == 0 || errno == ECONNRESET { return total }
             return nil
         }

@@ -206,7 +206,9 @@ package func systemTool(_ name: String) -> String? {
 }
 
 /// The Debian package of each tool the tests ask for, where its name differs.
-private let debianPackages = ["promtool": "prometheus", "cc": "gcc", "c++": "g++", "clang++": "clang", "setpriv": "util-linux", "perl": "perl-base"]
+private let debianPackages = [
+    "promtool": "prometheus", "cc": "gcc", "c++": "g++", "clang++": "clang", "setpriv": "util-linux", "perl": "perl-base",
+]
 
 // MARK: - Seeded randomness and file surgery
 
@@ -337,16 +339,24 @@ package func eventually(seconds: Double = 10, _ condition: () throws -> Bool) re
 ///
 /// With `openFileLimit`, it runs under `prlimit --nofile=N:N` (util-linux), which sets the limit
 /// and then executes the collector in its own process, so `pid` is the collector's.
-package func startCollector(_ arguments: [String], listen: String = "127.0.0.1:0",
-                            openFileLimit: Int? = nil) throws -> (ChildProcess, Int) {
-    let collector = try openFileLimit.map { limit in
-        guard let prlimit = systemTool("prlimit") else { throw TestSupportError("prlimit (util-linux) is not installed") }
-        return try ChildProcess(prlimit, ["--nofile=\(limit):\(limit)", try builtExecutable("ringside-collector"),
-                                          "--listen", listen] + arguments)
-    } ?? ChildProcess("ringside-collector", ["--listen", listen] + arguments)
+package func startCollector(
+    _ arguments: [String], listen: String = "127.0.0.1:0",
+    openFileLimit: Int? = nil
+) throws -> (ChildProcess, Int) {
+    let collector =
+        try openFileLimit.map { limit in
+            guard let prlimit = systemTool("prlimit") else { throw TestSupportError("prlimit (util-linux) is not installed") }
+            return try ChildProcess(
+                prlimit,
+                [
+                    "--nofile=\(limit):\(limit)", try builtExecutable("ringside-collector"),
+                    "--listen", listen,
+                ] + arguments)
+        } ?? ChildProcess("ringside-collector", ["--listen", listen] + arguments)
     guard let line = collector.waitForErrorLine(containing: "listening on http://"),
-          let address = line.components(separatedBy: "http://").last?.split(separator: " ").first,
-          let port = address.split(separator: ":").last.flatMap({ Int($0) }) else {
+        let address = line.components(separatedBy: "http://").last?.split(separator: " ").first,
+        let port = address.split(separator: ":").last.flatMap({ Int($0) })
+    else {
         throw TestSupportError("the collector did not start: \(collector.waitForExit().standardError)")
     }
     return (collector, port)

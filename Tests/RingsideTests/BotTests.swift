@@ -11,8 +11,10 @@ import Testing
 
 /// Starts `count` threads that run `body(index)`, then wait for `release` before exiting.
 /// Returns once every one of them has run its body (they are all alive then).
-private func startThreads(_ count: Int, release: DispatchSemaphore, exited: DispatchGroup,
-                          _ body: @escaping @Sendable (Int) -> Void) {
+private func startThreads(
+    _ count: Int, release: DispatchSemaphore, exited: DispatchGroup,
+    _ body: @escaping @Sendable (Int) -> Void
+) {
     let ran = DispatchGroup()
     for index in 0..<count {
         ran.enter()
@@ -214,7 +216,7 @@ struct BotTests {
                         attempt += 1
                     }
                     finished.leave()
-                    release.wait() // alive, holding its lane, until every thread is done
+                    release.wait()  // alive, holding its lane, until every thread is done
                     exited.leave()
                 }.start()
             }
@@ -282,9 +284,11 @@ struct BotTests {
     func asyncMeasureInTasks() throws {
         try withRingDirectory { directory in
             let launched = rs_clock_precise_ns()
-            let child = try ChildProcess("ringside-test-producer", [
-                "tasks", "--dir", directory.path, "--ring", "tasks", "--tasks", "100",
-            ])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "tasks", "--dir", directory.path, "--ring", "tasks", "--tasks", "100",
+                ])
             let report = fields(child.readLine())
             let exit = child.waitForExit()
             #expect(exit.status == 0, "\(exit.standardError)")
@@ -307,8 +311,9 @@ struct BotTests {
             for record in drained.map(\.record) {
                 #expect(record.timestamp_ns <= finished)
                 let (nanoseconds, overflow) = record.value.multipliedReportingOverflow(by: 1_000)
-                #expect(!overflow && record.timestamp_ns >= nanoseconds && record.timestamp_ns - nanoseconds >= launched,
-                        "a span of \(record.value) us ending at \(record.timestamp_ns) started before the launch at \(launched)")
+                #expect(
+                    !overflow && record.timestamp_ns >= nanoseconds && record.timestamp_ns - nanoseconds >= launched,
+                    "a span of \(record.value) us ending at \(record.timestamp_ns) started before the launch at \(launched)")
             }
             let status = try consumer.status()
             #expect(status.lanes.count == lanes && status.writeCursor == 100 && status.dropped == 0)
@@ -333,15 +338,18 @@ struct BotTests {
     /// thread: one mapping per lane added (at most 64), glibc's cache of freed thread stacks
     /// (40 MiB: five 8 MiB stacks, two lines each with the guard page) and malloc's per-thread
     /// arenas (at most 8 per core, two lines each); a leak per thread would add thousands.
-    @Test("10,000 short-lived threads: lanes stay few, every value drained, no descriptor or mapping leaked",
-          arguments: ["short-threads-joined", "short-threads"])
+    @Test(
+        "10,000 short-lived threads: lanes stay few, every value drained, no descriptor or mapping leaked",
+        arguments: ["short-threads-joined", "short-threads"])
     func shortLivedThreads(mode: String) throws {
         try withRingDirectory { directory in
             let threads = 10_000, count = 10, parallel = 4
-            let child = try ChildProcess("ringside-test-producer", [
-                mode, "--dir", directory.path, "--ring", "short", "--threads", "\(threads)", "--count", "\(count)",
-                "--parallel", "\(parallel)", "--capacity", "\(1 << 17)",
-            ])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    mode, "--dir", directory.path, "--ring", "short", "--threads", "\(threads)", "--count", "\(count)",
+                    "--parallel", "\(parallel)", "--capacity", "\(1 << 17)",
+                ])
             let line = child.readLine()
             let exit = child.waitForExit()
             #expect(exit.status == 0, "\(exit.standardError)")
@@ -381,9 +389,11 @@ struct BotTests {
     @Test("a forked child's records never land in the parent's bot; it says so on stderr")
     func forkedChildWritesNothing() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess("ringside-test-producer", [
-                "fork", "--dir", directory.path, "--ring", "forked", "--count", "1000",
-            ])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "fork", "--dir", directory.path, "--ring", "forked", "--count", "1000",
+                ])
             let line = child.readLine()
             let exit = child.waitForExit()
             #expect(exit.status == 0)
@@ -406,9 +416,11 @@ struct BotTests {
     func forkedChildOfAWarmProcess() throws {
         try withRingDirectory { directory in
             let n = 500
-            let child = try ChildProcess("ringside-test-producer", [
-                "fork-warm", "--dir", directory.path, "--ring", "warm", "--count", "\(n)",
-            ])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "fork-warm", "--dir", directory.path, "--ring", "warm", "--count", "\(n)",
+                ])
             let line = child.readLine()
             let exit = child.waitForExit()
             #expect(exit.status == 0)

@@ -57,10 +57,12 @@ struct RingCorruptionTests {
     /// lanes ends at `lanes_offset`; the lane fills `lane_size` bytes after it.
     static let victim = BotFileLayout(capacity: 16, registryCapacity: 4).geometry
 
-    @Test("truncated file: inside the header page, inside the registry, before the lanes, inside the lane", arguments: [
-        100, 4096, 4096 + 4 * 512 + 100, Int(victim.lanes_offset) - 1,
-        Int(victim.lanes_offset), Int(victim.lanes_offset + victim.lane_size) - 1,
-    ])
+    @Test(
+        "truncated file: inside the header page, inside the registry, before the lanes, inside the lane",
+        arguments: [
+            100, 4096, 4096 + 4 * 512 + 100, Int(victim.lanes_offset) - 1,
+            Int(victim.lanes_offset), Int(victim.lanes_offset + victim.lane_size) - 1,
+        ])
     func truncated(to size: Int) throws {
         let error = try damagedRingError { truncate($0, off_t(size)) }
         guard case let .truncated(fileSize, expected)? = corruption(error) else {
@@ -72,18 +74,20 @@ struct RingCorruptionTests {
         if size >= Int(Self.victim.lanes_offset) { #expect(expected == Int(Self.victim.lanes_offset + Self.victim.lane_size)) }
     }
 
-    @Test("sizes and offsets of the layout that disagree with the format", arguments: [
-        (headerOffset(\rs_header.header_size), 4, "header_size"), (headerOffset(\rs_header.record_size), 4, "record_size"),
-        (headerOffset(\rs_header.capacity_log2), 4, "capacity_log2"),
-        (headerOffset(\rs_header.registry_capacity), 4, "registry_capacity"),
-        (headerOffset(\rs_header.registry_entry_size), 4, "registry_entry_size"),
-        (headerOffset(\rs_header.registry_offset), 8, "registry_offset"), (headerOffset(\rs_header.cells_offset), 8, "cells_offset"),
-        (headerOffset(\rs_header.lanes_offset), 8, "lanes_offset"), (headerOffset(\rs_header.lane_size), 8, "lane_size"),
-        (headerOffset(\rs_header.lane_records_offset), 4, "lane_records_offset"),
-        (headerOffset(\rs_header.max_lanes), 4, "max_lanes"),
-        (headerOffset(\rs_header.metric_cell_size), 4, "metric_cell_size"),
-        (headerOffset(\rs_header.lane_header_size), 4, "lane_header_size"),
-    ])
+    @Test(
+        "sizes and offsets of the layout that disagree with the format",
+        arguments: [
+            (headerOffset(\rs_header.header_size), 4, "header_size"), (headerOffset(\rs_header.record_size), 4, "record_size"),
+            (headerOffset(\rs_header.capacity_log2), 4, "capacity_log2"),
+            (headerOffset(\rs_header.registry_capacity), 4, "registry_capacity"),
+            (headerOffset(\rs_header.registry_entry_size), 4, "registry_entry_size"),
+            (headerOffset(\rs_header.registry_offset), 8, "registry_offset"), (headerOffset(\rs_header.cells_offset), 8, "cells_offset"),
+            (headerOffset(\rs_header.lanes_offset), 8, "lanes_offset"), (headerOffset(\rs_header.lane_size), 8, "lane_size"),
+            (headerOffset(\rs_header.lane_records_offset), 4, "lane_records_offset"),
+            (headerOffset(\rs_header.max_lanes), 4, "max_lanes"),
+            (headerOffset(\rs_header.metric_cell_size), 4, "metric_cell_size"),
+            (headerOffset(\rs_header.lane_header_size), 4, "lane_header_size"),
+        ])
     func badLayout(offset: Int, width: Int, name: String) throws {
         let error = try damagedRingError { path in
             if width == 8 { patch(path, at: offset, with: UInt64(99_999)) } else { patch(path, at: offset, with: UInt32(99_999)) }
@@ -96,12 +100,14 @@ struct RingCorruptionTests {
         #expect(value == 99_999)
     }
 
-    @Test("a layout whose free choices change it is refused by the derived fields", arguments: [
-        (headerOffset(\rs_header.capacity_log2), UInt32(12), "lane_size"),
-        (headerOffset(\rs_header.registry_capacity), UInt32(8), "cells_offset"),
-        (headerOffset(\rs_header.max_lanes), UInt32(0), "max_lanes"),
-        (headerOffset(\rs_header.max_lanes), UInt32(RS_MAX_LANES + 1), "max_lanes"),
-    ])
+    @Test(
+        "a layout whose free choices change it is refused by the derived fields",
+        arguments: [
+            (headerOffset(\rs_header.capacity_log2), UInt32(12), "lane_size"),
+            (headerOffset(\rs_header.registry_capacity), UInt32(8), "cells_offset"),
+            (headerOffset(\rs_header.max_lanes), UInt32(0), "max_lanes"),
+            (headerOffset(\rs_header.max_lanes), UInt32(RS_MAX_LANES + 1), "max_lanes"),
+        ])
     func derivedFieldsDisagree(offset: Int, value: UInt32, name: String) throws {
         let error = try damagedRingError { patch($0, at: offset, with: value) }
         guard case let .badLayout(field, _, _)? = corruption(error) else {
@@ -111,14 +117,17 @@ struct RingCorruptionTests {
         #expect(field == name)
     }
 
-    @Test("a lane's cursors out of range", arguments: [
-        (UInt64(2), UInt64(1)), (UInt64(0), UInt64(17)), (UInt64.max, UInt64(3)), (UInt64(1) << 63, UInt64(3)),
-    ])
+    @Test(
+        "a lane's cursors out of range",
+        arguments: [
+            (UInt64(2), UInt64(1)), (UInt64(0), UInt64(17)), (UInt64.max, UInt64(3)), (UInt64(1) << 63, UInt64(3)),
+        ])
     func cursorsOutOfRange(read: UInt64, write: UInt64) throws {
-        let problem = corruption(try damagedRingError { path in
-            patch(path, at: laneFieldOffset(path, lane: 0, \.read_cursor), with: read)
-            patch(path, at: laneFieldOffset(path, lane: 0, \.write_cursor), with: write)
-        })
+        let problem = corruption(
+            try damagedRingError { path in
+                patch(path, at: laneFieldOffset(path, lane: 0, \.read_cursor), with: read)
+                patch(path, at: laneFieldOffset(path, lane: 0, \.write_cursor), with: write)
+            })
         #expect(problem == .cursorsOutOfRange(read: read, write: write, capacity: 16))
     }
 
@@ -134,10 +143,11 @@ struct RingCorruptionTests {
 
     @Test("lanes_allocated beyond max_lanes is refused by name")
     func lanesBeyondMaxLanes() throws {
-        let problem = corruption(try damagedRingError { path in
-            let maxLanes = fileHeader(path).max_lanes
-            patch(path, at: headerOffset(\.lanes_allocated), with: maxLanes + 1)
-        })
+        let problem = corruption(
+            try damagedRingError { path in
+                let maxLanes = fileHeader(path).max_lanes
+                patch(path, at: headerOffset(\.lanes_allocated), with: maxLanes + 1)
+            })
         guard case let .badLayout(field, value, expected)? = problem else {
             Issue.record("expected badLayout(lanes_allocated), got \(String(describing: problem))")
             return
@@ -147,9 +157,10 @@ struct RingCorruptionTests {
 
     @Test("a file shorter than the lanes its header counts is truncated, naming the size its lanes need")
     func fileShorterThanItsLanes() throws {
-        let problem = corruption(try damagedRingError { path in
-            patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(3))
-        })
+        let problem = corruption(
+            try damagedRingError { path in
+                patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(3))
+            })
         let needed = Int(Self.victim.lanes_offset + 3 * Self.victim.lane_size)
         #expect(problem == .truncated(fileSize: Int(Self.victim.lanes_offset + Self.victim.lane_size), expected: needed))
     }
@@ -176,8 +187,9 @@ struct RingCorruptionTests {
             let needed = Int(Self.victim.lanes_offset + 3 * Self.victim.lane_size)
             #expect(inspector.laneProblems() == [.truncated(fileSize: oneLane, lanes: 3, needed: needed), overCapacity])
             patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(RS_DEFAULT_MAX_LANES + 1))
-            #expect(inspector.laneProblems()
-                == [.tooManyLanes(allocated: Int(RS_DEFAULT_MAX_LANES) + 1, maxLanes: Int(RS_DEFAULT_MAX_LANES)), overCapacity])
+            #expect(
+                inspector.laneProblems()
+                    == [.tooManyLanes(allocated: Int(RS_DEFAULT_MAX_LANES) + 1, maxLanes: Int(RS_DEFAULT_MAX_LANES)), overCapacity])
         }
     }
 
@@ -192,15 +204,17 @@ struct RingCorruptionTests {
     @Test("a file longer than its lanes is sound (a lane being added, say), and so is a lane allocated with zeros")
     func fileLongerThanItsLanes() throws {
         #expect(try damagedRingError { Self.grow($0, by: Int(Self.victim.lane_size) / 2) } == nil)
-        #expect(try damagedRingError { path in
-            Self.grow(path, by: Int(Self.victim.lane_size))
-            patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(2))
-        } == nil)
+        #expect(
+            try damagedRingError { path in
+                Self.grow(path, by: Int(Self.victim.lane_size))
+                patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(2))
+            } == nil)
     }
 
     @Test("a fault on a file that is not short is not called a truncation")
     func faultOnAWholeFile() {
-        #expect(RingCorruption.truncated(fileSize: 100, expected: 200).description == "truncated: the file has 100 bytes, the layout needs 200")
+        #expect(
+            RingCorruption.truncated(fileSize: 100, expected: 200).description == "truncated: the file has 100 bytes, the layout needs 200")
         let whole = RingCorruption.truncated(fileSize: 200, expected: 200).description
         #expect(whole.contains("SIGBUS") && whole.contains("could not be allocated") && !whole.hasPrefix("truncated"), "\(whole)")
     }
@@ -208,10 +222,11 @@ struct RingCorruptionTests {
     @Test("a sparse file (grown by ftruncate, never allocated) is refused before its holes are read")
     func sparseFile() throws {
         let lane = Int(Self.victim.lane_size)
-        let problem = corruption(try damagedRingError { path in
-            truncate(path, off_t(fileSize(path) + lane))
-            patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(2))
-        })
+        let problem = corruption(
+            try damagedRingError { path in
+                truncate(path, off_t(fileSize(path) + lane))
+                patch(path, at: headerOffset(\.lanes_allocated), with: UInt32(2))
+            })
         guard case let .unallocated(fileSize, allocated) = problem else {
             Issue.record("expected unallocated, got \(String(describing: problem))")
             return
@@ -226,19 +241,21 @@ struct RingCorruptionTests {
         #expect(problem == .badMetricCount(count: 5, capacity: 4))
     }
 
-    @Test("garbage in a registry entry", arguments: [
-        (entryOffset(\.index), [UInt8](repeating: 9, count: 4), "index field"),
-        (entryOffset(\.kind), [99], "unknown kind"),
-        (entryOffset(\.unit), [77], "unknown unit"),
-        (entryOffset(\.sample_every), [0, 0, 0, 0], "sample_every"),
-        (entryOffset(\.name_length), [0xFF, 0x7F], "name length"),
-        (entryOffset(\.name), [0xFF, 0xFE], "UTF-8"),
-        (entryOffset(\.name), [UInt8(ascii: "9")], "[a-zA-Z_]"),
-        (entryOffset(\.labels), [UInt8(ascii: "#")], "label"),
-    ])
+    @Test(
+        "garbage in a registry entry",
+        arguments: [
+            (entryOffset(\.index), [UInt8](repeating: 9, count: 4), "index field"),
+            (entryOffset(\.kind), [99], "unknown kind"),
+            (entryOffset(\.unit), [77], "unknown unit"),
+            (entryOffset(\.sample_every), [0, 0, 0, 0], "sample_every"),
+            (entryOffset(\.name_length), [0xFF, 0x7F], "name length"),
+            (entryOffset(\.name), [0xFF, 0xFE], "UTF-8"),
+            (entryOffset(\.name), [UInt8(ascii: "9")], "[a-zA-Z_]"),
+            (entryOffset(\.labels), [UInt8(ascii: "#")], "label"),
+        ])
     func garbageRegistry(offset: Int, bytes: [UInt8], expected: String) throws {
         let error = try damagedRingError { path in
-            let entry = Int(fileHeader(path).registry_offset) // entry 0
+            let entry = Int(fileHeader(path).registry_offset)  // entry 0
             for (index, byte) in bytes.enumerated() { patch(path, at: entry + offset + index, with: byte) }
         }
         guard case let .badRegistryEntry(index, reason)? = corruption(error) else {
@@ -265,9 +282,12 @@ struct RingCorruptionTests {
                 try RingConsumer("old", directory: directory)
             }
             // The producers refuse it as incompatible (a layout they do not write), saying which and why.
-            for attach in [{ _ = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16)) },
-                           { _ = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16)) }]
-                as [() throws -> Void] {
+            for attach in [
+                { _ = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16)) },
+                { _ = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16)) },
+            ]
+                as [() throws -> Void]
+            {
                 #expect {
                     try attach()
                 } throws: { error in
@@ -285,9 +305,11 @@ struct RingCorruptionTests {
         }
     }
 
-    @Test("a producer refuses a file with corrupt lanes, naming the problem, and leaves it alone", arguments: [
-        "lanes_allocated", "read_cursor", "capacity",
-    ])
+    @Test(
+        "a producer refuses a file with corrupt lanes, naming the problem, and leaves it alone",
+        arguments: [
+            "lanes_allocated", "read_cursor", "capacity",
+        ])
     func producerOnCorruptLanes(problem: String) throws {
         try withRingDirectory { directory in
             do {
@@ -317,8 +339,11 @@ struct RingCorruptionTests {
         let error = try damagedRingError { path in
             let lane = laneStart(path, lane: 0)
             for _ in 0..<8 {
-                patch(path, at: Int(generator.next() % UInt64(MemoryLayout<rs_header>.size)), with: UInt8(truncatingIfNeeded: generator.next()))
-                patch(path, at: lane + Int(generator.next() % UInt64(RS_LANE_HEADER_SIZE)), with: UInt8(truncatingIfNeeded: generator.next()))
+                patch(
+                    path, at: Int(generator.next() % UInt64(MemoryLayout<rs_header>.size)),
+                    with: UInt8(truncatingIfNeeded: generator.next()))
+                patch(
+                    path, at: lane + Int(generator.next() % UInt64(RS_LANE_HEADER_SIZE)), with: UInt8(truncatingIfNeeded: generator.next()))
             }
         }
         // Either the damage hit nothing that matters or it is reported; a crash fails the run.
@@ -348,8 +373,9 @@ struct RingCorruptionTests {
     @Test("a zero-filled file is a ring still being created, not a corrupt one")
     func notReady() throws {
         try withRingDirectory { directory in
-            _ = FileManager.default.createFile(atPath: directory.filePath(for: "young"), contents: Data(count: 8192),
-                                           attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(
+                atPath: directory.filePath(for: "young"), contents: Data(count: 8192),
+                attributes: [.posixPermissions: 0o600])
             #expect(throws: RingError.notReady(ring: "young")) { try RingInspector("young", directory: directory) }
             // Its producer finishes the creation.
             let ring = try Bot.attach("young", directory: directory.path, options: .init(laneCapacity: 16))

@@ -19,9 +19,11 @@ struct RingOwnershipTests {
     @Test("a second producer process is refused while the first lives and accepted after SIGKILL; what it published is readable")
     func producerKilled() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess("ringside-test-producer", [
-                "hold", "--dir", directory.path, "--ring", "held", "--count", "1000", "--capacity", "1024",
-            ])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "hold", "--dir", directory.path, "--ring", "held", "--count", "1000", "--capacity", "1024",
+                ])
             #expect(child.readLine() == "ready \(child.pid)")
             #expect(throws: RingError.producerAlive(ring: "held", pid: child.pid)) {
                 try Bot.attach("held", directory: directory.path, options: .init(laneCapacity: 1024))
@@ -31,9 +33,11 @@ struct RingOwnershipTests {
                 try Bot.attach("held", directory: directory.path)
             }
             // So is another process, which says who holds the bot and exits cleanly.
-            let second = try ChildProcess("ringside-test-producer", [
-                "threads", "--dir", directory.path, "--ring", "held", "--threads", "2", "--count", "10",
-            ])
+            let second = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "threads", "--dir", directory.path, "--ring", "held", "--threads", "2", "--count", "10",
+                ])
             let refused = second.waitForExit()
             #expect(refused.status == 2)
             #expect(refused.standardError.contains("another producer is attached (pid \(child.pid))"), "\(refused.standardError)")
@@ -85,10 +89,12 @@ struct RingOwnershipTests {
     func reattachKeepsState() throws {
         try withRingDirectory { directory in
             for round in 0..<3 {
-                let child = try ChildProcess("ringside-test-producer", [
-                    "sequence", "--dir", directory.path, "--ring", "restart", "--count", "100",
-                    "--start", "\(round * 100)", "--capacity", "256",
-                ])
+                let child = try ChildProcess(
+                    "ringside-test-producer",
+                    [
+                        "sequence", "--dir", directory.path, "--ring", "restart", "--count", "100",
+                        "--start", "\(round * 100)", "--capacity", "256",
+                    ])
                 _ = child.readLine()
                 #expect(child.waitForExit().status == 0)
             }
@@ -104,13 +110,16 @@ struct RingOwnershipTests {
         }
     }
 
-    @Test("a bot SIGKILLed mid-count: its counter total (lane cell), gauge (metric cell), records and metrics carry over to the next process")
+    @Test(
+        "a bot SIGKILLed mid-count: its counter total (lane cell), gauge (metric cell), records and metrics carry over to the next process")
     func killedBotKeepsCells() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess("ringside-test-producer", [
-                "kit", "--dir", directory.path, "--ring", "kit", "--count", "100", "--start", "1000", "--step", "10",
-                "--per-second", "100000",
-            ])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "kit", "--dir", directory.path, "--ring", "kit", "--count", "100", "--start", "1000", "--step", "10",
+                    "--per-second", "100000",
+                ])
             #expect(child.readLine() == "ready \(child.pid)")
             let inspector = try RingInspector("kit", directory: directory)
             let orders = try metric(inspector.metrics(), "orders"), exposure = try metric(inspector.metrics(), "gross_exposure")
@@ -147,10 +156,12 @@ struct RingOwnershipTests {
             let threads = 3, count = 1_000
             var mostLanes = 0
             for _ in 0..<3 {
-                let child = try ChildProcess("ringside-test-producer", [
-                    "threads", "--dir", directory.path, "--ring", "cells", "--threads", "\(threads)", "--count", "\(count)",
-                    "--capacity", "\(1 << 14)",
-                ])
+                let child = try ChildProcess(
+                    "ringside-test-producer",
+                    [
+                        "threads", "--dir", directory.path, "--ring", "cells", "--threads", "\(threads)", "--count", "\(count)",
+                        "--capacity", "\(1 << 14)",
+                    ])
                 // "lanes L written W dropped D": the figures of the file so far, every life included.
                 let report = try #require(child.readLine()).split(separator: " ")
                 #expect(child.waitForExit().status == 0)
@@ -199,7 +210,7 @@ struct RingOwnershipTests {
 
     @Test("a ring file of another user is refused, naming its owner")
     func otherOwnerRefused() throws {
-        guard geteuid() == 0 else { return } // only root can make a file another user owns
+        guard geteuid() == 0 else { return }  // only root can make a file another user owns
         try withRingDirectory { directory in
             do { _ = try Bot.attach("theirs", directory: directory.path, options: .init(laneCapacity: 16)) }
             chown(directory.filePath(for: "theirs"), 4242, 4242)

@@ -79,7 +79,9 @@ struct RingProducerTests {
             #expect(consumer.cells(of: consumer.metrics[2]) == MetricCells(total: 0, dropped: 100 - keptLevels, lastValue: 1_000))
             // The lane's drop count is the sum of its metrics' cells.
             let status = try consumer.status()
-            #expect(status.dropped == ring.currentThreadLane.recordsDropped && status.lanes.map(\.dropped) == [ring.currentThreadLane.recordsDropped])
+            #expect(
+                status.dropped == ring.currentThreadLane.recordsDropped
+                    && status.lanes.map(\.dropped) == [ring.currentThreadLane.recordsDropped])
             #expect(status.dropped == (1_000 - keptFills) + (100 - keptLevels))
         }
     }
@@ -131,11 +133,13 @@ struct RingProducerTests {
         }
     }
 
-    @Test("bad metric names, labels and help text are refused with a reason", arguments: [
-        ("9lives", [String: String]()), ("has space", [:]), ("", [:]), (String(repeating: "m", count: 105), [:]),
-        ("ok", ["bad-key": "v"]), ("ok", ["__reserved": "v"]), ("ok", ["k": "line\nbreak"]),
-        ("ok", ["k": String(repeating: "v", count: 300)]),
-    ])
+    @Test(
+        "bad metric names, labels and help text are refused with a reason",
+        arguments: [
+            ("9lives", [String: String]()), ("has space", [:]), ("", [:]), (String(repeating: "m", count: 105), [:]),
+            ("ok", ["bad-key": "v"]), ("ok", ["__reserved": "v"]), ("ok", ["k": "line\nbreak"]),
+            ("ok", ["k": String(repeating: "v", count: 300)]),
+        ])
     func badMetricsRefused(name: String, labels: [String: String]) throws {
         let ring = try Bot.disabled()
         #expect {
@@ -176,7 +180,7 @@ struct RingProducerTests {
             #expect(!ring.isEnabled)
             let histogram = try ring.histogram("latency", unit: .nanoseconds)
             histogram.record(5)
-            histogram.measure { }
+            histogram.measure {}
             try ring.counter("orders").increment()
             try ring.gauge("g").set(1)
             #expect(ring.currentThreadLane.recordsWritten == 0)
@@ -187,9 +191,10 @@ struct RingProducerTests {
     @Test("RINGSIDE_DISABLED=1 makes attach return a disabled ring, so bots run unchanged")
     func disabledByEnvironment() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess("ringside-test-producer",
-                                         ["sequence", "--dir", directory.path, "--ring", "off", "--count", "10"],
-                                         environment: ["RINGSIDE_DISABLED": "1"])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                ["sequence", "--dir", directory.path, "--ring", "off", "--count", "10"],
+                environment: ["RINGSIDE_DISABLED": "1"])
             #expect(child.readLine() == "wrote 0 dropped 0")
             #expect(child.waitForExit().status == 0)
             #expect(directory.ringNames().isEmpty)
@@ -199,9 +204,11 @@ struct RingProducerTests {
     @Test("the hot path allocates nothing over a million calls of each operation (counted in a real process)")
     func hotPathAllocatesNothing() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess("ringside-test-producer", [
-                "count-allocations", "--dir", directory.path, "--ring", "alloc", "--count", "1000000", "--capacity", "1024",
-            ])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "count-allocations", "--dir", directory.path, "--ring", "alloc", "--count", "1000000", "--capacity", "1024",
+                ])
             let line = try #require(child.readLine())
             let fields = line.split(separator: " ")
             #expect(fields.count == 6, "unexpected output: \(line)")
@@ -220,9 +227,11 @@ struct RingNameTests {
         try RingDirectory.validate(name: name)
     }
 
-    @Test("invalid names are refused with what is allowed", arguments: [
-        "", "a/b", "../etc", "sp ace", "é", String(repeating: "x", count: 201), "semi;colon",
-    ])
+    @Test(
+        "invalid names are refused with what is allowed",
+        arguments: [
+            "", "a/b", "../etc", "sp ace", "é", String(repeating: "x", count: 201), "semi;colon",
+        ])
     func invalidNames(name: String) {
         #expect {
             try RingDirectory.validate(name: name)

@@ -12,10 +12,12 @@ struct RingReaderTests {
     func crossProcessSequence() throws {
         try withRingDirectory { directory in
             let count = 50_000
-            let child = try ChildProcess("ringside-test-producer", [
-                "sequence", "--dir", directory.path, "--ring", "xproc", "--count", "\(count)", "--start", "7",
-                "--capacity", "65536",
-            ])
+            let child = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "sequence", "--dir", directory.path, "--ring", "xproc", "--count", "\(count)", "--start", "7",
+                    "--capacity", "65536",
+                ])
             #expect(child.readLine() == "wrote \(count) dropped 0")
             #expect(child.waitForExit().status == 0)
 
@@ -150,7 +152,10 @@ struct RingReaderTests {
                 ready.signal()
                 var value: UInt64 = 0
                 while !stop.load(ordering: .relaxed) {
-                    if ring.currentThreadLane.freeSlots > 0 { values.record(value &* 3); value += 1 }
+                    if ring.currentThreadLane.freeSlots > 0 {
+                        values.record(value &* 3)
+                        value += 1
+                    }
                 }
                 stopped.signal()
             }

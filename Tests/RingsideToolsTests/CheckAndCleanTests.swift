@@ -24,8 +24,9 @@ struct CheckTests {
             #expect(run.status == 0)
             #expect(run.output == "ring good: ok (5 records in 1 lane, 1 metric, producer dead)\n")
             try makeLanesRing(directory, "threads", threads: 3, count: 4, capacity: 16)
-            #expect(try dump(directory, "check", "threads").output
-                == "ring threads: ok (15 records in 3 lanes, 3 metrics, producer dead)\n")
+            #expect(
+                try dump(directory, "check", "threads").output
+                    == "ring threads: ok (15 records in 3 lanes, 3 metrics, producer dead)\n")
         }
     }
 
@@ -43,31 +44,44 @@ struct CheckTests {
         }
     }
 
-    @Test("each corruption is named, one line each, exit 1", arguments: [
-        ("bad magic", [(headerOffset(\.magic), [0xEF, 0xBE, 0xAD, 0xDE])], "bad magic 0x45444953deadbeef (not a Ringside ring)"),
-        ("version", [(headerOffset(\.version), bytes(UInt32(7)))], "unsupported format version 7"),
-        ("header size", [(headerOffset(\.header_size), bytes(UInt32(1)))], "bad layout: header_size is 1, expected 4096"),
-        ("record size", [(headerOffset(\.record_size), bytes(UInt32(33)))], "bad layout: record_size is 33, expected 32"),
-        ("capacity", [(headerOffset(\.capacity_log2), bytes(UInt32(40)))], "bad layout: capacity_log2 is 40"),
-        ("lanes offset", [(headerOffset(\.lanes_offset), bytes(UInt64(1)))],
-         "bad layout: lanes_offset is 1, expected \(layout.lanesOffset)"),
-        ("max lanes", [(headerOffset(\.max_lanes), bytes(UInt32(0)))], "bad layout: max_lanes is 0, expected 1 to \(RS_MAX_LANES)"),
-        ("lanes allocated", [(headerOffset(\.lanes_allocated), bytes(UInt32(65)))], "lanes_allocated is 65, more than max_lanes 64"),
-        ("metric count", [(headerOffset(\.metric_count), bytes(UInt32(257)))], "metric count 257 exceeds the registry's 256 entries"),
-        ("read cursor past write", [(layout.lane(0, \.read_cursor), bytes(UInt64(9)))],
-         "lane 0: cursors out of range: the read cursor 9 is past the write cursor 5"),
-        ("write cursor past capacity", [(layout.lane(0, \.write_cursor), bytes(UInt64(100)))],
-         "lane 0: cursors out of range: read 0, write 100: 100 records, more than the lane's capacity of 16"),
-        ("lane state", [(layout.lane(0, \.state), bytes(UInt32(7)))], "lane 0: unknown state 7"),
-        ("registry kind", [(layout.registry(0, \.kind), [9])], "registry entry 0: unknown kind 9"),
-        ("registry name", [(layout.registry(0, \.name), [UInt8(ascii: "9")])], "registry entry 0: the name must match"),
-        ("record sequence", [(layout.record(2, \.sequence), [77])], "lane 0 record 2: its sequence is 77"),
-        ("record metric", [(layout.record(3, \.metric), [5])], "lane 0 record 3: metric index 5 is not registered (the registry has 1)"),
-        ("record kind", [(layout.record(1, \.kind), [2])], "lane 0 record 1: kind gauge but metric 0 (sequence) is a histogram"),
-        ("counter record", [(layout.record(0, \.kind), [UInt8(RS_KIND_COUNTER.rawValue)])],
-         "lane 0 record 0: a counter's record (counters live in cells and write none)"),
-        ("record flags", [(layout.record(4, \.flags), [0x80])], "lane 0 record 4: unknown flags 0x80"),
-    ] as [(String, [(Int, [UInt8])], String)])
+    @Test(
+        "each corruption is named, one line each, exit 1",
+        arguments: [
+            ("bad magic", [(headerOffset(\.magic), [0xEF, 0xBE, 0xAD, 0xDE])], "bad magic 0x45444953deadbeef (not a Ringside ring)"),
+            ("version", [(headerOffset(\.version), bytes(UInt32(7)))], "unsupported format version 7"),
+            ("header size", [(headerOffset(\.header_size), bytes(UInt32(1)))], "bad layout: header_size is 1, expected 4096"),
+            ("record size", [(headerOffset(\.record_size), bytes(UInt32(33)))], "bad layout: record_size is 33, expected 32"),
+            ("capacity", [(headerOffset(\.capacity_log2), bytes(UInt32(40)))], "bad layout: capacity_log2 is 40"),
+            (
+                "lanes offset", [(headerOffset(\.lanes_offset), bytes(UInt64(1)))],
+                "bad layout: lanes_offset is 1, expected \(layout.lanesOffset)"
+            ),
+            ("max lanes", [(headerOffset(\.max_lanes), bytes(UInt32(0)))], "bad layout: max_lanes is 0, expected 1 to \(RS_MAX_LANES)"),
+            ("lanes allocated", [(headerOffset(\.lanes_allocated), bytes(UInt32(65)))], "lanes_allocated is 65, more than max_lanes 64"),
+            ("metric count", [(headerOffset(\.metric_count), bytes(UInt32(257)))], "metric count 257 exceeds the registry's 256 entries"),
+            (
+                "read cursor past write", [(layout.lane(0, \.read_cursor), bytes(UInt64(9)))],
+                "lane 0: cursors out of range: the read cursor 9 is past the write cursor 5"
+            ),
+            (
+                "write cursor past capacity", [(layout.lane(0, \.write_cursor), bytes(UInt64(100)))],
+                "lane 0: cursors out of range: read 0, write 100: 100 records, more than the lane's capacity of 16"
+            ),
+            ("lane state", [(layout.lane(0, \.state), bytes(UInt32(7)))], "lane 0: unknown state 7"),
+            ("registry kind", [(layout.registry(0, \.kind), [9])], "registry entry 0: unknown kind 9"),
+            ("registry name", [(layout.registry(0, \.name), [UInt8(ascii: "9")])], "registry entry 0: the name must match"),
+            ("record sequence", [(layout.record(2, \.sequence), [77])], "lane 0 record 2: its sequence is 77"),
+            (
+                "record metric", [(layout.record(3, \.metric), [5])],
+                "lane 0 record 3: metric index 5 is not registered (the registry has 1)"
+            ),
+            ("record kind", [(layout.record(1, \.kind), [2])], "lane 0 record 1: kind gauge but metric 0 (sequence) is a histogram"),
+            (
+                "counter record", [(layout.record(0, \.kind), [UInt8(RS_KIND_COUNTER.rawValue)])],
+                "lane 0 record 0: a counter's record (counters live in cells and write none)"
+            ),
+            ("record flags", [(layout.record(4, \.flags), [0x80])], "lane 0 record 4: unknown flags 0x80"),
+        ] as [(String, [(Int, [UInt8])], String)])
     func corruption(name: String, damage: [(Int, [UInt8])], expected: String) throws {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "victim", count: 5, capacity: 16)
@@ -78,8 +92,9 @@ struct CheckTests {
             let run = try dump(directory, "check", "victim")
             #expect(run.status == 1, "\(name)")
             #expect(run.outputLines.count == 1, "\(run.output)")
-            #expect(run.output == "ring victim: \(path) is corrupt: " + expected + "\n" || run.output.contains(expected),
-                    "\(name): \(run.output)")
+            #expect(
+                run.output == "ring victim: \(path) is corrupt: " + expected + "\n" || run.output.contains(expected),
+                "\(name): \(run.output)")
             #expect(run.output.hasPrefix("ring victim: \(path) is corrupt: "))
 
             let json = try dump(directory, "check", "victim", "--json").json()
@@ -114,14 +129,18 @@ struct CheckTests {
             #expect(run.status == 1)
             #expect(run.outputLines.count == 2, "\(run.output)")
             #expect(run.outputLines.first?.hasSuffix("lane 0: cursors out of range: the read cursor 6 is past the write cursor 5") == true)
-            #expect(run.outputLines.last?.hasSuffix(
-                "lane 2: cursors out of range: read 0, write 40: 40 records, more than the lane's capacity of 16") == true)
+            #expect(
+                run.outputLines.last?.hasSuffix(
+                    "lane 2: cursors out of range: read 0, write 40: 40 records, more than the lane's capacity of 16") == true)
 
             try makeLanesRing(directory, "records", threads: 2, count: 4, capacity: 16)
             patch(directory.filePath(for: "records"), at: layout.record(lane: 1, 2, \.sequence), with: UInt64(12))
             let records = try dump(directory, "check", "records")
-            #expect(records.outputLines == ["ring records: \(directory.filePath(for: "records")) is corrupt: "
-                + "lane 1 record 2: its sequence is 12"])
+            #expect(
+                records.outputLines == [
+                    "ring records: \(directory.filePath(for: "records")) is corrupt: "
+                        + "lane 1 record 2: its sequence is 12"
+                ])
         }
     }
 
@@ -129,7 +148,9 @@ struct CheckTests {
     func counterRecord() throws {
         try withRingDirectory { directory in
             #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "latency", "7", "8"]).status == 0)
-            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "orders", "--kind", "counter", "5"]).status == 0)
+            #expect(
+                try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "orders", "--kind", "counter", "5"]).status
+                    == 0)
             #expect(try dump(directory, "check", "mixed").status == 0)
             // Record 1 made into a record of the counter (metric 1), as a broken producer might write it.
             let path = directory.filePath(for: "mixed")
@@ -138,7 +159,10 @@ struct CheckTests {
             patch(path, at: recordLayout.record(1, \.kind), with: UInt8(RS_KIND_COUNTER.rawValue))
             let run = try dump(directory, "check", "mixed")
             #expect(run.status == 1)
-            #expect(run.outputLines == ["ring mixed: \(path) is corrupt: lane 0 record 1: a counter's record (counters live in cells and write none)"])
+            #expect(
+                run.outputLines == [
+                    "ring mixed: \(path) is corrupt: lane 0 record 1: a counter's record (counters live in cells and write none)"
+                ])
         }
     }
 
@@ -157,8 +181,11 @@ struct CheckTests {
             truncate(directory.filePath(for: "lanes"), off_t(size))
             let lanes = try dump(directory, "check", "lanes")
             #expect(lanes.status == 1)
-            #expect(lanes.outputLines == ["ring lanes: \(directory.filePath(for: "lanes")) is corrupt: truncated: the file has "
-                + "\(size) bytes, its 3 lanes need \(layout.fileSize(lanes: 3))"])
+            #expect(
+                lanes.outputLines == [
+                    "ring lanes: \(directory.filePath(for: "lanes")) is corrupt: truncated: the file has "
+                        + "\(size) bytes, its 3 lanes need \(layout.fileSize(lanes: 3))"
+                ])
             for command in ["info", "records", "stats"] {
                 let other = try dump(directory, command, "lanes")
                 #expect(other.status == 1 && other.errors.contains("is corrupt: truncated"), "\(command): \(other.errors)")
@@ -169,8 +196,9 @@ struct CheckTests {
     @Test("a ring still being created is reported as such, not as a problem")
     func notReady() throws {
         try withRingDirectory { directory in
-            _ = FileManager.default.createFile(atPath: directory.filePath(for: "young"), contents: Data(count: 8192),
-                                               attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(
+                atPath: directory.filePath(for: "young"), contents: Data(count: 8192),
+                attributes: [.posixPermissions: 0o600])
             let run = try dump(directory, "check", "young")
             #expect(run.status == 0)
             #expect(run.output == "ring young: not checked: the file is still being created (format version 0)\n")
@@ -210,8 +238,9 @@ struct CheckTests {
             ]
             for _ in 0..<(4 + seed * 8) {
                 let region = regions[Int(generator.next() % UInt64(regions.count))]
-                patch(path, at: region.lowerBound + Int(generator.next() % UInt64(region.count)),
-                      with: UInt8(truncatingIfNeeded: generator.next()))
+                patch(
+                    path, at: region.lowerBound + Int(generator.next() % UInt64(region.count)),
+                    with: UInt8(truncatingIfNeeded: generator.next()))
             }
             for arguments in [["check", "noise"], ["info", "noise"], ["records", "noise"], ["stats", "noise"], ["list"]] {
                 let run = try runProcess("ringside-dump", ["--dir", directory.path] + arguments)
@@ -232,9 +261,10 @@ struct CleanTests {
         try makeSequenceRing(directory, "backlog", count: 10)
         try makeSequenceRing(directory, "corrupt", count: 10)
         patch(directory.filePath(for: "corrupt"), at: headerOffset(\.magic), with: UInt64(1))
-        _ = FileManager.default.createFile(atPath: directory.filePath(for: "unfinished"), contents: Data(count: 4096),
-                                           attributes: [.posixPermissions: 0o600])
-        let live = try holdRing(directory, "live", count: 0) // alive and drained: must stay
+        _ = FileManager.default.createFile(
+            atPath: directory.filePath(for: "unfinished"), contents: Data(count: 4096),
+            attributes: [.posixPermissions: 0o600])
+        let live = try holdRing(directory, "live", count: 0)  // alive and drained: must stay
         return live
     }
 
@@ -261,8 +291,12 @@ struct CleanTests {
             let run = try dump(directory, "clean")
             #expect(run.status == 0)
             #expect(present(directory) == ["backlog", "corrupt", "live"])
-            #expect(run.outputLines.contains { $0.hasPrefix("removed ring drained: producer dead (was pid") && $0.hasSuffix("fully drained") })
-            #expect(run.outputLines.contains { $0.hasPrefix("kept ring backlog:") && $0.contains("10 records not drained (--force removes it)") })
+            #expect(
+                run.outputLines.contains { $0.hasPrefix("removed ring drained: producer dead (was pid") && $0.hasSuffix("fully drained") })
+            #expect(
+                run.outputLines.contains {
+                    $0.hasPrefix("kept ring backlog:") && $0.contains("10 records not drained (--force removes it)")
+                })
             #expect(run.outputLines.contains { $0.hasPrefix("kept ring corrupt: corrupt: bad magic") })
             #expect(run.outputLines.contains("kept ring live: producer alive (pid \(live.pid))"))
             #expect(run.outputLines.last == "removed 2 of 5 rings in \(directory.path)")
@@ -279,8 +313,11 @@ struct CleanTests {
             #expect(present(directory) == ["live"])
             #expect(json.uint64("removed") == 4)
             let actions = Dictionary(uniqueKeysWithValues: json.objects("rings").map { ($0.string("name")!, $0.string("action")!) })
-            #expect(actions == ["backlog": "removed", "corrupt": "removed", "drained": "removed", "live": "kept",
-                                "unfinished": "removed"])
+            #expect(
+                actions == [
+                    "backlog": "removed", "corrupt": "removed", "drained": "removed", "live": "kept",
+                    "unfinished": "removed",
+                ])
             live.kill()
             // Once its producer is dead, the (drained) ring goes too.
             let after = try dump(directory, "clean")

@@ -13,7 +13,7 @@ struct DumpToolTests {
     @Test("list shows every ring, alive or dead by the producer lock, with its lanes and counts; --json parses")
     func list() throws {
         try withRingDirectory { directory in
-            try makeSequenceRing(directory, "finished", count: 40, capacity: 32) // 8 dropped
+            try makeSequenceRing(directory, "finished", count: 40, capacity: 32)  // 8 dropped
             let live = try holdRing(directory, "live", count: 5)
 
             let text = try dump(directory, "list")
@@ -56,7 +56,8 @@ struct DumpToolTests {
     func environmentDirectory() throws {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "env", count: 1)
-            let listed = try runProcess("ringside-dump", ["list", "--json"], environment: [RingDirectory.environmentVariable: directory.path])
+            let listed = try runProcess(
+                "ringside-dump", ["list", "--json"], environment: [RingDirectory.environmentVariable: directory.path])
             #expect(try listed.json().objects("rings").map { $0.string("name") } == ["env"])
         }
     }
@@ -67,15 +68,18 @@ struct DumpToolTests {
             try makeSequenceRing(directory, "ring", count: 10, start: 100, capacity: 64)
             let text = try dump(directory, "info", "ring")
             #expect(text.status == 0)
-            for expected in ["magic", "\"RINGSIDE\"", "format version  \(RS_FORMAT_VERSION)",
-                             "lane capacity   64 records (capacity_log2 6)", "max lanes       64",
-                             "write cursor    10 (records written", "read cursor     0 (records consumed",
-                             "lanes (1 of 64, each holds 64 records)", "sequence", "source=test", "histogram"] {
+            for expected in [
+                "magic", "\"RINGSIDE\"", "format version  \(RS_FORMAT_VERSION)",
+                "lane capacity   64 records (capacity_log2 6)", "max lanes       64",
+                "write cursor    10 (records written", "read cursor     0 (records consumed",
+                "lanes (1 of 64, each holds 64 records)", "sequence", "source=test", "histogram",
+            ] {
                 #expect(text.output.contains(expected), "info lacks \(expected)")
             }
-            let laneRow = try #require(text.outputLines.first { $0.hasPrefix("  LANE") }.flatMap { header in
-                text.outputLines.firstIndex(of: header).map { text.outputLines[$0 + 1] }
-            })
+            let laneRow = try #require(
+                text.outputLines.first { $0.hasPrefix("  LANE") }.flatMap { header in
+                    text.outputLines.firstIndex(of: header).map { text.outputLines[$0 + 1] }
+                })
             #expect(laneRow.contains(" 10 of 64 ") && laneRow.contains("15.6%"), "\(laneRow)")
 
             let json = try dump(directory, "info", "ring", "--json", "--raw").json()
@@ -83,7 +87,8 @@ struct DumpToolTests {
             let expected = BotFileLayout(capacity: 64)
             #expect(layout.string("magic") == "0x45444953474e4952")
             #expect(layout.uint64("capacity") == 64 && layout.uint64("registry_offset") == UInt64(expected.registryOffset))
-            #expect(layout.uint64("lanes_offset") == UInt64(expected.lanesOffset) && layout.uint64("lane_size") == UInt64(expected.laneSize))
+            #expect(
+                layout.uint64("lanes_offset") == UInt64(expected.lanesOffset) && layout.uint64("lane_size") == UInt64(expected.laneSize))
             #expect(layout.uint64("file_size") == UInt64(expected.fileSize(lanes: 1)))
             #expect(layout.uint64("file_size") == json.object("file")?.uint64("size"))
             #expect(json.object("producer")?.uint64("write_cursor") == 10)
@@ -150,7 +155,8 @@ struct DumpToolTests {
             // Three lanes of 16 records holding 5 each (4 values and a gauge's record); then a
             // single-lane writer takes lane 0 again and fills it.
             try makeLanesRing(directory, "bot", threads: 3, count: 4, capacity: 16)
-            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "bot", "more"] + (1...11).map(String.init)).status == 0)
+            #expect(
+                try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "bot", "more"] + (1...11).map(String.init)).status == 0)
 
             let info = try dump(directory, "info", "bot")
             let rows = info.outputLines.filter { $0.hasPrefix("     ") && $0.contains(" of 16 ") }
@@ -231,7 +237,8 @@ struct DumpToolTests {
     func recordsByMetric() throws {
         try withRingDirectory { directory in
             #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "a", "1", "2", "3"]).status == 0)
-            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "b", "--kind", "gauge", "0.5"]).status == 0)
+            #expect(
+                try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "b", "--kind", "gauge", "0.5"]).status == 0)
             #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "mixed", "a", "4"]).status == 0)
             let only = try dump(directory, "records", "mixed", "--metric", "a", "--last", "2", "--json").json()
             #expect(only.objects("records").compactMap { $0.uint64("value") } == [3, 4])
@@ -247,7 +254,7 @@ struct DumpToolTests {
     func recordsLeavesCursors() throws {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "ring", count: 50)
-            _ = try drainAll(directory, "ring") // read cursor 50
+            _ = try drainAll(directory, "ring")  // read cursor 50
             try makeSequenceRing(directory, "ring", count: 30, start: 50)
             #expect(try dump(directory, "records", "ring").status == 0)
             #expect(try dump(directory, "stats", "ring").status == 0)
@@ -261,9 +268,11 @@ struct DumpToolTests {
     func recordsDuringTraffic() throws {
         try withRingDirectory { directory in
             // The producer waits for room, so it writes for as long as the test drains.
-            let producer = try ChildProcess("ringside-test-producer", [
-                "sequence", "--dir", directory.path, "--ring", "busy", "--count", "100000000", "--capacity", "256", "--wait",
-            ])
+            let producer = try ChildProcess(
+                "ringside-test-producer",
+                [
+                    "sequence", "--dir", directory.path, "--ring", "busy", "--count", "100000000", "--capacity", "256", "--wait",
+                ])
             #expect(eventually { (try? RingInspector("busy", directory: directory).status().writeCursor) ?? 0 > 0 })
             let stop = Stop()
             let path = directory.path
@@ -317,8 +326,11 @@ struct DumpToolTests {
             let metrics = Dictionary(uniqueKeysWithValues: json.objects("metrics").map { ($0.string("name")!, $0) })
             let latency = try #require(metrics["latency"])
             #expect(latency.uint64("count") == 1000 && latency.string("unit") == "us" && latency.uint64("dropped") == 0)
-            #expect([latency.uint64("min"), latency.uint64("p50"), latency.uint64("p90"), latency.uint64("p99"),
-                     latency.uint64("p999"), latency.uint64("max")] == [1, 500, 900, 990, 999, 1000])
+            #expect(
+                [
+                    latency.uint64("min"), latency.uint64("p50"), latency.uint64("p90"), latency.uint64("p99"),
+                    latency.uint64("p999"), latency.uint64("max"),
+                ] == [1, 500, 900, 990, 999, 1000])
             #expect(metrics["orders"]?.uint64("total") == 10 && metrics["orders"]?.uint64("count") == 0)
             let exposure = try #require(metrics["exposure"])
             #expect(exposure.double("last") == 3.25 && exposure.double("min") == -2 && exposure.double("max") == 9)
@@ -326,8 +338,9 @@ struct DumpToolTests {
             let text = try dump(directory, "stats", "s")
             #expect(text.status == 0)
             let row = try #require(text.outputLines.first { $0.hasPrefix("latency") })
-            #expect(row.split(separator: " ").map(String.init)
-                == ["latency", "us", "all", "1000", "1", "500", "900", "990", "999", "1000", "0"])
+            #expect(
+                row.split(separator: " ").map(String.init)
+                    == ["latency", "us", "all", "1000", "1", "500", "900", "990", "999", "1000", "0"])
             #expect(text.outputLines.contains { $0.split(separator: " ").map(String.init) == ["orders", "10"] })
         }
     }
@@ -418,7 +431,7 @@ struct DumpToolTests {
     func permissionDenied() throws {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "theirs", count: 1)
-            guard chown(directory.filePath(for: "theirs"), 4242, 4242) == 0 else { return } // needs root; not a failure
+            guard chown(directory.filePath(for: "theirs"), 4242, 4242) == 0 else { return }  // needs root; not a failure
             let run = try dump(directory, "info", "theirs")
             #expect(run.status == 1)
             #expect(run.errors.contains("owned by uid 4242"), "\(run.errors)")
@@ -428,11 +441,13 @@ struct DumpToolTests {
         }
     }
 
-    @Test("usage errors: exit 2 and one line on standard error, nothing else", arguments: [
-        [], ["frobnicate"], ["list", "--last", "3"], ["records"], ["records", "a", "b"], ["records", "x", "--last", "many"],
-        ["records", "bad/name"], ["watch", "--interval", "0"], ["watch", "--count", "0"], ["check"], ["check", "x", "--all"],
-        ["clean", "x"], ["info", "x", "--dir"],
-    ])
+    @Test(
+        "usage errors: exit 2 and one line on standard error, nothing else",
+        arguments: [
+            [], ["frobnicate"], ["list", "--last", "3"], ["records"], ["records", "a", "b"], ["records", "x", "--last", "many"],
+            ["records", "bad/name"], ["watch", "--interval", "0"], ["watch", "--count", "0"], ["check"], ["check", "x", "--all"],
+            ["clean", "x"], ["info", "x", "--dir"],
+        ])
     func usageErrors(arguments: [String]) throws {
         let run = try runProcess("ringside-dump", arguments)
         #expect(run.status == 2)
@@ -447,17 +462,25 @@ struct DumpToolTests {
         #expect(run.output.hasPrefix("usage: ringside-dump \(command)".trimmingCharacters(in: .whitespaces)))
     }
 
-    @Test("every reading command's --json is one valid JSON document", arguments: [
-        ["list"], ["info", "j"], ["records", "j"], ["records", "j", "--raw"], ["stats", "j"], ["check", "j"], ["check", "--all"],
-        ["clean", "--dry-run"], ["info", "j3", "--raw"], ["records", "j3"], ["stats", "j3"], ["watch", "--count", "1"],
-    ])
+    @Test(
+        "every reading command's --json is one valid JSON document",
+        arguments: [
+            ["list"], ["info", "j"], ["records", "j"], ["records", "j", "--raw"], ["stats", "j"], ["check", "j"], ["check", "--all"],
+            ["clean", "--dry-run"], ["info", "j3", "--raw"], ["records", "j3"], ["stats", "j3"], ["watch", "--count", "1"],
+        ])
     func jsonIsValid(arguments: [String]) throws {
         try withRingDirectory { directory in
             try makeSequenceRing(directory, "j", count: 5)
             try makeLanesRing(directory, "j3", threads: 3, count: 2)
             #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "j2", "name\"with", "1"]).status == 2)
-            #expect(try runProcess("ringside-emit", ["--dir", directory.path, "--ring", "j2", "g", "--kind", "gauge",
-                                              "--label", "quote=a\"b\\c\tend", "1.5"]).status == 0)
+            #expect(
+                try runProcess(
+                    "ringside-emit",
+                    [
+                        "--dir", directory.path, "--ring", "j2", "g", "--kind", "gauge",
+                        "--label", "quote=a\"b\\c\tend", "1.5",
+                    ]
+                ).status == 0)
             let run = try runProcess("ringside-dump", ["--dir", directory.path] + arguments + ["--json"])
             #expect(run.status == 0, "\(run.errors)")
             #expect(run.outputLines.count == 1)

@@ -15,8 +15,12 @@ struct EmitToolTests {
     @Test("values on the command line: creates the ring, registers the metric as asked, writes them")
     func commandLineValues() throws {
         try withRingDirectory { directory in
-            let run = try emit(directory, ["--ring", "cron", "backup_seconds", "--unit", "s", "--label", "host=db1",
-                                           "--label", "job=nightly", "12", "7", "0"])
+            let run = try emit(
+                directory,
+                [
+                    "--ring", "cron", "backup_seconds", "--unit", "s", "--label", "host=db1",
+                    "--label", "job=nightly", "12", "7", "0",
+                ])
             #expect(run.status == 0)
             #expect(run.output == "wrote 3 values to cron/backup_seconds\n")
             let inspector = try RingInspector("cron", directory: directory)
@@ -25,8 +29,14 @@ struct EmitToolTests {
             #expect(metric.labelDictionary == ["host": "db1", "job": "nightly"])
             #expect(try inspector.peek().map(\.record.value) == [12, 7, 0])
             // A second run finds the metric again, and gauges take decimals, negative ones too.
-            #expect(try emit(directory, ["--ring", "cron", "backup_seconds", "--unit", "s", "--label", "job=nightly",
-                                         "--label", "host=db1", "5"]).status == 0)
+            #expect(
+                try emit(
+                    directory,
+                    [
+                        "--ring", "cron", "backup_seconds", "--unit", "s", "--label", "job=nightly",
+                        "--label", "host=db1", "5",
+                    ]
+                ).status == 0)
             #expect(try emit(directory, ["--ring", "cron", "temperature", "--kind", "gauge", "-1.5", "2e3"]).status == 0)
             let records = try inspector.peek().map(\.record)
             #expect(records.count == 6 && records[3].metric == 0 && records[3].value == 5)
@@ -56,8 +66,9 @@ struct EmitToolTests {
             #expect(try emit(directory, ["--ring", "sized", "--capacity", "1024", "m", "1"]).status == 0)
             let run = try emit(directory, ["--ring", "sized", "--capacity", "4096", "m", "1"])
             #expect(run.status == 1)
-            #expect(run.errors.contains("ring sized: the existing ring is incompatible: ") && run.errors.contains("lanes of 1024 records"),
-                    "\(run.errors)")
+            #expect(
+                run.errors.contains("ring sized: the existing ring is incompatible: ") && run.errors.contains("lanes of 1024 records"),
+                "\(run.errors)")
             #expect(run.errors.contains("leave out --capacity") && !run.errors.contains("recreate"), "\(run.errors)")
         }
     }
@@ -65,12 +76,15 @@ struct EmitToolTests {
     @Test("lines from standard input; a bad line is reported with its number and skipped, never read as 0")
     func standardInput() throws {
         try withRingDirectory { directory in
-            let run = try emit(directory, ["--ring", "pipe", "fills", "--kind", "counter"],
-                               stdin: "3\n  4 \nabc\n\n-2\n1.5\n99999999999999999999\n5\r\n")
+            let run = try emit(
+                directory, ["--ring", "pipe", "fills", "--kind", "counter"],
+                stdin: "3\n  4 \nabc\n\n-2\n1.5\n99999999999999999999\n5\r\n")
             #expect(run.status == 1)
             #expect(run.output == "wrote 3 values to pipe/fills, skipped 4 bad lines\n")
             #expect(run.errorLines.count == 4)
-            #expect(run.errorLines[0] == "ringside-emit: line 3: \"abc\": not a number: counters take whole numbers from 0 to 18446744073709551615; skipped")
+            #expect(
+                run.errorLines[0]
+                    == "ringside-emit: line 3: \"abc\": not a number: counters take whole numbers from 0 to 18446744073709551615; skipped")
             #expect(run.errorLines[1].hasPrefix("ringside-emit: line 5: \"-2\": negative"))
             #expect(run.errorLines[2].hasPrefix("ringside-emit: line 6: \"1.5\": not a whole number"))
             #expect(run.errorLines[3].hasPrefix("ringside-emit: line 7: \"99999999999999999999\": out of range"))
@@ -100,16 +114,18 @@ struct EmitToolTests {
     @Test("a full ring waits for a collector to make room: every value gets in, in order")
     func waitsForRoom() throws {
         try withRingDirectory { directory in
-            _ = try Bot.attach("small", directory: directory.path, options: .init(laneCapacity: 16)) // made, then let go
-            let emitter = try RunningProcess("ringside-emit", ["--dir", directory.path, "--ring", "small", "n"] + (1...100).map(String.init))
+            _ = try Bot.attach("small", directory: directory.path, options: .init(laneCapacity: 16))  // made, then let go
+            let emitter = try RunningProcess(
+                "ringside-emit", ["--dir", directory.path, "--ring", "small", "n"] + (1...100).map(String.init))
             #expect(eventually { (try? RingInspector("small", directory: directory).status().backlog) == 16 })
             #expect(emitter.isRunning, "waiting for room, not dropping")
             let consumer = try RingConsumer("small", directory: directory)
             var received: [UInt64] = []
-            #expect(try eventually(seconds: 20) {
-                try consumer.drain { records, _ in received += records.map(\.value) }
-                return received.count == 100
-            })
+            #expect(
+                try eventually(seconds: 20) {
+                    try consumer.drain { records, _ in received += records.map(\.value) }
+                    return received.count == 100
+                })
             let run = emitter.finish()
             #expect(run.status == 0 && run.output == "wrote 100 values to small/n\n")
             #expect(run.errors.contains("is full; waiting for a collector"))
@@ -124,8 +140,12 @@ struct EmitToolTests {
             #expect(try emit(directory, ["--ring", "busy", "fills", "--capacity", "16"] + (1...16).map(String.init)).status == 0)
             #expect(try RingInspector("busy", directory: directory).status().backlog == 16)
             // No collector drains this ring: a counter that waited for room would never finish.
-            let emitter = try RunningProcess("ringside-emit", ["--dir", directory.path, "--ring", "busy", "orders", "--kind", "counter",
-                                                            "5", "6"])
+            let emitter = try RunningProcess(
+                "ringside-emit",
+                [
+                    "--dir", directory.path, "--ring", "busy", "orders", "--kind", "counter",
+                    "5", "6",
+                ])
             let finished = eventually(seconds: 30) { !emitter.isRunning }
             #expect(finished, "the counter waited for room it does not need")
             if !finished { kill(emitter.pid, SIGKILL) }
@@ -170,13 +190,15 @@ struct EmitToolTests {
         }
     }
 
-    @Test("usage errors: exit 2, one line, and nothing written", arguments: [
-        ["x", "1"], ["--ring", "r"], ["--ring", "r", "9bad", "1"], ["--ring", "r", "m", "abc"], ["--ring", "r", "m", "-1"],
-        ["--ring", "r", "m", "--kind", "summary", "1"], ["--ring", "r", "m", "--unit", "parsecs", "1"],
-        ["--ring", "r", "m", "--kind", "counter", "--unit", "ms", "1"], ["--ring", "r", "m", "--label", "novalue", "1"],
-        ["--ring", "r", "m", "--label", "9k=v", "1"], ["--ring", "r", "m", "--capacity", "100", "1"],
-        ["--ring", "r", "m", "--kind", "gauge", "nan"], ["--ring", "bad/name", "m", "1"], ["--ring", "r", "m", "--frob"],
-    ])
+    @Test(
+        "usage errors: exit 2, one line, and nothing written",
+        arguments: [
+            ["x", "1"], ["--ring", "r"], ["--ring", "r", "9bad", "1"], ["--ring", "r", "m", "abc"], ["--ring", "r", "m", "-1"],
+            ["--ring", "r", "m", "--kind", "summary", "1"], ["--ring", "r", "m", "--unit", "parsecs", "1"],
+            ["--ring", "r", "m", "--kind", "counter", "--unit", "ms", "1"], ["--ring", "r", "m", "--label", "novalue", "1"],
+            ["--ring", "r", "m", "--label", "9k=v", "1"], ["--ring", "r", "m", "--capacity", "100", "1"],
+            ["--ring", "r", "m", "--kind", "gauge", "nan"], ["--ring", "bad/name", "m", "1"], ["--ring", "r", "m", "--frob"],
+        ])
     func usageErrors(arguments: [String]) throws {
         try withRingDirectory { directory in
             let run = try emit(directory, arguments)

@@ -9,9 +9,12 @@ import RingsideCommandLine
 struct ToolPartsTests {
     @Test("JSON escapes strings and keeps 64-bit integers exact")
     func json() {
-        let value = JSON.object([("a\"b", .string("line\nquote\"back\\tab\t\u{01}é")), ("max", .uint(.max)),
-                                 ("nan", .double(.nan)), ("list", .array([.bool(true), .null, .int(-3), .double(1.5)]))])
-        #expect(value.text == #"{"a\"b":"line\nquote\"back\\tab\t\u0001é","max":18446744073709551615,"nan":null,"list":[true,null,-3,1.5]}"#)
+        let value = JSON.object([
+            ("a\"b", .string("line\nquote\"back\\tab\t\u{01}é")), ("max", .uint(.max)),
+            ("nan", .double(.nan)), ("list", .array([.bool(true), .null, .int(-3), .double(1.5)])),
+        ])
+        #expect(
+            value.text == #"{"a\"b":"line\nquote\"back\\tab\t\u0001é","max":18446744073709551615,"nan":null,"list":[true,null,-3,1.5]}"#)
     }
 
     @Test("ISO 8601 in UTC with microseconds")
@@ -82,10 +85,13 @@ struct ToolPartsTests {
         #expect(exact.map { formatDuration($0) } == ["1s", "1m", "1500ms", "90s", "250us", "7ns", "2h", "0ns"])
         for nanos in exact where nanos > 0 { #expect(durationNanos(formatDuration(nanos)) == nanos, "\(nanos)") }
         // Approximate: the largest unit it reaches once rounded (59.97 s is a minute, 999 ns a microsecond).
-        let ages: [UInt64] = [850_123_456, 4_213_000_000, 185_000_000_000, 59_970_000_000, 7_830_000_000_000, 95_000_000_000_000,
-                              949, 999, 0]
-        #expect(ages.map { formatDuration($0, approximate: true) }
-            == ["850.1ms", "4.2s", "3.1m", "1m", "2.2h", "26.4h", "949ns", "1us", "0ns"])
+        let ages: [UInt64] = [
+            850_123_456, 4_213_000_000, 185_000_000_000, 59_970_000_000, 7_830_000_000_000, 95_000_000_000_000,
+            949, 999, 0,
+        ]
+        #expect(
+            ages.map { formatDuration($0, approximate: true) }
+                == ["850.1ms", "4.2s", "3.1m", "1m", "2.2h", "26.4h", "949ns", "1us", "0ns"])
         #expect(durationNanos(formatDuration(4_213_000_000, approximate: true)) == 4_200_000_000)
     }
 

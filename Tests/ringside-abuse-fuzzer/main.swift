@@ -28,7 +28,7 @@ import Foundation
 import Ringside
 import RingsideCollector
 import RingsideExport
-import RingsideTestSupport // SplitMix64 (the same sequence for the same seed on every machine), the layout's offsets, runProcess, CapturedLog
+import RingsideTestSupport  // SplitMix64 (the same sequence for the same seed on every machine), the layout's offsets, runProcess, CapturedLog
 
 // MARK: - Arguments
 
@@ -120,7 +120,7 @@ func onConcurrentThreads(_ threads: Int, _ body: @escaping @Sendable (Int) -> Vo
     ran.wait()
     for _ in 0..<threads { release.signal() }
     exited.wait()
-    usleep(20_000) // the threads' exit destructors, which retire their lanes, run after `exited`
+    usleep(20_000)  // the threads' exit destructors, which retire their lanes, run after `exited`
 }
 
 /// Makes a bot file with the real producer API (Bot: several metrics of each kind, labels,
@@ -128,26 +128,34 @@ func onConcurrentThreads(_ threads: Int, _ body: @escaping @Sendable (Int) -> Vo
 /// it a thread has none and its counts land in the shared cells): `before` records in all, then
 /// up to `drain` drained from each lane, then `after` more from a second set of threads (which
 /// take the retired lanes over, so cursors wrap). Returns its bytes.
-func makeBase(_ label: String, capacity: Int, maxMetrics: Int, maxLanes: Int = Int(RS_DEFAULT_MAX_LANES), metrics: Int,
-              threads: Int, before: Int, drain: Int, after: Int) throws -> BaseRing {
+func makeBase(
+    _ label: String, capacity: Int, maxMetrics: Int, maxLanes: Int = Int(RS_DEFAULT_MAX_LANES), metrics: Int,
+    threads: Int, before: Int, drain: Int, after: Int
+) throws -> BaseRing {
     try? directory.remove(ringName)
     do {
-        let bot = try Bot.attach(ringName, directory: directory.path,
-                                       options: .init(laneCapacity: capacity, maxMetrics: maxMetrics, maxThreads: maxLanes))
+        let bot = try Bot.attach(
+            ringName, directory: directory.path,
+            options: .init(laneCapacity: capacity, maxMetrics: maxMetrics, maxThreads: maxLanes))
         var writers: [@Sendable (UInt64) -> Void] = []
         for index in 0..<metrics {
             switch index % 3 {
             case 0:
-                let histogram = try bot.histogram("fill_latency", unit: index % 2 == 0 ? .nanoseconds : .microseconds,
-                                                  labels: ["symbol": "S\(index)", "venue": "v=\"\\ \(index)"],
-                                                  help: "latency of fills, µs or ns", sampleEvery: index == 3 ? 4 : 1)
+                let histogram = try bot.histogram(
+                    "fill_latency", unit: index % 2 == 0 ? .nanoseconds : .microseconds,
+                    labels: ["symbol": "S\(index)", "venue": "v=\"\\ \(index)"],
+                    help: "latency of fills, µs or ns", sampleEvery: index == 3 ? 4 : 1)
                 writers.append { histogram.record($0) }
             case 1:
-                let counter = try bot.counter("orders", labels: ["side": index % 2 == 0 ? "buy" : "sell", "n": "\(index)"],
-                                              help: "orders sent")
+                let counter = try bot.counter(
+                    "orders", labels: ["side": index % 2 == 0 ? "buy" : "sell", "n": "\(index)"],
+                    help: "orders sent")
                 // A counter writes no record: a histogram record beside it keeps the lanes busy.
                 let beside = try bot.histogram("order_size", unit: .bytes, labels: ["n": "\(index)"])
-                writers.append { counter.increment(by: $0 % 7 + 1); beside.record($0 % 1000) }
+                writers.append {
+                    counter.increment(by: $0 % 7 + 1)
+                    beside.record($0 % 1000)
+                }
             default:
                 let gauge = try bot.gauge("exposure_\(index)", unit: .bytes, help: index % 2 == 0 ? "" : "gross exposure")
                 writers.append { gauge.set(Double($0) * 1.5 - 20) }
@@ -222,7 +230,6 @@ struct Field {
     let offset: Int
     let width: Int
 }
-
 
 /// The header's layout line: written once by the creator; every field is checked by the readers.
 let layoutFields: [Field] = [
@@ -325,8 +332,10 @@ func write(_ bytes: inout [UInt8], _ field: Field, at base: Int = 0, _ value: UI
 func interestingValues(original: UInt64, width: Int, rng: inout SplitMix64) -> [(String, UInt64)] {
     let max = width == 8 ? UInt64.max : (UInt64(1) << UInt64(width * 8)) - 1
     let high = UInt64(1) << UInt64(width * 8 - 1)
-    return [("0", 0), ("max", max), ("+1", (original &+ 1) & max), ("-1", (original &- 1) & max),
-            ("high bit", original ^ high), ("random", rng.next() & max)]
+    return [
+        ("0", 0), ("max", max), ("+1", (original &+ 1) & max), ("-1", (original &- 1) & max),
+        ("high bit", original ^ high), ("random", rng.next() & max),
+    ]
 }
 
 /// What the specification (`ringside.h`) says a reader must make of a file whose registry
@@ -391,47 +400,53 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
     // The choices a layout is derived from, changed with their derived fields made to agree: a
     // sound layout of another shape, read (or refused by its cursors) by the rules of that shape.
     for (label, log2) in [("capacity x2", base.header.capacity_log2 + 1), ("capacity / 2", base.header.capacity_log2 - 1)] {
-        list.append(judged("header capacity_log2 = \(label), lane_size to agree") { bytes in
-            let g = rs_geometry_of(log2, base.header.registry_capacity)
-            store(&bytes, headerOffset(\.capacity_log2), log2)
-            store(&bytes, headerOffset(\.lane_size), g.lane_size)
-        })
+        list.append(
+            judged("header capacity_log2 = \(label), lane_size to agree") { bytes in
+                let g = rs_geometry_of(log2, base.header.registry_capacity)
+                store(&bytes, headerOffset(\.capacity_log2), log2)
+                store(&bytes, headerOffset(\.lane_size), g.lane_size)
+            })
     }
     for (label, value) in [("lanes allocated", UInt32(base.lanes)), ("1", 1), ("1024", RS_MAX_LANES)] where value >= 1 {
         list.append(judged("header max_lanes = \(label) (\(value))") { store(&$0, headerOffset(\.max_lanes), value) })
     }
     for field in informationalFields {
         for (label, value) in interestingValues(original: read(bytes, field), width: field.width, rng: &rng) {
-            list.append(Mutation(description: "header \(field.name) = \(label) (\(value))", expectation: .readable) {
-                write(&$0, field, value)
-            })
+            list.append(
+                Mutation(description: "header \(field.name) = \(label) (\(value))", expectation: .readable) {
+                    write(&$0, field, value)
+                })
         }
     }
     // lanes_allocated: fewer lanes, more than the file holds, more than max_lanes; and one more
     // lane appended to the file, zeroed (sound: a lane never claimed) or of garbage.
     for (label, value) in interestingValues(original: UInt64(base.lanes), width: 4, rng: &rng)
-        + [("max_lanes", UInt64(base.header.max_lanes)), ("max_lanes + 1", UInt64(base.header.max_lanes) + 1)] {
+        + [("max_lanes", UInt64(base.header.max_lanes)), ("max_lanes + 1", UInt64(base.header.max_lanes) + 1)]
+    {
         list.append(judged("lanes_allocated = \(label) (\(value))") { write(&$0, lanesAllocatedField, value) })
     }
     if base.lanes < Int(base.header.max_lanes) {
         let laneSize = base.laneSize, lanes = UInt64(base.lanes)
-        list.append(Mutation(description: "a zeroed lane appended and allocated", expectation: .readable) {
-            $0 += [UInt8](repeating: 0, count: laneSize)
-            write(&$0, lanesAllocatedField, lanes + 1)
-        })
+        list.append(
+            Mutation(description: "a zeroed lane appended and allocated", expectation: .readable) {
+                $0 += [UInt8](repeating: 0, count: laneSize)
+                write(&$0, lanesAllocatedField, lanes + 1)
+            })
         let garbage = (0..<laneSize).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
-        list.append(judged("a lane of random bytes appended and allocated") {
-            $0 += garbage
-            write(&$0, lanesAllocatedField, lanes + 1)
-        })
+        list.append(
+            judged("a lane of random bytes appended and allocated") {
+                $0 += garbage
+                write(&$0, lanesAllocatedField, lanes + 1)
+            })
         var sound = garbage
         store(&sound, readCursorField.offset, UInt64(7))
         store(&sound, writeCursorField.offset, UInt64(7) + base.capacity)
-        list.append(Mutation(description: "a lane of random bytes with sound cursors appended and allocated", expectation: .readable) {
-            [sound] bytes in
-            bytes += sound
-            write(&bytes, lanesAllocatedField, lanes + 1)
-        })
+        list.append(
+            Mutation(description: "a lane of random bytes with sound cursors appended and allocated", expectation: .readable) {
+                [sound] bytes in
+                bytes += sound
+                write(&bytes, lanesAllocatedField, lanes + 1)
+            })
     }
     // Each lane's cursors, alone and together, and the other fields of its header.
     for lane in Set([0, base.lanes - 1]) where lane >= 0 && lane < base.lanes {
@@ -444,27 +459,33 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
             ("read huge", .max, write0), ("write 0", read0, 0), ("read 0", 0, write0),
             ("shifted by 2^63", read0 &+ (1 << 63), write0 &+ (1 << 63)),
         ]
-        for _ in 0..<4 { let r = rng.next(); pairs.append(("random", r, r &+ rng.next() % (2 * base.capacity + 2))) }
+        for _ in 0..<4 {
+            let r = rng.next()
+            pairs.append(("random", r, r &+ rng.next() % (2 * base.capacity + 2)))
+        }
         for (label, read, write) in pairs {
-            list.append(judged("lane \(lane) cursors \(label) (read \(read), write \(write))") {
-                store(&$0, start + readCursorField.offset, read)
-                store(&$0, start + writeCursorField.offset, write)
-            })
+            list.append(
+                judged("lane \(lane) cursors \(label) (read \(read), write \(write))") {
+                    store(&$0, start + readCursorField.offset, read)
+                    store(&$0, start + writeCursorField.offset, write)
+                })
         }
         for field in laneInformationalFields {
             for (label, value) in interestingValues(original: read(bytes, field, at: start), width: field.width, rng: &rng) {
-                list.append(Mutation(description: "lane \(lane) \(field.name) = \(label) (\(value))", expectation: .readable) {
-                    write(&$0, field, at: start, value)
-                })
+                list.append(
+                    Mutation(description: "lane \(lane) \(field.name) = \(label) (\(value))", expectation: .readable) {
+                        write(&$0, field, at: start, value)
+                    })
             }
         }
         // The lane's cells: a counter's increments or another metric's drops, whatever they say.
         for metric in Set([0, base.metricCount - 1]) where metric >= 0 {
             let cell = Field(name: "cell", offset: start + Int(RS_LANE_HEADER_SIZE) + metric * 8, width: 8)
             for (label, value) in interestingValues(original: read(bytes, cell), width: 8, rng: &rng) {
-                list.append(Mutation(description: "lane \(lane) cell of metric \(metric) = \(label) (\(value))", expectation: .readable) {
-                    write(&$0, cell, value)
-                })
+                list.append(
+                    Mutation(description: "lane \(lane) cell of metric \(metric) = \(label) (\(value))", expectation: .readable) {
+                        write(&$0, cell, value)
+                    })
             }
         }
     }
@@ -474,35 +495,43 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
         for field in metricCellFields {
             var values = interestingValues(original: read(bytes, field, at: cell), width: 8, rng: &rng)
             if field.name == "gauge_bits" {
-                values += [("NaN", Double.nan.bitPattern), ("+Inf", Double.infinity.bitPattern),
-                           ("-Inf", (-Double.infinity).bitPattern), ("-0", (-0.0).bitPattern),
-                           ("subnormal", Double.leastNonzeroMagnitude.bitPattern)]
+                values += [
+                    ("NaN", Double.nan.bitPattern), ("+Inf", Double.infinity.bitPattern),
+                    ("-Inf", (-Double.infinity).bitPattern), ("-0", (-0.0).bitPattern),
+                    ("subnormal", Double.leastNonzeroMagnitude.bitPattern),
+                ]
             }
             for (label, value) in values {
-                list.append(Mutation(description: "metric \(metric) cell \(field.name) = \(label) (\(value))", expectation: .readable) {
-                    write(&$0, field, at: cell, value)
-                    if field.name == "gauge_bits" { store(&$0, cell + metricCellOffset(\.gauge_set), UInt64(1)) }
-                })
+                list.append(
+                    Mutation(description: "metric \(metric) cell \(field.name) = \(label) (\(value))", expectation: .readable) {
+                        write(&$0, field, at: cell, value)
+                        if field.name == "gauge_bits" { store(&$0, cell + metricCellOffset(\.gauge_set), UInt64(1)) }
+                    })
             }
         }
     }
     for (label, value) in interestingValues(original: UInt64(base.metricCount), width: 4, rng: &rng)
-        + [("capacity", UInt64(base.registryCapacity)), ("capacity + 1", UInt64(base.registryCapacity + 1))] {
+        + [("capacity", UInt64(base.registryCapacity)), ("capacity + 1", UInt64(base.registryCapacity + 1))]
+    {
         var copy = bytes
         store(&copy, metricCountOffset, UInt32(truncatingIfNeeded: value))
         var expectation = specVerdict(copy)
         if case .readable = expectation, value > UInt64(base.metricCount) { expectation = .refused("registry entry \(base.metricCount)") }
-        list.append(Mutation(description: "metric_count = \(label) (\(value))", expectation: expectation) {
-            store(&$0, metricCountOffset, UInt32(truncatingIfNeeded: value))
-        })
+        list.append(
+            Mutation(description: "metric_count = \(label) (\(value))", expectation: expectation) {
+                store(&$0, metricCountOffset, UInt32(truncatingIfNeeded: value))
+            })
     }
     // Registry entries: every field, and the strings' bytes.
     for index in Set([0, base.metricCount - 1]) where index >= 0 {
         let entry = base.entryStart(index)
         for field in entryFields {
             for (label, value) in interestingValues(original: read(bytes, field, at: entry), width: field.width, rng: &rng) {
-                list.append(Mutation(description: "entry \(index) \(field.name) = \(label) (\(value))",
-                                     expectation: .any) { write(&$0, field, at: entry, value) })
+                list.append(
+                    Mutation(
+                        description: "entry \(index) \(field.name) = \(label) (\(value))",
+                        expectation: .any
+                    ) { write(&$0, field, at: entry, value) })
             }
         }
         let strings: [(String, Int, Int)] = [
@@ -518,9 +547,12 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
         for (name, offset, length) in strings where length > 0 {
             for position in Set([0, length / 2, length - 1]) {
                 for (label, replacement) in replacements {
-                    list.append(Mutation(description: "entry \(index) \(name)[\(position)] = \(label)", expectation: .any) {
-                        for (i, byte) in replacement.enumerated() where position + i < length { $0[entry + offset + position + i] = byte }
-                    })
+                    list.append(
+                        Mutation(description: "entry \(index) \(name)[\(position)] = \(label)", expectation: .any) {
+                            for (i, byte) in replacement.enumerated() where position + i < length {
+                                $0[entry + offset + position + i] = byte
+                            }
+                        })
                 }
             }
         }
@@ -532,29 +564,33 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
         if lines.count >= 2 {
             var swapped = Array(lines[1]) + [10] + Array(lines[0])
             for line in lines.dropFirst(2) { swapped += [10] + line }
-            list.append(Mutation(description: "entry \(index) labels unsorted", expectation: .refused("registry entry \(index)")) {
-                [swapped] bytes in for (i, byte) in swapped.enumerated() { bytes[labelsStart + i] = byte }
-            })
+            list.append(
+                Mutation(description: "entry \(index) labels unsorted", expectation: .refused("registry entry \(index)")) {
+                    [swapped] bytes in for (i, byte) in swapped.enumerated() { bytes[labelsStart + i] = byte }
+                })
             let duplicated = Array(lines[0]) + [10] + Array(lines[0])
-            list.append(Mutation(description: "entry \(index) labels with a repeated key", expectation: .refused("registry entry \(index)")) {
-                [duplicated] bytes in
-                for (i, byte) in duplicated.enumerated() where i < Int(RS_LABELS_MAX) { bytes[labelsStart + i] = byte }
-                store(&bytes, entry + entryOffset(\.labels_length), UInt16(min(duplicated.count, Int(RS_LABELS_MAX))))
-            })
+            list.append(
+                Mutation(description: "entry \(index) labels with a repeated key", expectation: .refused("registry entry \(index)")) {
+                    [duplicated] bytes in
+                    for (i, byte) in duplicated.enumerated() where i < Int(RS_LABELS_MAX) { bytes[labelsStart + i] = byte }
+                    store(&bytes, entry + entryOffset(\.labels_length), UInt16(min(duplicated.count, Int(RS_LABELS_MAX))))
+                })
         }
     }
     if base.metricCount >= 2 {
         let size = Int(RS_REGISTRY_ENTRY_SIZE)
         let first = base.entryStart(0), second = base.entryStart(1)
-        list.append(Mutation(description: "entry 0 copied over entry 1 (a duplicate metric)", expectation: .refused("registry entry 1")) {
-            let copy = Array($0[first..<(first + size)])
-            $0.replaceSubrange(second..<(second + size), with: copy)
-        })
-        list.append(Mutation(description: "entry 0 copied over entry 1, index fixed (a duplicate metric)", expectation: .readable) {
-            let copy = Array($0[first..<(first + size)])
-            $0.replaceSubrange(second..<(second + size), with: copy)
-            store(&$0, second, UInt32(1))
-        })
+        list.append(
+            Mutation(description: "entry 0 copied over entry 1 (a duplicate metric)", expectation: .refused("registry entry 1")) {
+                let copy = Array($0[first..<(first + size)])
+                $0.replaceSubrange(second..<(second + size), with: copy)
+            })
+        list.append(
+            Mutation(description: "entry 0 copied over entry 1, index fixed (a duplicate metric)", expectation: .readable) {
+                let copy = Array($0[first..<(first + size)])
+                $0.replaceSubrange(second..<(second + size), with: copy)
+                store(&$0, second, UInt32(1))
+            })
     }
     // Records: every field of the oldest and newest record of each lane that holds records.
     for lane in 0..<base.lanes {
@@ -571,30 +607,38 @@ func targetedMutations(_ base: BaseRing, rng: inout SplitMix64) -> [Mutation] {
                     values += [("far future", rs_clock_precise_ns() &+ 1_000_000_000_000_000), ("now", rs_clock_precise_ns()), ("1", 1)]
                 }
                 if field.name == "value" {
-                    values += [("NaN", Double.nan.bitPattern), ("signalling NaN", Double.signalingNaN.bitPattern),
-                               ("+Inf", Double.infinity.bitPattern), ("-Inf", (-Double.infinity).bitPattern),
-                               ("-0", (-0.0).bitPattern), ("subnormal", Double.leastNonzeroMagnitude.bitPattern),
-                               ("-max", (-Double.greatestFiniteMagnitude).bitPattern)]
+                    values += [
+                        ("NaN", Double.nan.bitPattern), ("signalling NaN", Double.signalingNaN.bitPattern),
+                        ("+Inf", Double.infinity.bitPattern), ("-Inf", (-Double.infinity).bitPattern),
+                        ("-0", (-0.0).bitPattern), ("subnormal", Double.leastNonzeroMagnitude.bitPattern),
+                        ("-max", (-Double.greatestFiniteMagnitude).bitPattern),
+                    ]
                 }
                 for (label, value) in values {
-                    list.append(Mutation(description: "lane \(lane) record \(cursor) \(field.name) = \(label) (\(value))",
-                                         expectation: .readable) {
-                        write(&$0, field, at: record, value)
-                    })
+                    list.append(
+                        Mutation(
+                            description: "lane \(lane) record \(cursor) \(field.name) = \(label) (\(value))",
+                            expectation: .readable
+                        ) {
+                            write(&$0, field, at: record, value)
+                        })
                 }
             }
         }
     }
     // Sizes: before the header's end, before the lanes, inside the last lane, and longer (sound:
     // the file grows by whole lanes, and a lane being added makes it longer than its count says).
-    for (label, size) in [("empty", 0), ("1 byte", 1), ("half a header", 2048), ("the header only", 4096),
-                          ("one byte before the lanes", base.lanesOffset - 1), ("up to the lanes", base.lanesOffset),
-                          ("one byte short", bytes.count - 1), ("half a lane short", bytes.count - base.laneSize / 2),
-                          ("one byte long", bytes.count + 1), ("a record long", bytes.count + 32),
-                          ("a lane long", bytes.count + base.laneSize), ("doubled", bytes.count * 2)] where size >= 0 {
-        list.append(judged("file size \(label) (\(size) bytes)") {
-            if size < $0.count { $0.removeLast($0.count - size) } else { $0 += [UInt8](repeating: 0, count: size - $0.count) }
-        })
+    for (label, size) in [
+        ("empty", 0), ("1 byte", 1), ("half a header", 2048), ("the header only", 4096),
+        ("one byte before the lanes", base.lanesOffset - 1), ("up to the lanes", base.lanesOffset),
+        ("one byte short", bytes.count - 1), ("half a lane short", bytes.count - base.laneSize / 2),
+        ("one byte long", bytes.count + 1), ("a record long", bytes.count + 32),
+        ("a lane long", bytes.count + base.laneSize), ("doubled", bytes.count * 2),
+    ] where size >= 0 {
+        list.append(
+            judged("file size \(label) (\(size) bytes)") {
+                if size < $0.count { $0.removeLast($0.count - size) } else { $0 += [UInt8](repeating: 0, count: size - $0.count) }
+            })
     }
     return list
 }
@@ -610,9 +654,11 @@ func randomMutation(_ base: BaseRing, rng: inout SplitMix64) -> Mutation {
     if base.lanes > 0 {
         let lane = Int(rng.next() % UInt64(base.lanes))
         let start = base.laneStart(lane)
-        regions += [("lane \(lane) header", start..<(start + Int(RS_LANE_HEADER_SIZE))),
-                    ("lane \(lane) cells", (start + Int(RS_LANE_HEADER_SIZE))..<(start + Int(base.header.lane_records_offset))),
-                    ("lane \(lane) records", (start + Int(base.header.lane_records_offset))..<(start + base.laneSize))]
+        regions += [
+            ("lane \(lane) header", start..<(start + Int(RS_LANE_HEADER_SIZE))),
+            ("lane \(lane) cells", (start + Int(RS_LANE_HEADER_SIZE))..<(start + Int(base.header.lane_records_offset))),
+            ("lane \(lane) records", (start + Int(base.header.lane_records_offset))..<(start + base.laneSize)),
+        ]
     }
     switch rng.next() % 6 {
     case 0, 1:
@@ -653,8 +699,10 @@ func randomMutation(_ base: BaseRing, rng: inout SplitMix64) -> Mutation {
         let entry = base.entryStart(Int(rng.next() % UInt64(max(1, base.metricCount))))
         let entryField = entryFields[Int(rng.next() % UInt64(entryFields.count))]
         let entryValue = rng.next() >> (rng.next() % 64)
-        return Mutation(description: "header \(field.name) = \(value), lane at \(lane) \(laneField.name) = \(laneValue), "
-                            + "entry at \(entry) \(entryField.name) = \(entryValue)", expectation: .any) {
+        return Mutation(
+            description: "header \(field.name) = \(value), lane at \(lane) \(laneField.name) = \(laneValue), "
+                + "entry at \(entry) \(entryField.name) = \(entryValue)", expectation: .any
+        ) {
             write(&$0, field, value)
             write(&$0, laneField, at: lane, laneValue)
             write(&$0, entryField, at: entry, entryValue)
@@ -723,7 +771,7 @@ func violation(_ text: String) {
 func expectedValid(_ bytes: [UInt8], status: RingStatus, metrics: [MetricDescriptor]) -> (valid: Int, histogramWeight: UInt64) {
     var valid = 0
     var weight: UInt64 = 0
-    let header = parseHeader(bytes) // validated by the readers that read it
+    let header = parseHeader(bytes)  // validated by the readers that read it
     for lane in status.lanes {
         let records = Int(header.lanes_offset) + lane.index * Int(header.lane_size) + Int(header.lane_records_offset)
         var cursor = lane.readCursor
@@ -790,7 +838,10 @@ func checkDump(_ label: String, verdict: Result<RingStatus, RingError>, collecto
     }
     for command in [["info", ringName, "--json", "--raw"], ["records", ringName, "--json", "--raw"], ["stats", ringName, "--json"]] {
         let run = runTool(command + common)
-        guard let status = run.status else { violation("\(label): ringside-dump \(command[0]) crashed or hung: \(run.errors)"); continue }
+        guard let status = run.status else {
+            violation("\(label): ringside-dump \(command[0]) crashed or hung: \(run.errors)")
+            continue
+        }
         switch status {
         case 0:
             if (try? JSONSerialization.jsonObject(with: Data(run.output.utf8))) == nil {
@@ -834,7 +885,8 @@ func check(_ label: String, _ bytes: [UInt8], expectation: Expectation, runDump:
         if last.count != lastExpected { violation("\(label): peek(last: 3) copied \(last.count), expected \(lastExpected)") }
         // Consumed records are shown only where the slot's sequence names them, and never more than a lane holds.
         if let replaced = recent.first(where: { $0.consumed && $0.record.sequence != $0.cursor }) {
-            violation("\(label): peek(includingConsumed:) showed cursor \(replaced.cursor) from a slot of sequence \(replaced.record.sequence)")
+            violation(
+                "\(label): peek(includingConsumed:) showed cursor \(replaced.cursor) from a slot of sequence \(replaced.record.sequence)")
         }
         if recent.filter({ !$0.consumed }).count != records.count || recent.count > status.lanes.count * Int(status.capacity) {
             violation("\(label): peek(includingConsumed:) copied \(recent.count), \(records.count) of them waiting")
@@ -843,7 +895,8 @@ func check(_ label: String, _ bytes: [UInt8], expectation: Expectation, runDump:
             violation("\(label): status lists \(status.lanes.count) lanes of \(parseHeader(bytes).lanes_allocated)")
         }
         if status.writeCursor != status.lanes.reduce(0, { $0 &+ $1.writeCursor })
-            || status.readCursor != status.lanes.reduce(0, { $0 &+ $1.readCursor }) {
+            || status.readCursor != status.lanes.reduce(0, { $0 &+ $1.readCursor })
+        {
             violation("\(label): the bot's cursors are not its lanes' summed")
         }
         for lane in status.lanes where lane.writeCursor != lane.readCursor &+ lane.backlog {
@@ -886,7 +939,9 @@ func check(_ label: String, _ bytes: [UInt8], expectation: Expectation, runDump:
                 tally.recordsDrained += Int(ring.drainedTotal)
                 tally.recordsRejected += Int(ring.rejectedTotal)
                 collectorRejected = ring.rejectedTotal
-                if ring.drainedTotal != status.backlog { violation("\(label): collector drained \(ring.drainedTotal) of \(status.backlog)") }
+                if ring.drainedTotal != status.backlog {
+                    violation("\(label): collector drained \(ring.drainedTotal) of \(status.backlog)")
+                }
                 if ring.rejectedTotal != status.backlog - UInt64(expected.valid) {
                     violation("\(label): collector rejected \(ring.rejectedTotal), expected \(status.backlog - UInt64(expected.valid))")
                 }
@@ -899,13 +954,15 @@ func check(_ label: String, _ bytes: [UInt8], expectation: Expectation, runDump:
                     violation("\(label): a series for a metric the registry does not hold: \(entry.metric)")
                 }
             } else {
-                violation("\(label): the readers read it, but the collector says \(ring.map { "\($0.state) \($0.problem ?? "")" } ?? "nothing")")
+                violation(
+                    "\(label): the readers read it, but the collector says \(ring.map { "\($0.state) \($0.problem ?? "")" } ?? "nothing")")
             }
         case .failure(let error):
             if case .notReady = error {
                 if ring != nil { violation("\(label): a ring being created is shown: \(String(describing: ring?.state))") }
             } else if ring?.state != .skipped || ring?.problem?.contains("ring \(ringName): ") != true {
-                violation("\(label): a refused ring is not skipped with a problem: \(String(describing: ring?.state)) \(ring?.problem ?? "")")
+                violation(
+                    "\(label): a refused ring is not skipped with a problem: \(String(describing: ring?.state)) \(ring?.problem ?? "")")
             } else if !captured.all.contains(where: { $0.contains("skipping ring \(ringName): ") }) {
                 violation("\(label): a skipped ring is not logged")
             }
@@ -1025,11 +1082,12 @@ let largest = abuse_largest_allocation()
 try? directory.remove(ringName)
 
 let refusals = tally.refused.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",")
-print("{\"cases\":\(tally.cases),\"targeted\":\(targetedCount),\"readable\":\(tally.readable),"
-    + "\"refused\":{\(refusals)},\"records_drained\":\(tally.recordsDrained),\"records_rejected\":\(tally.recordsRejected),"
-    + "\"dump_runs\":\(tally.dumpRuns),\"lanes_refused\":\(tally.lanesRefused),\"most_lanes_read\":\(tally.mostLanesRead),"
-    + "\"multi_lane_readable\":\(tally.multiLaneReadable),\"known_issue_cases_avoided\":\(knownIssueCasesAvoided),\"max_case_ms\":\(Double(tally.maxCaseNanos) / 1e6),"
-    + "\"mean_case_ms\":\(Double(tally.totalCaseNanos) / 1e6 / Double(max(1, tally.cases))),"
-    + "\"seconds\":\(Double(rs_clock_precise_ns() - started) / 1e9),\"largest_allocation\":\(largest),"
-    + "\"violations\":\(tally.violations.count)}")
+print(
+    "{\"cases\":\(tally.cases),\"targeted\":\(targetedCount),\"readable\":\(tally.readable),"
+        + "\"refused\":{\(refusals)},\"records_drained\":\(tally.recordsDrained),\"records_rejected\":\(tally.recordsRejected),"
+        + "\"dump_runs\":\(tally.dumpRuns),\"lanes_refused\":\(tally.lanesRefused),\"most_lanes_read\":\(tally.mostLanesRead),"
+        + "\"multi_lane_readable\":\(tally.multiLaneReadable),\"known_issue_cases_avoided\":\(knownIssueCasesAvoided),\"max_case_ms\":\(Double(tally.maxCaseNanos) / 1e6),"
+        + "\"mean_case_ms\":\(Double(tally.totalCaseNanos) / 1e6 / Double(max(1, tally.cases))),"
+        + "\"seconds\":\(Double(rs_clock_precise_ns() - started) / 1e9),\"largest_allocation\":\(largest),"
+        + "\"violations\":\(tally.violations.count)}")
 exit(tally.violations.isEmpty ? 0 : 1)

@@ -6,8 +6,8 @@ func firstBot() throws {
     let elapsedNanos: UInt64 = 1234
     func sendOrder() throws {}
     // README begin
-    struct Metrics {                                 // every metric registered at start-up: exported
-        let fill: Bot.Histogram                      // (a counter at 0) before its first use
+    struct Metrics {  // every metric registered at start-up: exported
+        let fill: Bot.Histogram  // (a counter at 0) before its first use
         let orders: Bot.Counter
         let exposure: Bot.Gauge
 
@@ -17,11 +17,11 @@ func firstBot() throws {
             exposure = try bot.gauge("gross_exposure")
         }
     }
-    let metrics = try Metrics(Bot.attach("bot-a"))   // /dev/shm/ringside.bot-a; Sendable: share it with every thread
+    let metrics = try Metrics(Bot.attach("bot-a"))  // /dev/shm/ringside.bot-a; Sendable: share it with every thread
 
-    metrics.fill.record(elapsedNanos)                // any thread or task: a few ns, never blocks or throws
-    try metrics.fill.measure { try sendOrder() }     // a span, on the monotonic clock (await works too)
-    metrics.orders.increment()                       // exact, even when the thread's lane is full
+    metrics.fill.record(elapsedNanos)  // any thread or task: a few ns, never blocks or throws
+    try metrics.fill.measure { try sendOrder() }  // a span, on the monotonic clock (await works too)
+    metrics.orders.increment()  // exact, even when the thread's lane is full
     metrics.exposure.set(1.25e6)
     // README end
 }

@@ -77,9 +77,13 @@ if arguments == ["first-bot"] {
     do { try firstBot() } catch { fail("\(error)") }
     exit(0)
 }
-guard let mode = arguments.first, ["sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
-                                   "threads", "short-threads", "short-threads-joined", "tasks", "fork",
-                                   "fork-warm", "lanes", "short-bots", "wide-series"].contains(mode) else {
+guard let mode = arguments.first,
+    [
+        "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
+        "threads", "short-threads", "short-threads-joined", "tasks", "fork",
+        "fork-warm", "lanes", "short-bots", "wide-series",
+    ].contains(mode)
+else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
 }
 arguments.removeFirst()
@@ -87,8 +91,14 @@ var options: [String: String] = [:]
 var waitForRoom = false
 while let flag = arguments.first {
     arguments.removeFirst()
-    if flag == "--wait" { waitForRoom = true; continue }
-    if flag == "--hold" { options["hold"] = "yes"; continue } // `lanes`: a flag, kept with the options
+    if flag == "--wait" {
+        waitForRoom = true
+        continue
+    }
+    if flag == "--hold" {
+        options["hold"] = "yes"
+        continue
+    }  // `lanes`: a flag, kept with the options
     guard flag.hasPrefix("--"), let value = arguments.first else { fail("expected --flag VALUE, got \(flag)") }
     arguments.removeFirst()
     options[String(flag.dropFirst(2))] = value
@@ -106,8 +116,9 @@ if mode == "wide-series" {
     let rings = Int(options["rings"] ?? "1") ?? 1, labelBytes = Int(options["label-bytes"] ?? "200") ?? 200
     var bots: [Bot] = []
     for index in 0..<rings {
-        let bot = try Bot.attach(ringName + "-" + String(format: "%02d", index), directory: options["dir"],
-                                  options: .init(laneCapacity: 1024, maxMetrics: 4096))
+        let bot = try Bot.attach(
+            ringName + "-" + String(format: "%02d", index), directory: options["dir"],
+            options: .init(laneCapacity: 1024, maxMetrics: 4096))
         for series in 0..<metricCount {
             let name = String(series)
             let pad = String(repeating: "x", count: max(1, labelBytes - name.utf8.count - 20))
@@ -123,8 +134,9 @@ if mode == "wide-series" {
 // jobs are): the process exits holding none, and the collector sees COUNT dead bots.
 if mode == "short-bots" {
     for index in 0..<count {
-        let bot = try Bot.attach(ringName + "-" + String(format: "%04d", index), directory: options["dir"],
-                                  options: .init(laneCapacity: 1024, maxMetrics: 4))
+        let bot = try Bot.attach(
+            ringName + "-" + String(format: "%04d", index), directory: options["dir"],
+            options: .init(laneCapacity: 1024, maxMetrics: 4))
         try bot.histogram("job_seconds").record(index + 1)
     }
     print("bots \(count)")
@@ -137,7 +149,7 @@ func countAllocations(_ ring: Bot, count: UInt64) throws -> (calls: UInt64, heap
     let counter = try ring.counter("orders", labels: ["side": "buy"])
     let sampled = try ring.histogram("sampled", sampleEvery: 10)
     let gauge = try ring.gauge("exposure")
-    histogram.record(1) // warm up: first calls may resolve lazily bound symbols
+    histogram.record(1)  // warm up: first calls may resolve lazily bound symbols
     let heapBefore = heap_bytes_in_use()
     let callsBefore = allocation_count()
     // A while loop: a debug build's Range<UInt64> iterator allocates, and would be counted.
@@ -190,12 +202,14 @@ do {
         exit(0)
     }
     if mode == "kit" {
-        try kit(ring, count: count, start: start, step: UInt64(options["step"] ?? "1") ?? 1,
-                perSecond: UInt64(options["per-second"] ?? "1000") ?? 1000)
+        try kit(
+            ring, count: count, start: start, step: UInt64(options["step"] ?? "1") ?? 1,
+            perSecond: UInt64(options["per-second"] ?? "1000") ?? 1000)
     }
     if mode == "blast" {
-        try blast(ring, seconds: Double(options["seconds"] ?? "10") ?? 10, rate: Double(options["rate"] ?? "0") ?? 0,
-                  nice: Int32(options["nice"] ?? "0") ?? 0)
+        try blast(
+            ring, seconds: Double(options["seconds"] ?? "10") ?? 10, rate: Double(options["rate"] ?? "0") ?? 0,
+            nice: Int32(options["nice"] ?? "0") ?? 0)
         exit(0)
     }
     if mode == "count-allocations" {
@@ -255,8 +269,9 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
         }
     }
     // Wrapping: a file truncated under us reads as zeros, counters included (see `faults`).
-    print("attempts \(attempts) written \(lane.recordsWritten &- writtenBefore) "
-        + "dropped \(lane.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed())")
+    print(
+        "attempts \(attempts) written \(lane.recordsWritten &- writtenBefore) "
+            + "dropped \(lane.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed())")
 }
 
 /// `kit`: the operator's-kit tests' bot. Records histogram "order_fill_latency" (ns)
@@ -264,8 +279,9 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
 /// until killed increments counter "orders" {side="buy"} PER_SECOND times a second (in 10 ms
 /// bursts) and sets gauge "gross_exposure" to the increments so far.
 func kit(_ ring: Bot, count: UInt64, start: UInt64, step: UInt64, perSecond: UInt64) throws -> Never {
-    let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"],
-                                  help: "Order to fill")
+    let fill = try ring.histogram(
+        "order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"],
+        help: "Order to fill")
     let orders = try ring.counter("orders", labels: ["side": "buy"], help: "Orders sent")
     let exposure = try ring.gauge("gross_exposure", help: "Gross exposure in dollars")
     let lane = ring.currentThreadLane
@@ -340,15 +356,16 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
             done.wait()
             started += wave
         }
-        usleep(50_000) // the last threads' exits (and their lanes' release) finish after they signal
-        print("lanes \(bot.lanesAllocated) fds_before \(fdsBefore) fds_after \(entries(in: "/proc/self/fd")) "
-            + "maps_before \(mapsBefore) maps_after \(lines(in: "/proc/self/maps"))")
+        usleep(50_000)  // the last threads' exits (and their lanes' release) finish after they signal
+        print(
+            "lanes \(bot.lanesAllocated) fds_before \(fdsBefore) fds_after \(entries(in: "/proc/self/fd")) "
+                + "maps_before \(mapsBefore) maps_after \(lines(in: "/proc/self/maps"))")
     case "lanes":
         let threads = Int(options["threads"] ?? "1") ?? 1
         let values = try bot.histogram("lane_values", unit: .none, labels: ["source": "test"])
         let increments = try bot.counter("lane_increments", labels: ["source": "test"])
         let level = try bot.gauge("lane_level")
-        let finish = DispatchSemaphore(value: 0) // never signalled: the threads keep their lanes until exit
+        let finish = DispatchSemaphore(value: 0)  // never signalled: the threads keep their lanes until exit
         for thread in 0..<threads {
             let wrote = DispatchSemaphore(value: 0)
             let worker = Thread {
@@ -364,7 +381,7 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
                 finish.wait()
             }
             worker.start()
-            wrote.wait() // the next thread starts once this one holds lane `thread`
+            wrote.wait()  // the next thread starts once this one holds lane `thread`
         }
         if options["hold"] != nil {
             FileHandle.standardOutput.write(Data("ready \(getpid())\n".utf8))
@@ -395,7 +412,7 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         try forkWarm(bot, options: options, count: count)
     case "short-threads-joined":
         try shortThreadsJoined(bot, options: options, count: count)
-    default: // fork
+    default:  // fork
         let increments = try bot.counter("forked_increments")
         let values = try bot.histogram("forked_values", unit: .none)
         let child = fork()
@@ -479,8 +496,9 @@ final class ShortThreadWork {
 func shortThreadsJoined(_ bot: Bot, options: [String: String], count: UInt64) throws {
     let threads = Int(options["threads"] ?? "1") ?? 1
     let parallel = max(1, Int(options["parallel"] ?? "4") ?? 4)
-    let work = ShortThreadWork(values: try bot.histogram("short_values", unit: .none),
-                               increments: try bot.counter("short_increments"), count: max(1, count))
+    let work = ShortThreadWork(
+        values: try bot.histogram("short_values", unit: .none),
+        increments: try bot.counter("short_increments"), count: max(1, count))
     let fdsBefore = entries(in: "/proc/self/fd"), mapsBefore = lines(in: "/proc/self/maps")
     let context = Unmanaged.passRetained(work).toOpaque()
     var started = 0
@@ -489,16 +507,18 @@ func shortThreadsJoined(_ bot: Bot, options: [String: String], count: UInt64) th
         var ids: [pthread_t] = []
         for _ in 0..<wave {
             var id = pthread_t()
-            let result = pthread_create(&id, nil, { argument in
-                let work = Unmanaged<ShortThreadWork>.fromOpaque(argument!).takeUnretainedValue()
-                var value: UInt64 = 1
-                while value <= work.count {
-                    work.values.record(value)
-                    work.increments.increment()
-                    value += 1
-                }
-                return nil
-            }, context)
+            let result = pthread_create(
+                &id, nil,
+                { argument in
+                    let work = Unmanaged<ShortThreadWork>.fromOpaque(argument!).takeUnretainedValue()
+                    var value: UInt64 = 1
+                    while value <= work.count {
+                        work.values.record(value)
+                        work.increments.increment()
+                        value += 1
+                    }
+                    return nil
+                }, context)
             guard result == 0 else { fail("pthread_create: \(String(cString: strerror(result)))") }
             ids.append(id)
         }
@@ -506,6 +526,7 @@ func shortThreadsJoined(_ bot: Bot, options: [String: String], count: UInt64) th
         started += wave
     }
     Unmanaged<ShortThreadWork>.fromOpaque(context).release()
-    print("lanes \(bot.lanesAllocated) fds_before \(fdsBefore) fds_after \(entries(in: "/proc/self/fd")) "
-        + "maps_before \(mapsBefore) maps_after \(lines(in: "/proc/self/maps"))")
+    print(
+        "lanes \(bot.lanesAllocated) fds_before \(fdsBefore) fds_after \(entries(in: "/proc/self/fd")) "
+            + "maps_before \(mapsBefore) maps_after \(lines(in: "/proc/self/maps"))")
 }
