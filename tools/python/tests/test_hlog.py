@@ -130,5 +130,6 @@ def test_hlog_in_a_missing_directory_stops_the_start(ring_dir, tmp_path):
     run = subprocess.run([binary, "--dir", ring_dir, "--listen", "127.0.0.1:0", "--hlog", str(path)],
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 1
-    assert f"--hlog {path}: cannot open the directory {path.parent}: No such file or directory; not starting" in run.stderr
+    said = f"--hlog {path}: cannot open the directory {path.parent}: No such file or directory (errno: 2); not starting"
+    assert said in run.stderr
     assert "listening on" not in run.stderr
