@@ -93,7 +93,7 @@ final class DrainScheduler {
             if drained.recordsLeft { cutShort = true }  // the next pass follows at once, and a snapshot waits for it
             pass.drained += drained.count
             if drained.count > 0 { ring.liveness.lastActiveNanos = now }
-            guard ring.file != nil, tracker.tracked[ring.name] === ring else { continue }  // let go of: corrupt
+            guard !drained.letGo else { continue }  // its cursors were corrupt
             if ring.consumer.laneCount != ring.watch.lanes { laneWatchStale = true }
             // Only rings that drained lately have a rate: idle ones cost nothing here.
             if drained.count > 0 || ring.fill.isTiming, let fill = ring.fill.fillNanos(capacity: ring.consumer.capacity, nowNanos: now) {

@@ -1,3 +1,4 @@
+import RingsideExport
 import Ringside
 import RingsideJSON
 
@@ -163,14 +164,7 @@ public struct HistoryAnswer: Sendable {
                 let columns = Self.columns(metric.kind)
                 json.object {
                     json.field("id", series.id)
-                    json.field("ring", series.ring)
-                    json.field("metric", metric.name)
-                    json.field("kind", metric.kind.description)
-                    json.field("unit", metric.unit.description)
-                    json.key("labels")
-                    json.object {
-                        for (key, value) in metric.labels { json.field(key, value) }
-                    }
+                    JSONExporter.writeIdentity(ring: series.ring, metric: metric, into: json)
                     json.key("columns")
                     json.array(columns) { json.value($0) }
                     json.key("points")

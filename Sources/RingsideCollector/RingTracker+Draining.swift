@@ -19,6 +19,8 @@ extension RingTracker {
     struct Drained {
         var count = 0
         var recordsLeft = false
+        /// Its cursors turned out corrupt: it was let go of (and skipped, with the reason).
+        var letGo = false
     }
 
     /// Drains one ring into its series; a ring whose cursors turn out corrupt is let go, and one
@@ -62,7 +64,7 @@ extension RingTracker {
         } catch {
             tracked[ring.name] = nil
             skip(ring.name, error, nowNanos: now)
-            return Drained()
+            return Drained(letGo: true)
         }
     }
 

@@ -87,20 +87,26 @@ public enum JSONExporter {
         return json.bytes
     }
 
+    /// A series' identity as `/latest` and `/api/history` name it: its ring, metric, kind, unit
+    /// and labels (fields of an object being written).
+    package static func writeIdentity(ring: String, metric: MetricDescriptor, into json: JSONWriter) {
+        json.field("ring", ring)
+        json.field("metric", metric.name)
+        json.field("kind", metric.kind.description)
+        json.field("unit", metric.unit.description)
+        json.key("labels")
+        json.object {
+            for (key, value) in metric.labels { json.field(key, value) }
+        }
+    }
+
     private static func writeSeries(
         _ series: SeriesSnapshot, windows: [String], quantileKeys: [String],
         into json: JSONWriter
     ) {
         let metric = series.metric
         json.object {
-            json.field("ring", series.ring)
-            json.field("metric", metric.name)
-            json.field("kind", metric.kind.description)
-            json.field("unit", metric.unit.description)
-            json.key("labels")
-            json.object {
-                for (key, value) in metric.labels { json.field(key, value) }
-            }
+            writeIdentity(ring: series.ring, metric: metric, into: json)
             if !metric.help.isEmpty { json.field("help", metric.help) }
             json.field("sample_every", metric.sampleEvery)
             switch metric.kind {
