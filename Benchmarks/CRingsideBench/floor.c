@@ -78,6 +78,32 @@ uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values
     return calls;
 }
 
+/* The C span (`c.span`): what rs_bot_begin_span and rs_bot_end_span cost through the floor bot's
+   lane for the calling thread, timed as the floor is. */
+size_t rsb_span_sample(rsb_floor *floor, uint32_t batch, uint32_t *out, size_t capacity, uint64_t deadline_ns) {
+    size_t n = 0;
+    while (n < capacity) {
+        uint64_t t0 = rs_clock_precise_ns();
+        for (uint32_t i = 0; i < batch; i++) rs_bot_end_span(floor->bot, floor->metric, rs_bot_begin_span(floor->bot));
+        uint64_t t1 = rs_clock_precise_ns();
+        uint64_t elapsed = t1 - t0;
+        out[n++] = elapsed > UINT32_MAX ? UINT32_MAX : (uint32_t)elapsed;
+        if ((n & 255) == 0 && t1 >= deadline_ns) break;
+    }
+    return n;
+}
+
+uint64_t rsb_span_run(rsb_floor *floor, uint64_t deadline_ns) {
+    uint64_t calls = 0;
+    do {
+        for (uint32_t i = 0; i < 4096; i++) rs_bot_end_span(floor->bot, floor->metric, rs_bot_begin_span(floor->bot));
+        calls += 4096;
+    } while (rs_clock_precise_ns() < deadline_ns);
+    return calls;
+}
+
+uint64_t rsb_span_dropped(rsb_floor *floor) { return rs_producer_dropped(rs_bot_producer(floor->bot)); }
+
 /* The CPUs the process had before the first pin (pins happen on the main thread first). */
 static cpu_set_t rsb_original_cpus;
 static int rsb_original_saved;

@@ -55,7 +55,7 @@ public enum EmitBenchmark {
     public static let rowNames = [
         "ringside.record", "ringside.counter", "ringside.gauge", "ringside.span",
         "ringside.record.4threads",
-        "c.floor", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse",
+        "c.floor", "c.span", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse",
     ]
 
     /// Threads in `ringside.record.4threads`.
@@ -216,6 +216,18 @@ public enum EmitBenchmark {
                 return RoundSample(
                     batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: rs_clock_precise_ns() &- start,
                     dropped: rsb_floor_dropped(&floor) &- droppedBefore)
+            },
+            Row(name: "c.span", consumerMode: .rings) {
+                // C's span through the floor's bot (this thread's lane of it): ringside.span's baseline.
+                _ = rsb_span_run(&floor, rs_clock_precise_ns() + timing.warmNanos)
+                let droppedBefore = rsb_span_dropped(&floor)
+                let count = rsb_span_sample(
+                    &floor, UInt32(batch), buffer.baseAddress, buffer.count, rs_clock_precise_ns() + timing.sampleNanos)
+                let start = rs_clock_precise_ns()
+                let calls = rsb_span_run(&floor, start + timing.runNanos)
+                return RoundSample(
+                    batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: rs_clock_precise_ns() &- start,
+                    dropped: rsb_span_dropped(&floor) &- droppedBefore)
             },
             Row(name: "unix-dgram", consumerMode: .datagrams) {
                 var v = 0

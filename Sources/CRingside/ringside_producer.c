@@ -844,11 +844,39 @@ static int rsp_free_slot_locked(void) {
     return -1;
 }
 
-static void rsp_destroy(rsp_bot *b) {
+/**
+ * Each slot's bot, allocated at the slot's first attach and kept for the process's life, for the
+ * slot's next attachment: a span handle that does not keep its bot attached (Swift's Timing) may
+ * read `generation` after rs_bot_detach, and finds the bot's memory there, never freed memory.
+ * At most RS_MAX_BOTS_PER_PROCESS of them, under rsp_mutex.
+ */
+static rsp_bot *rsp_bot_memory[RS_MAX_BOTS_PER_PROCESS];
+
+/** The generation of a slot's bot while nothing is attached in it: never a thread's, nor a span's. */
+#define RSP_NO_ATTACHMENT UINT64_MAX
+
+/** Lets go of everything the bot holds and leaves its memory blank for the slot's next attach. */
+static void rsp_retire_memory(rsp_bot *b) {
     rsp_unmap_all(b);
     rsp_free_views(b);
     pthread_mutex_destroy(&b->bot.mutex);
-    free(b);
+    memset(b, 0, sizeof *b);
+    b->bot.generation = RSP_NO_ATTACHMENT;
+}
+
+/** The free slot's bot memory, blank, its mutex ready (under rsp_mutex); NULL when out of memory. */
+static rsp_bot *rsp_memory_for_slot_locked(int slot) {
+    if (rsp_bot_memory[slot] == NULL) {
+        rsp_bot *b = (rsp_bot *)calloc(1, sizeof *b);
+        if (b == NULL) return NULL;
+        b->bot.generation = RSP_NO_ATTACHMENT;
+        rsp_bot_memory[slot] = b;
+    }
+    rsp_bot *b = rsp_bot_memory[slot];
+    pthread_mutex_init(&b->bot.mutex, NULL);
+    b->bot.fd = -1;
+    b->header_guard = -1;
+    return b;
 }
 
 int rs_bot_attach(rs_bot **out, const char *name, const rs_bot_options *options, rs_error *error) {
@@ -865,44 +893,44 @@ int rs_bot_attach(rs_bot **out, const char *name, const rs_bot_options *options,
     if (rc != 0) return rc;
     pthread_once(&rsp_once, rsp_init_process);
 
-    rsp_bot *b = (rsp_bot *)calloc(1, sizeof *b);
-    if (b == NULL) return rsp_fail(error, name, -ENOMEM, "out of memory");
-    b->bot.fd = -1;
-    b->header_guard = -1;
-    b->bot.owner_pid = (int32_t)getpid();
-    snprintf(b->bot.name, sizeof b->bot.name, "%s", name);
-    pthread_mutex_init(&b->bot.mutex, NULL);
     const char *directory = o.directory;
     if (!directory || !*directory) directory = getenv("RINGSIDE_DIR");
     if (!directory || !*directory) directory = "/dev/shm";
-    snprintf(b->directory, sizeof b->directory, "%s", directory);
-    if ((size_t)snprintf(b->bot.path, sizeof b->bot.path, "%s/" RS_FILE_PREFIX "%s", directory, name) >= sizeof b->bot.path) {
-        rsp_destroy(b);
-        return rsp_fail(error, name, RS_E_INVALID, "the bot's path in %.300s is longer than %zu bytes", directory, sizeof b->bot.path - 1);
+    char path[sizeof ((rs_bot *)0)->path];
+    if ((size_t)snprintf(path, sizeof path, "%s/" RS_FILE_PREFIX "%s", directory, name) >= sizeof path) {
+        return rsp_fail(error, name, RS_E_INVALID, "the bot's path in %.300s is longer than %zu bytes", directory, sizeof path - 1);
     }
 
     /* Under the process's mutex: a fork() or a thread's exit never sees a bot half attached. */
     pthread_mutex_lock(&rsp_mutex);
     int slot = rsp_free_slot_locked();
+    rsp_bot *b = slot < 0 ? NULL : rsp_memory_for_slot_locked(slot);
     if (slot < 0) {
         rc = rsp_fail(error, name, RS_E_TOO_MANY_BOTS, "the process already holds %d bots; detach one first", RS_MAX_BOTS_PER_PROCESS);
-    } else if (o.disabled || rsp_disabled_by_environment()) {
-        rc = rsp_set_up_disabled(b, &o, error);
+    } else if (b == NULL) {
+        rc = rsp_fail(error, name, -ENOMEM, "out of memory");
     } else {
-        rc = rsp_attach_file(b, &o, error);
-        b->bot.enabled = rc == 0;
-    }
-    if (rc == 0) {
-        b->bot.slot = (uint32_t)slot;
-        b->bot.generation = rsp_next_generation++;
-        rsp_slots[slot].bot = &b->bot;
-        rsp_slots[slot].generation = b->bot.generation;
+        b->bot.owner_pid = (int32_t)getpid();
+        snprintf(b->bot.name, sizeof b->bot.name, "%s", name);
+        snprintf(b->bot.path, sizeof b->bot.path, "%s", path);
+        snprintf(b->directory, sizeof b->directory, "%s", directory);
+        if (o.disabled || rsp_disabled_by_environment()) {
+            rc = rsp_set_up_disabled(b, &o, error);
+        } else {
+            rc = rsp_attach_file(b, &o, error);
+            b->bot.enabled = rc == 0;
+        }
+        if (rc == 0) {
+            b->bot.slot = (uint32_t)slot;
+            b->bot.generation = rsp_next_generation++;
+            rsp_slots[slot].bot = &b->bot;
+            rsp_slots[slot].generation = b->bot.generation;
+        } else {
+            rsp_retire_memory(b);
+        }
     }
     pthread_mutex_unlock(&rsp_mutex);
-    if (rc != 0) {
-        rsp_destroy(b);
-        return rc;
-    }
+    if (rc != 0) return rc;
     rsp_clear_error(error);
     *out = &b->bot;
     return 0;
@@ -912,6 +940,10 @@ void rs_bot_detach(rs_bot *bot) {
     if (bot == NULL) return;
     rsp_bot *b = rsp_of(bot);
     pthread_mutex_lock(&rsp_mutex);
+    if (bot->generation == RSP_NO_ATTACHMENT) { /* detached already */
+        pthread_mutex_unlock(&rsp_mutex);
+        return;
+    }
     if (bot->slot < RS_MAX_BOTS_PER_PROCESS && rsp_slots[bot->slot].bot == bot) {
         rsp_slots[bot->slot].bot = NULL; /* thread exits and forks no longer find it */
         rsp_slots[bot->slot].generation = 0;
@@ -927,13 +959,13 @@ void rs_bot_detach(rs_bot *bot) {
     rsp_unmap_all(b);
     if (bot->fd >= 0) close(bot->fd); /* with the mappings gone, this releases the producer lock */
     bot->fd = -1;
-    pthread_mutex_unlock(&rsp_mutex);
     rs_thread_lane *entry = &rs_thread_lanes[bot->slot % RS_MAX_BOTS_PER_PROCESS];
     if (entry->generation == bot->generation) {
         entry->generation = 0;
         entry->producer = NULL;
     }
-    rsp_destroy(b);
+    rsp_retire_memory(b); /* under the mutex: the slot's next attach reuses the memory */
+    pthread_mutex_unlock(&rsp_mutex);
 }
 
 /* MARK: - Registration */

@@ -88,26 +88,32 @@ extension Bot {
         /// Starts timing a span: reads the precise clock (CLOCK_MONOTONIC). `stop()` records it.
         @inlinable
         public func startTiming() -> Timing {
-            Timing(histogram: self, start: rs_clock_precise_ns())
+            Timing(bot: target.bot, metric: target.metric, span: rs_bot_begin_span(target.bot))
         }
 
         /// A span being timed: from `startTiming()` to `stop()`, on the precise clock. It may
         /// end on another thread or task than it started on.
-        public struct Timing: Sendable {
-            @usableFromInline let histogram: Histogram
-            @usableFromInline let start: UInt64
+        ///
+        /// A timing does not keep its bot attached, so starting and stopping one counts no
+        /// reference: a span stopped after its bot has detached (or in a forked child) records
+        /// nothing.
+        public struct Timing: @unchecked Sendable {  // unchecked: `bot` is a pointer; the C bot is safe from any thread
+            @usableFromInline let bot: UnsafeMutablePointer<rs_bot>
+            @usableFromInline let metric: rs_metric
+            @usableFromInline let span: rs_span
 
             @inlinable
-            init(histogram: Histogram, start: UInt64) {
-                self.histogram = histogram
-                self.start = start
+            init(bot: UnsafeMutablePointer<rs_bot>, metric: rs_metric, span: rs_span) {
+                self.bot = bot
+                self.metric = metric
+                self.span = span
             }
 
             /// Records the span's duration in the histogram's unit, flagged as a span, on the
             /// calling thread's lane.
             @inlinable
             public func stop() {
-                _ = rs_bot_record_span(histogram.target.bot, histogram.target.metric, start)
+                _ = rs_bot_end_span(bot, metric, span)
             }
         }
 

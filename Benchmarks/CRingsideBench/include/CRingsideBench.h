@@ -1,7 +1,7 @@
 /*
  * CRingsideBench: what ringside-bench needs from C, for two reasons only.
  *
- * 1. The floor (`c.floor`): a C producer writing a bot of its own with `rs_producer_write` and the
+ * 1. The floor (`c.floor`, and `c.span` for C's span): a C producer writing a bot of its own with `rs_producer_write` and the
  *    same clocks, timed by a loop written in C, so the Swift rows can be compared with what the
  *    design costs without Swift around it. It attaches the bot itself (rs_bot_attach), registers
  *    one histogram and writes through an exclusive lane (rs_bot_exclusive_producer).
@@ -59,6 +59,14 @@ size_t rsb_floor_sample(rsb_floor *floor, uint32_t metric, uint32_t batch, const
  *  loop behind calls/s. Returns the number of calls. */
 uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values, uint64_t values_mask,
                        uint64_t deadline_ns);
+
+/** `c.span`: rsb_floor_sample and rsb_floor_run for C's span (rs_bot_begin_span, then
+ *  rs_bot_end_span into the floor's histogram, on the calling thread's lane of the floor bot). */
+size_t rsb_span_sample(rsb_floor *floor, uint32_t batch, uint32_t *out, size_t capacity, uint64_t deadline_ns);
+uint64_t rsb_span_run(rsb_floor *floor, uint64_t deadline_ns);
+
+/** Records the calling thread's lane of the floor bot dropped (claiming it if it has none). */
+uint64_t rsb_span_dropped(rsb_floor *floor);
 
 /**
  * Receives up to `max` (at most 64) datagrams of up to 64 bytes each into `buffer` (64 * max

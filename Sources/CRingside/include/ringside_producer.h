@@ -193,7 +193,9 @@ int rs_bot_attach(rs_bot **bot, const char *name, const rs_bot_options *options,
 
 /**
  * Unmaps the bot and releases its lock; its records stay for the collector. No thread may use
- * the bot or its metrics afterwards (other threads' lanes are simply retired with it).
+ * the bot or its metrics afterwards (other threads' lanes are simply retired with it), except
+ * rs_bot_end_span: the bot's memory is kept for the next bot attached in its slot, and a span
+ * begun before the detach records nothing.
  */
 void rs_bot_detach(rs_bot *bot);
 
@@ -303,6 +305,29 @@ RS_INLINE int rs_bot_record(rs_bot *bot, rs_metric metric, uint64_t value) {
 RS_INLINE int rs_bot_record_span(rs_bot *bot, rs_metric metric, uint64_t start_ns) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
     return rs_producer_record_span(rs_bot_producer(bot), metric.index, metric.sampled, metric.ns_per_unit, start_ns);
+}
+
+/** A span begun by rs_bot_begin_span: its start, and the attachment it was begun in. */
+typedef struct rs_span {
+    uint64_t start_ns;
+    uint64_t generation;
+} rs_span;
+
+/** Begins a span: reads the precise clock. rs_bot_end_span records it. */
+RS_INLINE rs_span rs_bot_begin_span(const rs_bot *bot) {
+    rs_span span = {rs_clock_precise_ns(), bot->generation};
+    return span;
+}
+
+/**
+ * Records a span begun by rs_bot_begin_span, as rs_bot_record_span does, if the bot is still the
+ * attachment the span began in. After rs_bot_detach (the bot's memory is kept) or a fork, it
+ * records nothing and returns 0: for a binding whose span handle does not keep the bot attached
+ * (Swift's Timing, which would otherwise count a reference on every span).
+ */
+RS_INLINE int rs_bot_end_span(rs_bot *bot, rs_metric metric, rs_span span) {
+    if (bot->generation != span.generation) return 0;
+    return rs_bot_record_span(bot, metric, span.start_ns);
 }
 
 /** Adds `increment` to a counter: exact, whatever the lanes hold. */
