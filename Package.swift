@@ -80,7 +80,7 @@ let package = Package(
 
         // MARK: - Executables
 
-        .executableTarget(name: "ringside-collector", dependencies: ["RingsideCollector", "RingsideDemo"]),
+        .executableTarget(name: "ringside-collector", dependencies: ["RingsideCollector", "RingsideDemo", "RingsideSystem"]),
         .executableTarget(name: "ringside-dump", dependencies: ["RingsideTools"], path: "tools/ringside-dump"),
         .executableTarget(name: "ringside-emit", dependencies: ["RingsideTools"], path: "tools/ringside-emit"),
 
