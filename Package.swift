@@ -57,7 +57,7 @@ let package = Package(
         /// API only), the process that runs it, and the live table.
         .target(
             name: "RingsideDemo",
-            dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine"]),
+            dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine", "RingsideSystem"]),
 
         // MARK: - Operator tools
 
