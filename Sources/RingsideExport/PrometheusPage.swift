@@ -4,6 +4,7 @@ import Ringside
 import RingsideAggregation
 import RingsideCommandLine
 import RingsideSnapshot
+import RingsideSystem
 
 /// One /metrics page, written in one pass.
 ///
@@ -173,7 +174,7 @@ struct PrometheusPage {
     }
 
     /// Threads a large page is written on, and the lines that are worth a thread.
-    static let threads = max(1, min(4, sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+    static let threads = max(1, min(4, (try? System.sysconf(_SC_NPROCESSORS_ONLN)) ?? 1))
     static let linesPerThread = 20_000
 
     /// The steps in page order, and about how many lines each writes.
