@@ -112,11 +112,11 @@ package struct RingStatus: Sendable, Equatable {
 // MARK: - Reading what every reader reads
 
 extension MappedRingFile {
-    /// A lane's cursors, checked: the write cursor is ahead of the read cursor by at most the capacity.
-    /// - Parameter checkingTruncation: false for a caller that checks once after reading every lane.
     /// Times a lane's cursors are loaded again while a consumer moves its read cursor.
     static let cursorLooks = 8
 
+    /// A lane's cursors, checked: the write cursor is ahead of the read cursor by at most the capacity.
+    /// - Parameter checkingTruncation: false for a caller that checks once after reading every lane.
     func checkedCursors(lane: Int, checkingTruncation: Bool = true) throws(RingError) -> (read: UInt64, write: UInt64) {
         // Read before write: the producer only moves write forward, so the pair stays consistent
         // while read stands still. An inspector's read cursor is the collector's, which may drain
@@ -332,17 +332,6 @@ package final class RingConsumer {
     /// What the cells say of a metric now: exact counter totals, gauge values, per-metric drops.
     package func cells(of metric: MetricDescriptor) -> MetricCells { file.cells(of: metric) }
 
-    /// Hands every lane's published records, oldest first within a lane, to `body` in batches
-    /// of contiguous slots (a lane wraps), up to `limitPerLane` records a lane, then frees their
-    /// slots for the producers.
-    ///
-    /// - Throws: `.corrupt` when a lane's cursors are out of range or the lane count is bad, or
-    ///   `.truncated` when the file shrank under a mapping (its pages read as zeros since: see
-    ///   `ringside.h`'s SIGBUS guard).
-    ///
-    /// The buffers are valid only during `body`; `firstCursor` is the cursor of the batch's first
-    /// record in its lane (records carry it in `sequence`). The records' contents are untrusted.
-    /// - Returns: the number of records drained.
     /// Whether a lane holds records not drained yet, or a lane was seen added (by `drain` or
     /// `lookForNewLanes`): a load per lane, for a caller that visits thousands of idle bots.
     /// It does not read the header page: lanes added since the last look wait for the next one.
@@ -361,6 +350,17 @@ package final class RingConsumer {
     }
     private var newLanesSeen = false
 
+    /// Hands every lane's published records, oldest first within a lane, to `body` in batches
+    /// of contiguous slots (a lane wraps), up to `limitPerLane` records a lane, then frees their
+    /// slots for the producers.
+    ///
+    /// - Throws: `.corrupt` when a lane's cursors are out of range or the lane count is bad, or
+    ///   `.truncated` when the file shrank under a mapping (its pages read as zeros since: see
+    ///   `ringside.h`'s SIGBUS guard).
+    ///
+    /// The buffers are valid only during `body`; `firstCursor` is the cursor of the batch's first
+    /// record in its lane (records carry it in `sequence`). The records' contents are untrusted.
+    /// - Returns: the number of records drained.
     @discardableResult
     package func drain(
         limitPerLane: Int = .max,
