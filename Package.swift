@@ -14,8 +14,8 @@ let package = Package(
 
         /// The one system-call layer: a thin wrapper for each call the Swift code makes (Glibc's),
         /// named after it, throwing a typed `Errno` and making it again after `EINTR` where the
-        /// call is restartable. The readers, tools, collector, HTTP server and benchmark call it;
-        /// the producer's hot path is C and makes its own.
+        /// call is restartable. The readers, tools, collector, exporter, demo, HTTP server and
+        /// benchmark call it; the producer's hot path is C and makes its own.
         .target(name: "RingsideSystem"),
 
         // MARK: - The ring: format (C), producer API and reader
@@ -40,7 +40,9 @@ let package = Package(
         /// quantiles, times and measures are written.
         .target(
             name: "RingsideExport",
-            dependencies: ["Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "CZlib"],
+            dependencies: [
+                "Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "RingsideSystem", "CZlib",
+            ],
             resources: [.embedInCode("LivePage.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
         /// formats only, never by the library bots import.
@@ -57,7 +59,7 @@ let package = Package(
         /// API only), the process that runs it, and the live table.
         .target(
             name: "RingsideDemo",
-            dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine"]),
+            dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine", "RingsideSystem"]),
 
         // MARK: - Operator tools
 
@@ -80,7 +82,7 @@ let package = Package(
 
         // MARK: - Executables
 
-        .executableTarget(name: "ringside-collector", dependencies: ["RingsideCollector", "RingsideDemo"]),
+        .executableTarget(name: "ringside-collector", dependencies: ["RingsideCollector", "RingsideDemo", "RingsideSystem"]),
         .executableTarget(name: "ringside-dump", dependencies: ["RingsideTools"], path: "tools/ringside-dump"),
         .executableTarget(name: "ringside-emit", dependencies: ["RingsideTools"], path: "tools/ringside-emit"),
 

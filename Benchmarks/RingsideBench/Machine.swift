@@ -2,8 +2,9 @@ import Foundation
 import CRingsideBench
 #if canImport(Glibc)
 import Glibc
-import RingsideJSON
 #endif
+import RingsideJSON
+import RingsideSystem
 
 /// The machine a run happened on, as docs/benchmarks.md's tables name it.
 public struct Machine: Sendable, Equatable {
@@ -39,13 +40,12 @@ public struct Machine: Sendable, Equatable {
             (try? String(
                 contentsOfFile: "/sys/devices/system/clocksource/clocksource0/current_clocksource",
                 encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown"
-        var names = utsname()
-        uname(&names)
+        let names = System.uname()
         func field<T>(_ value: T) -> String {
             withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         }
         return Machine(
-            cpu: model, cores: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))),
+            cpu: model, cores: (try? System.sysconf(_SC_NPROCESSORS_ONLN)) ?? 0,
             allowedCores: Int(rsb_allowed_cpu_count()), clockSource: source,
             kernel: "\(field(names.sysname)) \(field(names.release)) \(field(names.machine))",
             pinned: pinned)

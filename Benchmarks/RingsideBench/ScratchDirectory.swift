@@ -42,7 +42,7 @@ public final class ScratchDirectory: Sendable {
         signalSources.withLock { sources in
             guard sources.isEmpty else { return }
             for signalNumber in [SIGINT, SIGTERM] {
-                signal(signalNumber, SIG_IGN)
+                System.signal(signalNumber, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
                 source.setEventHandler {
                     for path in live.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: path) }
@@ -93,8 +93,10 @@ enum ProcessInfoReader {
         else { return nil }
         // Fields after the command: state is field 3; utime and stime are fields 14 and 15.
         let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = UInt64(fields[11]), let system = UInt64(fields[12]) else { return nil }
-        return (user + system) * 1_000_000_000 / UInt64(sysconf(Int32(_SC_CLK_TCK)))
+        guard fields.count > 13, let user = UInt64(fields[11]), let system = UInt64(fields[12]),
+            let ticks = try? System.sysconf(_SC_CLK_TCK), ticks > 0
+        else { return nil }
+        return (user + system) * 1_000_000_000 / UInt64(ticks)
     }
 
     /// A `kB` field of `/proc/self/status` (VmRSS, RssAnon, ...), in megabytes (2^20 bytes).

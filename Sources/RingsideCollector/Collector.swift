@@ -5,6 +5,7 @@ import Dispatch
 import Foundation
 import Ringside
 import RingsideAggregation
+import RingsideSystem
 import Synchronization
 
 /// Finds rings, drains them on a thread of its own, aggregates their records into windowed
@@ -52,19 +53,16 @@ public final class Collector: @unchecked Sendable {
     /// and the reserve for the HTTP server's connections and the process's own files (an eighth,
     /// at least 64).
     static func descriptorBudget(afterRaising raise: Bool) -> (rings: Int, reserve: Int) {
-        var limit = rlimit()
-        guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { return (1_000, 64) }
+        guard var limit = try? System.getrlimit(RLIMIT_NOFILE) else { return (1_000, 64) }
         if raise, limit.rlim_cur < limit.rlim_max {
             var raised = limit
             raised.rlim_cur = limit.rlim_max
-            if setrlimit(RLIMIT_NOFILE_VALUE, &raised) == 0 { limit = raised }
+            if (try? System.setrlimit(RLIMIT_NOFILE, raised)) != nil { limit = raised }
         }
         let soft = Int(min(limit.rlim_cur, rlim_t(Int32.max)))
         let reserve = max(64, soft / 8)
         return (max(0, soft - reserve), min(reserve, soft))
     }
-
-    private static var RLIMIT_NOFILE_VALUE: __rlimit_resource_t { __rlimit_resource_t(RLIMIT_NOFILE.rawValue) }
 
     /// CLOCK_REALTIME when the collector was made.
     var startedRealtimeNanos: UInt64 { stats.startedRealtimeNanos }

@@ -4,6 +4,7 @@ import CRingside
 import Foundation
 import Ringside
 import RingsideHTTP
+import RingsideSystem
 
 /// What runs beside the collector in its process (RingsideDemo's `--demo`): started once the HTTP
 /// server listens, given the snapshot at each turn of the main loop, stopped before the
@@ -26,12 +27,8 @@ public enum CollectorDaemon {
         sidecar startSidecar: SidecarStart? = nil
     ) -> Int32 {
         // Signals are taken synchronously by this thread; every thread started later inherits the mask.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGINT)
-        sigaddset(&signals, SIGTERM)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
-        signal(SIGPIPE, SIG_IGN)
+        System.pthreadSigmask(SIG_BLOCK, [SIGINT, SIGTERM])
+        System.signal(SIGPIPE, SIG_IGN)
         returnLargeBlocksToTheSystem()
 
         // Before anything is served: a directory another user could write is refused here, where
@@ -101,9 +98,8 @@ public enum CollectorDaemon {
         }
         // The loop turns at least as often as the latency log's interval.
         let turnNanos = min(250_000_000, options.hlogPath == nil ? .max : options.hlogIntervalNanos)
-        var timeout = timespec(tv_sec: Int(turnNanos / 1_000_000_000), tv_nsec: Int(turnNanos % 1_000_000_000))
         while true {
-            let received = sigtimedwait(&signals, nil, &timeout)
+            let received = try? System.sigtimedwait([SIGINT, SIGTERM], timeoutNanos: turnNanos)
             if received == SIGINT || received == SIGTERM {
                 log("received \(received == SIGINT ? "SIGINT" : "SIGTERM"); stopping")
                 break

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import RingsideSnapshot
+import RingsideSystem
 
 /// Reads `ProcessMetrics` from `/proc` as the Prometheus client libraries do (client_golang
 /// through procfs). On the HTTP render worker when a `/metrics` page is rendered: a few small
@@ -11,13 +12,11 @@ extension ProcessMetrics {
     /// metrics are exported rather than wrong ones).
     public static func read() -> ProcessMetrics? {
         guard let stat = readSmallFile("/proc/self/stat"), let fields = statFields(stat),
-            let bootTime = bootTimeSeconds, let openFDs = countOpenFDs()
+            let bootTime = bootTimeSeconds, let openFDs = countOpenFDs(),
+            let clockTicks = try? System.sysconf(_SC_CLK_TCK), let pageBytes = try? System.sysconf(_SC_PAGESIZE),
+            clockTicks > 0, pageBytes > 0, let limit = try? System.getrlimit(RLIMIT_NOFILE)
         else { return nil }
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-        let pageSize = Double(sysconf(Int32(_SC_PAGESIZE)))
-        guard ticks > 0, pageSize > 0 else { return nil }
-        var limit = rlimit()
-        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
+        let ticks = Double(clockTicks), pageSize = Double(pageBytes)
         return ProcessMetrics(
             cpuSeconds: Double(fields.utime + fields.stime) / ticks,
             residentMemoryBytes: Double(fields.rss) * pageSize,
@@ -59,34 +58,17 @@ extension ProcessMetrics {
         return nil
     }
 
-    /// Entries of `/proc/self/fd`, not counting the descriptor that lists them.
+    /// Entries of `/proc/self/fd`, not counting the descriptor that lists them (open while the
+    /// listing is read, so always among them).
     static func countOpenFDs() -> Int? {
-        guard let directory = opendir("/proc/self/fd") else { return nil }
-        defer { closedir(directory) }
-        let own = dirfd(directory)
-        var count = 0
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            guard let fd = Int32(name), fd != own else { continue }  // "." and ".." are not numbers
-            count += 1
-        }
-        return count
+        guard let names = try? System.directoryEntries("/proc/self/fd") else { return nil }
+        return names.count { Int32($0) != nil } - 1  // "." and ".." are not numbers
     }
 
     /// A `/proc` file's text (they report a size of 0, so read until the end).
     static func readSmallFile(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { return nil }
-            if count == 0 { break }
-            bytes += chunk[0..<count]
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        guard let fd = try? System.open(path, O_RDONLY | O_CLOEXEC) else { return nil }
+        defer { System.close(fd) }
+        return (try? System.readAll(fd)).map { String(decoding: $0, as: UTF8.self) }
     }
 }

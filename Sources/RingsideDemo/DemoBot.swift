@@ -8,7 +8,8 @@ import Glibc
 /// and shaped like one: a market-data thread, a strategy thread, and order handling as tasks in
 /// a `TaskGroup`, all recording into one bot (each thread into its own lane). Lognormal
 /// order-fill latencies per symbol with bursts, order and fill counters, a gauge.
-/// `ringside-collector --demo` runs it as a separate process.
+/// `ringside-collector --demo` runs it as a separate process. Like a user's bot, it cannot see
+/// the package's system-call layer: it sleeps with Foundation's `Thread.sleep`.
 public enum DemoBot {
     static let symbols = ["AAPL", "MSFT", "NVDA", "TSLA"]
 
@@ -72,7 +73,7 @@ public enum DemoBot {
                     metrics.marketData.record(UInt64(3_000 * random.lognormal(sigma: 0.4)))
                     metrics.quotes.increment()
                 }
-                usleep(1000)
+                Thread.sleep(forTimeInterval: 0.001)
             }
         }
         marketData.name = "market-data"
@@ -94,7 +95,7 @@ public enum DemoBot {
                     metrics.exposure.set(grossExposure)
                 }
                 tick += 1
-                usleep(1000)
+                Thread.sleep(forTimeInterval: 0.001)
             }
             sender.finish()
         }
@@ -115,7 +116,7 @@ public enum DemoBot {
                 }
             }
         }
-        while getppid() == parent { usleep(100_000) }
+        while getppid() == parent { Thread.sleep(forTimeInterval: 0.1) }
         handling.cancel()
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Ringside
 import RingsideCollector
 import RingsideSnapshot
+import RingsideSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,7 +19,7 @@ public final class DemoSession: CollectorSidecar {
     private let directory: RingDirectory
     private let address: String
     private let log: CollectorLog
-    private let isTerminal = isatty(1) == 1
+    private let isTerminal = System.isatty(1)
     private var lastDrawNanos: UInt64 = 0
 
     private struct StartError: Error, CustomStringConvertible {
@@ -55,11 +56,7 @@ public final class DemoSession: CollectorSidecar {
     public static func runBotIfAsked(_ arguments: [String]) {
         guard arguments.first == botFlag, arguments.count >= 2 else { return }
         // The collector blocks these to take them synchronously; the bot is stopped by them.
-        var unblocked = sigset_t()
-        sigemptyset(&unblocked)
-        sigaddset(&unblocked, SIGINT)
-        sigaddset(&unblocked, SIGTERM)
-        pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
+        System.pthreadSigmask(SIG_UNBLOCK, [SIGINT, SIGTERM])
         let directory = arguments.count >= 4 && arguments[2] == "--dir" ? arguments[3] : nil
         do {
             try DemoBot.run(ring: arguments[1], directory: directory)

@@ -5,8 +5,9 @@
 //
 // EINTR: a call the kernel may interrupt before it does anything is made again, except `close`
 // (Linux releases the descriptor either way; a retry could close one another thread just opened)
-// and `poll` (its callers work out the time left). Calls that cannot fail (`getpid`, `geteuid`)
-// are made directly where they are needed.
+// and `poll` and `sigtimedwait` (their callers decide how long is left to wait). Calls that cannot fail
+// (`getpid`, `getppid`, `geteuid`, `clock_gettime` on the standard clocks) are made directly
+// where they are needed.
 
 #if canImport(Glibc)
 import Glibc
@@ -55,6 +56,19 @@ package enum System {
         var offset = 0
         while offset < bytes.count {
             offset += try write(fd, UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+        }
+    }
+
+    /// Reads until the end of the file, in as many `read` calls as it takes: for files whose
+    /// size says nothing (`/proc`'s say 0).
+    package static func readAll(_ fd: Int32) throws(Errno) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            // Array's closure rethrows untyped errors; the Result carries the typed one out.
+            let count = try chunk.withUnsafeMutableBytes { buffer in Result { () throws(Errno) in try read(fd, into: buffer) } }.get()
+            if count == 0 { return bytes }
+            bytes += chunk[..<count]
         }
     }
 
@@ -201,7 +215,7 @@ package enum System {
     /// Sleeps `nanoseconds` in full: a signal's handler runs, then the sleep goes on for the time
     /// left. The corresponding C function is `nanosleep`.
     package static func nanosleep(_ nanoseconds: UInt64) {
-        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        var request = timespec(nanoseconds: nanoseconds)
         var remaining = timespec()
         while Glibc.nanosleep(&request, &remaining) != 0 && Glibc.errno == EINTR { request = remaining }
     }
@@ -226,6 +240,21 @@ package enum System {
         _ = try checked(Glibc.kill(pid, signal))
     }
 
+    /// The limits on `resource` (`RLIMIT_NOFILE`...): `rlim_cur`, the soft one the kernel
+    /// enforces, and `rlim_max`, the hard one. The corresponding C function is `getrlimit`.
+    package static func getrlimit(_ resource: __rlimit_resource) throws(Errno) -> rlimit {
+        var limit = rlimit()
+        _ = try checked(Glibc.getrlimit(__rlimit_resource_t(resource.rawValue), &limit))
+        return limit
+    }
+
+    /// Sets the limits on `resource`: without privilege, the soft one up to the hard one, and the
+    /// hard one only down. The corresponding C function is `setrlimit`.
+    package static func setrlimit(_ resource: __rlimit_resource, _ limit: rlimit) throws(Errno) {
+        var limit = limit
+        _ = try checked(Glibc.setrlimit(__rlimit_resource_t(resource.rawValue), &limit))
+    }
+
     /// Whether `fd` is a terminal. The corresponding C function is `isatty`.
     package static func isatty(_ fd: Int32) -> Bool {
         Glibc.isatty(fd) == 1
@@ -243,6 +272,62 @@ package enum System {
     /// The corresponding C function is `setpriority`.
     package static func setpriority(_ which: __priority_which_t, _ who: id_t, _ value: Int32) throws(Errno) {
         _ = try checked(Glibc.setpriority(which, who, value))
+    }
+
+    // MARK: - The system
+
+    /// A value of the system's configuration (`_SC_CLK_TCK`, `_SC_PAGESIZE`,
+    /// `_SC_NPROCESSORS_ONLN`...); nil for a limit the system does not set. The corresponding C
+    /// function is `sysconf`, whose -1 is also "no limit".
+    package static func sysconf(_ name: Int) throws(Errno) -> Int? {
+        Glibc.errno = 0
+        let value = Glibc.sysconf(Int32(name))
+        guard value == -1 else { return value }
+        guard Glibc.errno == 0 else { throw .current }
+        return nil
+    }
+
+    /// The kernel's names (`sysname`, `release`, `machine`..., each a C string in a fixed array).
+    /// The corresponding C function is `uname`; it fails only for a bad buffer.
+    package static func uname() -> utsname {
+        var names = utsname()
+        _ = Glibc.uname(&names)
+        return names
+    }
+
+    // MARK: - Signals
+
+    /// Sets what `signal` does to this process (`SIG_IGN`, `SIG_DFL` or a handler); what it did
+    /// before. The corresponding C function is `signal`; it fails only for a number that is no
+    /// signal or one that cannot be caught (`SIGKILL`, `SIGSTOP`).
+    @discardableResult
+    package static func signal(_ signal: Int32, _ disposition: sighandler_t?) -> sighandler_t? {
+        Glibc.signal(signal, disposition)
+    }
+
+    /// Blocks `signals` in the calling thread (`SIG_BLOCK`) or lets them through again
+    /// (`SIG_UNBLOCK`); threads it starts later inherit its mask. The corresponding C function is
+    /// `pthread_sigmask`; it fails only for a `how` it does not know.
+    package static func pthreadSigmask(_ how: Int32, _ signals: [Int32]) {
+        var set = signalSet(signals)
+        _ = pthread_sigmask(how, &set, nil)
+    }
+
+    /// Waits up to `timeoutNanos` for one of `signals`, which the threads block, and takes it;
+    /// its number. `Errno.resourceTemporarilyUnavailable`: none came in time. Not retried on EINTR
+    /// (`Errno.interrupted`, another signal's handler ran): as with `poll`, the caller's loop
+    /// decides. The corresponding C function is `sigtimedwait`.
+    package static func sigtimedwait(_ signals: [Int32], timeoutNanos: UInt64) throws(Errno) -> Int32 {
+        var set = signalSet(signals)
+        var timeout = timespec(nanoseconds: timeoutNanos)
+        return try checked(Glibc.sigtimedwait(&set, nil, &timeout))
+    }
+
+    private static func signalSet(_ signals: [Int32]) -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in signals { sigaddset(&set, signal) }
+        return set
     }
 
     // MARK: - Results
@@ -263,6 +348,12 @@ package enum System {
             let error = Errno.current
             guard error == .interrupted else { throw error }
         }
+    }
+}
+
+extension timespec {
+    init(nanoseconds: UInt64) {
+        self.init(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
     }
 }
 

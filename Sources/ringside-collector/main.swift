@@ -2,6 +2,7 @@
 // The work lives in RingsideCollector, the demo in RingsideDemo; this file reads the command line and runs it.
 import RingsideCollector
 import RingsideDemo
+import RingsideSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,7 +25,6 @@ do {
         exit(options.demo ? DemoSession.runCollector(options, log: log) : CollectorDaemon.run(options, log: log))
     }
 } catch {
-    let text = "ringside-collector: \(error)\n"
-    _ = text.withCString { write(2, $0, strlen($0)) }
+    try? System.writeAll(2, "ringside-collector: \(error)\n")
     exit(2)
 }

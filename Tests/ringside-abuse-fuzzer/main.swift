@@ -715,7 +715,7 @@ func randomMutation(_ base: BaseRing, rng: inout SplitMix64) -> Mutation {
 /// The known library bug a damaged file hits, or nil. Each is a reader crash on a file whose every
 /// field the readers check is in range; each is reported, and stays here until it is fixed.
 ///
-/// - cursor sums: `RingStatus.backlog` (Sources/Ringside/RingReaders.swift) is `writeCursor -
+/// - cursor sums: `RingStatus.backlog` (Sources/Ringside/RingStatus.swift) is `writeCursor -
 ///   readCursor`, the lanes' cursors summed with wrapping additions (`&+=` in `status()`). Lanes
 ///   whose cursors are each in range (read <= write, write - read <= capacity) but whose sums wrap
 ///   past 2^64 differently (one lane at read = write = 2^64 - 1, another at read 0 and write 5)

@@ -1,0 +1,170 @@
+// The reader that drains: a bot file's one consumer, which hands the lanes' records over in
+// batches and moves their read cursors.
+
+import CRingside
+
+/// One 32-byte record as stored in a lane (see `rs_record` in `ringside.h`).
+package typealias RingRecord = rs_record
+
+/// A bot file's one consumer: drains every lane's records in batches and moves their read cursors.
+///
+/// Holds the consumer lock while open; a second consumer gets `RingError.consumerAlive`.
+/// Not `Sendable`: one thread drains a bot.
+package final class RingConsumer {
+    private let file: MappedRingFile
+    /// Each mapped lane's read cursor (the consumer is its only writer).
+    private var cursors: [UInt64] = []
+    /// The metrics known so far; `refreshMetrics()` adds those registered since.
+    package private(set) var metrics: [MetricDescriptor]
+
+    /// Opens the bot file `name` as its consumer.
+    /// - Parameter allowedOwners: users besides our own whose files may be opened.
+    package init(
+        _ name: String, directory: RingDirectory = RingDirectory(),
+        allowedOwners: Set<UInt32> = []
+    ) throws(RingError) {
+        file = try MappedRingFile.open(name: name, directory: directory, role: .consumer, allowedOwners: allowedOwners)
+        metrics = try file.metrics(from: 0)
+        try adoptNewLanes()
+    }
+
+    package var name: String { file.name }
+    package var path: String { file.path }
+    /// Records each lane holds.
+    package var capacity: UInt64 { file.layout.capacity }
+    package var identity: RingFileIdentity { file.identity }
+    /// Lanes mapped so far.
+    package var laneCount: Int { cursors.count }
+    /// The file, for a `LaneWatch` in this module.
+    var mappedFile: MappedRingFile { file }
+    /// Where lane `lane` has been drained to.
+    package func drainedCursor(lane: Int) -> UInt64 { cursors[lane] }
+
+    /// Reads registry entries published since the last look; returns how many are new.
+    @discardableResult
+    package func refreshMetrics() throws(RingError) -> Int {
+        guard file.metricCount != metrics.count else { return 0 }  // one load when nothing was registered
+        let added = try file.metrics(from: metrics.count)
+        metrics += added
+        return added.count
+    }
+
+    /// Lets go of the strings of metric `index`'s descriptor (up to 488 bytes), keeping its
+    /// index, kind, unit and sampling: a reader that gives a metric no series (a collector at its
+    /// memory budget) need not hold them for every metric a registry may have.
+    package func forgetStrings(ofMetric index: Int) {
+        let metric = metrics[index]
+        metrics[index] = MetricDescriptor(
+            index: metric.index, name: "", kind: metric.kind, unit: metric.unit,
+            encodedLabels: "", help: "", sampleEvery: metric.sampleEvery)
+    }
+
+    /// The file's state. `producerAlive`, when given, is used instead of asking the kernel (a
+    /// system call), so a caller may check liveness less often than it reads the rest.
+    package func status(producerAlive: Bool? = nil) throws(RingError) -> RingStatus {
+        try file.status(producerAlive: producerAlive)
+    }
+
+    /// Whether a live process holds the producer lock (a system call).
+    package var isProducerAlive: Bool { file.isLocked(byte: RS_LOCK_BYTE_PRODUCER) }
+
+    /// Throws when the file was cut short under the lanes mapped, or has holes (see
+    /// `RingFileHandle.checkIntact`): one `fstat`, for a caller told that the file changed.
+    package func checkIntact() throws(RingError) { try file.checkIntact() }
+
+    /// What the cells say of a metric now: exact counter totals, gauge values, per-metric drops.
+    package func cells(of metric: MetricDescriptor) -> MetricCells { file.cells(of: metric) }
+
+    /// Whether a lane holds records not drained yet, or a lane was seen added (by `drain` or
+    /// `lookForNewLanes`): a load per lane, for a caller that visits thousands of idle bots.
+    /// It does not read the header page: lanes added since the last look wait for the next one.
+    package var hasWork: Bool {
+        if newLanesSeen { return true }
+        for lane in cursors.indices where file.writeCursor(lane: lane) != cursors[lane] { return true }
+        return false
+    }
+
+    /// Reads the header's lane count: whether lanes were added since the last look (then
+    /// `hasWork` is true until the next `drain` maps them).
+    @discardableResult
+    package func lookForNewLanes() -> Bool {
+        if file.lanesAllocated != cursors.count { newLanesSeen = true }
+        return newLanesSeen
+    }
+    private var newLanesSeen = false
+
+    /// Hands every lane's published records, oldest first within a lane, to `body` in batches
+    /// of contiguous slots (a lane wraps), up to `limitPerLane` records a lane, then frees their
+    /// slots for the producers.
+    ///
+    /// - Throws: `.corrupt` when a lane's cursors are out of range or the lane count is bad, or
+    ///   `.truncated` when the file shrank under a mapping (its pages read as zeros since: see
+    ///   `ringside.h`'s SIGBUS guard).
+    ///
+    /// The buffers are valid only during `body`; `firstCursor` is the cursor of the batch's first
+    /// record in its lane (records carry it in `sequence`). The records' contents are untrusted.
+    /// - Returns: the number of records drained.
+    @discardableResult
+    package func drain(
+        limitPerLane: Int = .max,
+        _ body: (_ records: UnsafeBufferPointer<RingRecord>, _ firstCursor: UInt64, _ lane: Int) -> Void
+    ) throws(RingError) -> Int {
+        try adoptNewLanes()
+        let capacity = file.layout.capacity
+        var drainedByLane: [(lane: Int, count: Int)] = []
+        var total = 0
+        for lane in cursors.indices {
+            let write = file.writeCursor(lane: lane)
+            let cursor = cursors[lane]
+            guard write >= cursor, write - cursor <= capacity else {
+                try file.checkNotTruncated()
+                throw .corrupt(
+                    ring: file.name, path: file.path,
+                    problem: .cursorsOutOfRange(read: cursor, write: write, capacity: capacity))
+            }
+            let count = Int(min(write - cursor, UInt64(max(0, limitPerLane))))
+            guard count > 0 else { continue }
+            if total == 0, let size = file.currentFileSize, size < file.mappedFileSize {
+                // A file cut short before this drain is reported before a single zero is handed over.
+                throw .corrupt(
+                    ring: file.name, path: file.path,
+                    problem: .truncated(fileSize: size, expected: file.mappedFileSize))
+            }
+            file.forEachRun(lane: lane, from: cursor, count: count) { records, first in body(records, first, lane) }
+            drainedByLane.append((lane, count))
+            total += count
+        }
+        guard total > 0 else {
+            try file.checkNotTruncated()  // a lane read as zeros has nothing to hand over: say why
+            return 0
+        }
+        // Records read from a file truncated meanwhile were zeros (kind 0, which no metric has:
+        // a validating body rejects them); the file is reported truncated, its cursors left alone.
+        try file.checkNotTruncated()
+        for (lane, count) in drainedByLane {
+            cursors[lane] += UInt64(count)
+            file.publishReadCursor(cursors[lane], lane: lane)
+        }
+        file.markConsumerHeartbeat()
+        return total
+    }
+
+    /// `drain(limitPerLane:_:)` for a caller that does not need to know the lane (a file with
+    /// one lane, or records judged by their cursor alone).
+    @discardableResult
+    package func drain(
+        limit: Int = .max,
+        _ body: (_ records: UnsafeBufferPointer<RingRecord>, _ firstCursor: UInt64) -> Void
+    ) throws(RingError) -> Int {
+        try drain(limitPerLane: limit) { records, first, _ in body(records, first) }
+    }
+
+    /// Maps lanes allocated since the last look and starts each at its published read cursor.
+    private func adoptNewLanes() throws(RingError) {
+        newLanesSeen = false
+        try file.mapNewLanes()
+        while cursors.count < file.laneCount {
+            cursors.append(try file.checkedCursors(lane: cursors.count).read)
+        }
+    }
+}

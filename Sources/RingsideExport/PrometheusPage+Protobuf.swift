@@ -1,0 +1,122 @@
+// The /metrics page as delimited protobuf `MetricFamily` messages, with native histograms.
+
+import RingsideCommandLine
+import RingsideSnapshot
+
+extension PrometheusPage {
+    /// The page as delimited `MetricFamily` messages (io.prometheus.client): the same families,
+    /// with native buckets on histograms that have them. Written on the calling thread: a scraper
+    /// that asks for protobuf wants native histograms, and their pages are not the hot path.
+    func writeProtobuf() -> [UInt8] {
+        var writer = ProtobufWriter()
+        let windows = snapshot.windowNanos.map { formatDuration($0) }
+        for family in families {
+            let type: ProtobufWriter.MetricType =
+                switch family.type {
+                case "counter": .counter
+                case "gauge": .gauge
+                case "summary": .summary
+                case "histogram": .histogram
+                default: .untyped
+                }
+            writer.metricFamily(name: family.name, help: family.help, type: type) { out in
+                for member in family.members {
+                    switch member {
+                    case let .fixed(fixed):
+                        for (labels, value) in fixed.samples {
+                            out.metric(labels: labels.map { (name: $0.0, value: $0.1) }) {
+                                if type == .counter { $0.counterValue(value) } else { $0.gaugeValue(value) }
+                            }
+                        }
+                    case let .group(_, part):
+                        for position in groupMembers(of: member) {
+                            ProtobufSeries(
+                                series: snapshot.series[position], windows: windows, quantiles: snapshot.quantiles,
+                                nativeSchema: snapshot.nativeHistogramSchema
+                            )
+                            .write(part, into: &out)
+                        }
+                    }
+                }
+            }
+        }
+        return writer.bytes
+    }
+
+    private func groupMembers(of member: Member) -> [Int] {
+        if case let .group(number, _) = member { return groups[number].members }
+        return []
+    }
+}
+
+/// One series' metrics in protobuf, by part: the same figures as `SeriesLines` writes as text.
+private struct ProtobufSeries {
+    let series: SeriesSnapshot
+    let windows: [String]
+    let quantiles: [Double]
+    /// With `--native-histograms`: histograms also carry native buckets of this schema.
+    let nativeSchema: Int?
+
+    /// `ring`, then the metric's labels (renamed `exported_<key>` where the exporter uses the key).
+    var labels: [(name: String, value: String)] {
+        var pairs = [(name: "ring", value: series.ring)]
+        for line in series.metric.encodedLabels.split(separator: "\n", omittingEmptySubsequences: true) {
+            let equals = line.firstIndex(of: "=") ?? line.endIndex
+            let key = String(line[..<equals])
+            let reserved = PrometheusExporter.reservedLabelNames.contains { $0.elementsEqual(key.utf8) }
+            pairs.append(
+                (
+                    name: reserved ? "exported_" + key : key,
+                    value: equals < line.endIndex ? String(line[line.index(after: equals)...]) : ""
+                ))
+        }
+        return pairs
+    }
+
+    /// A value of the metric's unit in base units (seconds for times).
+    func base(_ value: Double) -> Double {
+        series.metric.unit.nanoseconds.map { value * Double($0) / 1e9 } ?? value
+    }
+
+    func write(_ part: PrometheusPage.Part, into out: inout ProtobufWriter) {
+        let labels = self.labels
+        let windowCount = min(series.windows.count, windows.count)
+        func perWindow(_ body: (Int, [(name: String, value: String)]) -> Void) {
+            for window in 0..<windowCount { body(window, labels + [(name: "window", value: windows[window])]) }
+        }
+        switch (series.metric.kind, part) {
+        case (.histogram, .whole):
+            let unit = series.metric.unit
+            let counts = series.allTime?.classicCounts(unit: unit) ?? []
+            let classic = zip(ExportBuckets.upperBounds(for: unit), counts).map { (upperBound: base(Double($0)), cumulativeCount: $1) }
+            let native = nativeSchema.flatMap { schema in series.cumulative.map { ExportBuckets.native($0, unit: unit, schema: schema) } }
+            out.metric(labels: labels) {
+                $0.histogramValue(count: series.cumulativeCount, sum: base(series.cumulativeSum), classic: classic, native: native)
+            }
+        case (.histogram, .windowed):
+            perWindow { window, labels in
+                let stats = series.windows[window]
+                let values = zip(quantiles, stats.quantileValues).map { (quantile: $0, value: base(Double($1))) }
+                out.metric(labels: labels) { $0.summaryValue(count: stats.count, sum: base(stats.sum), quantiles: values) }
+            }
+        case (.histogram, .windowMax):
+            perWindow { window, labels in out.metric(labels: labels) { $0.gaugeValue(base(Double(series.windows[window].max))) } }
+        case (.counter, .whole):
+            out.metric(labels: labels) { $0.counterValue(base(series.cumulativeSum)) }
+        case (.counter, .rate):
+            perWindow { window, labels in out.metric(labels: labels) { $0.gaugeValue(base(series.windows[window].rate)) } }
+        case (.gauge, .whole):
+            if let last = series.lastValue { out.metric(labels: labels) { $0.gaugeValue(base(last)) } }
+        case (.gauge, .windowMin):
+            perWindow { window, labels in
+                if let low = series.windows[window].gaugeMin { out.metric(labels: labels) { $0.gaugeValue(base(low)) } }
+            }
+        case (.gauge, .windowMax):
+            perWindow { window, labels in
+                if let high = series.windows[window].gaugeMax { out.metric(labels: labels) { $0.gaugeValue(base(high)) } }
+            }
+        default:
+            break
+        }
+    }
+}

@@ -1,0 +1,275 @@
+// The /metrics page as text (Prometheus or OpenMetrics): the plan's steps, written in slices on
+// a few threads into reused buffers, then joined; each series' lines by part.
+
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
+import Ringside
+import RingsideCommandLine
+import RingsideSnapshot
+import RingsideSystem
+
+extension PrometheusPage {
+    /// One step of writing the page: text as it is (a family's HELP and TYPE, the collector's own
+    /// lines), or one part of one series.
+    fileprivate enum Step {
+        case text([UInt8])
+        case series(group: Int, part: Part, position: Int)
+    }
+
+    /// The page's bytes. A large page is written in slices on several threads at once, each
+    /// slice a run of whole steps into its own buffer (from `buffers`, reused), then joined.
+    func write(reusing buffers: inout [TextBuffer], threads: Int = PrometheusPage.threads, openMetrics: Bool = false) -> [UInt8] {
+        let labels = SeriesLabels(snapshot.series)
+        let shared = PrometheusExporter.SharedLabels(
+            windows: snapshot.windowNanos.map { formatDuration($0) },
+            quantiles: snapshot.quantiles)
+        var (steps, lines) = plan(openMetrics: openMetrics)
+        if openMetrics {
+            steps.append(.text(Array("# EOF\n".utf8)))
+            lines.append(1)
+        }
+        let slices = Self.split(lines, into: lines.reduce(0, +) < Self.linesPerThread ? 1 : threads)
+        // Generous: room reserved and not written costs no memory, while a buffer that must grow
+        // is copied, and holds the slice twice for a moment (a line with a window and a quantile
+        // takes some 64 bytes beside its series' labels).
+        let bytesPerLine = 96 + (snapshot.series.isEmpty ? 0 : labels.text.count / snapshot.series.count)
+        while buffers.count < slices.count { buffers.append(TextBuffer(capacity: 0)) }
+        let used = Array(buffers.prefix(slices.count))
+        for (buffer, slice) in zip(used, slices) {
+            buffer.removeAll()
+            buffer.reserveCapacity(lines[slice].reduce(0, +) * bytesPerLine)
+        }
+        // Series are read in place: copying one (its strings and arrays) costs more than its lines.
+        snapshot.series.withUnsafeBufferPointer { series in
+            labels.text.withBytes { labelText in
+                let writer = SliceWriter(
+                    steps: steps, slices: slices, buffers: used,
+                    names: groups.map(\.names), shared: shared, series: series,
+                    labelText: labelText, labelRanges: labels.ranges)
+                DispatchQueue.concurrentPerform(iterations: slices.count) { writer.write(slice: $0) }
+            }
+        }
+        let total = used.reduce(0) { $0 + $1.count }
+        return [UInt8](unsafeUninitializedCapacity: total) { page, count in
+            for buffer in used {
+                buffer.withBytes { bytes in
+                    if let source = bytes.baseAddress { (page.baseAddress! + count).initialize(from: source, count: bytes.count) }
+                    count += bytes.count
+                }
+            }
+        }
+    }
+
+    /// Threads a large page is written on, and the lines that are worth a thread.
+    static let threads = max(1, min(4, (try? System.sysconf(_SC_NPROCESSORS_ONLN)) ?? 1))
+    static let linesPerThread = 20_000
+
+    /// The steps in page order, and about how many lines each writes.
+    private func plan(openMetrics: Bool) -> (steps: [Step], lines: [Int]) {
+        let windows = min(snapshot.windowNanos.count, snapshot.series.first?.windows.count ?? 0)
+        var steps: [Step] = []
+        var lines: [Int] = []
+        steps.reserveCapacity(snapshot.series.count * 3 + families.count)
+        lines.reserveCapacity(snapshot.series.count * 3 + families.count)
+        for family in families {
+            let head = TextBuffer(capacity: 256)
+            if openMetrics {
+                // OpenMetrics names a counter's family without the `_total` of its samples, and
+                // gives the unit a family's name ends in.
+                let name = family.type == "counter" && family.name.hasSuffix("_total") ? String(family.name.dropLast(6)) : family.name
+                head.append("# HELP \(name) ")
+                head.appendEscaped(family.help, inLabel: true)
+                head.append("\n# TYPE \(name) \(family.type)\n")
+                if let unit = ["seconds", "bytes"].first(where: { name.hasSuffix("_" + $0) }) { head.append("# UNIT \(name) \(unit)\n") }
+            } else {
+                head.append("# HELP \(family.name) ")
+                head.appendEscaped(family.help, inLabel: false)
+                head.append("\n# TYPE \(family.name) \(family.type)\n")
+            }
+            steps.append(.text(head.bytes))
+            lines.append(2)
+            for member in family.members {
+                switch member {
+                case let .fixed(fixed):
+                    steps.append(.text(fixed.lines))
+                    lines.append(1)
+                case let .group(number, part):
+                    let perSeries = Self.lines(
+                        of: part, metric: groups[number].metric, windows: windows,
+                        quantiles: snapshot.quantiles.count)
+                    for position in groups[number].members {
+                        steps.append(.series(group: number, part: part, position: position))
+                        lines.append(perSeries)
+                    }
+                }
+            }
+        }
+        return (steps, lines)
+    }
+
+    /// The lines part `part` of a series of `metric` writes.
+    static func lines(of part: Part, metric: MetricDescriptor, windows: Int, quantiles: Int) -> Int {
+        switch part {
+        case .whole:
+            // A histogram's buckets, +Inf, sum and count; else one value.
+            return metric.kind == .histogram ? (PrometheusExporter.bucketLabels[metric.unit]?.count ?? 0) + 3 : 1
+        case .windowed: return windows * (quantiles + 2)
+        case .windowMax, .windowMin, .rate: return windows
+        }
+    }
+
+    /// Splits `weights` into at most `count` runs of about equal sums.
+    static func split(_ weights: [Int], into count: Int) -> [Range<Int>] {
+        let total = weights.reduce(0, +)
+        var runs: [Range<Int>] = []
+        var start = 0
+        var sum = 0
+        for (index, weight) in weights.enumerated() {
+            sum += weight
+            if runs.count < count - 1, sum * count >= total * (runs.count + 1) {
+                runs.append(start..<index + 1)
+                start = index + 1
+            }
+        }
+        runs.append(start..<weights.count)
+        return runs
+    }
+}
+
+/// Writes slices of a page's steps, one slice per thread.
+private struct SliceWriter: @unchecked Sendable {
+    // @unchecked: while the threads run, everything here is only read, except `buffers`, of
+    // which each thread writes its own slice's.
+    let steps: [PrometheusPage.Step]
+    let slices: [Range<Int>]
+    let buffers: [TextBuffer]
+    let names: [PrometheusExporter.FamilyNames]
+    let shared: PrometheusExporter.SharedLabels
+    let series: UnsafeBufferPointer<SeriesSnapshot>
+    let labelText: UnsafeBufferPointer<UInt8>
+    let labelRanges: [Range<Int>]
+
+    func write(slice: Int) {
+        let page = buffers[slice]
+        for step in steps[slices[slice]] {
+            switch step {
+            case let .text(text):
+                page.append(bytes: text)
+            case let .series(group, part, position):
+                SeriesLines(page: page, names: names[group], shared: shared)
+                    .write(
+                        part, of: series.baseAddress! + position,
+                        labels: UnsafeBufferPointer(rebasing: labelText[labelRanges[position]]))
+            }
+        }
+    }
+}
+
+/// Every series' own labels (`ring="...",key="value"`), rendered once into one buffer.
+private struct SeriesLabels {
+    let text = TextBuffer(capacity: 64 * 1024)
+    var ranges: [Range<Int>] = []
+
+    init(_ series: [SeriesSnapshot]) {
+        ranges.reserveCapacity(series.count)
+        for position in series.indices {
+            let start = text.count
+            text.append("ring=\"")
+            text.appendEscaped(series[position].ring, inLabel: true)
+            text.append(UInt8(ascii: "\""))
+            text.appendEncodedLabels(series[position].metric.encodedLabels)
+            ranges.append(start..<text.count)
+        }
+    }
+}
+
+/// The lines of one series, by part.
+private struct SeriesLines {
+    let page: TextBuffer
+    let names: PrometheusExporter.FamilyNames
+    let shared: PrometheusExporter.SharedLabels
+
+    /// The series is read through a pointer: passing it by value would copy its strings and arrays.
+    func write(_ part: PrometheusPage.Part, of series: UnsafePointer<SeriesSnapshot>, labels: UnsafeBufferPointer<UInt8>) {
+        let kind = series.pointee.metric.kind
+        let nanosPerUnit = series.pointee.metric.unit.nanoseconds
+        let windowCount = min(series.pointee.windows.count, shared.windows.count)
+        switch (kind, part) {
+        case (.histogram, .whole):
+            let bounds = PrometheusExporter.bucketLabels[series.pointee.metric.unit] ?? []
+            let counts = series.pointee.allTime?.classicCounts(unit: series.pointee.metric.unit) ?? []
+            for (le, count) in zip(bounds, counts) { sample(names.bucket, labels, le, count: count) }
+            sample(names.bucket, labels, PrometheusExporter.infiniteBucketLabel, count: series.pointee.cumulativeCount)
+            sample(names.sum, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
+            sample(names.count, labels, [], count: series.pointee.cumulativeCount)
+        case (.histogram, .windowed):
+            for window in 0..<windowCount {
+                for (quantile, value) in zip(shared.windowQuantiles[window], series.pointee.windows[window].quantileValues) {
+                    sample(names.windowedBytes, labels, quantile, whole: value, nanosPerUnit)
+                }
+                sample(
+                    names.windowedSum, labels, shared.windows[window], measure: series.pointee.windows[window].sum,
+                    nanosPerUnit)
+                sample(names.windowedCount, labels, shared.windows[window], count: series.pointee.windows[window].count)
+            }
+        case (.histogram, .windowMax):
+            for window in 0..<windowCount {
+                sample(
+                    names.windowMaxBytes, labels, shared.windows[window], whole: series.pointee.windows[window].max,
+                    nanosPerUnit)
+            }
+        case (.counter, .whole):
+            sample(names.mainBytes, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
+        case (.counter, .rate):
+            for window in 0..<windowCount {
+                sample(
+                    names.rateBytes, labels, shared.windows[window], measure: series.pointee.windows[window].rate,
+                    nanosPerUnit)
+            }
+        case (.gauge, .whole):
+            if let last = series.pointee.lastValue { sample(names.mainBytes, labels, [], measure: last, nanosPerUnit) }
+        case (.gauge, .windowMin):
+            for window in 0..<windowCount {
+                if let low = series.pointee.windows[window].gaugeMin {
+                    sample(names.windowMinBytes, labels, shared.windows[window], measure: low, nanosPerUnit)
+                }
+            }
+        case (.gauge, .windowMax):
+            for window in 0..<windowCount {
+                if let high = series.pointee.windows[window].gaugeMax {
+                    sample(names.windowMaxBytes, labels, shared.windows[window], measure: high, nanosPerUnit)
+                }
+            }
+        default:
+            break
+        }
+    }
+
+    private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], count: UInt64) {
+        page.appendSampleHead(name, labels, extra)
+        page.append(count)
+        page.append(UInt8(ascii: "\n"))
+    }
+
+    /// A whole number of the metric's unit: times print as exact decimal seconds.
+    private func sample(
+        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], whole value: UInt64,
+        _ nanosPerUnit: UInt64?
+    ) {
+        page.appendSampleHead(name, labels, extra)
+        if let nanosPerUnit { page.appendSeconds(nanoseconds: value &* nanosPerUnit) } else { page.append(value) }
+        page.append(UInt8(ascii: "\n"))
+    }
+
+    /// Any value in the metric's unit, in base units.
+    private func sample(
+        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], measure value: Double,
+        _ nanosPerUnit: UInt64?
+    ) {
+        page.appendSampleHead(name, labels, extra)
+        if let nanosPerUnit { page.appendSeconds(value, nanosPerUnit: nanosPerUnit) } else { page.appendNumber(value) }
+        page.append(UInt8(ascii: "\n"))
+    }
+}
