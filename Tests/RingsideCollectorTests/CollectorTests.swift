@@ -200,11 +200,7 @@ struct CollectorTests {
     @Test("a producer's death is detected and logged; what it left is still served")
     func producerDeath() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "hold", "--dir", directory.path, "--ring", "mortal", "--count", "500", "--capacity", "1024",
-                ])
+            let child = try ChildProcess(testProducer: "hold", ring: "mortal", in: directory, ["--count", "500", "--capacity", "1024"])
             #expect(child.readLine() == "ready \(child.pid)")
             let captured = CapturedLog()
             let collector = try makeCollector(directory, captured: captured)

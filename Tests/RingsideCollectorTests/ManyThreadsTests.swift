@@ -24,11 +24,8 @@ struct ManyThreadsTests {
             defer { collector.kill() }
             let threads = 8, count = 1_000_000
             let producer = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "threads", "--dir", directory.path, "--ring", "many", "--threads", "\(threads)", "--count", "\(count)",
-                    "--capacity", "\(1 << 20)",
-                ])
+                testProducer: "threads", ring: "many", in: directory,
+                ["--threads", "\(threads)", "--count", "\(count)", "--capacity", "\(1 << 20)"])
             // "lanes L written W dropped D"
             let report = try #require(producer.readLine()).split(separator: " ")
             #expect(producer.waitForExit().status == 0)

@@ -41,11 +41,7 @@ extension ReliabilityTests {
                 var deathDelays: [Double] = []
                 for life in 0..<20 {
                     let producer = try ChildProcess(
-                        "ringside-test-producer",
-                        [
-                            "blast", "--dir", directory.path, "--ring", "victim", "--seconds", "60", "--rate", "200000",
-                            "--capacity", "4096",
-                        ])
+                        testProducer: "blast", ring: "victim", in: directory, ["--seconds", "60", "--rate", "200000", "--capacity", "4096"])
                     let delay = UInt32.random(in: 0...300_000)
                     usleep(delay)
                     producer.kill()

@@ -28,10 +28,7 @@ extension ReliabilityTests {
         func truncatedUnderReaders(size: Int, drainedFirst: Int) throws {
             try withRingDirectory { directory in
                 let producer = try ChildProcess(
-                    "ringside-test-producer",
-                    [
-                        "sequence", "--dir", directory.path, "--ring", "cut", "--count", "500", "--capacity", "1024",
-                    ])
+                    testProducer: "sequence", ring: "cut", in: directory, ["--count", "500", "--capacity", "1024"])
                 #expect(producer.readLine() == "wrote 500 dropped 0")
                 let consumer = try RingConsumer("cut", directory: directory)
                 let inspector = try RingInspector("cut", directory: directory)
