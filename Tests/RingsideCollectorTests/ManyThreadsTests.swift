@@ -194,10 +194,8 @@ struct ManyThreadsTests {
     func newBotIsAttachedAtOnce() throws {
         try withRingDirectory { directory in
             let captured = CapturedLog()
-            var options = CollectorOptions()
-            options.directory = directory
-            options.pollNanos = 2_000_000_000  // a slow poll: only inotify can wake it in time
-            let collector = Collector(options: options, log: captured.log)
+            // A slow poll: only inotify can wake it in time.
+            let collector = try makeCollector(directory, pollNanos: 2_000_000_000, captured: captured)
             collector.start()
             defer { collector.stop() }
             usleep(100_000)  // the first pass, which starts the watch

@@ -29,11 +29,9 @@ extension ReliabilityTests {
         func producerKilledAtRandomPoints() throws {
             try withRingDirectory { directory in
                 let captured = CapturedLog()
-                var options = CollectorOptions()
-                options.directory = directory
-                options.pollNanos = 10_000_000
-                options.windowNanos = [1_000_000_000, 600_000_000_000]  // the long window spans the whole test
-                let collector = Collector(options: options, log: captured.log)
+                // The long window spans the whole test.
+                let collector = try makeCollector(
+                    directory, windows: [1_000_000_000, 600_000_000_000], pollNanos: 10_000_000, captured: captured)
                 collector.start()
                 defer { collector.stop() }
 

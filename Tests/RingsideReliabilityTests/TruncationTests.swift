@@ -92,10 +92,7 @@ extension ReliabilityTests {
         func truncatedAndRemovedUnderCollector() throws {
             try withRingDirectory { directory in
                 let captured = CapturedLog()
-                var options = CollectorOptions()
-                options.directory = directory
-                options.pollNanos = 10_000_000
-                let collector = Collector(options: options, log: captured.log)
+                let collector = try makeCollector(directory, pollNanos: 10_000_000, captured: captured)
                 let doomed = try startBlast(directory, ring: "doomed", rate: 50_000, capacity: 1024)
                 let removed = try startBlast(directory, ring: "removed", rate: 50_000, capacity: 1024)
                 let bystander = try startBlast(directory, ring: "bystander", rate: 50_000, capacity: 1024)

@@ -387,6 +387,20 @@ package func startCollector(
     return (collector, port)
 }
 
+/// A collector over `directory` with the given SLO rules, windows and poll interval (the
+/// options' defaults where nil), logging into `captured`; not started.
+package func makeCollector(
+    _ directory: RingDirectory, slo: [String] = [], windows: [UInt64]? = nil, pollNanos: UInt64? = nil,
+    captured: CapturedLog
+) throws -> Collector {
+    var options = CollectorOptions()
+    options.directory = directory
+    options.sloRules = try slo.map { try SLORule(parsing: $0) }
+    if let windows { options.windowNanos = windows }
+    if let pollNanos { options.pollNanos = pollNanos }
+    return Collector(options: options, log: captured.log)
+}
+
 /// Log lines a collector wrote, kept for the test to read.
 package final class CapturedLog: Sendable {
     private let lines = Mutex<[String]>([])
