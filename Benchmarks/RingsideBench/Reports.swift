@@ -3,18 +3,15 @@ import Glibc
 import RingsideJSON
 #endif
 
+// The reports are public for `ringside-bench` to print; only this module (and its tests, through
+// @testable) makes them, so the memberwise initializers Swift writes, internal, serve.
+
 /// The result of `ringside-bench emit`.
 public struct EmitReport: Sendable {
     public var machine: Machine
     /// How the per-call times were taken, in one paragraph.
     public var method: String
     public var rows: [LatencySummary]
-
-    public init(machine: Machine, method: String, rows: [LatencySummary]) {
-        self.machine = machine
-        self.method = method
-        self.rows = rows
-    }
 
     /// The one JSON object `--json` prints.
     package var json: JSON {
@@ -84,12 +81,6 @@ public struct CollectorReport: Sendable {
         /// Records drained in the timed passes, and how many passes.
         public var records: UInt64
         public var passes: Int
-        public init(rings: Int, recordsPerSecond: Double, records: UInt64, passes: Int) {
-            self.rings = rings
-            self.recordsPerSecond = recordsPerSecond
-            self.records = records
-            self.passes = passes
-        }
         public var name: String { rings == 1 ? "drain.1ring" : "drain.\(rings)rings" }
     }
 
@@ -104,28 +95,10 @@ public struct CollectorReport: Sendable {
     public var cpuPercent: Double
     public var loadRecordsPerSecond: Double
     /// Records the paced producer's ring dropped (the collector fell behind).
-    public var loadDropped: UInt64
+    public var loadDropped: UInt64 = 0
     /// VmRSS of the process during that run, and its anonymous part (the collector's heap).
     public var rssMegabytes: Double
     public var rssAnonMegabytes: Double
-
-    public init(
-        machine: Machine, method: String, drains: [Drain], e2eP50Micros: Double, e2eP99Micros: Double,
-        e2eSamples: Int, cpuPercent: Double, loadRecordsPerSecond: Double, loadDropped: UInt64 = 0, rssMegabytes: Double,
-        rssAnonMegabytes: Double
-    ) {
-        self.machine = machine
-        self.method = method
-        self.drains = drains
-        self.e2eP50Micros = e2eP50Micros
-        self.e2eP99Micros = e2eP99Micros
-        self.e2eSamples = e2eSamples
-        self.cpuPercent = cpuPercent
-        self.loadRecordsPerSecond = loadRecordsPerSecond
-        self.loadDropped = loadDropped
-        self.rssMegabytes = rssMegabytes
-        self.rssAnonMegabytes = rssAnonMegabytes
-    }
 
     package var json: JSON {
         var results: [JSON] = drains.map { drain in
@@ -232,12 +205,6 @@ public struct ScrapeReport: Sendable {
         public var millis: [Double]
         public var detail: String
 
-        public init(name: String, millis: [Double], detail: String) {
-            self.name = name
-            self.millis = millis
-            self.detail = detail
-        }
-
         public var p50: Double { percentile(0.5) }
         public var p90: Double { percentile(0.9) }
         public var max: Double { millis.max() ?? .nan }
@@ -255,14 +222,6 @@ public struct ScrapeReport: Sendable {
     public var series: Int
     public var pageBytes: Int
     public var rows: [Row]
-
-    public init(machine: Machine, method: String, series: Int, pageBytes: Int, rows: [Row]) {
-        self.machine = machine
-        self.method = method
-        self.series = series
-        self.pageBytes = pageBytes
-        self.rows = rows
-    }
 
     package var json: JSON {
         .object([

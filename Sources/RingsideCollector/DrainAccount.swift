@@ -28,10 +28,13 @@ struct DrainAccount {
     /// Nanoseconds of draining, decayed with `costHalfLifeNanos`, as of `costNanosAt`.
     private var cost: Double = 0
     private var costNanosAt: UInt64 = 0
-    /// The current span: when it began, its records, and the invalid ones among them.
-    private var spanStart: UInt64 = 0
-    private var spanRecords = 0
-    private var spanInvalid = 0
+    /// A span of draining: when it began, its records, and the invalid ones among them.
+    private struct Span {
+        var start: UInt64 = 0
+        var records = 0
+        var invalid = 0
+    }
+    private var span = Span()
     private var suspectUntilNanos: UInt64 = 0
     /// Quarantines since the last clean span.
     private var strikes = 0
@@ -63,28 +66,24 @@ struct DrainAccount {
     {
         cost = recentCost(nowNanos: now) + Double(costNanos)
         costNanosAt = now
-        if now &- spanStart >= Self.spanNanos {
-            if spanRecords > 0, spanInvalid == 0 { strikes = 0 }  // a clean span forgives
-            spanStart = now
-            spanRecords = 0
-            spanInvalid = 0
+        if now &- span.start >= Self.spanNanos {
+            if span.records > 0, span.invalid == 0 { strikes = 0 }  // a clean span forgives
+            span = Span(start: now)
         }
         validRecords &+= UInt64(max(0, records - invalid))
-        spanRecords += records
-        spanInvalid += invalid
+        span.records += records
+        span.invalid += invalid
         if invalid > 0 { suspectUntilNanos = now &+ Self.suspectNanos }
-        guard spanInvalid >= Self.quarantineMinimumInvalid,
-            Double(spanInvalid) >= Self.quarantineInvalidShare * Double(spanRecords)
+        guard span.invalid >= Self.quarantineMinimumInvalid,
+            Double(span.invalid) >= Self.quarantineInvalidShare * Double(span.records)
         else { return nil }
         let nanos = min(Self.quarantineNanos << UInt64(min(strikes, 8)), Self.longestQuarantineNanos)
         strikes += 1
-        let seconds = Double((now &- spanStart) / 1_000_000) / 1e3
+        let seconds = Double((now &- span.start) / 1_000_000) / 1e3
         let reason =
-            "quarantined for \(nanos / 1_000_000_000) s: \(spanInvalid) of the \(spanRecords) records drained "
+            "quarantined for \(nanos / 1_000_000_000) s: \(span.invalid) of the \(span.records) records drained "
             + "in the last \(seconds) s were invalid (unknown metric, kind or sequence)"
-        spanStart = now
-        spanRecords = 0
-        spanInvalid = 0
+        span = Span(start: now)
         return (nanos, reason)
     }
 

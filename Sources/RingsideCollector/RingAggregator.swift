@@ -34,6 +34,15 @@ struct RingAggregator {
         var cells = MetricCells(total: 0, dropped: 0, lastValue: nil)
         /// Histograms: the bytes their counts held when last measured.
         var countsBytes = 0
+
+        /// Keeps `sampled`, the cells as just read; marks the series touched when they changed.
+        /// - Returns: whether they changed.
+        mutating func takeCells(_ sampled: MetricCells) -> Bool {
+            let changed = sampled != cells
+            cells = sampled
+            if changed { touched = true }
+            return changed
+        }
     }
 
     /// The series a ring holds and the memory they are charged (see `SeriesCost`); also what
@@ -213,27 +222,13 @@ struct RingAggregator {
             if !isBaseline, cells.total > before {
                 counters[index].windows.add(cells.total - before, atNanos: now)
             }
-            if cells != counters[index].cells {
-                counters[index].touched = true
-                changed = true
-            }
-            counters[index].cells = cells
+            if counters[index].takeCells(cells) { changed = true }
         }
         for index in histograms.indices {
-            let cells = read(histograms[index].metric)
-            if cells != histograms[index].cells {
-                histograms[index].touched = true
-                changed = true
-            }
-            histograms[index].cells = cells
+            if histograms[index].takeCells(read(histograms[index].metric)) { changed = true }
         }
         for index in gauges.indices {
-            let cells = read(gauges[index].metric)
-            if cells != gauges[index].cells {
-                gauges[index].touched = true
-                changed = true
-            }
-            gauges[index].cells = cells
+            if gauges[index].takeCells(read(gauges[index].metric)) { changed = true }
         }
         return changed
     }
@@ -264,9 +259,8 @@ struct RingAggregator {
             result.append(
                 Self.refresh(
                     &histograms[index], ring: ring, layout: layout, now: now, versions: &versions,
-                    window: { series, window in
+                    window: { series, window, stats in
                         let histogram = series.windows.snapshot(window: window, nowNanos: now)
-                        var stats = WindowStats()
                         stats.count = histogram.count
                         stats.sum = histogram.sum
                         stats.min = histogram.min
@@ -276,7 +270,6 @@ struct RingAggregator {
                         // Over the span covered, as a counter's rate is, so both read alike.
                         let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
                         stats.rate = Double(histogram.count) * 1e9 / Double(covered)
-                        return stats
                     },
                     whole: { series, snapshot in
                         // Shared, not copied: the exporters compute their buckets from it when they render.
@@ -292,11 +285,9 @@ struct RingAggregator {
             result.append(
                 Self.refresh(
                     &counters[index], ring: ring, layout: layout, now: now, versions: &versions,
-                    window: { series, window in
-                        var stats = WindowStats()
+                    window: { series, window, stats in
                         stats.increase = series.windows.sum(window: window, nowNanos: now)
                         stats.rate = series.windows.rate(window: window, nowNanos: now)
-                        return stats
                     },
                     whole: { series, snapshot in
                         snapshot.cumulativeSum = Double(series.cells.total)
@@ -307,13 +298,11 @@ struct RingAggregator {
             result.append(
                 Self.refresh(
                     &gauges[index], ring: ring, layout: layout, now: now, versions: &versions,
-                    window: { series, window in
-                        var stats = WindowStats()
+                    window: { series, window, stats in
                         if let range = series.windows.range(window: window, nowNanos: now) {
                             stats.gaugeMin = range.min
                             stats.gaugeMax = range.max
                         }
-                        return stats
                     },
                     whole: { series, snapshot in
                         // The cell holds the last value set by any thread, exact even when records dropped.
@@ -325,11 +314,13 @@ struct RingAggregator {
     }
 
     /// The series' snapshot, recomputing only the windows that may have changed (all of them,
-    /// and the whole-series figures, when records arrived).
+    /// and the whole-series figures, when records arrived): `window` fills in the statistics of
+    /// a window (an index into the layout's), starting from empty ones; `whole` sets the
+    /// whole-series figures.
     private static func refresh<Windows>(
         _ series: inout Series<Windows>, ring: String, layout: WindowLayout, now: UInt64,
         versions: inout VersionCounter,
-        window: (Series<Windows>, Int) -> WindowStats,
+        window: (Series<Windows>, Int, inout WindowStats) -> Void,
         whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) -> SeriesSnapshot {
         var snapshot = series.cached ?? SeriesSnapshot(ring: ring, metric: series.metric, id: versions.next(), windows: [])
@@ -342,7 +333,8 @@ struct RingAggregator {
             let slice = now / layout.sliceNanos[index]
             guard series.touched || slice != series.computedSlices[index] else { continue }
             series.computedSlices[index] = slice
-            let stats = window(series, index)
+            var stats = WindowStats()
+            window(series, index, &stats)
             // An empty window that stays empty changes nothing.
             if stats.isEmpty && snapshot.windows[index].isEmpty && !series.touched { continue }
             snapshot.windows[index] = stats

@@ -60,9 +60,7 @@ public enum JSONExporter {
             json.array(snapshot.rings) { ring in
                 json.object {
                     json.field("name", ring.name)
-                    json.field("state", ring.state.rawValue)
-                    json.field("problem", ring.problem)
-                    json.field("quarantined", ring.quarantined)
+                    writeCondition(ring, into: json)
                     json.field("producer_pid", ring.producerPID)
                     json.field("backlog", ring.backlog)
                     json.field("dropped_total", ring.droppedTotal)
@@ -165,9 +163,7 @@ public enum JSONExporter {
             json.field("records_refused_total", ring.recordsRefusedTotal)
             json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)
             json.field("metrics", ring.metricCount)
-            json.field("state", ring.state.rawValue)
-            json.field("problem", ring.problem)
-            json.field("quarantined", ring.quarantined)
+            writeCondition(ring, into: json)
             json.field("quarantines_total", ring.quarantinesTotal)
             json.field("max_lanes", ring.maxLanes)
             json.key("lanes")
@@ -184,6 +180,13 @@ public enum JSONExporter {
                 }
             }
         }
+    }
+
+    /// A ring's state, why it is skipped or quarantined, and whether it is: /health and /latest alike.
+    private static func writeCondition(_ ring: RingSnapshot, into json: JSONWriter) {
+        json.field("state", ring.state.rawValue)
+        json.field("problem", ring.problem)
+        json.field("quarantined", ring.quarantined)
     }
 
     private static func writeCollector(_ stats: CollectorStats, into json: JSONWriter) {

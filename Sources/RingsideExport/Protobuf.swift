@@ -135,13 +135,9 @@ extension ProtobufWriter {
     /// `Metric.summary`: count, sum and (quantile, value) pairs.
     public mutating func summaryValue(count: UInt64, sum: Double, quantiles: [(quantile: Double, value: Double)]) {
         message(4) { summary in
-            summary.uint64(1, count)
-            summary.double(2, sum)
-            for quantile in quantiles {
-                summary.message(3) { pair in
-                    pair.double(1, quantile.quantile)
-                    pair.double(2, quantile.value)
-                }
+            summary.countSumAndEntries(count: count, sum: sum, quantiles) { pair, quantile in
+                pair.double(1, quantile.quantile)
+                pair.double(2, quantile.value)
             }
         }
     }
@@ -153,13 +149,9 @@ extension ProtobufWriter {
         native: NativeBuckets?
     ) {
         message(7) { histogram in
-            histogram.uint64(1, count)
-            histogram.double(2, sum)
-            for bucket in classic {
-                histogram.message(3) { entry in
-                    entry.uint64(1, bucket.cumulativeCount)
-                    entry.double(2, bucket.upperBound)
-                }
+            histogram.countSumAndEntries(count: count, sum: sum, classic) { entry, bucket in
+                entry.uint64(1, bucket.cumulativeCount)
+                entry.double(2, bucket.upperBound)
             }
             guard let native else { return }
             histogram.sint64(5, Int64(native.schema))
@@ -180,6 +172,18 @@ extension ProtobufWriter {
                 }
             }
             histogram.packedSInt64(13, native.deltas)
+        }
+    }
+
+    /// How `Summary` and `Histogram` both begin: `sample_count` (1), `sample_sum` (2), then a
+    /// field 3 message (a `Quantile`, a classic `Bucket`) for each of `entries`, written by `write`.
+    private mutating func countSumAndEntries<Entry>(
+        count: UInt64, sum: Double, _ entries: [Entry], _ write: (inout ProtobufWriter, Entry) -> Void
+    ) {
+        uint64(1, count)
+        double(2, sum)
+        for entry in entries {
+            message(3) { write(&$0, entry) }
         }
     }
 }

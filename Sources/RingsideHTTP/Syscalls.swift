@@ -289,69 +289,59 @@ private func cText(_ chars: [CChar]) -> String {
 }
 
 extension SocketAddress {
+    /// An IPv4 or IPv6 address as its family's C struct.
+    private enum InternetAddress {
+        case v4(sockaddr_in)
+        case v6(sockaddr_in6)
+    }
+
+    /// The address read as its family's struct; nil for other families.
+    private var internetAddress: InternetAddress? {
+        var storage = self.storage
+        return withUnsafePointer(to: &storage) { pointer in
+            switch family {
+            case AF_INET: .v4(pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee })
+            case AF_INET6: .v6(pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee })
+            default: nil
+            }
+        }
+    }
+
     /// "127.0.0.1:9464" or "[::1]:9464", for logs and error messages.
     var description: String {
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
-        var storage = self.storage
-        switch family {
-        case AF_INET:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
-                    var addr = sin.pointee.sin_addr
-                    inet_ntop(AF_INET, &addr, &text, socklen_t(text.count))
-                    return "\(cText(text)):\(UInt16(bigEndian: sin.pointee.sin_port))"
-                }
-            }
-        case AF_INET6:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
-                    var addr = sin6.pointee.sin6_addr
-                    inet_ntop(AF_INET6, &addr, &text, socklen_t(text.count))
-                    return "[\(cText(text))]:\(UInt16(bigEndian: sin6.pointee.sin6_port))"
-                }
-            }
-        default:
+        switch internetAddress {
+        case .v4(var sin):
+            inet_ntop(AF_INET, &sin.sin_addr, &text, socklen_t(text.count))
+            return "\(cText(text)):\(UInt16(bigEndian: sin.sin_port))"
+        case .v6(var sin6):
+            inet_ntop(AF_INET6, &sin6.sin6_addr, &text, socklen_t(text.count))
+            return "[\(cText(text))]:\(UInt16(bigEndian: sin6.sin6_port))"
+        case nil:
             return "(address family \(family))"
         }
     }
 
     /// The port in host byte order, 0 for families without one.
     var port: Int {
-        var storage = self.storage
-        switch family {
-        case AF_INET:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
-            }
-        case AF_INET6:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin6_port)) }
-            }
-        default:
-            return 0
+        switch internetAddress {
+        case .v4(let sin): Int(UInt16(bigEndian: sin.sin_port))
+        case .v6(let sin6): Int(UInt16(bigEndian: sin6.sin6_port))
+        case nil: 0
         }
     }
 
     /// True for 127.0.0.0/8, ::1 and IPv4-mapped 127.x: the addresses only this host can reach.
     var isLoopback: Bool {
-        var storage = self.storage
-        switch family {
-        case AF_INET:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                    UInt32(bigEndian: $0.pointee.sin_addr.s_addr) >> 24 == 127
-                }
-            }
-        case AF_INET6:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
-                    let b = withUnsafeBytes(of: sin6.pointee.sin6_addr) { Array($0) }
-                    let loopback6 = b[0..<15].allSatisfy { $0 == 0 } && b[15] == 1
-                    let mapped127 = b[0..<10].allSatisfy { $0 == 0 } && b[10] == 0xFF && b[11] == 0xFF && b[12] == 127
-                    return loopback6 || mapped127
-                }
-            }
-        default:
+        switch internetAddress {
+        case .v4(let sin):
+            return UInt32(bigEndian: sin.sin_addr.s_addr) >> 24 == 127
+        case .v6(let sin6):
+            let b = withUnsafeBytes(of: sin6.sin6_addr) { Array($0) }
+            let loopback6 = b[0..<15].allSatisfy { $0 == 0 } && b[15] == 1
+            let mapped127 = b[0..<10].allSatisfy { $0 == 0 } && b[10] == 0xFF && b[11] == 0xFF && b[12] == 127
+            return loopback6 || mapped127
+        case nil:
             return false
         }
     }

@@ -109,11 +109,7 @@ struct CollectorHTTPLoadTests {
     func historyLoadDoesNotStarveReadiness() throws {
         try withRingDirectory { directory in
             for bot in 0..<3 {
-                let run = try runProcess(
-                    "ringside-test-producer",
-                    [
-                        "many-metrics", "--dir", directory.path, "--ring", "wide-\(bot)", "--count", "1", "--metrics", "3400",
-                    ])
+                let run = try runTestProducer("many-metrics", ring: "wide-\(bot)", in: directory, ["--count", "1", "--metrics", "3400"])
                 try #require(run.status == 0, "\(run.errors)")
             }
             let (collector, port) = try startCollector([

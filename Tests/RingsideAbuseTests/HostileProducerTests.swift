@@ -98,10 +98,7 @@ struct HostileProducerTests {
 
             // The honest neighbour: 20,000 records a second into 4,096 slots for 6 s.
             let blast = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "blast", "--dir", directory.path, "--ring", "honest", "--seconds", "6", "--rate", "20000", "--capacity", "4096",
-                ])
+                testProducer: "blast", ring: "honest", in: directory, ["--seconds", "6", "--rate", "20000", "--capacity", "4096"])
             let attached = blast.readLine() ?? ""
             try #require(attached.hasPrefix("attached "), "the neighbour did not attach: \(attached)")
             let counts = blast.readLine() ?? ""
@@ -133,12 +130,8 @@ struct HostileProducerTests {
     func largePublish() throws {
         try withRingDirectory { directory in
             for bot in 0..<6 {
-                let run = try runProcess(
-                    "ringside-test-producer",
-                    [
-                        "many-metrics", "--dir", directory.path, "--ring", "wide-\(bot)", "--count", "3", "--metrics", "4096",
-                        "--capacity", "65536",
-                    ])
+                let run = try runTestProducer(
+                    "many-metrics", ring: "wide-\(bot)", in: directory, ["--count", "3", "--metrics", "4096", "--capacity", "65536"])
                 try #require(run.status == 0, "\(run.errors)")
             }
             let (collector, port) = try startCollector(["--dir", directory.path])
@@ -151,10 +144,7 @@ struct HostileProducerTests {
             try #require(seriesCount != nil, "the collector did not take in the 24,576 series")
 
             let blast = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "blast", "--dir", directory.path, "--ring", "paced", "--seconds", "5", "--rate", "20000", "--capacity", "4096",
-                ])
+                testProducer: "blast", ring: "paced", in: directory, ["--seconds", "5", "--rate", "20000", "--capacity", "4096"])
             var statuses: [Int: Int] = [:]
             let end = Date().addingTimeInterval(5)
             while Date() < end {

@@ -88,11 +88,7 @@ struct QuarantineEvasionTests {
         arguments: Attack.allCases)
     func evasion(attack: Attack) throws {
         try withRingDirectory { directory in
-            let made = try runProcess(
-                "ringside-test-producer",
-                [
-                    "sequence", "--dir", directory.path, "--ring", "model", "--count", "1", "--capacity", "4096",
-                ])
+            let made = try runTestProducer("sequence", ring: "model", in: directory, ["--count", "1", "--capacity", "4096"])
             try #require(made.status == 0, "\(made.errors)")
             let model = try Data(contentsOf: URL(fileURLWithPath: directory.filePath(for: "model")))
             try directory.remove("model")
@@ -146,10 +142,7 @@ struct QuarantineEvasionTests {
 
             // The honest neighbour: 20,000 records a second into 1,024 slots (51 ms of room) for 6 s.
             let honest = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "blast", "--dir", directory.path, "--ring", "honest", "--seconds", "6", "--rate", "20000", "--capacity", "1024",
-                ])
+                testProducer: "blast", ring: "honest", in: directory, ["--seconds", "6", "--rate", "20000", "--capacity", "1024"])
             let hello = honest.readLine() ?? ""
             try #require(hello.hasPrefix("attached "), "the neighbour did not attach: \(hello)")
             let counts = (honest.readLine() ?? "").split(separator: " ")

@@ -10,10 +10,7 @@ import Testing
 /// 1...count.
 private func makeRing(_ directory: RingDirectory, _ name: String, count: Int = 100) throws {
     let child = try ChildProcess(
-        "ringside-test-producer",
-        [
-            "sequence", "--dir", directory.path, "--ring", name, "--count", "\(count)", "--start", "1", "--capacity", "1024",
-        ])
+        testProducer: "sequence", ring: name, in: directory, ["--count", "\(count)", "--start", "1", "--capacity", "1024"])
     guard child.readLine() != nil, child.waitForExit().status == 0 else { throw TestSupportError("the test producer failed") }
 }
 

@@ -7,18 +7,6 @@ import RingsideTestSupport
 import Synchronization
 import Testing
 
-/// A collector over `directory` with the given SLO rules, logging into `captured`.
-func makeCollector(
-    _ directory: RingDirectory, slo: [String] = [], windows: [UInt64]? = nil,
-    captured: CapturedLog
-) throws -> Collector {
-    var options = CollectorOptions()
-    options.directory = directory
-    options.sloRules = try slo.map { try SLORule(parsing: $0) }
-    if let windows { options.windowNanos = windows }
-    return Collector(options: options, log: captured.log)
-}
-
 /// What `promtool check metrics` says of `page` (nothing when it is clean), or nil when promtool
 /// is not installed (the test skips).
 func promtoolCheckMetrics(_ page: String) throws -> (status: Int32?, report: String)? {

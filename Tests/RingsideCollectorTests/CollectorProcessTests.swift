@@ -11,10 +11,7 @@ struct CollectorProcessTests {
     func endToEnd() throws {
         try withRingDirectory { directory in
             let producer = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "sequence", "--dir", directory.path, "--ring", "e2e", "--count", "20000", "--start", "1", "--capacity", "32768",
-                ])
+                testProducer: "sequence", ring: "e2e", in: directory, ["--count", "20000", "--start", "1", "--capacity", "32768"])
             #expect(producer.readLine() == "wrote 20000 dropped 0")
             let dump = directory.path + "/dump.json"
             let (collector, port) = try startCollector(["--dir", directory.path, "--json-dump", dump, "--poll", "20ms"])
@@ -62,10 +59,7 @@ struct CollectorProcessTests {
     func stoppedProducer() throws {
         try withRingDirectory { directory in
             let producer = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "lanes", "--dir", directory.path, "--ring", "frozen", "--threads", "2", "--count", "10", "--hold",
-                ])
+                testProducer: "lanes", ring: "frozen", in: directory, ["--threads", "2", "--count", "10", "--hold"])
             #expect(producer.readLine()?.hasPrefix("ready ") == true)
             defer {
                 producer.send(SIGCONT)
@@ -99,11 +93,7 @@ struct CollectorProcessTests {
     func idleProducerDeath() throws {
         try withRingDirectory { directory in
             // Registers a histogram and records nothing: idle from the start.
-            let producer = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "hold", "--dir", directory.path, "--ring", "quiet", "--count", "0",
-                ])
+            let producer = try ChildProcess(testProducer: "hold", ring: "quiet", in: directory, ["--count", "0"])
             #expect(producer.readLine()?.hasPrefix("ready ") == true)
             defer { producer.kill() }
             let (collector, port) = try startCollector(["--dir", directory.path])

@@ -45,18 +45,15 @@ struct CollectorTests {
     @Test("a quiet histogram's all-time histogram, and the buckets a page computed from it, are kept from snapshot to snapshot")
     func allTimeHistogramKeptWhileQuiet() throws {
         try withRingDirectory { directory in
-            let ring = try Bot.attach("k", directory: directory.path, options: .init(laneCapacity: 1024))
-            let latency = try ring.histogram("latency")
-            for value in 1...100 { latency.record(UInt64(value)) }
-            let collector = try makeCollector(directory, captured: CapturedLog())
-            let first = try #require(pass(collector).series("latency")?.allTime)
+            let bot = try HundredLatencies(bot: "k", in: directory)
+            let first = try #require(pass(bot.collector).series("latency")?.allTime)
             let counts = first.classicCounts(unit: .nanoseconds)
             #expect(counts.last == 100)
             // Nothing recorded since: the same one, so the next page reuses its buckets.
-            let quiet = try #require(pass(collector, offset: 200_000_000).series("latency")?.allTime)
+            let quiet = try #require(pass(bot.collector, offset: 200_000_000).series("latency")?.allTime)
             #expect(quiet === first)
-            latency.record(1_000)
-            let changed = try #require(pass(collector, offset: 400_000_000).series("latency")?.allTime)
+            bot.latency.record(1_000)
+            let changed = try #require(pass(bot.collector, offset: 400_000_000).series("latency")?.allTime)
             #expect(changed !== first && changed.histogram.count == 101)
             #expect(first.histogram.count == 100 && first.classicCounts(unit: .nanoseconds) == counts)
         }
@@ -65,15 +62,12 @@ struct CollectorTests {
     @Test("values leave the 1s window after a second and stay in the 1m one")
     func windowExpiry() throws {
         try withRingDirectory { directory in
-            let ring = try Bot.attach("w", directory: directory.path, options: .init(laneCapacity: 1024))
-            let latency = try ring.histogram("latency")
-            for value in 1...100 { latency.record(UInt64(value)) }
-            let collector = try makeCollector(directory, captured: CapturedLog())
-            let now = pass(collector).series("latency")!
+            let bot = try HundredLatencies(bot: "w", in: directory)
+            let now = pass(bot.collector).series("latency")!
             #expect(now.windows.map(\.count) == [100, 100, 100])
-            let later = pass(collector, offset: 1_600_000_000).series("latency")!
+            let later = pass(bot.collector, offset: 1_600_000_000).series("latency")!
             #expect(later.windows.map(\.count) == [0, 100, 100])
-            let muchLater = pass(collector, offset: 7_000_000_000).series("latency")!
+            let muchLater = pass(bot.collector, offset: 7_000_000_000).series("latency")!
             #expect(muchLater.windows.map(\.count) == [0, 0, 100])
             #expect(muchLater.cumulativeCount == 100)
         }
@@ -200,11 +194,7 @@ struct CollectorTests {
     @Test("a producer's death is detected and logged; what it left is still served")
     func producerDeath() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "hold", "--dir", directory.path, "--ring", "mortal", "--count", "500", "--capacity", "1024",
-                ])
+            let child = try ChildProcess(testProducer: "hold", ring: "mortal", in: directory, ["--count", "500", "--capacity", "1024"])
             #expect(child.readLine() == "ready \(child.pid)")
             let captured = CapturedLog()
             let collector = try makeCollector(directory, captured: captured)
@@ -348,5 +338,19 @@ struct CollectorTests {
             #expect(second.series("latency")?.cumulativeCount == 1, "the second collector drains only what the first left")
             #expect(second.series("ticks")?.cumulativeSum == 2, "a counter's total lives in the ring: exact across collectors")
         }
+    }
+}
+
+/// A bot whose histogram "latency" recorded 1 ... 100, and a collector over its directory: how the
+/// tests that follow one histogram from snapshot to snapshot begin. Holding it keeps the bot attached.
+private struct HundredLatencies {
+    let latency: Bot.Histogram
+    let collector: Collector
+
+    init(bot name: String, in directory: RingDirectory) throws {
+        let latency = try Bot.attach(name, directory: directory.path, options: .init(laneCapacity: 1024)).histogram("latency")
+        for value in 1...100 { latency.record(UInt64(value)) }
+        self.latency = latency
+        collector = try makeCollector(directory, captured: CapturedLog())
     }
 }

@@ -209,9 +209,7 @@ struct CollectorHistogramLogTests {
         try withRingDirectory { directory in
             try withTemporaryFolder { folder in
                 let captured = CapturedLog()
-                var options = CollectorOptions()
-                options.directory = directory
-                let collector = Collector(options: options, log: captured.log)
+                let collector = try makeCollector(directory, captured: captured)
                 let path = folder + "/latency.hlog"
                 let writer = try makeWriter(path, log: captured.log)
                 let bot = try Bot.attach("capture-bot", directory: directory.path)

@@ -27,17 +27,10 @@ struct HistoryProcessTests {
             defer { collector.kill() }
             // 5,000 values a second for 3 seconds, into histogram "blast" {source="test"}.
             let blast = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "blast", "--dir", directory.path, "--ring", "history-blast", "--seconds", "3", "--rate", "5000", "--capacity", "65536",
-                ])
+                testProducer: "blast", ring: "history-blast", in: directory, ["--seconds", "3", "--rate", "5000", "--capacity", "65536"])
             #expect(blast.readLine()?.hasPrefix("attached ") == true)
             // 1,000 fill latencies at once, then counter "orders" 200 times a second until killed.
-            let kit = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "kit", "--dir", directory.path, "--ring", "history-kit", "--count", "1000", "--per-second", "200",
-                ])
+            let kit = try ChildProcess(testProducer: "kit", ring: "history-kit", in: directory, ["--count", "1000", "--per-second", "200"])
             defer { kit.kill() }
             #expect(kit.readLine()?.hasPrefix("ready ") == true)
             let summary = try #require(blast.readLine())
@@ -132,11 +125,7 @@ struct HistoryProcessTests {
         try withRingDirectory { directory in
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--history-max-series", "1"])
             defer { collector.kill() }
-            let kit = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "kit", "--dir", directory.path, "--ring", "history-cap", "--count", "10", "--per-second", "100",
-                ])
+            let kit = try ChildProcess(testProducer: "kit", ring: "history-cap", in: directory, ["--count", "10", "--per-second", "100"])
             defer { kit.kill() }
             #expect(kit.readLine()?.hasPrefix("ready ") == true)
             // The kit's three series: one kept, two refused.

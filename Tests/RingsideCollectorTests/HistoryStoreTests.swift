@@ -4,10 +4,13 @@ import Ringside
 import RingsideSnapshot
 import Testing
 
-/// Hand-built snapshots for the history: one builder keeps the generation and each series' totals.
+/// Hand-built snapshots for the history, recorded into `store`: one builder keeps the generation.
 private struct SnapshotBuilder {
+    let store: HistoryStore
     var generation: UInt64 = 0
     static let quantiles = [0.5, 0.9, 0.99, 0.999]
+
+    init(recordingInto store: HistoryStore) { self.store = store }
 
     static func metric(_ name: String, _ kind: MetricKind, labels: String = "") -> MetricDescriptor {
         MetricDescriptor(index: 0, name: name, kind: kind, unit: .nanoseconds, encodedLabels: labels, help: "", sampleEvery: 1)
@@ -53,6 +56,11 @@ private struct SnapshotBuilder {
         snapshot.series = series
         return snapshot
     }
+
+    /// Records into the store the snapshot `make` makes.
+    mutating func record(at seconds: UInt64, fraction: Double = 0.25, _ series: [SeriesSnapshot]) {
+        store.record(make(at: seconds, fraction: fraction, series))
+    }
 }
 
 private let t0: UInt64 = 1_800_000_000
@@ -74,11 +82,10 @@ struct HistoryStoreTests {
     @Test("points land on whole seconds; counts are increases of the all-time count; several snapshots in a second add up")
     func pointsAndCounts() throws {
         let store = HistoryStore(retentionSeconds: 60, maxSeries: 10)
-        var builder = SnapshotBuilder()
-        store.record(builder.make(at: t0, fraction: 0.1, [SnapshotBuilder.histogram(id: 1, total: 100, max: 70)]))
-        store.record(
-            builder.make(at: t0, fraction: 0.9, [SnapshotBuilder.histogram(id: 1, total: 130, quantiles: [11, 21, 31, 41], max: 60)]))
-        store.record(builder.make(at: t0 + 1, [SnapshotBuilder.histogram(id: 1, total: 200)]))
+        var builder = SnapshotBuilder(recordingInto: store)
+        builder.record(at: t0, fraction: 0.1, [SnapshotBuilder.histogram(id: 1, total: 100, max: 70)])
+        builder.record(at: t0, fraction: 0.9, [SnapshotBuilder.histogram(id: 1, total: 130, quantiles: [11, 21, 31, 41], max: 60)])
+        builder.record(at: t0 + 1, [SnapshotBuilder.histogram(id: 1, total: 200)])
         let answer = store.query(everything())
         #expect(answer.series.count == 1)
         let points = rows(try #require(answer.series.first))
@@ -95,9 +102,9 @@ struct HistoryStoreTests {
     @Test("a second with no snapshot is a gap, not a repeated value; an empty window gives null quantiles")
     func gaps() throws {
         let store = HistoryStore(retentionSeconds: 60, maxSeries: 10)
-        var builder = SnapshotBuilder()
-        store.record(builder.make(at: t0, [SnapshotBuilder.histogram(id: 1, total: 5)]))
-        store.record(builder.make(at: t0 + 3, [SnapshotBuilder.histogram(id: 1, total: 9, windowCount: 0)]))
+        var builder = SnapshotBuilder(recordingInto: store)
+        builder.record(at: t0, [SnapshotBuilder.histogram(id: 1, total: 5)])
+        builder.record(at: t0 + 3, [SnapshotBuilder.histogram(id: 1, total: 9, windowCount: 0)])
         let series = try #require(store.query(everything()).series.first)
         #expect(rows(series) == [[t0, 5, 10, 30, 40, 50], [t0 + 3, 4, .max, .max, .max, .max]])
         let json = try #require(try JSONSerialization.jsonObject(with: Data(store.query(everything()).json)) as? [String: Any])
@@ -110,9 +117,9 @@ struct HistoryStoreTests {
     func wraps() throws {
         let store = HistoryStore(retentionSeconds: 10, maxSeries: 10)
         #expect(store.bytesPerSeries == 10 * 44)
-        var builder = SnapshotBuilder()
+        var builder = SnapshotBuilder(recordingInto: store)
         for second in 0..<25 {
-            store.record(builder.make(at: t0 + UInt64(second), [SnapshotBuilder.histogram(id: 1, total: UInt64(second + 1) * 10)]))
+            builder.record(at: t0 + UInt64(second), [SnapshotBuilder.histogram(id: 1, total: UInt64(second + 1) * 10)])
         }
         let points = rows(try #require(store.query(everything()).series.first))
         #expect(points.map { $0[0] } == (15..<25).map { t0 + UInt64($0) })
@@ -124,22 +131,20 @@ struct HistoryStoreTests {
     @Test("counters keep the increase and the total; gauges the last value and the extremes")
     func countersAndGauges() throws {
         let store = HistoryStore(retentionSeconds: 60, maxSeries: 10)
-        var builder = SnapshotBuilder()
-        store.record(
-            builder.make(
-                at: t0, fraction: 0.1,
-                [
-                    SnapshotBuilder.counter(id: 1, total: 7),
-                    SnapshotBuilder.gauge(id: 2, value: 3.5, low: 1, high: 4),
-                ]))
-        store.record(
-            builder.make(
-                at: t0, fraction: 0.6,
-                [
-                    SnapshotBuilder.counter(id: 1, total: 10),
-                    SnapshotBuilder.gauge(id: 2, value: -2, low: -2, high: 3),
-                ]))
-        store.record(builder.make(at: t0 + 1, [SnapshotBuilder.counter(id: 1, total: 25), SnapshotBuilder.gauge(id: 2, value: nil)]))
+        var builder = SnapshotBuilder(recordingInto: store)
+        builder.record(
+            at: t0, fraction: 0.1,
+            [
+                SnapshotBuilder.counter(id: 1, total: 7),
+                SnapshotBuilder.gauge(id: 2, value: 3.5, low: 1, high: 4),
+            ])
+        builder.record(
+            at: t0, fraction: 0.6,
+            [
+                SnapshotBuilder.counter(id: 1, total: 10),
+                SnapshotBuilder.gauge(id: 2, value: -2, low: -2, high: 3),
+            ])
+        builder.record(at: t0 + 1, [SnapshotBuilder.counter(id: 1, total: 25), SnapshotBuilder.gauge(id: 2, value: nil)])
         let answer = store.query(everything())
         let counter = try #require(answer.series.first { $0.id == 1 })
         #expect(rows(counter) == [[t0, 10, 10], [t0 + 1, 15, 25]])
@@ -152,15 +157,15 @@ struct HistoryStoreTests {
     @Test("the cap refuses and counts new series; a series gone from the snapshots gives its slot up")
     func cap() throws {
         let store = HistoryStore(retentionSeconds: 60, maxSeries: 2)
-        var builder = SnapshotBuilder()
+        var builder = SnapshotBuilder(recordingInto: store)
         let three = (1...3).map { SnapshotBuilder.histogram(id: $0, total: 1) }
-        store.record(builder.make(at: t0, three))
+        builder.record(at: t0, three)
         #expect(store.counts == (series: 2, refused: 1))
         var answer = store.query(everything())
         #expect(answer.series.map(\.id) == [1, 2])
         #expect(answer.seriesRefused == 1 && answer.seriesTotal == 2 && answer.seriesCap == 2)
         // Series 2 disappears: series 3 takes its slot.
-        store.record(builder.make(at: t0 + 1, [SnapshotBuilder.histogram(id: 1, total: 2), SnapshotBuilder.histogram(id: 3, total: 4)]))
+        builder.record(at: t0 + 1, [SnapshotBuilder.histogram(id: 1, total: 2), SnapshotBuilder.histogram(id: 3, total: 4)])
         #expect(store.counts == (series: 2, refused: 0))
         answer = store.query(everything())
         #expect(answer.series.map(\.id) == [1, 3])
@@ -171,29 +176,28 @@ struct HistoryStoreTests {
     @Test("a series gone from the snapshots is kept until its points age out")
     func agesOut() throws {
         let store = HistoryStore(retentionSeconds: 10, maxSeries: 5)
-        var builder = SnapshotBuilder()
-        store.record(builder.make(at: t0, [SnapshotBuilder.histogram(id: 1, total: 1), SnapshotBuilder.histogram(id: 2, total: 1)]))
-        store.record(builder.make(at: t0 + 5, [SnapshotBuilder.histogram(id: 1, total: 2)]))
+        var builder = SnapshotBuilder(recordingInto: store)
+        builder.record(at: t0, [SnapshotBuilder.histogram(id: 1, total: 1), SnapshotBuilder.histogram(id: 2, total: 1)])
+        builder.record(at: t0 + 5, [SnapshotBuilder.histogram(id: 1, total: 2)])
         #expect(store.counts.series == 2)
         #expect(store.query(everything()).series.map(\.id) == [1, 2])
-        store.record(builder.make(at: t0 + 30, [SnapshotBuilder.histogram(id: 1, total: 3)]))
+        builder.record(at: t0 + 30, [SnapshotBuilder.histogram(id: 1, total: 3)])
         #expect(store.counts.series == 1)
     }
 
     @Test("coarser steps: counts summed, quantiles and max the largest, a counter's total the last")
     func steps() throws {
         let store = HistoryStore(retentionSeconds: 60, maxSeries: 10)
-        var builder = SnapshotBuilder()
+        var builder = SnapshotBuilder(recordingInto: store)
         let quantiles: [[UInt64]] = [[1, 2, 3, 4], [9, 9, 1, 1], [5, 5, 5, 5], [2, 2, 2, 2]]
         for second in 0..<4 {
-            store.record(
-                builder.make(
-                    at: t0 + UInt64(second),
-                    [
-                        SnapshotBuilder.histogram(
-                            id: 1, total: UInt64(second + 1) * 3, quantiles: quantiles[second], max: UInt64(10 * second)),
-                        SnapshotBuilder.counter(id: 2, total: UInt128(second + 1) * 100),
-                    ]))
+            builder.record(
+                at: t0 + UInt64(second),
+                [
+                    SnapshotBuilder.histogram(
+                        id: 1, total: UInt64(second + 1) * 3, quantiles: quantiles[second], max: UInt64(10 * second)),
+                    SnapshotBuilder.counter(id: 2, total: UInt128(second + 1) * 100),
+                ])
         }
         let answer = store.query(everything(step: 2))
         // t0 is even: the steps are [t0, t0+1] and [t0+2, t0+3].
@@ -205,15 +209,14 @@ struct HistoryStoreTests {
     @Test("filters: series id, ring, metric and labels")
     func filters() throws {
         let store = HistoryStore(retentionSeconds: 60, maxSeries: 10)
-        var builder = SnapshotBuilder()
-        store.record(
-            builder.make(
-                at: t0,
-                [
-                    SnapshotBuilder.histogram(id: 1, ring: "a", labels: "side=buy\nsymbol=AAPL", total: 1),
-                    SnapshotBuilder.histogram(id: 2, ring: "a", labels: "side=sell\nsymbol=AAPL", total: 1),
-                    SnapshotBuilder.histogram(id: 3, ring: "b", name: "other", total: 1),
-                ]))
+        var builder = SnapshotBuilder(recordingInto: store)
+        builder.record(
+            at: t0,
+            [
+                SnapshotBuilder.histogram(id: 1, ring: "a", labels: "side=buy\nsymbol=AAPL", total: 1),
+                SnapshotBuilder.histogram(id: 2, ring: "a", labels: "side=sell\nsymbol=AAPL", total: 1),
+                SnapshotBuilder.histogram(id: 3, ring: "b", name: "other", total: 1),
+            ])
         func ids(_ text: String) throws -> [UInt64] {
             let query = try HistoryQuery(parsing: text, nowSeconds: Int64(t0) + 10)
             return store.query(query).series.map(\.id)
@@ -246,9 +249,9 @@ struct HistoryStoreTests {
     @Test("an answer holds at most maxPointsPerAnswer points, and says it was truncated")
     func bounded() throws {
         let store = HistoryStore(retentionSeconds: 1000, maxSeries: 200)
-        var builder = SnapshotBuilder()
+        var builder = SnapshotBuilder(recordingInto: store)
         for second in 0..<600 {
-            store.record(builder.make(at: t0 + UInt64(second), (1...200).map { SnapshotBuilder.histogram(id: $0, total: UInt64(second)) }))
+            builder.record(at: t0 + UInt64(second), (1...200).map { SnapshotBuilder.histogram(id: $0, total: UInt64(second)) })
         }
         let answer = store.query(everything())
         let points = answer.series.map { rows($0).count }.reduce(0, +)

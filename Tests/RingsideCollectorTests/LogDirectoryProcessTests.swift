@@ -76,10 +76,7 @@ private func hlogErrors(port: Int) throws -> Int? {
 /// A producer writing histogram "blast" into `ring` `rate` times a second for two minutes (or until killed).
 private func startProducer(_ directory: RingDirectory, ring: String, rate: Int = 5_000) throws -> ChildProcess {
     let producer = try ChildProcess(
-        "ringside-test-producer",
-        [
-            "blast", "--dir", directory.path, "--ring", ring, "--seconds", "120", "--rate", "\(rate)", "--capacity", "65536",
-        ])
+        testProducer: "blast", ring: ring, in: directory, ["--seconds", "120", "--rate", "\(rate)", "--capacity", "65536"])
     guard producer.readLine()?.hasPrefix("attached ") == true else { throw TestSupportError("the producer did not start") }
     return producer
 }

@@ -24,11 +24,8 @@ struct ManyThreadsTests {
             defer { collector.kill() }
             let threads = 8, count = 1_000_000
             let producer = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "threads", "--dir", directory.path, "--ring", "many", "--threads", "\(threads)", "--count", "\(count)",
-                    "--capacity", "\(1 << 20)",
-                ])
+                testProducer: "threads", ring: "many", in: directory,
+                ["--threads", "\(threads)", "--count", "\(count)", "--capacity", "\(1 << 20)"])
             // "lanes L written W dropped D"
             let report = try #require(producer.readLine()).split(separator: " ")
             #expect(producer.waitForExit().status == 0)
@@ -197,10 +194,8 @@ struct ManyThreadsTests {
     func newBotIsAttachedAtOnce() throws {
         try withRingDirectory { directory in
             let captured = CapturedLog()
-            var options = CollectorOptions()
-            options.directory = directory
-            options.pollNanos = 2_000_000_000  // a slow poll: only inotify can wake it in time
-            let collector = Collector(options: options, log: captured.log)
+            // A slow poll: only inotify can wake it in time.
+            let collector = try makeCollector(directory, pollNanos: 2_000_000_000, captured: captured)
             collector.start()
             defer { collector.stop() }
             usleep(100_000)  // the first pass, which starts the watch

@@ -9,11 +9,8 @@ struct GrafanaDashboardTests {
     static func exportedNames() throws -> Set<String> {
         try withRingDirectory { directory in
             let bot = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "kit", "--dir", directory.path, "--ring", "bot", "--count", "1000", "--start", "1000", "--step", "1000",
-                    "--per-second", "100",
-                ])
+                testProducer: "kit", ring: "bot", in: directory,
+                ["--count", "1000", "--start", "1000", "--step", "1000", "--per-second", "100"])
             defer { bot.kill() }
             #expect(bot.readLine()?.hasPrefix("ready ") == true)
             var junk = [UInt8](repeating: 0x5A, count: 8192)

@@ -42,14 +42,11 @@ struct LivePageBrowserTests {
         try withRingDirectory { directory in
             // A bot that keeps running, and one that is killed: the page must show it dead.
             let bot = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "kit", "--dir", directory.path, "--ring", "bot", "--count", "2000", "--start", "1000", "--step", "997",
-                    "--per-second", "200",
-                ])
+                testProducer: "kit", ring: "bot", in: directory,
+                ["--count", "2000", "--start", "1000", "--step", "997", "--per-second", "200"])
             defer { bot.kill() }
             #expect(bot.readLine()?.hasPrefix("ready ") == true)
-            let gone = try ChildProcess("ringside-test-producer", ["hold", "--dir", directory.path, "--ring", "gone-bot", "--count", "10"])
+            let gone = try ChildProcess(testProducer: "hold", ring: "gone-bot", in: directory, ["--count", "10"])
             #expect(gone.readLine()?.hasPrefix("ready ") == true)
             gone.kill()
             _ = gone.waitForExit()

@@ -142,11 +142,8 @@ struct PrometheusTests {
         let count = 10_000, perSecond = 1_000
         func bot(_ directory: TemporaryRingDirectory, start: Int) throws -> ChildProcess {
             let producer = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "kit", "--dir", directory.path, "--ring", "bot", "--count", String(count), "--start", String(start),
-                    "--step", "1000", "--per-second", String(perSecond),
-                ])
+                testProducer: "kit", ring: "bot", in: directory.ringDirectory,
+                ["--count", String(count), "--start", String(start), "--step", "1000", "--per-second", String(perSecond)])
             #expect(producer.readLine()?.hasPrefix("ready ") == true)
             return producer
         }

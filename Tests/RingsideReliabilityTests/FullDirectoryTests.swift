@@ -72,10 +72,7 @@ extension ReliabilityTests {
                 for index in 0..<12 {
                     let name = "small-\(index)"
                     let producer = try ChildProcess(
-                        "ringside-test-producer",
-                        [
-                            "sequence", "--dir", small, "--ring", name, "--count", "1024", "--capacity", "1024",
-                        ])
+                        testProducer: "sequence", ring: name, in: smallDirectory, ["--count", "1024", "--capacity", "1024"])
                     let output = producer.readLine()
                     let exit = producer.waitForExit()
                     if exit.status == 0 {
@@ -151,11 +148,8 @@ extension ReliabilityTests {
                 let threads = 2, count = 1_000
                 // Lanes of 65,536 records: 2 MiB each, in a 1 MiB directory; the header part is 140 KiB.
                 let producer = try ChildProcess(
-                    "ringside-test-producer",
-                    [
-                        "threads", "--dir", small, "--ring", "laneless", "--threads", "\(threads)", "--count", "\(count)",
-                        "--capacity", "65536",
-                    ])
+                    testProducer: "threads", ring: "laneless", in: RingDirectory(small),
+                    ["--threads", "\(threads)", "--count", "\(count)", "--capacity", "65536"])
                 let line = producer.readLine()
                 let exit = producer.waitForExit()
                 #expect(exit.status == 0, "status \(exit.status) (\(SIGBUS) would be SIGBUS): \(exit.standardError)")

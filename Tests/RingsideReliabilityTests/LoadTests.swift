@@ -112,11 +112,8 @@ extension ReliabilityTests {
                     "--dir", directory.path, "--json-dump", dump, "--dump-interval", "100ms", "--poll", "10ms",
                 ])
                 let producer = try ChildProcess(
-                    "ringside-test-producer",
-                    [
-                        "threads", "--dir", directory.path, "--ring", "threads", "--threads", "\(threads)", "--count", "\(count)",
-                        "--capacity", "4096",
-                    ])
+                    testProducer: "threads", ring: "threads", in: directory,
+                    ["--threads", "\(threads)", "--count", "\(count)", "--capacity", "4096"])
                 // "lanes L written W dropped D"
                 let line = producer.readLine()
                 let exit = producer.waitForExit()

@@ -19,11 +19,8 @@ extension ReliabilityTests {
         func truncationPastTheFirstTable() throws {
             try withRingDirectory { directory in
                 // One file of 64 lanes, made by a real producer (64 threads, a lane each) ...
-                let made = try runProcess(
-                    "ringside-test-producer",
-                    [
-                        "lanes", "--dir", directory.path, "--ring", "model", "--threads", "64", "--count", "1", "--capacity", "16",
-                    ])
+                let made = try runTestProducer(
+                    "lanes", ring: "model", in: directory, ["--threads", "64", "--count", "1", "--capacity", "16"])
                 try #require(made.status == 0 && made.output.contains("lanes 64"), "\(made.output) \(made.errors)")
                 let model = try Data(contentsOf: URL(fileURLWithPath: directory.filePath(for: "model")))
                 try directory.remove("model")

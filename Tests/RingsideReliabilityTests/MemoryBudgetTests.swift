@@ -30,11 +30,8 @@ extension ReliabilityTests {
                 _ = try httpGet(port: port, path: "/metrics")  // the empty page: what serving costs with no series
                 let baseline = try #require(statusKiB(of: collector.pid, "RssAnon"))
                 let producer = try ChildProcess(
-                    "ringside-test-producer",
-                    [
-                        "wide-series", "--dir", directory.path, "--ring", "wide", "--rings", "25", "--metrics", "4000",
-                        "--label-bytes", "200",
-                    ])
+                    testProducer: "wide-series", ring: "wide", in: directory,
+                    ["--rings", "25", "--metrics", "4000", "--label-bytes", "200"])
                 defer {
                     producer.send(SIGKILL)
                     producer.waitForExit()

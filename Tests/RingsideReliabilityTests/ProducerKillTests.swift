@@ -29,11 +29,9 @@ extension ReliabilityTests {
         func producerKilledAtRandomPoints() throws {
             try withRingDirectory { directory in
                 let captured = CapturedLog()
-                var options = CollectorOptions()
-                options.directory = directory
-                options.pollNanos = 10_000_000
-                options.windowNanos = [1_000_000_000, 600_000_000_000]  // the long window spans the whole test
-                let collector = Collector(options: options, log: captured.log)
+                // The long window spans the whole test.
+                let collector = try makeCollector(
+                    directory, windows: [1_000_000_000, 600_000_000_000], pollNanos: 10_000_000, captured: captured)
                 collector.start()
                 defer { collector.stop() }
 
@@ -41,11 +39,7 @@ extension ReliabilityTests {
                 var deathDelays: [Double] = []
                 for life in 0..<20 {
                     let producer = try ChildProcess(
-                        "ringside-test-producer",
-                        [
-                            "blast", "--dir", directory.path, "--ring", "victim", "--seconds", "60", "--rate", "200000",
-                            "--capacity", "4096",
-                        ])
+                        testProducer: "blast", ring: "victim", in: directory, ["--seconds", "60", "--rate", "200000", "--capacity", "4096"])
                     let delay = UInt32.random(in: 0...300_000)
                     usleep(delay)
                     producer.kill()

@@ -29,11 +29,7 @@ extension ReliabilityTests {
                 #expect(try eventually { try httpGet(port: port, path: "/-/ready").status == 200 })
                 let fds = openDescriptorCount(of: collector.pid), maps = mappingCount(of: collector.pid)
                 let rss = try #require(residentKiB(of: collector.pid)).total
-                let run = try runProcess(
-                    "ringside-test-producer",
-                    [
-                        "short-bots", "--dir", directory.path, "--ring", "job", "--count", "3000",
-                    ])
+                let run = try runTestProducer("short-bots", ring: "job", in: directory, ["--count", "3000"])
                 try #require(run.status == 0 && run.output.contains("bots 3000"), "\(run.errors)")
                 let collected = eventually(seconds: 120) { () -> Bool? in
                     metric(port, "ringside_collector_records_drained_total") == 3_000 && openDescriptorCount(of: collector.pid) <= fds + 8
@@ -67,11 +63,7 @@ extension ReliabilityTests {
                 defer { collector.kill() }
                 for life in 1...3 {
                     // A process that attaches, writes 100 records and exits.
-                    let run = try runProcess(
-                        "ringside-test-producer",
-                        [
-                            "sequence", "--dir", directory.path, "--ring", "phoenix", "--count", "100", "--capacity", "1024",
-                        ])
+                    let run = try runTestProducer("sequence", ring: "phoenix", in: directory, ["--count", "100", "--capacity", "1024"])
                     try #require(run.status == 0, "\(run.errors)")
                     let seen = eventually { () -> Bool? in
                         let body = (try? httpGet(port: port, path: "/metrics").body) ?? ""

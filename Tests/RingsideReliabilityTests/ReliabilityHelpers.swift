@@ -37,11 +37,8 @@ func startBlast(
     capacity: Int = 4096, nice: Int = 0
 ) throws -> ChildProcess {
     let producer = try ChildProcess(
-        "ringside-test-producer",
-        [
-            "blast", "--dir", directory.path, "--ring", ring, "--seconds", String(seconds), "--rate", String(rate),
-            "--capacity", String(capacity), "--nice", String(nice),
-        ])
+        testProducer: "blast", ring: ring, in: directory,
+        ["--seconds", String(seconds), "--rate", String(rate), "--capacity", String(capacity), "--nice", String(nice)])
     let line = producer.readLine() ?? ""
     guard line.hasPrefix("attached ") else {
         throw TestSupportError("blast into \(ring) did not attach: \(line) \(producer.waitForExit().standardError)")

@@ -28,10 +28,7 @@ extension ReliabilityTests {
         func truncatedUnderReaders(size: Int, drainedFirst: Int) throws {
             try withRingDirectory { directory in
                 let producer = try ChildProcess(
-                    "ringside-test-producer",
-                    [
-                        "sequence", "--dir", directory.path, "--ring", "cut", "--count", "500", "--capacity", "1024",
-                    ])
+                    testProducer: "sequence", ring: "cut", in: directory, ["--count", "500", "--capacity", "1024"])
                 #expect(producer.readLine() == "wrote 500 dropped 0")
                 let consumer = try RingConsumer("cut", directory: directory)
                 let inspector = try RingInspector("cut", directory: directory)
@@ -95,10 +92,7 @@ extension ReliabilityTests {
         func truncatedAndRemovedUnderCollector() throws {
             try withRingDirectory { directory in
                 let captured = CapturedLog()
-                var options = CollectorOptions()
-                options.directory = directory
-                options.pollNanos = 10_000_000
-                let collector = Collector(options: options, log: captured.log)
+                let collector = try makeCollector(directory, pollNanos: 10_000_000, captured: captured)
                 let doomed = try startBlast(directory, ring: "doomed", rate: 50_000, capacity: 1024)
                 let removed = try startBlast(directory, ring: "removed", rate: 50_000, capacity: 1024)
                 let bystander = try startBlast(directory, ring: "bystander", rate: 50_000, capacity: 1024)

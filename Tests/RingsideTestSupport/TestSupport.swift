@@ -148,6 +148,31 @@ package final class ChildProcess: @unchecked Sendable {
     }
 }
 
+// MARK: - The test producer
+
+/// The arguments of `ringside-test-producer` in `mode`, writing ring `ring` in `directory`, with
+/// `options` after: every one of its modes takes `--dir` and `--ring` first.
+private func testProducerArguments(_ mode: String, ring: String, in directory: RingDirectory, _ options: [String]) -> [String] {
+    [mode, "--dir", directory.path, "--ring", ring] + options
+}
+
+extension ChildProcess {
+    /// `ringside-test-producer` (Tests/ringside-test-producer) in `mode`, writing ring `ring` in
+    /// `directory`, with `options` after.
+    package convenience init(
+        testProducer mode: String, ring: String, in directory: RingDirectory, _ options: [String] = [],
+        environment: [String: String] = [:]
+    ) throws {
+        try self.init(
+            "ringside-test-producer", testProducerArguments(mode, ring: ring, in: directory, options), environment: environment)
+    }
+}
+
+/// `ringside-test-producer` in `mode`, writing ring `ring` in `directory`, run to its end.
+package func runTestProducer(_ mode: String, ring: String, in directory: RingDirectory, _ options: [String] = []) throws -> ProcessRun {
+    try runProcess("ringside-test-producer", testProducerArguments(mode, ring: ring, in: directory, options))
+}
+
 // MARK: - HTTP
 
 /// A plain HTTP/1.1 GET to 127.0.0.1:`port` over a connection of its own; returns the status code
@@ -360,6 +385,20 @@ package func startCollector(
         throw TestSupportError("the collector did not start: \(collector.waitForExit().standardError)")
     }
     return (collector, port)
+}
+
+/// A collector over `directory` with the given SLO rules, windows and poll interval (the
+/// options' defaults where nil), logging into `captured`; not started.
+package func makeCollector(
+    _ directory: RingDirectory, slo: [String] = [], windows: [UInt64]? = nil, pollNanos: UInt64? = nil,
+    captured: CapturedLog
+) throws -> Collector {
+    var options = CollectorOptions()
+    options.directory = directory
+    options.sloRules = try slo.map { try SLORule(parsing: $0) }
+    if let windows { options.windowNanos = windows }
+    if let pollNanos { options.pollNanos = pollNanos }
+    return Collector(options: options, log: captured.log)
 }
 
 /// Log lines a collector wrote, kept for the test to read.

@@ -284,11 +284,7 @@ struct BotTests {
     func asyncMeasureInTasks() throws {
         try withRingDirectory { directory in
             let launched = rs_clock_precise_ns()
-            let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "tasks", "--dir", directory.path, "--ring", "tasks", "--tasks", "100",
-                ])
+            let child = try ChildProcess(testProducer: "tasks", ring: "tasks", in: directory, ["--tasks", "100"])
             let report = fields(child.readLine())
             let exit = child.waitForExit()
             #expect(exit.status == 0, "\(exit.standardError)")
@@ -345,11 +341,8 @@ struct BotTests {
         try withRingDirectory { directory in
             let threads = 10_000, count = 10, parallel = 4
             let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    mode, "--dir", directory.path, "--ring", "short", "--threads", "\(threads)", "--count", "\(count)",
-                    "--parallel", "\(parallel)", "--capacity", "\(1 << 17)",
-                ])
+                testProducer: mode, ring: "short", in: directory,
+                ["--threads", "\(threads)", "--count", "\(count)", "--parallel", "\(parallel)", "--capacity", "\(1 << 17)"])
             let line = child.readLine()
             let exit = child.waitForExit()
             #expect(exit.status == 0, "\(exit.standardError)")
@@ -389,11 +382,7 @@ struct BotTests {
     @Test("a forked child's records never land in the parent's bot; it says so on stderr")
     func forkedChildWritesNothing() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "fork", "--dir", directory.path, "--ring", "forked", "--count", "1000",
-                ])
+            let child = try ChildProcess(testProducer: "fork", ring: "forked", in: directory, ["--count", "1000"])
             let line = child.readLine()
             let exit = child.waitForExit()
             #expect(exit.status == 0)
@@ -416,11 +405,7 @@ struct BotTests {
     func forkedChildOfAWarmProcess() throws {
         try withRingDirectory { directory in
             let n = 500
-            let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "fork-warm", "--dir", directory.path, "--ring", "warm", "--count", "\(n)",
-                ])
+            let child = try ChildProcess(testProducer: "fork-warm", ring: "warm", in: directory, ["--count", "\(n)"])
             let line = child.readLine()
             let exit = child.waitForExit()
             #expect(exit.status == 0)

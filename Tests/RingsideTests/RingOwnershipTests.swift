@@ -19,11 +19,7 @@ struct RingOwnershipTests {
     @Test("a second producer process is refused while the first lives and accepted after SIGKILL; what it published is readable")
     func producerKilled() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "hold", "--dir", directory.path, "--ring", "held", "--count", "1000", "--capacity", "1024",
-                ])
+            let child = try ChildProcess(testProducer: "hold", ring: "held", in: directory, ["--count", "1000", "--capacity", "1024"])
             #expect(child.readLine() == "ready \(child.pid)")
             #expect(throws: RingError.producerAlive(ring: "held", pid: child.pid)) {
                 try Bot.attach("held", directory: directory.path, options: .init(laneCapacity: 1024))
@@ -33,11 +29,7 @@ struct RingOwnershipTests {
                 try Bot.attach("held", directory: directory.path)
             }
             // So is another process, which says who holds the bot and exits cleanly.
-            let second = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "threads", "--dir", directory.path, "--ring", "held", "--threads", "2", "--count", "10",
-                ])
+            let second = try ChildProcess(testProducer: "threads", ring: "held", in: directory, ["--threads", "2", "--count", "10"])
             let refused = second.waitForExit()
             #expect(refused.status == 2)
             #expect(refused.standardError.contains("another producer is attached (pid \(child.pid))"), "\(refused.standardError)")
@@ -90,11 +82,8 @@ struct RingOwnershipTests {
         try withRingDirectory { directory in
             for round in 0..<3 {
                 let child = try ChildProcess(
-                    "ringside-test-producer",
-                    [
-                        "sequence", "--dir", directory.path, "--ring", "restart", "--count", "100",
-                        "--start", "\(round * 100)", "--capacity", "256",
-                    ])
+                    testProducer: "sequence", ring: "restart", in: directory,
+                    ["--count", "100", "--start", "\(round * 100)", "--capacity", "256"])
                 _ = child.readLine()
                 #expect(child.waitForExit().status == 0)
             }
@@ -115,11 +104,8 @@ struct RingOwnershipTests {
     func killedBotKeepsCells() throws {
         try withRingDirectory { directory in
             let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "kit", "--dir", directory.path, "--ring", "kit", "--count", "100", "--start", "1000", "--step", "10",
-                    "--per-second", "100000",
-                ])
+                testProducer: "kit", ring: "kit", in: directory,
+                ["--count", "100", "--start", "1000", "--step", "10", "--per-second", "100000"])
             #expect(child.readLine() == "ready \(child.pid)")
             let inspector = try RingInspector("kit", directory: directory)
             let orders = try metric(inspector.metrics(), "orders"), exposure = try metric(inspector.metrics(), "gross_exposure")
@@ -157,11 +143,8 @@ struct RingOwnershipTests {
             var mostLanes = 0
             for _ in 0..<3 {
                 let child = try ChildProcess(
-                    "ringside-test-producer",
-                    [
-                        "threads", "--dir", directory.path, "--ring", "cells", "--threads", "\(threads)", "--count", "\(count)",
-                        "--capacity", "\(1 << 14)",
-                    ])
+                    testProducer: "threads", ring: "cells", in: directory,
+                    ["--threads", "\(threads)", "--count", "\(count)", "--capacity", "\(1 << 14)"])
                 // "lanes L written W dropped D": the figures of the file so far, every life included.
                 let report = try #require(child.readLine()).split(separator: " ")
                 #expect(child.waitForExit().status == 0)

@@ -192,9 +192,7 @@ struct RingProducerTests {
     func disabledByEnvironment() throws {
         try withRingDirectory { directory in
             let child = try ChildProcess(
-                "ringside-test-producer",
-                ["sequence", "--dir", directory.path, "--ring", "off", "--count", "10"],
-                environment: ["RINGSIDE_DISABLED": "1"])
+                testProducer: "sequence", ring: "off", in: directory, ["--count", "10"], environment: ["RINGSIDE_DISABLED": "1"])
             #expect(child.readLine() == "wrote 0 dropped 0")
             #expect(child.waitForExit().status == 0)
             #expect(directory.ringNames().isEmpty)
@@ -205,10 +203,7 @@ struct RingProducerTests {
     func hotPathAllocatesNothing() throws {
         try withRingDirectory { directory in
             let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "count-allocations", "--dir", directory.path, "--ring", "alloc", "--count", "1000000", "--capacity", "1024",
-                ])
+                testProducer: "count-allocations", ring: "alloc", in: directory, ["--count", "1000000", "--capacity", "1024"])
             let line = try #require(child.readLine())
             let fields = line.split(separator: " ")
             #expect(fields.count == 6, "unexpected output: \(line)")

@@ -13,11 +13,7 @@ struct RingReaderTests {
         try withRingDirectory { directory in
             let count = 50_000
             let child = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "sequence", "--dir", directory.path, "--ring", "xproc", "--count", "\(count)", "--start", "7",
-                    "--capacity", "65536",
-                ])
+                testProducer: "sequence", ring: "xproc", in: directory, ["--count", "\(count)", "--start", "7", "--capacity", "65536"])
             #expect(child.readLine() == "wrote \(count) dropped 0")
             #expect(child.waitForExit().status == 0)
 

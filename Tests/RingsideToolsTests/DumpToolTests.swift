@@ -269,10 +269,7 @@ struct DumpToolTests {
         try withRingDirectory { directory in
             // The producer waits for room, so it writes for as long as the test drains.
             let producer = try ChildProcess(
-                "ringside-test-producer",
-                [
-                    "sequence", "--dir", directory.path, "--ring", "busy", "--count", "100000000", "--capacity", "256", "--wait",
-                ])
+                testProducer: "sequence", ring: "busy", in: directory, ["--count", "100000000", "--capacity", "256", "--wait"])
             #expect(eventually { (try? RingInspector("busy", directory: directory).status().writeCursor) ?? 0 > 0 })
             let stop = Stop()
             let path = directory.path

@@ -17,21 +17,13 @@ func dump(_ directory: RingDirectory, _ arguments: String...) throws -> ProcessR
 /// start, start+1, ... (the last `capacity` of them when more were written); the producer has exited.
 func makeSequenceRing(_ directory: RingDirectory, _ name: String, count: Int, start: Int = 0, capacity: Int = 1024) throws {
     let child = try ChildProcess(
-        "ringside-test-producer",
-        [
-            "sequence", "--dir", directory.path, "--ring", name, "--count", "\(count)", "--start", "\(start)",
-            "--capacity", "\(capacity)",
-        ])
+        testProducer: "sequence", ring: name, in: directory, ["--count", "\(count)", "--start", "\(start)", "--capacity", "\(capacity)"])
     guard child.readLine() != nil, child.waitForExit().status == 0 else { throw TestSupportError("the test producer failed") }
 }
 
 /// A ring held by a live test producer process (which wrote `count` records); killed with the handle.
 func holdRing(_ directory: RingDirectory, _ name: String, count: Int, capacity: Int = 1024) throws -> ChildProcess {
-    let child = try ChildProcess(
-        "ringside-test-producer",
-        [
-            "hold", "--dir", directory.path, "--ring", name, "--count", "\(count)", "--capacity", "\(capacity)",
-        ])
+    let child = try ChildProcess(testProducer: "hold", ring: name, in: directory, ["--count", "\(count)", "--capacity", "\(capacity)"])
     guard let line = child.readLine(), line.hasPrefix("ready") else { throw TestSupportError("the test producer did not start") }
     return child
 }
@@ -42,11 +34,7 @@ func holdRing(_ directory: RingDirectory, _ name: String, count: Int, capacity: 
 /// incremented counter "lane_increments" {source="test"} `count` times. The producer has exited.
 func makeLanesRing(_ directory: RingDirectory, _ name: String, threads: Int, count: Int, capacity: Int = 1024) throws {
     let child = try ChildProcess(
-        "ringside-test-producer",
-        [
-            "lanes", "--dir", directory.path, "--ring", name, "--threads", "\(threads)", "--count", "\(count)",
-            "--capacity", "\(capacity)",
-        ])
+        testProducer: "lanes", ring: name, in: directory, ["--threads", "\(threads)", "--count", "\(count)", "--capacity", "\(capacity)"])
     guard let line = child.readLine(), line.hasPrefix("lanes \(threads) "), child.waitForExit().status == 0 else {
         throw TestSupportError("the test producer failed")
     }
@@ -55,11 +43,8 @@ func makeLanesRing(_ directory: RingDirectory, _ name: String, threads: Int, cou
 /// `makeLanesRing`'s bot held by a live producer whose threads still hold their lanes; killed with the handle.
 func holdLanesRing(_ directory: RingDirectory, _ name: String, threads: Int, count: Int, capacity: Int = 1024) throws -> ChildProcess {
     let child = try ChildProcess(
-        "ringside-test-producer",
-        [
-            "lanes", "--dir", directory.path, "--ring", name, "--threads", "\(threads)", "--count", "\(count)",
-            "--capacity", "\(capacity)", "--hold",
-        ])
+        testProducer: "lanes", ring: name, in: directory,
+        ["--threads", "\(threads)", "--count", "\(count)", "--capacity", "\(capacity)", "--hold"])
     guard let line = child.readLine(), line.hasPrefix("ready") else { throw TestSupportError("the test producer did not start") }
     return child
 }

@@ -307,6 +307,18 @@ func kit(_ ring: Bot, count: UInt64, start: UInt64, step: UInt64, perSecond: UIn
     }
 }
 
+/// Thread `thread`'s share in `threads` and `lanes`: records thread*count+1 ... thread*count+count
+/// into `values` and increments `increments` `count` times (none when `count` is 0).
+@Sendable func recordThreadShare(_ thread: Int, count: UInt64, values: Bot.Histogram, increments: Bot.Counter) {
+    let base = UInt64(thread) * count
+    var index: UInt64 = 1
+    while index <= count {
+        values.record(base + index)
+        increments.increment()
+        index += 1
+    }
+}
+
 /// The any-thread modes: `threads`, `short-threads`, `tasks` and `fork` (see the top of this file).
 func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count: UInt64) throws {
     switch mode {
@@ -318,13 +330,7 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         for thread in 0..<threads {
             done.enter()
             let worker = Thread {
-                let base = UInt64(thread) * count
-                var index: UInt64 = 1
-                while index <= count {
-                    values.record(base + index)
-                    increments.increment()
-                    index += 1
-                }
+                recordThreadShare(thread, count: count, values: values, increments: increments)
                 done.leave()
             }
             worker.start()
@@ -369,13 +375,7 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         for thread in 0..<threads {
             let wrote = DispatchSemaphore(value: 0)
             let worker = Thread {
-                let base = UInt64(thread) * count
-                var index: UInt64 = 1
-                while index <= count {
-                    values.record(base + index)
-                    increments.increment()
-                    index += 1
-                }
+                recordThreadShare(thread, count: count, values: values, increments: increments)
                 level.set(Double(thread))
                 wrote.signal()
                 finish.wait()

@@ -328,19 +328,25 @@ static int handle_increment(HandleObject *handle, PyObject *const *args, Py_ssiz
     return handle_convert_u64(handle, value, out);
 }
 
-static PyObject *handle_inc(HandleObject *handle, PyObject *const *args, Py_ssize_t count) {
-    if (handle->metric.kind == RS_KIND_GAUGE) {
-        double amount = 1.0;
-        if (count > 1) return PyErr_Format(PyExc_TypeError, "inc() takes at most 1 argument (%zd given)", count);
-        if (count == 1) {
-            if (PyFloat_CheckExact(args[0])) amount = PyFloat_AS_DOUBLE(args[0]);
-            else if (handle_convert_double(handle, args[0], &amount) < 0) return NULL;
-        }
-        if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
-        handle->gauge_value += amount; /* under the GIL: one thread at a time */
-        rs_bot_set(handle->core->bot, handle->metric, handle->gauge_value);
-        Py_RETURN_NONE;
+/* A gauge's inc() or dec() (`call`): adds the one optional amount (default 1) to the value this
+   process last set, or subtracts it, and sets the gauge to the result. */
+static PyObject *gauge_add(HandleObject *handle, PyObject *const *args, Py_ssize_t count, const char *call, int subtract) {
+    double amount = 1.0;
+    if (count > 1) return PyErr_Format(PyExc_TypeError, "%s() takes at most 1 argument (%zd given)", call, count);
+    if (count == 1) {
+        if (PyFloat_CheckExact(args[0])) amount = PyFloat_AS_DOUBLE(args[0]);
+        else if (handle_convert_double(handle, args[0], &amount) < 0) return NULL;
     }
+    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    /* Under the GIL: one thread at a time. */
+    if (subtract) handle->gauge_value -= amount;
+    else handle->gauge_value += amount;
+    rs_bot_set(handle->core->bot, handle->metric, handle->gauge_value);
+    Py_RETURN_NONE;
+}
+
+static PyObject *handle_inc(HandleObject *handle, PyObject *const *args, Py_ssize_t count) {
+    if (handle->metric.kind == RS_KIND_GAUGE) return gauge_add(handle, args, count, "inc", 0);
     uint64_t increment;
     if (handle_increment(handle, args, count, &increment) < 0) return NULL;
     if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
@@ -349,16 +355,7 @@ static PyObject *handle_inc(HandleObject *handle, PyObject *const *args, Py_ssiz
 }
 
 static PyObject *handle_dec(HandleObject *handle, PyObject *const *args, Py_ssize_t count) {
-    double amount = 1.0;
-    if (count > 1) return PyErr_Format(PyExc_TypeError, "dec() takes at most 1 argument (%zd given)", count);
-    if (count == 1) {
-        if (PyFloat_CheckExact(args[0])) amount = PyFloat_AS_DOUBLE(args[0]);
-        else if (handle_convert_double(handle, args[0], &amount) < 0) return NULL;
-    }
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
-    handle->gauge_value -= amount;
-    rs_bot_set(handle->core->bot, handle->metric, handle->gauge_value);
-    Py_RETURN_NONE;
+    return gauge_add(handle, args, count, "dec", 1);
 }
 
 static PyObject *handle_set(HandleObject *handle, PyObject *value) {

@@ -57,16 +57,12 @@ def _as_float(value: Any, where: str, what: str) -> float:
         raise RingValueError(f"{where} is not a float: {error}") from None
 
 
-def histogram_converter(bot: str, metric: str, unit: str) -> Callable[[Any], int]:
-    """A function from an observation in `unit` to the whole number stored, or an exception."""
+def _histogram_conversion(unit: str) -> Callable[[Any, str, str], int]:
+    """A number observed in `unit` to the whole number stored: nanoseconds for a time unit."""
     scale = NANOSECONDS_PER.get(unit, 1)
     whole_only = unit not in NANOSECONDS_PER
-    what = f"a histogram in {unit} records numbers from 0"
 
-    def convert(value: Any) -> int:
-        where = _where(bot, metric, value)
-        if isinstance(value, _NOT_NUMBERS):
-            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}")
+    def convert(value: Any, where: str, what: str) -> int:
         try:
             whole = operator.index(value)
         except TypeError:
@@ -92,43 +88,38 @@ def histogram_converter(bot: str, metric: str, unit: str) -> Callable[[Any], int
     return convert
 
 
-def counter_converter(bot: str, metric: str) -> Callable[[Any], int]:
-    """A function from an increment to the whole number added, or an exception."""
-    def convert(value: Any) -> int:
-        where = _where(bot, metric, value)
-        what = "a counter adds whole numbers from 0 to 2^64-1"
-        if isinstance(value, _NOT_NUMBERS):
-            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}")
-        try:
-            whole = operator.index(value)
-        except TypeError:
-            number = _as_float(value, where, what)
-            if not math.isfinite(number) or number != math.floor(number):
-                raise RingValueError(f"{where} is not a whole number; {what}") from None
-            whole = int(number)
-        if not 0 <= whole <= U64:
-            raise RingValueError(f"{where} is out of range; {what} (a counter never goes down)")
-        return whole
-    return convert
-
-
-def gauge_converter(bot: str, metric: str) -> Callable[[Any], float]:
-    """A function from a gauge's value to the float stored, or an exception."""
-    def convert(value: Any) -> float:
-        where = _where(bot, metric, value)
-        if isinstance(value, _NOT_NUMBERS):
-            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; a gauge holds a float")
-        return _as_float(value, where, "a gauge holds a float")
-    return convert
+def _increment(value: Any, where: str, what: str) -> int:
+    """A counter's increment to the whole number added."""
+    try:
+        whole = operator.index(value)
+    except TypeError:
+        number = _as_float(value, where, what)
+        if not math.isfinite(number) or number != math.floor(number):
+            raise RingValueError(f"{where} is not a whole number; {what}") from None
+        whole = int(number)
+    if not 0 <= whole <= U64:
+        raise RingValueError(f"{where} is out of range; {what} (a counter never goes down)")
+    return whole
 
 
 def converter(kind: int, bot: str, metric: str, unit: str) -> Callable[[Any], float]:
-    """The converter of a metric of `kind` (KIND_*) declared in `unit`."""
+    """The converter of a metric of `kind` (KIND_*) declared in `unit`: a function from a value to
+    the value stored, or an exception."""
+    convert: Callable[[Any, str, str], float]
     if kind == KIND_HISTOGRAM:
-        return histogram_converter(bot, metric, unit)
-    if kind == KIND_COUNTER:
-        return counter_converter(bot, metric)
-    return gauge_converter(bot, metric)
+        what, convert = f"a histogram in {unit} records numbers from 0", _histogram_conversion(unit)
+    elif kind == KIND_COUNTER:
+        what, convert = "a counter adds whole numbers from 0 to 2^64-1", _increment
+    else:
+        what, convert = "a gauge holds a float", _as_float
+
+    def checked(value: Any) -> float:
+        where = _where(bot, metric, value)
+        # Text is no number, though int() and float() would parse it.
+        if isinstance(value, _NOT_NUMBERS):
+            raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}")
+        return convert(value, where, what)
+    return checked
 
 
 def check_name(bot: str, name: str) -> None:
