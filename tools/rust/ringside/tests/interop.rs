@@ -115,8 +115,8 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
              latency = core.register('c_latency', 3, 2, b'symbol=AAPL\\nvenue=XNAS', '', 1)\n\
              orders = core.register('c_orders', 1, 0, b'', '', 1)\n\
              assert (latency, orders) == (0, 1), (latency, orders)\n\
-             observe = core.handle(latency, 3, 1, True, _values.histogram_converter({BOT:?}, 'c_latency', 'none')).observe\n\
-             inc = core.handle(orders, 1, 1, True, _values.counter_converter({BOT:?}, 'c_orders')).inc\n\
+             observe = core.handle(latency, 3, 1, True, _values.converter(3, {BOT:?}, 'c_latency', 'none')).observe\n\
+             inc = core.handle(orders, 1, 1, True, _values.converter(1, {BOT:?}, 'c_orders', 'none')).inc\n\
              for i in range(100):\n    observe(i + 1)\n    inc(3)\n\
              bot.close()\n",
             module = module.display().to_string(),
