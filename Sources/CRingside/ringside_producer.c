@@ -51,8 +51,12 @@ typedef struct {
     int *lane_guards;           /* max_lanes guard slots, -1 when unmapped or unguarded */
     uint32_t countdown_stride;  /* entries per sample_countdown row (128-byte rows) */
     uint32_t disabled_metrics;  /* a disabled bot's registrations, for their indices */
-    int forked;                 /* 1 in a forked child: the file is the parent's */
-    int said_forked;            /* the child was told so on stderr (at its first record) */
+    int forked;                 /* 1 in a forked child until it writes a worker file of its own
+                                   (at its first record): the mapped file was the parent's */
+    int said_no_worker;         /* the child could not make its worker file, and said why on stderr */
+    dev_t file_dev;             /* the attached file, as fstat saw it: a forked child reads the */
+    ino_t file_ino;             /*   registry of this very file, not one put at its path since */
+    mode_t file_mode;           /* its permission bits, for a worker file a forked child makes */
     int said_why_laneless;      /* the "no lane could be added" message went to stderr */
     uint32_t lanes_mapped;      /* lanes this process mapped: the file's count at attach, plus those
                                    it added. Any process of the user can write the file's count, so
@@ -79,7 +83,7 @@ static void rsp_thread_exit(void *unused);
 static void rsp_fork_prepare(void);
 static void rsp_fork_parent(void);
 static void rsp_fork_child(void);
-static void rsp_say_forked(rsp_bot *b);
+static int rsp_become_worker(rsp_bot *b, rs_error *error);
 
 static void rsp_init_process(void) {
     rsp_thread_key_created = pthread_key_create(&rsp_thread_key, rsp_thread_exit) == 0;
@@ -102,7 +106,7 @@ const char *rs_strerror(int code) {
     case RS_E_NOT_READY: return "the file kept being replaced";
     case RS_E_TOO_MANY_BOTS: return "the process holds too many bots";
     case RS_E_NO_LANE: return "every lane is taken";
-    case RS_E_FORKED: return "the bot belongs to the parent of this forked process";
+    case RS_E_FORKED: return "this forked child could not make its worker file of the bot";
     case RS_E_NO_INODES: return "no file can be created in the ring directory (no free inodes)";
     default: return code < 0 ? strerror(-code) : "unknown error";
     }
@@ -590,7 +594,8 @@ static int rsp_open_and_lock(rsp_bot *b, mode_t mode, int *fd_out, int *created_
         }
         close(fd);
         if (error) error->pid = pid;
-        return rsp_fail(error, name, RS_E_PRODUCER_ALIVE, "another producer is attached (pid %d); a bot has one process", (int)pid);
+        return rsp_fail(error, name, RS_E_PRODUCER_ALIVE, "another producer is attached (pid %d); a bot has one process, or "
+                         "several as its workers (attach with the worker option)", (int)pid);
     }
     if (locked != 0) {
         close(fd);
@@ -779,10 +784,15 @@ static int rsp_attach_once(rsp_bot *b, const rs_bot_options *o, rs_error *error)
     } else {
         rc = rsp_adopt(b, fd, &copy, size, o, error);
     }
-    if (rc == 0) {
+    struct stat attached;
+    if (rc == 0 && fstat(fd, &attached) == 0) {
         b->bot.fd = fd;
+        b->file_dev = attached.st_dev;
+        b->file_ino = attached.st_ino;
+        b->file_mode = attached.st_mode & 0777;
         return 0;
     }
+    if (rc == 0) rc = rsp_fail_system(error, b->bot.name, -errno, "fstat", b->bot.path);
     rsp_unmap_all(b);
     rsp_free_views(b);
     if ((rc == RS_E_INCOMPATIBLE || rc == RS_E_CORRUPT) && o->recreate) {
@@ -835,6 +845,13 @@ static int rsp_set_up_disabled(rsp_bot *b, const rs_bot_options *o, rs_error *er
     rsp_build_laneless(b);
     b->bot.path[0] = 0;
     return 0;
+}
+
+/** `<directory>/ringside.<name>`, or a worker's `<directory>/ringside.<name>@<pid>`; 0 if too long. */
+static int rsp_file_path(char *path, size_t size, const char *directory, const char *name, int32_t worker_pid) {
+    int length = worker_pid ? snprintf(path, size, "%s/" RS_FILE_PREFIX "%s" RS_WORKER_SEPARATOR "%d", directory, name, (int)worker_pid)
+                            : snprintf(path, size, "%s/" RS_FILE_PREFIX "%s", directory, name);
+    return length >= 0 && (size_t)length < size;
 }
 
 static int rsp_free_slot_locked(void) {
@@ -897,7 +914,7 @@ int rs_bot_attach(rs_bot **out, const char *name, const rs_bot_options *options,
     if (!directory || !*directory) directory = getenv("RINGSIDE_DIR");
     if (!directory || !*directory) directory = "/dev/shm";
     char path[sizeof ((rs_bot *)0)->path];
-    if ((size_t)snprintf(path, sizeof path, "%s/" RS_FILE_PREFIX "%s", directory, name) >= sizeof path) {
+    if (!rsp_file_path(path, sizeof path, directory, name, o.worker ? (int32_t)getpid() : 0)) {
         return rsp_fail(error, name, RS_E_INVALID, "the bot's path in %.300s is longer than %zu bytes", directory, sizeof path - 1);
     }
 
@@ -1090,10 +1107,7 @@ int rs_bot_register_encoded(rs_bot *bot, rs_metric *metric, const char *name, si
     rsp_request r = {name, name_length, (unsigned)kind, (unsigned)unit, labels, labels_length, help, help_length, sample_every};
     int rc = rsp_check_request(b, &r, error);
     if (rc != 0) return rc;
-    if (b->forked) {
-        return rsp_fail(error, bot->name, RS_E_FORKED, "this process (pid %d) is a fork of pid %d, which attached the bot: "
-                        "attach a bot of its own in the child", (int)getpid(), (int)bot->owner_pid);
-    }
+    if (b->forked && (rc = rsp_become_worker(b, error)) != 0) return rc;
     pthread_mutex_lock(&bot->mutex);
     if (bot->enabled) {
         rc = rsp_find_or_add_locked(b, &r, metric, error);
@@ -1193,7 +1207,7 @@ rs_producer *rs_bot_claim_lane(rs_bot *bot) {
     rs_thread_lane *entry = &rs_thread_lanes[bot->slot];
     if (entry->generation == bot->generation) return entry->producer; /* claimed already */
     rs_producer *producer = &bot->disabled;
-    if (rsp_of(bot)->forked) rsp_say_forked(rsp_of(bot));
+    if (rsp_of(bot)->forked) (void)rsp_become_worker(rsp_of(bot), NULL);
     if (bot->enabled) {
         rsp_bot *b = rsp_of(bot);
         pthread_mutex_lock(&bot->mutex);
@@ -1240,6 +1254,8 @@ int rs_bot_claim_thread_lane(rs_bot *bot, rs_error *error) {
     if (bot == NULL) return rsp_fail(error, "(null)", RS_E_INVALID, "rs_bot_claim_thread_lane needs a bot");
     rs_thread_lane *entry = &rs_thread_lanes[bot->slot];
     if (entry->generation == bot->generation && entry->producer != &bot->laneless) return 0; /* held already */
+    int rc = rsp_of(bot)->forked ? rsp_become_worker(rsp_of(bot), error) : 0;
+    if (rc != 0) return rc;
     if (!bot->enabled) {
         (void)rs_bot_claim_lane(bot); /* the writes-nothing producer */
         return 0;
@@ -1260,6 +1276,7 @@ rs_producer *rs_bot_exclusive_producer(rs_bot *bot, rs_error *error) {
         rsp_fail(error, "(null)", RS_E_INVALID, "rs_bot_exclusive_producer needs a bot");
         return NULL;
     }
+    if (rsp_of(bot)->forked && rsp_become_worker(rsp_of(bot), error) != 0) return NULL;
     if (!bot->enabled) return &bot->disabled;
     pthread_mutex_lock(&bot->mutex);
     int lane = rsp_take_lane_locked(rsp_of(bot), RSP_HELD_EXCLUSIVE);
@@ -1367,24 +1384,157 @@ static void rsp_disown(rsp_bot *b) {
     bot->fd = -1;
 }
 
-/**
- * Says once, at the child's first record through the parent's bot, that it writes nothing: said
- * at the fork instead, every worker of a pool would say it, whether it records or not.
- */
-static void rsp_say_forked(rsp_bot *b) {
-    rs_bot *bot = &b->bot;
-    if (b->said_forked) return;
-    b->said_forked = 1;
-    char message[512];
+/** Says once on stderr why a forked child writes nothing: it could not make its worker file. */
+static void rsp_say_no_worker(rsp_bot *b, const rs_error *why) {
+    if (b->said_no_worker) return;
+    b->said_no_worker = 1;
+    char message[1400];
     size_t used = rsp_append(message, 0, sizeof message, "ringside: bot ");
-    used = rsp_append(message, used, sizeof message, bot->name);
-    used = rsp_append(message, used, sizeof message, " is attached by pid ");
-    used = rsp_append_number(message, used, sizeof message, bot->owner_pid);
-    used = rsp_append(message, used, sizeof message, "; this forked child (pid ");
+    used = rsp_append(message, used, sizeof message, b->bot.name);
+    used = rsp_append(message, used, sizeof message, ": this forked child (pid ");
     used = rsp_append_number(message, used, sizeof message, getpid());
-    used = rsp_append(message, used, sizeof message, ") writes nothing to it: attach a bot of its own in the child\n");
-    ssize_t ignored = write(STDERR_FILENO, message, used);
+    used = rsp_append(message, used, sizeof message, ") writes nothing: ");
+    used = rsp_append(message, used, sizeof message, why->message);
+    used = rsp_append(message, used, sizeof message, "\n");
+    ssize_t ignored = write(STDERR_FILENO, message, used); /* no stdio: its lock may be a parent thread's */
     (void)ignored;
+}
+
+/** Reads the registry of the file the bot attached (its path, if still that file): `count`
+    entries into a new array, which the caller frees. 0, or a negative code. */
+static int rsp_read_attached_registry(rsp_bot *b, rs_registry_entry **entries, uint32_t *count, rs_error *error) {
+    const char *path = b->bot.path, *name = b->bot.name;
+    *entries = NULL;
+    *count = 0;
+    /* A descriptor of our own, read only: it takes no lock and writes nothing. */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return rsp_fail_system(error, name, -errno, "open the parent's file", path);
+    struct stat st;
+    rs_header h;
+    int rc = 0;
+    if (fstat(fd, &st) != 0) {
+        rc = rsp_fail_system(error, name, -errno, "fstat", path);
+    } else if (st.st_dev != b->file_dev || st.st_ino != b->file_ino) {
+        rc = rsp_fail(error, name, RS_E_NOT_READY, "%.700s is no longer the file the parent attached: its registry is gone", path);
+    } else if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+        rc = rsp_fail_system(error, name, errno ? -errno : -EIO, "read", path);
+    } else if (h.metric_count > b->bot.registry_capacity || h.registry_offset != RS_HEADER_SIZE) {
+        rc = rsp_fail(error, name, RS_E_CORRUPT, "%.700s is corrupt: metric_count %u, registry_offset %llu", path,
+                      (unsigned)h.metric_count, (unsigned long long)h.registry_offset);
+    } else if (h.metric_count > 0) {
+        size_t bytes = (size_t)h.metric_count * sizeof(rs_registry_entry);
+        *entries = (rs_registry_entry *)malloc(bytes);
+        if (*entries == NULL) {
+            rc = rsp_fail(error, name, -ENOMEM, "out of memory");
+        } else if (pread(fd, *entries, bytes, (off_t)h.registry_offset) != (ssize_t)bytes) {
+            rc = rsp_fail_system(error, name, errno ? -errno : -EIO, "read the registry of", path);
+        } else {
+            *count = h.metric_count;
+        }
+    }
+    close(fd);
+    if (rc != 0) {
+        free(*entries);
+        *entries = NULL;
+    }
+    return rc;
+}
+
+/** Gives the worker file the parent's entries, at the same indices (its handles hold them): an
+    entry already there must be the same metric. Under bot->mutex. */
+static int rsp_take_registry_locked(rsp_bot *b, const rs_registry_entry *entries, uint32_t count, rs_error *error) {
+    rs_bot *bot = &b->bot;
+    uint32_t had = rs_load_relaxed_u32(&bot->header->metric_count); /* relaxed: only we write it */
+    for (uint32_t i = 0; i < count; i++) {
+        char why[400];
+        if (!rsp_entry_valid(&entries[i], i, why, sizeof why)) {
+            return rsp_fail(error, bot->name, RS_E_CORRUPT, "the parent's registry entry %u: %s", (unsigned)i, why);
+        }
+        rs_registry_entry *e = rsp_entry(b, i);
+        if (i < had) {
+            if (e->kind != entries[i].kind || e->name_length != entries[i].name_length || e->labels_length != entries[i].labels_length
+                || memcmp(e->name, entries[i].name, e->name_length) != 0 || memcmp(e->labels, entries[i].labels, e->labels_length) != 0) {
+                return rsp_fail(error, bot->name, RS_E_CONFLICT, "%.700s holds another metric at index %u than the parent's registry",
+                                bot->path, (unsigned)i);
+            }
+            continue;
+        }
+        memcpy(e, &entries[i], sizeof *e);
+        bot->sample_every[i] = e->sample_every;
+    }
+    /* Release: the entries' bytes are visible before the count that publishes them. */
+    if (count > had) rs_store_release_u32(&bot->header->metric_count, count);
+    return 0;
+}
+
+/**
+ * In a forked child, at its first record, registration or lane claim through a bot its parent
+ * attached: the child becomes a worker of the bot. It writes a file of its own,
+ * `<name>@<pid>`, of the parent's shape, and starting with the parent's registry, so the handles
+ * it inherited keep their indices; the collector merges it with the bot's other files. A child
+ * that never records makes nothing. Returns 0, or a negative code (the child then writes
+ * nothing, and says why once on stderr).
+ */
+static int rsp_become_worker(rsp_bot *b, rs_error *error) {
+    rs_error local;
+    if (error == NULL) error = &local;
+    rsp_clear_error(error);
+    rs_bot *bot = &b->bot;
+    pthread_mutex_lock(&rsp_mutex);
+    int rc = 0;
+    if (b->forked && b->said_no_worker) {
+        rc = rsp_fail(error, bot->name, RS_E_FORKED, "this forked child could not make its worker file (said on stderr)");
+    } else if (b->forked) {
+        rs_registry_entry *entries = NULL;
+        uint32_t count = 0;
+        char worker_path[sizeof bot->path];
+        rc = rsp_read_attached_registry(b, &entries, &count, error);
+        if (rc == 0 && !rsp_file_path(worker_path, sizeof worker_path, b->directory, bot->name, (int32_t)getpid())) {
+            rc = rsp_fail(error, bot->name, RS_E_INVALID, "the worker's path in %.300s is too long", b->directory);
+        }
+        if (rc == 0) {
+            rs_bot_options o;
+            memset(&o, 0, sizeof o);
+            o.directory = b->directory;
+            o.lane_capacity = (uint64_t)1 << bot->capacity_log2;
+            o.max_metrics = bot->registry_capacity;
+            o.max_lanes = bot->max_lanes;
+            o.mode = b->file_mode;
+            o.worker = 1;
+            /* The parent's views stay allocated, unused: a pointer to one of its producers
+               (an exclusive lane) may still be called in the child, and writes nothing. */
+            bot->producers = NULL;
+            bot->sample_countdown = NULL;
+            bot->lanes = NULL;
+            bot->lane_held = NULL;
+            bot->sample_every = NULL;
+            b->lane_guards = NULL;
+            rs_store_release_u32(&b->lanes_mapped, 0); /* the worker file's lanes are mapped anew */
+            b->said_why_laneless = 0;
+            snprintf(bot->path, sizeof bot->path, "%s", worker_path);
+            bot->owner_pid = (int32_t)getpid();
+            rc = rsp_attach_file(b, &o, error);
+            if (rc == 0) {
+                pthread_mutex_lock(&bot->mutex);
+                rc = rsp_take_registry_locked(b, entries, count, error);
+                pthread_mutex_unlock(&bot->mutex);
+                if (rc != 0) {
+                    rsp_unmap_all(b);
+                    close(bot->fd);
+                    bot->fd = -1;
+                }
+            }
+            /* On failure the writes-nothing producer still has the parent's views to sample with. */
+            if (rc == 0) {
+                b->forked = 0;
+                bot->enabled = 1;
+            }
+        }
+        free(entries);
+        if (rc != 0) rsp_say_no_worker(b, error);
+    }
+    pthread_mutex_unlock(&rsp_mutex);
+    return rc;
 }
 
 static void rsp_fork_child(void) {

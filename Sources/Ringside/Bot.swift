@@ -26,8 +26,10 @@ import Glibc
 /// first use, and a metric not registered yet is not exported.
 /// The collector shows the bot as one: one series per metric and label set, its lanes merged.
 ///
-/// After `fork()`, the child writes nothing to its parent's bot (it says so once on stderr):
-/// attach a bot of its own in the child, under another name.
+/// Several processes may write one bot as its workers (`Options.worker`), each its own file; the
+/// collector merges them. After `fork()`, the child's first record through the parent's bot makes
+/// it a worker of the bot: its handles work unchanged, and a child that never records makes
+/// nothing.
 public final class Bot: Sendable {
     /// How to attach.
     public struct Options: Sendable {
@@ -42,18 +44,23 @@ public final class Bot: Sendable {
         public var fileMode: UInt32
         /// What to do when an existing file's layout differs or the file is corrupt.
         public var onIncompatible: IncompatiblePolicy
+        /// Write the bot as one of its workers, beside other processes that write it: this
+        /// process writes a file of its own, `ringside.<name>@<pid>`, which the collector merges
+        /// with the bot's other files. Default false: the bot is this process's alone.
+        public var worker: Bool
 
         public init(
             laneCapacity: Int = 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2),
             maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY),
             maxThreads: Int = Int(RS_DEFAULT_MAX_LANES),
-            fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail
+            fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail, worker: Bool = false
         ) {
             self.laneCapacity = laneCapacity
             self.maxMetrics = maxMetrics
             self.maxThreads = maxThreads
             self.fileMode = fileMode
             self.onIncompatible = onIncompatible
+            self.worker = worker
         }
     }
 
@@ -102,7 +109,7 @@ public final class Bot: Sendable {
         let request = BotAttachment.Request(
             laneCapacity: options.laneCapacity, maxMetrics: options.maxMetrics,
             maxLanes: options.maxThreads, fileMode: options.fileMode,
-            onIncompatible: options.onIncompatible)
+            onIncompatible: options.onIncompatible, worker: options.worker)
         return Bot(attachment: try BotAttachment.attach(name, directory: directory, request: request))
     }
 

@@ -27,6 +27,8 @@ final class BotAttachment: @unchecked Sendable {
         var maxLanes: Int
         var fileMode: UInt32
         var onIncompatible: Bot.IncompatiblePolicy
+        /// Write a worker's file, `<name>@<pid>`.
+        var worker = false
         /// Map nothing: a bot whose handles do nothing.
         var disabled = false
     }
@@ -42,6 +44,7 @@ final class BotAttachment: @unchecked Sendable {
         options.mode = mode_t(request.fileMode & 0o777)
         options.recreate = request.onIncompatible == .recreate ? 1 : 0
         options.disabled = request.disabled ? 1 : 0
+        options.worker = request.worker ? 1 : 0
         var error = rs_error()
         var bot: UnsafeMutablePointer<rs_bot>?
         let code = ringDirectory.path.withCString { path in
@@ -54,7 +57,8 @@ final class BotAttachment: @unchecked Sendable {
             let metrics = request.maxMetrics > 0 ? request.maxMetrics : Int(RS_DEFAULT_REGISTRY_CAPACITY)
             let headerBytes = Int(rs_geometry_of(UInt32(capacity.trailingZeroBitCount), UInt32(metrics)).lanes_offset)
             throw ringError(
-                error, name: name, path: ringDirectory.filePath(for: name), directory: ringDirectory,
+                error, name: name, path: ringDirectory.filePath(for: request.worker ? "\(name)\(RS_WORKER_SEPARATOR)\(getpid())" : name),
+                directory: ringDirectory,
                 bytes: headerBytes)
         }
         return BotAttachment(name: name, pointer: bot)

@@ -47,6 +47,12 @@ public struct RingDirectory: Sendable, Equatable {
         }
     }
 
+    /// Checks a ring's name: a bot's (see `validate(name:)`), or a worker's, `<bot>@<pid>`.
+    package static func validate(ringName: String) throws(RingError) {
+        guard let worker = WorkerRing(ringName) else { return try validate(name: ringName) }
+        try validate(name: worker.bot)
+    }
+
     /// Why the directory cannot be listed (missing, not a directory, no permission), or nil.
     package func accessProblem() -> String? {
         do {
@@ -65,14 +71,14 @@ public struct RingDirectory: Sendable, Equatable {
         return fileNames.compactMap { fileName in
             guard fileName.hasPrefix(Self.filePrefix) else { return nil }
             let name = String(fileName.dropFirst(Self.filePrefix.count))
-            return (try? Self.validate(name: name)) != nil ? name : nil
+            return (try? Self.validate(ringName: name)) != nil ? name : nil
         }.sorted()
     }
 
     /// Removes a ring's file. Processes that have it mapped keep their mapping; the name is free.
     /// - Throws: `RingError.notFound` if there is no such ring, `.system` if unlink fails.
     package func remove(_ name: String) throws(RingError) {
-        try Self.validate(name: name)
+        try Self.validate(ringName: name)
         let file = filePath(for: name)
         do { try System.unlink(file) } catch {
             if error == .noSuchFileOrDirectory { throw .notFound(ring: name, path: file, existing: ringNames()) }
@@ -125,6 +131,28 @@ public struct RingDirectory: Sendable, Equatable {
             return false
         }
     }
+}
+
+/// A worker's ring, `<bot>@<pid>`: the file of one of the processes that write bot `<bot>` (see
+/// WORKERS in ringside.h).
+package struct WorkerRing: Sendable, Hashable {
+    /// The bot's name (not validated here).
+    package let bot: String
+    /// The process that made the file.
+    package let pid: Int32
+
+    /// The parts of a worker's ring name; nil for any other name (a bot's has no separator).
+    package init?(_ ringName: String) {
+        guard let separator = ringName.lastIndex(of: Character(RS_WORKER_SEPARATOR)) else { return nil }
+        let digits = ringName[ringName.index(after: separator)...]
+        guard !digits.isEmpty, digits.count <= 10, digits.allSatisfy(\.isASCIIDigit), let pid = Int32(digits), pid > 0 else { return nil }
+        bot = String(ringName[..<separator])
+        self.pid = pid
+    }
+}
+
+extension Character {
+    fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
 }
 
 /// Which file a path named: a ring removed and created again under the same name differs.

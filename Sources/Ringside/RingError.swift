@@ -67,7 +67,8 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
             return "ring \(ring): no space for \(path) (\(bytes) bytes); free space in the ring "
                 + "directory or attach with a smaller capacity"
         case let .producerAlive(ring, pid):
-            return "ring \(ring): another producer is attached (pid \(pid)); a ring has one producer"
+            return
+                "ring \(ring): another producer is attached (pid \(pid)); a bot has one process, or several as its workers (the worker option)"
         case let .consumerAlive(ring, pid):
             return "ring \(ring): another consumer is attached (pid \(pid)); a ring has one consumer"
         case let .notReady(ring):

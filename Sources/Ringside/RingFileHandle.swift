@@ -41,7 +41,7 @@ final class RingFileHandle {
         name: String, directory: RingDirectory, role: Role,
         allowedOwners: Set<UInt32> = []
     ) throws(RingError) -> (handle: RingFileHandle, layout: RingLayout) {
-        try RingDirectory.validate(name: name)
+        try RingDirectory.validate(ringName: name)
         let path = directory.filePath(for: name)
         // O_NONBLOCK: a FIFO planted under a ring's name must not block the open (it is then refused as
         // not a regular file); on regular files it changes nothing.
@@ -70,7 +70,7 @@ final class RingFileHandle {
         name: String, directory: RingDirectory, allowedOwners: Set<UInt32>,
         _ body: () throws(RingError) -> Result
     ) throws(RingError) -> Result {
-        try RingDirectory.validate(name: name)
+        try RingDirectory.validate(ringName: name)
         let path = directory.filePath(for: name)
         let fd = try openFile(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, name: name, directory: directory)
         let handle = RingFileHandle(name: name, path: path, descriptor: fd, role: .consumer)

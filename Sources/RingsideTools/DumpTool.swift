@@ -223,7 +223,7 @@ package enum DumpTool {
                 if required { throw UsageError("\(name): which ring? give its name (ringside-dump list shows them)") }
                 return nil
             }
-            do { try RingDirectory.validate(name: ring) } catch { throw UsageError("\(name): \(error)") }
+            do { try RingDirectory.validate(ringName: ring) } catch { throw UsageError("\(name): \(error)") }
             return ring
         }
 

@@ -379,29 +379,56 @@ struct BotTests {
         }
     }
 
-    @Test("a forked child's records never land in the parent's bot; it says so on stderr")
-    func forkedChildWritesNothing() throws {
+    @Test("a forked child's first record makes it a worker of the bot: its records land in a file of its own, the parent's stay apart")
+    func forkedChildBecomesAWorker() throws {
         try withRingDirectory { directory in
-            let child = try ChildProcess(testProducer: "fork", ring: "forked", in: directory, ["--count", "1000"])
+            let n: UInt64 = 1000
+            let child = try ChildProcess(testProducer: "fork", ring: "forked", in: directory, ["--count", "\(n)"])
             let line = child.readLine()
             let exit = child.waitForExit()
             #expect(exit.status == 0)
-            #expect(line == "child 0 parent 1000", "\(line ?? "no output"): the child exited normally")
-            #expect(exit.standardError.contains("writes nothing"), "stderr: \(exit.standardError)")
-            #expect(exit.standardError.components(separatedBy: "writes nothing").count == 2, "said once: \(exit.standardError)")
+            let words = line?.split(separator: " ") ?? []
+            #expect(words.count == 6 && words[0] == "child" && words[1] == "0" && words[5] == "\(n)", "\(line ?? "no output")")
+            #expect(exit.standardError.isEmpty, "nothing said: \(exit.standardError)")
+            let pid = try #require(words.count == 6 ? Int32(words[3]) : nil)
 
-            let consumer = try RingConsumer("forked", directory: directory)
-            let increments = try metric(consumer.metrics, "forked_increments"), values = try metric(consumer.metrics, "forked_values")
-            #expect(consumer.cells(of: increments).total == 1000, "the parent's increments only")
-            #expect(try drainAll(consumer).isEmpty, "no forked_values record")
-            #expect(consumer.cells(of: values).dropped == 0, "not even counted as dropped")
-            let status = try consumer.status()
-            #expect(status.writeCursor == 0 && status.dropped == 0 && status.producerAttaches == 1)
-            #expect(consumer.metrics.count == 2)
+            let parent = try RingConsumer("forked", directory: directory)
+            #expect(try parent.cells(of: metric(parent.metrics, "forked_increments")).total == n, "the parent's increments only")
+            #expect(try drainAll(parent).isEmpty, "the parent recorded no value")
+            #expect(try parent.status().producerAttaches == 1)
+
+            // The child's file: the parent's registry, at the same indices, and the child's calls.
+            let worker = try RingConsumer("forked@\(pid)", directory: directory)
+            #expect(worker.metrics.map(\.name) == parent.metrics.map(\.name))
+            #expect(worker.metrics.map(\.index) == parent.metrics.map(\.index))
+            #expect(try worker.cells(of: metric(worker.metrics, "forked_increments")).total == n)
+            let values = try metric(worker.metrics, "forked_values")
+            let records = try drainAll(worker)
+            #expect(records.map(\.record.value) == Array(1...n))
+            #expect(records.allSatisfy { $0.record.metric == values.index })
+            #expect(WorkerRing("forked@\(pid)") == WorkerRing("forked@\(pid)") && WorkerRing("forked@\(pid)")?.bot == "forked")
         }
     }
 
-    @Test("forked while its thread holds lanes (of two bots): the child's calls land nowhere")
+    @Test("a worker is attached by asking: its file is <name>@<pid>, beside the bot's own")
+    func workerByOption() throws {
+        try withRingDirectory { directory in
+            let owner = try Bot.attach("pool", directory: directory.path, options: .init(laneCapacity: 16))
+            // This process holds the bot: a second attach is refused, and told about workers.
+            #expect {
+                _ = try Bot.attach("pool", directory: directory.path, options: .init(laneCapacity: 16))
+            } throws: { "\($0)".contains("worker") }
+            let worker = try Bot.attach("pool", directory: directory.path, options: .init(laneCapacity: 16, worker: true))
+            #expect(worker.path == directory.path + "/ringside.pool@\(getpid())")
+            #expect(directory.ringNames() == ["pool", "pool@\(getpid())"])
+            try worker.counter("jobs").increment(by: 3)
+            let reader = try RingConsumer("pool@\(getpid())", directory: directory)
+            #expect(try reader.cells(of: metric(reader.metrics, "jobs")).total == 3)
+            withExtendedLifetime(owner) {}
+        }
+    }
+
+    @Test("forked while its thread holds lanes (of two bots): the child becomes a worker of each, the parent's files stay the parent's")
     func forkedChildOfAWarmProcess() throws {
         try withRingDirectory { directory in
             let n = 500
@@ -409,9 +436,10 @@ struct BotTests {
             let line = child.readLine()
             let exit = child.waitForExit()
             #expect(exit.status == 0)
-            #expect(line == "child 0 parent \(2 * n)", "\(line ?? "no output"): \(exit.standardError)")
-            // One line per bot the child found attached: both bots.
-            #expect(exit.standardError.components(separatedBy: "writes nothing").count == 3, "stderr: \(exit.standardError)")
+            let words = line?.split(separator: " ") ?? []
+            #expect(words.count == 6 && words[1] == "0" && words[5] == "\(2 * n)", "\(line ?? "no output"): \(exit.standardError)")
+            #expect(exit.standardError.isEmpty, "nothing said: \(exit.standardError)")
+            let pid = try #require(words.count == 6 ? Int32(words[3]) : nil)
 
             for name in ["warm", "warm.single"] {
                 let consumer = try RingConsumer(name, directory: directory)
@@ -427,6 +455,13 @@ struct BotTests {
                 #expect(records.allSatisfy { $0.lane == 0 && $0.record.sequence == $0.cursor }, "\(name): one lane, continuous")
                 let status = try consumer.status()
                 #expect(status.dropped == 0 && status.lanes.count == 1, "\(name)")
+
+                let worker = try RingConsumer("\(name)@\(pid)", directory: directory)
+                #expect(worker.cells(of: increments).total == UInt64(n), "\(name)'s worker")
+                #expect(worker.cells(of: level).lastValue == -1, "\(name)'s worker")
+                let workerRecords = try drainAll(worker)
+                #expect(
+                    workerRecords.filter { $0.record.metric == values.index }.map(\.record.value) == Array(UInt64(n + 1)...UInt64(2 * n)))
             }
         }
     }

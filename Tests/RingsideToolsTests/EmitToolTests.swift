@@ -186,7 +186,9 @@ struct EmitToolTests {
             let bot = try holdRing(directory, "bot", count: 1)
             let run = try emit(directory, ["--ring", "bot", "x", "1"])
             #expect(run.status == 1)
-            #expect(run.errors == "ringside-emit: ring bot: another producer is attached (pid \(bot.pid)); a ring has one producer\n")
+            let refusal =
+                "another producer is attached (pid \(bot.pid)); a bot has one process, or several as its workers (the worker option)"
+            #expect(run.errors == "ringside-emit: ring bot: \(refusal)\n")
         }
     }
 

@@ -53,15 +53,16 @@
 //       histogram "task_span" (us) with measure; prints "tasks T lanes L".
 //   ringside-test-producer fork --dir DIR --ring NAME --count N
 //       registers counter "forked_increments" and histogram "forked_values", forks; the child
-//       increments and records N times (which must land nowhere) and exits; the parent then
-//       increments N times and prints "child STATUS parent N".
+//       increments and records 1 ... N (into its worker file, NAME@PID) and exits; the parent then
+//       increments N times and prints "child STATUS pid PID parent N".
 //   ringside-test-producer fork-warm --dir DIR --ring NAME --count N
 //       like `fork`, but the parent records before forking, so the forking thread holds a lane: it
 //       attaches bot NAME (Bot) and ring NAME.single (Bot, capacity 4096), registers counter
 //       "forked_increments", histogram "forked_values" and gauge "forked_level" in each, and in each
 //       records 1 ... N, increments N times and sets the gauge to 1; forks; the child records
-//       N+1 ... 2N, increments N times and sets -1 in each (all of which must land nowhere) and exits;
-//       the parent then records 2N+1 ... 3N, increments N times, sets 2, and prints "child STATUS parent 2N".
+//       N+1 ... 2N, increments N times and sets -1 in each (into its worker files) and exits; the
+//       parent then records 2N+1 ... 3N, increments N times, sets 2, and prints
+//       "child STATUS pid PID parent 2N".
 import CAllocationCounter
 import CRingside
 import Foundation
@@ -426,7 +427,7 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         var status: Int32 = 0
         waitpid(child, &status, 0)
         for _ in 0..<count { increments.increment() }
-        print("child \(status) parent \(count)")
+        print("child \(status) pid \(child) parent \(count)")
     }
 }
 
@@ -475,7 +476,7 @@ func forkWarm(_ bot: Bot, options: [String: String], count: UInt64) throws {
     var status: Int32 = 0
     waitpid(child, &status, 0)
     round((2 * n + 1)...(3 * n), level: 2)
-    print("child \(status) parent \(2 * n)")
+    print("child \(status) pid \(child) parent \(2 * n)")
     withExtendedLifetime(ring) {}
 }
 

@@ -16,6 +16,15 @@
  * record; a thread's lane is retired when it exits and handed to the next thread that needs one.
  *
  *   /dev/shm/ringside.<name>        (directory overridable by RINGSIDE_DIR), mode 0600
+ *   /dev/shm/ringside.<name>@<pid>  a worker of the bot: another process writing the same bot
+ *
+ * WORKERS: several processes may write one bot, each its own file: one may hold
+ * `ringside.<name>`, and each worker holds `ringside.<name>@<pid>` (its pid when it made the
+ * file). Each file is a bot file as below, with a registry of its own; a reader merges the files
+ * of a bot by metric name and labels, never by index. A process becomes a worker by asking
+ * (ringside_producer.h: the worker option), or, in a child made by fork(), at its first record
+ * through a bot its parent attached (the child's file starts with a copy of the parent's
+ * registry, so inherited handles keep their indices).
  *
  *   offset 0          header page, RS_HEADER_SIZE (4096) bytes:
  *     0x000  layout    written once, before `version`; never changes afterwards
@@ -159,6 +168,8 @@ extern "C" {
 
 /** File name prefix: bot "bot-a" lives in "<dir>/ringside.bot-a". */
 #define RS_FILE_PREFIX "ringside."
+/** Between a bot's name and a worker's pid: worker 4242 of "bot-a" writes "<dir>/ringside.bot-a@4242". */
+#define RS_WORKER_SEPARATOR "@"
 #define RS_NAME_LENGTH_MAX 200u
 
 /** Metric kinds, as stored in the registry and in each record. */

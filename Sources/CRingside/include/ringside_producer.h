@@ -56,10 +56,15 @@
  * that count is approximate, as such threads share one sampling countdown). A process holds at most
  * RS_MAX_BOTS_PER_PROCESS bots at once.
  *
- * FORK: in a child made by fork(), every bot the parent had attached writes nothing: the child
- * unmaps and closes its copy of the file (a mapping alone keeps the parent's lock alive, and the
- * parent's death must be seen), and says so once on stderr. A child that wants telemetry
- * attaches a bot of its own, under another name.
+ * WORKERS AND FORK: a bot is one process's, or several processes' as its workers: attach with
+ * `worker` set, and the process writes a file of its own, `<name>@<pid>`, which the collector
+ * merges with the bot's other files. In a child made by fork(), every bot the parent had
+ * attached is let go of at once (the child unmaps and closes its copy of the file: a mapping
+ * alone keeps the parent's lock alive, and the parent's death must be seen); at the child's first
+ * record, registration or lane claim through one of them, the child becomes its worker, with a
+ * file that starts with the parent's registry, so the handles it inherited work unchanged. A
+ * child that never records makes nothing. If the worker file cannot be made (a full directory),
+ * the child writes nothing to that bot and says why once on stderr.
  *
  * BUILDING: Linux, GCC or Clang, C11 or later (-std=gnu11), or C++11 or later; the suite builds
  * it with gcc -std=gnu11 and g++ -std=c++17, with -pthread, and with gcc, clang, g++ and clang++
@@ -89,7 +94,7 @@ extern "C" {
 #define RS_E_NOT_READY      (-10007) /* the file kept being replaced while attaching */
 #define RS_E_TOO_MANY_BOTS  (-10008) /* the process already holds RS_MAX_BOTS_PER_PROCESS bots */
 #define RS_E_NO_LANE        (-10009) /* every lane is taken (rs_bot_claim_thread_lane, rs_bot_exclusive_producer) */
-#define RS_E_FORKED         (-10010) /* the bot belongs to the parent of this forked process */
+#define RS_E_FORKED         (-10010) /* this forked child could not make its worker file of the bot */
 #define RS_E_NO_INODES      (-10011) /* the file could not be created: no free inodes (or a quota) */
 
 /** Bots one process may hold attached at once (the size of each thread's lane table). */
@@ -111,6 +116,8 @@ typedef struct {
     int recreate;           /* nonzero: replace an incompatible or corrupt file (its contents are
                                lost) instead of failing; never one whose process lives */
     int disabled;           /* nonzero: map nothing, as RINGSIDE_DISABLED=1 does */
+    int worker;             /* nonzero: write the bot as one of its workers, beside other processes:
+                               the file `<name>@<pid>` (see WORKERS in ringside.h) */
 } rs_bot_options;
 
 /** What went wrong, for a person. */
