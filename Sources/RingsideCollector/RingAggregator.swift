@@ -2,9 +2,16 @@ import RingsideSnapshot
 import Ringside
 import RingsideAggregation
 
-/// The series of one bot (one per registered metric, its lanes merged): it drains the bot's
-/// lanes into them, samples the bot's cells, slides their windows, produces their snapshots and
-/// answers the SLOs' queries. It alone sees the series.
+/// The series of one bot (one per metric and label set, its lanes and its files merged): it
+/// drains the bot's files into them, samples their cells, slides their windows, produces their
+/// snapshots and answers the SLOs' queries. It alone sees the series.
+///
+/// A bot is written by one file, or by several: its own and its workers' (`<bot>@<pid>`, see
+/// WORKERS in ringside.h). Each file is a source, with a registry of its own: its metrics are
+/// routed to the bot's series by name and labels, never by index. Counter totals and drops are
+/// the sum over the sources, plus what sources that are gone left (folded in when a source is
+/// removed), so a worker's exit never takes from a total; a gauge shows the value set last, as
+/// the cells' sampling saw it.
 ///
 /// Series live in one array per kind, mutated in place, so the drain loop's per-record work is
 /// an index, two checks and one windowed update, with no reference counting. Every record is
@@ -14,11 +21,29 @@ import RingsideAggregation
 /// A value type, owned by the drain thread.
 struct RingAggregator {
     /// Where a registered metric's series lives.
-    private struct Route {
+    fileprivate struct Route {
         var kind: UInt8
         var slot: Int
         /// Histogram counts per record: the metric's "1 in N" sampling.
         var weight: UInt64
+    }
+
+    /// One file of the bot: how its registry's indices map to series, and what its records cost.
+    struct Source {
+        fileprivate var routes: [Route] = []
+        /// Records refused: unknown metric, wrong kind, or a sequence that disagrees with its cursor.
+        var rejected: UInt64 = 0
+        /// Its metrics given no series (a cap, or another kind under the same name and labels),
+        /// and their records since (valid, but not aggregated).
+        var refusedSeries = 0
+        var refusedRecords: UInt64 = 0
+        var inUse = true
+    }
+
+    /// A source's cells of one series, and when the collector saw them change.
+    private struct SourceCells {
+        var cells: MetricCells
+        var changedNanos: UInt64
     }
 
     private struct Series<Windows> {
@@ -30,41 +55,84 @@ struct RingAggregator {
         var cached: SeriesSnapshot?
         /// Per window, the slice (`now / sliceNanos`) its cached statistics were computed in.
         var computedSlices: [UInt64] = []
-        /// The cells as last sampled: a counter's exact total, a gauge's last value, drops.
+        /// The cells merged over the sources: a counter's exact total, a gauge's last value, drops.
         var cells = MetricCells(total: 0, dropped: 0, lastValue: nil)
+        /// Each source's cells (by source index), and what removed sources left: their totals
+        /// and drops, and the last value one of them set (and when).
+        var sourceCells: [SourceCells?] = []
+        var folded = SourceCells(cells: MetricCells(), changedNanos: 0)
         /// Histograms: the bytes their counts held when last measured.
         var countsBytes = 0
 
-        /// Keeps `sampled`, the cells as just read; marks the series touched when they changed.
-        /// - Returns: whether they changed.
-        mutating func takeCells(_ sampled: MetricCells) -> Bool {
-            let changed = sampled != cells
-            cells = sampled
+        /// Keeps `sampled`, source `source`'s cells as just read, and merges.
+        /// - Returns: how much the source's total grew, and whether the merged cells changed.
+        mutating func takeCells(_ sampled: MetricCells, from source: Int, nowNanos now: UInt64) -> (growth: UInt64, changed: Bool) {
+            if sourceCells.count <= source { sourceCells += Array(repeating: nil, count: source + 1 - sourceCells.count) }
+            let before = sourceCells[source]?.cells
+            guard sampled != before else { return (0, false) }
+            let growth = sampled.total > (before?.total ?? 0) ? sampled.total - (before?.total ?? 0) : 0
+            // A gauge that was never set is not newer than one that was.
+            let changedNanos = before == nil && sampled.lastValue == nil ? 0 : now
+            sourceCells[source] = SourceCells(cells: sampled, changedNanos: changedNanos)
+            return (growth, merge())
+        }
+
+        /// Folds source `source`'s cells into what removed sources left: the merged cells stay.
+        mutating func removeSource(_ source: Int) {
+            guard source < sourceCells.count, let gone = sourceCells[source] else { return }
+            folded.cells.total &+= gone.cells.total
+            folded.cells.dropped &+= gone.cells.dropped
+            if gone.cells.lastValue != nil, gone.changedNanos >= folded.changedNanos {
+                folded.cells.lastValue = gone.cells.lastValue
+                folded.changedNanos = gone.changedNanos
+            }
+            sourceCells[source] = nil
+            _ = merge()
+        }
+
+        /// The merged cells: sums, and the value set last (the source seen to change it latest).
+        private mutating func merge() -> Bool {
+            var merged = folded.cells
+            var latest = folded.changedNanos
+            for case let source? in sourceCells {
+                merged.total &+= source.cells.total
+                merged.dropped &+= source.cells.dropped
+                if let value = source.cells.lastValue, merged.lastValue == nil || source.changedNanos > latest {
+                    merged.lastValue = value
+                    latest = source.changedNanos
+                }
+            }
+            let changed = merged != cells
+            cells = merged
             if changed { touched = true }
             return changed
         }
     }
 
-    /// The series a ring holds and the memory they are charged (see `SeriesCost`); also what
+    /// The series a bot holds and the memory they are charged (see `SeriesCost`); also what
     /// the caps leave it room for.
     struct Usage {
         var series = 0
         var bytes = 0
     }
 
+    /// Where a series is, by metric name and encoded labels.
+    private struct SeriesKey: Hashable {
+        let name: String
+        let labels: String
+    }
+
+    /// The bot's name: its series' `ring`.
     let ring: String
     let layout: WindowLayout
     private let cost: SeriesCost
-    private var routes: [Route] = []
+    private(set) var sources: [Source] = []
+    private var slots: [SeriesKey: Route] = [:]
     private var histograms: [Series<WindowedHistogram>] = []
     private var counters: [Series<WindowedCounter>] = []
     private var gauges: [Series<WindowedGauge>] = []
-    /// Records refused: unknown metric, wrong kind, or a sequence that disagrees with its cursor.
-    private(set) var rejected: UInt64 = 0
-    /// Metrics given no series because a series cap was reached, and their records since (valid,
-    /// but not aggregated).
+    /// Metrics given no series because a series cap was reached (over every source).
     private(set) var refusedSeries = 0
-    private(set) var refusedRecords: UInt64 = 0
     /// The first metric refused, for the log, and whether the memory budget refused it (else a count).
     private(set) var firstRefused: MetricDescriptor?
     private(set) var firstRefusedForBytes = false
@@ -85,72 +153,118 @@ struct RingAggregator {
         cost = SeriesCost(ring: ring, layout: layout, quantiles: quantiles)
     }
 
-    var metricCount: Int { routes.count }
     /// Series it holds (metrics admitted).
-    var seriesCount: Int { routes.count - refusedSeries }
+    var seriesCount: Int { histograms.count + counters.count + gauges.count }
     /// Its series, and the memory they take.
     var usage: Usage { Usage(series: seriesCount, bytes: chargedBytes + countsBytes + refusedBytes) }
+    /// Sources in use: the files feeding it.
+    var sourceCount: Int { sources.count { $0.inUse } }
 
-    /// Adds series for `consumer`'s metrics not known yet (they arrive in index order), as many
-    /// as `allowance` (given what is held) leaves room for, in series and in bytes; the rest are
-    /// refused (routed nowhere, their records counted, their descriptors' strings let go).
-    /// - Returns: how many were admitted.
+    // MARK: - Sources
+
+    /// A new source (a file of the bot), reusing the index of one removed.
+    mutating func addSource() -> Int {
+        if let free = sources.firstIndex(where: { !$0.inUse }) {
+            sources[free] = Source()
+            return free
+        }
+        sources.append(Source())
+        return sources.count - 1
+    }
+
+    /// Removes a source whose file is gone: its counters' totals, drops and gauges' last values
+    /// are folded into the series, which keep them; its index may be reused.
+    mutating func removeSource(_ source: Int) {
+        guard source < sources.count, sources[source].inUse else { return }
+        for index in histograms.indices { histograms[index].removeSource(source) }
+        for index in counters.indices { counters[index].removeSource(source) }
+        for index in gauges.indices { gauges[index].removeSource(source) }
+        sources[source] = Source(inUse: false)
+    }
+
+    // MARK: - Metrics
+
+    /// Routes `consumer`'s metrics not known yet (they arrive in index order) from source
+    /// `source` to the bot's series: an existing series of the same name and labels, or a new
+    /// one, as many as `allowance` (given what is held) leaves room for, in series and in bytes;
+    /// the rest are refused (routed nowhere, their records counted, their descriptors' strings
+    /// let go). A metric whose name and labels another source registered as another kind is
+    /// refused too.
+    /// - Returns: how many series were added.
     @discardableResult
-    mutating func addMetrics(of consumer: RingConsumer, admitting allowance: (_ held: Usage) -> Usage) -> Int {
+    mutating func addMetrics(of consumer: RingConsumer, source: Int, admitting allowance: (_ held: Usage) -> Usage) -> Int {
         let room = allowance(usage)
         var admitted = 0
         var charged = 0
-        for metric in consumer.metrics[routes.count...] where Int(metric.index) == routes.count {
+        for metric in consumer.metrics[sources[source].routes.count...] where Int(metric.index) == sources[source].routes.count {
+            let key = SeriesKey(name: metric.name, labels: metric.encodedLabels)
+            if let existing = slots[key] {
+                if existing.kind == metric.kind.rawValue {
+                    sources[source].routes.append(Route(kind: existing.kind, slot: existing.slot, weight: UInt64(metric.sampleEvery)))
+                } else {
+                    refuse(metric, in: consumer, source: source, forBytes: false)
+                }
+                continue
+            }
             let bytes = cost.bytes(of: metric)
             guard admitted < room.series, charged + bytes <= room.bytes else {
-                routes.append(Route(kind: metric.kind.rawValue, slot: Self.refusedSlot, weight: 0))
+                refuse(metric, in: consumer, source: source, forBytes: admitted < room.series)
                 refusedSeries += 1
-                refusedBytes += MemoryLayout<MetricDescriptor>.stride
-                if firstRefused == nil {
-                    firstRefused = metric
-                    firstRefusedForBytes = admitted < room.series
-                }
-                consumer.forgetStrings(ofMetric: Int(metric.index))
                 continue
             }
             admitted += 1
             charged += bytes
+            let route: Route
             switch metric.kind {
             case .histogram:
-                routes.append(Route(kind: metric.kind.rawValue, slot: histograms.count, weight: UInt64(metric.sampleEvery)))
+                route = Route(kind: metric.kind.rawValue, slot: histograms.count, weight: UInt64(metric.sampleEvery))
                 histograms.append(Series(metric: metric, windows: WindowedHistogram(layout: layout)))
             case .counter:
-                routes.append(Route(kind: metric.kind.rawValue, slot: counters.count, weight: 1))
+                route = Route(kind: metric.kind.rawValue, slot: counters.count, weight: 1)
                 counters.append(Series(metric: metric, windows: WindowedCounter(layout: layout)))
             case .gauge:
-                routes.append(Route(kind: metric.kind.rawValue, slot: gauges.count, weight: 1))
+                route = Route(kind: metric.kind.rawValue, slot: gauges.count, weight: 1)
                 gauges.append(Series(metric: metric, windows: WindowedGauge(layout: layout)))
             }
+            slots[key] = route
+            sources[source].routes.append(route)
         }
         chargedBytes += charged
         return admitted
     }
 
+    /// Routes a metric of `source` nowhere: its records are counted, its strings let go.
+    private mutating func refuse(_ metric: MetricDescriptor, in consumer: RingConsumer, source: Int, forBytes: Bool) {
+        sources[source].routes.append(Route(kind: metric.kind.rawValue, slot: Self.refusedSlot, weight: 0))
+        sources[source].refusedSeries += 1
+        refusedBytes += MemoryLayout<MetricDescriptor>.stride
+        if firstRefused == nil {
+            firstRefused = metric
+            firstRefusedForBytes = forBytes
+        }
+        consumer.forgetStrings(ofMetric: Int(metric.index))
+    }
+
     /// Reads the registry again and adds series for the metrics registered since (see `addMetrics`).
     /// - Returns: how many metrics the registry had that were not known.
     @discardableResult
-    mutating func refreshMetrics(of consumer: RingConsumer, admitting allowance: (_ held: Usage) -> Usage) -> Int {
+    mutating func refreshMetrics(of consumer: RingConsumer, source: Int, admitting allowance: (_ held: Usage) -> Usage) -> Int {
         let added = (try? consumer.refreshMetrics()) ?? 0
-        if added > 0 { addMetrics(of: consumer, admitting: allowance) }
+        if added > 0 { addMetrics(of: consumer, source: source, admitting: allowance) }
         return added
     }
 
     // MARK: - Draining
 
-    /// Drains `consumer`'s lanes (at most `limitPerLane` records each) into the series; a record
-    /// naming a metric registered since the last look has the registry read again.
+    /// Drains `consumer`'s lanes (source `source`, at most `limitPerLane` records each) into the
+    /// series; a record naming a metric registered since the last look has the registry read again.
     /// - Parameters:
     ///   - allowance: how many more series may be added, given the series held (the caps).
     ///   - counted: told the records taken from each lane, for the fill rate.
     /// - Returns: the records drained.
     /// - Throws: the consumer's error when the ring's cursors turn out corrupt.
     mutating func drain(
-        _ consumer: RingConsumer, limitPerLane: Int, nowNanos now: UInt64,
+        _ consumer: RingConsumer, source: Int, limitPerLane: Int, nowNanos now: UInt64,
         admitting allowance: (_ held: Usage) -> Usage,
         counted: (_ records: Int, _ lane: Int) -> Void
     ) throws(RingError) -> Int {
@@ -159,23 +273,32 @@ struct RingAggregator {
             var offset = 0
             while offset < records.count {
                 let rest = UnsafeBufferPointer(rebasing: records[offset...])
-                offset += consume(rest, firstCursor: first + UInt64(offset), nowNanos: now)
+                offset += consume(rest, source: source, firstCursor: first + UInt64(offset), nowNanos: now)
                 guard offset < records.count else { break }
                 // A metric registered after the last look: read the registry again.
-                if refreshMetrics(of: consumer, admitting: allowance) == 0 {
-                    rejected += 1  // the registry has no such metric
+                if refreshMetrics(of: consumer, source: source, admitting: allowance) == 0 {
+                    sources[source].rejected += 1  // the registry has no such metric
                     offset += 1
                 }
             }
         }
     }
 
-    /// Aggregates records read at cursors `firstCursor...`; stops before a record that names a
-    /// metric not known yet and returns how many it took, so `drain` can read the registry again.
-    private mutating func consume(_ records: UnsafeBufferPointer<RingRecord>, firstCursor: UInt64, nowNanos now: UInt64) -> Int {
+    /// Aggregates records of `source` read at cursors `firstCursor...`; stops before a record
+    /// that names a metric not known yet and returns how many it took, so `drain` can read the
+    /// registry again.
+    private mutating func consume(
+        _ records: UnsafeBufferPointer<RingRecord>, source: Int, firstCursor: UInt64, nowNanos now: UInt64
+    ) -> Int {
         // A timestamp from the future would hold the windows hostage: clamp it to now.
         let latest = now
         if let first = records.first { oldestInLastBatchNanos = min(first.timestamp_ns, now) }
+        let routes = sources[source].routes
+        var rejected: UInt64 = 0, refused: UInt64 = 0
+        defer {
+            sources[source].rejected &+= rejected
+            sources[source].refusedRecords &+= refused
+        }
         for index in records.indices {
             let record = records[index]
             let metric = Int(record.metric)
@@ -184,7 +307,7 @@ struct RingAggregator {
             if route.slot == Self.refusedSlot, record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
                 record.sequence == firstCursor &+ UInt64(index)
             {
-                refusedRecords += 1  // a valid record of a series refused at the cap
+                refused += 1  // a valid record of a series refused at the cap
                 continue
             }
             // Counters live in cells and write no records: one that claims to be a counter's is invalid.
@@ -207,28 +330,27 @@ struct RingAggregator {
         return records.count
     }
 
-    /// Takes in the cells' figures. A counter's growth since the last sample is added to its
-    /// windows at `now` (its rate's resolution is the sampling interval); the first sample of a
-    /// series is its baseline, not an increase. A total that shrank (a file recreated under the
-    /// same metric) starts a new baseline.
-    /// - Returns: whether any cell changed.
+    /// Takes in source `source`'s cells. A counter's growth since the source's last sample is
+    /// added to its windows at `now` (its rate's resolution is the sampling interval); with
+    /// `isBaseline`, a source's first sample counts in totals but not in the windows (counters
+    /// made before this collector started would show as a burst).
+    /// - Returns: whether any merged cell changed.
     @discardableResult
-    mutating func sampleCells(of consumer: RingConsumer, nowNanos now: UInt64, isBaseline: Bool = false) -> Bool {
-        let read = consumer.cells(of:)
+    mutating func sampleCells(of consumer: RingConsumer, source: Int, nowNanos now: UInt64, isBaseline: Bool = false) -> Bool {
         var changed = false
-        for index in counters.indices {
-            let cells = read(counters[index].metric)
-            let before = counters[index].cells.total
-            if !isBaseline, cells.total > before {
-                counters[index].windows.add(cells.total - before, atNanos: now)
+        for (index, route) in sources[source].routes.enumerated() where route.slot != Self.refusedSlot {
+            let cells = consumer.cells(of: consumer.metrics[index])
+            switch route.kind {
+            case MetricKind.counter.rawValue:
+                let first = counters[route.slot].sourceCells.count <= source || counters[route.slot].sourceCells[source] == nil
+                let (growth, merged) = counters[route.slot].takeCells(cells, from: source, nowNanos: now)
+                if growth > 0, !(isBaseline && first) { counters[route.slot].windows.add(growth, atNanos: now) }
+                changed = changed || merged
+            case MetricKind.histogram.rawValue:
+                changed = histograms[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
+            default:
+                changed = gauges[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
             }
-            if counters[index].takeCells(cells) { changed = true }
-        }
-        for index in histograms.indices {
-            if histograms[index].takeCells(read(histograms[index].metric)) { changed = true }
-        }
-        for index in gauges.indices {
-            if gauges[index].takeCells(read(gauges[index].metric)) { changed = true }
         }
         return changed
     }
@@ -248,7 +370,7 @@ struct RingAggregator {
     mutating func snapshots(nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter) -> [SeriesSnapshot] {
         advance(toNanos: now)
         var result: [SeriesSnapshot] = []
-        result.reserveCapacity(metricCount)
+        result.reserveCapacity(seriesCount)
         for index in histograms.indices {
             if histograms[index].touched {
                 // Counts grow with what is recorded: measured here, where a busy series is touched anyway.

@@ -37,18 +37,19 @@ extension RingTracker {
         }
         guard ring.consumer.hasWork else { return Drained() }
         let started = rs_clock_precise_ns()
-        let rejectedBefore = ring.aggregator.rejected
+        let rejectedBefore = ring.sourceFigures.rejected
         let proven = whole || (ring.account.isProven && !ring.account.isSuspect(nowNanos: now))
         let limitPerLane = proven ? max(1_024, Self.passRecordLimit / max(1, ring.consumer.laneCount)) : Self.unprovenLaneRecordLimit
         do {
             let count = try ring.aggregator.drain(
-                ring.consumer, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
+                ring.consumer, source: ring.source, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
                 nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
                 counted: { ring.fill.counted($0, lane: $1) })
             sayRefusedSeries(of: ring)
             ring.drained += UInt64(count)
             ring.drainedSincePublish += count
-            let rejected = ring.aggregator.rejected &- rejectedBefore
+            if count > 0 { ring.bot.changedSincePublish = true }
+            let rejected = ring.sourceFigures.rejected &- rejectedBefore
             if let verdict = ring.account.charge(
                 costNanos: rs_clock_precise_ns() &- started, records: count,
                 invalid: Int(clamping: rejected), nowNanos: now)
@@ -62,7 +63,7 @@ extension RingTracker {
             let left = !proven && ring.quarantine.untilNanos == 0 && !ring.account.isSuspect(nowNanos: now) && ring.consumer.hasWork
             return Drained(count: count, recordsLeft: left)
         } catch {
-            tracked[ring.name] = nil
+            forget(ring)
             skip(ring.name, error, nowNanos: now)
             return Drained(letGo: true)
         }
@@ -130,7 +131,7 @@ extension RingTracker {
             sayDrops(of: ring, status, nowNanos: now)
             changed = true
         }
-        let rejected = ring.aggregator.rejected
+        let rejected = ring.sourceFigures.rejected
         if rejected > ring.said.rejected, now &- ring.said.rejectedNanos >= Self.dropLogIntervalNanos {
             ringLog(
                 "ring \(name): rejected \(rejected - ring.said.rejected) invalid records (unknown metric, kind "
@@ -167,30 +168,25 @@ extension RingTracker {
 
     // MARK: - Series
 
-    /// The room the caps leave `ring`, holding `held`: `--max-series-per-ring` for the ring,
-    /// `--max-series` and `--max-series-bytes` for the collector. Metrics past it are refused,
-    /// counted and exported. Series are admitted up to 7/8 of the memory budget: the rest is kept
-    /// for what grows after admission (histograms' counts, refused metrics' descriptors) and for
-    /// the allocator's slack.
+    /// The room the caps leave `ring`'s bot, holding `held`: `--max-series-per-ring` for the bot
+    /// (its rings and workers together), `--max-series` and `--max-series-bytes` for the
+    /// collector. Metrics past it are refused, counted and exported. Series are admitted up to
+    /// 7/8 of the memory budget: the rest is kept for what grows after admission (histograms'
+    /// counts, refused metrics' descriptors) and for the allocator's slack.
     func seriesAllowance(for ring: TrackedRing, holding held: RingAggregator.Usage) -> RingAggregator.Usage {
-        // The ring itself counted once, whether it is tracked yet (a refresh) or not (at attach);
-        // its aggregator is not read here: the caller may be mutating it.
-        let others = seriesUsage(except: ring)
+        // The bot itself counted once, from `held`: its aggregator is not read here, the caller
+        // may be mutating it.
+        let others = seriesUsage(except: ring.bot)
         return RingAggregator.Usage(
             series: max(0, min(options.maxSeriesPerRing - held.series, options.maxSeries - others.series - held.series)),
             bytes: max(0, options.maxSeriesBytes / 8 * 7 - others.bytes - held.bytes))
     }
 
-    /// The series of every ring but `excluded`, and the memory they take.
-    func seriesUsage(except excluded: TrackedRing? = nil) -> RingAggregator.Usage {
+    /// The series of every bot but `excluded`, and the memory they take.
+    func seriesUsage(except excluded: BotSeries? = nil) -> RingAggregator.Usage {
         var total = RingAggregator.Usage()
-        for ring in tracked.ordered where ring !== excluded {
-            let usage = ring.aggregator.usage
-            total.series += usage.series
-            total.bytes += usage.bytes
-        }
-        for ring in released.values where ring !== excluded {
-            let usage = ring.aggregator.usage
+        for bot in bots.values where bot !== excluded {
+            let usage = bot.aggregator.usage
             total.series += usage.series
             total.bytes += usage.bytes
         }
@@ -199,8 +195,17 @@ extension RingTracker {
 
     /// Says once per ring in the log that a series cap refused some of its metrics.
     func sayRefusedSeries(of ring: TrackedRing) {
-        guard ring.aggregator.refusedSeries > 0, !ring.said.seriesRefused, let first = ring.aggregator.firstRefused else { return }
+        guard ring.sourceFigures.refusedSeries > 0, !ring.said.seriesRefused, let first = ring.aggregator.firstRefused else { return }
         ring.said.seriesRefused = true
+        let metric =
+            first.name + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
+        guard ring.aggregator.refusedSeries > 0 else {
+            ringLog(
+                "ring \(ring.name): metric \(metric) is registered as another kind by another file of bot \(ring.bot.name): "
+                    + "its records get no series (counted in ringside_ring_records_refused_total); give a name and label "
+                    + "set one kind in every process", level: .warn)
+            return
+        }
         let cap =
             if ring.aggregator.firstRefusedForBytes {
                 "the collector's memory budget for series of \(options.maxSeriesBytes >> 20) MiB (--max-series-bytes)"
@@ -210,9 +215,7 @@ extension RingTracker {
                 "the collector's cap of \(options.maxSeries) series (--max-series)"
             }
         ringLog(
-            "ring \(ring.name): \(cap) is reached: metric \(first.name)"
-                + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
-                + " and any registered "
+            "ring \(ring.name): \(cap) is reached: metric \(metric) and any registered "
                 + "after it get no series (counted in ringside_ring_series_refused and their records in "
                 + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets", level: .warn)
     }
@@ -222,9 +225,9 @@ extension RingTracker {
     /// Returns the metrics added and whether a cell changed (its status is then read again).
     func sampleCellsAndRegistry(of ring: TrackedRing, nowNanos now: UInt64) -> (added: Int, cellsChanged: Bool) {
         guard let consumer = ring.file else { return (0, false) }
-        let added = ring.aggregator.refreshMetrics(of: consumer) { seriesAllowance(for: ring, holding: $0) }
+        let added = ring.aggregator.refreshMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
         sayRefusedSeries(of: ring)
-        let cellsChanged = ring.aggregator.sampleCells(of: consumer, nowNanos: now)
+        let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now)
         ring.cellsSampledNanos = now
         if cellsChanged { ring.liveness.activitySinceStatus = true }
         return (added, cellsChanged)

@@ -25,6 +25,8 @@ final class RingTracker {
     /// are closed and unmapped; their series stay. Taken up again when a process opens the file.
     private(set) var released: [String: TrackedRing] = [:]
     private(set) var skipped: [String: SkippedRing] = [:]
+    /// The bots the rings write, by name: a bot's own ring and its workers' feed one series.
+    private(set) var bots: [String: BotSeries] = [:]
     /// Rings that wait for something to be done with them.
     private var due = DueRings()
     private var scan = DirectoryScan()
@@ -209,13 +211,13 @@ final class RingTracker {
             let identity = directory.fileIdentity(of: name)
             guard identity != ring.identity else { continue }
             _ = drain(ring, nowNanos: now)
-            tracked[name] = nil
+            forget(ring)
             ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
         }
         for (name, ring) in released where checkingIdentities {
             let identity = directory.fileIdentity(of: name)
             guard identity != ring.identity else { continue }
-            released[name] = nil
+            forget(ring)
             news = true
             ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
         }
@@ -263,18 +265,15 @@ final class RingTracker {
     private func attach(_ name: String, nowNanos now: UInt64) {
         do {
             let consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
-            let ring = TrackedRing(
-                consumer: consumer,
-                aggregator: RingAggregator(
-                    ring: name, layout: layout,
-                    quantiles: options.quantiles.count))
-            ring.aggregator.addMetrics(of: consumer) { seriesAllowance(for: ring, holding: $0) }
+            let ring = TrackedRing(consumer: consumer, bot: botSeries(writtenBy: name))
+            ring.aggregator.addMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
             sayRefusedSeries(of: ring)
             let status = try consumer.status()
             // Counters made before this collector started (it restarted, say) count in totals
             // but not in its windows, where they would show as a burst; a bot created since is
             // seen whole.
-            ring.aggregator.sampleCells(of: consumer, nowNanos: now, isBaseline: status.createdRealtimeNanos < startedRealtimeNanos)
+            ring.aggregator.sampleCells(
+                of: consumer, source: ring.source, nowNanos: now, isBaseline: status.createdRealtimeNanos < startedRealtimeNanos)
             ring.liveness.status = status
             ring.liveness.producerAlive = status.producerAlive
             ring.liveness.lastObservedNanos = now
@@ -328,7 +327,7 @@ final class RingTracker {
                 ring.touched(nowNanos: now)  // perhaps a producer between its open and its lock: not released yet
                 findings.touched.append(ring)
                 do { try ring.consumer.checkIntact() } catch {
-                    tracked[name] = nil
+                    forget(ring)
                     skip(name, error, nowNanos: now)
                 }
             } else if released[name] != nil, DrainWakeup.moreThanClosed(kinds) {
@@ -348,8 +347,10 @@ final class RingTracker {
     /// thousands of finished bots must not hold the descriptors new ones need.
     private func release(_ ring: TrackedRing, nowNanos now: UInt64) {
         // A last look at its registry and cells: counters' totals and gauges are final now.
-        ring.aggregator.refreshMetrics(of: ring.consumer) { seriesAllowance(for: ring, holding: $0) }
-        if ring.aggregator.sampleCells(of: ring.consumer, nowNanos: now) { ring.liveness.activitySinceStatus = true }
+        ring.aggregator.refreshMetrics(of: ring.consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
+        if ring.aggregator.sampleCells(of: ring.consumer, source: ring.source, nowNanos: now) {
+            ring.liveness.activitySinceStatus = true
+        }
         if ring.liveness.activitySinceStatus, let status = try? ring.consumer.status(producerAlive: false) {
             ring.liveness.status = status
         }
@@ -357,7 +358,7 @@ final class RingTracker {
         tracked[ring.name] = nil
         ring.release()
         released[ring.name] = ring
-        ring.quietSeries = nil  // its next snapshot is made afresh, without a file
+        ring.bot.quietSeries = nil  // its next snapshot is made afresh
         news = true
         if descriptors.waiting > 0 { scan.changed = true }  // a descriptor is free for them
         ringLog(
@@ -379,7 +380,7 @@ final class RingTracker {
         do {
             consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
         } catch {
-            released[name] = nil
+            forget(ring)
             news = true
             if case .notFound = error {
                 ringLog("ring \(name) detached: its file was removed")
@@ -388,12 +389,13 @@ final class RingTracker {
             }
             return
         }
-        released[name] = nil
         guard consumer.identity == ring.identity else {
+            forget(ring)
             ringLog("ring \(name) detached: its file was replaced by a new ring")
             scan.changed = true
             return
         }
+        released[name] = nil
         ring.reopen(consumer)
         ring.touched(nowNanos: now)
         if let status = try? consumer.status() {
@@ -406,6 +408,27 @@ final class RingTracker {
         lastAttachNanos = now
         news = true
         ringLog("ring \(name) taken up again: a process opened its file")
+    }
+
+    /// The series of the bot ring `name` writes, made when its first ring comes.
+    private func botSeries(writtenBy name: String) -> BotSeries {
+        let bot = BotSeries.botName(ofRing: name)
+        if let series = bots[bot] { return series }
+        let series = BotSeries(name: bot, aggregator: RingAggregator(ring: bot, layout: layout, quantiles: options.quantiles.count))
+        bots[bot] = series
+        return series
+    }
+
+    /// Stops tracking a ring whose file is gone, replaced or unreadable: its source leaves its
+    /// bot's series, which keep its counters' totals while another ring of the bot remains;
+    /// with the bot's last ring, its series go.
+    func forget(_ ring: TrackedRing) {
+        if tracked[ring.name] === ring { tracked[ring.name] = nil }
+        if released[ring.name] === ring { released[ring.name] = nil }
+        ring.aggregator.removeSource(ring.source)
+        ring.bot.rings -= 1
+        ring.bot.changedSincePublish = true
+        if ring.bot.rings == 0, bots[ring.bot.name] === ring.bot { bots[ring.bot.name] = nil }
     }
 
     /// Lets go of every ring (the collector stops): records not yet drained stay in their rings.

@@ -27,15 +27,15 @@ struct SLOState {
     }
 
     /// Merges the rule's window of every matching histogram series and judges it.
-    func evaluate(rings: [TrackedRing], layout: WindowLayout, nowNanos now: UInt64) -> Outcome {
+    func evaluate(bots: [BotSeries], layout: WindowLayout, nowNanos now: UInt64) -> Outcome {
         var outcome = Outcome()
         guard let window = layout.index(ofWindowNanos: rule.windowNanos) else { return outcome }
         var merged = Histogram()
         var bound: Double?
         var unit: MetricUnit?
-        for ring in rings {
-            let name = ring.name
-            outcome.matchingSeries += ring.aggregator.mergeHistograms(window: window, nowNanos: now, into: &merged) { metric in
+        for bot in bots {
+            let name = bot.name
+            outcome.matchingSeries += bot.aggregator.mergeHistograms(window: window, nowNanos: now, into: &merged) { metric in
                 guard rule.matches(ring: name, metric: metric.name, labels: metric.labelDictionary),
                     let threshold = rule.threshold(in: metric.unit)
                 else { return false }

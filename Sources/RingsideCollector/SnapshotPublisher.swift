@@ -79,10 +79,13 @@ final class SnapshotPublisher {
     /// snapshot takes seconds, and the rings must be drained meanwhile.
     private struct PendingPublish {
         var snapshot: Snapshot
-        /// The rings as they were when it began, and the next one to take.
+        /// The rings as they were when it began, and the next one to take; then their bots', in
+        /// name order (a bot's series once, whichever rings feed it).
         let rings: [TrackedRing]
+        var bots: [BotSeries] = []
         let forced: Bool
         var next = 0
+        var nextBot = 0
         var everyRingQuiet = true
         var costNanos: UInt64 = 0
     }
@@ -157,6 +160,7 @@ final class SnapshotPublisher {
         guard var building = pending else { return }
         pending = nil
         let sliceStart = rs_clock_precise_ns()
+        // First the rings (their figures, cells and registries), then the bots' series.
         while building.next < building.rings.count {
             let ring = building.rings[building.next]
             building.next += 1
@@ -164,10 +168,20 @@ final class SnapshotPublisher {
             guard tracker.holds(ring) else { continue }
             let quiet = addToSnapshot(ring, &building.snapshot, nowNanos: now, forced: building.forced)
             building.everyRingQuiet = building.everyRingQuiet && quiet
-            if rs_clock_precise_ns() >= deadline { break }  // a ring is the unit: it may hold 4,096 series
+            if building.next == building.rings.count {
+                building.bots = Dictionary(grouping: building.rings.filter(tracker.holds), by: { $0.bot.name })
+                    .sorted { $0.key < $1.key }.map { $0.value[0].bot }
+            }
+            if rs_clock_precise_ns() >= deadline { break }
+        }
+        while building.next >= building.rings.count, building.nextBot < building.bots.count, rs_clock_precise_ns() < deadline {
+            let bot = building.bots[building.nextBot]
+            building.nextBot += 1
+            let quiet = addSeries(of: bot, &building.snapshot, nowNanos: now)
+            building.everyRingQuiet = building.everyRingQuiet && quiet  // a bot is the unit: it may hold 4,096 series
         }
         building.costNanos &+= rs_clock_precise_ns() &- sliceStart
-        guard building.next >= building.rings.count else {
+        guard building.next >= building.rings.count, building.nextBot >= building.bots.count else {
             pending = building
             return
         }
@@ -189,7 +203,8 @@ final class SnapshotPublisher {
         published.publish(&snapshot)
     }
 
-    /// Adds one ring's series and figures to `snapshot`; returns whether the ring is quiet.
+    /// Adds one ring's figures to `snapshot`, and looks at its cells and registry for its
+    /// bot's series; returns whether the ring is quiet.
     /// - Parameter forced: look at the ring's cells now, quiet or not (a stop, a test stepping time).
     private func addToSnapshot(_ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool) -> Bool {
         // Counters and gauges' last values come from the cells, sampled here; figures of the
@@ -200,41 +215,49 @@ final class SnapshotPublisher {
             ring.liveness.statusNanos = now
             ring.liveness.activitySinceStatus = false
         }
-        // A quiet ring (nothing drained, no cell changed, every window empty, so nothing can
-        // slide) shows what it showed, and its cells and registry are looked at once a second:
-        // thousands of idle rings cost little to publish.
+        // A quiet ring (nothing drained, no cell changed, every window of its bot empty, so
+        // nothing can slide) has its cells and registry looked at once a second: thousands of
+        // idle rings cost little to publish.
         var added = 0, cellsChanged = false
-        let quiet = ring.quietSeries != nil && ring.drainedSincePublish == 0
+        let quiet = ring.bot.quietSeries != nil && ring.drainedSincePublish == 0
         // A released ring has no cells to look at: its release took their last values.
         if ring.file != nil, forced || !quiet || now &- ring.cellsSampledNanos >= RingTracker.livenessIntervalNanos {
             (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now)
         }
-        if quiet, let series = ring.quietSeries, added == 0, !cellsChanged {
-            snapshot.series += series
-        } else {
-            let series = ring.aggregator.snapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
-            snapshot.series += series
-            ring.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
-        }
+        if added > 0 || cellsChanged { ring.bot.changedSincePublish = true }
         ring.drainedSincePublish = 0
         snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
-        return ring.quietSeries != nil && !cellsChanged && added == 0
+        return quiet && !cellsChanged && added == 0
     }
 
-    /// `sampleCellsAndRegistry` for a quiet ring between publishes; returns whether its series
-    /// must be made again (the next publish then does, rather than show what it showed).
+    /// Adds a bot's series to `snapshot`: what it showed, when it is quiet (nothing changed,
+    /// every window empty); returns whether it is.
+    private func addSeries(of bot: BotSeries, _ snapshot: inout Snapshot, nowNanos now: UInt64) -> Bool {
+        if !bot.changedSincePublish, let series = bot.quietSeries {
+            snapshot.series += series
+            return true
+        }
+        let series = bot.aggregator.snapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
+        snapshot.series += series
+        bot.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
+        bot.changedSincePublish = false
+        return false
+    }
+
+    /// `sampleCellsAndRegistry` for a quiet ring between publishes; returns whether its bot's
+    /// series must be made again (the next publish then does, rather than show what it showed).
     private func sampleCells(of ring: TrackedRing, nowNanos now: UInt64) -> Bool {
         let (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now)
         guard added > 0 || cellsChanged else { return false }
-        ring.quietSeries = nil
+        ring.bot.changedSincePublish = true
         return true
     }
 
     private func evaluateSLOs(nowNanos now: UInt64) -> [SLOSnapshot] {
-        let rings = tracker.everyRing
+        let bots = tracker.bots.values.sorted { $0.name < $1.name }
         return sloStates.indices.map { index in
             let state = sloStates[index]
-            let outcome = state.evaluate(rings: rings, layout: layout, nowNanos: now)
+            let outcome = state.evaluate(bots: bots, layout: layout, nowNanos: now)
             if let transition = sloStates[index].record(outcome) {
                 log(transition, level: sloStates[index].violated ? .warn : .info)
             }

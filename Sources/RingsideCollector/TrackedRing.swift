@@ -13,7 +13,9 @@ final class TrackedRing {
     /// The open file, or nil once the ring is released (its producer dead, every record drained):
     /// its series stay, its descriptor and mappings are given back.
     private(set) var file: RingConsumer?
-    var aggregator: RingAggregator
+    /// The bot's series, which this ring feeds as source `source` (with the bot's other rings).
+    let bot: BotSeries
+    let source: Int
     var liveness = Liveness()
     var fill = FillRate()
     var watch = WatchPlace()
@@ -24,9 +26,8 @@ final class TrackedRing {
     var said = LogMarks()
     /// Records drained, ever.
     var drained: UInt64 = 0
-    /// Records drained since the last publish, and the series it showed if they were all empty.
+    /// Records drained since the last publish.
     var drainedSincePublish = 0
-    var quietSeries: [SeriesSnapshot]?
     /// When its cells were last sampled.
     var cellsSampledNanos: UInt64 = 0
 
@@ -75,12 +76,24 @@ final class TrackedRing {
         var seriesRefused = false
     }
 
-    init(consumer: RingConsumer, aggregator: RingAggregator) {
+    /// A ring of `bot`: a new source of its series.
+    init(consumer: RingConsumer, bot: BotSeries) {
         name = consumer.name
         identity = consumer.identity
         file = consumer
-        self.aggregator = aggregator
+        self.bot = bot
+        source = bot.aggregator.addSource()
+        bot.rings += 1
     }
+
+    /// The bot's aggregator, which its rings share.
+    var aggregator: RingAggregator {
+        get { bot.aggregator }
+        _modify { yield &bot.aggregator }
+    }
+
+    /// What its records cost its bot's aggregator: rejected, refused.
+    var sourceFigures: RingAggregator.Source { bot.aggregator.sources[source] }
 
     /// The open file of a ring being drained (only the tracker's `tracked` rings are).
     var consumer: RingConsumer {
@@ -145,9 +158,10 @@ final class TrackedRing {
         snapshot.droppedTotal = status.dropped
         snapshot.unlanedDropped = status.unlanedDropped
         snapshot.drainedTotal = drained
-        snapshot.rejectedTotal = aggregator.rejected
-        snapshot.seriesRefused = aggregator.refusedSeries
-        snapshot.recordsRefusedTotal = aggregator.refusedRecords
+        let figures = sourceFigures
+        snapshot.rejectedTotal = figures.rejected
+        snapshot.seriesRefused = figures.refusedSeries
+        snapshot.recordsRefusedTotal = figures.refusedRecords
         snapshot.metricCount = status.metricCount
         snapshot.maxLanes = status.maxLanes
         // The heartbeat is coarse monotonic time, which may lag `now` by a tick.

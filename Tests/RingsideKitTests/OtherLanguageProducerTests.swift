@@ -70,7 +70,7 @@ func buildCProducer(_ language: String, into build: TemporaryDirectory) throws -
 @Suite("producers in C, C++ and Python")
 struct OtherLanguageProducerTests {
     @Test(
-        "C, and the same file as C++ (std::thread, RAII span): 4 threads' lanes decode exactly, spans in the histogram's unit, a forked child lands nowhere",
+        "C, and the same file as C++ (std::thread, RAII span): 4 threads' lanes decode exactly, spans in the histogram's unit, a forked child writes a worker file",
         arguments: ["c", "c++"])
     func cProducerThreads(language: String) throws {
         let build = try TemporaryDirectory("ringside-kit-\(language == "c" ? "c" : "cxx")")
@@ -84,9 +84,13 @@ struct OtherLanguageProducerTests {
             #expect(
                 lines.contains("child exited 0") && lines.contains("threads 4") && lines.contains("lanes 4")
                     && lines.contains("metrics 4"), "\(first.output)")
-            #expect(
-                first.output.contains("this forked child (pid") && first.output.contains("writes nothing to it"),
-                "the child says why it writes nothing: \(first.output)")
+            #expect(!first.output.contains("ringside:"), "the library says nothing: \(first.output)")
+            let childPID = try #require(lines.first { $0.hasPrefix("child pid ") }.flatMap { Int32($0.dropFirst(10)) }, "\(first.output)")
+            // The child's calls: a worker file of the bot, its registry the parent's and then its own.
+            let (workerMetrics, workerLanes, workerCells) = try drainDecoded("from-c@\(childPID)", directory: directory)
+            #expect(workerMetrics.map(\.name) == ["c_latency", "c_orders", "c_exposure", "c_span", "c_child"])
+            #expect(workerLanes.values.flatMap { $0 }.map(\.value) == Array(1...1000), "\(workerLanes.count) lanes")
+            #expect(workerCells["c_orders"]?.total == 1000)
 
             var (metrics, lanes, cells) = try drainDecoded("from-c", directory: directory)
             #expect(

@@ -1,0 +1,25 @@
+import RingsideSnapshot
+import Ringside
+
+/// The series of one bot, shared by the rings that write it (its own file and its workers',
+/// `<bot>@<pid>`), each a source of its aggregator; and what the publisher keeps about them.
+/// Touched by the drain thread only.
+final class BotSeries {
+    /// The bot's name: `WorkerRing`'s `bot` for a worker's ring.
+    let name: String
+    var aggregator: RingAggregator
+    /// Rings tracked or released that feed it: when the last is forgotten, so is the bot.
+    var rings = 0
+    /// Something changed since the last publish (records drained, cells or registry changed),
+    /// and the series it showed last if every window was empty then.
+    var changedSincePublish = true
+    var quietSeries: [SeriesSnapshot]?
+
+    init(name: String, aggregator: RingAggregator) {
+        self.name = name
+        self.aggregator = aggregator
+    }
+
+    /// The bot a ring writes: a worker's ring names its bot before the separator.
+    static func botName(ofRing ring: String) -> String { WorkerRing(ring)?.bot ?? ring }
+}
