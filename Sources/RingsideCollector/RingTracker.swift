@@ -355,6 +355,7 @@ final class RingTracker {
             ring.liveness.status = status
         }
         ring.liveness.activitySinceStatus = false
+        if let worker = WorkerRing(ring.name), retire(ring, worker: worker) { return }
         tracked[ring.name] = nil
         ring.release()
         released[ring.name] = ring
@@ -364,6 +365,30 @@ final class RingTracker {
         ringLog(
             "ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "
                 + "file is taken up again when a producer attaches")
+    }
+
+    /// A worker's ring whose process is dead and every record drained: its totals are folded
+    /// into its bot's series and its file removed, so that a pool whose workers come and go
+    /// leaves no files behind. The file is removed under its producer lock, and only if it holds
+    /// no record still: a process that attached it meanwhile keeps it. Returns whether it went.
+    private func retire(_ ring: TrackedRing, worker: WorkerRing) -> Bool {
+        let removed: Bool
+        do {
+            removed = try options.directory.removeUnlessProducerAlive(ring.name, allowedOwners: Set(options.allowedUIDs)) { status in
+                guard case .success(let status) = status else { return false }
+                return status.backlog == 0 && options.directory.fileIdentity(of: ring.name) == ring.identity
+            }
+        } catch {
+            removed = false
+        }
+        guard removed else { return false }
+        forget(ring)
+        news = true
+        if descriptors.waiting > 0 { scan.changed = true }  // a descriptor is free for them
+        ringLog(
+            "ring \(ring.name): worker pid \(worker.pid) of bot \(worker.bot) is gone and every record is drained; its "
+                + "totals stay in the bot's series, and its file is removed")
+        return true
     }
 
     /// Opens a released ring's file again and drains it as before, its series intact. A file

@@ -29,10 +29,13 @@ struct WorkerMergeTests {
             let values = try #require(snapshot.series("forked_values"))
             #expect(values.cumulativeCount == n && values.cumulativeExactSum == UInt128(n * (n + 1) / 2))
 
-            // The worker's file removed (as the collector will once it folds a dead worker): the
-            // bot keeps what the worker counted.
-            try FileManager.default.removeItem(atPath: directory.filePath(for: "forked@\(pid)"))
-            let after = pass(collector, offset: RingTracker.identityCheckNanos + 1_000_000_000)
+            // The worker is dead and drained: the collector removes its file, and the bot keeps
+            // what the worker counted.
+            var after = pass(collector, offset: 2_000_000_000)
+            after = pass(collector, offset: 4_000_000_000)
+            #expect(!FileManager.default.fileExists(atPath: directory.filePath(for: "forked@\(pid)")))
+            #expect(FileManager.default.fileExists(atPath: directory.filePath(for: "forked")), "the bot's own file stays")
+            #expect(captured.contains("ring forked@\(pid): worker pid \(pid) of bot forked is gone"))
             #expect(after.rings.map(\.name) == ["forked"])
             #expect(after.series("forked_increments")?.cumulativeExactSum == UInt128(2 * n), "never less")
             #expect(after.series("forked_values")?.cumulativeCount == n)
@@ -75,6 +78,56 @@ struct WorkerMergeTests {
             snapshot = pass(collector, offset: 2_200_000_000)
             #expect(snapshot.series("level", ring: "mix")?.lastValue == 3, "then the bot's own process")
             withExtendedLifetime((own, worker)) {}
+        }
+    }
+
+    @Test(
+        "16 forked workers of 100,000 records, one SIGKILLed mid-stream: each record a worker wrote counts once, and the totals outlive the workers' files"
+    )
+    func forkedPoolWithAKill() throws {
+        try withRingDirectory { directory in
+            let n: UInt64 = 100_000, children = 16
+            let run = try runTestProducer(
+                "fork-pool", ring: "pool", in: directory,
+                ["--count", "\(n)", "--children", "\(children)", "--kill-one", "yes", "--capacity", "131072"])
+            let words = run.output.split(whereSeparator: \.isWhitespace).map(String.init)
+            try #require(words.count == 2 + 2 * children && words[0] == "children", "\(run.output) \(run.errors)")
+            let statuses = words[(children + 2)...].compactMap(Int32.init)
+            #expect(statuses.first == SIGKILL && statuses.dropFirst().allSatisfy { $0 == 0 }, "\(run.output)")
+            #expect(directory.ringNames().count == children + 1, "the bot's file and one per worker")
+
+            // What the files hold, as their writers left them: the figures to expect exactly.
+            var written: UInt64 = 0, dropped: UInt64 = 0, increments: UInt64 = 0
+            for name in directory.ringNames() {
+                let inspector = try RingInspector(name, directory: directory)
+                let status = try inspector.status()
+                written += status.writeCursor
+                dropped += status.dropped
+                let counter = try #require(try inspector.metrics().first { $0.name == "pool_increments" })
+                increments += try inspector.cells(of: counter).total
+            }
+            // The killed child ran 200 ms: at least one round of 1 ... N. One increment follows
+            // each record, but the kill may fall between the two.
+            #expect(written + dropped >= 1 + UInt64(children) * n)
+            #expect(increments <= written + dropped && increments + 1 >= written + dropped)
+
+            let captured = CapturedLog()
+            let collector = try makeCollector(directory, captured: captured)
+            var snapshot = pass(collector)
+            for step in 1...200 where snapshot.series("pool_values")?.cumulativeCount != written {
+                snapshot = pass(collector, offset: UInt64(step) * 10_000_000)
+            }
+            #expect(snapshot.series("pool_values", ring: "pool")?.cumulativeCount == written, "each record drained once")
+            #expect(snapshot.series("pool_values", ring: "pool")?.droppedRecords == dropped)
+            #expect(snapshot.series("pool_increments", ring: "pool")?.cumulativeExactSum == UInt128(increments))
+            #expect(snapshot.series.count == 2)
+
+            // Every worker is gone and drained: their files go, their totals stay.
+            for step in 1...4 { snapshot = pass(collector, offset: 2_000_000_000 * UInt64(step) + 2_000_000_000) }
+            #expect(directory.ringNames() == ["pool"])
+            #expect(snapshot.series("pool_values", ring: "pool")?.cumulativeCount == written)
+            #expect(snapshot.series("pool_values", ring: "pool")?.droppedRecords == dropped)
+            #expect(snapshot.series("pool_increments", ring: "pool")?.cumulativeExactSum == UInt128(increments))
         }
     }
 }

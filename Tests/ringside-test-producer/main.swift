@@ -55,6 +55,12 @@
 //       registers counter "forked_increments" and histogram "forked_values", forks; the child
 //       increments and records 1 ... N (into its worker file, NAME@PID) and exits; the parent then
 //       increments N times and prints "child STATUS pid PID parent N".
+//   ringside-test-producer fork-pool --dir DIR --ring NAME --count N --children C [--kill-one yes]
+//       registers histogram "pool_values" and counter "pool_increments", records N+1 and increments
+//       once, then forks C children, each a worker of the bot: each records 1 ... N and
+//       increments N times, and exits; with --kill-one, child 0 records 1 ... N over and over
+//       (pausing 1 ms each time) until the parent kills it with SIGKILL after 200 ms. Prints
+//       "children PID... statuses STATUS...".
 //   ringside-test-producer fork-warm --dir DIR --ring NAME --count N
 //       like `fork`, but the parent records before forking, so the forking thread holds a lane: it
 //       attaches bot NAME (Bot) and ring NAME.single (Bot, capacity 4096), registers counter
@@ -82,7 +88,7 @@ guard let mode = arguments.first,
     [
         "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
-        "fork-warm", "lanes", "short-bots", "wide-series",
+        "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series",
     ].contains(mode)
 else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
@@ -167,7 +173,7 @@ func countAllocations(_ ring: Bot, count: UInt64) throws -> (calls: UInt64, heap
     return (calls, Int(heap_bytes_in_use()) - Int(heapBefore))
 }
 
-if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "lanes"].contains(mode) {
+if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "fork-pool", "lanes"].contains(mode) {
     do {
         var botOptions = Bot.Options()
         if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
@@ -411,6 +417,8 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         print("tasks \(tasks) lanes \(bot.lanesAllocated)")
     case "fork-warm":
         try forkWarm(bot, options: options, count: count)
+    case "fork-pool":
+        try forkPool(bot, options: options, count: count)
     case "short-threads-joined":
         try shortThreadsJoined(bot, options: options, count: count)
     default:  // fork
@@ -445,6 +453,47 @@ func entries(in directory: String) -> Int {
 
 func lines(in file: String) -> Int {
     (try? String(contentsOfFile: file, encoding: .utf8))?.split(separator: "\n").count ?? -1
+}
+
+/// `fork-pool`: children forked from one bot, each its worker (see the top of this file).
+func forkPool(_ bot: Bot, options: [String: String], count: UInt64) throws {
+    let children = Int(options["children"] ?? "4") ?? 4
+    let values = try bot.histogram("pool_values", unit: .none)
+    let increments = try bot.counter("pool_increments")
+    values.record(count + 1)  // the parent records too, before it forks
+    increments.increment()
+    var pids: [Int32] = []
+    for child in 0..<children {
+        let pid = fork()
+        if pid == 0 {
+            if child == 0, options["kill-one"] != nil {
+                var value: UInt64 = 0
+                while true {  // until killed, giving the lane time to drain now and then
+                    value = value % count + 1
+                    values.record(value)
+                    increments.increment()
+                    if value == count { usleep(1000) }
+                }
+            }
+            for value in 1...max(1, count) {
+                values.record(value)
+                increments.increment()
+            }
+            _exit(0)
+        }
+        pids.append(pid)
+    }
+    if options["kill-one"] != nil {
+        usleep(200_000)
+        kill(pids[0], SIGKILL)
+    }
+    var statuses: [Int32] = []
+    for pid in pids {
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        statuses.append(status)
+    }
+    print("children \(pids.map(String.init).joined(separator: " ")) statuses \(statuses.map(String.init).joined(separator: " "))")
 }
 
 /// `fork-warm`: fork() while the forking thread holds a lane of two bots.
