@@ -141,6 +141,24 @@ final class LogDirectory {
         return opened
     }
 
+    /// The contents of `name`, if it is a regular file of the collector's with one link; nil when
+    /// nothing is there.
+    /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` for anything else at `name`, left
+    ///   unread; ``LogDirectoryError/failed(action:errno:)`` if it cannot be read.
+    func contents(of name: String) throws(LogDirectoryError) -> [UInt8]? {
+        let opened: Int32
+        do { opened = try System.openat(descriptor, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode: 0) } catch {
+            if error == .noSuchFileOrDirectory { return nil }
+            if let info = try? entry(name), let found = refusal(info) { throw .notOurs(path: path(of: name), found: found) }
+            throw .failed(action: "open \(path(of: name))", errno: error)
+        }
+        defer { System.close(opened) }
+        let info: stat
+        do { info = try System.fstat(opened) } catch { throw .failed(action: "look at \(path(of: name))", errno: error) }
+        if let found = refusal(info) { throw .notOurs(path: path(of: name), found: found) }
+        do { return try System.readAll(opened) } catch { throw .failed(action: "read \(path(of: name))", errno: error) }
+    }
+
     /// Creates a new file beside `name` whose name another user cannot guess (`NAME.tmp.PID.RANDOM`),
     /// as ``create(_:)`` does; for a file to be written whole, then renamed over `name`.
     func createTemporary(for name: String) throws(LogDirectoryError) -> (name: String, descriptor: Int32) {

@@ -90,6 +90,20 @@ struct RingAggregator {
             _ = merge()
         }
 
+        /// Takes what removed sources left before this collector started (see `FoldedTotals`).
+        mutating func takeFolded(_ seed: MetricCells) {
+            folded.cells.total = seed.total
+            folded.cells.dropped = seed.dropped
+            _ = merge()
+        }
+
+        /// What removed sources left, if anything: for `FoldedTotals`.
+        var foldedEntry: FoldedTotals.Entry? {
+            guard folded.cells.total > 0 || folded.cells.dropped > 0 else { return nil }
+            return FoldedTotals.Entry(
+                metric: metric.name, labels: metric.encodedLabels, total: folded.cells.total, dropped: folded.cells.dropped)
+        }
+
         /// The merged cells: sums, and the value set last (the source seen to change it latest).
         private mutating func merge() -> Bool {
             var merged = folded.cells
@@ -128,6 +142,9 @@ struct RingAggregator {
     private let cost: SeriesCost
     private(set) var sources: [Source] = []
     private var slots: [SeriesKey: Route] = [:]
+    /// What removed sources left before this collector started, for series not made yet: each is
+    /// taken by its series when a source registers its metric.
+    private var seeds: [SeriesKey: MetricCells] = [:]
     private var histograms: [Series<WindowedHistogram>] = []
     private var counters: [Series<WindowedCounter>] = []
     private var gauges: [Series<WindowedGauge>] = []
@@ -182,6 +199,23 @@ struct RingAggregator {
         sources[source] = Source(inUse: false)
     }
 
+    /// Takes what the bot's removed sources left before this collector started.
+    mutating func seed(_ entries: [FoldedTotals.Entry]) {
+        for entry in entries {
+            seeds[SeriesKey(name: entry.metric, labels: entry.labels)] = MetricCells(total: entry.total, dropped: entry.dropped)
+        }
+    }
+
+    /// What removed sources left, per series (with the seeds no series took yet): what
+    /// `FoldedTotals` keeps across restarts.
+    var foldedEntries: [FoldedTotals.Entry] {
+        let taken = histograms.compactMap(\.foldedEntry) + counters.compactMap(\.foldedEntry) + gauges.compactMap(\.foldedEntry)
+        let waiting = seeds.map { key, cells in
+            FoldedTotals.Entry(metric: key.name, labels: key.labels, total: cells.total, dropped: cells.dropped)
+        }
+        return (taken + waiting).sorted { ($0.metric, $0.labels) < ($1.metric, $1.labels) }
+    }
+
     // MARK: - Metrics
 
     /// Routes `consumer`'s metrics not known yet (they arrive in index order) from source
@@ -228,6 +262,13 @@ struct RingAggregator {
             }
             slots[key] = route
             sources[source].routes.append(route)
+            if let seed = seeds.removeValue(forKey: key) {
+                switch metric.kind {
+                case .histogram: histograms[route.slot].takeFolded(seed)
+                case .counter: counters[route.slot].takeFolded(seed)
+                case .gauge: gauges[route.slot].takeFolded(seed)
+                }
+            }
         }
         chargedBytes += charged
         return admitted

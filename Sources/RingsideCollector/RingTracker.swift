@@ -27,6 +27,8 @@ final class RingTracker {
     private(set) var skipped: [String: SkippedRing] = [:]
     /// The bots the rings write, by name: a bot's own ring and its workers' feed one series.
     private(set) var bots: [String: BotSeries] = [:]
+    /// What the bots' workers that are gone left, kept across restarts.
+    private let folded: FoldedTotals
     /// Rings that wait for something to be done with them.
     private var due = DueRings()
     private var scan = DirectoryScan()
@@ -114,6 +116,7 @@ final class RingTracker {
         self.wakeup = wakeup
         startedRealtimeNanos = rs_clock_realtime_ns()
         descriptors = DescriptorBudget(ringLimit: ringLimit)
+        folded = FoldedTotals(ringDirectory: options.directory.path, log: log)
     }
 
     /// The rings drained and those released, in name order.
@@ -383,6 +386,7 @@ final class RingTracker {
         }
         guard removed else { return false }
         forget(ring)
+        folded.set(ring.bot.aggregator.foldedEntries, for: worker.bot)
         news = true
         if descriptors.waiting > 0 { scan.changed = true }  // a descriptor is free for them
         ringLog(
@@ -440,6 +444,7 @@ final class RingTracker {
         let bot = BotSeries.botName(ofRing: name)
         if let series = bots[bot] { return series }
         let series = BotSeries(name: bot, aggregator: RingAggregator(ring: bot, layout: layout, quantiles: options.quantiles.count))
+        series.aggregator.seed(folded.entries(for: bot))
         bots[bot] = series
         return series
     }

@@ -96,7 +96,9 @@ struct WorkerMergeTests {
             #expect(statuses.first == SIGKILL && statuses.dropFirst().allSatisfy { $0 == 0 }, "\(run.output)")
             #expect(directory.ringNames().count == children + 1, "the bot's file and one per worker")
 
-            // What the files hold, as their writers left them: the figures to expect exactly.
+            // What the files hold, as their writers left them: the figures to expect exactly. Each
+            // worker that finished attempted 1 ... N; the killed one, however far it got.
+            let killed = "pool@\(words[1])"
             var written: UInt64 = 0, dropped: UInt64 = 0, increments: UInt64 = 0
             for name in directory.ringNames() {
                 let inspector = try RingInspector(name, directory: directory)
@@ -104,11 +106,15 @@ struct WorkerMergeTests {
                 written += status.writeCursor
                 dropped += status.dropped
                 let counter = try #require(try inspector.metrics().first { $0.name == "pool_increments" })
-                increments += try inspector.cells(of: counter).total
+                let counted = try inspector.cells(of: counter).total
+                increments += counted
+                if name == "pool" {
+                    #expect(status.writeCursor == 1 && counted == 1, "the parent's own")
+                } else if name != killed {
+                    #expect(status.writeCursor + status.dropped == n && counted == n, "\(name)")
+                }
             }
-            // The killed child ran 200 ms: at least one round of 1 ... N. One increment follows
-            // each record, but the kill may fall between the two.
-            #expect(written + dropped >= 1 + UInt64(children) * n)
+            // One increment follows each record, but the kill may fall between the two.
             #expect(increments <= written + dropped && increments + 1 >= written + dropped)
 
             let captured = CapturedLog()
@@ -128,6 +134,30 @@ struct WorkerMergeTests {
             #expect(snapshot.series("pool_values", ring: "pool")?.cumulativeCount == written)
             #expect(snapshot.series("pool_values", ring: "pool")?.droppedRecords == dropped)
             #expect(snapshot.series("pool_increments", ring: "pool")?.cumulativeExactSum == UInt128(increments))
+        }
+    }
+
+    @Test("a collector started again keeps the totals of workers whose files it removed: counters never go back")
+    func foldedTotalsOutliveARestart() throws {
+        try withRingDirectory { directory in
+            let n: UInt64 = 1000, children = 4
+            let run = try runTestProducer("fork-pool", ring: "pool", in: directory, ["--count", "\(n)", "--children", "\(children)"])
+            try #require(run.status == 0, "\(run.output) \(run.errors)")
+            let total = 1 + UInt64(children) * n
+            do {
+                let captured = CapturedLog()
+                let collector = try makeCollector(directory, captured: captured)
+                var snapshot = pass(collector)
+                for step in 1...4 { snapshot = pass(collector, offset: 2_000_000_000 * UInt64(step)) }
+                #expect(directory.ringNames() == ["pool"], "the workers' files are removed")
+                #expect(snapshot.series("pool_increments", ring: "pool")?.cumulativeExactSum == UInt128(total))
+            }
+            // A new collector finds the bot's own file (1 increment) and the saved totals of its workers.
+            let captured = CapturedLog()
+            let collector = try makeCollector(directory, captured: captured)
+            let snapshot = pass(collector)
+            #expect(snapshot.series("pool_increments", ring: "pool")?.cumulativeExactSum == UInt128(total))
+            #expect(captured.contains("read the totals of workers that are gone (1 series of 1 bots)"), "\(captured.all)")
         }
     }
 }

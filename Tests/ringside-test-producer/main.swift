@@ -59,7 +59,8 @@
 //       registers histogram "pool_values" and counter "pool_increments", records N+1 and increments
 //       once, then forks C children, each a worker of the bot: each records 1 ... N and
 //       increments N times, and exits; with --kill-one, child 0 records 1 ... N over and over
-//       (pausing 1 ms each time) until the parent kills it with SIGKILL after 200 ms. Prints
+//       (pausing 1 ms each time) until the parent kills it with SIGKILL, 200 ms after its first
+//       round. Prints
 //       "children PID... statuses STATUS...".
 //   ringside-test-producer fork-warm --dir DIR --ring NAME --count N
 //       like `fork`, but the parent records before forking, so the forking thread holds a lane: it
@@ -463,6 +464,9 @@ func forkPool(_ bot: Bot, options: [String: String], count: UInt64) throws {
     values.record(count + 1)  // the parent records too, before it forks
     increments.increment()
     var pids: [Int32] = []
+    // The child to be killed says when it has recorded a round (its worker file is whole by then).
+    var started: [Int32] = [-1, -1]
+    guard pipe(&started) == 0 else { fail("pipe failed") }
     for child in 0..<children {
         let pid = fork()
         if pid == 0 {
@@ -472,7 +476,11 @@ func forkPool(_ bot: Bot, options: [String: String], count: UInt64) throws {
                     value = value % count + 1
                     values.record(value)
                     increments.increment()
-                    if value == count { usleep(1000) }
+                    if value == count {
+                        var byte: UInt8 = 1
+                        _ = write(started[1], &byte, 1)
+                        usleep(1000)
+                    }
                 }
             }
             for value in 1...max(1, count) {
@@ -484,6 +492,8 @@ func forkPool(_ bot: Bot, options: [String: String], count: UInt64) throws {
         pids.append(pid)
     }
     if options["kill-one"] != nil {
+        var byte: UInt8 = 0
+        guard read(started[0], &byte, 1) == 1 else { fail("the child to kill never started") }
         usleep(200_000)
         kill(pids[0], SIGKILL)
     }

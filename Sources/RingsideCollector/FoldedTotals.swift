@@ -1,0 +1,98 @@
+import Foundation
+import RingsideSystem
+
+/// What the workers that are gone left to their bots' series (counter totals, drops), kept in a
+/// file beside the rings, `ringside-collector.state`, so that a collector restart keeps them: a
+/// worker's file is removed once it is folded (see `RingTracker.retire`), and its cells with it.
+///
+/// The file is JSON, written whole to a temporary file and renamed over the old one (see
+/// `LogDirectory`: in /dev/shm, a sticky directory, nothing planted there is ever followed or
+/// written through). It is read once, when the collector starts; one that cannot be read or
+/// parsed is said in the log and left alone (its totals are then lost, and the counters they held
+/// start again from the live files' cells, as after a reset).
+///
+/// A worker's file is removed before its totals are saved: a collector killed between the two
+/// loses that worker's totals (a counter seen to reset) rather than counting them twice.
+///
+/// Touched by the drain thread only.
+final class FoldedTotals {
+    /// One series' folded figures.
+    struct Entry: Codable, Equatable {
+        var metric: String
+        /// Encoded as in the registry: "key=value" pairs joined by "\n".
+        var labels: String
+        var total: UInt64
+        var dropped: UInt64
+    }
+
+    private struct Document: Codable {
+        var version = 1
+        var bots: [String: [Entry]]
+    }
+
+    /// The file's name in the ring directory.
+    static let fileName = "ringside-collector.state"
+
+    private let directory: LogDirectory?
+    private let log: CollectorLog
+    private var bots: [String: [Entry]] = [:]
+    /// What went wrong with the last save, said once until a save works again.
+    private var lastError: String?
+
+    /// Reads the file in `ringDirectory` (nothing there: nothing folded yet).
+    init(ringDirectory: String, log: CollectorLog) {
+        self.log = log
+        do {
+            directory = try LogDirectory(path: ringDirectory)
+        } catch {
+            directory = nil
+            log("cannot keep the totals of workers that are gone across restarts: \(error)", level: .warn)
+            return
+        }
+        let path = "\(ringDirectory)/\(Self.fileName)"
+        do {
+            guard let bytes = try directory?.contents(of: Self.fileName) else { return }
+            bots = try JSONDecoder().decode(Document.self, from: Data(bytes)).bots
+            let series = bots.values.reduce(0) { $0 + $1.count }
+            log("read the totals of workers that are gone (\(series) series of \(bots.count) bots) from \(path)")
+        } catch {
+            log(
+                "cannot read \(path) (\(error)); the totals of workers that are gone start again from zero, "
+                    + "and the file is replaced at the next save", level: .warn)
+        }
+    }
+
+    /// What bot `bot`'s workers that are gone left.
+    func entries(for bot: String) -> [Entry] { bots[bot] ?? [] }
+
+    /// Keeps what `bot`'s gone workers left now, and saves the file.
+    func set(_ entries: [Entry], for bot: String) {
+        guard bots[bot] ?? [] != entries else { return }
+        bots[bot] = entries.isEmpty ? nil : entries
+        save()
+    }
+
+    private func save() {
+        guard let directory else { return }
+        var failure: String?
+        do {
+            let body = try JSONEncoder().encode(Document(bots: bots))
+            let temporary = try directory.createTemporary(for: Self.fileName)
+            do { try System.writeAll(temporary.descriptor, [UInt8](body)) } catch {
+                failure = "cannot write \(directory.path(of: temporary.name)): \(error)"
+            }
+            System.close(temporary.descriptor)
+            if failure == nil {
+                do { try directory.replace(Self.fileName, with: temporary.name) } catch { failure = "\(error)" }
+            }
+            if failure != nil { directory.remove(temporary.name) }
+        } catch {
+            failure = "\(error)"
+        }
+        if let failure, failure != lastError {
+            log("cannot save the totals of workers that are gone: \(failure); a restart would lose them", level: .error)
+        }
+        if failure == nil, lastError != nil { log("the totals of workers that are gone are saved again") }
+        lastError = failure
+    }
+}
