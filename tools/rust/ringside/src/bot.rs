@@ -115,6 +115,11 @@ pub struct Options {
     pub recreate: bool,
     /// Map nothing and write nothing, as `RINGSIDE_DISABLED=1` does.
     pub disabled: bool,
+    /// Write the bot as one of its workers, beside other processes that write it: this process
+    /// writes a file of its own, `<dir>/ringside.<name>@<pid>` (a bot file like any other, with a
+    /// registry of its own), which the collector merges with the bot's other files (WORKERS in
+    /// ringside.h). Default false: `<dir>/ringside.<name>`, one process's.
+    pub worker: bool,
 }
 
 fn disabled_by_environment() -> bool {
@@ -1048,6 +1053,9 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
     path.push("/");
     path.push(FILE_PREFIX);
     path.push(name);
+    if options.worker {
+        path.push(format!("{WORKER_SEPARATOR}{}", std::process::id()));
+    }
     let path = PathBuf::from(path);
     if path.as_os_str().len() > 4095 {
         return Err(Error::InvalidOption {
@@ -1172,7 +1180,8 @@ impl Bot {
         &self.inner.name
     }
 
-    /// The bot's file; None when disabled.
+    /// The file this process writes: `<dir>/ringside.<name>`, or a worker's `<dir>/ringside.<name>@<pid>`;
+    /// None when disabled.
     pub fn path(&self) -> Option<&Path> {
         if self.inner.path.as_os_str().is_empty() {
             None

@@ -1,6 +1,6 @@
 //! Why a bot could not be attached or a metric registered: a sentence naming the bot, as the C
 //! producer's `rs_error.message` ("bot bot-a: another producer is attached (pid 4242); a bot has
-//! one process").
+//! one process, or several as its workers (attach with the worker option)").
 
 use std::fmt;
 use std::io;
@@ -26,7 +26,8 @@ pub enum Error {
     Conflict { bot: String, metric: String, reason: String },
     /// No room for another metric in the bot's registry (its `max_metrics`, chosen at creation).
     RegistryFull { bot: String, metric: String, capacity: u32 },
-    /// Another process holds the bot (its lock on byte 0 of the file).
+    /// Another process (or this one) holds the bot's file (its lock on byte 0); several processes
+    /// write one bot as its workers, each its own file (`Options::worker`).
     ProducerAlive { bot: String, pid: i32 },
     /// The file is not a valid bot file.
     Corrupt { bot: String, path: PathBuf, reason: String },
@@ -108,7 +109,11 @@ impl fmt::Display for Error {
                 "metric {metric}: the registry is full ({capacity} metrics); a bot file made with a larger max_metrics holds more"
             ),
             Error::ProducerAlive { pid, .. } => {
-                write!(f, "another producer is attached (pid {pid}); a bot has one process")
+                write!(
+                    f,
+                    "another producer is attached (pid {pid}); a bot has one process, or several as its workers \
+                     (attach with the worker option)"
+                )
             }
             Error::Corrupt { path, reason, .. } => write!(f, "{} is corrupt: {reason}", path.display()),
             Error::Incompatible { path, reason, .. } => write!(f, "{}: {reason}", path.display()),

@@ -38,20 +38,22 @@
 //! [`Bot::attach_with`] takes [`Options`]: the directory (default `$RINGSIDE_DIR`, else
 //! `/dev/shm`), the lane capacity (default 65,536 records, 2 MiB a lane), the registry's size
 //! (`max_metrics`, default 256), `max_lanes` (default 64), the file's mode (default 0600),
-//! `recreate` and `disabled`. [`Bot::metric`] starts a [`MetricBuilder`] for labels, help text and
-//! sampling (`sample_every(n)`: histograms write 1 call in n; the collector scales counts by n).
+//! `recreate`, `disabled` and `worker` (see "Workers and fork"). [`Bot::metric`] starts a
+//! [`MetricBuilder`] for labels, help text and sampling (`sample_every(n)`: histograms write 1 call
+//! in n; the collector scales counts by n).
 //!
 //! ## The rules (those of `ringside_producer.h`, written again in Rust)
 //!
-//! - The file is `<dir>/ringside.<name>`, the name 1 to 200 of `[A-Za-z0-9._-]`. It is created
-//!   `O_CREAT | O_EXCL | O_NOFOLLOW` (a symbolic link is refused), mode 0600 unless asked, and
-//!   every page it uses is reserved with `posix_fallocate` before use (the header part at attach,
-//!   each lane when it is added), so a full `/dev/shm` is an [`Error::NoSpace`] (or a thread
-//!   without a lane, said once on stderr), never a SIGBUS later.
+//! - The file is `<dir>/ringside.<name>` (a worker's `<dir>/ringside.<name>@<pid>`), the name 1 to
+//!   200 of `[A-Za-z0-9._-]`. It is created `O_CREAT | O_EXCL | O_NOFOLLOW` (a symbolic link is
+//!   refused), mode 0600 unless asked, and every page it uses is reserved with `posix_fallocate`
+//!   before use (the header part at attach, each lane when it is added), so a full `/dev/shm` is
+//!   an [`Error::NoSpace`] (or a thread without a lane, said once on stderr), never a SIGBUS later.
 //! - The process takes an open-file-description lock (`F_OFD_SETLK`) on byte 0: a second attach
 //!   of a live bot, from this process or another, is refused with [`Error::ProducerAlive`] ("bot
-//!   X: another producer is attached (pid N); a bot has one process"). After locking, the file
-//!   must still be the one at the path (same inode), else attach opens it again.
+//!   X: another producer is attached (pid N); a bot has one process, or several as its workers
+//!   (attach with the worker option)"). After locking, the file must still be the one at the path
+//!   (same inode), else attach opens it again.
 //! - A file whose creation never finished (version 0) is laid out again under the lock, the
 //!   version stored last with release ordering. An existing file is validated field by field
 //!   (layout, registry, cursors) and attached with its metrics, cells and lanes, every lane

@@ -94,3 +94,39 @@ fn a_forked_child_writes_nothing_to_its_parents_bot() {
     assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
     assert_eq!(status, 0, "the child's exit status");
 }
+
+#[test]
+fn the_worker_option_writes_a_second_file_beside_the_owner_of_the_name() {
+    let dir = ScratchDir::new("worker-option");
+    let options = |worker: bool| Options { directory: Some(dir.path.clone()), worker, ..Options::default() };
+    let owner = Bot::attach_with("rs-pool", options(false)).unwrap();
+    owner.counter("jobs", &[]).unwrap().increment(2);
+    // The name is held: a second owner is refused, and told about workers.
+    let refused = Bot::attach_with("rs-pool", options(false)).unwrap_err();
+    assert!(matches!(refused, Error::ProducerAlive { .. }), "{refused:?}");
+    assert!(refused.to_string().contains("several as its workers (attach with the worker option)"), "{refused}");
+
+    let pid = std::process::id();
+    let worker = Bot::attach_with("rs-pool", options(true)).unwrap();
+    let worker_file = dir.path.join(format!("ringside.rs-pool@{pid}"));
+    assert_eq!(worker.path(), Some(worker_file.as_path()));
+    assert_eq!(worker.name(), "rs-pool");
+    let level = worker.gauge("level", Unit::None, &[]).unwrap();
+    let jobs = worker.counter("jobs", &[]).unwrap();
+    assert_eq!((level.index(), jobs.index()), (0, 1), "a registry of its own");
+    jobs.increment(3);
+    assert!(level.set(4.0));
+    // One worker file per process: this process holds it already.
+    assert!(matches!(Bot::attach_with("rs-pool", options(true)), Err(Error::ProducerAlive { .. })));
+
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir.path).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["ringside.rs-pool".to_string(), format!("ringside.rs-pool@{pid}")]);
+    let owners = RingFile::read(&dir.file("rs-pool"));
+    assert_eq!((owners.metric_count(), owners.lane_cell(0, 0)), (1, 2));
+    let workers = RingFile::read(&worker_file);
+    assert_eq!((workers.metric_count(), workers.producer_pid()), (2, pid as i32));
+    assert_eq!((workers.lane_cell(0, 1), workers.metric_cell(0).0), (3, 4.0f64.to_bits()));
+    assert_eq!(workers.records(0).iter().map(|r| (r.metric, r.value)).collect::<Vec<_>>(), [(0, 4.0f64.to_bits())]);
+}
