@@ -45,8 +45,9 @@ pub enum Error {
     NotReady { bot: String, path: PathBuf },
     /// The process already holds 64 bots at once.
     TooManyBots { bot: String },
-    /// This process is a fork of the one that attached the bot: it writes nothing to it.
-    Forked { bot: String, pid: u32, parent: u32 },
+    /// This process (`pid`), a fork of one that attached the bot, could not make its worker file
+    /// of the bot (`reason`; said once on stderr): it writes nothing to the bot.
+    Forked { bot: String, pid: u32, reason: String },
     /// Another system call failed.
     Io { bot: String, operation: String, path: PathBuf, source: io::Error },
 }
@@ -137,10 +138,9 @@ impl fmt::Display for Error {
                 write!(f, "{} kept being replaced while attaching (8 attempts)", path.display())
             }
             Error::TooManyBots { .. } => write!(f, "the process already holds 64 bots; drop one first"),
-            Error::Forked { pid, parent, .. } => write!(
-                f,
-                "this process (pid {pid}) is a fork of pid {parent}, which attached the bot: attach a bot of its own in the child"
-            ),
+            Error::Forked { pid, reason, .. } => {
+                write!(f, "this forked child (pid {pid}) could not make its worker file of the bot: {reason}")
+            }
             Error::Io { operation, path, source, .. } => write!(
                 f,
                 "{operation} {}: {source}",
