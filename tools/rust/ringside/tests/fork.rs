@@ -229,6 +229,52 @@ fn a_forked_childs_first_record_makes_it_a_worker_of_the_bot() {
 }
 
 #[test]
+fn threads_of_a_forked_child_racing_to_record_make_one_worker_file() {
+    let _turn = take_turn();
+    let dir = ScratchDir::new("fork-race");
+    let logs = ScratchDir::new("fork-race-stderr");
+    let bot = Bot::attach_with("rs-race", options(&dir)).unwrap();
+    let latency = bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
+    let orders = bot.counter("orders", &[]).unwrap();
+    let child = fork_child(logs.path.join("child"), |failures| {
+        // All four make their first record at once; each holds its lane until all have one.
+        let (start, claimed) = (std::sync::Barrier::new(4), std::sync::Barrier::new(4));
+        let written = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for thread in 0..4u64 {
+                let (start, claimed, written, latency, orders) = (&start, &claimed, &written, &latency, &orders);
+                scope.spawn(move || {
+                    start.wait();
+                    for v in 0..500 {
+                        if latency.record(thread * 1000 + v) {
+                            written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        orders.increment(1);
+                        if v == 0 {
+                            claimed.wait();
+                        }
+                    }
+                });
+            }
+        });
+        let written = written.into_inner();
+        check(failures, written == 2000, &format!("every record written ({written} of 2000)"));
+    });
+    assert_eq!(child.said(), "", "nothing said");
+    let workers = RingFile::read(&dir.path.join(format!("ringside.rs-race@{}", child.pid)));
+    assert_eq!(workers.entries(), RingFile::read(&dir.file("rs-race")).entries());
+    assert_eq!(workers.producer_attaches(), 1, "one worker file, made once");
+    assert_eq!(workers.lanes_allocated(), 4);
+    let mut values: Vec<u64> = (0..4).flat_map(|lane| workers.records(lane)).map(|r| r.value).collect();
+    values.sort_unstable();
+    let expected: Vec<u64> = (0..4u64).flat_map(|t| (0..500).map(move |v| t * 1000 + v)).collect();
+    assert_eq!(values, expected);
+    assert_eq!((0..4).map(|lane| workers.lane_cell(lane, 1)).sum::<u64>(), 2000);
+    assert_eq!(files_in(&dir.path), ["ringside.rs-race".to_string(), format!("ringside.rs-race@{}", child.pid)]);
+    child.finish();
+}
+
+#[test]
 fn a_forked_child_that_never_records_makes_nothing() {
     let _turn = take_turn();
     let dir = ScratchDir::new("fork-quiet");
