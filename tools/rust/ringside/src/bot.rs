@@ -14,14 +14,19 @@
 //!   parent's in a forked child) sends the hot path to `claim`, which also makes the thread's exit
 //!   run `thread_exit` (a pthread key's destructor, as in C) to retire its lanes; `process_exit`
 //!   does it for the thread that ends the process, whose pthread keys' destructors never run.
+//! - A forked child: the fork handler lets go of the parent's file at once (async-signal-safe
+//!   calls only); the child's first claim or registration through the bot makes it a worker of
+//!   the bot, with a file of its own (`become_worker_locked`, under the bot's mutex).
 //!
 //! This module dereferences no raw pointer: the mapped memory and the writers are `shm`'s, the C
 //! calls and the mutex `sys`'s. It calls their unsafe functions under the contracts they state, to
-//! point a writer at its memory (at attach, at a hand-over under the bot's mutex, and in a forked
-//! child) and in the fork handlers (a lock held from one handler to the next).
+//! point a writer at its memory (at attach, at a hand-over under the bot's mutex, in a forked
+//! child, and when the child becomes a worker) and in the fork handlers (a lock held from one
+//! handler to the next).
 //!
 //! LOCK ORDER: PROCESS before any bot's mutex. Claims, releases by the thread itself and
-//! registration take the bot's mutex alone; thread exit, the last drop and fork take PROCESS first.
+//! registration take the bot's mutex alone (and a forked child becomes a worker within them);
+//! thread exit, the last drop and fork take PROCESS first.
 
 use crate::error::Error;
 use crate::layout::*;
@@ -115,6 +120,11 @@ pub struct Options {
     pub recreate: bool,
     /// Map nothing and write nothing, as `RINGSIDE_DISABLED=1` does.
     pub disabled: bool,
+    /// Write the bot as one of its workers, beside other processes that write it: this process
+    /// writes a file of its own, `<dir>/ringside.<name>@<pid>` (a bot file like any other, with a
+    /// registry of its own), which the collector merges with the bot's other files (WORKERS in
+    /// ringside.h). Default false: `<dir>/ringside.<name>`, one process's.
+    pub worker: bool,
 }
 
 fn disabled_by_environment() -> bool {
@@ -163,19 +173,44 @@ struct BotState {
     disabled_metrics: u32, // a disabled bot's registrations, for their indices
     /// (name, encoded labels) -> registry index, of every published entry.
     known: HashMap<(String, Vec<u8>), u32>,
-    forked: bool,      // in a forked child: the file is the parent's
-    said_forked: bool, // the child was told so on stderr (at its first record)
+    /// The file: `<dir>/ringside.<name>`, or a worker's `<name>@<pid>` (a forked child's, once it
+    /// is a worker); empty when disabled.
+    path: PathBuf,
+    /// The attached file as fstat saw it: a forked child reads the registry of this very file,
+    /// not one put at its path since, and makes its worker file with its permission bits.
+    file_id: FileId,
+    /// In a forked child until it writes a worker file of its own (at its first record,
+    /// registration or claim): the file was the parent's, and nothing is mapped.
+    forked: bool,
+    /// The forked child could not make its worker file (it said why once on stderr): it writes
+    /// nothing to the bot. A fork of it tries again, being another process.
+    worker_failed: bool,
+    /// Why, the first time (a sentence without "bot NAME: ").
+    worker_failure: String,
     said_why_laneless: bool,
+}
+
+/// Which file was attached (st_dev, st_ino), and its permission bits.
+#[derive(Clone, Copy, Default)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    mode: u32,
+}
+
+impl FileId {
+    fn of(file: &File) -> std::io::Result<FileId> {
+        let metadata = file.metadata()?;
+        Ok(FileId { dev: metadata.dev(), ino: metadata.ino(), mode: metadata.mode() & 0o777 })
+    }
 }
 
 pub(crate) struct BotInner {
     slot: u32,
-    /// False when disabled, or in a forked child: nothing is written.
+    /// False when disabled, or in a forked child until it is a worker: nothing is written.
     enabled: AtomicBool,
     name: String,
     directory: PathBuf,
-    path: PathBuf,
-    owner_pid: u32,
     registry_capacity: u32,
     max_lanes: u32,
     capacity_log2: u32,
@@ -212,22 +247,23 @@ impl BotInner {
         }
     }
 
-    /// The thread's first record on this bot: claims a lane (`rs_bot_claim_lane`).
+    /// The thread's first record on this bot: claims a lane (`rs_bot_claim_lane`). In a forked
+    /// child, the first claim through the parent's bot makes the child its worker first.
     #[cold]
     #[inline(never)]
     fn claim(&self) -> &Writer {
         if let Some(writer) = self.writers.of_thread() {
             return writer;
         }
-        let mut writer = self.max_lanes + 1; // the disabled writer
-        if !self.enabled.load(Relaxed) {
-            let mut state = self.state.lock();
-            if state.forked {
-                say_forked(self, &mut state);
-            }
-        } else {
-            writer = self.max_lanes; // the laneless writer
-            let mut state = self.state.lock();
+        let mut state = self.state.lock();
+        if state.forked {
+            // On failure it said why on stderr, and the thread gets the disabled writer.
+            let _ = self.become_worker_locked(&mut state);
+        }
+        // The disabled writer, else the laneless one, unless a lane is free.
+        let mut writer = self.max_lanes + 1;
+        if self.enabled.load(Relaxed) {
+            writer = self.max_lanes;
             // Also when the thread's exit is under way (a record from a thread-local's destructor):
             // the key's destructor runs again afterwards and retires the lane.
             match watch_thread_exit() {
@@ -239,6 +275,8 @@ impl BotInner {
                 Err(errno) => self.say_no_exit_hook(&mut state, errno),
             }
         }
+        // Under the bot's mutex: a thread gets a writer of this generation only once the child
+        // is a worker (or never will be), so becoming one never re-points a writer in use.
         self.writers.give_thread(writer)
     }
 
@@ -330,7 +368,7 @@ impl BotInner {
                  keeps its counts and gauges, and counts its records as dropped",
                 self.name,
                 self.geometry.lane_size,
-                self.path.display(),
+                state.path.display(),
                 self.directory.display()
             );
         } else {
@@ -338,7 +376,7 @@ impl BotInner {
                 "ringside: bot {}: lane {lane} could not be added to {}: {} (errno {errno}): a thread without a lane \
                  keeps its counts and gauges, and counts its records as dropped",
                 self.name,
-                self.path.display(),
+                state.path.display(),
                 std::io::Error::from_raw_os_error(errno)
             );
         }
@@ -372,7 +410,7 @@ impl BotInner {
     pub(crate) fn register(&self, request: &Request<'_>) -> Result<u32, Error> {
         let mut state = self.state.lock();
         if state.forked {
-            return Err(Error::Forked { bot: self.name.clone(), pid: std::process::id(), parent: self.owner_pid });
+            self.become_worker_locked(&mut state)?;
         }
         let Some(mapping) = state.header.as_ref().filter(|_| self.enabled.load(Relaxed)) else {
             // Disabled: a handle below the registry's capacity, so record calls stay harmless.
@@ -570,7 +608,9 @@ extern "C" fn fork_parent() {
     }
 }
 
-/// After fork(), in the child: every bot gets a new generation and lets go of the parent's file.
+/// After fork(), in the child: every bot gets a new generation and lets go of the parent's file;
+/// the child's first record, registration or claim through it makes the child a worker of the bot
+/// (`become_worker_locked`), lazily, since a fork handler may only make async-signal-safe calls.
 extern "C" fn fork_child() {
     // SAFETY: fork_prepare locked PROCESS on the forking thread, of which this, the child's only
     // thread, is the copy.
@@ -583,13 +623,17 @@ extern "C" fn fork_child() {
         if bot.enabled.load(Relaxed) && !state.forked {
             disown(bot, &mut state);
         }
+        // A fork of a child that could not become a worker is another process: it tries on its
+        // own (the reason's string stays, to be replaced then: freeing is no call for a handler).
+        state.worker_failed = false;
     }
 }
 
 /// In a forked child: the bot's file is the parent's. Write nothing to it and let go of it: the
 /// descriptor AND the mappings, since a mapping holds the open file description, and with it the
 /// parent's lock, as long as it exists (the parent's death would go unseen while we live).
-/// Only munmap, close and write: safe in the child of a threaded process.
+/// Only munmap, close and atomic stores: safe in the child of a threaded process. The path and
+/// identity of the file stay, for the child to read its registry when it becomes a worker.
 fn disown(bot: &BotInner, state: &mut BotState) {
     state.forked = true;
     bot.enabled.store(false, Relaxed);
@@ -601,50 +645,128 @@ fn disown(bot: &BotInner, state: &mut BotState) {
         *lane = None; // munmap, without freeing the vector
     }
     state.header = None;
+    // Relaxed: the child has one thread; a worker file's lanes are counted anew.
+    bot.lanes_mapped.store(0, Relaxed);
     state.file = None; // close
 }
 
-/// Says once, at the child's first record through the parent's bot, that it writes nothing:
-/// said at the fork instead, every worker of a pool would say it, whether it records or not.
-fn say_forked(bot: &BotInner, state: &mut BotState) {
-    if state.said_forked {
-        return;
+impl BotInner {
+    /// In a forked child, at its first record, registration or lane claim through a bot its
+    /// parent attached: the child becomes a worker of the bot (`rsp_become_worker`). It writes a
+    /// file of its own, `<name>@<pid>`, of the parent's shape and mode, whose registry starts with
+    /// the parent's entries at the same indices, so the handles it inherited keep working; the
+    /// collector merges it with the bot's other files. Under the bot's mutex: no thread holds a
+    /// writer of this generation yet (see `claim`), and a fork meanwhile waits in fork_prepare.
+    /// Err: why not (said once on stderr); the child then writes nothing to the bot, and later
+    /// calls are [`Error::Forked`] at once.
+    fn become_worker_locked(&self, state: &mut BotState) -> Result<(), Error> {
+        let pid = std::process::id();
+        if state.worker_failed {
+            return Err(Error::Forked { bot: self.name.clone(), pid, reason: state.worker_failure.clone() });
+        }
+        let error = match self.make_worker_file(state) {
+            Ok(()) => return Ok(()),
+            Err(error) => error,
+        };
+        let reason = match &error {
+            Error::Forked { reason, .. } => reason.clone(),
+            other => {
+                let sentence = other.to_string();
+                let prefix = format!("bot {}: ", self.name);
+                sentence.strip_prefix(&prefix).map(str::to_string).unwrap_or(sentence)
+            }
+        };
+        // One write(2), not eprintln!: std's stderr lock may be held by a thread of the parent.
+        let line = format!("ringside: bot {}: this forked child (pid {pid}) writes nothing: {reason}\n", self.name);
+        sys::write_stderr_raw(line.as_bytes());
+        state.worker_failed = true;
+        state.worker_failure = reason;
+        Err(error)
     }
-    state.said_forked = true;
-    let mut message = StackText::new();
-    let _ = std::fmt::Write::write_fmt(
-        &mut message,
-        format_args!(
-            "ringside: bot {} is attached by pid {}; this forked child (pid {}) writes nothing to it: attach a bot of its own in the child\n",
-            bot.name,
-            bot.owner_pid,
-            std::process::id()
-        ),
-    );
-    sys::write_stderr_raw(message.as_bytes());
-}
 
-/// A message built without allocating (for a forked child).
-struct StackText {
-    bytes: [u8; 512],
-    used: usize,
-}
-
-impl StackText {
-    fn new() -> StackText {
-        StackText { bytes: [0; 512], used: 0 }
-    }
-    fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.used]
-    }
-}
-
-impl std::fmt::Write for StackText {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let n = s.len().min(self.bytes.len() - self.used);
-        self.bytes[self.used..self.used + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.used += n;
+    /// Makes (or adopts) the worker file, gives it the parent's registry and writes to it from now on.
+    fn make_worker_file(&self, state: &mut BotState) -> Result<(), Error> {
+        let entries = self.read_attached_registry(state)?;
+        let path = file_path(&self.name, &self.directory, Some(std::process::id()))?;
+        let options = Options {
+            directory: Some(self.directory.clone()),
+            lane_capacity: Some(1 << self.capacity_log2),
+            max_metrics: Some(self.registry_capacity),
+            max_lanes: Some(self.max_lanes),
+            mode: Some(state.file_id.mode),
+            worker: true,
+            ..Options::default()
+        };
+        let target = Target { name: &self.name, path: &path, directory: &self.directory };
+        // On an error below, `file` and `attached` are dropped: unmapped and closed, which lets go
+        // of the lock; a file made here stays, as a dead process's would.
+        let (file, mut attached, file_id) = target.attach(&options)?;
+        target.take_registry(&mut attached, &entries)?;
+        start(attached.header.header());
+        let Attached { known, header, lanes, .. } = attached;
+        // SAFETY: no thread uses the laneless writer: a thread is given a writer of this
+        // generation (a new one since the fork) only under this mutex, after this; the cells stay
+        // mapped until the bot is detached (no handle is left to use the writer) or disowned in
+        // a fork of this child (which first points every writer at nothing).
+        unsafe { self.writers[self.max_lanes as usize].point_at_cells(header.cells(&self.geometry)) };
+        let lanes_mapped = lanes.len() as u32;
+        let mut lanes: Vec<Option<Mapping>> = lanes.into_iter().map(Some).collect();
+        lanes.resize_with(self.max_lanes as usize, || None);
+        state.lanes = lanes;
+        state.held = vec![false; self.max_lanes as usize];
+        state.known = known;
+        state.header = Some(header);
+        state.file = Some(file);
+        state.path = path;
+        state.file_id = file_id;
+        state.forked = false;
+        state.said_why_laneless = false;
+        // Release: pairs with lanes_allocated()'s acquire; the lanes are mapped.
+        self.lanes_mapped.store(lanes_mapped, Release);
+        // Relaxed: read under this mutex by every claim and registration.
+        self.enabled.store(true, Relaxed);
         Ok(())
+    }
+
+    /// The registry of the file the bot attached (the parent's), read through a descriptor of our
+    /// own, read only (it takes no lock and writes nothing), if its path still names that file.
+    fn read_attached_registry(&self, state: &BotState) -> Result<Vec<RegistryEntry>, Error> {
+        let path = state.path.as_path();
+        let io = |operation: &str, error: std::io::Error| {
+            Error::io(&self.name, operation, path, error.raw_os_error().unwrap_or(sys::EIO))
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(sys::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| io("open the parent's file", e))?;
+        let metadata = file.metadata().map_err(|e| io("fstat", e))?;
+        if metadata.dev() != state.file_id.dev || metadata.ino() != state.file_id.ino {
+            return Err(Error::Forked {
+                bot: self.name.clone(),
+                pid: std::process::id(),
+                reason: format!("{} is no longer the file the parent attached: its registry is gone", path.display()),
+            });
+        }
+        let corrupt = |reason: String| Error::Corrupt { bot: self.name.clone(), path: path.to_path_buf(), reason };
+        let mut copy = [0u8; 0x180];
+        file.read_exact_at(&mut copy, 0).map_err(|e| io("read", e))?;
+        let count = le_u32(&copy, 0x84);
+        let registry_offset = le_u64(&copy, 0x20);
+        if count > self.registry_capacity || registry_offset != self.geometry.registry_offset {
+            return Err(corrupt(format!("metric_count {count}, registry_offset {registry_offset}")));
+        }
+        let mut bytes = vec![0u8; count as usize * REGISTRY_ENTRY_SIZE as usize];
+        file.read_exact_at(&mut bytes, registry_offset).map_err(|e| io("read the registry of", e))?;
+        let mut entries = Vec::with_capacity(count as usize);
+        for (index, chunk) in bytes.chunks_exact(REGISTRY_ENTRY_SIZE as usize).enumerate() {
+            let entry = RegistryEntry::from_bytes(chunk);
+            if let Some(problem) = Target::entry_problem(&entry, index as u32) {
+                return Err(corrupt(format!("registry entry {index}: {problem}")));
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
     }
 }
 
@@ -986,6 +1108,72 @@ impl Target<'_> {
         Ok(Attached { known, header, lanes, geometry, capacity_log2, registry_capacity, max_lanes })
     }
 
+    /// Attaches the file at the path (`rsp_attach_file`), opening it again while it is replaced
+    /// under us: the file (holding the lock), its parts mapped, and which file it is.
+    fn attach(&self, o: &Options) -> Result<(File, Attached, FileId), Error> {
+        for _ in 0..ATTEMPTS {
+            if let Some((file, attached)) = self.attach_once(o)? {
+                let id = FileId::of(&file)
+                    .map_err(|e| Error::io(self.name, "fstat", self.path, e.raw_os_error().unwrap_or(sys::EIO)))?;
+                return Ok((file, attached, id));
+            }
+        }
+        Err(Error::NotReady { bot: self.name.to_string(), path: self.path.to_path_buf() })
+    }
+
+    /// Gives a forked child's worker file the parent's entries (checked already), at the same
+    /// indices, since the child's handles hold them: an entry already there (a file a dead process
+    /// left) must be the same metric. The file is attached (we hold its lock), the bot not built.
+    fn take_registry(&self, attached: &mut Attached, entries: &[RegistryEntry]) -> Result<(), Error> {
+        let header = &attached.header;
+        let h = header.header();
+        let had = h.metric_count.load(Relaxed); // relaxed: we hold the lock; adopt read it with acquire
+        for (index, entry) in (0u32..).zip(entries) {
+            let name = String::from_utf8_lossy(entry.name()).into_owned(); // an identifier: ASCII
+            if index < had {
+                let there = header.read_entry(&attached.geometry, index);
+                if there.kind != entry.kind
+                    || there.unit != entry.unit
+                    || there.sample_every != entry.sample_every
+                    || there.name() != entry.name()
+                    || there.labels() != entry.labels()
+                {
+                    let describe = |e: &RegistryEntry| {
+                        let labels = String::from_utf8_lossy(e.labels()).replace('\n', ",");
+                        let labels = if labels.is_empty() { labels } else { format!("{{{labels}}}") };
+                        format!(
+                            "{}{labels} ({} in {}, sampled 1 in {})",
+                            String::from_utf8_lossy(e.name()),
+                            kind_name(e.kind),
+                            unit_name(e.unit),
+                            e.sample_every
+                        )
+                    };
+                    return Err(Error::Conflict {
+                        bot: self.name.to_string(),
+                        metric: name,
+                        reason: format!(
+                            "{} holds another metric at index {index} than the parent's registry: {} where the \
+                             parent's is {}",
+                            self.path.display(),
+                            describe(&there),
+                            describe(entry)
+                        ),
+                    });
+                }
+                continue;
+            }
+            header.write_entry(&attached.geometry, entry);
+            attached.known.entry((name, entry.labels().to_vec())).or_insert(index);
+        }
+        let count = entries.len() as u32;
+        if count > had {
+            // Release: the entries' bytes are visible before the count that publishes them.
+            h.metric_count.store(count, Release);
+        }
+        Ok(())
+    }
+
     /// One attempt (`rsp_attach_once`): Ok(None) to open the path again.
     fn attach_once(&self, o: &Options) -> Result<Option<(File, Attached)>, Error> {
         let Some((file, created, size)) = self.open_and_lock(o.mode.unwrap_or(0o600))? else {
@@ -1029,6 +1217,25 @@ fn start(header: &shm::Header) {
     header.heartbeat_ns.store(sys::clock_coarse_ns(), Relaxed);
 }
 
+/// `<directory>/ringside.<name>`, or worker `pid`'s `<directory>/ringside.<name>@<pid>`.
+fn file_path(name: &str, directory: &Path, worker: Option<u32>) -> Result<PathBuf, Error> {
+    let mut path = directory.to_path_buf().into_os_string();
+    path.push("/");
+    path.push(FILE_PREFIX);
+    path.push(name);
+    if let Some(pid) = worker {
+        path.push(format!("{WORKER_SEPARATOR}{pid}"));
+    }
+    if path.len() > 4095 {
+        let whose = if worker.is_some() { "worker's" } else { "bot's" };
+        return Err(Error::InvalidOption {
+            bot: name.to_string(),
+            reason: format!("the {whose} path in {} is longer than 4095 bytes", directory.display()),
+        });
+    }
+    Ok(PathBuf::from(path))
+}
+
 /// Attaches to the bot `name` (`rs_bot_attach`).
 pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
     if !is_bot_name(name) {
@@ -1044,17 +1251,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
         .filter(|d| !d.as_os_str().is_empty())
         .or_else(|| std::env::var_os("RINGSIDE_DIR").filter(|d| !d.is_empty()).map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/dev/shm"));
-    let mut path = directory.clone().into_os_string();
-    path.push("/");
-    path.push(FILE_PREFIX);
-    path.push(name);
-    let path = PathBuf::from(path);
-    if path.as_os_str().len() > 4095 {
-        return Err(Error::InvalidOption {
-            bot: name.to_string(),
-            reason: format!("the bot's path in {} is longer than 4095 bytes", directory.display()),
-        });
-    }
+    let path = file_path(name, &directory, options.worker.then(std::process::id))?;
     let disabled = options.disabled || disabled_by_environment();
 
     // Under the process's mutex: a fork() or a thread's exit never sees a bot half attached.
@@ -1062,36 +1259,22 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
     let Some(slot) = process.slots.iter().position(Option::is_none) else {
         return Err(Error::TooManyBots { bot: name.to_string() });
     };
-    let attached = if disabled {
-        None
-    } else {
-        let target = Target { name, path: &path, directory: &directory };
-        let mut attached = None;
-        for _ in 0..ATTEMPTS {
-            if let Some(a) = target.attach_once(options)? {
-                attached = Some(a);
-                break;
-            }
-        }
-        match attached {
-            Some(a) => Some(a),
-            None => return Err(Error::NotReady { bot: name.to_string(), path }),
-        }
-    };
-    if let Some((_, a)) = &attached {
+    let attached =
+        if disabled { None } else { Some(Target { name, path: &path, directory: &directory }.attach(options)?) };
+    if let Some((_, a, _)) = &attached {
         start(a.header.header());
     }
     let (registry_capacity, max_lanes, capacity_log2, geometry) = match &attached {
-        Some((_, a)) => (a.registry_capacity, a.max_lanes, a.capacity_log2, a.geometry),
+        Some((_, a, _)) => (a.registry_capacity, a.max_lanes, a.capacity_log2, a.geometry),
         None => {
             let registry = options.max_metrics.unwrap_or(DEFAULT_REGISTRY_CAPACITY);
             (registry, 0, DEFAULT_LANE_CAPACITY_LOG2, Geometry::of(DEFAULT_LANE_CAPACITY_LOG2, registry))
         }
     };
     let writers = Writers::new(slot, max_lanes, registry_capacity);
-    let (file, header, lanes, known) = match attached {
-        Some((file, a)) => (Some(file), Some(a.header), a.lanes, a.known),
-        None => (None, None, Vec::new(), HashMap::new()),
+    let (file, header, lanes, known, file_id) = match attached {
+        Some((file, a, id)) => (Some(file), Some(a.header), a.lanes, a.known, id),
+        None => (None, None, Vec::new(), HashMap::new(), FileId::default()),
     };
     let lanes_mapped = lanes.len() as u32;
     if let Some(header) = &header {
@@ -1107,8 +1290,6 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
         enabled: AtomicBool::new(header.is_some()),
         name: name.to_string(),
         directory,
-        path: if disabled { PathBuf::new() } else { path },
-        owner_pid: std::process::id(),
         registry_capacity,
         max_lanes,
         capacity_log2,
@@ -1123,8 +1304,11 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
             held: vec![false; max_lanes as usize],
             disabled_metrics: 0,
             known,
+            path: if disabled { PathBuf::new() } else { path },
+            file_id,
             forked: false,
-            said_forked: false,
+            worker_failed: false,
+            worker_failure: String::new(),
             said_why_laneless: false,
         }),
     });
@@ -1147,7 +1331,7 @@ impl std::fmt::Debug for Bot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bot")
             .field("name", &self.inner.name)
-            .field("path", &self.inner.path)
+            .field("path", &self.path())
             .field("enabled", &self.is_enabled())
             .finish()
     }
@@ -1172,16 +1356,16 @@ impl Bot {
         &self.inner.name
     }
 
-    /// The bot's file; None when disabled.
-    pub fn path(&self) -> Option<&Path> {
-        if self.inner.path.as_os_str().is_empty() {
-            None
-        } else {
-            Some(&self.inner.path)
-        }
+    /// The file this process writes: `<dir>/ringside.<name>`, or a worker's
+    /// `<dir>/ringside.<name>@<pid>` (in a forked child, the parent's file until the child's first
+    /// record makes it a worker); None when disabled.
+    pub fn path(&self) -> Option<PathBuf> {
+        let state = self.inner.state.lock();
+        Some(state.path.clone()).filter(|path| !path.as_os_str().is_empty())
     }
 
-    /// True while this process writes the bot's file (false when disabled, or in a forked child).
+    /// True while this process writes the bot's file: false when disabled, and in a forked child
+    /// until its first record makes it a worker (or if it could not).
     pub fn is_enabled(&self) -> bool {
         self.inner.enabled.load(Relaxed)
     }

@@ -1,6 +1,6 @@
 //! Why a bot could not be attached or a metric registered: a sentence naming the bot, as the C
 //! producer's `rs_error.message` ("bot bot-a: another producer is attached (pid 4242); a bot has
-//! one process").
+//! one process, or several as its workers (attach with the worker option)").
 
 use std::fmt;
 use std::io;
@@ -26,7 +26,8 @@ pub enum Error {
     Conflict { bot: String, metric: String, reason: String },
     /// No room for another metric in the bot's registry (its `max_metrics`, chosen at creation).
     RegistryFull { bot: String, metric: String, capacity: u32 },
-    /// Another process holds the bot (its lock on byte 0 of the file).
+    /// Another process (or this one) holds the bot's file (its lock on byte 0); several processes
+    /// write one bot as its workers, each its own file (`Options::worker`).
     ProducerAlive { bot: String, pid: i32 },
     /// The file is not a valid bot file.
     Corrupt { bot: String, path: PathBuf, reason: String },
@@ -44,8 +45,9 @@ pub enum Error {
     NotReady { bot: String, path: PathBuf },
     /// The process already holds 64 bots at once.
     TooManyBots { bot: String },
-    /// This process is a fork of the one that attached the bot: it writes nothing to it.
-    Forked { bot: String, pid: u32, parent: u32 },
+    /// This process (`pid`), a fork of one that attached the bot, could not make its worker file
+    /// of the bot (`reason`; said once on stderr): it writes nothing to the bot.
+    Forked { bot: String, pid: u32, reason: String },
     /// Another system call failed.
     Io { bot: String, operation: String, path: PathBuf, source: io::Error },
 }
@@ -108,7 +110,11 @@ impl fmt::Display for Error {
                 "metric {metric}: the registry is full ({capacity} metrics); a bot file made with a larger max_metrics holds more"
             ),
             Error::ProducerAlive { pid, .. } => {
-                write!(f, "another producer is attached (pid {pid}); a bot has one process")
+                write!(
+                    f,
+                    "another producer is attached (pid {pid}); a bot has one process, or several as its workers \
+                     (attach with the worker option)"
+                )
             }
             Error::Corrupt { path, reason, .. } => write!(f, "{} is corrupt: {reason}", path.display()),
             Error::Incompatible { path, reason, .. } => write!(f, "{}: {reason}", path.display()),
@@ -132,10 +138,9 @@ impl fmt::Display for Error {
                 write!(f, "{} kept being replaced while attaching (8 attempts)", path.display())
             }
             Error::TooManyBots { .. } => write!(f, "the process already holds 64 bots; drop one first"),
-            Error::Forked { pid, parent, .. } => write!(
-                f,
-                "this process (pid {pid}) is a fork of pid {parent}, which attached the bot: attach a bot of its own in the child"
-            ),
+            Error::Forked { pid, reason, .. } => {
+                write!(f, "this forked child (pid {pid}) could not make its worker file of the bot: {reason}")
+            }
             Error::Io { operation, path, source, .. } => write!(
                 f,
                 "{operation} {}: {source}",

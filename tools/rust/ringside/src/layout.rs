@@ -24,6 +24,8 @@ pub const MAX_LANES: u32 = 1024;
 
 pub const LOCK_BYTE_PRODUCER: i64 = 0;
 pub const FILE_PREFIX: &str = "ringside.";
+/// Between a bot's name and a worker's pid: worker 4242 of "bot-a" writes "ringside.bot-a@4242".
+pub const WORKER_SEPARATOR: &str = "@";
 pub const BOT_NAME_MAX: usize = 200;
 
 pub const KIND_COUNTER: u8 = 1;

@@ -38,20 +38,22 @@
 //! [`Bot::attach_with`] takes [`Options`]: the directory (default `$RINGSIDE_DIR`, else
 //! `/dev/shm`), the lane capacity (default 65,536 records, 2 MiB a lane), the registry's size
 //! (`max_metrics`, default 256), `max_lanes` (default 64), the file's mode (default 0600),
-//! `recreate` and `disabled`. [`Bot::metric`] starts a [`MetricBuilder`] for labels, help text and
-//! sampling (`sample_every(n)`: histograms write 1 call in n; the collector scales counts by n).
+//! `recreate`, `disabled` and `worker` (see "Workers and fork"). [`Bot::metric`] starts a
+//! [`MetricBuilder`] for labels, help text and sampling (`sample_every(n)`: histograms write 1 call
+//! in n; the collector scales counts by n).
 //!
 //! ## The rules (those of `ringside_producer.h`, written again in Rust)
 //!
-//! - The file is `<dir>/ringside.<name>`, the name 1 to 200 of `[A-Za-z0-9._-]`. It is created
-//!   `O_CREAT | O_EXCL | O_NOFOLLOW` (a symbolic link is refused), mode 0600 unless asked, and
-//!   every page it uses is reserved with `posix_fallocate` before use (the header part at attach,
-//!   each lane when it is added), so a full `/dev/shm` is an [`Error::NoSpace`] (or a thread
-//!   without a lane, said once on stderr), never a SIGBUS later.
+//! - The file is `<dir>/ringside.<name>` (a worker's `<dir>/ringside.<name>@<pid>`), the name 1 to
+//!   200 of `[A-Za-z0-9._-]`. It is created `O_CREAT | O_EXCL | O_NOFOLLOW` (a symbolic link is
+//!   refused), mode 0600 unless asked, and every page it uses is reserved with `posix_fallocate`
+//!   before use (the header part at attach, each lane when it is added), so a full `/dev/shm` is
+//!   an [`Error::NoSpace`] (or a thread without a lane, said once on stderr), never a SIGBUS later.
 //! - The process takes an open-file-description lock (`F_OFD_SETLK`) on byte 0: a second attach
 //!   of a live bot, from this process or another, is refused with [`Error::ProducerAlive`] ("bot
-//!   X: another producer is attached (pid N); a bot has one process"). After locking, the file
-//!   must still be the one at the path (same inode), else attach opens it again.
+//!   X: another producer is attached (pid N); a bot has one process, or several as its workers
+//!   (attach with the worker option)"). After locking, the file must still be the one at the path
+//!   (same inode), else attach opens it again.
 //! - A file whose creation never finished (version 0) is laid out again under the lock, the
 //!   version stored last with release ordering. An existing file is validated field by field
 //!   (layout, registry, cursors) and attached with its metrics, cells and lanes, every lane
@@ -91,12 +93,35 @@
 //! is let go when the last of them is dropped. A process holds at most
 //! [`MAX_BOTS_PER_PROCESS`] (64) bots at once.
 //!
-//! ## Fork
+//! ## Workers and fork
 //!
-//! In a child made by `fork()`, every bot of the parent writes nothing: a `pthread_atfork`
-//! handler unmaps and closes the child's copy of the file (either would keep the parent's lock
-//! alive and hide its death) and says so once on stderr; the record calls return false,
-//! registration is [`Error::Forked`]. A child that wants telemetry attaches a bot of its own.
+//! Several processes may write one bot, as its workers: each writes a file of its own, and a
+//! reader merges the files of a bot by metric name and labels (WORKERS in `ringside.h`), so one
+//! process's death or corruption never touches another's. A process becomes a worker in one of
+//! two ways.
+//!
+//! - By asking: with `Options { worker: true, .. }` it writes `<dir>/ringside.<name>@<pid>` (a bot
+//!   file like any other, with a registry of its own) instead of `<dir>/ringside.<name>`, beside
+//!   the process that holds the name, if one does, and beside the other workers.
+//! - In a child made by `fork()`, with nothing to call. A `pthread_atfork` handler lets go of the
+//!   parent's file at once (it unmaps and closes the child's copy, either of which would keep the
+//!   parent's lock alive and hide its death). Then the child's first record, registration or lane
+//!   claim through a bot its parent attached makes it a worker of that bot: it reads the parent's
+//!   registry (through a read-only descriptor of its own, and only if the path still names the
+//!   file the parent attached), makes `<dir>/ringside.<name>@<childpid>` (or adopts it, if a dead
+//!   process left one, by the rules of any attach) with the parent's lane capacity, registry
+//!   size, lane count and file mode, and copies the parent's entries to it at the same indices,
+//!   so every handle the child inherited keeps working. A child that never records makes nothing
+//!   and says nothing. The work is done then, under the bot's mutex (the child's threads may
+//!   race to it), not in the fork handler, which may only make async-signal-safe calls.
+//!
+//! If the worker file cannot be made (a full directory, a file left at `<name>@<childpid>` with
+//! other metrics at the parent's indices, the parent's file gone or replaced), the child writes
+//! nothing to that bot and says why once on stderr: "ringside: bot NAME: this forked child (pid
+//! P) writes nothing: WHY". Its record calls return false; its registrations return the error,
+//! then [`Error::Forked`]. A fork of that child tries again, being another process.
+//! [`Bot::path`] and [`Bot::is_enabled`] follow: in a forked child, the parent's file and false
+//! until the first record, then the worker file and true.
 //!
 //! ## RINGSIDE_DISABLED
 //!
@@ -127,6 +152,10 @@
 //!
 //! There is no exclusive (thread-independent) producer, and no SIGBUS guard: a bot whose file is
 //! truncated under it by another process of the same user faults, as the Python producer does.
+//! A forked child adopting a worker file a dead process left requires an entry already at one of
+//! the parent's indices to match it in unit and sampling too (C compares kind, name and labels),
+//! and a fork of a child that could not become a worker tries again (in C it inherits the
+//! failure, and writes nothing without a word).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]

@@ -34,7 +34,7 @@ pub struct Gauge {
 impl Histogram {
     /// Records an observation in the histogram's unit. Returns true if a record was written;
     /// false if sampling skipped it, the lane was full or the thread has no lane (a counted
-    /// drop), or the bot is disabled (or belongs to the parent of this forked process).
+    /// drop), or the bot is disabled (or this forked child could not become its worker).
     #[inline]
     pub fn record(&self, value: u64) -> bool {
         let writer = self.bot.writer();

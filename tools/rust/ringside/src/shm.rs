@@ -140,6 +140,25 @@ impl RegistryEntry {
         // SAFETY: every field is an integer or an array of bytes: all zeros is valid.
         unsafe { std::mem::zeroed() }
     }
+    /// An entry from its 512 bytes as stored (read from a file, not mapped): field by field.
+    pub fn from_bytes(bytes: &[u8]) -> RegistryEntry {
+        assert_eq!(bytes.len(), REGISTRY_ENTRY_SIZE as usize);
+        let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+        let mut entry = RegistryEntry::zeroed();
+        entry.index = u32::from_le_bytes(bytes[0x00..0x04].try_into().unwrap());
+        entry.kind = bytes[0x04];
+        entry.unit = bytes[0x05];
+        entry.reserved0 = u16_at(0x06);
+        entry.sample_every = u32::from_le_bytes(bytes[0x08..0x0C].try_into().unwrap());
+        entry.name_length = u16_at(0x0C);
+        entry.labels_length = u16_at(0x0E);
+        entry.help_length = u16_at(0x10);
+        entry.reserved1.copy_from_slice(&bytes[0x12..0x18]);
+        entry.name.copy_from_slice(&bytes[0x18..0x80]);
+        entry.labels.copy_from_slice(&bytes[0x80..0x180]);
+        entry.help.copy_from_slice(&bytes[0x180..0x200]);
+        entry
+    }
     pub fn name(&self) -> &[u8] {
         &self.name[..(self.name_length as usize).min(self.name.len())]
     }

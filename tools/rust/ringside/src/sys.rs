@@ -15,6 +15,7 @@ use std::os::raw::{c_int, c_long, c_uint, c_void};
 pub type Errno = i32;
 
 pub const EINTR: Errno = 4;
+pub const EIO: Errno = 5;
 pub const EAGAIN: Errno = 11;
 pub const EACCES: Errno = 13;
 pub const ENOSPC: Errno = 28;

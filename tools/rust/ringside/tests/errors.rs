@@ -18,7 +18,10 @@ fn a_second_attach_of_a_live_bot_is_refused_naming_its_process() {
     assert!(matches!(error, Error::ProducerAlive { pid: p, .. } if p == pid as i32), "{error:?}");
     assert_eq!(
         error.to_string(),
-        format!("bot rs-dup: another producer is attached (pid {pid}); a bot has one process")
+        format!(
+            "bot rs-dup: another producer is attached (pid {pid}); a bot has one process, or several as its workers \
+             (attach with the worker option)"
+        )
     );
     assert_eq!(error.bot(), "rs-dup");
     let _: &dyn std::error::Error = &error;

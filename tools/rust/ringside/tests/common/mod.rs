@@ -488,6 +488,9 @@ impl RingFile {
     pub fn producer_pid(&self) -> i32 {
         self.u32(0x98) as i32
     }
+    pub fn producer_attaches(&self) -> u32 {
+        self.u32(0x9C)
+    }
     pub fn lanes_exhausted(&self) -> u64 {
         self.u64(0xA0)
     }
@@ -513,6 +516,17 @@ impl RingFile {
     pub fn metric_cell(&self, metric: u32) -> (u64, u64, u64) {
         let at = self.u64(0x28) as usize + metric as usize * 32;
         (self.u64(at), self.u64(at + 8), self.u64(at + 16))
+    }
+    /// Registry entry `index`: its name, its labels as stored ("k=v" lines), its kind.
+    pub fn entry(&self, index: u32) -> (String, String, u8) {
+        let at = self.u64(0x20) as usize + index as usize * 512;
+        let length = |at: usize| u16::from_le_bytes([self.bytes[at], self.bytes[at + 1]]) as usize;
+        let text = |from: usize, length: usize| String::from_utf8_lossy(&self.bytes[from..from + length]).into_owned();
+        (text(at + 0x18, length(at + 0x0C)), text(at + 0x80, length(at + 0x0E)), self.bytes[at + 4])
+    }
+    /// Every registry entry published, by index.
+    pub fn entries(&self) -> Vec<(String, String, u8)> {
+        (0..self.metric_count()).map(|index| self.entry(index)).collect()
     }
     /// Records in [read_cursor, write_cursor) of a lane, oldest first.
     pub fn records(&self, lane: u32) -> Vec<Record> {
