@@ -1107,7 +1107,7 @@ int rs_bot_register_encoded(rs_bot *bot, rs_metric *metric, const char *name, si
     rsp_request r = {name, name_length, (unsigned)kind, (unsigned)unit, labels, labels_length, help, help_length, sample_every};
     int rc = rsp_check_request(b, &r, error);
     if (rc != 0) return rc;
-    if (b->forked && (rc = rsp_become_worker(b, error)) != 0) return rc;
+    if (__atomic_load_n(&b->forked, __ATOMIC_ACQUIRE) && (rc = rsp_become_worker(b, error)) != 0) return rc;
     pthread_mutex_lock(&bot->mutex);
     if (bot->enabled) {
         rc = rsp_find_or_add_locked(b, &r, metric, error);
@@ -1207,7 +1207,7 @@ rs_producer *rs_bot_claim_lane(rs_bot *bot) {
     rs_thread_lane *entry = &rs_thread_lanes[bot->slot];
     if (entry->generation == bot->generation) return entry->producer; /* claimed already */
     rs_producer *producer = &bot->disabled;
-    if (rsp_of(bot)->forked) (void)rsp_become_worker(rsp_of(bot), NULL);
+    if (__atomic_load_n(&rsp_of(bot)->forked, __ATOMIC_ACQUIRE)) (void)rsp_become_worker(rsp_of(bot), NULL);
     if (bot->enabled) {
         rsp_bot *b = rsp_of(bot);
         pthread_mutex_lock(&bot->mutex);
@@ -1254,7 +1254,7 @@ int rs_bot_claim_thread_lane(rs_bot *bot, rs_error *error) {
     if (bot == NULL) return rsp_fail(error, "(null)", RS_E_INVALID, "rs_bot_claim_thread_lane needs a bot");
     rs_thread_lane *entry = &rs_thread_lanes[bot->slot];
     if (entry->generation == bot->generation && entry->producer != &bot->laneless) return 0; /* held already */
-    int rc = rsp_of(bot)->forked ? rsp_become_worker(rsp_of(bot), error) : 0;
+    int rc = __atomic_load_n(&rsp_of(bot)->forked, __ATOMIC_ACQUIRE) ? rsp_become_worker(rsp_of(bot), error) : 0;
     if (rc != 0) return rc;
     if (!bot->enabled) {
         (void)rs_bot_claim_lane(bot); /* the writes-nothing producer */
@@ -1276,7 +1276,7 @@ rs_producer *rs_bot_exclusive_producer(rs_bot *bot, rs_error *error) {
         rsp_fail(error, "(null)", RS_E_INVALID, "rs_bot_exclusive_producer needs a bot");
         return NULL;
     }
-    if (rsp_of(bot)->forked && rsp_become_worker(rsp_of(bot), error) != 0) return NULL;
+    if (__atomic_load_n(&rsp_of(bot)->forked, __ATOMIC_ACQUIRE) && rsp_become_worker(rsp_of(bot), error) != 0) return NULL;
     if (!bot->enabled) return &bot->disabled;
     pthread_mutex_lock(&bot->mutex);
     int lane = rsp_take_lane_locked(rsp_of(bot), RSP_HELD_EXCLUSIVE);
@@ -1394,7 +1394,13 @@ static void rsp_say_no_worker(rsp_bot *b, const rs_error *why) {
     used = rsp_append(message, used, sizeof message, ": this forked child (pid ");
     used = rsp_append_number(message, used, sizeof message, getpid());
     used = rsp_append(message, used, sizeof message, ") writes nothing: ");
-    used = rsp_append(message, used, sizeof message, why->message);
+    /* The reason begins "bot NAME: " (rsp_fail), which the line has said already. */
+    const char *reason = why->message;
+    size_t name_length = strlen(b->bot.name);
+    if (strncmp(reason, "bot ", 4) == 0 && strncmp(reason + 4, b->bot.name, name_length) == 0 && strncmp(reason + 4 + name_length, ": ", 2) == 0) {
+        reason += 6 + name_length;
+    }
+    used = rsp_append(message, used, sizeof message, reason);
     used = rsp_append(message, used, sizeof message, "\n");
     ssize_t ignored = write(STDERR_FILENO, message, used); /* no stdio: its lock may be a parent thread's */
     (void)ignored;
@@ -1452,7 +1458,8 @@ static int rsp_take_registry_locked(rsp_bot *b, const rs_registry_entry *entries
         }
         rs_registry_entry *e = rsp_entry(b, i);
         if (i < had) {
-            if (e->kind != entries[i].kind || e->name_length != entries[i].name_length || e->labels_length != entries[i].labels_length
+            if (e->kind != entries[i].kind || e->unit != entries[i].unit || e->sample_every != entries[i].sample_every
+                || e->name_length != entries[i].name_length || e->labels_length != entries[i].labels_length
                 || memcmp(e->name, entries[i].name, e->name_length) != 0 || memcmp(e->labels, entries[i].labels, e->labels_length) != 0) {
                 return rsp_fail(error, bot->name, RS_E_CONFLICT, "%.700s holds another metric at index %u than the parent's registry",
                                 bot->path, (unsigned)i);
@@ -1511,6 +1518,9 @@ static int rsp_become_worker(rsp_bot *b, rs_error *error) {
             b->lane_guards = NULL;
             rs_store_release_u32(&b->lanes_mapped, 0); /* the worker file's lanes are mapped anew */
             b->said_why_laneless = 0;
+            char parent_path[sizeof bot->path];
+            int32_t parent_pid = bot->owner_pid;
+            snprintf(parent_path, sizeof parent_path, "%s", bot->path);
             snprintf(bot->path, sizeof bot->path, "%s", worker_path);
             bot->owner_pid = (int32_t)getpid();
             rc = rsp_attach_file(b, &o, error);
@@ -1524,10 +1534,15 @@ static int rsp_become_worker(rsp_bot *b, rs_error *error) {
                     bot->fd = -1;
                 }
             }
-            /* On failure the writes-nothing producer still has the parent's views to sample with. */
+            /* On failure the writes-nothing producer still has the parent's views to sample with,
+               and the bot names the parent's file again: a fork of this child tries anew. */
             if (rc == 0) {
-                b->forked = 0;
                 bot->enabled = 1;
+                /* Release: a thread that sees forked 0 (acquire) sees enabled 1 and the worker's lanes. */
+                __atomic_store_n(&b->forked, 0, __ATOMIC_RELEASE);
+            } else {
+                snprintf(bot->path, sizeof bot->path, "%s", parent_path);
+                bot->owner_pid = parent_pid;
             }
         }
         free(entries);
@@ -1545,6 +1560,7 @@ static void rsp_fork_child(void) {
         bot->generation = rsp_next_generation++;
         rsp_slots[slot].generation = bot->generation;
         if (bot->enabled && !rsp_of(bot)->forked) rsp_disown(rsp_of(bot));
+        rsp_of(bot)->said_no_worker = 0; /* a child of a child that could not make its file tries anew */
     }
     for (int slot = RS_MAX_BOTS_PER_PROCESS - 1; slot >= 0; slot--) {
         if (rsp_slots[slot].bot != NULL) pthread_mutex_unlock(&rsp_slots[slot].bot->mutex);
