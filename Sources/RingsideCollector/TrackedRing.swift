@@ -144,7 +144,7 @@ final class TrackedRing {
     func ringSnapshot(nowNanos now: UInt64) -> RingSnapshot {
         let live = liveness
         var snapshot = RingSnapshot(
-            name: name,
+            name: name, bot: bot.name, worker: WorkerRing(name)?.pid,
             state: !live.producerAlive ? .producerDead : live.producerStopped ? .producerStopped : .live)
         snapshot.problem = quarantine.reason
         snapshot.quarantined = quarantine.reason != nil

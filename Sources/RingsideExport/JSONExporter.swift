@@ -149,6 +149,8 @@ public enum JSONExporter {
     private static func writeRing(_ ring: RingSnapshot, into json: JSONWriter) {
         json.object {
             json.field("name", ring.name)
+            json.field("bot", ring.bot)
+            if let worker = ring.worker { json.field("worker_pid", worker) }
             json.field("producer_pid", ring.producerPID)
             json.field("alive", ring.producerAlive)
             json.field("capacity", ring.capacity)

@@ -164,7 +164,7 @@ public enum PrometheusExporter {
         }
         let attached = snapshot.rings.filter { $0.state != .skipped }
         func perRing(_ value: (RingSnapshot) -> Double) -> [([(String, String)], Double)] {
-            attached.map { ([("ring", $0.name)], value($0)) }
+            attached.map { ($0.labels, value($0)) }
         }
         family(
             "ringside_ring_producer_alive", "gauge", "1 while the ring's producer process holds its lock",
@@ -214,7 +214,7 @@ public enum PrometheusExporter {
 
         // Each lane is one thread's ring: its liveness, backlog and drops.
         func perLane(_ value: (LaneSnapshot) -> Double) -> [([(String, String)], Double)] {
-            attached.flatMap { ring in ring.lanes.map { ([("ring", ring.name), ("lane", String($0.index))], value($0)) } }
+            attached.flatMap { ring in ring.lanes.map { (ring.labels + [("lane", String($0.index))], value($0)) } }
         }
         family(
             "ringside_lane_active", "gauge", "1 while a live thread holds the lane, 0 once it is retired",

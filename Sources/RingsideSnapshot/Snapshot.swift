@@ -120,6 +120,12 @@ public struct LaneSnapshot: Sendable {
 /// From one reading, exactly: `recordsTotal + droppedTotal` (records attempted) ==
 /// `consumedTotal + droppedTotal + backlog`, for the bot and for each lane.
 public struct RingSnapshot: Sendable {
+    /// Its labels in the collector's own metrics: `ring` (the bot), and `worker` (its pid) for a
+    /// worker's file, so a bot's workers group under their bot.
+    public var labels: [(String, String)] {
+        worker.map { [("ring", bot), ("worker", String($0))] } ?? [("ring", name)]
+    }
+
     public enum State: String, Sendable {
         /// Attached, producer alive.
         case live
@@ -131,7 +137,11 @@ public struct RingSnapshot: Sendable {
         case skipped
     }
 
+    /// The file's name: a bot's, or a worker's `<bot>@<pid>`.
     public var name: String
+    /// The bot it writes (its series are the bot's), and the worker's pid for a worker's file.
+    public var bot: String
+    public var worker: Int32?
     public var state: State
     /// Whether its producer process holds the bot (it may be stopped).
     public var producerAlive: Bool { state == .live || state == .producerStopped }
@@ -163,8 +173,10 @@ public struct RingSnapshot: Sendable {
     public var heartbeatAgeSeconds: Double = 0
     public var metricCount: Int = 0
 
-    public init(name: String, state: State, problem: String? = nil) {
+    public init(name: String, bot: String? = nil, worker: Int32? = nil, state: State, problem: String? = nil) {
         self.name = name
+        self.bot = bot ?? name
+        self.worker = worker
         self.state = state
         self.problem = problem
     }
