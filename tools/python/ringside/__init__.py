@@ -103,22 +103,28 @@ _default_backend, ACCELERATED = _load_backend()
 
 
 def attach(name: str, directory: str | None = None, *, lane_capacity: int | None = None, max_metrics: int | None = None,
-           max_lanes: int | None = None, mode: int = 0o600) -> Bot:
-    """Attaches to the bot `name` as its process, creating its file if it does not exist.
+           max_lanes: int | None = None, mode: int = 0o600, worker: bool = False) -> Bot:
+    """Attaches to the bot `name` as its process, or as one of its workers, creating its file if it
+    does not exist.
 
     Args:
-        name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>.
+        name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>, or a
+            worker's <directory>/ringside.<name>@<pid>.
         directory: default $RINGSIDE_DIR, else /dev/shm.
         lane_capacity: records a lane holds (a power of two, 16 to 2^28); None: 65,536 for a
             new file, whatever an existing one has (a number: an existing file must match).
         max_metrics: series the bot may register, 1 to 4096; None: 256 for a new file.
         max_lanes: threads recording at once, 1 to 1024; None: 64 for a new file.
         mode: the permission bits of a new file.
-    Raises RingError: another process holds the bot, a corrupt or incompatible file, a full
-    directory, another user's file, a symbolic link; RingValueError for a bad argument.
+        worker: write the bot as one of its workers, beside other processes that write it (a
+            pool's, a server's): this process writes a file of its own, <name>@<pid>, which the
+            collector merges with the bot's other files.
+    Raises RingError: another process holds the bot (or, with worker=True, this process's worker
+    file), a corrupt or incompatible file, a full directory, another user's file, a symbolic link;
+    RingValueError for a bad argument.
     """
     return Bot(name, directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
-               max_lanes=max_lanes, mode=mode)
+               max_lanes=max_lanes, mode=mode, worker=worker)
 
 
 # The bots of this process, for the fork handler (weak: a bot dropped without close() goes too).
@@ -137,15 +143,16 @@ if hasattr(os, "register_at_fork"):
 
 
 class Bot:
-    """A bot's file, attached by this process (see attach()). A context manager that closes it."""
+    """A bot attached by this process, which writes its file (or as a worker a file of its own: see
+    attach()). A context manager that closes it."""
 
     def __init__(self, name: str, directory: str | None = None, *, lane_capacity: int | None = None,
                  max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
-                 _backend: Backend | None = None) -> None:
+                 worker: bool = False, _backend: Backend | None = None) -> None:
         # _backend: _pure or _ringside, for the benchmark and the tests that run both in one process
         self.name = name
         backend = _backend or _default_backend
-        self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode)
+        self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, bool(worker))
         self._families: dict[str, _Metric] = {}  # name -> the Histogram, Counter or Gauge registered under it
         self._lock = threading.Lock()
         _BOTS.add(self)
@@ -167,7 +174,8 @@ class Bot:
 
     @property
     def path(self) -> str | None:
-        """The bot's file (None when disabled)."""
+        """The file this process writes: the bot's, or its own as a worker (<name>@<pid>); None
+        when disabled."""
         return self._core.path
 
     @property

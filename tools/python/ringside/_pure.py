@@ -118,6 +118,7 @@ DEFAULT_MAX_METRICS, MAX_MAX_METRICS = 256, 4096
 DEFAULT_MAX_LANES, MAX_LANES = 64, 1024
 LOCK_BYTE_PRODUCER = 0
 FILE_PREFIX = "ringside."
+WORKER_SEPARATOR = "@"  # worker 4242 of bot "bot-a" writes "<dir>/ringside.bot-a@4242"
 
 LANE_UNUSED, LANE_ACTIVE, LANE_RETIRED = 0, 1, 2
 FLAG_SPAN = 0x01  # a record's value is a duration measured with the precise clock
@@ -317,11 +318,14 @@ def _disabled_by_environment() -> bool:
 # MARK: - The bot
 
 def attach(name: str, directory: str | None = None, lane_capacity: int | None = None,
-           max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600) -> Bot:
-    """Attaches to the bot `name` as its process, creating its file if it does not exist.
+           max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
+           worker: bool = False) -> Bot:
+    """Attaches to the bot `name` as its process, or as one of its workers, creating its file if it
+    does not exist.
 
     Args:
-        name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>.
+        name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>, or a worker's
+            <directory>/ringside.<name>@<pid>.
         directory: default $RINGSIDE_DIR, else /dev/shm.
         lane_capacity: records a lane holds (a power of two, 16 to 2^28); None: 65,536 for a new
             file, whatever an existing one has (a number: an existing file must match).
@@ -329,12 +333,14 @@ def attach(name: str, directory: str | None = None, lane_capacity: int | None = 
         max_lanes: threads recording at once, 1 to 1024; None: 64 for a new file, whatever an
             existing one has.
         mode: the permission bits of a new file.
+        worker: write the bot as one of its workers, beside other processes that write it: a file
+            of this process's own, <name>@<pid>, which the collector merges with the bot's others.
     Returns a Bot. Raises RingError: another process holds the bot, a corrupt or incompatible file
     (another format version or layout), a full directory, another user's file, a symbolic link,
     or an unsafe platform. With RINGSIDE_DISABLED=1 the bot creates no file and writes nothing.
     """
     return Bot(name, directory=directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
-               max_lanes=max_lanes, mode=mode)
+               max_lanes=max_lanes, mode=mode, worker=worker)
 
 
 class Bot:
@@ -351,7 +357,8 @@ class Bot:
     _cells_q: int
 
     def __init__(self, name: str, directory: str | None = None, lane_capacity: int | None = None,
-                 max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600) -> None:
+                 max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
+                 worker: bool = False) -> None:
         if not isinstance(name, str) or not _BOT_NAME.match(name) or name in (".", ".."):
             raise RingValueError(f"bot {name!r}: a bot name is 1 to 200 of [A-Za-z0-9._-], not . or ..")
         if lane_capacity is not None and (
@@ -388,7 +395,8 @@ class Bot:
         check_memory_ordering()
         directory = directory or os.environ.get("RINGSIDE_DIR") or "/dev/shm"
         self._directory = directory
-        self.path = path = os.path.join(directory, FILE_PREFIX + name)
+        file_name = FILE_PREFIX + name + (f"{WORKER_SEPARATOR}{os.getpid()}" if worker else "")
+        self.path = path = os.path.join(directory, file_name)
         for _ in range(8):  # a file removed or replaced between our open and our lock: again
             if self._attach_once(path, lane_capacity, max_metrics, max_lanes, mode):
                 break
@@ -474,8 +482,8 @@ class Bot:
                 # Format version 1 kept the pid at 0xA0.
                 at = 0xA0 if struct.unpack_from("<I", header, 8)[0] == 1 else 0x98
                 pid = struct.unpack_from("<i", header, at)[0]
-                raise RingError(f"bot {self.name}: another producer is attached (pid {pid}); "
-                                "a bot has one process") from None
+                raise RingError(f"bot {self.name}: another producer is attached (pid {pid}); a bot has one process, "
+                                "or several as its workers (attach with the worker option)") from None
             raise RingError(f"bot {self.name}: lock {self.path}: {error.strerror} (errno {error.errno})") from None
 
     def _set_shape(self, capacity_log2: int, registry_capacity: int, max_lanes: int) -> None:

@@ -45,14 +45,15 @@ static int core_check_open(CoreObject *core) {
     return -1;
 }
 
-/* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode) */
+/* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker) */
 static PyObject *ringside_attach(PyObject *Py_UNUSED(module), PyObject *args) {
     const char *name, *directory = NULL;
     unsigned long long lane_capacity = 0;
     unsigned int max_metrics = 0, max_lanes = 0, mode = 0600;
+    int worker = 0;
     PyObject *lane_capacity_object, *max_metrics_object, *max_lanes_object;
-    if (!PyArg_ParseTuple(args, "szOOOI", &name, &directory, &lane_capacity_object, &max_metrics_object,
-                          &max_lanes_object, &mode)) return NULL;
+    if (!PyArg_ParseTuple(args, "szOOOIp", &name, &directory, &lane_capacity_object, &max_metrics_object,
+                          &max_lanes_object, &mode, &worker)) return NULL;
     if (lane_capacity_object != Py_None) {
         lane_capacity = PyLong_AsUnsignedLongLong(lane_capacity_object);
         if (PyErr_Occurred() || lane_capacity == 0) {
@@ -84,6 +85,7 @@ static PyObject *ringside_attach(PyObject *Py_UNUSED(module), PyObject *args) {
     options.max_metrics = max_metrics;
     options.max_lanes = max_lanes;
     options.mode = (mode_t)mode;
+    options.worker = worker; /* the file <name>@<pid>, one of the bot's workers */
     rs_bot *bot = NULL;
     rs_error error;
     int code;
@@ -377,7 +379,8 @@ static PyMethodDef core_methods[] = {
 };
 
 static PyGetSetDef core_getset[] = {
-    {"path", (getter)core_path, NULL, "the bot's file, or None when disabled", NULL},
+    {"path", (getter)core_path, NULL, "the file this process writes (the bot's, or its own as a worker), or None when disabled",
+     NULL},
     {"enabled", (getter)core_enabled, NULL, "False when disabled, closed or a forked child's", NULL},
     {"lanes_allocated", (getter)core_lanes_allocated, NULL, "lanes in the file", NULL},
     {"metric_count", (getter)core_metric_count, NULL, "registry entries published", NULL},
@@ -418,7 +421,8 @@ static PyTypeObject HandleType = {
 };
 
 static PyMethodDef module_methods[] = {
-    {"attach", ringside_attach, METH_VARARGS, "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode) -> Core"},
+    {"attach", ringside_attach, METH_VARARGS,
+     "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker) -> Core"},
     {NULL, NULL, 0, NULL},
 };
 
