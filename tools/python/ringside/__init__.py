@@ -30,14 +30,27 @@ takes whole numbers (3 or 3.0). Counters add whole numbers from 0 to 2^64-1; gau
 A bad value raises RingValueError (a ValueError) or RingTypeError (a TypeError) naming the bot,
 the metric and the value; nothing is recorded then.
 
-THREADS, ASYNCIO AND FORK. Every call may come from any thread; each thread writes a lane of its
-own, claimed on its first record and retired when it ends, so threads never contend (the C
-extension retires it as the OS thread exits, which may be a moment after join() returns; the
-pure backend as Python lets go of the thread, before join() returns). Coroutines
-of one event loop share their thread's lane; a call never awaits. In a child made by os.fork()
-(or multiprocessing's fork), the parent's bots write nothing and say so once on stderr (their
-calls return False or None); attach a bot of its own, under another name, in the child. A bot the
-child closes is closed there as anywhere: its calls raise RingError.
+THREADS AND ASYNCIO. Every call may come from any thread; each thread writes a lane of its own,
+claimed on its first record and retired when it ends, so threads never contend (the C extension
+retires it as the OS thread exits, which may be a moment after join() returns; the pure backend
+as Python lets go of the thread, before join() returns). Coroutines of one event loop share their
+thread's lane; a call never awaits.
+
+WORKERS AND FORK. A bot may be written by several processes at once, as its workers: each writes a
+file of its own, <name>@<pid>, and the collector merges them into the bot's series.
+- A child made by fork (os.fork(), multiprocessing's "fork" start method, a ProcessPoolExecutor
+  or a server's workers forked from a preloaded app) needs no code: its first record,
+  registration or .labels(...) of a new series through a bot of its parent makes it a worker of
+  that bot. Its file starts with the parent's metrics at the same places, so the metrics it
+  inherited record as they did in the parent, into the child's file; the parent's file keeps the
+  parent's records only. A child that never records creates no file and says nothing. Should the
+  file not be made (a full /dev/shm, or the parent's file removed), the child writes nothing to
+  that bot and says why once on stderr: its calls return False or None, and registering raises
+  RingError. Until its first record, a child's bot is not enabled and its path is None. Gauges'
+  inc() and dec() start from 0 in the child, as in any new process.
+- A process started otherwise (spawn, forkserver, subprocess, a process of its own) asks for it:
+  attach(name, worker=True). Without it, a second process attaching a bot is refused.
+- A bot the child closes is closed there as anywhere: its calls raise RingError.
 
 RINGSIDE_DISABLED=1 gives bots that create no file and write nothing; their calls still check
 their values.
@@ -103,22 +116,29 @@ _default_backend, ACCELERATED = _load_backend()
 
 
 def attach(name: str, directory: str | None = None, *, lane_capacity: int | None = None, max_metrics: int | None = None,
-           max_lanes: int | None = None, mode: int = 0o600) -> Bot:
-    """Attaches to the bot `name` as its process, creating its file if it does not exist.
+           max_lanes: int | None = None, mode: int = 0o600, worker: bool = False) -> Bot:
+    """Attaches to the bot `name` as its process, or as one of its workers, creating its file if it
+    does not exist.
 
     Args:
-        name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>.
+        name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>, or a
+            worker's <directory>/ringside.<name>@<pid>.
         directory: default $RINGSIDE_DIR, else /dev/shm.
         lane_capacity: records a lane holds (a power of two, 16 to 2^28); None: 65,536 for a
             new file, whatever an existing one has (a number: an existing file must match).
         max_metrics: series the bot may register, 1 to 4096; None: 256 for a new file.
         max_lanes: threads recording at once, 1 to 1024; None: 64 for a new file.
         mode: the permission bits of a new file.
-    Raises RingError: another process holds the bot, a corrupt or incompatible file, a full
-    directory, another user's file, a symbolic link; RingValueError for a bad argument.
+        worker: write the bot as one of its workers, beside other processes that write it (a
+            pool's, a server's): this process writes a file of its own, <name>@<pid>, which the
+            collector merges with the bot's other files. A forked child needs no option: see
+            WORKERS AND FORK.
+    Raises RingError: another process holds the bot (or, with worker=True, this process's worker
+    file), a corrupt or incompatible file, a full directory, another user's file, a symbolic link;
+    RingValueError for a bad argument.
     """
     return Bot(name, directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
-               max_lanes=max_lanes, mode=mode)
+               max_lanes=max_lanes, mode=mode, worker=worker)
 
 
 # The bots of this process, for the fork handler (weak: a bot dropped without close() goes too).
@@ -137,15 +157,16 @@ if hasattr(os, "register_at_fork"):
 
 
 class Bot:
-    """A bot's file, attached by this process (see attach()). A context manager that closes it."""
+    """A bot attached by this process, which writes its file (or as a worker a file of its own: see
+    attach()). A context manager that closes it."""
 
     def __init__(self, name: str, directory: str | None = None, *, lane_capacity: int | None = None,
                  max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
-                 _backend: Backend | None = None) -> None:
+                 worker: bool = False, _backend: Backend | None = None) -> None:
         # _backend: _pure or _ringside, for the benchmark and the tests that run both in one process
         self.name = name
         backend = _backend or _default_backend
-        self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode)
+        self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, bool(worker))
         self._families: dict[str, _Metric] = {}  # name -> the Histogram, Counter or Gauge registered under it
         self._lock = threading.Lock()
         _BOTS.add(self)
@@ -167,12 +188,15 @@ class Bot:
 
     @property
     def path(self) -> str | None:
-        """The bot's file (None when disabled)."""
+        """The file this process writes: the bot's, or its own as a worker (<name>@<pid>). None
+        when disabled, and in a forked child until its first record makes it a worker."""
         return self._core.path
 
     @property
     def enabled(self) -> bool:
-        """False when disabled by RINGSIDE_DISABLED, closed, or in a forked child."""
+        """Whether this process writes a file of the bot: False when disabled by RINGSIDE_DISABLED
+        or closed, and in a forked child until its first record makes it a worker of the bot (or
+        when that failed)."""
         return self._core.enabled
 
     @property
@@ -320,8 +344,9 @@ class _Metric:
 class Histogram(_Metric):
     """observe(value) in the histogram's unit; returns True if a record was written, False if
     sampling skipped it, the lane was full or the thread found none (a counted drop), or the bot
-    is disabled or belongs to a parent process. A time histogram also times: time() as a context
-    manager or a decorator (of functions and coroutines), start() and stop(token)."""
+    is disabled (or, in a forked child, its worker file could not be made). A time histogram also
+    times: time() as a context manager or a decorator (of functions and coroutines), start() and
+    stop(token)."""
     __slots__ = ("observe", "start", "stop")
     _kind = KIND_HISTOGRAM
     _call_names = ("observe", "start", "stop")
@@ -359,7 +384,7 @@ class Counter(_Metric):
 class Gauge(_Metric):
     """set(value), inc(n=1), dec(n=1): a float; the last value set, by any thread, is kept
     exactly, and a record of it (for windowed min and max) may be dropped like any other. inc and
-    dec start from 0 in each process, as prometheus_client's do."""
+    dec start from 0 in each process, a forked child included, as prometheus_client's do."""
     __slots__ = ("set", "inc", "dec")
     _kind = KIND_GAUGE
     _call_names = ("set", "inc", "dec")

@@ -29,11 +29,20 @@ cell (`unlaned`). Counters write no records: an increment adds to the lane's cel
 A full lane drops the new record and counts it (the lane's dropped_total and its cell of the
 metric); it never blocks or overwrites.
 
-FORK: in a child made by os.fork(), every bot of the parent writes nothing (its calls return at
-once, without an exception, until the child closes the bot: then they raise RingError, as after any
-close); the child unmaps and closes its copy of the file, since either would keep the parent's lock
-alive and hide the parent's death, and says so once on stderr. A child that wants telemetry
-attaches a bot of its own, under another name.
+WORKERS AND FORK (WORKERS in ringside.h): a bot is one process's, or several processes' as its
+workers. attach(worker=True) writes a file of the process's own, <name>@<pid>, which the collector
+merges with the bot's other files. In a child made by os.fork() (multiprocessing's fork, a
+ProcessPoolExecutor's), every bot of the parent is let go of at once: the child unmaps and closes
+its copy of the file, since either would keep the parent's lock alive and hide the parent's death.
+At the child's first record, registration or lane claim through one of them, the child becomes its
+worker: it reads the parent's registry through a read-only descriptor of its own (only if the
+path still names the file the parent attached), creates (or adopts, as attach() does) the file
+<name>@<childpid> with the parent's shape and mode, and copies the parent's entries into it at the
+same indices, so the handles it inherited work unchanged. A child that never records creates
+nothing and says nothing. If the worker file cannot be made, the child writes nothing to that bot
+(its calls return False or None; registering raises RingError) and says why once on stderr. A
+child that closes the bot is told it is closed, as anywhere. Gauges' inc and dec start from 0 in
+the child, as in any new process.
 
 MEMORY ORDERING. The format needs release stores: a record's 32 bytes before the write_cursor that
 publishes them; a new lane's pages and zeroed header before lanes_allocated; a registry entry
@@ -118,6 +127,7 @@ DEFAULT_MAX_METRICS, MAX_MAX_METRICS = 256, 4096
 DEFAULT_MAX_LANES, MAX_LANES = 64, 1024
 LOCK_BYTE_PRODUCER = 0
 FILE_PREFIX = "ringside."
+WORKER_SEPARATOR = "@"  # worker 4242 of bot "bot-a" writes "<dir>/ringside.bot-a@4242"
 
 LANE_UNUSED, LANE_ACTIVE, LANE_RETIRED = 0, 1, 2
 FLAG_SPAN = 0x01  # a record's value is a duration measured with the precise clock
@@ -127,6 +137,7 @@ _U32 = (1 << 32) - 1
 
 # The header's layout line, 0x000 to 0x060: magic .. lane_header_size.
 _LAYOUT = struct.Struct("<QIIIIIIQQQQQQIIII")
+_HEADER_STRUCT_SIZE = 0x180  # sizeof(rs_header): the layout, producer and consumer lines
 # Header fields: their index in the 8-byte (Q) or 4-byte (I) view of the header mapping.
 _I_VERSION = 0x008 // 4
 _I_LANES_ALLOCATED = 0x080 // 4
@@ -244,6 +255,31 @@ class _Metric:
         self.unit, self.sample_every, self.labels = unit, sample_every, labels
 
 
+def _same_metric(a: _Metric, b: _Metric) -> bool:
+    """The same metric: name, labels, kind, unit and sampling."""
+    return (a.name, a.labels, a.kind, a.unit, a.sample_every) == (b.name, b.labels, b.kind, b.unit, b.sample_every)
+
+
+def _read_entry(bot: str, buffer: bytes | memoryview, offset: int, index: int) -> _Metric | str:
+    """Registry entry `index`, at `offset` of `buffer`, checked as a reader would: the metric, or
+    why the entry is invalid."""
+    entry_index, kind, unit, _, sample_every, name_length, labels_length, help_length = _ENTRY.unpack_from(buffer, offset)
+    name = bytes(buffer[offset + 0x18:offset + 0x18 + min(name_length, NAME_MAX)])
+    labels = bytes(buffer[offset + 0x80:offset + 0x80 + min(labels_length, LABELS_MAX)])
+    help_bytes = bytes(buffer[offset + 0x180:offset + 0x180 + min(help_length, HELP_MAX)])
+    problem = (f"its index field says {entry_index}" if entry_index != index
+               else f"unknown kind {kind}" if kind not in _KIND_NAMES
+               else f"unknown unit {unit}" if unit not in _UNIT_NAMES
+               else "sample_every is 0" if sample_every < 1
+               else f"its name is not an identifier of 1 to {NAME_MAX} bytes"
+               if name_length > NAME_MAX or not _IDENTIFIER_BYTES.match(name)
+               else f"labels length {labels_length}" if labels_length > LABELS_MAX
+               else _labels_problem(labels) or (
+                   f"its help is longer than {HELP_MAX} bytes or holds a NUL"
+                   if help_length > HELP_MAX or b"\0" in help_bytes else None))
+    return problem or _Metric(bot, index, name.decode("ascii"), kind, unit, sample_every, labels)
+
+
 # MARK: - Lanes
 
 class _Lane:
@@ -252,16 +288,20 @@ class _Lane:
     Only the thread holding it (`holder`) writes its records and cells; claims and retirements
     happen under the bot's lock. `close()` leaves `index` and `state` None and the views released,
     so a handle's hot path that still holds the lane fails into the slow path, which says why.
+    `hd` and `hq` are the header views of the lane's file, for the metric cells (a gauge's value):
+    a hot path reaches them through the lane it holds, so never through a file the process let go
+    of (a forked child's parent's), whose views are released.
     """
-    __slots__ = ("index", "mm", "mv", "q", "i", "state", "holder")
+    __slots__ = ("index", "mm", "mv", "q", "i", "state", "holder", "hd", "hq")
 
-    def __init__(self, index: int, mm: mmap.mmap) -> None:
+    def __init__(self, index: int, mm: mmap.mmap, hd: memoryview[float], hq: memoryview[int]) -> None:
         # Any: an int and a list, or None once closed (any use by a hot path then raises into the slow path).
         self.index: Any = index
         self.mm = mm
         self.mv = memoryview(mm)
         self.q = self.mv.cast("Q")
         self.i = self.mv.cast("I")
+        self.hd, self.hq = hd, hq  # the bot's: released with its header mapping, not here
         self.state: Any = [0, 0]  # the next cursor to publish, and the consumer's cursor as last seen
         self.holder: threading.Thread | None = None  # the thread holding it (process-private), or None
 
@@ -303,7 +343,7 @@ _BOTS: weakref.WeakSet[Bot] = weakref.WeakSet()
 
 def _after_fork_in_child() -> None:
     for bot in list(_BOTS):
-        bot._disown()
+        bot._after_fork()
 
 
 if hasattr(os, "register_at_fork"):
@@ -317,11 +357,14 @@ def _disabled_by_environment() -> bool:
 # MARK: - The bot
 
 def attach(name: str, directory: str | None = None, lane_capacity: int | None = None,
-           max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600) -> Bot:
-    """Attaches to the bot `name` as its process, creating its file if it does not exist.
+           max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
+           worker: bool = False) -> Bot:
+    """Attaches to the bot `name` as its process, or as one of its workers, creating its file if it
+    does not exist.
 
     Args:
-        name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>.
+        name: 1 to 200 of [A-Za-z0-9._-]; the file is <directory>/ringside.<name>, or a worker's
+            <directory>/ringside.<name>@<pid>.
         directory: default $RINGSIDE_DIR, else /dev/shm.
         lane_capacity: records a lane holds (a power of two, 16 to 2^28); None: 65,536 for a new
             file, whatever an existing one has (a number: an existing file must match).
@@ -329,12 +372,14 @@ def attach(name: str, directory: str | None = None, lane_capacity: int | None = 
         max_lanes: threads recording at once, 1 to 1024; None: 64 for a new file, whatever an
             existing one has.
         mode: the permission bits of a new file.
+        worker: write the bot as one of its workers, beside other processes that write it: a file
+            of this process's own, <name>@<pid>, which the collector merges with the bot's others.
     Returns a Bot. Raises RingError: another process holds the bot, a corrupt or incompatible file
     (another format version or layout), a full directory, another user's file, a symbolic link,
     or an unsafe platform. With RINGSIDE_DISABLED=1 the bot creates no file and writes nothing.
     """
     return Bot(name, directory=directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
-               max_lanes=max_lanes, mode=mode)
+               max_lanes=max_lanes, mode=mode, worker=worker)
 
 
 class Bot:
@@ -351,7 +396,8 @@ class Bot:
     _cells_q: int
 
     def __init__(self, name: str, directory: str | None = None, lane_capacity: int | None = None,
-                 max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600) -> None:
+                 max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
+                 worker: bool = False) -> None:
         if not isinstance(name, str) or not _BOT_NAME.match(name) or name in (".", ".."):
             raise RingValueError(f"bot {name!r}: a bot name is 1 to 200 of [A-Za-z0-9._-], not . or ..")
         if lane_capacity is not None and (
@@ -365,7 +411,7 @@ class Bot:
         if not isinstance(mode, int) or mode & ~0o777:
             raise RingValueError(f"bot {name}: mode {mode!r} must hold permission bits only (0 to 0o777)")
         self.name = name
-        self.path: str | None = None
+        self._path: str | None = None  # the file written: the bot's, or this process's as a worker
         self._metrics: dict[tuple[str, bytes], _Metric] = {}  # (name, encoded labels) -> _Metric
         self._entries: list[_Metric] = []  # _Metric by index
         # sampled histograms: index -> each lane's calls left before the next written
@@ -377,18 +423,25 @@ class Bot:
         self._fd = -1
         self._header: mmap.mmap | None = None  # the mapping of [0, lanes_offset): None when disabled
         self._closed = False
-        self._forked = False
-        self._said_forked = False
+        self._forked = False  # a forked child's, until its first record makes it a worker of the bot
+        self._said_no_worker = False  # the forked child could not make its worker file, and said why
         self._said_laneless = False
         self._owner_pid = os.getpid()
         self._max_lanes = 0
+        # The attached file, as fstat saw it: a forked child reads the registry of this very file,
+        # not of one put at its path since; and its permission bits, for the child's worker file.
+        self._file_identity = (0, 0)
+        self._file_mode = mode
+        self._gauge_lock = threading.Lock()  # gauges' inc and dec: their running values
+        self._gauge_values: list[list[float]] = []  # each gauge's value as this process last set it
         if _disabled_by_environment():
             self._registry_capacity = max_metrics or DEFAULT_MAX_METRICS
             return
         check_memory_ordering()
         directory = directory or os.environ.get("RINGSIDE_DIR") or "/dev/shm"
         self._directory = directory
-        self.path = path = os.path.join(directory, FILE_PREFIX + name)
+        file_name = FILE_PREFIX + name + (f"{WORKER_SEPARATOR}{os.getpid()}" if worker else "")
+        self._path = path = os.path.join(directory, file_name)
         for _ in range(8):  # a file removed or replaced between our open and our lock: again
             if self._attach_once(path, lane_capacity, max_metrics, max_lanes, mode):
                 break
@@ -398,13 +451,20 @@ class Bot:
 
     def __repr__(self) -> str:
         state = ("closed" if self._closed else "forked" if self._forked
-                 else "disabled" if self._header is None else self.path)
+                 else "disabled" if self._header is None else self._path)
         return f"<ringside.Bot {self.name} ({state})>"
 
     @property
     def enabled(self) -> bool:
-        """True while this process writes the bot's file."""
+        """True while this process writes a file of the bot (in a forked child: from the first
+        record that makes it a worker)."""
         return self._header is not None and not self._closed and not self._forked
+
+    @property
+    def path(self) -> str | None:
+        """The file this process writes: the bot's, or its own as a worker (<name>@<pid>); None when
+        disabled or closed, and in a forked child until its first record makes it a worker."""
+        return self._path if self._header is not None else None
 
     # MARK: Attaching
 
@@ -451,6 +511,8 @@ class Bot:
                 self._create(path, created, lane_capacity, max_metrics, max_lanes)
             else:
                 self._adopt(header, size, lane_capacity, max_metrics, max_lanes)
+            self._file_identity = (info.st_dev, info.st_ino)
+            self._file_mode = info.st_mode & 0o777
             return True
         except BaseException:
             self._unmap()
@@ -460,10 +522,10 @@ class Bot:
 
     def _open_error(self, error: OSError) -> RingError:
         if error.errno == errno.ELOOP:
-            return RingError(f"bot {self.name}: {self.path} is a symbolic link; Ringside never follows links")
+            return RingError(f"bot {self.name}: {self._path} is a symbolic link; Ringside never follows links")
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return RingError(f"bot {self.name}: no space at {self.path} (is {self._directory} full?)")
-        return RingError(f"bot {self.name}: open {self.path}: {error.strerror} (errno {error.errno})")
+            return RingError(f"bot {self.name}: no space at {self._path} (is {self._directory} full?)")
+        return RingError(f"bot {self.name}: open {self._path}: {error.strerror} (errno {error.errno})")
 
     def _lock_producer_byte(self, fd: int) -> None:
         try:
@@ -474,9 +536,9 @@ class Bot:
                 # Format version 1 kept the pid at 0xA0.
                 at = 0xA0 if struct.unpack_from("<I", header, 8)[0] == 1 else 0x98
                 pid = struct.unpack_from("<i", header, at)[0]
-                raise RingError(f"bot {self.name}: another producer is attached (pid {pid}); "
-                                "a bot has one process") from None
-            raise RingError(f"bot {self.name}: lock {self.path}: {error.strerror} (errno {error.errno})") from None
+                raise RingError(f"bot {self.name}: another producer is attached (pid {pid}); a bot has one process, "
+                                "or several as its workers (attach with the worker option)") from None
+            raise RingError(f"bot {self.name}: lock {self._path}: {error.strerror} (errno {error.errno})") from None
 
     def _set_shape(self, capacity_log2: int, registry_capacity: int, max_lanes: int) -> None:
         self._capacity_log2 = capacity_log2
@@ -500,8 +562,8 @@ class Bot:
 
     def _space_error(self, size: int, error: OSError) -> RingError:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return RingError(f"bot {self.name}: no space for {size} bytes at {self.path} (is {self._directory} full?)")
-        return RingError(f"bot {self.name}: reserve {size} bytes for {self.path}: {error.strerror} "
+            return RingError(f"bot {self.name}: no space for {size} bytes at {self._path} (is {self._directory} full?)")
+        return RingError(f"bot {self.name}: reserve {size} bytes for {self._path}: {error.strerror} "
                          f"(errno {error.errno})")
 
     def _create(self, path: str, created: bool, lane_capacity: int | None, max_metrics: int | None,
@@ -536,12 +598,12 @@ class Bot:
          cell_size, lane_header_size) = _LAYOUT.unpack(header)
 
         def corrupt(problem: str) -> RingError:
-            return RingError(f"bot {self.name}: {self.path} is corrupt: {problem}")
+            return RingError(f"bot {self.name}: {self._path} is corrupt: {problem}")
         if magic != MAGIC:
             raise corrupt(f"bad magic {magic:#018x} (not a Ringside file)")
         if version != FORMAT_VERSION:
             before = " (one ring per file, before lanes)" if version == 1 else ""
-            raise RingError(f"bot {self.name}: {self.path}: it is format version {version}{before}; this module "
+            raise RingError(f"bot {self.name}: {self._path}: it is format version {version}{before}; this module "
                             f"reads and writes version {FORMAT_VERSION} (a lane per thread): remove the file")
         if not MIN_CAPACITY_LOG2 <= capacity_log2 <= MAX_CAPACITY_LOG2:
             raise corrupt(f"capacity_log2 is {capacity_log2}, not {MIN_CAPACITY_LOG2} to {MAX_CAPACITY_LOG2}")
@@ -564,7 +626,7 @@ class Bot:
             raise corrupt(f"it has {size} bytes, less than the {g.lanes_offset} before its lanes")
         if ((lane_capacity and lane_capacity != 1 << capacity_log2)
                 or (max_metrics and max_metrics != registry_capacity) or (max_lanes and max_lanes != lanes)):
-            raise RingError(f"bot {self.name}: {self.path} holds lanes of {1 << capacity_log2} records, "
+            raise RingError(f"bot {self.name}: {self._path} holds lanes of {1 << capacity_log2} records, "
                             f"{registry_capacity} metrics and {lanes} lanes; asked for lanes of "
                             f"{lane_capacity or 'any'} records, {max_metrics or 'any'} metrics and "
                             f"{max_lanes or 'any'} lanes (remove the file to make it again, losing its contents)")
@@ -578,32 +640,16 @@ class Bot:
         self._start()
 
     def _load_registry(self, corrupt: Callable[[str], RingError]) -> None:
-        mm, count = self._hv, self._hi[_I_METRIC_COUNT]
+        count = self._hi[_I_METRIC_COUNT]
         if count > self._registry_capacity:
             raise corrupt(f"metric_count {count} exceeds registry_capacity {self._registry_capacity}")
         for index in range(count):
-            offset = HEADER_SIZE + index * REGISTRY_ENTRY_SIZE
-            entry_index, kind, unit, _, sample_every, name_length, labels_length, help_length = \
-                _ENTRY.unpack_from(mm, offset)
-            name = bytes(mm[offset + 0x18:offset + 0x18 + min(name_length, NAME_MAX)])
-            labels = bytes(mm[offset + 0x80:offset + 0x80 + min(labels_length, LABELS_MAX)])
-            help_bytes = bytes(mm[offset + 0x180:offset + 0x180 + min(help_length, HELP_MAX)])
-            problem = (f"its index field says {entry_index}" if entry_index != index
-                       else f"unknown kind {kind}" if kind not in _KIND_NAMES
-                       else f"unknown unit {unit}" if unit not in _UNIT_NAMES
-                       else "sample_every is 0" if sample_every < 1
-                       else f"its name is not an identifier of 1 to {NAME_MAX} bytes"
-                       if name_length > NAME_MAX or not _IDENTIFIER_BYTES.match(name)
-                       else f"labels length {labels_length}" if labels_length > LABELS_MAX
-                       else _labels_problem(labels) or (
-                           f"its help is longer than {HELP_MAX} bytes or holds a NUL"
-                           if help_length > HELP_MAX or b"\0" in help_bytes else None))
-            if problem:
-                raise corrupt(f"registry entry {index}: {problem}")
-            metric = _Metric(self.name, index, name.decode("ascii"), kind, unit, sample_every, labels)
-            self._metrics[(metric.name, labels)] = metric
+            metric = _read_entry(self.name, self._hv, HEADER_SIZE + index * REGISTRY_ENTRY_SIZE, index)
+            if isinstance(metric, str):
+                raise corrupt(f"registry entry {index}: {metric}")
+            self._metrics[(metric.name, metric.labels)] = metric
             self._entries.append(metric)
-            if kind == KIND_HISTOGRAM and sample_every > 1:
+            if metric.kind == KIND_HISTOGRAM and metric.sample_every > 1:
                 self._countdowns[index] = [1] * self._max_lanes
 
     def _map_lanes(self, size: int, corrupt: Callable[[str], RingError]) -> None:
@@ -615,7 +661,7 @@ class Bot:
             raise corrupt(f"it has {size} bytes, but its {allocated} lanes need {needed}")
         capacity = 1 << self._capacity_log2
         for index in range(allocated):
-            lane = _Lane(index, self._map(g.lane_size, g.lanes_offset + index * g.lane_size))
+            lane = _Lane(index, self._map(g.lane_size, g.lanes_offset + index * g.lane_size), self._hd, self._hq)
             self._lanes.append(lane)
             write, read = lane.q[_LQ_WRITE], lane.q[_LQ_READ]
             if read > write:
@@ -665,28 +711,158 @@ class Bot:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _after_fork(self) -> None:
+        """In a forked child (the forking thread, the only one): locks a thread of the parent may
+        have held are made anew, the gauges' running values start from 0 as in any new process,
+        and the parent's file is let go of."""
+        self._lock = threading.RLock()
+        self._gauge_lock = threading.Lock()
+        for current in self._gauge_values:
+            current[0] = 0.0
+        self._disown()
+
     def _disown(self) -> None:
-        """In a forked child: the file is the parent's. Write nothing to it, and let go of it."""
+        """In a forked child: the file is the parent's. Write nothing to it and let go of it, the
+        descriptor and the mappings (either would keep the parent's lock alive, and hide the
+        parent's death); the child's first record, registration or lane claim makes it a worker of
+        the bot (_become_worker)."""
         if self._header is None or self._closed or self._forked:
             return
         self._forked = True
-        self._lock = threading.RLock()  # a thread of the parent may have held it: not here
+        # The forking thread's lane is the parent's: its next call claims one of the worker file.
+        # (Dropping its release is harmless: _release leaves a lane of another process alone.)
+        for name in ("lane", "release"):
+            if hasattr(self._local, name):
+                delattr(self._local, name)
         try:
             self._unmap()
         except BufferError:
             pass  # an export we cannot release: the mapping stays, but nothing writes through it
         os.close(self._fd)
         self._fd = -1
-        self._said_forked = False
 
-    def _say_forked(self) -> None:
-        """Says once, at the child's first record through the parent's bot, that it writes nothing
-        (said at the fork, every worker of a pool would say it, used or not)."""
-        if self._said_forked:
-            return
-        self._said_forked = True
-        os.write(2, (f"ringside: bot {self.name} is attached by pid {self._owner_pid}; this forked child (pid "
-                     f"{os.getpid()}) writes nothing to it: attach a bot of its own in the child\n").encode())
+    def _become_worker(self) -> None:
+        """In a forked child, at its first record, registration or lane claim through the bot its
+        parent attached: the child becomes a worker of the bot, as ringside_producer.c's child
+        does. It writes a file of its own, <name>@<pid>, of the parent's shape and mode, which
+        starts with the parent's registry at the same indices, so the handles it inherited keep
+        working; the collector merges it with the bot's other files. If that fails, the child
+        writes nothing to the bot, says why once on stderr, and this raises RingError (again
+        without a word at the next calls). A no-op unless forked."""
+        with self._lock:
+            if not self._forked:
+                return
+            if self._said_no_worker:
+                raise RingError(f"bot {self.name}: this forked child could not make its worker file (said on stderr)")
+            try:
+                self._attach_worker()
+            except (RingError, OSError, ValueError) as error:
+                self._said_no_worker = True
+                why = error if isinstance(error, RingError) else f"bot {self.name}: {error}"
+                # os.write, not print: sys.stderr's lock may have been a parent thread's.
+                os.write(2, f"ringside: bot {self.name}: this forked child (pid {os.getpid()}) writes nothing: {why}\n"
+                         .encode())
+                if isinstance(error, RingError):
+                    raise
+                raise RingError(str(why)) from None
+
+    def _attach_worker(self) -> None:
+        """_become_worker's work, under the lock: reads the parent's registry, attaches (creates,
+        or adopts, as attach() does) the worker file and gives it the parent's entries."""
+        parent_entries = self._read_attached_registry()
+        known, known_metrics, known_countdowns = self._entries, self._metrics, dict(self._countdowns)
+        self._entries, self._metrics, self._lanes = [], {}, []
+        parent_path = self._path
+        self._path = path = os.path.join(self._directory, f"{FILE_PREFIX}{self.name}{WORKER_SEPARATOR}{os.getpid()}")
+        self._owner_pid = os.getpid()
+        self._said_laneless = False
+        try:
+            for _ in range(8):  # as attach(): the parent's shape and mode; an existing file must match
+                if self._attach_once(path, 1 << self._capacity_log2, self._registry_capacity, self._max_lanes,
+                                     self._file_mode):
+                    break
+            else:
+                raise RingError(f"bot {self.name}: {path} kept being replaced while attaching (8 attempts)")
+            self._take_registry(parent_entries, known, known_countdowns)
+        except BaseException:
+            # Nothing written through the bot: what was mapped is let go of (a file made stays,
+            # as the C library leaves it), and the bot is the forked child's again.
+            try:
+                self._unmap()
+            except BufferError:
+                pass
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._entries, self._metrics, self._lanes, self._path = known, known_metrics, [], parent_path
+            self._countdowns.update(known_countdowns)
+            raise
+        self._forked = False
+
+    def _read_attached_registry(self) -> list[bytes]:
+        """The registry entries of the file the bot attached, read through a descriptor of our own,
+        read only (it takes no lock and writes nothing), if its path still names that file."""
+        path, name = self._path, self.name
+        try:
+            fd = os.open(str(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as error:
+            raise RingError(f"bot {name}: open the parent's file {path}: {error.strerror} (errno {error.errno})") from None
+        try:
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) != self._file_identity:
+                raise RingError(f"bot {name}: {path} is no longer the file the parent attached: its registry is gone")
+            header = os.pread(fd, _HEADER_STRUCT_SIZE, 0)
+            if len(header) != _HEADER_STRUCT_SIZE:
+                raise RingError(f"bot {name}: read {path}: {os.strerror(errno.EIO)} (errno {errno.EIO})")
+            registry_offset = struct.unpack_from("<Q", header, 0x20)[0]
+            count = struct.unpack_from("<I", header, _I_METRIC_COUNT * 4)[0]
+            if count > self._registry_capacity or registry_offset != HEADER_SIZE:
+                raise RingError(f"bot {name}: {path} is corrupt: metric_count {count}, registry_offset {registry_offset}")
+            registry = os.pread(fd, count * REGISTRY_ENTRY_SIZE, registry_offset) if count else b""
+            if len(registry) != count * REGISTRY_ENTRY_SIZE:
+                raise RingError(f"bot {name}: read the registry of {path}: {os.strerror(errno.EIO)} (errno {errno.EIO})")
+        except OSError as error:
+            raise RingError(f"bot {name}: read {path}: {error.strerror} (errno {error.errno})") from None
+        finally:
+            os.close(fd)
+        return [registry[at:at + REGISTRY_ENTRY_SIZE] for at in range(0, len(registry), REGISTRY_ENTRY_SIZE)]
+
+    def _take_registry(self, entries: list[bytes], known: list[_Metric], known_countdowns: dict[int, list[int]]) -> None:
+        """Gives the worker file the parent's entries, at the same indices: an entry the file holds
+        already (a dead process's file, adopted) must be the same metric. Then this process's
+        metrics are the ones its handles hold. Under the lock."""
+        had = len(self._entries)
+        for index, raw in enumerate(entries):
+            metric = _read_entry(self.name, raw, 0, index)
+            if isinstance(metric, str):
+                raise RingError(f"bot {self.name}: the parent's registry entry {index}: {metric}")
+            if index < had:
+                if not _same_metric(self._entries[index], metric):
+                    raise RingError(f"bot {self.name}: {self._path} holds another metric at index {index} than the "
+                                    "parent's registry")
+                continue
+            offset = HEADER_SIZE + index * REGISTRY_ENTRY_SIZE
+            self._hv[offset:offset + REGISTRY_ENTRY_SIZE] = raw
+            self._entries.append(metric)
+            self._metrics[(metric.name, metric.labels)] = metric
+            if metric.kind == KIND_HISTOGRAM and metric.sample_every > 1:
+                self._countdowns[index] = [1] * self._max_lanes
+        if len(entries) > had:
+            # "Release": the entries' stores are visible before the count's (x86-64, see above).
+            self._hi[_I_METRIC_COUNT] = len(entries)
+        # The metrics this process registered before the fork are the parent's first entries:
+        # keep its objects (handles hold them, and their sampling countdowns, which start again
+        # in the worker file's lanes, as a new file's do).
+        for index, metric in enumerate(known):
+            if index >= len(self._entries) or not _same_metric(self._entries[index], metric):
+                raise RingError(f"bot {self.name}: {self._path} holds another metric at index {index} than the "
+                                "parent's registry")
+            self._entries[index] = metric
+            self._metrics[(metric.name, metric.labels)] = metric
+            if index in known_countdowns:
+                countdowns = self._countdowns[index] = known_countdowns[index]
+                countdowns[:] = [1] * len(countdowns)
+        self._laneless_countdowns.clear()
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -703,10 +879,10 @@ class Bot:
 
     def _release(self, lane: _Lane, thread: threading.Thread) -> None:
         """A thread ended: retire its lane, unless it was taken over, closed, or is the parent's."""
-        if os.getpid() != self._owner_pid:
+        if os.getpid() != self._owner_pid or lane.state is None:
             return  # a forked child drops the parent's threads' locals: their lanes are the parent's
         with self._lock:
-            if not self._closed and not self._forked and lane.holder is thread:
+            if not self._closed and not self._forked and lane.holder is thread and lane.state is not None:
                 self._retire(lane)
 
     def _claim(self) -> _Lane | None:
@@ -746,7 +922,7 @@ class Bot:
         offset = g.lanes_offset + index * g.lane_size
         # The file grows by the lane, reserved first: a full /dev/shm fails here, never as SIGBUS.
         os.posix_fallocate(self._fd, offset, g.lane_size)
-        lane = _Lane(index, self._map(g.lane_size, offset))
+        lane = _Lane(index, self._map(g.lane_size, offset), self._hd, self._hq)
         # A process that died while adding this lane may have written its header or cells.
         lane.mm[:LANE_HEADER_SIZE + 8 * self._registry_capacity] = bytes(LANE_HEADER_SIZE + 8 * self._registry_capacity)
         self._lanes.append(lane)
@@ -772,7 +948,7 @@ class Bot:
         if self._said_laneless:
             return
         self._said_laneless = True
-        print(f"ringside: bot {self.name}: lane {len(self._lanes)} could not be added to {self.path}: {error}: "
+        print(f"ringside: bot {self.name}: lane {len(self._lanes)} could not be added to {self._path}: {error}: "
               "a thread without a lane keeps its counts and gauges, and counts its records as dropped",
               file=sys.stderr)
 
@@ -798,9 +974,7 @@ class Bot:
             raise invalid(f"sample_every {sample_every!r} must be an integer from 1 to 2^32-1 (1 but for histograms)")
         with self._lock:
             self._check_usable()
-            if self._forked:
-                raise RingError(f"bot {self.name}: this process (pid {os.getpid()}) is a fork of pid "
-                                f"{self._owner_pid}, which attached the bot: attach a bot of its own in the child")
+            self._become_worker()  # in a forked child: a worker file of its own first (else raises)
             existing = self._metrics.get((name, labels))
             if existing:
                 if (existing.kind, existing.unit, existing.sample_every) != (kind, unit, sample_every):
@@ -891,9 +1065,12 @@ class Bot:
             value = metric.convert(value)
         self._check_usable()  # closed: RingError, in a forked child too, as the extension's calls
         if self._forked or os.getpid() != self._owner_pid:
-            if self._forked:
-                self._say_forked()
-            return False  # the parent's file: nothing (said once on stderr)
+            if not self._forked and self._header is not None:
+                self._after_fork()  # a fork the at-fork handler did not see
+            try:
+                self._become_worker()
+            except RingError:
+                return False  # no worker file: nothing written (said once on stderr)
         if self._header is None:
             return False  # disabled
         lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()
@@ -1074,28 +1251,28 @@ class Bot:
         return inc
 
     def _gauge_calls(self, metric: _Metric) -> dict[str, Callable[..., bool | None]]:
-        """set, inc and dec of a gauge: inc and dec add to the value this process last set, under a
-        lock of the gauge's (two threads' increments both count)."""
+        """set, inc and dec of a gauge: inc and dec add to the value this process last set (0 in a
+        forked child, as in any new process), under the bot's gauge lock (two threads' increments
+        both count)."""
         if self._header is None:
             inert = self._inert(metric)
             return {"set": inert, "inc": inert, "dec": inert}
         local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _GAUGE_RECORD.pack_into
         base = self._geometry.lane_records_offset
         tail = metric.index | KIND_GAUGE << 32
-        hd, hq = self._hd, self._hq
         bits_at = self._cells_q + 4 * metric.index + _CELL_GAUGE_BITS
         set_at = self._cells_q + 4 * metric.index + _CELL_GAUGE_SET
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
         current = [0.0]
-        lock = threading.Lock()
+        self._gauge_values.append(current)  # set to 0 in a forked child
 
         def set(value: Any) -> bool | None:
             try:
-                # The metric's shared cell: any thread may set it, the last store wins.
-                hd[bits_at] = value  # a float; anything else raises, and goes to the converter
-                current[0] = value
-                hq[set_at] = 1  # "release": after gauge_bits
                 lane = local.lane
+                # The metric's shared cell, in the lane's file: any thread may set it, the last store wins.
+                lane.hd[bits_at] = value  # a float; anything else raises, and goes to the converter
+                current[0] = value
+                lane.hq[set_at] = 1  # "release": after gauge_bits
                 state = lane.state
                 cursor = state[0]
                 if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
@@ -1114,13 +1291,13 @@ class Bot:
 
         def inc(amount: Any = 1) -> None:
             amount = amount if amount.__class__ is float else metric.convert(amount)
-            with lock:
+            with self._gauge_lock:
                 current[0] += amount
                 set(current[0])
 
         def dec(amount: Any = 1) -> None:
             amount = amount if amount.__class__ is float else metric.convert(amount)
-            with lock:
+            with self._gauge_lock:
                 current[0] -= amount
                 set(current[0])
         return {"set": set, "inc": inc, "dec": dec}

@@ -9,8 +9,11 @@
  *
  * Every call holds the GIL, so a Core's close() never runs while another thread records through
  * it: records after close() raise RingError instead of touching unmapped memory. Lanes, threads
- * and fork are the C producer's (per-thread lanes retired at thread exit; a forked child's bots
- * write nothing).
+ * and fork are the C producer's: per-thread lanes retired at thread exit; in a forked child, the
+ * first record, registration or lane claim through a bot of the parent makes the child a worker
+ * of the bot, writing a file of its own (WORKERS AND FORK in ringside_producer.h), so a Handle
+ * the child inherited keeps working. A gauge's running value (inc, dec) starts from 0 in the
+ * child, as in any new process.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,6 +22,8 @@
 #include <stdatomic.h>
 
 #include "ringside_producer.h"
+
+#include <pthread.h>
 
 static PyObject *RingError; /* ringside._errors.RingError */
 static PyObject *RingValueError;
@@ -45,14 +50,15 @@ static int core_check_open(CoreObject *core) {
     return -1;
 }
 
-/* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode) */
+/* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker) */
 static PyObject *ringside_attach(PyObject *Py_UNUSED(module), PyObject *args) {
     const char *name, *directory = NULL;
     unsigned long long lane_capacity = 0;
     unsigned int max_metrics = 0, max_lanes = 0, mode = 0600;
+    int worker = 0;
     PyObject *lane_capacity_object, *max_metrics_object, *max_lanes_object;
-    if (!PyArg_ParseTuple(args, "szOOOI", &name, &directory, &lane_capacity_object, &max_metrics_object,
-                          &max_lanes_object, &mode)) return NULL;
+    if (!PyArg_ParseTuple(args, "szOOOIp", &name, &directory, &lane_capacity_object, &max_metrics_object,
+                          &max_lanes_object, &mode, &worker)) return NULL;
     if (lane_capacity_object != Py_None) {
         lane_capacity = PyLong_AsUnsignedLongLong(lane_capacity_object);
         if (PyErr_Occurred() || lane_capacity == 0) {
@@ -84,6 +90,7 @@ static PyObject *ringside_attach(PyObject *Py_UNUSED(module), PyObject *args) {
     options.max_metrics = max_metrics;
     options.max_lanes = max_lanes;
     options.mode = (mode_t)mode;
+    options.worker = worker; /* the file <name>@<pid>, one of the bot's workers */
     rs_bot *bot = NULL;
     rs_error error;
     int code;
@@ -197,6 +204,12 @@ static PyObject *core_records_dropped(CoreObject *core, void *Py_UNUSED(closure)
 
 /* MARK: - Handle: one metric's hot path */
 
+/* Counts the forks this process descends from (a pthread_atfork child handler adds one): a
+   gauge handle whose value was set in an earlier generation, by an ancestor, starts from 0. */
+static uint64_t process_generation = 1;
+
+static void after_fork_in_child(void) { process_generation++; } /* async-signal-safe; the child has one thread */
+
 typedef struct {
     PyObject_HEAD
     CoreObject *core;
@@ -205,6 +218,7 @@ typedef struct {
     double float_scale;    /* the same, as a double */
     int whole_only;        /* 1: a float must be a whole number (bytes, none) */
     double gauge_value;    /* a gauge's value as this process last set it (inc and dec add to it) */
+    uint64_t gauge_generation; /* the process_generation gauge_value was set in */
     PyObject *convert;     /* value -> stored value, or raises (ringside/_values.py) */
 } HandleObject;
 
@@ -234,6 +248,7 @@ static PyObject *core_handle(CoreObject *core, PyObject *args) {
     handle->float_scale = (double)scale;
     handle->whole_only = whole_only;
     handle->gauge_value = 0.0;
+    handle->gauge_generation = process_generation;
     Py_INCREF(convert);
     handle->convert = convert;
     return (PyObject *)handle;
@@ -339,6 +354,10 @@ static PyObject *gauge_add(HandleObject *handle, PyObject *const *args, Py_ssize
     }
     if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
     /* Under the GIL: one thread at a time. */
+    if (handle->gauge_generation != process_generation) { /* set by the parent of this forked child */
+        handle->gauge_value = 0.0;
+        handle->gauge_generation = process_generation;
+    }
     if (subtract) handle->gauge_value -= amount;
     else handle->gauge_value += amount;
     rs_bot_set(handle->core->bot, handle->metric, handle->gauge_value);
@@ -364,6 +383,7 @@ static PyObject *handle_set(HandleObject *handle, PyObject *value) {
     else if (handle_convert_double(handle, value, &number) < 0) return NULL;
     if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
     handle->gauge_value = number;
+    handle->gauge_generation = process_generation;
     return PyBool_FromLong(rs_bot_set(handle->core->bot, handle->metric, number));
 }
 
@@ -377,8 +397,11 @@ static PyMethodDef core_methods[] = {
 };
 
 static PyGetSetDef core_getset[] = {
-    {"path", (getter)core_path, NULL, "the bot's file, or None when disabled", NULL},
-    {"enabled", (getter)core_enabled, NULL, "False when disabled, closed or a forked child's", NULL},
+    {"path", (getter)core_path, NULL,
+     "the file this process writes (the bot's, or its own as a worker), or None: disabled, or a forked child before its first record",
+     NULL},
+    {"enabled", (getter)core_enabled, NULL,
+     "False when disabled or closed, and in a forked child until its first record makes it a worker", NULL},
     {"lanes_allocated", (getter)core_lanes_allocated, NULL, "lanes in the file", NULL},
     {"metric_count", (getter)core_metric_count, NULL, "registry entries published", NULL},
     {"records_written", (getter)core_records_written, NULL, "records published, over the lanes", NULL},
@@ -418,7 +441,8 @@ static PyTypeObject HandleType = {
 };
 
 static PyMethodDef module_methods[] = {
-    {"attach", ringside_attach, METH_VARARGS, "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode) -> Core"},
+    {"attach", ringside_attach, METH_VARARGS,
+     "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker) -> Core"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -432,6 +456,11 @@ static struct PyModuleDef module_definition = {
 
 PyMODINIT_FUNC PyInit__ringside(void) {
     if (PyType_Ready(&CoreType) < 0 || PyType_Ready(&HandleType) < 0) return NULL;
+    static int registered_fork_handler;
+    if (!registered_fork_handler) { /* once, should the module be initialised again */
+        if (pthread_atfork(NULL, NULL, after_fork_in_child) != 0) return PyErr_NoMemory();
+        registered_fork_handler = 1;
+    }
     PyObject *errors = PyImport_ImportModule("ringside._errors");
     if (errors == NULL) return NULL;
     RingError = PyObject_GetAttrString(errors, "RingError");

@@ -1,5 +1,6 @@
 """Fixtures of ringside's Python suite: the real collector binary, ring directories of each
-test's own under /dev/shm, and both backends (the C extension and the pure module).
+test's own under /dev/shm, both backends (the C extension and the pure module), and BotFile, which
+reads a bot file (a worker's too) as it lies on disk.
 
 RINGSIDE_COLLECTOR names the collector binary; else the package's build folder is searched
 (.build/debug, then .build/release, from `swift build`). Without it the tests that need it skip,
@@ -9,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -150,3 +152,67 @@ def run_python(code, env=None, timeout=60):
     environment = dict(os.environ)
     environment.update(env or {})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=environment)
+
+
+class BotFile:
+    """A bot file as it is on disk, read by the format (ringside.h) without taking any lock: its
+    registry, its counters' totals, its gauges' values and the values of the records its lanes
+    hold (none drained: every test that reads a file this way runs no collector on it)."""
+
+    def __init__(self, path):
+        with open(path, "rb") as file:
+            data = file.read()
+        (magic, version, _, _, capacity_log2, _, _, registry_offset, cells_offset, lanes_offset, _, _,
+         lane_size, lane_records_offset, _, _, _) = struct.unpack_from("<QIIIIIIQQQQQQIIII", data, 0)
+        assert (magic, version) == (0x45444953474E4952, 2), f"{path}: not a bot file of format version 2"
+        lanes, count = struct.unpack_from("<II", data, 0x80)
+        self.pid = struct.unpack_from("<i", data, 0x98)[0]
+        self.mode = os.stat(path).st_mode & 0o777
+        self.capacity = 1 << capacity_log2
+        # (index, name, kind, labels) of each registry entry, in order: kind 1 counter, 2 gauge, 3 histogram
+        self.registry = []
+        for index in range(count):
+            at = registry_offset + 512 * index
+            stored, kind, _, _, _, name_length, labels_length, _ = struct.unpack_from("<IBBHIHHH", data, at)
+            name = data[at + 0x18:at + 0x18 + name_length].decode()
+            labels = data[at + 0x80:at + 0x80 + labels_length].decode()
+            self.registry.append((stored, name, kind, labels))
+        self._cells = [struct.unpack_from("<QQQ", data, cells_offset + 32 * index) for index in range(count)]
+        self._lane_cells = []
+        self._records = []  # (metric index, value) of every record, lane by lane
+        for lane in range(lanes):
+            at = lanes_offset + lane * lane_size
+            write = struct.unpack_from("<Q", data, at)[0]
+            self._lane_cells.append(struct.unpack_from(f"<{count}Q", data, at + 256))
+            for cursor in range(max(0, write - self.capacity), write):
+                record = at + lane_records_offset + 32 * (cursor & (self.capacity - 1))
+                _, value, _, tail = struct.unpack_from("<QQQQ", data, record)
+                if (tail >> 32) & 0xFF == 2:  # a gauge's record holds a double
+                    value = struct.unpack_from("<d", data, record + 8)[0]
+                self._records.append((tail & 0xFFFFFFFF, value))
+
+    def index(self, name, labels=""):
+        found = [entry[0] for entry in self.registry if entry[1] == name and entry[3] == labels]
+        assert found, f"no metric {name}{{{labels}}} in {self.registry}"
+        return found[0]
+
+    def counter(self, name, labels=""):
+        """A counter's total: its cells over every lane, plus what threads without one added."""
+        index = self.index(name, labels)
+        return sum(cells[index] for cells in self._lane_cells) + self._cells[index][2]
+
+    def gauge(self, name, labels=""):
+        """A gauge's last value, or None if it was never set in this file."""
+        bits, was_set, _ = self._cells[self.index(name, labels)]
+        return struct.unpack("<d", struct.pack("<Q", bits))[0] if was_set else None
+
+    def values(self, name, labels=""):
+        """The values of a histogram's (or gauge's) records, lane by lane, each lane in order."""
+        index = self.index(name, labels)
+        return [value for metric, value in self._records if metric == index]
+
+
+def bot_files(directory, bot):
+    """The files of bot `bot` in `directory`, by name: "ringside.<bot>" and its workers'."""
+    return sorted(name for name in os.listdir(directory)
+                  if name == f"ringside.{bot}" or re.fullmatch(f"ringside\\.{re.escape(bot)}@[0-9]+", name))

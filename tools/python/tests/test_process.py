@@ -1,4 +1,5 @@
-"""Processes: fork, a second producer, RINGSIDE_DISABLED, the backend choice, the benchmark."""
+"""Processes: fork and worker pools (each worker a file of its own), workers by option, a second
+producer, RINGSIDE_DISABLED, the backend choice, the benchmark."""
 
 import json
 import sys
@@ -6,7 +7,7 @@ import sys
 import pytest
 
 import ringside
-from conftest import IN_CI, _ringside, run_python
+from conftest import IN_CI, BotFile, _ringside, bot_files, run_python
 
 
 def test_the_extension_is_built_where_ci_runs():
@@ -21,75 +22,250 @@ def test_ringside_pure_picks_the_pure_backend():
     assert result.stdout.strip() == "False"
 
 
+def backend_expression(backend):
+    """The backend, as code for a script run by run_python."""
+    name = "_ringside" if backend is _ringside else "_pure"
+    return f"__import__('ringside.{name}').{name}"
+
+
 FORK = """
-import os, sys, ringside
-from ringside import _pure
+import os, ringside
 backend = {backend}
-bot = ringside.Bot("parent", {directory!r}, _backend=backend)
+bot = ringside.Bot("parent", {directory!r}, _backend=backend, mode=0o640)
 orders = bot.counter("orders")
-latency = bot.histogram("latency", unit="s")
+latency = bot.histogram("latency", unit="s", labelnames=("venue",))
+level = bot.gauge("level")
 orders.inc(10)
-latency.observe(0.001)
+latency.labels("X").observe(0.001)
+level.set(1.5)
+go, ready = os.pipe()
 pid = os.fork()
 if pid == 0:
-    # The parent's bot writes nothing here, without an exception; a bot of its own does.
-    wrote = latency.observe(0.002)
+    before = (bot.enabled, bot.path)
+    os.read(go, 1)  # the parent registered "late" since the fork
+    wrote = [latency.labels("X").observe(0.002) for _ in range(3)]  # handles of the parent's
     orders.inc(1000)
-    child = ringside.Bot("child", {directory!r}, _backend=backend)
-    child.counter("orders").inc(5)
-    child.close()
-    os._exit(0 if wrote is False else 3)
+    level.inc(2)  # from 0, as in any new process: 2.0
+    level.set(7.5)
+    bot.counter("child_only").inc(5)  # registered by the child
+    latency.labels("Y").observe(0.004)
+    print("child", os.getpid(), wrote, before, bot.enabled, bot.path, flush=True)
+    os._exit(0)
+bot.counter("late").inc(3)
+os.write(ready, b"!")
 _, status = os.waitpid(pid, 0)
 orders.inc(1)
-latency.observe(0.003)
+latency.labels("X").observe(0.003)
 print("child exit", os.waitstatus_to_exitcode(status), flush=True)
 bot.close()
 """
 
 
-def test_a_forked_child_writes_nothing_to_its_parents_bot(backend, ring_dir, collector):
-    name = "_ringside" if backend is _ringside else "_pure"
-    code = FORK.format(backend=f"__import__('ringside.{name}').{name}", directory=ring_dir)
-    result = run_python(code)
+def test_a_forked_childs_records_land_in_a_worker_file_with_its_parents_registry(backend, ring_dir):
+    result = run_python(FORK.format(backend=backend_expression(backend), directory=ring_dir))
     assert result.returncode == 0, result.stderr
     assert "child exit 0" in result.stdout
-    assert result.stderr.count("this forked child") == 1, result.stderr  # said once, on stderr
-    collector.wait_for("the parent's exact total", lambda: (
-        (s := collector.series("parent", "orders")) and s["total"] == 11))
-    collector.wait_for("the parent's two records", lambda: (
-        (s := collector.series("parent", "latency")) and s["total_count"] == 2 and int(s["total_sum"]) == 4_000_000))
-    collector.wait_for("the child's own bot", lambda: (
-        (s := collector.series("child", "orders")) and s["total"] == 5))
+    assert result.stderr == ""  # nothing said: becoming a worker is not news
+    _, pid, *said = next(line for line in result.stdout.splitlines() if line.startswith("child ")).split(" ", 2)
+    worker_path = f"{ring_dir}/ringside.parent@{pid}"
+    # Not a worker until its first record: then one, writing its own file.
+    assert said == [f"[True, True, True] (False, None) True {worker_path}"]
+    assert bot_files(ring_dir, "parent") == ["ringside.parent", f"ringside.parent@{pid}"]
+
+    parent, worker = BotFile(f"{ring_dir}/ringside.parent"), BotFile(worker_path)
+    # The worker's file starts with the parent's registry at the same indices (what the
+    # parent registered after the fork too), then what the child registered.
+    assert [(name, labels) for _, name, _, labels in parent.registry] == [
+        ("orders", ""), ("level", ""), ("latency", "venue=X"), ("late", "")]  # a series at its first .labels()
+    assert worker.registry[:4] == parent.registry
+    assert [(name, labels) for _, name, _, labels in worker.registry[4:]] == [("child_only", ""), ("latency", "venue=Y")]
+    assert [entry[0] for entry in worker.registry] == list(range(6))
+    assert (worker.pid, worker.mode, worker.capacity) == (int(pid), parent.mode, parent.capacity) == (int(pid), 0o640, 1 << 16)
+    # The child's records, and its only.
+    assert worker.counter("orders") == 1000
+    assert worker.values("latency", "venue=X") == [2_000_000] * 3
+    assert worker.values("latency", "venue=Y") == [4_000_000]
+    assert (worker.gauge("level"), worker.values("level")) == (7.5, [2.0, 7.5])
+    assert (worker.counter("late"), worker.counter("child_only")) == (0, 5)
+    # The parent's, and its only.
+    assert parent.counter("orders") == 11
+    assert parent.values("latency", "venue=X") == [1_000_000, 3_000_000]
+    assert (parent.gauge("level"), parent.values("level")) == (1.5, [1.5])
+    assert parent.counter("late") == 3
 
 
-POOL = """
-import os, ringside
-from ringside import _pure
+POOL_IDLE = """
+import concurrent.futures, multiprocessing, os, warnings, ringside
+warnings.simplefilter("ignore", DeprecationWarning)  # 3.12's about forking a process with threads
 backend = {backend}
 bot = ringside.Bot("pool", {directory!r}, _backend=backend)
-bot.histogram("latency", unit="s").observe(0.001)
-workers = []
+latency = bot.histogram("latency", unit="s")
+latency.observe(0.001)
+
+def task(n):
+    return n * n  # maths only: the bot is never touched
+
+context = multiprocessing.get_context("fork")
+pool = context.Pool(3)
+assert pool.map(task, range(30)) == [n * n for n in range(30)]
+pool.close()
+pool.join()
+with concurrent.futures.ProcessPoolExecutor(3, mp_context=context) as executor:
+    assert list(executor.map(task, range(30))) == [n * n for n in range(30)]
+children = []
 for _ in range(3):
     pid = os.fork()
     if pid == 0:
-        os._exit(0)  # a pool worker that never touches the parent's bot
-    workers.append(pid)
-print("workers", sum(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 for pid in workers), flush=True)
+        os._exit(0)
+    children.append(pid)
+print("children", sum(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 for pid in children), flush=True)
 bot.close()
 """
 
 
-def test_forked_workers_that_never_record_say_nothing(backend, ring_dir):
-    name = "_ringside" if backend is _ringside else "_pure"
-    result = run_python(POOL.format(backend=f"__import__('ringside.{name}').{name}", directory=ring_dir))
+def test_forked_workers_that_never_record_create_nothing_and_say_nothing(backend, ring_dir):
+    result = run_python(POOL_IDLE.format(backend=backend_expression(backend), directory=ring_dir))
     assert result.returncode == 0, result.stderr
-    assert "workers 3" in result.stdout
-    assert "this forked child" not in result.stderr, result.stderr  # said only by a child that records
+    assert "children 3" in result.stdout
+    assert result.stderr == ""
+    assert bot_files(ring_dir, "pool") == ["ringside.pool"]
+    assert BotFile(f"{ring_dir}/ringside.pool").values("latency") == [1_000_000]
+
+
+POOL_RECORDS = """
+import concurrent.futures, json, multiprocessing, os, warnings, ringside
+warnings.simplefilter("ignore", DeprecationWarning)
+backend = {backend}
+bot = ringside.Bot("pool", {directory!r}, _backend=backend, lane_capacity=1024)
+tasks = bot.counter("tasks")
+latency = bot.histogram("latency", unit="us")
+tasks.inc(1000)  # the parent's own
+
+def task(n):
+    tasks.inc()
+    latency.observe(n)
+    return os.getpid()
+
+context = multiprocessing.get_context("fork")
+if {executor}:
+    with concurrent.futures.ProcessPoolExecutor(4, mp_context=context) as executor:
+        pids = list(executor.map(task, range(1, {n} + 1)))
+else:
+    pool = context.Pool(4, maxtasksperchild=10)  # workers recycled every 10 tasks
+    pids = pool.map(task, range(1, {n} + 1), chunksize=1)
+    pool.close()
+    pool.join()
+print(json.dumps(sorted(set(pids))), flush=True)
+bot.close()
+"""
+
+
+@pytest.mark.parametrize("executor", [False, True], ids=["multiprocessing.Pool", "ProcessPoolExecutor"])
+def test_forked_pool_workers_that_record_write_a_file_each_and_the_totals_are_exact(backend, ring_dir, executor):
+    n = 300
+    result = run_python(POOL_RECORDS.format(backend=backend_expression(backend), directory=ring_dir, executor=executor, n=n))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    pids = json.loads(result.stdout)
+    if not executor:
+        assert len(pids) >= n // 10  # recycled: a process per 10 tasks
+    assert bot_files(ring_dir, "pool") == sorted(["ringside.pool"] + [f"ringside.pool@{pid}" for pid in pids])
+    parent = BotFile(f"{ring_dir}/ringside.pool")
+    assert (parent.counter("tasks"), parent.values("latency")) == (1000, [])
+    workers = [BotFile(f"{ring_dir}/ringside.pool@{pid}") for pid in pids]
+    assert all(worker.registry == parent.registry and worker.pid == pid for worker, pid in zip(workers, pids))
+    assert all(worker.counter("tasks") >= 1 for worker in workers)
+    assert sum(worker.counter("tasks") for worker in workers) == n
+    assert sorted(value for worker in workers for value in worker.values("latency")) == [1000 * k for k in range(1, n + 1)]
+
+
+def test_a_forked_pools_workers_reach_the_collector_as_one_bot(backend, ring_dir, collector):
+    n = 200
+    result = run_python(POOL_RECORDS.format(backend=backend_expression(backend), directory=ring_dir, executor=False, n=n))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    collector.wait_for("the parent's and every worker's increments, in one series", lambda: (
+        (s := collector.series("pool", "tasks")) and s["total"] == n + 1000))
+    collector.wait_for("every worker's records, in one histogram", lambda: (
+        (s := collector.series("pool", "latency")) and s["total_count"] == n
+        and int(s["total_sum"]) == 1000 * n * (n + 1) // 2))
+
+
+WORKER = """
+import sys, ringside
+bot = ringside.Bot("served", {directory!r}, worker=True, _backend={backend})
+bot.counter("requests").inc({n})
+print(bot.path, flush=True)
+sys.stdin.read()  # attached until the test says
+bot.close()
+"""
+
+
+def test_processes_attach_a_bot_as_its_workers_by_option(backend, ring_dir):
+    import subprocess
+    processes = [subprocess.Popen([sys.executable, "-c", WORKER.format(directory=ring_dir, backend=backend_expression(backend),
+                                                                        n=n)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for n in (3, 4)]
+    try:
+        paths = [process.stdout.readline().strip() for process in processes]
+        assert paths == [f"{ring_dir}/ringside.served@{process.pid}" for process in processes], \
+            [process.stderr.read() for process in processes if process.poll() is not None]
+        # The bot's own file is free beside its workers; a second process (or attachment) of it is not.
+        with ringside.Bot("served", ring_dir, _backend=backend) as owner:
+            owner.counter("requests").inc(5)
+            assert owner.path == f"{ring_dir}/ringside.served"
+            with pytest.raises(ringside.RingError, match=r"another producer is attached \(pid [0-9]+\); a bot has one "
+                               r"process, or several as its workers \(attach with the worker option\)"):
+                ringside.Bot("served", ring_dir, _backend=backend)
+    finally:
+        for process in processes:
+            process.stdin.close()
+            process.wait(10)
+    assert [process.returncode for process in processes] == [0, 0]
+    assert [process.stderr.read() for process in processes] == ["", ""]
+    assert bot_files(ring_dir, "served") == sorted(["ringside.served"] + [f"ringside.served@{p.pid}" for p in processes])
+    totals = {name: BotFile(f"{ring_dir}/{name}").counter("requests") for name in bot_files(ring_dir, "served")}
+    assert totals == {"ringside.served": 5, f"ringside.served@{processes[0].pid}": 3, f"ringside.served@{processes[1].pid}": 4}
+
+
+FORK_FAILS = """
+import os, ringside
+bot = ringside.Bot("gone", {directory!r}, _backend={backend})
+orders = bot.counter("orders")
+latency = bot.histogram("latency", unit="s")
+orders.inc()
+pid = os.fork()
+if pid == 0:
+    os.unlink({directory!r} + "/ringside.gone")  # the parent's file, and its registry, are gone
+    calls = [latency.observe(0.001), orders.inc(), latency.observe(0.002)]
+    print("child", os.getpid(), calls, bot.enabled, bot.path, flush=True)
+    try:
+        bot.counter("more")
+    except ringside.RingError as error:
+        print("register raised:", error, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent wrote", latency.observe(0.003), flush=True)
+bot.close()
+"""
+
+
+def test_a_forked_child_that_cannot_make_its_worker_file_writes_nothing_and_says_why_once(backend, ring_dir):
+    result = run_python(FORK_FAILS.format(backend=backend_expression(backend), directory=ring_dir))
+    assert result.returncode == 0, result.stderr
+    _, pid, said = next(line for line in result.stdout.splitlines() if line.startswith("child ")).split(" ", 2)
+    assert said == "[False, None, False] False None"
+    parent_path = f"{ring_dir}/ringside.gone"
+    assert result.stderr == (f"ringside: bot gone: this forked child (pid {pid}) writes nothing: bot gone: open the parent's "
+                             f"file {parent_path}: No such file or directory (errno 2)\n")  # once, for three calls
+    assert "register raised: bot gone: this forked child could not make its worker file (said on stderr)" in result.stdout
+    assert "parent wrote True" in result.stdout
+    assert bot_files(ring_dir, "gone") == []
 
 
 FORK_CLOSE = """
 import os, ringside
-from ringside import _pure
 backend = {backend}
 bot = ringside.Bot("parent", {directory!r}, _backend=backend)
 latency = bot.histogram("latency", unit="s")
@@ -112,15 +288,17 @@ bot.close()
 
 
 def test_a_forked_child_that_closed_its_parents_bot_is_told_it_is_closed(backend, ring_dir):
-    # As anywhere else: a call through a closed bot raises RingError (a forked child's calls,
-    # before it closes the bot, return False: the fork, not the program, stopped them).
-    name = "_ringside" if backend is _ringside else "_pure"
-    code = FORK_CLOSE.format(backend=f"__import__('ringside.{name}').{name}", directory=ring_dir)
+    # As anywhere else: a call through a closed bot raises RingError; closed, the child's bot
+    # makes no worker file.
+    code = FORK_CLOSE.format(backend=backend_expression(backend), directory=ring_dir)
     result = run_python(code)
     assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
     child = [line for line in result.stdout.splitlines() if line.startswith("child:")]
     assert child == [f"child: {call} raised bot parent is closed" for call in ("observe", "inc", "set")], result.stdout
     assert "parent wrote True" in result.stdout  # the child's close() left the parent's bot alone
+    assert bot_files(ring_dir, "parent") == ["ringside.parent"]
+    assert BotFile(f"{ring_dir}/ringside.parent").values("latency") == [1_000_000, 3_000_000]
 
 
 HOLD = """
