@@ -726,6 +726,7 @@ class Bot:
         descriptor and the mappings (either would keep the parent's lock alive, and hide the
         parent's death); the child's first record, registration or lane claim makes it a worker of
         the bot (_become_worker)."""
+        self._said_no_worker = False  # a child of a child that could not make its file tries anew
         if self._header is None or self._closed or self._forked:
             return
         self._forked = True
@@ -758,9 +759,12 @@ class Bot:
                 self._attach_worker()
             except (RingError, OSError, ValueError) as error:
                 self._said_no_worker = True
-                why = error if isinstance(error, RingError) else f"bot {self.name}: {error}"
+                why = str(error) if isinstance(error, RingError) else f"bot {self.name}: {error}"
+                # The line names the bot once: the reason's own "bot NAME: " is left out, as C does.
+                prefix = f"bot {self.name}: "
+                reason = why[len(prefix):] if why.startswith(prefix) else why
                 # os.write, not print: sys.stderr's lock may have been a parent thread's.
-                os.write(2, f"ringside: bot {self.name}: this forked child (pid {os.getpid()}) writes nothing: {why}\n"
+                os.write(2, f"ringside: bot {self.name}: this forked child (pid {os.getpid()}) writes nothing: {reason}\n"
                          .encode())
                 if isinstance(error, RingError):
                     raise

@@ -257,7 +257,7 @@ def test_a_forked_child_that_cannot_make_its_worker_file_writes_nothing_and_says
     _, pid, said = next(line for line in result.stdout.splitlines() if line.startswith("child ")).split(" ", 2)
     assert said == "[False, None, False] False None"
     parent_path = f"{ring_dir}/ringside.gone"
-    assert result.stderr == (f"ringside: bot gone: this forked child (pid {pid}) writes nothing: bot gone: open the parent's "
+    assert result.stderr == (f"ringside: bot gone: this forked child (pid {pid}) writes nothing: open the parent's "
                              f"file {parent_path}: No such file or directory (errno 2)\n")  # once, for three calls
     assert "register raised: bot gone: this forked child could not make its worker file (said on stderr)" in result.stdout
     assert "parent wrote True" in result.stdout
