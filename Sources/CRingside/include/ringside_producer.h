@@ -159,7 +159,8 @@ RS_STATIC_ASSERT(sizeof(rs_lane_producer) == 128, "a lane's producer fills two 6
  */
 typedef struct rs_bot {
     uint32_t slot;                /* index in each thread's lane table */
-    uint32_t enabled;             /* 0: RINGSIDE_DISABLED, or a forked child: nothing is written */
+    uint32_t enabled;             /* 0: RINGSIDE_DISABLED, or a forked child until its first record
+                                     makes it a worker (or when it could not): nothing is written */
     uint64_t generation;          /* unique per attachment; changed in a forked child */
     /* private: */
     pthread_mutex_t mutex;        /* registration, lane claims and releases */
