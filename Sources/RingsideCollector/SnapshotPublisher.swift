@@ -189,7 +189,9 @@ final class SnapshotPublisher {
         for name in tracker.skipped.keys.sorted() where tracker.tracked[name] == nil {
             guard let skip = tracker.skipped[name], !skip.isQuiet else { continue }
             snapshot.rings.append(
-                RingSnapshot(name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped, problem: skip.problem))
+                RingSnapshot(
+                    name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped, problem: skip.problem)
+            )
         }
         lastWasQuiet = building.everyRingQuiet
         snapshot.slos = evaluateSLOs(nowNanos: now)
