@@ -376,6 +376,17 @@ static int rsp_allocate_views(rsp_bot *b, uint32_t registry_capacity, uint32_t m
     return 0;
 }
 
+/** Lets go of the views without freeing them (a forked child keeps its parent's, see rsp_become_worker). */
+static void rsp_forget_views(rsp_bot *b) {
+    rs_bot *bot = &b->bot;
+    bot->producers = NULL;
+    bot->sample_countdown = NULL;
+    bot->lanes = NULL;
+    bot->lane_held = NULL;
+    bot->sample_every = NULL;
+    b->lane_guards = NULL;
+}
+
 static void rsp_free_views(rsp_bot *b) {
     rs_bot *bot = &b->bot;
     free(bot->producers);
@@ -384,12 +395,7 @@ static void rsp_free_views(rsp_bot *b) {
     free(bot->lane_held);
     free(bot->sample_every);
     free(b->lane_guards);
-    bot->producers = NULL;
-    bot->sample_countdown = NULL;
-    bot->lanes = NULL;
-    bot->lane_held = NULL;
-    bot->sample_every = NULL;
-    b->lane_guards = NULL;
+    rsp_forget_views(b);
 }
 
 /** The laneless and disabled producers: no records; laneless counts into the metric cells. */
@@ -1510,16 +1516,13 @@ static int rsp_become_worker(rsp_bot *b, rs_error *error) {
             o.worker = 1;
             /* The parent's views stay allocated, unused: a pointer to one of its producers
                (an exclusive lane) may still be called in the child, and writes nothing. */
-            bot->producers = NULL;
-            bot->sample_countdown = NULL;
-            bot->lanes = NULL;
-            bot->lane_held = NULL;
-            bot->sample_every = NULL;
-            b->lane_guards = NULL;
+            rsp_forget_views(b);
             rs_store_release_u32(&b->lanes_mapped, 0); /* the worker file's lanes are mapped anew */
             b->said_why_laneless = 0;
             char parent_path[sizeof bot->path];
             int32_t parent_pid = bot->owner_pid;
+            dev_t parent_dev = b->file_dev;
+            ino_t parent_ino = b->file_ino;
             snprintf(parent_path, sizeof parent_path, "%s", bot->path);
             snprintf(bot->path, sizeof bot->path, "%s", worker_path);
             bot->owner_pid = (int32_t)getpid();
@@ -1543,6 +1546,8 @@ static int rsp_become_worker(rsp_bot *b, rs_error *error) {
             } else {
                 snprintf(bot->path, sizeof bot->path, "%s", parent_path);
                 bot->owner_pid = parent_pid;
+                b->file_dev = parent_dev;
+                b->file_ino = parent_ino;
             }
         }
         free(entries);

@@ -222,8 +222,8 @@ struct RingAggregator {
     /// `source` to the bot's series: an existing series of the same name and labels, or a new
     /// one, as many as `allowance` (given what is held) leaves room for, in series and in bytes;
     /// the rest are refused (routed nowhere, their records counted, their descriptors' strings
-    /// let go). A metric whose name and labels another source registered as another kind is
-    /// refused too.
+    /// let go). A metric whose name and labels another source registered as another kind, or in
+    /// another unit, is refused too.
     /// - Returns: how many series were added.
     @discardableResult
     mutating func addMetrics(of consumer: RingConsumer, source: Int, admitting allowance: (_ held: Usage) -> Usage) -> Int {
@@ -233,7 +233,8 @@ struct RingAggregator {
         for metric in consumer.metrics[sources[source].routes.count...] where Int(metric.index) == sources[source].routes.count {
             let key = SeriesKey(name: metric.name, labels: metric.encodedLabels)
             if let existing = slots[key] {
-                if existing.kind == metric.kind.rawValue {
+                // Records of another unit would merge wrongly scaled: only the same kind and unit join.
+                if existing.kind == metric.kind.rawValue, unit(of: existing) == metric.unit {
                     sources[source].routes.append(Route(kind: existing.kind, slot: existing.slot, weight: UInt64(metric.sampleEvery)))
                 } else {
                     refuse(metric, in: consumer, source: source, forBytes: false)
@@ -272,6 +273,15 @@ struct RingAggregator {
         }
         chargedBytes += charged
         return admitted
+    }
+
+    /// The unit of the series a route leads to.
+    private func unit(of route: Route) -> MetricUnit {
+        switch route.kind {
+        case MetricKind.histogram.rawValue: histograms[route.slot].metric.unit
+        case MetricKind.counter.rawValue: counters[route.slot].metric.unit
+        default: gauges[route.slot].metric.unit
+        }
     }
 
     /// Routes a metric of `source` nowhere: its records are counted, its strings let go.

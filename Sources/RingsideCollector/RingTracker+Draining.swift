@@ -201,7 +201,7 @@ extension RingTracker {
             first.name + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
         guard ring.aggregator.refusedSeries > 0 else {
             ringLog(
-                "ring \(ring.name): metric \(metric) is registered as another kind by another file of bot \(ring.bot.name): "
+                "ring \(ring.name): metric \(metric) is registered as another kind or unit by another file of bot \(ring.bot.name): "
                     + "its records get no series (counted in ringside_ring_records_refused_total); give a name and label "
                     + "set one kind in every process", level: .warn)
             return

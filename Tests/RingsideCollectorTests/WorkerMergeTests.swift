@@ -57,6 +57,9 @@ struct WorkerMergeTests {
             // The same name and labels as another kind: the bot's own file registered it first.
             try own.counter("dual").increment()
             try worker.gauge("dual").set(9)
+            // The same histogram in another unit would merge wrongly scaled: refused too.
+            try own.histogram("wait", unit: .nanoseconds).record(5)
+            try worker.histogram("wait", unit: .microseconds).record(5)
             ownLevel.set(1)
 
             let captured = CapturedLog()
@@ -68,8 +71,11 @@ struct WorkerMergeTests {
             #expect(snapshot.series("level", ring: "mix")?.lastValue == 1)
             #expect(snapshot.series.filter { $0.metric.name == "dual" }.map(\.metric.kind) == [.counter])
             let workerRing = try #require(snapshot.rings.first { $0.name == "mix@\(getpid())" })
-            #expect(workerRing.seriesRefused == 1)
-            #expect(captured.contains("mix@\(getpid())", "registered as another kind"))
+            #expect(workerRing.seriesRefused == 2)
+            #expect(workerRing.recordsRefusedTotal == 2, "the worker's gauge record and its microsecond record")
+            #expect(snapshot.series("wait", ring: "mix")?.cumulativeCount == 1)
+            #expect(snapshot.series("wait", ring: "mix")?.metric.unit == .nanoseconds)
+            #expect(captured.contains("mix@\(getpid())", "registered as another kind or unit"))
 
             workerLevel.set(2)
             snapshot = pass(collector, offset: 1_100_000_000)
