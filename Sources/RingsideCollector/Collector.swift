@@ -104,6 +104,7 @@ public final class Collector: @unchecked Sendable {
         finished.wait()
         isRunning = false
         runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
+        tracker.saveHistograms()
         tracker.releaseAll()
         scheduler.followRings()  // the watch lets go of the rings too (it holds their consumers)
     }

@@ -90,17 +90,17 @@ struct RingAggregator {
             _ = merge()
         }
 
-        /// Takes what removed sources left before this collector started (see `FoldedTotals`).
+        /// Takes what removed sources left before this collector started (see `CollectorState`).
         mutating func takeFolded(_ seed: MetricCells) {
             folded.cells.total = seed.total
             folded.cells.dropped = seed.dropped
             _ = merge()
         }
 
-        /// What removed sources left, if anything: for `FoldedTotals`.
-        var foldedEntry: FoldedTotals.Entry? {
+        /// What removed sources left, if anything: for `CollectorState`.
+        var foldedEntry: CollectorState.Entry? {
             guard folded.cells.total > 0 || folded.cells.dropped > 0 else { return nil }
-            return FoldedTotals.Entry(
+            return CollectorState.Entry(
                 metric: metric.name, labels: metric.encodedLabels, total: folded.cells.total, dropped: folded.cells.dropped)
         }
 
@@ -145,6 +145,8 @@ struct RingAggregator {
     /// What removed sources left before this collector started, for series not made yet: each is
     /// taken by its series when a source registers its metric.
     private var seeds: [SeriesKey: MetricCells] = [:]
+    /// The all-time histograms of series not made yet, as the collector's last run left them.
+    private var histogramSeeds: [SeriesKey: Histogram] = [:]
     private var histograms: [Series<WindowedHistogram>] = []
     private var counters: [Series<WindowedCounter>] = []
     private var gauges: [Series<WindowedGauge>] = []
@@ -200,18 +202,40 @@ struct RingAggregator {
     }
 
     /// Takes what the bot's removed sources left before this collector started.
-    mutating func seed(_ entries: [FoldedTotals.Entry]) {
+    mutating func seed(_ entries: [CollectorState.Entry]) {
         for entry in entries {
             seeds[SeriesKey(name: entry.metric, labels: entry.labels)] = MetricCells(total: entry.total, dropped: entry.dropped)
         }
     }
 
+    /// Takes the all-time histograms the collector's last run left the bot's series; one that
+    /// does not hold together is left out.
+    mutating func seedHistograms(_ entries: [CollectorState.HistogramEntry]) {
+        for entry in entries {
+            guard let histogram = Histogram(entry.histogram) else { continue }
+            histogramSeeds[SeriesKey(name: entry.metric, labels: entry.labels)] = histogram
+        }
+    }
+
+    /// Every histogram series' all-time histogram (with those no series took yet): what
+    /// `CollectorState` keeps when the collector stops.
+    var allTimeHistograms: [CollectorState.HistogramEntry] {
+        let made = histograms.map { series in
+            CollectorState.HistogramEntry(
+                metric: series.metric.name, labels: series.metric.encodedLabels, histogram: series.windows.cumulative.persisted)
+        }
+        let waiting = histogramSeeds.map { key, histogram in
+            CollectorState.HistogramEntry(metric: key.name, labels: key.labels, histogram: histogram.persisted)
+        }
+        return (made + waiting).sorted { ($0.metric, $0.labels) < ($1.metric, $1.labels) }
+    }
+
     /// What removed sources left, per series (with the seeds no series took yet): what
-    /// `FoldedTotals` keeps across restarts.
-    var foldedEntries: [FoldedTotals.Entry] {
+    /// `CollectorState` keeps across restarts.
+    var foldedEntries: [CollectorState.Entry] {
         let taken = histograms.compactMap(\.foldedEntry) + counters.compactMap(\.foldedEntry) + gauges.compactMap(\.foldedEntry)
         let waiting = seeds.map { key, cells in
-            FoldedTotals.Entry(metric: key.name, labels: key.labels, total: cells.total, dropped: cells.dropped)
+            CollectorState.Entry(metric: key.name, labels: key.labels, total: cells.total, dropped: cells.dropped)
         }
         return (taken + waiting).sorted { ($0.metric, $0.labels) < ($1.metric, $1.labels) }
     }
@@ -263,6 +287,9 @@ struct RingAggregator {
             }
             slots[key] = route
             sources[source].routes.append(route)
+            if metric.kind == .histogram, let earlier = histogramSeeds.removeValue(forKey: key) {
+                histograms[route.slot].windows.seedAllTime(earlier)
+            }
             if let seed = seeds.removeValue(forKey: key) {
                 switch metric.kind {
                 case .histogram: histograms[route.slot].takeFolded(seed)

@@ -28,7 +28,7 @@ final class RingTracker {
     /// The bots the rings write, by name: a bot's own ring and its workers' feed one series.
     private(set) var bots: [String: BotSeries] = [:]
     /// What the bots' workers that are gone left, kept across restarts.
-    private let folded: FoldedTotals
+    private let folded: CollectorState
     /// Rings that wait for something to be done with them.
     private var due = DueRings()
     private var scan = DirectoryScan()
@@ -116,7 +116,7 @@ final class RingTracker {
         self.wakeup = wakeup
         startedRealtimeNanos = rs_clock_realtime_ns()
         descriptors = DescriptorBudget(ringLimit: ringLimit)
-        folded = FoldedTotals(ringDirectory: options.directory.path, log: log)
+        folded = CollectorState(ringDirectory: options.directory.path, log: log)
     }
 
     /// The rings drained and those released, in name order.
@@ -445,6 +445,7 @@ final class RingTracker {
         if let series = bots[bot] { return series }
         let series = BotSeries(name: bot, aggregator: RingAggregator(ring: bot, layout: layout, quantiles: options.quantiles.count))
         series.aggregator.seed(folded.entries(for: bot))
+        series.aggregator.seedHistograms(folded.histograms(for: bot))
         bots[bot] = series
         return series
     }
@@ -459,6 +460,11 @@ final class RingTracker {
         ring.bot.rings -= 1
         ring.bot.changedSincePublish = true
         if ring.bot.rings == 0, bots[ring.bot.name] === ring.bot { bots[ring.bot.name] = nil }
+    }
+
+    /// Saves every bot's all-time histograms (the collector stops), for its next run.
+    func saveHistograms() {
+        folded.setHistograms(bots.mapValues(\.aggregator.allTimeHistograms))
     }
 
     /// Lets go of every ring (the collector stops): records not yet drained stay in their rings.

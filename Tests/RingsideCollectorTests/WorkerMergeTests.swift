@@ -166,4 +166,32 @@ struct WorkerMergeTests {
             #expect(captured.contains("read the totals of workers that are gone (1 series of 1 bots)"), "\(captured.all)")
         }
     }
+
+    @Test("a collector that stops keeps its all-time histograms for the next: a _count and _sum never go back across a restart")
+    func histogramsOutliveARestart() throws {
+        try withRingDirectory { directory in
+            let n: UInt64 = 1000, children = 4
+            let run = try runTestProducer("fork-pool", ring: "pool", in: directory, ["--count", "\(n)", "--children", "\(children)"])
+            try #require(run.status == 0, "\(run.output) \(run.errors)")
+            let count = 1 + UInt64(children) * n
+            let sum = UInt128(n + 1) + UInt128(children) * UInt128(n * (n + 1) / 2)
+            let first = try makeCollector(directory, pollNanos: 10_000_000, captured: CapturedLog())
+            first.start()
+            let deadline = ContinuousClock.now + .seconds(30)
+            while first.snapshot.series("pool_values")?.cumulativeCount != count, ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+            #expect(first.snapshot.series("pool_values")?.cumulativeCount == count)
+            first.stop()  // saves its all-time histograms; every record is drained from the rings
+
+            let captured = CapturedLog()
+            let second = try makeCollector(directory, captured: captured)
+            let snapshot = pass(second)
+            let values = try #require(snapshot.series("pool_values", ring: "pool"))
+            #expect(values.cumulativeCount == count && values.cumulativeExactSum == sum, "kept, not counted twice")
+            #expect(values.windows.allSatisfy { $0.count == 0 }, "the windows are this run's: nothing new")
+            #expect(snapshot.series("pool_increments", ring: "pool")?.cumulativeExactSum == UInt128(count))
+            #expect(captured.contains("1 all-time histograms"), "\(captured.all)")
+        }
+    }
 }

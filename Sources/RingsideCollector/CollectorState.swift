@@ -1,9 +1,16 @@
 import Foundation
+import RingsideAggregation
 import RingsideSystem
 
-/// What the workers that are gone left to their bots' series (counter totals, drops), kept in a
-/// file beside the rings, `ringside-collector.state`, so that a collector restart keeps them: a
-/// worker's file is removed once it is folded (see `RingTracker.retire`), and its cells with it.
+/// What the collector keeps across restarts, in a file beside the rings,
+/// `ringside-collector.state`, so that no counter, `_count` or `_sum` goes back when it starts
+/// again:
+/// - what the workers that are gone left to their bots' series (counter totals, drops), saved as
+///   each is folded: a worker's file is removed then (see `RingTracker.retire`), its cells with it;
+/// - each histogram series' all-time histogram, saved when the collector stops: drained records
+///   are gone from the rings, and the all-time histograms were the collector's alone. A collector
+///   killed without stopping saves nothing: the next one starts from the histograms of the last
+///   stop (a `_count` seen to go back, as after a reset; never counted twice).
 ///
 /// The file is JSON, written whole to a temporary file and renamed over the old one (see
 /// `LogDirectory`: in /dev/shm, a sticky directory, nothing planted there is ever followed or
@@ -15,7 +22,7 @@ import RingsideSystem
 /// loses that worker's totals (a counter seen to reset) rather than counting them twice.
 ///
 /// Touched by the drain thread only.
-final class FoldedTotals {
+final class CollectorState {
     /// One series' folded figures.
     struct Entry: Codable, Equatable {
         var metric: String
@@ -25,9 +32,17 @@ final class FoldedTotals {
         var dropped: UInt64
     }
 
+    /// One histogram series' all-time histogram.
+    struct HistogramEntry: Codable {
+        var metric: String
+        var labels: String
+        var histogram: PersistedHistogram
+    }
+
     private struct Document: Codable {
         var version = 1
         var bots: [String: [Entry]]
+        var histograms: [String: [HistogramEntry]]?
     }
 
     /// The file's name in the ring directory.
@@ -36,6 +51,7 @@ final class FoldedTotals {
     private let directory: LogDirectory?
     private let log: CollectorLog
     private var bots: [String: [Entry]] = [:]
+    private var histograms: [String: [HistogramEntry]] = [:]
     /// What went wrong with the last save, said once until a save works again.
     private var lastError: String?
 
@@ -52,9 +68,14 @@ final class FoldedTotals {
         let path = "\(ringDirectory)/\(Self.fileName)"
         do {
             guard let bytes = try directory?.contents(of: Self.fileName) else { return }
-            bots = try JSONDecoder().decode(Document.self, from: Data(bytes)).bots
+            let document = try JSONDecoder().decode(Document.self, from: Data(bytes))
+            bots = document.bots
+            histograms = document.histograms ?? [:]
             let series = bots.values.reduce(0) { $0 + $1.count }
-            log("read the totals of workers that are gone (\(series) series of \(bots.count) bots) from \(path)")
+            let kept = histograms.values.reduce(0) { $0 + $1.count }
+            log(
+                "read the totals of workers that are gone (\(series) series of \(bots.count) bots) and \(kept) all-time "
+                    + "histograms from \(path)")
         } catch {
             log(
                 "cannot read \(path) (\(error)); the totals of workers that are gone start again from zero, "
@@ -64,6 +85,16 @@ final class FoldedTotals {
 
     /// What bot `bot`'s workers that are gone left.
     func entries(for bot: String) -> [Entry] { bots[bot] ?? [] }
+
+    /// The all-time histograms bot `bot`'s series had when the collector last stopped.
+    func histograms(for bot: String) -> [HistogramEntry] { histograms[bot] ?? [] }
+
+    /// Keeps the bots' all-time histograms now (those of bots not seen this run as they were),
+    /// and saves the file: when the collector stops.
+    func setHistograms(_ byBot: [String: [HistogramEntry]]) {
+        for (bot, entries) in byBot { histograms[bot] = entries.isEmpty ? nil : entries }
+        save()
+    }
 
     /// Keeps what `bot`'s gone workers left now, and saves the file.
     func set(_ entries: [Entry], for bot: String) {
@@ -76,7 +107,7 @@ final class FoldedTotals {
         guard let directory else { return }
         var failure: String?
         do {
-            let body = try JSONEncoder().encode(Document(bots: bots))
+            let body = try JSONEncoder().encode(Document(bots: bots, histograms: histograms.isEmpty ? nil : histograms))
             let temporary = try directory.createTemporary(for: Self.fileName)
             do { try System.writeAll(temporary.descriptor, [UInt8](body)) } catch {
                 failure = "cannot write \(directory.path(of: temporary.name)): \(error)"
