@@ -14,6 +14,9 @@ final class BotSeries {
     /// and the series it showed last if every window was empty then.
     var changedSincePublish = true
     var quietSeries: [SeriesSnapshot]?
+    /// A worker's ring fed it this run, or it took what an earlier run kept: its all-time
+    /// histograms are kept across restarts (a bot of one process starts them again, as before).
+    var keepsHistograms = false
 
     init(name: String, aggregator: RingAggregator) {
         self.name = name

@@ -7,8 +7,10 @@ import RingsideSystem
 /// again:
 /// - what the workers that are gone left to their bots' series (counter totals, drops), saved as
 ///   each is folded: a worker's file is removed then (see `RingTracker.retire`), its cells with it;
-/// - each histogram series' all-time histogram, saved when the collector stops: drained records
-///   are gone from the rings, and the all-time histograms were the collector's alone. A collector
+/// - the all-time histogram of each histogram series of a bot with workers, saved when the
+///   collector stops: drained records are gone from the rings, and the all-time histograms were
+///   the collector's alone (a bot of one process starts them again, as before: JSON of every
+///   bucket is tens of kilobytes a series, too much to keep for every bot). A collector
 ///   killed without stopping saves nothing: the next one starts from the histograms of the last
 ///   stop (a `_count` seen to go back, as after a reset; never counted twice).
 ///
@@ -33,7 +35,7 @@ final class CollectorState {
     }
 
     /// One histogram series' all-time histogram.
-    struct HistogramEntry: Codable {
+    struct HistogramEntry: Codable, Equatable {
         var metric: String
         var labels: String
         var histogram: PersistedHistogram
@@ -84,7 +86,7 @@ final class CollectorState {
     }
 
     /// What bot `bot`'s workers that are gone left.
-    func entries(for bot: String) -> [Entry] { bots[bot] ?? [] }
+    func foldedTotals(for bot: String) -> [Entry] { bots[bot] ?? [] }
 
     /// The all-time histograms bot `bot`'s series had when the collector last stopped.
     func histograms(for bot: String) -> [HistogramEntry] { histograms[bot] ?? [] }
@@ -92,12 +94,15 @@ final class CollectorState {
     /// Keeps the bots' all-time histograms now (those of bots not seen this run as they were),
     /// and saves the file: when the collector stops.
     func setHistograms(_ byBot: [String: [HistogramEntry]]) {
-        for (bot, entries) in byBot { histograms[bot] = entries.isEmpty ? nil : entries }
+        var updated = histograms
+        for (bot, entries) in byBot { updated[bot] = entries.isEmpty ? nil : entries }
+        guard updated != histograms else { return }  // nothing to keep: no file for a collector of one-process bots
+        histograms = updated
         save()
     }
 
     /// Keeps what `bot`'s gone workers left now, and saves the file.
-    func set(_ entries: [Entry], for bot: String) {
+    func setFoldedTotals(_ entries: [Entry], for bot: String) {
         guard bots[bot] ?? [] != entries else { return }
         bots[bot] = entries.isEmpty ? nil : entries
         save()

@@ -28,7 +28,7 @@ final class RingTracker {
     /// The bots the rings write, by name: a bot's own ring and its workers' feed one series.
     private(set) var bots: [String: BotSeries] = [:]
     /// What the bots' workers that are gone left, kept across restarts.
-    private let folded: CollectorState
+    private let state: CollectorState
     /// Rings that wait for something to be done with them.
     private var due = DueRings()
     private var scan = DirectoryScan()
@@ -116,7 +116,7 @@ final class RingTracker {
         self.wakeup = wakeup
         startedRealtimeNanos = rs_clock_realtime_ns()
         descriptors = DescriptorBudget(ringLimit: ringLimit)
-        folded = CollectorState(ringDirectory: options.directory.path, log: log)
+        state = CollectorState(ringDirectory: options.directory.path, log: log)
     }
 
     /// The rings drained and those released, in name order.
@@ -386,7 +386,7 @@ final class RingTracker {
         }
         guard removed else { return false }
         forget(ring)
-        folded.set(ring.bot.aggregator.foldedEntries, for: worker.bot)
+        state.setFoldedTotals(ring.bot.aggregator.foldedEntries, for: worker.bot)
         news = true
         if descriptors.waiting > 0 { scan.changed = true }  // a descriptor is free for them
         ringLog(
@@ -442,10 +442,15 @@ final class RingTracker {
     /// The series of the bot ring `name` writes, made when its first ring comes.
     private func botSeries(writtenBy name: String) -> BotSeries {
         let bot = BotSeries.botName(ofRing: name)
-        if let series = bots[bot] { return series }
+        if let series = bots[bot] {
+            if WorkerRing(name) != nil { series.keepsHistograms = true }
+            return series
+        }
         let series = BotSeries(name: bot, aggregator: RingAggregator(ring: bot, layout: layout, quantiles: options.quantiles.count))
-        series.aggregator.seed(folded.entries(for: bot))
-        series.aggregator.seedHistograms(folded.histograms(for: bot))
+        series.aggregator.seed(state.foldedTotals(for: bot))
+        let kept = state.histograms(for: bot)
+        series.aggregator.seedHistograms(kept)
+        series.keepsHistograms = WorkerRing(name) != nil || !kept.isEmpty
         bots[bot] = series
         return series
     }
@@ -462,9 +467,9 @@ final class RingTracker {
         if ring.bot.rings == 0, bots[ring.bot.name] === ring.bot { bots[ring.bot.name] = nil }
     }
 
-    /// Saves every bot's all-time histograms (the collector stops), for its next run.
+    /// Saves the all-time histograms of the bots with workers (the collector stops), for its next run.
     func saveHistograms() {
-        folded.setHistograms(bots.mapValues(\.aggregator.allTimeHistograms))
+        state.setHistograms(bots.filter { $0.value.keepsHistograms }.mapValues(\.aggregator.allTimeHistograms))
     }
 
     /// Lets go of every ring (the collector stops): records not yet drained stay in their rings.

@@ -147,8 +147,7 @@ struct WorkerMergeTests {
     func foldedTotalsOutliveARestart() throws {
         try withRingDirectory { directory in
             let n: UInt64 = 1000, children = 4
-            let run = try runTestProducer("fork-pool", ring: "pool", in: directory, ["--count", "\(n)", "--children", "\(children)"])
-            try #require(run.status == 0, "\(run.output) \(run.errors)")
+            try runPool(in: directory, children: children, count: n)
             let total = 1 + UInt64(children) * n
             do {
                 let captured = CapturedLog()
@@ -171,16 +170,12 @@ struct WorkerMergeTests {
     func histogramsOutliveARestart() throws {
         try withRingDirectory { directory in
             let n: UInt64 = 1000, children = 4
-            let run = try runTestProducer("fork-pool", ring: "pool", in: directory, ["--count", "\(n)", "--children", "\(children)"])
-            try #require(run.status == 0, "\(run.output) \(run.errors)")
+            try runPool(in: directory, children: children, count: n)
             let count = 1 + UInt64(children) * n
             let sum = UInt128(n + 1) + UInt128(children) * UInt128(n * (n + 1) / 2)
             let first = try makeCollector(directory, pollNanos: 10_000_000, captured: CapturedLog())
             first.start()
-            let deadline = ContinuousClock.now + .seconds(30)
-            while first.snapshot.series("pool_values")?.cumulativeCount != count, ContinuousClock.now < deadline {
-                Thread.sleep(forTimeInterval: 0.02)
-            }
+            _ = eventually(seconds: 30) { first.snapshot.series("pool_values")?.cumulativeCount == count ? true : nil }
             #expect(first.snapshot.series("pool_values")?.cumulativeCount == count)
             first.stop()  // saves its all-time histograms; every record is drained from the rings
 
@@ -194,4 +189,11 @@ struct WorkerMergeTests {
             #expect(captured.contains("1 all-time histograms"), "\(captured.all)")
         }
     }
+}
+
+/// Runs `ringside-test-producer fork-pool`: bot "pool" records once, then `children` forked
+/// workers each record 1 ... `count` and exit.
+private func runPool(in directory: RingDirectory, children: Int, count: UInt64) throws {
+    let run = try runTestProducer("fork-pool", ring: "pool", in: directory, ["--count", "\(count)", "--children", "\(children)"])
+    try #require(run.status == 0, "\(run.output) \(run.errors)")
 }
