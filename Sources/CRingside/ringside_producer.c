@@ -216,12 +216,25 @@ static int rsp_labels_valid(const char *labels, size_t length, char *why, size_t
     }
 }
 
+static const char *rsp_kind_name(unsigned kind) {
+    switch (kind) {
+    case RS_KIND_COUNTER: return "a counter";
+    case RS_KIND_GAUGE: return "a gauge";
+    case RS_KIND_HISTOGRAM: return "a histogram";
+    default: return "an unknown kind";
+    }
+}
+
 /** Checks registry entry `index` of an existing file, as a reader would. 1 if valid, else 0 and why. */
 static int rsp_entry_valid(const rs_registry_entry *e, uint32_t index, char *why, size_t why_size) {
     if (e->index != index) { snprintf(why, why_size, "its index field says %u", (unsigned)e->index); return 0; }
     if (e->kind < RS_KIND_COUNTER || e->kind > RS_KIND_HISTOGRAM) { snprintf(why, why_size, "unknown kind %u", e->kind); return 0; }
     if (e->unit > RS_UNIT_LAST) { snprintf(why, why_size, "unknown unit %u", e->unit); return 0; }
     if (e->sample_every < 1) { snprintf(why, why_size, "sample_every is 0"); return 0; }
+    if (e->gauge_merge >= RS_MERGE_POLICIES || (e->kind != RS_KIND_GAUGE && e->gauge_merge != RS_MERGE_LAST)) {
+        snprintf(why, why_size, "gauge merge policy %u on a %s", e->gauge_merge, rsp_kind_name(e->kind));
+        return 0;
+    }
     if (e->name_length > RS_NAME_MAX || !rsp_is_identifier(e->name, e->name_length)) {
         snprintf(why, why_size, "its name is not an identifier of 1 to %u bytes", RS_NAME_MAX);
         return 0;
@@ -237,18 +250,27 @@ static int rsp_entry_valid(const rs_registry_entry *e, uint32_t index, char *why
     return 1;
 }
 
-static const char *rsp_kind_name(unsigned kind) {
-    switch (kind) {
-    case RS_KIND_COUNTER: return "a counter";
-    case RS_KIND_GAUGE: return "a gauge";
-    case RS_KIND_HISTOGRAM: return "a histogram";
-    default: return "an unknown kind";
-    }
-}
-
 static const char *rsp_unit_name(unsigned unit) {
     static const char *const names[] = {"none", "ns", "us", "ms", "s", "bytes"};
     return unit <= RS_UNIT_LAST ? names[unit] : "unknown";
+}
+
+static const char *rsp_merge_name(unsigned merge) {
+    static const char *const names[] = {"the last set", "sum", "max", "min", "per worker"};
+    return merge < RS_MERGE_POLICIES ? names[merge] : "an unknown policy";
+}
+
+/** Whether encoded labels ("key=value" lines) have the key `key`. */
+static int rsp_has_label_key(const char *labels, size_t length, const char *key) {
+    size_t key_length = strlen(key);
+    for (size_t at = 0; at < length;) {
+        const char *line = labels + at;
+        const char *end = memchr(line, '\n', length - at);
+        size_t line_length = end ? (size_t)(end - line) : length - at;
+        if (line_length > key_length && line[key_length] == '=' && memcmp(line, key, key_length) == 0) return 1;
+        at += line_length + 1;
+    }
+    return 0;
 }
 
 static uint32_t rsp_ns_per_unit(unsigned unit) {
@@ -1003,6 +1025,7 @@ typedef struct {
     const char *help;
     size_t help_length;
     uint32_t sample_every;
+    unsigned gauge_merge;
 } rsp_request;
 
 /** "{key=value,key=value}", or "" without labels, for messages. */
@@ -1036,6 +1059,16 @@ static int rsp_check_request(rsp_bot *b, rsp_request *r, rs_error *error) {
     }
     if (r->kind == RS_KIND_GAUGE && r->sample_every != 1) {
         return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: a gauge keeps its last value: sample_every must be 1", name_length, r->name);
+    }
+    if (r->gauge_merge >= RS_MERGE_POLICIES) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: unknown gauge merge policy %u", name_length, r->name, r->gauge_merge);
+    }
+    if (r->kind != RS_KIND_GAUGE && r->gauge_merge != RS_MERGE_LAST) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: only a gauge has a merge policy", name_length, r->name);
+    }
+    if (r->gauge_merge == RS_MERGE_PER_WORKER && rsp_has_label_key(r->labels, r->labels_length, "pid")) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: a per-worker gauge is labelled pid by the collector: "
+                        "it cannot have a label named pid", name_length, r->name);
     }
     if (r->help_length > RS_HELP_MAX || (r->help_length > 0 && (r->help == NULL || memchr(r->help, 0, r->help_length) != NULL))) {
         return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: the help text must be at most %u bytes, without NUL",
@@ -1075,6 +1108,12 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
                             rsp_labels_for_message(r, labels, sizeof labels), rsp_kind_name(e->kind), rsp_unit_name(e->unit),
                             (unsigned)e->sample_every, rsp_kind_name(r->kind), rsp_unit_name(r->unit), (unsigned)r->sample_every);
         }
+        if (e->gauge_merge != r->gauge_merge) {
+            char labels[RS_LABELS_MAX + 3];
+            return rsp_fail(error, bot->name, RS_E_CONFLICT, "gauge %.*s%s is already registered merging its workers by %s; "
+                            "asked for %s", (int)r->name_length, r->name, rsp_labels_for_message(r, labels, sizeof labels),
+                            rsp_merge_name(e->gauge_merge), rsp_merge_name(r->gauge_merge));
+        }
         rsp_fill_metric(metric, i, r);
         return 0;
     }
@@ -1087,6 +1126,7 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
     e->index = count;
     e->kind = (uint8_t)r->kind;
     e->unit = (uint8_t)r->unit;
+    e->gauge_merge = (uint8_t)r->gauge_merge;
     e->sample_every = r->sample_every;
     e->name_length = (uint16_t)r->name_length;
     e->labels_length = (uint16_t)r->labels_length;
@@ -1103,14 +1143,16 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
 
 int rs_bot_register_encoded(rs_bot *bot, rs_metric *metric, const char *name, size_t name_length,
                             rs_kind kind, rs_unit unit, const char *labels, size_t labels_length,
-                            const char *help, size_t help_length, uint32_t sample_every, rs_error *error) {
+                            const char *help, size_t help_length, uint32_t sample_every, rs_gauge_merge merge,
+                            rs_error *error) {
     rsp_clear_error(error);
     if (metric) memset(metric, 0, sizeof *metric);
     if (bot == NULL || metric == NULL) {
         return rsp_fail(error, bot ? bot->name : "(null)", RS_E_INVALID, "rs_bot_register needs a bot and a metric to fill");
     }
     rsp_bot *b = rsp_of(bot);
-    rsp_request r = {name, name_length, (unsigned)kind, (unsigned)unit, labels, labels_length, help, help_length, sample_every};
+    rsp_request r = {name, name_length, (unsigned)kind, (unsigned)unit, labels, labels_length, help, help_length, sample_every,
+                     (unsigned)merge};
     int rc = rsp_check_request(b, &r, error);
     if (rc != 0) return rc;
     if (__atomic_load_n(&b->forked, __ATOMIC_ACQUIRE) && (rc = rsp_become_worker(b, error)) != 0) return rc;
@@ -1175,8 +1217,10 @@ static int rsp_encode_labels(rs_bot *bot, const char *metric, const char *const 
     return 0;
 }
 
-int rs_bot_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind kind, rs_unit unit,
-                    const char *const *labels, const char *help, uint32_t sample_every, rs_error *error) {
+/** Registers through rs_bot_register_encoded, the labels encoded first. */
+static int rsp_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind kind, rs_unit unit,
+                        const char *const *labels, const char *help, uint32_t sample_every, rs_gauge_merge merge,
+                        rs_error *error) {
     rsp_clear_error(error);
     if (metric) memset(metric, 0, sizeof *metric);
     if (bot == NULL || metric == NULL) {
@@ -1187,7 +1231,17 @@ int rs_bot_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind ki
     int rc = rsp_encode_labels(bot, name, labels, encoded, &length, error);
     if (rc != 0) return rc;
     return rs_bot_register_encoded(bot, metric, name, name ? strlen(name) : 0, kind, unit, encoded, length,
-                                   help, help ? strlen(help) : 0, sample_every, error);
+                                   help, help ? strlen(help) : 0, sample_every, merge, error);
+}
+
+int rs_bot_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind kind, rs_unit unit,
+                    const char *const *labels, const char *help, uint32_t sample_every, rs_error *error) {
+    return rsp_register(bot, metric, name, kind, unit, labels, help, sample_every, RS_MERGE_LAST, error);
+}
+
+int rs_bot_register_gauge(rs_bot *bot, rs_metric *metric, const char *name, rs_unit unit, const char *const *labels,
+                          const char *help, rs_gauge_merge merge, rs_error *error) {
+    return rsp_register(bot, metric, name, RS_KIND_GAUGE, unit, labels, help, 1, merge, error);
 }
 
 uint32_t rs_bot_metric_count(const rs_bot *bot) {
@@ -1465,6 +1519,7 @@ static int rsp_take_registry_locked(rsp_bot *b, const rs_registry_entry *entries
         rs_registry_entry *e = rsp_entry(b, i);
         if (i < had) {
             if (e->kind != entries[i].kind || e->unit != entries[i].unit || e->sample_every != entries[i].sample_every
+                || e->gauge_merge != entries[i].gauge_merge
                 || e->name_length != entries[i].name_length || e->labels_length != entries[i].labels_length
                 || memcmp(e->name, entries[i].name, e->name_length) != 0 || memcmp(e->labels, entries[i].labels, e->labels_length) != 0) {
                 return rsp_fail(error, bot->name, RS_E_CONFLICT, "%.700s holds another metric at index %u than the parent's registry",

@@ -148,15 +148,19 @@ public final class Bot: Sendable {
     }
 
     /// Registers (or finds again) a gauge: a value set now and then, read as the last one set.
+    /// - Parameter merge: how the collector merges it across the bot's workers (processes that
+    ///   write the bot, see docs/workers.md): the value set last by default; `.sum`, `.max` or
+    ///   `.min` of the live workers' values; or `.perWorker`, a series per worker labelled `pid`
+    ///   (its own labels may not name `pid`).
     public func gauge(
         _ name: String, unit: MetricUnit = .none, labels: [String: String] = [:],
-        help: String = ""
+        help: String = "", merge: GaugeMerge = .last
     ) throws(RingError) -> Gauge {
         Gauge(
             bot: self,
             metric: try attachment.register(
                 name, kind: .gauge, unit: unit, labels: labels,
-                help: help, sampleEvery: 1))
+                help: help, sampleEvery: 1, gaugeMerge: merge))
     }
 
     /// Registers (or finds again) a histogram: observations whose distribution the collector

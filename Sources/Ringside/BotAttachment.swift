@@ -85,7 +85,7 @@ final class BotAttachment: @unchecked Sendable {
     /// Registers (or finds again) a metric; checks its arguments in Swift first, for typed errors.
     func register(
         _ metricName: String, kind: MetricKind, unit: MetricUnit, labels: [String: String],
-        help: String, sampleEvery: UInt32
+        help: String, sampleEvery: UInt32, gaugeMerge: GaugeMerge = .last
     ) throws(RingError) -> rs_metric {
         let ring = name
         func invalid(_ reason: String) -> RingError { .invalidMetric(ring: ring, metric: metricName, reason: reason) }
@@ -108,7 +108,7 @@ final class BotAttachment: @unchecked Sendable {
                     rs_bot_register_encoded(
                         pointer, &metric, nameBytes.baseAddress, nameBytes.count, rs_kind(UInt32(kind.rawValue)),
                         rs_unit(UInt32(unit.rawValue)), labelBytes.baseAddress, labelBytes.count,
-                        helpBytes.baseAddress, helpBytes.count, sampleEvery, &error)
+                        helpBytes.baseAddress, helpBytes.count, sampleEvery, rs_gauge_merge(UInt32(gaugeMerge.rawValue)), &error)
                 }
             }
         }

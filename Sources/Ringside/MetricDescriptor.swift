@@ -57,6 +57,32 @@ public enum MetricUnit: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     }
 }
 
+/// How the collector merges a gauge across the workers of a bot (processes writing it, each its
+/// own file): declared at registration. A bot of one process has one value, whatever the policy.
+public enum GaugeMerge: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// The value set last, by any worker, as across threads: a shared fact (a price, a limit).
+    case last = 0
+    /// The sum of the live workers' last values: a per-worker quantity (requests in flight).
+    case sum = 1
+    /// The largest of the live workers' last values.
+    case max = 2
+    /// The smallest of the live workers' last values.
+    case min = 3
+    /// A series per live worker, labelled `pid`.
+    case perWorker = 4
+
+    /// The policy's name in flags, JSON and messages: `last`, `sum`, `max`, `min`, `per_worker`.
+    public var description: String {
+        switch self {
+        case .last: return "last"
+        case .sum: return "sum"
+        case .max: return "max"
+        case .min: return "min"
+        case .perWorker: return "per_worker"
+        }
+    }
+}
+
 /// One registry entry: a metric's identity and how to read its records.
 public struct MetricDescriptor: Sendable, Equatable, Hashable {
     /// The metric's position in the registry; records name their metric by it.
@@ -71,10 +97,12 @@ public struct MetricDescriptor: Sendable, Equatable, Hashable {
     public let help: String
     /// 1 in `sampleEvery` calls is written; a reader multiplies counts by it.
     public let sampleEvery: UInt32
+    /// A gauge's merge across workers (`.last` for the other kinds).
+    public let gaugeMerge: GaugeMerge
 
     package init(
         index: UInt32, name: String, kind: MetricKind, unit: MetricUnit,
-        encodedLabels: String, help: String, sampleEvery: UInt32
+        encodedLabels: String, help: String, sampleEvery: UInt32, gaugeMerge: GaugeMerge = .last
     ) {
         self.index = index
         self.name = name
@@ -83,6 +111,7 @@ public struct MetricDescriptor: Sendable, Equatable, Hashable {
         self.encodedLabels = encodedLabels
         self.help = help
         self.sampleEvery = sampleEvery
+        self.gaugeMerge = gaugeMerge
     }
 
     /// The labels as a dictionary.

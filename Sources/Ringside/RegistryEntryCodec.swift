@@ -10,6 +10,9 @@ extension MetricDescriptor {
         guard let kind = MetricKind(rawValue: entry.kind) else { throw bad("unknown kind \(entry.kind)") }
         guard let unit = MetricUnit(rawValue: entry.unit) else { throw bad("unknown unit \(entry.unit)") }
         guard entry.sample_every >= 1 else { throw bad("sample_every is 0") }
+        guard let gaugeMerge = GaugeMerge(rawValue: entry.gauge_merge), kind == .gauge || gaugeMerge == .last else {
+            throw bad("gauge merge policy \(entry.gauge_merge) on a \(kind)")
+        }
         var copy = entry
         let name = try Self.string(&copy.name, length: entry.name_length, field: "name", index: index)
         let labels = try Self.string(&copy.labels, length: entry.labels_length, field: "labels", index: index)
@@ -19,7 +22,7 @@ extension MetricDescriptor {
         guard !help.utf8.contains(0) else { throw bad("the help text has a NUL") }
         self.init(
             index: UInt32(index), name: name, kind: kind, unit: unit, encodedLabels: labels,
-            help: help, sampleEvery: entry.sample_every)
+            help: help, sampleEvery: entry.sample_every, gaugeMerge: gaugeMerge)
     }
 
     /// Reads `length` bytes of a fixed-size C array as UTF-8, refusing lengths past its end.

@@ -104,6 +104,9 @@
  *   help    any UTF-8 without NUL, at most RS_HELP_MAX bytes
  * (name, labels) identifies a metric: a producer that attaches again reuses matching entries.
  * `sample_every` > 1 (histograms only) writes 1 record in N calls; readers scale counts by N.
+ * `gauge_merge` (gauges only; 0 for the other kinds) says how a reader merges the gauge across
+ * the bot's workers (rs_gauge_merge); a file written before it existed holds 0, the value set
+ * last, which is what readers did then. A per-worker gauge has no label of its own named "pid".
  *
  * WRITING WITHOUT A C COMPILER: every shared field is an aligned 32- or 64-bit integer. A
  * producer in another language needs plain loads and stores plus the orderings written here
@@ -190,6 +193,17 @@ typedef enum {
 } rs_unit;
 #define RS_UNIT_LAST RS_UNIT_BYTES
 
+/** How a reader merges a gauge's values across the workers of a bot (see WORKERS), as declared
+    at registration. A bot of one process has one value: every policy shows it. */
+typedef enum {
+    RS_MERGE_LAST = 0,       /* the value set last, by any worker (as across threads); the default */
+    RS_MERGE_SUM = 1,        /* the sum of the live workers' last values (in flight, queue depth) */
+    RS_MERGE_MAX = 2,        /* the largest of the live workers' last values */
+    RS_MERGE_MIN = 3,        /* the smallest of the live workers' last values */
+    RS_MERGE_PER_WORKER = 4, /* a series per live worker, labelled pid="<pid>" (the label is the reader's) */
+} rs_gauge_merge;
+#define RS_MERGE_POLICIES 5u /* policies 0 to 4; a reader refuses an entry with another */
+
 /** Record flags. */
 #define RS_FLAG_SPAN 0x01u /* the value is a duration measured with the precise clock */
 
@@ -244,7 +258,8 @@ typedef struct {
     uint32_t index;         /* 0x000 this entry's position in the registry */
     uint8_t kind;           /* 0x004 rs_kind */
     uint8_t unit;           /* 0x005 rs_unit */
-    uint16_t reserved0;     /* 0x006 */
+    uint8_t gauge_merge;    /* 0x006 rs_gauge_merge for a gauge; 0 for the other kinds */
+    uint8_t reserved0;      /* 0x007 zero */
     uint32_t sample_every;  /* 0x008 1 in N calls is written (1: every call; histograms only) */
     uint16_t name_length;   /* 0x00C */
     uint16_t labels_length; /* 0x00E */
@@ -329,7 +344,8 @@ RS_STATIC_ASSERT(sizeof(rs_registry_entry) == RS_REGISTRY_ENTRY_SIZE, "registry 
 RS_FIELD_AT(rs_registry_entry, index, 0x000);
 RS_FIELD_AT(rs_registry_entry, kind, 0x004);
 RS_FIELD_AT(rs_registry_entry, unit, 0x005);
-RS_FIELD_AT(rs_registry_entry, reserved0, 0x006);
+RS_FIELD_AT(rs_registry_entry, gauge_merge, 0x006);
+RS_FIELD_AT(rs_registry_entry, reserved0, 0x007);
 RS_FIELD_AT(rs_registry_entry, sample_every, 0x008);
 RS_FIELD_AT(rs_registry_entry, name_length, 0x00C);
 RS_FIELD_AT(rs_registry_entry, labels_length, 0x00E);

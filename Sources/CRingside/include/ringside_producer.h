@@ -12,10 +12,11 @@
  *   rs_bot *bot;
  *   if (rs_bot_attach(&bot, "bot-a", NULL, &error) < 0) { fprintf(stderr, "%s\n", error.message); exit(1); }
  *   const char *labels[] = {"symbol", "AAPL", NULL};          // key, value, ..., NULL
- *   rs_metric fill, orders, exposure;
+ *   rs_metric fill, orders, exposure, in_flight;
  *   rs_bot_register(bot, &fill, "order_fill_latency", RS_KIND_HISTOGRAM, RS_UNIT_MICROSECONDS, labels, "", 1, &error);
  *   rs_bot_register(bot, &orders, "orders", RS_KIND_COUNTER, RS_UNIT_NONE, NULL, "", 1, &error);
  *   rs_bot_register(bot, &exposure, "gross_exposure", RS_KIND_GAUGE, RS_UNIT_NONE, NULL, "", 1, &error);
+ *   rs_bot_register_gauge(bot, &in_flight, "orders_in_flight", RS_UNIT_NONE, NULL, "", RS_MERGE_SUM, &error); // workers add up
  *   // on any thread:
  *   rs_bot_record(bot, fill, elapsed_us);            // an observation in the metric's unit
  *   uint64_t start = rs_clock_precise_ns();
@@ -230,7 +231,17 @@ int rs_bot_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind ki
  */
 int rs_bot_register_encoded(rs_bot *bot, rs_metric *metric, const char *name, size_t name_length,
                             rs_kind kind, rs_unit unit, const char *labels, size_t labels_length,
-                            const char *help, size_t help_length, uint32_t sample_every, rs_error *error);
+                            const char *help, size_t help_length, uint32_t sample_every, rs_gauge_merge merge,
+                            rs_error *error);
+
+/**
+ * Registers (or finds again) a gauge that declares how the collector merges it across the bot's
+ * workers (see WORKERS in ringside.h): RS_MERGE_LAST (what rs_bot_register gives a gauge), SUM,
+ * MAX, MIN, or PER_WORKER (a series per live worker, labelled pid; the gauge's own labels may not
+ * name pid). The same gauge registered again with another policy is RS_E_CONFLICT.
+ */
+int rs_bot_register_gauge(rs_bot *bot, rs_metric *metric, const char *name, rs_unit unit, const char *const *labels,
+                          const char *help, rs_gauge_merge merge, rs_error *error);
 
 /** Registry entries published so far (0 for a disabled bot). */
 uint32_t rs_bot_metric_count(const rs_bot *bot);
