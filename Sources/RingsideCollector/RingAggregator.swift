@@ -10,8 +10,10 @@ import RingsideAggregation
 /// WORKERS in ringside.h). Each file is a source, with a registry of its own: its metrics are
 /// routed to the bot's series by name and labels, never by index. Counter totals and drops are
 /// the sum over the sources, plus what sources that are gone left (folded in when a source is
-/// removed), so a worker's exit never takes from a total; a gauge shows the value set last, as
-/// the cells' sampling saw it.
+/// removed), so a worker's exit never takes from a total. A gauge merges by the policy it
+/// declared (`GaugeMerge`): the value set last, as the cells' sampling saw it; the sum, largest
+/// or smallest of the live sources' values; or a series per source, labelled with its pid, which
+/// goes with it.
 ///
 /// Series live in one array per kind, mutated in place, so the drain loop's per-record work is
 /// an index, two checks and one windowed update, with no reference counting. Every record is
@@ -38,16 +40,23 @@ struct RingAggregator {
         var refusedSeries = 0
         var refusedRecords: UInt64 = 0
         var inUse = true
+        /// The pid of the process that writes it: a per-worker gauge's label.
+        var pid: Int32 = 0
     }
 
     /// A source's cells of one series, and when the collector saw them change.
-    private struct SourceCells {
+    fileprivate struct SourceCells {
         var cells: MetricCells
         var changedNanos: UInt64
     }
 
-    private struct Series<Windows> {
+    fileprivate struct Series<Windows> {
         let metric: MetricDescriptor
+        /// A per-worker gauge's source: the series goes when it does.
+        var owner: Int?
+        /// Gauges merged by sum, max or min: each source's last recorded value, whose merge the
+        /// windows take at each record.
+        var recordedValues: [Double?] = []
         var windows: Windows
         /// Records arrived since the last snapshot of this series.
         var touched = true
@@ -87,6 +96,7 @@ struct RingAggregator {
                 folded.changedNanos = gone.changedNanos
             }
             sourceCells[source] = nil
+            if source < recordedValues.count { recordedValues[source] = nil }
             _ = merge()
         }
 
@@ -104,7 +114,8 @@ struct RingAggregator {
                 metric: metric.name, labels: metric.encodedLabels, total: folded.cells.total, dropped: folded.cells.dropped)
         }
 
-        /// The merged cells: sums, and the value set last (the source seen to change it latest).
+        /// The merged cells: sums, and a gauge's value by its policy: the value set last (the
+        /// source seen to change it latest), or the sum, max or min of the live sources' values.
         private mutating func merge() -> Bool {
             var merged = folded.cells
             var latest = folded.changedNanos
@@ -115,6 +126,9 @@ struct RingAggregator {
                     merged.lastValue = value
                     latest = source.changedNanos
                 }
+            }
+            if metric.gaugeMerge.combinesLiveSources {
+                merged.lastValue = metric.gaugeMerge.combine(sourceCells.lazy.map { $0?.cells.lastValue })
             }
             let changed = merged != cells
             cells = merged
@@ -142,6 +156,8 @@ struct RingAggregator {
     private let cost: SeriesCost
     private(set) var sources: [Source] = []
     private var slots: [SeriesKey: Route] = [:]
+    /// Each gauge's policy, by the name and labels it was registered with: the first source's.
+    private var gaugePolicies: [SeriesKey: GaugeMerge] = [:]
     /// What removed sources left before this collector started, for series not made yet: each is
     /// taken by its series when a source registers its metric.
     private var seeds: [SeriesKey: MetricCells] = [:]
@@ -181,24 +197,48 @@ struct RingAggregator {
 
     // MARK: - Sources
 
-    /// A new source (a file of the bot), reusing the index of one removed.
-    mutating func addSource() -> Int {
+    /// A new source (a file of the bot, written by process `pid`), reusing the index of one removed.
+    mutating func addSource(pid: Int32) -> Int {
         if let free = sources.firstIndex(where: { !$0.inUse }) {
-            sources[free] = Source()
+            sources[free] = Source(pid: pid)
             return free
         }
-        sources.append(Source())
+        sources.append(Source(pid: pid))
         return sources.count - 1
     }
 
     /// Removes a source whose file is gone: its counters' totals, drops and gauges' last values
-    /// are folded into the series, which keep them; its index may be reused.
+    /// set are folded into the series, which keep them (gauges merged over live sources let its
+    /// value go); its per-worker gauges go; its index may be reused.
     mutating func removeSource(_ source: Int) {
         guard source < sources.count, sources[source].inUse else { return }
         for index in histograms.indices { histograms[index].removeSource(source) }
         for index in counters.indices { counters[index].removeSource(source) }
-        for index in gauges.indices { gauges[index].removeSource(source) }
+        for index in gauges.indices.reversed() {
+            if gauges[index].owner == source { removeGauge(at: index) } else { gauges[index].removeSource(source) }
+        }
         sources[source] = Source(inUse: false)
+    }
+
+    /// Removes a gauge series (a per-worker gauge whose worker is gone): the last series takes its
+    /// slot, and the routes to it follow.
+    private mutating func removeGauge(at slot: Int) {
+        let gone = gauges[slot].metric
+        slots[SeriesKey(name: gone.name, labels: gone.encodedLabels)] = nil
+        chargedBytes -= cost.bytes(of: gone)
+        let last = gauges.count - 1
+        if slot != last {
+            gauges.swapAt(slot, last)
+            let moved = gauges[slot].metric
+            slots[SeriesKey(name: moved.name, labels: moved.encodedLabels)]?.slot = slot
+            for source in sources.indices {
+                for route in sources[source].routes.indices
+                where sources[source].routes[route].kind == MetricKind.gauge.rawValue && sources[source].routes[route].slot == last {
+                    sources[source].routes[route].slot = slot
+                }
+            }
+        }
+        gauges.removeLast()
     }
 
     /// Takes what the bot's removed sources left before this collector started.
@@ -254,11 +294,31 @@ struct RingAggregator {
         let room = allowance(usage)
         var admitted = 0
         var charged = 0
-        for metric in consumer.metrics[sources[source].routes.count...] where Int(metric.index) == sources[source].routes.count {
+        for declared in consumer.metrics[sources[source].routes.count...] where Int(declared.index) == sources[source].routes.count {
+            var metric = declared
+            if metric.kind == .gauge {
+                // Every source must merge a gauge alike; a per-worker gauge's series is its source's.
+                let declaredKey = SeriesKey(name: metric.name, labels: metric.encodedLabels)
+                if let policy = gaugePolicies[declaredKey], policy != metric.gaugeMerge {
+                    refuse(metric, in: consumer, source: source, forBytes: false)
+                    continue
+                }
+                gaugePolicies[declaredKey] = metric.gaugeMerge
+                if metric.gaugeMerge == .perWorker {
+                    guard let labelled = metric.labelled(pid: sources[source].pid) else {
+                        refuse(metric, in: consumer, source: source, forBytes: false)
+                        continue
+                    }
+                    metric = labelled
+                }
+            }
             let key = SeriesKey(name: metric.name, labels: metric.encodedLabels)
             if let existing = slots[key] {
-                // Records of another unit would merge wrongly scaled: only the same kind and unit join.
-                if existing.kind == metric.kind.rawValue, unit(of: existing) == metric.unit {
+                // Records of another unit would merge wrongly scaled: only the same kind, unit and
+                // gauge policy join; a per-worker series is its own source's only.
+                if existing.kind == metric.kind.rawValue, unit(of: existing) == metric.unit, policy(of: existing) == metric.gaugeMerge,
+                    metric.gaugeMerge != .perWorker
+                {
                     sources[source].routes.append(Route(kind: existing.kind, slot: existing.slot, weight: UInt64(metric.sampleEvery)))
                 } else {
                     refuse(metric, in: consumer, source: source, forBytes: false)
@@ -283,7 +343,8 @@ struct RingAggregator {
                 counters.append(Series(metric: metric, windows: WindowedCounter(layout: layout)))
             case .gauge:
                 route = Route(kind: metric.kind.rawValue, slot: gauges.count, weight: 1)
-                gauges.append(Series(metric: metric, windows: WindowedGauge(layout: layout)))
+                let owner = metric.gaugeMerge == .perWorker ? source : nil
+                gauges.append(Series(metric: metric, owner: owner, windows: WindowedGauge(layout: layout)))
             }
             slots[key] = route
             sources[source].routes.append(route)
@@ -300,6 +361,11 @@ struct RingAggregator {
         }
         chargedBytes += charged
         return admitted
+    }
+
+    /// The gauge policy of the series a route leads to (`.last` for other kinds).
+    private func policy(of route: Route) -> GaugeMerge {
+        route.kind == MetricKind.gauge.rawValue ? gauges[route.slot].metric.gaugeMerge : .last
     }
 
     /// The unit of the series a route leads to.
@@ -401,8 +467,7 @@ struct RingAggregator {
                 histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
                 histograms[route.slot].touched = true
             default:
-                gauges[route.slot].windows.set(Double(bitPattern: record.value), atNanos: time)
-                gauges[route.slot].touched = true
+                gauges[route.slot].set(Double(bitPattern: record.value), from: source, atNanos: time)
             }
         }
         return records.count
@@ -565,6 +630,58 @@ struct RingAggregator {
             count += 1
         }
         return count
+    }
+}
+
+extension RingAggregator.Series where Windows == WindowedGauge {
+    /// Takes a gauge's record from `source`: its windows see the value set, or, for a gauge merged
+    /// by sum, max or min, that merge over the sources' last recorded values.
+    mutating func set(_ value: Double, from source: Int, atNanos time: UInt64) {
+        touched = true
+        guard metric.gaugeMerge.combinesLiveSources else {
+            windows.set(value, atNanos: time)
+            return
+        }
+        if recordedValues.count <= source { recordedValues += Array(repeating: nil, count: source + 1 - recordedValues.count) }
+        recordedValues[source] = value
+        if let merged = metric.gaugeMerge.combine(recordedValues) { windows.set(merged, atNanos: time) }
+    }
+}
+
+extension GaugeMerge {
+    /// Whether the merged value is computed over the live sources' values (sum, max, min).
+    var combinesLiveSources: Bool { self == .sum || self == .max || self == .min }
+
+    /// The sum, max or min of the values present; nil when none is.
+    func combine(_ values: some Sequence<Double?>) -> Double? {
+        var result: Double?
+        for case let value? in values {
+            guard let soFar = result else {
+                result = value
+                continue
+            }
+            switch self {
+            case .sum: result = soFar + value
+            case .max: result = Swift.max(soFar, value)
+            case .min: result = Swift.min(soFar, value)
+            case .last, .perWorker: result = value
+            }
+        }
+        return result
+    }
+}
+
+extension MetricDescriptor {
+    /// The descriptor with the label `pid="<pid>"` added, for a per-worker gauge's series; nil
+    /// when the labels cannot take it (a `pid` of their own, or too long).
+    func labelled(pid: Int32) -> MetricDescriptor? {
+        var pairs = labelDictionary
+        guard pairs["pid"] == nil else { return nil }
+        pairs["pid"] = String(pid)
+        guard case let .success(encoded) = MetricDescriptor.encode(labels: pairs) else { return nil }
+        return MetricDescriptor(
+            index: index, name: name, kind: kind, unit: unit, encodedLabels: encoded, help: help,
+            sampleEvery: sampleEvery, gaugeMerge: gaugeMerge)
     }
 }
 

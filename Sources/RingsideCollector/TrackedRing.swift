@@ -82,7 +82,9 @@ final class TrackedRing {
         identity = consumer.identity
         file = consumer
         self.bot = bot
-        source = bot.aggregator.addSource()
+        // A worker's file names its pid; the bot's own file says who attached it.
+        let pid = WorkerRing(consumer.name)?.pid ?? ((try? consumer.status())?.producerPID ?? 0)
+        source = bot.aggregator.addSource(pid: pid)
         bot.rings += 1
     }
 

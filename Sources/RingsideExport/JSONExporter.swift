@@ -116,6 +116,7 @@ public enum JSONExporter {
                 json.field("total", series.cumulativeExactSum)
             case .gauge:
                 json.field("value", sample: series.lastValue)
+                json.field("merge", metric.gaugeMerge.description)
                 json.field("dropped_records", series.droppedRecords)
             }
             json.key("windows")

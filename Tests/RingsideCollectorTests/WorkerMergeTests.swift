@@ -2,6 +2,7 @@ import CRingside
 import Foundation
 import Ringside
 @testable import RingsideCollector
+import RingsideSnapshot
 import RingsideTestSupport
 import Testing
 
@@ -84,6 +85,53 @@ struct WorkerMergeTests {
             snapshot = pass(collector, offset: 2_200_000_000)
             #expect(snapshot.series("level", ring: "mix")?.lastValue == 3, "then the bot's own process")
             withExtendedLifetime((own, worker)) {}
+        }
+    }
+
+    @Test(
+        "gauges merge across workers by the policy they declared: sum, max and min of the live workers, a series per worker labelled pid; a worker's exit takes its value and its series away"
+    )
+    func gaugesMergeByPolicy() throws {
+        try withRingDirectory { directory in
+            let producer = try ChildProcess(
+                testProducer: "gauge-workers", ring: "gauges", in: directory, ["--children", "2"], withInput: true)
+            let line = try #require(producer.readLine())
+            let pids = line.split(separator: " ").dropFirst().compactMap { Int32($0) }
+            try #require(pids.count == 2, "\(line)")
+            func value(of gauge: String, in snapshot: RingsideSnapshot.Snapshot) -> Double? {
+                snapshot.series.first { $0.metric.name == gauge && $0.ring == "gauges" }?.lastValue
+            }
+            func perWorker(_ snapshot: RingsideSnapshot.Snapshot) -> [String: Double] {
+                var values: [String: Double] = [:]
+                for series in snapshot.series where series.metric.name == "queue" {
+                    values[series.metric.labelDictionary["pid"] ?? "none"] = series.lastValue
+                }
+                return values
+            }
+
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            var snapshot = pass(collector)
+            #expect(value(of: "in_flight", in: snapshot) == 31, "1 + 10 + 20")
+            #expect(value(of: "peak", in: snapshot) == 20)
+            #expect(value(of: "low", in: snapshot) == 1)
+            let expected: [String: Double] = ["\(producer.pid)": 1, "\(pids[0])": 10, "\(pids[1])": 20]
+            let found = perWorker(snapshot)
+            #expect(found == expected, "\(found.sorted { $0.key < $1.key }) \(expected.sorted { $0.key < $1.key })")
+            #expect(snapshot.series.filter { $0.metric.name == "shared" }.count == 1, "the value set last: one series")
+
+            // Worker 2 exits: once it is drained and its file removed, its value leaves the merges.
+            producer.write("exit 2\n")
+            #expect(producer.readLine() == "exited \(pids[1])")
+            for step in 1...3 { snapshot = pass(collector, offset: UInt64(step) * 2_000_000_000) }
+            #expect(!FileManager.default.fileExists(atPath: directory.filePath(for: "gauges@\(pids[1])")))
+            #expect(value(of: "in_flight", in: snapshot) == 11, "1 + 10")
+            #expect(value(of: "peak", in: snapshot) == 10)
+            #expect(value(of: "low", in: snapshot) == 1)
+            let left = perWorker(snapshot)
+            let stay = expected.filter { $0.key != "\(pids[1])" }
+            #expect(left == stay, "\(left.sorted { $0.key < $1.key })")
+            producer.closeInput()
+            #expect(producer.waitForExit().status == 0)
         }
     }
 

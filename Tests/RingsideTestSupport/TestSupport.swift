@@ -76,13 +76,16 @@ package final class ChildProcess: @unchecked Sendable {
     private let process = Process()
     private let output = Pipe()
     private let errors = Pipe()
+    private let input: Pipe?
     private var buffered = Data()
     private var bufferedErrors = Data()
 
     /// Starts `executable` (a package executable's name or a path) with `arguments`, set up as
-    /// `RunningProcess` sets up its process.
-    package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+    /// `RunningProcess` sets up its process; `withInput` gives it a standard input to `write` to.
+    package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], withInput: Bool = false) throws {
+        input = withInput ? Pipe() : nil
         try configure(process, executable, arguments, environment: environment)
+        if let input { process.standardInput = input }
         process.standardOutput = output
         process.standardError = errors
         try withNoSignalsBlocked { try process.run() }
@@ -91,6 +94,10 @@ package final class ChildProcess: @unchecked Sendable {
     deinit { killIfRunning(process) }
 
     package var pid: Int32 { process.processIdentifier }
+
+    /// Writes to its standard input (started `withInput`); `closeInput` ends it.
+    package func write(_ text: String) { input?.fileHandleForWriting.write(Data(text.utf8)) }
+    package func closeInput() { try? input?.fileHandleForWriting.close() }
 
     /// The next line of standard output, or nil at end of file.
     package func readLine() -> String? {
@@ -161,10 +168,11 @@ extension ChildProcess {
     /// `directory`, with `options` after.
     package convenience init(
         testProducer mode: String, ring: String, in directory: RingDirectory, _ options: [String] = [],
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], withInput: Bool = false
     ) throws {
         try self.init(
-            "ringside-test-producer", testProducerArguments(mode, ring: ring, in: directory, options), environment: environment)
+            "ringside-test-producer", testProducerArguments(mode, ring: ring, in: directory, options), environment: environment,
+            withInput: withInput)
     }
 }
 

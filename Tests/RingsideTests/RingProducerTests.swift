@@ -160,6 +160,34 @@ struct RingProducerTests {
         }
     }
 
+    @Test(
+        "a gauge's merge policy is stored in its registry entry; asked again with another it is a conflict, and a per-worker gauge may not name the label pid"
+    )
+    func gaugeMergePolicies() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("merging", directory: directory.path, options: .init(laneCapacity: 1024))
+            for merge in GaugeMerge.allCases { _ = try bot.gauge("level_\(merge)", merge: merge) }
+            _ = try bot.gauge("in_flight", merge: .sum)  // found again
+            #expect {
+                try bot.gauge("in_flight", merge: .max)
+            } throws: { error in
+                guard case let RingError.metricConflict(_, metric, reason)? = error as? RingError else { return false }
+                return metric == "in_flight" && reason.contains("sum") && reason.contains("max")
+            }
+            #expect {
+                try bot.gauge("queue", labels: ["pid": "1"], merge: .perWorker)
+            } throws: { error in
+                guard case let RingError.invalidMetric(_, _, reason)? = error as? RingError else { return false }
+                return reason.contains("pid")
+            }
+            _ = try bot.gauge("queue", labels: ["pid": "1"])  // a label of its own, when the collector adds none
+            let consumer = try RingConsumer("merging", directory: directory)
+            let stored = consumer.metrics.map { "\($0.name):\($0.gaugeMerge)" }
+            #expect(
+                stored == GaugeMerge.allCases.map { "level_\($0):\($0)" } + ["in_flight:sum", "queue:last"])
+        }
+    }
+
     @Test("sampling writes 1 in N calls and records N in the registry")
     func samplingWritesOneInN() throws {
         try withRingDirectory { directory in

@@ -70,6 +70,12 @@
 //       N+1 ... 2N, increments N times and sets -1 in each (into its worker files) and exits; the
 //       parent then records 2N+1 ... 3N, increments N times, sets 2, and prints
 //       "child STATUS pid PID parent 2N".
+//   ringside-test-producer gauge-workers --dir DIR --ring NAME --children C
+//       registers gauges "in_flight" (merged by sum), "peak" (max), "low" (min), "queue" (per
+//       worker) and "shared" (the value set last), sets each to 1, then forks C children: child k
+//       (1 ... C) sets each to 10k (in its worker file) and waits. Prints "children PID..." once
+//       all have set theirs; then, for each line "exit K" on its input, has child K exit, reaps it
+//       and prints "exited PID"; at the end of its input, the rest exit too.
 import CAllocationCounter
 import CRingside
 import Foundation
@@ -89,7 +95,7 @@ guard let mode = arguments.first,
     [
         "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
-        "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series",
+        "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers",
     ].contains(mode)
 else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
@@ -174,7 +180,8 @@ func countAllocations(_ ring: Bot, count: UInt64) throws -> (calls: UInt64, heap
     return (calls, Int(heap_bytes_in_use()) - Int(heapBefore))
 }
 
-if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "fork-pool", "lanes"].contains(mode) {
+if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "fork-pool", "lanes", "gauge-workers"].contains(mode)
+{
     do {
         var botOptions = Bot.Options()
         if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
@@ -420,6 +427,8 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         try forkWarm(bot, options: options, count: count)
     case "fork-pool":
         try forkPool(bot, options: options, count: count)
+    case "gauge-workers":
+        try gaugeWorkers(bot, children: Int(options["children"] ?? "2") ?? 2)
     case "short-threads-joined":
         try shortThreadsJoined(bot, options: options, count: count)
     default:  // fork
@@ -504,6 +513,56 @@ func forkPool(_ bot: Bot, options: [String: String], count: UInt64) throws {
         statuses.append(status)
     }
     print("children \(pids.map(String.init).joined(separator: " ")) statuses \(statuses.map(String.init).joined(separator: " "))")
+}
+
+/// `gauge-workers`: forked workers that set gauges of each merge policy, and exit when told.
+func gaugeWorkers(_ bot: Bot, children: Int) throws {
+    let gauges = [
+        try bot.gauge("in_flight", merge: .sum), try bot.gauge("peak", merge: .max), try bot.gauge("low", merge: .min),
+        try bot.gauge("queue", merge: .perWorker), try bot.gauge("shared"),
+    ]
+    for gauge in gauges { gauge.set(1) }
+    var ready: [Int32] = [-1, -1]
+    guard pipe(&ready) == 0 else { fail("pipe failed") }
+    var pids: [Int32] = [], exits: [Int32] = []
+    for child in 1...children {
+        var told: [Int32] = [-1, -1]
+        guard pipe(&told) == 0 else { fail("pipe failed") }
+        let pid = fork()
+        if pid == 0 {
+            for gauge in gauges { gauge.set(Double(10 * child)) }
+            var byte: UInt8 = 1
+            _ = write(ready[1], &byte, 1)
+            _ = read(told[0], &byte, 1)  // the parent's byte
+            _exit(0)
+        }
+        close(told[0])
+        pids.append(pid)
+        exits.append(told[1])
+    }
+    for _ in pids {
+        var byte: UInt8 = 0
+        guard read(ready[0], &byte, 1) == 1 else { fail("a child never set its gauges") }
+    }
+    print("children \(pids.map(String.init).joined(separator: " "))")
+    fflush(nil)
+    var running = Set(pids.indices)
+    while let line = readLine() {
+        guard line.hasPrefix("exit "), let k = Int(line.dropFirst(5)), running.contains(k - 1) else { continue }
+        var byte: UInt8 = 1
+        _ = write(exits[k - 1], &byte, 1)  // a byte: later children hold this pipe's write end too
+        var status: Int32 = 0
+        waitpid(pids[k - 1], &status, 0)
+        running.remove(k - 1)
+        print("exited \(pids[k - 1])")
+        fflush(nil)
+    }
+    for index in running {
+        var byte: UInt8 = 1
+        _ = write(exits[index], &byte, 1)
+        var status: Int32 = 0
+        waitpid(pids[index], &status, 0)
+    }
 }
 
 /// `fork-warm`: fork() while the forking thread holds a lane of two bots.
