@@ -201,9 +201,10 @@ extension RingTracker {
             first.name + (first.labels.isEmpty ? "" : "{" + first.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}")
         guard ring.aggregator.refusedSeries > 0 else {
             ringLog(
-                "ring \(ring.name): metric \(metric) is registered as another kind or unit by another file of bot \(ring.bot.name): "
+                "ring \(ring.name): metric \(metric) is registered as another kind, unit or gauge merge policy by another file of bot "
+                    + "\(ring.bot.name) (or is a per-worker gauge with a label pid of its own): "
                     + "its records get no series (counted in ringside_ring_records_refused_total); give a name and label "
-                    + "set one kind in every process", level: .warn)
+                    + "set one kind, unit and policy in every process", level: .warn)
             return
         }
         let cap =

@@ -76,7 +76,7 @@ struct WorkerMergeTests {
             #expect(workerRing.recordsRefusedTotal == 2, "the worker's gauge record and its microsecond record")
             #expect(snapshot.series("wait", ring: "mix")?.cumulativeCount == 1)
             #expect(snapshot.series("wait", ring: "mix")?.metric.unit == .nanoseconds)
-            #expect(captured.contains("mix@\(getpid())", "registered as another kind or unit"))
+            #expect(captured.contains("mix@\(getpid())", "registered as another kind, unit or gauge merge policy"))
 
             workerLevel.set(2)
             snapshot = pass(collector, offset: 1_100_000_000)
