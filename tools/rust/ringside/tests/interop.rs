@@ -112,8 +112,8 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
              from ringside import _values\n\
              bot = ringside.attach({BOT:?}, directory={dir:?})\n\
              core = bot._core\n\
-             latency = core.register('c_latency', 3, 2, b'symbol=AAPL\\nvenue=XNAS', '', 1)\n\
-             orders = core.register('c_orders', 1, 0, b'', '', 1)\n\
+             latency = core.register('c_latency', 3, 2, b'symbol=AAPL\\nvenue=XNAS', '', 1, 0)\n\
+             orders = core.register('c_orders', 1, 0, b'', '', 1, 0)\n\
              assert (latency, orders) == (0, 1), (latency, orders)\n\
              observe = core.handle(latency, 3, 1, True, _values.converter(3, {BOT:?}, 'c_latency', 'none')).observe\n\
              inc = core.handle(orders, 1, 1, True, _values.converter(1, {BOT:?}, 'c_orders', 'none')).inc\n\
