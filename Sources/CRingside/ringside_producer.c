@@ -232,7 +232,7 @@ static int rsp_entry_valid(const rs_registry_entry *e, uint32_t index, char *why
     if (e->unit > RS_UNIT_LAST) { snprintf(why, why_size, "unknown unit %u", e->unit); return 0; }
     if (e->sample_every < 1) { snprintf(why, why_size, "sample_every is 0"); return 0; }
     if (e->gauge_merge >= RS_MERGE_POLICIES || (e->kind != RS_KIND_GAUGE && e->gauge_merge != RS_MERGE_LAST)) {
-        snprintf(why, why_size, "gauge merge policy %u on a %s", e->gauge_merge, rsp_kind_name(e->kind));
+        snprintf(why, why_size, "gauge merge policy %u on %s", e->gauge_merge, rsp_kind_name(e->kind));
         return 0;
     }
     if (e->name_length > RS_NAME_MAX || !rsp_is_identifier(e->name, e->name_length)) {

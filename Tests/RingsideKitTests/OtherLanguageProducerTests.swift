@@ -156,7 +156,7 @@ struct OtherLanguageProducerTests {
         }
     }
 
-    @Test("the Python producer writes lanes from threads that the Swift reader decodes exactly, and refuses what it must")
+    @Test("the Python producer writes lanes from threads that the Swift reader decodes exactly (a gauge's merge policy too), and refuses what it must")
     func pythonProducerRoundTrip() throws {
         guard let python = try requiredSystemTool("python3") else { return }
         try withRingDirectory { directory in
@@ -171,10 +171,10 @@ struct OtherLanguageProducerTests {
             let pid = lines.first.flatMap { $0.split(separator: " ").last } ?? "?"
             #expect(lines.contains { $0.hasPrefix("second producer refused: ") && $0.contains("(pid \(pid))") }, "\(first.output)")
             #expect(lines.contains { $0.hasPrefix("aarch64 refused: ") }, "\(first.output)")
-            #expect(lines.contains("conflict refused"), "\(first.output)")
+            #expect(lines.contains("conflict refused") && lines.contains("merge conflict refused"), "\(first.output)")
             #expect(lines.contains { $0.hasPrefix("bad value refused: ") && $0.contains("py_latency") }, "\(first.output)")
             #expect(lines.contains("disabled wrote nothing"), "\(first.output)")
-            #expect(lines.contains("wrote \(count * threads + 1) dropped 0 metrics 3"), "\(first.output)")
+            #expect(lines.contains("wrote \(count * threads + 2) dropped 0 metrics 4"), "\(first.output)")
             let second = try runProcess(python, arguments, mergingErrors: true)
             #expect(second.status == 0, "\(second.output)")
 
@@ -186,6 +186,9 @@ struct OtherLanguageProducerTests {
                         encodedLabels: "desk=δ-1\nsymbol=MSFT", help: "from Python", sampleEvery: 1),
                     MetricDescriptor(index: 1, name: "py_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
                     MetricDescriptor(index: 2, name: "py_level", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
+                    MetricDescriptor(
+                        index: 3, name: "py_in_flight", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1,
+                        gaugeMerge: .sum),
                 ])
             // Every thread wrote i * 1000 + 7 for i in 1...COUNT, in order, into its own lane (a
             // lane may be reused by a later thread, and so hold two runs' values one after the other).
@@ -197,6 +200,7 @@ struct OtherLanguageProducerTests {
             #expect(lanes.values.allSatisfy { $0.allSatisfy { $0.metric != 1 } }, "counters write no records")
             #expect(cells["py_orders"]?.total == UInt64(2 * threads * count * 3))
             #expect(cells["py_level"]?.lastValue == -Double(count) * 0.25)
+            #expect(cells["py_in_flight"]?.lastValue == Double(count))
             let status = try RingInspector("from-py", directory: directory).status()
             #expect(status.producerAttaches == 2 && !status.producerAlive && status.dropped == 0)
             #expect(status.maxMetrics == 16 && status.lanes.count >= 1 && status.lanes.count <= threads + 1)

@@ -5,6 +5,7 @@
     fill = bot.histogram("order_fill_latency", unit="s", labelnames=("symbol",))
     orders = bot.counter("orders")
     exposure = bot.gauge("gross_exposure")
+    in_flight = bot.gauge("orders_in_flight", merge="sum")  # the collector adds the workers' values
 
     fill.labels("AAPL").observe(0.0012)                  # seconds, stored as 1,200,000 ns exactly
     with fill.labels("MSFT").time(): ...                 # a span, timed by the precise clock
@@ -43,7 +44,8 @@ file of its own, <name>@<pid>, and the collector merges them into the bot's seri
   registration or .labels(...) of a new series through a bot of its parent makes it a worker of
   that bot. Its file starts with the parent's metrics at the same places, so the metrics it
   inherited record as they did in the parent, into the child's file; the parent's file keeps the
-  parent's records only. A child that never records creates no file and says nothing. Should the
+  parent's records only. A gauge's merge= (see Bot.gauge) says how the collector merges its
+  workers' values. A child that never records creates no file and says nothing. Should the
   file not be made (a full /dev/shm, or the parent's file removed), the child writes nothing to
   that bot and says why once on stderr: its calls return False or None, and registering raises
   RingError. Until its first record, a child's bot is not enabled and its path is None. Gauges'
@@ -234,12 +236,22 @@ class Bot:
         return self._family(Counter, name, "none", labelnames, labels, help, 1)
 
     def gauge(self, name: str, *, unit: str = "none", labelnames: str | Iterable[str] = (),
-              labels: Mapping[str, object] | None = None, help: str = "") -> Gauge:
-        """A gauge: set(value), inc(n=1), dec(n=1), from any thread; the last value is exact."""
-        return self._family(Gauge, name, unit, labelnames, labels, help, 1)
+              labels: Mapping[str, object] | None = None, help: str = "", merge: str = "last") -> Gauge:
+        """A gauge: set(value), inc(n=1), dec(n=1), from any thread; the last value is exact.
+
+        merge: how the collector merges the gauge across the bot's workers (processes that write
+        the bot: see WORKERS AND FORK): "last", the value set last by any of them (the default);
+        "sum", "max" or "min" of the live workers' last values (a queue's depth, requests in
+        flight: "sum"); or "per_worker", a series per live worker labelled pid (so its own labels
+        may not name pid). A bot of one process has one value, whatever the policy. The same gauge
+        asked again with another policy raises RingError; an unknown policy RingValueError."""
+        if not isinstance(merge, str) or merge not in _values.MERGE_CODES:
+            raise RingValueError(f"bot {self.name}: metric {name}: unknown gauge merge {merge!r}; one of "
+                                 f"{', '.join(_values.MERGE_CODES)}")
+        return self._family(Gauge, name, unit, labelnames, labels, help, 1, _values.MERGE_CODES[merge])
 
     def _family(self, cls: type[_M], name: str, unit: str, labelnames: str | Iterable[str],
-                labels: Mapping[str, object] | None, help: str, sample_every: int) -> _M:
+                labels: Mapping[str, object] | None, help: str, sample_every: int, merge: int = 0) -> _M:
         _values.check_name(self.name, name)
         if unit not in _values.UNIT_CODES:
             raise RingValueError(f"bot {self.name}: metric {name}: unknown unit {unit!r}; one of "
@@ -252,16 +264,22 @@ class Bot:
             raise RingValueError(f"bot {self.name}: metric {name}: {error}") from None
         if len(set(names)) != len(names) or set(names) & set(constant):
             raise RingValueError(f"bot {self.name}: metric {name}: label names {names} repeat a name")
-        shape = (cls, unit, names, tuple(sorted(constant.items())), help, sample_every)
+        if merge == _values.MERGE_CODES["per_worker"] and ("pid" in names or "pid" in constant):
+            raise RingValueError(f"bot {self.name}: metric {name}: a per-worker gauge is labelled pid by the "
+                                 "collector: it cannot have a label named pid")
+        shape = (cls, unit, names, tuple(sorted(constant.items())), help, sample_every, merge)
         with self._lock:
             family = self._families.get(name)
             if family is not None:
+                if family._shape != shape and family._shape[:-1] == shape[:-1]:  # the same but the merge policy
+                    raise RingError(f"bot {self.name}: gauge {name} is already registered merging its workers by "
+                                    f"{_values.merge_phrase(family._merge)}; asked for {_values.merge_phrase(merge)}")
                 if family._shape != shape or not isinstance(family, cls):  # (the shape names the class)
                     raise RingError(f"bot {self.name}: metric {name} is already a {type(family).__name__.lower()} "
                                     f"in {family.unit} with label names {family.labelnames}; asked for a "
                                     f"{cls.__name__.lower()} in {unit} with label names {names}")
                 return family
-            created = cls(self, name, unit, names, constant, help, sample_every, shape)
+            created = cls(self, name, unit, names, constant, help, sample_every, merge, shape)
             self._families[name] = created
             return created
 
@@ -276,14 +294,16 @@ class _Metric:
     """A metric family, and each of its series: with label names, a family whose .labels(...)
     returns (and caches) the series; without, a series itself."""
     __slots__ = ("_bot", "name", "unit", "labelnames", "labelvalues", "_constant", "_help", "_sample_every",
-                 "_shape", "_children")
+                 "_merge", "_shape", "_children")
     _kind = 0
     _call_names: tuple[str, ...] = ()
 
     def __init__(self, bot: Bot, name: str, unit: str, labelnames: tuple[str, ...], constant: dict[str, object],
-                 help: str, sample_every: int, shape: tuple[object, ...], labelvalues: tuple[str, ...] = ()) -> None:
+                 help: str, sample_every: int, merge: int, shape: tuple[object, ...],
+                 labelvalues: tuple[str, ...] = ()) -> None:
         self._bot, self.name, self.unit, self.labelnames = bot, name, unit, labelnames
         self._constant, self._help, self._sample_every, self._shape = constant, help, sample_every, shape
+        self._merge = merge  # the gauge's rs_gauge_merge code (0 for the other kinds)
         self.labelvalues = labelvalues
         self._children: dict[tuple[object, ...], Self] = {}
         if labelnames and not labelvalues:
@@ -297,7 +317,7 @@ class _Metric:
         except ValueError as error:
             raise RingValueError(f"bot {bot.name}: metric {name}: {error}") from None
         kind, core = self._kind, bot._core
-        index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every)
+        index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every, merge)
         scale = _values.NANOSECONDS_PER.get(unit, 1) if kind == KIND_HISTOGRAM else 1
         handle = core.handle(index, kind, scale, unit not in _values.NANOSECONDS_PER,
                              _values.converter(kind, bot.name, name, unit))
@@ -329,7 +349,7 @@ class _Metric:
             child = self._children.get(strings)
             if child is None:
                 child = type(self)(self._bot, self.name, self.unit, self.labelnames, self._constant, self._help,
-                                   self._sample_every, self._shape, strings)
+                                   self._sample_every, self._merge, self._shape, strings)
                 self._children[strings] = child
             self._children[key] = child
         return child
@@ -384,7 +404,8 @@ class Counter(_Metric):
 class Gauge(_Metric):
     """set(value), inc(n=1), dec(n=1): a float; the last value set, by any thread, is kept
     exactly, and a record of it (for windowed min and max) may be dropped like any other. inc and
-    dec start from 0 in each process, a forked child included, as prometheus_client's do."""
+    dec start from 0 in each process, a forked child included, as prometheus_client's do. Across
+    a bot's workers the collector merges it by the policy of Bot.gauge(merge=...)."""
     __slots__ = ("set", "inc", "dec")
     _kind = KIND_GAUGE
     _call_names = ("set", "inc", "dec")

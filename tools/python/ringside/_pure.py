@@ -38,11 +38,12 @@ At the child's first record, registration or lane claim through one of them, the
 worker: it reads the parent's registry through a read-only descriptor of its own (only if the
 path still names the file the parent attached), creates (or adopts, as attach() does) the file
 <name>@<childpid> with the parent's shape and mode, and copies the parent's entries into it at the
-same indices, so the handles it inherited work unchanged. A child that never records creates
-nothing and says nothing. If the worker file cannot be made, the child writes nothing to that bot
-(its calls return False or None; registering raises RingError) and says why once on stderr. A
-child that closes the bot is told it is closed, as anywhere. Gauges' inc and dec start from 0 in
-the child, as in any new process.
+same indices (whole: a gauge's merge policy with them), so the handles it inherited work
+unchanged; an entry an adopted file holds already must be the parent's in every field, the policy
+included. A child that never records creates nothing and says nothing. If the worker file cannot
+be made, the child writes nothing to that bot (its calls return False or None; registering raises
+RingError) and says why once on stderr. A child that closes the bot is told it is closed, as
+anywhere. Gauges' inc and dec start from 0 in the child, as in any new process.
 
 MEMORY ORDERING. The format needs release stores: a record's 32 bytes before the write_cursor that
 publishes them; a new lane's pages and zeroed header before lanes_allocated; a registry entry
@@ -106,7 +107,7 @@ from typing import Any, Callable
 
 from ._backend import Converter
 from ._errors import RingError, RingValueError
-from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS
+from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS, merge_phrase
 
 __all__ = ["attach", "Bot", "check_memory_ordering"]
 
@@ -158,8 +159,9 @@ _LI_OWNER = 0x1C // 4  # an int32 thread id, stored like the pid
 _LI_CLAIMS = 0x20 // 4
 _LQ_READ = 0x80 // 8
 _LQ_CELLS = LANE_HEADER_SIZE // 8
-# A registry entry's fixed part: index, kind, unit, reserved, sample_every, three lengths.
-_ENTRY = struct.Struct("<IBBHIHHH")
+# A registry entry's fixed part: index, kind, unit, gauge_merge, reserved0, sample_every, three lengths.
+_ENTRY = struct.Struct("<IBBBBIHHH")
+MERGE_LAST, MERGE_PER_WORKER, MERGE_POLICIES = 0, 4, 5  # rs_gauge_merge: last, sum, max, min, per worker
 # A record: timestamp_ns, value, sequence, then metric, kind, flags and reserved packed by the
 # writer into one little-endian 8-byte word (fewer arguments to pack). Gauges pack a double.
 _RECORD = struct.Struct("<QQQQ")
@@ -247,23 +249,26 @@ class _Metric:
     """A registered metric as this process knows it: what the slow path and the messages need.
     `convert` (ringside/_values.py) turns a value the hot path did not take into the value stored,
     or raises the error naming the metric and the value; Bot.handle() sets it."""
-    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "convert")
+    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "merge", "convert")
     convert: Converter
 
-    def __init__(self, bot: str, index: int, name: str, kind: int, unit: int, sample_every: int, labels: bytes) -> None:
+    def __init__(self, bot: str, index: int, name: str, kind: int, unit: int, sample_every: int, labels: bytes,
+                 merge: int) -> None:
         self.bot, self.index, self.name, self.kind = bot, index, name, kind
-        self.unit, self.sample_every, self.labels = unit, sample_every, labels
+        self.unit, self.sample_every, self.labels, self.merge = unit, sample_every, labels, merge
 
 
 def _same_metric(a: _Metric, b: _Metric) -> bool:
-    """The same metric: name, labels, kind, unit and sampling."""
-    return (a.name, a.labels, a.kind, a.unit, a.sample_every) == (b.name, b.labels, b.kind, b.unit, b.sample_every)
+    """The same metric: name, labels, kind, unit, sampling and a gauge's merge policy."""
+    return ((a.name, a.labels, a.kind, a.unit, a.sample_every, a.merge)
+            == (b.name, b.labels, b.kind, b.unit, b.sample_every, b.merge))
 
 
 def _read_entry(bot: str, buffer: bytes | memoryview, offset: int, index: int) -> _Metric | str:
     """Registry entry `index`, at `offset` of `buffer`, checked as a reader would: the metric, or
     why the entry is invalid."""
-    entry_index, kind, unit, _, sample_every, name_length, labels_length, help_length = _ENTRY.unpack_from(buffer, offset)
+    (entry_index, kind, unit, merge, _, sample_every, name_length, labels_length,
+     help_length) = _ENTRY.unpack_from(buffer, offset)
     name = bytes(buffer[offset + 0x18:offset + 0x18 + min(name_length, NAME_MAX)])
     labels = bytes(buffer[offset + 0x80:offset + 0x80 + min(labels_length, LABELS_MAX)])
     help_bytes = bytes(buffer[offset + 0x180:offset + 0x180 + min(help_length, HELP_MAX)])
@@ -271,13 +276,15 @@ def _read_entry(bot: str, buffer: bytes | memoryview, offset: int, index: int) -
                else f"unknown kind {kind}" if kind not in _KIND_NAMES
                else f"unknown unit {unit}" if unit not in _UNIT_NAMES
                else "sample_every is 0" if sample_every < 1
+               else f"gauge merge policy {merge} on {_KIND_NAMES[kind]}"
+               if merge >= MERGE_POLICIES or (kind != KIND_GAUGE and merge != MERGE_LAST)
                else f"its name is not an identifier of 1 to {NAME_MAX} bytes"
                if name_length > NAME_MAX or not _IDENTIFIER_BYTES.match(name)
                else f"labels length {labels_length}" if labels_length > LABELS_MAX
                else _labels_problem(labels) or (
                    f"its help is longer than {HELP_MAX} bytes or holds a NUL"
                    if help_length > HELP_MAX or b"\0" in help_bytes else None))
-    return problem or _Metric(bot, index, name.decode("ascii"), kind, unit, sample_every, labels)
+    return problem or _Metric(bot, index, name.decode("ascii"), kind, unit, sample_every, labels, merge)
 
 
 # MARK: - Lanes
@@ -958,9 +965,12 @@ class Bot:
 
     # MARK: Registration
 
-    def register(self, name: str, kind: int, unit: int, labels: bytes, help: str, sample_every: int) -> int:
+    def register(self, name: str, kind: int, unit: int, labels: bytes, help: str, sample_every: int,
+                 merge: int) -> int:
         """Registers (or finds again) a metric and returns its index: `unit` is an rs_unit code,
-        `labels` the stored encoding ("key=value" lines sorted by key), `help` a str."""
+        `labels` the stored encoding ("key=value" lines sorted by key), `help` a str, `merge` an
+        rs_gauge_merge code (0, the value set last, but for gauges). The same metric asked again
+        with another kind, unit, sampling or merge policy is a conflict."""
         def invalid(reason: str) -> RingValueError:
             return RingValueError(f"bot {self.name}: metric {name}: {reason}")
         if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name.encode()) > NAME_MAX:
@@ -976,17 +986,26 @@ class Bot:
             raise invalid(f"the help text must be at most {HELP_MAX} bytes, without NUL")
         if not isinstance(sample_every, int) or not 1 <= sample_every <= _U32 or (kind != KIND_HISTOGRAM and sample_every != 1):
             raise invalid(f"sample_every {sample_every!r} must be an integer from 1 to 2^32-1 (1 but for histograms)")
+        if not isinstance(merge, int) or not 0 <= merge < MERGE_POLICIES:
+            raise invalid(f"unknown gauge merge policy {merge!r}")
+        if kind != KIND_GAUGE and merge != MERGE_LAST:
+            raise invalid("only a gauge has a merge policy")
+        if merge == MERGE_PER_WORKER and any(line.startswith(b"pid=") for line in labels.split(b"\n")):
+            raise invalid("a per-worker gauge is labelled pid by the collector: it cannot have a label named pid")
         with self._lock:
             self._check_usable()
             self._become_worker()  # in a forked child: a worker file of its own first (else raises)
             existing = self._metrics.get((name, labels))
             if existing:
+                shown = "{" + labels.decode().replace("\n", ",") + "}" if labels else ""
                 if (existing.kind, existing.unit, existing.sample_every) != (kind, unit, sample_every):
-                    shown = "{" + labels.decode().replace("\n", ",") + "}" if labels else ""
                     raise RingError(
                         f"bot {self.name}: metric {name}{shown} is already registered as {_KIND_NAMES[existing.kind]} "
                         f"in {_UNIT_NAMES[existing.unit]} sampled 1 in {existing.sample_every}; asked for "
                         f"{_KIND_NAMES[kind]} in {_UNIT_NAMES[unit]} sampled 1 in {sample_every}")
+                if existing.merge != merge:
+                    raise RingError(f"bot {self.name}: gauge {name}{shown} is already registered merging its workers by "
+                                    f"{merge_phrase(existing.merge)}; asked for {merge_phrase(merge)}")
                 return existing.index
             index = len(self._entries)
             if index >= self._registry_capacity:
@@ -997,14 +1016,14 @@ class Bot:
                 offset = HEADER_SIZE + index * REGISTRY_ENTRY_SIZE
                 name_bytes = name.encode("ascii")
                 mm[offset:offset + REGISTRY_ENTRY_SIZE] = bytes(REGISTRY_ENTRY_SIZE)
-                _ENTRY.pack_into(mm, offset, index, kind, unit, 0, sample_every,
+                _ENTRY.pack_into(mm, offset, index, kind, unit, merge, 0, sample_every,
                                  len(name_bytes), len(labels), len(help_bytes))
                 mm[offset + 0x18:offset + 0x18 + len(name_bytes)] = name_bytes
                 mm[offset + 0x80:offset + 0x80 + len(labels)] = labels
                 mm[offset + 0x180:offset + 0x180 + len(help_bytes)] = help_bytes
                 # "Release": the entry's stores are visible before the count's (x86-64, see above).
                 self._hi[_I_METRIC_COUNT] = index + 1
-            metric = _Metric(self.name, index, name, kind, unit, sample_every, labels)
+            metric = _Metric(self.name, index, name, kind, unit, sample_every, labels, merge)
             if sample_every > 1:
                 self._countdowns[index] = [1] * max(self._max_lanes, 1)
             self._metrics[(name, labels)] = metric

@@ -118,23 +118,25 @@ static void core_dealloc(CoreObject *core) {
     PyObject_Free(core);
 }
 
-/* register(name, kind, unit, labels: bytes, help: str, sample_every) -> index */
+/* register(name, kind, unit, labels: bytes, help: str, sample_every, merge: rs_gauge_merge) -> index */
 static PyObject *core_register(CoreObject *core, PyObject *args) {
     const char *name, *labels, *help;
     Py_ssize_t name_length, labels_length, help_length;
-    int kind, unit;
+    int kind, unit, merge;
     unsigned long sample_every;
-    if (!PyArg_ParseTuple(args, "s#iiy#s#k", &name, &name_length, &kind, &unit, &labels, &labels_length,
-                          &help, &help_length, &sample_every)) return NULL;
+    if (!PyArg_ParseTuple(args, "s#iiy#s#ki", &name, &name_length, &kind, &unit, &labels, &labels_length,
+                          &help, &help_length, &sample_every, &merge)) return NULL;
     if (core_check_open(core) < 0) return NULL;
     if (sample_every == 0 || sample_every > UINT32_MAX)
         return PyErr_Format(RingValueError, "bot %U: metric %s: sample_every %lu must be from 1 to 2^32-1",
                             core->name, name, sample_every);
+    if (merge < 0 || (unsigned)merge >= RS_MERGE_POLICIES)
+        return PyErr_Format(RingValueError, "bot %U: metric %s: unknown gauge merge policy %d", core->name, name, merge);
     rs_metric metric;
     rs_error error;
     if (rs_bot_register_encoded(core->bot, &metric, name, (size_t)name_length, (rs_kind)kind, (rs_unit)unit,
                                 labels, (size_t)labels_length, help, (size_t)help_length, (uint32_t)sample_every,
-                                RS_MERGE_LAST, &error) < 0) return raise_rs_error(&error);
+                                (rs_gauge_merge)merge, &error) < 0) return raise_rs_error(&error);
     return PyLong_FromUnsignedLong(metric.index);
 }
 
@@ -390,7 +392,7 @@ static PyObject *handle_set(HandleObject *handle, PyObject *value) {
 /* MARK: - Types and module */
 
 static PyMethodDef core_methods[] = {
-    {"register", (PyCFunction)core_register, METH_VARARGS, "register(name, kind, unit, labels, help, sample_every) -> index"},
+    {"register", (PyCFunction)core_register, METH_VARARGS, "register(name, kind, unit, labels, help, sample_every, merge) -> index"},
     {"handle", (PyCFunction)core_handle, METH_VARARGS, "handle(index, kind, scale, whole_only, convert) -> Handle"},
     {"close", (PyCFunction)core_close, METH_NOARGS, "Detaches the bot; its records stay for the collector."},
     {NULL, NULL, 0, NULL},

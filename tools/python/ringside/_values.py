@@ -28,6 +28,12 @@ KIND_NAMES = {KIND_COUNTER: "counter", KIND_GAUGE: "gauge", KIND_HISTOGRAM: "his
 UNIT_CODES = {"none": 0, "ns": 1, "us": 2, "ms": 3, "s": 4, "bytes": 5}
 # Nanoseconds per declared time unit: a time histogram stores nanoseconds.
 NANOSECONDS_PER = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+# How the collector merges a gauge across a bot's workers, and their rs_gauge_merge codes
+# (ringside.h): the value set last (by any worker), the sum, max or min of the live workers' last
+# values, or a series per live worker labelled pid. Only gauges have one; the others store 0.
+MERGE_CODES = {"last": 0, "sum": 1, "max": 2, "min": 3, "per_worker": 4}
+# Each policy in messages, as the C producer says it ("merging its workers by sum").
+MERGE_PHRASES = ("the last set", "sum", "max", "min", "per worker")
 U64 = (1 << 64) - 1
 LABELS_MAX = 256
 
@@ -120,6 +126,11 @@ def converter(kind: int, bot: str, metric: str, unit: str) -> Callable[[Any], fl
             raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}")
         return convert(value, where, what)
     return checked
+
+
+def merge_phrase(code: int) -> str:
+    """An rs_gauge_merge code in a message: "sum", "per worker", "the last set"."""
+    return MERGE_PHRASES[code] if 0 <= code < len(MERGE_PHRASES) else "an unknown policy"
 
 
 def check_name(bot: str, name: str) -> None:

@@ -156,8 +156,12 @@ def run_python(code, env=None, timeout=60):
 
 class BotFile:
     """A bot file as it is on disk, read by the format (ringside.h) without taking any lock: its
-    registry, its counters' totals, its gauges' values and the values of the records its lanes
-    hold (none drained: every test that reads a file this way runs no collector on it)."""
+    registry (and each entry's gauge merge policy), its counters' totals, its gauges' values and
+    the values of the records its lanes hold (none drained: every test that reads a file this way
+    runs no collector on it)."""
+
+    # rs_gauge_merge's codes, by the name Bot.gauge(merge=...) takes
+    MERGE_NAMES = ("last", "sum", "max", "min", "per_worker")
 
     def __init__(self, path):
         with open(path, "rb") as file:
@@ -171,12 +175,19 @@ class BotFile:
         self.capacity = 1 << capacity_log2
         # (index, name, kind, labels) of each registry entry, in order: kind 1 counter, 2 gauge, 3 histogram
         self.registry = []
+        self.merges = []  # each entry's gauge_merge byte (0x006), in order: an rs_gauge_merge code
+        self.reserved = []  # each entry's reserved0 byte (0x007), which stays 0
+        self.entries = []  # each entry's 512 bytes as stored
         for index in range(count):
             at = registry_offset + 512 * index
-            stored, kind, _, _, _, name_length, labels_length, _ = struct.unpack_from("<IBBHIHHH", data, at)
+            (stored, kind, _, merge, reserved, _, name_length, labels_length,
+             _) = struct.unpack_from("<IBBBBIHHH", data, at)
             name = data[at + 0x18:at + 0x18 + name_length].decode()
             labels = data[at + 0x80:at + 0x80 + labels_length].decode()
             self.registry.append((stored, name, kind, labels))
+            self.merges.append(merge)
+            self.reserved.append(reserved)
+            self.entries.append(data[at:at + 512])
         self._cells = [struct.unpack_from("<QQQ", data, cells_offset + 32 * index) for index in range(count)]
         self._lane_cells = []
         self._records = []  # (metric index, value) of every record, lane by lane
@@ -195,6 +206,12 @@ class BotFile:
         found = [entry[0] for entry in self.registry if entry[1] == name and entry[3] == labels]
         assert found, f"no metric {name}{{{labels}}} in {self.registry}"
         return found[0]
+
+    def merge(self, name, labels=""):
+        """A metric's gauge merge policy, by name: "last", "sum", "max", "min" or "per_worker" (the
+        code itself if it is none of them)."""
+        code = self.merges[self.index(name, labels)]
+        return self.MERGE_NAMES[code] if code < len(self.MERGE_NAMES) else code
 
     def counter(self, name, labels=""):
         """A counter's total: its cells over every lane, plus what threads without one added."""

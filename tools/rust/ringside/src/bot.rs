@@ -424,15 +424,15 @@ impl BotInner {
         if let Some(&index) = state.known.get(&identity) {
             // Entries below metric_count never change: the one we validated or wrote is there.
             let entry = mapping.read_entry(&self.geometry, index);
+            let shown = if request.labels.is_empty() {
+                String::new()
+            } else {
+                format!("{{{}}}", String::from_utf8_lossy(&request.labels).replace('\n', ","))
+            };
             if entry.kind != request.kind
                 || entry.unit != request.unit as u8
                 || entry.sample_every != request.sample_every
             {
-                let shown = if request.labels.is_empty() {
-                    String::new()
-                } else {
-                    format!("{{{}}}", String::from_utf8_lossy(&request.labels).replace('\n', ","))
-                };
                 return Err(Error::Conflict {
                     bot: self.name.clone(),
                     metric: request.name.to_string(),
@@ -445,6 +445,18 @@ impl BotInner {
                         kind_name(request.kind),
                         request.unit.name(),
                         request.sample_every
+                    ),
+                });
+            }
+            if entry.gauge_merge != request.merge as u8 {
+                return Err(Error::Conflict {
+                    bot: self.name.clone(),
+                    metric: request.name.to_string(),
+                    reason: format!(
+                        "gauge {}{shown} is already registered merging its workers by {}; asked for {}",
+                        request.name,
+                        merge_phrase(entry.gauge_merge),
+                        request.merge.phrase()
                     ),
                 });
             }
@@ -461,6 +473,7 @@ impl BotInner {
         entry.index = count;
         entry.kind = request.kind;
         entry.unit = request.unit as u8;
+        entry.gauge_merge = request.merge as u8;
         entry.sample_every = request.sample_every;
         entry.name_length = request.name.len() as u16;
         entry.labels_length = request.labels.len() as u16;
@@ -488,9 +501,11 @@ pub(crate) struct Request<'a> {
     pub labels: Vec<u8>,
     pub help: &'a str,
     pub sample_every: u32,
+    pub merge: GaugeMerge,
 }
 
 impl<'a> Request<'a> {
+    #[allow(clippy::too_many_arguments)] // rs_bot_register_encoded's, checked in one place
     pub fn new(
         bot: &str,
         name: &'a str,
@@ -499,6 +514,7 @@ impl<'a> Request<'a> {
         labels: &[(&str, &str)],
         help: &'a str,
         sample_every: u32,
+        merge: GaugeMerge,
     ) -> Result<Request<'a>, Error> {
         if !is_identifier(name.as_bytes()) || name.len() > NAME_MAX {
             return Err(Error::InvalidMetricName { bot: bot.to_string(), metric: shorten(name).to_string() });
@@ -515,15 +531,21 @@ impl<'a> Request<'a> {
         if kind == KIND_GAUGE && sample_every != 1 {
             return Err(invalid("a gauge keeps its last value: sample_every must be 1"));
         }
+        if kind != KIND_GAUGE && merge != GaugeMerge::Last {
+            return Err(invalid("only a gauge has a merge policy"));
+        }
         if help.len() > HELP_MAX || help.contains('\0') {
             return Err(Error::InvalidHelp { bot: bot.to_string(), metric: name.to_string() });
         }
-        let labels = encode_labels(labels).map_err(|reason| Error::InvalidLabels {
-            bot: bot.to_string(),
-            metric: name.to_string(),
-            reason,
-        })?;
-        Ok(Request { name, kind, unit, labels, help, sample_every })
+        let invalid_labels =
+            |reason: String| Error::InvalidLabels { bot: bot.to_string(), metric: name.to_string(), reason };
+        if merge == GaugeMerge::PerWorker && labels.iter().any(|&(key, _)| key == "pid") {
+            return Err(invalid_labels(
+                "a per-worker gauge is labelled pid by the collector: it cannot have a label named pid".into(),
+            ));
+        }
+        let labels = encode_labels(labels).map_err(invalid_labels)?;
+        Ok(Request { name, kind, unit, labels, help, sample_every, merge })
     }
 }
 
@@ -1038,6 +1060,9 @@ impl Target<'_> {
         if entry.sample_every < 1 {
             return Some("sample_every is 0".into());
         }
+        if GaugeMerge::from_code(entry.gauge_merge).is_none() || (entry.kind != KIND_GAUGE && entry.gauge_merge != 0) {
+            return Some(format!("gauge merge policy {} on {}", entry.gauge_merge, kind_name(entry.kind)));
+        }
         if entry.name_length as usize > NAME_MAX || !is_identifier(entry.name()) {
             return Some(format!("its name is not an identifier of 1 to {NAME_MAX} bytes"));
         }
@@ -1135,14 +1160,20 @@ impl Target<'_> {
                 if there.kind != entry.kind
                     || there.unit != entry.unit
                     || there.sample_every != entry.sample_every
+                    || there.gauge_merge != entry.gauge_merge
                     || there.name() != entry.name()
                     || there.labels() != entry.labels()
                 {
                     let describe = |e: &RegistryEntry| {
                         let labels = String::from_utf8_lossy(e.labels()).replace('\n', ",");
                         let labels = if labels.is_empty() { labels } else { format!("{{{labels}}}") };
+                        let merge = if e.gauge_merge != GaugeMerge::Last as u8 {
+                            format!(", merging its workers by {}", merge_phrase(e.gauge_merge))
+                        } else {
+                            String::new()
+                        };
                         format!(
-                            "{}{labels} ({} in {}, sampled 1 in {})",
+                            "{}{labels} ({} in {}, sampled 1 in {}{merge})",
                             String::from_utf8_lossy(e.name()),
                             kind_name(e.kind),
                             unit_name(e.unit),

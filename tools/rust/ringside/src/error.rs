@@ -16,13 +16,16 @@ pub enum Error {
     /// A metric name that is not `[a-zA-Z_][a-zA-Z0-9_]*` of at most 104 bytes.
     InvalidMetricName { bot: String, metric: String },
     /// Labels the format cannot hold: a bad or reserved key, a key twice, a newline or NUL in a
-    /// value, more than 256 bytes in all.
+    /// value, more than 256 bytes in all, a label named `pid` on a per-worker gauge.
     InvalidLabels { bot: String, metric: String, reason: String },
     /// Help text of more than 128 bytes, or holding a NUL.
     InvalidHelp { bot: String, metric: String },
-    /// An option or a sampling rate out of its range (`reason` says which and why).
+    /// An option or a sampling rate out of its range, or a merge policy on a metric that is not a
+    /// gauge (`reason` says which and why).
     InvalidOption { bot: String, reason: String },
-    /// The metric (same name and labels) is registered with another kind, unit or sampling.
+    /// The metric (same name and labels) is registered with another kind, unit, sampling or merge
+    /// policy (a gauge's [`GaugeMerge`](crate::GaugeMerge)); or a forked child's worker file, left
+    /// by a dead process, holds another metric than the parent's at one of its indices.
     Conflict { bot: String, metric: String, reason: String },
     /// No room for another metric in the bot's registry (its `max_metrics`, chosen at creation).
     RegistryFull { bot: String, metric: String, capacity: u32 },

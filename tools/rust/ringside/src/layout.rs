@@ -87,6 +87,94 @@ impl Unit {
     }
 }
 
+/// How the collector merges a gauge across the workers of a bot (processes that write it, each
+/// its own file: see "Workers and fork" in the crate's documentation), as declared at
+/// registration ([`MetricBuilder::merge`](crate::MetricBuilder::merge)) and stored in the gauge's
+/// registry entry (`gauge_merge`, `rs_gauge_merge` in ringside.h). A bot of one process has one
+/// value, whatever the policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum GaugeMerge {
+    /// The value set last, by any worker, as across threads: a shared fact (a price, a limit).
+    #[default]
+    Last = 0,
+    /// The sum of the live workers' last values: a per-worker quantity (requests in flight).
+    Sum = 1,
+    /// The largest of the live workers' last values.
+    Max = 2,
+    /// The smallest of the live workers' last values.
+    Min = 3,
+    /// A series per live worker, labelled `pid` (so the gauge's own labels may not name `pid`).
+    PerWorker = 4,
+}
+
+impl GaugeMerge {
+    /// Every policy, in the order of their codes.
+    pub const ALL: [GaugeMerge; 5] =
+        [GaugeMerge::Last, GaugeMerge::Sum, GaugeMerge::Max, GaugeMerge::Min, GaugeMerge::PerWorker];
+
+    /// The policy's name, as Swift's `GaugeMerge` and Python's `merge=` say it: last, sum, max,
+    /// min, per_worker.
+    pub fn name(self) -> &'static str {
+        match self {
+            GaugeMerge::Last => "last",
+            GaugeMerge::Sum => "sum",
+            GaugeMerge::Max => "max",
+            GaugeMerge::Min => "min",
+            GaugeMerge::PerWorker => "per_worker",
+        }
+    }
+
+    /// The policy in a sentence, as the C producer's messages say it ("merging its workers by sum").
+    pub(crate) fn phrase(self) -> &'static str {
+        match self {
+            GaugeMerge::Last => "the last set",
+            GaugeMerge::PerWorker => "per worker",
+            other => other.name(),
+        }
+    }
+
+    pub(crate) fn from_code(code: u8) -> Option<GaugeMerge> {
+        GaugeMerge::ALL.get(code as usize).copied()
+    }
+}
+
+impl std::fmt::Display for GaugeMerge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for GaugeMerge {
+    type Err = UnknownGaugeMerge;
+
+    /// A policy by its name (`"sum"`, `"per_worker"`), say from a bot's configuration.
+    fn from_str(name: &str) -> Result<GaugeMerge, UnknownGaugeMerge> {
+        GaugeMerge::ALL
+            .into_iter()
+            .find(|merge| merge.name() == name)
+            .ok_or_else(|| UnknownGaugeMerge(name.to_string()))
+    }
+}
+
+/// A name that is no [`GaugeMerge`]'s: "unknown gauge merge "avg"; one of last, sum, max, min,
+/// per_worker".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownGaugeMerge(pub String);
+
+impl std::fmt::Display for UnknownGaugeMerge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown gauge merge \"{}\"; one of last, sum, max, min, per_worker", shorten(&self.0))
+    }
+}
+
+impl std::error::Error for UnknownGaugeMerge {}
+
+/// The phrase of an `rs_gauge_merge` code, for messages.
+pub fn merge_phrase(code: u8) -> &'static str {
+    GaugeMerge::from_code(code).map_or("an unknown policy", GaugeMerge::phrase)
+}
+
 pub fn kind_name(kind: u8) -> &'static str {
     match kind {
         KIND_COUNTER => "a counter",
@@ -264,6 +352,31 @@ mod tests {
         assert!(!is_bot_name(""));
         assert!(!is_bot_name(&"x".repeat(201)));
         assert!(is_bot_name(&"x".repeat(200)));
+    }
+
+    #[test]
+    fn gauge_merge_codes_and_names() {
+        let codes: Vec<u8> = GaugeMerge::ALL.iter().map(|&merge| merge as u8).collect();
+        assert_eq!(codes, [0, 1, 2, 3, 4]); // rs_gauge_merge
+        for merge in GaugeMerge::ALL {
+            assert_eq!(GaugeMerge::from_code(merge as u8), Some(merge));
+            assert_eq!(merge.name().parse::<GaugeMerge>(), Ok(merge));
+            assert_eq!(merge.to_string(), merge.name());
+        }
+        assert_eq!(GaugeMerge::from_code(5), None);
+        assert_eq!(GaugeMerge::default(), GaugeMerge::Last);
+        assert_eq!(GaugeMerge::PerWorker.name(), "per_worker");
+        assert_eq!(
+            (merge_phrase(0), merge_phrase(4), merge_phrase(9)),
+            ("the last set", "per worker", "an unknown policy")
+        );
+        for bad in ["avg", "Sum", "per-worker", ""] {
+            let error = bad.parse::<GaugeMerge>().unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("unknown gauge merge \"{bad}\"; one of last, sum, max, min, per_worker")
+            );
+        }
     }
 
     #[test]

@@ -14,13 +14,14 @@
 //! ```
 //!
 //! ```no_run
-//! use ringside::{Bot, Unit};
+//! use ringside::{Bot, GaugeMerge, Unit};
 //!
 //! fn main() -> Result<(), ringside::Error> {
 //!     let bot = Bot::attach("rs-bot")?;                       // /dev/shm/ringside.rs-bot
 //!     let fill = bot.histogram("order_fill_latency", Unit::Microseconds, &[("symbol", "AAPL")])?;
 //!     let orders = bot.metric("orders").label("side", "buy").help("Orders sent").counter()?;
 //!     let exposure = bot.gauge("gross_exposure", Unit::None, &[])?;
+//!     let in_flight = bot.metric("orders_in_flight").merge(GaugeMerge::Sum).gauge(Unit::None)?; // workers add up
 //!
 //!     // On any thread (the handles are Clone + Send + Sync):
 //!     fill.record(42);                                        // in the metric's unit: 42 us
@@ -31,6 +32,7 @@
 //!     }
 //!     orders.increment(1);                                    // exact, even when the lane is full
 //!     exposure.set(1.25e6);
+//!     in_flight.set(3.0);
 //!     Ok(())
 //! }   // the last handle dropped: lanes retired, lock released; the records stay for the collector
 //! ```
@@ -39,8 +41,9 @@
 //! `/dev/shm`), the lane capacity (default 65,536 records, 2 MiB a lane), the registry's size
 //! (`max_metrics`, default 256), `max_lanes` (default 64), the file's mode (default 0600),
 //! `recreate`, `disabled` and `worker` (see "Workers and fork"). [`Bot::metric`] starts a
-//! [`MetricBuilder`] for labels, help text and sampling (`sample_every(n)`: histograms write 1 call
-//! in n; the collector scales counts by n).
+//! [`MetricBuilder`] for labels, help text, sampling (`sample_every(n)`: histograms write 1 call
+//! in n; the collector scales counts by n) and a gauge's merge policy across workers
+//! (`merge(GaugeMerge::Sum)`, see "Workers and fork").
 //!
 //! ## The rules (those of `ringside_producer.h`, written again in Rust)
 //!
@@ -63,8 +66,9 @@
 //! - Metrics: names `[a-zA-Z_][a-zA-Z0-9_]*` of at most 104 bytes; labels `key=value` pairs, keys
 //!   as names not starting with `__`, values without newline or NUL, at most 256 bytes as stored
 //!   (sorted by key, joined by `\n`); help at most 128 bytes without NUL. (name, labels)
-//!   identifies a metric: registering it again returns it again, and with another kind, unit or
-//!   sampling is [`Error::Conflict`]. A registry entry is written in full, then published by a
+//!   identifies a metric: registering it again returns it again, and with another kind, unit,
+//!   sampling or (a gauge's) merge policy is [`Error::Conflict`]. Only a gauge has a merge policy
+//!   (the registry entry's `gauge_merge`; 0 for the other kinds). A registry entry is written in full, then published by a
 //!   release store of `metric_count`. Everything the format cannot hold is an error at
 //!   registration; the record calls never fail or panic: they return whether they wrote.
 //! - Units: a histogram records unsigned integers in its [`Unit`]; `record_duration` and spans
@@ -123,6 +127,19 @@
 //! [`Bot::path`] and [`Bot::is_enabled`] follow: in a forked child, the parent's file and false
 //! until the first record, then the worker file and true.
 //!
+//! A gauge declares how the collector merges it across the bot's workers, as C's
+//! `rs_bot_register_gauge`, Swift's `gauge(merge:)` and Python's `gauge(merge=)` do:
+//! `bot.metric("in_flight").merge(GaugeMerge::Sum).gauge(Unit::None)`. [`GaugeMerge::Last`] (the
+//! default: the value set last, by any worker), `Sum`, `Max` or `Min` of the live workers' last
+//! values, or `PerWorker`, a series per live worker labelled `pid` (so the gauge's own labels may
+//! not name `pid`: [`Error::InvalidLabels`]). A bot of one process has one value whatever the
+//! policy. The same gauge registered again with another policy is [`Error::Conflict`] ("gauge
+//! in_flight is already registered merging its workers by sum; asked for max"), a policy on
+//! another kind [`Error::InvalidOption`]. A forked child's worker file copies the parent's entries
+//! whole, policies included, and adopts a file a dead process left only if its entries at the
+//! parent's indices match the parent's in every field, the policy too. `"sum".parse::<GaugeMerge>()`
+//! takes a policy's name (last, sum, max, min, per_worker) from a configuration.
+//!
 //! ## RINGSIDE_DISABLED
 //!
 //! With `RINGSIDE_DISABLED=1` (or `true`, `yes`) in the environment, or `Options::disabled`,
@@ -152,10 +169,8 @@
 //!
 //! There is no exclusive (thread-independent) producer, and no SIGBUS guard: a bot whose file is
 //! truncated under it by another process of the same user faults, as the Python producer does.
-//! A forked child adopting a worker file a dead process left requires an entry already at one of
-//! the parent's indices to match it in unit and sampling too (C compares kind, name and labels),
-//! and a fork of a child that could not become a worker tries again (in C it inherits the
-//! failure, and writes nothing without a word).
+//! A fork of a child that could not become a worker tries again (in C it inherits the failure, and
+//! writes nothing without a word).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -169,5 +184,5 @@ mod sys;
 
 pub use bot::{Bot, Options, MAX_BOTS_PER_PROCESS};
 pub use error::Error;
-pub use layout::Unit;
+pub use layout::{GaugeMerge, Unit, UnknownGaugeMerge};
 pub use metrics::{Counter, Gauge, Histogram, MetricBuilder, Span};

@@ -3,7 +3,7 @@
 
 use crate::bot::{Bot, BotRef, Request};
 use crate::error::Error;
-use crate::layout::{Unit, FLAG_SPAN, KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM};
+use crate::layout::{GaugeMerge, Unit, FLAG_SPAN, KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM};
 use crate::sys;
 use std::time::Duration;
 
@@ -146,9 +146,9 @@ impl Gauge {
     }
 }
 
-/// Registers a metric with labels, help text or sampling: `bot.metric("name")` then
-/// `.label(..)`, `.help(..)`, `.sample_every(..)`, and one of `.histogram(unit)`, `.counter()`,
-/// `.gauge(unit)`.
+/// Registers a metric with labels, help text, sampling or a gauge's merge policy:
+/// `bot.metric("name")` then `.label(..)`, `.help(..)`, `.sample_every(..)`, `.merge(..)`, and one
+/// of `.histogram(unit)`, `.counter()`, `.gauge(unit)`.
 #[must_use = "a builder registers nothing until .histogram(), .counter() or .gauge()"]
 pub struct MetricBuilder<'a> {
     bot: &'a Bot,
@@ -156,11 +156,12 @@ pub struct MetricBuilder<'a> {
     labels: Vec<(&'a str, &'a str)>,
     help: &'a str,
     sample_every: u32,
+    merge: GaugeMerge,
 }
 
 impl<'a> MetricBuilder<'a> {
     pub(crate) fn new(bot: &'a Bot, name: &'a str) -> Self {
-        MetricBuilder { bot, name, labels: Vec::new(), help: "", sample_every: 1 }
+        MetricBuilder { bot, name, labels: Vec::new(), help: "", sample_every: 1, merge: GaugeMerge::Last }
     }
 
     /// Adds a label: a key as a name (`[a-zA-Z_][a-zA-Z0-9_]*`, not starting with `__`), a value
@@ -188,9 +189,21 @@ impl<'a> MetricBuilder<'a> {
         self
     }
 
+    /// Gauges only: how the collector merges the gauge across the bot's workers (see
+    /// [`GaugeMerge`]; [`GaugeMerge::Last`] unless told). `.merge(GaugeMerge::Sum).gauge(unit)`:
+    /// the workers' values add up. A per-worker gauge is labelled `pid` by the collector, so its
+    /// own labels may not name `pid` ([`Error::InvalidLabels`]); another kind with a policy is
+    /// [`Error::InvalidOption`], and the same gauge registered again with another policy
+    /// [`Error::Conflict`].
+    pub fn merge(mut self, merge: GaugeMerge) -> Self {
+        self.merge = merge;
+        self
+    }
+
     fn register(&self, kind: u8, unit: Unit) -> Result<u32, Error> {
         let bot = &self.bot.inner;
-        let request = Request::new(bot.name(), self.name, kind, unit, &self.labels, self.help, self.sample_every)?;
+        let request =
+            Request::new(bot.name(), self.name, kind, unit, &self.labels, self.help, self.sample_every, self.merge)?;
         bot.register(&request)
     }
 
@@ -212,7 +225,7 @@ impl<'a> MetricBuilder<'a> {
         Ok(Counter { bot: self.bot.inner.clone(), index })
     }
 
-    /// Registers (or finds again) a gauge.
+    /// Registers (or finds again) a gauge, merged across workers as [`MetricBuilder::merge`] said.
     pub fn gauge(self, unit: Unit) -> Result<Gauge, Error> {
         let index = self.register(KIND_GAUGE, unit)?;
         Ok(Gauge { bot: self.bot.inner.clone(), index })
@@ -235,7 +248,8 @@ impl Bot {
         self.metric(name).labels(labels).counter()
     }
 
-    /// Registers (or finds again) a gauge with labels.
+    /// Registers (or finds again) a gauge with labels, merged across workers as the value set
+    /// last ([`GaugeMerge::Last`]; `bot.metric(name).merge(..).gauge(unit)` declares another).
     pub fn gauge(&self, name: &str, unit: Unit, labels: &[(&str, &str)]) -> Result<Gauge, Error> {
         self.metric(name).labels(labels).gauge(unit)
     }

@@ -65,7 +65,8 @@ pub struct RegistryEntry {
     pub index: u32,
     pub kind: u8,
     pub unit: u8,
-    pub reserved0: u16,
+    pub gauge_merge: u8, // rs_gauge_merge for a gauge; 0 for the other kinds
+    pub reserved0: u8,
     pub sample_every: u32,
     pub name_length: u16,
     pub labels_length: u16,
@@ -123,6 +124,9 @@ const _: () = {
     assert!(offset_of!(Header, lanes_exhausted) == 0x0A0);
     assert!(offset_of!(Header, consumer_pid) == 0x100);
     assert!(size_of::<RegistryEntry>() == REGISTRY_ENTRY_SIZE as usize);
+    assert!(offset_of!(RegistryEntry, gauge_merge) == 0x006);
+    assert!(offset_of!(RegistryEntry, reserved0) == 0x007);
+    assert!(offset_of!(RegistryEntry, sample_every) == 0x008);
     assert!(offset_of!(RegistryEntry, name) == 0x018);
     assert!(offset_of!(RegistryEntry, labels) == 0x080);
     assert!(offset_of!(RegistryEntry, help) == 0x180);
@@ -148,7 +152,8 @@ impl RegistryEntry {
         entry.index = u32::from_le_bytes(bytes[0x00..0x04].try_into().unwrap());
         entry.kind = bytes[0x04];
         entry.unit = bytes[0x05];
-        entry.reserved0 = u16_at(0x06);
+        entry.gauge_merge = bytes[0x06];
+        entry.reserved0 = bytes[0x07];
         entry.sample_every = u32::from_le_bytes(bytes[0x08..0x0C].try_into().unwrap());
         entry.name_length = u16_at(0x0C);
         entry.labels_length = u16_at(0x0E);

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{RingFile, ScratchDir};
-use ringside::{Bot, Error, Options, Unit};
+use ringside::{Bot, Error, GaugeMerge, Options, Unit};
 
 fn options(dir: &ScratchDir) -> Options {
     Options { directory: Some(dir.path.clone()), ..Options::default() }
@@ -110,6 +110,137 @@ fn a_metric_registered_again_differently_conflicts() {
     ));
     // Other labels: another metric.
     bot.counter("fill", &[("symbol", "MSFT")]).unwrap();
+}
+
+#[test]
+fn a_gauges_merge_policy_is_the_byte_at_0x006_of_its_entry() {
+    let dir = ScratchDir::new("merge-bytes");
+    let bot = Bot::attach_with("rs-merge", options(&dir)).unwrap();
+    for merge in GaugeMerge::ALL {
+        let gauge = bot.metric(&format!("g_{merge}")).merge(merge).gauge(Unit::None).unwrap();
+        assert!(gauge.set(1.0));
+    }
+    bot.gauge("g_default", Unit::None, &[]).unwrap();
+    bot.metric("per_desk").label("desk", "a").merge(GaugeMerge::PerWorker).gauge(Unit::Bytes).unwrap();
+    bot.counter("orders", &[]).unwrap();
+    bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
+    let file = RingFile::read(&dir.file("rs-merge"));
+    let names: Vec<String> = file.entries().into_iter().map(|(name, _, _)| name).collect();
+    assert_eq!(
+        names,
+        ["g_last", "g_sum", "g_max", "g_min", "g_per_worker", "g_default", "per_desk", "orders", "latency"]
+    );
+    // rs_gauge_merge's codes at 0x006 (0 for the other kinds), and 0x007 zero.
+    let bytes: Vec<(u8, u8)> = (0..file.metric_count()).map(|index| file.gauge_merge(index)).collect();
+    assert_eq!(bytes, [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0), (0, 0), (4, 0), (0, 0), (0, 0)]);
+}
+
+#[test]
+fn the_same_gauge_with_another_merge_policy_conflicts() {
+    let dir = ScratchDir::new("merge-conflict");
+    {
+        let bot = Bot::attach_with("rs-merge", options(&dir)).unwrap();
+        let in_flight = bot.metric("in_flight").merge(GaugeMerge::Sum).gauge(Unit::None).unwrap();
+        assert_eq!(
+            bot.metric("in_flight").merge(GaugeMerge::Sum).gauge(Unit::None).unwrap().index(),
+            in_flight.index()
+        );
+        let error = bot.metric("in_flight").merge(GaugeMerge::Max).gauge(Unit::None).unwrap_err();
+        assert!(matches!(error, Error::Conflict { .. }), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            "bot rs-merge: gauge in_flight is already registered merging its workers by sum; asked for max"
+        );
+        let error = bot.gauge("in_flight", Unit::None, &[]).unwrap_err();
+        assert!(error.to_string().ends_with("merging its workers by sum; asked for the last set"), "{error}");
+        bot.metric("depth").label("desk", "a").merge(GaugeMerge::PerWorker).gauge(Unit::None).unwrap();
+    }
+    // Attached again: the entries in the file say the same.
+    let bot = Bot::attach_with("rs-merge", options(&dir)).unwrap();
+    let error = bot.metric("depth").label("desk", "a").merge(GaugeMerge::Min).gauge(Unit::None).unwrap_err();
+    assert!(matches!(error, Error::Conflict { .. }), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        "bot rs-merge: gauge depth{desk=a} is already registered merging its workers by per worker; asked for min"
+    );
+    assert_eq!(bot.metric("in_flight").merge(GaugeMerge::Sum).gauge(Unit::None).unwrap().index(), 0);
+    assert_eq!(bot.metric_count(), 2);
+}
+
+#[test]
+fn a_per_worker_gauge_may_not_name_the_label_pid() {
+    let dir = ScratchDir::new("merge-pid");
+    let bot = Bot::attach_with("rs-merge", options(&dir)).unwrap();
+    for labels in [&[("pid", "7")][..], &[("desk", "a"), ("pid", "7")]] {
+        let error = bot.metric("busy").labels(labels).merge(GaugeMerge::PerWorker).gauge(Unit::None).unwrap_err();
+        assert!(matches!(error, Error::InvalidLabels { .. }), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            "bot rs-merge: metric busy: a per-worker gauge is labelled pid by the collector: it cannot have a label \
+             named pid"
+        );
+    }
+    assert_eq!(bot.metric_count(), 0);
+    bot.metric("busy").label("pid", "7").merge(GaugeMerge::Sum).gauge(Unit::None).unwrap(); // another policy may
+    bot.metric("busy_by_worker")
+        .label("xpid", "a")
+        .label("pidgin", "b")
+        .merge(GaugeMerge::PerWorker)
+        .gauge(Unit::None)
+        .unwrap();
+    assert_eq!(bot.metric_count(), 2);
+}
+
+#[test]
+fn only_a_gauge_has_a_merge_policy_and_a_policy_is_named() {
+    let dir = ScratchDir::new("merge-kinds");
+    let bot = Bot::attach_with("rs-merge", options(&dir)).unwrap();
+    for merge in [GaugeMerge::Sum, GaugeMerge::PerWorker] {
+        let error = bot.metric("orders").merge(merge).counter().unwrap_err();
+        assert!(matches!(error, Error::InvalidOption { .. }), "{error:?}");
+        assert_eq!(error.to_string(), "bot rs-merge: metric orders: only a gauge has a merge policy");
+        let error = bot.metric("latency").merge(merge).histogram(Unit::Nanoseconds).unwrap_err();
+        assert_eq!(error.to_string(), "bot rs-merge: metric latency: only a gauge has a merge policy");
+    }
+    assert_eq!(bot.metric_count(), 0);
+    bot.metric("orders").merge(GaugeMerge::Last).counter().unwrap(); // the default: no policy
+                                                                     // A policy from a name (a configuration's, say): the five names, and nothing else.
+    assert_eq!("per_worker".parse::<GaugeMerge>(), Ok(GaugeMerge::PerWorker));
+    let error = "average".parse::<GaugeMerge>().unwrap_err();
+    assert_eq!(error.to_string(), "unknown gauge merge \"average\"; one of last, sum, max, min, per_worker");
+    let _: &dyn std::error::Error = &error;
+}
+
+#[test]
+fn an_entry_with_a_merge_policy_a_reader_refuses_is_corrupt() {
+    let dir = ScratchDir::new("merge-corrupt");
+    let path = dir.file("rs-merge");
+    {
+        let bot = Bot::attach_with("rs-merge", options(&dir)).unwrap();
+        bot.metric("level").merge(GaugeMerge::Max).gauge(Unit::None).unwrap();
+        bot.counter("orders", &[]).unwrap();
+        bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
+    }
+    let valid = std::fs::read(&path).unwrap();
+    for (entry, byte, problem) in [
+        (0, 5, "gauge merge policy 5 on a gauge"),
+        (0, 255, "gauge merge policy 255 on a gauge"),
+        (1, 1, "gauge merge policy 1 on a counter"),
+        (2, 4, "gauge merge policy 4 on a histogram"),
+    ] {
+        let mut bytes = valid.clone();
+        bytes[4096 + 512 * entry + 6] = byte;
+        std::fs::write(&path, &bytes).unwrap();
+        let error = Bot::attach_with("rs-merge", options(&dir)).unwrap_err();
+        assert!(matches!(error, Error::Corrupt { .. }), "{error:?}");
+        assert!(error.to_string().ends_with(&format!("is corrupt: registry entry {entry}: {problem}")), "{error}");
+    }
+    // An older file's 0 (the value set last) on the gauge: valid.
+    let mut bytes = valid.clone();
+    bytes[4096 + 6] = 0;
+    std::fs::write(&path, &bytes).unwrap();
+    let bot = Bot::attach_with("rs-merge", options(&dir)).unwrap();
+    assert_eq!(bot.gauge("level", Unit::None, &[]).unwrap().index(), 0);
 }
 
 #[test]

@@ -11,7 +11,7 @@
 mod common;
 
 use common::{RingFile, ScratchDir};
-use ringside::{Bot, Error, Options, Unit};
+use ringside::{Bot, Error, GaugeMerge, Options, Unit};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
@@ -375,6 +375,71 @@ fn a_forked_child_that_cannot_make_its_worker_file_says_why_once_and_writes_noth
     assert_eq!(workers.lanes_allocated(), 0);
     let parents = RingFile::read(&dir.file("rs-conflict"));
     assert_eq!((parents.lanes_allocated(), parents.metric_count()), (0, 2));
+    child.finish();
+}
+
+#[test]
+fn a_forked_childs_worker_file_carries_its_parents_gauge_merge_policies() {
+    let _turn = take_turn();
+    let dir = ScratchDir::new("fork-merge");
+    let logs = ScratchDir::new("fork-merge-stderr");
+    let bot = Bot::attach_with("rs-merge", options(&dir)).unwrap();
+    let in_flight = bot.metric("in_flight").merge(GaugeMerge::Sum).gauge(Unit::None).unwrap();
+    let busy = bot.metric("busy").label("desk", "a").merge(GaugeMerge::PerWorker).gauge(Unit::None).unwrap();
+    let level = bot.gauge("level", Unit::None, &[]).unwrap();
+    bot.counter("orders", &[]).unwrap();
+    assert!(in_flight.set(1.0));
+    let child = fork_child(logs.path.join("child"), |failures| {
+        check(failures, in_flight.set(3.0), "an inherited gauge is written");
+        check(failures, busy.set(1.0) && level.set(2.0), "the others too");
+        let low = bot.metric("low").merge(GaugeMerge::Min).gauge(Unit::None);
+        check(failures, low.is_ok_and(|low| low.index() == 4 && low.set(0.5)), "a gauge of the child's own");
+        let again = bot.metric("in_flight").merge(GaugeMerge::Max).gauge(Unit::None);
+        check(failures, matches!(again, Err(Error::Conflict { .. })), "the worker's entry has the parent's policy");
+    });
+    assert_eq!(child.said(), "", "nothing said");
+    let parents = RingFile::read(&dir.file("rs-merge"));
+    let workers = RingFile::read(&dir.path.join(format!("ringside.rs-merge@{}", child.pid)));
+    // The parent's entries, whole (the policy with them), then the child's.
+    for index in 0..4 {
+        assert_eq!(workers.entry_bytes(index), parents.entry_bytes(index), "entry {index}");
+    }
+    let policies: Vec<u8> = (0..workers.metric_count()).map(|index| workers.gauge_merge(index).0).collect();
+    assert_eq!(policies, [1, 4, 0, 0, 3]);
+    assert_eq!(workers.metric_cell(0).0, 3.0f64.to_bits());
+    child.finish();
+}
+
+#[test]
+fn a_forked_child_refuses_a_left_worker_file_whose_gauge_merges_otherwise() {
+    let _turn = take_turn();
+    let dir = ScratchDir::new("fork-merge-left");
+    let logs = ScratchDir::new("fork-merge-left-stderr");
+    let bot = Bot::attach_with("rs-merge", options(&dir)).unwrap();
+    let in_flight = bot.metric("in_flight").merge(GaugeMerge::Sum).gauge(Unit::None).unwrap();
+    let child = fork_child(logs.path.join("child"), |failures| {
+        // An earlier process of this pid left a worker file: the same gauge at index 0, merged by max.
+        let earlier = Bot::attach_with("rs-merge", Options { worker: true, ..options(&dir) });
+        let made = earlier.and_then(|earlier| earlier.metric("in_flight").merge(GaugeMerge::Max).gauge(Unit::None));
+        check(failures, made.is_ok(), "the earlier process's gauge");
+        drop(made);
+        check(failures, !in_flight.set(1.0) && !in_flight.set(2.0), "the child writes nothing");
+        check(failures, !bot.is_enabled(), "the child is no worker");
+    });
+    let worker_file = dir.path.join(format!("ringside.rs-merge@{}", child.pid));
+    assert_eq!(
+        child.said(),
+        format!(
+            "ringside: bot rs-merge: this forked child (pid {}) writes nothing: {} holds another metric at index 0 \
+             than the parent's registry: in_flight (a gauge in none, sampled 1 in 1, merging its workers by max) \
+             where the parent's is in_flight (a gauge in none, sampled 1 in 1, merging its workers by sum)\n",
+            child.pid,
+            worker_file.display()
+        ),
+        "said once, why"
+    );
+    let workers = RingFile::read(&worker_file);
+    assert_eq!((workers.gauge_merge(0), workers.metric_cell(0).1), ((2, 0), 0), "left as it was");
     child.finish();
 }
 

@@ -1,12 +1,14 @@
 //! One bot file written in turn by this crate, the C producer (Tests/fixtures/c_producer.c, built
 //! here with cc), the Python producer (the package in tools/python) and this crate again: each
-//! validates what the previous one wrote, finds its metrics again and adds to its counts. Parts
-//! whose tool is missing (cc, python3, the repository's files) are skipped, saying so.
+//! validates what the previous one wrote, finds its metrics again and adds to its counts. And the
+//! registry entries the three write for the same metrics (gauges of each merge policy), compared
+//! byte for byte. Parts whose tool is missing (cc, python3, the repository's files) are skipped,
+//! saying so.
 
 mod common;
 
 use common::{RingFile, ScratchDir};
-use ringside::{Bot, Options, Unit};
+use ringside::{Bot, GaugeMerge, Options, Unit};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -16,8 +18,9 @@ fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
 }
 
-/// The bot as the C fixture registers it: lanes of 4096 records, 8 metrics, in this order.
-fn attach_like_the_c_fixture(dir: &ScratchDir) -> (Bot, [u32; 4]) {
+/// The bot as the C fixture registers it: lanes of 4096 records, 8 metrics, in this order; then a
+/// gauge of this crate's whose workers add up (merged by sum), which the others find in the file.
+fn attach_like_the_c_fixture(dir: &ScratchDir) -> (Bot, [u32; 5]) {
     let options = Options {
         directory: Some(dir.path.clone()),
         lane_capacity: Some(4096),
@@ -34,12 +37,14 @@ fn attach_like_the_c_fixture(dir: &ScratchDir) -> (Bot, [u32; 4]) {
     let orders = bot.counter("c_orders", &[]).unwrap();
     let exposure = bot.gauge("c_exposure", Unit::Bytes, &[]).unwrap();
     let span = bot.histogram("c_span", Unit::Microseconds, &[]).unwrap();
-    let indices = [latency.index(), orders.index(), exposure.index(), span.index()];
+    let in_flight = bot.metric("c_in_flight").merge(GaugeMerge::Sum).gauge(Unit::None).unwrap();
+    let indices = [latency.index(), orders.index(), exposure.index(), span.index(), in_flight.index()];
     for i in 1..=10 {
         latency.record(i);
         orders.increment(1);
     }
     exposure.set(2.0);
+    in_flight.set(3.0);
     (bot, indices)
 }
 
@@ -67,11 +72,12 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
     let mut expected_orders = 0u64;
 
     let (bot, indices) = attach_like_the_c_fixture(&dir);
-    assert_eq!(indices, [0, 1, 2, 3]);
+    assert_eq!(indices, [0, 1, 2, 3, 4]);
     expected_orders += 10;
     drop(bot);
 
-    // The C producer: attaches our file (validating it), finds the four metrics again.
+    // The C producer: attaches our file (validating it, the gauge's policy too), finds the four
+    // metrics it registers again.
     let sources = repository().join("Sources/CRingside");
     let fixture = repository().join("Tests/fixtures/c_producer.c");
     let c_producer = build.path.join("c_producer");
@@ -94,7 +100,7 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
         );
         expected_orders += 2 * count * threads;
         let file = RingFile::read(&path);
-        assert_eq!(file.metric_count(), 4, "the C producer found the Rust crate's four metrics");
+        assert_eq!(file.metric_count(), 5, "the C producer found the Rust crate's four metrics, and added none");
         assert_eq!(counter_total(&file, 1), expected_orders);
     } else {
         common::say("SKIPPED (part): the C producer (no cc, or no Tests/fixtures/c_producer.c)");
@@ -112,9 +118,12 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
              from ringside import _values\n\
              bot = ringside.attach({BOT:?}, directory={dir:?})\n\
              core = bot._core\n\
-             latency = core.register('c_latency', 3, 2, b'symbol=AAPL\\nvenue=XNAS', '', 1)\n\
-             orders = core.register('c_orders', 1, 0, b'', '', 1)\n\
+             latency = core.register('c_latency', 3, 2, b'symbol=AAPL\\nvenue=XNAS', '', 1, 0)\n\
+             orders = core.register('c_orders', 1, 0, b'', '', 1, 0)\n\
              assert (latency, orders) == (0, 1), (latency, orders)\n\
+             assert core.register('c_in_flight', 2, 0, b'', '', 1, 1) == 4\n\
+             try:\n    core.register('c_in_flight', 2, 0, b'', '', 1, 2)\n    raise SystemExit('merged by max accepted')\n\
+             except ringside.RingError as error:\n    assert 'merging its workers by sum; asked for max' in str(error), error\n\
              observe = core.handle(latency, 3, 1, True, _values.converter(3, {BOT:?}, 'c_latency', 'none')).observe\n\
              inc = core.handle(orders, 1, 1, True, _values.converter(1, {BOT:?}, 'c_orders', 'none')).inc\n\
              for i in range(100):\n    observe(i + 1)\n    inc(3)\n\
@@ -131,10 +140,11 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
 
     // This crate again, on what the others wrote.
     let (bot, indices) = attach_like_the_c_fixture(&dir);
-    assert_eq!(indices, [0, 1, 2, 3]);
+    assert_eq!(indices, [0, 1, 2, 3, 4]);
     expected_orders += 10;
     let file = RingFile::read(&path);
     assert_eq!(counter_total(&file, 1), expected_orders);
+    assert_eq!(file.gauge_merge(4), (1, 0), "c_in_flight merged by sum");
     for lane in 1..file.lanes_allocated() {
         assert_eq!(file.lane(lane).state, 2, "lane {lane} retired at attach");
     }
@@ -155,7 +165,133 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
         if exposure != 2.0 {
             return Err(format!("c_exposure {exposure}"));
         }
+        let in_flight = latest.series(BOT, "c_in_flight")?.num("value")?;
+        if in_flight != 3.0 {
+            return Err(format!("c_in_flight {in_flight}"));
+        }
         Ok(())
     });
     drop(bot);
+}
+
+/// Registers, in C, the metrics `registry_entries_from_c_python_and_this_crate_are_the_same_bytes`
+/// compares: `merged DIR BOT`.
+const C_MERGED: &str = r#"
+#include "ringside_producer.h"
+#include <stdio.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    if (argc != 3) return 2;
+    rs_bot_options options;
+    memset(&options, 0, sizeof options);
+    options.directory = argv[1];
+    options.lane_capacity = 4096;
+    options.max_metrics = 8;
+    rs_error error;
+    rs_bot *bot;
+    if (rs_bot_attach(&bot, argv[2], &options, &error) < 0) { fprintf(stderr, "%s\n", error.message); return 1; }
+    const char *labels[] = {"desk", "a", NULL};
+    const char *names[] = {"last", "sum", "max", "min", "per_worker"};
+    for (int merge = 0; merge < 5; merge++) {
+        char name[32], help[32];
+        snprintf(name, sizeof name, "g_%s", names[merge]);
+        snprintf(help, sizeof help, "merged by %s", names[merge]);
+        rs_metric gauge;
+        if (rs_bot_register_gauge(bot, &gauge, name, RS_UNIT_BYTES, labels, help, (rs_gauge_merge)merge, &error) < 0) {
+            fprintf(stderr, "%s\n", error.message);
+            return 1;
+        }
+    }
+    rs_metric orders;
+    if (rs_bot_register(bot, &orders, "orders", RS_KIND_COUNTER, RS_UNIT_NONE, NULL, "", 1, &error) < 0) return 1;
+    rs_bot_detach(bot);
+    return 0;
+}
+"#;
+
+#[test]
+fn registry_entries_from_c_python_and_this_crate_are_the_same_bytes() {
+    let dir = ScratchDir::new("interop-merge");
+    let build = ScratchDir::new("interop-merge-build");
+    // This crate: a gauge of each policy, with labels, a unit and help, then a counter.
+    {
+        let options = Options {
+            directory: Some(dir.path.clone()),
+            lane_capacity: Some(4096),
+            max_metrics: Some(8),
+            ..Options::default()
+        };
+        let bot = Bot::attach_with("from-rust", options).unwrap();
+        for merge in GaugeMerge::ALL {
+            let help = format!("merged by {merge}");
+            bot.metric(&format!("g_{merge}")).label("desk", "a").help(&help).merge(merge).gauge(Unit::Bytes).unwrap();
+        }
+        bot.counter("orders", &[]).unwrap();
+    }
+    let ours = RingFile::read(&dir.file("from-rust"));
+    assert_eq!(ours.metric_count(), 6);
+    let mut compared = 0;
+
+    let sources = repository().join("Sources/CRingside");
+    let source = build.path.join("merged.c");
+    std::fs::write(&source, C_MERGED).unwrap();
+    let merged = build.path.join("merged");
+    let compiled = sources.join("ringside_producer.c").is_file()
+        && Command::new("cc")
+            .args(["-std=gnu11", "-pthread", "-O1", "-I"])
+            .arg(sources.join("include"))
+            .arg(&source)
+            .arg(sources.join("ringside_producer.c"))
+            .arg(sources.join("ringside.c"))
+            .arg("-o")
+            .arg(&merged)
+            .status()
+            .is_ok_and(|s| s.success());
+    if compiled {
+        run(Command::new(&merged).arg(&dir.path).arg("from-c"), "the C producer's gauges");
+        let theirs = RingFile::read(&dir.file("from-c"));
+        assert_eq!(theirs.metric_count(), 6);
+        for index in 0..6 {
+            assert_eq!(theirs.entry_bytes(index), ours.entry_bytes(index), "entry {index}: C's and ours");
+        }
+        compared += 1;
+    } else {
+        common::say("SKIPPED (part): the C producer's entries (no cc, or no Sources/CRingside)");
+    }
+
+    let module = repository().join("tools/python");
+    let python = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
+    if python && module.join("ringside/__init__.py").is_file() && cfg!(target_arch = "x86_64") {
+        // The package's API, on its pure backend (the source tree has no extension built).
+        let script = format!(
+            "import sys; sys.path.insert(0, {module:?})\n\
+             import ringside\n\
+             assert not ringside.ACCELERATED\n\
+             bot = ringside.attach('from-python', directory={dir:?}, lane_capacity=4096, max_metrics=8)\n\
+             for merge in ('last', 'sum', 'max', 'min', 'per_worker'):\n\
+             \x20   bot.gauge('g_' + merge, unit='bytes', labels={{'desk': 'a'}}, help='merged by ' + merge, merge=merge)\n\
+             bot.counter('orders')\n\
+             bot.close()\n",
+            module = module.display().to_string(),
+            dir = dir.path.display().to_string(),
+        );
+        run(
+            Command::new("python3").arg("-c").arg(script).env_remove("RINGSIDE_DISABLED"),
+            "the Python producer's gauges",
+        );
+        let theirs = RingFile::read(&dir.file("from-python"));
+        assert_eq!(theirs.metric_count(), 6);
+        for index in 0..6 {
+            assert_eq!(theirs.entry_bytes(index), ours.entry_bytes(index), "entry {index}: Python's and ours");
+        }
+        compared += 1;
+    } else {
+        common::say(
+            "SKIPPED (part): the Python producer's entries (no python3, no tools/python/ringside, or not x86_64)",
+        );
+    }
+    if compared == 0 {
+        common::say("SKIPPED: no other producer to compare the registry entries with");
+    }
 }

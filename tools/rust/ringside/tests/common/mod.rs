@@ -524,6 +524,17 @@ impl RingFile {
         let text = |from: usize, length: usize| String::from_utf8_lossy(&self.bytes[from..from + length]).into_owned();
         (text(at + 0x18, length(at + 0x0C)), text(at + 0x80, length(at + 0x0E)), self.bytes[at + 4])
     }
+    /// Registry entry `index`'s gauge_merge byte (0x006: an `rs_gauge_merge` code) and its
+    /// reserved0 byte (0x007, zero).
+    pub fn gauge_merge(&self, index: u32) -> (u8, u8) {
+        let at = self.u64(0x20) as usize + index as usize * 512;
+        (self.bytes[at + 6], self.bytes[at + 7])
+    }
+    /// Registry entry `index`'s 512 bytes as stored.
+    pub fn entry_bytes(&self, index: u32) -> &[u8] {
+        let at = self.u64(0x20) as usize + index as usize * 512;
+        &self.bytes[at..at + 512]
+    }
     /// Every registry entry published, by index.
     pub fn entries(&self) -> Vec<(String, String, u8)> {
         (0..self.metric_count()).map(|index| self.entry(index)).collect()
