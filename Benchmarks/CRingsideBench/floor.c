@@ -78,6 +78,19 @@ uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values
     return calls;
 }
 
+void rsb_floor_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
+                     uint32_t *out, size_t capacity, rsb_round *result) {
+    uint32_t metric = floor->metric.index;
+    (void)rsb_floor_run(floor, metric, values, values_mask, rs_clock_precise_ns() + timing->warm_ns);
+    uint64_t dropped_before = rsb_floor_dropped(floor);
+    result->batches = rsb_floor_sample(floor, metric, timing->batch, values, values_mask, out, capacity,
+                                       rs_clock_precise_ns() + timing->sample_ns);
+    uint64_t start = rs_clock_precise_ns();
+    result->calls = rsb_floor_run(floor, metric, values, values_mask, start + timing->run_ns);
+    result->elapsed_ns = rs_clock_precise_ns() - start;
+    result->dropped = rsb_floor_dropped(floor) - dropped_before;
+}
+
 /* The C span (`c.span`): what rs_bot_begin_span and rs_bot_end_span cost through the floor bot's
    lane for the calling thread, timed as the floor is. */
 size_t rsb_span_sample(rsb_floor *floor, uint32_t batch, uint32_t *out, size_t capacity, uint64_t deadline_ns) {

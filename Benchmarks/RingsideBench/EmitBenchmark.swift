@@ -163,6 +163,10 @@ public enum EmitBenchmark {
             warmNanos: UInt64(min(roundSeconds * 0.1, 0.05) * 1e9),
             sampleNanos: UInt64(roundSeconds * 0.75e9), runNanos: UInt64(roundSeconds * 0.25e9),
             batch: batch)
+        // The same, for the floor's rounds in C.
+        var floorTiming = rsb_round_timing(
+            warm_ns: timing.warmNanos, sample_ns: timing.sampleNanos, run_ns: timing.runNanos,
+            batch: UInt32(batch), reserved: 0)
 
         // A 32-byte datagram holding the same record: timestamp, value, sequence, metric.
         let datagram = UnsafeMutableRawPointer.allocate(byteCount: 32, alignment: 8)
@@ -204,18 +208,12 @@ public enum EmitBenchmark {
                 }
             },
             Row(name: "c.floor", consumerMode: .rings) {
-                // The same loops, in C: rsb_floor_sample and rsb_floor_run.
-                let table = values.pointer, last = UInt64(LatencyValues.count - 1)
-                _ = rsb_floor_run(&floor, floor.metric.index, table, last, rs_clock_precise_ns() + timing.warmNanos)
-                let droppedBefore = rsb_floor_dropped(&floor)
-                let count = rsb_floor_sample(
-                    &floor, floor.metric.index, UInt32(batch), table, last,
-                    buffer.baseAddress, buffer.count, rs_clock_precise_ns() + timing.sampleNanos)
-                let start = rs_clock_precise_ns()
-                let calls = rsb_floor_run(&floor, floor.metric.index, table, last, start + timing.runNanos)
-                return RoundSample(
-                    batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: rs_clock_precise_ns() &- start,
-                    dropped: rsb_floor_dropped(&floor) &- droppedBefore)
+                // The same loops, in C: rsb_floor_round (rsb_floor_sample, then rsb_floor_run).
+                var result = rsb_round()
+                rsb_floor_round(
+                    &floor, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming,
+                    buffer.baseAddress, buffer.count, &result)
+                return RoundSample(result, buffer)
             },
             Row(name: "c.span", consumerMode: .rings) {
                 // C's span through the floor's bot (this thread's lane of it): ringside.span's baseline.
@@ -378,6 +376,15 @@ public enum EmitBenchmark {
             calls &+= 4096
         } while rs_clock_precise_ns() < deadline
         return calls
+    }
+}
+
+extension RoundSample {
+    /// A round of the floor's, measured in C: `result`, with its batch times in `buffer`.
+    init(_ result: rsb_round, _ buffer: UnsafeMutableBufferPointer<UInt32>) {
+        self.init(
+            batchNanos: Array(buffer[..<Int(result.batches)]), calls: result.calls, elapsedNanos: result.elapsed_ns,
+            dropped: result.dropped)
     }
 }
 

@@ -60,6 +60,31 @@ size_t rsb_floor_sample(rsb_floor *floor, uint32_t metric, uint32_t batch, const
 uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values, uint64_t values_mask,
                        uint64_t deadline_ns);
 
+/** How one round of a row spends its time (from when it starts), and its batch size. */
+typedef struct {
+    uint64_t warm_ns;       /* untimed calls first, so the round starts warm */
+    uint64_t sample_ns;     /* timed batches */
+    uint64_t run_ns;        /* the untimed loop behind calls/s */
+    uint32_t batch;         /* calls per timed batch */
+    uint32_t reserved;
+} rsb_round_timing;
+
+/** What one round of the floor measured. */
+typedef struct {
+    uint64_t batches;       /* batch times written to `out` */
+    uint64_t calls;         /* calls in the untimed loop */
+    uint64_t elapsed_ns;    /* how long the untimed loop ran */
+    uint64_t dropped;       /* records the lane dropped in the timed batches and the untimed loop */
+} rsb_round;
+
+/**
+ * One round of `c.floor`: rsb_floor_run for `timing->warm_ns`, then rsb_floor_sample for
+ * `timing->sample_ns` (batch times into `out`, at most `capacity`), then rsb_floor_run for
+ * `timing->run_ns`, counting the calls and the lane's drops.
+ */
+void rsb_floor_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
+                     uint32_t *out, size_t capacity, rsb_round *result);
+
 /** `c.span`: rsb_floor_sample and rsb_floor_run for C's span (rs_bot_begin_span, then
  *  rs_bot_end_span into the floor's histogram, on the calling thread's lane of the floor bot). */
 size_t rsb_span_sample(rsb_floor *floor, uint32_t batch, uint32_t *out, size_t capacity, uint64_t deadline_ns);
