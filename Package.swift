@@ -128,7 +128,8 @@ let package = Package(
                 "RingsideHTTP", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport", "ringside-test-producer",
                 "ringside-collector",
             ]),
-        .testTarget(name: "RingsideBenchTests", dependencies: ["RingsideBench", "RingsideJSON", "RingsideCommandLine"]),
+        .testTarget(
+            name: "RingsideBenchTests", dependencies: ["RingsideBench", "CRingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideTestSupport"]),
         .testTarget(
             name: "RingsideExportTests",

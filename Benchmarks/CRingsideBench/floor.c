@@ -1,12 +1,19 @@
-// The C floor and thread pinning for ringside-bench (see CRingsideBench.h).
+// The C floor, the forked floor and thread pinning for ringside-bench (see CRingsideBench.h).
 #define _GNU_SOURCE
 #include "CRingsideBench.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 int rsb_floor_open(rsb_floor *floor, const char *directory, const char *name, uint64_t lane_capacity) {
     memset(floor, 0, sizeof *floor);
@@ -77,6 +84,243 @@ uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values
     } while (rs_clock_precise_ns() < deadline_ns);
     return calls;
 }
+
+void rsb_floor_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
+                     uint32_t *out, size_t capacity, rsb_round *result) {
+    uint32_t metric = floor->metric.index;
+    (void)rsb_floor_run(floor, metric, values, values_mask, rs_clock_precise_ns() + timing->warm_ns);
+    uint64_t dropped_before = rsb_floor_dropped(floor);
+    result->batches = rsb_floor_sample(floor, metric, timing->batch, values, values_mask, out, capacity,
+                                       rs_clock_precise_ns() + timing->sample_ns);
+    uint64_t start = rs_clock_precise_ns();
+    result->calls = rsb_floor_run(floor, metric, values, values_mask, start + timing->run_ns);
+    result->elapsed_ns = rs_clock_precise_ns() - start;
+    result->dropped = rsb_floor_dropped(floor) - dropped_before;
+}
+
+/* MARK: - The forked floor (`c.floor.forked`)
+ *
+ * The parent and the child talk over a stream socket pair (send with MSG_NOSIGNAL: a child that
+ * died is an error, not a SIGPIPE). The child says once that it is ready (rsb_ready); then each
+ * request (rsb_request) gets a reply: an rsb_round, then its batch times. */
+
+typedef struct {
+    int32_t code;           /* 0: ready; else why not, in `message` */
+    int32_t pid;
+    char message[1024];
+} rsb_ready;
+
+typedef struct {
+    rsb_round_timing timing;
+    uint64_t capacity;      /* batch times the parent takes */
+} rsb_request;
+
+/** Seconds a child has to answer beyond the work asked of it. */
+#define RSB_CHILD_SLACK_NS (30ull * 1000000000ull)
+/** How long rsb_forked_stop waits for the child to leave before SIGKILL. */
+#define RSB_CHILD_EXIT_NS (2ull * 1000000000ull)
+
+static int rsb_send_all(int fd, const void *data, size_t size) {
+    const char *p = (const char *)data;
+    while (size > 0) {
+        ssize_t n = send(fd, p, size, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return n < 0 ? -errno : -EPIPE;
+        p += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+/** Receives exactly `size` bytes; 0, 1 for the end of the stream before any byte, or -errno
+    (-ETIMEDOUT once the precise clock passes `deadline_ns`; 0 waits for ever). */
+static int rsb_receive_all(int fd, void *data, size_t size, uint64_t deadline_ns) {
+    char *p = (char *)data;
+    size_t wanted = size;
+    while (size > 0) {
+        if (deadline_ns != 0) {
+            uint64_t now = rs_clock_precise_ns();
+            if (now >= deadline_ns) return -ETIMEDOUT;
+            uint64_t left_ms = (deadline_ns - now) / 1000000 + 1;
+            struct pollfd pfd = {fd, POLLIN, 0};
+            int ready = poll(&pfd, 1, left_ms > 60000 ? 60000 : (int)left_ms);
+            if (ready < 0 && errno != EINTR) return -errno;
+            if (ready <= 0) continue;
+        }
+        ssize_t n = recv(fd, p, size, 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n < 0) return -errno;
+        if (n == 0) return size == wanted ? 1 : -EPIPE;
+        p += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+/** The child's life: it never returns. Only C, and only what a forked child of a threaded
+    process may do (the Ringside library's own fork handlers keep its locks sound). */
+static void rsb_child_main(int fd, pid_t parent, rsb_floor *floor, const uint64_t *values, uint64_t values_mask,
+                           size_t capacity, const char *parent_path) {
+    /* Die with the parent, even if it is killed; take signals as a process of its own would. */
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    struct sigaction default_action;
+    memset(&default_action, 0, sizeof default_action);
+    default_action.sa_handler = SIG_DFL;
+    int signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGCHLD};
+    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) (void)sigaction(signals[i], &default_action, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+
+    rsb_ready ready;
+    memset(&ready, 0, sizeof ready);
+    ready.pid = (int32_t)getpid();
+    char expected[sizeof ((rsb_forked *)0)->worker_path];
+    snprintf(expected, sizeof expected, "%s" RS_WORKER_SEPARATOR "%d", parent_path, (int)getpid());
+    /* The batch times, faulted in now: nothing the child times writes a page the parent has. */
+    uint32_t *out = (uint32_t *)malloc(capacity * sizeof *out);
+    if (out == NULL) {
+        ready.code = -ENOMEM;
+        snprintf(ready.message, sizeof ready.message, "out of memory for %zu batch times", capacity);
+    } else {
+        memset(out, 0, capacity * sizeof *out);
+        /* The first record, through the bot and metric inherited from the parent: it makes the
+           worker file, and claims this thread's lane of it. */
+        if (rs_bot_record(floor->bot, floor->metric, values[0]) != 1) {
+            rs_error error;
+            memset(&error, 0, sizeof error);
+            ready.code = rs_bot_claim_thread_lane(floor->bot, &error);
+            if (ready.code == 0) ready.code = RS_E_FORKED;
+            snprintf(ready.message, sizeof ready.message, "its first record wrote nothing: %.900s",
+                     error.message[0] ? error.message : "no reason given");
+        } else if (strcmp(rs_bot_path(floor->bot), expected) != 0) {
+            ready.code = RS_E_INVALID;
+            snprintf(ready.message, sizeof ready.message, "its first record went to %.400s, not %.400s",
+                     rs_bot_path(floor->bot), expected);
+        } else {
+            /* The rounds write the lane that record took: what the inherited handles write. */
+            floor->producer = rs_bot_producer(floor->bot);
+        }
+    }
+    if (rsb_send_all(fd, &ready, sizeof ready) != 0 || ready.code != 0) _exit(1);
+    for (;;) {
+        rsb_request request;
+        if (rsb_receive_all(fd, &request, sizeof request, 0) != 0) break; /* the parent closed: done */
+        size_t batches = request.capacity < capacity ? (size_t)request.capacity : capacity;
+        rsb_round result;
+        rsb_floor_round(floor, values, values_mask, &request.timing, out, batches, &result);
+        if (rsb_send_all(fd, &result, sizeof result) != 0) break;
+        if (rsb_send_all(fd, out, (size_t)result.batches * sizeof *out) != 0) break;
+    }
+    _exit(0); /* no atexit handlers, no stdio flush: they are the parent's */
+}
+
+int rsb_forked_start(rsb_forked *forked, rsb_floor *floor, const uint64_t *values, uint64_t values_mask,
+                     size_t capacity) {
+    memset(forked, 0, sizeof *forked);
+    forked->socket = -1;
+    forked->capacity = capacity;
+    char parent_path[sizeof forked->worker_path - 16];
+    int length = snprintf(parent_path, sizeof parent_path, "%s", rs_bot_path(floor->bot));
+    if (floor->bot == NULL || length <= 0 || (size_t)length >= sizeof parent_path || capacity == 0) {
+        snprintf(forked->error, sizeof forked->error, "the forked floor needs an open floor and room for batch times");
+        return -1;
+    }
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+        snprintf(forked->error, sizeof forked->error, "socketpair: %s", strerror(errno));
+        return -1;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int saved = errno;
+        close(pair[0]);
+        close(pair[1]);
+        snprintf(forked->error, sizeof forked->error, "fork: %s", strerror(saved));
+        return -1;
+    }
+    if (pid == 0) {
+        close(pair[0]);
+        rsb_child_main(pair[1], parent, floor, values, values_mask, capacity, parent_path);
+    }
+    close(pair[1]);
+    forked->pid = (int32_t)pid;
+    forked->socket = pair[0];
+    snprintf(forked->worker_path, sizeof forked->worker_path, "%s" RS_WORKER_SEPARATOR "%d", parent_path, (int)pid);
+    rsb_ready ready;
+    int rc = rsb_receive_all(forked->socket, &ready, sizeof ready, rs_clock_precise_ns() + RSB_CHILD_SLACK_NS);
+    if (rc != 0 || ready.code != 0 || ready.pid != pid) {
+        char why[1100];
+        if (rc == 0) {
+            ready.message[sizeof ready.message - 1] = 0;
+            snprintf(why, sizeof why, "%s (%s)", ready.message, rs_strerror(ready.code));
+        } else {
+            snprintf(why, sizeof why, "it did not say it was ready: %s", rc == 1 ? "it left" : strerror(-rc));
+        }
+        rsb_forked_stop(forked);
+        snprintf(forked->error, sizeof forked->error, "the forked child (pid %d) of bot %.200s: %.900s", (int)pid,
+                 floor->bot->name, why);
+        return -1;
+    }
+    return 0;
+}
+
+int rsb_forked_round(rsb_forked *forked, const rsb_round_timing *timing, uint32_t *out, size_t capacity,
+                     rsb_round *result) {
+    memset(result, 0, sizeof *result);
+    forked->error[0] = 0;
+    if (forked->pid <= 0) {
+        snprintf(forked->error, sizeof forked->error, "the forked floor has no child");
+        return -1;
+    }
+    rsb_request request;
+    memset(&request, 0, sizeof request);
+    request.timing = *timing;
+    request.capacity = capacity;
+    uint64_t deadline = rs_clock_precise_ns() + timing->warm_ns + timing->sample_ns + timing->run_ns + RSB_CHILD_SLACK_NS;
+    int rc = rsb_send_all(forked->socket, &request, sizeof request);
+    if (rc == 0) rc = rsb_receive_all(forked->socket, result, sizeof *result, deadline);
+    if (rc == 0 && result->batches > capacity) rc = -EPROTO;
+    if (rc == 0) rc = rsb_receive_all(forked->socket, out, (size_t)result->batches * sizeof *out, deadline);
+    if (rc != 0) {
+        int32_t pid = forked->pid;
+        rsb_forked_stop(forked);
+        snprintf(forked->error, sizeof forked->error, "the forked child (pid %d) did not answer a round: %s", (int)pid,
+                 rc == 1 ? "it left" : strerror(-rc));
+        memset(result, 0, sizeof *result);
+        return -1;
+    }
+    return 0;
+}
+
+void rsb_forked_stop(rsb_forked *forked) {
+    if (forked->pid <= 0) return;
+    pid_t pid = (pid_t)forked->pid;
+    close(forked->socket); /* the child reads the end of its requests, and leaves */
+    forked->socket = -1;
+    uint64_t give_up = rs_clock_precise_ns() + RSB_CHILD_EXIT_NS;
+    for (;;) {
+        pid_t reaped = waitpid(pid, NULL, WNOHANG);
+        if (reaped == pid || (reaped < 0 && errno == ECHILD)) break; /* ECHILD: reaped already */
+        if (reaped < 0 && errno == EINTR) continue;
+        if (rs_clock_precise_ns() >= give_up) {
+            (void)kill(pid, SIGKILL);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+            break;
+        }
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    /* Its worker file: the collector would fold and remove it; the benchmark has none. */
+    if (forked->worker_path[0] != 0) (void)unlink(forked->worker_path);
+    forked->pid = 0;
+}
+
+const char *rsb_forked_error(const rsb_forked *forked) { return forked->error; }
+
+const char *rsb_forked_worker_path(const rsb_forked *forked) { return forked->worker_path; }
 
 /* The C span (`c.span`): what rs_bot_begin_span and rs_bot_end_span cost through the floor bot's
    lane for the calling thread, timed as the floor is. */

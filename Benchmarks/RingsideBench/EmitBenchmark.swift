@@ -50,12 +50,17 @@ public struct BenchSettings: Sendable, Equatable {
 /// as the other end of each transport would. The rows run interleaved, in rounds (A, B, C, A,
 /// B, C, ...), because a virtual machine's speed can change between one row and the next: a
 /// row is compared with `c.floor` in the same round.
+///
+/// Two rows measure a record in a worker of a bot (docs/workers.md) against the same record in
+/// the bot's own process: `ringside.record.worker` (a `Bot` this process attaches as a worker)
+/// against `ringside.record`, and `c.floor.forked` (the floor's round in a child made by fork(),
+/// a worker since its first record) against `c.floor`.
 public enum EmitBenchmark {
     /// The rows, in the order they run in each round and are printed.
     public static let rowNames = [
-        "ringside.record", "ringside.counter", "ringside.gauge", "ringside.span",
+        "ringside.record", "ringside.record.worker", "ringside.counter", "ringside.gauge", "ringside.span",
         "ringside.record.4threads",
-        "c.floor", "c.span", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse",
+        "c.floor", "c.floor.forked", "c.span", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse",
     ]
 
     /// Threads in `ringside.record.4threads`.
@@ -65,7 +70,7 @@ public enum EmitBenchmark {
     struct Row {
         let name: String
         let consumerMode: LiveConsumer.Mode
-        let measure: () -> RoundSample
+        let measure: () throws(BenchError) -> RoundSample
     }
 
     /// How one round of a row spends its time.
@@ -89,17 +94,21 @@ public enum EmitBenchmark {
         let pinned = cpus.consumer >= 0 && rsb_pin_current_thread(cpus.producer) == 0
         defer { rsb_unpin_current_thread() }
 
-        // The bots: one for the rows of one thread, one that four threads record into at once,
-        // and one that the C floor writes.
-        let ring: Bot, bot: Bot
+        // The bots: one for the rows of one thread, this process as a worker of it too (its own
+        // file, bench@<pid>), one that four threads record into at once, and one that the C floor
+        // writes.
+        let ring: Bot, worker: Bot, bot: Bot
         let record: Bot.Histogram, span: Bot.Histogram, counter: Bot.Counter, gauge: Bot.Gauge
-        let botRecord: Bot.Histogram
+        let workerRecord: Bot.Histogram, botRecord: Bot.Histogram
         do {
             ring = try Bot.attach("bench", directory: directory, options: .init(laneCapacity: settings.ringCapacity))
             record = try ring.histogram("bench_record_latency", unit: .nanoseconds)
             counter = try ring.counter("bench_orders")
             gauge = try ring.gauge("bench_exposure")
             span = try ring.histogram("bench_span_latency", unit: .nanoseconds)
+            worker = try Bot.attach(
+                "bench", directory: directory, options: .init(laneCapacity: settings.ringCapacity, worker: true))
+            workerRecord = try worker.histogram("bench_record_latency", unit: .nanoseconds)
             bot = try Bot.attach("bench-bot", directory: directory, options: .init(laneCapacity: settings.ringCapacity))
             botRecord = try bot.histogram("bench_record_latency", unit: .nanoseconds)
         } catch {
@@ -131,11 +140,31 @@ public enum EmitBenchmark {
         // Every bucket the values touch exists before timing starts: recording never allocates.
         for index in 0..<LatencyValues.count { locked.mutex.withLock { $0.record(values[index]) } }
 
+        let rounds = max(1, settings.rounds)
+        let roundSeconds = settings.seconds / Double(rounds)
+        let batch = settings.batchSize
+        // At most 2 M samples a row, over its rounds: enough for a p99.9, and bounded memory.
+        let sampleCapacity = min(2 << 20, max(1 << 14, Int(settings.seconds * 6e6))) / rounds
+
+        // c.floor.forked's child, forked now: before the consumer's thread starts, and before
+        // this process faults in the pages it times into (a page written after a fork is copied
+        // at its first write while the child lives). It becomes a worker of the floor's bot
+        // (floor@<pid>) at its first record, and runs c.floor's round when asked.
+        var forked = rsb_forked()
+        defer { rsb_forked_stop(&forked) }
+        if only.isEmpty || only.contains("c.floor.forked") {
+            let started = rsb_forked_start(&forked, &floor, values.pointer, UInt64(LatencyValues.count - 1), sampleCapacity)
+            guard started == 0 else { throw BenchError("c.floor.forked: \(String(cString: rsb_forked_error(&forked)))") }
+        }
+
         let consumer: LiveConsumer
         let botInspector: RingInspector
         do {
+            // The worker files too: bench@<pid> (this process's) and floor@<child> (the child's).
+            var rings = ["bench", "bench\(RS_WORKER_SEPARATOR)\(getpid())", "bench-bot", "floor"]
+            if forked.pid > 0 { rings.append("floor\(RS_WORKER_SEPARATOR)\(forked.pid)") }
             consumer = try LiveConsumer(
-                rings: ["bench", "bench-bot", "floor"], directory: directory, socket: sockets[1],
+                rings: rings, directory: directory, socket: sockets[1],
                 histogram: locked, cpu: pinned ? cpus.consumer : -1)
             botInspector = try RingInspector("bench-bot", directory: RingDirectory(directory))
         } catch {
@@ -146,11 +175,6 @@ public enum EmitBenchmark {
         // Every lane's drops, full lanes' and laneless threads' alike.
         let botDropped = { (try? botInspector.status().dropped) ?? 0 }
 
-        let rounds = max(1, settings.rounds)
-        let roundSeconds = settings.seconds / Double(rounds)
-        let batch = settings.batchSize
-        // At most 2 M samples a row, over its rounds: enough for a p99.9, and bounded memory.
-        let sampleCapacity = min(2 << 20, max(1 << 14, Int(settings.seconds * 6e6))) / rounds
         let buffer = UnsafeMutableBufferPointer<UInt32>.allocate(capacity: sampleCapacity)
         buffer.initialize(repeating: 0)  // fault the pages in before any timing
         defer { buffer.deallocate() }
@@ -163,6 +187,10 @@ public enum EmitBenchmark {
             warmNanos: UInt64(min(roundSeconds * 0.1, 0.05) * 1e9),
             sampleNanos: UInt64(roundSeconds * 0.75e9), runNanos: UInt64(roundSeconds * 0.25e9),
             batch: batch)
+        // The same, for the floor's rounds in C (c.floor's here, c.floor.forked's in the child).
+        var floorTiming = rsb_round_timing(
+            warm_ns: timing.warmNanos, sample_ns: timing.sampleNanos, run_ns: timing.runNanos,
+            batch: UInt32(batch), reserved: 0)
 
         // A 32-byte datagram holding the same record: timestamp, value, sequence, metric.
         let datagram = UnsafeMutableRawPointer.allocate(byteCount: 32, alignment: 8)
@@ -178,6 +206,14 @@ public enum EmitBenchmark {
                 var v = 0
                 return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
                     record.record(values[v])
+                    v &+= 1
+                }
+            },
+            Row(name: "ringside.record.worker", consumerMode: .rings) {
+                // ringside.record's loop, into this process's own file as a worker of the bot.
+                var v = 0
+                return timedRound(buffer, timing, drops: { worker.currentThreadLane.recordsDropped }) {
+                    workerRecord.record(values[v])
                     v &+= 1
                 }
             },
@@ -204,18 +240,20 @@ public enum EmitBenchmark {
                 }
             },
             Row(name: "c.floor", consumerMode: .rings) {
-                // The same loops, in C: rsb_floor_sample and rsb_floor_run.
-                let table = values.pointer, last = UInt64(LatencyValues.count - 1)
-                _ = rsb_floor_run(&floor, floor.metric.index, table, last, rs_clock_precise_ns() + timing.warmNanos)
-                let droppedBefore = rsb_floor_dropped(&floor)
-                let count = rsb_floor_sample(
-                    &floor, floor.metric.index, UInt32(batch), table, last,
-                    buffer.baseAddress, buffer.count, rs_clock_precise_ns() + timing.sampleNanos)
-                let start = rs_clock_precise_ns()
-                let calls = rsb_floor_run(&floor, floor.metric.index, table, last, start + timing.runNanos)
-                return RoundSample(
-                    batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: rs_clock_precise_ns() &- start,
-                    dropped: rsb_floor_dropped(&floor) &- droppedBefore)
+                // The same loops, in C: rsb_floor_round (rsb_floor_sample, then rsb_floor_run).
+                var result = rsb_round()
+                rsb_floor_round(
+                    &floor, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming,
+                    buffer.baseAddress, buffer.count, &result)
+                return RoundSample(result, buffer)
+            },
+            Row(name: "c.floor.forked", consumerMode: .rings) { () throws(BenchError) -> RoundSample in
+                // c.floor's round, run by the forked child in its worker file; this thread waits.
+                var result = rsb_round()
+                guard rsb_forked_round(&forked, &floorTiming, buffer.baseAddress, buffer.count, &result) == 0 else {
+                    throw BenchError("c.floor.forked: \(String(cString: rsb_forked_error(&forked)))")
+                }
+                return RoundSample(result, buffer)
             },
             Row(name: "c.span", consumerMode: .rings) {
                 // C's span through the floor's bot (this thread's lane of it): ringside.span's baseline.
@@ -265,7 +303,7 @@ public enum EmitBenchmark {
             for (index, row) in rows.enumerated() {
                 progress(rounds == 1 ? row.name : "\(row.name) (round \(round) of \(rounds))")
                 consumer.mode.store(row.consumerMode.rawValue, ordering: .releasing)
-                measured[index].append(row.measure())
+                measured[index].append(try row.measure())
             }
         }
         let floorRounds = rows.firstIndex { $0.name == "c.floor" }.map { index in
@@ -289,7 +327,11 @@ public enum EmitBenchmark {
             + consumerCPU + " draining the rings every \(LiveConsumer.periodNanos / 1000) µs "
             + "(reading every record, like the collector's passes under load), receiving the datagrams (recvmmsg) "
             + "and scraping the locked histogram every ms; ringside.record.4threads adds \(botThreads - 1) unpinned threads "
-            + "to this one, each on its own lane, and sums their calls; rings and lanes of \(settings.ringCapacity) "
+            + "to this one, each on its own lane, and sums their calls; ringside.record.worker is ringside.record "
+            + "into a bot this process also attached as a worker (its own file, <bot>@<pid>); c.floor.forked is "
+            + "c.floor's round (the same C function) run by a child this process forked once, which became a worker "
+            + "of the floor's bot at its first record (through the bot and metric it inherited) and writes that "
+            + "record's lane, on the producer's CPU while this process waits; rings and lanes of \(settings.ringCapacity) "
             + "records; values from a table of \(LatencyValues.count) lognormal latencies."
         machine.pinned = pinned
         return EmitReport(machine: machine, method: method, rows: summaries)
@@ -378,6 +420,15 @@ public enum EmitBenchmark {
             calls &+= 4096
         } while rs_clock_precise_ns() < deadline
         return calls
+    }
+}
+
+extension RoundSample {
+    /// A round of the floor's, measured in C: `result`, with its batch times in `buffer`.
+    init(_ result: rsb_round, _ buffer: UnsafeMutableBufferPointer<UInt32>) {
+        self.init(
+            batchNanos: Array(buffer[..<Int(result.batches)]), calls: result.calls, elapsedNanos: result.elapsed_ns,
+            dropped: result.dropped)
     }
 }
 

@@ -7,6 +7,9 @@
  *    one histogram and writes through an exclusive lane (rs_bot_exclusive_producer).
  * 2. Thread pinning, a spin-wait hint and recvmmsg: `CPU_SET` and friends are macros, `pause` an
  *    intrinsic and `struct mmsghdr` arrays awkward, in Swift.
+ * 3. The forked floor (`c.floor.forked`): the floor's round, run in a child made by fork(), which
+ *    becomes a worker of the floor's bot at its first record. The Swift runtime and fork() do not
+ *    mix: the child runs this file's C only, and leaves by _exit.
  */
 #ifndef CRINGSIDE_BENCH_H
 #define CRINGSIDE_BENCH_H
@@ -60,6 +63,32 @@ size_t rsb_floor_sample(rsb_floor *floor, uint32_t metric, uint32_t batch, const
 uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values, uint64_t values_mask,
                        uint64_t deadline_ns);
 
+/** How one round of a row spends its time (from when it starts), and its batch size. */
+typedef struct {
+    uint64_t warm_ns;       /* untimed calls first, so the round starts warm */
+    uint64_t sample_ns;     /* timed batches */
+    uint64_t run_ns;        /* the untimed loop behind calls/s */
+    uint32_t batch;         /* calls per timed batch */
+    uint32_t reserved;
+} rsb_round_timing;
+
+/** What one round of the floor measured. */
+typedef struct {
+    uint64_t batches;       /* batch times written to `out` */
+    uint64_t calls;         /* calls in the untimed loop */
+    uint64_t elapsed_ns;    /* how long the untimed loop ran */
+    uint64_t dropped;       /* records the lane dropped in the timed batches and the untimed loop */
+} rsb_round;
+
+/**
+ * One round of `c.floor`: rsb_floor_run for `timing->warm_ns`, then rsb_floor_sample for
+ * `timing->sample_ns` (batch times into `out`, at most `capacity`), then rsb_floor_run for
+ * `timing->run_ns`, counting the calls and the lane's drops. `c.floor.forked`'s child runs this
+ * same function.
+ */
+void rsb_floor_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
+                     uint32_t *out, size_t capacity, rsb_round *result);
+
 /** `c.span`: rsb_floor_sample and rsb_floor_run for C's span (rs_bot_begin_span, then
  *  rs_bot_end_span into the floor's histogram, on the calling thread's lane of the floor bot). */
 size_t rsb_span_sample(rsb_floor *floor, uint32_t batch, uint32_t *out, size_t capacity, uint64_t deadline_ns);
@@ -67,6 +96,50 @@ uint64_t rsb_span_run(rsb_floor *floor, uint64_t deadline_ns);
 
 /** Records the calling thread's lane of the floor bot dropped (claiming it if it has none). */
 uint64_t rsb_span_dropped(rsb_floor *floor);
+
+/** The forked floor: a child made by fork() that runs the floor's rounds when asked. */
+typedef struct {
+    int32_t pid;            /* the child; 0 when there is none */
+    int socket;             /* the parent's end of a socket pair to the child (valid while pid > 0) */
+    size_t capacity;        /* batch times the child keeps a round */
+    char worker_path[4200]; /* the child's worker file of the floor's bot, `<floor's file>@<pid>` */
+    char error[1200];       /* why the last call failed ("" after success) */
+} rsb_forked;
+
+/**
+ * Forks a child of the calling process that becomes a worker of `floor`'s bot, then waits for it
+ * to say it is ready. The child resets its signals, dies with its parent (PR_SET_PDEATHSIG), makes
+ * its first record through the bot and metric it inherited (rs_bot_record: the forked child's
+ * path, which writes its worker file `<floor's file>@<pid>`), takes that record's lane (the
+ * calling thread's) as its floor's producer, and then answers rsb_forked_round until its end of
+ * the socket closes, when it leaves with _exit(0). It calls nothing but C. Call it before starting
+ * other threads that matter (a child has only the forking thread) and before faulting in buffers
+ * the parent times into (a page the parent writes after the fork is copied on that write).
+ * Returns 0, or -1 with `forked->error` saying why (no child is left then, nor its file).
+ */
+int rsb_forked_start(rsb_forked *forked, rsb_floor *floor, const uint64_t *values, uint64_t values_mask,
+                     size_t capacity);
+
+/**
+ * Asks the child for one round of rsb_floor_round with `timing`, and waits for it (at most the
+ * round's time and 30 s more): its batch times go to `out` (at most `capacity`), the rest to
+ * `result`. Returns 0, or -1 with `forked->error` saying why (the child is stopped then: see
+ * rsb_forked_stop).
+ */
+int rsb_forked_round(rsb_forked *forked, const rsb_round_timing *timing, uint32_t *out, size_t capacity,
+                     rsb_round *result);
+
+/**
+ * Stops the child (closes its socket; SIGKILL if it has not left within 2 s), reaps it and removes
+ * its worker file. Safe to call again, and on a zeroed or failed `forked`.
+ */
+void rsb_forked_stop(rsb_forked *forked);
+
+/** Why the last rsb_forked_start or rsb_forked_round failed ("" after success). */
+const char *rsb_forked_error(const rsb_forked *forked);
+
+/** The child's worker file (removed by rsb_forked_stop); "" before rsb_forked_start. */
+const char *rsb_forked_worker_path(const rsb_forked *forked);
 
 /**
  * Receives up to `max` (at most 64) datagrams of up to 64 bytes each into `buffer` (64 * max
