@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <dirent.h>
 #include <unistd.h>
 
 RS_THREAD_LOCAL rs_thread_lane rs_thread_lanes[RS_MAX_BOTS_PER_PROCESS];
@@ -57,6 +58,7 @@ typedef struct {
     dev_t file_dev;             /* the attached file, as fstat saw it: a forked child reads the */
     ino_t file_ino;             /*   registry of this very file, not one put at its path since */
     mode_t file_mode;           /* its permission bits, for a worker file a forked child makes */
+    uint32_t max_workers;       /* the attach's bound on worker files (0: the default), for a forked child's */
     int said_why_laneless;      /* the "no lane could be added" message went to stderr */
     uint32_t lanes_mapped;      /* lanes this process mapped: the file's count at attach, plus those
                                    it added. Any process of the user can write the file's count, so
@@ -108,6 +110,7 @@ const char *rs_strerror(int code) {
     case RS_E_NO_LANE: return "every lane is taken";
     case RS_E_FORKED: return "this forked child could not make its worker file of the bot";
     case RS_E_NO_INODES: return "no file can be created in the ring directory (no free inodes)";
+    case RS_E_TOO_MANY_WORKERS: return "the bot has as many worker files as its bound, each held by a live worker";
     default: return code < 0 ? strerror(-code) : "unknown error";
     }
 }
@@ -845,6 +848,9 @@ static int rsp_check_options(const char *name, const rs_bot_options *o, rs_error
     if (o->max_lanes > RS_MAX_LANES) {
         return rsp_fail(error, name, RS_E_INVALID, "max_lanes %u must be from 1 to %u", (unsigned)o->max_lanes, RS_MAX_LANES);
     }
+    if (o->max_workers > RS_MAX_WORKERS) {
+        return rsp_fail(error, name, RS_E_INVALID, "max_workers %u must be from 1 to %u", (unsigned)o->max_workers, RS_MAX_WORKERS);
+    }
     if (o->mode & ~(mode_t)0777) {
         return rsp_fail(error, name, RS_E_INVALID, "mode 0%o has bits other than permissions", (unsigned)o->mode);
     }
@@ -866,6 +872,89 @@ static int rsp_attach_file(rsp_bot *b, const rs_bot_options *o, rs_error *error)
                     b->bot.path, RSP_ATTEMPTS);
 }
 
+/** `<directory>/ringside.<name>`, or a worker's `<directory>/ringside.<name>@<pid>`; 0 if too long. */
+static int rsp_file_path(char *path, size_t size, const char *directory, const char *name, int32_t worker_pid) {
+    int length = worker_pid ? snprintf(path, size, "%s/" RS_FILE_PREFIX "%s" RS_WORKER_SEPARATOR "%d", directory, name, (int)worker_pid)
+                            : snprintf(path, size, "%s/" RS_FILE_PREFIX "%s", directory, name);
+    return length >= 0 && (size_t)length < size;
+}
+
+/** The pid a directory entry names if it is a worker file of bot `name` (`ringside.<name>@<pid>`), else 0. */
+static int32_t rsp_worker_pid_of_entry(const char *entry, const char *name) {
+    size_t prefix = strlen(RS_FILE_PREFIX), length = strlen(name);
+    if (strncmp(entry, RS_FILE_PREFIX, prefix) != 0 || strncmp(entry + prefix, name, length) != 0) return 0;
+    const char *digits = entry + prefix + length;
+    if (*digits++ != RS_WORKER_SEPARATOR[0] || *digits == 0 || *digits == '0') return 0;
+    long long pid = 0;
+    for (const char *c = digits; *c; c++) {
+        if (*c < '0' || *c > '9' || c - digits >= 10) return 0;
+        pid = pid * 10 + (*c - '0');
+    }
+    return pid <= INT32_MAX ? (int32_t)pid : 0;
+}
+
+/** Adds 1 to the bot's file's `workers_refused`, if the file is there and whole: 1 if counted. */
+static int rsp_count_refused_worker(const rsp_bot *b) {
+    char path[sizeof b->bot.path];
+    if (!rsp_file_path(path, sizeof path, b->directory, b->bot.name, 0)) return 0;
+    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    int counted = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size >= RS_HEADER_SIZE) {
+        rs_header *h = (rs_header *)mmap(NULL, RS_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (h != MAP_FAILED) {
+            if (h->magic == RS_MAGIC && rs_load_acquire_u32(&h->version) == RS_FORMAT_VERSION) {
+                __atomic_fetch_add(&h->workers_refused, 1, __ATOMIC_RELAXED);
+                counted = 1;
+            }
+            munmap(h, RS_HEADER_SIZE);
+        }
+    }
+    close(fd);
+    return counted;
+}
+
+/**
+ * Attaches this process's worker file (b->bot.path, `<name>@<pid>`) within the bound (see WORKERS):
+ * while the directory holds fewer than max_workers worker files of the bot (its own aside), its
+ * own; past it, the file of a worker that is gone, whose totals it continues (b->bot.path names
+ * it then); when every one is held, RS_E_TOO_MANY_WORKERS, counted in the bot's file.
+ */
+static int rsp_attach_worker_file(rsp_bot *b, const rs_bot_options *o, rs_error *error) {
+    uint32_t bound = o->max_workers ? o->max_workers : RS_DEFAULT_MAX_WORKERS;
+    int32_t self = (int32_t)getpid();
+    DIR *dir = opendir(b->directory);
+    if (dir == NULL) return rsp_attach_file(b, o, error); /* the attach says what is wrong with it */
+    uint32_t others = 0;
+    for (struct dirent *entry; (entry = readdir(dir)) != NULL;) {
+        int32_t pid = rsp_worker_pid_of_entry(entry->d_name, b->bot.name);
+        if (pid != 0 && pid != self) others++;
+    }
+    if (others < bound) {
+        closedir(dir);
+        return rsp_attach_file(b, o, error);
+    }
+    char own[sizeof b->bot.path];
+    snprintf(own, sizeof own, "%s", b->bot.path);
+    rewinddir(dir);
+    int rc = RS_E_TOO_MANY_WORKERS;
+    for (struct dirent *entry; (entry = readdir(dir)) != NULL;) {
+        int32_t pid = rsp_worker_pid_of_entry(entry->d_name, b->bot.name);
+        if (pid == 0 || pid == self || !rsp_file_path(b->bot.path, sizeof b->bot.path, b->directory, b->bot.name, pid)) continue;
+        rs_error ignored;
+        if ((rc = rsp_attach_file(b, o, &ignored)) == 0) break; /* a gone worker's file: ours now */
+        rc = RS_E_TOO_MANY_WORKERS;                            /* held, or not one to continue: the next */
+    }
+    closedir(dir);
+    if (rc == 0) return 0;
+    snprintf(b->bot.path, sizeof b->bot.path, "%s", own);
+    int counted = rsp_count_refused_worker(b);
+    return rsp_fail(error, b->bot.name, RS_E_TOO_MANY_WORKERS, "the bot has %u worker files (max_workers), each held by a live "
+                    "worker%s", (unsigned)others,
+                    counted ? "; counted in the bot's file (workers_refused)" : "; not counted: the bot's own file is missing");
+}
+
 /** A bot that maps nothing: records return at once, registration still checks its arguments. */
 static int rsp_set_up_disabled(rsp_bot *b, const rs_bot_options *o, rs_error *error) {
     uint32_t registry_capacity = o->max_metrics ? o->max_metrics : RS_DEFAULT_REGISTRY_CAPACITY;
@@ -873,13 +962,6 @@ static int rsp_set_up_disabled(rsp_bot *b, const rs_bot_options *o, rs_error *er
     rsp_build_laneless(b);
     b->bot.path[0] = 0;
     return 0;
-}
-
-/** `<directory>/ringside.<name>`, or a worker's `<directory>/ringside.<name>@<pid>`; 0 if too long. */
-static int rsp_file_path(char *path, size_t size, const char *directory, const char *name, int32_t worker_pid) {
-    int length = worker_pid ? snprintf(path, size, "%s/" RS_FILE_PREFIX "%s" RS_WORKER_SEPARATOR "%d", directory, name, (int)worker_pid)
-                            : snprintf(path, size, "%s/" RS_FILE_PREFIX "%s", directory, name);
-    return length >= 0 && (size_t)length < size;
 }
 
 static int rsp_free_slot_locked(void) {
@@ -959,10 +1041,11 @@ int rs_bot_attach(rs_bot **out, const char *name, const rs_bot_options *options,
         snprintf(b->bot.name, sizeof b->bot.name, "%s", name);
         snprintf(b->bot.path, sizeof b->bot.path, "%s", path);
         snprintf(b->directory, sizeof b->directory, "%s", directory);
+        b->max_workers = o.max_workers;
         if (o.disabled || rsp_disabled_by_environment()) {
             rc = rsp_set_up_disabled(b, &o, error);
         } else {
-            rc = rsp_attach_file(b, &o, error);
+            rc = o.worker ? rsp_attach_worker_file(b, &o, error) : rsp_attach_file(b, &o, error);
             b->bot.enabled = rc == 0;
         }
         if (rc == 0) {
@@ -1569,6 +1652,7 @@ static int rsp_become_worker(rsp_bot *b, rs_error *error) {
             o.max_lanes = bot->max_lanes;
             o.mode = b->file_mode;
             o.worker = 1;
+            o.max_workers = b->max_workers;
             /* The parent's views stay allocated, unused: a pointer to one of its producers
                (an exclusive lane) may still be called in the child, and writes nothing. */
             rsp_forget_views(b);
@@ -1581,7 +1665,7 @@ static int rsp_become_worker(rsp_bot *b, rs_error *error) {
             snprintf(parent_path, sizeof parent_path, "%s", bot->path);
             snprintf(bot->path, sizeof bot->path, "%s", worker_path);
             bot->owner_pid = (int32_t)getpid();
-            rc = rsp_attach_file(b, &o, error);
+            rc = rsp_attach_worker_file(b, &o, error);
             if (rc == 0) {
                 pthread_mutex_lock(&bot->mutex);
                 rc = rsp_take_registry_locked(b, entries, count, error);

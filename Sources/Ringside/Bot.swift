@@ -48,12 +48,18 @@ public final class Bot: Sendable {
         /// process writes a file of its own, `ringside.<name>@<pid>`, which the collector merges
         /// with the bot's other files. Default false: the bot is this process's alone.
         public var worker: Bool
+        /// A worker (by this option, or a forked child of this process): the bound on the bot's
+        /// worker files (1 to 65,536). Default 256. Past it, a new worker continues the file of a
+        /// worker that is gone; when every one is alive, it writes nothing to the bot (see
+        /// docs/workers.md).
+        public var maxWorkers: Int
 
         public init(
             laneCapacity: Int = 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2),
             maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY),
             maxThreads: Int = Int(RS_DEFAULT_MAX_LANES),
-            fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail, worker: Bool = false
+            fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail, worker: Bool = false,
+            maxWorkers: Int = Int(RS_DEFAULT_MAX_WORKERS)
         ) {
             self.laneCapacity = laneCapacity
             self.maxMetrics = maxMetrics
@@ -61,6 +67,7 @@ public final class Bot: Sendable {
             self.fileMode = fileMode
             self.onIncompatible = onIncompatible
             self.worker = worker
+            self.maxWorkers = maxWorkers
         }
     }
 
@@ -106,10 +113,13 @@ public final class Bot: Sendable {
         } catch {
             throw .invalidOptions(ring: name, reason: error.reason)
         }
+        guard (1...Int(RS_MAX_WORKERS)).contains(options.maxWorkers) else {
+            throw .invalidOptions(ring: name, reason: "maxWorkers \(options.maxWorkers) must be from 1 to \(RS_MAX_WORKERS)")
+        }
         let request = BotAttachment.Request(
             laneCapacity: options.laneCapacity, maxMetrics: options.maxMetrics,
             maxLanes: options.maxThreads, fileMode: options.fileMode,
-            onIncompatible: options.onIncompatible, worker: options.worker)
+            onIncompatible: options.onIncompatible, worker: options.worker, maxWorkers: options.maxWorkers)
         return Bot(attachment: try BotAttachment.attach(name, directory: directory, request: request))
     }
 

@@ -29,6 +29,8 @@ final class BotAttachment: @unchecked Sendable {
         var onIncompatible: Bot.IncompatiblePolicy
         /// Write a worker's file, `<name>@<pid>`.
         var worker = false
+        /// The bound on the bot's worker files, for a worker (0: the default).
+        var maxWorkers = 0
         /// Map nothing: a bot whose handles do nothing.
         var disabled = false
     }
@@ -45,6 +47,7 @@ final class BotAttachment: @unchecked Sendable {
         options.recreate = request.onIncompatible == .recreate ? 1 : 0
         options.disabled = request.disabled ? 1 : 0
         options.worker = request.worker ? 1 : 0
+        options.max_workers = UInt32(request.maxWorkers)
         var error = rs_error()
         var bot: UnsafeMutablePointer<rs_bot>?
         let code = ringDirectory.path.withCString { path in
@@ -166,7 +169,7 @@ final class BotAttachment: @unchecked Sendable {
             return .corrupt(ring: name, path: path, problem: .invalid(reason))
         case RS_E_INVALID: return .invalidOptions(ring: name, reason: reason)
         case RS_E_NOT_READY: return .system(ring: name, operation: "attach: the file kept being replaced", errno: EAGAIN)
-        case RS_E_TOO_MANY_BOTS, RS_E_NO_LANE, RS_E_FORKED: return .unavailable(ring: name, reason: reason)
+        case RS_E_TOO_MANY_BOTS, RS_E_NO_LANE, RS_E_FORKED, RS_E_TOO_MANY_WORKERS: return .unavailable(ring: name, reason: reason)
         case -ENOSPC, -EDQUOT: return .noSpace(ring: name, path: path, bytes: bytes)
         case RS_E_NO_INODES: return .noSpace(ring: name, path: path, bytes: 0)
         case -EACCES, -EPERM: return .permissionDenied(ring: name, path: path, reason: reason)

@@ -81,7 +81,7 @@ extension MappedRingFile {
             maxMetrics: Int(layout.registryCapacity), maxLanes: Int(layout.maxLanes), fileSize: mappedFileSize,
             createdRealtimeNanos: fields.created_realtime_ns, createdMonotonicNanos: fields.created_monotonic_ns,
             writeCursor: write, readCursor: read, dropped: dropped &+ unlanedDropped, unlanedDropped: unlanedDropped,
-            lanesExhausted: lanesExhausted, metricCount: count, producerPID: producerPID,
+            lanesExhausted: lanesExhausted, workersRefused: workersRefused, metricCount: count, producerPID: producerPID,
             producerAlive: knownAlive ?? isLocked(byte: RS_LOCK_BYTE_PRODUCER),
             producerStartRealtimeNanos: producerStartNanos, heartbeatMonotonicNanos: heartbeat,
             producerAttaches: producerAttaches, consumerPID: consumerPID,

@@ -73,6 +73,7 @@ final class MappedRingFile {
         static let producerPID = MemoryLayout<rs_header>.offset(of: \.producer_pid)!
         static let producerAttaches = MemoryLayout<rs_header>.offset(of: \.producer_attaches)!
         static let lanesExhausted = MemoryLayout<rs_header>.offset(of: \.lanes_exhausted)!
+        static let workersRefused = MemoryLayout<rs_header>.offset(of: \.workers_refused)!
         static let consumerPID = MemoryLayout<rs_header>.offset(of: \.consumer_pid)!
         static let consumerHeartbeat = MemoryLayout<rs_header>.offset(of: \.consumer_heartbeat_ns)!
         static let gaugeBits = MemoryLayout<rs_metric_cell>.offset(of: \.gauge_bits)!
@@ -105,6 +106,7 @@ final class MappedRingFile {
     var producerPID: Int32 { rs_load_relaxed_i32(field(Offset.producerPID, as: Int32.self)) }
     var producerAttaches: UInt32 { rs_load_relaxed_u32(field(Offset.producerAttaches, as: UInt32.self)) }
     var lanesExhausted: UInt64 { rs_load_relaxed_u64(field(Offset.lanesExhausted, as: UInt64.self)) }
+    var workersRefused: UInt64 { rs_load_relaxed_u64(field(Offset.workersRefused, as: UInt64.self)) }
     var consumerPID: Int32 { rs_load_relaxed_i32(field(Offset.consumerPID, as: Int32.self)) }
     var consumerHeartbeatNanos: UInt64 { rs_load_relaxed_u64(field(Offset.consumerHeartbeat, as: UInt64.self)) }
 

@@ -83,6 +83,9 @@ package struct RingStatus: Sendable, Equatable {
     package let unlanedDropped: UInt64
     /// Times a thread found every lane taken.
     package let lanesExhausted: UInt64
+    /// A bot's own file: processes refused a worker file, every one held by a live worker (see
+    /// WORKERS in ringside.h).
+    package let workersRefused: UInt64
     package let metricCount: Int
     package let producerPID: Int32
     /// Whether a live process holds the producer lock.

@@ -164,6 +164,7 @@ final class TrackedRing {
         snapshot.rejectedTotal = figures.rejected
         snapshot.seriesRefused = figures.refusedSeries
         snapshot.recordsRefusedTotal = figures.refusedRecords
+        snapshot.workersRefusedTotal = status.workersRefused
         snapshot.metricCount = status.metricCount
         snapshot.maxLanes = status.maxLanes
         // The heartbeat is coarse monotonic time, which may lag `now` by a tick.

@@ -164,6 +164,7 @@ public enum JSONExporter {
             json.field("rejected_total", ring.rejectedTotal)
             json.field("series_refused", ring.seriesRefused)
             json.field("records_refused_total", ring.recordsRefusedTotal)
+            if ring.worker == nil { json.field("workers_refused_total", ring.workersRefusedTotal) }
             json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)
             json.field("metrics", ring.metricCount)
             writeCondition(ring, into: json)

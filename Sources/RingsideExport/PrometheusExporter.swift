@@ -202,6 +202,10 @@ public enum PrometheusExporter {
             "ringside_ring_records_refused_total", "counter",
             "Valid records of series refused at a cap: counted, not aggregated", perRing { Double($0.recordsRefusedTotal) })
         family(
+            "ringside_ring_workers_refused_total", "counter",
+            "Processes refused a worker file of the bot: every one of its max_workers files held by a live worker; they write nothing",
+            attached.filter { $0.worker == nil }.map { ($0.labels, Double($0.workersRefusedTotal)) })
+        family(
             "ringside_ring_quarantined", "gauge",
             "1 while the ring's records are not read: many were invalid lately (see its log and /health)",
             perRing { $0.quarantined ? 1 : 0 })

@@ -150,6 +150,9 @@ public struct RingSnapshot: Sendable {
     /// Metrics given no series because a series cap was reached, and their records since.
     public var seriesRefused = 0
     public var recordsRefusedTotal: UInt64 = 0
+    /// A bot's own file: processes refused a worker file, every one of the bot's held by a live
+    /// worker (the bound, see docs/workers.md): they write nothing to the bot.
+    public var workersRefusedTotal: UInt64 = 0
     /// Attached, but its records are not read for now: almost all of a pass's were invalid.
     public var quarantined = false
     public var quarantinesTotal: UInt64 = 0

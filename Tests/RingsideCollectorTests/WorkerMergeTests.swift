@@ -136,6 +136,32 @@ struct WorkerMergeTests {
     }
 
     @Test(
+        "past max_workers, a new worker continues the file of one that is gone; when every one is alive it writes nothing, says why and is counted"
+    )
+    func workerFilesAreBounded() throws {
+        try withRingDirectory { directory in
+            let n: UInt64 = 1000
+            let run = try runTestProducer("worker-bound", ring: "bound", in: directory, ["--count", "\(n)", "--max-workers", "2"])
+            let pids = run.output.split(whereSeparator: \.isWhitespace).dropFirst().compactMap { Int32($0) }
+            try #require(pids.count == 4, "\(run.output) \(run.errors)")
+            // Children 1 and 2 made their files; 3 was refused; 4 continues 1's.
+            #expect(directory.ringNames().sorted() == ["bound", "bound@\(pids[0])", "bound@\(pids[1])"])
+            #expect(run.errors.contains("this forked child (pid \(pids[2])) writes nothing: the bot has 2 worker files (max_workers)"))
+            #expect(run.errors.components(separatedBy: "writes nothing").count == 2, "said once: \(run.errors)")
+            #expect(try RingInspector("bound", directory: directory).status().workersRefused == 1)
+            let continued = try RingInspector("bound@\(pids[0])", directory: directory)
+            #expect(try continued.status().producerPID == pids[3])
+            let counter = try #require(try continued.metrics().first { $0.name == "bound_increments" })
+            #expect(try continued.cells(of: counter).total == 2 * n, "its first worker's increments and its second's")
+
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let snapshot = pass(collector)
+            #expect(snapshot.series("bound_increments", ring: "bound")?.cumulativeExactSum == UInt128(3 * n))
+            #expect(snapshot.ring("bound")?.workersRefusedTotal == 1)
+        }
+    }
+
+    @Test(
         "16 forked workers of 100,000 records, one SIGKILLed mid-stream: each record a worker wrote counts once, and the totals outlive the workers' files"
     )
     func forkedPoolWithAKill() throws {

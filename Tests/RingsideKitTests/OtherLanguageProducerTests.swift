@@ -156,7 +156,9 @@ struct OtherLanguageProducerTests {
         }
     }
 
-    @Test("the Python producer writes lanes from threads that the Swift reader decodes exactly (a gauge's merge policy too), and refuses what it must")
+    @Test(
+        "the Python producer writes lanes from threads that the Swift reader decodes exactly (a gauge's merge policy too), and refuses what it must"
+    )
     func pythonProducerRoundTrip() throws {
         guard let python = try requiredSystemTool("python3") else { return }
         try withRingDirectory { directory in

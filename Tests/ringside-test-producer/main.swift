@@ -76,6 +76,11 @@
 //       (1 ... C) sets each to 10k (in its worker file) and waits. Prints "children PID..." once
 //       all have set theirs; then, for each line "exit K" on its input, has child K exit, reaps it
 //       and prints "exited PID"; at the end of its input, the rest exit too.
+//   ringside-test-producer worker-bound --dir DIR --ring NAME --count N --max-workers M
+//       attaches NAME with max_workers M, registers counter "bound_increments", then forks M+2
+//       children in turn, each incrementing it N times (becoming a worker) and waiting: children
+//       1 ... M make their files, child M+1 finds every one held and is refused; then child 1 exits
+//       and child M+2 continues its file. Prints "children PID..." and exits when they have.
 import CAllocationCounter
 import CRingside
 import Foundation
@@ -95,7 +100,7 @@ guard let mode = arguments.first,
     [
         "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
-        "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers",
+        "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound",
     ].contains(mode)
 else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
@@ -180,12 +185,14 @@ func countAllocations(_ ring: Bot, count: UInt64) throws -> (calls: UInt64, heap
     return (calls, Int(heap_bytes_in_use()) - Int(heapBefore))
 }
 
-if ["threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "fork-pool", "lanes", "gauge-workers"].contains(mode)
-{
+if [
+    "threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "fork-pool", "lanes", "gauge-workers", "worker-bound",
+].contains(mode) {
     do {
         var botOptions = Bot.Options()
         if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
         if let threads = options["max-threads"].flatMap(Int.init) { botOptions.maxThreads = threads }
+        if let bound = options["max-workers"].flatMap(Int.init) { botOptions.maxWorkers = bound }
         let bot = try Bot.attach(ringName, directory: options["dir"], options: botOptions)
         try runAnyThreadMode(mode, bot: bot, options: options, count: count)
         exit(0)
@@ -427,6 +434,8 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         try forkWarm(bot, options: options, count: count)
     case "fork-pool":
         try forkPool(bot, options: options, count: count)
+    case "worker-bound":
+        try workerBound(bot, count: count, bound: Int(options["max-workers"] ?? "2") ?? 2)
     case "gauge-workers":
         try gaugeWorkers(bot, children: Int(options["children"] ?? "2") ?? 2)
     case "short-threads-joined":
@@ -513,6 +522,42 @@ func forkPool(_ bot: Bot, options: [String: String], count: UInt64) throws {
         statuses.append(status)
     }
     print("children \(pids.map(String.init).joined(separator: " ")) statuses \(statuses.map(String.init).joined(separator: " "))")
+}
+
+/// `worker-bound`: more forked workers than the bound, one refused, one continuing a gone one's file.
+func workerBound(_ bot: Bot, count: UInt64, bound: Int) throws {
+    let increments = try bot.counter("bound_increments")
+    var ready: [Int32] = [-1, -1]
+    guard pipe(&ready) == 0 else { fail("pipe failed") }
+    var pids: [Int32] = [], exits: [Int32] = []
+    func start() {
+        var told: [Int32] = [-1, -1]
+        guard pipe(&told) == 0 else { fail("pipe failed") }
+        let pid = fork()
+        if pid == 0 {
+            for _ in 0..<count { increments.increment() }
+            var byte: UInt8 = 1
+            _ = write(ready[1], &byte, 1)
+            _ = read(told[0], &byte, 1)
+            _exit(0)
+        }
+        close(told[0])
+        var byte: UInt8 = 0
+        guard read(ready[0], &byte, 1) == 1 else { fail("a child never counted") }
+        pids.append(pid)
+        exits.append(told[1])
+    }
+    func finish(_ index: Int) {
+        var byte: UInt8 = 1
+        _ = write(exits[index], &byte, 1)
+        var status: Int32 = 0
+        waitpid(pids[index], &status, 0)
+    }
+    for _ in 0...bound { start() }  // the last one finds the bound reached, every worker alive
+    finish(0)
+    start()  // continues child 1's file
+    for index in 1..<pids.count { finish(index) }
+    print("children \(pids.map(String.init).joined(separator: " "))")
 }
 
 /// `gauge-workers`: forked workers that set gauges of each merge policy, and exit when told.

@@ -25,6 +25,13 @@
  * (ringside_producer.h: the worker option), or, in a child made by fork(), at its first record
  * through a bot its parent attached (the child's file starts with a copy of the parent's
  * registry, so inherited handles keep their indices).
+ * The bound: a process that becomes a worker while the directory holds `max_workers` (default
+ * RS_DEFAULT_MAX_WORKERS) worker files of the bot, its own aside, does not make another: it
+ * attaches the file of a worker that is gone (its producer byte unlocked, as a restarted bot
+ * attaches its own file), whose totals it continues under that worker's name. When every one is
+ * held by a live worker, it writes nothing to the bot, says why, and adds 1 to the bot's file's
+ * `workers_refused` (an atomic add: the one field a process other than the attached one writes).
+ * A reader removes a gone worker's file once it has drained and kept its totals.
  *
  *   offset 0          header page, RS_HEADER_SIZE (4096) bytes:
  *     0x000  layout    written once, before `version`; never changes afterwards
@@ -173,6 +180,9 @@ extern "C" {
 #define RS_FILE_PREFIX "ringside."
 /** Between a bot's name and a worker's pid: worker 4242 of "bot-a" writes "<dir>/ringside.bot-a@4242". */
 #define RS_WORKER_SEPARATOR "@"
+/** Worker files of a bot before a new worker attaches a gone worker's file instead (see WORKERS). */
+#define RS_DEFAULT_MAX_WORKERS 256u
+#define RS_MAX_WORKERS 65536u
 #define RS_NAME_LENGTH_MAX 200u
 
 /** Metric kinds, as stored in the registry and in each record. */
@@ -244,7 +254,9 @@ typedef struct {
     int32_t producer_pid;          /* 0x098 pid of the process that attached last */
     uint32_t producer_attaches;    /* 0x09C how many times a process attached */
     uint64_t lanes_exhausted;      /* 0x0A0 times a thread found every lane taken (see CELLS) */
-    uint8_t producer_reserved[0x100 - 0xA8];
+    uint64_t workers_refused;      /* 0x0A8 the bot's file only: processes refused a worker file (see
+                                      WORKERS), each adding 1 atomically: the one field others write */
+    uint8_t producer_reserved[0x100 - 0xB0];
 
     /* 0x100: the consumer's line */
     int32_t consumer_pid;          /* 0x100 pid of the consumer that attached last */
@@ -337,6 +349,7 @@ RS_FIELD_AT(rs_header, producer_start_ns, 0x090);
 RS_FIELD_AT(rs_header, producer_pid, 0x098);
 RS_FIELD_AT(rs_header, producer_attaches, 0x09C);
 RS_FIELD_AT(rs_header, lanes_exhausted, 0x0A0);
+RS_FIELD_AT(rs_header, workers_refused, 0x0A8);
 RS_FIELD_AT(rs_header, consumer_pid, 0x100);
 RS_FIELD_AT(rs_header, consumer_reserved0, 0x104);
 RS_FIELD_AT(rs_header, consumer_heartbeat_ns, 0x108);

@@ -97,6 +97,7 @@ extern "C" {
 #define RS_E_NO_LANE        (-10009) /* every lane is taken (rs_bot_claim_thread_lane, rs_bot_exclusive_producer) */
 #define RS_E_FORKED         (-10010) /* this forked child could not make its worker file of the bot */
 #define RS_E_NO_INODES      (-10011) /* the file could not be created: no free inodes (or a quota) */
+#define RS_E_TOO_MANY_WORKERS (-10012) /* max_workers worker files of the bot, each held by a live worker */
 
 /** Bots one process may hold attached at once (the size of each thread's lane table). */
 #define RS_MAX_BOTS_PER_PROCESS 64
@@ -119,6 +120,8 @@ typedef struct {
     int disabled;           /* nonzero: map nothing, as RINGSIDE_DISABLED=1 does */
     int worker;             /* nonzero: write the bot as one of its workers, beside other processes:
                                the file `<name>@<pid>` (see WORKERS in ringside.h) */
+    uint32_t max_workers;   /* a worker: the bound on the bot's worker files, 1 to 65,536. 0: 256.
+                               Past it, the file of a worker that is gone is attached instead */
 } rs_bot_options;
 
 /** What went wrong, for a person. */
