@@ -50,6 +50,13 @@ struct LivePageBrowserTests {
             #expect(gone.readLine()?.hasPrefix("ready ") == true)
             gone.kill()
             _ = gone.waitForExit()
+            // A bot with a forked worker: the worker's file shows under the bot, with its pid.
+            let pool = try ChildProcess(testProducer: "gauge-workers", ring: "pool", in: directory, ["--children", "1"], withInput: true)
+            defer {
+                pool.closeInput()
+                _ = pool.waitForExit()
+            }
+            let workerPID = try #require(pool.readLine()?.split(separator: " ").last.flatMap { Int32($0) })
 
             let (collector, port) = try startCollector([
                 "--dir", directory.path, "--poll", "20ms",
@@ -60,7 +67,9 @@ struct LivePageBrowserTests {
             let ready = try eventually(seconds: 30) { () -> Bool? in
                 let latest = try jsonObject(httpGet(port: port, path: "/latest").body)
                 let rings = latest["rings"] as? [[String: Any]] ?? []
-                let dead = rings.contains { $0["name"] as? String == "gone-bot" && $0["state"] as? String == "producer_dead" }
+                let dead =
+                    rings.contains { $0["name"] as? String == "gone-bot" && $0["state"] as? String == "producer_dead" }
+                    && rings.contains { $0["worker_pid"] as? Int == Int(workerPID) }
                 let history = try httpGet(port: port, path: "/api/history").body
                 return dead && history.contains("order_fill_latency") ? true : nil
             }
@@ -86,6 +95,12 @@ struct LivePageBrowserTests {
             // The dead producer, as dead.
             #expect(dom.contains("data-ring=\"gone-bot\" data-state=\"producer_dead\""), "the killed bot's row")
             #expect(dom.contains(">dead</span>"))
+            // The worker, under its bot: its row follows the bot's, named by its pid.
+            let workerRow = "data-ring=\"pool@\(workerPID)\" data-state=\"live\" data-worker=\"\(workerPID)\""
+            #expect(dom.contains(workerRow), "the worker's row")
+            let botAt = dom.range(of: "data-ring=\"pool\" data-state=\"live\"")?.lowerBound
+            let workerAt = dom.range(of: workerRow)?.lowerBound
+            #expect(botAt != nil && workerAt != nil && botAt! < workerAt!, "the bot's row, then its worker's")
             // The SLO, and the status line.
             #expect(dom.contains("data-slo=\"order_fill_latency:p99"), "the SLO's row")
             #expect(dom.contains("class=\"live\">live, updated"))
