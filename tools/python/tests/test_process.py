@@ -3,11 +3,12 @@ producer, RINGSIDE_DISABLED, the backend choice, the benchmark."""
 
 import json
 import sys
+import time
 
 import pytest
 
 import ringside
-from conftest import IN_CI, BotFile, _ringside, bot_files, run_python
+from conftest import IN_CI, BotFile, _ringside, bot_files, find_series, run_python
 
 
 def test_the_extension_is_built_where_ci_runs():
@@ -228,6 +229,46 @@ def test_processes_attach_a_bot_as_its_workers_by_option(backend, ring_dir):
     totals = {name: BotFile(f"{ring_dir}/{name}").counter("requests") for name in bot_files(ring_dir, "served")}
     assert totals == {"ringside.served": 5, f"ringside.served@{processes[0].pid}": 3, f"ringside.served@{processes[1].pid}": 4}
 
+
+WORKER_RECORDS = """
+import ringside
+bot = ringside.Bot("served", {directory!r}, worker=True, _backend={backend})
+bot.counter("requests").inc({n})
+latency = bot.histogram("latency", unit="us")
+for value in range(1, {n} + 1):
+    latency.observe(value)
+bot.close()
+"""
+
+
+def test_a_bot_whose_workers_all_went_at_once_keeps_its_histograms_for_the_next(backend, ring_dir, collector):
+    # A bot of workers only (no process attached it as its own), every one gone, as uvicorn's
+    # workers all reach their request limit together: the collector removes each file, and with
+    # the last the bot's series; a new worker's records add to what the others left, in the
+    # counters (their totals folded) and in the histograms (their all-time histograms kept).
+    def run_worker(n):
+        result = run_python(WORKER_RECORDS.format(directory=ring_dir, backend=backend_expression(backend), n=n))
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+
+    def totals():
+        latest = collector.latest()
+        requests, latency = find_series(latest, "served", "requests"), find_series(latest, "served", "latency")
+        return (requests and requests["total"], latency and latency["total_count"], latency and int(latency["total_sum"]))
+
+    def expect(workers):  # each worker's n, and 1 ... n in the histogram (in microseconds)
+        want = (sum(workers), sum(workers), sum(1000 * n * (n + 1) // 2 for n in workers))
+        deadline = time.monotonic() + 20
+        while totals() != want and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert totals() == want
+
+    run_worker(100)
+    run_worker(200)
+    expect([100, 200])
+    collector.wait_for("every file of the bot removed, and its series with them", lambda: (
+        bot_files(ring_dir, "served") == [] and collector.series("served", "latency") is None))
+    run_worker(300)
+    expect([100, 200, 300])  # not [300]: the histogram did not start again
 
 FORK_FAILS = """
 import os, ringside
