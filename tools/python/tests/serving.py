@@ -3,7 +3,9 @@ share: the server started and its address read from its log, the client threads 
 request, the bot's readings taken from /latest, the check that they never go back, and the
 server stopped."""
 
+import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -16,7 +18,9 @@ def start_server(arguments, listening, what, ready=None, timeout=30):
     """Starts `arguments` (a server logging on stderr) and waits for the line matching `listening`,
     whose first group is its address, and then for one matching `ready` if given. Returns the
     process, the address and its log so far (a list a thread keeps appending to)."""
-    process = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # A session of its own: whatever it leaves behind is ended with it (stop_server).
+    process = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
     log = []
     found = threading.Event()
     address = []
@@ -38,7 +42,8 @@ def start_server(arguments, listening, what, ready=None, timeout=30):
 
 
 def stop_server(process, timeout=20):
-    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds."""
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` seconds; then SIGKILL to what is
+    left of its process group (workers it did not end)."""
     if process.poll() is None:
         process.terminate()
     try:
@@ -46,6 +51,10 @@ def stop_server(process, timeout=20):
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # nothing left
 
 
 class Clients:
