@@ -8,7 +8,8 @@ import RingsideSystem
 /// - what the workers that are gone left to their bots' series (counter totals, drops), saved as
 ///   each is folded: a worker's file is removed then (see `RingTracker.retire`), its cells with it;
 /// - the all-time histogram of each histogram series of a bot with workers, saved when the
-///   collector stops: drained records are gone from the rings, and the all-time histograms were
+///   collector stops (and kept in memory when the bot's last file goes, for its series when a
+///   file of it comes again): drained records are gone from the rings, and the all-time histograms were
 ///   the collector's alone (a bot of one process starts them again, as before: JSON of every
 ///   bucket is tens of kilobytes a series, too much to keep for every bot). A collector
 ///   killed without stopping saves nothing: the next one starts from the histograms of the last
@@ -54,6 +55,8 @@ final class CollectorState {
     private let log: CollectorLog
     private var bots: [String: [Entry]] = [:]
     private var histograms: [String: [HistogramEntry]] = [:]
+    /// `keepHistograms` changed `histograms` since the file was saved.
+    private var histogramsUnsaved = false
     /// What went wrong with the last save, said once until a save works again.
     private var lastError: String?
 
@@ -96,9 +99,21 @@ final class CollectorState {
     func setHistograms(_ byBot: [String: [HistogramEntry]]) {
         var updated = histograms
         for (bot, entries) in byBot { updated[bot] = entries.isEmpty ? nil : entries }
-        guard updated != histograms else { return }  // nothing to keep: no file for a collector of one-process bots
+        // Nothing to keep: no file for a collector of one-process bots.
+        guard updated != histograms || histogramsUnsaved else { return }
         histograms = updated
+        histogramsUnsaved = false
         save()
+    }
+
+    /// Keeps the all-time histograms of a bot with workers whose last file went (its series go
+    /// with it): its series take them when a file of it comes again, and they are saved with the
+    /// others when the collector stops.
+    func keepHistograms(_ entries: [HistogramEntry], for bot: String) {
+        let kept = entries.isEmpty ? nil : entries
+        guard histograms[bot] != kept else { return }
+        histograms[bot] = kept
+        histogramsUnsaved = true
     }
 
     /// Keeps what `bot`'s gone workers left now, and saves the file.

@@ -457,14 +457,20 @@ final class RingTracker {
 
     /// Stops tracking a ring whose file is gone, replaced or unreadable: its source leaves its
     /// bot's series, which keep its counters' totals while another ring of the bot remains;
-    /// with the bot's last ring, its series go.
+    /// with the bot's last ring, its series go. A bot with workers keeps its all-time histograms
+    /// then, for its series when a file of it comes again (as its gone workers' totals are kept):
+    /// a pool whose workers all exit at once (uvicorn's, at their request limit) has no file for
+    /// a moment, and its `_count` and `_sum` must not go back.
     func forget(_ ring: TrackedRing) {
         if tracked[ring.name] === ring { tracked[ring.name] = nil }
         if released[ring.name] === ring { released[ring.name] = nil }
         ring.aggregator.removeSource(ring.source)
         ring.bot.rings -= 1
         ring.bot.changedSincePublish = true
-        if ring.bot.rings == 0, bots[ring.bot.name] === ring.bot { bots[ring.bot.name] = nil }
+        if ring.bot.rings == 0, bots[ring.bot.name] === ring.bot {
+            if ring.bot.keepsHistograms { state.keepHistograms(ring.bot.aggregator.allTimeHistograms, for: ring.bot.name) }
+            bots[ring.bot.name] = nil
+        }
     }
 
     /// Saves the all-time histograms of the bots with workers (the collector stops), for its next run.

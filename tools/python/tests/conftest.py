@@ -127,6 +127,13 @@ class Collector:
             time.sleep(0.05)
         raise AssertionError(f"timed out waiting for {what}; last saw {last!r}")
 
+    def wait_until_equal(self, what, read, want, timeout=20):
+        """Polls read() until it returns `want`; fails saying `what` and what it read last otherwise."""
+        deadline = time.monotonic() + timeout
+        while (last := read()) != want and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert last == want, f"timed out waiting for {what}: want {want!r}, read {last!r}"
+
     def stop(self):
         if self.process.poll() is None:
             self.process.terminate()

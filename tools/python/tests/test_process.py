@@ -2,12 +2,16 @@
 producer, RINGSIDE_DISABLED, the backend choice, the benchmark."""
 
 import json
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 import pytest
 
 import ringside
-from conftest import IN_CI, BotFile, _ringside, bot_files, run_python
+from conftest import IN_CI, BotFile, _ringside, bot_files, find_series, run_python
 
 
 def test_the_extension_is_built_where_ci_runs():
@@ -191,6 +195,106 @@ def test_a_forked_pools_workers_reach_the_collector_as_one_bot(backend, ring_dir
         and int(s["total_sum"]) == 1000 * n * (n + 1) // 2))
 
 
+POOL_AT_SCALE = """
+import concurrent.futures, json, multiprocessing, os, sys, warnings
+import ringside
+warnings.simplefilter("ignore", DeprecationWarning)  # 3.12's about forking a process with threads
+backend = {backend}
+bot = tasks = latency = None  # the bot and its metrics, in this process
+
+
+def attach(worker):
+    global bot, tasks, latency
+    # A lane holds every record of the run: none is dropped however late the collector drains.
+    bot = ringside.Bot("pool", {directory!r}, worker=worker, lane_capacity=16384, _backend=backend)
+    tasks = bot.counter("tasks")
+    latency = bot.histogram("latency", unit="us")
+
+
+def task(n):
+    tasks.inc()
+    latency.observe(n)
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    attach(worker=False)
+    tasks.inc(1000)  # the parent's own
+    method, kind, n, per_child = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    context = multiprocessing.get_context(method)
+    # fork: the children record through the handles they inherit, each a worker at its first
+    # record. spawn and forkserver: a child is a fresh interpreter (this file imported again, not
+    # as __main__, or forked from the forkserver that imported it so): it attaches the bot itself.
+    initializer, arguments = (None, ()) if method == "fork" else (attach, (True,))
+    if kind == "executor":
+        with concurrent.futures.ProcessPoolExecutor(8, mp_context=context, initializer=initializer,
+                                                    initargs=arguments) as executor:
+            pids = list(executor.map(task, range(1, n + 1), chunksize=10))
+    else:
+        pool = context.Pool(8, initializer=initializer, initargs=arguments, maxtasksperchild=per_child)
+        pids = pool.map(task, range(1, n + 1), chunksize=1)
+        pool.close()
+        pool.join()
+    print(json.dumps(sorted(set(pids))), flush=True)
+    bot.close()
+"""
+
+
+def run_pool_at_scale(backend, ring_dir, collector, method, executor, per_child):
+    """10,000 tasks in a pool of 8 (multiprocessing.Pool, its workers replaced every `per_child`
+    tasks, or ProcessPoolExecutor) started by `method`, each task one increment and one record;
+    the parent 1,000 increments of its own. The collector's totals are exact, and every worker's
+    file goes, its totals staying."""
+    n = 10_000
+    directory = tempfile.mkdtemp(prefix="ringside-pool.")
+    try:
+        script = os.path.join(directory, "pool.py")  # spawn's children import it again
+        with open(script, "w") as file:
+            file.write(POOL_AT_SCALE.format(backend=backend_expression(backend), directory=ring_dir))
+        result = subprocess.run([sys.executable, script, method, "executor" if executor else "pool", str(n), str(per_child)],
+                                capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    pids = json.loads(result.stdout)
+    if executor:
+        assert 1 <= len(pids) <= 8
+    else:
+        assert len(pids) >= n // per_child  # recycled: a process per `per_child` tasks at most
+    want = (n + 1000, n, 1000 * n * (n + 1) // 2)  # the counter; the histogram's count, and its sum in ns
+    collector.wait_until_equal("the parent's and every task's increment, and every task's record",
+                               lambda: pool_totals(collector), want, timeout=60)
+    # The workers are gone: their files go, their totals stay.
+    collector.wait_for("the workers' files removed", lambda: bot_files(ring_dir, "pool") == ["ringside.pool"], timeout=60)
+    assert pool_totals(collector) == want
+
+
+def pool_totals(collector):
+    latest = collector.latest()
+    tasks, latency = find_series(latest, "pool", "tasks"), find_series(latest, "pool", "latency")
+    return (tasks and tasks["total"], latency and latency["total_count"], latency and int(latency["total_sum"]))
+
+
+@pytest.mark.parametrize("executor", [False, True], ids=["Pool-maxtasksperchild-10", "ProcessPoolExecutor"])
+def test_a_forked_pool_of_10000_tasks_reaches_the_collector_exactly(backend, ring_dir, collector, executor):
+    # 1,000 processes for the Pool: 5 to 10 s on 2 busy cores.
+    run_pool_at_scale(backend, ring_dir, collector, "fork", executor, per_child=10)
+
+
+# Children that are fresh interpreters, each attaching the bot as a worker, on one backend (the
+# extension): the backends are the forked tests' business. Their Pool replaces its workers every
+# 100 tasks, not 10: a spawned child costs an interpreter's start, and a forkserver's ones
+# multiprocessing's start of a process (on 2 busy cores, 1,000 children took 55 to 70 s with
+# forkserver and 115 to 140 s with spawn; 100 take about 5 and 10 s).
+@pytest.mark.parametrize("backend", ["extension"], indirect=True)
+@pytest.mark.parametrize("executor", [False, True], ids=["Pool-maxtasksperchild-100", "ProcessPoolExecutor"])
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_a_pool_of_fresh_interpreters_attaching_as_workers_reaches_the_collector_exactly(backend, ring_dir, collector, method,
+                                                                                          executor):
+    run_pool_at_scale(backend, ring_dir, collector, method, executor, per_child=100)
+
+
 WORKER = """
 import sys, ringside
 bot = ringside.Bot("served", {directory!r}, worker=True, _backend={backend})
@@ -228,6 +332,43 @@ def test_processes_attach_a_bot_as_its_workers_by_option(backend, ring_dir):
     totals = {name: BotFile(f"{ring_dir}/{name}").counter("requests") for name in bot_files(ring_dir, "served")}
     assert totals == {"ringside.served": 5, f"ringside.served@{processes[0].pid}": 3, f"ringside.served@{processes[1].pid}": 4}
 
+
+WORKER_RECORDS = """
+import ringside
+bot = ringside.Bot("served", {directory!r}, worker=True, _backend={backend})
+bot.counter("requests").inc({n})
+latency = bot.histogram("latency", unit="us")
+for value in range(1, {n} + 1):
+    latency.observe(value)
+bot.close()
+"""
+
+
+def test_a_bot_whose_workers_all_went_at_once_keeps_its_histograms_for_the_next(backend, ring_dir, collector):
+    # A bot of workers only (no process attached it as its own), every one gone, as uvicorn's
+    # workers all reach their request limit together: the collector removes each file, and with
+    # the last the bot's series; a new worker's records add to what the others left, in the
+    # counters (their totals folded) and in the histograms (their all-time histograms kept).
+    def run_worker(n):
+        result = run_python(WORKER_RECORDS.format(directory=ring_dir, backend=backend_expression(backend), n=n))
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+
+    def totals():
+        latest = collector.latest()
+        requests, latency = find_series(latest, "served", "requests"), find_series(latest, "served", "latency")
+        return (requests and requests["total"], latency and latency["total_count"], latency and int(latency["total_sum"]))
+
+    def expect(workers):  # each worker's n, and 1 ... n in the histogram (in microseconds)
+        want = (sum(workers), sum(workers), sum(1000 * n * (n + 1) // 2 for n in workers))
+        collector.wait_until_equal(f"the records of workers of {workers}", totals, want)
+
+    run_worker(100)
+    run_worker(200)
+    expect([100, 200])
+    collector.wait_for("every file of the bot removed, and its series with them", lambda: (
+        bot_files(ring_dir, "served") == [] and collector.series("served", "latency") is None))
+    run_worker(300)
+    expect([100, 200, 300])  # not [300]: the histogram did not start again
 
 FORK_FAILS = """
 import os, ringside
