@@ -118,7 +118,8 @@ _default_backend, ACCELERATED = _load_backend()
 
 
 def attach(name: str, directory: str | None = None, *, lane_capacity: int | None = None, max_metrics: int | None = None,
-           max_lanes: int | None = None, mode: int = 0o600, worker: bool = False) -> Bot:
+           max_lanes: int | None = None, mode: int = 0o600, worker: bool = False,
+           max_workers: int | None = None) -> Bot:
     """Attaches to the bot `name` as its process, or as one of its workers, creating its file if it
     does not exist.
 
@@ -135,12 +136,16 @@ def attach(name: str, directory: str | None = None, *, lane_capacity: int | None
             pool's, a server's): this process writes a file of its own, <name>@<pid>, which the
             collector merges with the bot's other files. A forked child needs no option: see
             WORKERS AND FORK.
+        max_workers: as a worker (or a forked child of this process), the bound on the bot's
+            worker files, 1 to 65,536; None: 256. Past it, a new worker continues the file of a
+            worker that is gone; when every one is alive, it writes nothing to the bot
+            (RingError; counted in the bot's file as workers_refused).
     Raises RingError: another process holds the bot (or, with worker=True, this process's worker
     file), a corrupt or incompatible file, a full directory, another user's file, a symbolic link;
     RingValueError for a bad argument.
     """
     return Bot(name, directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
-               max_lanes=max_lanes, mode=mode, worker=worker)
+               max_lanes=max_lanes, mode=mode, worker=worker, max_workers=max_workers)
 
 
 # The bots of this process, for the fork handler (weak: a bot dropped without close() goes too).
@@ -164,11 +169,12 @@ class Bot:
 
     def __init__(self, name: str, directory: str | None = None, *, lane_capacity: int | None = None,
                  max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
-                 worker: bool = False, _backend: Backend | None = None) -> None:
+                 worker: bool = False, max_workers: int | None = None, _backend: Backend | None = None) -> None:
         # _backend: _pure or _ringside, for the benchmark and the tests that run both in one process
         self.name = name
         backend = _backend or _default_backend
-        self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, bool(worker))
+        self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, bool(worker),
+                                          max_workers)
         self._families: dict[str, _Metric] = {}  # name -> the Histogram, Counter or Gauge registered under it
         self._lock = threading.Lock()
         _BOTS.add(self)

@@ -129,6 +129,8 @@ DEFAULT_MAX_LANES, MAX_LANES = 64, 1024
 LOCK_BYTE_PRODUCER = 0
 FILE_PREFIX = "ringside."
 WORKER_SEPARATOR = "@"  # worker 4242 of bot "bot-a" writes "<dir>/ringside.bot-a@4242"
+DEFAULT_MAX_WORKERS, MAX_WORKERS = 256, 65536  # worker files of a bot before a new worker continues a gone one's
+_H_WORKERS_REFUSED = 0x0A8  # the bot's file: processes refused a worker file, added atomically by each
 
 LANE_UNUSED, LANE_ACTIVE, LANE_RETIRED = 0, 1, 2
 FLAG_SPAN = 0x01  # a record's value is a duration measured with the precise clock
@@ -357,6 +359,40 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def _worker_pid_of(entry: str, name: str) -> int | None:
+    """The pid a directory entry names if it is a worker file of bot `name` (ringside.<name>@<pid>)."""
+    prefix = FILE_PREFIX + name + WORKER_SEPARATOR
+    digits = entry[len(prefix):]
+    if not entry.startswith(prefix) or not digits.isascii() or not digits.isdigit() or digits[0] == "0" or len(digits) > 10:
+        return None
+    pid = int(digits)
+    return pid if pid <= 0x7FFFFFFF else None
+
+
+def _count_refused_worker(directory: str, name: str) -> bool:
+    """Adds 1 to the bot's file's workers_refused, if the file is there and whole: True if counted."""
+    try:
+        fd = os.open(os.path.join(directory, FILE_PREFIX + name), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_size < HEADER_SIZE:
+            return False
+        with mmap.mmap(fd, HEADER_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as header:
+            if struct.unpack_from("<QI", header, 0) != (MAGIC, FORMAT_VERSION):
+                return False
+            # Python has no atomic add on shared memory: a plain read and write, so two refusals at
+            # the same instant may count once (the C library adds atomically).
+            count = struct.unpack_from("<Q", header, _H_WORKERS_REFUSED)[0]
+            struct.pack_into("<Q", header, _H_WORKERS_REFUSED, (count + 1) & 0xFFFFFFFFFFFFFFFF)
+            return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _disabled_by_environment() -> bool:
     return os.environ.get("RINGSIDE_DISABLED", "").lower() in ("1", "true", "yes")
 
@@ -365,7 +401,7 @@ def _disabled_by_environment() -> bool:
 
 def attach(name: str, directory: str | None = None, lane_capacity: int | None = None,
            max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
-           worker: bool = False) -> Bot:
+           worker: bool = False, max_workers: int | None = None) -> Bot:
     """Attaches to the bot `name` as its process, or as one of its workers, creating its file if it
     does not exist.
 
@@ -386,7 +422,7 @@ def attach(name: str, directory: str | None = None, lane_capacity: int | None = 
     or an unsafe platform. With RINGSIDE_DISABLED=1 the bot creates no file and writes nothing.
     """
     return Bot(name, directory=directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
-               max_lanes=max_lanes, mode=mode, worker=worker)
+               max_lanes=max_lanes, mode=mode, worker=worker, max_workers=max_workers)
 
 
 class Bot:
@@ -404,7 +440,7 @@ class Bot:
 
     def __init__(self, name: str, directory: str | None = None, lane_capacity: int | None = None,
                  max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
-                 worker: bool = False) -> None:
+                 worker: bool = False, max_workers: int | None = None) -> None:
         if not isinstance(name, str) or not _BOT_NAME.match(name) or name in (".", ".."):
             raise RingValueError(f"bot {name!r}: a bot name is 1 to 200 of [A-Za-z0-9._-], not . or ..")
         if lane_capacity is not None and (
@@ -415,6 +451,8 @@ class Bot:
             raise RingValueError(f"bot {name}: max_metrics {max_metrics} must be from 1 to {MAX_MAX_METRICS}")
         if max_lanes is not None and (not isinstance(max_lanes, int) or not 1 <= max_lanes <= MAX_LANES):
             raise RingValueError(f"bot {name}: max_lanes {max_lanes} must be from 1 to {MAX_LANES}")
+        if max_workers is not None and (not isinstance(max_workers, int) or not 1 <= max_workers <= MAX_WORKERS):
+            raise RingValueError(f"bot {name}: max_workers {max_workers} must be from 1 to {MAX_WORKERS}")
         if not isinstance(mode, int) or mode & ~0o777:
             raise RingValueError(f"bot {name}: mode {mode!r} must hold permission bits only (0 to 0o777)")
         self.name = name
@@ -435,6 +473,7 @@ class Bot:
         self._said_laneless = False
         self._owner_pid = os.getpid()
         self._max_lanes = 0
+        self._max_workers = max_workers or DEFAULT_MAX_WORKERS  # for a forked child's worker file too
         # The attached file, as fstat saw it: a forked child reads the registry of this very file,
         # not of one put at its path since; and its permission bits, for the child's worker file.
         self._file_identity = (0, 0)
@@ -448,13 +487,46 @@ class Bot:
         directory = directory or os.environ.get("RINGSIDE_DIR") or "/dev/shm"
         self._directory = directory
         file_name = FILE_PREFIX + name + (f"{WORKER_SEPARATOR}{os.getpid()}" if worker else "")
-        self._path = path = os.path.join(directory, file_name)
-        for _ in range(8):  # a file removed or replaced between our open and our lock: again
-            if self._attach_once(path, lane_capacity, max_metrics, max_lanes, mode):
-                break
+        self._path = os.path.join(directory, file_name)
+        if worker:
+            self._attach_worker_file(lane_capacity, max_metrics, max_lanes, mode)
         else:
-            raise RingError(f"bot {name}: {path} kept being replaced while attaching (8 attempts)")
+            self._attach_path(lane_capacity, max_metrics, max_lanes, mode)
         _BOTS.add(self)
+
+    def _attach_path(self, lane_capacity: int | None, max_metrics: int | None, max_lanes: int | None, mode: int) -> None:
+        """Attaches the file at self._path (creating it, or adopting it as it is)."""
+        for _ in range(8):  # a file removed or replaced between our open and our lock: again
+            if self._attach_once(self._path or "", lane_capacity, max_metrics, max_lanes, mode):
+                return
+        raise RingError(f"bot {self.name}: {self._path} kept being replaced while attaching (8 attempts)")
+
+    def _attach_worker_file(self, lane_capacity: int | None, max_metrics: int | None, max_lanes: int | None,
+                            mode: int) -> None:
+        """Attaches this process's worker file (self._path, <name>@<pid>) within the bound, as
+        ringside_producer.c does (see WORKERS in ringside.h): while the directory holds fewer than
+        max_workers worker files of the bot (its own aside), its own; past it, the file of a worker
+        that is gone, whose totals it continues (self._path names it then); when every one is held,
+        RingError, counted in the bot's file (workers_refused)."""
+        try:
+            names = os.listdir(self._directory)
+        except OSError:
+            return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)  # the attach says what is wrong
+        others = [entry for entry in names if _worker_pid_of(entry, self.name) not in (None, os.getpid())]
+        if len(others) < self._max_workers:
+            return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)
+        own = self._path
+        for entry in others:
+            self._path = os.path.join(self._directory, entry)
+            try:
+                return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)
+            except RingError:
+                continue  # held, or not one to continue: the next
+        self._path = own
+        counted = _count_refused_worker(self._directory, self.name)
+        raise RingError(f"bot {self.name}: the bot has {len(others)} worker files (max_workers), each held by a live worker"
+                        + ("; counted in the bot's file (workers_refused)" if counted
+                           else "; not counted: the bot's own file is missing"))
 
     def __repr__(self) -> str:
         state = ("closed" if self._closed else "forked" if self._forked
@@ -784,16 +856,12 @@ class Bot:
         known, known_metrics, known_countdowns = self._entries, self._metrics, dict(self._countdowns)
         self._entries, self._metrics, self._lanes = [], {}, []
         parent_path = self._path
-        self._path = path = os.path.join(self._directory, f"{FILE_PREFIX}{self.name}{WORKER_SEPARATOR}{os.getpid()}")
+        self._path = os.path.join(self._directory, f"{FILE_PREFIX}{self.name}{WORKER_SEPARATOR}{os.getpid()}")
         self._owner_pid = os.getpid()
         self._said_laneless = False
         try:
-            for _ in range(8):  # as attach(): the parent's shape and mode; an existing file must match
-                if self._attach_once(path, 1 << self._capacity_log2, self._registry_capacity, self._max_lanes,
-                                     self._file_mode):
-                    break
-            else:
-                raise RingError(f"bot {self.name}: {path} kept being replaced while attaching (8 attempts)")
+            # As attach(): the parent's shape and mode; an existing file must match.
+            self._attach_worker_file(1 << self._capacity_log2, self._registry_capacity, self._max_lanes, self._file_mode)
             self._take_registry(parent_entries, known, known_countdowns)
         except BaseException:
             # Nothing written through the bot: what was mapped is let go of (a file made stays,

@@ -50,15 +50,25 @@ static int core_check_open(CoreObject *core) {
     return -1;
 }
 
-/* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker) */
+/* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker, max_workers) */
 static PyObject *ringside_attach(PyObject *Py_UNUSED(module), PyObject *args) {
     const char *name, *directory = NULL;
     unsigned long long lane_capacity = 0;
     unsigned int max_metrics = 0, max_lanes = 0, mode = 0600;
     int worker = 0;
-    PyObject *lane_capacity_object, *max_metrics_object, *max_lanes_object;
-    if (!PyArg_ParseTuple(args, "szOOOIp", &name, &directory, &lane_capacity_object, &max_metrics_object,
-                          &max_lanes_object, &mode, &worker)) return NULL;
+    unsigned int max_workers = 0;
+    PyObject *lane_capacity_object, *max_metrics_object, *max_lanes_object, *max_workers_object;
+    if (!PyArg_ParseTuple(args, "szOOOIpO", &name, &directory, &lane_capacity_object, &max_metrics_object,
+                          &max_lanes_object, &mode, &worker, &max_workers_object)) return NULL;
+    if (max_workers_object != Py_None) {
+        unsigned long value = PyLong_AsUnsignedLong(max_workers_object);
+        if (PyErr_Occurred() || value == 0 || value > RS_MAX_WORKERS) {
+            PyErr_Clear();
+            return PyErr_Format(RingValueError, "bot %s: max_workers %R must be from 1 to %u", name, max_workers_object,
+                                RS_MAX_WORKERS);
+        }
+        max_workers = (unsigned int)value;
+    }
     if (lane_capacity_object != Py_None) {
         lane_capacity = PyLong_AsUnsignedLongLong(lane_capacity_object);
         if (PyErr_Occurred() || lane_capacity == 0) {
@@ -91,6 +101,7 @@ static PyObject *ringside_attach(PyObject *Py_UNUSED(module), PyObject *args) {
     options.max_lanes = max_lanes;
     options.mode = (mode_t)mode;
     options.worker = worker; /* the file <name>@<pid>, one of the bot's workers */
+    options.max_workers = max_workers;
     rs_bot *bot = NULL;
     rs_error error;
     int code;
@@ -444,7 +455,7 @@ static PyTypeObject HandleType = {
 
 static PyMethodDef module_methods[] = {
     {"attach", ringside_attach, METH_VARARGS,
-     "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker) -> Core"},
+     "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker, max_workers) -> Core"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,7 +5,7 @@ its types are not attributes of the module (type_check_only), only of what attac
 from typing import Any, Callable, final, type_check_only
 
 def attach(name: str, directory: str | None, lane_capacity: int | None, max_metrics: int | None, max_lanes: int | None,
-           mode: int, worker: bool, /) -> Core: ...
+           mode: int, worker: bool, max_workers: int | None, /) -> Core: ...
 
 @final
 @type_check_only

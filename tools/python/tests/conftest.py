@@ -178,6 +178,7 @@ class BotFile:
         assert (magic, version) == (0x45444953474E4952, 2), f"{path}: not a bot file of format version 2"
         lanes, count = struct.unpack_from("<II", data, 0x80)
         self.pid = struct.unpack_from("<i", data, 0x98)[0]
+        self.workers_refused = struct.unpack_from("<Q", data, 0xA8)[0]  # the bot's own file: workers refused
         self.mode = os.stat(path).st_mode & 0o777
         self.capacity = 1 << capacity_log2
         # (index, name, kind, labels) of each registry entry, in order: kind 1 counter, 2 gauge, 3 histogram

@@ -501,3 +501,68 @@ def test_the_benchmark_runs_and_measures_both_backends():
             pytest.fail("prometheus_client is not installed (CI=true: .ci/run installs it)")
         return
     assert rows["ringside pure: Counter.inc()"]["ratio"] is not None
+
+
+BOUND = """
+import os, sys, ringside
+bot = ringside.Bot("bound", {directory!r}, _backend={backend}, max_workers=2)
+increments = bot.counter("bound_increments")
+ready_r, ready_w = os.pipe()
+pids, exits = [], []
+
+def start():
+    told_r, told_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for _ in range({n}):
+            increments.inc()  # the first makes this child a worker (or is refused)
+        os.write(ready_w, b"!")
+        os.read(told_r, 1)
+        os._exit(0)
+    os.read(ready_r, 1)
+    pids.append(pid)
+    exits.append(told_w)
+
+def finish(index):
+    os.write(exits[index], b"!")
+    os.waitpid(pids[index], 0)
+
+for _ in range(3):
+    start()  # the third finds two worker files, both alive
+finish(0)
+start()  # continues the first child's file
+try:  # while the second and fourth live: refused too
+    ringside.Bot("bound", {directory!r}, _backend={backend}, worker=True, max_workers=2)
+except ringside.RingError as error:
+    print("option:", error, flush=True)
+for index in range(1, 4):
+    finish(index)
+print(*pids, flush=True)
+bot.close()
+"""
+
+
+def test_past_max_workers_a_worker_continues_a_gone_ones_file_or_is_refused_and_counted(backend, ring_dir):
+    n = 1000
+    result = run_python(BOUND.format(backend=backend_expression(backend), directory=ring_dir, n=n))
+    assert result.returncode == 0, result.stderr
+    option, children = result.stdout.splitlines()
+    pids = [int(word) for word in children.split()]
+    assert len(pids) == 4, result.stdout
+    # Children 1 and 2 made their files; 3 was refused, and said so once; 4 continues 1's.
+    assert bot_files(ring_dir, "bound") == sorted(["ringside.bound", f"ringside.bound@{pids[0]}", f"ringside.bound@{pids[1]}"])
+    assert result.stderr.count("writes nothing") == 1, result.stderr
+    assert f"this forked child (pid {pids[2]}) writes nothing" in result.stderr
+    assert "the bot has 2 worker files (max_workers), each held by a live worker" in result.stderr
+    # A process attaching as a worker by option while every worker file is held: refused too.
+    assert option.startswith("option: bot bound: the bot has 2 worker files (max_workers), each held by a live worker")
+    assert BotFile(f"{ring_dir}/ringside.bound").workers_refused == 2
+    continued = BotFile(f"{ring_dir}/ringside.bound@{pids[0]}")
+    assert continued.pid == pids[3]
+    assert continued.counter("bound_increments") == 2 * n  # the first child's and the fourth's
+
+
+def test_max_workers_out_of_range_is_refused(backend, ring_dir):
+    for bad in (0, -1, 65537, "8"):
+        with pytest.raises(ringside.RingValueError, match="max_workers"):
+            ringside.Bot("bad-bound", ring_dir, _backend=backend, worker=True, max_workers=bad)
