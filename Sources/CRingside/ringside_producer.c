@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
 RS_THREAD_LOCAL rs_thread_lane rs_thread_lanes[RS_MAX_BOTS_PER_PROCESS];
@@ -932,8 +933,13 @@ static int rsp_attach_worker_file(rsp_bot *b, const rs_bot_options *o, rs_error 
         if (pid != 0 && pid != self) others++;
     }
     if (others < bound) {
-        closedir(dir);
-        return rsp_attach_file(b, o, error);
+        int rc = rsp_attach_file(b, o, error);
+        /* Our name held by another live process (a continued file whose first worker had our pid):
+           continue a gone worker's file instead, as past the bound. */
+        if (rc != RS_E_PRODUCER_ALIVE) {
+            closedir(dir);
+            return rc;
+        }
     }
     char own[sizeof b->bot.path];
     snprintf(own, sizeof own, "%s", b->bot.path);
@@ -941,7 +947,10 @@ static int rsp_attach_worker_file(rsp_bot *b, const rs_bot_options *o, rs_error 
     int rc = RS_E_TOO_MANY_WORKERS;
     for (struct dirent *entry; (entry = readdir(dir)) != NULL;) {
         int32_t pid = rsp_worker_pid_of_entry(entry->d_name, b->bot.name);
-        if (pid == 0 || pid == self || !rsp_file_path(b->bot.path, sizeof b->bot.path, b->directory, b->bot.name, pid)) continue;
+        /* A file is its worker's while that process lives, even before it holds the lock (between
+           creating the file and locking it): only a gone worker's file is continued. */
+        if (pid == 0 || pid == self || kill(pid, 0) == 0 || errno == EPERM) continue;
+        if (!rsp_file_path(b->bot.path, sizeof b->bot.path, b->directory, b->bot.name, pid)) continue;
         rs_error ignored;
         if ((rc = rsp_attach_file(b, o, &ignored)) == 0) break; /* a gone worker's file: ours now */
         rc = RS_E_TOO_MANY_WORKERS;                            /* held, or not one to continue: the next */
@@ -950,9 +959,13 @@ static int rsp_attach_worker_file(rsp_bot *b, const rs_bot_options *o, rs_error 
     if (rc == 0) return 0;
     snprintf(b->bot.path, sizeof b->bot.path, "%s", own);
     int counted = rsp_count_refused_worker(b);
+    const char *counted_why = counted ? "; counted in the bot's file (workers_refused)" : "; not counted: the bot's own file is missing";
+    if (others < bound) {
+        return rsp_fail(error, b->bot.name, RS_E_TOO_MANY_WORKERS, "its worker file %.600s is held by another live process, and "
+                        "no gone worker's file is free to continue%s", own, counted_why);
+    }
     return rsp_fail(error, b->bot.name, RS_E_TOO_MANY_WORKERS, "the bot has %u worker files (max_workers), each held by a live "
-                    "worker%s", (unsigned)others,
-                    counted ? "; counted in the bot's file (workers_refused)" : "; not counted: the bot's own file is missing");
+                    "worker%s", (unsigned)others, counted_why);
 }
 
 /** A bot that maps nothing: records return at once, registration still checks its arguments. */

@@ -369,6 +369,17 @@ def _worker_pid_of(entry: str, name: str) -> int | None:
     return pid if pid <= 0x7FFFFFFF else None
 
 
+def _process_lives(pid: int) -> bool:
+    """Whether process `pid` exists (another user's too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _count_refused_worker(directory: str, name: str) -> bool:
     """Adds 1 to the bot's file's workers_refused, if the file is there and whole: True if counted."""
     try:
@@ -514,19 +525,30 @@ class Bot:
             return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)  # the attach says what is wrong
         others = [entry for entry in names if _worker_pid_of(entry, self.name) not in (None, os.getpid())]
         if len(others) < self._max_workers:
-            return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)
+            try:
+                return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)
+            except RingError as error:
+                # Our name held by another live process (a continued file whose first worker had
+                # our pid): continue a gone worker's file instead, as past the bound.
+                if "another producer is attached" not in str(error):
+                    raise
         own = self._path
         for entry in others:
+            if _process_lives(_worker_pid_of(entry, self.name) or 0):
+                continue  # its worker's while that process lives, even before it holds the lock
             self._path = os.path.join(self._directory, entry)
             try:
                 return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)
             except RingError:
                 continue  # held, or not one to continue: the next
         self._path = own
-        counted = _count_refused_worker(self._directory, self.name)
+        counted = ("; counted in the bot's file (workers_refused)" if _count_refused_worker(self._directory, self.name)
+                   else "; not counted: the bot's own file is missing")
+        if len(others) < self._max_workers:
+            raise RingError(f"bot {self.name}: its worker file {own} is held by another live process, and no gone "
+                            f"worker's file is free to continue{counted}")
         raise RingError(f"bot {self.name}: the bot has {len(others)} worker files (max_workers), each held by a live worker"
-                        + ("; counted in the bot's file (workers_refused)" if counted
-                           else "; not counted: the bot's own file is missing"))
+                        + counted)
 
     def __repr__(self) -> str:
         state = ("closed" if self._closed else "forked" if self._forked

@@ -566,3 +566,40 @@ def test_max_workers_out_of_range_is_refused(backend, ring_dir):
     for bad in (0, -1, 65537, "8"):
         with pytest.raises(ringside.RingValueError, match="max_workers"):
             ringside.Bot("bad-bound", ring_dir, _backend=backend, worker=True, max_workers=bad)
+
+
+LIVE_NOT_HOLDING = """
+import os, ringside
+go_r, go_w = os.pipe()
+ready_r, ready_w = os.pipe()
+holder = os.fork()
+if holder == 0:  # a worker that lets go of its file and lives on (as one between making its file and locking it)
+    worker = ringside.Bot("live", {directory!r}, _backend={backend}, worker=True)
+    worker.counter("live_increments").inc(5)
+    worker.close()
+    os.write(ready_w, b"!")
+    os.read(go_r, 1)
+    os._exit(0)
+os.read(ready_r, 1)
+bot = ringside.Bot("live", {directory!r}, _backend={backend}, max_workers=1)
+increments = bot.counter("live_increments")
+child = os.fork()
+if child == 0:
+    increments.inc(7)  # past the bound; the one file there is a live process's: not continued
+    os._exit(0)
+os.waitpid(child, 0)
+os.write(go_w, b"!")
+os.waitpid(holder, 0)
+print(holder, child, flush=True)
+bot.close()
+"""
+
+
+def test_a_live_processs_worker_file_is_never_continued_even_unlocked(backend, ring_dir):
+    result = run_python(LIVE_NOT_HOLDING.format(backend=backend_expression(backend), directory=ring_dir))
+    assert result.returncode == 0, result.stderr
+    holder, child = (int(word) for word in result.stdout.split())
+    assert f"this forked child (pid {child}) writes nothing: the bot has 1 worker files (max_workers)" in result.stderr
+    assert bot_files(ring_dir, "live") == sorted(["ringside.live", f"ringside.live@{holder}"])
+    assert BotFile(f"{ring_dir}/ringside.live@{holder}").counter("live_increments") == 5
+    assert BotFile(f"{ring_dir}/ringside.live").workers_refused == 1
