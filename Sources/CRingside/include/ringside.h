@@ -28,8 +28,8 @@
  * The bound: a process that becomes a worker while the directory holds `max_workers` (default
  * RS_DEFAULT_MAX_WORKERS) worker files of the bot, its own aside, does not make another: it
  * attaches the file of a worker that is gone (the process its name gives no longer exists, and
- * its producer byte is unlocked, as a restarted bot
- * attaches its own file), whose totals it continues under that worker's name. When every one is
+ * its producer byte is unlocked), as a restarted bot attaches its own file, and continues its
+ * totals under that worker's name. When every one is
  * held by a live worker, it writes nothing to the bot, says why, and adds 1 to the bot's file's
  * `workers_refused` (an atomic add: the one field a process other than the attached one writes).
  * A reader removes a gone worker's file once it has drained and kept its totals.
