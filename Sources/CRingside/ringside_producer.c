@@ -1454,6 +1454,14 @@ const char *rs_bot_path(const rs_bot *bot) {
     return bot->path;
 }
 
+int rs_bot_is_recording(const rs_bot *bot) {
+    if (bot == NULL) return 0;
+    rsp_bot *b = rsp_of((rs_bot *)bot);
+    /* Acquire, as the hot path reads it: a child that became a worker has stored enabled first. */
+    if (__atomic_load_n(&b->forked, __ATOMIC_ACQUIRE)) return !__atomic_load_n(&b->said_no_worker, __ATOMIC_RELAXED);
+    return bot->enabled != 0;
+}
+
 /* MARK: - Thread exit */
 
 /** The pthread key's destructor: retires every lane the exiting thread holds, of every live bot. */

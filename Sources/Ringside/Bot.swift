@@ -135,7 +135,8 @@ public final class Bot: Sendable {
 
     /// The bot's file, or nil when disabled.
     public var path: String? { attachment.path }
-    /// False for a disabled bot, whose handles do nothing.
+    /// False for a disabled bot, whose handles do nothing (and in a forked child that could not
+    /// make its worker file); true in a forked child before the first record that makes it.
     public var isEnabled: Bool { attachment.isEnabled }
     /// The metrics in the registry, by this process and earlier ones.
     public var registeredMetrics: [MetricDescriptor] { attachment.metrics }

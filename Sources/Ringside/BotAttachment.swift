@@ -73,7 +73,8 @@ final class BotAttachment: @unchecked Sendable {
         return String(cString: rs_bot_path(pointer))
     }
 
-    var isEnabled: Bool { pointer.pointee.enabled != 0 }
+    /// Whether records are kept: a forked child's are, from its first record (its worker file).
+    var isEnabled: Bool { rs_bot_is_recording(pointer) != 0 }
 
     /// Bytes one lane of this bot's file takes.
     var laneBytes: Int { Int(rs_geometry_of(pointer.pointee.capacity_log2, pointer.pointee.registry_capacity).lane_size) }
@@ -81,7 +82,7 @@ final class BotAttachment: @unchecked Sendable {
     /// Removes the file while this process still holds its lock, if it is as new as it gets
     /// (no lane, no metric): what an attach made whose lane then did not fit, and nobody else used.
     func removeIfUnused() {
-        guard isEnabled, rs_bot_lanes_allocated(pointer) == 0, rs_bot_metric_count(pointer) == 0 else { return }
+        guard pointer.pointee.enabled != 0, rs_bot_lanes_allocated(pointer) == 0, rs_bot_metric_count(pointer) == 0 else { return }
         try? System.unlink(String(cString: rs_bot_path(pointer)))
     }
 

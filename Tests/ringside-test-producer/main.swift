@@ -53,7 +53,8 @@
 //       histogram "task_span" (us) with measure; prints "tasks T lanes L".
 //   ringside-test-producer fork --dir DIR --ring NAME --count N
 //       registers counter "forked_increments" and histogram "forked_values", forks; the child
-//       increments and records 1 ... N (into its worker file, NAME@PID) and exits; the parent then
+//       increments and records 1 ... N (into its worker file, NAME@PID) and exits (3 if the bot
+//       was not enabled before its first record or after); the parent then
 //       increments N times and prints "child STATUS pid PID parent N".
 //   ringside-test-producer fork-pool --dir DIR --ring NAME --count N --children C [--kill-one yes]
 //       registers histogram "pool_values" and counter "pool_increments", records N+1 and increments
@@ -445,11 +446,12 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         let values = try bot.histogram("forked_values", unit: .none)
         let child = fork()
         if child == 0 {
+            let enabledBefore = bot.isEnabled  // its records will be kept, before its file is made
             for value in 1...max(1, count) {
                 increments.increment()
                 values.record(value)
             }
-            _exit(0)
+            _exit(enabledBefore && bot.isEnabled ? 0 : 3)
         }
         var status: Int32 = 0
         waitpid(child, &status, 0)

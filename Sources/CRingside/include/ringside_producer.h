@@ -288,6 +288,13 @@ uint32_t rs_bot_lanes_allocated(const rs_bot *bot);
 /** The bot's file, or "" when disabled. */
 const char *rs_bot_path(const rs_bot *bot);
 
+/**
+ * 1 when the bot's records are kept: it writes a file, or it is a forked child whose first
+ * record will make its worker file (`enabled` is 0 there until then); 0 when disabled by
+ * RINGSIDE_DISABLED, or in a forked child that could not make its worker file.
+ */
+int rs_bot_is_recording(const rs_bot *bot);
+
 /* MARK: - The hot path: no lock, allocation or system call after a thread's first record */
 
 /* C11 spells it _Thread_local, C++11 thread_local. */

@@ -48,7 +48,8 @@ file of its own, <name>@<pid>, and the collector merges them into the bot's seri
   workers' values. A child that never records creates no file and says nothing. Should the
   file not be made (a full /dev/shm, or the parent's file removed), the child writes nothing to
   that bot and says why once on stderr: its calls return False or None, and registering raises
-  RingError. Until its first record, a child's bot is not enabled and its path is None. Gauges'
+  RingError. Until its first record, a child's bot is enabled (its records will be kept) and its
+  path is None; once the file could not be made, it is not enabled. Gauges'
   inc() and dec() start from 0 in the child, as in any new process.
 - A process started otherwise (spawn, forkserver, subprocess, a process of its own) asks for it:
   attach(name, worker=True). Without it, a second process attaching a bot is refused.
@@ -202,9 +203,9 @@ class Bot:
 
     @property
     def enabled(self) -> bool:
-        """Whether this process writes a file of the bot: False when disabled by RINGSIDE_DISABLED
-        or closed, and in a forked child until its first record makes it a worker of the bot (or
-        when that failed)."""
+        """Whether this process's records are kept: False when disabled by RINGSIDE_DISABLED or
+        closed, and in a forked child that could not make its worker file. A forked child that
+        has not recorded yet is enabled: its first record makes its worker file."""
         return self._core.enabled
 
     @property

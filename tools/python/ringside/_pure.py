@@ -557,9 +557,11 @@ class Bot:
 
     @property
     def enabled(self) -> bool:
-        """True while this process writes a file of the bot (in a forked child: from the first
-        record that makes it a worker)."""
-        return self._header is not None and not self._closed and not self._forked
+        """True while this process's records are kept: it writes a file of the bot, or it is a
+        forked child whose first record will make its worker file (not one that could not)."""
+        if self._forked:
+            return not self._said_no_worker and not self._closed
+        return self._header is not None and not self._closed
 
     @property
     def path(self) -> str | None:

@@ -168,7 +168,7 @@ static PyObject *core_path(CoreObject *core, void *Py_UNUSED(closure)) {
 }
 
 static PyObject *core_enabled(CoreObject *core, void *Py_UNUSED(closure)) {
-    return PyBool_FromLong(core->bot != NULL && core->bot->enabled);
+    return PyBool_FromLong(core->bot != NULL && rs_bot_is_recording(core->bot));
 }
 
 static PyObject *core_lanes_allocated(CoreObject *core, void *Py_UNUSED(closure)) {

@@ -72,8 +72,9 @@ def test_a_forked_childs_records_land_in_a_worker_file_with_its_parents_registry
     assert result.stderr == ""  # nothing said: becoming a worker is not news
     _, pid, *said = next(line for line in result.stdout.splitlines() if line.startswith("child ")).split(" ", 2)
     worker_path = f"{ring_dir}/ringside.parent@{pid}"
-    # Not a worker until its first record: then one, writing its own file.
-    assert said == [f"[True, True, True] (False, None) True {worker_path}"]
+    # Not a worker until its first record (no file, no path), yet enabled: its records will be
+    # kept. Then a worker, writing its own file.
+    assert said == [f"[True, True, True] (True, None) True {worker_path}"]
     assert bot_files(ring_dir, "parent") == ["ringside.parent", f"ringside.parent@{pid}"]
 
     parent, worker = BotFile(f"{ring_dir}/ringside.parent"), BotFile(worker_path)
