@@ -1361,7 +1361,12 @@ fn attach_worker_file(
     let others = others.len() as u32;
     if others < bound {
         match attach_own() {
-            // Our name held by another live process: continue a gone worker's file instead.
+            // Held by this very process (a second attach as a worker): one worker file per
+            // process, refused as any second attach of a live bot is. (C goes on as if another
+            // process held it.)
+            Err(error @ Error::ProducerAlive { pid, .. }) if pid == me => return Err(error),
+            // Our name held by another live process (a continued file whose first worker had
+            // our pid): continue a gone worker's file instead, as past the bound.
             Err(Error::ProducerAlive { .. }) => {}
             result => return result,
         }

@@ -187,6 +187,10 @@
 //! truncated under it by another process of the same user faults, as the Python producer does.
 //! A fork of a child that could not become a worker tries again (in C it inherits the failure, and
 //! writes nothing without a word).
+//! A worker whose own worker file this very process holds already (a second attach as a worker)
+//! is refused with [`Error::ProducerAlive`], as any second attach of a live bot; C takes it for
+//! a file another live process holds, and continues a gone worker's file or refuses it as
+//! `RS_E_TOO_MANY_WORKERS`, counted in `workers_refused`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]

@@ -240,6 +240,11 @@ fn past_max_workers_a_worker_continues_a_gone_ones_file_or_is_refused_and_counte
     // With a bound that leaves room, the same process makes its own file.
     let worker = Bot::attach_with("rs-bound", Options { worker: true, ..options(&dir, 3) }).unwrap();
     assert_eq!(worker.path(), Some(dir.path.join(format!("ringside.rs-bound@{pid}"))));
+    // One worker file per process: a second attach as a worker is refused as any second attach
+    // of a live bot is, not continued elsewhere nor counted.
+    let again = Bot::attach_with("rs-bound", Options { worker: true, ..options(&dir, 3) }).unwrap_err();
+    assert!(matches!(again, Error::ProducerAlive { pid: p, .. } if p == pid as i32), "{again:?}");
+    assert_eq!(workers_refused(&own_file), 2);
     drop(worker);
 
     for child in [second, third, fourth] {
