@@ -16,7 +16,8 @@
 //!   does it for the thread that ends the process, whose pthread keys' destructors never run.
 //! - A forked child: the fork handler lets go of the parent's file at once (async-signal-safe
 //!   calls only); the child's first claim or registration through the bot makes it a worker of
-//!   the bot, with a file of its own (`become_worker_locked`, under the bot's mutex).
+//!   the bot, with a file of its own (`become_worker_locked`, under the bot's mutex), or, past
+//!   the bound on worker files, a gone worker's (`attach_worker_file`, as for the worker option).
 //!
 //! This module dereferences no raw pointer: the mapped memory and the writers are `shm`'s, the C
 //! calls and the mutex `sys`'s. It calls their unsafe functions under the contracts they state, to
@@ -36,6 +37,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -125,6 +127,15 @@ pub struct Options {
     /// registry of its own), which the collector merges with the bot's other files (WORKERS in
     /// ringside.h). Default false: `<dir>/ringside.<name>`, one process's.
     pub worker: bool,
+    /// The bound on the bot's worker files, 1 to 65,536; 0: 256 (`RS_DEFAULT_MAX_WORKERS`). A
+    /// process that becomes a worker (by `worker`, or a forked child at its first record) while
+    /// the directory holds this many worker files of the bot, its own aside, makes no other: it
+    /// continues the file of a worker that is gone (the process its name gives no longer exists,
+    /// and the file's lock is free), as a restarted bot attaches its own file, its counters
+    /// continuing that file's totals. When every one is held by a live worker, it writes nothing
+    /// to the bot ([`Error::TooManyWorkers`]; a forked child says so once on stderr), and adds 1
+    /// to `workers_refused` in the bot's own file. A forked child takes its parent's bound.
+    pub max_workers: u32,
 }
 
 fn disabled_by_environment() -> bool {
@@ -154,6 +165,9 @@ fn check_options(name: &str, o: &Options) -> Result<(), Error> {
         if !(1..=MAX_LANES).contains(&n) {
             return invalid(format!("max_lanes {n} must be from 1 to {MAX_LANES}"));
         }
+    }
+    if o.max_workers > MAX_WORKERS {
+        return invalid(format!("max_workers {} must be from 1 to {MAX_WORKERS}", o.max_workers));
     }
     if let Some(mode) = o.mode {
         if mode & !0o777 != 0 {
@@ -215,6 +229,8 @@ pub(crate) struct BotInner {
     max_lanes: u32,
     capacity_log2: u32,
     geometry: Geometry,
+    /// The attach's `Options::max_workers` (0: the default), for a forked child's worker file.
+    max_workers: u32,
     /// max_lanes lane writers, then the laneless writer, then the disabled one; and which one
     /// each thread uses.
     writers: Writers,
@@ -706,10 +722,11 @@ impl BotInner {
         Err(error)
     }
 
-    /// Makes (or adopts) the worker file, gives it the parent's registry and writes to it from now on.
+    /// Makes (or adopts) the worker file, or continues a gone worker's past the bound, gives it the
+    /// parent's registry and writes to it from now on.
     fn make_worker_file(&self, state: &mut BotState) -> Result<(), Error> {
         let entries = self.read_attached_registry(state)?;
-        let path = file_path(&self.name, &self.directory, Some(std::process::id()))?;
+        let own = file_path(&self.name, &self.directory, Some(std::process::id()))?;
         let options = Options {
             directory: Some(self.directory.clone()),
             lane_capacity: Some(1 << self.capacity_log2),
@@ -717,12 +734,13 @@ impl BotInner {
             max_lanes: Some(self.max_lanes),
             mode: Some(state.file_id.mode),
             worker: true,
+            max_workers: self.max_workers,
             ..Options::default()
         };
-        let target = Target { name: &self.name, path: &path, directory: &self.directory };
         // On an error below, `file` and `attached` are dropped: unmapped and closed, which lets go
         // of the lock; a file made here stays, as a dead process's would.
-        let (file, mut attached, file_id) = target.attach(&options)?;
+        let (file, mut attached, file_id, path) = attach_worker_file(&self.name, &self.directory, &own, &options)?;
+        let target = Target { name: &self.name, path: &path, directory: &self.directory };
         target.take_registry(&mut attached, &entries)?;
         start(attached.header.header());
         let Attached { known, header, lanes, .. } = attached;
@@ -1267,6 +1285,114 @@ fn file_path(name: &str, directory: &Path, worker: Option<u32>) -> Result<PathBu
     Ok(PathBuf::from(path))
 }
 
+/// The pid a directory entry names if it is a worker file of bot `name` (`ringside.<name>@<pid>`,
+/// the pid of 1 to 10 digits without a leading zero, at most i32::MAX), else None
+/// (`rsp_worker_pid_of_entry`).
+fn worker_pid_of_entry(entry: &[u8], name: &str) -> Option<i32> {
+    let digits = entry
+        .strip_prefix(FILE_PREFIX.as_bytes())?
+        .strip_prefix(name.as_bytes())?
+        .strip_prefix(WORKER_SEPARATOR.as_bytes())?;
+    if digits.is_empty() || digits[0] == b'0' || digits.len() > 10 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let pid = digits.iter().fold(0i64, |pid, digit| pid * 10 + i64::from(digit - b'0'));
+    i32::try_from(pid).ok()
+}
+
+/// The pids of the bot's worker files in `directory`, in the directory's order, but `me`'s;
+/// None when the directory cannot be read.
+fn other_workers(directory: &Path, name: &str, me: i32) -> Option<Vec<i32>> {
+    let entries = std::fs::read_dir(directory).ok()?;
+    let pids = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| worker_pid_of_entry(entry.file_name().as_bytes(), name))
+        .filter(|&pid| pid != me)
+        .collect();
+    Some(pids)
+}
+
+/// Adds 1 to `workers_refused` in the bot's own file, `<directory>/ringside.<name>`, if it is there
+/// and whole (`rsp_count_refused_worker`): opened without following a link, a regular file of ours
+/// of at least a header, of this format. True if counted.
+fn count_refused_worker(name: &str, directory: &Path) -> bool {
+    let Ok(path) = file_path(name, directory, None) else { return false };
+    let Ok(file) = OpenOptions::new().read(true).write(true).custom_flags(sys::O_NOFOLLOW).open(&path) else {
+        return false;
+    };
+    let Ok(metadata) = file.metadata() else { return false };
+    if !metadata.file_type().is_file() || metadata.uid() != sys::effective_uid() || metadata.len() < HEADER_SIZE as u64
+    {
+        return false;
+    }
+    let Ok(mapping) = Mapping::map(file.as_raw_fd(), 0, HEADER_SIZE as u64) else { return false };
+    let h = mapping.header();
+    // Acquire: pairs with the creator's release of `version`: the layout before it is written.
+    if h.version.load(Acquire) != FORMAT_VERSION || h.magic.load(Relaxed) != MAGIC {
+        return false;
+    }
+    // Relaxed atomic add: the one field that processes other than the attached one write; only
+    // the count matters.
+    h.workers_refused.fetch_add(1, Relaxed);
+    true
+}
+
+/// Attaches this process's worker file within the bound (`rsp_attach_worker_file`; WORKERS in
+/// ringside.h): while the directory holds fewer than `max_workers` worker files of the bot (its
+/// own aside), its own, `own` (`<name>@<pid>`); past it, or when another live process holds its
+/// own (a continued file whose first worker had this pid), the file of a worker that is gone,
+/// whose totals it continues. Returns the file attached and its path. When every one is held,
+/// [`Error::TooManyWorkers`], counted in the bot's file.
+fn attach_worker_file(
+    name: &str,
+    directory: &Path,
+    own: &Path,
+    o: &Options,
+) -> Result<(File, Attached, FileId, PathBuf), Error> {
+    let bound = if o.max_workers == 0 { DEFAULT_MAX_WORKERS } else { o.max_workers };
+    let me = std::process::id() as i32;
+    let attach_own = || {
+        let (file, attached, id) = Target { name, path: own, directory }.attach(o)?;
+        Ok((file, attached, id, own.to_path_buf()))
+    };
+    let Some(others) = other_workers(directory, name, me) else {
+        return attach_own(); // the attach says what is wrong with the directory
+    };
+    let others = others.len() as u32;
+    if others < bound {
+        match attach_own() {
+            // Held by this very process (a second attach as a worker): one worker file per
+            // process, refused as any second attach of a live bot is. (C goes on as if another
+            // process held it.)
+            Err(error @ Error::ProducerAlive { pid, .. }) if pid == me => return Err(error),
+            // Our name held by another live process (a continued file whose first worker had
+            // our pid): continue a gone worker's file instead, as past the bound.
+            Err(Error::ProducerAlive { .. }) => {}
+            result => return result,
+        }
+    }
+    // The directory again, as C reads it again: the files there now.
+    for pid in other_workers(directory, name, me).unwrap_or_default() {
+        // A file is its worker's while that process lives, even before it holds the lock
+        // (between creating the file and locking it): only a gone worker's file is continued.
+        if sys::process_exists(pid) {
+            continue;
+        }
+        let Ok(path) = file_path(name, directory, Some(pid as u32)) else { continue };
+        // Under its lock, and only if it is still the file at its name (`open_and_lock`); held,
+        // or not one to continue (another shape, corrupt): the next.
+        if let Ok((file, attached, id)) = (Target { name, path: &path, directory }).attach(o) {
+            return Ok((file, attached, id, path));
+        }
+    }
+    Err(Error::TooManyWorkers {
+        bot: name.to_string(),
+        workers: others,
+        own_file_held: (others < bound).then(|| own.to_path_buf()),
+        counted: count_refused_worker(name, directory),
+    })
+}
+
 /// Attaches to the bot `name` (`rs_bot_attach`).
 pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
     if !is_bot_name(name) {
@@ -1290,22 +1416,28 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
     let Some(slot) = process.slots.iter().position(Option::is_none) else {
         return Err(Error::TooManyBots { bot: name.to_string() });
     };
-    let attached =
-        if disabled { None } else { Some(Target { name, path: &path, directory: &directory }.attach(options)?) };
-    if let Some((_, a, _)) = &attached {
+    let attached = if disabled {
+        None
+    } else if options.worker {
+        Some(attach_worker_file(name, &directory, &path, options)?)
+    } else {
+        let (file, attached, id) = Target { name, path: &path, directory: &directory }.attach(options)?;
+        Some((file, attached, id, path))
+    };
+    if let Some((_, a, _, _)) = &attached {
         start(a.header.header());
     }
     let (registry_capacity, max_lanes, capacity_log2, geometry) = match &attached {
-        Some((_, a, _)) => (a.registry_capacity, a.max_lanes, a.capacity_log2, a.geometry),
+        Some((_, a, _, _)) => (a.registry_capacity, a.max_lanes, a.capacity_log2, a.geometry),
         None => {
             let registry = options.max_metrics.unwrap_or(DEFAULT_REGISTRY_CAPACITY);
             (registry, 0, DEFAULT_LANE_CAPACITY_LOG2, Geometry::of(DEFAULT_LANE_CAPACITY_LOG2, registry))
         }
     };
     let writers = Writers::new(slot, max_lanes, registry_capacity);
-    let (file, header, lanes, known, file_id) = match attached {
-        Some((file, a, id)) => (Some(file), Some(a.header), a.lanes, a.known, id),
-        None => (None, None, Vec::new(), HashMap::new(), FileId::default()),
+    let (file, header, lanes, known, file_id, path) = match attached {
+        Some((file, a, id, path)) => (Some(file), Some(a.header), a.lanes, a.known, id, path),
+        None => (None, None, Vec::new(), HashMap::new(), FileId::default(), PathBuf::new()),
     };
     let lanes_mapped = lanes.len() as u32;
     if let Some(header) = &header {
@@ -1325,6 +1457,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
         max_lanes,
         capacity_log2,
         geometry,
+        max_workers: options.max_workers,
         writers,
         holders: AtomicUsize::new(1),
         lanes_mapped: AtomicU32::new(lanes_mapped),
@@ -1335,7 +1468,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
             held: vec![false; max_lanes as usize],
             disabled_metrics: 0,
             known,
-            path: if disabled { PathBuf::new() } else { path },
+            path,
             file_id,
             forked: false,
             worker_failed: false,
@@ -1388,8 +1521,9 @@ impl Bot {
     }
 
     /// The file this process writes: `<dir>/ringside.<name>`, or a worker's
-    /// `<dir>/ringside.<name>@<pid>` (in a forked child, the parent's file until the child's first
-    /// record makes it a worker); None when disabled.
+    /// `<dir>/ringside.<name>@<pid>` (past `Options::max_workers`, the file of a gone worker it
+    /// continues, named by that worker's pid; in a forked child, the parent's file until the
+    /// child's first record makes it a worker); None when disabled.
     pub fn path(&self) -> Option<PathBuf> {
         let state = self.inner.state.lock();
         Some(state.path.clone()).filter(|path| !path.as_os_str().is_empty())

@@ -21,6 +21,10 @@ pub const DEFAULT_REGISTRY_CAPACITY: u32 = 256;
 pub const MAX_REGISTRY_CAPACITY: u32 = 4096;
 pub const DEFAULT_MAX_LANES: u32 = 64;
 pub const MAX_LANES: u32 = 1024;
+/// Worker files of a bot before a new worker continues a gone worker's file instead (WORKERS in
+/// ringside.h: `RS_DEFAULT_MAX_WORKERS`, `RS_MAX_WORKERS`).
+pub const DEFAULT_MAX_WORKERS: u32 = 256;
+pub const MAX_WORKERS: u32 = 65_536;
 
 pub const LOCK_BYTE_PRODUCER: i64 = 0;
 pub const FILE_PREFIX: &str = "ringside.";

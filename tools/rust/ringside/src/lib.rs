@@ -40,7 +40,7 @@
 //! [`Bot::attach_with`] takes [`Options`]: the directory (default `$RINGSIDE_DIR`, else
 //! `/dev/shm`), the lane capacity (default 65,536 records, 2 MiB a lane), the registry's size
 //! (`max_metrics`, default 256), `max_lanes` (default 64), the file's mode (default 0600),
-//! `recreate`, `disabled` and `worker` (see "Workers and fork"). [`Bot::metric`] starts a
+//! `recreate`, `disabled`, `worker` and `max_workers` (see "Workers and fork"). [`Bot::metric`] starts a
 //! [`MetricBuilder`] for labels, help text, sampling (`sample_every(n)`: histograms write 1 call
 //! in n; the collector scales counts by n) and a gauge's merge policy across workers
 //! (`merge(GaugeMerge::Sum)`, see "Workers and fork").
@@ -127,6 +127,22 @@
 //! [`Bot::path`] and [`Bot::is_enabled`] follow: in a forked child, the parent's file and false
 //! until the first record, then the worker file and true.
 //!
+//! A bot has at most `max_workers` worker files (`Options { max_workers: .. }`, 1 to 65,536; 0,
+//! the default, is 256; a forked child takes its parent's), as in C, Swift and Python (WORKERS
+//! in `ringside.h`): a process that becomes a worker, by the option or by a fork, while the
+//! directory holds that many worker files of the bot (its own aside) makes no other. It
+//! continues the file of a worker that is gone (the process its name gives no longer exists and
+//! the file's lock is free; attached under the lock, and only if it is still the file at its
+//! name), as a restarted bot attaches its own file: its counters continue that file's totals,
+//! and [`Bot::path`] names it. When every one is held by a live worker it writes nothing to the
+//! bot: a worker by option gets [`Error::TooManyWorkers`], a forked child says so once on stderr
+//! ("ringside: bot NAME: this forked child (pid P) writes nothing: the bot has N worker files
+//! (max_workers), each held by a live worker; counted in the bot's file (workers_refused)"), and
+//! either adds 1 atomically to `workers_refused` in the bot's own file, which the collector
+//! exports as `ringside_ring_workers_refused_total`. A worker whose own name another live process
+//! holds (a continued file whose first worker had its pid) continues a gone worker's file, or is
+//! refused the same way.
+//!
 //! A gauge declares how the collector merges it across the bot's workers, as C's
 //! `rs_bot_register_gauge`, Swift's `gauge(merge:)` and Python's `gauge(merge=)` do:
 //! `bot.metric("in_flight").merge(GaugeMerge::Sum).gauge(Unit::None)`. [`GaugeMerge::Last`] (the
@@ -171,6 +187,10 @@
 //! truncated under it by another process of the same user faults, as the Python producer does.
 //! A fork of a child that could not become a worker tries again (in C it inherits the failure, and
 //! writes nothing without a word).
+//! A worker whose own worker file this very process holds already (a second attach as a worker)
+//! is refused with [`Error::ProducerAlive`], as any second attach of a live bot; C takes it for
+//! a file another live process holds, and continues a gone worker's file or refuses it as
+//! `RS_E_TOO_MANY_WORKERS`, counted in `workers_refused`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]

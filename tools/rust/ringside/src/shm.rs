@@ -50,7 +50,10 @@ pub struct Header {
     pub producer_pid: AtomicI32,
     pub producer_attaches: AtomicU32,
     pub lanes_exhausted: AtomicU64,
-    _producer_reserved: [u8; 0x100 - 0xA8],
+    /// The bot's own file only: processes refused a worker file (WORKERS in ringside.h), each
+    /// adding 1 atomically: the one field a process other than the attached one writes.
+    pub workers_refused: AtomicU64,
+    _producer_reserved: [u8; 0x100 - 0xB0],
     // 0x100: the consumer's line (never written here).
     pub consumer_pid: AtomicI32,
     _consumer_reserved0: AtomicU32,
@@ -122,6 +125,7 @@ const _: () = {
     assert!(offset_of!(Header, lanes_allocated) == 0x080);
     assert!(offset_of!(Header, producer_pid) == 0x098);
     assert!(offset_of!(Header, lanes_exhausted) == 0x0A0);
+    assert!(offset_of!(Header, workers_refused) == 0x0A8);
     assert!(offset_of!(Header, consumer_pid) == 0x100);
     assert!(size_of::<RegistryEntry>() == REGISTRY_ENTRY_SIZE as usize);
     assert!(offset_of!(RegistryEntry, gauge_merge) == 0x006);

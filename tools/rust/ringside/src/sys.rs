@@ -14,6 +14,7 @@ use std::os::raw::{c_int, c_long, c_uint, c_void};
 
 pub type Errno = i32;
 
+const EPERM: Errno = 1;
 pub const EINTR: Errno = 4;
 pub const EIO: Errno = 5;
 pub const EAGAIN: Errno = 11;
@@ -75,6 +76,7 @@ extern "C" {
     fn posix_fallocate(fd: c_int, offset: i64, len: i64) -> c_int;
     fn clock_gettime(clock: c_int, ts: *mut Timespec) -> c_int;
     fn geteuid() -> u32;
+    fn kill(pid: c_int, signal: c_int) -> c_int;
     fn syscall(number: c_long, ...) -> c_long;
     fn write(fd: c_int, buf: *const c_void, count: usize) -> isize;
     fn pthread_atfork(
@@ -130,6 +132,14 @@ pub fn gettid() -> i32 {
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid cannot fail.
     unsafe { geteuid() }
+}
+
+/// Whether process `pid` (> 0) exists: `kill(pid, 0)` succeeds, or fails for want of permission
+/// (another user's process exists too).
+pub fn process_exists(pid: i32) -> bool {
+    debug_assert!(pid > 0);
+    // SAFETY: signal 0 sends nothing: it only checks that the process exists.
+    unsafe { kill(pid, 0) == 0 || errno() == EPERM }
 }
 
 /// Takes the open-file-description write lock on one byte without waiting (`rs_lock_byte`).
