@@ -1529,10 +1529,15 @@ impl Bot {
         Some(state.path.clone()).filter(|path| !path.as_os_str().is_empty())
     }
 
-    /// True while this process writes the bot's file: false when disabled, and in a forked child
-    /// until its first record makes it a worker (or if it could not).
+    /// True while this process's records are kept: it writes the bot's file, or it is a forked
+    /// child whose first record will make its worker file. False when disabled, and in a forked
+    /// child that could not make its worker file.
     pub fn is_enabled(&self) -> bool {
-        self.inner.enabled.load(Relaxed)
+        if self.inner.enabled.load(Relaxed) {
+            return true;
+        }
+        let state = self.inner.state.lock();
+        state.forked && !state.worker_failed
     }
 
     /// Lanes this process has in the file (a thread's first record may add one).
