@@ -170,7 +170,7 @@ let package = Package(
         .testTarget(
             name: "RingsideKitTests",
             dependencies: [
-                "Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
+                "Ringside", "CRingside", "RingsideCollector", "RingsideSnapshot", "RingsideTestSupport",
                 "ringside-collector", "ringside-test-producer",
             ]),
     ]

@@ -36,17 +36,18 @@ func drainDecoded(
     return (consumer.metrics, lanes, cells)
 }
 
-/// Builds Tests/fixtures/c_producer.c as C or as C++ (the library's .c files always as C).
-func buildCProducer(_ language: String, into build: TemporaryDirectory) throws -> String? {
+/// Builds a C producer of Tests/fixtures (c_producer.c unless `fixture` names another) as C or
+/// as C++ (the library's .c files always as C), into `build`, named after the fixture.
+func buildCProducer(_ language: String, fixture: String = "c_producer", into build: TemporaryDirectory) throws -> String? {
     guard let cc = try requiredSystemTool("cc") else { return nil }
     let include = ["-I", kitFile("Sources/CRingside/include")]
     let library = [kitFile("Sources/CRingside/ringside_producer.c"), kitFile("Sources/CRingside/ringside.c")]
-    let executable = build.path + "/c_producer"
+    let source = kitFile("Tests/fixtures/\(fixture).c"), executable = build.path + "/" + fixture
     let strict = ["-O2", "-Wall", "-Wextra", "-Werror", "-pthread"]
     if language == "c" {
         let compiled = try runProcess(
             cc,
-            ["-std=gnu11"] + strict + include + [kitFile("Tests/fixtures/c_producer.c")] + library
+            ["-std=gnu11"] + strict + include + [source] + library
                 + ["-o", executable], mergingErrors: true)
         try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
         return executable
@@ -61,7 +62,7 @@ func buildCProducer(_ language: String, into build: TemporaryDirectory) throws -
     }
     let linked = try runProcess(
         cxx,
-        ["-x", "c++", "-std=c++17"] + strict + include + [kitFile("Tests/fixtures/c_producer.c"), "-x", "none"]
+        ["-x", "c++", "-std=c++17"] + strict + include + [source, "-x", "none"]
             + objects + ["-o", executable], mergingErrors: true)
     try #require(linked.status == 0, "c++ failed:\n\(linked.output)")
     return executable
