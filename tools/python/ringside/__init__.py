@@ -14,6 +14,8 @@
     t = fill.labels("AAPL").start(); ...; fill.labels("AAPL").stop(t)
     orders.inc()                                         # exact: counters write no records
     exposure.set(1.25e6); exposure.inc(10); exposure.dec(2.5)
+    bot.instrument_gc()                                  # python_gc_pause{generation}: each collection
+    bot.instrument_asyncio()                             # in a coroutine: python_asyncio_lag{loop="main"}
     bot.close()                                          # or exit: the kernel drops the lock
 
 The ringside-collector drains the bot as it drains every other producer's (C, C++, Swift, Rust)
@@ -53,6 +55,19 @@ file of its own, <name>@<pid>, and the collector merges them into the bot's seri
 - A process started otherwise (spawn, forkserver, subprocess, a process of its own) asks for it:
   attach(name, worker=True). Without it, a second process attaching a bot is refused.
 - A bot the child closes is closed there as anywhere: its calls raise RingError.
+
+RUNTIME HEALTH, opt-in, one line each (ringside/_runtime.py has the details):
+- bot.instrument_gc(): each garbage collection's pause, from its start to its end, into the
+  histogram python_gc_pause (seconds) labelled generation "0", "1" or "2": one record per
+  collection, by one gc.callbacks callback. Returns a GcPauses; asked again, the same one.
+- bot.instrument_asyncio(loop=None, interval=0.1, name="main"): the event loop's lag, how late a
+  probe run at once and then `interval` seconds after each run ran, into the histogram
+  python_asyncio_lag (seconds) labelled loop=name: one record per probe. loop=None: the running
+  loop. Returns a LoopLag. A step that blocks the loop T seconds shows as a lag of T - interval
+  to T.
+Each instrument's close() stops it, and bot.close() closes them; a record that finds the bot
+closed raises nothing inside gc or the loop, the instrument stops. A forked child's collections
+record into its worker file, as its other records.
 
 RINGSIDE_DISABLED=1 gives bots that create no file and write nothing; their calls still check
 their values.
