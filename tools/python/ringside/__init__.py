@@ -14,6 +14,8 @@
     t = fill.labels("AAPL").start(); ...; fill.labels("AAPL").stop(t)
     orders.inc()                                         # exact: counters write no records
     exposure.set(1.25e6); exposure.inc(10); exposure.dec(2.5)
+    bot.instrument_gc()                                  # python_gc_pause{generation}: each collection
+    bot.instrument_asyncio()                             # in a coroutine: python_asyncio_lag{loop="main"}
     bot.close()                                          # or exit: the kernel drops the lock
 
 The ringside-collector drains the bot as it drains every other producer's (C, C++, Swift, Rust)
@@ -55,6 +57,19 @@ file of its own, <name>@<pid>, and the collector merges them into the bot's seri
   attach(name, worker=True). Without it, a second process attaching a bot is refused.
 - A bot the child closes is closed there as anywhere: its calls raise RingError.
 
+RUNTIME HEALTH, opt-in, one line each (ringside/_runtime.py has the details):
+- bot.instrument_gc(): each garbage collection's pause, from its start to its end, into the
+  histogram python_gc_pause (seconds) labelled generation "0", "1" or "2": one record per
+  collection, by one gc.callbacks callback. Returns a GcPauses; asked again, the same one.
+- bot.instrument_asyncio(loop=None, interval=0.1, name="main"): the event loop's lag, how late a
+  probe run at once and then `interval` seconds after each run ran, into the histogram
+  python_asyncio_lag (seconds) labelled loop=name: one record per probe. loop=None: the running
+  loop. Returns a LoopLag. A step that blocks the loop T seconds shows as a lag of T - interval
+  to T.
+Each instrument's close() stops it, and bot.close() closes them; a record that finds the bot
+closed raises nothing inside gc or the loop, the instrument stops. A forked child's collections
+record into its worker file, as its other records.
+
 RINGSIDE_DISABLED=1 gives bots that create no file and write nothing; their calls still check
 their values.
 """
@@ -81,16 +96,19 @@ from typing import (
     cast,
 )
 
-from . import _values
+from . import _runtime, _values
 from ._backend import Backend, Core
 from ._errors import BotError, RingError, RingTypeError, RingValueError
+from ._runtime import GcPauses, LoopLag
 from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM
 
 if TYPE_CHECKING:
+    import asyncio
+
     from typing_extensions import Self
 
-__all__ = ["attach", "Bot", "Histogram", "Counter", "Gauge", "RingError", "BotError", "RingValueError",
-           "RingTypeError", "Number", "ACCELERATED", "__version__"]
+__all__ = ["attach", "Bot", "Histogram", "Counter", "Gauge", "GcPauses", "LoopLag", "RingError", "BotError",
+           "RingValueError", "RingTypeError", "Number", "ACCELERATED", "__version__"]
 __version__ = "0.3.0"
 
 # What the metrics' calls take: an int, a float, or a number float() or operator.index() takes
@@ -178,6 +196,9 @@ class Bot:
                                           max_workers)
         self._families: dict[str, _Metric] = {}  # name -> the Histogram, Counter or Gauge registered under it
         self._lock = threading.Lock()
+        self._closed = False
+        self._gc_pauses: GcPauses | None = None  # instrument_gc()'s, while active
+        self._loop_lags: list[LoopLag] = []  # instrument_asyncio()'s, one per loop (those found inactive are let go)
         _BOTS.add(self)
 
     def __repr__(self) -> str:
@@ -191,9 +212,78 @@ class Bot:
 
     def close(self) -> None:
         """Detaches: retires every lane, unmaps the file and releases its lock; the records stay
-        for the collector. Calls through the bot's metrics raise RingError afterwards."""
+        for the collector. Calls through the bot's metrics raise RingError afterwards. Closes the
+        bot's instruments first (instrument_gc(), instrument_asyncio())."""
+        with self._lock:
+            self._closed = True
+            instruments: list[GcPauses | LoopLag] = [*self._loop_lags, *([self._gc_pauses] if self._gc_pauses else [])]
+            self._gc_pauses, self._loop_lags = None, []
+        for instrument in instruments:
+            instrument.close()
         self._core.close()
         _BOTS.discard(self)
+
+    def instrument_gc(self) -> GcPauses:
+        """Records each garbage collection's pause, the time from its start to its end, into the
+        histogram python_gc_pause (seconds), labelled generation "0", "1" or "2": one record per
+        collection, through one gc.callbacks callback. Returns the instrument, whose close()
+        removes the callback; asked again while it is active, returns the same one. bot.close()
+        closes it. On the pure backend, a collection that began inside a ringside call of the
+        same thread is not recorded (counted in its `skipped`). Raises RingError on a closed bot
+        (or if the name python_gc_pause is taken by another shape of metric)."""
+        self._check_open("instrument_gc")
+        histogram = self.histogram(_runtime.GC_METRIC, unit="s", labelnames=("generation",), help=_runtime.GC_HELP)
+        series = tuple(histogram.labels(str(generation)) for generation in range(3))  # (takes the lock)
+        with self._lock:
+            self._check_open("instrument_gc")
+            if self._gc_pauses is None or not self._gc_pauses.active:
+                self._gc_pauses = GcPauses(self, histogram, series)
+            return self._gc_pauses
+
+    def instrument_asyncio(self, loop: asyncio.AbstractEventLoop | None = None, interval: Number = 0.1, *,
+                           name: str = "main") -> LoopLag:
+        """Records the event loop's lag, through a probe it runs at once and then `interval`
+        seconds after each run: how late each run was against the time it was due, into the
+        histogram python_asyncio_lag (seconds), labelled loop=`name`. One record per probe. A
+        step that blocks the loop for T seconds shows as a lag between T - interval and T.
+
+        loop: default the running loop (call it from a coroutine); else a loop, running or not
+        yet, on any thread. Returns the probe, whose close() stops it; bot.close() stops it too,
+        and it ends with its loop. A loop has one probe per bot: asked again with the same
+        interval and name, returns it. Raises RingTypeError or RingValueError for an interval
+        that is not a positive finite number of seconds; RingError with no running loop, for a
+        closed loop or bot, or a loop with another probe of this bot."""
+        import asyncio
+
+        self._check_open("instrument_asyncio")
+        seconds = _runtime.interval_seconds(self.name, interval)
+        if loop is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                raise RingError(f"bot {self.name}: instrument_asyncio: no event loop runs in this thread; call it from "
+                                "a coroutine, or pass the loop") from None
+        if loop.is_closed():
+            raise RingError(f"bot {self.name}: instrument_asyncio: the event loop is closed")
+        histogram = self.histogram(_runtime.LAG_METRIC, unit="s", labelnames=("loop",), help=_runtime.LAG_HELP)
+        series = histogram.labels(name)  # (takes the lock)
+        with self._lock:
+            self._check_open("instrument_asyncio")
+            self._loop_lags = [probe for probe in self._loop_lags if probe.active]
+            for probe in self._loop_lags:
+                if probe.loop is loop:
+                    if (probe.interval, probe.name) == (seconds, str(name)):
+                        return probe
+                    raise RingError(f"bot {self.name}: instrument_asyncio: the loop has a probe already, every "
+                                    f"{probe.interval} s named {probe.name!r}; asked for every {seconds} s named "
+                                    f"{str(name)!r}: close() it first")
+            probe = LoopLag(self, histogram, series, loop, seconds, str(name))
+            self._loop_lags.append(probe)
+            return probe
+
+    def _check_open(self, call: str) -> None:
+        if self._closed:
+            raise RingError(f"bot {self.name} is closed: {call}() cannot instrument it")
 
     @property
     def path(self) -> str | None:
