@@ -58,7 +58,7 @@ public struct BenchSettings: Sendable, Equatable {
 public enum EmitBenchmark {
     /// The rows, in the order they run in each round and are printed.
     public static let rowNames = [
-        "ringside.record", "ringside.record.worker", "ringside.counter", "ringside.gauge", "ringside.span",
+        "ringside.record", "ringside.record.exemplar", "ringside.record.worker", "ringside.counter", "ringside.gauge", "ringside.span",
         "ringside.record.4threads",
         "c.floor", "c.floor.forked", "c.span", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse",
     ]
@@ -100,7 +100,9 @@ public enum EmitBenchmark {
         let ring: Bot, worker: Bot, bot: Bot
         let record: Bot.Histogram, span: Bot.Histogram, counter: Bot.Counter, gauge: Bot.Gauge
         let workerRecord: Bot.Histogram, botRecord: Bot.Histogram
+        let exemplar: Bot.Exemplar
         do {
+            exemplar = try Bot.Exemplar("order_id", "A17")  // 12 bytes: one more slot
             ring = try Bot.attach("bench", directory: directory, options: .init(laneCapacity: settings.ringCapacity))
             record = try ring.histogram("bench_record_latency", unit: .nanoseconds)
             counter = try ring.counter("bench_orders")
@@ -206,6 +208,14 @@ public enum EmitBenchmark {
                 var v = 0
                 return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
                     record.record(values[v])
+                    v &+= 1
+                }
+            },
+            Row(name: "ringside.record.exemplar", consumerMode: .rings) {
+                // ringside.record's loop, each value with an exemplar (order_id=A17: two slots a record).
+                var v = 0
+                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
+                    record.record(values[v], exemplar: exemplar)
                     v &+= 1
                 }
             },
@@ -327,7 +337,9 @@ public enum EmitBenchmark {
             + consumerCPU + " draining the rings every \(LiveConsumer.periodNanos / 1000) µs "
             + "(reading every record, like the collector's passes under load), receiving the datagrams (recvmmsg) "
             + "and scraping the locked histogram every ms; ringside.record.4threads adds \(botThreads - 1) unpinned threads "
-            + "to this one, each on its own lane, and sums their calls; ringside.record.worker is ringside.record "
+            + "to this one, each on its own lane, and sums their calls; ringside.record.exemplar is ringside.record "
+            + "with an exemplar (order_id=A17, 12 bytes: the value's record and one exemplar record) on each value; "
+            + "ringside.record.worker is ringside.record "
             + "into a bot this process also attached as a worker (its own file, <bot>@<pid>); c.floor.forked is "
             + "c.floor's round (the same C function) run by a child this process forked once, which became a worker "
             + "of the floor's bot at its first record (through the bot and metric it inherited) and writes that "

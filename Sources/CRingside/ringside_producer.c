@@ -95,6 +95,29 @@ static void rsp_init_process(void) {
 
 static int32_t rsp_gettid(void) { return (int32_t)syscall(SYS_gettid); }
 
+/** The length of `name`'s first `max` bytes or fewer, cut at a UTF-8 character's boundary. */
+static size_t rsp_utf8_prefix(const char *name, size_t length, size_t max) {
+    if (length <= max) return length;
+    size_t cut = max;
+    while (cut > 0 && ((unsigned char)name[cut] & 0xC0) == 0x80) cut--; /* not inside a character */
+    return cut;
+}
+
+/** Writes `name` (`length` bytes; cut to RS_THREAD_NAME_MAX) into a lane's thread_name, NUL-padded. */
+static void rsp_write_thread_name(rs_lane_header *header, const char *name, size_t length) {
+    char padded[RS_THREAD_NAME_MAX];
+    memset(padded, 0, sizeof padded);
+    memcpy(padded, name, rsp_utf8_prefix(name, length, sizeof padded));
+    memcpy(header->thread_name, padded, sizeof padded);
+}
+
+/** The calling thread's name as the kernel has it (pthread_setname_np, or the program's). */
+static void rsp_write_own_thread_name(rs_lane_header *header) {
+    char name[16] = {0}; /* the kernel's TASK_COMM_LEN */
+    if (pthread_getname_np(pthread_self(), name, sizeof name) != 0) name[0] = 0;
+    rsp_write_thread_name(header, name, strnlen(name, sizeof name));
+}
+
 /* MARK: - Errors */
 
 const char *rs_strerror(int code) {
@@ -491,8 +514,9 @@ static void rsp_hand_over_locked(rsp_bot *b, uint32_t lane, uint32_t how) {
     /* Relaxed: these are the process's to write, under this mutex; `state` publishes them. */
     rs_store_relaxed_u32(&header->claims, rs_load_relaxed_u32(&header->claims) + 1);
     rs_store_relaxed_i32(&header->owner_tid, rsp_gettid());
+    rsp_write_own_thread_name(header);
     rs_store_relaxed_u64(&header->heartbeat_ns, now);
-    /* Release: a reader that sees ACTIVE sees the owner and claim count stored before it. */
+    /* Release: a reader that sees ACTIVE sees the owner, its name and claim count stored before it. */
     rs_store_release_u32(&header->state, RS_LANE_ACTIVE);
     rs_store_relaxed_u64(&b->bot.header->heartbeat_ns, now); /* relaxed: a hint for readers */
 }
@@ -1380,6 +1404,70 @@ rs_producer *rs_bot_claim_lane(rs_bot *bot) {
     entry->generation = bot->generation;
     entry->producer = producer;
     return producer;
+}
+
+/** An exemplar refused: its reason in *error (no bot's name: the check knows of none). */
+static int rsp_exemplar_fail(rs_error *error, const char *format, ...) {
+    if (error == NULL) return RS_E_INVALID;
+    error->code = RS_E_INVALID;
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(error->message, sizeof error->message, format, arguments);
+    va_end(arguments);
+    return RS_E_INVALID;
+}
+
+int rs_exemplar_check(const char *exemplar, size_t length, rs_error *error) {
+    if (exemplar == NULL || length == 0 || length > RS_EXEMPLAR_MAX) {
+        return rsp_exemplar_fail(error, "an exemplar has 1 to %u bytes, not %zu", RS_EXEMPLAR_MAX,
+                        exemplar == NULL ? (size_t)0 : length);
+    }
+    size_t keys[RS_EXEMPLAR_MAX / 2], key_lengths[RS_EXEMPLAR_MAX / 2], pairs = 0;
+    size_t at = 0;
+    while (at < length) {
+        /* A key: a name, then '='. */
+        size_t start = at;
+        while (at < length && exemplar[at] != '=' && exemplar[at] != '\n') {
+            unsigned char c = (unsigned char)exemplar[at];
+            int letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+            if (!letter && !(at > start && c >= '0' && c <= '9')) {
+                return rsp_exemplar_fail(error, "an exemplar's key is a name ([a-zA-Z_][a-zA-Z0-9_]*): byte %zu", at);
+            }
+            at++;
+        }
+        if (at == start || at == length || exemplar[at] != '=') {
+            return rsp_exemplar_fail(error, "an exemplar is key=value pairs joined by newlines: byte %zu", at);
+        }
+        for (size_t k = 0; k < pairs; k++) {
+            if (key_lengths[k] == at - start && memcmp(exemplar + keys[k], exemplar + start, at - start) == 0) {
+                return rsp_exemplar_fail(error, "an exemplar's key %.*s is given twice", (int)(at - start),
+                                exemplar + start);
+            }
+        }
+        keys[pairs] = start;
+        key_lengths[pairs++] = at - start;
+        /* A value: anything but NUL, up to '\n' or the end. */
+        for (at++; at < length && exemplar[at] != '\n'; at++) {
+            if (exemplar[at] == 0) return rsp_exemplar_fail(error, "an exemplar's value holds a NUL (byte %zu)", at);
+        }
+        if (at < length && ++at == length) {
+            return rsp_exemplar_fail(error, "an exemplar ends with a newline");
+        }
+    }
+    return 0;
+}
+
+int rs_bot_name_thread(rs_bot *bot, const char *name, size_t length) {
+    if (bot == NULL || name == NULL || memchr(name, 0, length) != NULL) return RS_E_INVALID;
+    rs_producer *producer = rs_bot_producer(bot);
+    rs_lane_producer *views = bot->producers;
+    if (!bot->enabled || views == NULL) return 0;
+    /* The calling thread's lane is the one whose view it was handed, if any. */
+    uintptr_t at = (uintptr_t)producer, first = (uintptr_t)views;
+    if (at < first || at >= first + (uintptr_t)bot->max_lanes * sizeof *views) return 0; /* laneless */
+    uint32_t lane = (uint32_t)((at - first) / sizeof *views);
+    if (bot->lanes[lane] != NULL) rsp_write_thread_name(bot->lanes[lane], name, length);
+    return 0;
 }
 
 void rs_bot_release_thread_lane(rs_bot *bot) {

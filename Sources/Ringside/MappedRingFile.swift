@@ -85,6 +85,7 @@ final class MappedRingFile {
         static let state = MemoryLayout<rs_lane_header>.offset(of: \.state)!
         static let ownerTID = MemoryLayout<rs_lane_header>.offset(of: \.owner_tid)!
         static let claims = MemoryLayout<rs_lane_header>.offset(of: \.claims)!
+        static let threadName = MemoryLayout<rs_lane_header>.offset(of: \.thread_name)!
         static let readCursor = MemoryLayout<rs_lane_header>.offset(of: \.read_cursor)!
     }
 
@@ -259,6 +260,13 @@ final class MappedRingFile {
     // Relaxed: published by the state's release, loaded after it.
     func ownerTID(lane: Int) -> Int32 { rs_load_relaxed_i32(laneField(lane, Offset.ownerTID, as: Int32.self)) }
     func claims(lane: Int) -> UInt32 { rs_load_relaxed_u32(laneField(lane, Offset.claims, as: UInt32.self)) }
+
+    /// The name the lane's holder gave its thread (THREAD NAMES in ringside.h): up to 32 bytes
+    /// before the first NUL, read as UTF-8 with anything invalid replaced; "" when none.
+    func threadName(lane: Int) -> String {
+        let bytes = UnsafeRawBufferPointer(start: lanes[lane].base + Offset.threadName, count: Int(RS_THREAD_NAME_MAX))
+        return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+    }
 
     /// A lane's cell of `metric`: a counter's increments made on the lane, or the records of
     /// another kind the lane dropped.

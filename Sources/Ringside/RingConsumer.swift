@@ -40,6 +40,11 @@ package final class RingConsumer {
     /// Where lane `lane` has been drained to.
     package func drainedCursor(lane: Int) -> UInt64 { cursors[lane] }
 
+    /// The thread holding lane `lane` now: its kernel id and the name it gave (see ringside.h).
+    package func thread(lane: Int) -> (id: Int32, name: String) {
+        lane < cursors.count ? (file.ownerTID(lane: lane), file.threadName(lane: lane)) : (0, "")
+    }
+
     /// Reads registry entries published since the last look; returns how many are new.
     @discardableResult
     package func refreshMetrics() throws(RingError) -> Int {

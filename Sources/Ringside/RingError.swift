@@ -38,6 +38,9 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
     case unavailable(ring: String, reason: String)
     /// A system call failed for a reason the cases above do not name.
     case system(ring: String, operation: String, errno: Int32)
+    /// An exemplar that cannot be written whole: too long (over `Bot.Exemplar.maxBytes`) or
+    /// malformed. Nothing is cut.
+    case invalidExemplar(reason: String)
 
     public var description: String {
         switch self {
@@ -81,6 +84,8 @@ public enum RingError: Error, Equatable, CustomStringConvertible {
             return "ring \(ring): \(reason)"
         case let .system(ring, operation, errno):
             return "ring \(ring): \(operation): \(Errno(rawValue: errno))"
+        case let .invalidExemplar(reason):
+            return "invalid exemplar: \(reason)"
         }
     }
 }

@@ -1,6 +1,8 @@
+import CRingside
 import RingsideSnapshot
 import Ringside
 import RingsideAggregation
+import RingsideExport
 
 /// The series of one bot (one per metric and label set, its lanes and its files merged): it
 /// drains the bot's files into them, samples their cells, slides their windows, produces their
@@ -42,6 +44,8 @@ struct RingAggregator {
         var inUse = true
         /// The pid of the process that writes it: a per-worker gauge's label.
         var pid: Int32 = 0
+        /// Exemplars half read, by lane.
+        var exemplars = ExemplarAssembler()
     }
 
     /// A source's cells of one series, and when the collector saw them change.
@@ -72,6 +76,8 @@ struct RingAggregator {
         var folded = SourceCells(cells: MetricCells(), changedNanos: 0)
         /// Histograms: the bytes their counts held when last measured.
         var countsBytes = 0
+        /// Histograms: the exemplars kept, from the first one recorded.
+        var exemplars: WindowedExemplars?
 
         /// Keeps `sampled`, source `source`'s cells as just read, and merges.
         /// - Returns: how much the source's total grew, and whether the merged cells changed.
@@ -182,9 +188,14 @@ struct RingAggregator {
     /// The timestamp of the oldest record of the last batch: how far behind the drain runs.
     private(set) var oldestInLastBatchNanos: UInt64 = 0
 
-    init(ring: String, layout: WindowLayout, quantiles: Int) {
+    /// The native histograms' schema whose buckets each keep their latest exemplar (0 without
+    /// `--native-histograms`: a bucket per power of two of the base unit).
+    let exemplarSchema: Int
+
+    init(ring: String, layout: WindowLayout, quantiles: Int, exemplarSchema: Int = 0) {
         self.ring = ring
         self.layout = layout
+        self.exemplarSchema = exemplarSchema
         cost = SeriesCost(ring: ring, layout: layout, quantiles: quantiles)
     }
 
@@ -417,7 +428,7 @@ struct RingAggregator {
             var offset = 0
             while offset < records.count {
                 let rest = UnsafeBufferPointer(rebasing: records[offset...])
-                offset += consume(rest, source: source, firstCursor: first + UInt64(offset), nowNanos: now)
+                offset += consume(rest, source: source, lane: lane, of: consumer, firstCursor: first + UInt64(offset), nowNanos: now)
                 guard offset < records.count else { break }
                 // A metric registered after the last look: read the registry again.
                 if refreshMetrics(of: consumer, source: source, admitting: allowance) == 0 {
@@ -428,11 +439,13 @@ struct RingAggregator {
         }
     }
 
-    /// Aggregates records of `source` read at cursors `firstCursor...`; stops before a record
-    /// that names a metric not known yet and returns how many it took, so `drain` can read the
-    /// registry again.
+    /// Aggregates records of `source` read at cursors `firstCursor...` of lane `lane`; stops
+    /// before a record that names a metric not known yet and returns how many it took, so `drain`
+    /// can read the registry again. A value's exemplar is put back together from the exemplar
+    /// records after it (see `ExemplarAssembler`), and kept by its series.
     private mutating func consume(
-        _ records: UnsafeBufferPointer<RingRecord>, source: Int, firstCursor: UInt64, nowNanos now: UInt64
+        _ records: UnsafeBufferPointer<RingRecord>, source: Int, lane: Int, of consumer: RingConsumer, firstCursor: UInt64,
+        nowNanos now: UInt64
     ) -> Int {
         // A timestamp from the future would hold the windows hostage: clamp it to now.
         let latest = now
@@ -443,8 +456,28 @@ struct RingAggregator {
             sources[source].rejected &+= rejected
             sources[source].refusedRecords &+= refused
         }
+        var assembling = sources[source].exemplars.isPending(lane: lane)
         for index in records.indices {
             let record = records[index]
+            if record.kind == ExemplarAssembler.exemplarKind {
+                let outcome = sources[source].exemplars.take(record, at: firstCursor &+ UInt64(index), lane: lane)
+                switch outcome {
+                case .part: break
+                case .complete(let slot, let value, let time, let labels):
+                    keepExemplar(
+                        slot: slot, value: value, timeNanos: min(time, latest), labels: labels, source: source, lane: lane, of: consumer)
+                case .unwanted: refused += 1
+                case .stray: rejected += 1
+                case .malformed(let parts): rejected += UInt64(parts)
+                }
+                assembling = outcome == .part
+                continue
+            }
+            if assembling {
+                // The rest of an exemplar never came: a producer writes them together.
+                if sources[source].exemplars.abandon(lane: lane) { rejected += 1 }
+                assembling = false
+            }
             let metric = Int(record.metric)
             guard metric < routes.count else { return index }
             let route = routes[metric]
@@ -452,6 +485,9 @@ struct RingAggregator {
                 record.sequence == firstCursor &+ UInt64(index)
             {
                 refused += 1  // a valid record of a series refused at the cap
+                if record.flags & ExemplarAssembler.exemplarFlag != 0 {
+                    assembling = sources[source].exemplars.begin(record, at: firstCursor &+ UInt64(index), lane: lane, slot: nil)
+                }
                 continue
             }
             // Counters live in cells and write no records: one that claims to be a counter's is invalid.
@@ -466,11 +502,34 @@ struct RingAggregator {
             case MetricKind.histogram.rawValue:
                 histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
                 histograms[route.slot].touched = true
+                if record.flags & ExemplarAssembler.exemplarFlag != 0 {
+                    assembling = sources[source].exemplars.begin(record, at: firstCursor &+ UInt64(index), lane: lane, slot: route.slot)
+                    if !assembling { rejected += 1 }  // a length no producer writes
+                }
             default:
                 gauges[route.slot].set(Double(bitPattern: record.value), from: source, atNanos: time)
             }
         }
         return records.count
+    }
+
+    /// Keeps an exemplar put back together from lane `lane` of `source` in histogram `slot`'s
+    /// exemplars, in the bucket its value falls in, if it is among the largest or its bucket's latest.
+    private mutating func keepExemplar(
+        slot: Int, value: UInt64, timeNanos: UInt64, labels: String, source: Int, lane: Int, of consumer: RingConsumer
+    ) {
+        let unit = histograms[slot].metric.unit
+        let baseUnits = unit.nanoseconds.map { Double($0) / 1e9 } ?? 1
+        let scaled = Double(value) * baseUnits
+        let bucket = scaled > NativeBuckets.defaultZeroThreshold ? NativeBuckets.index(of: scaled, schema: exemplarSchema) : Int32.min
+        let thread = consumer.thread(lane: lane)
+        // The record's monotonic time on the wall, by the clocks' offset now.
+        let wall = rs_clock_realtime_ns() &- rs_clock_precise_ns() &+ timeNanos
+        let exemplar = KeptExemplar(
+            value: value, timeNanos: timeNanos, wallTimeNanos: wall, labels: labels, pid: sources[source].pid,
+            threadID: thread.id, threadName: thread.name)
+        if histograms[slot].exemplars == nil { histograms[slot].exemplars = WindowedExemplars(layout: layout) }
+        histograms[slot].exemplars?.record(exemplar, bucket: bucket)
     }
 
     /// Takes in source `source`'s cells. A counter's growth since the source's last sample is
@@ -500,7 +559,10 @@ struct RingAggregator {
 
     /// Moves every series' current tick into its windows once `now` has passed it.
     private mutating func advance(toNanos now: UInt64) {
-        for index in histograms.indices { histograms[index].windows.advance(toNanos: now) }
+        for index in histograms.indices {
+            histograms[index].windows.advance(toNanos: now)
+            histograms[index].exemplars?.advance(toNanos: now)
+        }
         for index in counters.indices { counters[index].windows.advance(toNanos: now) }
         for index in gauges.indices { gauges[index].windows.advance(toNanos: now) }
     }
@@ -535,6 +597,7 @@ struct RingAggregator {
                         // Over the span covered, as a counter's rate is, so both read alike.
                         let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
                         stats.rate = Double(histogram.count) * 1e9 / Double(covered)
+                        stats.exemplars = series.exemplars?.largest(window: window, nowNanos: now) ?? []
                     },
                     whole: { series, snapshot in
                         // Shared, not copied: the exporters compute their buckets from it when they render.
@@ -544,6 +607,7 @@ struct RingAggregator {
                         snapshot.cumulativeSum = cumulative.sum
                         snapshot.cumulativeExactSum = cumulative.exactSum
                         snapshot.droppedRecords = series.cells.dropped
+                        snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
                     }))
         }
         for index in counters.indices {

@@ -446,7 +446,10 @@ final class RingTracker {
             if WorkerRing(name) != nil { series.keepsHistograms = true }
             return series
         }
-        let series = BotSeries(name: bot, aggregator: RingAggregator(ring: bot, layout: layout, quantiles: options.quantiles.count))
+        let series = BotSeries(
+            name: bot,
+            aggregator: RingAggregator(
+                ring: bot, layout: layout, quantiles: options.quantiles.count, exemplarSchema: options.nativeHistogramSchema ?? 0))
         series.aggregator.seed(state.foldedTotals(for: bot))
         let kept = state.histograms(for: bot)
         series.aggregator.seedHistograms(kept)

@@ -16,6 +16,24 @@ package enum ExportBuckets {
         NativeBuckets(histogram, schema: schema, baseUnitsPerValue: unit.nanoseconds.map { Double($0) / 1e9 } ?? 1)
     }
 
+    /// The latest of `exemplars` (of values in `unit`) in each classic bucket that has one, by the
+    /// bucket's index in `upperBounds(for: unit)` (its count: the +Inf bucket).
+    package static func latestExemplars(_ exemplars: [KeptExemplar], unit: MetricUnit) -> [Int: KeptExemplar] {
+        let upper = bounds[unit] ?? upperBounds(for: unit)
+        var latest: [Int: KeptExemplar] = [:]
+        for exemplar in exemplars {
+            // The first bound at or above the value: the bucket `le` holds it.
+            var low = 0, high = upper.count
+            while low < high {
+                let middle = (low + high) / 2
+                if upper[middle] < exemplar.value { low = middle + 1 } else { high = middle }
+            }
+            if let held = latest[low], held.wallTimeNanos >= exemplar.wallTimeNanos { continue }
+            latest[low] = exemplar
+        }
+        return latest
+    }
+
     /// Every unit's bounds, computed once.
     private static let bounds = Dictionary(uniqueKeysWithValues: MetricUnit.allCases.map { ($0, upperBounds(for: $0)) })
 

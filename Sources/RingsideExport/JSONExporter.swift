@@ -1,4 +1,5 @@
 import Ringside
+import RingsideAggregation
 import RingsideCommandLine
 import RingsideJSON
 import RingsideSnapshot
@@ -112,6 +113,10 @@ public enum JSONExporter {
                 json.field("total_count", UInt128(series.cumulativeCount))
                 json.field("total_sum", series.cumulativeExactSum)
                 json.field("dropped_records", series.droppedRecords)
+                if !series.bucketExemplars.isEmpty {
+                    json.key("bucket_exemplars")
+                    json.array(series.bucketExemplars) { writeExemplar($0, into: json) }
+                }
             case .counter:
                 json.field("total", series.cumulativeExactSum)
             case .gauge:
@@ -132,6 +137,10 @@ public enum JSONExporter {
                             json.field("max", stats.max)
                             json.field("mean", stats.mean)
                             for (key, value) in zip(quantileKeys, stats.quantileValues) { json.field(key, value) }
+                            if !stats.exemplars.isEmpty {
+                                json.key("exemplars")
+                                json.array(stats.exemplars) { writeExemplar($0, into: json) }
+                            }
                         case .counter:
                             json.field("total", series.cumulativeExactSum)
                             json.field("increase", stats.increase)
@@ -144,6 +153,21 @@ public enum JSONExporter {
                     }
                 }
             }
+        }
+    }
+
+    /// An exemplar: its value (in the series' unit), its labels, when (wall time, seconds) and who.
+    private static func writeExemplar(_ exemplar: KeptExemplar, into json: JSONWriter) {
+        json.object {
+            json.field("value", exemplar.value)
+            json.key("labels")
+            json.object {
+                for pair in exemplar.pairs { json.field(pair.key, pair.value) }
+            }
+            json.field("time", Double(exemplar.wallTimeNanos) / 1e9)
+            json.field("pid", exemplar.pid)
+            json.field("thread_id", exemplar.threadID)
+            json.field("thread_name", exemplar.threadName)
         }
     }
 

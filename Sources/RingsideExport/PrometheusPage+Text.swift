@@ -6,6 +6,7 @@ import Dispatch
 import Glibc
 #endif
 import Ringside
+import RingsideAggregation
 import RingsideCommandLine
 import RingsideSnapshot
 import RingsideSystem
@@ -47,7 +48,7 @@ extension PrometheusPage {
                 let writer = SliceWriter(
                     steps: steps, slices: slices, buffers: used,
                     names: groups.map(\.names), shared: shared, series: series,
-                    labelText: labelText, labelRanges: labels.ranges)
+                    labelText: labelText, labelRanges: labels.ranges, openMetrics: openMetrics)
                 DispatchQueue.concurrentPerform(iterations: slices.count) { writer.write(slice: $0) }
             }
         }
@@ -150,6 +151,8 @@ private struct SliceWriter: @unchecked Sendable {
     let series: UnsafeBufferPointer<SeriesSnapshot>
     let labelText: UnsafeBufferPointer<UInt8>
     let labelRanges: [Range<Int>]
+    /// OpenMetrics carries exemplars; Prometheus's text format has no place for them.
+    let openMetrics: Bool
 
     func write(slice: Int) {
         let page = buffers[slice]
@@ -158,7 +161,7 @@ private struct SliceWriter: @unchecked Sendable {
             case let .text(text):
                 page.append(bytes: text)
             case let .series(group, part, position):
-                SeriesLines(page: page, names: names[group], shared: shared)
+                SeriesLines(page: page, names: names[group], shared: shared, openMetrics: openMetrics)
                     .write(
                         part, of: series.baseAddress! + position,
                         labels: UnsafeBufferPointer(rebasing: labelText[labelRanges[position]]))
@@ -190,6 +193,7 @@ private struct SeriesLines {
     let page: TextBuffer
     let names: PrometheusExporter.FamilyNames
     let shared: PrometheusExporter.SharedLabels
+    let openMetrics: Bool
 
     /// The series is read through a pointer: passing it by value would copy its strings and arrays.
     func write(_ part: PrometheusPage.Part, of series: UnsafePointer<SeriesSnapshot>, labels: UnsafeBufferPointer<UInt8>) {
@@ -198,10 +202,18 @@ private struct SeriesLines {
         let windowCount = min(series.pointee.windows.count, shared.windows.count)
         switch (kind, part) {
         case (.histogram, .whole):
-            let bounds = PrometheusExporter.bucketLabels[series.pointee.metric.unit] ?? []
-            let counts = series.pointee.allTime?.classicCounts(unit: series.pointee.metric.unit) ?? []
-            for (le, count) in zip(bounds, counts) { sample(names.bucket, labels, le, count: count) }
-            sample(names.bucket, labels, PrometheusExporter.infiniteBucketLabel, count: series.pointee.cumulativeCount)
+            let unit = series.pointee.metric.unit
+            let bounds = PrometheusExporter.bucketLabels[unit] ?? []
+            let counts = series.pointee.allTime?.classicCounts(unit: unit) ?? []
+            let exemplars =
+                openMetrics && !series.pointee.bucketExemplars.isEmpty
+                ? ExportBuckets.latestExemplars(series.pointee.bucketExemplars, unit: unit) : [:]
+            for (index, (le, count)) in zip(bounds, counts).enumerated() {
+                sample(names.bucket, labels, le, count: count, exemplar: exemplars[index], nanosPerUnit)
+            }
+            sample(
+                names.bucket, labels, PrometheusExporter.infiniteBucketLabel, count: series.pointee.cumulativeCount,
+                exemplar: exemplars[bounds.count], nanosPerUnit)
             sample(names.sum, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
             sample(names.count, labels, [], count: series.pointee.cumulativeCount)
         case (.histogram, .windowed):
@@ -250,6 +262,30 @@ private struct SeriesLines {
     private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], count: UInt64) {
         page.appendSampleHead(name, labels, extra)
         page.append(count)
+        page.append(UInt8(ascii: "\n"))
+    }
+
+    /// A bucket's line, with its exemplar if it has one: `... 12 # {order_id="A17"} 0.0021 1732300000.123`.
+    private func sample(
+        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], count: UInt64, exemplar: KeptExemplar?,
+        _ nanosPerUnit: UInt64?
+    ) {
+        page.appendSampleHead(name, labels, extra)
+        page.append(count)
+        if let exemplar {
+            page.append(" # {")
+            for (index, pair) in exemplar.pairs.enumerated() {
+                if index > 0 { page.append(UInt8(ascii: ",")) }
+                page.append(pair.key)
+                page.append("=\"")
+                page.appendEscaped(pair.value, inLabel: true)
+                page.append(UInt8(ascii: "\""))
+            }
+            page.append("} ")
+            if let nanosPerUnit { page.appendSeconds(nanoseconds: exemplar.value &* nanosPerUnit) } else { page.append(exemplar.value) }
+            page.append(UInt8(ascii: " "))
+            page.appendSeconds(nanoseconds: exemplar.wallTimeNanos)
+        }
         page.append(UInt8(ascii: "\n"))
     }
 

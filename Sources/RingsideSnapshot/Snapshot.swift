@@ -60,6 +60,8 @@ public struct SeriesSnapshot: Sendable {
     public var lastValue: Double?
     /// Histograms and gauges: records of this series dropped (full lanes, or threads without one).
     public var droppedRecords: UInt64 = 0
+    /// Histograms: the latest exemplar of each bucket that had one (at most 64), by value.
+    public var bucketExemplars: [KeptExemplar] = []
 }
 
 /// A series' statistics over one window.
@@ -81,6 +83,9 @@ public struct WindowStats: Sendable {
     // ... and gauges: the extremes set in the window, nil when nothing was.
     public var gaugeMin: Double?
     public var gaugeMax: Double?
+    /// Histograms: the largest values recorded with an exemplar in the window, largest first
+    /// (at most 5): the first is the maximum's when the maximum had one.
+    public var exemplars: [KeptExemplar] = []
 
     public init() {}
 }

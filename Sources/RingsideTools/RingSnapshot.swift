@@ -184,6 +184,7 @@ func errorKind(_ error: RingError) -> String {
     switch error {
     case .invalidName: return "invalid_name"
     case .invalidMetric: return "invalid_metric"
+    case .invalidExemplar: return "invalid_exemplar"
     case .metricConflict: return "metric_conflict"
     case .registryFull: return "registry_full"
     case .invalidOptions: return "invalid_options"

@@ -23,7 +23,9 @@ func drainDecoded(
 {
     let consumer = try RingConsumer(name, directory: directory)
     let drained = try drainAll(consumer)
-    #expect(drained.allSatisfy { $0.record.sequence == $0.cursor && $0.record.reserved == 0 }, "records whose sequence is not their cursor")
+    #expect(
+        drained.allSatisfy { $0.record.sequence == $0.cursor && $0.record.exemplar_length == 0 },
+        "records whose sequence is not their cursor")
     var lanes: [Int: [DecodedRecord]] = [:]
     for entry in drained {
         let record = entry.record

@@ -307,7 +307,7 @@ let recordFields: [Field] = [
     Field(name: "metric", offset: recordOffset(\.metric), width: 4),
     Field(name: "kind", offset: recordOffset(\.kind), width: 1),
     Field(name: "flags", offset: recordOffset(\.flags), width: 1),
-    Field(name: "reserved", offset: recordOffset(\.reserved), width: 2),
+    Field(name: "exemplar_length", offset: recordOffset(\.exemplar_length), width: 2),
 ]
 
 func read(_ bytes: [UInt8], _ field: Field, at base: Int = 0) -> UInt64 {
@@ -767,27 +767,70 @@ func violation(_ text: String) {
 }
 
 /// Records in [read, write) of every lane the collector must accept: a registered metric that is
-/// not a counter (counters write no records), its kind, and the record's cursor as its sequence.
+/// not a counter (counters write no records), its kind, and the record's cursor as its sequence;
+/// and, as the collector's exemplar assembler takes them (EXEMPLARS in ringside.h), the parts of
+/// exemplars that follow their value as they should. What it must reject besides the rest: a
+/// value's exemplar whose length no producer writes, or that another record cuts short, and the
+/// parts of an exemplar whose bytes are none.
 func expectedValid(_ bytes: [UInt8], status: RingStatus, metrics: [MetricDescriptor]) -> (valid: Int, histogramWeight: UInt64) {
     var valid = 0
     var weight: UInt64 = 0
     let header = parseHeader(bytes)  // validated by the readers that read it
     for lane in status.lanes {
         let records = Int(header.lanes_offset) + lane.index * Int(header.lane_size) + Int(header.lane_records_offset)
+        var pending: (metric: UInt32, length: Int, next: UInt64, bytes: [UInt8])?
         var cursor = lane.readCursor
         while cursor < lane.writeCursor {
             let at = records + Int(cursor & (status.capacity - 1)) * Int(RS_RECORD_SIZE)
             let metric = Int(load(bytes, at + recordOffset(\.metric), as: UInt32.self))
             let kind = bytes[at + recordOffset(\.kind)]
             let sequence = load(bytes, at + recordOffset(\.sequence), as: UInt64.self)
+            let flags = bytes[at + recordOffset(\.flags)]
+            let length = Int(load(bytes, at + recordOffset(\.exemplar_length), as: UInt16.self))
+            defer { cursor += 1 }
+            if kind == UInt8(RS_KIND_EXEMPLAR.rawValue) {
+                guard var part = pending, sequence == cursor, cursor == part.next, UInt32(metric) == part.metric, flags == 0,
+                    length == 0
+                else {
+                    pending = nil
+                    continue  // a stray part: rejected
+                }
+                valid += 1  // a part taken: not rejected, unless its exemplar's bytes turn out to be none
+                part.bytes += bytes[(at + recordOffset(\.timestamp_ns))..<(at + recordOffset(\.sequence))]
+                part.next += 1
+                pending = part.bytes.count >= part.length ? nil : part
+                if pending == nil, !isExemplar(part.bytes, length: part.length) { valid -= (part.length + 15) / 16 }
+                continue
+            }
+            if pending != nil {
+                valid -= 1  // cut short: its exemplar is rejected, counted once
+                pending = nil
+            }
             if metric < metrics.count, metrics[metric].kind.rawValue == kind, metrics[metric].kind != .counter, sequence == cursor {
                 valid += 1
-                if metrics[metric].kind == .histogram { weight += UInt64(metrics[metric].sampleEvery) }
+                if metrics[metric].kind == .histogram {
+                    weight += UInt64(metrics[metric].sampleEvery)
+                    if flags & UInt8(RS_FLAG_EXEMPLAR) != 0 {
+                        if (1...Int(RS_EXEMPLAR_MAX)).contains(length) {
+                            pending = (UInt32(metric), length, cursor + 1, [])
+                        } else {
+                            valid -= 1  // a length no producer writes: its exemplar is rejected
+                        }
+                    }
+                }
             }
-            cursor += 1
         }
     }
     return (valid, weight)
+}
+
+/// Whether an exemplar's parts hold one: its bytes pass the producer's check, are UTF-8, and the
+/// padding after them is zero.
+func isExemplar(_ parts: [UInt8], length: Int) -> Bool {
+    let checked = parts.prefix(length).withUnsafeBytes { raw in
+        rs_exemplar_check(raw.baseAddress?.assumingMemoryBound(to: CChar.self), length, nil) == 0
+    }
+    return checked && parts.dropFirst(length).allSatisfy { $0 == 0 } && String(validating: parts.prefix(length), as: UTF8.self) != nil
 }
 
 /// Whether a refusal names the ring and says what is wrong.

@@ -69,6 +69,8 @@
  *     records written   == write_cursor
  *     records attempted == write_cursor + dropped_total   (after sampling)
  *     records in lane   == write_cursor - read_cursor
+ * where an exemplar's records (see EXEMPLARS) count among those written, and a value dropped
+ * with its exemplar counts once among those dropped.
  *
  * CELLS: counters and gauges do not depend on the rings, so a full ring never changes them.
  * - Lane cells (one uint64_t per metric, written only by the lane's owner with plain relaxed
@@ -115,6 +117,27 @@
  * `gauge_merge` (gauges only; 0 for the other kinds) says how a reader merges the gauge across
  * the bot's workers (rs_gauge_merge); a file written before it existed holds 0, the value set
  * last, which is what readers did then. A per-worker gauge has no label of its own named "pid".
+ *
+ * EXEMPLARS: a histogram's record may carry an exemplar, a short set of labels naming what was
+ * measured (an order id, a trace id), as OpenMetrics has them. The record has RS_FLAG_EXEMPLAR and
+ * `exemplar_length`, 1 to RS_EXEMPLAR_MAX bytes; the exemplar's bytes follow it in the lane's next
+ * ceil(exemplar_length / 16) slots, each an "exemplar record": kind RS_KIND_EXEMPLAR, `metric` the
+ * value record's, `sequence` its own cursor, flags and `exemplar_length` zero, and 16 of the bytes
+ * in `timestamp_ns` then `value` (the bytes as they lie in memory, the last record's zero-padded).
+ * The producer writes the value record and its exemplar records, then publishes them all with one
+ * release store of `write_cursor`: a reader sees all of them or none. A lane without room for all
+ * of them drops the record whole (one drop, counted as any). The bytes: "key=value" pairs joined
+ * by '\n', keys as names, unique, values UTF-8 without '\n' or NUL (`order_id=A17`), at most
+ * RS_EXEMPLAR_MAX bytes in all. A producer refuses a longer or malformed one with an error and
+ * writes nothing, never a cut one; a reader keeps the value of a record whose exemplar is malformed
+ * and counts the exemplar as rejected. Readers of 0.3 and before count the value as any other
+ * and skip each exemplar record as one of a kind its metric does not have (counted in their
+ * ringside_ring_records_rejected_total): they lose no value, and read the file as before.
+ *
+ * THREAD NAMES: a thread that claims a lane writes its name (pthread_getname_np, or the
+ * language's own name for its thread) into the lane's `thread_name` before it stores `state`,
+ * NUL-padded, at most RS_THREAD_NAME_MAX bytes of UTF-8 (a longer name is cut at a character's
+ * boundary: it is a label for humans, not data). A reader shows it beside `owner_tid`.
  *
  * WRITING WITHOUT A C COMPILER: every shared field is an aligned 32- or 64-bit integer. A
  * producer in another language needs plain loads and stores plus the orderings written here
@@ -185,12 +208,19 @@ extern "C" {
 #define RS_DEFAULT_MAX_WORKERS 256u
 #define RS_MAX_WORKERS 65536u
 #define RS_NAME_LENGTH_MAX 200u
+/** An exemplar's bytes at the most (see EXEMPLARS): 4 exemplar records after its value's. */
+#define RS_EXEMPLAR_MAX 64u
+/** An exemplar's bytes in each exemplar record. */
+#define RS_EXEMPLAR_BYTES_PER_RECORD 16u
+/** A lane's thread name at the most, in bytes (see THREAD NAMES). */
+#define RS_THREAD_NAME_MAX 32u
 
 /** Metric kinds, as stored in the registry and in each record. */
 typedef enum {
     RS_KIND_COUNTER = 1,   /* lane cells: the sum of increments; no records */
     RS_KIND_GAUGE = 2,     /* metric cell: the last value; records: the bits of an IEEE 754 double */
     RS_KIND_HISTOGRAM = 3, /* records: an observation in the metric's unit (unsigned) */
+    RS_KIND_EXEMPLAR = 4,  /* records only, never a metric's: an exemplar's bytes (see EXEMPLARS) */
 } rs_kind;
 
 /** Units of a metric's values. */
@@ -216,7 +246,8 @@ typedef enum {
 #define RS_MERGE_POLICIES 5u /* policies 0 to 4; a reader refuses an entry with another */
 
 /** Record flags. */
-#define RS_FLAG_SPAN 0x01u /* the value is a duration measured with the precise clock */
+#define RS_FLAG_SPAN 0x01u     /* the value is a duration measured with the precise clock */
+#define RS_FLAG_EXEMPLAR 0x02u /* exemplar records follow: `exemplar_length` bytes (see EXEMPLARS) */
 
 /** A lane's `state`. */
 #define RS_LANE_UNUSED 0u  /* allocated, never claimed (a reader may see it briefly) */
@@ -302,7 +333,9 @@ typedef struct {
     uint32_t state;          /* 0x18 RS_LANE_* (release store) */
     int32_t owner_tid;       /* 0x1C the kernel thread id holding it; 0 when retired */
     uint32_t claims;         /* 0x20 threads that have held this lane */
-    uint8_t producer_reserved[0x80 - 0x24];
+    uint32_t producer_reserved0; /* 0x24 */
+    char thread_name[RS_THREAD_NAME_MAX]; /* 0x28 the holder's name, NUL-padded (see THREAD NAMES) */
+    uint8_t producer_reserved[0x80 - 0x48];
 
     /* 0x80: written only by the consumer */
     uint64_t read_cursor;          /* 0x80 records consumed, ever (release store) */
@@ -318,7 +351,7 @@ typedef struct {
     uint32_t metric;       /* 0x18 registry index */
     uint8_t kind;          /* 0x1C rs_kind, equal to the registry's */
     uint8_t flags;         /* 0x1D RS_FLAG_* */
-    uint16_t reserved;     /* 0x1E zero */
+    uint16_t exemplar_length; /* 0x1E with RS_FLAG_EXEMPLAR, the exemplar's bytes; else zero */
 } rs_record;
 
 /* The layout above is the format: every offset its comments give is checked here, so that a
@@ -379,6 +412,7 @@ RS_FIELD_AT(rs_lane_header, heartbeat_ns, 0x10);
 RS_FIELD_AT(rs_lane_header, state, 0x18);
 RS_FIELD_AT(rs_lane_header, owner_tid, 0x1C);
 RS_FIELD_AT(rs_lane_header, claims, 0x20);
+RS_FIELD_AT(rs_lane_header, thread_name, 0x28);
 RS_FIELD_AT(rs_lane_header, read_cursor, 0x80);
 RS_FIELD_AT(rs_lane_header, consumer_heartbeat_ns, 0x88);
 RS_STATIC_ASSERT(sizeof(rs_record) == RS_RECORD_SIZE, "a record is 32 bytes");
@@ -388,7 +422,7 @@ RS_FIELD_AT(rs_record, sequence, 0x10);
 RS_FIELD_AT(rs_record, metric, 0x18);
 RS_FIELD_AT(rs_record, kind, 0x1C);
 RS_FIELD_AT(rs_record, flags, 0x1D);
-RS_FIELD_AT(rs_record, reserved, 0x1E);
+RS_FIELD_AT(rs_record, exemplar_length, 0x1E);
 #undef RS_FIELD_AT
 
 /** Rounds up to a whole page (RS_PAGE_SIZE). */
@@ -517,7 +551,7 @@ RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind
     r->metric = metric;
     r->kind = kind;
     r->flags = flags;
-    r->reserved = 0;
+    r->exemplar_length = 0;
     p->next = cursor + 1;
     /* Release: the record's bytes are visible before the cursor that publishes them. */
     rs_store_release_u64(p->write_cursor, cursor + 1);
@@ -530,6 +564,51 @@ RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, u
                                 uint64_t value) {
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric); /* no clock read */
     return rs_producer_write_at(p, metric, kind, flags, value, rs_clock_coarse_ns());
+}
+
+/**
+ * Writes a histogram's record with an exemplar (see EXEMPLARS): the value's record, then the
+ * exemplar's `length` bytes (1 to RS_EXEMPLAR_MAX, not checked here: the callers check them) in
+ * exemplar records, published together; or one counted drop when the lane has no room for all.
+ * Returns 1 if written. Only the lane's holder may call it.
+ */
+RS_INLINE int rs_producer_write_exemplar(rs_producer *p, uint32_t metric, uint8_t flags, uint64_t value,
+                                         uint64_t timestamp_ns, const char *exemplar, uint32_t length) {
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
+    uint64_t extra = (length + RS_EXEMPLAR_BYTES_PER_RECORD - 1) / RS_EXEMPLAR_BYTES_PER_RECORD;
+    uint64_t cursor = p->next;
+    if (__builtin_expect(cursor + extra - p->cached_read > p->mask, 0)) {
+        /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
+        p->cached_read = rs_load_acquire_u64(p->read_cursor);
+        if (cursor + extra - p->cached_read > p->mask) return rs_producer_lose(p, metric);
+    }
+    rs_record *r = &p->records[cursor & p->mask];
+    r->timestamp_ns = timestamp_ns;
+    r->value = value;
+    r->sequence = cursor;
+    r->metric = metric;
+    r->kind = RS_KIND_HISTOGRAM;
+    r->flags = (uint8_t)(flags | RS_FLAG_EXEMPLAR);
+    r->exemplar_length = (uint16_t)length;
+    for (uint64_t k = 1; k <= extra; k++) {
+        uint64_t bytes[2] = {0, 0};
+        uint32_t offset = (uint32_t)(k - 1) * RS_EXEMPLAR_BYTES_PER_RECORD;
+        uint32_t part = length - offset < RS_EXEMPLAR_BYTES_PER_RECORD ? length - offset : RS_EXEMPLAR_BYTES_PER_RECORD;
+        __builtin_memcpy(bytes, exemplar + offset, part);
+        rs_record *e = &p->records[(cursor + k) & p->mask];
+        e->timestamp_ns = bytes[0];
+        e->value = bytes[1];
+        e->sequence = cursor + k;
+        e->metric = metric;
+        e->kind = RS_KIND_EXEMPLAR;
+        e->flags = 0;
+        e->exemplar_length = 0;
+    }
+    p->next = cursor + 1 + extra;
+    /* Release: the records' bytes are visible before the cursor that publishes them. */
+    rs_store_release_u64(p->write_cursor, cursor + 1 + extra);
+    rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
+    return 1;
 }
 
 /**

@@ -327,6 +327,39 @@ RS_INLINE int rs_bot_record(rs_bot *bot, rs_metric metric, uint64_t value) {
 }
 
 /**
+ * Checks an exemplar's bytes (see EXEMPLARS in ringside.h): 0 if `length` (1 to RS_EXEMPLAR_MAX)
+ * bytes of "key=value" pairs joined by '\n', keys names and unique, values without '\n' or NUL;
+ * else RS_E_INVALID, with the reason in *error if not NULL.
+ */
+int rs_exemplar_check(const char *exemplar, size_t length, rs_error *error);
+
+/**
+ * Records an observation of a histogram with an exemplar: `exemplar` is `length` bytes of
+ * "key=value" pairs joined by '\n' ("order_id=A17"; see EXEMPLARS in ringside.h), written after
+ * the value's record and published with it. Returns RS_E_INVALID, writing nothing, for an
+ * exemplar rs_exemplar_check refuses (never a cut one); else as rs_bot_record: 1 if written, 0 if
+ * sampling skipped it, the lane had no room for the value and its exemplar (one counted drop), the
+ * bot is disabled, or `metric` is not a histogram.
+ */
+RS_INLINE int rs_bot_record_exemplar(rs_bot *bot, rs_metric metric, uint64_t value, const char *exemplar, size_t length) {
+    if (rs_exemplar_check(exemplar, length, NULL) != 0) return RS_E_INVALID;
+    if (metric.kind != RS_KIND_HISTOGRAM) return 0;
+    rs_producer *p = rs_bot_producer(bot);
+    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric.index); /* no clock read */
+    return rs_producer_write_exemplar(p, metric.index, 0, value, rs_clock_coarse_ns(), exemplar, (uint32_t)length);
+}
+
+/**
+ * Names the calling thread in its lane of `bot` (THREAD NAMES in ringside.h), claiming the lane
+ * if it has none yet: for a thread whose language names it apart from the kernel (Python's
+ * threading, Rust's std::thread::Builder::name). `length` bytes of UTF-8, cut to
+ * RS_THREAD_NAME_MAX at a character's boundary. Returns 0, or RS_E_INVALID (a NUL in the name);
+ * a thread without a lane, or a disabled bot, has nowhere to keep it and returns 0.
+ */
+int rs_bot_name_thread(rs_bot *bot, const char *name, size_t length);
+
+/**
  * Records the span from `start_ns` (read with rs_clock_precise_ns) to now, in the histogram's
  * unit (a span into a microsecond histogram is recorded in microseconds), flagged as a span and
  * stamped with its end.
