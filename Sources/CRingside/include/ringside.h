@@ -529,6 +529,29 @@ static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer 
     return 0;
 }
 
+/** Whether the lane has room for the record at `cursor` and `extra` more after it: the consumer's
+    cursor is read again (acquire) only when the copy at hand says the lane is full. */
+RS_INLINE int rs_producer_has_room(rs_producer *p, uint64_t cursor, uint64_t extra) {
+    if (__builtin_expect(cursor + extra - p->cached_read > p->mask, 0)) {
+        /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
+        p->cached_read = rs_load_acquire_u64(p->read_cursor);
+        if (cursor + extra - p->cached_read > p->mask) return 0;
+    }
+    return 1;
+}
+
+/** Writes a record's fields into slot `r`, at `cursor` (its sequence); not yet published. */
+RS_INLINE void rs_producer_fill(rs_record *r, uint64_t cursor, uint32_t metric, uint8_t kind, uint8_t flags,
+                                uint64_t value, uint64_t timestamp_ns, uint16_t exemplar_length) {
+    r->timestamp_ns = timestamp_ns;
+    r->value = value;
+    r->sequence = cursor;
+    r->metric = metric;
+    r->kind = kind;
+    r->flags = flags;
+    r->exemplar_length = exemplar_length;
+}
+
 /**
  * Writes one record stamped `timestamp_ns` (CLOCK_MONOTONIC nanoseconds), or counts a drop when
  * the lane is full. Never blocks, allocates or makes a system call. Returns 1 if written. Only
@@ -539,19 +562,8 @@ RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind
                                    uint64_t value, uint64_t timestamp_ns) {
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
     uint64_t cursor = p->next;
-    if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
-        /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
-        p->cached_read = rs_load_acquire_u64(p->read_cursor);
-        if (cursor - p->cached_read > p->mask) return rs_producer_lose(p, metric);
-    }
-    rs_record *r = &p->records[cursor & p->mask];
-    r->timestamp_ns = timestamp_ns;
-    r->value = value;
-    r->sequence = cursor;
-    r->metric = metric;
-    r->kind = kind;
-    r->flags = flags;
-    r->exemplar_length = 0;
+    if (!rs_producer_has_room(p, cursor, 0)) return rs_producer_lose(p, metric);
+    rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, kind, flags, value, timestamp_ns, 0);
     p->next = cursor + 1;
     /* Release: the record's bytes are visible before the cursor that publishes them. */
     rs_store_release_u64(p->write_cursor, cursor + 1);
@@ -577,32 +589,15 @@ RS_INLINE int rs_producer_write_exemplar(rs_producer *p, uint32_t metric, uint8_
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
     uint64_t extra = (length + RS_EXEMPLAR_BYTES_PER_RECORD - 1) / RS_EXEMPLAR_BYTES_PER_RECORD;
     uint64_t cursor = p->next;
-    if (__builtin_expect(cursor + extra - p->cached_read > p->mask, 0)) {
-        /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
-        p->cached_read = rs_load_acquire_u64(p->read_cursor);
-        if (cursor + extra - p->cached_read > p->mask) return rs_producer_lose(p, metric);
-    }
-    rs_record *r = &p->records[cursor & p->mask];
-    r->timestamp_ns = timestamp_ns;
-    r->value = value;
-    r->sequence = cursor;
-    r->metric = metric;
-    r->kind = RS_KIND_HISTOGRAM;
-    r->flags = (uint8_t)(flags | RS_FLAG_EXEMPLAR);
-    r->exemplar_length = (uint16_t)length;
+    if (!rs_producer_has_room(p, cursor, extra)) return rs_producer_lose(p, metric);
+    rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, RS_KIND_HISTOGRAM, (uint8_t)(flags | RS_FLAG_EXEMPLAR),
+                     value, timestamp_ns, (uint16_t)length);
     for (uint64_t k = 1; k <= extra; k++) {
         uint64_t bytes[2] = {0, 0};
         uint32_t offset = (uint32_t)(k - 1) * RS_EXEMPLAR_BYTES_PER_RECORD;
         uint32_t part = length - offset < RS_EXEMPLAR_BYTES_PER_RECORD ? length - offset : RS_EXEMPLAR_BYTES_PER_RECORD;
         __builtin_memcpy(bytes, exemplar + offset, part);
-        rs_record *e = &p->records[(cursor + k) & p->mask];
-        e->timestamp_ns = bytes[0];
-        e->value = bytes[1];
-        e->sequence = cursor + k;
-        e->metric = metric;
-        e->kind = RS_KIND_EXEMPLAR;
-        e->flags = 0;
-        e->exemplar_length = 0;
+        rs_producer_fill(&p->records[(cursor + k) & p->mask], cursor + k, metric, RS_KIND_EXEMPLAR, 0, bytes[1], bytes[0], 0);
     }
     p->next = cursor + 1 + extra;
     /* Release: the records' bytes are visible before the cursor that publishes them. */
