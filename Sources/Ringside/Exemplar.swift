@@ -76,7 +76,8 @@ extension Bot.Histogram {
     @inlinable
     public func record(_ value: UInt64, exemplar: Bot.Exemplar) {
         withUnsafeBytes(of: exemplar.bytes) { bytes in
-            _ = rs_bot_record_exemplar(
+            // Checked when it was made: not again here.
+            _ = rs_bot_record_checked_exemplar(
                 target.bot, target.metric, value, bytes.baseAddress!.assumingMemoryBound(to: CChar.self), exemplar.length)
         }
     }

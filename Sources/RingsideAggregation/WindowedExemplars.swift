@@ -45,11 +45,6 @@ struct TopExemplars: WindowSlice {
     static let capacity = 5
     var kept: [KeptExemplar] = []
 
-    /// Whether `value` would be kept: the caller may skip building an exemplar that would not.
-    func admits(_ value: UInt64) -> Bool {
-        kept.count < Self.capacity || value > kept[kept.count - 1].value
-    }
-
     mutating func add(_ exemplar: KeptExemplar) {
         guard kept.count < Self.capacity || KeptExemplar.ranksAbove(exemplar, kept[kept.count - 1]) else { return }
         let at = kept.firstIndex { KeptExemplar.ranksAbove(exemplar, $0) } ?? kept.count
@@ -82,12 +77,6 @@ public struct WindowedExemplars: Sendable {
 
     public init(layout: WindowLayout = .standard) {
         windows = SlidingWindows(layout: layout)
-    }
-
-    /// Whether an exemplar of `value` recorded at `t` would be among a window's largest, or a
-    /// bucket's latest: always true for the latter, so only buckets spare a caller the work.
-    public func admits(_ value: UInt64, bucket: Int32?) -> Bool {
-        bucket != nil || windows.headIsEmpty || windows.head.admits(value)
     }
 
     /// Keeps `exemplar`, in `bucket` (nil: among the windows' largest only).

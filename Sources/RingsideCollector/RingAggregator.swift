@@ -518,10 +518,7 @@ struct RingAggregator {
     private mutating func keepExemplar(
         slot: Int, value: UInt64, timeNanos: UInt64, labels: String, source: Int, lane: Int, of consumer: RingConsumer
     ) {
-        let unit = histograms[slot].metric.unit
-        let baseUnits = unit.nanoseconds.map { Double($0) / 1e9 } ?? 1
-        let scaled = Double(value) * baseUnits
-        let bucket = scaled > NativeBuckets.defaultZeroThreshold ? NativeBuckets.index(of: scaled, schema: exemplarSchema) : Int32.min
+        let bucket = ExportBuckets.nativeIndex(of: value, unit: histograms[slot].metric.unit, schema: exemplarSchema)
         let thread = consumer.thread(lane: lane)
         // The record's monotonic time on the wall, by the clocks' offset now.
         let wall = rs_clock_realtime_ns() &- rs_clock_precise_ns() &+ timeNanos

@@ -13,8 +13,17 @@ package enum ExportBuckets {
 
     /// `histogram` (of values in `unit`) in Prometheus's native buckets of `schema`, in base units.
     package static func native(_ histogram: Histogram, unit: MetricUnit, schema: Int) -> NativeBuckets {
-        NativeBuckets(histogram, schema: schema, baseUnitsPerValue: unit.nanoseconds.map { Double($0) / 1e9 } ?? 1)
+        NativeBuckets(histogram, schema: schema, baseUnitsPerValue: baseUnits(per: unit))
     }
+
+    /// The native bucket of `schema` a value (in `unit`) falls in; `Int32.min` for the zero bucket.
+    package static func nativeIndex(of value: UInt64, unit: MetricUnit, schema: Int) -> Int32 {
+        let scaled = Double(value) * baseUnits(per: unit)
+        return scaled > NativeBuckets.defaultZeroThreshold ? NativeBuckets.index(of: scaled, schema: schema) : .min
+    }
+
+    /// Base units (seconds for times) in one of `unit`.
+    private static func baseUnits(per unit: MetricUnit) -> Double { unit.nanoseconds.map { Double($0) / 1e9 } ?? 1 }
 
     /// The latest of `exemplars` (of values in `unit`) in each classic bucket that has one, by the
     /// bucket's index in `upperBounds(for: unit)` (its count: the +Inf bucket).

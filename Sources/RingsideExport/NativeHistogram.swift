@@ -55,7 +55,7 @@ public struct NativeBuckets: Equatable, Sendable {
     }
 
     /// The index of the bucket holding `value` (> 0): the smallest `i` with `value <= base^i`.
-    public static func index(of value: Double, schema: Int) -> Int32 {
+    static func index(of value: Double, schema: Int) -> Int32 {
         // value = fraction * 2^exponent, fraction in [0.5, 1): exact, so powers of two land on
         // their own bucket's upper bound, as Prometheus's own clients place them.
         let exponent = Int(value.exponent) + 1

@@ -341,8 +341,20 @@ int rs_exemplar_check(const char *exemplar, size_t length, rs_error *error);
  * sampling skipped it, the lane had no room for the value and its exemplar (one counted drop), the
  * bot is disabled, or `metric` is not a histogram.
  */
+RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint64_t value, const char *exemplar,
+                                             size_t length);
+
 RS_INLINE int rs_bot_record_exemplar(rs_bot *bot, rs_metric metric, uint64_t value, const char *exemplar, size_t length) {
     if (rs_exemplar_check(exemplar, length, NULL) != 0) return RS_E_INVALID;
+    return rs_bot_record_checked_exemplar(bot, metric, value, exemplar, length);
+}
+
+/**
+ * rs_bot_record_exemplar for an exemplar rs_exemplar_check has passed already (a binding's exemplar
+ * type, checked once when it was made): the same, without checking it again on the hot path.
+ */
+RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint64_t value, const char *exemplar,
+                                             size_t length) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
     rs_producer *p = rs_bot_producer(bot);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
