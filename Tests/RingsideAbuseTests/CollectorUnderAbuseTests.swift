@@ -51,17 +51,15 @@ struct CollectorUnderAbuseTests {
         try #require(limit >= 1500, "cannot raise RLIMIT_NOFILE (soft limit \(limit))")
         try withRingDirectory { directory in
             // The producer: ringside-emit writing counter increments as the test feeds it lines.
-            let emitter = Process()
-            emitter.executableURL = URL(fileURLWithPath: try builtExecutable("ringside-emit"))
-            emitter.arguments = ["--ring", "load", "--dir", directory.path, "events", "--kind", "counter"]
             let feed = Pipe()
-            emitter.standardInput = feed
-            emitter.standardOutput = FileHandle.nullDevice
-            try emitter.run()
+            let emitter = try startProcess(
+                "ringside-emit", ["--ring", "load", "--dir", directory.path, "events", "--kind", "counter"], environment: [:],
+                standardInput: .descriptor(feed.fileHandleForReading.fileDescriptor), standardOutput: .nullDevice,
+                standardError: .inherited)
+            try? feed.fileHandleForReading.close()
             defer {
                 try? feed.fileHandleForWriting.close()
-                if emitter.isRunning { kill(emitter.processIdentifier, SIGKILL) }
-                emitter.waitUntilExit()
+                emitter.killAndReap()
             }
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms"])
             defer { collector.kill() }

@@ -27,29 +27,27 @@ package struct ProcessRun: Sendable {
     package func json() throws -> [String: Any] { try jsonObject(output) }
 }
 
-/// Sets up `process` to run a package executable (by name) or a program (by path), for
-/// `RunningProcess` and `ChildProcess`. `RINGSIDE_DIR` and `RINGSIDE_DISABLED` are removed from
-/// its environment (a test names its ring directory), then `environment` is added.
-func configure(_ process: Process, _ executable: String, _ arguments: [String], environment: [String: String]) throws {
-    process.executableURL = URL(fileURLWithPath: executable.hasPrefix("/") ? executable : try builtExecutable(executable))
-    process.arguments = arguments
+/// Starts a package executable (by name) or a program (by path), for `RunningProcess` and
+/// `ChildProcess`. `RINGSIDE_DIR` and `RINGSIDE_DISABLED` are removed from its environment (a
+/// test names its ring directory), then `environment` is added.
+package func startProcess(
+    _ executable: String, _ arguments: [String], environment: [String: String],
+    standardInput: SpawnedProcess.Stream, standardOutput: SpawnedProcess.Stream, standardError: SpawnedProcess.Stream
+) throws -> SpawnedProcess {
     var variables = ProcessInfo.processInfo.environment
     variables.removeValue(forKey: RingDirectory.environmentVariable)
     variables.removeValue(forKey: Bot.disableEnvironmentVariable)
-    process.environment = variables.merging(environment) { _, new in new }
-}
-
-/// Kills `process` if it still runs and reaps it: a test's processes never outlive their handles.
-func killIfRunning(_ process: Process) {
-    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    process.waitUntilExit()
+    return try SpawnedProcess(
+        path: executable.hasPrefix("/") ? executable : try builtExecutable(executable), arguments: arguments,
+        environment: variables.merging(environment) { _, new in new },
+        standardInput: standardInput, standardOutput: standardOutput, standardError: standardError)
 }
 
 /// A process run to completion, with pipes to its standard input, output and error; killed, if
 /// still running, when released.
 package final class RunningProcess: @unchecked Sendable {
-    // @unchecked: Process and Pipe are not Sendable; the readers' results are behind mutexes.
-    private let process = Process()
+    // @unchecked: Pipe is not Sendable; the readers' results are behind mutexes.
+    private let process: SpawnedProcess
     private let input = Pipe()
     private let group = DispatchGroup()
     private let output = Mutex(Data())
@@ -60,12 +58,16 @@ package final class RunningProcess: @unchecked Sendable {
         _ executable: String, _ arguments: [String], environment: [String: String] = [:],
         mergingErrors: Bool = false
     ) throws {
-        try configure(process, executable, arguments, environment: environment)
         let outputPipe = Pipe(), errorPipe = mergingErrors ? nil : Pipe()
-        process.standardInput = input
-        process.standardOutput = outputPipe
-        process.standardError = errorPipe ?? outputPipe
-        try withNoSignalsBlocked { try process.run() }
+        process = try startProcess(
+            executable, arguments, environment: environment,
+            standardInput: .descriptor(input.fileHandleForReading.fileDescriptor),
+            standardOutput: .descriptor(outputPipe.fileHandleForWriting.fileDescriptor),
+            standardError: .descriptor((errorPipe ?? outputPipe).fileHandleForWriting.fileDescriptor))
+        // The child has its copies: closing ours lets the readers see its end of file.
+        try? input.fileHandleForReading.close()
+        try? outputPipe.fileHandleForWriting.close()
+        try? errorPipe?.fileHandleForWriting.close()
         // Read both pipes as the process writes, so a large output never blocks it.
         read(outputPipe, isErrors: false)
         if let errorPipe { read(errorPipe, isErrors: true) }
@@ -80,9 +82,9 @@ package final class RunningProcess: @unchecked Sendable {
         }
     }
 
-    deinit { killIfRunning(process) }
+    deinit { process.killAndReap() }
 
-    package var pid: Int32 { process.processIdentifier }
+    package var pid: Int32 { process.pid }
     package var isRunning: Bool { process.isRunning }
 
     package func write(_ text: String) { input.fileHandleForWriting.write(Data(text.utf8)) }
@@ -94,12 +96,12 @@ package final class RunningProcess: @unchecked Sendable {
         closeInput()
         var killed = false
         if group.wait(timeout: .now() + timeoutSeconds) == .timedOut {
-            kill(process.processIdentifier, SIGKILL)
+            process.send(SIGKILL)
             killed = true
             group.wait()
         }
-        process.waitUntilExit()
-        let status = !killed && process.terminationReason == .exit ? process.terminationStatus : nil
+        let exitStatus = process.waitUntilExit()
+        let status = killed ? nil : exitStatus
         return ProcessRun(
             status: status, output: String(decoding: output.withLock { $0 }, as: UTF8.self),
             errors: String(decoding: errors.withLock { $0 }, as: UTF8.self))
@@ -116,17 +118,6 @@ package func runProcess(
     let process = try RunningProcess(executable, arguments, environment: environment, mergingErrors: mergingErrors)
     if !stdin.isEmpty { process.write(stdin) }
     return process.finish(timeoutSeconds: timeoutSeconds)
-}
-
-/// Runs `body` with no signal blocked on the calling thread. Foundation's Process gives a child its
-/// caller's signal mask; a test's thread (a Dispatch worker) blocks SIGCHLD, and a child that
-/// waits for SIGCHLD (cmake, through libuv) would hang after starting its first child.
-package func withNoSignalsBlocked<Result>(_ body: () throws -> Result) rethrows -> Result {
-    var unblocked = sigset_t(), saved = sigset_t()
-    sigemptyset(&unblocked)
-    pthread_sigmask(SIG_SETMASK, &unblocked, &saved)
-    defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
-    return try body()
 }
 
 /// A process's resident set in KiB, in all (VmRSS) and anonymous (RssAnon), from /proc; nil once it is gone.

@@ -73,7 +73,7 @@ package func builtExecutable(_ name: String) throws -> String {
 /// A child process whose standard output the test reads line by line; killed, if still
 /// running, when the test lets go of it.
 package final class ChildProcess: @unchecked Sendable {
-    private let process = Process()
+    private let process: SpawnedProcess
     private let output = Pipe()
     private let errors = Pipe()
     private let input: Pipe?
@@ -84,16 +84,20 @@ package final class ChildProcess: @unchecked Sendable {
     /// `RunningProcess` sets up its process; `withInput` gives it a standard input to `write` to.
     package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], withInput: Bool = false) throws {
         input = withInput ? Pipe() : nil
-        try configure(process, executable, arguments, environment: environment)
-        if let input { process.standardInput = input }
-        process.standardOutput = output
-        process.standardError = errors
-        try withNoSignalsBlocked { try process.run() }
+        process = try startProcess(
+            executable, arguments, environment: environment,
+            standardInput: input.map { .descriptor($0.fileHandleForReading.fileDescriptor) } ?? .inherited,
+            standardOutput: .descriptor(output.fileHandleForWriting.fileDescriptor),
+            standardError: .descriptor(errors.fileHandleForWriting.fileDescriptor))
+        // The child has its copies: closing ours lets the reads see its end of file.
+        try? input?.fileHandleForReading.close()
+        try? output.fileHandleForWriting.close()
+        try? errors.fileHandleForWriting.close()
     }
 
-    deinit { killIfRunning(process) }
+    deinit { process.killAndReap() }
 
-    package var pid: Int32 { process.processIdentifier }
+    package var pid: Int32 { process.pid }
 
     /// Writes to its standard input (started `withInput`); `closeInput` ends it.
     package func write(_ text: String) { input?.fileHandleForWriting.write(Data(text.utf8)) }
@@ -136,7 +140,7 @@ package final class ChildProcess: @unchecked Sendable {
 
     /// Sends `signal` to the process.
     package func send(_ signal: Int32) {
-        Glibc.kill(process.processIdentifier, signal)
+        process.send(signal)
     }
 
     /// Waits for the process to exit; returns its status and what it wrote to standard error.
@@ -144,14 +148,13 @@ package final class ChildProcess: @unchecked Sendable {
     package func waitForExit() -> (status: Int32, standardError: String) {
         let errorText = String(decoding: bufferedErrors + errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         bufferedErrors.removeAll()
-        process.waitUntilExit()
-        return (process.terminationStatus, errorText)
+        let status = process.waitUntilExit()
+        return (status ?? process.terminatingSignal ?? -1, errorText)
     }
 
     /// Kills the process with SIGKILL and waits for it.
     package func kill() {
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.killAndReap()
     }
 }
 
