@@ -35,8 +35,17 @@ pub const BOT_NAME_MAX: usize = 200;
 pub const KIND_COUNTER: u8 = 1;
 pub const KIND_GAUGE: u8 = 2;
 pub const KIND_HISTOGRAM: u8 = 3;
+/// Records only, never a metric's: an exemplar's bytes (EXEMPLARS in ringside.h).
+pub const KIND_EXEMPLAR: u8 = 4;
 
 pub const FLAG_SPAN: u8 = 0x01;
+/// Exemplar records follow the value's: `exemplar_length` bytes (EXEMPLARS in ringside.h).
+pub const FLAG_EXEMPLAR: u8 = 0x02;
+
+/// An exemplar's bytes at the most (`RS_EXEMPLAR_MAX`): 4 exemplar records after its value's.
+pub const EXEMPLAR_MAX: usize = 64;
+/// An exemplar's bytes in each exemplar record (`RS_EXEMPLAR_BYTES_PER_RECORD`).
+pub const EXEMPLAR_BYTES_PER_RECORD: usize = 16;
 
 pub const LANE_ACTIVE: u32 = 1;
 pub const LANE_RETIRED: u32 = 2;

@@ -197,6 +197,7 @@
 
 mod bot;
 mod error;
+mod exemplar;
 mod layout;
 mod metrics;
 mod shm;
@@ -204,5 +205,6 @@ mod sys;
 
 pub use bot::{Bot, Options, MAX_BOTS_PER_PROCESS};
 pub use error::Error;
+pub use exemplar::Exemplar;
 pub use layout::{GaugeMerge, Unit, UnknownGaugeMerge};
 pub use metrics::{Counter, Gauge, Histogram, MetricBuilder, Span};
