@@ -21,8 +21,8 @@ pub enum Error {
     InvalidLabels { bot: String, metric: String, reason: String },
     /// Help text of more than 128 bytes, or holding a NUL.
     InvalidHelp { bot: String, metric: String },
-    /// An option or a sampling rate out of its range, or a merge policy on a metric that is not a
-    /// gauge (`reason` says which and why).
+    /// An option or a sampling rate out of its range, a merge policy on a metric that is not a
+    /// gauge, or a thread name holding a NUL (`reason` says which and why).
     InvalidOption { bot: String, reason: String },
     /// An exemplar the format cannot hold ([`Exemplar`](crate::Exemplar): EXEMPLARS in
     /// ringside.h): more than 64 bytes or none, a key that is not a name or is given twice, a

@@ -16,7 +16,7 @@
 use crate::bot::MAX_BOTS_PER_PROCESS;
 use crate::layout::{
     Geometry, EXEMPLAR_BYTES_PER_RECORD, EXEMPLAR_MAX, FLAG_EXEMPLAR, KIND_EXEMPLAR, KIND_GAUGE, KIND_HISTOGRAM,
-    LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED, REGISTRY_ENTRY_SIZE,
+    LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED, REGISTRY_ENTRY_SIZE, THREAD_NAME_MAX,
 };
 use crate::sys;
 use std::cell::{Cell, UnsafeCell};
@@ -101,7 +101,11 @@ pub struct LaneHeader {
     pub state: AtomicU32,
     pub owner_tid: AtomicI32,
     pub claims: AtomicU32,
-    _producer_reserved: [u8; 0x80 - 0x24],
+    _producer_reserved0: AtomicU32,
+    /// The holder's name (THREAD NAMES in ringside.h): 32 bytes, NUL-padded, as 4 words whose
+    /// bytes lie in memory as the name's do (stored whole by whoever names the lane).
+    thread_name: [AtomicU64; THREAD_NAME_MAX / 8],
+    _producer_reserved: [u8; 0x80 - 0x48],
     pub read_cursor: AtomicU64,
     pub consumer_heartbeat_ns: AtomicU64,
     _consumer_reserved: [u8; 0x100 - 0x90],
@@ -141,6 +145,8 @@ const _: () = {
     assert!(size_of::<LaneHeader>() == LANE_HEADER_SIZE as usize);
     assert!(offset_of!(LaneHeader, state) == 0x18);
     assert!(offset_of!(LaneHeader, claims) == 0x20);
+    assert!(offset_of!(LaneHeader, thread_name) == 0x28);
+    assert!(size_of::<[AtomicU64; THREAD_NAME_MAX / 8]>() == THREAD_NAME_MAX);
     assert!(offset_of!(LaneHeader, read_cursor) == 0x80);
     assert!(size_of::<Record>() == 32);
     assert!(offset_of!(Record, timestamp_ns) == 0x00);
@@ -367,6 +373,13 @@ impl Writers {
         // `Writers`' generation (no other ever had it): the pointer is to one of `self.writers`,
         // alive as long as `self`.
         Some(unsafe { &*entry.writer })
+    }
+
+    /// The index of the calling thread's writer (lanes first, then the laneless and disabled
+    /// writers), if `give_thread` gave it one.
+    pub fn of_thread_index(&self) -> Option<u32> {
+        let writer = self.of_thread()?;
+        Some(((writer as *const Writer as usize - self.writers.as_ptr() as usize) / size_of::<Writer>()) as u32)
     }
 
     /// Gives the calling thread writer `index` (below `max_lanes + 2`), and returns it.
@@ -706,12 +719,22 @@ pub fn retire(lane: &LaneHeader) {
     lane.state.store(LANE_RETIRED, Release);
 }
 
-/// Marks a lane held by thread `tid` (`rsp_hand_over_locked`), under the bot's mutex.
-pub fn activate(lane: &LaneHeader, tid: i32, now: u64) {
+/// Marks a lane held by thread `tid`, named `name` (`rsp_hand_over_locked`), under the bot's mutex.
+pub fn activate(lane: &LaneHeader, tid: i32, name: &[u8; THREAD_NAME_MAX], now: u64) {
     // Relaxed: these are the process's to write, under its mutex; `state` publishes them.
     lane.claims.store(lane.claims.load(Relaxed).wrapping_add(1), Relaxed);
     lane.owner_tid.store(tid, Relaxed);
+    name_lane(lane, name);
     lane.heartbeat_ns.store(now, Relaxed);
-    // Release: a reader that sees ACTIVE sees the owner and claim count stored before it.
+    // Release: a reader that sees ACTIVE sees the owner, its name and claim count stored before it.
     lane.state.store(LANE_ACTIVE, Release);
+}
+
+/// Writes a lane's `thread_name` (THREAD NAMES in ringside.h): `name` is the field's 32 bytes.
+pub fn name_lane(lane: &LaneHeader, name: &[u8; THREAD_NAME_MAX]) {
+    for (word, bytes) in lane.thread_name.iter().zip(name.chunks_exact(8)) {
+        // Relaxed: at a claim, `state` publishes it; a name given later is a label for humans,
+        // which a reader may see half written, as C's memcpy may be.
+        word.store(u64::from_ne_bytes(bytes.try_into().unwrap()), Relaxed);
+    }
 }
