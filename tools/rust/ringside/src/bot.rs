@@ -360,7 +360,8 @@ impl BotInner {
         // once the thread's exit has begun (a record from a pthread key's destructor claims here
         // too), and a panic there aborts; `Bot::name_thread` gives a longer name.
         let (name, length) = sys::thread_name();
-        shm::activate(mapping.lane(), sys::gettid(), &thread_name_field(&name[..length]), now);
+        let name = thread_name_field(without_cut_character(&name[..length]));
+        shm::activate(mapping.lane(), sys::gettid(), &name, now);
         // Relaxed: a hint for readers.
         header.header().heartbeat_ns.store(now, Relaxed);
     }

@@ -341,6 +341,15 @@ pub fn thread_name_field(name: &[u8]) -> [u8; THREAD_NAME_MAX] {
     field
 }
 
+/// `name` without a character the kernel cut at its end (it keeps a thread's first 15 bytes,
+/// whatever they end in), so that a lane's name is UTF-8 as THREAD NAMES asks.
+pub fn without_cut_character(name: &[u8]) -> &[u8] {
+    match std::str::from_utf8(name) {
+        Err(error) if error.error_len().is_none() => &name[..error.valid_up_to()],
+        _ => name,
+    }
+}
+
 /// At most 120 characters of a user's string, for a message.
 pub fn shorten(text: &str) -> &str {
     match text.char_indices().nth(120) {
@@ -407,6 +416,15 @@ mod tests {
         // A character that ends exactly at byte 32 is kept.
         let fits = format!("{}é", "z".repeat(30));
         assert_eq!(&thread_name_field(format!("{fits}and more").as_bytes())[..], fits.as_bytes());
+    }
+
+    #[test]
+    fn a_character_cut_by_the_kernel_is_left_out() {
+        let cut = &"ééééééééé".as_bytes()[..15]; // 7 characters and the first byte of the 8th
+        assert_eq!(without_cut_character(cut), "ééééééé".as_bytes());
+        assert_eq!(without_cut_character(b"order-router"), b"order-router");
+        assert_eq!(without_cut_character(b""), b"");
+        assert_eq!(without_cut_character(b"a\xFFb"), b"a\xFFb", "only a cut at the end is the kernel's doing");
     }
 
     #[test]

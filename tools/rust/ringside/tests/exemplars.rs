@@ -182,6 +182,9 @@ fn a_lane_carries_its_threads_name() {
     let f = fill.clone();
     run(Some("a-name-of-twenty-bytes"), Box::new(move || assert!(f.record(1))));
     assert_eq!(lane_name(0), "a-name-of-twent", "the kernel's 15 bytes, NUL-padded over the longer name before");
+    let f = fill.clone();
+    run(Some("ééééééééé"), Box::new(move || assert!(f.record(1))));
+    assert_eq!(lane_name(0), "ééééééé", "the kernel's 15 bytes end in half an 'é': left out");
 
     // An unnamed thread: the kernel's name for it, the program's, as C writes it.
     let (f, comm) = (fill.clone(), std::sync::Arc::new(std::sync::Mutex::new(String::new())));
