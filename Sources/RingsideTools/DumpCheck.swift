@@ -85,7 +85,9 @@ struct RingCheck {
 
         var recordProblems: [String] = []
         var exemplars = ExemplarGroups()
-        for peeked in records {
+        // Lane by lane in cursor order, as a reader drains them: the peek is sorted by timestamp,
+        // and an exemplar record's `timestamp_ns` holds its bytes, not a time.
+        for peeked in records.sorted(by: { ($0.lane, $0.cursor) < ($1.lane, $1.cursor) }) {
             if let problem = Self.problem(with: peeked.record, at: peeked.cursor, metrics: metrics)
                 ?? exemplars.problem(with: peeked.record, at: peeked.cursor, lane: peeked.lane)
             {

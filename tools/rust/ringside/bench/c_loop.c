@@ -67,6 +67,21 @@ uint64_t rsbench_c_set_loop(uint64_t n, uint64_t *written) {
     return end - start;
 }
 
+/* n calls of rs_bot_record_checked_exemplar(v = 0, 1, ...) with "order_id=A17" (12 bytes, checked
+   once before the loop as a binding's exemplar type is): the value and one exemplar record each. */
+uint64_t rsbench_c_exemplar_loop(uint64_t n, uint64_t *written) {
+    static const char exemplar[] = "order_id=A17";
+    if (rs_exemplar_check(exemplar, sizeof exemplar - 1, NULL) != 0) return 0;
+    uint64_t w = 0;
+    uint64_t start = rs_clock_precise_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        w += (uint64_t)rs_bot_record_checked_exemplar(bench_bot, bench_latency, i, exemplar, sizeof exemplar - 1);
+    }
+    uint64_t end = rs_clock_precise_ns();
+    *written = w;
+    return end - start;
+}
+
 /* n calls of rs_bot_count(1). */
 uint64_t rsbench_c_count_loop(uint64_t n) {
     uint64_t start = rs_clock_precise_ns();

@@ -1,11 +1,14 @@
 //! `cargo run --release --example bench`: nanoseconds per call of the Rust crate's hot paths
-//! beside the C header's (`rs_bot_record`, `rs_bot_record_span`, `rs_bot_set`, `rs_bot_count`),
-//! measured in the same process, interleaved in rounds.
+//! beside the C header's (`rs_bot_record`, `rs_bot_record_span`, `rs_bot_set`, `rs_bot_count`,
+//! `rs_bot_record_checked_exemplar`), measured in the same process, interleaved in rounds.
 //!
 //! Each round runs every row on both sides (C first in odd rounds, Rust first in even ones). A
-//! side's run of a row is 64 timed loops of 65,536 calls (4,194,304 calls) into a lane of 65,536
+//! side's run of a row is 64 timed loops of a lane's worth of records (65,536 calls, 4,194,304 in
+//! all; 32,768 for a record with an exemplar, which takes two slots) into a lane of 65,536
 //! records, the default; between loops, outside the timing, the bench drains the lane as the
 //! collector would (read_cursor = write_cursor), so no record drops and the lane stays in cache.
+//! A record with an exemplar is also set against a plain record of the same side and round: the
+//! median of those per-round ratios is what an exemplar costs.
 //! The C loops are whole C functions (bench/c_loop.c, built by build.rs with the repository's C
 //! producer at -O2), so the FFI is crossed once per loop, never per call. The table gives each
 //! side's median ns/call over the rounds and the median of the per-round ratios Rust/C.
@@ -14,7 +17,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-use ringside::{Bot, Counter, Gauge, Histogram, Options, Unit};
+use ringside::{Bot, Counter, Exemplar, Gauge, Histogram, Options, Unit};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -53,6 +56,16 @@ fn rust_record_loop(histogram: &Histogram, n: u64) -> (u64, u64) {
     let start = Instant::now();
     for i in 0..n {
         written += histogram.record(i) as u64;
+    }
+    (start.elapsed().as_nanos() as u64, written)
+}
+
+#[inline(never)]
+fn rust_exemplar_loop(histogram: &Histogram, exemplar: &Exemplar, n: u64) -> (u64, u64) {
+    let mut written = 0u64;
+    let start = Instant::now();
+    for i in 0..n {
+        written += histogram.record_with_exemplar(i, exemplar) as u64;
     }
     (start.elapsed().as_nanos() as u64, written)
 }
@@ -101,6 +114,7 @@ mod c {
         fn rsbench_c_span_loop(n: u64, written: *mut u64) -> u64;
         fn rsbench_c_set_loop(n: u64, written: *mut u64) -> u64;
         fn rsbench_c_count_loop(n: u64) -> u64;
+        fn rsbench_c_exemplar_loop(n: u64, written: *mut u64) -> u64;
     }
 
     /// The C bot of bench/c_loop.c (one per process).
@@ -126,6 +140,7 @@ mod c {
                     0 => rsbench_c_record_loop(n, &mut written),
                     1 => rsbench_c_span_loop(n, &mut written),
                     2 => rsbench_c_set_loop(n, &mut written),
+                    4 => rsbench_c_exemplar_loop(n, &mut written),
                     _ => {
                         written = n;
                         rsbench_c_count_loop(n)
@@ -146,10 +161,22 @@ mod c {
 
 // MARK: - The driver
 
-const ROWS: [&str; 4] = ["histogram record", "span (start + record)", "gauge set", "counter increment"];
-const C_CALLS: [&str; 4] = ["rs_bot_record", "rs_bot_record_span", "rs_bot_set", "rs_bot_count"];
+const ROWS: [&str; 5] =
+    ["histogram record", "span (start + record)", "gauge set", "counter increment", "record with exemplar"];
+const C_CALLS: [&str; 5] =
+    ["rs_bot_record", "rs_bot_record_span", "rs_bot_set", "rs_bot_count", "rs_bot_record_checked_exemplar"];
+/// The row of a record with an exemplar ("order_id=A17", 12 bytes: the value and one exemplar
+/// record, two slots a call), set against row 0's plain record.
+const EXEMPLAR_ROW: usize = 4;
+/// Lane slots a call of each row takes (a counter takes none).
+const SLOTS: [u64; 5] = [1, 1, 1, 0, 2];
+/// The order rows run in within a round: a record with an exemplar right after a plain one, so
+/// that the ratio of the two in a round sees the machine at one speed.
+const RUN_ORDER: [usize; 5] = [0, EXEMPLAR_ROW, 1, 2, 3];
 
-fn median(values: &mut [f64]) -> f64 {
+/// The median of `values`, which it leaves in their order (the per-round lines print them).
+fn median(values: &[f64]) -> f64 {
+    let mut values = values.to_vec();
     values.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = values.len();
     if n % 2 == 1 {
@@ -193,11 +220,13 @@ fn main() {
     let histogram = bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
     let counter = bot.counter("orders", &[]).unwrap();
     let gauge = bot.gauge("level", Unit::None, &[]).unwrap();
+    let exemplar = Exemplar::new(&[("order_id", "A17")]).unwrap();
     let rust_path = bot.path().unwrap().to_path_buf();
     let rust_run = |row: usize, n: u64| match row {
         0 => rust_record_loop(&histogram, n),
         1 => rust_span_loop(&histogram, n),
         2 => rust_set_loop(&gauge, n),
+        EXEMPLAR_ROW => rust_exemplar_loop(&histogram, &exemplar, n),
         _ => rust_count_loop(&counter, n),
     };
 
@@ -213,31 +242,32 @@ fn main() {
     let c_bot: Option<()> = None;
     let c_path = scratch.0.join("ringside.bench-c");
 
-    // One side's run of a row: `loops` timed loops of a lane's worth of calls, drained between.
+    // One side's run of a row: `loops` timed loops of a lane's worth of records, drained between.
     let side = |rust: bool, row: usize| -> f64 {
         let path = if rust { &rust_path } else { &c_path };
+        let n = LANE / SLOTS[row].max(1);
         let (mut nanoseconds, mut calls) = (0u64, 0u64);
         for _ in 0..loops {
             drain(path);
             let (ns, written) = if rust {
-                rust_run(row, LANE)
+                rust_run(row, n)
             } else {
                 #[cfg(ringside_c_baseline)]
                 {
-                    c_bot.as_ref().unwrap().run(row, LANE)
+                    c_bot.as_ref().unwrap().run(row, n)
                 }
                 #[cfg(not(ringside_c_baseline))]
                 unreachable!()
             };
-            assert_eq!(written, LANE, "every call writes: the lane is drained before each loop");
+            assert_eq!(written, n, "every call writes: the lane is drained before each loop");
             nanoseconds += ns;
-            calls += LANE;
+            calls += n;
         }
         nanoseconds as f64 / calls as f64
     };
     let with_c = c_bot.is_some();
     // Warm up: each thread claims its lane, pages and caches are touched.
-    for row in 0..ROWS.len() {
+    for row in RUN_ORDER {
         side(true, row);
         if with_c {
             side(false, row);
@@ -247,7 +277,7 @@ fn main() {
     let mut c_ns = vec![Vec::new(); ROWS.len()];
     let mut ratios = vec![Vec::new(); ROWS.len()];
     for round in 0..rounds {
-        for row in 0..ROWS.len() {
+        for row in RUN_ORDER {
             let (r, c) = if !with_c {
                 (side(true, row), f64::NAN)
             } else if round % 2 == 0 {
@@ -271,8 +301,9 @@ fn main() {
         option_env!("RINGSIDE_BENCH_CC").unwrap_or("unavailable")
     );
     println!(
-        "method    {rounds} rounds; per round and side, each row runs {loops} timed loops of {LANE} calls ({} calls) into a \
-         lane of {LANE} records, drained between loops (outside the timing); medians over the rounds",
+        "method    {rounds} rounds; per round and side, each row runs {loops} timed loops of {LANE} calls ({} calls; half \
+         as many with an exemplar, two slots a call) into a lane of {LANE} records, drained between loops (outside the \
+         timing); medians over the rounds",
         loops * LANE
     );
     if !with_c {
@@ -282,21 +313,31 @@ fn main() {
         );
     }
     println!();
-    println!("{:<24} {:<20} {:>10} {:>10} {:>8}", "call", "C call", "C ns", "Rust ns", "Rust/C");
+    println!("{:<24} {:<31} {:>10} {:>10} {:>8}", "call", "C call", "C ns", "Rust ns", "Rust/C");
     for row in 0..ROWS.len() {
-        let r = median(&mut rust_ns[row]);
+        let r = median(&rust_ns[row]);
         if with_c {
-            let c = median(&mut c_ns[row]);
-            let ratio = median(&mut ratios[row]);
-            println!("{:<24} {:<20} {:>10.2} {:>10.2} {:>8.2}", ROWS[row], C_CALLS[row], c, r, ratio);
+            let c = median(&c_ns[row]);
+            let ratio = median(&ratios[row]);
+            println!("{:<24} {:<31} {:>10.2} {:>10.2} {:>8.2}", ROWS[row], C_CALLS[row], c, r, ratio);
         } else {
-            println!("{:<24} {:<20} {:>10} {:>10.2} {:>8}", ROWS[row], C_CALLS[row], "-", r, "-");
+            println!("{:<24} {:<31} {:>10} {:>10.2} {:>8}", ROWS[row], C_CALLS[row], "-", r, "-");
         }
     }
+    // What an exemplar costs: a record with one against a plain record, same side, same round.
+    let per_round = |ns: &[Vec<f64>]| -> Vec<f64> {
+        ns[EXEMPLAR_ROW].iter().zip(&ns[0]).map(|(exemplar, plain)| exemplar / plain).collect()
+    };
+    let (rust_exemplar, c_exemplar) = (per_round(&rust_ns), per_round(&c_ns));
     println!();
-    println!("per-round ns/call of histogram record:");
-    println!("  C    {}", c_ns[0].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
-    println!("  Rust {}", rust_ns[0].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
+    let c_ratio = if with_c { format!("{:.2}", median(&c_exemplar)) } else { "-".into() };
+    println!("record with exemplar / record (median per-round ratio): Rust {:.2}, C {c_ratio}", median(&rust_exemplar));
+    println!();
+    for (row, name) in [(0, "histogram record"), (EXEMPLAR_ROW, "record with exemplar")] {
+        println!("per-round ns/call of {name}:");
+        println!("  C    {}", c_ns[row].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
+        println!("  Rust {}", rust_ns[row].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
+    }
     // A thread's first record: it claims a lane, appending one to the file (the main thread holds
     // lane 0), then, for the next thread, reusing the one the first retired when it ended.
     let first_record = || {
@@ -318,7 +359,7 @@ fn main() {
     let c_dropped = if with_c { dropped(&c_path).to_string() } else { "-".into() };
     println!("records dropped: Rust {}, C {c_dropped}", dropped(&rust_path));
     if with_c {
-        let ratio = median(&mut ratios[0]);
+        let ratio = median(&ratios[0]);
         let verdict = if ratio <= 1.3 { "met" } else { "NOT met" };
         println!("target: histogram record Rust/C <= 1.30: {verdict} ({ratio:.2})");
     }

@@ -356,7 +356,12 @@ impl BotInner {
         };
         state.held[lane as usize] = true;
         let now = sys::clock_coarse_ns();
-        shm::activate(mapping.lane(), sys::gettid(), now);
+        // The kernel's name for the thread, as C writes it: std's thread::current() may panic
+        // once the thread's exit has begun (a record from a pthread key's destructor claims here
+        // too), and a panic there aborts; `Bot::name_thread` gives a longer name.
+        let (name, length) = sys::thread_name();
+        let name = thread_name_field(without_cut_character(&name[..length]));
+        shm::activate(mapping.lane(), sys::gettid(), &name, now);
         // Relaxed: a hint for readers.
         header.header().heartbeat_ns.store(now, Relaxed);
     }
@@ -409,6 +414,24 @@ impl BotInner {
             self.name,
             std::io::Error::from_raw_os_error(errno)
         );
+    }
+
+    /// Names the calling thread's lane, claiming one if it has none (`rs_bot_name_thread`).
+    fn name_thread(&self, name: &str) -> Result<(), Error> {
+        if name.contains('\0') {
+            return Err(Error::InvalidOption {
+                bot: self.name.clone(),
+                reason: format!("a thread name holds no NUL: {:?}", shorten(name)),
+            });
+        }
+        self.writer(); // claims a lane if the thread has none
+        let Some(writer) = self.writers.of_thread_index() else { return Ok(()) };
+        let state = self.state.lock();
+        // The laneless and disabled writers (after the lanes) have no lane to name.
+        if let Some(Some(mapping)) = state.lanes.get(writer as usize).filter(|_| !state.forked) {
+            shm::name_lane(mapping.lane(), &thread_name_field(name.as_bytes()));
+        }
+        Ok(())
     }
 
     /// Retires the calling thread's lane now (`rs_bot_release_thread_lane`).
@@ -1560,5 +1583,18 @@ impl Bot {
     /// recording for good, or a pool thread handed to other work). Its next record claims again.
     pub fn release_thread_lane(&self) {
         self.inner.release_thread_lane();
+    }
+
+    /// Names the calling thread in its lane of this bot (THREAD NAMES in ringside.h), claiming
+    /// the lane if it has none yet, as C's `rs_bot_name_thread` does. A lane carries the kernel's
+    /// name for its thread from its claim on: the one std's `thread::Builder::name` gave it, cut
+    /// by the kernel to 15 bytes (the program's name for the main thread and unnamed ones). This
+    /// gives another, up to 32 bytes (cut at a character's boundary past them):
+    /// `bot.name_thread(std::thread::current().name().unwrap_or("main"))?`. It lasts while the
+    /// thread holds the lane; the next claim writes the kernel's name again. A thread without a
+    /// lane, or a disabled bot, has nowhere to keep it: Ok, nothing written. Err
+    /// ([`Error::InvalidOption`]) for a name holding a NUL.
+    pub fn name_thread(&self, name: &str) -> Result<(), Error> {
+        self.inner.name_thread(name)
     }
 }

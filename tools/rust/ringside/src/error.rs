@@ -6,8 +6,9 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-/// Every way attaching a bot or registering a metric can fail. `Display` gives the sentence,
-/// which starts with "bot NAME: "; [`Error::bot`] gives the name alone.
+/// Every way attaching a bot, registering a metric or making an exemplar can fail. `Display`
+/// gives the sentence, which starts with "bot NAME: " ("invalid exemplar: " for an exemplar, made
+/// apart from any bot); [`Error::bot`] gives the name alone.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
@@ -20,9 +21,14 @@ pub enum Error {
     InvalidLabels { bot: String, metric: String, reason: String },
     /// Help text of more than 128 bytes, or holding a NUL.
     InvalidHelp { bot: String, metric: String },
-    /// An option or a sampling rate out of its range, or a merge policy on a metric that is not a
-    /// gauge (`reason` says which and why).
+    /// An option or a sampling rate out of its range, a merge policy on a metric that is not a
+    /// gauge, or a thread name holding a NUL (`reason` says which and why).
     InvalidOption { bot: String, reason: String },
+    /// An exemplar the format cannot hold ([`Exemplar`](crate::Exemplar): EXEMPLARS in
+    /// ringside.h): more than 64 bytes or none, a key that is not a name or is given twice, a
+    /// newline or NUL in a value. `reason` says which, as C's `rs_exemplar_check` does. Nothing
+    /// is written: an exemplar is never cut.
+    InvalidExemplar { reason: String },
     /// The metric (same name and labels) is registered with another kind, unit, sampling or merge
     /// policy (a gauge's [`GaugeMerge`](crate::GaugeMerge)); or a forked child's worker file, left
     /// by a dead process, holds another metric than the parent's at one of its indices.
@@ -64,9 +70,11 @@ pub enum Error {
 }
 
 impl Error {
-    /// The bot the error is about.
+    /// The bot the error is about ("" for [`Error::InvalidExemplar`]: an exemplar is made apart
+    /// from any bot).
     pub fn bot(&self) -> &str {
         match self {
+            Error::InvalidExemplar { .. } => "",
             Error::InvalidBotName { bot }
             | Error::InvalidMetricName { bot, .. }
             | Error::InvalidLabels { bot, .. }
@@ -101,8 +109,11 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "bot {}: ", self.bot())?;
+        if !matches!(self, Error::InvalidExemplar { .. }) {
+            write!(f, "bot {}: ", self.bot())?;
+        }
         match self {
+            Error::InvalidExemplar { reason } => write!(f, "invalid exemplar: {reason}"),
             Error::InvalidBotName { .. } => write!(f, "a bot name is 1 to 200 of [A-Za-z0-9._-], not . or .."),
             Error::InvalidMetricName { metric, .. } => write!(
                 f,

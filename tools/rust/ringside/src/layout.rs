@@ -35,8 +35,19 @@ pub const BOT_NAME_MAX: usize = 200;
 pub const KIND_COUNTER: u8 = 1;
 pub const KIND_GAUGE: u8 = 2;
 pub const KIND_HISTOGRAM: u8 = 3;
+/// Records only, never a metric's: an exemplar's bytes (EXEMPLARS in ringside.h).
+pub const KIND_EXEMPLAR: u8 = 4;
 
 pub const FLAG_SPAN: u8 = 0x01;
+/// Exemplar records follow the value's: `exemplar_length` bytes (EXEMPLARS in ringside.h).
+pub const FLAG_EXEMPLAR: u8 = 0x02;
+
+/// An exemplar's bytes at the most (`RS_EXEMPLAR_MAX`): 4 exemplar records after its value's.
+pub const EXEMPLAR_MAX: usize = 64;
+/// An exemplar's bytes in each exemplar record (`RS_EXEMPLAR_BYTES_PER_RECORD`).
+pub const EXEMPLAR_BYTES_PER_RECORD: usize = 16;
+/// A lane's thread name at the most, in bytes (`RS_THREAD_NAME_MAX`; THREAD NAMES in ringside.h).
+pub const THREAD_NAME_MAX: usize = 32;
 
 pub const LANE_ACTIVE: u32 = 1;
 pub const LANE_RETIRED: u32 = 2;
@@ -315,6 +326,30 @@ pub fn labels_problem(labels: &[u8]) -> Option<String> {
     None
 }
 
+/// A lane's `thread_name` field holding `name` (`rsp_write_thread_name`): its bytes, NUL-padded,
+/// cut to THREAD_NAME_MAX at a UTF-8 character's boundary when longer (a label for humans).
+pub fn thread_name_field(name: &[u8]) -> [u8; THREAD_NAME_MAX] {
+    let mut length = name.len();
+    if length > THREAD_NAME_MAX {
+        length = THREAD_NAME_MAX;
+        while length > 0 && name[length] & 0xC0 == 0x80 {
+            length -= 1; // not inside a character
+        }
+    }
+    let mut field = [0u8; THREAD_NAME_MAX];
+    field[..length].copy_from_slice(&name[..length]);
+    field
+}
+
+/// `name` without a character the kernel cut at its end (it keeps a thread's first 15 bytes,
+/// whatever they end in), so that a lane's name is UTF-8 as THREAD NAMES asks.
+pub fn without_cut_character(name: &[u8]) -> &[u8] {
+    match std::str::from_utf8(name) {
+        Err(error) if error.error_len().is_none() => &name[..error.valid_up_to()],
+        _ => name,
+    }
+}
+
 /// At most 120 characters of a user's string, for a message.
 pub fn shorten(text: &str) -> &str {
     match text.char_indices().nth(120) {
@@ -356,6 +391,40 @@ mod tests {
         assert!(!is_bot_name(""));
         assert!(!is_bot_name(&"x".repeat(201)));
         assert!(is_bot_name(&"x".repeat(200)));
+    }
+
+    #[test]
+    fn thread_names_are_padded_and_cut_at_a_character() {
+        let field = thread_name_field(b"order-router");
+        assert_eq!(&field[..12], b"order-router");
+        assert!(field[12..].iter().all(|&b| b == 0));
+        assert_eq!(thread_name_field(b""), [0u8; 32]);
+        let exact = "x".repeat(32);
+        assert_eq!(&thread_name_field(exact.as_bytes())[..], exact.as_bytes(), "32 bytes fit, without a NUL");
+        let long = "y".repeat(40);
+        assert_eq!(&thread_name_field(long.as_bytes())[..], &long.as_bytes()[..32]);
+        // 31 ASCII bytes, then a 2-byte character that would straddle byte 32: cut before it.
+        let straddling = format!("{}é", "z".repeat(31));
+        let field = thread_name_field(straddling.as_bytes());
+        assert_eq!(&field[..31], "z".repeat(31).as_bytes());
+        assert_eq!(field[31], 0);
+        // Characters of 3 bytes: 10 of them take 30 bytes, the 11th would end at 33.
+        let wide = "€".repeat(12);
+        let field = thread_name_field(wide.as_bytes());
+        assert_eq!(&field[..30], "€".repeat(10).as_bytes());
+        assert_eq!(&field[30..], [0, 0]);
+        // A character that ends exactly at byte 32 is kept.
+        let fits = format!("{}é", "z".repeat(30));
+        assert_eq!(&thread_name_field(format!("{fits}and more").as_bytes())[..], fits.as_bytes());
+    }
+
+    #[test]
+    fn a_character_cut_by_the_kernel_is_left_out() {
+        let cut = &"ééééééééé".as_bytes()[..15]; // 7 characters and the first byte of the 8th
+        assert_eq!(without_cut_character(cut), "ééééééé".as_bytes());
+        assert_eq!(without_cut_character(b"order-router"), b"order-router");
+        assert_eq!(without_cut_character(b""), b"");
+        assert_eq!(without_cut_character(b"a\xFFb"), b"a\xFFb", "only a cut at the end is the kernel's doing");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! ```
 //!
 //! ```no_run
-//! use ringside::{Bot, GaugeMerge, Unit};
+//! use ringside::{Bot, Exemplar, GaugeMerge, Unit};
 //!
 //! fn main() -> Result<(), ringside::Error> {
 //!     let bot = Bot::attach("rs-bot")?;                       // /dev/shm/ringside.rs-bot
@@ -26,6 +26,8 @@
 //!     // On any thread (the handles are Clone + Send + Sync):
 //!     fill.record(42);                                        // in the metric's unit: 42 us
 //!     fill.record_duration(std::time::Duration::from_micros(42));
+//!     let order = Exemplar::new(&[("order_id", "A17")])?;      // checked once, its bytes inline
+//!     fill.record_with_exemplar(42, &order);                  // which order it was
 //!     {
 //!         let _span = fill.span();                            // records the scope's time on drop
 //!         // send_order();
@@ -74,6 +76,26 @@
 //! - Units: a histogram records unsigned integers in its [`Unit`]; `record_duration` and spans
 //!   convert to it (truncating; nanoseconds for a unit that is not a time). Counters have no unit.
 //!
+//! ## Exemplars
+//!
+//! An [`Exemplar`] names what a histogram's value measured (an order id, a trace id), for the
+//! slowest values' "which order?" (EXEMPLARS in `ringside.h`). Make it once, from label pairs in
+//! their order (`Exemplar::new(&[("order_id", id)])`) or from the format's form
+//! (`Exemplar::from_encoded("order_id=A17\nvenue=XNAS")`): it is checked then, by the rules of C's
+//! `rs_exemplar_check` (`key=value` pairs joined by newlines, keys names and each given once,
+//! values without newline or NUL, at most [`Exemplar::MAX_BYTES`], 64, in all), and anything else
+//! is [`Error::InvalidExemplar`] saying why: an exemplar is never cut. Its bytes live inline (65
+//! bytes, `Copy`). Then [`Histogram::record_with_exemplar`], `record_duration_with_exemplar` or a
+//! span's [`Span::finish_with_exemplar`] write the value's record flagged `RS_FLAG_EXEMPLAR` with
+//! the exemplar's length, then its bytes in the lane's next records (one per 16 bytes: 12 bytes
+//! take one, a 41-byte trace id three), and publish them together with one release store of
+//! `write_cursor`: a reader sees all of them or none. A lane without room for all of them drops
+//! the value and its exemplar as one counted drop, as a thread without a lane does. No check, no
+//! allocation, no system call on the way. The collector keeps each window's largest values'
+//! exemplars and each bucket's latest, with the pid and the lane's thread id and name, in
+//! `/latest` and on OpenMetrics bucket lines. A collector of 0.3 or before counts each exemplar
+//! record as rejected (and may quarantine a bot that records many): upgrade it first.
+//!
 //! ## Threads
 //!
 //! Each thread that records gets a lane of its own. Its first record on a bot claims one under
@@ -93,6 +115,16 @@
 //! producer does: its counter increments and gauge values are still kept exactly (the metric
 //! cell's `unlaned`, an atomic add), its histogram and gauge records are counted there as
 //! dropped. A full lane drops the new record and counts it (never blocks, never overwrites).
+//!
+//! A lane carries its thread's name (THREAD NAMES in `ringside.h`), written at each claim before
+//! the lane is marked active, which the collector shows beside the thread's id (with each
+//! exemplar): the kernel's name for the thread, as C writes it, which is the one
+//! `std::thread::Builder::name` gave it (the kernel keeps 15 bytes), else the program's.
+//! [`Bot::name_thread`] gives it another, of up to 32 bytes (cut at a character's boundary past
+//! them, as C cuts it): `bot.name_thread(std::thread::current().name().unwrap_or("main"))?`. The
+//! crate does not read `std::thread::current()` at a claim: it panics once the thread's exit has
+//! destroyed std's thread data (in a pthread key's destructor, where a record claims a lane too),
+//! and a panic there aborts the process.
 //! [`Bot`] and the handles are `Clone + Send + Sync` (each holds an `Arc` of the bot): the file
 //! is let go when the last of them is dropped. A process holds at most
 //! [`MAX_BOTS_PER_PROCESS`] (64) bots at once.
@@ -180,6 +212,9 @@
 //! (median per-round ratio Rust/C 0.91 to 0.99 over four runs); `Gauge::set` 7 to 11 ns, as
 //! `rs_bot_set` (0.97 to 1.04); a span (two CLOCK_MONOTONIC reads and a record) 50 to 55 ns, as
 //! `rs_bot_record_span` (0.98 to 1.03); `Counter::increment` about 1 ns (`rs_bot_count` 2 ns).
+//! `Histogram::record_with_exemplar` with a 12-byte exemplar costs 1.15 to 1.24 times
+//! `Histogram::record` (the median per-round ratio, in the same round, over five runs; C's
+//! `rs_bot_record_checked_exemplar` 1.3 to 1.7 times `rs_bot_record`): docs/benchmarks.md.
 //!
 //! ## Differences from the C producer
 //!
@@ -197,6 +232,7 @@
 
 mod bot;
 mod error;
+mod exemplar;
 mod layout;
 mod metrics;
 mod shm;
@@ -204,5 +240,6 @@ mod sys;
 
 pub use bot::{Bot, Options, MAX_BOTS_PER_PROCESS};
 pub use error::Error;
+pub use exemplar::Exemplar;
 pub use layout::{GaugeMerge, Unit, UnknownGaugeMerge};
 pub use metrics::{Counter, Gauge, Histogram, MetricBuilder, Span};

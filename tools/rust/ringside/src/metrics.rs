@@ -1,8 +1,9 @@
-//! The metric handles and their hot paths (`rs_bot_record`, `rs_bot_record_span`, `rs_bot_count`,
-//! `rs_bot_set`), and the builder that registers them.
+//! The metric handles and their hot paths (`rs_bot_record`, `rs_bot_record_checked_exemplar`,
+//! `rs_bot_record_span`, `rs_bot_count`, `rs_bot_set`), and the builder that registers them.
 
 use crate::bot::{Bot, BotRef, Request};
 use crate::error::Error;
+use crate::exemplar::Exemplar;
 use crate::layout::{GaugeMerge, Unit, FLAG_SPAN, KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM};
 use crate::sys;
 use std::time::Duration;
@@ -44,17 +45,46 @@ impl Histogram {
         writer.write(self.index, KIND_HISTOGRAM, 0, value)
     }
 
+    /// Records an observation with an exemplar that names it (an order id, a trace id): the
+    /// value's record, then the exemplar's bytes in the lane's next records (one more per 16
+    /// bytes), published together (EXEMPLARS in ringside.h). The collector keeps it if the value
+    /// is among the slowest of its window, or the latest of its bucket, and exports it. The
+    /// exemplar was checked when made, so this never fails and allocates nothing. Returns as
+    /// [`Histogram::record`] does; a lane without room for the value and all of its exemplar
+    /// drops both, counted once.
+    #[inline]
+    pub fn record_with_exemplar(&self, value: u64, exemplar: &Exemplar) -> bool {
+        let writer = self.bot.writer();
+        if self.sample_every > 1 && !writer.sample(self.index, self.sample_every) {
+            return false;
+        }
+        writer.write_exemplar(self.index, value, exemplar.padded(), exemplar.len())
+    }
+
     /// Records a duration converted to the histogram's unit (truncated; saturated at 2^64 - 1).
     /// A histogram whose unit is not a time records nanoseconds.
     #[inline]
     pub fn record_duration(&self, duration: Duration) -> bool {
+        self.record(self.units(duration))
+    }
+
+    /// [`Histogram::record_duration`] with an exemplar (see [`Histogram::record_with_exemplar`]).
+    #[inline]
+    pub fn record_duration_with_exemplar(&self, duration: Duration, exemplar: &Exemplar) -> bool {
+        self.record_with_exemplar(self.units(duration), exemplar)
+    }
+
+    /// A duration in the histogram's unit (truncated; saturated at 2^64 - 1; nanoseconds for a
+    /// unit that is not a time).
+    #[inline]
+    fn units(&self, duration: Duration) -> u64 {
         let value = match self.unit {
             Unit::Microseconds => duration.as_micros(),
             Unit::Milliseconds => duration.as_millis(),
             Unit::Seconds => duration.as_secs() as u128,
             _ => duration.as_nanos(),
         };
-        self.record(u64::try_from(value).unwrap_or(u64::MAX))
+        u64::try_from(value).unwrap_or(u64::MAX)
     }
 
     /// Starts a span: the guard records the time from now to its drop (or [`Span::finish`]),
@@ -66,7 +96,7 @@ impl Histogram {
     }
 
     #[inline]
-    fn record_span(&self, start_ns: u64) -> bool {
+    fn record_span(&self, start_ns: u64, exemplar: Option<&Exemplar>) -> bool {
         let end = sys::clock_precise_ns();
         let elapsed = end.saturating_sub(start_ns);
         let value = if self.ns_per_unit > 1 { elapsed / self.ns_per_unit as u64 } else { elapsed };
@@ -74,7 +104,12 @@ impl Histogram {
         if self.sample_every > 1 && !writer.sample(self.index, self.sample_every) {
             return false;
         }
-        writer.write_at(self.index, KIND_HISTOGRAM, FLAG_SPAN, value, end)
+        match exemplar {
+            None => writer.write_at(self.index, KIND_HISTOGRAM, FLAG_SPAN, value, end),
+            Some(exemplar) => {
+                writer.write_exemplar_at(self.index, FLAG_SPAN, value, end, exemplar.padded(), exemplar.len())
+            }
+        }
     }
 
     /// The histogram's unit.
@@ -101,7 +136,15 @@ impl Span<'_> {
     #[inline]
     pub fn finish(mut self) -> bool {
         self.done = true;
-        self.histogram.record_span(self.start_ns)
+        self.histogram.record_span(self.start_ns, None)
+    }
+
+    /// Records the span now with an exemplar that names it (the order it timed: see
+    /// [`Histogram::record_with_exemplar`]); returns whether it was written.
+    #[inline]
+    pub fn finish_with_exemplar(mut self, exemplar: &Exemplar) -> bool {
+        self.done = true;
+        self.histogram.record_span(self.start_ns, Some(exemplar))
     }
 
     /// Drops the span without recording it.
@@ -114,7 +157,7 @@ impl Drop for Span<'_> {
     #[inline]
     fn drop(&mut self) {
         if !self.done {
-            self.histogram.record_span(self.start_ns);
+            self.histogram.record_span(self.start_ns, None);
         }
     }
 }

@@ -14,7 +14,10 @@
 //! a generation is never given twice, so an entry never leads to writers that are gone.
 
 use crate::bot::MAX_BOTS_PER_PROCESS;
-use crate::layout::{Geometry, KIND_GAUGE, LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED, REGISTRY_ENTRY_SIZE};
+use crate::layout::{
+    Geometry, EXEMPLAR_BYTES_PER_RECORD, EXEMPLAR_MAX, FLAG_EXEMPLAR, KIND_EXEMPLAR, KIND_GAUGE, KIND_HISTOGRAM,
+    LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED, REGISTRY_ENTRY_SIZE, THREAD_NAME_MAX,
+};
 use crate::sys;
 use std::cell::{Cell, UnsafeCell};
 use std::mem::{offset_of, size_of};
@@ -98,7 +101,11 @@ pub struct LaneHeader {
     pub state: AtomicU32,
     pub owner_tid: AtomicI32,
     pub claims: AtomicU32,
-    _producer_reserved: [u8; 0x80 - 0x24],
+    _producer_reserved0: AtomicU32,
+    /// The holder's name (THREAD NAMES in ringside.h): 32 bytes, NUL-padded, as 4 words whose
+    /// bytes lie in memory as the name's do (stored whole by whoever names the lane).
+    thread_name: [AtomicU64; THREAD_NAME_MAX / 8],
+    _producer_reserved: [u8; 0x80 - 0x48],
     pub read_cursor: AtomicU64,
     pub consumer_heartbeat_ns: AtomicU64,
     _consumer_reserved: [u8; 0x100 - 0x90],
@@ -113,7 +120,7 @@ struct Record {
     metric: u32,
     kind: u8,
     flags: u8,
-    reserved: u16,
+    exemplar_length: u16, // with FLAG_EXEMPLAR, the exemplar's bytes; else zero
 }
 
 // The C header's static assertions, again.
@@ -138,9 +145,19 @@ const _: () = {
     assert!(size_of::<LaneHeader>() == LANE_HEADER_SIZE as usize);
     assert!(offset_of!(LaneHeader, state) == 0x18);
     assert!(offset_of!(LaneHeader, claims) == 0x20);
+    assert!(offset_of!(LaneHeader, thread_name) == 0x28);
+    assert!(size_of::<[AtomicU64; THREAD_NAME_MAX / 8]>() == THREAD_NAME_MAX);
     assert!(offset_of!(LaneHeader, read_cursor) == 0x80);
     assert!(size_of::<Record>() == 32);
+    assert!(offset_of!(Record, timestamp_ns) == 0x00);
+    assert!(offset_of!(Record, value) == 0x08);
+    assert!(offset_of!(Record, sequence) == 0x10);
     assert!(offset_of!(Record, metric) == 0x18);
+    assert!(offset_of!(Record, kind) == 0x1C);
+    assert!(offset_of!(Record, flags) == 0x1D);
+    assert!(offset_of!(Record, exemplar_length) == 0x1E);
+    // An exemplar's bytes fill whole records: 16 a record, in timestamp_ns then value.
+    assert!(EXEMPLAR_BYTES_PER_RECORD == 2 * size_of::<u64>() && EXEMPLAR_MAX % EXEMPLAR_BYTES_PER_RECORD == 0);
 };
 
 impl RegistryEntry {
@@ -358,6 +375,13 @@ impl Writers {
         Some(unsafe { &*entry.writer })
     }
 
+    /// The index of the calling thread's writer (lanes first, then the laneless and disabled
+    /// writers), if `give_thread` gave it one.
+    pub fn of_thread_index(&self) -> Option<u32> {
+        let writer = self.of_thread()?;
+        Some(((writer as *const Writer as usize - self.writers.as_ptr() as usize) / size_of::<Writer>()) as u32)
+    }
+
     /// Gives the calling thread writer `index` (below `max_lanes + 2`), and returns it.
     pub fn give_thread(&self, index: u32) -> &Writer {
         let writer = &self.writers[index as usize];
@@ -488,43 +512,75 @@ impl Writer {
         false
     }
 
+    /// Whether the lane has room for the record at `cursor` and `extra` more after it
+    /// (`rs_producer_has_room`): the consumer's cursor is read again only when the copy at hand
+    /// says the lane is full.
+    ///
+    /// # Safety
+    /// The calling thread holds the lane, and `records` is not null.
+    #[inline(always)]
+    unsafe fn has_room(&self, cursor: u64, extra: u64) -> bool {
+        let f = self.fields.get();
+        // SAFETY: the caller holds the lane: it alone reads and writes `cached_read`, and `lane`
+        // points at the mapped lane's header.
+        unsafe {
+            if cursor.wrapping_add(extra).wrapping_sub((*f).cached_read) > (*f).mask {
+                // Acquire: the consumer finished reading the slots below its cursor before storing it.
+                let read = (*(*f).lane).read_cursor.load(Acquire);
+                (*f).cached_read = read;
+                return cursor.wrapping_add(extra).wrapping_sub(read) <= (*f).mask;
+            }
+        }
+        true
+    }
+
+    /// Writes `record` into the slot of its cursor, `record.sequence` (`rs_producer_fill`); not
+    /// yet published.
+    ///
+    /// # Safety
+    /// The calling thread holds the lane, `records` is not null, and `has_room` said the slot is free.
+    #[inline(always)]
+    unsafe fn fill(&self, record: Record) {
+        let f = self.fields.get();
+        // SAFETY: the slot index is masked to the lane's capacity, inside the mapped records; the
+        // consumer is done with it (the caller's contract), and only the holder writes records.
+        unsafe { (*f).records.add((record.sequence & (*f).mask) as usize).write(record) };
+    }
+
+    /// Publishes the records below `next` (a release store of `write_cursor`).
+    ///
+    /// # Safety
+    /// The calling thread holds the lane, and `records` is not null.
+    #[inline(always)]
+    unsafe fn publish(&self, next: u64, timestamp_ns: u64) {
+        let f = self.fields.get();
+        // SAFETY: the caller holds the lane: it alone writes `next`; `lane` is the mapped header.
+        unsafe {
+            (*f).next = next;
+            let lane = &*(*f).lane;
+            // Release: the records' bytes are visible before the cursor that publishes them.
+            lane.write_cursor.store(next, Release);
+            // Relaxed: a liveness hint for readers.
+            lane.heartbeat_ns.store(timestamp_ns, Relaxed);
+        }
+    }
+
     /// Writes one record stamped `timestamp_ns`, or counts a drop when the lane is full
     /// (`rs_producer_write_at`). Never blocks, allocates or makes a system call.
     #[inline(always)]
     pub fn write_at(&self, metric: u32, kind: u8, flags: u8, value: u64, timestamp_ns: u64) -> bool {
-        let f = self.fields.get();
         // SAFETY: the calling thread holds the lane (the writer came from its own thread-local
-        // table), so it alone reads and writes `next` and `cached_read`; the pointers are into
-        // the mapped lane, and the slot index is masked to the lane's capacity.
+        // table), so it alone reads and writes `next`, and the lane's slots are its to write.
         unsafe {
-            let records = (*f).records;
-            if records.is_null() {
+            if (*self.fields.get()).records.is_null() {
                 return self.lose(metric);
             }
-            let lane = &*(*f).lane;
-            let cursor = (*f).next;
-            if cursor.wrapping_sub((*f).cached_read) > (*f).mask {
-                // Acquire: the consumer finished reading the slots below its cursor before storing it.
-                let read = lane.read_cursor.load(Acquire);
-                (*f).cached_read = read;
-                if cursor.wrapping_sub(read) > (*f).mask {
-                    return self.lose(metric);
-                }
+            let cursor = (*self.fields.get()).next;
+            if !self.has_room(cursor, 0) {
+                return self.lose(metric);
             }
-            records.add((cursor & (*f).mask) as usize).write(Record {
-                timestamp_ns,
-                value,
-                sequence: cursor,
-                metric,
-                kind,
-                flags,
-                reserved: 0,
-            });
-            (*f).next = cursor + 1;
-            // Release: the record's bytes are visible before the cursor that publishes them.
-            lane.write_cursor.store(cursor + 1, Release);
-            // Relaxed: a liveness hint for readers.
-            lane.heartbeat_ns.store(timestamp_ns, Relaxed);
+            self.fill(Record { timestamp_ns, value, sequence: cursor, metric, kind, flags, exemplar_length: 0 });
+            self.publish(cursor + 1, timestamp_ns);
         }
         true
     }
@@ -537,6 +593,70 @@ impl Writer {
             return self.lose(metric);
         }
         self.write_at(metric, kind, flags, value, sys::clock_coarse_ns())
+    }
+
+    /// Writes a histogram's value with an exemplar (`rs_producer_write_exemplar`): the value's
+    /// record flagged `FLAG_EXEMPLAR` with the exemplar's `length` (1 to 64, checked when the
+    /// exemplar was made), then its `padded` bytes, 16 a record, in exemplar records, all
+    /// published by one release store of `write_cursor`; or one counted drop when the lane has no
+    /// room for all of them. Never blocks, allocates or makes a system call.
+    #[inline(always)]
+    pub fn write_exemplar_at(
+        &self,
+        metric: u32,
+        flags: u8,
+        value: u64,
+        timestamp_ns: u64,
+        padded: &[u8; EXEMPLAR_MAX],
+        length: usize,
+    ) -> bool {
+        debug_assert!((1..=EXEMPLAR_MAX).contains(&length));
+        let parts = length.div_ceil(EXEMPLAR_BYTES_PER_RECORD);
+        // SAFETY: as in `write_at`: the calling thread holds the lane.
+        unsafe {
+            if (*self.fields.get()).records.is_null() {
+                return self.lose(metric);
+            }
+            let cursor = (*self.fields.get()).next;
+            if !self.has_room(cursor, parts as u64) {
+                return self.lose(metric); // the value and its exemplar, dropped whole: one drop
+            }
+            self.fill(Record {
+                timestamp_ns,
+                value,
+                sequence: cursor,
+                metric,
+                kind: KIND_HISTOGRAM,
+                flags: flags | FLAG_EXEMPLAR,
+                exemplar_length: length as u16,
+            });
+            for (k, bytes) in padded.chunks_exact(EXEMPLAR_BYTES_PER_RECORD).take(parts).enumerate() {
+                // The bytes as they lie in memory: the first 8 in timestamp_ns, the next 8 in value.
+                let first = u64::from_ne_bytes(bytes[..8].try_into().unwrap());
+                let second = u64::from_ne_bytes(bytes[8..].try_into().unwrap());
+                self.fill(Record {
+                    timestamp_ns: first,
+                    value: second,
+                    sequence: cursor + 1 + k as u64,
+                    metric,
+                    kind: KIND_EXEMPLAR,
+                    flags: 0,
+                    exemplar_length: 0,
+                });
+            }
+            self.publish(cursor + 1 + parts as u64, timestamp_ns);
+        }
+        true
+    }
+
+    /// `write_exemplar_at` stamped with the coarse clock, read only when there is a lane.
+    #[inline(always)]
+    pub fn write_exemplar(&self, metric: u32, value: u64, padded: &[u8; EXEMPLAR_MAX], length: usize) -> bool {
+        // SAFETY: a read of a field only the holder (or nobody) writes.
+        if unsafe { (*self.fields.get()).records.is_null() } {
+            return self.lose(metric);
+        }
+        self.write_exemplar_at(metric, 0, value, sys::clock_coarse_ns(), padded, length)
     }
 
     /// "1 in N" sampling (`rs_producer_sample`): true when this call is the one of N to write.
@@ -599,12 +719,22 @@ pub fn retire(lane: &LaneHeader) {
     lane.state.store(LANE_RETIRED, Release);
 }
 
-/// Marks a lane held by thread `tid` (`rsp_hand_over_locked`), under the bot's mutex.
-pub fn activate(lane: &LaneHeader, tid: i32, now: u64) {
+/// Marks a lane held by thread `tid`, named `name` (`rsp_hand_over_locked`), under the bot's mutex.
+pub fn activate(lane: &LaneHeader, tid: i32, name: &[u8; THREAD_NAME_MAX], now: u64) {
     // Relaxed: these are the process's to write, under its mutex; `state` publishes them.
     lane.claims.store(lane.claims.load(Relaxed).wrapping_add(1), Relaxed);
     lane.owner_tid.store(tid, Relaxed);
+    name_lane(lane, name);
     lane.heartbeat_ns.store(now, Relaxed);
-    // Release: a reader that sees ACTIVE sees the owner and claim count stored before it.
+    // Release: a reader that sees ACTIVE sees the owner, its name and claim count stored before it.
     lane.state.store(LANE_ACTIVE, Release);
+}
+
+/// Writes a lane's `thread_name` (THREAD NAMES in ringside.h): `name` is the field's 32 bytes.
+pub fn name_lane(lane: &LaneHeader, name: &[u8; THREAD_NAME_MAX]) {
+    for (word, bytes) in lane.thread_name.iter().zip(name.chunks_exact(8)) {
+        // Relaxed: at a claim, `state` publishes it; a name given later is a label for humans,
+        // which a reader may see half written, as C's memcpy may be.
+        word.store(u64::from_ne_bytes(bytes.try_into().unwrap()), Relaxed);
+    }
 }

@@ -42,6 +42,11 @@ const CLOCK_REALTIME: c_int = 0;
 const CLOCK_MONOTONIC: c_int = 1;
 const CLOCK_MONOTONIC_COARSE: c_int = 6;
 
+/// prctl's option to read the calling thread's name (at most 16 bytes, NUL included).
+const PR_GET_NAME: c_int = 16;
+/// The kernel's TASK_COMM_LEN: a thread's name and its NUL.
+const TASK_COMM_LEN: usize = 16;
+
 #[cfg(target_arch = "x86_64")]
 const SYS_GETTID: c_long = 186;
 #[cfg(target_arch = "aarch64")]
@@ -78,6 +83,7 @@ extern "C" {
     fn geteuid() -> u32;
     fn kill(pid: c_int, signal: c_int) -> c_int;
     fn syscall(number: c_long, ...) -> c_long;
+    fn prctl(option: c_int, ...) -> c_int;
     fn write(fd: c_int, buf: *const c_void, count: usize) -> isize;
     fn pthread_atfork(
         prepare: Option<unsafe extern "C" fn()>,
@@ -127,6 +133,19 @@ pub fn clock_realtime_ns() -> u64 {
 pub fn gettid() -> i32 {
     // SAFETY: gettid takes no argument and cannot fail.
     unsafe { syscall(SYS_GETTID) as i32 }
+}
+
+/// The calling thread's name as the kernel has it (what `pthread_getname_np` reads): the one
+/// `pthread_setname_np` or std's `thread::Builder::name` gave it (cut to 15 bytes by the
+/// kernel), else the program's. Safe in any context, a thread's exit included; empty if the call fails.
+pub fn thread_name() -> ([u8; TASK_COMM_LEN], usize) {
+    let mut name = [0u8; TASK_COMM_LEN];
+    // SAFETY: PR_GET_NAME writes at most TASK_COMM_LEN bytes, NUL included, into the buffer.
+    if unsafe { prctl(PR_GET_NAME, name.as_mut_ptr()) } != 0 {
+        return ([0; TASK_COMM_LEN], 0);
+    }
+    let length = name.iter().position(|&b| b == 0).unwrap_or(TASK_COMM_LEN);
+    (name, length)
 }
 
 pub fn effective_uid() -> u32 {
@@ -328,6 +347,23 @@ mod tests {
         assert!(precise >= coarse && precise - coarse < 100_000_000, "{coarse} {precise}");
         assert!(clock_realtime_ns() > 1_600_000_000_000_000_000);
         assert!(gettid() > 0);
+    }
+
+    #[test]
+    fn a_thread_name_is_the_kernels() {
+        let named = |name: &str| {
+            let builder = std::thread::Builder::new().name(name.to_string());
+            builder
+                .spawn(|| {
+                    let (bytes, length) = thread_name();
+                    bytes[..length].to_vec()
+                })
+                .unwrap()
+                .join()
+                .unwrap()
+        };
+        assert_eq!(named("sys-name"), b"sys-name");
+        assert_eq!(named("a-name-of-twenty-bytes"), b"a-name-of-twent", "the kernel keeps 15 bytes");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Collector, ScratchDir};
-use ringside::{Bot, Error, Options, Unit};
+use ringside::{Bot, Error, Exemplar, Options, Unit};
 
 #[test]
 fn ringside_disabled_writes_nothing() {
@@ -21,12 +21,15 @@ fn ringside_disabled_writes_nothing() {
         .map(|_| {
             let (latency, orders, level) = (latency.clone(), orders.clone(), level.clone());
             std::thread::spawn(move || {
+                let order = Exemplar::new(&[("order_id", "A17")]).unwrap();
                 for v in 0..1000 {
                     assert!(!latency.record(v));
+                    assert!(!latency.record_with_exemplar(v, &order));
                     orders.increment(1);
                     assert!(!level.set(v as f64));
                 }
                 let _span = latency.span();
+                assert!(!latency.span().finish_with_exemplar(&order));
             })
         })
         .collect();

@@ -203,9 +203,14 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Resul
 
 /// GET http://127.0.0.1:PORT/PATH with HTTP/1.1 and `Connection: close`: the body of a 200.
 pub fn http_get(port: u16, path: &str) -> Result<String, String> {
+    http_get_with(port, path, "")
+}
+
+/// `http_get` with more header lines (`headers`: each ending with "\r\n").
+pub fn http_get_with(port: u16, path: &str, headers: &str) -> Result<String, String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Connection: close\r\n\r\n")
         .map_err(|e| format!("send: {e}"))?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response).map_err(|e| format!("receive: {e}"))?;
@@ -451,15 +456,18 @@ pub struct Record {
     pub metric: u32,
     pub kind: u8,
     pub flags: u8,
+    pub exemplar_length: u16,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Lane {
     pub write_cursor: u64,
     pub dropped_total: u64,
     pub state: u32,
     pub owner_tid: i32,
     pub claims: u32,
+    /// `thread_name` (0x28, 32 bytes): the bytes before the first NUL.
+    pub thread_name: Vec<u8>,
     pub read_cursor: u64,
 }
 
@@ -505,6 +513,7 @@ impl RingFile {
             state: self.u32(at + 0x18),
             owner_tid: self.u32(at + 0x1C) as i32,
             claims: self.u32(at + 0x20),
+            thread_name: self.bytes[at + 0x28..at + 0x48].iter().copied().take_while(|&b| b != 0).collect(),
             read_cursor: self.u64(at + 0x80),
         }
     }
@@ -555,6 +564,7 @@ impl RingFile {
                     metric: self.u32(at + 24),
                     kind: self.bytes[at + 28],
                     flags: self.bytes[at + 29],
+                    exemplar_length: u16::from_le_bytes([self.bytes[at + 30], self.bytes[at + 31]]),
                 }
             })
             .collect()
