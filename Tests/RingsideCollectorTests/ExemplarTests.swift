@@ -53,6 +53,15 @@ struct ExemplarTests {
             fill.record(13, exemplar: try Bot.Exemplar("order_id", "A18"))
             let check = try runProcess("ringside-dump", ["--dir", directory.path, "check", "ex"])
             #expect(check.status == 0 && check.output.contains("ring ex: ok (2 records"), "\(check.output) \(check.errors)")
+            // Two groups in the backlog: a peek puts each exemplar record right after its value
+            // (its timestamp_ns holds bytes, not a time), and the check reads them so.
+            fill.record(14, exemplar: try Bot.Exemplar("order_id", "A19"))
+            let peeked = try RingInspector("ex", directory: directory).peek()
+            let kinds: [UInt8] = peeked.map(\.record.kind)
+            let values: [UInt64] = [peeked[0].record.value, peeked[2].record.value]
+            #expect(kinds == [3, 4, 3, 4] && values == [13, 14])
+            let checkTwo = try runProcess("ringside-dump", ["--dir", directory.path, "check", "ex"])
+            #expect(checkTwo.status == 0 && checkTwo.output.contains("ring ex: ok (4 records"), "\(checkTwo.output) \(checkTwo.errors)")
             try consumer.drain { _, _ in }
 
             // A lane without room for a value and all its exemplar records drops the value, once.
@@ -60,7 +69,7 @@ struct ExemplarTests {
             // 16 slots free: four values of four records each fit, the fifth and sixth do not.
             for _ in 0..<6 { full.record(1, exemplar: try Bot.Exemplar("trace_id", "0af7651916cd43dd8448eb211c80319c")) }
             let status = try consumer.status()
-            #expect(status.writeCursor == 9 + 16 && status.dropped == 2, "\(status.writeCursor) written, \(status.dropped) dropped")
+            #expect(status.writeCursor == 11 + 16 && status.dropped == 2, "\(status.writeCursor) written, \(status.dropped) dropped")
             _ = try consumer.refreshMetrics()
             #expect(consumer.cells(of: try #require(consumer.metrics.first { $0.name == "full" })).dropped == 2)
         }
