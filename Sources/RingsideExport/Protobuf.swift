@@ -187,7 +187,7 @@ extension ProtobufWriter {
     }
 
     /// An `Exemplar`: the labels that name a value, the value in the base unit, and its wall time.
-    public struct Exemplar: Equatable, Sendable {
+    public struct Exemplar: Sendable {
         public var labels: [(name: String, value: String)]
         public var value: Double
         public var wallTimeNanos: UInt64
@@ -196,10 +196,6 @@ extension ProtobufWriter {
             self.labels = labels
             self.value = value
             self.wallTimeNanos = wallTimeNanos
-        }
-
-        public static func == (a: Exemplar, b: Exemplar) -> Bool {
-            a.value == b.value && a.wallTimeNanos == b.wallTimeNanos && a.labels.elementsEqual(b.labels) { $0 == $1 }
         }
     }
 
