@@ -171,7 +171,7 @@ let package = Package(
             name: "RingsideKitTests",
             dependencies: [
                 "Ringside", "CRingside", "RingsideCollector", "RingsideSnapshot", "RingsideTestSupport",
-                "ringside-collector", "ringside-test-producer",
+                "ringside-collector", "ringside-test-producer", "ringside-emit",
             ]),
     ]
 )

@@ -2,8 +2,8 @@ import CRingside
 
 extension Bot {
     /// An exemplar: a short set of labels that names what a record measured (an order id, a
-    /// trace id), kept by the collector beside the slowest values and exported as OpenMetrics
-    /// exemplars. Its bytes (`key=value` pairs joined by newlines) live inline, so recording one
+    /// trace id), kept by the collector beside the slowest values, exported as exemplars
+    /// (OpenMetrics, protobuf) and shown on its live page. Its bytes (`key=value` pairs joined by newlines) live inline, so recording one
     /// allocates nothing; they are checked when it is made.
     ///
     /// ```swift

@@ -61,23 +61,26 @@ package final class RingInspector {
     }
 
     /// Copies the records now in the lanes (the last `last` of each lane, if given), with their
-    /// lane and cursor, oldest first by timestamp (an exemplar's records right after their value): the backlog, and `includingConsumed`, the
+    /// lane and cursor, oldest first by timestamp: the backlog, and `includingConsumed`, the
     /// records a consumer has passed that their slots still hold (while a collector drains, the
-    /// backlog is mostly empty). Never moves a cursor and never returns a torn or replaced
-    /// record: one the producer may have overwritten during the copy is left out.
+    /// backlog is mostly empty). A value's exemplar records follow it (their timestamps hold the
+    /// exemplar's bytes). Never moves a cursor and never returns a torn or replaced record: one
+    /// the producer may have overwritten during the copy is left out.
     package func peek(last: Int? = nil, includingConsumed: Bool = false) throws(RingError) -> [PeekedRecord] {
         try file.mapNewLanes()
-        // Each with the time it sorts by: an exemplar record's `timestamp_ns` holds its bytes, so
-        // it sorts at its value's time (the record before it in its lane), right after the value.
         var copied: [(time: UInt64, peeked: PeekedRecord)] = []
         for lane in 0..<file.laneCount {
-            var valueTime: UInt64 = 0
             let cursors = try file.checkedCursors(lane: lane)
             // A lane's slots hold its last `capacity` records: those the consumer has passed, then the backlog.
             var first = includingConsumed ? cursors.write - min(cursors.write, file.layout.capacity) : cursors.read
             if let last { first = max(first, cursors.write - min(cursors.write, UInt64(max(0, last)))) }
-            for copy in file.copyRecords(lane: lane, from: first, to: cursors.write) {
-                if copy.record.kind != UInt8(RS_KIND_EXEMPLAR.rawValue) { valueTime = copy.record.timestamp_ns }
+            let records = file.copyRecords(lane: lane, from: first, to: cursors.write)
+            // An exemplar's record sorts at the time of the value before it in its lane (parts
+            // whose value is not here, at the lane's first value's), so a group stays together.
+            var valueTime = records.first { !Self.isExemplarPart($0.record) }?.record.timestamp_ns ?? 0
+            for copy in records {
+                let part = Self.isExemplarPart(copy.record)
+                if !part { valueTime = copy.record.timestamp_ns }
                 guard includingConsumed || !copy.consumed else { continue }
                 copied.append((valueTime, PeekedRecord(lane: lane, cursor: copy.cursor, record: copy.record, consumed: copy.consumed)))
             }
@@ -85,6 +88,8 @@ package final class RingInspector {
         try file.checkNotTruncated()
         return copied.sorted { ($0.time, $0.peeked.lane, $0.peeked.cursor) < ($1.time, $1.peeked.lane, $1.peeked.cursor) }.map(\.peeked)
     }
+
+    private static func isExemplarPart(_ record: rs_record) -> Bool { record.kind == UInt8(RS_KIND_EXEMPLAR.rawValue) }
 }
 
 /// A record copied from a lane, with where it was.

@@ -1,5 +1,6 @@
 // The /metrics page as delimited protobuf `MetricFamily` messages, with native histograms.
 
+import RingsideAggregation
 import RingsideCommandLine
 import RingsideSnapshot
 
@@ -78,6 +79,13 @@ private struct ProtobufSeries {
         series.metric.unit.nanoseconds.map { value * Double($0) / 1e9 } ?? value
     }
 
+    /// A kept exemplar as the format has it: its value in base units.
+    func exemplar(_ kept: KeptExemplar) -> ProtobufWriter.Exemplar {
+        ProtobufWriter.Exemplar(
+            labels: kept.pairs.map { (name: $0.key, value: $0.value) }, value: base(Double(kept.value)),
+            wallTimeNanos: kept.wallTimeNanos)
+    }
+
     func write(_ part: PrometheusPage.Part, into out: inout ProtobufWriter) {
         let labels = self.labels
         let windowCount = min(series.windows.count, windows.count)
@@ -88,10 +96,23 @@ private struct ProtobufSeries {
         case (.histogram, .whole):
             let unit = series.metric.unit
             let counts = series.allTime?.classicCounts(unit: unit) ?? []
-            let classic = zip(ExportBuckets.upperBounds(for: unit), counts).map { (upperBound: base(Double($0)), cumulativeCount: $1) }
+            let bounds = ExportBuckets.upperBounds(for: unit)
+            // Each classic bucket's latest exemplar, as OpenMetrics carries them; one above the last
+            // bound brings the +Inf bucket, otherwise left out.
+            let inBucket = series.bucketExemplars.isEmpty ? [:] : ExportBuckets.latestExemplars(series.bucketExemplars, unit: unit)
+            var classic: [ProtobufWriter.ClassicBucket] = zip(bounds, counts).enumerated().map { index, bucket in
+                (upperBound: base(Double(bucket.0)), cumulativeCount: bucket.1, exemplar: inBucket[index].map(exemplar))
+            }
+            if let overflow = inBucket[bounds.count] {
+                classic.append((upperBound: .infinity, cumulativeCount: series.cumulativeCount, exemplar: exemplar(overflow)))
+            }
             let native = nativeSchema.flatMap { schema in series.cumulative.map { ExportBuckets.native($0, unit: unit, schema: schema) } }
+            // With native buckets, each one's latest exemplar too: the snapshot keeps them by the same schema.
+            let nativeExemplars = native == nil ? [] : series.bucketExemplars.map(exemplar)
             out.metric(labels: labels) {
-                $0.histogramValue(count: series.cumulativeCount, sum: base(series.cumulativeSum), classic: classic, native: native)
+                $0.histogramValue(
+                    count: series.cumulativeCount, sum: base(series.cumulativeSum), classic: classic, native: native,
+                    nativeExemplars: nativeExemplars)
             }
         case (.histogram, .windowed):
             perWindow { window, labels in

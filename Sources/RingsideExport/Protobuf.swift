@@ -112,13 +112,18 @@ extension ProtobufWriter {
     /// One `Metric` of a family (field 4): its `LabelPair`s, then the value `body` writes.
     public mutating func metric(labels: [(name: String, value: String)], _ body: (inout ProtobufWriter) -> Void) {
         message(4) { metric in
-            for label in labels {
-                metric.message(1) { pair in
-                    pair.string(1, label.name)
-                    pair.string(2, label.value)
-                }
-            }
+            metric.labelPairs(1, labels)
             body(&metric)
+        }
+    }
+
+    /// A `LabelPair` (name 1, value 2) in field `field` for each of `labels`.
+    private mutating func labelPairs(_ field: Int, _ labels: [(name: String, value: String)]) {
+        for label in labels {
+            message(field) { pair in
+                pair.string(1, label.name)
+                pair.string(2, label.value)
+            }
         }
     }
 
@@ -142,16 +147,21 @@ extension ProtobufWriter {
         }
     }
 
+    /// One classic bucket: its upper bound in the base unit, its cumulative count, and the
+    /// exemplar of a value in it, if any.
+    public typealias ClassicBucket = (upperBound: Double, cumulativeCount: UInt64, exemplar: Exemplar?)
+
     /// `Metric.histogram`: count and sum; the classic cumulative buckets (upper bounds in the base
-    /// unit, +Inf left out); and, when given, the native buckets.
+    /// unit, +Inf left out unless an exemplar is in it), each with its exemplar; and, when given,
+    /// the native buckets and their exemplars (`Histogram.exemplars`, field 16).
     public mutating func histogramValue(
-        count: UInt64, sum: Double, classic: [(upperBound: Double, cumulativeCount: UInt64)],
-        native: NativeBuckets?
+        count: UInt64, sum: Double, classic: [ClassicBucket], native: NativeBuckets?, nativeExemplars: [Exemplar] = []
     ) {
         message(7) { histogram in
             histogram.countSumAndEntries(count: count, sum: sum, classic) { entry, bucket in
                 entry.uint64(1, bucket.cumulativeCount)
                 entry.double(2, bucket.upperBound)
+                if let exemplar = bucket.exemplar { entry.exemplar(3, exemplar) }
             }
             guard let native else { return }
             histogram.sint64(5, Int64(native.schema))
@@ -172,6 +182,34 @@ extension ProtobufWriter {
                 }
             }
             histogram.packedSInt64(13, native.deltas)
+            for exemplar in nativeExemplars { histogram.exemplar(16, exemplar) }
+        }
+    }
+
+    /// An `Exemplar`: the labels that name a value, the value in the base unit, and its wall time.
+    public struct Exemplar: Sendable {
+        public var labels: [(name: String, value: String)]
+        public var value: Double
+        public var wallTimeNanos: UInt64
+
+        public init(labels: [(name: String, value: String)], value: Double, wallTimeNanos: UInt64) {
+            self.labels = labels
+            self.value = value
+            self.wallTimeNanos = wallTimeNanos
+        }
+    }
+
+    /// An `Exemplar` message in field `field`: its `LabelPair`s (1), value (2) and timestamp (3, a
+    /// `google.protobuf.Timestamp`: seconds (1) and nanos (2), both varints; never negative here,
+    /// so int64 and int32 encode as unsigned ones do).
+    mutating func exemplar(_ field: Int, _ exemplar: Exemplar) {
+        message(field) { message in
+            message.labelPairs(1, exemplar.labels)
+            message.double(2, exemplar.value)
+            message.message(3) { timestamp in
+                timestamp.uint64(1, exemplar.wallTimeNanos / 1_000_000_000)
+                timestamp.uint64(2, exemplar.wallTimeNanos % 1_000_000_000)
+            }
         }
     }
 

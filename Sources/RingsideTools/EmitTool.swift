@@ -1,3 +1,4 @@
+import CRingside
 import Ringside
 import RingsideSystem
 #if canImport(Glibc)
@@ -21,6 +22,8 @@ package enum EmitTool {
           --kind KIND          histogram (default), counter or gauge
           --unit UNIT          ns, us, ms, s, bytes or none (default); counters have no unit
           --label KEY=VALUE    a label of the metric (repeatable)
+          --exemplar KEY=VALUE a label of the exemplar every value carries, an order id or a
+                               trace id (histograms; repeatable, kept in order; 64 bytes in all)
           --drop               when the ring is full, drop (and count) records instead of waiting
           --capacity N         records a lane holds, in a ring this creates (a power of two;
                                default: an existing ring's, else 131072)
@@ -47,6 +50,8 @@ package enum EmitTool {
         var kind = MetricKind.histogram
         var unit = MetricUnit.none
         var labels: [String: String] = [:]
+        /// The exemplar each histogram value is recorded with, if any.
+        var exemplar: Bot.Exemplar?
         var drop = false
         var capacity: Int?
         var directory: String?
@@ -119,8 +124,9 @@ package enum EmitTool {
     static func parse(_ arguments: [String]) throws(UsageError) -> Invocation<Options> {
         let context = "ringside-emit"
         let spec = OptionSpec(
-            flags: ["--help", "--version", "--drop"], valued: ["--ring", "--kind", "--unit", "--label", "--capacity", "--dir"],
-            repeatable: ["--label"])
+            flags: ["--help", "--version", "--drop"],
+            valued: ["--ring", "--kind", "--unit", "--label", "--exemplar", "--capacity", "--dir"],
+            repeatable: ["--label", "--exemplar"])
         let parsed = try ParsedArguments(arguments, spec: spec, context: context)
         if parsed.has("--help") { return .help }
         if parsed.has("--version") { return .version }
@@ -160,6 +166,17 @@ package enum EmitTool {
         }
         if case let .failure(problem) = MetricDescriptor.encode(labels: options.labels) {
             throw UsageError("\(context): --label: \(problem.reason)")
+        }
+        let exemplarLabels = parsed.all("--exemplar")
+        if !exemplarLabels.isEmpty {
+            guard options.kind == .histogram else {
+                throw UsageError("\(context): --exemplar: only histogram values carry exemplars, not \(options.kind)s")
+            }
+            do {
+                options.exemplar = try Bot.Exemplar(encoded: exemplarLabels.joined(separator: "\n"))
+            } catch {
+                throw UsageError("\(context): --exemplar \(exemplarLabels.joined(separator: " ")): \(error)")
+            }
         }
         options.drop = parsed.has("--drop")
         if let capacity = parsed.value("--capacity") {
@@ -201,7 +218,11 @@ package enum EmitTool {
         switch options.kind {
         case .histogram:
             let histogram = try ring.histogram(options.metric, unit: options.unit, labels: options.labels)
-            write = { histogram.record($0) }
+            if let exemplar = options.exemplar {
+                write = { histogram.record($0, exemplar: exemplar) }
+            } else {
+                write = { histogram.record($0) }
+            }
         case .counter:
             let counter = try ring.counter(options.metric, labels: options.labels)
             write = { counter.increment(by: $0) }
@@ -212,11 +233,14 @@ package enum EmitTool {
         let droppedBefore = lane.recordsDropped
         var written = 0
         var saidWaiting = false
-        // Counters write no records (their increments go to a cell), so only the others need room.
+        // Counters write no records (their increments go to a cell), so only the others need room:
+        // a slot, and one more per 16 bytes of an exemplar (a value without room for them is dropped).
         let needsRoom = options.kind != .counter && !options.drop
+        let exemplarBytes = UInt64(options.exemplar?.encoded.utf8.count ?? 0)
+        let slotsPerValue = 1 + (exemplarBytes + UInt64(RS_EXEMPLAR_BYTES_PER_RECORD) - 1) / UInt64(RS_EXEMPLAR_BYTES_PER_RECORD)
         func emitOne(_ bits: UInt64) {
             if needsRoom {
-                while lane.freeSlots == 0 {
+                while lane.freeSlots < slotsPerValue {
                     if !saidWaiting {
                         console.printError(
                             "ringside-emit: ring \(options.ring) is full; waiting for a collector to make room "

@@ -109,135 +109,72 @@ struct ExpositionFormatTests {
     }
 }
 
-// MARK: - A decoder for what the tests check (the fields of metrics.proto they need)
-
-private struct DecodedHistogram {
-    var count: UInt64 = 0, sum = 0.0, schema: Int64?, zeroCount: UInt64 = 0
-    var spanLengths: [UInt64] = [], nativeCounts: [UInt64] = []
-}
-
-private struct DecodedMetric {
-    var labels: [[String]] = []
-    var value: Double?
-    var histogram: DecodedHistogram?
-}
-
-private struct DecodedFamily {
-    var name = "", type: UInt64 = 0
-    var metrics: [DecodedMetric] = []
-}
-
-private struct ProtobufReader {
-    let bytes: [UInt8]
-    var position = 0
-
-    var atEnd: Bool { position >= bytes.count }
-
-    mutating func varint() throws -> UInt64 {
-        var result: UInt64 = 0, shift: UInt64 = 0
-        while true {
-            guard position < bytes.count, shift < 64 else { throw TestDecodeError("truncated varint") }
-            let byte = bytes[position]
-            position += 1
-            result |= UInt64(byte & 0x7F) << shift
-            if byte < 0x80 { return result }
-            shift += 7
-        }
+@Suite("exemplars in the protobuf format")
+struct ProtobufExemplarTests {
+    /// An exemplar of `order_id=<id>` recorded at 1795378731.25 s plus `offset` seconds.
+    static func kept(_ value: UInt64, _ id: String, offset: UInt64) -> KeptExemplar {
+        KeptExemplar(
+            value: value, timeNanos: offset * 1_000_000_000, wallTimeNanos: 1_795_378_731_250_000_000 + offset * 1_000_000_000,
+            labels: "order_id=\(id)\nvenue=X", pid: 42, threadID: 43, threadName: "fills")
     }
 
-    /// The next field: its number, wire type, and its value (a varint, 8 bytes, or a slice).
-    mutating func field() throws -> (number: Int, varint: UInt64, fixed: UInt64, bytes: [UInt8]) {
-        let key = try varint()
-        switch key & 7 {
-        case 0: return (Int(key >> 3), try varint(), 0, [])
-        case 1:
-            guard position + 8 <= bytes.count else { throw TestDecodeError("truncated fixed64") }
-            var value: UInt64 = 0
-            for index in 0..<8 { value |= UInt64(bytes[position + index]) << (8 * UInt64(index)) }
-            position += 8
-            return (Int(key >> 3), 0, value, [])
-        case 2:
-            let length = Int(try varint())
-            guard position + length <= bytes.count else { throw TestDecodeError("truncated field") }
-            defer { position += length }
-            return (Int(key >> 3), 0, 0, Array(bytes[position..<position + length]))
-        default: throw TestDecodeError("wire type \(key & 7)")
-        }
+    /// The sample snapshot's histogram with exemplars: two in the 1-2 us bucket (the later wins),
+    /// one at 40 us, one at 20 s (past the last bound, 10 s: the +Inf bucket).
+    static func snapshot(native: Bool) -> Snapshot {
+        var snapshot = sampleSnapshot()
+        snapshot.nativeHistogramSchema = native ? 3 : nil
+        snapshot.series[0].bucketExemplars = [
+            kept(1_500, "A1", offset: 2), kept(1_800, "A2", offset: 1), kept(40_000, "A3", offset: 0),
+            kept(20_000_000_000, "A4", offset: 3),
+        ]
+        return snapshot
     }
-}
 
-private struct TestDecodeError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
+    @Test("each classic bucket carries its latest exemplar (value in seconds, labels, wall time), +Inf too, as OpenMetrics does")
+    func classicBuckets() throws {
+        for native in [false, true] {
+            let snapshot = Self.snapshot(native: native)
+            let families = try decodeFamilies(PrometheusRenderer().render(snapshot, format: .protobuf))
+            let histogram = try #require(families.first { $0.name == "order_fill_latency_seconds" }?.metrics.first?.histogram)
+            let carrying = histogram.buckets.filter { $0.exemplar != nil }
+            #expect(carrying.map(\.upperBound) == [2e-6, 5e-5, .infinity], "native \(native)")
+            #expect(carrying.last?.cumulativeCount == 5, "the +Inf bucket counts everything")
+            #expect(
+                histogram.buckets.count == ExportBuckets.upperBounds(for: .nanoseconds).count + 1, "one +Inf bucket, added for its exemplar"
+            )
+            let first = try #require(carrying.first?.exemplar)
+            #expect(first.labels == [["order_id", "A1"], ["venue", "X"]], "the bucket's latest, not its largest")
+            #expect(first.value == 1.5e-6 && first.seconds == 1_795_378_733 && first.nanos == 250_000_000)
+            #expect(carrying.last?.exemplar?.value == 20)
 
-private func zigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
-
-private func decodeFamilies(_ page: [UInt8]) throws -> [DecodedFamily] {
-    var stream = ProtobufReader(bytes: page)
-    var families: [DecodedFamily] = []
-    while !stream.atEnd {
-        let length = Int(try stream.varint())
-        var reader = ProtobufReader(bytes: Array(page[stream.position..<stream.position + length]))
-        stream.position += length
-        var family = DecodedFamily()
-        while !reader.atEnd {
-            let field = try reader.field()
-            switch field.number {
-            case 1: family.name = String(decoding: field.bytes, as: UTF8.self)
-            case 3: family.type = field.varint
-            case 4: family.metrics.append(try decodeMetric(field.bytes))
-            default: break
+            // OpenMetrics puts the same exemplars on the same buckets.
+            let text = String(decoding: PrometheusRenderer().render(snapshot, format: .openMetrics), as: UTF8.self)
+            let withExemplar = text.split(separator: "\n").filter {
+                $0.hasPrefix("order_fill_latency_seconds_bucket") && $0.contains(" # {")
             }
+            #expect(withExemplar.count == 3)
+            #expect(
+                withExemplar.first?.contains(#"le="0.000002"} 2 # {order_id="A1",venue="X"} 0.0000015 1795378733.25"#) == true,
+                "\(withExemplar)")
         }
-        families.append(family)
+        // Without exemplars, no +Inf bucket: the page is as it was.
+        let plain = try decodeFamilies(PrometheusRenderer().render(sampleSnapshot(), format: .protobuf))
+        let buckets = try #require(plain.first { $0.name == "order_fill_latency_seconds" }?.metrics.first?.histogram?.buckets)
+        #expect(buckets.count == ExportBuckets.upperBounds(for: .nanoseconds).count && buckets.allSatisfy { $0.exemplar == nil })
     }
-    return families
-}
 
-private func decodeMetric(_ bytes: [UInt8]) throws -> DecodedMetric {
-    var reader = ProtobufReader(bytes: bytes)
-    var metric = DecodedMetric()
-    while !reader.atEnd {
-        let field = try reader.field()
-        switch field.number {
-        case 1:
-            var pair = ProtobufReader(bytes: field.bytes)
-            var strings: [String] = []
-            while !pair.atEnd { strings.append(String(decoding: try pair.field().bytes, as: UTF8.self)) }
-            metric.labels.append(strings)
-        case 2, 3:
-            var value = ProtobufReader(bytes: field.bytes)
-            metric.value = Double(bitPattern: try value.field().fixed)
-        case 7:
-            var reader = ProtobufReader(bytes: field.bytes)
-            var histogram = DecodedHistogram()
-            while !reader.atEnd {
-                let inner = try reader.field()
-                switch inner.number {
-                case 1: histogram.count = inner.varint
-                case 2: histogram.sum = Double(bitPattern: inner.fixed)
-                case 5: histogram.schema = zigzag(inner.varint)
-                case 7: histogram.zeroCount = inner.varint
-                case 12:
-                    var span = ProtobufReader(bytes: inner.bytes)
-                    while !span.atEnd {
-                        let part = try span.field()
-                        if part.number == 2 { histogram.spanLengths.append(part.varint) }
-                    }
-                case 13:
-                    var deltas = ProtobufReader(bytes: inner.bytes)
-                    var count: Int64 = 0
-                    while !deltas.atEnd {
-                        count += zigzag(try deltas.varint())
-                        histogram.nativeCounts.append(UInt64(count))
-                    }
-                default: break
-                }
-            }
-            metric.histogram = histogram
-        default: break
-        }
+    @Test("a native histogram also carries every native bucket's latest exemplar in Histogram.exemplars (16); a classic one does not")
+    func nativeExemplars() throws {
+        let native = try decodeFamilies(PrometheusRenderer().render(Self.snapshot(native: true), format: .protobuf))
+        let histogram = try #require(native.first { $0.name == "order_fill_latency_seconds" }?.metrics.first?.histogram)
+        #expect(histogram.schema == 3)
+        #expect(histogram.exemplars.map(\.value) == [1.5e-6, 1.8e-6, 4e-5, 20])
+        #expect(histogram.exemplars.map { $0.labels.first?.last } == ["A1", "A2", "A3", "A4"])
+        #expect(
+            histogram.exemplars.allSatisfy { $0.seconds != nil && $0.nanos == 250_000_000 },
+            "each with its timestamp, as the format requires")
+        let classic = try decodeFamilies(PrometheusRenderer().render(Self.snapshot(native: false), format: .protobuf))
+        let plain = try #require(classic.first { $0.name == "order_fill_latency_seconds" }?.metrics.first?.histogram)
+        #expect(plain.schema == nil && plain.exemplars.isEmpty)
     }
-    return metric
 }

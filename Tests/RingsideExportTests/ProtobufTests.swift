@@ -45,4 +45,17 @@ struct ProtobufTests {
         // ... positive_span (field 12) { offset 0, length 0 }, and no deltas.
         #expect(writer.bytes.suffix(6) == [0x62, 0x04, 0x08, 0x00, 0x10, 0x00])
     }
+
+    @Test("a classic bucket's exemplar is Bucket.exemplar (3): labels (1), value (2), timestamp (3) of seconds (1) and nanos (2)")
+    func bucketExemplar() {
+        var writer = ProtobufWriter()
+        let exemplar = ProtobufWriter.Exemplar(labels: [(name: "order_id", value: "A17")], value: 1, wallTimeNanos: 1_000_000_005)
+        writer.histogramValue(count: 1, sum: 1, classic: [(upperBound: 2, cumulativeCount: 1, exemplar: exemplar)], native: nil)
+        let one: [UInt8] = [0, 0, 0, 0, 0, 0, 0xF0, 0x3F], two: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0x40]
+        let pair: [UInt8] = [0x0A, 0x0F, 0x0A, 0x08] + Array("order_id".utf8) + [0x12, 0x03] + Array("A17".utf8)
+        let encoded: [UInt8] = pair + [0x11] + one + [0x1A, 0x04, 0x08, 0x01, 0x10, 0x05]
+        let bucket: [UInt8] = [0x08, 0x01, 0x11] + two + [0x1A, UInt8(encoded.count)] + encoded
+        let histogram: [UInt8] = [0x08, 0x01, 0x11] + one + [0x1A, UInt8(bucket.count)] + bucket
+        #expect(writer.bytes == [0x3A, UInt8(histogram.count)] + histogram)
+    }
 }

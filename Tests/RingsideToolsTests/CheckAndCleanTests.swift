@@ -30,6 +30,23 @@ struct CheckTests {
         }
     }
 
+    @Test("a value's exemplar records stay after it, whatever their bytes read as as a time: check is ok, records in cursor order")
+    func exemplarGroupsStayTogether() throws {
+        try withRingDirectory { directory in
+            do {
+                let bot = try Bot.attach("ex", directory: directory.path, options: .init(laneCapacity: 64))
+                let fill = try bot.histogram("fill", unit: .nanoseconds)
+                // Read as a little-endian time, "a=b" and "=db1" are a few ns: before every real record.
+                let exemplars = [try Bot.Exemplar(encoded: "a=b"), try Bot.Exemplar(encoded: "job_id=1234\nhost=db1")]
+                for value in 1...4 { fill.record(UInt64(value), exemplar: exemplars[value % 2]) }
+            }
+            let run = try dump(directory, "check", "ex")
+            #expect(run.status == 0 && run.output == "ring ex: ok (10 records in 1 lane, 1 metric, producer dead)\n", "\(run.output)")
+            let records = try dump(directory, "records", "ex", "--json").json().objects("records")
+            #expect(records.compactMap { $0.uint64("cursor") } == Array(0...9))
+        }
+    }
+
     @Test("the test layout is the file's: the offsets come from the header the producer wrote")
     func layoutMatchesTheFile() throws {
         try withRingDirectory { directory in

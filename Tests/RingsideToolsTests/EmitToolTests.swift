@@ -158,6 +158,53 @@ struct EmitToolTests {
         }
     }
 
+    @Test("--exemplar: each histogram value carries the exemplar, its bytes in the records after it")
+    func exemplars() throws {
+        try withRingDirectory { directory in
+            let run = try emit(
+                directory,
+                ["--ring", "cron", "job_seconds", "--unit", "s", "--exemplar", "job_id=1234", "--exemplar", "host=db1", "42", "7"])
+            #expect(run.status == 0 && run.output == "wrote 2 values to cron/job_seconds\n", "\(run.errors)")
+            let records = try RingInspector("cron", directory: directory).peek().map(\.record)
+            // 20 bytes: two exemplar records (kind 4) after each value (kind 3, flagged).
+            #expect(records.map(\.kind) == [3, 4, 4, 3, 4, 4])
+            #expect(records.map(\.exemplar_length) == [20, 0, 0, 20, 0, 0])
+            #expect(records[0].value == 42 && records[3].value == 7)
+            var bytes: [UInt8] = []
+            for record in records[1...2] {
+                withUnsafeBytes(of: record.timestamp_ns) { bytes += $0 }
+                withUnsafeBytes(of: record.value) { bytes += $0 }
+            }
+            #expect(String(decoding: bytes.prefix(20), as: UTF8.self) == "job_id=1234\nhost=db1")
+            let check = try runProcess("ringside-dump", ["--dir", directory.path, "check", "cron"])
+            #expect(check.status == 0, "\(check.output) \(check.errors)")
+        }
+    }
+
+    @Test("--exemplar in a full ring waits for room for the value and its exemplar records: none is dropped")
+    func exemplarsWaitForRoom() throws {
+        try withRingDirectory { directory in
+            _ = try Bot.attach("small", directory: directory.path, options: .init(laneCapacity: 16))  // made, then let go
+            // 3 slots a value (20 bytes of exemplar): 16 slots hold 5 values and leave 1, too few for a sixth.
+            let emitter = try RunningProcess(
+                "ringside-emit",
+                ["--dir", directory.path, "--ring", "small", "n", "--exemplar", "order_id=A17", "--exemplar", "venue=X"]
+                    + (1...20).map(String.init))
+            #expect(eventually { (try? RingInspector("small", directory: directory).status().backlog) == 15 })
+            let consumer = try RingConsumer("small", directory: directory)
+            var received: [UInt64] = []
+            #expect(
+                try eventually(seconds: 20) {
+                    try consumer.drain { records, _ in received += records.filter { $0.kind == 3 }.map(\.value) }
+                    return received.count == 20
+                })
+            let run = emitter.finish()
+            #expect(run.status == 0 && run.output == "wrote 20 values to small/n\n", "\(run.output) \(run.errors)")
+            #expect(received == Array(1...20))
+            #expect(try consumer.status().dropped == 0)
+        }
+    }
+
     @Test("--drop drops and counts instead of waiting")
     func drops() throws {
         try withRingDirectory { directory in
@@ -200,6 +247,9 @@ struct EmitToolTests {
             ["--ring", "r", "m", "--kind", "counter", "--unit", "ms", "1"], ["--ring", "r", "m", "--label", "novalue", "1"],
             ["--ring", "r", "m", "--label", "9k=v", "1"], ["--ring", "r", "m", "--capacity", "100", "1"],
             ["--ring", "r", "m", "--kind", "gauge", "nan"], ["--ring", "bad/name", "m", "1"], ["--ring", "r", "m", "--frob"],
+            ["--ring", "r", "m", "--kind", "counter", "--exemplar", "a=b", "1"], ["--ring", "r", "m", "--exemplar", "novalue", "1"],
+            ["--ring", "r", "m", "--exemplar", "a=1", "--exemplar", "a=2", "1"],
+            ["--ring", "r", "m", "--exemplar", "order_id=" + String(repeating: "9", count: 60), "1"],
         ])
     func usageErrors(arguments: [String]) throws {
         try withRingDirectory { directory in
