@@ -147,6 +147,19 @@ public final class Bot: Sendable {
     /// recording but lives on. Its next record claims a lane again.
     public func releaseCurrentThreadLane() { rs_bot_release_thread_lane(bot) }
 
+    /// Names the calling thread in its lane (claiming the lane if it has none yet), for the
+    /// collector's exemplars and thread health: a lane otherwise carries the kernel's name for its
+    /// thread, 15 bytes at most (Foundation's `Thread.name` on Linux may not reach the kernel).
+    /// Up to 32 bytes of UTF-8 are kept, cut at a character's boundary; the name holds until the
+    /// thread's lane is released.
+    /// - Throws: `RingError.invalidOptions` for a name holding a NUL.
+    public func nameThread(_ threadName: String) throws(RingError) {
+        let result = threadName.utf8CString.withUnsafeBufferPointer { name in
+            rs_bot_name_thread(bot, name.baseAddress, name.count - 1)
+        }
+        if result != 0 { throw .invalidOptions(ring: name, reason: "a thread's name may not hold a NUL") }
+    }
+
     // MARK: - Registration
 
     /// Registers (or finds again) a counter: increments that add up to an exact total.

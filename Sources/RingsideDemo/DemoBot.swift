@@ -67,6 +67,7 @@ public enum DemoBot {
         let (orders, sender) = AsyncStream.makeStream(of: OrderBatch.self, bufferingPolicy: .bufferingNewest(1_000))
 
         let marketData = Thread {
+            try? bot.nameThread("market-data")
             var random = SplitMix(seed: UInt64(getpid()) &* 31)
             while getppid() == parent {
                 for _ in 0..<(batch * 2) {
@@ -80,6 +81,7 @@ public enum DemoBot {
         marketData.start()
 
         let strategy = Thread {
+            try? bot.nameThread("strategy")
             var random = SplitMix(seed: UInt64(getpid()))
             var tick: UInt64 = 0
             var grossExposure = 1.0e6
@@ -129,7 +131,10 @@ public enum DemoBot {
             for symbol in batch.symbols {
                 // Lognormal around 40 us (NVDA and TSLA slower), with a heavy tail.
                 let median = [40_000.0, 35_000.0, 60_000.0, 80_000.0][symbol] * burst
-                metrics.fills[symbol].record(UInt64(median * random.lognormal(sigma: 0.6)))
+                // Each fill names its order: the live page's slowest fills say which they were.
+                let order = try? Bot.Exemplar("order_id", "\(batch.tick)-\(DemoBot.symbols[symbol])")
+                let fill = UInt64(median * random.lognormal(sigma: 0.6))
+                if let order { metrics.fills[symbol].record(fill, exemplar: order) } else { metrics.fills[symbol].record(fill) }
                 metrics.filled.increment()
                 await Task.yield()  // the order's task may resume on another thread: its lane then
             }

@@ -1,4 +1,5 @@
 import CRingside
+import Dispatch
 import Foundation
 import Ringside
 import RingsideAggregation
@@ -6,6 +7,7 @@ import RingsideAggregation
 import RingsideExport
 import RingsideSnapshot
 import RingsideTestSupport
+import Synchronization
 import Testing
 
 @Suite("Exemplars: written with their values, put back together, kept by the slowest, exported")
@@ -72,6 +74,29 @@ struct ExemplarTests {
             #expect(status.writeCursor == 11 + 16 && status.dropped == 2, "\(status.writeCursor) written, \(status.dropped) dropped")
             _ = try consumer.refreshMetrics()
             #expect(consumer.cells(of: try #require(consumer.metrics.first { $0.name == "full" })).dropped == 2)
+        }
+    }
+
+    @Test("nameThread names the calling thread's lane, cut to 32 bytes at a character's boundary; a NUL is refused")
+    func namedThread() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("named", directory: directory.path)
+            let fill = try bot.histogram("fill")
+            let recorded = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+            let refused = Mutex(false)
+            let thread = Thread {
+                try? bot.nameThread("order-desk-" + String(repeating: "é", count: 12))  // 11 + 24 bytes
+                fill.record(1)
+                refused.withLock { $0 = (try? bot.nameThread("a\u{0}b")) == nil }
+                recorded.signal()
+                done.wait()  // alive, holding its lane, while the test reads it
+            }
+            thread.start()
+            recorded.wait()
+            defer { done.signal() }
+            #expect(refused.withLock { $0 })
+            let name = try RingConsumer("named", directory: directory).thread(lane: 0).name
+            #expect(name == "order-desk-" + String(repeating: "é", count: 10), "31 bytes: 11 and ten é")
         }
     }
 
