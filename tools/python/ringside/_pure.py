@@ -27,7 +27,8 @@ every lane taken records without one: its counter increments and gauge values ar
 exactly, and its histogram and gauge records are counted as dropped, all in the metric's shared
 cell (`unlaned`). Counters write no records: an increment adds to the lane's cell of the metric.
 A full lane drops the new record and counts it (the lane's dropped_total and its cell of the
-metric); it never blocks or overwrites.
+metric); it never blocks or overwrites. A lane claimed by a thread carries the thread's name
+(threading's, as ringside/_threadname.py encodes it), written before the lane's state.
 
 WORKERS AND FORK (WORKERS in ringside.h): a bot is one process's, or several processes' as its
 workers. attach(worker=True) writes a file of the process's own, <name>@<pid>, which the collector
@@ -107,6 +108,7 @@ from typing import Any, Callable
 
 from ._backend import Converter
 from ._errors import RingError, RingValueError
+from ._threadname import THREAD_NAME_MAX, encoded as thread_name_bytes
 from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS, merge_phrase
 
 __all__ = ["attach", "Bot", "check_memory_ordering"]
@@ -159,6 +161,7 @@ _LQ_HEARTBEAT = 0x10 // 8
 _LI_STATE = 0x18 // 4
 _LI_OWNER = 0x1C // 4  # an int32 thread id, stored like the pid
 _LI_CLAIMS = 0x20 // 4
+_L_THREAD_NAME = 0x28  # a byte offset: the holder's name, THREAD_NAME_MAX bytes, NUL-padded
 _LQ_READ = 0x80 // 8
 _LQ_CELLS = LANE_HEADER_SIZE // 8
 # A registry entry's fixed part: index, kind, unit, gauge_merge, reserved0, sample_every, three lengths.
@@ -1042,8 +1045,9 @@ class Bot:
         now = _coarse_ns()
         i[_LI_CLAIMS] = (i[_LI_CLAIMS] + 1) & _U32
         i[_LI_OWNER] = threading.get_native_id()
+        lane.mm[_L_THREAD_NAME:_L_THREAD_NAME + THREAD_NAME_MAX] = thread_name_bytes(thread.name).ljust(THREAD_NAME_MAX, b"\0")
         q[_LQ_HEARTBEAT] = now
-        # "Release": a reader that sees ACTIVE sees the owner and claim count stored before it.
+        # "Release": a reader that sees ACTIVE sees the owner, its name and claim count stored before it.
         i[_LI_STATE] = LANE_ACTIVE
         self._hq[_Q_HEARTBEAT] = now
 

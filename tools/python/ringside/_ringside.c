@@ -8,12 +8,18 @@
  * converter, so they take and refuse the same values with the same messages.
  *
  * Every call holds the GIL, so a Core's close() never runs while another thread records through
- * it: records after close() raise RingError instead of touching unmapped memory. Lanes, threads
- * and fork are the C producer's: per-thread lanes retired at thread exit; in a forked child, the
- * first record, registration or lane claim through a bot of the parent makes the child a worker
- * of the bot, writing a file of its own (WORKERS AND FORK in ringside_producer.h), so a Handle
- * the child inherited keeps working. A gauge's running value (inc, dec) starts from 0 in the
- * child, as in any new process.
+ * it: records after close() raise RingError instead of touching unmapped memory. Python code run
+ * by a call (a converter, the thread's name) may let another thread close it, so a call checks
+ * that its bot is open after the last Python code it runs, then records. Lanes, threads and fork
+ * are the C producer's: per-thread lanes retired at thread exit; in a forked child, the first
+ * record, registration or lane claim through a bot of the parent makes the child a worker of the
+ * bot, writing a file of its own (WORKERS AND FORK in ringside_producer.h), so a Handle the child
+ * inherited keeps working. A gauge's running value (inc, dec) starts from 0 in the child, as in
+ * any new process.
+ *
+ * Thread names (THREAD NAMES in ringside.h): a thread's first record through a bot claims its lane,
+ * which the C producer names after the kernel's name for the thread; the Python thread's name
+ * (threading's) replaces it at once, before the thread's first record is written.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,6 +33,7 @@
 
 static PyObject *RingError; /* ringside._errors.RingError */
 static PyObject *RingValueError;
+static PyObject *current_thread_name; /* ringside._threadname.current: () -> the name as a lane holds it */
 
 /* MARK: - Core: an attached bot */
 
@@ -273,6 +280,36 @@ static void handle_dealloc(HandleObject *handle) {
     PyObject_Free(handle);
 }
 
+/* MARK: - Lanes and thread names */
+
+/* A thread's first record through the bot (cold): claims its lane, as the record would, and names
+   the lane after the Python thread. Runs Python code: the caller checks the bot is open after it.
+   A name that cannot be had (a failure inside threading) is reported as unraisable, and the lane
+   keeps the kernel's name: it is a label, and the record goes on. */
+static __attribute__((noinline, cold)) void core_claim_lane(CoreObject *core) {
+    (void)rs_bot_producer(core->bot); /* the claim: a lane, none (laneless), or a disabled bot's */
+    if (!core->bot->enabled) return;  /* nothing to name */
+    PyObject *name = PyObject_CallObject(current_thread_name, NULL);
+    if (name == NULL || !PyBytes_Check(name)) {
+        if (name == NULL) PyErr_WriteUnraisable(current_thread_name);
+        Py_XDECREF(name);
+        return;
+    }
+    if (core->bot != NULL) /* the Python code above may have let another thread close it */
+        (void)rs_bot_name_thread(core->bot, PyBytes_AS_STRING(name), (size_t)PyBytes_GET_SIZE(name));
+    Py_DECREF(name);
+}
+
+/* 0 when the bot is open and the calling thread has claimed (and named) its lane; else -1 with
+   RingError set. The last thing a call does before it records. */
+static inline int core_ready(CoreObject *core) {
+    rs_bot *bot = core->bot;
+    if (__builtin_expect(bot == NULL, 0)) return core_check_open(core);
+    if (__builtin_expect(rs_thread_lanes[bot->slot].generation == bot->generation, 1)) return 0;
+    core_claim_lane(core);
+    return core_check_open(core);
+}
+
 /* A value the fast path did not take, through `convert`: 0 and *out, or -1 with the exception set. */
 static int handle_convert_u64(HandleObject *handle, PyObject *value, uint64_t *out) {
     PyObject *converted = PyObject_CallFunctionObjArgs(handle->convert, value, NULL);
@@ -315,7 +352,7 @@ static int handle_observation(HandleObject *handle, PyObject *value, uint64_t *o
 static PyObject *handle_observe(HandleObject *handle, PyObject *value) {
     uint64_t stored;
     if (handle_observation(handle, value, &stored) < 0) return NULL;
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     return PyBool_FromLong(rs_bot_record(handle->core->bot, handle->metric, stored));
 }
 
@@ -329,7 +366,7 @@ static PyObject *handle_stop(HandleObject *handle, PyObject *token) {
         PyErr_Clear();
         return PyErr_Format(PyExc_TypeError, "stop() takes the token start() returned, not %R", token);
     }
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     return PyBool_FromLong(rs_bot_record_span(handle->core->bot, handle->metric, start));
 }
 
@@ -365,7 +402,7 @@ static PyObject *gauge_add(HandleObject *handle, PyObject *const *args, Py_ssize
         if (PyFloat_CheckExact(args[0])) amount = PyFloat_AS_DOUBLE(args[0]);
         else if (handle_convert_double(handle, args[0], &amount) < 0) return NULL;
     }
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     /* Under the GIL: one thread at a time. */
     if (handle->gauge_generation != process_generation) { /* set by the parent of this forked child */
         handle->gauge_value = 0.0;
@@ -381,7 +418,7 @@ static PyObject *handle_inc(HandleObject *handle, PyObject *const *args, Py_ssiz
     if (handle->metric.kind == RS_KIND_GAUGE) return gauge_add(handle, args, count, "inc", 0);
     uint64_t increment;
     if (handle_increment(handle, args, count, &increment) < 0) return NULL;
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     rs_bot_count(handle->core->bot, handle->metric, increment);
     Py_RETURN_NONE;
 }
@@ -394,7 +431,7 @@ static PyObject *handle_set(HandleObject *handle, PyObject *value) {
     double number;
     if (PyFloat_CheckExact(value)) number = PyFloat_AS_DOUBLE(value);
     else if (handle_convert_double(handle, value, &number) < 0) return NULL;
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     handle->gauge_value = number;
     handle->gauge_generation = process_generation;
     return PyBool_FromLong(rs_bot_set(handle->core->bot, handle->metric, number));
@@ -480,5 +517,10 @@ PyMODINIT_FUNC PyInit__ringside(void) {
     RingValueError = PyObject_GetAttrString(errors, "RingValueError");
     Py_DECREF(errors);
     if (RingError == NULL || RingValueError == NULL) return NULL;
+    PyObject *threadname = PyImport_ImportModule("ringside._threadname");
+    if (threadname == NULL) return NULL;
+    current_thread_name = PyObject_GetAttrString(threadname, "current");
+    Py_DECREF(threadname);
+    if (current_thread_name == NULL) return NULL;
     return PyModule_Create(&module_definition);
 }
