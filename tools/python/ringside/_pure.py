@@ -30,6 +30,12 @@ A full lane drops the new record and counts it (the lane's dropped_total and its
 metric); it never blocks or overwrites. A lane claimed by a thread carries the thread's name
 (threading's, as ringside/_threadname.py encodes it), written before the lane's state.
 
+EXEMPLARS (EXEMPLARS in ringside.h): observe(value, exemplar) and stop(token, exemplar) write the
+value's record flagged RS_FLAG_EXEMPLAR with the exemplar's length, then its bytes (checked and
+encoded by ringside/_exemplars.py first) in exemplar records, 16 bytes each, and publish them all
+with one store of write_cursor; a lane without room for all of them drops the value whole, one
+counted drop.
+
 WORKERS AND FORK (WORKERS in ringside.h): a bot is one process's, or several processes' as its
 workers. attach(worker=True) writes a file of the process's own, <name>@<pid>, which the collector
 merges with the bot's other files. In a child made by os.fork() (multiprocessing's fork, a
@@ -108,6 +114,7 @@ from typing import Any, Callable
 
 from ._backend import Converter
 from ._errors import RingError, RingValueError
+from ._exemplars import EXEMPLAR_BYTES_PER_RECORD, Encoder
 from ._threadname import THREAD_NAME_MAX, encoded as thread_name_bytes
 from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS, merge_phrase
 
@@ -136,6 +143,8 @@ _H_WORKERS_REFUSED = 0x0A8  # the bot's file: processes refused a worker file, a
 
 LANE_UNUSED, LANE_ACTIVE, LANE_RETIRED = 0, 1, 2
 FLAG_SPAN = 0x01  # a record's value is a duration measured with the precise clock
+FLAG_EXEMPLAR = 0x02  # exemplar records follow the value's: its `exemplar_length` bytes
+KIND_EXEMPLAR = 4  # an exemplar record's kind: 16 of an exemplar's bytes
 
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
@@ -171,6 +180,9 @@ MERGE_LAST, MERGE_PER_WORKER, MERGE_POLICIES = 0, 4, 5  # rs_gauge_merge: last, 
 # writer into one little-endian 8-byte word (fewer arguments to pack). Gauges pack a double.
 _RECORD = struct.Struct("<QQQQ")
 _GAUGE_RECORD = struct.Struct("<QdQQ")
+# An exemplar record: 16 of the exemplar's bytes as they lie (in timestamp_ns then value; the last
+# record's zero-padded by "16s"), its sequence, then metric and kind packed as above.
+_EXEMPLAR_RECORD = struct.Struct("<16sQQ")
 # struct flock on Linux x86-64: l_type, l_whence, (pad), l_start, l_len, l_pid, (pad).
 _FLOCK = struct.Struct("hh4xqqi4x")
 
@@ -253,9 +265,11 @@ _UNIT_NAMES = {code: name for name, code in UNITS.items()}
 class _Metric:
     """A registered metric as this process knows it: what the slow path and the messages need.
     `convert` (ringside/_values.py) turns a value the hot path did not take into the value stored,
-    or raises the error naming the metric and the value; Bot.handle() sets it."""
-    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "merge", "convert")
+    or raises the error naming the metric and the value; `encode_exemplar` (ringside/_exemplars.py,
+    histograms only) an exemplar into its bytes; Bot.handle() sets them."""
+    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "merge", "convert", "encode_exemplar")
     convert: Converter
+    encode_exemplar: Encoder | None
 
     def __init__(self, bot: str, index: int, name: str, kind: int, unit: int, sample_every: int, labels: bytes,
                  merge: int) -> None:
@@ -1126,14 +1140,17 @@ class Bot:
             self._entries.append(metric)
             return index
 
-    def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Converter) -> _Handle:
+    def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Converter,
+               encode_exemplar: Encoder | None) -> _Handle:
         """The calls of metric `index`: observe, start and stop for a histogram (values times
         `scale`, floats rounded; `whole_only` is the converter's business here), inc for a counter, set, inc
-        and dec for a gauge. Values the hot path does not take go through `convert`."""
+        and dec for a gauge. Values the hot path does not take go through `convert`; a histogram's
+        exemplars through `encode_exemplar`."""
         with self._lock:
             self._check_usable()
             metric = self._entries[index]
             metric.convert = convert
+            metric.encode_exemplar = encode_exemplar
         if kind == KIND_HISTOGRAM:
             return _Handle(observe=self._histogram_observe(metric, scale),
                            start=time.monotonic_ns, stop=self._histogram_stop(metric))
@@ -1175,13 +1192,16 @@ class Bot:
 
     # MARK: The slow path
 
-    def _slow(self, metric: _Metric, value: Any, sample: bool, raw: bool = True, flags: int = 0) -> bool | None:
+    def _slow(self, metric: _Metric, value: Any, sample: bool, raw: bool = True, flags: int = 0,
+              exemplar: Any = None) -> bool | None:
         """Every call the hot path does not finish: a thread's first call, a thread without a
-        lane, a full lane, a bad value, a closed, disabled or forked bot. `sample`: the call has
-        not been through sampling yet; `raw`: the value is the caller's, not yet converted;
-        `flags`: the record's RS_FLAG_*. Returns what the handle's call returns."""
+        lane, a full lane, a bad value, a closed, disabled or forked bot, an exemplar. `sample`: the
+        call has not been through sampling yet; `raw`: the value is the caller's, not yet converted;
+        `flags`: the record's RS_FLAG_*; `exemplar`: the caller's, or None. Returns what the
+        handle's call returns."""
         if raw:
             value = metric.convert(value)
+        encoded = self._encode_exemplar(metric, exemplar)  # raises for a bad one, before anything is written
         self._check_usable()  # closed: RingError, in a forked child too, as the extension's calls
         if self._forked or os.getpid() != self._owner_pid:
             if not self._forked and self._header is not None:
@@ -1224,24 +1244,43 @@ class Bot:
             countdowns[lane.index] = left - 1 if left > 1 else metric.sample_every
             if left > 1:
                 return False
-        # The hot path's steps, spelled out (see _histogram_observe).
+        # The hot path's steps, spelled out (see _histogram_observe); an exemplar's records after
+        # the value's, in the `extra` slots after it.
         state, mask = lane.state, self._mask
+        extra = -(-len(encoded) // EXEMPLAR_BYTES_PER_RECORD) if encoded else 0
         cursor = state[0]
-        if cursor - state[1] > mask and cursor - lane.refresh_read() > mask:
-            # Full: drop the record and count it, in the lane and in the lane's cell of the metric.
+        if cursor + extra - state[1] > mask and cursor + extra - lane.refresh_read() > mask:
+            # Full: drop the record (with its exemplar: one drop) and count it, in the lane and in
+            # the lane's cell of the metric.
             q[_LQ_DROPPED] += 1
             q[_LQ_CELLS + index] += 1
             return False
         now = time.monotonic_ns()
-        offset = self._geometry.lane_records_offset + ((cursor & mask) << 5)
+        base = self._geometry.lane_records_offset
+        offset = base + ((cursor & mask) << 5)
         if kind == KIND_GAUGE:
             _GAUGE_RECORD.pack_into(lane.mv, offset, now, value, cursor, index | KIND_GAUGE << 32)
+        elif encoded:
+            _RECORD.pack_into(lane.mv, offset, now, value, cursor,
+                              index | KIND_HISTOGRAM << 32 | (flags | FLAG_EXEMPLAR) << 40 | len(encoded) << 48)
+            for k in range(1, extra + 1):
+                at = (k - 1) * EXEMPLAR_BYTES_PER_RECORD
+                _EXEMPLAR_RECORD.pack_into(lane.mv, base + (((cursor + k) & mask) << 5),
+                                           encoded[at:at + EXEMPLAR_BYTES_PER_RECORD], cursor + k, index | KIND_EXEMPLAR << 32)
         else:
             _RECORD.pack_into(lane.mv, offset, now, value, cursor, index | KIND_HISTOGRAM << 32 | flags << 40)
-        state[0] = cursor + 1
-        q[_LQ_WRITE] = cursor + 1  # "release": publishes the record above
+        state[0] = cursor + 1 + extra
+        q[_LQ_WRITE] = cursor + 1 + extra  # "release": publishes the records above, all at once
         q[_LQ_HEARTBEAT] = now
         return True
+
+    def _encode_exemplar(self, metric: _Metric, exemplar: Any) -> bytes:
+        """An exemplar's checked bytes (b"" for None), or the error naming its problem."""
+        if exemplar is None:
+            return b""
+        if metric.encode_exemplar is None:
+            raise TypeError(f"bot {self.name}: metric {metric.name}: only a histogram records an exemplar")
+        return metric.encode_exemplar(exemplar)
 
     # MARK: The hot paths
 
@@ -1254,14 +1293,23 @@ class Bot:
     # cheaper call (clock_gettime_ns(id) parses its argument).
 
     def _inert(self, metric: _Metric) -> Callable[..., bool | None]:
-        """A disabled bot's call: converts (so checks) its argument, writes nothing."""
+        """A disabled bot's call: converts (so checks) its argument, and a histogram's exemplar,
+        writes nothing."""
+        if metric.kind == KIND_HISTOGRAM:
+            def observe(value: Any, exemplar: Any = None) -> bool:
+                self._check_usable()
+                metric.convert(value)
+                self._encode_exemplar(metric, exemplar)
+                return False
+            return observe
+
         def call(value: Any = 1) -> bool | None:
             self._check_usable()
             metric.convert(value)
             return False if metric.kind != KIND_COUNTER else None
         return call
 
-    def _histogram_observe(self, metric: _Metric, scale: int) -> Callable[[Any], bool | None]:
+    def _histogram_observe(self, metric: _Metric, scale: int) -> Callable[..., bool | None]:
         if self._header is None:
             return self._inert(metric)
         local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _RECORD.pack_into
@@ -1270,8 +1318,10 @@ class Bot:
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
         float_scale = float(scale)
 
-        def observe(value: Any) -> bool | None:
+        def observe(value: Any, exemplar: Any = None) -> bool | None:
             # Nanoseconds, bytes or none: an int is stored as it is; a float goes to the converter.
+            if exemplar is not None:
+                return slow(metric, value, False, exemplar=exemplar)  # which writes it
             try:
                 lane = local.lane
                 state = lane.state
@@ -1288,8 +1338,10 @@ class Bot:
                 pass
             return slow(metric, value, False)
 
-        def observe_scaled(value: Any) -> bool | None:
+        def observe_scaled(value: Any, exemplar: Any = None) -> bool | None:
             # Seconds, milliseconds or microseconds: stored as nanoseconds.
+            if exemplar is not None:
+                return slow(metric, value, False, exemplar=exemplar)
             try:
                 kind = value.__class__
                 if kind is float:
@@ -1321,7 +1373,9 @@ class Bot:
         countdowns = self._countdowns[metric.index]  # per lane, as the C library keeps them
         write = observe
 
-        def sampled(value: Any) -> bool | None:
+        def sampled(value: Any, exemplar: Any = None) -> bool | None:
+            if exemplar is not None:
+                return slow(metric, value, True, exemplar=exemplar)  # samples, as it writes the exemplar
             try:
                 n = local.lane.index
                 left = countdowns[n]
@@ -1336,21 +1390,23 @@ class Bot:
             return write(value)
         return sampled
 
-    def _histogram_stop(self, metric: _Metric) -> Callable[[int], bool | None]:
-        """stop(start): the time since `start` (a time.monotonic_ns() reading, as start() gives),
-        in nanoseconds, recorded as a span stamped with its end."""
+    def _histogram_stop(self, metric: _Metric) -> Callable[..., bool | None]:
+        """stop(start, exemplar=None): the time since `start` (a time.monotonic_ns() reading, as
+        start() gives), in nanoseconds, recorded as a span stamped with its end, with an exemplar
+        if given."""
         if self._header is None:
-            def inert_stop(start: int) -> bool:
+            def inert_stop(start: int, exemplar: Any = None) -> bool:
                 self._check_usable()
+                self._encode_exemplar(metric, exemplar)
                 return False
             return inert_stop
         slow = self._slow
 
-        def stop(start: int) -> bool | None:
+        def stop(start: int, exemplar: Any = None) -> bool | None:
             if start.__class__ is not int:
                 raise TypeError(f"bot {self.name}: metric {metric.name}: stop() takes the token start() returned, not {start!r}")
             elapsed = time.monotonic_ns() - start
-            return slow(metric, elapsed if elapsed > 0 else 0, True, raw=False, flags=FLAG_SPAN)
+            return slow(metric, elapsed if elapsed > 0 else 0, True, raw=False, flags=FLAG_SPAN, exemplar=exemplar)
         return stop
 
     def _counter_increment(self, metric: _Metric) -> Callable[..., bool | None]:

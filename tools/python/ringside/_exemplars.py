@@ -1,0 +1,104 @@
+"""Exemplars, as both backends take them (EXEMPLARS in ringside.h).
+
+An exemplar is a mapping of label names to str values, {"order_id": "A17"}, as prometheus_client
+takes one. It is stored as its "key=value" pairs, in the mapping's order, joined by newlines and
+encoded as UTF-8: at most EXEMPLAR_MAX (64) bytes in all, keys names ([a-zA-Z_][a-zA-Z0-9_]*),
+values without newline or NUL. Anything else raises RingTypeError (not a mapping of str to str)
+or RingValueError (naming what is wrong), and nothing is recorded: an exemplar is never cut.
+
+The checks are made on the mapping, so that a value holding a newline (or a key holding "=") can
+never read as another pair once joined; then `problem()`, rs_exemplar_check's rules on the bytes,
+has the last word, so neither backend writes what the C producer would refuse. The C extension
+encodes a dict of str itself and checks it with rs_exemplar_check; anything its fast path does not
+take comes here, for the same error as the pure backend's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Callable
+
+from ._errors import RingTypeError, RingValueError
+
+EXEMPLAR_MAX = 64  # RS_EXEMPLAR_MAX: an exemplar's bytes at the most
+EXEMPLAR_BYTES_PER_RECORD = 16  # RS_EXEMPLAR_BYTES_PER_RECORD: its bytes in each exemplar record
+
+_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_NAME_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_DIGIT = frozenset(b"0123456789")
+
+# A histogram's exemplar encoder: an exemplar to the bytes stored, or the error naming its problem.
+Encoder = Callable[[Any], bytes]
+
+
+def problem(encoded: bytes) -> str | None:
+    """Why `encoded` is no exemplar, by rs_exemplar_check's rules (ringside_producer.c), or None:
+    1 to EXEMPLAR_MAX bytes of "key=value" pairs joined by newlines, keys names and unique, values
+    without newline or NUL."""
+    length = len(encoded)
+    if not 1 <= length <= EXEMPLAR_MAX:
+        return f"an exemplar has 1 to {EXEMPLAR_MAX} bytes, not {length}"
+    keys: set[bytes] = set()
+    at = 0
+    while at < length:
+        start = at
+        while at < length and encoded[at] not in b"=\n":
+            byte = encoded[at]
+            if byte not in _NAME_BYTE and not (at > start and byte in _DIGIT):
+                return f"an exemplar's key is a name ([a-zA-Z_][a-zA-Z0-9_]*): byte {at}"
+            at += 1
+        if at == start or at == length or encoded[at] != ord("="):
+            return f"an exemplar is key=value pairs joined by newlines: byte {at}"
+        key = encoded[start:at]
+        if key in keys:
+            return f"an exemplar's key {key.decode()} is given twice"
+        keys.add(key)
+        at += 1
+        while at < length and encoded[at] != ord("\n"):
+            if encoded[at] == 0:
+                return f"an exemplar's value holds a NUL (byte {at})"
+            at += 1
+        if at < length:
+            at += 1
+            if at == length:
+                return "an exemplar ends with a newline"
+    return None
+
+
+def encoder(bot: str, metric: str) -> Encoder:
+    """The exemplar encoder of histogram `metric` of bot `bot`: a mapping to the bytes stored, or
+    RingTypeError or RingValueError naming the bot, the metric, the exemplar and the problem."""
+
+    def encode(exemplar: Any) -> bytes:
+        shown = repr(exemplar)
+        where = f"bot {bot}: metric {metric}: exemplar {shown if len(shown) <= 100 else shown[:96] + '...'}"
+        if not isinstance(exemplar, Mapping):
+            raise RingTypeError(f"{where} ({type(exemplar).__name__}) is not a mapping of label names to str values, "
+                                "such as {'order_id': 'A17'}")
+        pairs = []
+        for key, value in exemplar.items():
+            if not isinstance(key, str):
+                raise RingTypeError(f"{where}: label name {key!r} is {type(key).__name__}, not str")
+            if not isinstance(value, str):
+                raise RingTypeError(f"{where}: the value of {key!r} is {type(value).__name__}, not str")
+            if not _NAME.match(key):
+                raise RingValueError(f"{where}: label name {key!r} must match [a-zA-Z_][a-zA-Z0-9_]*")
+            if "\n" in value or "\0" in value:
+                raise RingValueError(f"{where}: the value of {key!r} holds a newline or NUL")
+            try:
+                pairs.append(f"{key}={value}".encode())
+            except UnicodeEncodeError:
+                raise RingValueError(f"{where}: the value of {key!r} is not text UTF-8 can encode (a lone "
+                                     "surrogate)") from None
+        if not pairs:
+            raise RingValueError(f"{where}: an exemplar has at least one label (pass None for no exemplar)")
+        encoded = b"\n".join(pairs)
+        if len(encoded) > EXEMPLAR_MAX:
+            raise RingValueError(f"{where}: takes {len(encoded)} bytes as key=value pairs joined by newlines, over "
+                                 f"the {EXEMPLAR_MAX} an exemplar may take (it is never cut)")
+        reason = problem(encoded)
+        if reason is not None:
+            raise RingValueError(f"{where}: {reason}")
+        return encoded
+    return encode
