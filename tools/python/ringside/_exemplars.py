@@ -7,8 +7,10 @@ values without newline or NUL. Anything else raises RingTypeError (not a mapping
 or RingValueError (naming what is wrong), and nothing is recorded: an exemplar is never cut.
 
 The checks are made on the mapping, so that a value holding a newline (or a key holding "=") can
-never read as another pair once joined; then `problem()`, rs_exemplar_check's rules on the bytes,
-has the last word, so neither backend writes what the C producer would refuse. The C extension
+never read as another pair once joined: for a dict they are rs_exemplar_check's rules, whole.
+`problem()`, those rules on the bytes (ported, and held to the C function by the tests), checks
+any other mapping's, whose items() might name a key twice, so neither backend writes what the C
+producer would refuse. The C extension
 encodes a dict of str itself and checks it with rs_exemplar_check; anything its fast path does not
 take comes here, for the same error as the pure backend's.
 """
@@ -70,35 +72,40 @@ def encoder(bot: str, metric: str) -> Encoder:
     """The exemplar encoder of histogram `metric` of bot `bot`: a mapping to the bytes stored, or
     RingTypeError or RingValueError naming the bot, the metric, the exemplar and the problem."""
 
+    def refused(error: type[RingTypeError | RingValueError], exemplar: Any, problem: str) -> Exception:
+        shown = repr(exemplar)  # only now: a refusal's words cost nothing until one is made
+        shown = shown if len(shown) <= 100 else shown[:96] + "..."
+        return error(f"bot {bot}: metric {metric}: exemplar {shown}{problem}")
+
     def encode(exemplar: Any) -> bytes:
-        shown = repr(exemplar)
-        where = f"bot {bot}: metric {metric}: exemplar {shown if len(shown) <= 100 else shown[:96] + '...'}"
-        if not isinstance(exemplar, Mapping):
-            raise RingTypeError(f"{where} ({type(exemplar).__name__}) is not a mapping of label names to str values, "
-                                "such as {'order_id': 'A17'}")
+        if exemplar.__class__ is not dict and not isinstance(exemplar, Mapping):
+            raise refused(RingTypeError, exemplar, f" ({type(exemplar).__name__}) is not a mapping of label names to "
+                          "str values, such as {'order_id': 'A17'}")
         pairs = []
         for key, value in exemplar.items():
             if not isinstance(key, str):
-                raise RingTypeError(f"{where}: label name {key!r} is {type(key).__name__}, not str")
+                raise refused(RingTypeError, exemplar, f": label name {key!r} is {type(key).__name__}, not str")
             if not isinstance(value, str):
-                raise RingTypeError(f"{where}: the value of {key!r} is {type(value).__name__}, not str")
+                raise refused(RingTypeError, exemplar, f": the value of {key!r} is {type(value).__name__}, not str")
             if not _NAME.match(key):
-                raise RingValueError(f"{where}: label name {key!r} must match [a-zA-Z_][a-zA-Z0-9_]*")
+                raise refused(RingValueError, exemplar, f": label name {key!r} must match [a-zA-Z_][a-zA-Z0-9_]*")
             if "\n" in value or "\0" in value:
-                raise RingValueError(f"{where}: the value of {key!r} holds a newline or NUL")
+                raise refused(RingValueError, exemplar, f": the value of {key!r} holds a newline or NUL")
             try:
                 pairs.append(f"{key}={value}".encode())
             except UnicodeEncodeError:
-                raise RingValueError(f"{where}: the value of {key!r} is not text UTF-8 can encode (a lone "
-                                     "surrogate)") from None
+                raise refused(RingValueError, exemplar, f": the value of {key!r} is not text UTF-8 can encode (a "
+                              "lone surrogate)") from None
         if not pairs:
-            raise RingValueError(f"{where}: an exemplar has at least one label (pass None for no exemplar)")
+            raise refused(RingValueError, exemplar, ": an exemplar has at least one label (pass None for no exemplar)")
         encoded = b"\n".join(pairs)
         if len(encoded) > EXEMPLAR_MAX:
-            raise RingValueError(f"{where}: takes {len(encoded)} bytes as key=value pairs joined by newlines, over "
-                                 f"the {EXEMPLAR_MAX} an exemplar may take (it is never cut)")
-        reason = problem(encoded)
+            raise refused(RingValueError, exemplar, f": takes {len(encoded)} bytes as key=value pairs joined by "
+                          f"newlines, over the {EXEMPLAR_MAX} an exemplar may take (it is never cut)")
+        # A dict's pairs, checked above, are rs_exemplar_check's grammar exactly, and its keys are
+        # unique; another mapping's items() may name a key twice: its bytes are checked too.
+        reason = problem(encoded) if exemplar.__class__ is not dict else None
         if reason is not None:
-            raise RingValueError(f"{where}: {reason}")
+            raise refused(RingValueError, exemplar, f": {reason}")
         return encoded
     return encode

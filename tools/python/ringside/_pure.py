@@ -1244,31 +1244,49 @@ class Bot:
             countdowns[lane.index] = left - 1 if left > 1 else metric.sample_every
             if left > 1:
                 return False
-        # The hot path's steps, spelled out (see _histogram_observe); an exemplar's records after
-        # the value's, in the `extra` slots after it.
+        if encoded:
+            return self._write_exemplar(lane, index, value, encoded, flags)
+        # The hot path's steps, spelled out (see _histogram_observe).
         state, mask = lane.state, self._mask
-        extra = -(-len(encoded) // EXEMPLAR_BYTES_PER_RECORD) if encoded else 0
         cursor = state[0]
-        if cursor + extra - state[1] > mask and cursor + extra - lane.refresh_read() > mask:
-            # Full: drop the record (with its exemplar: one drop) and count it, in the lane and in
-            # the lane's cell of the metric.
+        if cursor - state[1] > mask and cursor - lane.refresh_read() > mask:
+            # Full: drop the record and count it, in the lane and in the lane's cell of the metric.
             q[_LQ_DROPPED] += 1
             q[_LQ_CELLS + index] += 1
             return False
         now = time.monotonic_ns()
-        base = self._geometry.lane_records_offset
-        offset = base + ((cursor & mask) << 5)
+        offset = self._geometry.lane_records_offset + ((cursor & mask) << 5)
         if kind == KIND_GAUGE:
             _GAUGE_RECORD.pack_into(lane.mv, offset, now, value, cursor, index | KIND_GAUGE << 32)
-        elif encoded:
-            _RECORD.pack_into(lane.mv, offset, now, value, cursor,
-                              index | KIND_HISTOGRAM << 32 | (flags | FLAG_EXEMPLAR) << 40 | len(encoded) << 48)
-            for k in range(1, extra + 1):
-                at = (k - 1) * EXEMPLAR_BYTES_PER_RECORD
-                _EXEMPLAR_RECORD.pack_into(lane.mv, base + (((cursor + k) & mask) << 5),
-                                           encoded[at:at + EXEMPLAR_BYTES_PER_RECORD], cursor + k, index | KIND_EXEMPLAR << 32)
         else:
             _RECORD.pack_into(lane.mv, offset, now, value, cursor, index | KIND_HISTOGRAM << 32 | flags << 40)
+        state[0] = cursor + 1
+        q[_LQ_WRITE] = cursor + 1  # "release": publishes the record above
+        q[_LQ_HEARTBEAT] = now
+        return True
+
+    def _write_exemplar(self, lane: _Lane, index: int, value: int, encoded: bytes, flags: int) -> bool:
+        """A histogram's value with its exemplar (EXEMPLARS in ringside.h): the value's record
+        flagged RS_FLAG_EXEMPLAR with the exemplar's length, then its checked bytes in 16-byte
+        exemplar records, all published by one store of write_cursor; or, in a lane without room
+        for all of them, one counted drop (the lane's and its cell of the metric). Only the lane's
+        holder calls it, with a value in range."""
+        q, state, mask = lane.q, lane.state, self._mask
+        extra = (len(encoded) + EXEMPLAR_BYTES_PER_RECORD - 1) // EXEMPLAR_BYTES_PER_RECORD
+        cursor = state[0]
+        if cursor + extra - state[1] > mask and cursor + extra - lane.refresh_read() > mask:
+            q[_LQ_DROPPED] += 1
+            q[_LQ_CELLS + index] += 1
+            return False
+        now = time.monotonic_ns()
+        mv, base = lane.mv, self._geometry.lane_records_offset
+        _RECORD.pack_into(mv, base + ((cursor & mask) << 5), now, value, cursor,
+                          index | KIND_HISTOGRAM << 32 | (flags | FLAG_EXEMPLAR) << 40 | len(encoded) << 48)
+        tail = index | KIND_EXEMPLAR << 32
+        for k in range(1, extra + 1):  # part k: bytes 16(k-1) to 16k, in the slot after the last (the lane may wrap)
+            at = (k - 1) * EXEMPLAR_BYTES_PER_RECORD
+            _EXEMPLAR_RECORD.pack_into(mv, base + (((cursor + k) & mask) << 5), encoded[at:at + EXEMPLAR_BYTES_PER_RECORD],
+                                       cursor + k, tail)
         state[0] = cursor + 1 + extra
         q[_LQ_WRITE] = cursor + 1 + extra  # "release": publishes the records above, all at once
         q[_LQ_HEARTBEAT] = now
@@ -1317,11 +1335,31 @@ class Bot:
         tail = metric.index | KIND_HISTOGRAM << 32  # metric, kind, flags 0, reserved 0: one word
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
         float_scale = float(scale)
+        encode, write_exemplar, index = self._encode_exemplar, self._write_exemplar, metric.index
+
+        def observe_exemplar(value: Any, exemplar: Any) -> bool | None:
+            # A value with an exemplar: an int (times the unit's scale), or a float in s, ms or us,
+            # then the exemplar, checked; anything else, and a thread's first call, the slow way.
+            kind = value.__class__
+            try:
+                stored = value * scale if kind is int else round(value * float_scale) if kind is float and scale != 1 else -1
+            except (OverflowError, ValueError):  # an infinite or NaN float
+                stored = -1
+            if not 0 <= stored <= _U64:
+                return slow(metric, value, False, exemplar=exemplar)  # the converter says why
+            encoded = encode(metric, exemplar)
+            try:
+                lane = local.lane
+            except AttributeError:
+                lane = None
+            if lane is None or lane.state is None:  # no lane yet, or none; a closed or forked bot
+                return slow(metric, stored, False, raw=False, exemplar=exemplar)
+            return write_exemplar(lane, index, stored, encoded, 0)
 
         def observe(value: Any, exemplar: Any = None) -> bool | None:
             # Nanoseconds, bytes or none: an int is stored as it is; a float goes to the converter.
             if exemplar is not None:
-                return slow(metric, value, False, exemplar=exemplar)  # which writes it
+                return observe_exemplar(value, exemplar)
             try:
                 lane = local.lane
                 state = lane.state
@@ -1341,7 +1379,7 @@ class Bot:
         def observe_scaled(value: Any, exemplar: Any = None) -> bool | None:
             # Seconds, milliseconds or microseconds: stored as nanoseconds.
             if exemplar is not None:
-                return slow(metric, value, False, exemplar=exemplar)
+                return observe_exemplar(value, exemplar)
             try:
                 kind = value.__class__
                 if kind is float:

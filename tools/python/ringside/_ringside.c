@@ -40,6 +40,7 @@
 static PyObject *RingError; /* ringside._errors.RingError */
 static PyObject *RingValueError;
 static PyObject *current_thread_name; /* ringside._threadname.current: () -> the name as a lane holds it */
+static PyObject *exemplar_keyword;    /* "exemplar", interned: a call's keyword is the same object */
 
 /* MARK: - Core: an attached bot */
 
@@ -431,10 +432,10 @@ static int parse_exemplar(const char *call, PyObject *const *args, Py_ssize_t co
         PyErr_Format(PyExc_TypeError, "%s() takes 1 argument and an optional exemplar (%zd given)", call, count + named);
         return -1;
     }
-    if (named == 1 && !PyUnicode_CheckExact(PyTuple_GET_ITEM(keywords, 0))) named = -1;
-    if (named == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(keywords, 0), "exemplar") != 0) named = -1;
-    if (named < 0) {
-        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", call, PyTuple_GET_ITEM(keywords, 0));
+    PyObject *name = named == 1 ? PyTuple_GET_ITEM(keywords, 0) : NULL;
+    if (name != NULL && name != exemplar_keyword
+        && (!PyUnicode_CheckExact(name) || PyUnicode_CompareWithASCIIString(name, "exemplar") != 0)) {
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", call, name);
         return -1;
     }
     *exemplar = count == 2 || named == 1 ? args[1] : NULL;
@@ -662,5 +663,7 @@ PyMODINIT_FUNC PyInit__ringside(void) {
     current_thread_name = PyObject_GetAttrString(threadname, "current");
     Py_DECREF(threadname);
     if (current_thread_name == NULL) return NULL;
+    exemplar_keyword = PyUnicode_InternFromString("exemplar");
+    if (exemplar_keyword == NULL) return NULL;
     return PyModule_Create(&module_definition);
 }

@@ -411,3 +411,18 @@ def test_any_mapping_is_taken_and_a_key_named_twice_is_refused(backend, ring_dir
         fill.observe(2, exemplar=Pairs([("order_id", "A17"), ("order_id", "A18")]))
     assert BotFile(bot.path).exemplars("fill") == [(1, EXEMPLAR, "order_id=A17")]
     bot.close()
+
+
+def test_an_exemplar_whose_records_wrap_past_the_lanes_end_arrives_whole(backend, ring_dir, collector):
+    bot = attach(backend, ring_dir, "wrap", lane_capacity=16)
+    sizes = bot.histogram("sizes", unit="bytes")
+    for value in range(1, 16):
+        assert sizes.observe(value)
+    collector.wait_for("the first 15 records drained", lambda: (
+        (found := collector.series("wrap", "sizes")) and found["total_count"] == 15))
+    # Cursors 15, 16 and 17: slots 15, 0 and 1.
+    assert sizes.observe(100, exemplar={"order_id": "W1-0123456789ABCDEF"})
+    exemplars = collector.wait_for("the exemplar", lambda: bucket_exemplars(collector, "wrap", "sizes"))
+    assert [(exemplar["value"], exemplar["labels"]) for exemplar in exemplars] == [(100, {"order_id": "W1-0123456789ABCDEF"})]
+    assert bot.records_written == 18 and bot.records_dropped == 0
+    bot.close()
