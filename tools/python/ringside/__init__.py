@@ -52,7 +52,7 @@ retires it as the OS thread exits, which may be a moment after join() returns; t
 as Python lets go of the thread, before join() returns). Coroutines of one event loop share their
 thread's lane; a call never awaits. A lane carries its thread's name, threading.current_thread().name
 as the thread claimed it (UTF-8, cut to 32 bytes at a character's boundary), which the collector
-shows beside the thread's id; a thread renamed after its first record keeps its old name in the
+shows with each exemplar, beside the thread's id; a thread renamed after its first record keeps its old name in the
 lane until it claims another (a forked child's first record, a bot attached anew).
 
 WORKERS AND FORK. A bot may be written by several processes at once, as its workers: each writes a

@@ -1,11 +1,11 @@
 """A thread's name as its lane holds it (THREAD NAMES in ringside.h), for both backends.
 
-A lane records the name of the thread that claimed it, for the collector to show beside the
-thread's id (with each exemplar, say): threading's name (threading.current_thread().name:
-"MainThread", "Thread-3 (worker)", "ThreadPoolExecutor-0_1", or the name given), not the
-kernel's, which CPython before 3.14 leaves as the program's for every thread. It is written when the
-thread claims its lane, at its first record through the bot; a thread renamed afterwards keeps the
-old name in the lane until it claims one again (in a forked child, or a bot attached anew).
+A lane records the name of the thread that claimed it, which the collector shows with each exemplar
+read from the lane, beside the thread's id: threading's name (threading.current_thread().name:
+"MainThread", "Thread-3 (worker)", "ThreadPoolExecutor-0_1", or the name given), not the kernel's,
+which CPython before 3.14 leaves as the program's for every thread. It is written when the thread
+claims its lane, at its first record through the bot; a thread renamed afterwards keeps the old
+name in the lane until it claims one again (in a forked child, or a bot attached anew).
 """
 
 from __future__ import annotations
