@@ -89,9 +89,10 @@ COST: an observation or a gauge set costs about 0.3 to 0.6 us on CPython 3.11, a
 0.1 to 0.2 us (no record: a load and a store of the lane's cell); `python -m ringside.bench`
 measures it beside prometheus_client. An observation is a thread-local read, a clock read, one
 struct.pack_into and two memoryview stores, each a C call from the interpreter: the C extension
-does the same in one. A thread's first call claims its lane (about 2 ms when a lane of 2 MiB is
-added to the file, tens of us when one is reused); a thread without a lane pays about 1.5 us a
-call (an exception, then the lock).
+does the same in one. One with an exemplar costs about 4 times as much: the exemplar is checked and
+encoded in Python, and each of its records is one more struct.pack_into. A thread's first call
+claims its lane (about 2 ms when a lane of 2 MiB is added to the file, tens of us when one is
+reused); a thread without a lane pays about 1.5 us a call (an exception, then the lock).
 
 The corresponding C header is Sources/CRingside/include/ringside_producer.h.
 """
