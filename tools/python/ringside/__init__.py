@@ -8,6 +8,7 @@
     in_flight = bot.gauge("orders_in_flight", merge="sum")  # the collector adds the workers' values
 
     fill.labels("AAPL").observe(0.0012)                  # seconds, stored as 1,200,000 ns exactly
+    fill.labels("AAPL").observe(0.0012, exemplar={"order_id": "A17"})  # which order it was
     with fill.labels("MSFT").time(): ...                 # a span, timed by the precise clock
     @fill.labels("AAPL").time()                          # a function's calls, or a coroutine's
     async def send_order(): ...
@@ -33,11 +34,26 @@ takes whole numbers (3 or 3.0). Counters add whole numbers from 0 to 2^64-1; gau
 A bad value raises RingValueError (a ValueError) or RingTypeError (a TypeError) naming the bot,
 the metric and the value; nothing is recorded then.
 
+EXEMPLARS. observe(value, exemplar={"order_id": "A17"}), as prometheus_client's, records the value
+with an exemplar naming it; the collector keeps the largest values' exemplars (with the pid, the
+thread's id and its name) and exports them in /latest and OpenMetrics. So do stop(token, exemplar)
+and time(exemplar=...), whose timer's `exemplar` may also be set inside a `with` block, once it is
+known (`with fill.time() as timer: ...; timer.exemplar = {"order_id": order.id}`). An exemplar is
+a mapping of label names ([a-zA-Z_][a-zA-Z0-9_]*) to str values without newline or NUL, stored as
+"key=value" pairs joined by newlines in the mapping's order: at most 64 bytes of UTF-8 in all. One
+that is longer or malformed (empty too: None means none) raises RingValueError, one not a mapping
+of str to str RingTypeError, naming the problem; nothing is recorded then, and an exemplar is never
+cut. The value and its exemplar take 1 + ceil(bytes / 16) slots of the lane, published together: a
+lane without room for all of them drops the value and its exemplar together, one counted drop.
+
 THREADS AND ASYNCIO. Every call may come from any thread; each thread writes a lane of its own,
 claimed on its first record and retired when it ends, so threads never contend (the C extension
 retires it as the OS thread exits, which may be a moment after join() returns; the pure backend
 as Python lets go of the thread, before join() returns). Coroutines of one event loop share their
-thread's lane; a call never awaits.
+thread's lane; a call never awaits. A lane carries its thread's name, threading.current_thread().name
+as the thread claimed it (UTF-8, cut to 32 bytes at a character's boundary), which the collector
+shows with each exemplar, beside the thread's id; a thread renamed after its first record keeps its old name in the
+lane until it claims another (a forked child's first record, a bot attached anew).
 
 WORKERS AND FORK. A bot may be written by several processes at once, as its workers: each writes a
 file of its own, <name>@<pid>, and the collector merges them into the bot's series.
@@ -96,7 +112,7 @@ from typing import (
     cast,
 )
 
-from . import _runtime, _values
+from . import _exemplars, _runtime, _values
 from ._backend import Backend, Core
 from ._errors import BotError, RingError, RingTypeError, RingValueError
 from ._runtime import GcPauses, LoopLag
@@ -120,6 +136,12 @@ class _Step(Protocol):
     """Counter.inc, Gauge.inc and Gauge.dec: by 1 unless told."""
 
     def __call__(self, amount: Number = 1, /) -> None: ...
+
+
+class _Stop(Protocol):
+    """Histogram.stop: the token start() returned, and an exemplar if given."""
+
+    def __call__(self, token: int, /, exemplar: Mapping[str, str] | None = None) -> bool: ...
 
 
 def _load_backend() -> tuple[Backend, bool]:
@@ -416,8 +438,9 @@ class _Metric:
         kind, core = self._kind, bot._core
         index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every, merge)
         scale = _values.NANOSECONDS_PER.get(unit, 1) if kind == KIND_HISTOGRAM else 1
+        encode_exemplar = _exemplars.encoder(bot.name, name) if kind == KIND_HISTOGRAM else None
         handle = core.handle(index, kind, scale, unit not in _values.NANOSECONDS_PER,
-                             _values.converter(kind, bot.name, name, unit))
+                             _values.converter(kind, bot.name, name, unit), encode_exemplar)
         for call in self._call_names:  # the backend's calls themselves: one call per record
             setattr(self, call, getattr(handle, call))
 
@@ -459,18 +482,23 @@ class _Metric:
 
 
 class Histogram(_Metric):
-    """observe(value) in the histogram's unit; returns True if a record was written, False if
-    sampling skipped it, the lane was full or the thread found none (a counted drop), or the bot
-    is disabled (or, in a forked child, its worker file could not be made). A time histogram also
-    times: time() as a context manager or a decorator (of functions and coroutines), start() and
-    stop(token)."""
+    """observe(value, exemplar=None) in the histogram's unit; returns True if a record was
+    written, False if sampling skipped it, the lane was full or the thread found none (a counted
+    drop), or the bot is disabled (or, in a forked child, its worker file could not be made). A
+    time histogram also times: time() as a context manager or a decorator (of functions and
+    coroutines), start() and stop(token, exemplar=None). An exemplar ({"order_id": "A17"}) names
+    what the value measured: see EXEMPLARS in the package's documentation."""
     __slots__ = ("observe", "start", "stop")
     _kind = KIND_HISTOGRAM
     _call_names = ("observe", "start", "stop")
-    # The backend's calls, set on each series by _Metric.__init__.
-    observe: Callable[[Number], bool]
+    # The backend's calls, set on each series by _Metric.__init__ (declared as methods for type
+    # checkers, whose messages then name Histogram.observe).
     start: Callable[[], int]  # a token: the precise clock's reading, for stop()
-    stop: Callable[[int], bool]  # records the time since start() returned the token
+    if TYPE_CHECKING:
+        def observe(self, value: Number, /, exemplar: Mapping[str, str] | None = None) -> bool: ...
+
+        # Records the time since start() returned the token.
+        def stop(self, token: int, /, exemplar: Mapping[str, str] | None = None) -> bool: ...
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -481,13 +509,16 @@ class Histogram(_Metric):
     def _untimed(self, *args: object) -> NoReturn:
         raise TypeError(f"histogram {self.name} is in {self.unit}: only a histogram in s, ms, us or ns times")
 
-    def time(self) -> _Timer:
-        """Times a block (`with h.time():`) or each call of a function or coroutine (`@h.time()`)."""
+    def time(self, exemplar: Mapping[str, str] | None = None) -> _Timer:
+        """Times a block (`with h.time():`) or each call of a function or coroutine (`@h.time()`),
+        recording each span with `exemplar` if given. In a `with` block, the timer's `exemplar` may
+        be set once it is known (`with h.time() as timer: ...; timer.exemplar = {...}`). The
+        exemplar is checked as each span is recorded: a bad one raises then, recording nothing."""
         if self.labelnames and not self.labelvalues:
             self.start()  # raises: call .labels(...) first
         if self.unit not in _values.NANOSECONDS_PER:
             self._untimed()
-        return _Timer(self.start, self.stop)
+        return _Timer(self.start, self.stop, exemplar)
 
 
 class Counter(_Metric):
@@ -518,21 +549,26 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 class _Timer:
     """What Histogram.time() returns: a context manager, and a decorator of functions and
-    coroutine functions. Each call of a decorated function has its own start."""
-    __slots__ = ("_start", "_stop", "_token")
+    coroutine functions. Each call of a decorated function has its own start. `exemplar`, if not
+    None, is recorded with each span: time()'s, or, in a `with` block, one set on the timer."""
+    __slots__ = ("_start", "_stop", "_token", "exemplar")
 
-    def __init__(self, start: Callable[[], int], stop: Callable[[int], bool]) -> None:
+    def __init__(self, start: Callable[[], int], stop: _Stop, exemplar: Mapping[str, str] | None = None) -> None:
         self._start, self._stop, self._token = start, stop, 0
+        self.exemplar = exemplar
 
     def __enter__(self) -> Self:
         self._token = self._start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop(self._token)
+        if self.exemplar is None:
+            self._stop(self._token)
+        else:
+            self._stop(self._token, self.exemplar)
 
     def __call__(self, function: _F) -> _F:
-        start, stop = self._start, self._stop
+        start, stop, exemplar = self._start, self._stop, self.exemplar
         if inspect.iscoroutinefunction(function):
             @functools.wraps(function)
             async def timed_coroutine(*args: Any, **kwargs: Any) -> Any:
@@ -540,7 +576,7 @@ class _Timer:
                 try:
                     return await function(*args, **kwargs)
                 finally:
-                    stop(token)
+                    stop(token, exemplar)
             return cast(_F, timed_coroutine)  # functools.wraps keeps the function's signature
 
         @functools.wraps(function)
@@ -549,5 +585,5 @@ class _Timer:
             try:
                 return function(*args, **kwargs)
             finally:
-                stop(token)
+                stop(token, exemplar)
         return cast(_F, timed)

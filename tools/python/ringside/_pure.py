@@ -27,7 +27,14 @@ every lane taken records without one: its counter increments and gauge values ar
 exactly, and its histogram and gauge records are counted as dropped, all in the metric's shared
 cell (`unlaned`). Counters write no records: an increment adds to the lane's cell of the metric.
 A full lane drops the new record and counts it (the lane's dropped_total and its cell of the
-metric); it never blocks or overwrites.
+metric); it never blocks or overwrites. A lane claimed by a thread carries the thread's name
+(threading's, as ringside/_threadname.py encodes it), written before the lane's state.
+
+EXEMPLARS (EXEMPLARS in ringside.h): observe(value, exemplar) and stop(token, exemplar) write the
+value's record flagged RS_FLAG_EXEMPLAR with the exemplar's length, then its bytes (checked and
+encoded by ringside/_exemplars.py first) in exemplar records, 16 bytes each, and publish them all
+with one store of write_cursor; a lane without room for all of them drops the value whole, one
+counted drop.
 
 WORKERS AND FORK (WORKERS in ringside.h): a bot is one process's, or several processes' as its
 workers. attach(worker=True) writes a file of the process's own, <name>@<pid>, which the collector
@@ -82,9 +89,10 @@ COST: an observation or a gauge set costs about 0.3 to 0.6 us on CPython 3.11, a
 0.1 to 0.2 us (no record: a load and a store of the lane's cell); `python -m ringside.bench`
 measures it beside prometheus_client. An observation is a thread-local read, a clock read, one
 struct.pack_into and two memoryview stores, each a C call from the interpreter: the C extension
-does the same in one. A thread's first call claims its lane (about 2 ms when a lane of 2 MiB is
-added to the file, tens of us when one is reused); a thread without a lane pays about 1.5 us a
-call (an exception, then the lock).
+does the same in one. One with an exemplar costs about 4 times as much: the exemplar is checked and
+encoded in Python, and each of its records is one more struct.pack_into. A thread's first call
+claims its lane (about 2 ms when a lane of 2 MiB is added to the file, tens of us when one is
+reused); a thread without a lane pays about 1.5 us a call (an exception, then the lock).
 
 The corresponding C header is Sources/CRingside/include/ringside_producer.h.
 """
@@ -107,6 +115,8 @@ from typing import Any, Callable
 
 from ._backend import Converter
 from ._errors import RingError, RingValueError
+from ._exemplars import EXEMPLAR_BYTES_PER_RECORD, Encoder
+from ._threadname import THREAD_NAME_MAX, encoded as thread_name_bytes
 from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS, merge_phrase
 
 __all__ = ["attach", "Bot", "check_memory_ordering"]
@@ -134,6 +144,8 @@ _H_WORKERS_REFUSED = 0x0A8  # the bot's file: processes refused a worker file, a
 
 LANE_UNUSED, LANE_ACTIVE, LANE_RETIRED = 0, 1, 2
 FLAG_SPAN = 0x01  # a record's value is a duration measured with the precise clock
+FLAG_EXEMPLAR = 0x02  # exemplar records follow the value's: its `exemplar_length` bytes
+KIND_EXEMPLAR = 4  # an exemplar record's kind: 16 of an exemplar's bytes
 
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
@@ -159,6 +171,7 @@ _LQ_HEARTBEAT = 0x10 // 8
 _LI_STATE = 0x18 // 4
 _LI_OWNER = 0x1C // 4  # an int32 thread id, stored like the pid
 _LI_CLAIMS = 0x20 // 4
+_L_THREAD_NAME = 0x28  # a byte offset: the holder's name, THREAD_NAME_MAX bytes, NUL-padded
 _LQ_READ = 0x80 // 8
 _LQ_CELLS = LANE_HEADER_SIZE // 8
 # A registry entry's fixed part: index, kind, unit, gauge_merge, reserved0, sample_every, three lengths.
@@ -168,6 +181,9 @@ MERGE_LAST, MERGE_PER_WORKER, MERGE_POLICIES = 0, 4, 5  # rs_gauge_merge: last, 
 # writer into one little-endian 8-byte word (fewer arguments to pack). Gauges pack a double.
 _RECORD = struct.Struct("<QQQQ")
 _GAUGE_RECORD = struct.Struct("<QdQQ")
+# An exemplar record: 16 of the exemplar's bytes as they lie (in timestamp_ns then value; the last
+# record's zero-padded by "16s"), its sequence, then metric and kind packed as above.
+_EXEMPLAR_RECORD = struct.Struct("<16sQQ")
 # struct flock on Linux x86-64: l_type, l_whence, (pad), l_start, l_len, l_pid, (pad).
 _FLOCK = struct.Struct("hh4xqqi4x")
 
@@ -250,9 +266,11 @@ _UNIT_NAMES = {code: name for name, code in UNITS.items()}
 class _Metric:
     """A registered metric as this process knows it: what the slow path and the messages need.
     `convert` (ringside/_values.py) turns a value the hot path did not take into the value stored,
-    or raises the error naming the metric and the value; Bot.handle() sets it."""
-    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "merge", "convert")
+    or raises the error naming the metric and the value; `encode_exemplar` (ringside/_exemplars.py,
+    histograms only) an exemplar into its bytes; Bot.handle() sets them."""
+    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "merge", "convert", "encode_exemplar")
     convert: Converter
+    encode_exemplar: Encoder | None
 
     def __init__(self, bot: str, index: int, name: str, kind: int, unit: int, sample_every: int, labels: bytes,
                  merge: int) -> None:
@@ -1042,8 +1060,9 @@ class Bot:
         now = _coarse_ns()
         i[_LI_CLAIMS] = (i[_LI_CLAIMS] + 1) & _U32
         i[_LI_OWNER] = threading.get_native_id()
+        lane.mm[_L_THREAD_NAME:_L_THREAD_NAME + THREAD_NAME_MAX] = thread_name_bytes(thread.name).ljust(THREAD_NAME_MAX, b"\0")
         q[_LQ_HEARTBEAT] = now
-        # "Release": a reader that sees ACTIVE sees the owner and claim count stored before it.
+        # "Release": a reader that sees ACTIVE sees the owner, its name and claim count stored before it.
         i[_LI_STATE] = LANE_ACTIVE
         self._hq[_Q_HEARTBEAT] = now
 
@@ -1122,14 +1141,17 @@ class Bot:
             self._entries.append(metric)
             return index
 
-    def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Converter) -> _Handle:
+    def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Converter,
+               encode_exemplar: Encoder | None) -> _Handle:
         """The calls of metric `index`: observe, start and stop for a histogram (values times
         `scale`, floats rounded; `whole_only` is the converter's business here), inc for a counter, set, inc
-        and dec for a gauge. Values the hot path does not take go through `convert`."""
+        and dec for a gauge. Values the hot path does not take go through `convert`; a histogram's
+        exemplars through `encode_exemplar`."""
         with self._lock:
             self._check_usable()
             metric = self._entries[index]
             metric.convert = convert
+            metric.encode_exemplar = encode_exemplar
         if kind == KIND_HISTOGRAM:
             return _Handle(observe=self._histogram_observe(metric, scale),
                            start=time.monotonic_ns, stop=self._histogram_stop(metric))
@@ -1171,13 +1193,16 @@ class Bot:
 
     # MARK: The slow path
 
-    def _slow(self, metric: _Metric, value: Any, sample: bool, raw: bool = True, flags: int = 0) -> bool | None:
+    def _slow(self, metric: _Metric, value: Any, sample: bool, raw: bool = True, flags: int = 0,
+              exemplar: Any = None) -> bool | None:
         """Every call the hot path does not finish: a thread's first call, a thread without a
-        lane, a full lane, a bad value, a closed, disabled or forked bot. `sample`: the call has
-        not been through sampling yet; `raw`: the value is the caller's, not yet converted;
-        `flags`: the record's RS_FLAG_*. Returns what the handle's call returns."""
+        lane, a full lane, a bad value, a closed, disabled or forked bot, an exemplar. `sample`: the
+        call has not been through sampling yet; `raw`: the value is the caller's, not yet converted;
+        `flags`: the record's RS_FLAG_*; `exemplar`: the caller's, or None. Returns what the
+        handle's call returns."""
         if raw:
             value = metric.convert(value)
+        encoded = self._encode_exemplar(metric, exemplar)  # raises for a bad one, before anything is written
         self._check_usable()  # closed: RingError, in a forked child too, as the extension's calls
         if self._forked or os.getpid() != self._owner_pid:
             if not self._forked and self._header is not None:
@@ -1220,6 +1245,8 @@ class Bot:
             countdowns[lane.index] = left - 1 if left > 1 else metric.sample_every
             if left > 1:
                 return False
+        if encoded:
+            return self._write_exemplar(lane, index, value, encoded, flags)
         # The hot path's steps, spelled out (see _histogram_observe).
         state, mask = lane.state, self._mask
         cursor = state[0]
@@ -1239,6 +1266,41 @@ class Bot:
         q[_LQ_HEARTBEAT] = now
         return True
 
+    def _write_exemplar(self, lane: _Lane, index: int, value: int, encoded: bytes, flags: int) -> bool:
+        """A histogram's value with its exemplar (EXEMPLARS in ringside.h): the value's record
+        flagged RS_FLAG_EXEMPLAR with the exemplar's length, then its checked bytes in 16-byte
+        exemplar records, all published by one store of write_cursor; or, in a lane without room
+        for all of them, one counted drop (the lane's and its cell of the metric). Only the lane's
+        holder calls it, with a value in range."""
+        q, state, mask = lane.q, lane.state, self._mask
+        extra = (len(encoded) + EXEMPLAR_BYTES_PER_RECORD - 1) // EXEMPLAR_BYTES_PER_RECORD
+        cursor = state[0]
+        if cursor + extra - state[1] > mask and cursor + extra - lane.refresh_read() > mask:
+            q[_LQ_DROPPED] += 1
+            q[_LQ_CELLS + index] += 1
+            return False
+        now = time.monotonic_ns()
+        mv, base = lane.mv, self._geometry.lane_records_offset
+        _RECORD.pack_into(mv, base + ((cursor & mask) << 5), now, value, cursor,
+                          index | KIND_HISTOGRAM << 32 | (flags | FLAG_EXEMPLAR) << 40 | len(encoded) << 48)
+        tail = index | KIND_EXEMPLAR << 32
+        for k in range(1, extra + 1):  # part k: bytes 16(k-1) to 16k, in the slot after the last (the lane may wrap)
+            at = (k - 1) * EXEMPLAR_BYTES_PER_RECORD
+            _EXEMPLAR_RECORD.pack_into(mv, base + (((cursor + k) & mask) << 5), encoded[at:at + EXEMPLAR_BYTES_PER_RECORD],
+                                       cursor + k, tail)
+        state[0] = cursor + 1 + extra
+        q[_LQ_WRITE] = cursor + 1 + extra  # "release": publishes the records above, all at once
+        q[_LQ_HEARTBEAT] = now
+        return True
+
+    def _encode_exemplar(self, metric: _Metric, exemplar: Any) -> bytes:
+        """An exemplar's checked bytes (b"" for None), or the error naming its problem."""
+        if exemplar is None:
+            return b""
+        if metric.encode_exemplar is None:
+            raise TypeError(f"bot {self.name}: metric {metric.name}: only a histogram records an exemplar")
+        return metric.encode_exemplar(exemplar)
+
     # MARK: The hot paths
 
     # Each handle's call is a closure over the bot's constants, so a call costs one Python call.
@@ -1250,14 +1312,23 @@ class Bot:
     # cheaper call (clock_gettime_ns(id) parses its argument).
 
     def _inert(self, metric: _Metric) -> Callable[..., bool | None]:
-        """A disabled bot's call: converts (so checks) its argument, writes nothing."""
+        """A disabled bot's call: converts (so checks) its argument, and a histogram's exemplar,
+        writes nothing."""
+        if metric.kind == KIND_HISTOGRAM:
+            def observe(value: Any, exemplar: Any = None) -> bool:
+                self._check_usable()
+                metric.convert(value)
+                self._encode_exemplar(metric, exemplar)
+                return False
+            return observe
+
         def call(value: Any = 1) -> bool | None:
             self._check_usable()
             metric.convert(value)
             return False if metric.kind != KIND_COUNTER else None
         return call
 
-    def _histogram_observe(self, metric: _Metric, scale: int) -> Callable[[Any], bool | None]:
+    def _histogram_observe(self, metric: _Metric, scale: int) -> Callable[..., bool | None]:
         if self._header is None:
             return self._inert(metric)
         local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _RECORD.pack_into
@@ -1265,9 +1336,31 @@ class Bot:
         tail = metric.index | KIND_HISTOGRAM << 32  # metric, kind, flags 0, reserved 0: one word
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
         float_scale = float(scale)
+        encode, write_exemplar, index = self._encode_exemplar, self._write_exemplar, metric.index
 
-        def observe(value: Any) -> bool | None:
+        def observe_exemplar(value: Any, exemplar: Any) -> bool | None:
+            # A value with an exemplar: an int (times the unit's scale), or a float in s, ms or us,
+            # then the exemplar, checked; anything else, and a thread's first call, the slow way.
+            kind = value.__class__
+            try:
+                stored = value * scale if kind is int else round(value * float_scale) if kind is float and scale != 1 else -1
+            except (OverflowError, ValueError):  # an infinite or NaN float
+                stored = -1
+            if not 0 <= stored <= _U64:
+                return slow(metric, value, False, exemplar=exemplar)  # the converter says why
+            encoded = encode(metric, exemplar)
+            try:
+                lane = local.lane
+            except AttributeError:
+                lane = None
+            if lane is None or lane.state is None:  # no lane yet, or none; a closed or forked bot
+                return slow(metric, stored, False, raw=False, exemplar=exemplar)
+            return write_exemplar(lane, index, stored, encoded, 0)
+
+        def observe(value: Any, exemplar: Any = None) -> bool | None:
             # Nanoseconds, bytes or none: an int is stored as it is; a float goes to the converter.
+            if exemplar is not None:
+                return observe_exemplar(value, exemplar)
             try:
                 lane = local.lane
                 state = lane.state
@@ -1284,8 +1377,10 @@ class Bot:
                 pass
             return slow(metric, value, False)
 
-        def observe_scaled(value: Any) -> bool | None:
+        def observe_scaled(value: Any, exemplar: Any = None) -> bool | None:
             # Seconds, milliseconds or microseconds: stored as nanoseconds.
+            if exemplar is not None:
+                return observe_exemplar(value, exemplar)
             try:
                 kind = value.__class__
                 if kind is float:
@@ -1317,7 +1412,9 @@ class Bot:
         countdowns = self._countdowns[metric.index]  # per lane, as the C library keeps them
         write = observe
 
-        def sampled(value: Any) -> bool | None:
+        def sampled(value: Any, exemplar: Any = None) -> bool | None:
+            if exemplar is not None:
+                return slow(metric, value, True, exemplar=exemplar)  # samples, as it writes the exemplar
             try:
                 n = local.lane.index
                 left = countdowns[n]
@@ -1332,21 +1429,23 @@ class Bot:
             return write(value)
         return sampled
 
-    def _histogram_stop(self, metric: _Metric) -> Callable[[int], bool | None]:
-        """stop(start): the time since `start` (a time.monotonic_ns() reading, as start() gives),
-        in nanoseconds, recorded as a span stamped with its end."""
+    def _histogram_stop(self, metric: _Metric) -> Callable[..., bool | None]:
+        """stop(start, exemplar=None): the time since `start` (a time.monotonic_ns() reading, as
+        start() gives), in nanoseconds, recorded as a span stamped with its end, with an exemplar
+        if given."""
         if self._header is None:
-            def inert_stop(start: int) -> bool:
+            def inert_stop(start: int, exemplar: Any = None) -> bool:
                 self._check_usable()
+                self._encode_exemplar(metric, exemplar)
                 return False
             return inert_stop
         slow = self._slow
 
-        def stop(start: int) -> bool | None:
+        def stop(start: int, exemplar: Any = None) -> bool | None:
             if start.__class__ is not int:
                 raise TypeError(f"bot {self.name}: metric {metric.name}: stop() takes the token start() returned, not {start!r}")
             elapsed = time.monotonic_ns() - start
-            return slow(metric, elapsed if elapsed > 0 else 0, True, raw=False, flags=FLAG_SPAN)
+            return slow(metric, elapsed if elapsed > 0 else 0, True, raw=False, flags=FLAG_SPAN, exemplar=exemplar)
         return stop
 
     def _counter_increment(self, metric: _Metric) -> Callable[..., bool | None]:

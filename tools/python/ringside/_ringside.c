@@ -8,18 +8,30 @@
  * converter, so they take and refuse the same values with the same messages.
  *
  * Every call holds the GIL, so a Core's close() never runs while another thread records through
- * it: records after close() raise RingError instead of touching unmapped memory. Lanes, threads
- * and fork are the C producer's: per-thread lanes retired at thread exit; in a forked child, the
- * first record, registration or lane claim through a bot of the parent makes the child a worker
- * of the bot, writing a file of its own (WORKERS AND FORK in ringside_producer.h), so a Handle
- * the child inherited keeps working. A gauge's running value (inc, dec) starts from 0 in the
- * child, as in any new process.
+ * it: records after close() raise RingError instead of touching unmapped memory. Python code run
+ * by a call (a converter, the exemplar encoder, the thread's name) may let another thread close
+ * it, so a call checks that its bot is open after the last Python code it runs, then records.
+ * Lanes, threads and fork are the C producer's: per-thread lanes retired at thread exit; in a
+ * forked child, the first record, registration or lane claim through a bot of the parent makes the
+ * child a worker of the bot, writing a file of its own (WORKERS AND FORK in ringside_producer.h),
+ * so a Handle the child inherited keeps working. A gauge's running value (inc, dec) starts from 0
+ * in the child, as in any new process.
+ *
+ * Thread names (THREAD NAMES in ringside.h): a thread's first record through a bot claims its lane,
+ * which the C producer names after the kernel's name for the thread; the Python thread's name
+ * (threading's) replaces it at once, before the thread's first record is written.
+ *
+ * Exemplars (EXEMPLARS in ringside.h): observe() and stop() take one, a dict of str to str that the
+ * C code encodes ("key=value" pairs joined by newlines) and checks with rs_exemplar_check; any other
+ * exemplar, or one that fails, goes to the handle's Python encoder (ringside/_exemplars.py), which
+ * raises the error naming the problem (or returns the bytes, checked again here).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <math.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "ringside_producer.h"
 
@@ -27,6 +39,8 @@
 
 static PyObject *RingError; /* ringside._errors.RingError */
 static PyObject *RingValueError;
+static PyObject *current_thread_name; /* ringside._threadname.current: () -> the name as a lane holds it */
+static PyObject *exemplar_keyword;    /* "exemplar", interned: a call's keyword is the same object */
 
 /* MARK: - Core: an attached bot */
 
@@ -233,19 +247,21 @@ typedef struct {
     double gauge_value;    /* a gauge's value as this process last set it (inc and dec add to it) */
     uint64_t gauge_generation; /* the process_generation gauge_value was set in */
     PyObject *convert;     /* value -> stored value, or raises (ringside/_values.py) */
+    PyObject *encode_exemplar; /* a histogram's: exemplar -> its bytes, or raises (ringside/_exemplars.py); else None */
 } HandleObject;
 
 static PyTypeObject HandleType;
 
-/* handle(index, kind, scale, whole_only, convert) */
+/* handle(index, kind, scale, whole_only, convert, encode_exemplar) */
 static PyObject *core_handle(CoreObject *core, PyObject *args) {
     unsigned long index;
     int kind, whole_only;
     unsigned long long scale;
-    PyObject *convert;
-    if (!PyArg_ParseTuple(args, "kiKpO", &index, &kind, &scale, &whole_only, &convert)) return NULL;
+    PyObject *convert, *encode_exemplar;
+    if (!PyArg_ParseTuple(args, "kiKpOO", &index, &kind, &scale, &whole_only, &convert, &encode_exemplar)) return NULL;
     if (core_check_open(core) < 0) return NULL;
-    if (scale == 0 || !PyCallable_Check(convert)) return PyErr_Format(PyExc_ValueError, "bad handle arguments");
+    if (scale == 0 || !PyCallable_Check(convert) || (encode_exemplar != Py_None && !PyCallable_Check(encode_exemplar)))
+        return PyErr_Format(PyExc_ValueError, "bad handle arguments");
     HandleObject *handle = PyObject_New(HandleObject, &HandleType);
     if (handle == NULL) return NULL;
     Py_INCREF(core);
@@ -264,13 +280,46 @@ static PyObject *core_handle(CoreObject *core, PyObject *args) {
     handle->gauge_generation = process_generation;
     Py_INCREF(convert);
     handle->convert = convert;
+    Py_INCREF(encode_exemplar);
+    handle->encode_exemplar = encode_exemplar;
     return (PyObject *)handle;
 }
 
 static void handle_dealloc(HandleObject *handle) {
     Py_XDECREF(handle->core);
     Py_XDECREF(handle->convert);
+    Py_XDECREF(handle->encode_exemplar);
     PyObject_Free(handle);
+}
+
+/* MARK: - Lanes and thread names */
+
+/* A thread's first record through the bot (cold): claims its lane, as the record would, and names
+   the lane after the Python thread. Runs Python code: the caller checks the bot is open after it.
+   A name that cannot be had (a failure inside threading) is reported as unraisable, and the lane
+   keeps the kernel's name: it is a label, and the record goes on. */
+static __attribute__((noinline, cold)) void core_claim_lane(CoreObject *core) {
+    (void)rs_bot_producer(core->bot); /* the claim: a lane, none (laneless), or a disabled bot's */
+    if (!core->bot->enabled) return;  /* nothing to name */
+    PyObject *name = PyObject_CallObject(current_thread_name, NULL);
+    if (name == NULL || !PyBytes_Check(name)) {
+        if (name == NULL) PyErr_WriteUnraisable(current_thread_name);
+        Py_XDECREF(name);
+        return;
+    }
+    if (core->bot != NULL) /* the Python code above may have let another thread close it */
+        (void)rs_bot_name_thread(core->bot, PyBytes_AS_STRING(name), (size_t)PyBytes_GET_SIZE(name));
+    Py_DECREF(name);
+}
+
+/* 0 when the bot is open and the calling thread has claimed (and named) its lane; else -1 with
+   RingError set. The last thing a call does before it records. */
+static inline int core_ready(CoreObject *core) {
+    rs_bot *bot = core->bot;
+    if (__builtin_expect(bot == NULL, 0)) return core_check_open(core);
+    if (__builtin_expect(rs_thread_lanes[bot->slot].generation == bot->generation, 1)) return 0;
+    core_claim_lane(core);
+    return core_check_open(core);
 }
 
 /* A value the fast path did not take, through `convert`: 0 and *out, or -1 with the exception set. */
@@ -312,25 +361,140 @@ static int handle_observation(HandleObject *handle, PyObject *value, uint64_t *o
     return handle_convert_u64(handle, value, out);
 }
 
-static PyObject *handle_observe(HandleObject *handle, PyObject *value) {
+/* An exemplar's bytes, checked: a dict of str to str is encoded here; anything else, or anything
+   wrong, goes to the handle's encoder, which raises naming the problem. 0 and `length` bytes in
+   `out` (RS_EXEMPLAR_MAX), or -1 with the exception set. */
+static int handle_exemplar(HandleObject *handle, PyObject *exemplar, char *out, size_t *length) {
+    size_t used = 0;
+    int taken = PyDict_CheckExact(exemplar) && PyDict_GET_SIZE(exemplar) > 0;
+    Py_ssize_t at = 0;
+    PyObject *key, *value;
+    while (taken && PyDict_Next(exemplar, &at, &key, &value)) {
+        Py_ssize_t key_length, value_length;
+        const char *k = PyUnicode_CheckExact(key) ? PyUnicode_AsUTF8AndSize(key, &key_length) : NULL;
+        const char *v = k != NULL && PyUnicode_CheckExact(value) ? PyUnicode_AsUTF8AndSize(value, &value_length) : NULL;
+        if (v == NULL) {
+            PyErr_Clear(); /* a lone surrogate: the encoder says so */
+            taken = 0;
+            break;
+        }
+        size_t needed = used + (used > 0) + (size_t)key_length + 1 + (size_t)value_length;
+        /* Checked per pair, as the joined bytes cannot show it: a newline in a value, or "=" in a
+           key, would read as another pair. The key's other characters are rs_exemplar_check's. */
+        if (needed > RS_EXEMPLAR_MAX || memchr(v, '\n', (size_t)value_length) != NULL
+            || memchr(v, 0, (size_t)value_length) != NULL || memchr(k, '=', (size_t)key_length) != NULL
+            || memchr(k, '\n', (size_t)key_length) != NULL) {
+            taken = 0;
+            break;
+        }
+        if (used > 0) out[used++] = '\n';
+        memcpy(out + used, k, (size_t)key_length);
+        used += (size_t)key_length;
+        out[used++] = '=';
+        memcpy(out + used, v, (size_t)value_length);
+        used += (size_t)value_length;
+    }
+    if (taken && rs_exemplar_check(out, used, NULL) == 0) {
+        *length = used;
+        return 0;
+    }
+    if (handle->encode_exemplar == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "only a histogram records an exemplar");
+        return -1;
+    }
+    PyObject *encoded = PyObject_CallFunctionObjArgs(handle->encode_exemplar, exemplar, NULL);
+    if (encoded == NULL) return -1;
+    rs_error error;
+    error.message[0] = 0;
+    if (!PyBytes_Check(encoded)) {
+        Py_DECREF(encoded);
+        PyErr_SetString(PyExc_TypeError, "the exemplar encoder returned no bytes");
+        return -1;
+    }
+    size_t size = (size_t)PyBytes_GET_SIZE(encoded);
+    if (rs_exemplar_check(PyBytes_AS_STRING(encoded), size, &error) != 0) { /* the encoder let it through: C has the last word */
+        PyErr_Format(RingValueError, "bot %U: exemplar %R: %s", handle->core->name, exemplar, error.message);
+        Py_DECREF(encoded);
+        return -1;
+    }
+    memcpy(out, PyBytes_AS_STRING(encoded), size);
+    *length = size;
+    Py_DECREF(encoded);
+    return 0;
+}
+
+/* observe(value) and stop(token) take an exemplar too, positional or by keyword: `*exemplar` is
+   NULL (none given), None or it. 0, or -1 with TypeError set. */
+static int parse_exemplar(const char *call, PyObject *const *args, Py_ssize_t count, PyObject *keywords,
+                          PyObject **exemplar) {
+    Py_ssize_t named = keywords != NULL ? PyTuple_GET_SIZE(keywords) : 0;
+    if (count < 1 || count > 2 || named > 1 || (named == 1 && count == 2)) {
+        PyErr_Format(PyExc_TypeError, "%s() takes 1 argument and an optional exemplar (%zd given)", call, count + named);
+        return -1;
+    }
+    PyObject *name = named == 1 ? PyTuple_GET_ITEM(keywords, 0) : NULL;
+    if (name != NULL && name != exemplar_keyword
+        && (!PyUnicode_CheckExact(name) || PyUnicode_CompareWithASCIIString(name, "exemplar") != 0)) {
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", call, name);
+        return -1;
+    }
+    *exemplar = count == 2 || named == 1 ? args[1] : NULL;
+    return 0;
+}
+
+/* observe(value, exemplar=None) */
+static PyObject *handle_observe(HandleObject *handle, PyObject *const *args, Py_ssize_t count, PyObject *keywords) {
+    PyObject *exemplar = NULL;
+    if (__builtin_expect(count != 1 || keywords != NULL, 0) && parse_exemplar("observe", args, count, keywords, &exemplar) < 0)
+        return NULL;
     uint64_t stored;
-    if (handle_observation(handle, value, &stored) < 0) return NULL;
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
-    return PyBool_FromLong(rs_bot_record(handle->core->bot, handle->metric, stored));
+    if (handle_observation(handle, args[0], &stored) < 0) return NULL;
+    if (exemplar == NULL || exemplar == Py_None) {
+        if (core_ready(handle->core) < 0) return NULL;
+        return PyBool_FromLong(rs_bot_record(handle->core->bot, handle->metric, stored));
+    }
+    char bytes[RS_EXEMPLAR_MAX];
+    size_t length;
+    if (handle_exemplar(handle, exemplar, bytes, &length) < 0 || core_ready(handle->core) < 0) return NULL;
+    /* Checked above (rs_exemplar_check): not again. */
+    return PyBool_FromLong(rs_bot_record_checked_exemplar(handle->core->bot, handle->metric, stored, bytes, length));
 }
 
 static PyObject *handle_start(HandleObject *Py_UNUSED(handle), PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromUnsignedLongLong(rs_clock_precise_ns());
 }
 
-static PyObject *handle_stop(HandleObject *handle, PyObject *token) {
+/* rs_bot_record_span with a checked exemplar: the span from `start_ns` to now, flagged as a span
+   and stamped with its end, as rs_producer_record_span writes it, with the exemplar's records. */
+static int record_span_exemplar(rs_bot *bot, rs_metric metric, uint64_t start_ns, const char *exemplar, size_t length) {
+    if (metric.kind != RS_KIND_HISTOGRAM) return 0;
+    uint64_t end = rs_clock_precise_ns();
+    uint64_t elapsed = end >= start_ns ? end - start_ns : 0;
+    uint64_t value = metric.ns_per_unit > 1 ? elapsed / metric.ns_per_unit : elapsed;
+    rs_producer *p = rs_bot_producer(bot);
+    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
+    return rs_producer_write_exemplar(p, metric.index, RS_FLAG_SPAN, value, end, exemplar, (uint32_t)length);
+}
+
+/* stop(token, exemplar=None) */
+static PyObject *handle_stop(HandleObject *handle, PyObject *const *args, Py_ssize_t count, PyObject *keywords) {
+    PyObject *exemplar = NULL;
+    if (__builtin_expect(count != 1 || keywords != NULL, 0) && parse_exemplar("stop", args, count, keywords, &exemplar) < 0)
+        return NULL;
+    PyObject *token = args[0];
     uint64_t start = PyLong_AsUnsignedLongLong(token);
     if (start == (uint64_t)-1 && PyErr_Occurred()) {
         PyErr_Clear();
         return PyErr_Format(PyExc_TypeError, "stop() takes the token start() returned, not %R", token);
     }
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
-    return PyBool_FromLong(rs_bot_record_span(handle->core->bot, handle->metric, start));
+    if (exemplar == NULL || exemplar == Py_None) {
+        if (core_ready(handle->core) < 0) return NULL;
+        return PyBool_FromLong(rs_bot_record_span(handle->core->bot, handle->metric, start));
+    }
+    char bytes[RS_EXEMPLAR_MAX];
+    size_t length;
+    if (handle_exemplar(handle, exemplar, bytes, &length) < 0 || core_ready(handle->core) < 0) return NULL;
+    return PyBool_FromLong(record_span_exemplar(handle->core->bot, handle->metric, start, bytes, length));
 }
 
 /* A counter's increment, or a gauge's amount: the one optional argument (default 1). */
@@ -365,7 +529,7 @@ static PyObject *gauge_add(HandleObject *handle, PyObject *const *args, Py_ssize
         if (PyFloat_CheckExact(args[0])) amount = PyFloat_AS_DOUBLE(args[0]);
         else if (handle_convert_double(handle, args[0], &amount) < 0) return NULL;
     }
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     /* Under the GIL: one thread at a time. */
     if (handle->gauge_generation != process_generation) { /* set by the parent of this forked child */
         handle->gauge_value = 0.0;
@@ -381,7 +545,7 @@ static PyObject *handle_inc(HandleObject *handle, PyObject *const *args, Py_ssiz
     if (handle->metric.kind == RS_KIND_GAUGE) return gauge_add(handle, args, count, "inc", 0);
     uint64_t increment;
     if (handle_increment(handle, args, count, &increment) < 0) return NULL;
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     rs_bot_count(handle->core->bot, handle->metric, increment);
     Py_RETURN_NONE;
 }
@@ -394,17 +558,27 @@ static PyObject *handle_set(HandleObject *handle, PyObject *value) {
     double number;
     if (PyFloat_CheckExact(value)) number = PyFloat_AS_DOUBLE(value);
     else if (handle_convert_double(handle, value, &number) < 0) return NULL;
-    if (handle->core->bot == NULL) return core_check_open(handle->core), NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     handle->gauge_value = number;
     handle->gauge_generation = process_generation;
     return PyBool_FromLong(rs_bot_set(handle->core->bot, handle->metric, number));
+}
+
+/* exemplar_check(data: bytes) -> None, or why rs_exemplar_check refuses the bytes: for the tests,
+   which hold ringside/_exemplars.py's port of it to the C producer's rules. */
+static PyObject *ringside_exemplar_check(PyObject *Py_UNUSED(module), PyObject *data) {
+    if (!PyBytes_Check(data)) return PyErr_Format(PyExc_TypeError, "exemplar_check() takes bytes, not %R", data);
+    rs_error error;
+    error.message[0] = 0;
+    if (rs_exemplar_check(PyBytes_AS_STRING(data), (size_t)PyBytes_GET_SIZE(data), &error) == 0) Py_RETURN_NONE;
+    return PyUnicode_FromString(error.message);
 }
 
 /* MARK: - Types and module */
 
 static PyMethodDef core_methods[] = {
     {"register", (PyCFunction)core_register, METH_VARARGS, "register(name, kind, unit, labels, help, sample_every, merge) -> index"},
-    {"handle", (PyCFunction)core_handle, METH_VARARGS, "handle(index, kind, scale, whole_only, convert) -> Handle"},
+    {"handle", (PyCFunction)core_handle, METH_VARARGS, "handle(index, kind, scale, whole_only, convert, encode_exemplar) -> Handle"},
     {"close", (PyCFunction)core_close, METH_NOARGS, "Detaches the bot; its records stay for the collector."},
     {NULL, NULL, 0, NULL},
 };
@@ -434,9 +608,11 @@ static PyTypeObject CoreType = {
 };
 
 static PyMethodDef handle_methods[] = {
-    {"observe", (PyCFunction)handle_observe, METH_O, "Records an observation of a histogram."},
+    {"observe", (PyCFunction)(void (*)(void))handle_observe, METH_FASTCALL | METH_KEYWORDS,
+     "observe(value, exemplar=None): records an observation of a histogram, with an exemplar if given."},
     {"start", (PyCFunction)handle_start, METH_NOARGS, "The precise clock now, for stop()."},
-    {"stop", (PyCFunction)handle_stop, METH_O, "Records the time since start() as a span."},
+    {"stop", (PyCFunction)(void (*)(void))handle_stop, METH_FASTCALL | METH_KEYWORDS,
+     "stop(token, exemplar=None): records the time since start() as a span, with an exemplar if given."},
     {"inc", (PyCFunction)(void (*)(void))handle_inc, METH_FASTCALL, "Adds to a counter or a gauge."},
     {"dec", (PyCFunction)(void (*)(void))handle_dec, METH_FASTCALL, "Subtracts from a gauge."},
     {"set", (PyCFunction)handle_set, METH_O, "Sets a gauge."},
@@ -456,6 +632,8 @@ static PyTypeObject HandleType = {
 static PyMethodDef module_methods[] = {
     {"attach", ringside_attach, METH_VARARGS,
      "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker, max_workers) -> Core"},
+    {"exemplar_check", ringside_exemplar_check, METH_O,
+     "exemplar_check(data: bytes) -> None, or why rs_exemplar_check refuses it"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -480,5 +658,12 @@ PyMODINIT_FUNC PyInit__ringside(void) {
     RingValueError = PyObject_GetAttrString(errors, "RingValueError");
     Py_DECREF(errors);
     if (RingError == NULL || RingValueError == NULL) return NULL;
+    PyObject *threadname = PyImport_ImportModule("ringside._threadname");
+    if (threadname == NULL) return NULL;
+    current_thread_name = PyObject_GetAttrString(threadname, "current");
+    Py_DECREF(threadname);
+    if (current_thread_name == NULL) return NULL;
+    exemplar_keyword = PyUnicode_InternFromString("exemplar");
+    if (exemplar_keyword == NULL) return NULL;
     return PyModule_Create(&module_definition);
 }

@@ -2,8 +2,9 @@
 
 Every row runs once per round and the rounds interleave the rows, so a machine that changes speed
 between runs (a VM, a laptop) slows every row alike; each row reports the median of its rounds'
-nanoseconds per call, loop included, and its ratio to prometheus_client's call in the same
-round. Between rounds the benchmark drains its own lanes as the collector would (it moves each
+nanoseconds per call, loop included, and its ratio to the call it is compared with in the same
+round: prometheus_client's, or for an observe with an exemplar, the same library's observe
+without one. Between rounds the benchmark drains its own lanes as the collector would (it moves each
 lane's read cursor up to its write cursor), so no record is dropped; the drops are printed.
 
     python -m ringside.bench [--rounds N] [--calls N] [--json]
@@ -23,15 +24,20 @@ import struct
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import ringside
 from ringside import _pure
 from ringside._backend import Backend
 
 # A row: its name, the call timed (None: the loop alone), its argument (None: called without
-# one), and the row it is compared with (None: none).
-Row = Tuple[str, Optional[Callable[..., object]], Optional[float], Optional[str]]
+# one), the row it is compared with (None: none), and the exemplar passed with the argument
+# (None: none).
+Row = Tuple[str, Optional[Callable[..., object]], Optional[float], Optional[str], Optional[Dict[str, str]]]
+
+# The exemplar of the exemplar rows: 12 bytes, one more lane slot (as ringside-bench's
+# ringside.record.exemplar row).
+EXEMPLAR = {"order_id": "A17"}
 
 
 def _extension() -> Backend | None:
@@ -56,8 +62,10 @@ def _drain(path: str) -> None:
             view.close()
 
 
-def _timed(call: Callable[..., object] | None, argument: float | None, calls: int) -> float:
-    """Nanoseconds per call of `call(argument)` (or `call()` when argument is None), loop included."""
+def _timed(call: Callable[..., object] | None, argument: float | None, calls: int,
+           exemplar: dict[str, str] | None = None) -> float:
+    """Nanoseconds per call of `call(argument)` (or `call()` when argument is None, or
+    `call(argument, exemplar=exemplar)` with an exemplar), loop included."""
     loop = itertools.repeat(argument, calls)
     if call is None:
         start = time.perf_counter_ns()
@@ -68,6 +76,11 @@ def _timed(call: Callable[..., object] | None, argument: float | None, calls: in
         start = time.perf_counter_ns()
         for _ in loop:
             call()
+        return (time.perf_counter_ns() - start) / calls
+    if exemplar is not None:
+        start = time.perf_counter_ns()
+        for value in loop:
+            call(value, exemplar=exemplar)  # the keyword in the loop, as a caller writes it
         return (time.perf_counter_ns() - start) / calls
     start = time.perf_counter_ns()
     for value in loop:
@@ -94,15 +107,17 @@ def _rows(directory: str) -> tuple[list[Row], list[ringside.Bot], bool]:
         orders.inc()
         family.labels("AAPL").observe(0.0012)
         rows += [
-            (f"{label}: Histogram.observe(0.0012)", latency.observe, 0.0012, "prometheus_client: Histogram.observe"),
+            (f"{label}: Histogram.observe(0.0012)", latency.observe, 0.0012, "prometheus_client: Histogram.observe", None),
+            (f"{label}: observe(0.0012, exemplar=...)", latency.observe, 0.0012, f"{label}: Histogram.observe(0.0012)",
+             EXEMPLAR),
             (f"{label}: labels('AAPL').observe", lambda v, f=family: f.labels("AAPL").observe(v), 0.0012,
-             "prometheus_client: labels('AAPL').observe"),
-            (f"{label}: Counter.inc()", orders.inc, None, "prometheus_client: Counter.inc"),
-            (f"{label}: Gauge.set(1.5)", exposure.set, 1.5, "prometheus_client: Gauge.set"),
+             "prometheus_client: labels('AAPL').observe", None),
+            (f"{label}: Counter.inc()", orders.inc, None, "prometheus_client: Counter.inc", None),
+            (f"{label}: Gauge.set(1.5)", exposure.set, 1.5, "prometheus_client: Gauge.set", None),
         ]
     prometheus_rows = _prometheus_rows()
     rows += prometheus_rows or []
-    rows.append(("the loop alone", None, None, None))
+    rows.append(("the loop alone", None, None, None, None))
     return rows, bots, prometheus_rows is not None
 
 
@@ -118,10 +133,12 @@ def _prometheus_rows() -> list[Row] | None:
     counter = prometheus_client.Counter("orders", "orders", registry=registry)
     gauge = prometheus_client.Gauge("exposure", "exposure", registry=registry)
     return [
-        ("prometheus_client: Histogram.observe", histogram.observe, 0.0012, None),
-        ("prometheus_client: labels('AAPL').observe", lambda v: labelled.labels("AAPL").observe(v), 0.0012, None),
-        ("prometheus_client: Counter.inc", counter.inc, None, None),
-        ("prometheus_client: Gauge.set", gauge.set, 1.5, None),
+        ("prometheus_client: Histogram.observe", histogram.observe, 0.0012, None, None),
+        ("prometheus_client: observe(0.0012, exemplar=...)", histogram.observe, 0.0012,
+         "prometheus_client: Histogram.observe", EXEMPLAR),
+        ("prometheus_client: labels('AAPL').observe", lambda v: labelled.labels("AAPL").observe(v), 0.0012, None, None),
+        ("prometheus_client: Counter.inc", counter.inc, None, None, None),
+        ("prometheus_client: Gauge.set", gauge.set, 1.5, None, None),
     ]
 
 
@@ -129,15 +146,15 @@ def run(rounds: int, calls: int) -> tuple[list[dict[str, Any]], int, bool]:
     directory = tempfile.mkdtemp(prefix="ringside-pybench.", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
         rows, bots, has_prometheus = _rows(directory)
-        samples: dict[str, list[float]] = {name: [] for name, _, _, _ in rows}
+        samples: dict[str, list[float]] = {name: [] for name, _, _, _, _ in rows}
         for _ in range(rounds):
-            for name, call, argument, _ in rows:
+            for name, call, argument, _, exemplar in rows:
                 for bot in bots:
                     if bot.path is not None:  # None: disabled (RINGSIDE_DISABLED), nothing to drain
                         _drain(bot.path)
-                samples[name].append(_timed(call, argument, calls))
+                samples[name].append(_timed(call, argument, calls, exemplar))
         results = []
-        for name, _, _, baseline in rows:
+        for name, _, _, baseline, _ in rows:
             ratios = ([statistics.median([mine / theirs for mine, theirs in zip(samples[name], samples[baseline])])]
                       if baseline in samples else [])
             results.append({"row": name, "ns": statistics.median(samples[name]),
@@ -180,10 +197,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{options.rounds} interleaved rounds of {options.calls:,} calls, loop included")
     if not has_prometheus:
         print("(prometheus_client is not installed: pip install prometheus_client for its rows and the ratios)")
-    print(f"  {'call':<46} {'ns':>8}  {'x prometheus_client':>20}")
+    print(f"  {'call':<52} {'ns':>8}  {'ratio':>6}  to")
     for result in results:
         ratio = f"{result['ratio']:.2f}" if result["ratio"] is not None else ""
-        print(f"  {result['row']:<46} {result['ns']:8.1f}  {ratio:>20}")
+        print(f"  {result['row']:<52} {result['ns']:8.1f}  {ratio:>6}  {result['baseline'] or ''}")
     print(f"  records dropped: {dropped}")
     return 0
 

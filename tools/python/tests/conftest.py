@@ -163,9 +163,9 @@ def run_python(code, env=None, timeout=60):
 
 class BotFile:
     """A bot file as it is on disk, read by the format (ringside.h) without taking any lock: its
-    registry (and each entry's gauge merge policy), its counters' totals, its gauges' values and
-    the values of the records its lanes hold (none drained: every test that reads a file this way
-    runs no collector on it)."""
+    registry (and each entry's gauge merge policy), its counters' totals, its gauges' values, the
+    values of the records its lanes hold and their exemplars, and its lanes' thread names (none
+    drained: every test that reads a file this way runs no collector on it)."""
 
     # rs_gauge_merge's codes, by the name Bot.gauge(merge=...) takes
     MERGE_NAMES = ("last", "sum", "max", "min", "per_worker")
@@ -198,17 +198,41 @@ class BotFile:
             self.entries.append(data[at:at + 512])
         self._cells = [struct.unpack_from("<QQQ", data, cells_offset + 32 * index) for index in range(count)]
         self._lane_cells = []
-        self._records = []  # (metric index, value) of every record, lane by lane
+        self._records = []  # (metric index, value) of every value's record, lane by lane
+        # [metric index, value, flags, exemplar bytes] of every value recorded with an exemplar
+        self._exemplars = []
+        self.thread_names = []  # each lane's thread_name (0x28), its NUL padding dropped
         for lane in range(lanes):
             at = lanes_offset + lane * lane_size
             write = struct.unpack_from("<Q", data, at)[0]
             self._lane_cells.append(struct.unpack_from(f"<{count}Q", data, at + 256))
-            for cursor in range(max(0, write - self.capacity), write):
+            self.thread_names.append(data[at + 0x28:at + 0x48].rstrip(b"\0").decode())
+            parts = 0  # exemplar records still due after the last value's
+            first = max(0, write - self.capacity)
+            for cursor in range(first, write):
                 record = at + lane_records_offset + 32 * (cursor & (self.capacity - 1))
-                _, value, _, tail = struct.unpack_from("<QQQQ", data, record)
-                if (tail >> 32) & 0xFF == 2:  # a gauge's record holds a double
+                _, value, sequence, tail = struct.unpack_from("<QQQQ", data, record)
+                metric, kind, flags, length = tail & 0xFFFFFFFF, (tail >> 32) & 0xFF, (tail >> 40) & 0xFF, tail >> 48
+                if kind == 4 and parts == 0 and 0 < first and cursor < first + 4:
+                    continue  # the end of an exemplar whose value the lane wrapped over
+                if kind == 4:  # an exemplar record: 16 of the exemplar's bytes, as they lie
+                    assert parts > 0 and (sequence, metric, flags, length) == (cursor, self._exemplars[-1][0], 0, 0), \
+                        f"{path}: lane {lane}: exemplar record at cursor {cursor} out of place"
+                    self._exemplars[-1][3] += data[record:record + 16]
+                    parts -= 1
+                    continue
+                assert parts == 0, f"{path}: lane {lane}: a value at cursor {cursor} before its exemplar's end"
+                if kind == 2:  # a gauge's record holds a double
                     value = struct.unpack_from("<d", data, record + 8)[0]
-                self._records.append((tail & 0xFFFFFFFF, value))
+                self._records.append((metric, value))
+                if flags & 0x02:  # RS_FLAG_EXEMPLAR: `length` bytes follow, 16 a record
+                    self._exemplars.append([metric, value, flags, b"", length])
+                    parts = (length + 15) // 16
+            assert parts == 0, f"{path}: lane {lane}: an exemplar's records missing at the end"
+        for exemplar in self._exemplars:
+            metric, value, flags, stored, length = exemplar
+            assert stored[length:] == bytes(len(stored) - length), f"{path}: an exemplar's padding is not zero"
+            exemplar[3:] = [stored[:length].decode()]
 
     def index(self, name, labels=""):
         found = [entry[0] for entry in self.registry if entry[1] == name and entry[3] == labels]
@@ -235,6 +259,12 @@ class BotFile:
         """The values of a histogram's (or gauge's) records, lane by lane, each lane in order."""
         index = self.index(name, labels)
         return [value for metric, value in self._records if metric == index]
+
+    def exemplars(self, name, labels=""):
+        """(value, flags, exemplar text) of each of a histogram's values recorded with an
+        exemplar, lane by lane, each lane in order."""
+        index = self.index(name, labels)
+        return [(value, flags, text) for metric, value, flags, text in self._exemplars if metric == index]
 
 
 def bot_files(directory, bot):

@@ -493,8 +493,13 @@ def test_the_benchmark_runs_and_measures_both_backends():
     rows = {row["row"]: row for row in report["rows"]}
     assert report["dropped"] == 0
     assert rows["ringside pure: Histogram.observe(0.0012)"]["ns"] > 0
+    # An observe with an exemplar, against the same backend's observe in the same rounds.
+    assert rows["ringside pure: observe(0.0012, exemplar=...)"]["baseline"] == "ringside pure: Histogram.observe(0.0012)"
+    assert rows["ringside pure: observe(0.0012, exemplar=...)"]["ratio"] > 0
     if _ringside is not None:
         assert rows["ringside: Histogram.observe(0.0012)"]["ns"] > 0
+        assert rows["ringside: observe(0.0012, exemplar=...)"]["baseline"] == "ringside: Histogram.observe(0.0012)"
+        assert rows["ringside: observe(0.0012, exemplar=...)"]["ratio"] > 0
     try:
         import prometheus_client  # noqa: F401
     except ImportError:

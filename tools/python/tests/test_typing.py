@@ -1,6 +1,6 @@
 """The installed package's type information: py.typed and the C extension's stub are shipped, and
-mypy --strict, reading them as a user's checker does, takes the documented calls and refuses a
-string where a number goes."""
+mypy --strict, reading them as a user's checker does, takes the documented calls (exemplars
+included) and refuses a string where a number goes."""
 
 import os
 import subprocess
@@ -16,8 +16,12 @@ bot = ringside.attach("typed")
 fill = bot.histogram("fill", unit="s", labelnames=("symbol",))
 aapl: ringside.Histogram = fill.labels("AAPL")
 wrote: bool = aapl.observe(0.0012)
+aapl.observe(0.0012, exemplar={"order_id": "A17"})
+aapl.observe(1, {"order_id": "A17"})
 with aapl.time():
     pass
+with aapl.time(exemplar={"order_id": "A17"}) as timer:
+    timer.exemplar = {"order_id": "A18"}
 
 
 @aapl.time()
@@ -28,6 +32,7 @@ def send(n: int) -> str:
 sent: str = send(1)
 token: int = aapl.start()
 aapl.stop(token)
+aapl.stop(token, exemplar={"order_id": "A17"})
 bot.counter("orders", labelnames=("side",)).labels(side="buy").inc()
 level = bot.gauge("level")
 level.set(1.5)
@@ -54,4 +59,5 @@ def test_mypy_checks_user_code_against_the_installed_package(tmp_path):
     errors = [line for line in result.stdout.splitlines() if ": error: " in line]
     assert len(errors) == 1, result.stdout + result.stderr
     line = USER_CODE.splitlines().index('aapl.observe("0.1")  # the one error') + 1
-    assert errors[0].startswith(f'user.py:{line}: error: Argument 1 has incompatible type "str"'), errors
+    assert errors[0].startswith(f'user.py:{line}: error: Argument 1 to "observe" of "Histogram" has incompatible type '
+                                '"str"'), errors
