@@ -124,8 +124,8 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
              assert core.register('c_in_flight', 2, 0, b'', '', 1, 1) == 4\n\
              try:\n    core.register('c_in_flight', 2, 0, b'', '', 1, 2)\n    raise SystemExit('merged by max accepted')\n\
              except ringside.RingError as error:\n    assert 'merging its workers by sum; asked for max' in str(error), error\n\
-             observe = core.handle(latency, 3, 1, True, _values.converter(3, {BOT:?}, 'c_latency', 'none')).observe\n\
-             inc = core.handle(orders, 1, 1, True, _values.converter(1, {BOT:?}, 'c_orders', 'none')).inc\n\
+             observe = core.handle(latency, 3, 1, True, _values.converter(3, {BOT:?}, 'c_latency', 'none'), None).observe\n\
+             inc = core.handle(orders, 1, 1, True, _values.converter(1, {BOT:?}, 'c_orders', 'none'), None).inc\n\
              for i in range(100):\n    observe(i + 1)\n    inc(3)\n\
              bot.close()\n",
             module = module.display().to_string(),
