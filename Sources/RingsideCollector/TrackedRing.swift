@@ -172,7 +172,7 @@ final class TrackedRing {
         snapshot.heartbeatAgeSeconds = age(status.heartbeatMonotonicNanos)
         snapshot.lanes = status.lanes.map { lane in
             LaneSnapshot(
-                index: lane.index, state: lane.state, threadID: lane.ownerTID, backlog: lane.backlog,
+                index: lane.index, state: lane.state, threadID: lane.ownerTID, threadName: lane.threadName, backlog: lane.backlog,
                 recordsTotal: lane.writeCursor, consumedTotal: lane.readCursor, droppedTotal: lane.dropped,
                 heartbeatAgeSeconds: age(lane.heartbeatMonotonicNanos))
         }

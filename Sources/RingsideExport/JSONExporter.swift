@@ -200,6 +200,7 @@ public enum JSONExporter {
                     json.field("lane", lane.index)
                     json.field("state", lane.state.description)
                     json.field("thread_id", lane.threadID)
+                    json.field("thread_name", lane.threadName)
                     json.field("backlog", lane.backlog)
                     json.field("records_total", lane.recordsTotal)
                     json.field("consumed_total", lane.consumedTotal)

@@ -96,6 +96,8 @@ public struct LaneSnapshot: Sendable {
     package var state: LaneState
     /// The kernel thread id holding it (0 when retired).
     public var threadID: Int32
+    /// The name its holder gave its thread ("" when none; see THREAD NAMES in ringside.h).
+    public var threadName: String
     public var backlog: UInt64
     /// Records the lane's threads published, ever.
     public var recordsTotal: UInt64
@@ -106,12 +108,13 @@ public struct LaneSnapshot: Sendable {
     public var heartbeatAgeSeconds: Double
 
     package init(
-        index: Int, state: LaneState, threadID: Int32, backlog: UInt64, recordsTotal: UInt64,
+        index: Int, state: LaneState, threadID: Int32, threadName: String = "", backlog: UInt64, recordsTotal: UInt64,
         consumedTotal: UInt64, droppedTotal: UInt64, heartbeatAgeSeconds: Double
     ) {
         self.index = index
         self.state = state
         self.threadID = threadID
+        self.threadName = threadName
         self.backlog = backlog
         self.recordsTotal = recordsTotal
         self.consumedTotal = consumedTotal
