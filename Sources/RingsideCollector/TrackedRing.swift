@@ -153,6 +153,7 @@ final class TrackedRing {
         snapshot.quarantinesTotal = quarantine.count
         guard let status = live.status else { return snapshot }
         snapshot.producerPID = status.producerPID
+        snapshot.producerStartRealtimeNanos = status.producerStartRealtimeNanos
         snapshot.capacity = status.capacity
         snapshot.backlog = status.backlog
         snapshot.recordsTotal = status.writeCursor

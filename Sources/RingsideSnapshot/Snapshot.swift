@@ -17,6 +17,9 @@ public struct Snapshot: Sendable {
     public var rings: [RingSnapshot] = []
     public var slos: [SLOSnapshot] = []
     public var collector = CollectorStats()
+    /// The thread sampler's latest round, when it runs (`--thread-sample-interval`): attached to
+    /// each snapshot served, as it comes on its own cadence.
+    public var threadHealth: ThreadHealthSample?
 
     public init() {}
 }
@@ -165,6 +168,9 @@ public struct RingSnapshot: Sendable {
     public var quarantined = false
     public var quarantinesTotal: UInt64 = 0
     public var producerPID: Int32 = 0
+    /// CLOCK_REALTIME when that process attached (0: unknown): it started before, so a process
+    /// found at its pid that started after is another (the pid was reused).
+    public var producerStartRealtimeNanos: UInt64 = 0
     public var capacity: UInt64 = 0
     public var backlog: UInt64 = 0
     /// Records the producer published, ever, in every lane.
