@@ -26,20 +26,14 @@ struct ProcFile {
         case failed(String)
     }
 
-    /// Reads the file into `buffer`; with `keep`, its descriptor stays open for the next look
-    /// (one kept already stays open whatever `keep` says, until `close`).
+    /// Reads the file into `buffer`; with `keep`, its descriptor stays open for the next look,
+    /// else it is closed after this one (one kept before is given back).
     mutating func read(into buffer: UnsafeMutableRawBufferPointer, keep: Bool) -> Outcome {
         if descriptor < 0 {
-            let opened: Int32
-            do { opened = try System.open(path, O_RDONLY | O_CLOEXEC) } catch { return Self.outcome(of: error) }
-            if !keep {
-                defer { System.close(opened) }
-                return Self.read(opened, into: buffer, path: path)
-            }
-            descriptor = opened
+            do { descriptor = try System.open(path, O_RDONLY | O_CLOEXEC) } catch { return Self.outcome(of: error) }
         }
         let outcome = Self.read(descriptor, into: buffer, path: path)
-        if outcome == .gone { close() }  // gone for good: its descriptor is of no more use
+        if !keep || outcome == .gone { close() }  // a thread gone is gone for good: its descriptor is of no more use
         return outcome
     }
 

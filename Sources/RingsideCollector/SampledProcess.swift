@@ -6,8 +6,8 @@ import RingsideSystem
 
 /// A bot process the sampler follows: its `stat` and `fd`, when it started (so that another
 /// process at its pid is never taken for it), and its last CPU time for a rate. Touched by the
-/// sampler only.
-struct SampledProcess {
+/// sampler only; a class, so that a round reads it in place.
+final class SampledProcess {
     let pid: Int32
     private var stat: ProcFile
     private var descriptors: OpenDescriptorCount
@@ -15,6 +15,8 @@ struct SampledProcess {
     private(set) var startTicks: UInt64?
     private(set) var health: ProcessHealth?
     private var previousCPU: (ticks: UInt64, nanos: UInt64)?
+    /// Let go of (its files closed): its threads are not read.
+    private(set) var isClosed = false
 
     init(pid: Int32) {
         self.pid = pid
@@ -37,7 +39,7 @@ struct SampledProcess {
 
     /// Reads its `stat` and counts its descriptors. `attachedRealtimeNanos`: when its rings say it
     /// attached (0: unknown), which a process first read must have started before.
-    mutating func read(
+    func read(
         _ buffer: UnsafeMutableRawBufferPointer, keep: Bool, nowNanos now: UInt64, attachedRealtimeNanos: UInt64,
         clock: ProcClock
     ) -> Reading {
@@ -67,7 +69,8 @@ struct SampledProcess {
         return .read
     }
 
-    mutating func close() {
+    func close() {
+        isClosed = true
         stat.close()
         descriptors.close()
     }

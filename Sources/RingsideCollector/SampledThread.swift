@@ -2,9 +2,13 @@ import RingsideSnapshot
 
 /// A lane thread the sampler follows: its `schedstat`, `stat` and `status` files, and what it
 /// keeps of it between reads (the last figures and when they were read, for rates; the last CPU,
-/// for migrations). Touched by the sampler only.
-struct SampledThread {
+/// for migrations). Touched by the sampler only; a class, so that a round reads it in place.
+final class SampledThread {
     let key: ThreadKey
+    /// Its process, read before it in each round: its threads are read once it has been.
+    let process: SampledProcess
+    /// Let go of (its files closed): no longer read.
+    private(set) var isClosed = false
     private var schedstat: ProcFile
     private var stat: ProcFile
     private var status: ProcFile
@@ -18,8 +22,9 @@ struct SampledThread {
     /// and its CPU stand still too).
     private(set) var detailsDue = true
 
-    init(_ key: ThreadKey) {
+    init(_ key: ThreadKey, of process: SampledProcess) {
         self.key = key
+        self.process = process
         let directory = "/proc/\(key.pid)/task/\(key.tid)/"
         schedstat = ProcFile(directory + "schedstat")
         stat = ProcFile(directory + "stat")
@@ -34,9 +39,11 @@ struct SampledThread {
     }
 
     var keptDescriptors: Int { [schedstat.isKept, stat.isKept, status.isKept].count { $0 } }
+    var schedstatKept: Bool { schedstat.isKept }
+    var detailsKept: Bool { stat.isKept || status.isKept }
 
     /// Reads `schedstat`: the time on a CPU and waiting for one. `keep`: keep its descriptor.
-    mutating func readSchedstat(_ buffer: UnsafeMutableRawBufferPointer, keep: Bool, nowNanos now: UInt64) -> Reading {
+    func readSchedstat(_ buffer: UnsafeMutableRawBufferPointer, keep: Bool, nowNanos now: UInt64) -> Reading {
         let text: ArraySlice<UInt8>
         switch Self.text(of: &schedstat, buffer, keep: keep) {
         case let .bytes(bytes): text = bytes
@@ -63,7 +70,8 @@ struct SampledThread {
     }
 
     /// Reads `stat` (its last CPU) and `status` (its context switches), after `readSchedstat`.
-    mutating func readDetails(_ buffer: UnsafeMutableRawBufferPointer, keep: Bool, nowNanos now: UInt64) -> Reading {
+    /// `keep`: keep their descriptors.
+    func readDetails(_ buffer: UnsafeMutableRawBufferPointer, keep: Bool, nowNanos now: UInt64) -> Reading {
         let threadStat: ThreadStat
         switch Self.text(of: &stat, buffer, keep: keep) {
         case let .bytes(text):
@@ -104,15 +112,16 @@ struct SampledThread {
         return .read
     }
 
-    /// Closes its files.
-    mutating func close() {
+    /// Closes its files: it is no longer read.
+    func close() {
+        isClosed = true
         schedstat.close()
         stat.close()
         status.close()
     }
 
     /// Forgets what was read of it: the thread at its id is another one.
-    private mutating func restart() {
+    private func restart() {
         health = nil
         sched = nil
         switches = nil

@@ -21,7 +21,8 @@ import Synchronization
 /// in CPU time, and the next takes up where it stopped. In turn: each process's `stat` and its
 /// descriptors (at most a third of the budget), each thread's `schedstat` (to two thirds), then
 /// `stat` and `status` of the threads whose schedstat moved (the rest). Files are kept open and
-/// read again with `pread` while `keptDescriptorLimit` allows.
+/// read again with `pread` while `keptDescriptorLimit` allows: each process's two, then each
+/// thread's schedstat, then, with what is left, threads' stat and status.
 // @unchecked: its state is touched by its own thread only, or by the caller of `sampleRound` when
 // not started (tests step it); `stop` waits for the thread to finish.
 package final class ThreadHealthSampler: @unchecked Sendable {
@@ -36,15 +37,21 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     private let publish: @Sendable (ThreadHealthSample) -> Void
     private let log: CollectorLog
     private let clock = ProcClock.system
+    /// What it follows, by key, and in the order rounds take them (rebuilt when `orderStale`).
     private var processes: [Int32: SampledProcess] = [:]
     private var threads: [ThreadKey: SampledThread] = [:]
+    private var processOrder: [SampledProcess] = []
+    private var threadOrder: [SampledThread] = []
+    private var orderStale = true
     /// Targets that could not be read, and when to try again: a thread or process gone, or another
     /// process at the pid, never while it stays a target; one unreadable, after `retryNanos`.
     private var unreadable: [ThreadKey: UInt64] = [:]
     private var refusedProcesses: [Int32: UInt64] = [:]
+    private var nextRetryNanos = UInt64.max
     static let retryNanos: UInt64 = 30_000_000_000
+    /// The targets, and the generation of the snapshot they came from (the same one names the same).
     private var targets: ThreadHealthTargets?
-    private var processOrder: [Int32] = []
+    private var targetsGeneration: UInt64?
     private var cursors = (process: 0, schedstat: 0, details: 0)
     private var kept = 0
     private var sequence: UInt64 = 0
@@ -74,8 +81,7 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     }
 
     deinit {
-        for key in Array(threads.keys) { threads[key]?.close() }
-        for pid in Array(processes.keys) { processes[pid]?.close() }
+        closeEverything()
         buffer.deallocate()
     }
 
@@ -85,6 +91,7 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         precondition(!isRunning, "the thread sampler is already running")
         isRunning = true
         let thread = Thread { [self] in
+            try? System.setThreadName("ringside-sample")  // for top -H and /proc/PID/task/TID/comm
             // Below the drain thread, as the HTTP threads are: a round waits, the drain does not.
             // On Linux the nice value is a thread's own: PRIO_PROCESS with id 0 is this thread.
             let which = __priority_which_t(PRIO_PROCESS.rawValue)
@@ -98,7 +105,6 @@ package final class ThreadHealthSampler: @unchecked Sendable {
             closeEverything()
             finished.signal()
         }
-        thread.name = "ringside-sample"
         thread.start()
     }
 
@@ -119,32 +125,37 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     package func sampleRound() -> ThreadHealthSample {
         let began = rs_clock_precise_ns()
         let cpuBegan = Self.threadCPUNanos()
-        follow(ThreadHealthTargets(source()))
-        takeUpNew(nowNanos: began)
+        let snapshot = source()
+        if targets == nil || snapshot.generation != targetsGeneration {
+            follow(ThreadHealthTargets(snapshot))
+            targetsGeneration = snapshot.generation
+        }
+        if orderStale || began >= nextRetryNanos { takeUpNew(nowNanos: began) }
         let budget = max(UInt64(Double(intervalNanos) * Self.budgetFraction), 100_000)
         var figures = ThreadSamplerFigures()
-        if let clock, let targets {
+        if let clock {
             readProcesses(clock: clock, until: cpuBegan &+ budget / 3)
-            readSchedstats(targets, until: cpuBegan &+ budget * 2 / 3)
-            readDetails(targets, until: cpuBegan &+ budget)
-            figures.deferred = targets.threads.count { threads[$0]?.detailsDue == true }
+            readSchedstats(until: cpuBegan &+ budget * 2 / 3)
+            readDetails(until: cpuBegan &+ budget)
+            figures.deferred = threadOrder.count { !$0.isClosed && $0.detailsDue }
         }
         var sample = ThreadHealthSample(
             sequence: 0, realtimeNanos: 0, intervalNanos: intervalNanos, threads: [:], processes: [:], figures: figures)
-        for (key, thread) in threads {
-            if let health = thread.health { sample.threads[key] = health }
+        sample.threads.reserveCapacity(threadOrder.count)
+        for thread in threadOrder where !thread.isClosed {
+            if let health = thread.health { sample.threads[thread.key] = health }
         }
-        for (pid, process) in processes {
-            if let health = process.health { sample.processes[pid] = health }
+        for process in processOrder where !process.isClosed {
+            if let health = process.health { sample.processes[process.pid] = health }
         }
-        let cpuSpent = Self.threadCPUNanos() &- cpuBegan
-        cpuNanosTotal &+= cpuSpent
+        cpuNanosTotal &+= Self.threadCPUNanos() &- cpuBegan
         sequence += 1
         sample.sequence = sequence
         sample.realtimeNanos = rs_clock_realtime_ns()
         sample.figures.threads = sample.threads.count
         sample.figures.processes = sample.processes.count
-        sample.figures.unreadable = targets?.threads.count { unreadable[$0] != nil || refusedProcesses[$0.pid] != nil } ?? 0
+        // Every target is followed but those that could not be read (or whose process could not).
+        sample.figures.unreadable = max(0, (targets?.threads.count ?? 0) - threads.count)
         sample.figures.roundSeconds = Double(rs_clock_precise_ns() &- began) / 1e9
         sample.figures.cpuSecondsTotal = Double(cpuNanosTotal) / 1e9
         sample.figures.keptDescriptors = kept
@@ -153,8 +164,7 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         return sample
     }
 
-    /// Lets go of what is no longer a target (its lane released, its ring let go or dead), and
-    /// takes up what is new.
+    /// Lets go of what is no longer a target (its lane released, its ring let go or dead).
     private func follow(_ new: ThreadHealthTargets) {
         guard new != targets else { return }
         let wanted = Set(new.threads)
@@ -162,98 +172,98 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         unreadable = unreadable.filter { wanted.contains($0.key) }
         for pid in Array(processes.keys) where new.processes[pid] == nil { dropProcess(pid) }
         refusedProcesses = refusedProcesses.filter { new.processes[$0.key] != nil }
-        processOrder = new.processes.keys.sorted()
         targets = new
+        orderStale = true
     }
 
-    /// Takes up the targets not followed yet, and those whose time to be tried again has come.
+    /// Takes up the targets not followed yet, those whose time to be tried again has come, and
+    /// puts them in the order the rounds take them.
     private func takeUpNew(nowNanos now: UInt64) {
         guard let targets else { return }
-        for (pid, retry) in refusedProcesses where retry <= now { refusedProcesses[pid] = nil }
-        for (key, retry) in unreadable where retry <= now { unreadable[key] = nil }
-        for pid in processOrder where processes[pid] == nil && refusedProcesses[pid] == nil {
-            processes[pid] = SampledProcess(pid: pid)
+        refusedProcesses = refusedProcesses.filter { $0.value > now }
+        unreadable = unreadable.filter { $0.value > now }
+        nextRetryNanos = min(refusedProcesses.values.min() ?? .max, unreadable.values.min() ?? .max)
+        processOrder = targets.processes.keys.sorted().compactMap { pid in
+            guard refusedProcesses[pid] == nil else { return nil }
+            if let process = processes[pid] { return process }
+            let process = SampledProcess(pid: pid)
+            processes[pid] = process
+            return process
         }
-        for key in targets.threads where threads[key] == nil && unreadable[key] == nil && refusedProcesses[key.pid] == nil {
-            threads[key] = SampledThread(key)
+        threadOrder = targets.threads.compactMap { key in
+            guard unreadable[key] == nil, let process = processes[key.pid] else { return nil }
+            if let thread = threads[key] { return thread }
+            let thread = SampledThread(key, of: process)
+            threads[key] = thread
+            return thread
         }
+        orderStale = false
     }
 
     /// Each process's stat and descriptors, in turn from where the last round stopped.
     private func readProcesses(clock: ProcClock, until deadline: UInt64) {
         let now = rs_clock_precise_ns()
-        var next = cursors.process
-        visitInTurn(count: processOrder.count, from: &next, until: deadline) { index in
-            let pid = processOrder[index]
-            guard var process = processes.removeValue(forKey: pid) else { return }
+        visitInTurn(processOrder, from: &cursors.process, until: deadline) { process in
+            guard !process.isClosed else { return }
             let before = process.keptDescriptors
             let outcome = process.read(
-                buffer, keep: kept + 2 <= keptDescriptorLimit, nowNanos: now, attachedRealtimeNanos: targets?.processes[pid] ?? 0,
-                clock: clock)
+                buffer, keep: before > 0 || kept + 2 <= keptDescriptorLimit, nowNanos: now,
+                attachedRealtimeNanos: targets?.processes[process.pid] ?? 0, clock: clock)
             kept += process.keptDescriptors - before
-            switch outcome {
-            case .read:
-                processes[pid] = process
-            case .gone, .unreadable, .anotherProcess:
-                // Its threads go too: what was read of them was of the process gone.
-                kept -= process.keptDescriptors
-                process.close()
-                refusedProcesses[pid] = retryTime(after: outcome == .gone || outcome == .anotherProcess ? nil : now)
-                if case let .unreadable(reason) = outcome { sayUnreadable(reason) }
-                for key in Array(threads.keys) where key.pid == pid { dropThread(key) }
-            }
-        }
-        cursors.process = next
-    }
-
-    /// Each thread's schedstat, in turn.
-    private func readSchedstats(_ targets: ThreadHealthTargets, until deadline: UInt64) {
-        var next = cursors.schedstat
-        visitInTurn(count: targets.threads.count, from: &next, until: deadline) { index in
-            read(targets.threads[index]) { thread, keep in thread.readSchedstat(buffer, keep: keep, nowNanos: rs_clock_precise_ns()) }
-        }
-        cursors.schedstat = next
-    }
-
-    /// The stat and status of each thread whose schedstat moved, in turn.
-    private func readDetails(_ targets: ThreadHealthTargets, until deadline: UInt64) {
-        var next = cursors.details
-        visitInTurn(count: targets.threads.count, from: &next, until: deadline) { index in
-            let key = targets.threads[index]
-            guard threads[key]?.detailsDue == true else { return }
-            read(key) { thread, keep in thread.readDetails(buffer, keep: keep, nowNanos: rs_clock_precise_ns()) }
-        }
-        cursors.details = next
-    }
-
-    /// Reads thread `key` (of a process read and not refused) with `body`; a thread gone or
-    /// unreadable is let go and remembered until it is no longer a target.
-    private func read(_ key: ThreadKey, _ body: (inout SampledThread, Bool) -> SampledThread.Reading) {
-        guard processes[key.pid]?.health != nil, var thread = threads.removeValue(forKey: key) else { return }
-        let before = thread.keptDescriptors
-        let outcome = body(&thread, kept + 3 - before <= keptDescriptorLimit)
-        kept += thread.keptDescriptors - before
-        switch outcome {
-        case .read:
-            threads[key] = thread
-        case .gone, .unreadable:
-            kept -= thread.keptDescriptors
-            thread.close()
-            unreadable[key] = retryTime(after: outcome == .gone ? nil : rs_clock_precise_ns())
+            guard outcome != .read else { return }
+            // Its threads go too: what was read of them was of the process gone.
+            dropProcess(process.pid)
+            refusedProcesses[process.pid] = retryTime(after: outcome == .gone || outcome == .anotherProcess ? nil : now)
             if case let .unreadable(reason) = outcome { sayUnreadable(reason) }
         }
     }
 
-    /// Calls `visit` with indexes from `cursor` on, wrapping, each once at most, until the
+    /// Each thread's schedstat, in turn; its descriptor kept while any may be.
+    private func readSchedstats(until deadline: UInt64) {
+        visitInTurn(threadOrder, from: &cursors.schedstat, until: deadline) { thread in
+            guard !thread.isClosed, thread.process.health != nil, !thread.process.isClosed else { return }
+            read(thread) {
+                let keep = thread.schedstatKept || kept < keptDescriptorLimit
+                return thread.readSchedstat(buffer, keep: keep, nowNanos: rs_clock_precise_ns())
+            }
+        }
+    }
+
+    /// The stat and status of each thread whose schedstat moved, in turn; their descriptors kept
+    /// only with room left once every thread's schedstat may be (else given back).
+    private func readDetails(until deadline: UInt64) {
+        let schedstatsNotKept = threadOrder.count { !$0.isClosed && !$0.schedstatKept }
+        visitInTurn(threadOrder, from: &cursors.details, until: deadline) { thread in
+            guard !thread.isClosed, thread.detailsDue, thread.process.health != nil, !thread.process.isClosed else { return }
+            read(thread) {
+                let keep = kept + schedstatsNotKept + (thread.detailsKept ? 0 : 2) <= keptDescriptorLimit
+                return thread.readDetails(buffer, keep: keep, nowNanos: rs_clock_precise_ns())
+            }
+        }
+    }
+
+    /// Reads `thread` with `body`, counting the descriptors it keeps; a thread gone or unreadable
+    /// is let go and remembered until it is no longer a target.
+    private func read(_ thread: SampledThread, _ body: () -> SampledThread.Reading) {
+        let before = thread.keptDescriptors
+        let outcome = body()
+        kept += thread.keptDescriptors - before
+        guard outcome != .read else { return }
+        dropThread(thread.key)
+        unreadable[thread.key] = retryTime(after: outcome == .gone ? nil : rs_clock_precise_ns())
+        if case let .unreadable(reason) = outcome { sayUnreadable(reason) }
+    }
+
+    /// Calls `visit` with the items from `cursor` on, wrapping, each once at most, until the
     /// thread's CPU clock passes `deadline` (looked at every few visits; one visit at least);
     /// leaves `cursor` where the next round begins.
-    private func visitInTurn(count: Int, from cursor: inout Int, until deadline: UInt64, _ visit: (Int) -> Void) {
-        guard count > 0 else { return }
-        var index = cursor % count
-        for visited in 0..<count {
+    private func visitInTurn<Item>(_ items: [Item], from cursor: inout Int, until deadline: UInt64, _ visit: (Item) -> Void) {
+        guard !items.isEmpty else { return }
+        var index = cursor % items.count
+        for visited in 0..<items.count {
             if visited > 0, visited % Self.readsPerClockLook == 0, Self.threadCPUNanos() >= deadline { break }
-            visit(index)
-            index = (index + 1) % count
+            visit(items[index])
+            index = (index + 1) % items.count
         }
         cursor = index
     }
@@ -263,21 +273,26 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     private func retryTime(after now: UInt64?) -> UInt64 { now.map { $0 &+ Self.retryNanos } ?? .max }
 
     private func dropThread(_ key: ThreadKey) {
-        guard var thread = threads.removeValue(forKey: key) else { return }
+        guard let thread = threads.removeValue(forKey: key) else { return }
         kept -= thread.keptDescriptors
         thread.close()
+        orderStale = true
     }
 
+    /// Lets go of a process and of its threads.
     private func dropProcess(_ pid: Int32) {
-        guard var process = processes.removeValue(forKey: pid) else { return }
+        guard let process = processes.removeValue(forKey: pid) else { return }
         kept -= process.keptDescriptors
         process.close()
+        for key in Array(threads.keys) where key.pid == pid { dropThread(key) }
+        orderStale = true
     }
 
     private func closeEverything() {
         for key in Array(threads.keys) { dropThread(key) }
         for pid in Array(processes.keys) { dropProcess(pid) }
         targets = nil
+        targetsGeneration = nil
     }
 
     private func sayUnreadable(_ reason: String) {

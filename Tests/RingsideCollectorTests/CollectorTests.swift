@@ -348,8 +348,8 @@ struct CollectorTests {
             let values = try Bot.attach("named", directory: directory.path, options: .init(laneCapacity: 1024)).histogram("values")
             let recorded = DispatchSemaphore(value: 0), finish = DispatchSemaphore(value: 0)
             let thread = Thread {
-                // Foundation sets the kernel's name, which the producer writes into the lane it claims.
-                Thread.current.name = "fill-router"
+                // The kernel's name, which the producer writes into the lane it claims.
+                try? nameCurrentThread("fill-router")
                 values.record(7)
                 recorded.signal()
                 finish.wait()  // alive, so its id is still its own

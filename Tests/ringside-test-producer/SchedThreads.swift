@@ -5,18 +5,19 @@ import Foundation
 import Ringside
 
 /// `sched-threads`: attaches `ring`, and starts three threads, each naming itself and recording
-/// one value into histogram "sched_values" (so it holds a lane): "burner" spins (pinned to `cpu`
-/// when given), "napper" sleeps 1 ms at a time, "leaver" waits to be told to exit. Prints
-/// "ready PID burner TID napper TID leaver TID"; then, for each line "leave" on its input, lets
-/// the leaver exit and prints "left TID" once its thread is gone; at the end of its input, exits.
-func schedThreads(ring: String, directory: String?, cpu: Int) throws -> Never {
+/// one value into histogram "sched_values" (so it holds a lane): "burner" spins when `burn` (else
+/// it waits), pinned to `cpu` when given; "napper" sleeps 1 ms at a time; "leaver" waits to be
+/// told to exit. Prints "ready PID burner TID napper TID leaver TID"; then, for each line "leave"
+/// on its input, lets the leaver exit and prints "left TID" once its thread is gone; at the end
+/// of its input, exits.
+func schedThreads(ring: String, directory: String?, cpu: Int, burn: Bool) throws -> Never {
     let bot = try Bot.attach(ring, directory: directory, options: .init(laneCapacity: 1024))
     let values = try bot.histogram("sched_values", unit: .none)
-    let started = DispatchSemaphore(value: 0), leave = DispatchSemaphore(value: 0)
+    let started = DispatchSemaphore(value: 0), leave = DispatchSemaphore(value: 0), idle = DispatchSemaphore(value: 0)
     let ids = ThreadIDs()
     func begin(_ name: String, _ body: @escaping @Sendable () -> Void) {
         let thread = Thread {
-            Thread.current.name = name  // the kernel's name, which the producer writes into the lane it claims
+            nameCurrentThread(name)  // the kernel's name, which the producer writes into the lane it claims
             if name == "burner", cpu >= 0, !pinCurrentThread(to: cpu) { fail("cannot pin the burner to CPU \(cpu)") }
             values.record(1)
             ids.set(name, currentThreadID())
@@ -27,6 +28,7 @@ func schedThreads(ring: String, directory: String?, cpu: Int) throws -> Never {
         started.wait()
     }
     begin("burner") {
+        guard burn else { return idle.wait() }  // holds its lane, asleep, until the process exits
         var spins: UInt64 = 0
         while true {
             spins &+= 1
@@ -63,6 +65,15 @@ func spin(cpu: Int) -> Never {
 
 /// Writes a line to standard output at once (the test reads it while this process runs).
 private func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+/// Names the calling thread for the kernel (its comm, which `Thread.name` may not reach: a
+/// thread that runs before its creator records it is left unnamed), as pthread_setname_np does
+/// for another thread.
+func nameCurrentThread(_ name: String) {
+    guard let comm = FileHandle(forWritingAtPath: "/proc/thread-self/comm") else { fail("cannot open /proc/thread-self/comm") }
+    comm.write(Data(name.utf8))
+    try? comm.close()
+}
 
 /// The kernel's id of the calling thread: `/proc/thread-self` links to `PID/task/TID`.
 func currentThreadID() -> Int32 {

@@ -82,9 +82,9 @@
 //       children in turn, each incrementing it N times (becoming a worker) and waiting: children
 //       1 ... M make their files, child M+1 finds every one held and is refused; then child 1 exits
 //       and child M+2 continues its file. Prints "children PID..." and exits when they have.
-//   ringside-test-producer sched-threads --dir DIR --ring NAME [--cpu C]
-//       threads for the thread sampler (SchedThreads.swift): "burner" spins (on CPU C), "napper"
-//       sleeps 1 ms at a time, "leaver" exits when a line "leave" comes on the input; each records
+//   ringside-test-producer sched-threads --dir DIR --ring NAME [--burn yes] [--cpu C]
+//       threads for the thread sampler (SchedThreads.swift): "burner" spins with --burn (on CPU C),
+//       "napper" sleeps 1 ms at a time, "leaver" exits when a line "leave" comes on the input; each records
 //       one value into histogram "sched_values" to hold a lane. Prints "ready PID burner TID napper
 //       TID leaver TID", then "left TID" once the leaver is gone; exits at the end of its input.
 //   ringside-test-producer spin --dir DIR --ring NAME [--cpu C]
@@ -141,7 +141,10 @@ if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
 // `sched-threads` and `spin`: the thread sampler's subjects (SchedThreads.swift).
 if mode == "spin" { spin(cpu: Int(options["cpu"] ?? "-1") ?? -1) }
 if mode == "sched-threads" {
-    do { try schedThreads(ring: ringName, directory: options["dir"], cpu: Int(options["cpu"] ?? "-1") ?? -1) } catch {
+    do {
+        try schedThreads(
+            ring: ringName, directory: options["dir"], cpu: Int(options["cpu"] ?? "-1") ?? -1, burn: options["burn"] == "yes")
+    } catch {
         fail("\(error)")
     }
 }
