@@ -60,6 +60,11 @@ final class SampledThread {
             let span = Double(now - previous.nanos)
             health?.cpuRatio = Double(value.runNanos - previous.value.runNanos) / span
             health?.runQueueWaitRatio = Double(value.waitNanos - previous.value.waitNanos) / span
+            if previous.value == value, switches != nil {
+                // Neither switched in nor out over the span: no switch of either kind, exactly.
+                health?.voluntarySwitchesPerSecond = 0
+                health?.involuntarySwitchesPerSecond = 0
+            }
         }
         if sched?.value != value { detailsDue = true }
         sched = (value, now)

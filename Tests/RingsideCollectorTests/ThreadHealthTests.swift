@@ -86,6 +86,11 @@ struct ThreadHealthTests {
                     return now.map { $0.voluntarySwitches > first.voluntarySwitches } == true ? now : nil
                 }, "the napper's voluntary switches did not rise")
             #expect((later.voluntarySwitchesPerSecond ?? 0) > 0)
+            // Its burner, not burning here, waits on a semaphore and never runs: nothing moves, and
+            // its rates are 0 exactly (its stat and status need not be read again to say so).
+            let blocked = try #require(sampler.sampleRound().threads[bot.key("burner")])
+            #expect(blocked.cpuRatio == 0 && blocked.runQueueWaitRatio == 0)
+            #expect(blocked.voluntarySwitchesPerSecond == 0 && blocked.involuntarySwitchesPerSecond == 0)
 
             // Its process: four threads (main, burner, napper, leaver), memory, the ring's descriptor.
             let process = try #require(sampler.sampleRound().processes[bot.pid])
