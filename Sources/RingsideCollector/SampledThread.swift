@@ -17,10 +17,10 @@ final class SampledThread {
     private var sched: (value: SchedStat, nanos: UInt64)?
     private var switches: (value: ContextSwitches, nanos: UInt64)?
     private var started: (ticks: UInt64, name: String, cpu: Int32)?
-    /// Whether `stat` and `status` are to be read: the thread ran or waited since they last were
-    /// (a thread whose schedstat stands still was neither switched in nor out, so its switches
-    /// and its CPU stand still too).
-    private(set) var detailsDue = true
+    /// Whether `stat` and `status` are to be read: its schedstat was read, and moved since they last
+    /// were (a thread whose schedstat stands still was neither switched in nor out, so its
+    /// switches and its CPU stand still too).
+    private(set) var detailsDue = false
 
     init(_ key: ThreadKey, of process: SampledProcess) {
         self.key = key
@@ -92,7 +92,7 @@ final class SampledThread {
         case let .failed(reading): return reading
         }
         if let started, started.ticks != threadStat.startTicks { restart() }  // another thread at this id
-        guard let sched = sched?.value else { return .unreadable("\(schedstat.path): not read") }
+        guard let sched = sched?.value else { return .read }  // nothing is due before its schedstat is read
         var health =
             health
             ?? ThreadHealth(
@@ -131,7 +131,7 @@ final class SampledThread {
         sched = nil
         switches = nil
         started = nil
-        detailsDue = true
+        detailsDue = false  // due again once its schedstat is read
     }
 
     /// A file's bytes, or why there are none.

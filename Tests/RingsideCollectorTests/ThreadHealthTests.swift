@@ -174,6 +174,55 @@ struct ThreadHealthTests {
         }
     }
 
+    @Test("a round whose budget cannot read every thread leaves the rest to the next ones: all are read in turn, none lost")
+    func budgetTakesThreadsInTurn() throws {
+        try withRingDirectory { directory in
+            // 200 threads, each holding a lane, all asleep.
+            let bot = try ChildProcess(
+                testProducer: "lanes", ring: "crowd", in: directory, ["--threads", "200", "--count", "1", "--max-threads", "256", "--hold"])
+            defer { bot.kill() }
+            let pid = try #require(bot.readLine()?.split(separator: " ").last.flatMap { Int32($0) })
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let snapshot = pass(collector)
+            try #require(snapshot.ring("crowd")?.lanes.count { $0.state == .active } == 200)
+            // No file kept (each read opens its file), a round every 100 ms: its budget, 0.5 ms of
+            // CPU, reads some of the 200, never all.
+            let sampler = ThreadHealthSampler(
+                intervalNanos: 100_000_000, keptDescriptorLimit: 0, log: CapturedLog().log, source: { snapshot },
+                publish: { _ in })
+            var rounds = 0, partial = 0
+            let all = eventually(seconds: 60) { () -> Bool? in
+                let sample = sampler.sampleRound()
+                rounds += 1
+                #expect(sample.figures.unreadable == 0, "round \(rounds): every thread lives")
+                #expect(sample.figures.keptDescriptors == 0)
+                if sample.threads.count < 200 { partial += 1 }
+                return sample.threads.count == 200 && sample.threads.keys.allSatisfy { $0.pid == pid } ? true : nil
+            }
+            #expect(all == true, "after \(rounds) rounds, not every thread was read")
+            print("budget: every one of 200 threads read after \(rounds) rounds, \(partial) of them partial")
+        }
+    }
+
+    @Test("a thread's stat and status are neither due nor an error before its schedstat is read (a round may stop between them)")
+    func detailsAfterSchedstat() throws {
+        let link = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")  // PID/task/TID
+        let tid = try #require(link.split(separator: "/").last.flatMap { Int32($0) })
+        let thread = SampledThread(ThreadKey(pid: getpid(), tid: tid), of: SampledProcess(pid: getpid()))
+        defer { thread.close() }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+        defer { buffer.deallocate() }
+        #expect(!thread.detailsDue)
+        #expect(thread.readDetails(buffer, keep: false, nowNanos: rs_clock_precise_ns()) == .read && thread.health == nil)
+        #expect(thread.readSchedstat(buffer, keep: true, nowNanos: rs_clock_precise_ns()) == .read && thread.detailsDue)
+        #expect(thread.readDetails(buffer, keep: true, nowNanos: rs_clock_precise_ns()) == .read && !thread.detailsDue)
+        let health = try #require(thread.health)
+        #expect(health.cpuNanos > 0 && health.timeslices > 0, "it runs: it was given a CPU")
+        #expect(thread.keptDescriptors == 3, "schedstat, stat and status kept")
+        #expect(thread.readSchedstat(buffer, keep: false, nowNanos: rs_clock_precise_ns()) == .read)
+        #expect(thread.keptDescriptors == 2, "schedstat's given back")
+    }
+
     @Test("each new sample is served at once, with no new snapshot: the pages are cached by both")
     func newSampleServedWithoutNewSnapshot() throws {
         try withRingDirectory { directory in
