@@ -37,6 +37,17 @@ public enum CollectorBenchmark {
                     directory: try scratch.subdirectory("drain\(rings)"),
                     producerCPU: pinned ? cpus.producer : -1))
         }
+        // Unpinned from here: the sampler and the 2,000 threads run where the scheduler puts them,
+        // as a collector's and its bots' do.
+        rsb_unpin_current_thread()
+        var sampling: [CollectorReport.ThreadSampling] = []
+        for waking in [false, true] {
+            progress("thread sampler at \(ThreadSamplerBenchmark.lanes) lanes, \(waking ? "waking" : "idle") threads")
+            sampling.append(
+                try ThreadSamplerBenchmark.run(
+                    settings, directory: try scratch.subdirectory(waking ? "sample-waking" : "sample-idle"), waking: waking,
+                    progress: progress))
+        }
         let placement =
             pinned
             ? "The collector on CPU \(cpus.collector), producers on CPU \(cpus.producer)"
@@ -53,13 +64,16 @@ public enum CollectorBenchmark {
             + "in a second ring to the first snapshot (Collector.snapshot, polled every 20 µs) that counts it, "
             + "increments 0-2 ms apart at random (so their phase against publishing is uniform); "
             + "rss = VmRSS of the whole benchmark process (rings mapped by both producer and collector count twice), anon_mb = its RssAnon. "
+            + "Thread sampler: 20 bots of 100 lanes, each held by a thread of this process (idle: blocked once it holds its lane; "
+            + "waking: sleeps 250 ms and records, so every thread ran between rounds), Collector.start() at the default "
+            + "--thread-sample-interval 1s; percent = the sampler thread's run time (its schedstat) over wall time, past its first rounds. "
             + placement + "."
         machine.pinned = pinned
         return CollectorReport(
             machine: machine, method: method, drains: drains,
             e2eP50Micros: live.e2eP50Micros, e2eP99Micros: live.e2eP99Micros, e2eSamples: live.e2eSamples,
             cpuPercent: live.cpuPercent, loadRecordsPerSecond: live.loadRate, loadDropped: live.loadDropped,
-            rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon)
+            rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon, threadSampling: sampling)
     }
 
     /// The collector's publish interval for a poll interval (see `Collector.runPass`).

@@ -99,6 +99,23 @@ public struct CollectorReport: Sendable {
     /// VmRSS of the process during that run, and its anonymous part (the collector's heap).
     public var rssMegabytes: Double
     public var rssAnonMegabytes: Double
+    /// The thread sampler's rows (see `ThreadSamplerBenchmark`).
+    public var threadSampling: [ThreadSampling] = []
+
+    /// What the collector's thread sampler cost at `lanes` lanes held by live threads.
+    public struct ThreadSampling: Sendable, Equatable {
+        public var name: String
+        public var lanes: Int
+        public var processes: Int
+        /// The sampler thread's CPU, in % of one core.
+        public var cpuPercent: Double
+        /// Rounds in the measured time; the most threads a round left for later (its budget spent).
+        public var rounds: Int
+        public var deferredMost: Int
+        /// `/proc` files it kept open, and how many it might.
+        public var keptDescriptors: Int
+        public var keptDescriptorLimit: Int
+    }
 
     package var json: JSON {
         var results: [JSON] = drains.map { drain in
@@ -120,6 +137,15 @@ public struct CollectorReport: Sendable {
                 ("name", .string("rss")), ("mb", .figure((rssMegabytes * 10).rounded() / 10)),
                 ("anon_mb", .figure((rssAnonMegabytes * 10).rounded() / 10)),
             ]))
+        for row in threadSampling {
+            results.append(
+                .object([
+                    ("name", .string(row.name)), ("percent", .figure((row.cpuPercent * 100).rounded() / 100)),
+                    ("lanes", .int(Int64(row.lanes))), ("processes", .int(Int64(row.processes))), ("rounds", .int(Int64(row.rounds))),
+                    ("deferred_most", .int(Int64(row.deferredMost))), ("kept_fds", .int(Int64(row.keptDescriptors))),
+                    ("kept_fds_limit", .int(Int64(row.keptDescriptorLimit))),
+                ]))
+        }
         return .object([
             ("benchmark", .string("collector")), ("machine", machine.json), ("method", .string(method)),
             ("results", .array(results)),
@@ -147,6 +173,13 @@ public struct CollectorReport: Sendable {
             "at " + EmitReport.rate(loadRecordsPerSecond) + " records/s, \(loadDropped) dropped",
         ])
         table.add(["rss", String(format1: rssMegabytes) + " MB", "anonymous \(String(format1: rssAnonMegabytes)) MB"])
+        for row in threadSampling {
+            table.add([
+                row.name, String(format2: row.cpuPercent) + " % of a core",
+                "\(row.lanes) lane threads of \(row.processes) process(es), \(row.rounds) rounds, at most \(row.deferredMost) deferred, "
+                    + "\(row.keptDescriptors) of \(row.keptDescriptorLimit) files kept open",
+            ])
+        }
         return "ringside-bench collector\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
     }
 }

@@ -61,7 +61,7 @@ extension MappedRingFile {
         for lane in 0..<laneCount {
             let cursors = try checkedCursors(lane: lane, checkingTruncation: false)  // checked once, below
             let status = LaneStatus(
-                index: lane, state: LaneState(state(lane: lane)), ownerTID: ownerTID(lane: lane),
+                index: lane, state: LaneState(state(lane: lane)), ownerTID: ownerTID(lane: lane), threadName: threadName(lane: lane),
                 claims: claims(lane: lane), writeCursor: cursors.write, readCursor: cursors.read,
                 dropped: droppedTotal(lane: lane), heartbeatMonotonicNanos: heartbeatNanos(lane: lane))
             lanes.append(status)

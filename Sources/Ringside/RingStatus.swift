@@ -39,6 +39,8 @@ package struct LaneStatus: Sendable, Equatable {
     package let state: LaneState
     /// The kernel thread id holding it (0 when retired).
     package let ownerTID: Int32
+    /// The name its holder gave its thread (THREAD NAMES in ringside.h); "" when none.
+    package let threadName: String
     /// Threads that have held it.
     package let claims: UInt32
     /// Records published ever; also the producer's cursor.

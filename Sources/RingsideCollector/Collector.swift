@@ -24,6 +24,9 @@ public final class Collector: @unchecked Sendable {
     private let tracker: RingTracker
     private let scheduler: DrainScheduler
     private let publisher: SnapshotPublisher
+    /// Reads the lane threads' scheduling from `/proc` on a thread of its own (nil with
+    /// `--thread-sample-interval 0`); tests step it with `sampleRound()`.
+    package let threadSampler: ThreadHealthSampler?
     private let wakeup: DrainWakeup
     private var stats = CollectorStats()
     /// The drain rate's last mark: when, and the records drained until then.
@@ -38,22 +41,32 @@ public final class Collector: @unchecked Sendable {
     public init(options: CollectorOptions, log: CollectorLog = .standardError) {
         self.options = options
         let layout = WindowLayout(windowNanos: options.windowNanos)
-        let ringLimit: Int
-        (ringLimit, descriptorReserve) = Self.descriptorBudget(afterRaising: true)
+        let sampling = options.threadSampleIntervalNanos > 0
+        let budget = Self.descriptorBudget(afterRaising: true, sampling: sampling)
+        let ringLimit = budget.rings
+        descriptorReserve = budget.reserve
         let wakeup = DrainWakeup()
         self.wakeup = wakeup
         tracker = RingTracker(options: options, layout: layout, log: log, wakeup: wakeup, ringLimit: ringLimit)
         scheduler = DrainScheduler(tracker: tracker)
-        publisher = SnapshotPublisher(options: options, layout: layout, log: log, tracker: tracker)
+        let publisher = SnapshotPublisher(options: options, layout: layout, log: log, tracker: tracker)
+        self.publisher = publisher
+        let published = publisher.published
+        threadSampler =
+            sampling
+            ? ThreadHealthSampler(
+                intervalNanos: options.threadSampleIntervalNanos, keptDescriptorLimit: budget.sampler, log: log,
+                source: { published.snapshot }, publish: { published.attach($0) }) : nil
         stats.startedRealtimeNanos = tracker.startedRealtimeNanos
     }
 
     /// Raises the soft limit on open files to the hard limit (per-thread lanes live in one file
     /// per bot, but a host may run thousands of bots), and splits it: how many rings may be open,
-    /// and the reserve for the HTTP server's connections and the process's own files (an eighth,
-    /// at least 64).
-    static func descriptorBudget(afterRaising raise: Bool) -> (rings: Int, reserve: Int) {
-        guard var limit = try? System.getrlimit(RLIMIT_NOFILE) else { return (1_000, 64) }
+    /// the `/proc` files the thread sampler may keep open when `sampling` (an eighth, at most
+    /// 8,192: three a thread), and the reserve for the HTTP server's connections and the
+    /// process's own files (an eighth, at least 64).
+    static func descriptorBudget(afterRaising raise: Bool, sampling: Bool) -> (rings: Int, sampler: Int, reserve: Int) {
+        guard var limit = try? System.getrlimit(RLIMIT_NOFILE) else { return (1_000, 0, 64) }
         if raise, limit.rlim_cur < limit.rlim_max {
             var raised = limit
             raised.rlim_cur = limit.rlim_max
@@ -61,8 +74,13 @@ public final class Collector: @unchecked Sendable {
         }
         let soft = Int(min(limit.rlim_cur, rlim_t(Int32.max)))
         let reserve = max(64, soft / 8)
-        return (max(0, soft - reserve), min(reserve, soft))
+        let sampler = sampling ? min(Self.maxKeptProcFiles, soft / 8) : 0
+        return (max(0, soft - reserve - sampler), sampler, min(reserve, soft))
     }
+
+    /// The most `/proc` files the thread sampler keeps open: 2,730 threads' (three each), the
+    /// rest read by opening their files each time.
+    static let maxKeptProcFiles = 8_192
 
     /// CLOCK_REALTIME when the collector was made.
     var startedRealtimeNanos: UInt64 { stats.startedRealtimeNanos }
@@ -79,6 +97,7 @@ public final class Collector: @unchecked Sendable {
     public func start() {
         precondition(!isRunning, "the collector is already running")
         isRunning = true
+        threadSampler?.start()
         let thread = Thread { [self] in
             while !stopRequested.load(ordering: .acquiring) {
                 let drained = runPass(nowNanos: rs_clock_precise_ns())
@@ -99,6 +118,7 @@ public final class Collector: @unchecked Sendable {
     /// drained stay in their rings for the next collector.
     public func stop() {
         guard isRunning else { return }
+        threadSampler?.stop()
         stopRequested.store(true, ordering: .releasing)
         wakeup.signal()
         finished.wait()

@@ -19,9 +19,9 @@ public final class CollectorEndpoints: Sendable {
     private let prometheus = PrometheusRenderer()
     private let latest = LatestRenderer()
     /// The bodies rendered of the latest snapshot, by route and variant: repeated scrapes cost a
-    /// copy. A body of a newer snapshot empties it, so it never keeps a page of a snapshot gone;
-    /// it keeps one uncompressed body at most.
-    private let cache = Mutex<(generation: UInt64, bodies: [String: [UInt8]])>((0, [:]))
+    /// copy. A body of a newer snapshot (or of the same one with a newer thread sample) empties
+    /// it, so it never keeps a page of a snapshot gone; it keeps one uncompressed body at most.
+    private let cache = Mutex<(version: PageVersion, bodies: [String: [UInt8]])>((PageVersion(), [:]))
     /// `/api/history` bodies of the history's current generation, by query and encoding, so
     /// clients polling the same view (a dashboard open in several places) cost one render per
     /// snapshot: 32 clients asking the same 10,200 series got 5 to 8 times the answers. Emptied
@@ -164,22 +164,23 @@ public final class CollectorEndpoints: Sendable {
             return HTTPResponse(contentType: contentType, body: cached(key, render), headers: [vary])
         }
         let body = cached(key + " gzip") { snapshot in
-            Zlib.compress(cachedBody(key, generation: snapshot.generation) ?? render(snapshot), .gzip)
+            Zlib.compress(cachedBody(key, version: PageVersion(snapshot)) ?? render(snapshot), .gzip)
         }
         return HTTPResponse(contentType: contentType, body: body, headers: [HTTPHeader("Content-Encoding", "gzip"), vary])
     }
 
-    private func cachedBody(_ key: String, generation: UInt64) -> [UInt8]? {
-        cache.withLock { $0.generation == generation ? $0.bodies[key] : nil }
+    private func cachedBody(_ key: String, version: PageVersion) -> [UInt8]? {
+        cache.withLock { $0.version == version ? $0.bodies[key] : nil }
     }
 
     private func cached(_ key: String, _ render: (Snapshot) -> [UInt8]) -> [UInt8] {
         let snapshot = latestSnapshot()
-        if let hit = cachedBody(key, generation: snapshot.generation) { return hit }
+        let version = PageVersion(snapshot)
+        if let hit = cachedBody(key, version: version) { return hit }
         let body = render(snapshot)
         cache.withLock { cache in
-            guard snapshot.generation >= cache.generation else { return }
-            if snapshot.generation > cache.generation { cache = (snapshot.generation, [:]) }
+            guard !version.isOlder(than: cache.version) else { return }
+            if version != cache.version { cache = (version, [:]) }
             // One uncompressed page at most (compressed ones are a fortieth of it): the memory
             // budget counts one page cached beside one being written (see SeriesCost).
             if !key.hasSuffix(" gzip") { cache.bodies = cache.bodies.filter { $0.key.hasSuffix(" gzip") } }
@@ -213,6 +214,25 @@ public final class CollectorEndpoints: Sendable {
         "ringside-collector: drains Ringside shared-memory rings and exports what they say.\n\n"
         + routes.map { "  GET \($0.path)\(String(repeating: " ", count: max(1, 12 - $0.path.count)))\($0.description)\n" }.joined()
         + "  GET /           the live page: charts of every series, the bots and their lanes, SLOs\n"
+}
+
+/// What a page is rendered from: a snapshot's generation, and the thread sample it carries (which
+/// comes on its own cadence). Both only grow.
+private struct PageVersion: Equatable {
+    var generation: UInt64 = 0
+    var threadSample: UInt64 = 0
+
+    init() {}
+
+    init(_ snapshot: Snapshot) {
+        generation = snapshot.generation
+        threadSample = snapshot.threadHealth?.sequence ?? 0
+    }
+
+    /// Rendered from what came before `other`: a page of it must not replace one of `other`.
+    func isOlder(than other: PageVersion) -> Bool {
+        generation < other.generation || (generation == other.generation && threadSample < other.threadSample)
+    }
 }
 
 /// Seconds for people: `1.3 s`, `0.25 s`.

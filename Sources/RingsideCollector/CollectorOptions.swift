@@ -49,6 +49,9 @@ public struct CollectorOptions: Sendable, Equatable {
     public var hlogPath: String?
     public var hlogIntervalNanos: UInt64 = 1_000_000_000
     public var hlogMaxBytes: UInt64 = 256 << 20
+    /// How often the lane threads' and bot processes' scheduling is read from `/proc`
+    /// (`--thread-sample-interval`, 100ms to 1h); 0: never.
+    public var threadSampleIntervalNanos: UInt64 = 1_000_000_000
 
     public init() {}
 
@@ -93,6 +96,10 @@ public struct CollectorOptions: Sendable, Equatable {
                                  0 disables): 44 bytes a second per series, lost at a restart
           --history-max-series N series kept in that history (default 2000: 317 MB at 1h); series past
                                  it are refused and counted (series_refused in /api/history)
+          --thread-sample-interval DUR
+                                 how often each lane thread's CPU, run-queue wait, context switches
+                                 and CPU, and each bot process's CPU, memory, threads, descriptors
+                                 and major faults, are read from /proc (default 1s; 100ms to 1h; 0: never)
           --demo                 start a synthetic trading bot and show a live table
           --log-format FORMAT    text (default: a UTC time and the message) or json (one object a
                                  line: {"time","level","msg"})
@@ -215,6 +222,17 @@ public struct CollectorOptions: Sendable, Equatable {
                         throw UsageError("\(flag): \(text) must be whole seconds from 10s to 24h (or 0 to disable the history)")
                     }
                     options.historySeconds = Int(nanos / 1_000_000_000)
+                }
+            case "--thread-sample-interval":
+                let text = try value(for: flag)
+                if text == "0" {
+                    options.threadSampleIntervalNanos = 0
+                } else {
+                    let nanos = try parseDuration(text, flag: flag)
+                    guard nanos >= 100_000_000, nanos <= 3_600_000_000_000 else {
+                        throw UsageError("\(flag): \(text) must be from 100ms to 1h (or 0 to read no thread)")
+                    }
+                    options.threadSampleIntervalNanos = nanos
                 }
             case "--history-max-series":
                 let text = try value(for: flag)

@@ -31,19 +31,10 @@ extension ProcessMetrics {
         var utime: UInt64, stime: UInt64, starttime: UInt64, vsize: UInt64, rss: UInt64
     }
 
-    /// Parses `/proc/PID/stat` (proc(5)). The command name (field 2) is in parentheses and may
-    /// hold spaces and parentheses itself, so the fields are counted from the last `)`.
+    /// Parses `/proc/PID/stat` (proc(5)), its fields counted past the name as `ProcStat` counts them.
     static func statFields(_ text: String) -> StatFields? {
-        guard let close = text.utf8.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        // Field 3 (state) is the first after the name; field N is at offset N - 3.
-        let fields = text.utf8[text.utf8.index(after: close)...].split(separator: UInt8(ascii: " "))
-        func field(_ number: Int) -> UInt64? {
-            let offset = number - 3
-            guard offset < fields.count else { return nil }
-            return UInt64(String(decoding: fields[offset], as: UTF8.self).filter { $0 != "\n" })
-        }
-        guard let utime = field(14), let stime = field(15), let starttime = field(22), let vsize = field(23),
-            let rss = field(24)
+        guard let stat = ProcStat(text), let utime = stat.unsigned(14), let stime = stat.unsigned(15),
+            let starttime = stat.unsigned(22), let vsize = stat.unsigned(23), let rss = stat.unsigned(24)
         else { return nil }
         return StatFields(utime: utime, stime: stime, starttime: starttime, vsize: vsize, rss: rss)
     }

@@ -5,17 +5,31 @@ import Ringside
 import RingsideAggregation
 import Synchronization
 
-/// What crosses threads: the latest snapshot the drain thread published, and when its loop last
-/// finished a pass. The HTTP server and the daemon's subscribers (history, `--hlog`, the JSON
-/// dump, the demo) read them; nothing else of the collector is shared.
+/// What crosses threads: the latest snapshot the drain thread published, the thread sampler's
+/// latest sample, and when the drain loop last finished a pass. The HTTP server and the daemon's
+/// subscribers (history, `--hlog`, the JSON dump, the demo) read them; nothing else of the
+/// collector is shared.
 public final class PublishedSnapshot: Sendable {
     private let latest = Mutex(Snapshot())
+    private let threadHealth = Mutex<ThreadHealthSample?>(nil)
     private let lastPass = Atomic<UInt64>(0)
 
     init() {}
 
-    /// The latest snapshot (a copy; cheap, its arrays are shared).
-    public var snapshot: Snapshot { latest.withLock { $0 } }
+    /// The latest snapshot, carrying the latest thread sample (a copy; cheap, its arrays are
+    /// shared). The sample comes on its own cadence: a quiet collector publishes snapshots every
+    /// 10 s, and each one served still has the sample of the last round.
+    public var snapshot: Snapshot {
+        var snapshot = latest.withLock { $0 }
+        snapshot.threadHealth = threadHealth.withLock { $0 }
+        return snapshot
+    }
+
+    /// Replaces the thread sample (from the sampler's thread); the old one is freed outside the lock.
+    func attach(_ sample: ThreadHealthSample) {
+        var replaced: ThreadHealthSample? = sample
+        threadHealth.withLock { swap(&$0, &replaced) }
+    }
 
     /// When the drain loop last finished a pass (CLOCK_MONOTONIC; 0: never), stored every pass,
     /// so `/health` follows the loop itself and not the snapshots, which are spaced out when

@@ -153,6 +153,7 @@ final class TrackedRing {
         snapshot.quarantinesTotal = quarantine.count
         guard let status = live.status else { return snapshot }
         snapshot.producerPID = status.producerPID
+        snapshot.producerStartRealtimeNanos = status.producerStartRealtimeNanos
         snapshot.capacity = status.capacity
         snapshot.backlog = status.backlog
         snapshot.recordsTotal = status.writeCursor
@@ -172,7 +173,7 @@ final class TrackedRing {
         snapshot.heartbeatAgeSeconds = age(status.heartbeatMonotonicNanos)
         snapshot.lanes = status.lanes.map { lane in
             LaneSnapshot(
-                index: lane.index, state: lane.state, threadID: lane.ownerTID, backlog: lane.backlog,
+                index: lane.index, state: lane.state, threadID: lane.ownerTID, threadName: lane.threadName, backlog: lane.backlog,
                 recordsTotal: lane.writeCursor, consumedTotal: lane.readCursor, droppedTotal: lane.dropped,
                 heartbeatAgeSeconds: age(lane.heartbeatMonotonicNanos))
         }

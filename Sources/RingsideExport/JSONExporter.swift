@@ -29,7 +29,7 @@ public enum JSONExporter {
             json.key("series")
             json.array(snapshot.series) { series in json.raw(seriesJSON(series)) }
             json.key("rings")
-            json.array(snapshot.rings) { ring in writeRing(ring, into: json) }
+            json.array(snapshot.rings) { ring in writeRing(ring, threadHealth: snapshot.threadHealth, into: json) }
             json.key("slos")
             json.array(snapshot.slos) { slo in
                 json.object {
@@ -46,7 +46,7 @@ public enum JSONExporter {
                 }
             }
             json.key("collector")
-            writeCollector(snapshot.collector, into: json)
+            writeCollector(snapshot.collector, threadHealth: snapshot.threadHealth, into: json)
         }
         return json.bytes
     }
@@ -171,7 +171,8 @@ public enum JSONExporter {
         }
     }
 
-    private static func writeRing(_ ring: RingSnapshot, into json: JSONWriter) {
+    /// A ring, its lanes, and with a thread sample, its process's figures and each lane thread's.
+    private static func writeRing(_ ring: RingSnapshot, threadHealth sample: ThreadHealthSample?, into json: JSONWriter) {
         json.object {
             json.field("name", ring.name)
             json.field("bot", ring.bot)
@@ -194,17 +195,26 @@ public enum JSONExporter {
             writeCondition(ring, into: json)
             json.field("quarantines_total", ring.quarantinesTotal)
             json.field("max_lanes", ring.maxLanes)
+            if let process = sample?.process(writing: ring) {
+                json.key("process")
+                writeProcessHealth(process, pid: ring.producerPID, into: json)
+            }
             json.key("lanes")
             json.array(ring.lanes) { lane in
                 json.object {
                     json.field("lane", lane.index)
                     json.field("state", lane.state.description)
                     json.field("thread_id", lane.threadID)
+                    json.field("thread_name", lane.threadName)
                     json.field("backlog", lane.backlog)
                     json.field("records_total", lane.recordsTotal)
                     json.field("consumed_total", lane.consumedTotal)
                     json.field("dropped_total", lane.droppedTotal)
                     json.field("heartbeat_age_seconds", lane.heartbeatAgeSeconds)
+                    if let thread = sample?.thread(holding: lane, of: ring) {
+                        json.key("thread")
+                        writeThreadHealth(thread, into: json)
+                    }
                 }
             }
         }
@@ -217,7 +227,7 @@ public enum JSONExporter {
         json.field("quarantined", ring.quarantined)
     }
 
-    private static func writeCollector(_ stats: CollectorStats, into json: JSONWriter) {
+    private static func writeCollector(_ stats: CollectorStats, threadHealth sample: ThreadHealthSample?, into json: JSONWriter) {
         json.object {
             json.field("records_drained", stats.recordsDrained)
             json.field("drain_rate", stats.drainRate)
@@ -231,6 +241,10 @@ public enum JSONExporter {
             if let history = stats.history {
                 json.field("history_series", history.series)
                 json.field("history_series_refused", history.refused)
+            }
+            if let sample {
+                json.key("thread_sampler")
+                writeSamplerFigures(sample, into: json)
             }
         }
     }

@@ -82,6 +82,7 @@ struct PrometheusPage {
             }
         }
         for family in PrometheusExporter.selfMetrics(snapshot) { addFixed(family) }
+        for family in PrometheusExporter.threadHealthFamilies(snapshot) { addFixed(family) }
         addFixed(PrometheusExporter.buildInfo)
         for family in process?.families() ?? [] { addFixed(family) }
         addFixed(

@@ -17,6 +17,9 @@ public struct Snapshot: Sendable {
     public var rings: [RingSnapshot] = []
     public var slos: [SLOSnapshot] = []
     public var collector = CollectorStats()
+    /// The thread sampler's latest round, when it runs (`--thread-sample-interval`): attached to
+    /// each snapshot served, as it comes on its own cadence.
+    public var threadHealth: ThreadHealthSample?
 
     public init() {}
 }
@@ -96,6 +99,8 @@ public struct LaneSnapshot: Sendable {
     package var state: LaneState
     /// The kernel thread id holding it (0 when retired).
     public var threadID: Int32
+    /// The name its holder gave its thread ("" when none; see THREAD NAMES in ringside.h).
+    public var threadName: String
     public var backlog: UInt64
     /// Records the lane's threads published, ever.
     public var recordsTotal: UInt64
@@ -106,12 +111,13 @@ public struct LaneSnapshot: Sendable {
     public var heartbeatAgeSeconds: Double
 
     package init(
-        index: Int, state: LaneState, threadID: Int32, backlog: UInt64, recordsTotal: UInt64,
+        index: Int, state: LaneState, threadID: Int32, threadName: String = "", backlog: UInt64, recordsTotal: UInt64,
         consumedTotal: UInt64, droppedTotal: UInt64, heartbeatAgeSeconds: Double
     ) {
         self.index = index
         self.state = state
         self.threadID = threadID
+        self.threadName = threadName
         self.backlog = backlog
         self.recordsTotal = recordsTotal
         self.consumedTotal = consumedTotal
@@ -162,6 +168,9 @@ public struct RingSnapshot: Sendable {
     public var quarantined = false
     public var quarantinesTotal: UInt64 = 0
     public var producerPID: Int32 = 0
+    /// CLOCK_REALTIME when that process attached (0: unknown): it started before, so a process
+    /// found at its pid that started after is another (the pid was reused).
+    public var producerStartRealtimeNanos: UInt64 = 0
     public var capacity: UInt64 = 0
     public var backlog: UInt64 = 0
     /// Records the producer published, ever, in every lane.

@@ -255,6 +255,24 @@ package enum System {
         _ = try checked(Glibc.setrlimit(__rlimit_resource_t(resource.rawValue), &limit))
     }
 
+    /// Names the calling thread for the kernel (its `comm`: what `top -H` and `/proc/PID/task/TID`
+    /// show), cut to its 15 bytes. The corresponding C function is `pthread_setname_np`, which
+    /// Swift's Glibc module leaves out: this writes `/proc/thread-self/comm`, as glibc does for a
+    /// thread other than the caller. (Foundation's `Thread.name` may not reach the kernel: a thread
+    /// that runs before its creator records it is left unnamed.)
+    package static func setThreadName(_ name: String) throws(Errno) {
+        var bytes = Array(name.utf8)
+        if bytes.count > 15 {
+            bytes.removeLast(bytes.count - 15)
+            // Cut at a character's start: drop a partial one (its continuation bytes, then its lead).
+            while let last = bytes.last, last & 0xC0 == 0x80 { bytes.removeLast() }
+            if let last = bytes.last, last >= 0xC0 { bytes.removeLast() }
+        }
+        let fd = try open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        defer { close(fd) }
+        try writeAll(fd, bytes)
+    }
+
     /// Whether `fd` is a terminal. The corresponding C function is `isatty`.
     package static func isatty(_ fd: Int32) -> Bool {
         Glibc.isatty(fd) == 1

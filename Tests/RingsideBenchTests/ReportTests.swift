@@ -51,19 +51,27 @@ struct ReportTests {
                 .init(rings: 64, recordsPerSecond: 1.5e7, records: 10, passes: 1),
             ],
             e2eP50Micros: 50_000.25, e2eP99Micros: 99_000, e2eSamples: 40, cpuPercent: 12.34,
-            loadRecordsPerSecond: 1e6, rssMegabytes: 20.06, rssAnonMegabytes: 5)
+            loadRecordsPerSecond: 1e6, rssMegabytes: 20.06, rssAnonMegabytes: 5,
+            threadSampling: [
+                .init(
+                    name: "thread_sampler.2000lanes.idle", lanes: 2_000, processes: 1, cpuPercent: 0.2345, rounds: 6, deferredMost: 0,
+                    keptDescriptors: 2_498, keptDescriptorLimit: 2_500)
+            ])
         let object = try #require(try JSONSerialization.jsonObject(with: Data(report.json.text.utf8)) as? [String: Any])
         #expect(object["benchmark"] as? String == "collector")
         let results = try #require(object["results"] as? [[String: Any]])
         #expect(
             results.map { $0["name"] as? String } == [
                 "drain.1ring", "drain.8rings", "drain.64rings", "e2e",
-                "cpu_at_1m_per_s", "rss",
+                "cpu_at_1m_per_s", "rss", "thread_sampler.2000lanes.idle",
             ])
         #expect(results[0]["records_per_s"] as? Int == 25_000_000)
         #expect(results[3]["p50_us"] as? Double == 50_000.25)
         #expect(results[4]["percent"] as? Double == 12.3)
         #expect(results[5]["mb"] as? Double == 20.1)
+        #expect(results[6]["percent"] as? Double == 0.23 && results[6]["lanes"] as? Int == 2_000)
+        #expect(results[6]["deferred_most"] as? Int == 0 && results[6]["kept_fds"] as? Int == 2_498)
+        #expect(report.table.contains("thread_sampler.2000lanes.idle") && report.table.contains("0.23 % of a core"))
     }
 
     @Test("scrape --json has a row per phase with nearest-rank p50 and p90; the table lists them")

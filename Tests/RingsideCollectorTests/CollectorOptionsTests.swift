@@ -18,6 +18,17 @@ struct CollectorOptionsTests {
         #expect(try CollectorOptions.parse(["--max-series-bytes", "256M"])?.maxSeriesBytes == 256 << 20)
         #expect(options.logFormat == .text)
         #expect(options.historySeconds == 3600 && options.historyMaxSeries == 2_000)
+        #expect(options.threadSampleIntervalNanos == 1_000_000_000)
+    }
+
+    @Test("--thread-sample-interval takes a duration from 100ms to 1h, or 0 to read no thread")
+    func threadSampleInterval() throws {
+        #expect(try CollectorOptions.parse(["--thread-sample-interval", "1s"])?.threadSampleIntervalNanos == 1_000_000_000)
+        #expect(try CollectorOptions.parse(["--thread-sample-interval=250ms"])?.threadSampleIntervalNanos == 250_000_000)
+        #expect(try CollectorOptions.parse(["--thread-sample-interval", "100ms"])?.threadSampleIntervalNanos == 100_000_000)
+        #expect(try CollectorOptions.parse(["--thread-sample-interval", "1h"])?.threadSampleIntervalNanos == 3_600_000_000_000)
+        #expect(try CollectorOptions.parse(["--thread-sample-interval", "0"])?.threadSampleIntervalNanos == 0)
+        #expect(CollectorOptions.usage.contains("--thread-sample-interval DUR"))
     }
 
     @Test("--history takes a duration from 10s to 24h, or 0 to disable it; --history-max-series a count")
@@ -87,6 +98,10 @@ struct CollectorOptionsTests {
             (["--log-format"], "--log-format needs a value"),
             (["--native-histograms", "9"], "--native-histograms: 9 is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"),
             (["--native-histograms", "x"], "--native-histograms: x is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"),
+            (["--thread-sample-interval", "50ms"], "--thread-sample-interval: 50ms must be from 100ms to 1h (or 0 to read no thread)"),
+            (["--thread-sample-interval", "2h"], "--thread-sample-interval: 2h must be from 100ms to 1h"),
+            (["--thread-sample-interval", "often"], "--thread-sample-interval: often is not a duration"),
+            (["--thread-sample-interval"], "--thread-sample-interval needs a value"),
         ])
     func badArguments(arguments: [String], message: String) {
         #expect {

@@ -341,6 +341,36 @@ struct CollectorTests {
             #expect(second.series("ticks")?.cumulativeSum == 2, "a counter's total lives in the ring: exact across collectors")
         }
     }
+
+    @Test("a lane's thread id and name reach the snapshot and /latest's lanes")
+    func laneThreadNames() throws {
+        try withRingDirectory { directory in
+            let values = try Bot.attach("named", directory: directory.path, options: .init(laneCapacity: 1024)).histogram("values")
+            let recorded = DispatchSemaphore(value: 0), finish = DispatchSemaphore(value: 0)
+            let thread = Thread {
+                // The kernel's name, which the producer writes into the lane it claims.
+                try? nameCurrentThread("fill-router")
+                values.record(7)
+                recorded.signal()
+                finish.wait()  // alive, so its id is still its own
+            }
+            thread.start()
+            recorded.wait()
+            defer { finish.signal() }
+            let snapshot = pass(try makeCollector(directory, captured: CapturedLog()))
+            let lane = try #require(snapshot.ring("named")?.lanes.first)
+            #expect(lane.threadName == "fill-router")
+            #expect(
+                lane.threadID > 0 && lane.threadID != getpid()
+                    && FileManager.default.fileExists(atPath: "/proc/self/task/\(lane.threadID)"),
+                "a thread of this process: \(lane.threadID)")
+            let latest = try jsonObject(String(decoding: JSONExporter.latest(snapshot), as: UTF8.self))
+            let rings = try #require(latest["rings"] as? [[String: Any]])
+            let lanes = try #require(rings.first?["lanes"] as? [[String: Any]])
+            #expect(lanes.first?["thread_name"] as? String == "fill-router")
+            #expect(lanes.first?["thread_id"] as? Int == Int(lane.threadID))
+        }
+    }
 }
 
 /// A bot whose histogram "latency" recorded 1 ... 100, and a collector over its directory: how the

@@ -25,8 +25,9 @@ struct GrafanaDashboardTests {
             defer { collector.kill() }
             let page = try eventually(seconds: 10) { () -> String? in
                 let body = try httpGet(port: port, path: "/metrics").body
+                // The thread sampler's families come with its first round (a second at most).
                 return body.contains("orders_rate{") && body.contains("order_fill_latency_windowed_seconds{")
-                    && body.contains("ringside_slo_violated{") ? body : nil
+                    && body.contains("ringside_slo_violated{") && body.contains("ringside_thread_context_switches_total{") ? body : nil
             }
             let text = try #require(page, "the collector did not export the bot's metrics")
             // A histogram family's own name is a series under native histograms (its buckets in one sample).

@@ -85,10 +85,22 @@ func recordingRuleNames(inRulesFile text: String) -> Set<String> {
     return names
 }
 
-/// The PromQL expressions in a rules file (`expr:` on one line each).
+/// The PromQL expressions in a rules file: `expr:` on one line, or a block scalar (`expr: >-`) on those after.
 func ruleExpressions(inRulesFile text: String) -> [String] {
-    text.split(separator: "\n").compactMap { line in
+    let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+    var expressions: [String] = []
+    for (number, line) in lines.enumerated() {
         let trimmed = line.trimmingCharacters(in: .whitespaces)
-        return trimmed.hasPrefix("expr:") ? String(trimmed.dropFirst(5)).trimmingCharacters(in: .whitespaces) : nil
+        guard trimmed.hasPrefix("expr:") else { continue }
+        let value = String(trimmed.dropFirst(5)).trimmingCharacters(in: .whitespaces)
+        guard [">-", ">", "|", "|-"].contains(value) else {
+            expressions.append(value)
+            continue
+        }
+        // A block scalar: the lines indented deeper than `expr:`, joined.
+        let indent = line.prefix { $0 == " " }.count
+        let block = lines[(number + 1)...].prefix { $0.prefix { $0 == " " }.count > indent && !$0.allSatisfy { $0 == " " } }
+        expressions.append(block.map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " "))
     }
+    return expressions
 }

@@ -83,6 +83,28 @@ struct SystemTests {
         #expect(run.signals >= 1)
         #expect(DispatchTime.now().uptimeNanoseconds - start >= 300_000_000)
     }
+
+    @Test("a thread names itself for the kernel: its comm, cut to 15 bytes at a character's start")
+    func threadName() throws {
+        let names = Mutex<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            func comm() -> String {
+                ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "").trimmingCharacters(in: .newlines)
+            }
+            for name in ["md-feed", "a-name-longer-than-fifteen", "fourteen-bytes\u{E9}x"] {
+                try? System.setThreadName(name)
+                names.withLock { $0.append(comm()) }
+            }
+            done.signal()
+        }
+        thread.start()
+        done.wait()
+        // é is two bytes, the 15th and 16th: it goes whole.
+        #expect(names.withLock { $0 } == ["md-feed", "a-name-longer-t", "fourteen-bytes"])
+        let own = ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "")
+        #expect(!own.hasPrefix("md-feed"), "the caller's own thread only")
+    }
 }
 
 /// SIGUSR2 deliveries seen by the handler `underSignals` installs.

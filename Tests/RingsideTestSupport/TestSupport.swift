@@ -235,6 +235,28 @@ package func requiredRoot(_ purpose: String) throws -> Bool {
     return false
 }
 
+/// The last CPU this process may run on (`Cpus_allowed_list` of its status, such as `0-1` or
+/// `0,2-3`): where a test pins the threads it wants on one CPU.
+package func lastAllowedCPU() throws -> Int {
+    let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+    guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed_list:") }),
+        let list = line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces),
+        let last = list.split(separator: ",").last?.split(separator: "-").last, let cpu = Int(last)
+    else { throw TestSupportError("no Cpus_allowed_list in /proc/self/status") }
+    return cpu
+}
+
+/// Names the calling thread for the kernel (its comm, which a producer writes into the lane the
+/// thread claims). Foundation's `Thread.name` may not reach the kernel: a thread that runs
+/// before its creator records it is left unnamed.
+package func nameCurrentThread(_ name: String) throws {
+    guard let comm = FileHandle(forWritingAtPath: "/proc/thread-self/comm") else {
+        throw TestSupportError("cannot open /proc/thread-self/comm")
+    }
+    defer { try? comm.close() }
+    try comm.write(contentsOf: Data(name.utf8))
+}
+
 /// The path of `name` on `PATH`, or nil.
 package func systemTool(_ name: String) -> String? {
     (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")

@@ -82,6 +82,13 @@
 //       children in turn, each incrementing it N times (becoming a worker) and waiting: children
 //       1 ... M make their files, child M+1 finds every one held and is refused; then child 1 exits
 //       and child M+2 continues its file. Prints "children PID..." and exits when they have.
+//   ringside-test-producer sched-threads --dir DIR --ring NAME [--burn yes] [--cpu C]
+//       threads for the thread sampler (SchedThreads.swift): "burner" spins with --burn (on CPU C),
+//       "napper" sleeps 1 ms at a time, "leaver" exits when a line "leave" comes on the input; each records
+//       one value into histogram "sched_values" to hold a lane. Prints "ready PID burner TID napper
+//       TID leaver TID", then "left TID" once the leaver is gone; exits at the end of its input.
+//   ringside-test-producer spin --dir DIR --ring NAME [--cpu C]
+//       attaches nothing: pins itself to CPU C, prints "spinning PID" and spins until killed.
 import CAllocationCounter
 import CRingside
 import Foundation
@@ -101,7 +108,7 @@ guard let mode = arguments.first,
     [
         "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
-        "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound",
+        "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound", "sched-threads", "spin",
     ].contains(mode)
 else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
@@ -130,6 +137,17 @@ var ringOptions = Bot.Options()
 if let capacity = options["capacity"].flatMap(Int.init) { ringOptions.laneCapacity = capacity }
 let metricCount = Int(options["metrics"] ?? "0") ?? 0
 if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
+
+// `sched-threads` and `spin`: the thread sampler's subjects (SchedThreads.swift).
+if mode == "spin" { spin(cpu: Int(options["cpu"] ?? "-1") ?? -1) }
+if mode == "sched-threads" {
+    do {
+        try schedThreads(
+            ring: ringName, directory: options["dir"], cpu: Int(options["cpu"] ?? "-1") ?? -1, burn: options["burn"] == "yes")
+    } catch {
+        fail("\(error)")
+    }
+}
 
 // `wide-series`: many series of long labels in live bots, to fill the collector's memory budget.
 if mode == "wide-series" {

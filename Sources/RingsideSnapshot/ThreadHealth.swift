@@ -1,0 +1,143 @@
+/// What the collector's thread sampler last read from `/proc` of the bots' lane threads and
+/// processes: scheduling health, read at a low rate off the drain thread. Plain values, made once
+/// per round and never changed: the snapshots served carry the latest (`Snapshot.threadHealth`).
+public struct ThreadHealthSample: Sendable {
+    /// Increases with every round; with the snapshot's generation, what the exporters' caches key on.
+    public var sequence: UInt64
+    /// CLOCK_REALTIME when the round ended.
+    public var realtimeNanos: UInt64
+    /// How often rounds begin (`--thread-sample-interval`).
+    public var intervalNanos: UInt64
+    /// Each lane thread read, by its process and its own id.
+    public var threads: [ThreadKey: ThreadHealth]
+    /// Each bot process read, by pid.
+    public var processes: [Int32: ProcessHealth]
+    public var figures: ThreadSamplerFigures
+
+    public init(
+        sequence: UInt64, realtimeNanos: UInt64, intervalNanos: UInt64, threads: [ThreadKey: ThreadHealth],
+        processes: [Int32: ProcessHealth], figures: ThreadSamplerFigures
+    ) {
+        self.sequence = sequence
+        self.realtimeNanos = realtimeNanos
+        self.intervalNanos = intervalNanos
+        self.threads = threads
+        self.processes = processes
+        self.figures = figures
+    }
+
+    /// The figures of the thread holding `lane` of `ring`, if it was read: its producer's pid and
+    /// the lane's thread id name it. None for a ring whose producer is gone (the snapshot may be
+    /// newer than the sample).
+    public func thread(holding lane: LaneSnapshot, of ring: RingSnapshot) -> ThreadHealth? {
+        guard ring.producerAlive, lane.state == .active, lane.threadID > 0, ring.producerPID > 0 else { return nil }
+        return threads[ThreadKey(pid: ring.producerPID, tid: lane.threadID)]
+    }
+
+    /// The figures of the process writing `ring`, if it was read.
+    public func process(writing ring: RingSnapshot) -> ProcessHealth? {
+        ring.producerAlive && ring.producerPID > 0 ? processes[ring.producerPID] : nil
+    }
+}
+
+/// A thread: its process's id and its own (the kernel's tid).
+public struct ThreadKey: Hashable, Sendable {
+    public var pid: Int32
+    public var tid: Int32
+
+    public init(pid: Int32, tid: Int32) {
+        self.pid = pid
+        self.tid = tid
+    }
+}
+
+/// One lane thread's scheduling as the kernel counts it: totals since the thread began, but
+/// `migrations`, which the sampler counts itself.
+public struct ThreadHealth: Sendable, Equatable {
+    /// Time on a CPU, and time runnable but waiting for one (`/proc/PID/task/TID/schedstat`).
+    public var cpuNanos: UInt64
+    public var runQueueWaitNanos: UInt64
+    /// Times the scheduler gave it a CPU (schedstat's third field).
+    public var timeslices: UInt64
+    /// `voluntary_ctxt_switches` (it blocked or slept) and `nonvoluntary_ctxt_switches` (it was
+    /// preempted) of its `status`.
+    public var voluntarySwitches: UInt64
+    public var involuntarySwitches: UInt64
+    /// The CPU it last ran on (field 39, `processor`, of its `stat`).
+    public var lastCPU: Int32
+    /// Reads of its `stat` that found it on another CPU than the read before: a lower bound on
+    /// the kernel's migrations (two between reads count once), counted since the sampler began.
+    public var migrations: UInt64
+    /// The kernel's name for it (`comm`, field 2 of its `stat`): 15 bytes at most.
+    public var kernelName: String
+    /// Over the span between the last two reads of its schedstat (nil after the first): the
+    /// fraction of one CPU it used, and the fraction of the span it waited for one.
+    public var cpuRatio: Double?
+    public var runQueueWaitRatio: Double?
+    /// Over the span between the last two reads of its status (nil after the first): switches a second.
+    public var voluntarySwitchesPerSecond: Double?
+    public var involuntarySwitchesPerSecond: Double?
+
+    public init(
+        cpuNanos: UInt64, runQueueWaitNanos: UInt64, timeslices: UInt64, voluntarySwitches: UInt64,
+        involuntarySwitches: UInt64, lastCPU: Int32, migrations: UInt64, kernelName: String
+    ) {
+        self.cpuNanos = cpuNanos
+        self.runQueueWaitNanos = runQueueWaitNanos
+        self.timeslices = timeslices
+        self.voluntarySwitches = voluntarySwitches
+        self.involuntarySwitches = involuntarySwitches
+        self.lastCPU = lastCPU
+        self.migrations = migrations
+        self.kernelName = kernelName
+    }
+}
+
+/// A bot's process as the kernel counts it (`/proc/PID/stat`, `/proc/PID/fd`).
+public struct ProcessHealth: Sendable, Equatable {
+    /// User and system CPU time of all its threads, those gone included (`utime + stime`).
+    public var cpuSeconds: Double
+    public var residentMemoryBytes: UInt64
+    public var threads: Int
+    /// Its open descriptors; nil when they may not be counted (another user's process).
+    public var openFDs: Int?
+    /// Page faults that had to read from disk (`majflt`).
+    public var majorPageFaults: UInt64
+    /// When it started, in Unix seconds.
+    public var startTimeSeconds: Double
+    /// Over the span between its last two reads (nil after the first): the CPUs it used.
+    public var cpuRatio: Double?
+
+    public init(
+        cpuSeconds: Double, residentMemoryBytes: UInt64, threads: Int, openFDs: Int?, majorPageFaults: UInt64,
+        startTimeSeconds: Double
+    ) {
+        self.cpuSeconds = cpuSeconds
+        self.residentMemoryBytes = residentMemoryBytes
+        self.threads = threads
+        self.openFDs = openFDs
+        self.majorPageFaults = majorPageFaults
+        self.startTimeSeconds = startTimeSeconds
+    }
+}
+
+/// What the sampler says of itself, so its cost and its gaps are seen.
+public struct ThreadSamplerFigures: Sendable, Equatable {
+    /// Lane threads and processes with figures in the sample.
+    public var threads = 0
+    public var processes = 0
+    /// Lane threads named by live lanes that could not be read: gone from `/proc` (the thread or
+    /// its process exited), not readable, or at a pid now held by another process.
+    public var unreadable = 0
+    /// Threads whose `stat` and `status` the round's CPU budget left for a later round (their
+    /// context switches and last CPU are from an earlier read).
+    public var deferred = 0
+    /// The last round's time, and the sampler thread's CPU time since it began.
+    public var roundSeconds: Double = 0
+    public var cpuSecondsTotal: Double = 0
+    /// `/proc` files held open between rounds, and how many may be.
+    public var keptDescriptors = 0
+    public var keptDescriptorLimit = 0
+
+    public init() {}
+}
