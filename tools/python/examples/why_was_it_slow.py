@@ -1,9 +1,9 @@
 """The order desk of docs/why-was-it-slow.md: a thread that prices an order arriving every 2 ms.
 
-An order's latency runs from its arrival to its price; pricing takes about 0.8 ms of CPU, so the desk keeps 40 % of a CPU busy. When
-another busy process shares the desk's CPU, the desk, woken for an order, waits its turn on the
-CPU now and then, and those orders take milliseconds: the tail the walkthrough finds. Each
-order's latency is recorded with its order id as an exemplar.
+An order's latency runs from its arrival to its price. Pricing takes about 0.8 ms of CPU, so the
+desk keeps 40 % of a CPU busy. When other busy processes share the desk's CPU, the desk, woken for
+an order, waits its turn on the CPU, and its orders take milliseconds, then hundreds: the tail the
+walkthrough finds. Each order's latency is recorded with its order id as an exemplar.
 
     taskset -c 0 python3 why_was_it_slow.py [seconds]      # the desk, on CPU 0
     taskset -c 0 python3 -c 'while True: pass'             # later: a neighbour on CPU 0
