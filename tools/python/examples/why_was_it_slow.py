@@ -6,7 +6,7 @@ an order, waits its turn on the CPU, and its orders take milliseconds, then hund
 walkthrough finds. Each order's latency is recorded with its order id as an exemplar.
 
     taskset -c 0 python3 why_was_it_slow.py [seconds]      # the desk, on CPU 0
-    taskset -c 0 python3 -c 'while True: pass'             # later: a neighbour on CPU 0
+    for i in 1 2 3; do taskset -c 0 python3 -c 'while True: pass' & done    # later: neighbours
 """
 
 from __future__ import annotations
