@@ -3,52 +3,30 @@
 //! indices, then its own calls) and never the parent's file; a child that never records makes
 //! nothing; one that cannot make its worker file says why once on stderr and writes nothing. And
 //! the worker option beside an owner of the name. The tests fork the test process: they take
-//! turns (FORKS), and a child never panics into the harness (it reports to its parent, then
+//! turns (common::fork::take_turn), and a child never panics into the harness (it reports to its parent, then
 //! `_exit`s).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod common;
 
+use common::fork::{_exit, dup2, files_in, fork, take_turn, waitpid};
 use common::{RingFile, ScratchDir};
 use ringside::{Bot, Error, GaugeMerge, Options, Unit};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::path::PathBuf;
 use std::time::Duration;
-
-extern "C" {
-    fn fork() -> i32;
-    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
-    fn dup2(old: i32, new: i32) -> i32;
-    fn _exit(code: i32) -> !;
-}
 
 const KIND_COUNTER: u8 = 1;
 const KIND_GAUGE: u8 = 2;
 const KIND_HISTOGRAM: u8 = 3;
 const FLAG_SPAN: u8 = 1;
 
-/// One test at a time: a fork copies whatever another test's thread holds at that moment.
-static FORKS: Mutex<()> = Mutex::new(());
-
-fn take_turn() -> MutexGuard<'static, ()> {
-    FORKS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 fn options(dir: &ScratchDir) -> Options {
     Options { directory: Some(dir.path.clone()), lane_capacity: Some(1024), ..Options::default() }
-}
-
-/// The files in a directory, sorted.
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    names.sort();
-    names
 }
 
 fn wait_for(pid: i32) -> i32 {

@@ -2,7 +2,7 @@
 //! Python's tests check it: past the bound a new worker continues the file of a worker that is
 //! gone, and when every one is held by a live worker it writes nothing, says why (a forked child
 //! once on stderr, a worker by option with `Error::TooManyWorkers`) and is counted in the bot's
-//! file's `workers_refused`. The tests fork the test process: they take turns (FORKS), each child
+//! file's `workers_refused`. The tests fork the test process: they take turns (common::fork::take_turn), each child
 //! reports one byte to its parent, then waits for its word to `_exit` (or for the parent's end of
 //! the channel to close, if the parent's test fails first); the parent reaps every child.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::fork::{_exit, dup2, files_in, fork, take_turn, waitpid};
 use common::{Collector, RingFile, ScratchDir};
 use ringside::{Bot, Error, Options};
 use std::fs::File;
@@ -17,35 +18,12 @@ use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
-
-extern "C" {
-    fn fork() -> i32;
-    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
-    fn dup2(old: i32, new: i32) -> i32;
-    fn _exit(code: i32) -> !;
-}
 
 /// Increments each forked worker makes.
 const N: u64 = 1000;
 
-/// One test at a time: a fork copies whatever another test's thread holds at that moment.
-static FORKS: Mutex<()> = Mutex::new(());
-
-fn take_turn() -> MutexGuard<'static, ()> {
-    FORKS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 fn options(dir: &ScratchDir, max_workers: u32) -> Options {
     Options { directory: Some(dir.path.clone()), lane_capacity: Some(1024), max_workers, ..Options::default() }
-}
-
-/// The files in a directory, sorted.
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    names.sort();
-    names
 }
 
 /// A counter's total in a file: its cells over every lane, plus its metric cell's `unlaned`.

@@ -4,6 +4,8 @@
 //! bot file's bytes for what the collector does not show (flags, cursors, cells).
 #![allow(dead_code)]
 
+pub mod fork;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
