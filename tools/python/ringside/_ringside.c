@@ -22,9 +22,10 @@
  * (threading's) replaces it at once, before the thread's first record is written.
  *
  * Exemplars (EXEMPLARS in ringside.h): observe() and stop() take one, a dict of str to str that the
- * C code encodes ("key=value" pairs joined by newlines) and checks with rs_exemplar_check; any other
- * exemplar, or one that fails, goes to the handle's Python encoder (ringside/_exemplars.py), which
- * raises the error naming the problem (or returns the bytes, checked again here).
+ * C code encodes ("key=value" pairs joined by newlines), checking rs_exemplar_check's rules as it
+ * copies; any other exemplar, or one that fails, goes to the handle's Python encoder
+ * (ringside/_exemplars.py), which raises the error naming the problem (or returns the bytes, which
+ * rs_exemplar_check checks).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -361,9 +362,47 @@ static int handle_observation(HandleObject *handle, PyObject *value, uint64_t *o
     return handle_convert_u64(handle, value, out);
 }
 
-/* An exemplar's bytes, checked: a dict of str to str is encoded here; anything else, or anything
-   wrong, goes to the handle's encoder, which raises naming the problem. 0 and `length` bytes in
-   `out` (RS_EXEMPLAR_MAX), or -1 with the exception set. */
+/* A str's UTF-8 bytes: an ASCII string's own (no call), else CPython's cached copy; NULL for a
+   lone surrogate, with no exception left set (the encoder names it). */
+static const char *exemplar_text(PyObject *text, Py_ssize_t *length) {
+    if (PyUnicode_IS_COMPACT_ASCII(text)) {
+        *length = PyUnicode_GET_LENGTH(text);
+        return (const char *)PyUnicode_DATA(text);
+    }
+    const char *bytes = PyUnicode_AsUTF8AndSize(text, length);
+    if (bytes == NULL) PyErr_Clear();
+    return bytes;
+}
+
+/* Appends "key=value" (after a newline if `used` > 0) to `out`, checking as it copies the rules
+   rs_exemplar_check holds the joined bytes to: the key a name, the value without newline or NUL,
+   RS_EXEMPLAR_MAX bytes in all. A dict's keys are distinct strings, so their bytes are too: the
+   one rule left to the joined bytes holds by construction. The new length, or 0 if refused. */
+static size_t exemplar_append(char *out, size_t used, const char *key, size_t key_length, const char *value,
+                              size_t value_length) {
+    size_t needed = used + (used > 0) + key_length + 1 + value_length;
+    if (key_length == 0 || needed > RS_EXEMPLAR_MAX) return 0;
+    if (used > 0) out[used++] = '\n';
+    for (size_t at = 0; at < key_length; at++) {
+        unsigned char c = (unsigned char)key[at];
+        int letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        if (!letter && !(at > 0 && c >= '0' && c <= '9')) return 0;
+        out[used++] = (char)c;
+    }
+    out[used++] = '=';
+    for (size_t at = 0; at < value_length; at++) {
+        char c = value[at];
+        if (c == '\n' || c == 0) return 0;
+        out[used++] = c;
+    }
+    return used;
+}
+
+/* An exemplar's bytes, checked: a dict of str to str is encoded and checked here in one pass
+   (tests/test_exemplars.py holds it to rs_exemplar_check on fuzzed dicts); anything else, or
+   anything refused, goes to the handle's encoder, which raises naming the problem, and whose bytes
+   rs_exemplar_check has the last word on. 0 and `length` bytes in `out` (RS_EXEMPLAR_MAX), or -1
+   with the exception set. */
 static int handle_exemplar(HandleObject *handle, PyObject *exemplar, char *out, size_t *length) {
     size_t used = 0;
     int taken = PyDict_CheckExact(exemplar) && PyDict_GET_SIZE(exemplar) > 0;
@@ -371,30 +410,12 @@ static int handle_exemplar(HandleObject *handle, PyObject *exemplar, char *out, 
     PyObject *key, *value;
     while (taken && PyDict_Next(exemplar, &at, &key, &value)) {
         Py_ssize_t key_length, value_length;
-        const char *k = PyUnicode_CheckExact(key) ? PyUnicode_AsUTF8AndSize(key, &key_length) : NULL;
-        const char *v = k != NULL && PyUnicode_CheckExact(value) ? PyUnicode_AsUTF8AndSize(value, &value_length) : NULL;
-        if (v == NULL) {
-            PyErr_Clear(); /* a lone surrogate: the encoder says so */
-            taken = 0;
-            break;
-        }
-        size_t needed = used + (used > 0) + (size_t)key_length + 1 + (size_t)value_length;
-        /* Checked per pair, as the joined bytes cannot show it: a newline in a value, or "=" in a
-           key, would read as another pair. The key's other characters are rs_exemplar_check's. */
-        if (needed > RS_EXEMPLAR_MAX || memchr(v, '\n', (size_t)value_length) != NULL
-            || memchr(v, 0, (size_t)value_length) != NULL || memchr(k, '=', (size_t)key_length) != NULL
-            || memchr(k, '\n', (size_t)key_length) != NULL) {
-            taken = 0;
-            break;
-        }
-        if (used > 0) out[used++] = '\n';
-        memcpy(out + used, k, (size_t)key_length);
-        used += (size_t)key_length;
-        out[used++] = '=';
-        memcpy(out + used, v, (size_t)value_length);
-        used += (size_t)value_length;
+        const char *k = PyUnicode_CheckExact(key) ? exemplar_text(key, &key_length) : NULL;
+        const char *v = k != NULL && PyUnicode_CheckExact(value) ? exemplar_text(value, &value_length) : NULL;
+        used = v == NULL ? 0 : exemplar_append(out, used, k, (size_t)key_length, v, (size_t)value_length);
+        taken = used > 0;
     }
-    if (taken && rs_exemplar_check(out, used, NULL) == 0) {
+    if (taken) {
         *length = used;
         return 0;
     }
@@ -456,7 +477,7 @@ static PyObject *handle_observe(HandleObject *handle, PyObject *const *args, Py_
     char bytes[RS_EXEMPLAR_MAX];
     size_t length;
     if (handle_exemplar(handle, exemplar, bytes, &length) < 0 || core_ready(handle->core) < 0) return NULL;
-    /* Checked above (rs_exemplar_check): not again. */
+    /* Checked above (handle_exemplar): not again. */
     return PyBool_FromLong(rs_bot_record_checked_exemplar(handle->core->bot, handle->metric, stored, bytes, length));
 }
 

@@ -384,6 +384,34 @@ def test_the_pure_check_is_rs_exemplar_check_byte_for_byte():
     assert sum(_ringside.exemplar_check(data) is None for data in fuzzed) > 20  # the fuzz reaches valid ones too
 
 
+def test_the_extensions_one_pass_over_a_dict_takes_and_refuses_what_the_encoder_does(ring_dir):
+    """The C extension encodes and checks a dict in one pass, without calling rs_exemplar_check:
+    on fuzzed dicts it takes exactly those the Python encoder takes and stores the same bytes."""
+    if _ringside is None:
+        missing("the C extension ringside._ringside is not built")
+    rng = random.Random(2026)
+    texts = ["a", "_", "a1", "1a", "a-b", "a=b", "a\nb", "", "\0", "é", "\ud800", "x" * 30, "Z_9", "order_id", "A17"]
+    dicts = [{rng.choice(texts) + rng.choice(texts): rng.choice(texts) + rng.choice(texts)
+              for _ in range(rng.randrange(1, 4))} for _ in range(3000)]
+    encode = _exemplars.encoder("fuzz", "fill")
+    bot = attach(_ringside, ring_dir, "fuzz", lane_capacity=65536)
+    fill = bot.histogram("fill", unit="ns")
+    expected = []
+    for value, exemplar in enumerate(dicts):
+        try:
+            encoded = encode(exemplar)
+        except ringside.RingError as refused:
+            with pytest.raises(type(refused)):
+                fill.observe(value, exemplar=exemplar)
+            continue
+        assert _ringside.exemplar_check(encoded) is None
+        assert fill.observe(value, exemplar=exemplar)
+        expected.append((value, EXEMPLAR, encoded.decode()))
+    assert BotFile(bot.path).exemplars("fill") == expected
+    assert 150 < len(expected) < 2850, len(expected)  # the fuzz reaches both sides
+    bot.close()
+
+
 class Pairs(Mapping):
     """A mapping whose items() names a key twice (no dict can): only the bytes' check sees it."""
 
