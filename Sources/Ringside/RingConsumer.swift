@@ -14,6 +14,9 @@ package final class RingConsumer {
     private let file: MappedRingFile
     /// Each mapped lane's read cursor (the consumer is its only writer).
     private var cursors: [UInt64] = []
+    /// Each lane's holder as last seen holding it, and the lane's claim count then: a thread that
+    /// let go of its lane (owner_tid 0) after that is still named for its records (see thread(lane:)).
+    private var lastHolders: [(id: Int32, claims: UInt32)] = []
     /// The metrics known so far; `refreshMetrics()` adds those registered since.
     package private(set) var metrics: [MetricDescriptor]
 
@@ -40,9 +43,22 @@ package final class RingConsumer {
     /// Where lane `lane` has been drained to.
     package func drainedCursor(lane: Int) -> UInt64 { cursors[lane] }
 
-    /// The thread holding lane `lane` now: its kernel id and the name it gave (see ringside.h).
+    /// The thread that wrote lane `lane`'s records: the one holding it now, or, if none does, the
+    /// last one this consumer saw holding it, unless another has claimed the lane since; id 0 when
+    /// unknown. Its name is the lane's (a retired lane keeps its last holder's name: see ringside.h).
     package func thread(lane: Int) -> (id: Int32, name: String) {
-        lane < cursors.count ? (file.ownerTID(lane: lane), file.threadName(lane: lane)) : (0, "")
+        guard lane < cursors.count else { return (0, "") }
+        var id = file.ownerTID(lane: lane)
+        if id == 0, lastHolders[lane].claims == file.claims(lane: lane) { id = lastHolders[lane].id }
+        return (id, file.threadName(lane: lane))
+    }
+
+    /// Remembers lane `lane`'s holder, if one holds it: read between two equal claim counts, so
+    /// the id is the claim's.
+    private func noteHolder(lane: Int) {
+        let claims = file.claims(lane: lane)
+        let id = file.ownerTID(lane: lane)
+        if id != 0, file.claims(lane: lane) == claims { lastHolders[lane] = (id, claims) }
     }
 
     /// Reads registry entries published since the last look; returns how many are new.
@@ -129,6 +145,7 @@ package final class RingConsumer {
             }
             let count = Int(min(write - cursor, UInt64(max(0, limitPerLane))))
             guard count > 0 else { continue }
+            noteHolder(lane: lane)
             if total == 0, let size = file.currentFileSize, size < file.mappedFileSize {
                 // A file cut short before this drain is reported before a single zero is handed over.
                 throw .corrupt(
@@ -170,6 +187,8 @@ package final class RingConsumer {
         try file.mapNewLanes()
         while cursors.count < file.laneCount {
             cursors.append(try file.checkedCursors(lane: cursors.count).read)
+            lastHolders.append((0, 0))
+            noteHolder(lane: cursors.count - 1)
         }
     }
 }

@@ -135,6 +135,38 @@ struct ExemplarTests {
         }
     }
 
+    @Test("an exemplar of a thread that let go of its lane before the drain names the thread the collector saw holding it")
+    func exemplarOfAThreadThatLeft() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("leaving", directory: directory.path)
+            let fill = try bot.histogram("fill")
+            let recorded = DispatchSemaphore(value: 0), goOn = DispatchSemaphore(value: 0)
+            let threadID = Mutex<Int32>(0)
+            let first = try Bot.Exemplar("order_id", "A1"), second = try Bot.Exemplar("order_id", "A2")
+            let thread = Thread {
+                threadID.withLock { $0 = currentThreadID() }
+                try? bot.nameThread("leaver")
+                fill.record(1, exemplar: first)
+                recorded.signal()
+                goOn.wait()
+                fill.record(1_000, exemplar: second)
+            }  // the thread exits: its lane is retired, owner_tid 0
+            thread.start()
+            recorded.wait()
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            pass(collector)  // the collector sees the thread holding lane 0
+            goOn.signal()
+            let tid = threadID.withLock { $0 }
+            let deadline = Date().addingTimeInterval(30)
+            while FileManager.default.fileExists(atPath: "/proc/self/task/\(tid)") && Date() < deadline { usleep(1_000) }
+            let snapshot = pass(collector)
+            #expect(snapshot.ring("leaving")?.lanes.first?.threadID == 0, "the lane is retired")
+            let slowest = try #require(snapshot.series("fill", ring: "leaving")?.windows[0].exemplars.first)
+            #expect(slowest.labels == "order_id=A2" && slowest.threadID == tid && slowest.threadName == "leaver",
+                    "\(slowest.labels) \(slowest.threadID) \(slowest.threadName) (thread \(tid))")
+        }
+    }
+
     @Test("a group split over two drains is put back together; strays, cut groups and bad bytes are rejected, the values kept")
     func assemblerTrustsNothing() {
         func record(

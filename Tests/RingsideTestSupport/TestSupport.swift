@@ -445,3 +445,13 @@ package final class CapturedLog: Sendable {
     /// Whether one line holds every one of `texts`.
     package func contains(_ texts: String...) -> Bool { all.contains { line in texts.allSatisfy { line.contains($0) } } }
 }
+
+/// The kernel thread id of the calling thread (`/proc/thread-self` links to `PID/task/TID`;
+/// Glibc's `gettid` is not visible to Swift without `_GNU_SOURCE`).
+package func currentThreadID() -> Int32 {
+    var buffer = [CChar](repeating: 0, count: 128)
+    let count = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+    precondition(count > 0, "readlink /proc/thread-self")
+    let link = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return Int32(link.split(separator: "/").last ?? "") ?? 0
+}

@@ -34,12 +34,3 @@ func metric(_ metrics: [MetricDescriptor], _ name: String) throws -> MetricDescr
     return found
 }
 
-/// The kernel thread id of the calling thread (`/proc/thread-self` links to `PID/task/TID`;
-/// Glibc's `gettid` is not visible to Swift without `_GNU_SOURCE`).
-func currentThreadID() -> Int32 {
-    var buffer = [CChar](repeating: 0, count: 128)
-    let count = readlink("/proc/thread-self", &buffer, buffer.count - 1)
-    precondition(count > 0, "readlink /proc/thread-self")
-    let link = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    return Int32(link.split(separator: "/").last ?? "") ?? 0
-}
