@@ -162,8 +162,9 @@ struct ExemplarTests {
             let snapshot = pass(collector)
             #expect(snapshot.ring("leaving")?.lanes.first?.threadID == 0, "the lane is retired")
             let slowest = try #require(snapshot.series("fill", ring: "leaving")?.windows[0].exemplars.first)
-            #expect(slowest.labels == "order_id=A2" && slowest.threadID == tid && slowest.threadName == "leaver",
-                    "\(slowest.labels) \(slowest.threadID) \(slowest.threadName) (thread \(tid))")
+            #expect(
+                slowest.labels == "order_id=A2" && slowest.threadID == tid && slowest.threadName == "leaver",
+                "\(slowest.labels) \(slowest.threadID) \(slowest.threadName) (thread \(tid))")
         }
     }
 

@@ -33,4 +33,3 @@ func metric(_ metrics: [MetricDescriptor], _ name: String) throws -> MetricDescr
     }
     return found
 }
-
