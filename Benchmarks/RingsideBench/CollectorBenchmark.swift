@@ -60,9 +60,9 @@ public enum CollectorBenchmark {
             + formatDuration(settings.collectorPollNanos) + " (a snapshot at most every "
             + formatDuration(publishIntervalNanos(poll: settings.collectorPollNanos)) + "), a producer paced to "
             + "1 M records/s in bursts every ~100 µs; cpu = the drain thread's run time "
-            + "(/proc/self/task/TID/schedstat) over wall time; e2e = from just before a counter increment "
-            + "in a second ring to the first snapshot (Collector.snapshot, polled every 20 µs) that counts it, "
-            + "increments 0-2 ms apart at random (so their phase against publishing is uniform); "
+            + "(/proc/self/task/TID/schedstat) over wall time; e2e.KIND = from just before a histogram's record, "
+            + "a counter's increment or a gauge's set (in turn) in a second ring to the first snapshot (Collector.snapshot, "
+            + "polled every 20 µs) that shows it, calls 0-2 ms apart at random (so their phase against publishing is uniform); "
             + "rss = VmRSS of the whole benchmark process (rings mapped by both producer and collector count twice), anon_mb = its RssAnon. "
             + "Thread sampler: 20 bots of 100 lanes, each held by a thread of this process (idle: blocked once it holds its lane; "
             + "waking: sleeps 250 ms and records, so every thread ran between rounds), Collector.start() at the default "
@@ -71,10 +71,14 @@ public enum CollectorBenchmark {
         machine.pinned = pinned
         return CollectorReport(
             machine: machine, method: method, drains: drains,
-            e2eP50Micros: live.e2eP50Micros, e2eP99Micros: live.e2eP99Micros, e2eSamples: live.e2eSamples,
+            endToEnd: live.endToEnd,
             cpuPercent: live.cpuPercent, loadRecordsPerSecond: live.loadRate, loadDropped: live.loadDropped,
             rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon, threadSampling: sampling)
     }
+
+    /// The kinds the e2e probe times in turn, and its metric of each.
+    static let endToEndKinds = ["histogram", "counter", "gauge"]
+    static let endToEndMetrics = ["e2e_probe_latency", "e2e_probe", "e2e_probe_level"]
 
     /// The collector's publish interval for a poll interval (see `Collector.runPass`).
     static func publishIntervalNanos(poll: UInt64) -> UInt64 { min(max(poll, 10_000_000), 100_000_000) }
@@ -128,9 +132,7 @@ public enum CollectorBenchmark {
     // MARK: - The live run
 
     struct LiveResult {
-        var e2eP50Micros: Double
-        var e2eP99Micros: Double
-        var e2eSamples: Int
+        var endToEnd: [CollectorReport.EndToEnd]
         var cpuPercent: Double
         var loadRate: Double
         var loadDropped: UInt64
@@ -165,42 +167,65 @@ public enum CollectorBenchmark {
             }
         }
         let collector = Collector(options: options(directory: directory, pollNanos: settings.collectorPollNanos), log: quietLog)
-        let probe = try BackgroundThread(name: "bench-probe", cpu: -1) { () throws(BenchError) -> (() -> [UInt64]) in
+        let probe = try BackgroundThread(name: "bench-probe", cpu: -1) { () throws(BenchError) -> (() -> [[UInt64]]) in
             let ring: Bot
-            let counter: Bot.Counter
+            let latency: Bot.Histogram, counter: Bot.Counter, gauge: Bot.Gauge
             do {
                 // The size docs/benchmarks.md's figures used.
                 ring = try Bot.attach("probe", directory: directory, options: .init(laneCapacity: 1 << 17))
+                latency = try ring.histogram("e2e_probe_latency")
                 counter = try ring.counter("e2e_probe")
+                gauge = try ring.gauge("e2e_probe_level")
             } catch { throw BenchError("attaching ring probe in \(directory): \(error)") }
             return {
-                // Increments at random moments (0 to 2 ms apart, so their phase against the
-                // publishing is uniform) while watching the snapshot: when its total grows from
-                // a to b, increments a+1...b became visible now.
-                var samples: [UInt64] = []
-                var sentAt: [UInt64] = []
+                // A record, an increment or a set in turn, at random moments (0 to 2 ms apart, so
+                // their phase against the publishing is uniform), while watching the snapshot: when
+                // a kind's figure grows from a to b, its calls a+1...b became visible now. The
+                // gauge is set to how many sets it has had.
+                let kinds = Self.endToEndKinds
+                var samples = [[UInt64]](repeating: [], count: kinds.count)
+                var sentAt = [[UInt64]](repeating: [], count: kinds.count)
                 var random: UInt64 = 0x2545_F491_4F6C_DD1D
-                func total() -> Double? {
-                    collector.snapshot.series.first { $0.ring == "probe" && $0.metric.name == "e2e_probe" }?.cumulativeSum
+                func figure(_ kind: Int) -> Double? {
+                    let series = collector.snapshot.series.first { $0.ring == "probe" && $0.metric.name == Self.endToEndMetrics[kind] }
+                    guard let series else { return nil }
+                    switch kind {
+                    case 0: return Double(series.cumulativeCount)
+                    case 1: return series.cumulativeSum
+                    default: return series.lastValue ?? 0
+                    }
                 }
-                while total() == nil && !stop.isSet { System.nanosleep(20_000) }  // until the collector has found it
-                var seen = Int(total() ?? 0)
+                // Until the collector has found the ring and its metrics.
+                latency.record(1)
+                gauge.set(0)
+                while kinds.indices.contains(where: { figure($0) == nil }) && !stop.isSet { System.nanosleep(20_000) }
+                let base = kinds.indices.map { Int(figure($0) ?? 0) }  // the figures before the first timed call
+                var seen = [Int](repeating: 0, count: kinds.count)
+                var turn = 0
                 var nextSend = rs_clock_precise_ns()
                 while !stop.isSet {
                     let now = rs_clock_precise_ns()
                     if now >= nextSend {
-                        sentAt.append(rs_clock_precise_ns())
-                        counter.increment()
+                        let kind = turn % kinds.count
+                        turn += 1
+                        sentAt[kind].append(rs_clock_precise_ns())
+                        switch kind {
+                        case 0: latency.record(2)
+                        case 1: counter.increment()
+                        default: gauge.set(Double(sentAt[kind].count))
+                        }
                         random ^= random << 13
                         random ^= random >> 7
                         random ^= random << 17
                         nextSend = now + random % 2_000_000
                     }
-                    let visible = min(Int(total() ?? 0), sentAt.count)
-                    if visible > seen {
-                        let at = rs_clock_precise_ns()
-                        for index in seen..<visible { samples.append(at &- sentAt[index]) }
-                        seen = visible
+                    for kind in kinds.indices {
+                        let visible = min(Int(figure(kind) ?? 0) - base[kind], sentAt[kind].count)
+                        if visible > seen[kind] {
+                            let at = rs_clock_precise_ns()
+                            for index in seen[kind]..<visible { samples[kind].append(at &- sentAt[kind][index]) }
+                            seen[kind] = visible
+                        }
                     }
                     System.nanosleep(20_000)
                 }
@@ -237,11 +262,13 @@ public enum CollectorBenchmark {
         let rssAnon = ProcessInfoReader.statusMegabytes("RssAnon")
         stop.set()
         let loaded = try load.join()
-        let samples = try probe.join().sorted()
+        let samples = try probe.join().map { $0.sorted() }
         return LiveResult(
-            e2eP50Micros: Double(Percentiles.value(at: 0.5, sorted: samples)) / 1000,
-            e2eP99Micros: Double(Percentiles.value(at: 0.99, sorted: samples)) / 1000,
-            e2eSamples: samples.count,
+            endToEnd: zip(endToEndKinds, samples).map { kind, sorted in
+                CollectorReport.EndToEnd(
+                    kind: kind, p50Micros: Double(Percentiles.value(at: 0.5, sorted: sorted)) / 1000,
+                    p99Micros: Double(Percentiles.value(at: 0.99, sorted: sorted)) / 1000, samples: sorted.count)
+            },
             cpuPercent: Double(cpuAfter &- cpuBefore) / Double(wallAfter &- wallBefore) * 100,
             loadRate: loaded.rate, loadDropped: loaded.dropped, rss: rss, rssAnon: rssAnon)
     }

@@ -87,10 +87,8 @@ public struct CollectorReport: Sendable {
     public var machine: Machine
     public var method: String
     public var drains: [Drain]
-    /// Emit-to-visible latency, microseconds.
-    public var e2eP50Micros: Double
-    public var e2eP99Micros: Double
-    public var e2eSamples: Int
+    /// Emit-to-visible latency of each kind: a histogram's record, a counter's increment, a gauge's set.
+    public var endToEnd: [EndToEnd]
     /// The drain thread's CPU, in % of one core, while producers write `loadRecordsPerSecond`.
     public var cpuPercent: Double
     public var loadRecordsPerSecond: Double
@@ -101,6 +99,17 @@ public struct CollectorReport: Sendable {
     public var rssAnonMegabytes: Double
     /// The thread sampler's rows (see `ThreadSamplerBenchmark`).
     public var threadSampling: [ThreadSampling] = []
+
+    /// From just before a call to the first snapshot that shows it, for one kind of metric.
+    public struct EndToEnd: Sendable, Equatable {
+        /// "histogram", "counter" or "gauge".
+        public var kind: String
+        /// Microseconds.
+        public var p50Micros: Double
+        public var p99Micros: Double
+        public var samples: Int
+        public var name: String { "e2e.\(kind)" }
+    }
 
     /// What the collector's thread sampler cost at `lanes` lanes held by live threads.
     public struct ThreadSampling: Sendable, Equatable {
@@ -121,11 +130,13 @@ public struct CollectorReport: Sendable {
         var results: [JSON] = drains.map { drain in
             .object([("name", .string(drain.name)), ("records_per_s", .figure(drain.recordsPerSecond.rounded()))])
         }
-        results.append(
-            .object([
-                ("name", .string("e2e")), ("p50_us", .figure(e2eP50Micros)),
-                ("p99_us", .figure(e2eP99Micros)), ("samples", .int(Int64(e2eSamples))),
-            ]))
+        for row in endToEnd {
+            results.append(
+                .object([
+                    ("name", .string(row.name)), ("p50_us", .figure(row.p50Micros)),
+                    ("p99_us", .figure(row.p99Micros)), ("samples", .int(Int64(row.samples))),
+                ]))
+        }
         results.append(
             .object([
                 ("name", .string("cpu_at_1m_per_s")), ("percent", .figure((cpuPercent * 10).rounded() / 10)),
@@ -164,10 +175,9 @@ public struct CollectorReport: Sendable {
                 "\(drain.records) records in \(drain.passes) passes",
             ])
         }
-        table.add([
-            "e2e", "p50 \(Self.micros(e2eP50Micros)), p99 \(Self.micros(e2eP99Micros))",
-            "\(e2eSamples) samples",
-        ])
+        for row in endToEnd {
+            table.add([row.name, "p50 \(Self.micros(row.p50Micros)), p99 \(Self.micros(row.p99Micros))", "\(row.samples) samples"])
+        }
         table.add([
             "cpu_at_1m_per_s", String(format1: cpuPercent) + " % of a core",
             "at " + EmitReport.rate(loadRecordsPerSecond) + " records/s, \(loadDropped) dropped",

@@ -15,6 +15,7 @@ void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_record
     p->read_cursor = &lane->read_cursor;
     p->dropped_total = &lane->dropped_total;
     p->heartbeat_ns = &lane->heartbeat_ns;
+    p->cell_writes = &lane->cell_writes;
     p->cells = (uint64_t *)(base + RS_LANE_HEADER_SIZE); /* the lane's cells follow its header */
     p->shared = shared;
     p->mask = ((uint64_t)1 << capacity_log2) - 1;

@@ -1,4 +1,5 @@
-/// The write cursors of every lane of many consumers, looked at in one tight loop.
+/// The write cursors of every lane of many consumers, and their counter-increment counts
+/// (`cell_writes`: counters write no records), looked at in one tight loop.
 ///
 /// An idle collector looks at thousands of bots many times a second for records to drain. Going
 /// bot by bot costs a chain of dependent loads each (the bot's objects, then its lanes, then
@@ -8,41 +9,65 @@ package final class LaneWatch {
     /// Holds the consumers, so their mappings (which the addresses point into) stay open.
     private var consumers: [RingConsumer] = []
     private var cursors: [MappedRingFile.WatchedCursor] = []
-    /// Each lane's write cursor as last seen, and the index of its consumer in `consumers`.
+    /// Each lane's write cursor and `cell_writes` as last seen, and the index of its consumer in
+    /// `consumers`.
     private var seen: [UInt64] = []
+    private var seenCellWrites: [UInt32] = []
     private var owners: [Int] = []
 
     package init() {}
 
     /// Watches the lanes each of `consumers` has mapped now. Call it again when the list changes
-    /// or a consumer maps more lanes. A lane with records not yet drained counts as moved.
+    /// or a consumer maps more lanes. A lane with records not yet drained counts as moved; a
+    /// lane watched before keeps the `cell_writes` it was last seen at, so an increment made
+    /// between the last look and a rebuild still counts as one; a lane new to the watch, with
+    /// any increment made through it, counts as counted.
     package func watch(_ consumers: [RingConsumer]) {
+        var known: [ObjectIdentifier: [UInt32]] = [:]
+        for (lane, owner) in owners.enumerated() {
+            known[ObjectIdentifier(self.consumers[owner]), default: []].append(seenCellWrites[lane])
+        }
         self.consumers = consumers
         cursors.removeAll(keepingCapacity: true)
         seen.removeAll(keepingCapacity: true)
+        seenCellWrites.removeAll(keepingCapacity: true)
         owners.removeAll(keepingCapacity: true)
         for (index, consumer) in consumers.enumerated() {
+            let before = known[ObjectIdentifier(consumer)] ?? []
             for lane in 0..<consumer.laneCount {
-                cursors.append(consumer.mappedFile.watchedWriteCursor(lane: lane))
+                let cursor = consumer.mappedFile.watchedWriteCursor(lane: lane)
+                cursors.append(cursor)
                 seen.append(consumer.drainedCursor(lane: lane))
+                seenCellWrites.append(lane < before.count ? before[lane] : 0)  // a lane new here: any increment counts
                 owners.append(index)
             }
         }
     }
 
     /// Sets `moved[i]` for each consumer `i` (in the order given to `watch`) with a lane whose
-    /// write cursor changed since the last look. `moved` has one entry per consumer.
-    package func markMoved(_ moved: inout [Bool]) {
-        precondition(moved.count == consumers.count, "one flag per watched consumer")
+    /// write cursor changed since the last look, and `counted[i]` for one with a lane whose
+    /// `cell_writes` did (a counter moved: its cells are worth reading). Each has one entry per
+    /// consumer.
+    package func markMoved(_ moved: inout [Bool], counted: inout [Bool]) {
+        precondition(moved.count == consumers.count && counted.count == consumers.count, "one flag per watched consumer")
         cursors.withUnsafeBufferPointer { cursors in
             seen.withUnsafeMutableBufferPointer { seen in
-                owners.withUnsafeBufferPointer { owners in
-                    moved.withUnsafeMutableBufferPointer { moved in
-                        for lane in cursors.indices {
-                            let write = cursors[lane].hint
-                            if write != seen[lane] {
-                                seen[lane] = write
-                                moved[owners[lane]] = true
+                seenCellWrites.withUnsafeMutableBufferPointer { seenCellWrites in
+                    owners.withUnsafeBufferPointer { owners in
+                        moved.withUnsafeMutableBufferPointer { moved in
+                            counted.withUnsafeMutableBufferPointer { counted in
+                                for lane in cursors.indices {
+                                    let write = cursors[lane].hint
+                                    if write != seen[lane] {
+                                        seen[lane] = write
+                                        moved[owners[lane]] = true
+                                    }
+                                    let cellWrites = cursors[lane].cellWrites
+                                    if cellWrites != seenCellWrites[lane] {
+                                        seenCellWrites[lane] = cellWrites
+                                        counted[owners[lane]] = true
+                                    }
+                                }
                             }
                         }
                     }

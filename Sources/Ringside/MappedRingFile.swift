@@ -85,6 +85,7 @@ final class MappedRingFile {
         static let state = MemoryLayout<rs_lane_header>.offset(of: \.state)!
         static let ownerTID = MemoryLayout<rs_lane_header>.offset(of: \.owner_tid)!
         static let claims = MemoryLayout<rs_lane_header>.offset(of: \.claims)!
+        static let cellWrites = MemoryLayout<rs_lane_header>.offset(of: \.cell_writes)!
         static let threadName = MemoryLayout<rs_lane_header>.offset(of: \.thread_name)!
         static let readCursor = MemoryLayout<rs_lane_header>.offset(of: \.read_cursor)!
     }
@@ -234,18 +235,28 @@ final class MappedRingFile {
     /// Lane `lane`'s write cursor, to be looked at in a tight loop (`LaneWatch`): valid while
     /// this file is open, which its holder guarantees.
     func watchedWriteCursor(lane: Int) -> WatchedCursor {
-        WatchedCursor(address: UnsafePointer(laneField(lane, Offset.writeCursor, as: UInt64.self)))
+        WatchedCursor(
+            address: UnsafePointer(laneField(lane, Offset.writeCursor, as: UInt64.self)),
+            cellWrites: UnsafePointer(laneField(lane, Offset.cellWrites, as: UInt32.self)))
     }
 
-    /// A lane's write cursor kept by address, so that many are loaded without a chain of loads.
+    /// A lane's write cursor and counter-increment count (`cell_writes`, beside it on the lane's
+    /// producer line) kept by address, so that many are loaded without a chain of loads.
     struct WatchedCursor {
         private let address: UnsafePointer<UInt64>
+        private let cellWritesAddress: UnsafePointer<UInt32>
 
-        fileprivate init(address: UnsafePointer<UInt64>) { self.address = address }
+        fileprivate init(address: UnsafePointer<UInt64>, cellWrites: UnsafePointer<UInt32>) {
+            self.address = address
+            self.cellWritesAddress = cellWrites
+        }
 
         /// Relaxed: only a hint that the consumer has work; its drain loads the cursor again
         /// with acquire before it reads a record.
         var hint: UInt64 { rs_load_relaxed_u64(address) }
+        /// Acquire: a counter's cell written before the producer moved it is seen by the cells'
+        /// read that follows (see CELLS in ringside.h).
+        var cellWrites: UInt32 { rs_load_acquire_u32(cellWritesAddress) }
     }
 
     // Acquire: the records below the write cursor are fully written.

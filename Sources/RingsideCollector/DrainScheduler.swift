@@ -18,8 +18,11 @@ final class DrainScheduler {
     private var watchedVersion: UInt64 = .max
     /// A ring mapped new lanes: the watch is rebuilt at the next pass.
     private var laneWatchStale = false
-    /// Per watched ring: visit it this pass. And the rings the last pass wants visited again.
+    /// Per watched ring: visit it this pass; and whether a counter of it moved since the last
+    /// look (counters write no records: the next snapshot reads its cells). And the rings the
+    /// last pass wants visited again.
     private var visit: [Bool] = []
+    private var counted: [Bool] = []
     private var followUps: [Int] = []
     /// Once a second (`RingTracker.livenessIntervalNanos`) the rings due a look are visited.
     private var lastLookRoundNanos: UInt64 = 0
@@ -67,7 +70,13 @@ final class DrainScheduler {
         passes &+= 1
         let rings = watchedRings
         for ring in touched where ring.watch.index < visit.count && rings[ring.watch.index] === ring { visit[ring.watch.index] = true }
-        laneWatch.markMoved(&visit)
+        laneWatch.markMoved(&visit, counted: &counted)
+        var pass = Pass()
+        for index in counted.indices where counted[index] {
+            counted[index] = false
+            rings[index].cellsMoved = true
+            pass.changed = true  // a snapshot is due, as for a record
+        }
         for index in followUps where index < visit.count { visit[index] = true }
         followUps.removeAll(keepingCapacity: true)
         if !sweep, now &- lastLookRoundNanos >= RingTracker.livenessIntervalNanos {
@@ -78,7 +87,6 @@ final class DrainScheduler {
         // ends when its time is spent, and the rings it did not reach come first in the next.
         let order = serviceOrder(rings, sweep: sweep, nowNanos: now)
         let budgetEnd = rs_clock_precise_ns() &+ Self.passBudgetNanos
-        var pass = Pass()
         var soonestFill = UInt64.max
         cutShort = false
         for (position, index) in order.enumerated() {
@@ -208,6 +216,7 @@ final class DrainScheduler {
         visit = watchedRings.map { ring in
             due.contains(ObjectIdentifier(ring)) || !known.contains(ObjectIdentifier(ring)) || ring.watch.lanes != ring.consumer.laneCount
         }
+        counted = [Bool](repeating: false, count: watchedRings.count)
         for (index, ring) in watchedRings.enumerated() {
             ring.watch.lanes = ring.consumer.laneCount
             ring.watch.index = index

@@ -230,6 +230,7 @@ extension RingTracker {
         sayRefusedSeries(of: ring)
         let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now)
         ring.cellsSampledNanos = now
+        ring.cellsMoved = false
         if cellsChanged { ring.liveness.activitySinceStatus = true }
         return (added, cellsChanged)
     }

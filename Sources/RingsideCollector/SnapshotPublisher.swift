@@ -233,12 +233,13 @@ final class SnapshotPublisher {
             ring.liveness.activitySinceStatus = false
         }
         // A quiet ring (nothing drained, no cell changed, every window of its bot empty, so
-        // nothing can slide) has its cells and registry looked at once a second: thousands of
-        // idle rings cost little to publish.
+        // nothing can slide) has its cells and registry looked at once a second, or as soon as a
+        // counter of it moved (the lane watch saw its `cell_writes` move): thousands of idle
+        // rings cost little to publish.
         var added = 0, cellsChanged = false
         let quiet = ring.bot.quietSeries != nil && ring.drainedSincePublish == 0
         // A released ring has no cells to look at: its release took their last values.
-        if ring.file != nil, forced || !quiet || now &- ring.cellsSampledNanos >= RingTracker.livenessIntervalNanos {
+        if ring.file != nil, forced || !quiet || ring.cellsMoved || now &- ring.cellsSampledNanos >= RingTracker.livenessIntervalNanos {
             (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now)
         }
         if added > 0 || cellsChanged { ring.bot.changedSincePublish = true }

@@ -28,8 +28,10 @@ final class TrackedRing {
     var drained: UInt64 = 0
     /// Records drained since the last publish.
     var drainedSincePublish = 0
-    /// When its cells were last sampled.
+    /// When its cells were last sampled, and whether a counter moved since (its lanes'
+    /// `cell_writes`, seen by the drain scheduler's lane watch).
     var cellsSampledNanos: UInt64 = 0
+    var cellsMoved = false
 
     /// What is known of its producer, and when it was last asked.
     struct Liveness {

@@ -41,7 +41,7 @@ struct ReportTests {
         #expect(text.hasPrefix(#"{"benchmark":"emit","machine":{"cpu":"Test CPU \"x\" & co","#))
     }
 
-    @Test("collector --json has the drain, e2e, cpu and rss rows")
+    @Test("collector --json has the drain, e2e (one row a kind), cpu and rss rows")
     func collectorJSONShape() throws {
         let report = CollectorReport(
             machine: Self.machine, method: "m",
@@ -50,7 +50,11 @@ struct ReportTests {
                 .init(rings: 8, recordsPerSecond: 2e7, records: 10, passes: 1),
                 .init(rings: 64, recordsPerSecond: 1.5e7, records: 10, passes: 1),
             ],
-            e2eP50Micros: 50_000.25, e2eP99Micros: 99_000, e2eSamples: 40, cpuPercent: 12.34,
+            endToEnd: [
+                .init(kind: "histogram", p50Micros: 50_000.25, p99Micros: 99_000, samples: 40),
+                .init(kind: "counter", p50Micros: 60_000, p99Micros: 120_000, samples: 41),
+            ],
+            cpuPercent: 12.34,
             loadRecordsPerSecond: 1e6, rssMegabytes: 20.06, rssAnonMegabytes: 5,
             threadSampling: [
                 .init(
@@ -62,15 +66,16 @@ struct ReportTests {
         let results = try #require(object["results"] as? [[String: Any]])
         #expect(
             results.map { $0["name"] as? String } == [
-                "drain.1ring", "drain.8rings", "drain.64rings", "e2e",
+                "drain.1ring", "drain.8rings", "drain.64rings", "e2e.histogram", "e2e.counter",
                 "cpu_at_1m_per_s", "rss", "thread_sampler.2000lanes.idle",
             ])
         #expect(results[0]["records_per_s"] as? Int == 25_000_000)
         #expect(results[3]["p50_us"] as? Double == 50_000.25)
-        #expect(results[4]["percent"] as? Double == 12.3)
-        #expect(results[5]["mb"] as? Double == 20.1)
-        #expect(results[6]["percent"] as? Double == 0.23 && results[6]["lanes"] as? Int == 2_000)
-        #expect(results[6]["deferred_most"] as? Int == 0 && results[6]["kept_fds"] as? Int == 2_498)
+        #expect(results[4]["p99_us"] as? Double == 120_000 && results[4]["samples"] as? Int == 41)
+        #expect(results[5]["percent"] as? Double == 12.3)
+        #expect(results[6]["mb"] as? Double == 20.1)
+        #expect(results[7]["percent"] as? Double == 0.23 && results[7]["lanes"] as? Int == 2_000)
+        #expect(results[7]["deferred_most"] as? Int == 0 && results[7]["kept_fds"] as? Int == 2_498)
         #expect(report.table.contains("thread_sampler.2000lanes.idle") && report.table.contains("0.23 % of a core"))
     }
 

@@ -96,6 +96,34 @@ struct CollectorTests {
         }
     }
 
+    @Test("a counter's increment after a quiet spell shows in the next pass's snapshot, as a record would")
+    func counterAfterAQuietSpell() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("quiet", directory: directory.path)
+            let orders = try bot.counter("orders"), latency = try bot.histogram("latency")
+            orders.increment()
+            latency.record(1)
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let start = rs_clock_precise_ns()
+            collector.runPass(nowNanos: start, forcePublish: true)
+            // Two minutes on, every window is empty: the bot is quiet, its cells read once a second.
+            var now = start + 120_000_000_000
+            collector.runPass(nowNanos: now, forcePublish: true)
+            #expect(collector.snapshot.series("orders")?.cumulativeSum == 1)
+            // Passes 200 ms apart, as the drain loop runs them: no cell read is due by the clock.
+            orders.increment(by: 2)
+            now += 200_000_000
+            collector.runPass(nowNanos: now)
+            #expect(collector.snapshot.series("orders")?.cumulativeSum == 3, "the increment, in the next pass's snapshot")
+            #expect(collector.snapshot.series("orders")?.windows[0].increase == 2)
+            // And a record, the same way.
+            latency.record(5)
+            now += 200_000_000
+            collector.runPass(nowNanos: now)
+            #expect(collector.snapshot.series("latency")?.cumulativeCount == 2)
+        }
+    }
+
     @Test("/latest writes a histogram's sum and a counter's total exactly past 2^53, where a Double rounds")
     func exactSumsInJSON() throws {
         try withRingDirectory { directory in

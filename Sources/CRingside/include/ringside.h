@@ -77,7 +77,12 @@
  *   stores): a counter's cell is the sum of its increments made on that lane; a histogram's or
  *   gauge's cell counts its records the lane dropped. A counter's total is the sum of its cells
  *   over every allocated lane plus its metric cell's `unlaned`; the collector samples these sums
- *   for rates. Counters write no records.
+ *   for rates. Counters write no records: after each increment the owner also adds 1 to its lane
+ *   header's `cell_writes` (a release store, wrapping), beside `write_cursor` on the producer
+ *   line, so a reader that watches both words of each lane sees a counter move as soon as it sees
+ *   a record, and reads the cells then (after an acquire load of `cell_writes`). Readers of 0.4 and before never look at it (it was reserved, zero);
+ *   a producer of 0.4 leaves it at zero, and its counters are seen when the reader samples cells
+ *   on its own schedule (the collector: at least once a second).
  * - Metric cells (rs_metric_cell, any thread, atomic stores and adds): a gauge's last value
  *   (`gauge_bits` stored, then `gauge_set` stored 1 with release, by whichever thread sets it:
  *   the last store wins), and `unlaned`: what threads that found no free lane could not keep
@@ -333,7 +338,7 @@ typedef struct {
     uint32_t state;          /* 0x18 RS_LANE_* (release store) */
     int32_t owner_tid;       /* 0x1C the kernel thread id holding it; 0 when retired */
     uint32_t claims;         /* 0x20 threads that have held this lane */
-    uint32_t producer_reserved0; /* 0x24 */
+    uint32_t cell_writes;    /* 0x24 counter increments made through this lane, wrapping (see CELLS) */
     char thread_name[RS_THREAD_NAME_MAX]; /* 0x28 the holder's name, NUL-padded (see THREAD NAMES) */
     uint8_t producer_reserved[0x80 - 0x48];
 
@@ -412,6 +417,7 @@ RS_FIELD_AT(rs_lane_header, heartbeat_ns, 0x10);
 RS_FIELD_AT(rs_lane_header, state, 0x18);
 RS_FIELD_AT(rs_lane_header, owner_tid, 0x1C);
 RS_FIELD_AT(rs_lane_header, claims, 0x20);
+RS_FIELD_AT(rs_lane_header, cell_writes, 0x24);
 RS_FIELD_AT(rs_lane_header, thread_name, 0x28);
 RS_FIELD_AT(rs_lane_header, read_cursor, 0x80);
 RS_FIELD_AT(rs_lane_header, consumer_heartbeat_ns, 0x88);
@@ -498,6 +504,7 @@ typedef struct {
     const uint64_t *read_cursor; /* &lane->read_cursor */
     uint64_t *dropped_total;     /* &lane->dropped_total */
     uint64_t *heartbeat_ns;      /* &lane->heartbeat_ns */
+    uint32_t *cell_writes;       /* &lane->cell_writes */
     uint64_t *cells;             /* the lane's cells, one per metric */
     rs_metric_cell *shared;      /* the bot's metric cells */
     uint64_t mask;               /* capacity - 1 */
@@ -640,6 +647,8 @@ RS_INLINE void rs_producer_count(rs_producer *p, uint32_t metric, uint64_t incre
     if (__builtin_expect(cells != NULL, 1)) {
         /* Only this lane's owner writes its cells: a relaxed load and store is exact. */
         rs_store_relaxed_u64(&cells[metric], rs_load_relaxed_u64(&cells[metric]) + increment);
+        /* Release: a reader that sees it move (acquire) sees the cell's new value (see CELLS). */
+        rs_store_release_u32(p->cell_writes, rs_load_relaxed_u32(p->cell_writes) + 1);
     } else if (p->shared != NULL) {
         rs_add_relaxed_u64(&p->shared[metric].unlaned, increment);
     }

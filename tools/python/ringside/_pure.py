@@ -171,6 +171,7 @@ _LQ_HEARTBEAT = 0x10 // 8
 _LI_STATE = 0x18 // 4
 _LI_OWNER = 0x1C // 4  # an int32 thread id, stored like the pid
 _LI_CLAIMS = 0x20 // 4
+_LI_CELL_WRITES = 0x24 // 4  # counter increments made through the lane, wrapping: a reader sees a counter move
 _L_THREAD_NAME = 0x28  # a byte offset: the holder's name, THREAD_NAME_MAX bytes, NUL-padded
 _LQ_READ = 0x80 // 8
 _LQ_CELLS = LANE_HEADER_SIZE // 8
@@ -1238,6 +1239,7 @@ class Bot:
         q = lane.q
         if kind == KIND_COUNTER:
             q[_LQ_CELLS + index] = (q[_LQ_CELLS + index] + value) & _U64  # 2^64 wraps, as in C
+            lane.i[_LI_CELL_WRITES] = (lane.i[_LI_CELL_WRITES] + 1) & _U32
             return None
         if sample and metric.sample_every > 1:
             countdowns = self._countdowns[index]
@@ -1456,8 +1458,10 @@ class Bot:
         def inc(by: Any = 1) -> None:
             try:
                 if by >= 0:  # a float fails the store below, and goes to the converter
-                    q = local.lane.q
-                    q[at] += by  # the lane's cell: only its holder writes it, so load + store is exact
+                    lane = local.lane
+                    lane.q[at] += by  # the lane's cell: only its holder writes it, so load + store is exact
+                    words = lane.i
+                    words[_LI_CELL_WRITES] = (words[_LI_CELL_WRITES] + 1) & _U32  # then the word readers watch
                     return
             except Exception:
                 pass

@@ -202,11 +202,13 @@ class BotFile:
         # [metric index, value, flags, exemplar bytes] of every value recorded with an exemplar
         self._exemplars = []
         self.thread_names = []  # each lane's thread_name (0x28), its NUL padding dropped
+        self.cell_writes = []  # each lane's cell_writes (0x24): counter increments made through it
         for lane in range(lanes):
             at = lanes_offset + lane * lane_size
             write = struct.unpack_from("<Q", data, at)[0]
             self._lane_cells.append(struct.unpack_from(f"<{count}Q", data, at + 256))
             self.thread_names.append(data[at + 0x28:at + 0x48].rstrip(b"\0").decode())
+            self.cell_writes.append(struct.unpack_from("<I", data, at + 0x24)[0])
             parts = 0  # exemplar records still due after the last value's
             first = max(0, write - self.capacity)
             for cursor in range(first, write):

@@ -6,6 +6,7 @@ import math
 import pytest
 
 import ringside
+from conftest import BotFile
 
 
 @pytest.fixture
@@ -58,6 +59,20 @@ def test_a_counter_takes_whole_floats_and_numpy_like_ints(bot):
     orders = bot.counter("orders")
     orders.inc(2.0)
     orders.inc(Index())
+
+
+def test_each_increment_moves_its_lanes_cell_writes_for_the_collector_to_see(bot):
+    """Counters write no records: each increment also adds 1 to its lane's `cell_writes` (0x24 of
+    the lane header), which the collector watches beside the write cursor (CELLS in ringside.h)."""
+    orders = bot.counter("orders")
+    for _ in range(3):
+        orders.inc()
+    orders.inc(5)
+    orders.inc(2.0)  # through the converter
+    bot.histogram("latency", unit="s").observe(0.001)  # a record, not an increment
+    file = BotFile(bot.path)
+    assert file.counter("orders") == 10
+    assert file.cell_writes == [5]
 
 
 @pytest.mark.parametrize("value, error", [("high", TypeError), (None, TypeError), (10**400, ValueError)])

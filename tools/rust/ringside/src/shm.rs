@@ -101,7 +101,9 @@ pub struct LaneHeader {
     pub state: AtomicU32,
     pub owner_tid: AtomicI32,
     pub claims: AtomicU32,
-    _producer_reserved0: AtomicU32,
+    /// Counter increments made through this lane, wrapping (CELLS in ringside.h): a reader
+    /// watching it beside `write_cursor` sees a counter move without a record.
+    pub cell_writes: AtomicU32,
     /// The holder's name (THREAD NAMES in ringside.h): 32 bytes, NUL-padded, as 4 words whose
     /// bytes lie in memory as the name's do (stored whole by whoever names the lane).
     thread_name: [AtomicU64; THREAD_NAME_MAX / 8],
@@ -685,6 +687,10 @@ impl Writer {
             let cell = unsafe { &*f.cells.add(metric as usize) };
             // Relaxed load and store: only this lane's holder writes its cells, so this is exact.
             cell.store(cell.load(Relaxed).wrapping_add(increment), Relaxed);
+            // SAFETY: `lane` is set whenever `cells` is (point_at_lane), and stays mapped with it.
+            let lane = unsafe { &*f.lane };
+            // Release: a reader that sees it move (acquire) sees the cell's new value.
+            lane.cell_writes.store(lane.cell_writes.load(Relaxed).wrapping_add(1), Release);
         } else if !f.shared.is_null() {
             // SAFETY: shared points at the mapped metric cells.
             let cell = unsafe { &*f.shared.add(metric as usize) };

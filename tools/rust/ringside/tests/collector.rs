@@ -196,6 +196,7 @@ fn a_full_lane_drops_and_counts_and_counters_stay_exact() {
     let file = RingFile::read(&dir.file("rs-full"));
     let lane = file.lane(0);
     assert_eq!((lane.write_cursor, lane.dropped_total), (16, 85));
+    assert_eq!(lane.cell_writes, 100, "each increment moves the word the collector watches (CELLS in ringside.h)");
     assert_eq!((file.lane_cell(0, 0), file.lane_cell(0, 1), file.lane_cell(0, 2)), (84, 100, 1));
 
     let collector = Collector::start(&binary, &dir);

@@ -468,6 +468,8 @@ pub struct Lane {
     pub state: u32,
     pub owner_tid: i32,
     pub claims: u32,
+    /// `cell_writes` (0x24): the counter increments made through the lane.
+    pub cell_writes: u32,
     /// `thread_name` (0x28, 32 bytes): the bytes before the first NUL.
     pub thread_name: Vec<u8>,
     pub read_cursor: u64,
@@ -515,6 +517,7 @@ impl RingFile {
             state: self.u32(at + 0x18),
             owner_tid: self.u32(at + 0x1C) as i32,
             claims: self.u32(at + 0x20),
+            cell_writes: self.u32(at + 0x24),
             thread_name: self.bytes[at + 0x28..at + 0x48].iter().copied().take_while(|&b| b != 0).collect(),
             read_cursor: self.u64(at + 0x80),
         }
