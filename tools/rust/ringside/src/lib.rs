@@ -204,6 +204,22 @@
 //! full), and an existing file's counts and cursors at attach. The rest is relaxed: cells and
 //! counters have a single writer (the lane's holder), `unlaned` takes atomic adds.
 //!
+//! ## Spans
+//!
+//! [`Histogram::span`] times a scope on the span clock (THE SPAN CLOCK in `ringside.h`, whose
+//! rules and calibration this crate ports): the TSC (`core::arch::x86_64::_rdtsc`) where the CPU's
+//! is invariant (CPUID 0x80000007 EDX bit 8) and the kernel's clocksource is `tsc`, else
+//! CLOCK_MONOTONIC. The process's first attach chooses it and calibrates the TSC against
+//! CLOCK_MONOTONIC (two anchors a millisecond apart); a span's start reads the TSC alone, its end
+//! reads it again and converts with a multiply and a shift, and the first span to end once the
+//! calibration is due (about once a second) takes a new anchor, if no other thread is taking one,
+//! through a latch the other ends only read. A span's record carries its end in CLOCK_MONOTONIC
+//! nanoseconds within [`SpanClock::BOUND_NS`] (5 us). A fork() child inherits the calibration (the
+//! TSC is the machine's). `RINGSIDE_SPAN_CLOCK=monotonic` keeps spans on CLOCK_MONOTONIC;
+//! [`SpanClock::describe`] says which clock is in use and why, [`SpanClock::select`] switches it
+//! (spans under way end on the clock they started on). A process that also links the C producer
+//! has two calibrations, each its own spans'.
+//!
 //! ## Cost
 //!
 //! `cargo run --release --example bench` measures the crate beside the C header's calls in the
@@ -236,6 +252,7 @@ mod exemplar;
 mod layout;
 mod metrics;
 mod shm;
+mod span_clock;
 mod sys;
 
 pub use bot::{Bot, Options, MAX_BOTS_PER_PROCESS};
@@ -243,3 +260,4 @@ pub use error::Error;
 pub use exemplar::Exemplar;
 pub use layout::{GaugeMerge, Unit, UnknownGaugeMerge};
 pub use metrics::{Counter, Gauge, Histogram, MetricBuilder, Span};
+pub use span_clock::SpanClock;
