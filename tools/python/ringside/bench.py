@@ -224,12 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.rounds < 1 or options.calls < 1:
         parser.error("--rounds and --calls take a number from 1")
-    results, dropped, has_prometheus = run(options.rounds, options.calls)
     extension = _extension()
+    span_clock = extension.span_clock() if extension is not None else _pure.span_clock()  # before the rows switch it
+    results, dropped, has_prometheus = run(options.rounds, options.calls)
     about = {"python": platform.python_version(), "implementation": platform.python_implementation(),
              "machine": _machine(), "accelerated": ringside.ACCELERATED, "rounds": options.rounds,
              "calls": options.calls, "dropped": dropped,
-             "span_clock": extension.span_clock() if extension is not None else _pure.span_clock()}
+             "span_clock": span_clock}
     if options.json:
         print(json.dumps({**about, "rows": results}))
         return 0
