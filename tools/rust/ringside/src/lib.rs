@@ -226,8 +226,10 @@
 //! same process, interleaved. On the reference VM (AMD EPYC, 2 vCPUs, rustc 1.95, gcc 12 -O2),
 //! whose speed varies between runs: `Histogram::record` 6 to 10 ns a call, as `rs_bot_record`
 //! (median per-round ratio Rust/C 0.91 to 0.99 over four runs); `Gauge::set` 7 to 11 ns, as
-//! `rs_bot_set` (0.97 to 1.04); a span (two CLOCK_MONOTONIC reads and a record) 50 to 55 ns, as
-//! `rs_bot_record_span` (0.98 to 1.03); `Counter::increment` about 1 ns (`rs_bot_count` 2 ns).
+//! `rs_bot_set` (0.97 to 1.04); `Counter::increment` about 1 ns (`rs_bot_count` 2 ns). A span
+//! (two TSC reads, the conversion and a record) 23 to 35 ns, as `rs_bot_record_span` from
+//! `rs_span_clock_start()` (0.94 to 1.00 over four runs), 0.34 to 0.44 times the same span on
+//! CLOCK_MONOTONIC (C's: 0.40 to 0.51).
 //! `Histogram::record_with_exemplar` with a 12-byte exemplar costs 1.15 to 1.24 times
 //! `Histogram::record` (the median per-round ratio, in the same round, over five runs; C's
 //! `rs_bot_record_checked_exemplar` 1.3 to 1.7 times `rs_bot_record`): docs/benchmarks.md.
