@@ -102,9 +102,9 @@
  * reading of CLOCK_MONOTONIC. `created_realtime_ns` and `created_monotonic_ns` let a reader turn
  * a record's timestamp into wall time: wall = created_realtime_ns + (timestamp_ns - created_monotonic_ns).
  *
- * THE SPAN CLOCK: a producer process times its spans with the TSC (rdtsc, 11 to 13 ns a read on
- * our reference machine, against 23 to 28 for CLOCK_MONOTONIC through the vDSO), as Quill's TSC
- * clock and Tracy do, when all of these hold at its first attach (or first span), else with
+ * THE SPAN CLOCK: a producer process times its spans with the TSC (rdtsc: 10.6 ns a read on our
+ * reference machine against 27.6 for CLOCK_MONOTONIC through the vDSO, ringside-bench's clock.tsc
+ * and clock.precise), as Quill's TSC clock and Tracy do, when all of these hold at its first attach (or first span), else with
  * CLOCK_MONOTONIC:
  *   - the CPU is x86-64 and its TSC is invariant (CPUID 0x80000007 EDX bit 8; Linux shows it as
  *     the flags constant_tsc and nonstop_tsc): it ticks at one rate in every P- and C-state, and
@@ -134,9 +134,9 @@
  * anchor's width (0.5 us at most), plus the rate's error (both anchors' half widths over their
  * interval) times the time since the last anchor (at most 4 intervals): 4.5 us at the most; on our
  * reference machine, within 0.1 us of the midpoint of two CLOCK_MONOTONIC reads around it, over
- * a minute. A span's duration errs by the rate's error, at most 2 * RS_SPAN_CLOCK_ANCHOR_MAX_NS /
- * interval: 2 ppm once the interval reaches a second (1.4 s after the first attach of a process
- * that spans often), 0.2 % in its first milliseconds. Both hold while CLOCK_MONOTONIC runs at a
+ * a minute. A span's duration errs by the rate's error, at most RS_SPAN_CLOCK_ANCHOR_MAX_NS /
+ * interval: 1 ppm once the interval reaches a second (1.4 s after the first attach of a process
+ * that spans often), 0.1 % in its first milliseconds. Both hold while CLOCK_MONOTONIC runs at a
  * steady rate against the TSC, and while anchors can be taken: a span's end that finds one due and
  * cannot take it (another thread is taking it, or 8 brackets were all wider than
  * RS_SPAN_CLOCK_ANCHOR_MAX_NS: the thread was preempted) converts with the last one, and the next
