@@ -55,12 +55,18 @@ public struct BenchSettings: Sendable, Equatable {
 /// the bot's own process: `ringside.record.worker` (a `Bot` this process attaches as a worker)
 /// against `ringside.record`, and `c.floor.forked` (the floor's round in a child made by fork(),
 /// a worker since its first record) against `c.floor`.
+///
+/// The span rows run on the process's span clock (`Bot.spanClock`: the TSC where it serves), and
+/// again on CLOCK_MONOTONIC (`ringside.span.monotonic`, `c.span.monotonic`: the clock switched with
+/// `rs_span_clock_select` for the round, as a machine without a usable TSC runs them); `clock.tsc`
+/// is the TSC's read alone, beside `clock.precise`'s.
 public enum EmitBenchmark {
     /// The rows, in the order they run in each round and are printed.
     public static let rowNames = [
         "ringside.record", "ringside.record.exemplar", "ringside.record.worker", "ringside.counter", "ringside.gauge", "ringside.span",
-        "ringside.record.4threads",
-        "c.floor", "c.floor.forked", "c.span", "unix-dgram", "mutex-histogram", "clock.precise", "clock.coarse",
+        "ringside.span.monotonic", "ringside.record.4threads",
+        "c.floor", "c.floor.forked", "c.span", "c.span.monotonic", "unix-dgram", "mutex-histogram", "clock.precise", "clock.tsc",
+        "clock.coarse",
     ]
 
     /// Threads in `ringside.record.4threads`.
@@ -240,6 +246,11 @@ public enum EmitBenchmark {
             Row(name: "ringside.span", consumerMode: .rings) {
                 timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { span.startTiming().stop() }
             },
+            Row(name: "ringside.span.monotonic", consumerMode: .rings) {
+                onMonotonicSpans {
+                    timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { span.startTiming().stop() }
+                }
+            },
             Row(name: "ringside.record.4threads", consumerMode: .rings) {
                 concurrentRound(threads: botThreads, buffer, timing, drops: botDropped) { thread, buffer in
                     var v = thread * 1024
@@ -267,15 +278,10 @@ public enum EmitBenchmark {
             },
             Row(name: "c.span", consumerMode: .rings) {
                 // C's span through the floor's bot (this thread's lane of it): ringside.span's baseline.
-                _ = rsb_span_run(&floor, rs_clock_precise_ns() + timing.warmNanos)
-                let droppedBefore = rsb_span_dropped(&floor)
-                let count = rsb_span_sample(
-                    &floor, UInt32(batch), buffer.baseAddress, buffer.count, rs_clock_precise_ns() + timing.sampleNanos)
-                let start = rs_clock_precise_ns()
-                let calls = rsb_span_run(&floor, start + timing.runNanos)
-                return RoundSample(
-                    batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: rs_clock_precise_ns() &- start,
-                    dropped: rsb_span_dropped(&floor) &- droppedBefore)
+                cSpanRound(&floor, buffer, timing)
+            },
+            Row(name: "c.span.monotonic", consumerMode: .rings) {
+                onMonotonicSpans { cSpanRound(&floor, buffer, timing) }
             },
             Row(name: "unix-dgram", consumerMode: .datagrams) {
                 var v = 0
@@ -300,6 +306,11 @@ public enum EmitBenchmark {
                 var sum: UInt64 = 0
                 defer { sink &+= sum }
                 return timedRound(buffer, timing, drops: { 0 }) { sum &+= rs_clock_precise_ns() }
+            },
+            Row(name: "clock.tsc", consumerMode: .rings) {
+                var sum: UInt64 = 0
+                defer { sink &+= sum }
+                return timedRound(buffer, timing, drops: { 0 }) { sum &+= rs_clock_tsc() }
             },
             Row(name: "clock.coarse", consumerMode: .rings) {
                 var sum: UInt64 = 0
@@ -340,13 +351,41 @@ public enum EmitBenchmark {
             + "to this one, each on its own lane, and sums their calls; ringside.record.exemplar is ringside.record "
             + "with an exemplar (order_id=A17, 12 bytes: the value's record and one exemplar record) on each value; "
             + "ringside.record.worker is ringside.record "
-            + "into a bot this process also attached as a worker (its own file, <bot>@<pid>); c.floor.forked is "
+            + "into a bot this process also attached as a worker (its own file, <bot>@<pid>); the span rows on the "
+            + "span clock (\(Bot.spanClock == .tsc ? "the TSC" : "CLOCK_MONOTONIC")), the .monotonic rows on "
+            + "CLOCK_MONOTONIC (rs_span_clock_select for their rounds), clock.tsc the TSC read alone; c.floor.forked is "
             + "c.floor's round (the same C function) run by a child this process forked once, which became a worker "
             + "of the floor's bot at its first record (through the bot and metric it inherited) and writes that "
             + "record's lane, on the producer's CPU while this process waits; rings and lanes of \(settings.ringCapacity) "
             + "records; values from a table of \(LatencyValues.count) lognormal latencies."
         machine.pinned = pinned
         return EmitReport(machine: machine, method: method, rows: summaries)
+    }
+
+    /// `body` with spans started on CLOCK_MONOTONIC, then the clock they started on before.
+    static func onMonotonicSpans(_ body: () -> RoundSample) -> RoundSample {
+        let clock = rs_span_clock()
+        _ = rs_span_clock_select(RS_SPAN_CLOCK_MONOTONIC)
+        defer { _ = rs_span_clock_select(clock) }
+        return body()
+    }
+
+    /// One round of `c.span`: C's span (rs_bot_begin_span, rs_bot_end_span) timed by loops in C, as
+    /// the floor's.
+    static func cSpanRound(
+        _ floor: inout rsb_floor, _ buffer: UnsafeMutableBufferPointer<UInt32>, _ timing: RoundTiming
+    )
+        -> RoundSample
+    {
+        _ = rsb_span_run(&floor, rs_clock_precise_ns() + timing.warmNanos)
+        let droppedBefore = rsb_span_dropped(&floor)
+        let count = rsb_span_sample(
+            &floor, UInt32(timing.batch), buffer.baseAddress, buffer.count, rs_clock_precise_ns() + timing.sampleNanos)
+        let start = rs_clock_precise_ns()
+        let calls = rsb_span_run(&floor, start + timing.runNanos)
+        return RoundSample(
+            batchNanos: Array(buffer[..<count]), calls: calls, elapsedNanos: rs_clock_precise_ns() &- start,
+            dropped: rsb_span_dropped(&floor) &- droppedBefore)
     }
 
     /// One round of a row on this thread: warms up, samples batches, then runs untimed for calls/s.

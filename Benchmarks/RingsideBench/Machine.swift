@@ -3,6 +3,7 @@ import CRingsideBench
 #if canImport(Glibc)
 import Glibc
 #endif
+import Ringside
 import RingsideJSON
 import RingsideSystem
 
@@ -19,14 +20,19 @@ public struct Machine: Sendable, Equatable {
     public var kernel: String
     /// Whether the measuring threads were pinned to CPUs of their own.
     public var pinned: Bool
+    /// The clock this process times spans with, and why (`Bot.spanClockDescription`).
+    public var spanClock: String
 
-    public init(cpu: String, cores: Int, allowedCores: Int, clockSource: String, kernel: String, pinned: Bool) {
+    public init(
+        cpu: String, cores: Int, allowedCores: Int, clockSource: String, kernel: String, pinned: Bool, spanClock: String = ""
+    ) {
         self.cpu = cpu
         self.cores = cores
         self.allowedCores = allowedCores
         self.clockSource = clockSource
         self.kernel = kernel
         self.pinned = pinned
+        self.spanClock = spanClock
     }
 
     /// The machine this process runs on.
@@ -48,14 +54,14 @@ public struct Machine: Sendable, Equatable {
             cpu: model, cores: (try? System.sysconf(_SC_NPROCESSORS_ONLN)) ?? 0,
             allowedCores: Int(rsb_allowed_cpu_count()), clockSource: source,
             kernel: "\(field(names.sysname)) \(field(names.release)) \(field(names.machine))",
-            pinned: pinned)
+            pinned: pinned, spanClock: Bot.spanClockDescription)
     }
 
     package var json: JSON {
         .object([
             ("cpu", .string(cpu)), ("cores", .int(Int64(cores))),
             ("allowed_cores", .int(Int64(allowedCores))), ("clocksource", .string(clockSource)),
-            ("kernel", .string(kernel)), ("pinned", .bool(pinned)),
+            ("kernel", .string(kernel)), ("pinned", .bool(pinned)), ("span_clock", .string(spanClock)),
         ])
     }
 

@@ -50,7 +50,8 @@ public struct EmitReport: Sendable {
                 Self.ns(row.max), Self.ns(row.mean), Self.rate(row.callsPerSecond), String(row.dropped),
             ])
         }
-        return "ringside-bench emit\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
+        return "ringside-bench emit\nmachine: \(machine.line)\nspan clock: \(machine.spanClock)\nmethod: \(method)\n\n"
+            + table.text
     }
 
     static func ns(_ value: Double) -> String {

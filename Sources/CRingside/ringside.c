@@ -209,3 +209,347 @@ int rs_guard_was_truncated(int slot) {
 uint64_t rs_guard_faults_absorbed(void) {
     return __atomic_load_n(&rs_guard_faults, __ATOMIC_RELAXED);
 }
+
+// MARK: - The span clock (see THE SPAN CLOCK in ringside.h)
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+/* What every span reads, on lines of its own; only the thread holding rs_span_clock_busy writes it. */
+rs_span_clock_state rs_span_clock_shared __attribute__((aligned(128)));
+
+/* 1 while a thread takes an anchor and publishes it: the one writer. Apart from what spans read. */
+static uint32_t rs_span_clock_busy __attribute__((aligned(128)));
+static pthread_once_t rs_span_clock_once = PTHREAD_ONCE_INIT;
+static int rs_span_clock_tsc_usable;     /* written once, in rs_span_clock_choose */
+static int rs_span_clock_asked_monotonic; /* RINGSIDE_SPAN_CLOCK=monotonic: written once */
+static int rs_span_clock_selected;       /* 1 once rs_span_clock_select chose (relaxed) */
+static char rs_span_clock_why[256];      /* why the TSC is usable, or is not: written once */
+
+/** An anchor: a TSC reading and CLOCK_MONOTONIC at that instant, within width / 2 ns. */
+typedef struct {
+    uint64_t tsc;
+    uint64_t ns;
+    uint64_t width;
+} rs_anchor;
+
+/** The TSC read in order: after what precedes it, before what follows (the anchors' brackets). */
+static uint64_t rs_tsc_ordered(void) {
+#if defined(__x86_64__)
+    __builtin_ia32_lfence();
+    uint64_t tsc = __builtin_ia32_rdtsc();
+    __builtin_ia32_lfence();
+    return tsc;
+#else
+    return 0;
+#endif
+}
+
+/** The narrowest of `tries` brackets, each a TSC read between two CLOCK_MONOTONIC reads. */
+static rs_anchor rs_span_clock_anchor(int tries) {
+    rs_anchor best = {0, 0, UINT64_MAX};
+    for (int i = 0; i < tries; i++) {
+        uint64_t before = rs_clock_precise_ns();
+        uint64_t tsc = rs_tsc_ordered();
+        uint64_t after = rs_clock_precise_ns();
+        if (after >= before && after - before < best.width) {
+            best.tsc = tsc;
+            best.ns = before + (after - before) / 2;
+            best.width = after - before;
+        }
+    }
+    return best;
+}
+
+/** An anchor within RS_SPAN_CLOCK_ANCHOR_MAX_NS, trying up to `rounds` rounds of `tries` brackets
+    (a thread preempted mid-bracket widens it); width UINT64_MAX when none was narrow enough. */
+static rs_anchor rs_span_clock_narrow_anchor(int rounds, int tries) {
+    rs_anchor anchor = {0, 0, UINT64_MAX};
+    for (int round = 0; round < rounds && anchor.width > RS_SPAN_CLOCK_ANCHOR_MAX_NS; round++) {
+        anchor = rs_span_clock_anchor(tries);
+    }
+    if (anchor.width > RS_SPAN_CLOCK_ANCHOR_MAX_NS) anchor.width = UINT64_MAX;
+    return anchor;
+}
+
+/** TSC ticks in `ns` nanoseconds at `mult`. */
+static uint64_t rs_ns_to_tsc(uint64_t ns, uint64_t mult) {
+    return (uint64_t)(((unsigned __int128)ns << 32) / mult);
+}
+
+/** The calibration after `c` with the new anchor `a`: the rate over the interval between them,
+    and a refresh 4 intervals on (at most RS_SPAN_CLOCK_REFRESH_NS). */
+static rs_tsc_calibration rs_span_clock_next(const rs_tsc_calibration *c, rs_anchor a) {
+    rs_tsc_calibration next = *c;
+    next.tsc = a.tsc;
+    next.ns = a.ns;
+    next.width_ns = a.width;
+    next.anchors = c->anchors + 1;
+    if (a.tsc > c->tsc && a.ns > c->ns) {
+        uint64_t ticks = a.tsc - c->tsc;
+        unsigned __int128 mult = ((unsigned __int128)(a.ns - c->ns) << 32) / ticks;
+        /* More than 1 % from the last rate is no drift (NTP slews by 0.05 % at most): the machine
+           slept, or the TSC was reset. The anchor is taken, the rate kept. */
+        unsigned __int128 drift = c->mult / 100;
+        if (mult != 0 && (c->mult == 0 || (mult + drift >= c->mult && mult <= c->mult + drift))) {
+            next.mult = (uint64_t)mult;
+        }
+        uint64_t most = rs_ns_to_tsc(RS_SPAN_CLOCK_REFRESH_NS, next.mult);
+        next.refresh = ticks < most / 4 ? 4 * ticks : most;
+    } else {
+        /* The TSC or the clock went back (a reset TSC): anchor again within a millisecond. */
+        next.refresh = next.mult != 0 ? rs_ns_to_tsc(1000000, next.mult) : 0;
+    }
+    return next;
+}
+
+/** Publishes `next` through the latch: readers move to the other copy before each copy changes.
+    The caller holds rs_span_clock_busy. */
+static void rs_span_clock_publish(const rs_tsc_calibration *next) {
+    rs_span_clock_state *s = &rs_span_clock_shared;
+    uint32_t sequence = rs_load_relaxed_u32(&s->sequence); /* only the writer stores it */
+    for (int step = 0; step < 2; step++) {
+        sequence++;
+        /* Release: the last copy written is whole before readers are sent to it. */
+        rs_store_release_u32(&s->sequence, sequence);
+        /* Release fence: the count moves before this copy's stores (a reader that sees one of them
+           sees the count move when it reads it again). */
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        rs_tsc_calibration *c = &s->copy[(sequence + 1) & 1];
+        rs_store_relaxed_u64(&c->tsc, next->tsc);
+        rs_store_relaxed_u64(&c->ns, next->ns);
+        rs_store_relaxed_u64(&c->mult, next->mult);
+        rs_store_relaxed_u64(&c->refresh, next->refresh);
+        rs_store_relaxed_u64(&c->anchors, next->anchors);
+        rs_store_relaxed_u64(&c->width_ns, next->width_ns);
+    }
+}
+
+void rs_span_clock_calibration(rs_tsc_calibration *out) {
+    const rs_span_clock_state *s = &rs_span_clock_shared;
+    for (;;) {
+        /* Acquire, then an acquire fence before reading the count again: the latch's reader. */
+        uint32_t sequence = rs_load_acquire_u32(&s->sequence);
+        const rs_tsc_calibration *c = &s->copy[sequence & 1];
+        out->tsc = rs_load_relaxed_u64(&c->tsc);
+        out->ns = rs_load_relaxed_u64(&c->ns);
+        out->mult = rs_load_relaxed_u64(&c->mult);
+        out->refresh = rs_load_relaxed_u64(&c->refresh);
+        out->anchors = rs_load_relaxed_u64(&c->anchors);
+        out->width_ns = rs_load_relaxed_u64(&c->width_ns);
+        rs_fence_acquire();
+        if (sequence == rs_load_relaxed_u32(&s->sequence)) return;
+    }
+}
+
+/** Takes the writer's flag without waiting; 1 if taken. */
+static int rs_span_clock_try_busy(void) {
+    uint32_t expected = 0;
+    if (rs_load_relaxed_u32(&rs_span_clock_busy) != 0) return 0;
+    /* Acquire: the last writer's stores are visible to this one. */
+    return __atomic_compare_exchange_n(&rs_span_clock_busy, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+static void rs_span_clock_release_busy(void) {
+    /* Release: this writer's stores are visible to the next. */
+    __atomic_store_n(&rs_span_clock_busy, 0, __ATOMIC_RELEASE);
+}
+
+/** The first calibration: two anchors a millisecond apart (or more: a longer sleep only helps).
+    1 when published; else 0 with the reason in `why`. The caller holds rs_span_clock_busy. */
+static int rs_span_clock_calibrate(char *why, size_t size) {
+    rs_anchor first = rs_span_clock_narrow_anchor(64, 16);
+    if (first.width == UINT64_MAX) {
+        snprintf(why, size, "no anchor of the TSC to CLOCK_MONOTONIC within %u ns in 64 tries", RS_SPAN_CLOCK_ANCHOR_MAX_NS);
+        return 0;
+    }
+    struct timespec pause = {0, 1000000};
+    while (rs_clock_precise_ns() - first.ns < 1000000) {
+        nanosleep(&pause, NULL); /* EINTR only shortens it: the loop sleeps again */
+    }
+    rs_anchor second = rs_span_clock_narrow_anchor(64, 16);
+    rs_tsc_calibration zero;
+    memset(&zero, 0, sizeof zero);
+    zero.tsc = first.tsc;
+    zero.ns = first.ns;
+    zero.anchors = 1;
+    zero.width_ns = first.width;
+    rs_tsc_calibration calibrated = rs_span_clock_next(&zero, second);
+    /* 0.1 to 100 GHz, else no TSC of this world: mult is ns per tick times 2^32. */
+    uint64_t ns_per_tick_min = (UINT64_C(1) << 32) / 100, ns_per_tick_max = (UINT64_C(1) << 32) * 10;
+    if (second.width == UINT64_MAX || calibrated.mult < ns_per_tick_min || calibrated.mult > ns_per_tick_max) {
+        snprintf(why, size, "the TSC's rate against CLOCK_MONOTONIC could not be measured");
+        return 0;
+    }
+    rs_span_clock_publish(&calibrated);
+    return 1;
+}
+
+/** 1 if the TSC may time spans (see THE SPAN CLOCK); else 0 with the reason in `why`. */
+static int rs_span_clock_check_tsc(char *why, size_t size) {
+#if defined(__x86_64__)
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u
+        || !__get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx) || (edx & (1u << 8)) == 0) {
+        snprintf(why, size, "the CPU has no invariant TSC (CPUID 0x80000007 EDX bit 8)");
+        return 0;
+    }
+    const char *path = "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+    char source[64] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t length = fd >= 0 ? read(fd, source, sizeof source - 1) : -1;
+    int failure = length < 0 ? errno : 0;
+    if (fd >= 0) close(fd);
+    if (length < 0) {
+        snprintf(why, size, "%s is unreadable: %s (errno: %d)", path, strerror(failure), failure);
+        return 0;
+    }
+    source[length] = 0;
+    source[strcspn(source, "\n")] = 0;
+    if (strcmp(source, "tsc") != 0) {
+        snprintf(why, size, "the kernel's clocksource is %s, not tsc", source);
+        return 0;
+    }
+    if (rs_clock_tsc() >= (UINT64_C(1) << 62)) {
+        snprintf(why, size, "the TSC reads past 2^62");
+        return 0;
+    }
+    snprintf(why, size, "invariant TSC, clocksource tsc");
+    return 1;
+#else
+    snprintf(why, size, "not x86-64 (no TSC)");
+    return 0;
+#endif
+}
+
+/** In a fork() child: a publish the fork cut short is finished from the copy readers use, so the
+    child's first writer starts from a whole latch. The child has this one thread. */
+static void rs_span_clock_forked(void) {
+    if (rs_load_relaxed_u32(&rs_span_clock_busy) == 0) return;
+    rs_span_clock_state *s = &rs_span_clock_shared;
+    uint32_t sequence = rs_load_relaxed_u32(&s->sequence);
+    s->copy[(sequence & 1) ^ 1] = s->copy[sequence & 1];
+    if (sequence & 1) rs_store_relaxed_u32(&s->sequence, sequence + 1);
+    rs_store_relaxed_u32(&rs_span_clock_busy, 0);
+}
+
+static void rs_span_clock_choose(void) {
+    char why[sizeof rs_span_clock_why];
+    int usable = rs_span_clock_check_tsc(why, sizeof why);
+    const char *asked = getenv("RINGSIDE_SPAN_CLOCK");
+    int wanted = 1; /* the TSC if usable: unset, "auto" or "tsc" */
+    if (asked != NULL && strcmp(asked, "monotonic") == 0) {
+        wanted = 0;
+    } else if (asked != NULL && asked[0] != 0 && strcmp(asked, "auto") != 0 && strcmp(asked, "tsc") != 0) {
+        fprintf(stderr, "ringside: RINGSIDE_SPAN_CLOCK=%s is none of auto, tsc, monotonic: taken as auto\n", asked);
+    }
+    if (usable && wanted) {
+        rs_span_clock_try_busy(); /* no other writer before the clock is chosen: it is free */
+        usable = rs_span_clock_calibrate(why, sizeof why);
+        rs_span_clock_release_busy();
+    }
+    if (asked != NULL && strcmp(asked, "tsc") == 0 && !usable) {
+        fprintf(stderr, "ringside: RINGSIDE_SPAN_CLOCK=tsc, but %s: spans use CLOCK_MONOTONIC\n", why);
+    }
+    rs_span_clock_tsc_usable = usable;
+    rs_span_clock_asked_monotonic = !wanted;
+    memcpy(rs_span_clock_why, why, sizeof why);
+    pthread_atfork(NULL, NULL, rs_span_clock_forked);
+    /* Release: a span that starts on the TSC finds the calibration published above. */
+    rs_store_release_u32(&rs_span_clock_shared.clock, usable && wanted ? RS_SPAN_CLOCK_TSC : RS_SPAN_CLOCK_MONOTONIC);
+}
+
+void rs_span_clock_init(void) { pthread_once(&rs_span_clock_once, rs_span_clock_choose); }
+
+uint32_t rs_span_clock(void) {
+    rs_span_clock_init();
+    return rs_load_acquire_u32(&rs_span_clock_shared.clock);
+}
+
+uint64_t rs_span_clock_start_slow(void) {
+    if (rs_span_clock() == RS_SPAN_CLOCK_TSC) return rs_clock_tsc() | RS_SPAN_TSC_BIT;
+    return rs_clock_precise_ns();
+}
+
+/** Takes a new anchor if the calibration is still due one, unless another thread is at it. */
+static void rs_span_clock_refresh(uint64_t now) {
+    if (!rs_span_clock_try_busy()) return;
+    rs_tsc_calibration c;
+    rs_span_clock_calibration(&c);
+    /* Signed: an anchor later than `now` (another thread's, just taken) is not due. */
+    if (c.mult != 0 && (int64_t)(now - c.tsc) >= (int64_t)c.refresh) {
+        rs_anchor anchor = rs_span_clock_narrow_anchor(1, 8); /* about 0.5 us, once a second */
+        /* None narrow enough (this thread was preempted): the next span's end tries again. */
+        if (anchor.width != UINT64_MAX) {
+            rs_tsc_calibration next = rs_span_clock_next(&c, anchor);
+            rs_span_clock_publish(&next);
+        }
+    }
+    rs_span_clock_release_busy();
+}
+
+rs_span_time rs_span_clock_end_slow(uint64_t start, uint64_t now) {
+    rs_tsc_calibration c;
+    rs_span_clock_calibration(&c);
+    if (c.mult == 0) { /* a start on the TSC before any calibration: one made up by its caller */
+        rs_span_clock_init();
+        rs_span_clock_calibration(&c);
+    }
+    rs_span_time time = {0, 0};
+    if (c.mult == 0) {
+        time.end_ns = rs_clock_precise_ns();
+        return time;
+    }
+    if ((int64_t)(now - c.tsc) >= (int64_t)c.refresh) {
+        rs_span_clock_refresh(now);
+        rs_span_clock_calibration(&c);
+    }
+    uint64_t begun = start & ~RS_SPAN_TSC_BIT;
+    time.elapsed_ns = now > begun ? rs_tsc_to_ns(now - begun, c.mult) : 0;
+    time.end_ns = now >= c.tsc ? c.ns + rs_tsc_to_ns(now - c.tsc, c.mult) : c.ns - rs_tsc_to_ns(c.tsc - now, c.mult);
+    return time;
+}
+
+int rs_span_clock_select(uint32_t clock) {
+    rs_span_clock_init();
+    if (clock == RS_SPAN_CLOCK_TSC) {
+        if (!rs_span_clock_tsc_usable) return -1;
+        rs_tsc_calibration c;
+        rs_span_clock_calibration(&c);
+        if (c.mult == 0) { /* RINGSIDE_SPAN_CLOCK=monotonic left it uncalibrated */
+            while (!rs_span_clock_try_busy()) sched_yield();
+            rs_span_clock_calibration(&c);
+            char why[sizeof rs_span_clock_why];
+            int calibrated = c.mult != 0 || rs_span_clock_calibrate(why, sizeof why);
+            rs_span_clock_release_busy();
+            if (!calibrated) return -1;
+        }
+    } else if (clock != RS_SPAN_CLOCK_MONOTONIC) {
+        return -1;
+    }
+    __atomic_store_n(&rs_span_clock_selected, 1, __ATOMIC_RELAXED);
+    /* Release: a span that starts on the TSC finds the calibration published. */
+    rs_store_release_u32(&rs_span_clock_shared.clock, clock);
+    return 0;
+}
+
+int rs_span_clock_describe(char *buffer, size_t size) {
+    uint32_t clock = rs_span_clock();
+    int selected = __atomic_load_n(&rs_span_clock_selected, __ATOMIC_RELAXED);
+    if (clock != RS_SPAN_CLOCK_TSC) {
+        const char *why = selected                         ? "chosen by rs_span_clock_select"
+                          : rs_span_clock_asked_monotonic ? "RINGSIDE_SPAN_CLOCK=monotonic"
+                                                          : rs_span_clock_why;
+        return snprintf(buffer, size, "monotonic: %s", why);
+    }
+    rs_tsc_calibration c;
+    rs_span_clock_calibration(&c);
+    double ghz = c.mult != 0 ? 4294967296.0 / (double)c.mult : 0;
+    return snprintf(buffer, size, "tsc: %s%s; %.4f GHz, %llu anchors, the last within %llu ns", rs_span_clock_why,
+                    selected ? " (chosen by rs_span_clock_select)" : "", ghz, (unsigned long long)c.anchors,
+                    (unsigned long long)(c.width_ns / 2));
+}

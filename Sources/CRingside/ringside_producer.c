@@ -1056,6 +1056,7 @@ int rs_bot_attach(rs_bot **out, const char *name, const rs_bot_options *options,
     int rc = rsp_check_options(name, &o, error);
     if (rc != 0) return rc;
     pthread_once(&rsp_once, rsp_init_process);
+    rs_span_clock_init(); /* once a process, outside the mutex: it sleeps a millisecond */
 
     const char *directory = o.directory;
     if (!directory || !*directory) directory = getenv("RINGSIDE_DIR");

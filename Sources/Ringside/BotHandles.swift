@@ -60,7 +60,7 @@ extension Bot {
         }
     }
 
-    /// A histogram's handle: observations, or spans timed with the precise clock.
+    /// A histogram's handle: observations, or spans timed with the span clock (`Bot.spanClock`).
     public struct Histogram: Sendable {
         @usableFromInline let target: BotMetric
 
@@ -85,14 +85,15 @@ extension Bot {
             record(duration.units(ofNanoseconds: UInt64(target.metric.ns_per_unit)))
         }
 
-        /// Starts timing a span: reads the precise clock (CLOCK_MONOTONIC). `stop()` records it.
+        /// Starts timing a span: reads the span clock (the TSC where it serves, else
+        /// CLOCK_MONOTONIC: `Bot.spanClock`), nothing more. `stop()` records it.
         @inlinable
         public func startTiming() -> Timing {
             Timing(bot: target.bot, metric: target.metric, span: rs_bot_begin_span(target.bot))
         }
 
-        /// A span being timed: from `startTiming()` to `stop()`, on the precise clock. It may
-        /// end on another thread or task than it started on.
+        /// A span being timed: from `startTiming()` to `stop()`, on the span clock. It may end
+        /// on another thread or task than it started on (the TSC is the machine's, not the core's).
         ///
         /// A timing does not keep its bot attached, so starting and stopping one counts no
         /// reference: a span stopped after its bot has detached (or in a forked child) records
@@ -109,8 +110,8 @@ extension Bot {
                 self.span = span
             }
 
-            /// Records the span's duration in the histogram's unit, flagged as a span, on the
-            /// calling thread's lane.
+            /// Records the span's duration in the histogram's unit, flagged as a span and stamped
+            /// with its end in CLOCK_MONOTONIC nanoseconds, on the calling thread's lane.
             @inlinable
             public func stop() {
                 _ = rs_bot_end_span(bot, metric, span)

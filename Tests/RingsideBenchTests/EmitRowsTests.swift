@@ -1,3 +1,4 @@
+import CRingside
 import CRingsideBench
 import Foundation
 import Testing
@@ -6,9 +7,9 @@ import Testing
 import Glibc
 #endif
 
-/// The emit rows that measure a record in a worker, run for a few milliseconds: they run, and
-/// leave no process or file behind. No timing is checked.
-@Suite("Emit rows in a worker", .serialized)
+/// The emit rows that measure a record in a worker, and a span on each clock, run for a few
+/// milliseconds: they run, and leave no process, file or clock switched behind. No timing is checked.
+@Suite("Emit rows in a worker, and spans on each clock", .serialized)
 struct EmitRowsTests {
     @Test("ringside.record.worker and c.floor.forked run in rounds beside the rows they are compared with")
     func workerRows() throws {
@@ -23,6 +24,21 @@ struct EmitRowsTests {
             #expect(row.roundP50s.count == 2 && row.floorRatio != nil, "\(row.name)")
         }
         #expect(report.method.contains("ringside.record.worker") && report.method.contains("c.floor.forked"))
+    }
+
+    @Test("the span rows run on the span clock and on CLOCK_MONOTONIC, and leave the process's span clock as they found it")
+    func spanRows() throws {
+        let names = ["ringside.span", "ringside.span.monotonic", "c.floor", "c.span", "c.span.monotonic", "clock.precise", "clock.tsc"]
+        #expect(names.allSatisfy(EmitBenchmark.rowNames.contains))
+        let clock = rs_span_clock()
+        let settings = BenchSettings(seconds: 0.05, rounds: 2, ringCapacity: 1 << 12)
+        let report = try EmitBenchmark.run(settings, only: Set(names))
+        #expect(report.rows.map(\.name) == names)
+        for row in report.rows {
+            #expect(row.samples > 0 && row.callsPerSecond > 0, "\(row.name)")
+        }
+        #expect(rs_span_clock() == clock)
+        #expect(report.machine.spanClock.hasPrefix(clock == RS_SPAN_CLOCK_TSC ? "tsc: " : "monotonic: "), "\(report.machine.spanClock)")
     }
 
     @Test("the forked floor's child writes its worker file, and is reaped with the file removed, also when it died")

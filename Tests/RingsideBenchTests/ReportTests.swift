@@ -10,7 +10,7 @@ import RingsideJSON
 struct ReportTests {
     static let machine = Machine(
         cpu: "Test CPU \"x\" & co", cores: 2, allowedCores: 2, clockSource: "tsc",
-        kernel: "Linux 6.1 x86_64", pinned: true)
+        kernel: "Linux 6.1 x86_64", pinned: true, spanClock: "tsc: invariant TSC, clocksource tsc")
     static let rows = [
         LatencySummary(
             name: "ringside.record", batchNanos: [100, 120, 180, 4000], batchSize: 16, timerNanos: 20,
@@ -153,7 +153,9 @@ struct ReportTests {
         let table = EmitReport(machine: Self.machine, method: "m", rows: Self.rows).table
         #expect(table.contains("ringside.record"))
         #expect(table.contains("123.5 M"))
-        #expect(table.split(separator: "\n").count == 3 + 2 + 2)  // title, machine, method; header, rule; rows
+        #expect(table.contains("\nspan clock: tsc: invariant TSC, clocksource tsc\n"))
+        // title, machine, span clock, method; header, rule; rows
+        #expect(table.split(separator: "\n").count == 4 + 2 + 2)
     }
 }
 

@@ -20,7 +20,7 @@ func firstBot() throws {
     let metrics = try Metrics(Bot.attach("bot-a"))  // /dev/shm/ringside.bot-a; Sendable: share it with every thread
 
     metrics.fill.record(elapsedNanos)  // any thread or task: a few ns, never blocks or throws
-    try metrics.fill.measure { try sendOrder() }  // a span, on the monotonic clock (await works too)
+    try metrics.fill.measure { try sendOrder() }  // a span, on the TSC where it serves (await works too)
     metrics.orders.increment()  // exact, even when the thread's lane is full
     metrics.exposure.set(1.25e6)
     // README end

@@ -89,6 +89,10 @@
 //       TID leaver TID", then "left TID" once the leaver is gone; exits at the end of its input.
 //   ringside-test-producer spin --dir DIR --ring NAME [--cpu C]
 //       attaches nothing: pins itself to CPU C, prints "spinning PID" and spins until killed.
+//   ringside-test-producer span-clock --dir DIR --ring NAME [--select tsc|monotonic]
+//       the span clock this process chose (SpanClockMode.swift): prints "clock C start S" and
+//       "described TEXT", times 20 ms spans into histogram "clock_span" (ns); with --select, switches
+//       the clock while a span is under way, prints "selected C start S" and times one more.
 import CAllocationCounter
 import CRingside
 import Foundation
@@ -109,6 +113,7 @@ guard let mode = arguments.first,
         "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
         "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound", "sched-threads", "spin",
+        "span-clock",
     ].contains(mode)
 else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
@@ -140,6 +145,9 @@ if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
 
 // `sched-threads` and `spin`: the thread sampler's subjects (SchedThreads.swift).
 if mode == "spin" { spin(cpu: Int(options["cpu"] ?? "-1") ?? -1) }
+if mode == "span-clock" {
+    do { try spanClock(ring: ringName, directory: options["dir"], select: options["select"]) } catch { fail("\(error)") }
+}
 if mode == "sched-threads" {
     do {
         try schedThreads(

@@ -99,14 +99,55 @@
  * (ringside_producer.c closes and disowns it in the child).
  *
  * CLOCKS: record timestamps are CLOCK_MONOTONIC nanoseconds, read with CLOCK_MONOTONIC_COARSE
- * (same origin; a span's record carries the precise end time it measured) (about 5 ns a read against
- * 34 ns for CLOCK_MONOTONIC on our reference machine, with a resolution of a few milliseconds:
- * ample to place a record in a one-second window). rdtsc (18 ns) is faster than CLOCK_MONOTONIC
- * but needs calibration and does not exist on arm64, so it is not part of the format. Spans
- * (durations) use CLOCK_MONOTONIC, the precise clock. Both clocks count from the same origin
- * (boot), so a consumer compares them with its own reading of CLOCK_MONOTONIC.
- * `created_realtime_ns` and `created_monotonic_ns` let a reader turn a record's timestamp into
- * wall time: wall = created_realtime_ns + (timestamp_ns - created_monotonic_ns).
+ * (same origin, about 5 ns a read against 25 to 35 for CLOCK_MONOTONIC on our reference machine,
+ * with a resolution of a few milliseconds: ample to place a record in a one-second window), except
+ * a span's (RS_FLAG_SPAN), which carries the end its span clock read, converted to CLOCK_MONOTONIC
+ * nanoseconds within RS_SPAN_CLOCK_BOUND_NS. Spans (durations) are timed by THE SPAN CLOCK below.
+ * Every timestamp counts from the same origin (boot), so a consumer compares them with its own
+ * reading of CLOCK_MONOTONIC. `created_realtime_ns` and `created_monotonic_ns` let a reader turn
+ * a record's timestamp into wall time: wall = created_realtime_ns + (timestamp_ns - created_monotonic_ns).
+ *
+ * THE SPAN CLOCK: a producer process times its spans with the TSC (rdtsc: 10.6 ns a read on our
+ * reference machine against 27.6 for CLOCK_MONOTONIC through the vDSO, ringside-bench's clock.tsc
+ * and clock.precise), as Quill's TSC clock and Tracy do, when all of these hold at its first attach (or first span), else with
+ * CLOCK_MONOTONIC:
+ *   - the CPU is x86-64 and its TSC is invariant (CPUID 0x80000007 EDX bit 8; Linux shows it as
+ *     the flags constant_tsc and nonstop_tsc): it ticks at one rate in every P- and C-state, and
+ *     the kernel keeps the cores' TSCs in step, so a span may start on one core and end on another;
+ *   - the kernel keeps time with it (/sys/devices/system/clocksource/clocksource0/current_clocksource
+ *     is "tsc"): Linux found it stable and synchronised across the cores, and CLOCK_MONOTONIC is
+ *     itself a linear function of it between NTP's adjustments;
+ *   - RINGSIDE_SPAN_CLOCK is unset, "auto" or "tsc" ("monotonic" chooses CLOCK_MONOTONIC; any
+ *     other value is said on stderr and taken as "auto", as is "tsc" on a machine without a usable TSC).
+ * A span's start is one reading (rs_span_clock_start: the TSC with RS_SPAN_TSC_BIT set, or
+ * CLOCK_MONOTONIC nanoseconds, which never reach that bit), so its end knows which clock to read
+ * again: a span started before the clock was switched (rs_span_clock_select), or a start a caller
+ * read with rs_clock_precise_ns, is ended on its own clock. The end converts with a multiply and a
+ * shift: duration = ticks * mult >> 32, end = anchor_ns + (tsc - anchor_tsc) * mult >> 32.
+ * Calibration: an anchor is a TSC reading bracketed by two CLOCK_MONOTONIC readings (the narrowest
+ * of several, at most RS_SPAN_CLOCK_ANCHOR_MAX_NS wide; its midpoint is the CLOCK_MONOTONIC of the
+ * reading); `mult` is the rate between the last two anchors. The first two are taken at the
+ * process's first attach, 1 ms apart; afterwards the first span to end more than 4 times the last
+ * interval after the last anchor (at most RS_SPAN_CLOCK_REFRESH_NS) takes a new one: lazily, with
+ * no thread, and only if no other thread is doing it (it tries a flag, never waits). A new anchor
+ * is published through a latch (two copies and a count: readers read the copy the count names, and
+ * read again if the count moved), so a span's end only reads, and never waits for a writer, even
+ * one preempted mid-write. A rate more than 1 % from the last one is not taken (the machine was
+ * suspended, or the TSC was reset); the anchor is. A fork() child inherits the calibration (the TSC
+ * is the machine's) and repairs a latch the fork cut in the middle of a write.
+ * THE BOUND: a span's end is within RS_SPAN_CLOCK_BOUND_NS (5 us) of CLOCK_MONOTONIC: half an
+ * anchor's width (0.5 us at most), plus the rate's error (both anchors' half widths over their
+ * interval) times the time since the last anchor (at most 4 intervals): 4.5 us at the most; on our
+ * reference machine, within 0.1 us of the midpoint of two CLOCK_MONOTONIC reads around it, over
+ * a minute. A span's duration errs by the rate's error, at most RS_SPAN_CLOCK_ANCHOR_MAX_NS /
+ * interval: 1 ppm once the interval reaches a second (1.4 s after the first attach of a process
+ * that spans often), 0.1 % in its first milliseconds. Both hold while CLOCK_MONOTONIC runs at a
+ * steady rate against the TSC, and while anchors can be taken: a span's end that finds one due and
+ * cannot take it (another thread is taking it, or 8 brackets were all wider than
+ * RS_SPAN_CLOCK_ANCHOR_MAX_NS: the thread was preempted) converts with the last one, and the next
+ * span's end tries again. When NTP slews CLOCK_MONOTONIC (ntpd changes its rate by up to 500 ppm,
+ * chrony by more), the end moves away by the change in rate times the time since the last anchor
+ * (at most a second: 0.5 ms at 500 ppm), and the duration is the TSC's, which no slewing bends.
  *
  * REGISTRY: the producer writes entry n in full, then stores `metric_count` = n + 1 with
  * release ordering; entries below `metric_count` never change again. A record names its metric
@@ -251,7 +292,7 @@ typedef enum {
 #define RS_MERGE_POLICIES 5u /* policies 0 to 4; a reader refuses an entry with another */
 
 /** Record flags. */
-#define RS_FLAG_SPAN 0x01u     /* the value is a duration measured with the precise clock */
+#define RS_FLAG_SPAN 0x01u     /* the value is a duration timed by the span clock (see CLOCKS) */
 #define RS_FLAG_EXEMPLAR 0x02u /* exemplar records follow: `exemplar_length` bytes (see EXEMPLARS) */
 
 /** A lane's `state`. */
@@ -350,7 +391,7 @@ typedef struct {
 
 /** One record (32 bytes). */
 typedef struct {
-    uint64_t timestamp_ns; /* 0x00 CLOCK_MONOTONIC ns when written (coarse clock; a span's end time) */
+    uint64_t timestamp_ns; /* 0x00 CLOCK_MONOTONIC ns when written (coarse clock; a span's end: see CLOCKS) */
     uint64_t value;        /* 0x08 gauge double bits, or observation */
     uint64_t sequence;     /* 0x10 the record's cursor: lets a reader check slot and record agree */
     uint32_t metric;       /* 0x18 registry index */
@@ -476,7 +517,7 @@ RS_INLINE uint64_t rs_clock_coarse_ns(void) {
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
 
-/** CLOCK_MONOTONIC in nanoseconds: the precise clock, for spans. */
+/** CLOCK_MONOTONIC in nanoseconds: the precise clock (spans' on a machine without a usable TSC). */
 RS_INLINE uint64_t rs_clock_precise_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -489,6 +530,143 @@ RS_INLINE uint64_t rs_clock_realtime_ns(void) {
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
+
+/** The TSC (rdtsc, not serialising: the instructions around it may run before or after it, tens
+    of cycles that no span of interest notices); 0 on a CPU that is not x86-64. */
+RS_INLINE uint64_t rs_clock_tsc(void) {
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#else
+    return 0;
+#endif
+}
+
+/* MARK: - The span clock (see THE SPAN CLOCK; the calibration is ringside.c's) */
+
+/** What spans start on (rs_span_clock). */
+#define RS_SPAN_CLOCK_UNSET 0u     /* not chosen yet: the first attach or span chooses */
+#define RS_SPAN_CLOCK_MONOTONIC 1u /* CLOCK_MONOTONIC */
+#define RS_SPAN_CLOCK_TSC 2u       /* the TSC, converted to CLOCK_MONOTONIC nanoseconds at the end */
+
+/** Set in a span's start read on the TSC, clear in one read on CLOCK_MONOTONIC (whose nanoseconds
+    reach 2^63 after 292 years): the end reads the clock the start did. */
+#define RS_SPAN_TSC_BIT 0x8000000000000000ULL
+/** The widest an anchor's bracket may be (two CLOCK_MONOTONIC reads around a TSC read), in ns. */
+#define RS_SPAN_CLOCK_ANCHOR_MAX_NS 1000u
+/** How far a span's end (its record's timestamp_ns) may be from CLOCK_MONOTONIC, in ns (see THE BOUND). */
+#define RS_SPAN_CLOCK_BOUND_NS 5000u
+/** The longest interval between anchors while spans end, in ns. */
+#define RS_SPAN_CLOCK_REFRESH_NS 1000000000u
+
+/** One calibration: an anchor and the rate. The latch holds two copies. */
+typedef struct {
+    uint64_t tsc;      /* the anchor: a TSC reading... */
+    uint64_t ns;       /* ...and CLOCK_MONOTONIC in ns at that instant */
+    uint64_t mult;     /* ns per tick, times 2^32 (0: not calibrated) */
+    uint64_t refresh;  /* ticks after `tsc` past which a span's end takes a new anchor (0: not calibrated) */
+    uint64_t anchors;  /* anchors taken in this process, this one included */
+    uint64_t width_ns; /* this anchor's bracket: its CLOCK_MONOTONIC is within half of it */
+} rs_tsc_calibration;
+
+/** The process's span clock: what every span's start and end read (ringside.c defines it,
+    128-byte aligned, and is its only writer). */
+typedef struct {
+    uint32_t clock;              /* RS_SPAN_CLOCK_*: what rs_span_clock_start reads */
+    uint32_t sequence;           /* the latch's count: readers use copy[sequence & 1] */
+    uint64_t reserved;
+    rs_tsc_calibration copy[2];  /* the latch: the writer changes the copy readers are not told to use */
+} rs_span_clock_state;
+
+extern rs_span_clock_state rs_span_clock_shared;
+
+/** A span's duration and its end. */
+typedef struct {
+    uint64_t elapsed_ns; /* the span's duration in ns (0 if its end read less than its start) */
+    uint64_t end_ns;     /* its end, CLOCK_MONOTONIC ns (within RS_SPAN_CLOCK_BOUND_NS on the TSC) */
+} rs_span_time;
+
+/** The cold paths (ringside.c): the first span before any attach chose the clock; a span's end
+    when the calibration is due a new anchor, or the latch moved while it read. */
+uint64_t rs_span_clock_start_slow(void);
+rs_span_time rs_span_clock_end_slow(uint64_t start, uint64_t now);
+
+/** TSC ticks in ns at `mult` (ns per tick times 2^32): one 64 by 64 multiply and a shift. */
+RS_INLINE uint64_t rs_tsc_to_ns(uint64_t ticks, uint64_t mult) {
+    return (uint64_t)(((unsigned __int128)ticks * mult) >> 32);
+}
+
+/**
+ * A span's start: the TSC with RS_SPAN_TSC_BIT, or CLOCK_MONOTONIC in ns, as the process's span
+ * clock is. Nothing else is read or converted; rs_span_clock_end finishes the span.
+ */
+RS_INLINE uint64_t rs_span_clock_start(void) {
+    /* Relaxed: a start on the TSC needs no calibration, and its end finds the calibration (the latch). */
+    uint32_t clock = rs_load_relaxed_u32(&rs_span_clock_shared.clock);
+#if defined(__x86_64__)
+    if (__builtin_expect(clock == RS_SPAN_CLOCK_TSC, 1)) return __builtin_ia32_rdtsc() | RS_SPAN_TSC_BIT;
+#endif
+    if (clock == RS_SPAN_CLOCK_MONOTONIC) return rs_clock_precise_ns();
+    return rs_span_clock_start_slow();
+}
+
+/**
+ * The end of the span begun at `start` (rs_span_clock_start, or a rs_clock_precise_ns reading):
+ * its duration, and its end in CLOCK_MONOTONIC ns, read on the clock the start was read on. On the
+ * TSC: one TSC read, the latch's current copy, a multiply and a shift for each; only reads.
+ */
+RS_INLINE rs_span_time rs_span_clock_end(uint64_t start) {
+    rs_span_time time;
+#if defined(__x86_64__)
+    if (__builtin_expect((start & RS_SPAN_TSC_BIT) != 0, 1)) {
+        uint64_t now = __builtin_ia32_rdtsc();
+        /* Acquire: the copy the count names was whole when the count was stored. */
+        uint32_t sequence = rs_load_acquire_u32(&rs_span_clock_shared.sequence);
+        const rs_tsc_calibration *c = &rs_span_clock_shared.copy[sequence & 1];
+        uint64_t tsc = rs_load_relaxed_u64(&c->tsc), ns = rs_load_relaxed_u64(&c->ns);
+        uint64_t mult = rs_load_relaxed_u64(&c->mult), refresh = rs_load_relaxed_u64(&c->refresh);
+        rs_fence_acquire(); /* the copy is read before the count is read again */
+        uint64_t since = now - tsc; /* past `refresh` also when the anchor is later than `now` */
+        if (__builtin_expect(since < refresh && sequence == rs_load_relaxed_u32(&rs_span_clock_shared.sequence), 1)) {
+            uint64_t begun = start & ~RS_SPAN_TSC_BIT;
+            time.elapsed_ns = now > begun ? rs_tsc_to_ns(now - begun, mult) : 0;
+            time.end_ns = ns + rs_tsc_to_ns(since, mult);
+            return time;
+        }
+        return rs_span_clock_end_slow(start, now);
+    }
+#endif
+    time.end_ns = rs_clock_precise_ns();
+    time.elapsed_ns = time.end_ns >= start ? time.end_ns - start : 0;
+    return time;
+}
+
+/**
+ * Chooses the process's span clock and calibrates the TSC if it is chosen (see THE SPAN CLOCK):
+ * once; later calls return at once. rs_bot_attach calls it, so the first span finds it done. It
+ * takes a millisecond (it sleeps between the first two anchors) and registers a fork handler.
+ */
+void rs_span_clock_init(void);
+
+/** The clock spans start on now: RS_SPAN_CLOCK_TSC or RS_SPAN_CLOCK_MONOTONIC (chosen if it was not). */
+uint32_t rs_span_clock(void);
+
+/**
+ * Makes spans started from now on read `clock` (spans under way end on the clock they started
+ * on): for tests, benchmarks, and a program that wants CLOCK_MONOTONIC whatever the environment
+ * says. Returns 0, or -1 when asked for RS_SPAN_CLOCK_TSC on a machine whose TSC is not usable (or
+ * for no clock at all), changing nothing.
+ */
+int rs_span_clock_select(uint32_t clock);
+
+/**
+ * Says which clock spans start on and why, for an operator, into `buffer` (NUL-terminated, cut
+ * to `size`): "tsc: invariant TSC, clocksource tsc; 2.4454 GHz, 12 anchors, the last within 30 ns",
+ * or "monotonic: the clocksource is kvm-clock, not tsc". Returns the length it wanted, as snprintf.
+ */
+int rs_span_clock_describe(char *buffer, size_t size);
+
+/** A consistent copy of the calibration spans on the TSC end with (zeros before the first). */
+void rs_span_clock_calibration(rs_tsc_calibration *out);
 
 /* MARK: - The producer's hot path */
 
@@ -562,8 +740,7 @@ RS_INLINE void rs_producer_fill(rs_record *r, uint64_t cursor, uint32_t metric, 
 /**
  * Writes one record stamped `timestamp_ns` (CLOCK_MONOTONIC nanoseconds), or counts a drop when
  * the lane is full. Never blocks, allocates or makes a system call. Returns 1 if written. Only
- * the lane's holder may call it. A span passes the end time it already read with the precise
- * clock, saving a clock read.
+ * the lane's holder may call it. A span passes the end its span clock read, saving a clock read.
  */
 RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
                                    uint64_t value, uint64_t timestamp_ns) {
@@ -628,17 +805,17 @@ RS_INLINE int rs_producer_sample(rs_producer *p, uint32_t metric) {
 }
 
 /**
- * Records the span from `start_ns` (read with rs_clock_precise_ns) to now, in the histogram's
- * unit (`ns_per_unit` nanoseconds: a span into a microsecond histogram is recorded in
- * microseconds), flagged as a span and stamped with its end. Every producer's span call.
+ * Records the span from `start` (rs_span_clock_start, or a rs_clock_precise_ns reading) to now,
+ * in the histogram's unit (`ns_per_unit` nanoseconds: a span into a microsecond histogram is
+ * recorded in microseconds), flagged as a span and stamped with its end (see CLOCKS). Every
+ * producer's span call.
  */
 RS_INLINE int rs_producer_record_span(rs_producer *p, uint32_t metric, int sampled, uint64_t ns_per_unit,
-                                      uint64_t start_ns) {
-    uint64_t end = rs_clock_precise_ns();
-    uint64_t elapsed = end >= start_ns ? end - start_ns : 0;
-    uint64_t value = ns_per_unit > 1 ? elapsed / ns_per_unit : elapsed;
+                                      uint64_t start) {
+    rs_span_time time = rs_span_clock_end(start);
+    uint64_t value = ns_per_unit > 1 ? time.elapsed_ns / ns_per_unit : time.elapsed_ns;
     if (sampled && !rs_producer_sample(p, metric)) return 0;
-    return rs_producer_write_at(p, metric, RS_KIND_HISTOGRAM, RS_FLAG_SPAN, value, end);
+    return rs_producer_write_at(p, metric, RS_KIND_HISTOGRAM, RS_FLAG_SPAN, value, time.end_ns);
 }
 
 /** Adds `increment` to a counter: the lane's cell, or the shared `unlaned` for a thread without one. */

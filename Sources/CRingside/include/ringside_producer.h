@@ -19,7 +19,7 @@
  *   rs_bot_register_gauge(bot, &in_flight, "orders_in_flight", RS_UNIT_NONE, NULL, "", RS_MERGE_SUM, &error); // workers add up
  *   // on any thread:
  *   rs_bot_record(bot, fill, elapsed_us);            // an observation in the metric's unit
- *   uint64_t start = rs_clock_precise_ns();
+ *   uint64_t start = rs_span_clock_start();          // the TSC where it serves (CLOCKS in ringside.h)
  *   ...
  *   rs_bot_record_span(bot, fill, start);            // the time since `start`, in microseconds
  *   rs_bot_count(bot, orders, 1);                    // exact, even when the lane is full
@@ -200,6 +200,8 @@ typedef struct rs_bot {
  * RS_E_TOO_MANY_BOTS, -ENOSPC, -EACCES, -ELOOP...
  * With RINGSIDE_DISABLED=1 (or true, yes) in the environment it maps nothing and returns a bot
  * whose record calls return at once (registration still checks its arguments).
+ * The process's first attach also chooses its span clock and calibrates it (rs_span_clock_init:
+ * about a millisecond, once).
  */
 int rs_bot_attach(rs_bot **bot, const char *name, const rs_bot_options *options, rs_error *error);
 
@@ -372,24 +374,25 @@ RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint
 int rs_bot_name_thread(rs_bot *bot, const char *name, size_t length);
 
 /**
- * Records the span from `start_ns` (read with rs_clock_precise_ns) to now, in the histogram's
- * unit (a span into a microsecond histogram is recorded in microseconds), flagged as a span and
- * stamped with its end.
+ * Records the span from `start` (read with rs_span_clock_start, or a rs_clock_precise_ns reading)
+ * to now, in the histogram's unit (a span into a microsecond histogram is recorded in
+ * microseconds), flagged as a span and stamped with its end, read on the clock the start was read
+ * on (THE SPAN CLOCK in ringside.h: the TSC where it serves).
  */
-RS_INLINE int rs_bot_record_span(rs_bot *bot, rs_metric metric, uint64_t start_ns) {
+RS_INLINE int rs_bot_record_span(rs_bot *bot, rs_metric metric, uint64_t start) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
-    return rs_producer_record_span(rs_bot_producer(bot), metric.index, metric.sampled, metric.ns_per_unit, start_ns);
+    return rs_producer_record_span(rs_bot_producer(bot), metric.index, metric.sampled, metric.ns_per_unit, start);
 }
 
-/** A span begun by rs_bot_begin_span: its start, and the attachment it was begun in. */
+/** A span begun by rs_bot_begin_span: its start (a span clock reading), and the attachment it was begun in. */
 typedef struct rs_span {
-    uint64_t start_ns;
+    uint64_t start;
     uint64_t generation;
 } rs_span;
 
-/** Begins a span: reads the precise clock. rs_bot_end_span records it. */
+/** Begins a span: reads the span clock (rs_span_clock_start). rs_bot_end_span records it. */
 RS_INLINE rs_span rs_bot_begin_span(const rs_bot *bot) {
-    rs_span span = {rs_clock_precise_ns(), bot->generation};
+    rs_span span = {rs_span_clock_start(), bot->generation};
     return span;
 }
 
@@ -401,7 +404,7 @@ RS_INLINE rs_span rs_bot_begin_span(const rs_bot *bot) {
  */
 RS_INLINE int rs_bot_end_span(rs_bot *bot, rs_metric metric, rs_span span) {
     if (bot->generation != span.generation) return 0;
-    return rs_bot_record_span(bot, metric, span.start_ns);
+    return rs_bot_record_span(bot, metric, span.start);
 }
 
 /** Adds `increment` to a counter: exact, whatever the lanes hold. */
@@ -424,7 +427,7 @@ namespace ringside {
 /** Times a scope: records the span from construction to destruction into a histogram. */
 class Span {
 public:
-    Span(rs_bot *bot, rs_metric metric) noexcept : bot_(bot), metric_(metric), start_(rs_clock_precise_ns()) {}
+    Span(rs_bot *bot, rs_metric metric) noexcept : bot_(bot), metric_(metric), start_(rs_span_clock_start()) {}
     ~Span() { rs_bot_record_span(bot_, metric_, start_); }
     Span(const Span &) = delete;
     Span &operator=(const Span &) = delete;

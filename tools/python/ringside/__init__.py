@@ -9,7 +9,7 @@
 
     fill.labels("AAPL").observe(0.0012)                  # seconds, stored as 1,200,000 ns exactly
     fill.labels("AAPL").observe(0.0012, exemplar={"order_id": "A17"})  # which order it was
-    with fill.labels("MSFT").time(): ...                 # a span, timed by the precise clock
+    with fill.labels("MSFT").time(): ...                 # a span, timed by the span clock (bot.span_clock)
     @fill.labels("AAPL").time()                          # a function's calls, or a coroutine's
     async def send_order(): ...
     t = fill.labels("AAPL").start(); ...; fill.labels("AAPL").stop(t)
@@ -45,6 +45,16 @@ that is longer or malformed (empty too: None means none) raises RingValueError, 
 of str to str RingTypeError, naming the problem; nothing is recorded then, and an exemplar is never
 cut. The value and its exemplar take 1 + ceil(bytes / 16) slots of the lane, published together: a
 lane without room for all of them drops the value and its exemplar together, one counted drop.
+
+SPANS. time(), start() and stop() time a span on the span clock: with the C extension, the TSC
+where the CPU's is invariant and the kernel keeps time with it (rdtsc, about half the cost of a
+CLOCK_MONOTONIC read), calibrated against CLOCK_MONOTONIC at the process's first attach and again
+about once a second as spans end; else CLOCK_MONOTONIC (THE SPAN CLOCK in ringside.h, the rules of
+every producer). A span's record holds its duration and its end in CLOCK_MONOTONIC nanoseconds
+(within 5 us). RINGSIDE_SPAN_CLOCK=monotonic in the environment keeps spans on CLOCK_MONOTONIC;
+bot.span_clock says which clock is in use and why. start()'s token is a span clock reading: pass
+it to stop() only (a time.monotonic_ns() reading works too, and ends on CLOCK_MONOTONIC). The pure
+backend times spans with time.monotonic_ns().
 
 THREADS AND ASYNCIO. Every call may come from any thread; each thread writes a lane of its own,
 claimed on its first record and retired when it ends, so threads never contend (the C extension
@@ -214,6 +224,7 @@ class Bot:
         # _backend: _pure or _ringside, for the benchmark and the tests that run both in one process
         self.name = name
         backend = _backend or _default_backend
+        self._backend = backend
         self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, bool(worker),
                                           max_workers)
         self._families: dict[str, _Metric] = {}  # name -> the Histogram, Counter or Gauge registered under it
@@ -225,6 +236,15 @@ class Bot:
 
     def __repr__(self) -> str:
         return f"<ringside.Bot {self.name} at {self.path}>"
+
+    @property
+    def span_clock(self) -> str:
+        """What this process's spans (time(), start() and stop()) are timed with, and why, for an
+        operator's log: "tsc: invariant TSC, clocksource tsc; 2.4454 GHz, ..." with the C
+        extension where the TSC serves (chosen at the process's first attach: see SPANS), else
+        "monotonic: ..." saying why (RINGSIDE_SPAN_CLOCK=monotonic, the kernel's clocksource, the
+        pure backend)."""
+        return self._backend.span_clock()
 
     def __enter__(self) -> Self:
         return self
@@ -493,7 +513,7 @@ class Histogram(_Metric):
     _call_names = ("observe", "start", "stop")
     # The backend's calls, set on each series by _Metric.__init__ (declared as methods for type
     # checkers, whose messages then name Histogram.observe).
-    start: Callable[[], int]  # a token: the precise clock's reading, for stop()
+    start: Callable[[], int]  # a token: the span clock's reading (see Bot.span_clock), for stop()
     if TYPE_CHECKING:
         def observe(self, value: Number, /, exemplar: Mapping[str, str] | None = None) -> bool: ...
 

@@ -119,7 +119,7 @@ from ._exemplars import EXEMPLAR_BYTES_PER_RECORD, Encoder
 from ._threadname import THREAD_NAME_MAX, encoded as thread_name_bytes
 from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS, merge_phrase
 
-__all__ = ["attach", "Bot", "check_memory_ordering"]
+__all__ = ["attach", "Bot", "check_memory_ordering", "span_clock"]
 
 # MARK: - The format (ringside.h)
 
@@ -425,6 +425,12 @@ def _count_refused_worker(directory: str, name: str) -> bool:
 
 def _disabled_by_environment() -> bool:
     return os.environ.get("RINGSIDE_DISABLED", "").lower() in ("1", "true", "yes")
+
+
+def span_clock() -> str:
+    """What this backend's spans are timed with: CLOCK_MONOTONIC (the extension reads the TSC where
+    it serves: THE SPAN CLOCK in ringside.h; a TSC read from Python would cost more than it saves)."""
+    return "monotonic: the pure-Python backend times spans with time.monotonic_ns()"
 
 
 # MARK: - The bot

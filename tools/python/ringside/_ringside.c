@@ -481,20 +481,21 @@ static PyObject *handle_observe(HandleObject *handle, PyObject *const *args, Py_
     return PyBool_FromLong(rs_bot_record_checked_exemplar(handle->core->bot, handle->metric, stored, bytes, length));
 }
 
+/* start(): a span clock reading (rs_span_clock_start: the TSC with RS_SPAN_TSC_BIT, or
+   CLOCK_MONOTONIC ns), the token stop() takes. */
 static PyObject *handle_start(HandleObject *Py_UNUSED(handle), PyObject *Py_UNUSED(ignored)) {
-    return PyLong_FromUnsignedLongLong(rs_clock_precise_ns());
+    return PyLong_FromUnsignedLongLong(rs_span_clock_start());
 }
 
-/* rs_bot_record_span with a checked exemplar: the span from `start_ns` to now, flagged as a span
-   and stamped with its end, as rs_producer_record_span writes it, with the exemplar's records. */
-static int record_span_exemplar(rs_bot *bot, rs_metric metric, uint64_t start_ns, const char *exemplar, size_t length) {
+/* rs_bot_record_span with a checked exemplar: the span from `start` to now, flagged as a span and
+   stamped with its end, as rs_producer_record_span writes it, with the exemplar's records. */
+static int record_span_exemplar(rs_bot *bot, rs_metric metric, uint64_t start, const char *exemplar, size_t length) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
-    uint64_t end = rs_clock_precise_ns();
-    uint64_t elapsed = end >= start_ns ? end - start_ns : 0;
-    uint64_t value = metric.ns_per_unit > 1 ? elapsed / metric.ns_per_unit : elapsed;
+    rs_span_time time = rs_span_clock_end(start);
+    uint64_t value = metric.ns_per_unit > 1 ? time.elapsed_ns / metric.ns_per_unit : time.elapsed_ns;
     rs_producer *p = rs_bot_producer(bot);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
-    return rs_producer_write_exemplar(p, metric.index, RS_FLAG_SPAN, value, end, exemplar, (uint32_t)length);
+    return rs_producer_write_exemplar(p, metric.index, RS_FLAG_SPAN, value, time.end_ns, exemplar, (uint32_t)length);
 }
 
 /* stop(token, exemplar=None) */
@@ -595,6 +596,22 @@ static PyObject *ringside_exemplar_check(PyObject *Py_UNUSED(module), PyObject *
     return PyUnicode_FromString(error.message);
 }
 
+/* span_clock(): rs_span_clock_describe's sentence (the clock is chosen at the first attach). */
+static PyObject *ringside_span_clock(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored)) {
+    char text[512];
+    rs_span_clock_describe(text, sizeof text);
+    return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+}
+
+/* select_span_clock(name): rs_span_clock_select, for the benchmark and the tests. */
+static PyObject *ringside_select_span_clock(PyObject *Py_UNUSED(module), PyObject *name) {
+    const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (text == NULL) return PyErr_Format(PyExc_TypeError, "select_span_clock() takes \"tsc\" or \"monotonic\", not %R", name);
+    uint32_t clock = strcmp(text, "tsc") == 0 ? RS_SPAN_CLOCK_TSC : strcmp(text, "monotonic") == 0 ? RS_SPAN_CLOCK_MONOTONIC : 0;
+    if (clock == 0) return PyErr_Format(PyExc_ValueError, "select_span_clock() takes \"tsc\" or \"monotonic\", not %R", name);
+    return PyBool_FromLong(rs_span_clock_select(clock) == 0);
+}
+
 /* MARK: - Types and module */
 
 static PyMethodDef core_methods[] = {
@@ -631,7 +648,7 @@ static PyTypeObject CoreType = {
 static PyMethodDef handle_methods[] = {
     {"observe", (PyCFunction)(void (*)(void))handle_observe, METH_FASTCALL | METH_KEYWORDS,
      "observe(value, exemplar=None): records an observation of a histogram, with an exemplar if given."},
-    {"start", (PyCFunction)handle_start, METH_NOARGS, "The precise clock now, for stop()."},
+    {"start", (PyCFunction)handle_start, METH_NOARGS, "The span clock now (a token), for stop()."},
     {"stop", (PyCFunction)(void (*)(void))handle_stop, METH_FASTCALL | METH_KEYWORDS,
      "stop(token, exemplar=None): records the time since start() as a span, with an exemplar if given."},
     {"inc", (PyCFunction)(void (*)(void))handle_inc, METH_FASTCALL, "Adds to a counter or a gauge."},
@@ -655,6 +672,9 @@ static PyMethodDef module_methods[] = {
      "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker, max_workers) -> Core"},
     {"exemplar_check", ringside_exemplar_check, METH_O,
      "exemplar_check(data: bytes) -> None, or why rs_exemplar_check refuses it"},
+    {"span_clock", ringside_span_clock, METH_NOARGS, "span_clock() -> which clock spans start on, and why"},
+    {"select_span_clock", ringside_select_span_clock, METH_O,
+     "select_span_clock(\"tsc\" | \"monotonic\") -> whether spans started from now on read it (rs_span_clock_select)"},
     {NULL, NULL, 0, NULL},
 };
 

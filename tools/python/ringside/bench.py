@@ -4,7 +4,9 @@ Every row runs once per round and the rounds interleave the rows, so a machine t
 between runs (a VM, a laptop) slows every row alike; each row reports the median of its rounds'
 nanoseconds per call, loop included, and its ratio to the call it is compared with in the same
 round: prometheus_client's, or for an observe with an exemplar, the same library's observe
-without one. Between rounds the benchmark drains its own lanes as the collector would (it moves each
+without one, or for a span on the TSC (the C extension's span clock where the machine has a usable
+one: THE SPAN CLOCK in ringside.h) the same span on CLOCK_MONOTONIC, the extension's clock switched
+for that row's rounds. Between rounds the benchmark drains its own lanes as the collector would (it moves each
 lane's read cursor up to its write cursor), so no record is dropped; the drops are printed.
 
     python -m ringside.bench [--rounds N] [--calls N] [--json]
@@ -31,9 +33,10 @@ from ringside import _pure
 from ringside._backend import Backend
 
 # A row: its name, the call timed (None: the loop alone), its argument (None: called without
-# one), the row it is compared with (None: none), and the exemplar passed with the argument
-# (None: none).
-Row = Tuple[str, Optional[Callable[..., object]], Optional[float], Optional[str], Optional[Dict[str, str]]]
+# one), the row it is compared with (None: none), the exemplar passed with the argument (None:
+# none), and the span clock its rounds run on (None: the process's; "monotonic": the extension's
+# switched to CLOCK_MONOTONIC for them).
+Row = Tuple[str, Optional[Callable[..., object]], Optional[float], Optional[str], Optional[Dict[str, str]], Optional[str]]
 
 # The exemplar of the exemplar rows: 12 bytes, one more lane slot (as ringside-bench's
 # ringside.record.exemplar row).
@@ -47,6 +50,15 @@ def _extension() -> Backend | None:
     except ImportError:
         return None
     return _ringside
+
+
+def _select_span_clock(clock: str) -> str:
+    """Makes the C extension's spans started from now on read `clock` ("tsc" or "monotonic",
+    rs_span_clock_select); returns the clock they read before."""
+    from ringside import _ringside
+    previous = _ringside.span_clock().split(":", 1)[0]
+    _ringside.select_span_clock(clock)
+    return previous
 
 
 def _drain(path: str) -> None:
@@ -107,17 +119,27 @@ def _rows(directory: str) -> tuple[list[Row], list[ringside.Bot], bool]:
         orders.inc()
         family.labels("AAPL").observe(0.0012)
         rows += [
-            (f"{label}: Histogram.observe(0.0012)", latency.observe, 0.0012, "prometheus_client: Histogram.observe", None),
+            (f"{label}: Histogram.observe(0.0012)", latency.observe, 0.0012, "prometheus_client: Histogram.observe", None,
+             None),
             (f"{label}: observe(0.0012, exemplar=...)", latency.observe, 0.0012, f"{label}: Histogram.observe(0.0012)",
-             EXEMPLAR),
+             EXEMPLAR, None),
             (f"{label}: labels('AAPL').observe", lambda v, f=family: f.labels("AAPL").observe(v), 0.0012,
-             "prometheus_client: labels('AAPL').observe", None),
-            (f"{label}: Counter.inc()", orders.inc, None, "prometheus_client: Counter.inc", None),
-            (f"{label}: Gauge.set(1.5)", exposure.set, 1.5, "prometheus_client: Gauge.set", None),
+             "prometheus_client: labels('AAPL').observe", None, None),
+            (f"{label}: Counter.inc()", orders.inc, None, "prometheus_client: Counter.inc", None, None),
+            (f"{label}: Gauge.set(1.5)", exposure.set, 1.5, "prometheus_client: Gauge.set", None, None),
+            (f"{label}: with time(): pass", lambda h=latency: _time_block(h), None, "prometheus_client: with time(): pass",
+             None, None),
         ]
+        if module == "_ringside":  # the extension's span on each clock (the pure backend's is CLOCK_MONOTONIC's)
+            def span(start: Callable[[], int] = latency.start, stop: Callable[[int], object] = latency.stop) -> None:
+                stop(start())
+            rows += [
+                (f"{label}: stop(start())", span, None, f"{label}: stop(start()) on CLOCK_MONOTONIC", None, None),
+                (f"{label}: stop(start()) on CLOCK_MONOTONIC", span, None, None, None, "monotonic"),
+            ]
     prometheus_rows = _prometheus_rows()
     rows += prometheus_rows or []
-    rows.append(("the loop alone", None, None, None, None))
+    rows.append(("the loop alone", None, None, None, None, None))
     return rows, bots, prometheus_rows is not None
 
 
@@ -133,28 +155,44 @@ def _prometheus_rows() -> list[Row] | None:
     counter = prometheus_client.Counter("orders", "orders", registry=registry)
     gauge = prometheus_client.Gauge("exposure", "exposure", registry=registry)
     return [
-        ("prometheus_client: Histogram.observe", histogram.observe, 0.0012, None, None),
+        ("prometheus_client: Histogram.observe", histogram.observe, 0.0012, None, None, None),
         ("prometheus_client: observe(0.0012, exemplar=...)", histogram.observe, 0.0012,
-         "prometheus_client: Histogram.observe", EXEMPLAR),
-        ("prometheus_client: labels('AAPL').observe", lambda v: labelled.labels("AAPL").observe(v), 0.0012, None, None),
-        ("prometheus_client: Counter.inc", counter.inc, None, None, None),
-        ("prometheus_client: Gauge.set", gauge.set, 1.5, None, None),
+         "prometheus_client: Histogram.observe", EXEMPLAR, None),
+        ("prometheus_client: labels('AAPL').observe", lambda v: labelled.labels("AAPL").observe(v), 0.0012, None, None,
+         None),
+        ("prometheus_client: Counter.inc", counter.inc, None, None, None, None),
+        ("prometheus_client: Gauge.set", gauge.set, 1.5, None, None, None),
+        ("prometheus_client: with time(): pass", lambda: _time_block(histogram), None, None, None, None),
     ]
+
+
+def _time_block(histogram: Any) -> None:
+    """An empty block timed by histogram.time(), as a context manager: a span of nothing."""
+    with histogram.time():
+        pass
 
 
 def run(rounds: int, calls: int) -> tuple[list[dict[str, Any]], int, bool]:
     directory = tempfile.mkdtemp(prefix="ringside-pybench.", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     try:
         rows, bots, has_prometheus = _rows(directory)
-        samples: dict[str, list[float]] = {name: [] for name, _, _, _, _ in rows}
+        samples: dict[str, list[float]] = {name: [] for name, _, _, _, _, _ in rows}
+        extension = _extension()
         for _ in range(rounds):
-            for name, call, argument, _, exemplar in rows:
+            for name, call, argument, _, exemplar, clock in rows:
                 for bot in bots:
                     if bot.path is not None:  # None: disabled (RINGSIDE_DISABLED), nothing to drain
                         _drain(bot.path)
-                samples[name].append(_timed(call, argument, calls, exemplar))
+                if clock is not None and extension is not None:
+                    previous = _select_span_clock(clock)
+                    try:
+                        samples[name].append(_timed(call, argument, calls, exemplar))
+                    finally:
+                        _select_span_clock(previous)
+                else:
+                    samples[name].append(_timed(call, argument, calls, exemplar))
         results = []
-        for name, _, _, baseline, _ in rows:
+        for name, _, _, baseline, _, _ in rows:
             ratios = ([statistics.median([mine / theirs for mine, theirs in zip(samples[name], samples[baseline])])]
                       if baseline in samples else [])
             results.append({"row": name, "ns": statistics.median(samples[name]),
@@ -186,15 +224,19 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.rounds < 1 or options.calls < 1:
         parser.error("--rounds and --calls take a number from 1")
+    extension = _extension()
+    span_clock = extension.span_clock() if extension is not None else _pure.span_clock()  # before the rows switch it
     results, dropped, has_prometheus = run(options.rounds, options.calls)
     about = {"python": platform.python_version(), "implementation": platform.python_implementation(),
              "machine": _machine(), "accelerated": ringside.ACCELERATED, "rounds": options.rounds,
-             "calls": options.calls, "dropped": dropped}
+             "calls": options.calls, "dropped": dropped,
+             "span_clock": span_clock}
     if options.json:
         print(json.dumps({**about, "rows": results}))
         return 0
     print(f"{about['implementation']} {about['python']} on {about['machine']}; ns per call, median of "
           f"{options.rounds} interleaved rounds of {options.calls:,} calls, loop included")
+    print(f"span clock: {about['span_clock']}")
     if not has_prometheus:
         print("(prometheus_client is not installed: pip install prometheus_client for its rows and the ratios)")
     print(f"  {'call':<52} {'ns':>8}  {'ratio':>6}  to")

@@ -199,6 +199,7 @@ class BotFile:
         self._cells = [struct.unpack_from("<QQQ", data, cells_offset + 32 * index) for index in range(count)]
         self._lane_cells = []
         self._records = []  # (metric index, value) of every value's record, lane by lane
+        self._spans = []  # (metric index, value, timestamp_ns) of every span's record (RS_FLAG_SPAN), lane by lane
         # [metric index, value, flags, exemplar bytes] of every value recorded with an exemplar
         self._exemplars = []
         self.thread_names = []  # each lane's thread_name (0x28), its NUL padding dropped
@@ -213,7 +214,7 @@ class BotFile:
             first = max(0, write - self.capacity)
             for cursor in range(first, write):
                 record = at + lane_records_offset + 32 * (cursor & (self.capacity - 1))
-                _, value, sequence, tail = struct.unpack_from("<QQQQ", data, record)
+                stamp, value, sequence, tail = struct.unpack_from("<QQQQ", data, record)
                 metric, kind, flags, length = tail & 0xFFFFFFFF, (tail >> 32) & 0xFF, (tail >> 40) & 0xFF, tail >> 48
                 if kind == 4 and parts == 0 and 0 < first and cursor < first + 4:
                     continue  # the end of an exemplar whose value the lane wrapped over
@@ -227,6 +228,8 @@ class BotFile:
                 if kind == 2:  # a gauge's record holds a double
                     value = struct.unpack_from("<d", data, record + 8)[0]
                 self._records.append((metric, value))
+                if flags & 0x01:  # RS_FLAG_SPAN: stamped with the span's end
+                    self._spans.append((metric, value, stamp))
                 if flags & 0x02:  # RS_FLAG_EXEMPLAR: `length` bytes follow, 16 a record
                     self._exemplars.append([metric, value, flags, b"", length])
                     parts = (length + 15) // 16
@@ -261,6 +264,12 @@ class BotFile:
         """The values of a histogram's (or gauge's) records, lane by lane, each lane in order."""
         index = self.index(name, labels)
         return [value for metric, value in self._records if metric == index]
+
+    def spans(self, name, labels=""):
+        """(value, timestamp_ns) of each of a histogram's spans (records flagged RS_FLAG_SPAN), lane
+        by lane, each lane in order: the duration and the end."""
+        index = self.index(name, labels)
+        return [(value, stamp) for metric, value, stamp in self._spans if metric == index]
 
     def exemplars(self, name, labels=""):
         """(value, flags, exemplar text) of each of a histogram's values recorded with an

@@ -500,6 +500,10 @@ def test_the_benchmark_runs_and_measures_both_backends():
         assert rows["ringside: Histogram.observe(0.0012)"]["ns"] > 0
         assert rows["ringside: observe(0.0012, exemplar=...)"]["baseline"] == "ringside: Histogram.observe(0.0012)"
         assert rows["ringside: observe(0.0012, exemplar=...)"]["ratio"] > 0
+        # A span on the extension's span clock, against the same span on CLOCK_MONOTONIC.
+        assert rows["ringside: stop(start())"]["baseline"] == "ringside: stop(start()) on CLOCK_MONOTONIC"
+        assert rows["ringside: stop(start())"]["ratio"] > 0
+        assert report["span_clock"].startswith(("tsc: ", "monotonic: "))
     try:
         import prometheus_client  # noqa: F401
     except ImportError:

@@ -1,6 +1,9 @@
 //! `cargo run --release --example bench`: nanoseconds per call of the Rust crate's hot paths
 //! beside the C header's (`rs_bot_record`, `rs_bot_record_span`, `rs_bot_set`, `rs_bot_count`,
-//! `rs_bot_record_checked_exemplar`), measured in the same process, interleaved in rounds.
+//! `rs_bot_record_checked_exemplar`), measured in the same process, interleaved in rounds. A span
+//! runs on each side's span clock (the TSC where it serves: THE SPAN CLOCK in ringside.h), and
+//! again on CLOCK_MONOTONIC (Rust's clock switched with `SpanClock::select` for the loop, C's
+//! started with `rs_clock_precise_ns`), to set the two clocks side by side.
 //!
 //! Each round runs every row on both sides (C first in odd rounds, Rust first in even ones). A
 //! side's run of a row is 64 timed loops of a lane's worth of records (65,536 calls, 4,194,304 in
@@ -17,7 +20,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-use ringside::{Bot, Counter, Exemplar, Gauge, Histogram, Options, Unit};
+use ringside::{Bot, Counter, Exemplar, Gauge, Histogram, Options, SpanClock, Unit};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -81,6 +84,15 @@ fn rust_span_loop(histogram: &Histogram, n: u64) -> (u64, u64) {
 }
 
 #[inline(never)]
+fn rust_span_monotonic_loop(histogram: &Histogram, n: u64) -> (u64, u64) {
+    let clock = SpanClock::current();
+    SpanClock::select(SpanClock::Monotonic);
+    let timed = rust_span_loop(histogram, n);
+    SpanClock::select(clock);
+    timed
+}
+
+#[inline(never)]
 fn rust_set_loop(gauge: &Gauge, n: u64) -> (u64, u64) {
     let mut written = 0u64;
     let start = Instant::now();
@@ -112,6 +124,8 @@ mod c {
         fn rsbench_c_close();
         fn rsbench_c_record_loop(n: u64, written: *mut u64) -> u64;
         fn rsbench_c_span_loop(n: u64, written: *mut u64) -> u64;
+        fn rsbench_c_span_monotonic_loop(n: u64, written: *mut u64) -> u64;
+        fn rsbench_c_span_clock() -> *const c_char;
         fn rsbench_c_set_loop(n: u64, written: *mut u64) -> u64;
         fn rsbench_c_count_loop(n: u64) -> u64;
         fn rsbench_c_exemplar_loop(n: u64, written: *mut u64) -> u64;
@@ -141,6 +155,7 @@ mod c {
                     1 => rsbench_c_span_loop(n, &mut written),
                     2 => rsbench_c_set_loop(n, &mut written),
                     4 => rsbench_c_exemplar_loop(n, &mut written),
+                    5 => rsbench_c_span_monotonic_loop(n, &mut written),
                     _ => {
                         written = n;
                         rsbench_c_count_loop(n)
@@ -148,6 +163,12 @@ mod c {
                 }
             };
             (nanoseconds, written)
+        }
+
+        /// The C side's span clock and why (`rs_span_clock_describe`).
+        pub fn span_clock(&self) -> String {
+            // SAFETY: a NUL-terminated static buffer, written by this call.
+            unsafe { CStr::from_ptr(rsbench_c_span_clock()) }.to_string_lossy().into_owned()
         }
     }
 
@@ -161,18 +182,33 @@ mod c {
 
 // MARK: - The driver
 
-const ROWS: [&str; 5] =
-    ["histogram record", "span (start + record)", "gauge set", "counter increment", "record with exemplar"];
-const C_CALLS: [&str; 5] =
-    ["rs_bot_record", "rs_bot_record_span", "rs_bot_set", "rs_bot_count", "rs_bot_record_checked_exemplar"];
+const ROWS: [&str; 6] = [
+    "histogram record",
+    "span (start + record)",
+    "gauge set",
+    "counter increment",
+    "record with exemplar",
+    "span on CLOCK_MONOTONIC",
+];
+const C_CALLS: [&str; 6] = [
+    "rs_bot_record",
+    "rs_bot_record_span",
+    "rs_bot_set",
+    "rs_bot_count",
+    "rs_bot_record_checked_exemplar",
+    "rs_bot_record_span (monotonic)",
+];
 /// The row of a record with an exemplar ("order_id=A17", 12 bytes: the value and one exemplar
 /// record, two slots a call), set against row 0's plain record.
 const EXEMPLAR_ROW: usize = 4;
+/// The row of a span on CLOCK_MONOTONIC, set against row 1's span on the span clock.
+const MONOTONIC_SPAN_ROW: usize = 5;
 /// Lane slots a call of each row takes (a counter takes none).
-const SLOTS: [u64; 5] = [1, 1, 1, 0, 2];
-/// The order rows run in within a round: a record with an exemplar right after a plain one, so
-/// that the ratio of the two in a round sees the machine at one speed.
-const RUN_ORDER: [usize; 5] = [0, EXEMPLAR_ROW, 1, 2, 3];
+const SLOTS: [u64; 6] = [1, 1, 1, 0, 2, 1];
+/// The order rows run in within a round: a record with an exemplar right after a plain one, and
+/// a span on CLOCK_MONOTONIC right after one on the span clock, so that the ratio of the two in a
+/// round sees the machine at one speed.
+const RUN_ORDER: [usize; 6] = [0, EXEMPLAR_ROW, 1, MONOTONIC_SPAN_ROW, 2, 3];
 
 /// The median of `values`, which it leaves in their order (the per-round lines print them).
 fn median(values: &[f64]) -> f64 {
@@ -222,11 +258,13 @@ fn main() {
     let gauge = bot.gauge("level", Unit::None, &[]).unwrap();
     let exemplar = Exemplar::new(&[("order_id", "A17")]).unwrap();
     let rust_path = bot.path().unwrap().to_path_buf();
+    let rust_span_clock = SpanClock::describe(); // before the rows switch it
     let rust_run = |row: usize, n: u64| match row {
         0 => rust_record_loop(&histogram, n),
         1 => rust_span_loop(&histogram, n),
         2 => rust_set_loop(&gauge, n),
         EXEMPLAR_ROW => rust_exemplar_loop(&histogram, &exemplar, n),
+        MONOTONIC_SPAN_ROW => rust_span_monotonic_loop(&histogram, n),
         _ => rust_count_loop(&counter, n),
     };
 
@@ -266,6 +304,10 @@ fn main() {
         nanoseconds as f64 / calls as f64
     };
     let with_c = c_bot.is_some();
+    #[cfg(ringside_c_baseline)]
+    let c_span_clock = c_bot.as_ref().map_or("-".to_string(), |bot| bot.span_clock());
+    #[cfg(not(ringside_c_baseline))]
+    let c_span_clock = "-".to_string();
     // Warm up: each thread claims its lane, pages and caches are touched.
     for row in RUN_ORDER {
         side(true, row);
@@ -306,6 +348,7 @@ fn main() {
          timing); medians over the rounds",
         loops * LANE
     );
+    println!("span clock Rust: {rust_span_clock}; C: {c_span_clock}");
     if !with_c {
         println!(
             "C baseline unavailable: build.rs needs ../../../Sources/CRingside and a working `cc` (see the build's \
@@ -325,13 +368,20 @@ fn main() {
         }
     }
     // What an exemplar costs: a record with one against a plain record, same side, same round.
-    let per_round = |ns: &[Vec<f64>]| -> Vec<f64> {
-        ns[EXEMPLAR_ROW].iter().zip(&ns[0]).map(|(exemplar, plain)| exemplar / plain).collect()
+    let per_round = |ns: &[Vec<f64>], row: usize, against: usize| -> Vec<f64> {
+        ns[row].iter().zip(&ns[against]).map(|(this, that)| this / that).collect()
     };
-    let (rust_exemplar, c_exemplar) = (per_round(&rust_ns), per_round(&c_ns));
+    let (rust_exemplar, c_exemplar) = (per_round(&rust_ns, EXEMPLAR_ROW, 0), per_round(&c_ns, EXEMPLAR_ROW, 0));
     println!();
     let c_ratio = if with_c { format!("{:.2}", median(&c_exemplar)) } else { "-".into() };
     println!("record with exemplar / record (median per-round ratio): Rust {:.2}, C {c_ratio}", median(&rust_exemplar));
+    // What the span clock saves: a span on it against one on CLOCK_MONOTONIC, same side, same round.
+    let (rust_span, c_span) = (per_round(&rust_ns, 1, MONOTONIC_SPAN_ROW), per_round(&c_ns, 1, MONOTONIC_SPAN_ROW));
+    let c_ratio = if with_c { format!("{:.2}", median(&c_span)) } else { "-".into() };
+    println!(
+        "span on the span clock / span on CLOCK_MONOTONIC (median per-round ratio): Rust {:.2}, C {c_ratio}",
+        median(&rust_span)
+    );
     println!();
     for (row, name) in [(0, "histogram record"), (EXEMPLAR_ROW, "record with exemplar")] {
         println!("per-round ns/call of {name}:");

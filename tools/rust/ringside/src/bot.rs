@@ -32,6 +32,7 @@
 use crate::error::Error;
 use crate::layout::*;
 use crate::shm::{self, Mapping, RegistryEntry, Writer, Writers};
+use crate::span_clock;
 use crate::sys::{self, PMutex};
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -676,6 +677,7 @@ extern "C" fn fork_child() {
     // SAFETY: fork_prepare locked PROCESS on the forking thread, of which this, the child's only
     // thread, is the copy.
     let process = unsafe { PROCESS.adopt_lock() };
+    span_clock::after_fork_in_child();
     for bot in process.slots.iter().flatten() {
         // A new generation: every thread-table entry (the forking thread's) is stale now.
         bot.writers.renew_generation();
@@ -1425,6 +1427,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
     FORK_HANDLERS.call_once(|| {
         sys::at_fork(fork_prepare, fork_parent, fork_child);
     });
+    span_clock::init(); // once a process, outside PROCESS: it sleeps a millisecond
     let directory = options
         .directory
         .clone()

@@ -204,14 +204,32 @@
 //! full), and an existing file's counts and cursors at attach. The rest is relaxed: cells and
 //! counters have a single writer (the lane's holder), `unlaned` takes atomic adds.
 //!
+//! ## Spans
+//!
+//! [`Histogram::span`] times a scope on the span clock (THE SPAN CLOCK in `ringside.h`, whose
+//! rules and calibration this crate ports): the TSC (`core::arch::x86_64::_rdtsc`) where the CPU's
+//! is invariant (CPUID 0x80000007 EDX bit 8) and the kernel's clocksource is `tsc`, else
+//! CLOCK_MONOTONIC. The process's first attach chooses it and calibrates the TSC against
+//! CLOCK_MONOTONIC (two anchors a millisecond apart); a span's start reads the TSC alone, its end
+//! reads it again and converts with a multiply and a shift, and the first span to end once the
+//! calibration is due (about once a second) takes a new anchor, if no other thread is taking one,
+//! through a latch the other ends only read. A span's record carries its end in CLOCK_MONOTONIC
+//! nanoseconds within [`SpanClock::BOUND_NS`] (5 us). A fork() child inherits the calibration (the
+//! TSC is the machine's). `RINGSIDE_SPAN_CLOCK=monotonic` keeps spans on CLOCK_MONOTONIC;
+//! [`SpanClock::describe`] says which clock is in use and why, [`SpanClock::select`] switches it
+//! (spans under way end on the clock they started on). A process that also links the C producer
+//! has two calibrations, each its own spans'.
+//!
 //! ## Cost
 //!
 //! `cargo run --release --example bench` measures the crate beside the C header's calls in the
 //! same process, interleaved. On the reference VM (AMD EPYC, 2 vCPUs, rustc 1.95, gcc 12 -O2),
 //! whose speed varies between runs: `Histogram::record` 6 to 10 ns a call, as `rs_bot_record`
 //! (median per-round ratio Rust/C 0.91 to 0.99 over four runs); `Gauge::set` 7 to 11 ns, as
-//! `rs_bot_set` (0.97 to 1.04); a span (two CLOCK_MONOTONIC reads and a record) 50 to 55 ns, as
-//! `rs_bot_record_span` (0.98 to 1.03); `Counter::increment` about 1 ns (`rs_bot_count` 2 ns).
+//! `rs_bot_set` (0.97 to 1.04); `Counter::increment` about 1 ns (`rs_bot_count` 2 ns). A span
+//! (two TSC reads, the conversion and a record) 23 to 35 ns, as `rs_bot_record_span` from
+//! `rs_span_clock_start()` (0.94 to 1.00 over four runs), 0.34 to 0.44 times the same span on
+//! CLOCK_MONOTONIC (C's: 0.40 to 0.51).
 //! `Histogram::record_with_exemplar` with a 12-byte exemplar costs 1.15 to 1.24 times
 //! `Histogram::record` (the median per-round ratio, in the same round, over five runs; C's
 //! `rs_bot_record_checked_exemplar` 1.3 to 1.7 times `rs_bot_record`): docs/benchmarks.md.
@@ -236,6 +254,7 @@ mod exemplar;
 mod layout;
 mod metrics;
 mod shm;
+mod span_clock;
 mod sys;
 
 pub use bot::{Bot, Options, MAX_BOTS_PER_PROCESS};
@@ -243,3 +262,4 @@ pub use error::Error;
 pub use exemplar::Exemplar;
 pub use layout::{GaugeMerge, Unit, UnknownGaugeMerge};
 pub use metrics::{Counter, Gauge, Histogram, MetricBuilder, Span};
+pub use span_clock::SpanClock;

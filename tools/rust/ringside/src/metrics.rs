@@ -5,7 +5,7 @@ use crate::bot::{Bot, BotRef, Request};
 use crate::error::Error;
 use crate::exemplar::Exemplar;
 use crate::layout::{GaugeMerge, Unit, FLAG_SPAN, KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM};
-use crate::sys;
+use crate::span_clock;
 use std::time::Duration;
 
 /// A histogram: observations in its unit (unsigned integers), from any thread.
@@ -88,17 +88,17 @@ impl Histogram {
     }
 
     /// Starts a span: the guard records the time from now to its drop (or [`Span::finish`]),
-    /// measured with CLOCK_MONOTONIC, in the histogram's unit, flagged as a span and stamped with
-    /// its end, exactly as `rs_bot_record_span` does.
+    /// timed by the span clock ([`SpanClock`](crate::SpanClock): the TSC where it serves, else
+    /// CLOCK_MONOTONIC), in the histogram's unit, flagged as a span and stamped with its end in
+    /// CLOCK_MONOTONIC nanoseconds, exactly as `rs_bot_record_span` does.
     #[inline]
     pub fn span(&self) -> Span<'_> {
-        Span { histogram: self, start_ns: sys::clock_precise_ns(), done: false }
+        Span { histogram: self, start: span_clock::start(), done: false }
     }
 
     #[inline]
-    fn record_span(&self, start_ns: u64, exemplar: Option<&Exemplar>) -> bool {
-        let end = sys::clock_precise_ns();
-        let elapsed = end.saturating_sub(start_ns);
+    fn record_span(&self, start: u64, exemplar: Option<&Exemplar>) -> bool {
+        let (elapsed, end) = span_clock::end(start);
         let value = if self.ns_per_unit > 1 { elapsed / self.ns_per_unit as u64 } else { elapsed };
         let writer = self.bot.writer();
         if self.sample_every > 1 && !writer.sample(self.index, self.sample_every) {
@@ -127,7 +127,7 @@ impl Histogram {
 #[must_use = "a span records when it is dropped: bind it to a variable (`let _span = ...`)"]
 pub struct Span<'a> {
     histogram: &'a Histogram,
-    start_ns: u64,
+    start: u64, // a span clock reading
     done: bool,
 }
 
@@ -136,7 +136,7 @@ impl Span<'_> {
     #[inline]
     pub fn finish(mut self) -> bool {
         self.done = true;
-        self.histogram.record_span(self.start_ns, None)
+        self.histogram.record_span(self.start, None)
     }
 
     /// Records the span now with an exemplar that names it (the order it timed: see
@@ -144,7 +144,7 @@ impl Span<'_> {
     #[inline]
     pub fn finish_with_exemplar(mut self, exemplar: &Exemplar) -> bool {
         self.done = true;
-        self.histogram.record_span(self.start_ns, Some(exemplar))
+        self.histogram.record_span(self.start, Some(exemplar))
     }
 
     /// Drops the span without recording it.
@@ -157,7 +157,7 @@ impl Drop for Span<'_> {
     #[inline]
     fn drop(&mut self) {
         if !self.done {
-            self.histogram.record_span(self.start_ns, None);
+            self.histogram.record_span(self.start, None);
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The few C library calls the producer needs, declared by hand (the crate has no dependencies),
 //! for Linux on x86_64 and aarch64, with glibc or musl. Every function here is a thin, safe
 //! wrapper: it returns `Err(errno)` instead of setting `errno`. Files are opened with `std::fs`;
-//! what std does not offer (mmap, OFD locks, posix_fallocate, the coarse clock, fork handlers, a
-//! pthread key for thread exits, a mutex that fork handlers can lock and unlock) is here.
+//! what std does not offer (mmap, OFD locks, posix_fallocate, the coarse clock, the TSC and CPUID,
+//! fork handlers, a pthread key for thread exits, a mutex that fork handlers can lock and unlock)
+//! is here.
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("ringside writes /dev/shm files with OFD locks: it supports Linux only");
@@ -118,10 +119,56 @@ pub fn clock_coarse_ns() -> u64 {
     clock(CLOCK_MONOTONIC_COARSE)
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: the precise clock, for spans (`rs_clock_precise_ns`).
+/// CLOCK_MONOTONIC in nanoseconds: the precise clock (`rs_clock_precise_ns`), spans' where the TSC is not usable.
 #[inline]
 pub fn clock_precise_ns() -> u64 {
     clock(CLOCK_MONOTONIC)
+}
+
+/// The TSC (`rs_clock_tsc`: rdtsc, not serialising); 0 on a CPU that is not x86-64.
+#[inline(always)]
+pub fn tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: rdtsc exists on every x86-64 CPU and reads a counter, nothing else. (Safe to call
+    // in some Rust versions: hence the allowance.)
+    #[allow(unused_unsafe)]
+    return unsafe { core::arch::x86_64::_rdtsc() };
+    #[cfg(not(target_arch = "x86_64"))]
+    return 0;
+}
+
+/// The TSC read in order: after what precedes it, before what follows (a calibration's anchor).
+pub fn tsc_ordered() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_lfence, _rdtsc};
+        // SAFETY: lfence (SSE2, which every x86-64 CPU has) and rdtsc only order and read.
+        #[allow(unused_unsafe)]
+        return unsafe {
+            _mm_lfence();
+            let tsc = _rdtsc();
+            _mm_lfence();
+            tsc
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    return 0;
+}
+
+/// Whether the CPU's TSC is invariant: CPUID 0x80000007 EDX bit 8 (Linux's constant_tsc and
+/// nonstop_tsc); false on a CPU that is not x86-64.
+pub fn has_invariant_tsc() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::__cpuid;
+        // SAFETY: CPUID exists on every x86-64 CPU; leaf 0x80000000 gives the highest extended
+        // leaf, so 0x80000007 is asked only where it exists. (Safe in recent Rust: the allowance.)
+        #[allow(unused_unsafe)]
+        let invariant = unsafe { __cpuid(0x8000_0000).eax >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0 };
+        invariant
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// CLOCK_REALTIME in nanoseconds: wall time, for humans.

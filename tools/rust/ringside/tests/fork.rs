@@ -11,8 +11,8 @@
 mod common;
 
 use common::fork::{_exit, dup2, files_in, fork, take_turn, waitpid};
-use common::{RingFile, ScratchDir};
-use ringside::{Bot, Error, GaugeMerge, Options, Unit};
+use common::{clock_monotonic_ns, RingFile, ScratchDir};
+use ringside::{Bot, Error, GaugeMerge, Options, SpanClock, Unit};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::io::AsRawFd;
@@ -491,4 +491,37 @@ fn the_worker_option_writes_a_second_file_beside_the_owner_of_the_name() {
     assert_eq!((workers.metric_count(), workers.producer_pid()), (2, pid as i32));
     assert_eq!((workers.lane_cell(0, 1), workers.metric_cell(0).0), (3, 4.0f64.to_bits()));
     assert_eq!(workers.records(0).iter().map(|r| (r.metric, r.value)).collect::<Vec<_>>(), [(0, 4.0f64.to_bits())]);
+}
+
+#[test]
+fn a_forked_child_times_spans_with_the_calibration_it_inherited() {
+    // The TSC is the machine's, so a child's spans convert with the parent's calibration, and
+    // the child anchors again as its spans end (its latch is whole: THE SPAN CLOCK in ringside.h).
+    let _turn = take_turn();
+    let dir = ScratchDir::new("fork-span");
+    let logs = ScratchDir::new("fork-span-stderr");
+    let bot = Bot::attach_with("rs-fork-span", options(&dir)).unwrap();
+    let sleep = bot.histogram("sleep_span", Unit::Nanoseconds, &[]).unwrap();
+    let started = sleep.span(); // begun before the fork, ended in the parent
+    let child = fork_child(logs.path.join("child"), |failures| {
+        let outer_start = clock_monotonic_ns();
+        let span = sleep.span();
+        std::thread::sleep(Duration::from_millis(20));
+        check(failures, span.finish(), "the child's span is written");
+        let outer_end = clock_monotonic_ns();
+        let file = RingFile::read(&dir.path.join(format!("ringside.rs-fork-span@{}", std::process::id())));
+        let records = file.records(0);
+        let bound = SpanClock::BOUND_NS;
+        let ok = records.len() == 1
+            && records[0].value >= 19_960_000
+            && records[0].value <= outer_end - outer_start + 20_000
+            && records[0].timestamp_ns + bound >= outer_start + 20_000_000
+            && records[0].timestamp_ns <= outer_end + bound;
+        check(failures, ok, &format!("a 20 ms span in [{outer_start}, {outer_end}]: {records:?}"));
+    });
+    child.finish();
+    assert!(started.finish());
+    let records = RingFile::read(&dir.file("rs-fork-span")).records(0);
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert!(records[0].value >= 20_000_000, "{records:?}");
 }

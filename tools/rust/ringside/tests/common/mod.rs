@@ -576,6 +576,31 @@ impl RingFile {
     }
 }
 
+extern "C" {
+    fn clock_gettime(clock: i32, ts: *mut [i64; 2]) -> i32;
+}
+
+/// CLOCK_MONOTONIC in nanoseconds, as the C producer's rs_clock_precise_ns reads it.
+pub fn clock_monotonic_ns() -> u64 {
+    let mut ts = [0i64; 2];
+    // SAFETY: a struct timespec is two 64-bit integers on 64-bit Linux; CLOCK_MONOTONIC (1) exists.
+    unsafe { clock_gettime(1, &mut ts) };
+    ts[0] as u64 * 1_000_000_000 + ts[1] as u64
+}
+
+/// Whether spans on this machine belong on the TSC, judged apart from the crate: x86-64,
+/// /proc/cpuinfo's flags constant_tsc and nonstop_tsc, and the kernel's clocksource tsc.
+pub fn machine_has_usable_tsc() -> bool {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags: Vec<&str> =
+        cpuinfo.lines().find(|l| l.starts_with("flags")).map(|l| l.split_whitespace().collect()).unwrap_or_default();
+    let source = std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+    cfg!(target_arch = "x86_64")
+        && flags.contains(&"constant_tsc")
+        && flags.contains(&"nonstop_tsc")
+        && source.map(|s| s.trim() == "tsc").unwrap_or(false)
+}
+
 /// The kernel's id of the calling thread (from /proc/thread-self -> PID/task/TID).
 pub fn thread_id() -> i32 {
     let link = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
