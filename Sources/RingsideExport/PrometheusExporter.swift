@@ -382,10 +382,35 @@ public final class PrometheusRenderer: Sendable {
     /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
     /// given (the collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
     public func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
+        write(PrometheusPage(snapshot, process: process), format: format, families: nil, threads: PrometheusPage.threads)
+    }
+
+    /// The page for `snapshot` in two sections that, one after the other, are `render`'s page:
+    /// the families of the series, which change only when a series does (its `version` or
+    /// `wholeVersion`, or which series there are), then the collector's own (its rings, lanes,
+    /// threads, SLOs, figures and process), which change with every snapshot. A caller that kept
+    /// the series' section of a snapshot with the same series writes only the other.
+    ///
+    /// Nil when the page does not split so: a bot's metric named as one of the collector's own
+    /// families, with its type, shares that family with it (render the page whole then).
+    /// - Parameters:
+    ///   - series: whether to write the series' section (nil in the result when not).
+    ///   - threads: threads a large section is written on (text only; by default as `render`'s).
+    public func renderSections(
+        _ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text, series: Bool = true,
+        threads: Int? = nil
+    ) -> (series: [UInt8]?, own: [UInt8])? {
+        let threads = threads ?? PrometheusPage.threads
         let page = PrometheusPage(snapshot, process: process)
-        if format == .protobuf { return page.writeProtobuf() }
+        guard let sections = page.sections else { return nil }
+        let seriesBytes = series ? write(page, format: format, families: sections.series, threads: threads) : nil
+        return (seriesBytes, write(page, format: format, families: sections.own, threads: threads))
+    }
+
+    private func write(_ page: PrometheusPage, format: ExpositionFormat, families: Range<Int>?, threads: Int) -> [UInt8] {
+        if format == .protobuf { return page.writeProtobuf(families: families) }
         return buffers.withLock { buffers in
-            let bytes = page.write(reusing: &buffers, openMetrics: format == .openMetrics)
+            let bytes = page.write(reusing: &buffers, threads: threads, openMetrics: format == .openMetrics, families: families)
             if buffers.reduce(0, { $0 + $1.capacity }) > Self.keptBufferBytes { buffers = [] }
             return bytes
         }

@@ -150,3 +150,44 @@ struct PinnedPageTests {
         #expect(rendered == expected, "the \(format) page differs from Tests/fixtures/pinned-metrics.\(suffix)")
     }
 }
+
+@Suite("/metrics in two sections: the series' families, then the collector's own")
+struct PageSectionsTests {
+    static let process = ProcessMetrics(
+        cpuSeconds: 1.5, residentMemoryBytes: 4_096, virtualMemoryBytes: 8_192, openFDs: 9, maxFDs: 1_024,
+        startTimeSeconds: 1_700_000_000)
+
+    @Test(
+        "the series' section then the collector's own are the page, byte for byte, in every format",
+        arguments: [ExpositionFormat.text, .openMetrics, .protobuf])
+    func sectionsMakeThePage(format: ExpositionFormat) throws {
+        let snapshot = pinnedSnapshot()
+        let renderer = PrometheusRenderer()
+        let sections = try #require(renderer.renderSections(snapshot, process: Self.process, format: format))
+        let series = try #require(sections.series)
+        #expect(!series.isEmpty && !sections.own.isEmpty)
+        #expect(series + sections.own == renderer.render(snapshot, process: Self.process, format: format))
+        // On one thread or several, the same bytes; the own section alone when asked.
+        let alone = try #require(renderer.renderSections(snapshot, process: Self.process, format: format, series: false, threads: 1))
+        #expect(alone.series == nil)
+        #expect(alone.own == sections.own)
+        if format == .text {
+            #expect(String(decoding: series, as: UTF8.self).hasPrefix("# HELP fill_latency_seconds "))
+            #expect(String(decoding: sections.own, as: UTF8.self).hasPrefix("# HELP ringside_ring_producer_alive "))
+        }
+    }
+
+    @Test("a bot's metric named as one of the collector's own families, with its type, shares the family: the page does not split")
+    func sharedFamilyDoesNotSplit() throws {
+        var snapshot = pinnedSnapshot()
+        let metric = MetricDescriptor(
+            index: 99, name: "ringside_collector_rings", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1)
+        var gauge = SeriesSnapshot(ring: "bot-a", metric: metric, id: 999, windows: snapshot.series[0].windows.map { _ in WindowStats() })
+        gauge.lastValue = 3
+        snapshot.series.append(gauge)
+        let renderer = PrometheusRenderer()
+        #expect(renderer.renderSections(snapshot, format: .text) == nil)
+        let page = String(decoding: renderer.render(snapshot, format: .text), as: UTF8.self)
+        #expect(page.contains("ringside_collector_rings{ring=\"bot-a\"} 3\n"), "the bot's series is in the family")
+    }
+}
