@@ -63,8 +63,18 @@ public final class PublishedSnapshot: Sendable {
     }
 
     /// Brings the collector's own figures up to date without a new snapshot (every ring quiet).
+    /// The series' figures are counted when a snapshot is built: those of the snapshot stay.
     func update(_ stats: CollectorStats) {
-        latest.withLock { $0.collector = stats }
+        latest.withLock { snapshot in
+            var stats = stats
+            let built = snapshot.collector
+            stats.series = built.series
+            stats.seriesLimit = built.seriesLimit
+            stats.seriesLimitPerRing = built.seriesLimitPerRing
+            stats.seriesBytes = built.seriesBytes
+            stats.seriesBytesLimit = built.seriesBytesLimit
+            snapshot.collector = stats
+        }
         changed()
     }
 }
