@@ -10,11 +10,12 @@ import Synchronization
 /// they are: a scrape costs sending bytes, not rendering them (a 20 MB page of 10,000 series
 /// took 35 to 40 ms to render, 5 ms to send).
 ///
-/// A page is kept for each variant (format and encoding) scraped in the last `interestNanos`;
-/// the thread renders those again after each change of the published snapshot (see
-/// `PublishedSnapshot.revision`), never more often than `spacingFactor` times its last render's
-/// length apart, so it takes at most about a `spacingFactor`th of a core. Variants not scraped
-/// are not rendered; the first scrape of one waits for its render.
+/// A variant (format and encoding) scraped at least twice in the last `interestNanos` (polled, as
+/// by Prometheus) is kept up to date: the thread renders it again after each change of the
+/// published snapshot (see `PublishedSnapshot.revision`), never more often than `spacingFactor`
+/// times its last render's length apart, so it takes at most about a `spacingFactor`th of a core.
+/// Variants not scraped are not rendered; a scrape of a variant not kept up to date (its first,
+/// or a person's `curl` now and then) waits for a render of the latest snapshot.
 ///
 /// A page is kept in two sections (see `PrometheusRenderer.renderSections`): the series'
 /// families, rendered (and compressed) again only when a series changed (`SeriesContentKey`),
@@ -75,8 +76,9 @@ package final class MetricsPages: Sendable {
 
     private struct State {
         var kept: [ExpositionFormat: Kept] = [:]
-        /// CLOCK_MONOTONIC of each variant's last scrape.
+        /// CLOCK_MONOTONIC of each variant's last scrape, and of the one before it.
         var lastScraped: [Variant: UInt64] = [:]
+        var previousScrape: [Variant: UInt64] = [:]
         /// The one format whose uncompressed page is kept.
         var plainFormat: ExpositionFormat?
         var waiters: [Waiter] = []
@@ -86,6 +88,11 @@ package final class MetricsPages: Sendable {
         var nextAllowedNanos: UInt64 = 0
         var running = false
         var stopping = false
+
+        /// Scraped twice within the interest: the thread keeps its page up to date.
+        func isPolled(_ variant: Variant, nowNanos now: UInt64) -> Bool {
+            previousScrape[variant].map { now &- $0 <= MetricsPages.interestNanos } ?? false
+        }
     }
 
     private let published: PublishedSnapshot
@@ -115,13 +122,15 @@ package final class MetricsPages: Sendable {
 
     // MARK: - Scrapes
 
-    /// The page of `variant`: the latest kept, or, for a variant not kept (its first scrape, or
-    /// the first in `interestNanos`), one rendered now (by the thread, when it runs, while the
-    /// caller waits). Without the thread, a page of an older revision is rendered again.
+    /// The page of `variant`: the latest kept while the thread keeps it up to date (it is
+    /// polled), else the kept one if it shows the latest revision, else one rendered now (by the
+    /// thread, when it runs, while the caller waits).
     package func page(for variant: Variant) -> Page {
         let now = rs_clock_precise_ns()
         let revision = published.revision
-        let (kept, running) = state.withLock { state -> (Page?, Bool) in
+        let (kept, keptUpToDate) = state.withLock { state -> (Page?, Bool) in
+            let polled = state.isPolled(variant, nowNanos: now)
+            state.previousScrape[variant] = state.lastScraped[variant]
             state.lastScraped[variant] = now
             if !variant.gzip, state.plainFormat != variant.format {
                 // One uncompressed page at most: the other format's is let go now, not at its next render.
@@ -132,10 +141,10 @@ package final class MetricsPages: Sendable {
                 state.plainFormat = variant.format
             }
             let page = state.kept[variant.format]?.pages[variant.gzip]
-            return (page, state.running)
+            return (page, state.running && polled)
         }
-        if let kept, running || kept.revision == revision { return kept }
-        guard running else {
+        if let kept, keptUpToDate || kept.revision == revision { return kept }
+        guard state.withLock({ $0.running }) else {
             return rendering.withLock { _ in
                 // Another scrape may have rendered it meanwhile.
                 if let page = state.withLock({ $0.kept[variant.format]?.pages[variant.gzip] }), page.revision == published.revision {
@@ -215,6 +224,7 @@ package final class MetricsPages: Sendable {
             // Variants not scraped for a while are let go, with their pages.
             for (variant, scraped) in state.lastScraped where now &- scraped > Self.interestNanos {
                 state.lastScraped[variant] = nil
+                state.previousScrape[variant] = nil
                 state.kept[variant.format]?.pages[variant.gzip] = nil
                 if variant.gzip { state.kept[variant.format]?.seriesPiece = nil } else { state.kept[variant.format]?.series = nil }
                 if state.kept[variant.format]?.pages.isEmpty == true { state.kept[variant.format] = nil }
@@ -222,7 +232,7 @@ package final class MetricsPages: Sendable {
             let demanded = Set(state.waiters.map(\.variant))
             let stale = Set(
                 state.lastScraped.keys.filter { variant in
-                    (variant.gzip || variant.format == state.plainFormat)
+                    state.isPolled(variant, nowNanos: now) && (variant.gzip || variant.format == state.plainFormat)
                         && state.kept[variant.format]?.pages[variant.gzip]?.revision != revision
                 })
             if !demanded.isEmpty { return (demanded.union(stale), true, 0) }
@@ -255,9 +265,10 @@ package final class MetricsPages: Sendable {
 
     // MARK: - Rendering
 
-    /// Renders `variants` of the latest snapshot, with the other variants of their formats still
-    /// scraped, and keeps them. Called holding `rendering`.
+    /// Renders `variants` of the latest snapshot, with the other variants of their formats kept
+    /// up to date, and keeps them. Called holding `rendering`.
     private func render(_ variants: Set<Variant>, threads: Int?) -> [Variant: Page] {
+        let now = rs_clock_precise_ns()
         beforeRender.withLock { $0 }?(variants)
         let revision = published.revision  // before the snapshot: the page is at least as new
         let snapshot = source()
@@ -267,17 +278,20 @@ package final class MetricsPages: Sendable {
         for format in ExpositionFormat.allCases where variants.contains(where: { $0.format == format }) {
             let (wanted, kept) = state.withLock { state -> (Set<Bool>, Kept) in
                 var wanted = Set(variants.filter { $0.format == format }.map(\.gzip))
-                if state.lastScraped[Variant(format, gzip: true)] != nil { wanted.insert(true) }
-                if state.plainFormat == format, state.lastScraped[Variant(format, gzip: false)] != nil { wanted.insert(false) }
+                if state.isPolled(Variant(format, gzip: true), nowNanos: now) { wanted.insert(true) }
+                if state.plainFormat == format, state.isPolled(Variant(format, gzip: false), nowNanos: now) { wanted.insert(false) }
                 return (wanted, state.kept[format] ?? Kept())
             }
             let rendered = render(
                 format, of: snapshot, process: process, key: key, revision: revision, wanted: wanted, kept: kept, threads: threads)
             state.withLock { state in
-                for (gzip, page) in rendered.pages {
-                    state.renders[Variant(format, gzip: gzip), default: 0] += 1
-                }
+                for gzip in rendered.pages.keys { state.renders[Variant(format, gzip: gzip), default: 0] += 1 }
                 state.kept[format] = rendered
+                // A scrape of another format without gzip came meanwhile: one uncompressed page at most.
+                if state.plainFormat != format {
+                    state.kept[format]?.pages[false] = nil
+                    state.kept[format]?.series = nil
+                }
             }
             for (gzip, page) in rendered.pages where variants.contains(Variant(format, gzip: gzip)) {
                 result[Variant(format, gzip: gzip)] = page

@@ -89,7 +89,8 @@ struct MetricsPagesTests {
         }
     }
 
-    @Test("a changed series shows in the next page; only the formats scraped are rendered, once per change, until no longer scraped")
+    @Test(
+        "a changed series shows in the next page; only the variants polled are rendered ahead, once per change, until no longer scraped")
     func onlyScrapedFormats() throws {
         try withRingDirectory { directory in
             let ring = try Bot.attach("only", directory: directory.path, options: .init(laneCapacity: 1024))
@@ -104,6 +105,9 @@ struct MetricsPagesTests {
                     .first { $0.hasPrefix("latency_seconds_count{") }.map { String($0.split(separator: " ").last ?? "") }
             }
             #expect(count() == "1")
+            #expect(count() == "1", "scraped twice: polled")
+            let once = MetricsPages.Variant(.protobuf, gzip: true)
+            _ = pages.page(for: once)
             for value in 2...4 {
                 latency.record(UInt64(value) * 1_000)
                 pass(collector)
@@ -112,7 +116,8 @@ struct MetricsPagesTests {
                 #expect(pages.renders(of: scraped) == value)
                 #expect(count() == String(value), "the change shows in the page rendered after its snapshot")
             }
-            for variant in Self.variants where variant != scraped {
+            #expect(pages.renders(of: once) == 1, "scraped once: rendered for that scrape alone")
+            for variant in Self.variants where variant != scraped && variant != once {
                 #expect(pages.renders(of: variant) == 0, "\(variant) was never scraped")
             }
             // Not scraped for longer than the interest: let go, and no longer rendered.
@@ -136,6 +141,7 @@ struct MetricsPagesTests {
             let pages = metricsPages(of: collector)
             let variant = MetricsPages.Variant(.text, gzip: false)
             let before = pages.page(for: variant)  // rendered on this thread: the thread is not started yet
+            #expect(pages.page(for: variant).revision == before.revision, "scraped twice: polled, kept up to date")
 
             let entered = DispatchSemaphore(value: 0)
             let release = DispatchSemaphore(value: 0)
