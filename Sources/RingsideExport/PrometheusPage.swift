@@ -63,7 +63,11 @@ struct PrometheusPage {
     /// named as it, with its type): the page then does not split into `sections`.
     private var ownJoinedSeries = false
 
-    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil) {
+    /// The drops per metric (`PrometheusExporter.dropsFamily`), kept by the renderer while the series stay.
+    private(set) var drops: PrometheusExporter.FixedFamily?
+
+    /// - Parameter drops: the snapshot's drops per metric, when the renderer kept them.
+    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil, drops: PrometheusExporter.FixedFamily? = nil) {
         self.snapshot = snapshot
         var groupIndex: [GroupKey: Int] = [:]
         for position in snapshot.series.indices {
@@ -89,7 +93,10 @@ struct PrometheusPage {
             }
         }
         seriesFamilyCount = families.count
-        for family in PrometheusExporter.selfMetrics(snapshot) { addFixed(family) }
+        for family in PrometheusExporter.selfMetrics(snapshot, drops: drops) {
+            if family.name == PrometheusExporter.dropsFamilyName { self.drops = family }
+            addFixed(family)
+        }
         for family in PrometheusExporter.threadHealthFamilies(snapshot) { addFixed(family) }
         addFixed(PrometheusExporter.buildInfo)
         for family in process?.families() ?? [] { addFixed(family) }

@@ -191,3 +191,39 @@ struct PageSectionsTests {
         #expect(page.contains("ringside_collector_rings{ring=\"bot-a\"} 3\n"), "the bot's series is in the family")
     }
 }
+
+@Suite("PrometheusRenderer keeps the drops per metric while the series stay the same")
+struct KeptDropsTests {
+    /// The pinned snapshot, numbered as the collector numbers its series.
+    private static func versioned() -> Snapshot {
+        var snapshot = pinnedSnapshot()
+        for index in snapshot.series.indices {
+            snapshot.series[index].version = UInt64(100 + index)
+            snapshot.series[index].wholeVersion = UInt64(200 + index)
+        }
+        return snapshot
+    }
+
+    private static func drops(_ page: [UInt8]) -> [Substring] {
+        String(decoding: page, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("ringside_metric_records_dropped_total{") }
+    }
+
+    @Test(
+        "a series' new drop count (a new whole version) shows on the next page of the same renderer; a hand-made snapshot is never taken for a kept one"
+    )
+    func dropsFollowTheSeries() throws {
+        let renderer = PrometheusRenderer()
+        var snapshot = Self.versioned()
+        let first = renderer.render(snapshot)
+        #expect(Self.drops(first) == Self.drops(PrometheusRenderer().render(snapshot)))
+        snapshot.series[0].droppedRecords += 1_000
+        snapshot.series[0].wholeVersion = 500
+        #expect(Self.drops(renderer.render(snapshot)) == Self.drops(PrometheusRenderer().render(snapshot)))
+        #expect(Self.drops(renderer.render(snapshot)) != Self.drops(first))
+        // Without versions (made by hand), nothing is kept: a change shows whatever the numbers.
+        var unversioned = pinnedSnapshot()
+        _ = renderer.render(unversioned)
+        unversioned.series[0].droppedRecords += 7
+        #expect(Self.drops(renderer.render(unversioned)) == Self.drops(PrometheusRenderer().render(unversioned)))
+    }
+}
