@@ -20,8 +20,9 @@ import Synchronization
 /// A page is kept in two sections (see `PrometheusRenderer.renderSections`): the series'
 /// families, rendered (and compressed) again only when a series changed (`SeriesContentKey`),
 /// and the collector's own families, rendered from every snapshot. So a snapshot in which no
-/// series changed costs the small section alone, and a page is never older than the snapshot
-/// before the latest one, plus the render of the latest.
+/// series changed costs the small section alone. A page kept up to date is at most
+/// max(the time between publishes, `spacingFactor` renders) plus one render behind a fresh
+/// render (docs/collector.md, "Pages rendered ahead").
 ///
 /// Memory: at most one format's uncompressed page is kept (the format last scraped without
 /// gzip); a gzipped page keeps only its compressed pieces.
