@@ -57,6 +57,7 @@ public final class CollectorEndpoints: Sendable {
     /// then, and after `stopRendering`, a scrape renders a page of a newer snapshot itself).
     public func startRendering() { metricsPages.start() }
 
+    /// Stops that thread, once its render is done (the daemon's, after the server stopped).
     public func stopRendering() { metricsPages.stop() }
 
     /// The drain loop counts as stalled when its last pass is older than this.
