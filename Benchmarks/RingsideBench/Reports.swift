@@ -251,6 +251,7 @@ public struct ScrapeReport: Sendable {
 
         public var p50: Double { percentile(0.5) }
         public var p90: Double { percentile(0.9) }
+        public var p99: Double { percentile(0.99) }
         public var max: Double { millis.max() ?? .nan }
 
         /// Nearest rank.
@@ -277,7 +278,8 @@ public struct ScrapeReport: Sendable {
                     rows.map { row in
                         .object([
                             ("name", .string(row.name)), ("p50_ms", .figure(Self.rounded(row.p50))),
-                            ("p90_ms", .figure(Self.rounded(row.p90))), ("max_ms", .figure(Self.rounded(row.max))),
+                            ("p90_ms", .figure(Self.rounded(row.p90))), ("p99_ms", .figure(Self.rounded(row.p99))),
+                            ("max_ms", .figure(Self.rounded(row.max))),
                             ("scrapes", .int(Int64(row.millis.count))),
                         ])
                     })
@@ -288,10 +290,10 @@ public struct ScrapeReport: Sendable {
     static func rounded(_ millis: Double) -> Double { (millis * 10).rounded() / 10 }
 
     public var table: String {
-        var table = TextTable(columns: ["row", "p50 ms", "p90 ms", "max ms", "scrapes", "what"])
+        var table = TextTable(columns: ["row", "p50 ms", "p90 ms", "p99 ms", "max ms", "scrapes", "what"])
         for row in rows {
             table.add([
-                row.name, String(format1: row.p50), String(format1: row.p90), String(format1: row.max),
+                row.name, String(format1: row.p50), String(format1: row.p90), String(format1: row.p99), String(format1: row.max),
                 String(row.millis.count), row.detail,
             ])
         }

@@ -11,7 +11,8 @@ import Glibc
 #endif
 
 /// `ringside-bench scrape`: how long `GET /metrics` takes with 10,000 series, from request to
-/// last byte, against the same HTTP server sending a fixed page of the same size.
+/// last byte, against the same HTTP server sending a fixed page of the same size; the pages
+/// are rendered ahead by the collector's renderer thread, as `ringside-collector` runs it.
 public enum ScrapeBenchmark {
     public static let rings = 5
     public static let metricsPerRing = 2_000
@@ -36,6 +37,9 @@ public enum ScrapeBenchmark {
         defer { server.stop() }
         collector.start()
         defer { collector.stop() }
+        endpoints.startRendering()
+        defer { endpoints.stopRendering() }
+        let variant = MetricsPages.Variant(.text, gzip: false)
         try waitFor("the collector to drain all \(rings * metricsPerRing) series") {
             let snapshot = collector.snapshot
             return snapshot.series.count == rings * metricsPerRing && snapshot.rings.allSatisfy { $0.backlog == 0 }
@@ -48,12 +52,21 @@ public enum ScrapeBenchmark {
             .init(
                 name: "scrape.first", millis: [first.millis],
                 detail: "the first scrape: nothing rendered or allocated before"))
+        // A second scrape: the variant is polled (as by Prometheus), so kept up to date from here.
+        _ = try get(port: server.boundPort)
+        // Quiet: no record since the bots' first values; the windows slide (every publish
+        // changes some series), and the scrapes come at once, one after the other.
+        var renders = endpoints.metricsPages.renders(of: variant)
+        var quietMillis: [Double] = []
+        for _ in 0..<scrapes {
+            quietMillis.append(try get(port: server.boundPort).millis)
+            System.nanosleep(20_000_000)
+        }
         rows.append(
             .init(
-                name: "scrape.quiet",
-                millis: try (0..<scrapes).map { _ throws(BenchError) in
-                    try scrape(server.boundPort, after: collector).millis
-                }, detail: "nothing new since the last scrape"))
+                name: "scrape.quiet", millis: quietMillis,
+                detail: "nothing recorded since the first values; the page is the renderer's latest "
+                    + "(it rendered \(endpoints.metricsPages.renders(of: variant) - renders) meanwhile)"))
 
         progress("scrape: busy")
         let stop = StopFlag()
@@ -70,26 +83,41 @@ public enum ScrapeBenchmark {
             }
         }
         writer.start()
+        renders = endpoints.metricsPages.renders(of: variant)
+        let busyStart = rs_clock_precise_ns()
         let busy = try (0..<scrapes).map { _ throws(BenchError) in try scrape(server.boundPort, after: collector) }
+        let busySeconds = Double(rs_clock_precise_ns() - busyStart) / 1e9
         stop.set()
         _ = try writer.join()
         rows.append(
             .init(
                 name: "scrape.busy", millis: busy.map(\.millis),
-                detail: "every series changed since the last scrape; bots writing 100 k values/s"))
+                detail: "every series changed since the last scrape; bots writing 100 k values/s; "
+                    + "\(String(format1: Double(endpoints.metricsPages.renders(of: variant) - renders) / busySeconds)) renders/s"))
 
         progress("scrape: render, fixed page")
-        let snapshot = collector.snapshot
+        var snapshot = collector.snapshot
         let renderer = PrometheusRenderer()
         rows.append(
             .init(
                 name: "render",
                 millis: (0..<scrapes).map { _ in
+                    // As when every series changes: a new version, so nothing of the last page is kept.
+                    snapshot.series[0].wholeVersion &+= 1_000_000_000
                     let start = rs_clock_precise_ns()
                     let page = renderer.render(snapshot)
                     precondition(!page.isEmpty)
                     return Double(rs_clock_precise_ns() - start) / 1e6
                 }, detail: "PrometheusRenderer.render alone, on this thread"))
+        rows.append(
+            .init(
+                name: "render.own",
+                millis: (0..<scrapes).map { _ in
+                    let start = rs_clock_precise_ns()
+                    let sections = renderer.renderSections(snapshot, series: false, threads: 1)
+                    precondition(sections?.own.isEmpty == false)
+                    return Double(rs_clock_precise_ns() - start) / 1e6
+                }, detail: "the collector's own section alone (no series changed), on one thread"))
 
         let fixedPage = [UInt8](repeating: UInt8(ascii: "x"), count: busy.last?.bytes ?? 0)
         let fixedServer: HTTPServer
@@ -109,8 +137,8 @@ public enum ScrapeBenchmark {
             "\(rings) rings x \(metricsPerRing) metrics (histograms in ns, counters and gauges in turn, two "
             + "labels each) in one Collector with its HTTP server, as ringside-collector runs them; the default "
             + "windows, quantiles and poll. Each scrape is GET /metrics on a new loopback connection from this "
-            + "process, timed from connect to the last body byte (CLOCK_MONOTONIC), after waiting for a snapshot "
-            + "the server has not rendered yet; \(scrapes) scrapes a row."
+            + "process, timed from connect to the last body byte (CLOCK_MONOTONIC); busy scrapes each wait for "
+            + "a snapshot newer than the last scrape's; \(scrapes) scrapes a row."
         return ScrapeReport(
             machine: Machine.current(pinned: false), method: method, series: rings * metricsPerRing,
             pageBytes: busy.last?.bytes ?? first.bytes, rows: rows)

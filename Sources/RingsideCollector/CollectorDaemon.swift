@@ -73,6 +73,7 @@ public enum CollectorDaemon {
             }
         }
         collector.start()
+        endpoints.startRendering()
 
         // History, the latency log and the JSON dump follow the published snapshots from here.
         var subscribers: [any SnapshotSubscriber] = []
@@ -112,6 +113,7 @@ public enum CollectorDaemon {
         }
 
         server.stop()
+        endpoints.stopRendering()
         sidecar?.stop()
         collector.stop()
         let last = latest()

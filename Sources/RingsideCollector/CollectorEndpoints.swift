@@ -9,14 +9,15 @@ import Synchronization
 /// Two kinds, for the server's two threads: `quick` answers the probes and 404s on the server's
 /// loop thread, at once whatever else is asked; `render` answers the pages on its render worker.
 /// Both read the collector's published snapshot (and its subscribers' figures), nothing else of
-/// it; the renderers keep each series' text until the series changes, so a scrape formats only
-/// what changed. Safe from any thread.
+/// it. `/metrics` is served from pages rendered ahead on a thread of their own (`metricsPages`,
+/// started with `startRendering`). Safe from any thread.
 public final class CollectorEndpoints: Sendable {
     private let published: PublishedSnapshot
     private let pollNanos: UInt64
     /// What the daemon's subscribers report of themselves, shown with each snapshot.
-    let figures = SubscriberFigures()
-    private let prometheus = PrometheusRenderer()
+    let figures: SubscriberFigures
+    /// The `/metrics` pages of the variants scraped, kept up to date by their own thread.
+    package let metricsPages: MetricsPages
     private let latest = LatestRenderer()
     /// The bodies rendered of the latest snapshot, by route and variant: repeated scrapes cost a
     /// copy. A body of a newer snapshot (or of the same one with a newer thread sample) empties
@@ -34,13 +35,30 @@ public final class CollectorEndpoints: Sendable {
     public let history: HistoryStore?
 
     public init(collector: Collector) {
-        published = collector.published
+        let published = collector.published
+        self.published = published
         let options = collector.options
         pollNanos = options.pollNanos
         history =
             options.historySeconds > 0
             ? HistoryStore(retentionSeconds: options.historySeconds, maxSeries: options.historyMaxSeries) : nil
+        let figures = SubscriberFigures()
+        self.figures = figures
+        metricsPages = MetricsPages(
+            published: published,
+            source: {
+                var snapshot = published.snapshot
+                figures.apply(to: &snapshot)
+                return snapshot
+            })
     }
+
+    /// Starts the thread that renders the `/metrics` pages scraped ahead of their scrapes (until
+    /// then, and after `stopRendering`, a scrape renders a page of a newer snapshot itself).
+    public func startRendering() { metricsPages.start() }
+
+    /// Stops that thread, once its render is done (the daemon's, after the server stopped).
+    public func stopRendering() { metricsPages.stop() }
 
     /// The drain loop counts as stalled when its last pass is older than this.
     var stallNanos: UInt64 { max(1_000_000_000, 10 * pollNanos) }
@@ -105,9 +123,12 @@ public final class CollectorEndpoints: Sendable {
         case "/metrics":
             // Text, OpenMetrics or protobuf, as the scraper's Accept header prefers.
             let format = ExpositionFormat.negotiate(accept: request.header("Accept"))
-            return compressible(request, contentType: format.contentType, key: "metrics \(format)") {
-                prometheus.render($0, process: ProcessMetrics.read(), format: format)
-            }
+            let gzip = acceptsGzip(request.header("Accept-Encoding"))
+            let page = metricsPages.page(for: MetricsPages.Variant(format, gzip: gzip))
+            let vary = HTTPHeader("Vary", "Accept-Encoding")
+            return HTTPResponse(
+                contentType: format.contentType, bodyParts: page.parts,
+                headers: gzip ? [HTTPHeader("Content-Encoding", "gzip"), vary] : [vary])
         case "/latest":
             return compressible(request, contentType: JSONExporter.contentType, key: "latest", latest.render)
         case "/api/history":

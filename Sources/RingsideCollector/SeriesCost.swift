@@ -10,8 +10,10 @@ import RingsideExport
 ///   the standard windows (`stateBytes`) and scaled by the windows kept;
 /// - its text, which grows with its labels: every line of the Prometheus page repeats them
 ///   (53 lines for a histogram with the standard windows), and `/latest` has them once. The
-///   collector may hold a page four times at once (the last one cached, the next one written in
-///   slices and joined, and one still being sent), so the text is charged four times;
+///   collector may hold a page four times at once (the one uncompressed page `MetricsPages`
+///   keeps, the next one its thread writes in slices and joins, and an older one still being
+///   sent), so the text is charged four times; gzipped pages, kept for each format scraped with
+///   gzip, are a thirtieth of it and fall within the budget's last eighth;
 /// - a histogram's counts, which grow with what it records (from nothing to about 1 MiB for a
 ///   busy series, see `WindowedHistogram`): not charged at admission but measured as they grow
 ///   (`RingAggregator.Usage.bytes`), and counted against the budget too.
@@ -20,7 +22,7 @@ struct SeriesCost {
     let layout: WindowLayout
     let quantiles: Int
 
-    /// Pages of one kind the collector may hold at once: one cached, one written in slices, one
+    /// Pages of one kind the collector may hold at once: one kept, one written in slices, one
     /// joined from them, and one still being sent.
     static let pagesHeld = 4
 

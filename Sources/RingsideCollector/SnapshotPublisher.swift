@@ -13,8 +13,25 @@ public final class PublishedSnapshot: Sendable {
     private let latest = Mutex(Snapshot())
     private let threadHealth = Mutex<ThreadHealthSample?>(nil)
     private let lastPass = Atomic<UInt64>(0)
+    private let changes = Atomic<UInt64>(0)
+    /// Woken after each change (the /metrics renderer's thread): a call that returns at once.
+    private let watchers = Mutex<[@Sendable () -> Void]>([])
 
     init() {}
+
+    /// Moves whenever what `snapshot` returns may have changed: a snapshot published, the
+    /// collector's figures brought up to date, a thread sample attached. Read it before
+    /// `snapshot`, so what is read is at least as new as the revision.
+    public var revision: UInt64 { changes.load(ordering: .acquiring) }
+
+    /// Calls `wake` after every change, on the thread that made it (the drain thread or the
+    /// thread sampler's): it must return at once, as signalling a semaphore does.
+    package func watch(_ wake: @escaping @Sendable () -> Void) { watchers.withLock { $0.append(wake) } }
+
+    private func changed() {
+        changes.wrappingAdd(1, ordering: .releasing)
+        for wake in watchers.withLock({ $0 }) { wake() }
+    }
 
     /// The latest snapshot, carrying the latest thread sample (a copy; cheap, its arrays are
     /// shared). The sample comes on its own cadence: a quiet collector publishes snapshots every
@@ -29,6 +46,7 @@ public final class PublishedSnapshot: Sendable {
     func attach(_ sample: ThreadHealthSample) {
         var replaced: ThreadHealthSample? = sample
         threadHealth.withLock { swap(&$0, &replaced) }
+        changed()
     }
 
     /// When the drain loop last finished a pass (CLOCK_MONOTONIC; 0: never), stored every pass,
@@ -39,10 +57,26 @@ public final class PublishedSnapshot: Sendable {
     func passed(atNanos nanos: UInt64) { lastPass.store(nanos, ordering: .releasing) }
 
     /// Replaces the snapshot; the old one (thousands of series) is freed by the caller, not under the lock.
-    func publish(_ snapshot: inout Snapshot) { latest.withLock { swap(&$0, &snapshot) } }
+    func publish(_ snapshot: inout Snapshot) {
+        latest.withLock { swap(&$0, &snapshot) }
+        changed()
+    }
 
     /// Brings the collector's own figures up to date without a new snapshot (every ring quiet).
-    func update(_ stats: CollectorStats) { latest.withLock { $0.collector = stats } }
+    /// The series' figures are counted when a snapshot is built: those of the snapshot stay.
+    func update(_ stats: CollectorStats) {
+        latest.withLock { snapshot in
+            var stats = stats
+            let built = snapshot.collector
+            stats.series = built.series
+            stats.seriesLimit = built.seriesLimit
+            stats.seriesLimitPerRing = built.seriesLimitPerRing
+            stats.seriesBytes = built.seriesBytes
+            stats.seriesBytesLimit = built.seriesBytesLimit
+            snapshot.collector = stats
+        }
+        changed()
+    }
 }
 
 /// The collector's part that builds snapshots of every ring's series, judges the SLOs and

@@ -1,5 +1,5 @@
 /// The formats /metrics serves, and which one a scraper's `Accept` header asks for.
-public enum ExpositionFormat: Sendable, Equatable {
+public enum ExpositionFormat: Sendable, Hashable, CaseIterable {
     /// Prometheus text 0.0.4: the default.
     case text
     /// OpenMetrics text 1.0.0: `# EOF`, `# UNIT`, counter families named without `_total`.

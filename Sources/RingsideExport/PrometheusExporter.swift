@@ -157,7 +157,23 @@ public enum PrometheusExporter {
         }
     }
 
-    static func selfMetrics(_ snapshot: Snapshot) -> [FixedFamily] {
+    /// Drops per metric (histograms and gauges; counters are exact and never drop): a line per
+    /// series, so the renderer keeps the family while the series stay as they were.
+    static func dropsFamily(_ snapshot: Snapshot) -> FixedFamily {
+        var drops: [([(String, String)], Double)] = []
+        for series in snapshot.series where series.metric.kind != .counter {
+            let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            drops.append(([("ring", series.ring), ("metric", series.metric.name), ("labels", labels)], Double(series.droppedRecords)))
+        }
+        return FixedFamily(
+            dropsFamilyName, "counter",
+            "Records of one metric and label set that were dropped (full lanes, or threads without a lane)", drops)
+    }
+
+    static let dropsFamilyName = "ringside_metric_records_dropped_total"
+
+    /// The collector's own families; `drops`, when given, is `dropsFamily` of the snapshot, kept.
+    static func selfMetrics(_ snapshot: Snapshot, drops: FixedFamily? = nil) -> [FixedFamily] {
         var result: [FixedFamily] = []
         func family(_ name: String, _ type: String, _ help: String, _ samples: [([(String, String)], Double)]) {
             result.append(FixedFamily(name, type, help, samples))
@@ -236,15 +252,7 @@ public enum PrometheusExporter {
             "ringside_lane_records_dropped_total", "counter", "Records dropped because the lane was full",
             perLane { Double($0.droppedTotal) })
 
-        // Drops per metric (histograms and gauges; counters are exact and never drop).
-        var drops: [([(String, String)], Double)] = []
-        for series in snapshot.series where series.metric.kind != .counter {
-            let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
-            drops.append(([("ring", series.ring), ("metric", series.metric.name), ("labels", labels)], Double(series.droppedRecords)))
-        }
-        family(
-            "ringside_metric_records_dropped_total", "counter",
-            "Records of one metric and label set that were dropped (full lanes, or threads without a lane)", drops)
+        result.append(drops ?? dropsFamily(snapshot))
 
         let stats = snapshot.collector
         family(
@@ -372,6 +380,9 @@ enum HelpRole: Sendable {
 /// are small. Safe to call from any thread; renders take turns.
 public final class PrometheusRenderer: Sendable {
     private let buffers = Mutex<[TextBuffer]>([])
+    /// The drops per metric of the last page, by its series: a line per series, as costly as a
+    /// third of a page of 10,000 series when nothing else changed.
+    private let keptDrops = Mutex<(key: SeriesContentKey, family: PrometheusExporter.FixedFamily)?>(nil)
     /// Buffers of at most this many bytes in all are kept for the next page (faulting in fresh
     /// pages costs more than writing them); larger ones, of a page of some 100,000 series, are
     /// freed: kept, they would hold a second copy of the page between scrapes.
@@ -382,10 +393,44 @@ public final class PrometheusRenderer: Sendable {
     /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
     /// given (the collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
     public func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
-        let page = PrometheusPage(snapshot, process: process)
-        if format == .protobuf { return page.writeProtobuf() }
+        write(plan(snapshot, process: process), format: format, families: nil, threads: PrometheusPage.threads)
+    }
+
+    /// The page's plan, with the drops per metric of the last page when its series are the same.
+    private func plan(_ snapshot: Snapshot, process: ProcessMetrics?) -> PrometheusPage {
+        let key = SeriesContentKey(snapshot)
+        let kept = key.isVersioned ? keptDrops.withLock { $0?.key == key ? $0?.family : nil } : nil
+        let page = PrometheusPage(snapshot, process: process, drops: kept)
+        if kept == nil, key.isVersioned, let drops = page.drops { keptDrops.withLock { $0 = (key, drops) } }
+        return page
+    }
+
+    /// The page for `snapshot` in two sections that, one after the other, are `render`'s page:
+    /// the families of the series, which change only when a series does (its `version` or
+    /// `wholeVersion`, or which series there are), then the collector's own (its rings, lanes,
+    /// threads, SLOs, figures and process), which change with every snapshot. A caller that kept
+    /// the series' section of a snapshot with the same series writes only the other.
+    ///
+    /// Nil when the page does not split so: a bot's metric named as one of the collector's own
+    /// families, with its type, shares that family with it (render the page whole then).
+    /// - Parameters:
+    ///   - series: whether to write the series' section (nil in the result when not).
+    ///   - threads: threads a large section is written on (text only; by default as `render`'s).
+    public func renderSections(
+        _ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text, series: Bool = true,
+        threads: Int? = nil
+    ) -> (series: [UInt8]?, own: [UInt8])? {
+        let threads = threads ?? PrometheusPage.threads
+        let page = plan(snapshot, process: process)
+        guard let sections = page.sections else { return nil }
+        let seriesBytes = series ? write(page, format: format, families: sections.series, threads: threads) : nil
+        return (seriesBytes, write(page, format: format, families: sections.own, threads: threads))
+    }
+
+    private func write(_ page: PrometheusPage, format: ExpositionFormat, families: Range<Int>?, threads: Int) -> [UInt8] {
+        if format == .protobuf { return page.writeProtobuf(families: families) }
         return buffers.withLock { buffers in
-            let bytes = page.write(reusing: &buffers, openMetrics: format == .openMetrics)
+            let bytes = page.write(reusing: &buffers, threads: threads, openMetrics: format == .openMetrics, families: families)
             if buffers.reduce(0, { $0 + $1.capacity }) > Self.keptBufferBytes { buffers = [] }
             return bytes
         }

@@ -8,10 +8,10 @@ extension PrometheusPage {
     /// The page as delimited `MetricFamily` messages (io.prometheus.client): the same families,
     /// with native buckets on histograms that have them. Written on the calling thread: a scraper
     /// that asks for protobuf wants native histograms, and their pages are not the hot path.
-    func writeProtobuf() -> [UInt8] {
+    func writeProtobuf(families range: Range<Int>? = nil) -> [UInt8] {
         var writer = ProtobufWriter()
         let windows = snapshot.windowNanos.map { formatDuration($0) }
-        for family in families {
+        for family in families[range ?? families.indices] {
             let type: ProtobufWriter.MetricType =
                 switch family.type {
                 case "counter": .counter

@@ -19,15 +19,21 @@ extension PrometheusPage {
         case series(group: Int, part: Part, position: Int)
     }
 
-    /// The page's bytes. A large page is written in slices on several threads at once, each
+    /// The page's bytes (of the families in `range`, all by default: OpenMetrics' `# EOF` ends
+    /// the last family's). A large page is written in slices on several threads at once, each
     /// slice a run of whole steps into its own buffer (from `buffers`, reused), then joined.
-    func write(reusing buffers: inout [TextBuffer], threads: Int = PrometheusPage.threads, openMetrics: Bool = false) -> [UInt8] {
-        let labels = SeriesLabels(snapshot.series)
+    func write(
+        reusing buffers: inout [TextBuffer], threads: Int = PrometheusPage.threads, openMetrics: Bool = false,
+        families range: Range<Int>? = nil
+    ) -> [UInt8] {
+        let range = range ?? families.indices
+        // The collector's own families alone (see `sections`) need no series' labels.
+        let labels = SeriesLabels(range.lowerBound < seriesFamilyCount ? snapshot.series : [])
         let shared = PrometheusExporter.SharedLabels(
             windows: snapshot.windowNanos.map { formatDuration($0) },
             quantiles: snapshot.quantiles)
-        var (steps, lines) = plan(openMetrics: openMetrics)
-        if openMetrics {
+        var (steps, lines) = plan(openMetrics: openMetrics, families: range)
+        if openMetrics, range.upperBound == families.count {
             steps.append(.text(Array("# EOF\n".utf8)))
             lines.append(1)
         }
@@ -67,14 +73,14 @@ extension PrometheusPage {
     static let threads = max(1, min(4, (try? System.sysconf(_SC_NPROCESSORS_ONLN)) ?? 1))
     static let linesPerThread = 20_000
 
-    /// The steps in page order, and about how many lines each writes.
-    private func plan(openMetrics: Bool) -> (steps: [Step], lines: [Int]) {
+    /// The steps of the families in `range`, in page order, and about how many lines each writes.
+    private func plan(openMetrics: Bool, families range: Range<Int>) -> (steps: [Step], lines: [Int]) {
         let windows = min(snapshot.windowNanos.count, snapshot.series.first?.windows.count ?? 0)
         var steps: [Step] = []
         var lines: [Int] = []
         steps.reserveCapacity(snapshot.series.count * 3 + families.count)
         lines.reserveCapacity(snapshot.series.count * 3 + families.count)
-        for family in families {
+        for family in families[range] {
             let head = TextBuffer(capacity: 256)
             if openMetrics {
                 // OpenMetrics names a counter's family without the `_total` of its samples, and

@@ -55,8 +55,19 @@ struct PrometheusPage {
     private var familyIndex: [String: Int] = [:]
     /// Series left out because another metric claimed one of their family names with another type.
     private(set) var conflicts = 0
+    /// The families the series' groups claimed: the first ones of the page. The collector's own
+    /// follow, each depending on the snapshot's other figures, not on its series (but for
+    /// `ringside_metric_records_dropped_total`, which is cheap).
+    private(set) var seriesFamilyCount = 0
+    /// Whether a family of the collector's own joined one the series claimed (a bot's metric
+    /// named as it, with its type): the page then does not split into `sections`.
+    private var ownJoinedSeries = false
 
-    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil) {
+    /// The drops per metric (`PrometheusExporter.dropsFamily`), kept by the renderer while the series stay.
+    private(set) var drops: PrometheusExporter.FixedFamily?
+
+    /// - Parameter drops: the snapshot's drops per metric, when the renderer kept them.
+    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil, drops: PrometheusExporter.FixedFamily? = nil) {
         self.snapshot = snapshot
         var groupIndex: [GroupKey: Int] = [:]
         for position in snapshot.series.indices {
@@ -81,7 +92,11 @@ struct PrometheusPage {
                 conflicts += group.members.count
             }
         }
-        for family in PrometheusExporter.selfMetrics(snapshot) { addFixed(family) }
+        seriesFamilyCount = families.count
+        for family in PrometheusExporter.selfMetrics(snapshot, drops: drops) {
+            if family.name == PrometheusExporter.dropsFamilyName { self.drops = family }
+            addFixed(family)
+        }
         for family in PrometheusExporter.threadHealthFamilies(snapshot) { addFixed(family) }
         addFixed(PrometheusExporter.buildInfo)
         for family in process?.families() ?? [] { addFixed(family) }
@@ -113,11 +128,19 @@ struct PrometheusPage {
         }
     }
 
+    /// The page's families in two runs, the series' and the collector's own, that written one
+    /// after the other make the page; nil when a family of the collector's own joined one of the
+    /// series' (see `ownJoinedSeries`).
+    var sections: (series: Range<Int>, own: Range<Int>)? {
+        ownJoinedSeries ? nil : (0..<seriesFamilyCount, seriesFamilyCount..<families.count)
+    }
+
     private mutating func addFixed(_ family: PrometheusExporter.FixedFamily) {
         guard claim([(family.name, family.type)]) else {
             conflicts += 1
             return
         }
+        if let known = familyIndex[family.name], known < seriesFamilyCount { ownJoinedSeries = true }
         add(.fixed(family), to: family.name, type: family.type, help: family.help)
     }
 }

@@ -29,6 +29,58 @@ public enum Zlib {
         return result ?? []
     }
 
+    /// A run of bytes deflated on its own (raw deflate, no container), to be joined with others
+    /// into one gzip member by `gzipMember`: a page kept in pieces is compressed a piece at a time,
+    /// and a piece that did not change is not compressed again (as pigz joins its blocks).
+    public struct Piece: Sendable {
+        /// The deflated bytes: ending on a byte boundary with an empty stored block, or, for the
+        /// last piece, with the final block.
+        public let deflated: [UInt8]
+        /// The CRC-32 and the length of the bytes before deflating, for the member's trailer.
+        public let crc: UInt32
+        public let count: Int
+    }
+
+    /// `bytes` deflated as a piece of a gzip member; `last` ends the stream (the member's last piece).
+    public static func piece(_ bytes: [UInt8], last: Bool, level: Int32 = 6) -> Piece {
+        var stream = z_stream()
+        // Negative windowBits: raw deflate, no header or trailer of its own.
+        let started = deflateInit2_(
+            &stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size))
+        precondition(started == Z_OK, "zlib's deflateInit2 failed: \(started)")  // only on no memory
+        defer { deflateEnd(&stream) }
+        // A sync flush ends on a byte boundary and does not mark the block final, so the next
+        // piece's blocks may follow it in the same stream.
+        let flush = last ? Z_FINISH : Z_SYNC_FLUSH
+        let deflated = run(over: bytes, stream: &stream, chunkBytes: 256 * 1024, step: { deflate(&$0, flush) }) { status, _, stream in
+            if status == Z_STREAM_END { return true }
+            precondition(status == Z_OK || status == Z_BUF_ERROR, "zlib's deflate failed: \(status)")
+            // A sync flush is done once deflate leaves room in the chunk with nothing left to read.
+            if !last, stream.avail_in == 0, stream.avail_out > 0 { return true }
+            return nil
+        }
+        let crc = bytes.withUnsafeBufferPointer { UInt32(crc32(0, $0.baseAddress, uInt($0.count))) }
+        return Piece(deflated: deflated ?? [], crc: crc, count: bytes.count)
+    }
+
+    /// One gzip member (RFC 1952) made of `pieces`, in order, the last one made with `last`: its
+    /// header, each piece's deflated bytes as they are (not copied), and its trailer (the CRC-32 of
+    /// all the bytes, combined from the pieces', and their length modulo 2^32).
+    public static func gzipMember(_ pieces: [Piece]) -> [[UInt8]] {
+        precondition(!pieces.isEmpty, "a gzip member needs at least its last piece")
+        // Magic, deflate, no flags, no time, no extra flags, OS unknown (255), as zlib writes it.
+        let header: [UInt8] = [0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 255]
+        var crc = pieces[0].crc
+        var total = UInt32(truncatingIfNeeded: pieces[0].count)
+        for piece in pieces.dropFirst() {
+            crc = UInt32(crc32_combine(uLong(crc), uLong(piece.crc), off_t(piece.count)))
+            total &+= UInt32(truncatingIfNeeded: piece.count)
+        }
+        var trailer: [UInt8] = []
+        for value in [crc, total] { trailer += (0..<4).map { UInt8(truncatingIfNeeded: value >> (8 * $0)) } }
+        return [header] + pieces.map(\.deflated) + [trailer]
+    }
+
     /// The bytes of a stream of `container`, or nil when it is not one or is cut short.
     public static func decompress(_ bytes: [UInt8], _ container: Container) -> [UInt8]? {
         var stream = z_stream()

@@ -45,7 +45,9 @@ public struct HTTPRequest: Sendable, Equatable {
 public struct HTTPResponse: Sendable, Equatable {
     public var status: Int
     public var contentType: String
-    public var body: [UInt8]
+    /// The body in parts, sent one after the other from where each lies: a page kept in
+    /// pieces (the collector's /metrics) is never joined into a copy to be sent.
+    public var bodyParts: [[UInt8]]
     /// Extra headers, e.g. `Cache-Control`. `Content-Length`, `Content-Type` and `Connection`
     /// here are ignored (the server owns framing), and CR or LF in a value becomes a space so a
     /// value built from data can never split the response.
@@ -55,9 +57,16 @@ public struct HTTPResponse: Sendable, Equatable {
         status: Int = 200, contentType: String = "text/plain; charset=utf-8", body: [UInt8],
         headers: [HTTPHeader] = []
     ) {
+        self.init(status: status, contentType: contentType, bodyParts: [body], headers: headers)
+    }
+
+    public init(
+        status: Int = 200, contentType: String = "text/plain; charset=utf-8", bodyParts: [[UInt8]],
+        headers: [HTTPHeader] = []
+    ) {
         self.status = status
         self.contentType = contentType
-        self.body = body
+        self.bodyParts = bodyParts
         self.headers = headers
     }
 
@@ -66,6 +75,21 @@ public struct HTTPResponse: Sendable, Equatable {
         headers: [HTTPHeader] = []
     ) {
         self.init(status: status, contentType: contentType, body: Array(text.utf8), headers: headers)
+    }
+
+    /// The body in one piece (joined when it is in parts).
+    public var body: [UInt8] {
+        get { bodyParts.count == 1 ? bodyParts[0] : Array(bodyParts.joined()) }
+        set { bodyParts = [newValue] }
+    }
+
+    /// The body's length in bytes.
+    public var bodyCount: Int { bodyParts.reduce(0) { $0 + $1.count } }
+
+    /// Equal when they would put the same bytes on the wire, however the body is split.
+    public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
+        lhs.status == rhs.status && lhs.contentType == rhs.contentType && lhs.headers == rhs.headers
+            && lhs.bodyCount == rhs.bodyCount && lhs.bodyParts.joined().elementsEqual(rhs.bodyParts.joined())
     }
 
     /// A plain-text 404 naming the path, for routes the handler does not serve.

@@ -8,18 +8,18 @@ enum ConnectionDisposition {
     case close
 }
 
-/// The wire bytes of a response: status line, headers and blank line, then the body (empty for
-/// `headOnly`). The two stay apart so a large body is sent from where it is, never copied.
+/// The wire bytes of a response: status line, headers and blank line, then the body's parts (none
+/// for `headOnly`). They stay apart so a large body is sent from where it is, never copied.
 ///
 /// `Content-Length` is always the body's length, also for `HEAD`, so a `HEAD` tells the client
 /// what a `GET` would send.
 func encodeResponse(
     _ response: HTTPResponse, headOnly: Bool,
     disposition: ConnectionDisposition
-) -> (head: [UInt8], body: [UInt8]) {
+) -> (head: [UInt8], body: [[UInt8]]) {
     var head = "HTTP/1.1 \(response.status) \(reasonPhrase(response.status))\r\n"
     head += "Content-Type: \(headerSafe(response.contentType))\r\n"
-    head += "Content-Length: \(response.body.count)\r\n"
+    head += "Content-Length: \(response.bodyCount)\r\n"
     for header in response.headers where !isFramingHeader(header.name) {
         head += "\(headerSafe(header.name)): \(headerSafe(header.value))\r\n"
     }
@@ -29,13 +29,13 @@ func encodeResponse(
     case .close: head += "Connection: close\r\n"
     }
     head += "\r\n"
-    return (Array(head.utf8), headOnly ? [] : response.body)
+    return (Array(head.utf8), headOnly ? [] : response.bodyParts.filter { !$0.isEmpty })
 }
 
 /// A small response in one piece, for the one-shot sends of refusals.
 func encodedBytes(_ response: HTTPResponse) -> [UInt8] {
     let (head, body) = encodeResponse(response, headOnly: false, disposition: .close)
-    return head + body
+    return head + body.joined()
 }
 
 /// The response the server itself sends for a request it refuses. `405` and `501` carry `Allow`

@@ -307,7 +307,7 @@ final class ServerLoop {
         disposition: ConnectionDisposition, now: Int64
     ) {
         let (head, body) = encodeResponse(response, headOnly: headOnly, disposition: disposition)
-        connection.output = [head, body]
+        connection.output = [head] + body
         connection.phase = .writing(closeAfter: disposition == .close)
         connection.deadline = now + limits.writeTimeout.wholeMilliseconds
     }

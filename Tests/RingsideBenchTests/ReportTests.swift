@@ -79,7 +79,7 @@ struct ReportTests {
         #expect(report.table.contains("thread_sampler.2000lanes.idle") && report.table.contains("0.23 % of a core"))
     }
 
-    @Test("scrape --json has a row per phase with nearest-rank p50 and p90; the table lists them")
+    @Test("scrape --json has a row per phase with nearest-rank p50, p90 and p99; the table lists them")
     func scrapeReport() throws {
         let millis = (1...10).map(Double.init)
         let report = ScrapeReport(
@@ -94,6 +94,7 @@ struct ReportTests {
         #expect(results.map { $0["name"] as? String } == ["scrape.first", "scrape.busy"])
         #expect(results[0]["p50_ms"] as? Double == 42.3 && results[0]["max_ms"] as? Double == 42.3)
         #expect(results[1]["p50_ms"] as? Int == 5 && results[1]["p90_ms"] as? Int == 9 && results[1]["scrapes"] as? Int == 10)
+        #expect(results[1]["p99_ms"] as? Int == 10)
         #expect(report.table.contains("page: 10000 series, 19.8 MB"))
         #expect(report.table.split(separator: "\n").contains { $0.hasPrefix("scrape.busy") && $0.contains("5.0") && $0.contains("9.0") })
     }

@@ -42,6 +42,26 @@ struct CollectorTests {
         }
     }
 
+    @Test("the collector's figures brought up to date while every ring is quiet keep the series' counts of the last snapshot")
+    func quietUpdateKeepsSeriesFigures() throws {
+        try withRingDirectory { directory in
+            let ring = try Bot.attach("quiet", directory: directory.path, options: .init(laneCapacity: 1024))
+            try ring.histogram("latency").record(5)
+            let collector = try makeCollector(directory, windows: [1_000_000_000], captured: CapturedLog())
+            let start = rs_clock_precise_ns()
+            // Drained, then its window empty, then a snapshot of every ring quiet.
+            for offset: UInt64 in [0, 3_000_000_000, 3_100_000_000] { collector.runPass(nowNanos: start + offset, forcePublish: true) }
+            let generation = collector.snapshot.generation
+            let revision = collector.published.revision
+            collector.runPass(nowNanos: start + 3_500_000_000)  // a refresh due, nothing new: the figures alone
+            #expect(collector.published.revision > revision, "brought up to date")
+            #expect(collector.snapshot.generation == generation, "without a new snapshot")
+            #expect(collector.snapshot.collector.series == 1)
+            #expect(collector.snapshot.collector.seriesLimit == collector.options.maxSeries)
+            #expect(collector.snapshot.collector.seriesBytes > 0)
+        }
+    }
+
     @Test("a quiet histogram's all-time histogram, and the buckets a page computed from it, are kept from snapshot to snapshot")
     func allTimeHistogramKeptWhileQuiet() throws {
         try withRingDirectory { directory in

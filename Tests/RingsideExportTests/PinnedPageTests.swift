@@ -150,3 +150,80 @@ struct PinnedPageTests {
         #expect(rendered == expected, "the \(format) page differs from Tests/fixtures/pinned-metrics.\(suffix)")
     }
 }
+
+@Suite("/metrics in two sections: the series' families, then the collector's own")
+struct PageSectionsTests {
+    static let process = ProcessMetrics(
+        cpuSeconds: 1.5, residentMemoryBytes: 4_096, virtualMemoryBytes: 8_192, openFDs: 9, maxFDs: 1_024,
+        startTimeSeconds: 1_700_000_000)
+
+    @Test(
+        "the series' section then the collector's own are the page, byte for byte, in every format",
+        arguments: [ExpositionFormat.text, .openMetrics, .protobuf])
+    func sectionsMakeThePage(format: ExpositionFormat) throws {
+        let snapshot = pinnedSnapshot()
+        let renderer = PrometheusRenderer()
+        let sections = try #require(renderer.renderSections(snapshot, process: Self.process, format: format))
+        let series = try #require(sections.series)
+        #expect(!series.isEmpty && !sections.own.isEmpty)
+        #expect(series + sections.own == renderer.render(snapshot, process: Self.process, format: format))
+        // On one thread or several, the same bytes; the own section alone when asked.
+        let alone = try #require(renderer.renderSections(snapshot, process: Self.process, format: format, series: false, threads: 1))
+        #expect(alone.series == nil)
+        #expect(alone.own == sections.own)
+        if format == .text {
+            #expect(String(decoding: series, as: UTF8.self).hasPrefix("# HELP fill_latency_seconds "))
+            #expect(String(decoding: sections.own, as: UTF8.self).hasPrefix("# HELP ringside_ring_producer_alive "))
+        }
+    }
+
+    @Test("a bot's metric named as one of the collector's own families, with its type, shares the family: the page does not split")
+    func sharedFamilyDoesNotSplit() throws {
+        var snapshot = pinnedSnapshot()
+        let metric = MetricDescriptor(
+            index: 99, name: "ringside_collector_rings", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1)
+        var gauge = SeriesSnapshot(ring: "bot-a", metric: metric, id: 999, windows: snapshot.series[0].windows.map { _ in WindowStats() })
+        gauge.lastValue = 3
+        snapshot.series.append(gauge)
+        let renderer = PrometheusRenderer()
+        #expect(renderer.renderSections(snapshot, format: .text) == nil)
+        let page = String(decoding: renderer.render(snapshot, format: .text), as: UTF8.self)
+        #expect(page.contains("ringside_collector_rings{ring=\"bot-a\"} 3\n"), "the bot's series is in the family")
+    }
+}
+
+@Suite("PrometheusRenderer keeps the drops per metric while the series stay the same")
+struct KeptDropsTests {
+    /// The pinned snapshot, numbered as the collector numbers its series.
+    private static func versioned() -> Snapshot {
+        var snapshot = pinnedSnapshot()
+        for index in snapshot.series.indices {
+            snapshot.series[index].version = UInt64(100 + index)
+            snapshot.series[index].wholeVersion = UInt64(200 + index)
+        }
+        return snapshot
+    }
+
+    private static func drops(_ page: [UInt8]) -> [Substring] {
+        String(decoding: page, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("ringside_metric_records_dropped_total{") }
+    }
+
+    @Test(
+        "a series' new drop count (a new whole version) shows on the next page of the same renderer; a hand-made snapshot is never taken for a kept one"
+    )
+    func dropsFollowTheSeries() throws {
+        let renderer = PrometheusRenderer()
+        var snapshot = Self.versioned()
+        let first = renderer.render(snapshot)
+        #expect(Self.drops(first) == Self.drops(PrometheusRenderer().render(snapshot)))
+        snapshot.series[0].droppedRecords += 1_000
+        snapshot.series[0].wholeVersion = 500
+        #expect(Self.drops(renderer.render(snapshot)) == Self.drops(PrometheusRenderer().render(snapshot)))
+        #expect(Self.drops(renderer.render(snapshot)) != Self.drops(first))
+        // Without versions (made by hand), nothing is kept: a change shows whatever the numbers.
+        var unversioned = pinnedSnapshot()
+        _ = renderer.render(unversioned)
+        unversioned.series[0].droppedRecords += 7
+        #expect(Self.drops(renderer.render(unversioned)) == Self.drops(PrometheusRenderer().render(unversioned)))
+    }
+}

@@ -14,6 +14,23 @@ struct ZlibTests {
         #expect(Zlib.decompress(Zlib.compress([], .gzip), .gzip) == [])
     }
 
+    @Test("pieces deflated on their own join into one gzip member of all their bytes, in order")
+    func piecesMakeOneMember() throws {
+        let line = Array("order_fill_latency_seconds_bucket{ring=\"demo-bot\",le=\"0.0001\"} 12345\n".utf8)
+        // Larger than deflate's output chunk, empty, and small: the member holds each as it is.
+        let large = (0..<20_000).flatMap { index in line + Array(String(index).utf8) }
+        let pieces: [[UInt8]] = [large, [], Array("# EOF\n".utf8), large.reversed()]
+        let member = Zlib.gzipMember(pieces.indices.map { Zlib.piece(pieces[$0], last: $0 == pieces.count - 1) })
+        let joined = Array(member.joined())
+        #expect(Zlib.decompress(joined, .gzip) == pieces.flatMap { $0 }, "inflate checks the CRC and the length too")
+        #expect(joined.count * 5 < large.count * 2)
+        // A single last piece is a member alone; a trailer that lies is refused.
+        #expect(Zlib.decompress(Array(Zlib.gzipMember([Zlib.piece(line, last: true)]).joined()), .gzip) == line)
+        var wrongCRC = joined
+        wrongCRC[wrongCRC.count - 5] ^= 1
+        #expect(Zlib.decompress(wrongCRC, .gzip) == nil)
+    }
+
     @Test("a damaged or truncated stream is refused, not misread")
     func damaged() {
         let compressed = Zlib.compress(Array(repeating: 7, count: 10_000), .gzip)

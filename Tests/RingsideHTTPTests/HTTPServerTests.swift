@@ -85,6 +85,23 @@ struct HTTPServerTests {
         }
     }
 
+    @Test("A body in parts goes out as one, in order, its length their sum; HEAD gets that length and no body")
+    func bodyInParts() throws {
+        // Larger than one turn's write slice, empty, and small: each part sent from where it lies.
+        let large = [UInt8]((0..<300_000).map { UInt8(ascii: "a") + UInt8($0 % 26) })
+        let parts: [[UInt8]] = [Array("head-".utf8), [], large, Array("-tail\n".utf8)]
+        try withServer(handler: { _ in HTTPResponse(bodyParts: parts) }) { server in
+            let client = try RawClient(port: server.boundPort)
+            try client.send("GET /parts HTTP/1.1\r\nHost: x\r\n\r\n")
+            let response = try client.readResponse()
+            #expect(response.header("Content-Length") == String(parts.joined().count))
+            #expect(response.body == Array(parts.joined()))
+            try client.send("HEAD /parts HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try client.readResponse(toHEAD: true).header("Content-Length") == String(parts.joined().count))
+        }
+        #expect(HTTPResponse(bodyParts: parts) == HTTPResponse(body: Array(parts.joined())), "equal when the same bytes go out")
+    }
+
     @Test("Connection: close is honored")
     func connectionClose() throws {
         try withServer { server in

@@ -143,7 +143,7 @@ struct RequestParserTests {
         let response = HTTPResponse(text: "x", headers: [HTTPHeader("X-Bot", "a\r\nSet-Cookie: y"), HTTPHeader("Content-Length", "99")])
         let (head, body) = encodeResponse(response, headOnly: false, disposition: .keepAlive)
         #expect(
-            String(decoding: head + body, as: UTF8.self)
+            String(decoding: head + body.joined(), as: UTF8.self)
                 == "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 1\r\nX-Bot: a  Set-Cookie: y\r\n\r\nx")
         #expect(encodeResponse(response, headOnly: true, disposition: .keepAlive).body.isEmpty)
     }

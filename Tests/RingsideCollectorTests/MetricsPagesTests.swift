@@ -1,0 +1,186 @@
+import CRingside
+import Dispatch
+import Ringside
+@testable import RingsideCollector
+import RingsideExport
+import RingsideSnapshot
+import RingsideTestSupport
+import Synchronization
+import Testing
+
+/// Fixed process figures: a page rendered twice from one snapshot is then the same bytes.
+private let fixedProcess = ProcessMetrics(
+    cpuSeconds: 2, residentMemoryBytes: 1_048_576, virtualMemoryBytes: 4_194_304, openFDs: 7, maxFDs: 1_024,
+    startTimeSeconds: 1_700_000_000)
+
+private final class HlogErrors: Sendable {
+    let value = Mutex<UInt64>(0)
+}
+
+/// The collector's pages; `hlogErrors`, when given, stands for what the subscribers report (a
+/// figure of the collector's own that moves without any series changing).
+private func metricsPages(of collector: Collector, hlogErrors: HlogErrors? = nil) -> MetricsPages {
+    let published = collector.published
+    return MetricsPages(
+        published: published,
+        source: {
+            var snapshot = published.snapshot
+            if let hlogErrors { snapshot.collector.hlogErrors = hlogErrors.value.withLock { $0 } }
+            return snapshot
+        }, process: { fixedProcess })
+}
+
+/// The page's body as a scraper reads it (gunzipped when gzipped).
+private func body(_ page: MetricsPages.Page, _ variant: MetricsPages.Variant) -> [UInt8] {
+    let bytes = Array(page.parts.joined())
+    return variant.gzip ? Zlib.decompress(bytes, .gzip) ?? [] : bytes
+}
+
+private func baseAddress(_ bytes: [UInt8]) -> UnsafePointer<UInt8>? { bytes.withUnsafeBufferPointer { $0.baseAddress } }
+
+/// A turn of the renderer's thread, late enough to be past its spacing (the clock's now is its only input).
+private func renderTurn(_ pages: MetricsPages, laterBy nanos: UInt64 = 60_000_000_000) {
+    pages.renderDue(nowNanos: rs_clock_precise_ns() + nanos)
+}
+
+@Suite("MetricsPages: /metrics served from pages rendered once per change, off the drain thread")
+struct MetricsPagesTests {
+    static let variants = ExpositionFormat.allCases.flatMap {
+        [MetricsPages.Variant($0, gzip: false), MetricsPages.Variant($0, gzip: true)]
+    }
+
+    @Test(
+        "a page served after a snapshot where no series changed is a fresh render of that snapshot, byte for byte, its series' section kept",
+        arguments: variants)
+    func keptSectionIsFresh(variant: MetricsPages.Variant) throws {
+        try withRingDirectory { directory in
+            let ring = try Bot.attach("kept", directory: directory.path, options: .init(laneCapacity: 1024))
+            try ring.histogram("latency", unit: .nanoseconds, labels: ["side": "buy"]).record(1_500)
+            try ring.counter("orders").increment(by: 3)
+            try ring.gauge("depth").set(2.5)
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let now = rs_clock_precise_ns()
+            collector.runPass(nowNanos: now, forcePublish: true)
+            let errors = HlogErrors()
+            let pages = metricsPages(of: collector, hlogErrors: errors)
+            let first = pages.page(for: variant)
+            let renderer = PrometheusRenderer()
+            var snapshot = collector.snapshot
+            snapshot.collector.hlogErrors = 0
+            let firstKey = SeriesContentKey(snapshot)
+            #expect(body(first, variant) == renderer.render(snapshot, process: fixedProcess, format: variant.format))
+
+            // A new snapshot at the same instant, nothing recorded: the series are as they were, a
+            // figure of the collector's own is not.
+            errors.value.withLock { $0 = 5 }
+            collector.runPass(nowNanos: now, forcePublish: true)
+            snapshot = collector.snapshot
+            snapshot.collector.hlogErrors = 5
+            #expect(SeriesContentKey(snapshot) == firstKey, "no series changed")
+            let second = pages.page(for: variant)
+            #expect(second.revision > first.revision, "rendered again for the new snapshot")
+            #expect(body(second, variant) == renderer.render(snapshot, process: fixedProcess, format: variant.format))
+            #expect(body(second, variant) != body(first, variant), "the collector's own figures moved")
+            // The series' section (a gzip member's first piece after its header) is the one kept, not rendered again.
+            let series = variant.gzip ? 1 : 0
+            #expect(baseAddress(second.parts[series]) == baseAddress(first.parts[series]))
+            #expect(pages.page(for: variant).revision == second.revision, "no change, no render")
+            #expect(pages.renders(of: variant) == 2)
+        }
+    }
+
+    @Test(
+        "a changed series shows in the next page; only the variants polled are rendered ahead, once per change, until no longer scraped")
+    func onlyScrapedFormats() throws {
+        try withRingDirectory { directory in
+            let ring = try Bot.attach("only", directory: directory.path, options: .init(laneCapacity: 1024))
+            let latency = try ring.histogram("latency", unit: .nanoseconds)
+            latency.record(1_000)
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            pass(collector)
+            let pages = metricsPages(of: collector)
+            let scraped = MetricsPages.Variant(.openMetrics, gzip: true)
+            func count() -> String? {
+                String(decoding: body(pages.page(for: scraped), scraped), as: UTF8.self).split(separator: "\n")
+                    .first { $0.hasPrefix("latency_seconds_count{") }.map { String($0.split(separator: " ").last ?? "") }
+            }
+            #expect(count() == "1")
+            #expect(count() == "1", "scraped twice: polled")
+            let once = MetricsPages.Variant(.protobuf, gzip: true)
+            _ = pages.page(for: once)
+            for value in 2...4 {
+                latency.record(UInt64(value) * 1_000)
+                pass(collector)
+                renderTurn(pages)
+                renderTurn(pages)  // nothing new: nothing rendered
+                #expect(pages.renders(of: scraped) == value)
+                #expect(count() == String(value), "the change shows in the page rendered after its snapshot")
+            }
+            #expect(pages.renders(of: once) == 1, "scraped once: rendered for that scrape alone")
+            for variant in Self.variants where variant != scraped && variant != once {
+                #expect(pages.renders(of: variant) == 0, "\(variant) was never scraped")
+            }
+            // Not scraped for longer than the interest: let go, and no longer rendered.
+            renderTurn(pages, laterBy: MetricsPages.interestNanos + 1_000_000_000)
+            latency.record(9_000)
+            pass(collector)
+            renderTurn(pages, laterBy: MetricsPages.interestNanos + 2_000_000_000)
+            #expect(pages.renders(of: scraped) == 4)
+        }
+    }
+
+    @Test(
+        "while a render is held, scrapes get the page before it at once and the drain goes on publishing; the change shows once it is done")
+    func slowRenderDelaysNothing() throws {
+        try withRingDirectory { directory in
+            let ring = try Bot.attach("slow", directory: directory.path, options: .init(laneCapacity: 1 << 14))
+            let latency = try ring.histogram("latency", unit: .nanoseconds)
+            latency.record(1_000)
+            let collector = try makeCollector(directory, pollNanos: 5_000_000, captured: CapturedLog())
+            pass(collector)
+            let pages = metricsPages(of: collector)
+            let variant = MetricsPages.Variant(.text, gzip: false)
+            let before = pages.page(for: variant)  // rendered on this thread: the thread is not started yet
+            #expect(pages.page(for: variant).revision == before.revision, "scraped twice: polled, kept up to date")
+
+            let entered = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            pages.setBeforeRender { _ in
+                entered.signal()
+                release.wait()
+            }
+            collector.start()
+            pages.start()
+            defer {
+                pages.setBeforeRender(nil)
+                release.signal()
+                pages.stop()
+                collector.stop()
+            }
+            latency.record(2_000)
+            #expect(entered.wait(timeout: .now() + 30) == .success, "the thread renders after a publish")
+            // The render is held: a scrape is answered from the page kept, at once.
+            let during = pages.page(for: variant)
+            #expect(during.revision == before.revision)
+            #expect(baseAddress(during.parts[0]) == baseAddress(before.parts[0]))
+            // ... and the drain thread drains and publishes meanwhile.
+            let generation = collector.snapshot.generation
+            var recorded = 2
+            #expect(
+                eventually {
+                    latency.record(UInt64(recorded + 1) * 1_000)
+                    recorded += 1
+                    return collector.snapshot.generation >= generation + 3
+                }, "publishes go on while a render is held")
+            #expect(eventually { collector.snapshot.series("latency")?.cumulativeCount == UInt64(recorded) }, "all drained")
+
+            pages.setBeforeRender(nil)
+            release.signal()
+            let shown = eventually { () -> Bool? in
+                let page = String(decoding: pages.page(for: variant).parts.joined(), as: UTF8.self)
+                return page.contains("latency_seconds_count{ring=\"slow\"} \(recorded)\n") ? true : nil
+            }
+            #expect(shown == true, "the latest count shows once the render is let go")
+        }
+    }
+}
