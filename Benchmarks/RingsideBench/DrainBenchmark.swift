@@ -1,0 +1,166 @@
+import CRingside
+import CRingsideBench
+import Ringside
+import RingsideAggregation
+import RingsideCollector
+
+/// The drain rows of `ringside-bench collector`: what draining and aggregating a record costs the
+/// collector's one drain thread when the same 1,048,576 records are spread over 1, 8 or 64 rings,
+/// against a bare loop recording as many values into one `WindowedHistogram`.
+///
+/// Every row runs once per round, in turn (the first row one further on each round), so a change
+/// of the machine's speed falls on every row alike; a row's figure is the median of its rounds',
+/// and its ratios the medians of the rounds' ratios.
+enum DrainBenchmark {
+    /// Ring counts of the drain rows; each fill writes `recordsPerFill` records over all the rings.
+    static let ringCounts = [1, 8, 64]
+    static let recordsPerFill = 1 << 20
+    /// Rounds at most, whatever the duration asks.
+    static let maxRounds = 200
+
+    /// One ring count's rings, the thread that fills them, and the collector that drains them.
+    final class RingSet {
+        let rings: Int
+        let filler: RingFiller
+        let collector: Collector
+        var roundNanosPerRecord: [Double] = []
+        var records: UInt64 = 0
+        var passes = 0
+
+        init(rings: Int, directory: String, producerCPU: Int32) throws(BenchError) {
+            self.rings = rings
+            filler = try RingFiller(rings: rings, capacity: DrainBenchmark.recordsPerFill / rings, directory: directory, cpu: producerCPU)
+            collector = Collector(options: CollectorBenchmark.options(directory: directory), log: CollectorBenchmark.quietLog)
+            collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)  // discovers and attaches
+            let attached = collector.snapshot.rings.filter { $0.state == .live }.count
+            guard attached == rings else {
+                filler.stop()
+                throw BenchError("the collector attached \(attached) of \(rings) rings in \(directory)")
+            }
+            // A round untimed, by forced passes: the lanes the first records claimed are mapped,
+            // the rings proven by their valid records, the series made and their counts grown.
+            let expected = try filler.fill()
+            var drained = 0
+            while drained < expected {
+                let count = collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
+                guard count > 0 else {
+                    throw BenchError("warming up \(rings) rings: a pass drained nothing, \(expected - drained) waiting")
+                }
+                drained += count
+            }
+        }
+
+        /// Fills every ring, then drains them with timed passes; returns the passes' nanoseconds
+        /// per record.
+        ///
+        /// An untimed forced pass first publishes what the last round drained and moves every
+        /// series' windows to `now`; the timed passes then see the clock stand at `now` (the
+        /// records' later timestamps are clamped to it, as the collector clamps any from its
+        /// future), so they hold draining alone: no snapshot, window rotation or liveness look
+        /// falls in them. Those cost per second, not per record (the live run measures them).
+        func round() throws(BenchError) -> Double {
+            let now = rs_clock_precise_ns()
+            collector.runPass(nowNanos: now, forcePublish: true)
+            let expected = try filler.fill()
+            var drained = 0
+            var nanos: UInt64 = 0
+            var emptyPasses = 0
+            while drained < expected {
+                let start = rs_clock_precise_ns()
+                let count = collector.runPass(nowNanos: now)
+                nanos &+= rs_clock_precise_ns() &- start
+                passes += 1
+                drained += count
+                // A pass may end empty: its time spent (the thread preempted) before it reached a
+                // ring with records. Many in a row mean records the collector does not see.
+                emptyPasses = count == 0 ? emptyPasses + 1 : 0
+                if emptyPasses == 1_000 {
+                    throw BenchError("\(rings) rings: 1,000 passes drained nothing with \(expected - drained) records waiting")
+                }
+            }
+            records += UInt64(drained)
+            return Double(nanos) / Double(drained)
+        }
+
+        func stop() { filler.stop() }
+    }
+
+    /// The baseline: as many values as a fill holds recorded into one `WindowedHistogram` (the
+    /// collector's per-record update of a histogram series, alone), the same values the rings carry.
+    struct Baseline {
+        var histogram = WindowedHistogram()
+        let values = LatencyValues()
+        var roundNanosPerRecord: [Double] = []
+        var records: UInt64 = 0
+
+        init() {
+            _ = record()  // warms up, as the rings' first fill does: the counts are grown
+        }
+
+        mutating func round() -> Double {
+            let perRecord = Double(record()) / Double(DrainBenchmark.recordsPerFill)
+            records += UInt64(DrainBenchmark.recordsPerFill)
+            return perRecord
+        }
+
+        /// Records a fill's worth of values; returns the nanoseconds it took.
+        private mutating func record() -> UInt64 {
+            let now = rs_clock_precise_ns()
+            histogram.advance(toNanos: now)
+            let start = rs_clock_precise_ns()
+            for index in 0..<DrainBenchmark.recordsPerFill {
+                histogram.record(values[index], atNanos: now)
+            }
+            let nanos = rs_clock_precise_ns() &- start
+            // Read, so the loop cannot be dropped.
+            precondition(histogram.cumulativeCount >= UInt64(DrainBenchmark.recordsPerFill))
+            return nanos
+        }
+    }
+
+    /// Runs the rows in rounds: at least `minimumRounds`, and until each row has had about
+    /// `seconds` of timed draining (at most `maxRounds`).
+    static func run(
+        seconds: Double, minimumRounds: Int, scratch: ScratchDirectory, producerCPU: Int32,
+        progress: (String) -> Void
+    ) throws(BenchError) -> [CollectorReport.Drain] {
+        var sets: [RingSet] = []
+        defer { for set in sets { set.stop() } }
+        for rings in ringCounts {
+            progress("drain: making \(rings) ring(s)")
+            sets.append(try RingSet(rings: rings, directory: try scratch.subdirectory("drain\(rings)"), producerCPU: producerCPU))
+        }
+        var baseline = Baseline()
+        let rows = sets.count + 1
+        progress("drain: rounds of \(sets.map { "\($0.rings)" }.joined(separator: ", ")) ring(s) and the baseline")
+        var round = 0
+        var timedNanos = 0.0
+        while round < maxRounds && (round < minimumRounds || timedNanos < seconds * 1e9 * Double(rows)) {
+            for turn in 0..<rows {
+                let row = (round + turn) % rows
+                let perRecord: Double
+                if row < sets.count {
+                    perRecord = try sets[row].round()
+                    sets[row].roundNanosPerRecord.append(perRecord)
+                } else {
+                    perRecord = baseline.round()
+                    baseline.roundNanosPerRecord.append(perRecord)
+                }
+                timedNanos += perRecord * Double(recordsPerFill)
+            }
+            round += 1
+        }
+        let one = sets[0].roundNanosPerRecord
+        var drains = sets.map { set in
+            CollectorReport.Drain(
+                name: set.rings == 1 ? "drain.1ring" : "drain.\(set.rings)rings", rings: set.rings,
+                roundNanosPerRecord: set.roundNanosPerRecord, oneRingRoundNanos: one,
+                baselineRoundNanos: baseline.roundNanosPerRecord, records: set.records, passes: set.passes)
+        }
+        drains.append(
+            CollectorReport.Drain(
+                name: "drain.baseline", rings: 0, roundNanosPerRecord: baseline.roundNanosPerRecord, oneRingRoundNanos: one,
+                baselineRoundNanos: baseline.roundNanosPerRecord, records: baseline.records, passes: 0))
+        return drains
+    }
+}
