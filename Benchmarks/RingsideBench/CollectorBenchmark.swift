@@ -60,7 +60,7 @@ public enum CollectorBenchmark {
             "Drain: a producer thread fills every ring until full (1,048,576 records in all, spread evenly over "
             + "1, 8 or 64 rings; calls a mix of 60 % histograms, 30 % counters, 10 % gauges over 7 metrics a ring, "
             + "counters writing no records), then Collector.runPass drains and aggregates them on one thread, the "
-            + "passes timed with CLOCK_MONOTONIC; before the fill an untimed forced pass publishes the last round "
+            + "passes timed by that thread's CPU time (CLOCK_THREAD_CPUTIME_ID; wall time beside it); before the fill an untimed forced pass publishes the last round "
             + "and moves the windows to its time, at which the timed passes see the clock stand (no publish, window "
             + "rotation or liveness look in them: they cost per second, not per record); baseline = as many values "
             + "recorded into one WindowedHistogram in a loop. Interleaved rounds (at least --rounds, until each row "

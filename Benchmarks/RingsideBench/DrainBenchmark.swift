@@ -1,4 +1,7 @@
 import CRingside
+#if canImport(Glibc)
+import Glibc
+#endif
 import CRingsideBench
 import Ringside
 import RingsideAggregation
@@ -10,7 +13,10 @@ import RingsideCollector
 ///
 /// Every row runs once per round, in turn (the first row one further on each round), so a change
 /// of the machine's speed falls on every row alike; a row's figure is the median of its rounds',
-/// and its ratios the medians of the rounds' ratios.
+/// and its ratios the medians of the rounds' ratios. A round's figure is the drain thread's CPU
+/// time per record (CLOCK_THREAD_CPUTIME_ID): on a machine shared with other work the wall time
+/// also counts the time the thread waited for its CPU, which says nothing of the drain's cost (it
+/// is reported beside it).
 enum DrainBenchmark {
     /// Ring counts of the drain rows; each fill writes `recordsPerFill` records over all the rings.
     static let ringCounts = [1, 8, 64]
@@ -23,7 +29,7 @@ enum DrainBenchmark {
         let rings: Int
         let filler: RingFiller
         let collector: Collector
-        var roundNanosPerRecord: [Double] = []
+        var rounds: [Round] = []
         var records: UInt64 = 0
         var passes = 0
 
@@ -58,17 +64,20 @@ enum DrainBenchmark {
         /// records' later timestamps are clamped to it, as the collector clamps any from its
         /// future), so they hold draining alone: no snapshot, window rotation or liveness look
         /// falls in them. Those cost per second, not per record (the live run measures them).
-        func round() throws(BenchError) -> Double {
+        func round() throws(BenchError) -> Round {
             let now = rs_clock_precise_ns()
             collector.runPass(nowNanos: now, forcePublish: true)
             let expected = try filler.fill()
             var drained = 0
             var nanos: UInt64 = 0
+            var cpuNanos: UInt64 = 0
             var emptyPasses = 0
             while drained < expected {
+                let cpuStart = threadCPUNanos()
                 let start = rs_clock_precise_ns()
                 let count = collector.runPass(nowNanos: now)
                 nanos &+= rs_clock_precise_ns() &- start
+                cpuNanos &+= threadCPUNanos() &- cpuStart
                 passes += 1
                 drained += count
                 // A pass may end empty: its time spent (the thread preempted) before it reached a
@@ -79,7 +88,7 @@ enum DrainBenchmark {
                 }
             }
             records += UInt64(drained)
-            return Double(nanos) / Double(drained)
+            return Round(cpuNanosPerRecord: Double(cpuNanos) / Double(drained), wallNanosPerRecord: Double(nanos) / Double(drained))
         }
 
         func stop() { filler.stop() }
@@ -90,32 +99,48 @@ enum DrainBenchmark {
     struct Baseline {
         var histogram = WindowedHistogram()
         let values = LatencyValues()
-        var roundNanosPerRecord: [Double] = []
+        var rounds: [Round] = []
         var records: UInt64 = 0
 
         init() {
             _ = record()  // warms up, as the rings' first fill does: the counts are grown
         }
 
-        mutating func round() -> Double {
-            let perRecord = Double(record()) / Double(DrainBenchmark.recordsPerFill)
+        mutating func round() -> Round {
+            let (cpuNanos, nanos) = record()
             records += UInt64(DrainBenchmark.recordsPerFill)
-            return perRecord
+            let count = Double(DrainBenchmark.recordsPerFill)
+            return Round(cpuNanosPerRecord: Double(cpuNanos) / count, wallNanosPerRecord: Double(nanos) / count)
         }
 
-        /// Records a fill's worth of values; returns the nanoseconds it took.
-        private mutating func record() -> UInt64 {
+        /// Records a fill's worth of values; returns the CPU and wall nanoseconds it took.
+        private mutating func record() -> (cpu: UInt64, wall: UInt64) {
             let now = rs_clock_precise_ns()
             histogram.advance(toNanos: now)
+            let cpuStart = threadCPUNanos()
             let start = rs_clock_precise_ns()
             for index in 0..<DrainBenchmark.recordsPerFill {
                 histogram.record(values[index], atNanos: now)
             }
             let nanos = rs_clock_precise_ns() &- start
+            let cpuNanos = threadCPUNanos() &- cpuStart
             // Read, so the loop cannot be dropped.
             precondition(histogram.cumulativeCount >= UInt64(DrainBenchmark.recordsPerFill))
-            return nanos
+            return (cpuNanos, nanos)
         }
+    }
+
+    /// One row's round: nanoseconds per record, of the drain thread's CPU time and of the wall.
+    struct Round {
+        var cpuNanosPerRecord: Double
+        var wallNanosPerRecord: Double
+    }
+
+    /// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID, which cannot fail for it).
+    static func threadCPUNanos() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
     /// Runs the rows in rounds: at least `minimumRounds`, and until each row has had about
@@ -138,29 +163,30 @@ enum DrainBenchmark {
         while round < maxRounds && (round < minimumRounds || timedNanos < seconds * 1e9 * Double(rows)) {
             for turn in 0..<rows {
                 let row = (round + turn) % rows
-                let perRecord: Double
+                let result: Round
                 if row < sets.count {
-                    perRecord = try sets[row].round()
-                    sets[row].roundNanosPerRecord.append(perRecord)
+                    result = try sets[row].round()
+                    sets[row].rounds.append(result)
                 } else {
-                    perRecord = baseline.round()
-                    baseline.roundNanosPerRecord.append(perRecord)
+                    result = baseline.round()
+                    baseline.rounds.append(result)
                 }
-                timedNanos += perRecord * Double(recordsPerFill)
+                timedNanos += result.wallNanosPerRecord * Double(recordsPerFill)
             }
             round += 1
         }
-        let one = sets[0].roundNanosPerRecord
+        let one = sets[0].rounds.map(\.cpuNanosPerRecord)
+        let reference = baseline.rounds.map(\.cpuNanosPerRecord)
         var drains = sets.map { set in
             CollectorReport.Drain(
                 name: set.rings == 1 ? "drain.1ring" : "drain.\(set.rings)rings", rings: set.rings,
-                roundNanosPerRecord: set.roundNanosPerRecord, oneRingRoundNanos: one,
-                baselineRoundNanos: baseline.roundNanosPerRecord, records: set.records, passes: set.passes)
+                roundNanosPerRecord: set.rounds.map(\.cpuNanosPerRecord), oneRingRoundNanos: one, baselineRoundNanos: reference,
+                roundWallNanosPerRecord: set.rounds.map(\.wallNanosPerRecord), records: set.records, passes: set.passes)
         }
         drains.append(
             CollectorReport.Drain(
-                name: "drain.baseline", rings: 0, roundNanosPerRecord: baseline.roundNanosPerRecord, oneRingRoundNanos: one,
-                baselineRoundNanos: baseline.roundNanosPerRecord, records: baseline.records, passes: 0))
+                name: "drain.baseline", rings: 0, roundNanosPerRecord: reference, oneRingRoundNanos: one, baselineRoundNanos: reference,
+                roundWallNanosPerRecord: baseline.rounds.map(\.wallNanosPerRecord), records: baseline.records, passes: 0))
         return drains
     }
 }

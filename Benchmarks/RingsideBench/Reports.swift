@@ -75,8 +75,8 @@ public struct EmitReport: Sendable {
 
 /// The result of `ringside-bench collector`.
 public struct CollectorReport: Sendable {
-    /// A drain row (see `DrainBenchmark`): its nanoseconds per record in each round, and its
-    /// ratios to the 1-ring row and the baseline in the same rounds.
+    /// A drain row (see `DrainBenchmark`): its nanoseconds per record in each round (of the drain
+    /// thread's CPU time), and its ratios to the 1-ring row and the baseline in the same rounds.
     public struct Drain: Sendable, Equatable {
         public var name: String
         /// Rings drained; 0 for the baseline.
@@ -84,6 +84,9 @@ public struct CollectorReport: Sendable {
         public var roundNanosPerRecord: [Double]
         /// The median over the rounds.
         public var nanosPerRecord: Double
+        /// The same of the wall time (which counts the time the thread waited for its CPU).
+        public var roundWallNanosPerRecord: [Double]
+        public var wallNanosPerRecord: Double
         /// Medians over the rounds of this row's figure over the 1-ring row's and the baseline's.
         public var overOneRing: Double?
         public var overBaseline: Double?
@@ -94,12 +97,14 @@ public struct CollectorReport: Sendable {
 
         public init(
             name: String, rings: Int, roundNanosPerRecord: [Double], oneRingRoundNanos: [Double], baselineRoundNanos: [Double],
-            records: UInt64, passes: Int
+            roundWallNanosPerRecord: [Double], records: UInt64, passes: Int
         ) {
             self.name = name
             self.rings = rings
             self.roundNanosPerRecord = roundNanosPerRecord
             nanosPerRecord = Percentiles.value(at: 0.5, sorted: roundNanosPerRecord.sorted())
+            self.roundWallNanosPerRecord = roundWallNanosPerRecord
+            wallNanosPerRecord = Percentiles.value(at: 0.5, sorted: roundWallNanosPerRecord.sorted())
             overOneRing = Self.medianRatio(roundNanosPerRecord, oneRingRoundNanos)
             overBaseline = Self.medianRatio(roundNanosPerRecord, baselineRoundNanos)
             self.records = records
@@ -157,6 +162,8 @@ public struct CollectorReport: Sendable {
                 ("x_1ring", drain.overOneRing.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
                 ("x_baseline", drain.overBaseline.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
                 ("round_ns_per_record", .array(drain.roundNanosPerRecord.map { .figure(($0 * 100).rounded() / 100) })),
+                ("wall_ns_per_record", .figure((drain.wallNanosPerRecord * 100).rounded() / 100)),
+                ("round_wall_ns_per_record", .array(drain.roundWallNanosPerRecord.map { .figure(($0 * 100).rounded() / 100) })),
                 ("records", .int(Int64(clamping: drain.records))), ("passes", .int(Int64(drain.passes))),
             ])
         }
@@ -208,7 +215,11 @@ public struct CollectorReport: Sendable {
             }
             table.add([
                 drain.name, String(format2: drain.nanosPerRecord) + " ns/record (" + EmitReport.rate(drain.recordsPerSecond) + "/s)",
-                (ratios + ["rounds " + EmitReport.range(drain.roundNanosPerRecord) + " ns", "\(drain.records) records"]
+                (ratios + [
+                    "rounds " + EmitReport.range(drain.roundNanosPerRecord) + " ns",
+                    "wall " + String(format2: drain.wallNanosPerRecord) + " ns",
+                    "\(drain.records) records",
+                ]
                     + (drain.rings > 0 ? ["\(drain.passes) passes"] : [])).joined(separator: ", "),
             ])
         }

@@ -71,22 +71,17 @@ struct ReportTests {
     }
 
     /// Drain rows of three rounds: 1 ring at 40, 30, 50 ns; 64 rings at 60, 60, 50 (ratios 1.5,
-    /// 2, 1); the baseline at 20, 20, 25.
+    /// 2, 1); the baseline at 20, 20, 25. Their wall times are twice their CPU times.
     static let drains: [CollectorReport.Drain] = {
         let one = [40.0, 30, 50], baseline = [20.0, 20, 25]
+        func row(_ name: String, _ rings: Int, _ rounds: [Double], passes: Int) -> CollectorReport.Drain {
+            .init(
+                name: name, rings: rings, roundNanosPerRecord: rounds, oneRingRoundNanos: one, baselineRoundNanos: baseline,
+                roundWallNanosPerRecord: rounds.map { $0 * 2 }, records: 30, passes: passes)
+        }
         return [
-            .init(
-                name: "drain.1ring", rings: 1, roundNanosPerRecord: one, oneRingRoundNanos: one, baselineRoundNanos: baseline, records: 30,
-                passes: 3),
-            .init(
-                name: "drain.8rings", rings: 8, roundNanosPerRecord: [45, 45, 45], oneRingRoundNanos: one, baselineRoundNanos: baseline,
-                records: 30, passes: 3),
-            .init(
-                name: "drain.64rings", rings: 64, roundNanosPerRecord: [60, 60, 50], oneRingRoundNanos: one, baselineRoundNanos: baseline,
-                records: 30, passes: 9),
-            .init(
-                name: "drain.baseline", rings: 0, roundNanosPerRecord: baseline, oneRingRoundNanos: one, baselineRoundNanos: baseline,
-                records: 30, passes: 0),
+            row("drain.1ring", 1, one, passes: 3), row("drain.8rings", 8, [45, 45, 45], passes: 3),
+            row("drain.64rings", 64, [60, 60, 50], passes: 9), row("drain.baseline", 0, baseline, passes: 0),
         ]
     }()
 
@@ -102,11 +97,13 @@ struct ReportTests {
             loadRecordsPerSecond: 0, rssMegabytes: 0, rssAnonMegabytes: 0, liveRun: false)
         let line = try #require(report.table.split(separator: "\n").first { $0.hasPrefix("drain.64rings") })
         #expect(line.contains("60.00 ns/record") && line.contains("x1ring 1.50") && line.contains("xbaseline 3.00"), "\(line)")
+        #expect(line.contains("wall 120.00 ns"), "\(line)")
         #expect(!report.table.contains("e2e"))  // the live run did not run
         let object = try #require(try JSONSerialization.jsonObject(with: Data(report.json.text.utf8)) as? [String: Any])
         let results = try #require(object["results"] as? [[String: Any]])
         #expect(results.map { $0["name"] as? String } == ["drain.1ring", "drain.8rings", "drain.64rings", "drain.baseline"])
         #expect(results[2]["x_1ring"] as? Double == 1.5 && results[2]["round_ns_per_record"] as? [Int] == [60, 60, 50])
+        #expect(results[2]["wall_ns_per_record"] as? Int == 120)
     }
 
     @Test("scrape --json has a row per phase with nearest-rank p50 and p90; the table lists them")
