@@ -9,7 +9,9 @@ import RingsideCollector
 
 /// The drain rows of `ringside-bench collector`: what draining and aggregating a record costs the
 /// collector's one drain thread when the same 1,048,576 records are spread over 1, 8 or 64 rings,
-/// against a bare loop recording as many values into one `WindowedHistogram`.
+/// against a bare loop recording as many values into one `WindowedHistogram`; and, in the `.clock`
+/// rows, what draining them costs with the clock running, the work due each second (snapshots,
+/// window rotation, liveness looks) falling in the passes as it comes.
 ///
 /// Every row runs once per round, in turn (the first row one further on each round), so a change
 /// of the machine's speed falls on every row alike; a row's figure is the median of its rounds',
@@ -18,23 +20,28 @@ import RingsideCollector
 /// also counts the time the thread waited for its CPU, which says nothing of the drain's cost (it
 /// is reported beside it).
 enum DrainBenchmark {
-    /// Ring counts of the drain rows; each fill writes `recordsPerFill` records over all the rings.
+    /// Ring counts of the drain rows, and of the `.clock` rows; each fill writes `recordsPerFill`
+    /// records over all the rings.
     static let ringCounts = [1, 8, 64]
+    static let clockRingCounts = [1, 64]
     static let recordsPerFill = 1 << 20
     /// Rounds at most, whatever the duration asks.
     static let maxRounds = 200
 
-    /// One ring count's rings, the thread that fills them, and the collector that drains them.
+    /// One ring count's rings, the process that fills them, and the collector that drains them.
     final class RingSet {
         let rings: Int
+        /// Whether the timed passes see the clock run (a `.clock` row).
+        let clockRuns: Bool
         let filler: RingFiller
         let collector: Collector
         var rounds: [Round] = []
         var records: UInt64 = 0
         var passes = 0
 
-        init(rings: Int, directory: String, producerCPU: Int32) throws(BenchError) {
+        init(rings: Int, clockRuns: Bool, directory: String, producerCPU: Int32) throws(BenchError) {
             self.rings = rings
+            self.clockRuns = clockRuns
             filler = try RingFiller(rings: rings, capacity: DrainBenchmark.recordsPerFill / rings, directory: directory, cpu: producerCPU)
             collector = Collector(options: CollectorBenchmark.options(directory: directory), log: CollectorBenchmark.quietLog)
             collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)  // discovers and attaches
@@ -63,10 +70,11 @@ enum DrainBenchmark {
         /// series' windows to `now`; the timed passes then see the clock stand at `now` (the
         /// records' later timestamps are clamped to it, as the collector clamps any from its
         /// future), so they hold draining alone: no snapshot, window rotation or liveness look
-        /// falls in them. Those cost per second, not per record (the live run measures them).
+        /// falls in them. Those cost per second, not per record: with the clock running (a
+        /// `.clock` row) each timed pass is given the time, and does what falls due.
         func round() throws(BenchError) -> Round {
             let now = rs_clock_precise_ns()
-            collector.runPass(nowNanos: now, forcePublish: true)
+            if !clockRuns { collector.runPass(nowNanos: now, forcePublish: true) }
             let expected = try filler.fill()
             var drained = 0
             var nanos: UInt64 = 0
@@ -75,7 +83,7 @@ enum DrainBenchmark {
             while drained < expected {
                 let cpuStart = threadCPUNanos()
                 let start = rs_clock_precise_ns()
-                let count = collector.runPass(nowNanos: now)
+                let count = collector.runPass(nowNanos: clockRuns ? start : now)
                 nanos &+= rs_clock_precise_ns() &- start
                 cpuNanos &+= threadCPUNanos() &- cpuStart
                 passes += 1
@@ -151,13 +159,18 @@ enum DrainBenchmark {
     ) throws(BenchError) -> [CollectorReport.Drain] {
         var sets: [RingSet] = []
         defer { for set in sets { set.stop() } }
-        for rings in ringCounts {
-            progress("drain: making \(rings) ring(s)")
-            sets.append(try RingSet(rings: rings, directory: try scratch.subdirectory("drain\(rings)"), producerCPU: producerCPU))
+        for (rings, clockRuns) in ringCounts.map({ ($0, false) }) + clockRingCounts.map({ ($0, true) }) {
+            progress("drain: making \(rings) ring(s)\(clockRuns ? ", the clock running" : "")")
+            sets.append(
+                try RingSet(
+                    rings: rings, clockRuns: clockRuns, directory: try scratch.subdirectory("drain\(rings)\(clockRuns ? "-clock" : "")"),
+                    producerCPU: producerCPU))
         }
         var baseline = Baseline()
         let rows = sets.count + 1
-        progress("drain: rounds of \(sets.map { "\($0.rings)" }.joined(separator: ", ")) ring(s) and the baseline")
+        progress(
+            "drain: rounds of \(sets.map { "\($0.rings)\($0.clockRuns ? " (clock)" : "")" }.joined(separator: ", ")) ring(s) and the baseline"
+        )
         var round = 0
         var timedNanos = 0.0
         while round < maxRounds && (round < minimumRounds || timedNanos < seconds * 1e9 * Double(rows)) {
@@ -175,17 +188,19 @@ enum DrainBenchmark {
             }
             round += 1
         }
-        let one = sets[0].rounds.map(\.cpuNanosPerRecord)
         let reference = baseline.rounds.map(\.cpuNanosPerRecord)
         var drains = sets.map { set in
-            CollectorReport.Drain(
-                name: set.rings == 1 ? "drain.1ring" : "drain.\(set.rings)rings", rings: set.rings,
+            // Against 1 ring drained the same way.
+            let one = sets.first { $0.rings == 1 && $0.clockRuns == set.clockRuns }?.rounds.map(\.cpuNanosPerRecord) ?? []
+            return CollectorReport.Drain(
+                name: (set.rings == 1 ? "drain.1ring" : "drain.\(set.rings)rings") + (set.clockRuns ? ".clock" : ""), rings: set.rings,
                 roundNanosPerRecord: set.rounds.map(\.cpuNanosPerRecord), oneRingRoundNanos: one, baselineRoundNanos: reference,
                 roundWallNanosPerRecord: set.rounds.map(\.wallNanosPerRecord), records: set.records, passes: set.passes)
         }
         drains.append(
             CollectorReport.Drain(
-                name: "drain.baseline", rings: 0, roundNanosPerRecord: reference, oneRingRoundNanos: one, baselineRoundNanos: reference,
+                name: "drain.baseline", rings: 0, roundNanosPerRecord: reference,
+                oneRingRoundNanos: sets[0].rounds.map(\.cpuNanosPerRecord), baselineRoundNanos: reference,
                 roundWallNanosPerRecord: baseline.rounds.map(\.wallNanosPerRecord), records: baseline.records, passes: 0))
         return drains
     }
