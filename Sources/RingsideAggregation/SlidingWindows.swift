@@ -101,7 +101,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// The newest tick's records, not yet in `rings` or `allTimeBeforeHead`.
     var head = Slice()
     var headStart: UInt64 = 1
-    /// One past the head tick's last nanosecond; 0 until the first record, so the fast path misses.
+    /// One past the head tick's last nanosecond; 0 until the first record (and after an advance),
+    /// so the fast path misses.
     var headEnd: UInt64 = 0
     var headIsEmpty = true
     /// Everything ever recorded except the head.
@@ -168,14 +169,14 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         }
     }
 
-    /// Folds the head away once `now` has passed its tick, so reads need not merge it.
+    /// Folds the head away once `now` has passed its tick, so reads need not merge it. The next
+    /// record places the head at its own tick: records drained after a snapshot's advance but
+    /// written before it (a backlog) then stay on the fast path, instead of each one going late
+    /// into every ring and the all-time slice.
     mutating func advance(toNanos now: UInt64) {
         guard headEnd != 0, now >= headEnd else { return }
         foldHead()
-        let tick = layout.tickNanos
-        headStart = now - now % tick
-        let (end, overflow) = headStart.addingReportingOverflow(tick)
-        headEnd = overflow ? .max : end
+        headEnd = 0
     }
 
     /// The first slice id window `window` holds at `now`.

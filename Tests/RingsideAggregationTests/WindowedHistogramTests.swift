@@ -124,6 +124,24 @@ struct WindowedHistogramTests {
         #expect(series.cumulative == cumulative)
     }
 
+    @Test("a record drained after a snapshot's advance, from the tick before it, takes the head, not the late path")
+    func advanceLeavesTheHeadToTheNextRecord() {
+        let tick = WindowLayout.standard.tickNanos
+        let t = 100 * Self.second + tick / 2
+        let now = t + 3 * tick
+        var series = WindowedHistogram()
+        series.record(1, atNanos: t)
+        series.advance(toNanos: now)  // a snapshot's, while a backlog of t's tick waits to be drained
+        #expect(series.windows.headIsEmpty)
+        series.record(2, atNanos: t + 1)
+        #expect(!series.windows.headIsEmpty && series.windows.headStart == t - t % tick)
+        series.record(3, atNanos: now)  // the tick after: the head folds and moves on
+        #expect(series.windows.headStart == now - now % tick)
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: now).buckets.map(\.lowerBound) == [1, 2, 3])
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: now + Self.second).buckets.map(\.lowerBound) == [3])
+        #expect(series.cumulative.count == 3 && series.cumulativeCount == 3)
+    }
+
     @Test("a window covers between its length and one slice more, and never time before the first record")
     func coveredSpanIsTheWindowPlusAtMostOneSlice() {
         var series = WindowedHistogram()
