@@ -60,10 +60,11 @@ extension Histogram {
         return low
     }
 
-    /// Moves the sparse entries into pages.
-    mutating func convertToPages() {
+    /// Moves the sparse entries into pages, with room for `pages` pages without growing.
+    mutating func convertToPages(reservingPages pages: Int = 0) {
         let entries = slots
         slots = []
+        slots.reserveCapacity(Swift.min(pages, Self.pageCount) << Self.pageMagnitude)
         pageTable = [UInt16](repeating: 0, count: Self.pageCount)
         for entry in entries {
             slots[slotIndex(ofPagedBucket: Int(entry >> Self.sparseIndexShift))] = entry & Self.sparseCountMask
@@ -87,6 +88,28 @@ extension Histogram {
             pageTable[page] = UInt16(number)
         }
         return ((number - 1) << Self.pageMagnitude) | (index & (Self.pageSize - 1))
+    }
+
+    /// Adds the page of counts at `other.slots[source...]` to the one at `slots[target...]`,
+    /// saturating: the inner loop of a merge, which folds a window's head into its slices and
+    /// builds every window's snapshot. Both are whole pages, checked once, so the loop has no
+    /// per-count bounds check.
+    mutating func addPage(of other: Histogram, at source: Int, to target: Int) {
+        precondition(
+            source >= 0 && source + Self.pageSize <= other.slots.count && target >= 0 && target + Self.pageSize <= slots.count,
+            "Histogram.addPage: a page outside the counts")
+        other.slots.withUnsafeBufferPointer { from in
+            slots.withUnsafeMutableBufferPointer { into in
+                // In range by the precondition; `into` is this histogram's own buffer (unique,
+                // copied first if `other` shares it), so the two never overlap.
+                let from = from.baseAddress! + source
+                let into = into.baseAddress! + target
+                for offset in 0..<Self.pageSize {
+                    let (sum, overflow) = into[offset].addingReportingOverflow(from[offset])
+                    into[offset] = overflow ? .max : sum
+                }
+            }
+        }
     }
 
     /// Calls `body` with each non-empty bucket's index and count, in bucket order.
