@@ -279,6 +279,37 @@ struct HistogramTests {
         #expect(!big.isSparse && big.count == 1 << 50)
     }
 
+    @Test(
+        "quantiles read a page at a time are those of a walk over every bucket, with counts saturated",
+        arguments: [(seed: 26, saturated: false), (seed: 27, saturated: false), (seed: 28, saturated: true)])
+    func quantilesByPageMatchEveryBucket(seed: UInt64, saturated: Bool) {
+        var random = SeededRandom(seed: seed)
+        var histogram = Histogram()
+        for _ in 0..<20_000 { histogram.record(random.lognormal(mu: 9, sigma: 1.5)) }
+        if saturated {
+            // Two huge counts in one page (2^63 each): the page's total does not fit in 64 bits.
+            histogram.record(3_000, count: 1 << 63)
+            histogram.record(3_001, count: 1 << 63)
+        }
+        #expect(!histogram.isSparse)
+        let quantiles = (0...1000).map { Double($0) / 1000 }
+        // The definition: the first bucket whose running count (saturating) reaches the rank.
+        let buckets = histogram.buckets
+        let expected = quantiles.map { q -> UInt64 in
+            let rank = histogram.rank(ofQuantile: q)
+            var seen: UInt64 = 0
+            for bucket in buckets {
+                seen = seen.addingReportingOverflow(bucket.count).overflow ? .max : seen + bucket.count
+                if rank <= seen { return histogram.reportedValue(ofRank: rank, in: bucket) }
+            }
+            return histogram.max
+        }
+        let reported = histogram.values(atQuantiles: quantiles)
+        let wrong = quantiles.indices.filter { reported[$0] != expected[$0] }.map { (quantiles[$0], reported[$0], expected[$0]) }
+        #expect(wrong.isEmpty, "(q, reported, expected): \(wrong.prefix(5))")
+        #expect(histogram.values(atQuantiles: quantiles.reversed()) == expected.reversed())
+    }
+
     @Test("buckets come in increasing order and their counts add up to count")
     func bucketsAreOrderedAndComplete() {
         var random = SeededRandom(seed: 17)
