@@ -132,6 +132,9 @@ public struct Histogram: Sendable {
             for entry in other.slots {
                 addCount(entry & Self.sparseCountMask, toBucket: Int(entry >> Self.sparseIndexShift))
             }
+        } else if takesSparse(other) {
+            // A paged head of few buckets folded into a window's slice: the slice stays a list.
+            other.forEachCount { index, count in addCount(count, toBucket: index) }
         } else {
             // A sparse one (a window's snapshot starts empty) takes room for `other`'s pages at once.
             if isSparse { convertToPages(reservingPages: other.slots.count >> Self.pageMagnitude) }

@@ -50,6 +50,13 @@ protocol WindowSlice: Sendable {
     init()
     mutating func reset()
     mutating func merge(_ other: Self)
+    /// Empties the head (the newest tick's slice) for the next tick: `reset()` unless the slice
+    /// readies itself for a busy tick.
+    mutating func resetHead()
+}
+
+extension WindowSlice {
+    mutating func resetHead() { reset() }
 }
 
 /// A ring of slices for one window, reused in place: a slot is claimed by the newest slice that
@@ -157,7 +164,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         guard !headIsEmpty else { return }
         Self.merge(head, startingAt: headStart, into: &rings)
         allTimeBeforeHead.merge(head)
-        head.reset()
+        head.resetHead()
         headIsEmpty = true
     }
 

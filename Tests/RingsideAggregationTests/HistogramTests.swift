@@ -310,6 +310,38 @@ struct HistogramTests {
         #expect(histogram.values(atQuantiles: quantiles.reversed()) == expected.reversed())
     }
 
+    @Test("a paged histogram whose buckets fit merges into a sparse one as a list; one that does not, as pages")
+    func pagedMergesIntoSparseAsAListWhenItFits() {
+        var few = Histogram()
+        few.convertToPages()
+        var expected = Histogram()
+        for index in 0..<600 {  // 64 exact buckets
+            few.record(UInt64(500 + index % 64))
+            expected.record(UInt64(500 + index % 64))
+        }
+        var sparse = Histogram()
+        for value: UInt64 in [5, 510, 1 << 40] {
+            sparse.record(value)
+            expected.record(value)
+        }
+        var merged = sparse
+        merged.merge(few)
+        #expect(merged.isSparse && merged.buckets.count == 66 && merged.count == 603)
+        #expect(merged == expected)
+        var many = Histogram()
+        many.convertToPages()
+        for index in 0..<600 { many.record(UInt64(1_000 + index)) }  // 600 buckets
+        var paged = sparse
+        paged.merge(many)
+        #expect(!paged.isSparse && paged.count == 603)
+        var heavy = Histogram()
+        heavy.convertToPages()
+        heavy.record(1_000, count: 5_000)  // one bucket, but more values than a list keeps
+        var pagedByCount = sparse
+        pagedByCount.merge(heavy)
+        #expect(!pagedByCount.isSparse && pagedByCount.count == 5_003)
+    }
+
     @Test("buckets come in increasing order and their counts add up to count")
     func bucketsAreOrderedAndComplete() {
         var random = SeededRandom(seed: 17)
