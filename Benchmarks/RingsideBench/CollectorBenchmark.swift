@@ -63,7 +63,8 @@ public enum CollectorBenchmark {
             + "passes timed by that thread's CPU time (CLOCK_THREAD_CPUTIME_ID; wall time beside it); before the fill an untimed forced pass publishes the last round "
             + "and moves the windows to its time, at which the timed passes see the clock stand (no publish, window "
             + "rotation or liveness look in them: they cost per second, not per record), except in the .clock rows, whose "
-            + "timed passes are given the time and do what falls due, their x1ring against 1 ring drained so; baseline = as many values "
+            + "timed passes are given the time and do what falls due; in the .narrow rows each histogram's values come "
+            + "from 64 buckets, not some 800 (x1ring against 1 ring drained alike); baseline = as many values "
             + "recorded into one WindowedHistogram in a loop. Interleaved rounds (at least --rounds, until each row "
             + "had --duration), a row's ns/record the median of its rounds', x1ring and xbaseline the medians of "
             + "the rounds' ratios. Live run: Collector.start() with --poll "
@@ -228,8 +229,14 @@ struct MetricMix {
     let counters: [Bot.Counter]
     let gauge: Bot.Gauge
     let values = LatencyValues()
+    /// Which of the values are written (`values[i & valueMask]`): all 4,096 (about 800 buckets
+    /// a histogram), or with `narrowValueMask` the first 256 (64 a histogram, each its own bucket
+    /// at most: a narrow distribution).
+    let valueMask: Int
+    static let narrowValueMask = 255
 
-    init(_ ring: Bot) throws(RingError) {
+    init(_ ring: Bot, valueMask: Int = LatencyValues.count - 1) throws(RingError) {
+        self.valueMask = valueMask
         var histograms: [Bot.Histogram] = []
         for symbol in ["AAPL", "MSFT", "NVDA", "TSLA"] {
             histograms.append(try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": symbol]))
@@ -242,7 +249,7 @@ struct MetricMix {
     @inline(__always)
     func write(_ i: Int) {
         switch i % 10 {
-        case 0..<6: histograms[i & 3].record(values[i])
+        case 0..<6: histograms[i & 3].record(values[i & valueMask])
         case 6..<9: counters[i & 1].increment()
         default: gauge.set(Double(values[i]))
         }

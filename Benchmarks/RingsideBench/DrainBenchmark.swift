@@ -9,9 +9,10 @@ import RingsideCollector
 
 /// The drain rows of `ringside-bench collector`: what draining and aggregating a record costs the
 /// collector's one drain thread when the same 1,048,576 records are spread over 1, 8 or 64 rings,
-/// against a bare loop recording as many values into one `WindowedHistogram`; and, in the `.clock`
+/// against a bare loop recording as many values into one `WindowedHistogram`; in the `.clock`
 /// rows, what draining them costs with the clock running, the work due each second (snapshots,
-/// window rotation, liveness looks) falling in the passes as it comes.
+/// window rotation, liveness looks) falling in the passes as it comes; in the `.narrow` rows,
+/// with each histogram's values from 64 buckets instead of some 800.
 ///
 /// Every row runs once per round, in turn (the first row one further on each round), so a change
 /// of the machine's speed falls on every row alike; a row's figure is the median of its rounds',
@@ -20,10 +21,12 @@ import RingsideCollector
 /// also counts the time the thread waited for its CPU, which says nothing of the drain's cost (it
 /// is reported beside it).
 enum DrainBenchmark {
-    /// Ring counts of the drain rows, and of the `.clock` rows; each fill writes `recordsPerFill`
-    /// records over all the rings.
-    static let ringCounts = [1, 8, 64]
-    static let clockRingCounts = [1, 64]
+    /// The rows' ring counts, and how each drains: the clock standing or running, values of some
+    /// 800 buckets a histogram or 64. Each fill writes `recordsPerFill` records over all the rings.
+    static let kinds: [(rings: Int, clockRuns: Bool, narrow: Bool)] = [
+        (1, false, false), (8, false, false), (64, false, false), (1, true, false), (64, true, false), (1, false, true),
+        (64, false, true),
+    ]
     static let recordsPerFill = 1 << 20
     /// Rounds at most, whatever the duration asks.
     static let maxRounds = 200
@@ -31,18 +34,22 @@ enum DrainBenchmark {
     /// One ring count's rings, the process that fills them, and the collector that drains them.
     final class RingSet {
         let rings: Int
-        /// Whether the timed passes see the clock run (a `.clock` row).
+        /// Whether the timed passes see the clock run (a `.clock` row), and the values are few (`.narrow`).
         let clockRuns: Bool
+        let narrow: Bool
         let filler: RingFiller
         let collector: Collector
         var rounds: [Round] = []
         var records: UInt64 = 0
         var passes = 0
 
-        init(rings: Int, clockRuns: Bool, directory: String, producerCPU: Int32) throws(BenchError) {
+        init(rings: Int, clockRuns: Bool, narrow: Bool, directory: String, producerCPU: Int32) throws(BenchError) {
             self.rings = rings
             self.clockRuns = clockRuns
-            filler = try RingFiller(rings: rings, capacity: DrainBenchmark.recordsPerFill / rings, directory: directory, cpu: producerCPU)
+            self.narrow = narrow
+            filler = try RingFiller(
+                rings: rings, capacity: DrainBenchmark.recordsPerFill / rings,
+                valueMask: narrow ? MetricMix.narrowValueMask : LatencyValues.count - 1, directory: directory, cpu: producerCPU)
             collector = Collector(options: CollectorBenchmark.options(directory: directory), log: CollectorBenchmark.quietLog)
             collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)  // discovers and attaches
             let attached = collector.snapshot.rings.filter { $0.state == .live }.count
@@ -61,6 +68,10 @@ enum DrainBenchmark {
                 }
                 drained += count
             }
+        }
+
+        var name: String {
+            (rings == 1 ? "drain.1ring" : "drain.\(rings)rings") + (clockRuns ? ".clock" : "") + (narrow ? ".narrow" : "")
         }
 
         /// Fills every ring, then drains them with timed passes; returns the passes' nanoseconds
@@ -159,18 +170,17 @@ enum DrainBenchmark {
     ) throws(BenchError) -> [CollectorReport.Drain] {
         var sets: [RingSet] = []
         defer { for set in sets { set.stop() } }
-        for (rings, clockRuns) in ringCounts.map({ ($0, false) }) + clockRingCounts.map({ ($0, true) }) {
-            progress("drain: making \(rings) ring(s)\(clockRuns ? ", the clock running" : "")")
+        for kind in kinds {
+            let set = "\(kind.rings)\(kind.clockRuns ? "-clock" : "")\(kind.narrow ? "-narrow" : "")"
+            progress("drain: making rings \(set)")
             sets.append(
                 try RingSet(
-                    rings: rings, clockRuns: clockRuns, directory: try scratch.subdirectory("drain\(rings)\(clockRuns ? "-clock" : "")"),
+                    rings: kind.rings, clockRuns: kind.clockRuns, narrow: kind.narrow, directory: try scratch.subdirectory("drain" + set),
                     producerCPU: producerCPU))
         }
         var baseline = Baseline()
         let rows = sets.count + 1
-        progress(
-            "drain: rounds of \(sets.map { "\($0.rings)\($0.clockRuns ? " (clock)" : "")" }.joined(separator: ", ")) ring(s) and the baseline"
-        )
+        progress("drain: rounds of \(sets.map(\.name).joined(separator: ", ")) and the baseline")
         var round = 0
         var timedNanos = 0.0
         while round < maxRounds && (round < minimumRounds || timedNanos < seconds * 1e9 * Double(rows)) {
@@ -191,9 +201,11 @@ enum DrainBenchmark {
         let reference = baseline.rounds.map(\.cpuNanosPerRecord)
         var drains = sets.map { set in
             // Against 1 ring drained the same way.
-            let one = sets.first { $0.rings == 1 && $0.clockRuns == set.clockRuns }?.rounds.map(\.cpuNanosPerRecord) ?? []
+            let one =
+                sets.first { $0.rings == 1 && $0.clockRuns == set.clockRuns && $0.narrow == set.narrow }?.rounds.map(\.cpuNanosPerRecord)
+                ?? []
             return CollectorReport.Drain(
-                name: (set.rings == 1 ? "drain.1ring" : "drain.\(set.rings)rings") + (set.clockRuns ? ".clock" : ""), rings: set.rings,
+                name: set.name, rings: set.rings,
                 roundNanosPerRecord: set.rounds.map(\.cpuNanosPerRecord), oneRingRoundNanos: one, baselineRoundNanos: reference,
                 roundWallNanosPerRecord: set.rounds.map(\.wallNanosPerRecord), records: set.records, passes: set.passes)
         }

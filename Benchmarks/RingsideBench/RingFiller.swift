@@ -20,15 +20,15 @@ public final class RingFiller {
     private let what: String
 
     /// Starts the process, which makes `rings` rings of one lane of `capacity` records in
-    /// `directory` (named bot-0, bot-1, ...), each with `MetricMix`'s metrics, and pins itself
-    /// to `cpu` (unless -1).
-    init(rings: Int, capacity: Int, directory: String, cpu: Int32) throws(BenchError) {
+    /// `directory` (named bot-0, bot-1, ...), each with `MetricMix`'s metrics (its values picked
+    /// by `valueMask`), and pins itself to `cpu` (unless -1).
+    init(rings: Int, capacity: Int, valueMask: Int, directory: String, cpu: Int32) throws(BenchError) {
         what = "the ring filler of \(rings) rings of \(capacity) records in \(directory)"
         let input = Pipe()
         let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
-        process.arguments = [Self.flag, directory, String(rings), String(capacity), String(cpu)]
+        process.arguments = [Self.flag, directory, String(rings), String(capacity), String(valueMask), String(cpu)]
         do {
             process.executableURL = URL(fileURLWithPath: try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             try process.run()
@@ -78,9 +78,10 @@ public final class RingFiller {
     /// flag's, which is how `init` starts it; returns otherwise.
     public static func runIfAsked(_ arguments: [String]) {
         guard arguments.first == flag else { return }
-        guard arguments.count == 5, let rings = Int(arguments[2]), let capacity = Int(arguments[3]), let cpu = Int32(arguments[4])
+        guard arguments.count == 6, let rings = Int(arguments[2]), let capacity = Int(arguments[3]), let mask = Int(arguments[4]),
+            let cpu = Int32(arguments[5])
         else {
-            FileHandle.standardError.write(Data("ringside-bench \(flag): expected DIRECTORY RINGS CAPACITY CPU\n".utf8))
+            FileHandle.standardError.write(Data("ringside-bench \(flag): expected DIRECTORY RINGS CAPACITY VALUE-MASK CPU\n".utf8))
             exit(2)
         }
         let directory = arguments[1]
@@ -90,7 +91,7 @@ public final class RingFiller {
         do {
             for index in 0..<rings {
                 let ring = try Bot.attach("bot-\(index)", directory: directory, options: Bot.Options(laneCapacity: capacity))
-                made.append((ring, try MetricMix(ring)))
+                made.append((ring, try MetricMix(ring, valueMask: mask)))
             }
         } catch {
             say("error: making \(rings) rings of \(capacity) records in \(directory): \(error)")
