@@ -14,11 +14,15 @@ import Glibc
 /// `ringside-bench collector`: how fast the collector drains and aggregates, how soon a record
 /// is visible in its snapshot, and what it costs to run at a million records a second.
 public enum CollectorBenchmark {
-    /// Ring counts of the drain rows, and the records per ring per pass (1 M records a pass).
-    public static let drainRings = [1, 8, 64]
-    static let recordsPerPass = 1 << 20
+    /// The groups of rows `--row` may name: the drain rows, the live run's (e2e, cpu, rss), the
+    /// thread sampler's.
+    public static let rowGroups = ["drain", "live", "sampler"]
 
-    public static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> CollectorReport {
+    /// Runs the groups of rows named in `only` (every group when it names none of them).
+    public static func run(
+        _ settings: BenchSettings, only: Set<String> = [], progress: (String) -> Void = { _ in }
+    ) throws(BenchError) -> CollectorReport {
+        let groups = only.isDisjoint(with: rowGroups) ? Set(rowGroups) : only
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
         let cpus = (producer: rsb_allowed_cpu(0), collector: rsb_allowed_cpu(1))
@@ -26,22 +30,22 @@ public enum CollectorBenchmark {
         let pinned = cpus.collector >= 0 && rsb_pin_current_thread(cpus.collector) == 0
         defer { rsb_unpin_current_thread() }
 
-        progress("live run at 1 M records/s")
-        let live = try liveRun(settings, directory: try scratch.subdirectory("live"), producerCPU: pinned ? cpus.producer : -1)
+        var live = LiveResult()
+        if groups.contains("live") {
+            progress("live run at 1 M records/s")
+            live = try liveRun(settings, directory: try scratch.subdirectory("live"), producerCPU: pinned ? cpus.producer : -1)
+        }
         var drains: [CollectorReport.Drain] = []
-        for rings in drainRings {
-            progress("drain.\(rings)")
-            drains.append(
-                try drainThroughput(
-                    rings: rings, seconds: settings.seconds,
-                    directory: try scratch.subdirectory("drain\(rings)"),
-                    producerCPU: pinned ? cpus.producer : -1))
+        if groups.contains("drain") {
+            drains = try DrainBenchmark.run(
+                seconds: settings.seconds, minimumRounds: settings.rounds, scratch: scratch,
+                producerCPU: pinned ? cpus.producer : -1, progress: progress)
         }
         // Unpinned from here: the sampler and the 2,000 threads run where the scheduler puts them,
         // as a collector's and its bots' do.
         rsb_unpin_current_thread()
         var sampling: [CollectorReport.ThreadSampling] = []
-        for waking in [false, true] {
+        for waking in [false, true] where groups.contains("sampler") {
             progress("thread sampler at \(ThreadSamplerBenchmark.lanes) lanes, \(waking ? "waking" : "idle") threads")
             sampling.append(
                 try ThreadSamplerBenchmark.run(
@@ -53,10 +57,17 @@ public enum CollectorBenchmark {
             ? "The collector on CPU \(cpus.collector), producers on CPU \(cpus.producer)"
             : "Threads not pinned (pinning unavailable)"
         let method =
-            "Drain: producer threads fill every ring (1,048,576 records in all, a mix of 60 % histograms, "
-            + "30 % counters, 10 % gauges over 7 metrics a ring), then Collector.runPass drains and aggregates them "
-            + "on one thread, timed with CLOCK_MONOTONIC (discovery and snapshot publishing included when due); "
-            + "records/s = records / time in runPass. Live run: Collector.start() with --poll "
+            "Drain: a producer thread fills every ring until full (1,048,576 records in all, spread evenly over "
+            + "1, 8 or 64 rings; calls a mix of 60 % histograms, 30 % counters, 10 % gauges over 7 metrics a ring, "
+            + "counters writing no records), then Collector.runPass drains and aggregates them on one thread, the "
+            + "passes timed by that thread's CPU time (CLOCK_THREAD_CPUTIME_ID; wall time beside it); before the fill an untimed forced pass publishes the last round "
+            + "and moves the windows to its time, at which the timed passes see the clock stand (no publish, window "
+            + "rotation or liveness look in them: they cost per second, not per record), except in the .clock rows, whose "
+            + "timed passes are given the time and do what falls due; in the .narrow rows each histogram's values come "
+            + "from 64 buckets, not some 800 (x1ring against 1 ring drained alike); baseline = as many values "
+            + "recorded into one WindowedHistogram in a loop. Interleaved rounds (at least --rounds, until each row "
+            + "had --duration), a row's ns/record the median of its rounds', x1ring and xbaseline the medians of "
+            + "the rounds' ratios. Live run: Collector.start() with --poll "
             + formatDuration(settings.collectorPollNanos) + " (a snapshot at most every "
             + formatDuration(publishIntervalNanos(poll: settings.collectorPollNanos)) + "), a producer paced to "
             + "1 M records/s in bursts every ~100 µs; cpu = the drain thread's run time "
@@ -73,7 +84,7 @@ public enum CollectorBenchmark {
             machine: machine, method: method, drains: drains,
             endToEnd: live.endToEnd,
             cpuPercent: live.cpuPercent, loadRecordsPerSecond: live.loadRate, loadDropped: live.loadDropped,
-            rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon, threadSampling: sampling)
+            rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon, threadSampling: sampling, liveRun: groups.contains("live"))
     }
 
     /// The kinds the e2e probe times in turn, and its metric of each.
@@ -92,54 +103,16 @@ public enum CollectorBenchmark {
 
     static let quietLog = CollectorLog { _ in }
 
-    // MARK: - Drain throughput
-
-    static func drainThroughput(
-        rings: Int, seconds: Double, directory: String,
-        producerCPU: Int32
-    ) throws(BenchError) -> CollectorReport.Drain {
-        let perRing = recordsPerPass / rings
-        let filler = try RingFiller(rings: rings, capacity: perRing, directory: directory, cpu: producerCPU)
-        defer { filler.stop() }
-        let collector = Collector(options: options(directory: directory), log: quietLog)
-        collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)  // discovers and attaches
-        let attached = collector.snapshot.rings.filter { $0.state == .live }.count
-        guard attached == rings else {
-            throw BenchError("the collector attached \(attached) of \(rings) rings in \(directory)")
-        }
-        var records: UInt64 = 0
-        var passNanos: UInt64 = 0
-        var passes = 0
-        let deadline = rs_clock_precise_ns() + UInt64(seconds * 1e9)
-        repeat {
-            let expected = filler.fill()
-            var drained = 0
-            var idlePasses = 0  // in a row: a pass preempted past its budget after an empty ring drains nothing
-            while drained < expected {
-                let start = rs_clock_precise_ns()
-                let count = collector.runPass(nowNanos: start)
-                passNanos += rs_clock_precise_ns() &- start
-                passes += 1
-                drained += count
-                idlePasses = count == 0 ? idlePasses + 1 : 0
-                if idlePasses == 1_000 { throw BenchError("1,000 passes drained nothing with \(expected - drained) records waiting") }
-            }
-            records += UInt64(drained)
-        } while rs_clock_precise_ns() < deadline || passes < 3
-        return CollectorReport.Drain(
-            rings: rings, recordsPerSecond: Double(records) / (Double(passNanos) / 1e9),
-            records: records, passes: passes)
-    }
-
     // MARK: - The live run
 
+    /// The live run's figures (zero when it did not run).
     struct LiveResult {
-        var endToEnd: [CollectorReport.EndToEnd]
-        var cpuPercent: Double
-        var loadRate: Double
-        var loadDropped: UInt64
-        var rss: Double
-        var rssAnon: Double
+        var endToEnd: [CollectorReport.EndToEnd] = []
+        var cpuPercent: Double = 0
+        var loadRate: Double = 0
+        var loadDropped: UInt64 = 0
+        var rss: Double = 0
+        var rssAnon: Double = 0
     }
 
     static func liveRun(_ settings: BenchSettings, directory: String, producerCPU: Int32) throws(BenchError) -> LiveResult {
@@ -283,8 +256,14 @@ struct MetricMix {
     let counters: [Bot.Counter]
     let gauge: Bot.Gauge
     let values = LatencyValues()
+    /// Which of the values are written (`values[i & valueMask]`): all 4,096 (about 800 buckets
+    /// a histogram), or with `narrowValueMask` the first 256 (64 a histogram, each its own bucket
+    /// at most: a narrow distribution).
+    let valueMask: Int
+    static let narrowValueMask = 255
 
-    init(_ ring: Bot) throws(RingError) {
+    init(_ ring: Bot, valueMask: Int = LatencyValues.count - 1) throws(RingError) {
+        self.valueMask = valueMask
         var histograms: [Bot.Histogram] = []
         for symbol in ["AAPL", "MSFT", "NVDA", "TSLA"] {
             histograms.append(try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": symbol]))
@@ -297,76 +276,10 @@ struct MetricMix {
     @inline(__always)
     func write(_ i: Int) {
         switch i % 10 {
-        case 0..<6: histograms[i & 3].record(values[i])
+        case 0..<6: histograms[i & 3].record(values[i & valueMask])
         case 6..<9: counters[i & 1].increment()
         default: gauge.set(Double(values[i]))
         }
-    }
-}
-
-/// A thread of its own that fills rings on request: the rings are made and written only there.
-final class RingFiller: @unchecked Sendable {
-    // @unchecked: `requested`, `done` and `count` hand work over with semaphores.
-    private let request = DispatchSemaphore(value: 0)
-    private let done = DispatchSemaphore(value: 0)
-    private let stopFlag = StopFlag()
-    private var written = 0
-    private var failure: BenchError?
-
-    init(rings: Int, capacity: Int, directory: String, cpu: Int32) throws(BenchError) {
-        let thread = Thread { [self] in
-            if cpu >= 0 { _ = rsb_pin_current_thread(cpu) }
-            var made: [(Bot, MetricMix)] = []
-            do {
-                for index in 0..<rings {
-                    let ring = try Bot.attach("bot-\(index)", directory: directory, options: Bot.Options(laneCapacity: capacity))
-                    made.append((ring, try MetricMix(ring)))
-                }
-            } catch {
-                failure = BenchError("making \(rings) rings of \(capacity) records in \(directory): \(error)")
-            }
-            done.signal()
-            guard failure == nil else { return }
-            var i = 0
-            while true {
-                request.wait()
-                if stopFlag.isSet { break }
-                var total = 0
-                for (ring, mix) in made {
-                    // Counters write no records (their cells count), so write until the ring is
-                    // full and count the records it took, not the calls.
-                    let lane = ring.currentThreadLane
-                    let before = lane.recordsWritten
-                    while lane.freeSlots > 0 {
-                        mix.write(i)
-                        i &+= 1
-                    }
-                    total += Int(lane.recordsWritten - before)
-                }
-                written = total
-                done.signal()
-            }
-            made.removeAll()
-            done.signal()
-        }
-        thread.name = "bench-filler"
-        thread.start()
-        done.wait()
-        if let failure { throw failure }
-    }
-
-    /// Fills every ring; returns the number of records written.
-    func fill() -> Int {
-        request.signal()
-        done.wait()
-        return written
-    }
-
-    /// Ends the thread, which lets go of its rings.
-    func stop() {
-        stopFlag.set()
-        request.signal()
-        done.wait()
     }
 }
 

@@ -76,13 +76,48 @@ public struct EmitReport: Sendable {
 
 /// The result of `ringside-bench collector`.
 public struct CollectorReport: Sendable {
+    /// A drain row (see `DrainBenchmark`): its nanoseconds per record in each round (of the drain
+    /// thread's CPU time), and its ratios to the 1-ring row and the baseline in the same rounds.
     public struct Drain: Sendable, Equatable {
+        public var name: String
+        /// Rings drained; 0 for the baseline.
         public var rings: Int
-        public var recordsPerSecond: Double
+        public var roundNanosPerRecord: [Double]
+        /// The median over the rounds.
+        public var nanosPerRecord: Double
+        /// The same of the wall time (which counts the time the thread waited for its CPU).
+        public var roundWallNanosPerRecord: [Double]
+        public var wallNanosPerRecord: Double
+        /// Medians over the rounds of this row's figure over the 1-ring row's and the baseline's.
+        public var overOneRing: Double?
+        public var overBaseline: Double?
         /// Records drained in the timed passes, and how many passes.
         public var records: UInt64
         public var passes: Int
-        public var name: String { rings == 1 ? "drain.1ring" : "drain.\(rings)rings" }
+        public var recordsPerSecond: Double { nanosPerRecord > 0 ? 1e9 / nanosPerRecord : 0 }
+
+        public init(
+            name: String, rings: Int, roundNanosPerRecord: [Double], oneRingRoundNanos: [Double], baselineRoundNanos: [Double],
+            roundWallNanosPerRecord: [Double], records: UInt64, passes: Int
+        ) {
+            self.name = name
+            self.rings = rings
+            self.roundNanosPerRecord = roundNanosPerRecord
+            nanosPerRecord = Percentiles.value(at: 0.5, sorted: roundNanosPerRecord.sorted())
+            self.roundWallNanosPerRecord = roundWallNanosPerRecord
+            wallNanosPerRecord = Percentiles.value(at: 0.5, sorted: roundWallNanosPerRecord.sorted())
+            overOneRing = Self.medianRatio(roundNanosPerRecord, oneRingRoundNanos)
+            overBaseline = Self.medianRatio(roundNanosPerRecord, baselineRoundNanos)
+            self.records = records
+            self.passes = passes
+        }
+
+        /// The median over the rounds of `rows[i] / references[i]`; nil without rounds to pair.
+        static func medianRatio(_ rows: [Double], _ references: [Double]) -> Double? {
+            guard rows.count == references.count else { return nil }
+            let ratios = zip(rows, references).compactMap { row, reference in reference > 0 ? row / reference : nil }
+            return ratios.isEmpty ? nil : Percentiles.value(at: 0.5, sorted: ratios.sorted())
+        }
     }
 
     public var machine: Machine
@@ -100,6 +135,8 @@ public struct CollectorReport: Sendable {
     public var rssAnonMegabytes: Double
     /// The thread sampler's rows (see `ThreadSamplerBenchmark`).
     public var threadSampling: [ThreadSampling] = []
+    /// Whether the live run ran (e2e, cpu and rss are its rows).
+    public var liveRun = true
 
     /// From just before a call to the first snapshot that shows it, for one kind of metric.
     public struct EndToEnd: Sendable, Equatable {
@@ -129,26 +166,20 @@ public struct CollectorReport: Sendable {
 
     package var json: JSON {
         var results: [JSON] = drains.map { drain in
-            .object([("name", .string(drain.name)), ("records_per_s", .figure(drain.recordsPerSecond.rounded()))])
-        }
-        for row in endToEnd {
-            results.append(
-                .object([
-                    ("name", .string(row.name)), ("p50_us", .figure(row.p50Micros)),
-                    ("p99_us", .figure(row.p99Micros)), ("samples", .int(Int64(row.samples))),
-                ]))
-        }
-        results.append(
             .object([
-                ("name", .string("cpu_at_1m_per_s")), ("percent", .figure((cpuPercent * 10).rounded() / 10)),
-                ("records_per_s", .figure(loadRecordsPerSecond.rounded())),
-                ("dropped", .int(Int64(clamping: loadDropped))),
-            ]))
-        results.append(
-            .object([
-                ("name", .string("rss")), ("mb", .figure((rssMegabytes * 10).rounded() / 10)),
-                ("anon_mb", .figure((rssAnonMegabytes * 10).rounded() / 10)),
-            ]))
+                ("name", .string(drain.name)), ("ns_per_record", .figure((drain.nanosPerRecord * 100).rounded() / 100)),
+                ("records_per_s", .figure(drain.recordsPerSecond.rounded())),
+                ("x_1ring", drain.overOneRing.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
+                ("x_baseline", drain.overBaseline.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
+                ("round_ns_per_record", .array(drain.roundNanosPerRecord.map { .figure(($0 * 100).rounded() / 100) })),
+                ("wall_ns_per_record", .figure((drain.wallNanosPerRecord * 100).rounded() / 100)),
+                ("round_wall_ns_per_record", .array(drain.roundWallNanosPerRecord.map { .figure(($0 * 100).rounded() / 100) })),
+                ("records", .int(Int64(clamping: drain.records))), ("passes", .int(Int64(drain.passes))),
+            ])
+        }
+        if liveRun {
+            results += liveJSON
+        }
         for row in threadSampling {
             results.append(
                 .object([
@@ -164,6 +195,25 @@ public struct CollectorReport: Sendable {
         ])
     }
 
+    private var liveJSON: [JSON] {
+        endToEnd.map { row in
+            .object([
+                ("name", .string(row.name)), ("p50_us", .figure(row.p50Micros)),
+                ("p99_us", .figure(row.p99Micros)), ("samples", .int(Int64(row.samples))),
+            ])
+        } + [
+            .object([
+                ("name", .string("cpu_at_1m_per_s")), ("percent", .figure((cpuPercent * 10).rounded() / 10)),
+                ("records_per_s", .figure(loadRecordsPerSecond.rounded())),
+                ("dropped", .int(Int64(clamping: loadDropped))),
+            ]),
+            .object([
+                ("name", .string("rss")), ("mb", .figure((rssMegabytes * 10).rounded() / 10)),
+                ("anon_mb", .figure((rssAnonMegabytes * 10).rounded() / 10)),
+            ]),
+        ]
+    }
+
     static func micros(_ value: Double) -> String {
         value >= 1000 ? String(format1: value / 1000) + " ms" : String(format1: value) + " µs"
     }
@@ -171,19 +221,29 @@ public struct CollectorReport: Sendable {
     public var table: String {
         var table = TextTable(columns: ["row", "result", "detail"])
         for drain in drains {
+            let ratios = [("x1ring", drain.overOneRing), ("xbaseline", drain.overBaseline)].compactMap { name, ratio in
+                ratio.map { "\(name) \(String(format2: $0))" }
+            }
             table.add([
-                drain.name, EmitReport.rate(drain.recordsPerSecond) + " records/s",
-                "\(drain.records) records in \(drain.passes) passes",
+                drain.name, String(format2: drain.nanosPerRecord) + " ns/record (" + EmitReport.rate(drain.recordsPerSecond) + "/s)",
+                (ratios + [
+                    "rounds " + EmitReport.range(drain.roundNanosPerRecord) + " ns",
+                    "wall " + String(format2: drain.wallNanosPerRecord) + " ns",
+                    "\(drain.records) records",
+                ]
+                    + (drain.rings > 0 ? ["\(drain.passes) passes"] : [])).joined(separator: ", "),
             ])
         }
-        for row in endToEnd {
-            table.add([row.name, "p50 \(Self.micros(row.p50Micros)), p99 \(Self.micros(row.p99Micros))", "\(row.samples) samples"])
+        if liveRun {
+            for row in endToEnd {
+                table.add([row.name, "p50 \(Self.micros(row.p50Micros)), p99 \(Self.micros(row.p99Micros))", "\(row.samples) samples"])
+            }
+            table.add([
+                "cpu_at_1m_per_s", String(format1: cpuPercent) + " % of a core",
+                "at " + EmitReport.rate(loadRecordsPerSecond) + " records/s, \(loadDropped) dropped",
+            ])
+            table.add(["rss", String(format1: rssMegabytes) + " MB", "anonymous \(String(format1: rssAnonMegabytes)) MB"])
         }
-        table.add([
-            "cpu_at_1m_per_s", String(format1: cpuPercent) + " % of a core",
-            "at " + EmitReport.rate(loadRecordsPerSecond) + " records/s, \(loadDropped) dropped",
-        ])
-        table.add(["rss", String(format1: rssMegabytes) + " MB", "anonymous \(String(format1: rssAnonMegabytes)) MB"])
         for row in threadSampling {
             table.add([
                 row.name, String(format2: row.cpuPercent) + " % of a core",

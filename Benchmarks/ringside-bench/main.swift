@@ -4,6 +4,9 @@ import RingsideBench
 import RingsideCollector
 import RingsideExport
 
+// The drain rows' ring fillers are this program, run again with a hidden flag.
+RingFiller.runIfAsked(Array(CommandLine.arguments.dropFirst()))
+
 let command: BenchCommand
 do {
     switch try BenchCommand.invocation(Array(CommandLine.arguments.dropFirst())) {
@@ -32,7 +35,8 @@ do {
     for benchmark in command.benchmarks {
         switch benchmark {
         case .emit:
-            let report = try EmitBenchmark.run(command.settings, only: command.rows, progress: progress)
+            let report = try EmitBenchmark.run(
+                command.settings, only: command.rows.intersection(EmitBenchmark.rowNames), progress: progress)
             print(command.json ? report.json.text : report.table)
             if let path = command.svgPath {
                 let chart = PercentileChart(
@@ -43,7 +47,7 @@ do {
                 }
             }
         case .collector:
-            let report = try CollectorBenchmark.run(command.settings, progress: progress)
+            let report = try CollectorBenchmark.run(command.settings, only: command.rows, progress: progress)
             print(command.json ? report.json.text : report.table)
         case .scrape:
             let report = try ScrapeBenchmark.run(command.settings, progress: progress)

@@ -38,6 +38,9 @@ extension Histogram {
     }
 
     /// The values at several quantiles in one pass over the buckets; see ``value(atQuantile:)``.
+    ///
+    /// Paged counts are summed a page at a time, and a page's buckets looked at only when a rank
+    /// falls in it: a window's snapshot asks this of every histogram series it publishes.
     public func values(atQuantiles quantiles: [Double]) -> [UInt64] {
         var result = [UInt64](repeating: 0, count: quantiles.count)
         guard count != 0 else { return result }
@@ -45,11 +48,35 @@ extension Histogram {
         let order = ranks.indices.sorted { ranks[$0] < ranks[$1] }
         var next = 0
         var seen: UInt64 = 0
-        forEachBucket { bucket in
-            seen = seen.addingReportingOverflow(bucket.count).overflow ? .max : seen + bucket.count
+        func take(_ index: Int, _ count: UInt64) {
+            seen = seen.addingReportingOverflow(count).overflow ? .max : seen + count
+            guard next < order.count, ranks[order[next]] <= seen else { return }
+            let lower = Self.lowerBound(ofBucket: index)
+            let bucket = HistogramBucket(lowerBound: lower, upperBound: lower + (Self.width(ofBucket: index) - 1), count: count)
             while next < order.count, ranks[order[next]] <= seen {
                 result[order[next]] = reportedValue(ofRank: ranks[order[next]], in: bucket)
                 next += 1
+            }
+        }
+        if isSparse {
+            forEachCount(take)
+        } else {
+            slots.withUnsafeBufferPointer { slots in
+                for page in 0..<pageTable.count where pageTable[page] != 0 {
+                    guard next < order.count else { break }
+                    let first = (Int(pageTable[page]) - 1) << Self.pageMagnitude
+                    let counts = UnsafeBufferPointer(rebasing: slots[first..<(first + Self.pageSize)])
+                    // A page that ends below the next rank changes nothing but `seen`.
+                    if let total = Self.total(of: counts), case let (end, overflow) = seen.addingReportingOverflow(total), !overflow,
+                        end < ranks[order[next]]
+                    {
+                        seen = end
+                        continue
+                    }
+                    for offset in counts.indices where counts[offset] != 0 {
+                        take(page << Self.pageMagnitude | offset, counts[offset])
+                    }
+                }
             }
         }
         // Only reachable if bucket counts saturated below the total.
@@ -58,6 +85,17 @@ extension Histogram {
             next += 1
         }
         return result
+    }
+
+    /// The sum of a page's counts; nil if it does not fit in 64 bits.
+    static func total(of counts: UnsafeBufferPointer<UInt64>) -> UInt64? {
+        var total: UInt64 = 0
+        for count in counts {
+            let (sum, overflow) = total.addingReportingOverflow(count)
+            if overflow { return nil }
+            total = sum
+        }
+        return total
     }
 
     /// The 1-based nearest rank of quantile `q`, in `1 ... count`.

@@ -5,12 +5,41 @@
 /// Paged: `pageTable` maps each 64-bucket page to its counts in `slots`; recording is then a
 /// table load and an add. A histogram turns paged when it needs a 257th bucket or a count of
 /// 2^48, or once it has 4096 values (a busy series deserves the fast path), and stays paged
-/// (its capacity kept) across ``Histogram/reset()``.
+/// (its capacity kept) across ``Histogram/reset()``. A window's head, the slice every record goes
+/// through, turns paged sooner: when a tick gave it `headPagingValues` (see ``resetHead()``).
 extension Histogram {
     static let sparseIndexShift: UInt64 = 48
     static let sparseCountMask: UInt64 = (1 << 48) - 1
     static let sparseCapacity = 256
     static let sparseValueLimit: UInt64 = 4096
+    /// Values in one tick that page a window's head for the next (2,048 a second, in 250 ms ticks).
+    static let headPagingValues: UInt64 = 512
+
+    /// Empties a window's head for the next tick. One that took `headPagingValues` values in
+    /// this one is paged first, so its series' records take the paged path (a table load and an
+    /// add) rather than a binary search of the sparse list and an insert: spread over many
+    /// series, a busy collector's records leave each head a few thousand values a tick, short of
+    /// the 4,096 that page any histogram. The slices it is merged into stay sparse while they fit.
+    mutating func resetHead() {
+        if isSparse, count >= Self.headPagingValues { convertToPages() }
+        reset()
+    }
+
+    /// Whether `other`'s counts (paged) fit this sparse list: `sparseValueLimit` values in all
+    /// at most, and `sparseCapacity` buckets (a bucket both hold counted twice: a bound).
+    func takesSparse(_ other: Histogram) -> Bool {
+        let (total, overflow) = count.addingReportingOverflow(other.count)
+        guard isSparse, !overflow, total < Self.sparseValueLimit else { return false }
+        var room = Self.sparseCapacity - slots.count
+        for page in 0..<other.pageTable.count where other.pageTable[page] != 0 {
+            let first = (Int(other.pageTable[page]) - 1) << Self.pageMagnitude
+            for offset in 0..<Self.pageSize where other.slots[first + offset] != 0 {
+                room -= 1
+                if room < 0 { return false }
+            }
+        }
+        return true
+    }
 
     /// Whether the counts are still a sorted list rather than pages.
     var isSparse: Bool { pageTable.isEmpty }
@@ -60,10 +89,11 @@ extension Histogram {
         return low
     }
 
-    /// Moves the sparse entries into pages.
-    mutating func convertToPages() {
+    /// Moves the sparse entries into pages, with room for `pages` pages without growing.
+    mutating func convertToPages(reservingPages pages: Int = 0) {
         let entries = slots
         slots = []
+        slots.reserveCapacity(Swift.min(pages, Self.pageCount) << Self.pageMagnitude)
         pageTable = [UInt16](repeating: 0, count: Self.pageCount)
         for entry in entries {
             slots[slotIndex(ofPagedBucket: Int(entry >> Self.sparseIndexShift))] = entry & Self.sparseCountMask
@@ -87,6 +117,28 @@ extension Histogram {
             pageTable[page] = UInt16(number)
         }
         return ((number - 1) << Self.pageMagnitude) | (index & (Self.pageSize - 1))
+    }
+
+    /// Adds the page of counts at `other.slots[source...]` to the one at `slots[target...]`,
+    /// saturating: the inner loop of a merge, which folds a window's head into its slices and
+    /// builds every window's snapshot. Both are whole pages, checked once, so the loop has no
+    /// per-count bounds check.
+    mutating func addPage(of other: Histogram, at source: Int, to target: Int) {
+        precondition(
+            source >= 0 && source + Self.pageSize <= other.slots.count && target >= 0 && target + Self.pageSize <= slots.count,
+            "Histogram.addPage: a page outside the counts")
+        other.slots.withUnsafeBufferPointer { from in
+            slots.withUnsafeMutableBufferPointer { into in
+                // In range by the precondition; `into` is this histogram's own buffer (unique,
+                // copied first if `other` shares it), so the two never overlap.
+                let from = from.baseAddress! + source
+                let into = into.baseAddress! + target
+                for offset in 0..<Self.pageSize {
+                    let (sum, overflow) = into[offset].addingReportingOverflow(from[offset])
+                    into[offset] = overflow ? .max : sum
+                }
+            }
+        }
     }
 
     /// Calls `body` with each non-empty bucket's index and count, in bucket order.

@@ -132,15 +132,15 @@ public struct Histogram: Sendable {
             for entry in other.slots {
                 addCount(entry & Self.sparseCountMask, toBucket: Int(entry >> Self.sparseIndexShift))
             }
+        } else if takesSparse(other) {
+            // A paged head of few buckets folded into a window's slice: the slice stays a list.
+            other.forEachCount { index, count in addCount(count, toBucket: index) }
         } else {
-            if isSparse { convertToPages() }
+            // A sparse one (a window's snapshot starts empty) takes room for `other`'s pages at once.
+            if isSparse { convertToPages(reservingPages: other.slots.count >> Self.pageMagnitude) }
             for page in 0..<other.pageTable.count where other.pageTable[page] != 0 {
                 let source = (Int(other.pageTable[page]) - 1) << Self.pageMagnitude
-                let target = slotIndex(ofPagedBucket: page << Self.pageMagnitude)
-                for offset in 0..<Self.pageSize {
-                    let (sum, overflow) = slots[target + offset].addingReportingOverflow(other.slots[source + offset])
-                    slots[target + offset] = overflow ? .max : sum
-                }
+                addPage(of: other, at: source, to: slotIndex(ofPagedBucket: page << Self.pageMagnitude))
             }
         }
         let (total, totalOverflow) = count.addingReportingOverflow(other.count)

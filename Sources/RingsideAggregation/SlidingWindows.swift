@@ -50,6 +50,13 @@ protocol WindowSlice: Sendable {
     init()
     mutating func reset()
     mutating func merge(_ other: Self)
+    /// Empties the head (the newest tick's slice) for the next tick: `reset()` unless the slice
+    /// readies itself for a busy tick.
+    mutating func resetHead()
+}
+
+extension WindowSlice {
+    mutating func resetHead() { reset() }
 }
 
 /// A ring of slices for one window, reused in place: a slot is claimed by the newest slice that
@@ -101,7 +108,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// The newest tick's records, not yet in `rings` or `allTimeBeforeHead`.
     var head = Slice()
     var headStart: UInt64 = 1
-    /// One past the head tick's last nanosecond; 0 until the first record, so the fast path misses.
+    /// One past the head tick's last nanosecond; 0 until the first record (and after an advance),
+    /// so the fast path misses.
     var headEnd: UInt64 = 0
     var headIsEmpty = true
     /// Everything ever recorded except the head.
@@ -156,7 +164,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         guard !headIsEmpty else { return }
         Self.merge(head, startingAt: headStart, into: &rings)
         allTimeBeforeHead.merge(head)
-        head.reset()
+        head.resetHead()
         headIsEmpty = true
     }
 
@@ -168,14 +176,14 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         }
     }
 
-    /// Folds the head away once `now` has passed its tick, so reads need not merge it.
+    /// Folds the head away once `now` has passed its tick, so reads need not merge it. The next
+    /// record places the head at its own tick: records drained after a snapshot's advance but
+    /// written before it (a backlog) then stay on the fast path, instead of each one going late
+    /// into every ring and the all-time slice.
     mutating func advance(toNanos now: UInt64) {
         guard headEnd != 0, now >= headEnd else { return }
         foldHead()
-        let tick = layout.tickNanos
-        headStart = now - now % tick
-        let (end, overflow) = headStart.addingReportingOverflow(tick)
-        headEnd = overflow ? .max : end
+        headEnd = 0
     }
 
     /// The first slice id window `window` holds at `now`.

@@ -179,7 +179,7 @@ struct HistogramTests {
         #expect(histogram.buckets.first?.count == .max)
         var merged = histogram
         merged.merge(histogram)
-        #expect(merged.count == .max)
+        #expect(merged.count == .max && merged.buckets.first?.count == .max)
     }
 
     @Test("recording a zero count changes nothing")
@@ -277,6 +277,69 @@ struct HistogramTests {
         var big = Histogram()
         big.record(7, count: 1 << 50)  // too large a count for a sparse entry
         #expect(!big.isSparse && big.count == 1 << 50)
+    }
+
+    @Test(
+        "quantiles read a page at a time are those of a walk over every bucket, with counts saturated",
+        arguments: [(seed: 26, saturated: false), (seed: 27, saturated: false), (seed: 28, saturated: true)])
+    func quantilesByPageMatchEveryBucket(seed: UInt64, saturated: Bool) {
+        var random = SeededRandom(seed: seed)
+        var histogram = Histogram()
+        for _ in 0..<20_000 { histogram.record(random.lognormal(mu: 9, sigma: 1.5)) }
+        if saturated {
+            // Two huge counts in one page (2^63 each): the page's total does not fit in 64 bits.
+            histogram.record(3_000, count: 1 << 63)
+            histogram.record(3_001, count: 1 << 63)
+        }
+        #expect(!histogram.isSparse)
+        let quantiles = (0...1000).map { Double($0) / 1000 }
+        // The definition: the first bucket whose running count (saturating) reaches the rank.
+        let buckets = histogram.buckets
+        let expected = quantiles.map { q -> UInt64 in
+            let rank = histogram.rank(ofQuantile: q)
+            var seen: UInt64 = 0
+            for bucket in buckets {
+                seen = seen.addingReportingOverflow(bucket.count).overflow ? .max : seen + bucket.count
+                if rank <= seen { return histogram.reportedValue(ofRank: rank, in: bucket) }
+            }
+            return histogram.max
+        }
+        let reported = histogram.values(atQuantiles: quantiles)
+        let wrong = quantiles.indices.filter { reported[$0] != expected[$0] }.map { (quantiles[$0], reported[$0], expected[$0]) }
+        #expect(wrong.isEmpty, "(q, reported, expected): \(wrong.prefix(5))")
+        #expect(histogram.values(atQuantiles: quantiles.reversed()) == expected.reversed())
+    }
+
+    @Test("a paged histogram whose buckets fit merges into a sparse one as a list; one that does not, as pages")
+    func pagedMergesIntoSparseAsAListWhenItFits() {
+        var few = Histogram()
+        few.convertToPages()
+        var expected = Histogram()
+        for index in 0..<600 {  // 64 exact buckets
+            few.record(UInt64(500 + index % 64))
+            expected.record(UInt64(500 + index % 64))
+        }
+        var sparse = Histogram()
+        for value: UInt64 in [5, 510, 1 << 40] {
+            sparse.record(value)
+            expected.record(value)
+        }
+        var merged = sparse
+        merged.merge(few)
+        #expect(merged.isSparse && merged.buckets.count == 66 && merged.count == 603)
+        #expect(merged == expected)
+        var many = Histogram()
+        many.convertToPages()
+        for index in 0..<600 { many.record(UInt64(1_000 + index)) }  // 600 buckets
+        var paged = sparse
+        paged.merge(many)
+        #expect(!paged.isSparse && paged.count == 603)
+        var heavy = Histogram()
+        heavy.convertToPages()
+        heavy.record(1_000, count: 5_000)  // one bucket, but more values than a list keeps
+        var pagedByCount = sparse
+        pagedByCount.merge(heavy)
+        #expect(!pagedByCount.isSparse && pagedByCount.count == 5_003)
     }
 
     @Test("buckets come in increasing order and their counts add up to count")

@@ -124,6 +124,49 @@ struct WindowedHistogramTests {
         #expect(series.cumulative == cumulative)
     }
 
+    @Test("a record drained after a snapshot's advance, from the tick before it, takes the head, not the late path")
+    func advanceLeavesTheHeadToTheNextRecord() {
+        let tick = WindowLayout.standard.tickNanos
+        let t = 100 * Self.second + tick / 2
+        let now = t + 3 * tick
+        var series = WindowedHistogram()
+        series.record(1, atNanos: t)
+        series.advance(toNanos: now)  // a snapshot's, while a backlog of t's tick waits to be drained
+        #expect(series.windows.headIsEmpty)
+        series.record(2, atNanos: t + 1)
+        #expect(!series.windows.headIsEmpty && series.windows.headStart == t - t % tick)
+        series.record(3, atNanos: now)  // the tick after: the head folds and moves on
+        #expect(series.windows.headStart == now - now % tick)
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: now).buckets.map(\.lowerBound) == [1, 2, 3])
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: now + Self.second).buckets.map(\.lowerBound) == [3])
+        #expect(series.cumulative.count == 3 && series.cumulativeCount == 3)
+    }
+
+    @Test("a head that took 512 values of few buckets in a tick is paged for the next; the slices it folds into stay lists")
+    func busyHeadIsPagedAndItsSlicesStaySparse() {
+        let tick = WindowLayout.standard.tickNanos
+        let start = 100 * Self.second
+        var series = WindowedHistogram()
+        var all = Histogram()
+        for index in 0..<600 {  // 64 buckets, 600 values: a list, short of any histogram's paging
+            let value = UInt64(1_000 + index % 64)
+            series.record(value, atNanos: start + UInt64(index) * 1_000)
+            all.record(value)
+        }
+        #expect(series.windows.head.isSparse)
+        series.record(1_000, atNanos: start + tick)  // the next tick: the head folds
+        all.record(1_000)
+        #expect(!series.windows.head.isSparse && series.windows.head.count == 1)
+        #expect(series.windows.allTimeBeforeHead.isSparse && series.windows.allTimeBeforeHead.count == 600)
+        for ring in series.windows.rings { #expect(ring.slices.allSatisfy { $0.isSparse }) }
+        // Paged, it stays so (its capacity kept), as any histogram does.
+        series.record(1_001, atNanos: start + 2 * tick)
+        all.record(1_001)
+        #expect(!series.windows.head.isSparse)
+        #expect(series.cumulative == all)
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: start + 2 * tick) == all)
+    }
+
     @Test("a window covers between its length and one slice more, and never time before the first record")
     func coveredSpanIsTheWindowPlusAtMostOneSlice() {
         var series = WindowedHistogram()

@@ -45,11 +45,7 @@ struct ReportTests {
     func collectorJSONShape() throws {
         let report = CollectorReport(
             machine: Self.machine, method: "m",
-            drains: [
-                .init(rings: 1, recordsPerSecond: 2.5e7, records: 10, passes: 1),
-                .init(rings: 8, recordsPerSecond: 2e7, records: 10, passes: 1),
-                .init(rings: 64, recordsPerSecond: 1.5e7, records: 10, passes: 1),
-            ],
+            drains: Self.drains,
             endToEnd: [
                 .init(kind: "histogram", p50Micros: 50_000.25, p99Micros: 99_000, samples: 40),
                 .init(kind: "counter", p50Micros: 60_000, p99Micros: 120_000, samples: 41),
@@ -66,17 +62,53 @@ struct ReportTests {
         let results = try #require(object["results"] as? [[String: Any]])
         #expect(
             results.map { $0["name"] as? String } == [
-                "drain.1ring", "drain.8rings", "drain.64rings", "e2e.histogram", "e2e.counter",
+                "drain.1ring", "drain.8rings", "drain.64rings", "drain.baseline", "e2e.histogram", "e2e.counter",
                 "cpu_at_1m_per_s", "rss", "thread_sampler.2000lanes.idle",
             ])
-        #expect(results[0]["records_per_s"] as? Int == 25_000_000)
-        #expect(results[3]["p50_us"] as? Double == 50_000.25)
-        #expect(results[4]["p99_us"] as? Double == 120_000 && results[4]["samples"] as? Int == 41)
-        #expect(results[5]["percent"] as? Double == 12.3)
-        #expect(results[6]["mb"] as? Double == 20.1)
-        #expect(results[7]["percent"] as? Double == 0.23 && results[7]["lanes"] as? Int == 2_000)
-        #expect(results[7]["deferred_most"] as? Int == 0 && results[7]["kept_fds"] as? Int == 2_498)
+        #expect(results[0]["records_per_s"] as? Int == 25_000_000 && results[0]["ns_per_record"] as? Int == 40)
+        #expect(results[4]["p50_us"] as? Double == 50_000.25)
+        #expect(results[5]["p99_us"] as? Double == 120_000 && results[5]["samples"] as? Int == 41)
+        #expect(results[6]["percent"] as? Double == 12.3)
+        #expect(results[7]["mb"] as? Double == 20.1)
+        #expect(results[8]["percent"] as? Double == 0.23 && results[8]["lanes"] as? Int == 2_000)
+        #expect(results[8]["deferred_most"] as? Int == 0 && results[8]["kept_fds"] as? Int == 2_498)
         #expect(report.table.contains("thread_sampler.2000lanes.idle") && report.table.contains("0.23 % of a core"))
+    }
+
+    /// Drain rows of three rounds: 1 ring at 40, 30, 50 ns; 64 rings at 60, 60, 50 (ratios 1.5,
+    /// 2, 1); the baseline at 20, 20, 25. Their wall times are twice their CPU times.
+    static let drains: [CollectorReport.Drain] = {
+        let one = [40.0, 30, 50], baseline = [20.0, 20, 25]
+        func row(_ name: String, _ rings: Int, _ rounds: [Double], passes: Int) -> CollectorReport.Drain {
+            .init(
+                name: name, rings: rings, roundNanosPerRecord: rounds, oneRingRoundNanos: one, baselineRoundNanos: baseline,
+                roundWallNanosPerRecord: rounds.map { $0 * 2 }, records: 30, passes: passes)
+        }
+        return [
+            row("drain.1ring", 1, one, passes: 3), row("drain.8rings", 8, [45, 45, 45], passes: 3),
+            row("drain.64rings", 64, [60, 60, 50], passes: 9), row("drain.baseline", 0, baseline, passes: 0),
+        ]
+    }()
+
+    @Test("drain rows: the median of the rounds, and the medians of the rounds' ratios to 1 ring and the baseline")
+    func drainRatios() throws {
+        let sixtyFour = Self.drains[2]
+        #expect(sixtyFour.nanosPerRecord == 60)
+        #expect(sixtyFour.overOneRing == 1.5)  // of 1.5, 2 and 1: not 60 / 40
+        #expect(sixtyFour.overBaseline == 3)  // of 3, 3 and 2
+        #expect(Self.drains[3].overBaseline == 1)
+        let report = CollectorReport(
+            machine: Self.machine, method: "m", drains: Self.drains, endToEnd: [], cpuPercent: 0,
+            loadRecordsPerSecond: 0, rssMegabytes: 0, rssAnonMegabytes: 0, liveRun: false)
+        let line = try #require(report.table.split(separator: "\n").first { $0.hasPrefix("drain.64rings") })
+        #expect(line.contains("60.00 ns/record") && line.contains("x1ring 1.50") && line.contains("xbaseline 3.00"), "\(line)")
+        #expect(line.contains("wall 120.00 ns"), "\(line)")
+        #expect(!report.table.contains("e2e"))  // the live run did not run
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(report.json.text.utf8)) as? [String: Any])
+        let results = try #require(object["results"] as? [[String: Any]])
+        #expect(results.map { $0["name"] as? String } == ["drain.1ring", "drain.8rings", "drain.64rings", "drain.baseline"])
+        #expect(results[2]["x_1ring"] as? Double == 1.5 && results[2]["round_ns_per_record"] as? [Int] == [60, 60, 50])
+        #expect(results[2]["wall_ns_per_record"] as? Int == 120)
     }
 
     @Test("scrape --json has a row per phase with nearest-rank p50, p90 and p99; the table lists them")
@@ -174,6 +206,7 @@ struct BenchCommandTests {
         #expect(long.settings.seconds == 0.5 && long.settings.collectorPollNanos == 10_000_000)
         #expect(try BenchCommand.parse(["--help"]) == nil)
         #expect(throws: (any Error).self) { try BenchCommand.parse(["--row", "nope"]) }
+        #expect(try BenchCommand.parse(["collector", "--row", "drain"])?.rows == ["drain"])
         #expect(try BenchCommand.parse([])?.benchmarks == [.emit, .collector, .scrape])
         #expect(try BenchCommand.parse(["scrape", "emit"])?.benchmarks == [.emit, .scrape])
     }
