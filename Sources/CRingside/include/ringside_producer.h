@@ -122,6 +122,9 @@ typedef struct {
                                the file `<name>@<pid>` (see WORKERS in ringside.h) */
     uint32_t max_workers;   /* a worker: the bound on the bot's worker files, 1 to 65,536. 0: 256.
                                Past it, the file of a worker that is gone is attached instead */
+    uint32_t sample_above_percent; /* how full a lane is, in percent (1 to 99), when its histograms'
+                               records start to be sampled and weighted rather than dropped when it
+                               fills (SAMPLING in ringside.h). 0: 50. 100: never (a full lane drops) */
 } rs_bot_options;
 
 /** What went wrong, for a person. */
@@ -149,7 +152,7 @@ typedef struct {
 } rs_thread_lane;
 
 /** One lane's writer's view, padded to 128 bytes: two threads' views never share a cache line
-    (an rs_producer is 96 bytes, and `next` is written on every record). */
+    (an rs_producer is 112 bytes, and `next` is written on every record). */
 typedef struct {
     rs_producer producer;
     uint8_t padding[128 - sizeof(rs_producer)];
