@@ -43,4 +43,5 @@ class Backend(Protocol):
     """A backend module: attach() makes a Core."""
 
     def attach(self, name: str, directory: str | None, lane_capacity: int | None, max_metrics: int | None,
-               max_lanes: int | None, mode: int, worker: bool, max_workers: int | None, /) -> Core: ...
+               max_lanes: int | None, mode: int, worker: bool, max_workers: int | None,
+               sample_above_percent: int | None, /) -> Core: ...
