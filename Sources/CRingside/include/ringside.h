@@ -155,10 +155,12 @@
  *   alternate are sampled apart. A call with an exemplar is sampled as a unit: the call that closes
  *   a group writes its exemplar's records after its value, as always (they carry no weight).
  * - When L falls back to 0 (the consumer drained the lane below `sample_above`), and when a thread
- *   lets go of its lane (its exit, or a release), the lane's open groups are written: per group,
- *   its latest value once per bit set in its count of calls (k = 2, 1, 0 for 7 calls), stamped
- *   then. When the bot is detached with groups open, their calls are added to their metrics'
- *   `unlaned` (counted as dropped).
+ *   lets go of its lane (a release, its exit, exit() called on it, or the bot's detach on it), the
+ *   lane's open groups are written: per group, its latest value once per bit set in its count of
+ *   calls (k = 2, 1, 0 for 7 calls), stamped then. A detach from another thread adds the calls of
+ *   that lane's open groups to their metrics' `unlaned` (counted as dropped). A process killed
+ *   while sampling loses its open groups' calls, counted nowhere: fewer than 2^15 per lane and
+ *   histogram (a drop is counted as it happens; a group, when it closes).
  * - A weighted record that does not fit is dropped by its weight: `dropped_total` and its metric's
  *   lane cell add 2^k, the records the lane would have held without sampling.
  * - Only while the consumer says it reads weights: `weights_reader_pid` (the consumer line) equals
@@ -170,8 +172,10 @@
  * Hence, per lane and histogram, exactly: calls (after `sample_every`) == the sum over its written
  * records of 2^k, plus its lane cell (dropped, weighted), plus the calls of its open group (fewer
  * than 2^15, and none once the lane drains or its thread lets go of it). A reader counts its
- * sampled-out calls as the sum of 2^k - 1 over the records it reads. The version stays 2: a file
- * with weighted records is one that older readers never see them in.
+ * sampled-out calls as the sum of 2^k - 1 over the records it reads. The version stays 2: readers
+ * check it for equality, so a new version would have them refuse every file, sampled or not, and
+ * a feature bit in the layout they would not read; the consumer's word is what keeps weighted
+ * records from readers that would count them once.
  *
  * THREAD NAMES: a thread that claims a lane writes its name (pthread_getname_np, or the
  * language's own name for its thread) into the lane's `thread_name` before it stores `state`,
@@ -550,6 +554,8 @@ typedef struct {
     uint32_t level;          /* L: a call is written once its group holds 2^L calls (a power of two) */
     uint32_t open;           /* groups open */
     uint32_t open_below;     /* every open group's metric is below this */
+    uint32_t weighs;         /* the consumer read weights when the lane was last looked at */
+    uint32_t reserved;
 } rs_sampling;
 
 /**
@@ -568,12 +574,13 @@ typedef struct {
     rs_metric_cell *shared;      /* the bot's metric cells */
     uint64_t mask;               /* capacity - 1 */
     uint64_t next;               /* the next cursor to publish (== *write_cursor) */
-    uint64_t cached_read;        /* the consumer's cursor as last seen: re-read only past `limit` */
+    uint64_t cached_read;        /* the consumer's cursor as last seen, re-read only when the lane
+                                    looks full by it; set back by the room above `sample_above`
+                                    while the lane may sample, so that the same test sends it to
+                                    the slow path past the threshold (to next - capacity while it
+                                    samples: every call) */
     uint32_t *sample_countdown;  /* per metric: calls left before the next written one */
     const uint32_t *sample_every;/* per metric: the registry's sample_every */
-    uint64_t limit;              /* records in the lane (by `cached_read`) from which a write takes the
-                                    slow path: `above` while the lane may sample, 0 while it samples,
-                                    the capacity when it never does (a full lane) */
     rs_sampling *sampling;       /* the lane's adaptive sampling, or NULL: a full lane drops */
 } rs_producer;
 
@@ -602,10 +609,11 @@ static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer 
 }
 
 /**
- * The write past the fast path's check (ringside.c), for a lane that holds `limit` records or more
- * by the copy at hand: reads the consumer's cursor again, applies SAMPLING to a histogram's call
- * (which may join its group: 0, nothing written), then writes the record, and its exemplar's
- * records when `exemplar` is not NULL, or counts it dropped by its weight. Returns 1 if written.
+ * The write past the fast path's check (ringside.c), for a lane that looks full by `cached_read`
+ * (past `sample_above` while it may sample): reads the consumer's cursor again, applies SAMPLING to
+ * a histogram's call (which may join its group: 0, nothing written), then writes the record, and
+ * its exemplar's records when `exemplar` is not NULL, or counts it dropped by its weight. Returns 1
+ * if written.
  */
 int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
                            uint64_t timestamp_ns, const char *exemplar, uint32_t length);
@@ -664,8 +672,8 @@ RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind
                                    uint64_t value, uint64_t timestamp_ns) {
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
     uint64_t cursor = p->next;
-    /* The one test a record pays when the lane is not filling: as it was against the capacity. */
-    if (__builtin_expect(cursor - p->cached_read >= p->limit, 0)) {
+    /* The one test a record pays, as before sampling: the copy's setback makes it the threshold's. */
+    if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
         return rs_producer_write_slow(p, metric, kind, flags, value, timestamp_ns, NULL, 0);
     }
     rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, kind, flags, value, timestamp_ns, 0);
@@ -695,7 +703,7 @@ RS_INLINE int rs_producer_write_exemplar(rs_producer *p, uint32_t metric, uint8_
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
     uint64_t extra = rs_exemplar_records(length);
     uint64_t cursor = p->next;
-    if (__builtin_expect(cursor + extra - p->cached_read >= p->limit, 0)) {
+    if (__builtin_expect(cursor + extra - p->cached_read > p->mask, 0)) {
         return rs_producer_write_slow(p, metric, RS_KIND_HISTOGRAM, flags, value, timestamp_ns, exemplar, length);
     }
     rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, RS_KIND_HISTOGRAM, (uint8_t)(flags | RS_FLAG_EXEMPLAR),

@@ -296,9 +296,8 @@ struct WriterFields {
     shared: *const MetricCell,   // the bot's metric cells, or null (disabled, forked)
     mask: u64,                   // capacity - 1
     next: u64,                   // the next cursor to publish (== write_cursor)
-    cached_read: u64,            // the consumer's cursor as last seen: read again only past `limit`
+    cached_read: u64,            // the consumer's cursor as last seen, set back (`keep_read`)
     countdown: *const AtomicU32, // per metric: calls left before the next written one (sampling)
-    limit: u64,                  // records in the lane from which a write takes the slow path (`rs_producer`)
     sampling: *mut Sampling,     // the lane's adaptive sampling, or null: a full lane drops
 }
 
@@ -315,6 +314,7 @@ pub struct Sampling {
     level: u32,            // L: a call is written once its group holds 2^L calls (a power of two)
     open: u32,             // groups open
     open_below: u32,       // every open group's metric is below this
+    weighs: bool,          // the consumer read weights when the lane was last looked at
 }
 
 // SAFETY: a lane's sampling is used by the one thread that holds the lane (see `Writer`), or under
@@ -337,6 +337,7 @@ impl Sampling {
             level: 0,
             open: 0,
             open_below: 0,
+            weighs: true,
         }
     }
 
@@ -508,7 +509,6 @@ impl Writer {
                 next: 0,
                 cached_read: 0,
                 countdown,
-                limit: 0,
                 sampling: std::ptr::null_mut(),
             }),
         }
@@ -549,22 +549,37 @@ impl Writer {
         // Relaxed: only this process writes the cursor, and its last writer released the lane
         // under the bot's mutex (or was another process, gone before we took the file's lock).
         f.next = header.write_cursor.load(Relaxed);
-        // Acquire: the consumer finished with the slots below its cursor before storing it.
-        f.cached_read = header.read_cursor.load(Acquire);
         f.sampling = sampling;
         // SAFETY: the lane's sampling, which only this lane's writer uses, and no thread meanwhile.
-        f.limit = match unsafe { sampling.as_mut() } {
-            None => f.mask + 1,
-            Some(s) => {
-                s.level = 0;
-                // The first write past `above` looks at the lane (and the groups a holder left open).
-                if s.open > 0 {
-                    0
-                } else {
-                    s.above
-                }
-            }
-        };
+        if let Some(s) = unsafe { sampling.as_mut() } {
+            s.level = 0;
+            s.weighs = true; // until a look says otherwise: the first one comes at the threshold
+        }
+        // Acquire: the consumer finished with the slots below its cursor before storing it.
+        let read = header.read_cursor.load(Acquire);
+        // SAFETY: no thread uses the writer meanwhile (the caller's contract).
+        unsafe { self.keep_read(read) };
+    }
+
+    /// Keeps the consumer's cursor `read` for the fast path (`rs_producer_keep_read`), whose one
+    /// test is whether the lane looks full by it: as read when the lane never samples (or its
+    /// consumer does not weigh); set back by the room above the threshold while it may start
+    /// sampling, so that the test fails at `above`; and, while it samples, so that it fails at
+    /// every call (each then looks at the lane).
+    ///
+    /// # Safety
+    /// The calling thread holds the lane (or no thread uses the writer).
+    unsafe fn keep_read(&self, read: u64) {
+        let f = self.fields.get();
+        // SAFETY: as the caller's contract: it alone reads and writes the fields and the sampling.
+        unsafe {
+            let capacity = (*f).mask + 1;
+            (*f).cached_read = match (*f).sampling.as_ref() {
+                Some(s) if s.weighs && (s.level > 0 || s.open > 0) => (*f).next.wrapping_sub(capacity),
+                Some(s) if s.weighs => read.wrapping_sub(capacity - s.above),
+                _ => read,
+            };
+        }
     }
 
     /// Makes it the laneless writer: no records, counts into the shared metric cells.
@@ -626,11 +641,12 @@ impl Writer {
     }
 
     /// Writes every open group (`keep`; a record per bit of its calls, its latest value) where the
-    /// lane has room, counts the rest dropped by their weight, then publishes what it wrote.
+    /// lane has room by the consumer's cursor `read`, counts the rest dropped by their weight, then
+    /// publishes what it wrote.
     ///
     /// # Safety
     /// The calling thread holds the lane, `records` is not null, and `s` is the lane's sampling.
-    unsafe fn flush(&self, s: &mut Sampling, timestamp_ns: u64, keep: bool) {
+    unsafe fn flush(&self, s: &mut Sampling, read: u64, timestamp_ns: u64, keep: bool) {
         let f = self.get();
         let mut cursor = f.next;
         let mut metric = 0;
@@ -642,7 +658,7 @@ impl Writer {
             while calls != 0 {
                 let k = calls.ilog2(); // the largest weight first
                 calls -= 1 << k;
-                if keep && cursor.wrapping_sub(f.cached_read) <= f.mask {
+                if keep && cursor.wrapping_sub(read) <= f.mask {
                     let record = Record {
                         timestamp_ns,
                         value: s.latest[metric as usize],
@@ -669,39 +685,10 @@ impl Writer {
         }
     }
 
-    /// Reads the consumer's cursor again and sets the lane's level (closing its groups when it
-    /// falls to 0) and the fast path's `limit` (`rs_producer_look`).
-    ///
-    /// # Safety
-    /// The calling thread holds the lane, and `records` is not null.
-    unsafe fn look(&self, timestamp_ns: u64) {
-        let f = self.fields.get();
-        // SAFETY: the caller holds the lane: it alone reads and writes `cached_read`, `limit` and
-        // the lane's sampling, and `lane` points at the mapped lane's header.
-        unsafe {
-            // Acquire: the consumer finished reading the slots below its cursor before storing it.
-            (*f).cached_read = (*(*f).lane).read_cursor.load(Acquire);
-            let Some(s) = (*f).sampling.as_mut() else { return }; // `limit` is the capacity
-            let weighs = s.consumer_reads_weights();
-            s.level = if weighs { s.level_at((*f).next.wrapping_sub((*f).cached_read)) } else { 0 };
-            if s.level == 0 && s.open > 0 {
-                self.flush(s, timestamp_ns, weighs);
-            }
-            // Sampling, every call comes here; a consumer that does not weigh sees a full lane drop.
-            (*f).limit = if s.level > 0 {
-                0
-            } else if weighs {
-                s.above
-            } else {
-                (*f).mask + 1
-            };
-        }
-    }
-
-    /// The write past the fast path's check (`rs_producer_write_slow`), for a lane that holds
-    /// `limit` records or more by the copy at hand: looks at the lane, applies SAMPLING to a
-    /// histogram's call (which may join its group: false, nothing written), then writes the
-    /// record and its exemplar's, or counts it dropped by its weight.
+    /// The write past the fast path's check (`rs_producer_write_slow`), for a lane that looks full
+    /// by `cached_read` (past `sample_above` while it may sample): reads the consumer's cursor
+    /// again, applies SAMPLING to a histogram's call (which may join its group: false, nothing
+    /// written), then writes the record and its exemplar's, or counts it dropped by its weight.
     ///
     /// # Safety
     /// The calling thread holds the lane, and `records` is not null.
@@ -716,17 +703,28 @@ impl Writer {
         timestamp_ns: u64,
         exemplar: Option<(&[u8; EXEMPLAR_MAX], usize)>,
     ) -> bool {
-        // SAFETY: as the caller's contract: the lane is the calling thread's.
+        // SAFETY: as the caller's contract: the lane is the calling thread's, so it alone reads and
+        // writes the writer's fields and the lane's sampling; `lane` is the mapped lane's header.
         unsafe {
-            // Every call past the fast path looks at the lane: the level follows the fill call by call.
-            self.look(timestamp_ns);
             let f = self.fields.get();
+            // Acquire: the consumer finished reading the slots below its cursor before storing it.
+            // Every call past the fast path reads it: the level follows the fill call by call.
+            let read = (*(*f).lane).read_cursor.load(Acquire);
             let mut k = 0;
-            if kind == KIND_HISTOGRAM {
-                if let Some(s) = (*f).sampling.as_mut().filter(|s| s.level > 0) {
+            if let Some(s) = (*f).sampling.as_mut() {
+                // The level, as the consumer's word allows; groups closed when it falls to 0.
+                s.weighs = s.consumer_reads_weights();
+                s.level = if s.weighs { s.level_at((*f).next.wrapping_sub(read)) } else { 0 };
+                if s.level == 0 && s.open > 0 {
+                    let keep = s.weighs;
+                    self.flush(s, read, timestamp_ns, keep);
+                }
+                if kind == KIND_HISTOGRAM && s.level > 0 {
                     let calls = s.calls[metric as usize] + 1;
                     if !closes(calls, s.level) {
-                        return s.join(metric, value);
+                        s.join(metric, value);
+                        self.keep_read(read);
+                        return false;
                     }
                     k = calls.ilog2();
                     if calls > 1 {
@@ -737,13 +735,11 @@ impl Writer {
             }
             let parts = exemplar.map_or(0, |(_, length)| length.div_ceil(EXEMPLAR_BYTES_PER_RECORD) as u64);
             let cursor = (*f).next;
-            if cursor.wrapping_add(parts).wrapping_sub((*f).cached_read) > (*f).mask {
-                return self.drop_weighted(metric, 1 << k);
-            }
-            let weighted = flags | (k << FLAG_WEIGHT_SHIFT) as u8;
-            match exemplar {
-                None => {
-                    self.fill(Record {
+            let written = cursor.wrapping_add(parts).wrapping_sub(read) <= (*f).mask;
+            if written {
+                let weighted = flags | (k << FLAG_WEIGHT_SHIFT) as u8;
+                match exemplar {
+                    None => self.fill(Record {
                         timestamp_ns,
                         value,
                         sequence: cursor,
@@ -751,13 +747,16 @@ impl Writer {
                         kind,
                         flags: weighted,
                         exemplar_length: 0,
-                    });
+                    }),
+                    Some((padded, length)) => self.fill_exemplar(metric, weighted, value, timestamp_ns, padded, length),
                 }
-                Some((padded, length)) => self.fill_exemplar(metric, weighted, value, timestamp_ns, padded, length),
+                self.publish(cursor + 1 + parts, timestamp_ns);
+            } else {
+                self.drop_weighted(metric, 1 << k);
             }
-            self.publish(cursor + 1 + parts, timestamp_ns);
+            self.keep_read(read);
+            written
         }
-        true
     }
 
     /// Writes the lane's open sampling groups, or counts them dropped when the lane has no room or
@@ -775,11 +774,12 @@ impl Writer {
             }
             let Some(s) = (*f).sampling.as_mut().filter(|s| s.open > 0) else { return };
             // Acquire: the consumer finished reading the slots below its cursor before storing it.
-            (*f).cached_read = (*(*f).lane).read_cursor.load(Acquire);
-            let keep = s.consumer_reads_weights();
-            self.flush(s, sys::clock_coarse_ns(), keep);
+            let read = (*(*f).lane).read_cursor.load(Acquire);
+            s.weighs = s.consumer_reads_weights();
+            let keep = s.weighs;
+            self.flush(s, read, sys::clock_coarse_ns(), keep);
             s.level = 0;
-            (*f).limit = s.above;
+            self.keep_read(read);
         }
     }
 
@@ -851,8 +851,8 @@ impl Writer {
                 return self.lose(metric);
             }
             let cursor = (*f).next;
-            // The one test a record pays when the lane is not filling: as it was against the capacity.
-            if cursor.wrapping_sub((*f).cached_read) >= (*f).limit {
+            // The one test a record pays, as before sampling: the copy's setback makes it the threshold's.
+            if cursor.wrapping_sub((*f).cached_read) > (*f).mask {
                 return self.write_slow(metric, kind, flags, value, timestamp_ns, None);
             }
             self.fill(Record { timestamp_ns, value, sequence: cursor, metric, kind, flags, exemplar_length: 0 });
@@ -896,7 +896,7 @@ impl Writer {
                 return self.lose(metric);
             }
             let cursor = (*f).next;
-            if cursor.wrapping_add(parts as u64).wrapping_sub((*f).cached_read) >= (*f).limit {
+            if cursor.wrapping_add(parts as u64).wrapping_sub((*f).cached_read) > (*f).mask {
                 return self.write_slow(metric, KIND_HISTOGRAM, flags, value, timestamp_ns, Some((padded, length)));
             }
             self.fill_exemplar(metric, flags, value, timestamp_ns, padded, length);
