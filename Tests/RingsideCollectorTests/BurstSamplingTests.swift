@@ -46,6 +46,9 @@ struct Burst {
 
     static let quantiles = [0.5, 0.99]
 
+    /// The values' seed: 27, or RINGSIDE_BURST_SEED's, to sweep seeds (docs/benchmarks.md).
+    static let seed = UInt64(ProcessInfo.processInfo.environment["RINGSIDE_BURST_SEED"] ?? "") ?? 27
+
     /// The burst's `index`th latency, in ns: log-normal (sigma 0.25) around a median of 50 µs at
     /// its start and 150 µs at its end.
     static func value(_ index: Int, _ random: inout SplitMix64) -> UInt64 {
@@ -69,7 +72,7 @@ struct Burst {
         let source = aggregator.addSource(pid: getpid())
         let room: (RingAggregator.Usage) -> RingAggregator.Usage = { _ in RingAggregator.Usage(series: 8, bytes: .max) }
         aggregator.addMetrics(of: consumer, source: source, admitting: room)
-        var random = SplitMix64(seed: 27)
+        var random = SplitMix64(seed: seed)
         var values: [UInt64] = []
         values.reserveCapacity(calls)
         var outcome = Outcome()
@@ -109,8 +112,8 @@ struct BurstSamplingTests {
         try withRingDirectory { directory in
             let sampled = try Burst.run(sampleAbovePercent: 50, in: directory)
             let dropped = try Burst.run(sampleAbovePercent: 100, in: directory)
-            print("burst, sampling on:  \(sampled.summary)")
-            print("burst, sampling off: \(dropped.summary)")
+            print("burst (seed \(Burst.seed)), sampling on:  \(sampled.summary)")
+            print("burst (seed \(Burst.seed)), sampling off: \(dropped.summary)")
 
             #expect(sampled.count == UInt64(Burst.calls) && sampled.dropped == 0, "\(sampled.summary)")
             #expect(sampled.sampled == UInt64(Burst.calls - sampled.drained), "each record stands for its calls")
