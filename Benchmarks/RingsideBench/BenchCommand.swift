@@ -36,7 +36,8 @@ public struct BenchCommand: Sendable, Equatable {
           --batch N         calls per timed batch (default 16; 1 times every call)
           --rounds N        emit: run the rows interleaved in N rounds, each row for 1/N of its
                             time per round (default 5; --quick 3)
-          --row NAME        run only this emit row (repeatable): \(EmitBenchmark.rowNames.joined(separator: ", "))
+          --row NAME        run only this emit row (repeatable): \(EmitBenchmark.rowNames.joined(separator: ", ")); and the
+                            A/B rows, only when named: \(EmitBenchmark.abRowNames.joined(separator: ", "))
           --capacity N      records in the emit rows' rings (default 1048576; the library's is 131072)
           --poll DUR        the collector's --poll in the live run (default 100ms)
           --help            show this text
@@ -98,8 +99,8 @@ public struct BenchCommand: Sendable, Equatable {
                 command.settings.batchSize = batch
             case "--row":
                 let name = try value(for: flag)
-                guard EmitBenchmark.rowNames.contains(name) else {
-                    throw UsageError("--row \(name): not a row; rows are \(EmitBenchmark.rowNames.joined(separator: ", "))")
+                guard EmitBenchmark.allRowNames.contains(name) else {
+                    throw UsageError("--row \(name): not a row; rows are \(EmitBenchmark.allRowNames.joined(separator: ", "))")
                 }
                 command.rows.insert(name)
             case "--capacity":
