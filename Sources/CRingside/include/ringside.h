@@ -167,7 +167,9 @@
  *   `consumer_pid`, non-zero. A consumer that reads weights stores its pid in both at attach;
  *   readers before SAMPLING (0.3, 0.4) write only `consumer_pid`, so a producer never hands them a
  *   weighted record: it drops, as it always did, and counts the calls of groups still open as
- *   dropped. (Readers that do not consume, such as a dump, show k.)
+ *   dropped. The word outlives a consumer that dies (the lock goes, the pids stay): the bot goes on
+ *   sampling a filling lane for the next consumer, and one that does not read weights ends it by
+ *   storing its own pid. (Readers that do not consume, such as a dump, show k.)
  * - Gauges are never sampled: their records feed a window's min and max. Counters write none.
  * Hence, per lane and histogram, exactly: calls (after `sample_every`) == the sum over its written
  * records of 2^k, plus its lane cell (dropped, weighted), plus the calls of its open group (fewer
