@@ -810,7 +810,8 @@ func expectedValid(_ bytes: [UInt8], status: RingStatus, metrics: [MetricDescrip
             if metric < metrics.count, metrics[metric].kind.rawValue == kind, metrics[metric].kind != .counter, sequence == cursor {
                 valid += 1
                 if metrics[metric].kind == .histogram {
-                    weight += UInt64(metrics[metric].sampleEvery)
+                    // A record counts 2^k times its metric's sample_every, k in its flags' bits 4 to 7 (SAMPLING).
+                    weight += UInt64(metrics[metric].sampleEvery) << UInt64(flags >> RS_FLAG_WEIGHT_SHIFT)
                     if flags & UInt8(RS_FLAG_EXEMPLAR) != 0 {
                         if (1...Int(RS_EXEMPLAR_MAX)).contains(length) {
                             pending = (UInt32(metric), length, cursor + 1, [])
