@@ -207,8 +207,10 @@ typedef struct rs_bot {
 int rs_bot_attach(rs_bot **bot, const char *name, const rs_bot_options *options, rs_error *error);
 
 /**
- * Unmaps the bot and releases its lock; its records stay for the collector. No thread may use
- * the bot or its metrics afterwards (other threads' lanes are simply retired with it), except
+ * Unmaps the bot and releases its lock; its records stay for the collector. The calling thread's
+ * open sampling groups are written first, other threads' counted as dropped (SAMPLING in
+ * ringside.h). No thread may use the bot or its metrics afterwards (other threads' lanes are
+ * simply retired with it), except
  * rs_bot_end_span: the bot's memory is kept for the next bot attached in its slot, and a span
  * begun before the detach records nothing.
  */
@@ -273,7 +275,8 @@ rs_producer *rs_bot_claim_lane(rs_bot *bot);
  */
 int rs_bot_claim_thread_lane(rs_bot *bot, rs_error *error);
 
-/** Retires the calling thread's lane now, as its exit would (for a thread that stops recording). */
+/** Retires the calling thread's lane now, as its exit would (for a thread that stops recording),
+    after writing its open sampling groups (SAMPLING in ringside.h). */
 void rs_bot_release_thread_lane(rs_bot *bot);
 
 /**
