@@ -152,7 +152,7 @@ typedef struct {
 } rs_thread_lane;
 
 /** One lane's writer's view, padded to 128 bytes: two threads' views never share a cache line
-    (an rs_producer is 112 bytes, and `next` is written on every record). */
+    (an rs_producer is 104 bytes, and `next` is written on every record). */
 typedef struct {
     rs_producer producer;
     uint8_t padding[128 - sizeof(rs_producer)];
