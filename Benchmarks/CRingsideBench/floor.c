@@ -15,12 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
-int rsb_floor_open(rsb_floor *floor, const char *directory, const char *name, uint64_t lane_capacity) {
+static int rsb_floor_open_with(rsb_floor *floor, const char *directory, const char *name, uint64_t lane_capacity,
+                               uint32_t sample_above_percent) {
     memset(floor, 0, sizeof *floor);
     rs_bot_options options;
     memset(&options, 0, sizeof options);
     options.directory = directory;
     options.lane_capacity = lane_capacity;
+    options.sample_above_percent = sample_above_percent;
     int rc = rs_bot_attach(&floor->bot, name, &options, &floor->error);
     if (rc != 0) return rc;
     if (!floor->bot->enabled) {
@@ -44,6 +46,14 @@ int rsb_floor_open(rsb_floor *floor, const char *directory, const char *name, ui
     return rc;
 }
 
+int rsb_floor_open(rsb_floor *floor, const char *directory, const char *name, uint64_t lane_capacity) {
+    return rsb_floor_open_with(floor, directory, name, lane_capacity, 0);
+}
+
+int rsb_floor_open_unsampled(rsb_floor *floor, const char *directory, const char *name, uint64_t lane_capacity) {
+    return rsb_floor_open_with(floor, directory, name, lane_capacity, 100);
+}
+
 const char *rsb_floor_error(const rsb_floor *floor) { return floor->error.message; }
 
 uint64_t rsb_floor_dropped(const rsb_floor *floor) {
@@ -55,47 +65,71 @@ void rsb_floor_close(rsb_floor *floor) {
     memset(floor, 0, sizeof *floor);
 }
 
+/* The floor's two loops, written once for either write (`WRITE(p, metric, value)`): each expansion
+   compiles a loop of its own, the write inlined in it. */
+#define RSB_FLOOR_LOOPS(sample_name, run_name, WRITE) \
+    static size_t sample_name(rsb_floor *floor, uint32_t metric, uint32_t batch, const uint64_t *values, \
+                              uint64_t values_mask, uint32_t *out, size_t capacity, uint64_t deadline_ns) { \
+        rs_producer *p = floor->producer; \
+        uint64_t v = 0; \
+        size_t n = 0; \
+        while (n < capacity) { \
+            uint64_t t0 = rs_clock_precise_ns(); \
+            for (uint32_t i = 0; i < batch; i++) WRITE(p, metric, values[v++ & values_mask]); \
+            uint64_t t1 = rs_clock_precise_ns(); \
+            uint64_t elapsed = t1 - t0; \
+            out[n++] = elapsed > UINT32_MAX ? UINT32_MAX : (uint32_t)elapsed; \
+            if ((n & 255) == 0 && t1 >= deadline_ns) break; \
+        } \
+        return n; \
+    } \
+    static uint64_t run_name(rsb_floor *floor, uint32_t metric, const uint64_t *values, uint64_t values_mask, \
+                             uint64_t deadline_ns) { \
+        rs_producer *p = floor->producer; \
+        uint64_t calls = 0; \
+        do { \
+            for (uint32_t i = 0; i < 4096; i++) WRITE(p, metric, values[calls++ & values_mask]); \
+        } while (rs_clock_precise_ns() < deadline_ns); \
+        return calls; \
+    }
+
+#define RSB_WRITE_NOW(p, metric, value) rs_producer_write(p, metric, RS_KIND_HISTOGRAM, 0, value)
+#define RSB_WRITE_BEFORE(p, metric, value) rsb_write_before(p, metric, RS_KIND_HISTOGRAM, 0, value, rs_clock_coarse_ns())
+RSB_FLOOR_LOOPS(rsb_floor_sample_now, rsb_floor_run_now, RSB_WRITE_NOW)
+RSB_FLOOR_LOOPS(rsb_floor_sample_before, rsb_floor_run_before, RSB_WRITE_BEFORE)
+
 size_t rsb_floor_sample(rsb_floor *floor, uint32_t metric, uint32_t batch, const uint64_t *values,
                         uint64_t values_mask, uint32_t *out, size_t capacity, uint64_t deadline_ns) {
-    rs_producer *p = floor->producer;
-    uint64_t v = 0;
-    size_t n = 0;
-    while (n < capacity) {
-        uint64_t t0 = rs_clock_precise_ns();
-        for (uint32_t i = 0; i < batch; i++) {
-            rs_producer_write(p, metric, RS_KIND_HISTOGRAM, 0, values[v++ & values_mask]);
-        }
-        uint64_t t1 = rs_clock_precise_ns();
-        uint64_t elapsed = t1 - t0;
-        out[n++] = elapsed > UINT32_MAX ? UINT32_MAX : (uint32_t)elapsed;
-        if ((n & 255) == 0 && t1 >= deadline_ns) break;
-    }
-    return n;
+    return rsb_floor_sample_now(floor, metric, batch, values, values_mask, out, capacity, deadline_ns);
 }
 
 uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values, uint64_t values_mask,
                        uint64_t deadline_ns) {
-    rs_producer *p = floor->producer;
-    uint64_t calls = 0;
-    do {
-        for (uint32_t i = 0; i < 4096; i++) {
-            rs_producer_write(p, metric, RS_KIND_HISTOGRAM, 0, values[calls++ & values_mask]);
-        }
-    } while (rs_clock_precise_ns() < deadline_ns);
-    return calls;
+    return rsb_floor_run_now(floor, metric, values, values_mask, deadline_ns);
 }
+
+/* One round through either pair of loops: warm, timed batches, then the untimed loop. */
+#define RSB_FLOOR_ROUND(sample, run) \
+    do { \
+        uint32_t metric = floor->metric.index; \
+        (void)run(floor, metric, values, values_mask, rs_clock_precise_ns() + timing->warm_ns); \
+        uint64_t dropped_before = rsb_floor_dropped(floor); \
+        result->batches = sample(floor, metric, timing->batch, values, values_mask, out, capacity, \
+                                 rs_clock_precise_ns() + timing->sample_ns); \
+        uint64_t start = rs_clock_precise_ns(); \
+        result->calls = run(floor, metric, values, values_mask, start + timing->run_ns); \
+        result->elapsed_ns = rs_clock_precise_ns() - start; \
+        result->dropped = rsb_floor_dropped(floor) - dropped_before; \
+    } while (0)
 
 void rsb_floor_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
                      uint32_t *out, size_t capacity, rsb_round *result) {
-    uint32_t metric = floor->metric.index;
-    (void)rsb_floor_run(floor, metric, values, values_mask, rs_clock_precise_ns() + timing->warm_ns);
-    uint64_t dropped_before = rsb_floor_dropped(floor);
-    result->batches = rsb_floor_sample(floor, metric, timing->batch, values, values_mask, out, capacity,
-                                       rs_clock_precise_ns() + timing->sample_ns);
-    uint64_t start = rs_clock_precise_ns();
-    result->calls = rsb_floor_run(floor, metric, values, values_mask, start + timing->run_ns);
-    result->elapsed_ns = rs_clock_precise_ns() - start;
-    result->dropped = rsb_floor_dropped(floor) - dropped_before;
+    RSB_FLOOR_ROUND(rsb_floor_sample_now, rsb_floor_run_now);
+}
+
+void rsb_floor_round_before(rsb_floor *floor, const uint64_t *values, uint64_t values_mask,
+                            const rsb_round_timing *timing, uint32_t *out, size_t capacity, rsb_round *result) {
+    RSB_FLOOR_ROUND(rsb_floor_sample_before, rsb_floor_run_before);
 }
 
 /* MARK: - The forked floor (`c.floor.forked`)

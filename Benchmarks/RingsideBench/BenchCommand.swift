@@ -37,7 +37,8 @@ public struct BenchCommand: Sendable, Equatable {
           --rounds N        emit: run the rows interleaved in N rounds, each row for 1/N of its
                             time per round (default 5; --quick 3)
           --row NAME        run only this emit row, or this group of collector rows (repeatable):
-                            \(EmitBenchmark.rowNames.joined(separator: ", ")); collector: \(CollectorBenchmark.rowGroups.joined(separator: ", "))
+                            \(EmitBenchmark.rowNames.joined(separator: ", ")); the A/B rows, only when named:
+                            \(EmitBenchmark.abRowNames.joined(separator: ", ")); collector: \(CollectorBenchmark.rowGroups.joined(separator: ", "))
           --capacity N      records in the emit rows' rings (default 1048576; the library's is 131072)
           --poll DUR        the collector's --poll in the live run (default 100ms)
           --help            show this text
@@ -99,9 +100,9 @@ public struct BenchCommand: Sendable, Equatable {
                 command.settings.batchSize = batch
             case "--row":
                 let name = try value(for: flag)
-                guard EmitBenchmark.rowNames.contains(name) || CollectorBenchmark.rowGroups.contains(name) else {
+                guard EmitBenchmark.allRowNames.contains(name) || CollectorBenchmark.rowGroups.contains(name) else {
                     throw UsageError(
-                        "--row \(name): not a row; rows are \(EmitBenchmark.rowNames.joined(separator: ", ")), and the collector's "
+                        "--row \(name): not a row; rows are \(EmitBenchmark.allRowNames.joined(separator: ", ")), and the collector's "
                             + CollectorBenchmark.rowGroups.joined(separator: ", "))
                 }
                 command.rows.insert(name)

@@ -69,6 +69,14 @@ public enum EmitBenchmark {
         "clock.coarse",
     ]
 
+    /// A/B rows, run only when asked (`--row`): `c.floor` with the write as it was before SAMPLING
+    /// in ringside.h (issue 27), frozen in CRingsideBench, into a floor that never samples, so the
+    /// change's cost is read in one process, beside the row it is compared with.
+    public static let abRowNames = ["c.floor.before"]
+
+    /// Every row `--row` takes.
+    public static var allRowNames: [String] { rowNames + abRowNames }
+
     /// Threads in `ringside.record.4threads`.
     static let botThreads = 4
 
@@ -130,6 +138,11 @@ public enum EmitBenchmark {
         let opened = rsb_floor_open(&floor, directory, "floor", UInt64(settings.ringCapacity))
         guard opened == 0 else { throw BenchError("the C floor: \(String(cString: rsb_floor_error(&floor)))") }
         defer { rsb_floor_close(&floor) }
+        // c.floor.before's: the same, never sampled, written by the write before SAMPLING.
+        var floorBefore = rsb_floor()
+        let openedBefore = rsb_floor_open_unsampled(&floorBefore, directory, "floor-before", UInt64(settings.ringCapacity))
+        guard openedBefore == 0 else { throw BenchError("the C floor: \(String(cString: rsb_floor_error(&floorBefore)))") }
+        defer { rsb_floor_close(&floorBefore) }
 
         let sockets: [Int32]
         do { sockets = try System.socketpair(AF_UNIX, Int32(SOCK_DGRAM.rawValue)) } catch {
@@ -169,7 +182,7 @@ public enum EmitBenchmark {
         let botInspector: RingInspector
         do {
             // The worker files too: bench@<pid> (this process's) and floor@<child> (the child's).
-            var rings = ["bench", "bench\(RS_WORKER_SEPARATOR)\(getpid())", "bench-bot", "floor"]
+            var rings = ["bench", "bench\(RS_WORKER_SEPARATOR)\(getpid())", "bench-bot", "floor", "floor-before"]
             if forked.pid > 0 { rings.append("floor\(RS_WORKER_SEPARATOR)\(forked.pid)") }
             consumer = try LiveConsumer(
                 rings: rings, directory: directory, socket: sockets[1],
@@ -268,6 +281,14 @@ public enum EmitBenchmark {
                     buffer.baseAddress, buffer.count, &result)
                 return RoundSample(result, buffer)
             },
+            Row(name: "c.floor.before", consumerMode: .rings) {
+                // c.floor's round, with the write before SAMPLING, into a floor that never samples.
+                var result = rsb_round()
+                rsb_floor_round_before(
+                    &floorBefore, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming,
+                    buffer.baseAddress, buffer.count, &result)
+                return RoundSample(result, buffer)
+            },
             Row(name: "c.floor.forked", consumerMode: .rings) { () throws(BenchError) -> RoundSample in
                 // c.floor's round, run by the forked child in its worker file; this thread waits.
                 var result = rsb_round()
@@ -317,7 +338,7 @@ public enum EmitBenchmark {
                 defer { sink &+= sum }
                 return timedRound(buffer, timing, drops: { 0 }) { sum &+= rs_clock_coarse_ns() }
             },
-        ].filter { only.isEmpty || only.contains($0.name) }
+        ].filter { only.isEmpty ? !abRowNames.contains($0.name) : only.contains($0.name) }
 
         var measured = Array(repeating: [RoundSample](), count: rows.count)
         for round in 1...rounds {
@@ -356,8 +377,10 @@ public enum EmitBenchmark {
             + "CLOCK_MONOTONIC (rs_span_clock_select for their rounds), clock.tsc the TSC read alone; c.floor.forked is "
             + "c.floor's round (the same C function) run by a child this process forked once, which became a worker "
             + "of the floor's bot at its first record (through the bot and metric it inherited) and writes that "
-            + "record's lane, on the producer's CPU while this process waits; rings and lanes of \(settings.ringCapacity) "
-            + "records; values from a table of \(LatencyValues.count) lognormal latencies."
+            + "record's lane, on the producer's CPU while this process waits; c.floor.before (only when asked) is "
+            + "c.floor's round with the write as it was before adaptive sampling (frozen in CRingsideBench), into a "
+            + "floor that never samples; rings and lanes of "
+            + "\(settings.ringCapacity) records; values from a table of \(LatencyValues.count) lognormal latencies."
         machine.pinned = pinned
         return EmitReport(machine: machine, method: method, rows: summaries)
     }

@@ -1,5 +1,6 @@
-// What the format needs beyond inline code: a writer's view wired to its lane, and the locks
-// (fcntl is variadic, which Swift cannot call, so the OFD locks live here).
+// What the format needs beyond inline code: a writer's view wired to its lane, a write's slow path
+// (adaptive sampling: SAMPLING in ringside.h), and the locks (fcntl is variadic, which Swift
+// cannot call, so the OFD locks live here).
 #define _GNU_SOURCE
 #include "ringside.h"
 
@@ -7,8 +8,34 @@
 #include <fcntl.h>
 #include <string.h>
 
+/* Whether the file's consumer reads weighted records: it stored its pid in both fields. */
+static int rs_consumer_reads_weights(const rs_header *h) {
+    /* Relaxed: two pids a consumer stores once; one seen without the other only means "not yet". */
+    int32_t pid = rs_load_relaxed_i32(&h->consumer_pid);
+    return pid != 0 && rs_load_relaxed_i32(&h->weights_reader_pid) == pid;
+}
+
+/**
+ * Keeps the consumer's cursor `read` for the fast path, whose one test is whether the lane looks
+ * full by it: as read when the lane never samples (or its consumer does not weigh); set back by the
+ * room above the threshold while it may start sampling, so that the test fails at `above`; and,
+ * while it samples, so that it fails at every call (each then looks at the lane).
+ */
+static void rs_producer_keep_read(rs_producer *p, uint64_t read) {
+    const rs_sampling *s = p->sampling;
+    uint64_t capacity = p->mask + 1;
+    if (s == NULL || !s->weighs) {
+        p->cached_read = read;
+    } else if (s->level > 0 || s->open > 0) {
+        p->cached_read = p->next - capacity;
+    } else {
+        p->cached_read = read - (capacity - s->above); /* modulo 2^64, as every cursor difference */
+    }
+}
+
 void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_records_offset, uint32_t capacity_log2,
-                      rs_metric_cell *shared, uint32_t *sample_countdown, const uint32_t *sample_every) {
+                      rs_metric_cell *shared, uint32_t *sample_countdown, const uint32_t *sample_every,
+                      rs_sampling *sampling) {
     char *base = (char *)lane;
     p->records = (rs_record *)(base + lane_records_offset);
     p->write_cursor = &lane->write_cursor;
@@ -22,10 +49,153 @@ void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_record
     /* Relaxed: only the attached process writes the cursor, and the lane's last writer released
        it under the bot's mutex (or was another process, gone before we took the lock). */
     p->next = rs_load_relaxed_u64(&lane->write_cursor);
-    /* Acquire: the consumer finished with the slots below its cursor before storing it. */
-    p->cached_read = rs_load_acquire_u64(&lane->read_cursor);
     p->sample_countdown = sample_countdown;
     p->sample_every = sample_every;
+    p->sampling = sampling;
+    if (sampling != NULL) {
+        sampling->level = 0;
+        sampling->weighs = 1; /* until a look says otherwise: the first one comes at the threshold */
+    }
+    /* Acquire: the consumer finished with the slots below its cursor before storing it. */
+    rs_producer_keep_read(p, rs_load_acquire_u64(&lane->read_cursor));
+}
+
+/* MARK: - Sampling (SAMPLING in ringside.h) */
+
+/** L for a lane holding `fill` records. */
+static uint32_t rs_sampling_level(const rs_sampling *s, uint64_t fill) {
+    if (fill < s->above) return 0;
+    uint64_t level = 1 + ((fill - s->above) >> s->step_log2);
+    return level < RS_WEIGHT_LOG2_MAX ? (uint32_t)level : RS_WEIGHT_LOG2_MAX;
+}
+
+/** Whether the call that makes its group `calls` long closes it at level `level`. */
+static int rs_sampling_closes(uint32_t calls, uint32_t level) {
+    return calls >= (UINT32_C(1) << level) && (calls & (calls - 1)) == 0;
+}
+
+/** Adds a call to its metric's open group: it is sampled out (0: nothing written). */
+static int rs_sampling_join(rs_sampling *s, uint32_t metric, uint64_t value) {
+    uint32_t calls = s->calls[metric];
+    if (calls == 0) {
+        s->open++;
+        if (metric >= s->open_below) s->open_below = metric + 1;
+    }
+    s->calls[metric] = calls + 1;
+    s->latest[metric] = value;
+    return 0;
+}
+
+/** Counts `weight` records of `metric` dropped from the lane (the holder's own fields). */
+static int rs_producer_drop(rs_producer *p, uint32_t metric, uint64_t weight) {
+    /* Only this lane's owner writes these, so a relaxed load and store is exact. */
+    rs_store_relaxed_u64(p->dropped_total, rs_load_relaxed_u64(p->dropped_total) + weight);
+    rs_store_relaxed_u64(&p->cells[metric], rs_load_relaxed_u64(&p->cells[metric]) + weight);
+    return 0;
+}
+
+/** Writes every open group (`keep`; a record per bit of its calls, its latest value) where the lane
+    has room by the consumer's cursor `read`, and counts the rest dropped by their weight; then
+    publishes what it wrote. */
+static void rs_sampling_flush(rs_producer *p, rs_sampling *s, uint64_t read, uint64_t timestamp_ns, int keep) {
+    uint64_t cursor = p->next;
+    for (uint32_t metric = 0; metric < s->open_below && s->open > 0; metric++) {
+        uint32_t calls = s->calls[metric];
+        if (calls == 0) continue;
+        s->calls[metric] = 0;
+        s->open--;
+        while (calls != 0) {
+            uint32_t k = 31u - (uint32_t)__builtin_clz(calls); /* the largest weight first */
+            calls -= UINT32_C(1) << k;
+            if (keep && cursor - read <= p->mask) {
+                rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, RS_KIND_HISTOGRAM,
+                                 (uint8_t)(k << RS_FLAG_WEIGHT_SHIFT), s->latest[metric], timestamp_ns, 0);
+                cursor++;
+            } else {
+                rs_producer_drop(p, metric, UINT64_C(1) << k);
+            }
+        }
+    }
+    s->open_below = 0;
+    if (cursor != p->next) {
+        p->next = cursor;
+        /* Release: the records' bytes are visible before the cursor that publishes them. */
+        rs_store_release_u64(p->write_cursor, cursor);
+        rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
+    }
+}
+
+/** Sets the lane's level from the consumer's cursor `read` (closing its groups when it falls to
+    0), as the consumer's word allows. */
+static void rs_sampling_look(rs_producer *p, rs_sampling *s, uint64_t read, uint64_t timestamp_ns) {
+    s->weighs = rs_consumer_reads_weights(s->header);
+    s->level = s->weighs ? rs_sampling_level(s, p->next - read) : 0;
+    if (s->level == 0 && s->open > 0) rs_sampling_flush(p, s, read, timestamp_ns, (int)s->weighs);
+}
+
+int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
+                           uint64_t timestamp_ns, const char *exemplar, uint32_t length) {
+    /* Acquire: the consumer finished reading the slots below its cursor before storing it. Every
+       call past the fast path reads it (the consumer's lines change once a drain, so the loads
+       mostly hit the cache): the level follows the fill call by call. */
+    uint64_t read = rs_load_acquire_u64(p->read_cursor);
+    rs_sampling *s = p->sampling;
+    if (s != NULL) rs_sampling_look(p, s, read, timestamp_ns);
+    uint32_t k = 0;
+    if (s != NULL && kind == RS_KIND_HISTOGRAM && s->level > 0) {
+        uint32_t calls = s->calls[metric] + 1;
+        if (!rs_sampling_closes(calls, s->level)) {
+            rs_producer_keep_read(p, read);
+            return rs_sampling_join(s, metric, value);
+        }
+        k = 31u - (uint32_t)__builtin_clz(calls);
+        if (calls > 1) {
+            s->calls[metric] = 0;
+            s->open--;
+        }
+    }
+    uint64_t extra = exemplar != NULL ? rs_exemplar_records(length) : 0;
+    uint64_t cursor = p->next;
+    int written = cursor + extra - read <= p->mask;
+    if (written) {
+        uint8_t weighted = (uint8_t)(flags | (exemplar != NULL ? RS_FLAG_EXEMPLAR : 0) | k << RS_FLAG_WEIGHT_SHIFT);
+        rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, kind, weighted, value, timestamp_ns,
+                         (uint16_t)(exemplar != NULL ? length : 0));
+        if (exemplar != NULL) rs_producer_fill_exemplar(p, cursor, metric, exemplar, length);
+        p->next = cursor + 1 + extra;
+        /* Release: the records' bytes are visible before the cursor that publishes them. */
+        rs_store_release_u64(p->write_cursor, cursor + 1 + extra);
+        rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
+    } else {
+        rs_producer_drop(p, metric, UINT64_C(1) << k);
+    }
+    rs_producer_keep_read(p, read);
+    return written;
+}
+
+void rs_producer_close_groups(rs_producer *p) {
+    rs_sampling *s = p->sampling;
+    if (s == NULL || p->records == NULL || s->open == 0) return;
+    /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
+    uint64_t read = rs_load_acquire_u64(p->read_cursor);
+    s->weighs = rs_consumer_reads_weights(s->header);
+    rs_sampling_flush(p, s, read, rs_clock_coarse_ns(), (int)s->weighs);
+    s->level = 0;
+    rs_producer_keep_read(p, read);
+}
+
+void rs_producer_abandon_groups(rs_producer *p) {
+    rs_sampling *s = p->sampling;
+    if (s == NULL || s->open == 0) return;
+    for (uint32_t metric = 0; metric < s->open_below; metric++) {
+        if (s->calls[metric] == 0) continue;
+        /* An atomic add: other threads without a lane may be adding to it. */
+        if (p->shared != NULL) rs_add_relaxed_u64(&p->shared[metric].unlaned, s->calls[metric]);
+        s->calls[metric] = 0;
+    }
+    s->open = 0;
+    s->open_below = 0;
+    s->level = 0;
 }
 
 /* MARK: - Locks */

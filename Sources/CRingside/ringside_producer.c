@@ -52,6 +52,10 @@ typedef struct {
     int header_guard;           /* the header mapping's SIGBUS guard slot, or -1 */
     int *lane_guards;           /* max_lanes guard slots, -1 when unmapped or unguarded */
     uint32_t countdown_stride;  /* entries per sample_countdown row (128-byte rows) */
+    rs_sampling **samplings;    /* max_lanes: each lane's adaptive sampling, made at its first
+                                   hand-over (NULL until then, and when the bot never samples) */
+    uint32_t sample_above_percent; /* the attach's option (0: the default; 100: never), kept for a
+                                   forked child's worker file */
     uint32_t disabled_metrics;  /* a disabled bot's registrations, for their indices */
     int forked;                 /* 1 in a forked child until it writes a worker file of its own
                                    (at its first record): the mapped file was the parent's */
@@ -88,9 +92,12 @@ static void rsp_fork_parent(void);
 static void rsp_fork_child(void);
 static int rsp_become_worker(rsp_bot *b, rs_error *error);
 
+static void rsp_process_exit(void);
+
 static void rsp_init_process(void) {
     rsp_thread_key_created = pthread_key_create(&rsp_thread_key, rsp_thread_exit) == 0;
     pthread_atfork(rsp_fork_prepare, rsp_fork_parent, rsp_fork_child);
+    (void)atexit(rsp_process_exit); /* without room for it, the exiting thread's groups stay open */
 }
 
 static int32_t rsp_gettid(void) { return (int32_t)syscall(SYS_gettid); }
@@ -415,7 +422,9 @@ static int rsp_allocate_views(rsp_bot *b, uint32_t registry_capacity, uint32_t m
     bot->lane_held = (uint32_t *)calloc(lanes, sizeof(uint32_t));
     bot->sample_every = (uint32_t *)malloc(registry_capacity * sizeof(uint32_t));
     b->lane_guards = (int *)malloc(lanes * sizeof(int));
-    if (!bot->producers || !bot->sample_countdown || !bot->lanes || !bot->lane_held || !bot->sample_every || !b->lane_guards) {
+    b->samplings = (rs_sampling **)calloc(lanes, sizeof(rs_sampling *));
+    if (!bot->producers || !bot->sample_countdown || !bot->lanes || !bot->lane_held || !bot->sample_every || !b->lane_guards
+        || !b->samplings) {
         return -ENOMEM;
     }
     memset(bot->producers, 0, lanes * sizeof(rs_lane_producer));
@@ -434,6 +443,7 @@ static void rsp_forget_views(rsp_bot *b) {
     bot->lane_held = NULL;
     bot->sample_every = NULL;
     b->lane_guards = NULL;
+    b->samplings = NULL;
 }
 
 static void rsp_free_views(rsp_bot *b) {
@@ -444,6 +454,8 @@ static void rsp_free_views(rsp_bot *b) {
     free(bot->lane_held);
     free(bot->sample_every);
     free(b->lane_guards);
+    for (uint32_t lane = 0; b->samplings != NULL && lane < bot->max_lanes; lane++) free(b->samplings[lane]);
+    free(b->samplings);
     rsp_forget_views(b);
 }
 
@@ -503,12 +515,43 @@ static int rsp_map_lane(rsp_bot *b, int fd, uint32_t lane) {
     return 0;
 }
 
+/** The records in a lane from which its histograms are sampled (see SAMPLING), by the attach's
+    option: 0 when it never samples. */
+static uint32_t rsp_sample_above(const rsp_bot *b) {
+    uint32_t percent = b->sample_above_percent ? b->sample_above_percent : RS_DEFAULT_SAMPLE_ABOVE_PERCENT;
+    if (percent >= 100) return 0;
+    uint64_t above = ((uint64_t)percent << b->bot.capacity_log2) / 100;
+    return above > 0 ? (uint32_t)above : 1;
+}
+
+/** Lane `lane`'s adaptive sampling, made at its first hand-over: NULL when the bot never samples,
+    or when there is no memory for it (the lane then drops when full, as without sampling). */
+static rs_sampling *rsp_lane_sampling(rsp_bot *b, uint32_t lane) {
+    uint32_t above = rsp_sample_above(b);
+    if (above == 0) return NULL;
+    if (b->samplings[lane] == NULL) {
+        /* One block: the struct, then each metric's latest value, then its count of calls. */
+        size_t metrics = b->bot.registry_capacity;
+        rs_sampling *s = (rs_sampling *)calloc(1, sizeof *s + metrics * (sizeof(uint64_t) + sizeof(uint32_t)));
+        if (s == NULL) return NULL;
+        s->latest = (uint64_t *)(s + 1);
+        s->calls = (uint32_t *)(s->latest + metrics);
+        s->header = b->bot.header;
+        s->above = above;
+        /* 16 levels over the room above the threshold: one a sixteenth, a power of two records. */
+        uint64_t step = (((uint64_t)1 << b->bot.capacity_log2) - above) / 16;
+        while (step >> (s->step_log2 + 1)) s->step_log2++;
+        b->samplings[lane] = s;
+    }
+    return b->samplings[lane];
+}
+
 /** Gives lane `lane` to the caller (`how`: a thread, or an exclusive user). Under bot->mutex. */
 static void rsp_hand_over_locked(rsp_bot *b, uint32_t lane, uint32_t how) {
     rs_lane_header *header = b->bot.lanes[lane];
-    /* The lane's writer's view, with the lane's own countdown row. */
+    /* The lane's writer's view, with the lane's own countdown row and sampling. */
     rs_producer_init(&b->bot.producers[lane].producer, header, b->geometry.lane_records_offset, b->bot.capacity_log2,
-                     rsp_metric_cells(b), rsp_countdown_row(b, lane), b->bot.sample_every);
+                     rsp_metric_cells(b), rsp_countdown_row(b, lane), b->bot.sample_every, rsp_lane_sampling(b, lane));
     b->bot.lane_held[lane] = how;
     uint64_t now = rs_clock_coarse_ns();
     /* Relaxed: these are the process's to write, under this mutex; `state` publishes them. */
@@ -594,10 +637,14 @@ static int rsp_lane_of(rsp_bot *b, const rs_producer *p) {
     return (int)lane;
 }
 
-/** Retires the lane a thread's table entry holds, if it is a lane this thread holds. Under bot->mutex. */
+/** Retires the lane a thread's table entry holds, if it is a lane this thread holds, after writing
+    its open sampling groups (the thread is the lane's holder). Under bot->mutex. */
 static void rsp_release_entry_locked(rsp_bot *b, const rs_producer *p) {
     int lane = rsp_lane_of(b, p);
-    if (lane >= 0 && b->bot.lane_held[lane] == RSP_HELD_BY_THREAD) rsp_retire_locked(b, (uint32_t)lane);
+    if (lane >= 0 && b->bot.lane_held[lane] == RSP_HELD_BY_THREAD) {
+        rs_producer_close_groups(&b->bot.producers[lane].producer);
+        rsp_retire_locked(b, (uint32_t)lane);
+    }
 }
 
 /* MARK: - Attaching */
@@ -676,6 +723,7 @@ static void rsp_start(rsp_bot *b) {
     rs_store_relaxed_u64(&h->producer_start_ns, rs_clock_realtime_ns());
     rs_store_relaxed_u32(&h->producer_attaches, rs_load_relaxed_u32(&h->producer_attaches) + 1);
     rs_store_relaxed_u64(&h->heartbeat_ns, rs_clock_coarse_ns());
+    rs_store_relaxed_u32(&h->sample_above, rsp_sample_above(b));
     rsp_build_laneless(b);
 }
 
@@ -875,6 +923,10 @@ static int rsp_check_options(const char *name, const rs_bot_options *o, rs_error
     }
     if (o->max_workers > RS_MAX_WORKERS) {
         return rsp_fail(error, name, RS_E_INVALID, "max_workers %u must be from 1 to %u", (unsigned)o->max_workers, RS_MAX_WORKERS);
+    }
+    if (o->sample_above_percent > 100) {
+        return rsp_fail(error, name, RS_E_INVALID, "sample_above_percent %u must be from 1 to 100 (100: never sample; 0 for "
+                        "the default, %u)", (unsigned)o->sample_above_percent, RS_DEFAULT_SAMPLE_ABOVE_PERCENT);
     }
     if (o->mode & ~(mode_t)0777) {
         return rsp_fail(error, name, RS_E_INVALID, "mode 0%o has bits other than permissions", (unsigned)o->mode);
@@ -1080,6 +1132,7 @@ int rs_bot_attach(rs_bot **out, const char *name, const rs_bot_options *options,
         snprintf(b->bot.path, sizeof b->bot.path, "%s", path);
         snprintf(b->directory, sizeof b->directory, "%s", directory);
         b->max_workers = o.max_workers;
+        b->sample_above_percent = o.sample_above_percent;
         if (o.disabled || rsp_disabled_by_environment()) {
             rc = rsp_set_up_disabled(b, &o, error);
         } else {
@@ -1115,9 +1168,16 @@ void rs_bot_detach(rs_bot *bot) {
         rsp_slots[bot->slot].generation = 0;
     }
     if (bot->enabled && !b->forked) {
-        /* Every lane is retired with the process's hold on the file (readers see it at once). */
+        /* Every lane is retired with the process's hold on the file (readers see it at once). Its
+           open sampling groups: the calling thread's own lane writes them; any other lane's calls
+           count as dropped (no thread records meanwhile). */
         pthread_mutex_lock(&bot->mutex);
-        for (uint32_t lane = 0; lane < b->lanes_mapped; lane++) rsp_retire_locked(b, lane);
+        rs_thread_lane *own = &rs_thread_lanes[bot->slot % RS_MAX_BOTS_PER_PROCESS];
+        if (own->generation == bot->generation && rsp_lane_of(b, own->producer) >= 0) rs_producer_close_groups(own->producer);
+        for (uint32_t lane = 0; lane < b->lanes_mapped; lane++) {
+            rs_producer_abandon_groups(&bot->producers[lane].producer);
+            rsp_retire_locked(b, lane);
+        }
         pthread_mutex_unlock(&bot->mutex);
     }
     /* Unmapped and closed under the process's mutex, so a fork() either disowns them or never
@@ -1568,6 +1628,26 @@ static void rsp_thread_exit(void *unused) {
         }
         entry->generation = 0;
         entry->producer = NULL;
+    }
+    pthread_mutex_unlock(&rsp_mutex);
+}
+
+/**
+ * At exit() (main's return, or exit() from any thread), which runs no key destructor for the
+ * exiting thread: that thread's open sampling groups are written (see SAMPLING), its lanes left as
+ * they are. The locks are only tried: exit() may come while another thread holds one, and then
+ * those groups stay open (their calls uncounted), as the records of a thread still recording are.
+ */
+static void rsp_process_exit(void) {
+    if (pthread_mutex_trylock(&rsp_mutex) != 0) return;
+    for (int slot = 0; slot < RS_MAX_BOTS_PER_PROCESS; slot++) {
+        rs_thread_lane *entry = &rs_thread_lanes[slot];
+        rs_bot *bot = rsp_slots[slot].bot;
+        if (entry->generation == 0 || bot == NULL || rsp_slots[slot].generation != entry->generation || !bot->enabled) continue;
+        if (pthread_mutex_trylock(&bot->mutex) != 0) continue;
+        int lane = rsp_lane_of(rsp_of(bot), entry->producer);
+        if (lane >= 0 && bot->lane_held[lane] == RSP_HELD_BY_THREAD) rs_producer_close_groups(entry->producer);
+        pthread_mutex_unlock(&bot->mutex);
     }
     pthread_mutex_unlock(&rsp_mutex);
 }

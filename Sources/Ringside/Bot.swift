@@ -53,13 +53,21 @@ public final class Bot: Sendable {
         /// worker that is gone; when every one is alive, it writes nothing to the bot (see
         /// docs/workers.md).
         public var maxWorkers: Int
+        /// How full a thread's lane is, in percent (1 to 99), when its histograms start to be
+        /// sampled: past it, 1 call in 2, 4, ... 32,768 is written, weighted so the collector's
+        /// counts stay exact, the fuller the lane the fewer, instead of the newest records being
+        /// dropped when it fills (SAMPLING in `ringside.h`). Default 50. 100: never sample (a
+        /// full lane drops). Only while the bot's collector reads weighted records: with an older
+        /// one, a full lane drops as before.
+        public var sampleAbovePercent: Int
 
         public init(
             laneCapacity: Int = 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2),
             maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY),
             maxThreads: Int = Int(RS_DEFAULT_MAX_LANES),
             fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail, worker: Bool = false,
-            maxWorkers: Int = Int(RS_DEFAULT_MAX_WORKERS)
+            maxWorkers: Int = Int(RS_DEFAULT_MAX_WORKERS),
+            sampleAbovePercent: Int = Int(RS_DEFAULT_SAMPLE_ABOVE_PERCENT)
         ) {
             self.laneCapacity = laneCapacity
             self.maxMetrics = maxMetrics
@@ -68,6 +76,7 @@ public final class Bot: Sendable {
             self.onIncompatible = onIncompatible
             self.worker = worker
             self.maxWorkers = maxWorkers
+            self.sampleAbovePercent = sampleAbovePercent
         }
     }
 
@@ -116,10 +125,15 @@ public final class Bot: Sendable {
         guard (1...Int(RS_MAX_WORKERS)).contains(options.maxWorkers) else {
             throw .invalidOptions(ring: name, reason: "maxWorkers \(options.maxWorkers) must be from 1 to \(RS_MAX_WORKERS)")
         }
+        guard (1...100).contains(options.sampleAbovePercent) else {
+            throw .invalidOptions(
+                ring: name, reason: "sampleAbovePercent \(options.sampleAbovePercent) must be from 1 to 100 (100: never sample)")
+        }
         let request = BotAttachment.Request(
             laneCapacity: options.laneCapacity, maxMetrics: options.maxMetrics,
             maxLanes: options.maxThreads, fileMode: options.fileMode,
-            onIncompatible: options.onIncompatible, worker: options.worker, maxWorkers: options.maxWorkers)
+            onIncompatible: options.onIncompatible, worker: options.worker, maxWorkers: options.maxWorkers,
+            sampleAbovePercent: options.sampleAbovePercent)
         return Bot(attachment: try BotAttachment.attach(name, directory: directory, request: request))
     }
 

@@ -31,6 +31,9 @@ final class BotAttachment: @unchecked Sendable {
         var worker = false
         /// The bound on the bot's worker files, for a worker (0: the default).
         var maxWorkers = 0
+        /// How full a lane is, in percent, when its histograms start to be sampled (0: the
+        /// default; 100: never).
+        var sampleAbovePercent = 0
         /// Map nothing: a bot whose handles do nothing.
         var disabled = false
     }
@@ -48,6 +51,7 @@ final class BotAttachment: @unchecked Sendable {
         options.disabled = request.disabled ? 1 : 0
         options.worker = request.worker ? 1 : 0
         options.max_workers = UInt32(request.maxWorkers)
+        options.sample_above_percent = UInt32(request.sampleAbovePercent)
         var error = rs_error()
         var bot: UnsafeMutablePointer<rs_bot>?
         let code = ringDirectory.path.withCString { path in

@@ -85,7 +85,8 @@ extension MappedRingFile {
             producerAlive: knownAlive ?? isLocked(byte: RS_LOCK_BYTE_PRODUCER),
             producerStartRealtimeNanos: producerStartNanos, heartbeatMonotonicNanos: heartbeat,
             producerAttaches: producerAttaches, consumerPID: consumerPID,
-            consumerAlive: role == .consumer || isLocked(byte: RS_LOCK_BYTE_CONSUMER), lanes: lanes)
+            consumerAlive: role == .consumer || isLocked(byte: RS_LOCK_BYTE_CONSUMER),
+            sampleAbove: sampleAbove, consumerReadsWeights: consumerPID != 0 && weightsReaderPID == consumerPID, lanes: lanes)
         try checkNotTruncated()
         return status
     }

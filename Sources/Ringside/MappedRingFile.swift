@@ -47,15 +47,20 @@ final class MappedRingFile {
 
     /// Opens an existing bot file to read it, as its consumer (locked) or as an inspector, and
     /// maps the part before its lanes.
+    /// - Parameter readsWeights: a consumer that counts each record by its weight says so in the
+    ///   consumer line, and the producer may then sample a filling lane (SAMPLING in `ringside.h`).
     static func open(
         name: String, directory: RingDirectory, role: Role,
-        allowedOwners: Set<UInt32> = []
+        allowedOwners: Set<UInt32> = [], readsWeights: Bool = false
     ) throws(RingError) -> MappedRingFile {
         let (handle, layout) = try RingFileHandle.open(name: name, directory: directory, role: role, allowedOwners: allowedOwners)
         let file = MappedRingFile(handle: handle, header: try handle.map(size: layout.lanesOffset, offset: 0), layout: layout)
         if role == .consumer {
-            // Relaxed: figures for people; the consumer lock is the truth about who consumes.
-            rs_store_relaxed_i32(file.field(Offset.consumerPID, as: Int32.self), getpid())
+            // Relaxed: figures for people; the consumer lock is the truth about who consumes. The
+            // producer samples only while both pids are ours: a mismatch means "not (yet)".
+            let pid = getpid()
+            rs_store_relaxed_i32(file.field(Offset.consumerPID, as: Int32.self), pid)
+            rs_store_relaxed_i32(file.field(Offset.weightsReaderPID, as: Int32.self), readsWeights ? pid : 0)
             rs_store_relaxed_u64(file.field(Offset.consumerHeartbeat, as: UInt64.self), rs_clock_coarse_ns())
         }
         return file
@@ -75,6 +80,8 @@ final class MappedRingFile {
         static let lanesExhausted = MemoryLayout<rs_header>.offset(of: \.lanes_exhausted)!
         static let workersRefused = MemoryLayout<rs_header>.offset(of: \.workers_refused)!
         static let consumerPID = MemoryLayout<rs_header>.offset(of: \.consumer_pid)!
+        static let weightsReaderPID = MemoryLayout<rs_header>.offset(of: \.weights_reader_pid)!
+        static let sampleAbove = MemoryLayout<rs_header>.offset(of: \.sample_above)!
         static let consumerHeartbeat = MemoryLayout<rs_header>.offset(of: \.consumer_heartbeat_ns)!
         static let gaugeBits = MemoryLayout<rs_metric_cell>.offset(of: \.gauge_bits)!
         static let gaugeSet = MemoryLayout<rs_metric_cell>.offset(of: \.gauge_set)!
@@ -110,6 +117,8 @@ final class MappedRingFile {
     var lanesExhausted: UInt64 { rs_load_relaxed_u64(field(Offset.lanesExhausted, as: UInt64.self)) }
     var workersRefused: UInt64 { rs_load_relaxed_u64(field(Offset.workersRefused, as: UInt64.self)) }
     var consumerPID: Int32 { rs_load_relaxed_i32(field(Offset.consumerPID, as: Int32.self)) }
+    var weightsReaderPID: Int32 { rs_load_relaxed_i32(field(Offset.weightsReaderPID, as: Int32.self)) }
+    var sampleAbove: UInt32 { rs_load_relaxed_u32(field(Offset.sampleAbove, as: UInt32.self)) }
     var consumerHeartbeatNanos: UInt64 { rs_load_relaxed_u64(field(Offset.consumerHeartbeat, as: UInt64.self)) }
 
     /// Whether the file shrank under a mapping: the SIGBUS guard absorbed a fault in it (the

@@ -6,6 +6,14 @@ import CRingside
 /// One 32-byte record as stored in a lane (see `rs_record` in `ringside.h`).
 package typealias RingRecord = rs_record
 
+extension RingRecord {
+    /// k: the record stands for 2^k calls of its metric (SAMPLING in `ringside.h`); 0 unsampled.
+    package var weightLog2: Int { Int(flags) >> Int(RS_FLAG_WEIGHT_SHIFT) }
+    /// The calls the record stands for: 1, or 2^k for a record written while its lane was sampled
+    /// (before the metric's own `sampleEvery`, which multiplies it).
+    package var weight: UInt64 { 1 << UInt64(weightLog2) }
+}
+
 /// A bot file's one consumer: drains every lane's records in batches and moves their read cursors.
 ///
 /// Holds the consumer lock while open; a second consumer gets `RingError.consumerAlive`.
@@ -21,12 +29,17 @@ package final class RingConsumer {
     package private(set) var metrics: [MetricDescriptor]
 
     /// Opens the bot file `name` as its consumer.
-    /// - Parameter allowedOwners: users besides our own whose files may be opened.
+    /// - Parameters:
+    ///   - allowedOwners: users besides our own whose files may be opened.
+    ///   - readsWeights: the caller counts each record `RingRecord.weight` times (the collector
+    ///     does): the bot's producers may then sample a filling lane rather than drop (SAMPLING in
+    ///     `ringside.h`). A consumer that counts records one by one leaves it false, and sees drops.
     package init(
         _ name: String, directory: RingDirectory = RingDirectory(),
-        allowedOwners: Set<UInt32> = []
+        allowedOwners: Set<UInt32> = [], readsWeights: Bool = false
     ) throws(RingError) {
-        file = try MappedRingFile.open(name: name, directory: directory, role: .consumer, allowedOwners: allowedOwners)
+        file = try MappedRingFile.open(
+            name: name, directory: directory, role: .consumer, allowedOwners: allowedOwners, readsWeights: readsWeights)
         metrics = try file.metrics(from: 0)
         try adoptNewLanes()
     }

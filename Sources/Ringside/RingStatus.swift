@@ -98,6 +98,11 @@ package struct RingStatus: Sendable, Equatable {
     package let producerAttaches: UInt32
     package let consumerPID: Int32
     package let consumerAlive: Bool
+    /// Records in a lane past which its histograms are sampled (SAMPLING in ringside.h), as the
+    /// attached process chose; 0: never (sampling off, or a producer before it).
+    package let sampleAbove: UInt32
+    /// Whether the consumer said it reads weighted records: the producer samples only then.
+    package let consumerReadsWeights: Bool
     /// Each lane, by index.
     package let lanes: [LaneStatus]
 

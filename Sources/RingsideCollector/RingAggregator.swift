@@ -28,7 +28,8 @@ struct RingAggregator {
     fileprivate struct Route {
         var kind: UInt8
         var slot: Int
-        /// Histogram counts per record: the metric's "1 in N" sampling.
+        /// Histogram counts per record: the metric's "1 in N" sampling (a record sampled while its
+        /// lane filled counts 2^k times that: SAMPLING in ringside.h).
         var weight: UInt64
     }
 
@@ -37,6 +38,9 @@ struct RingAggregator {
         fileprivate var routes: [Route] = []
         /// Records refused: unknown metric, wrong kind, or a sequence that disagrees with its cursor.
         var rejected: UInt64 = 0
+        /// Histogram records its lanes did not write while they filled (SAMPLING in ringside.h): the
+        /// sum of 2^k - 1 over the weighted records drained from it.
+        var sampled: UInt64 = 0
         /// Its metrics given no series (a cap, or another kind under the same name and labels),
         /// and their records since (valid, but not aggregated).
         var refusedSeries = 0
@@ -78,6 +82,9 @@ struct RingAggregator {
         var countsBytes = 0
         /// Histograms: the exemplars kept, from the first one recorded.
         var exemplars: WindowedExemplars?
+        /// Histograms: records not written while a lane filled, that weighted records stand for
+        /// (the sum of 2^k - 1 over them), since this collector started.
+        var sampled: UInt64 = 0
 
         /// Keeps `sampled`, source `source`'s cells as just read, and merges.
         /// - Returns: how much the source's total grew, and whether the merged cells changed.
@@ -451,10 +458,11 @@ struct RingAggregator {
         let latest = now
         if let first = records.first { oldestInLastBatchNanos = min(first.timestamp_ns, now) }
         let routes = sources[source].routes
-        var rejected: UInt64 = 0, refused: UInt64 = 0
+        var rejected: UInt64 = 0, refused: UInt64 = 0, sampled: UInt64 = 0
         defer {
             sources[source].rejected &+= rejected
             sources[source].refusedRecords &+= refused
+            sources[source].sampled &+= sampled
         }
         var assembling = sources[source].exemplars.isPending(lane: lane)
         for index in records.indices {
@@ -500,8 +508,14 @@ struct RingAggregator {
             let time = min(record.timestamp_ns, latest)
             switch route.kind {
             case MetricKind.histogram.rawValue:
-                histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
+                // A record written while its lane filled stands for 2^k calls (SAMPLING in ringside.h).
+                let weightLog2 = record.weightLog2
+                histograms[route.slot].windows.record(record.value, count: route.weight << weightLog2, atNanos: time)
                 histograms[route.slot].touched = true
+                if weightLog2 > 0 {
+                    histograms[route.slot].sampled &+= record.weight - 1
+                    sampled &+= record.weight - 1
+                }
                 if record.flags & ExemplarAssembler.exemplarFlag != 0 {
                     assembling = sources[source].exemplars.begin(record, at: firstCursor &+ UInt64(index), lane: lane, slot: route.slot)
                     if !assembling { rejected += 1 }  // a length no producer writes
@@ -604,6 +618,7 @@ struct RingAggregator {
                         snapshot.cumulativeSum = cumulative.sum
                         snapshot.cumulativeExactSum = cumulative.exactSum
                         snapshot.droppedRecords = series.cells.dropped
+                        snapshot.sampledRecords = series.sampled
                         snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
                     }))
         }

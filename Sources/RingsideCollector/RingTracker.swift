@@ -267,7 +267,7 @@ final class RingTracker {
 
     private func attach(_ name: String, nowNanos now: UInt64) {
         do {
-            let consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
+            let consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs), readsWeights: true)
             let ring = TrackedRing(consumer: consumer, bot: botSeries(writtenBy: name))
             ring.aggregator.addMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
             sayRefusedSeries(of: ring)
@@ -407,7 +407,7 @@ final class RingTracker {
         due.toReacquire.remove(name)
         let consumer: RingConsumer
         do {
-            consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs))
+            consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs), readsWeights: true)
         } catch {
             forget(ring)
             news = true

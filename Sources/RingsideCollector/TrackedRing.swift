@@ -167,6 +167,8 @@ final class TrackedRing {
         snapshot.rejectedTotal = figures.rejected
         snapshot.seriesRefused = figures.refusedSeries
         snapshot.recordsRefusedTotal = figures.refusedRecords
+        snapshot.sampledTotal = figures.sampled
+        snapshot.sampleAbove = status.sampleAbove
         snapshot.workersRefusedTotal = status.workersRefused
         snapshot.metricCount = status.metricCount
         snapshot.maxLanes = status.maxLanes

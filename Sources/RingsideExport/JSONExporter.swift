@@ -113,6 +113,7 @@ public enum JSONExporter {
                 json.field("total_count", UInt128(series.cumulativeCount))
                 json.field("total_sum", series.cumulativeExactSum)
                 json.field("dropped_records", series.droppedRecords)
+                json.field("sampled_records", series.sampledRecords)
                 if !series.bucketExemplars.isEmpty {
                     json.key("bucket_exemplars")
                     json.array(series.bucketExemplars) { writeExemplar($0, into: json) }
@@ -187,6 +188,8 @@ public enum JSONExporter {
             json.field("unlaned_dropped_total", ring.unlanedDropped)
             json.field("drained_total", ring.drainedTotal)
             json.field("rejected_total", ring.rejectedTotal)
+            json.field("sampled_total", ring.sampledTotal)
+            json.field("sample_above", ring.sampleAbove)
             json.field("series_refused", ring.seriesRefused)
             json.field("records_refused_total", ring.recordsRefusedTotal)
             if ring.worker == nil { json.field("workers_refused_total", ring.workersRefusedTotal) }

@@ -202,6 +202,10 @@ public enum PrometheusExporter {
             "Records producers dropped: a lane was full, or a thread found every lane taken",
             perRing { Double($0.droppedTotal) })
         family(
+            "ringside_ring_records_sampled_total", "counter",
+            "Histogram records its lanes did not write while they filled, counted by the weighted records drained",
+            perRing { Double($0.sampledTotal) })
+        family(
             "ringside_ring_records_drained_total", "counter", "Records this collector drained from the ring",
             perRing { Double($0.drainedTotal) })
         family(
@@ -253,6 +257,16 @@ public enum PrometheusExporter {
             perLane { Double($0.droppedTotal) })
 
         result.append(drops ?? dropsFamily(snapshot))
+
+        // Sampled out per histogram: counted in its count through the weighted records (SAMPLING in ringside.h).
+        let sampled = snapshot.series.filter { $0.metric.kind == .histogram }.map { series in
+            let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            return ([("ring", series.ring), ("metric", series.metric.name), ("labels", labels)], Double(series.sampledRecords))
+        }
+        family(
+            "ringside_metric_records_sampled_total", "counter",
+            "Histogram records of one metric and label set not written while a lane filled: its weighted records stand for them",
+            sampled)
 
         let stats = snapshot.collector
         family(

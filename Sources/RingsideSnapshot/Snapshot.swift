@@ -63,6 +63,9 @@ public struct SeriesSnapshot: Sendable {
     public var lastValue: Double?
     /// Histograms and gauges: records of this series dropped (full lanes, or threads without one).
     public var droppedRecords: UInt64 = 0
+    /// Histograms: records not written while a lane filled, stood for by weighted records (SAMPLING
+    /// in ringside.h): counted in `cumulativeCount`, since this collector started.
+    public var sampledRecords: UInt64 = 0
     /// Histograms: the latest exemplar of each bucket that had one (at most 64), by value.
     public var bucketExemplars: [KeptExemplar] = []
 }
@@ -186,6 +189,11 @@ public struct RingSnapshot: Sendable {
     /// Records this collector drained, and refused as invalid.
     public var drainedTotal: UInt64 = 0
     public var rejectedTotal: UInt64 = 0
+    /// Histogram records its lanes did not write while they filled, stood for by the weighted
+    /// records this collector drained (SAMPLING in ringside.h).
+    public var sampledTotal: UInt64 = 0
+    /// Records in a lane past which its histograms are sampled, as its producer chose (0: never).
+    public var sampleAbove: UInt32 = 0
     /// Seconds since the producer last wrote (or attached).
     public var heartbeatAgeSeconds: Double = 0
     public var metricCount: Int = 0

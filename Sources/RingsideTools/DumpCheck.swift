@@ -130,9 +130,10 @@ struct RingCheck {
         if let metric = metrics?[Int(record.metric)], metric.kind != kind {
             return "\(slot): kind \(kind) but metric \(metric.index) (\(metric.name)) is a \(metric.kind)"
         }
-        let known = UInt8(RS_FLAG_SPAN | RS_FLAG_EXEMPLAR)
+        // A histogram's record may be a span, carry an exemplar, and a weight (SAMPLING in ringside.h).
+        let known = UInt8(RS_FLAG_SPAN | RS_FLAG_EXEMPLAR | RS_FLAG_WEIGHT_MASK)
         guard record.flags & ~known == 0 else { return "\(slot): unknown flags 0x\(String(record.flags, radix: 16))" }
-        if record.flags & known != 0 && kind != .histogram { return "\(slot): a span or exemplar flag on a \(kind)" }
+        if record.flags & known != 0 && kind != .histogram { return "\(slot): a span, exemplar or weight flag on a \(kind)" }
         if record.flags & UInt8(RS_FLAG_EXEMPLAR) != 0 {
             guard (1...Int(RS_EXEMPLAR_MAX)).contains(Int(record.exemplar_length)) else {
                 return "\(slot): an exemplar of \(record.exemplar_length) bytes (1 to \(RS_EXEMPLAR_MAX))"

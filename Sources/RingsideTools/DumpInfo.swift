@@ -98,6 +98,7 @@ enum InfoCommand {
                         "\(status.dropped) (\(status.laneDropped) by full lanes, \(status.unlanedDropped) by threads without a lane)"
                     ),
                     ("metrics", "\(status.metricCount) of \(status.maxMetrics)"),
+                    ("sampling", samplingText(status)),
                     ("file size", "\(status.fileSize) bytes with its \(status.lanesText)"),
                 ], width: 14)
             lines.append("")
@@ -111,6 +112,7 @@ enum InfoCommand {
                             : "none attached: nobody holds the consumer lock (byte 1)"
                     ),
                     ("pid", "\(status.consumerPID)"),
+                    ("weights", status.consumerReadsWeights ? "read: a filling lane may be sampled" : "not read: a full lane drops"),
                     (
                         "heartbeat",
                         ago(now.age(ofMonotonic: header.consumer_heartbeat_ns)) + " (monotonic \(header.consumer_heartbeat_ns) ns)"
@@ -196,6 +198,13 @@ enum InfoCommand {
         case .gauge: return .object([("last", cell.lastValue.map(JSON.double) ?? .null), ("dropped", .uint(cell.dropped))])
         case .histogram: return .object([("dropped", .uint(cell.dropped))])
         }
+    }
+
+    /// When the producer samples a filling lane's histograms (SAMPLING in ringside.h).
+    static func samplingText(_ status: RingStatus) -> String {
+        guard status.sampleAbove > 0 else { return "never: a full lane drops" }
+        let percent = Double(status.sampleAbove) * 100 / Double(max(1, status.capacity))
+        return "histograms weighted past \(status.sampleAbove) records in a lane (\(roundedPercent(percent)) %)"
     }
 
     private static func ago(_ age: UInt64?) -> String {
@@ -294,12 +303,14 @@ enum InfoCommand {
                     ("lanes_allocated", .uint(UInt64(status.lanes.count))), ("lanes_held", .uint(UInt64(status.heldLanes))),
                     ("lanes_exhausted", .uint(status.lanesExhausted)),
                     ("metric_count", .uint(UInt64(status.metricCount))),
+                    ("sample_above", .uint(UInt64(status.sampleAbove))),
                 ])
             ),
             (
                 "consumer",
                 .members([
                     ("pid", .int(Int64(status.consumerPID))), ("alive", .bool(status.consumerAlive)),
+                    ("reads_weights", .bool(status.consumerReadsWeights)),
                     ("heartbeat_ns", .uint(header.consumer_heartbeat_ns)),
                     ("heartbeat_age_ns", now.age(ofMonotonic: header.consumer_heartbeat_ns).map(JSON.uint) ?? .null),
                     ("read_cursor", .uint(status.readCursor)),

@@ -88,7 +88,8 @@ enum RecordsCommand {
                     ("time", .string(time)), ("timestamp_ns", .uint(record.timestamp_ns)),
                     ("metric_index", .uint(UInt64(record.metric))), ("metric", metricJSON), ("consumed", .bool(entry.consumed)),
                     ("labels", metric?.labelsJSON ?? .null), ("kind", kindJSON), ("unit", unitJSON),
-                    ("value", MetricValue(bits: record.value, kind: kind).json), ("span", .bool(isSpan)), ("raw", rawJSON),
+                    ("value", MetricValue(bits: record.value, kind: kind).json), ("span", .bool(isSpan)),
+                    ("weight", .uint(record.weight)), ("raw", rawJSON),
                 ])
             }
             console.print(
@@ -125,7 +126,7 @@ enum RecordsCommand {
                 utcTimestamp(microseconds: true, realtimeNanos: status.realtimeNanos(ofMonotonic: record.timestamp_ns)),
                 metric?.displayName ?? "#\(record.metric) (not registered)",
                 MetricValue(bits: record.value, kind: kind).text(unit: metric?.unit),
-                record.flags & UInt8(RS_FLAG_SPAN) != 0 ? "span" : "-",
+                flagsText(record),
                 entry.consumed ? "consumed" : "waiting",
             ]
             if context.raw { row.append(hexBytes(of: record)) }
@@ -133,5 +134,13 @@ enum RecordsCommand {
         }
         table.lines.forEach { console.print($0) }
         return ExitStatus.success
+    }
+
+    /// A record's flags for people: "span", and a sampled record's weight ("weight=16"); "-" for none.
+    static func flagsText(_ record: RingRecord) -> String {
+        var parts: [String] = []
+        if record.flags & UInt8(RS_FLAG_SPAN) != 0 { parts.append("span") }
+        if record.weightLog2 > 0 { parts.append("weight=\(record.weight)") }
+        return parts.isEmpty ? "-" : parts.joined(separator: ",")
     }
 }

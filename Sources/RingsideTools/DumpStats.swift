@@ -7,8 +7,13 @@ struct MetricStatistics {
     let metric: MetricDescriptor
     /// Records of the metric in the lanes, consumed or not.
     let count: Int
+    /// Histograms: the calls the records stand for, each record's weight added up (SAMPLING in
+    /// ringside.h; before the metric's own `sample_every`).
+    let calls: UInt64
     /// Histograms: the values sorted, for exact percentiles.
     let sorted: [UInt64]
+    /// Histograms: each sorted value's weight added to those before it (percentiles by weight).
+    private let cumulativeWeights: [UInt64]
     /// Gauges: the extremes of the records (NaN left out).
     let minimum: Double?
     let maximum: Double?
@@ -16,11 +21,22 @@ struct MetricStatistics {
     /// records a histogram or gauge dropped. Exact, whatever the lanes held or a collector drained.
     let cells: MetricCells
 
-    init(metric: MetricDescriptor, values: [UInt64], cells: MetricCells = MetricCells()) {
+    /// - Parameter weights: each value's record's weight (1 when nil or short).
+    init(metric: MetricDescriptor, values: [UInt64], weights: [UInt64]? = nil, cells: MetricCells = MetricCells()) {
         self.metric = metric
         self.cells = cells
         count = values.count
-        sorted = metric.kind == .histogram ? values.sorted() : []
+        let weighted = values.enumerated().map { index, value in
+            (value: value, weight: weights.map { index < $0.count ? $0[index] : 1 } ?? 1)
+        }
+        let byValue = metric.kind == .histogram ? weighted.sorted { $0.value < $1.value } : []
+        sorted = byValue.map(\.value)
+        var total: UInt64 = 0
+        cumulativeWeights = byValue.map { entry in
+            total &+= entry.weight
+            return total
+        }
+        calls = metric.kind == .histogram ? total : 0
         let doubles = metric.kind == .gauge ? values.map { Double(bitPattern: $0) }.filter { !$0.isNaN } : []
         minimum = doubles.min()
         maximum = doubles.max()
@@ -31,11 +47,12 @@ struct MetricStatistics {
     /// A gauge's last value set, from its cell: the records may have been drained or dropped.
     var last: Double? { cells.lastValue }
 
-    /// The nearest-rank percentile: the smallest value with at least `q` of the values at or below it.
+    /// The nearest-rank percentile by weight: the smallest value with at least `q` of the calls (the
+    /// records' weights) at or below it; without weighted records, of the values.
     func percentile(_ q: Double) -> UInt64? {
-        guard !sorted.isEmpty else { return nil }
-        let rank = Int((q * Double(sorted.count)).rounded(.up))
-        return sorted[min(sorted.count - 1, max(0, rank - 1))]
+        guard !sorted.isEmpty, let total = cumulativeWeights.last else { return nil }
+        let rank = max(1, UInt64((q * Double(total)).rounded(.up)))
+        return sorted[cumulativeWeights.firstIndex { $0 >= rank } ?? sorted.count - 1]
     }
 
     static let percentiles: [(label: String, key: String, q: Double)] = [
@@ -64,6 +81,7 @@ enum StatsCommand {
             return ExitStatus.failure
         }
         var valuesByMetric: [UInt32: [UInt64]] = [:]
+        var weightsByMetric: [UInt32: [UInt64]] = [:]
         var unregistered = 0
         for entry in records {
             if contents.metric(of: entry.record) == nil {
@@ -71,10 +89,15 @@ enum StatsCommand {
                 continue
             }
             valuesByMetric[entry.record.metric, default: []].append(entry.record.value)
+            weightsByMetric[entry.record.metric, default: []].append(entry.record.weight)
         }
         let statistics = contents.metrics.compactMap { $0 }
             .filter { names.isEmpty || names.contains($0.name) }
-            .map { MetricStatistics(metric: $0, values: valuesByMetric[$0.index] ?? [], cells: cells[$0.index] ?? MetricCells()) }
+            .map { metric in
+                MetricStatistics(
+                    metric: metric, values: valuesByMetric[metric.index] ?? [], weights: weightsByMetric[metric.index],
+                    cells: cells[metric.index] ?? MetricCells())
+            }
         let console = context.console
 
         if context.json {
@@ -87,6 +110,7 @@ enum StatsCommand {
                 ]
                 switch stats.metric.kind {
                 case .histogram:
+                    members.append(("calls", .uint(stats.calls)))
                     members.append(("min", stats.sorted.first.map(JSON.uint) ?? .null))
                     for percentile in MetricStatistics.percentiles {
                         members.append((percentile.key, stats.percentile(percentile.q).map(JSON.uint) ?? .null))

@@ -201,7 +201,8 @@ package enum EmitTool {
 
     /// Attaches, registers and writes; returns the exit status.
     private static func emit(_ options: Options, console: Console, input: LineInput) throws(RingError) -> Int32 {
-        var ringOptions = Bot.Options()
+        // Every value given is written (it waits for room rather than drop): never sampled.
+        var ringOptions = Bot.Options(sampleAbovePercent: 100)
         let directory = RingDirectory(options.directory)
         if let capacity = options.capacity {
             ringOptions.laneCapacity = capacity

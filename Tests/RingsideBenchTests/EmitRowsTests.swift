@@ -41,6 +41,18 @@ struct EmitRowsTests {
         #expect(report.machine.spanClock.hasPrefix(clock == RS_SPAN_CLOCK_TSC ? "tsc: " : "monotonic: "), "\(report.machine.spanClock)")
     }
 
+    @Test("c.floor.before, the write before adaptive sampling, runs only when asked, in rounds beside c.floor")
+    func beforeRow() throws {
+        #expect(!EmitBenchmark.rowNames.contains("c.floor.before") && EmitBenchmark.allRowNames.contains("c.floor.before"))
+        #expect(try BenchCommand.parse(["emit", "--row", "c.floor.before"])?.rows == ["c.floor.before"])
+        let settings = BenchSettings(seconds: 0.05, rounds: 2, ringCapacity: 1 << 12)
+        let report = try EmitBenchmark.run(settings, only: ["c.floor", "c.floor.before"])
+        #expect(report.rows.map(\.name) == ["c.floor", "c.floor.before"])
+        for row in report.rows {
+            #expect(row.samples > 0 && row.callsPerSecond > 0 && row.roundP50s.count == 2, "\(row.name)")
+        }
+    }
+
     @Test("the forked floor's child writes its worker file, and is reaped with the file removed, also when it died")
     func forkedChild() throws {
         let scratch = try ScratchDirectory()

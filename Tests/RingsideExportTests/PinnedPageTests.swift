@@ -58,6 +58,7 @@ private func pinnedSnapshot() -> Snapshot {
         latency.cumulativeSum = histogram.sum
         latency.cumulativeExactSum = histogram.exactSum
         latency.droppedRecords = UInt64(number)
+        latency.sampledRecords = UInt64(100 * number)
         snapshot.series.append(latency)
     }
     var orders = series(snapshot.series.count, "orders", .counter, .none, ring: "bot-a", labels: "side=buy")
@@ -78,6 +79,7 @@ private func pinnedSnapshot() -> Snapshot {
     ring.recordsTotal = 10_000
     ring.consumedTotal = 9_990
     ring.backlog = 10
+    ring.sampledTotal = 700
     ring.lanes = [
         LaneSnapshot(
             index: 0, state: .active, threadID: 4_243, backlog: 10, recordsTotal: 10_000,

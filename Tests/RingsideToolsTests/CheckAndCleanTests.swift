@@ -97,7 +97,7 @@ struct CheckTests {
                 "counter record", [(layout.record(0, \.kind), [UInt8(RS_KIND_COUNTER.rawValue)])],
                 "lane 0 record 0: a counter's record (counters live in cells and write none)"
             ),
-            ("record flags", [(layout.record(4, \.flags), [0x80])], "lane 0 record 4: unknown flags 0x80"),
+            ("record flags", [(layout.record(4, \.flags), [0x84])], "lane 0 record 4: unknown flags 0x84"),
         ] as [(String, [(Int, [UInt8])], String)])
     func corruption(name: String, damage: [(Int, [UInt8])], expected: String) throws {
         try withRingDirectory { directory in
@@ -117,6 +117,35 @@ struct CheckTests {
             let json = try dump(directory, "check", "victim", "--json").json()
             #expect(json.bool("ok") == false)
             #expect(json.objects("rings").first?["problems"] as? [String] == run.outputLines)
+        }
+    }
+
+    @Test("a sampled lane's weighted records check sound, records shows their weights, and a weight on a gauge is a problem")
+    func sampledRecords() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("sampled", directory: directory.path, options: .init(laneCapacity: 64))
+            let fills = try bot.histogram("fills")
+            let consumer = try RingConsumer("sampled", directory: directory, readsWeights: true)  // reads weights, never drains
+            for value in 0..<10_000 { fills.record(UInt64(value)) }
+            let check = try dump(directory, "check", "sampled")
+            #expect(check.status == 0 && check.output.hasPrefix("ring sampled: ok"), "\(check.output)")
+            let records = try dump(directory, "records", "sampled")
+            #expect(records.output.contains("weight="), "\(records.output)")
+            let weights = try dump(directory, "records", "sampled", "--json").json().objects("records").compactMap { $0.uint64("weight") }
+            #expect(weights.count > 32 && weights.contains { $0 > 1 } && weights.allSatisfy { $0.nonzeroBitCount == 1 })
+            let info = try dump(directory, "info", "sampled")
+            #expect(info.output.contains("histograms weighted past 32 records in a lane (50.0 %)"), "\(info.output)")
+            #expect(info.output.contains("read: a filling lane may be sampled"), "\(info.output)")
+            withExtendedLifetime((bot, fills, consumer)) {}
+        }
+        // A gauge's record never carries a weight.
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("gauged", directory: directory.path, options: .init(laneCapacity: 16))
+            try bot.gauge("level").set(1)
+            let path = try #require(bot.path)
+            patch(path, at: layout.record(0, \.flags), with: UInt8(0x10))
+            let check = try dump(directory, "check", "gauged")
+            #expect(check.status == 1 && check.output.contains("record 0: a span, exemplar or weight flag on a gauge"), "\(check.output)")
         }
     }
 

@@ -32,6 +32,16 @@ struct ToolPartsTests {
         #expect(MetricStatistics(metric: metric, values: []).percentile(0.5) == nil)
     }
 
+    @Test("a sampled record counts by its weight in the percentiles and the calls")
+    func weightedPercentiles() {
+        let metric = MetricDescriptor(index: 0, name: "m", kind: .histogram, unit: .none, encodedLabels: "", help: "", sampleEvery: 1)
+        // 1 and 2 as they came, then 100 standing for 8 calls: 10 calls, 8 of them around 100.
+        let stats = MetricStatistics(metric: metric, values: [100, 1, 2], weights: [8, 1, 1])
+        #expect(stats.count == 3 && stats.calls == 10)
+        #expect(stats.percentile(0.1) == 1 && stats.percentile(0.2) == 2 && stats.percentile(0.21) == 100)
+        #expect(stats.percentile(0.5) == 100, "unweighted, it would be 2")
+    }
+
     @Test("a metric's cells as info shows them: a counter's total, a gauge's last value, drops")
     func cells() {
         #expect(InfoCommand.cellText(MetricCells(total: 42), kind: .counter) == "total 42")

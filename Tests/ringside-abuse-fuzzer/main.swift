@@ -262,9 +262,10 @@ let informationalFields: [Field] = [
     Field(name: "producer_pid", offset: headerOffset(\.producer_pid), width: 4),
     Field(name: "producer_attaches", offset: headerOffset(\.producer_attaches), width: 4),
     Field(name: "lanes_exhausted", offset: headerOffset(\.lanes_exhausted), width: 8),
+    Field(name: "sample_above", offset: headerOffset(\.sample_above), width: 4),
     Field(name: "producer_reserved", offset: headerOffset(\.producer_reserved), width: 8),
     Field(name: "consumer_pid", offset: headerOffset(\.consumer_pid), width: 4),
-    Field(name: "consumer_reserved0", offset: headerOffset(\.consumer_reserved0), width: 4),
+    Field(name: "weights_reader_pid", offset: headerOffset(\.weights_reader_pid), width: 4),
     Field(name: "consumer_heartbeat_ns", offset: headerOffset(\.consumer_heartbeat_ns), width: 8),
     Field(name: "consumer_reserved", offset: headerOffset(\.consumer_reserved), width: 8),
     Field(name: "header_page_tail", offset: Int(RS_HEADER_SIZE) - 8, width: 8),
@@ -809,7 +810,8 @@ func expectedValid(_ bytes: [UInt8], status: RingStatus, metrics: [MetricDescrip
             if metric < metrics.count, metrics[metric].kind.rawValue == kind, metrics[metric].kind != .counter, sequence == cursor {
                 valid += 1
                 if metrics[metric].kind == .histogram {
-                    weight += UInt64(metrics[metric].sampleEvery)
+                    // A record counts 2^k times its metric's sample_every, k in its flags' bits 4 to 7 (SAMPLING).
+                    weight += UInt64(metrics[metric].sampleEvery) << UInt64(flags >> RS_FLAG_WEIGHT_SHIFT)
                     if flags & UInt8(RS_FLAG_EXEMPLAR) != 0 {
                         if (1...Int(RS_EXEMPLAR_MAX)).contains(length) {
                             pending = (UInt32(metric), length, cursor + 1, [])

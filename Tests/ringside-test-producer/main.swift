@@ -27,7 +27,13 @@
 //   ringside-test-producer threads --dir DIR --ring NAME --threads T --count N [--capacity C] [--max-threads M]
 //       through the any-thread API (Bot): T threads each record N values into histogram
 //       "thread_values" (thread t records t*N+1 ... t*N+N) and increment counter "thread_increments"
-//       N times; prints "lanes L written W dropped D" (records, over every lane).
+//       N times, then release their lanes; prints "lanes L written W dropped D" (records, over every lane).
+//   ringside-test-producer burst-exit --dir DIR --ring NAME --count N [--capacity C] [--sample-above P]
+//       prints "attached PID", waits for a line on its input, records 0 ... N-1 into histogram
+//       "burst" on its main thread, and calls exit() with the bot still attached.
+//
+//   Every mode drops when a lane is full, unless --sample-above P (1 to 99) has its lanes sampled
+//   past P percent, while a collector that reads weights drains them (SAMPLING in ringside.h).
 //   ringside-test-producer short-threads --dir DIR --ring NAME --threads T --count N [--parallel P]
 //       starts T short-lived threads, P at a time, each recording N values into "short_values" and
 //       incrementing "short_increments" N times; prints "lanes L fds_before A fds_after B maps_before C maps_after D".
@@ -110,7 +116,7 @@ if arguments == ["first-bot"] {
 }
 guard let mode = arguments.first,
     [
-        "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit",
+        "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit", "burst-exit",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
         "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound", "sched-threads", "spin",
         "span-clock",
@@ -138,7 +144,10 @@ while let flag = arguments.first {
 guard let ringName = options["ring"] else { fail("--ring is required") }
 let count = UInt64(options["count"] ?? "0") ?? 0
 let start = UInt64(options["start"] ?? "0") ?? 0
-var ringOptions = Bot.Options()
+// Every mode drops when a lane is full, as the tests of drops expect, unless `--sample-above P`
+// has its lanes sampled past P percent (SAMPLING in ringside.h) while the collector reads weights.
+let sampleAbove = Int(options["sample-above"] ?? "100") ?? 100
+var ringOptions = Bot.Options(sampleAbovePercent: sampleAbove)
 if let capacity = options["capacity"].flatMap(Int.init) { ringOptions.laneCapacity = capacity }
 let metricCount = Int(options["metrics"] ?? "0") ?? 0
 if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
@@ -216,7 +225,7 @@ if [
     "threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "fork-pool", "lanes", "gauge-workers", "worker-bound",
 ].contains(mode) {
     do {
-        var botOptions = Bot.Options()
+        var botOptions = Bot.Options(sampleAbovePercent: sampleAbove)
         if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
         if let threads = options["max-threads"].flatMap(Int.init) { botOptions.maxThreads = threads }
         if let bound = options["max-workers"].flatMap(Int.init) { botOptions.maxWorkers = bound }
@@ -254,6 +263,13 @@ do {
         try kit(
             ring, count: count, start: start, step: UInt64(options["step"] ?? "1") ?? 1,
             perSecond: UInt64(options["per-second"] ?? "1000") ?? 1000)
+    }
+    if mode == "burst-exit" {
+        let burst = try ring.histogram("burst", unit: .none)
+        FileHandle.standardOutput.write(Data("attached \(getpid())\n".utf8))
+        _ = readLine()
+        for value in 0..<count { burst.record(value) }
+        exit(0)  // the bot still attached: the atexit hook writes this thread's open groups
     }
     if mode == "blast" {
         try blast(
@@ -380,6 +396,9 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
             done.enter()
             let worker = Thread {
                 recordThreadShare(thread, count: count, values: values, increments: increments)
+                // Let go of the lane before saying done: its sampling groups are written now, not
+                // at the thread's exit, which the process's may overtake.
+                bot.releaseCurrentThreadLane()
                 done.leave()
             }
             worker.start()

@@ -10,6 +10,8 @@
  * 3. The forked floor (`c.floor.forked`): the floor's round, run in a child made by fork(), which
  *    becomes a worker of the floor's bot at its first record. The Swift runtime and fork() do not
  *    mix: the child runs this file's C only, and leaves by _exit.
+ * 4. The write as it was before SAMPLING (issue 27), frozen here for the A/B row `c.floor.before`:
+ *    the same process, consumer and rounds as `c.floor`; only the write differs.
  */
 #ifndef CRINGSIDE_BENCH_H
 #define CRINGSIDE_BENCH_H
@@ -31,6 +33,31 @@ typedef struct {
     rs_error error;         /* why rsb_floor_open failed */
 } rsb_floor;
 
+/* MARK: - The write before SAMPLING (the A/B rows) */
+
+/**
+ * `rs_producer_write_at` as it was before SAMPLING in ringside.h: the room test against the
+ * capacity, the consumer's cursor read again inline when the lane looks full, a full lane a drop.
+ * For a lane that never samples (attached with sample_above_percent 100), whose kept cursor is
+ * the consumer's as read, as it always was.
+ */
+RS_INLINE int rsb_write_before(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
+                               uint64_t timestamp_ns) {
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
+    uint64_t cursor = p->next;
+    if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
+        /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
+        p->cached_read = rs_load_acquire_u64(p->read_cursor);
+        if (cursor - p->cached_read > p->mask) return rs_producer_lose(p, metric);
+    }
+    rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, kind, flags, value, timestamp_ns, 0);
+    p->next = cursor + 1;
+    /* Release: the record's bytes are visible before the cursor that publishes them. */
+    rs_store_release_u64(p->write_cursor, cursor + 1);
+    rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
+    return 1;
+}
+
 /**
  * Attaches the bot `name` in `directory` (lanes of `lane_capacity` records, a power of two; 0 for
  * the default), registers the histogram bench_floor_latency (ns) and takes an exclusive lane.
@@ -38,6 +65,10 @@ typedef struct {
  * A disabled bot (RINGSIDE_DISABLED) is refused with RS_E_INVALID: there would be nothing to time.
  */
 int rsb_floor_open(rsb_floor *floor, const char *directory, const char *name, uint64_t lane_capacity);
+
+/** rsb_floor_open for `c.floor.before`: its bot never samples (sample_above_percent 100), so its
+    lane's kept cursor is the consumer's as read, what rsb_write_before expects. */
+int rsb_floor_open_unsampled(rsb_floor *floor, const char *directory, const char *name, uint64_t lane_capacity);
 
 /** Why rsb_floor_open failed: a sentence naming the bot ("" after success). */
 const char *rsb_floor_error(const rsb_floor *floor);
@@ -88,6 +119,11 @@ typedef struct {
  */
 void rsb_floor_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
                      uint32_t *out, size_t capacity, rsb_round *result);
+
+/** rsb_floor_round with the write before SAMPLING (rsb_write_before): `c.floor.before`, for a floor
+    opened with rsb_floor_open_unsampled. */
+void rsb_floor_round_before(rsb_floor *floor, const uint64_t *values, uint64_t values_mask,
+                            const rsb_round_timing *timing, uint32_t *out, size_t capacity, rsb_round *result);
 
 /** `c.span`: rsb_floor_sample and rsb_floor_run for C's span (rs_bot_begin_span, then
  *  rs_bot_end_span into the floor's histogram, on the calling thread's lane of the floor bot). */

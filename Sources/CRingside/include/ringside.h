@@ -70,7 +70,9 @@
  *     records attempted == write_cursor + dropped_total   (after sampling)
  *     records in lane   == write_cursor - read_cursor
  * where an exemplar's records (see EXEMPLARS) count among those written, and a value dropped
- * with its exemplar counts once among those dropped.
+ * with its exemplar counts once among those dropped. A lane that is filling writes weighted
+ * records instead (see SAMPLING): "attempted" then counts each written record as the one it is,
+ * and a dropped record by its weight.
  *
  * CELLS: counters and gauges do not depend on the rings, so a full ring never changes them.
  * - Lane cells (one uint64_t per metric, written only by the lane's owner with plain relaxed
@@ -179,6 +181,49 @@
  * and counts the exemplar as rejected. Readers of 0.3 and before count the value as any other
  * and skip each exemplar record as one of a kind its metric does not have (counted in their
  * ringside_ring_records_rejected_total): they lose no value, and read the file as before.
+ *
+ * SAMPLING (histograms only): a lane that fills faster than its consumer drains it writes fewer
+ * records, each weighted, rather than drop its newest ones. A record's flags hold k in bits 4 to 7
+ * (RS_FLAG_WEIGHT_SHIFT): it stands for 2^k calls of its metric on its lane, itself and the 2^k - 1
+ * before it that were not written ("sampled out"), and a reader counts it 2^k times (times the
+ * metric's `sample_every`, which applies first). k is 0 while the lane is not filling, so a
+ * record without overload is what it always was. What a producer does:
+ * - The lane's level L: 0 while the lane holds fewer than `sample_above` records (the producer
+ *   line; half the lane by default, 0 when the producer never samples); past it, 1 more for each
+ *   sixteenth of the room above `sample_above` (rounded down to a power of two records), at most
+ *   RS_WEIGHT_LOG2_MAX (15). The producer reads the consumer's cursor again (acquire) when its
+ *   copy says the lane holds `sample_above` records or more, and at every call while L > 0: a
+ *   lane that is not filling costs what it did, and L follows the fill call by call.
+ * - Per lane and metric, calls gather in an open group (in the producer's own memory: how many,
+ *   and the latest value), until the group's calls, this one included, are a power of two and at
+ *   least 2^L: that call is written with k = log2(the group's calls), and closes the group. A
+ *   record thus stands for the calls since its metric's previous record on its lane; metrics that
+ *   alternate are sampled apart. A call with an exemplar is sampled as a unit: the call that closes
+ *   a group writes its exemplar's records after its value, as always (they carry no weight).
+ * - When L falls back to 0 (the consumer drained the lane below `sample_above`), and when a thread
+ *   lets go of its lane (a release, its exit, exit() called on it, or the bot's detach on it), the
+ *   lane's open groups are written: per group, its latest value once per bit set in its count of
+ *   calls (k = 2, 1, 0 for 7 calls), stamped then. A detach from another thread adds the calls of
+ *   that lane's open groups to their metrics' `unlaned` (counted as dropped). A process killed
+ *   while sampling loses its open groups' calls, counted nowhere: fewer than 2^15 per lane and
+ *   histogram (a drop is counted as it happens; a group, when it closes).
+ * - A weighted record that does not fit is dropped by its weight: `dropped_total` and its metric's
+ *   lane cell add 2^k, the records the lane would have held without sampling.
+ * - Only while the consumer says it reads weights: `weights_reader_pid` (the consumer line) equals
+ *   `consumer_pid`, non-zero. A consumer that reads weights stores its pid in both at attach;
+ *   readers before SAMPLING (0.3, 0.4) write only `consumer_pid`, so a producer never hands them a
+ *   weighted record: it drops, as it always did, and counts the calls of groups still open as
+ *   dropped. The word outlives a consumer that dies (the lock goes, the pids stay): the bot goes on
+ *   sampling a filling lane for the next consumer, and one that does not read weights ends it by
+ *   storing its own pid. (Readers that do not consume, such as a dump, show k.)
+ * - Gauges are never sampled: their records feed a window's min and max. Counters write none.
+ * Hence, per lane and histogram, exactly: calls (after `sample_every`) == the sum over its written
+ * records of 2^k, plus its lane cell (dropped, weighted), plus the calls of its open group (fewer
+ * than 2^15, and none once the lane drains or its thread lets go of it). A reader counts its
+ * sampled-out calls as the sum of 2^k - 1 over the records it reads. The version stays 2: readers
+ * check it for equality, so a new version would have them refuse every file, sampled or not, and
+ * a feature bit in the layout they would not read; the consumer's word is what keeps weighted
+ * records from readers that would count them once.
  *
  * THREAD NAMES: a thread that claims a lane writes its name (pthread_getname_np, or the
  * language's own name for its thread) into the lane's `thread_name` before it stores `state`,
@@ -294,6 +339,13 @@ typedef enum {
 /** Record flags. */
 #define RS_FLAG_SPAN 0x01u     /* the value is a duration timed by the span clock (see CLOCKS) */
 #define RS_FLAG_EXEMPLAR 0x02u /* exemplar records follow: `exemplar_length` bytes (see EXEMPLARS) */
+/* Bits 2 and 3 are zero. Bits 4 to 7 hold k: the record stands for 2^k calls (see SAMPLING). */
+#define RS_FLAG_WEIGHT_SHIFT 4u
+#define RS_FLAG_WEIGHT_MASK 0xF0u
+/** The largest k a record holds: a weight of 32,768. */
+#define RS_WEIGHT_LOG2_MAX 15u
+/** The share of a lane, in percent, past which its histograms are sampled by default (see SAMPLING). */
+#define RS_DEFAULT_SAMPLE_ABOVE_PERCENT 50u
 
 /** A lane's `state`. */
 #define RS_LANE_UNUSED 0u  /* allocated, never claimed (a reader may see it briefly) */
@@ -334,11 +386,14 @@ typedef struct {
     uint64_t lanes_exhausted;      /* 0x0A0 times a thread found every lane taken (see CELLS) */
     uint64_t workers_refused;      /* 0x0A8 the bot's file only: processes refused a worker file (see
                                       WORKERS), each adding 1 atomically: the one field others write */
-    uint8_t producer_reserved[0x100 - 0xB0];
+    uint32_t sample_above;         /* 0x0B0 records in a lane past which its histograms are sampled (see
+                                      SAMPLING), as the attached process chose; 0: never */
+    uint8_t producer_reserved[0x100 - 0xB4];
 
     /* 0x100: the consumer's line */
     int32_t consumer_pid;          /* 0x100 pid of the consumer that attached last */
-    uint32_t consumer_reserved0;   /* 0x104 */
+    int32_t weights_reader_pid;    /* 0x104 the same pid, stored after it by a consumer that reads weighted
+                                      records (see SAMPLING); anything else: it does not */
     uint64_t consumer_heartbeat_ns;/* 0x108 CLOCK_MONOTONIC_COARSE of the last drain */
     uint8_t consumer_reserved[0x180 - 0x110];
 } rs_header;
@@ -396,7 +451,7 @@ typedef struct {
     uint64_t sequence;     /* 0x10 the record's cursor: lets a reader check slot and record agree */
     uint32_t metric;       /* 0x18 registry index */
     uint8_t kind;          /* 0x1C rs_kind, equal to the registry's */
-    uint8_t flags;         /* 0x1D RS_FLAG_* */
+    uint8_t flags;         /* 0x1D RS_FLAG_*, and k in bits 4 to 7: the record counts 2^k times */
     uint16_t exemplar_length; /* 0x1E with RS_FLAG_EXEMPLAR, the exemplar's bytes; else zero */
 } rs_record;
 
@@ -430,8 +485,9 @@ RS_FIELD_AT(rs_header, producer_pid, 0x098);
 RS_FIELD_AT(rs_header, producer_attaches, 0x09C);
 RS_FIELD_AT(rs_header, lanes_exhausted, 0x0A0);
 RS_FIELD_AT(rs_header, workers_refused, 0x0A8);
+RS_FIELD_AT(rs_header, sample_above, 0x0B0);
 RS_FIELD_AT(rs_header, consumer_pid, 0x100);
-RS_FIELD_AT(rs_header, consumer_reserved0, 0x104);
+RS_FIELD_AT(rs_header, weights_reader_pid, 0x104);
 RS_FIELD_AT(rs_header, consumer_heartbeat_ns, 0x108);
 RS_STATIC_ASSERT(sizeof(rs_registry_entry) == RS_REGISTRY_ENTRY_SIZE, "registry entry is 512 bytes");
 RS_FIELD_AT(rs_registry_entry, index, 0x000);
@@ -671,6 +727,24 @@ void rs_span_clock_calibration(rs_tsc_calibration *out);
 /* MARK: - The producer's hot path */
 
 /**
+ * One lane's adaptive sampling (see SAMPLING), in the writer's own memory: the thread that holds
+ * the lane is its only user. ringside_producer.c makes it when the lane is first handed over and
+ * keeps it with the lane, from holder to holder (a holder that lets go closes its groups first).
+ */
+typedef struct {
+    uint32_t *calls;         /* per metric: calls in its open group (0: none open) */
+    uint64_t *latest;        /* per metric: its open group's latest value */
+    const rs_header *header; /* the file's header: whether its consumer reads weights */
+    uint64_t above;          /* records in the lane from which its histograms are sampled (sample_above) */
+    uint32_t step_log2;      /* one level more for each 2^step_log2 records past `above` */
+    uint32_t level;          /* L: a call is written once its group holds 2^L calls (a power of two) */
+    uint32_t open;           /* groups open */
+    uint32_t open_below;     /* every open group's metric is below this */
+    uint32_t weighs;         /* the consumer read weights when the lane was last looked at */
+    uint32_t reserved;
+} rs_sampling;
+
+/**
  * One writer's view of one lane (in the writer's own memory, not in the file). The thread that
  * holds the lane is its only user. `records == NULL` means nothing can be written: telemetry is
  * disabled (`cells` and `shared` NULL too), or the thread found no free lane (`shared` set:
@@ -687,20 +761,27 @@ typedef struct {
     rs_metric_cell *shared;      /* the bot's metric cells */
     uint64_t mask;               /* capacity - 1 */
     uint64_t next;               /* the next cursor to publish (== *write_cursor) */
-    uint64_t cached_read;        /* the consumer's cursor as last seen: re-read only when full */
+    uint64_t cached_read;        /* the consumer's cursor as last seen, re-read only when the lane
+                                    looks full by it; set back by the room above `sample_above`
+                                    while the lane may sample, so that the same test sends it to
+                                    the slow path past the threshold (to next - capacity while it
+                                    samples: every call) */
     uint32_t *sample_countdown;  /* per metric: calls left before the next written one */
     const uint32_t *sample_every;/* per metric: the registry's sample_every */
+    rs_sampling *sampling;       /* the lane's adaptive sampling, or NULL: a full lane drops */
 } rs_producer;
 
 /**
  * THE one place a writer's view is wired to a lane (ringside.c): `lane` is the mapped lane
  * (`lane_records_offset` and `capacity_log2` from the header), `shared` the bot's metric cells,
- * `sample_countdown` the writer's own row and `sample_every` the registry's. The view continues
- * from the cursors the lane holds. Every producer (the Swift `Ring` and `Telemetry`, C bots, the
- * benchmark's floor) gets its view from ringside_producer.c, which calls this.
+ * `sample_countdown` the writer's own row and `sample_every` the registry's, `sampling` the lane's
+ * adaptive sampling (NULL: none). The view continues from the cursors the lane holds. Every
+ * producer (the Swift `Bot`, C bots, the Python extension, the benchmark's floor) gets its view
+ * from ringside_producer.c, which calls this.
  */
 void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_records_offset, uint32_t capacity_log2,
-                      rs_metric_cell *shared, uint32_t *sample_countdown, const uint32_t *sample_every);
+                      rs_metric_cell *shared, uint32_t *sample_countdown, const uint32_t *sample_every,
+                      rs_sampling *sampling);
 
 /** Counts a record of `metric` that could not be kept (cold: a full lane, or no lane at all). */
 static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer *p, uint32_t metric) {
@@ -714,16 +795,29 @@ static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer 
     return 0;
 }
 
-/** Whether the lane has room for the record at `cursor` and `extra` more after it: the consumer's
-    cursor is read again (acquire) only when the copy at hand says the lane is full. */
-RS_INLINE int rs_producer_has_room(rs_producer *p, uint64_t cursor, uint64_t extra) {
-    if (__builtin_expect(cursor + extra - p->cached_read > p->mask, 0)) {
-        /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
-        p->cached_read = rs_load_acquire_u64(p->read_cursor);
-        if (cursor + extra - p->cached_read > p->mask) return 0;
-    }
-    return 1;
-}
+/**
+ * The write past the fast path's check (ringside.c), for a lane that looks full by `cached_read`
+ * (past `sample_above` while it may sample): reads the consumer's cursor again, applies SAMPLING to
+ * a histogram's call (which may join its group: 0, nothing written), then writes the record, and
+ * its exemplar's records when `exemplar` is not NULL, or counts it dropped by its weight. Returns 1
+ * if written.
+ */
+int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
+                           uint64_t timestamp_ns, const char *exemplar, uint32_t length);
+
+/**
+ * Writes the lane's open sampling groups (see SAMPLING), or counts them dropped when the lane has
+ * no room or its consumer does not read weights: for a holder about to let go of the lane
+ * (ringside_producer.c calls it at a release and at thread exit). Only the lane's holder may call it.
+ */
+void rs_producer_close_groups(rs_producer *p);
+
+/**
+ * Counts the calls of the lane's open sampling groups as dropped, in their metrics' `unlaned` (an
+ * atomic add), and closes them: for a bot detached while a lane has groups open, from whichever
+ * thread detaches (no thread may record meanwhile).
+ */
+void rs_producer_abandon_groups(rs_producer *p);
 
 /** Writes a record's fields into slot `r`, at `cursor` (its sequence); not yet published. */
 RS_INLINE void rs_producer_fill(rs_record *r, uint64_t cursor, uint32_t metric, uint8_t kind, uint8_t flags,
@@ -737,16 +831,38 @@ RS_INLINE void rs_producer_fill(rs_record *r, uint64_t cursor, uint32_t metric, 
     r->exemplar_length = exemplar_length;
 }
 
+/** Exemplar records an exemplar of `length` bytes takes (see EXEMPLARS). */
+RS_INLINE uint64_t rs_exemplar_records(uint32_t length) {
+    return (length + RS_EXEMPLAR_BYTES_PER_RECORD - 1) / RS_EXEMPLAR_BYTES_PER_RECORD;
+}
+
+/** Writes an exemplar's `length` bytes into the exemplar records after the value's at `cursor`. */
+RS_INLINE void rs_producer_fill_exemplar(rs_producer *p, uint64_t cursor, uint32_t metric, const char *exemplar,
+                                         uint32_t length) {
+    uint64_t extra = rs_exemplar_records(length);
+    for (uint64_t k = 1; k <= extra; k++) {
+        uint64_t bytes[2] = {0, 0};
+        uint32_t offset = (uint32_t)(k - 1) * RS_EXEMPLAR_BYTES_PER_RECORD;
+        uint32_t part = length - offset < RS_EXEMPLAR_BYTES_PER_RECORD ? length - offset : RS_EXEMPLAR_BYTES_PER_RECORD;
+        __builtin_memcpy(bytes, exemplar + offset, part);
+        rs_producer_fill(&p->records[(cursor + k) & p->mask], cursor + k, metric, RS_KIND_EXEMPLAR, 0, bytes[1], bytes[0], 0);
+    }
+}
+
 /**
  * Writes one record stamped `timestamp_ns` (CLOCK_MONOTONIC nanoseconds), or counts a drop when
- * the lane is full. Never blocks, allocates or makes a system call. Returns 1 if written. Only
- * the lane's holder may call it. A span passes the end its span clock read, saving a clock read.
+ * the lane is full; a histogram's record in a filling lane is sampled (see SAMPLING). Never
+ * blocks, allocates or makes a system call. Returns 1 if written. Only the lane's holder may call
+ * it. A span passes the end its span clock read, saving a clock read.
  */
 RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
                                    uint64_t value, uint64_t timestamp_ns) {
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
     uint64_t cursor = p->next;
-    if (!rs_producer_has_room(p, cursor, 0)) return rs_producer_lose(p, metric);
+    /* The one test a record pays, as before sampling: the copy's setback makes it the threshold's. */
+    if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
+        return rs_producer_write_slow(p, metric, kind, flags, value, timestamp_ns, NULL, 0);
+    }
     rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, kind, flags, value, timestamp_ns, 0);
     p->next = cursor + 1;
     /* Release: the record's bytes are visible before the cursor that publishes them. */
@@ -765,24 +881,21 @@ RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, u
 /**
  * Writes a histogram's record with an exemplar (see EXEMPLARS): the value's record, then the
  * exemplar's `length` bytes (1 to RS_EXEMPLAR_MAX, not checked here: the callers check them) in
- * exemplar records, published together; or one counted drop when the lane has no room for all.
- * Returns 1 if written. Only the lane's holder may call it.
+ * exemplar records, published together; or one counted drop when the lane has no room for all. In
+ * a filling lane the call is sampled as a unit (see SAMPLING). Returns 1 if written. Only the
+ * lane's holder may call it.
  */
 RS_INLINE int rs_producer_write_exemplar(rs_producer *p, uint32_t metric, uint8_t flags, uint64_t value,
                                          uint64_t timestamp_ns, const char *exemplar, uint32_t length) {
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
-    uint64_t extra = (length + RS_EXEMPLAR_BYTES_PER_RECORD - 1) / RS_EXEMPLAR_BYTES_PER_RECORD;
+    uint64_t extra = rs_exemplar_records(length);
     uint64_t cursor = p->next;
-    if (!rs_producer_has_room(p, cursor, extra)) return rs_producer_lose(p, metric);
+    if (__builtin_expect(cursor + extra - p->cached_read > p->mask, 0)) {
+        return rs_producer_write_slow(p, metric, RS_KIND_HISTOGRAM, flags, value, timestamp_ns, exemplar, length);
+    }
     rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, RS_KIND_HISTOGRAM, (uint8_t)(flags | RS_FLAG_EXEMPLAR),
                      value, timestamp_ns, (uint16_t)length);
-    for (uint64_t k = 1; k <= extra; k++) {
-        uint64_t bytes[2] = {0, 0};
-        uint32_t offset = (uint32_t)(k - 1) * RS_EXEMPLAR_BYTES_PER_RECORD;
-        uint32_t part = length - offset < RS_EXEMPLAR_BYTES_PER_RECORD ? length - offset : RS_EXEMPLAR_BYTES_PER_RECORD;
-        __builtin_memcpy(bytes, exemplar + offset, part);
-        rs_producer_fill(&p->records[(cursor + k) & p->mask], cursor + k, metric, RS_KIND_EXEMPLAR, 0, bytes[1], bytes[0], 0);
-    }
+    rs_producer_fill_exemplar(p, cursor, metric, exemplar, length);
     p->next = cursor + 1 + extra;
     /* Release: the records' bytes are visible before the cursor that publishes them. */
     rs_store_release_u64(p->write_cursor, cursor + 1 + extra);

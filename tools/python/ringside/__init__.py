@@ -170,7 +170,7 @@ _default_backend, ACCELERATED = _load_backend()
 
 def attach(name: str, directory: str | None = None, *, lane_capacity: int | None = None, max_metrics: int | None = None,
            max_lanes: int | None = None, mode: int = 0o600, worker: bool = False,
-           max_workers: int | None = None) -> Bot:
+           max_workers: int | None = None, sample_above_percent: int | None = None) -> Bot:
     """Attaches to the bot `name` as its process, or as one of its workers, creating its file if it
     does not exist.
 
@@ -191,12 +191,17 @@ def attach(name: str, directory: str | None = None, *, lane_capacity: int | None
             worker files, 1 to 65,536; None: 256. Past it, a new worker continues the file of a
             worker that is gone; when every one is alive, it writes nothing to the bot
             (RingError; counted in the bot's file as workers_refused).
+        sample_above_percent: how full a thread's lane is, in percent (1 to 99), when its
+            histograms' records start to be sampled and weighted rather than dropped when it
+            fills (SAMPLING in ringside.h; the C extension only: the pure backend never samples);
+            None: 50; 100: never (a full lane drops). Only while the bot's collector reads weights.
     Raises RingError: another process holds the bot (or, with worker=True, this process's worker
     file), a corrupt or incompatible file, a full directory, another user's file, a symbolic link;
     RingValueError for a bad argument.
     """
     return Bot(name, directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
-               max_lanes=max_lanes, mode=mode, worker=worker, max_workers=max_workers)
+               max_lanes=max_lanes, mode=mode, worker=worker, max_workers=max_workers,
+               sample_above_percent=sample_above_percent)
 
 
 # The bots of this process, for the fork handler (weak: a bot dropped without close() goes too).
@@ -220,13 +225,14 @@ class Bot:
 
     def __init__(self, name: str, directory: str | None = None, *, lane_capacity: int | None = None,
                  max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
-                 worker: bool = False, max_workers: int | None = None, _backend: Backend | None = None) -> None:
+                 worker: bool = False, max_workers: int | None = None, sample_above_percent: int | None = None,
+                 _backend: Backend | None = None) -> None:
         # _backend: _pure or _ringside, for the benchmark and the tests that run both in one process
         self.name = name
         backend = _backend or _default_backend
         self._backend = backend
         self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, bool(worker),
-                                          max_workers)
+                                          max_workers, sample_above_percent)
         self._families: dict[str, _Metric] = {}  # name -> the Histogram, Counter or Gauge registered under it
         self._lock = threading.Lock()
         self._closed = False

@@ -43,7 +43,8 @@ class Backend(Protocol):
     """A backend module: attach() makes a Core; span_clock() says what its spans are timed with."""
 
     def attach(self, name: str, directory: str | None, lane_capacity: int | None, max_metrics: int | None,
-               max_lanes: int | None, mode: int, worker: bool, max_workers: int | None, /) -> Core: ...
+               max_lanes: int | None, mode: int, worker: bool, max_workers: int | None,
+               sample_above_percent: int | None, /) -> Core: ...
 
     # Which clock the backend's spans start on, and why (the extension's: rs_span_clock_describe).
     def span_clock(self) -> str: ...

@@ -162,6 +162,7 @@ _Q_PRODUCER_START = 0x090 // 8
 _I_PRODUCER_PID = 0x098 // 4  # an int32; a pid is positive, so its unsigned store is the same bits
 _I_ATTACHES = 0x09C // 4
 _Q_LANES_EXHAUSTED = 0x0A0 // 8
+_I_SAMPLE_ABOVE = 0x0B0 // 4  # records in a lane past which its histograms are sampled: 0, never
 # A metric cell's fields, from the cell's index in the header's Q view.
 _CELL_GAUGE_BITS, _CELL_GAUGE_SET, _CELL_UNLANED = 0, 1, 2
 # A lane header's fields, in the lane mapping's Q and I views; then one 8-byte cell per metric.
@@ -437,7 +438,7 @@ def span_clock() -> str:
 
 def attach(name: str, directory: str | None = None, lane_capacity: int | None = None,
            max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
-           worker: bool = False, max_workers: int | None = None) -> Bot:
+           worker: bool = False, max_workers: int | None = None, sample_above_percent: int | None = None) -> Bot:
     """Attaches to the bot `name` as its process, or as one of its workers, creating its file if it
     does not exist.
 
@@ -453,12 +454,15 @@ def attach(name: str, directory: str | None = None, lane_capacity: int | None = 
         mode: the permission bits of a new file.
         worker: write the bot as one of its workers, beside other processes that write it: a file
             of this process's own, <name>@<pid>, which the collector merges with the bot's others.
+        sample_above_percent: checked (1 to 100), and otherwise unused: this backend never samples
+            a filling lane (SAMPLING in ringside.h); its full lanes drop, counted, as before.
     Returns a Bot. Raises RingError: another process holds the bot, a corrupt or incompatible file
     (another format version or layout), a full directory, another user's file, a symbolic link,
     or an unsafe platform. With RINGSIDE_DISABLED=1 the bot creates no file and writes nothing.
     """
     return Bot(name, directory=directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
-               max_lanes=max_lanes, mode=mode, worker=worker, max_workers=max_workers)
+               max_lanes=max_lanes, mode=mode, worker=worker, max_workers=max_workers,
+               sample_above_percent=sample_above_percent)
 
 
 class Bot:
@@ -476,7 +480,7 @@ class Bot:
 
     def __init__(self, name: str, directory: str | None = None, lane_capacity: int | None = None,
                  max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
-                 worker: bool = False, max_workers: int | None = None) -> None:
+                 worker: bool = False, max_workers: int | None = None, sample_above_percent: int | None = None) -> None:
         if not isinstance(name, str) or not _BOT_NAME.match(name) or name in (".", ".."):
             raise RingValueError(f"bot {name!r}: a bot name is 1 to 200 of [A-Za-z0-9._-], not . or ..")
         if lane_capacity is not None and (
@@ -489,6 +493,10 @@ class Bot:
             raise RingValueError(f"bot {name}: max_lanes {max_lanes} must be from 1 to {MAX_LANES}")
         if max_workers is not None and (not isinstance(max_workers, int) or not 1 <= max_workers <= MAX_WORKERS):
             raise RingValueError(f"bot {name}: max_workers {max_workers} must be from 1 to {MAX_WORKERS}")
+        if sample_above_percent is not None and (
+                not isinstance(sample_above_percent, int) or not 1 <= sample_above_percent <= 100):
+            raise RingValueError(f"bot {name}: sample_above_percent {sample_above_percent} must be from 1 to 100 "
+                                 "(100: never sample)")
         if not isinstance(mode, int) or mode & ~0o777:
             raise RingValueError(f"bot {name}: mode {mode!r} must hold permission bits only (0 to 0o777)")
         self.name = name
@@ -805,6 +813,7 @@ class Bot:
         hq[_Q_PRODUCER_START] = time.clock_gettime_ns(time.CLOCK_REALTIME)
         hi[_I_ATTACHES] = (hi[_I_ATTACHES] + 1) & _U32
         hq[_Q_HEARTBEAT] = _coarse_ns()
+        hi[_I_SAMPLE_ABOVE] = 0  # this backend never samples a filling lane (SAMPLING in ringside.h)
 
     def _unmap(self) -> None:
         """Releases every view, then unmaps: a mapping would keep the file, and its lock, alive."""

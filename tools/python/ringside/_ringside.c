@@ -65,16 +65,25 @@ static int core_check_open(CoreObject *core) {
     return -1;
 }
 
-/* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker, max_workers) */
+/* attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker, max_workers, sample_above_percent) */
 static PyObject *ringside_attach(PyObject *Py_UNUSED(module), PyObject *args) {
     const char *name, *directory = NULL;
     unsigned long long lane_capacity = 0;
     unsigned int max_metrics = 0, max_lanes = 0, mode = 0600;
     int worker = 0;
-    unsigned int max_workers = 0;
-    PyObject *lane_capacity_object, *max_metrics_object, *max_lanes_object, *max_workers_object;
-    if (!PyArg_ParseTuple(args, "szOOOIpO", &name, &directory, &lane_capacity_object, &max_metrics_object,
-                          &max_lanes_object, &mode, &worker, &max_workers_object)) return NULL;
+    unsigned int max_workers = 0, sample_above_percent = 0;
+    PyObject *lane_capacity_object, *max_metrics_object, *max_lanes_object, *max_workers_object, *percent_object;
+    if (!PyArg_ParseTuple(args, "szOOOIpOO", &name, &directory, &lane_capacity_object, &max_metrics_object,
+                          &max_lanes_object, &mode, &worker, &max_workers_object, &percent_object)) return NULL;
+    if (percent_object != Py_None) {
+        unsigned long value = PyLong_AsUnsignedLong(percent_object);
+        if (PyErr_Occurred() || value == 0 || value > 100) {
+            PyErr_Clear();
+            return PyErr_Format(RingValueError, "bot %s: sample_above_percent %R must be from 1 to 100 (100: never sample)",
+                                name, percent_object);
+        }
+        sample_above_percent = (unsigned int)value;
+    }
     if (max_workers_object != Py_None) {
         unsigned long value = PyLong_AsUnsignedLong(max_workers_object);
         if (PyErr_Occurred() || value == 0 || value > RS_MAX_WORKERS) {
@@ -117,6 +126,7 @@ static PyObject *ringside_attach(PyObject *Py_UNUSED(module), PyObject *args) {
     options.mode = (mode_t)mode;
     options.worker = worker; /* the file <name>@<pid>, one of the bot's workers */
     options.max_workers = max_workers;
+    options.sample_above_percent = sample_above_percent; /* SAMPLING in ringside.h; 0: the default */
     rs_bot *bot = NULL;
     rs_error error;
     int code;
@@ -669,7 +679,7 @@ static PyTypeObject HandleType = {
 
 static PyMethodDef module_methods[] = {
     {"attach", ringside_attach, METH_VARARGS,
-     "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker, max_workers) -> Core"},
+     "attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, worker, max_workers, sample_above_percent) -> Core"},
     {"exemplar_check", ringside_exemplar_check, METH_O,
      "exemplar_check(data: bytes) -> None, or why rs_exemplar_check refuses it"},
     {"span_clock", ringside_span_clock, METH_NOARGS, "span_clock() -> which clock spans start on, and why"},

@@ -200,6 +200,7 @@ class BotFile:
         self._lane_cells = []
         self._records = []  # (metric index, value) of every value's record, lane by lane
         self._spans = []  # (metric index, value, timestamp_ns) of every span's record (RS_FLAG_SPAN), lane by lane
+        self._weights = []  # each value's record's weight, 2^k for k in its flags' bits 4 to 7 (SAMPLING)
         # [metric index, value, flags, exemplar bytes] of every value recorded with an exemplar
         self._exemplars = []
         self.thread_names = []  # each lane's thread_name (0x28), its NUL padding dropped
@@ -227,9 +228,11 @@ class BotFile:
                 assert parts == 0, f"{path}: lane {lane}: a value at cursor {cursor} before its exemplar's end"
                 if kind == 2:  # a gauge's record holds a double
                     value = struct.unpack_from("<d", data, record + 8)[0]
+                assert flags & 0x0C == 0, f"{path}: lane {lane}: flags 0x{flags:02x} at cursor {cursor} hold bits 2 or 3"
                 self._records.append((metric, value))
                 if flags & 0x01:  # RS_FLAG_SPAN: stamped with the span's end
                     self._spans.append((metric, value, stamp))
+                self._weights.append(1 << (flags >> 4))
                 if flags & 0x02:  # RS_FLAG_EXEMPLAR: `length` bytes follow, 16 a record
                     self._exemplars.append([metric, value, flags, b"", length])
                     parts = (length + 15) // 16
@@ -270,6 +273,16 @@ class BotFile:
         by lane, each lane in order: the duration and the end."""
         index = self.index(name, labels)
         return [(value, stamp) for metric, value, stamp in self._spans if metric == index]
+
+    def weights(self, name, labels=""):
+        """The weights of a histogram's records, in the order of values(): 1, or the 2^k calls a
+        record written while its lane filled stands for (SAMPLING in ringside.h)."""
+        index = self.index(name, labels)
+        return [weight for (metric, _), weight in zip(self._records, self._weights) if metric == index]
+
+    def dropped(self, name, labels=""):
+        """A histogram's or gauge's records dropped: its cells over every lane, plus unlaned."""
+        return self.counter(name, labels)
 
     def exemplars(self, name, labels=""):
         """(value, flags, exemplar text) of each of a histogram's values recorded with an

@@ -114,15 +114,20 @@ def test_threads_write_lanes_of_their_own_and_lose_nothing(backend, ring_dir, co
         worker.start()
     for worker in workers:
         worker.join()
+    for worker in workers:
+        wait_until_gone(worker)  # its exit wrote its lane's sampling groups, if it had any
     written, dropped, lanes = bot.records_written, bot.records_dropped, bot.lanes_allocated
     bot.close()
     assert 1 <= lanes <= threads
-    assert written + dropped == threads * each
+    # A lane that a thread hands to the next may fill past half while the collector drains it: the
+    # C extension then writes weighted records (SAMPLING in ringside.h), fewer than the calls.
+    assert written + dropped <= threads * each
     # Exact, whatever the lanes held (the collector sums the cells as it visits the bot).
     collector.wait_for("the exact total", lambda: (
         (s := collector.series("threads", "orders")) and s["total"] == threads * each))
-    histogram = collector.wait_for("every record", lambda: (
-        (s := collector.series("threads", "latency")) and s["total_count"] == written and s))
+    histogram = collector.wait_for("every call", lambda: (
+        (s := collector.series("threads", "latency")) and s["total_count"] + s["dropped_records"] == threads * each
+        and s["total_count"] == written + s["sampled_records"] and s))
     assert histogram["dropped_records"] == dropped
 
 

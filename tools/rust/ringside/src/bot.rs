@@ -31,7 +31,7 @@
 
 use crate::error::Error;
 use crate::layout::*;
-use crate::shm::{self, Mapping, RegistryEntry, Writer, Writers};
+use crate::shm::{self, Mapping, RegistryEntry, Sampling, Writer, Writers};
 use crate::span_clock;
 use crate::sys::{self, PMutex};
 use std::collections::HashMap;
@@ -137,6 +137,12 @@ pub struct Options {
     /// to the bot ([`Error::TooManyWorkers`]; a forked child says so once on stderr), and adds 1
     /// to `workers_refused` in the bot's own file. A forked child takes its parent's bound.
     pub max_workers: u32,
+    /// How full a lane is, in percent (1 to 99), when its histograms' records start to be sampled
+    /// and weighted rather than dropped when it fills: past it, 1 call in 2, 4, ... 32,768 is
+    /// written, the fuller the lane the fewer, and the collector counts each record by its weight,
+    /// so counts stay exact (SAMPLING in ringside.h). 0: 50. 100: never (a full lane drops). Only
+    /// while the bot's collector reads weighted records: with an older one a full lane drops.
+    pub sample_above_percent: u32,
 }
 
 fn disabled_by_environment() -> bool {
@@ -169,6 +175,13 @@ fn check_options(name: &str, o: &Options) -> Result<(), Error> {
     }
     if o.max_workers > MAX_WORKERS {
         return invalid(format!("max_workers {} must be from 1 to {MAX_WORKERS}", o.max_workers));
+    }
+    if o.sample_above_percent > 100 {
+        return invalid(format!(
+            "sample_above_percent {} must be from 1 to 100 (100: never sample; 0 for the default, \
+             {DEFAULT_SAMPLE_ABOVE_PERCENT})",
+            o.sample_above_percent
+        ));
     }
     if let Some(mode) = o.mode {
         if mode & !0o777 != 0 {
@@ -203,6 +216,9 @@ struct BotState {
     /// Why, the first time (a sentence without "bot NAME: ").
     worker_failure: String,
     said_why_laneless: bool,
+    /// Each lane's adaptive sampling, made at its first hand-over (SAMPLING in ringside.h); kept
+    /// until the bot is gone, since its lane's writer points at it.
+    samplings: Vec<Option<Box<Sampling>>>,
 }
 
 /// Which file was attached (st_dev, st_ino), and its permission bits.
@@ -232,6 +248,9 @@ pub(crate) struct BotInner {
     geometry: Geometry,
     /// The attach's `Options::max_workers` (0: the default), for a forked child's worker file.
     max_workers: u32,
+    /// Records in a lane past which its histograms are sampled (the header's `sample_above`, as
+    /// `Options::sample_above_percent` chose); 0: never.
+    sample_above: u32,
     /// max_lanes lane writers, then the laneless writer, then the disabled one; and which one
     /// each thread uses.
     writers: Writers,
@@ -342,17 +361,33 @@ impl BotInner {
 
     /// Gives lane `lane` to the calling thread (`rsp_hand_over_locked`).
     fn hand_over_locked(&self, state: &mut BotState, lane: u32) {
-        let mapping = state.lanes[lane as usize].as_ref().expect("a mapped lane");
         let header = state.header.as_ref().expect("an enabled bot has its header");
+        let sampling: *mut Sampling = if self.sample_above == 0 {
+            std::ptr::null_mut()
+        } else {
+            let made = state.samplings[lane as usize].get_or_insert_with(|| {
+                Box::new(Sampling::new(
+                    header.header(),
+                    self.capacity_log2,
+                    self.sample_above as u64,
+                    self.registry_capacity,
+                ))
+            });
+            &mut **made
+        };
+        let mapping = state.lanes[lane as usize].as_ref().expect("a mapped lane");
         // SAFETY: the lane is free (no thread uses its writer) and we hold the bot's mutex; the
         // lane and the cells stay mapped until the bot is dropped or the process forks, and both
-        // empty the writers (or no thread can reach them) before unmapping.
+        // empty the writers (or no thread can reach them) before unmapping; the lane's sampling
+        // is boxed in `samplings`, which keeps it until the bot is gone or a forked child, whose
+        // writers point at nothing, makes its worker file.
         unsafe {
             self.writers[lane as usize].point_at_lane(
                 mapping,
                 &self.geometry,
                 self.capacity_log2,
                 header.cells(&self.geometry),
+                sampling,
             )
         };
         state.held[lane as usize] = true;
@@ -373,6 +408,9 @@ impl BotInner {
         let lane = writer as usize;
         if lane < self.max_lanes as usize && state.held[lane] && !state.forked {
             state.held[lane] = false;
+            // SAFETY: the calling thread held the lane (its writer came from its own table) and
+            // lets go of it now, under the bot's mutex.
+            unsafe { self.writers[lane].close_groups() };
             if let Some(mapping) = &state.lanes[lane] {
                 shm::retire(mapping.lane());
             }
@@ -634,7 +672,16 @@ impl BotInner {
             let mut state = self.state.lock();
             if self.enabled.load(Relaxed) && !state.forked {
                 // Every lane is retired with the process's hold on the file (readers see it at once).
-                for lane in state.lanes.iter().flatten() {
+                // Its open sampling groups: the calling thread's own lane writes them; any other
+                // lane's calls count as dropped.
+                if let Some(own) = self.writers.of_thread_index().filter(|&index| index < self.max_lanes) {
+                    // SAFETY: the calling thread holds that lane (its writer came from its own table).
+                    unsafe { self.writers[own as usize].close_groups() };
+                }
+                for (index, lane) in state.lanes.iter().enumerate() {
+                    let Some(lane) = lane else { continue };
+                    // SAFETY: the bot's last handle is gone: no thread uses its writers.
+                    unsafe { self.writers[index].abandon_groups() };
                     shm::retire(lane.lane());
                 }
             }
@@ -767,7 +814,7 @@ impl BotInner {
         let (file, mut attached, file_id, path) = attach_worker_file(&self.name, &self.directory, &own, &options)?;
         let target = Target { name: &self.name, path: &path, directory: &self.directory };
         target.take_registry(&mut attached, &entries)?;
-        start(attached.header.header());
+        start(attached.header.header(), self.sample_above);
         let Attached { known, header, lanes, .. } = attached;
         // SAFETY: no thread uses the laneless writer: a thread is given a writer of this
         // generation (a new one since the fork) only under this mutex, after this; the cells stay
@@ -786,6 +833,9 @@ impl BotInner {
         state.file_id = file_id;
         state.forked = false;
         state.said_why_laneless = false;
+        // The parent's lanes' groups are the parent's: the worker's lanes start with none (every
+        // writer points at nothing since the fork, so none points into them).
+        state.samplings = (0..self.max_lanes).map(|_| None).collect();
         // Release: pairs with lanes_allocated()'s acquire; the lanes are mapped.
         self.lanes_mapped.store(lanes_mapped, Release);
         // Relaxed: read under this mutex by every claim and registration.
@@ -1283,12 +1333,23 @@ impl Target<'_> {
 }
 
 /// Writes the producer line of a freshly attached file (`rsp_start`).
-fn start(header: &shm::Header) {
+fn start(header: &shm::Header, sample_above: u32) {
     // Relaxed: readers treat these as hints; the lock is the truth.
     header.producer_pid.store(std::process::id() as i32, Relaxed);
     header.producer_start_ns.store(sys::clock_realtime_ns(), Relaxed);
     header.producer_attaches.store(header.producer_attaches.load(Relaxed).wrapping_add(1), Relaxed);
     header.heartbeat_ns.store(sys::clock_coarse_ns(), Relaxed);
+    header.sample_above.store(sample_above, Relaxed);
+}
+
+/// The records in a lane of `1 << capacity_log2` from which its histograms are sampled, by
+/// `Options::sample_above_percent` (`rsp_sample_above`): 0 when it never samples.
+fn sample_above(percent: u32, capacity_log2: u32) -> u32 {
+    let percent = if percent == 0 { DEFAULT_SAMPLE_ABOVE_PERCENT } else { percent };
+    if percent >= 100 {
+        return 0;
+    }
+    (((percent as u64) << capacity_log2) / 100).max(1) as u32
 }
 
 /// `<directory>/ringside.<name>`, or worker `pid`'s `<directory>/ringside.<name>@<pid>`.
@@ -1450,9 +1511,6 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
         let (file, attached, id) = Target { name, path: &path, directory: &directory }.attach(options)?;
         Some((file, attached, id, path))
     };
-    if let Some((_, a, _, _)) = &attached {
-        start(a.header.header());
-    }
     let (registry_capacity, max_lanes, capacity_log2, geometry) = match &attached {
         Some((_, a, _, _)) => (a.registry_capacity, a.max_lanes, a.capacity_log2, a.geometry),
         None => {
@@ -1460,6 +1518,10 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
             (registry, 0, DEFAULT_LANE_CAPACITY_LOG2, Geometry::of(DEFAULT_LANE_CAPACITY_LOG2, registry))
         }
     };
+    let sample_above = sample_above(options.sample_above_percent, capacity_log2);
+    if let Some((_, a, _, _)) = &attached {
+        start(a.header.header(), sample_above);
+    }
     let writers = Writers::new(slot, max_lanes, registry_capacity);
     let (file, header, lanes, known, file_id, path) = match attached {
         Some((file, a, id, path)) => (Some(file), Some(a.header), a.lanes, a.known, id, path),
@@ -1484,6 +1546,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
         capacity_log2,
         geometry,
         max_workers: options.max_workers,
+        sample_above,
         writers,
         holders: AtomicUsize::new(1),
         lanes_mapped: AtomicU32::new(lanes_mapped),
@@ -1500,6 +1563,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
             worker_failed: false,
             worker_failure: String::new(),
             said_why_laneless: false,
+            samplings: (0..max_lanes).map(|_| None).collect(),
         }),
     });
     process.slots[slot] = Some(Arc::clone(&bot));

@@ -41,6 +41,12 @@ pub const KIND_EXEMPLAR: u8 = 4;
 pub const FLAG_SPAN: u8 = 0x01;
 /// Exemplar records follow the value's: `exemplar_length` bytes (EXEMPLARS in ringside.h).
 pub const FLAG_EXEMPLAR: u8 = 0x02;
+/// Bits 4 to 7 of a record's flags hold k: the record stands for 2^k calls (SAMPLING in ringside.h).
+pub const FLAG_WEIGHT_SHIFT: u32 = 4;
+/// The largest k a record holds (`RS_WEIGHT_LOG2_MAX`): a weight of 32,768.
+pub const WEIGHT_LOG2_MAX: u32 = 15;
+/// How full a lane is, in percent, when its histograms start to be sampled by default.
+pub const DEFAULT_SAMPLE_ABOVE_PERCENT: u32 = 50;
 
 /// An exemplar's bytes at the most (`RS_EXEMPLAR_MAX`): 4 exemplar records after its value's.
 pub const EXEMPLAR_MAX: usize = 64;

@@ -15,8 +15,8 @@
 
 use crate::bot::MAX_BOTS_PER_PROCESS;
 use crate::layout::{
-    Geometry, EXEMPLAR_BYTES_PER_RECORD, EXEMPLAR_MAX, FLAG_EXEMPLAR, KIND_EXEMPLAR, KIND_GAUGE, KIND_HISTOGRAM,
-    LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED, REGISTRY_ENTRY_SIZE, THREAD_NAME_MAX,
+    Geometry, EXEMPLAR_BYTES_PER_RECORD, EXEMPLAR_MAX, FLAG_EXEMPLAR, FLAG_WEIGHT_SHIFT, KIND_EXEMPLAR, KIND_GAUGE,
+    KIND_HISTOGRAM, LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED, REGISTRY_ENTRY_SIZE, THREAD_NAME_MAX, WEIGHT_LOG2_MAX,
 };
 use crate::sys;
 use std::cell::{Cell, UnsafeCell};
@@ -56,10 +56,13 @@ pub struct Header {
     /// The bot's own file only: processes refused a worker file (WORKERS in ringside.h), each
     /// adding 1 atomically: the one field a process other than the attached one writes.
     pub workers_refused: AtomicU64,
-    _producer_reserved: [u8; 0x100 - 0xB0],
+    /// Records in a lane past which its histograms are sampled (SAMPLING in ringside.h); 0: never.
+    pub sample_above: AtomicU32,
+    _producer_reserved: [u8; 0x100 - 0xB4],
     // 0x100: the consumer's line (never written here).
     pub consumer_pid: AtomicI32,
-    _consumer_reserved0: AtomicU32,
+    /// The consumer's pid again when it reads weighted records: the producer samples only then.
+    pub weights_reader_pid: AtomicI32,
     pub consumer_heartbeat_ns: AtomicU64,
     _consumer_reserved: [u8; 0x180 - 0x110],
 }
@@ -135,7 +138,9 @@ const _: () = {
     assert!(offset_of!(Header, producer_pid) == 0x098);
     assert!(offset_of!(Header, lanes_exhausted) == 0x0A0);
     assert!(offset_of!(Header, workers_refused) == 0x0A8);
+    assert!(offset_of!(Header, sample_above) == 0x0B0);
     assert!(offset_of!(Header, consumer_pid) == 0x100);
+    assert!(offset_of!(Header, weights_reader_pid) == 0x104);
     assert!(size_of::<RegistryEntry>() == REGISTRY_ENTRY_SIZE as usize);
     assert!(offset_of!(RegistryEntry, gauge_merge) == 0x006);
     assert!(offset_of!(RegistryEntry, reserved0) == 0x007);
@@ -293,8 +298,84 @@ struct WriterFields {
     shared: *const MetricCell,   // the bot's metric cells, or null (disabled, forked)
     mask: u64,                   // capacity - 1
     next: u64,                   // the next cursor to publish (== write_cursor)
-    cached_read: u64,            // the consumer's cursor as last seen: read again only when full
+    cached_read: u64,            // the consumer's cursor as last seen, set back (`keep_read`)
     countdown: *const AtomicU32, // per metric: calls left before the next written one (sampling)
+    sampling: *mut Sampling,     // the lane's adaptive sampling, or null: a full lane drops
+}
+
+/// One lane's adaptive sampling (`rs_sampling`; SAMPLING in ringside.h), in this process's memory:
+/// used only by the thread that holds the lane, through its writer. The bot keeps one per lane,
+/// made at the lane's first hand-over, from holder to holder (a holder that lets go closes its
+/// groups first).
+pub struct Sampling {
+    calls: Box<[u32]>,     // per metric: calls in its open group (0: none open)
+    latest: Box<[u64]>,    // per metric: its open group's latest value
+    header: *const Header, // the file's header: whether its consumer reads weights
+    above: u64,            // records in the lane from which its histograms are sampled
+    step_log2: u32,        // one level more for each 2^step_log2 records past `above`
+    level: u32,            // L: a call is written once its group holds 2^L calls (a power of two)
+    open: u32,             // groups open
+    open_below: u32,       // every open group's metric is below this
+    weighs: bool,          // the consumer read weights when the lane was last looked at
+}
+
+// SAFETY: a lane's sampling is used by the one thread that holds the lane (see `Writer`), or under
+// the bot's mutex while no thread does; `header` points into the bot's mapping, alive as long as
+// the bot is attached.
+unsafe impl Send for Sampling {}
+
+impl Sampling {
+    /// The sampling of a lane of `1 << capacity_log2` records, from `above` records (nonzero), for
+    /// `registry_capacity` metrics; `header` is the mapped file's.
+    pub fn new(header: &Header, capacity_log2: u32, above: u64, registry_capacity: u32) -> Sampling {
+        // 16 levels over the room above the threshold: one a sixteenth, a power of two records.
+        let step = ((1u64 << capacity_log2) - above) / 16;
+        Sampling {
+            calls: vec![0; registry_capacity as usize].into_boxed_slice(),
+            latest: vec![0; registry_capacity as usize].into_boxed_slice(),
+            header,
+            above,
+            step_log2: if step == 0 { 0 } else { step.ilog2() },
+            level: 0,
+            open: 0,
+            open_below: 0,
+            weighs: true,
+        }
+    }
+
+    /// L for a lane holding `fill` records.
+    fn level_at(&self, fill: u64) -> u32 {
+        if fill < self.above {
+            return 0;
+        }
+        (1 + ((fill - self.above) >> self.step_log2)).min(WEIGHT_LOG2_MAX as u64) as u32
+    }
+
+    /// Adds a call to its metric's open group: it is sampled out (false: nothing written).
+    fn join(&mut self, metric: u32, value: u64) -> bool {
+        let m = metric as usize;
+        if self.calls[m] == 0 {
+            self.open += 1;
+            self.open_below = self.open_below.max(metric + 1);
+        }
+        self.calls[m] += 1;
+        self.latest[m] = value;
+        false
+    }
+
+    /// Whether the file's consumer reads weighted records: it stored its pid in both fields.
+    fn consumer_reads_weights(&self) -> bool {
+        // SAFETY: `header` points at the mapped header while the bot is attached (the type's comment).
+        let header = unsafe { &*self.header };
+        // Relaxed: two pids a consumer stores once; one seen without the other only means "not yet".
+        let pid = header.consumer_pid.load(Relaxed);
+        pid != 0 && header.weights_reader_pid.load(Relaxed) == pid
+    }
+}
+
+/// Whether the call that makes its group `calls` long closes it at level `level`.
+fn closes(calls: u32, level: u32) -> bool {
+    calls >= 1 << level && calls.is_power_of_two()
 }
 
 // SAFETY: see the type's comment: the fields that are not atomics are written only by the lane's
@@ -430,6 +511,7 @@ impl Writer {
                 next: 0,
                 cached_read: 0,
                 countdown,
+                sampling: std::ptr::null_mut(),
             }),
         }
     }
@@ -440,17 +522,19 @@ impl Writer {
         unsafe { *self.fields.get() }
     }
 
-    /// Points the writer at a lane (`rsp_build_producer`), continuing from its cursors.
+    /// Points the writer at a lane (`rs_producer_init`), continuing from its cursors, with the
+    /// lane's `sampling` (null: none).
     ///
     /// # Safety
     /// No thread may use this writer meanwhile (its lane is free, under the bot's mutex), and
-    /// `lane` and `cells` must stay mapped as long as it points at them.
+    /// `lane`, `cells` and `sampling` must stay as long as it points at them.
     pub unsafe fn point_at_lane(
         &self,
         lane: &Mapping,
         geometry: &Geometry,
         capacity_log2: u32,
         cells: *const MetricCell,
+        sampling: *mut Sampling,
     ) {
         let header = lane.lane();
         // SAFETY: no other thread uses the writer meanwhile (the caller's contract), so this is the
@@ -467,8 +551,37 @@ impl Writer {
         // Relaxed: only this process writes the cursor, and its last writer released the lane
         // under the bot's mutex (or was another process, gone before we took the file's lock).
         f.next = header.write_cursor.load(Relaxed);
+        f.sampling = sampling;
+        // SAFETY: the lane's sampling, which only this lane's writer uses, and no thread meanwhile.
+        if let Some(s) = unsafe { sampling.as_mut() } {
+            s.level = 0;
+            s.weighs = true; // until a look says otherwise: the first one comes at the threshold
+        }
         // Acquire: the consumer finished with the slots below its cursor before storing it.
-        f.cached_read = header.read_cursor.load(Acquire);
+        let read = header.read_cursor.load(Acquire);
+        // SAFETY: no thread uses the writer meanwhile (the caller's contract).
+        unsafe { self.keep_read(read) };
+    }
+
+    /// Keeps the consumer's cursor `read` for the fast path (`rs_producer_keep_read`), whose one
+    /// test is whether the lane looks full by it: as read when the lane never samples (or its
+    /// consumer does not weigh); set back by the room above the threshold while it may start
+    /// sampling, so that the test fails at `above`; and, while it samples, so that it fails at
+    /// every call (each then looks at the lane).
+    ///
+    /// # Safety
+    /// The calling thread holds the lane (or no thread uses the writer).
+    unsafe fn keep_read(&self, read: u64) {
+        let f = self.fields.get();
+        // SAFETY: as the caller's contract: it alone reads and writes the fields and the sampling.
+        unsafe {
+            let capacity = (*f).mask + 1;
+            (*f).cached_read = match (*f).sampling.as_ref() {
+                Some(s) if s.weighs && (s.level > 0 || s.open > 0) => (*f).next.wrapping_sub(capacity),
+                Some(s) if s.weighs => read.wrapping_sub(capacity - s.above),
+                _ => read,
+            };
+        }
     }
 
     /// Makes it the laneless writer: no records, counts into the shared metric cells.
@@ -492,6 +605,7 @@ impl Writer {
         f.lane = std::ptr::null();
         f.cells = std::ptr::null();
         f.shared = std::ptr::null();
+        f.sampling = std::ptr::null_mut();
     }
 
     /// Counts a record that could not be kept (cold: a full lane, or no lane at all).
@@ -514,33 +628,192 @@ impl Writer {
         false
     }
 
-    /// Whether the lane has room for the record at `cursor` and `extra` more after it
-    /// (`rs_producer_has_room`): the consumer's cursor is read again only when the copy at hand
-    /// says the lane is full.
+    /// Counts `weight` records of `metric` dropped from the lane (a drop of a weighted record).
     ///
     /// # Safety
     /// The calling thread holds the lane, and `records` is not null.
-    #[inline(always)]
-    unsafe fn has_room(&self, cursor: u64, extra: u64) -> bool {
-        let f = self.fields.get();
-        // SAFETY: the caller holds the lane: it alone reads and writes `cached_read`, and `lane`
-        // points at the mapped lane's header.
-        unsafe {
-            if cursor.wrapping_add(extra).wrapping_sub((*f).cached_read) > (*f).mask {
-                // Acquire: the consumer finished reading the slots below its cursor before storing it.
-                let read = (*(*f).lane).read_cursor.load(Acquire);
-                (*f).cached_read = read;
-                return cursor.wrapping_add(extra).wrapping_sub(read) <= (*f).mask;
+    unsafe fn drop_weighted(&self, metric: u32, weight: u64) -> bool {
+        let f = self.get();
+        // SAFETY: lane and cells point into the mapped lane; metric < registry_capacity.
+        let (lane, cell) = unsafe { (&*f.lane, &*f.cells.add(metric as usize)) };
+        // Relaxed: only this lane's holder writes these, so a load and a store are exact.
+        lane.dropped_total.store(lane.dropped_total.load(Relaxed).wrapping_add(weight), Relaxed);
+        cell.store(cell.load(Relaxed).wrapping_add(weight), Relaxed);
+        false
+    }
+
+    /// Writes every open group (`keep`; a record per bit of its calls, its latest value) where the
+    /// lane has room by the consumer's cursor `read`, counts the rest dropped by their weight, then
+    /// publishes what it wrote.
+    ///
+    /// # Safety
+    /// The calling thread holds the lane, `records` is not null, and `s` is the lane's sampling.
+    unsafe fn flush(&self, s: &mut Sampling, read: u64, timestamp_ns: u64, keep: bool) {
+        let f = self.get();
+        let mut cursor = f.next;
+        let mut metric = 0;
+        while metric < s.open_below && s.open > 0 {
+            let mut calls = std::mem::take(&mut s.calls[metric as usize]);
+            if calls != 0 {
+                s.open -= 1;
             }
+            while calls != 0 {
+                let k = calls.ilog2(); // the largest weight first
+                calls -= 1 << k;
+                if keep && cursor.wrapping_sub(read) <= f.mask {
+                    let record = Record {
+                        timestamp_ns,
+                        value: s.latest[metric as usize],
+                        sequence: cursor,
+                        metric,
+                        kind: KIND_HISTOGRAM,
+                        flags: (k << FLAG_WEIGHT_SHIFT) as u8,
+                        exemplar_length: 0,
+                    };
+                    // SAFETY: the slot is free (checked above) and the caller holds the lane.
+                    unsafe { self.fill(record) };
+                    cursor += 1;
+                } else {
+                    // SAFETY: as the caller's contract.
+                    unsafe { self.drop_weighted(metric, 1 << k) };
+                }
+            }
+            metric += 1;
         }
-        true
+        s.open_below = 0;
+        if cursor != f.next {
+            // SAFETY: as the caller's contract.
+            unsafe { self.publish(cursor, timestamp_ns) };
+        }
+    }
+
+    /// The write past the fast path's check (`rs_producer_write_slow`), for a lane that looks full
+    /// by `cached_read` (past `sample_above` while it may sample): reads the consumer's cursor
+    /// again, applies SAMPLING to a histogram's call (which may join its group: false, nothing
+    /// written), then writes the record and its exemplar's, or counts it dropped by its weight.
+    ///
+    /// # Safety
+    /// The calling thread holds the lane, and `records` is not null.
+    #[cold]
+    #[inline(never)]
+    unsafe fn write_slow(
+        &self,
+        metric: u32,
+        kind: u8,
+        flags: u8,
+        value: u64,
+        timestamp_ns: u64,
+        exemplar: Option<(&[u8; EXEMPLAR_MAX], usize)>,
+    ) -> bool {
+        // SAFETY: as the caller's contract: the lane is the calling thread's, so it alone reads and
+        // writes the writer's fields and the lane's sampling; `lane` is the mapped lane's header.
+        unsafe {
+            let f = self.fields.get();
+            // Acquire: the consumer finished reading the slots below its cursor before storing it.
+            // Every call past the fast path reads it: the level follows the fill call by call.
+            let read = (*(*f).lane).read_cursor.load(Acquire);
+            let mut k = 0;
+            if let Some(s) = (*f).sampling.as_mut() {
+                // The level, as the consumer's word allows; groups closed when it falls to 0.
+                s.weighs = s.consumer_reads_weights();
+                s.level = if s.weighs { s.level_at((*f).next.wrapping_sub(read)) } else { 0 };
+                if s.level == 0 && s.open > 0 {
+                    let keep = s.weighs;
+                    self.flush(s, read, timestamp_ns, keep);
+                }
+                if kind == KIND_HISTOGRAM && s.level > 0 {
+                    let calls = s.calls[metric as usize] + 1;
+                    if !closes(calls, s.level) {
+                        s.join(metric, value);
+                        self.keep_read(read);
+                        return false;
+                    }
+                    k = calls.ilog2();
+                    if calls > 1 {
+                        s.calls[metric as usize] = 0;
+                        s.open -= 1;
+                    }
+                }
+            }
+            let parts = exemplar.map_or(0, |(_, length)| length.div_ceil(EXEMPLAR_BYTES_PER_RECORD) as u64);
+            let cursor = (*f).next;
+            let written = cursor.wrapping_add(parts).wrapping_sub(read) <= (*f).mask;
+            if written {
+                let weighted = flags | (k << FLAG_WEIGHT_SHIFT) as u8;
+                match exemplar {
+                    None => self.fill(Record {
+                        timestamp_ns,
+                        value,
+                        sequence: cursor,
+                        metric,
+                        kind,
+                        flags: weighted,
+                        exemplar_length: 0,
+                    }),
+                    Some((padded, length)) => self.fill_exemplar(metric, weighted, value, timestamp_ns, padded, length),
+                }
+                self.publish(cursor + 1 + parts, timestamp_ns);
+            } else {
+                self.drop_weighted(metric, 1 << k);
+            }
+            self.keep_read(read);
+            written
+        }
+    }
+
+    /// Writes the lane's open sampling groups, or counts them dropped when the lane has no room or
+    /// its consumer does not read weights (`rs_producer_close_groups`): for a holder about to let
+    /// go of its lane.
+    ///
+    /// # Safety
+    /// The calling thread holds the lane (or, under the bot's mutex, no thread uses the writer).
+    pub unsafe fn close_groups(&self) {
+        let f = self.fields.get();
+        // SAFETY: as the caller's contract.
+        unsafe {
+            if (*f).records.is_null() {
+                return;
+            }
+            let Some(s) = (*f).sampling.as_mut().filter(|s| s.open > 0) else { return };
+            // Acquire: the consumer finished reading the slots below its cursor before storing it.
+            let read = (*(*f).lane).read_cursor.load(Acquire);
+            s.weighs = s.consumer_reads_weights();
+            let keep = s.weighs;
+            self.flush(s, read, sys::clock_coarse_ns(), keep);
+            s.level = 0;
+            self.keep_read(read);
+        }
+    }
+
+    /// Counts the calls of the lane's open sampling groups as dropped, in their metrics'
+    /// `unlaned`, and closes them (`rs_producer_abandon_groups`): for a bot detached with groups open.
+    ///
+    /// # Safety
+    /// No thread uses the writer meanwhile (the bot's last handle is gone, under its mutex).
+    pub unsafe fn abandon_groups(&self) {
+        let f = self.fields.get();
+        // SAFETY: as the caller's contract; `shared` points at the mapped metric cells.
+        unsafe {
+            let Some(s) = (*f).sampling.as_mut() else { return };
+            for metric in 0..s.open_below as usize {
+                let calls = std::mem::take(&mut s.calls[metric]);
+                if calls != 0 && !(*f).shared.is_null() {
+                    // An atomic add: threads without a lane may be adding to it.
+                    (*(*f).shared.add(metric)).unlaned.fetch_add(calls as u64, Relaxed);
+                }
+            }
+            s.open = 0;
+            s.open_below = 0;
+            s.level = 0;
+        }
     }
 
     /// Writes `record` into the slot of its cursor, `record.sequence` (`rs_producer_fill`); not
     /// yet published.
     ///
     /// # Safety
-    /// The calling thread holds the lane, `records` is not null, and `has_room` said the slot is free.
+    /// The calling thread holds the lane, `records` is not null, and the slot is free (the fast
+    /// path's check, or the slow path's against the consumer's cursor).
     #[inline(always)]
     unsafe fn fill(&self, record: Record) {
         let f = self.fields.get();
@@ -567,19 +840,22 @@ impl Writer {
         }
     }
 
-    /// Writes one record stamped `timestamp_ns`, or counts a drop when the lane is full
-    /// (`rs_producer_write_at`). Never blocks, allocates or makes a system call.
+    /// Writes one record stamped `timestamp_ns`, or counts a drop when the lane is full; a
+    /// histogram's record in a filling lane is sampled (`rs_producer_write_at`; SAMPLING in
+    /// ringside.h). Never blocks, allocates or makes a system call.
     #[inline(always)]
     pub fn write_at(&self, metric: u32, kind: u8, flags: u8, value: u64, timestamp_ns: u64) -> bool {
         // SAFETY: the calling thread holds the lane (the writer came from its own thread-local
         // table), so it alone reads and writes `next`, and the lane's slots are its to write.
         unsafe {
-            if (*self.fields.get()).records.is_null() {
+            let f = self.fields.get();
+            if (*f).records.is_null() {
                 return self.lose(metric);
             }
-            let cursor = (*self.fields.get()).next;
-            if !self.has_room(cursor, 0) {
-                return self.lose(metric);
+            let cursor = (*f).next;
+            // The one test a record pays, as before sampling: the copy's setback makes it the threshold's.
+            if cursor.wrapping_sub((*f).cached_read) > (*f).mask {
+                return self.write_slow(metric, kind, flags, value, timestamp_ns, None);
             }
             self.fill(Record { timestamp_ns, value, sequence: cursor, metric, kind, flags, exemplar_length: 0 });
             self.publish(cursor + 1, timestamp_ns);
@@ -601,7 +877,8 @@ impl Writer {
     /// record flagged `FLAG_EXEMPLAR` with the exemplar's `length` (1 to 64, checked when the
     /// exemplar was made), then its `padded` bytes, 16 a record, in exemplar records, all
     /// published by one release store of `write_cursor`; or one counted drop when the lane has no
-    /// room for all of them. Never blocks, allocates or makes a system call.
+    /// room for all of them. In a filling lane the call is sampled as a unit (SAMPLING in
+    /// ringside.h). Never blocks, allocates or makes a system call.
     #[inline(always)]
     pub fn write_exemplar_at(
         &self,
@@ -616,13 +893,39 @@ impl Writer {
         let parts = length.div_ceil(EXEMPLAR_BYTES_PER_RECORD);
         // SAFETY: as in `write_at`: the calling thread holds the lane.
         unsafe {
-            if (*self.fields.get()).records.is_null() {
+            let f = self.fields.get();
+            if (*f).records.is_null() {
                 return self.lose(metric);
             }
-            let cursor = (*self.fields.get()).next;
-            if !self.has_room(cursor, parts as u64) {
-                return self.lose(metric); // the value and its exemplar, dropped whole: one drop
+            let cursor = (*f).next;
+            if cursor.wrapping_add(parts as u64).wrapping_sub((*f).cached_read) > (*f).mask {
+                return self.write_slow(metric, KIND_HISTOGRAM, flags, value, timestamp_ns, Some((padded, length)));
             }
+            self.fill_exemplar(metric, flags, value, timestamp_ns, padded, length);
+            self.publish(cursor + 1 + parts as u64, timestamp_ns);
+        }
+        true
+    }
+
+    /// Writes a histogram's value record flagged `FLAG_EXEMPLAR` at the next cursor, then its
+    /// exemplar's `padded` bytes, 16 a record, in the exemplar records after it; not yet published.
+    ///
+    /// # Safety
+    /// The calling thread holds the lane, `records` is not null, and the slots are free.
+    #[inline(always)]
+    unsafe fn fill_exemplar(
+        &self,
+        metric: u32,
+        flags: u8,
+        value: u64,
+        timestamp_ns: u64,
+        padded: &[u8; EXEMPLAR_MAX],
+        length: usize,
+    ) {
+        let parts = length.div_ceil(EXEMPLAR_BYTES_PER_RECORD);
+        // SAFETY: as the caller's contract.
+        unsafe {
+            let cursor = (*self.fields.get()).next;
             self.fill(Record {
                 timestamp_ns,
                 value,
@@ -646,9 +949,7 @@ impl Writer {
                     exemplar_length: 0,
                 });
             }
-            self.publish(cursor + 1 + parts as u64, timestamp_ns);
         }
-        true
     }
 
     /// `write_exemplar_at` stamped with the coarse clock, read only when there is a lane.

@@ -61,7 +61,8 @@ fn records_from_one_thread_decode_exactly() {
 fn eight_threads_every_record_drained_or_counted_dropped() {
     let binary = collector_or_skip!();
     let dir = ScratchDir::new("eight-threads");
-    // Small lanes, so that some records drop while the collector drains.
+    // Small lanes, so that they fill while the collector drains: they write weighted records
+    // (SAMPLING in ringside.h), and may drop some.
     let bot = Bot::attach_with("rs-eight", Options { lane_capacity: Some(1024), ..options(&dir) }).unwrap();
     let latency = bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
     let orders = bot.counter("orders", &[]).unwrap();
@@ -83,15 +84,17 @@ fn eight_threads_every_record_drained_or_counted_dropped() {
         .collect();
     let written: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert!(written > 0);
-    eprintln!("{written} of {} records written, the rest dropped", THREADS * N);
-    collector.wait_for("every record drained or counted dropped", |latest| {
+    eprintln!("{written} of {} calls written as they came, the rest sampled or dropped", THREADS * N);
+    collector.wait_for("every call counted, in a weight or dropped", |latest| {
         let orders = latest.series("rs-eight", "orders")?;
         expect("orders total", orders.num("total")?, (THREADS * N) as f64)?;
         let latency = latest.series("rs-eight", "latency")?;
         let count = latency.num("total_count")?;
         let dropped = latency.num("dropped_records")?;
-        expect("records drained", count, written as f64)?;
-        expect("records drained + dropped", count + dropped, (THREADS * N) as f64)
+        expect("weighted count + dropped", count + dropped, (THREADS * N) as f64)?;
+        // Each record drained counts itself and the calls sampled out with it.
+        let ring = latest.ring("rs-eight")?;
+        expect("records drained + sampled", ring.num("drained_total")? + ring.num("sampled_total")?, count)
     });
     let lanes = bot.lanes_allocated();
     assert!((1..=THREADS as u32).contains(&lanes), "{lanes} lanes");

@@ -267,9 +267,10 @@ fn exemplars_too_long_or_malformed_are_refused_when_made_and_nothing_is_written(
 fn a_full_lane_drops_a_value_and_its_exemplar_together_and_counts_it_once() {
     let binary = collector_or_skip!();
     let dir = ScratchDir::new("exemplar-drops");
-    let bot =
-        Bot::attach_with("rs-exemplar-drops", Options { lane_capacity: Some(16), max_lanes: Some(1), ..options(&dir) })
-            .unwrap();
+    // Never sampled (SAMPLING in ringside.h): the collector that comes and goes below says it reads
+    // weights, and a lane filling past half would then write weighted records, not drop.
+    let options = Options { lane_capacity: Some(16), max_lanes: Some(1), sample_above_percent: 100, ..options(&dir) };
+    let bot = Bot::attach_with("rs-exemplar-drops", options).unwrap();
     let fill = bot.histogram("fill", Unit::Nanoseconds, &[]).unwrap();
     let path = dir.file("rs-exemplar-drops");
     let small = Exemplar::new(&[("order_id", "A17")]).unwrap(); // 12 bytes: 2 slots with its value
