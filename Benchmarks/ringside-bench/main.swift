@@ -36,7 +36,7 @@ do {
         switch benchmark {
         case .emit:
             let report = try EmitBenchmark.run(
-                command.settings, only: command.rows.intersection(EmitBenchmark.rowNames), progress: progress)
+                command.settings, only: command.rows.intersection(EmitBenchmark.allRowNames), progress: progress)
             print(command.json ? report.json.text : report.table)
             if let path = command.svgPath {
                 let chart = PercentileChart(
