@@ -68,6 +68,23 @@ public enum ScrapeBenchmark {
                 detail: "nothing recorded since the first values; the page is the renderer's latest "
                     + "(it rendered \(endpoints.metricsPages.renders(of: variant) - renders) meanwhile)"))
 
+        // The same, gzipped, as Prometheus asks for it (Accept-Encoding: gzip): the page kept is
+        // the gzipped one. Two scrapes first make that variant polled too.
+        let gzipVariant = MetricsPages.Variant(.text, gzip: true)
+        _ = try get(port: server.boundPort, gzip: true)
+        _ = try get(port: server.boundPort, gzip: true)
+        var gzipRenders = endpoints.metricsPages.renders(of: gzipVariant)
+        var quietGzip: [(millis: Double, bytes: Int)] = []
+        for _ in 0..<scrapes {
+            quietGzip.append(try get(port: server.boundPort, gzip: true))
+            System.nanosleep(20_000_000)
+        }
+        rows.append(
+            .init(
+                name: "scrape.quiet.gzip", millis: quietGzip.map(\.millis),
+                detail: "as scrape.quiet, with Accept-Encoding: gzip (\(quietGzip.last?.bytes ?? 0) bytes; it rendered "
+                    + "\(endpoints.metricsPages.renders(of: gzipVariant) - gzipRenders) meanwhile)"))
+
         progress("scrape: busy")
         let stop = StopFlag()
         let writer = try BackgroundThread(name: "bench-scrape-bots", cpu: -1) { () throws(BenchError) -> (() -> UInt64) in
@@ -87,6 +104,10 @@ public enum ScrapeBenchmark {
         let busyStart = rs_clock_precise_ns()
         let busy = try (0..<scrapes).map { _ throws(BenchError) in try scrape(server.boundPort, after: collector) }
         let busySeconds = Double(rs_clock_precise_ns() - busyStart) / 1e9
+        gzipRenders = endpoints.metricsPages.renders(of: gzipVariant)
+        let busyGzipStart = rs_clock_precise_ns()
+        let busyGzip = try (0..<scrapes).map { _ throws(BenchError) in try scrape(server.boundPort, after: collector, gzip: true) }
+        let busyGzipSeconds = Double(rs_clock_precise_ns() - busyGzipStart) / 1e9
         stop.set()
         _ = try writer.join()
         rows.append(
@@ -94,6 +115,12 @@ public enum ScrapeBenchmark {
                 name: "scrape.busy", millis: busy.map(\.millis),
                 detail: "every series changed since the last scrape; bots writing 100 k values/s; "
                     + "\(String(format1: Double(endpoints.metricsPages.renders(of: variant) - renders) / busySeconds)) renders/s"))
+        rows.append(
+            .init(
+                name: "scrape.busy.gzip", millis: busyGzip.map(\.millis),
+                detail: "as scrape.busy, gzipped (\(busyGzip.last?.bytes ?? 0) bytes), after it, so both variants are kept "
+                    + "rendered; \(String(format1: Double(endpoints.metricsPages.renders(of: gzipVariant) - gzipRenders) / busyGzipSeconds)) "
+                    + "gzipped renders/s"))
 
         progress("scrape: render, fixed page")
         var snapshot = collector.snapshot
@@ -132,23 +159,37 @@ public enum ScrapeBenchmark {
                 millis: try (0..<scrapes).map { _ throws(BenchError) in
                     try get(port: fixedServer.boundPort).millis
                 }, detail: "the same server sending a ready page of the same size: the transport"))
+        let fixedGzipPage = [UInt8](repeating: UInt8(ascii: "x"), count: busyGzip.last?.bytes ?? 0)
+        let fixedGzipServer: HTTPServer
+        do {
+            fixedGzipServer = try HTTPServer(listen: "127.0.0.1:0") { _ in HTTPResponse(body: fixedGzipPage) }
+            try fixedGzipServer.start()
+        } catch { throw BenchError("starting the fixed-page server: \(error)") }
+        defer { fixedGzipServer.stop() }
+        rows.append(
+            .init(
+                name: "fixed.page.gzip",
+                millis: try (0..<scrapes).map { _ throws(BenchError) in
+                    try get(port: fixedGzipServer.boundPort).millis
+                }, detail: "the same, a ready page of the gzipped page's size"))
 
         let method =
             "\(rings) rings x \(metricsPerRing) metrics (histograms in ns, counters and gauges in turn, two "
             + "labels each) in one Collector with its HTTP server, as ringside-collector runs them; the default "
             + "windows, quantiles and poll. Each scrape is GET /metrics on a new loopback connection from this "
             + "process, timed from connect to the last body byte (CLOCK_MONOTONIC); busy scrapes each wait for "
-            + "a snapshot newer than the last scrape's; \(scrapes) scrapes a row."
+            + "a snapshot newer than the last scrape's; the .gzip rows ask Accept-Encoding: gzip, as Prometheus "
+            + "does, and run after the plain ones; \(scrapes) scrapes a row."
         return ScrapeReport(
             machine: Machine.current(pinned: false), method: method, series: rings * metricsPerRing,
             pageBytes: busy.last?.bytes ?? first.bytes, rows: rows)
     }
 
     /// Waits for a snapshot newer than the last one served, then scrapes.
-    static func scrape(_ port: Int, after collector: Collector) throws(BenchError) -> (millis: Double, bytes: Int) {
+    static func scrape(_ port: Int, after collector: Collector, gzip: Bool = false) throws(BenchError) -> (millis: Double, bytes: Int) {
         let served = collector.snapshot.generation
         try waitFor("a new snapshot") { collector.snapshot.generation > served }
-        return try get(port: port)
+        return try get(port: port, gzip: gzip)
     }
 
     static func waitFor(_ what: String, seconds: Double = 30, _ condition: () -> Bool) throws(BenchError) {
@@ -161,13 +202,15 @@ public enum ScrapeBenchmark {
         }
     }
 
-    /// `GET /metrics` on a new connection; the time to the last byte of a 200 response, and its body's size.
-    static func get(port: Int) throws(BenchError) -> (millis: Double, bytes: Int) {
+    /// `GET /metrics` on a new connection; the time to the last byte of a 200 response, and its
+    /// body's size. `gzip`: asks for it, and checks the response is gzipped.
+    static func get(port: Int, gzip: Bool = false) throws(BenchError) -> (millis: Double, bytes: Int) {
         let start = rs_clock_precise_ns()
         let client: RawClient
         do {
             client = try RawClient(port: port, timeoutSeconds: 10)
-            try client.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            try client.send(
+                "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\(gzip ? "Accept-Encoding: gzip\r\n" : "")Connection: close\r\n\r\n")
         } catch { throw BenchError("GET /metrics: \(error)") }
         let fd = client.fd
         // Reads the head, then counts body bytes until Content-Length of them have come.
@@ -193,6 +236,8 @@ public enum ScrapeBenchmark {
             guard let end = head.firstRange(of: Array("\r\n\r\n".utf8)) else { continue }
             let text = String(decoding: head[..<end.lowerBound], as: UTF8.self)
             guard text.hasPrefix("HTTP/1.1 200") else { throw BenchError("GET /metrics: \(text.prefix(80))") }
+            let gzipped = text.lowercased().contains("\r\ncontent-encoding: gzip")
+            guard gzipped == gzip else { throw BenchError("GET /metrics: asked \(gzip ? "for" : "without") gzip, got \(text)") }
             let length = text.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
             guard let length, let value = Int(length.dropFirst(15).trimmingCharacters(in: .whitespaces)) else {
                 throw BenchError("GET /metrics: no Content-Length")

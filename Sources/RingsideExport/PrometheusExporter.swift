@@ -159,21 +159,33 @@ public enum PrometheusExporter {
 
     /// Drops per metric (histograms and gauges; counters are exact and never drop): a line per
     /// series, so the renderer keeps the family while the series stay as they were.
-    static func dropsFamily(_ snapshot: Snapshot) -> FixedFamily {
+    /// The collector's families with a line per series: its records dropped, and (a histogram's)
+    /// sampled out. They change only when a series does (`SeriesContentKey`), so a renderer keeps them.
+    static func perMetricFamilies(_ snapshot: Snapshot) -> [FixedFamily] {
         var drops: [([(String, String)], Double)] = []
+        var sampled: [([(String, String)], Double)] = []
         for series in snapshot.series where series.metric.kind != .counter {
             let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
-            drops.append(([("ring", series.ring), ("metric", series.metric.name), ("labels", labels)], Double(series.droppedRecords)))
+            let names = [("ring", series.ring), ("metric", series.metric.name), ("labels", labels)]
+            drops.append((names, Double(series.droppedRecords)))
+            if series.metric.kind == .histogram { sampled.append((names, Double(series.sampledRecords))) }
         }
-        return FixedFamily(
-            dropsFamilyName, "counter",
-            "Records of one metric and label set that were dropped (full lanes, or threads without a lane)", drops)
+        return [
+            FixedFamily(
+                perMetricFamilyNames[0], "counter",
+                "Records of one metric and label set that were dropped (full lanes, or threads without a lane)", drops),
+            // Counted in the histogram's count through the weighted records (SAMPLING in ringside.h).
+            FixedFamily(
+                perMetricFamilyNames[1], "counter",
+                "Histogram records of one metric and label set not written while a lane filled: its weighted records stand for them",
+                sampled),
+        ]
     }
 
-    static let dropsFamilyName = "ringside_metric_records_dropped_total"
+    static let perMetricFamilyNames = ["ringside_metric_records_dropped_total", "ringside_metric_records_sampled_total"]
 
-    /// The collector's own families; `drops`, when given, is `dropsFamily` of the snapshot, kept.
-    static func selfMetrics(_ snapshot: Snapshot, drops: FixedFamily? = nil) -> [FixedFamily] {
+    /// The collector's own families; `perMetric`, when given, is `perMetricFamilies` of the snapshot, kept.
+    static func selfMetrics(_ snapshot: Snapshot, perMetric: [FixedFamily]? = nil) -> [FixedFamily] {
         var result: [FixedFamily] = []
         func family(_ name: String, _ type: String, _ help: String, _ samples: [([(String, String)], Double)]) {
             result.append(FixedFamily(name, type, help, samples))
@@ -256,17 +268,7 @@ public enum PrometheusExporter {
             "ringside_lane_records_dropped_total", "counter", "Records dropped because the lane was full",
             perLane { Double($0.droppedTotal) })
 
-        result.append(drops ?? dropsFamily(snapshot))
-
-        // Sampled out per histogram: counted in its count through the weighted records (SAMPLING in ringside.h).
-        let sampled = snapshot.series.filter { $0.metric.kind == .histogram }.map { series in
-            let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
-            return ([("ring", series.ring), ("metric", series.metric.name), ("labels", labels)], Double(series.sampledRecords))
-        }
-        family(
-            "ringside_metric_records_sampled_total", "counter",
-            "Histogram records of one metric and label set not written while a lane filled: its weighted records stand for them",
-            sampled)
+        result += perMetric ?? perMetricFamilies(snapshot)
 
         let stats = snapshot.collector
         family(
@@ -394,9 +396,9 @@ enum HelpRole: Sendable {
 /// are small. Safe to call from any thread; renders take turns.
 public final class PrometheusRenderer: Sendable {
     private let buffers = Mutex<[TextBuffer]>([])
-    /// The drops per metric of the last page, by its series: a line per series, as costly as a
-    /// third of a page of 10,000 series when nothing else changed.
-    private let keptDrops = Mutex<(key: SeriesContentKey, family: PrometheusExporter.FixedFamily)?>(nil)
+    /// The drops and samples per metric of the last page, by its series: a line per series each,
+    /// as costly as a third of a page of 10,000 series when nothing else changed.
+    private let keptPerMetric = Mutex<(key: SeriesContentKey, families: [PrometheusExporter.FixedFamily])?>(nil)
     /// Buffers of at most this many bytes in all are kept for the next page (faulting in fresh
     /// pages costs more than writing them); larger ones, of a page of some 100,000 series, are
     /// freed: kept, they would hold a second copy of the page between scrapes.
@@ -410,12 +412,12 @@ public final class PrometheusRenderer: Sendable {
         write(plan(snapshot, process: process), format: format, families: nil, threads: PrometheusPage.threads)
     }
 
-    /// The page's plan, with the drops per metric of the last page when its series are the same.
+    /// The page's plan, with the per-metric families of the last page when its series are the same.
     private func plan(_ snapshot: Snapshot, process: ProcessMetrics?) -> PrometheusPage {
         let key = SeriesContentKey(snapshot)
-        let kept = key.isVersioned ? keptDrops.withLock { $0?.key == key ? $0?.family : nil } : nil
-        let page = PrometheusPage(snapshot, process: process, drops: kept)
-        if kept == nil, key.isVersioned, let drops = page.drops { keptDrops.withLock { $0 = (key, drops) } }
+        let kept = key.isVersioned ? keptPerMetric.withLock { $0?.key == key ? $0?.families : nil } : nil
+        let page = PrometheusPage(snapshot, process: process, perMetric: kept)
+        if kept == nil, key.isVersioned { keptPerMetric.withLock { $0 = (key, page.perMetric) } }
         return page
     }
 

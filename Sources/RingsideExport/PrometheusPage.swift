@@ -63,11 +63,12 @@ struct PrometheusPage {
     /// named as it, with its type): the page then does not split into `sections`.
     private var ownJoinedSeries = false
 
-    /// The drops per metric (`PrometheusExporter.dropsFamily`), kept by the renderer while the series stay.
-    private(set) var drops: PrometheusExporter.FixedFamily?
+    /// The drops and samples per metric (`PrometheusExporter.perMetricFamilies`), kept by the
+    /// renderer while the series stay.
+    private(set) var perMetric: [PrometheusExporter.FixedFamily] = []
 
-    /// - Parameter drops: the snapshot's drops per metric, when the renderer kept them.
-    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil, drops: PrometheusExporter.FixedFamily? = nil) {
+    /// - Parameter perMetric: the snapshot's per-metric families, when the renderer kept them.
+    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil, perMetric: [PrometheusExporter.FixedFamily]? = nil) {
         self.snapshot = snapshot
         var groupIndex: [GroupKey: Int] = [:]
         for position in snapshot.series.indices {
@@ -93,8 +94,8 @@ struct PrometheusPage {
             }
         }
         seriesFamilyCount = families.count
-        for family in PrometheusExporter.selfMetrics(snapshot, drops: drops) {
-            if family.name == PrometheusExporter.dropsFamilyName { self.drops = family }
+        for family in PrometheusExporter.selfMetrics(snapshot, perMetric: perMetric) {
+            if PrometheusExporter.perMetricFamilyNames.contains(family.name) { self.perMetric.append(family) }
             addFixed(family)
         }
         for family in PrometheusExporter.threadHealthFamilies(snapshot) { addFixed(family) }

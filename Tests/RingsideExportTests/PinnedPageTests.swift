@@ -194,7 +194,7 @@ struct PageSectionsTests {
     }
 }
 
-@Suite("PrometheusRenderer keeps the drops per metric while the series stay the same")
+@Suite("PrometheusRenderer keeps the drops and samples per metric while the series stay the same")
 struct KeptDropsTests {
     /// The pinned snapshot, numbered as the collector numbers its series.
     private static func versioned() -> Snapshot {
@@ -206,26 +206,37 @@ struct KeptDropsTests {
         return snapshot
     }
 
-    private static func drops(_ page: [UInt8]) -> [Substring] {
-        String(decoding: page, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("ringside_metric_records_dropped_total{") }
+    /// The page's lines of the per-metric families: records dropped, and sampled out.
+    private static func perMetric(_ page: [UInt8]) -> [Substring] {
+        String(decoding: page, as: UTF8.self).split(separator: "\n").filter {
+            $0.hasPrefix("ringside_metric_records_dropped_total{") || $0.hasPrefix("ringside_metric_records_sampled_total{")
+        }
     }
 
     @Test(
-        "a series' new drop count (a new whole version) shows on the next page of the same renderer; a hand-made snapshot is never taken for a kept one"
+        "a series' new drop or sample count (a new whole version) shows on the next page of the same renderer; a hand-made snapshot is never taken for a kept one"
     )
     func dropsFollowTheSeries() throws {
         let renderer = PrometheusRenderer()
         var snapshot = Self.versioned()
+        let histogram = try #require(snapshot.series.firstIndex { $0.metric.kind == .histogram })
         let first = renderer.render(snapshot)
-        #expect(Self.drops(first) == Self.drops(PrometheusRenderer().render(snapshot)))
-        snapshot.series[0].droppedRecords += 1_000
-        snapshot.series[0].wholeVersion = 500
-        #expect(Self.drops(renderer.render(snapshot)) == Self.drops(PrometheusRenderer().render(snapshot)))
-        #expect(Self.drops(renderer.render(snapshot)) != Self.drops(first))
+        #expect(Self.perMetric(first) == Self.perMetric(PrometheusRenderer().render(snapshot)))
+        #expect(Self.perMetric(first).contains { $0.hasPrefix("ringside_metric_records_sampled_total{") })
+        snapshot.series[histogram].droppedRecords += 1_000
+        snapshot.series[histogram].wholeVersion = 500
+        let second = renderer.render(snapshot)
+        #expect(Self.perMetric(second) == Self.perMetric(PrometheusRenderer().render(snapshot)))
+        #expect(Self.perMetric(second) != Self.perMetric(first))
+        snapshot.series[histogram].sampledRecords += 3_000
+        snapshot.series[histogram].wholeVersion = 501
+        #expect(Self.perMetric(renderer.render(snapshot)) == Self.perMetric(PrometheusRenderer().render(snapshot)))
+        #expect(Self.perMetric(renderer.render(snapshot)) != Self.perMetric(second))
         // Without versions (made by hand), nothing is kept: a change shows whatever the numbers.
         var unversioned = pinnedSnapshot()
         _ = renderer.render(unversioned)
-        unversioned.series[0].droppedRecords += 7
-        #expect(Self.drops(renderer.render(unversioned)) == Self.drops(PrometheusRenderer().render(unversioned)))
+        unversioned.series[histogram].droppedRecords += 7
+        unversioned.series[histogram].sampledRecords += 7
+        #expect(Self.perMetric(renderer.render(unversioned)) == Self.perMetric(PrometheusRenderer().render(unversioned)))
     }
 }
