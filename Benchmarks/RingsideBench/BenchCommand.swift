@@ -6,7 +6,7 @@ import RingsideJSON
 
 /// ringside-bench's command line.
 public struct BenchCommand: Sendable, Equatable {
-    public enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape }
+    public enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst }
 
     /// Which benchmarks, in order: all of them when none is named.
     public var benchmarks: [Benchmark] = Benchmark.allCases
@@ -20,18 +20,19 @@ public struct BenchCommand: Sendable, Equatable {
     public init() {}
 
     public static let usage = """
-        usage: ringside-bench [emit | collector | scrape] [options]
+        usage: ringside-bench [emit | collector | scrape | burst] [options]
 
         Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
-        collector drains and aggregates (collector), and how long GET /metrics takes with 10,000
-        series (scrape). All three, one after the other, when none is named.
+        collector drains and aggregates (collector), how long GET /metrics takes with 10,000
+        series (scrape), and what a burst at 10 times the drain leaves of a histogram, sampled or
+        dropped (burst). All four, one after the other, when none is named.
         Build it in release mode: swift build -c release --product ringside-bench
 
         options:
-          --json            print exactly one JSON object (name emit, collector or scrape)
+          --json            print exactly one JSON object (name emit, collector, scrape or burst)
           --quick           a few seconds in all (0.25 s per row)
           --duration SECS   measuring time per row (all rounds) or phase (default 2; e.g. 5, 500ms); scrape makes
-                            10 scrapes a row per second of it, 5 to 100
+                            10 scrapes a row per second of it, 5 to 100; burst runs 5 seeds a second of it, 3 to 40
           --svg FILE        write the emit rows' latency percentile chart (SVG) to FILE
           --batch N         calls per timed batch (default 16; 1 times every call)
           --rounds N        emit: run the rows interleaved in N rounds, each row for 1/N of its

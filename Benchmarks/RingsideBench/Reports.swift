@@ -361,3 +361,76 @@ public struct ScrapeReport: Sendable {
             + "page: \(series) series, \(String(format1: Double(pageBytes) / 1e6)) MB\n\n" + table.text
     }
 }
+
+/// The result of `ringside-bench burst`.
+public struct BurstReport: Sendable {
+    /// One burst: the calls, what the lane's records counted, and the quantiles.
+    public struct Seed: Sendable {
+        public var calls: UInt64
+        /// The calls the drained records stand for (their weights).
+        public var count: UInt64
+        public var records: Int
+        public var quantiles: [UInt64]
+        public var trueQuantiles: [UInt64]
+        /// measured / true - 1, for each of `BurstShape.quantiles`.
+        public var errors: [Double] { zip(quantiles, trueQuantiles).map { Double($0) / Double($1) - 1 } }
+    }
+
+    /// One way of filling the lane, over the seeds.
+    public struct Row: Sendable {
+        public var name: String
+        public var sampleAbovePercent: Int
+        public var seeds: [Seed] = []
+
+        public var exactCounts: Int { seeds.filter { $0.count == $0.calls }.count }
+        /// The calls counted, in all, over the calls made.
+        public var countShare: Double {
+            Double(seeds.reduce(0) { $0 + $1.count }) / Double(max(1, seeds.reduce(0) { $0 + $1.calls }))
+        }
+        /// Over the seeds: the mean of |error| and its largest, for the quantile at `index`.
+        public func meanError(_ index: Int) -> Double {
+            seeds.isEmpty ? .nan : seeds.reduce(0) { $0 + abs($1.errors[index]) } / Double(seeds.count)
+        }
+        public func worstError(_ index: Int) -> Double { seeds.map { abs($0.errors[index]) }.max() ?? .nan }
+    }
+
+    public var machine: Machine
+    public var method: String
+    public var rows: [Row]
+
+    static func percent(_ value: Double) -> Double { (value * 10_000).rounded() / 100 }
+
+    package var json: JSON {
+        .object([
+            ("benchmark", .string("burst")), ("machine", machine.json), ("method", .string(method)),
+            (
+                "results",
+                .array(
+                    rows.map { row in
+                        .object([
+                            ("name", .string(row.name)), ("sample_above_percent", .int(Int64(row.sampleAbovePercent))),
+                            ("seeds", .int(Int64(row.seeds.count))), ("exact_counts", .int(Int64(row.exactCounts))),
+                            ("count_percent", .figure(Self.percent(row.countShare))),
+                            ("p50_error_mean_percent", .figure(Self.percent(row.meanError(0)))),
+                            ("p50_error_max_percent", .figure(Self.percent(row.worstError(0)))),
+                            ("p99_error_mean_percent", .figure(Self.percent(row.meanError(1)))),
+                            ("p99_error_max_percent", .figure(Self.percent(row.worstError(1)))),
+                        ])
+                    })
+            ),
+        ])
+    }
+
+    public var table: String {
+        var table = TextTable(columns: ["row", "counted", "exact", "p50 error", "p99 error", "records"])
+        for row in rows {
+            table.add([
+                row.name, String(format2: Self.percent(row.countShare)) + " %", "\(row.exactCounts) of \(row.seeds.count)",
+                "mean \(String(format2: Self.percent(row.meanError(0)))) %, max \(String(format2: Self.percent(row.worstError(0)))) %",
+                "mean \(String(format2: Self.percent(row.meanError(1)))) %, max \(String(format2: Self.percent(row.worstError(1)))) %",
+                String(row.seeds.reduce(0) { $0 + $1.records } / max(1, row.seeds.count)) + " a burst",
+            ])
+        }
+        return "ringside-bench burst\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
+    }
+}

@@ -52,6 +52,9 @@ do {
         case .scrape:
             let report = try ScrapeBenchmark.run(command.settings, progress: progress)
             print(command.json ? report.json.text : report.table)
+        case .burst:
+            let report = try BurstBenchmark.run(command.settings, progress: progress)
+            print(command.json ? report.json.text : report.table)
         }
     }
 } catch {

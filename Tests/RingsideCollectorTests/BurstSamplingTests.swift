@@ -7,23 +7,19 @@ import RingsideSnapshot
 import RingsideTestSupport
 import Testing
 
-/// A burst recorded at 10 times the rate its lane is drained, the drain driven by the test itself
-/// (the collector's aggregator, `limitPerLane` records a step), so the outcome is the same on every
-/// run: no thread, no clock decides it. The values are seeded: a latency that is log-normal around
-/// a median that grows through the burst (its service slows as it queues), so the part of a burst
-/// a lane keeps decides the quantiles.
+/// A burst (`BurstShape`) recorded at 10 times the rate its lane is drained, the drain driven by the
+/// test itself (the collector's aggregator, `limitPerLane` records a step), so the outcome is the
+/// same on every run: no thread, no clock decides it.
 ///
 /// The 1 % bound is statistical: the lane keeps about a tenth of the burst, and a quantile read
 /// from n records is off by about sqrt(q(1 - q) / n) / (x f(x)) of itself. With this burst (20
 /// lanes' worth, sigma 0.25) the p99 of 100 seeds was off by 0.25 % on average and 0.83 % at worst
 /// (docs/benchmarks.md); a wider distribution, or a shorter burst, needs more records for 1 %.
 struct Burst {
-    /// A lane of the library's default size, a burst of 20 lanes' worth of calls, and the calls
-    /// between two drain steps against the records a step drains: 10 times less.
-    static let laneCapacity = 1 << 16
-    static let calls = 20 * laneCapacity
-    static let callsPerStep = 640
-    static let drainedPerStep = 64
+    static let laneCapacity = BurstShape.laneCapacity
+    static let calls = BurstShape.calls
+    static let callsPerStep = BurstShape.callsPerStep
+    static let drainedPerStep = BurstShape.drainedPerStep
 
     /// What the collector made of a burst, against the burst's own values.
     struct Outcome {
@@ -44,20 +40,10 @@ struct Burst {
         }
     }
 
-    static let quantiles = [0.5, 0.99]
+    static let quantiles = BurstShape.quantiles
 
     /// The values' seed: 27, or RINGSIDE_BURST_SEED's, to sweep seeds (docs/benchmarks.md).
     static let seed = UInt64(ProcessInfo.processInfo.environment["RINGSIDE_BURST_SEED"] ?? "") ?? 27
-
-    /// The burst's `index`th latency, in ns: log-normal (sigma 0.25) around a median of 50 µs at
-    /// its start and 150 µs at its end.
-    static func value(_ index: Int, _ random: inout SplitMix64) -> UInt64 {
-        let u = Double(random.next() >> 11) * 0x1p-53 + 0x1p-54
-        let v = Double(random.next() >> 11) * 0x1p-53
-        let normal = (-2 * Foundation.log(u)).squareRoot() * Foundation.cos(2 * Double.pi * v)
-        let median = 50_000 * (1 + 2 * Double(index) / Double(calls))
-        return UInt64(median * Foundation.exp(0.25 * normal))
-    }
 
     /// Records the burst into a lane of a bot that samples past `sampleAbovePercent` (100: never),
     /// drained in steps by a collector's aggregator that reads weights; the thread then lets go of
@@ -78,7 +64,7 @@ struct Burst {
         var outcome = Outcome()
         for start in stride(from: 0, to: calls, by: callsPerStep) {
             for index in start..<min(start + callsPerStep, calls) {
-                let value = value(index, &random)
+                let value = BurstShape.value(index, &random)
                 values.append(value)
                 latency.record(value)
             }
@@ -100,7 +86,7 @@ struct Burst {
         outcome.sampled = series.sampledRecords
         outcome.quantiles = cumulative.values(atQuantiles: quantiles)
         values.sort()
-        outcome.trueQuantiles = quantiles.map { values[Int(($0 * Double(values.count)).rounded(.up)) - 1] }
+        outcome.trueQuantiles = BurstShape.trueQuantiles(values)
         return outcome
     }
 }
