@@ -145,8 +145,8 @@ public enum CollectorDaemon {
 extension CollectorDaemon {
     /// Descriptors of the collector's own, out of its reserve (`Collector.descriptorReserve`):
     /// the standard streams, the listening socket, the HTTP wake-up pipe and spare, inotify,
-    /// Dispatch's and the demo's pipes, the latency log, the JSON dump, `/proc` reads on three
-    /// threads. About 20 at the most (12 when idle); the rest of the reserve is for HTTP
+    /// Dispatch's and the demo's pipes, the latency log, the JSON dump, the OTLP exporter's
+    /// socket, `/proc` reads on three threads. About 20 at the most (12 when idle); the rest of the reserve is for HTTP
     /// connections, so idle clients meet the connection cap (where the idlest gives way) before
     /// the open-file limit.
     static let ownDescriptors = 32
