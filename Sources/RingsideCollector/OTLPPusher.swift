@@ -126,17 +126,24 @@ final class OTLPPusher: Sendable {
     /// Sends what is queued, each export once, for at most `flushNanos`, then stops the thread;
     /// what is left is counted as dropped.
     func stop(flushNanos: UInt64) {
-        state.withLock { $0.stopDeadlineNanos = rs_clock_precise_ns() &+ flushNanos }
+        let before = state.withLock { state in
+            state.stopDeadlineNanos = rs_clock_precise_ns() &+ flushNanos
+            return state.stats
+        }
         wakeup.signal()
         finished.wait()
-        let left = state.withLock { state -> Int in
-            let left = state.queue.count
-            state.stats.dropped += UInt64(left)
+        let after = state.withLock { state in
+            state.stats.dropped += UInt64(state.queue.count)
             state.queue = []
             state.stats.queued = 0
-            return left
+            return state.stats
         }
-        if left > 0 { log("--otlp-endpoint \(shownEndpoint): \(left) exports left unsent at the stop", level: .warn) }
+        let unsent = after.dropped - before.dropped + after.failed - before.failed
+        if unsent > 0 {
+            log(
+                "--otlp-endpoint \(shownEndpoint): \(unsent) exports unsent at the stop (\(after.sent - before.sent) sent in the "
+                    + "\(formatDuration(flushNanos)) given)", level: .warn)
+        }
     }
 
     /// One turn: sends the head of the queue if it is due. How long to wait before the next turn

@@ -64,6 +64,7 @@ final class OTLPSubscriber: SnapshotSubscriber {
         starts = current
         lastSnapshotRealtimeNanos = snapshot.generatedRealtimeNanos
         let request = OTLPExporter.request(snapshot, origin: origin, scale: scale, timeNanos: time) { [starts] in starts[$0.id] ?? 0 }
+        guard !request.isEmpty else { return }  // no series with a value yet: nothing to send
         pusher.enqueue(OTLPPusher.Export(body: Zlib.compress(request, .gzip), series: snapshot.series.count))
     }
 }
