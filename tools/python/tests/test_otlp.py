@@ -311,10 +311,14 @@ def test_a_receiver_that_refuses_an_export_is_not_asked_again(bots, receivers, s
 def test_a_receiver_that_hangs_costs_timeouts_and_drops_not_the_drain(bots, receivers, start_collector):
     receiver = receivers(lambda number: None)  # accepts, reads, never answers
     collector = start_collector("--otlp-endpoint", receiver.url, "--otlp-interval", "100ms", "--otlp-timeout", "300ms")
+    bot = bots("hangbot")
     collector.wait_for("an export to hang", lambda: receiver.requests)
     # The drain and the HTTP server go on: records written now are drained and served.
-    bots("hangbot")
-    wait_for_totals(collector, "hangbot")
+    latency = bot.histogram("fill_latency", unit="ns", labelnames=("venue",), help="Order to fill").labels(venue="X")
+    for value in LATENCIES:
+        latency.observe(value)
+    collector.wait_for("the records written while the receiver hangs", lambda: (
+        (s := collector.series("hangbot", "fill_latency", venue="X")) and s["total_count"] == 2 * len(LATENCIES)))
     assert "ringside_otlp_timeouts_total" in collector.get("/metrics")
     # Attempts time out and are counted; the queue fills (30 exports, 3 s at 100ms) and drops the oldest.
     otlp = collector.wait_for("timeouts and drops", lambda: (
