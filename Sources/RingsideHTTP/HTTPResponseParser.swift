@@ -24,8 +24,10 @@ struct HTTPResponseParser {
         case trailers
     }
 
-    /// Bytes received and not yet parsed.
+    /// Bytes received and not yet parsed, and how many of them were searched for a head's end
+    /// (so a peer sending a byte at a time costs O(n) in all, not O(n²)).
     private var buffer: [UInt8] = []
+    private var searched = 0
     private var status = 0
     private var reason = ""
     private var headers: [HTTPHeader] = []
@@ -62,7 +64,8 @@ struct HTTPResponseParser {
 
     /// Parses a head if the buffer holds one; false when more bytes are needed.
     private mutating func parseHead() throws(HTTPClientError) -> Bool {
-        guard let end = find([0x0D, 0x0A, 0x0D, 0x0A]) else {
+        guard let end = find([0x0D, 0x0A, 0x0D, 0x0A], from: max(0, searched - 3)) else {
+            searched = buffer.count
             if buffer.count > Self.maxHeadBytes { throw .malformedResponse("a head of more than 64 KiB") }
             if buffer.count >= 5, !buffer.starts(with: Array("HTTP/".utf8)) {
                 throw .malformedResponse("it begins \"\(printable(buffer.prefix(20)))\"")
@@ -73,6 +76,7 @@ struct HTTPResponseParser {
             String(decoding: line.last == 0x0D ? line.dropLast() : line, as: UTF8.self)
         }
         buffer.removeFirst(end + 4)
+        searched = 0
         let statusLine = lines[0].split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
         guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/1."), statusLine[1].count == 3,
             let code = Int(statusLine[1]), (100...599).contains(code)
@@ -129,7 +133,7 @@ struct HTTPResponseParser {
             case .chunked(let state)?:
                 switch state {
                 case .size:
-                    guard let line = takeLine() else { return false }
+                    guard let line = try takeLine() else { return false }
                     let digits = line.prefix { $0 != ";" }.trimmingSpaces
                     guard !digits.isEmpty, digits.count <= 15, let size = Int(digits, radix: 16) else {
                         throw .malformedResponse("the chunk size \"\(printable(line.utf8.prefix(40)))\"")
@@ -141,11 +145,11 @@ struct HTTPResponseParser {
                     keep(taken)
                     framing = .chunked(remaining == taken ? .dataEnd : .data(remaining: remaining - taken))
                 case .dataEnd:
-                    guard let line = takeLine() else { return false }
+                    guard let line = try takeLine() else { return false }
                     guard line.isEmpty else { throw .malformedResponse("a chunk's data runs past its size") }
                     framing = .chunked(.size)
                 case .trailers:
-                    guard let line = takeLine() else { return false }
+                    guard let line = try takeLine() else { return false }
                     if line.isEmpty { return true }
                 }
             }
@@ -159,15 +163,18 @@ struct HTTPResponseParser {
     }
 
     /// The next CRLF-ended line, taken from the buffer; nil until one is there.
-    private mutating func takeLine() -> String? {
-        guard let end = find([0x0D, 0x0A]) else { return nil }
+    private mutating func takeLine() throws(HTTPClientError) -> String? {
+        guard let end = find([0x0D, 0x0A]) else {
+            if buffer.count > Self.maxHeadBytes { throw .malformedResponse("a chunk's line of more than 64 KiB") }
+            return nil
+        }
         defer { buffer.removeFirst(end + 2) }
         return String(decoding: buffer[..<end], as: UTF8.self)
     }
 
-    private func find(_ pattern: [UInt8]) -> Int? {
-        guard buffer.count >= pattern.count else { return nil }
-        return (0...(buffer.count - pattern.count)).first { buffer[$0..<($0 + pattern.count)].elementsEqual(pattern) }
+    private func find(_ pattern: [UInt8], from start: Int = 0) -> Int? {
+        guard buffer.count - start >= pattern.count else { return nil }
+        return (start...(buffer.count - pattern.count)).first { buffer[$0..<($0 + pattern.count)].elementsEqual(pattern) }
     }
 }
 
