@@ -136,8 +136,6 @@ def main() -> None:
         "bytes_per_series_per_minute": round((head + body) * per_minute / options.series, 1),
         "body_bytes_per_series_per_minute": round(body * per_minute / options.series, 1),
     }
-    if os.environ.get("OTLP_BYTES_TIMES"):
-        print("export times (s):", [round(export[0] - began, 1) for export in Counting.exports])
     if options.json:
         print(json.dumps(result, indent=2))
     else:
