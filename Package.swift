@@ -29,14 +29,15 @@ let package = Package(
 
         /// Log-bucketed histograms and sliding windows: pure computation, no I/O.
         .target(name: "RingsideAggregation"),
-        /// A small HTTP/1.1 server on POSIX sockets (its calls made through RingsideSystem).
+        /// A small HTTP/1.1 server on POSIX sockets, and a client for one request at a time (the
+        /// OTLP exporter's); their calls made through RingsideSystem.
         .target(name: "RingsideHTTP", dependencies: ["RingsideSystem"]),
         /// What the collector knows at one moment, as plain values: the snapshot the collector
         /// builds and the exporters read (series, rings, SLOs, its own and its process's figures).
         .target(name: "RingsideSnapshot", dependencies: ["Ringside", "RingsideAggregation"]),
         /// What the collector serves, rendered from snapshots only: Prometheus text, OpenMetrics
-        /// and protobuf with native histograms, the `/latest` and `/health` JSON, gzip, the live
-        /// page, HdrHistogram's encoding and log lines; the one Prometheus escaper, and how
+        /// and protobuf with native histograms, the `/latest` and `/health` JSON, OTLP's metrics
+        /// requests, gzip, the live page, HdrHistogram's encoding and log lines; the one Prometheus escaper, and how
         /// quantiles, times and measures are written.
         .target(
             name: "RingsideExport",

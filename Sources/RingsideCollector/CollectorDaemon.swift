@@ -3,6 +3,7 @@ import RingsideSnapshot
 import CRingside
 import Foundation
 import Ringside
+import RingsideCommandLine
 import RingsideHTTP
 import RingsideSystem
 
@@ -75,7 +76,7 @@ public enum CollectorDaemon {
         collector.start()
         endpoints.startRendering()
 
-        // History, the latency log and the JSON dump follow the published snapshots from here.
+        // History, the latency log, the JSON dump and the OTLP exporter follow the published snapshots from here.
         var subscribers: [any SnapshotSubscriber] = []
         if let history = endpoints.history {
             subscribers.append(HistorySubscriber(store: history, limit: options.historyMaxSeries))
@@ -90,6 +91,23 @@ public enum CollectorDaemon {
         if let path = options.jsonDumpPath, let directory = directories["--json-dump"] {
             subscribers.append(JSONDumpWriter(path: path, directory: directory, intervalNanos: options.dumpIntervalNanos, log: log))
         }
+        if let otlp = options.otlp {
+            let hostName: String
+            do { hostName = try System.gethostname() } catch {
+                log("--otlp-endpoint: cannot read this host's name (\(error)); host.name is \"localhost\"", level: .warn)
+                hostName = "localhost"
+            }
+            let pusher = OTLPPusher(options: otlp, log: log)
+            let scale = options.nativeHistogramSchema ?? OTLPExporter.defaultScale
+            subscribers.append(
+                OTLPSubscriber(
+                    pusher: pusher, origin: OTLPExporter.Origin(hostName: hostName), scale: scale,
+                    startRealtimeNanos: collector.startedRealtimeNanos))
+            pusher.start()
+            log(
+                "pushing OTLP to \(pusher.shownEndpoint) every \(formatDuration(otlp.intervalNanos)) (exponential histograms of scale "
+                    + "\(scale); a queue of \(pusher.capacity) exports; --otlp-timeout \(formatDuration(otlp.timeoutNanos)))")
+        }
         endpoints.figures.update(from: subscribers)  // the latency log's open at start
         /// The latest snapshot, with what the subscribers report of themselves.
         func latest() -> Snapshot {
@@ -97,8 +115,8 @@ public enum CollectorDaemon {
             endpoints.figures.apply(to: &snapshot)
             return snapshot
         }
-        // The loop turns at least as often as the latency log's interval.
-        let turnNanos = min(250_000_000, options.hlogPath == nil ? .max : options.hlogIntervalNanos)
+        // The loop turns at least as often as the latency log's and the OTLP exporter's intervals.
+        let turnNanos = min(250_000_000, options.hlogPath == nil ? .max : options.hlogIntervalNanos, options.otlp?.intervalNanos ?? .max)
         while true {
             let received = try? System.sigtimedwait([SIGINT, SIGTERM], timeoutNanos: turnNanos)
             if received == SIGINT || received == SIGTERM {
@@ -127,8 +145,8 @@ public enum CollectorDaemon {
 extension CollectorDaemon {
     /// Descriptors of the collector's own, out of its reserve (`Collector.descriptorReserve`):
     /// the standard streams, the listening socket, the HTTP wake-up pipe and spare, inotify,
-    /// Dispatch's and the demo's pipes, the latency log, the JSON dump, `/proc` reads on three
-    /// threads. About 20 at the most (12 when idle); the rest of the reserve is for HTTP
+    /// Dispatch's and the demo's pipes, the latency log, the JSON dump, the OTLP exporter's
+    /// socket, `/proc` reads on three threads. About 20 at the most (12 when idle); the rest of the reserve is for HTTP
     /// connections, so idle clients meet the connection cap (where the idlest gives way) before
     /// the open-file limit.
     static let ownDescriptors = 32

@@ -52,6 +52,8 @@ public struct CollectorOptions: Sendable, Equatable {
     /// How often the lane threads' and bot processes' scheduling is read from `/proc`
     /// (`--thread-sample-interval`, 100ms to 1h); 0: never.
     public var threadSampleIntervalNanos: UInt64 = 1_000_000_000
+    /// With `--otlp-endpoint`: the OTLP/HTTP exporter's receiver and how it pushes (`--otlp-*`).
+    public var otlp: OTLPOptions?
 
     public init() {}
 
@@ -100,6 +102,12 @@ public struct CollectorOptions: Sendable, Equatable {
                                  how often each lane thread's CPU, run-queue wait, context switches
                                  and CPU, and each bot process's CPU, memory, threads, descriptors
                                  and major faults, are read from /proc (default 1s; 100ms to 1h; 0: never)
+          --otlp-endpoint URL    push every series to an OTLP/HTTP receiver (protobuf, gzipped; http://
+                                 only); /v1/metrics is added to a URL without a path (docs/otlp.md)
+          --otlp-interval DUR    how often (default 10s; 100ms to 1h)
+          --otlp-header K=V      a header sent with every export, e.g. an API key (repeatable)
+          --otlp-timeout DUR     how long one export may take, connecting to reading the answer
+                                 (default 10s; 100ms to 5m)
           --demo                 start a synthetic trading bot and show a live table
           --log-format FORMAT    text (default: a UTC time and the message) or json (one object a
                                  line: {"time","level","msg"})
@@ -122,6 +130,11 @@ public struct CollectorOptions: Sendable, Equatable {
     public static func invocation(_ arguments: [String]) throws(UsageError) -> Invocation<CollectorOptions> {
         var options = CollectorOptions()
         var directory: String?
+        // The --otlp-* flags, kept until the end: --otlp-endpoint may come after them.
+        var otlpEndpoint: HTTPURL?
+        var otlpInterval = OTLPOptions.defaultIntervalNanos, otlpTimeout = OTLPOptions.defaultTimeoutNanos
+        var otlpHeaders: [HTTPHeader] = []
+        var otlpFlag: String?
         var stream = ArgumentStream(arguments)
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
         while let flag = try stream.nextOption() {
@@ -246,6 +259,28 @@ public struct CollectorOptions: Sendable, Equatable {
                     throw UsageError("\(flag): \(text) is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)")
                 }
                 options.nativeHistogramSchema = schema
+            case "--otlp-endpoint":
+                let text = try value(for: flag)
+                otlpEndpoint = try OTLPOptions.endpoint(parsing: text)
+            case "--otlp-interval", "--otlp-timeout":
+                let text = try value(for: flag)
+                let nanos = try parseDuration(text, flag: flag)
+                otlpFlag = flag
+                if flag == "--otlp-interval" {
+                    guard nanos >= 100_000_000, nanos <= 3_600_000_000_000 else {
+                        throw UsageError("\(flag) \(text): must be from 100ms to 1h")
+                    }
+                    otlpInterval = nanos
+                } else {
+                    guard nanos >= 100_000_000, nanos <= 300_000_000_000 else {
+                        throw UsageError("\(flag) \(text): must be from 100ms to 5m")
+                    }
+                    otlpTimeout = nanos
+                }
+            case "--otlp-header":
+                let text = try value(for: flag)
+                otlpHeaders.append(try OTLPOptions.header(parsing: text))
+                otlpFlag = flag
             case "--log-format":
                 let text = try value(for: flag)
                 guard let format = LogFormat(rawValue: text) else {
@@ -261,6 +296,11 @@ public struct CollectorOptions: Sendable, Equatable {
             }
         }
         options.directory = RingDirectory(directory)
+        if let otlpEndpoint {
+            options.otlp = OTLPOptions(endpoint: otlpEndpoint, intervalNanos: otlpInterval, timeoutNanos: otlpTimeout, headers: otlpHeaders)
+        } else if let otlpFlag {
+            throw UsageError("\(otlpFlag) needs --otlp-endpoint URL")
+        }
         if options.hlogPath == nil, let flag = arguments.first(where: { $0 == "--hlog-interval" || $0 == "--hlog-max-bytes" }) {
             throw UsageError("\(flag) needs --hlog PATH")
         }

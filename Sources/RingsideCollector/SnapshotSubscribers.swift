@@ -3,7 +3,8 @@ import RingsideExport
 import Synchronization
 
 /// A part that follows the collector's published snapshots from the daemon's loop, off the
-/// drain thread: the history (`/api/history`), the latency log (`--hlog`), the JSON dump.
+/// drain thread: the history (`/api/history`), the latency log (`--hlog`), the JSON dump, the
+/// OTLP exporter (`--otlp-endpoint`).
 /// Whatever they cost, the drain never waits for them.
 protocol SnapshotSubscriber {
     /// The latest snapshot, at each turn of the daemon's loop (the same one again when none was
@@ -38,6 +39,7 @@ public final class SubscriberFigures: Sendable {
         let stats = figures.withLock { $0 }
         snapshot.collector.hlogErrors = stats.hlogErrors
         snapshot.collector.history = stats.history
+        snapshot.collector.otlp = stats.otlp
     }
 }
 

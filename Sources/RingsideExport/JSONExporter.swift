@@ -245,6 +245,23 @@ public enum JSONExporter {
                 json.field("history_series", history.series)
                 json.field("history_series_refused", history.refused)
             }
+            if let otlp = stats.otlp {
+                json.key("otlp")
+                json.object {
+                    json.field("exports_sent", otlp.sent)
+                    json.field("exports_failed", otlp.failed)
+                    json.field("exports_dropped", otlp.dropped)
+                    json.field("retries", otlp.retries)
+                    json.field("timeouts", otlp.timeouts)
+                    json.field("sent_bytes", otlp.sentBytes)
+                    json.field("rejected_points", otlp.rejectedPoints)
+                    json.field("queued", otlp.queued)
+                    json.field("queue_capacity", otlp.queueCapacity)
+                    json.field("last_success_at", otlp.lastSuccessRealtimeNanos.map { utcTimestamp(realtimeNanos: $0) })
+                    json.field("failing", otlp.failing)
+                    json.field("last_error", otlp.lastError)
+                }
+            }
             if let sample {
                 json.key("thread_sampler")
                 writeSamplerFigures(sample, into: json)

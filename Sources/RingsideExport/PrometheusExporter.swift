@@ -326,6 +326,7 @@ public enum PrometheusExporter {
                 "Series of the last snapshot the history refused: it holds --history-max-series, none gone",
                 [([], Double(history.refused))])
         }
+        if let otlp = stats.otlp { otlpFamilies(otlp, family) }
 
         let slos = snapshot.slos
         family(
@@ -341,6 +342,35 @@ public enum PrometheusExporter {
             "ringside_slo_window_events", "gauge", "Events in the SLO's window across its matching series",
             slos.map { ([("slo", $0.rule)], Double($0.events)) })
         return result
+    }
+
+    /// The OTLP exporter's figures (`--otlp-endpoint`), each a family written by `family`.
+    static func otlpFamilies(_ otlp: OTLPStats, _ family: (String, String, String, [([(String, String)], Double)]) -> Void) {
+        family(
+            "ringside_otlp_exports_total", "counter",
+            "OTLP exports by result: sent (the receiver took them), failed (refused for good), dropped (unsent: the queue full, or the stop)",
+            [
+                ([("result", "sent")], Double(otlp.sent)), ([("result", "failed")], Double(otlp.failed)),
+                ([("result", "dropped")], Double(otlp.dropped)),
+            ])
+        family(
+            "ringside_otlp_retries_total", "counter",
+            "OTLP attempts that failed and were made again (429, 502, 503, 504, no connection, no answer in time)",
+            [([], Double(otlp.retries))])
+        family(
+            "ringside_otlp_timeouts_total", "counter", "OTLP attempts with no answer within --otlp-timeout", [([], Double(otlp.timeouts))])
+        family(
+            "ringside_otlp_sent_bytes_total", "counter", "Bytes of the OTLP exports the receiver took, gzipped, as sent",
+            [([], Double(otlp.sentBytes))])
+        family(
+            "ringside_otlp_rejected_points_total", "counter", "Data points the OTLP receiver rejected in exports it took (partial success)",
+            [([], Double(otlp.rejectedPoints))])
+        family("ringside_otlp_queue_exports", "gauge", "OTLP exports waiting to be sent", [([], Double(otlp.queued))])
+        family("ringside_otlp_queue_capacity", "gauge", "OTLP exports the queue holds at most", [([], Double(otlp.queueCapacity))])
+        family(
+            "ringside_otlp_last_success_time_seconds", "gauge", "When the OTLP receiver last took an export, in Unix seconds (0: never)",
+            [([], Double(otlp.lastSuccessRealtimeNanos ?? 0) / 1e9)])
+        family("ringside_otlp_failing", "gauge", "1 while the last OTLP attempt failed", [([], otlp.failing ? 1 : 0)])
     }
 
     // MARK: - Names and units

@@ -1,7 +1,8 @@
-/// A protobuf encoder for the few messages of Prometheus's exposition format
-/// (`io.prometheus.client`, metrics.proto): varints, zigzag integers, doubles, strings and nested
-/// messages, written field by field. Nested messages are encoded apart and appended with their
-/// length: simple, and these messages are small.
+/// A protobuf encoder for the few messages the collector writes: Prometheus's exposition format
+/// (`io.prometheus.client`, metrics.proto, below) and OpenTelemetry's metrics (OTLP, in
+/// `OTLPExporter`): varints, zigzag integers, fixed-width numbers, doubles, strings, bytes and
+/// nested messages, written field by field. Nested messages are encoded apart and appended with
+/// their length: simple, and these messages are small.
 public struct ProtobufWriter {
     public private(set) var bytes: [UInt8] = []
 
@@ -39,10 +40,24 @@ public struct ProtobufWriter {
         varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
+    /// A `bool` field (written only when true, as proto3 leaves defaults out).
+    public mutating func bool(_ field: Int, _ value: Bool) {
+        if value { uint64(field, 1) }
+    }
+
+    /// A `fixed64` field: 8 bytes, little-endian (`sfixed64`: the same bytes of an `Int64`).
+    public mutating func fixed64(_ field: Int, _ value: UInt64) {
+        key(field, .fixed64)
+        appendLittleEndian(value)
+    }
+
     /// A `double` field: 8 bytes, little-endian.
     public mutating func double(_ field: Int, _ value: Double) {
-        key(field, .fixed64)
-        var bits = value.bitPattern
+        fixed64(field, value.bitPattern)
+    }
+
+    private mutating func appendLittleEndian(_ value: UInt64) {
+        var bits = value
         for _ in 0..<8 {
             bytes.append(UInt8(truncatingIfNeeded: bits))
             bits >>= 8
@@ -55,6 +70,13 @@ public struct ProtobufWriter {
         let utf8 = Array(value.utf8)
         varint(UInt64(utf8.count))
         bytes += utf8
+    }
+
+    /// A `bytes` field.
+    public mutating func byteString(_ field: Int, _ value: [UInt8]) {
+        key(field, .lengthDelimited)
+        varint(UInt64(value.count))
+        bytes += value
     }
 
     /// A nested message field, written by `body`.
@@ -71,6 +93,16 @@ public struct ProtobufWriter {
         guard !values.isEmpty else { return }
         var packed = ProtobufWriter()
         for value in values { packed.varint(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
+        key(field, .lengthDelimited)
+        varint(UInt64(packed.bytes.count))
+        bytes += packed.bytes
+    }
+
+    /// A `repeated uint64` field, packed.
+    public mutating func packedUInt64(_ field: Int, _ values: [UInt64]) {
+        guard !values.isEmpty else { return }
+        var packed = ProtobufWriter()
+        for value in values { packed.varint(value) }
         key(field, .lengthDelimited)
         varint(UInt64(packed.bytes.count))
         bytes += packed.bytes

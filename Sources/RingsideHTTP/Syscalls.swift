@@ -90,6 +90,34 @@ enum Syscall {
         try named("bind") { () throws(Errno) in try result.get() }
     }
 
+    /// Starts connecting the non-blocking socket `fd` to `address`: true when it connected at
+    /// once, false when the connection goes on (`EINPROGRESS`, or `EINTR`, after which it goes on
+    /// too): `poll` for `POLLOUT`, then `connectionError`. The corresponding C function is `connect`.
+    static func connect(_ fd: Int32, to address: SocketAddress) throws(SyscallError) -> Bool {
+        var storage = address.storage
+        let result = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                Result { () throws(Errno) in try System.connect(fd, pointer, address.length) }
+            }
+        }
+        switch result {
+        case .success: return true
+        case .failure(let error) where error.rawValue == EINPROGRESS || error == .interrupted: return false
+        case .failure(let error): throw SyscallError(call: "connect", errno: error)
+        }
+    }
+
+    /// How a connection `connect` left going on ended: nil once connected, else why it failed.
+    /// The corresponding C function is `getsockopt(SO_ERROR)`.
+    static func connectionError(_ fd: Int32) -> Errno? {
+        do {
+            let code = try System.getsockopt(fd, SOL_SOCKET, SO_ERROR)
+            return code == 0 ? nil : Errno(rawValue: code)
+        } catch {
+            return error
+        }
+    }
+
     /// The corresponding C function is `listen`.
     static func listen(_ fd: Int32, backlog: Int32) throws(SyscallError) {
         try named("listen") { () throws(Errno) in try System.listen(fd, backlog: backlog) }
@@ -221,11 +249,12 @@ enum Syscall {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-    /// Resolves a host for a passive (listening) TCP socket, in the order the system prefers.
-    /// Returns the `gai_strerror` text on failure. The corresponding C function is `getaddrinfo`.
-    static func resolve(host: String, port: Int) -> Result<[SocketAddress], ResolveFailure> {
+    /// Resolves a host for a TCP socket, passive (to listen on) or not (to connect to), in the
+    /// order the system prefers. Returns the `gai_strerror` text on failure. The corresponding C
+    /// function is `getaddrinfo`.
+    static func resolve(host: String, port: Int, passive: Bool = true) -> Result<[SocketAddress], ResolveFailure> {
         var hints = addrinfo()
-        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        hints.ai_flags = (passive ? AI_PASSIVE : 0) | AI_NUMERICSERV
         hints.ai_family = AF_UNSPEC
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var list: UnsafeMutablePointer<addrinfo>?

@@ -271,6 +271,35 @@ public struct CollectorStats: Sendable {
     /// Ring files found that could not be attached for want of open files (the limit less the
     /// HTTP server's reserve); each is listed as skipped with the reason.
     public var ringsWaitingForDescriptors = 0
+    /// With `--otlp-endpoint`: what the OTLP exporter did; nil without it.
+    public var otlp: OTLPStats?
+
+    public init() {}
+}
+
+/// What the OTLP exporter (`--otlp-endpoint`) did since the collector started.
+public struct OTLPStats: Sendable, Equatable {
+    /// Exports the receiver took (a 2xx answer), and their bytes as sent (gzipped bodies).
+    public var sent: UInt64 = 0
+    public var sentBytes: UInt64 = 0
+    /// Exports given up: answered with a status that is not worth another try (a 4xx but 429).
+    public var failed: UInt64 = 0
+    /// Exports dropped unsent: the oldest when the queue was full, and those left at the stop.
+    public var dropped: UInt64 = 0
+    /// Attempts that failed and were tried again (429, 502, 503, 504, no connection, a timeout).
+    public var retries: UInt64 = 0
+    /// Attempts that ran out of time (`--otlp-timeout`): counted in `retries` too.
+    public var timeouts: UInt64 = 0
+    /// Data points the receiver said it rejected in a partial success.
+    public var rejectedPoints: UInt64 = 0
+    /// Exports waiting to be sent (the one being sent among them), and how many the queue holds.
+    public var queued = 0
+    public var queueCapacity = 0
+    /// CLOCK_REALTIME of the last export the receiver took; nil before the first.
+    public var lastSuccessRealtimeNanos: UInt64?
+    /// Whether the last attempt failed, and why.
+    public var failing = false
+    public var lastError: String?
 
     public init() {}
 }

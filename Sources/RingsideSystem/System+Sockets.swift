@@ -2,8 +2,8 @@
 import Glibc
 #endif
 
-/// The socket calls: the HTTP server's (RingsideHTTP's `Syscall` says what each outcome means to
-/// its event loop) and the benchmark's socket pair.
+/// The socket calls: the HTTP server's and client's (RingsideHTTP's `Syscall` says what each
+/// outcome means to its callers) and the benchmark's socket pair.
 extension System {
     /// A new socket (`SOCK_NONBLOCK | SOCK_CLOEXEC` may be or'd into `type`).
     /// The corresponding C function is `socket`.
@@ -38,6 +38,21 @@ extension System {
     /// says the room there on the way in). The corresponding C function is `getsockname`.
     package static func getsockname(_ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: inout socklen_t) throws(Errno) {
         _ = try checked(Glibc.getsockname(fd, address, &length))
+    }
+
+    /// Starts connecting to `address`: on a non-blocking socket, `EINPROGRESS` says the connection
+    /// goes on, and `poll` says when it is done (`SO_ERROR` says how). Not made again after EINTR:
+    /// the connection goes on then too. The corresponding C function is `connect`.
+    package static func connect(_ fd: Int32, _ address: UnsafePointer<sockaddr>, _ length: socklen_t) throws(Errno) {
+        _ = try checked(Glibc.connect(fd, address, length))
+    }
+
+    /// An integer option's value. The corresponding C function is `getsockopt`.
+    package static func getsockopt(_ fd: Int32, _ level: Int32, _ option: Int32) throws(Errno) -> Int32 {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        _ = try checked(Glibc.getsockopt(fd, level, option, &value, &length))
+        return value
     }
 
     /// Takes one pending connection; its descriptor. The corresponding C function is `accept`.

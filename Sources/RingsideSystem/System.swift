@@ -313,6 +313,13 @@ package enum System {
         return names
     }
 
+    /// This machine's host name. The corresponding C function is `gethostname`.
+    package static func gethostname() throws(Errno) -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        _ = try checked(Glibc.gethostname(&name, name.count - 1))
+        return String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     // MARK: - Signals
 
     /// Sets what `signal` does to this process (`SIG_IGN`, `SIG_DFL` or a handler); what it did

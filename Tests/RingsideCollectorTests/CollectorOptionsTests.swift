@@ -1,6 +1,7 @@
 @testable import RingsideCollector
 @testable import RingsideExport
 import RingsideCommandLine
+import RingsideHTTP
 import Testing
 
 @Suite("Collector command line and SLO rules")
@@ -40,6 +41,24 @@ struct CollectorOptionsTests {
         #expect(try CollectorOptions.parse(["--history", "10s"])?.historySeconds == 10)
         #expect(try CollectorOptions.parse(["--history", "0"])?.historySeconds == 0)
         #expect(try CollectorOptions.parse(["--history-max-series", "12"])?.historyMaxSeries == 12)
+    }
+
+    @Test("--otlp-*: /v1/metrics added to an endpoint without a path, the defaults, headers in order")
+    func otlp() throws {
+        #expect(try CollectorOptions.parse([])?.otlp == nil)
+        let plain = try #require(try CollectorOptions.parse(["--otlp-endpoint", "http://otel:4318"])?.otlp)
+        #expect(plain.endpoint.description == "http://otel:4318/v1/metrics")
+        #expect(plain.intervalNanos == 10_000_000_000 && plain.timeoutNanos == 10_000_000_000 && plain.headers.isEmpty)
+        #expect(try CollectorOptions.parse(["--otlp-endpoint", "http://otel:4318/"])?.otlp?.endpoint.path == "/v1/metrics")
+        let full = try #require(
+            try CollectorOptions.parse([
+                "--otlp-header", "X-Scope-OrgID=desk=7", "--otlp-interval=2s", "--otlp-endpoint=http://[::1]:9090/api/v1/otlp/v1/metrics",
+                "--otlp-timeout", "500ms", "--otlp-header", "Authorization=Bearer abc",
+            ])?.otlp)
+        #expect(full.endpoint.host == "::1" && full.endpoint.port == 9090 && full.endpoint.path == "/api/v1/otlp/v1/metrics")
+        #expect(full.intervalNanos == 2_000_000_000 && full.timeoutNanos == 500_000_000)
+        #expect(full.headers == [HTTPHeader("X-Scope-OrgID", "desk=7"), HTTPHeader("Authorization", "Bearer abc")])
+        #expect(CollectorOptions.usage.contains("--otlp-endpoint URL"))
     }
 
     @Test("every flag is read, in both --flag value and --flag=value forms")
@@ -102,6 +121,19 @@ struct CollectorOptionsTests {
             (["--thread-sample-interval", "2h"], "--thread-sample-interval: 2h must be from 100ms to 1h"),
             (["--thread-sample-interval", "often"], "--thread-sample-interval: often is not a duration"),
             (["--thread-sample-interval"], "--thread-sample-interval needs a value"),
+            (["--otlp-endpoint", "https://otel:4318"], "--otlp-endpoint https://otel:4318: https is not supported"),
+            (["--otlp-endpoint", "otel:4318"], "--otlp-endpoint otel:4318: expected http://HOST[:PORT][/PATH]"),
+            (["--otlp-endpoint", "http://otel:99999"], "the port must be a number from 1 to 65535"),
+            (["--otlp-endpoint"], "--otlp-endpoint needs a value"),
+            (["--otlp-interval", "5s"], "--otlp-interval needs --otlp-endpoint URL"),
+            (["--otlp-endpoint", "http://h", "--otlp-interval", "10ms"], "--otlp-interval 10ms: must be from 100ms to 1h"),
+            (["--otlp-endpoint", "http://h", "--otlp-interval", "often"], "--otlp-interval: often is not a duration"),
+            (["--otlp-endpoint", "http://h", "--otlp-timeout", "10m"], "--otlp-timeout 10m: must be from 100ms to 5m"),
+            (["--otlp-endpoint", "http://h", "--otlp-header", "Authorization: Bearer x"], "--otlp-header: expected NAME=VALUE"),
+            (["--otlp-endpoint", "http://h", "--otlp-header", "X Key=v"], "is not a header name"),
+            (["--otlp-endpoint", "http://h", "--otlp-header", "Content-Encoding=br"], "the exporter writes it itself"),
+            (["--otlp-endpoint", "http://h", "--otlp-header", "Host=h2"], "written by the client itself"),
+            (["--otlp-header=X-Key=v"], "--otlp-header needs --otlp-endpoint URL"),
         ])
     func badArguments(arguments: [String], message: String) {
         #expect {

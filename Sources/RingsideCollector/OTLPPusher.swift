@@ -1,0 +1,293 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CRingside
+import Dispatch
+import Foundation
+import RingsideCommandLine
+import RingsideExport
+import RingsideHTTP
+import RingsideSnapshot
+import RingsideSystem
+import Synchronization
+
+/// Sends the OTLP exports (`OTLPSubscriber` makes them) to the receiver, on a thread of its own:
+/// a receiver that is down, slow or hung holds this thread only, never the drain, the daemon's
+/// loop or the HTTP server.
+///
+/// - A bounded queue (`capacity` exports, 30 by default: 5 minutes at 10 s): full, it drops the
+///   oldest export for the new one, and counts it. Exports go oldest first, each data point's time
+///   after the last one's, as receivers want them.
+/// - An attempt that fails for a cause that may pass (429, 502, 503 or 504; no connection; no
+///   answer within `--otlp-timeout`) is made again after `Retry-After` (seconds, up to 5 minutes)
+///   when the answer has one, else after a backoff that doubles from 1 s to 30 s, each wait drawn
+///   between half and all of it (jitter, so collectors that failed together do not retry together).
+///   Meanwhile the export stays at the head of the queue, the first dropped if it fills.
+/// - Any other answer but a 2xx is final: the export is counted as failed, and the next one sent.
+/// - The log says when exports start failing (with the reason) and when they are sent again, not
+///   each attempt; the counts and the last error are in `/metrics` and `/latest`.
+///
+/// Safe to use from any thread.
+final class OTLPPusher: Sendable {
+    struct Export: Sendable {
+        var body: [UInt8]
+        var series: Int
+    }
+
+    let options: OTLPOptions
+    let capacity: Int
+    private let log: CollectorLog
+    private let userAgent: String
+    private let state: Mutex<State>
+    private let wakeup = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    private struct State {
+        var queue: [Export] = []
+        /// The export being sent (taken off the queue), if any.
+        var inFlight = false
+        var stats = OTLPStats()
+        /// Failed attempts in a row, and when the next may be made (CLOCK_MONOTONIC).
+        var attempts = 0
+        var nextAttemptNanos: UInt64 = 0
+        /// Set by `stop`: send what is queued, once each, until this time.
+        var stopDeadlineNanos: UInt64?
+        var everSent = false
+        /// What the failures since the last success were, for the line that ends them.
+        var failuresSinceSuccess = (attempts: 0, dropped: UInt64(0), failed: UInt64(0))
+
+        /// Counts an export dropped; true for the first since the last success (the log says so once).
+        mutating func countDrop() -> Bool {
+            stats.dropped += 1
+            failuresSinceSuccess.dropped += 1
+            return failuresSinceSuccess.dropped == 1
+        }
+    }
+
+    static let defaultCapacity = 30
+    static let firstBackoffNanos: UInt64 = 1_000_000_000
+    static let maxBackoffNanos: UInt64 = 30_000_000_000
+    static let maxRetryAfterSeconds: UInt64 = 300
+
+    init(options: OTLPOptions, capacity: Int = defaultCapacity, log: CollectorLog) {
+        self.options = options
+        self.capacity = capacity
+        self.log = log
+        userAgent = "ringside-collector/\(RingsideVersion.version)"
+        var initial = State()
+        initial.stats.queueCapacity = capacity
+        state = Mutex(initial)
+    }
+
+    /// The endpoint as the log shows it: without its query, which may hold a key.
+    var shownEndpoint: String { String(options.endpoint.description.prefix { $0 != "?" }) }
+
+    /// What it did so far.
+    var stats: OTLPStats { state.withLock { $0.stats } }
+
+    /// Queues `export`, dropping the oldest when the queue is full.
+    func enqueue(_ export: Export) {
+        let droppedFirst = state.withLock { state -> Bool in
+            var droppedFirst = false
+            if state.queue.count >= capacity {
+                state.queue.removeFirst()
+                droppedFirst = state.countDrop()
+            }
+            state.queue.append(export)
+            state.stats.queued = state.queue.count + (state.inFlight ? 1 : 0)
+            return droppedFirst
+        }
+        if droppedFirst { logQueueFull() }
+        wakeup.signal()
+    }
+
+    private func logQueueFull() {
+        log(
+            "--otlp-endpoint \(shownEndpoint): the queue of \(capacity) exports is full; the oldest are dropped "
+                + "(counted in ringside_otlp_exports_total{result=\"dropped\"})", level: .warn)
+    }
+
+    // MARK: - Its thread
+
+    func start() {
+        let thread = Thread { [self] in
+            try? System.setThreadName("ringside-otlp")  // for top -H
+            // Below the drain thread, as the HTTP threads are.
+            let which = __priority_which_t(PRIO_PROCESS.rawValue)
+            if let nice = try? System.getpriority(which, 0) { try? System.setpriority(which, 0, min(19, nice + 10)) }
+            while let wait = turn(nowNanos: rs_clock_precise_ns()) {
+                if wait > 0 { _ = wakeup.wait(timeout: wait == .max ? .distantFuture : .now() + .nanoseconds(Int(clamping: wait))) }
+            }
+            finished.signal()
+        }
+        thread.start()
+    }
+
+    /// Sends what is queued, each export once, for at most `flushNanos`, then stops the thread;
+    /// what is left is counted as dropped.
+    func stop(flushNanos: UInt64) {
+        let before = state.withLock { state in
+            state.stopDeadlineNanos = rs_clock_precise_ns() &+ flushNanos
+            return state.stats
+        }
+        wakeup.signal()
+        finished.wait()
+        let after = state.withLock { state in
+            state.stats.dropped += UInt64(state.queue.count)
+            state.queue = []
+            state.stats.queued = 0
+            return state.stats
+        }
+        let unsent = after.dropped - before.dropped + after.failed - before.failed
+        if unsent > 0 {
+            log(
+                "--otlp-endpoint \(shownEndpoint): \(unsent) exports unsent at the stop (\(after.sent - before.sent) sent in the "
+                    + "\(formatDuration(flushNanos)) given)", level: .warn)
+        }
+    }
+
+    /// One turn: sends the head of the queue if it is due. How long to wait before the next turn
+    /// (`.max`: until woken; 0: at once), or nil once stopped.
+    private func turn(nowNanos now: UInt64) -> UInt64? {
+        let due = state.withLock { state -> (export: Export?, wait: UInt64, deadline: UInt64?)? in
+            if let deadline = state.stopDeadlineNanos {
+                guard now < deadline, !state.queue.isEmpty else { return nil }
+                return (take(&state), 0, deadline)
+            }
+            guard !state.queue.isEmpty else { return (nil, .max, nil) }
+            guard now >= state.nextAttemptNanos else { return (nil, state.nextAttemptNanos - now, nil) }
+            return (take(&state), 0, nil)
+        }
+        guard let due else { return nil }
+        guard let export = due.export else { return due.wait }
+        let timeout = due.deadline.map { min(options.timeoutNanos, $0 &- now) } ?? options.timeoutNanos
+        let outcome = Self.outcome(of: attempt(export, timeoutNanos: timeout))
+        settle(export, outcome, stopping: due.deadline != nil)
+        return 0
+    }
+
+    private func take(_ state: inout State) -> Export {
+        state.inFlight = true
+        return state.queue.removeFirst()
+    }
+
+    private func attempt(_ export: Export, timeoutNanos: UInt64) -> Result<HTTPClientResponse, HTTPClientError> {
+        var headers = [
+            HTTPHeader("Content-Type", OTLPExporter.contentType), HTTPHeader("Content-Encoding", "gzip"),
+            HTTPHeader("User-Agent", userAgent),
+        ]
+        headers += options.headers
+        let request = HTTPClientRequest(method: "POST", url: options.endpoint, headers: headers, body: export.body)
+        return Result { () throws(HTTPClientError) in try HTTPClient.send(request, timeoutNanos: timeoutNanos) }
+    }
+
+    // MARK: - Outcomes
+
+    enum Outcome: Equatable {
+        /// Taken; the number of data points the receiver said it rejected, and why.
+        case sent(rejectedPoints: UInt64, message: String)
+        /// Worth another attempt: after `retryAfterNanos` when the receiver said, else the backoff's.
+        case retry(reason: String, retryAfterNanos: UInt64?, timedOut: Bool)
+        /// Final.
+        case failed(reason: String)
+    }
+
+    /// What an attempt's result means (OTLP/HTTP's rules: 429, 502, 503 and 504 are worth
+    /// another try, as are failures to connect or to get an answer; the other statuses are final).
+    static func outcome(of result: Result<HTTPClientResponse, HTTPClientError>) -> Outcome {
+        switch result {
+        case .failure(let error):
+            if case .timedOut = error { return .retry(reason: "\(error)", retryAfterNanos: nil, timedOut: true) }
+            return .retry(reason: "\(error)", retryAfterNanos: nil, timedOut: false)
+        case .success(let response):
+            let status = "HTTP \(response.status)" + (response.reason.isEmpty ? "" : " \(response.reason)")
+            let said = response.firstLineOfBody
+            let reason = said.isEmpty ? status : "\(status): \(said)"
+            switch response.status {
+            case 200..<300:
+                let partial = OTLPPartialSuccess(response.body)
+                return .sent(rejectedPoints: partial?.rejectedDataPoints ?? 0, message: partial?.errorMessage ?? "")
+            case 429, 502, 503, 504:
+                return .retry(reason: reason, retryAfterNanos: response.header("Retry-After").flatMap(retryAfterNanos), timedOut: false)
+            default:
+                return .failed(reason: reason)
+            }
+        }
+    }
+
+    /// `Retry-After`'s delay in seconds (up to 5 minutes); nil for an HTTP date or anything else.
+    static func retryAfterNanos(_ text: String) -> UInt64? {
+        guard !text.isEmpty, text.count <= 12, text.allSatisfy({ $0.isASCII && $0.isNumber }), let seconds = UInt64(text) else {
+            return nil
+        }
+        return min(seconds, maxRetryAfterSeconds) * 1_000_000_000
+    }
+
+    /// The backoff after `attempts` failed attempts in a row: doubling from 1 s to 30 s, a wait
+    /// drawn between half and all of it.
+    static func backoffNanos(attempts: Int) -> UInt64 {
+        let full = min(maxBackoffNanos, firstBackoffNanos << UInt64(min(max(attempts - 1, 0), 30)))
+        return UInt64(Double(full) * Double.random(in: 0.5...1))
+    }
+
+    /// Counts the outcome, logs a change of state, and puts an export to be tried again back at
+    /// the head of the queue (or drops it, when the queue filled meanwhile).
+    private func settle(_ export: Export, _ outcome: Outcome, stopping: Bool) {
+        let now = rs_clock_precise_ns()
+        var droppedFirst = false
+        let line = state.withLock { state -> (String, LogLevel)? in
+            state.inFlight = false
+            defer { state.stats.queued = state.queue.count }
+            let wasFailing = state.stats.failing
+            switch outcome {
+            case let .sent(rejected, message):
+                state.stats.sent += 1
+                state.stats.sentBytes += UInt64(export.body.count)
+                state.stats.lastSuccessRealtimeNanos = rs_clock_realtime_ns()
+                state.stats.rejectedPoints += rejected
+                state.stats.failing = false
+                state.attempts = 0
+                state.nextAttemptNanos = 0
+                let first = !state.everSent
+                state.everSent = true
+                let failures = state.failuresSinceSuccess
+                state.failuresSinceSuccess = (0, 0, 0)
+                if rejected > 0 { state.stats.lastError = "the receiver rejected \(rejected) data points: \(message)" }
+                if wasFailing {
+                    return (
+                        "--otlp-endpoint \(shownEndpoint): exports are sent again, after \(failures.attempts) failed attempts "
+                            + "(\(failures.failed) exports failed, \(failures.dropped) dropped meanwhile)", .info
+                    )
+                }
+                if first { return ("--otlp-endpoint \(shownEndpoint): the first export was sent (\(export.series) series)", .info) }
+                return nil
+            case let .retry(reason, retryAfter, timedOut):
+                state.stats.retries += 1
+                if timedOut { state.stats.timeouts += 1 }
+                state.stats.failing = true
+                state.stats.lastError = reason
+                state.attempts += 1
+                state.failuresSinceSuccess.attempts += 1
+                state.nextAttemptNanos = now &+ (retryAfter ?? Self.backoffNanos(attempts: state.attempts))
+                if !stopping, state.queue.count < capacity {
+                    state.queue.insert(export, at: 0)
+                } else {
+                    droppedFirst = state.countDrop() && !stopping
+                }
+                if wasFailing { return nil }
+                return ("--otlp-endpoint \(shownEndpoint): exports fail: \(reason); trying again with backoff", .warn)
+            case let .failed(reason):
+                state.stats.failed += 1
+                state.stats.failing = true
+                state.stats.lastError = reason
+                state.attempts = 0
+                state.failuresSinceSuccess.attempts += 1
+                state.failuresSinceSuccess.failed += 1
+                if wasFailing { return nil }
+                return ("--otlp-endpoint \(shownEndpoint): the receiver refused an export: \(reason); it is not sent again", .error)
+            }
+        }
+        if let (text, level) = line { log(text, level: level) }
+        if droppedFirst { logQueueFull() }
+    }
+}

@@ -1,0 +1,292 @@
+import Ringside
+import RingsideAggregation
+import RingsideCommandLine
+import RingsideSnapshot
+
+/// Writes a snapshot as an OTLP `ExportMetricsServiceRequest` (opentelemetry-proto's
+/// `collector/metrics/v1/metrics_service.proto` and `metrics/v1/metrics.proto`), protobuf-encoded,
+/// for an OTLP/HTTP receiver's `/v1/metrics`.
+///
+/// - A `ResourceMetrics` per bot: `service.name` (the bot), `service.instance.id` and `host.name`
+///   (this host's name), with one `ScopeMetrics` (scope `ringside`, the collector's version). The
+///   series of a `per_worker` gauge (labelled `pid`, see docs/workers.md) go in a resource of the
+///   bot and that process, which adds `process.pid`.
+/// - A `Metric` per metric name (and kind and unit) of a bot, its description the metric's help,
+///   a data point per series, its attributes the series' labels.
+/// - Histograms: `ExponentialHistogram`, cumulative: count, sum, min, max and the buckets of
+///   `scale` (see `ExponentialBuckets`: exactly the native histograms' buckets), and each bucket's
+///   latest exemplar.
+/// - Counters: `Sum`, cumulative and monotonic: the exact total as an integer (as a double of
+///   seconds for a counter of time).
+/// - Gauges: `Gauge`, the last value set (none before one is).
+///
+/// Values are in base units, as on `/metrics`: times in seconds (unit `s`), sizes in bytes
+/// (`By`). Every data point's time is `timeNanos`; a cumulative one's start is `startNanos`'s for
+/// its series.
+public enum OTLPExporter {
+    public static let contentType = "application/x-protobuf"
+    /// The instrumentation scope's name.
+    public static let scopeName = "ringside"
+    /// The exponential histograms' scale without `--native-histograms`: 32 buckets an octave,
+    /// each 2.2 % wide (a quantile read from them errs by at most 1.1 %, plus Ringside's 0.1 %).
+    public static let defaultScale = 5
+
+    /// What the request says of where the series come from, beside each bot's name.
+    public struct Origin: Sendable {
+        /// `host.name`, and `service.instance.id`: one collector serves one host, where a bot's
+        /// name is unique.
+        public var hostName: String
+
+        public init(hostName: String) {
+            self.hostName = hostName
+        }
+    }
+
+    /// The request for `snapshot`'s series.
+    /// - Parameters:
+    ///   - scale: the exponential histograms' scale, one of `NativeBuckets.schemas`.
+    ///   - timeNanos: when the values held (CLOCK_REALTIME).
+    ///   - startNanos: when a series' cumulative values began (CLOCK_REALTIME).
+    public static func request(
+        _ snapshot: Snapshot, origin: Origin, scale: Int, timeNanos: UInt64, startNanos: (SeriesSnapshot) -> UInt64
+    ) -> [UInt8] {
+        var writer = ProtobufWriter()
+        for resource in resources(of: snapshot) {
+            // ExportMetricsServiceRequest.resource_metrics
+            writer.message(1) { out in
+                out.message(1) { attributes(resource, origin: origin, into: &$0) }  // ResourceMetrics.resource
+                out.message(2) { scopeMetrics in  // ResourceMetrics.scope_metrics
+                    scopeMetrics.message(1) { scope in  // InstrumentationScope
+                        scope.string(1, scopeName)
+                        scope.string(2, RingsideVersion.version)
+                    }
+                    for metric in metrics(of: resource.series, in: snapshot) {
+                        scopeMetrics.message(2) { out in
+                            write(metric, snapshot: snapshot, time: timeNanos, scale: scale, startNanos: startNanos, into: &out)
+                        }
+                    }
+                }
+            }
+        }
+        return writer.bytes
+    }
+
+    // MARK: - Resources and metrics
+
+    /// A bot's series, or a per-worker gauge's process's: positions in the snapshot's series.
+    struct Resource {
+        var bot: String
+        var pid: String?
+        var series: [Int] = []
+    }
+
+    /// The snapshot's series by resource, in the order they first appear; but for gauges never
+    /// set, which have no value to send (nor a resource or a `Metric` of their own: a receiver may
+    /// refuse an empty one).
+    static func resources(of snapshot: Snapshot) -> [Resource] {
+        var resources: [Resource] = []
+        var position: [String: [String?: Int]] = [:]
+        for (index, series) in snapshot.series.enumerated() where series.metric.kind != .gauge || series.lastValue != nil {
+            let pid = series.metric.gaugeMerge == .perWorker ? series.metric.labels.first { $0.key == "pid" }?.value : nil
+            let at =
+                position[series.ring, default: [:]][pid]
+                ?? {
+                    resources.append(Resource(bot: series.ring, pid: pid))
+                    position[series.ring, default: [:]][pid] = resources.count - 1
+                    return resources.count - 1
+                }()
+            resources[at].series.append(index)
+        }
+        return resources
+    }
+
+    /// The resource's attributes (`Resource.attributes`).
+    private static func attributes(_ resource: Resource, origin: Origin, into out: inout ProtobufWriter) {
+        out.keyValue(1, "service.name", resource.bot)
+        out.keyValue(1, "service.instance.id", origin.hostName)
+        out.keyValue(1, "host.name", origin.hostName)
+        if let pid = resource.pid, let number = Int64(pid) { out.keyValue(1, "process.pid", number) }
+    }
+
+    /// One `Metric`: series of one name, kind and unit.
+    struct Metric {
+        var descriptor: MetricDescriptor
+        var series: [Int]
+    }
+
+    /// `positions`' series grouped by metric, in the order each metric first appears.
+    static func metrics(of positions: [Int], in snapshot: Snapshot) -> [Metric] {
+        var metrics: [Metric] = []
+        var index: [String: Int] = [:]
+        for position in positions {
+            let descriptor = snapshot.series[position].metric
+            let key = "\(descriptor.name)\n\(descriptor.kind.rawValue)\n\(descriptor.unit.rawValue)"
+            if let at = index[key] {
+                metrics[at].series.append(position)
+            } else {
+                index[key] = metrics.count
+                metrics.append(Metric(descriptor: descriptor, series: [position]))
+            }
+        }
+        return metrics
+    }
+
+    /// OTLP's unit (UCUM) for values of `unit` in base units.
+    static func unitName(_ unit: MetricUnit) -> String {
+        unit.nanoseconds != nil ? "s" : unit == .bytes ? "By" : ""
+    }
+
+    // MARK: - Data points
+
+    private static func write(
+        _ metric: Metric, snapshot: Snapshot, time: UInt64, scale: Int, startNanos: (SeriesSnapshot) -> UInt64,
+        into out: inout ProtobufWriter
+    ) {
+        let descriptor = metric.descriptor
+        out.string(1, descriptor.name)
+        if !descriptor.help.isEmpty { out.string(2, descriptor.help) }
+        let unit = unitName(descriptor.unit)
+        if !unit.isEmpty { out.string(3, unit) }
+        let series = metric.series.map { snapshot.series[$0] }
+        switch descriptor.kind {
+        case .histogram:
+            out.message(10) { histogram in  // Metric.exponential_histogram
+                for one in series {
+                    histogram.message(1) { point in
+                        exponentialPoint(one, start: startNanos(one), time: time, scale: scale, into: &point)
+                    }
+                }
+                histogram.uint64(2, cumulative)
+            }
+        case .counter:
+            out.message(7) { sum in  // Metric.sum
+                for one in series {
+                    sum.message(1) { point in
+                        point.labels(7, one.metric)
+                        point.fixed64(2, startNanos(one))
+                        point.fixed64(3, time)
+                        if one.metric.unit.nanoseconds != nil {
+                            point.double(4, base(one.cumulativeSum, unit: one.metric.unit))
+                        } else {
+                            point.fixed64(6, UInt64(bitPattern: Int64(clamping: one.cumulativeExactSum)))  // as_int, an sfixed64
+                        }
+                    }
+                }
+                sum.uint64(2, cumulative)
+                sum.bool(3, true)  // is_monotonic
+            }
+        case .gauge:
+            out.message(5) { gauge in  // Metric.gauge
+                for one in series {
+                    guard let value = one.lastValue else { continue }  // left out by `resources(of:)`
+                    gauge.message(1) { point in
+                        point.labels(7, one.metric)
+                        point.fixed64(3, time)
+                        point.double(4, base(value, unit: one.metric.unit))
+                    }
+                }
+            }
+        }
+    }
+
+    /// `AGGREGATION_TEMPORALITY_CUMULATIVE`.
+    private static let cumulative: UInt64 = 2
+
+    /// An `ExponentialHistogramDataPoint`'s fields.
+    private static func exponentialPoint(
+        _ series: SeriesSnapshot, start: UInt64, time: UInt64, scale: Int, into point: inout ProtobufWriter
+    ) {
+        let unit = series.metric.unit
+        point.labels(1, series.metric)
+        point.fixed64(2, start)
+        point.fixed64(3, time)
+        point.fixed64(4, series.cumulativeCount)
+        point.double(5, base(series.cumulativeSum, unit: unit))
+        point.sint64(6, Int64(scale))
+        let buckets = ExportBuckets.exponential(series.cumulative ?? Histogram(), unit: unit, scale: scale)
+        if buckets.zeroCount != 0 { point.fixed64(7, buckets.zeroCount) }
+        if !buckets.counts.isEmpty {
+            point.message(8) { positive in
+                positive.sint64(1, Int64(buckets.offset))
+                positive.packedUInt64(2, buckets.counts)
+            }
+        }
+        for exemplar in series.bucketExemplars { point.exemplar(11, exemplar, unit: unit) }
+        if let cumulative = series.cumulative, cumulative.count != 0 {
+            point.double(12, base(Double(cumulative.min), unit: unit))
+            point.double(13, base(Double(cumulative.max), unit: unit))
+        }
+        point.double(14, buckets.zeroThreshold)
+    }
+
+    /// A value of `unit` in base units (seconds for times).
+    static func base(_ value: Double, unit: MetricUnit) -> Double {
+        unit.nanoseconds.map { value * Double($0) / 1e9 } ?? value
+    }
+}
+
+extension ProtobufWriter {
+    /// A `KeyValue` of a string in field `field`.
+    mutating func keyValue(_ field: Int, _ key: String, _ value: String) {
+        message(field) { pair in
+            pair.string(1, key)
+            pair.message(2) { $0.string(1, value) }  // AnyValue.string_value
+        }
+    }
+
+    /// A `KeyValue` of an integer in field `field`.
+    mutating func keyValue(_ field: Int, _ key: String, _ value: Int64) {
+        message(field) { pair in
+            pair.string(1, key)
+            pair.message(2) { $0.uint64(3, UInt64(bitPattern: value)) }  // AnyValue.int_value
+        }
+    }
+
+    /// A series' labels as `KeyValue`s in field `field`.
+    mutating func labels(_ field: Int, _ metric: MetricDescriptor) {
+        for label in metric.labels { keyValue(field, label.key, label.value) }
+    }
+
+    /// An OTLP `Exemplar` in field `field`: its labels as filtered attributes, but for a
+    /// `trace_id` of 32 hex digits and a `span_id` of 16, which go in the fields of their own.
+    mutating func exemplar(_ field: Int, _ kept: KeptExemplar, unit: MetricUnit) {
+        message(field) { exemplar in
+            var traceID: [UInt8]?
+            var spanID: [UInt8]?
+            for pair in kept.pairs {
+                if pair.key == "trace_id", traceID == nil, let bytes = hexBytes(pair.value, count: 16) {
+                    traceID = bytes
+                } else if pair.key == "span_id", spanID == nil, let bytes = hexBytes(pair.value, count: 8) {
+                    spanID = bytes
+                } else {
+                    exemplar.keyValue(7, pair.key, pair.value)
+                }
+            }
+            exemplar.fixed64(2, kept.wallTimeNanos)
+            exemplar.double(3, OTLPExporter.base(Double(kept.value), unit: unit))
+            if let spanID { exemplar.byteString(4, spanID) }
+            if let traceID { exemplar.byteString(5, traceID) }
+        }
+    }
+}
+
+/// The `count` bytes `text` (of `2 * count` hex digits, either case) spells; nil when it is not that.
+private func hexBytes(_ text: String, count: Int) -> [UInt8]? {
+    let digits = Array(text.utf8)
+    guard digits.count == 2 * count else { return nil }
+    func nibble(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case 0x30...0x39: digit - 0x30
+        case 0x61...0x66: digit - 0x61 + 10
+        case 0x41...0x46: digit - 0x41 + 10
+        default: nil
+        }
+    }
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(count)
+    for index in stride(from: 0, to: digits.count, by: 2) {
+        guard let high = nibble(digits[index]), let low = nibble(digits[index + 1]) else { return nil }
+        bytes.append(high << 4 | low)
+    }
+    return bytes
+}

@@ -1,0 +1,78 @@
+/// An `http://` URL, parsed: host, port and path (with its query), as `HTTPClient` sends to it.
+///
+/// Accepted: `http://HOST[:PORT][/PATH[?QUERY]]`, the host a name, an IPv4 address or an IPv6
+/// one in brackets; the port 80 when not given. Refused, each with the reason: other schemes
+/// (`https` among them: the client speaks plain HTTP), user names and passwords (give a header),
+/// fragments, and spaces or control characters.
+public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
+    /// The host as the resolver takes it (an IPv6 address without its brackets).
+    public var host: String
+    public var port: Int
+    /// The path and query as written after the authority; empty when the URL has none.
+    public var path: String
+
+    public init(parsing text: String) throws(HTTPURLError) {
+        func invalid(_ reason: String) -> HTTPURLError { HTTPURLError(url: text, reason: reason) }
+        guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else {
+            throw invalid("expected http://HOST[:PORT][/PATH]")
+        }
+        let scheme = text[..<colon].lowercased()
+        guard scheme == "http" else {
+            if scheme == "https" {
+                throw invalid("https is not supported: use http:// (to a local OpenTelemetry Collector, or a proxy that adds TLS)")
+            }
+            throw invalid("the scheme must be http")
+        }
+        let rest = text[colon...].dropFirst(3)
+        guard rest.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw invalid("spaces, control characters and non-ASCII are not allowed")
+        }
+        guard !rest.contains("#") else { throw invalid("a fragment (#...) is not sent to a server; leave it out") }
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+        let authority = rest[..<authorityEnd]
+        guard !authority.contains("@") else { throw invalid("user names and passwords are not taken in the URL; send a header") }
+        var hostPart = authority
+        var portPart: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { throw invalid("missing ] after an IPv6 address") }
+            hostPart = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw invalid("expected :PORT after the IPv6 address") }
+                portPart = after.dropFirst()
+            }
+        } else if let colon = authority.lastIndex(of: ":") {
+            hostPart = authority[..<colon]
+            portPart = authority[authority.index(after: colon)...]
+            if hostPart.contains(":") { throw invalid("put an IPv6 address in brackets, e.g. http://[::1]:4318") }
+        }
+        guard !hostPart.isEmpty else { throw invalid("missing host") }
+        var port = 80
+        if let portPart {
+            guard !portPart.isEmpty, portPart.count <= 5, portPart.allSatisfy({ $0.isASCII && $0.isNumber }),
+                let number = Int(portPart), (1...65535).contains(number)
+            else { throw invalid("the port must be a number from 1 to 65535") }
+            port = number
+        }
+        host = String(hostPart)
+        self.port = port
+        let tail = rest[authorityEnd...]
+        path = tail.hasPrefix("?") ? "/" + tail : String(tail)
+    }
+
+    /// `HOST:PORT` as the `Host` header writes it (`[::1]:4318` for IPv6; no port when it is 80).
+    public var authority: String {
+        let shown = host.contains(":") ? "[\(host)]" : host
+        return port == 80 ? shown : "\(shown):\(port)"
+    }
+
+    public var description: String { "http://\(authority)\(path)" }
+}
+
+/// Why a URL was refused: the URL and the part that is wrong.
+public struct HTTPURLError: Error, Equatable, Sendable, CustomStringConvertible {
+    public var url: String
+    public var reason: String
+
+    public var description: String { "\(url): \(reason)" }
+}

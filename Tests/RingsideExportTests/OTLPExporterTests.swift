@@ -1,0 +1,313 @@
+import Foundation
+import Ringside
+import RingsideAggregation
+@testable import RingsideExport
+import RingsideSnapshot
+import RingsideTestSupport
+import Testing
+
+/// OTLP's exponential buckets from Ringside's histograms, and the request they go out in, read
+/// back with the tests' protobuf reader from metrics.proto's field numbers.
+@Suite("OTLP exponential histograms and requests")
+struct OTLPExporterTests {
+    /// The OTLP bucket of one value (in `unit`), through a histogram holding only it.
+    func index(of value: UInt64, unit: MetricUnit = .none, scale: Int) -> Int32? {
+        var histogram = Histogram()
+        histogram.record(value)
+        let buckets = ExportBuckets.exponential(histogram, unit: unit, scale: scale)
+        return buckets.counts.isEmpty ? nil : buckets.offset
+    }
+
+    @Test("bucket i holds (base^i, base^(i+1)]: a power of two is the top of the bucket below its exponent's, one below Prometheus's index")
+    func indexes() {
+        // scale 0: base 2, so 1 is in (1/2, 1], bucket -1; 2 in (1, 2], bucket 0; 3 and 4 in (2, 4], bucket 1.
+        #expect(index(of: 1, scale: 0) == -1)
+        #expect(index(of: 2, scale: 0) == 0)
+        #expect(index(of: 3, scale: 0) == 1)
+        #expect(index(of: 4, scale: 0) == 1)
+        #expect(index(of: 5, scale: 0) == 2)
+        // scale -1: base 4: (1, 4] is bucket 0, (4, 16] bucket 1.
+        #expect(index(of: 4, scale: -1) == 0)
+        #expect(index(of: 5, scale: -1) == 1)
+        // scale 5: 32 buckets an octave; 1 s (10^9 ns) is 2^0 exactly: the top of bucket -1.
+        #expect(index(of: 2, scale: 5) == 31)
+        #expect(index(of: 1_000_000_000, unit: .nanoseconds, scale: 5) == -1)
+        #expect(index(of: 1_000, unit: .milliseconds, scale: 5) == -1)
+        // 1 ns is 10^-9 s: log2 = -29.897, so at scale 0 the bucket (2^-30, 2^-29], -30.
+        #expect(index(of: 1, unit: .nanoseconds, scale: 0) == -30)
+    }
+
+    @Test("every value lands in the bucket whose bounds hold it, at every scale, as Prometheus's native bucket numbered one less")
+    func boundsHoldEveryValue() {
+        var random = SplitMix64(seed: 7)
+        for scale in NativeBuckets.schemas {
+            for _ in 0..<2_000 {
+                // Values below 1024 are exact in Ringside: the bucket's bounds must hold the value itself.
+                let value = UInt64.random(in: 1..<1024, using: &random)
+                let base = pow(2, pow(2, -Double(scale)))
+                let bucket = index(of: value, scale: scale)!
+                let position = log2(Double(value)) * pow(2, Double(scale))
+                // pow's rounding could place a value on a boundary either way: those are checked above.
+                guard abs(position - position.rounded()) > 1e-9 else { continue }
+                #expect(
+                    pow(base, Double(bucket)) < Double(value) && Double(value) <= pow(base, Double(bucket + 1)),
+                    "\(value) at scale \(scale)")
+                var histogram = Histogram()
+                histogram.record(value)
+                #expect(NativeBuckets(histogram, schema: scale, baseUnitsPerValue: 1).buckets.first?.index == bucket + 1)
+            }
+        }
+    }
+
+    @Test("buckets are dense from the first non-empty one, zeros in the zero bucket, counts as recorded")
+    func denseBuckets() {
+        var histogram = Histogram()
+        for _ in 0..<3 { histogram.record(0) }
+        for value: UInt64 in [1, 2, 2, 8, 8, 8] { histogram.record(value) }  // scale 0: buckets -1, 0, 0, 2, 2, 2
+        let buckets = ExportBuckets.exponential(histogram, unit: .none, scale: 0)
+        #expect(buckets.scale == 0 && buckets.zeroCount == 3 && buckets.zeroThreshold == NativeBuckets.defaultZeroThreshold)
+        #expect(buckets.offset == -1)
+        #expect(buckets.counts == [1, 2, 0, 3])
+        #expect(ExportBuckets.exponential(Histogram(), unit: .none, scale: 0).counts.isEmpty)
+    }
+
+    // MARK: - The request
+
+    func series(
+        _ name: String, _ kind: MetricKind, unit: MetricUnit = .none, labels: String = "", merge: GaugeMerge = .last, id: UInt64
+    )
+        -> SeriesSnapshot
+    {
+        let metric = MetricDescriptor(
+            index: 0, name: name, kind: kind, unit: unit, encodedLabels: labels, help: name == "fill" ? "Order to fill" : "",
+            sampleEvery: 1, gaugeMerge: merge)
+        return SeriesSnapshot(ring: "bot-a", metric: metric, id: id, windows: [])
+    }
+
+    @Test("a request holds a resource per bot (and per per-worker gauge's process), a Metric per name, each series' values in base units")
+    func request() throws {
+        var snapshot = Snapshot()
+        var fill = series("fill", .histogram, unit: .microseconds, labels: "venue=X", id: 1)
+        var histogram = Histogram()
+        for value: UInt64 in [0, 250, 1_000_000] { histogram.record(value) }  // 0, 250 us, 1 s
+        fill.cumulative = histogram
+        fill.cumulativeCount = 3
+        fill.cumulativeSum = 1_000_250
+        var orders = series("orders", .counter, labels: "side=buy", id: 2)
+        orders.cumulativeExactSum = 7
+        orders.cumulativeSum = 7
+        var exposure = series("exposure", .gauge, unit: .bytes, id: 3)
+        exposure.lastValue = 1.5
+        var inFlight = series("in_flight", .gauge, labels: "pid=4242", merge: .perWorker, id: 4)
+        inFlight.lastValue = 2
+        var fillY = fill
+        fillY.metric = series("fill", .histogram, unit: .microseconds, labels: "venue=Y", id: 5).metric
+        fillY.id = 5
+        snapshot.series = [fill, orders, exposure, inFlight, fillY, series("unset", .gauge, id: 6)]
+
+        let bytes = OTLPExporter.request(
+            snapshot, origin: OTLPExporter.Origin(hostName: "h1"), scale: 0, timeNanos: 2_000, startNanos: { 1_000 + $0.id })
+        let resources = try decodeRequest(bytes)
+        #expect(
+            resources.map(\.attributes) == [
+                ["service.name": "bot-a", "service.instance.id": "h1", "host.name": "h1"],
+                ["service.name": "bot-a", "service.instance.id": "h1", "host.name": "h1", "process.pid": "4242"],
+            ])
+        #expect(resources.map(\.scope) == ["ringside", "ringside"])
+        let metrics = resources[0].metrics
+        #expect(metrics.map(\.name) == ["fill", "orders", "exposure"])  // never set: no data point, no Metric
+        #expect(metrics.map(\.unit) == ["s", "", "By"])
+        #expect(metrics[0].description == "Order to fill")
+        // The histogram: both series, cumulative, in seconds.
+        #expect(metrics[0].kind == 10 && metrics[0].temporality == 2)
+        let point = metrics[0].points[0]
+        #expect(metrics[0].points.map(\.attributes) == [["venue": "X"], ["venue": "Y"]])
+        #expect(point.start == 1_001 && point.time == 2_000)
+        #expect(point.count == 3 && point.sum == 1.00025 && point.min == 0 && point.max == 1)
+        #expect(point.scale == 0 && point.zeroCount == 1 && point.zeroThreshold == NativeBuckets.defaultZeroThreshold)
+        // 250 us is in (2^-12, 2^-11], bucket -12; 1 s in (1/2, 1], bucket -1.
+        #expect(point.offset == -12 && point.counts.count == 12 && point.counts.first == 1 && point.counts.last == 1)
+        #expect(point.counts.reduce(0, +) == 2)
+        // The counter: monotonic, cumulative, an exact integer; the gauge: a double, no start.
+        #expect(metrics[1].kind == 7 && metrics[1].temporality == 2 && metrics[1].monotonic)
+        #expect(metrics[1].points[0].asInt == 7 && metrics[1].points[0].start == 1_002)
+        #expect(metrics[2].kind == 5 && metrics[2].points[0].asDouble == 1.5 && metrics[2].points[0].start == 0)
+        #expect(resources[1].metrics.map(\.name) == ["in_flight"])
+        #expect(resources[1].metrics[0].points[0].attributes == ["pid": "4242"])
+    }
+
+    @Test("an exemplar's trace_id and span_id go in their fields as bytes, its other labels as attributes")
+    func exemplars() throws {
+        var snapshot = Snapshot()
+        var fill = series("fill", .histogram, unit: .nanoseconds, id: 1)
+        var histogram = Histogram()
+        histogram.record(5_000)
+        fill.cumulative = histogram
+        fill.cumulativeCount = 1
+        fill.bucketExemplars = [
+            KeptExemplar(
+                value: 5_000, timeNanos: 1, wallTimeNanos: 77,
+                labels: "trace_id=0af7651916cd43dd8448eb211c80319c\nspan_id=b7ad6b7169203331\norder=42", pid: 1, threadID: 1, threadName: ""
+            )
+        ]
+        snapshot.series = [fill]
+        let bytes = OTLPExporter.request(
+            snapshot, origin: OTLPExporter.Origin(hostName: "h"), scale: 5, timeNanos: 100, startNanos: { _ in 1 })
+        let exemplar = try #require(try decodeRequest(bytes).first?.metrics.first?.points.first?.exemplars.first)
+        #expect(exemplar.attributes == ["order": "42"] && exemplar.time == 77 && exemplar.value == 5e-6)
+        #expect(exemplar.traceID == [0x0A, 0xF7, 0x65, 0x19, 0x16, 0xCD, 0x43, 0xDD, 0x84, 0x48, 0xEB, 0x21, 0x1C, 0x80, 0x31, 0x9C])
+        #expect(exemplar.spanID == [0xB7, 0xAD, 0x6B, 0x71, 0x69, 0x20, 0x33, 0x31])
+    }
+}
+
+// MARK: - Reading requests back
+
+struct DecodedResource {
+    var attributes: [String: String] = [:]
+    var scope = ""
+    var metrics: [DecodedOTLPMetric] = []
+}
+
+struct DecodedOTLPMetric {
+    var name = "", description = "", unit = ""
+    /// The `data` field's number: 5 gauge, 7 sum, 10 exponential histogram.
+    var kind = 0
+    var temporality: UInt64 = 0
+    var monotonic = false
+    var points: [DecodedPoint] = []
+}
+
+struct DecodedPoint {
+    var attributes: [String: String] = [:]
+    var start: UInt64 = 0, time: UInt64 = 0
+    var count: UInt64 = 0, sum = 0.0, min = 0.0, max = 0.0
+    var scale: Int64 = 0, zeroCount: UInt64 = 0, zeroThreshold = 0.0
+    var offset: Int64 = 0, counts: [UInt64] = []
+    var asInt: Int64?, asDouble: Double?
+    var exemplars: [DecodedOTLPExemplar] = []
+}
+
+struct DecodedOTLPExemplar {
+    var attributes: [String: String] = [:]
+    var time: UInt64 = 0, value = 0.0
+    var traceID: [UInt8] = [], spanID: [UInt8] = []
+}
+
+/// `ExportMetricsServiceRequest`'s resources, by metrics.proto's, common.proto's and
+/// resource.proto's field numbers.
+func decodeRequest(_ bytes: [UInt8]) throws -> [DecodedResource] {
+    var resources: [DecodedResource] = []
+    try forEachField(bytes) { field in
+        guard field.number == 1 else { return }
+        var resource = DecodedResource()
+        try forEachField(field.bytes) { part in
+            switch part.number {
+            case 1: try forEachField(part.bytes) { if $0.number == 1 { try keyValue($0.bytes, into: &resource.attributes) } }
+            case 2:
+                try forEachField(part.bytes) { scopeField in
+                    if scopeField.number == 1 {
+                        try forEachField(scopeField.bytes) {
+                            if $0.number == 1 { resource.scope = String(decoding: $0.bytes, as: UTF8.self) }
+                        }
+                    } else if scopeField.number == 2 {
+                        resource.metrics.append(try decodeMetric(scopeField.bytes))
+                    }
+                }
+            default: break
+            }
+        }
+        resources.append(resource)
+    }
+    return resources
+}
+
+private func decodeMetric(_ bytes: [UInt8]) throws -> DecodedOTLPMetric {
+    var metric = DecodedOTLPMetric()
+    try forEachField(bytes) { field in
+        switch field.number {
+        case 1: metric.name = String(decoding: field.bytes, as: UTF8.self)
+        case 2: metric.description = String(decoding: field.bytes, as: UTF8.self)
+        case 3: metric.unit = String(decoding: field.bytes, as: UTF8.self)
+        case 5, 7, 10:
+            metric.kind = field.number
+            try forEachField(field.bytes) { data in
+                switch data.number {
+                case 1: metric.points.append(try decodePoint(data.bytes, exponential: field.number == 10))
+                case 2: metric.temporality = data.varint
+                case 3: metric.monotonic = data.varint == 1
+                default: break
+                }
+            }
+        default: break
+        }
+    }
+    return metric
+}
+
+private func decodePoint(_ bytes: [UInt8], exponential: Bool) throws -> DecodedPoint {
+    var point = DecodedPoint()
+    try forEachField(bytes) { field in
+        switch (exponential, field.number) {
+        case (true, 1), (false, 7): try keyValue(field.bytes, into: &point.attributes)
+        case (_, 2): point.start = field.fixed
+        case (_, 3): point.time = field.fixed
+        case (true, 4): point.count = field.fixed
+        case (true, 5): point.sum = Double(bitPattern: field.fixed)
+        case (true, 6): point.scale = zigzag(field.varint)
+        case (true, 7): point.zeroCount = field.fixed
+        case (true, 8):
+            try forEachField(field.bytes) { buckets in
+                if buckets.number == 1 { point.offset = zigzag(buckets.varint) }
+                if buckets.number == 2 {
+                    var packed = ProtobufReader(bytes: buckets.bytes)
+                    while !packed.atEnd { point.counts.append(try packed.varint()) }
+                }
+            }
+        case (true, 11): point.exemplars.append(try decodeExemplar(field.bytes))
+        case (true, 12): point.min = Double(bitPattern: field.fixed)
+        case (true, 13): point.max = Double(bitPattern: field.fixed)
+        case (true, 14): point.zeroThreshold = Double(bitPattern: field.fixed)
+        case (false, 4): point.asDouble = Double(bitPattern: field.fixed)
+        case (false, 6): point.asInt = Int64(bitPattern: field.fixed)
+        default: break
+        }
+    }
+    return point
+}
+
+private func decodeExemplar(_ bytes: [UInt8]) throws -> DecodedOTLPExemplar {
+    var exemplar = DecodedOTLPExemplar()
+    try forEachField(bytes) { field in
+        switch field.number {
+        case 7: try keyValue(field.bytes, into: &exemplar.attributes)
+        case 2: exemplar.time = field.fixed
+        case 3: exemplar.value = Double(bitPattern: field.fixed)
+        case 4: exemplar.spanID = field.bytes
+        case 5: exemplar.traceID = field.bytes
+        default: break
+        }
+    }
+    return exemplar
+}
+
+/// A `KeyValue` whose `AnyValue` is a string (1) or an int (3, written in decimal).
+private func keyValue(_ bytes: [UInt8], into attributes: inout [String: String]) throws {
+    var key = "", value = ""
+    try forEachField(bytes) { field in
+        if field.number == 1 { key = String(decoding: field.bytes, as: UTF8.self) }
+        if field.number == 2 {
+            try forEachField(field.bytes) { any in
+                if any.number == 1 { value = String(decoding: any.bytes, as: UTF8.self) }
+                if any.number == 3 { value = String(Int64(bitPattern: any.varint)) }
+            }
+        }
+    }
+    attributes[key] = value
+}
+
+private func forEachField(
+    _ bytes: [UInt8], _ body: ((number: Int, varint: UInt64, fixed: UInt64, bytes: [UInt8])) throws -> Void
+) throws {
+    var reader = ProtobufReader(bytes: bytes)
+    while !reader.atEnd { try body(try reader.field()) }
+}

@@ -1,0 +1,334 @@
+"""--otlp-endpoint: what the collector pushes, decoded by OpenTelemetry's own protobuf package
+(PyPI's `opentelemetry-proto`) in a receiver this test runs, is what /latest says, series by
+series; and a receiver that answers 503, refuses, or hangs costs the collector nothing but counted
+retries, failures and drops."""
+
+import gzip
+import http.server
+import math
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+import ringside
+from conftest import Collector, _collector_path, missing
+
+try:
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
+    CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+except ImportError:
+    ExportMetricsServiceRequest = None
+
+SCALE = 5  # the collector's without --native-histograms (docs/otlp.md)
+NANOS = 1e9  # a second's; values in ns are divided by it, as the collector does
+
+
+class Receiver:
+    """An OTLP/HTTP receiver on an ephemeral port: each POST's path, headers and decoded request,
+    answered as `answer(number)` says: (status, headers, body), or None to hang (never answer)."""
+
+    def __init__(self, answer=lambda number: (200, {}, b"")):
+        self.requests = []  # (path, headers, ExportMetricsServiceRequest, status answered or None)
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = ExportMetricsServiceRequest.FromString(gzip.decompress(body))
+                with receiver.lock:
+                    number = len(receiver.requests)
+                    reply = answer(number)
+                    receiver.requests.append((self.path, dict(self.headers), request, reply and reply[0]))
+                if reply is None:
+                    receiver.release.wait()
+                    self.close_connection = True
+                    return
+                status, headers, payload = reply
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *arguments):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def taken(self):
+        """The requests answered with a 2xx, in the order they came."""
+        with self.lock:
+            return [entry for entry in self.requests if entry[3] is not None and 200 <= entry[3] < 300]
+
+    def close(self):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receivers():
+    if ExportMetricsServiceRequest is None:
+        missing("the opentelemetry-proto package is not installed (pip install opentelemetry-proto)")
+    made = []
+
+    def make(answer=lambda number: (200, {}, b"")):
+        made.append(Receiver(answer))
+        return made[-1]
+    yield make
+    for receiver in made:
+        receiver.close()
+
+
+@pytest.fixture
+def bots(ring_dir):
+    """produce(name) for the test, each bot closed at its end."""
+    made = []
+
+    def make(name):
+        made.append(produce(ring_dir, name))
+        return made[-1]
+    yield make
+    for bot in made:
+        bot.close()
+
+
+@pytest.fixture
+def start_collector(ring_dir):
+    binary = _collector_path()
+    if binary is None:
+        missing("ringside-collector is not built: run `swift build` or set RINGSIDE_COLLECTOR")
+    started = []
+
+    def start(*arguments):
+        started.append(Collector(binary, ring_dir, *arguments))
+        return started[-1]
+    yield start
+    for collector in started:
+        collector.stop()
+
+
+def attributes(key_values):
+    """KeyValues as a dict of their string (or int) values."""
+    return {kv.key: kv.value.string_value if kv.value.HasField("string_value") else kv.value.int_value for kv in key_values}
+
+
+def otlp_index(value_in_seconds):
+    """The OTLP bucket of a value at SCALE: i with base^i < value <= base^(i+1), base = 2^(2^-SCALE)."""
+    position = math.log2(value_in_seconds) * 2**SCALE
+    assert abs(position - round(position)) > 1e-6, f"{value_in_seconds} is on a bucket's boundary: pick another"
+    return math.ceil(position) - 1
+
+
+def ringside_midpoint(value):
+    """The value Ringside reports for `value`'s bucket (its midpoint; values below 1024 exactly)."""
+    octave = max(0, value.bit_length() - 10)
+    return (value >> octave << octave) + ((1 << octave) >> 1)
+
+
+def expected_buckets(values, per_base):
+    """(zero count, {OTLP index: count}) of `values`, whole numbers of a unit `per_base` to the base unit."""
+    zeros, counts = 0, {}
+    for value in values:
+        if value == 0:
+            zeros += 1
+        else:
+            index = otlp_index(ringside_midpoint(value) / per_base)
+            counts[index] = counts.get(index, 0) + 1
+    return zeros, counts
+
+
+def data_points(request):
+    """Every data point of a request by (service.name, metric name, attributes as sorted pairs):
+    (resource attributes, Metric, data point)."""
+    points = {}
+    for resource_metrics in request.resource_metrics:
+        resource = attributes(resource_metrics.resource.attributes)
+        for scope_metrics in resource_metrics.scope_metrics:
+            assert scope_metrics.scope.name == "ringside"
+            for metric in scope_metrics.metrics:
+                kind = metric.WhichOneof("data")
+                for point in getattr(metric, kind).data_points:
+                    key = (resource["service.name"], metric.name, tuple(sorted(attributes(point.attributes).items())))
+                    assert key not in points, f"{key} twice in one request"
+                    points[key] = (resource, metric, point)
+    return points
+
+
+LATENCIES = [700, 900, 1_500, 2_047, 40_000, 41_000, 250_000, 3_000_000]  # ns
+SIZES = [0, 0, 3, 100, 4_096, 70_000]  # bytes
+
+
+def produce(ring_dir, name):
+    """A bot with known values: histograms in ns and bytes (two zeros), an exemplar with a trace
+    id, a counter, gauges (one per worker, so labelled with this process's pid). Kept open, so its
+    series stay while the test reads them; closed at the test's end."""
+    bot = ringside.Bot(name, ring_dir)
+    latency = bot.histogram("fill_latency", unit="ns", labelnames=("venue",), help="Order to fill")
+    for value in LATENCIES:
+        latency.labels(venue="X").observe(value)
+    latency.labels(venue="Y").observe(5_000, exemplar={"trace_id": "0af7651916cd43dd8448eb211c80319c", "order": "42"})
+    sizes = bot.histogram("payload", unit="bytes")
+    for value in SIZES:
+        sizes.observe(value)
+    orders = bot.counter("orders", labelnames=("side",))
+    orders.labels(side="buy").inc(7)
+    orders.labels(side="sell").inc(3)
+    bot.gauge("exposure").set(1250.5)
+    bot.gauge("in_flight", merge="per_worker").set(4)
+    bot.gauge("never_set")
+    return bot
+
+
+def wait_for_totals(collector, name):
+    collector.wait_for("the bot's records", lambda: (
+        (s := collector.series(name, "fill_latency", venue="X")) and s["total_count"] == len(LATENCIES)
+        and (p := collector.series(name, "payload")) and p["total_count"] == len(SIZES)))
+
+
+def test_every_series_count_sum_and_bucket_is_what_latest_says(bots, receivers, start_collector):
+    receiver = receivers()
+    collector = start_collector("--otlp-endpoint", receiver.url, "--otlp-interval", "200ms", "--otlp-header", "X-Tenant=desk=7")
+    bots("otlpbot")
+    wait_for_totals(collector, "otlpbot")
+    latest = collector.latest()
+    generated = latest["generated_at"]
+    # An export made after that page: the bot had closed, so its values are the page's.
+    count = len(receiver.taken())
+    collector.wait_for("an export after /latest", lambda: len(receiver.taken()) > count + 1)
+    path, headers, request, _ = receiver.taken()[-1]
+    assert path == "/v1/metrics"
+    assert headers["Content-Type"] == "application/x-protobuf" and headers["Content-Encoding"] == "gzip"
+    assert headers["X-Tenant"] == "desk=7"
+    points = data_points(request)
+    assert latest["generated_at"] == generated
+
+    want = set()
+    for series in latest["series"]:
+        labels = tuple(sorted(series["labels"].items()))
+        key = (series["ring"], series["metric"], labels)
+        if series["kind"] == "gauge" and series["value"] is None:
+            assert key not in points, f"{key}: a gauge never set has no data point"
+            continue
+        want.add(key)
+        resource, metric, point = points[key]
+        assert resource["host.name"] == socket.gethostname() and resource["service.instance.id"] == socket.gethostname()
+        assert point.time_unix_nano > 0
+        if series["kind"] == "histogram":
+            per_base = NANOS if series["unit"] == "ns" else 1
+            assert metric.unit == ("s" if series["unit"] == "ns" else "By")
+            assert metric.exponential_histogram.aggregation_temporality == CUMULATIVE
+            assert point.count == series["total_count"], key
+            assert point.sum == pytest.approx(series["total_sum"] / per_base, rel=1e-12), key
+            assert point.scale == SCALE
+            assert 0 < point.start_time_unix_nano <= point.time_unix_nano
+            buckets = {point.positive.offset + i: c for i, c in enumerate(point.positive.bucket_counts) if c}
+            assert point.zero_count + sum(buckets.values()) == point.count, key
+        elif series["kind"] == "counter":
+            assert metric.sum.is_monotonic
+            assert metric.sum.aggregation_temporality == CUMULATIVE
+            assert point.as_int == series["total"], key
+            assert 0 < point.start_time_unix_nano <= point.time_unix_nano
+        else:
+            assert point.as_double == series["value"], key
+    assert set(points) == want, "the export's series are not /latest's"
+
+    # The known values, bucket by bucket, as the mapping places them (docs/otlp.md).
+    _, metric, point = points[("otlpbot", "fill_latency", (("venue", "X"),))]
+    assert metric.description == "Order to fill"
+    zeros, counts = expected_buckets(LATENCIES, NANOS)
+    assert point.zero_count == zeros == 0
+    assert {point.positive.offset + i: c for i, c in enumerate(point.positive.bucket_counts) if c} == counts
+    assert point.min == min(LATENCIES) / NANOS and point.max == max(LATENCIES) / NANOS
+    _, _, point = points[("otlpbot", "payload", ())]
+    zeros, counts = expected_buckets(SIZES, 1)
+    assert point.zero_count == zeros == 2 and point.zero_threshold > 0
+    assert {point.positive.offset + i: c for i, c in enumerate(point.positive.bucket_counts) if c} == counts
+    assert (point.min, point.max) == (0, max(SIZES))
+    # The exemplar: its trace id in the field of its own, the rest as attributes.
+    _, _, point = points[("otlpbot", "fill_latency", (("venue", "Y"),))]
+    assert [bytes(e.trace_id).hex() for e in point.exemplars] == ["0af7651916cd43dd8448eb211c80319c"]
+    assert attributes(point.exemplars[0].filtered_attributes) == {"order": "42"}
+    assert point.exemplars[0].as_double == 5_000 / NANOS
+    # A per-worker gauge's series is its process's: the resource says which.
+    resource, _, _ = points[("otlpbot", "in_flight", (("pid", str(os.getpid())),))]
+    assert resource["process.pid"] == os.getpid()
+    resource, _, _ = points[("otlpbot", "exposure", ())]
+    assert "process.pid" not in resource
+
+    otlp = collector.latest()["collector"]["otlp"]
+    assert otlp["exports_sent"] >= len(receiver.taken()) - 1 and otlp["exports_failed"] == otlp["exports_dropped"] == 0
+    assert 'ringside_otlp_exports_total{result="sent"}' in collector.get("/metrics")
+
+
+def test_a_receiver_that_answers_503_loses_nothing_the_queue_holds(bots, receivers, start_collector):
+    # The first 4 attempts: 503 with Retry-After: 1; then every export is taken.
+    receiver = receivers(lambda number: (503, {"Retry-After": "1"}, b"overloaded\n") if number < 4 else (200, {}, b""))
+    collector = start_collector("--otlp-endpoint", receiver.url, "--otlp-interval", "200ms")
+    bots("retrybot")
+    wait_for_totals(collector, "retrybot")
+    collector.wait_for("exports taken after the 503s", lambda: len(receiver.taken()) >= 3)
+    otlp = collector.latest()["collector"]["otlp"]
+    assert otlp["retries"] >= 4 and otlp["exports_dropped"] == 0 and otlp["exports_failed"] == 0
+    # Every export made was sent (none dropped), oldest first: their times only increase.
+    times = [data_points(request)[("retrybot", "orders", (("side", "buy"),))][2].time_unix_nano
+             for _, _, request, _ in receiver.taken() if ("retrybot", "orders", (("side", "buy"),)) in data_points(request)]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    first_taken = [entry[3] for entry in receiver.requests].index(200)
+    # The export refused first is the first taken: it waited at the head of the queue.
+    assert receiver.requests[0][2] == receiver.requests[first_taken][2]
+    collector.wait_for("the recovery logged", lambda: any("exports are sent again" in line for line in collector.log))
+    failing = [line for line in collector.log if "exports fail: HTTP 503" in line]
+    assert len(failing) == 1, collector.log  # once per change of state, not per attempt
+    assert "overloaded" in failing[0]
+    assert 'ringside_otlp_retries_total' in collector.get("/metrics")
+
+
+def test_a_receiver_that_refuses_an_export_is_not_asked_again(bots, receivers, start_collector):
+    receiver = receivers(lambda number: (400, {"Content-Type": "text/plain"}, b"bad metric name\nsecond line\n"))
+    collector = start_collector("--otlp-endpoint", receiver.url, "--otlp-interval", "200ms")
+    bots("refusedbot")
+    otlp = collector.wait_for("two failed exports", lambda: (
+        (o := collector.latest()["collector"]["otlp"]) and o["exports_failed"] >= 2 and o))
+    assert otlp["retries"] == 0 and otlp["exports_sent"] == 0 and otlp["failing"]
+    assert otlp["last_error"] == "HTTP 400 Bad Request: bad metric name"
+    refused = [line for line in collector.log if "refused an export" in line]
+    assert len(refused) == 1 and "bad metric name" in refused[0] and "second line" not in refused[0], collector.log
+
+
+def test_a_receiver_that_hangs_costs_timeouts_and_drops_not_the_drain(bots, receivers, start_collector):
+    receiver = receivers(lambda number: None)  # accepts, reads, never answers
+    collector = start_collector("--otlp-endpoint", receiver.url, "--otlp-interval", "100ms", "--otlp-timeout", "300ms")
+    bot = bots("hangbot")
+    collector.wait_for("an export to hang", lambda: receiver.requests)
+    # The drain and the HTTP server go on: records written now are drained and served.
+    latency = bot.histogram("fill_latency", unit="ns", labelnames=("venue",), help="Order to fill").labels(venue="X")
+    for value in LATENCIES:
+        latency.observe(value)
+    collector.wait_for("the records written while the receiver hangs", lambda: (
+        (s := collector.series("hangbot", "fill_latency", venue="X")) and s["total_count"] == 2 * len(LATENCIES)))
+    assert "ringside_otlp_timeouts_total" in collector.get("/metrics")
+    # Attempts time out and are counted; the queue fills (30 exports, 3 s at 100ms) and drops the oldest.
+    otlp = collector.wait_for("timeouts and drops", lambda: (
+        (o := collector.latest()["collector"]["otlp"]) and o["timeouts"] >= 2 and o["exports_dropped"] >= 1 and o), timeout=30)
+    assert otlp["retries"] >= otlp["timeouts"] and otlp["exports_sent"] == 0
+    assert otlp["queued"] <= otlp["queue_capacity"] == 30
+    assert otlp["last_error"].startswith("timed out waiting for the response")
+    assert len([line for line in collector.log if "exports fail: timed out" in line]) == 1, collector.log
+    assert len([line for line in collector.log if "the queue of 30 exports is full" in line]) == 1, collector.log
+    # It stops within its timeout though the receiver never answers.
+    began = time.monotonic()
+    collector.stop()
+    assert collector.process.returncode == 0 and time.monotonic() - began < 10
