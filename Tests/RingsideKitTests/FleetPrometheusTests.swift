@@ -175,10 +175,11 @@ private struct HistogramSample: CustomStringConvertible {
 }
 
 /// The end of a `window`-second window in which every host has the same number of samples, the
-/// first of them empty and the last full (`full` values), none nearer than 0.1 s to either end, and from its
-/// first sample to the window's start and from its last to the end less than 1.1 times its
-/// average spacing: where rate() extrapolates every host by the same factor. Tried every 0.1 s
-/// over the samples' span; nil if none is.
+/// first of them empty and the last full (`full` values), none nearer than 0.1 s to either end;
+/// from its first sample to the window's start and from its last to the end less than 1.1 times
+/// its average spacing; and its samples spanning the same time as every other host's, within
+/// 0.2 %: where rate() scales every host by the same factor. Tried every 0.1 s over the samples'
+/// span; nil if none is.
 private func fairWindowEnd(_ hosts: [(samples: [HistogramSample], full: Double)], window: Double) -> Double? {
     guard let earliest = hosts.compactMap({ $0.samples.first?.time }).max(), let latest = hosts.compactMap({ $0.samples.last?.time }).min()
     else { return nil }
@@ -193,7 +194,10 @@ private func fairWindowEnd(_ hosts: [(samples: [HistogramSample], full: Double)]
             let margins = [first.time - (end - window), end - last.time]
             return margins.allSatisfy { $0 > 0.1 && $0 < 1.1 * spacing }
         }
-        if fair { return end }
+        // rate() then scales each host by window / span: the spans must agree (to 0.2 %, a
+        // scrape's jitter), or the hosts weigh unequally after all.
+        let spans = inside.map { samples, _ in (samples.last?.time ?? 0) - (samples.first?.time ?? 0) }
+        if fair, let shortest = spans.min(), let longest = spans.max(), longest - shortest <= 0.002 * shortest { return end }
         end += 0.1
     }
     return nil
