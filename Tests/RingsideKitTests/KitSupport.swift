@@ -104,3 +104,16 @@ func ruleExpressions(inRulesFile text: String) -> [String] {
     }
     return expressions
 }
+
+/// A file of the kit's as shipped, with each of `replacements` made: a test runs the shipped
+/// configuration with its own addresses. Each original must occur exactly once, so that a change
+/// to the file fails the test instead of leaving it to test something else.
+func shippedFile(_ relativePath: String, replacing replacements: [(original: String, replacement: String)]) throws -> String {
+    var text = try String(contentsOfFile: kitFile(relativePath), encoding: .utf8)
+    for (original, replacement) in replacements {
+        let count = text.components(separatedBy: original).count - 1
+        guard count == 1 else { throw TestSupportError("\(relativePath) holds \(count) copies of \(original.debugDescription), not 1") }
+        text = text.replacingOccurrences(of: original, with: replacement)
+    }
+    return text
+}

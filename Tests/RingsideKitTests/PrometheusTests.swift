@@ -14,21 +14,31 @@ final class PrometheusServer {
 
     /// Starts `prometheus` with `config` (YAML text) and any further `arguments` (feature flags),
     /// retrying on another port if the one picked is taken meanwhile.
-    init(executable: String, config: String, arguments: [String] = []) throws {
+    convenience init(executable: String, config: String, arguments: [String] = []) throws {
+        try self.init(executable: executable, arguments: arguments) { _ in config }
+    }
+
+    /// Starts `prometheus` with the configuration `config` gives for its port (a config that
+    /// scrapes the server itself), and `arguments`; in agent mode (`agent`, with
+    /// `--enable-feature=agent` among `arguments`) it keeps a write-ahead log, not a database.
+    init(executable: String, agent: Bool = false, arguments: [String] = [], config: (_ port: Int) -> String) throws {
         directory = try TemporaryDirectory("ringside-prometheus")
+        // Agent mode refuses the database's flags.
+        let storage =
+            agent
+            ? ["--storage.agent.path=\(directory.path)/data"]
+            : ["--storage.tsdb.path=\(directory.path)/data", "--storage.tsdb.retention.time=1h"]
         var attempt = 0
         while true {
             attempt += 1
             let port = try freeLoopbackPort()
             do {
                 let configPath = directory.path + "/prometheus.yml"
-                try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+                try config(port).write(toFile: configPath, atomically: true, encoding: .utf8)
                 let process = try ChildProcess(
                     executable,
-                    [
-                        "--config.file=\(configPath)", "--storage.tsdb.path=\(directory.path)/data",
-                        "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn", "--storage.tsdb.retention.time=1h",
-                    ] + arguments)
+                    ["--config.file=\(configPath)", "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn"] + storage
+                        + arguments)
                 let ready = eventually(seconds: 20) { () -> Bool? in
                     (try? httpGet(port: port, path: "/-/ready", timeoutSeconds: 2))?.status == 200 ? true : nil
                 }

@@ -265,7 +265,8 @@ package func systemTool(_ name: String) -> String? {
 
 /// The Debian package of each tool the tests ask for, where its name differs.
 private let debianPackages = [
-    "promtool": "prometheus", "cc": "gcc", "c++": "g++", "clang++": "clang", "setpriv": "util-linux", "perl": "perl-base",
+    "promtool": "prometheus", "amtool": "prometheus-alertmanager", "cc": "gcc", "c++": "g++", "clang++": "clang", "setpriv": "util-linux",
+    "perl": "perl-base",
 ]
 
 // MARK: - Seeded randomness and file surgery
