@@ -146,32 +146,14 @@ public enum ScrapeBenchmark {
                     return Double(rs_clock_precise_ns() - start) / 1e6
                 }, detail: "the collector's own section alone (no series changed), on one thread"))
 
-        let fixedPage = [UInt8](repeating: UInt8(ascii: "x"), count: busy.last?.bytes ?? 0)
-        let fixedServer: HTTPServer
-        do {
-            fixedServer = try HTTPServer(listen: "127.0.0.1:0") { _ in HTTPResponse(body: fixedPage) }
-            try fixedServer.start()
-        } catch { throw BenchError("starting the fixed-page server: \(error)") }
-        defer { fixedServer.stop() }
         rows.append(
-            .init(
-                name: "fixed.page",
-                millis: try (0..<scrapes).map { _ throws(BenchError) in
-                    try get(port: fixedServer.boundPort).millis
-                }, detail: "the same server sending a ready page of the same size: the transport"))
-        let fixedGzipPage = [UInt8](repeating: UInt8(ascii: "x"), count: busyGzip.last?.bytes ?? 0)
-        let fixedGzipServer: HTTPServer
-        do {
-            fixedGzipServer = try HTTPServer(listen: "127.0.0.1:0") { _ in HTTPResponse(body: fixedGzipPage) }
-            try fixedGzipServer.start()
-        } catch { throw BenchError("starting the fixed-page server: \(error)") }
-        defer { fixedGzipServer.stop() }
+            try fixedPageRow(
+                "fixed.page", bytes: busy.last?.bytes ?? 0, scrapes: scrapes,
+                detail: "the same server sending a ready page of the same size: the transport"))
         rows.append(
-            .init(
-                name: "fixed.page.gzip",
-                millis: try (0..<scrapes).map { _ throws(BenchError) in
-                    try get(port: fixedGzipServer.boundPort).millis
-                }, detail: "the same, a ready page of the gzipped page's size"))
+            try fixedPageRow(
+                "fixed.page.gzip", bytes: busyGzip.last?.bytes ?? 0, scrapes: scrapes,
+                detail: "the same, a ready page of the gzipped page's size"))
 
         let method =
             "\(rings) rings x \(metricsPerRing) metrics (histograms in ns, counters and gauges in turn, two "
@@ -183,6 +165,20 @@ public enum ScrapeBenchmark {
         return ScrapeReport(
             machine: Machine.current(pinned: false), method: method, series: rings * metricsPerRing,
             pageBytes: busy.last?.bytes ?? first.bytes, rows: rows)
+    }
+
+    /// The transport's row: `scrapes` scrapes of an HTTP server of the collector's kind sending a
+    /// ready page of `bytes` bytes.
+    static func fixedPageRow(_ name: String, bytes: Int, scrapes: Int, detail: String) throws(BenchError) -> ScrapeReport.Row {
+        let page = [UInt8](repeating: UInt8(ascii: "x"), count: bytes)
+        let server: HTTPServer
+        do {
+            server = try HTTPServer(listen: "127.0.0.1:0") { _ in HTTPResponse(body: page) }
+            try server.start()
+        } catch { throw BenchError("starting the fixed-page server: \(error)") }
+        defer { server.stop() }
+        let millis = try (0..<scrapes).map { _ throws(BenchError) in try get(port: server.boundPort).millis }
+        return ScrapeReport.Row(name: name, millis: millis, detail: detail)
     }
 
     /// Waits for a snapshot newer than the last one served, then scrapes.

@@ -15,29 +15,16 @@ private final class AlertmanagerServer {
     /// Starts it with `config` (YAML text), retrying on another port if the one picked is taken meanwhile.
     init(executable: String, config: String) throws {
         directory = try TemporaryDirectory("ringside-alertmanager")
-        let configPath = directory.path + "/alertmanager.yml"
+        let configPath = directory.path + "/alertmanager.yml", dataPath = directory.path + "/data"
         do {
             try config.write(toFile: configPath, atomically: true, encoding: .utf8)
-            var attempt = 0
-            while true {
-                attempt += 1
-                let port = try freeLoopbackPort()
-                let process = try ChildProcess(
+            (port, process) = try startReadyPeer("alertmanager") { port in
+                try ChildProcess(
                     executable,
                     [
-                        "--config.file=\(configPath)", "--storage.path=\(directory.path)/data",
+                        "--config.file=\(configPath)", "--storage.path=\(dataPath)",
                         "--web.listen-address=127.0.0.1:\(port)", "--cluster.listen-address=", "--log.level=warn",
                     ])
-                let ready = eventually(seconds: 20) { (try? httpGet(port: port, path: "/-/ready", timeoutSeconds: 2))?.status == 200 }
-                guard ready else {
-                    process.kill()
-                    let log = process.waitForExit().standardError
-                    if attempt < 3 && log.contains("address already in use") { continue }
-                    throw TestSupportError("alertmanager did not become ready on port \(port): \(log.suffix(2000))")
-                }
-                self.port = port
-                self.process = process
-                return
             }
         } catch {
             directory.remove()

@@ -117,3 +117,21 @@ func shippedFile(_ relativePath: String, replacing replacements: [(original: Str
     }
     return text
 }
+
+/// Starts a server of the kit's peers (Prometheus, Alertmanager) on a free loopback port:
+/// `start` launches it for the port, then its `/-/ready` must answer 200 within 20 s. A port taken
+/// meanwhile ("address already in use" in its log) is retried on another, three tries at most.
+func startReadyPeer(_ name: String, _ start: (_ port: Int) throws -> ChildProcess) throws -> (port: Int, process: ChildProcess) {
+    var attempt = 0
+    while true {
+        attempt += 1
+        let port = try freeLoopbackPort()
+        let process = try start(port)
+        let ready = eventually(seconds: 20) { (try? httpGet(port: port, path: "/-/ready", timeoutSeconds: 2))?.status == 200 }
+        if ready { return (port, process) }
+        process.kill()
+        let log = process.waitForExit().standardError
+        if attempt < 3 && log.contains("address already in use") { continue }
+        throw TestSupportError("\(name) did not become ready on port \(port): \(log.suffix(2000))")
+    }
+}

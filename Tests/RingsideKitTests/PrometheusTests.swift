@@ -28,33 +28,18 @@ final class PrometheusServer {
             agent
             ? ["--storage.agent.path=\(directory.path)/data"]
             : ["--storage.tsdb.path=\(directory.path)/data", "--storage.tsdb.retention.time=1h"]
-        var attempt = 0
-        while true {
-            attempt += 1
-            let port = try freeLoopbackPort()
-            do {
-                let configPath = directory.path + "/prometheus.yml"
+        let configPath = directory.path + "/prometheus.yml"
+        do {
+            (port, process) = try startReadyPeer("prometheus") { port in
                 try config(port).write(toFile: configPath, atomically: true, encoding: .utf8)
-                let process = try ChildProcess(
+                return try ChildProcess(
                     executable,
                     ["--config.file=\(configPath)", "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn"] + storage
                         + arguments)
-                let ready = eventually(seconds: 20) { () -> Bool? in
-                    (try? httpGet(port: port, path: "/-/ready", timeoutSeconds: 2))?.status == 200 ? true : nil
-                }
-                guard ready == true else {
-                    process.kill()
-                    let log = process.waitForExit().standardError
-                    if attempt < 3 && log.contains("address already in use") { continue }
-                    throw TestSupportError("prometheus did not become ready on port \(port): \(log.suffix(2000))")
-                }
-                self.port = port
-                self.process = process
-                return
-            } catch {
-                directory.remove()
-                throw error
             }
+        } catch {
+            directory.remove()
+            throw error
         }
     }
 
