@@ -114,7 +114,7 @@ let package = Package(
         /// ring directories that clean themselves up, processes run or launched (the collector among
         /// them), a raw HTTP client, polling, log capture.
         .target(
-            name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideCollector"],
+            name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideCollector"],
             path: "Tests/RingsideTestSupport"),
 
         .testTarget(

@@ -5,8 +5,8 @@ import RingsideAggregation
 import RingsideTestSupport
 
 /// `ringside-bench burst`: what a burst at 10 times the drain rate leaves of a histogram's count
-/// and quantiles, with the lane sampling past half (the default) and dropping when full (as
-/// before sampling), over seeds. The burst is `BurstShape`'s (as `BurstSamplingTests`'s), drained
+/// and quantiles, with the lane sampling when it would fill (the default) and dropping when full
+/// (as before sampling), over seeds. The burst is `BurstShape`'s (as `BurstSamplingTests`'s), drained
 /// in steps by this thread, so each seed's figures are the same on every run and machine.
 public enum BurstBenchmark {
     public static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> BurstReport {
@@ -26,11 +26,11 @@ public enum BurstBenchmark {
         let method =
             "A burst of \(BurstShape.calls) calls into one lane of \(BurstShape.laneCapacity) records, \(BurstShape.callsPerStep) "
             + "calls at a time, each step followed by a drain of \(BurstShape.drainedPerStep) records (10 times less); then "
-            + "the thread lets go of its lane and the rest is drained. Values: log-normal (sigma 0.25) around a median "
-            + "rising from 50 to 150 µs through the burst, seeded 1 to \(seeds). Each record drained counts its weight "
-            + "(2^k, RingConsumer(readsWeights: true)) into one histogram, as the collector counts it; its p50 and p99 "
-            + "against the burst's own (nearest rank). sampled: sampleAbovePercent 50 (the default); dropped: 100 "
-            + "(a full lane drops, as before sampling)."
+            + "the rest is drained. Values: log-normal (sigma 0.25) around a median rising from 50 to 150 µs through "
+            + "the burst, seeded 1 to \(seeds). Drained as the collector drains (RingConsumer(readsWeights: true), "
+            + "GatherPlacement): each record counts once, the calls gathered from the lane's gather cells, placed beside "
+            + "the records that stand for them; its p50 and p99 against the burst's own (nearest rank). sampled: "
+            + "sampleAbovePercent 50 (the default); dropped: 100 (a full lane drops, as before sampling)."
         return BurstReport(machine: Machine.current(pinned: false), method: method, rows: rows)
     }
 
@@ -47,16 +47,10 @@ public enum BurstBenchmark {
             latency = try bot.histogram("latency", unit: .nanoseconds)
             consumer = try RingConsumer(name, directory: RingDirectory(directory), readsWeights: true)
         } catch { throw BenchError("setting up bot \(name) in \(directory): \(error)") }
-        var histogram = Histogram()
+        let drained = ExactDrain(consumer)  // as the collector drains (SAMPLING in ringside.h)
         var records = 0
         func drain(limit: Int) throws(BenchError) {
-            do {
-                records += try consumer.drain(limitPerLane: limit) { batch, _, _ in
-                    for record in batch where record.kind == MetricKind.histogram.rawValue {
-                        histogram.record(record.value, count: record.weight)
-                    }
-                }
-            } catch { throw BenchError("draining \(name): \(error)") }
+            do { records += try drained.drain(limitPerLane: limit) } catch { throw BenchError("draining \(name): \(error)") }
         }
         var random = SplitMix64(seed: seed)
         var values: [UInt64] = []
@@ -69,9 +63,9 @@ public enum BurstBenchmark {
             }
             try drain(limit: BurstShape.drainedPerStep)
         }
-        bot.releaseCurrentThreadLane()  // its open groups are written: every call is in a weight
         try drain(limit: .max)
         values.sort()
+        let histogram = drained.histogram(0)
         return BurstReport.Seed(
             calls: UInt64(BurstShape.calls), count: histogram.count, records: records,
             quantiles: histogram.values(atQuantiles: BurstShape.quantiles), trueQuantiles: BurstShape.trueQuantiles(values))

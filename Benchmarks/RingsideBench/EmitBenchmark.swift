@@ -63,8 +63,8 @@ public struct BenchSettings: Sendable, Equatable {
 public enum EmitBenchmark {
     /// The rows, in the order they run in each round and are printed.
     public static let rowNames = [
-        "ringside.record", "ringside.record.exemplar", "ringside.record.worker", "ringside.counter", "ringside.gauge", "ringside.span",
-        "ringside.span.monotonic", "ringside.record.4threads",
+        "ringside.record", "ringside.record.sampled", "ringside.record.exemplar", "ringside.record.worker", "ringside.counter",
+        "ringside.gauge", "ringside.span", "ringside.span.monotonic", "ringside.record.4threads",
         "c.floor", "c.floor.forked", "c.span", "c.span.monotonic", "unix-dgram", "mutex-histogram", "clock.precise", "clock.tsc",
         "clock.coarse",
     ]
@@ -111,9 +111,10 @@ public enum EmitBenchmark {
         // The bots: one for the rows of one thread, this process as a worker of it too (its own
         // file, bench@<pid>), one that four threads record into at once, and one that the C floor
         // writes.
-        let ring: Bot, worker: Bot, bot: Bot
+        let ring: Bot, worker: Bot, bot: Bot, sampledBot: Bot
         let record: Bot.Histogram, span: Bot.Histogram, counter: Bot.Counter, gauge: Bot.Gauge
-        let workerRecord: Bot.Histogram, botRecord: Bot.Histogram
+        let workerRecord: Bot.Histogram, botRecord: Bot.Histogram, sampledRecord: Bot.Histogram
+        let sampledReader: RingConsumer
         let exemplar: Bot.Exemplar
         do {
             exemplar = try Bot.Exemplar("order_id", "A17")  // 12 bytes: one more slot
@@ -127,6 +128,11 @@ public enum EmitBenchmark {
             workerRecord = try worker.histogram("bench_record_latency", unit: .nanoseconds)
             bot = try Bot.attach("bench-bot", directory: directory, options: .init(laneCapacity: settings.ringCapacity))
             botRecord = try bot.histogram("bench_record_latency", unit: .nanoseconds)
+            // A lane kept full by a consumer that reads gather cells and never drains: every call
+            // takes the sampled path (SAMPLING AND GATHERING in ringside.h), nearly all gathered.
+            sampledBot = try Bot.attach("bench-sampled", directory: directory, options: .init(laneCapacity: 1024))
+            sampledRecord = try sampledBot.histogram("bench_record_latency", unit: .nanoseconds)
+            sampledReader = try RingConsumer("bench-sampled", directory: RingDirectory(directory), readsWeights: true)
         } catch {
             throw BenchError("setting up the rings in \(directory): \(error)")
         }
@@ -228,6 +234,17 @@ public enum EmitBenchmark {
                 return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
                     record.record(values[v])
                     v &+= 1
+                }
+            },
+            Row(name: "ringside.record.sampled", consumerMode: .rings) {
+                // ringside.record's loop into a full lane that samples: each call reads the consumer's
+                // cursor and is gathered into its gather cell (1 in 32,768 written, or dropped).
+                var v = 0
+                return withExtendedLifetime(sampledReader) {
+                    timedRound(buffer, timing, drops: { sampledBot.currentThreadLane.recordsDropped }) {
+                        sampledRecord.record(values[v])
+                        v &+= 1
+                    }
                 }
             },
             Row(name: "ringside.record.exemplar", consumerMode: .rings) {
@@ -371,6 +388,9 @@ public enum EmitBenchmark {
             + "and scraping the locked histogram every ms; ringside.record.4threads adds \(botThreads - 1) unpinned threads "
             + "to this one, each on its own lane, and sums their calls; ringside.record.exemplar is ringside.record "
             + "with an exemplar (order_id=A17, 12 bytes: the value's record and one exemplar record) on each value; "
+            + "ringside.record.sampled is ringside.record into a lane of 1,024 records kept full by a consumer that reads "
+            + "gather cells and never drains: each call reads the consumer's cursor and is gathered (1 in 32,768 written "
+            + "or dropped), the sampled path; "
             + "ringside.record.worker is ringside.record "
             + "into a bot this process also attached as a worker (its own file, <bot>@<pid>); the span rows on the "
             + "span clock (\(Bot.spanClock == .tsc ? "the TSC" : "CLOCK_MONOTONIC")), the .monotonic rows on "

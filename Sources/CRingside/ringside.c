@@ -1,5 +1,5 @@
 // What the format needs beyond inline code: a writer's view wired to its lane, a write's slow path
-// (adaptive sampling: SAMPLING in ringside.h), and the locks (fcntl is variadic, which Swift
+// (adaptive sampling: SAMPLING AND GATHERING in ringside.h), and the locks (fcntl is variadic, which Swift
 // cannot call, so the OFD locks live here).
 #define _GNU_SOURCE
 #include "ringside.h"
@@ -8,7 +8,7 @@
 #include <fcntl.h>
 #include <string.h>
 
-/* Whether the file's consumer reads weighted records: it stored its pid in both fields. */
+/* Whether the file's consumer reads gather cells: it stored its pid in both fields. */
 static int rs_consumer_reads_weights(const rs_header *h) {
     /* Relaxed: two pids a consumer stores once; one seen without the other only means "not yet". */
     int32_t pid = rs_load_relaxed_i32(&h->consumer_pid);
@@ -17,25 +17,40 @@ static int rs_consumer_reads_weights(const rs_header *h) {
 
 /**
  * Keeps the consumer's cursor `read` for the fast path, whose one test is whether the lane looks
- * full by it: as read when the lane never samples (or its consumer does not weigh); set back by the
- * room above the threshold while it may start sampling, so that the test fails at `above`; and,
- * while it samples, so that it fails at every call (each then looks at the lane).
+ * full by it: as read when the lane never samples (or its consumer does not read gather cells);
+ * while it samples, set back so that the test fails at every call; otherwise set back so that it
+ * fails at the lane's next look: at `above`, then every 1/64 of the lane and at capacity - R.
+ * Never later than `read` itself: the fast path must not pass the real room.
  */
 static void rs_producer_keep_read(rs_producer *p, uint64_t read) {
     const rs_sampling *s = p->sampling;
     uint64_t capacity = p->mask + 1;
     if (s == NULL || !s->weighs) {
         p->cached_read = read;
-    } else if (s->level > 0 || s->open > 0) {
-        p->cached_read = p->next - capacity;
-    } else {
-        p->cached_read = read - (capacity - s->above); /* modulo 2^64, as every cursor difference */
+        return;
     }
+    if (s->level > 0) {
+        p->cached_read = p->next - capacity;
+        return;
+    }
+    uint64_t fill = p->next - read; /* modulo 2^64, as every cursor difference */
+    uint64_t until; /* records until the next look */
+    if (fill > capacity) {
+        until = 0; /* a cursor no consumer could have stored: look at every call */
+    } else if (fill < s->above) {
+        until = s->above - fill;
+    } else {
+        uint64_t start = capacity - s->reserve;
+        until = capacity >> RS_LOOK_FRACTION_LOG2;
+        if (fill < start && start - fill < until) until = start - fill;
+        if (until > capacity - fill) until = capacity - fill;
+    }
+    p->cached_read = p->next + until - capacity;
 }
 
-void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_records_offset, uint32_t capacity_log2,
-                      rs_metric_cell *shared, uint32_t *sample_countdown, const uint32_t *sample_every,
-                      rs_sampling *sampling) {
+void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_gather_offset, uint32_t lane_records_offset,
+                      uint32_t capacity_log2, rs_metric_cell *shared, uint32_t *sample_countdown,
+                      const uint32_t *sample_every, rs_sampling *sampling) {
     char *base = (char *)lane;
     p->records = (rs_record *)(base + lane_records_offset);
     p->write_cursor = &lane->write_cursor;
@@ -44,6 +59,7 @@ void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_record
     p->heartbeat_ns = &lane->heartbeat_ns;
     p->cell_writes = &lane->cell_writes;
     p->cells = (uint64_t *)(base + RS_LANE_HEADER_SIZE); /* the lane's cells follow its header */
+    p->gather = (rs_gather_cell *)(base + lane_gather_offset);
     p->shared = shared;
     p->mask = ((uint64_t)1 << capacity_log2) - 1;
     /* Relaxed: only the attached process writes the cursor, and the lane's last writer released
@@ -54,7 +70,8 @@ void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_record
     p->sampling = sampling;
     if (sampling != NULL) {
         sampling->level = 0;
-        sampling->weighs = 1; /* until a look says otherwise: the first one comes at the threshold */
+        sampling->look_ns = 0;
+        sampling->weighs = 1; /* until a look says otherwise: the first one comes at `above` */
     }
     /* Acquire: the consumer finished with the slots below its cursor before storing it. */
     rs_producer_keep_read(p, rs_load_acquire_u64(&lane->read_cursor));
@@ -62,91 +79,125 @@ void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_record
 
 /* MARK: - Sampling (SAMPLING in ringside.h) */
 
+/** Forgets every metric's calls since its last record: they are counted in the gather cells, and
+    the next record of each carries no weight. */
+static void rs_sampling_reset(rs_sampling *s) {
+    if (s->open > 0) memset(s->calls, 0, (size_t)s->open_below * sizeof *s->calls);
+    s->open = 0;
+    s->open_below = 0;
+}
+
+/** Measures R (CLOCK_MONOTONIC): what the lane gained over the last whole drain interval of its
+    consumer, or since the last interval began if that is more; at least 1/64 of the lane, at most
+    1/32 of the lane (16 records at the least, and the room above `above` at the most). Over a whole interval, a thread that shares its core and a consumer's
+    drains both show, as they would not over the few microseconds between two looks. */
+static void rs_sampling_measure(rs_sampling *s, uint64_t fill, uint64_t capacity) {
+    uint64_t now = rs_clock_precise_ns();
+    uint64_t least = capacity >> RS_LOOK_FRACTION_LOG2, most = capacity >> RS_RESERVE_FRACTION_LOG2;
+    if (least < RS_RESERVE_MIN) least = RS_RESERVE_MIN; /* a record a level, in the smallest lanes */
+    if (most < RS_RESERVE_MIN) most = RS_RESERVE_MIN;
+    if (most > capacity - s->above) most = capacity - s->above;
+    if (least > most) least = most;
+    if (s->look_ns == 0 || now < s->look_ns) {
+        s->look_fill = fill;
+        s->look_ns = now;
+        s->interval_gain = 0;
+    }
+    /* Relaxed: a figure the consumer sets at attach; any value it stored serves. */
+    uint64_t interval = rs_load_relaxed_u64(&s->header->drain_interval_ns);
+    if (interval == 0) interval = RS_DEFAULT_DRAIN_INTERVAL_NS;
+    uint64_t gain = fill > s->look_fill ? fill - s->look_fill : 0, elapsed = now - s->look_ns;
+    if (elapsed >= interval) {
+        /* A whole interval (or more, while the lane was below `above` or the thread idle): its gain. */
+        s->interval_gain = (uint64_t)((double)gain * (double)interval / (double)elapsed);
+        s->look_fill = fill;
+        s->look_ns = now;
+        gain = 0;
+    }
+    uint64_t reserve = gain > s->interval_gain ? gain : s->interval_gain;
+    s->reserve = reserve > most ? most : reserve < least ? least : reserve;
+    s->step_log2 = 0;
+    while ((s->reserve / 16) >> (s->step_log2 + 1)) s->step_log2++; /* a sixteenth, as a power of two */
+}
+
 /** L for a lane holding `fill` records. */
-static uint32_t rs_sampling_level(const rs_sampling *s, uint64_t fill) {
-    if (fill < s->above) return 0;
-    uint64_t level = 1 + ((fill - s->above) >> s->step_log2);
+static uint32_t rs_sampling_level(const rs_sampling *s, uint64_t fill, uint64_t capacity) {
+    uint64_t start = capacity - s->reserve;
+    if (fill < start) return 0;
+    uint64_t level = 1 + ((fill - start) >> s->step_log2);
     return level < RS_WEIGHT_LOG2_MAX ? (uint32_t)level : RS_WEIGHT_LOG2_MAX;
 }
 
-/** Whether the call that makes its group `calls` long closes it at level `level`. */
-static int rs_sampling_closes(uint32_t calls, uint32_t level) {
+/** Sets the lane's level from the consumer's cursor `read`, as the consumer's word allows: past
+    `above`, a look at level 0 measures R again. */
+static void rs_sampling_look(rs_producer *p, rs_sampling *s, uint64_t read) {
+    uint64_t capacity = p->mask + 1, fill = p->next - read;
+    s->weighs = rs_consumer_reads_weights(s->header);
+    uint32_t level = 0;
+    if (!s->weighs || fill > capacity) {
+        s->look_ns = 0;
+    } else if (fill < s->above) {
+        s->look_ns = 0; /* the next rate is measured from the next look past `above` */
+    } else {
+        if (s->level == 0) rs_sampling_measure(s, fill, capacity);
+        level = rs_sampling_level(s, fill, capacity);
+    }
+    if (level == 0 && s->open > 0) rs_sampling_reset(s);
+    s->level = level;
+}
+
+/** Whether the call that makes its metric's calls `calls` is written at level `level`. */
+static int rs_sampling_writes(uint32_t calls, uint32_t level) {
     return calls >= (UINT32_C(1) << level) && (calls & (calls - 1)) == 0;
 }
 
-/** Adds a call to its metric's open group: it is sampled out (0: nothing written). */
-static int rs_sampling_join(rs_sampling *s, uint32_t metric, uint64_t value) {
-    uint32_t calls = s->calls[metric];
-    if (calls == 0) {
+/** Gathers a call (see SAMPLING): counted in its metric's gather cell, no record written. */
+static int rs_sampling_gather(rs_producer *p, rs_sampling *s, uint32_t metric, uint64_t value) {
+    if (s->calls[metric]++ == 0) {
         s->open++;
         if (metric >= s->open_below) s->open_below = metric + 1;
     }
-    s->calls[metric] = calls + 1;
-    s->latest[metric] = value;
+    rs_gather_cell *cell = &p->gather[metric];
+    /* Only this lane's holder writes these (but `max`, which the consumer takes): relaxed loads
+       and stores are exact. */
+    rs_store_relaxed_u64(&cell->sum, rs_load_relaxed_u64(&cell->sum) + value);
+    rs_store_relaxed_u64(&cell->latest, value);
+    rs_raise_relaxed_u64(&cell->max, value);
+    /* Release: a reader that sees the count (acquire) sees the value stored before it. */
+    rs_store_release_u64(&cell->calls, rs_load_relaxed_u64(&cell->calls) + 1);
+    uint64_t *gathered = &((rs_lane_header *)(void *)p->write_cursor)->gathered; /* the cursor opens the lane's header */
+    rs_store_release_u64(gathered, rs_load_relaxed_u64(gathered) + 1);
     return 0;
 }
 
-/** Counts `weight` records of `metric` dropped from the lane (the holder's own fields). */
-static int rs_producer_drop(rs_producer *p, uint32_t metric, uint64_t weight) {
+/** Counts a record of `metric` dropped from the lane, with a histogram's value (the holder's own fields). */
+static int rs_producer_drop(rs_producer *p, uint32_t metric, uint8_t kind, uint64_t value) {
     /* Only this lane's owner writes these, so a relaxed load and store is exact. */
-    rs_store_relaxed_u64(p->dropped_total, rs_load_relaxed_u64(p->dropped_total) + weight);
-    rs_store_relaxed_u64(&p->cells[metric], rs_load_relaxed_u64(&p->cells[metric]) + weight);
+    rs_store_relaxed_u64(p->dropped_total, rs_load_relaxed_u64(p->dropped_total) + 1);
+    rs_store_relaxed_u64(&p->cells[metric], rs_load_relaxed_u64(&p->cells[metric]) + 1);
+    if (kind == RS_KIND_HISTOGRAM) {
+        rs_gather_cell *cell = &p->gather[metric];
+        rs_store_relaxed_u64(&cell->dropped_sum, rs_load_relaxed_u64(&cell->dropped_sum) + value);
+        if (value > rs_load_relaxed_u64(&cell->dropped_max)) rs_store_relaxed_u64(&cell->dropped_max, value);
+    }
     return 0;
-}
-
-/** Writes every open group (`keep`; a record per bit of its calls, its latest value) where the lane
-    has room by the consumer's cursor `read`, and counts the rest dropped by their weight; then
-    publishes what it wrote. */
-static void rs_sampling_flush(rs_producer *p, rs_sampling *s, uint64_t read, uint64_t timestamp_ns, int keep) {
-    uint64_t cursor = p->next;
-    for (uint32_t metric = 0; metric < s->open_below && s->open > 0; metric++) {
-        uint32_t calls = s->calls[metric];
-        if (calls == 0) continue;
-        s->calls[metric] = 0;
-        s->open--;
-        while (calls != 0) {
-            uint32_t k = 31u - (uint32_t)__builtin_clz(calls); /* the largest weight first */
-            calls -= UINT32_C(1) << k;
-            if (keep && cursor - read <= p->mask) {
-                rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, RS_KIND_HISTOGRAM,
-                                 (uint8_t)(k << RS_FLAG_WEIGHT_SHIFT), s->latest[metric], timestamp_ns, 0);
-                cursor++;
-            } else {
-                rs_producer_drop(p, metric, UINT64_C(1) << k);
-            }
-        }
-    }
-    s->open_below = 0;
-    if (cursor != p->next) {
-        p->next = cursor;
-        /* Release: the records' bytes are visible before the cursor that publishes them. */
-        rs_store_release_u64(p->write_cursor, cursor);
-        rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
-    }
-}
-
-/** Sets the lane's level from the consumer's cursor `read` (closing its groups when it falls to
-    0), as the consumer's word allows. */
-static void rs_sampling_look(rs_producer *p, rs_sampling *s, uint64_t read, uint64_t timestamp_ns) {
-    s->weighs = rs_consumer_reads_weights(s->header);
-    s->level = s->weighs ? rs_sampling_level(s, p->next - read) : 0;
-    if (s->level == 0 && s->open > 0) rs_sampling_flush(p, s, read, timestamp_ns, (int)s->weighs);
 }
 
 int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
                            uint64_t timestamp_ns, const char *exemplar, uint32_t length) {
     /* Acquire: the consumer finished reading the slots below its cursor before storing it. Every
        call past the fast path reads it (the consumer's lines change once a drain, so the loads
-       mostly hit the cache): the level follows the fill call by call. */
+       mostly hit the cache): while sampling, the level follows the fill call by call. */
     uint64_t read = rs_load_acquire_u64(p->read_cursor);
     rs_sampling *s = p->sampling;
-    if (s != NULL) rs_sampling_look(p, s, read, timestamp_ns);
+    if (s != NULL) rs_sampling_look(p, s, read);
     uint32_t k = 0;
     if (s != NULL && kind == RS_KIND_HISTOGRAM && s->level > 0) {
         uint32_t calls = s->calls[metric] + 1;
-        if (!rs_sampling_closes(calls, s->level)) {
+        if (!rs_sampling_writes(calls, s->level)) {
+            rs_sampling_gather(p, s, metric, value);
             rs_producer_keep_read(p, read);
-            return rs_sampling_join(s, metric, value);
+            return 0;
         }
         k = 31u - (uint32_t)__builtin_clz(calls);
         if (calls > 1) {
@@ -167,35 +218,18 @@ int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_
         rs_store_release_u64(p->write_cursor, cursor + 1 + extra);
         rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
     } else {
-        rs_producer_drop(p, metric, UINT64_C(1) << k);
+        rs_producer_drop(p, metric, kind, value);
     }
     rs_producer_keep_read(p, read);
     return written;
 }
 
-void rs_producer_close_groups(rs_producer *p) {
+void rs_producer_end_sampling(rs_producer *p) {
     rs_sampling *s = p->sampling;
-    if (s == NULL || p->records == NULL || s->open == 0) return;
-    /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
-    uint64_t read = rs_load_acquire_u64(p->read_cursor);
-    s->weighs = rs_consumer_reads_weights(s->header);
-    rs_sampling_flush(p, s, read, rs_clock_coarse_ns(), (int)s->weighs);
+    if (s == NULL) return;
+    rs_sampling_reset(s);
     s->level = 0;
-    rs_producer_keep_read(p, read);
-}
-
-void rs_producer_abandon_groups(rs_producer *p) {
-    rs_sampling *s = p->sampling;
-    if (s == NULL || s->open == 0) return;
-    for (uint32_t metric = 0; metric < s->open_below; metric++) {
-        if (s->calls[metric] == 0) continue;
-        /* An atomic add: other threads without a lane may be adding to it. */
-        if (p->shared != NULL) rs_add_relaxed_u64(&p->shared[metric].unlaned, s->calls[metric]);
-        s->calls[metric] = 0;
-    }
-    s->open = 0;
-    s->open_below = 0;
-    s->level = 0;
+    s->look_ns = 0;
 }
 
 /* MARK: - Locks */

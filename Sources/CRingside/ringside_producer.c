@@ -92,12 +92,9 @@ static void rsp_fork_parent(void);
 static void rsp_fork_child(void);
 static int rsp_become_worker(rsp_bot *b, rs_error *error);
 
-static void rsp_process_exit(void);
-
 static void rsp_init_process(void) {
     rsp_thread_key_created = pthread_key_create(&rsp_thread_key, rsp_thread_exit) == 0;
     pthread_atfork(rsp_fork_prepare, rsp_fork_parent, rsp_fork_child);
-    (void)atexit(rsp_process_exit); /* without room for it, the exiting thread's groups stay open */
 }
 
 static int32_t rsp_gettid(void) { return (int32_t)syscall(SYS_gettid); }
@@ -328,8 +325,9 @@ static int rsp_layout_check(const rs_header *h, char *why, size_t why_size) {
     }
     if (h->version != RS_FORMAT_VERSION) {
         snprintf(why, why_size, "it is format version %u%s; this library reads and writes version %u (a lane per "
-                 "thread): remove the file, or attach with recreate to replace it", (unsigned)h->version,
-                 h->version == 1 ? " (one ring per file, before lanes)" : "", RS_FORMAT_VERSION);
+                 "thread, gather cells): remove the file, or attach with recreate to replace it", (unsigned)h->version,
+                 h->version == 1 ? " (one ring per file, before lanes)"
+                 : h->version == 2 ? " (before gather cells)" : "", RS_FORMAT_VERSION);
         return RS_E_INCOMPATIBLE;
     }
     if (h->capacity_log2 < RS_MIN_CAPACITY_LOG2 || h->capacity_log2 > RS_MAX_CAPACITY_LOG2) {
@@ -356,6 +354,8 @@ static int rsp_layout_check(const rs_header *h, char *why, size_t why_size) {
         {"lanes_offset", h->lanes_offset, g.lanes_offset},
         {"lane_size", h->lane_size, g.lane_size},
         {"lane_records_offset", h->lane_records_offset, g.lane_records_offset},
+        {"lane_gather_offset", h->lane_gather_offset, g.lane_gather_offset},
+        {"gather_cell_size", h->gather_cell_size, RS_GATHER_CELL_SIZE},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (fields[i].value != fields[i].expected) {
@@ -530,17 +530,13 @@ static rs_sampling *rsp_lane_sampling(rsp_bot *b, uint32_t lane) {
     uint32_t above = rsp_sample_above(b);
     if (above == 0) return NULL;
     if (b->samplings[lane] == NULL) {
-        /* One block: the struct, then each metric's latest value, then its count of calls. */
+        /* One block: the struct, then each metric's calls since its last record. */
         size_t metrics = b->bot.registry_capacity;
-        rs_sampling *s = (rs_sampling *)calloc(1, sizeof *s + metrics * (sizeof(uint64_t) + sizeof(uint32_t)));
+        rs_sampling *s = (rs_sampling *)calloc(1, sizeof *s + metrics * sizeof(uint32_t));
         if (s == NULL) return NULL;
-        s->latest = (uint64_t *)(s + 1);
-        s->calls = (uint32_t *)(s->latest + metrics);
+        s->calls = (uint32_t *)(s + 1);
         s->header = b->bot.header;
         s->above = above;
-        /* 16 levels over the room above the threshold: one a sixteenth, a power of two records. */
-        uint64_t step = (((uint64_t)1 << b->bot.capacity_log2) - above) / 16;
-        while (step >> (s->step_log2 + 1)) s->step_log2++;
         b->samplings[lane] = s;
     }
     return b->samplings[lane];
@@ -550,8 +546,9 @@ static rs_sampling *rsp_lane_sampling(rsp_bot *b, uint32_t lane) {
 static void rsp_hand_over_locked(rsp_bot *b, uint32_t lane, uint32_t how) {
     rs_lane_header *header = b->bot.lanes[lane];
     /* The lane's writer's view, with the lane's own countdown row and sampling. */
-    rs_producer_init(&b->bot.producers[lane].producer, header, b->geometry.lane_records_offset, b->bot.capacity_log2,
-                     rsp_metric_cells(b), rsp_countdown_row(b, lane), b->bot.sample_every, rsp_lane_sampling(b, lane));
+    rs_producer_init(&b->bot.producers[lane].producer, header, b->geometry.lane_gather_offset, b->geometry.lane_records_offset,
+                     b->bot.capacity_log2, rsp_metric_cells(b), rsp_countdown_row(b, lane), b->bot.sample_every,
+                     rsp_lane_sampling(b, lane));
     b->bot.lane_held[lane] = how;
     uint64_t now = rs_clock_coarse_ns();
     /* Relaxed: these are the process's to write, under this mutex; `state` publishes them. */
@@ -596,7 +593,7 @@ static int rsp_add_lane_locked(rsp_bot *b, uint32_t lane) {
     result = rsp_map_lane(b, b->bot.fd, lane);
     if (result != 0) return result;
     /* A process that died while adding this lane may have written its header or cells. */
-    memset(b->bot.lanes[lane], 0, RS_LANE_HEADER_SIZE + (size_t)b->bot.registry_capacity * sizeof(uint64_t));
+    memset(b->bot.lanes[lane], 0, b->geometry.lane_records_offset); /* header, cells and gather cells */
     /* Release: a reader that sees the new count sees the lane's pages and its zeroed header. */
     rs_store_release_u32(&b->bot.header->lanes_allocated, lane + 1);
     rs_store_release_u32(&b->lanes_mapped, lane + 1); /* release: the lane is mapped and zeroed */
@@ -637,12 +634,12 @@ static int rsp_lane_of(rsp_bot *b, const rs_producer *p) {
     return (int)lane;
 }
 
-/** Retires the lane a thread's table entry holds, if it is a lane this thread holds, after writing
-    its open sampling groups (the thread is the lane's holder). Under bot->mutex. */
+/** Retires the lane a thread's table entry holds, if it is a lane this thread holds, after ending
+    its sampling (the thread is the lane's holder). Under bot->mutex. */
 static void rsp_release_entry_locked(rsp_bot *b, const rs_producer *p) {
     int lane = rsp_lane_of(b, p);
     if (lane >= 0 && b->bot.lane_held[lane] == RSP_HELD_BY_THREAD) {
-        rs_producer_close_groups(&b->bot.producers[lane].producer);
+        rs_producer_end_sampling(&b->bot.producers[lane].producer);
         rsp_retire_locked(b, (uint32_t)lane);
     }
 }
@@ -785,6 +782,8 @@ static int rsp_create(rsp_bot *b, int fd, const rs_bot_options *o, int created, 
     h->max_lanes = max_lanes;
     h->metric_cell_size = RS_METRIC_CELL_SIZE;
     h->lane_header_size = RS_LANE_HEADER_SIZE;
+    h->lane_gather_offset = b->geometry.lane_gather_offset;
+    h->gather_cell_size = RS_GATHER_CELL_SIZE;
     /* Release, written last: a reader that sees the version sees the whole layout. */
     rs_store_release_u32(&h->version, RS_FORMAT_VERSION);
     rsp_start(b);
@@ -1168,14 +1167,11 @@ void rs_bot_detach(rs_bot *bot) {
         rsp_slots[bot->slot].generation = 0;
     }
     if (bot->enabled && !b->forked) {
-        /* Every lane is retired with the process's hold on the file (readers see it at once). Its
-           open sampling groups: the calling thread's own lane writes them; any other lane's calls
-           count as dropped (no thread records meanwhile). */
+        /* Every lane is retired with the process's hold on the file (readers see it at once); what
+           its sampling gathered is in its gather cells already (no thread records meanwhile). */
         pthread_mutex_lock(&bot->mutex);
-        rs_thread_lane *own = &rs_thread_lanes[bot->slot % RS_MAX_BOTS_PER_PROCESS];
-        if (own->generation == bot->generation && rsp_lane_of(b, own->producer) >= 0) rs_producer_close_groups(own->producer);
         for (uint32_t lane = 0; lane < b->lanes_mapped; lane++) {
-            rs_producer_abandon_groups(&bot->producers[lane].producer);
+            rs_producer_end_sampling(&bot->producers[lane].producer);
             rsp_retire_locked(b, lane);
         }
         pthread_mutex_unlock(&bot->mutex);
@@ -1628,26 +1624,6 @@ static void rsp_thread_exit(void *unused) {
         }
         entry->generation = 0;
         entry->producer = NULL;
-    }
-    pthread_mutex_unlock(&rsp_mutex);
-}
-
-/**
- * At exit() (main's return, or exit() from any thread), which runs no key destructor for the
- * exiting thread: that thread's open sampling groups are written (see SAMPLING), its lanes left as
- * they are. The locks are only tried: exit() may come while another thread holds one, and then
- * those groups stay open (their calls uncounted), as the records of a thread still recording are.
- */
-static void rsp_process_exit(void) {
-    if (pthread_mutex_trylock(&rsp_mutex) != 0) return;
-    for (int slot = 0; slot < RS_MAX_BOTS_PER_PROCESS; slot++) {
-        rs_thread_lane *entry = &rs_thread_lanes[slot];
-        rs_bot *bot = rsp_slots[slot].bot;
-        if (entry->generation == 0 || bot == NULL || rsp_slots[slot].generation != entry->generation || !bot->enabled) continue;
-        if (pthread_mutex_trylock(&bot->mutex) != 0) continue;
-        int lane = rsp_lane_of(rsp_of(bot), entry->producer);
-        if (lane >= 0 && bot->lane_held[lane] == RSP_HELD_BY_THREAD) rs_producer_close_groups(entry->producer);
-        pthread_mutex_unlock(&bot->mutex);
     }
     pthread_mutex_unlock(&rsp_mutex);
 }

@@ -53,12 +53,13 @@ public final class Bot: Sendable {
         /// worker that is gone; when every one is alive, it writes nothing to the bot (see
         /// docs/workers.md).
         public var maxWorkers: Int
-        /// How full a thread's lane is, in percent (1 to 99), when its histograms start to be
-        /// sampled: past it, 1 call in 2, 4, ... 32,768 is written, weighted so the collector's
-        /// counts stay exact, the fuller the lane the fewer, instead of the newest records being
-        /// dropped when it fills (SAMPLING in `ringside.h`). Default 50. 100: never sample (a
-        /// full lane drops). Only while the bot's collector reads weighted records: with an older
-        /// one, a full lane drops as before.
+        /// How full a thread's lane is, in percent (1 to 99), below which its histograms are never
+        /// sampled. Past it, they are only where the lane would fill before the collector's next
+        /// drain (its top 1/32 at the most): then 1 call in 2, 4, ... 32,768 is written, the fuller
+        /// the lane the fewer, and the others are gathered in the lane's shared memory, so the
+        /// collector's count, sum and largest value stay exact, instead of the newest records being
+        /// dropped when it fills (SAMPLING AND GATHERING in `ringside.h`). Default 50. 100: never
+        /// sample (a full lane drops). Only while the bot's collector reads gather cells.
         public var sampleAbovePercent: Int
 
         public init(

@@ -37,7 +37,7 @@ package final class LaneWatch {
             for lane in 0..<consumer.laneCount {
                 let cursor = consumer.mappedFile.watchedWriteCursor(lane: lane)
                 cursors.append(cursor)
-                seen.append(consumer.drainedCursor(lane: lane))
+                seen.append(consumer.drainedCursor(lane: lane) &+ consumer.gatheredSeen(lane: lane))
                 seenCellWrites.append(lane < before.count ? before[lane] : 0)  // a lane new here: any increment counts
                 owners.append(index)
             }

@@ -60,10 +60,11 @@ extension MappedRingFile {
         var heartbeat = heartbeatNanos
         for lane in 0..<laneCount {
             let cursors = try checkedCursors(lane: lane, checkingTruncation: false)  // checked once, below
-            let status = LaneStatus(
+            var status = LaneStatus(
                 index: lane, state: LaneState(state(lane: lane)), ownerTID: ownerTID(lane: lane), threadName: threadName(lane: lane),
                 claims: claims(lane: lane), writeCursor: cursors.write, readCursor: cursors.read,
                 dropped: droppedTotal(lane: lane), heartbeatMonotonicNanos: heartbeatNanos(lane: lane))
+            status.gathered = gathered(lane: lane)
             lanes.append(status)
             write &+= status.writeCursor
             read &+= status.readCursor
@@ -76,7 +77,7 @@ extension MappedRingFile {
             unlanedDropped &+= unlaned(metric: metric)
         }
         let fields = layoutFields
-        let status = RingStatus(
+        var status = RingStatus(
             name: name, path: path, formatVersion: fields.version, capacity: layout.capacity,
             maxMetrics: Int(layout.registryCapacity), maxLanes: Int(layout.maxLanes), fileSize: mappedFileSize,
             createdRealtimeNanos: fields.created_realtime_ns, createdMonotonicNanos: fields.created_monotonic_ns,
@@ -87,6 +88,7 @@ extension MappedRingFile {
             producerAttaches: producerAttaches, consumerPID: consumerPID,
             consumerAlive: role == .consumer || isLocked(byte: RS_LOCK_BYTE_CONSUMER),
             sampleAbove: sampleAbove, consumerReadsWeights: consumerPID != 0 && weightsReaderPID == consumerPID, lanes: lanes)
+        status.drainIntervalNanos = drainIntervalNanos
         try checkNotTruncated()
         return status
     }
@@ -134,7 +136,15 @@ extension MappedRingFile {
         switch metric.kind {
         case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil)
         case .gauge: return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index))
-        case .histogram: return MetricCells(total: 0, dropped: sum, lastValue: nil)
+        case .histogram:
+            // The dropped values' sum and largest (see SAMPLING: DROPPED VALUES in `ringside.h`).
+            var (droppedSum, droppedMax) = unlanedValues(metric: index)
+            for lane in 0..<laneCount {
+                let cell = gatherCell(lane: lane, metric: index)
+                droppedSum &+= cell.droppedSum
+                droppedMax = max(droppedMax, cell.droppedMax)
+            }
+            return MetricCells(total: 0, dropped: sum, droppedSum: droppedSum, droppedMax: droppedMax)
         }
     }
 }
@@ -147,10 +157,15 @@ package struct MetricCells: Sendable, Equatable {
     package var dropped: UInt64
     /// Gauges: the last value set, if any.
     package var lastValue: Double?
+    /// Histograms: the values of the records dropped, their sum (modulo 2^64) and the largest.
+    package var droppedSum: UInt64
+    package var droppedMax: UInt64
 
-    package init(total: UInt64 = 0, dropped: UInt64 = 0, lastValue: Double? = nil) {
+    package init(total: UInt64 = 0, dropped: UInt64 = 0, lastValue: Double? = nil, droppedSum: UInt64 = 0, droppedMax: UInt64 = 0) {
         self.total = total
         self.dropped = dropped
         self.lastValue = lastValue
+        self.droppedSum = droppedSum
+        self.droppedMax = droppedMax
     }
 }

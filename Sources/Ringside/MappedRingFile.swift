@@ -12,9 +12,9 @@ import Glibc
 /// The file, drawn (see `ringside.h` for every field):
 ///
 ///     0        4096              cellsOffset              lanesOffset    + laneSize  ...
-///     | header | registry (512 x n) | metric cells (32 x n) | lane 0        | lane 1 | ...
+///     | header | registry (512 x n) | metric cells (64 x n) | lane 0        | lane 1 | ...
 ///       producer line (lanes_allocated, metric_count, pid ...)
-///       consumer line                                    each lane: header (256) | cells (8 x n) | records (32 x capacity)
+///       consumer line                each lane: header (256) | cells (8 x n) | gather cells (64 x n) | records (32 x capacity)
 ///
 /// The part before the lanes is mapped at open; each lane is mapped on its own when a reader
 /// first sees it allocated. Geometry comes from a validated `RingLayout` copied at open; dynamic
@@ -47,11 +47,14 @@ final class MappedRingFile {
 
     /// Opens an existing bot file to read it, as its consumer (locked) or as an inspector, and
     /// maps the part before its lanes.
-    /// - Parameter readsWeights: a consumer that counts each record by its weight says so in the
-    ///   consumer line, and the producer may then sample a filling lane (SAMPLING in `ringside.h`).
+    /// - Parameters:
+    ///   - readsWeights: a consumer that reads gather cells and weighted records says so in the
+    ///     consumer line, and the producer may then sample a filling lane (SAMPLING in `ringside.h`).
+    ///   - drainIntervalNanos: the longest such a consumer expects to leave a filling lane
+    ///     undrained, published beside it; 0 leaves the producers' default.
     static func open(
         name: String, directory: RingDirectory, role: Role,
-        allowedOwners: Set<UInt32> = [], readsWeights: Bool = false
+        allowedOwners: Set<UInt32> = [], readsWeights: Bool = false, drainIntervalNanos: UInt64 = 0
     ) throws(RingError) -> MappedRingFile {
         let (handle, layout) = try RingFileHandle.open(name: name, directory: directory, role: role, allowedOwners: allowedOwners)
         let file = MappedRingFile(handle: handle, header: try handle.map(size: layout.lanesOffset, offset: 0), layout: layout)
@@ -59,6 +62,7 @@ final class MappedRingFile {
             // Relaxed: figures for people; the consumer lock is the truth about who consumes. The
             // producer samples only while both pids are ours: a mismatch means "not (yet)".
             let pid = getpid()
+            rs_store_relaxed_u64(file.field(Offset.drainInterval, as: UInt64.self), drainIntervalNanos)
             rs_store_relaxed_i32(file.field(Offset.consumerPID, as: Int32.self), pid)
             rs_store_relaxed_i32(file.field(Offset.weightsReaderPID, as: Int32.self), readsWeights ? pid : 0)
             rs_store_relaxed_u64(file.field(Offset.consumerHeartbeat, as: UInt64.self), rs_clock_coarse_ns())
@@ -83,9 +87,19 @@ final class MappedRingFile {
         static let weightsReaderPID = MemoryLayout<rs_header>.offset(of: \.weights_reader_pid)!
         static let sampleAbove = MemoryLayout<rs_header>.offset(of: \.sample_above)!
         static let consumerHeartbeat = MemoryLayout<rs_header>.offset(of: \.consumer_heartbeat_ns)!
+        static let drainInterval = MemoryLayout<rs_header>.offset(of: \.drain_interval_ns)!
         static let gaugeBits = MemoryLayout<rs_metric_cell>.offset(of: \.gauge_bits)!
         static let gaugeSet = MemoryLayout<rs_metric_cell>.offset(of: \.gauge_set)!
         static let unlaned = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned)!
+        static let unlanedSum = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned_sum)!
+        static let unlanedMax = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned_max)!
+        static let gathered = MemoryLayout<rs_lane_header>.offset(of: \.gathered)!
+        static let gatherCalls = MemoryLayout<rs_gather_cell>.offset(of: \.calls)!
+        static let gatherSum = MemoryLayout<rs_gather_cell>.offset(of: \.sum)!
+        static let gatherLatest = MemoryLayout<rs_gather_cell>.offset(of: \.latest)!
+        static let gatherMax = MemoryLayout<rs_gather_cell>.offset(of: \.max)!
+        static let gatherDroppedSum = MemoryLayout<rs_gather_cell>.offset(of: \.dropped_sum)!
+        static let gatherDroppedMax = MemoryLayout<rs_gather_cell>.offset(of: \.dropped_max)!
         static let writeCursor = MemoryLayout<rs_lane_header>.offset(of: \.write_cursor)!
         static let droppedTotal = MemoryLayout<rs_lane_header>.offset(of: \.dropped_total)!
         static let laneHeartbeat = MemoryLayout<rs_lane_header>.offset(of: \.heartbeat_ns)!
@@ -156,6 +170,17 @@ final class MappedRingFile {
     /// Whether a live process holds the producer (or consumer) lock.
     func isLocked(byte: Int32) -> Bool { handle.isLocked(byte: byte) }
 
+    /// The longest the consumer expects to leave a filling lane undrained (SAMPLING in `ringside.h`):
+    /// producers sample a lane only when it would fill before then.
+    var drainIntervalNanos: UInt64 { rs_load_relaxed_u64(field(Offset.drainInterval, as: UInt64.self)) }
+
+    /// Publishes `drainIntervalNanos`.
+    func publishDrainInterval(nanos: UInt64) {
+        precondition(role == .consumer, "only the consumer writes its line")
+        // Relaxed: a figure producers read now and then; any recent one serves.
+        rs_store_relaxed_u64(field(Offset.drainInterval, as: UInt64.self), nanos)
+    }
+
     /// Says the consumer is still here (for people reading the file).
     func markConsumerHeartbeat() {
         precondition(role == .consumer, "only the consumer writes its line")
@@ -198,6 +223,12 @@ final class MappedRingFile {
     func unlaned(metric: Int) -> UInt64 {
         // Relaxed: a running total read as a figure; nothing else is published through it.
         rs_load_relaxed_u64(metricCell(metric, Offset.unlaned))
+    }
+
+    /// A histogram's values lost by threads without a lane: their sum (modulo 2^64) and largest.
+    func unlanedValues(metric: Int) -> (sum: UInt64, max: UInt64) {
+        // Relaxed: running figures, added and raised atomically by their writers.
+        (rs_load_relaxed_u64(metricCell(metric, Offset.unlanedSum)), rs_load_relaxed_u64(metricCell(metric, Offset.unlanedMax)))
     }
 
     // MARK: - Lanes
@@ -246,23 +277,28 @@ final class MappedRingFile {
     func watchedWriteCursor(lane: Int) -> WatchedCursor {
         WatchedCursor(
             address: UnsafePointer(laneField(lane, Offset.writeCursor, as: UInt64.self)),
+            gathered: UnsafePointer(laneField(lane, Offset.gathered, as: UInt64.self)),
             cellWrites: UnsafePointer(laneField(lane, Offset.cellWrites, as: UInt32.self)))
     }
 
-    /// A lane's write cursor and counter-increment count (`cell_writes`, beside it on the lane's
-    /// producer line) kept by address, so that many are loaded without a chain of loads.
+    /// A lane's write cursor, gathered calls and counter-increment count (`cell_writes`, all on the
+    /// lane's producer line) kept by address, so that many are loaded without a chain of loads.
     struct WatchedCursor {
         private let address: UnsafePointer<UInt64>
+        private let gatheredAddress: UnsafePointer<UInt64>
         private let cellWritesAddress: UnsafePointer<UInt32>
 
-        fileprivate init(address: UnsafePointer<UInt64>, cellWrites: UnsafePointer<UInt32>) {
+        fileprivate init(address: UnsafePointer<UInt64>, gathered: UnsafePointer<UInt64>, cellWrites: UnsafePointer<UInt32>) {
             self.address = address
+            self.gatheredAddress = gathered
             self.cellWritesAddress = cellWrites
         }
 
-        /// Relaxed: only a hint that the consumer has work; its drain loads the cursor again
-        /// with acquire before it reads a record.
-        var hint: UInt64 { rs_load_relaxed_u64(address) }
+        /// The write cursor plus the calls gathered: it moves with a record and with a gathered
+        /// call (SAMPLING in ringside.h), so an idle thread's last gathered calls are seen too.
+        /// Relaxed: only a hint that the consumer has work; its drain loads both again with
+        /// acquire before it reads a record or a cell.
+        var hint: UInt64 { rs_load_relaxed_u64(address) &+ rs_load_relaxed_u64(gatheredAddress) }
         /// Acquire: a counter's cell written before the producer moved it is seen by the cells'
         /// read that follows (see CELLS in ringside.h).
         var cellWrites: UInt32 { rs_load_acquire_u32(cellWritesAddress) }
@@ -297,6 +333,38 @@ final class MappedRingFile {
         let cell = (lanes[lane].base + offset).assumingMemoryBound(to: UInt64.self)
         // Relaxed: a running total its one writer stores whole.
         return rs_load_relaxed_u64(cell)
+    }
+
+    /// A field of lane `lane`'s gather cell of `metric` (SAMPLING in `ringside.h`).
+    private func gatherField(lane: Int, metric: Int, _ offset: Int) -> UnsafeMutablePointer<UInt64> {
+        precondition(metric >= 0 && metric < Int(layout.registryCapacity), "metric index out of range")
+        // laneGatherOffset + metric * 64 + offset stays below laneRecordsOffset for metric < registryCapacity.
+        let at = layout.laneGatherOffset + metric * Int(RS_GATHER_CELL_SIZE) + offset
+        return (lanes[lane].base + at).assumingMemoryBound(to: UInt64.self)
+    }
+
+    /// Calls gathered on lane `lane`, every histogram's: a consumer reads the lane's gather cells
+    /// only when it moved.
+    // Acquire: the cells' fields stored before it are seen by the reads that follow.
+    func gathered(lane: Int) -> UInt64 { rs_load_acquire_u64(laneField(lane, Offset.gathered, as: UInt64.self)) }
+
+    /// Lane `lane`'s gather cell of `metric`, as the holder left it (but `max`: see `takeGatheredMax`).
+    func gatherCell(lane: Int, metric: Int) -> GatherCell {
+        // Acquire: the sum and latest value stored before the count are seen with it.
+        let calls = rs_load_acquire_u64(gatherField(lane: lane, metric: metric, Offset.gatherCalls))
+        // Relaxed: running figures of the lane's one holder.
+        return GatherCell(
+            calls: calls, sum: rs_load_relaxed_u64(gatherField(lane: lane, metric: metric, Offset.gatherSum)),
+            latest: rs_load_relaxed_u64(gatherField(lane: lane, metric: metric, Offset.gatherLatest)),
+            droppedSum: rs_load_relaxed_u64(gatherField(lane: lane, metric: metric, Offset.gatherDroppedSum)),
+            droppedMax: rs_load_relaxed_u64(gatherField(lane: lane, metric: metric, Offset.gatherDroppedMax)))
+    }
+
+    /// Takes the largest value gathered on lane `lane` for `metric` since the last take, leaving 0:
+    /// the consumer's one write to a producer's cell (an exchange; the holder raises it by CAS).
+    func takeGatheredMax(lane: Int, metric: Int) -> UInt64 {
+        precondition(role == .consumer, "only the consumer takes a gathered maximum")
+        return rs_take_relaxed_u64(gatherField(lane: lane, metric: metric, Offset.gatherMax))
     }
 
     /// The consumer publishes a lane's cursor: the slots below it are free for the producer.
@@ -360,4 +428,15 @@ final class MappedRingFile {
             return (copy.cursor, copy.record, true)
         }
     }
+}
+
+/// One histogram's gathered calls on one lane (`rs_gather_cell`), all cumulative, and the values
+/// of its records the lane dropped.
+struct GatherCell: Equatable {
+    var calls: UInt64
+    /// Modulo 2^64: a reader takes differences.
+    var sum: UInt64
+    var latest: UInt64
+    var droppedSum: UInt64
+    var droppedMax: UInt64
 }

@@ -7,11 +7,24 @@ import CRingside
 package typealias RingRecord = rs_record
 
 extension RingRecord {
-    /// k: the record stands for 2^k calls of its metric (SAMPLING in `ringside.h`); 0 unsampled.
+    /// k: 2^k - 1 calls of its metric were gathered on its lane before it (SAMPLING in
+    /// `ringside.h`); 0 unsampled.
     package var weightLog2: Int { Int(flags) >> Int(RS_FLAG_WEIGHT_SHIFT) }
-    /// The calls the record stands for: 1, or 2^k for a record written while its lane was sampled
-    /// (before the metric's own `sampleEvery`, which multiplies it).
-    package var weight: UInt64 { 1 << UInt64(weightLog2) }
+    /// The gathered calls whose bucket the record stands for: 2^k - 1 (they are counted from the
+    /// lane's gather cells, not from the record, which is one call).
+    package var gatheredBefore: UInt64 { (1 << UInt64(weightLog2)) - 1 }
+    /// The calls the record stands for in its value's bucket: itself and those gathered before it.
+    package var bucketWeight: UInt64 { 1 << UInt64(weightLog2) }
+}
+
+/// What one histogram's gather cell on one lane gained since the consumer's last look (SAMPLING
+/// in `ringside.h`): calls counted and written as no record, their exact sum, the largest of them
+/// (taken from the cell), and the last one's value, where the calls no record stands for are placed.
+package struct GatheredCalls: Sendable, Equatable {
+    package var calls: UInt64
+    package var sum: UInt64
+    package var max: UInt64
+    package var latest: UInt64
 }
 
 /// A bot file's one consumer: drains every lane's records in batches and moves their read cursors.
@@ -27,19 +40,27 @@ package final class RingConsumer {
     private var lastHolders: [(id: Int32, claims: UInt32)] = []
     /// The metrics known so far; `refreshMetrics()` adds those registered since.
     package private(set) var metrics: [MetricDescriptor]
+    /// Each mapped lane's `gathered` as last looked at, and its gather cells' calls and sums then,
+    /// by metric (grown as metrics are: see `takeGathered`).
+    private var gatheredSeen: [UInt64] = []
+    private var gatherCellsSeen: [[(calls: UInt64, sum: UInt64)]] = []
 
     /// Opens the bot file `name` as its consumer.
     /// - Parameters:
     ///   - allowedOwners: users besides our own whose files may be opened.
-    ///   - readsWeights: the caller counts each record `RingRecord.weight` times (the collector
-    ///     does): the bot's producers may then sample a filling lane rather than drop (SAMPLING in
-    ///     `ringside.h`). A consumer that counts records one by one leaves it false, and sees drops.
+    ///   - readsWeights: the caller takes the lanes' gathered calls (`takeGathered`) beside their
+    ///     records (the collector does): the bot's producers may then sample a filling lane rather
+    ///     than drop (SAMPLING in `ringside.h`). A consumer that counts records one by one leaves it
+    ///     false, and sees drops.
+    ///   - drainIntervalNanos: with `readsWeights`, the longest the caller expects to leave a
+    ///     filling lane undrained: producers sample a lane only when it would fill before then.
     package init(
         _ name: String, directory: RingDirectory = RingDirectory(),
-        allowedOwners: Set<UInt32> = [], readsWeights: Bool = false
+        allowedOwners: Set<UInt32> = [], readsWeights: Bool = false, drainIntervalNanos: UInt64 = 0
     ) throws(RingError) {
         file = try MappedRingFile.open(
-            name: name, directory: directory, role: .consumer, allowedOwners: allowedOwners, readsWeights: readsWeights)
+            name: name, directory: directory, role: .consumer, allowedOwners: allowedOwners, readsWeights: readsWeights,
+            drainIntervalNanos: drainIntervalNanos)
         metrics = try file.metrics(from: 0)
         try adoptNewLanes()
     }
@@ -55,6 +76,10 @@ package final class RingConsumer {
     var mappedFile: MappedRingFile { file }
     /// Where lane `lane` has been drained to.
     package func drainedCursor(lane: Int) -> UInt64 { cursors[lane] }
+    /// Whether lane `lane` holds no record left to drain (one acquire load).
+    package func isDrained(lane: Int) -> Bool { lane < cursors.count && file.writeCursor(lane: lane) == cursors[lane] }
+    /// Lane `lane`'s gathered calls as `takeGathered` last looked at them.
+    package func gatheredSeen(lane: Int) -> UInt64 { gatheredSeen[lane] }
 
     /// The thread that wrote lane `lane`'s records: the one holding it now, or, if none does, the
     /// last one this consumer saw holding it, unless another has claimed the lane since; id 0 when
@@ -114,8 +139,44 @@ package final class RingConsumer {
     /// It does not read the header page: lanes added since the last look wait for the next one.
     package var hasWork: Bool {
         if newLanesSeen { return true }
-        for lane in cursors.indices where file.writeCursor(lane: lane) != cursors[lane] { return true }
+        for lane in cursors.indices where file.writeCursor(lane: lane) != cursors[lane] || file.gathered(lane: lane) != gatheredSeen[lane] {
+            return true
+        }
         return false
+    }
+
+    /// Hands each histogram's calls gathered on each lane since the last look (SAMPLING in
+    /// `ringside.h`) to `body`, taking the largest of them from its cell. A lane's cells are read
+    /// only when its `gathered` moved. Called after `drain`, it hands over every call gathered
+    /// before the records drained (the producer stores a call's cell before it publishes a later
+    /// record), so each record finds the calls it stands for (`GatherPlacement`).
+    package func takeGathered(_ body: (_ metric: Int, _ lane: Int, _ gathered: GatheredCalls) -> Void) {
+        for lane in cursors.indices {
+            let total = file.gathered(lane: lane)
+            guard total != gatheredSeen[lane] else { continue }
+            gatheredSeen[lane] = total
+            for metric in metrics.indices where metrics[metric].kind == .histogram {
+                let cell = file.gatherCell(lane: lane, metric: metric)
+                let seen = seenGatherCell(lane: lane, metric: metric)
+                // Cumulative counts only grow; one that fell was written by no honest producer:
+                // taken as the new start, counted as nothing.
+                guard cell.calls != seen.calls else { continue }
+                gatherCellsSeen[lane][metric] = (cell.calls, cell.sum)
+                guard cell.calls > seen.calls else { continue }
+                let max = file.takeGatheredMax(lane: lane, metric: metric)
+                body(metric, lane, GatheredCalls(calls: cell.calls - seen.calls, sum: cell.sum &- seen.sum, max: max, latest: cell.latest))
+            }
+        }
+    }
+
+    /// What lane `lane`'s gather cell of `metric` held at the last look.
+    private func seenGatherCell(lane: Int, metric: Int) -> (calls: UInt64, sum: UInt64) {
+        if gatherCellsSeen[lane].count <= metric {
+            // A metric registered since: counted from the start of its cell (none was gathered before
+            // the consumer could know of it but by a producer this consumer has been reading).
+            gatherCellsSeen[lane] += Array(repeating: (0, 0), count: metrics.count - gatherCellsSeen[lane].count)
+        }
+        return gatherCellsSeen[lane][metric]
     }
 
     /// Reads the header's lane count: whether lanes were added since the last look (then
@@ -199,9 +260,26 @@ package final class RingConsumer {
         newLanesSeen = false
         try file.mapNewLanes()
         while cursors.count < file.laneCount {
-            cursors.append(try file.checkedCursors(lane: cursors.count).read)
+            let lane = cursors.count
+            let read = try file.checkedCursors(lane: lane).read
+            cursors.append(read)
             lastHolders.append((0, 0))
-            noteHolder(lane: cursors.count - 1)
+            noteHolder(lane: lane)
+            // What an earlier consumer drained (its read cursor moved) it counted, gathered calls
+            // with it: they are where this consumer starts. A lane never drained starts at zero, so
+            // a burst written before the first consumer came is counted whole.
+            if read == 0 {
+                gatheredSeen.append(0)
+                gatherCellsSeen.append([])
+            } else {
+                gatheredSeen.append(file.gathered(lane: lane))
+                gatherCellsSeen.append(
+                    metrics.indices.map { metric in
+                        guard metrics[metric].kind == .histogram else { return (0, 0) }
+                        let cell = file.gatherCell(lane: lane, metric: metric)
+                        return (cell.calls, cell.sum)
+                    })
+            }
         }
     }
 }

@@ -146,7 +146,10 @@ public enum RingCorruption: Error, Equatable, CustomStringConvertible, Sendable 
         case let .badMagic(magic):
             return "bad magic 0x\(String(magic, radix: 16)) (not a Ringside ring)"
         case let .unsupportedVersion(version):
-            let hint = version == 1 ? ": written by an older Ringside; restart its bot with the current library, or remove the file" : ""
+            let hint =
+                version == 1 || version == 2
+                ? ": written by an older Ringside (\(version == 1 ? "before lanes" : "before gather cells")); restart its bot with the current library, or remove the file"
+                : ""
             return "unsupported format version \(version) (this build reads version \(RS_FORMAT_VERSION)\(hint))"
         case let .badLayout(field, value, expected):
             return "bad layout: \(field) is \(value), expected \(expected)"

@@ -17,6 +17,8 @@ struct RingLayout: Equatable, Sendable {
     /// Where lane 0 starts; also the size of the part mapped before any lane.
     var lanesOffset: Int { Int(geometry.lanes_offset) }
     var laneSize: Int { Int(geometry.lane_size) }
+    /// Where a lane's gather cells start, from the lane's own start.
+    var laneGatherOffset: Int { Int(geometry.lane_gather_offset) }
     /// Where a lane's records start, from the lane's own start.
     var laneRecordsOffset: Int { Int(geometry.lane_records_offset) }
 
@@ -50,6 +52,7 @@ struct RingLayout: Equatable, Sendable {
         try Self.expect("registry_entry_size", UInt64(header.registry_entry_size), equals: UInt64(RS_REGISTRY_ENTRY_SIZE))
         try Self.expect("metric_cell_size", UInt64(header.metric_cell_size), equals: UInt64(RS_METRIC_CELL_SIZE))
         try Self.expect("lane_header_size", UInt64(header.lane_header_size), equals: UInt64(RS_LANE_HEADER_SIZE))
+        try Self.expect("gather_cell_size", UInt64(header.gather_cell_size), equals: UInt64(RS_GATHER_CELL_SIZE))
         guard (RS_MIN_CAPACITY_LOG2...RS_MAX_CAPACITY_LOG2).contains(header.capacity_log2) else {
             throw .badLayout(
                 field: "capacity_log2", value: UInt64(header.capacity_log2),
@@ -70,6 +73,7 @@ struct RingLayout: Equatable, Sendable {
         try Self.expect("cells_offset", header.cells_offset, equals: UInt64(layout.cellsOffset))
         try Self.expect("lanes_offset", header.lanes_offset, equals: UInt64(layout.lanesOffset))
         try Self.expect("lane_size", header.lane_size, equals: UInt64(layout.laneSize))
+        try Self.expect("lane_gather_offset", UInt64(header.lane_gather_offset), equals: UInt64(layout.laneGatherOffset))
         try Self.expect("lane_records_offset", UInt64(header.lane_records_offset), equals: UInt64(layout.laneRecordsOffset))
         guard fileSize >= layout.lanesOffset else { throw .truncated(fileSize: fileSize, expected: layout.lanesOffset) }
         self = layout

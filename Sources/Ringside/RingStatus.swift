@@ -51,6 +51,8 @@ package struct LaneStatus: Sendable, Equatable {
     package let dropped: UInt64
     /// CLOCK_MONOTONIC_COARSE of the lane's last record (or claim).
     package let heartbeatMonotonicNanos: UInt64
+    /// Histogram calls gathered rather than written while the lane was sampled (SAMPLING in ringside.h).
+    package var gathered: UInt64 = 0
 
     /// Records published and not yet consumed.
     package var backlog: UInt64 { writeCursor - readCursor }
@@ -98,13 +100,17 @@ package struct RingStatus: Sendable, Equatable {
     package let producerAttaches: UInt32
     package let consumerPID: Int32
     package let consumerAlive: Bool
-    /// Records in a lane past which its histograms are sampled (SAMPLING in ringside.h), as the
-    /// attached process chose; 0: never (sampling off, or a producer before it).
+    /// Records in a lane below which its histograms are never sampled (SAMPLING in ringside.h), as
+    /// the attached process chose; 0: never sampled.
     package let sampleAbove: UInt32
+    /// The longest the consumer said it leaves a filling lane undrained; 0: not said.
+    package var drainIntervalNanos: UInt64 = 0
     /// Whether the consumer said it reads weighted records: the producer samples only then.
     package let consumerReadsWeights: Bool
     /// Each lane, by index.
     package let lanes: [LaneStatus]
+    /// Histogram calls gathered in every lane.
+    package var gathered: UInt64 { lanes.reduce(0) { $0 &+ $1.gathered } }
 
     /// Records published and not yet consumed, in every lane. The totals may each wrap (a lane's
     /// cursors are free-running); their difference, taken modulo 2^64, is still the lanes' sum.

@@ -123,11 +123,44 @@ public struct Histogram: Sendable {
         if value > maxValue { maxValue = value }
     }
 
+    /// Adds `count` occurrences of `value` to its bucket, the count, the minimum and the maximum,
+    /// but not to the sum: calls whose values were summed elsewhere (gathered calls, SAMPLING in
+    /// ringside.h), placed at a value one of them had. ``addSum(_:raisingMaxTo:)`` adds their sum.
+    public mutating func place(_ value: UInt64, count n: UInt64) {
+        guard n != 0 else { return }
+        let (sumLow, sumHigh) = (self.sumLow, self.sumHigh)
+        record(value, count: n)
+        (self.sumLow, self.sumHigh) = (sumLow, sumHigh)
+    }
+
+    /// Adds `sum` to the sum and raises the maximum to `max`: the exact figures of calls placed
+    /// with ``place(_:count:)``, now or later (a merge keeps them while no count goes with them).
+    public mutating func addSum(_ sum: UInt64, raisingMaxTo max: UInt64) {
+        let (low, carry) = sumLow.addingReportingOverflow(sum)
+        sumLow = low
+        sumHigh = sumHigh &+ (carry ? 1 : 0)
+        if max > maxValue { maxValue = max }
+    }
+
     // MARK: - Combining
 
     /// Adds everything recorded in `other`, as if its values had been recorded here.
     public mutating func merge(_ other: Histogram) {
-        guard other.count != 0 else { return }
+        // A histogram may hold a sum and a largest value before the counts they go with arrive
+        // (gathered calls: ``addSum(_:raisingMaxTo:)``): those are merged too.
+        guard other.count != 0 || other.sumLow != 0 || other.sumHigh != 0 || other.maxValue != 0 else { return }
+        if other.count != 0 { mergeCounts(other) }
+        let (total, totalOverflow) = count.addingReportingOverflow(other.count)
+        count = totalOverflow ? .max : total
+        let (low, carry) = sumLow.addingReportingOverflow(other.sumLow)
+        sumLow = low
+        sumHigh = sumHigh &+ other.sumHigh &+ (carry ? 1 : 0)
+        minValue = Swift.min(minValue, other.minValue)
+        maxValue = Swift.max(maxValue, other.maxValue)
+    }
+
+    /// Adds `other`'s bucket counts (not its count, sum or extremes).
+    private mutating func mergeCounts(_ other: Histogram) {
         if other.isSparse {
             for entry in other.slots {
                 addCount(entry & Self.sparseCountMask, toBucket: Int(entry >> Self.sparseIndexShift))
@@ -143,13 +176,6 @@ public struct Histogram: Sendable {
                 addPage(of: other, at: source, to: slotIndex(ofPagedBucket: page << Self.pageMagnitude))
             }
         }
-        let (total, totalOverflow) = count.addingReportingOverflow(other.count)
-        count = totalOverflow ? .max : total
-        let (low, carry) = sumLow.addingReportingOverflow(other.sumLow)
-        sumLow = low
-        sumHigh = sumHigh &+ other.sumHigh &+ (carry ? 1 : 0)
-        minValue = Swift.min(minValue, other.minValue)
-        maxValue = Swift.max(maxValue, other.maxValue)
     }
 
     /// Empties the histogram but keeps its allocated capacity (and paged layout, if it had one),

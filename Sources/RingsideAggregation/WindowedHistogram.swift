@@ -37,6 +37,17 @@ public struct WindowedHistogram: Sendable {
         windows.update(atNanos: t) { $0.record(value, count: count) }
     }
 
+    /// Places `count` gathered calls at `value` at `t` (see ``Histogram/place(_:count:)``).
+    public mutating func place(_ value: UInt64, count: UInt64, atNanos t: UInt64) {
+        guard count != 0 else { return }
+        windows.update(atNanos: t) { $0.place(value, count: count) }
+    }
+
+    /// Adds gathered calls' exact sum and largest value at `t`, where their counts were placed.
+    public mutating func addSum(_ sum: UInt64, raisingMaxTo max: UInt64, atNanos t: UInt64) {
+        windows.update(atNanos: t) { $0.addSum(sum, raisingMaxTo: max) }
+    }
+
     /// Moves the current tick's records into the windows once `now` has passed the tick, so that
     /// reading ``cumulative`` does not copy; reads are correct without it.
     public mutating func advance(toNanos now: UInt64) {

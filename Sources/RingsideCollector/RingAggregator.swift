@@ -28,8 +28,8 @@ struct RingAggregator {
     fileprivate struct Route {
         var kind: UInt8
         var slot: Int
-        /// Histogram counts per record: the metric's "1 in N" sampling (a record sampled while its
-        /// lane filled counts 2^k times that: SAMPLING in ringside.h).
+        /// Histogram counts per call: the metric's "1 in N" sampling (its gathered calls count as
+        /// much: SAMPLING in ringside.h).
         var weight: UInt64
     }
 
@@ -38,9 +38,11 @@ struct RingAggregator {
         fileprivate var routes: [Route] = []
         /// Records refused: unknown metric, wrong kind, or a sequence that disagrees with its cursor.
         var rejected: UInt64 = 0
-        /// Histogram records its lanes did not write while they filled (SAMPLING in ringside.h): the
-        /// sum of 2^k - 1 over the weighted records drained from it.
+        /// Histogram calls its lanes gathered rather than wrote while they filled (SAMPLING in
+        /// ringside.h), counted from their gather cells.
         var sampled: UInt64 = 0
+        /// This drain's gathered calls not placed in a bucket yet (see `drain`).
+        var gathered = GatherPlacement()
         /// Its metrics given no series (a cap, or another kind under the same name and labels),
         /// and their records since (valid, but not aggregated).
         var refusedSeries = 0
@@ -82,8 +84,8 @@ struct RingAggregator {
         var countsBytes = 0
         /// Histograms: the exemplars kept, from the first one recorded.
         var exemplars: WindowedExemplars?
-        /// Histograms: records not written while a lane filled, that weighted records stand for
-        /// (the sum of 2^k - 1 over them), since this collector started.
+        /// Histograms: calls gathered rather than written while a lane filled, since this
+        /// collector started (counted, summed and placed all the same: SAMPLING in ringside.h).
         var sampled: UInt64 = 0
 
         /// Keeps `sampled`, source `source`'s cells as just read, and merges.
@@ -104,6 +106,8 @@ struct RingAggregator {
             guard source < sourceCells.count, let gone = sourceCells[source] else { return }
             folded.cells.total &+= gone.cells.total
             folded.cells.dropped &+= gone.cells.dropped
+            folded.cells.droppedSum &+= gone.cells.droppedSum
+            folded.cells.droppedMax = max(folded.cells.droppedMax, gone.cells.droppedMax)
             if gone.cells.lastValue != nil, gone.changedNanos >= folded.changedNanos {
                 folded.cells.lastValue = gone.cells.lastValue
                 folded.changedNanos = gone.changedNanos
@@ -135,6 +139,8 @@ struct RingAggregator {
             for case let source? in sourceCells {
                 merged.total &+= source.cells.total
                 merged.dropped &+= source.cells.dropped
+                merged.droppedSum &+= source.cells.droppedSum
+                merged.droppedMax = max(merged.droppedMax, source.cells.droppedMax)
                 if let value = source.cells.lastValue, merged.lastValue == nil || source.changedNanos > latest {
                     merged.lastValue = value
                     latest = source.changedNanos
@@ -420,6 +426,12 @@ struct RingAggregator {
 
     /// Drains `consumer`'s lanes (source `source`, at most `limitPerLane` records each) into the
     /// series; a record naming a metric registered since the last look has the registry read again.
+    ///
+    /// Calls its lanes gathered (SAMPLING in ringside.h) are taken first: each is counted, its sum
+    /// and the largest exactly; a record that stands for gathered calls (k > 0) places up to
+    /// 2^k - 1 of them in its value's bucket, and those left (the lane stopped sampling, or its
+    /// thread went idle) are placed at their cell's latest value, so the counts and the buckets
+    /// agree at every drain.
     /// - Parameters:
     ///   - allowance: how many more series may be added, given the series held (the caps).
     ///   - counted: told the records taken from each lane, for the fill rate.
@@ -430,7 +442,10 @@ struct RingAggregator {
         admitting allowance: (_ held: Usage) -> Usage,
         counted: (_ records: Int, _ lane: Int) -> Void
     ) throws(RingError) -> Int {
-        try consumer.drain(limitPerLane: limitPerLane) { records, first, lane in
+        // The calls gathered are taken after the records, even when the drain fails: then every
+        // record drained finds the calls it stands for (see `GatherPlacement`).
+        defer { takeGathered(of: consumer, source: source, nowNanos: now) }
+        return try consumer.drain(limitPerLane: limitPerLane) { records, first, lane in
             counted(records.count, lane)
             var offset = 0
             while offset < records.count {
@@ -446,6 +461,35 @@ struct RingAggregator {
         }
     }
 
+    /// Takes the calls `consumer`'s lanes gathered since the last look (SAMPLING in ringside.h):
+    /// their sum and largest into their series at `now`, exactly; their count as they are placed
+    /// (`Source.gathered`): beside the records that stand for them, or, once a lane is drained and
+    /// none can, at their cell's latest value, now.
+    private mutating func takeGathered(of consumer: RingConsumer, source: Int, nowNanos now: UInt64) {
+        let routes = sources[source].routes
+        var gathered = GatherPlacement()
+        swap(&gathered, &sources[source].gathered)  // moved out, not copied: the histograms change meanwhile
+        defer { swap(&gathered, &sources[source].gathered) }
+        consumer.takeGathered { metric, lane, calls in
+            guard metric < routes.count, routes[metric].kind == MetricKind.histogram.rawValue, routes[metric].slot != Self.refusedSlot
+            else { return }
+            let route = routes[metric]
+            let (sum, overflow) = calls.sum.multipliedReportingOverflow(by: route.weight)
+            histograms[route.slot].windows.addSum(overflow ? .max : sum, raisingMaxTo: calls.max, atNanos: now)
+            histograms[route.slot].sampled &+= calls.calls &* route.weight
+            histograms[route.slot].touched = true
+            sources[source].sampled &+= calls.calls &* route.weight
+            gathered.take(calls, metric: metric, lane: lane) { value, time, placed in
+                histograms[route.slot].windows.place(value, count: placed &* route.weight, atNanos: time)
+            }
+        }
+        guard !gathered.isEmpty else { return }
+        gathered.placeUnclaimed(isDrained: consumer.isDrained(lane:)) { metric, value, calls in
+            histograms[routes[metric].slot].windows.place(value, count: calls &* routes[metric].weight, atNanos: now)
+            histograms[routes[metric].slot].touched = true
+        }
+    }
+
     /// Aggregates records of `source` read at cursors `firstCursor...` of lane `lane`; stops
     /// before a record that names a metric not known yet and returns how many it took, so `drain`
     /// can read the registry again. A value's exemplar is put back together from the exemplar
@@ -458,11 +502,10 @@ struct RingAggregator {
         let latest = now
         if let first = records.first { oldestInLastBatchNanos = min(first.timestamp_ns, now) }
         let routes = sources[source].routes
-        var rejected: UInt64 = 0, refused: UInt64 = 0, sampled: UInt64 = 0
+        var rejected: UInt64 = 0, refused: UInt64 = 0
         defer {
             sources[source].rejected &+= rejected
             sources[source].refusedRecords &+= refused
-            sources[source].sampled &+= sampled
         }
         var assembling = sources[source].exemplars.isPending(lane: lane)
         for index in records.indices {
@@ -508,13 +551,13 @@ struct RingAggregator {
             let time = min(record.timestamp_ns, latest)
             switch route.kind {
             case MetricKind.histogram.rawValue:
-                // A record written while its lane filled stands for 2^k calls (SAMPLING in ringside.h).
-                let weightLog2 = record.weightLog2
-                histograms[route.slot].windows.record(record.value, count: route.weight << weightLog2, atNanos: time)
+                histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
                 histograms[route.slot].touched = true
-                if weightLog2 > 0 {
-                    histograms[route.slot].sampled &+= record.weight - 1
-                    sampled &+= record.weight - 1
+                // A record written while its lane filled stands, in its bucket, for the 2^k - 1
+                // calls gathered before it, counted already (SAMPLING in ringside.h).
+                if record.weightLog2 > 0 {
+                    let placed = sources[source].gathered.placeBeside(record, lane: lane, timeNanos: time)
+                    histograms[route.slot].windows.place(record.value, count: placed &* route.weight, atNanos: time)
                 }
                 if record.flags & ExemplarAssembler.exemplarFlag != 0 {
                     assembling = sources[source].exemplars.begin(record, at: firstCursor &+ UInt64(index), lane: lane, slot: route.slot)
@@ -617,7 +660,10 @@ struct RingAggregator {
                         snapshot.cumulativeCount = cumulative.count
                         snapshot.cumulativeSum = cumulative.sum
                         snapshot.cumulativeExactSum = cumulative.exactSum
+                        snapshot.cumulativeMax = cumulative.max
                         snapshot.droppedRecords = series.cells.dropped
+                        snapshot.droppedSum = series.cells.droppedSum
+                        snapshot.droppedMax = series.cells.droppedMax
                         snapshot.sampledRecords = series.sampled
                         snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
                     }))

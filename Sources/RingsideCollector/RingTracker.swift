@@ -267,7 +267,9 @@ final class RingTracker {
 
     private func attach(_ name: String, nowNanos now: UInt64) {
         do {
-            let consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs), readsWeights: true)
+            let consumer = try RingConsumer(
+                name, directory: options.directory, allowedOwners: Set(options.allowedUIDs), readsWeights: true,
+                drainIntervalNanos: DrainScheduler.passBudgetNanos)
             let ring = TrackedRing(consumer: consumer, bot: botSeries(writtenBy: name))
             ring.aggregator.addMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
             sayRefusedSeries(of: ring)
@@ -407,7 +409,9 @@ final class RingTracker {
         due.toReacquire.remove(name)
         let consumer: RingConsumer
         do {
-            consumer = try RingConsumer(name, directory: options.directory, allowedOwners: Set(options.allowedUIDs), readsWeights: true)
+            consumer = try RingConsumer(
+                name, directory: options.directory, allowedOwners: Set(options.allowedUIDs), readsWeights: true,
+                drainIntervalNanos: DrainScheduler.passBudgetNanos)
         } catch {
             forget(ring)
             news = true

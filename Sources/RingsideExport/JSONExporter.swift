@@ -112,7 +112,10 @@ public enum JSONExporter {
             case .histogram:
                 json.field("total_count", UInt128(series.cumulativeCount))
                 json.field("total_sum", series.cumulativeExactSum)
+                json.field("total_max", series.cumulativeMax)
                 json.field("dropped_records", series.droppedRecords)
+                json.field("dropped_sum", series.droppedSum)
+                json.field("dropped_max", series.droppedMax)
                 json.field("sampled_records", series.sampledRecords)
                 if !series.bucketExemplars.isEmpty {
                     json.key("bucket_exemplars")

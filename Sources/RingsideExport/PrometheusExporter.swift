@@ -160,29 +160,46 @@ public enum PrometheusExporter {
     /// Drops per metric (histograms and gauges; counters are exact and never drop): a line per
     /// series, so the renderer keeps the family while the series stay as they were.
     /// The collector's families with a line per series: its records dropped, and (a histogram's)
-    /// sampled out. They change only when a series does (`SeriesContentKey`), so a renderer keeps them.
+    /// calls gathered, and the dropped values' sum and largest. They change only when a series does
+    /// (`SeriesContentKey`), so a renderer keeps them.
     static func perMetricFamilies(_ snapshot: Snapshot) -> [FixedFamily] {
         var drops: [([(String, String)], Double)] = []
         var sampled: [([(String, String)], Double)] = []
+        var droppedSums: [([(String, String)], Double)] = []
+        var droppedMaxima: [([(String, String)], Double)] = []
         for series in snapshot.series where series.metric.kind != .counter {
             let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
             let names = [("ring", series.ring), ("metric", series.metric.name), ("labels", labels)]
             drops.append((names, Double(series.droppedRecords)))
-            if series.metric.kind == .histogram { sampled.append((names, Double(series.sampledRecords))) }
+            guard series.metric.kind == .histogram else { continue }
+            sampled.append((names, Double(series.sampledRecords)))
+            droppedSums.append((names, ExportBuckets.inBaseUnits(series.droppedSum, unit: series.metric.unit)))
+            droppedMaxima.append((names, ExportBuckets.inBaseUnits(series.droppedMax, unit: series.metric.unit)))
         }
         return [
             FixedFamily(
                 perMetricFamilyNames[0], "counter",
                 "Records of one metric and label set that were dropped (full lanes, or threads without a lane)", drops),
-            // Counted in the histogram's count through the weighted records (SAMPLING in ringside.h).
+            // Counted in the histogram's count, sum and maximum exactly (SAMPLING in ringside.h).
             FixedFamily(
                 perMetricFamilyNames[1], "counter",
-                "Histogram records of one metric and label set not written while a lane filled: its weighted records stand for them",
+                "Histogram calls of one metric and label set gathered rather than written while a lane filled: counted, summed and placed all the same",
                 sampled),
+            FixedFamily(
+                perMetricFamilyNames[2], "gauge",
+                "The sum of the values of a histogram's dropped records, in base units (seconds for times): what full lanes hid",
+                droppedSums),
+            FixedFamily(
+                perMetricFamilyNames[3], "gauge",
+                "The largest value of a histogram's dropped records, in base units (seconds for times): what full lanes hid",
+                droppedMaxima),
         ]
     }
 
-    static let perMetricFamilyNames = ["ringside_metric_records_dropped_total", "ringside_metric_records_sampled_total"]
+    static let perMetricFamilyNames = [
+        "ringside_metric_records_dropped_total", "ringside_metric_records_sampled_total", "ringside_metric_dropped_sum",
+        "ringside_metric_dropped_max",
+    ]
 
     /// The collector's own families; `perMetric`, when given, is `perMetricFamilies` of the snapshot, kept.
     static func selfMetrics(_ snapshot: Snapshot, perMetric: [FixedFamily]? = nil) -> [FixedFamily] {

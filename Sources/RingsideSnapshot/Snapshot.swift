@@ -63,8 +63,15 @@ public struct SeriesSnapshot: Sendable {
     public var lastValue: Double?
     /// Histograms and gauges: records of this series dropped (full lanes, or threads without one).
     public var droppedRecords: UInt64 = 0
-    /// Histograms: records not written while a lane filled, stood for by weighted records (SAMPLING
-    /// in ringside.h): counted in `cumulativeCount`, since this collector started.
+    /// Histograms: the dropped records' values, their sum (modulo 2^64) and the largest: what a
+    /// full lane hid from the windows.
+    public var droppedSum: UInt64 = 0
+    public var droppedMax: UInt64 = 0
+    /// Histograms: the largest value ever recorded, exact (gathered calls included).
+    public var cumulativeMax: UInt64 = 0
+    /// Histograms: calls gathered rather than written while a lane filled (SAMPLING in
+    /// ringside.h), since this collector started: counted in `cumulativeCount`, their sum in the
+    /// sum and their largest in the maximum, exactly; their buckets from the records beside them.
     public var sampledRecords: UInt64 = 0
     /// Histograms: the latest exemplar of each bucket that had one (at most 64), by value.
     public var bucketExemplars: [KeptExemplar] = []

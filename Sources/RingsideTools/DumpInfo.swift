@@ -196,15 +196,18 @@ enum InfoCommand {
         switch kind {
         case .counter: return .object([("total", .uint(cell.total))])
         case .gauge: return .object([("last", cell.lastValue.map(JSON.double) ?? .null), ("dropped", .uint(cell.dropped))])
-        case .histogram: return .object([("dropped", .uint(cell.dropped))])
+        case .histogram:
+            return .object([("dropped", .uint(cell.dropped)), ("dropped_sum", .uint(cell.droppedSum)), ("dropped_max", .uint(cell.droppedMax))])
         }
     }
 
-    /// When the producer samples a filling lane's histograms (SAMPLING in ringside.h).
+    /// When the producer samples a filling lane's histograms (SAMPLING in ringside.h), and what it gathered.
     static func samplingText(_ status: RingStatus) -> String {
         guard status.sampleAbove > 0 else { return "never: a full lane drops" }
         let percent = Double(status.sampleAbove) * 100 / Double(max(1, status.capacity))
-        return "histograms weighted past \(status.sampleAbove) records in a lane (\(roundedPercent(percent)) %)"
+        let interval = status.drainIntervalNanos > 0 ? formatDuration(status.drainIntervalNanos, approximate: true) : "not said"
+        return "histograms sampled past \(status.sampleAbove) records in a lane (\(roundedPercent(percent)) %) only where it "
+            + "would fill before the collector drains it (its drain interval: \(interval)); \(status.gathered) calls gathered"
     }
 
     private static func ago(_ age: UInt64?) -> String {

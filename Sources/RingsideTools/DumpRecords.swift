@@ -89,7 +89,7 @@ enum RecordsCommand {
                     ("metric_index", .uint(UInt64(record.metric))), ("metric", metricJSON), ("consumed", .bool(entry.consumed)),
                     ("labels", metric?.labelsJSON ?? .null), ("kind", kindJSON), ("unit", unitJSON),
                     ("value", MetricValue(bits: record.value, kind: kind).json), ("span", .bool(isSpan)),
-                    ("weight", .uint(record.weight)), ("raw", rawJSON),
+                    ("weight", .uint(record.bucketWeight)), ("raw", rawJSON),
                 ])
             }
             console.print(
@@ -140,7 +140,7 @@ enum RecordsCommand {
     static func flagsText(_ record: RingRecord) -> String {
         var parts: [String] = []
         if record.flags & UInt8(RS_FLAG_SPAN) != 0 { parts.append("span") }
-        if record.weightLog2 > 0 { parts.append("weight=\(record.weight)") }
+        if record.weightLog2 > 0 { parts.append("weight=\(record.bucketWeight)") }
         return parts.isEmpty ? "-" : parts.joined(separator: ",")
     }
 }

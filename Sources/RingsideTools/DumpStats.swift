@@ -89,7 +89,7 @@ enum StatsCommand {
                 continue
             }
             valuesByMetric[entry.record.metric, default: []].append(entry.record.value)
-            weightsByMetric[entry.record.metric, default: []].append(entry.record.weight)
+            weightsByMetric[entry.record.metric, default: []].append(entry.record.bucketWeight)
         }
         let statistics = contents.metrics.compactMap { $0 }
             .filter { names.isEmpty || names.contains($0.name) }

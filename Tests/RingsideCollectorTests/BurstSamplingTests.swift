@@ -45,9 +45,9 @@ struct Burst {
     /// The values' seed: 27, or RINGSIDE_BURST_SEED's, to sweep seeds (docs/benchmarks.md).
     static let seed = UInt64(ProcessInfo.processInfo.environment["RINGSIDE_BURST_SEED"] ?? "") ?? 27
 
-    /// Records the burst into a lane of a bot that samples past `sampleAbovePercent` (100: never),
-    /// drained in steps by a collector's aggregator that reads weights; the thread then lets go of
-    /// its lane and the rest is drained.
+    /// Records the burst into a lane of a bot that may sample past `sampleAbovePercent` (100: never),
+    /// drained in steps by a collector's aggregator that reads gather cells; then the rest is drained
+    /// (the thread keeps its lane: the calls it gathered last are counted all the same).
     static func run(sampleAbovePercent: Int, in directory: RingDirectory) throws -> Outcome {
         let name = "burst-\(sampleAbovePercent)"
         let bot = try Bot.attach(
@@ -72,7 +72,6 @@ struct Burst {
                 consumer, source: source, limitPerLane: drainedPerStep, nowNanos: rs_clock_precise_ns(), admitting: room,
                 counted: { _, _ in })
         }
-        bot.releaseCurrentThreadLane()  // its open groups are written: every call is in a weight
         outcome.drained += try aggregator.drain(
             consumer, source: source, limitPerLane: .max, nowNanos: rs_clock_precise_ns(), admitting: room, counted: { _, _ in })
         let now = rs_clock_precise_ns()
@@ -93,7 +92,7 @@ struct Burst {
 
 @Suite("Collector: a burst at 10 times the drain rate, sampled or dropped")
 struct BurstSamplingTests {
-    @Test("sampled, the burst's weighted count is exact and its p50 and p99 within 1 % of the true ones; dropped, they are not")
+    @Test("sampled, the burst's count is exact and its p50 and p99 within 1 % of the true ones; dropped, they are not")
     func burstAtTenTimesTheDrain() throws {
         try withRingDirectory { directory in
             let sampled = try Burst.run(sampleAbovePercent: 50, in: directory)
@@ -102,7 +101,7 @@ struct BurstSamplingTests {
             print("burst (seed \(Burst.seed)), sampling off: \(dropped.summary)")
 
             #expect(sampled.count == UInt64(Burst.calls) && sampled.dropped == 0, "\(sampled.summary)")
-            #expect(sampled.sampled == UInt64(Burst.calls - sampled.drained), "each record stands for its calls")
+            #expect(sampled.sampled == UInt64(Burst.calls - sampled.drained), "every call not written was gathered")
             #expect(sampled.errors.allSatisfy { $0 < 0.01 }, "\(sampled.summary)")
 
             #expect(dropped.count + dropped.dropped == UInt64(Burst.calls) && dropped.sampled == 0, "\(dropped.summary)")

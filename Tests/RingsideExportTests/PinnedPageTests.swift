@@ -58,6 +58,8 @@ private func pinnedSnapshot() -> Snapshot {
         latency.cumulativeSum = histogram.sum
         latency.cumulativeExactSum = histogram.exactSum
         latency.droppedRecords = UInt64(number)
+        latency.droppedSum = UInt64(number) * (range / 2)
+        latency.droppedMax = range - 1
         latency.sampledRecords = UInt64(100 * number)
         snapshot.series.append(latency)
     }

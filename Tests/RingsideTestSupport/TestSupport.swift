@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 #endif
 import Ringside
+import RingsideAggregation
 import RingsideCollector
 import Synchronization
 
@@ -455,4 +456,62 @@ package func currentThreadID() -> Int32 {
     precondition(count > 0, "readlink /proc/thread-self")
     let link = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     return Int32(link.split(separator: "/").last ?? "") ?? 0
+}
+
+/// A bot's histograms drained as the collector drains them (SAMPLING in ringside.h): each record
+/// counts once; the calls its lanes gathered are counted from their gather cells, with their exact
+/// sum and largest, and placed beside the records that stand for them (`GatherPlacement`). So a
+/// test or a benchmark reads what a collector would, without one.
+package final class ExactDrain {
+    package let consumer: RingConsumer
+    /// Each histogram's figures, by registry index.
+    package private(set) var histograms: [Int: Histogram] = [:]
+    /// Every record drained, with its lane and cursor.
+    package private(set) var records: [PeekedRecord] = []
+    /// Calls gathered, by registry index.
+    package private(set) var gathered: [Int: UInt64] = [:]
+    private var placement = GatherPlacement()
+
+    package init(_ consumer: RingConsumer) { self.consumer = consumer }
+
+    /// Drains at most `limitPerLane` records a lane; returns how many.
+    @discardableResult
+    package func drain(limitPerLane: Int = .max) throws -> Int {
+        let count = try consumer.drain(limitPerLane: limitPerLane) { batch, first, lane in
+            for (offset, record) in batch.enumerated() {
+                records.append(PeekedRecord(lane: lane, cursor: first + UInt64(offset), record: record, consumed: true))
+                guard record.kind == UInt8(RS_KIND_HISTOGRAM.rawValue) else { continue }
+                let metric = Int(record.metric)
+                histograms[metric, default: Histogram()].record(record.value)
+                let beside = placement.placeBeside(record, lane: lane, timeNanos: record.timestamp_ns)
+                histograms[metric]?.place(record.value, count: beside)
+            }
+        }
+        consumer.takeGathered { metric, lane, calls in
+            histograms[metric, default: Histogram()].addSum(calls.sum, raisingMaxTo: calls.max)
+            gathered[metric, default: 0] += calls.calls
+            placement.take(calls, metric: metric, lane: lane) { value, _, placed in histograms[metric]?.place(value, count: placed) }
+        }
+        placement.placeUnclaimed(isDrained: consumer.isDrained(lane:)) { metric, value, calls in
+            histograms[metric, default: Histogram()].place(value, count: calls)
+        }
+        return count
+    }
+
+    /// Histogram `metric`'s figures so far (empty when none arrived).
+    package func histogram(_ metric: Int) -> Histogram { histograms[metric] ?? Histogram() }
+
+    /// Records drained that were written while their lane sampled (k > 0), of any metric or of `metric`.
+    package func weightedRecords(metric: UInt32? = nil) -> Int {
+        var count = 0
+        for entry in records where entry.record.weightLog2 > 0 && (metric == nil || entry.record.metric == metric) { count += 1 }
+        return count
+    }
+
+    /// Records drained of `metric`.
+    package func records(metric: UInt32) -> Int {
+        var count = 0
+        for entry in records where entry.record.metric == metric { count += 1 }
+        return count
+    }
 }

@@ -120,7 +120,7 @@ struct CheckTests {
         }
     }
 
-    @Test("a sampled lane's weighted records check sound, records shows their weights, and a weight on a gauge is a problem")
+    @Test("a sampled lane's weighted records check sound, records shows their bucket weights, and a weight on a gauge is a problem")
     func sampledRecords() throws {
         try withRingDirectory { directory in
             let bot = try Bot.attach("sampled", directory: directory.path, options: .init(laneCapacity: 64))
@@ -134,7 +134,8 @@ struct CheckTests {
             let weights = try dump(directory, "records", "sampled", "--json").json().objects("records").compactMap { $0.uint64("weight") }
             #expect(weights.count > 32 && weights.contains { $0 > 1 } && weights.allSatisfy { $0.nonzeroBitCount == 1 })
             let info = try dump(directory, "info", "sampled")
-            #expect(info.output.contains("histograms weighted past 32 records in a lane (50.0 %)"), "\(info.output)")
+            #expect(info.output.contains("histograms sampled past 32 records in a lane (50.0 %) only where"), "\(info.output)")
+            #expect(info.output.contains("calls gathered"), "\(info.output)")
             #expect(info.output.contains("read: a filling lane may be sampled"), "\(info.output)")
             withExtendedLifetime((bot, fills, consumer)) {}
         }

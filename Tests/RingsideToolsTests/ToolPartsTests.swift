@@ -50,7 +50,9 @@ struct ToolPartsTests {
         #expect(InfoCommand.cellText(MetricCells(dropped: 7), kind: .histogram) == "-")
         #expect(InfoCommand.cellsJSON(MetricCells(total: 42), kind: .counter).text == #"{"total":42}"#)
         #expect(InfoCommand.cellsJSON(MetricCells(dropped: 3), kind: .gauge).text == #"{"last":null,"dropped":3}"#)
-        #expect(InfoCommand.cellsJSON(MetricCells(dropped: 7), kind: .histogram).text == #"{"dropped":7}"#)
+        #expect(
+            InfoCommand.cellsJSON(MetricCells(dropped: 7, droppedSum: 700, droppedMax: 250), kind: .histogram).text
+                == #"{"dropped":7,"dropped_sum":700,"dropped_max":250}"#)
         // Stats read a counter's total and a gauge's last value from the cells, not the records.
         let gauge = MetricDescriptor(index: 0, name: "g", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1)
         let stats = MetricStatistics(metric: gauge, values: [2.0, 9.0].map(\.bitPattern), cells: MetricCells(lastValue: 4))

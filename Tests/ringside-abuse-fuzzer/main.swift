@@ -810,8 +810,9 @@ func expectedValid(_ bytes: [UInt8], status: RingStatus, metrics: [MetricDescrip
             if metric < metrics.count, metrics[metric].kind.rawValue == kind, metrics[metric].kind != .counter, sequence == cursor {
                 valid += 1
                 if metrics[metric].kind == .histogram {
-                    // A record counts 2^k times its metric's sample_every, k in its flags' bits 4 to 7 (SAMPLING).
-                    weight += UInt64(metrics[metric].sampleEvery) << UInt64(flags >> RS_FLAG_WEIGHT_SHIFT)
+                    // A record is one call, times its metric's sample_every (the calls gathered before it
+                    // are counted from the gather cells, below: SAMPLING in ringside.h).
+                    weight = saturatingAdd(weight, UInt64(metrics[metric].sampleEvery))
                     if flags & UInt8(RS_FLAG_EXEMPLAR) != 0 {
                         if (1...Int(RS_EXEMPLAR_MAX)).contains(length) {
                             pending = (UInt32(metric), length, cursor + 1, [])
@@ -822,8 +823,24 @@ func expectedValid(_ bytes: [UInt8], status: RingStatus, metrics: [MetricDescrip
                 }
             }
         }
+        // A lane no consumer drained yet is counted from the start of its gather cells: each
+        // histogram's calls, once its `gathered` moved (a collector reads the cells only then).
+        if lane.readCursor == 0, lane.gathered != 0 {
+            let cells = Int(header.lanes_offset) + lane.index * Int(header.lane_size) + Int(header.lane_gather_offset)
+            for (metric, descriptor) in metrics.enumerated() where descriptor.kind == .histogram {
+                let calls = load(bytes, cells + metric * Int(RS_GATHER_CELL_SIZE), as: UInt64.self)
+                let (scaled, overflow) = calls.multipliedReportingOverflow(by: UInt64(descriptor.sampleEvery))
+                weight = saturatingAdd(weight, overflow ? .max : scaled)
+            }
+        }
     }
     return (valid, weight)
+}
+
+/// `a + b`, or `UInt64.max` past it: a histogram's count saturates.
+func saturatingAdd(_ a: UInt64, _ b: UInt64) -> UInt64 {
+    let (sum, overflow) = a.addingReportingOverflow(b)
+    return overflow ? .max : sum
 }
 
 /// Whether an exemplar's parts hold one: its bytes pass the producer's check, are UTF-8, and the
@@ -991,7 +1008,7 @@ func check(_ label: String, _ bytes: [UInt8], expectation: Expectation, runDump:
                     violation("\(label): collector rejected \(ring.rejectedTotal), expected \(status.backlog - UInt64(expected.valid))")
                 }
                 let series = snapshot.series.filter { $0.ring == ringName }
-                let counted = series.filter { $0.metric.kind == .histogram }.reduce(UInt64(0)) { $0 + $1.cumulativeCount }
+                let counted = series.filter { $0.metric.kind == .histogram }.reduce(UInt64(0)) { saturatingAdd($0, $1.cumulativeCount) }
                 if counted != expected.histogramWeight {
                     violation("\(label): histogram series count \(counted), expected \(expected.histogramWeight)")
                 }

@@ -28,9 +28,10 @@
 //       through the any-thread API (Bot): T threads each record N values into histogram
 //       "thread_values" (thread t records t*N+1 ... t*N+N) and increment counter "thread_increments"
 //       N times, then release their lanes; prints "lanes L written W dropped D" (records, over every lane).
-//   ringside-test-producer burst-exit --dir DIR --ring NAME --count N [--capacity C] [--sample-above P]
-//       prints "attached PID", waits for a line on its input, records 0 ... N-1 into histogram
-//       "burst" on its main thread, and calls exit() with the bot still attached.
+//   ringside-test-producer burst-idle --dir DIR --ring NAME --count N [--capacity C] [--sample-above P]
+//       prints "attached PID", waits for a line on its input, records burstValue(0 ... N-1) into
+//       histogram "burst" on its main thread, prints "done", and sleeps with the bot attached until
+//       killed.
 //
 //   Every mode drops when a lane is full, unless --sample-above P (1 to 99) has its lanes sampled
 //   past P percent, while a collector that reads weights drains them (SAMPLING in ringside.h).
@@ -116,7 +117,7 @@ if arguments == ["first-bot"] {
 }
 guard let mode = arguments.first,
     [
-        "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit", "burst-exit",
+        "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit", "burst-idle",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
         "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound", "sched-threads", "spin",
         "span-clock",
@@ -264,12 +265,16 @@ do {
             ring, count: count, start: start, step: UInt64(options["step"] ?? "1") ?? 1,
             perSecond: UInt64(options["per-second"] ?? "1000") ?? 1000)
     }
-    if mode == "burst-exit" {
+    /// burst-idle's values: spread over 1 ... 1,000,000 in no order, so a sum or a largest that
+    /// misses any one of them shows (the tests compute the same: `BurstIdle.value`).
+    func burstValue(_ index: UInt64) -> UInt64 { 1 + (index &* 2_654_435_761) % 1_000_000 }
+    if mode == "burst-idle" {
         let burst = try ring.histogram("burst", unit: .none)
         FileHandle.standardOutput.write(Data("attached \(getpid())\n".utf8))
         _ = readLine()
-        for value in 0..<count { burst.record(value) }
-        exit(0)  // the bot still attached: the atexit hook writes this thread's open groups
+        for index in 0..<count { burst.record(burstValue(index)) }
+        FileHandle.standardOutput.write(Data("done\n".utf8))
+        while true { pause() }  // idle with the bot attached, until killed: its gathered calls are in its cells
     }
     if mode == "blast" {
         try blast(
@@ -391,18 +396,25 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         let threads = Int(options["threads"] ?? "1") ?? 1
         let values = try bot.histogram("thread_values", unit: .none, labels: ["source": "test"])
         let increments = try bot.counter("thread_increments", labels: ["source": "test"])
-        let done = DispatchGroup()
+        let done = DispatchGroup(), holding = DispatchGroup()
+        let everyoneHolds = DispatchSemaphore(value: 0)
         for thread in 0..<threads {
             done.enter()
+            holding.enter()
             let worker = Thread {
+                // Every thread holds a lane of its own before any records: a thread that finished
+                // first never hands its lane, and what it holds, to one that starts late.
+                _ = try? bot.claimCurrentThreadLane()
+                holding.leave()
+                everyoneHolds.wait()
                 recordThreadShare(thread, count: count, values: values, increments: increments)
-                // Let go of the lane before saying done: its sampling groups are written now, not
-                // at the thread's exit, which the process's may overtake.
                 bot.releaseCurrentThreadLane()
                 done.leave()
             }
             worker.start()
         }
+        holding.wait()
+        for _ in 0..<threads { everyoneHolds.signal() }
         done.wait()
         let status = try laneTotals(bot)
         print("lanes \(bot.lanesAllocated) written \(status.written) dropped \(status.dropped)")

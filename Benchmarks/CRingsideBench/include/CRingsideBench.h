@@ -43,12 +43,17 @@ typedef struct {
  */
 RS_INLINE int rsb_write_before(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
                                uint64_t timestamp_ns) {
-    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric, kind, value);
     uint64_t cursor = p->next;
     if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
         /* Acquire: the consumer finished reading the slots below its cursor before storing it. */
         p->cached_read = rs_load_acquire_u64(p->read_cursor);
-        if (cursor - p->cached_read > p->mask) return rs_producer_lose(p, metric);
+        if (cursor - p->cached_read > p->mask) {
+            /* A full lane's drop, as it was counted then (only this lane's owner writes these). */
+            rs_store_relaxed_u64(p->dropped_total, rs_load_relaxed_u64(p->dropped_total) + 1);
+            rs_store_relaxed_u64(&p->cells[metric], rs_load_relaxed_u64(&p->cells[metric]) + 1);
+            return 0;
+        }
     }
     rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, kind, flags, value, timestamp_ns, 0);
     p->next = cursor + 1;

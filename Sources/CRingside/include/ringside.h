@@ -1,5 +1,5 @@
 /*
- * ringside.h: the Ringside shared-memory format, version 2.
+ * ringside.h: the Ringside shared-memory format, version 3.
  *
  * This header exists for one reason: it is the specification of the file a producer (a trading
  * bot) and a consumer (the collector, the dump tool) share, with the atomics and clocks the
@@ -39,17 +39,19 @@
  *     0x080  producer  line: written only by the attached process    (128 bytes)
  *     0x100  consumer  line: written only by the consumer             (128 bytes)
  *   registry_offset   registry_capacity entries of RS_REGISTRY_ENTRY_SIZE (512) bytes
- *   cells_offset      registry_capacity rs_metric_cell (32 bytes): per metric, shared by threads
+ *   cells_offset      registry_capacity rs_metric_cell (64 bytes): per metric, shared by threads
  *   lanes_offset      lane 0, lane 1, ... each `lane_size` bytes (a multiple of 4096):
  *                       +0                    rs_lane_header (256 bytes): producer and consumer lines
  *                       +RS_LANE_HEADER_SIZE  registry_capacity uint64_t lane cells
+ *                       +lane_gather_offset   registry_capacity rs_gather_cell (64 bytes; see SAMPLING)
  *                       +lane_records_offset  capacity records of RS_RECORD_SIZE (32) bytes
  *   file size         >= lanes_offset + lanes_allocated * lane_size (the file grows by whole lanes)
  *
  * READY: the creator writes the layout, then stores `version` with release ordering. A reader
  * that loads a non-zero `version` (acquire) sees the whole layout. Version 0 means "being
  * created": readers skip the file and look again later. A file of another version is refused
- * with a message naming both versions; version 1 (one ring per file, before lanes) is not read.
+ * with a message naming both versions; version 1 (one ring per file, before lanes) and version 2
+ * (before gather cells) are not read.
  *
  * LANES: the attached process reserves a new lane's pages (the file grows by `lane_size`),
  * writes its header, then stores `lanes_allocated` + 1 with release ordering. A reader that
@@ -67,12 +69,10 @@
  * lane's `dropped_total` and in the lane cell of its metric; it never blocks and never
  * overwrites. Hence, exactly, per lane:
  *     records written   == write_cursor
- *     records attempted == write_cursor + dropped_total   (after sampling)
+ *     records attempted == write_cursor + dropped_total   (calls gathered aside: see SAMPLING)
  *     records in lane   == write_cursor - read_cursor
  * where an exemplar's records (see EXEMPLARS) count among those written, and a value dropped
- * with its exemplar counts once among those dropped. A lane that is filling writes weighted
- * records instead (see SAMPLING): "attempted" then counts each written record as the one it is,
- * and a dropped record by its weight.
+ * with its exemplar counts once among those dropped.
  *
  * CELLS: counters and gauges do not depend on the rings, so a full ring never changes them.
  * - Lane cells (one uint64_t per metric, written only by the lane's owner with plain relaxed
@@ -89,7 +89,10 @@
  *   (`gauge_bits` stored, then `gauge_set` stored 1 with release, by whichever thread sets it:
  *   the last store wins), and `unlaned`: what threads that found no free lane could not keep
  *   apart (counter increments, added atomically and still exact; or records of a histogram or
- *   gauge, dropped and counted). Gauges also write a record per set, for windowed min and max.
+ *   gauge, dropped and counted, with a histogram's dropped values' sum and largest in
+ *   `unlaned_sum` and `unlaned_max`). Gauges also write a record per set, for windowed min and max.
+ * - Gather cells (rs_gather_cell, one per lane and metric): a histogram's calls gathered on the
+ *   lane, and the values it dropped (see SAMPLING).
  *
  * OWNERSHIP AND LIVENESS: one process and one consumer at a time, each holding an open file
  * description lock (fcntl F_OFD_SETLK, exclusive) on one byte of the file: byte
@@ -182,49 +185,65 @@
  * and skip each exemplar record as one of a kind its metric does not have (counted in their
  * ringside_ring_records_rejected_total): they lose no value, and read the file as before.
  *
- * SAMPLING (histograms only): a lane that fills faster than its consumer drains it writes fewer
- * records, each weighted, rather than drop its newest ones. A record's flags hold k in bits 4 to 7
- * (RS_FLAG_WEIGHT_SHIFT): it stands for 2^k calls of its metric on its lane, itself and the 2^k - 1
- * before it that were not written ("sampled out"), and a reader counts it 2^k times (times the
- * metric's `sample_every`, which applies first). k is 0 while the lane is not filling, so a
- * record without overload is what it always was. What a producer does:
- * - The lane's level L: 0 while the lane holds fewer than `sample_above` records (the producer
- *   line; half the lane by default, 0 when the producer never samples); past it, 1 more for each
- *   sixteenth of the room above `sample_above` (rounded down to a power of two records), at most
- *   RS_WEIGHT_LOG2_MAX (15). The producer reads the consumer's cursor again (acquire) when its
- *   copy says the lane holds `sample_above` records or more, and at every call while L > 0: a
- *   lane that is not filling costs what it did, and L follows the fill call by call.
- * - Per lane and metric, calls gather in an open group (in the producer's own memory: how many,
- *   and the latest value), until the group's calls, this one included, are a power of two and at
- *   least 2^L: that call is written with k = log2(the group's calls), and closes the group. A
- *   record thus stands for the calls since its metric's previous record on its lane; metrics that
- *   alternate are sampled apart. A call with an exemplar is sampled as a unit: the call that closes
- *   a group writes its exemplar's records after its value, as always (they carry no weight).
- * - When L falls back to 0 (the consumer drained the lane below `sample_above`), and when a thread
- *   lets go of its lane (a release, its exit, exit() called on it, or the bot's detach on it), the
- *   lane's open groups are written: per group, its latest value once per bit set in its count of
- *   calls (k = 2, 1, 0 for 7 calls), stamped then. A detach from another thread adds the calls of
- *   that lane's open groups to their metrics' `unlaned` (counted as dropped). A process killed
- *   while sampling loses its open groups' calls, counted nowhere: fewer than 2^15 per lane and
- *   histogram (a drop is counted as it happens; a group, when it closes).
- * - A weighted record that does not fit is dropped by its weight: `dropped_total` and its metric's
- *   lane cell add 2^k, the records the lane would have held without sampling.
- * - Only while the consumer says it reads weights: `weights_reader_pid` (the consumer line) equals
- *   `consumer_pid`, non-zero. A consumer that reads weights stores its pid in both at attach;
- *   readers before SAMPLING (0.3, 0.4) write only `consumer_pid`, so a producer never hands them a
- *   weighted record: it drops, as it always did, and counts the calls of groups still open as
- *   dropped. The word outlives a consumer that dies (the lock goes, the pids stay): the bot goes on
- *   sampling a filling lane for the next consumer, and one that does not read weights ends it by
- *   storing its own pid. (Readers that do not consume, such as a dump, show k.)
+ * SAMPLING AND GATHERING (histograms only): a lane that would otherwise fill before its consumer
+ * drains it writes 1 record in 2^L calls of each histogram and *gathers* the others: a gathered
+ * call writes no record, but is added, by the lane's holder, to its metric's GATHER CELL in the
+ * lane (rs_gather_cell: calls, sum, latest value, and the largest value not yet taken), in shared
+ * memory where the consumer reads it at every drain. So every call is counted within one drain
+ * whatever its thread does afterwards (it idles, blocks, exits or is killed), and a histogram's
+ * count, sum and largest value are exact for every call not dropped:
+ *     count == records written (each one call) + `calls` of its gather cells
+ *     sum   == the records' values + `sum` of its gather cells
+ *     max   == the largest of the records' values and of the values taken from `max`
+ * What a producer does:
+ * - Where sampling starts: never while a lane holds fewer than `sample_above` records (the
+ *   producer line: half the lane by default, 0 when the producer never samples). Past that line
+ *   the producer looks at the lane (the consumer's cursor, and CLOCK_MONOTONIC) every 1/64 of the
+ *   lane's records, and measures what the lane gains (records held, net of the consumer's drains)
+ *   over the consumer's `drain_interval_ns` (the consumer line: the longest it expects to leave a
+ *   filling lane undrained; RS_DEFAULT_DRAIN_INTERVAL_NS when 0): its reserve R is what it gained
+ *   over the last whole interval, or since the current one began if that is more, at least 1/64
+ *   of the lane and at most 1/32 (both at least RS_RESERVE_MIN, and at most what lies above
+ *   `sample_above`). Sampling starts when the
+ *   lane holds capacity - R records or more: where, gaining as it did, it would be full before the
+ *   consumer's next drain. Below that, every call is written exactly, record by record: whatever
+ *   the consumer does, a burst of up to 31/32 of a lane's capacity is recorded exactly, and a
+ *   lane the consumer keeps up with is never sampled.
+ * - The level L: 0 below capacity - R; past it, 1 more for each sixteenth of R (rounded down to a
+ *   power of two records), at most RS_WEIGHT_LOG2_MAX (15). While L > 0 the producer reads the
+ *   consumer's cursor at every call, so L follows the fill call by call, and sampling stops as
+ *   soon as the lane holds fewer than capacity - R records (R is measured again at the next look).
+ * - Per lane and metric, a call is written when the calls of its metric on its lane since that
+ *   metric's last record there, this one included, are a power of two and at least 2^L; the record
+ *   carries k = log2(those calls) in its flags (RS_FLAG_WEIGHT_SHIFT), so that a reader can place
+ *   the 2^k - 1 calls gathered before it in its value's bucket (quantiles from a sample of the
+ *   calls, within 1 % of the exact ones on our benchmarks). Every other call is gathered: the
+ *   holder adds 1 to `calls`, the value to `sum` (modulo 2^64), stores it in `latest`, and raises
+ *   `max` to it if it is larger (an atomic compare-and-swap: the consumer takes `max` by exchanging
+ *   it with 0). A call with an exemplar is sampled as a unit (a gathered one keeps no exemplar).
+ * - A written record whose k > 0 that does not fit is dropped as any record: one call, counted in
+ *   `dropped_total` and its lane cell (the calls gathered before it are counted in the gather cell).
+ * - Nothing is left to write when sampling stops or a thread lets go of its lane: gathered calls
+ *   are already counted. Gathered calls whose records never come (the lane stopped sampling, the
+ *   thread went idle) are placed by the reader at the gather cell's `latest`.
+ * - Only while the consumer says it reads gather cells: `weights_reader_pid` (the consumer line)
+ *   equals `consumer_pid`, non-zero. A consumer that reads them stores its pid in both at attach;
+ *   the word outlives a consumer that dies (the lock goes, the pids stay). A producer that sees
+ *   another word drops when full, as without sampling. (Readers that do not consume, such as a
+ *   dump, show k and the cells.)
  * - Gauges are never sampled: their records feed a window's min and max. Counters write none.
- * Hence, per lane and histogram, exactly: calls (after `sample_every`) == the sum over its written
- * records of 2^k, plus its lane cell (dropped, weighted), plus the calls of its open group (fewer
- * than 2^15, and none once the lane drains or its thread lets go of it). A reader counts its
- * sampled-out calls as the sum of 2^k - 1 over the records it reads. The version stays 2: readers
- * check it for equality, so a new version would have them refuse every file, sampled or not, and
- * a feature bit in the layout they would not read; the consumer's word is what keeps weighted
- * records from readers that would count them once.
- *
+ * - DROPPED VALUES: a histogram's record that is dropped adds its value to its gather cell's
+ *   `dropped_sum` and raises `dropped_max` (the holder's plain stores); one dropped by a thread
+ *   without a lane adds to its metric cell's `unlaned_sum` and raises `unlaned_max` (atomically).
+ *   An operator sees what a full lane hid: how many, their sum and the largest.
+ * Hence, per lane and histogram, exactly: calls (after `sample_every`) == records written + the
+ * gather cell's `calls` + the lane cell (dropped). No call is held anywhere a reader cannot see.
+ * The holder stores a gathered call's `sum` and `latest`, then `calls` and its lane header's
+ * `gathered` (the sum of the lane's cells' `calls`) with release ordering. A consumer loads
+ * `write_cursor` (acquire) and drains the records below it, then loads `gathered` (acquire) and,
+ * when it moved, each histogram's `calls` (acquire) and `sum`, takes `max` (an exchange with 0),
+ * and places the calls that no record's weight carried at `latest`. A cell read between two of a
+ * call's stores may show its count before its value: the next read shows both.
  * THREAD NAMES: a thread that claims a lane writes its name (pthread_getname_np, or the
  * language's own name for its thread) into the lane's `thread_name` before it stores `state`,
  * NUL-padded, at most RS_THREAD_NAME_MAX bytes of UTF-8 (a longer name is cut at a character's
@@ -263,12 +282,13 @@ extern "C" {
 
 /** "RINGSIDE" read as a little-endian 64-bit integer. */
 #define RS_MAGIC 0x45444953474E4952ULL
-#define RS_FORMAT_VERSION 2u
+#define RS_FORMAT_VERSION 3u
 
 #define RS_HEADER_SIZE 4096u
 #define RS_RECORD_SIZE 32u
 #define RS_REGISTRY_ENTRY_SIZE 512u
-#define RS_METRIC_CELL_SIZE 32u
+#define RS_METRIC_CELL_SIZE 64u
+#define RS_GATHER_CELL_SIZE 64u
 #define RS_LANE_HEADER_SIZE 256u
 /** Lanes and the cells before them start on page boundaries, so each lane can be mapped alone. */
 #define RS_PAGE_SIZE 4096u
@@ -339,13 +359,22 @@ typedef enum {
 /** Record flags. */
 #define RS_FLAG_SPAN 0x01u     /* the value is a duration timed by the span clock (see CLOCKS) */
 #define RS_FLAG_EXEMPLAR 0x02u /* exemplar records follow: `exemplar_length` bytes (see EXEMPLARS) */
-/* Bits 2 and 3 are zero. Bits 4 to 7 hold k: the record stands for 2^k calls (see SAMPLING). */
+/* Bits 2 and 3 are zero. Bits 4 to 7 hold k: 2^k - 1 calls of its metric were gathered on its lane
+   since its metric's last record there (see SAMPLING); the record itself is one call. */
 #define RS_FLAG_WEIGHT_SHIFT 4u
 #define RS_FLAG_WEIGHT_MASK 0xF0u
 /** The largest k a record holds: a weight of 32,768. */
 #define RS_WEIGHT_LOG2_MAX 15u
-/** The share of a lane, in percent, past which its histograms are sampled by default (see SAMPLING). */
+/** The share of a lane, in percent, below which its histograms are never sampled by default (see SAMPLING). */
 #define RS_DEFAULT_SAMPLE_ABOVE_PERCENT 50u
+/** The consumer's drain interval a producer assumes when the consumer has not said (see SAMPLING). */
+#define RS_DEFAULT_DRAIN_INTERVAL_NS 2000000u
+/** A lane's fill is looked at every 2^-RS_LOOK_FRACTION_LOG2 of its records past `sample_above`. */
+#define RS_LOOK_FRACTION_LOG2 6u
+/** Sampling uses at most the top 2^-RS_RESERVE_FRACTION_LOG2 of a lane (see SAMPLING)... */
+#define RS_RESERVE_FRACTION_LOG2 5u
+/** ... and at least its top RS_RESERVE_MIN records (or what lies above `sample_above`): a level each. */
+#define RS_RESERVE_MIN 16u
 
 /** A lane's `state`. */
 #define RS_LANE_UNUSED 0u  /* allocated, never claimed (a reader may see it briefly) */
@@ -366,15 +395,17 @@ typedef struct {
     uint32_t registry_entry_size;  /* 0x01C RS_REGISTRY_ENTRY_SIZE */
     uint64_t registry_offset;      /* 0x020 == header_size */
     uint64_t cells_offset;         /* 0x028 == registry_offset + registry_capacity * 512 */
-    uint64_t lanes_offset;         /* 0x030 == cells_offset + registry_capacity * 32, rounded up to 4096 */
+    uint64_t lanes_offset;         /* 0x030 == cells_offset + registry_capacity * 64, rounded up to 4096 */
     uint64_t created_realtime_ns;  /* 0x038 CLOCK_REALTIME at creation */
     uint64_t created_monotonic_ns; /* 0x040 CLOCK_MONOTONIC at creation */
     uint64_t lane_size;            /* 0x048 == lane_records_offset + capacity * 32, rounded up to 4096 */
-    uint32_t lane_records_offset;  /* 0x050 == 256 + registry_capacity * 8, rounded up to 4096 */
+    uint32_t lane_records_offset;  /* 0x050 == lane_gather_offset + registry_capacity * 64, rounded up to 4096 */
     uint32_t max_lanes;            /* 0x054 1 to RS_MAX_LANES */
     uint32_t metric_cell_size;     /* 0x058 RS_METRIC_CELL_SIZE */
     uint32_t lane_header_size;     /* 0x05C RS_LANE_HEADER_SIZE */
-    uint8_t layout_reserved[0x80 - 0x60];
+    uint32_t lane_gather_offset;   /* 0x060 == 256 + registry_capacity * 8, rounded up to 64 */
+    uint32_t gather_cell_size;     /* 0x064 RS_GATHER_CELL_SIZE */
+    uint8_t layout_reserved[0x80 - 0x68];
 
     /* 0x080: the producer's line, written by the attached process */
     uint32_t lanes_allocated;      /* 0x080 lanes whose header is written (release store) */
@@ -395,7 +426,9 @@ typedef struct {
     int32_t weights_reader_pid;    /* 0x104 the same pid, stored after it by a consumer that reads weighted
                                       records (see SAMPLING); anything else: it does not */
     uint64_t consumer_heartbeat_ns;/* 0x108 CLOCK_MONOTONIC_COARSE of the last drain */
-    uint8_t consumer_reserved[0x180 - 0x110];
+    uint64_t drain_interval_ns;    /* 0x110 the longest the consumer expects to leave a filling lane
+                                      undrained (see SAMPLING); 0: not said */
+    uint8_t consumer_reserved[0x180 - 0x118];
 } rs_header;
 
 /** One registry entry (512 bytes). */
@@ -415,14 +448,31 @@ typedef struct {
     char help[RS_HELP_MAX];     /* 0x180 */
 } rs_registry_entry;
 
-/** One metric's cell shared by every thread of the bot (32 bytes). */
+/** One metric's cell shared by every thread of the bot (64 bytes). */
 typedef struct {
     uint64_t gauge_bits;    /* 0x00 gauges: the last value set (IEEE 754 bits), any thread */
     uint64_t gauge_set;     /* 0x08 gauges: 1 once a value was set (stored after gauge_bits, release) */
     uint64_t unlaned;       /* 0x10 from threads with no lane (atomic add): counters, increments;
                                histograms and gauges, records dropped */
-    uint64_t reserved;      /* 0x18 */
+    uint64_t unlaned_sum;   /* 0x18 histograms: the sum of the values dropped by threads with no lane
+                               (atomic add, modulo 2^64) */
+    uint64_t unlaned_max;   /* 0x20 histograms: the largest of them (atomic compare-and-swap) */
+    uint64_t reserved[3];   /* 0x28 */
 } rs_metric_cell;
+
+/** One histogram's gathered calls on one lane (64 bytes; see SAMPLING): written by the lane's
+    holder, but for `max`, which the consumer takes. Cumulative over the lane's life but `max`. */
+typedef struct {
+    uint64_t calls;         /* 0x00 calls gathered: counted, written as no record (release store) */
+    uint64_t sum;           /* 0x08 their values' sum, modulo 2^64 */
+    uint64_t latest;        /* 0x10 the last one's value */
+    uint64_t max;           /* 0x18 the largest gathered value the consumer has not taken (0: none):
+                               raised by the holder (compare-and-swap), taken by the consumer (exchange) */
+    uint64_t dropped_sum;   /* 0x20 the sum of the values of this histogram's records the lane dropped
+                               (their count is the lane cell), modulo 2^64 */
+    uint64_t dropped_max;   /* 0x28 the largest of them */
+    uint64_t reserved[2];   /* 0x30 */
+} rs_gather_cell;
 
 /** A lane's header (256 bytes): its producer line, then its consumer line. */
 typedef struct {
@@ -436,7 +486,8 @@ typedef struct {
     uint32_t claims;         /* 0x20 threads that have held this lane */
     uint32_t cell_writes;    /* 0x24 counter increments made through this lane, wrapping (see CELLS) */
     char thread_name[RS_THREAD_NAME_MAX]; /* 0x28 the holder's name, NUL-padded (see THREAD NAMES) */
-    uint8_t producer_reserved[0x80 - 0x48];
+    uint64_t gathered;       /* 0x48 calls gathered on this lane, all histograms (release store; see SAMPLING) */
+    uint8_t producer_reserved[0x80 - 0x50];
 
     /* 0x80: written only by the consumer */
     uint64_t read_cursor;          /* 0x80 records consumed, ever (release store) */
@@ -451,7 +502,7 @@ typedef struct {
     uint64_t sequence;     /* 0x10 the record's cursor: lets a reader check slot and record agree */
     uint32_t metric;       /* 0x18 registry index */
     uint8_t kind;          /* 0x1C rs_kind, equal to the registry's */
-    uint8_t flags;         /* 0x1D RS_FLAG_*, and k in bits 4 to 7: the record counts 2^k times */
+    uint8_t flags;         /* 0x1D RS_FLAG_*, and k in bits 4 to 7: 2^k - 1 gathered calls before it */
     uint16_t exemplar_length; /* 0x1E with RS_FLAG_EXEMPLAR, the exemplar's bytes; else zero */
 } rs_record;
 
@@ -477,6 +528,8 @@ RS_FIELD_AT(rs_header, lane_records_offset, 0x050);
 RS_FIELD_AT(rs_header, max_lanes, 0x054);
 RS_FIELD_AT(rs_header, metric_cell_size, 0x058);
 RS_FIELD_AT(rs_header, lane_header_size, 0x05C);
+RS_FIELD_AT(rs_header, lane_gather_offset, 0x060);
+RS_FIELD_AT(rs_header, gather_cell_size, 0x064);
 RS_FIELD_AT(rs_header, lanes_allocated, 0x080);
 RS_FIELD_AT(rs_header, metric_count, 0x084);
 RS_FIELD_AT(rs_header, heartbeat_ns, 0x088);
@@ -489,6 +542,7 @@ RS_FIELD_AT(rs_header, sample_above, 0x0B0);
 RS_FIELD_AT(rs_header, consumer_pid, 0x100);
 RS_FIELD_AT(rs_header, weights_reader_pid, 0x104);
 RS_FIELD_AT(rs_header, consumer_heartbeat_ns, 0x108);
+RS_FIELD_AT(rs_header, drain_interval_ns, 0x110);
 RS_STATIC_ASSERT(sizeof(rs_registry_entry) == RS_REGISTRY_ENTRY_SIZE, "registry entry is 512 bytes");
 RS_FIELD_AT(rs_registry_entry, index, 0x000);
 RS_FIELD_AT(rs_registry_entry, kind, 0x004);
@@ -506,7 +560,16 @@ RS_STATIC_ASSERT(sizeof(rs_metric_cell) == RS_METRIC_CELL_SIZE, "a metric cell i
 RS_FIELD_AT(rs_metric_cell, gauge_bits, 0x00);
 RS_FIELD_AT(rs_metric_cell, gauge_set, 0x08);
 RS_FIELD_AT(rs_metric_cell, unlaned, 0x10);
-RS_FIELD_AT(rs_metric_cell, reserved, 0x18);
+RS_FIELD_AT(rs_metric_cell, unlaned_sum, 0x18);
+RS_FIELD_AT(rs_metric_cell, unlaned_max, 0x20);
+RS_FIELD_AT(rs_metric_cell, reserved, 0x28);
+RS_STATIC_ASSERT(sizeof(rs_gather_cell) == RS_GATHER_CELL_SIZE, "a gather cell is 64 bytes");
+RS_FIELD_AT(rs_gather_cell, calls, 0x00);
+RS_FIELD_AT(rs_gather_cell, sum, 0x08);
+RS_FIELD_AT(rs_gather_cell, latest, 0x10);
+RS_FIELD_AT(rs_gather_cell, max, 0x18);
+RS_FIELD_AT(rs_gather_cell, dropped_sum, 0x20);
+RS_FIELD_AT(rs_gather_cell, dropped_max, 0x28);
 RS_STATIC_ASSERT(sizeof(rs_lane_header) == RS_LANE_HEADER_SIZE, "a lane header is 256 bytes");
 RS_FIELD_AT(rs_lane_header, write_cursor, 0x00);
 RS_FIELD_AT(rs_lane_header, dropped_total, 0x08);
@@ -516,6 +579,7 @@ RS_FIELD_AT(rs_lane_header, owner_tid, 0x1C);
 RS_FIELD_AT(rs_lane_header, claims, 0x20);
 RS_FIELD_AT(rs_lane_header, cell_writes, 0x24);
 RS_FIELD_AT(rs_lane_header, thread_name, 0x28);
+RS_FIELD_AT(rs_lane_header, gathered, 0x48);
 RS_FIELD_AT(rs_lane_header, read_cursor, 0x80);
 RS_FIELD_AT(rs_lane_header, consumer_heartbeat_ns, 0x88);
 RS_STATIC_ASSERT(sizeof(rs_record) == RS_RECORD_SIZE, "a record is 32 bytes");
@@ -534,7 +598,7 @@ RS_INLINE uint64_t rs_page_round_up(uint64_t bytes) { return (bytes + RS_PAGE_SI
 /** The geometry every field of the layout must equal, computed from the three free choices. */
 typedef struct {
     uint64_t registry_offset, cells_offset, lanes_offset, lane_size;
-    uint32_t lane_records_offset;
+    uint32_t lane_gather_offset, lane_records_offset;
 } rs_geometry;
 
 RS_INLINE rs_geometry rs_geometry_of(uint32_t capacity_log2, uint32_t registry_capacity) {
@@ -542,7 +606,9 @@ RS_INLINE rs_geometry rs_geometry_of(uint32_t capacity_log2, uint32_t registry_c
     g.registry_offset = RS_HEADER_SIZE;
     g.cells_offset = g.registry_offset + (uint64_t)registry_capacity * RS_REGISTRY_ENTRY_SIZE;
     g.lanes_offset = rs_page_round_up(g.cells_offset + (uint64_t)registry_capacity * RS_METRIC_CELL_SIZE);
-    g.lane_records_offset = (uint32_t)rs_page_round_up(RS_LANE_HEADER_SIZE + (uint64_t)registry_capacity * sizeof(uint64_t));
+    /* The gather cells start on a cache line of their own, after the lane cells. */
+    g.lane_gather_offset = (uint32_t)((RS_LANE_HEADER_SIZE + (uint64_t)registry_capacity * sizeof(uint64_t) + 63) & ~(uint64_t)63);
+    g.lane_records_offset = (uint32_t)rs_page_round_up(g.lane_gather_offset + (uint64_t)registry_capacity * RS_GATHER_CELL_SIZE);
     g.lane_size = rs_page_round_up(g.lane_records_offset + ((uint64_t)1 << capacity_log2) * RS_RECORD_SIZE);
     return g;
 }
@@ -561,6 +627,13 @@ RS_INLINE void rs_store_relaxed_u64(uint64_t *p, uint64_t v) { __atomic_store_n(
 RS_INLINE void rs_store_relaxed_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 RS_INLINE void rs_store_relaxed_i32(int32_t *p, int32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 RS_INLINE void rs_add_relaxed_u64(uint64_t *p, uint64_t v) { (void)__atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+/** Raises `*p` to `v` if it is smaller (a compare-and-swap loop; relaxed: a figure, ordering nothing). */
+RS_INLINE void rs_raise_relaxed_u64(uint64_t *p, uint64_t v) {
+    uint64_t seen = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v > seen && !__atomic_compare_exchange_n(p, &seen, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+}
+/** Takes `*p`, leaving 0 (an exchange: a gather cell's `max`, by its consumer). */
+RS_INLINE uint64_t rs_take_relaxed_u64(uint64_t *p) { return __atomic_exchange_n(p, 0, __ATOMIC_RELAXED); }
 /** Orders the plain loads before it ahead of the loads after it (a seqlock reader's fence). */
 RS_INLINE void rs_fence_acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 
@@ -729,18 +802,21 @@ void rs_span_clock_calibration(rs_tsc_calibration *out);
 /**
  * One lane's adaptive sampling (see SAMPLING), in the writer's own memory: the thread that holds
  * the lane is its only user. ringside_producer.c makes it when the lane is first handed over and
- * keeps it with the lane, from holder to holder (a holder that lets go closes its groups first).
+ * keeps it with the lane, from holder to holder. What it gathers lives in the lane's gather cells.
  */
 typedef struct {
-    uint32_t *calls;         /* per metric: calls in its open group (0: none open) */
-    uint64_t *latest;        /* per metric: its open group's latest value */
-    const rs_header *header; /* the file's header: whether its consumer reads weights */
-    uint64_t above;          /* records in the lane from which its histograms are sampled (sample_above) */
-    uint32_t step_log2;      /* one level more for each 2^step_log2 records past `above` */
-    uint32_t level;          /* L: a call is written once its group holds 2^L calls (a power of two) */
-    uint32_t open;           /* groups open */
-    uint32_t open_below;     /* every open group's metric is below this */
-    uint32_t weighs;         /* the consumer read weights when the lane was last looked at */
+    uint32_t *calls;         /* per metric: calls since its last record on this lane (0: none) */
+    const rs_header *header; /* the file's header: the consumer's word and drain interval */
+    uint64_t above;          /* `sample_above`: the lane is never sampled below it */
+    uint64_t reserve;        /* R: sampling starts at capacity - R records */
+    uint64_t look_fill;      /* the fill when the current drain interval began (see SAMPLING) */
+    uint64_t look_ns;        /* CLOCK_MONOTONIC then; 0: none since the lane was below `above` */
+    uint64_t interval_gain;  /* what the lane gained over the last whole drain interval */
+    uint32_t step_log2;      /* one level more for each 2^step_log2 records past capacity - R */
+    uint32_t level;          /* L: a call is written once its metric's calls reach 2^L (a power of two) */
+    uint32_t open;           /* metrics with calls since their last record */
+    uint32_t open_below;     /* every such metric is below this */
+    uint32_t weighs;         /* the consumer read gather cells when the lane was last looked at */
     uint32_t reserved;
 } rs_sampling;
 
@@ -758,14 +834,14 @@ typedef struct {
     uint64_t *heartbeat_ns;      /* &lane->heartbeat_ns */
     uint32_t *cell_writes;       /* &lane->cell_writes */
     uint64_t *cells;             /* the lane's cells, one per metric */
+    rs_gather_cell *gather;      /* the lane's gather cells, one per metric */
     rs_metric_cell *shared;      /* the bot's metric cells */
     uint64_t mask;               /* capacity - 1 */
     uint64_t next;               /* the next cursor to publish (== *write_cursor) */
     uint64_t cached_read;        /* the consumer's cursor as last seen, re-read only when the lane
-                                    looks full by it; set back by the room above `sample_above`
-                                    while the lane may sample, so that the same test sends it to
-                                    the slow path past the threshold (to next - capacity while it
-                                    samples: every call) */
+                                    looks full by it; set back while the lane may sample, so that
+                                    the same test sends the writer to the slow path at its next
+                                    look (every call while it samples) */
     uint32_t *sample_countdown;  /* per metric: calls left before the next written one */
     const uint32_t *sample_every;/* per metric: the registry's sample_every */
     rs_sampling *sampling;       /* the lane's adaptive sampling, or NULL: a full lane drops */
@@ -773,51 +849,46 @@ typedef struct {
 
 /**
  * THE one place a writer's view is wired to a lane (ringside.c): `lane` is the mapped lane
- * (`lane_records_offset` and `capacity_log2` from the header), `shared` the bot's metric cells,
- * `sample_countdown` the writer's own row and `sample_every` the registry's, `sampling` the lane's
- * adaptive sampling (NULL: none). The view continues from the cursors the lane holds. Every
- * producer (the Swift `Bot`, C bots, the Python extension, the benchmark's floor) gets its view
- * from ringside_producer.c, which calls this.
+ * (`lane_gather_offset`, `lane_records_offset` and `capacity_log2` from the header), `shared` the
+ * bot's metric cells, `sample_countdown` the writer's own row and `sample_every` the registry's,
+ * `sampling` the lane's adaptive sampling (NULL: none). The view continues from the cursors the
+ * lane holds. Every producer (the Swift `Bot`, C bots, the Python extension, the benchmark's
+ * floor) gets its view from ringside_producer.c, which calls this.
  */
-void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_records_offset, uint32_t capacity_log2,
-                      rs_metric_cell *shared, uint32_t *sample_countdown, const uint32_t *sample_every,
-                      rs_sampling *sampling);
+void rs_producer_init(rs_producer *p, rs_lane_header *lane, uint32_t lane_gather_offset, uint32_t lane_records_offset,
+                      uint32_t capacity_log2, rs_metric_cell *shared, uint32_t *sample_countdown,
+                      const uint32_t *sample_every, rs_sampling *sampling);
 
-/** Counts a record of `metric` that could not be kept (cold: a full lane, or no lane at all). */
-static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer *p, uint32_t metric) {
-    if (p->records != NULL) {
-        /* Only this lane's owner writes these, so a relaxed load and store is exact. */
-        rs_store_relaxed_u64(p->dropped_total, rs_load_relaxed_u64(p->dropped_total) + 1);
-        rs_store_relaxed_u64(&p->cells[metric], rs_load_relaxed_u64(&p->cells[metric]) + 1);
-    } else if (p->shared != NULL) {
-        rs_add_relaxed_u64(&p->shared[metric].unlaned, 1); /* threads without a lane share it */
+/** Counts a record of `metric` that could not be kept for want of a lane (cold), with its value's
+    sum and largest for a histogram (see SAMPLING: DROPPED VALUES). */
+static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer *p, uint32_t metric, uint8_t kind,
+                                                                    uint64_t value) {
+    if (p->shared != NULL) {
+        /* Atomic adds: threads without a lane share these. */
+        rs_add_relaxed_u64(&p->shared[metric].unlaned, 1);
+        if (kind == RS_KIND_HISTOGRAM) {
+            rs_add_relaxed_u64(&p->shared[metric].unlaned_sum, value);
+            rs_raise_relaxed_u64(&p->shared[metric].unlaned_max, value);
+        }
     }
     return 0;
 }
 
 /**
  * The write past the fast path's check (ringside.c), for a lane that looks full by `cached_read`
- * (past `sample_above` while it may sample): reads the consumer's cursor again, applies SAMPLING to
- * a histogram's call (which may join its group: 0, nothing written), then writes the record, and
- * its exemplar's records when `exemplar` is not NULL, or counts it dropped by its weight. Returns 1
- * if written.
+ * (or is due a look while it may sample): reads the consumer's cursor again, applies SAMPLING to
+ * a histogram's call (which may be gathered: 0, no record written), then writes the record, and
+ * its exemplar's records when `exemplar` is not NULL, or counts it dropped. Returns 1 if written.
  */
 int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
                            uint64_t timestamp_ns, const char *exemplar, uint32_t length);
 
 /**
- * Writes the lane's open sampling groups (see SAMPLING), or counts them dropped when the lane has
- * no room or its consumer does not read weights: for a holder about to let go of the lane
- * (ringside_producer.c calls it at a release and at thread exit). Only the lane's holder may call it.
+ * Ends the lane's sampling for a holder about to let go of it (ringside_producer.c calls it at a
+ * release, at thread exit and at detach): its gathered calls are already counted in its gather
+ * cells, so nothing is written; the next holder starts at level 0.
  */
-void rs_producer_close_groups(rs_producer *p);
-
-/**
- * Counts the calls of the lane's open sampling groups as dropped, in their metrics' `unlaned` (an
- * atomic add), and closes them: for a bot detached while a lane has groups open, from whichever
- * thread detaches (no thread may record meanwhile).
- */
-void rs_producer_abandon_groups(rs_producer *p);
+void rs_producer_end_sampling(rs_producer *p);
 
 /** Writes a record's fields into slot `r`, at `cursor` (its sequence); not yet published. */
 RS_INLINE void rs_producer_fill(rs_record *r, uint64_t cursor, uint32_t metric, uint8_t kind, uint8_t flags,
@@ -851,15 +922,15 @@ RS_INLINE void rs_producer_fill_exemplar(rs_producer *p, uint64_t cursor, uint32
 
 /**
  * Writes one record stamped `timestamp_ns` (CLOCK_MONOTONIC nanoseconds), or counts a drop when
- * the lane is full; a histogram's record in a filling lane is sampled (see SAMPLING). Never
+ * the lane is full; a histogram's call in a filling lane may be gathered (see SAMPLING). Never
  * blocks, allocates or makes a system call. Returns 1 if written. Only the lane's holder may call
  * it. A span passes the end its span clock read, saving a clock read.
  */
 RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
                                    uint64_t value, uint64_t timestamp_ns) {
-    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric, kind, value);
     uint64_t cursor = p->next;
-    /* The one test a record pays, as before sampling: the copy's setback makes it the threshold's. */
+    /* The one test a record pays: the copy's setback makes it the next look's as well. */
     if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
         return rs_producer_write_slow(p, metric, kind, flags, value, timestamp_ns, NULL, 0);
     }
@@ -874,7 +945,7 @@ RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind
 /** `rs_producer_write_at` stamped with the coarse clock: the usual way to write a record. */
 RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
                                 uint64_t value) {
-    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric); /* no clock read */
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric, kind, value); /* no clock read */
     return rs_producer_write_at(p, metric, kind, flags, value, rs_clock_coarse_ns());
 }
 
@@ -887,7 +958,7 @@ RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, u
  */
 RS_INLINE int rs_producer_write_exemplar(rs_producer *p, uint32_t metric, uint8_t flags, uint64_t value,
                                          uint64_t timestamp_ns, const char *exemplar, uint32_t length) {
-    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric);
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric, RS_KIND_HISTOGRAM, value);
     uint64_t extra = rs_exemplar_records(length);
     uint64_t cursor = p->next;
     if (__builtin_expect(cursor + extra - p->cached_read > p->mask, 0)) {

@@ -122,9 +122,10 @@ typedef struct {
                                the file `<name>@<pid>` (see WORKERS in ringside.h) */
     uint32_t max_workers;   /* a worker: the bound on the bot's worker files, 1 to 65,536. 0: 256.
                                Past it, the file of a worker that is gone is attached instead */
-    uint32_t sample_above_percent; /* how full a lane is, in percent (1 to 99), when its histograms'
-                               records start to be sampled and weighted rather than dropped when it
-                               fills (SAMPLING in ringside.h). 0: 50. 100: never (a full lane drops) */
+    uint32_t sample_above_percent; /* how full a lane is, in percent (1 to 99), below which its
+                               histograms are never sampled: past it, they are only when the lane
+                               would fill before the collector drains it (SAMPLING in ringside.h).
+                               0: 50. 100: never (a full lane drops) */
 } rs_bot_options;
 
 /** What went wrong, for a person. */
@@ -152,7 +153,7 @@ typedef struct {
 } rs_thread_lane;
 
 /** One lane's writer's view, padded to 128 bytes: two threads' views never share a cache line
-    (an rs_producer is 112 bytes, and `next` is written on every record). */
+    (an rs_producer is 120 bytes, and `next` is written on every record). */
 typedef struct {
     rs_producer producer;
     uint8_t padding[128 - sizeof(rs_producer)];
@@ -209,9 +210,8 @@ typedef struct rs_bot {
 int rs_bot_attach(rs_bot **bot, const char *name, const rs_bot_options *options, rs_error *error);
 
 /**
- * Unmaps the bot and releases its lock; its records stay for the collector. The calling thread's
- * open sampling groups are written first, other threads' counted as dropped (SAMPLING in
- * ringside.h). No thread may use the bot or its metrics afterwards (other threads' lanes are
+ * Unmaps the bot and releases its lock; its records, and the calls its lanes gathered (SAMPLING
+ * in ringside.h), stay for the collector. No thread may use the bot or its metrics afterwards (other threads' lanes are
  * simply retired with it), except
  * rs_bot_end_span: the bot's memory is kept for the next bot attached in its slot, and a span
  * begun before the detach records nothing.
@@ -278,7 +278,7 @@ rs_producer *rs_bot_claim_lane(rs_bot *bot);
 int rs_bot_claim_thread_lane(rs_bot *bot, rs_error *error);
 
 /** Retires the calling thread's lane now, as its exit would (for a thread that stops recording),
-    after writing its open sampling groups (SAMPLING in ringside.h). */
+    (what it gathered while sampling is counted already: SAMPLING in ringside.h). */
 void rs_bot_release_thread_lane(rs_bot *bot);
 
 /**
@@ -366,7 +366,7 @@ RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
     rs_producer *p = rs_bot_producer(bot);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
-    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric.index); /* no clock read */
+    if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric.index, RS_KIND_HISTOGRAM, value); /* no clock read */
     return rs_producer_write_exemplar(p, metric.index, 0, value, rs_clock_coarse_ns(), exemplar, (uint32_t)length);
 }
 
