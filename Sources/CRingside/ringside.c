@@ -128,10 +128,15 @@ static uint32_t rs_sampling_level(const rs_sampling *s, uint64_t fill, uint64_t 
     return level < RS_WEIGHT_LOG2_MAX ? (uint32_t)level : RS_WEIGHT_LOG2_MAX;
 }
 
-/** Sets the lane's level from the consumer's cursor `read`, as the consumer's word allows: past
-    `above`, a look at level 0 measures R again. */
+/** Sets the lane's level from the consumer's cursor `read`, as the consumer's word allows (read
+    at each look at level 0): past `above`, such a look measures R again. */
 static void rs_sampling_look(rs_producer *p, rs_sampling *s, uint64_t read) {
     uint64_t capacity = p->mask + 1, fill = p->next - read;
+    if (s->level > 0 && fill <= capacity && fill >= capacity - s->reserve) {
+        /* Sampling still: the level follows the fill; the consumer's word was read as it began. */
+        s->level = rs_sampling_level(s, fill, capacity);
+        return;
+    }
     s->weighs = rs_consumer_reads_weights(s->header);
     uint32_t level = 0;
     if (!s->weighs || fill > capacity) {
@@ -183,12 +188,11 @@ static int rs_producer_drop(rs_producer *p, uint32_t metric, uint8_t kind, uint6
     return 0;
 }
 
-int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
-                           uint64_t timestamp_ns, const char *exemplar, uint32_t length) {
-    /* Acquire: the consumer finished reading the slots below its cursor before storing it. Every
-       call past the fast path reads it (the consumer's lines change once a drain, so the loads
-       mostly hit the cache): while sampling, the level follows the fill call by call. */
-    uint64_t read = rs_load_acquire_u64(p->read_cursor);
+/** The slow path past its common case (ringside.h's rs_producer_write_slow): a look at the lane,
+    then a call sampled, written, or dropped. */
+static __attribute__((noinline)) int rs_producer_write_looked(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
+                                                             uint64_t value, uint64_t timestamp_ns, const char *exemplar,
+                                                             uint32_t length, uint64_t read) {
     rs_sampling *s = p->sampling;
     if (s != NULL) rs_sampling_look(p, s, read);
     uint32_t k = 0;
@@ -208,6 +212,7 @@ int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_
     uint64_t extra = exemplar != NULL ? rs_exemplar_records(length) : 0;
     uint64_t cursor = p->next;
     int written = cursor + extra - read <= p->mask;
+    if (timestamp_ns == RS_TIMESTAMP_NOW) timestamp_ns = rs_clock_coarse_ns();
     if (written) {
         uint8_t weighted = (uint8_t)(flags | (exemplar != NULL ? RS_FLAG_EXEMPLAR : 0) | k << RS_FLAG_WEIGHT_SHIFT);
         rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, kind, weighted, value, timestamp_ns,
@@ -222,6 +227,28 @@ int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_
     }
     rs_producer_keep_read(p, read);
     return written;
+}
+
+int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
+                           uint64_t timestamp_ns, const char *exemplar, uint32_t length) {
+    /* Acquire: the consumer finished reading the slots below its cursor before storing it. Every
+       call past the fast path reads it (the consumer's lines change once a drain, so the loads
+       mostly hit the cache): while sampling, the level follows the fill call by call. */
+    uint64_t read = rs_load_acquire_u64(p->read_cursor);
+    rs_sampling *s = p->sampling;
+    /* The sampled path's common case, kept small: a histogram's call gathered in a lane that stays
+       in its sampling band (the rest, and every write, take the general path). */
+    if (s != NULL && s->level > 0 && kind == RS_KIND_HISTOGRAM) {
+        uint64_t capacity = p->mask + 1, fill = p->next - read;
+        if (fill <= capacity && fill >= capacity - s->reserve) {
+            uint32_t level = rs_sampling_level(s, fill, capacity);
+            if (!rs_sampling_writes(s->calls[metric] + 1, level)) {
+                s->level = level;
+                return rs_sampling_gather(p, s, metric, value); /* the kept cursor stays: every call looks */
+            }
+        }
+    }
+    return rs_producer_write_looked(p, metric, kind, flags, value, timestamp_ns, exemplar, length, read);
 }
 
 void rs_producer_end_sampling(rs_producer *p) {

@@ -78,6 +78,51 @@ struct ManyThreadsTests {
         }
     }
 
+    @Test("a burst far past the drain, then idle, then SIGKILLed: the real collector's count, sum and largest are exact throughout")
+    func burstIdleThenKilled() throws {
+        try withRingDirectory { directory in
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
+            defer { collector.kill() }
+            let calls: UInt64 = 2_000_000
+            let producer = try ChildProcess(
+                testProducer: "burst-idle", ring: "idle", in: directory,
+                ["--count", "\(calls)", "--capacity", "256", "--sample-above", "50"], withInput: true)
+            defer { producer.kill() }
+            #expect(producer.readLine()?.hasPrefix("attached ") == true)
+            // The values burst-idle records (ringside-test-producer): their count, sum and largest.
+            var sum: UInt64 = 0, largest: UInt64 = 0
+            for index in 0..<calls {
+                let value = 1 + (index &* 2_654_435_761) % 1_000_000
+                sum += value
+                largest = max(largest, value)
+            }
+            producer.write("go\n")
+            #expect(producer.readLine() == "done")
+            // Every call a record, a call gathered, or a drop, with the drops' sum and largest kept.
+            func exact(_ document: [String: Any]) -> [String: Any]? {
+                guard let burst = series(document, "burst"), let count = burst["total_count"] as? Int,
+                    let dropped = burst["dropped_records"] as? Int, count + dropped == Int(calls),
+                    let total = burst["total_sum"] as? Int, let droppedSum = burst["dropped_sum"] as? Int,
+                    total + droppedSum == Int(sum)
+                else { return nil }
+                return burst
+            }
+            let idle = try #require(try eventually(seconds: 30) { try exact(latest(port)) }, "the idle bot's calls never all counted")
+            #expect(idle["sampled_records"] as? Int ?? 0 > 0, "the lane was sampled: \(idle)")
+            #expect(max(idle["total_max"] as? Int ?? 0, idle["dropped_max"] as? Int ?? 0) == Int(largest))
+            producer.kill()
+            _ = producer.waitForExit()
+            let killed = try #require(
+                try eventually(seconds: 30) { () -> [String: Any]? in
+                    let document = try latest(port)
+                    let ring = (document["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "idle" }
+                    return ring?["alive"] as? Bool == false ? exact(document) : nil
+                }, "the collector never saw the producer die with every call counted")
+            #expect(killed["total_count"] as? Int == idle["total_count"] as? Int, "nothing more, nothing less after the kill")
+            #expect(max(killed["total_max"] as? Int ?? 0, killed["dropped_max"] as? Int ?? 0) == Int(largest))
+        }
+    }
+
     @Test("a counter incremented 1 M times beside a histogram into a ring full most of the time: exact total, drops per metric")
     func exactCounterIntoAFullRing() throws {
         try withRingDirectory { directory in

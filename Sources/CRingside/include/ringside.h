@@ -874,11 +874,15 @@ static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer 
     return 0;
 }
 
+/** A timestamp the slow path reads itself, only if it writes a record (a gathered call needs none). */
+#define RS_TIMESTAMP_NOW 0u
+
 /**
  * The write past the fast path's check (ringside.c), for a lane that looks full by `cached_read`
  * (or is due a look while it may sample): reads the consumer's cursor again, applies SAMPLING to
  * a histogram's call (which may be gathered: 0, no record written), then writes the record, and
  * its exemplar's records when `exemplar` is not NULL, or counts it dropped. Returns 1 if written.
+ * A `timestamp_ns` of RS_TIMESTAMP_NOW has it read the coarse clock, only for a record it writes.
  */
 int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
                            uint64_t timestamp_ns, const char *exemplar, uint32_t length);
@@ -920,6 +924,17 @@ RS_INLINE void rs_producer_fill_exemplar(rs_producer *p, uint64_t cursor, uint32
     }
 }
 
+/** Writes one record at `cursor` (== p->next, with room for it) and publishes it. */
+RS_INLINE int rs_producer_publish(rs_producer *p, uint64_t cursor, uint32_t metric, uint8_t kind, uint8_t flags,
+                                  uint64_t value, uint64_t timestamp_ns) {
+    rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, kind, flags, value, timestamp_ns, 0);
+    p->next = cursor + 1;
+    /* Release: the record's bytes are visible before the cursor that publishes them. */
+    rs_store_release_u64(p->write_cursor, cursor + 1);
+    rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
+    return 1;
+}
+
 /**
  * Writes one record stamped `timestamp_ns` (CLOCK_MONOTONIC nanoseconds), or counts a drop when
  * the lane is full; a histogram's call in a filling lane may be gathered (see SAMPLING). Never
@@ -934,19 +949,19 @@ RS_INLINE int rs_producer_write_at(rs_producer *p, uint32_t metric, uint8_t kind
     if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
         return rs_producer_write_slow(p, metric, kind, flags, value, timestamp_ns, NULL, 0);
     }
-    rs_producer_fill(&p->records[cursor & p->mask], cursor, metric, kind, flags, value, timestamp_ns, 0);
-    p->next = cursor + 1;
-    /* Release: the record's bytes are visible before the cursor that publishes them. */
-    rs_store_release_u64(p->write_cursor, cursor + 1);
-    rs_store_relaxed_u64(p->heartbeat_ns, timestamp_ns);
-    return 1;
+    return rs_producer_publish(p, cursor, metric, kind, flags, value, timestamp_ns);
 }
 
-/** `rs_producer_write_at` stamped with the coarse clock: the usual way to write a record. */
+/** `rs_producer_write_at` stamped with the coarse clock: the usual way to write a record. The
+    clock is read past the room test, so a call the slow path gathers (see SAMPLING) never reads it. */
 RS_INLINE int rs_producer_write(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags,
                                 uint64_t value) {
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric, kind, value); /* no clock read */
-    return rs_producer_write_at(p, metric, kind, flags, value, rs_clock_coarse_ns());
+    uint64_t cursor = p->next;
+    if (__builtin_expect(cursor - p->cached_read > p->mask, 0)) {
+        return rs_producer_write_slow(p, metric, kind, flags, value, RS_TIMESTAMP_NOW, NULL, 0);
+    }
+    return rs_producer_publish(p, cursor, metric, kind, flags, value, rs_clock_coarse_ns());
 }
 
 /**
