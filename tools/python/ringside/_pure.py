@@ -1,5 +1,5 @@
 """ringside._pure: the pure-Python backend of the ringside package, for where the C extension
-could not be built. Standard library only; it writes the Ringside format (ringside.h, version 2)
+could not be built. Standard library only; it writes the Ringside format (ringside.h, version 3)
 itself, with the same rules, values and errors as the extension, which wraps ringside_producer.h.
 
 A process attaches its bot by name (one memory-mapped file in /dev/shm), registers its metrics
@@ -124,11 +124,12 @@ __all__ = ["attach", "Bot", "check_memory_ordering", "span_clock"]
 # MARK: - The format (ringside.h)
 
 MAGIC = 0x45444953474E4952  # "RINGSIDE" little-endian
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 HEADER_SIZE = 4096
 RECORD_SIZE = 32
 REGISTRY_ENTRY_SIZE = 512
-METRIC_CELL_SIZE = 32
+METRIC_CELL_SIZE = 64
+GATHER_CELL_SIZE = 64  # a histogram's calls gathered on a lane, and its values the lane dropped
 LANE_HEADER_SIZE = 256
 PAGE_SIZE = 4096
 NAME_MAX, LABELS_MAX, HELP_MAX = 104, 256, 128
@@ -150,8 +151,8 @@ KIND_EXEMPLAR = 4  # an exemplar record's kind: 16 of an exemplar's bytes
 _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
 
-# The header's layout line, 0x000 to 0x060: magic .. lane_header_size.
-_LAYOUT = struct.Struct("<QIIIIIIQQQQQQIIII")
+# The header's layout line, 0x000 to 0x068: magic .. lane_header_size, lane_gather_offset, gather_cell_size.
+_LAYOUT = struct.Struct("<QIIIIIIQQQQQQIIIIII")
 _HEADER_STRUCT_SIZE = 0x180  # sizeof(rs_header): the layout, producer and consumer lines
 # Header fields: their index in the 8-byte (Q) or 4-byte (I) view of the header mapping.
 _I_VERSION = 0x008 // 4
@@ -163,8 +164,14 @@ _I_PRODUCER_PID = 0x098 // 4  # an int32; a pid is positive, so its unsigned sto
 _I_ATTACHES = 0x09C // 4
 _Q_LANES_EXHAUSTED = 0x0A0 // 8
 _I_SAMPLE_ABOVE = 0x0B0 // 4  # records in a lane past which its histograms are sampled: 0, never
-# A metric cell's fields, from the cell's index in the header's Q view.
-_CELL_GAUGE_BITS, _CELL_GAUGE_SET, _CELL_UNLANED = 0, 1, 2
+# A metric cell's fields, from the cell's index in the header's Q view: a gauge's value, and what
+# threads without a lane could not keep (with a histogram's dropped values' sum and largest).
+_CELL_GAUGE_BITS, _CELL_GAUGE_SET, _CELL_UNLANED, _CELL_UNLANED_SUM, _CELL_UNLANED_MAX = 0, 1, 2, 3, 4
+_CELL_WORDS = METRIC_CELL_SIZE // 8
+# A gather cell's fields (SAMPLING AND GATHERING in ringside.h), from its index in the lane's Q
+# view: this backend never samples, so it writes only a dropped record's value's sum and largest.
+_GATHER_DROPPED_SUM, _GATHER_DROPPED_MAX = 4, 5
+_GATHER_WORDS = GATHER_CELL_SIZE // 8
 # A lane header's fields, in the lane mapping's Q and I views; then one 8-byte cell per metric.
 _LQ_WRITE = 0x00 // 8
 _LQ_DROPPED = 0x08 // 8
@@ -204,13 +211,16 @@ def _page_round_up(size: int) -> int:
 
 class _Geometry:
     """Every offset of a file, computed from its free choices as rs_geometry_of does."""
-    __slots__ = ("registry_offset", "cells_offset", "lanes_offset", "lane_records_offset", "lane_size")
+    __slots__ = ("registry_offset", "cells_offset", "lanes_offset", "lane_gather_offset", "lane_records_offset",
+                 "lane_size")
 
     def __init__(self, capacity_log2: int, registry_capacity: int) -> None:
         self.registry_offset = HEADER_SIZE
         self.cells_offset = HEADER_SIZE + registry_capacity * REGISTRY_ENTRY_SIZE
         self.lanes_offset = _page_round_up(self.cells_offset + registry_capacity * METRIC_CELL_SIZE)
-        self.lane_records_offset = _page_round_up(LANE_HEADER_SIZE + registry_capacity * 8)
+        # The gather cells start on a cache line of their own, after the lane cells.
+        self.lane_gather_offset = (LANE_HEADER_SIZE + registry_capacity * 8 + 63) & ~63
+        self.lane_records_offset = _page_round_up(self.lane_gather_offset + registry_capacity * GATHER_CELL_SIZE)
         self.lane_size = _page_round_up(self.lane_records_offset + (RECORD_SIZE << capacity_log2))
 
 
@@ -477,6 +487,7 @@ class Bot:
     _hi: memoryview[int]
     _hd: memoryview[float]
     _cells_q: int
+    _gather_q: int
 
     def __init__(self, name: str, directory: str | None = None, lane_capacity: int | None = None,
                  max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
@@ -695,6 +706,7 @@ class Bot:
         self._hi = self._hv.cast("I")
         self._hd = self._hv.cast("d")  # gauge_bits, stored as the double they are
         self._cells_q = self._geometry.cells_offset // 8
+        self._gather_q = self._geometry.lane_gather_offset // 8  # in a lane's Q view
 
     def _space_error(self, size: int, error: OSError) -> RingError:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -721,7 +733,7 @@ class Bot:
                           self._registry_capacity, REGISTRY_ENTRY_SIZE, g.registry_offset, g.cells_offset,
                           g.lanes_offset, time.clock_gettime_ns(time.CLOCK_REALTIME),
                           time.clock_gettime_ns(time.CLOCK_MONOTONIC), g.lane_size, g.lane_records_offset,
-                          self._max_lanes, METRIC_CELL_SIZE, LANE_HEADER_SIZE)
+                          self._max_lanes, METRIC_CELL_SIZE, LANE_HEADER_SIZE, g.lane_gather_offset, GATHER_CELL_SIZE)
         # "Release", written last: on x86-64 the layout's stores are visible before this one.
         self._hi[_I_VERSION] = FORMAT_VERSION
         self._start()
@@ -731,16 +743,16 @@ class Bot:
         """An existing file: validated field by field, then taken over with its lanes retired."""
         (magic, version, header_size, record_size, capacity_log2, registry_capacity, entry_size,
          registry_offset, cells_offset, lanes_offset, _, _, lane_size, lane_records_offset, lanes,
-         cell_size, lane_header_size) = _LAYOUT.unpack(header)
+         cell_size, lane_header_size, lane_gather_offset, gather_cell_size) = _LAYOUT.unpack(header)
 
         def corrupt(problem: str) -> RingError:
             return RingError(f"bot {self.name}: {self._path} is corrupt: {problem}")
         if magic != MAGIC:
             raise corrupt(f"bad magic {magic:#018x} (not a Ringside file)")
         if version != FORMAT_VERSION:
-            before = " (one ring per file, before lanes)" if version == 1 else ""
+            before = {1: " (one ring per file, before lanes)", 2: " (before gather cells)"}.get(version, "")
             raise RingError(f"bot {self.name}: {self._path}: it is format version {version}{before}; this module "
-                            f"reads and writes version {FORMAT_VERSION} (a lane per thread): remove the file")
+                            f"reads and writes version {FORMAT_VERSION} (a lane per thread, gather cells): remove the file")
         if not MIN_CAPACITY_LOG2 <= capacity_log2 <= MAX_CAPACITY_LOG2:
             raise corrupt(f"capacity_log2 is {capacity_log2}, not {MIN_CAPACITY_LOG2} to {MAX_CAPACITY_LOG2}")
         if not 1 <= registry_capacity <= MAX_MAX_METRICS:
@@ -753,6 +765,8 @@ class Bot:
                 ("registry_entry_size", entry_size, REGISTRY_ENTRY_SIZE),
                 ("metric_cell_size", cell_size, METRIC_CELL_SIZE),
                 ("lane_header_size", lane_header_size, LANE_HEADER_SIZE),
+                ("gather_cell_size", gather_cell_size, GATHER_CELL_SIZE),
+                ("lane_gather_offset", lane_gather_offset, g.lane_gather_offset),
                 ("registry_offset", registry_offset, g.registry_offset), ("cells_offset", cells_offset, g.cells_offset),
                 ("lanes_offset", lanes_offset, g.lanes_offset), ("lane_size", lane_size, g.lane_size),
                 ("lane_records_offset", lane_records_offset, g.lane_records_offset)):
@@ -1061,7 +1075,7 @@ class Bot:
         os.posix_fallocate(self._fd, offset, g.lane_size)
         lane = _Lane(index, self._map(g.lane_size, offset), self._hd, self._hq)
         # A process that died while adding this lane may have written its header or cells.
-        lane.mm[:LANE_HEADER_SIZE + 8 * self._registry_capacity] = bytes(LANE_HEADER_SIZE + 8 * self._registry_capacity)
+        lane.mm[:g.lane_records_offset] = bytes(g.lane_records_offset)
         self._lanes.append(lane)
         # "Release" (x86-64): one aligned 4-byte store, after the lane's pages and zeroed header.
         self._hi[_I_LANES_ALLOCATED] = index + 1
@@ -1204,7 +1218,7 @@ class Bot:
         if not self._readable():
             return 0
         lost = sum(lane.q[_LQ_DROPPED] for lane in list(self._lanes))
-        return lost + sum(self._hq[self._cells_q + 4 * m.index + _CELL_UNLANED]
+        return lost + sum(self._hq[self._cells_q + _CELL_WORDS * m.index + _CELL_UNLANED]
                           for m in list(self._entries) if m.kind != KIND_COUNTER)
 
     # MARK: The slow path
@@ -1232,13 +1246,13 @@ class Bot:
         lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()
         kind, index = metric.kind, metric.index
         if kind == KIND_GAUGE:
-            cell = self._cells_q + 4 * index
+            cell = self._cells_q + _CELL_WORDS * index
             self._hd[cell + _CELL_GAUGE_BITS] = value
             self._hq[cell + _CELL_GAUGE_SET] = 1  # "release": after gauge_bits
         if lane is None:
             # No lane: what the thread cannot keep apart goes to the metric's shared cell, under
             # the lock, Python's stand-in for an atomic add.
-            unlaned = self._cells_q + 4 * index + _CELL_UNLANED
+            unlaned = self._cells_q + _CELL_WORDS * index + _CELL_UNLANED
             with self._lock:
                 self._check_usable()
                 if kind == KIND_COUNTER:
@@ -1250,6 +1264,9 @@ class Bot:
                     if left > 1:
                         return False
                 self._hq[unlaned] += 1  # a record dropped: no lane to write it to
+                if kind == KIND_HISTOGRAM:  # and its value's sum and largest (DROPPED VALUES in ringside.h)
+                    self._hq[unlaned + 1] = (self._hq[unlaned + 1] + value) & _U64
+                    self._hq[unlaned + 2] = max(self._hq[unlaned + 2], value)
             return False
         q = lane.q
         if kind == KIND_COUNTER:
@@ -1268,9 +1285,7 @@ class Bot:
         state, mask = lane.state, self._mask
         cursor = state[0]
         if cursor - state[1] > mask and cursor - lane.refresh_read() > mask:
-            # Full: drop the record and count it, in the lane and in the lane's cell of the metric.
-            q[_LQ_DROPPED] += 1
-            q[_LQ_CELLS + index] += 1
+            self._drop(lane, index, kind, value)
             return False
         now = time.monotonic_ns()
         offset = self._geometry.lane_records_offset + ((cursor & mask) << 5)
@@ -1283,6 +1298,19 @@ class Bot:
         q[_LQ_HEARTBEAT] = now
         return True
 
+    def _drop(self, lane: _Lane, index: int, kind: int, value: int) -> None:
+        """A full lane drops a record: counted in the lane and in its cell of the metric, and a
+        histogram's value added to its gather cell's dropped sum and largest (DROPPED VALUES in
+        ringside.h). Only the lane's holder calls it: its loads and stores are exact."""
+        q = lane.q
+        q[_LQ_DROPPED] += 1
+        q[_LQ_CELLS + index] += 1
+        if kind == KIND_HISTOGRAM:
+            cell = self._gather_q + _GATHER_WORDS * index
+            q[cell + _GATHER_DROPPED_SUM] = (q[cell + _GATHER_DROPPED_SUM] + value) & _U64
+            if value > q[cell + _GATHER_DROPPED_MAX]:
+                q[cell + _GATHER_DROPPED_MAX] = value
+
     def _write_exemplar(self, lane: _Lane, index: int, value: int, encoded: bytes, flags: int) -> bool:
         """A histogram's value with its exemplar (EXEMPLARS in ringside.h): the value's record
         flagged RS_FLAG_EXEMPLAR with the exemplar's length, then its checked bytes in 16-byte
@@ -1293,8 +1321,7 @@ class Bot:
         extra = (len(encoded) + EXEMPLAR_BYTES_PER_RECORD - 1) // EXEMPLAR_BYTES_PER_RECORD
         cursor = state[0]
         if cursor + extra - state[1] > mask and cursor + extra - lane.refresh_read() > mask:
-            q[_LQ_DROPPED] += 1
-            q[_LQ_CELLS + index] += 1
+            self._drop(lane, index, KIND_HISTOGRAM, value)
             return False
         now = time.monotonic_ns()
         mv, base = lane.mv, self._geometry.lane_records_offset
@@ -1493,8 +1520,8 @@ class Bot:
         local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _GAUGE_RECORD.pack_into
         base = self._geometry.lane_records_offset
         tail = metric.index | KIND_GAUGE << 32
-        bits_at = self._cells_q + 4 * metric.index + _CELL_GAUGE_BITS
-        set_at = self._cells_q + 4 * metric.index + _CELL_GAUGE_SET
+        bits_at = self._cells_q + _CELL_WORDS * metric.index + _CELL_GAUGE_BITS
+        set_at = self._cells_q + _CELL_WORDS * metric.index + _CELL_GAUGE_SET
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
         current = [0.0]
         self._gauge_values.append(current)  # set to 0 in a forked child

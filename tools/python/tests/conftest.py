@@ -174,8 +174,8 @@ class BotFile:
         with open(path, "rb") as file:
             data = file.read()
         (magic, version, _, _, capacity_log2, _, _, registry_offset, cells_offset, lanes_offset, _, _,
-         lane_size, lane_records_offset, _, _, _) = struct.unpack_from("<QIIIIIIQQQQQQIIII", data, 0)
-        assert (magic, version) == (0x45444953474E4952, 2), f"{path}: not a bot file of format version 2"
+         lane_size, lane_records_offset, _, _, _, lane_gather_offset, _) = struct.unpack_from("<QIIIIIIQQQQQQIIIIII", data, 0)
+        assert (magic, version) == (0x45444953474E4952, 3), f"{path}: not a bot file of format version 3"
         lanes, count = struct.unpack_from("<II", data, 0x80)
         self.pid = struct.unpack_from("<i", data, 0x98)[0]
         self.workers_refused = struct.unpack_from("<Q", data, 0xA8)[0]  # the bot's own file: workers refused
@@ -196,11 +196,15 @@ class BotFile:
             self.merges.append(merge)
             self.reserved.append(reserved)
             self.entries.append(data[at:at + 512])
-        self._cells = [struct.unpack_from("<QQQ", data, cells_offset + 32 * index) for index in range(count)]
+        # Each metric cell: gauge bits, gauge set, unlaned, unlaned_sum, unlaned_max (64 bytes).
+        self._cells = [struct.unpack_from("<QQQQQ", data, cells_offset + 64 * index) for index in range(count)]
         self._lane_cells = []
+        # Each lane's gather cells (SAMPLING AND GATHERING in ringside.h), by metric: calls, sum,
+        # latest, max (not yet taken), dropped_sum, dropped_max.
+        self._gather = []
         self._records = []  # (metric index, value) of every value's record, lane by lane
         self._spans = []  # (metric index, value, timestamp_ns) of every span's record (RS_FLAG_SPAN), lane by lane
-        self._weights = []  # each value's record's weight, 2^k for k in its flags' bits 4 to 7 (SAMPLING)
+        self._weights = []  # each value's record's bucket weight, 2^k for k in its flags' bits 4 to 7 (SAMPLING)
         # [metric index, value, flags, exemplar bytes] of every value recorded with an exemplar
         self._exemplars = []
         self.thread_names = []  # each lane's thread_name (0x28), its NUL padding dropped
@@ -209,6 +213,7 @@ class BotFile:
             at = lanes_offset + lane * lane_size
             write = struct.unpack_from("<Q", data, at)[0]
             self._lane_cells.append(struct.unpack_from(f"<{count}Q", data, at + 256))
+            self._gather.append([struct.unpack_from("<6Q", data, at + lane_gather_offset + 64 * index) for index in range(count)])
             self.thread_names.append(data[at + 0x28:at + 0x48].rstrip(b"\0").decode())
             self.cell_writes.append(struct.unpack_from("<I", data, at + 0x24)[0])
             parts = 0  # exemplar records still due after the last value's
@@ -260,7 +265,7 @@ class BotFile:
 
     def gauge(self, name, labels=""):
         """A gauge's last value, or None if it was never set in this file."""
-        bits, was_set, _ = self._cells[self.index(name, labels)]
+        bits, was_set = self._cells[self.index(name, labels)][:2]
         return struct.unpack("<d", struct.pack("<Q", bits))[0] if was_set else None
 
     def values(self, name, labels=""):
@@ -275,14 +280,32 @@ class BotFile:
         return [(value, stamp) for metric, value, stamp in self._spans if metric == index]
 
     def weights(self, name, labels=""):
-        """The weights of a histogram's records, in the order of values(): 1, or the 2^k calls a
-        record written while its lane filled stands for (SAMPLING in ringside.h)."""
+        """The bucket weights of a histogram's records, in the order of values(): 1, or 2^k for a
+        record written while its lane sampled, which stands in its bucket for itself and the 2^k - 1
+        calls gathered before it (SAMPLING AND GATHERING in ringside.h)."""
         index = self.index(name, labels)
         return [weight for (metric, _), weight in zip(self._records, self._weights) if metric == index]
 
     def dropped(self, name, labels=""):
         """A histogram's or gauge's records dropped: its cells over every lane, plus unlaned."""
         return self.counter(name, labels)
+
+    def dropped_values(self, name, labels=""):
+        """(sum, largest) of a histogram's dropped records' values: its lanes' gather cells and
+        what threads without a lane dropped (DROPPED VALUES in ringside.h)."""
+        index = self.index(name, labels)
+        total, largest = self._cells[index][3], self._cells[index][4]
+        for cells in self._gather:
+            total += cells[index][4]
+            largest = max(largest, cells[index][5])
+        return total, largest
+
+    def gathered(self, name, labels=""):
+        """(calls, sum, largest) of a histogram's calls its lanes gathered rather than wrote, as no
+        consumer took them: their gather cells (SAMPLING AND GATHERING in ringside.h)."""
+        index = self.index(name, labels)
+        cells = [lane[index] for lane in self._gather]
+        return sum(c[0] for c in cells), sum(c[1] for c in cells), max((c[3] for c in cells), default=0)
 
     def exemplars(self, name, labels=""):
         """(value, flags, exemplar text) of each of a histogram's values recorded with an
