@@ -577,8 +577,10 @@ struct RingAggregator {
     ) {
         let bucket = ExportBuckets.nativeIndex(of: value, unit: histograms[slot].metric.unit, schema: exemplarSchema)
         let thread = consumer.thread(lane: lane)
-        // The record's monotonic time on the wall, by the clocks' offset now.
-        let wall = rs_clock_realtime_ns() &- rs_clock_precise_ns() &+ timeNanos
+        // The record's monotonic time on the wall, by the clocks' offset now: the monotonic clock
+        // read first, so that the offset errs late, never early (an exemplar never precedes its call).
+        let monotonic = rs_clock_precise_ns()
+        let wall = rs_clock_realtime_ns() &- monotonic &+ timeNanos
         let exemplar = KeptExemplar(
             value: value, timeNanos: timeNanos, wallTimeNanos: wall, labels: labels, pid: sources[source].pid,
             threadID: thread.id, threadName: thread.name)

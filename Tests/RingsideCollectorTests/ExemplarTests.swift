@@ -77,6 +77,30 @@ struct ExemplarTests {
         }
     }
 
+    @Test("a value with an exemplar is stamped with the precise clock: never before its call (CLOCKS in ringside.h)")
+    func exemplarStampNeverPrecedesItsCall() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("stamp", directory: directory.path, options: .init(laneCapacity: 4096))
+            let fill = try bot.histogram("fill", unit: .nanoseconds)
+            let exemplar = try Bot.Exemplar("order_id", "A17")
+            // The coarse clock lags CLOCK_MONOTONIC by up to its resolution (a few ms): over a
+            // thousand calls spread over milliseconds, a coarse stamp would fall before its call.
+            var before: [UInt64] = []
+            for index in 0..<1_000 {
+                before.append(rs_clock_precise_ns())
+                fill.record(UInt64(index), exemplar: exemplar)
+                if index % 100 == 99 { usleep(1_000) }
+            }
+            let consumer = try RingConsumer("stamp", directory: directory)
+            var records: [RingRecord] = []
+            try consumer.drain { batch, _ in records += batch }
+            let values = records.filter { $0.kind == 3 }
+            try #require(values.count == before.count)
+            let early = zip(values, before).filter { $0.0.timestamp_ns < $0.1 }.count
+            #expect(early == 0, "\(early) of \(before.count) stamped before their call")
+        }
+    }
+
     @Test("nameThread names the calling thread's lane, cut to 32 bytes at a character's boundary; a NUL is refused")
     func namedThread() throws {
         try withRingDirectory { directory in

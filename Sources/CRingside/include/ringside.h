@@ -107,7 +107,9 @@
  * (same origin, about 5 ns a read against 25 to 35 for CLOCK_MONOTONIC on our reference machine,
  * with a resolution of a few milliseconds: ample to place a record in a one-second window), except
  * a span's (RS_FLAG_SPAN), which carries the end its span clock read, converted to CLOCK_MONOTONIC
- * nanoseconds within RS_SPAN_CLOCK_BOUND_NS. Spans (durations) are timed by THE SPAN CLOCK below.
+ * nanoseconds within RS_SPAN_CLOCK_BOUND_NS, and a value's with an exemplar (RS_FLAG_EXEMPLAR),
+ * read with CLOCK_MONOTONIC itself: an exemplar's time is shown to people beside an order id, and
+ * the coarse clock's reading may precede the call by up to its resolution. Spans (durations) are timed by THE SPAN CLOCK below.
  * Every timestamp counts from the same origin (boot), so a consumer compares them with its own
  * reading of CLOCK_MONOTONIC. `created_realtime_ns` and `created_monotonic_ns` let a reader turn
  * a record's timestamp into wall time: wall = created_realtime_ns + (timestamp_ns - created_monotonic_ns).
@@ -497,7 +499,7 @@ typedef struct {
 
 /** One record (32 bytes). */
 typedef struct {
-    uint64_t timestamp_ns; /* 0x00 CLOCK_MONOTONIC ns when written (coarse clock; a span's end: see CLOCKS) */
+    uint64_t timestamp_ns; /* 0x00 CLOCK_MONOTONIC ns when written (coarse clock; a span's end, an exemplar's precise: see CLOCKS) */
     uint64_t value;        /* 0x08 gauge double bits, or observation */
     uint64_t sequence;     /* 0x10 the record's cursor: lets a reader check slot and record agree */
     uint32_t metric;       /* 0x18 registry index */

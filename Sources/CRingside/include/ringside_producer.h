@@ -367,7 +367,8 @@ RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint
     rs_producer *p = rs_bot_producer(bot);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric.index, RS_KIND_HISTOGRAM, value); /* no clock read */
-    return rs_producer_write_exemplar(p, metric.index, 0, value, rs_clock_coarse_ns(), exemplar, (uint32_t)length);
+    /* The precise clock: an exemplar's time must never precede its call (CLOCKS in ringside.h). */
+    return rs_producer_write_exemplar(p, metric.index, 0, value, rs_clock_precise_ns(), exemplar, (uint32_t)length);
 }
 
 /**
