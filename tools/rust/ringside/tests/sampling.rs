@@ -5,14 +5,24 @@
 //! value's sum and the largest) or dropped (counted, with its value's sum and the largest), and
 //! the thread leaves nothing behind when it idles, lets go of its lane or is killed.
 //!
-//! The tests play the consumer by writing the consumer line and the read cursor into the file
+//! Most tests play the consumer by writing the consumer line and the read cursor into the file
 //! themselves; in a lane of 256 records the reserve R is 16 records whatever the pace (1/64 and
-//! 1/32 of the lane are both below the least, 16), so what they see is the same on every run.
+//! 1/32 of the lane are both below the least, 16), so what they see is the same on every run. The
+//! others have the real collector count bursts exactly: from a process that then idles and is
+//! SIGKILLed, from pool threads that then block for good, and from 8 threads into large lanes,
+//! none of whose calls is gathered.
 
 mod common;
 
-use common::{declare_consumer, thread_id, Record, RingFile, ScratchDir, SharedFile};
-use ringside::{Bot, Histogram, Options, Unit};
+use common::{declare_consumer, eventually, thread_id, Collector, Json, Record, RingFile, ScratchDir, SharedFile};
+use ringside::{Bot, Exemplar, Histogram, Options, Unit};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{mpsc, Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+const HISTOGRAM: u8 = 3;
 
 fn options(dir: &ScratchDir, capacity: u64, percent: u32) -> Options {
     Options {
@@ -31,6 +41,22 @@ fn k(record: &Record) -> u8 {
 /// The burst's values: spread over 1 to 1,000,000 (as the Swift test producer's burst-idle).
 fn burst_value(index: u64) -> u64 {
     1 + index.wrapping_mul(2_654_435_761) % 1_000_000
+}
+
+/// A small generator of test values and choices (splitmix64), seeded for a run that repeats.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
 }
 
 // MARK: - What the calls came to
@@ -60,8 +86,47 @@ impl Tally {
         self.dropped_max = self.dropped_max.max(value);
     }
 
+    fn add(&mut self, other: &Tally) {
+        self.kept += other.kept;
+        self.kept_sum = self.kept_sum.wrapping_add(other.kept_sum);
+        self.kept_max = self.kept_max.max(other.kept_max);
+        self.dropped += other.dropped;
+        self.dropped_sum = self.dropped_sum.wrapping_add(other.dropped_sum);
+        self.dropped_max = self.dropped_max.max(other.dropped_max);
+    }
+
     fn calls(&self) -> u64 {
         self.kept + self.dropped
+    }
+
+    fn line(&self) -> String {
+        let Tally { kept, kept_sum, kept_max, dropped, dropped_sum, dropped_max } = self;
+        format!("{kept} {kept_sum} {kept_max} {dropped} {dropped_sum} {dropped_max}")
+    }
+
+    fn parse(line: &str) -> Tally {
+        let n: Vec<u64> = line.split_whitespace().map(|word| word.parse().unwrap()).collect();
+        Tally { kept: n[0], kept_sum: n[1], kept_max: n[2], dropped: n[3], dropped_sum: n[4], dropped_max: n[5] }
+    }
+
+    /// Whether a /latest histogram series shows exactly these calls: the count, sum and largest of
+    /// those not dropped, and the count, sum and largest of those dropped.
+    fn check(&self, series: &Json) -> Result<(), String> {
+        let figures = [
+            ("total_count", self.kept),
+            ("total_sum", self.kept_sum),
+            ("total_max", self.kept_max),
+            ("dropped_records", self.dropped),
+            ("dropped_sum", self.dropped_sum),
+            ("dropped_max", self.dropped_max),
+        ];
+        for (field, expected) in figures {
+            let value = series.num(field)?;
+            if value != expected as f64 {
+                return Err(format!("{field} is {value}, expecting {expected} (the calls: {self:?})"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -69,6 +134,7 @@ impl Tally {
 /// drops, to tell a call dropped from one gathered (both return false).
 struct LaneWatch {
     file: SharedFile,
+    lane: u32,
     at: usize,
 }
 
@@ -78,11 +144,19 @@ impl LaneWatch {
         let file = SharedFile::map(path);
         let lane = file.lane_of_thread(thread_id()).expect("the thread holds a lane");
         let at = file.lane_at(lane);
-        LaneWatch { file, at }
+        LaneWatch { file, lane, at }
+    }
+
+    fn write_cursor(&self) -> u64 {
+        self.file.load(self.at)
     }
 
     fn dropped_total(&self) -> u64 {
         self.file.load(self.at + 0x08)
+    }
+
+    fn gathered_calls(&self, metric: u32) -> u64 {
+        self.file.load(self.file.gather_at(self.lane, metric))
     }
 
     /// Records `value` and counts it kept or dropped, as the lane saw it.
@@ -252,4 +326,430 @@ fn a_drained_lane_stops_sampling_at_the_next_call_with_nothing_left_to_write() {
     assert_eq!(after.len(), 1);
     assert_eq!((after[0].value, k(&after[0])), (42, 0), "one call, no weight");
     assert_eq!(drained.gather_cell(0, 0), cell);
+}
+
+#[test]
+fn a_random_mix_of_drains_sampling_and_drops_keeps_every_figure_exact() {
+    let seed = std::env::var("RINGSIDE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(39u64);
+    let mut random = Random(seed);
+    let dir = ScratchDir::new("sampling-mix");
+    let bot = Bot::attach_with("rs-mix", Options { max_lanes: Some(1), ..options(&dir, 256, 0) }).unwrap();
+    let metrics = [bot.histogram("a", Unit::None, &[]).unwrap(), bot.histogram("b", Unit::None, &[]).unwrap()];
+    let order = Exemplar::new(&[("order_id", "A17")]).unwrap(); // 12 bytes: two slots with its value
+    let path = dir.file("rs-mix");
+    declare_consumer(&path, 4242, true, 0);
+    let mut tallies = [Tally::default(); 2];
+    assert!(metrics[0].record(1));
+    tallies[0].keep(1);
+    let watch = LaneWatch::of_this_thread(&path);
+    let mut consumer = Consumer { lane: &watch, read: 0, seen: Default::default() };
+
+    let (mut calls, mut gathered_exemplars, mut written_exemplars) = (1u64, 0u64, 0u64);
+    let mut round = 0;
+    while calls < 1_200_000 {
+        // A phase: a burst with no drain (the first one from empty, long enough to fill the lane
+        // and drop), calls drained now and then (in and out of the sampling band), or a drain.
+        let (length, drain_every, whole) = match if round == 0 { 0 } else { random.below(4) } {
+            0 => (if round == 0 { 150_000 } else { random.below(200_000) }, 0, true),
+            1 => (random.below(50_000), 1 + random.below(300), true),
+            2 => (random.below(20_000), 1 + random.below(64), false),
+            _ => (0, 1, true),
+        };
+        round += 1;
+        for i in 0..length.max(1) {
+            if drain_every > 0 && i % drain_every == 0 {
+                let (write, read) = (watch.write_cursor(), consumer.read);
+                consumer.drain(if whole { write } else { read + random.below(write - read + 1) });
+            }
+            if length == 0 {
+                break;
+            }
+            let metric = (random.below(10) >= 7) as usize;
+            let value = if random.below(1_000) == 0 { 1 + random.below(1 << 40) } else { 1 + random.below(1_000_000) };
+            let with_exemplar = random.below(16) == 0;
+            let before = (watch.write_cursor(), watch.dropped_total(), watch.gathered_calls(metric as u32));
+            let wrote = if with_exemplar {
+                metrics[metric].record_with_exemplar(value, &order)
+            } else {
+                metrics[metric].record(value)
+            };
+            let after = (watch.write_cursor(), watch.dropped_total(), watch.gathered_calls(metric as u32));
+            let moved = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+            let slots = if with_exemplar { 2 } else { 1 };
+            match (wrote, moved) {
+                (true, (n, 0, 0)) if n == slots => tallies[metric].keep(value),
+                (false, (0, 0, 1)) => tallies[metric].keep(value),
+                (false, (0, 1, 0)) => tallies[metric].drop_value(value),
+                other => panic!("call {calls} (seed {seed}): returned and moved {other:?}: one of write, gather, drop"),
+            }
+            if with_exemplar {
+                if wrote {
+                    written_exemplars += 1;
+                } else if moved.2 == 1 {
+                    gathered_exemplars += 1;
+                }
+            }
+            calls += 1;
+        }
+    }
+    consumer.drain(watch.write_cursor());
+
+    let ring = RingFile::read(&path);
+    let lane = ring.lane(0);
+    let mut cells = Vec::new();
+    for (metric, (tally, s)) in tallies.iter().zip(&consumer.seen).enumerate() {
+        let cell = ring.gather_cell(0, metric as u32);
+        let why = format!("metric {metric}, seed {seed}: {tally:?}, {s:?}, {cell:?}");
+        assert_eq!(ring.lane_cell(0, metric as u32), tally.dropped, "{why}");
+        assert_eq!((cell.dropped_sum, cell.dropped_max), (tally.dropped_sum, tally.dropped_max), "{why}");
+        assert_eq!(s.records + cell.calls, tally.kept, "{why}");
+        assert_eq!(s.sum.wrapping_add(cell.sum), tally.kept_sum, "{why}");
+        assert_eq!(s.max.max(s.taken_max).max(cell.max), tally.kept_max, "{why}");
+        assert!(s.weighed <= cell.calls, "records stand for calls gathered, no more: {why}");
+        cells.push(cell);
+    }
+    let gathered = cells.iter().map(|c| c.calls).sum::<u64>();
+    assert_eq!(lane.gathered, gathered);
+    assert_eq!(lane.dropped_total, tallies.iter().map(|t| t.dropped).sum::<u64>());
+    assert_eq!(tallies.iter().map(Tally::calls).sum::<u64>(), calls);
+    // The mix had all of it: records that stand for gathered calls, calls gathered, drops, and
+    // calls with an exemplar written and gathered (sampled as units).
+    let weighed = consumer.seen.iter().map(|s| s.weighed).sum::<u64>();
+    let summary = format!(
+        "seed {seed}, {calls} calls: {gathered} gathered, {weighed} of them in records' weights, {} dropped; \
+         exemplars {written_exemplars} written, {gathered_exemplars} gathered",
+        lane.dropped_total
+    );
+    assert!(weighed > 0 && lane.dropped_total > 0 && gathered_exemplars > 0 && written_exemplars > 0, "{summary}");
+    common::say(&format!("random mix: {summary}"));
+}
+
+/// What a consumer played by the test saw of a metric: the records it drained, and each cell's
+/// largest as it took it at each drain (an exchange with 0, as the collector takes it).
+#[derive(Default, Debug)]
+struct Seen {
+    records: u64,
+    sum: u64,
+    max: u64,
+    weighed: u64, // the sum of 2^k - 1 over its records: the gathered calls they stand for
+    taken_max: u64,
+}
+
+/// The consumer of a lane, played by the test: it reads what it drains, then moves the lane's
+/// read cursor, then takes the gather cells' largest values.
+struct Consumer<'a> {
+    lane: &'a LaneWatch,
+    read: u64,
+    seen: [Seen; 2],
+}
+
+impl Consumer<'_> {
+    fn drain(&mut self, to: u64) {
+        let file = &self.lane.file;
+        for cursor in self.read..to {
+            let record = file.record(self.lane.lane, cursor);
+            assert_eq!(record.sequence, cursor);
+            if record.kind == HISTOGRAM {
+                let s = &mut self.seen[record.metric as usize];
+                s.records += 1;
+                s.sum = s.sum.wrapping_add(record.value);
+                s.max = s.max.max(record.value);
+                s.weighed += (1 << k(&record)) - 1;
+            }
+        }
+        self.read = to;
+        file.store(self.lane.at + 0x80, to); // the read cursor, with release
+        for (metric, s) in self.seen.iter_mut().enumerate() {
+            s.taken_max = s.taken_max.max(file.take(file.gather_at(self.lane.lane, metric as u32) + 0x18));
+        }
+    }
+}
+
+#[test]
+fn a_thread_without_a_lane_keeps_its_dropped_values_sum_and_largest() {
+    let dir = ScratchDir::new("sampling-unlaned");
+    let bot = Bot::attach_with("rs-unlaned", Options { max_lanes: Some(1), ..options(&dir, 64, 0) }).unwrap();
+    let fills = bot.histogram("fills", Unit::None, &[]).unwrap();
+    assert!(fills.record(5), "this thread holds the only lane");
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let fills = fills.clone();
+            thread::spawn(move || {
+                let mut random = Random(t);
+                let mut tally = Tally::default();
+                for _ in 0..1_000 {
+                    let value = 1 + random.below(1 << 40);
+                    assert!(!fills.record(value), "no lane: nothing written");
+                    tally.drop_value(value);
+                }
+                tally
+            })
+        })
+        .collect();
+    let mut tally = Tally::default();
+    for thread in threads {
+        tally.add(&thread.join().unwrap());
+    }
+    let file = RingFile::read(&dir.file("rs-unlaned"));
+    assert_eq!(file.metric_cell(0).2, 4_000, "counted in unlaned");
+    assert_eq!(file.unlaned_values(0), (tally.dropped_sum, tally.dropped_max), "added atomically, raised by CAS");
+    assert_eq!((file.lane(0).write_cursor, file.lane(0).dropped_total), (1, 0));
+}
+
+// MARK: - The real collector
+
+/// The bot of the child process below, in the directory the parent gives it.
+const CHILD_DIR: &str = "RINGSIDE_TEST_SAMPLING_CHILD_DIR";
+const CHILD_BOT: &str = "rs-idle";
+const CHILD_CALLS: u64 = 3_000_000;
+
+/// Not a test of its own: the producer process of the test below, which runs this test binary
+/// again for it alone, with CHILD_DIR set (without it, it does nothing). It attaches, says so,
+/// waits for "go", then bursts CHILD_CALLS calls into a lane of 4,096 records, telling each call
+/// dropped from one kept by its lane's drops, says what they came to, and idles, holding its
+/// lane, until it is killed (or its stdin closes).
+#[test]
+fn child_process_bursts_then_idles() {
+    let Some(dir) = std::env::var_os(CHILD_DIR) else { return };
+    let options = Options { directory: Some(dir.into()), lane_capacity: Some(1 << 12), ..Options::default() };
+    let bot = Bot::attach_with(CHILD_BOT, options).unwrap();
+    let burst = bot.histogram("burst", Unit::Nanoseconds, &[]).unwrap();
+    let path = bot.path().unwrap();
+    println!("attached {}", std::process::id());
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "go");
+    // The collector says at attach that it reads gather cells (the two pids, equal).
+    let header = SharedFile::map(&path);
+    eventually("the collector reads gather cells", Duration::from_secs(60), || {
+        let pids = header.load(0x100);
+        if pids as u32 != 0 && pids as u32 == (pids >> 32) as u32 {
+            Ok(())
+        } else {
+            Err(format!("consumer_pid {}, weights_reader_pid {}", pids as u32, (pids >> 32) as u32))
+        }
+    })
+    .unwrap();
+    let mut tally = Tally::default();
+    assert!(burst.record(burst_value(0)), "an empty lane writes");
+    tally.keep(burst_value(0));
+    let watch = LaneWatch::of_this_thread(&path);
+    for index in 1..CHILD_CALLS {
+        watch.record(&burst, burst_value(index), &mut tally);
+    }
+    println!("done {} {}", tally.line(), watch.gathered_calls(0));
+    // Idle, the lane held: no release, no exit, until killed.
+    while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {}
+}
+
+/// The child process above, killed (SIGKILL) when dropped.
+struct ChildProducer {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl ChildProducer {
+    fn start(dir: &ScratchDir) -> ChildProducer {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["child_process_bursts_then_idles", "--exact", "--nocapture", "--test-threads", "1"])
+            .env(CHILD_DIR, &dir.path)
+            .env_remove("RINGSIDE_DISABLED")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let (sender, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        ChildProducer { child, stdin, lines }
+    }
+
+    /// What follows `prefix` in the child's first line that holds it (libtest's own words aside:
+    /// "test child_process_bursts_then_idles ... " comes before the test's first line).
+    fn line(&self, prefix: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(120)) {
+                Ok(line) => {
+                    if let Some(at) = line.find(prefix) {
+                        return line[at + prefix.len()..].to_string();
+                    }
+                }
+                Err(error) => panic!("the child never said \"{prefix}...\": {error}"),
+            }
+        }
+    }
+
+    fn say(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildProducer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[test]
+fn a_burst_past_the_drain_then_idle_then_sigkilled_is_counted_exactly_by_the_collector() {
+    let binary = collector_or_skip!();
+    let dir = ScratchDir::new("sampling-idle");
+    let collector = Collector::start(&binary, &dir);
+    let mut child = ChildProducer::start(&dir);
+    child.line("attached ");
+    collector.wait_for("the collector attached the bot", |latest| latest.ring(CHILD_BOT).map(|_| ()));
+    // 3 M calls at tens of millions a second into a lane of 4,096 records that the collector
+    // drains at its poll (10 ms): far past 10 times what it drains.
+    child.say("go");
+    let done = child.line("done ");
+    let (tally, gathered) = done.rsplit_once(' ').unwrap();
+    let (tally, gathered) = (Tally::parse(tally), gathered.parse::<f64>().unwrap());
+    assert_eq!(tally.calls(), CHILD_CALLS);
+    common::say(&format!("burst then idle: {tally:?}, {gathered} calls gathered"));
+    let exact = |latest: &Json| -> Result<(), String> {
+        let series = latest.series(CHILD_BOT, "burst")?;
+        tally.check(series)?;
+        let sampled = series.num("sampled_records")?;
+        if sampled != gathered {
+            return Err(format!("sampled_records {sampled}, but the lane gathered {gathered}"));
+        }
+        Ok(())
+    };
+    collector.wait_for_within("every call counted exactly, the bot idle", Duration::from_secs(60), |latest| {
+        let ring = latest.ring(CHILD_BOT)?;
+        if ring.at("alive") != Some(&Json::Bool(true)) {
+            return Err("the bot is not alive".into());
+        }
+        exact(latest)
+    });
+    child.kill();
+    collector.wait_for_within("the bot dead, its calls still exact", Duration::from_secs(60), |latest| {
+        let ring = latest.ring(CHILD_BOT)?;
+        if ring.at("alive") != Some(&Json::Bool(false)) {
+            return Err("the bot is not seen dead yet".into());
+        }
+        exact(latest)
+    });
+}
+
+#[test]
+fn pool_threads_that_burst_then_block_for_good_are_counted_exactly() {
+    let binary = collector_or_skip!();
+    let dir = ScratchDir::new("sampling-pool");
+    let bot = Bot::attach_with("rs-pool", options(&dir, 1 << 12, 0)).unwrap();
+    let burst = bot.histogram("burst", Unit::Nanoseconds, &[]).unwrap();
+    let collector = Collector::start(&binary, &dir);
+    collector.wait_for("the collector attached the bot", |latest| latest.ring("rs-pool").map(|_| ()));
+    let path = dir.file("rs-pool");
+    const THREADS: u64 = 4;
+    const CALLS: u64 = 750_000;
+    let (tallies, counted) = mpsc::channel();
+    let mut holds = Vec::new();
+    let mut pool = Vec::new();
+    for t in 0..THREADS {
+        let (burst, path, tallies) = (burst.clone(), path.clone(), tallies.clone());
+        let (hold, held) = mpsc::channel::<()>();
+        holds.push(hold);
+        pool.push(thread::spawn(move || {
+            let mut tally = Tally::default();
+            let first = burst_value(t * CALLS);
+            assert!(burst.record(first), "an empty lane writes");
+            tally.keep(first);
+            let watch = LaneWatch::of_this_thread(&path);
+            for index in 1..CALLS {
+                watch.record(&burst, burst_value(t * CALLS + index), &mut tally);
+            }
+            tallies.send(tally).unwrap();
+            // Waits for work that never comes, its lane held: no release, no exit.
+            let _ = held.recv();
+        }));
+    }
+    let mut tally = Tally::default();
+    for _ in 0..THREADS {
+        tally.add(&counted.recv_timeout(Duration::from_secs(120)).unwrap());
+    }
+    assert_eq!(tally.calls(), THREADS * CALLS);
+    collector.wait_for_within("every call counted exactly, the threads blocked", Duration::from_secs(60), |latest| {
+        let series = latest.series("rs-pool", "burst")?;
+        tally.check(series)?;
+        // Every call gathered on any lane is counted: the file's gather cells, all of them.
+        let file = RingFile::read(&path);
+        let gathered: u64 = (0..file.lanes_allocated()).map(|lane| file.gather_cell(lane, 0).calls).sum();
+        let sampled = series.num("sampled_records")?;
+        if sampled != gathered as f64 {
+            return Err(format!("sampled_records {sampled}, the lanes gathered {gathered}"));
+        }
+        Ok(())
+    });
+    let file = RingFile::read(&path);
+    assert!((0..file.lanes_allocated()).all(|lane| file.lane(lane).state == 1), "every lane still held");
+    let gathered: u64 = (0..file.lanes_allocated()).map(|lane| file.gather_cell(lane, 0).calls).sum();
+    common::say(&format!("pool: {tally:?}, {gathered} calls gathered"));
+    drop(holds); // the pool is let go
+    for thread in pool {
+        thread.join().unwrap();
+    }
+}
+
+#[test]
+fn eight_threads_of_a_million_records_into_lanes_of_2_20_gather_no_call() {
+    let dir = ScratchDir::new("sampling-large");
+    const THREADS: u64 = 8;
+    const CALLS: u64 = 1_000_000;
+    let bot = Bot::attach_with("rs-large", options(&dir, 1 << 20, 0)).unwrap();
+    let values = bot.histogram("values", Unit::None, &[]).unwrap();
+    let path = dir.file("rs-large");
+    // A consumer that reads gather cells and never drains: 1 M records stay below 2^20 - 2^20 / 32
+    // (1,015,808), where sampling may start at the earliest, whatever the pace.
+    declare_consumer(&path, 4242, true, 0);
+    let claimed = Arc::new(Barrier::new(THREADS as usize));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (values, claimed) = (values.clone(), claimed.clone());
+            thread::spawn(move || {
+                assert!(values.record(t * CALLS + 1));
+                claimed.wait(); // a lane a thread: each holds its lane before the others record
+                (2..=CALLS).all(|i| values.record(t * CALLS + i))
+            })
+        })
+        .collect();
+    for thread in threads {
+        assert!(thread.join().unwrap(), "every call written as it is");
+    }
+    let file = SharedFile::map(&path);
+    let heads = RingFile::read_without_records(&path);
+    assert_eq!(heads.lanes_allocated(), THREADS as u32);
+    for lane in 0..THREADS as u32 {
+        let l = heads.lane(lane);
+        assert_eq!((l.write_cursor, l.dropped_total, l.gathered), (CALLS, 0, 0), "lane {lane}");
+        assert_eq!(heads.gather_cell(lane, 0), Default::default(), "lane {lane}: no call gathered");
+        assert!((0..CALLS).all(|cursor| file.record(lane, cursor).flags == 0), "lane {lane}: every record weight 1");
+    }
+    drop(file);
+    // The real collector counts all of them, none gathered.
+    let binary = collector_or_skip!();
+    let collector = Collector::start(&binary, &dir);
+    let total = THREADS * CALLS;
+    collector.wait_for_within("8 M calls counted", Duration::from_secs(180), |latest| {
+        let series = latest.series("rs-large", "values")?;
+        let expected = Tally { kept: total, kept_sum: total * (total + 1) / 2, kept_max: total, ..Tally::default() };
+        expected.check(series)?;
+        match series.num("sampled_records")? {
+            0.0 => Ok(()),
+            sampled => Err(format!("sampled_records {sampled}")),
+        }
+    });
 }
