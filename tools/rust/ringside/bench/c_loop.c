@@ -11,6 +11,8 @@
 
 static rs_bot *bench_bot;
 static rs_metric bench_latency, bench_orders, bench_level;
+static rs_bot *bench_sampled_bot; /* its lane kept full by a consumer that reads gather cells */
+static rs_metric bench_sampled_latency;
 static char bench_message[1024];
 
 /* Attaches the C bot `name` in `directory` with lanes of `lane_capacity` records and registers
@@ -29,11 +31,31 @@ int rsbench_c_open(const char *directory, const char *name, uint64_t lane_capaci
     return rc;
 }
 
+/* Attaches the C bot `name` of the sampled row, with lanes of `lane_capacity` records and its
+   histogram: the bench declares in its file a consumer that reads gather cells and never drains,
+   so that once full its lane gathers nearly every call (SAMPLING AND GATHERING in ringside.h). */
+int rsbench_c_open_sampled(const char *directory, const char *name, uint64_t lane_capacity) {
+    rs_bot_options options;
+    memset(&options, 0, sizeof options);
+    options.directory = directory;
+    options.lane_capacity = lane_capacity;
+    rs_error error;
+    int rc = rs_bot_attach(&bench_sampled_bot, name, &options, &error);
+    if (rc == 0) {
+        rc = rs_bot_register(bench_sampled_bot, &bench_sampled_latency, "latency", RS_KIND_HISTOGRAM, RS_UNIT_NANOSECONDS,
+                             NULL, "", 1, &error);
+    }
+    if (rc != 0) snprintf(bench_message, sizeof bench_message, "%s", error.message);
+    return rc;
+}
+
 const char *rsbench_c_error(void) { return bench_message; }
 
 void rsbench_c_close(void) {
     rs_bot_detach(bench_bot);
     bench_bot = NULL;
+    if (bench_sampled_bot != NULL) rs_bot_detach(bench_sampled_bot);
+    bench_sampled_bot = NULL;
 }
 
 /* n calls of rs_bot_record(v = 0, 1, ...): the elapsed CLOCK_MONOTONIC nanoseconds; *written
@@ -94,6 +116,16 @@ uint64_t rsbench_c_exemplar_loop(uint64_t n, uint64_t *written) {
     for (uint64_t i = 0; i < n; i++) {
         w += (uint64_t)rs_bot_record_checked_exemplar(bench_bot, bench_latency, i, exemplar, sizeof exemplar - 1);
     }
+    uint64_t end = rs_clock_precise_ns();
+    *written = w;
+    return end - start;
+}
+
+/* n calls of rs_bot_record(v = 0, 1, ...) on the sampled bot: in its full lane, nearly all gathered. */
+uint64_t rsbench_c_sampled_loop(uint64_t n, uint64_t *written) {
+    uint64_t w = 0;
+    uint64_t start = rs_clock_precise_ns();
+    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record(bench_sampled_bot, bench_sampled_latency, i);
     uint64_t end = rs_clock_precise_ns();
     *written = w;
     return end - start;

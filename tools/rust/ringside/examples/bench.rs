@@ -12,6 +12,10 @@
 //! collector would (read_cursor = write_cursor), so no record drops and the lane stays in cache.
 //! A record with an exemplar is also set against a plain record of the same side and round: the
 //! median of those per-round ratios is what an exemplar costs.
+//! The sampled row records into another bot, whose lane of 1,024 records is kept full by a
+//! consumer that reads gather cells and never drains (the bench declares it in the bot's file, as
+//! the collector would): nearly every call takes the sampled path and is gathered (SAMPLING AND
+//! GATHERING in ringside.h), one in 32,768 is due as a record and dropped; that lane is never drained.
 //! The C loops are whole C functions (bench/c_loop.c, built by build.rs with the repository's C
 //! producer at -O2), so the FFI is crossed once per loop, never per call. The table gives each
 //! side's median ns/call over the rounds and the median of the per-round ratios Rust/C.
@@ -41,6 +45,15 @@ fn drain(path: &Path) {
         file.read_exact_at(&mut cursor, at).unwrap();
         file.write_all_at(&cursor, at + 0x80).unwrap();
     }
+}
+
+/// Says in a bot's file, as the collector does at attach, that its consumer (this process, which
+/// never drains it) reads gather cells: its lanes may then sample (SAMPLING in ringside.h).
+fn declare_gathering_consumer(path: &Path) {
+    let file = std::fs::OpenOptions::new().write(true).open(path).expect("the bot's file");
+    let pid = (std::process::id() as i32).to_le_bytes();
+    file.write_all_at(&pid, 0x100).unwrap(); // consumer_pid
+    file.write_all_at(&pid, 0x104).unwrap(); // weights_reader_pid, the same: it reads gather cells
 }
 
 /// Records dropped in a bot's file (every lane's dropped_total).
@@ -120,6 +133,8 @@ mod c {
 
     extern "C" {
         fn rsbench_c_open(directory: *const c_char, name: *const c_char, lane_capacity: u64) -> c_int;
+        fn rsbench_c_open_sampled(directory: *const c_char, name: *const c_char, lane_capacity: u64) -> c_int;
+        fn rsbench_c_sampled_loop(n: u64, written: *mut u64) -> u64;
         fn rsbench_c_error() -> *const c_char;
         fn rsbench_c_close();
         fn rsbench_c_record_loop(n: u64, written: *mut u64) -> u64;
@@ -135,11 +150,22 @@ mod c {
     pub struct CBot;
 
     impl CBot {
-        pub fn open(directory: &Path, name: &str, lane_capacity: u64) -> Result<CBot, String> {
+        /// The C bot `name`, and the sampled row's `sampled`, with lanes of `sampled_capacity`.
+        pub fn open(
+            directory: &Path,
+            name: &str,
+            lane_capacity: u64,
+            sampled: &str,
+            sampled_capacity: u64,
+        ) -> Result<CBot, String> {
             let directory = CString::new(directory.to_str().unwrap()).unwrap();
-            let name = CString::new(name).unwrap();
+            let (name, sampled) = (CString::new(name).unwrap(), CString::new(sampled).unwrap());
             // SAFETY: valid C strings; the C side copies what it keeps.
-            if unsafe { rsbench_c_open(directory.as_ptr(), name.as_ptr(), lane_capacity) } != 0 {
+            let opened = unsafe {
+                rsbench_c_open(directory.as_ptr(), name.as_ptr(), lane_capacity) == 0
+                    && rsbench_c_open_sampled(directory.as_ptr(), sampled.as_ptr(), sampled_capacity) == 0
+            };
+            if !opened {
                 // SAFETY: a NUL-terminated static buffer.
                 return Err(unsafe { CStr::from_ptr(rsbench_c_error()) }.to_string_lossy().into_owned());
             }
@@ -156,6 +182,7 @@ mod c {
                     2 => rsbench_c_set_loop(n, &mut written),
                     4 => rsbench_c_exemplar_loop(n, &mut written),
                     5 => rsbench_c_span_monotonic_loop(n, &mut written),
+                    6 => rsbench_c_sampled_loop(n, &mut written),
                     _ => {
                         written = n;
                         rsbench_c_count_loop(n)
@@ -182,33 +209,41 @@ mod c {
 
 // MARK: - The driver
 
-const ROWS: [&str; 6] = [
+const ROWS: [&str; 7] = [
     "histogram record",
     "span (start + record)",
     "gauge set",
     "counter increment",
     "record with exemplar",
     "span on CLOCK_MONOTONIC",
+    "record, sampled lane",
 ];
-const C_CALLS: [&str; 6] = [
+const C_CALLS: [&str; 7] = [
     "rs_bot_record",
     "rs_bot_record_span",
     "rs_bot_set",
     "rs_bot_count",
     "rs_bot_record_checked_exemplar",
     "rs_bot_record_span (monotonic)",
+    "rs_bot_record (sampled lane)",
 ];
 /// The row of a record with an exemplar ("order_id=A17", 12 bytes: the value and one exemplar
 /// record, two slots a call), set against row 0's plain record.
 const EXEMPLAR_ROW: usize = 4;
 /// The row of a span on CLOCK_MONOTONIC, set against row 1's span on the span clock.
 const MONOTONIC_SPAN_ROW: usize = 5;
-/// Lane slots a call of each row takes (a counter takes none).
-const SLOTS: [u64; 6] = [1, 1, 1, 0, 2, 1];
-/// The order rows run in within a round: a record with an exemplar right after a plain one, and
-/// a span on CLOCK_MONOTONIC right after one on the span clock, so that the ratio of the two in a
-/// round sees the machine at one speed.
-const RUN_ORDER: [usize; 6] = [0, EXEMPLAR_ROW, 1, MONOTONIC_SPAN_ROW, 2, 3];
+/// The row of a record into a lane kept full by a consumer that reads gather cells: nearly every
+/// call gathered (the sampled path), set against row 0's plain record.
+const SAMPLED_ROW: usize = 6;
+/// The sampled row's lane: 1,024 records, full once warmed up, never drained.
+const SAMPLED_LANE: u64 = 1024;
+/// Lane slots a call of each row takes (a counter takes none; the sampled row's calls are
+/// gathered, its lane full).
+const SLOTS: [u64; 7] = [1, 1, 1, 0, 2, 1, 0];
+/// The order rows run in within a round: a record with an exemplar, and one into a sampled lane,
+/// right after a plain one, and a span on CLOCK_MONOTONIC right after one on the span clock, so
+/// that the ratio of the two in a round sees the machine at one speed.
+const RUN_ORDER: [usize; 7] = [0, EXEMPLAR_ROW, SAMPLED_ROW, 1, MONOTONIC_SPAN_ROW, 2, 3];
 
 /// The median of `values`, which it leaves in their order (the per-round lines print them).
 fn median(values: &[f64]) -> f64 {
@@ -251,7 +286,7 @@ fn main() {
     let scratch = Scratch(base.join(format!("ringside-rust-bench.{}", std::process::id())));
     std::fs::create_dir_all(&scratch.0).unwrap();
     let options = Options { directory: Some(scratch.0.clone()), lane_capacity: Some(LANE), ..Options::default() };
-    let bot = Bot::attach_with("bench-rust", options).unwrap_or_else(|e| panic!("{e}"));
+    let bot = Bot::attach_with("bench-rust", options.clone()).unwrap_or_else(|e| panic!("{e}"));
     assert!(bot.is_enabled(), "telemetry is disabled (RINGSIDE_DISABLED is set): unset it to benchmark");
     let histogram = bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
     let counter = bot.counter("orders", &[]).unwrap();
@@ -259,17 +294,23 @@ fn main() {
     let exemplar = Exemplar::new(&[("order_id", "A17")]).unwrap();
     let rust_path = bot.path().unwrap().to_path_buf();
     let rust_span_clock = SpanClock::describe(); // before the rows switch it
+    let sampled_options = Options { lane_capacity: Some(SAMPLED_LANE), ..options.clone() };
+    let sampled_bot = Bot::attach_with("bench-rust-sampled", sampled_options).unwrap_or_else(|e| panic!("{e}"));
+    let sampled = sampled_bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
+    let sampled_path = sampled_bot.path().unwrap().to_path_buf();
+    declare_gathering_consumer(&sampled_path);
     let rust_run = |row: usize, n: u64| match row {
         0 => rust_record_loop(&histogram, n),
         1 => rust_span_loop(&histogram, n),
         2 => rust_set_loop(&gauge, n),
         EXEMPLAR_ROW => rust_exemplar_loop(&histogram, &exemplar, n),
         MONOTONIC_SPAN_ROW => rust_span_monotonic_loop(&histogram, n),
+        SAMPLED_ROW => rust_record_loop(&sampled, n),
         _ => rust_count_loop(&counter, n),
     };
 
     #[cfg(ringside_c_baseline)]
-    let c_bot = match c::CBot::open(&scratch.0, "bench-c", LANE) {
+    let c_bot = match c::CBot::open(&scratch.0, "bench-c", LANE, "bench-c-sampled", SAMPLED_LANE) {
         Ok(bot) => Some(bot),
         Err(why) => {
             eprintln!("the C baseline could not attach: {why}");
@@ -279,6 +320,10 @@ fn main() {
     #[cfg(not(ringside_c_baseline))]
     let c_bot: Option<()> = None;
     let c_path = scratch.0.join("ringside.bench-c");
+    let c_sampled_path = scratch.0.join("ringside.bench-c-sampled");
+    if c_bot.is_some() {
+        declare_gathering_consumer(&c_sampled_path);
+    }
 
     // One side's run of a row: `loops` timed loops of a lane's worth of records, drained between.
     let side = |rust: bool, row: usize| -> f64 {
@@ -286,7 +331,9 @@ fn main() {
         let n = LANE / SLOTS[row].max(1);
         let (mut nanoseconds, mut calls) = (0u64, 0u64);
         for _ in 0..loops {
-            drain(path);
+            if row != SAMPLED_ROW {
+                drain(path);
+            }
             let (ns, written) = if rust {
                 rust_run(row, n)
             } else {
@@ -297,7 +344,12 @@ fn main() {
                 #[cfg(not(ringside_c_baseline))]
                 unreachable!()
             };
-            assert_eq!(written, n, "every call writes: the lane is drained before each loop");
+            if row == SAMPLED_ROW {
+                // Full from the warm-up's first loop on: a record due (1 call in 32,768) is dropped.
+                assert!(written <= SAMPLED_LANE, "the sampled lane is never drained");
+            } else {
+                assert_eq!(written, n, "every call writes: the lane is drained before each loop");
+            }
             nanoseconds += ns;
             calls += n;
         }
@@ -376,6 +428,12 @@ fn main() {
     let c_ratio = if with_c { format!("{:.2}", median(&c_exemplar)) } else { "-".into() };
     println!("record with exemplar / record (median per-round ratio): Rust {:.2}, C {c_ratio}", median(&rust_exemplar));
     // What the span clock saves: a span on it against one on CLOCK_MONOTONIC, same side, same round.
+    let (rust_sampled, c_sampled) = (per_round(&rust_ns, SAMPLED_ROW, 0), per_round(&c_ns, SAMPLED_ROW, 0));
+    let c_ratio = if with_c { format!("{:.2}", median(&c_sampled)) } else { "-".into() };
+    println!(
+        "record into a sampled lane / record (median per-round ratio): Rust {:.2}, C {c_ratio}",
+        median(&rust_sampled)
+    );
     let (rust_span, c_span) = (per_round(&rust_ns, 1, MONOTONIC_SPAN_ROW), per_round(&c_ns, 1, MONOTONIC_SPAN_ROW));
     let c_ratio = if with_c { format!("{:.2}", median(&c_span)) } else { "-".into() };
     println!(
@@ -383,7 +441,9 @@ fn main() {
         median(&rust_span)
     );
     println!();
-    for (row, name) in [(0, "histogram record"), (EXEMPLAR_ROW, "record with exemplar")] {
+    for (row, name) in
+        [(0, "histogram record"), (EXEMPLAR_ROW, "record with exemplar"), (SAMPLED_ROW, "record, sampled lane")]
+    {
         println!("per-round ns/call of {name}:");
         println!("  C    {}", c_ns[row].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
         println!("  Rust {}", rust_ns[row].iter().map(|v| format!("{v:.2}")).collect::<Vec<_>>().join("  "));
@@ -408,6 +468,11 @@ fn main() {
     );
     let c_dropped = if with_c { dropped(&c_path).to_string() } else { "-".into() };
     println!("records dropped: Rust {}, C {c_dropped}", dropped(&rust_path));
+    let c_sampled_dropped = if with_c { dropped(&c_sampled_path).to_string() } else { "-".into() };
+    println!(
+        "the sampled lanes' calls dropped (1 in 32,768 once full, as a record due finds no room): Rust {}, C {c_sampled_dropped}",
+        dropped(&sampled_path)
+    );
     if with_c {
         let ratio = median(&ratios[0]);
         let verdict = if ratio <= 1.3 { "met" } else { "NOT met" };

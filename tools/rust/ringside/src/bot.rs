@@ -137,11 +137,14 @@ pub struct Options {
     /// to the bot ([`Error::TooManyWorkers`]; a forked child says so once on stderr), and adds 1
     /// to `workers_refused` in the bot's own file. A forked child takes its parent's bound.
     pub max_workers: u32,
-    /// How full a lane is, in percent (1 to 99), when its histograms' records start to be sampled
-    /// and weighted rather than dropped when it fills: past it, 1 call in 2, 4, ... 32,768 is
-    /// written, the fuller the lane the fewer, and the collector counts each record by its weight,
-    /// so counts stay exact (SAMPLING in ringside.h). 0: 50. 100: never (a full lane drops). Only
-    /// while the bot's collector reads weighted records: with an older one a full lane drops.
+    /// How full a lane is, in percent (1 to 99), below which its histograms are never sampled:
+    /// past it, they are only when the lane would fill before the collector drains it, in at most
+    /// its top 1/32 (SAMPLING AND GATHERING in ringside.h). A sampled lane writes 1 call in 2, 4,
+    /// ... 32,768, the fuller the lane the fewer, and *gathers* the others: each is counted, with
+    /// its value's sum and the largest, in the lane's gather cell in the file, so the collector's
+    /// count, sum and max stay exact within one drain, whatever the thread does next (it idles,
+    /// exits, or the process is killed). 0: 50. 100: never (a full lane drops). Only while the
+    /// bot's collector reads gather cells: with an older one a full lane drops.
     pub sample_above_percent: u32,
 }
 
@@ -248,8 +251,8 @@ pub(crate) struct BotInner {
     geometry: Geometry,
     /// The attach's `Options::max_workers` (0: the default), for a forked child's worker file.
     max_workers: u32,
-    /// Records in a lane past which its histograms are sampled (the header's `sample_above`, as
-    /// `Options::sample_above_percent` chose); 0: never.
+    /// Records in a lane below which its histograms are never sampled (the header's
+    /// `sample_above`, as `Options::sample_above_percent` chose); 0: never.
     sample_above: u32,
     /// max_lanes lane writers, then the laneless writer, then the disabled one; and which one
     /// each thread uses.
@@ -348,8 +351,8 @@ impl BotInner {
         // Reserve the lane's pages first, so a full directory is an error now and never a SIGBUS.
         sys::reserve(fd, offset, self.geometry.lane_size)?;
         let mapping = Mapping::map(fd, offset, self.geometry.lane_size)?;
-        // A process that died while adding this lane may have written its header or cells.
-        mapping.zero_lane_header_and_cells(self.registry_capacity);
+        // A process that died while adding this lane may have written its header or cells (or gather cells).
+        mapping.zero_lane_header_and_cells(&self.geometry);
         state.lanes[lane as usize] = Some(mapping);
         let header = state.header.as_ref().expect("an enabled bot has its header").header();
         // Release: a reader that sees the new count sees the lane's pages and its zeroed header.
@@ -366,12 +369,7 @@ impl BotInner {
             std::ptr::null_mut()
         } else {
             let made = state.samplings[lane as usize].get_or_insert_with(|| {
-                Box::new(Sampling::new(
-                    header.header(),
-                    self.capacity_log2,
-                    self.sample_above as u64,
-                    self.registry_capacity,
-                ))
+                Box::new(Sampling::new(header.header(), self.sample_above as u64, self.registry_capacity))
             });
             &mut **made
         };
@@ -409,8 +407,9 @@ impl BotInner {
         if lane < self.max_lanes as usize && state.held[lane] && !state.forked {
             state.held[lane] = false;
             // SAFETY: the calling thread held the lane (its writer came from its own table) and
-            // lets go of it now, under the bot's mutex.
-            unsafe { self.writers[lane].close_groups() };
+            // lets go of it now, under the bot's mutex. What its sampling gathered is counted in
+            // the lane's gather cells already: nothing is written.
+            unsafe { self.writers[lane].end_sampling() };
             if let Some(mapping) = &state.lanes[lane] {
                 shm::retire(mapping.lane());
             }
@@ -671,17 +670,12 @@ impl BotInner {
         {
             let mut state = self.state.lock();
             if self.enabled.load(Relaxed) && !state.forked {
-                // Every lane is retired with the process's hold on the file (readers see it at once).
-                // Its open sampling groups: the calling thread's own lane writes them; any other
-                // lane's calls count as dropped.
-                if let Some(own) = self.writers.of_thread_index().filter(|&index| index < self.max_lanes) {
-                    // SAFETY: the calling thread holds that lane (its writer came from its own table).
-                    unsafe { self.writers[own as usize].close_groups() };
-                }
+                // Every lane is retired with the process's hold on the file (readers see it at once);
+                // what its sampling gathered is in its gather cells already.
                 for (index, lane) in state.lanes.iter().enumerate() {
                     let Some(lane) = lane else { continue };
                     // SAFETY: the bot's last handle is gone: no thread uses its writers.
-                    unsafe { self.writers[index].abandon_groups() };
+                    unsafe { self.writers[index].end_sampling() };
                     shm::retire(lane.lane());
                 }
             }
@@ -833,7 +827,7 @@ impl BotInner {
         state.file_id = file_id;
         state.forked = false;
         state.said_why_laneless = false;
-        // The parent's lanes' groups are the parent's: the worker's lanes start with none (every
+        // The parent's lanes' sampling is the parent's: the worker's lanes start with none (every
         // writer points at nothing since the fork, so none points into them).
         state.samplings = (0..self.max_lanes).map(|_| None).collect();
         // Release: pairs with lanes_allocated()'s acquire; the lanes are mapped.
@@ -1049,6 +1043,8 @@ impl Target<'_> {
         h.max_lanes.store(max_lanes, Relaxed);
         h.metric_cell_size.store(METRIC_CELL_SIZE, Relaxed);
         h.lane_header_size.store(LANE_HEADER_SIZE, Relaxed);
+        h.lane_gather_offset.store(geometry.lane_gather_offset, Relaxed);
+        h.gather_cell_size.store(GATHER_CELL_SIZE, Relaxed);
         // Release, written last: a reader that sees the version sees the whole layout.
         h.version.store(FORMAT_VERSION, Release);
         Ok(Attached {
@@ -1073,14 +1069,18 @@ impl Target<'_> {
             return Err(self.corrupt(format!("bad magic 0x{magic:016x} (not a Ringside file)")));
         }
         if version != FORMAT_VERSION {
-            let before = if version == 1 { " (one ring per file, before lanes)" } else { "" };
+            let before = match version {
+                1 => " (one ring per file, before lanes)",
+                2 => " (before gather cells)",
+                _ => "",
+            };
             return Err(Error::Incompatible {
                 bot: self.name.to_string(),
                 path: self.path.to_path_buf(),
                 version: Some(version),
                 reason: format!(
                     "it is format version {version}{before}; this library reads and writes version {FORMAT_VERSION} \
-                     (a lane per thread): remove the file, or attach with recreate to replace it"
+                     (a lane per thread, gather cells): remove the file, or attach with recreate to replace it"
                 ),
             });
         }
@@ -1097,7 +1097,7 @@ impl Target<'_> {
             return Err(self.corrupt(format!("max_lanes is {max_lanes}, not 1 to {MAX_LANES}")));
         }
         let g = Geometry::of(capacity_log2, registry_capacity);
-        let fields: [(&str, u64, u64); 10] = [
+        let fields: [(&str, u64, u64); 12] = [
             ("header_size", le_u32(copy, 0x0C) as u64, HEADER_SIZE as u64),
             ("record_size", le_u32(copy, 0x10) as u64, RECORD_SIZE as u64),
             ("registry_entry_size", le_u32(copy, 0x1C) as u64, REGISTRY_ENTRY_SIZE as u64),
@@ -1108,6 +1108,8 @@ impl Target<'_> {
             ("lanes_offset", le_u64(copy, 0x30), g.lanes_offset),
             ("lane_size", le_u64(copy, 0x48), g.lane_size),
             ("lane_records_offset", le_u32(copy, 0x50) as u64, g.lane_records_offset as u64),
+            ("lane_gather_offset", le_u32(copy, 0x60) as u64, g.lane_gather_offset as u64),
+            ("gather_cell_size", le_u32(copy, 0x64) as u64, GATHER_CELL_SIZE as u64),
         ];
         for (field, value, expected) in fields {
             if value != expected {
@@ -1342,8 +1344,8 @@ fn start(header: &shm::Header, sample_above: u32) {
     header.sample_above.store(sample_above, Relaxed);
 }
 
-/// The records in a lane of `1 << capacity_log2` from which its histograms are sampled, by
-/// `Options::sample_above_percent` (`rsp_sample_above`): 0 when it never samples.
+/// The records in a lane of `1 << capacity_log2` below which its histograms are never sampled,
+/// by `Options::sample_above_percent` (`rsp_sample_above`): 0 when it never samples.
 fn sample_above(percent: u32, capacity_log2: u32) -> u32 {
     let percent = if percent == 0 { DEFAULT_SAMPLE_ABOVE_PERCENT } else { percent };
     if percent >= 100 {

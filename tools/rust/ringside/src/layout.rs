@@ -1,12 +1,14 @@
-//! The format's constants, geometry and string rules (ringside.h, version 2), without memory access.
+//! The format's constants, geometry and string rules (ringside.h, version 3), without memory access.
 
 pub const MAGIC: u64 = 0x4544_4953_474E_4952; // "RINGSIDE" read as a little-endian u64
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 pub const HEADER_SIZE: u32 = 4096;
 pub const RECORD_SIZE: u32 = 32;
 pub const REGISTRY_ENTRY_SIZE: u32 = 512;
-pub const METRIC_CELL_SIZE: u32 = 32;
+pub const METRIC_CELL_SIZE: u32 = 64;
+/// A histogram's gathered calls on one lane (`rs_gather_cell`; SAMPLING AND GATHERING in ringside.h).
+pub const GATHER_CELL_SIZE: u32 = 64;
 pub const LANE_HEADER_SIZE: u32 = 256;
 pub const PAGE_SIZE: u64 = 4096;
 
@@ -41,12 +43,22 @@ pub const KIND_EXEMPLAR: u8 = 4;
 pub const FLAG_SPAN: u8 = 0x01;
 /// Exemplar records follow the value's: `exemplar_length` bytes (EXEMPLARS in ringside.h).
 pub const FLAG_EXEMPLAR: u8 = 0x02;
-/// Bits 4 to 7 of a record's flags hold k: the record stands for 2^k calls (SAMPLING in ringside.h).
+/// Bits 4 to 7 of a record's flags hold k: 2^k - 1 calls of its metric were gathered on its lane
+/// since its metric's last record there; the record itself is one call (SAMPLING in ringside.h).
 pub const FLAG_WEIGHT_SHIFT: u32 = 4;
 /// The largest k a record holds (`RS_WEIGHT_LOG2_MAX`): a weight of 32,768.
 pub const WEIGHT_LOG2_MAX: u32 = 15;
-/// How full a lane is, in percent, when its histograms start to be sampled by default.
+/// The share of a lane, in percent, below which its histograms are never sampled by default.
 pub const DEFAULT_SAMPLE_ABOVE_PERCENT: u32 = 50;
+/// The consumer's drain interval a producer assumes when the consumer has not said
+/// (`RS_DEFAULT_DRAIN_INTERVAL_NS`).
+pub const DEFAULT_DRAIN_INTERVAL_NS: u64 = 2_000_000;
+/// A lane's fill is looked at every 2^-LOOK_FRACTION_LOG2 of its records past `sample_above`.
+pub const LOOK_FRACTION_LOG2: u32 = 6;
+/// Sampling uses at most the top 2^-RESERVE_FRACTION_LOG2 of a lane (SAMPLING in ringside.h)...
+pub const RESERVE_FRACTION_LOG2: u32 = 5;
+/// ... and at least its top RESERVE_MIN records (or what lies above `sample_above`): a level each.
+pub const RESERVE_MIN: u64 = 16;
 
 /// An exemplar's bytes at the most (`RS_EXEMPLAR_MAX`): 4 exemplar records after its value's.
 pub const EXEMPLAR_MAX: usize = 64;
@@ -220,6 +232,8 @@ pub struct Geometry {
     pub cells_offset: u64,
     pub lanes_offset: u64,
     pub lane_size: u64,
+    /// In a lane, after its header and cells: its gather cells, one per metric.
+    pub lane_gather_offset: u32,
     pub lane_records_offset: u32,
 }
 
@@ -228,9 +242,12 @@ impl Geometry {
         let registry_offset = HEADER_SIZE as u64;
         let cells_offset = registry_offset + registry_capacity as u64 * REGISTRY_ENTRY_SIZE as u64;
         let lanes_offset = page_round_up(cells_offset + registry_capacity as u64 * METRIC_CELL_SIZE as u64);
-        let lane_records_offset = page_round_up(LANE_HEADER_SIZE as u64 + registry_capacity as u64 * 8) as u32;
+        // The gather cells start on a cache line of their own, after the lane cells.
+        let lane_gather_offset = ((LANE_HEADER_SIZE as u64 + registry_capacity as u64 * 8 + 63) & !63) as u32;
+        let lane_records_offset =
+            page_round_up(lane_gather_offset as u64 + registry_capacity as u64 * GATHER_CELL_SIZE as u64) as u32;
         let lane_size = page_round_up(lane_records_offset as u64 + (1u64 << capacity_log2) * RECORD_SIZE as u64);
-        Geometry { registry_offset, cells_offset, lanes_offset, lane_size, lane_records_offset }
+        Geometry { registry_offset, cells_offset, lanes_offset, lane_size, lane_gather_offset, lane_records_offset }
     }
 
     pub fn lane_offset(&self, lane: u32) -> u64 {
@@ -374,13 +391,21 @@ mod tests {
         let g = Geometry::of(16, 256);
         assert_eq!(g.registry_offset, 4096);
         assert_eq!(g.cells_offset, 4096 + 256 * 512);
-        assert_eq!(g.lanes_offset, page_round_up(4096 + 256 * 512 + 256 * 32));
-        assert_eq!(g.lane_records_offset, 4096);
-        assert_eq!(g.lane_size, 4096 + 65536 * 32);
+        assert_eq!(g.lanes_offset, 4096 + 256 * 512 + 256 * 64); // already a whole page
+        assert_eq!(g.lane_gather_offset, 256 + 256 * 8); // a cache line's multiple already
+        assert_eq!(g.lane_records_offset, page_round_up(256 + 256 * 8 + 256 * 64) as u32);
+        assert_eq!(g.lane_records_offset, 20480);
+        assert_eq!(g.lane_size, 20480 + 65536 * 32);
         let small = Geometry::of(4, 1);
         assert_eq!(small.lanes_offset, 8192);
+        assert_eq!(small.lane_gather_offset, 320, "256 + 8, rounded up to 64");
+        assert_eq!(small.lane_records_offset, 4096);
         assert_eq!(small.lane_size, 8192);
         assert_eq!(small.lane_offset(3), 8192 + 3 * 8192);
+        // An odd count of metrics: the lane cells end off a cache line.
+        let odd = Geometry::of(12, 3);
+        assert_eq!((odd.lane_gather_offset, odd.lane_records_offset), (320, 4096));
+        assert_eq!(odd.lane_size, 4096 + 4096 * 32);
     }
 
     #[test]

@@ -34,8 +34,10 @@ pub struct Gauge {
 
 impl Histogram {
     /// Records an observation in the histogram's unit. Returns true if a record was written;
-    /// false if sampling skipped it, the lane was full or the thread has no lane (a counted
-    /// drop), or the bot is disabled (or this forked child could not become its worker).
+    /// false if `sample_every` skipped it, if its lane was sampling and gathered it (counted,
+    /// with its value, in the lane's gather cell: see "Overload" in the crate's documentation),
+    /// if the lane was full or the thread has no lane (a counted drop), or if the bot is disabled
+    /// (or this forked child could not become its worker).
     #[inline]
     pub fn record(&self, value: u64) -> bool {
         let writer = self.bot.writer();

@@ -15,8 +15,10 @@
 
 use crate::bot::MAX_BOTS_PER_PROCESS;
 use crate::layout::{
-    Geometry, EXEMPLAR_BYTES_PER_RECORD, EXEMPLAR_MAX, FLAG_EXEMPLAR, FLAG_WEIGHT_SHIFT, KIND_EXEMPLAR, KIND_GAUGE,
-    KIND_HISTOGRAM, LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED, REGISTRY_ENTRY_SIZE, THREAD_NAME_MAX, WEIGHT_LOG2_MAX,
+    Geometry, DEFAULT_DRAIN_INTERVAL_NS, EXEMPLAR_BYTES_PER_RECORD, EXEMPLAR_MAX, FLAG_EXEMPLAR, FLAG_WEIGHT_SHIFT,
+    GATHER_CELL_SIZE, KIND_EXEMPLAR, KIND_GAUGE, KIND_HISTOGRAM, LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED,
+    LOOK_FRACTION_LOG2, METRIC_CELL_SIZE, REGISTRY_ENTRY_SIZE, RESERVE_FRACTION_LOG2, RESERVE_MIN, THREAD_NAME_MAX,
+    WEIGHT_LOG2_MAX,
 };
 use crate::sys;
 use std::cell::{Cell, UnsafeCell};
@@ -44,7 +46,10 @@ pub struct Header {
     pub max_lanes: AtomicU32,
     pub metric_cell_size: AtomicU32,
     pub lane_header_size: AtomicU32,
-    _layout_reserved: [u8; 0x80 - 0x60],
+    /// In each lane: where its gather cells start (SAMPLING AND GATHERING in ringside.h).
+    pub lane_gather_offset: AtomicU32,
+    pub gather_cell_size: AtomicU32,
+    _layout_reserved: [u8; 0x80 - 0x68],
     // 0x080: the producer's line.
     pub lanes_allocated: AtomicU32,
     pub metric_count: AtomicU32,
@@ -56,15 +61,18 @@ pub struct Header {
     /// The bot's own file only: processes refused a worker file (WORKERS in ringside.h), each
     /// adding 1 atomically: the one field a process other than the attached one writes.
     pub workers_refused: AtomicU64,
-    /// Records in a lane past which its histograms are sampled (SAMPLING in ringside.h); 0: never.
+    /// Records in a lane below which its histograms are never sampled (SAMPLING in ringside.h); 0: never.
     pub sample_above: AtomicU32,
     _producer_reserved: [u8; 0x100 - 0xB4],
     // 0x100: the consumer's line (never written here).
     pub consumer_pid: AtomicI32,
-    /// The consumer's pid again when it reads weighted records: the producer samples only then.
+    /// The consumer's pid again when it reads gather cells: the producer samples only then.
     pub weights_reader_pid: AtomicI32,
     pub consumer_heartbeat_ns: AtomicU64,
-    _consumer_reserved: [u8; 0x180 - 0x110],
+    /// The longest the consumer expects to leave a filling lane undrained (SAMPLING in
+    /// ringside.h); 0: not said (`DEFAULT_DRAIN_INTERVAL_NS`).
+    pub drain_interval_ns: AtomicU64,
+    _consumer_reserved: [u8; 0x180 - 0x118],
 }
 
 /// One registry entry (`rs_registry_entry`), as plain bytes: written once, then published.
@@ -92,7 +100,32 @@ pub struct MetricCell {
     pub gauge_bits: AtomicU64,
     pub gauge_set: AtomicU64,
     pub unlaned: AtomicU64,
-    _reserved: AtomicU64,
+    /// Histograms: the sum of the values dropped by threads with no lane (atomic add, modulo 2^64).
+    pub unlaned_sum: AtomicU64,
+    /// Histograms: the largest of them (raised by compare-and-swap).
+    pub unlaned_max: AtomicU64,
+    _reserved: [AtomicU64; 3],
+}
+
+/// One histogram's gathered calls on one lane (`rs_gather_cell`; SAMPLING AND GATHERING in
+/// ringside.h): written by the lane's holder, but for `max`, which the consumer takes (an exchange
+/// with 0). Cumulative over the lane's life, but `max`.
+#[repr(C)]
+pub struct GatherCell {
+    /// Calls gathered: counted, written as no record (release store, after `sum` and `latest`).
+    pub calls: AtomicU64,
+    /// Their values' sum, modulo 2^64.
+    pub sum: AtomicU64,
+    /// The last one's value.
+    pub latest: AtomicU64,
+    /// The largest gathered value the consumer has not taken (0: none).
+    pub max: AtomicU64,
+    /// The sum of the values of this histogram's records the lane dropped (their count is the
+    /// lane cell), modulo 2^64.
+    pub dropped_sum: AtomicU64,
+    /// The largest of them.
+    pub dropped_max: AtomicU64,
+    _reserved: [AtomicU64; 2],
 }
 
 /// A lane's header (`rs_lane_header`).
@@ -110,7 +143,10 @@ pub struct LaneHeader {
     /// The holder's name (THREAD NAMES in ringside.h): 32 bytes, NUL-padded, as 4 words whose
     /// bytes lie in memory as the name's do (stored whole by whoever names the lane).
     thread_name: [AtomicU64; THREAD_NAME_MAX / 8],
-    _producer_reserved: [u8; 0x80 - 0x48],
+    /// Calls gathered on this lane, all histograms (release store; SAMPLING in ringside.h): a
+    /// reader that sees it move reads the gather cells.
+    pub gathered: AtomicU64,
+    _producer_reserved: [u8; 0x80 - 0x50],
     pub read_cursor: AtomicU64,
     pub consumer_heartbeat_ns: AtomicU64,
     _consumer_reserved: [u8; 0x100 - 0x90],
@@ -134,6 +170,8 @@ const _: () = {
     assert!(offset_of!(Header, version) == 0x008);
     assert!(offset_of!(Header, lane_size) == 0x048);
     assert!(offset_of!(Header, lane_header_size) == 0x05C);
+    assert!(offset_of!(Header, lane_gather_offset) == 0x060);
+    assert!(offset_of!(Header, gather_cell_size) == 0x064);
     assert!(offset_of!(Header, lanes_allocated) == 0x080);
     assert!(offset_of!(Header, producer_pid) == 0x098);
     assert!(offset_of!(Header, lanes_exhausted) == 0x0A0);
@@ -141,6 +179,8 @@ const _: () = {
     assert!(offset_of!(Header, sample_above) == 0x0B0);
     assert!(offset_of!(Header, consumer_pid) == 0x100);
     assert!(offset_of!(Header, weights_reader_pid) == 0x104);
+    assert!(offset_of!(Header, consumer_heartbeat_ns) == 0x108);
+    assert!(offset_of!(Header, drain_interval_ns) == 0x110);
     assert!(size_of::<RegistryEntry>() == REGISTRY_ENTRY_SIZE as usize);
     assert!(offset_of!(RegistryEntry, gauge_merge) == 0x006);
     assert!(offset_of!(RegistryEntry, reserved0) == 0x007);
@@ -148,12 +188,23 @@ const _: () = {
     assert!(offset_of!(RegistryEntry, name) == 0x018);
     assert!(offset_of!(RegistryEntry, labels) == 0x080);
     assert!(offset_of!(RegistryEntry, help) == 0x180);
-    assert!(size_of::<MetricCell>() == 32);
+    assert!(size_of::<MetricCell>() == METRIC_CELL_SIZE as usize);
+    assert!(offset_of!(MetricCell, unlaned) == 0x10);
+    assert!(offset_of!(MetricCell, unlaned_sum) == 0x18);
+    assert!(offset_of!(MetricCell, unlaned_max) == 0x20);
+    assert!(size_of::<GatherCell>() == GATHER_CELL_SIZE as usize);
+    assert!(offset_of!(GatherCell, calls) == 0x00);
+    assert!(offset_of!(GatherCell, sum) == 0x08);
+    assert!(offset_of!(GatherCell, latest) == 0x10);
+    assert!(offset_of!(GatherCell, max) == 0x18);
+    assert!(offset_of!(GatherCell, dropped_sum) == 0x20);
+    assert!(offset_of!(GatherCell, dropped_max) == 0x28);
     assert!(size_of::<LaneHeader>() == LANE_HEADER_SIZE as usize);
     assert!(offset_of!(LaneHeader, state) == 0x18);
     assert!(offset_of!(LaneHeader, claims) == 0x20);
     assert!(offset_of!(LaneHeader, thread_name) == 0x28);
     assert!(size_of::<[AtomicU64; THREAD_NAME_MAX / 8]>() == THREAD_NAME_MAX);
+    assert!(offset_of!(LaneHeader, gathered) == 0x48);
     assert!(offset_of!(LaneHeader, read_cursor) == 0x80);
     assert!(size_of::<Record>() == 32);
     assert!(offset_of!(Record, timestamp_ns) == 0x00);
@@ -262,10 +313,11 @@ impl Mapping {
         unsafe { &*(self.base as *const LaneHeader) }
     }
 
-    /// Zeroes a new lane's header and cells (a process that died adding it may have written them).
-    /// Called before `lanes_allocated` counts the lane, so no reader maps it yet.
-    pub fn zero_lane_header_and_cells(&self, registry_capacity: u32) {
-        let len = LANE_HEADER_SIZE as usize + registry_capacity as usize * 8;
+    /// Zeroes a new lane's header, cells and gather cells: everything before its records (a
+    /// process that died adding it may have written them). Called before `lanes_allocated` counts
+    /// the lane, so no reader maps it yet.
+    pub fn zero_lane_header_and_cells(&self, geometry: &Geometry) {
+        let len = geometry.lane_records_offset as usize;
         assert!(len <= self.len);
         // SAFETY: in bounds; nobody else reads or writes the lane before it is counted.
         unsafe { std::ptr::write_bytes(self.base, 0, len) }
@@ -295,6 +347,7 @@ struct WriterFields {
     records: *mut Record,        // the lane's slots, or null: nothing can be written
     lane: *const LaneHeader,     // the lane's header (null when `records` is)
     cells: *const AtomicU64,     // the lane's cells, one per metric, or null
+    gather: *const GatherCell,   // the lane's gather cells, one per metric, or null
     shared: *const MetricCell,   // the bot's metric cells, or null (disabled, forked)
     mask: u64,                   // capacity - 1
     next: u64,                   // the next cursor to publish (== write_cursor)
@@ -303,20 +356,27 @@ struct WriterFields {
     sampling: *mut Sampling,     // the lane's adaptive sampling, or null: a full lane drops
 }
 
-/// One lane's adaptive sampling (`rs_sampling`; SAMPLING in ringside.h), in this process's memory:
-/// used only by the thread that holds the lane, through its writer. The bot keeps one per lane,
-/// made at the lane's first hand-over, from holder to holder (a holder that lets go closes its
-/// groups first).
+/// A timestamp the slow path reads itself, only if it writes a record (a gathered call needs
+/// none): `RS_TIMESTAMP_NOW`.
+const TIMESTAMP_NOW: u64 = 0;
+
+/// One lane's adaptive sampling (`rs_sampling`; SAMPLING AND GATHERING in ringside.h), in this
+/// process's memory: used only by the thread that holds the lane, through its writer. The bot
+/// keeps one per lane, made at the lane's first hand-over, from holder to holder. What it gathers
+/// lives in the lane's gather cells, in the file: a holder that lets go leaves nothing behind.
 pub struct Sampling {
-    calls: Box<[u32]>,     // per metric: calls in its open group (0: none open)
-    latest: Box<[u64]>,    // per metric: its open group's latest value
-    header: *const Header, // the file's header: whether its consumer reads weights
-    above: u64,            // records in the lane from which its histograms are sampled
-    step_log2: u32,        // one level more for each 2^step_log2 records past `above`
-    level: u32,            // L: a call is written once its group holds 2^L calls (a power of two)
-    open: u32,             // groups open
-    open_below: u32,       // every open group's metric is below this
-    weighs: bool,          // the consumer read weights when the lane was last looked at
+    calls: Box<[u32]>,     // per metric: calls since its last record on this lane (0: none)
+    header: *const Header, // the file's header: the consumer's word and drain interval
+    above: u64,            // `sample_above`: the lane is never sampled below it
+    reserve: u64,          // R: sampling starts at capacity - R records
+    look_fill: u64,        // the fill when the current drain interval began
+    look_ns: u64,          // CLOCK_MONOTONIC then; 0: none since the lane was below `above`
+    interval_gain: u64,    // what the lane gained over the last whole drain interval
+    step_log2: u32,        // one level more for each 2^step_log2 records past capacity - R
+    level: u32,            // L: a call is written once its metric's calls reach 2^L (a power of two)
+    open: u32,             // metrics with calls since their last record
+    open_below: u32,       // every such metric is below this
+    weighs: bool,          // the consumer read gather cells when the lane was last looked at
 }
 
 // SAFETY: a lane's sampling is used by the one thread that holds the lane (see `Writer`), or under
@@ -325,17 +385,18 @@ pub struct Sampling {
 unsafe impl Send for Sampling {}
 
 impl Sampling {
-    /// The sampling of a lane of `1 << capacity_log2` records, from `above` records (nonzero), for
+    /// The sampling of a lane never sampled below `above` records (nonzero), for
     /// `registry_capacity` metrics; `header` is the mapped file's.
-    pub fn new(header: &Header, capacity_log2: u32, above: u64, registry_capacity: u32) -> Sampling {
-        // 16 levels over the room above the threshold: one a sixteenth, a power of two records.
-        let step = ((1u64 << capacity_log2) - above) / 16;
+    pub fn new(header: &Header, above: u64, registry_capacity: u32) -> Sampling {
         Sampling {
             calls: vec![0; registry_capacity as usize].into_boxed_slice(),
-            latest: vec![0; registry_capacity as usize].into_boxed_slice(),
             header,
             above,
-            step_log2: if step == 0 { 0 } else { step.ilog2() },
+            reserve: 0, // measured at the first look past `above`
+            look_fill: 0,
+            look_ns: 0,
+            interval_gain: 0,
+            step_log2: 0,
             level: 0,
             open: 0,
             open_below: 0,
@@ -343,27 +404,90 @@ impl Sampling {
         }
     }
 
-    /// L for a lane holding `fill` records.
-    fn level_at(&self, fill: u64) -> u32 {
-        if fill < self.above {
+    /// Forgets every metric's calls since its last record (`rs_sampling_reset`): they are counted
+    /// in the gather cells, and the next record of each carries no weight.
+    fn reset(&mut self) {
+        if self.open > 0 {
+            self.calls[..self.open_below as usize].fill(0);
+        }
+        self.open = 0;
+        self.open_below = 0;
+    }
+
+    /// Measures R (`rs_sampling_measure`, on CLOCK_MONOTONIC): what the lane gained over the last
+    /// whole drain interval of its consumer, or since the last interval began if that is more; at
+    /// least 1/64 of the lane and at most 1/32 (16 records at the least, and the room above
+    /// `above` at the most). Over a whole interval, a thread that shares its core and a consumer's
+    /// drains both show, as they would not over the few microseconds between two looks.
+    fn measure(&mut self, fill: u64, capacity: u64) {
+        let now = sys::clock_precise_ns();
+        let most = (capacity >> RESERVE_FRACTION_LOG2).max(RESERVE_MIN).min(capacity - self.above);
+        let least = (capacity >> LOOK_FRACTION_LOG2).max(RESERVE_MIN).min(most); // a record a level at least
+        if self.look_ns == 0 || now < self.look_ns {
+            self.look_fill = fill;
+            self.look_ns = now;
+            self.interval_gain = 0;
+        }
+        // SAFETY: `header` points at the mapped header while the bot is attached (the type's comment).
+        let header = unsafe { &*self.header };
+        // Relaxed: a figure the consumer sets at attach; any value it stored serves.
+        let interval = match header.drain_interval_ns.load(Relaxed) {
+            0 => DEFAULT_DRAIN_INTERVAL_NS,
+            interval => interval,
+        };
+        let mut gain = fill.saturating_sub(self.look_fill);
+        let elapsed = now - self.look_ns;
+        if elapsed >= interval {
+            // A whole interval (or more, while the lane was below `above` or the thread idle): its gain.
+            self.interval_gain = (gain as f64 * interval as f64 / elapsed as f64) as u64;
+            self.look_fill = fill;
+            self.look_ns = now;
+            gain = 0;
+        }
+        self.reserve = gain.max(self.interval_gain).clamp(least, most);
+        self.step_log2 = 0;
+        while (self.reserve / 16) >> (self.step_log2 + 1) != 0 {
+            self.step_log2 += 1; // a sixteenth, as a power of two
+        }
+    }
+
+    /// L for a lane of `capacity` holding `fill` records (`rs_sampling_level`).
+    #[inline(always)]
+    fn level_at(&self, fill: u64, capacity: u64) -> u32 {
+        let start = capacity - self.reserve;
+        if fill < start {
             return 0;
         }
-        (1 + ((fill - self.above) >> self.step_log2)).min(WEIGHT_LOG2_MAX as u64) as u32
+        (1 + ((fill - start) >> self.step_log2)).min(WEIGHT_LOG2_MAX as u64) as u32
     }
 
-    /// Adds a call to its metric's open group: it is sampled out (false: nothing written).
-    fn join(&mut self, metric: u32, value: u64) -> bool {
-        let m = metric as usize;
-        if self.calls[m] == 0 {
-            self.open += 1;
-            self.open_below = self.open_below.max(metric + 1);
+    /// Sets the lane's level from its fill, `next` less the consumer's cursor `read`, as the
+    /// consumer's word allows (read at each look at level 0): past `above`, such a look measures R
+    /// again (`rs_sampling_look`).
+    fn look(&mut self, next: u64, read: u64, capacity: u64) {
+        let fill = next.wrapping_sub(read);
+        if self.level > 0 && fill <= capacity && fill >= capacity - self.reserve {
+            // Sampling still: the level follows the fill; the consumer's word was read as it began.
+            self.level = self.level_at(fill, capacity);
+            return;
         }
-        self.calls[m] += 1;
-        self.latest[m] = value;
-        false
+        self.weighs = self.consumer_reads_weights();
+        let mut level = 0;
+        if !self.weighs || fill > capacity || fill < self.above {
+            self.look_ns = 0; // below `above`: the next rate is measured from the next look past it
+        } else {
+            if self.level == 0 {
+                self.measure(fill, capacity);
+            }
+            level = self.level_at(fill, capacity);
+        }
+        if level == 0 && self.open > 0 {
+            self.reset();
+        }
+        self.level = level;
     }
 
-    /// Whether the file's consumer reads weighted records: it stored its pid in both fields.
+    /// Whether the file's consumer reads gather cells: it stored its pid in both fields.
     fn consumer_reads_weights(&self) -> bool {
         // SAFETY: `header` points at the mapped header while the bot is attached (the type's comment).
         let header = unsafe { &*self.header };
@@ -373,9 +497,24 @@ impl Sampling {
     }
 }
 
-/// Whether the call that makes its group `calls` long closes it at level `level`.
-fn closes(calls: u32, level: u32) -> bool {
+/// Whether the call that makes its metric's calls `calls` is written at level `level`
+/// (`rs_sampling_writes`).
+#[inline(always)]
+fn writes(calls: u32, level: u32) -> bool {
     calls >= 1 << level && calls.is_power_of_two()
+}
+
+/// Raises `cell` to `value` if it is smaller (`rs_raise_relaxed_u64`): a compare-and-swap loop that
+/// writes nothing when it is not. Relaxed: a figure, ordering nothing.
+#[inline(always)]
+fn raise(cell: &AtomicU64, value: u64) {
+    let mut seen = cell.load(Relaxed);
+    while value > seen {
+        match cell.compare_exchange_weak(seen, value, Relaxed, Relaxed) {
+            Ok(_) => return,
+            Err(now) => seen = now,
+        }
+    }
 }
 
 // SAFETY: see the type's comment: the fields that are not atomics are written only by the lane's
@@ -506,6 +645,7 @@ impl Writer {
                 records: std::ptr::null_mut(),
                 lane: std::ptr::null(),
                 cells: std::ptr::null(),
+                gather: std::ptr::null(),
                 shared: std::ptr::null(),
                 mask: 0,
                 next: 0,
@@ -540,12 +680,15 @@ impl Writer {
         // SAFETY: no other thread uses the writer meanwhile (the caller's contract), so this is the
         // only reference to its fields.
         let f = unsafe { &mut *self.fields.get() };
-        // SAFETY: both offsets are inside the lane's mapping (Geometry::of: the header and cells
-        // come before lane_records_offset, and the records end at lane_size, the mapping's length).
-        f.records = unsafe { lane.base.add(geometry.lane_records_offset as usize) } as *mut Record;
+        // SAFETY: the three offsets are inside the lane's mapping (Geometry::of: the header, the
+        // cells and the gather cells come before lane_records_offset, and the records end at
+        // lane_size, the mapping's length).
+        unsafe {
+            f.records = lane.base.add(geometry.lane_records_offset as usize) as *mut Record;
+            f.cells = lane.base.add(LANE_HEADER_SIZE as usize) as *const AtomicU64; // they follow the header
+            f.gather = lane.base.add(geometry.lane_gather_offset as usize) as *const GatherCell;
+        }
         f.lane = header;
-        // SAFETY: as above: the cells follow the lane header inside the mapping.
-        f.cells = unsafe { lane.base.add(LANE_HEADER_SIZE as usize) } as *const AtomicU64;
         f.shared = cells;
         f.mask = (1u64 << capacity_log2) - 1;
         // Relaxed: only this process writes the cursor, and its last writer released the lane
@@ -555,7 +698,8 @@ impl Writer {
         // SAFETY: the lane's sampling, which only this lane's writer uses, and no thread meanwhile.
         if let Some(s) = unsafe { sampling.as_mut() } {
             s.level = 0;
-            s.weighs = true; // until a look says otherwise: the first one comes at the threshold
+            s.look_ns = 0;
+            s.weighs = true; // until a look says otherwise: the first one comes at `above`
         }
         // Acquire: the consumer finished with the slots below its cursor before storing it.
         let read = header.read_cursor.load(Acquire);
@@ -565,9 +709,10 @@ impl Writer {
 
     /// Keeps the consumer's cursor `read` for the fast path (`rs_producer_keep_read`), whose one
     /// test is whether the lane looks full by it: as read when the lane never samples (or its
-    /// consumer does not weigh); set back by the room above the threshold while it may start
-    /// sampling, so that the test fails at `above`; and, while it samples, so that it fails at
-    /// every call (each then looks at the lane).
+    /// consumer does not read gather cells); while it samples, set back so that the test fails at
+    /// every call; otherwise set back so that it fails at the lane's next look: at `above`, then
+    /// every 1/64 of the lane and at capacity - R. Never later than `read` itself: the fast path
+    /// must not pass the real room.
     ///
     /// # Safety
     /// The calling thread holds the lane (or no thread uses the writer).
@@ -576,11 +721,33 @@ impl Writer {
         // SAFETY: as the caller's contract: it alone reads and writes the fields and the sampling.
         unsafe {
             let capacity = (*f).mask + 1;
-            (*f).cached_read = match (*f).sampling.as_ref() {
-                Some(s) if s.weighs && (s.level > 0 || s.open > 0) => (*f).next.wrapping_sub(capacity),
-                Some(s) if s.weighs => read.wrapping_sub(capacity - s.above),
-                _ => read,
+            let next = (*f).next;
+            let s = match (*f).sampling.as_ref() {
+                Some(s) if s.weighs => s,
+                _ => {
+                    (*f).cached_read = read;
+                    return;
+                }
             };
+            if s.level > 0 {
+                (*f).cached_read = next.wrapping_sub(capacity);
+                return;
+            }
+            let fill = next.wrapping_sub(read); // modulo 2^64, as every cursor difference
+            let until = if fill > capacity {
+                0 // a cursor no consumer could have stored: look at every call
+            } else if fill < s.above {
+                s.above - fill
+            } else {
+                // Records until the next look: 1/64 of the lane, or to capacity - R, or to full.
+                let start = capacity - s.reserve;
+                let mut until = capacity >> LOOK_FRACTION_LOG2;
+                if fill < start && start - fill < until {
+                    until = start - fill;
+                }
+                until.min(capacity - fill)
+            };
+            (*f).cached_read = next.wrapping_add(until).wrapping_sub(capacity);
         }
     }
 
@@ -604,93 +771,88 @@ impl Writer {
         f.records = std::ptr::null_mut();
         f.lane = std::ptr::null();
         f.cells = std::ptr::null();
+        f.gather = std::ptr::null();
         f.shared = std::ptr::null();
         f.sampling = std::ptr::null_mut();
     }
 
-    /// Counts a record that could not be kept (cold: a full lane, or no lane at all).
+    /// Counts a record of `metric` that could not be kept for want of a lane (`rs_producer_lose`,
+    /// cold), with a histogram's value in its metric cell's sum and largest of such drops (DROPPED
+    /// VALUES in ringside.h).
     #[cold]
     #[inline(never)]
-    fn lose(&self, metric: u32) -> bool {
+    fn lose(&self, metric: u32, kind: u8, value: u64) -> bool {
         let f = self.get();
-        if !f.records.is_null() {
-            // SAFETY: lane and cells point into the mapped lane; metric < registry_capacity.
-            let (lane, cell) = unsafe { (&*f.lane, &*f.cells.add(metric as usize)) };
-            // Relaxed: only this lane's holder writes these, so a load and a store are exact.
-            lane.dropped_total.store(lane.dropped_total.load(Relaxed).wrapping_add(1), Relaxed);
-            cell.store(cell.load(Relaxed).wrapping_add(1), Relaxed);
-        } else if !f.shared.is_null() {
+        if !f.shared.is_null() {
             // SAFETY: shared points at the mapped metric cells; metric < registry_capacity.
             let cell = unsafe { &*f.shared.add(metric as usize) };
-            // Relaxed atomic add: threads without a lane share the cell; only the sum matters.
+            // Relaxed atomic adds: threads without a lane share the cell; only the figures matter.
             cell.unlaned.fetch_add(1, Relaxed);
+            if kind == KIND_HISTOGRAM {
+                cell.unlaned_sum.fetch_add(value, Relaxed); // modulo 2^64
+                raise(&cell.unlaned_max, value);
+            }
         }
         false
     }
 
-    /// Counts `weight` records of `metric` dropped from the lane (a drop of a weighted record).
+    /// Counts a record of `metric` dropped from the full lane (`rs_producer_drop`), with a
+    /// histogram's value in its gather cell's `dropped_sum` and `dropped_max`.
     ///
     /// # Safety
     /// The calling thread holds the lane, and `records` is not null.
-    unsafe fn drop_weighted(&self, metric: u32, weight: u64) -> bool {
+    unsafe fn drop_record(&self, metric: u32, kind: u8, value: u64) -> bool {
         let f = self.get();
-        // SAFETY: lane and cells point into the mapped lane; metric < registry_capacity.
+        // SAFETY: lane, cells and gather cells point into the mapped lane; metric < registry_capacity.
         let (lane, cell) = unsafe { (&*f.lane, &*f.cells.add(metric as usize)) };
         // Relaxed: only this lane's holder writes these, so a load and a store are exact.
-        lane.dropped_total.store(lane.dropped_total.load(Relaxed).wrapping_add(weight), Relaxed);
-        cell.store(cell.load(Relaxed).wrapping_add(weight), Relaxed);
+        lane.dropped_total.store(lane.dropped_total.load(Relaxed).wrapping_add(1), Relaxed);
+        cell.store(cell.load(Relaxed).wrapping_add(1), Relaxed);
+        if kind == KIND_HISTOGRAM {
+            // SAFETY: as above.
+            let gather = unsafe { &*f.gather.add(metric as usize) };
+            // Relaxed: the holder's own fields, as above.
+            gather.dropped_sum.store(gather.dropped_sum.load(Relaxed).wrapping_add(value), Relaxed);
+            if value > gather.dropped_max.load(Relaxed) {
+                gather.dropped_max.store(value, Relaxed);
+            }
+        }
         false
     }
 
-    /// Writes every open group (`keep`; a record per bit of its calls, its latest value) where the
-    /// lane has room by the consumer's cursor `read`, counts the rest dropped by their weight, then
-    /// publishes what it wrote.
+    /// Gathers a call (`rs_sampling_gather`; SAMPLING in ringside.h): counted in its metric's
+    /// gather cell, in the file, where the consumer finds it at its next drain; no record written.
     ///
     /// # Safety
     /// The calling thread holds the lane, `records` is not null, and `s` is the lane's sampling.
-    unsafe fn flush(&self, s: &mut Sampling, read: u64, timestamp_ns: u64, keep: bool) {
+    #[inline(always)]
+    unsafe fn gather(&self, s: &mut Sampling, metric: u32, value: u64) -> bool {
+        let calls = &mut s.calls[metric as usize];
+        if *calls == 0 {
+            s.open += 1;
+            s.open_below = s.open_below.max(metric + 1);
+        }
+        *calls += 1; // at most 2^15: a record is due at 2^L, and L is at most 15
         let f = self.get();
-        let mut cursor = f.next;
-        let mut metric = 0;
-        while metric < s.open_below && s.open > 0 {
-            let mut calls = std::mem::take(&mut s.calls[metric as usize]);
-            if calls != 0 {
-                s.open -= 1;
-            }
-            while calls != 0 {
-                let k = calls.ilog2(); // the largest weight first
-                calls -= 1 << k;
-                if keep && cursor.wrapping_sub(read) <= f.mask {
-                    let record = Record {
-                        timestamp_ns,
-                        value: s.latest[metric as usize],
-                        sequence: cursor,
-                        metric,
-                        kind: KIND_HISTOGRAM,
-                        flags: (k << FLAG_WEIGHT_SHIFT) as u8,
-                        exemplar_length: 0,
-                    };
-                    // SAFETY: the slot is free (checked above) and the caller holds the lane.
-                    unsafe { self.fill(record) };
-                    cursor += 1;
-                } else {
-                    // SAFETY: as the caller's contract.
-                    unsafe { self.drop_weighted(metric, 1 << k) };
-                }
-            }
-            metric += 1;
-        }
-        s.open_below = 0;
-        if cursor != f.next {
-            // SAFETY: as the caller's contract.
-            unsafe { self.publish(cursor, timestamp_ns) };
-        }
+        // SAFETY: the gather cells and the header are the mapped lane's; metric < registry_capacity.
+        let (cell, lane) = unsafe { (&*f.gather.add(metric as usize), &*f.lane) };
+        // Relaxed: only this lane's holder writes these (but `max`, which the consumer takes), so
+        // a load and a store are exact.
+        cell.sum.store(cell.sum.load(Relaxed).wrapping_add(value), Relaxed);
+        cell.latest.store(value, Relaxed);
+        raise(&cell.max, value);
+        // Release: a reader that sees the count (acquire) sees the value stored before it.
+        cell.calls.store(cell.calls.load(Relaxed).wrapping_add(1), Release);
+        // Release: a reader that sees it move reads the cells, and finds this call in them.
+        lane.gathered.store(lane.gathered.load(Relaxed).wrapping_add(1), Release);
+        false
     }
 
     /// The write past the fast path's check (`rs_producer_write_slow`), for a lane that looks full
-    /// by `cached_read` (past `sample_above` while it may sample): reads the consumer's cursor
-    /// again, applies SAMPLING to a histogram's call (which may join its group: false, nothing
-    /// written), then writes the record and its exemplar's, or counts it dropped by its weight.
+    /// by `cached_read` (or is due a look while it may sample): reads the consumer's cursor again;
+    /// a histogram's call in a lane that stays in its sampling band is gathered here (the sampled
+    /// path's common case, kept small), every other call goes on to `write_looked`. A
+    /// `timestamp_ns` of `TIMESTAMP_NOW` has the clock read only for a record written.
     ///
     /// # Safety
     /// The calling thread holds the lane, and `records` is not null.
@@ -710,21 +872,52 @@ impl Writer {
         unsafe {
             let f = self.fields.get();
             // Acquire: the consumer finished reading the slots below its cursor before storing it.
-            // Every call past the fast path reads it: the level follows the fill call by call.
+            // Every call past the fast path reads it (the consumer's lines change once a drain, so
+            // the loads mostly hit the cache): while sampling, the level follows the fill call by call.
             let read = (*(*f).lane).read_cursor.load(Acquire);
+            if let Some(s) = (*f).sampling.as_mut().filter(|s| s.level > 0 && kind == KIND_HISTOGRAM) {
+                let capacity = (*f).mask + 1;
+                let fill = (*f).next.wrapping_sub(read);
+                if fill <= capacity && fill >= capacity - s.reserve {
+                    let level = s.level_at(fill, capacity);
+                    if !writes(s.calls[metric as usize] + 1, level) {
+                        s.level = level;
+                        return self.gather(s, metric, value); // the kept cursor stays: every call looks
+                    }
+                }
+            }
+            self.write_looked(metric, kind, flags, value, timestamp_ns, exemplar, read)
+        }
+    }
+
+    /// The slow path past its common case: a look at the lane (`rs_sampling_look`), then the call
+    /// gathered, written with its weight k (and its exemplar's records), or counted dropped.
+    ///
+    /// # Safety
+    /// The calling thread holds the lane, `records` is not null, and `read` is the consumer's
+    /// cursor, just loaded with acquire.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)] // rs_producer_write_slow's, and the cursor it read
+    unsafe fn write_looked(
+        &self,
+        metric: u32,
+        kind: u8,
+        flags: u8,
+        value: u64,
+        timestamp_ns: u64,
+        exemplar: Option<(&[u8; EXEMPLAR_MAX], usize)>,
+        read: u64,
+    ) -> bool {
+        // SAFETY: as the caller's contract (see `write_slow`).
+        unsafe {
+            let f = self.fields.get();
             let mut k = 0;
             if let Some(s) = (*f).sampling.as_mut() {
-                // The level, as the consumer's word allows; groups closed when it falls to 0.
-                s.weighs = s.consumer_reads_weights();
-                s.level = if s.weighs { s.level_at((*f).next.wrapping_sub(read)) } else { 0 };
-                if s.level == 0 && s.open > 0 {
-                    let keep = s.weighs;
-                    self.flush(s, read, timestamp_ns, keep);
-                }
+                s.look((*f).next, read, (*f).mask + 1);
                 if kind == KIND_HISTOGRAM && s.level > 0 {
                     let calls = s.calls[metric as usize] + 1;
-                    if !closes(calls, s.level) {
-                        s.join(metric, value);
+                    if !writes(calls, s.level) {
+                        self.gather(s, metric, value);
                         self.keep_read(read);
                         return false;
                     }
@@ -738,6 +931,7 @@ impl Writer {
             let parts = exemplar.map_or(0, |(_, length)| length.div_ceil(EXEMPLAR_BYTES_PER_RECORD) as u64);
             let cursor = (*f).next;
             let written = cursor.wrapping_add(parts).wrapping_sub(read) <= (*f).mask;
+            let timestamp_ns = if timestamp_ns == TIMESTAMP_NOW { sys::clock_coarse_ns() } else { timestamp_ns };
             if written {
                 let weighted = flags | (k << FLAG_WEIGHT_SHIFT) as u8;
                 match exemplar {
@@ -754,57 +948,25 @@ impl Writer {
                 }
                 self.publish(cursor + 1 + parts, timestamp_ns);
             } else {
-                self.drop_weighted(metric, 1 << k);
+                self.drop_record(metric, kind, value);
             }
             self.keep_read(read);
             written
         }
     }
 
-    /// Writes the lane's open sampling groups, or counts them dropped when the lane has no room or
-    /// its consumer does not read weights (`rs_producer_close_groups`): for a holder about to let
-    /// go of its lane.
+    /// Ends the lane's sampling for a holder about to let go of it (`rs_producer_end_sampling`: at
+    /// a release, at thread exit and at detach): its gathered calls are already counted in its
+    /// gather cells, so nothing is written; the next holder starts at level 0.
     ///
     /// # Safety
     /// The calling thread holds the lane (or, under the bot's mutex, no thread uses the writer).
-    pub unsafe fn close_groups(&self) {
-        let f = self.fields.get();
-        // SAFETY: as the caller's contract.
-        unsafe {
-            if (*f).records.is_null() {
-                return;
-            }
-            let Some(s) = (*f).sampling.as_mut().filter(|s| s.open > 0) else { return };
-            // Acquire: the consumer finished reading the slots below its cursor before storing it.
-            let read = (*(*f).lane).read_cursor.load(Acquire);
-            s.weighs = s.consumer_reads_weights();
-            let keep = s.weighs;
-            self.flush(s, read, sys::clock_coarse_ns(), keep);
+    pub unsafe fn end_sampling(&self) {
+        // SAFETY: as the caller's contract: nobody else uses the lane's sampling meanwhile.
+        if let Some(s) = unsafe { (*self.fields.get()).sampling.as_mut() } {
+            s.reset();
             s.level = 0;
-            self.keep_read(read);
-        }
-    }
-
-    /// Counts the calls of the lane's open sampling groups as dropped, in their metrics'
-    /// `unlaned`, and closes them (`rs_producer_abandon_groups`): for a bot detached with groups open.
-    ///
-    /// # Safety
-    /// No thread uses the writer meanwhile (the bot's last handle is gone, under its mutex).
-    pub unsafe fn abandon_groups(&self) {
-        let f = self.fields.get();
-        // SAFETY: as the caller's contract; `shared` points at the mapped metric cells.
-        unsafe {
-            let Some(s) = (*f).sampling.as_mut() else { return };
-            for metric in 0..s.open_below as usize {
-                let calls = std::mem::take(&mut s.calls[metric]);
-                if calls != 0 && !(*f).shared.is_null() {
-                    // An atomic add: threads without a lane may be adding to it.
-                    (*(*f).shared.add(metric)).unlaned.fetch_add(calls as u64, Relaxed);
-                }
-            }
-            s.open = 0;
-            s.open_below = 0;
-            s.level = 0;
+            s.look_ns = 0;
         }
     }
 
@@ -841,8 +1003,9 @@ impl Writer {
     }
 
     /// Writes one record stamped `timestamp_ns`, or counts a drop when the lane is full; a
-    /// histogram's record in a filling lane is sampled (`rs_producer_write_at`; SAMPLING in
-    /// ringside.h). Never blocks, allocates or makes a system call.
+    /// histogram's call in a filling lane may be gathered (`rs_producer_write_at`; SAMPLING in
+    /// ringside.h). Never blocks, allocates or makes a system call. A span passes the end its span
+    /// clock read.
     #[inline(always)]
     pub fn write_at(&self, metric: u32, kind: u8, flags: u8, value: u64, timestamp_ns: u64) -> bool {
         // SAFETY: the calling thread holds the lane (the writer came from its own thread-local
@@ -850,10 +1013,10 @@ impl Writer {
         unsafe {
             let f = self.fields.get();
             if (*f).records.is_null() {
-                return self.lose(metric);
+                return self.lose(metric, kind, value);
             }
             let cursor = (*f).next;
-            // The one test a record pays, as before sampling: the copy's setback makes it the threshold's.
+            // The one test a record pays: the copy's setback makes it the next look's as well.
             if cursor.wrapping_sub((*f).cached_read) > (*f).mask {
                 return self.write_slow(metric, kind, flags, value, timestamp_ns, None);
             }
@@ -863,14 +1026,26 @@ impl Writer {
         true
     }
 
-    /// `write_at` stamped with the coarse clock, read only when there is a lane to write to.
+    /// `write_at` stamped with the coarse clock (`rs_producer_write`): the clock is read past the
+    /// room test, so a call without a lane, or one the slow path gathers (SAMPLING in
+    /// ringside.h), never reads it.
     #[inline(always)]
     pub fn write(&self, metric: u32, kind: u8, flags: u8, value: u64) -> bool {
-        // SAFETY: a read of a field only the holder (or nobody) writes.
-        if unsafe { (*self.fields.get()).records.is_null() } {
-            return self.lose(metric);
+        // SAFETY: as in `write_at`: the calling thread holds the lane.
+        unsafe {
+            let f = self.fields.get();
+            if (*f).records.is_null() {
+                return self.lose(metric, kind, value); // no clock read
+            }
+            let cursor = (*f).next;
+            if cursor.wrapping_sub((*f).cached_read) > (*f).mask {
+                return self.write_slow(metric, kind, flags, value, TIMESTAMP_NOW, None);
+            }
+            let timestamp_ns = sys::clock_coarse_ns();
+            self.fill(Record { timestamp_ns, value, sequence: cursor, metric, kind, flags, exemplar_length: 0 });
+            self.publish(cursor + 1, timestamp_ns);
         }
-        self.write_at(metric, kind, flags, value, sys::clock_coarse_ns())
+        true
     }
 
     /// Writes a histogram's value with an exemplar (`rs_producer_write_exemplar`): the value's
@@ -878,7 +1053,7 @@ impl Writer {
     /// exemplar was made), then its `padded` bytes, 16 a record, in exemplar records, all
     /// published by one release store of `write_cursor`; or one counted drop when the lane has no
     /// room for all of them. In a filling lane the call is sampled as a unit (SAMPLING in
-    /// ringside.h). Never blocks, allocates or makes a system call.
+    /// ringside.h: a gathered one keeps no exemplar). Never blocks, allocates or makes a system call.
     #[inline(always)]
     pub fn write_exemplar_at(
         &self,
@@ -895,7 +1070,7 @@ impl Writer {
         unsafe {
             let f = self.fields.get();
             if (*f).records.is_null() {
-                return self.lose(metric);
+                return self.lose(metric, KIND_HISTOGRAM, value);
             }
             let cursor = (*f).next;
             if cursor.wrapping_add(parts as u64).wrapping_sub((*f).cached_read) > (*f).mask {
@@ -957,7 +1132,7 @@ impl Writer {
     pub fn write_exemplar(&self, metric: u32, value: u64, padded: &[u8; EXEMPLAR_MAX], length: usize) -> bool {
         // SAFETY: a read of a field only the holder (or nobody) writes.
         if unsafe { (*self.fields.get()).records.is_null() } {
-            return self.lose(metric);
+            return self.lose(metric, KIND_HISTOGRAM, value); // no clock read
         }
         self.write_exemplar_at(metric, 0, value, sys::clock_coarse_ns(), padded, length)
     }

@@ -61,8 +61,8 @@ fn records_from_one_thread_decode_exactly() {
 fn eight_threads_every_record_drained_or_counted_dropped() {
     let binary = collector_or_skip!();
     let dir = ScratchDir::new("eight-threads");
-    // Small lanes, so that they fill while the collector drains: they write weighted records
-    // (SAMPLING in ringside.h), and may drop some.
+    // Small lanes, so that they fill while the collector drains: they sample, gathering calls in
+    // their gather cells (SAMPLING AND GATHERING in ringside.h), and may drop some.
     let bot = Bot::attach_with("rs-eight", Options { lane_capacity: Some(1024), ..options(&dir) }).unwrap();
     let latency = bot.histogram("latency", Unit::Nanoseconds, &[]).unwrap();
     let orders = bot.counter("orders", &[]).unwrap();
@@ -75,7 +75,7 @@ fn eight_threads_every_record_drained_or_counted_dropped() {
             thread::spawn(move || {
                 let mut written = 0u64;
                 for i in 0..N {
-                    written += latency.record(t * N + i) as u64;
+                    written += latency.record(t * N + i + 1) as u64;
                     orders.increment(1);
                 }
                 written
@@ -85,16 +85,24 @@ fn eight_threads_every_record_drained_or_counted_dropped() {
     let written: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
     assert!(written > 0);
     eprintln!("{written} of {} calls written as they came, the rest sampled or dropped", THREADS * N);
-    collector.wait_for("every call counted, in a weight or dropped", |latest| {
+    collector.wait_for("every call counted: written, gathered or dropped", |latest| {
         let orders = latest.series("rs-eight", "orders")?;
         expect("orders total", orders.num("total")?, (THREADS * N) as f64)?;
         let latency = latest.series("rs-eight", "latency")?;
         let count = latency.num("total_count")?;
         let dropped = latency.num("dropped_records")?;
-        expect("weighted count + dropped", count + dropped, (THREADS * N) as f64)?;
-        // Each record drained counts itself and the calls sampled out with it.
+        expect("count + dropped", count + dropped, (THREADS * N) as f64)?;
+        // The values 1 to T*N, each counted once: in the sum of those counted or of those dropped.
+        let total = (THREADS * N) as f64;
+        expect(
+            "sum + dropped sum",
+            latency.num("total_sum")? + latency.num("dropped_sum")?,
+            total * (total + 1.0) / 2.0,
+        )?;
+        expect("the largest", latency.num("total_max")?.max(latency.num("dropped_max")?), total)?;
+        // Each record drained is one call; the calls gathered are counted from the gather cells.
         let ring = latest.ring("rs-eight")?;
-        expect("records drained + sampled", ring.num("drained_total")? + ring.num("sampled_total")?, count)
+        expect("records drained + gathered", ring.num("drained_total")? + ring.num("sampled_total")?, count)
     });
     let lanes = bot.lanes_allocated();
     assert!((1..=THREADS as u32).contains(&lanes), "{lanes} lanes");

@@ -297,11 +297,11 @@ fn options_out_of_range_are_refused() {
     Bot::attach_with("rs-options", o()).unwrap();
 }
 
-/// A file as format version 1 left it: the magic, then version 1.
-fn write_version_1_file(path: &std::path::Path) {
+/// A file as an older format version left it: the magic, then `version`.
+fn write_old_version_file(path: &std::path::Path, version: u32) {
     let mut bytes = vec![0u8; 8192];
     bytes[0..8].copy_from_slice(&0x4544_4953_474E_4952u64.to_le_bytes());
-    bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+    bytes[8..12].copy_from_slice(&version.to_le_bytes());
     std::fs::write(path, bytes).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -311,21 +311,44 @@ fn write_version_1_file(path: &std::path::Path) {
 fn a_version_1_file_is_refused_naming_both_versions_unless_recreated() {
     let dir = ScratchDir::new("version-1");
     let path = dir.file("rs-v1");
-    write_version_1_file(&path);
+    write_old_version_file(&path, 1);
     let error = Bot::attach_with("rs-v1", options(&dir)).unwrap_err();
     assert!(matches!(error, Error::Incompatible { version: Some(1), .. }), "{error:?}");
     assert_eq!(
         error.to_string(),
         format!(
             "bot rs-v1: {}: it is format version 1 (one ring per file, before lanes); this library reads and writes \
-             version 2 (a lane per thread): remove the file, or attach with recreate to replace it",
+             version 3 (a lane per thread, gather cells): remove the file, or attach with recreate to replace it",
             path.display()
         )
     );
     assert_eq!(RingFile::read(&path).version(), 1, "a refused file is left as it was");
     let bot = Bot::attach_with("rs-v1", Options { recreate: true, ..options(&dir) }).unwrap();
     bot.counter("orders", &[]).unwrap().increment(1);
-    assert_eq!(RingFile::read(&path).version(), 2);
+    assert_eq!(RingFile::read(&path).version(), 3);
+}
+
+#[test]
+fn a_version_2_file_is_refused_as_before_gather_cells_unless_recreated() {
+    let dir = ScratchDir::new("version-2");
+    let path = dir.file("rs-v2");
+    write_old_version_file(&path, 2);
+    let error = Bot::attach_with("rs-v2", options(&dir)).unwrap_err();
+    assert!(matches!(error, Error::Incompatible { version: Some(2), .. }), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "bot rs-v2: {}: it is format version 2 (before gather cells); this library reads and writes version 3 \
+             (a lane per thread, gather cells): remove the file, or attach with recreate to replace it",
+            path.display()
+        )
+    );
+    assert_eq!(RingFile::read(&path).version(), 2, "a refused file is left as it was");
+    Bot::attach_with("rs-v2", Options { recreate: true, ..options(&dir) }).unwrap();
+    let file = RingFile::read(&path);
+    assert_eq!(file.version(), 3);
+    // The layout line's format 3 fields: lane_gather_offset and gather_cell_size, and 64-byte metric cells.
+    assert_eq!((file.u32(0x60), file.u32(0x64), file.u32(0x58)), (256 + 256 * 8, 64, 64));
 }
 
 #[test]
@@ -361,12 +384,27 @@ fn corrupt_files_are_refused() {
     let error = Bot::attach_with("rs-short", options(&dir)).unwrap_err();
     assert!(error.to_string().contains("but its 1 lanes need"), "{error}");
 
+    // A layout whose gather cells are not where the geometry puts them.
+    {
+        Bot::attach_with("rs-gather", options(&dir)).unwrap();
+    }
+    let gather = dir.file("rs-gather");
+    let file = std::fs::OpenOptions::new().write(true).open(&gather).unwrap();
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(&2240u32.to_le_bytes(), 0x60).unwrap();
+    let error = Bot::attach_with("rs-gather", options(&dir)).unwrap_err();
+    assert!(error.to_string().contains("is corrupt: lane_gather_offset is 2240, expected 2304"), "{error}");
+    file.write_all_at(&2304u32.to_le_bytes(), 0x60).unwrap();
+    file.write_all_at(&32u32.to_le_bytes(), 0x64).unwrap();
+    let error = Bot::attach_with("rs-gather", options(&dir)).unwrap_err();
+    assert!(error.to_string().contains("is corrupt: gather_cell_size is 32, expected 64"), "{error}");
+
     // A file whose creation never finished (version 0) is made again.
     std::fs::write(dir.file("rs-half"), vec![0u8; 100]).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.file("rs-half"), std::fs::Permissions::from_mode(0o600)).unwrap();
     Bot::attach_with("rs-half", options(&dir)).unwrap();
-    assert_eq!(RingFile::read(&dir.file("rs-half")).version(), 2);
+    assert_eq!(RingFile::read(&dir.file("rs-half")).version(), 3);
 }
 
 #[test]

@@ -268,7 +268,7 @@ fn a_full_lane_drops_a_value_and_its_exemplar_together_and_counts_it_once() {
     let binary = collector_or_skip!();
     let dir = ScratchDir::new("exemplar-drops");
     // Never sampled (SAMPLING in ringside.h): the collector that comes and goes below says it reads
-    // weights, and a lane filling past half would then write weighted records, not drop.
+    // gather cells, and a lane about to fill would then sample its calls, not drop them.
     let options = Options { lane_capacity: Some(16), max_lanes: Some(1), sample_above_percent: 100, ..options(&dir) };
     let bot = Bot::attach_with("rs-exemplar-drops", options).unwrap();
     let fill = bot.histogram("fill", Unit::Nanoseconds, &[]).unwrap();
@@ -287,6 +287,8 @@ fn a_full_lane_drops_a_value_and_its_exemplar_together_and_counts_it_once() {
     let file = RingFile::read(&path);
     assert_eq!((file.lane(0).write_cursor, file.lane(0).dropped_total, file.lane_cell(0, 0)), (16, 1, 1));
     assert_eq!(exemplar_bytes(&file.records(0), 14), padded("order_id=A17"));
+    let cell = file.gather_cell(0, 0);
+    assert_eq!((cell.dropped_sum, cell.dropped_max), (101, 101), "the value dropped is kept aside");
 
     // A thread without a lane (max_lanes 1, held here): its value and exemplar are counted in the
     // metric's unlaned cell.
@@ -295,12 +297,15 @@ fn a_full_lane_drops_a_value_and_its_exemplar_together_and_counts_it_once() {
         .join()
         .unwrap();
     assert_eq!(RingFile::read(&path).metric_cell(0).2, 1);
+    assert_eq!(RingFile::read(&path).unlaned_values(0), (102, 102), "its value in the metric cell");
 
     let collector = Collector::start(&binary, &dir);
     collector.wait_for("15 values, the exemplar that fit, 2 drops", |latest| {
         let series = latest.series("rs-exemplar-drops", "fill")?;
         expect("count", series.num("total_count")?, 15.0)?;
         expect("dropped", series.num("dropped_records")?, 2.0)?;
+        expect("dropped sum", series.num("dropped_sum")?, 203.0)?;
+        expect("dropped max", series.num("dropped_max")?, 102.0)?;
         exemplar_of(series.at("windows.1m.exemplars").map(Json::array).unwrap_or_default(), 100.0)?;
         expect("backlog", latest.ring("rs-exemplar-drops")?.num("backlog")?, 0.0)
     });
@@ -318,6 +323,8 @@ fn a_full_lane_drops_a_value_and_its_exemplar_together_and_counts_it_once() {
     let file = RingFile::read(&path);
     let lane = file.lane(0);
     assert_eq!((lane.write_cursor, lane.dropped_total, file.lane_cell(0, 0)), (32, 4, 4), "1 before, 3 now");
+    let cell = file.gather_cell(0, 0);
+    assert_eq!((cell.dropped_sum, cell.dropped_max), (101 + 200 + 201 + 203, 203));
     let kinds: Vec<(u8, u8)> = file.records(0).iter().map(|r| (r.kind, r.flags)).collect();
     let mut expected = vec![(HISTOGRAM, 0); 13];
     expected.extend([(HISTOGRAM, FLAG_EXEMPLAR), (EXEMPLAR_RECORD, 0), (HISTOGRAM, 0)]);
@@ -329,6 +336,7 @@ fn a_full_lane_drops_a_value_and_its_exemplar_together_and_counts_it_once() {
         let series = latest.series("rs-exemplar-drops", "fill")?;
         expect("count", series.num("total_count")?, 15.0)?;
         expect("dropped", series.num("dropped_records")?, 5.0)?;
+        expect("dropped sum", series.num("dropped_sum")?, (101 + 102 + 200 + 201 + 203) as f64)?;
         exemplar_of(series.at("windows.1m.exemplars").map(Json::array).unwrap_or_default(), 202.0)?;
         expect("rejected", latest.ring("rs-exemplar-drops")?.num("rejected_total")?, 0.0)
     });

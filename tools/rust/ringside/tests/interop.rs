@@ -53,6 +53,17 @@ fn counter_total(file: &RingFile, metric: u32) -> u64 {
     (0..file.lanes_allocated()).map(|lane| file.lane_cell(lane, metric)).sum::<u64>() + file.metric_cell(metric).2
 }
 
+/// The format version the Python package at `module` reads and writes (its pure backend's
+/// FORMAT_VERSION), if it can be imported.
+fn python_format_version(module: &Path) -> Option<u32> {
+    let script = format!(
+        "import sys; sys.path.insert(0, {:?})\nfrom ringside import _pure\nprint(_pure.FORMAT_VERSION)",
+        module.display().to_string()
+    );
+    let output = Command::new("python3").arg("-c").arg(script).output().ok()?;
+    String::from_utf8(output.stdout).ok()?.trim().parse().ok()
+}
+
 fn run(command: &mut Command, what: &str) {
     let output = command.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
@@ -106,10 +117,17 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
         common::say("SKIPPED (part): the C producer (no cc, or no Tests/fixtures/c_producer.c)");
     }
 
-    // The Python producer.
+    // The Python producer, if it writes this crate's format (a package of another version refuses the file).
     let module = repository().join("tools/python");
     let python = Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
-    if python && module.join("ringside/__init__.py").is_file() && cfg!(target_arch = "x86_64") {
+    let ours = RingFile::read(&path).version();
+    let theirs = python.then(|| python_format_version(&module)).flatten();
+    if python && theirs.is_some_and(|version| version != ours) {
+        common::say(&format!(
+            "SKIPPED (part): the Python producer (tools/python writes format version {}, this crate {ours})",
+            theirs.unwrap()
+        ));
+    } else if python && module.join("ringside/__init__.py").is_file() && cfg!(target_arch = "x86_64") {
         // The package's backend calls, below its API: the API stores a time histogram in
         // nanoseconds, and c_latency is registered in microseconds by the others.
         let script = format!(

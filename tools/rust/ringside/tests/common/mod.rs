@@ -1,7 +1,8 @@
 //! What the integration tests share: the real collector (found, started on a port of its own,
 //! killed afterwards), a scratch directory under /dev/shm (removed afterwards, also on failure),
-//! a tiny HTTP/1.1 GET client, a small JSON reader, polling with a timeout, and a reader of the
-//! bot file's bytes for what the collector does not show (flags, cursors, cells).
+//! a tiny HTTP/1.1 GET client, a small JSON reader, polling with a timeout, a reader of the bot
+//! file's bytes for what the collector does not show (flags, cursors, cells, gather cells), and
+//! the file mapped as a consumer maps it, to watch a lane call by call or to play its consumer.
 #![allow(dead_code)]
 
 pub mod fork;
@@ -10,7 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -165,9 +166,20 @@ impl Collector {
 
     /// Polls /latest until `check` accepts it (returns Ok), or fails after 20 s with the last
     /// reason, the document and the collector's log.
-    pub fn wait_for<T>(&self, what: &str, mut check: impl FnMut(&Json) -> Result<T, String>) -> T {
+    pub fn wait_for<T>(&self, what: &str, check: impl FnMut(&Json) -> Result<T, String>) -> T {
+        self.wait_for_within(what, Duration::from_secs(20), check)
+    }
+
+    /// `wait_for` with another deadline, for work a loaded machine takes long over (millions of
+    /// records drained by a debug build).
+    pub fn wait_for_within<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut check: impl FnMut(&Json) -> Result<T, String>,
+    ) -> T {
         let mut last_document = String::new();
-        let result = eventually(what, Duration::from_secs(20), || {
+        let result = eventually(what, timeout, || {
             let body = self.get("/latest")?;
             last_document = body.clone();
             check(&Json::parse(&body)?)
@@ -175,7 +187,7 @@ impl Collector {
         match result {
             Ok(value) => value,
             Err(reason) => panic!(
-                "{what}: not seen within 20 s: {reason}\n/latest:\n{last_document}\ncollector log:\n{}",
+                "{what}: not seen within {timeout:?}: {reason}\n/latest:\n{last_document}\ncollector log:\n{}",
                 self.log()
             ),
         }
@@ -472,12 +484,48 @@ pub struct Lane {
     pub cell_writes: u32,
     /// `thread_name` (0x28, 32 bytes): the bytes before the first NUL.
     pub thread_name: Vec<u8>,
+    /// `gathered` (0x48): calls gathered on the lane, all histograms (SAMPLING in ringside.h).
+    pub gathered: u64,
     pub read_cursor: u64,
+}
+
+/// A histogram's gather cell on a lane (`rs_gather_cell`: SAMPLING AND GATHERING in ringside.h).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GatherCell {
+    /// Calls gathered: counted, written as no record.
+    pub calls: u64,
+    /// Their values' sum, modulo 2^64.
+    pub sum: u64,
+    /// The last one's value.
+    pub latest: u64,
+    /// The largest gathered value no consumer has taken.
+    pub max: u64,
+    /// The sum of the values of the histogram's records the lane dropped.
+    pub dropped_sum: u64,
+    /// The largest of them.
+    pub dropped_max: u64,
 }
 
 impl RingFile {
     pub fn read(path: &Path) -> RingFile {
         RingFile { bytes: std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display())) }
+    }
+    /// The file without its records, for a file of large lanes: the header part and each lane's
+    /// header, cells and gather cells are read; the records' bytes stay zero (and unallocated).
+    pub fn read_without_records(path: &Path) -> RingFile {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+        let length = file.metadata().unwrap().len() as usize;
+        let mut ring = RingFile { bytes: vec![0; length] }; // zeroed pages, touched only where read
+        file.read_exact_at(&mut ring.bytes[..HEADER_PAGE], 0).unwrap();
+        let lanes_offset = ring.u64(0x30) as usize;
+        file.read_exact_at(&mut ring.bytes[HEADER_PAGE..lanes_offset], HEADER_PAGE as u64).unwrap();
+        let records_offset = ring.u32(0x50) as usize;
+        for lane in 0..ring.lanes_allocated() {
+            let at = ring.lane_at(lane);
+            file.read_exact_at(&mut ring.bytes[at..at + records_offset], at as u64).unwrap();
+        }
+        ring
     }
     pub fn u32(&self, at: usize) -> u32 {
         u32::from_le_bytes(self.bytes[at..at + 4].try_into().unwrap())
@@ -506,6 +554,10 @@ impl RingFile {
     pub fn lanes_exhausted(&self) -> u64 {
         self.u64(0xA0)
     }
+    /// `sample_above` (0x0B0): records in a lane below which its histograms are never sampled.
+    pub fn sample_above(&self) -> u32 {
+        self.u32(0xB0)
+    }
     fn lane_at(&self, lane: u32) -> usize {
         (self.u64(0x30) + lane as u64 * self.u64(0x48)) as usize
     }
@@ -519,6 +571,7 @@ impl RingFile {
             claims: self.u32(at + 0x20),
             cell_writes: self.u32(at + 0x24),
             thread_name: self.bytes[at + 0x28..at + 0x48].iter().copied().take_while(|&b| b != 0).collect(),
+            gathered: self.u64(at + 0x48),
             read_cursor: self.u64(at + 0x80),
         }
     }
@@ -528,8 +581,26 @@ impl RingFile {
     }
     /// A metric cell: (gauge_bits, gauge_set, unlaned).
     pub fn metric_cell(&self, metric: u32) -> (u64, u64, u64) {
-        let at = self.u64(0x28) as usize + metric as usize * 32;
+        let at = self.u64(0x28) as usize + metric as usize * METRIC_CELL_SIZE;
         (self.u64(at), self.u64(at + 8), self.u64(at + 16))
+    }
+    /// A histogram's metric cell: (unlaned_sum, unlaned_max), the values dropped by threads
+    /// without a lane (DROPPED VALUES in ringside.h).
+    pub fn unlaned_values(&self, metric: u32) -> (u64, u64) {
+        let at = self.u64(0x28) as usize + metric as usize * METRIC_CELL_SIZE;
+        (self.u64(at + 0x18), self.u64(at + 0x20))
+    }
+    /// A histogram's gather cell on a lane.
+    pub fn gather_cell(&self, lane: u32, metric: u32) -> GatherCell {
+        let at = self.lane_at(lane) + self.u32(0x60) as usize + metric as usize * GATHER_CELL_SIZE;
+        GatherCell {
+            calls: self.u64(at),
+            sum: self.u64(at + 0x08),
+            latest: self.u64(at + 0x10),
+            max: self.u64(at + 0x18),
+            dropped_sum: self.u64(at + 0x20),
+            dropped_max: self.u64(at + 0x28),
+        }
     }
     /// Registry entry `index`: its name, its labels as stored ("k=v" lines), its kind.
     pub fn entry(&self, index: u32) -> (String, String, u8) {
@@ -576,8 +647,128 @@ impl RingFile {
     }
 }
 
+const HEADER_PAGE: usize = 4096;
+const METRIC_CELL_SIZE: usize = 64;
+const GATHER_CELL_SIZE: usize = 64;
+/// In the header: `consumer_pid`, `weights_reader_pid` and `drain_interval_ns` (the consumer's line).
+const CONSUMER_PID: u64 = 0x100;
+const WEIGHTS_READER_PID: u64 = 0x104;
+const DRAIN_INTERVAL_NS: u64 = 0x110;
+
+/// Says in a bot file, as a consumer would at attach, that its consumer is process `pid`, whether
+/// it reads gather cells (then the producer may sample: SAMPLING in ringside.h), and the longest
+/// it means to leave a filling lane undrained (0: not said). The test then plays that consumer.
+pub fn declare_consumer(path: &Path, pid: i32, reads_gather_cells: bool, drain_interval_ns: u64) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.write_all_at(&pid.to_le_bytes(), CONSUMER_PID).unwrap();
+    let weights = if reads_gather_cells { pid } else { 0 };
+    file.write_all_at(&weights.to_le_bytes(), WEIGHTS_READER_PID).unwrap();
+    file.write_all_at(&drain_interval_ns.to_le_bytes(), DRAIN_INTERVAL_NS).unwrap();
+}
+
+// MARK: - The bot file, mapped
+
 extern "C" {
     fn clock_gettime(clock: i32, ts: *mut [i64; 2]) -> i32;
+    fn mmap(address: *mut u8, length: usize, protection: i32, flags: i32, fd: i32, offset: i64) -> *mut u8;
+    fn munmap(address: *mut u8, length: usize) -> i32;
+}
+
+/// A bot file mapped shared, as the collector maps it: its 64-bit fields read and written as
+/// atomics while the producer writes them, for a test that watches a lane call by call (its
+/// cursors, its drops, its gather cells) or plays its consumer. The mapping covers the file as
+/// long as it was when mapped (lanes added later lie past it).
+pub struct SharedFile {
+    base: *mut u8,
+    length: usize,
+}
+
+// SAFETY: the mapping is plain shared memory, read and written only through atomics.
+unsafe impl Send for SharedFile {}
+// SAFETY: as above: every access is an atomic load, store or exchange.
+unsafe impl Sync for SharedFile {}
+
+impl SharedFile {
+    pub fn map(path: &Path) -> SharedFile {
+        use std::os::unix::io::AsRawFd;
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+        let length = file.metadata().unwrap().len() as usize;
+        assert!(length >= HEADER_PAGE, "{} is shorter than a header", path.display());
+        // SAFETY: a new shared mapping of the whole file (PROT_READ | PROT_WRITE, MAP_SHARED),
+        // placed by the kernel; the descriptor may close afterwards.
+        let base = unsafe { mmap(std::ptr::null_mut(), length, 3, 1, file.as_raw_fd(), 0) };
+        assert!(base as isize != -1, "mmap {}: {}", path.display(), std::io::Error::last_os_error());
+        SharedFile { base, length }
+    }
+
+    /// The 64-bit field at byte `at`.
+    fn word(&self, at: usize) -> &AtomicU64 {
+        assert!(at % 8 == 0 && at + 8 <= self.length, "field {at} out of the mapping ({} bytes)", self.length);
+        // SAFETY: in bounds and aligned (above; the mapping is page-aligned), and shared memory is
+        // only ever reached through atomics here, as the format's parties reach it.
+        unsafe { &*(self.base.add(at) as *const AtomicU64) }
+    }
+
+    /// The field at `at`, with acquire ordering (what was written before it is visible).
+    pub fn load(&self, at: usize) -> u64 {
+        self.word(at).load(Ordering::Acquire)
+    }
+
+    /// Stores `value` at `at` with release ordering, as a consumer stores its read cursor.
+    pub fn store(&self, at: usize, value: u64) {
+        self.word(at).store(value, Ordering::Release)
+    }
+
+    /// Takes the field at `at`, leaving 0, as the collector takes a gather cell's `max`.
+    pub fn take(&self, at: usize) -> u64 {
+        self.word(at).swap(0, Ordering::Relaxed)
+    }
+
+    /// Where lane `lane` starts.
+    pub fn lane_at(&self, lane: u32) -> usize {
+        (self.load(0x30) + lane as u64 * self.load(0x48)) as usize
+    }
+
+    /// The lane (below `lanes_allocated`) whose holder is thread `tid`, if one is.
+    pub fn lane_of_thread(&self, tid: i32) -> Option<u32> {
+        let lanes = self.load(0x80) as u32; // lanes_allocated (and metric_count above it)
+        (0..lanes).find(|&lane| {
+            let at = self.lane_at(lane);
+            at + 0x100 <= self.length && (self.load(at + 0x18) >> 32) as i32 == tid
+            // owner_tid
+        })
+    }
+
+    /// The byte of lane `lane`'s gather cell of `metric`.
+    pub fn gather_at(&self, lane: u32, metric: u32) -> usize {
+        self.lane_at(lane) + (self.load(0x60) & 0xFFFF_FFFF) as usize + metric as usize * GATHER_CELL_SIZE
+    }
+
+    /// The record at `cursor` of lane `lane` (a slot the producer published, and no consumer
+    /// freed), its words read as atomics.
+    pub fn record(&self, lane: u32, cursor: u64) -> Record {
+        let capacity = 1u64 << (self.load(0x10) >> 32); // capacity_log2 beside record_size
+        let at =
+            self.lane_at(lane) + (self.load(0x50) & 0xFFFF_FFFF) as usize + ((cursor & (capacity - 1)) * 32) as usize;
+        let tail = self.load(at + 24);
+        Record {
+            timestamp_ns: self.load(at),
+            value: self.load(at + 8),
+            sequence: self.load(at + 16),
+            metric: tail as u32,
+            kind: (tail >> 32) as u8,
+            flags: (tail >> 40) as u8,
+            exemplar_length: (tail >> 48) as u16,
+        }
+    }
+}
+
+impl Drop for SharedFile {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once; no reference into it outlives `self`.
+        unsafe { munmap(self.base, self.length) };
+    }
 }
 
 /// CLOCK_MONOTONIC in nanoseconds, as the C producer's rs_clock_precise_ns reads it.
