@@ -948,31 +948,74 @@ static int rsp_attach_file(rsp_bot *b, const rs_bot_options *o, rs_error *error)
                     b->bot.path, RSP_ATTEMPTS);
 }
 
-/** `<directory>/ringside.<name>`, or a worker's `<directory>/ringside.<name>@<pid>`; 0 if too long. */
-static int rsp_file_path(char *path, size_t size, const char *directory, const char *name, int32_t worker_pid) {
-    int length = worker_pid ? snprintf(path, size, "%s/" RS_FILE_PREFIX "%s" RS_WORKER_SEPARATOR "%d", directory, name, (int)worker_pid)
-                            : snprintf(path, size, "%s/" RS_FILE_PREFIX "%s", directory, name);
+/** `<directory>/ringside.<name>`, or a worker's `<directory>/ringside.<name>@<pid>` (with `.<suffix>`
+    when `suffix` is not 0: see WORKERS); 0 if too long. */
+static int rsp_file_path(char *path, size_t size, const char *directory, const char *name, int32_t worker_pid,
+                         uint32_t suffix) {
+    int length = suffix ? snprintf(path, size, "%s/" RS_FILE_PREFIX "%s" RS_WORKER_SEPARATOR "%d" RS_WORKER_SUFFIX_SEPARATOR "%u",
+                                   directory, name, (int)worker_pid, (unsigned)suffix)
+                 : worker_pid ? snprintf(path, size, "%s/" RS_FILE_PREFIX "%s" RS_WORKER_SEPARATOR "%d", directory, name, (int)worker_pid)
+                              : snprintf(path, size, "%s/" RS_FILE_PREFIX "%s", directory, name);
     return length >= 0 && (size_t)length < size;
 }
 
-/** The pid a directory entry names if it is a worker file of bot `name` (`ringside.<name>@<pid>`), else 0. */
+/** The number of 1 to 10 digits at `*text` (no leading 0, at most `most`), advancing past them; 0 if none. */
+static uint64_t rsp_read_number(const char **text, uint64_t most) {
+    const char *start = *text;
+    if (*start < '1' || *start > '9') return 0;
+    uint64_t value = 0;
+    const char *c = start;
+    for (; *c >= '0' && *c <= '9'; c++) {
+        if (c - start >= 10) return 0;
+        value = value * 10 + (uint64_t)(*c - '0');
+    }
+    *text = c;
+    return value <= most ? value : 0;
+}
+
+/** The pid a directory entry names if it is a worker file of bot `name` (`ringside.<name>@<pid>`
+    or `ringside.<name>@<pid>.<n>`), else 0. */
 static int32_t rsp_worker_pid_of_entry(const char *entry, const char *name) {
     size_t prefix = strlen(RS_FILE_PREFIX), length = strlen(name);
     if (strncmp(entry, RS_FILE_PREFIX, prefix) != 0 || strncmp(entry + prefix, name, length) != 0) return 0;
-    const char *digits = entry + prefix + length;
-    if (*digits++ != RS_WORKER_SEPARATOR[0] || *digits == 0 || *digits == '0') return 0;
-    long long pid = 0;
-    for (const char *c = digits; *c; c++) {
-        if (*c < '0' || *c > '9' || c - digits >= 10) return 0;
-        pid = pid * 10 + (*c - '0');
+    const char *at = entry + prefix + length;
+    if (*at++ != RS_WORKER_SEPARATOR[0]) return 0;
+    uint64_t pid = rsp_read_number(&at, INT32_MAX);
+    if (pid == 0) return 0;
+    if (*at == RS_WORKER_SUFFIX_SEPARATOR[0]) {
+        at++;
+        if (rsp_read_number(&at, UINT32_MAX) == 0) return 0;
     }
-    return pid <= INT32_MAX ? (int32_t)pid : 0;
+    return *at == 0 ? (int32_t)pid : 0;
+}
+
+/** Whether directory entry `entry` is a regular file of this process's user (never following a link). */
+static int rsp_entry_is_ours(DIR *dir, const char *entry) {
+    struct stat st;
+    return fstatat(dirfd(dir), entry, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+}
+
+/** A random worker suffix, 1 to 4294967295: unpredictable to another user (getrandom), else the
+    clock's and the pid's bits, which still differ from one try to the next. */
+static uint32_t rsp_random_suffix(void) {
+    uint32_t value = 0;
+    if (syscall(SYS_getrandom, &value, sizeof value, 0) != (long)sizeof value) {
+        value = (uint32_t)(rs_clock_precise_ns() * UINT64_C(0x9E3779B97F4A7C15) >> 32) ^ (uint32_t)getpid();
+    }
+    return value == 0 ? 1 : value;
+}
+
+/** Whether an attach's failure `rc` means the name is unusable to us (another user's file, a link,
+    one held by a live process, one we cannot take over), so that another name may serve. */
+static int rsp_name_is_unusable(int rc) {
+    return rc == RS_E_PRODUCER_ALIVE || rc == -EACCES || rc == -EPERM || rc == -ELOOP || rc == -EISDIR || rc == -ENXIO || rc == RS_E_CORRUPT
+        || rc == RS_E_INCOMPATIBLE || rc == RS_E_NOT_READY;
 }
 
 /** Adds 1 to the bot's file's `workers_refused`, if the file is there and whole: 1 if counted. */
 static int rsp_count_refused_worker(const rsp_bot *b) {
     char path[sizeof b->bot.path];
-    if (!rsp_file_path(path, sizeof path, b->directory, b->bot.name, 0)) return 0;
+    if (!rsp_file_path(path, sizeof path, b->directory, b->bot.name, 0, 0)) return 0;
     int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return 0;
     struct stat st;
@@ -993,9 +1036,11 @@ static int rsp_count_refused_worker(const rsp_bot *b) {
 
 /**
  * Attaches this process's worker file (b->bot.path, `<name>@<pid>`) within the bound (see WORKERS):
- * while the directory holds fewer than max_workers worker files of the bot (its own aside), its
- * own; past it, the file of a worker that is gone, whose totals it continues (b->bot.path names
- * it then); when every one is held, RS_E_TOO_MANY_WORKERS, counted in the bot's file.
+ * while the directory holds fewer than max_workers worker files of the bot of this user (its own
+ * aside), its own, or when that name is unusable (another user's file planted there, say) one of
+ * RS_WORKER_NAME_ATTEMPTS random `<name>@<pid>.<n>`; past the bound, or when none of them serves,
+ * the file of a worker of this user that is gone, whose totals it continues (b->bot.path names it
+ * then); when every one is held, RS_E_TOO_MANY_WORKERS, counted in the bot's file.
  */
 static int rsp_attach_worker_file(rsp_bot *b, const rs_bot_options *o, rs_error *error) {
     uint32_t bound = o->max_workers ? o->max_workers : RS_DEFAULT_MAX_WORKERS;
@@ -1005,27 +1050,33 @@ static int rsp_attach_worker_file(rsp_bot *b, const rs_bot_options *o, rs_error 
     uint32_t others = 0;
     for (struct dirent *entry; (entry = readdir(dir)) != NULL;) {
         int32_t pid = rsp_worker_pid_of_entry(entry->d_name, b->bot.name);
-        if (pid != 0 && pid != self) others++;
-    }
-    if (others < bound) {
-        int rc = rsp_attach_file(b, o, error);
-        /* Our name held by another live process (a continued file whose first worker had our pid):
-           continue a gone worker's file instead, as past the bound. */
-        if (rc != RS_E_PRODUCER_ALIVE) {
-            closedir(dir);
-            return rc;
-        }
+        if (pid != 0 && pid != self && rsp_entry_is_ours(dir, entry->d_name)) others++;
     }
     char own[sizeof b->bot.path];
     snprintf(own, sizeof own, "%s", b->bot.path);
+    if (others < bound) {
+        int rc = rsp_attach_file(b, o, error);
+        for (uint32_t attempt = 0; rsp_name_is_unusable(rc) && attempt < RS_WORKER_NAME_ATTEMPTS; attempt++) {
+            if (!rsp_file_path(b->bot.path, sizeof b->bot.path, b->directory, b->bot.name, self, rsp_random_suffix())) break;
+            rc = rsp_attach_file(b, o, error);
+        }
+        /* Every name unusable (held by another live process, say): continue a gone worker's
+           file instead, as past the bound. */
+        if (!rsp_name_is_unusable(rc)) {
+            closedir(dir);
+            if (rc != 0) snprintf(b->bot.path, sizeof b->bot.path, "%s", own);
+            return rc;
+        }
+    }
     rewinddir(dir);
     int rc = RS_E_TOO_MANY_WORKERS;
     for (struct dirent *entry; (entry = readdir(dir)) != NULL;) {
         int32_t pid = rsp_worker_pid_of_entry(entry->d_name, b->bot.name);
         /* A file is its worker's while that process lives, even before it holds the lock (between
-           creating the file and locking it): only a gone worker's file is continued. */
-        if (pid == 0 || pid == self || kill(pid, 0) == 0 || errno == EPERM) continue;
-        if (!rsp_file_path(b->bot.path, sizeof b->bot.path, b->directory, b->bot.name, pid)) continue;
+           creating the file and locking it): only a gone worker's file of this user is continued. */
+        if (pid == 0 || pid == self || kill(pid, 0) == 0 || errno == EPERM || !rsp_entry_is_ours(dir, entry->d_name)) continue;
+        int length = snprintf(b->bot.path, sizeof b->bot.path, "%s/%s", b->directory, entry->d_name);
+        if (length < 0 || (size_t)length >= sizeof b->bot.path) continue;
         rs_error ignored;
         if ((rc = rsp_attach_file(b, o, &ignored)) == 0) break; /* a gone worker's file: ours now */
         rc = RS_E_TOO_MANY_WORKERS;                            /* held, or not one to continue: the next */
@@ -1036,8 +1087,8 @@ static int rsp_attach_worker_file(rsp_bot *b, const rs_bot_options *o, rs_error 
     int counted = rsp_count_refused_worker(b);
     const char *counted_why = counted ? "; counted in the bot's file (workers_refused)" : "; not counted: the bot's own file is missing";
     if (others < bound) {
-        return rsp_fail(error, b->bot.name, RS_E_TOO_MANY_WORKERS, "its worker file %.600s is held by another live process, and "
-                        "no gone worker's file is free to continue%s", own, counted_why);
+        return rsp_fail(error, b->bot.name, RS_E_TOO_MANY_WORKERS, "its worker file %.600s and %u other names were unusable, and "
+                        "no gone worker's file is free to continue%s", own, RS_WORKER_NAME_ATTEMPTS, counted_why);
     }
     return rsp_fail(error, b->bot.name, RS_E_TOO_MANY_WORKERS, "the bot has %u worker files (max_workers), each held by a live "
                     "worker%s", (unsigned)others, counted_why);
@@ -1113,7 +1164,7 @@ int rs_bot_attach(rs_bot **out, const char *name, const rs_bot_options *options,
     if (!directory || !*directory) directory = getenv("RINGSIDE_DIR");
     if (!directory || !*directory) directory = "/dev/shm";
     char path[sizeof ((rs_bot *)0)->path];
-    if (!rsp_file_path(path, sizeof path, directory, name, o.worker ? (int32_t)getpid() : 0)) {
+    if (!rsp_file_path(path, sizeof path, directory, name, o.worker ? (int32_t)getpid() : 0, 0)) {
         return rsp_fail(error, name, RS_E_INVALID, "the bot's path in %.300s is longer than %zu bytes", directory, sizeof path - 1);
     }
 
@@ -1806,7 +1857,7 @@ static int rsp_become_worker(rsp_bot *b, rs_error *error) {
         uint32_t count = 0;
         char worker_path[sizeof bot->path];
         rc = rsp_read_attached_registry(b, &entries, &count, error);
-        if (rc == 0 && !rsp_file_path(worker_path, sizeof worker_path, b->directory, bot->name, (int32_t)getpid())) {
+        if (rc == 0 && !rsp_file_path(worker_path, sizeof worker_path, b->directory, bot->name, (int32_t)getpid(), 0)) {
             rc = rsp_fail(error, bot->name, RS_E_INVALID, "the worker's path in %.300s is too long", b->directory);
         }
         if (rc == 0) {

@@ -133,26 +133,40 @@ public struct RingDirectory: Sendable, Equatable {
     }
 }
 
-/// A worker's ring, `<bot>@<pid>`: the file of one of the processes that write bot `<bot>` (see
-/// WORKERS in ringside.h).
+/// A worker's ring, `<bot>@<pid>` or `<bot>@<pid>.<n>`: the file of one of the processes that
+/// write bot `<bot>`, under a random `n` when its own name was unusable (see WORKERS in ringside.h).
 package struct WorkerRing: Sendable, Hashable {
     /// The bot's name (not validated here).
     package let bot: String
     /// The process that made the file.
     package let pid: Int32
+    /// The random number of a name taken in place of `<bot>@<pid>`; nil for that name.
+    package let suffix: UInt32?
 
     /// The parts of a worker's ring name; nil for any other name (a bot's has no separator).
     package init?(_ ringName: String) {
         guard let separator = ringName.lastIndex(of: Character(RS_WORKER_SEPARATOR)) else { return nil }
-        let digits = ringName[ringName.index(after: separator)...]
-        guard !digits.isEmpty, digits.count <= 10, digits.allSatisfy(\.isASCIIDigit), let pid = Int32(digits), pid > 0 else { return nil }
+        let rest = ringName[ringName.index(after: separator)...]
+        let parts = rest.split(separator: Character(RS_WORKER_SUFFIX_SEPARATOR), maxSplits: 1, omittingEmptySubsequences: false)
+        guard let pid = Self.number(parts[0], below: UInt64(Int32.max) + 1) else { return nil }
+        if parts.count == 2 {
+            guard let suffix = Self.number(parts[1], below: UInt64(UInt32.max) + 1) else { return nil }
+            self.suffix = UInt32(suffix)
+        } else {
+            suffix = nil
+        }
         bot = String(ringName[..<separator])
-        self.pid = pid
+        self.pid = Int32(pid)
     }
-}
 
-extension Character {
-    fileprivate var isASCIIDigit: Bool { ("0"..."9").contains(self) }
+    /// 1 to 10 ASCII digits without a leading 0, below `bound`; nil for anything else.
+    private static func number(_ text: Substring, below bound: UInt64) -> UInt64? {
+        guard (1...10).contains(text.utf8.count), text.utf8.first != UInt8(ascii: "0"),
+            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+            let value = UInt64(text), value > 0, value < bound
+        else { return nil }
+        return value
+    }
 }
 
 /// Which file a path named: a ring removed and created again under the same name differs.

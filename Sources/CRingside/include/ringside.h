@@ -20,13 +20,19 @@
  *
  * WORKERS: several processes may write one bot, each its own file: one may hold
  * `ringside.<name>`, and each worker holds `ringside.<name>@<pid>` (its pid when it made the
- * file). Each file is a bot file as below, with a registry of its own; a reader merges the files
- * of a bot by metric name and labels, never by index. A process becomes a worker by asking
+ * file), or `ringside.<name>@<pid>.<n>` when that name was unusable (a file of another user, a
+ * link, a file it cannot read, or one held by another live process: names are predictable, and
+ * another user may plant files ahead of a bot's children), n a random number from 1 to
+ * 4294967295 that nobody can plant ahead of it (RS_WORKER_NAME_ATTEMPTS of them at the most).
+ * A reader takes the bot's name before the last '@'. Each file is a bot file as below, with a
+ * registry of its own; a reader merges the files of a bot by metric name and labels, never by
+ * index (and shows each file's owner, since a collector may be allowed other users' files). A process becomes a worker by asking
  * (ringside_producer.h: the worker option), or, in a child made by fork(), at its first record
  * through a bot its parent attached (the child's file starts with a copy of the parent's
  * registry, so inherited handles keep their indices).
  * The bound: a process that becomes a worker while the directory holds `max_workers` (default
- * RS_DEFAULT_MAX_WORKERS) worker files of the bot, its own aside, does not make another: it
+ * RS_DEFAULT_MAX_WORKERS) worker files of the bot owned by its user, its own aside (another
+ * user's files never count, and are never continued), does not make another: it
  * attaches the file of a worker that is gone (the process its name gives no longer exists, and
  * its producer byte is unlocked), as a restarted bot attaches its own file, and continues its
  * totals under that worker's name. When every one is
@@ -317,6 +323,11 @@ extern "C" {
 #define RS_FILE_PREFIX "ringside."
 /** Between a bot's name and a worker's pid: worker 4242 of "bot-a" writes "<dir>/ringside.bot-a@4242". */
 #define RS_WORKER_SEPARATOR "@"
+/** Between a worker's pid and the random number of a name it took because its own was unusable
+    (see WORKERS): "<dir>/ringside.bot-a@4242.3141592653". */
+#define RS_WORKER_SUFFIX_SEPARATOR "."
+/** Random names a worker tries, past its own, before it gives up (see WORKERS). */
+#define RS_WORKER_NAME_ATTEMPTS 8u
 /** Worker files of a bot before a new worker attaches a gone worker's file instead (see WORKERS). */
 #define RS_DEFAULT_MAX_WORKERS 256u
 #define RS_MAX_WORKERS 65536u

@@ -105,6 +105,7 @@ import mmap
 import os
 import platform
 import re
+import secrets
 import stat
 import struct
 import sys
@@ -140,6 +141,9 @@ DEFAULT_MAX_LANES, MAX_LANES = 64, 1024
 LOCK_BYTE_PRODUCER = 0
 FILE_PREFIX = "ringside."
 WORKER_SEPARATOR = "@"  # worker 4242 of bot "bot-a" writes "<dir>/ringside.bot-a@4242"
+# ... or "<dir>/ringside.bot-a@4242.<n>", n random, when its own name is unusable (WORKERS in ringside.h)
+WORKER_SUFFIX_SEPARATOR = "."
+WORKER_NAME_ATTEMPTS = 8
 DEFAULT_MAX_WORKERS, MAX_WORKERS = 256, 65536  # worker files of a bot before a new worker continues a gone one's
 _H_WORKERS_REFUSED = 0x0A8  # the bot's file: processes refused a worker file, added atomically by each
 
@@ -390,13 +394,34 @@ if hasattr(os, "register_at_fork"):
 
 
 def _worker_pid_of(entry: str, name: str) -> int | None:
-    """The pid a directory entry names if it is a worker file of bot `name` (ringside.<name>@<pid>)."""
+    """The pid a directory entry names if it is a worker file of bot `name` (ringside.<name>@<pid>,
+    or ringside.<name>@<pid>.<n>: WORKERS in ringside.h)."""
     prefix = FILE_PREFIX + name + WORKER_SEPARATOR
-    digits = entry[len(prefix):]
-    if not entry.startswith(prefix) or not digits.isascii() or not digits.isdigit() or digits[0] == "0" or len(digits) > 10:
+    if not entry.startswith(prefix):
         return None
-    pid = int(digits)
-    return pid if pid <= 0x7FFFFFFF else None
+    digits, dot, suffix = entry[len(prefix):].partition(WORKER_SUFFIX_SEPARATOR)
+    if not _is_number(digits, 0x7FFFFFFF) or (dot and not _is_number(suffix, _U32)):
+        return None
+    return int(digits)
+
+
+def _is_number(text: str, most: int) -> bool:
+    """1 to 10 ASCII digits without a leading 0, at most `most`."""
+    return (0 < len(text) <= 10 and text.isascii() and text.isdigit() and text[0] != "0"
+            and int(text) <= most)
+
+
+class _NoSpace(RingError):
+    """A file that could not be made or grown for want of room (a RingError to callers)."""
+
+
+def _is_ours(directory: str, entry: str) -> bool:
+    """Whether `entry` is a regular file of this process's user (never following a link)."""
+    try:
+        info = os.lstat(os.path.join(directory, entry))
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid()
 
 
 def _process_lives(pid: int) -> bool:
@@ -560,23 +585,31 @@ class Bot:
                             mode: int) -> None:
         """Attaches this process's worker file (self._path, <name>@<pid>) within the bound, as
         ringside_producer.c does (see WORKERS in ringside.h): while the directory holds fewer than
-        max_workers worker files of the bot (its own aside), its own; past it, the file of a worker
-        that is gone, whose totals it continues (self._path names it then); when every one is held,
-        RingError, counted in the bot's file (workers_refused)."""
+        max_workers worker files of the bot of this user (its own aside), its own, or when that
+        name is unusable (another user's file planted there, say) one of WORKER_NAME_ATTEMPTS
+        random <name>@<pid>.<n>; past the bound, or when none serves, the file of a worker of
+        this user that is gone, whose totals it continues (self._path names it then); when every
+        one is held, RingError, counted in the bot's file (workers_refused)."""
         try:
             names = os.listdir(self._directory)
         except OSError:
             return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)  # the attach says what is wrong
-        others = [entry for entry in names if _worker_pid_of(entry, self.name) not in (None, os.getpid())]
+        others = [entry for entry in names
+                  if _worker_pid_of(entry, self.name) not in (None, os.getpid()) and _is_ours(self._directory, entry)]
+        own, unusable = self._path or "", ""
         if len(others) < self._max_workers:
-            try:
-                return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)
-            except RingError as error:
-                # Our name held by another live process (a continued file whose first worker had
-                # our pid): continue a gone worker's file instead, as past the bound.
-                if "another producer is attached" not in str(error):
-                    raise
-        own = self._path
+            candidates = [own] + [f"{own}{WORKER_SUFFIX_SEPARATOR}{secrets.randbelow(_U32) + 1}"
+                                  for _ in range(WORKER_NAME_ATTEMPTS)]
+            for candidate in candidates:
+                self._path = candidate
+                try:
+                    return self._attach_path(lane_capacity, max_metrics, max_lanes, mode)
+                except RingError as error:
+                    if isinstance(error, _NoSpace):  # another name would not cure it
+                        self._path = own
+                        raise
+                    # Unusable (another user's file, a link, one held by a live process): the next.
+                    unusable = str(error)
         for entry in others:
             if _process_lives(_worker_pid_of(entry, self.name) or 0):
                 continue  # its worker's while that process lives, even before it holds the lock
@@ -589,8 +622,8 @@ class Bot:
         counted = ("; counted in the bot's file (workers_refused)" if _count_refused_worker(self._directory, self.name)
                    else "; not counted: the bot's own file is missing")
         if len(others) < self._max_workers:
-            raise RingError(f"bot {self.name}: its worker file {own} is held by another live process, and no gone "
-                            f"worker's file is free to continue{counted}")
+            raise RingError(f"bot {self.name}: its worker file {own} and {WORKER_NAME_ATTEMPTS} other names were "
+                            f"unusable (the last: {unusable}), and no gone worker's file is free to continue{counted}")
         raise RingError(f"bot {self.name}: the bot has {len(others)} worker files (max_workers), each held by a live worker"
                         + counted)
 
@@ -671,7 +704,7 @@ class Bot:
         if error.errno == errno.ELOOP:
             return RingError(f"bot {self.name}: {self._path} is a symbolic link; Ringside never follows links")
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return RingError(f"bot {self.name}: no space at {self._path} (is {self._directory} full?)")
+            return _NoSpace(f"bot {self.name}: no space at {self._path} (is {self._directory} full?)")
         return RingError(f"bot {self.name}: open {self._path}: {error.strerror} (errno {error.errno})")
 
     def _lock_producer_byte(self, fd: int) -> None:
@@ -710,7 +743,7 @@ class Bot:
 
     def _space_error(self, size: int, error: OSError) -> RingError:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return RingError(f"bot {self.name}: no space for {size} bytes at {self._path} (is {self._directory} full?)")
+            return _NoSpace(f"bot {self.name}: no space for {size} bytes at {self._path} (is {self._directory} full?)")
         return RingError(f"bot {self.name}: reserve {size} bytes for {self._path}: {error.strerror} "
                          f"(errno {error.errno})")
 

@@ -315,6 +315,7 @@ class BotFile:
 
 
 def bot_files(directory, bot):
-    """The files of bot `bot` in `directory`, by name: "ringside.<bot>" and its workers'."""
+    """The files of bot `bot` in `directory`, by name: "ringside.<bot>" and its workers' (<bot>@<pid>,
+    or <bot>@<pid>.<n>: WORKERS in ringside.h)."""
     return sorted(name for name in os.listdir(directory)
-                  if name == f"ringside.{bot}" or re.fullmatch(f"ringside\\.{re.escape(bot)}@[0-9]+", name))
+                  if name == f"ringside.{bot}" or re.fullmatch(f"ringside\\.{re.escape(bot)}@[0-9]+(\\.[0-9]+)?", name))

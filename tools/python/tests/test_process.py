@@ -11,7 +11,7 @@ import tempfile
 import pytest
 
 import ringside
-from conftest import IN_CI, BotFile, _ringside, bot_files, find_series, run_python
+from conftest import IN_CI, BotFile, _ringside, bot_files, find_series, missing, run_python
 
 
 def test_the_extension_is_built_where_ci_runs():
@@ -613,3 +613,67 @@ def test_a_live_processs_worker_file_is_never_continued_even_unlocked(backend, r
     assert bot_files(ring_dir, "live") == sorted(["ringside.live", f"ringside.live@{holder}"])
     assert BotFile(f"{ring_dir}/ringside.live@{holder}").counter("live_increments") == 5
     assert BotFile(f"{ring_dir}/ringside.live").workers_refused == 1
+
+
+PLANTED = """
+import os, ringside
+backend = {backend}
+bot = ringside.Bot("planted", {directory!r}, _backend=backend)
+tasks = bot.counter("tasks")
+tasks.inc()
+children = []
+for _ in range({n}):
+    pid = os.fork()
+    if pid == 0:
+        tasks.inc()
+        os._exit(0 if bot.enabled else 3)
+    children.append(pid)
+statuses = [os.waitpid(pid, 0)[1] for pid in children]
+print(" ".join(map(str, children)), " ".join(map(str, statuses)), sep="|", flush=True)
+bot.close()
+"""
+
+
+def plant_as_nobody(directory, names):
+    """Creates empty files `names` in `directory` as user nobody (65534), as another user could."""
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            for name in names:
+                os.close(os.open(os.path.join(directory, name), os.O_CREAT | os.O_WRONLY, 0o600))
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    assert os.waitpid(child, 0)[1] == 0, "planting as nobody failed"
+
+
+def test_a_forked_childs_worker_name_planted_by_another_user_is_not_its_end(backend, ring_dir):
+    """Worker names are predictable (<bot>@<pid>): nobody plants files for the next pids and 256
+    for dead ones (the bound), and every forked child of root's bot still writes, under another
+    name (<bot>@<pid>.<n>, n random) where its own was planted."""
+    if os.geteuid() != 0:
+        missing("planting files as user nobody needs root")
+    os.chmod(ring_dir, 0o1777)  # shared, as /dev/shm is
+    with open("/proc/sys/kernel/ns_last_pid") as file:
+        last = int(file.read())
+    with open("/proc/sys/kernel/pid_max") as file:
+        pid_max = int(file.read())
+    upcoming = set(range(last + 1, min(last + 3_000, pid_max) + 1))
+    dead = [pid for pid in range(pid_max, pid_max - 10_000, -1) if not os.path.exists(f"/proc/{pid}")][:256]
+    plant_as_nobody(ring_dir, [f"ringside.planted@{pid}" for pid in sorted(upcoming) + dead])
+    n = 20
+    result = run_python(PLANTED.format(backend=backend_expression(backend), directory=ring_dir, n=n))
+    assert result.returncode == 0, result.stderr
+    children_text, statuses_text = result.stdout.strip().split("|")
+    children = [int(pid) for pid in children_text.split()]
+    assert statuses_text.split() == ["0"] * n, result.stderr
+    ours = [name for name in bot_files(ring_dir, "planted") if os.lstat(os.path.join(ring_dir, name)).st_uid == 0]
+    assert sum(BotFile(os.path.join(ring_dir, name)).counter("tasks") for name in ours) == n + 1
+    workers = {int(name.split("@")[1].split(".")[0]): name for name in ours if "@" in name}
+    assert sorted(workers) == sorted(children)
+    for pid, name in workers.items():
+        assert ("." in name.split("@")[1]) == (pid in upcoming), name
+    assert any(pid in upcoming for pid in children), "no child's pid was among the planted ones"

@@ -1,0 +1,59 @@
+import Foundation
+import Ringside
+@testable import RingsideCollector
+import RingsideSnapshot
+import RingsideTestSupport
+import Testing
+
+// Worker files are named by pid (`<bot>@<pid>`), so another user who can write the ring directory
+// (/dev/shm is everyone's) can plant files under the names a bot's next children will want.
+@Suite("Collector: worker names that another user planted")
+struct WorkerNameAttackTests {
+    @Test(
+        "nobody's files planted for the next pids and 256 dead ones: 20 forked workers of root's bot take other names, every count kept"
+    )
+    func plantedWorkerNames() throws {
+        guard try requiredRoot("planting files as user nobody (setpriv) against root's bot"),
+            let setpriv = try requiredSystemTool("setpriv")
+        else { return }
+        try withRingDirectory { directory in
+            // Shared as /dev/shm is: sticky, everyone may create.
+            try #require(chmod(directory.path, 0o1777) == 0)
+            let next = try #require(Int(String(contentsOfFile: "/proc/sys/kernel/ns_last_pid", encoding: .utf8).trimmed))
+            let pidMax = try #require(Int(String(contentsOfFile: "/proc/sys/kernel/pid_max", encoding: .utf8).trimmed))
+            let upcoming = Set((next + 1)...min(next + 3_000, pidMax))
+            // Pids no process has (from the top of the range down): the bound's 256 worker files.
+            let dead = stride(from: pidMax, to: 300, by: -1).lazy.filter { kill(pid_t($0), 0) != 0 && errno == ESRCH }.prefix(256)
+            let names = (upcoming.sorted() + dead).map { "\(directory.path)/ringside.pool@\($0)" }
+            let plant = try runProcess(
+                setpriv, ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/touch"] + names, timeoutSeconds: 120)
+            try #require(plant.status == 0, "planting as nobody: \(plant.errors)")
+
+            let count: UInt64 = 100, children = 20
+            let run = try runTestProducer("fork-pool", ring: "pool", in: directory, ["--count", "\(count)", "--children", "\(children)"])
+            try #require(run.status == 0, "\(run.output) \(run.errors)")
+            // "children PID... statuses STATUS..."
+            let words = run.output.split(whereSeparator: \.isWhitespace).map(String.init)
+            let statusesAt = try #require(words.firstIndex(of: "statuses"))
+            let pids = words[1..<statusesAt].compactMap { Int32($0) }
+            #expect(pids.count == children && words[(statusesAt + 1)...].allSatisfy { $0 == "0" }, "\(run.output) \(run.errors)")
+
+            let snapshot = pass(try makeCollector(directory, captured: CapturedLog()))
+            #expect(
+                snapshot.series("pool_increments")?.cumulativeExactSum == UInt128(1 + UInt64(children) * count),
+                "the parent's increment and every child's")
+            #expect(snapshot.series("pool_values")?.cumulativeCount == 1 + UInt64(children) * count)
+            // Each child whose pid nobody had planted took a random name in its place, of root's.
+            let workers = snapshot.rings.filter { $0.state != .skipped }.compactMap { WorkerRing($0.name) }
+            #expect(Set(workers.map(\.pid)) == Set(pids))
+            for worker in workers {
+                #expect((worker.suffix != nil) == upcoming.contains(Int(worker.pid)), "\(worker)")
+            }
+            #expect(workers.contains { $0.suffix != nil }, "no child's pid was among the planted ones")
+        }
+    }
+}
+
+extension String {
+    fileprivate var trimmed: String { trimmingCharacters(in: .whitespacesAndNewlines) }
+}
