@@ -73,7 +73,9 @@ public struct CollectorOptions: Sendable, Equatable {
           --json-dump PATH       write the /latest document to PATH (atomically) every interval
           --dump-interval DUR    how often to write it (default 60s)
           --slo RULE             a service-level objective (repeatable), e.g.
-                                 'order_fill_latency{symbol="AAPL"}:p99<100us@1m'
+                                 'order_fill_latency{symbol="AAPL"}:p99<100us@1m', or an
+                                 availability 'orders_rejected/orders_total<0.05%@30d';
+                                 ' severity=P2' after it labels its series (default P1)
           --poll DUR             drain-loop sleep when the rings are empty (default 100ms)
           --allow-uid UID        also collect rings owned by this user (repeatable)
           --native-histograms SCHEMA
@@ -304,7 +306,7 @@ public struct CollectorOptions: Sendable, Equatable {
         if options.hlogPath == nil, let flag = arguments.first(where: { $0 == "--hlog-interval" || $0 == "--hlog-max-bytes" }) {
             throw UsageError("\(flag) needs --hlog PATH")
         }
-        for rule in options.sloRules where !options.windowNanos.contains(rule.windowNanos) {
+        for rule in options.sloRules where !rule.isRatio && !options.windowNanos.contains(rule.windowNanos) {
             throw UsageError(
                 "--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
                     + options.windowNanos.map { formatDuration($0) }.joined(separator: ","))

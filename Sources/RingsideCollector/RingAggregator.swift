@@ -755,6 +755,11 @@ struct RingAggregator {
         }
         return count
     }
+
+    /// Calls `body` with every counter series `include` accepts and its exact total, for the SLOs.
+    func forEachCounter(where include: (MetricDescriptor) -> Bool, _ body: (MetricDescriptor, UInt64) -> Void) {
+        for series in counters where include(series.metric) { body(series.metric, series.cells.total) }
+    }
 }
 
 extension RingAggregator.Series where Windows == WindowedGauge {

@@ -308,8 +308,7 @@ final class SnapshotPublisher {
     private func evaluateSLOs(nowNanos now: UInt64) -> [SLOSnapshot] {
         let bots = tracker.bots.values.sorted { $0.name < $1.name }
         return sloStates.indices.map { index in
-            let state = sloStates[index]
-            let outcome = state.evaluate(bots: bots, layout: layout, nowNanos: now)
+            let outcome = sloStates[index].evaluate(bots: bots, layout: layout, nowNanos: now)
             if let transition = sloStates[index].record(outcome) {
                 log(transition, level: sloStates[index].violated ? .warn : .info)
             }

@@ -131,11 +131,13 @@ public struct ParsedArguments {
 
 // MARK: - Durations
 
-/// The one duration grammar: a number and a unit, ns, us (or µs), ms, s, m or h (`250ms`, `1.5s`,
+/// The one duration grammar: a number and a unit, ns, us (or µs), ms, s, m, h or d (`250ms`, `1.5s`,
 /// `2m`); where `bareSeconds`, a number alone is seconds (`0.5`, `2`). Nil for anything else, for
 /// zero and negatives, and past 2^64 ns.
 public func durationNanos(_ text: String, bareSeconds: Bool = false) -> UInt64? {
-    let units: [(String, Double)] = [("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9), ("h", 3600e9)]
+    let units: [(String, Double)] = [
+        ("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9), ("h", 3600e9), ("d", 86_400e9),
+    ]
     var nanos = bareSeconds ? Double(text).map { $0 * 1e9 } : nil
     for (suffix, scale) in units where nanos == nil && text.hasSuffix(suffix) {
         // "ms" also ends in "s": only a number before the suffix counts.
@@ -151,10 +153,11 @@ public func durationNanos(_ text: String, bareSeconds: Bool = false) -> UInt64? 
 /// it reaches, to a tenth at most: `1.5s`, `4.2m`, `26.3h`.
 public func formatDuration(_ nanos: UInt64, approximate: Bool = false) -> String {
     let units: [(String, UInt64)] = [
-        ("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
+        ("d", 86_400_000_000_000), ("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
         ("ms", 1_000_000), ("us", 1_000), ("ns", 1),
     ]
-    for (suffix, scale) in units {
+    // Days name an availability's period exactly (`30d`); ages stay in hours (`26.3h`).
+    for (suffix, scale) in units where !(approximate && suffix == "d") {
         if approximate {
             // Rounded first, so that 59.97 s reaches a minute (`1m`, not `60s`).
             let tenths = UInt64((Double(nanos) / Double(scale) * 10).rounded())

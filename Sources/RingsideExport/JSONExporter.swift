@@ -43,6 +43,13 @@ public enum JSONExporter {
                     json.field("threshold", slo.threshold)
                     json.field("events", slo.events)
                     json.field("matching_series", slo.matchingSeries)
+                    json.field("severity", slo.severity)
+                    json.field("objective_ratio", slo.objectiveRatio)
+                    if let eventsTotal = slo.eventsTotal, let badEventsTotal = slo.badEventsTotal {
+                        json.field("events_total", eventsTotal)
+                        json.field("bad_events_total", badEventsTotal)
+                        json.field("covered_seconds", slo.coveredSeconds)
+                    }
                 }
             }
             json.key("collector")

@@ -186,7 +186,7 @@ public enum PrometheusExporter {
                 "Histogram calls of one metric and label set gathered rather than written while a lane filled: counted, summed and placed all the same",
                 sampled),
             FixedFamily(
-                perMetricFamilyNames[2], "gauge",
+                perMetricFamilyNames[2], "counter",
                 "The sum of the values of a histogram's dropped records, in base units (seconds for times): what full lanes hid",
                 droppedSums),
             FixedFamily(
@@ -197,7 +197,7 @@ public enum PrometheusExporter {
     }
 
     static let perMetricFamilyNames = [
-        "ringside_metric_records_dropped_total", "ringside_metric_records_sampled_total", "ringside_metric_dropped_sum",
+        "ringside_metric_records_dropped_total", "ringside_metric_records_sampled_total", "ringside_metric_dropped_values_total",
         "ringside_metric_dropped_max",
     ]
 
@@ -345,19 +345,35 @@ public enum PrometheusExporter {
         }
         if let otlp = stats.otlp { otlpFamilies(otlp, family) }
 
+        // Each SLO's series carry its severity, which its alerts take (`severity=` after the rule).
         let slos = snapshot.slos
+        func perSLO(_ value: (SLOSnapshot) -> Double?) -> [([(String, String)], Double)] {
+            slos.compactMap { slo in value(slo).map { ([("slo", slo.rule), ("severity", slo.severity)], $0) } }
+        }
+        family("ringside_slo_violated", "gauge", "1 while the SLO is broken over its window", perSLO { $0.violated ? 1 : 0 })
         family(
-            "ringside_slo_violated", "gauge", "1 while the SLO is broken over its window",
-            slos.map { ([("slo", $0.rule)], $0.violated ? 1 : 0) })
-        family(
-            "ringside_slo_violations_total", "counter", "Times the SLO went from met to broken",
-            slos.map { ([("slo", $0.rule)], Double($0.violations)) })
+            "ringside_slo_violations_total", "counter", "Times the SLO went from met to broken", perSLO { Double($0.violations) })
         family(
             "ringside_slo_compliance_ratio", "gauge", "Fraction of the window's events within the SLO's threshold",
-            slos.map { ([("slo", $0.rule)], $0.compliance) })
+            perSLO { $0.compliance })
         family(
-            "ringside_slo_window_events", "gauge", "Events in the SLO's window across its matching series",
-            slos.map { ([("slo", $0.rule)], Double($0.events)) })
+            "ringside_slo_window_events", "gauge", "Events in the SLO's window across its matching series", perSLO { Double($0.events) })
+        family(
+            "ringside_slo_objective_ratio", "gauge",
+            "Fraction of events the SLO wants good: an availability's 1 - bound, a quantile's quantile",
+            perSLO { $0.objectiveRatio })
+        family(
+            "ringside_slo_events_total", "counter",
+            "An availability SLO's events (its total counters' increase) since the collector started",
+            perSLO { $0.eventsTotal.map { Double($0) } })
+        family(
+            "ringside_slo_bad_events_total", "counter",
+            "An availability SLO's bad events (its bad counters' increase) since the collector started",
+            perSLO { $0.badEventsTotal.map { Double($0) } })
+        family(
+            "ringside_slo_window_covered_seconds", "gauge",
+            "How much of an availability SLO's period the collector has seen (less than the period until it has run that long)",
+            perSLO { $0.coveredSeconds })
         return result
     }
 

@@ -219,18 +219,30 @@ public struct SLOSnapshot: Sendable {
     public var rule: String
     public var statistic: String
     public var window: String
+    /// The severity its alerts carry (`severity=` after the rule; P1 by default).
+    public var severity: String = "P1"
     /// Whether the objective is broken now.
     public var violated: Bool
     /// Transitions into violation since the collector started.
     public var violations: UInt64
     /// The fraction of the window's events that kept the threshold (1 when there were none).
     public var compliance: Double
-    /// The statistic's value now (in the metric's unit), and the bound, when there is data.
+    /// The statistic's value now (in the metric's unit; a ratio's as a fraction), and the bound,
+    /// when there is data.
     public var observed: Double?
     public var threshold: Double?
     /// Events in the window across the matching series.
     public var events: UInt64
     public var matchingSeries: Int
+    /// The fraction of events the objective wants good (a ratio's 1 - bound, a quantile's
+    /// quantile), nil for `max` and `mean`.
+    public var objectiveRatio: Double?
+    /// A ratio's: every event and every bad event counted since the collector started (the
+    /// counters' increases: Prometheus takes any period from them), and how much of its period
+    /// the collector has seen (less than the period until it has run that long).
+    public var eventsTotal: UInt64?
+    public var badEventsTotal: UInt64?
+    public var coveredSeconds: Double?
 
     public init(
         rule: String, statistic: String, window: String, violated: Bool, violations: UInt64, compliance: Double,

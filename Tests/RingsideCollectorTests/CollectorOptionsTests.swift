@@ -79,7 +79,7 @@ struct CollectorOptionsTests {
         #expect(options.quantiles == [0.5, 0.99])
         #expect(options.jsonDumpPath == "/tmp/x.json" && options.dumpIntervalNanos == 5_000_000_000)
         #expect(options.pollNanos == 20_000_000 && options.allowedUIDs == [1001] && options.demo)
-        #expect(options.sloRules.map(\.metric) == ["lat"])
+        #expect(options.sloRules.map(\.statisticName) == ["p99"])
         #expect(try CollectorOptions.parse(["--help"]) == nil)
         #expect(try CollectorOptions.invocation(["--help"]) == .help)
         #expect(try CollectorOptions.invocation(["--dir", "/x", "--version"]) == .version)
@@ -158,24 +158,55 @@ struct CollectorOptionsTests {
     @Test("SLO rules parse into selector, statistic, bound and window")
     func sloRules() throws {
         let rule = try SLORule(parsing: #"order_fill_latency{symbol="AAPL",ring="bot-a"}:p99<100us@1m"#)
-        #expect(rule.metric == "order_fill_latency")
-        #expect(rule.labels == ["symbol": "AAPL", "ring": "bot-a"])
-        #expect(rule.statistic == .quantile(0.99) && !rule.inclusive)
-        #expect(rule.threshold == 100_000 && rule.thresholdIsTime && rule.windowNanos == 60_000_000_000)
+        let selector = SLORule.Selector(metric: "order_fill_latency", labels: ["symbol": "AAPL", "ring": "bot-a"])
+        #expect(rule.objective == .distribution(selector, .quantile(0.99), threshold: 100_000, thresholdIsTime: true))
+        #expect(!rule.inclusive && rule.windowNanos == 60_000_000_000 && rule.severity == "P1" && !rule.isRatio)
         #expect(rule.threshold(in: .microseconds) == 100)
         #expect(rule.threshold(in: .bytes) == nil)
-        #expect(rule.matches(ring: "bot-a", metric: "order_fill_latency", labels: ["symbol": "AAPL", "side": "buy"]))
-        #expect(!rule.matches(ring: "bot-b", metric: "order_fill_latency", labels: ["symbol": "AAPL"]))
+        #expect(selector.matches(ring: "bot-a", metric: "order_fill_latency", labels: ["symbol": "AAPL", "side": "buy"]))
+        #expect(!selector.matches(ring: "bot-b", metric: "order_fill_latency", labels: ["symbol": "AAPL"]))
 
-        #expect(try SLORule(parsing: "md:p99.9<=10us@5s").statistic == .quantile(0.999))
-        #expect(try SLORule(parsing: "md:p999<10us@5s").statistic == .quantile(0.999))
-        #expect(try SLORule(parsing: "md:p5<10us@5s").statistic == .quantile(0.05))
-        #expect(try SLORule(parsing: "md:max<5ms@1s").statistic == .max)
-        #expect(try SLORule(parsing: "queue_depth:mean<100@1s").thresholdIsTime == false)
+        func statistic(_ text: String) throws -> SLORule.Statistic? {
+            if case let .distribution(_, statistic, _, _) = try SLORule(parsing: text).objective { return statistic }
+            return nil
+        }
+        #expect(try statistic("md:p99.9<=10us@5s") == .quantile(0.999))
+        #expect(try statistic("md:p999<10us@5s") == .quantile(0.999))
+        #expect(try statistic("md:p5<10us@5s") == .quantile(0.05))
+        #expect(try statistic("md:max<5ms@1s") == .max)
+        #expect(try SLORule(parsing: "queue_depth:mean<100@1s").threshold(in: .none) == 100)
         #expect(try SLORule(parsing: "md:p99.9<=10us@5s").inclusive)
         for bad in ["md:p99<10us", "md:p99<10us@soon", "md{x=1}:p99<1s@1s", "md:p100<1s@1s", "9md:p99<1s@1s", "md:q99<1s@1s"] {
             #expect(throws: SLORule.ParseError.self, "\(bad)") { try SLORule(parsing: bad) }
         }
+    }
+
+    @Test("availability rules are a ratio of counters over a period; a severity after a rule labels its series")
+    func availabilityAndSeverity() throws {
+        let rule = try SLORule(parsing: #"orders_rejected{venue="X"}/orders_total<0.05%@30d severity=P0"#)
+        #expect(
+            rule.objective
+                == .ratio(
+                    bad: SLORule.Selector(metric: "orders_rejected", labels: ["venue": "X"]),
+                    total: SLORule.Selector(metric: "orders_total", labels: [:]), bound: 0.0005))
+        #expect(rule.isRatio && rule.windowNanos == 30 * 86_400 * 1_000_000_000 && rule.severity == "P0")
+        #expect(rule.text == #"orders_rejected{venue="X"}/orders_total<0.05%@30d"#, "the options are not part of its name")
+        #expect(rule.objectiveRatio == 1 - 0.0005 && rule.statisticName == "ratio")
+        #expect(
+            try SLORule(parsing: "e/r<=0.001@1h").objective
+                == .ratio(
+                    bad: .init(metric: "e", labels: [:]), total: .init(metric: "r", labels: [:]), bound: 0.001))
+        #expect(try SLORule(parsing: #"md{venue="a b"}:p99<10us@5s severity=P2"#).severity == "P2")
+        #expect(try SLORule(parsing: "md:p99<10us@5s").objectiveRatio == 0.99)
+        for bad in [
+            "e/r<5%", "e/r<0%@1h", "e/r<100%@1h", "e/r<x@1h", "e/r<0.1%@91d", "e/r<0.1%@500ms", "md:p99<1s@1s severity=",
+            "md:p99<1s@1s severity=P 1", "md:p99<1s@1s sev=P1", "md:p99<1s@1s severity=P1;",
+        ] {
+            #expect(throws: SLORule.ParseError.self, "\(bad)") { try SLORule(parsing: bad) }
+        }
+        // A ratio's period need not be one of the windows; a distribution's must.
+        #expect(try CollectorOptions.parse(["--slo", "e/r<0.05%@30d"])?.sloRules.count == 1)
+        #expect(throws: UsageError.self) { try CollectorOptions.parse(["--slo", "md:p99<1s@30d"]) }
     }
 
     @Test("quantile keys name 0.5 p50 and 0.999 p999")

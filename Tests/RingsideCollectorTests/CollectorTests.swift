@@ -235,8 +235,71 @@ struct CollectorTests {
             #expect(recovered[1].violations == 1)
             #expect(captured.contains("SLO recovered"))
             let text = String(decoding: PrometheusExporter.render(collector.snapshot), as: UTF8.self)
-            #expect(text.contains(#"ringside_slo_violations_total{slo="order_fill_latency{symbol=\"AAPL\"}:p999<100us@1s"} 1"#))
+            #expect(
+                text.contains(#"ringside_slo_violations_total{slo="order_fill_latency{symbol=\"AAPL\"}:p999<100us@1s",severity="P1"} 1"#))
         }
+    }
+
+    @Test("an availability SLO judges its counters' increases over its period, with its severity on every series")
+    func availabilitySLO() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("orders", directory: directory.path, options: .init(laneCapacity: 64))
+            let total = try bot.counter("orders_total")
+            let rejected = try bot.counter("orders_rejected", labels: ["venue": "X"])
+            let other = try bot.counter("orders_rejected", labels: ["venue": "Y"])
+            total.increment(by: 10_000)  // before the collector: not its period's
+            let captured = CapturedLog()
+            let collector = try makeCollector(
+                directory, slo: ["orders_rejected/orders_total<0.05%@1h severity=P0", #"orders_rejected{venue="Y"}/orders_total<2%@1h"#],
+                captured: captured)
+            var slos = pass(collector).slos
+            #expect(slos[0].events == 0 && !slos[0].violated && slos[0].matchingSeries == 3)
+
+            total.increment(by: 10_000)
+            rejected.increment(by: 2)
+            slos = pass(collector, offset: 1_000_000_000).slos
+            #expect(slos[0].events == 10_000 && slos[0].observed == 0.0002 && !slos[0].violated)
+            #expect(slos[0].compliance == 1 - 0.0002 && slos[0].severity == "P0" && slos[1].severity == "P1")
+
+            rejected.increment(by: 9)
+            other.increment()
+            slos = pass(collector, offset: 2_000_000_000).slos
+            #expect(slos[0].observed == 0.0012 && slos[0].violated && slos[0].violations == 1)
+            #expect(slos[1].observed == 0.0001 && !slos[1].violated, "venue Y's only")
+            #expect(captured.contains("SLO violated: orders_rejected/orders_total<0.05%@1h (severity P0): ratio 0.12%, bound 0.05%"))
+            let text = String(decoding: PrometheusExporter.render(collector.snapshot), as: UTF8.self)
+            let name = #"slo="orders_rejected/orders_total<0.05%@1h",severity="P0""#
+            for line in [
+                "ringside_slo_violated{\(name)} 1", "ringside_slo_events_total{\(name)} 10000", "ringside_slo_bad_events_total{\(name)} 12",
+                "ringside_slo_objective_ratio{\(name)} 0.9995",
+            ] {
+                #expect(text.contains(line), "\(line)")
+            }
+
+            // Half an hour on: more orders, none rejected. An hour after that, the period holds
+            // only what came after the half hour: nothing, so nothing is judged.
+            total.increment(by: 1_000)
+            slos = pass(collector, offset: 1_800_000_000_000).slos
+            #expect(slos[0].events == 11_000 && slos[0].violated)
+            slos = pass(collector, offset: 5_401_000_000_000).slos
+            #expect(slos[0].events == 0 && !slos[0].violated && captured.contains("SLO recovered"))
+            #expect(slos[0].eventsTotal == 11_000 && slos[0].badEventsTotal == 12, "since the collector started, never lower")
+            #expect(slos[0].coveredSeconds.map { $0 >= 3_600 && $0 <= 3_602 } == true, "the period, to within a step (1 s)")
+        }
+    }
+
+    @Test("an availability SLO's increases take a counter that goes back as started again, and a new series from zero")
+    func counterIncreases() {
+        var increases = CounterIncreases(periodNanos: 60_000_000_000)
+        increases.take(bad: ["a": 5], total: ["t": 100], nowNanos: 1_000_000_000)
+        #expect(increases.bad == 0 && increases.total == 0, "the first look is a baseline")
+        increases.take(bad: ["a": 7, "b": 3], total: ["t": 150], nowNanos: 2_000_000_000)
+        #expect(increases.bad == 5 && increases.total == 50, "a series new since counts from zero")
+        increases.take(bad: ["a": 1, "b": 3], total: ["t": 20], nowNanos: 3_000_000_000)
+        #expect(increases.bad == 6 && increases.total == 70, "gone back: started again")
+        #expect(increases.overPeriod(nowNanos: 3_000_000_000) == (6, 70, 2_000_000_000))
+        increases.take(bad: ["a": 1, "b": 3], total: ["t": 30], nowNanos: 63_000_000_000)
+        #expect(increases.overPeriod(nowNanos: 63_000_000_000) == (0, 10, 60_000_000_000), "the period's only")
     }
 
     @Test("a producer's death is detected and logged; what it left is still served")

@@ -88,12 +88,20 @@ private func pinnedSnapshot() -> Snapshot {
             consumedTotal: 9_990, droppedTotal: 0, heartbeatAgeSeconds: 0.25)
     ]
     snapshot.rings = [ring, RingSnapshot(name: "bot-c", state: .skipped, problem: "owned by uid 1001")]
-    snapshot.slos = [
-        SLOSnapshot(
-            rule: "fill_latency:p99<100us@1m", statistic: "p99", window: "1m", violated: true,
-            violations: 2, compliance: 0.97, observed: 150_000, threshold: 100_000, events: 2_001,
-            matchingSeries: 1)
-    ]
+    var latency = SLOSnapshot(
+        rule: "fill_latency:p99<100us@1m", statistic: "p99", window: "1m", violated: true,
+        violations: 2, compliance: 0.97, observed: 150_000, threshold: 100_000, events: 2_001,
+        matchingSeries: 1)
+    latency.objectiveRatio = 0.99
+    var availability = SLOSnapshot(
+        rule: "orders_rejected/orders_total<0.05%@30d", statistic: "ratio", window: "30d", violated: false,
+        violations: 0, compliance: 0.9998, observed: 0.0002, threshold: 0.0005, events: 50_000, matchingSeries: 2)
+    availability.severity = "P0"
+    availability.objectiveRatio = 0.9995
+    availability.eventsTotal = 60_000
+    availability.badEventsTotal = 12
+    availability.coveredSeconds = 86_400
+    snapshot.slos = [latency, availability]
     return snapshot
 }
 
