@@ -89,7 +89,10 @@
 //! span's [`Span::finish_with_exemplar`] write the value's record flagged `RS_FLAG_EXEMPLAR` with
 //! the exemplar's length, then its bytes in the lane's next records (one per 16 bytes: 12 bytes
 //! take one, a 41-byte trace id three), and publish them together with one release store of
-//! `write_cursor`: a reader sees all of them or none. A lane without room for all of them drops
+//! `write_cursor`: a reader sees all of them or none. The value's record is stamped with
+//! CLOCK_MONOTONIC, not the coarse clock the other records carry (CLOCKS in `ringside.h`): an
+//! exemplar's time is shown to people, and a coarse reading may precede the call by up to a tick
+//! (a few ms); a span's carries its end, as any span's. A lane without room for all of them drops
 //! the value and its exemplar as one counted drop, as a thread without a lane does. No check, no
 //! allocation, no system call on the way. The collector keeps each window's largest values'
 //! exemplars and each bucket's latest, with the pid and the lane's thread id and name, in

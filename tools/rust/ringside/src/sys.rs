@@ -119,7 +119,8 @@ pub fn clock_coarse_ns() -> u64 {
     clock(CLOCK_MONOTONIC_COARSE)
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: the precise clock (`rs_clock_precise_ns`), spans' where the TSC is not usable.
+/// CLOCK_MONOTONIC in nanoseconds: the precise clock (`rs_clock_precise_ns`): a value's with an
+/// exemplar, and spans' where the TSC is not usable.
 #[inline]
 pub fn clock_precise_ns() -> u64 {
     clock(CLOCK_MONOTONIC)
