@@ -35,7 +35,7 @@ use crate::shm::{self, Mapping, RegistryEntry, Sampling, Writer, Writers};
 use crate::span_clock;
 use crate::sys::{self, PMutex};
 use std::collections::HashMap;
-use std::ffi::c_void;
+use std::ffi::{c_void, OsStr, OsString};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
@@ -126,14 +126,19 @@ pub struct Options {
     /// Write the bot as one of its workers, beside other processes that write it: this process
     /// writes a file of its own, `<dir>/ringside.<name>@<pid>` (a bot file like any other, with a
     /// registry of its own), which the collector merges with the bot's other files (WORKERS in
-    /// ringside.h). Default false: `<dir>/ringside.<name>`, one process's.
+    /// ringside.h); or `<dir>/ringside.<name>@<pid>.<n>`, `n` random (getrandom), when that name
+    /// is unusable (another user's file planted there, a link, a directory, a file it cannot take
+    /// over or one another live process holds), up to 8 such names. Default false:
+    /// `<dir>/ringside.<name>`, one process's.
     pub worker: bool,
     /// The bound on the bot's worker files, 1 to 65,536; 0: 256 (`RS_DEFAULT_MAX_WORKERS`). A
     /// process that becomes a worker (by `worker`, or a forked child at its first record) while
-    /// the directory holds this many worker files of the bot, its own aside, makes no other: it
+    /// the directory holds this many worker files of the bot owned by its user, its own aside
+    /// (another user's files never count, and are never continued), makes no other: it
     /// continues the file of a worker that is gone (the process its name gives no longer exists,
     /// and the file's lock is free), as a restarted bot attaches its own file, its counters
-    /// continuing that file's totals. When every one is held by a live worker, it writes nothing
+    /// continuing that file's totals; so does one whose own name and 8 random ones were all
+    /// unusable (see `worker`). When every one is held by a live worker, it writes nothing
     /// to the bot ([`Error::TooManyWorkers`]; a forked child says so once on stderr), and adds 1
     /// to `workers_refused` in the bot's own file. A forked child takes its parent's bound.
     pub max_workers: u32,
@@ -757,9 +762,10 @@ fn disown(bot: &BotInner, state: &mut BotState) {
 impl BotInner {
     /// In a forked child, at its first record, registration or lane claim through a bot its
     /// parent attached: the child becomes a worker of the bot (`rsp_become_worker`). It writes a
-    /// file of its own, `<name>@<pid>`, of the parent's shape and mode, whose registry starts with
-    /// the parent's entries at the same indices, so the handles it inherited keep working; the
-    /// collector merges it with the bot's other files. Under the bot's mutex: no thread holds a
+    /// file of its own, `<name>@<pid>` (or `<name>@<pid>.<n>`: `attach_worker_file`), of the
+    /// parent's shape and mode, whose registry starts with the parent's entries at the same
+    /// indices, so the handles it inherited keep working; the collector merges it with the bot's
+    /// other files. Under the bot's mutex: no thread holds a
     /// writer of this generation yet (see `claim`), and a fork meanwhile waits in fork_prepare.
     /// Err: why not (said once on stderr); the child then writes nothing to the bot, and later
     /// calls are [`Error::Forked`] at once.
@@ -1363,41 +1369,110 @@ fn file_path(name: &str, directory: &Path, worker: Option<u32>) -> Result<PathBu
     if let Some(pid) = worker {
         path.push(format!("{WORKER_SEPARATOR}{pid}"));
     }
-    if path.len() > 4095 {
+    if path.len() > PATH_MAX {
         let whose = if worker.is_some() { "worker's" } else { "bot's" };
         return Err(Error::InvalidOption {
             bot: name.to_string(),
-            reason: format!("the {whose} path in {} is longer than 4095 bytes", directory.display()),
+            reason: format!("the {whose} path in {} is longer than {PATH_MAX} bytes", directory.display()),
         });
     }
     Ok(PathBuf::from(path))
 }
 
-/// The pid a directory entry names if it is a worker file of bot `name` (`ringside.<name>@<pid>`,
-/// the pid of 1 to 10 digits without a leading zero, at most i32::MAX), else None
-/// (`rsp_worker_pid_of_entry`).
+/// The longest path of a bot's file, in bytes (`rs_bot`'s `path`, its NUL aside).
+const PATH_MAX: usize = 4095;
+
+/// A worker's own path `own` (`<directory>/ringside.<name>@<pid>`) with the random number
+/// `suffix` of a name taken in its place, `<own>.<suffix>` (WORKERS in ringside.h); None if too long.
+fn suffixed_path(own: &Path, suffix: u32) -> Option<PathBuf> {
+    let mut path = own.as_os_str().to_os_string();
+    path.push(format!("{WORKER_SUFFIX_SEPARATOR}{suffix}"));
+    (path.len() <= PATH_MAX).then(|| PathBuf::from(path))
+}
+
+/// `<directory>/<entry>`: the path of a directory entry, as C writes it.
+fn entry_path(directory: &Path, entry: &OsStr) -> PathBuf {
+    let mut path = directory.to_path_buf().into_os_string();
+    path.push("/");
+    path.push(entry);
+    PathBuf::from(path)
+}
+
+/// The number of 1 to 10 ASCII digits, without a leading 0, at the start of `text`, if it is at
+/// most `most`, and the bytes after them (`rsp_read_number`).
+fn read_number(text: &[u8], most: u64) -> Option<(u64, &[u8])> {
+    let digits = text.iter().take_while(|byte| byte.is_ascii_digit()).count();
+    if !(1..=10).contains(&digits) || text[0] == b'0' {
+        return None;
+    }
+    let value = text[..digits].iter().fold(0u64, |value, digit| value * 10 + u64::from(digit - b'0'));
+    (value <= most).then_some((value, &text[digits..]))
+}
+
+/// The pid a directory entry names if it is a worker file of bot `name`, else None
+/// (`rsp_worker_pid_of_entry`): `ringside.<name>@<pid>`, or `ringside.<name>@<pid>.<n>` (a name
+/// taken in place of an unusable one: WORKERS in ringside.h), the pid of 1 to 10 digits without a
+/// leading zero, at most i32::MAX, and `n` likewise, at most u32::MAX.
 fn worker_pid_of_entry(entry: &[u8], name: &str) -> Option<i32> {
-    let digits = entry
+    let after = entry
         .strip_prefix(FILE_PREFIX.as_bytes())?
         .strip_prefix(name.as_bytes())?
         .strip_prefix(WORKER_SEPARATOR.as_bytes())?;
-    if digits.is_empty() || digits[0] == b'0' || digits.len() > 10 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let pid = digits.iter().fold(0i64, |pid, digit| pid * 10 + i64::from(digit - b'0'));
-    i32::try_from(pid).ok()
+    let (pid, rest) = read_number(after, i32::MAX as u64)?;
+    let rest = match rest.strip_prefix(WORKER_SUFFIX_SEPARATOR.as_bytes()) {
+        Some(suffix) => read_number(suffix, u32::MAX as u64)?.1,
+        None => rest,
+    };
+    rest.is_empty().then_some(pid as i32)
 }
 
-/// The pids of the bot's worker files in `directory`, in the directory's order, but `me`'s;
+/// The bot's worker files in `directory` of this process's user (regular files, never through a
+/// link: `rsp_entry_is_ours`), but `me`'s own name, in the directory's order: each one's pid and
+/// entry. Another user's files never count, and are never continued (WORKERS in ringside.h).
 /// None when the directory cannot be read.
-fn other_workers(directory: &Path, name: &str, me: i32) -> Option<Vec<i32>> {
+fn other_workers(directory: &Path, name: &str, me: i32) -> Option<Vec<(i32, OsString)>> {
+    let euid = sys::effective_uid();
     let entries = std::fs::read_dir(directory).ok()?;
-    let pids = entries
+    let workers = entries
         .filter_map(Result::ok)
-        .filter_map(|entry| worker_pid_of_entry(entry.file_name().as_bytes(), name))
-        .filter(|&pid| pid != me)
+        .filter_map(|entry| {
+            let pid = worker_pid_of_entry(entry.file_name().as_bytes(), name)?;
+            // DirEntry::metadata is fstatat(AT_SYMLINK_NOFOLLOW): a link is a link, not its target.
+            let ours = entry.metadata().is_ok_and(|m| m.file_type().is_file() && m.uid() == euid);
+            (pid != me && ours).then(|| (pid, entry.file_name()))
+        })
         .collect();
-    Some(pids)
+    Some(workers)
+}
+
+/// A random worker suffix, 1 to u32::MAX (`rsp_random_suffix`): from getrandom, which another
+/// user cannot foresee; else the clock's and the pid's bits, which still differ from one try to
+/// the next.
+fn random_suffix() -> u32 {
+    let value = sys::random_u32().unwrap_or_else(|| {
+        ((sys::clock_precise_ns().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32) ^ std::process::id()
+    });
+    value.max(1)
+}
+
+/// Whether an attach's failure means the name is unusable to this process, so that another name
+/// may serve (`rsp_name_is_unusable`): another user's file or one it may not open, a link, a
+/// directory or a file that is not a regular one, a file it cannot take over (corrupt, of another
+/// format or shape, replaced under it again and again), or one held by another live process. A
+/// want of space is not: another name would not cure it.
+fn name_is_unusable(error: &Error) -> bool {
+    match error {
+        Error::ProducerAlive { .. }
+        | Error::PermissionDenied { .. }
+        | Error::SymbolicLink { .. }
+        | Error::Corrupt { .. }
+        | Error::Incompatible { .. }
+        | Error::NotReady { .. } => true,
+        Error::Io { source, .. } => {
+            matches!(source.raw_os_error(), Some(sys::EACCES | sys::EPERM | sys::ELOOP | sys::EISDIR | sys::ENXIO))
+        }
+        _ => false,
+    }
 }
 
 /// Adds 1 to `workers_refused` in the bot's own file, `<directory>/ringside.<name>`, if it is there
@@ -1426,11 +1501,13 @@ fn count_refused_worker(name: &str, directory: &Path) -> bool {
 }
 
 /// Attaches this process's worker file within the bound (`rsp_attach_worker_file`; WORKERS in
-/// ringside.h): while the directory holds fewer than `max_workers` worker files of the bot (its
-/// own aside), its own, `own` (`<name>@<pid>`); past it, or when another live process holds its
-/// own (a continued file whose first worker had this pid), the file of a worker that is gone,
-/// whose totals it continues. Returns the file attached and its path. When every one is held,
-/// [`Error::TooManyWorkers`], counted in the bot's file.
+/// ringside.h): while the directory holds fewer than `max_workers` worker files of the bot of this
+/// user (its own aside), its own, `own` (`<name>@<pid>`), or, when that name is unusable (another
+/// user's file planted there, a link, a file held by another live process), one of
+/// `WORKER_NAME_ATTEMPTS` random `<name>@<pid>.<n>`; past the bound, or when none of them serves,
+/// the file of a worker of this user that is gone, whose totals it continues. Returns the file
+/// attached and its path. When every one is held, [`Error::TooManyWorkers`], counted in the bot's
+/// file. A want of space is returned as it is: another name would not cure it.
 fn attach_worker_file(
     name: &str,
     directory: &Path,
@@ -1439,36 +1516,46 @@ fn attach_worker_file(
 ) -> Result<(File, Attached, FileId, PathBuf), Error> {
     let bound = if o.max_workers == 0 { DEFAULT_MAX_WORKERS } else { o.max_workers };
     let me = std::process::id() as i32;
-    let attach_own = || {
-        let (file, attached, id) = Target { name, path: own, directory }.attach(o)?;
-        Ok((file, attached, id, own.to_path_buf()))
+    let attach = |path: &Path| {
+        let (file, attached, id) = Target { name, path, directory }.attach(o)?;
+        Ok((file, attached, id, path.to_path_buf()))
     };
     let Some(others) = other_workers(directory, name, me) else {
-        return attach_own(); // the attach says what is wrong with the directory
+        return attach(own); // the attach says what is wrong with the directory
     };
     let others = others.len() as u32;
     if others < bound {
-        match attach_own() {
-            // Held by this very process (a second attach as a worker): one worker file per
-            // process, refused as any second attach of a live bot is. (C goes on as if another
-            // process held it.)
-            Err(error @ Error::ProducerAlive { pid, .. }) if pid == me => return Err(error),
-            // Our name held by another live process (a continued file whose first worker had
-            // our pid): continue a gone worker's file instead, as past the bound.
-            Err(Error::ProducerAlive { .. }) => {}
+        let mut result = attach(own);
+        // Held by this very process (a second attach as a worker): one worker file per process,
+        // refused as any second attach of a live bot is. (C takes it for an unusable name.)
+        if matches!(result, Err(Error::ProducerAlive { pid, .. }) if pid == me) {
+            return result;
+        }
+        for _ in 0..WORKER_NAME_ATTEMPTS {
+            if !matches!(&result, Err(error) if name_is_unusable(error)) {
+                break;
+            }
+            let Some(path) = suffixed_path(own, random_suffix()) else { break };
+            result = attach(&path);
+        }
+        match result {
+            // Every name unusable (held by another live process, say): continue a gone worker's
+            // file instead, as past the bound.
+            Err(error) if name_is_unusable(&error) => {}
             result => return result,
         }
     }
     // The directory again, as C reads it again: the files there now.
-    for pid in other_workers(directory, name, me).unwrap_or_default() {
+    for (pid, entry) in other_workers(directory, name, me).unwrap_or_default() {
         // A file is its worker's while that process lives, even before it holds the lock
         // (between creating the file and locking it): only a gone worker's file is continued.
         if sys::process_exists(pid) {
             continue;
         }
-        let Ok(path) = file_path(name, directory, Some(pid as u32)) else { continue };
-        // Under its lock, and only if it is still the file at its name (`open_and_lock`); held,
-        // or not one to continue (another shape, corrupt): the next.
+        // By the entry's own name, `<name>@<pid>` or `<name>@<pid>.<n>`, under its lock, and only
+        // if it is still the file at its name (`open_and_lock`); held, or not one to continue
+        // (another shape, corrupt): the next.
+        let path = entry_path(directory, &entry);
         if let Ok((file, attached, id)) = (Target { name, path: &path, directory }).attach(o) {
             return Ok((file, attached, id, path));
         }
@@ -1476,7 +1563,7 @@ fn attach_worker_file(
     Err(Error::TooManyWorkers {
         bot: name.to_string(),
         workers: others,
-        own_file_held: (others < bound).then(|| own.to_path_buf()),
+        own_file_unusable: (others < bound).then(|| own.to_path_buf()),
         counted: count_refused_worker(name, directory),
     })
 }
@@ -1613,9 +1700,10 @@ impl Bot {
     }
 
     /// The file this process writes: `<dir>/ringside.<name>`, or a worker's
-    /// `<dir>/ringside.<name>@<pid>` (past `Options::max_workers`, the file of a gone worker it
-    /// continues, named by that worker's pid; in a forked child, the parent's file until the
-    /// child's first record makes it a worker); None when disabled.
+    /// `<dir>/ringside.<name>@<pid>` (`<name>@<pid>.<n>` when its own name was unusable; past
+    /// `Options::max_workers`, the file of a gone worker it continues, by that file's name; in a
+    /// forked child, the parent's file until the child's first record makes it a worker); None
+    /// when disabled.
     pub fn path(&self) -> Option<PathBuf> {
         let state = self.inner.state.lock();
         Some(state.path.clone()).filter(|path| !path.as_os_str().is_empty())
@@ -1665,5 +1753,107 @@ impl Bot {
     /// ([`Error::InvalidOption`]) for a name holding a NUL.
     pub fn name_thread(&self, name: &str) -> Result<(), Error> {
         self.inner.name_thread(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_files_name_gives_its_pid_with_or_without_a_random_number() {
+        let pid = |entry: &str| worker_pid_of_entry(entry.as_bytes(), "bot-a");
+        assert_eq!(pid("ringside.bot-a@4242"), Some(4242));
+        assert_eq!(pid("ringside.bot-a@4242.3141592653"), Some(4242));
+        assert_eq!(pid("ringside.bot-a@1.1"), Some(1));
+        assert_eq!(pid("ringside.bot-a@2147483647.4294967295"), Some(i32::MAX), "the largest of each");
+        // Not a worker file of this bot.
+        for entry in ["ringside.bot-a", "ringside.bot-b@4242", "ringside.bot-a.x@4242", "bot-a@4242", "ringside.bot-a@"]
+        {
+            assert_eq!(pid(entry), None, "{entry}");
+        }
+        // Bad pids.
+        for entry in ["ringside.bot-a@0", "ringside.bot-a@04242", "ringside.bot-a@2147483648", "ringside.bot-a@-1"] {
+            assert_eq!(pid(entry), None, "{entry}");
+        }
+        assert_eq!(pid("ringside.bot-a@12345678901"), None, "11 digits");
+        // Bad suffixes: empty, a leading 0, 0, past u32::MAX, 11 digits, not digits, a second one.
+        for entry in [
+            "ringside.bot-a@4242.",
+            "ringside.bot-a@4242.0",
+            "ringside.bot-a@4242.07",
+            "ringside.bot-a@4242.4294967296",
+            "ringside.bot-a@4242.12345678901",
+            "ringside.bot-a@4242.x",
+            "ringside.bot-a@4242.1x",
+            "ringside.bot-a@4242.+1",
+            "ringside.bot-a@4242.1.2",
+            "ringside.bot-a@4242..1",
+            "ringside.bot-a@4242-1",
+        ] {
+            assert_eq!(pid(entry), None, "{entry}");
+        }
+        // A bot whose name holds dots: the suffix is read after the '@' only.
+        assert_eq!(worker_pid_of_entry(b"ringside.a.b@77.5", "a.b"), Some(77));
+        assert_eq!(worker_pid_of_entry(b"ringside.a.b@77.5", "a"), None);
+    }
+
+    #[test]
+    fn a_name_taken_in_place_of_its_own_is_its_own_and_a_random_number() {
+        let own = file_path("bot-a", Path::new("/dev/shm"), Some(4242)).unwrap();
+        assert_eq!(suffixed_path(&own, 3_141_592_653), Some(PathBuf::from("/dev/shm/ringside.bot-a@4242.3141592653")));
+        let name = suffixed_path(&own, random_suffix()).unwrap();
+        let entry = name.file_name().unwrap().as_bytes();
+        assert_eq!(worker_pid_of_entry(entry, "bot-a"), Some(4242), "{}", name.display());
+        // Past PATH_MAX: no such name.
+        let long = PathBuf::from(format!("/{}/ringside.bot-a@4242", "d".repeat(PATH_MAX - 23)));
+        assert_eq!(long.as_os_str().len(), PATH_MAX - 2);
+        assert_eq!(suffixed_path(&long, 1).map(|p| p.as_os_str().len()), Some(PATH_MAX));
+        assert_eq!(suffixed_path(&long, 10), None);
+    }
+
+    #[test]
+    fn only_a_name_another_name_may_cure_is_unusable() {
+        let path = PathBuf::from("/dev/shm/ringside.bot-a@4242");
+        let (bot, directory) = ("bot-a".to_string(), PathBuf::from("/dev/shm"));
+        let unusable = [
+            Error::ProducerAlive { bot: bot.clone(), pid: 7 },
+            Error::PermissionDenied { bot: bot.clone(), path: path.clone(), owner: Some(65534), reason: String::new() },
+            Error::SymbolicLink { bot: bot.clone(), path: path.clone() },
+            Error::Corrupt { bot: bot.clone(), path: path.clone(), reason: String::new() },
+            Error::Incompatible { bot: bot.clone(), path: path.clone(), version: Some(2), reason: String::new() },
+            Error::NotReady { bot: bot.clone(), path: path.clone() },
+            Error::io(&bot, "open", &path, sys::EISDIR),
+            Error::io(&bot, "open", &path, sys::ENXIO),
+            Error::io(&bot, "open", &path, sys::EPERM),
+        ];
+        for error in &unusable {
+            assert!(name_is_unusable(error), "{error:?}");
+        }
+        let not = [
+            Error::NoSpace { bot: bot.clone(), path: path.clone(), directory: directory.clone(), bytes: 4096 },
+            Error::NoInodes { bot: bot.clone(), path: path.clone(), directory },
+            Error::io(&bot, "open", &path, sys::ENOSPC),
+            Error::io(&bot, "open", &path, sys::EDQUOT),
+            Error::io(&bot, "open", &path, sys::EIO),
+        ];
+        for error in &not {
+            assert!(!name_is_unusable(error), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn a_worker_refused_for_want_of_a_usable_name_says_so_as_c_does() {
+        let refused = Error::TooManyWorkers {
+            bot: "bot-a".into(),
+            workers: 3,
+            own_file_unusable: Some(PathBuf::from("/dev/shm/ringside.bot-a@4242")),
+            counted: true,
+        };
+        assert_eq!(
+            refused.to_string(),
+            "bot bot-a: its worker file /dev/shm/ringside.bot-a@4242 and 8 other names were unusable, and no gone \
+             worker's file is free to continue; counted in the bot's file (workers_refused)"
+        );
     }
 }

@@ -55,13 +55,14 @@ pub enum Error {
     /// The process already holds 64 bots at once.
     TooManyBots { bot: String },
     /// The bound on worker files (`Options::max_workers`; WORKERS in ringside.h): the directory
-    /// holds `workers` worker files of the bot (this process's aside), at least `max_workers`,
-    /// each held by a live worker, so there is no gone worker's file to continue; or this
-    /// process's own worker file (`own_file_held`) is held by another live process (a continued
-    /// file whose first worker had this pid) and no gone worker's file is free to continue. The
-    /// process writes nothing to the bot (`RS_E_TOO_MANY_WORKERS`). `counted`: the refusal was
-    /// added to `workers_refused` in the bot's own file (false when that file is missing).
-    TooManyWorkers { bot: String, workers: u32, own_file_held: Option<PathBuf>, counted: bool },
+    /// holds `workers` worker files of the bot of this user (this process's aside), at least
+    /// `max_workers`, each held by a live worker, so there is no gone worker's file to continue;
+    /// or this process's own worker file (`own_file_unusable`, `<name>@<pid>`) and the 8 random
+    /// names it tried in its place (`<name>@<pid>.<n>`) were all unusable (another user's files,
+    /// links, files held by other live processes) and no gone worker's file is free to continue.
+    /// The process writes nothing to the bot (`RS_E_TOO_MANY_WORKERS`). `counted`: the refusal
+    /// was added to `workers_refused` in the bot's own file (false when that file is missing).
+    TooManyWorkers { bot: String, workers: u32, own_file_unusable: Option<PathBuf>, counted: bool },
     /// This process (`pid`), a fork of one that attached the bot, could not make its worker file
     /// of the bot (`reason`; said once on stderr): it writes nothing to the bot.
     Forked { bot: String, pid: u32, reason: String },
@@ -161,13 +162,14 @@ impl fmt::Display for Error {
                 write!(f, "{} kept being replaced while attaching (8 attempts)", path.display())
             }
             Error::TooManyBots { .. } => write!(f, "the process already holds 64 bots; drop one first"),
-            Error::TooManyWorkers { workers, own_file_held, counted, .. } => {
-                match own_file_held {
+            Error::TooManyWorkers { workers, own_file_unusable, counted, .. } => {
+                match own_file_unusable {
                     Some(path) => write!(
                         f,
-                        "its worker file {} is held by another live process, and no gone worker's file is free to \
-                         continue",
-                        path.display()
+                        "its worker file {} and {} other names were unusable, and no gone worker's file is free \
+                         to continue",
+                        path.display(),
+                        crate::layout::WORKER_NAME_ATTEMPTS
                     )?,
                     None => {
                         write!(f, "the bot has {workers} worker files (max_workers), each held by a live worker")?

@@ -32,6 +32,11 @@ pub const LOCK_BYTE_PRODUCER: i64 = 0;
 pub const FILE_PREFIX: &str = "ringside.";
 /// Between a bot's name and a worker's pid: worker 4242 of "bot-a" writes "ringside.bot-a@4242".
 pub const WORKER_SEPARATOR: &str = "@";
+/// Between a worker's pid and the random number of a name it took because its own was unusable
+/// (WORKERS in ringside.h): "ringside.bot-a@4242.3141592653".
+pub const WORKER_SUFFIX_SEPARATOR: &str = ".";
+/// Random names a worker tries, past its own, before it gives up (`RS_WORKER_NAME_ATTEMPTS`).
+pub const WORKER_NAME_ATTEMPTS: u32 = 8;
 pub const BOT_NAME_MAX: usize = 200;
 
 pub const KIND_COUNTER: u8 = 1;

@@ -89,7 +89,10 @@
 //! span's [`Span::finish_with_exemplar`] write the value's record flagged `RS_FLAG_EXEMPLAR` with
 //! the exemplar's length, then its bytes in the lane's next records (one per 16 bytes: 12 bytes
 //! take one, a 41-byte trace id three), and publish them together with one release store of
-//! `write_cursor`: a reader sees all of them or none. A lane without room for all of them drops
+//! `write_cursor`: a reader sees all of them or none. The value's record is stamped with
+//! CLOCK_MONOTONIC, not the coarse clock the other records carry (CLOCKS in `ringside.h`): an
+//! exemplar's time is shown to people, and a coarse reading may precede the call by up to a tick
+//! (a few ms); a span's carries its end, as any span's. A lane without room for all of them drops
 //! the value and its exemplar as one counted drop, as a thread without a lane does. No check, no
 //! allocation, no system call on the way. The collector keeps each window's largest values'
 //! exemplars and each bucket's latest, with the pid and the lane's thread id and name, in
@@ -183,10 +186,20 @@
 //! [`Bot::path`] and [`Bot::is_enabled`] follow: in a forked child, the parent's file and false
 //! until the first record, then the worker file and true.
 //!
+//! A name it cannot use is not a worker's end. Worker names are predictable, and `/dev/shm` is
+//! everyone's: another user may plant files under the names a bot's next children will want. A
+//! worker whose own name is unusable (another user's file, a link, a directory, a file it cannot
+//! take over, or one held by another live process) tries up to 8 names `<name>@<pid>.<n>`, `n`
+//! from 1 to 4,294,967,295 drawn from getrandom(2), which nobody can plant ahead of it; the
+//! collector takes the bot's name before the last `@`. Only when all of them are unusable does it
+//! continue a gone worker's file, or is refused, as below. A want of space is not retried under
+//! another name.
+//!
 //! A bot has at most `max_workers` worker files (`Options { max_workers: .. }`, 1 to 65,536; 0,
 //! the default, is 256; a forked child takes its parent's), as in C, Swift and Python (WORKERS
 //! in `ringside.h`): a process that becomes a worker, by the option or by a fork, while the
-//! directory holds that many worker files of the bot (its own aside) makes no other. It
+//! directory holds that many worker files of the bot owned by its user (its own aside; another
+//! user's files never count, and are never continued) makes no other. It
 //! continues the file of a worker that is gone (the process its name gives no longer exists and
 //! the file's lock is free; attached under the lock, and only if it is still the file at its
 //! name), as a restarted bot attaches its own file: its counters continue that file's totals,
@@ -195,9 +208,10 @@
 //! ("ringside: bot NAME: this forked child (pid P) writes nothing: the bot has N worker files
 //! (max_workers), each held by a live worker; counted in the bot's file (workers_refused)"), and
 //! either adds 1 atomically to `workers_refused` in the bot's own file, which the collector
-//! exports as `ringside_ring_workers_refused_total`. A worker whose own name another live process
-//! holds (a continued file whose first worker had its pid) continues a gone worker's file, or is
-//! refused the same way.
+//! exports as `ringside_ring_workers_refused_total`. A worker whose own name and 8 random ones
+//! were all unusable continues a gone worker's file (by that file's name, random number and all),
+//! or is refused the same way ("its worker file PATH and 8 other names were unusable, and no gone
+//! worker's file is free to continue; ...").
 //!
 //! A gauge declares how the collector merges it across the bot's workers, as C's
 //! `rs_bot_register_gauge`, Swift's `gauge(merge:)` and Python's `gauge(merge=)` do:
@@ -273,8 +287,7 @@
 //! writes nothing without a word).
 //! A worker whose own worker file this very process holds already (a second attach as a worker)
 //! is refused with [`Error::ProducerAlive`], as any second attach of a live bot; C takes it for
-//! a file another live process holds, and continues a gone worker's file or refuses it as
-//! `RS_E_TOO_MANY_WORKERS`, counted in `workers_refused`.
+//! an unusable name, and makes a second worker file under a random name (`<name>@<pid>.<n>`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]

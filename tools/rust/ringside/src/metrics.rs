@@ -49,9 +49,10 @@ impl Histogram {
 
     /// Records an observation with an exemplar that names it (an order id, a trace id): the
     /// value's record, then the exemplar's bytes in the lane's next records (one more per 16
-    /// bytes), published together (EXEMPLARS in ringside.h). The collector keeps it if the value
-    /// is among the slowest of its window, or the latest of its bucket, and exports it. The
-    /// exemplar was checked when made, so this never fails and allocates nothing. Returns as
+    /// bytes), published together (EXEMPLARS in ringside.h), stamped with CLOCK_MONOTONIC (never
+    /// before the call, as the coarse clock may be: CLOCKS in ringside.h). The collector keeps it
+    /// if the value is among the slowest of its window, or the latest of its bucket, and exports
+    /// it. The exemplar was checked when made, so this never fails and allocates nothing. Returns as
     /// [`Histogram::record`] does; a lane without room for the value and all of its exemplar
     /// drops both, counted once.
     #[inline]

@@ -1127,14 +1127,16 @@ impl Writer {
         }
     }
 
-    /// `write_exemplar_at` stamped with the coarse clock, read only when there is a lane.
+    /// `write_exemplar_at` stamped with the precise clock (CLOCK_MONOTONIC), read only when
+    /// there is a lane: an exemplar's time is shown to people beside an order id, and the coarse
+    /// clock's reading may precede the call by up to its resolution (CLOCKS in ringside.h).
     #[inline(always)]
     pub fn write_exemplar(&self, metric: u32, value: u64, padded: &[u8; EXEMPLAR_MAX], length: usize) -> bool {
         // SAFETY: a read of a field only the holder (or nobody) writes.
         if unsafe { (*self.fields.get()).records.is_null() } {
             return self.lose(metric, KIND_HISTOGRAM, value); // no clock read
         }
-        self.write_exemplar_at(metric, 0, value, sys::clock_coarse_ns(), padded, length)
+        self.write_exemplar_at(metric, 0, value, sys::clock_precise_ns(), padded, length)
     }
 
     /// "1 in N" sampling (`rs_producer_sample`): true when this call is the one of N to write.

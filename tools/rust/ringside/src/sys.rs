@@ -2,8 +2,8 @@
 //! for Linux on x86_64 and aarch64, with glibc or musl. Every function here is a thin, safe
 //! wrapper: it returns `Err(errno)` instead of setting `errno`. Files are opened with `std::fs`;
 //! what std does not offer (mmap, OFD locks, posix_fallocate, the coarse clock, the TSC and CPUID,
-//! fork handlers, a pthread key for thread exits, a mutex that fork handlers can lock and unlock)
-//! is here.
+//! fork handlers, a pthread key for thread exits, a mutex that fork handlers can lock and unlock,
+//! getrandom) is here.
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("ringside writes /dev/shm files with OFD locks: it supports Linux only");
@@ -15,11 +15,13 @@ use std::os::raw::{c_int, c_long, c_uint, c_void};
 
 pub type Errno = i32;
 
-const EPERM: Errno = 1;
+pub const EPERM: Errno = 1;
 pub const EINTR: Errno = 4;
 pub const EIO: Errno = 5;
+pub const ENXIO: Errno = 6;
 pub const EAGAIN: Errno = 11;
 pub const EACCES: Errno = 13;
+pub const EISDIR: Errno = 21;
 pub const ENOSPC: Errno = 28;
 pub const ELOOP: Errno = 40;
 pub const EDQUOT: Errno = 122;
@@ -52,6 +54,10 @@ const TASK_COMM_LEN: usize = 16;
 const SYS_GETTID: c_long = 186;
 #[cfg(target_arch = "aarch64")]
 const SYS_GETTID: c_long = 178;
+#[cfg(target_arch = "x86_64")]
+const SYS_GETRANDOM: c_long = 318;
+#[cfg(target_arch = "aarch64")]
+const SYS_GETRANDOM: c_long = 278;
 
 /// `struct timespec` on 64-bit Linux.
 #[repr(C)]
@@ -119,7 +125,8 @@ pub fn clock_coarse_ns() -> u64 {
     clock(CLOCK_MONOTONIC_COARSE)
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: the precise clock (`rs_clock_precise_ns`), spans' where the TSC is not usable.
+/// CLOCK_MONOTONIC in nanoseconds: the precise clock (`rs_clock_precise_ns`): a value's with an
+/// exemplar, and spans' where the TSC is not usable.
 #[inline]
 pub fn clock_precise_ns() -> u64 {
     clock(CLOCK_MONOTONIC)
@@ -193,6 +200,17 @@ pub fn thread_name() -> ([u8; TASK_COMM_LEN], usize) {
     }
     let length = name.iter().position(|&b| b == 0).unwrap_or(TASK_COMM_LEN);
     (name, length)
+}
+
+/// Four random bytes from the kernel (getrandom(2), flags 0: from its pool, which waits only
+/// until the pool is first seeded at boot); None if the call fails (a kernel before 3.17, or a
+/// seccomp filter that refuses it).
+pub fn random_u32() -> Option<u32> {
+    let mut value: u32 = 0;
+    let length = std::mem::size_of::<u32>();
+    // SAFETY: getrandom writes at most `length` bytes into the buffer, which is `value`'s own.
+    let got = unsafe { syscall(SYS_GETRANDOM, &mut value as *mut u32 as *mut c_void, length, 0 as c_uint) };
+    (got == length as c_long).then_some(value)
 }
 
 pub fn effective_uid() -> u32 {
@@ -394,6 +412,13 @@ mod tests {
         assert!(precise >= coarse && precise - coarse < 100_000_000, "{coarse} {precise}");
         assert!(clock_realtime_ns() > 1_600_000_000_000_000_000);
         assert!(gettid() > 0);
+    }
+
+    #[test]
+    fn getrandom_gives_random_words() {
+        let words: Vec<u32> = (0..4).map(|_| random_u32().expect("getrandom(2) on this kernel")).collect();
+        // Four equal draws of 32 random bits: one chance in 2^96.
+        assert!(words.iter().any(|&word| word != words[0]), "{words:?}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{thread_id, Collector, Json, Record, RingFile, ScratchDir};
+use common::{clock_monotonic_ns, thread_id, Collector, Json, Record, RingFile, ScratchDir};
 use ringside::{Bot, Error, Exemplar, Options, Unit};
 use std::path::Path;
 use std::process::Command;
@@ -261,6 +261,46 @@ fn exemplars_too_long_or_malformed_are_refused_when_made_and_nothing_is_written(
     assert!(fill.record_with_exemplar(7, &Exemplar::new(&[("trace_id", &trace[..55])]).unwrap()), "64 bytes fit");
     let file = RingFile::read(&dir.file("rs-exemplar-refused"));
     assert_eq!((file.lane(0).write_cursor, file.lane(0).dropped_total), (5, 0), "the value and 4 exemplar records");
+}
+
+#[test]
+fn a_value_with_an_exemplar_is_stamped_with_the_precise_clock_never_before_its_call() {
+    let dir = ScratchDir::new("exemplar-stamp");
+    let bot = Bot::attach_with("rs-exemplar-stamp", Options { lane_capacity: Some(4096), ..options(&dir) }).unwrap();
+    let fill = bot.histogram("fill", Unit::Nanoseconds, &[]).unwrap();
+    let exemplar = Exemplar::new(&[("order_id", "A17")]).unwrap(); // a value and its exemplar: 2 slots
+                                                                   // The coarse clock lags CLOCK_MONOTONIC by up to its resolution (a few ms): over a thousand
+                                                                   // calls spread over milliseconds, a coarse stamp would fall before its call.
+    let calls = 1_000u64;
+    let mut before = Vec::with_capacity(calls as usize);
+    for index in 0..calls {
+        before.push(clock_monotonic_ns());
+        assert!(fill.record_with_exemplar(index, &exemplar), "call {index} written");
+        if index % 100 == 99 {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let file = RingFile::read(&dir.file("rs-exemplar-stamp"));
+    assert_eq!(file.lanes_allocated(), 1, "one thread, one lane");
+    let values: Vec<Record> = file.records(0).into_iter().filter(|r| r.kind == HISTOGRAM).collect();
+    assert_eq!(
+        values.iter().map(|r| r.value).collect::<Vec<_>>(),
+        (0..calls).collect::<Vec<_>>(),
+        "every call, in order"
+    );
+    assert!(values.iter().all(|r| r.flags & FLAG_EXEMPLAR != 0), "each with its exemplar");
+    let early: Vec<(u64, u64, u64)> = values
+        .iter()
+        .zip(&before)
+        .filter(|(record, &read)| record.timestamp_ns < read)
+        .map(|(record, &read)| (record.value, record.timestamp_ns, read))
+        .collect();
+    assert!(
+        early.is_empty(),
+        "{} of {calls} stamped before their call (value, stamp, the clock before the call), the first: {:?}",
+        early.len(),
+        &early[..early.len().min(5)]
+    );
 }
 
 #[test]

@@ -2,19 +2,24 @@
 //! Python's tests check it: past the bound a new worker continues the file of a worker that is
 //! gone, and when every one is held by a live worker it writes nothing, says why (a forked child
 //! once on stderr, a worker by option with `Error::TooManyWorkers`) and is counted in the bot's
-//! file's `workers_refused`. The tests fork the test process: they take turns (common::fork::take_turn), each child
-//! reports one byte to its parent, then waits for its word to `_exit` (or for the parent's end of
-//! the channel to close, if the parent's test fails first); the parent reaps every child.
+//! file's `workers_refused`. And a worker whose own name is unusable (held by another live
+//! process, a link, a directory, a corrupt file) takes `<name>@<pid>.<n>`, `n` random; only when
+//! that name and 8 random ones are all unusable (a read-only directory, as a user it binds) does it
+//! continue a gone worker's file, by that file's name, or is refused. The tests fork the test
+//! process: they take turns (common::fork::take_turn), each child reports one byte to its parent,
+//! then waits for its word to `_exit` (or for the parent's end of the channel to close, if the
+//! parent's test fails first); the parent reaps every child.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod common;
 
-use common::fork::{_exit, dup2, files_in, fork, take_turn, waitpid};
+use common::fork::{_exit, as_nobody, dup2, effective_uid, files_in, fork, take_turn, waitpid, NOBODY};
 use common::{Collector, RingFile, ScratchDir};
-use ringside::{Bot, Error, Options};
-use std::fs::File;
+use ringside::{Bot, Counter, Error, Options};
+use std::fs::{File, Permissions};
 use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -203,7 +208,7 @@ fn past_max_workers_a_worker_continues_a_gone_ones_file_or_is_refused_and_counte
     // A process attaching as a worker by option while every worker file is held: refused too.
     let refused = Bot::attach_with("rs-bound", Options { worker: true, ..options(&dir, 2) }).unwrap_err();
     assert!(
-        matches!(refused, Error::TooManyWorkers { workers: 2, own_file_held: None, counted: true, .. }),
+        matches!(refused, Error::TooManyWorkers { workers: 2, own_file_unusable: None, counted: true, .. }),
         "{refused:?}"
     );
     assert_eq!(
@@ -299,76 +304,190 @@ fn a_live_processs_worker_file_is_never_continued_even_unlocked() {
     holder.finish();
 }
 
+/// A forked child of `bot`'s process whose own worker name another live process holds: the
+/// child says it is there and waits for the word; meanwhile this process puts a file it holds at
+/// the child's worker name (`<bot>@<childpid>`: the lock goes with the open file), as a continued
+/// file whose first worker had the child's pid would be, and calls `before_word`. Then the child
+/// increments `increments` by 3 (its first record: it becomes a worker, or is refused) and reports
+/// whether it writes. Returns the child (reported), the holder and the child's own name.
+fn child_whose_name_is_held(
+    bot: &Bot,
+    increments: &Counter,
+    dir: &ScratchDir,
+    stderr: PathBuf,
+    before_word: impl FnOnce(),
+) -> (Child, Bot, PathBuf) {
+    let (mut go, child_go) = UnixStream::pair().unwrap();
+    let mut child = spawn_child(stderr, || {
+        let mut child_go = child_go;
+        // Only if the parent fails before its word: the child still ends.
+        let _ = child_go.set_read_timeout(Some(std::time::Duration::from_secs(60)));
+        let mut word = [0u8; 1];
+        if child_go.write_all(b"r").is_err() || child_go.read_exact(&mut word).is_err() {
+            return 2;
+        }
+        increments.increment(3);
+        u8::from(bot.is_enabled())
+    });
+    let mut word = [0u8; 1];
+    go.read_exact(&mut word).unwrap();
+    let holder = Bot::attach_with("rs-holder", options(dir, 0)).unwrap();
+    holder.counter("name_increments", &[]).unwrap();
+    let own = dir.path.join(format!("ringside.{}@{}", bot.name(), child.pid));
+    std::fs::rename(dir.file("rs-holder"), &own).unwrap();
+    before_word();
+    go.write_all(b"g").unwrap();
+    child.report();
+    (child, holder, own)
+}
+
+/// The worker files of bot `name` in `dir` named `<name>@<pid>.<n>`: (file name, n).
+fn random_names(dir: &ScratchDir, name: &str, pid: i32) -> Vec<(String, u32)> {
+    let prefix = format!("ringside.{name}@{pid}.");
+    let names = files_in(&dir.path).into_iter().filter(|file| file.starts_with(&prefix));
+    names.map(|file| (file.clone(), file[prefix.len()..].parse().unwrap_or_else(|e| panic!("{file}: {e}")))).collect()
+}
+
 #[test]
-fn a_worker_whose_own_name_another_live_process_holds_continues_a_gone_ones_file_or_is_refused() {
+fn a_worker_whose_own_name_another_live_process_holds_takes_a_random_name_in_its_place() {
     let _turn = take_turn();
     let dir = ScratchDir::new("bound-name");
     let logs = ScratchDir::new("bound-name-stderr");
     let bot = Bot::attach_with("rs-name", options(&dir, 0)).unwrap();
     let increments = bot.counter("name_increments", &[]).unwrap();
-    // A child that says it is there, waits for the word, then records: before it does, this
-    // process puts a file it holds at the child's worker name (the lock goes with the open file),
-    // as a continued file whose first worker had the child's pid would be.
-    let start = |index: usize| {
-        let (mut go, child_go) = UnixStream::pair().unwrap();
-        let mut child = spawn_child(logs.path.join(format!("child{index}")), || {
-            let mut child_go = child_go;
-            // Only if the parent fails before its word: the child still ends.
-            let _ = child_go.set_read_timeout(Some(std::time::Duration::from_secs(60)));
-            let mut word = [0u8; 1];
-            if child_go.write_all(b"r").is_err() || child_go.read_exact(&mut word).is_err() {
-                return 2;
-            }
-            increments.increment(3);
-            u8::from(bot.is_enabled())
-        });
-        let mut word = [0u8; 1];
-        go.read_exact(&mut word).unwrap();
-        let holder = Bot::attach_with("rs-holder", options(&dir, 0)).unwrap();
-        holder.counter("name_increments", &[]).unwrap();
-        let own = dir.path.join(format!("ringside.rs-name@{}", child.pid));
-        std::fs::rename(dir.file("rs-holder"), &own).unwrap();
-        go.write_all(b"g").unwrap();
-        child.report();
-        (child, holder, own)
-    };
-
-    // No gone worker's file to continue: refused, saying its own name is held.
-    let (refused, holder, own) = start(0);
-    assert_eq!(refused.reported, Some(0), "refused");
-    assert_eq!(
-        refused.said(),
-        format!(
-            "ringside: bot rs-name: this forked child (pid {}) writes nothing: its worker file {} is held by another \
-             live process, and no gone worker's file is free to continue; counted in the bot's file (workers_refused)\n",
-            refused.pid,
-            own.display()
-        )
-    );
-    assert_eq!(workers_refused(&dir.file("rs-name")), 1);
+    let (child, holder, own) = child_whose_name_is_held(&bot, &increments, &dir, logs.path.join("child"), || {});
+    assert_eq!(child.reported, Some(1), "a worker");
+    assert_eq!(child.said(), "", "nothing to say");
+    let taken = random_names(&dir, "rs-name", child.pid);
+    assert!(matches!(taken[..], [(_, n)] if n >= 1), "one name <name>@<pid>.<n>, n from 1: {taken:?}");
+    assert_eq!(files_in(&dir.path).len(), 3, "the bot's, the holder's at the child's name, the child's");
+    let file = RingFile::read(&dir.path.join(&taken[0].0));
+    assert_eq!((file.producer_pid(), counter_total(&file, 0)), (child.pid, 3), "the child's file and increments");
+    assert_eq!(file.entries(), RingFile::read(&dir.file("rs-name")).entries(), "the parent's registry");
     assert_eq!(counter_total(&RingFile::read(&own), 0), 0, "the holder's file untouched");
-    refused.finish();
+    assert_eq!(workers_refused(&dir.file("rs-name")), 0);
+    child.finish();
     drop(holder);
-    std::fs::remove_file(&own).unwrap();
+}
 
-    // A gone worker's file there: continued.
-    let gone = fork_child(logs.path.join("gone"), || {
-        increments.increment(10);
-        u8::from(bot.is_enabled())
+/// A directory that `read_only` makes unwritable (0555: no file can be made in it, unless by
+/// root) and `writable` writable again (0755), as the guard's drop does, even on a failure.
+struct Writable<'a>(&'a Path);
+
+impl Writable<'_> {
+    fn read_only(&self) {
+        std::fs::set_permissions(self.0, Permissions::from_mode(0o555)).unwrap();
+    }
+    fn writable(&self) {
+        std::fs::set_permissions(self.0, Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+impl Drop for Writable<'_> {
+    fn drop(&mut self) {
+        let _ = std::fs::set_permissions(self.0, Permissions::from_mode(0o755));
+    }
+}
+
+/// Runs `scenario` as a user whom a directory's mode binds: as nobody in a forked child, in
+/// directories made nobody's, when the test process is root (root may make files anywhere);
+/// else as the test process.
+fn unprivileged(dirs: &[&ScratchDir], scenario: impl FnOnce()) {
+    if effective_uid() != 0 {
+        return scenario();
+    }
+    for dir in dirs {
+        std::os::unix::fs::chown(&dir.path, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    as_nobody(scenario).unwrap();
+}
+
+#[test]
+fn a_worker_whose_own_name_and_every_random_one_are_unusable_continues_a_gone_ones_file_or_is_refused() {
+    let _turn = take_turn();
+    let dir = ScratchDir::new("bound-unusable");
+    let logs = ScratchDir::new("bound-unusable-stderr");
+    unprivileged(&[&dir, &logs], || {
+        let bot = Bot::attach_with("rs-unusable", options(&dir, 0)).unwrap();
+        let increments = bot.counter("name_increments", &[]).unwrap();
+        let writable = Writable(&dir.path);
+
+        // Its own name held, and no other name can be made (the directory is read-only): with no
+        // gone worker's file to continue, refused, and counted.
+        let (refused, holder, own) =
+            child_whose_name_is_held(&bot, &increments, &dir, logs.path.join("refused"), || writable.read_only());
+        writable.writable();
+        assert_eq!(refused.reported, Some(0), "refused");
+        assert_eq!(
+            refused.said(),
+            format!(
+                "ringside: bot rs-unusable: this forked child (pid {}) writes nothing: its worker file {} and 8 \
+                 other names were unusable, and no gone worker's file is free to continue; counted in the bot's \
+                 file (workers_refused)\n",
+                refused.pid,
+                own.display()
+            )
+        );
+        assert_eq!(workers_refused(&dir.file("rs-unusable")), 1);
+        assert_eq!(
+            files_in(&dir.path),
+            ["ringside.rs-unusable".to_string(), format!("ringside.rs-unusable@{}", refused.pid)]
+        );
+        assert_eq!(counter_total(&RingFile::read(&own), 0), 0, "the holder's file untouched");
+        refused.finish();
+        drop(holder);
+        std::fs::remove_file(&own).unwrap();
+
+        // A worker that took a random name (its own held, the directory writable), and is gone.
+        let (gone, holder, own) = child_whose_name_is_held(&bot, &increments, &dir, logs.path.join("gone"), || {});
+        assert_eq!(gone.reported, Some(1), "a worker");
+        let taken = random_names(&dir, "rs-unusable", gone.pid);
+        assert_eq!(taken.len(), 1, "{taken:?}");
+        gone.finish();
+        drop(holder);
+        std::fs::remove_file(&own).unwrap();
+
+        // Every name unusable again: the gone worker's file is continued, by its own name.
+        let (continuing, holder, _) =
+            child_whose_name_is_held(&bot, &increments, &dir, logs.path.join("continuing"), || writable.read_only());
+        writable.writable();
+        assert_eq!(continuing.reported, Some(1), "a worker");
+        assert_eq!(continuing.said(), "");
+        let continued = RingFile::read(&dir.path.join(&taken[0].0));
+        assert_eq!(continued.producer_pid(), continuing.pid);
+        assert_eq!(counter_total(&continued, 0), 6, "the gone worker's increments and the continuing one's");
+        assert_eq!(random_names(&dir, "rs-unusable", continuing.pid), [], "no name of its own");
+        assert_eq!(workers_refused(&dir.file("rs-unusable")), 1);
+        continuing.finish();
+        drop(holder);
     });
-    assert_eq!(gone.reported, Some(1));
-    let gone_pid = gone.pid;
-    gone.finish();
-    let (continuing, holder, own) = start(1);
-    assert_eq!(continuing.reported, Some(1), "a worker");
-    assert_eq!(continuing.said(), "");
-    let continued = RingFile::read(&dir.path.join(format!("ringside.rs-name@{gone_pid}")));
-    assert_eq!(continued.producer_pid(), continuing.pid);
-    assert_eq!(counter_total(&continued, 0), 13, "the gone worker's increments and the continuing one's");
-    assert_eq!(counter_total(&RingFile::read(&own), 0), 0, "the holder's file untouched");
-    assert_eq!(workers_refused(&dir.file("rs-name")), 1);
-    continuing.finish();
-    drop(holder);
+}
+
+#[test]
+fn a_link_a_directory_or_a_corrupt_file_at_a_workers_own_name_sends_it_to_a_random_name() {
+    let _turn = take_turn();
+    let dir = ScratchDir::new("bound-odd-names");
+    let pid = std::process::id() as i32;
+    let target = dir.path.join("target");
+    std::fs::write(&target, b"not a bot").unwrap();
+    let corrupt = vec![0xAB; 8192];
+    let own = |name: &str| dir.path.join(format!("ringside.{name}@{pid}"));
+    std::os::unix::fs::symlink(&target, own("rs-link")).unwrap();
+    std::fs::create_dir(own("rs-directory")).unwrap();
+    std::fs::write(own("rs-corrupt"), &corrupt).unwrap();
+    for name in ["rs-link", "rs-directory", "rs-corrupt"] {
+        let worker = Bot::attach_with(name, Options { worker: true, ..options(&dir, 0) }).unwrap();
+        let taken = random_names(&dir, name, pid);
+        assert!(matches!(taken[..], [(_, n)] if n >= 1), "{name}: {taken:?}");
+        let path = dir.path.join(&taken[0].0);
+        assert_eq!(worker.path(), Some(path.clone()), "{name}");
+        worker.counter("odd_increments", &[]).unwrap().increment(2);
+        assert_eq!(counter_total(&RingFile::read(&path), 0), 2, "{name}");
+    }
+    assert!(std::fs::symlink_metadata(own("rs-link")).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read(&target).unwrap(), b"not a bot", "the link's target untouched");
+    assert!(std::fs::symlink_metadata(own("rs-directory")).unwrap().is_dir());
+    assert_eq!(std::fs::read(own("rs-corrupt")).unwrap(), corrupt, "the corrupt file untouched");
 }
 
 #[test]
