@@ -167,12 +167,6 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         for process in processOrder where !process.isClosed {
             if let health = process.health { sample.processes[process.pid] = health }
         }
-        cpuNanosTotal &+= Self.threadCPUNanos() &- cpuBegan
-        sequence += 1
-        sample.sequence = sequence
-        sample.realtimeNanos = rs_clock_realtime_ns()
-        sample.figures.threads = sample.threads.count
-        sample.figures.processes = sample.processes.count
         // Every target is followed but those refused and those that could not be read (or whose process could not).
         for key in targets?.threads ?? [] {
             if isRefused(key) {
@@ -182,6 +176,12 @@ package final class ThreadHealthSampler: @unchecked Sendable {
             }
         }
         sample.refusals = refusalTotals
+        cpuNanosTotal &+= Self.threadCPUNanos() &- cpuBegan
+        sequence += 1
+        sample.sequence = sequence
+        sample.realtimeNanos = rs_clock_realtime_ns()
+        sample.figures.threads = sample.threads.count
+        sample.figures.processes = sample.processes.count
         sample.figures.roundSeconds = Double(rs_clock_precise_ns() &- began) / 1e9
         sample.figures.cpuSecondsTotal = Double(cpuNanosTotal) / 1e9
         sample.figures.keptDescriptors = kept
@@ -198,10 +198,11 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         let wanted = Set(new.threads)
         for key in Array(threads.keys) where !wanted.contains(key) { dropThread(key) }
         unreadable = unreadable.filter { wanted.contains($0.key) }
-        refusedThreads = refusedThreads.filter { wanted.contains($0.key) }
         for pid in Array(processes.keys) where new.processes[pid] == nil { dropProcess(pid) }
         unreadableProcesses = unreadableProcesses.filter { new.processes[$0.key] != nil }
-        refusedProcesses = refusedProcesses.filter { new.processes[$0.key] != nil }
+        // Judged again at once (a ring of the process's owner may name it now); counted only if new.
+        refusedThreads = [:]
+        refusedProcesses = [:]
         let named = Set(new.rings.flatMap { ring in [Refusal.Target(ring, lane: nil)] + ring.lanes.map { Refusal.Target(ring, lane: $0) } })
         refusals = refusals.filter { named.contains($0.target) }
         refusalTotals = refusalTotals.filter { new.names.allRings[$0.key] != nil }
@@ -219,8 +220,9 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         unreadable = unreadable.filter { $0.value > now }
         refusedProcesses = refusedProcesses.filter { $0.value > now }
         refusedThreads = refusedThreads.filter { $0.value > now }
-        nextRetryNanos = [unreadableProcesses, refusedProcesses].compactMap { $0.values.min() }.min() ?? .max
-        nextRetryNanos = min(nextRetryNanos, [unreadable, refusedThreads].compactMap { $0.values.min() }.min() ?? .max)
+        nextRetryNanos =
+            [unreadableProcesses.values.min(), refusedProcesses.values.min(), unreadable.values.min(), refusedThreads.values.min()]
+            .compactMap { $0 }.min() ?? .max
         processOrder = targets.processes.keys.sorted().compactMap { pid in
             guard unreadableProcesses[pid] == nil, refusedProcesses[pid] == nil else { return nil }
             if let process = processes[pid] { return process }
@@ -372,7 +374,6 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     private func refuseThread(_ thread: SampledThread) {
         dropThread(thread.key)
         refusedThreads[thread.key] = retryTime(after: rs_clock_precise_ns())
-        nextRetryNanos = min(nextRetryNanos, refusedThreads[thread.key] ?? .max)
     }
 
     /// Whether thread `key` is refused now: it, or its process, or by every ring of its process's owner.

@@ -6,6 +6,7 @@ import Ringside
 import RingsideHTTP
 import RingsideSnapshot
 import RingsideTestSupport
+import Synchronization
 import Testing
 
 /// `ringside-test-producer sched-threads` in `directory`: its pid and its threads' ids by name.
@@ -405,6 +406,35 @@ struct ThreadHealthTests {
                 page.contains("ringside_bot_process_threads{ring=\"mine\"} ")
                     && !page.contains("ringside_bot_process_threads{ring=\"posing\"}"))
             #expect(!page.contains("ringside_thread_cpu_seconds_total{ring=\"posing\""))
+        }
+    }
+
+    @Test("a process refused under another user's ring is read at once when a ring of its owner names it too, and not counted again")
+    func refusedProcessTakenUpByItsOwnersRing() throws {
+        try withRingDirectory { directory in
+            let bot = try SchedThreads(ring: "mine", in: directory)
+            defer { bot.process.kill() }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let real = pass(collector)
+            var posing = try #require(real.ring("mine"))
+            posing.name = "posing"
+            posing.bot = "posing"
+            posing.owner = geteuid() &+ 1
+            var onlyPosing = real
+            onlyPosing.rings = [posing]
+            let current = Mutex(onlyPosing)
+            let sampler = ThreadHealthSampler(
+                intervalNanos: 1_000_000_000, keptDescriptorLimit: 64, log: CapturedLog().log, source: { current.withLock { $0 } },
+                publish: { _ in })
+            let refused = sampler.sampleRound()
+            #expect(refused.processes.isEmpty && refused.refusals == ["posing": [.otherOwner: 4]])
+            var both = real
+            both.rings.append(posing)
+            both.generation = real.generation + 1
+            current.withLock { $0 = both }
+            let taken = sampler.sampleRound()
+            #expect(taken.processes[bot.pid] != nil && taken.threads.count == 3, "read in the next round, not 30 s later")
+            #expect(taken.refusals == ["posing": [.otherOwner: 4]], "the same refusals, counted once")
         }
     }
 
