@@ -32,6 +32,8 @@ final class MappedRingFile {
     var role: Role { handle.role }
     /// Which file this is: a bot file replaced under the same name has another identity.
     var identity: RingFileIdentity { handle.identity }
+    /// The user that owns the file (nil: not known).
+    var owner: UInt32? { handle.owner }
 
     private init(handle: RingFileHandle, header: RingFileHandle.Mapping, layout: RingLayout) {
         self.handle = handle

@@ -70,6 +70,8 @@ package final class RingConsumer {
     /// Records each lane holds.
     package var capacity: UInt64 { file.layout.capacity }
     package var identity: RingFileIdentity { file.identity }
+    /// The user that owns the file (nil: fstat failed when it was opened).
+    package var owner: UInt32? { file.owner }
     /// Lanes mapped so far.
     package var laneCount: Int { cursors.count }
     /// The file, for a `LaneWatch` in this module.

@@ -21,6 +21,9 @@ final class RingFileHandle {
     let role: Role
     /// Which file this is: a bot file replaced under the same name has another identity.
     let identity: RingFileIdentity
+    /// The user that owns the file (nil when fstat failed: never taken for root). Only root may
+    /// give a file away (chown), so it stays the owner while the file is open.
+    let owner: UInt32?
     private let descriptor: Int32
 
     private init(name: String, path: String, descriptor: Int32, role: Role) {
@@ -28,7 +31,9 @@ final class RingFileHandle {
         self.path = path
         self.descriptor = descriptor
         self.role = role
-        identity = RingFileIdentity((try? System.fstat(descriptor)) ?? stat())
+        let info = try? System.fstat(descriptor)
+        identity = RingFileIdentity(info ?? stat())
+        owner = info?.st_uid
     }
 
     deinit {

@@ -151,6 +151,73 @@ struct ContextSwitches: Equatable {
     private static let involuntaryKey = Array("nonvoluntary_ctxt_switches".utf8)
 }
 
+/// Who a process or thread is, from its `status`: its thread group (`Tgid`, the process's pid) and
+/// its credentials, each line once.
+struct TaskIdentity: Equatable {
+    var threadGroup: Int32
+    var credentials: Credentials
+
+    init(threadGroup: Int32, credentials: Credentials) {
+        self.threadGroup = threadGroup
+        self.credentials = credentials
+    }
+
+    /// Nil unless `Tgid`, `Uid` and `Gid` are each there once, the last two with four numbers.
+    init?(status text: ArraySlice<UInt8>) {
+        var group: Int32?, uids: [UInt32]?, gids: [UInt32]?
+        for line in text.split(separator: UInt8(ascii: "\n")) {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let key = line[..<colon]
+            let value = line[line.index(after: colon)...]
+            if key.elementsEqual(Self.groupKey) {
+                guard group == nil, let number = Self.numbers(value, count: 1)?.first, let pid = Int32(exactly: number) else { return nil }
+                group = pid
+            } else if key.elementsEqual(Self.uidKey) {
+                guard uids == nil, let numbers = Self.numbers(value, count: 4) else { return nil }
+                uids = numbers
+            } else if key.elementsEqual(Self.gidKey) {
+                guard gids == nil, let numbers = Self.numbers(value, count: 4) else { return nil }
+                gids = numbers
+            }
+        }
+        guard let group, let uids, let gids else { return nil }
+        self.init(threadGroup: group, credentials: Credentials(uids: uids, gids: gids))
+    }
+
+    /// Exactly `count` numbers below 2^32, each after spaces or tabs.
+    private static func numbers(_ text: ArraySlice<UInt8>, count: Int) -> [UInt32]? {
+        let words = text.split(whereSeparator: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") })
+        guard words.count == count else { return nil }
+        var numbers: [UInt32] = []
+        for word in words {
+            guard let value = parseUnsigned(word), let number = UInt32(exactly: value) else { return nil }
+            numbers.append(number)
+        }
+        return numbers
+    }
+
+    private static let groupKey = Array("Tgid".utf8)
+    private static let uidKey = Array("Uid".utf8)
+    private static let gidKey = Array("Gid".utf8)
+}
+
+/// A task's user and group ids, each four: real, effective, saved and filesystem.
+struct Credentials: Equatable {
+    var uids: [UInt32]
+    var gids: [UInt32]
+
+    /// The one user it runs as: its four uids are one, and so are its four gids. Nil for a
+    /// set-user-ID or set-group-ID program, or one that changed only some of its ids: it has
+    /// rights its starter's user lacks, as the kernel judges it (it lets a user read another
+    /// process's private files only when its real, effective and saved ids are all that user's).
+    var soleUser: UInt32? {
+        guard let uid = uids.first, let gid = gids.first, uids.allSatisfy({ $0 == uid }), gids.allSatisfy({ $0 == gid }) else {
+            return nil
+        }
+        return uid
+    }
+}
+
 /// Decimal digits as an unsigned number: nil when empty, when anything else is there, or past 2^64 - 1.
 func parseUnsigned(_ digits: ArraySlice<UInt8>) -> UInt64? {
     guard !digits.isEmpty, digits.count <= 20 else { return nil }

@@ -31,11 +31,19 @@ final class SampledThread {
         status = ProcFile(directory + "status")
     }
 
+    /// Whether a file of it was ever read: a thread id not found at its first read may be no
+    /// thread of its process at all.
+    private(set) var wasRead = false
+    /// Who it ran as at its last read of `status`.
+    private(set) var credentials: Credentials?
+
     /// How a read went: figures, or the thread gone from `/proc`, or a file that could not be read
-    /// or made no sense (said for people).
+    /// or made no sense (said for people), or a thread that runs as another user than its process
+    /// was found to (its figures are not kept).
     enum Reading: Equatable {
         case read, gone
         case unreadable(String)
+        case otherOwner
     }
 
     var keptDescriptors: Int { [schedstat.isKept, stat.isKept, status.isKept].count { $0 } }
@@ -50,6 +58,7 @@ final class SampledThread {
         case let .failed(reading): return reading
         }
         guard let value = SchedStat(text) else { return .unreadable("\(schedstat.path): not run, wait and timeslices") }
+        wasRead = true
         if let previous = sched?.value,
             value.runNanos < previous.runNanos || value.waitNanos < previous.waitNanos || value.timeslices < previous.timeslices
         {
@@ -74,9 +83,12 @@ final class SampledThread {
         return .read
     }
 
-    /// Reads `stat` (its last CPU) and `status` (its context switches), after `readSchedstat`.
-    /// `keep`: keep their descriptors.
-    func readDetails(_ buffer: UnsafeMutableRawBufferPointer, keep: Bool, nowNanos now: UInt64) -> Reading {
+    /// Reads `stat` (its last CPU, its start) and `status` (its context switches, and who it runs
+    /// as: its process's credentials, else nothing is kept), after `readSchedstat`. `keep`: keep
+    /// their descriptors. `startClock` turns its start into CLOCK_MONOTONIC nanoseconds.
+    func readDetails(
+        _ buffer: UnsafeMutableRawBufferPointer, keep: Bool, nowNanos now: UInt64, startClock: ThreadStartClock
+    ) -> Reading {
         let threadStat: ThreadStat
         switch Self.text(of: &stat, buffer, keep: keep) {
         case let .bytes(text):
@@ -88,6 +100,10 @@ final class SampledThread {
         switch Self.text(of: &status, buffer, keep: keep) {
         case let .bytes(text):
             guard let parsed = ContextSwitches(status: text) else { return .unreadable("\(status.path): no context switches") }
+            guard let identity = TaskIdentity(status: text) else { return .unreadable("\(status.path): no Tgid, Uid and Gid") }
+            // A thread's ids are its own: one may change them alone (a raw setuid system call).
+            credentials = identity.credentials
+            guard identity.credentials == process.credentials else { return .otherOwner }
             counts = parsed
         case let .failed(reading): return reading
         }
@@ -110,6 +126,7 @@ final class SampledThread {
         health.involuntarySwitches = counts.involuntary
         health.lastCPU = threadStat.processor
         health.kernelName = threadStat.name
+        health.startedMonotonicNanos = startClock.monotonicNanos(ofTicks: threadStat.startTicks)
         self.health = health
         switches = (counts, now)
         started = (threadStat.startTicks, threadStat.name, threadStat.processor)

@@ -17,6 +17,13 @@ import Synchronization
 /// `ThreadHealthSample`, which every snapshot served then carries. What it keeps between rounds
 /// (files, the figures before, for rates and migrations) stays here.
 ///
+/// A ring names its producer's pid and its threads' ids itself, so it reads only what the ring's
+/// owner owns: a process whose real, effective, saved and filesystem ids are all the user that
+/// owns the ring's file (its `status`, read first each round); a thread of that process, which
+/// runs as it does and started before the lane's heartbeat (so before its claim). Anything else
+/// is refused: not read further, counted once per ring and target while it stays one
+/// (`ThreadHealthRefusal`), said in the log once per bot and reason, and tried again 30 s later.
+///
 /// Its cost is bounded: a round stops reading once it has spent `budgetFraction` of its interval
 /// in CPU time, and the next takes up where it stopped. In turn: each process's `stat` and its
 /// descriptors (at most a third of the budget), each thread's `schedstat` (to two thirds), then
@@ -46,7 +53,18 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     /// Targets that could not be read, and when to try again: a thread or process gone, or another
     /// process at the pid, never while it stays a target; one unreadable, after `retryNanos`.
     private var unreadable: [ThreadKey: UInt64] = [:]
+    private var unreadableProcesses: [Int32: UInt64] = [:]
+    /// Targets refused (not their rings' owner's, not a thread of the process, a reused id), and
+    /// when to look again (`retryNanos`: a process may change users, a lane be claimed anew).
+    private var refusedThreads: [ThreadKey: UInt64] = [:]
     private var refusedProcesses: [Int32: UInt64] = [:]
+    /// What was refused, each once while it stays a target; the counts by ring, while the ring is
+    /// in the snapshots; the bots and reasons the log has said.
+    private var refusals = Set<Refusal>()
+    private var refusalTotals: [String: [ThreadHealthRefusal: UInt64]] = [:]
+    private var saidRefusals = Set<SaidRefusal>()
+    /// The user each process's rings were last judged for, until the targets change.
+    private var judged: [Int32: UInt32] = [:]
     private var nextRetryNanos = UInt64.max
     static let retryNanos: UInt64 = 30_000_000_000
     /// The targets, and the generation of the snapshot they came from (the same one names the same).
@@ -132,11 +150,12 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         }
         if orderStale || began >= nextRetryNanos { takeUpNew(nowNanos: began) }
         let budget = max(UInt64(Double(intervalNanos) * Self.budgetFraction), 100_000)
+        let round = sequence + 1
         var figures = ThreadSamplerFigures()
         if let clock {
-            readProcesses(clock: clock, until: cpuBegan &+ budget / 3)
-            readSchedstats(until: cpuBegan &+ budget * 2 / 3)
-            readDetails(until: cpuBegan &+ budget)
+            readProcesses(clock: clock, round: round, until: cpuBegan &+ budget / 3)
+            readSchedstats(round: round, until: cpuBegan &+ budget * 2 / 3)
+            readDetails(round: round, startClock: ThreadStartClock(clock), until: cpuBegan &+ budget)
             figures.deferred = threadOrder.count { !$0.isClosed && $0.detailsDue }
         }
         var sample = ThreadHealthSample(
@@ -148,14 +167,21 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         for process in processOrder where !process.isClosed {
             if let health = process.health { sample.processes[process.pid] = health }
         }
+        // Every target is followed but those refused and those that could not be read (or whose process could not).
+        for key in targets?.threads ?? [] {
+            if isRefused(key) {
+                sample.figures.refused += 1
+            } else if threads[key] == nil {
+                sample.figures.unreadable += 1
+            }
+        }
+        sample.refusals = refusalTotals
         cpuNanosTotal &+= Self.threadCPUNanos() &- cpuBegan
         sequence += 1
         sample.sequence = sequence
         sample.realtimeNanos = rs_clock_realtime_ns()
         sample.figures.threads = sample.threads.count
         sample.figures.processes = sample.processes.count
-        // Every target is followed but those that could not be read (or whose process could not).
-        sample.figures.unreadable = max(0, (targets?.threads.count ?? 0) - threads.count)
         sample.figures.roundSeconds = Double(rs_clock_precise_ns() &- began) / 1e9
         sample.figures.cpuSecondsTotal = Double(cpuNanosTotal) / 1e9
         sample.figures.keptDescriptors = kept
@@ -164,15 +190,25 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         return sample
     }
 
-    /// Lets go of what is no longer a target (its lane released, its ring let go or dead).
+    /// Lets go of what is no longer a target (its lane released, its ring let go or dead), and of
+    /// what was counted of rings no longer in the snapshots. Takes the new lanes' heartbeats.
     private func follow(_ new: ThreadHealthTargets) {
-        guard new != targets else { return }
+        defer { targets = new }
+        guard new.names != targets?.names else { return }
         let wanted = Set(new.threads)
         for key in Array(threads.keys) where !wanted.contains(key) { dropThread(key) }
         unreadable = unreadable.filter { wanted.contains($0.key) }
         for pid in Array(processes.keys) where new.processes[pid] == nil { dropProcess(pid) }
-        refusedProcesses = refusedProcesses.filter { new.processes[$0.key] != nil }
-        targets = new
+        unreadableProcesses = unreadableProcesses.filter { new.processes[$0.key] != nil }
+        // Judged again at once (a ring of the process's owner may name it now); counted only if new.
+        refusedThreads = [:]
+        refusedProcesses = [:]
+        let named = Set(new.rings.flatMap { ring in [Refusal.Target(ring, lane: nil)] + ring.lanes.map { Refusal.Target(ring, lane: $0) } })
+        refusals = refusals.filter { named.contains($0.target) }
+        refusalTotals = refusalTotals.filter { new.names.allRings[$0.key] != nil }
+        let bots = Set(new.names.allRings.values)
+        saidRefusals = saidRefusals.filter { bots.contains($0.bot) }
+        judged = [:]
         orderStale = true
     }
 
@@ -180,18 +216,22 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     /// puts them in the order the rounds take them.
     private func takeUpNew(nowNanos now: UInt64) {
         guard let targets else { return }
-        refusedProcesses = refusedProcesses.filter { $0.value > now }
+        unreadableProcesses = unreadableProcesses.filter { $0.value > now }
         unreadable = unreadable.filter { $0.value > now }
-        nextRetryNanos = min(refusedProcesses.values.min() ?? .max, unreadable.values.min() ?? .max)
+        refusedProcesses = refusedProcesses.filter { $0.value > now }
+        refusedThreads = refusedThreads.filter { $0.value > now }
+        nextRetryNanos =
+            [unreadableProcesses.values.min(), refusedProcesses.values.min(), unreadable.values.min(), refusedThreads.values.min()]
+            .compactMap { $0 }.min() ?? .max
         processOrder = targets.processes.keys.sorted().compactMap { pid in
-            guard refusedProcesses[pid] == nil else { return nil }
+            guard unreadableProcesses[pid] == nil, refusedProcesses[pid] == nil else { return nil }
             if let process = processes[pid] { return process }
             let process = SampledProcess(pid: pid)
             processes[pid] = process
             return process
         }
         threadOrder = targets.threads.compactMap { key in
-            guard unreadable[key] == nil, let process = processes[key.pid] else { return nil }
+            guard unreadable[key] == nil, refusedThreads[key] == nil, let process = processes[key.pid] else { return nil }
             if let thread = threads[key] { return thread }
             let thread = SampledThread(key, of: process)
             threads[key] = thread
@@ -200,28 +240,63 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         orderStale = false
     }
 
-    /// Each process's stat and descriptors, in turn from where the last round stopped.
-    private func readProcesses(clock: ProcClock, until deadline: UInt64) {
+    /// Each process's status, stat and descriptors, in turn from where the last round stopped.
+    private func readProcesses(clock: ProcClock, round: UInt64, until deadline: UInt64) {
+        guard let targets else { return }
         let now = rs_clock_precise_ns()
         visitInTurn(processOrder, from: &cursors.process, until: deadline) { process in
             guard !process.isClosed else { return }
             let before = process.keptDescriptors
+            let owners = Set(targets.owners(ofProcess: process.pid).compactMap { $0 })
+            let keep = before > 0 || kept + SampledProcess.filesKept <= keptDescriptorLimit
             let outcome = process.read(
-                buffer, keep: before > 0 || kept + 2 <= keptDescriptorLimit, nowNanos: now,
-                attachedRealtimeNanos: targets?.processes[process.pid] ?? 0, clock: clock)
+                buffer, keep: keep, nowNanos: now, attachedRealtimeNanos: targets.processes[process.pid] ?? 0, clock: clock,
+                owners: owners, round: round)
             kept += process.keptDescriptors - before
-            guard outcome != .read else { return }
+            if outcome == .read, let owner = process.owner {
+                if judged[process.pid] != owner { judgeRings(of: process, in: targets, readAs: owner) }
+                return
+            }
             // Its threads go too: what was read of them was of the process gone.
             dropProcess(process.pid)
-            refusedProcesses[process.pid] = retryTime(after: outcome == .gone || outcome == .anotherProcess ? nil : now)
-            if case let .unreadable(reason) = outcome { sayUnreadable(reason) }
+            switch outcome {
+            case .otherOwner, .notAProcess:
+                judgeRings(of: process, in: targets, readAs: nil, outcome: outcome)
+                refusedProcesses[process.pid] = retryTime(after: now)
+            default:
+                unreadableProcesses[process.pid] = retryTime(after: outcome == .gone || outcome == .anotherProcess ? nil : now)
+                if case let .unreadable(reason) = outcome { sayUnreadable(reason) }
+            }
+        }
+    }
+
+    /// Counts, as refused, each ring naming `process` that its user does not own (`owner`; nil:
+    /// every ring, as `outcome` says), with each of its lanes.
+    private func judgeRings(
+        of process: SampledProcess, in targets: ThreadHealthTargets, readAs owner: UInt32?, outcome: SampledProcess.Reading = .read
+    ) {
+        if let owner { judged[process.pid] = owner }
+        for index in targets.ringsNaming[process.pid] ?? [] {
+            let ring = targets.rings[index]
+            guard owner == nil || ring.owner != owner else { continue }
+            let reason: ThreadHealthRefusal, why: String
+            if case let .notAProcess(group) = outcome {
+                reason = .notAProcess
+                why = "is a thread of process \(group), not a process"
+            } else {
+                reason = .otherOwner
+                why = "runs as \(Self.describe(process.credentials)), not as the file's owner \(Self.describe(ring.owner))"
+            }
+            let said = "ring \(ring.name) names pid \(process.pid) as its producer, which \(why)"
+            let targetsRefused: [ThreadHealthTargets.Lane?] = [nil] + ring.lanes.map { $0 }
+            for lane in targetsRefused { refuse(ring, lane: lane, reason, said) }
         }
     }
 
     /// Each thread's schedstat, in turn; its descriptor kept while any may be.
-    private func readSchedstats(until deadline: UInt64) {
+    private func readSchedstats(round: UInt64, until deadline: UInt64) {
         visitInTurn(threadOrder, from: &cursors.schedstat, until: deadline) { thread in
-            guard !thread.isClosed, thread.process.health != nil, !thread.process.isClosed else { return }
+            guard !thread.isClosed, isReadable(thread, round: round) else { return }
             read(thread) {
                 let keep = thread.schedstatKept || kept < keptDescriptorLimit
                 return thread.readSchedstat(buffer, keep: keep, nowNanos: rs_clock_precise_ns())
@@ -231,28 +306,129 @@ package final class ThreadHealthSampler: @unchecked Sendable {
 
     /// The stat and status of each thread whose schedstat moved, in turn; their descriptors kept
     /// only with room left once every thread's schedstat may be (else given back).
-    private func readDetails(until deadline: UInt64) {
+    private func readDetails(round: UInt64, startClock: ThreadStartClock, until deadline: UInt64) {
         let schedstatsNotKept = threadOrder.count { !$0.isClosed && !$0.schedstatKept }
         visitInTurn(threadOrder, from: &cursors.details, until: deadline) { thread in
-            guard !thread.isClosed, thread.detailsDue, thread.process.health != nil, !thread.process.isClosed else { return }
+            guard !thread.isClosed, thread.detailsDue, isReadable(thread, round: round) else { return }
             read(thread) {
                 let keep = kept + schedstatsNotKept + (thread.detailsKept ? 0 : 2) <= keptDescriptorLimit
-                return thread.readDetails(buffer, keep: keep, nowNanos: rs_clock_precise_ns())
+                return thread.readDetails(buffer, keep: keep, nowNanos: rs_clock_precise_ns(), startClock: startClock)
             }
+            if !thread.isClosed { judgeClaims(of: thread) }
         }
     }
 
+    /// Whether `thread` may be read now: its process was found its rings' owner's this round, and
+    /// a lane of a ring of that owner names it (others' lanes that name it were counted then).
+    private func isReadable(_ thread: SampledThread, round: UInt64) -> Bool {
+        guard !thread.process.isClosed, thread.process.checkedRound == round, let owner = thread.process.owner else { return false }
+        return targets?.isNamed(thread.key, byRingOf: owner) == true
+    }
+
+    /// Refuses each lane of its owner's rings naming `thread` that it started after (the thread
+    /// that claimed it is another at the same id), and the thread when that is every one.
+    private func judgeClaims(of thread: SampledThread) {
+        guard let targets, let health = thread.health, let owner = thread.process.owner else { return }
+        var claimed = false
+        for ref in targets.lanesNaming[thread.key] ?? [] where targets.rings[ref.ring].owner == owner {
+            guard health.startedAfter(heartbeatMonotonicNanos: targets.heartbeat(ref)) else {
+                claimed = true
+                continue
+            }
+            let ring = targets.rings[ref.ring], lane = ring.lanes[ref.lane]
+            refuse(
+                ring, lane: lane, .startedAfterClaim,
+                "ring \(ring.name) lane \(lane.index) names thread \(lane.tid) of pid \(ring.pid), which started after the lane "
+                    + "was last claimed or written: another thread at a reused id")
+        }
+        if !claimed { refuseThread(thread) }
+    }
+
     /// Reads `thread` with `body`, counting the descriptors it keeps; a thread gone or unreadable
-    /// is let go and remembered until it is no longer a target.
+    /// is let go and remembered until it is no longer a target; one refused, counted and let go.
     private func read(_ thread: SampledThread, _ body: () -> SampledThread.Reading) {
         let before = thread.keptDescriptors
         let outcome = body()
         kept += thread.keptDescriptors - before
         guard outcome != .read else { return }
+        // Not found at its first read, while a task of that id lives: a thread of another process.
+        let elsewhere = outcome == .gone && !thread.wasRead && (try? System.lstat("/proc/\(thread.key.tid)")) != nil
+        if outcome == .otherOwner || elsewhere {
+            guard let targets, let owner = thread.process.owner else { return dropThread(thread.key) }
+            let reason: ThreadHealthRefusal = elsewhere ? .notItsThread : .otherOwner
+            let why = elsewhere ? "is not a thread of that process" : "runs as \(Self.describe(thread.credentials)), not as its process"
+            for ref in targets.lanesNaming[thread.key] ?? [] where targets.rings[ref.ring].owner == owner {
+                let ring = targets.rings[ref.ring], lane = ring.lanes[ref.lane]
+                refuse(
+                    ring, lane: lane, reason,
+                    "ring \(ring.name) lane \(lane.index) names thread \(lane.tid) of pid \(ring.pid), which \(why)")
+            }
+            return refuseThread(thread)
+        }
         dropThread(thread.key)
         unreadable[thread.key] = retryTime(after: outcome == .gone ? nil : rs_clock_precise_ns())
         if case let .unreadable(reason) = outcome { sayUnreadable(reason) }
     }
+
+    /// Lets go of a thread refused, until `retryNanos` from now.
+    private func refuseThread(_ thread: SampledThread) {
+        dropThread(thread.key)
+        refusedThreads[thread.key] = retryTime(after: rs_clock_precise_ns())
+    }
+
+    /// Whether thread `key` is refused now: it, or its process, or by every ring of its process's owner.
+    private func isRefused(_ key: ThreadKey) -> Bool {
+        if refusedThreads[key] != nil || refusedProcesses[key.pid] != nil { return true }
+        guard let owner = processes[key.pid]?.owner, let targets else { return false }
+        return !targets.isNamed(key, byRingOf: owner)
+    }
+
+    // MARK: - Refusals
+
+    /// A target refused: a ring's process (`lane` nil) or a lane's thread, and why.
+    private struct Refusal: Hashable {
+        struct Target: Hashable {
+            var ring: String
+            var pid: Int32
+            var lane: Int?
+            var tid: Int32
+
+            init(_ ring: ThreadHealthTargets.Ring, lane: ThreadHealthTargets.Lane?) {
+                self.ring = ring.name
+                pid = ring.pid
+                self.lane = lane?.index
+                tid = lane?.tid ?? 0
+            }
+        }
+        var target: Target
+        var reason: ThreadHealthRefusal
+    }
+
+    private struct SaidRefusal: Hashable {
+        var bot: String
+        var reason: ThreadHealthRefusal
+    }
+
+    /// Counts a refusal of `ring`'s process or `lane` once while it stays a target, and says `why`
+    /// in the log once for the ring's bot and `reason`.
+    private func refuse(_ ring: ThreadHealthTargets.Ring, lane: ThreadHealthTargets.Lane?, _ reason: ThreadHealthRefusal, _ why: String) {
+        guard refusals.insert(Refusal(target: .init(ring, lane: lane), reason: reason)).inserted else { return }
+        refusalTotals[ring.name, default: [:]][reason, default: 0] += 1
+        guard saidRefusals.insert(SaidRefusal(bot: ring.bot, reason: reason)).inserted else { return }
+        log(
+            "thread sampling: \(why): not read (counted in ringside_thread_health_refused_total{reason=\"\(reason.rawValue)\"}; "
+                + "said once for bot \(ring.bot))", level: .warn)
+    }
+
+    /// Who a task runs as, for the log.
+    private static func describe(_ credentials: Credentials?) -> String {
+        guard let credentials else { return "an unknown user" }
+        if let user = credentials.soleUser { return "uid \(user)" }
+        let ids = { (ids: [UInt32]) in ids.map(String.init).joined(separator: ",") }
+        return "uids \(ids(credentials.uids)) and gids \(ids(credentials.gids)) (real, effective, saved, filesystem)"
+    }
+
+    private static func describe(_ owner: UInt32?) -> String { owner.map { "uid \($0)" } ?? "(not known)" }
 
     /// Calls `visit` with the items from `cursor` on, wrapping, each once at most, until the
     /// thread's CPU clock passes `deadline` (looked at every few visits; one visit at least);

@@ -10,6 +10,8 @@ final class TrackedRing {
     let name: String
     /// Which file it is: a file replaced under the same name is another ring.
     let identity: RingFileIdentity
+    /// The user that owns that file (nil: not known).
+    let owner: UInt32?
     /// The open file, or nil once the ring is released (its producer dead, every record drained):
     /// its series stay, its descriptor and mappings are given back.
     private(set) var file: RingConsumer?
@@ -82,6 +84,7 @@ final class TrackedRing {
     init(consumer: RingConsumer, bot: BotSeries) {
         name = consumer.name
         identity = consumer.identity
+        owner = consumer.owner
         file = consumer
         self.bot = bot
         // A worker's file names its pid; the bot's own file says who attached it.
@@ -150,6 +153,7 @@ final class TrackedRing {
         var snapshot = RingSnapshot(
             name: name, bot: bot.name, worker: WorkerRing(name)?.pid,
             state: !live.producerAlive ? .producerDead : live.producerStopped ? .producerStopped : .live)
+        snapshot.owner = owner
         snapshot.problem = quarantine.reason
         snapshot.quarantined = quarantine.reason != nil
         snapshot.quarantinesTotal = quarantine.count
@@ -179,7 +183,7 @@ final class TrackedRing {
             LaneSnapshot(
                 index: lane.index, state: lane.state, threadID: lane.ownerTID, threadName: lane.threadName, backlog: lane.backlog,
                 recordsTotal: lane.writeCursor, consumedTotal: lane.readCursor, droppedTotal: lane.dropped,
-                heartbeatAgeSeconds: age(lane.heartbeatMonotonicNanos))
+                heartbeatAgeSeconds: age(lane.heartbeatMonotonicNanos), heartbeatMonotonicNanos: lane.heartbeatMonotonicNanos)
         }
         return snapshot
     }

@@ -36,6 +36,14 @@ extension JSONExporter {
         }
     }
 
+    /// What the sampler refused of a ring (`/latest`'s `rings[].thread_health_refused`): each
+    /// reason seen, with its count.
+    static func writeRefusals(_ refusals: [ThreadHealthRefusal: UInt64], into json: JSONWriter) {
+        json.object {
+            for (reason, count) in refusals.sorted(by: { $0.key < $1.key }) { json.field(reason.rawValue, count) }
+        }
+    }
+
     /// What the sampler says of itself (`/latest`'s `collector.thread_sampler`).
     static func writeSamplerFigures(_ sample: ThreadHealthSample, into json: JSONWriter) {
         let figures = sample.figures
@@ -45,6 +53,7 @@ extension JSONExporter {
             json.field("threads", figures.threads)
             json.field("processes", figures.processes)
             json.field("unreadable", figures.unreadable)
+            json.field("refused", figures.refused)
             json.field("deferred", figures.deferred)
             json.field("round_seconds", figures.roundSeconds)
             json.field("cpu_seconds_total", figures.cpuSecondsTotal)

@@ -212,6 +212,10 @@ public enum JSONExporter {
                 json.key("process")
                 writeProcessHealth(process, pid: ring.producerPID, into: json)
             }
+            if let sample {
+                json.key("thread_health_refused")
+                writeRefusals(sample.refusals[ring.name] ?? [:], into: json)
+            }
             json.key("lanes")
             json.array(ring.lanes) { lane in
                 json.object {

@@ -9,7 +9,11 @@ extension PrometheusExporter {
         guard let sample = snapshot.threadHealth else { return [] }
         var threads: [(labels: [(String, String)], health: ThreadHealth)] = []
         var processes: [(labels: [(String, String)], health: ProcessHealth)] = []
+        var refused: [([(String, String)], Double)] = []
         for ring in snapshot.rings where ring.state != .skipped {
+            for (reason, count) in (sample.refusals[ring.name] ?? [:]).sorted(by: { $0.key < $1.key }) {
+                refused.append((ring.labels + [("reason", reason.rawValue)], Double(count)))
+            }
             if let process = sample.process(writing: ring) { processes.append((ring.labels, process)) }
             for lane in ring.lanes {
                 guard let thread = sample.thread(holding: lane, of: ring) else { continue }
@@ -71,12 +75,21 @@ extension PrometheusExporter {
                 "ringside_bot_process_start_time_seconds", "gauge", "When the ring's producer process started, in Unix seconds",
                 perProcess { $0.startTimeSeconds }),
             FixedFamily(
+                "ringside_thread_health_refused_total", "counter",
+                "Targets the ring named that the thread sampler refused to read (its process, or a lane's thread): another user's, "
+                    + "not a process, not a thread of its process, or started after the lane's claim",
+                refused),
+            FixedFamily(
                 "ringside_collector_thread_sampler_threads", "gauge", "Lane threads the last thread sample read",
                 [([], Double(figures.threads))]),
             FixedFamily(
                 "ringside_collector_thread_sampler_unreadable", "gauge",
                 "Lane threads of live lanes that could not be read: gone, not readable, or at a pid another process holds now",
                 [([], Double(figures.unreadable))]),
+            FixedFamily(
+                "ringside_collector_thread_sampler_refused", "gauge",
+                "Lane threads of live lanes the sampler refuses to read now (see ringside_thread_health_refused_total)",
+                [([], Double(figures.refused))]),
             FixedFamily(
                 "ringside_collector_thread_sampler_deferred", "gauge",
                 "Lane threads whose context switches and CPU the last round's CPU budget left for a later round",

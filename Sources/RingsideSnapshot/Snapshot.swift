@@ -119,10 +119,13 @@ public struct LaneSnapshot: Sendable {
     public var droppedTotal: UInt64
     /// Seconds since the lane's last record (or claim).
     public var heartbeatAgeSeconds: Double
+    /// When that was (CLOCK_MONOTONIC_COARSE; 0: not known): the thread holding it claimed it
+    /// before, so it started before too (the thread sampler's test of a reused thread id).
+    package var heartbeatMonotonicNanos: UInt64
 
     package init(
         index: Int, state: LaneState, threadID: Int32, threadName: String = "", backlog: UInt64, recordsTotal: UInt64,
-        consumedTotal: UInt64, droppedTotal: UInt64, heartbeatAgeSeconds: Double
+        consumedTotal: UInt64, droppedTotal: UInt64, heartbeatAgeSeconds: Double, heartbeatMonotonicNanos: UInt64 = 0
     ) {
         self.index = index
         self.state = state
@@ -133,6 +136,7 @@ public struct LaneSnapshot: Sendable {
         self.consumedTotal = consumedTotal
         self.droppedTotal = droppedTotal
         self.heartbeatAgeSeconds = heartbeatAgeSeconds
+        self.heartbeatMonotonicNanos = heartbeatMonotonicNanos
     }
 }
 
@@ -163,6 +167,9 @@ public struct RingSnapshot: Sendable {
     /// The bot it writes (its series are the bot's), and the worker's pid for a worker's file.
     public var bot: String
     public var worker: Int32?
+    /// The user that owns its file (nil: not known). The thread sampler reads only that user's
+    /// processes: the file names its producer's pid and its threads' ids itself.
+    public var owner: UInt32?
     public var state: State
     /// Whether its producer process holds the bot (it may be stopped).
     public var producerAlive: Bool { state == .live || state == .producerStopped }

@@ -13,6 +13,8 @@ public struct ThreadHealthSample: Sendable {
     /// Each bot process read, by pid.
     public var processes: [Int32: ProcessHealth]
     public var figures: ThreadSamplerFigures
+    /// Targets refused since the ring was first seen, by ring name and why (see `ThreadHealthRefusal`).
+    public var refusals: [String: [ThreadHealthRefusal: UInt64]] = [:]
 
     public init(
         sequence: UInt64, realtimeNanos: UInt64, intervalNanos: UInt64, threads: [ThreadKey: ThreadHealth],
@@ -28,16 +30,41 @@ public struct ThreadHealthSample: Sendable {
 
     /// The figures of the thread holding `lane` of `ring`, if it was read: its producer's pid and
     /// the lane's thread id name it. None for a ring whose producer is gone (the snapshot may be
-    /// newer than the sample).
+    /// newer than the sample), whose process is not its file owner's (see `process(writing:)`),
+    /// or for a thread that started after the lane's heartbeat: another thread at a reused id.
     public func thread(holding lane: LaneSnapshot, of ring: RingSnapshot) -> ThreadHealth? {
-        guard ring.producerAlive, lane.state == .active, lane.threadID > 0, ring.producerPID > 0 else { return nil }
-        return threads[ThreadKey(pid: ring.producerPID, tid: lane.threadID)]
+        guard lane.state == .active, lane.threadID > 0, process(writing: ring) != nil,
+            let thread = threads[ThreadKey(pid: ring.producerPID, tid: lane.threadID)],
+            !thread.startedAfter(heartbeatMonotonicNanos: lane.heartbeatMonotonicNanos)
+        else { return nil }
+        return thread
     }
 
-    /// The figures of the process writing `ring`, if it was read.
+    /// The figures of the process writing `ring`, if it was read and runs as the user that owns
+    /// the ring's file: a file names its producer's pid itself, and another user's process is
+    /// never shown under it, even when another ring's owner had it read.
     public func process(writing ring: RingSnapshot) -> ProcessHealth? {
-        ring.producerAlive && ring.producerPID > 0 ? processes[ring.producerPID] : nil
+        guard ring.producerAlive, ring.producerPID > 0, let owner = ring.owner, let process = processes[ring.producerPID],
+            process.owner == owner
+        else { return nil }
+        return process
     }
+}
+
+/// Why the thread sampler refused a target a ring named: it reads only what the ring's owner owns.
+public enum ThreadHealthRefusal: String, Sendable, CaseIterable, Comparable {
+    /// The process (or the thread) runs as another user than the one owning the ring's file, or
+    /// as more than one (a set-user-ID or set-group-ID program): its threads go with it.
+    case otherOwner = "other_owner"
+    /// The ring's producer pid is the id of a thread of another process.
+    case notAProcess = "not_a_process"
+    /// The lane's thread id is not a thread of the ring's producer process (it is one of another).
+    case notItsThread = "not_its_thread"
+    /// The thread at the lane's id started after the lane was last claimed or written: another
+    /// thread than the one that claimed it, at a reused id.
+    case startedAfterClaim = "started_after_claim"
+
+    public static func < (left: Self, right: Self) -> Bool { left.rawValue < right.rawValue }
 }
 
 /// A thread: its process's id and its own (the kernel's tid).
@@ -77,6 +104,19 @@ public struct ThreadHealth: Sendable, Equatable {
     /// Over the span between the last two reads of its status (nil after the first): switches a second.
     public var voluntarySwitchesPerSecond: Double?
     public var involuntarySwitchesPerSecond: Double?
+    /// No later than it started, in CLOCK_MONOTONIC nanoseconds (0: not known).
+    package var startedMonotonicNanos: UInt64 = 0
+
+    /// A thread's start read from `/proc` (clock ticks, 10 ms) and a lane's coarse heartbeat (a
+    /// tick of the kernel's clock late at most, 1 to 10 ms) are each a little off: a thread that
+    /// started less than this after the heartbeat may be the lane's.
+    package static let claimSlackNanos: UInt64 = 50_000_000
+
+    /// Whether it started after a lane's heartbeat (with the slack), so after the lane's claim:
+    /// it is not the thread that claimed the lane.
+    package func startedAfter(heartbeatMonotonicNanos heartbeat: UInt64) -> Bool {
+        startedMonotonicNanos > heartbeat &+ Self.claimSlackNanos
+    }
 
     public init(
         cpuNanos: UInt64, runQueueWaitNanos: UInt64, timeslices: UInt64, voluntarySwitches: UInt64,
@@ -107,6 +147,9 @@ public struct ProcessHealth: Sendable, Equatable {
     public var startTimeSeconds: Double
     /// Over the span between its last two reads (nil after the first): the CPUs it used.
     public var cpuRatio: Double?
+    /// The user it runs as (real, effective, saved and filesystem ids all one): shown only under
+    /// a ring whose file that user owns (nil: none).
+    package var owner: UInt32?
 
     public init(
         cpuSeconds: Double, residentMemoryBytes: UInt64, threads: Int, openFDs: Int?, majorPageFaults: UInt64,
@@ -129,6 +172,9 @@ public struct ThreadSamplerFigures: Sendable, Equatable {
     /// Lane threads named by live lanes that could not be read: gone from `/proc` (the thread or
     /// its process exited), not readable, or at a pid now held by another process.
     public var unreadable = 0
+    /// Lane threads named by live lanes that the sampler refused to read: another user's, not a
+    /// thread of the ring's producer, or started after the lane's claim (`ThreadHealthRefusal`).
+    public var refused = 0
     /// Threads whose `stat` and `status` the round's CPU budget left for a later round (their
     /// context switches and last CPU are from an earlier read).
     public var deferred = 0

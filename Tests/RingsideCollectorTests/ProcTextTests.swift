@@ -50,6 +50,44 @@ struct ProcTextTests {
         }
     }
 
+    @Test("status: the thread group and the four uids and gids; one user only when each four are one")
+    func taskIdentity() {
+        let status = """
+            Name:\tUid: 0 0 0 0
+            Umask:\t0022
+            State:\tS (sleeping)
+            Tgid:\t4242
+            Ngid:\t0
+            Pid:\t4243
+            PPid:\t1
+            Uid:\t65534\t65534\t65534\t65534
+            Gid:\t65534\t65534\t65534\t65534
+            Groups:\t
+
+            """
+        let nobody = Credentials(uids: [65_534, 65_534, 65_534, 65_534], gids: [65_534, 65_534, 65_534, 65_534])
+        #expect(TaskIdentity(status: bytes(status)) == TaskIdentity(threadGroup: 4_242, credentials: nobody))
+        #expect(nobody.soleUser == 65_534)
+        // A set-user-ID program its user started: real uid theirs, effective and saved root's.
+        #expect(Credentials(uids: [65_534, 0, 0, 0], gids: [65_534, 65_534, 65_534, 65_534]).soleUser == nil)
+        // A set-group-ID one; and root acting as nobody for a moment (seteuid).
+        #expect(Credentials(uids: [1_000, 1_000, 1_000, 1_000], gids: [1_000, 42, 42, 42]).soleUser == nil)
+        #expect(Credentials(uids: [0, 65_534, 0, 65_534], gids: [0, 0, 0, 0]).soleUser == nil)
+        for broken in [
+            "", "Tgid:\t1\nUid:\t0\t0\t0\t0\n",  // no Gid
+            "Tgid:\t1\nUid:\t0\t0\t0\nGid:\t0\t0\t0\t0\n",  // three uids
+            "Tgid:\t1\nUid:\t0\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n",  // five
+            "Tgid:\t1\nUid:\t0\t0\t0\t4294967296\nGid:\t0\t0\t0\t0\n",  // past 2^32 - 1
+            "Tgid:\t-1\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n",
+            "Tgid:\t2147483648\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n",
+            "Tgid:\t1\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nUid:\t0\t0\t0\t0\n",  // twice
+            "Tgid:\t1\nTgid:\t2\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n",
+            String(repeating: "\u{FF}", count: 300),
+        ] {
+            #expect(TaskIdentity(status: bytes(broken)) == nil, "\(broken.debugDescription)")
+        }
+    }
+
     @Test("a thread's stat: the last CPU (field 39), the start (22) and the name, past a name of spaces and parentheses")
     func threadStat() {
         let line = statLine(name: "md (feed) ) x", [3: "R", 22: "123456", 39: "1", 40: "0"])

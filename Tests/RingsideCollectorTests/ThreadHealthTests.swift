@@ -6,6 +6,7 @@ import Ringside
 import RingsideHTTP
 import RingsideSnapshot
 import RingsideTestSupport
+import Synchronization
 import Testing
 
 /// `ringside-test-producer sched-threads` in `directory`: its pid and its threads' ids by name.
@@ -29,6 +30,40 @@ private struct SchedThreads {
     }
 
     func key(_ name: String) -> ThreadKey { ThreadKey(pid: pid, tid: tids[name] ?? 0) }
+}
+
+/// A sampler of `snapshot` as given (a test changes what its rings say), logging into `log`.
+private func sampler(of snapshot: Snapshot, log: CapturedLog = CapturedLog()) -> ThreadHealthSampler {
+    ThreadHealthSampler(intervalNanos: 1_000_000_000, keptDescriptorLimit: 64, log: log.log, source: { snapshot }, publish: { _ in })
+}
+
+extension Snapshot {
+    /// Changes ring `name` with `body`.
+    fileprivate mutating func changeRing(_ name: String, _ body: (inout RingSnapshot) -> Void) {
+        rings = rings.map { ring in
+            var ring = ring
+            if ring.name == name { body(&ring) }
+            return ring
+        }
+    }
+
+    /// The Prometheus page of this snapshot carrying `sample`.
+    fileprivate func page(with sample: ThreadHealthSample) -> String {
+        var served = self
+        served.threadHealth = sample
+        return String(decoding: PrometheusExporter.render(served), as: UTF8.self)
+    }
+}
+
+extension RingSnapshot {
+    /// Changes the lane whose thread is `tid` with `body`.
+    fileprivate mutating func changeLane(holding tid: Int32, _ body: (inout LaneSnapshot) -> Void) {
+        lanes = lanes.map { lane in
+            var lane = lane
+            if lane.threadID == tid { body(&lane) }
+            return lane
+        }
+    }
 }
 
 /// A collector over `directory` whose snapshot names the rings there: one pass, then its sampler.
@@ -208,17 +243,32 @@ struct ThreadHealthTests {
     func detailsAfterSchedstat() throws {
         let link = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")  // PID/task/TID
         let tid = try #require(link.split(separator: "/").last.flatMap { Int32($0) })
-        let thread = SampledThread(ThreadKey(pid: getpid(), tid: tid), of: SampledProcess(pid: getpid()))
-        defer { thread.close() }
+        let process = SampledProcess(pid: getpid())
+        let thread = SampledThread(ThreadKey(pid: getpid(), tid: tid), of: process)
+        defer {
+            thread.close()
+            process.close()
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
         defer { buffer.deallocate() }
+        let clock = try #require(ProcClock.system)
+        let read = process.read(
+            buffer, keep: false, nowNanos: rs_clock_precise_ns(), attachedRealtimeNanos: 0, clock: clock, owners: [geteuid()], round: 1)
+        #expect(read == .read && process.owner == geteuid() && process.checkedRound == 1)
+        let startClock = ThreadStartClock(clock)
         #expect(!thread.detailsDue)
-        #expect(thread.readDetails(buffer, keep: false, nowNanos: rs_clock_precise_ns()) == .read && thread.health == nil)
+        #expect(
+            thread.readDetails(buffer, keep: false, nowNanos: rs_clock_precise_ns(), startClock: startClock) == .read
+                && thread.health == nil)
         #expect(thread.readSchedstat(buffer, keep: true, nowNanos: rs_clock_precise_ns()) == .read && thread.detailsDue)
-        #expect(thread.readDetails(buffer, keep: true, nowNanos: rs_clock_precise_ns()) == .read && !thread.detailsDue)
+        #expect(
+            thread.readDetails(buffer, keep: true, nowNanos: rs_clock_precise_ns(), startClock: startClock) == .read && !thread.detailsDue)
         let health = try #require(thread.health)
         #expect(health.cpuNanos > 0 && health.timeslices > 0, "it runs: it was given a CPU")
         #expect(thread.keptDescriptors == 3, "schedstat, stat and status kept")
+        // It started before now, and so before any lane's heartbeat now: it may be the lane's thread.
+        #expect(health.startedMonotonicNanos > 0 && health.startedMonotonicNanos <= rs_clock_precise_ns())
+        #expect(!health.startedAfter(heartbeatMonotonicNanos: rs_clock_coarse_ns()))
         #expect(thread.readSchedstat(buffer, keep: false, nowNanos: rs_clock_precise_ns()) == .read)
         #expect(thread.keptDescriptors == 2, "schedstat's given back")
     }
@@ -288,6 +338,166 @@ struct ThreadHealthTests {
             _ = try eventually(seconds: 10) { try httpGet(port: quietPort, path: "/metrics").body.contains("ringside_ring_skipped") }
             let quietPage = try httpGet(port: quietPort, path: "/metrics").body
             #expect(!quietPage.contains("ringside_thread_") && !quietPage.contains("ringside_collector_thread_sampler"))
+        }
+    }
+
+    // MARK: - What a ring may name: its owner's processes, their threads, the lanes' claimants
+
+    @Test("a ring whose file another user owns names our process: neither it nor its threads are read; refused once each, said once")
+    func otherOwnersProcessIsRefused() throws {
+        try withRingDirectory { directory in
+            let bot = try SchedThreads(ring: "posing", in: directory)
+            defer { bot.process.kill() }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            var snapshot = pass(collector)
+            #expect(snapshot.ring("posing")?.owner == geteuid(), "the file's owner, from fstat")
+            // As if another user's file (uid 65534's, nobody's) named this process and its threads.
+            let other: UInt32 = geteuid() == 65_534 ? 65_533 : 65_534
+            snapshot.changeRing("posing") { $0.owner = other }
+            let log = CapturedLog()
+            let sampler = sampler(of: snapshot, log: log)
+            let first = sampler.sampleRound()
+            #expect(first.processes.isEmpty && first.threads.isEmpty, "nothing of it read")
+            #expect(first.refusals["posing"] == [.otherOwner: 4], "its process and its three lanes")
+            #expect(first.figures.refused == 3 && first.figures.unreadable == 0 && first.figures.threads == 0)
+            // Counted once while it stays a target; tried again 30 s later, not each round.
+            let second = sampler.sampleRound()
+            #expect(second.refusals["posing"] == [.otherOwner: 4] && second.figures.refused == 3)
+            let said =
+                "ring posing names pid \(bot.pid) as its producer, which runs as uid \(geteuid()), not as the file's owner uid \(other)"
+            #expect(log.all.count { $0.contains(said) && $0.contains("other_owner") } == 1, "\(log.all)")
+            #expect(log.all.count == 1, "said once for the bot: \(log.all)")
+
+            let page = snapshot.page(with: second)
+            #expect(!page.contains("ringside_thread_cpu_seconds_total{") && !page.contains("ringside_bot_process_threads{"))
+            #expect(page.contains("\nringside_thread_health_refused_total{ring=\"posing\",reason=\"other_owner\"} 4\n"))
+            #expect(page.contains("\nringside_collector_thread_sampler_refused 3\n"))
+            var served = snapshot
+            served.threadHealth = second
+            let latest = try jsonObject(String(decoding: JSONExporter.latest(served), as: UTF8.self))
+            let ring = try #require((latest["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "posing" })
+            #expect(ring["process"] == nil && (ring["thread_health_refused"] as? [String: Any])?["other_owner"] as? Int == 4)
+            #expect((ring["lanes"] as? [[String: Any]])?.allSatisfy { $0["thread"] == nil } == true)
+        }
+    }
+
+    @Test("a process named by its owner's ring and by another user's is read once, and shown under its owner's ring only")
+    func processShownUnderItsOwnersRingOnly() throws {
+        try withRingDirectory { directory in
+            let bot = try SchedThreads(ring: "mine", in: directory)
+            defer { bot.process.kill() }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            var snapshot = pass(collector)
+            var posing = try #require(snapshot.ring("mine"))
+            posing.name = "posing"
+            posing.bot = "posing"
+            posing.owner = geteuid() &+ 1
+            snapshot.rings.append(posing)
+            let sample = sampler(of: snapshot).sampleRound()
+            #expect(sample.processes[bot.pid] != nil && sample.threads.count == 3, "read for its owner's ring")
+            let mine = try #require(snapshot.ring("mine"))
+            #expect(sample.process(writing: mine) != nil && sample.process(writing: posing) == nil)
+            #expect(mine.lanes.allSatisfy { sample.thread(holding: $0, of: mine) != nil })
+            #expect(posing.lanes.allSatisfy { sample.thread(holding: $0, of: posing) == nil })
+            #expect(sample.refusals == ["posing": [.otherOwner: 4]])
+            #expect(sample.figures.refused == 0, "every thread is read, for the ring of its owner")
+            let page = snapshot.page(with: sample)
+            #expect(
+                page.contains("ringside_bot_process_threads{ring=\"mine\"} ")
+                    && !page.contains("ringside_bot_process_threads{ring=\"posing\"}"))
+            #expect(!page.contains("ringside_thread_cpu_seconds_total{ring=\"posing\""))
+        }
+    }
+
+    @Test("a process refused under another user's ring is read at once when a ring of its owner names it too, and not counted again")
+    func refusedProcessTakenUpByItsOwnersRing() throws {
+        try withRingDirectory { directory in
+            let bot = try SchedThreads(ring: "mine", in: directory)
+            defer { bot.process.kill() }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let real = pass(collector)
+            var posing = try #require(real.ring("mine"))
+            posing.name = "posing"
+            posing.bot = "posing"
+            posing.owner = geteuid() &+ 1
+            var onlyPosing = real
+            onlyPosing.rings = [posing]
+            let current = Mutex(onlyPosing)
+            let sampler = ThreadHealthSampler(
+                intervalNanos: 1_000_000_000, keptDescriptorLimit: 64, log: CapturedLog().log, source: { current.withLock { $0 } },
+                publish: { _ in })
+            let refused = sampler.sampleRound()
+            #expect(refused.processes.isEmpty && refused.refusals == ["posing": [.otherOwner: 4]])
+            var both = real
+            both.rings.append(posing)
+            both.generation = real.generation + 1
+            current.withLock { $0 = both }
+            let taken = sampler.sampleRound()
+            #expect(taken.processes[bot.pid] != nil && taken.threads.count == 3, "read in the next round, not 30 s later")
+            #expect(taken.refusals == ["posing": [.otherOwner: 4]], "the same refusals, counted once")
+        }
+    }
+
+    @Test(
+        "a lane naming a thread of another process is refused as not its thread; an id no task has is unreadable; the other lanes are read")
+    func threadOfAnotherProcessIsRefused() throws {
+        try withRingDirectory { directory in
+            let bot = try SchedThreads(ring: "stray", in: directory)
+            defer { bot.process.kill() }
+            let other = try SchedThreads(ring: "other", in: directory)
+            defer { other.process.kill() }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            var snapshot = pass(collector)
+            let napper = try #require(bot.tids["napper"]), leaver = try #require(bot.tids["leaver"])
+            let lane = try #require(snapshot.ring("stray")?.lanes.first { $0.threadID == napper }?.index)
+            snapshot.changeRing("stray") { ring in
+                ring.changeLane(holding: napper) { $0.threadID = other.tids["napper"] ?? 0 }
+                ring.changeLane(holding: leaver) { $0.threadID = Int32.max }  // above any pid_max: no such task
+            }
+            let log = CapturedLog()
+            let sample = sampler(of: snapshot, log: log).sampleRound()
+            #expect(sample.refusals == ["stray": [.notItsThread: 1]])
+            #expect(sample.threads[ThreadKey(pid: bot.pid, tid: other.tids["napper"] ?? 0)] == nil)
+            #expect(sample.threads[bot.key("burner")] != nil && sample.threads[other.key("napper")] != nil, "the rest is read")
+            #expect(sample.figures.refused == 1 && sample.figures.unreadable == 1)
+            #expect(
+                log.contains(
+                    "ring stray lane \(lane) names thread \(other.tids["napper"] ?? 0) of pid \(bot.pid), which is not a thread of that process"
+                ))
+        }
+    }
+
+    @Test(
+        "a thread that started after its lane's heartbeat did not claim the lane: refused under that lane, shown under the lane it claimed")
+    func threadStartedAfterClaimIsRefused() throws {
+        try withRingDirectory { directory in
+            let bot = try SchedThreads(ring: "late", in: directory)
+            defer { bot.process.kill() }
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            var snapshot = pass(collector)
+            let napper = try #require(bot.tids["napper"])
+            let claimed = try #require(snapshot.ring("late")?.lanes.first { $0.threadID == napper }?.heartbeatMonotonicNanos)
+            #expect(claimed > 0 && claimed <= rs_clock_coarse_ns())
+            // Its lane as a lane left by a thread long gone would say: written last a minute ago
+            // (or at boot), before the thread now at that id began.
+            let longAgo = rs_clock_precise_ns() - min(rs_clock_precise_ns(), 60_000_000_000)
+            snapshot.changeRing("late") { $0.changeLane(holding: napper) { $0.heartbeatMonotonicNanos = longAgo } }
+            let alone = sampler(of: snapshot).sampleRound()
+            #expect(alone.refusals == ["late": [.startedAfterClaim: 1]])
+            #expect(alone.threads[bot.key("napper")] == nil && alone.threads.count == 2, "refused by its only lane: not kept")
+            #expect(alone.figures.refused == 1)
+
+            // A second ring of the same owner whose lane it did claim (the heartbeat as it is): it is
+            // read, and shown under that lane only.
+            var honest = try #require(pass(collector).ring("late"))
+            honest.name = "late-copy"
+            snapshot.rings.append(honest)
+            let both = sampler(of: snapshot).sampleRound()
+            #expect(both.threads[bot.key("napper")] != nil && both.refusals == ["late": [.startedAfterClaim: 1]])
+            let late = try #require(snapshot.ring("late"))
+            let lateLane = try #require(late.lanes.first { $0.threadID == napper })
+            let honestLane = try #require(honest.lanes.first { $0.threadID == napper })
+            #expect(both.thread(holding: lateLane, of: late) == nil && both.thread(holding: honestLane, of: honest) != nil)
         }
     }
 }

@@ -5,11 +5,16 @@ import RingsideSnapshot
 import RingsideTestSupport
 import Testing
 
+/// The user owning the bots' files and running their processes.
+private let owner: UInt32 = 1_000
+
 /// A snapshot of bot `bot-a` (pid 4242: a named thread, a thread named by the kernel only, a
-/// retired lane), its worker (pid 5000), a dead bot, and a thread sample of them all.
+/// retired lane), its worker (pid 5000), a dead bot, and a thread sample of them all, each
+/// owned by `owner`.
 private func sampledSnapshot() -> Snapshot {
     var snapshot = Snapshot()
     var bot = RingSnapshot(name: "bot-a", state: .live)
+    bot.owner = owner
     bot.producerPID = 4_242
     bot.lanes = [
         LaneSnapshot(
@@ -23,6 +28,7 @@ private func sampledSnapshot() -> Snapshot {
             heartbeatAgeSeconds: 9),
     ]
     var worker = RingSnapshot(name: "bot-a@5000", bot: "bot-a", worker: 5_000, state: .live)
+    worker.owner = owner
     worker.producerPID = 5_000
     worker.lanes = [
         LaneSnapshot(
@@ -30,6 +36,7 @@ private func sampledSnapshot() -> Snapshot {
             droppedTotal: 0, heartbeatAgeSeconds: 0.5)
     ]
     var dead = RingSnapshot(name: "bot-d", state: .producerDead)
+    dead.owner = owner
     dead.producerPID = 6_000
     dead.lanes = [
         LaneSnapshot(
@@ -54,8 +61,10 @@ private func sampledSnapshot() -> Snapshot {
     var botProcess = ProcessHealth(
         cpuSeconds: 12.5, residentMemoryBytes: 21_069_824, threads: 4, openFDs: 6, majorPageFaults: 2, startTimeSeconds: 1_795_509_995.83)
     botProcess.cpuRatio = 0.97
-    let workerProcess = ProcessHealth(
+    botProcess.owner = owner
+    var workerProcess = ProcessHealth(
         cpuSeconds: 3, residentMemoryBytes: 4_096, threads: 1, openFDs: nil, majorPageFaults: 0, startTimeSeconds: 1_795_510_000)
+    workerProcess.owner = owner
     var figures = ThreadSamplerFigures()
     figures.threads = 3
     figures.processes = 2
@@ -170,5 +179,55 @@ struct ThreadHealthExportTests {
         unsampled.threadHealth = nil
         let plain = String(decoding: JSONExporter.latest(unsampled), as: UTF8.self)
         #expect(!plain.contains("\"process\"") && !plain.contains("\"thread\"") && !plain.contains("thread_sampler"))
+    }
+
+    @Test("a ring of another owner naming a sampled pid and its threads shows none of them; its refusals are counted on both pages")
+    func otherOwnersRingShowsNothing() throws {
+        var snapshot = sampledSnapshot()
+        // Another user's file naming bot-a's pid and threads: the sample holds them (read for
+        // bot-a, whose owner runs them), yet never under this ring.
+        var posing = snapshot.rings[0]
+        posing.name = "posing"
+        posing.bot = "posing"
+        posing.owner = 65_534
+        snapshot.rings.append(posing)
+        // A ring whose owner is not known is shown nothing either.
+        var unknown = snapshot.rings[0]
+        unknown.name = "unknown"
+        unknown.bot = "unknown"
+        unknown.owner = nil
+        snapshot.rings.append(unknown)
+        snapshot.threadHealth?.refusals = ["posing": [.otherOwner: 3, .startedAfterClaim: 1], "unknown": [.otherOwner: 3]]
+        snapshot.threadHealth?.figures.refused = 2
+
+        let page = String(decoding: PrometheusExporter.render(snapshot), as: UTF8.self)
+        #expect(page.contains(#"ringside_bot_process_threads{ring="bot-a"} 4"#))
+        for ring in ["posing", "unknown"] {
+            #expect(!page.contains("ringside_bot_process_cpu_seconds_total{ring=\"\(ring)\"}"), "\(ring)'s process")
+            #expect(!page.contains("ringside_thread_cpu_seconds_total{ring=\"\(ring)\""), "\(ring)'s threads")
+        }
+        for line in [
+            "# TYPE ringside_thread_health_refused_total counter",
+            #"ringside_thread_health_refused_total{ring="posing",reason="other_owner"} 3"#,
+            #"ringside_thread_health_refused_total{ring="posing",reason="started_after_claim"} 1"#,
+            #"ringside_thread_health_refused_total{ring="unknown",reason="other_owner"} 3"#,
+            "ringside_collector_thread_sampler_refused 2",
+        ] {
+            #expect(page.contains("\n" + line + "\n"), "no line \(line)")
+        }
+        #expect(!page.contains(#"ringside_thread_health_refused_total{ring="bot-a""#), "nothing refused of bot-a: no series")
+        if let promtool = try requiredSystemTool("promtool") {
+            let check = try runProcess(promtool, ["check", "metrics"], stdin: page, mergingErrors: true)
+            #expect(check.status == 0 && check.output.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "\(check.output)")
+        }
+
+        let latest = try jsonObject(String(decoding: JSONExporter.latest(snapshot), as: UTF8.self))
+        let rings = try #require(latest["rings"] as? [[String: Any]])
+        let shown = try #require(rings.first { $0["name"] as? String == "posing" })
+        #expect(shown["process"] == nil && (shown["lanes"] as? [[String: Any]])?.allSatisfy { $0["thread"] == nil } == true)
+        let refused = try #require(shown["thread_health_refused"] as? [String: Any])
+        #expect(refused.count == 2 && refused["other_owner"] as? Int == 3 && refused["started_after_claim"] as? Int == 1)
+        #expect((rings[0]["thread_health_refused"] as? [String: Any])?.isEmpty == true, "bot-a: nothing refused")
+        #expect(((latest["collector"] as? [String: Any])?["thread_sampler"] as? [String: Any])?["refused"] as? Int == 2)
     }
 }
