@@ -58,6 +58,7 @@ public final class Collector: @unchecked Sendable {
                 intervalNanos: options.threadSampleIntervalNanos, keptDescriptorLimit: budget.sampler, log: log,
                 source: { published.snapshot }, publish: { published.attach($0) }) : nil
         stats.startedRealtimeNanos = tracker.startedRealtimeNanos
+        stats.uid = geteuid()
     }
 
     /// Raises the soft limit on open files to the hard limit (per-thread lanes live in one file

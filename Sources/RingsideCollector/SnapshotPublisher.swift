@@ -3,6 +3,7 @@ import RingsideExport
 import CRingside
 import Ringside
 import RingsideAggregation
+import RingsideSystem
 import Synchronization
 
 /// What crosses threads: the latest snapshot the drain thread published, the thread sampler's
@@ -236,10 +237,14 @@ final class SnapshotPublisher {
         var snapshot = building.snapshot
         for name in tracker.skipped.keys.sorted() where tracker.tracked[name] == nil {
             guard let skip = tracker.skipped[name], !skip.isQuiet else { continue }
-            snapshot.rings.append(
-                RingSnapshot(
-                    name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped, problem: skip.problem)
-            )
+            var ring = RingSnapshot(
+                name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped, problem: skip.problem)
+            ring.owner = (try? System.lstat(options.directory.filePath(for: name)))?.st_uid
+            snapshot.rings.append(ring)
+        }
+        // Where other users' files are read, each file's series say whose it is.
+        if !options.allowedUIDs.isEmpty {
+            for index in snapshot.rings.indices { snapshot.rings[index].showsOwner = true }
         }
         lastWasQuiet = building.everyRingQuiet
         snapshot.slos = evaluateSLOs(nowNanos: now)

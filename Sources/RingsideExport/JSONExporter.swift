@@ -188,6 +188,7 @@ public enum JSONExporter {
             json.field("name", ring.name)
             json.field("bot", ring.bot)
             if let worker = ring.worker { json.field("worker_pid", worker) }
+            if let owner = ring.owner { json.field("uid", owner) }
             json.field("producer_pid", ring.producerPID)
             json.field("alive", ring.producerAlive)
             json.field("capacity", ring.capacity)
@@ -246,6 +247,7 @@ public enum JSONExporter {
 
     private static func writeCollector(_ stats: CollectorStats, threadHealth sample: ThreadHealthSample?, into json: JSONWriter) {
         json.object {
+            json.field("uid", stats.uid)
             json.field("records_drained", stats.recordsDrained)
             json.field("drain_rate", stats.drainRate)
             json.field("lag_seconds", stats.lagSeconds)

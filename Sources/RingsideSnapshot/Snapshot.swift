@@ -145,11 +145,25 @@ public struct LaneSnapshot: Sendable {
 /// From one reading, exactly: `recordsTotal + droppedTotal` (records attempted) ==
 /// `consumedTotal + droppedTotal + backlog`, for the bot and for each lane.
 public struct RingSnapshot: Sendable {
-    /// Its labels in the collector's own metrics: `ring` (the bot), and `worker` (its pid) for a
-    /// worker's file, so a bot's workers group under their bot.
+    /// Its labels in the collector's own metrics: `ring` (the bot), and `worker` (its pid, and the
+    /// random number of a name it took in place of its own: `4244.2718281828`) for a worker's
+    /// file, so a bot's workers group under their bot; and `uid`, its file's owner, where the
+    /// collector reads other users' files (`--allow-uid`), so that every file says whose it is.
     public var labels: [(String, String)] {
-        worker.map { [("ring", bot), ("worker", String($0))] } ?? [("ring", name)]
+        var labels: [(String, String)] = worker == nil ? [("ring", name)] : [("ring", bot), ("worker", workerName)]
+        if showsOwner, let owner { labels.append(("uid", String(owner))) }
+        return labels
     }
+
+    /// A worker file's name after its bot's and the separator: its pid, and a random number after it
+    /// when it took another name (see WORKERS in ringside.h).
+    public var workerName: String {
+        guard let separator = name.lastIndex(of: "@") else { return worker.map { String($0) } ?? "" }
+        return String(name[name.index(after: separator)...])
+    }
+
+    /// Whether its labels carry its owner: the collector reads other users' files (`--allow-uid`).
+    public var showsOwner = false
 
     public enum State: String, Sendable {
         /// Attached, producer alive.
@@ -270,6 +284,8 @@ public struct SLOSnapshot: Sendable {
 
 /// The collector's own figures.
 public struct CollectorStats: Sendable {
+    /// The user the collector runs as: a ring of another user's shows its owner.
+    public var uid: UInt32 = 0
     public var recordsDrained: UInt64 = 0
     /// Records drained per second over the last second or so.
     public var drainRate: Double = 0

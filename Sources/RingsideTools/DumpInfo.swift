@@ -197,7 +197,9 @@ enum InfoCommand {
         case .counter: return .object([("total", .uint(cell.total))])
         case .gauge: return .object([("last", cell.lastValue.map(JSON.double) ?? .null), ("dropped", .uint(cell.dropped))])
         case .histogram:
-            return .object([("dropped", .uint(cell.dropped)), ("dropped_sum", .uint(cell.droppedSum)), ("dropped_max", .uint(cell.droppedMax))])
+            return .object([
+                ("dropped", .uint(cell.dropped)), ("dropped_sum", .uint(cell.droppedSum)), ("dropped_max", .uint(cell.droppedMax)),
+            ])
         }
     }
 

@@ -23,6 +23,7 @@ enum ListCommand {
                     return .members([
                         ("name", .string(ring.name)), ("path", .string(path)),
                         ("file_size", FileFacts(path: path).map { JSON.uint(UInt64($0.size)) }),
+                        ("owner_uid", FileFacts(path: path).map { JSON.uint(UInt64($0.owner)) }),
                         ("error", errorJSON(error)),
                     ])
                 }
@@ -37,15 +38,17 @@ enum ListCommand {
         // CAPACITY is each lane's and FILL the fullest lane's; BACKLOG, WRITTEN and DROPPED add up the lanes.
         var table = TextTable(
             [
-                "RING", "PID", "PRODUCER", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN",
+                "RING", "UID", "PID", "PRODUCER", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN",
                 "DROPPED", "SIZE", "AGE", "VER",
             ],
             right: [
-                "PID", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN", "DROPPED", "SIZE",
+                "UID", "PID", "HEARTBEAT", "LANES", "CAPACITY", "BACKLOG", "FILL", "WRITTEN", "DROPPED", "SIZE",
                 "AGE", "VER",
             ])
         var notes: [String] = []
         for ring in rings {
+            // Whose file it is: with --allow-uid, files of several users are listed.
+            let uid = FileFacts(path: context.directory.filePath(for: ring.name)).map { "\($0.owner)" } ?? "-"
             switch ring.status {
             case let .success(status):
                 let producer = ProducerLiveness(status: status)
@@ -55,13 +58,13 @@ enum ListCommand {
                 let age: String = now.age(ofRealtime: status.createdRealtimeNanos).map { formatDuration($0, approximate: true) } ?? "-"
                 let fill: String = oneDecimal(status.fillPercent) + "%"
                 table.add([
-                    ring.name, pid, producer.short, heartbeat, "\(status.lanes.count)/\(status.maxLanes)", "\(status.capacity)",
+                    ring.name, uid, pid, producer.short, heartbeat, "\(status.lanes.count)/\(status.maxLanes)", "\(status.capacity)",
                     "\(status.backlog)", fill, "\(status.writeCursor)", "\(status.dropped)", humanBytes(status.fileSize), age,
                     "\(status.formatVersion)",
                 ])
             case let .failure(error):
                 let size = FileFacts(path: context.directory.filePath(for: ring.name)).map { humanBytes($0.size) } ?? "-"
-                table.add([ring.name, "-", stateWord(error), "-", "-", "-", "-", "-", "-", "-", size, "-", "-"])
+                table.add([ring.name, uid, "-", stateWord(error), "-", "-", "-", "-", "-", "-", "-", size, "-", "-"])
                 notes.append("\(error)")
             }
         }

@@ -211,6 +211,7 @@ func statusJSON(_ status: RingStatus, now: Now) -> JSON {
     let producer = ProducerLiveness(status: status)
     return .members([
         ("name", .string(status.name)), ("path", .string(status.path)),
+        ("owner_uid", FileFacts(path: status.path).map { JSON.uint(UInt64($0.owner)) }),
         ("format_version", .uint(UInt64(status.formatVersion))),
         (
             "producer",

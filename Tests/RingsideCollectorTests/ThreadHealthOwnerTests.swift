@@ -113,10 +113,10 @@ struct ThreadHealthOwnerTests {
             ])
             defer { collector.kill() }
             let refusedLines = [
-                "ringside_thread_health_refused_total{ring=\"posing-root\",reason=\"other_owner\"}",
-                "ringside_thread_health_refused_total{ring=\"posing-init\",reason=\"other_owner\"}",
-                "ringside_thread_health_refused_total{ring=\"posing-setuid\",reason=\"other_owner\"}",
-                "ringside_thread_health_refused_total{ring=\"stray\",reason=\"not_its_thread\"}",
+                "ringside_thread_health_refused_total{ring=\"posing-root\",uid=\"65534\",reason=\"other_owner\"}",
+                "ringside_thread_health_refused_total{ring=\"posing-init\",uid=\"65534\",reason=\"other_owner\"}",
+                "ringside_thread_health_refused_total{ring=\"posing-setuid\",uid=\"65534\",reason=\"other_owner\"}",
+                "ringside_thread_health_refused_total{ring=\"stray\",uid=\"65534\",reason=\"not_its_thread\"}",
             ]
             let health = ["ringside_thread_", "ringside_bot_process_"].flatMap { prefix in
                 [

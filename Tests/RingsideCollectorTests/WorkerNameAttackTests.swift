@@ -7,7 +7,7 @@ import Testing
 
 // Worker files are named by pid (`<bot>@<pid>`), so another user who can write the ring directory
 // (/dev/shm is everyone's) can plant files under the names a bot's next children will want.
-@Suite("Collector: worker names that another user planted")
+@Suite("Collector: worker files of another user")
 struct WorkerNameAttackTests {
     @Test(
         "nobody's files planted for the next pids and 256 dead ones: 20 forked workers of root's bot take other names, every count kept"
@@ -50,6 +50,52 @@ struct WorkerNameAttackTests {
                 #expect((worker.suffix != nil) == upcoming.contains(Int(worker.pid)), "\(worker)")
             }
             #expect(workers.contains { $0.suffix != nil }, "no child's pid was among the planted ones")
+        }
+    }
+}
+
+extension WorkerNameAttackTests {
+    @Test("under --allow-uid, another user's file in a bot shows its owner: /latest, the page's data, a uid label, the dump's list")
+    func anotherUsersFileShowsItsOwner() throws {
+        guard try requiredRoot("writing a worker file as user nobody (setpriv)"),
+            let setpriv = try requiredSystemTool("setpriv")
+        else { return }
+        try withRingDirectory { directory in
+            try #require(chmod(directory.path, 0o1777) == 0)
+            let emit = ["--dir", directory.path, "orders", "--kind", "counter"]
+            let root = try runProcess("ringside-emit", ["--ring", "bot"] + emit + ["100"])
+            try #require(root.status == 0, "\(root.errors)")
+            // Nobody's file, renamed to a worker's name of root's bot (emit attaches bots, not workers).
+            let asNobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+            let nobody = try runProcess(
+                asNobody[0],
+                Array(asNobody.dropFirst()) + [try builtExecutable("ringside-emit"), "--ring", "theirs"] + emit + ["2000000000000"])
+            try #require(nobody.status == 0, "\(nobody.errors)")
+            let moved = try runProcess(
+                asNobody[0],
+                Array(asNobody.dropFirst()) + ["/usr/bin/mv", directory.filePath(for: "theirs"), directory.filePath(for: "bot@99999")])
+            try #require(moved.status == 0, "\(moved.errors)")
+
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--allow-uid", "65534"])
+            defer { collector.kill() }
+            let metrics = try eventually(seconds: 10) { () -> String? in
+                let body = try httpGet(port: port, path: "/metrics").body
+                return body.contains(#"orders_total{ring="bot"} 2000000000100"#) ? body : nil
+            }
+            // Merged, as --allow-uid asks, but never anonymously.
+            let page = try #require(metrics, "the two files' counters never merged")
+            #expect(page.contains(#"ringside_ring_producer_alive{ring="bot",uid="0"}"#))
+            #expect(page.contains(#"ringside_ring_producer_alive{ring="bot",worker="99999",uid="65534"}"#))
+            let latest = try #require(
+                JSONSerialization.jsonObject(with: Data(httpGet(port: port, path: "/latest").body.utf8)) as? [String: Any])
+            let rings = try #require(latest["rings"] as? [[String: Any]])
+            #expect(rings.first { $0["name"] as? String == "bot@99999" }?["uid"] as? Int == 65534)
+            #expect(rings.first { $0["name"] as? String == "bot" }?["uid"] as? Int == 0)
+            #expect((latest["collector"] as? [String: Any])?["uid"] as? Int == 0, "the page tells another user's file by it")
+
+            let list = try runProcess("ringside-dump", ["--dir", directory.path, "--allow-uid", "65534", "list"])
+            let row = list.output.split(separator: "\n").first { $0.hasPrefix("bot@99999 ") }
+            #expect(row?.split(separator: " ").dropFirst().first == "65534", "\(list.output)")
         }
     }
 }
