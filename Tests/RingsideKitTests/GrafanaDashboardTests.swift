@@ -21,19 +21,25 @@ struct GrafanaDashboardTests {
             let (collector, port) = try startCollector([
                 "--dir", directory.path, "--poll", "20ms",
                 "--slo", "order_fill_latency:p99<100us@1m",
+                // An availability SLO, for its families (the kit bot has one counter: a ratio of it to itself).
+                "--slo", #"orders{side="buy"}/orders<99%@1h"#,
             ])
             defer { collector.kill() }
             let page = try eventually(seconds: 10) { () -> String? in
                 let body = try httpGet(port: port, path: "/metrics").body
                 // The thread sampler's families come with its first round (a second at most).
                 return body.contains("orders_rate{") && body.contains("order_fill_latency_windowed_seconds{")
-                    && body.contains("ringside_slo_violated{") && body.contains("ringside_thread_context_switches_total{") ? body : nil
+                    && body.contains("ringside_slo_violated{") && body.contains("ringside_thread_context_switches_total{")
+                    && body.contains("ringside_slo_bad_events_total{") ? body : nil
             }
             let text = try #require(page, "the collector did not export the bot's metrics")
             // A histogram family's own name is a series under native histograms (its buckets in one sample).
             let histograms = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") && $0.hasSuffix(" histogram") }
                 .map { String($0.split(separator: " ")[2]) }
-            return sampleNames(inMetricsPage: text).union(histograms)
+            // A counter family declared with no series yet (its first event makes one: a refusal, say).
+            let counters = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") && $0.hasSuffix(" counter") }
+                .map { String($0.split(separator: " ")[2]) }
+            return sampleNames(inMetricsPage: text).union(histograms).union(counters)
         }
     }
 
@@ -42,7 +48,8 @@ struct GrafanaDashboardTests {
         var text = expression
         for (variable, value) in [
             ("${metric:regex}", "order_fill_latency"), ("${metric}", "order_fill_latency"),
-            ("$metric", "order_fill_latency"), ("$instance", ".*"), ("$ring", ".*"),
+            ("$metric", "order_fill_latency"), ("${gauge}", "gross_exposure"), ("$gauge", "gross_exposure"), ("$instance", ".*"),
+            ("$ring", ".*"),
             ("$window", "1m"), ("$__rate_interval", "1m"), ("$__range", "1h"),
         ] {
             text = text.replacingOccurrences(of: variable, with: value)
@@ -58,7 +65,7 @@ struct GrafanaDashboardTests {
         let variables = try #require((dashboard["templating"] as? [String: Any])?["list"] as? [[String: Any]])
         let datasource = try #require(variables.first { $0["type"] as? String == "datasource" })
         #expect(datasource["name"] as? String == "DS_PROMETHEUS" && datasource["query"] as? String == "prometheus")
-        for variable in ["instance", "ring", "metric", "window"] {
+        for variable in ["instance", "ring", "metric", "gauge", "window"] {
             #expect(variables.contains { $0["name"] as? String == variable }, "variable \(variable) missing")
         }
 
@@ -80,7 +87,10 @@ struct GrafanaDashboardTests {
         let joined = expressions.joined(separator: "\n")
         for needed in [
             #"quantile="0.5""#, #"quantile="0.99""#, #"quantile="0.999""#, "_rate", "ringside_ring_records_dropped_total",
-            "ringside_ring_backlog_records", "ringside_ring_producer_alive", "ringside_slo_violated",
+            "ringside_lane_backlog_records", "ringside_ring_producer_alive", "ringside_slo_violated",
+            // Availability, gauges, workers and thread health (issue 40).
+            "ringside:slo_availability:ratio30d", "${gauge}_window_min", #"worker!="""#, "ringside_thread_cpu_seconds_total",
+            "ringside_thread_runqueue_wait_seconds_total", "ringside_bot_process_resident_memory_bytes",
         ] {
             #expect(joined.contains(needed), "no panel queries \(needed)")
         }
@@ -114,6 +124,36 @@ struct GrafanaDashboardTests {
             #expect(!names.isEmpty, "no metric found in \(expression)")
             for name in names { #expect(allowed.contains(name), "\(name) is not exported (in \(expression))") }
         }
+    }
+
+    /// Grafana is not packaged by Debian nor PyPI, so the provisioning files are read here as
+    /// Grafana reads them: their keys, and the paths they name, agreeing with each other.
+    @Test("the provisioning files give a default Prometheus data source and a file provider of the folder the dashboard is installed in")
+    func provisioningFiles() throws {
+        func settings(_ path: String) throws -> [String: String] {
+            let text = try String(contentsOfFile: kitFile(path), encoding: .utf8)
+            var found: [String: String] = [:]
+            for line in text.split(separator: "\n") where !line.trimmingCharacters(in: .whitespaces).hasPrefix("#") {
+                let parts = line.trimmingCharacters(in: .whitespaces).drop { $0 == "-" || $0 == " " }.split(separator: ":", maxSplits: 1)
+                if parts.count == 2 { found[String(parts[0])] = parts[1].trimmingCharacters(in: .whitespaces) }
+            }
+            return found
+        }
+        let source = try settings("tools/grafana/provisioning/datasources/ringside.yml")
+        #expect(source["apiVersion"] == "1" && source["type"] == "prometheus" && source["isDefault"] == "true")
+        #expect(source["url"] == "http://127.0.0.1:9090" && source["timeInterval"] == "5s")
+        let provider = try settings("tools/grafana/provisioning/dashboards/ringside.yml")
+        #expect(provider["apiVersion"] == "1" && provider["type"] == "file")
+        let folder = try #require(provider["path"])
+        // Where the install line puts the dashboard is the folder the provider watches.
+        let text = try String(contentsOfFile: kitFile("tools/grafana/provisioning/datasources/ringside.yml"), encoding: .utf8)
+        #expect(text.contains("tools/grafana/ringside-dashboard.json \(folder)/ringside-dashboard.json"))
+        // The dashboard's data source variable has no fixed choice: Grafana takes the default one.
+        let data = try Data(contentsOf: URL(fileURLWithPath: kitFile("tools/grafana/ringside-dashboard.json")))
+        let dashboard = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let variables = try #require((dashboard["templating"] as? [String: Any])?["list"] as? [[String: Any]])
+        let datasource = try #require(variables.first { $0["type"] as? String == "datasource" })
+        #expect(datasource["current"] == nil || (datasource["current"] as? [String: Any])?.isEmpty == true)
     }
 
     @Test("the metric-name scanner finds names and skips functions, labels, ranges and groupings")

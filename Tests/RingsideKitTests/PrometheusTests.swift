@@ -27,7 +27,8 @@ final class PrometheusServer {
         let storage =
             agent
             ? ["--storage.agent.path=\(directory.path)/data"]
-            : ["--storage.tsdb.path=\(directory.path)/data", "--storage.tsdb.retention.time=1h"]
+            : ["--storage.tsdb.path=\(directory.path)/data"]
+                + (arguments.contains { $0.hasPrefix("--storage.tsdb.retention") } ? [] : ["--storage.tsdb.retention.time=1h"])
         let configPath = directory.path + "/prometheus.yml"
         do {
             (port, process) = try startReadyPeer("prometheus") { port in
@@ -97,19 +98,44 @@ struct PrometheusTests {
         #expect(tests.status == 0 && tests.output.contains("SUCCESS"), "\(tests.output)")
     }
 
-    @Test("the rules give every alert a severity of P0, P1 or P2, and cover what operators need")
+    @Test("the rules give every alert a severity of P0, P1 or P2 (an SLO's alerts, the SLO's own), and cover what operators need")
     func alertsHaveSeverities() throws {
         let text = try String(contentsOfFile: kitFile("tools/prometheus/ringside-rules.yml"), encoding: .utf8)
         let alerts = text.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("- alert:") }
         let severities = text.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("severity:") }
-        #expect(alerts.count == severities.count)
+        // The SLOs' alerts set none: they keep the severity label of the SLO's series (--slo '... severity=P2').
+        let fromTheSLO = ["RingsideSLOViolated", "RingsideSLOErrorBudgetBurn"]
+        #expect(alerts.count == severities.count + fromTheSLO.count)
+        for alert in fromTheSLO {
+            let rule = text.components(separatedBy: "- alert: \(alert)\n").last?.components(separatedBy: "- alert:").first ?? ""
+            #expect(!rule.contains("severity:") && rule.contains("ringside_slo_"), "\(alert) must take the SLO's severity")
+        }
         #expect(severities.allSatisfy { ["P0", "P1", "P2"].contains($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) })
         for needed in [
             "RingsideCollectorDown", "RingsideProducerDead", "RingsideSLOViolated", "RingsideOrderFillP99OverSLO",
-            "RingsideRecordsDropped", "RingsideBacklogHigh", "RingsideThreadPreempted",
+            "RingsideRecordsDropped", "RingsideBacklogHigh", "RingsideThreadPreempted", "RingsideSLOErrorBudgetBurn",
+            "RingsideBotMemoryGrowing", "RingsideBotCPUHigh", "RingsideThroughputLow",
         ] {
             #expect(text.contains("- alert: \(needed)\n"), "missing \(needed)")
         }
+    }
+
+    @Test("Prometheus started with the shipped Debian defaults and prometheus.yml keeps 30 days and exemplars")
+    func shippedDefaultsKeep30Days() throws {
+        guard let prometheusPath = try requiredSystemTool("prometheus") else { return }
+        let defaults = try String(contentsOfFile: kitFile("tools/prometheus/prometheus.default"), encoding: .utf8)
+        let line = try #require(defaults.split(separator: "\n").first { $0.hasPrefix("ARGS=") }, "no ARGS= line")
+        let arguments = line.dropFirst("ARGS=".count).trimmingCharacters(in: CharacterSet(charactersIn: "\"")).split(separator: " ")
+            .map(String.init)
+        // The shipped prometheus.yml, as /etc/prometheus holds it beside the rules.
+        let shipped = try String(contentsOfFile: kitFile("tools/prometheus/prometheus.yml"), encoding: .utf8)
+            .replacingOccurrences(of: "  - ringside-rules.yml", with: "  - \(kitFile("tools/prometheus/ringside-rules.yml"))")
+        let prometheus = try PrometheusServer(executable: prometheusPath, config: shipped, arguments: arguments)
+        defer { prometheus.stop() }
+        let runtime = try jsonObject(httpGet(port: prometheus.port, path: "/api/v1/status/runtimeinfo").body)
+        #expect((runtime["data"] as? [String: Any])?["storageRetention"] as? String == "30d", "\(runtime)")
+        let flags = try jsonObject(httpGet(port: prometheus.port, path: "/api/v1/status/flags").body)
+        #expect((flags["data"] as? [String: Any])?["enable-feature"] as? String == "exemplar-storage", "\(flags)")
     }
 
     /// Two hosts' worth: each collector drains one bot whose histogram holds 10,000 known values
