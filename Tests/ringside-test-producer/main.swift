@@ -49,6 +49,8 @@
 //       full), increments counter "lane_increments" {source="test"} N times, then sets gauge
 //       "lane_level" to t (a record too). Prints "lanes L written W dropped D" and exits; with
 //       --hold, prints "ready PID" instead and sleeps until killed, its threads holding their lanes.
+//       (These Bot modes take --mode OCTAL, the bot file's permissions: 0660 for a collector of
+//       another user sharing the file's group.)
 //   ringside-test-producer short-bots --dir DIR --ring PREFIX --count N
 //       attaches N rings PREFIX-0000 ... (capacity 1024), records 1 value in each, exits
 //   ringside-test-producer wide-series --dir DIR --ring PREFIX --rings R --metrics M --label-bytes B
@@ -230,6 +232,7 @@ if [
         if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
         if let threads = options["max-threads"].flatMap(Int.init) { botOptions.maxThreads = threads }
         if let bound = options["max-workers"].flatMap(Int.init) { botOptions.maxWorkers = bound }
+        if let mode = options["mode"].flatMap({ UInt32($0, radix: 8) }) { botOptions.fileMode = mode }
         let bot = try Bot.attach(ringName, directory: options["dir"], options: botOptions)
         try runAnyThreadMode(mode, bot: bot, options: options, count: count)
         exit(0)
