@@ -58,6 +58,11 @@ public typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Bool
 /// Which routes are cheap is the caller's to say: the server only knows that `quick` must return
 /// at once.
 ///
+/// With a `WebSecurity` (exporter-toolkit's web configuration file), every connection speaks TLS
+/// (OpenSSL, its handshake on the loop, bounded by the head timeout) and every request but those
+/// to its open paths needs a basic-auth password; a password not verified before is checked with
+/// bcrypt on a third thread, the password worker, and the request answered when it comes back.
+///
 /// `init` binds and listens (so `boundPort` is known and bind errors surface before anything
 /// starts); `start` spawns the threads; `stop` closes everything and joins them. All methods are
 /// safe to call from any thread, except `stop()` from inside `quick` or `handler`, which would
