@@ -30,8 +30,15 @@ let package = Package(
         /// Log-bucketed histograms and sliding windows: pure computation, no I/O.
         .target(name: "RingsideAggregation"),
         /// A small HTTP/1.1 server on POSIX sockets, and a client for one request at a time (the
-        /// OTLP exporter's); their calls made through RingsideSystem.
-        .target(name: "RingsideHTTP", dependencies: ["RingsideSystem"]),
+        /// OTLP exporter's); their calls made through RingsideSystem. The server speaks TLS and
+        /// checks passwords as exporter-toolkit's web configuration file says (`--web-config-file`).
+        .target(name: "RingsideHTTP", dependencies: ["RingsideSystem", "COpenSSL", "CCrypt"]),
+        /// The system's OpenSSL (libssl-dev): the HTTP server's TLS and SHA-256. Linked by the
+        /// collector's HTTP server only, never by the library bots import.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        /// The system's libxcrypt (libcrypt-dev): bcrypt, to check the web configuration's
+        /// password hashes. Linked by the collector's HTTP server only.
+        .systemLibrary(name: "CCrypt", pkgConfig: "libxcrypt", providers: [.apt(["libcrypt-dev"])]),
         /// What the collector knows at one moment, as plain values: the snapshot the collector
         /// builds and the exporters read (series, rings, SLOs, its own and its process's figures).
         .target(name: "RingsideSnapshot", dependencies: ["Ringside", "RingsideAggregation"]),

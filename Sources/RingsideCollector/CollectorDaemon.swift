@@ -43,25 +43,41 @@ public enum CollectorDaemon {
             }
         }
 
+        // The listener's TLS and users: a file that does not load (it changed since the command
+        // line was read) is the same usage error, exit status 2.
+        var security: WebSecurity?
+        if let path = options.webConfigFile {
+            do { security = try WebSecurity(path: path, openPaths: CollectorEndpoints.openPaths) } catch {
+                log("--web-config-file \(path): \(error); not starting", level: .error)
+                return 2
+            }
+        }
         let collector = Collector(options: options, log: log)
         let endpoints = CollectorEndpoints(collector: collector)
         let server: HTTPServer
         do {
             server = try HTTPServer(
                 listen: options.listen, limits: httpLimits(descriptorReserve: collector.descriptorReserve),
-                log: { log($0, level: $1 ? .warn : .info) },
+                log: { log($0, level: $1 ? .warn : .info) }, security: security,
                 quick: endpoints.quick, handler: endpoints.render)
             try server.start()
         } catch {
             log("cannot serve HTTP: \(error)", level: .error)
             return 1
         }
+        if let security { endpoints.figures.setWebSecuritySource { WebSecurityStats(security.counters) } }
         log(
-            "listening on http://\(server.boundAddress) (/metrics, /latest, /api/history, /health), at most "
-                + "\(server.limits.maxConnections) connections; ring directory \(options.directory.path)")
-        if !server.isLoopback {
+            "listening on \(security?.isTLS == true ? "https" : "http")://\(server.boundAddress) (/metrics, /latest, /api/history, "
+                + "/health), at most \(server.limits.maxConnections) connections; ring directory \(options.directory.path)")
+        if let security {
             log(
-                "warning: \(server.boundAddress) is not a loopback address: anyone who can reach it can read these metrics",
+                "--web-config-file \(security.path): \(security.summary); /health and /-/healthy need no password; "
+                    + "re-read when it or its files change")
+        }
+        if !server.isLoopback && !(security?.protectsEverything ?? false) {
+            log(
+                "warning: \(server.boundAddress) is not a loopback address: anyone who can reach it can read these metrics "
+                    + "(--web-config-file sets TLS and passwords)",
                 level: .warn)
         }
 
@@ -177,4 +193,20 @@ private func returnLargeBlocksToTheSystem() {
     guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }  // not glibc
     let mmapThreshold: Int32 = -3  // M_MMAP_THRESHOLD in <malloc.h>
     _ = unsafeBitCast(symbol, to: MallOpt.self)(mmapThreshold, 1 << 20)
+}
+
+extension WebSecurityStats {
+    /// The listener's counters, as the snapshot carries them.
+    init(_ counters: WebSecurity.Counters) {
+        self.init()
+        authMissing = counters.authMissing
+        authWrong = counters.authWrong
+        passwordChecks = counters.passwordChecks
+        tlsHandshakeFailures = counters.handshakeFailures
+        reloads = counters.reloads
+        reloadFailures = counters.reloadFailures
+        lastReloadSucceeded = counters.lastReloadSucceeded
+        tls = counters.tls
+        users = counters.users
+    }
 }

@@ -60,6 +60,11 @@ public final class CollectorEndpoints: Sendable {
     /// Stops that thread, once its render is done (the daemon's, after the server stopped).
     public func stopRendering() { metricsPages.stop() }
 
+    /// The routes answered without a password under `--web-config-file`: the probes a service
+    /// manager or load balancer sends, which tell nothing about the bots (`/-/ready` and the rest
+    /// need one).
+    public static let openPaths: Set<String> = ["/health", "/-/healthy"]
+
     /// The drain loop counts as stalled when its last pass is older than this.
     var stallNanos: UInt64 { max(1_000_000_000, 10 * pollNanos) }
 

@@ -54,6 +54,9 @@ public struct CollectorOptions: Sendable, Equatable {
     public var threadSampleIntervalNanos: UInt64 = 1_000_000_000
     /// With `--otlp-endpoint`: the OTLP/HTTP exporter's receiver and how it pushes (`--otlp-*`).
     public var otlp: OTLPOptions?
+    /// Exporter-toolkit's web configuration file (`--web-config-file`, also `--web.config.file`):
+    /// TLS, client certificates and basic-auth users for the HTTP listener; re-read when it changes.
+    public var webConfigFile: String?
 
     public init() {}
 
@@ -68,6 +71,10 @@ public struct CollectorOptions: Sendable, Equatable {
           --dir PATH             ring directory (default: $RINGSIDE_DIR, else /dev/shm)
           --ring NAME            collect only this ring (repeatable; default: every ring)
           --listen HOST:PORT     HTTP address (default 127.0.0.1:9464; port 0 picks a free one)
+          --web-config-file PATH exporter-toolkit's web configuration (also --web.config.file): TLS,
+                                 client certificates, basic-auth users with bcrypt hashes; re-read
+                                 when it or its files change. /health and /-/healthy need no
+                                 password (docs/operations.md)
           --windows LIST         sliding windows (default 1s,5s,1m)
           --quantiles LIST       quantiles per window (default 0.5,0.9,0.95,0.99,0.999)
           --json-dump PATH       write the /latest document to PATH (atomically) every interval
@@ -159,6 +166,13 @@ public struct CollectorOptions: Sendable, Equatable {
                     guard case let .invalidAddress(_, reason) = error else { throw UsageError("--listen \(options.listen): \(error)") }
                     throw UsageError("--listen \(options.listen): \(reason)")
                 }
+            case "--web-config-file", "--web.config.file":
+                let path = try value(for: flag)
+                guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
+                // Read and loaded here (certificate and key too), so a bad file is a usage error
+                // naming its line; the daemon loads it again to serve.
+                do { try WebSecurity.check(path: path) } catch { throw UsageError("\(flag) \(path): \(error)") }
+                options.webConfigFile = path
             case "--windows":
                 let text = try value(for: flag)
                 options.windowNanos = try parseList(text, flag: flag) { item throws(UsageError) in

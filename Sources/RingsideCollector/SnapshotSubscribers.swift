@@ -25,6 +25,8 @@ extension SnapshotSubscriber {
 /// shown with every snapshot served: written by the daemon's loop, read by the HTTP threads.
 public final class SubscriberFigures: Sendable {
     private let figures = Mutex(CollectorStats())
+    /// The HTTP listener's figures (`--web-config-file`), read when a snapshot is served.
+    private let webSecurity = Mutex<(@Sendable () -> WebSecurityStats)?>(nil)
 
     init() {}
 
@@ -40,6 +42,12 @@ public final class SubscriberFigures: Sendable {
         snapshot.collector.hlogErrors = stats.hlogErrors
         snapshot.collector.history = stats.history
         snapshot.collector.otlp = stats.otlp
+        snapshot.collector.webSecurity = webSecurity.withLock { $0 }?()
+    }
+
+    /// Where the HTTP listener's figures come from (the daemon's server, with `--web-config-file`).
+    func setWebSecuritySource(_ source: @escaping @Sendable () -> WebSecurityStats) {
+        webSecurity.withLock { $0 = source }
     }
 }
 

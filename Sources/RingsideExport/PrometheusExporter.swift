@@ -344,6 +344,7 @@ public enum PrometheusExporter {
                 [([], Double(history.refused))])
         }
         if let otlp = stats.otlp { otlpFamilies(otlp, family) }
+        if let security = stats.webSecurity { webSecurityFamilies(security, family) }
 
         // Each SLO's series carry its severity, which its alerts take (`severity=` after the rule).
         let slos = snapshot.slos
@@ -404,6 +405,34 @@ public enum PrometheusExporter {
             "ringside_otlp_last_success_time_seconds", "gauge", "When the OTLP receiver last took an export, in Unix seconds (0: never)",
             [([], Double(otlp.lastSuccessRealtimeNanos ?? 0) / 1e9)])
         family("ringside_otlp_failing", "gauge", "1 while the last OTLP attempt failed", [([], otlp.failing ? 1 : 0)])
+    }
+
+    /// The HTTP listener's figures with `--web-config-file`, each a family written by `family`.
+    static func webSecurityFamilies(
+        _ security: WebSecurityStats, _ family: (String, String, String, [([(String, String)], Double)]) -> Void
+    ) {
+        family(
+            "ringside_http_auth_failures_total", "counter",
+            "Requests refused with 401 (--web-config-file): without credentials (missing), or with a wrong user or password (wrong)",
+            [([("reason", "missing")], Double(security.authMissing)), ([("reason", "wrong")], Double(security.authWrong))])
+        family(
+            "ringside_http_password_checks_total", "counter",
+            "Passwords checked with bcrypt: once per user while the file is unchanged (then remembered), and each wrong one",
+            [([], Double(security.passwordChecks))])
+        family(
+            "ringside_http_tls_handshake_failures_total", "counter",
+            "TLS handshakes that failed: bad or missing client certificates, plain HTTP on the TLS port, clients gone or silent",
+            [([], Double(security.tlsHandshakeFailures))])
+        family(
+            "ringside_http_web_config_reloads_total", "counter",
+            "Changes of --web-config-file or its certificate, key or CA files: loaded (success) or refused, the running one kept (failure)",
+            [([("result", "success")], Double(security.reloads)), ([("result", "failure")], Double(security.reloadFailures))])
+        family(
+            "ringside_http_web_config_last_reload_successful", "gauge",
+            "1 when the last version of --web-config-file and its files loaded, 0 when it was refused (the one before serves)",
+            [([], security.lastReloadSucceeded ? 1 : 0)])
+        family("ringside_http_tls_enabled", "gauge", "1 when the HTTP listener speaks TLS", [([], security.tls ? 1 : 0)])
+        family("ringside_http_basic_auth_users", "gauge", "Users --web-config-file lets in with basic auth", [([], Double(security.users))])
     }
 
     // MARK: - Names and units

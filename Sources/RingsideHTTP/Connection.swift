@@ -3,17 +3,25 @@ import RingsideSystem
 
 /// One client connection's state between wake-ups of the event loop. Owned by the server thread.
 ///
+/// With TLS, its bytes go through its `TLSStream`, whose handshake comes first; the phases are
+/// the same, and `pollEvents` waits for what TLS waits for (a read may need to write, and the
+/// reverse).
+///
 /// A connection alternates between reading a head and writing its response; it never reads the
 /// next request while a response is pending (at the render worker or being sent), so pipelined
 /// requests are answered in order, and a pipelining client that does not read its responses
 /// cannot make the server buffer without bound.
 final class Connection {
     enum Phase: Equatable {
+        /// The TLS handshake is under way; `deadline` (the head timeout) bounds it.
+        case handshaking
         /// Waiting for a complete request head; `deadline` bounds how long.
         case reading
         /// Its request is at the render worker; the response is framed so when it comes back.
         /// Nothing is read meanwhile, and no deadline runs: the queue's bound limits the wait.
         case rendering(headOnly: Bool, disposition: ConnectionDisposition)
+        /// Its request's password is at the password worker (bcrypt); then it is answered as any other.
+        case verifying(HTTPRequest, headOnly: Bool, disposition: ConnectionDisposition)
         /// Sending `output`; afterwards read the next request, or linger and close.
         case writing(closeAfter: Bool)
         /// Our FIN is sent; discarding what the client still sends until it closes or
@@ -23,8 +31,10 @@ final class Connection {
     }
 
     let fd: Int32
+    /// The connection's TLS; nil for plain HTTP.
+    private(set) var tls: TLSStream?
     var parser: RequestParser
-    var phase = Phase.reading
+    var phase: Phase
     /// What is left to send, in order (a response's head, then its body); `written` bytes of the
     /// first are sent.
     var output: [[UInt8]] = []
@@ -35,26 +45,48 @@ final class Connection {
     var idleSince: Int64
     private(set) var isClosed = false
 
-    init(fd: Int32, maxHeadBytes: Int, deadline: Int64, now: Int64) {
+    init(fd: Int32, tls: TLSStream? = nil, maxHeadBytes: Int, deadline: Int64, now: Int64) {
         self.fd = fd
+        self.tls = tls
+        phase = tls == nil ? .reading : .handshaking
         self.parser = RequestParser(maxHeadBytes: maxHeadBytes)
         self.deadline = deadline
         idleSince = now
     }
 
-    /// Sent nothing since it was accepted or answered (or is only lingering): evicting it loses no request.
+    /// Sent nothing since it was accepted or answered (or is only lingering, or still shaking
+    /// hands): evicting it loses no request.
     var isIdle: Bool {
-        !isClosed && ((phase == .reading && parser.buffer.isEmpty) || phase == .lingering)
+        !isClosed && ((phase == .reading && parser.buffer.isEmpty) || phase == .lingering || phase == .handshaking)
     }
 
-    /// The `poll` events this phase waits for (none while rendering: `poll` still reports an
-    /// error or a hang-up).
+    /// The `poll` events this phase waits for (none while at a worker: `poll` still reports an
+    /// error or a hang-up), or what its TLS waits for.
     var pollEvents: Int16 {
         switch phase {
-        case .reading, .lingering: Int16(POLLIN)
-        case .writing: Int16(POLLOUT)
-        case .rendering: 0
+        case .rendering, .verifying: 0
+        case .handshaking, .reading, .lingering: tls?.waitingFor ?? Int16(POLLIN)
+        case .writing: tls?.waitingFor ?? Int16(POLLOUT)
         }
+    }
+
+    /// Reads what the socket (or TLS) has, into `buffer`.
+    func receive(into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+        tls?.read(into: buffer) ?? Syscall.receive(fd, into: buffer)
+    }
+
+    /// Whether TLS holds bytes read from the socket and not yet taken: `poll` will not report them.
+    var hasBufferedInput: Bool { tls?.hasBufferedInput ?? false }
+
+    /// Writes what the socket (or TLS: a record at most) takes of `bytes`.
+    func send(_ bytes: UnsafeRawBufferPointer) -> IOResult {
+        tls?.write(bytes) ?? Syscall.send(fd, bytes)
+    }
+
+    /// After the last response: TLS's close_notify, then our FIN.
+    func shutdownWrite() {
+        tls?.shutdown()
+        Syscall.shutdownWrite(fd)
     }
 
     /// Writes as much of `output` as the socket takes, `slice` bytes at most. Returns true once
@@ -64,8 +96,9 @@ final class Connection {
         while let part = output.first {
             while written < part.count {
                 guard allowed > 0 else { return false }
-                let end = min(part.count, written + allowed)
-                let result = part.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[written..<end])) }
+                // TLS takes a record at a time, and its retry must be as long as the write it retries.
+                let end = tls == nil ? min(part.count, written + allowed) : part.count
+                let result = part.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[written..<end])) }
                 switch result {
                 case .bytes(let n):
                     written += n
@@ -82,9 +115,13 @@ final class Connection {
         return true
     }
 
+    /// Goes on in plain text after a failed handshake (a client that spoke plain HTTP), to say why.
+    func abandonTLS() { tls = nil }
+
     func close() {
         guard !isClosed else { return }
         isClosed = true
+        tls = nil  // frees OpenSSL's state now, not when the loop lets go of the connection
         System.close(fd)
     }
 }

@@ -115,6 +115,7 @@ func reasonPhrase(_ status: Int) -> String {
     case 302: "Found"
     case 304: "Not Modified"
     case 400: "Bad Request"
+    case 401: "Unauthorized"
     case 403: "Forbidden"
     case 404: "Not Found"
     case 405: "Method Not Allowed"

@@ -58,6 +58,11 @@ public typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Bool
 /// Which routes are cheap is the caller's to say: the server only knows that `quick` must return
 /// at once.
 ///
+/// With a `WebSecurity` (exporter-toolkit's web configuration file), every connection speaks TLS
+/// (OpenSSL, its handshake on the loop, bounded by the head timeout) and every request but those
+/// to its open paths needs a basic-auth password; a password not verified before is checked with
+/// bcrypt on a third thread, the password worker, and the request answered when it comes back.
+///
 /// `init` binds and listens (so `boundPort` is known and bind errors surface before anything
 /// starts); `start` spawns the threads; `stop` closes everything and joins them. All methods are
 /// safe to call from any thread, except `stop()` from inside `quick` or `handler`, which would
@@ -78,7 +83,11 @@ public final class HTTPServer: Sendable {
     private let listenFD: Int32
     private let wakeup: LoopWakeup
     private let quick: @Sendable (HTTPRequest) -> HTTPResponse?
-    private let worker: RenderWorker
+    private let worker: Worker<HTTPRequest, HTTPResponse>
+    /// The password worker, with a web configuration (its users may come with a reload).
+    private let passwords: Worker<AccessRules.Verification, Bool>?
+    /// The web configuration (`--web-config-file`): TLS, users, headers; nil for plain HTTP, open to all.
+    package let security: WebSecurity?
     private let log: HTTPServerLog
     private let lifecycle = Mutex(Lifecycle.ready)
 
@@ -94,16 +103,20 @@ public final class HTTPServer: Sendable {
     /// - Parameters:
     ///   - listen: where to listen; a host name is resolved and its addresses tried in order.
     ///   - limits: the per-client bounds.
-    ///   - log: told when descriptors run out and when they are available again.
+    ///   - log: told when descriptors run out and when they are available again, when the web
+    ///     configuration is reloaded or refused, and (at most once a minute) about failed TLS
+    ///     handshakes and refused passwords.
+    ///   - security: the web configuration to serve by: TLS for every connection, basic auth for
+    ///     every request but those to its open paths. Nil: plain HTTP, no password.
     ///   - quick: answers the cheap requests on the loop's thread, or returns nil to hand the
     ///     request to `handler`. It must return at once: every other client waits while it runs.
     ///     The default declines everything.
     ///   - handler: answers each `GET` and `HEAD` that `quick` declines, on the render worker,
     ///     one at a time. It may take long; only requests for the worker wait for it.
     /// - Throws: `HTTPServerError` naming the address and the cause.
-    public init(
+    package init(
         listen: String, limits: HTTPServerLimits = HTTPServerLimits(),
-        log: @escaping HTTPServerLog = { _, _ in },
+        log: @escaping HTTPServerLog = { _, _ in }, security: WebSecurity? = nil,
         quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse? = { _ in nil },
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
     ) throws(HTTPServerError) {
@@ -148,7 +161,11 @@ public final class HTTPServer: Sendable {
         self.limits = limits
         self.log = log
         self.quick = quick
-        worker = RenderWorker(handler: handler, wakeup: wakeup)
+        self.security = security
+        worker = Worker(work: handler, wakeup: wakeup)
+        passwords = security.map { security in
+            Worker(work: { security.verify($0) }, wakeup: wakeup)
+        }
     }
 
     /// One listening socket on one address; closed again if any step fails.
@@ -177,7 +194,13 @@ public final class HTTPServer: Sendable {
             if case .failure(let error) = worker.start(niceIncrement: limits.workerNiceIncrement) {
                 throw .from(error, listen: boundAddress)
             }
-            let loop = ServerLoop(listenFD: listenFD, wakeup: wakeup, limits: limits, log: log, quick: quick, worker: worker)
+            if case .failure(let error) = passwords?.start(niceIncrement: limits.workerNiceIncrement) {
+                worker.stop()
+                throw .from(error, listen: boundAddress)
+            }
+            let loop = ServerLoop(
+                listenFD: listenFD, wakeup: wakeup, limits: limits, log: log, quick: quick, worker: worker, passwords: passwords,
+                security: security)
             let nice = limits.threadNiceIncrement
             switch Syscall.startThread({
                 if nice > 0 { Syscall.lowerThreadPriority(by: nice) }
@@ -187,6 +210,7 @@ public final class HTTPServer: Sendable {
                 state = .running(thread)
             case .failure(let error):
                 worker.stop()
+                passwords?.stop()
                 throw .from(error, listen: boundAddress)
             }
         }
@@ -207,6 +231,7 @@ public final class HTTPServer: Sendable {
                 break
             }
             worker.stop()
+            passwords?.stop()
             System.close(listenFD)
             wakeup.close()
             state = .stopped

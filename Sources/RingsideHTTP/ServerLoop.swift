@@ -14,13 +14,24 @@ final class ServerLoop {
     private let listenFD: Int32
     private let wakeup: LoopWakeup
     private let quick: @Sendable (HTTPRequest) -> HTTPResponse?
-    private let worker: RenderWorker
+    private let worker: Worker<HTTPRequest, HTTPResponse>
+    /// The password worker and the web configuration, with `--web-config-file`.
+    private let passwords: Worker<AccessRules.Verification, Bool>?
+    private let security: WebSecurity?
     private let limits: HTTPServerLimits
     private let log: HTTPServerLog
     private var connections: [Connection] = []
     /// The connections whose request is at the worker, by the ticket it carries. A connection
     /// closed meanwhile stays here until its answer comes back, and the answer is dropped.
     private var rendering: [UInt64: Connection] = [:]
+    /// The connections whose password is at the password worker, by ticket, as `rendering`.
+    private var verifying: [UInt64: Connection] = [:]
+    /// Passwords waiting for bcrypt at most; past it, 503 with `Retry-After` (a flood of wrong
+    /// passwords waits in its clients, not here).
+    private let maxPendingVerifications = 16
+    /// Failed handshakes and refused passwords: counted always, logged at most once a minute.
+    private var handshakeFailures = OccasionalLog(what: "TLS handshakes failed")
+    private var authFailures = OccasionalLog(what: "requests refused with 401")
     private var lastTicket: UInt64 = 0
     /// While descriptors are short and no remedy is left, the listening socket stays readable;
     /// skipping it until this time keeps the loop from spinning.
@@ -46,7 +57,8 @@ final class ServerLoop {
 
     init(
         listenFD: Int32, wakeup: LoopWakeup, limits: HTTPServerLimits, log: @escaping HTTPServerLog,
-        quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse?, worker: RenderWorker
+        quick: @escaping @Sendable (HTTPRequest) -> HTTPResponse?, worker: Worker<HTTPRequest, HTTPResponse>,
+        passwords: Worker<AccessRules.Verification, Bool>?, security: WebSecurity?
     ) {
         self.listenFD = listenFD
         self.wakeup = wakeup
@@ -54,6 +66,8 @@ final class ServerLoop {
         self.log = log
         self.quick = quick
         self.worker = worker
+        self.passwords = passwords
+        self.security = security
     }
 
     deinit { scratch.deallocate() }
@@ -61,6 +75,9 @@ final class ServerLoop {
     /// Serves until `stop()` is requested, then closes every connection. The listening socket and
     /// the wake-up pipe belong to `HTTPServer`, which closes them.
     func run() {
+        // OpenSSL writes to sockets with `write`, which raises SIGPIPE when the peer hung up:
+        // blocked on this thread, the write fails with EPIPE instead.
+        System.pthreadSigmask(SIG_BLOCK, [SIGPIPE])
         _ = shortage.holdSpare()
         var fds: [pollfd] = []
         while true {
@@ -116,13 +133,14 @@ final class ServerLoop {
             }
             if fds[1].revents != 0 { acceptConnections(now: after) }
             for connection in connections where !connection.isClosed && connection.deadline <= after {
-                expire(connection)
+                expire(connection, now: after)
             }
             connections.removeAll { $0.isClosed }
         }
         for connection in connections { connection.close() }
         connections.removeAll()
         rendering.removeAll()
+        verifying.removeAll()
         shortage.releaseSpare()
     }
 
@@ -133,6 +151,9 @@ final class ServerLoop {
         defer { connections.removeAll { $0.isClosed } }
         let accepted = connections.count  // those before this turn's newcomers, which are appended
         var remedied = false  // the last accept was helped by freeing a descriptor
+        // A newcomer gets the web configuration of now: a rotated certificate is served at once.
+        security?.refresh(now: now, log: log)
+        let tlsContext = security?.tlsContext
         for _ in 0..<acceptBatch {
             switch Syscall.accept(listenFD) {
             case .accepted(let fd):
@@ -140,16 +161,25 @@ final class ServerLoop {
                 remedied = false
                 if connections.count - evicted >= limits.maxConnections {
                     guard let idlest = idlestConnection(of: accepted) else {
-                        refuse(fd)  // every connection is mid-request
+                        refuse(fd, plain: tlsContext == nil)  // every connection is mid-request
                         continue
                     }
                     idlest.close()  // removed from the list at the end of this turn
                     evicted += 1
                 }
                 Syscall.setNoDelay(fd)
+                var tls: TLSStream?
+                if let tlsContext {
+                    guard let stream = tlsContext.stream(fd: fd) else {
+                        System.close(fd)  // OpenSSL had no memory for it
+                        continue
+                    }
+                    tls = stream
+                }
+                // The head timeout bounds the TLS handshake too: a silent client holds its slot no longer.
                 connections.append(
                     Connection(
-                        fd: fd, maxHeadBytes: limits.maxHeadBytes,
+                        fd: fd, tls: tls, maxHeadBytes: limits.maxHeadBytes,
                         deadline: now + limits.headTimeout.wholeMilliseconds, now: now))
             case .retry:
                 continue
@@ -167,7 +197,7 @@ final class ServerLoop {
                     shortage.needed(.evictedIdle, code: code, now: now, log: log)
                     continue
                 }
-                switch refuseOnSpare() {
+                switch refuseOnSpare(plain: tlsContext == nil) {
                 case .accepted:
                     shortage.needed(.refused, code: code, now: now, log: log)
                     continue
@@ -199,17 +229,22 @@ final class ServerLoop {
     /// With every descriptor taken and nothing idle: frees the spare, accepts the newcomer on its
     /// number, refuses it, and takes the spare again. `.exhausted` when there was no spare to free
     /// or the newcomer still found no descriptor (another thread took it first).
-    private func refuseOnSpare() -> AcceptResult {
+    private func refuseOnSpare(plain: Bool) -> AcceptResult {
         guard shortage.holdSpare() else { return .exhausted(.tooManyOpenFiles) }
         shortage.releaseSpare()
         let result = Syscall.accept(listenFD)
-        if case .accepted(let fd) = result { refuse(fd) }
+        if case .accepted(let fd) = result { refuse(fd, plain: plain) }
         _ = shortage.holdSpare()
         return result
     }
 
-    /// No room for the newcomer: one best-effort 503 so the client knows to retry, then close at once.
-    private func refuse(_ fd: Int32) {
+    /// No room for the newcomer: one best-effort 503 so the client knows to retry, then close at
+    /// once. On a TLS port, just the close: plain text would read as a broken handshake.
+    private func refuse(_ fd: Int32, plain: Bool) {
+        guard plain else {
+            System.close(fd)
+            return
+        }
         var response = refusalResponse(status: 503, message: "too many connections; retry shortly")
         response.headers.append(HTTPHeader("Retry-After", "1"))
         let bytes = encodedBytes(response)
@@ -221,29 +256,66 @@ final class ServerLoop {
 
     private func service(_ connection: Connection, now: Int64) {
         switch connection.phase {
+        case .handshaking:
+            handshake(connection, now: now)
         case .reading:
-            switch Syscall.receive(connection.fd, into: scratch) {
-            case .bytes(let n):
-                connection.parser.append(UnsafeRawBufferPointer(rebasing: scratch[..<n]))
-                process(connection, now: now)
-            case .wouldBlock:
-                break
-            case .endOfStream, .failed:
-                connection.close()
-            }
+            read(connection, now: now)
         case .writing:
             if connection.flush(slice: writeSlice) {
                 finishResponse(connection, now: now)
                 process(connection, now: now)
             }
         case .lingering:
-            switch Syscall.receive(connection.fd, into: scratch) {
+            switch connection.receive(into: scratch) {
             case .bytes, .wouldBlock: break
             case .endOfStream, .failed: connection.close()
             }
-        case .rendering:
+        case .rendering, .verifying:
             // Polled for no events, so this is an error or a hang-up: no one is left to answer.
             connection.close()
+        }
+    }
+
+    /// Reads what the connection has (with TLS, every byte OpenSSL took from the socket, which
+    /// `poll` would not report again), then answers the requests it completes.
+    private func read(_ connection: Connection, now: Int64) {
+        var received = false
+        reading: repeat {
+            switch connection.receive(into: scratch) {
+            case .bytes(let n):
+                connection.parser.append(UnsafeRawBufferPointer(rebasing: scratch[..<n]))
+                received = true
+            case .wouldBlock:
+                break reading
+            case .endOfStream, .failed:
+                connection.close()
+                return
+            }
+        } while connection.hasBufferedInput
+        if received { process(connection, now: now) }
+    }
+
+    /// Takes the TLS handshake as far as the socket allows; once done, the connection reads its
+    /// first request, with the head timeout started afresh.
+    private func handshake(_ connection: Connection, now: Int64) {
+        guard let tls = connection.tls else { return connection.close() }
+        switch tls.handshake() {
+        case .inProgress:
+            break
+        case .done:
+            connection.phase = .reading
+            connection.deadline = now + limits.headTimeout.wholeMilliseconds
+            connection.idleSince = now
+            read(connection, now: now)
+        case let .failed(reason, plainHTTP):
+            security?.countHandshakeFailure()
+            handshakeFailures.note(reason, now: now, log: log)
+            guard plainHTTP else { return connection.close() }
+            // A browser or curl sent http:// to the TLS port: tell it so, in its own protocol.
+            connection.abandonTLS()
+            let response = refusalResponse(status: 400, message: "this port speaks TLS (--web-config-file): use https://")
+            startResponse(connection, response, headOnly: false, disposition: .close, now: now)
+            if connection.flush(slice: writeSlice) { finishResponse(connection, now: now) }
         }
     }
 
@@ -260,18 +332,7 @@ final class ServerLoop {
                 let headOnly = request.method == "HEAD"
                 let disposition: ConnectionDisposition =
                     !keepAlive ? .close : request.minorVersion == 0 ? .keepAliveAnnounced : .keepAlive
-                if let response = quick(request) {
-                    startResponse(connection, response, headOnly: headOnly, disposition: disposition, now: now)
-                } else if rendering.count >= limits.maxQueuedRequests {
-                    startResponse(connection, Self.busy, headOnly: headOnly, disposition: disposition, now: now)
-                } else {
-                    lastTicket += 1
-                    rendering[lastTicket] = connection
-                    connection.phase = .rendering(headOnly: headOnly, disposition: disposition)
-                    connection.deadline = .max
-                    worker.submit(RenderWorker.Job(ticket: lastTicket, request: request))
-                    return
-                }
+                guard answer(connection, request, headOnly: headOnly, disposition: disposition, now: now) else { return }
             case let .refuse(status, message):
                 let response = refusalResponse(status: status, message: message)
                 startResponse(connection, response, headOnly: false, disposition: .close, now: now)
@@ -281,19 +342,98 @@ final class ServerLoop {
         }
     }
 
+    /// Starts the response to `request`, after its password when the web configuration asks for
+    /// one; false when a worker has it (the connection waits for its answer).
+    private func answer(
+        _ connection: Connection, _ request: HTTPRequest, headOnly: Bool, disposition: ConnectionDisposition, now: Int64
+    ) -> Bool {
+        if let security {
+            security.refresh(now: now, log: log)
+            switch security.rules.decide(request, open: security.openPaths, verified: security.verified) {
+            case .allow:
+                break
+            case .refuseMissing:
+                security.countAuthMissing()
+                authFailures.note("no credentials, or not Basic ones", now: now, log: log)
+                startResponse(connection, Self.unauthorized, headOnly: headOnly, disposition: disposition, now: now)
+                return true
+            case .verify(let verification):
+                guard let passwords, verifying.count < maxPendingVerifications else {
+                    startResponse(connection, Self.busyVerifying, headOnly: headOnly, disposition: disposition, now: now)
+                    return true
+                }
+                lastTicket += 1
+                verifying[lastTicket] = connection
+                connection.phase = .verifying(request, headOnly: headOnly, disposition: disposition)
+                connection.deadline = .max
+                passwords.submit(.init(ticket: lastTicket, input: verification))
+                return false
+            }
+        }
+        return dispatch(connection, request, headOnly: headOnly, disposition: disposition, now: now)
+    }
+
+    /// Starts the response to a request that may be answered: `quick`'s, else the render
+    /// worker's (false: the connection waits for it), else 503 when its queue is full.
+    private func dispatch(
+        _ connection: Connection, _ request: HTTPRequest, headOnly: Bool, disposition: ConnectionDisposition, now: Int64
+    ) -> Bool {
+        if let response = quick(request) {
+            startResponse(connection, response, headOnly: headOnly, disposition: disposition, now: now)
+            return true
+        }
+        guard rendering.count < limits.maxQueuedRequests else {
+            startResponse(connection, Self.busy, headOnly: headOnly, disposition: disposition, now: now)
+            return true
+        }
+        lastTicket += 1
+        rendering[lastTicket] = connection
+        connection.phase = .rendering(headOnly: headOnly, disposition: disposition)
+        connection.deadline = .max
+        worker.submit(.init(ticket: lastTicket, input: request))
+        return false
+    }
+
     /// The worker's queue is full: come back in a second.
     private static let busy = HTTPResponse(
         status: 503, text: "503 Service Unavailable: busy rendering other pages; retry shortly\n",
         headers: [HTTPHeader("Retry-After", "1")])
 
-    /// Hands each answer the worker finished to its connection, sends what the socket takes, and
-    /// goes on with the connection's next request.
+    /// The password worker's queue is full.
+    private static let busyVerifying = HTTPResponse(
+        status: 503, text: "503 Service Unavailable: busy checking other passwords; retry shortly\n",
+        headers: [HTTPHeader("Retry-After", "1")])
+
+    /// No credentials, or wrong ones: the same answer, so it tells nothing about the users.
+    private static let unauthorized = HTTPResponse(
+        status: 401, text: "401 Unauthorized: a user and password are needed (basic auth, --web-config-file)\n",
+        headers: [HTTPHeader("WWW-Authenticate", "Basic")])
+
+    /// Hands each answer the workers finished to its connection: a page to send, or a password
+    /// checked (then the request is answered, or refused with 401); sends what the socket takes,
+    /// and goes on with the connection's next request.
     private func deliverAnswers(now: Int64) {
         for answer in worker.takeAnswers() {
             guard let connection = rendering.removeValue(forKey: answer.ticket), !connection.isClosed,
                 case let .rendering(headOnly, disposition) = connection.phase
             else { continue }
-            startResponse(connection, answer.response, headOnly: headOnly, disposition: disposition, now: now)
+            startResponse(connection, answer.output, headOnly: headOnly, disposition: disposition, now: now)
+            if connection.flush(slice: writeSlice) {
+                finishResponse(connection, now: now)
+                process(connection, now: now)
+            }
+        }
+        for answer in passwords?.takeAnswers() ?? [] {
+            guard let connection = verifying.removeValue(forKey: answer.ticket), !connection.isClosed,
+                case let .verifying(request, headOnly, disposition) = connection.phase
+            else { continue }
+            if answer.output {
+                guard dispatch(connection, request, headOnly: headOnly, disposition: disposition, now: now) else { continue }
+            } else {
+                security?.countAuthWrong()
+                authFailures.note("a wrong user or password", now: now, log: log)
+                startResponse(connection, Self.unauthorized, headOnly: headOnly, disposition: disposition, now: now)
+            }
             if connection.flush(slice: writeSlice) {
                 finishResponse(connection, now: now)
                 process(connection, now: now)
@@ -306,6 +446,8 @@ final class ServerLoop {
         _ connection: Connection, _ response: HTTPResponse, headOnly: Bool,
         disposition: ConnectionDisposition, now: Int64
     ) {
+        var response = response
+        if let security { response.headers += security.rules.headers }  // http_server_config.headers
         let (head, body) = encodeResponse(response, headOnly: headOnly, disposition: disposition)
         connection.output = [head] + body
         connection.phase = .writing(closeAfter: disposition == .close)
@@ -315,7 +457,7 @@ final class ServerLoop {
     /// After a response is fully sent: wait for the next request, or send FIN and linger.
     private func finishResponse(_ connection: Connection, now: Int64) {
         if connection.phase == .writing(closeAfter: true) {
-            Syscall.shutdownWrite(connection.fd)
+            connection.shutdownWrite()
             connection.phase = .lingering
             connection.deadline = now + lingerMillis
         } else {
@@ -327,11 +469,14 @@ final class ServerLoop {
 
     /// A deadline passed. A client that sent part of a head gets a best-effort 408 so a person
     /// typing into `nc` sees why; an idle keep-alive connection is just closed (RFC 9112 §9.8).
-    private func expire(_ connection: Connection) {
-        if connection.phase == .reading && !connection.parser.buffer.isEmpty {
+    private func expire(_ connection: Connection, now: Int64) {
+        if connection.phase == .handshaking {
+            security?.countHandshakeFailure()
+            handshakeFailures.note("no handshake within the head timeout (\(limits.headTimeout))", now: now, log: log)
+        } else if connection.phase == .reading && !connection.parser.buffer.isEmpty {
             let response = refusalResponse(status: 408, message: "request head not received within the timeout")
             let bytes = encodedBytes(response)
-            _ = bytes.withUnsafeBytes { Syscall.send(connection.fd, $0) }
+            _ = bytes.withUnsafeBytes { connection.send($0) }
         }
         connection.close()
     }
@@ -342,5 +487,25 @@ extension Duration {
     var wholeMilliseconds: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+    }
+}
+
+/// Events clients cause at will (failed TLS handshakes, refused passwords), each counted on
+/// `/metrics` by the server's owner: the first is logged at once, then a line a minute at most
+/// says how many came since and the last one's reason, so a flood cannot flood the log.
+struct OccasionalLog {
+    let what: String
+    private var unsaid = 0
+    private var nextLine: Int64 = 0
+
+    init(what: String) { self.what = what }
+
+    mutating func note(_ reason: String, now: Int64, log: HTTPServerLog) {
+        unsaid += 1
+        guard now >= nextLine else { return }
+        let count = unsaid == 1 ? "" : " (\(unsaid) since the last line)"
+        log("\(what)\(count); the last: \(reason). Logged at most once a minute", true)
+        unsaid = 0
+        nextLine = now + 60_000
     }
 }

@@ -315,6 +315,31 @@ public struct CollectorStats: Sendable {
     public var ringsWaitingForDescriptors = 0
     /// With `--otlp-endpoint`: what the OTLP exporter did; nil without it.
     public var otlp: OTLPStats?
+    /// With `--web-config-file`: what the HTTP listener refused and reloaded; nil without it.
+    public var webSecurity: WebSecurityStats?
+
+    public init() {}
+}
+
+/// What the HTTP listener's web configuration (`--web-config-file`) refused and reloaded since
+/// the collector started.
+public struct WebSecurityStats: Sendable, Equatable {
+    /// Requests answered 401: without credentials (or not Basic ones), and with a wrong user or password.
+    public var authMissing: UInt64 = 0
+    public var authWrong: UInt64 = 0
+    /// Passwords checked with bcrypt (tens of milliseconds each): one per user until the file
+    /// changes (verified ones are remembered), and one per wrong password.
+    public var passwordChecks: UInt64 = 0
+    /// TLS handshakes that failed (bad or missing client certificates, plain HTTP, silent clients).
+    public var tlsHandshakeFailures: UInt64 = 0
+    /// Changes of the file (or of a file it names) that loaded, and that were refused.
+    public var reloads: UInt64 = 0
+    public var reloadFailures: UInt64 = 0
+    /// Whether the last version read loaded (else the one before it serves).
+    public var lastReloadSucceeded = true
+    /// Whether the listener speaks TLS, and how many basic-auth users it knows.
+    public var tls = false
+    public var users = 0
 
     public init() {}
 }

@@ -267,7 +267,7 @@ package func systemTool(_ name: String) -> String? {
 /// The Debian package of each tool the tests ask for, where its name differs.
 private let debianPackages = [
     "promtool": "prometheus", "amtool": "prometheus-alertmanager", "cc": "gcc", "c++": "g++", "clang++": "clang", "setpriv": "util-linux",
-    "perl": "perl-base",
+    "perl": "perl-base", "htpasswd": "apache2-utils",
 ]
 
 // MARK: - Seeded randomness and file surgery
@@ -395,7 +395,7 @@ package func eventually(seconds: Double = 10, _ condition: () throws -> Bool) re
 }
 
 /// Starts the real `ringside-collector` on an ephemeral loopback port (unless `listen` names
-/// another address); returns it and the port from its "listening on" log line.
+/// another address); returns it and the port from its "listening on" log line (http or https).
 ///
 /// With `openFileLimit`, it runs under `prlimit --nofile=N:N` (util-linux), which sets the limit
 /// and then executes the collector in its own process, so `pid` is the collector's.
@@ -413,8 +413,9 @@ package func startCollector(
                     "--listen", listen,
                 ] + arguments)
         } ?? ChildProcess("ringside-collector", ["--listen", listen] + arguments)
-    guard let line = collector.waitForErrorLine(containing: "listening on http://"),
-        let address = line.components(separatedBy: "http://").last?.split(separator: " ").first,
+    // http:// or, with a web configuration's TLS, https://
+    guard let line = collector.waitForErrorLine(containing: "listening on http"),
+        let address = line.components(separatedBy: "://").last?.split(separator: " ").first,
         let port = address.split(separator: ":").last.flatMap({ Int($0) })
     else {
         throw TestSupportError("the collector did not start: \(collector.waitForExit().standardError)")

@@ -1,26 +1,29 @@
 import Dispatch
 import Synchronization
 
-/// The one thread that runs the server's costly handler, a request at a time, off the event loop.
+/// A thread of its own that does the server's costly work off the event loop, one job at a time,
+/// in the order they came: rendering pages (the render worker, which runs `handler`) and checking
+/// passwords with bcrypt (the password worker, with a web configuration's users).
 ///
-/// The loop hands it requests (`submit`) and, when the wake-up pipe says so, takes back what it
-/// answered (`takeAnswers`). So the loop keeps answering cheap routes and reading and writing
-/// every other connection while a page is rendered. One thread, so at most one page is rendered
-/// at a time: a page of 100,000 series can take hundreds of MB, and two at once would take twice
-/// that. The loop bounds how many requests wait here (`HTTPServerLimits.maxQueuedRequests`).
+/// The loop hands it jobs (`submit`) and, when the wake-up pipe says so, takes back what it
+/// did (`takeAnswers`). So the loop keeps answering cheap routes and reading and writing every
+/// other connection while a page is rendered or a password hashed. One render worker, so at most
+/// one page is rendered at a time: a page of 100,000 series can take hundreds of MB, and two at
+/// once would take twice that. One password worker, so a flood of wrong passwords costs one core
+/// at most and delays no page. The loop bounds how many jobs wait for each.
 ///
 /// `submit` and `takeAnswers` are the loop's; `start` and `stop` are the server's. All are safe
 /// across threads.
-final class RenderWorker: Sendable {
-    /// A request, and the loop's ticket to match its answer to its connection.
+final class Worker<Input: Sendable, Output: Sendable>: Sendable {
+    /// A job, and the loop's ticket to match its answer to its connection.
     struct Job: Sendable {
         var ticket: UInt64
-        var request: HTTPRequest
+        var input: Input
     }
 
     struct Answer: Sendable {
         var ticket: UInt64
-        var response: HTTPResponse
+        var output: Output
     }
 
     private struct State {
@@ -30,14 +33,14 @@ final class RenderWorker: Sendable {
         var thread: Syscall.Thread?
     }
 
-    private let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    private let work: @Sendable (Input) -> Output
     private let wakeup: LoopWakeup
     private let state = Mutex(State())
     /// One signal per job submitted, and one for `stop`.
     private let jobsWaiting = DispatchSemaphore(value: 0)
 
-    init(handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse, wakeup: LoopWakeup) {
-        self.handler = handler
+    init(work: @escaping @Sendable (Input) -> Output, wakeup: LoopWakeup) {
+        self.work = work
         self.wakeup = wakeup
     }
 
@@ -85,8 +88,8 @@ final class RenderWorker: Sendable {
             }
             guard let job = next else { return }
             guard let job else { continue }
-            let response = handler(job.request)
-            state.withLock { $0.answers.append(Answer(ticket: job.ticket, response: response)) }
+            let output = work(job.input)
+            state.withLock { $0.answers.append(Answer(ticket: job.ticket, output: output)) }
             wakeup.signal()
         }
     }

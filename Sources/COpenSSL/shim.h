@@ -1,0 +1,53 @@
+/* The system's OpenSSL (libssl-dev), for the collector's HTTP server only: TLS for
+   --web-config-file, SHA-256 and random bytes for its password cache. The library bots import
+   never links it. The functions below stand for OpenSSL's function-like macros, which Swift
+   cannot call; each makes exactly the call its name says. */
+#ifndef RINGSIDE_COPENSSL_SHIM_H
+#define RINGSIDE_COPENSSL_SHIM_H
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+
+/* Lets SSL_write return after a record, and take its retry from a buffer that moved (a Swift
+   array's storage may), and frees a connection's buffers while it is idle. */
+static inline long rs_ssl_ctx_set_nonblocking_modes(SSL_CTX *ctx) {
+    return SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER
+                                     | SSL_MODE_RELEASE_BUFFERS);
+}
+
+/* The lowest and highest protocol versions (TLS1_2_VERSION, TLS1_3_VERSION); 1 on success. */
+static inline int rs_ssl_ctx_set_protocol_versions(SSL_CTX *ctx, int min_version, int max_version) {
+    return SSL_CTX_set_min_proto_version(ctx, min_version) == 1
+        && SSL_CTX_set_max_proto_version(ctx, max_version) == 1;
+}
+
+/* No renegotiation, no compression, no session tickets (a resumed session would skip the
+   client certificate's check against a CA file changed since); the server's cipher order when
+   prefer_server is set. */
+static inline void rs_ssl_ctx_set_server_options(SSL_CTX *ctx, int prefer_server) {
+    uint64_t options = SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_NO_TICKET;
+    if (prefer_server) options |= SSL_OP_CIPHER_SERVER_PREFERENCE;
+    SSL_CTX_set_options(ctx, options);
+}
+
+/* No server-side session cache either, for the same reason as the tickets. */
+static inline long rs_ssl_ctx_disable_session_cache(SSL_CTX *ctx) {
+    return SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+}
+
+/* The key-exchange groups, e.g. "X25519:P-256"; 1 on success. */
+static inline int rs_ssl_ctx_set_groups(SSL_CTX *ctx, const char *groups) {
+    return (int)SSL_CTX_set1_groups_list(ctx, groups);
+}
+
+/* The reason code of an error from the error queue (ERR_GET_REASON). */
+static inline int rs_err_reason(unsigned long error) {
+    return ERR_GET_REASON(error);
+}
+
+#endif
