@@ -221,7 +221,9 @@ public enum PrometheusExporter {
         family(
             "ringside_ring_producer_heartbeat_age_seconds", "gauge", "Seconds since the producer last wrote or attached",
             perRing { $0.heartbeatAgeSeconds })
-        family("ringside_ring_capacity_records", "gauge", "Records each lane of the ring holds (a lane per recording thread)", perRing { Double($0.capacity) })
+        family(
+            "ringside_ring_capacity_records", "gauge", "Records each lane of the ring holds (a lane per recording thread)",
+            perRing { Double($0.capacity) })
         family("ringside_ring_backlog_records", "gauge", "Records published and not yet drained", perRing { Double($0.backlog) })
         family(
             "ringside_ring_records_written_total", "counter", "Records the producers published into the ring",
