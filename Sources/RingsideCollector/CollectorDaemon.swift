@@ -133,9 +133,11 @@ public enum CollectorDaemon {
         }
         // The loop turns at least as often as the latency log's and the OTLP exporter's intervals.
         let turnNanos = min(250_000_000, options.hlogPath == nil ? .max : options.hlogIntervalNanos, options.otlp?.intervalNanos ?? .max)
+        var stopRequestedNanos: UInt64 = 0
         while true {
             let received = try? System.sigtimedwait([SIGINT, SIGTERM], timeoutNanos: turnNanos)
             if received == SIGINT || received == SIGTERM {
+                stopRequestedNanos = rs_clock_precise_ns()
                 log("received \(received == SIGINT ? "SIGINT" : "SIGTERM"); stopping")
                 break
             }
@@ -151,7 +153,7 @@ public enum CollectorDaemon {
         sidecar?.stop()
         collector.stop()
         let last = latest()
-        for index in subscribers.indices { subscribers[index].finish(last) }
+        for index in subscribers.indices { subscribers[index].finish(last, stopRequestedNanos: stopRequestedNanos) }
         sidecar?.finish()
         log("stopped")
         return 0

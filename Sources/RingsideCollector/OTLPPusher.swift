@@ -26,6 +26,10 @@ import Synchronization
 /// - Any other answer but a 2xx is final: the export is counted as failed, and the next one sent.
 /// - The log says when exports start failing (with the reason) and when they are sent again, not
 ///   each attempt; the counts and the last error are in `/metrics` and `/latest`.
+/// - A response past the client's bounds (more than 10 interim responses, more than 64 KiB of
+///   heads and trailers; `HTTPResponseParser`) fails its attempt like any malformed one: retried.
+/// - `stop` ends the thread by a deadline whatever the receiver does: an attempt still under way
+///   then is cut short (its socket shut down through `cancellation`) and its export counted unsent.
 ///
 /// Safe to use from any thread.
 final class OTLPPusher: Sendable {
@@ -41,6 +45,8 @@ final class OTLPPusher: Sendable {
     private let state: Mutex<State>
     private let wakeup = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
+    /// Cancelled by `stop` once its deadline passed: ends the attempt under way.
+    private let cancellation = HTTPClientCancellation()
 
     private struct State {
         var queue: [Export] = []
@@ -53,6 +59,10 @@ final class OTLPPusher: Sendable {
         /// Set by `stop`: send what is queued, once each, until this time.
         var stopDeadlineNanos: UInt64?
         var everSent = false
+        /// Set by `stop` when the thread did not end in time: nothing it does after is counted.
+        var abandoned = false
+        /// Why the last attempt since the stop began failed, for the line `stop` writes.
+        var lastFailure: String?
         /// What the failures since the last success were, for the line that ends them.
         var failuresSinceSuccess = (attempts: 0, dropped: UInt64(0), failed: UInt64(0))
 
@@ -68,6 +78,10 @@ final class OTLPPusher: Sendable {
     static let firstBackoffNanos: UInt64 = 1_000_000_000
     static let maxBackoffNanos: UInt64 = 30_000_000_000
     static let maxRetryAfterSeconds: UInt64 = 300
+    /// At the stop: how long after SIGTERM queued exports may still be sent, and how long an
+    /// attempt cut short then has to end. The thread is done within their sum of SIGTERM (1 s).
+    static let stopFlushNanos: UInt64 = 800_000_000
+    static let stopGraceNanos: UInt64 = 200_000_000
 
     init(options: OTLPOptions, capacity: Int = defaultCapacity, log: CollectorLog) {
         self.options = options
@@ -123,26 +137,47 @@ final class OTLPPusher: Sendable {
         thread.start()
     }
 
-    /// Sends what is queued, each export once, for at most `flushNanos`, then stops the thread;
-    /// what is left is counted as dropped.
-    func stop(flushNanos: UInt64) {
+    /// Sends what is queued, each export once, until `stopRequestedNanos` + `stopFlushNanos`
+    /// (CLOCK_MONOTONIC), then stops the thread; an attempt still under way then is cancelled, and
+    /// the thread given `stopGraceNanos` more to end (else it is left behind: only name resolution
+    /// can hold it so). What is left unsent is counted as dropped.
+    func stop(requestedAtNanos stopRequestedNanos: UInt64) {
+        let deadline = stopRequestedNanos &+ Self.stopFlushNanos
         let before = state.withLock { state in
-            state.stopDeadlineNanos = rs_clock_precise_ns() &+ flushNanos
+            state.stopDeadlineNanos = deadline
+            state.lastFailure = nil
             return state.stats
         }
         wakeup.signal()
-        finished.wait()
-        let after = state.withLock { state in
+        let now = rs_clock_precise_ns()
+        let left = deadline > now ? deadline - now : 0
+        var ended = finished.wait(timeout: .now() + .nanoseconds(Int(clamping: left))) == .success
+        let cutShort = !ended && state.withLock { $0.inFlight }
+        if !ended {
+            cancellation.cancel()
+            ended = finished.wait(timeout: .now() + .nanoseconds(Int(Self.stopGraceNanos))) == .success
+        }
+        let (after, lastFailure) = state.withLock { state in
+            if !ended {
+                state.abandoned = true
+                if state.inFlight { state.stats.dropped += 1 }
+            }
             state.stats.dropped += UInt64(state.queue.count)
             state.queue = []
             state.stats.queued = 0
-            return state.stats
+            return (state.stats, state.lastFailure)
+        }
+        if !ended {
+            log(
+                "--otlp-endpoint \(shownEndpoint): the attempt under way did not end when cancelled (resolving \(options.endpoint.host)?); "
+                    + "its thread is left behind", level: .warn)
         }
         let unsent = after.dropped - before.dropped + after.failed - before.failed
         if unsent > 0 {
+            let why = cutShort ? "; the attempt under way was cut short" : lastFailure.map { "; the last attempt: \($0)" } ?? ""
             log(
                 "--otlp-endpoint \(shownEndpoint): \(unsent) exports unsent at the stop (\(after.sent - before.sent) sent in the "
-                    + "\(formatDuration(flushNanos)) given)", level: .warn)
+                    + "\(formatDuration(Self.stopFlushNanos)) given\(why))", level: .warn)
         }
     }
 
@@ -162,7 +197,7 @@ final class OTLPPusher: Sendable {
         guard let export = due.export else { return due.wait }
         let timeout = due.deadline.map { min(options.timeoutNanos, $0 &- now) } ?? options.timeoutNanos
         let outcome = Self.outcome(of: attempt(export, timeoutNanos: timeout))
-        settle(export, outcome, stopping: due.deadline != nil)
+        settle(export, outcome)
         return 0
     }
 
@@ -178,7 +213,9 @@ final class OTLPPusher: Sendable {
         ]
         headers += options.headers
         let request = HTTPClientRequest(method: "POST", url: options.endpoint, headers: headers, body: export.body)
-        return Result { () throws(HTTPClientError) in try HTTPClient.send(request, timeoutNanos: timeoutNanos) }
+        return Result { () throws(HTTPClientError) in
+            try HTTPClient.send(request, timeoutNanos: timeoutNanos, cancellation: cancellation)
+        }
     }
 
     // MARK: - Outcomes
@@ -231,12 +268,15 @@ final class OTLPPusher: Sendable {
     }
 
     /// Counts the outcome, logs a change of state, and puts an export to be tried again back at
-    /// the head of the queue (or drops it, when the queue filled meanwhile).
-    private func settle(_ export: Export, _ outcome: Outcome, stopping: Bool) {
+    /// the head of the queue (or drops it, when the queue filled meanwhile or the pusher is
+    /// stopping, whenever the attempt began).
+    private func settle(_ export: Export, _ outcome: Outcome) {
         let now = rs_clock_precise_ns()
         var droppedFirst = false
         let line = state.withLock { state -> (String, LogLevel)? in
+            guard !state.abandoned else { return nil }  // `stop` counted it
             state.inFlight = false
+            let stopping = state.stopDeadlineNanos != nil
             defer { state.stats.queued = state.queue.count }
             let wasFailing = state.stats.failing
             switch outcome {
@@ -262,6 +302,7 @@ final class OTLPPusher: Sendable {
                 if first { return ("--otlp-endpoint \(shownEndpoint): the first export was sent (\(export.series) series)", .info) }
                 return nil
             case let .retry(reason, retryAfter, timedOut):
+                state.lastFailure = reason
                 state.stats.retries += 1
                 if timedOut { state.stats.timeouts += 1 }
                 state.stats.failing = true
@@ -274,9 +315,10 @@ final class OTLPPusher: Sendable {
                 } else {
                     droppedFirst = state.countDrop() && !stopping
                 }
-                if wasFailing { return nil }
+                if wasFailing || stopping { return nil }  // at the stop, `stop`'s line says it
                 return ("--otlp-endpoint \(shownEndpoint): exports fail: \(reason); trying again with backoff", .warn)
             case let .failed(reason):
+                state.lastFailure = reason
                 state.stats.failed += 1
                 state.stats.failing = true
                 state.stats.lastError = reason

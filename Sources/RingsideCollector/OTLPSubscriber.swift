@@ -43,9 +43,9 @@ final class OTLPSubscriber: SnapshotSubscriber {
         export(snapshot)
     }
 
-    func finish(_ snapshot: Snapshot) {
+    func finish(_ snapshot: Snapshot, stopRequestedNanos: UInt64) {
         export(snapshot)
-        pusher.stop(flushNanos: pusher.options.timeoutNanos)
+        pusher.stop(requestedAtNanos: stopRequestedNanos)
     }
 
     func report(into stats: inout CollectorStats) { stats.otlp = pusher.stats }

@@ -10,14 +10,15 @@ protocol SnapshotSubscriber {
     /// The latest snapshot, at each turn of the daemon's loop (the same one again when none was
     /// published since).
     mutating func receive(_ snapshot: Snapshot, nowNanos: UInt64)
-    /// The last snapshot, made after the collector's last pass.
-    mutating func finish(_ snapshot: Snapshot)
+    /// The last snapshot, made after the collector's last pass; `stopRequestedNanos` is when the
+    /// stop was asked for (CLOCK_MONOTONIC), for a subscriber that must be done soon after.
+    mutating func finish(_ snapshot: Snapshot, stopRequestedNanos: UInt64)
     /// Adds what it reports of itself to the collector's figures (errors, what it holds).
     func report(into stats: inout CollectorStats)
 }
 
 extension SnapshotSubscriber {
-    mutating func finish(_ snapshot: Snapshot) { receive(snapshot, nowNanos: .max) }
+    mutating func finish(_ snapshot: Snapshot, stopRequestedNanos: UInt64) { receive(snapshot, nowNanos: .max) }
     func report(into stats: inout CollectorStats) {}
 }
 
@@ -68,13 +69,13 @@ struct HistorySubscriber: SnapshotSubscriber {
 
 extension JSONDumpWriter: SnapshotSubscriber {
     mutating func receive(_ snapshot: Snapshot, nowNanos now: UInt64) { writeIfDue(snapshot, nowNanos: now) }
-    mutating func finish(_ snapshot: Snapshot) { write(snapshot) }
+    mutating func finish(_ snapshot: Snapshot, stopRequestedNanos: UInt64) { write(snapshot) }
 }
 
 extension HistogramLogWriter: SnapshotSubscriber {
     func receive(_ snapshot: Snapshot, nowNanos now: UInt64) { writeIfDue(snapshot, nowNanos: now) }
 
-    func finish(_ snapshot: Snapshot) {
+    func finish(_ snapshot: Snapshot, stopRequestedNanos: UInt64) {
         write(snapshot)
         close()
     }

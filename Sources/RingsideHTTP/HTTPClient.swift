@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import RingsideSystem
+import Synchronization
 
 /// A small HTTP/1.1 client for one request at a time: it connects (to each address the host
 /// resolves to, in turn), writes the request, reads the response (its body by `Content-Length`,
@@ -10,11 +11,15 @@ import RingsideSystem
 /// never meets a peer that closed an idle one. Plain `http://` only: TLS is left to a proxy or a
 /// local OpenTelemetry Collector.
 ///
-/// Every step is bounded by one deadline (`timeoutNanos` from the start), except the name's
-/// resolution (`getaddrinfo`, which has no timeout of its own): give an address, or a name the
-/// hosts file or a local resolver answers.
+/// Every step is bounded by one deadline (`timeoutNanos` from the start), checked before each
+/// read and write, not only when one would block: a peer that sends without end (interim
+/// responses, trailers, a byte at a time) meets it as one that sends nothing does. The response's
+/// size is bounded too (`HTTPResponseParser`). The name's resolution is the exception
+/// (`getaddrinfo`, which has no timeout of its own): give an address, or a name the hosts file or
+/// a local resolver answers.
 ///
-/// Safe to call from any thread; each call has its own socket.
+/// Safe to call from any thread; each call has its own socket. Another thread ends calls at once
+/// through their `HTTPClientCancellation`.
 public enum HTTPClient {
     /// Headers the client writes itself: a caller's would contradict how the message is framed.
     public static let reservedHeaders: Set<String> = ["host", "content-length", "transfer-encoding", "connection"]
@@ -23,20 +28,59 @@ public enum HTTPClient {
     public static let maxBodyBytes = 64 << 10
 
     /// Sends `request` and returns the response, whatever its status.
-    /// - Parameter timeoutNanos: how long connecting, writing and reading may take in all.
+    /// - Parameters:
+    ///   - timeoutNanos: how long connecting, writing and reading may take in all.
+    ///   - cancellation: lets another thread end the call at once (`HTTPClientError.cancelled`).
     /// - Throws: `HTTPClientError`: the host did not resolve, no address took the connection, the
-    ///   deadline passed, the connection failed or closed early, or the response is not HTTP/1.x.
-    public static func send(_ request: HTTPClientRequest, timeoutNanos: UInt64) throws(HTTPClientError) -> HTTPClientResponse {
-        let deadline = Syscall.monotonicMillis() + Int64(clamping: timeoutNanos / 1_000_000)
-        let fd = try connect(to: request.url, deadline: deadline)
-        defer { System.close(fd) }
+    ///   deadline passed, the call was cancelled, the connection failed or closed early, or the
+    ///   response is not HTTP/1.x or is past the parser's bounds.
+    public static func send(
+        _ request: HTTPClientRequest, timeoutNanos: UInt64, cancellation: HTTPClientCancellation? = nil
+    ) throws(HTTPClientError) -> HTTPClientResponse {
+        let exchange = Exchange(
+            deadline: Syscall.monotonicMillis() + Int64(clamping: timeoutNanos / 1_000_000), cancellation: cancellation,
+            url: request.url)
+        let fd = try connect(exchange)
+        defer { exchange.close(fd) }
         let bytes = request.head() + request.body
-        try write(bytes, to: fd, deadline: deadline, url: request.url)
-        return try read(from: fd, deadline: deadline, url: request.url)
+        try write(bytes, to: fd, exchange)
+        return try read(from: fd, exchange)
     }
 
-    /// A connected socket to `url`'s host: the first of its addresses that takes the connection.
-    private static func connect(to url: HTTPURL, deadline: Int64) throws(HTTPClientError) -> Int32 {
+    /// One call's deadline (CLOCK_MONOTONIC, ms), cancellation and URL.
+    private struct Exchange {
+        let deadline: Int64
+        let cancellation: HTTPClientCancellation?
+        let url: HTTPURL
+
+        /// Throws once the call is cancelled or its deadline passed: before every step, so that a
+        /// peer that never makes the client wait cannot hold it past either.
+        func check(_ during: @autoclosure () -> String) throws(HTTPClientError) {
+            if cancellation?.isCancelled == true { throw .cancelled }
+            guard Syscall.monotonicMillis() < deadline else { throw .timedOut(during()) }
+        }
+
+        /// A socket for `family`, known to the cancellation from here on.
+        func socket(family: Int32) throws(HTTPClientError) -> Int32 {
+            let fd: Int32
+            do { fd = try Syscall.tcpSocket(family: family) } catch { throw .systemCall(error.call, errno: error.errno.rawValue) }
+            do { try cancellation?.register(fd) } catch {
+                System.close(fd)
+                throw error
+            }
+            return fd
+        }
+
+        /// Closes `fd`, once the cancellation no longer holds it (so it never shuts down a reused number).
+        func close(_ fd: Int32) {
+            cancellation?.unregister(fd)
+            System.close(fd)
+        }
+    }
+
+    /// A connected socket to the URL's host: the first of its addresses that takes the connection.
+    private static func connect(_ exchange: Exchange) throws(HTTPClientError) -> Int32 {
+        let url = exchange.url
         let addresses: [SocketAddress]
         switch Syscall.resolve(host: url.host, port: url.port, passive: false) {
         case .success(let found): addresses = found
@@ -44,58 +88,61 @@ public enum HTTPClient {
         }
         var lastError = HTTPClientError.cannotResolve(host: url.host, reason: "no address")
         for address in addresses {
-            let fd: Int32
-            do { fd = try Syscall.tcpSocket(family: address.family) } catch {
-                throw .systemCall(error.call, errno: error.errno.rawValue)
-            }
+            try exchange.check("connecting to \(address.description)")
+            let fd = try exchange.socket(family: address.family)
             do {
-                try connect(fd, to: address, deadline: deadline)
+                try connect(fd, to: address, exchange)
                 Syscall.setNoDelay(fd)
                 return fd
             } catch {
-                System.close(fd)
-                if case .timedOut = error { throw error }  // the deadline is the whole exchange's
-                lastError = error
+                exchange.close(fd)
+                switch error {
+                case .timedOut, .cancelled: throw error  // the deadline is the whole exchange's
+                default: lastError = error
+                }
             }
         }
         throw lastError
     }
 
-    /// Connects `fd` to `address` by `deadline`.
-    private static func connect(_ fd: Int32, to address: SocketAddress, deadline: Int64) throws(HTTPClientError) {
+    /// Connects `fd` to `address` within the exchange's deadline.
+    private static func connect(_ fd: Int32, to address: SocketAddress, _ exchange: Exchange) throws(HTTPClientError) {
         let connected: Bool
         do { connected = try Syscall.connect(fd, to: address) } catch {
             throw .cannotConnect(address: address.description, errno: error.errno.rawValue)
         }
         guard !connected else { return }
-        try wait(for: POLLOUT, on: fd, deadline: deadline) { .timedOut("connecting to \(address.description)") }
+        try wait(for: POLLOUT, on: fd, exchange, during: "connecting to \(address.description)")
         if let error = Syscall.connectionError(fd) { throw .cannotConnect(address: address.description, errno: error.rawValue) }
     }
 
-    private static func write(_ bytes: [UInt8], to fd: Int32, deadline: Int64, url: HTTPURL) throws(HTTPClientError) {
+    private static func write(_ bytes: [UInt8], to fd: Int32, _ exchange: Exchange) throws(HTTPClientError) {
         var offset = 0
         while offset < bytes.count {
+            try exchange.check("sending the request to \(exchange.url.authority)")
             let result = bytes.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[offset...])) }
             switch result {
             case .bytes(let count): offset += count
-            case .wouldBlock: try wait(for: POLLOUT, on: fd, deadline: deadline) { .timedOut("sending the request to \(url.authority)") }
+            case .wouldBlock: try wait(for: POLLOUT, on: fd, exchange, during: "sending the request to \(exchange.url.authority)")
             case .endOfStream: throw .closedEarly("while the request was sent")
             case .failed(let error): throw .connectionFailed("send", errno: error.rawValue)
             }
         }
     }
 
-    private static func read(from fd: Int32, deadline: Int64, url: HTTPURL) throws(HTTPClientError) -> HTTPClientResponse {
+    private static func read(from fd: Int32, _ exchange: Exchange) throws(HTTPClientError) -> HTTPClientResponse {
         var parser = HTTPResponseParser(maxBodyBytes: maxBodyBytes)
         var buffer = [UInt8](repeating: 0, count: 16 << 10)
         while true {
+            try exchange.check("waiting for the response from \(exchange.url.authority)")
             let result = buffer.withUnsafeMutableBytes { Syscall.receive(fd, into: $0) }
             switch result {
             case .bytes(let count):
                 if let response = try parser.take(buffer[..<count]) { return response }
             case .wouldBlock:
-                try wait(for: POLLIN, on: fd, deadline: deadline) { .timedOut("waiting for the response from \(url.authority)") }
+                try wait(for: POLLIN, on: fd, exchange, during: "waiting for the response from \(exchange.url.authority)")
             case .endOfStream:
+                if exchange.cancellation?.isCancelled == true { throw .cancelled }  // our own shutdown
                 return try parser.finish()
             case .failed(let error):
                 throw .connectionFailed("recv", errno: error.rawValue)
@@ -103,19 +150,56 @@ public enum HTTPClient {
         }
     }
 
-    /// Waits until `fd` is ready for `events`, or throws `timedOut()` once `deadline` passes.
-    private static func wait(for events: Int32, on fd: Int32, deadline: Int64, timedOut: () -> HTTPClientError) throws(HTTPClientError) {
+    /// Waits until `fd` is ready for `events`, the deadline passes or the call is cancelled (which
+    /// shuts the socket down, so `poll` returns at once).
+    private static func wait(
+        for events: Int32, on fd: Int32, _ exchange: Exchange, during: @autoclosure () -> String
+    ) throws(HTTPClientError) {
         while true {
-            let left = deadline - Syscall.monotonicMillis()
-            guard left > 0 else { throw timedOut() }
+            try exchange.check(during())
+            let left = exchange.deadline - Syscall.monotonicMillis()
             var entry = [pollfd(fd: fd, events: Int16(events), revents: 0)]
             do {
                 // Readiness, or an error or hang-up the next call will report.
-                if try System.poll(&entry, timeoutMillis: Int32(clamping: left)) > 0 { return }
+                if try System.poll(&entry, timeoutMillis: Int32(clamping: max(left, 1))) > 0 { return }
             } catch {
                 guard error == .interrupted else { throw .connectionFailed("poll", errno: error.rawValue) }
             }
         }
+    }
+}
+
+/// Ends `HTTPClient.send` calls from another thread: `cancel()` shuts down the socket of each call
+/// under way, so that a call waiting in `poll` wakes at once, and every call made with it from then
+/// on fails at once. Once cancelled, it stays so.
+///
+/// Safe to use from any thread: a socket is shut down only while its call holds it (the call
+/// lets go of it before closing it), never a descriptor number used again for something else.
+public final class HTTPClientCancellation: Sendable {
+    private let state = Mutex((cancelled: false, sockets: Set<Int32>()))
+
+    public init() {}
+
+    public var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// Cancels every call under way and every later one.
+    public func cancel() {
+        state.withLock { state in
+            state.cancelled = true
+            for fd in state.sockets { try? System.shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    func register(_ fd: Int32) throws(HTTPClientError) {
+        let cancelled = state.withLock { state in
+            if !state.cancelled { state.sockets.insert(fd) }
+            return state.cancelled
+        }
+        if cancelled { throw .cancelled }
+    }
+
+    func unregister(_ fd: Int32) {
+        _ = state.withLock { $0.sockets.remove(fd) }
     }
 }
 
@@ -202,6 +286,10 @@ public enum HTTPClientError: Error, Equatable, Sendable, CustomStringConvertible
     case closedEarly(String)
     /// What came back is not an HTTP/1.x response; the text says where.
     case malformedResponse(String)
+    /// The response is past a bound of the client's (`HTTPResponseParser`); the text says which.
+    case limitExceeded(String)
+    /// `HTTPClientCancellation.cancel()` ended the call.
+    case cancelled
     /// `socket` failed.
     case systemCall(String, errno: Int32)
 
@@ -213,6 +301,8 @@ public enum HTTPClientError: Error, Equatable, Sendable, CustomStringConvertible
         case let .connectionFailed(call, code): "the connection failed (\(call)): \(Errno(rawValue: code))"
         case let .closedEarly(when): "the connection was closed \(when)"
         case let .malformedResponse(what): "the response is not HTTP/1.x: \(what)"
+        case let .limitExceeded(what): "the response is past the client's bounds: \(what)"
+        case .cancelled: "the request was cancelled"
         case let .systemCall(call, code): "\(call) failed: \(Errno(rawValue: code))"
         }
     }

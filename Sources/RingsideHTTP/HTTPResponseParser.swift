@@ -1,11 +1,38 @@
 /// Reads one HTTP/1.x response from the bytes of a connection, as they come: the status line and
-/// headers (at most 64 KiB), interim 1xx responses skipped, then the body, framed by
-/// `Transfer-Encoding: chunked`, `Content-Length`, or the end of the connection (RFC 9112 §6.3);
-/// none after 204 and 304. At most `maxBodyBytes` of the body are kept: the response is complete
-/// once they are, and the rest is never read (the client closes the connection).
+/// headers, interim 1xx responses skipped, then the body, framed by `Transfer-Encoding: chunked`,
+/// `Content-Length`, or the end of the connection (RFC 9112 §6.3); none after 204 and 304. At most
+/// `maxBodyBytes` of the body are kept: the response is complete once they are, and the rest is
+/// never read (the client closes the connection).
+///
+/// Whatever the peer sends costs a bounded amount of work:
+/// - everything that is not the body's data (every head, interim ones included, each chunk's size
+///   line and extensions, the trailers) counts towards `maxHeadBytes`, in all;
+/// - at most `maxInterimResponses` interim responses;
+/// - each byte is looked at a bounded number of times, however the bytes are split (a peer
+///   sending one byte at a time costs O(n) in all, not O(n²)).
+///
+/// A response past a bound is an `HTTPClientError.limitExceeded` naming it. Lines may end in CRLF
+/// or a bare LF (RFC 9112 §2.2); a folded header line (obs-fold) continues the header above it.
+/// With both `Transfer-Encoding` and `Content-Length`, the transfer coding frames the body (RFC
+/// 9112 §6.3): the connection is never used again, so nothing can be smuggled after it. Trailers
+/// are read and dropped.
 struct HTTPResponseParser {
     let maxBodyBytes: Int
     static let maxHeadBytes = 64 << 10
+    static let maxInterimResponses = 10
+
+    private enum Stage {
+        /// The next line is a head's status line.
+        case statusLine
+        /// Header lines, up to an empty one.
+        case headers
+        case body(Framing)
+
+        var isStatusLine: Bool {
+            if case .statusLine = self { return true }
+            return false
+        }
+    }
 
     private enum Framing {
         case none
@@ -17,21 +44,25 @@ struct HTTPResponseParser {
     private enum ChunkState {
         /// The next line is a chunk's size (and extensions).
         case size
-        /// This many bytes of the chunk's data are still due, then its CRLF.
+        /// This many bytes of the chunk's data are still due, then its line end.
         case data(remaining: Int)
         case dataEnd
         /// After the last chunk: trailer lines, up to an empty one.
         case trailers
     }
 
-    /// Bytes received and not yet parsed, and how many of them were searched for a head's end
-    /// (so a peer sending a byte at a time costs O(n) in all, not O(n²)).
+    /// Bytes received; those before `position` are parsed. `searched`: where the search for the
+    /// next line's end goes on from (every byte before it, from `position`, holds none).
     private var buffer: [UInt8] = []
+    private var position = 0
     private var searched = 0
+    /// Bytes of heads, chunk lines and trailers taken so far, and the interim responses among them.
+    private var headBytes = 0
+    private var interimResponses = 0
+    private var stage = Stage.statusLine
     private var status = 0
     private var reason = ""
     private var headers: [HTTPHeader] = []
-    private var framing: Framing?
     private var body: [UInt8] = []
 
     init(maxBodyBytes: Int) {
@@ -40,19 +71,34 @@ struct HTTPResponseParser {
 
     /// Takes the next bytes received; the response once it is complete.
     mutating func take(_ bytes: ArraySlice<UInt8>) throws(HTTPClientError) -> HTTPClientResponse? {
-        buffer.append(contentsOf: bytes)
-        while framing == nil {
-            guard try parseHead() else { return nil }
+        if position > 0 {  // once a call, so what is kept moves at most once for what came in
+            buffer.removeFirst(position)
+            searched -= position
+            position = 0
         }
-        return try parseBody() ? response : nil
+        buffer.append(contentsOf: bytes)
+        while true {
+            switch stage {
+            case .statusLine, .headers:
+                guard try parseHeadLine() else { return nil }
+            case .body(let framing):
+                guard try parseBody(framing) else { return nil }
+                return response
+            }
+        }
     }
 
     /// The connection ended: the response, when its body runs to the end of the connection.
     mutating func finish() throws(HTTPClientError) -> HTTPClientResponse {
-        switch framing {
-        case nil: throw .closedEarly(buffer.isEmpty ? "before any response" : "within the response's head")
-        case .untilClose: return response
-        default: throw .closedEarly("within the response's body")
+        switch stage {
+        case .statusLine where position == buffer.count:
+            throw .closedEarly(
+                interimResponses == 0
+                    ? "before any response"
+                    : "after \(interimResponses) interim (1xx) response\(interimResponses == 1 ? "" : "s"), before the final one")
+        case .statusLine, .headers: throw .closedEarly("within the response's head")
+        case .body(.untilClose): return response
+        case .body: throw .closedEarly("within the response's body")
         }
     }
 
@@ -60,97 +106,139 @@ struct HTTPResponseParser {
         HTTPClientResponse(status: status, reason: reason, headers: headers, body: body)
     }
 
+    // MARK: - Lines
+
+    /// The next line (its CR LF or LF taken off), counted in `headBytes`; nil until a whole one is there.
+    private mutating func takeLine(_ what: String) throws(HTTPClientError) -> String? {
+        guard let end = buffer[max(position, searched)...].firstIndex(of: 0x0A) else {
+            searched = buffer.count
+            if headBytes + (buffer.count - position) > Self.maxHeadBytes { throw headTooLarge(what) }
+            return nil
+        }
+        headBytes += end + 1 - position
+        guard headBytes <= Self.maxHeadBytes else { throw headTooLarge(what) }
+        let line = buffer[position..<(end > position && buffer[end - 1] == 0x0D ? end - 1 : end)]
+        position = end + 1
+        searched = position
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    private func headTooLarge(_ what: String) -> HTTPClientError {
+        .limitExceeded("more than \(Self.maxHeadBytes >> 10) KiB of heads, chunk lines and trailers (at \(what))")
+    }
+
     // MARK: - The head
 
-    /// Parses a head if the buffer holds one; false when more bytes are needed.
-    private mutating func parseHead() throws(HTTPClientError) -> Bool {
-        guard let end = find([0x0D, 0x0A, 0x0D, 0x0A], from: max(0, searched - 3)) else {
-            searched = buffer.count
-            if buffer.count > Self.maxHeadBytes { throw .malformedResponse("a head of more than 64 KiB") }
-            if buffer.count >= 5, !buffer.starts(with: Array("HTTP/".utf8)) {
-                throw .malformedResponse("it begins \"\(printable(buffer.prefix(20)))\"")
-            }
-            return false
+    /// Parses the next line of a head; false when more bytes are needed.
+    private mutating func parseHeadLine() throws(HTTPClientError) -> Bool {
+        if case .statusLine = stage, buffer.count - position >= 5, !buffer[position...].starts(with: "HTTP/".utf8) {
+            throw .malformedResponse("it begins \"\(printable(buffer[position...].prefix(20)))\"")
         }
-        let lines = buffer[..<end].split(separator: 0x0A, omittingEmptySubsequences: false).map { line in
-            String(decoding: line.last == 0x0D ? line.dropLast() : line, as: UTF8.self)
+        guard let line = try takeLine(stage.isStatusLine ? "a status line" : "a header line") else { return false }
+        if stage.isStatusLine {
+            try parseStatusLine(line)
+            headers = []
+            stage = .headers
+        } else if line.isEmpty {
+            try endHead()
+        } else if line.first == " " || line.first == "\t" {
+            // obs-fold (RFC 9112 §5.2): the header above goes on, the fold read as a space.
+            guard let last = headers.indices.last else { throw .malformedResponse("a folded line before any header") }
+            headers[last].value = "\(headers[last].value) \(line.trimmingSpaces)".trimmingSpaces
+        } else {
+            guard let colon = line.firstIndex(of: ":"), colon != line.startIndex,
+                !line[..<colon].contains(where: { $0 == " " || $0 == "\t" })
+            else { throw .malformedResponse("the header line \"\(printable(line.utf8.prefix(80)))\"") }
+            headers.append(HTTPHeader(String(line[..<colon]), line[line.index(after: colon)...].trimmingSpaces))
         }
-        buffer.removeFirst(end + 4)
-        searched = 0
-        let statusLine = lines[0].split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
-        guard statusLine.count >= 2, statusLine[0].hasPrefix("HTTP/1."), statusLine[1].count == 3,
-            let code = Int(statusLine[1]), (100...599).contains(code)
-        else { throw .malformedResponse("the status line \"\(printable(lines[0].utf8.prefix(80)))\"") }
-        var parsed: [HTTPHeader] = []
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
-                throw .malformedResponse("the header line \"\(printable(line.utf8.prefix(80)))\"")
-            }
-            let value = line[line.index(after: colon)...].trimmingSpaces
-            parsed.append(HTTPHeader(String(line[..<colon]), value))
-        }
-        // An interim response (100 Continue, 103 Early Hints): the final one follows.
-        if code < 200 { return true }
+        return true
+    }
+
+    private mutating func parseStatusLine(_ line: String) throws(HTTPClientError) {
+        let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].count == 3, let code = Int(parts[1]), (100...599).contains(code)
+        else { throw .malformedResponse("the status line \"\(printable(line.utf8.prefix(80)))\"") }
+        // The client never asks to switch protocols: what would follow is not HTTP.
+        guard code != 101 else { throw .malformedResponse("101 Switching Protocols, though no upgrade was asked for") }
         status = code
-        reason = statusLine.count > 2 ? String(statusLine[2]) : ""
-        headers = parsed
-        let response = HTTPClientResponse(status: code, reason: reason, headers: parsed, body: [])
-        if code == 204 || code == 304 {
-            framing = Framing.none
-        } else if let coding = response.header("Transfer-Encoding") {
-            guard coding.lowercased().split(separator: ",").last?.trimmingSpaces == "chunked" else {
-                throw .malformedResponse("Transfer-Encoding \(coding) does not end in chunked")
+        reason = parts.count > 2 ? String(parts[2]) : ""
+    }
+
+    /// A head is complete: skips an interim one, or decides how the final one's body is framed.
+    private mutating func endHead() throws(HTTPClientError) {
+        if status < 200 {  // 100 Continue, 103 Early Hints: the final response follows
+            interimResponses += 1
+            guard interimResponses <= Self.maxInterimResponses else {
+                throw .limitExceeded("more than \(Self.maxInterimResponses) interim (1xx) responses")
             }
-            framing = .chunked(.size)
-        } else if let length = response.header("Content-Length") {
+            stage = .statusLine
+            return
+        }
+        let codings = headers.filter { $0.name.lowercased() == "transfer-encoding" }.map(\.value)
+        let lengths = headers.filter { $0.name.lowercased() == "content-length" }.flatMap { $0.value.split(separator: ",") }
+            .map(\.trimmingSpaces)
+        if status == 204 || status == 304 {
+            stage = .body(.none)
+        } else if !codings.isEmpty {
+            let coding = codings.joined(separator: ", ")
+            guard coding.lowercased().split(separator: ",").last?.trimmingSpaces == "chunked" else {
+                throw .malformedResponse("Transfer-Encoding \(printable(coding.utf8.prefix(40))) does not end in chunked")
+            }
+            stage = .body(.chunked(.size))
+        } else if let length = lengths.first {
             guard !length.isEmpty, length.count <= 18, length.allSatisfy({ $0.isASCII && $0.isNumber }), let count = Int(length) else {
                 throw .malformedResponse("Content-Length \(printable(length.utf8.prefix(40)))")
             }
-            framing = .length(remaining: count)
+            guard lengths.allSatisfy({ $0 == length }) else {
+                throw .malformedResponse("Content-Length values differ (\(printable(lengths.joined(separator: ", ").utf8.prefix(60))))")
+            }
+            stage = .body(.length(remaining: count))
         } else {
-            framing = .untilClose
+            stage = .body(.untilClose)
         }
-        return true
     }
 
     // MARK: - The body
 
     /// Parses what the buffer holds of the body; true once it is complete (or `maxBodyBytes` kept).
-    private mutating func parseBody() throws(HTTPClientError) -> Bool {
+    private mutating func parseBody(_ start: Framing) throws(HTTPClientError) -> Bool {
+        var framing = start
+        defer { stage = .body(framing) }
         while true {
             guard body.count < maxBodyBytes else { return true }
+            let available = buffer.count - position
             switch framing {
-            case nil, .none?:
+            case .none:
                 return true
-            case .untilClose?:
-                keep(buffer.count)
+            case .untilClose:
+                keep(available)
                 return body.count >= maxBodyBytes
-            case .length(let remaining)?:
-                let taken = min(remaining, buffer.count)
+            case .length(let remaining):
+                let taken = min(remaining, available)
                 keep(taken)
                 framing = .length(remaining: remaining - taken)
                 return remaining == taken
-            case .chunked(let state)?:
-                switch state {
-                case .size:
-                    guard let line = try takeLine() else { return false }
-                    let digits = line.prefix { $0 != ";" }.trimmingSpaces
-                    guard !digits.isEmpty, digits.count <= 15, let size = Int(digits, radix: 16) else {
-                        throw .malformedResponse("the chunk size \"\(printable(line.utf8.prefix(40)))\"")
-                    }
-                    framing = .chunked(size == 0 ? .trailers : .data(remaining: size))
-                case .data(let remaining):
-                    let taken = min(remaining, buffer.count)
-                    guard taken > 0 else { return false }
-                    keep(taken)
-                    framing = .chunked(remaining == taken ? .dataEnd : .data(remaining: remaining - taken))
-                case .dataEnd:
-                    guard let line = try takeLine() else { return false }
-                    guard line.isEmpty else { throw .malformedResponse("a chunk's data runs past its size") }
-                    framing = .chunked(.size)
-                case .trailers:
-                    guard let line = try takeLine() else { return false }
-                    if line.isEmpty { return true }
+            case .chunked(.size):
+                guard let line = try takeLine("a chunk's size") else { return false }
+                let digits = line.prefix { $0 != ";" }.trimmingSpaces
+                guard !digits.isEmpty, digits.count <= 15, let size = Int(digits, radix: 16) else {
+                    throw .malformedResponse("the chunk size \"\(printable(line.utf8.prefix(40)))\"")
+                }
+                framing = .chunked(size == 0 ? .trailers : .data(remaining: size))
+            case .chunked(.data(let remaining)):
+                let taken = min(remaining, available)
+                guard taken > 0 else { return false }
+                keep(taken)
+                framing = .chunked(remaining == taken ? .dataEnd : .data(remaining: remaining - taken))
+            case .chunked(.dataEnd):
+                guard let line = try takeLine("a chunk's end") else { return false }
+                guard line.isEmpty else { throw .malformedResponse("a chunk's data runs past its size") }
+                framing = .chunked(.size)
+            case .chunked(.trailers):
+                guard let line = try takeLine("a trailer") else { return false }
+                if line.isEmpty {
+                    framing = .none
+                    return true
                 }
             }
         }
@@ -158,23 +246,9 @@ struct HTTPResponseParser {
 
     /// Moves `count` bytes of the buffer to the body, keeping at most `maxBodyBytes` in all.
     private mutating func keep(_ count: Int) {
-        body += buffer.prefix(min(count, maxBodyBytes - body.count))
-        buffer.removeFirst(count)
-    }
-
-    /// The next CRLF-ended line, taken from the buffer; nil until one is there.
-    private mutating func takeLine() throws(HTTPClientError) -> String? {
-        guard let end = find([0x0D, 0x0A]) else {
-            if buffer.count > Self.maxHeadBytes { throw .malformedResponse("a chunk's line of more than 64 KiB") }
-            return nil
-        }
-        defer { buffer.removeFirst(end + 2) }
-        return String(decoding: buffer[..<end], as: UTF8.self)
-    }
-
-    private func find(_ pattern: [UInt8], from start: Int = 0) -> Int? {
-        guard buffer.count - start >= pattern.count else { return nil }
-        return (start...(buffer.count - pattern.count)).first { buffer[$0..<($0 + pattern.count)].elementsEqual(pattern) }
+        body += buffer[position..<(position + min(count, maxBodyBytes - body.count))]
+        position += count
+        searched = max(searched, position)
     }
 }
 

@@ -2,7 +2,8 @@
 import Testing
 
 /// The client's URLs and how it reads responses, byte by byte as a slow peer sends them (the
-/// exchange over real sockets is the OTLP exporter's tests', tools/python/tests/test_otlp.py).
+/// exchange over real sockets: `HTTPClientHostilePeerTests`, and the OTLP exporter's tests,
+/// tools/python/tests/test_otlp.py).
 @Suite("HTTPClient")
 struct HTTPClientTests {
     @Test(
@@ -94,6 +95,97 @@ struct HTTPClientTests {
             ("", "closed before any response"),
         ])
     func malformed(text: String, reason: String) {
+        #expect {
+            try parse(text)
+        } throws: { error in
+            "\(error)".contains(reason)
+        }
+    }
+
+    /// `text`'s response, fed in pieces of `piece` bytes (the last may be shorter).
+    private func parse(_ text: String, pieces piece: Int) throws(HTTPClientError) -> HTTPClientResponse? {
+        var parser = HTTPResponseParser(maxBodyBytes: 1 << 10)
+        let bytes = Array(text.utf8)
+        for start in stride(from: 0, to: bytes.count, by: piece) {
+            if let response = try parser.take(bytes[start..<min(start + piece, bytes.count)]) { return response }
+        }
+        return nil
+    }
+
+    private static let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    private static let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+    @Test("ten interim responses (100, 103) are skipped; an eleventh is past the bound, and says so")
+    func interimResponses() throws {
+        let ten = String(repeating: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", count: 5)
+        let response = try parse(ten + Self.ok)
+        #expect(response.status == 200 && response.body == Array("ok".utf8) && response.headers.count == 1)
+        #expect(throws: HTTPClientError.limitExceeded("more than 10 interim (1xx) responses")) {
+            try parse(ten + "HTTP/1.1 100 Continue\r\n\r\n" + Self.ok)
+        }
+    }
+
+    @Test("trailers are read and dropped, and count with the heads: 64 KiB in all")
+    func trailers() throws {
+        let trailer = "X-Trailer: " + String(repeating: "t", count: 1_000) + "\r\n"
+        let taken = try parse(Self.chunked + "2\r\nok\r\n0\r\n" + String(repeating: trailer, count: 20) + "\r\n")
+        #expect(taken.body == Array("ok".utf8) && taken.header("X-Trailer") == nil)
+        // 40 KiB of headers and 30 KiB of trailers: each under the bound, together past it.
+        let header = "X-Header: " + String(repeating: "h", count: 1_000) + "\r\n"
+        let bigHead = "HTTP/1.1 200 OK\r\n" + String(repeating: header, count: 40) + "Transfer-Encoding: chunked\r\n\r\n"
+        #expect(throws: HTTPClientError.limitExceeded("more than 64 KiB of heads, chunk lines and trailers (at a trailer)")) {
+            try parse(bigHead + "2\r\nok\r\n0\r\n" + String(repeating: trailer, count: 30) + "\r\n")
+        }
+    }
+
+    @Test(
+        "an endless head, header, chunk extension, chunk framing or trailer section meets the 64 KiB bound, whole or a byte at a time",
+        arguments: [
+            ("HTTP/1.1 200 OK\r\n", "X-Header: another\r\n", "a header line"),
+            ("HTTP/1.1 200 OK\r\nX-Huge: ", "h", "a header line"),
+            ("HTTP/1.1 200 ", "reason ", "a status line"),
+            ("HTTP/1.1 100 Continue\r\n", "X-Interim: more\r\n", "a header line"),
+            (chunked + "1;", "extension=x;", "a chunk's size"),
+            // Chunks of a byte, each with 120 bytes of extension: 519 of them reach the bound, within maxBodyBytes.
+            (chunked, "1;" + String(repeating: "e", count: 120) + "\r\nx\r\n", "a chunk's size"),
+            (chunked + "0\r\n", "X-Trailer: more\r\n", "a trailer"),
+        ])
+    func endlessHeads(head: String, repeated: String, at: String) {
+        let text = head + String(repeating: repeated, count: 2 * HTTPResponseParser.maxHeadBytes / repeated.utf8.count)
+        let bound = HTTPClientError.limitExceeded("more than 64 KiB of heads, chunk lines and trailers (at \(at))")
+        #expect(throws: bound) { try parse(text, pieces: 16 << 10) }
+        #expect(throws: bound) { try parse(text) }
+    }
+
+    @Test("Transfer-Encoding frames the body when Content-Length is there too; Content-Length values that differ are refused")
+    func conflictingFraming() throws {
+        let both = try parse("HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n")
+        #expect(both.body == Array("ok".utf8))
+        let same = try parse("HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\nContent-Length: 2\r\n\r\nok")
+        #expect(same.body == Array("ok".utf8))
+        #expect {
+            try parse("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 20\r\n\r\nok")
+        } throws: { error in
+            "\(error)".contains("Content-Length values differ (2, 20)")
+        }
+    }
+
+    @Test("bare LF line ends are read; a folded header line continues the header above it")
+    func lenientLines() throws {
+        let response = try parse("HTTP/1.1 200 OK\nX-Folded: a\r\n \t b\nContent-Length: 2\n\nok")
+        #expect(response.header("X-Folded") == "a b" && response.body == Array("ok".utf8))
+    }
+
+    @Test(
+        "an interim response then the connection's end, a 101 never asked for, a space before a colon: each an error saying which",
+        arguments: [
+            ("HTTP/1.1 100 Continue\r\n\r\n", "closed after 1 interim (1xx) response, before the final one"),
+            ("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n", "after 2 interim (1xx) responses"),
+            ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n", "101 Switching Protocols, though no upgrade was asked for"),
+            ("HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nok", "the header line \"Content-Length : 2\""),
+            (" X: folded first\r\n", "it begins \" X: f"),
+        ])
+    func oddities(text: String, reason: String) {
         #expect {
             try parse(text)
         } throws: { error in
