@@ -32,6 +32,8 @@ public final class Collector: @unchecked Sendable {
     /// The drain rate's last mark: when, and the records drained until then.
     private var rateMark: (nanos: UInt64, drained: UInt64) = (0, 0)
     private let stopRequested = Atomic<Bool>(false)
+    /// SLO rules and quantiles a reload gave, for the drain thread to take at its next pass.
+    private let pendingSettings = Mutex<(sloRules: [SLORule], quantiles: [Double])?>(nil)
     private let finished = DispatchSemaphore(value: 0)
     private var isRunning = false
     /// Descriptors kept for the HTTP server's connections and the process's own files (the
@@ -137,6 +139,14 @@ public final class Collector: @unchecked Sendable {
         min(options.pollNanos, scheduler.sleepNanos(), tracker.sleepNanos(nowNanos: now), publisher.sleepNanos(nowNanos: now))
     }
 
+    /// Takes a reload's SLO rules and quantiles: the drain thread applies them at its next pass
+    /// (the publisher is its own), keeping the state of every rule that stays (its violations,
+    /// an availability's counts). The windows and counters go on as they were.
+    public func reconfigure(sloRules: [SLORule], quantiles: [Double]) {
+        pendingSettings.withLock { $0 = (sloRules, quantiles) }
+        wakeup.signal()
+    }
+
     // MARK: - One pass
 
     /// Discovers rings (now and then), drains the rings due, and publishes a snapshot when one is due.
@@ -145,6 +155,12 @@ public final class Collector: @unchecked Sendable {
     @discardableResult
     package func runPass(nowNanos now: UInt64, forcePublish: Bool = false) -> Int {
         let passStart = rs_clock_precise_ns()
+        if let settings = pendingSettings.withLock({ pending in
+            defer { pending = nil }
+            return pending
+        }) {
+            publisher.reconfigure(sloRules: settings.sloRules, quantiles: settings.quantiles)
+        }
         let findings = tracker.beginPass(nowNanos: now)
         let pass = scheduler.run(nowNanos: now, sweep: findings.sweep, touched: findings.touched, forced: forcePublish)
         tracker.releaseDueRings(nowNanos: now)

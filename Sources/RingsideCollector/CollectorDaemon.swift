@@ -22,53 +22,219 @@ public enum CollectorDaemon {
     /// Starts a sidecar, given the server's address and the log.
     public typealias SidecarStart = (_ address: String, _ log: CollectorLog) throws -> any CollectorSidecar
 
-    /// Runs until SIGINT or SIGTERM; returns the process's exit status.
+    /// Runs until SIGINT or SIGTERM, reloading its configuration at SIGHUP (and `POST
+    /// /-/reload` with `--web-enable-lifecycle`); returns the process's exit status.
     public static func run(
         _ options: CollectorOptions, log: CollectorLog = .standardError,
         sidecar startSidecar: SidecarStart? = nil
     ) -> Int32 {
         // Signals are taken synchronously by this thread; every thread started later inherits the mask.
-        System.pthreadSigmask(SIG_BLOCK, [SIGINT, SIGTERM])
+        System.pthreadSigmask(SIG_BLOCK, [SIGINT, SIGTERM, SIGHUP])
         System.signal(SIGPIPE, SIG_IGN)
         returnLargeBlocksToTheSystem()
 
         // Before anything is served: a directory another user could write is refused here, where
         // the operator sees it at once, not later as counted errors.
-        var directories: [String: LogDirectory] = [:]
-        for (flag, path) in [("--hlog", options.hlogPath), ("--json-dump", options.jsonDumpPath)] {
-            guard let path else { continue }
-            do { directories[flag] = try LogDirectory(path: LogDirectory.split(path).directory) } catch {
-                log("\(flag) \(path): \(error); not starting", level: .error)
-                return 1
-            }
+        do throws(OutputError) { try Outputs.checkDirectories(options) } catch {
+            log("\(error); not starting", level: .error)
+            return 1
         }
-
         // The listener's TLS and users: a file that does not load (it changed since the command
         // line was read) is the same usage error, exit status 2.
-        var security: WebSecurity?
-        if let path = options.webConfigFile {
-            do { security = try WebSecurity(path: path, openPaths: CollectorEndpoints.openPaths) } catch {
-                log("--web-config-file \(path): \(error); not starting", level: .error)
-                return 2
-            }
+        let security: WebSecurity?
+        do throws(OutputError) { security = try Listener.security(options) } catch {
+            log("\(error); not starting", level: .error)
+            return 2
         }
         let collector = Collector(options: options, log: log)
-        let endpoints = CollectorEndpoints(collector: collector)
-        let server: HTTPServer
-        do {
-            server = try HTTPServer(
-                listen: options.listen, limits: httpLimits(descriptorReserve: collector.descriptorReserve),
-                log: { log($0, level: $1 ? .warn : .info) }, security: security,
-                quick: endpoints.quick, handler: endpoints.render)
-            try server.start()
-        } catch {
+        let reloads = options.reloadEndpoint ? ReloadRequests() : nil
+        let endpoints = CollectorEndpoints(collector: collector, reloadRequests: reloads)
+        var listener: Listener
+        do { listener = try Listener(options: options, security: security, collector: collector, endpoints: endpoints, log: log) } catch {
             log("cannot serve HTTP: \(error)", level: .error)
             return 1
         }
+        listener.announce(directory: options.directory.path, log: log)
+
+        var sidecar: (any CollectorSidecar)?
+        if let startSidecar {
+            do { sidecar = try startSidecar(listener.server.boundAddress, log) } catch {
+                log("\(error)", level: .error)
+                listener.server.stop()
+                return 1
+            }
+        }
+        collector.start()
+        endpoints.startRendering()
+
+        // History, the latency log, the JSON dump and the OTLP exporter follow the published snapshots from here.
+        var running = options
+        var outputs = Outputs(options: options, collector: collector, endpoints: endpoints, log: log)
+        endpoints.figures.update(from: outputs.all)  // the latency log's open at start
+        /// The latest snapshot, with what the subscribers report of themselves.
+        func latest() -> Snapshot {
+            var snapshot = collector.snapshot
+            endpoints.figures.apply(to: &snapshot)
+            return snapshot
+        }
+        if let path = options.configFile {
+            log(
+                "configuration from --config \(path) and the command line; SIGHUP\(reloads != nil ? " and POST /-/reload" : "") read it again"
+            )
+        }
+        var stopRequestedNanos: UInt64 = 0
+        /// A listener a reload replaced: closed a second later, once it has answered the reload's
+        /// request (its render worker waits for the reload; stopping it now would wait for that).
+        var retired: (listener: Listener, sinceNanos: UInt64)?
+        while true {
+            // The loop turns at least as often as the latency log's and the OTLP exporter's intervals.
+            let received = try? System.sigtimedwait([SIGINT, SIGTERM, SIGHUP], timeoutNanos: outputs.turnNanos)
+            if received == SIGINT || received == SIGTERM {
+                stopRequestedNanos = rs_clock_precise_ns()
+                log("received \(received == SIGINT ? "SIGINT" : "SIGTERM"); stopping")
+                break
+            }
+            if received == SIGHUP {
+                let ticket = reloads?.begin() ?? 0
+                let previous = listener
+                let (outcome, rebind) = reload(
+                    &running, listener: &listener, outputs: &outputs, collector: collector, endpoints: endpoints, last: latest(), log: log)
+                reloads?.finish(upTo: ticket, outcome)
+                if listener.server !== previous.server {
+                    retired?.listener.server.stop()
+                    retired = (previous, rs_clock_precise_ns())
+                }
+                if let rebind {
+                    // The same address under another web configuration: the old listener must close
+                    // first. It answers the reload's request, then goes; the new one binds at once.
+                    usleep(200_000)
+                    listener.server.stop()
+                    do {
+                        listener = try Listener(
+                            options: running, security: rebind.security, collector: collector, endpoints: endpoints, log: log)
+                    } catch {
+                        log("cannot listen again on \(running.listen) after the reload: \(error); stopping", level: .error)
+                        stopRequestedNanos = rs_clock_precise_ns()
+                        break
+                    }
+                    listener.announce(directory: running.directory.path, log: log)
+                }
+            }
+            let now = rs_clock_precise_ns()
+            if let old = retired, now &- old.sinceNanos >= 1_000_000_000 {
+                old.listener.server.stop()
+                retired = nil
+            }
+            let snapshot = latest()
+            outputs.receive(snapshot, nowNanos: now)
+            endpoints.figures.update(from: outputs.all)
+            sidecar?.tick(snapshot, nowNanos: now)
+        }
+
+        listener.server.stop()
+        retired?.listener.server.stop()
+        endpoints.stopRendering()
+        sidecar?.stop()
+        collector.stop()
+        outputs.finish(latest(), stopRequestedNanos: stopRequestedNanos)
+        sidecar?.finish()
+        log("stopped")
+        return 0
+    }
+
+    /// Reads the configuration again and applies what changed: the SLOs and quantiles (from the
+    /// next snapshot, the windows and counters kept), the listener (a new one bound before the
+    /// old one closes), the latency log, the JSON dump and the OTLP exporter (the old one
+    /// finished first). Options that shape the reading of the rings wait for the next start,
+    /// and say so. A file that does not read, or a listener that cannot bind, changes nothing.
+    /// - Returns: the outcome, and the web configuration to listen again with on the same
+    ///   address, which the caller does once it has answered the reload's request.
+    static func reload(
+        _ running: inout CollectorOptions, listener: inout Listener, outputs: inout Outputs, collector: Collector,
+        endpoints: CollectorEndpoints, last: Snapshot, log: CollectorLog
+    ) -> (ReloadOutcome, rebind: Rebind?) {
+        func refuse(_ reason: String) -> (ReloadOutcome, rebind: Rebind?) {
+            log("reload refused: \(reason); the running configuration stays", level: .error)
+            return (ReloadOutcome(succeeded: false, message: reason), nil)
+        }
+        guard running.configFile != nil else {
+            return refuse("no --config file to read (give the collector one to reload it)")
+        }
+        let read: CollectorOptions
+        do { read = try running.reloaded() } catch { return refuse("\(error)") }
+        let next = ReloadPlan.effective(read, running: running)
+        for rule in next.sloRules where !rule.isRatio && !next.windowNanos.contains(rule.windowNanos) {
+            return refuse(
+                "--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not a running window (--windows changes at the next start)"
+            )
+        }
+        do throws(OutputError) { try Outputs.checkDirectories(next) } catch { return refuse("\(error)") }
+        var changed: [String] = []
+        var rebind: Rebind?
+        if next.listen != running.listen {
+            do {
+                let security = try Listener.security(next)
+                // Bound before the old one closes (the caller closes it once it has answered).
+                listener = try Listener(options: next, security: security, collector: collector, endpoints: endpoints, log: log)
+                listener.announce(directory: next.directory.path, log: log)
+                changed.append("--listen")
+            } catch {
+                return refuse("cannot serve HTTP as configured: \(error)")
+            }
+        } else if next.webConfigFile != running.webConfigFile {
+            do { rebind = Rebind(security: try Listener.security(next)) } catch { return refuse("\(error)") }
+            changed.append("--web-config-file")
+        }
+        if next.sloRules != running.sloRules || next.quantiles != running.quantiles {
+            collector.reconfigure(sloRules: next.sloRules, quantiles: next.quantiles)
+            if next.sloRules != running.sloRules { changed.append("--slo") }
+            if next.quantiles != running.quantiles { changed.append("--quantiles") }
+        }
+        changed += outputs.reconfigure(from: running, to: next, last: last, collector: collector, endpoints: endpoints, log: log)
+        let waiting = ReloadPlan.startOnlyChanges(from: running, to: read)
+        running = next
+        var message = changed.isEmpty ? "nothing changed" : "applied " + changed.joined(separator: ", ")
+        if !waiting.isEmpty { message += "; " + waiting.joined(separator: ", ") + " change at the next start (kept as running)" }
+        log("reloaded \(running.configFile ?? ""): \(message)", level: waiting.isEmpty ? .info : .warn)
+        return (ReloadOutcome(succeeded: true, message: message), rebind)
+    }
+}
+
+/// A listener to make again on its address under another web configuration (nil: none), once
+/// the old one has answered the reload's request.
+struct Rebind {
+    let security: WebSecurity?
+}
+
+/// The HTTP server and how it is announced.
+struct Listener {
+    let server: HTTPServer
+    private let security: WebSecurity?
+
+    /// The web configuration `options` names, loaded (nil without one).
+    static func security(_ options: CollectorOptions) throws(OutputError) -> WebSecurity? {
+        guard let path = options.webConfigFile else { return nil }
+        do { return try WebSecurity(path: path, openPaths: CollectorEndpoints.openPaths) } catch {
+            throw OutputError("--web-config-file \(path): \(error)")
+        }
+    }
+
+    /// Binds and starts a server for `options`.
+    init(options: CollectorOptions, security: WebSecurity?, collector: Collector, endpoints: CollectorEndpoints, log: CollectorLog) throws {
+        var limits = CollectorDaemon.httpLimits(descriptorReserve: collector.descriptorReserve)
+        if options.reloadEndpoint { limits.postPaths = [CollectorEndpoints.reloadPath] }
+        server = try HTTPServer(
+            listen: options.listen, limits: limits, log: { log($0, level: $1 ? .warn : .info) }, security: security,
+            quick: endpoints.quick, handler: endpoints.render)
+        try server.start()
+        self.security = security
         if let security { endpoints.figures.setWebSecuritySource { WebSecurityStats(security.counters) } }
+    }
+
+    func announce(directory: String, log: CollectorLog) {
         log(
             "listening on \(security?.isTLS == true ? "https" : "http")://\(server.boundAddress) (/metrics, /latest, /api/history, "
-                + "/health), at most \(server.limits.maxConnections) connections; ring directory \(options.directory.path)")
+                + "/health), at most \(server.limits.maxConnections) connections; ring directory \(directory)")
         if let security {
             log(
                 "--web-config-file \(security.path): \(security.summary); /health and /-/healthy need no password; "
@@ -80,83 +246,129 @@ public enum CollectorDaemon {
                     + "(--web-config-file sets TLS and passwords)",
                 level: .warn)
         }
+    }
+}
 
-        var sidecar: (any CollectorSidecar)?
-        if let startSidecar {
-            do { sidecar = try startSidecar(server.boundAddress, log) } catch {
-                log("\(error)", level: .error)
-                server.stop()
-                return 1
+/// Why an output cannot start: a line for the log.
+struct OutputError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The parts that follow the published snapshots from the daemon's loop: the history, the
+/// latency log, the JSON dump, the OTLP exporter; each made anew when a reload changes its options.
+struct Outputs {
+    private var history: HistorySubscriber?
+    private var hlog: HistogramLogWriter?
+    private var jsonDump: JSONDumpWriter?
+    private var otlp: OTLPSubscriber?
+    /// How often the daemon's loop turns: at least as often as the latency log's and the OTLP
+    /// exporter's intervals.
+    private(set) var turnNanos: UInt64 = 250_000_000
+
+    var all: [any SnapshotSubscriber] {
+        var all: [any SnapshotSubscriber] = []
+        if let history { all.append(history) }
+        if let hlog { all.append(hlog) }
+        if let jsonDump { all.append(jsonDump) }
+        if let otlp { all.append(otlp) }
+        return all
+    }
+
+    /// Refuses a directory of `--hlog` or `--json-dump` another user could write.
+    static func checkDirectories(_ options: CollectorOptions) throws(OutputError) {
+        for (flag, path) in [("--hlog", options.hlogPath), ("--json-dump", options.jsonDumpPath)] {
+            guard let path else { continue }
+            do { _ = try LogDirectory(path: LogDirectory.split(path).directory) } catch {
+                throw OutputError("\(flag) \(path): \(error)")
             }
         }
-        collector.start()
-        endpoints.startRendering()
+    }
 
-        // History, the latency log, the JSON dump and the OTLP exporter follow the published snapshots from here.
-        var subscribers: [any SnapshotSubscriber] = []
-        if let history = endpoints.history {
-            subscribers.append(HistorySubscriber(store: history, limit: options.historyMaxSeries))
-        }
-        if let path = options.hlogPath, let directory = directories["--hlog"] {
-            subscribers.append(
-                HistogramLogWriter(
-                    path: path, directory: directory, intervalNanos: options.hlogIntervalNanos,
-                    maxBytes: options.hlogMaxBytes, startRealtimeNanos: collector.startedRealtimeNanos,
-                    program: CollectorOptions.versionLine, log: log))
-        }
-        if let path = options.jsonDumpPath, let directory = directories["--json-dump"] {
-            subscribers.append(JSONDumpWriter(path: path, directory: directory, intervalNanos: options.dumpIntervalNanos, log: log))
-        }
-        if let otlp = options.otlp {
-            let hostName: String
-            do { hostName = try System.gethostname() } catch {
-                log("--otlp-endpoint: cannot read this host's name (\(error)); host.name is \"localhost\"", level: .warn)
-                hostName = "localhost"
-            }
-            let pusher = OTLPPusher(options: otlp, log: log)
-            let scale = options.nativeHistogramSchema ?? OTLPExporter.defaultScale
-            subscribers.append(
-                OTLPSubscriber(
-                    pusher: pusher, origin: OTLPExporter.Origin(hostName: hostName), scale: scale,
-                    startRealtimeNanos: collector.startedRealtimeNanos))
-            pusher.start()
-            log(
-                "pushing OTLP to \(pusher.shownEndpoint) every \(formatDuration(otlp.intervalNanos)) (exponential histograms of scale "
-                    + "\(scale); a queue of \(pusher.capacity) exports; --otlp-timeout \(formatDuration(otlp.timeoutNanos)))")
-        }
-        endpoints.figures.update(from: subscribers)  // the latency log's open at start
-        /// The latest snapshot, with what the subscribers report of themselves.
-        func latest() -> Snapshot {
-            var snapshot = collector.snapshot
-            endpoints.figures.apply(to: &snapshot)
-            return snapshot
-        }
-        // The loop turns at least as often as the latency log's and the OTLP exporter's intervals.
-        let turnNanos = min(250_000_000, options.hlogPath == nil ? .max : options.hlogIntervalNanos, options.otlp?.intervalNanos ?? .max)
-        var stopRequestedNanos: UInt64 = 0
-        while true {
-            let received = try? System.sigtimedwait([SIGINT, SIGTERM], timeoutNanos: turnNanos)
-            if received == SIGINT || received == SIGTERM {
-                stopRequestedNanos = rs_clock_precise_ns()
-                log("received \(received == SIGINT ? "SIGINT" : "SIGTERM"); stopping")
-                break
-            }
-            let now = rs_clock_precise_ns()
-            let snapshot = latest()
-            for index in subscribers.indices { subscribers[index].receive(snapshot, nowNanos: now) }
-            endpoints.figures.update(from: subscribers)
-            sidecar?.tick(snapshot, nowNanos: now)
-        }
+    init(options: CollectorOptions, collector: Collector, endpoints: CollectorEndpoints, log: CollectorLog) {
+        if let store = endpoints.history { history = HistorySubscriber(store: store, limit: options.historyMaxSeries) }
+        hlog = Self.makeHLog(options, collector: collector, log: log)
+        jsonDump = Self.makeJSONDump(options, log: log)
+        otlp = Self.makeOTLP(options, collector: collector, log: log)
+        turnNanos = Self.turnNanos(options)
+    }
 
-        server.stop()
-        endpoints.stopRendering()
-        sidecar?.stop()
-        collector.stop()
-        let last = latest()
-        for index in subscribers.indices { subscribers[index].finish(last, stopRequestedNanos: stopRequestedNanos) }
-        sidecar?.finish()
-        log("stopped")
-        return 0
+    mutating func receive(_ snapshot: Snapshot, nowNanos now: UInt64) {
+        history?.receive(snapshot, nowNanos: now)
+        hlog?.receive(snapshot, nowNanos: now)
+        jsonDump?.receive(snapshot, nowNanos: now)
+        otlp?.receive(snapshot, nowNanos: now)
+    }
+
+    mutating func finish(_ snapshot: Snapshot, stopRequestedNanos: UInt64) {
+        history?.finish(snapshot, stopRequestedNanos: stopRequestedNanos)
+        hlog?.finish(snapshot, stopRequestedNanos: stopRequestedNanos)
+        jsonDump?.finish(snapshot, stopRequestedNanos: stopRequestedNanos)
+        otlp?.finish(snapshot, stopRequestedNanos: stopRequestedNanos)
+    }
+
+    /// Makes anew each output whose options changed (the old one finished with `last` first);
+    /// returns the flags that changed.
+    mutating func reconfigure(
+        from old: CollectorOptions, to new: CollectorOptions, last: Snapshot, collector: Collector, endpoints: CollectorEndpoints,
+        log: CollectorLog
+    ) -> [String] {
+        var changed: [String] = []
+        let now = rs_clock_precise_ns()
+        if old.hlogPath != new.hlogPath || old.hlogIntervalNanos != new.hlogIntervalNanos || old.hlogMaxBytes != new.hlogMaxBytes {
+            hlog?.finish(last, stopRequestedNanos: now)
+            hlog = Self.makeHLog(new, collector: collector, log: log)
+            changed.append("--hlog")
+        }
+        if old.jsonDumpPath != new.jsonDumpPath || old.dumpIntervalNanos != new.dumpIntervalNanos {
+            jsonDump?.finish(last, stopRequestedNanos: now)
+            jsonDump = Self.makeJSONDump(new, log: log)
+            changed.append("--json-dump")
+        }
+        if old.otlp != new.otlp {
+            otlp?.finish(last, stopRequestedNanos: now)
+            otlp = Self.makeOTLP(new, collector: collector, log: log)
+            changed.append("--otlp-*")
+        }
+        turnNanos = Self.turnNanos(new)
+        return changed
+    }
+
+    private static func turnNanos(_ options: CollectorOptions) -> UInt64 {
+        min(250_000_000, options.hlogPath == nil ? .max : options.hlogIntervalNanos, options.otlp?.intervalNanos ?? .max)
+    }
+
+    private static func makeHLog(_ options: CollectorOptions, collector: Collector, log: CollectorLog) -> HistogramLogWriter? {
+        guard let path = options.hlogPath, let directory = try? LogDirectory(path: LogDirectory.split(path).directory) else { return nil }
+        return HistogramLogWriter(
+            path: path, directory: directory, intervalNanos: options.hlogIntervalNanos, maxBytes: options.hlogMaxBytes,
+            startRealtimeNanos: collector.startedRealtimeNanos, program: CollectorOptions.versionLine, log: log)
+    }
+
+    private static func makeJSONDump(_ options: CollectorOptions, log: CollectorLog) -> JSONDumpWriter? {
+        guard let path = options.jsonDumpPath, let directory = try? LogDirectory(path: LogDirectory.split(path).directory) else {
+            return nil
+        }
+        return JSONDumpWriter(path: path, directory: directory, intervalNanos: options.dumpIntervalNanos, log: log)
+    }
+
+    private static func makeOTLP(_ options: CollectorOptions, collector: Collector, log: CollectorLog) -> OTLPSubscriber? {
+        guard let otlp = options.otlp else { return nil }
+        let hostName: String
+        do { hostName = try System.gethostname() } catch {
+            log("--otlp-endpoint: cannot read this host's name (\(error)); host.name is \"localhost\"", level: .warn)
+            hostName = "localhost"
+        }
+        let pusher = OTLPPusher(options: otlp, log: log)
+        let scale = options.nativeHistogramSchema ?? OTLPExporter.defaultScale
+        let subscriber = OTLPSubscriber(
+            pusher: pusher, origin: OTLPExporter.Origin(hostName: hostName), scale: scale,
+            startRealtimeNanos: collector.startedRealtimeNanos)
+        pusher.start()
+        log(
+            "pushing OTLP to \(pusher.shownEndpoint) every \(formatDuration(otlp.intervalNanos)) (exponential histograms of scale "
+                + "\(scale); a queue of \(pusher.capacity) exports; --otlp-timeout \(formatDuration(otlp.timeoutNanos)))")
+        return subscriber
     }
 }
 

@@ -34,7 +34,13 @@ public final class CollectorEndpoints: Sendable {
     /// The per-second history `/api/history` serves (nil with `--history 0`); the daemon loop feeds it.
     public let history: HistoryStore?
 
-    public init(collector: Collector) {
+    /// `POST /-/reload`'s requests, with `--web-enable-lifecycle` (nil: the route is not served).
+    private let reloadRequests: ReloadRequests?
+    /// The route that reloads the configuration, as Prometheus'.
+    public static let reloadPath = "/-/reload"
+
+    public init(collector: Collector, reloadRequests: ReloadRequests? = nil) {
+        self.reloadRequests = reloadRequests
         let published = collector.published
         self.published = published
         let options = collector.options
@@ -103,6 +109,9 @@ public final class CollectorEndpoints: Sendable {
         case "/-/healthy":
             // The process serves: that is all liveness means (Prometheus's and node_exporter's convention).
             return HTTPResponse(text: "Healthy\n")
+        case Self.reloadPath where reloadRequests != nil:
+            // A reload waits for the daemon's loop: on the render worker, never on the server's loop.
+            return request.method == "POST" ? nil : HTTPResponse(status: 405, text: "use POST to reload the configuration\n")
         case "/-/ready":
             let progress = drainProgress()
             guard !progress.ready else { return HTTPResponse(text: "Ready\n") }
@@ -140,6 +149,11 @@ public final class CollectorEndpoints: Sendable {
             return historyPage(request)
         case "/":
             return compressible(request, contentType: LivePage.contentType, key: "live page") { _ in LivePage.bytes }
+        case Self.reloadPath where request.method == "POST":
+            guard let outcome = reloadRequests?.ask() else {
+                return HTTPResponse(status: 503, text: "the reload did not finish within 10 s\n")
+            }
+            return HTTPResponse(status: outcome.succeeded ? 200 : 500, text: outcome.message + "\n")
         default:
             return quick(request) ?? HTTPResponse.notFound(request)
         }

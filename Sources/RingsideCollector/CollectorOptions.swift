@@ -57,6 +57,12 @@ public struct CollectorOptions: Sendable, Equatable {
     /// Exporter-toolkit's web configuration file (`--web-config-file`, also `--web.config.file`):
     /// TLS, client certificates and basic-auth users for the HTTP listener; re-read when it changes.
     public var webConfigFile: String?
+    /// The configuration file (`--config`), and the command line's own arguments, which override
+    /// it: both are read again at a reload (SIGHUP, and `POST /-/reload` with `reloadEndpoint`).
+    public var configFile: String?
+    public var commandLineArguments: [String] = []
+    /// `POST /-/reload` re-reads the configuration (`--web-enable-lifecycle`, as Prometheus').
+    public var reloadEndpoint = false
 
     public init() {}
 
@@ -70,6 +76,11 @@ public struct CollectorOptions: Sendable, Equatable {
         options:
           --dir PATH             ring directory (default: $RINGSIDE_DIR, else /dev/shm)
           --ring NAME            collect only this ring (repeatable; default: every ring)
+          --config FILE          a YAML file of these options, `flag: value` (a list for the ones
+                                 that repeat); the command line's override it. Re-read on SIGHUP:
+                                 a file that does not read is refused with its line, and the running
+                                 configuration stays (docs/collector.md)
+          --web-enable-lifecycle POST /-/reload re-reads the configuration, as SIGHUP does
           --listen HOST:PORT     HTTP address (default 127.0.0.1:9464; port 0 picks a free one)
           --web-config-file PATH exporter-toolkit's web configuration (also --web.config.file): TLS,
                                  client certificates, basic-auth users with bcrypt hashes; re-read
@@ -135,8 +146,38 @@ public struct CollectorOptions: Sendable, Equatable {
         return options
     }
 
-    /// Parses arguments (without the program name): the options to run with, or `--help`, or `--version`.
+    /// Parses arguments (without the program name): the options to run with, or `--help`, or
+    /// `--version`. With `--config FILE`, the file's options come first and the command line's
+    /// override them: a flag given on the command line replaces every value the file gives it.
     public static func invocation(_ arguments: [String]) throws(UsageError) -> Invocation<CollectorOptions> {
+        if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) { return .help }
+        if arguments.contains("--version") { return .version }
+        guard let (path, commandLine) = try CollectorConfigFile.split(arguments) else { return try parseFlags(arguments) }
+        let file = try CollectorConfigFile(path: path)
+        let (fromFile, entries) = file.arguments(excluding: CollectorConfigFile.flagNames(in: commandLine))
+        do {
+            guard case var .run(options) = try parseFlags(fromFile + commandLine) else { return .help }
+            options.configFile = path
+            options.commandLineArguments = commandLine
+            return .run(options)
+        } catch {
+            if let index = error.argumentIndex, index < entries.count {
+                throw UsageError("--config \(path): line \(entries[index].line): \(error.description)")
+            }
+            throw error.argumentIndex == nil ? UsageError("\(error.description) (--config \(path) and the command line)") : error
+        }
+    }
+
+    /// The options of the configuration file and command line this was read from, read again:
+    /// what a reload runs with (`--config`'s file as it is now).
+    public func reloaded() throws(UsageError) -> CollectorOptions {
+        guard let configFile else { return self }
+        guard case let .run(options) = try Self.invocation(["--config", configFile] + commandLineArguments) else { return self }
+        return options
+    }
+
+    /// Parses flags only (no `--config`).
+    private static func parseFlags(_ arguments: [String]) throws(UsageError) -> Invocation<CollectorOptions> {
         var options = CollectorOptions()
         var directory: String?
         // The --otlp-* flags, kept until the end: --otlp-endpoint may come after them.
@@ -147,168 +188,180 @@ public struct CollectorOptions: Sendable, Equatable {
         var stream = ArgumentStream(arguments)
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
         while let flag = try stream.nextOption() {
-            switch flag {
-            case "--help": return .help
-            case "--version": return .version
-            case "--demo": options.demo = true
-            case "--dir":
-                directory = try value(for: flag)
-                // An empty value would silently mean the default directory.
-                guard directory?.isEmpty == false else { throw UsageError("--dir is empty") }
-            case "--ring":
-                let name = try value(for: flag)
-                do { try RingDirectory.validate(name: name) } catch { throw UsageError("--ring: \(error)") }
-                options.rings.append(name)
-            case "--listen":
-                options.listen = try value(for: flag)
-                // The form is checked here, so a typo is a usage error; resolving and binding happen at start.
-                do { try HTTPServer.validate(listen: options.listen) } catch {
-                    guard case let .invalidAddress(_, reason) = error else { throw UsageError("--listen \(options.listen): \(error)") }
-                    throw UsageError("--listen \(options.listen): \(reason)")
-                }
-            case "--web-config-file", "--web.config.file":
-                let path = try value(for: flag)
-                guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
-                // Read and loaded here (certificate and key too), so a bad file is a usage error
-                // naming its line; the daemon loads it again to serve.
-                do { try WebSecurity.check(path: path) } catch { throw UsageError("\(flag) \(path): \(error)") }
-                options.webConfigFile = path
-            case "--windows":
-                let text = try value(for: flag)
-                options.windowNanos = try parseList(text, flag: flag) { item throws(UsageError) in
-                    let nanos = try parseDuration(item, flag: flag)
-                    guard nanos >= 100_000_000, nanos <= 86_400_000_000_000, nanos % 1_000_000 == 0 else {
-                        throw UsageError("\(flag): window \(item) must be whole milliseconds from 100ms to 24h")
+            let index = stream.lastIndex
+            do throws(UsageError) {
+                switch flag {
+                case "--help": return .help
+                case "--version": return .version
+                case "--demo": options.demo = true
+                case "--web-enable-lifecycle", "--web.enable-lifecycle": options.reloadEndpoint = true
+                case "--config":
+                    throw UsageError("--config is given once, on the command line")
+                case "--dir":
+                    directory = try value(for: flag)
+                    // An empty value would silently mean the default directory.
+                    guard directory?.isEmpty == false else { throw UsageError("--dir is empty") }
+                case "--ring":
+                    let name = try value(for: flag)
+                    do { try RingDirectory.validate(name: name) } catch { throw UsageError("--ring: \(error)") }
+                    options.rings.append(name)
+                case "--listen":
+                    options.listen = try value(for: flag)
+                    // The form is checked here, so a typo is a usage error; resolving and binding happen at start.
+                    do { try HTTPServer.validate(listen: options.listen) } catch {
+                        guard case let .invalidAddress(_, reason) = error else { throw UsageError("--listen \(options.listen): \(error)") }
+                        throw UsageError("--listen \(options.listen): \(reason)")
                     }
-                    return nanos
-                }
-                guard Set(options.windowNanos).count == options.windowNanos.count else { throw UsageError("\(flag): windows repeat") }
-                options.windowNanos.sort()
-            case "--quantiles":
-                let text = try value(for: flag)
-                options.quantiles = try parseList(text, flag: flag) { item throws(UsageError) in
-                    guard let q = Double(item), q > 0, q < 1 else {
-                        throw UsageError("\(flag): \(item) is not a quantile between 0 and 1 (exclusive)")
+                case "--web-config-file", "--web.config.file":
+                    let path = try value(for: flag)
+                    guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
+                    // Read and loaded here (certificate and key too), so a bad file is a usage error
+                    // naming its line; the daemon loads it again to serve.
+                    do { try WebSecurity.check(path: path) } catch { throw UsageError("\(flag) \(path): \(error)") }
+                    options.webConfigFile = path
+                case "--windows":
+                    let text = try value(for: flag)
+                    options.windowNanos = try parseList(text, flag: flag) { item throws(UsageError) in
+                        let nanos = try parseDuration(item, flag: flag)
+                        guard nanos >= 100_000_000, nanos <= 86_400_000_000_000, nanos % 1_000_000 == 0 else {
+                            throw UsageError("\(flag): window \(item) must be whole milliseconds from 100ms to 24h")
+                        }
+                        return nanos
                     }
-                    return q
-                }
-                options.quantiles = Array(Set(options.quantiles)).sorted()
-            case "--json-dump", "--hlog":
-                let path = try value(for: flag)
-                guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
-                // The file's directory is opened and the file created by name in it (LogDirectory).
-                guard LogDirectory.namesFile(path) else {
-                    throw UsageError("\(flag) \(path): expected the path of a file (DIRECTORY/NAME), not of a directory")
-                }
-                if flag == "--hlog" { options.hlogPath = path } else { options.jsonDumpPath = path }
-            case "--hlog-interval":
-                let text = try value(for: flag)
-                options.hlogIntervalNanos = try parseDuration(text, flag: flag)
-                guard options.hlogIntervalNanos >= 100_000_000, options.hlogIntervalNanos <= 3_600_000_000_000 else {
-                    throw UsageError("--hlog-interval \(text): must be from 100ms to 1h")
-                }
-            case "--max-series-bytes":
-                let text = try value(for: flag)
-                guard let bytes = parseByteSize(text), bytes >= 1 << 20, bytes <= 1 << 40 else {
-                    throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 1024G (K, M and G suffixes: 1024s)")
-                }
-                options.maxSeriesBytes = Int(bytes)
-            case "--hlog-max-bytes":
-                let text = try value(for: flag)
-                guard let bytes = parseByteSize(text), bytes >= 4096 else {
-                    throw UsageError("--hlog-max-bytes \(text): expected a number of bytes of at least 4096 (K, M and G suffixes: 1024s)")
-                }
-                options.hlogMaxBytes = bytes
-            case "--dump-interval":
-                options.dumpIntervalNanos = try parseDuration(try value(for: flag), flag: flag)
-                guard options.dumpIntervalNanos >= 100_000_000 else { throw UsageError("\(flag) must be at least 100ms") }
-            case "--slo":
-                let text = try value(for: flag)
-                do { options.sloRules.append(try SLORule(parsing: text)) } catch {
-                    throw UsageError("--slo '\(text)': \(error.reason)")
-                }
-            case "--poll":
-                options.pollNanos = try parseDuration(try value(for: flag), flag: flag)
-                guard options.pollNanos >= 1_000_000, options.pollNanos <= 10_000_000_000 else {
-                    throw UsageError("--poll must be from 1ms to 10s")
-                }
-            case "--max-series", "--max-series-per-ring":
-                let text = try value(for: flag)
-                guard let count = Int(text), count >= 1, count <= 100_000_000 else {
-                    throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
-                }
-                if flag == "--max-series" { options.maxSeries = count } else { options.maxSeriesPerRing = count }
-            case "--history":
-                let text = try value(for: flag)
-                if text == "0" {
-                    options.historySeconds = 0
-                } else {
+                    guard Set(options.windowNanos).count == options.windowNanos.count else { throw UsageError("\(flag): windows repeat") }
+                    options.windowNanos.sort()
+                case "--quantiles":
+                    let text = try value(for: flag)
+                    options.quantiles = try parseList(text, flag: flag) { item throws(UsageError) in
+                        guard let q = Double(item), q > 0, q < 1 else {
+                            throw UsageError("\(flag): \(item) is not a quantile between 0 and 1 (exclusive)")
+                        }
+                        return q
+                    }
+                    options.quantiles = Array(Set(options.quantiles)).sorted()
+                case "--json-dump", "--hlog":
+                    let path = try value(for: flag)
+                    guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
+                    // The file's directory is opened and the file created by name in it (LogDirectory).
+                    guard LogDirectory.namesFile(path) else {
+                        throw UsageError("\(flag) \(path): expected the path of a file (DIRECTORY/NAME), not of a directory")
+                    }
+                    if flag == "--hlog" { options.hlogPath = path } else { options.jsonDumpPath = path }
+                case "--hlog-interval":
+                    let text = try value(for: flag)
+                    options.hlogIntervalNanos = try parseDuration(text, flag: flag)
+                    guard options.hlogIntervalNanos >= 100_000_000, options.hlogIntervalNanos <= 3_600_000_000_000 else {
+                        throw UsageError("--hlog-interval \(text): must be from 100ms to 1h")
+                    }
+                case "--max-series-bytes":
+                    let text = try value(for: flag)
+                    guard let bytes = parseByteSize(text), bytes >= 1 << 20, bytes <= 1 << 40 else {
+                        throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 1024G (K, M and G suffixes: 1024s)")
+                    }
+                    options.maxSeriesBytes = Int(bytes)
+                case "--hlog-max-bytes":
+                    let text = try value(for: flag)
+                    guard let bytes = parseByteSize(text), bytes >= 4096 else {
+                        throw UsageError(
+                            "--hlog-max-bytes \(text): expected a number of bytes of at least 4096 (K, M and G suffixes: 1024s)")
+                    }
+                    options.hlogMaxBytes = bytes
+                case "--dump-interval":
+                    options.dumpIntervalNanos = try parseDuration(try value(for: flag), flag: flag)
+                    guard options.dumpIntervalNanos >= 100_000_000 else { throw UsageError("\(flag) must be at least 100ms") }
+                case "--slo":
+                    let text = try value(for: flag)
+                    do { options.sloRules.append(try SLORule(parsing: text)) } catch {
+                        throw UsageError("--slo '\(text)': \(error.reason)")
+                    }
+                case "--poll":
+                    options.pollNanos = try parseDuration(try value(for: flag), flag: flag)
+                    guard options.pollNanos >= 1_000_000, options.pollNanos <= 10_000_000_000 else {
+                        throw UsageError("--poll must be from 1ms to 10s")
+                    }
+                case "--max-series", "--max-series-per-ring":
+                    let text = try value(for: flag)
+                    guard let count = Int(text), count >= 1, count <= 100_000_000 else {
+                        throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
+                    }
+                    if flag == "--max-series" { options.maxSeries = count } else { options.maxSeriesPerRing = count }
+                case "--history":
+                    let text = try value(for: flag)
+                    if text == "0" {
+                        options.historySeconds = 0
+                    } else {
+                        let nanos = try parseDuration(text, flag: flag)
+                        guard nanos % 1_000_000_000 == 0,
+                            nanos >= UInt64(HistoryStore.minRetentionSeconds) * 1_000_000_000,
+                            nanos <= UInt64(HistoryStore.maxRetentionSeconds) * 1_000_000_000
+                        else {
+                            throw UsageError("\(flag): \(text) must be whole seconds from 10s to 24h (or 0 to disable the history)")
+                        }
+                        options.historySeconds = Int(nanos / 1_000_000_000)
+                    }
+                case "--thread-sample-interval":
+                    let text = try value(for: flag)
+                    if text == "0" {
+                        options.threadSampleIntervalNanos = 0
+                    } else {
+                        let nanos = try parseDuration(text, flag: flag)
+                        guard nanos >= 100_000_000, nanos <= 3_600_000_000_000 else {
+                            throw UsageError("\(flag): \(text) must be from 100ms to 1h (or 0 to read no thread)")
+                        }
+                        options.threadSampleIntervalNanos = nanos
+                    }
+                case "--history-max-series":
+                    let text = try value(for: flag)
+                    guard let count = Int(text), count >= 1, count <= 100_000_000 else {
+                        throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
+                    }
+                    options.historyMaxSeries = count
+                case "--native-histograms":
+                    let text = try value(for: flag)
+                    guard let schema = Int(text), NativeBuckets.schemas.contains(schema) else {
+                        throw UsageError("\(flag): \(text) is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)")
+                    }
+                    options.nativeHistogramSchema = schema
+                case "--otlp-endpoint":
+                    let text = try value(for: flag)
+                    otlpEndpoint = try OTLPOptions.endpoint(parsing: text)
+                case "--otlp-interval", "--otlp-timeout":
+                    let text = try value(for: flag)
                     let nanos = try parseDuration(text, flag: flag)
-                    guard nanos % 1_000_000_000 == 0,
-                        nanos >= UInt64(HistoryStore.minRetentionSeconds) * 1_000_000_000,
-                        nanos <= UInt64(HistoryStore.maxRetentionSeconds) * 1_000_000_000
-                    else {
-                        throw UsageError("\(flag): \(text) must be whole seconds from 10s to 24h (or 0 to disable the history)")
+                    otlpFlag = flag
+                    if flag == "--otlp-interval" {
+                        guard nanos >= 100_000_000, nanos <= 3_600_000_000_000 else {
+                            throw UsageError("\(flag) \(text): must be from 100ms to 1h")
+                        }
+                        otlpInterval = nanos
+                    } else {
+                        guard nanos >= 100_000_000, nanos <= 300_000_000_000 else {
+                            throw UsageError("\(flag) \(text): must be from 100ms to 5m")
+                        }
+                        otlpTimeout = nanos
                     }
-                    options.historySeconds = Int(nanos / 1_000_000_000)
-                }
-            case "--thread-sample-interval":
-                let text = try value(for: flag)
-                if text == "0" {
-                    options.threadSampleIntervalNanos = 0
-                } else {
-                    let nanos = try parseDuration(text, flag: flag)
-                    guard nanos >= 100_000_000, nanos <= 3_600_000_000_000 else {
-                        throw UsageError("\(flag): \(text) must be from 100ms to 1h (or 0 to read no thread)")
+                case "--otlp-header":
+                    let text = try value(for: flag)
+                    otlpHeaders.append(try OTLPOptions.header(parsing: text))
+                    otlpFlag = flag
+                case "--log-format":
+                    let text = try value(for: flag)
+                    guard let format = LogFormat(rawValue: text) else {
+                        throw UsageError("--log-format \(text): use " + LogFormat.allCases.map(\.rawValue).joined(separator: " or "))
                     }
-                    options.threadSampleIntervalNanos = nanos
+                    options.logFormat = format
+                case "--allow-uid":
+                    let text = try value(for: flag)
+                    guard let uid = UInt32(text) else { throw UsageError("--allow-uid: \(text) is not a user id") }
+                    options.allowedUIDs.append(uid)
+                default:
+                    throw stream.unknown(flag)
                 }
-            case "--history-max-series":
-                let text = try value(for: flag)
-                guard let count = Int(text), count >= 1, count <= 100_000_000 else {
-                    throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
-                }
-                options.historyMaxSeries = count
-            case "--native-histograms":
-                let text = try value(for: flag)
-                guard let schema = Int(text), NativeBuckets.schemas.contains(schema) else {
-                    throw UsageError("\(flag): \(text) is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)")
-                }
-                options.nativeHistogramSchema = schema
-            case "--otlp-endpoint":
-                let text = try value(for: flag)
-                otlpEndpoint = try OTLPOptions.endpoint(parsing: text)
-            case "--otlp-interval", "--otlp-timeout":
-                let text = try value(for: flag)
-                let nanos = try parseDuration(text, flag: flag)
-                otlpFlag = flag
-                if flag == "--otlp-interval" {
-                    guard nanos >= 100_000_000, nanos <= 3_600_000_000_000 else {
-                        throw UsageError("\(flag) \(text): must be from 100ms to 1h")
-                    }
-                    otlpInterval = nanos
-                } else {
-                    guard nanos >= 100_000_000, nanos <= 300_000_000_000 else {
-                        throw UsageError("\(flag) \(text): must be from 100ms to 5m")
-                    }
-                    otlpTimeout = nanos
-                }
-            case "--otlp-header":
-                let text = try value(for: flag)
-                otlpHeaders.append(try OTLPOptions.header(parsing: text))
-                otlpFlag = flag
-            case "--log-format":
-                let text = try value(for: flag)
-                guard let format = LogFormat(rawValue: text) else {
-                    throw UsageError("--log-format \(text): use " + LogFormat.allCases.map(\.rawValue).joined(separator: " or "))
-                }
-                options.logFormat = format
-            case "--allow-uid":
-                let text = try value(for: flag)
-                guard let uid = UInt32(text) else { throw UsageError("--allow-uid: \(text) is not a user id") }
-                options.allowedUIDs.append(uid)
-            default:
-                throw stream.unknown(flag)
+            } catch {
+                // The argument it is about: one of a configuration file's is named by its line.
+                var located = error
+                if located.argumentIndex == nil { located.argumentIndex = index }
+                throw located
             }
         }
         options.directory = RingDirectory(directory)

@@ -86,7 +86,7 @@ public final class PublishedSnapshot: Sendable {
 ///
 /// Touched by the drain thread only.
 final class SnapshotPublisher {
-    private let options: CollectorOptions
+    private var options: CollectorOptions
     private let layout: WindowLayout
     private let log: CollectorLog
     private let tracker: RingTracker
@@ -122,6 +122,16 @@ final class SnapshotPublisher {
         self.log = log
         self.tracker = tracker
         sloStates = options.sloRules.map { SLOState(rule: $0) }
+    }
+
+    /// Takes a reload's SLO rules and quantiles from the next snapshot on: a rule that stays
+    /// keeps its state (its violations, an availability's counts), a new one starts afresh.
+    func reconfigure(sloRules: [SLORule], quantiles: [Double]) {
+        let kept = sloStates
+        sloStates = sloRules.map { rule in kept.first { $0.rule == rule } ?? SLOState(rule: rule) }
+        options.sloRules = sloRules
+        options.quantiles = quantiles
+        hasChanges = true
     }
 
     /// A snapshot being built, some rings each pass: with hundreds of thousands of series a

@@ -2,7 +2,13 @@
 /// and exits with status 2.
 public struct UsageError: Error, Equatable, CustomStringConvertible {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// Which argument it is about (its index in the arguments read), when the reader knows:
+    /// so that an argument that came from a file can be named by its line.
+    public var argumentIndex: Int?
+    public init(_ description: String, argumentIndex: Int? = nil) {
+        self.description = description
+        self.argumentIndex = argumentIndex
+    }
 }
 
 /// The one reader of every executable's command line, token by token: `--flag=value` and
@@ -25,6 +31,9 @@ public struct ArgumentStream {
         remaining = arguments[...]
         self.context = context
     }
+
+    /// The index of the argument read last (the option being read, and its `=value`), or -1.
+    public var lastIndex: Int { remaining.startIndex - 1 }
 
     /// The next option or argument, or nil at the end.
     /// - Throws: `UsageError` ("FLAG takes no value") when the last option's `=value` was not taken.

@@ -45,11 +45,11 @@ final class Connection {
     var idleSince: Int64
     private(set) var isClosed = false
 
-    init(fd: Int32, tls: TLSStream? = nil, maxHeadBytes: Int, deadline: Int64, now: Int64) {
+    init(fd: Int32, tls: TLSStream? = nil, maxHeadBytes: Int, postPaths: Set<String> = [], deadline: Int64, now: Int64) {
         self.fd = fd
         self.tls = tls
         phase = tls == nil ? .reading : .handshaking
-        self.parser = RequestParser(maxHeadBytes: maxHeadBytes)
+        self.parser = RequestParser(maxHeadBytes: maxHeadBytes, postPaths: postPaths)
         self.deadline = deadline
         idleSince = now
     }

@@ -9,12 +9,12 @@ public struct HTTPHeader: Sendable, Equatable {
     }
 }
 
-/// A request the server accepted: a `GET` or `HEAD` with a well-formed head and no body.
+/// A request the server accepted: a `GET` or `HEAD` (or a `POST` to one of `postPaths`) with a well-formed head and no body.
 ///
 /// The handler sees `HEAD` requests too, so it can skip work; it should answer them exactly as
 /// it answers `GET`, and the server drops the body.
 public struct HTTPRequest: Sendable, Equatable {
-    /// `GET` or `HEAD`: the server answers every other method itself.
+    /// `GET` or `HEAD`, or `POST` to one of `HTTPServerLimits.postPaths`: the server answers every other method itself.
     public var method: String
     /// The request target as sent, e.g. `/metrics?name=x`, for logs.
     public var target: String

@@ -30,6 +30,9 @@ public struct HTTPServerLimits: Sendable, Equatable {
     public var headTimeout: Duration = .seconds(5)
     /// Time to send one response to a client that reads it slowly.
     public var writeTimeout: Duration = .seconds(10)
+    /// Paths that also take `POST` without a body (an action, such as `/-/reload`); every other
+    /// method and path is refused as before.
+    public var postPaths: Set<String> = []
 
     public init() {}
 }
@@ -41,7 +44,7 @@ public typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Bool
 
 /// A small HTTP/1.1 server for the collector's scrape endpoints, on two dedicated threads.
 ///
-/// It answers `GET` and `HEAD` and refuses everything else itself (bodies, other methods,
+/// It answers `GET` and `HEAD` (and `POST` to `limits.postPaths`) and refuses everything else itself (bodies, other methods,
 /// malformed or oversized heads). One OS thread runs a `poll` loop over every connection, not
 /// Swift concurrency's cooperative pool, so HTTP clients can never occupy the threads the
 /// collector's drain loop needs, and a slow or idle client never delays another.

@@ -30,8 +30,12 @@ struct RequestParser {
     /// RFC 9112 §2.2: a server SHOULD ignore at least one empty line before a request. One.
     private var skippedEmptyLine = false
 
-    init(maxHeadBytes: Int) {
+    /// Paths that also take `POST` without a body (`HTTPServerLimits.postPaths`).
+    let postPaths: Set<String>
+
+    init(maxHeadBytes: Int, postPaths: Set<String> = []) {
         self.maxHeadBytes = maxHeadBytes
+        self.postPaths = postPaths
     }
 
     mutating func append(_ bytes: UnsafeRawBufferPointer) {
@@ -72,7 +76,7 @@ struct RequestParser {
 
     private mutating func completeHead(length: Int) -> ParseOutcome {
         let head = buffer[..<length]
-        let outcome = parseHead(head)
+        let outcome = parseHead(head, postPaths: postPaths)
         buffer.removeFirst(length)
         scanned = 0
         requestLineComplete = false
@@ -106,7 +110,7 @@ private let knownMethods: Set<String> = ["POST", "PUT", "DELETE", "PATCH", "OPTI
 
 /// Parses a complete head whose bytes the scan already vetted: CRLF line ends, no control bytes,
 /// an ASCII request line. Checks syntax first (400), then the method (405/501), then framing.
-func parseHead(_ head: ArraySlice<UInt8>) -> ParseOutcome {
+func parseHead(_ head: ArraySlice<UInt8>, postPaths: Set<String> = []) -> ParseOutcome {
     var lines = splitLines(head)
     let requestLine = lines.removeFirst()
     let parts = requestLine.split(separator: space, omittingEmptySubsequences: false)
@@ -150,11 +154,11 @@ func parseHead(_ head: ArraySlice<UInt8>) -> ParseOutcome {
     let request = HTTPRequest(
         method: method, target: target, path: path, query: query,
         minorVersion: minorVersion, headers: headers)
-    return checkSemantics(request)
+    return checkSemantics(request, postPaths: postPaths)
 }
 
 /// The rules that need the whole head: Host, method, bodies, and the connection's fate.
-private func checkSemantics(_ request: HTTPRequest) -> ParseOutcome {
+private func checkSemantics(_ request: HTTPRequest, postPaths: Set<String>) -> ParseOutcome {
     func values(_ name: String) -> [String] {
         request.headers.filter { asciiCaseInsensitiveEqual($0.name, name) }.map(\.value)
     }
@@ -162,7 +166,8 @@ private func checkSemantics(_ request: HTTPRequest) -> ParseOutcome {
     if (request.minorVersion == 1 && hosts != 1) || hosts > 1 {
         return .refuse(status: 400, message: "HTTP/1.1 requests need exactly one Host header")
     }
-    if request.method != "GET" && request.method != "HEAD" {
+    let isAction = request.method == "POST" && postPaths.contains(request.path)
+    if request.method != "GET" && request.method != "HEAD" && !isAction {
         let status = knownMethods.contains(request.method) ? 405 : 501
         return .refuse(status: status, message: "method \(request.method) not supported; use GET or HEAD")
     }

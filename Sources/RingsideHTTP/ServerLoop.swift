@@ -179,7 +179,7 @@ final class ServerLoop {
                 // The head timeout bounds the TLS handshake too: a silent client holds its slot no longer.
                 connections.append(
                     Connection(
-                        fd: fd, tls: tls, maxHeadBytes: limits.maxHeadBytes,
+                        fd: fd, tls: tls, maxHeadBytes: limits.maxHeadBytes, postPaths: limits.postPaths,
                         deadline: now + limits.headTimeout.wholeMilliseconds, now: now))
             case .retry:
                 continue

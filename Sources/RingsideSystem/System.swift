@@ -72,6 +72,19 @@ package enum System {
         }
     }
 
+    /// Reads until the end of the file as `readAll` does, but no more than `maxBytes`: nil for a
+    /// file longer than that, read no further.
+    package static func readAll(_ fd: Int32, maxBytes: Int) throws(Errno) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = try chunk.withUnsafeMutableBytes { buffer in Result { () throws(Errno) in try read(fd, into: buffer) } }.get()
+            if count == 0 { return bytes }
+            guard bytes.count + count <= maxBytes else { return nil }
+            bytes += chunk[..<count]
+        }
+    }
+
     /// Writes all of `bytes` (see `writeAll(_:_:)`).
     package static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(Errno) {
         // Array's closure rethrows untyped errors; the Result carries the typed one out.
