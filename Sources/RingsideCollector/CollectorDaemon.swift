@@ -43,7 +43,12 @@ public enum CollectorDaemon {
             }
         }
 
-        let collector = Collector(options: options, log: log)
+        // One collector per ring directory: a second is refused here, before it serves anything.
+        let collector: Collector
+        do { collector = try Collector(options: options, log: log) } catch {
+            log("\(error); not starting", level: .error)
+            return 1
+        }
         let endpoints = CollectorEndpoints(collector: collector)
         let server: HTTPServer
         do {
