@@ -37,6 +37,8 @@ final class StateSaver: @unchecked Sendable {
 
     /// How long a snapshot that could not be saved waits before the next try.
     static let retryNanos: UInt64 = 10_000_000_000
+    /// How often, with no snapshot meanwhile, the state is looked at for bots to expire.
+    static let expiryCheckNanos: UInt64 = 3_600_000_000_000
 
     private struct Shared {
         var inbox: [Message] = []
@@ -59,6 +61,8 @@ final class StateSaver: @unchecked Sendable {
         /// The generation of the snapshot wanted, if one is, and when it may be tried again.
         var pending: UInt64?
         var retryAtNanos: UInt64 = 0
+        /// When bots were last looked at for expiry (a snapshot looks too).
+        var expiryCheckedNanos: UInt64 = rs_clock_precise_ns()
         /// What was said last of a failure, so each is said once until it changes.
         var saidPrimary: String?
         var saidFailure: String?
@@ -152,6 +156,14 @@ final class StateSaver: @unchecked Sendable {
             return (shared.inbox, shared.stopping)
         }
         for message in messages { take(message) }
+        if work.pending == nil, !stopping, now &- work.expiryCheckedNanos >= Self.expiryCheckNanos {
+            // A collector with few folds writes few snapshots: bots gone long enough expire all the same.
+            work.expiryCheckedNanos = now
+            var content = work.content
+            if !content.expire(nowSeconds: UInt64(time(nil)), afterSeconds: expirySeconds, present: work.present).isEmpty {
+                work.pending = work.files.values.max() ?? 1  // the newest journal is read after it, as ever
+            }
+        }
         if let generation = work.pending, stopping || now >= work.retryAtNanos {
             if writeSnapshot(generation: generation) {
                 work.pending = nil
@@ -160,7 +172,9 @@ final class StateSaver: @unchecked Sendable {
             }
         }
         if stopping { return nil }
-        return work.pending == nil ? .max : work.retryAtNanos &- min(work.retryAtNanos, rs_clock_precise_ns())
+        let later = rs_clock_precise_ns()
+        let expiryCheck = work.expiryCheckedNanos &+ Self.expiryCheckNanos &- min(work.expiryCheckedNanos &+ Self.expiryCheckNanos, later)
+        return min(expiryCheck, work.pending == nil ? .max : work.retryAtNanos &- min(work.retryAtNanos, later))
     }
 
     private func take(_ message: Message) {
@@ -187,28 +201,26 @@ final class StateSaver: @unchecked Sendable {
     /// Writes a snapshot of everything, covering the journals before `generation`, and removes
     /// the files it supersedes. Returns whether it was saved.
     private func writeSnapshot(generation: UInt64) -> Bool {
+        work.expiryCheckedNanos = rs_clock_precise_ns()
         let expired = work.content.expire(nowSeconds: UInt64(time(nil)), afterSeconds: expirySeconds, present: work.present)
         if !expired.isEmpty {
             log(
                 "the figures of \(expired.count) bots gone for more than \(expirySeconds ?? 0) s (--state-expiry) are dropped from the "
                     + "state: \(expired.prefix(10).joined(separator: ", "))\(expired.count > 10 ? ", ..." : "")")
         }
-        let body: Data
-        do { body = try JSONEncoder().encode(StateFiles.Snapshot(work.content, generation: generation)) } catch {
-            return failed("cannot encode the state: \(error)", expired: expired)
-        }
-        guard body.count <= limit else {
-            return failed(
-                "the state is \(body.count) bytes, more than the \(limit) a collector reads (--state-max-bytes): it is not saved "
-                    + "(raise --state-max-bytes, or shorten --state-expiry); the journals keep every fold meanwhile", expired: expired)
-        }
         let temporary: (name: String, descriptor: Int32)
         do { temporary = try directory.createTemporary(for: StateFiles.primaryName) } catch {
             return failed("\(error)", expired: expired)
         }
+        var writer = StateSnapshotWriter(descriptor: temporary.descriptor)
         var problem: String?
-        do { try System.writeAll(temporary.descriptor, [UInt8](body)) } catch {
+        do { try writer.write(work.content, generation: generation) } catch {
             problem = "cannot write \(directory.path(of: temporary.name)): \(error)"
+        }
+        if problem == nil, writer.bytes > limit {
+            problem =
+                "the state is \(writer.bytes) bytes, more than the \(limit) a collector reads (--state-max-bytes): it is not saved "
+                + "(raise --state-max-bytes, or shorten --state-expiry)"
         }
         if problem == nil {
             do { try System.fsync(temporary.descriptor) } catch { problem = "cannot fsync \(directory.path(of: temporary.name)): \(error)" }
@@ -238,7 +250,7 @@ final class StateSaver: @unchecked Sendable {
             shared.expired += expired
             shared.stats.botsExpired += UInt64(expired.count)
             shared.stats.bots = work.content.botNames.count
-            shared.stats.bytes = UInt64(body.count)
+            shared.stats.bytes = UInt64(writer.bytes)
             shared.stats.lastSaveRealtimeNanos = rs_clock_realtime_ns()
             shared.snapshotFailing = false
             shared.stats.failing = shared.journalFailing
