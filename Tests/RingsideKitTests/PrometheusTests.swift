@@ -106,7 +106,7 @@ struct PrometheusTests {
         #expect(severities.allSatisfy { ["P0", "P1", "P2"].contains($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) })
         for needed in [
             "RingsideCollectorDown", "RingsideProducerDead", "RingsideSLOViolated", "RingsideOrderFillP99OverSLO",
-            "RingsideRecordsDropped", "RingsideBacklogHigh", "RingsideThreadPreempted",
+            "RingsideRecordsDropped", "RingsideBacklogHigh", "RingsideThreadPreempted", "RingsideStateNotSaved", "RingsideStateUnread",
         ] {
             #expect(text.contains("- alert: \(needed)\n"), "missing \(needed)")
         }
