@@ -62,6 +62,10 @@ enum StateFiles {
         var inode: UInt64?
     }
 
+    /// The highest generation read: a collector starts one journal a megabyte of folds, so a
+    /// file that claims more was not written by one (and a next generation must not overflow).
+    static let maxGeneration: UInt64 = 1 << 62
+
     /// Whether `name` is a snapshot's or a journal's (not a temporary, not the lock).
     static func isStateFile(_ name: String) -> Bool {
         name.hasPrefix(prefix) && (name.hasSuffix(snapshotSuffix) || name.hasSuffix(journalSuffix))
@@ -122,6 +126,10 @@ enum StateFiles {
                 do {
                     let snapshot = try decoder.decode(Snapshot.self, from: Data(bytes))
                     let generation = snapshot.generation ?? 0
+                    guard generation <= maxGeneration else {
+                        loaded.unreadable[name] = "\(directory.path(of: name)) claims generation \(generation): not one a collector writes"
+                        continue
+                    }
                     loaded.files[name] = generation
                     if best == nil || generation > best!.generation || (generation == best!.generation && name == primaryName) {
                         best = (name, generation, snapshot.content)
@@ -132,7 +140,9 @@ enum StateFiles {
                 continue
             }
             let lines = bytes.split(separator: UInt8(ascii: "\n"))[...]
-            guard let first = lines.first, let header = try? decoder.decode(JournalHeader.self, from: Data(first)) else {
+            guard let first = lines.first, let header = try? decoder.decode(JournalHeader.self, from: Data(first)),
+                header.journal <= maxGeneration
+            else {
                 loaded.unreadable[name] = "\(directory.path(of: name)) is not a state journal: its first line is not {\"journal\":N}"
                 continue
             }
