@@ -103,6 +103,11 @@ public enum CollectorBenchmark {
 
     static let quietLog = CollectorLog { _ in }
 
+    /// A collector of `options`, quiet (another collector holding the directory is the benchmark's error).
+    static func collector(_ options: CollectorOptions) throws(BenchError) -> Collector {
+        do { return try Collector(options: options, log: quietLog) } catch { throw BenchError("\(error)") }
+    }
+
     // MARK: - The live run
 
     /// The live run's figures (zero when it did not run).
@@ -141,7 +146,7 @@ public enum CollectorBenchmark {
                 return (Double(written) / (Double(rs_clock_precise_ns() &- start) / 1e9), ring.currentThreadLane.recordsDropped)
             }
         }
-        let collector = Collector(options: options(directory: directory, pollNanos: settings.collectorPollNanos), log: quietLog)
+        let collector = try CollectorBenchmark.collector(options(directory: directory, pollNanos: settings.collectorPollNanos))
         let probe = try BackgroundThread(name: "bench-probe", cpu: -1) { () throws(BenchError) -> (() -> [[UInt64]]) in
             let ring: Bot
             let latency: Bot.Histogram, counter: Bot.Counter, gauge: Bot.Gauge

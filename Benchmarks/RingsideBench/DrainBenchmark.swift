@@ -50,7 +50,7 @@ enum DrainBenchmark {
             filler = try RingFiller(
                 rings: rings, capacity: DrainBenchmark.recordsPerFill / rings,
                 valueMask: narrow ? MetricMix.narrowValueMask : LatencyValues.count - 1, directory: directory, cpu: producerCPU)
-            collector = Collector(options: CollectorBenchmark.options(directory: directory), log: CollectorBenchmark.quietLog)
+            collector = try CollectorBenchmark.collector(CollectorBenchmark.options(directory: directory))
             collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)  // discovers and attaches
             let attached = collector.snapshot.rings.filter { $0.state == .live }.count
             guard attached == rings else {

@@ -27,7 +27,7 @@ public enum ScrapeBenchmark {
         let bots = try (0..<rings).map { number throws(BenchError) in try ScrapeBot(number: number, directory: directory) }
         for bot in bots { bot.writeEveryMetric(values: 20) }
 
-        let collector = Collector(options: CollectorBenchmark.options(directory: directory), log: CollectorBenchmark.quietLog)
+        let collector = try CollectorBenchmark.collector(CollectorBenchmark.options(directory: directory))
         let endpoints = CollectorEndpoints(collector: collector)
         let server: HTTPServer
         do {

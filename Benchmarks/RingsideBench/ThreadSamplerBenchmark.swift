@@ -24,7 +24,7 @@ enum ThreadSamplerBenchmark {
         defer { threads.stop() }
         var options = CollectorBenchmark.options(directory: directory)
         options.threadSampleIntervalNanos = 1_000_000_000
-        let collector = Collector(options: options, log: CollectorBenchmark.quietLog)
+        let collector = try CollectorBenchmark.collector(options)
         collector.start()
         defer { collector.stop() }
         // Until every lane is in a snapshot and a round has read every thread once (which opens

@@ -131,8 +131,12 @@ extension MappedRingFile {
     /// gauge's last value, and the records of a histogram or gauge that were dropped.
     func cells(of metric: MetricDescriptor) -> MetricCells {
         let index = Int(metric.index)
+        // Saturating: a sum past 2^64 (only a hostile or broken writer's) reads as the ceiling, never lower.
         var sum = unlaned(metric: index)
-        for lane in 0..<laneCount { sum &+= laneCell(lane: lane, metric: index) }
+        for lane in 0..<laneCount {
+            let (added, overflow) = sum.addingReportingOverflow(laneCell(lane: lane, metric: index))
+            sum = overflow ? .max : added
+        }
         switch metric.kind {
         case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil)
         case .gauge: return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index))

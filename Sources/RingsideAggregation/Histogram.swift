@@ -17,7 +17,8 @@
 /// does not allocate again.
 ///
 /// Counts saturate at `UInt64.max` instead of trapping. `sum` is exact: it is kept as a 128-bit
-/// integer, which cannot overflow before the count saturates.
+/// integer, which saturates at `UInt128.max` (weighted counts, up to 2^32 calls a record, can take
+/// it there; it never wraps, so a `_sum` never goes back). ``isSaturated`` says whether either did.
 ///
 /// A value type: safe to send across threads, not to mutate from two at once.
 public struct Histogram: Sendable {
@@ -116,9 +117,7 @@ public struct Histogram: Sendable {
         let (total, totalOverflow) = count.addingReportingOverflow(n)
         count = totalOverflow ? .max : total
         let product = value.multipliedFullWidth(by: n)
-        let (low, carry) = sumLow.addingReportingOverflow(product.low)
-        sumLow = low
-        sumHigh = sumHigh &+ product.high &+ (carry ? 1 : 0)
+        addToSum(high: product.high, low: product.low)
         if value < minValue { minValue = value }
         if value > maxValue { maxValue = value }
     }
@@ -136,10 +135,22 @@ public struct Histogram: Sendable {
     /// Adds `sum` to the sum and raises the maximum to `max`: the exact figures of calls placed
     /// with ``place(_:count:)``, now or later (a merge keeps them while no count goes with them).
     public mutating func addSum(_ sum: UInt64, raisingMaxTo max: UInt64) {
-        let (low, carry) = sumLow.addingReportingOverflow(sum)
-        sumLow = low
-        sumHigh = sumHigh &+ (carry ? 1 : 0)
+        addToSum(high: 0, low: sum)
         if max > maxValue { maxValue = max }
+    }
+
+    /// Adds `(high << 64) + low` to the sum, saturating at `UInt128.max`: a sum that reached its
+    /// ceiling stays there rather than wrapping.
+    @inline(__always)
+    mutating func addToSum(high: UInt64, low: UInt64) {
+        let (newLow, carry) = sumLow.addingReportingOverflow(low)
+        let (partialHigh, overflowHigh) = sumHigh.addingReportingOverflow(high)
+        let (newHigh, overflowCarry) = partialHigh.addingReportingOverflow(carry ? 1 : 0)
+        if overflowHigh || overflowCarry {
+            (sumLow, sumHigh) = (.max, .max)
+        } else {
+            (sumLow, sumHigh) = (newLow, newHigh)
+        }
     }
 
     // MARK: - Combining
@@ -152,9 +163,7 @@ public struct Histogram: Sendable {
         if other.count != 0 { mergeCounts(other) }
         let (total, totalOverflow) = count.addingReportingOverflow(other.count)
         count = totalOverflow ? .max : total
-        let (low, carry) = sumLow.addingReportingOverflow(other.sumLow)
-        sumLow = low
-        sumHigh = sumHigh &+ other.sumHigh &+ (carry ? 1 : 0)
+        addToSum(high: other.sumHigh, low: other.sumLow)
         minValue = Swift.min(minValue, other.minValue)
         maxValue = Swift.max(maxValue, other.maxValue)
     }
@@ -210,6 +219,10 @@ public struct Histogram: Sendable {
 
     /// The exact sum of recorded values, all 128 bits of it.
     public var exactSum: UInt128 { UInt128(sumHigh) << 64 | UInt128(sumLow) }
+
+    /// Whether the count or the sum reached its ceiling (`UInt64.max`, `UInt128.max`), where it
+    /// stays: what is recorded since is in the buckets (each saturating too) but not in the figure.
+    public var isSaturated: Bool { count == .max || (sumLow == .max && sumHigh == .max) }
 
     /// The exact sum of recorded values, or `UInt64.max` if it does not fit in 64 bits.
     public var saturatingSum: UInt64 { sumHigh == 0 ? sumLow : .max }

@@ -40,7 +40,12 @@ public final class Collector: @unchecked Sendable {
     /// listening socket, inotify, logs): the open-file limit less the rings the tracker may open.
     public let descriptorReserve: Int
 
-    public init(options: CollectorOptions, log: CollectorLog = .standardError) {
+    /// Makes a collector of `options.directory`, taking the directory's lock (see `DirectoryLock`):
+    /// one collector per ring directory, since whatever collects it folds its workers and keeps
+    /// their totals in its state. The lock is let go at `stop`, or when the collector goes.
+    /// - Throws: `CollectorError.directoryHeld` when another collector (of this process or
+    ///   another) holds the directory.
+    public init(options: CollectorOptions, log: CollectorLog = .standardError) throws(CollectorError) {
         self.options = options
         let layout = WindowLayout(windowNanos: options.windowNanos)
         let sampling = options.threadSampleIntervalNanos > 0
@@ -49,7 +54,9 @@ public final class Collector: @unchecked Sendable {
         descriptorReserve = budget.reserve
         let wakeup = DrainWakeup()
         self.wakeup = wakeup
-        tracker = RingTracker(options: options, layout: layout, log: log, wakeup: wakeup, ringLimit: ringLimit)
+        do { tracker = try RingTracker(options: options, layout: layout, log: log, wakeup: wakeup, ringLimit: ringLimit) } catch {
+            throw .directoryHeld(directory: options.directory.path, reason: "\(error)")
+        }
         scheduler = DrainScheduler(tracker: tracker)
         let publisher = SnapshotPublisher(options: options, layout: layout, log: log, tracker: tracker)
         self.publisher = publisher
@@ -127,7 +134,7 @@ public final class Collector: @unchecked Sendable {
         finished.wait()
         isRunning = false
         runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
-        tracker.saveHistograms()
+        tracker.closeState()  // saves the state, and lets go of the directory's lock
         tracker.releaseAll()
         scheduler.followRings()  // the watch lets go of the rings too (it holds their consumers)
     }
@@ -189,5 +196,18 @@ public final class Collector: @unchecked Sendable {
         stats.lagSeconds = tracker.lagSeconds
         stats.logLinesSuppressed = tracker.ringLog.suppressedTotal
         stats.ringsWaitingForDescriptors = tracker.ringsWaitingForDescriptors
+        stats.state = tracker.stateStats
+    }
+}
+
+/// Why a collector cannot be made.
+public enum CollectorError: Error, Equatable, CustomStringConvertible {
+    /// Another collector holds the ring directory (its lock, `ringside-collector.lock`).
+    case directoryHeld(directory: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case let .directoryHeld(directory, reason): "ring directory \(directory): \(reason)"
+        }
     }
 }

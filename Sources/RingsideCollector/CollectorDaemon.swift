@@ -46,7 +46,12 @@ public enum CollectorDaemon {
             log("\(error); not starting", level: .error)
             return 2
         }
-        let collector = Collector(options: options, log: log)
+        // One collector per ring directory: a second is refused here, before it serves anything.
+        let collector: Collector
+        do { collector = try Collector(options: options, log: log) } catch {
+            log("\(error); not starting", level: .error)
+            return 1
+        }
         let reloads = options.reloadEndpoint ? ReloadRequests() : nil
         let endpoints = CollectorEndpoints(collector: collector, reloadRequests: reloads)
         var listener: Listener

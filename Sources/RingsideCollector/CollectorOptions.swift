@@ -63,6 +63,12 @@ public struct CollectorOptions: Sendable, Equatable {
     public var commandLineArguments: [String] = []
     /// `POST /-/reload` re-reads the configuration (`--web-enable-lifecycle`, as Prometheus').
     public var reloadEndpoint = false
+    /// The most bytes read of one state file at start (`--state-max-bytes`, default 64 MiB): a
+    /// larger one is refused, unread, and a snapshot larger is not written.
+    public var stateMaxBytes = 64 << 20
+    /// How long a bot's figures are kept in the state once its files have all gone
+    /// (`--state-expiry`, default 168h: 7 days); nil: for ever (`0`).
+    public var stateExpirySeconds: UInt64? = 7 * 24 * 3600
 
     public init() {}
 
@@ -118,6 +124,11 @@ public struct CollectorOptions: Sendable, Equatable {
                                  0 disables): 44 bytes a second per series, lost at a restart
           --history-max-series N series kept in that history (default 2000: 317 MB at 1h); series past
                                  it are refused and counted (series_refused in /api/history)
+          --state-max-bytes N    the most read of one file of the collector's state (the totals of
+                                 workers that are gone) at start (default 64M; 1M to 4G; K, M, G
+                                 suffixes); a larger file is refused, unread, and left as it is
+          --state-expiry DUR     a bot's totals in that state expire once its files have all been
+                                 gone this long (default 168h: 7 days; 1h at least; 0: never)
           --thread-sample-interval DUR
                                  how often each lane thread's CPU, run-queue wait, context switches
                                  and CPU, and each bot process's CPU, memory, threads, descriptors
@@ -259,6 +270,23 @@ public struct CollectorOptions: Sendable, Equatable {
                         throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 1024G (K, M and G suffixes: 1024s)")
                     }
                     options.maxSeriesBytes = Int(bytes)
+                case "--state-max-bytes":
+                    let text = try value(for: flag)
+                    guard let bytes = parseByteSize(text), bytes >= 1 << 20, bytes <= 4 << 30 else {
+                        throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 4G (K, M and G suffixes: 1024s)")
+                    }
+                    options.stateMaxBytes = Int(bytes)
+                case "--state-expiry":
+                    let text = try value(for: flag)
+                    if text == "0" {
+                        options.stateExpirySeconds = nil
+                    } else {
+                        let nanos = try parseDuration(text, flag: flag)
+                        guard nanos >= 3_600_000_000_000 else {
+                            throw UsageError("\(flag): \(text) must be 1h at least (or 0: never)")
+                        }
+                        options.stateExpirySeconds = nanos / 1_000_000_000
+                    }
                 case "--hlog-max-bytes":
                     let text = try value(for: flag)
                     guard let bytes = parseByteSize(text), bytes >= 4096 else {

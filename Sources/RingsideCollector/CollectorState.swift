@@ -1,33 +1,38 @@
 import Foundation
+import Ringside
 import RingsideAggregation
+import RingsideSnapshot
 import RingsideSystem
 
-/// What the collector keeps across restarts, in a file beside the rings,
-/// `ringside-collector.state`, so that no counter, `_count` or `_sum` goes back when it starts
-/// again:
-/// - what the workers that are gone left to their bots' series (counter totals, drops), saved as
-///   each is folded: a worker's file is removed then (see `RingTracker.retire`), its cells with it;
+/// What the collector keeps across restarts, in files beside the rings (`StateFiles`), so that no
+/// counter, `_count` or `_sum` goes back when it starts again:
+/// - what the workers that are gone left to their bots' series (counter totals, drops), written
+///   as each is folded: a worker's file is removed then (see `RingTracker.retire`), its cells with it;
 /// - the all-time histogram of each histogram series of a bot with workers, saved when the
-///   collector stops (and kept in memory when the bot's last file goes, for its series when a
-///   file of it comes again): drained records are gone from the rings, and the all-time histograms were
-///   the collector's alone (a bot of one process starts them again, as before: JSON of every
-///   bucket is tens of kilobytes a series, too much to keep for every bot). A collector
-///   killed without stopping saves nothing: the next one starts from the histograms of the last
-///   stop (a `_count` seen to go back, as after a reset; never counted twice).
+///   collector stops (and kept when the bot's last file goes, for its series when a file of it
+///   comes again): drained records are gone from the rings, and the all-time histograms were the
+///   collector's alone (a bot of one process starts them again, as before: JSON of every bucket
+///   is tens of kilobytes a series, too much to keep for every bot). A collector killed without
+///   stopping keeps the histograms of its last stop (a `_count` seen to go back, as after a
+///   reset; never counted twice).
 ///
-/// The file is JSON, written whole to a temporary file and renamed over the old one (see
-/// `LogDirectory`: in /dev/shm, a sticky directory, nothing planted there is ever followed or
-/// written through). It is read once, when the collector starts; one that cannot be read or
-/// parsed is said in the log and left alone (its totals are then lost, and the counters they held
-/// start again from the live files' cells, as after a reset).
+/// A fold costs one line appended to a journal, on the drain thread, before the worker's file is
+/// removed; the line counts only once the file is gone (it names the file), so a collector killed
+/// between the two neither loses the worker's totals nor counts them twice, and a fold's cost
+/// does not grow with the state. Snapshots of the whole state are written by a thread of its own
+/// (`StateSaver`) each megabyte of journal and at the stop. A fold that cannot be written (a full
+/// disk) leaves the worker's file where it is, its totals in it; a snapshot that cannot be saved
+/// under its name is saved under another; each failure is counted and said
+/// (`ringside_collector_state_save_failures_total`). The state is read once, at start, each file
+/// within `--state-max-bytes`; bots gone longer than `--state-expiry` lose their figures.
 ///
-/// A worker's file is removed before its totals are saved: a collector killed between the two
-/// loses that worker's totals (a counter seen to reset) rather than counting them twice.
+/// It also holds the directory's lock (`DirectoryLock`): whatever folds a directory's workers
+/// writes its state, and two would overwrite each other's totals, so a second collector is refused.
 ///
-/// Touched by the drain thread only.
+/// Touched by the drain thread only (and by the thread that stops the collector, after it).
 final class CollectorState {
     /// One series' folded figures.
-    struct Entry: Codable, Equatable {
+    struct Entry: Codable, Equatable, Sendable {
         var metric: String
         /// Encoded as in the registry: "key=value" pairs joined by "\n".
         var labels: String
@@ -36,114 +41,234 @@ final class CollectorState {
     }
 
     /// One histogram series' all-time histogram.
-    struct HistogramEntry: Codable, Equatable {
+    struct HistogramEntry: Codable, Equatable, Sendable {
         var metric: String
         var labels: String
         var histogram: PersistedHistogram
     }
 
-    private struct Document: Codable {
-        var version = 1
-        var bots: [String: [Entry]]
-        var histograms: [String: [HistogramEntry]]?
-    }
+    /// The snapshot's usual name in the ring directory.
+    static let fileName = StateFiles.primaryName
+    /// A journal this long is followed by a new one, and a snapshot supersedes it.
+    static let journalBytes = 1 << 20
 
-    /// The file's name in the ring directory.
-    static let fileName = "ringside-collector.state"
-
-    private let directory: LogDirectory?
+    private let ringDirectory: RingDirectory
+    private let limit: Int
+    private let expirySeconds: UInt64?
     private let log: CollectorLog
-    private var bots: [String: [Entry]] = [:]
-    private var histograms: [String: [HistogramEntry]] = [:]
-    /// `keepHistograms` changed `histograms` since the file was saved.
-    private var histogramsUnsaved = false
-    /// What went wrong with the last save, said once until a save works again.
-    private var lastError: String?
+    private var directory: LogDirectory?
+    private var lock: DirectoryLock?
+    private var saver: StateSaver?
+    /// The bots' figures and histograms as saved: what a bot's series start from when its first file comes.
+    private var content = StateContent()
+    private var journal: StateJournal?
+    private var nextGeneration: UInt64 = 1
+    /// Something changed this run that the last snapshot, at the stop, must keep.
+    private var changed = false
+    private var closed = false
+    /// What was said last about the directory and the journal, so each is said once.
+    private var saidOpen: String?
+    private var saidJournal: String?
+    private let encoder = JSONEncoder()
 
-    /// Reads the file in `ringDirectory` (nothing there: nothing folded yet).
-    init(ringDirectory: String, log: CollectorLog) {
+    /// Opens the state in `options.directory`: takes its lock and reads its files. A directory
+    /// that is not there yet is opened when it comes (`open`).
+    /// - Throws: `DirectoryLock.Refusal.held` when another collector holds the directory.
+    init(options: CollectorOptions, log: CollectorLog) throws(DirectoryLock.Refusal) {
+        ringDirectory = options.directory
+        limit = options.stateMaxBytes
+        expirySeconds = options.stateExpirySeconds
         self.log = log
-        do {
-            directory = try LogDirectory(path: ringDirectory)
-        } catch {
-            directory = nil
-            log("cannot keep the totals of workers that are gone across restarts: \(error)", level: .warn)
-            return
-        }
-        let path = "\(ringDirectory)/\(Self.fileName)"
-        do {
-            guard let bytes = try directory?.contents(of: Self.fileName) else { return }
-            let document = try JSONDecoder().decode(Document.self, from: Data(bytes))
-            bots = document.bots
-            histograms = document.histograms ?? [:]
-            let series = bots.values.reduce(0) { $0 + $1.count }
-            let kept = histograms.values.reduce(0) { $0 + $1.count }
-            log(
-                "read the totals of workers that are gone (\(series) series of \(bots.count) bots) and \(kept) all-time "
-                    + "histograms from \(path)")
-        } catch {
-            log(
-                "cannot read \(path) (\(error)); the totals of workers that are gone start again from zero, "
-                    + "and the file is replaced at the next save", level: .warn)
-        }
+        try open()
     }
+
+    deinit {
+        saver?.finish()
+        lock?.release()
+    }
+
+    /// Whether the state is open: its directory's lock taken and its files read.
+    var isOpen: Bool { saver != nil }
+
+    /// Opens the directory, takes its lock and reads the state, if that is not done yet; a
+    /// directory missing or unsafe is said once (its workers then keep their files, and their
+    /// totals in them). Returns whether the state is open.
+    /// - Throws: `DirectoryLock.Refusal.held` when another collector holds the directory.
+    @discardableResult
+    func open() throws(DirectoryLock.Refusal) -> Bool {
+        guard saver == nil, !closed else { return saver != nil }
+        let directory: LogDirectory
+        do { directory = try LogDirectory(path: ringDirectory.path) } catch {
+            let problem = "\(error)"
+            if problem != saidOpen {
+                log(
+                    "cannot keep the totals of workers that are gone across restarts: \(problem); the files of workers that are "
+                        + "gone are kept meanwhile, their totals in them", level: .warn)
+                saidOpen = problem
+            }
+            return false
+        }
+        do { lock = try DirectoryLock(in: directory) } catch {
+            if case .held = error { throw error }
+            log(
+                "\(error); this collector runs without its lock: a second collector on \(directory.path) would not be refused",
+                level: .error)
+        }
+        read(directory)
+        return true
+    }
+
+    /// Reads the files and starts the saver.
+    private func read(_ directory: LogDirectory) {
+        let loaded = StateFiles.load(
+            from: directory, rings: ringDirectory, limit: limit, expirySeconds: expirySeconds, nowSeconds: UInt64(time(nil)))
+        for (name, problem) in loaded.unreadable.sorted(by: { $0.key < $1.key }) {
+            log(
+                "cannot read the collector's state \(directory.path(of: name)): \(problem); the totals it holds are not counted "
+                    + "(the file is left as it is; counted in ringside_collector_state_read_failures)", level: .error)
+        }
+        if !loaded.files.isEmpty {
+            log(
+                "read the totals of workers that are gone (\(loaded.series) series of \(loaded.content.bots.count) bots) and "
+                    + "\(loaded.histograms) all-time histograms from \(loaded.files.count) state files in \(directory.path)")
+        }
+        if !loaded.expired.isEmpty {
+            log("the figures of \(loaded.expired.count) bots gone for more than \(expirySeconds ?? 0) s (--state-expiry) are dropped")
+        }
+        content = loaded.content
+        nextGeneration = loaded.nextGeneration
+        var stats = CollectorStateStats()
+        stats.readFailures = loaded.unreadable.count
+        stats.bytesLimit = UInt64(limit)
+        stats.bots = content.botNames.count
+        stats.botsExpired = UInt64(loaded.expired.count)
+        let saver = StateSaver(
+            directory: directory, content: content, files: loaded.files, unreadable: Set(loaded.unreadable.keys), limit: limit,
+            expirySeconds: expirySeconds, log: log, stats: stats)
+        saver.start()
+        // What was read, in one snapshot (its files then go), on the saver's thread.
+        if !loaded.files.isEmpty || !loaded.expired.isEmpty { saver.post(.snapshot(generation: nextGeneration)) }
+        self.directory = directory
+        self.saver = saver
+    }
+
+    /// What the state went through (nil while it is not open).
+    var stats: CollectorStateStats? { saver?.stats }
+
+    // MARK: - Bots
 
     /// What bot `bot`'s workers that are gone left.
-    func foldedTotals(for bot: String) -> [Entry] { bots[bot] ?? [] }
+    func foldedTotals(for bot: String) -> [Entry] {
+        forgetExpired()
+        return content.bots[bot] ?? []
+    }
 
     /// The all-time histograms bot `bot`'s series had when the collector last stopped.
-    func histograms(for bot: String) -> [HistogramEntry] { histograms[bot] ?? [] }
-
-    /// Keeps the bots' all-time histograms now (those of bots not seen this run as they were),
-    /// and saves the file: when the collector stops.
-    func setHistograms(_ byBot: [String: [HistogramEntry]]) {
-        var updated = histograms
-        for (bot, entries) in byBot { updated[bot] = entries.isEmpty ? nil : entries }
-        // Nothing to keep: no file for a collector of one-process bots.
-        guard updated != histograms || histogramsUnsaved else { return }
-        histograms = updated
-        histogramsUnsaved = false
-        save()
+    func histograms(for bot: String) -> [HistogramEntry] {
+        forgetExpired()
+        return content.histograms[bot] ?? []
     }
+
+    /// A bot's first file came: its figures do not expire while a file of it is here.
+    func botCame(_ bot: String) { saver?.post(.came(bot: bot)) }
+
+    /// A bot's last file went; its figures expire `--state-expiry` from now.
+    func botWent(_ bot: String) { saver?.post(.went(bot: bot)) }
+
+    /// Drops what the saver found expired.
+    private func forgetExpired() {
+        guard let saver else { return }
+        for bot in saver.takeExpired() {
+            content.bots[bot] = nil
+            content.histograms[bot] = nil
+        }
+    }
+
+    // MARK: - Folds
+
+    /// Writes the fold of a worker in the journal, before its file is removed: `entries` are its
+    /// bot's series' figures with the worker folded in (those it counted toward). The line counts
+    /// only once the file (`worker`, `identity`) is gone.
+    /// - Returns: whether it is written; a worker whose fold is not keeps its file, and its totals in it.
+    func recordFold(_ entries: [Entry], bot: String, worker: String, identity: RingFileIdentity) -> Bool {
+        guard let directory, let saver, !closed else { return false }
+        do {
+            if journal == nil || journal?.isBroken == true { try startJournal(in: directory, saver: saver) }
+            guard let journal else { return false }
+            let fold = StateFiles.Fold(bot: bot, entries: entries, worker: worker, device: identity.device, inode: identity.inode)
+            var line = [UInt8]((try? encoder.encode(fold)) ?? Data())
+            guard !line.isEmpty else { return false }
+            line.append(UInt8(ascii: "\n"))
+            try journal.append(line, path: directory.path(of: journal.name))
+        } catch {
+            let problem = "\(error)"
+            saver.noteJournal(failure: problem)
+            if problem != saidJournal {
+                log(
+                    "cannot write the fold of worker \(worker) in the collector's state: \(problem); its file is kept, its totals in it, "
+                        + "and folded once a fold can be written (counted in ringside_collector_state_save_failures_total)",
+                    level: .error)
+                saidJournal = problem
+            }
+            return false
+        }
+        if saidJournal != nil {
+            saver.noteJournal(failure: nil)
+            log("the collector's state takes folds again")
+            saidJournal = nil
+        }
+        return true
+    }
+
+    /// The fold `recordFold` wrote took (its worker's file is gone): `entries` are the bot's figures now.
+    func folded(_ entries: [Entry], bot: String) {
+        content.apply(entries, for: bot)
+        changed = true
+        saver?.post(.folded(bot: bot, entries: entries))
+        guard let directory, let saver, let journal, journal.bytes >= Self.journalBytes else { return }
+        // A new journal, and a snapshot (on the saver's thread) that supersedes this one. A journal
+        // that cannot be made now is tried at the next fold; this one takes folds meanwhile.
+        try? startJournal(in: directory, saver: saver)
+    }
+
+    /// Starts journal `nextGeneration`; a snapshot will cover the ones before it.
+    private func startJournal(in directory: LogDirectory, saver: StateSaver) throws(LogDirectoryError) {
+        let next = try StateJournal(in: directory, generation: nextGeneration)
+        nextGeneration += 1
+        saver.post(.journal(name: next.name, generation: next.generation))
+        if let previous = journal {
+            previous.close()
+            saver.post(.snapshot(generation: next.generation))
+        }
+        journal = next
+    }
+
+    // MARK: - Histograms
 
     /// Keeps the all-time histograms of a bot with workers whose last file went (its series go
     /// with it): its series take them when a file of it comes again, and they are saved with the
-    /// others when the collector stops.
+    /// others when the collector stops (or a snapshot is written before).
     func keepHistograms(_ entries: [HistogramEntry], for bot: String) {
         let kept = entries.isEmpty ? nil : entries
-        guard histograms[bot] != kept else { return }
-        histograms[bot] = kept
-        histogramsUnsaved = true
+        guard content.histograms[bot] != kept else { return }
+        content.histograms[bot] = kept
+        changed = true
+        saver?.post(.histograms(bot: bot, entries: entries))
     }
 
-    /// Keeps what `bot`'s gone workers left now, and saves the file.
-    func setFoldedTotals(_ entries: [Entry], for bot: String) {
-        guard bots[bot] ?? [] != entries else { return }
-        bots[bot] = entries.isEmpty ? nil : entries
-        save()
-    }
-
-    private func save() {
-        guard let directory else { return }
-        var failure: String?
-        do {
-            let body = try JSONEncoder().encode(Document(bots: bots, histograms: histograms.isEmpty ? nil : histograms))
-            let temporary = try directory.createTemporary(for: Self.fileName)
-            do { try System.writeAll(temporary.descriptor, [UInt8](body)) } catch {
-                failure = "cannot write \(directory.path(of: temporary.name)): \(error)"
-            }
-            System.close(temporary.descriptor)
-            if failure == nil {
-                do { try directory.replace(Self.fileName, with: temporary.name) } catch { failure = "\(error)" }
-            }
-            if failure != nil { directory.remove(temporary.name) }
-        } catch {
-            failure = "\(error)"
+    /// Saves everything, with the bots' all-time histograms now (those of bots not seen this run
+    /// as they were), and lets go of the directory's lock: when the collector stops. Waits for
+    /// the snapshot.
+    func close(histograms byBot: [String: [HistogramEntry]]) {
+        guard !closed else { return }
+        for (bot, entries) in byBot.sorted(by: { $0.key < $1.key }) { keepHistograms(entries, for: bot) }
+        closed = true
+        journal?.close()
+        if let saver {
+            // Nothing to keep: no file for a collector of one-process bots.
+            if changed || journal != nil { saver.post(.snapshot(generation: nextGeneration)) }
+            saver.finish()
         }
-        if let failure, failure != lastError {
-            log("cannot save the totals of workers that are gone: \(failure); a restart would lose them", level: .error)
-        }
-        if failure == nil, lastError != nil { log("the totals of workers that are gone are saved again") }
-        lastError = failure
+        lock?.release()
     }
 }

@@ -71,6 +71,7 @@ enum ReloadPlan {
         if old.threadSampleIntervalNanos != new.threadSampleIntervalNanos { changed.append("--thread-sample-interval") }
         if old.logFormat != new.logFormat { changed.append("--log-format") }
         if old.reloadEndpoint != new.reloadEndpoint { changed.append("--web-enable-lifecycle") }
+        if old.stateMaxBytes != new.stateMaxBytes || old.stateExpirySeconds != new.stateExpirySeconds { changed.append("--state-*") }
         return changed
     }
 
@@ -92,6 +93,8 @@ enum ReloadPlan {
         effective.threadSampleIntervalNanos = running.threadSampleIntervalNanos
         effective.logFormat = running.logFormat
         effective.reloadEndpoint = running.reloadEndpoint
+        effective.stateMaxBytes = running.stateMaxBytes
+        effective.stateExpirySeconds = running.stateExpirySeconds
         return effective
     }
 }

@@ -3,8 +3,9 @@ import Glibc
 #endif
 import RingsideSystem
 
-/// The directory of a file the collector writes (`--hlog`, `--json-dump`), held open so that every
-/// name in it is looked up from one descriptor and no link is ever followed.
+/// The directory of a file the collector writes (`--hlog`, `--json-dump`, and in the ring
+/// directory its state and its lock), held open so that every name in it is looked up from one
+/// descriptor and no link is ever followed.
 ///
 /// The collector may run as root in a directory other users can write (a sticky one, as /tmp):
 /// anything found at a name there may have been planted, such as a link to a file of root's, a
@@ -19,8 +20,9 @@ import RingsideSystem
 /// name that holds a file of ours keeps holding it until we move it; between our move and our new
 /// file they can plant something, and the new file's `O_EXCL` create then fails, reported.
 ///
-/// Used by one thread at a time (the daemon's main thread).
-final class LogDirectory {
+/// It holds nothing that changes after `init`: threads may use one at once (the state's journal
+/// on the drain thread, its snapshots on the saver's).
+final class LogDirectory: Sendable {
     /// The directory's path, as given less trailing slashes.
     let path: String
     /// The collector's effective user: the owner of every file it makes, and of those it moves or replaces.
@@ -116,12 +118,13 @@ final class LogDirectory {
     /// - Returns: the new file's descriptor, which the caller closes.
     /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` when something is at `name`, saying
     ///   what; ``LogDirectoryError/failed(action:errno:)`` for other failures.
-    func create(_ name: String) throws(LogDirectoryError) -> Int32 {
+    /// - Parameters:
+    ///   - access: `O_WRONLY | O_APPEND` (a log), or `O_RDWR` (a lock file).
+    ///   - mode: the new file's mode, less the umask.
+    func create(_ name: String, access: Int32 = O_WRONLY | O_APPEND, mode: mode_t = fileMode) throws(LogDirectoryError) -> Int32 {
         let opened: Int32
         do {
-            opened = try System.openat(
-                descriptor, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                mode: Self.fileMode)
+            opened = try System.openat(descriptor, name, access | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode: mode)
         } catch {
             // Usually planted after a move aside; said as moveAside would say it, so it is logged once.
             if error == .fileExists, let info = try? entry(name), let found = refusal(info) {
@@ -143,20 +146,68 @@ final class LogDirectory {
 
     /// The contents of `name`, if it is a regular file of the collector's with one link; nil when
     /// nothing is there.
+    /// - Parameter limit: the most bytes read: a larger file is refused by its size, unread (a
+    ///   sparse file of gigabytes costs nothing), and one that grows past it while read is too.
     /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` for anything else at `name`, left
-    ///   unread; ``LogDirectoryError/failed(action:errno:)`` if it cannot be read.
-    func contents(of name: String) throws(LogDirectoryError) -> [UInt8]? {
+    ///   unread; ``LogDirectoryError/tooLarge(path:bytes:limit:)`` past `limit`;
+    ///   ``LogDirectoryError/failed(action:errno:)`` if it cannot be read.
+    func contents(of name: String, limit: Int = .max) throws(LogDirectoryError) -> [UInt8]? {
+        guard let opened = try openOwn(name, access: O_RDONLY) else { return nil }
+        defer { System.close(opened.descriptor) }
+        if opened.info.st_size > limit { throw .tooLarge(path: path(of: name), bytes: Int(opened.info.st_size), limit: limit) }
+        let bytes: [UInt8]
+        do { bytes = try System.readAll(opened.descriptor, atMost: limit) } catch {
+            throw .failed(action: "read \(path(of: name))", errno: error)
+        }
+        if bytes.count > limit { throw .tooLarge(path: path(of: name), bytes: bytes.count, limit: limit) }
+        return bytes
+    }
+
+    /// Opens `name` (`access`: `O_RDONLY` or `O_RDWR`), if it is a regular file of the
+    /// collector's with one link; nil when nothing is there. No link is followed, no open blocks
+    /// (a FIFO), and what was opened is checked with `fstat`.
+    /// - Returns: the descriptor, which the caller closes, and what `fstat` said of it.
+    /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` for anything else at `name` (closed
+    ///   again); ``LogDirectoryError/failed(action:errno:)`` if it cannot be opened.
+    func openOwn(_ name: String, access: Int32) throws(LogDirectoryError) -> (descriptor: Int32, info: stat)? {
         let opened: Int32
-        do { opened = try System.openat(descriptor, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode: 0) } catch {
+        do { opened = try System.openat(descriptor, name, access | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode: 0) } catch {
             if error == .noSuchFileOrDirectory { return nil }
             if let info = try? entry(name), let found = refusal(info) { throw .notOurs(path: path(of: name), found: found) }
             throw .failed(action: "open \(path(of: name))", errno: error)
         }
-        defer { System.close(opened) }
         let info: stat
-        do { info = try System.fstat(opened) } catch { throw .failed(action: "look at \(path(of: name))", errno: error) }
-        if let found = refusal(info) { throw .notOurs(path: path(of: name), found: found) }
-        do { return try System.readAll(opened) } catch { throw .failed(action: "read \(path(of: name))", errno: error) }
+        do { info = try System.fstat(opened) } catch {
+            System.close(opened)
+            throw .failed(action: "look at \(path(of: name))", errno: error)
+        }
+        if let found = refusal(info) {
+            System.close(opened)
+            throw .notOurs(path: path(of: name), found: found)
+        }
+        return (opened, info)
+    }
+
+    /// Whether `name` holds a regular file of the collector's with one link: one it made (in a
+    /// sticky directory no one else can put one there, nor take it away).
+    func holdsOwn(_ name: String) -> Bool {
+        guard let info = try? entry(name) else { return false }
+        return refusal(info) == nil
+    }
+
+    /// Removes `name` if it holds a regular file of the collector's with one link; anything else
+    /// is left where it is. Returns whether it went.
+    @discardableResult
+    func removeOwn(_ name: String) -> Bool {
+        guard holdsOwn(name) else { return false }
+        return (try? System.unlinkat(descriptor, name)) != nil
+    }
+
+    /// The names in the directory, `.` and `..` left out.
+    func names() throws(LogDirectoryError) -> [String] {
+        do { return try System.directoryEntries(path).filter { $0 != "." && $0 != ".." } } catch {
+            throw .failed(action: "list \(path)", errno: error)
+        }
     }
 
     /// Creates a new file beside `name` whose name another user cannot guess (`NAME.tmp.PID.RANDOM`),
@@ -229,6 +280,8 @@ enum LogDirectoryError: Error, Equatable, CustomStringConvertible {
     case notOurs(path: String, found: String)
     /// A call failed: `cannot ACTION: STRERROR (errno: N)`.
     case failed(action: String, errno: Errno)
+    /// A file is larger than what is read of it: left unread.
+    case tooLarge(path: String, bytes: Int, limit: Int)
 
     var description: String {
         switch self {
@@ -248,6 +301,8 @@ enum LogDirectoryError: Error, Equatable, CustomStringConvertible {
             return "\(path) is \(found), not a regular file of the collector's: left alone (remove it if it should not be there)"
         case let .failed(action, errno):
             return "cannot \(action): \(errno)"
+        case let .tooLarge(path, bytes, limit):
+            return "\(path) holds \(bytes) bytes, more than the \(limit) read at most: left unread"
         }
     }
 }

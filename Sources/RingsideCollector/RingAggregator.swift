@@ -54,10 +54,31 @@ struct RingAggregator {
         var exemplars = ExemplarAssembler()
     }
 
-    /// A source's cells of one series, and when the collector saw them change.
+    /// A source's cells of one series, what it counts toward the series' totals, and when the
+    /// collector saw its cells change.
     fileprivate struct SourceCells {
+        /// As last read.
         var cells: MetricCells
+        /// What it counts: a counter's total and the records dropped grow by what the cells grew
+        /// by, saturating, and a cell read lower than before (a wrap at 2^64, or a hostile writer)
+        /// counts as a reset (its new value is growth), so no total ever goes back; the rest as read.
+        var counted: MetricCells
         var changedNanos: UInt64
+
+        /// What `cells`, read after `before`, count: `before`'s count grown by the cells' growth.
+        init(_ cells: MetricCells, after before: SourceCells?, changedNanos: UInt64) {
+            var counted = cells
+            if let before {
+                counted.total = before.counted.total.saturatingAdd(Self.growth(from: before.cells.total, to: cells.total))
+                counted.dropped = before.counted.dropped.saturatingAdd(Self.growth(from: before.cells.dropped, to: cells.dropped))
+            }
+            self.cells = cells
+            self.counted = counted
+            self.changedNanos = changedNanos
+        }
+
+        /// How much a cell read `before`, then `now`, grew: a cell read lower was reset (its whole value is new).
+        static func growth(from before: UInt64, to now: UInt64) -> UInt64 { now >= before ? now - before : now }
     }
 
     fileprivate struct Series<Windows> {
@@ -79,7 +100,7 @@ struct RingAggregator {
         /// Each source's cells (by source index), and what removed sources left: their totals
         /// and drops, and the last value one of them set (and when).
         var sourceCells: [SourceCells?] = []
-        var folded = SourceCells(cells: MetricCells(), changedNanos: 0)
+        var folded = SourceCells(MetricCells(), after: nil, changedNanos: 0)
         /// Histograms: the bytes their counts held when last measured.
         var countsBytes = 0
         /// Histograms: the exemplars kept, from the first one recorded.
@@ -87,27 +108,26 @@ struct RingAggregator {
         /// Histograms: calls gathered rather than written while a lane filled, since this
         /// collector started (counted, summed and placed all the same: SAMPLING in ringside.h).
         var sampled: UInt64 = 0
+        /// A total of it reached its ceiling (see `noteSaturation`): counted once.
+        var saturated = false
 
         /// Keeps `sampled`, source `source`'s cells as just read, and merges.
         /// - Returns: how much the source's total grew, and whether the merged cells changed.
         mutating func takeCells(_ sampled: MetricCells, from source: Int, nowNanos now: UInt64) -> (growth: UInt64, changed: Bool) {
             if sourceCells.count <= source { sourceCells += Array(repeating: nil, count: source + 1 - sourceCells.count) }
-            let before = sourceCells[source]?.cells
-            guard sampled != before else { return (0, false) }
-            let growth = sampled.total > (before?.total ?? 0) ? sampled.total - (before?.total ?? 0) : 0
+            let before = sourceCells[source]
+            guard sampled != before?.cells else { return (0, false) }
             // A gauge that was never set is not newer than one that was.
             let changedNanos = before == nil && sampled.lastValue == nil ? 0 : now
-            sourceCells[source] = SourceCells(cells: sampled, changedNanos: changedNanos)
-            return (growth, merge())
+            let taken = SourceCells(sampled, after: before, changedNanos: changedNanos)
+            sourceCells[source] = taken
+            return (taken.counted.total - (before?.counted.total ?? 0), merge())
         }
 
         /// Folds source `source`'s cells into what removed sources left: the merged cells stay.
         mutating func removeSource(_ source: Int) {
             guard source < sourceCells.count, let gone = sourceCells[source] else { return }
-            folded.cells.total &+= gone.cells.total
-            folded.cells.dropped &+= gone.cells.dropped
-            folded.cells.droppedSum &+= gone.cells.droppedSum
-            folded.cells.droppedMax = max(folded.cells.droppedMax, gone.cells.droppedMax)
+            folded.cells = Self.folding(gone, into: folded.cells)
             if gone.cells.lastValue != nil, gone.changedNanos >= folded.changedNanos {
                 folded.cells.lastValue = gone.cells.lastValue
                 folded.changedNanos = gone.changedNanos
@@ -117,18 +137,32 @@ struct RingAggregator {
             _ = merge()
         }
 
-        /// Takes what removed sources left before this collector started (see `CollectorState`).
+        /// `cells` with what `source` counts added (saturating; the dropped values' sum modulo
+        /// 2^64, as the files keep it): its figures once it is folded in, or merged.
+        static func folding(_ source: SourceCells, into cells: MetricCells) -> MetricCells {
+            var result = cells
+            result.total = cells.total.saturatingAdd(source.counted.total)
+            result.dropped = cells.dropped.saturatingAdd(source.counted.dropped)
+            result.droppedSum = cells.droppedSum &+ source.cells.droppedSum
+            result.droppedMax = max(cells.droppedMax, source.cells.droppedMax)
+            return result
+        }
+
+        /// Takes what removed sources left before this collector started (see `CollectorState`):
+        /// added to what this run folded already (nothing, as a rule), saturating.
         mutating func takeFolded(_ seed: MetricCells) {
-            folded.cells.total = seed.total
-            folded.cells.dropped = seed.dropped
+            folded.cells.total = folded.cells.total.saturatingAdd(seed.total)
+            folded.cells.dropped = folded.cells.dropped.saturatingAdd(seed.dropped)
             _ = merge()
         }
 
-        /// What removed sources left, if anything: for `CollectorState`.
-        var foldedEntry: CollectorState.Entry? {
-            guard folded.cells.total > 0 || folded.cells.dropped > 0 else { return nil }
-            return CollectorState.Entry(
-                metric: metric.name, labels: metric.encodedLabels, total: folded.cells.total, dropped: folded.cells.dropped)
+        /// What removed sources left once source `source` is folded in too, if it counted toward
+        /// this series (nil when it did not): for `CollectorState`.
+        func foldedEntry(folding source: Int) -> CollectorState.Entry? {
+            guard source < sourceCells.count, let live = sourceCells[source], live.counted.total > 0 || live.counted.dropped > 0
+            else { return nil }
+            let cells = Self.folding(live, into: folded.cells)
+            return CollectorState.Entry(metric: metric.name, labels: metric.encodedLabels, total: cells.total, dropped: cells.dropped)
         }
 
         /// The merged cells: sums, and a gauge's value by its policy: the value set last (the
@@ -137,10 +171,7 @@ struct RingAggregator {
             var merged = folded.cells
             var latest = folded.changedNanos
             for case let source? in sourceCells {
-                merged.total &+= source.cells.total
-                merged.dropped &+= source.cells.dropped
-                merged.droppedSum &+= source.cells.droppedSum
-                merged.droppedMax = max(merged.droppedMax, source.cells.droppedMax)
+                merged = Self.folding(source, into: merged)
                 if let value = source.cells.lastValue, merged.lastValue == nil || source.changedNanos > latest {
                     merged.lastValue = value
                     latest = source.changedNanos
@@ -198,6 +229,9 @@ struct RingAggregator {
     private var refusedBytes = 0
     /// The slot of a refused metric's route.
     private static let refusedSlot = -1
+    /// Series with a total at its ceiling, and those not yet said in the log (`takeNewlySaturated`).
+    private(set) var saturatedSeries = 0
+    private var newlySaturated: [MetricDescriptor] = []
     /// The timestamp of the oldest record of the last batch: how far behind the drain runs.
     private(set) var oldestInLastBatchNanos: UInt64 = 0
 
@@ -248,6 +282,7 @@ struct RingAggregator {
     /// slot, and the routes to it follow.
     private mutating func removeGauge(at slot: Int) {
         let gone = gauges[slot].metric
+        if gauges[slot].saturated { saturatedSeries -= 1 }
         slots[SeriesKey(name: gone.name, labels: gone.encodedLabels)] = nil
         chargedBytes -= cost.bytes(of: gone)
         let last = gauges.count - 1
@@ -294,14 +329,12 @@ struct RingAggregator {
         return (made + waiting).sorted { ($0.metric, $0.labels) < ($1.metric, $1.labels) }
     }
 
-    /// What removed sources left, per series (with the seeds no series took yet): what
-    /// `CollectorState` keeps across restarts.
-    var foldedEntries: [CollectorState.Entry] {
-        let taken = histograms.compactMap(\.foldedEntry) + counters.compactMap(\.foldedEntry) + gauges.compactMap(\.foldedEntry)
-        let waiting = seeds.map { key, cells in
-            CollectorState.Entry(metric: key.name, labels: key.labels, total: cells.total, dropped: cells.dropped)
-        }
-        return (taken + waiting).sorted { ($0.metric, $0.labels) < ($1.metric, $1.labels) }
+    /// The figures of the series source `source` counted toward (a total or drops), as they will
+    /// be once it is folded in (`removeSource`): what `CollectorState` keeps of a worker whose
+    /// file goes. Only those series: a fold's cost is the worker's, not the bot's.
+    func foldedEntries(folding source: Int) -> [CollectorState.Entry] {
+        histograms.compactMap { $0.foldedEntry(folding: source) } + counters.compactMap { $0.foldedEntry(folding: source) }
+            + gauges.compactMap { $0.owner == nil ? $0.foldedEntry(folding: source) : nil }
     }
 
     // MARK: - Metrics
@@ -474,18 +507,19 @@ struct RingAggregator {
             guard metric < routes.count, routes[metric].kind == MetricKind.histogram.rawValue, routes[metric].slot != Self.refusedSlot
             else { return }
             let route = routes[metric]
-            let (sum, overflow) = calls.sum.multipliedReportingOverflow(by: route.weight)
-            histograms[route.slot].windows.addSum(overflow ? .max : sum, raisingMaxTo: calls.max, atNanos: now)
-            histograms[route.slot].sampled &+= calls.calls &* route.weight
+            // Saturating, as every total: hostile weights and cells must not wrap one back.
+            let weighted = calls.calls.saturatingMultiply(route.weight)
+            histograms[route.slot].windows.addSum(calls.sum.saturatingMultiply(route.weight), raisingMaxTo: calls.max, atNanos: now)
+            histograms[route.slot].sampled = histograms[route.slot].sampled.saturatingAdd(weighted)
             histograms[route.slot].touched = true
-            sources[source].sampled &+= calls.calls &* route.weight
+            sources[source].sampled = sources[source].sampled.saturatingAdd(weighted)
             gathered.take(calls, metric: metric, lane: lane) { value, time, placed in
-                histograms[route.slot].windows.place(value, count: placed &* route.weight, atNanos: time)
+                histograms[route.slot].windows.place(value, count: placed.saturatingMultiply(route.weight), atNanos: time)
             }
         }
         guard !gathered.isEmpty else { return }
         gathered.placeUnclaimed(isDrained: consumer.isDrained(lane:)) { metric, value, calls in
-            histograms[routes[metric].slot].windows.place(value, count: calls &* routes[metric].weight, atNanos: now)
+            histograms[routes[metric].slot].windows.place(value, count: calls.saturatingMultiply(routes[metric].weight), atNanos: now)
             histograms[routes[metric].slot].touched = true
         }
     }
@@ -557,7 +591,7 @@ struct RingAggregator {
                 // calls gathered before it, counted already (SAMPLING in ringside.h).
                 if record.weightLog2 > 0 {
                     let placed = sources[source].gathered.placeBeside(record, lane: lane, timeNanos: time)
-                    histograms[route.slot].windows.place(record.value, count: placed &* route.weight, atNanos: time)
+                    histograms[route.slot].windows.place(record.value, count: placed.saturatingMultiply(route.weight), atNanos: time)
                 }
                 if record.flags & ExemplarAssembler.exemplarFlag != 0 {
                     assembling = sources[source].exemplars.begin(record, at: firstCursor &+ UInt64(index), lane: lane, slot: route.slot)
@@ -633,6 +667,12 @@ struct RingAggregator {
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
         for index in histograms.indices {
+            defer {
+                if !histograms[index].saturated, let last = result.last, Self.showsSaturation(last) {
+                    histograms[index].saturated = true
+                    noteSaturation(of: histograms[index].metric)
+                }
+            }
             if histograms[index].touched {
                 // Counts grow with what is recorded: measured here, where a busy series is touched anyway.
                 let bytes = histograms[index].windows.allocatedBytes
@@ -671,6 +711,12 @@ struct RingAggregator {
                     }))
         }
         for index in counters.indices {
+            defer {
+                if !counters[index].saturated, let last = result.last, Self.showsSaturation(last) {
+                    counters[index].saturated = true
+                    noteSaturation(of: counters[index].metric)
+                }
+            }
             result.append(
                 Self.refresh(
                     &counters[index], ring: ring, layout: layout, now: now, versions: &versions,
@@ -684,6 +730,12 @@ struct RingAggregator {
                     }))
         }
         for index in gauges.indices {
+            defer {
+                if !gauges[index].saturated, let last = result.last, Self.showsSaturation(last) {
+                    gauges[index].saturated = true
+                    noteSaturation(of: gauges[index].metric)
+                }
+            }
             result.append(
                 Self.refresh(
                     &gauges[index], ring: ring, layout: layout, now: now, versions: &versions,
@@ -700,6 +752,27 @@ struct RingAggregator {
                     }))
         }
         return result
+    }
+
+    /// Whether a series' snapshot shows a total at its ceiling, where it stays (saturating
+    /// arithmetic: it never wraps back): a histogram's count or sum, a counter's total, records
+    /// dropped, calls gathered.
+    static func showsSaturation(_ snapshot: SeriesSnapshot) -> Bool {
+        let total: UInt128 = snapshot.metric.kind == .counter ? UInt128(UInt64.max) : .max
+        return snapshot.cumulativeCount == .max || snapshot.cumulativeExactSum == total || snapshot.droppedRecords == .max
+            || snapshot.sampledRecords == .max
+    }
+
+    /// Counts a series whose total reached its ceiling, and keeps it for the log.
+    private mutating func noteSaturation(of metric: MetricDescriptor) {
+        saturatedSeries += 1
+        newlySaturated.append(metric)
+    }
+
+    /// The series that reached a ceiling since the last call, for the log.
+    mutating func takeNewlySaturated() -> [MetricDescriptor] {
+        defer { newlySaturated.removeAll() }
+        return newlySaturated
     }
 
     /// The series' snapshot, recomputing only the windows that may have changed (all of them,

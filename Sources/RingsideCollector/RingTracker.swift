@@ -51,6 +51,9 @@ final class RingTracker {
         var beingMade: [String: UInt64] = [:]
         var toReacquire: Set<String> = []
         var releases: [TrackedRing] = []
+        /// Released workers' rings whose files could not go (their fold could not be written):
+        /// tried again at each discovery.
+        var unretired: Set<String> = []
     }
 
     /// When the directory was last scanned, tracked files last checked for removal or
@@ -60,6 +63,8 @@ final class RingTracker {
         var lastIdentityCheckNanos: UInt64 = 0
         var changed = false
         var problem: String?
+        /// Why another collector holds the directory (said once), while it does.
+        var heldBy: String?
     }
 
     /// Rings this collector may hold open (the descriptor limit less a reserve for HTTP
@@ -108,7 +113,10 @@ final class RingTracker {
     /// between its open (the event, already seen) and its lock (none), which would go unnoticed.
     static let releaseGraceNanos: UInt64 = 1_000_000_000
 
-    init(options: CollectorOptions, layout: WindowLayout, log: CollectorLog, wakeup: DrainWakeup, ringLimit: Int) {
+    /// - Throws: `DirectoryLock.Refusal.held` when another collector holds the ring directory.
+    init(
+        options: CollectorOptions, layout: WindowLayout, log: CollectorLog, wakeup: DrainWakeup, ringLimit: Int
+    ) throws(DirectoryLock.Refusal) {
         self.options = options
         self.layout = layout
         self.log = log
@@ -116,7 +124,7 @@ final class RingTracker {
         self.wakeup = wakeup
         startedRealtimeNanos = rs_clock_realtime_ns()
         descriptors = DescriptorBudget(ringLimit: ringLimit)
-        state = CollectorState(ringDirectory: options.directory.path, log: log)
+        state = try CollectorState(options: options, log: log)
     }
 
     /// The rings drained and those released, in name order.
@@ -208,6 +216,8 @@ final class RingTracker {
             scan.problem = problem
         }
         if problem == nil, !wakeup.isWatching { wakeup.watchDirectory(directory.path) }
+        // A directory that came after the start: its lock and state first (another collector may hold it).
+        guard problem != nil || mayCollect() else { return }
         // Rings removed or replaced under the same name: drain what is left, then let go.
         for ring in tracked.ordered where checkingIdentities {
             let name = ring.name
@@ -235,6 +245,7 @@ final class RingTracker {
             attach(name, nowNanos: now)
         }
         sayWaiting(waiting, nowNanos: now)
+        retryRetirements()
         // A skipped ring whose file is gone is forgotten.
         for name in skipped.keys where directory.fileIdentity(of: name) == nil && !options.rings.contains(name) {
             skipped[name] = nil
@@ -360,7 +371,10 @@ final class RingTracker {
             ring.liveness.status = status
         }
         ring.liveness.activitySinceStatus = false
-        if let worker = WorkerRing(ring.name), retire(ring, worker: worker) { return }
+        if let worker = WorkerRing(ring.name) {
+            if retire(ring, worker: worker) { return }
+            due.unretired.insert(ring.name)
+        }
         tracked[ring.name] = nil
         ring.release()
         released[ring.name] = ring
@@ -376,25 +390,43 @@ final class RingTracker {
     /// into its bot's series and its file removed, so that a pool whose workers come and go
     /// leaves no files behind. The file is removed under its producer lock, and only if it holds
     /// no record still: a process that attached it meanwhile keeps it. Returns whether it went.
+    /// Its fold is written in the state's journal first, under the lock, so that the totals are
+    /// neither lost nor counted twice whatever stops between the two (see `CollectorState`); a fold
+    /// that cannot be written keeps the file.
     private func retire(_ ring: TrackedRing, worker: WorkerRing) -> Bool {
+        guard state.isOpen else { return false }  // nowhere to keep its totals: its file keeps them
+        let entries = ring.bot.aggregator.foldedEntries(folding: ring.source)
         let removed: Bool
         do {
             removed = try options.directory.removeUnlessProducerAlive(ring.name, allowedOwners: Set(options.allowedUIDs)) { status in
-                guard case .success(let status) = status else { return false }
-                return status.backlog == 0 && options.directory.fileIdentity(of: ring.name) == ring.identity
+                guard case .success(let status) = status, status.backlog == 0,
+                    options.directory.fileIdentity(of: ring.name) == ring.identity
+                else { return false }
+                return state.recordFold(entries, bot: worker.bot, worker: ring.name, identity: ring.identity)
             }
         } catch {
             removed = false
         }
         guard removed else { return false }
         forget(ring)
-        state.setFoldedTotals(ring.bot.aggregator.foldedEntries, for: worker.bot)
+        state.folded(entries, bot: worker.bot)
         news = true
         if descriptors.waiting > 0 { scan.changed = true }  // a descriptor is free for them
         ringLog(
             "ring \(ring.name): worker pid \(worker.pid) of bot \(worker.bot) is gone and every record is drained; its "
                 + "totals stay in the bot's series, and its file is removed")
         return true
+    }
+
+    /// Tries again to remove the released workers' files that could not go.
+    private func retryRetirements() {
+        for name in due.unretired {
+            guard let ring = released[name], let worker = WorkerRing(name) else {
+                due.unretired.remove(name)
+                continue
+            }
+            if retire(ring, worker: worker) { due.unretired.remove(name) }
+        }
     }
 
     /// Opens a released ring's file again and drains it as before, its series intact. A file
@@ -429,6 +461,7 @@ final class RingTracker {
             return
         }
         released[name] = nil
+        due.unretired.remove(name)
         ring.reopen(consumer)
         ring.touched(nowNanos: now)
         if let status = try? consumer.status() {
@@ -454,6 +487,7 @@ final class RingTracker {
             name: bot,
             aggregator: RingAggregator(
                 ring: bot, layout: layout, quantiles: options.quantiles.count, exemplarSchema: options.nativeHistogramSchema ?? 0))
+        state.botCame(bot)
         series.aggregator.seed(state.foldedTotals(for: bot))
         let kept = state.histograms(for: bot)
         series.aggregator.seedHistograms(kept)
@@ -477,12 +511,33 @@ final class RingTracker {
         if ring.bot.rings == 0, bots[ring.bot.name] === ring.bot {
             if ring.bot.keepsHistograms { state.keepHistograms(ring.bot.aggregator.allTimeHistograms, for: ring.bot.name) }
             bots[ring.bot.name] = nil
+            state.botWent(ring.bot.name)
         }
     }
 
-    /// Saves the all-time histograms of the bots with workers (the collector stops), for its next run.
-    func saveHistograms() {
-        state.setHistograms(bots.filter { $0.value.keepsHistograms }.mapValues(\.aggregator.allTimeHistograms))
+    /// Saves the state with the all-time histograms of the bots with workers, and lets go of the
+    /// ring directory's lock (the collector stops), for its next run.
+    func closeState() {
+        state.close(histograms: bots.filter { $0.value.keepsHistograms }.mapValues(\.aggregator.allTimeHistograms))
+    }
+
+    /// What the state went through (nil while it is not kept).
+    var stateStats: CollectorStateStats? { state.stats }
+
+    /// Whether this collector may attach the directory's rings: its state is open (the
+    /// directory's lock taken), or cannot be (a directory unsafe for it: the rings are collected,
+    /// the workers' files kept). Not while another collector holds the directory: said once.
+    private func mayCollect() -> Bool {
+        do {
+            try state.open()
+            if scan.heldBy != nil { log("ring directory \(options.directory.path) is free again; collecting it") }
+            scan.heldBy = nil
+            return true
+        } catch {
+            if scan.heldBy != "\(error)" { log("ring directory \(options.directory.path): \(error); waiting for it", level: .error) }
+            scan.heldBy = "\(error)"
+            return false
+        }
     }
 
     /// Lets go of every ring (the collector stops): records not yet drained stay in their rings.

@@ -74,6 +74,7 @@ public final class PublishedSnapshot: Sendable {
             stats.seriesLimitPerRing = built.seriesLimitPerRing
             stats.seriesBytes = built.seriesBytes
             stats.seriesBytesLimit = built.seriesBytesLimit
+            stats.seriesSaturated = built.seriesSaturated
             snapshot.collector = stats
         }
         changed()
@@ -89,6 +90,8 @@ final class SnapshotPublisher {
     private var options: CollectorOptions
     private let layout: WindowLayout
     private let log: CollectorLog
+    /// The series said to have reached a ceiling (bot, metric, labels): a few, each said once.
+    private var saidSaturated: Set<[String]> = []
     private let tracker: RingTracker
     let published = PublishedSnapshot()
     private var pending: PendingPublish?
@@ -264,6 +267,7 @@ final class SnapshotPublisher {
         stats.seriesLimitPerRing = options.maxSeriesPerRing
         stats.seriesBytes = tracker.seriesUsage().bytes
         stats.seriesBytesLimit = options.maxSeriesBytes
+        stats.seriesSaturated = tracker.bots.values.reduce(0) { $0 + $1.aggregator.saturatedSeries }
         snapshot.collector = stats
         lastCostNanos = building.costNanos
         published.publish(&snapshot)
@@ -306,9 +310,20 @@ final class SnapshotPublisher {
         }
         let series = bot.aggregator.snapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
         snapshot.series += series
+        for metric in bot.aggregator.takeNewlySaturated() { saySaturated(metric, of: bot.name) }
         bot.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
         bot.changedSincePublish = false
         return false
+    }
+
+    /// Says once that a series' total reached its ceiling (once a run: its bot may go and come again).
+    private func saySaturated(_ metric: MetricDescriptor, of bot: String) {
+        guard saidSaturated.insert([bot, metric.name, metric.encodedLabels]).inserted else { return }
+        let labels = metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+        log(
+            "bot \(bot): series \(metric.name)\(labels.isEmpty ? "" : "{" + labels + "}") reached its ceiling (a count or total "
+                + "of 2^64 - 1, or a sum of 2^128 - 1) and stays there: it never goes back, and what comes beyond is not added "
+                + "to it (counted in ringside_collector_series_saturated)", level: .warn)
     }
 
     /// `sampleCellsAndRegistry` for a quiet ring between publishes; returns whether its bot's

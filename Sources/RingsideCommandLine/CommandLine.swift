@@ -9,6 +9,9 @@ public struct UsageError: Error, Equatable, CustomStringConvertible {
         self.description = description
         self.argumentIndex = argumentIndex
     }
+
+    /// Errors are equal when they say the same (where it came from is not what it says).
+    public static func == (lhs: UsageError, rhs: UsageError) -> Bool { lhs.description == rhs.description }
 }
 
 /// The one reader of every executable's command line, token by token: `--flag=value` and

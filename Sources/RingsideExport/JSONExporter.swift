@@ -256,6 +256,20 @@ public enum JSONExporter {
             json.field("started_at", utcTimestamp(realtimeNanos: stats.startedRealtimeNanos))
             json.field("log_lines_suppressed", stats.logLinesSuppressed)
             json.field("rings_waiting", stats.ringsWaitingForDescriptors)
+            json.field("series_saturated", stats.seriesSaturated)
+            if let state = stats.state {
+                json.key("state")
+                json.object {
+                    json.field("save_failures", state.saveFailures)
+                    json.field("failing", state.failing)
+                    json.field("read_failures", state.readFailures)
+                    json.field("bytes", state.bytes)
+                    json.field("bytes_limit", state.bytesLimit)
+                    json.field("bots", state.bots)
+                    json.field("bots_expired", state.botsExpired)
+                    json.field("last_save_at", state.lastSaveRealtimeNanos.map { utcTimestamp(realtimeNanos: $0) })
+                }
+            }
             if let errors = stats.hlogErrors { json.field("hlog_errors", errors) }
             if let history = stats.history {
                 json.field("history_series", history.series)

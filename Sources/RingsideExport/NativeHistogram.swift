@@ -43,9 +43,11 @@ public struct NativeBuckets: Equatable, Sendable {
             let midpoint = Double(bucket.lowerBound) + Double(bucket.upperBound - bucket.lowerBound) / 2
             let value = midpoint * baseUnitsPerValue
             if value <= threshold {
-                zeros &+= bucket.count
+                zeros = zeros.saturatingAdd(bucket.count)
             } else {
-                counts[Self.index(of: value, schema: schema), default: 0] &+= bucket.count
+                // Saturating, as the histogram's own counts: a bucket never reads lower than before.
+                let index = Self.index(of: value, schema: schema)
+                counts[index] = (counts[index] ?? 0).saturatingAdd(bucket.count)
             }
         }
         self.schema = schema

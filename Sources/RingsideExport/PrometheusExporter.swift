@@ -328,6 +328,11 @@ public enum PrometheusExporter {
             "ringside_collector_rings_waiting", "gauge",
             "Ring files found but not attached: the open-file limit, less the HTTP server's reserve, is reached",
             [([], Double(stats.ringsWaitingForDescriptors))])
+        family(
+            "ringside_collector_series_saturated", "gauge",
+            "Series with a total at its ceiling (a count or counter at 2^64 - 1, a histogram's sum at 2^128 - 1), where it stays, never wrapping back",
+            [([], Double(stats.seriesSaturated))])
+        if let state = stats.state { stateFamilies(state, family) }
         if let errors = stats.hlogErrors {
             family(
                 "ringside_collector_hlog_errors_total", "counter", "Failed opens, writes and renames of the --hlog latency log",
@@ -378,6 +383,36 @@ public enum PrometheusExporter {
             "How much of an availability SLO's period the collector has seen (less than the period until it has run that long)",
             perSLO { $0.coveredSeconds })
         return result
+    }
+
+    /// The state's figures (the totals of workers that are gone, kept across restarts), each a
+    /// family written by `family`.
+    static func stateFamilies(_ state: CollectorStateStats, _ family: (String, String, String, [([(String, String)], Double)]) -> Void) {
+        family(
+            "ringside_collector_state_save_failures_total", "counter",
+            "Saves of the collector's state that failed: a fold's journal line (the worker's file is kept), or a snapshot not written under its name (saved under another) or at all (tried again)",
+            [([], Double(state.saveFailures))])
+        family(
+            "ringside_collector_state_failing", "gauge", "1 while the collector's state cannot be saved (see its log)",
+            [([], state.failing ? 1 : 0)])
+        family(
+            "ringside_collector_state_read_failures", "gauge",
+            "State files found at start that could not be read (too large for --state-max-bytes, or not state): their totals are not counted",
+            [([], Double(state.readFailures))])
+        family(
+            "ringside_collector_state_bytes", "gauge", "The size of the state's last snapshot", [([], Double(state.bytes))])
+        family(
+            "ringside_collector_state_bytes_limit", "gauge", "The most a collector reads of one state file (--state-max-bytes)",
+            [([], Double(state.bytesLimit))])
+        family("ringside_collector_state_bots", "gauge", "Bots whose figures the state keeps", [([], Double(state.bots))])
+        family(
+            "ringside_collector_state_bots_expired_total", "counter",
+            "Bots whose figures left the state: their files had all been gone longer than --state-expiry",
+            [([], Double(state.botsExpired))])
+        family(
+            "ringside_collector_state_last_save_time_seconds", "gauge",
+            "When the state's last snapshot was saved, in Unix seconds (0: not yet)",
+            [([], Double(state.lastSaveRealtimeNanos ?? 0) / 1e9)])
     }
 
     /// The OTLP exporter's figures (`--otlp-endpoint`), each a family written by `family`.

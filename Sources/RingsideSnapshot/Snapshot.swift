@@ -317,6 +317,11 @@ public struct CollectorStats: Sendable {
     public var otlp: OTLPStats?
     /// With `--web-config-file`: what the HTTP listener refused and reloaded; nil without it.
     public var webSecurity: WebSecurityStats?
+    /// Series with a total at its ceiling (a counter's at 2^64 - 1, a histogram's count at
+    /// 2^64 - 1 or sum at 2^128 - 1, their drops), where it stays: saturated, never wrapped back.
+    public var seriesSaturated = 0
+    /// What the state file (`ringside-collector.state`) went through; nil when the collector keeps none.
+    public var state: CollectorStateStats?
 
     public init() {}
 }
@@ -340,6 +345,30 @@ public struct WebSecurityStats: Sendable, Equatable {
     /// Whether the listener speaks TLS, and how many basic-auth users it knows.
     public var tls = false
     public var users = 0
+
+    public init() {}
+}
+
+/// What the collector's state (the totals of workers that are gone, kept across restarts in
+/// `ringside-collector.state` and its journals) went through since the collector started.
+public struct CollectorStateStats: Sendable, Equatable {
+    /// Saves that failed: a fold's journal line, or a snapshot that could not be written under its
+    /// name (saved under another then) or at all (tried again).
+    public var saveFailures: UInt64 = 0
+    /// Whether the last save failed: the journal (workers' files are then kept, their totals in
+    /// them) or the snapshot (tried again every 10 s).
+    public var failing = false
+    /// State files found at start that could not be read (too large, not state): left as they were.
+    public var readFailures = 0
+    /// The last snapshot's size, and the most a collector reads of one (`--state-max-bytes`).
+    public var bytes: UInt64 = 0
+    public var bytesLimit: UInt64 = 0
+    /// Bots whose figures the state holds, as of the last snapshot (or the start).
+    public var bots = 0
+    /// Bots whose figures expired (gone longer than `--state-expiry`).
+    public var botsExpired: UInt64 = 0
+    /// CLOCK_REALTIME of the last snapshot saved; nil before the first.
+    public var lastSaveRealtimeNanos: UInt64?
 
     public init() {}
 }

@@ -62,14 +62,25 @@ package enum System {
     /// Reads until the end of the file, in as many `read` calls as it takes: for files whose
     /// size says nothing (`/proc`'s say 0).
     package static func readAll(_ fd: Int32) throws(Errno) -> [UInt8] {
+        try readAll(fd, atMost: .max)
+    }
+
+    /// Reads to the end of the file, or until more than `limit` bytes are read: at most
+    /// `limit + 1` bytes, so a caller can tell a file past its bound without reading it all.
+    package static func readAll(_ fd: Int32, atMost limit: Int) throws(Errno) -> [UInt8] {
         var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while bytes.count <= limit {
+            let room = limit - bytes.count  // at least 0: one byte past it says the file is longer
+            let wanted = room >= chunk.count ? chunk.count : room + 1
             // Array's closure rethrows untyped errors; the Result carries the typed one out.
-            let count = try chunk.withUnsafeMutableBytes { buffer in Result { () throws(Errno) in try read(fd, into: buffer) } }.get()
+            let count = try chunk.withUnsafeMutableBytes { buffer in
+                Result { () throws(Errno) in try read(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted])) }
+            }.get()
             if count == 0 { return bytes }
             bytes += chunk[..<count]
         }
+        return bytes
     }
 
     /// Reads until the end of the file as `readAll` does, but no more than `maxBytes`: nil for a
@@ -129,6 +140,16 @@ package enum System {
     /// The corresponding C function is `access`.
     package static func access(_ path: String, _ mode: Int32) throws(Errno) {
         _ = try retryingInterrupted { Glibc.access(path, mode) }
+    }
+
+    /// Cuts or extends the file open at `fd` to `length` bytes. The corresponding C function is `ftruncate`.
+    package static func ftruncate(_ fd: Int32, _ length: Int) throws(Errno) {
+        _ = try retryingInterrupted { Glibc.ftruncate(fd, off_t(length)) }
+    }
+
+    /// Writes the file's data and metadata to its device. The corresponding C function is `fsync`.
+    package static func fsync(_ fd: Int32) throws(Errno) {
+        _ = try retryingInterrupted { Glibc.fsync(fd) }
     }
 
     /// The corresponding C function is `unlink`.

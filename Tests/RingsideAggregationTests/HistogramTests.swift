@@ -401,4 +401,30 @@ struct HistogramTests {
         #expect(counts[2] >= 2 && counts[3] >= 4)
         #expect(Histogram().cumulativeCounts(atUpperBounds: [1, 2]) == [0, 0])
     }
+
+    @Test("the count and the 128-bit sum saturate at their ceilings under weighted records, merges and added sums: never lower, flagged")
+    func countAndSumSaturate() {
+        let value = UInt64.max, weight = UInt64(UInt32.max)
+        var histogram = Histogram()
+        var counts: [UInt64] = [], sums: [UInt128] = []
+        // Each record adds 2^32 - 1 calls of 2^64 - 1 (about 2^96 to the sum): 2^32 + 1 of them
+        // would pass 2^128. Merging doubles what is held, so 40 rounds pass both ceilings.
+        histogram.record(value, count: weight)
+        for _ in 0..<40 {
+            let copy = histogram
+            histogram.merge(copy)
+            histogram.record(value, count: weight)
+            histogram.addSum(value, raisingMaxTo: value)
+            counts.append(histogram.count)
+            sums.append(histogram.exactSum)
+        }
+        #expect(zip(counts, counts.dropFirst()).allSatisfy { $0 <= $1 }, "the count never goes back")
+        #expect(zip(sums, sums.dropFirst()).allSatisfy { $0 <= $1 }, "the sum never goes back")
+        #expect(histogram.count == .max && histogram.exactSum == .max && histogram.isSaturated)
+        #expect(histogram.sum == Double(UInt128.max))
+        #expect(!Histogram().isSaturated)
+        var below = Histogram()
+        below.record(value, count: .max - 1)
+        #expect(!below.isSaturated && below.exactSum == UInt128(value) * UInt128(UInt64.max - 1))
+    }
 }

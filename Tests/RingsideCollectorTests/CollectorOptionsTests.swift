@@ -20,6 +20,17 @@ struct CollectorOptionsTests {
         #expect(options.logFormat == .text)
         #expect(options.historySeconds == 3600 && options.historyMaxSeries == 2_000)
         #expect(options.threadSampleIntervalNanos == 1_000_000_000)
+        #expect(options.stateMaxBytes == 64 << 20 && options.stateExpirySeconds == 7 * 24 * 3600)
+    }
+
+    @Test("--state-max-bytes takes 1M to 4G; --state-expiry a duration of 1h or more, or 0 for never")
+    func state() throws {
+        #expect(try CollectorOptions.parse(["--state-max-bytes", "16M"])?.stateMaxBytes == 16 << 20)
+        #expect(try CollectorOptions.parse(["--state-max-bytes=4G"])?.stateMaxBytes == 4 << 30)
+        #expect(try CollectorOptions.parse(["--state-expiry", "24h"])?.stateExpirySeconds == 86_400)
+        #expect(try CollectorOptions.parse(["--state-expiry=1h"])?.stateExpirySeconds == 3_600)
+        #expect(try CollectorOptions.parse(["--state-expiry", "0"])?.stateExpirySeconds == nil)
+        #expect(CollectorOptions.usage.contains("--state-max-bytes N") && CollectorOptions.usage.contains("--state-expiry DUR"))
     }
 
     @Test("--thread-sample-interval takes a duration from 100ms to 1h, or 0 to read no thread")
@@ -134,6 +145,10 @@ struct CollectorOptionsTests {
             (["--otlp-endpoint", "http://h", "--otlp-header", "Content-Encoding=br"], "the exporter writes it itself"),
             (["--otlp-endpoint", "http://h", "--otlp-header", "Host=h2"], "written by the client itself"),
             (["--otlp-header=X-Key=v"], "--otlp-header needs --otlp-endpoint URL"),
+            (["--state-max-bytes", "512K"], "--state-max-bytes 512K: expected a number of bytes from 1M to 4G"),
+            (["--state-max-bytes", "8G"], "--state-max-bytes 8G: expected a number of bytes from 1M to 4G"),
+            (["--state-expiry", "30m"], "--state-expiry: 30m must be 1h at least (or 0: never)"),
+            (["--state-expiry", "soon"], "--state-expiry: soon is not a duration"),
         ])
     func badArguments(arguments: [String], message: String) {
         #expect {

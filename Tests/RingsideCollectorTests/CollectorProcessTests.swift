@@ -146,8 +146,10 @@ struct CollectorProcessTests {
     @Test("a port already in use is a clear error and exit status 1")
     func portInUse() throws {
         try withRingDirectory { directory in
+            let other = try TemporaryRingDirectory()  // one collector per ring directory: the second's own
+            defer { other.remove() }
             let (first, port) = try startCollector(["--dir", directory.path])
-            let second = try ChildProcess("ringside-collector", ["--dir", directory.path, "--listen", "127.0.0.1:\(port)"])
+            let second = try ChildProcess("ringside-collector", ["--dir", other.path, "--listen", "127.0.0.1:\(port)"])
             let exit = second.waitForExit()
             #expect(exit.status == 1)
             #expect(

@@ -171,7 +171,7 @@ struct CollectorTests {
             options.maxSeries = 5
             options.maxSeriesPerRing = 3
             let captured = CapturedLog()
-            let collector = Collector(options: options, log: captured.log)
+            let collector = try Collector(options: options, log: captured.log)
             // Ring a: four metrics, one past its own cap of 3. Ring b: four more, two past the total of 5.
             var histograms: [String: [Bot.Histogram]] = [:]
             var rings: [Bot] = []
@@ -404,7 +404,7 @@ struct CollectorTests {
             var options = CollectorOptions()
             options.directory = directory
             options.rings = ["wanted"]
-            let snapshot = pass(Collector(options: options, log: CapturedLog().log))
+            let snapshot = pass(try Collector(options: options, log: CapturedLog().log))
             #expect(snapshot.rings.map(\.name) == ["wanted"])
             let series = try #require(snapshot.series("latency"))
             // 100 records written, each standing for 4 calls.

@@ -156,8 +156,10 @@ struct ConfigReloadTests {
             let slos = try jsonObject(httpGet(port: port, path: "/latest").body)["slos"] as? [[String: Any]]
             #expect(slos?.count == 2, "the running SLOs stay")
 
-            // Without --config there is nothing to read again.
-            let (plain, plainPort) = try startCollector(["--dir", directory.path, "--web-enable-lifecycle"])
+            // Without --config there is nothing to read again (another directory: one collector a directory).
+            let other = try TemporaryRingDirectory()
+            defer { other.remove() }
+            let (plain, plainPort) = try startCollector(["--dir", other.path, "--web-enable-lifecycle"])
             defer { plain.kill() }
             let none = try post(port: plainPort, path: "/-/reload")
             #expect(none.status == 500 && none.text.contains("no --config file"), "\(none.text)")

@@ -114,7 +114,7 @@ struct PrometheusTests {
         for needed in [
             "RingsideCollectorDown", "RingsideProducerDead", "RingsideSLOViolated", "RingsideOrderFillP99OverSLO",
             "RingsideRecordsDropped", "RingsideBacklogHigh", "RingsideThreadPreempted", "RingsideSLOErrorBudgetBurn",
-            "RingsideBotMemoryGrowing", "RingsideBotCPUHigh", "RingsideThroughputLow",
+            "RingsideBotMemoryGrowing", "RingsideBotCPUHigh", "RingsideThroughputLow", "RingsideStateNotSaved", "RingsideStateUnread",
         ] {
             #expect(text.contains("- alert: \(needed)\n"), "missing \(needed)")
         }

@@ -434,7 +434,7 @@ package func makeCollector(
     options.sloRules = try slo.map { try SLORule(parsing: $0) }
     if let windows { options.windowNanos = windows }
     if let pollNanos { options.pollNanos = pollNanos }
-    return Collector(options: options, log: captured.log)
+    return try Collector(options: options, log: captured.log)
 }
 
 /// Log lines a collector wrote, kept for the test to read.

@@ -990,7 +990,10 @@ func check(_ label: String, _ bytes: [UInt8], expectation: Expectation, runDump:
         let captured = CapturedLog()
         var options = CollectorOptions()
         options.directory = directory
-        let collector = Collector(options: options, log: captured.log)
+        guard let collector = try? Collector(options: options, log: captured.log) else {
+            violation("\(label): no collector for \(directory.path): another holds its lock")
+            return
+        }
         collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
         let snapshot = collector.snapshot
         let ring = snapshot.rings.first { $0.name == ringName }

@@ -91,6 +91,12 @@
 //       children in turn, each incrementing it N times (becoming a worker) and waiting: children
 //       1 ... M make their files, child M+1 finds every one held and is refused; then child 1 exits
 //       and child M+2 continues its file. Prints "children PID..." and exits when they have.
+//   ringside-test-producer worker --dir DIR --ring NAME [--add A] [--threads T --value V --sample-every W]
+//       a worker of bot NAME (asked for): adds A to counter "worker_total"; T threads record V once
+//       each into histogram "worker_values" (sampleEvery W); prints "worker PID" (StateWorkers.swift).
+//   ringside-test-producer worker-churn --dir DIR --ring NAME --rate R --seconds S
+//       forks R workers a second for S seconds, one at a time, each incrementing "churn_total" and
+//       recording into "churn_values" once; prints "workers N" (StateWorkers.swift).
 //   ringside-test-producer sched-threads --dir DIR --ring NAME [--burn yes] [--cpu C]
 //       threads for the thread sampler (SchedThreads.swift): "burner" spins with --burn (on CPU C),
 //       "napper" sleeps 1 ms at a time, "leaver" exits when a line "leave" comes on the input; each records
@@ -122,7 +128,7 @@ guard let mode = arguments.first,
         "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit", "burst-idle",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
         "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound", "sched-threads", "spin",
-        "span-clock",
+        "span-clock", "worker", "worker-churn",
     ].contains(mode)
 else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
@@ -226,13 +232,15 @@ func countAllocations(_ ring: Bot, count: UInt64) throws -> (calls: UInt64, heap
 
 if [
     "threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "fork-pool", "lanes", "gauge-workers", "worker-bound",
+    "worker", "worker-churn",
 ].contains(mode) {
     do {
         var botOptions = Bot.Options(sampleAbovePercent: sampleAbove)
         if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
         if let threads = options["max-threads"].flatMap(Int.init) { botOptions.maxThreads = threads }
         if let bound = options["max-workers"].flatMap(Int.init) { botOptions.maxWorkers = bound }
-        if let mode = options["mode"].flatMap({ UInt32($0, radix: 8) }) { botOptions.fileMode = mode }
+        if let fileMode = options["mode"].flatMap({ UInt32($0, radix: 8) }) { botOptions.fileMode = fileMode }
+        botOptions.worker = mode == "worker"
         let bot = try Bot.attach(ringName, directory: options["dir"], options: botOptions)
         try runAnyThreadMode(mode, bot: bot, options: options, count: count)
         exit(0)
@@ -501,6 +509,10 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         try gaugeWorkers(bot, children: Int(options["children"] ?? "2") ?? 2)
     case "short-threads-joined":
         try shortThreadsJoined(bot, options: options, count: count)
+    case "worker":
+        try stateWorker(bot, options: options)
+    case "worker-churn":
+        try workerChurn(bot, options: options)
     default:  // fork
         let increments = try bot.counter("forked_increments")
         let values = try bot.histogram("forked_values", unit: .none)
