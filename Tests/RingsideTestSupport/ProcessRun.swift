@@ -87,6 +87,9 @@ package final class RunningProcess: @unchecked Sendable {
     package var pid: Int32 { process.pid }
     package var isRunning: Bool { process.isRunning }
 
+    /// Sends `signal` to the process.
+    package func send(_ signal: Int32) { process.send(signal) }
+
     package func write(_ text: String) { input.fileHandleForWriting.write(Data(text.utf8)) }
     package func closeInput() { try? input.fileHandleForWriting.close() }
 
