@@ -266,7 +266,8 @@ package func systemTool(_ name: String) -> String? {
 
 /// The Debian package of each tool the tests ask for, where its name differs.
 private let debianPackages = [
-    "promtool": "prometheus", "amtool": "prometheus-alertmanager", "systemd-nspawn": "systemd-container", "cc": "gcc", "c++": "g++", "clang++": "clang", "setpriv": "util-linux",
+    "promtool": "prometheus", "amtool": "prometheus-alertmanager", "systemd-nspawn": "systemd-container", "cc": "gcc", "c++": "g++",
+    "clang++": "clang", "setpriv": "util-linux",
     "perl": "perl-base", "htpasswd": "apache2-utils",
 ]
 
