@@ -442,7 +442,10 @@ def test_any_mapping_is_taken_and_a_key_named_twice_is_refused(backend, ring_dir
 
 
 def test_an_exemplar_whose_records_wrap_past_the_lanes_end_arrives_whole(backend, ring_dir, collector):
-    bot = attach(backend, ring_dir, "wrap", lane_capacity=16)
+    # Never sampled: a 16-slot lane the collector reads samples from its half (its top R is at
+    # least 16 records, at most what lies above sample_above), whenever the collector attached
+    # before these calls.
+    bot = attach(backend, ring_dir, "wrap", lane_capacity=16, sample_above_percent=100)
     sizes = bot.histogram("sizes", unit="bytes")
     for value in range(1, 16):
         assert sizes.observe(value)
