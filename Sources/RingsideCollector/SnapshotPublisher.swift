@@ -234,13 +234,8 @@ final class SnapshotPublisher {
             return
         }
         var snapshot = building.snapshot
-        for name in tracker.skipped.keys.sorted() where tracker.tracked[name] == nil {
-            guard let skip = tracker.skipped[name], !skip.isQuiet else { continue }
-            snapshot.rings.append(
-                RingSnapshot(
-                    name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped, problem: skip.problem)
-            )
-        }
+        // The files discovery refused (as it last showed them), within its limit.
+        snapshot.rings += tracker.handoff.shown.skipped
         lastWasQuiet = building.everyRingQuiet
         snapshot.slos = evaluateSLOs(nowNanos: now)
         var stats = stats

@@ -58,6 +58,9 @@ final class TrackedRing {
         var lanes = 0
         var index = Int.max
         var newLanesPending = false
+        /// The pass that last visited it, and when (for the drain's gaps).
+        var visitedPass: UInt64 = 0
+        var visitedNanos: UInt64 = 0
     }
 
     /// Until when its records are not read (0: they are), why, and how many times it was.
@@ -76,6 +79,8 @@ final class TrackedRing {
         var rejectedNanos: UInt64 = 0
         /// Whether the log said that a series cap refused some of its metrics.
         var seriesRefused = false
+        /// Why it was skipped the last time (discovery took it up again since): said once.
+        var skipped: String?
     }
 
     /// A ring of `bot`: a new source of its series.
@@ -266,14 +271,4 @@ struct TrackedRings {
         byName.removeAll()
         version &+= 1
     }
-}
-
-/// A ring the collector could not attach, and when to try again.
-struct SkippedRing {
-    var problem: String
-    var retryAtNanos: UInt64
-    /// Not worth showing (a ring still being created).
-    var isQuiet: Bool
-    /// When it was first found not ready (still being created), if it is.
-    var notReadySinceNanos: UInt64?
 }

@@ -173,6 +173,35 @@ package enum System {
         }
     }
 
+    /// A directory read a few names at a time, so that a directory of a million entries is
+    /// listed in bounded steps. Touched by one thread at a time.
+    package final class DirectoryStream {
+        private let directory: OpaquePointer
+
+        /// Opens the directory at `path`. The corresponding C function is `opendir`.
+        package init(_ path: String) throws(Errno) {
+            guard let directory = Glibc.opendir(path) else { throw .current }
+            self.directory = directory
+        }
+
+        deinit { Glibc.closedir(directory) }
+
+        /// Up to `limit` more names (`.` and `..` among them), in the order the file system
+        /// gives; an empty array at the end. The corresponding C function is `readdir`.
+        package func next(_ limit: Int) throws(Errno) -> [String] {
+            var names: [String] = []
+            while names.count < limit {
+                Glibc.errno = 0  // readdir returns nil at the end and on failure; errno tells them apart
+                guard let entry = Glibc.readdir(directory) else {
+                    if Glibc.errno != 0 { throw .current }
+                    break
+                }
+                names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+            }
+            return names
+        }
+    }
+
     // MARK: - Mappings
 
     /// Maps `length` bytes of the file open at `fd` from `offset`. The corresponding C function is `mmap`.
@@ -290,6 +319,24 @@ package enum System {
     /// The corresponding C function is `setpriority`.
     package static func setpriority(_ which: __priority_which_t, _ who: id_t, _ value: Int32) throws(Errno) {
         _ = try checked(Glibc.setpriority(which, who, value))
+    }
+
+    /// Linux's `SCHED_IDLE` policy, which Swift's Glibc module leaves out (glibc defines it only
+    /// under `_GNU_SOURCE`): a thread under it runs only when no other wants the CPU, and any
+    /// other that wakes preempts it at once.
+    package static let idleScheduling: Int32 = 5
+
+    /// Puts the calling thread under `policy` (`idleScheduling`, or `SCHED_OTHER` back) at
+    /// priority 0. On Linux a policy is a thread's own: pid 0 is the calling thread. The
+    /// corresponding C function is `sched_setscheduler`.
+    package static func setScheduling(_ policy: Int32) throws(Errno) {
+        var parameters = sched_param()
+        _ = try checked(Glibc.sched_setscheduler(0, policy, &parameters))
+    }
+
+    /// The calling thread's scheduling policy. The corresponding C function is `sched_getscheduler`.
+    package static func scheduling() throws(Errno) -> Int32 {
+        try checked(Glibc.sched_getscheduler(0))
     }
 
     // MARK: - The system
