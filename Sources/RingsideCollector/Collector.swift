@@ -112,6 +112,10 @@ public final class Collector: @unchecked Sendable {
 
     // MARK: - The drain thread
 
+    /// The scheduler slice the drain thread asks for: EEVDF's shortest (0: the kernel's default;
+    /// `ringside-bench gap` compares them). Set before `start`.
+    package var drainSliceNanos: UInt64 = 100_000
+
     /// Starts the drain thread, and discovery's.
     public func start() {
         precondition(!isRunning, "the collector is already running")
@@ -120,6 +124,10 @@ public final class Collector: @unchecked Sendable {
         discovery.start()
         let thread = Thread { [self] in
             try? System.setThreadName("ringside-drain")  // for top -H and /proc/PID/task/TID/comm
+            // A short slice: waking, the drain takes the CPU from a thread of the default slice at
+            // once rather than after that one's slice or the next tick (docs/operations.md has the
+            // gaps with and without). A kernel before 6.12 ignores it.
+            if drainSliceNanos > 0 { try? System.setThreadSlice(nanoseconds: drainSliceNanos) }
             while !stopRequested.load(ordering: .acquiring) {
                 let drained = runPass(nowNanos: rs_clock_precise_ns())
                 // Busy rings are drained again at once; idle ones are looked at every poll, or

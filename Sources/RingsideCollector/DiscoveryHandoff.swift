@@ -54,6 +54,7 @@ final class DiscoveryHandoff: Sendable {
     /// Rings the drain holds open, as of its last pass, and the rings found not yet adopted:
     /// discovery opens no more than the descriptor budget leaves.
     private let ringsOpen = Atomic<Int>(0)
+    private let skippedNews = Atomic<Bool>(false)
     private let inFlight = Atomic<Int>(0)
     private let wakeDrainThread: @Sendable () -> Void
     private let wakeDiscoveryThread: @Sendable () -> Void
@@ -92,10 +93,15 @@ final class DiscoveryHandoff: Sendable {
     /// Descriptors rings take or are about to: those the drain holds and those found, not adopted yet.
     var descriptorsInUse: Int { ringsOpen.load(ordering: .relaxed) + inFlight.load(ordering: .relaxed) }
 
-    /// Replaces what discovery shows.
-    func publish(_ shown: Shown) {
+    /// Replaces what discovery shows; with `skippedChanged`, the drain is woken to publish a
+    /// snapshot that shows them.
+    func publish(_ shown: Shown, skippedChanged: Bool) {
         var replaced = shown
         shownState.withLock { swap(&$0, &replaced) }
+        if skippedChanged {
+            skippedNews.store(true, ordering: .releasing)
+            wakeDrainThread()
+        }
     }
 
     // MARK: - The drain's side
@@ -131,4 +137,7 @@ final class DiscoveryHandoff: Sendable {
 
     /// What discovery shows now.
     var shown: Shown { shownState.withLock { $0 } }
+
+    /// Whether the skipped rings discovery shows changed since the last call.
+    func takeSkippedNews() -> Bool { skippedNews.exchange(false, ordering: .acquiring) }
 }

@@ -9,18 +9,19 @@ import RingsideSnapshot
 import RingsideSystem
 import Synchronization
 
-/// The collector's part that finds ring files, on a thread of its own under `SCHED_IDLE`: it
-/// runs on CPU time no other thread wants, and the drain thread, waking, takes the CPU from it
-/// at once. However many files the directory holds, and whatever they are, the drain loses
-/// nothing to them.
+/// The collector's part that finds ring files, on a thread of its own: however many files the
+/// directory holds, and whatever they are, the drain thread never looks at them. Its work comes
+/// in rounds of about a millisecond, and takes a quarter of a core at most over time (`CPUShare`);
+/// an idle directory costs nothing.
 ///
 /// It watches the directory's names (inotify: created, moved in or out, removed, written,
 /// chmodded; never opened or closed, so the files it opens itself do not wake it), and lists the
-/// directory whole at start, when events were lost, every 30 s while watched (a fallback) and
-/// every 250 ms without inotify, a bounded number of entries a round. Names are looked at a
-/// bounded number a round too, those events named first. Each is looked at with `lstat` first: a file that cannot be a ring (empty,
-/// another user's, not a regular file) is refused without an open; the rest are opened as their
-/// consumer. A refused file is remembered by what `lstat` said of it (`EntryState`) and not
+/// directory whole at start, when events were lost, every 30 s while watched (a fallback, which
+/// looks again only at files it did not refuse: a refused file that changes has an event) and
+/// every 250 ms without inotify, a bounded number of entries a round. Names events named and
+/// those listed are looked at in turn. Each is looked at with `lstat` first: a file that cannot
+/// be a ring (empty, another user's, not a regular file) is refused without an open; the rest are
+/// opened as their consumer. A refused file is remembered by what `lstat` said of it (`EntryState`) and not
 /// opened again until that changes, or, for a refusal that depends on something besides the
 /// file (another consumer holds it, the mapping limits), after 5 s. A file found not ready
 /// within a second of its making is looked at every 5 ms for that second: its producer writes
@@ -55,6 +56,9 @@ final class RingDiscovery: @unchecked Sendable {
     private var timed: [String: UInt64] = [:]
     /// Rings found that wait for a descriptor.
     private var waiting: Set<String> = []
+    /// Rings opened this round, handed to the drain at its end, once what the round refused is
+    /// published: a snapshot that shows them shows those too.
+    private var opened: [DiscoveryHandoff.FoundRing] = []
     private var saidWaiting = false
     /// Names to look at: those events named, and those of the last listing, in turn.
     private var urgent = NameQueue()
@@ -63,6 +67,9 @@ final class RingDiscovery: @unchecked Sendable {
     /// The listing under way (the directory read a step at a time, and the names it found), when
     /// the last began, and whether one is due at once.
     private var listing: (stream: System.DirectoryStream, seen: Set<String>)?
+    /// Whether the listing under way looks again at files refused before: not when it is the
+    /// watched directory's fallback, as any change to them has an event of its own.
+    private var listingLooksAtRefused = true
     private var lastListingNanos: UInt64 = 0
     private var listingDue = true
     /// What is wrong with the directory, said once (and once when it is right again).
@@ -89,12 +96,15 @@ final class RingDiscovery: @unchecked Sendable {
     static let beingMadeRetryNanos: UInt64 = 5_000_000
     /// How soon a refusal that does not depend on the file alone is tried again.
     static let retryNanos: UInt64 = 5_000_000_000
-    /// A round's work at most, when its thread runs it: names looked at, reads of events
-    /// (16 KiB each), files being made looked at again, directory entries listed.
-    static let namesPerRound = 256
-    static let readsPerRound = 8
+    /// A round's work at most, when its thread runs it: its time looking at names, reads of
+    /// events (16 KiB, some 340 events, each), files being made looked at again, directory
+    /// entries listed.
+    static let roundNanos: UInt64 = 1_000_000
+    static let readsPerRound = 4
     static let beingMadePerRound = 64
     static let entriesPerRound = 1_024
+    /// The share of a core its thread takes at most, over time.
+    static let cpuShare = 0.25
     /// Names events named that wait to be looked at, past which discovery is too far behind its
     /// events to catch up one by one: they are dropped, and the directory listed instead (what
     /// is there now, without the files made and removed meanwhile).
@@ -126,13 +136,16 @@ final class RingDiscovery: @unchecked Sendable {
         isRunning = true
         let thread = Thread { [self] in
             try? System.setThreadName("ringside-find")  // for top -H and /proc/PID/task/TID/comm
-            // Below every other thread: the drain, waking, preempts it at once. Failing that
-            // (a kernel without SCHED_IDLE), the lowest nice value.
-            if (try? System.setScheduling(System.idleScheduling)) == nil {
-                try? System.setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
-            }
+            // At the drain's priority, not below: a host whose every core is busy (spinning bots)
+            // would leave a thread below it next to nothing, and new bots unfound. Its share
+            // keeps it to a quarter of a core.
+            var share = CPUShare(fraction: Self.cpuShare, burstNanos: 20_000_000, nowNanos: rs_clock_precise_ns())
             while !stopRequested.load(ordering: .acquiring) {
-                if round(nowNanos: rs_clock_precise_ns(), whole: false) { continue }  // work left: at once
+                let cpuBefore = ThreadHealthSampler.threadCPUNanos()
+                let more = round(nowNanos: rs_clock_precise_ns(), whole: false)
+                let pause = share.pause(spent: ThreadHealthSampler.threadCPUNanos() &- cpuBefore, nowNanos: rs_clock_precise_ns())
+                if pause > 0 { System.nanosleep(pause) }  // events wait in inotify's queue meanwhile
+                if more { continue }
                 _ = watch.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()))
             }
             finished.signal()
@@ -177,7 +190,7 @@ final class RingDiscovery: @unchecked Sendable {
             timed[name] = nil
             urgent.push(name)
         }
-        if !waiting.isEmpty, handoff.descriptorsInUse < ringLimit {
+        if !waiting.isEmpty, handoff.descriptorsInUse < ringLimit {  // descriptors came free
             for name in waiting { urgent.push(name) }
         }
         if !beingMadeQueue.isEmpty, whole || now &- lastBeingMadeNanos >= Self.beingMadeRetryNanos {
@@ -190,14 +203,17 @@ final class RingDiscovery: @unchecked Sendable {
         }
         // Those events named and those listed in turn: a flood of events does not keep a
         // listing's names (a bot among them) waiting, nor a long listing a new bot's event.
+        let deadline = whole ? UInt64.max : rs_clock_precise_ns() &+ Self.roundNanos
         var looked = 0
-        while whole || looked < Self.namesPerRound, let name = looked % 2 == 0 ? urgent.pop() ?? listed.pop() : listed.pop() ?? urgent.pop()
-        {
+        while let name = looked % 2 == 0 ? urgent.pop() ?? listed.pop() : listed.pop() ?? urgent.pop() {
             look(at: name, nowNanos: now)
             looked += 1
+            if rs_clock_precise_ns() >= deadline { break }
         }
         sayWaiting()
         publish(nowNanos: now, now: whole)
+        for ring in opened { handoff.post(found: ring) }
+        opened.removeAll()
         return eventsLeft || listing != nil || !urgent.isEmpty || !listed.isEmpty
     }
 
@@ -224,6 +240,7 @@ final class RingDiscovery: @unchecked Sendable {
     /// Begins a listing of the directory (or of the rings `--ring` names; one under way begins
     /// again). Says when the directory is missing or unreadable, and watches it when it is not.
     private func startListing(nowNanos now: UInt64) {
+        listingLooksAtRefused = listingDue || !watch.isWatching
         lastListingNanos = now
         listingDue = false
         figures.rescans += 1
@@ -253,26 +270,30 @@ final class RingDiscovery: @unchecked Sendable {
     }
 
     /// Reads up to `entries` more names of the listing under way and queues the rings' to be
-    /// looked at; at its end, forgets what it knew of files gone, and tells the drain of held ones gone.
+    /// looked at, in name order (a bot's own file before its workers'); at its end, forgets what
+    /// it knew of files gone, and tells the drain of held ones gone.
     private func continueListing(entries: Int) {
-        guard var (stream, seen) = listing else { return }
+        guard let stream = listing?.stream, var seen = listing?.seen else { return }
         listing = nil  // `seen` is not copied as it grows
         let prefix = RingDirectory.filePrefix
+        var found: [String] = []
         var read = 0
+        var ended = false
         while read < entries {
             guard let names = try? stream.next(min(entries - read, Self.entriesPerRound)), !names.isEmpty else {
-                finishListing(seen: seen)
-                return
+                ended = true
+                break
             }
             read += names.count
             for fileName in names where fileName.hasPrefix(prefix) {
                 let name = String(fileName.dropFirst(prefix.count))
                 guard (try? RingDirectory.validate(ringName: name)) != nil else { continue }
                 seen.insert(name)
-                listed.push(name)
+                if listingLooksAtRefused || refused[name] == nil { found.append(name) }
             }
         }
-        listing = (stream, seen)
+        for name in found.sorted() { listed.push(name) }
+        if ended { finishListing(seen: seen) } else { listing = (stream, seen) }
     }
 
     /// A listing ended with `seen`: what was known of files not in it is forgotten, and the drain
@@ -350,7 +371,7 @@ final class RingDiscovery: @unchecked Sendable {
 
     /// Opens ring `name` as its consumer, within the descriptor budget, and hands it to the drain.
     private func open(_ name: String, state: EntryState?, nowNanos now: UInt64) {
-        guard handoff.descriptorsInUse < ringLimit else {
+        guard handoff.descriptorsInUse + opened.count < ringLimit else {
             if waiting.insert(name).inserted { shownStale = true }
             return
         }
@@ -362,7 +383,7 @@ final class RingDiscovery: @unchecked Sendable {
             let said = refused[name]?.problem
             forget(name)
             held[name] = consumer.identity
-            handoff.post(found: DiscoveryHandoff.FoundRing(consumer: consumer, saidProblem: said))
+            opened.append(DiscoveryHandoff.FoundRing(consumer: consumer, saidProblem: said))
         } catch {
             refuse(name, error, state: state, nowNanos: now)
         }
@@ -463,16 +484,20 @@ final class RingDiscovery: @unchecked Sendable {
     /// Publishes its figures, and the skipped rings when they changed (at most every
     /// `showSpacingNanos`, unless `now`).
     private func publish(nowNanos: UInt64, now: Bool) {
+        var changed = false
         if shownStale, now || nowNanos &- lastShownNanos >= showSpacingNanos {
             let began = rs_clock_precise_ns()
             shownStale = false
             var names = refused.compactMap { $0.value.quiet ? nil : $0.key } + waiting
             names.sort()
+            let before = shownSkipped
             shownSkipped = names.prefix(DiscoveryHandoff.shownLimit).map { name in
                 RingSnapshot(
                     name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped,
                     problem: problem(of: name))
             }
+            // Names and problems are all a skipped ring shows.
+            changed = !shownSkipped.elementsEqual(before) { $0.name == $1.name && $0.problem == $1.problem }
             lastShownNanos = nowNanos
             lastShownCostNanos = rs_clock_precise_ns() &- began
         }
@@ -482,6 +507,31 @@ final class RingDiscovery: @unchecked Sendable {
         shown.waitingForDescriptors = waiting.count
         shown.rescans = figures.rescans
         shown.opens = figures.opens
-        handoff.publish(shown)
+        handoff.publish(shown, skippedChanged: changed)
+    }
+}
+
+/// Keeps a thread to `fraction` of a core over time: the CPU time it may spend accrues with wall
+/// time, up to `burstNanos`; each round spends what it took, and a thread in debt pauses until the
+/// debt is paid. A thread that the scheduler already holds back (a busy host) accrues its share
+/// meanwhile, and is not held back twice.
+struct CPUShare {
+    let fraction: Double
+    let burstNanos: Double
+    private var credit: Double
+    private var lastNanos: UInt64
+
+    init(fraction: Double, burstNanos: UInt64, nowNanos now: UInt64) {
+        self.fraction = fraction
+        self.burstNanos = Double(burstNanos)
+        credit = Double(burstNanos)
+        lastNanos = now
+    }
+
+    /// Spends `spent` nanoseconds of CPU time at `now`; returns how long to pause (0: none).
+    mutating func pause(spent: UInt64, nowNanos now: UInt64) -> UInt64 {
+        credit = min(burstNanos, credit + Double(now &- min(now, lastNanos)) * fraction) - Double(spent)
+        lastNanos = now
+        return credit >= 0 ? 0 : UInt64(-credit / fraction)
     }
 }

@@ -157,6 +157,7 @@ final class RingTracker {
         // Events that arrived while a pass ran (or with no drain thread waiting: a test stepping time).
         if wakeup.isWatching { wakeup.collect(holds: holds(name:)) }
         lookAtTouchedFiles(nowNanos: now, &findings)
+        if handoff.takeSkippedNews() { news = true }  // the next snapshot shows them
         let (found, changed) = handoff.take(foundUpTo: whole ? .max : Self.adoptionsPerPass)
         for ring in found { adopt(ring, nowNanos: now) }
         for name in changed { checkIdentity(of: name, nowNanos: now) }

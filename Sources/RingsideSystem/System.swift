@@ -9,6 +9,7 @@
 // (`getpid`, `getppid`, `geteuid`, `clock_gettime` on the standard clocks) are made directly
 // where they are needed.
 
+import CRingsideSystem
 #if canImport(Glibc)
 import Glibc
 #else
@@ -321,22 +322,21 @@ package enum System {
         _ = try checked(Glibc.setpriority(which, who, value))
     }
 
-    /// Linux's `SCHED_IDLE` policy, which Swift's Glibc module leaves out (glibc defines it only
-    /// under `_GNU_SOURCE`): a thread under it runs only when no other wants the CPU, and any
-    /// other that wakes preempts it at once.
-    package static let idleScheduling: Int32 = 5
-
-    /// Puts the calling thread under `policy` (`idleScheduling`, or `SCHED_OTHER` back) at
-    /// priority 0. On Linux a policy is a thread's own: pid 0 is the calling thread. The
-    /// corresponding C function is `sched_setscheduler`.
-    package static func setScheduling(_ policy: Int32) throws(Errno) {
-        var parameters = sched_param()
-        _ = try checked(Glibc.sched_setscheduler(0, policy, &parameters))
+    /// Asks the scheduler for a time slice of `nanoseconds` for the calling thread (Linux 6.12's
+    /// EEVDF lets a waking thread with a shorter slice than the running one's take the CPU at
+    /// once); its policy and nice value stay. The kernel keeps it within 0.1 ms and 100 ms; 0 is
+    /// the default again. The corresponding C function is `sched_setattr` (`sched_runtime`).
+    package static func setThreadSlice(nanoseconds: UInt64) throws(Errno) {
+        let result = rss_set_thread_slice(nanoseconds)
+        guard result == 0 else { throw Errno(rawValue: result) }
     }
 
-    /// The calling thread's scheduling policy. The corresponding C function is `sched_getscheduler`.
-    package static func scheduling() throws(Errno) -> Int32 {
-        try checked(Glibc.sched_getscheduler(0))
+    /// The calling thread's slice (0: the default). The corresponding C function is `sched_getattr`.
+    package static func threadSlice() throws(Errno) -> UInt64 {
+        var nanoseconds: UInt64 = 0
+        let result = rss_thread_slice(&nanoseconds)
+        guard result == 0 else { throw Errno(rawValue: result) }
+        return nanoseconds
     }
 
     // MARK: - The system

@@ -59,7 +59,9 @@ struct BogusFileTests {
             defer { collector.kill() }
             // At once, while discovery looks at the 100,000.
             let honest = try runHonestBot(directory, seconds: 5)
-            let refused = eventually(seconds: 60) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 100_000 }
+            // Discovery takes a quarter of a core at most: on a loaded machine, a debug build looks
+            // at 100,000 files in tens of seconds.
+            let refused = eventually(seconds: 240) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 100_000 }
             let opens = collectorFigure("ringside_collector_discovery_opens_total", port: port) ?? -1
             let rescans = collectorFigure("ringside_collector_discovery_rescans_total", port: port) ?? -1
             print(
@@ -100,7 +102,7 @@ struct BogusFileTests {
             #expect(honest.attempts >= 90_000 && honest.dropped == 0, "the honest bot dropped \(honest.dropped) of \(honest.attempts)")
             #expect(churned == "churned 200000", "the churn: \(churned)")
             // Gone files are forgotten: what stays is at most the churn's last, being removed.
-            let forgotten = eventually(seconds: 30) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 0 }
+            let forgotten = eventually(seconds: 120) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 0 }
             #expect(forgotten, "files removed are forgotten")
         }
     }
@@ -116,7 +118,7 @@ struct BogusFileTests {
             let (collector, port) = try startCollector(["--dir", directory.path])
             defer { collector.kill() }
             let honest = try runHonestBot(directory, seconds: 5)
-            let refused = eventually(seconds: 60) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 100_000 }
+            let refused = eventually(seconds: 240) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 100_000 }
             let opens = collectorFigure("ringside_collector_discovery_opens_total", port: port) ?? -1
             print("100,000 files of nobody: the honest bot dropped \(honest.dropped) of \(honest.attempts); \(opens) opens")
             #expect(honest.attempts >= 90_000 && honest.dropped == 0, "the honest bot dropped \(honest.dropped) of \(honest.attempts)")
@@ -127,33 +129,37 @@ struct BogusFileTests {
         }
     }
 
-    @Test("idle beside 10,000 bogus files, the collector lists the directory once and opens none again; a file changed is looked at alone")
+    @Test(
+        "idle beside 10,000 bogus files, the collector opens none of them again and does not list the directory over and over; a file changed is looked at alone"
+    )
     func idleBesideBogusFiles() throws {
         try withRingDirectory { directory in
             try makeBogusFiles(directory, prefix: "empty", count: 5_000)
             try makeBogusFiles(directory, prefix: "junk", count: 5_000, bytes: 64)
             let (collector, port) = try startCollector(["--dir", directory.path])
             defer { collector.kill() }
-            let found = eventually(seconds: 60) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 10_000 }
+            let found = eventually(seconds: 120) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 10_000 }
             try #require(found, "the collector found the 10,000 files")
-            let rescans = collectorFigure("ringside_collector_discovery_rescans_total", port: port)
+            let rescans = collectorFigure("ringside_collector_discovery_rescans_total", port: port) ?? -1
             let opens = collectorFigure("ringside_collector_discovery_opens_total", port: port)
-            #expect(rescans == 1 && opens == 5_000, "one listing, each junk file opened once: \(rescans ?? -1), \(opens ?? -1)")
+            #expect(opens == 5_000, "each junk file opened once, no empty one: \(opens ?? -1)")
             let cpuBefore = cpuSeconds(of: collector.pid)
-            sleep(3)  // idle: nothing changes, so nothing may be listed or opened again
+            sleep(3)  // idle: nothing changes, so nothing is opened again, and no listing leads to another
             let cpu = (cpuSeconds(of: collector.pid) ?? 0) - (cpuBefore ?? 0)
-            #expect(collectorFigure("ringside_collector_discovery_rescans_total", port: port) == rescans, "no listing while idle")
+            // A listing every 30 s is the fallback (it opens nothing); a loop would list without end.
+            let listings = (collectorFigure("ringside_collector_discovery_rescans_total", port: port) ?? -1) - rescans
+            #expect(listings >= 0 && listings <= 1, "listings while idle: \(listings)")
             #expect(collectorFigure("ringside_collector_discovery_opens_total", port: port) == opens, "no open while idle")
             // One file written to: its event has it looked at (and opened) again, alone.
             let changed = open(directory.filePath(for: "junk-000007"), O_WRONLY | O_APPEND)
             try #require(changed >= 0)
             _ = write(changed, "x", 1)
             close(changed)
-            let lookedAgain = eventually(seconds: 30) {
+            let lookedAgain = eventually(seconds: 60) {
                 collectorFigure("ringside_collector_discovery_opens_total", port: port) == (opens ?? 0) + 1
             }
             #expect(lookedAgain, "the changed file is opened again, and only it")
-            #expect(collectorFigure("ringside_collector_discovery_rescans_total", port: port) == rescans, "without a listing")
+
             print("idle beside 10,000 bogus files: \(String(format: "%.3f", cpu)) s of CPU in 3 s")
         }
     }
