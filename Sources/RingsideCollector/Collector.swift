@@ -63,7 +63,7 @@ public final class Collector: @unchecked Sendable {
         let handoff = DiscoveryHandoff(wakeDrain: { drainWatch.signal() }, wakeDiscovery: { discoveryWatch.signal() })
         self.handoff = handoff
         discovery = RingDiscovery(
-            options: options, log: log, ringLog: ringLog, handoff: handoff, watch: discoveryWatch, drainWakeup: wakeup,
+            options: options, log: log, handoff: handoff, watch: discoveryWatch, drainWakeup: wakeup,
             ringLimit: ringLimit)
         tracker = RingTracker(
             options: options, layout: layout, log: log, ringLog: ringLog, wakeup: wakeup, handoff: handoff, ringLimit: ringLimit)
@@ -209,7 +209,7 @@ public final class Collector: @unchecked Sendable {
             stats.drainGap = scheduler.gaps.figures(nowNanos: now)
         }
         stats.lagSeconds = tracker.lagSeconds
-        stats.logLinesSuppressed = tracker.ringLog.suppressedTotal
+        stats.logLinesSuppressed = tracker.ringLog.suppressedTotal + discovery.refusalLog.suppressedTotal
         let shown = handoff.shown
         stats.ringsWaitingForDescriptors = shown.waitingForDescriptors
         stats.ringFilesRefused = shown.filesRefused

@@ -109,15 +109,21 @@ struct LogBudget {
     }
 }
 
-/// The log's lines about single rings, within a `LogBudget` of 20 a second and 200 at once: a
-/// line past it is counted, and the next admitted line after a while says how many were left out.
-/// Shared by the drain thread and discovery's.
+/// The log's lines about single rings, within a `LogBudget` (by default 20 a second and 200 at
+/// once): a line past it is counted, and the next admitted line after a while says how many were
+/// left out. Shared by the drain thread and discovery's.
 final class RingLog: Sendable {
     private let log: CollectorLog
-    private let budget = Mutex(LogBudget(perSecond: LogBudget.ringsPerSecond, burst: 200))
+    private let budget: Mutex<LogBudget>
+    /// What the summary line calls the lines left out, and their pace (for its words).
+    private let kind: String
+    private let perSecond: Double
 
-    init(_ log: CollectorLog) {
+    init(_ log: CollectorLog, kind: String = "lines about rings", perSecond: Double = LogBudget.ringsPerSecond, burst: Double = 200) {
         self.log = log
+        self.kind = kind
+        self.perSecond = perSecond
+        budget = Mutex(LogBudget(perSecond: perSecond, burst: burst))
     }
 
     /// Lines left out, ever (exported as ringside_collector_log_lines_suppressed_total).
@@ -128,8 +134,9 @@ final class RingLog: Sendable {
     func callAsFunction(_ message: @autoclosure () -> String, level: LogLevel = .info) {
         let (admitted, leftOut) = budget.withLock { $0.admit(nowNanos: rs_clock_precise_ns()) }
         if leftOut > 0 {
+            let pace = perSecond >= 1 ? "\(Int(perSecond)) a second" : "one every \(Int((1 / perSecond).rounded())) s"
             log(
-                "\(leftOut) lines about rings were left out of this log lately (more than \(Int(LogBudget.ringsPerSecond)) a second); "
+                "\(leftOut) \(kind) were left out of this log lately (more than \(pace)); "
                     + "/health and /latest show every ring's state, ringside_collector_log_lines_suppressed_total counts them",
                 level: .warn)
         }

@@ -35,7 +35,9 @@ import Synchronization
 final class RingDiscovery: @unchecked Sendable {
     private let options: CollectorOptions
     private let log: CollectorLog
-    private let ringLog: RingLog
+    /// Lines about files refused: 100 at once, then one every 10 s, the rest counted (100,000 bogus
+    /// files must not fill the log, nor block a thread on a full standard error).
+    let refusalLog: RingLog
     private let handoff: DiscoveryHandoff
     private let drainWakeup: DrainWakeup
     private let ringLimit: Int
@@ -83,6 +85,8 @@ final class RingDiscovery: @unchecked Sendable {
     private let allowedOwners: Set<UInt32>
 
     private let stopRequested = Atomic<Bool>(false)
+    /// Ends a pause (see `CPUShare`) at once when `stop` is called.
+    private let stopping = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     private(set) var isRunning = false
 
@@ -114,12 +118,12 @@ final class RingDiscovery: @unchecked Sendable {
     static let showNanos: UInt64 = 250_000_000
 
     init(
-        options: CollectorOptions, log: CollectorLog, ringLog: RingLog, handoff: DiscoveryHandoff, watch: DirectoryWatch,
+        options: CollectorOptions, log: CollectorLog, handoff: DiscoveryHandoff, watch: DirectoryWatch,
         drainWakeup: DrainWakeup, ringLimit: Int
     ) {
         self.options = options
         self.log = log
-        self.ringLog = ringLog
+        refusalLog = RingLog(log, kind: "lines about ring files refused", perSecond: 0.1, burst: 100)
         self.handoff = handoff
         self.watch = watch
         self.drainWakeup = drainWakeup
@@ -144,7 +148,8 @@ final class RingDiscovery: @unchecked Sendable {
                 let cpuBefore = ThreadHealthSampler.threadCPUNanos()
                 let more = round(nowNanos: rs_clock_precise_ns(), whole: false)
                 let pause = share.pause(spent: ThreadHealthSampler.threadCPUNanos() &- cpuBefore, nowNanos: rs_clock_precise_ns())
-                if pause > 0 { System.nanosleep(pause) }  // events wait in inotify's queue meanwhile
+                // Events wait in inotify's queue meanwhile; a stop ends the pause.
+                if pause > 0 { _ = stopping.wait(timeout: .now() + .nanoseconds(Int(clamping: pause))) }
                 if more { continue }
                 _ = watch.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()))
             }
@@ -158,6 +163,7 @@ final class RingDiscovery: @unchecked Sendable {
         guard isRunning else { return }
         stopRequested.store(true, ordering: .releasing)
         watch.signal()
+        stopping.signal()
         finished.wait()
         isRunning = false
     }
@@ -422,7 +428,7 @@ final class RingDiscovery: @unchecked Sendable {
         let refusal = RefusedFile(state: state, problem: byStat ? nil : "\(error)", quiet: quiet, retryAtNanos: retryAt)
         let before = refused[name]
         if before.map({ !refusal.saysTheSame(as: $0) }) ?? true {
-            if !quiet { ringLog("skipping ring \(name): \(error)", level: .warn) }
+            if !quiet { refusalLog("skipping ring \(name): \(error)", level: .warn) }
             shownStale = true
         }
         if waiting.remove(name) != nil { shownStale = true }
