@@ -30,6 +30,8 @@ let cSourceDirectories: [CSourceDirectory] = {
         CSourceDirectory(path: "Sources/CRingside", expected: ["ringside.c", "ringside_producer.c"]),
         CSourceDirectory(path: "Sources/CRingside/include", expected: ["ringside.h", "ringside_producer.h"]),
         CSourceDirectory(path: "Sources/CZlib", expected: ["shim.h"], includes: []),
+        CSourceDirectory(path: "Sources/CRingsideSystem", expected: ["ringside_system.c"], includes: ["Sources/CRingsideSystem/include"]),
+        CSourceDirectory(path: "Sources/CRingsideSystem/include", expected: ["ringside_system.h"], includes: []),
         CSourceDirectory(path: "Benchmarks/CRingsideBench", expected: ["floor.c"], includes: bench),
         CSourceDirectory(path: "Benchmarks/CRingsideBench/include", expected: ["CRingsideBench.h"], includes: bench),
         CSourceDirectory(
