@@ -16,7 +16,10 @@ let package = Package(
         /// named after it, throwing a typed `Errno` and making it again after `EINTR` where the
         /// call is restartable. The readers, tools, collector, exporter, demo, HTTP server and
         /// benchmark call it; the producer's hot path is C and makes its own.
-        .target(name: "RingsideSystem"),
+        .target(name: "RingsideSystem", dependencies: ["CRingsideSystem"]),
+        /// The few calls Swift cannot make (variadic in glibc, or not declared): a thread's
+        /// scheduler slice and timer slack. Called through RingsideSystem only.
+        .target(name: "CRingsideSystem"),
 
         // MARK: - The ring: format (C), producer API and reader
 

@@ -6,7 +6,7 @@ import RingsideJSON
 
 /// ringside-bench's command line.
 public struct BenchCommand: Sendable, Equatable {
-    public enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst }
+    public enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst, gap }
 
     /// Which benchmarks, in order: all of them when none is named.
     public var benchmarks: [Benchmark] = Benchmark.allCases
@@ -20,22 +20,25 @@ public struct BenchCommand: Sendable, Equatable {
     public init() {}
 
     public static let usage = """
-        usage: ringside-bench [emit | collector | scrape | burst] [options]
+        usage: ringside-bench [emit | collector | scrape | burst | gap] [options]
 
         Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
         collector drains and aggregates (collector), how long GET /metrics takes with 10,000
-        series (scrape), and what a burst at 10 times the drain leaves of a histogram, sampled or
-        dropped (burst). All four, one after the other, when none is named.
+        series (scrape), what a burst at 10 times the drain leaves of a histogram, sampled or
+        dropped (burst), and how long a paced producer's records wait between two drains, and
+        what it drops, at lane sizes around the sizing rule (gap). All five, one after the other,
+        when none is named.
         Build it in release mode: swift build -c release --product ringside-bench
 
         options:
-          --json            print exactly one JSON object (name emit, collector, scrape or burst)
+          --json            print exactly one JSON object (name emit, collector, scrape, burst or gap)
           --quick           a few seconds in all (0.25 s per row)
           --duration SECS   measuring time per row (all rounds) or phase (default 2; e.g. 5, 500ms); scrape makes
-                            10 scrapes a row per second of it, 5 to 100; burst runs 5 seeds a second of it, 3 to 40
+                            10 scrapes a row per second of it, 5 to 100; burst runs 5 seeds a second of it, 3 to 40;
+                            gap runs each row that long, over its rounds
           --svg FILE        write the emit rows' latency percentile chart (SVG) to FILE
           --batch N         calls per timed batch (default 16; 1 times every call)
-          --rounds N        emit: run the rows interleaved in N rounds, each row for 1/N of its
+          --rounds N        emit and gap: run the rows interleaved in N rounds, each row for 1/N of its
                             time per round (default 5; --quick 3)
           --row NAME        run only this emit row, or this group of collector rows (repeatable):
                             \(EmitBenchmark.rowNames.joined(separator: ", ")); the A/B rows, only when named:

@@ -2,6 +2,9 @@
 // batches and moves their read cursors.
 
 import CRingside
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One 32-byte record as stored in a lane (see `rs_record` in `ringside.h`).
 package typealias RingRecord = rs_record
@@ -63,6 +66,20 @@ package final class RingConsumer {
             drainIntervalNanos: drainIntervalNanos)
         metrics = try file.metrics(from: 0)
         try adoptNewLanes()
+    }
+
+    /// Why a file that `lstat` says is of `mode` (`st_mode`), owned by `owner`, of `size` bytes,
+    /// cannot be opened as ring `name`'s consumer, found without opening it (so without an
+    /// `IN_OPEN` for anyone watching the directory): not a regular file, another user's (not in
+    /// `allowedOwners`), or empty (`.notReady`: being created). Nil when only an open can tell.
+    package static func refusal(
+        mode: mode_t, owner: uid_t, size: Int, name: String, directory: RingDirectory, allowedOwners: Set<UInt32>
+    ) -> RingError? {
+        let path = directory.filePath(for: name)
+        if let refusal = RingFileHandle.refusal(mode: mode, owner: owner, name: name, path: path, allowedOwners: allowedOwners) {
+            return refusal
+        }
+        return size == 0 ? .notReady(ring: name) : nil
     }
 
     package var name: String { file.name }

@@ -148,16 +148,28 @@ final class RingFileHandle {
     /// The file's size, after checking it is a regular file owned by us (or an allowed user).
     private func checkedFileSize(allowedOwners: Set<UInt32>) throws(RingError) -> Int {
         let info = try fileInfo()
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw .notARegularFile(ring: name, path: path, reason: "not a regular file")
-        }
-        guard info.st_uid == geteuid() || allowedOwners.contains(info.st_uid) else {
-            throw .permissionDenied(
-                ring: name, path: path,
-                reason: "owned by uid \(info.st_uid), not \(geteuid()); "
-                    + "rings are private to their user (a collector may allow others with --allow-uid)")
+        if let refusal = Self.refusal(mode: info.st_mode, owner: info.st_uid, name: name, path: path, allowedOwners: allowedOwners) {
+            throw refusal
         }
         return Int(info.st_size)
+    }
+
+    /// Why a file of `mode` (`st_mode`, from `stat` or `lstat`) owned by `owner` cannot be read as
+    /// a ring: not a regular file (a link, a FIFO, a directory), or owned by a user not allowed.
+    /// One wording for the open and for a caller that looks before it opens (the collector's discovery).
+    static func refusal(mode: mode_t, owner: uid_t, name: String, path: String, allowedOwners: Set<UInt32>) -> RingError? {
+        switch mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFLNK: return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
+        default: return .notARegularFile(ring: name, path: path, reason: "not a regular file")
+        }
+        guard owner == geteuid() || allowedOwners.contains(owner) else {
+            return .permissionDenied(
+                ring: name, path: path,
+                reason: "owned by uid \(owner), not \(geteuid()); "
+                    + "rings are private to their user (a collector may allow others with --allow-uid)")
+        }
+        return nil
     }
 
     /// Throws `.corrupt(.truncated)` when the file is now shorter than `neededSize` (the part

@@ -14,16 +14,22 @@ import Synchronization
 /// Three parts, each with one duty, run in turn in each pass on the drain thread: the
 /// `RingTracker` (which rings there are, their producers, quarantine, the series caps), the
 /// `DrainScheduler` (which rings a pass drains, in what order, and how long to sleep) and the
-/// `SnapshotPublisher` (snapshots and SLOs). Other threads read only what is published
-/// (`published`), so an HTTP client can never stall a drain. `runPass` does one pass on the
-/// caller's thread, for tests that want to step time themselves.
+/// `SnapshotPublisher` (snapshots and SLOs). `RingDiscovery` finds and opens ring files on a
+/// thread of its own, below every other, and hands them to the tracker through a
+/// `DiscoveryHandoff`: however many files the directory holds, the drain does not look at them.
+/// Other threads read only what is published (`published`), so an HTTP client can never stall
+/// a drain. `runPass` does one pass on the caller's thread, discovery's round with it, for tests
+/// that want to step time themselves.
 // @unchecked: the parts are touched by the drain thread only, or by the thread that calls
-// `stop` once the drain thread has finished (`finished` orders them); what others read is `published`.
+// `stop` once the drain thread has finished (`finished` orders them); discovery by its own
+// thread, or in `runPass` when that is not started; what others read is `published`.
 public final class Collector: @unchecked Sendable {
     public let options: CollectorOptions
     private let tracker: RingTracker
     private let scheduler: DrainScheduler
     private let publisher: SnapshotPublisher
+    private let discovery: RingDiscovery
+    private let handoff: DiscoveryHandoff
     /// Reads the lane threads' scheduling from `/proc` on a thread of its own (nil with
     /// `--thread-sample-interval 0`); tests step it with `sampleRound()`.
     package let threadSampler: ThreadHealthSampler?
@@ -36,6 +42,8 @@ public final class Collector: @unchecked Sendable {
     private let pendingSettings = Mutex<(sloRules: [SLORule], quantiles: [Double])?>(nil)
     private let finished = DispatchSemaphore(value: 0)
     private var isRunning = false
+    /// `stop` began: its last pass leaves discovery out.
+    private var stopping = false
     /// Descriptors kept for the HTTP server's connections and the process's own files (the
     /// listening socket, inotify, logs): the open-file limit less the rings the tracker may open.
     public let descriptorReserve: Int
@@ -54,7 +62,20 @@ public final class Collector: @unchecked Sendable {
         descriptorReserve = budget.reserve
         let wakeup = DrainWakeup()
         self.wakeup = wakeup
-        do { tracker = try RingTracker(options: options, layout: layout, log: log, wakeup: wakeup, ringLimit: ringLimit) } catch {
+        let ringLog = RingLog(log)
+        // Discovery's watch: names created, moved in or out, removed, written or chmodded.
+        let discoveryWatch = DirectoryWatch(
+            events: UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB))
+        let drainWatch = wakeup.watch
+        let handoff = DiscoveryHandoff(wakeDrain: { drainWatch.signal() }, wakeDiscovery: { discoveryWatch.signal() })
+        self.handoff = handoff
+        discovery = RingDiscovery(
+            options: options, log: log, handoff: handoff, watch: discoveryWatch, drainWakeup: wakeup,
+            ringLimit: ringLimit)
+        do {
+            tracker = try RingTracker(
+                options: options, layout: layout, log: log, ringLog: ringLog, wakeup: wakeup, handoff: handoff, ringLimit: ringLimit)
+        } catch {
             throw .directoryHeld(directory: options.directory.path, reason: "\(error)")
         }
         scheduler = DrainScheduler(tracker: tracker)
@@ -103,24 +124,33 @@ public final class Collector: @unchecked Sendable {
 
     // MARK: - The drain thread
 
-    /// Starts the drain thread.
+    /// The scheduler slice the drain thread asks for: EEVDF's shortest (0: the kernel's default;
+    /// `ringside-bench gap` compares them). Set before `start`.
+    package var drainSliceNanos: UInt64 = 100_000
+
+    /// Starts the drain thread, and discovery's.
     public func start() {
         precondition(!isRunning, "the collector is already running")
         isRunning = true
         threadSampler?.start()
+        discovery.start()
         let thread = Thread { [self] in
+            try? System.setThreadName("ringside-drain")  // for top -H and /proc/PID/task/TID/comm
+            // A short slice: waking, the drain takes the CPU from a thread of the default slice at
+            // once rather than after that one's slice or the next tick (docs/operations.md has the
+            // gaps with and without). A kernel before 6.12 ignores it.
+            if drainSliceNanos > 0 { try? System.setThreadSlice(nanoseconds: drainSliceNanos) }
             while !stopRequested.load(ordering: .acquiring) {
                 let drained = runPass(nowNanos: rs_clock_precise_ns())
                 // Busy rings are drained again at once; idle ones are looked at every poll, or
-                // sooner, as each part asks (see `sleepNanos`), or when a ring file appears or
-                // grows a lane (inotify).
-                if drained == 0, wakeup.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns())) {
-                    tracker.directoryChanged()
+                // sooner, as each part asks (see `sleepNanos`), or when a ring's file is opened,
+                // closed or grows a lane (inotify), or discovery found a ring.
+                if drained == 0 {
+                    _ = wakeup.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()), holds: tracker.holds(name:))
                 }
             }
             finished.signal()
         }
-        thread.name = "ringside-drain"
         thread.start()
     }
 
@@ -129,6 +159,8 @@ public final class Collector: @unchecked Sendable {
     public func stop() {
         guard isRunning else { return }
         threadSampler?.stop()
+        stopping = true
+        discovery.stop()
         stopRequested.store(true, ordering: .releasing)
         wakeup.signal()
         finished.wait()
@@ -168,10 +200,14 @@ public final class Collector: @unchecked Sendable {
         }) {
             publisher.reconfigure(sloRules: settings.sloRules, quantiles: settings.quantiles)
         }
-        let findings = tracker.beginPass(nowNanos: now)
+        // No discovery thread (a test stepping time): its round, whole, here.
+        let inline = !discovery.isRunning && !stopping
+        if inline { discovery.round(nowNanos: now, whole: true) }
+        let findings = tracker.beginPass(nowNanos: now, whole: inline || forcePublish)
         let pass = scheduler.run(nowNanos: now, sweep: findings.sweep, touched: findings.touched, forced: forcePublish)
         tracker.releaseDueRings(nowNanos: now)
         scheduler.followRings()  // rebuilt now if rings were released: the watch lets go of their files too
+        tracker.tellDiscovery()
         count(pass, startedNanos: passStart, nowNanos: now)
         let changed = pass.drained > 0 || pass.changed || tracker.takeNews()
         publisher.afterPass(
@@ -179,6 +215,10 @@ public final class Collector: @unchecked Sendable {
             forced: forcePublish, stats: stats)
         return pass.drained
     }
+
+    /// Every gap the drain measured since the start (see `DrainGapFigures`): for benchmarks, read
+    /// once the collector has stopped (or from the thread that steps `runPass`).
+    package var drainGapsSinceStart: Histogram { scheduler.gaps.sinceStart }
 
     /// The collector's own figures after a pass.
     private func count(_ pass: DrainScheduler.Pass, startedNanos: UInt64, nowNanos now: UInt64) {
@@ -192,10 +232,15 @@ public final class Collector: @unchecked Sendable {
                 stats.drainRate = Double(stats.recordsDrained - rateMark.drained) / (Double(now &- rateMark.nanos) / 1e9)
             }
             rateMark = (now, stats.recordsDrained)
+            stats.drainGap = scheduler.gaps.figures(nowNanos: now)
         }
         stats.lagSeconds = tracker.lagSeconds
-        stats.logLinesSuppressed = tracker.ringLog.suppressedTotal
-        stats.ringsWaitingForDescriptors = tracker.ringsWaitingForDescriptors
+        stats.logLinesSuppressed = tracker.ringLog.suppressedTotal + discovery.refusalLog.suppressedTotal
+        let shown = handoff.shown
+        stats.ringsWaitingForDescriptors = shown.waitingForDescriptors
+        stats.ringFilesRefused = shown.filesRefused
+        stats.discoveryRescans = shown.rescans
+        stats.discoveryOpens = shown.opens
         stats.state = tracker.stateStats
     }
 }

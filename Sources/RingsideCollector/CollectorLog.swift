@@ -5,6 +5,7 @@ import CRingside
 import RingsideExport
 import RingsideJSON
 import RingsideSystem
+import Synchronization
 
 /// How the log is written (`--log-format`).
 public enum LogFormat: String, Sendable, CaseIterable {
@@ -73,6 +74,8 @@ public struct CollectorLog: Sendable {
 /// bots cannot flood the log. Lines past it are counted, not written; a line admitted at least
 /// `summaryNanos` after the last summary says how many were left out since.
 struct LogBudget {
+    /// The budget of lines about rings (`RingLog`).
+    static let ringsPerSecond: Double = 20
     let perSecond: Double
     let burst: Double
     static let summaryNanos: UInt64 = 10_000_000_000
@@ -106,27 +109,37 @@ struct LogBudget {
     }
 }
 
-/// The log's lines about single rings, within a `LogBudget` of 20 a second and 200 at once: a
-/// line past it is counted, and the next admitted line after a while says how many were left out.
-final class RingLog {
+/// The log's lines about single rings, within a `LogBudget` (by default 20 a second and 200 at
+/// once): a line past it is counted, and the next admitted line after a while says how many were
+/// left out. Shared by the drain thread and discovery's.
+final class RingLog: Sendable {
     private let log: CollectorLog
-    private var budget = LogBudget(perSecond: 20, burst: 200)
+    private let budget: Mutex<LogBudget>
+    /// What the summary line calls the lines left out, and their pace (for its words).
+    private let kind: String
+    private let perSecond: Double
 
-    init(_ log: CollectorLog) {
+    init(_ log: CollectorLog, kind: String = "lines about rings", perSecond: Double = LogBudget.ringsPerSecond, burst: Double = 200) {
         self.log = log
+        self.kind = kind
+        self.perSecond = perSecond
+        budget = Mutex(LogBudget(perSecond: perSecond, burst: burst))
     }
 
     /// Lines left out, ever (exported as ringside_collector_log_lines_suppressed_total).
-    var suppressedTotal: UInt64 { budget.suppressedTotal }
+    var suppressedTotal: UInt64 { budget.withLock { $0.suppressedTotal } }
 
-    func callAsFunction(_ message: String, level: LogLevel = .info) {
-        let (admitted, leftOut) = budget.admit(nowNanos: rs_clock_precise_ns())
+    /// Writes `message` if the budget admits it (it is made only then: thousands of rings may
+    /// each have a line at once).
+    func callAsFunction(_ message: @autoclosure () -> String, level: LogLevel = .info) {
+        let (admitted, leftOut) = budget.withLock { $0.admit(nowNanos: rs_clock_precise_ns()) }
         if leftOut > 0 {
+            let pace = perSecond >= 1 ? "\(Int(perSecond)) a second" : "one every \(Int((1 / perSecond).rounded())) s"
             log(
-                "\(leftOut) lines about rings were left out of this log lately (more than \(Int(budget.perSecond)) a second); "
+                "\(leftOut) \(kind) were left out of this log lately (more than \(pace)); "
                     + "/health and /latest show every ring's state, ringside_collector_log_lines_suppressed_total counts them",
                 level: .warn)
         }
-        if admitted { log(message, level: level) }
+        if admitted { log(message(), level: level) }
     }
 }

@@ -35,6 +35,10 @@ final class DrainScheduler {
     /// How long the fastest-filling lane of any ring takes to fill at its recent rate (UInt64.max:
     /// none is filling), as of the last pass.
     private var soonestFillNanos = UInt64.max
+    /// When this pass and the last looked at every lane's write cursor, and the gaps measured.
+    private var lookNanos: UInt64 = 0
+    private var lastLookNanos: UInt64 = 0
+    private(set) var gaps = DrainGaps()
 
     /// The time a pass may spend on the rings before it yields to the next pass, which begins again
     /// with the rings that cost least: however many rings flood the drain, a light one waits at
@@ -71,6 +75,7 @@ final class DrainScheduler {
         let rings = watchedRings
         for ring in touched where ring.watch.index < visit.count && rings[ring.watch.index] === ring { visit[ring.watch.index] = true }
         laneWatch.markMoved(&visit, counted: &counted)
+        (lastLookNanos, lookNanos) = (lookNanos, rs_clock_precise_ns())
         var pass = Pass()
         for index in counted.indices where counted[index] {
             counted[index] = false
@@ -90,14 +95,17 @@ final class DrainScheduler {
         var soonestFill = UInt64.max
         cutShort = false
         for (position, index) in order.enumerated() {
-            if position > 0, !forced, rs_clock_precise_ns() >= budgetEnd {
+            let visitNanos = rs_clock_precise_ns()
+            if position > 0, !forced, visitNanos >= budgetEnd {
                 for rest in order[position...] { visit[rest] = true }
                 cutShort = true
                 break
             }
             visit[index] = false
             let ring = rings[index]
+            let wasFilling = ring.fill.isTiming
             let drained = tracker.drain(ring, nowNanos: now, whole: forced)
+            measureGap(of: ring, drained: drained.count, filling: wasFilling && !forced, atNanos: visitNanos, nowNanos: now)
             if drained.recordsLeft { cutShort = true }  // the next pass follows at once, and a snapshot waits for it
             pass.drained += drained.count
             if drained.count > 0 { ring.liveness.lastActiveNanos = now }
@@ -129,6 +137,19 @@ final class DrainScheduler {
         soonestFillNanos = soonestFill
         if !cutShort || lastWholePassNanos == 0 { lastWholePassNanos = now }
         return pass
+    }
+
+    /// Records the gap a ring's records waited (see `DrainGapFigures`): since its last drain when
+    /// the last pass visited it, else since the last pass's look at every lane, which found
+    /// nothing new in it. Only for a ring filling already: its first records after a quiet spell
+    /// waited for a loop that slept as long as nothing was filling.
+    private func measureGap(of ring: TrackedRing, drained: Int, filling: Bool, atNanos visit: UInt64, nowNanos now: UInt64) {
+        if drained > 0, filling {
+            let caughtUp = ring.watch.visitedPass == passes &- 1 ? ring.watch.visitedNanos : lastLookNanos
+            if caughtUp != 0, caughtUp <= visit { gaps.record(visit - caughtUp, atNanos: now) }
+        }
+        ring.watch.visitedPass = passes
+        ring.watch.visitedNanos = visit
     }
 
     /// Whether a snapshot may begin: after a pass that visited every ring it meant to (one cut

@@ -64,7 +64,7 @@ extension RingTracker {
             return Drained(count: count, recordsLeft: left)
         } catch {
             forget(ring)
-            skip(ring.name, error, nowNanos: now)
+            skip(ring.name, error, saidBefore: ring.said.skipped, nowNanos: now)
             return Drained(letGo: true)
         }
     }

@@ -4,11 +4,12 @@ import CRingside
 import Ringside
 import RingsideAggregation
 
-/// The collector's part that knows which rings there are: it finds ring files (inotify, and
-/// scans now and then), attaches them within the descriptor budget, skips the ones it cannot
-/// read, asks after their producers (`observe`), quarantines rings that write garbage, releases
-/// dead and drained ones and takes them up again, and admits series within the caps. It drains a
-/// ring when asked (`drain`); which rings and when is the `DrainScheduler`'s business.
+/// The collector's part that knows which rings there are: it adopts the rings `RingDiscovery`
+/// found and opened (on its own thread), lets go of those whose files were removed or replaced
+/// or that it cannot read (and tells discovery), asks after their producers (`observe`),
+/// quarantines rings that write garbage, releases dead and drained ones and takes them up again,
+/// and admits series within the caps. It drains a ring when asked (`drain`); which rings and
+/// when is the `DrainScheduler`'s business.
 ///
 /// Touched by the drain thread only.
 final class RingTracker {
@@ -16,71 +17,57 @@ final class RingTracker {
     private let layout: WindowLayout
     private let log: CollectorLog
     let ringLog: RingLog
-    /// inotify on the directory (shared with the drain loop, which sleeps on it).
+    /// The drain's watch on the directory (shared with the drain loop, which sleeps on it).
     let wakeup: DrainWakeup
+    /// What crosses to and from discovery's thread.
+    let handoff: DiscoveryHandoff
     /// CLOCK_REALTIME when the collector was made: counters of bots made before count in totals only.
     let startedRealtimeNanos: UInt64
     var tracked = TrackedRings()
     /// Rings let go of: their producers are dead and every record is drained, so their files
     /// are closed and unmapped; their series stay. Taken up again when a process opens the file.
     private(set) var released: [String: TrackedRing] = [:]
-    private(set) var skipped: [String: SkippedRing] = [:]
     /// The bots the rings write, by name: a bot's own ring and its workers' feed one series.
     private(set) var bots: [String: BotSeries] = [:]
     /// What the bots' workers that are gone left, kept across restarts.
     private let state: CollectorState
     /// Rings that wait for something to be done with them.
     private var due = DueRings()
-    private var scan = DirectoryScan()
-    private var descriptors: DescriptorBudget
+    /// When every ring was last looked at for new lanes (see `identityCheckNanos`).
+    private var lastSweepNanos: UInt64 = 0
+    /// Rings this collector may hold open: the descriptor limit less a reserve for HTTP clients.
+    private let ringLimit: Int
+    /// The rings open as discovery was last told.
+    private var toldRingsOpen = 0
     /// Which producer processes are stopped, read once per process per look.
     var processStates = ProcessStates()
     /// When a ring was last attached or taken up again.
     private(set) var lastAttachNanos: UInt64 = 0
     /// Something changed that the next snapshot should show (a ring came, went or changed state).
     private var news = false
+    /// Why another collector holds the directory (said once), while it does; when its state
+    /// was last tried.
+    private var heldBy: String?
+    private var lastStateOpenNanos: UInt64 = 0
     /// Age of the oldest record drained lately: how far behind the drain runs.
     var lagSeconds: Double = 0
 
-    /// Rings that wait for something: files found while being made (not ready), and since when,
-    /// tried again every pass for a second, since a bot's file may get no other event once it is
-    /// ready (its lanes come with its threads' first records); released rings to take up again
-    /// (a process opened their files, or events were lost); rings `observe` found dead and
-    /// drained, let go of at the end of the pass.
+    /// Rings that wait for something: released rings to take up again (a process opened their
+    /// files, or events were lost); rings `observe` found dead and drained, let go of at the end
+    /// of the pass.
     private struct DueRings {
-        var beingMade: [String: UInt64] = [:]
         var toReacquire: Set<String> = []
         var releases: [TrackedRing] = []
         /// Released workers' rings whose files could not go (their fold could not be written):
-        /// tried again at each discovery.
+        /// tried again now and then.
         var unretired: Set<String> = []
-    }
-
-    /// When the directory was last scanned, tracked files last checked for removal or
-    /// replacement, whether inotify saw a change since, and what is wrong with it (said once).
-    private struct DirectoryScan {
-        var lastNanos: UInt64 = 0
-        var lastIdentityCheckNanos: UInt64 = 0
-        var changed = false
-        var problem: String?
-        /// Why another collector holds the directory (said once), while it does.
-        var heldBy: String?
-    }
-
-    /// Rings this collector may hold open (the descriptor limit less a reserve for HTTP
-    /// clients), the rings found that wait for a descriptor, and whether the log said so.
-    private struct DescriptorBudget {
-        let ringLimit: Int
-        var waiting = 0
-        var said = false
     }
 
     // MARK: - Timing
 
-    /// How often the directory is scanned for new, removed or replaced rings while inotify
-    /// watches it (a fallback), and without inotify.
-    static let watchedDiscoveryIntervalNanos: UInt64 = 5_000_000_000
-    static let discoveryIntervalNanos: UInt64 = 250_000_000
+    /// Rings adopted in one pass at most (each reads its registry and cells): thousands of bots
+    /// found at once are taken up over several passes, the rings drained between.
+    static let adoptionsPerPass = 64
     /// How often a ring's producer liveness is asked of the kernel (a system call per ring, and a
     /// read of /proc per process: whether it is stopped), by how lately it recorded: see
     /// `TrackedRing.livenessInterval`. A producer that exits closes its file, which inotify
@@ -98,15 +85,15 @@ final class RingTracker {
     static let recentNanos: UInt64 = 10_000_000_000
     /// A ring where nothing moved has its status read again this often all the same.
     static let quietStatusNanos: UInt64 = 10_000_000_000
-    /// Without an inotify event, tracked files are checked for removal or replacement, and for
-    /// new lanes, this often.
+    /// Without an inotify event, every ring is looked at for new lanes this often (discovery
+    /// checks their files for removal or replacement as often).
     static let identityCheckNanos: UInt64 = 30_000_000_000
-    /// How soon to try again a ring that could not be attached.
+    /// How soon to try again a ring that could not be read.
     static let retryNanos: UInt64 = 5_000_000_000
     /// The least time between two log lines about drops (or rejections) of one ring.
     static let dropLogIntervalNanos: UInt64 = 10_000_000_000
-    /// For this long after a bot is attached (or its file found being made), the drain loop
-    /// sleeps at most `newRingSleepNanos`, and looks for the bot's new lanes every pass.
+    /// For this long after a bot is attached, the drain loop sleeps at most `newRingSleepNanos`,
+    /// and looks for the bot's new lanes every pass.
     static let newRingNanos: UInt64 = 1_000_000_000
     static let newRingSleepNanos: UInt64 = 5_000_000
     /// A ring whose file was opened this recently is not released: the opener may be a producer
@@ -115,15 +102,17 @@ final class RingTracker {
 
     /// - Throws: `DirectoryLock.Refusal.held` when another collector holds the ring directory.
     init(
-        options: CollectorOptions, layout: WindowLayout, log: CollectorLog, wakeup: DrainWakeup, ringLimit: Int
+        options: CollectorOptions, layout: WindowLayout, log: CollectorLog, ringLog: RingLog, wakeup: DrainWakeup,
+        handoff: DiscoveryHandoff, ringLimit: Int
     ) throws(DirectoryLock.Refusal) {
         self.options = options
         self.layout = layout
         self.log = log
-        ringLog = RingLog(log)
+        self.ringLog = ringLog
         self.wakeup = wakeup
+        self.handoff = handoff
         startedRealtimeNanos = rs_clock_realtime_ns()
-        descriptors = DescriptorBudget(ringLimit: ringLimit)
+        self.ringLimit = ringLimit
         state = try CollectorState(options: options, log: log)
     }
 
@@ -137,8 +126,8 @@ final class RingTracker {
         tracked[ring.name] === ring || released[ring.name] === ring
     }
 
-    /// Ring files found that wait for a descriptor.
-    var ringsWaitingForDescriptors: Int { descriptors.waiting }
+    /// Whether a ring named `name` is ours (drained, or released).
+    func holds(name: String) -> Bool { tracked[name] != nil || released[name] != nil }
 
     /// Whether something changed that the next snapshot should show, since the last call.
     func takeNews() -> Bool {
@@ -152,15 +141,10 @@ final class RingTracker {
     /// Has `ring`, found dead and drained, let go of at the end of the pass.
     func releaseAtPassEnd(_ ring: TrackedRing) { due.releases.append(ring) }
 
-    /// inotify saw the directory change (the drain loop's wait returned an event).
-    func directoryChanged() { scan.changed = true }
-
     /// How long the drain loop may sleep for the tracker's sake: briefly while a bot was just
-    /// attached or a file is being made (their producers are about to write).
+    /// attached (its producer is about to write, and add lanes).
     func sleepNanos(nowNanos now: UInt64) -> UInt64 {
-        if !due.beingMade.isEmpty || (lastAttachNanos != 0 && now &- lastAttachNanos < Self.newRingNanos) {
-            return Self.newRingSleepNanos
-        }
+        if lastAttachNanos != 0 && now &- lastAttachNanos < Self.newRingNanos { return Self.newRingSleepNanos }
         return .max
     }
 
@@ -173,115 +157,69 @@ final class RingTracker {
         var touched: [TrackedRing] = []
     }
 
-    /// Reacts to what inotify saw, discovers rings now and then, and attaches files being made.
-    func beginPass(nowNanos now: UInt64) -> Findings {
+    /// Reacts to what inotify saw, adopts the rings discovery found (a bounded number unless
+    /// `whole`), lets go of those whose files discovery saw removed or replaced, and now and then
+    /// looks at every ring for new lanes.
+    func beginPass(nowNanos now: UInt64, whole: Bool = false) -> Findings {
         var findings = Findings()
         // Events that arrived while a pass ran (or with no drain thread waiting: a test stepping time).
-        if wakeup.isWatching, !scan.changed, wakeup.wait(timeoutNanos: 0) { scan.changed = true }
+        if wakeup.isWatching { wakeup.collect(holds: holds(name:)) }
         lookAtTouchedFiles(nowNanos: now, &findings)
-        let discoveryInterval = wakeup.isWatching ? Self.watchedDiscoveryIntervalNanos : Self.discoveryIntervalNanos
-        if scan.lastNanos == 0 || scan.changed || now &- scan.lastNanos >= discoveryInterval {
-            // Files removed or replaced are looked for when inotify saw a change, or now and
-            // then (a stat per ring); new lanes likewise (a file grows by each lane it adds).
-            let lookAtFiles = scan.changed || !wakeup.isWatching || now &- scan.lastIdentityCheckNanos >= Self.identityCheckNanos
-            if lookAtFiles {
-                scan.lastIdentityCheckNanos = now
-                for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
-                findings.sweep = true  // every ring is visited this pass: those with new lanes adopt them
-            }
-            scan.changed = false
-            discover(nowNanos: now, checkingIdentities: lookAtFiles)
-            scan.lastNanos = now
-        }
-        for (name, since) in due.beingMade {
-            if tracked[name] != nil || now &- since >= Self.newRingNanos {
-                due.beingMade[name] = nil  // attached, or left to the discoveries (a file that stays empty)
-            } else if tracked.count < descriptors.ringLimit {
-                attach(name, nowNanos: now)
-            }
+        if handoff.takeSkippedNews() { news = true }  // the next snapshot shows them
+        // A directory that came after the start: its lock and state first (another collector may
+        // hold it); what discovery found waits until then.
+        guard mayCollect(nowNanos: now) else { return findings }
+        let (found, changed) = handoff.take(foundUpTo: whole ? .max : Self.adoptionsPerPass)
+        for ring in found { adopt(ring, nowNanos: now) }
+        for name in changed { checkIdentity(of: name, nowNanos: now) }
+        // New lanes are looked for now and then (a file grows by each lane it adds, which the
+        // drain's watch reports; this is for a lost event), and without inotify each pass.
+        if !wakeup.isWatching || now &- lastSweepNanos >= Self.identityCheckNanos {
+            lastSweepNanos = now
+            retryRetirements()
+            for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
+            findings.sweep = true  // every ring is visited this pass: those with new lanes adopt them
         }
         return findings
     }
 
-    // MARK: - Discovery
-
-    private func discover(nowNanos now: UInt64, checkingIdentities: Bool) {
-        let directory = options.directory
-        // A missing or unreadable directory is said once (and once more when it comes back).
-        let problem = directory.accessProblem()
-        if problem != scan.problem {
-            log(
-                problem.map { "ring directory \(directory.path): \($0); waiting for it" }
-                    ?? "ring directory \(directory.path) is readable", level: problem == nil ? .info : .warn)
-            scan.problem = problem
+    /// At a pass's end: tells discovery how many rings are open (it opens no more than the budget
+    /// leaves), and wakes it when fewer are (rings may wait for a descriptor) or rings were let go of.
+    func tellDiscovery() {
+        let fewer = tracked.count < toldRingsOpen
+        if tracked.count != toldRingsOpen {
+            handoff.setRingsOpen(tracked.count)
+            toldRingsOpen = tracked.count
         }
-        if problem == nil, !wakeup.isWatching { wakeup.watchDirectory(directory.path) }
-        // A directory that came after the start: its lock and state first (another collector may hold it).
-        guard problem != nil || mayCollect() else { return }
-        // Rings removed or replaced under the same name: drain what is left, then let go.
-        for ring in tracked.ordered where checkingIdentities {
-            let name = ring.name
-            let identity = directory.fileIdentity(of: name)
-            guard identity != ring.identity else { continue }
-            _ = drain(ring, nowNanos: now)
-            forget(ring)
-            ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
-        }
-        for (name, ring) in released where checkingIdentities {
-            let identity = directory.fileIdentity(of: name)
-            guard identity != ring.identity else { continue }
-            forget(ring)
-            news = true
-            ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
-        }
-        let names = options.rings.isEmpty ? directory.ringNames() : options.rings
-        var waiting: [String] = []
-        for name in names where tracked[name] == nil && released[name] == nil {
-            if let skip = skipped[name], now < skip.retryAtNanos { continue }
-            guard tracked.count < descriptors.ringLimit else {
-                waiting.append(name)
-                continue
-            }
-            attach(name, nowNanos: now)
-        }
-        sayWaiting(waiting, nowNanos: now)
-        retryRetirements()
-        // A skipped ring whose file is gone is forgotten.
-        for name in skipped.keys where directory.fileIdentity(of: name) == nil && !options.rings.contains(name) {
-            skipped[name] = nil
-        }
+        if fewer || handoff.hasLetGo { handoff.wakeDiscovery() }
     }
 
-    /// Lists the rings that wait for a descriptor (each shown as skipped, with the reason, and
-    /// counted), and says in the log when rings begin and stop waiting.
-    private func sayWaiting(_ waiting: [String], nowNanos now: UInt64) {
-        let problem =
-            "not attached: \(tracked.count) rings are open, all that the open-file limit allows beside the "
-            + "HTTP server's reserve; raise the limit (ulimit -n, LimitNOFILE=), or remove finished bots' files "
-            + "(ringside-dump clean)"
-        for name in waiting {
-            skipped[name] = SkippedRing(problem: problem, retryAtNanos: now, isQuiet: false)
-        }
-        if waiting.count != descriptors.waiting { news = true }
-        descriptors.waiting = waiting.count
-        if !waiting.isEmpty, !descriptors.said {
-            log(
-                "cannot attach \(waiting.count) rings: \(tracked.count) are open, and the rest of this process's open-file "
-                    + "limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as skipped "
-                    + "and counted in ringside_collector_rings_waiting", level: .warn)
-            descriptors.said = true
-        } else if waiting.isEmpty, descriptors.said {
-            log("every ring found is attached again")
-            descriptors.said = false
-        }
+    // MARK: - Adopting what discovery found
+
+    /// A ring discovery says was removed or replaced under the same name: what is left is drained,
+    /// then it is let go of.
+    private func checkIdentity(of name: String, nowNanos now: UInt64) {
+        guard let ring = tracked[name] ?? released[name] else { return }
+        let identity = options.directory.fileIdentity(of: name)
+        guard identity != ring.identity else { return }
+        if tracked[name] === ring { _ = drain(ring, nowNanos: now) }
+        forget(ring)
+        news = true
+        ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
     }
 
-    private func attach(_ name: String, nowNanos now: UInt64) {
+    /// Takes up a ring discovery opened: its series, its first look at cells and status.
+    private func adopt(_ found: DiscoveryHandoff.FoundRing, nowNanos now: UInt64) {
+        let consumer = found.consumer
+        let name = consumer.name
+        if let ring = tracked[name] ?? released[name] {
+            // The ring of the file replaced, not let go of yet: it is now (discovery holds the new one).
+            guard ring.identity != consumer.identity else { return }  // the same file: ours already
+            checkIdentity(of: name, nowNanos: now)
+        }
         do {
-            let consumer = try RingConsumer(
-                name, directory: options.directory, allowedOwners: Set(options.allowedUIDs), readsWeights: true,
-                drainIntervalNanos: DrainScheduler.passBudgetNanos)
             let ring = TrackedRing(consumer: consumer, bot: botSeries(writtenBy: name))
+            ring.said.skipped = found.saidProblem
             ring.aggregator.addMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
             sayRefusedSeries(of: ring)
             let status = try consumer.status()
@@ -297,7 +235,7 @@ final class RingTracker {
             tracked.insert(ring)
             ring.touched(nowNanos: now)
             lastAttachNanos = now
-            skipped[name] = nil
+            news = true
             ringLog(
                 "ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
                     + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
@@ -309,18 +247,13 @@ final class RingTracker {
         }
     }
 
-    func skip(_ name: String, _ error: RingError, nowNanos now: UInt64) {
+    /// Says why ring `name`, let go of, could not be read (unless the log said so when it was
+    /// last skipped: `saidBefore`), and hands it back to discovery, which shows it as skipped and
+    /// tries it again after `retryNanos`.
+    func skip(_ name: String, _ error: RingError, saidBefore: String? = nil, nowNanos now: UInt64) {
         let problem = "\(error)"
-        if case .notReady = error {
-            // Being created: looked at again every pass for a second (see `DueRings`), then at
-            // each discovery, quietly.
-            let since = skipped[name]?.notReadySinceNanos ?? now
-            skipped[name] = SkippedRing(problem: problem, retryAtNanos: now, isQuiet: true, notReadySinceNanos: since)
-            if now &- since < Self.newRingNanos { due.beingMade[name] = since }
-            return
-        }
-        if skipped[name]?.problem != problem { ringLog("skipping ring \(name): \(problem)", level: .warn) }
-        skipped[name] = SkippedRing(problem: problem, retryAtNanos: now + Self.retryNanos, isQuiet: false)
+        if problem != saidBefore { ringLog("skipping ring \(name): \(problem)", level: .warn) }
+        handoff.post(letGo: DiscoveryHandoff.LetGo(name: name, problem: problem, retryNanos: Self.retryNanos))
     }
 
     // MARK: - Touched files, releasing and taking up again
@@ -344,7 +277,7 @@ final class RingTracker {
                 findings.touched.append(ring)
                 do { try ring.consumer.checkIntact() } catch {
                     forget(ring)
-                    skip(name, error, nowNanos: now)
+                    skip(name, error, saidBefore: ring.said.skipped, nowNanos: now)
                 }
             } else if released[name] != nil, DrainWakeup.moreThanClosed(kinds) {
                 due.toReacquire.insert(name)
@@ -380,7 +313,6 @@ final class RingTracker {
         released[ring.name] = ring
         ring.bot.quietSeries = nil  // its next snapshot is made afresh
         news = true
-        if descriptors.waiting > 0 { scan.changed = true }  // a descriptor is free for them
         ringLog(
             "ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "
                 + "file is taken up again when a producer attaches")
@@ -411,7 +343,6 @@ final class RingTracker {
         forget(ring)
         state.folded(entries, bot: worker.bot)
         news = true
-        if descriptors.waiting > 0 { scan.changed = true }  // a descriptor is free for them
         ringLog(
             "ring \(ring.name): worker pid \(worker.pid) of bot \(worker.bot) is gone and every record is drained; its "
                 + "totals stay in the bot's series, and its file is removed")
@@ -437,7 +368,7 @@ final class RingTracker {
             due.toReacquire.remove(name)
             return
         }
-        guard tracked.count < descriptors.ringLimit else { return }  // kept in `due.toReacquire` until a descriptor is free
+        guard tracked.count + handoff.foundWaiting < ringLimit else { return }  // kept in `due.toReacquire` until a descriptor is free
         due.toReacquire.remove(name)
         let consumer: RingConsumer
         do {
@@ -450,14 +381,13 @@ final class RingTracker {
             if case .notFound = error {
                 ringLog("ring \(name) detached: its file was removed")
             } else {
-                skip(name, error, nowNanos: now)
+                skip(name, error, saidBefore: ring.said.skipped, nowNanos: now)
             }
             return
         }
         guard consumer.identity == ring.identity else {
-            forget(ring)
+            forget(ring)  // discovery is told, and looks at the new file
             ringLog("ring \(name) detached: its file was replaced by a new ring")
-            scan.changed = true
             return
         }
         released[name] = nil
@@ -505,6 +435,7 @@ final class RingTracker {
     func forget(_ ring: TrackedRing) {
         if tracked[ring.name] === ring { tracked[ring.name] = nil }
         if released[ring.name] === ring { released[ring.name] = nil }
+        handoff.post(letGo: DiscoveryHandoff.LetGo(name: ring.name, identity: ring.identity))
         ring.aggregator.removeSource(ring.source)
         ring.bot.rings -= 1
         ring.bot.changedSincePublish = true
@@ -527,15 +458,18 @@ final class RingTracker {
     /// Whether this collector may attach the directory's rings: its state is open (the
     /// directory's lock taken), or cannot be (a directory unsafe for it: the rings are collected,
     /// the workers' files kept). Not while another collector holds the directory: said once.
-    private func mayCollect() -> Bool {
+    private func mayCollect(nowNanos now: UInt64) -> Bool {
+        // Open, or looked at less than a second ago (a directory unsafe for a state stays so).
+        if state.isOpen || now &- lastStateOpenNanos < 1_000_000_000 { return heldBy == nil }
+        lastStateOpenNanos = now
         do {
             try state.open()
-            if scan.heldBy != nil { log("ring directory \(options.directory.path) is free again; collecting it") }
-            scan.heldBy = nil
+            if heldBy != nil { log("ring directory \(options.directory.path) is free again; collecting it") }
+            heldBy = nil
             return true
         } catch {
-            if scan.heldBy != "\(error)" { log("ring directory \(options.directory.path): \(error); waiting for it", level: .error) }
-            scan.heldBy = "\(error)"
+            if heldBy != "\(error)" { log("ring directory \(options.directory.path): \(error); waiting for it", level: .error) }
+            heldBy = "\(error)"
             return false
         }
     }

@@ -248,13 +248,8 @@ final class SnapshotPublisher {
             return
         }
         var snapshot = building.snapshot
-        for name in tracker.skipped.keys.sorted() where tracker.tracked[name] == nil {
-            guard let skip = tracker.skipped[name], !skip.isQuiet else { continue }
-            var ring = RingSnapshot(
-                name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped, problem: skip.problem)
-            ring.owner = (try? System.lstat(options.directory.filePath(for: name)))?.st_uid
-            snapshot.rings.append(ring)
-        }
+        // The files discovery refused (as it last showed them), within its limit.
+        snapshot.rings += tracker.handoff.shown.skipped
         // Where other users' files are read, each file's series say whose it is.
         if !options.allowedUIDs.isEmpty {
             for index in snapshot.rings.indices { snapshot.rings[index].showsOwner = true }

@@ -60,6 +60,9 @@ final class TrackedRing {
         var lanes = 0
         var index = Int.max
         var newLanesPending = false
+        /// The pass that last visited it, and when (for the drain's gaps).
+        var visitedPass: UInt64 = 0
+        var visitedNanos: UInt64 = 0
     }
 
     /// Until when its records are not read (0: they are), why, and how many times it was.
@@ -78,6 +81,8 @@ final class TrackedRing {
         var rejectedNanos: UInt64 = 0
         /// Whether the log said that a series cap refused some of its metrics.
         var seriesRefused = false
+        /// Why it was skipped the last time (discovery took it up again since): said once.
+        var skipped: String?
     }
 
     /// A ring of `bot`: a new source of its series.
@@ -191,12 +196,18 @@ final class TrackedRing {
 
 /// How fast a ring's lanes fill: records drained from each lane since `sinceNanos` (0: the ring
 /// is idle, not timed), and the fastest lane's rate (records a second) over the last span of at
-/// least `spanNanos`. The drain loop sleeps less than the fastest lane takes to fill.
+/// least `spanNanos` that drained any. The drain loop sleeps less than the fastest lane takes to
+/// fill. A rate is kept for `holdNanos` after its last records: a producer the scheduler held
+/// back for a moment (a paced one then writes all it owes at once) finds the loop still waking
+/// at its pace, not asleep for a whole poll.
 struct FillRate {
     static let spanNanos: UInt64 = 50_000_000
+    static let holdNanos: UInt64 = 1_000_000_000
     private var drainedByLane: [Int] = []
     private(set) var sinceNanos: UInt64 = 0
     private var fastestLaneRate: Double = 0
+    /// When a span last drained records.
+    private var lastFillingNanos: UInt64 = 0
 
     /// Whether a span is open: the ring drained lately.
     var isTiming: Bool { sinceNanos != 0 }
@@ -216,9 +227,15 @@ struct FillRate {
         // started filling is not left for a whole poll: an overestimate costs a pass, not records.
         let openRate = Double(drainedByLane.max() ?? 0) / (Double(max(span, 1_000_000)) / 1e9)
         if span >= Self.spanNanos {
-            fastestLaneRate = openRate
+            if openRate > 0 {
+                fastestLaneRate = openRate
+                lastFillingNanos = now
+            }
             for lane in drainedByLane.indices { drainedByLane[lane] = 0 }
-            sinceNanos = openRate > 0 ? now : 0  // a span with nothing: the ring is idle, no longer timed
+            // Nothing for `holdNanos`: the ring is idle, no longer timed.
+            let idle = openRate == 0 && now &- lastFillingNanos >= Self.holdNanos
+            if idle { fastestLaneRate = 0 }
+            sinceNanos = idle ? 0 : now
         }
         let rate = max(fastestLaneRate, openRate)
         guard rate > 0 else { return nil }
@@ -270,14 +287,4 @@ struct TrackedRings {
         byName.removeAll()
         version &+= 1
     }
-}
-
-/// A ring the collector could not attach, and when to try again.
-struct SkippedRing {
-    var problem: String
-    var retryAtNanos: UInt64
-    /// Not worth showing (a ring still being created).
-    var isQuiet: Bool
-    /// When it was first found not ready (still being created), if it is.
-    var notReadySinceNanos: UInt64?
 }

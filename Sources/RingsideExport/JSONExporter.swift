@@ -270,6 +270,17 @@ public enum JSONExporter {
                     json.field("last_save_at", state.lastSaveRealtimeNanos.map { utcTimestamp(realtimeNanos: $0) })
                 }
             }
+            json.field("ring_files_refused", stats.ringFilesRefused)
+            json.field("discovery_rescans", stats.discoveryRescans)
+            json.field("discovery_opens", stats.discoveryOpens)
+            json.key("drain_gap_seconds")
+            json.object {
+                json.field("p50", stats.drainGap.p50)
+                json.field("p99", stats.drainGap.p99)
+                json.field("p999", stats.drainGap.p999)
+                json.field("max", stats.drainGap.max)
+                json.field("count", stats.drainGap.count)
+            }
             if let errors = stats.hlogErrors { json.field("hlog_errors", errors) }
             if let history = stats.history {
                 json.field("history_series", history.series)

@@ -333,6 +333,32 @@ public enum PrometheusExporter {
             "Series with a total at its ceiling (a count or counter at 2^64 - 1, a histogram's sum at 2^128 - 1), where it stays, never wrapping back",
             [([], Double(stats.seriesSaturated))])
         if let state = stats.state { stateFamilies(state, family) }
+        family(
+            "ringside_collector_ring_files_refused", "gauge",
+            "ringside.* files found and not read: empty or being made, another user's, not a regular file, invalid, or waiting "
+                + "for a descriptor (the first 1,000 worth showing are ringside_ring_skipped)",
+            [([], Double(stats.ringFilesRefused))])
+        family(
+            "ringside_collector_discovery_rescans_total", "counter",
+            "Whole listings of the ring directory: at start, when inotify lost events, and every 30 s",
+            [([], Double(stats.discoveryRescans))])
+        family(
+            "ringside_collector_discovery_opens_total", "counter",
+            "Files discovery opened to look at; a file refused is opened again only when it changes",
+            [([], Double(stats.discoveryOpens))])
+        let gap = stats.drainGap
+        family(
+            "ringside_collector_drain_gap_seconds", "gauge",
+            "How long records of filling rings waited between two drains, over the last minute, by percentile",
+            [("50", gap.p50), ("99", gap.p99), ("99.9", gap.p999)].map { ([("percentile", $0.0)], $0.1) })
+        family(
+            "ringside_collector_drain_gap_max_seconds", "gauge",
+            "The longest records of a filling ring waited between two drains, over the last minute: a lane must hold what "
+                + "its thread writes in this time",
+            [([], gap.max)])
+        family(
+            "ringside_collector_drain_gaps", "gauge", "Drain gaps measured over the last minute (see ringside_collector_drain_gap_seconds)",
+            [([], Double(gap.count))])
         if let errors = stats.hlogErrors {
             family(
                 "ringside_collector_hlog_errors_total", "counter", "Failed opens, writes and renames of the --hlog latency log",

@@ -313,6 +313,16 @@ public struct CollectorStats: Sendable {
     /// Ring files found that could not be attached for want of open files (the limit less the
     /// HTTP server's reserve); each is listed as skipped with the reason.
     public var ringsWaitingForDescriptors = 0
+    /// `ringside.*` files found and not read: empty or being made, another user's, not a regular
+    /// file, invalid, or waiting for a descriptor. The first 1,000 that are not empty or being
+    /// made are listed as skipped rings, with the reason.
+    public var ringFilesRefused = 0
+    /// Whole listings of the ring directory (at start, when inotify lost events, every 30 s), and
+    /// files opened to be looked at (a refused file is opened again only when it changes).
+    public var discoveryRescans: UInt64 = 0
+    public var discoveryOpens: UInt64 = 0
+    /// How long busy rings' records waited for the drain over the last minute (see `DrainGapFigures`).
+    public var drainGap = DrainGapFigures()
     /// With `--otlp-endpoint`: what the OTLP exporter did; nil without it.
     public var otlp: OTLPStats?
     /// With `--web-config-file`: what the HTTP listener refused and reloaded; nil without it.
@@ -369,6 +379,22 @@ public struct CollectorStateStats: Sendable, Equatable {
     public var botsExpired: UInt64 = 0
     /// CLOCK_REALTIME of the last snapshot saved; nil before the first.
     public var lastSaveRealtimeNanos: UInt64?
+
+    public init() {}
+}
+
+/// How long records of busy rings could wait for the drain, over the last minute: for each ring
+/// a pass drains records from while the ring is filling (it drained in the last 50 ms), the time
+/// since it was last seen caught up (its last drain, or the last pass that found nothing new in
+/// it). A lane must hold what its thread writes in the longest of these (docs/operations.md).
+public struct DrainGapFigures: Sendable, Equatable {
+    /// Gaps measured in the last minute, and their median, 99th and 99.9th percentiles and
+    /// largest, in seconds (within 0.1 %).
+    public var count: UInt64 = 0
+    public var p50: Double = 0
+    public var p99: Double = 0
+    public var p999: Double = 0
+    public var max: Double = 0
 
     public init() {}
 }

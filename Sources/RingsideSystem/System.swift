@@ -9,6 +9,7 @@
 // (`getpid`, `getppid`, `geteuid`, `clock_gettime` on the standard clocks) are made directly
 // where they are needed.
 
+import CRingsideSystem
 #if canImport(Glibc)
 import Glibc
 #else
@@ -207,6 +208,35 @@ package enum System {
         }
     }
 
+    /// A directory read a few names at a time, so that a directory of a million entries is
+    /// listed in bounded steps. Touched by one thread at a time.
+    package final class DirectoryStream {
+        private let directory: OpaquePointer
+
+        /// Opens the directory at `path`. The corresponding C function is `opendir`.
+        package init(_ path: String) throws(Errno) {
+            guard let directory = Glibc.opendir(path) else { throw .current }
+            self.directory = directory
+        }
+
+        deinit { Glibc.closedir(directory) }
+
+        /// Up to `limit` more names (`.` and `..` among them), in the order the file system
+        /// gives; an empty array at the end. The corresponding C function is `readdir`.
+        package func next(_ limit: Int) throws(Errno) -> [String] {
+            var names: [String] = []
+            while names.count < limit {
+                Glibc.errno = 0  // readdir returns nil at the end and on failure; errno tells them apart
+                guard let entry = Glibc.readdir(directory) else {
+                    if Glibc.errno != 0 { throw .current }
+                    break
+                }
+                names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+            }
+            return names
+        }
+    }
+
     // MARK: - Mappings
 
     /// Maps `length` bytes of the file open at `fd` from `offset`. The corresponding C function is `mmap`.
@@ -324,6 +354,23 @@ package enum System {
     /// The corresponding C function is `setpriority`.
     package static func setpriority(_ which: __priority_which_t, _ who: id_t, _ value: Int32) throws(Errno) {
         _ = try checked(Glibc.setpriority(which, who, value))
+    }
+
+    /// Asks the scheduler for a time slice of `nanoseconds` for the calling thread (Linux 6.12's
+    /// EEVDF lets a waking thread with a shorter slice than the running one's take the CPU at
+    /// once); its policy and nice value stay. The kernel keeps it within 0.1 ms and 100 ms; 0 is
+    /// the default again. The corresponding C function is `sched_setattr` (`sched_runtime`).
+    package static func setThreadSlice(nanoseconds: UInt64) throws(Errno) {
+        let result = rss_set_thread_slice(nanoseconds)
+        guard result == 0 else { throw Errno(rawValue: result) }
+    }
+
+    /// The calling thread's slice (0: the default). The corresponding C function is `sched_getattr`.
+    package static func threadSlice() throws(Errno) -> UInt64 {
+        var nanoseconds: UInt64 = 0
+        let result = rss_thread_slice(&nanoseconds)
+        guard result == 0 else { throw Errno(rawValue: result) }
+        return nanoseconds
     }
 
     // MARK: - The system

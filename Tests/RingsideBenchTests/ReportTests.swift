@@ -207,7 +207,8 @@ struct BenchCommandTests {
         #expect(try BenchCommand.parse(["--help"]) == nil)
         #expect(throws: (any Error).self) { try BenchCommand.parse(["--row", "nope"]) }
         #expect(try BenchCommand.parse(["collector", "--row", "drain"])?.rows == ["drain"])
-        #expect(try BenchCommand.parse([])?.benchmarks == [.emit, .collector, .scrape, .burst])
+        #expect(try BenchCommand.parse([])?.benchmarks == [.emit, .collector, .scrape, .burst, .gap])
+        #expect(try BenchCommand.parse(["gap", "--rounds", "3"])?.benchmarks == [.gap])
         #expect(try BenchCommand.parse(["scrape", "emit"])?.benchmarks == [.emit, .scrape])
     }
 }

@@ -99,7 +99,9 @@ struct SaturationTests {
                     try #require(worker.status == 0, "\(worker.errors)")
                     for _ in 1...3 { snapshot = look() }
                 }
-                #expect(counts.count >= 6)
+                // Each worker, dead when discovery finds it, is drained and retired in its first
+                // pass: the bot's series show in that snapshot (a bot of workers alone has none between).
+                #expect(counts.count >= 3, "\(captured.all)")
                 #expect(zip(counts, counts.dropFirst()).allSatisfy { $0 <= $1 }, "the count never goes back: \(counts)")
                 #expect(zip(sums, sums.dropFirst()).allSatisfy { $0 <= $1 }, "the sum never goes back: \(sums)")
                 #expect(counts.last == .max && sums.last == .max, "both at their ceilings: \(counts.last ?? 0), \(sums.last ?? 0)")

@@ -32,6 +32,8 @@ let cSourceDirectories: [CSourceDirectory] = {
         CSourceDirectory(path: "Sources/CZlib", expected: ["shim.h"], includes: []),
         CSourceDirectory(path: "Sources/COpenSSL", expected: ["shim.h"], includes: []),
         CSourceDirectory(path: "Sources/CCrypt", expected: ["shim.h"], includes: []),
+        CSourceDirectory(path: "Sources/CRingsideSystem", expected: ["ringside_system.c"], includes: ["Sources/CRingsideSystem/include"]),
+        CSourceDirectory(path: "Sources/CRingsideSystem/include", expected: ["ringside_system.h"], includes: []),
         CSourceDirectory(path: "Benchmarks/CRingsideBench", expected: ["floor.c"], includes: bench),
         CSourceDirectory(path: "Benchmarks/CRingsideBench/include", expected: ["CRingsideBench.h"], includes: bench),
         CSourceDirectory(

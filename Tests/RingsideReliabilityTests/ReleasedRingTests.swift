@@ -31,9 +31,11 @@ extension ReliabilityTests {
                 let rss = try #require(residentKiB(of: collector.pid)).total
                 let run = try runTestProducer("short-bots", ring: "job", in: directory, ["--count", "3000"])
                 try #require(run.status == 0 && run.output.contains("bots 3000"), "\(run.errors)")
+                // Every bot shown too: the collector's figures reach /metrics each pass, its rings with
+                // each snapshot, which 3,000 rings space out.
                 let collected = eventually(seconds: 120) { () -> Bool? in
                     metric(port, "ringside_collector_records_drained_total") == 3_000 && openDescriptorCount(of: collector.pid) <= fds + 8
-                        ? true : nil
+                        && metric(port, "ringside_collector_rings") == 3_000 ? true : nil
                 }
                 let after = (
                     fds: openDescriptorCount(of: collector.pid), maps: mappingCount(of: collector.pid),

@@ -105,6 +105,42 @@ struct SystemTests {
         let own = ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "")
         #expect(!own.hasPrefix("md-feed"), "the caller's own thread only")
     }
+
+    @Test("a thread asks for a scheduler slice of its own: the kernel keeps it (as /proc says), and 0 gives the default back")
+    func threadSlice() throws {
+        // EEVDF's custom slices came with Linux 6.12; before, sched_runtime is not a fair task's.
+        let release = try String(contentsOfFile: "/proc/sys/kernel/osrelease", encoding: .utf8)
+        let version = release.split(separator: ".").prefix(2).compactMap { Int($0.prefix { $0.isNumber }) }
+        let hasSlices = version.count == 2 && (version[0], version[1]) >= (6, 12)
+        // The slice before, then after asking for 250 µs, then after asking for 0: by the calls and by /proc.
+        let seen = Mutex<[(call: UInt64?, proc: String?)]>([])
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            func procSlice() -> String? {
+                let text = (try? String(contentsOfFile: "/proc/thread-self/sched", encoding: .utf8)) ?? ""
+                let line = text.split(separator: "\n").first { $0.hasPrefix("se.slice") }
+                return line.map { String($0.split(separator: ":").last ?? "").trimmingCharacters(in: .whitespaces) }
+            }
+            seen.withLock { $0.append((try? System.threadSlice(), procSlice())) }
+            for nanoseconds: UInt64 in [250_000, 0] {
+                let set: UInt64? = (try? System.setThreadSlice(nanoseconds: nanoseconds)) != nil ? try? System.threadSlice() : nil
+                seen.withLock { $0.append((set, procSlice())) }
+            }
+            done.signal()
+        }
+        thread.start()
+        done.wait()
+        let results = seen.withLock { $0 }
+        #expect(results.count == 3 && results.allSatisfy { $0.call != nil }, "sched_setattr and sched_getattr succeed: \(results)")
+        guard hasSlices, results.count == 3 else {
+            print("Linux \(release.trimmingCharacters(in: .newlines)) has no custom slices: only the calls are checked")
+            return
+        }
+        #expect(results[1].call == 250_000, "the slice asked for: \(results)")
+        #expect(results[2].call == results[0].call && results[0].call != 250_000, "0 gives the default back: \(results)")
+        if let shown = results[1].proc { #expect(shown == "250000", "se.slice \(shown)") }
+        if let shown = results[2].proc { #expect(shown == results[0].proc, "se.slice \(shown)") }
+    }
 }
 
 /// SIGUSR2 deliveries seen by the handler `underSignals` installs.

@@ -104,6 +104,10 @@
 //       TID leaver TID", then "left TID" once the leaver is gone; exits at the end of its input.
 //   ringside-test-producer spin --dir DIR --ring NAME [--cpu C]
 //       attaches nothing: pins itself to CPU C, prints "spinning PID" and spins until killed.
+//   ringside-test-producer bogus-files --dir DIR --ring PREFIX --count N [--bytes B] [--rate R --total T]
+//       files named as rings that no producer wrote (BogusFiles.swift): N files ringside.PREFIX-NNNNNN
+//       of B bytes of 0xA5 (a bad magic; 0: empty), "made N"; or, with --rate, files made R a second
+//       and each removed once N newer exist, until T were made or SIGTERM, "churning PID" then "churned M".
 //   ringside-test-producer span-clock --dir DIR --ring NAME [--select tsc|monotonic]
 //       the span clock this process chose (SpanClockMode.swift): prints "clock C start S" and
 //       "described TEXT", times 20 ms spans into histogram "clock_span" (ns); with --select, switches
@@ -128,7 +132,7 @@ guard let mode = arguments.first,
         "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit", "burst-idle",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
         "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound", "sched-threads", "spin",
-        "span-clock", "worker", "worker-churn",
+        "span-clock", "worker", "worker-churn", "bogus-files",
     ].contains(mode)
 else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
@@ -160,6 +164,13 @@ var ringOptions = Bot.Options(sampleAbovePercent: sampleAbove)
 if let capacity = options["capacity"].flatMap(Int.init) { ringOptions.laneCapacity = capacity }
 let metricCount = Int(options["metrics"] ?? "0") ?? 0
 if metricCount > ringOptions.maxMetrics { ringOptions.maxMetrics = metricCount }
+
+// `bogus-files`: files named as rings that no producer wrote (BogusFiles.swift).
+if mode == "bogus-files" {
+    bogusFiles(
+        directory: options["dir"] ?? "/dev/shm", prefix: ringName, count: Int(count), bytes: Int(options["bytes"] ?? "0") ?? 0,
+        rate: Double(options["rate"] ?? "0") ?? 0, total: Int(options["total"] ?? "0") ?? 0)
+}
 
 // `sched-threads` and `spin`: the thread sampler's subjects (SchedThreads.swift).
 if mode == "spin" { spin(cpu: Int(options["cpu"] ?? "-1") ?? -1) }

@@ -1,0 +1,37 @@
+/*
+ * ringside_system.h: the system calls RingsideSystem needs that Swift cannot make itself.
+ *
+ * This module exists for one reason: Swift's Glibc module leaves out what glibc declares only as
+ * a variadic function (syscall), or not at all (sched_setattr, before glibc 2.41). Each
+ * function here makes one such call for the calling thread and returns 0 or an errno, never
+ * -1 with errno set. Nothing else belongs here: every other call is Swift's, in RingsideSystem.
+ */
+#ifndef RINGSIDE_SYSTEM_H
+#define RINGSIDE_SYSTEM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * Asks the scheduler for a time slice of `nanoseconds` for the calling thread, keeping its
+ * policy (SCHED_OTHER) and nice value: EEVDF (Linux 6.12 and later) lets a waking thread whose
+ * slice is shorter than the running one's take the CPU at once, instead of waiting for that
+ * one's slice to end, or the next tick. The kernel keeps it within 0.1 ms and 100 ms; 0 asks
+ * for the default again. Needs no privilege. Returns 0, or the errno of `sched_setattr`.
+ */
+int rss_set_thread_slice(uint64_t nanoseconds);
+
+/**
+ * The calling thread's slice as the kernel keeps it (`sched_getattr`'s `sched_runtime`; 0: the
+ * default), in `*nanoseconds`. Returns 0, or the errno.
+ */
+int rss_thread_slice(uint64_t *nanoseconds);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RINGSIDE_SYSTEM_H */

@@ -1,0 +1,62 @@
+/* The calls ringside_system.h declares: see there why they are C. */
+#define _GNU_SOURCE
+#include "ringside_system.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if defined(__linux__)
+
+/* The kernel's struct sched_attr, as of its first version (48 bytes; later fields are optional,
+   sized by `size`). Declared here: glibc 2.41's <sched.h> and <linux/sched/types.h> both define it. */
+struct rss_sched_attr {
+    uint32_t size;
+    uint32_t sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime;
+    uint64_t sched_deadline;
+    uint64_t sched_period;
+};
+
+static int rss_get_attr(struct rss_sched_attr *attr) {
+    memset(attr, 0, sizeof *attr);
+    if (syscall(SYS_sched_getattr, 0, attr, (unsigned)sizeof *attr, 0u) != 0) return errno;
+    return 0;
+}
+
+int rss_set_thread_slice(uint64_t nanoseconds) {
+    struct rss_sched_attr attr;
+    int result = rss_get_attr(&attr);
+    if (result != 0) return result;
+    attr.size = sizeof attr;
+    attr.sched_flags = 0;
+    attr.sched_runtime = nanoseconds; /* a fair task's slice (EEVDF); its policy and nice kept */
+    if (syscall(SYS_sched_setattr, 0, &attr, 0u) != 0) return errno;
+    return 0;
+}
+
+int rss_thread_slice(uint64_t *nanoseconds) {
+    struct rss_sched_attr attr;
+    int result = rss_get_attr(&attr);
+    if (result != 0) return result;
+    *nanoseconds = attr.sched_runtime;
+    return 0;
+}
+
+#else
+
+int rss_set_thread_slice(uint64_t nanoseconds) {
+    (void)nanoseconds;
+    return ENOSYS;
+}
+
+int rss_thread_slice(uint64_t *nanoseconds) {
+    *nanoseconds = 0;
+    return ENOSYS;
+}
+
+#endif

@@ -1,0 +1,545 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CRingside
+import Dispatch
+import Foundation
+import Ringside
+import RingsideSnapshot
+import RingsideSystem
+import Synchronization
+
+/// The collector's part that finds ring files, on a thread of its own: however many files the
+/// directory holds, and whatever they are, the drain thread never looks at them. Its work comes
+/// in rounds of about a millisecond, and takes a quarter of a core at most over time (`CPUShare`);
+/// an idle directory costs nothing.
+///
+/// It watches the directory's names (inotify: created, moved in or out, removed, written,
+/// chmodded; never opened or closed, so the files it opens itself do not wake it), and lists the
+/// directory whole at start, when events were lost, every 30 s while watched (a fallback, which
+/// looks again only at files it did not refuse: a refused file that changes has an event) and
+/// every 250 ms without inotify, a bounded number of entries a round. Names events named and
+/// those listed are looked at in turn. Each is looked at with `lstat` first: a file that cannot
+/// be a ring (empty, another user's, not a regular file) is refused without an open; the rest are
+/// opened as their consumer. A refused file is remembered by what `lstat` said of it (`EntryState`) and not
+/// opened again until that changes, or, for a refusal that depends on something besides the
+/// file (another consumer holds it, the mapping limits), after 5 s. A file found not ready
+/// within a second of its making is looked at every 5 ms for that second: its producer writes
+/// the header through a mapping, which no event reports.
+///
+/// A ring opened is handed to the drain thread (`DiscoveryHandoff`), which adopts it; the name is
+/// then the drain's, and discovery only tells it when the file under the name goes or is
+/// replaced. Names come back when the drain lets go of them.
+// @unchecked: its state is touched by its own thread only, or by the caller of `round` when not
+// started (tests step time, and so does the collector's last pass); `stop` waits for the thread.
+final class RingDiscovery: @unchecked Sendable {
+    private let options: CollectorOptions
+    private let log: CollectorLog
+    /// Lines about files refused: 100 at once, then one every 10 s, the rest counted (100,000 bogus
+    /// files must not fill the log, nor block a thread on a full standard error).
+    let refusalLog: RingLog
+    private let handoff: DiscoveryHandoff
+    private let drainWakeup: DrainWakeup
+    private let ringLimit: Int
+    /// The names given with `--ring` (none: every ring of the directory).
+    private let named: Set<String>
+    /// Its own watch: names created, moved, removed or changed.
+    let watch: DirectoryWatch
+
+    /// The names the drain holds, with the file each was when opened.
+    private var held: [String: RingFileIdentity] = [:]
+    private var refused: [String: RefusedFile] = [:]
+    /// Files found not ready within a second of their making, and since when (looked at every
+    /// `beingMadeRetryNanos`, in turn, from `beingMadeQueue`).
+    private var beingMade: [String: UInt64] = [:]
+    private var beingMadeQueue = NameQueue()
+    private var lastBeingMadeNanos: UInt64 = 0
+    /// Names to look at again at a time (a refusal that depends on something besides the file).
+    private var timed: [String: UInt64] = [:]
+    /// Rings found that wait for a descriptor.
+    private var waiting: Set<String> = []
+    /// Rings opened this round, handed to the drain at its end, once what the round refused is
+    /// published: a snapshot that shows them shows those too.
+    private var opened: [DiscoveryHandoff.FoundRing] = []
+    private var saidWaiting = false
+    /// Names to look at: those events named, and those of the last listing, in turn.
+    private var urgent = NameQueue()
+    private var listed = NameQueue()
+    private var eventsLeft = false
+    /// The listing under way (the directory read a step at a time, and the names it found), when
+    /// the last began, and whether one is due at once.
+    private var listing: (stream: System.DirectoryStream, seen: Set<String>)?
+    /// Whether the listing under way looks again at files refused before: not when it is the
+    /// watched directory's fallback, as any change to them has an event of its own.
+    private var listingLooksAtRefused = true
+    private var lastListingNanos: UInt64 = 0
+    private var listingDue = true
+    /// What is wrong with the directory, said once (and once when it is right again).
+    private var directoryProblem: String?
+    private var figures = (rescans: UInt64(0), opens: UInt64(0))
+    /// The skipped rings shown are out of date; when they were last made, and what that cost.
+    private var shownStale = true
+    private var lastShownNanos: UInt64 = 0
+    private var lastShownCostNanos: UInt64 = 0
+    private var shownSkipped: [RingSnapshot] = []
+    private let allowedOwners: Set<UInt32>
+
+    private let stopRequested = Atomic<Bool>(false)
+    /// Ends a pause (see `CPUShare`) at once when `stop` is called.
+    private let stopping = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private(set) var isRunning = false
+
+    /// How often the directory is listed whole: a fallback while inotify watches it (events are
+    /// lost only with a signal, which has it listed at once), the way while it does not.
+    static let watchedListingNanos: UInt64 = 30_000_000_000
+    static let unwatchedListingNanos: UInt64 = 250_000_000
+    /// A file not ready this soon after its making (its status change time, or since discovery
+    /// first found it so) is being made: looked at again every `beingMadeRetryNanos` meanwhile.
+    static let newFileNanos: UInt64 = 1_000_000_000
+    static let beingMadeRetryNanos: UInt64 = 5_000_000
+    /// How soon a refusal that does not depend on the file alone is tried again.
+    static let retryNanos: UInt64 = 5_000_000_000
+    /// A round's work at most, when its thread runs it: its time looking at names, reads of
+    /// events (16 KiB, some 340 events, each), files being made looked at again, directory
+    /// entries listed.
+    static let roundNanos: UInt64 = 1_000_000
+    static let readsPerRound = 4
+    static let beingMadePerRound = 64
+    static let entriesPerRound = 1_024
+    /// The share of a core its thread takes at most, over time.
+    static let cpuShare = 0.25
+    /// Names events named that wait to be looked at, past which discovery is too far behind its
+    /// events to catch up one by one: they are dropped, and the directory listed instead (what
+    /// is there now, without the files made and removed meanwhile).
+    static let behindLimit = 4_096
+    /// The least time between two makings of the skipped rings shown (which sorts every refused
+    /// name): this, or ten times what the last cost.
+    static let showNanos: UInt64 = 250_000_000
+
+    init(
+        options: CollectorOptions, log: CollectorLog, handoff: DiscoveryHandoff, watch: DirectoryWatch,
+        drainWakeup: DrainWakeup, ringLimit: Int
+    ) {
+        self.options = options
+        self.log = log
+        refusalLog = RingLog(log, kind: "lines about ring files refused", perSecond: 0.1, burst: 100)
+        self.handoff = handoff
+        self.watch = watch
+        self.drainWakeup = drainWakeup
+        self.ringLimit = ringLimit
+        named = Set(options.rings)
+        allowedOwners = Set(options.allowedUIDs)
+    }
+
+    // MARK: - Its thread
+
+    /// Starts its thread.
+    func start() {
+        precondition(!isRunning, "discovery is already running")
+        isRunning = true
+        let thread = Thread { [self] in
+            try? System.setThreadName("ringside-find")  // for top -H and /proc/PID/task/TID/comm
+            // At the drain's priority, not below: a host whose every core is busy (spinning bots)
+            // would leave a thread below it next to nothing, and new bots unfound. Its share
+            // keeps it to a quarter of a core.
+            var share = CPUShare(fraction: Self.cpuShare, burstNanos: 20_000_000, nowNanos: rs_clock_precise_ns())
+            while !stopRequested.load(ordering: .acquiring) {
+                let cpuBefore = ThreadHealthSampler.threadCPUNanos()
+                let more = round(nowNanos: rs_clock_precise_ns(), whole: false)
+                let pause = share.pause(spent: ThreadHealthSampler.threadCPUNanos() &- cpuBefore, nowNanos: rs_clock_precise_ns())
+                // Events wait in inotify's queue meanwhile; a stop ends the pause.
+                if pause > 0 { _ = stopping.wait(timeout: .now() + .nanoseconds(Int(clamping: pause))) }
+                if more { continue }
+                _ = watch.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()))
+            }
+            finished.signal()
+        }
+        thread.start()
+    }
+
+    /// Stops its thread; what it found and did not hand over yet stays with the handoff.
+    func stop() {
+        guard isRunning else { return }
+        stopRequested.store(true, ordering: .releasing)
+        watch.signal()
+        stopping.signal()
+        finished.wait()
+        isRunning = false
+    }
+
+    /// How long its thread may sleep: until the next listing, the next look at a file being
+    /// made, or a refusal's retry, whichever comes first (an event or a signal wakes it sooner).
+    private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
+        func until(_ time: UInt64) -> UInt64 { time > now ? time - now : 0 }
+        var sleep = until(lastListingNanos &+ listingInterval)
+        if !beingMadeQueue.isEmpty { sleep = min(sleep, until(lastBeingMadeNanos &+ Self.beingMadeRetryNanos)) }
+        for time in timed.values { sleep = min(sleep, until(time)) }
+        if shownStale { sleep = min(sleep, until(lastShownNanos &+ showSpacingNanos)) }
+        return sleep
+    }
+
+    private var listingInterval: UInt64 { watch.isWatching ? Self.watchedListingNanos : Self.unwatchedListingNanos }
+
+    // MARK: - A round
+
+    /// One round: takes what the drain let go of, reads events, lists the directory when due,
+    /// and looks at names, a bounded number unless `whole` (a caller stepping time: everything
+    /// now). Returns whether work is left for the next round.
+    @discardableResult
+    func round(nowNanos now: UInt64, whole: Bool) -> Bool {
+        takeLetGo(nowNanos: now)
+        if listingDue || now &- lastListingNanos >= listingInterval { startListing(nowNanos: now) }
+        readEvents(whole: whole)
+        continueListing(entries: whole ? .max : Self.entriesPerRound)
+        for (name, time) in timed where time <= now {
+            timed[name] = nil
+            urgent.push(name)
+        }
+        if !waiting.isEmpty, handoff.descriptorsInUse < ringLimit {  // descriptors came free
+            for name in waiting { urgent.push(name) }
+        }
+        if !beingMadeQueue.isEmpty, whole || now &- lastBeingMadeNanos >= Self.beingMadeRetryNanos {
+            lastBeingMadeNanos = now
+            var count = 0
+            while whole || count < Self.beingMadePerRound, let name = beingMadeQueue.pop() {
+                urgent.push(name)
+                count += 1
+            }
+        }
+        // Those events named and those listed in turn: a flood of events does not keep a
+        // listing's names (a bot among them) waiting, nor a long listing a new bot's event.
+        let deadline = whole ? UInt64.max : rs_clock_precise_ns() &+ Self.roundNanos
+        var looked = 0
+        while let name = looked % 2 == 0 ? urgent.pop() ?? listed.pop() : listed.pop() ?? urgent.pop() {
+            look(at: name, nowNanos: now)
+            looked += 1
+            if rs_clock_precise_ns() >= deadline { break }
+        }
+        sayWaiting()
+        publish(nowNanos: now, now: whole)
+        for ring in opened { handoff.post(found: ring) }
+        opened.removeAll()
+        return eventsLeft || listing != nil || !urgent.isEmpty || !listed.isEmpty
+    }
+
+    /// Takes back the names of the rings the drain let go of: one it could not read is refused
+    /// (and tried again after a while); the others are looked at again (a new file may be there).
+    private func takeLetGo(nowNanos now: UInt64) {
+        for letGo in handoff.takeLetGo() {
+            let name = letGo.name
+            // A ring of a file since replaced, and opened again here: the name stays the drain's.
+            if let identity = letGo.identity, let holding = held[name], holding != identity { continue }
+            held[name] = nil
+            guard let problem = letGo.problem else {
+                urgent.push(name)
+                continue
+            }
+            // The drain said it in the log already.
+            let state = (try? System.lstat(options.directory.filePath(for: name))).map(EntryState.init)
+            refused[name] = RefusedFile(state: state, problem: problem, quiet: false, retryAtNanos: now &+ letGo.retryNanos)
+            timed[name] = now &+ letGo.retryNanos
+            shownStale = true
+        }
+    }
+
+    /// Begins a listing of the directory (or of the rings `--ring` names; one under way begins
+    /// again). Says when the directory is missing or unreadable, and watches it when it is not.
+    private func startListing(nowNanos now: UInt64) {
+        listingLooksAtRefused = listingDue || !watch.isWatching
+        lastListingNanos = now
+        listingDue = false
+        figures.rescans += 1
+        let directory = options.directory
+        let problem = directory.accessProblem()
+        if problem != directoryProblem {
+            log(
+                problem.map { "ring directory \(directory.path): \($0); waiting for it" }
+                    ?? "ring directory \(directory.path) is readable", level: problem == nil ? .info : .warn)
+            directoryProblem = problem
+        }
+        if problem == nil {
+            if !watch.isWatching { watch.watch(directory.path) }
+            if !drainWakeup.watch.isWatching { drainWakeup.watch.watch(directory.path) }
+        }
+        listing = nil
+        guard named.isEmpty else {
+            for name in options.rings { listed.push(name) }
+            finishListing(seen: named)
+            return
+        }
+        guard problem == nil, let stream = try? System.DirectoryStream(directory.path) else {
+            finishListing(seen: [])  // nothing there
+            return
+        }
+        listing = (stream, [])
+    }
+
+    /// Reads up to `entries` more names of the listing under way and queues the rings' to be
+    /// looked at, in name order (a bot's own file before its workers'); at its end, forgets what
+    /// it knew of files gone, and tells the drain of held ones gone.
+    private func continueListing(entries: Int) {
+        guard let stream = listing?.stream, var seen = listing?.seen else { return }
+        listing = nil  // `seen` is not copied as it grows
+        let prefix = RingDirectory.filePrefix
+        var found: [String] = []
+        var read = 0
+        var ended = false
+        while read < entries {
+            guard let names = try? stream.next(min(entries - read, Self.entriesPerRound)), !names.isEmpty else {
+                ended = true
+                break
+            }
+            read += names.count
+            for fileName in names where fileName.hasPrefix(prefix) {
+                let name = String(fileName.dropFirst(prefix.count))
+                guard (try? RingDirectory.validate(ringName: name)) != nil else { continue }
+                seen.insert(name)
+                if listingLooksAtRefused || refused[name] == nil { found.append(name) }
+            }
+        }
+        for name in found.sorted() { listed.push(name) }
+        if ended { finishListing(seen: seen) } else { listing = (stream, seen) }
+    }
+
+    /// A listing ended with `seen`: what was known of files not in it is forgotten, and the drain
+    /// told of its rings whose files are gone.
+    private func finishListing(seen: Set<String>) {
+        for name in refused.keys where !seen.contains(name) { forget(name) }
+        for name in waiting where !seen.contains(name) { forget(name) }
+        for name in beingMade.keys where !seen.contains(name) { forget(name) }
+        for name in held.keys where !seen.contains(name) { tellDrainChanged(name) }
+    }
+
+    /// Reads the events waiting, a bounded number unless `whole`, and queues the names they name:
+    /// any but the drain's, and the drain's when their file came or went. Events lost, or the
+    /// watch gone, have the directory listed.
+    private func readEvents(whole: Bool) {
+        let comeOrGone = UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM)
+        let gone = UInt32(IN_DELETE | IN_MOVED_FROM)
+        let outcome = watch.readEvents(maxReads: whole ? .max : Self.readsPerRound) { bytes, mask in
+            let name = String(decoding: bytes, as: UTF8.self)
+            guard named.isEmpty ? (try? RingDirectory.validate(ringName: name)) != nil : named.contains(name) else { return }
+            if held[name] != nil {
+                if mask & comeOrGone != 0 { urgent.push(name) }  // else the drain's own watch sees it written
+                return
+            }
+            guard mask & gone == 0 || named.contains(name) else {
+                // Gone: nothing to look at (a file made under the name since has an event of its own).
+                urgent.remove(name)
+                forget(name)
+                return
+            }
+            urgent.push(name)
+        }
+        if outcome.overflowed || outcome.watchLost { listingDue = true }
+        if urgent.count > Self.behindLimit {
+            urgent.removeAll()
+            listingDue = true
+        }
+        eventsLeft = outcome.more
+    }
+
+    // MARK: - Looking at one name
+
+    /// Looks at one name: a held ring's file checked to be the same; any other looked at with
+    /// `lstat`, refused from it if it can be, or as it was refused when it has not changed, else
+    /// opened, and handed to the drain or refused.
+    private func look(at name: String, nowNanos now: UInt64) {
+        let directory = options.directory
+        let path = directory.filePath(for: name)
+        if let identity = held[name] {
+            let info = try? System.lstat(path)
+            if info.map({ !EntryState($0).isFile(identity) }) ?? true { tellDrainChanged(name) }
+            return
+        }
+        let info: stat
+        do { info = try System.lstat(path) } catch {
+            // Gone: nothing to remember (a ring named with --ring is opened, to say it is missing).
+            guard named.contains(name) else {
+                forget(name)
+                return
+            }
+            open(name, state: nil, nowNanos: now)
+            return
+        }
+        let state = EntryState(info)
+        if beingMade[name] == nil, let known = refused[name], known.stands(for: state, nowNanos: now) { return }
+        if let refusal = RingConsumer.refusal(
+            mode: info.st_mode, owner: info.st_uid, size: Int(info.st_size), name: name, directory: directory,
+            allowedOwners: allowedOwners)
+        {
+            refuse(name, refusal, state: state, byStat: true, nowNanos: now)
+            return
+        }
+        open(name, state: state, nowNanos: now)
+    }
+
+    /// Opens ring `name` as its consumer, within the descriptor budget, and hands it to the drain.
+    private func open(_ name: String, state: EntryState?, nowNanos now: UInt64) {
+        guard handoff.descriptorsInUse + opened.count < ringLimit else {
+            if waiting.insert(name).inserted { shownStale = true }
+            return
+        }
+        figures.opens += 1
+        do {
+            let consumer = try RingConsumer(
+                name, directory: options.directory, allowedOwners: allowedOwners, readsWeights: true,
+                drainIntervalNanos: DrainScheduler.passBudgetNanos)
+            let said = refused[name]?.problem
+            forget(name)
+            held[name] = consumer.identity
+            opened.append(DiscoveryHandoff.FoundRing(consumer: consumer, saidProblem: said))
+        } catch {
+            refuse(name, error, state: state, nowNanos: now)
+        }
+    }
+
+    /// Remembers why `name` is not read: until its file changes, or for a while (see `RefusedFile`).
+    /// - Parameter byStat: `lstat` told (its words are made again from `state` when needed).
+    private func refuse(_ name: String, _ error: RingError, state: EntryState?, byStat: Bool = false, nowNanos now: UInt64) {
+        var quiet = false
+        var retryAt: UInt64 = 0
+        switch error {
+        case .notFound:
+            guard named.contains(name) else {
+                forget(name)
+                return
+            }
+            retryAt = now &+ Self.retryNanos
+        case .notReady:
+            // Empty, or its header not written yet: quiet. One made within the second may be
+            // finished any moment with no event (the header goes through a mapping): looked at
+            // again shortly, for that second. An empty one grows with an event.
+            quiet = true
+            let since = beingMade[name] ?? now
+            let madeLately = beingMade[name] != nil || (state.map(isRecent) ?? false)
+            if let state, state.size > 0, madeLately, now &- since < Self.newFileNanos {
+                beingMade[name] = since
+                beingMadeQueue.push(name)
+            } else {
+                beingMade[name] = nil
+            }
+        case .consumerAlive, .producerAlive, .unavailable, .system, .noSpace:
+            retryAt = now &+ Self.retryNanos
+        default:
+            break  // what the file holds: until it changes
+        }
+        let refusal = RefusedFile(state: state, problem: byStat ? nil : "\(error)", quiet: quiet, retryAtNanos: retryAt)
+        let before = refused[name]
+        if before.map({ !refusal.saysTheSame(as: $0) }) ?? true {
+            if !quiet { refusalLog("skipping ring \(name): \(error)", level: .warn) }
+            shownStale = true
+        }
+        if waiting.remove(name) != nil { shownStale = true }
+        refused[name] = refusal
+        if retryAt != 0 { timed[name] = retryAt }
+    }
+
+    /// Whether a file's status changed within `newFileNanos` of now (CLOCK_REALTIME, as file times are).
+    private func isRecent(_ state: EntryState) -> Bool {
+        let realtime = Int64(clamping: rs_clock_realtime_ns())
+        return abs(realtime &- state.changedNanos) < Int64(Self.newFileNanos)
+    }
+
+    /// Forgets what was known of `name` (its file is gone, or handed to the drain).
+    private func forget(_ name: String) {
+        if let known = refused.removeValue(forKey: name), !known.quiet { shownStale = true }
+        beingMade[name] = nil
+        timed[name] = nil
+        if waiting.remove(name) != nil { shownStale = true }
+    }
+
+    private func tellDrainChanged(_ name: String) { handoff.post(changed: name) }
+
+    /// What is shown of `name`, refused or waiting for a descriptor.
+    private func problem(of name: String) -> String {
+        guard let refusal = refused[name] else {
+            return "not attached: \(handoff.descriptorsInUse) rings are open, all that the open-file limit allows beside the "
+                + "HTTP server's reserve; raise the limit (ulimit -n, LimitNOFILE=), or remove finished bots' files "
+                + "(ringside-dump clean)"
+        }
+        if let problem = refusal.problem { return problem }
+        guard let state = refusal.state,
+            let error = RingConsumer.refusal(
+                mode: mode_t(state.mode), owner: state.owner, size: Int(state.size), name: name, directory: options.directory,
+                allowedOwners: allowedOwners)
+        else { return "refused" }
+        return "\(error)"
+    }
+
+    // MARK: - What it shows
+
+    /// Says in the log when rings begin and stop waiting for a descriptor.
+    private func sayWaiting() {
+        if !waiting.isEmpty, !saidWaiting {
+            log(
+                "cannot attach \(waiting.count) rings: \(handoff.descriptorsInUse) are open, and the rest of this process's "
+                    + "open-file limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as "
+                    + "skipped and counted in ringside_collector_rings_waiting", level: .warn)
+            saidWaiting = true
+        } else if waiting.isEmpty, saidWaiting {
+            log("every ring found is attached again")
+            saidWaiting = false
+        }
+    }
+
+    /// How long after the last making of the skipped rings shown the next may be.
+    private var showSpacingNanos: UInt64 { max(Self.showNanos, 10 * lastShownCostNanos) }
+
+    /// Publishes its figures, and the skipped rings when they changed (at most every
+    /// `showSpacingNanos`, unless `now`).
+    private func publish(nowNanos: UInt64, now: Bool) {
+        var changed = false
+        if shownStale, now || nowNanos &- lastShownNanos >= showSpacingNanos {
+            let began = rs_clock_precise_ns()
+            shownStale = false
+            var names = refused.compactMap { $0.value.quiet ? nil : $0.key } + waiting
+            names.sort()
+            let before = shownSkipped
+            shownSkipped = names.prefix(DiscoveryHandoff.shownLimit).map { name in
+                var ring = RingSnapshot(
+                    name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped,
+                    problem: problem(of: name))
+                ring.owner = refused[name]?.state?.owner  // whose file it is (--allow-uid shows it)
+                return ring
+            }
+            // Names and problems are all a skipped ring shows.
+            changed = !shownSkipped.elementsEqual(before) { $0.name == $1.name && $0.problem == $1.problem }
+            lastShownNanos = nowNanos
+            lastShownCostNanos = rs_clock_precise_ns() &- began
+        }
+        var shown = DiscoveryHandoff.Shown()
+        shown.skipped = shownSkipped
+        shown.filesRefused = refused.count + waiting.count
+        shown.waitingForDescriptors = waiting.count
+        shown.rescans = figures.rescans
+        shown.opens = figures.opens
+        handoff.publish(shown, skippedChanged: changed)
+    }
+}
+
+/// Keeps a thread to `fraction` of a core over time: the CPU time it may spend accrues with wall
+/// time, up to `burstNanos`; each round spends what it took, and a thread in debt pauses until the
+/// debt is paid. A thread that the scheduler already holds back (a busy host) accrues its share
+/// meanwhile, and is not held back twice.
+struct CPUShare {
+    let fraction: Double
+    let burstNanos: Double
+    private var credit: Double
+    private var lastNanos: UInt64
+
+    init(fraction: Double, burstNanos: UInt64, nowNanos now: UInt64) {
+        self.fraction = fraction
+        self.burstNanos = Double(burstNanos)
+        credit = Double(burstNanos)
+        lastNanos = now
+    }
+
+    /// Spends `spent` nanoseconds of CPU time at `now`; returns how long to pause (0: none).
+    mutating func pause(spent: UInt64, nowNanos now: UInt64) -> UInt64 {
+        credit = min(burstNanos, credit + Double(now &- min(now, lastNanos)) * fraction) - Double(spent)
+        lastNanos = now
+        return credit >= 0 ? 0 : UInt64(-credit / fraction)
+    }
+}
