@@ -60,9 +60,16 @@ final class DirectoryWatch: Sendable {
         _ = try? withUnsafeBytes(of: UInt8(1)) { (byte) throws(Errno) in try System.write(wakeWrite, byte) }
     }
 
-    /// Sleeps until an event arrives, `signal` is called, or `timeoutNanos` pass; returns whether
-    /// events wait to be read.
-    func wait(timeoutNanos: UInt64) -> Bool {
+    /// What ended a `wait`: events wait to be read, `signal` was called, both, or neither (the
+    /// time was up, or a signal interrupted it).
+    struct Woken {
+        var events = false
+        var signalled = false
+    }
+
+    /// Sleeps until an event arrives, `signal` is called, or `timeoutNanos` pass; says which.
+    @discardableResult
+    func wait(timeoutNanos: UInt64) -> Woken {
         var fds = [
             pollfd(fd: inotify, events: Int16(POLLIN), revents: 0),
             pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
@@ -76,13 +83,15 @@ final class DirectoryWatch: Sendable {
             milliseconds = 0
         }
         // A signal ends the wait early with nothing seen; the caller comes back to it.
-        guard let ready = try? System.poll(&fds, timeoutMillis: milliseconds), ready > 0 else { return false }
+        guard let ready = try? System.poll(&fds, timeoutMillis: milliseconds), ready > 0 else { return Woken() }
+        var woken = Woken(events: fds[0].revents != 0)
         if fds[1].revents != 0 {
             signalled.store(false, ordering: .releasing)  // first: a signal from now on writes again
             var bytes = [UInt8](repeating: 0, count: 64)
             _ = bytes.withUnsafeMutableBytes { try? System.read(wakeRead, into: $0) }
+            woken.signalled = true
         }
-        return fds[0].revents != 0
+        return woken
     }
 
     /// What reading the events found besides the names.

@@ -40,10 +40,11 @@ final class DrainWakeup {
         let deadline = rs_clock_precise_ns() &+ timeoutNanos
         while true {
             let now = rs_clock_precise_ns()
-            // Signalled or out of time: the caller comes back to it.
-            guard watch.wait(timeoutNanos: deadline > now ? deadline - now : 0) else { return false }
-            if collect(holds: holds) { return true }
-            if rs_clock_precise_ns() >= deadline { return false }
+            let woken = watch.wait(timeoutNanos: deadline > now ? deadline - now : 0)
+            // Events about other files only: the sleep goes on, unless a signal came with them
+            // (discovery found a ring as the producer wrote its file: the signal must not be lost).
+            let touched = woken.events && collect(holds: holds)
+            if touched || woken.signalled || !woken.events || rs_clock_precise_ns() >= deadline { return touched }
         }
     }
 

@@ -151,7 +151,7 @@ final class RingDiscovery: @unchecked Sendable {
                 // Events wait in inotify's queue meanwhile; a stop ends the pause.
                 if pause > 0 { _ = stopping.wait(timeout: .now() + .nanoseconds(Int(clamping: pause))) }
                 if more { continue }
-                _ = watch.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()))
+                watch.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()))
             }
             finished.signal()
         }

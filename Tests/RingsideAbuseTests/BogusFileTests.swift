@@ -28,20 +28,24 @@ private func makeBogusFiles(_ directory: RingDirectory, prefix: String, count: I
 /// The honest bot: `ringside-test-producer blast` at 20,000 records a second into lanes of 4,096
 /// records for `seconds`: 205 ms of room, where the sizing rule asks for what it writes in 2 ms
 /// and a burst (a millisecond's 20 records), so what it drops is the drain's doing, not its size.
-/// Returns its attempts and drops.
-private func runHonestBot(_ directory: RingDirectory, seconds: Int) throws -> (attempts: UInt64, dropped: UInt64) {
+/// Returns its counts; drops after the bot itself stalled half its lane's room (two cores shared
+/// with other tests) are the machine's (`BlastCounts.producerStalled`).
+private func runHonestBot(_ directory: RingDirectory, seconds: Int) throws -> BlastCounts {
     let blast = try ChildProcess(
         testProducer: "blast", ring: "honest", in: directory, ["--seconds", String(seconds), "--rate", "20000", "--capacity", "4096"])
     let attached = blast.readLine() ?? ""
     guard attached.hasPrefix("attached ") else { throw TestSupportError("the honest bot did not attach: \(attached)") }
     let counts = blast.readLine() ?? ""
     let exit = blast.waitForExit()
-    // "attempts A written W dropped D faults F"
-    let words = counts.split(separator: " ")
-    guard exit.status == 0, words.count == 8, let attempts = UInt64(words[1]), let dropped = UInt64(words[5]) else {
+    guard exit.status == 0, let parsed = BlastCounts(counts) else {
         throw TestSupportError("the honest bot said \(counts): \(exit.standardError)")
     }
-    return (attempts, dropped)
+    return parsed
+}
+
+/// Whether the honest bot lost nothing the collector could have kept.
+private func keptEverything(_ honest: BlastCounts) -> Bool {
+    honest.dropped == 0 || honest.producerStalled(rate: 20_000, capacity: 4096)
 }
 
 /// Attack 7 of issue 45: a directory full of files named as rings that no producer wrote. The
@@ -66,7 +70,7 @@ struct BogusFileTests {
             let rescans = collectorFigure("ringside_collector_discovery_rescans_total", port: port) ?? -1
             print(
                 "100,000 bogus files: the honest bot dropped \(honest.dropped) of \(honest.attempts); \(opens) opens, \(rescans) listings")
-            #expect(honest.attempts >= 90_000 && honest.dropped == 0, "the honest bot dropped \(honest.dropped) of \(honest.attempts)")
+            #expect(honest.attempts >= 90_000 && keptEverything(honest), "the honest bot: \(honest)")
             #expect(refused, "ringside_collector_ring_files_refused reached 100,000")
             // The junk files once each, the honest bot's a few times while it was being made.
             #expect(opens >= 10_001 && opens < 10_100, "files opened: \(opens)")
@@ -99,7 +103,7 @@ struct BogusFileTests {
             let churned = churn.readLine() ?? ""
             _ = churn.waitForExit()
             print("200,000 files churned: the honest bot dropped \(honest.dropped) of \(honest.attempts); \(churned)")
-            #expect(honest.attempts >= 90_000 && honest.dropped == 0, "the honest bot dropped \(honest.dropped) of \(honest.attempts)")
+            #expect(honest.attempts >= 90_000 && keptEverything(honest), "the honest bot: \(honest)")
             #expect(churned == "churned 200000", "the churn: \(churned)")
             // Gone files are forgotten: what stays is at most the churn's last, being removed.
             let forgotten = eventually(seconds: 120) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 0 }
@@ -121,7 +125,7 @@ struct BogusFileTests {
             let refused = eventually(seconds: 240) { collectorFigure("ringside_collector_ring_files_refused", port: port) == 100_000 }
             let opens = collectorFigure("ringside_collector_discovery_opens_total", port: port) ?? -1
             print("100,000 files of nobody: the honest bot dropped \(honest.dropped) of \(honest.attempts); \(opens) opens")
-            #expect(honest.attempts >= 90_000 && honest.dropped == 0, "the honest bot dropped \(honest.dropped) of \(honest.attempts)")
+            #expect(honest.attempts >= 90_000 && keptEverything(honest), "the honest bot: \(honest)")
             #expect(refused, "ringside_collector_ring_files_refused reached 100,000")
             #expect(opens >= 1 && opens < 100, "only the honest bot's file is opened: \(opens) opens")
             let health = (try? httpGet(port: port, path: "/health").body) ?? ""

@@ -13,24 +13,6 @@ import Testing
 @Suite("Reliability: faults, SIGBUS and load", .serialized)
 struct ReliabilityTests {}
 
-/// What `ringside-test-producer blast` prints when it stops.
-struct BlastCounts: Equatable {
-    var attempts: UInt64
-    var written: UInt64
-    var dropped: UInt64
-    var faults: UInt64
-
-    /// Parses "attempts A written W dropped D faults F".
-    init?(_ line: String?) {
-        let words = (line ?? "").split(separator: " ")
-        guard words.count == 8, words[0] == "attempts", words[2] == "written", words[4] == "dropped", words[6] == "faults",
-            let attempts = UInt64(words[1]), let written = UInt64(words[3]), let dropped = UInt64(words[5]),
-            let faults = UInt64(words[7])
-        else { return nil }
-        (self.attempts, self.written, self.dropped, self.faults) = (attempts, written, dropped, faults)
-    }
-}
-
 /// Starts `ringside-test-producer blast` into `ring` and waits for its "attached" line.
 func startBlast(
     _ directory: RingDirectory, ring: String, seconds: Double = 3600, rate: Int = 0,

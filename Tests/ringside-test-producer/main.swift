@@ -17,8 +17,9 @@
 //       prints "attached PID", then records into histogram "blast" {source="test"} for S seconds
 //       (or until SIGTERM) at full speed, or R records a second, dropping when the ring is full.
 //       Each record's value is its cursor + 1, so values count 1, 2, 3 ... across producers that
-//       re-attach the ring. Prints "attempts A written W dropped D faults F": calls made, what
-//       the ring's own counters moved by, and SIGBUS faults the guard absorbed in this process.
+//       re-attach the ring. Prints "attempts A written W dropped D faults F late L": calls made,
+//       what the ring's own counters moved by, SIGBUS faults the guard absorbed in this process,
+//       and how many nanoseconds behind its schedule a paced run fell at worst.
 //   ringside-test-producer first-bot
 //       runs the README's first Swift bot (FirstBot.swift) in $RINGSIDE_DIR, and exits.
 //   ringside-test-producer kit --dir DIR --ring NAME --count N [--start S] [--step T] [--per-second R]
@@ -341,6 +342,9 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
     let startNanos = rs_clock_precise_ns()
     let endNanos = startNanos + UInt64(seconds * 1e9)
     var attempts: UInt64 = 0
+    // Paced: how late the schedule ran at worst (a late batch is followed at once by the ones
+    // missed, a burst the lane must hold), so a test can tell the machine's stalls from the drain's.
+    var latestNanos: UInt64 = 0
     while true {
         // Full speed: check the clock and signals every 4096 calls; paced: every millisecond's batch.
         let batch: UInt64 = rate > 0 ? max(1, UInt64(rate / 1000)) : 4096
@@ -357,13 +361,17 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
             // Sleep until this batch's due time: `attempts / rate` seconds after the start.
             let due = startNanos + UInt64(Double(attempts) / rate * 1e9)
             let now = rs_clock_precise_ns()
-            if due > now { usleep(useconds_t(min(due - now, 100_000_000) / 1000)) }
+            if due > now {
+                usleep(useconds_t(min(due - now, 100_000_000) / 1000))
+            } else {
+                latestNanos = max(latestNanos, now - due)
+            }
         }
     }
     // Wrapping: a file truncated under us reads as zeros, counters included (see `faults`).
     print(
         "attempts \(attempts) written \(lane.recordsWritten &- writtenBefore) "
-            + "dropped \(lane.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed())")
+            + "dropped \(lane.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed()) late \(latestNanos)")
 }
 
 /// `kit`: the operator's-kit tests' bot. Records histogram "order_fill_latency" (ns)
