@@ -34,9 +34,9 @@ struct HistoryProcessTests {
             defer { kit.kill() }
             #expect(kit.readLine()?.hasPrefix("ready ") == true)
             let summary = try #require(blast.readLine())
-            let fields = summary.split(separator: " ")
-            #expect(fields.count == 8 && fields[4] == "dropped" && fields[5] == "0", "\(summary)")
-            let written = try #require(Int(fields[3]))
+            let counts = try #require(BlastCounts(summary), "\(summary)")
+            #expect(counts.dropped == 0, "\(counts)")
+            let written = Int(counts.written)
             #expect(written > 0)
 
             // The history takes the snapshots in as they come: wait until the counts reach the total.
