@@ -42,9 +42,15 @@ extension Histogram {
     /// Paged counts are summed a page at a time, and a page's buckets looked at only when a rank
     /// falls in it: a window's snapshot asks this of every histogram series it publishes.
     public func values(atQuantiles quantiles: [Double]) -> [UInt64] {
-        var result = [UInt64](repeating: 0, count: quantiles.count)
+        guard count != 0 else { return [UInt64](repeating: 0, count: quantiles.count) }
+        return values(atRanks: quantiles.map(rank(ofQuantile:)))
+    }
+
+    /// The values of 1-based nearest ranks (each in `1 ... count`), in one pass; see
+    /// ``value(atQuantile:)``. A ``SignedHistogram`` asks its two sides for ranks of their own.
+    func values(atRanks ranks: [UInt64]) -> [UInt64] {
+        var result = [UInt64](repeating: 0, count: ranks.count)
         guard count != 0 else { return result }
-        let ranks = quantiles.map(rank(ofQuantile:))
         let order = ranks.indices.sorted { ranks[$0] < ranks[$1] }
         var next = 0
         var seen: UInt64 = 0
