@@ -1,3 +1,4 @@
+import CRingside
 import Foundation
 import Ringside
 @testable import RingsideCollector
@@ -75,6 +76,11 @@ extension WorkerNameAttackTests {
                 asNobody[0],
                 Array(asNobody.dropFirst()) + ["/usr/bin/mv", directory.filePath(for: "theirs"), directory.filePath(for: "bot@99999")])
             try #require(moved.status == 0, "\(moved.errors)")
+            // Its producer byte held, as a live worker's is: a file whose producer is gone is
+            // folded into the bot and removed (its totals kept), maybe before the test looks.
+            let held = open(directory.filePath(for: "bot@99999"), O_RDWR | O_CLOEXEC)
+            try #require(held >= 0 && rs_lock_byte(held, RS_LOCK_BYTE_PRODUCER) == 0, "cannot hold the worker's file")
+            defer { close(held) }
 
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--allow-uid", "65534"])
             defer { collector.kill() }
