@@ -266,6 +266,14 @@ static int rsp_entry_valid(const rs_registry_entry *e, uint32_t index, char *why
         snprintf(why, why_size, "gauge merge policy %u on %s", e->gauge_merge, rsp_kind_name(e->kind));
         return 0;
     }
+    if (e->form > RS_FORM_SIGNED || (e->form == RS_FORM_SIGNED && e->kind != RS_KIND_HISTOGRAM)) {
+        snprintf(why, why_size, "value form %u on %s", e->form, rsp_kind_name(e->kind));
+        return 0;
+    }
+    if (e->scale < RS_SCALE_MIN || e->scale > RS_SCALE_MAX || (e->kind == RS_KIND_GAUGE && e->scale != 0)) {
+        snprintf(why, why_size, "scale %d on %s", (int)e->scale, rsp_kind_name(e->kind));
+        return 0;
+    }
     if (e->name_length > RS_NAME_MAX || !rsp_is_identifier(e->name, e->name_length)) {
         snprintf(why, why_size, "its name is not an identifier of 1 to %u bytes", RS_NAME_MAX);
         return 0;
@@ -323,11 +331,11 @@ static int rsp_layout_check(const rs_header *h, char *why, size_t why_size) {
         snprintf(why, why_size, "bad magic 0x%016llx (not a Ringside file)", (unsigned long long)h->magic);
         return RS_E_CORRUPT;
     }
-    if (h->version != RS_FORMAT_VERSION) {
-        snprintf(why, why_size, "it is format version %u%s; this library reads and writes version %u (a lane per "
+    if (h->version < RS_FORMAT_VERSION_MIN || h->version > RS_FORMAT_VERSION) {
+        snprintf(why, why_size, "it is format version %u%s; this library reads and writes versions %u and %u (a lane per "
                  "thread, gather cells): remove the file, or attach with recreate to replace it", (unsigned)h->version,
                  h->version == 1 ? " (one ring per file, before lanes)"
-                 : h->version == 2 ? " (before gather cells)" : "", RS_FORMAT_VERSION);
+                 : h->version == 2 ? " (before gather cells)" : "", RS_FORMAT_VERSION_MIN, RS_FORMAT_VERSION);
         return RS_E_INCOMPATIBLE;
     }
     if (h->capacity_log2 < RS_MIN_CAPACITY_LOG2 || h->capacity_log2 > RS_MAX_CAPACITY_LOG2) {
@@ -785,7 +793,7 @@ static int rsp_create(rsp_bot *b, int fd, const rs_bot_options *o, int created, 
     h->lane_gather_offset = b->geometry.lane_gather_offset;
     h->gather_cell_size = RS_GATHER_CELL_SIZE;
     /* Release, written last: a reader that sees the version sees the whole layout. */
-    rs_store_release_u32(&h->version, RS_FORMAT_VERSION);
+    rs_store_release_u32(&h->version, RS_FORMAT_VERSION_MIN); /* 4 at its first signed or scaled metric */
     rsp_start(b);
     return 0;
 }
@@ -1023,7 +1031,8 @@ static int rsp_count_refused_worker(const rsp_bot *b) {
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size >= RS_HEADER_SIZE) {
         rs_header *h = (rs_header *)mmap(NULL, RS_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (h != MAP_FAILED) {
-            if (h->magic == RS_MAGIC && rs_load_acquire_u32(&h->version) == RS_FORMAT_VERSION) {
+            uint32_t version = rs_load_acquire_u32(&h->version);
+            if (h->magic == RS_MAGIC && version >= RS_FORMAT_VERSION_MIN && version <= RS_FORMAT_VERSION) {
                 __atomic_fetch_add(&h->workers_refused, 1, __ATOMIC_RELAXED);
                 counted = 1;
             }
@@ -1254,6 +1263,7 @@ typedef struct {
     size_t help_length;
     uint32_t sample_every;
     unsigned gauge_merge;
+    rs_values values;
 } rsp_request;
 
 /** "{key=value,key=value}", or "" without labels, for messages. */
@@ -1288,6 +1298,20 @@ static int rsp_check_request(rsp_bot *b, rsp_request *r, rs_error *error) {
     if (r->kind == RS_KIND_GAUGE && r->sample_every != 1) {
         return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: a gauge keeps its last value: sample_every must be 1", name_length, r->name);
     }
+    if (r->values.form > RS_FORM_SIGNED) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: unknown value form %u", name_length, r->name, (unsigned)r->values.form);
+    }
+    if (r->values.form == RS_FORM_SIGNED && r->kind != RS_KIND_HISTOGRAM) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: only a histogram takes signed values (a counter never goes back; "
+                        "a gauge is a double)", name_length, r->name);
+    }
+    if (r->values.scale < RS_SCALE_MIN || r->values.scale > RS_SCALE_MAX) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: scale %d is not from %d to %d", name_length, r->name,
+                        (int)r->values.scale, RS_SCALE_MIN, RS_SCALE_MAX);
+    }
+    if (r->kind == RS_KIND_GAUGE && r->values.scale != 0) {
+        return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: a gauge is a double: it takes no scale", name_length, r->name);
+    }
     if (r->gauge_merge >= RS_MERGE_POLICIES) {
         return rsp_fail(error, bot, RS_E_INVALID, "metric %.*s: unknown gauge merge policy %u", name_length, r->name, r->gauge_merge);
     }
@@ -1309,12 +1333,31 @@ static int rsp_check_request(rsp_bot *b, rsp_request *r, rs_error *error) {
     return 0;
 }
 
+/** 10^n, exactly where a double holds it (n from -36 to 36). */
+static double rsp_power_of_ten(int n) {
+    double power = 1;
+    for (int i = 0; i < (n < 0 ? -n : n); i++) power *= 10;
+    return n < 0 ? 1 / power : power;
+}
+
 static void rsp_fill_metric(rs_metric *metric, uint32_t index, const rsp_request *r) {
     memset(metric, 0, sizeof *metric);
     metric->index = index;
-    metric->kind = (uint8_t)r->kind;
+    metric->kind = r->values.form == RS_FORM_SIGNED ? (uint8_t)RS_METRIC_SIGNED_HISTOGRAM : (uint8_t)r->kind;
     metric->sampled = r->sample_every > 1;
+    metric->scale = r->values.scale;
     metric->ns_per_unit = rsp_ns_per_unit(r->unit);
+    metric->steps_per_unit = rsp_power_of_ten(-r->values.scale);
+}
+
+/** A file is made format 3, which producers of 0.4 read too (Python's pure backend, Rust's
+    crate), and becomes format 4 just before its first entry that format 3 cannot say (signed or
+    scaled values) is published: the layout is the same, and a reader that cannot read 4 then
+    refuses the file rather than misread it. */
+static void rsp_upgrade_for_entry(rs_bot *bot, const rs_registry_entry *e) {
+    if ((e->form != 0 || e->scale != 0) && rs_load_relaxed_u32(&bot->header->version) < RS_FORMAT_VERSION) {
+        rs_store_release_u32(&bot->header->version, RS_FORMAT_VERSION);
+    }
 }
 
 static int rsp_same_identity(const rs_registry_entry *e, const rsp_request *r) {
@@ -1336,6 +1379,13 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
                             rsp_labels_for_message(r, labels, sizeof labels), rsp_kind_name(e->kind), rsp_unit_name(e->unit),
                             (unsigned)e->sample_every, rsp_kind_name(r->kind), rsp_unit_name(r->unit), (unsigned)r->sample_every);
         }
+        if (e->form != r->values.form || e->scale != r->values.scale) {
+            char labels[RS_LABELS_MAX + 3];
+            return rsp_fail(error, bot->name, RS_E_CONFLICT, "metric %.*s%s is already registered with %s values in steps of "
+                            "1e%d; asked for %s values in steps of 1e%d", (int)r->name_length, r->name,
+                            rsp_labels_for_message(r, labels, sizeof labels), e->form == RS_FORM_SIGNED ? "signed" : "unsigned",
+                            (int)e->scale, r->values.form == RS_FORM_SIGNED ? "signed" : "unsigned", (int)r->values.scale);
+        }
         if (e->gauge_merge != r->gauge_merge) {
             char labels[RS_LABELS_MAX + 3];
             return rsp_fail(error, bot->name, RS_E_CONFLICT, "gauge %.*s%s is already registered merging its workers by %s; "
@@ -1355,6 +1405,8 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
     e->kind = (uint8_t)r->kind;
     e->unit = (uint8_t)r->unit;
     e->gauge_merge = (uint8_t)r->gauge_merge;
+    e->form = r->values.form;
+    e->scale = r->values.scale;
     e->sample_every = r->sample_every;
     e->name_length = (uint16_t)r->name_length;
     e->labels_length = (uint16_t)r->labels_length;
@@ -1363,6 +1415,7 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
     if (r->labels_length) memcpy(e->labels, r->labels, r->labels_length);
     if (r->help_length) memcpy(e->help, r->help, r->help_length);
     bot->sample_every[count] = r->sample_every;
+    rsp_upgrade_for_entry(bot, e);
     /* Release: the entry's bytes are visible before the count that publishes it. */
     rs_store_release_u32(&bot->header->metric_count, count + 1);
     rsp_fill_metric(metric, count, r);
@@ -1370,7 +1423,7 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
 }
 
 int rs_bot_register_encoded(rs_bot *bot, rs_metric *metric, const char *name, size_t name_length,
-                            rs_kind kind, rs_unit unit, const char *labels, size_t labels_length,
+                            rs_kind kind, rs_unit unit, rs_values values, const char *labels, size_t labels_length,
                             const char *help, size_t help_length, uint32_t sample_every, rs_gauge_merge merge,
                             rs_error *error) {
     rsp_clear_error(error);
@@ -1380,7 +1433,7 @@ int rs_bot_register_encoded(rs_bot *bot, rs_metric *metric, const char *name, si
     }
     rsp_bot *b = rsp_of(bot);
     rsp_request r = {name, name_length, (unsigned)kind, (unsigned)unit, labels, labels_length, help, help_length, sample_every,
-                     (unsigned)merge};
+                     (unsigned)merge, values};
     int rc = rsp_check_request(b, &r, error);
     if (rc != 0) return rc;
     if (__atomic_load_n(&b->forked, __ATOMIC_ACQUIRE) && (rc = rsp_become_worker(b, error)) != 0) return rc;
@@ -1446,7 +1499,7 @@ static int rsp_encode_labels(rs_bot *bot, const char *metric, const char *const 
 }
 
 /** Registers through rs_bot_register_encoded, the labels encoded first. */
-static int rsp_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind kind, rs_unit unit,
+static int rsp_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind kind, rs_unit unit, rs_values values,
                         const char *const *labels, const char *help, uint32_t sample_every, rs_gauge_merge merge,
                         rs_error *error) {
     rsp_clear_error(error);
@@ -1458,18 +1511,23 @@ static int rsp_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kin
     size_t length = 0;
     int rc = rsp_encode_labels(bot, name, labels, encoded, &length, error);
     if (rc != 0) return rc;
-    return rs_bot_register_encoded(bot, metric, name, name ? strlen(name) : 0, kind, unit, encoded, length,
+    return rs_bot_register_encoded(bot, metric, name, name ? strlen(name) : 0, kind, unit, values, encoded, length,
                                    help, help ? strlen(help) : 0, sample_every, merge, error);
 }
 
 int rs_bot_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind kind, rs_unit unit,
                     const char *const *labels, const char *help, uint32_t sample_every, rs_error *error) {
-    return rsp_register(bot, metric, name, kind, unit, labels, help, sample_every, RS_MERGE_LAST, error);
+    return rsp_register(bot, metric, name, kind, unit, (rs_values){0, 0}, labels, help, sample_every, RS_MERGE_LAST, error);
+}
+
+int rs_bot_register_values(rs_bot *bot, rs_metric *metric, const char *name, rs_kind kind, rs_unit unit, rs_values values,
+                           const char *const *labels, const char *help, uint32_t sample_every, rs_error *error) {
+    return rsp_register(bot, metric, name, kind, unit, values, labels, help, sample_every, RS_MERGE_LAST, error);
 }
 
 int rs_bot_register_gauge(rs_bot *bot, rs_metric *metric, const char *name, rs_unit unit, const char *const *labels,
                           const char *help, rs_gauge_merge merge, rs_error *error) {
-    return rsp_register(bot, metric, name, RS_KIND_GAUGE, unit, labels, help, 1, merge, error);
+    return rsp_register(bot, metric, name, RS_KIND_GAUGE, unit, (rs_values){0, 0}, labels, help, 1, merge, error);
 }
 
 uint32_t rs_bot_metric_count(const rs_bot *bot) {
@@ -1563,6 +1621,26 @@ int rs_exemplar_check(const char *exemplar, size_t length, rs_error *error) {
         }
     }
     return 0;
+}
+
+/* MARK: - Values a metric cannot hold */
+
+/** Counts a value that did not fit in `metric`'s cell (see VALUES in ringside.h). */
+static void rsp_count_clamped(rs_bot *bot, rs_metric metric) {
+    if (!bot->enabled || bot->header == NULL || metric.index >= bot->registry_capacity) return;
+    __atomic_fetch_add(&rsp_metric_cells(rsp_of(bot))[metric.index].clamped, 1, __ATOMIC_RELAXED);
+}
+
+int rs_bot_record_unrepresentable(rs_bot *bot, rs_metric metric, double value) {
+    rsp_count_clamped(bot, metric);
+    if (value != value) return 0; /* NaN: no value to record */
+    if (metric.kind == RS_METRIC_SIGNED_HISTOGRAM) return rs_bot_record_signed(bot, metric, value < 0 ? -INT64_MAX : INT64_MAX);
+    return rs_bot_record(bot, metric, value < 0 ? 0 : UINT64_MAX);
+}
+
+void rs_bot_count_unrepresentable(rs_bot *bot, rs_metric metric, double increment) {
+    rsp_count_clamped(bot, metric);
+    if (increment > 0) rs_bot_count(bot, metric, UINT64_MAX); /* NaN and below 0: nothing added */
 }
 
 int rs_bot_name_thread(rs_bot *bot, const char *name, size_t length) {
@@ -1819,7 +1897,7 @@ static int rsp_take_registry_locked(rsp_bot *b, const rs_registry_entry *entries
         rs_registry_entry *e = rsp_entry(b, i);
         if (i < had) {
             if (e->kind != entries[i].kind || e->unit != entries[i].unit || e->sample_every != entries[i].sample_every
-                || e->gauge_merge != entries[i].gauge_merge
+                || e->gauge_merge != entries[i].gauge_merge || e->form != entries[i].form || e->scale != entries[i].scale
                 || e->name_length != entries[i].name_length || e->labels_length != entries[i].labels_length
                 || memcmp(e->name, entries[i].name, e->name_length) != 0 || memcmp(e->labels, entries[i].labels, e->labels_length) != 0) {
                 return rsp_fail(error, bot->name, RS_E_CONFLICT, "%.700s holds another metric at index %u than the parent's registry",
@@ -1829,6 +1907,7 @@ static int rsp_take_registry_locked(rsp_bot *b, const rs_registry_entry *entries
         }
         memcpy(e, &entries[i], sizeof *e);
         bot->sample_every[i] = e->sample_every;
+        rsp_upgrade_for_entry(bot, e);
     }
     /* Release: the entries' bytes are visible before the count that publishes them. */
     if (count > had) rs_store_release_u32(&bot->header->metric_count, count);

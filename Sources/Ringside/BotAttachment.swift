@@ -115,7 +115,7 @@ final class BotAttachment: @unchecked Sendable {
                 helpText.withUTF8 { helpBytes in
                     rs_bot_register_encoded(
                         pointer, &metric, nameBytes.baseAddress, nameBytes.count, rs_kind(UInt32(kind.rawValue)),
-                        rs_unit(UInt32(unit.rawValue)), labelBytes.baseAddress, labelBytes.count,
+                        rs_unit(UInt32(unit.rawValue)), rs_values(form: 0, scale: 0), labelBytes.baseAddress, labelBytes.count,
                         helpBytes.baseAddress, helpBytes.count, sampleEvery, rs_gauge_merge(UInt32(gaugeMerge.rawValue)), &error)
                 }
             }

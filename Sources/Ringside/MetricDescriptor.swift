@@ -99,11 +99,19 @@ public struct MetricDescriptor: Sendable, Equatable, Hashable {
     public let sampleEvery: UInt32
     /// A gauge's merge across workers (`.last` for the other kinds).
     public let gaugeMerge: GaugeMerge
+    /// A histogram of signed values: each value (records, gather and metric cells) is an `Int64`
+    /// stored in offset binary (VALUES in ringside.h).
+    public let isSigned: Bool
+    /// A histogram's or counter's values are whole numbers of `10^scale` of its unit (0: whole units).
+    public let scale: Int8
 
     package init(
         index: UInt32, name: String, kind: MetricKind, unit: MetricUnit,
-        encodedLabels: String, help: String, sampleEvery: UInt32, gaugeMerge: GaugeMerge = .last
+        encodedLabels: String, help: String, sampleEvery: UInt32, gaugeMerge: GaugeMerge = .last,
+        isSigned: Bool = false, scale: Int8 = 0
     ) {
+        self.isSigned = isSigned
+        self.scale = scale
         self.index = index
         self.name = name
         self.kind = kind

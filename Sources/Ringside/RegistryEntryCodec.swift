@@ -13,6 +13,12 @@ extension MetricDescriptor {
         guard let gaugeMerge = GaugeMerge(rawValue: entry.gauge_merge), kind == .gauge || gaugeMerge == .last else {
             throw bad("gauge merge policy \(entry.gauge_merge) on a \(kind)")
         }
+        guard entry.form <= UInt8(RS_FORM_SIGNED.rawValue) else { throw bad("unknown value form \(entry.form)") }
+        let isSigned = entry.form == UInt8(RS_FORM_SIGNED.rawValue)
+        guard !isSigned || kind == .histogram else { throw bad("signed values on a \(kind)") }
+        guard (Int8(RS_SCALE_MIN)...Int8(RS_SCALE_MAX)).contains(entry.scale), kind != .gauge || entry.scale == 0 else {
+            throw bad("scale \(entry.scale) on a \(kind)")
+        }
         var copy = entry
         let name = try Self.string(&copy.name, length: entry.name_length, field: "name", index: index)
         let labels = try Self.string(&copy.labels, length: entry.labels_length, field: "labels", index: index)
@@ -22,7 +28,7 @@ extension MetricDescriptor {
         guard !help.utf8.contains(0) else { throw bad("the help text has a NUL") }
         self.init(
             index: UInt32(index), name: name, kind: kind, unit: unit, encodedLabels: labels,
-            help: help, sampleEvery: entry.sample_every, gaugeMerge: gaugeMerge)
+            help: help, sampleEvery: entry.sample_every, gaugeMerge: gaugeMerge, isSigned: isSigned, scale: entry.scale)
     }
 
     /// Reads `length` bytes of a fixed-size C array as UTF-8, refusing lengths past its end.

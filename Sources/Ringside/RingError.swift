@@ -150,7 +150,8 @@ public enum RingCorruption: Error, Equatable, CustomStringConvertible, Sendable 
                 version == 1 || version == 2
                 ? ": written by an older Ringside (\(version == 1 ? "before lanes" : "before gather cells")); restart its bot with the current library, or remove the file"
                 : ""
-            return "unsupported format version \(version) (this build reads version \(RS_FORMAT_VERSION)\(hint))"
+            return
+                "unsupported format version \(version) (this build reads versions \(RS_FORMAT_VERSION_MIN) to \(RS_FORMAT_VERSION)\(hint))"
         case let .badLayout(field, value, expected):
             return "bad layout: \(field) is \(value), expected \(expected)"
         case let .cursorsOutOfRange(read, write, capacity):

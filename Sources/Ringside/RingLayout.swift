@@ -46,7 +46,7 @@ struct RingLayout: Equatable, Sendable {
     /// size (which must hold at least the part before the lanes).
     init(validating header: rs_header, fileSize: Int) throws(RingCorruption) {
         guard header.magic == RS_MAGIC else { throw .badMagic(header.magic) }
-        guard header.version == RS_FORMAT_VERSION else { throw .unsupportedVersion(header.version) }
+        guard (RS_FORMAT_VERSION_MIN...RS_FORMAT_VERSION).contains(header.version) else { throw .unsupportedVersion(header.version) }
         try Self.expect("header_size", UInt64(header.header_size), equals: UInt64(RS_HEADER_SIZE))
         try Self.expect("record_size", UInt64(header.record_size), equals: UInt64(RS_RECORD_SIZE))
         try Self.expect("registry_entry_size", UInt64(header.registry_entry_size), equals: UInt64(RS_REGISTRY_ENTRY_SIZE))

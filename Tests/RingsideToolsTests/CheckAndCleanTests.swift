@@ -53,7 +53,7 @@ struct CheckTests {
             try makeSequenceRing(directory, "ring", count: 1, capacity: 16)
             let path = directory.filePath(for: "ring")
             let header = fileHeader(path)
-            #expect(header.version == RS_FORMAT_VERSION && header.capacity_log2 == 4)
+            #expect(header.version == RS_FORMAT_VERSION_MIN && header.capacity_log2 == 4)
             #expect(header.lanes_offset == layout.geometry.lanes_offset && header.lane_size == layout.geometry.lane_size)
             #expect(header.lanes_allocated == 1 && header.max_lanes == RS_DEFAULT_MAX_LANES)
             var info = stat()

@@ -180,7 +180,9 @@ func makeBase(
     }
     let bytes = readFile(ringPath)
     let header = parseHeader(bytes)
-    guard header.version == RS_FORMAT_VERSION else { usage("base \(label) is not a version-\(RS_FORMAT_VERSION) file") }
+    guard (RS_FORMAT_VERSION_MIN...RS_FORMAT_VERSION).contains(header.version) else {
+        usage("base \(label) is not a file of versions \(RS_FORMAT_VERSION_MIN) to \(RS_FORMAT_VERSION)")
+    }
     return BaseRing(label: label, bytes: bytes, header: header, metricCount: Int(header.metric_count))
 }
 
@@ -288,6 +290,7 @@ let metricCellFields: [Field] = [
     Field(name: "gauge_bits", offset: metricCellOffset(\.gauge_bits), width: 8),
     Field(name: "gauge_set", offset: metricCellOffset(\.gauge_set), width: 8),
     Field(name: "unlaned", offset: metricCellOffset(\.unlaned), width: 8),
+    Field(name: "clamped", offset: metricCellOffset(\.clamped), width: 8),
     Field(name: "reserved", offset: metricCellOffset(\.reserved), width: 8),
 ]
 
@@ -295,11 +298,13 @@ let entryFields: [Field] = [
     Field(name: "index", offset: entryOffset(\.index), width: 4),
     Field(name: "kind", offset: entryOffset(\.kind), width: 1),
     Field(name: "unit", offset: entryOffset(\.unit), width: 1),
-    Field(name: "reserved0", offset: entryOffset(\.reserved0), width: 2),
+    Field(name: "gauge_merge", offset: entryOffset(\.gauge_merge), width: 1),
+    Field(name: "form", offset: entryOffset(\.form), width: 1),
     Field(name: "sample_every", offset: entryOffset(\.sample_every), width: 4),
     Field(name: "name_length", offset: entryOffset(\.name_length), width: 2),
     Field(name: "labels_length", offset: entryOffset(\.labels_length), width: 2),
     Field(name: "help_length", offset: entryOffset(\.help_length), width: 2),
+    Field(name: "scale", offset: entryOffset(\.scale), width: 1),
 ]
 let recordFields: [Field] = [
     Field(name: "timestamp_ns", offset: recordOffset(\.timestamp_ns), width: 8),
@@ -350,7 +355,9 @@ func specVerdict(_ bytes: [UInt8]) -> Expectation {
     let h = parseHeader(bytes)
     if h.version == 0 && (h.magic == 0 || h.magic == RS_MAGIC) { return .refused("being created") }
     guard h.magic == RS_MAGIC else { return .refused("bad magic") }
-    guard h.version == RS_FORMAT_VERSION else { return .refused("unsupported format version \(h.version)") }
+    guard (RS_FORMAT_VERSION_MIN...RS_FORMAT_VERSION).contains(h.version) else {
+        return .refused("unsupported format version \(h.version)")
+    }
     let fixed: [(String, UInt64, UInt64)] = [
         ("header_size", UInt64(h.header_size), UInt64(RS_HEADER_SIZE)), ("record_size", UInt64(h.record_size), UInt64(RS_RECORD_SIZE)),
         ("registry_entry_size", UInt64(h.registry_entry_size), UInt64(RS_REGISTRY_ENTRY_SIZE)),

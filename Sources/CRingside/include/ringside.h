@@ -1,5 +1,5 @@
 /*
- * ringside.h: the Ringside shared-memory format, version 3.
+ * ringside.h: the Ringside shared-memory format, version 4.
  *
  * This header exists for one reason: it is the specification of the file a producer (a trading
  * bot) and a consumer (the collector, the dump tool) share, with the atomics and clocks the
@@ -57,7 +57,9 @@
  * that loads a non-zero `version` (acquire) sees the whole layout. Version 0 means "being
  * created": readers skip the file and look again later. A file of another version is refused
  * with a message naming both versions; version 1 (one ring per file, before lanes) and version 2
- * (before gather cells) are not read.
+ * (before gather cells) are not read. Version 3 is version 4 without VALUES (its entries' `form`
+ * and `scale` are zero, which reads the same): a reader reads both, and a producer may write 3
+ * while it registers no signed or scaled metric.
  *
  * LANES: the attached process reserves a new lane's pages (the file grows by `lane_size`),
  * writes its header, then stores `lanes_allocated` + 1 with release ordering. A reader that
@@ -177,6 +179,22 @@
  * the bot's workers (rs_gauge_merge); a file written before it existed holds 0, the value set
  * last, which is what readers did then. A per-worker gauge has no label of its own named "pid".
  *
+ * VALUES (format 4): a histogram's or counter's values are whole numbers of a step, 10^`scale` of
+ * its unit (`scale` -18 to 18: -2 records basis points to 0.01, -6 dollars to a micro-dollar; 0,
+ * format 3's, whole units), and a histogram's may be signed (`form` RS_FORM_SIGNED; counters never
+ * go back, and gauges, doubles, take neither). A value v of a signed histogram is an int64 from
+ * -(2^63 - 1) to 2^63 - 1, stored everywhere as its OFFSET BINARY, (uint64)v + 2^63 (the top bit
+ * flipped): in records, and in the gather and metric cells' `latest`, `max`, `sum`, `dropped_max`,
+ * `dropped_sum`, `unlaned_max` and `unlaned_sum`. Unsigned order is then signed order, so a
+ * producer raises a maximum with the unsigned compare it uses for every histogram, and 0 still
+ * means "none" (-2^63 is never stored). A sum of n offset values is their values' sum plus
+ * n * 2^63, modulo 2^64: a reader subtracts n * 2^63 (n the calls, or the drops, it sums) and reads
+ * the difference of two readings as an int64. A producer turns a fractional value into steps by
+ * rounding to the nearest (ties to even); a value beyond what the metric holds (below 0 for an
+ * unsigned one or a counter's increment, past 2^64 - 1 or +-(2^63 - 1) steps, an infinity) is
+ * clamped to the nearest end and recorded, a NaN is not recorded, and both are counted in the
+ * metric cell's `clamped` (an atomic add): never wrapped, never silent.
+ *
  * EXEMPLARS: a histogram's record may carry an exemplar, a short set of labels naming what was
  * measured (an order id, a trace id), as OpenMetrics has them. The record has RS_FLAG_EXEMPLAR and
  * `exemplar_length`, 1 to RS_EXEMPLAR_MAX bytes; the exemplar's bytes follow it in the lane's next
@@ -290,7 +308,9 @@ extern "C" {
 
 /** "RINGSIDE" read as a little-endian 64-bit integer. */
 #define RS_MAGIC 0x45444953474E4952ULL
-#define RS_FORMAT_VERSION 3u
+#define RS_FORMAT_VERSION 4u
+/** The oldest version a reader of this header reads (see READY). */
+#define RS_FORMAT_VERSION_MIN 3u
 
 #define RS_HEADER_SIZE 4096u
 #define RS_RECORD_SIZE 32u
@@ -346,6 +366,17 @@ typedef enum {
     RS_KIND_HISTOGRAM = 3, /* records: an observation in the metric's unit (unsigned) */
     RS_KIND_EXEMPLAR = 4,  /* records only, never a metric's: an exemplar's bytes (see EXEMPLARS) */
 } rs_kind;
+
+/** A histogram's values: whole numbers of steps, unsigned (format 3's only form) or signed (see VALUES). */
+typedef enum {
+    RS_FORM_UNSIGNED = 0,
+    RS_FORM_SIGNED = 1,
+} rs_value_form;
+/** The steps a metric's `scale` may choose: 10^-18 to 10^18 of its unit. */
+#define RS_SCALE_MIN (-18)
+#define RS_SCALE_MAX 18
+/** A signed value's offset binary: the top bit flipped (see VALUES). */
+#define RS_OFFSET_BINARY_BIAS 0x8000000000000000ULL
 
 /** Units of a metric's values. */
 typedef enum {
@@ -450,12 +481,14 @@ typedef struct {
     uint8_t kind;           /* 0x004 rs_kind */
     uint8_t unit;           /* 0x005 rs_unit */
     uint8_t gauge_merge;    /* 0x006 rs_gauge_merge for a gauge; 0 for the other kinds */
-    uint8_t reserved0;      /* 0x007 zero */
+    uint8_t form;           /* 0x007 rs_value_form: RS_FORM_SIGNED for a signed histogram, else 0 (see VALUES) */
     uint32_t sample_every;  /* 0x008 1 in N calls is written (1: every call; histograms only) */
     uint16_t name_length;   /* 0x00C */
     uint16_t labels_length; /* 0x00E */
     uint16_t help_length;   /* 0x010 */
-    uint8_t reserved1[0x18 - 0x12];
+    int8_t scale;           /* 0x012 a value is a whole number of 10^scale of the unit (histograms
+                               and counters; RS_SCALE_MIN to RS_SCALE_MAX; 0 for gauges) */
+    uint8_t reserved1[0x18 - 0x13];
     char name[RS_NAME_MAX];     /* 0x018 */
     char labels[RS_LABELS_MAX]; /* 0x080 */
     char help[RS_HELP_MAX];     /* 0x180 */
@@ -470,7 +503,9 @@ typedef struct {
     uint64_t unlaned_sum;   /* 0x18 histograms: the sum of the values dropped by threads with no lane
                                (atomic add, modulo 2^64) */
     uint64_t unlaned_max;   /* 0x20 histograms: the largest of them (atomic compare-and-swap) */
-    uint64_t reserved[3];   /* 0x28 */
+    uint64_t clamped;       /* 0x28 histograms and counters: values clamped or not recorded (see
+                               VALUES; atomic add) */
+    uint64_t reserved[2];   /* 0x30 */
 } rs_metric_cell;
 
 /** One histogram's gathered calls on one lane (64 bytes; see SAMPLING): written by the lane's
@@ -561,11 +596,12 @@ RS_FIELD_AT(rs_registry_entry, index, 0x000);
 RS_FIELD_AT(rs_registry_entry, kind, 0x004);
 RS_FIELD_AT(rs_registry_entry, unit, 0x005);
 RS_FIELD_AT(rs_registry_entry, gauge_merge, 0x006);
-RS_FIELD_AT(rs_registry_entry, reserved0, 0x007);
+RS_FIELD_AT(rs_registry_entry, form, 0x007);
 RS_FIELD_AT(rs_registry_entry, sample_every, 0x008);
 RS_FIELD_AT(rs_registry_entry, name_length, 0x00C);
 RS_FIELD_AT(rs_registry_entry, labels_length, 0x00E);
 RS_FIELD_AT(rs_registry_entry, help_length, 0x010);
+RS_FIELD_AT(rs_registry_entry, scale, 0x012);
 RS_FIELD_AT(rs_registry_entry, name, 0x018);
 RS_FIELD_AT(rs_registry_entry, labels, 0x080);
 RS_FIELD_AT(rs_registry_entry, help, 0x180);
@@ -575,7 +611,8 @@ RS_FIELD_AT(rs_metric_cell, gauge_set, 0x08);
 RS_FIELD_AT(rs_metric_cell, unlaned, 0x10);
 RS_FIELD_AT(rs_metric_cell, unlaned_sum, 0x18);
 RS_FIELD_AT(rs_metric_cell, unlaned_max, 0x20);
-RS_FIELD_AT(rs_metric_cell, reserved, 0x28);
+RS_FIELD_AT(rs_metric_cell, clamped, 0x28);
+RS_FIELD_AT(rs_metric_cell, reserved, 0x30);
 RS_STATIC_ASSERT(sizeof(rs_gather_cell) == RS_GATHER_CELL_SIZE, "a gather cell is 64 bytes");
 RS_FIELD_AT(rs_gather_cell, calls, 0x00);
 RS_FIELD_AT(rs_gather_cell, sum, 0x08);

@@ -136,14 +136,29 @@ typedef struct {
     char message[1024];     /* a sentence naming the bot ("" after success) */
 } rs_error;
 
+/** What a histogram's or counter's values are (see VALUES in ringside.h). Zero, what
+    rs_bot_register gives: whole units, unsigned. */
+typedef struct {
+    uint8_t form;           /* rs_value_form: RS_FORM_SIGNED for a signed histogram */
+    int8_t scale;           /* a value is a whole number of 10^scale of the unit, RS_SCALE_MIN to RS_SCALE_MAX */
+} rs_values;
+
+/** An rs_metric's `kind` for a signed histogram: rs_bot_record (unsigned values) refuses it, as
+    it refuses a counter, at no cost; rs_bot_record_signed and rs_bot_record_value take it. The
+    registry says RS_KIND_HISTOGRAM and RS_FORM_SIGNED. */
+#define RS_METRIC_SIGNED_HISTOGRAM 0x83u
+
 /** A registered metric: pass it by value to the record functions. */
 typedef struct {
     uint32_t index;         /* its registry index */
-    uint8_t kind;           /* rs_kind */
+    uint8_t kind;           /* rs_kind, or RS_METRIC_SIGNED_HISTOGRAM */
     uint8_t sampled;        /* 1 when sample_every > 1 */
-    uint16_t reserved;
+    int8_t scale;           /* its values' step, 10^scale of its unit */
+    uint8_t reserved;
     uint32_t ns_per_unit;   /* nanoseconds in the metric's unit (1 for units that are not times):
                                spans are divided by it */
+    uint32_t reserved2;
+    double steps_per_unit;  /* 10^-scale: what a value in the unit is multiplied by to count its steps */
 } rs_metric;
 
 /** A thread's lane for one bot, as the thread-local table holds it. */
@@ -236,11 +251,22 @@ int rs_bot_register(rs_bot *bot, rs_metric *metric, const char *name, rs_kind ki
                     const char *const *labels, const char *help, uint32_t sample_every, rs_error *error);
 
 /**
- * `rs_bot_register` with the labels already encoded as stored ("key=value" lines sorted by key,
- * joined by '\n'; checked again here) and every string given with its length.
+ * `rs_bot_register` for a histogram of signed or fractional values, or a counter of fractional
+ * ones (see VALUES in ringside.h): `values.form` RS_FORM_SIGNED (histograms only), `values.scale`
+ * the step, 10^scale of the unit (RS_SCALE_MIN to RS_SCALE_MAX; gauges take 0). Slippage in basis
+ * points to a hundredth: RS_KIND_HISTOGRAM, RS_UNIT_NONE, {RS_FORM_SIGNED, -2}; commissions in
+ * dollars to a micro-dollar: RS_KIND_COUNTER, {0, -6}. The same metric registered again with
+ * other values is RS_E_CONFLICT. A bot file of format 3 is made format 4 by its first such metric.
+ */
+int rs_bot_register_values(rs_bot *bot, rs_metric *metric, const char *name, rs_kind kind, rs_unit unit, rs_values values,
+                           const char *const *labels, const char *help, uint32_t sample_every, rs_error *error);
+
+/**
+ * `rs_bot_register_values` with the labels already encoded as stored ("key=value" lines sorted by
+ * key, joined by '\n'; checked again here) and every string given with its length.
  */
 int rs_bot_register_encoded(rs_bot *bot, rs_metric *metric, const char *name, size_t name_length,
-                            rs_kind kind, rs_unit unit, const char *labels, size_t labels_length,
+                            rs_kind kind, rs_unit unit, rs_values values, const char *labels, size_t labels_length,
                             const char *help, size_t help_length, uint32_t sample_every, rs_gauge_merge merge,
                             rs_error *error);
 
@@ -334,6 +360,46 @@ RS_INLINE int rs_bot_record(rs_bot *bot, rs_metric metric, uint64_t value) {
     return rs_producer_write(p, metric.index, RS_KIND_HISTOGRAM, 0, value);
 }
 
+/** The cold part of the value functions below: a value the metric cannot hold is counted in its
+    metric cell's `clamped`, and recorded at the nearest end (a NaN is not). Returns as rs_bot_record. */
+int rs_bot_record_unrepresentable(rs_bot *bot, rs_metric metric, double value);
+
+/** The cold part of rs_bot_count_value: an increment below 0, past 2^64 - 1 steps or NaN, counted
+    in `clamped`, adds its nearest end (0 for a NaN). */
+void rs_bot_count_unrepresentable(rs_bot *bot, rs_metric metric, double increment);
+
+/**
+ * Records a signed histogram's value as a whole number of its steps, -(2^63 - 1) to 2^63 - 1
+ * (INT64_MIN is clamped to -(2^63 - 1) and counted). Returns as rs_bot_record; 0 for a metric that
+ * is not a signed histogram.
+ */
+RS_INLINE int rs_bot_record_signed(rs_bot *bot, rs_metric metric, int64_t steps) {
+    if (metric.kind != RS_METRIC_SIGNED_HISTOGRAM) return 0;
+    if (__builtin_expect(steps == INT64_MIN, 0)) return rs_bot_record_unrepresentable(bot, metric, -9.3e18);
+    rs_producer *p = rs_bot_producer(bot);
+    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
+    return rs_producer_write(p, metric.index, RS_KIND_HISTOGRAM, 0, (uint64_t)steps ^ RS_OFFSET_BINARY_BIAS);
+}
+
+/**
+ * Records a histogram's value in its unit (slippage -3.5 in basis points), signed or not: rounded
+ * to the nearest step (ties to even). A value the metric cannot hold (below 0 for an unsigned one,
+ * beyond its range, an infinity) is clamped to the nearest end and counted; a NaN is counted, not
+ * recorded. Returns as rs_bot_record.
+ */
+RS_INLINE int rs_bot_record_value(rs_bot *bot, rs_metric metric, double value) {
+    double steps = value * metric.steps_per_unit;
+    if (metric.kind == RS_METRIC_SIGNED_HISTOGRAM) {
+        /* Within +-2^63 (exact doubles): rint stays inside the int64 range, and never reaches INT64_MIN. */
+        if (__builtin_expect(!(steps > -9223372036854775808.0 && steps < 9223372036854775808.0), 0)) {
+            return rs_bot_record_unrepresentable(bot, metric, value);
+        }
+        return rs_bot_record_signed(bot, metric, (int64_t)__builtin_rint(steps));
+    }
+    if (__builtin_expect(!(steps >= 0 && steps < 18446744073709551616.0), 0)) return rs_bot_record_unrepresentable(bot, metric, value);
+    return rs_bot_record(bot, metric, (uint64_t)__builtin_rint(steps));
+}
+
 /**
  * Checks an exemplar's bytes (see EXEMPLARS in ringside.h): 0 if `length` (1 to RS_EXEMPLAR_MAX)
  * bytes of "key=value" pairs joined by '\n', keys names and unique, values without '\n' or NUL;
@@ -418,6 +484,18 @@ RS_INLINE int rs_bot_end_span(rs_bot *bot, rs_metric metric, rs_span span) {
 RS_INLINE void rs_bot_count(rs_bot *bot, rs_metric metric, uint64_t increment) {
     if (metric.kind != RS_KIND_COUNTER) return;
     rs_producer_count(rs_bot_producer(bot), metric.index, increment);
+}
+
+/** Adds `increment` in the counter's unit (0.37 dollars to a counter of micro-dollar steps): rounded
+    to the nearest step, exact in steps. An increment below 0 (a counter never goes back), past
+    2^64 - 1 steps or NaN is clamped to the nearest end (0 for a NaN) and counted in `clamped`. */
+RS_INLINE void rs_bot_count_value(rs_bot *bot, rs_metric metric, double increment) {
+    double steps = increment * metric.steps_per_unit;
+    if (__builtin_expect(!(steps >= 0 && steps < 18446744073709551616.0), 0)) {
+        rs_bot_count_unrepresentable(bot, metric, increment);
+        return;
+    }
+    rs_bot_count(bot, metric, (uint64_t)__builtin_rint(steps));
 }
 
 /** Sets a gauge: the last value is exact; the record (for windowed min and max) may drop. */

@@ -171,7 +171,7 @@ static PyObject *core_register(CoreObject *core, PyObject *args) {
     rs_metric metric;
     rs_error error;
     if (rs_bot_register_encoded(core->bot, &metric, name, (size_t)name_length, (rs_kind)kind, (rs_unit)unit,
-                                labels, (size_t)labels_length, help, (size_t)help_length, (uint32_t)sample_every,
+                                (rs_values){0, 0}, labels, (size_t)labels_length, help, (size_t)help_length, (uint32_t)sample_every,
                                 (rs_gauge_merge)merge, &error) < 0) return raise_rs_error(&error);
     return PyLong_FromUnsignedLong(metric.index);
 }
