@@ -139,6 +139,12 @@ public struct Histogram: Sendable {
         if max > maxValue { maxValue = max }
     }
 
+    /// Lowers the minimum to `min`: a ``SignedHistogram``'s negative side, whose smallest magnitude
+    /// is the largest value, takes gathered calls' maximum so.
+    mutating func lowerMin(to min: UInt64) {
+        if min < minValue { minValue = min }
+    }
+
     /// Adds `(high << 64) + low` to the sum, saturating at `UInt128.max`: a sum that reached its
     /// ceiling stays there rather than wrapping.
     @inline(__always)

@@ -27,6 +27,35 @@ public struct SignedHistogram: Sendable, Equatable {
         }
     }
 
+    /// Adds `count` gathered calls at `value`, one of theirs, to the buckets, the count and the
+    /// extremes but not the sum (see ``Histogram/place(_:count:)``); ``addSum(_:raisingMaxTo:)``
+    /// adds their sum.
+    public mutating func place(_ value: Int64, count n: UInt64) {
+        if value >= 0 {
+            nonNegative.place(UInt64(value), count: n)
+        } else {
+            negative.place(value.magnitude, count: n)
+        }
+    }
+
+    /// Adds gathered calls' exact sum and raises the maximum to `max`. Only the two sides' sums
+    /// together mean anything (a sum of both signs goes to the side of its own sign).
+    public mutating func addSum(_ sum: Int64, raisingMaxTo max: Int64) {
+        if sum >= 0 {
+            nonNegative.addSum(UInt64(sum), raisingMaxTo: 0)
+        } else {
+            negative.addSum(sum.magnitude, raisingMaxTo: 0)
+        }
+        if max >= 0 {
+            nonNegative.addSum(0, raisingMaxTo: UInt64(max))
+        } else if !hasNonNegative {
+            negative.lowerMin(to: max.magnitude)
+        }
+    }
+
+    /// Whether a value >= 0 was recorded, or a gathered one's maximum says so.
+    var hasNonNegative: Bool { !nonNegative.isEmpty || nonNegative.max > 0 }
+
     /// Adds everything recorded in `other`.
     public mutating func merge(_ other: SignedHistogram) {
         nonNegative.merge(other.nonNegative)
@@ -65,7 +94,7 @@ public struct SignedHistogram: Sendable, Equatable {
 
     /// The largest recorded value, exactly; 0 when empty.
     public var max: Int64 {
-        nonNegative.isEmpty ? (negative.isEmpty ? 0 : Self.negated(negative.min)) : Int64(clamping: nonNegative.max)
+        hasNonNegative ? Int64(clamping: nonNegative.max) : (negative.isEmpty ? 0 : Self.negated(negative.min))
     }
 
     /// The exact sum, or the end of `Int128`'s range it reached (see ``isSaturated``).

@@ -134,3 +134,29 @@ struct SignedHistogramTests {
         #expect(windows.allTime.min == -250 && windows.allTime.exactSum == -210)
     }
 }
+
+@Suite("WindowedSignedHistogram: a signed series in windows, with gathered calls")
+struct WindowedSignedHistogramTests {
+    @Test(
+        "records and gathered calls on both sides of zero: windows and all time keep the exact count, sum and maximum (gather cells keep no minimum)"
+    )
+    func gatheredAcrossZero() {
+        var series = WindowedSignedHistogram(layout: WindowLayout(windowNanos: [1_000_000_000]))
+        series.record(-40, atNanos: 1_000_000_000)
+        series.record(15, atNanos: 1_000_000_000)
+        // Three gathered calls, -5, -90 and 30, placed at the latest (30), their sum and largest apart.
+        series.place(30, count: 3, atNanos: 1_100_000_000)
+        series.addSum(-65, raisingMaxTo: 30, atNanos: 1_100_000_000)
+        let window = series.snapshot(window: 0, nowNanos: 1_200_000_000)
+        #expect(window.count == 5 && window.exactSum == -90 && window.max == 30 && window.min == -40)
+        #expect(series.cumulative == window)
+
+        // All negative, gathered: the largest (-3) is the smallest magnitude.
+        var negative = WindowedSignedHistogram(layout: WindowLayout(windowNanos: [1_000_000_000]))
+        negative.place(-20, count: 2, atNanos: 5)
+        negative.addSum(-23, raisingMaxTo: -3, atNanos: 5)
+        let all = negative.cumulative
+        #expect(all.count == 2 && all.exactSum == -23 && all.max == -3 && all.min == -20)
+        #expect(series.allocatedBytes > 0)
+    }
+}
