@@ -105,7 +105,12 @@ extension Histogram {
     }
 
     /// The 1-based nearest rank of quantile `q`, in `1 ... count`.
-    func rank(ofQuantile q: Double) -> UInt64 {
+    func rank(ofQuantile q: Double) -> UInt64 { Self.nearestRank(ofQuantile: q, count: count) }
+
+    /// The 1-based nearest rank of quantile `q` among `count` values, in `1 ... count`: `q`
+    /// outside 0 ... 1 is clamped, and a count past 2^53 (where `Double` rounds) never gives a
+    /// rank past it. NaN is a programming error.
+    static func nearestRank(ofQuantile q: Double, count: UInt64) -> UInt64 {
         precondition(!q.isNaN, "Histogram.value(atQuantile:): the quantile is NaN")
         let rank = (Swift.min(Swift.max(q, 0), 1) * Double(count)).rounded(.up)
         if rank <= 1 { return 1 }

@@ -133,8 +133,7 @@ public struct SignedHistogram: Sendable, Equatable {
         var negativeRanks: [(position: Int, rank: UInt64)] = []
         var otherRanks: [(position: Int, rank: UInt64)] = []
         for (position, q) in quantiles.enumerated() {
-            precondition(!q.isNaN, "SignedHistogram.values(atQuantiles:): a quantile is NaN")
-            let rank = UInt64(Swift.min(Swift.max((Swift.min(Swift.max(q, 0), 1) * Double(total)).rounded(.up), 1), Double(total)))
+            let rank = Histogram.nearestRank(ofQuantile: q, count: total)
             if rank <= negatives {
                 negativeRanks.append((position, negatives - rank + 1))
             } else {

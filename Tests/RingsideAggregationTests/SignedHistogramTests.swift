@@ -79,6 +79,12 @@ struct SignedHistogramTests {
         #expect(ends.exactSum == Int128(Int64.min) + Int128(Int64.max) - 1)
         #expect(ends.values(atQuantiles: [0, 0.5, 1]) == [.min, -1, .max])
 
+        // Counts past 2^53, where a Double rounds up past the count: ranks stay within it.
+        var huge = SignedHistogram()
+        huge.record(-5, count: .max - 10)
+        huge.record(7, count: 10)
+        #expect(huge.count == .max && huge.values(atQuantiles: [0, 0.5, 1]) == [-5, -5, 7])
+
         let empty = SignedHistogram()
         #expect(empty.isEmpty && empty.min == 0 && empty.max == 0 && empty.values(atQuantiles: [0.5]) == [0])
     }
