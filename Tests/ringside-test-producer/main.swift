@@ -668,10 +668,14 @@ func gaugeWorkers(_ bot: Bot, children: Int) throws {
         guard pipe(&told) == 0 else { fail("pipe failed") }
         let pid = fork()
         if pid == 0 {
+            // Only the parent holds the write ends of the children's pipes: a child whose parent
+            // is killed reads the end of its pipe, and exits rather than outlive the test.
+            close(told[1])
+            for other in exits { close(other) }
             for gauge in gauges { gauge.set(Double(10 * child)) }
             var byte: UInt8 = 1
             _ = write(ready[1], &byte, 1)
-            _ = read(told[0], &byte, 1)  // the parent's byte
+            _ = read(told[0], &byte, 1)  // the parent's byte, or the end of the pipe
             _exit(0)
         }
         close(told[0])
