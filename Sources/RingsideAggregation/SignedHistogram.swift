@@ -97,11 +97,10 @@ public struct SignedHistogram: Sendable, Equatable {
         hasNonNegative ? Int64(clamping: nonNegative.max) : (negative.isEmpty ? 0 : Self.negated(negative.min))
     }
 
-    /// The exact sum, or the end of `Int128`'s range it reached (see ``isSaturated``).
+    /// The exact sum, or what is left of it once a side's sum reached `Int128.max` (see
+    /// ``isSaturated``). Both sides within `0 ... Int128.max`, their difference always fits.
     public var exactSum: Int128 {
-        let (positive, negative) = (Int128(clamping: nonNegative.exactSum), Int128(clamping: self.negative.exactSum))
-        let (sum, overflow) = positive.subtractingReportingOverflow(negative)
-        return overflow ? .min : sum  // only with the negative side at its ceiling
+        Int128(clamping: nonNegative.exactSum) - Int128(clamping: negative.exactSum)
     }
 
     /// The sum, rounded to the nearest `Double` from the exact one.
