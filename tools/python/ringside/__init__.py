@@ -367,18 +367,45 @@ class Bot:
         return self._core.records_dropped
 
     def histogram(self, name: str, *, unit: str = "none", labelnames: str | Iterable[str] = (),
-                  labels: Mapping[str, object] | None = None, help: str = "", sample_every: int = 1) -> Histogram:
+                  labels: Mapping[str, object] | None = None, help: str = "", sample_every: int = 1,
+                  resolution: Number | None = None, signed: bool = False) -> Histogram:
         """A histogram: observe(value) in `unit` ("s", "ms", "us", "ns", "bytes" or "none").
 
         labelnames: the labels each series names with .labels(...); labels: a dict of labels
         every series carries. sample_every=N writes 1 observation in N per thread (the collector
-        scales the counts by N)."""
-        return self._family(Histogram, name, unit, labelnames, labels, help, sample_every)
+        scales the counts by N).
+
+        resolution, signed (a histogram in "none" or "bytes"; see SIGNED AND FRACTIONAL VALUES):
+        its values are whole numbers of `resolution` of its unit, a power of ten (0.01: basis
+        points to a hundredth), and may be below 0 when `signed`. observe() then takes any int or
+        float, rounded to the nearest step (ties to even); one the histogram cannot hold is
+        clamped to its nearest end and counted, a NaN counted and not recorded. The same histogram
+        asked again with another resolution or sign raises RingError; a resolution that is not a
+        power of ten from 1e-18 to 1e18 RingValueError."""
+        return self._family(Histogram, name, unit, labelnames, labels, help, sample_every,
+                            values=self._values(name, unit, resolution, signed))
 
     def counter(self, name: str, *, labelnames: str | Iterable[str] = (), labels: Mapping[str, object] | None = None,
-                help: str = "") -> Counter:
-        """A counter: inc(n=1) adds whole numbers to an exact total."""
-        return self._family(Counter, name, "none", labelnames, labels, help, 1)
+                help: str = "", resolution: Number | None = None) -> Counter:
+        """A counter: inc(n=1) adds whole numbers to an exact total.
+
+        resolution (a power of ten: 1e-6 counts dollars to a micro-dollar; see SIGNED AND
+        FRACTIONAL VALUES): inc() then takes any int or float, rounded to the nearest step and
+        exact in steps: inc(0.37) a million times adds exactly 370,000 dollars. An increment below
+        0 or a NaN adds nothing, one past 2^64-1 steps adds 2^64-1, and each is counted."""
+        return self._family(Counter, name, "none", labelnames, labels, help, 1,
+                            values=self._values(name, "none", resolution, False))
+
+    def _values(self, name: str, unit: str, resolution: Number | None, signed: bool) -> tuple[bool, int | None]:
+        """(signed, scale) of a metric of steps, checked; (False, None) for one of today's values."""
+        if not isinstance(signed, bool):
+            raise RingTypeError(f"bot {self.name}: metric {name}: signed={signed!r} is not True or False")
+        if resolution is None and not signed:
+            return False, None
+        if unit in _values.NANOSECONDS_PER:
+            raise RingValueError(f"bot {self.name}: metric {name}: a histogram in {unit} records whole nanoseconds: "
+                                 "resolution and signed are for histograms in none or bytes")
+        return signed, (0 if resolution is None else _values.scale_of(self.name, name, resolution))
 
     def gauge(self, name: str, *, unit: str = "none", labelnames: str | Iterable[str] = (),
               labels: Mapping[str, object] | None = None, help: str = "", merge: str = "last") -> Gauge:
@@ -396,7 +423,8 @@ class Bot:
         return self._family(Gauge, name, unit, labelnames, labels, help, 1, _values.MERGE_CODES[merge])
 
     def _family(self, cls: type[_M], name: str, unit: str, labelnames: str | Iterable[str],
-                labels: Mapping[str, object] | None, help: str, sample_every: int, merge: int = 0) -> _M:
+                labels: Mapping[str, object] | None, help: str, sample_every: int, merge: int = 0,
+                values: tuple[bool, int | None] = (False, None)) -> _M:
         _values.check_name(self.name, name)
         if unit not in _values.UNIT_CODES:
             raise RingValueError(f"bot {self.name}: metric {name}: unknown unit {unit!r}; one of "
@@ -412,19 +440,23 @@ class Bot:
         if merge == _values.MERGE_CODES["per_worker"] and ("pid" in names or "pid" in constant):
             raise RingValueError(f"bot {self.name}: metric {name}: a per-worker gauge is labelled pid by the "
                                  "collector: it cannot have a label named pid")
-        shape = (cls, unit, names, tuple(sorted(constant.items())), help, sample_every, merge)
+        shape = (cls, unit, names, tuple(sorted(constant.items())), help, sample_every, values, merge)
         with self._lock:
             family = self._families.get(name)
             if family is not None:
                 if family._shape != shape and family._shape[:-1] == shape[:-1]:  # the same but the merge policy
                     raise RingError(f"bot {self.name}: gauge {name} is already registered merging its workers by "
                                     f"{_values.merge_phrase(family._merge)}; asked for {_values.merge_phrase(merge)}")
+                if family._shape != shape and family._shape[:-2] + family._shape[-1:] == shape[:-2] + shape[-1:]:
+                    # the same but its values (the C producer's message)
+                    raise RingError(f"bot {self.name}: metric {name} is already registered with "
+                                    f"{_values.values_phrase(*family._values)}; asked for {_values.values_phrase(*values)}")
                 if family._shape != shape or not isinstance(family, cls):  # (the shape names the class)
                     raise RingError(f"bot {self.name}: metric {name} is already a {type(family).__name__.lower()} "
                                     f"in {family.unit} with label names {family.labelnames}; asked for a "
                                     f"{cls.__name__.lower()} in {unit} with label names {names}")
                 return family
-            created = cls(self, name, unit, names, constant, help, sample_every, merge, shape)
+            created = cls(self, name, unit, names, constant, help, sample_every, merge, values, shape)
             self._families[name] = created
             return created
 
@@ -439,16 +471,17 @@ class _Metric:
     """A metric family, and each of its series: with label names, a family whose .labels(...)
     returns (and caches) the series; without, a series itself."""
     __slots__ = ("_bot", "name", "unit", "labelnames", "labelvalues", "_constant", "_help", "_sample_every",
-                 "_merge", "_shape", "_children")
+                 "_merge", "_values", "_shape", "_children")
     _kind = 0
     _call_names: tuple[str, ...] = ()
 
     def __init__(self, bot: Bot, name: str, unit: str, labelnames: tuple[str, ...], constant: dict[str, object],
-                 help: str, sample_every: int, merge: int, shape: tuple[object, ...],
+                 help: str, sample_every: int, merge: int, values: tuple[bool, int | None], shape: tuple[object, ...],
                  labelvalues: tuple[str, ...] = ()) -> None:
         self._bot, self.name, self.unit, self.labelnames = bot, name, unit, labelnames
         self._constant, self._help, self._sample_every, self._shape = constant, help, sample_every, shape
         self._merge = merge  # the gauge's rs_gauge_merge code (0 for the other kinds)
+        self._values = values  # (signed, scale): scale None for today's values, else a metric of steps
         self.labelvalues = labelvalues
         self._children: dict[tuple[object, ...], Self] = {}
         if labelnames and not labelvalues:
@@ -462,11 +495,15 @@ class _Metric:
         except ValueError as error:
             raise RingValueError(f"bot {bot.name}: metric {name}: {error}") from None
         kind, core = self._kind, bot._core
-        index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every, merge)
+        signed, steps = values
+        form = _values.FORM_SIGNED if signed else _values.FORM_UNSIGNED
+        index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every, merge,
+                              form, steps or 0)
         scale = _values.NANOSECONDS_PER.get(unit, 1) if kind == KIND_HISTOGRAM else 1
         encode_exemplar = _exemplars.encoder(bot.name, name) if kind == KIND_HISTOGRAM else None
         handle = core.handle(index, kind, scale, unit not in _values.NANOSECONDS_PER,
-                             _values.converter(kind, bot.name, name, unit), encode_exemplar)
+                             _values.converter(kind, bot.name, name, unit, signed, steps), encode_exemplar,
+                             (form, steps or 0) if steps is not None or signed else None)
         for call in self._call_names:  # the backend's calls themselves: one call per record
             setattr(self, call, getattr(handle, call))
 
@@ -495,7 +532,7 @@ class _Metric:
             child = self._children.get(strings)
             if child is None:
                 child = type(self)(self._bot, self.name, self.unit, self.labelnames, self._constant, self._help,
-                                   self._sample_every, self._merge, self._shape, strings)
+                                   self._sample_every, self._merge, self._values, self._shape, strings)
                 self._children[strings] = child
             self._children[key] = child
         return child

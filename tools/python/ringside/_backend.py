@@ -27,14 +27,19 @@ class Core(Protocol):
     def records_dropped(self) -> int: ...
 
     # Registers (or finds again) a metric: its index. `unit` and `merge` are rs_unit and
-    # rs_gauge_merge codes (merge: 0 but for gauges), `labels` the stored encoding.
+    # rs_gauge_merge codes (merge: 0 but for gauges), `labels` the stored encoding; `form` and
+    # `scale` its values' (VALUES in ringside.h: rs_value_form, and steps of 10^scale; 0 and 0: whole
+    # units, unsigned, as format 3).
     def register(self, name: str, kind: int, unit: int, labels: bytes, help: str, sample_every: int, merge: int,
-                 /) -> int: ...
+                 form: int = 0, scale: int = 0, /) -> int: ...
 
     # Returns the metric's calls, as attributes: observe, start, stop; inc; set, inc, dec.
     # `encode_exemplar`: a histogram's exemplar encoder (_exemplars.py), None for the other kinds.
+    # `steps`: None, or the (form, scale) it was registered with for a metric of steps (VALUES in
+    # _values.py), whose values are rounded, clamped and counted as the C producer's
+    # rs_bot_record_value and rs_bot_count_value do; `scale` and `whole_only` are then unused.
     def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Converter,
-               encode_exemplar: Callable[[Any], bytes] | None, /) -> object: ...
+               encode_exemplar: Callable[[Any], bytes] | None, steps: tuple[int, int] | None = None, /) -> object: ...
 
     def close(self) -> None: ...
 

@@ -1,5 +1,5 @@
 """ringside._pure: the pure-Python backend of the ringside package, for where the C extension
-could not be built. Standard library only; it writes the Ringside format (ringside.h, version 3)
+could not be built. Standard library only; it writes the Ringside format (ringside.h, version 4)
 itself, with the same rules, values and errors as the extension, which wraps ringside_producer.h.
 
 A process attaches its bot by name (one memory-mapped file in /dev/shm), registers its metrics
@@ -16,7 +16,9 @@ open-file-description lock on byte 0 (F_OFD_SETLK), which dies with it; after lo
 must still be the one at the path, else attach opens it again. A half-created file (version 0) is
 initialised under the lock; an existing one is validated field by field and attached with its
 cells, metrics and lanes (all retired: their process is gone); a file of another format version
-(1 is the single-ring format before lanes) is refused, naming both versions.
+(1 is the single-ring format before lanes) is refused, naming both versions. As the C library's,
+a file is made format 3 and becomes format 4 just before its first signed or scaled metric is
+published (VALUES in ringside.h): a reader of format 3 alone then refuses it rather than misread it.
 
 THREADS: attach, registration and close may be called from any thread; the handles' calls from
 any thread at once. A thread's first call claims a lane under the bot's lock: the lowest one no
@@ -118,14 +120,29 @@ from ._backend import Converter
 from ._errors import RingError, RingValueError
 from ._exemplars import EXEMPLAR_BYTES_PER_RECORD, Encoder
 from ._threadname import THREAD_NAME_MAX, encoded as thread_name_bytes
-from ._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, UNIT_CODES as UNITS, merge_phrase
+from ._values import (
+    FORM_SIGNED,
+    I64_MAX,
+    KIND_COUNTER,
+    KIND_GAUGE,
+    KIND_HISTOGRAM,
+    OFFSET_BINARY_BIAS,
+    POWERS_OF_TEN,
+    SCALE_MAX,
+    SCALE_MIN,
+    UNIT_CODES as UNITS,
+    merge_phrase,
+    steps_per_unit,
+    values_phrase,
+)
 
 __all__ = ["attach", "Bot", "check_memory_ordering", "span_clock"]
 
 # MARK: - The format (ringside.h)
 
 MAGIC = 0x45444953474E4952  # "RINGSIDE" little-endian
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
+FORMAT_VERSION_MIN = 3  # a file is made format 3, and 4 at its first signed or scaled metric (VALUES)
 HEADER_SIZE = 4096
 RECORD_SIZE = 32
 REGISTRY_ENTRY_SIZE = 512
@@ -171,6 +188,7 @@ _I_SAMPLE_ABOVE = 0x0B0 // 4  # records in a lane past which its histograms are 
 # A metric cell's fields, from the cell's index in the header's Q view: a gauge's value, and what
 # threads without a lane could not keep (with a histogram's dropped values' sum and largest).
 _CELL_GAUGE_BITS, _CELL_GAUGE_SET, _CELL_UNLANED, _CELL_UNLANED_SUM, _CELL_UNLANED_MAX = 0, 1, 2, 3, 4
+_CELL_CLAMPED = 5  # values a histogram or counter of steps could not hold, clamped or not recorded (VALUES)
 _CELL_WORDS = METRIC_CELL_SIZE // 8
 # A gather cell's fields (SAMPLING AND GATHERING in ringside.h), from its index in the lane's Q
 # view: this backend never samples, so it writes only a dropped record's value's sum and largest.
@@ -187,8 +205,8 @@ _LI_CELL_WRITES = 0x24 // 4  # counter increments made through the lane, wrappin
 _L_THREAD_NAME = 0x28  # a byte offset: the holder's name, THREAD_NAME_MAX bytes, NUL-padded
 _LQ_READ = 0x80 // 8
 _LQ_CELLS = LANE_HEADER_SIZE // 8
-# A registry entry's fixed part: index, kind, unit, gauge_merge, reserved0, sample_every, three lengths.
-_ENTRY = struct.Struct("<IBBBBIHHH")
+# A registry entry's fixed part: index, kind, unit, gauge_merge, form, sample_every, three lengths, scale.
+_ENTRY = struct.Struct("<IBBBBIHHHb")
 MERGE_LAST, MERGE_PER_WORKER, MERGE_POLICIES = 0, 4, 5  # rs_gauge_merge: last, sum, max, min, per worker
 # A record: timestamp_ns, value, sequence, then metric, kind, flags and reserved packed by the
 # writer into one little-endian 8-byte word (fewer arguments to pack). Gauges pack a double.
@@ -284,27 +302,32 @@ class _Metric:
     `convert` (ringside/_values.py) turns a value the hot path did not take into the value stored,
     or raises the error naming the metric and the value; `encode_exemplar` (ringside/_exemplars.py,
     histograms only) an exemplar into its bytes; Bot.handle() sets them."""
-    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "merge", "convert", "encode_exemplar")
+    __slots__ = ("bot", "index", "name", "kind", "unit", "sample_every", "labels", "merge", "form", "scale",
+                 "convert", "encode_exemplar", "steps", "steps_per_unit")
     convert: Converter
     encode_exemplar: Encoder | None
+    steps: bool  # a metric of steps (VALUES in _values.py): its values rounded, clamped and counted
+    steps_per_unit: float  # 10^-scale, as the C producer's rs_metric holds it
 
     def __init__(self, bot: str, index: int, name: str, kind: int, unit: int, sample_every: int, labels: bytes,
-                 merge: int) -> None:
+                 merge: int, form: int = 0, scale: int = 0) -> None:
         self.bot, self.index, self.name, self.kind = bot, index, name, kind
         self.unit, self.sample_every, self.labels, self.merge = unit, sample_every, labels, merge
+        self.form, self.scale = form, scale  # its values' (VALUES in ringside.h): 0 and 0 for whole units
+        self.steps, self.steps_per_unit = False, 1.0  # handle() says
 
 
 def _same_metric(a: _Metric, b: _Metric) -> bool:
-    """The same metric: name, labels, kind, unit, sampling and a gauge's merge policy."""
-    return ((a.name, a.labels, a.kind, a.unit, a.sample_every, a.merge)
-            == (b.name, b.labels, b.kind, b.unit, b.sample_every, b.merge))
+    """The same metric: name, labels, kind, unit, sampling, a gauge's merge policy and its values."""
+    return ((a.name, a.labels, a.kind, a.unit, a.sample_every, a.merge, a.form, a.scale)
+            == (b.name, b.labels, b.kind, b.unit, b.sample_every, b.merge, b.form, b.scale))
 
 
 def _read_entry(bot: str, buffer: bytes | memoryview, offset: int, index: int) -> _Metric | str:
     """Registry entry `index`, at `offset` of `buffer`, checked as a reader would: the metric, or
     why the entry is invalid."""
-    (entry_index, kind, unit, merge, _, sample_every, name_length, labels_length,
-     help_length) = _ENTRY.unpack_from(buffer, offset)
+    (entry_index, kind, unit, merge, form, sample_every, name_length, labels_length,
+     help_length, scale) = _ENTRY.unpack_from(buffer, offset)
     name = bytes(buffer[offset + 0x18:offset + 0x18 + min(name_length, NAME_MAX)])
     labels = bytes(buffer[offset + 0x80:offset + 0x80 + min(labels_length, LABELS_MAX)])
     help_bytes = bytes(buffer[offset + 0x180:offset + 0x180 + min(help_length, HELP_MAX)])
@@ -314,13 +337,17 @@ def _read_entry(bot: str, buffer: bytes | memoryview, offset: int, index: int) -
                else "sample_every is 0" if sample_every < 1
                else f"gauge merge policy {merge} on {_KIND_NAMES[kind]}"
                if merge >= MERGE_POLICIES or (kind != KIND_GAUGE and merge != MERGE_LAST)
+               else f"value form {form} on {_KIND_NAMES[kind]}"
+               if form > FORM_SIGNED or (form == FORM_SIGNED and kind != KIND_HISTOGRAM)
+               else f"scale {scale} on {_KIND_NAMES[kind]}"
+               if not SCALE_MIN <= scale <= SCALE_MAX or (kind == KIND_GAUGE and scale != 0)
                else f"its name is not an identifier of 1 to {NAME_MAX} bytes"
                if name_length > NAME_MAX or not _IDENTIFIER_BYTES.match(name)
                else f"labels length {labels_length}" if labels_length > LABELS_MAX
                else _labels_problem(labels) or (
                    f"its help is longer than {HELP_MAX} bytes or holds a NUL"
                    if help_length > HELP_MAX or b"\0" in help_bytes else None))
-    return problem or _Metric(bot, index, name.decode("ascii"), kind, unit, sample_every, labels, merge)
+    return problem or _Metric(bot, index, name.decode("ascii"), kind, unit, sample_every, labels, merge, form, scale)
 
 
 # MARK: - Lanes
@@ -446,7 +473,8 @@ def _count_refused_worker(directory: str, name: str) -> bool:
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_size < HEADER_SIZE:
             return False
         with mmap.mmap(fd, HEADER_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as header:
-            if struct.unpack_from("<QI", header, 0) != (MAGIC, FORMAT_VERSION):
+            magic, version = struct.unpack_from("<QI", header, 0)
+            if magic != MAGIC or not FORMAT_VERSION_MIN <= version <= FORMAT_VERSION:
                 return False
             # Python has no atomic add on shared memory: a plain read and write, so two refusals at
             # the same instant may count once (the C library adds atomically).
@@ -768,7 +796,7 @@ class Bot:
                           time.clock_gettime_ns(time.CLOCK_MONOTONIC), g.lane_size, g.lane_records_offset,
                           self._max_lanes, METRIC_CELL_SIZE, LANE_HEADER_SIZE, g.lane_gather_offset, GATHER_CELL_SIZE)
         # "Release", written last: on x86-64 the layout's stores are visible before this one.
-        self._hi[_I_VERSION] = FORMAT_VERSION
+        self._hi[_I_VERSION] = FORMAT_VERSION_MIN  # 4 at its first signed or scaled metric (_upgrade_for)
         self._start()
 
     def _adopt(self, header: bytes, size: int, lane_capacity: int | None, max_metrics: int | None,
@@ -782,10 +810,11 @@ class Bot:
             return RingError(f"bot {self.name}: {self._path} is corrupt: {problem}")
         if magic != MAGIC:
             raise corrupt(f"bad magic {magic:#018x} (not a Ringside file)")
-        if version != FORMAT_VERSION:
+        if not FORMAT_VERSION_MIN <= version <= FORMAT_VERSION:
             before = {1: " (one ring per file, before lanes)", 2: " (before gather cells)"}.get(version, "")
             raise RingError(f"bot {self.name}: {self._path}: it is format version {version}{before}; this module "
-                            f"reads and writes version {FORMAT_VERSION} (a lane per thread, gather cells): remove the file")
+                            f"reads and writes versions {FORMAT_VERSION_MIN} and {FORMAT_VERSION} (a lane per thread, "
+                            "gather cells): remove the file")
         if not MIN_CAPACITY_LOG2 <= capacity_log2 <= MAX_CAPACITY_LOG2:
             raise corrupt(f"capacity_log2 is {capacity_log2}, not {MIN_CAPACITY_LOG2} to {MAX_CAPACITY_LOG2}")
         if not 1 <= registry_capacity <= MAX_MAX_METRICS:
@@ -1027,6 +1056,7 @@ class Bot:
                 continue
             offset = HEADER_SIZE + index * REGISTRY_ENTRY_SIZE
             self._hv[offset:offset + REGISTRY_ENTRY_SIZE] = raw
+            self._upgrade_for(metric)
             self._entries.append(metric)
             self._metrics[(metric.name, metric.labels)] = metric
             if metric.kind == KIND_HISTOGRAM and metric.sample_every > 1:
@@ -1140,11 +1170,12 @@ class Bot:
     # MARK: Registration
 
     def register(self, name: str, kind: int, unit: int, labels: bytes, help: str, sample_every: int,
-                 merge: int) -> int:
+                 merge: int, form: int = 0, scale: int = 0) -> int:
         """Registers (or finds again) a metric and returns its index: `unit` is an rs_unit code,
         `labels` the stored encoding ("key=value" lines sorted by key), `help` a str, `merge` an
-        rs_gauge_merge code (0, the value set last, but for gauges). The same metric asked again
-        with another kind, unit, sampling or merge policy is a conflict."""
+        rs_gauge_merge code (0, the value set last, but for gauges), `form` and `scale` its values'
+        (VALUES in ringside.h). The same metric asked again with another kind, unit, sampling,
+        values or merge policy is a conflict."""
         def invalid(reason: str) -> RingValueError:
             return RingValueError(f"bot {self.name}: metric {name}: {reason}")
         if not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name.encode()) > NAME_MAX:
@@ -1160,6 +1191,14 @@ class Bot:
             raise invalid(f"the help text must be at most {HELP_MAX} bytes, without NUL")
         if not isinstance(sample_every, int) or not 1 <= sample_every <= _U32 or (kind != KIND_HISTOGRAM and sample_every != 1):
             raise invalid(f"sample_every {sample_every!r} must be an integer from 1 to 2^32-1 (1 but for histograms)")
+        if not isinstance(form, int) or not 0 <= form <= FORM_SIGNED:
+            raise invalid(f"unknown value form {form!r}")
+        if form == FORM_SIGNED and kind != KIND_HISTOGRAM:
+            raise invalid("only a histogram takes signed values (a counter never goes back; a gauge is a double)")
+        if not isinstance(scale, int) or not SCALE_MIN <= scale <= SCALE_MAX:
+            raise invalid(f"scale {scale!r} is not from {SCALE_MIN} to {SCALE_MAX}")
+        if kind == KIND_GAUGE and scale != 0:
+            raise invalid("a gauge is a double: it takes no scale")
         if not isinstance(merge, int) or not 0 <= merge < MERGE_POLICIES:
             raise invalid(f"unknown gauge merge policy {merge!r}")
         if kind != KIND_GAUGE and merge != MERGE_LAST:
@@ -1177,6 +1216,10 @@ class Bot:
                         f"bot {self.name}: metric {name}{shown} is already registered as {_KIND_NAMES[existing.kind]} "
                         f"in {_UNIT_NAMES[existing.unit]} sampled 1 in {existing.sample_every}; asked for "
                         f"{_KIND_NAMES[kind]} in {_UNIT_NAMES[unit]} sampled 1 in {sample_every}")
+                if (existing.form, existing.scale) != (form, scale):
+                    raise RingError(f"bot {self.name}: metric {name}{shown} is already registered with "
+                                    f"{values_phrase(existing.form == FORM_SIGNED, existing.scale)}; asked for "
+                                    f"{values_phrase(form == FORM_SIGNED, scale)}")
                 if existing.merge != merge:
                     raise RingError(f"bot {self.name}: gauge {name}{shown} is already registered merging its workers by "
                                     f"{merge_phrase(existing.merge)}; asked for {merge_phrase(merge)}")
@@ -1185,36 +1228,52 @@ class Bot:
             if index >= self._registry_capacity:
                 raise RingError(f"bot {self.name}: metric {name}: the registry is full ({self._registry_capacity} "
                                 "metrics); a bot file made with a larger max_metrics holds more")
+            metric = _Metric(self.name, index, name, kind, unit, sample_every, labels, merge, form, scale)
             if self._header is not None:
                 mm = self._header
                 offset = HEADER_SIZE + index * REGISTRY_ENTRY_SIZE
                 name_bytes = name.encode("ascii")
                 mm[offset:offset + REGISTRY_ENTRY_SIZE] = bytes(REGISTRY_ENTRY_SIZE)
-                _ENTRY.pack_into(mm, offset, index, kind, unit, merge, 0, sample_every,
-                                 len(name_bytes), len(labels), len(help_bytes))
+                _ENTRY.pack_into(mm, offset, index, kind, unit, merge, form, sample_every,
+                                 len(name_bytes), len(labels), len(help_bytes), scale)
                 mm[offset + 0x18:offset + 0x18 + len(name_bytes)] = name_bytes
                 mm[offset + 0x80:offset + 0x80 + len(labels)] = labels
                 mm[offset + 0x180:offset + 0x180 + len(help_bytes)] = help_bytes
+                self._upgrade_for(metric)
                 # "Release": the entry's stores are visible before the count's (x86-64, see above).
                 self._hi[_I_METRIC_COUNT] = index + 1
-            metric = _Metric(self.name, index, name, kind, unit, sample_every, labels, merge)
             if sample_every > 1:
                 self._countdowns[index] = [1] * max(self._max_lanes, 1)
             self._metrics[(name, labels)] = metric
             self._entries.append(metric)
             return index
 
+    def _upgrade_for(self, metric: _Metric) -> None:
+        """Makes the file format 4 just before the first entry format 3 cannot say (signed or scaled
+        values) is published, as ringside_producer.c's rsp_upgrade_for_entry: the layout is the
+        same, and a reader of format 3 alone then refuses the file rather than misread it."""
+        if (metric.form or metric.scale) and self._hi[_I_VERSION] < FORMAT_VERSION:
+            self._hi[_I_VERSION] = FORMAT_VERSION  # "release": before metric_count's store
+
     def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Converter,
-               encode_exemplar: Encoder | None) -> _Handle:
+               encode_exemplar: Encoder | None, steps: tuple[int, int] | None = None) -> _Handle:
         """The calls of metric `index`: observe, start and stop for a histogram (values times
         `scale`, floats rounded; `whole_only` is the converter's business here), inc for a counter, set, inc
         and dec for a gauge. Values the hot path does not take go through `convert`; a histogram's
-        exemplars through `encode_exemplar`."""
+        exemplars through `encode_exemplar`. `steps`: None, or the (form, scale) of a metric of
+        steps, whose values are turned into its entry's steps as the C producer's
+        rs_bot_record_value and rs_bot_count_value do."""
         with self._lock:
             self._check_usable()
             metric = self._entries[index]
             metric.convert = convert
             metric.encode_exemplar = encode_exemplar
+            metric.steps = steps is not None and kind != KIND_GAUGE
+            metric.steps_per_unit = steps_per_unit(metric.scale)
+        if metric.steps and kind == KIND_HISTOGRAM:
+            return _Handle(observe=self._steps_observe(metric), start=time.monotonic_ns, stop=self._histogram_stop(metric))
+        if metric.steps:
+            return _Handle(inc=self._steps_increment(metric))
         if kind == KIND_HISTOGRAM:
             return _Handle(observe=self._histogram_observe(metric, scale),
                            start=time.monotonic_ns, stop=self._histogram_stop(metric))
@@ -1276,8 +1335,17 @@ class Bot:
                 return False  # no worker file: nothing written (said once on stderr)
         if self._header is None:
             return False  # disabled
-        lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()
         kind, index = metric.kind, metric.index
+        if metric.steps:
+            value, clamped = _stored(metric, value)
+            if clamped:
+                with self._lock:  # Python's stand-in for the atomic add: only this process writes the file
+                    self._check_usable()
+                    at = self._cells_q + _CELL_WORDS * index + _CELL_CLAMPED
+                    self._hq[at] = (self._hq[at] + 1) & _U64
+            if value is None:
+                return None if kind == KIND_COUNTER else False  # a NaN, or a counter's increment below 0
+        lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()
         if kind == KIND_GAUGE:
             cell = self._cells_q + _CELL_WORDS * index
             self._hd[cell + _CELL_GAUGE_BITS] = value
@@ -1506,6 +1574,86 @@ class Bot:
             return write(value)
         return sampled
 
+    def _steps_observe(self, metric: _Metric) -> Callable[..., bool | None]:
+        """observe(value, exemplar=None) of a histogram of steps (VALUES in _values.py): an int or
+        float in range is turned into steps here and written as _histogram_observe's observe
+        writes; anything else (a value to clamp, a NaN, an exemplar, a sampled histogram, a
+        thread's first call) the slow way, which counts what it clamps."""
+        if self._header is None:
+            return self._inert(metric)
+        local, mask, slow, clock, pack = self._local, self._mask, self._slow, time.monotonic_ns, _RECORD.pack_into
+        base = self._geometry.lane_records_offset
+        tail = metric.index | KIND_HISTOGRAM << 32
+        write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
+        signed, per_unit = metric.form == FORM_SIGNED, metric.steps_per_unit
+        multiplier = POWERS_OF_TEN[-metric.scale] if metric.scale <= 0 else 0  # an int's steps, exactly (0: the converter's)
+        low, high, bias = (-I64_MAX, I64_MAX, OFFSET_BINARY_BIAS) if signed else (0, _U64, 0)
+        if metric.sample_every > 1:
+            def sampled(value: Any, exemplar: Any = None) -> bool | None:
+                return slow(metric, value, True, exemplar=exemplar)  # converts and counts, then samples, as C
+            return sampled
+
+        def observe(value: Any, exemplar: Any = None) -> bool | None:
+            if exemplar is None:
+                try:
+                    kind = value.__class__
+                    stored = -1
+                    if kind is float:
+                        steps = value * per_unit
+                        # rs_bot_record_value's bounds: a NaN fails both, and goes the slow way
+                        if (-_TWO_63 < steps < _TWO_63) if signed else (0.0 <= steps < _TWO_64):
+                            stored = round(steps) + bias  # to the nearest, ties to even: C's rint
+                    elif kind is int and multiplier:
+                        steps = value * multiplier
+                        if low <= steps <= high:
+                            stored = steps + bias
+                    if stored >= 0:
+                        lane = local.lane
+                        state = lane.state
+                        cursor = state[0]
+                        if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
+                            now = clock()
+                            pack(lane.mv, base + ((cursor & mask) << 5), now, stored, cursor, tail)
+                            state[0] = cursor + 1
+                            q = lane.q
+                            q[write_at] = cursor + 1  # "release": publishes the record above
+                            q[heartbeat_at] = now
+                            return True
+                except Exception:
+                    pass
+            return slow(metric, value, False, exemplar=exemplar)
+        return observe
+
+    def _steps_increment(self, metric: _Metric) -> Callable[..., bool | None]:
+        """inc(by=1) of a counter of steps (VALUES in _values.py): an int or float in range added
+        to the lane's cell here, as _counter_increment's inc adds; anything else the slow way."""
+        if self._header is None:
+            return self._inert(metric)
+        local, slow, at = self._local, self._slow, _LQ_CELLS + metric.index
+        per_unit = metric.steps_per_unit
+        multiplier = POWERS_OF_TEN[-metric.scale] if metric.scale <= 0 else 0
+
+        def inc(by: Any = 1) -> None:
+            try:
+                kind = by.__class__
+                stored = -1
+                if kind is float:
+                    steps = by * per_unit
+                    if 0.0 <= steps < _TWO_64:  # rs_bot_count_value's bounds
+                        stored = round(steps)
+                elif kind is int and multiplier and by >= 0:
+                    stored = by * multiplier
+                if stored >= 0:
+                    lane = local.lane
+                    lane.q[at] += stored  # past 2^64 it raises, and the slow way wraps it, as C
+                    words = lane.i
+                    words[_LI_CELL_WRITES] = (words[_LI_CELL_WRITES] + 1) & _U32
+                    return
+            except Exception:
+                pass
+            slow(metric, by, False)
+        return inc
+
     def _histogram_stop(self, metric: _Metric) -> Callable[..., bool | None]:
         """stop(start, exemplar=None): the time since `start` (a time.monotonic_ns() reading, as
         start() gives), in nanoseconds, recorded as a span stamped with its end, with an exemplar
@@ -1594,6 +1742,34 @@ class Bot:
                 current[0] -= amount
                 set(current[0])
         return {"set": set, "inc": inc, "dec": dec}
+
+
+_TWO_63, _TWO_64 = 9223372036854775808.0, 18446744073709551616.0  # 2^63 and 2^64, exact doubles
+
+
+def _stored(metric: _Metric, value: float) -> tuple[int | None, bool]:
+    """A converted value of a metric of steps (an int: its exact steps in range; a float: in its
+    unit) as the record or cell stores it (a signed one in offset binary), or None when nothing is
+    recorded (a NaN, or a counter's increment below 0), and whether it was clamped or not recorded
+    (counted in `clamped`): rs_bot_record_value's and rs_bot_count_value's arithmetic, and their
+    cold parts', rs_bot_record_unrepresentable and rs_bot_count_unrepresentable."""
+    signed = metric.form == FORM_SIGNED
+    if value.__class__ is int:
+        return (value + OFFSET_BINARY_BIAS if signed else value), False
+    steps = value * metric.steps_per_unit
+    if signed:
+        if -_TWO_63 < steps < _TWO_63:
+            return round(steps) + OFFSET_BINARY_BIAS, False
+        if value != value:
+            return None, True
+        return (OFFSET_BINARY_BIAS - I64_MAX if value < 0 else OFFSET_BINARY_BIAS + I64_MAX), True
+    if 0.0 <= steps < _TWO_64:
+        return round(steps), False
+    if metric.kind == KIND_COUNTER:
+        return (_U64 if value > 0 else None), True  # a NaN or below 0 adds nothing; past the end, 2^64-1 steps
+    if value != value:
+        return None, True
+    return (0 if value < 0 else _U64), True
 
 
 class _Handle:

@@ -26,6 +26,11 @@
  * copies; any other exemplar, or one that fails, goes to the handle's Python encoder
  * (ringside/_exemplars.py), which raises the error naming the problem (or returns the bytes, which
  * rs_exemplar_check checks).
+ *
+ * Values of steps (VALUES in ringside.h, format 4): a signed or fractional histogram, and a
+ * fractional counter, record a float through rs_bot_record_value or rs_bot_count_value, which
+ * round it to the metric's steps and clamp and count what it cannot hold; an int is turned into
+ * steps exactly (here, or by the converter, which hands back an infinity for one out of range).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -154,24 +159,31 @@ static void core_dealloc(CoreObject *core) {
     PyObject_Free(core);
 }
 
-/* register(name, kind, unit, labels: bytes, help: str, sample_every, merge: rs_gauge_merge) -> index */
+/* register(name, kind, unit, labels: bytes, help: str, sample_every, merge: rs_gauge_merge, form: rs_value_form = 0,
+   scale = 0) -> index */
 static PyObject *core_register(CoreObject *core, PyObject *args) {
     const char *name, *labels, *help;
     Py_ssize_t name_length, labels_length, help_length;
-    int kind, unit, merge;
+    int kind, unit, merge, form = 0, scale = 0;
     unsigned long sample_every;
-    if (!PyArg_ParseTuple(args, "s#iiy#s#ki", &name, &name_length, &kind, &unit, &labels, &labels_length,
-                          &help, &help_length, &sample_every, &merge)) return NULL;
+    if (!PyArg_ParseTuple(args, "s#iiy#s#ki|ii", &name, &name_length, &kind, &unit, &labels, &labels_length,
+                          &help, &help_length, &sample_every, &merge, &form, &scale)) return NULL;
     if (core_check_open(core) < 0) return NULL;
     if (sample_every == 0 || sample_every > UINT32_MAX)
         return PyErr_Format(RingValueError, "bot %U: metric %s: sample_every %lu must be from 1 to 2^32-1",
                             core->name, name, sample_every);
     if (merge < 0 || (unsigned)merge >= RS_MERGE_POLICIES)
         return PyErr_Format(RingValueError, "bot %U: metric %s: unknown gauge merge policy %d", core->name, name, merge);
+    /* The C producer checks both; these keep them from wrapping into the bytes it takes. */
+    if (form < 0 || form > UINT8_MAX) return PyErr_Format(RingValueError, "bot %U: metric %s: unknown value form %d", core->name, name, form);
+    if (scale < RS_SCALE_MIN || scale > RS_SCALE_MAX)
+        return PyErr_Format(RingValueError, "bot %U: metric %s: scale %d is not from %d to %d", core->name, name, scale,
+                            RS_SCALE_MIN, RS_SCALE_MAX);
     rs_metric metric;
     rs_error error;
+    rs_values values = {(uint8_t)form, (int8_t)scale};
     if (rs_bot_register_encoded(core->bot, &metric, name, (size_t)name_length, (rs_kind)kind, (rs_unit)unit,
-                                (rs_values){0, 0}, labels, (size_t)labels_length, help, (size_t)help_length, (uint32_t)sample_every,
+                                values, labels, (size_t)labels_length, help, (size_t)help_length, (uint32_t)sample_every,
                                 (rs_gauge_merge)merge, &error) < 0) return raise_rs_error(&error);
     return PyLong_FromUnsignedLong(metric.index);
 }
@@ -255,6 +267,8 @@ typedef struct {
     uint64_t scale;        /* nanoseconds per declared time unit, else 1 */
     double float_scale;    /* the same, as a double */
     int whole_only;        /* 1: a float must be a whole number (bytes, none) */
+    int steps;             /* 1: a metric of steps (VALUES in ringside.h): `metric` holds its form and scale */
+    int64_t multiplier;    /* a metric of steps: an int's steps per unit, 10^-scale, when whole (scale <= 0); else 0 */
     double gauge_value;    /* a gauge's value as this process last set it (inc and dec add to it) */
     uint64_t gauge_generation; /* the process_generation gauge_value was set in */
     PyObject *convert;     /* value -> stored value, or raises (ringside/_values.py) */
@@ -263,15 +277,26 @@ typedef struct {
 
 static PyTypeObject HandleType;
 
-/* handle(index, kind, scale, whole_only, convert, encode_exemplar) */
+/* 10^n as ringside_producer.c's rsp_power_of_ten computes a metric's steps_per_unit: exact for a
+   whole power (n from 0 to 22), the nearest double to a fraction's. */
+static double power_of_ten(int n) {
+    double power = 1;
+    for (int i = 0; i < (n < 0 ? -n : n); i++) power *= 10;
+    return n < 0 ? 1 / power : power;
+}
+
+/* handle(index, kind, scale, whole_only, convert, encode_exemplar, steps: None or (form, scale) = None) */
 static PyObject *core_handle(CoreObject *core, PyObject *args) {
     unsigned long index;
-    int kind, whole_only;
+    int kind, whole_only, form = 0, steps_scale = 0;
     unsigned long long scale;
-    PyObject *convert, *encode_exemplar;
-    if (!PyArg_ParseTuple(args, "kiKpOO", &index, &kind, &scale, &whole_only, &convert, &encode_exemplar)) return NULL;
+    PyObject *convert, *encode_exemplar, *steps = Py_None;
+    if (!PyArg_ParseTuple(args, "kiKpOO|O", &index, &kind, &scale, &whole_only, &convert, &encode_exemplar, &steps)) return NULL;
     if (core_check_open(core) < 0) return NULL;
-    if (scale == 0 || !PyCallable_Check(convert) || (encode_exemplar != Py_None && !PyCallable_Check(encode_exemplar)))
+    if (steps != Py_None && !PyArg_ParseTuple(steps, "ii", &form, &steps_scale)) return NULL;
+    if (scale == 0 || !PyCallable_Check(convert) || (encode_exemplar != Py_None && !PyCallable_Check(encode_exemplar))
+        || steps_scale < RS_SCALE_MIN || steps_scale > RS_SCALE_MAX || form < 0 || form > RS_FORM_SIGNED
+        || (form == RS_FORM_SIGNED && kind != RS_KIND_HISTOGRAM))
         return PyErr_Format(PyExc_ValueError, "bad handle arguments");
     HandleObject *handle = PyObject_New(HandleObject, &HandleType);
     if (handle == NULL) return NULL;
@@ -281,12 +306,23 @@ static PyObject *core_handle(CoreObject *core, PyObject *args) {
     handle->metric.kind = (uint8_t)kind;
     handle->metric.sampled = 0;
     handle->metric.reserved = 0;
+    handle->metric.scale = 0;
+    handle->metric.reserved2 = 0;
+    handle->metric.steps_per_unit = 1.0;
     handle->metric.ns_per_unit = 1; /* a time histogram stores nanoseconds */
     const rs_registry_entry *entry = rs_bot_registry_entry(core->bot, (uint32_t)index);
     if (entry != NULL) handle->metric.sampled = entry->sample_every > 1;
     handle->scale = scale;
     handle->float_scale = (double)scale;
     handle->whole_only = whole_only;
+    handle->steps = steps != Py_None && kind != RS_KIND_GAUGE;
+    handle->multiplier = 0;
+    if (handle->steps) { /* as rs_bot_register_values fills an rs_metric */
+        if (form == RS_FORM_SIGNED) handle->metric.kind = (uint8_t)RS_METRIC_SIGNED_HISTOGRAM;
+        handle->metric.scale = (int8_t)steps_scale;
+        handle->metric.steps_per_unit = power_of_ten(-steps_scale);
+        if (steps_scale <= 0) handle->multiplier = (int64_t)handle->metric.steps_per_unit; /* 10^0 to 10^18: exact */
+    }
     handle->gauge_value = 0.0;
     handle->gauge_generation = process_generation;
     Py_INCREF(convert);
@@ -473,11 +509,144 @@ static int parse_exemplar(const char *call, PyObject *const *args, Py_ssize_t co
     return 0;
 }
 
+/* MARK: - Values of steps (VALUES in ringside.h) */
+
+enum { VALUE_ERROR = -1, VALUE_STEPS = 0, VALUE_UNITS = 1 };
+
+/* A value of a metric of steps, read: VALUE_STEPS, *steps its exact steps in the metric's range
+   (an int64's bits for a signed histogram); VALUE_UNITS, *units a double in the metric's unit for
+   the C producer to round, clamp and count; or VALUE_ERROR with the exception set. An exact int
+   whose steps fit is taken here; anything else goes to the converter (ringside/_values.py), which
+   returns the exact steps of an integral value, an infinity of its sign for one out of range, or
+   a float, or raises naming the value. */
+static int steps_value(HandleObject *handle, PyObject *value, uint64_t *steps, double *units) {
+    int is_signed = handle->metric.kind == RS_METRIC_SIGNED_HISTOGRAM;
+    if (PyFloat_CheckExact(value)) {
+        *units = PyFloat_AS_DOUBLE(value);
+        return VALUE_UNITS;
+    }
+    if (PyLong_CheckExact(value) && handle->multiplier > 0) {
+        int overflow;
+        long long whole = PyLong_AsLongLongAndOverflow(value, &overflow);
+        long long product;
+        if (!overflow && is_signed && !__builtin_mul_overflow(whole, (long long)handle->multiplier, &product)
+            && product != INT64_MIN) {
+            *steps = (uint64_t)product;
+            return VALUE_STEPS;
+        }
+        if (!overflow && !is_signed && whole >= 0 && !__builtin_mul_overflow((uint64_t)whole, (uint64_t)handle->multiplier, steps))
+            return VALUE_STEPS;
+        if (whole == -1 && PyErr_Occurred()) PyErr_Clear();
+    }
+    PyObject *converted = PyObject_CallFunctionObjArgs(handle->convert, value, NULL);
+    if (converted == NULL) return VALUE_ERROR;
+    int read = VALUE_STEPS;
+    if (PyFloat_Check(converted)) {
+        *units = PyFloat_AS_DOUBLE(converted);
+        read = VALUE_UNITS;
+    } else if (is_signed) {
+        long long whole = PyLong_AsLongLong(converted);
+        *steps = (uint64_t)whole;
+        if (whole == -1 && PyErr_Occurred()) read = VALUE_ERROR;
+    } else {
+        *steps = PyLong_AsUnsignedLongLong(converted);
+        if (*steps == (uint64_t)-1 && PyErr_Occurred()) read = VALUE_ERROR;
+    }
+    Py_DECREF(converted);
+    return read;
+}
+
+/* Counts a value a metric could not hold in its cell's `clamped`, as ringside_producer.c's
+   rsp_count_clamped does (an atomic add: any thread, and the C producer's, may add). */
+static void count_clamped(rs_bot *bot, rs_metric metric) {
+    if (!bot->enabled || bot->header == NULL || metric.index >= bot->registry_capacity) return;
+    rs_metric_cell *cells = (rs_metric_cell *)((char *)bot->header + bot->header->cells_offset);
+    __atomic_fetch_add(&cells[metric.index].clamped, 1, __ATOMIC_RELAXED);
+}
+
+/* A value in the unit as a histogram of steps stores it, as rs_bot_record_value (and its cold
+   part, rs_bot_record_unrepresentable) computes it: rounded to the nearest step, ties to even, in
+   offset binary for a signed one; one it cannot hold clamped to its nearest end and counted. 0 for
+   a NaN (counted, nothing to record), else 1 and *stored. */
+static int stored_value(rs_bot *bot, rs_metric metric, double units, uint64_t *stored) {
+    double steps = units * metric.steps_per_unit;
+    if (metric.kind == RS_METRIC_SIGNED_HISTOGRAM) {
+        if (steps > -9223372036854775808.0 && steps < 9223372036854775808.0) {
+            *stored = (uint64_t)(int64_t)rint(steps) ^ RS_OFFSET_BINARY_BIAS;
+            return 1;
+        }
+        count_clamped(bot, metric);
+        *stored = (uint64_t)(units < 0 ? -INT64_MAX : INT64_MAX) ^ RS_OFFSET_BINARY_BIAS;
+        return units == units;
+    }
+    if (steps >= 0 && steps < 18446744073709551616.0) {
+        *stored = (uint64_t)rint(steps);
+        return 1;
+    }
+    count_clamped(bot, metric);
+    *stored = units < 0 ? 0 : UINT64_MAX;
+    return units == units;
+}
+
+/* rs_bot_record_checked_exemplar for a value as stored, of a signed histogram too (which that
+   call, taking unsigned values, refuses): sampled, then written with its exemplar's records. */
+static int record_stored_exemplar(rs_bot *bot, rs_metric metric, uint64_t stored, const char *exemplar, size_t length) {
+    rs_producer *p = rs_bot_producer(bot);
+    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
+    if (p->records == NULL) return rs_producer_lose(p, metric.index, RS_KIND_HISTOGRAM, stored); /* no clock read */
+    /* The precise clock: an exemplar's time must never precede its call (CLOCKS in ringside.h). */
+    return rs_producer_write_exemplar(p, metric.index, 0, stored, rs_clock_precise_ns(), exemplar, (uint32_t)length);
+}
+
+/* observe(value, exemplar=None) of a histogram of steps. */
+static PyObject *steps_observe(HandleObject *handle, PyObject *value, PyObject *exemplar) {
+    uint64_t steps = 0;
+    double units = 0;
+    int read = steps_value(handle, value, &steps, &units);
+    if (read == VALUE_ERROR) return NULL;
+    rs_metric metric = handle->metric;
+    int is_signed = metric.kind == RS_METRIC_SIGNED_HISTOGRAM;
+    if (exemplar == NULL || exemplar == Py_None) {
+        if (core_ready(handle->core) < 0) return NULL;
+        rs_bot *bot = handle->core->bot;
+        if (read == VALUE_UNITS) return PyBool_FromLong(rs_bot_record_value(bot, metric, units));
+        return PyBool_FromLong(is_signed ? rs_bot_record_signed(bot, metric, (int64_t)steps) : rs_bot_record(bot, metric, steps));
+    }
+    char bytes[RS_EXEMPLAR_MAX];
+    size_t length;
+    if (handle_exemplar(handle, exemplar, bytes, &length) < 0 || core_ready(handle->core) < 0) return NULL;
+    rs_bot *bot = handle->core->bot;
+    uint64_t stored = is_signed ? steps ^ RS_OFFSET_BINARY_BIAS : steps;
+    if (read == VALUE_UNITS && !stored_value(bot, metric, units, &stored)) Py_RETURN_FALSE; /* a NaN */
+    return PyBool_FromLong(record_stored_exemplar(bot, metric, stored, bytes, length));
+}
+
+/* inc(amount=1) of a counter of steps. */
+static PyObject *steps_increment(HandleObject *handle, PyObject *const *args, Py_ssize_t count) {
+    if (count > 1) return PyErr_Format(PyExc_TypeError, "inc() takes at most 1 argument (%zd given)", count);
+    uint64_t steps = 0;
+    double units = 0;
+    int read;
+    if (count == 0) {
+        PyObject *one = PyLong_FromLong(1);
+        if (one == NULL) return NULL;
+        read = steps_value(handle, one, &steps, &units);
+        Py_DECREF(one);
+    } else {
+        read = steps_value(handle, args[0], &steps, &units);
+    }
+    if (read == VALUE_ERROR || core_ready(handle->core) < 0) return NULL;
+    if (read == VALUE_UNITS) rs_bot_count_value(handle->core->bot, handle->metric, units);
+    else rs_bot_count(handle->core->bot, handle->metric, steps);
+    Py_RETURN_NONE;
+}
+
 /* observe(value, exemplar=None) */
 static PyObject *handle_observe(HandleObject *handle, PyObject *const *args, Py_ssize_t count, PyObject *keywords) {
     PyObject *exemplar = NULL;
     if (__builtin_expect(count != 1 || keywords != NULL, 0) && parse_exemplar("observe", args, count, keywords, &exemplar) < 0)
         return NULL;
+    if (handle->steps) return steps_observe(handle, args[0], exemplar);
     uint64_t stored;
     if (handle_observation(handle, args[0], &stored) < 0) return NULL;
     if (exemplar == NULL || exemplar == Py_None) {
@@ -575,6 +744,7 @@ static PyObject *gauge_add(HandleObject *handle, PyObject *const *args, Py_ssize
 
 static PyObject *handle_inc(HandleObject *handle, PyObject *const *args, Py_ssize_t count) {
     if (handle->metric.kind == RS_KIND_GAUGE) return gauge_add(handle, args, count, "inc", 0);
+    if (handle->steps) return steps_increment(handle, args, count);
     uint64_t increment;
     if (handle_increment(handle, args, count, &increment) < 0) return NULL;
     if (core_ready(handle->core) < 0) return NULL;
@@ -625,8 +795,8 @@ static PyObject *ringside_select_span_clock(PyObject *Py_UNUSED(module), PyObjec
 /* MARK: - Types and module */
 
 static PyMethodDef core_methods[] = {
-    {"register", (PyCFunction)core_register, METH_VARARGS, "register(name, kind, unit, labels, help, sample_every, merge) -> index"},
-    {"handle", (PyCFunction)core_handle, METH_VARARGS, "handle(index, kind, scale, whole_only, convert, encode_exemplar) -> Handle"},
+    {"register", (PyCFunction)core_register, METH_VARARGS, "register(name, kind, unit, labels, help, sample_every, merge, form=0, scale=0) -> index"},
+    {"handle", (PyCFunction)core_handle, METH_VARARGS, "handle(index, kind, scale, whole_only, convert, encode_exemplar, steps=None) -> Handle"},
     {"close", (PyCFunction)core_close, METH_NOARGS, "Detaches the bot; its records stay for the collector."},
     {NULL, NULL, 0, NULL},
 };

@@ -8,6 +8,16 @@ is stored exactly: 0.0012 s is 1,200,000 ns, never 1,199,999. An int is multipli
 A histogram in "bytes" or "none" takes whole numbers only (an int, or a float such as 3.0).
 Counters add whole numbers from 0 to 2^64-1; gauges take any float.
 
+VALUES (format 4, VALUES in ringside.h): a histogram in "none" or "bytes" declared with a
+resolution (a power of ten: 0.01, 1e-6, 1, 100) or signed, and a counter declared with a
+resolution, store whole numbers of that step, 10^scale of the unit: a value is turned into steps
+as the C producer does (rs_bot_record_value, rs_bot_count_value): a float multiplied by 10^-scale
+and rounded to the nearest step, ties to even; an int exactly. A value the metric cannot hold
+(below 0 for an unsigned histogram or a counter, beyond its range, an infinity) is clamped to the
+nearest end and recorded (a counter adds nothing for a negative one), a NaN is not recorded, and
+both are counted in the metric cell's `clamped`: never raised, never wrapped. A signed value is
+stored as its offset binary, (steps as u64) ^ 2^63.
+
 Each backend converts the common cases itself (an exact int or float) and hands everything else
 to a converter made here, which returns the stored value or raises RingValueError or
 RingTypeError naming the bot, the metric and the value.
@@ -18,6 +28,8 @@ from __future__ import annotations
 import math
 import operator
 import re
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 from ._errors import RingTypeError, RingValueError
@@ -35,7 +47,13 @@ MERGE_CODES = {"last": 0, "sum": 1, "max": 2, "min": 3, "per_worker": 4}
 # Each policy in messages, as the C producer says it ("merging its workers by sum").
 MERGE_PHRASES = ("the last set", "sum", "max", "min", "per worker")
 U64 = (1 << 64) - 1
+I64_MAX = (1 << 63) - 1
 LABELS_MAX = 256
+# The steps a metric's scale may choose: 10^-18 to 10^18 of its unit (RS_SCALE_MIN, RS_SCALE_MAX).
+SCALE_MIN, SCALE_MAX = -18, 18
+FORM_UNSIGNED, FORM_SIGNED = 0, 1  # rs_value_form
+OFFSET_BINARY_BIAS = 1 << 63  # a signed value's top bit, flipped (RS_OFFSET_BINARY_BIAS)
+POWERS_OF_TEN = [10 ** n for n in range(SCALE_MAX + 1)]
 
 _IDENTIFIER = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 _NOT_NUMBERS = (str, bytes, bytearray, memoryview)
@@ -108,11 +126,73 @@ def _increment(value: Any, where: str, what: str) -> int:
     return whole
 
 
-def converter(kind: int, bot: str, metric: str, unit: str) -> Callable[[Any], float]:
-    """The converter of a metric of `kind` (KIND_*) declared in `unit`: a function from a value to
-    the value stored, or an exception."""
+def steps_per_unit(scale: int) -> float:
+    """10^-scale as a double, as ringside_producer.c computes it (rsp_power_of_ten): exact for a
+    whole power, the nearest double to 10^-scale for a fraction."""
+    return float(POWERS_OF_TEN[-scale]) if scale <= 0 else 1 / float(POWERS_OF_TEN[scale])
+
+
+def scale_of(bot: str, metric: str, resolution: object) -> int:
+    """The scale of a resolution given as a power of ten (0.01: -2; 1e-6: -6; 1: 0; 100: 2), or
+    the error naming the metric. A float is taken when it is the double nearest 10^scale (0.01 is
+    not exactly a hundredth); an int, Decimal or Fraction when it is 10^scale exactly."""
+    where = f"bot {bot}: metric {metric}: resolution {resolution!r}"
+    if isinstance(resolution, (bool, *_NOT_NUMBERS)) or not isinstance(resolution, (int, float, Decimal, Fraction)):
+        raise RingTypeError(f"{where} is not a number; a resolution is a power of ten (0.01, 1e-6, 1, 100)")
+    try:
+        exact = Fraction(resolution)
+    except (ValueError, OverflowError):  # a NaN or an infinity
+        exact = Fraction(0)
+    if exact <= 0:
+        raise RingValueError(f"{where} is not a power of ten (0.01, 1e-6, 1, 100)")
+    scale = round(math.log10(exact.numerator) - math.log10(exact.denominator))
+    power = Fraction(10) ** scale
+    if exact != power and not (isinstance(resolution, float) and resolution == float(power)):
+        raise RingValueError(f"{where} is not a power of ten (0.01, 1e-6, 1, 100)")
+    if not SCALE_MIN <= scale <= SCALE_MAX:
+        raise RingValueError(f"{where} is 1e{scale}: a resolution is from 1e{SCALE_MIN} to 1e{SCALE_MAX}")
+    return scale
+
+
+def _steps_conversion(signed: bool, scale: int) -> Callable[[Any, str, str], float]:
+    """A value of a metric of steps (VALUES above) to what the backends record: an int, the
+    exact number of steps of an integral value in the metric's range; else a float in the unit,
+    which the backend turns into steps as the C producer does (rounded, clamped and counted, a NaN
+    counted). An integral value out of range is an infinity of its sign: clamped and counted too."""
+    low, high = (-I64_MAX, I64_MAX) if signed else (0, U64)
+
+    def convert(value: Any, where: str, what: str) -> float:
+        try:
+            whole: int = operator.index(value)
+        except TypeError:
+            return _as_float(value, where, what)
+        steps: int
+        if scale <= 0:
+            steps = whole * POWERS_OF_TEN[-scale]
+        else:  # to the nearest step, ties to even, exactly
+            power = POWERS_OF_TEN[scale]
+            steps, rest = divmod(whole, power)
+            if 2 * rest > power or (2 * rest == power and steps % 2 == 1):
+                steps += 1
+        if steps < low:
+            return -math.inf
+        if steps > high:
+            return math.inf
+        return steps
+    return convert
+
+
+def converter(kind: int, bot: str, metric: str, unit: str, signed: bool = False, scale: int | None = None
+              ) -> Callable[[Any], float]:
+    """The converter of a metric of `kind` (KIND_*) declared in `unit` (and, for one of steps, its
+    form and scale: VALUES above): a function from a value to the value stored, or an exception."""
     convert: Callable[[Any, str, str], float]
-    if kind == KIND_HISTOGRAM:
+    if signed or scale is not None:
+        form = "signed" if signed else "unsigned"
+        what = (f"a {form} histogram records numbers" if kind == KIND_HISTOGRAM
+                else "a counter adds numbers") + f" in steps of 1e{scale or 0}"
+        convert = _steps_conversion(signed, scale or 0)
+    elif kind == KIND_HISTOGRAM:
         what, convert = f"a histogram in {unit} records numbers from 0", _histogram_conversion(unit)
     elif kind == KIND_COUNTER:
         what, convert = "a counter adds whole numbers from 0 to 2^64-1", _increment
@@ -126,6 +206,14 @@ def converter(kind: int, bot: str, metric: str, unit: str) -> Callable[[Any], fl
             raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}")
         return convert(value, where, what)
     return checked
+
+
+def values_phrase(signed: bool, scale: int | None) -> str:
+    """A metric's values in a conflict's message, as the C producer says them ("signed values in
+    steps of 1e-2"); "whole values without a resolution" for one declared with neither."""
+    if scale is None and not signed:
+        return "whole values without a resolution"
+    return f"{'signed' if signed else 'unsigned'} values in steps of 1e{scale or 0}"
 
 
 def merge_phrase(code: int) -> str:

@@ -163,9 +163,10 @@ def run_python(code, env=None, timeout=60):
 
 class BotFile:
     """A bot file as it is on disk, read by the format (ringside.h) without taking any lock: its
-    registry (and each entry's gauge merge policy), its counters' totals, its gauges' values, the
-    values of the records its lanes hold and their exemplars, and its lanes' thread names (none
-    drained: every test that reads a file this way runs no collector on it)."""
+    registry (and each entry's gauge merge policy, value form and scale), its counters' totals, its
+    gauges' values, the values of the records its lanes hold and their exemplars, its metric cells'
+    `clamped`, and its lanes' thread names (none drained: every test that reads a file this way runs
+    no collector on it)."""
 
     # rs_gauge_merge's codes, by the name Bot.gauge(merge=...) takes
     MERGE_NAMES = ("last", "sum", "max", "min", "per_worker")
@@ -175,7 +176,8 @@ class BotFile:
             data = file.read()
         (magic, version, _, _, capacity_log2, _, _, registry_offset, cells_offset, lanes_offset, _, _,
          lane_size, lane_records_offset, _, _, _, lane_gather_offset, _) = struct.unpack_from("<QIIIIIIQQQQQQIIIIII", data, 0)
-        assert (magic, version) == (0x45444953474E4952, 3), f"{path}: not a bot file of format version 3"
+        assert magic == 0x45444953474E4952 and version in (3, 4), f"{path}: not a bot file of format version 3 or 4"
+        self.version = version  # 3, or 4 once a signed or scaled metric is registered (VALUES in ringside.h)
         lanes, count = struct.unpack_from("<II", data, 0x80)
         self.pid = struct.unpack_from("<i", data, 0x98)[0]
         self.workers_refused = struct.unpack_from("<Q", data, 0xA8)[0]  # the bot's own file: workers refused
@@ -184,20 +186,22 @@ class BotFile:
         # (index, name, kind, labels) of each registry entry, in order: kind 1 counter, 2 gauge, 3 histogram
         self.registry = []
         self.merges = []  # each entry's gauge_merge byte (0x006), in order: an rs_gauge_merge code
-        self.reserved = []  # each entry's reserved0 byte (0x007), which stays 0
+        self.forms = []  # each entry's form byte (0x007), in order: 1 for a signed histogram, else 0
+        self.scales = []  # each entry's scale (0x012, an int8), in order: its values' steps are 10^scale
         self.entries = []  # each entry's 512 bytes as stored
         for index in range(count):
             at = registry_offset + 512 * index
-            (stored, kind, _, merge, reserved, _, name_length, labels_length,
-             _) = struct.unpack_from("<IBBBBIHHH", data, at)
+            (stored, kind, _, merge, form, _, name_length, labels_length,
+             _, scale) = struct.unpack_from("<IBBBBIHHHb", data, at)
             name = data[at + 0x18:at + 0x18 + name_length].decode()
             labels = data[at + 0x80:at + 0x80 + labels_length].decode()
             self.registry.append((stored, name, kind, labels))
             self.merges.append(merge)
-            self.reserved.append(reserved)
+            self.forms.append(form)
+            self.scales.append(scale)
             self.entries.append(data[at:at + 512])
-        # Each metric cell: gauge bits, gauge set, unlaned, unlaned_sum, unlaned_max (64 bytes).
-        self._cells = [struct.unpack_from("<QQQQQ", data, cells_offset + 64 * index) for index in range(count)]
+        # Each metric cell: gauge bits, gauge set, unlaned, unlaned_sum, unlaned_max, clamped (64 bytes).
+        self._cells = [struct.unpack_from("<QQQQQQ", data, cells_offset + 64 * index) for index in range(count)]
         self._lane_cells = []
         # Each lane's gather cells (SAMPLING AND GATHERING in ringside.h), by metric: calls, sum,
         # latest, max (not yet taken), dropped_sum, dropped_max.
@@ -273,6 +277,16 @@ class BotFile:
         index = self.index(name, labels)
         return [value for metric, value in self._records if metric == index]
 
+    def signed_values(self, name, labels=""):
+        """A signed histogram's record values, decoded from offset binary (VALUES in ringside.h), in
+        the order of values(): whole numbers of its steps."""
+        return [signed(value) for value in self.values(name, labels)]
+
+    def clamped(self, name, labels=""):
+        """A histogram's or counter's values it could not hold, clamped or not recorded: its metric
+        cell's `clamped` (VALUES in ringside.h)."""
+        return self._cells[self.index(name, labels)][5]
+
     def spans(self, name, labels=""):
         """(value, timestamp_ns) of each of a histogram's spans (records flagged RS_FLAG_SPAN), lane
         by lane, each lane in order: the duration and the end."""
@@ -312,6 +326,16 @@ class BotFile:
         exemplar, lane by lane, each lane in order."""
         index = self.index(name, labels)
         return [(value, flags, text) for metric, value, flags, text in self._exemplars if metric == index]
+
+
+def signed(offset):
+    """A signed value from its offset binary, (v as u64) ^ 2^63 (VALUES in ringside.h)."""
+    return (offset ^ (1 << 63)) - (1 << 64 if offset < (1 << 63) else 0)
+
+
+def offset(value):
+    """A signed value's offset binary (VALUES in ringside.h)."""
+    return (value & ((1 << 64) - 1)) ^ (1 << 63)
 
 
 def bot_files(directory, bot):

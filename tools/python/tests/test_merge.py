@@ -34,7 +34,7 @@ def test_each_policy_is_the_byte_at_0x006_of_the_gauges_entry(bot, ring_dir):
         ("g_last", "last"), ("g_sum", "sum"), ("g_max", "max"), ("g_min", "min"), ("g_per_worker", "per_worker"),
         ("g_default", "last"), ("per_desk", "per_worker"), ("orders", "last"), ("latency", "last")]
     assert file.merges == [0, 1, 2, 3, 4, 0, 4, 0, 0]  # rs_gauge_merge's codes; 0 for the other kinds
-    assert file.reserved == [0] * 9  # 0x007 stays zero
+    assert file.forms == [0] * 9 and file.scales == [0] * 9  # 0x007 and 0x012: whole units, unsigned
     assert file.gauge("g_sum") == 1.0 and file.gauge("per_desk", "desk=a") == 2.0
 
 
