@@ -174,7 +174,7 @@ def _steps_conversion(signed: bool, scale: int) -> Callable[[Any, str, str], flo
             steps, rest = divmod(whole, power)
             if 2 * rest > power or (2 * rest == power and steps % 2 == 1):
                 steps += 1
-        if steps < low:
+        if steps < low or (not signed and whole < 0):  # below 0, even if it rounds to 0 steps, as C tests it
             return -math.inf
         if steps > high:
             return math.inf
