@@ -6,6 +6,8 @@
     orders = bot.counter("orders")
     exposure = bot.gauge("gross_exposure")
     in_flight = bot.gauge("orders_in_flight", merge="sum")  # the collector adds the workers' values
+    slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)  # basis points to 0.01
+    commission = bot.counter("commission_usd", resolution=1e-6)  # dollars to a micro-dollar
 
     fill.labels("AAPL").observe(0.0012)                  # seconds, stored as 1,200,000 ns exactly
     fill.labels("AAPL").observe(0.0012, exemplar={"order_id": "A17"})  # which order it was
@@ -14,6 +16,8 @@
     async def send_order(): ...
     t = fill.labels("AAPL").start(); ...; fill.labels("AAPL").stop(t)
     orders.inc()                                         # exact: counters write no records
+    slippage.observe(-3.5)                               # -350 hundredths of a basis point
+    commission.inc(0.37)                                 # 370,000 micro-dollars, exactly
     exposure.set(1.25e6); exposure.inc(10); exposure.dec(2.5)
     bot.instrument_gc()                                  # python_gc_pause{generation}: each collection
     bot.instrument_asyncio()                             # in a coroutine: python_asyncio_lag{loop="main"}
@@ -33,6 +37,18 @@ is exact for any decimal number of nanoseconds below 2^51 (26 days). One in "byt
 takes whole numbers (3 or 3.0). Counters add whole numbers from 0 to 2^64-1; gauges take floats.
 A bad value raises RingValueError (a ValueError) or RingTypeError (a TypeError) naming the bot,
 the metric and the value; nothing is recorded then.
+
+SIGNED AND FRACTIONAL VALUES (format 4 of the file: VALUES in ringside.h). A histogram in "none"
+or "bytes" declared with resolution= (a power of ten from 1e-18 to 1e18: 0.01, 1e-6, 1, 100) or
+signed=True, and a counter declared with resolution=, store whole numbers of that step (a signed
+histogram's in offset binary). observe() and inc() then take any number: a float is rounded to the
+nearest step, ties to even, as the C producer's rs_bot_record_value and rs_bot_count_value round
+it; an int is turned into steps exactly. A value the metric cannot hold (below 0 for an unsigned
+histogram or a counter, past its range, an infinity) is clamped to the nearest end and recorded (a
+counter adds nothing for one below 0), a NaN is not recorded, and each is counted in the metric's
+cell (`clamped`): no number raises, none wraps. Metrics declared without either keep the rules
+above, and a file is format 3, which older readers read, until its first signed or fractional
+metric. The same metric asked again with another resolution or sign raises RingError.
 
 EXEMPLARS. observe(value, exemplar={"order_id": "A17"}), as prometheus_client's, records the value
 with an exemplar naming it; the collector keeps the largest values' exemplars (with the pid, the
