@@ -114,6 +114,8 @@ def _rows(directory: str) -> tuple[list[Row], list[ringside.Bot], bool]:
         orders = bot.counter("orders")
         exposure = bot.gauge("exposure")
         family = bot.histogram("by_symbol", unit="s", labelnames=("symbol",))
+        slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)  # format 4: signed, in steps of 0.01
+        commission = bot.counter("commission_usd", resolution=1e-6)  # format 4: steps of 1e-6
         latency.observe(0.0012)  # each thread's lane claimed before timing
         exposure.set(1.5)
         orders.inc()
@@ -126,6 +128,10 @@ def _rows(directory: str) -> tuple[list[Row], list[ringside.Bot], bool]:
             (f"{label}: labels('AAPL').observe", lambda v, f=family: f.labels("AAPL").observe(v), 0.0012,
              "prometheus_client: labels('AAPL').observe", None, None),
             (f"{label}: Counter.inc()", orders.inc, None, "prometheus_client: Counter.inc", None, None),
+            # The paths of signed and fractional values, against the same backend's observe and inc
+            (f"{label}: signed observe(-3.5), steps of 0.01", slippage.observe, -3.5, f"{label}: Histogram.observe(0.0012)",
+             None, None),
+            (f"{label}: inc(0.37), steps of 1e-6", commission.inc, 0.37, f"{label}: Counter.inc()", None, None),
             (f"{label}: Gauge.set(1.5)", exposure.set, 1.5, "prometheus_client: Gauge.set", None, None),
             (f"{label}: with time(): pass", lambda h=latency: _time_block(h), None, "prometheus_client: with time(): pass",
              None, None),

@@ -496,6 +496,11 @@ def test_the_benchmark_runs_and_measures_both_backends():
     # An observe with an exemplar, against the same backend's observe in the same rounds.
     assert rows["ringside pure: observe(0.0012, exemplar=...)"]["baseline"] == "ringside pure: Histogram.observe(0.0012)"
     assert rows["ringside pure: observe(0.0012, exemplar=...)"]["ratio"] > 0
+    # Signed and fractional values (format 4), against the same backend's observe and inc.
+    for label in ("ringside pure",) + (("ringside",) if _ringside is not None else ()):
+        assert rows[f"{label}: signed observe(-3.5), steps of 0.01"]["baseline"] == f"{label}: Histogram.observe(0.0012)"
+        assert rows[f"{label}: inc(0.37), steps of 1e-6"]["baseline"] == f"{label}: Counter.inc()"
+        assert rows[f"{label}: inc(0.37), steps of 1e-6"]["ratio"] > 0
     if _ringside is not None:
         assert rows["ringside: Histogram.observe(0.0012)"]["ns"] > 0
         assert rows["ringside: observe(0.0012, exemplar=...)"]["baseline"] == "ringside: Histogram.observe(0.0012)"
