@@ -47,8 +47,9 @@ it; an int is turned into steps exactly. A value the metric cannot hold (below 0
 histogram or a counter, past its range, an infinity) is clamped to the nearest end and recorded (a
 counter adds nothing for one below 0), a NaN is not recorded, and each is counted in the metric's
 cell (`clamped`): no number raises, none wraps. Metrics declared without either keep the rules
-above, and a file is format 3, which older readers read, until its first signed or fractional
-metric. The same metric asked again with another resolution or sign raises RingError.
+above (a float that is not whole is refused, not rounded; resolution=1 rounds it instead), and a
+file is format 3, which older readers read, until its first signed or fractional metric. The same
+metric asked again with another resolution or sign raises RingError.
 
 EXEMPLARS. observe(value, exemplar={"order_id": "A17"}), as prometheus_client's, records the value
 with an exemplar naming it; the collector keeps the largest values' exemplars (with the pid, the
@@ -601,7 +602,8 @@ class Histogram(_Metric):
 
 
 class Counter(_Metric):
-    """inc(n=1): adds a whole number; exact whatever the lanes hold."""
+    """inc(n=1): adds a whole number; exact whatever the lanes hold. Declared with a resolution,
+    any number, rounded to its steps (see SIGNED AND FRACTIONAL VALUES)."""
     __slots__ = ("inc",)
     _kind = KIND_COUNTER
     _call_names = ("inc",)

@@ -535,3 +535,12 @@ def test_a_sampled_signed_histogram_writes_one_in_n_and_counts_every_clamp(backe
     assert file.signed_values("signal") == [-1000, -4000, 7000]
     assert file.clamped("signal") == 3
     bot.close()
+
+
+def test_resolution_1_rounds_and_clamps_whole_units_in_a_file_that_stays_format_3(bot):
+    whole = bot.histogram("whole", unit="bytes", resolution=1)
+    for value in (1.5, 2.5, -1, 7):
+        whole.observe(value)
+    file = BotFile(bot.path)
+    assert (file.version, file.forms, file.scales) == (3, [0], [0])
+    assert file.values("whole") == [2, 2, 0, 7] and file.clamped("whole") == 1

@@ -37,6 +37,8 @@ bot.counter("orders", labelnames=("side",)).labels(side="buy").inc()
 level = bot.gauge("level")
 level.set(1.5)
 level.dec(2)
+bot.histogram("slippage_bps", resolution=0.01, signed=True).observe(-3.5)
+bot.counter("commission_usd", resolution=1e-6).inc(0.37)
 bot.close()
 aapl.observe("0.1")  # the one error
 '''
