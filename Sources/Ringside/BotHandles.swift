@@ -38,9 +38,11 @@ extension Bot {
             rs_bot_count(target.bot, target.metric, amount)
         }
 
-        /// Adds `amount`, clamped to `0...UInt64.max`: a negative amount adds nothing.
+        /// Adds `amount`, clamped to `0...UInt64.max`: a negative amount adds nothing (and is
+        /// counted as clamped by a counter with a resolution, as `increment(by:)` a `Double`).
         @inlinable
         public func increment<Amount: BinaryInteger>(by amount: Amount) {
+            guard target.metric.scale == 0 else { return increment(by: Double(amount)) }
             increment(by: UInt64(clamping: amount))
         }
 

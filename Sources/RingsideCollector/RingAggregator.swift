@@ -148,6 +148,7 @@ struct RingAggregator {
             result.dropped = cells.dropped.saturatingAdd(source.counted.dropped)
             result.droppedSum = cells.droppedSum &+ source.cells.droppedSum
             result.droppedMax = max(cells.droppedMax, source.cells.droppedMax)
+            result.clamped = cells.clamped.saturatingAdd(source.cells.clamped)
             return result
         }
 
@@ -774,6 +775,7 @@ struct RingAggregator {
                         snapshot.droppedSum = Int128(series.cells.droppedSum)
                         snapshot.droppedMax = Int128(series.cells.droppedMax)
                         snapshot.sampledRecords = series.sampled
+                        snapshot.clampedValues = series.cells.clamped
                         snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
                     }))
         }
@@ -816,6 +818,7 @@ struct RingAggregator {
                         snapshot.droppedSum = Int128(OffsetBinary.sum(series.cells.droppedSum, count: series.cells.dropped))
                         snapshot.droppedMax = OffsetBinary.maximum(series.cells.droppedMax).map { Int128($0) } ?? 0
                         snapshot.sampledRecords = series.sampled
+                        snapshot.clampedValues = series.cells.clamped
                     }))
         }
         for index in counters.indices {
@@ -835,6 +838,7 @@ struct RingAggregator {
                     whole: { series, snapshot in
                         snapshot.cumulativeSum = Double(series.cells.total)
                         snapshot.cumulativeExactSum = UInt128(series.cells.total)
+                        snapshot.clampedValues = series.cells.clamped
                     }))
         }
         for index in gauges.indices {

@@ -132,12 +132,14 @@ public enum JSONExporter {
                 json.field("dropped_sum", steps: series.droppedSum, of: metric)
                 json.field("dropped_max", steps: series.droppedMax, of: metric)
                 json.field("sampled_records", series.sampledRecords)
+                json.field("clamped_values", series.clampedValues)
                 if !series.bucketExemplars.isEmpty {
                     json.key("bucket_exemplars")
                     json.array(series.bucketExemplars) { writeExemplar($0, into: json) }
                 }
             case .counter:
                 json.field("total", steps: series.cumulativeExactSum, of: metric)
+                json.field("clamped_values", series.clampedValues)
             case .gauge:
                 json.field("value", sample: series.lastValue)
                 json.field("merge", metric.gaugeMerge.description)

@@ -85,6 +85,9 @@ public struct SeriesSnapshot: Sendable {
     /// ringside.h), since this collector started: counted in `cumulativeCount`, their sum in the
     /// sum and their largest in the maximum, exactly; their buckets from the records beside them.
     public var sampledRecords: UInt64 = 0
+    /// Histograms and counters: values its producers clamped to what the metric holds, or did not
+    /// record (a NaN), as VALUES in ringside.h says: counted, never wrapped.
+    public var clampedValues: UInt64 = 0
     /// Histograms: the latest exemplar of each bucket that had one (at most 64), by value.
     public var bucketExemplars: [KeptExemplar] = []
 }

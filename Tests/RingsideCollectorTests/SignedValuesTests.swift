@@ -94,4 +94,36 @@ struct SignedValuesTests {
             #expect(metrics.contains("commission_total_usd_total{ring=\"cents\"} 10000\n"))
         }
     }
+
+    @Test("values a metric cannot hold are clamped and counted, never wrapped: NaN not recorded, infinities at the ends")
+    func clampedValuesAreCounted() throws {
+        try withRingDirectory { directory in
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
+            defer { collector.kill() }
+            let bot = try Bot.attach("clamps", directory: directory.path)
+            let pnl = try bot.histogram("pnl_usd", resolution: 0.01, signed: true)
+            let fees = try bot.counter("fees_usd", resolution: 1e-6)
+            pnl.record(1.25)
+            pnl.record(Double.nan)  // counted, not recorded
+            pnl.record(-Double.infinity)  // clamped to -(2^63 - 1) hundredths
+            pnl.record(1e300)  // clamped to 2^63 - 1 hundredths
+            fees.increment(by: 0.37)
+            fees.increment(by: -1)  // a counter never goes back: counted, nothing added
+            let body = try #require(
+                try eventually(seconds: 20) { () -> String? in
+                    let body = try httpGet(port: port, path: "/latest").body
+                    return rawField(body, metric: "pnl_usd", "total_count") == "3"
+                        && rawField(body, metric: "fees_usd", "clamped_values") == "1" ? body : nil
+                }, "the collector never counted 3 values and a clamped increment: \((try? httpGet(port: port, path: "/latest").body) ?? "")"
+            )
+            #expect(rawField(body, metric: "pnl_usd", "clamped_values") == "3")
+            #expect(rawField(body, metric: "pnl_usd", "total_max") == "92233720368547758.07", "2^63 - 1 hundredths")
+            #expect(rawField(body, metric: "pnl_usd", "min") == "-92233720368547758.07")
+            #expect(rawField(body, metric: "fees_usd", "total") == "0.37")
+            let metrics = try httpGet(port: port, path: "/metrics").body
+            #expect(metrics.contains(#"ringside_metric_clamped_total{ring="clamps",metric="pnl_usd",labels=""} 3"#))
+            #expect(metrics.contains(#"ringside_metric_clamped_total{ring="clamps",metric="fees_usd",labels=""} 1"#))
+            #expect(metrics.contains("fees_usd_total{ring=\"clamps\"} 0.37\n"))
+        }
+    }
 }
