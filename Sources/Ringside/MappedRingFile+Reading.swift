@@ -138,7 +138,7 @@ extension MappedRingFile {
             sum = overflow ? .max : added
         }
         switch metric.kind {
-        case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil)
+        case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil, clamped: clamped(metric: index))
         case .gauge: return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index))
         case .histogram:
             // The dropped values' sum and largest (see SAMPLING: DROPPED VALUES in `ringside.h`).
@@ -148,7 +148,8 @@ extension MappedRingFile {
                 droppedSum &+= cell.droppedSum
                 droppedMax = max(droppedMax, cell.droppedMax)
             }
-            return MetricCells(total: 0, dropped: sum, droppedSum: droppedSum, droppedMax: droppedMax)
+            return MetricCells(
+                total: 0, dropped: sum, droppedSum: droppedSum, droppedMax: droppedMax, clamped: clamped(metric: index))
         }
     }
 }
@@ -164,8 +165,14 @@ package struct MetricCells: Sendable, Equatable {
     /// Histograms: the values of the records dropped, their sum (modulo 2^64) and the largest.
     package var droppedSum: UInt64
     package var droppedMax: UInt64
+    /// Histograms and counters: values clamped to what the metric holds, or not recorded (NaN).
+    package var clamped: UInt64
 
-    package init(total: UInt64 = 0, dropped: UInt64 = 0, lastValue: Double? = nil, droppedSum: UInt64 = 0, droppedMax: UInt64 = 0) {
+    package init(
+        total: UInt64 = 0, dropped: UInt64 = 0, lastValue: Double? = nil, droppedSum: UInt64 = 0, droppedMax: UInt64 = 0,
+        clamped: UInt64 = 0
+    ) {
+        self.clamped = clamped
         self.total = total
         self.dropped = dropped
         self.lastValue = lastValue

@@ -95,6 +95,7 @@ final class MappedRingFile {
         static let unlaned = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned)!
         static let unlanedSum = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned_sum)!
         static let unlanedMax = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned_max)!
+        static let clamped = MemoryLayout<rs_metric_cell>.offset(of: \.clamped)!
         static let gathered = MemoryLayout<rs_lane_header>.offset(of: \.gathered)!
         static let gatherCalls = MemoryLayout<rs_gather_cell>.offset(of: \.calls)!
         static let gatherSum = MemoryLayout<rs_gather_cell>.offset(of: \.sum)!
@@ -228,6 +229,11 @@ final class MappedRingFile {
     }
 
     /// A histogram's values lost by threads without a lane: their sum (modulo 2^64) and largest.
+    /// Values of one metric its producers clamped or did not record (VALUES in ringside.h).
+    func clamped(metric: Int) -> UInt64 {
+        rs_load_relaxed_u64(metricCell(metric, Offset.clamped))  // relaxed: a running count, added atomically
+    }
+
     func unlanedValues(metric: Int) -> (sum: UInt64, max: UInt64) {
         // Relaxed: running figures, added and raised atomically by their writers.
         (rs_load_relaxed_u64(metricCell(metric, Offset.unlanedSum)), rs_load_relaxed_u64(metricCell(metric, Offset.unlanedMax)))

@@ -51,6 +51,25 @@ public enum PrometheusExporter {
         })
     static let infiniteBucketLabel = Array("le=\"+Inf\"".utf8)
 
+    /// The `le` labels of a metric with steps (`ExportBuckets.stepBounds`), in base units: made
+    /// once per form and step.
+    static func stepBucketLabels(_ metric: MetricDescriptor) -> [[UInt8]] {
+        let key = StepLabelsKey(isSigned: metric.isSigned, exponent: metric.baseUnitExponent)
+        return stepLabels.withLock { cache in
+            if let labels = cache[key] { return labels }
+            let labels = ExportBuckets.stepBounds(signed: key.isSigned).map {
+                Array("le=\"\(ExactDecimal.text(Int128($0), exponent: key.exponent))\"".utf8)
+            }
+            cache[key] = labels
+            return labels
+        }
+    }
+    private struct StepLabelsKey: Hashable {
+        let isSigned: Bool
+        let exponent: Int
+    }
+    private static let stepLabels = Mutex<[StepLabelsKey: [[UInt8]]]>([:])
+
     /// The family and sample names a metric exports, computed once per metric name and unit.
     /// A class: every series of the metric shares one, without copying its arrays.
     final class FamilyNames: Sendable {
@@ -167,14 +186,19 @@ public enum PrometheusExporter {
         var sampled: [([(String, String)], Double)] = []
         var droppedSums: [([(String, String)], Double)] = []
         var droppedMaxima: [([(String, String)], Double)] = []
-        for series in snapshot.series where series.metric.kind != .counter {
+        var clamped: [([(String, String)], Double)] = []
+        for series in snapshot.series {
             let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
             let names = [("ring", series.ring), ("metric", series.metric.name), ("labels", labels)]
+            // Only metrics that take values other than whole units can be handed one they cannot hold.
+            if series.metric.hasSteps { clamped.append((names, Double(series.clampedValues))) }
+            guard series.metric.kind != .counter else { continue }
             drops.append((names, Double(series.droppedRecords)))
             guard series.metric.kind == .histogram else { continue }
             sampled.append((names, Double(series.sampledRecords)))
-            droppedSums.append((names, ExportBuckets.inBaseUnits(series.droppedSum, unit: series.metric.unit)))
-            droppedMaxima.append((names, ExportBuckets.inBaseUnits(series.droppedMax, unit: series.metric.unit)))
+            // A counter never goes back: a signed histogram's dropped values' sum may (it is in /latest).
+            if !series.metric.isSigned { droppedSums.append((names, series.metric.inBaseUnits(Double(series.droppedSum)))) }
+            droppedMaxima.append((names, series.metric.inBaseUnits(Double(series.droppedMax))))
         }
         return [
             FixedFamily(
@@ -193,12 +217,16 @@ public enum PrometheusExporter {
                 perMetricFamilyNames[3], "gauge",
                 "The largest value of a histogram's dropped records, in base units (seconds for times): what full lanes hid",
                 droppedMaxima),
+            FixedFamily(
+                perMetricFamilyNames[4], "counter",
+                "Values of a histogram or counter with a resolution or signed values that its producers clamped to what it holds, or did not record (NaN)",
+                clamped),
         ]
     }
 
     static let perMetricFamilyNames = [
         "ringside_metric_records_dropped_total", "ringside_metric_records_sampled_total", "ringside_metric_dropped_values_total",
-        "ringside_metric_dropped_max",
+        "ringside_metric_dropped_max", "ringside_metric_clamped_total",
     ]
 
     /// The collector's own families; `perMetric`, when given, is `perMetricFamilies` of the snapshot, kept.
