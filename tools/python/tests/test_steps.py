@@ -2,8 +2,10 @@
 resolution or signed, and counters with a resolution, on both backends. What they write is held
 byte for byte to what the C producer itself writes (a C program built from Sources/CRingside, fed
 the same calls); then clamping and NaN counted, conflicts, resolutions refused, exact sums, files of
-format 3 and 4, forked workers, exemplars, drops and sampling in offset binary."""
+format 3 and 4, forked workers, exemplars, drops and sampling in offset binary; and end to end, what
+the real collector's /latest shows of them (exact decimals, read as Decimal, not rounded to floats)."""
 
+import json
 import math
 import os
 import random
@@ -11,11 +13,13 @@ import shutil
 import struct
 import subprocess
 import threading
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 
 import ringside
-from conftest import REPOSITORY, BotFile, _ringside, missing, offset, run_python
+from conftest import REPOSITORY, BotFile, Collector, _collector_path, _ringside, find_series, missing, offset, run_python
 from ringside import _pure
 from test_process import backend_expression
 from test_sampling import declare_consumer, need_extension
@@ -331,8 +335,6 @@ def test_a_resolution_that_is_not_a_power_of_ten_in_range_is_refused_naming_the_
 
 
 def test_resolutions_given_as_any_power_of_ten_are_taken(bot):
-    from decimal import Decimal
-    from fractions import Fraction
     given = ((0.01, -2), (1e-6, -6), (1, 0), (100, 2), (1e-18, -18), (10**18, 18), (Decimal("0.001"), -3),
              (Fraction(1, 10), -1), (1e18, 18), (0.1, -1), (1e-3, -3))
     for number, (resolution, _) in enumerate(given):
@@ -375,9 +377,6 @@ def test_a_value_that_is_no_number_raises_and_records_nothing(bot, value, error)
 
 
 def test_numbers_of_other_types_are_taken_as_floats_or_exact_ints(bot):
-    from decimal import Decimal
-    from fractions import Fraction
-
     class Index:  # numpy's integers offer __index__
         def __index__(self):
             return -12
@@ -544,3 +543,91 @@ def test_resolution_1_rounds_and_clamps_whole_units_in_a_file_that_stays_format_
     file = BotFile(bot.path)
     assert (file.version, file.forms, file.scales) == (3, [0], [0])
     assert file.values("whole") == [2, 2, 0, 7] and file.clamped("whole") == 1
+
+
+@pytest.fixture
+def quantile_collector(ring_dir):
+    """The real collector on the test's directory, reporting p01, p50 and p99."""
+    binary = _collector_path()
+    if binary is None:
+        missing("ringside-collector is not built: run `swift build` or set RINGSIDE_COLLECTOR")
+    running = Collector(binary, ring_dir, "--quantiles", "0.01,0.5,0.99")
+    yield running
+    running.stop()
+
+
+def exact_latest(collector):
+    """/latest with its numbers as written: exact decimals as Decimal (a float would round them)."""
+    return json.loads(collector.get("/latest"), parse_float=Decimal)
+
+
+def slippage_steps(generator):
+    """A signed lognormal mixture in hundredths of a basis point: magnitudes exp(N(1, 1)) bps, 72.3 %
+    of them negative, so a mean near -2 bps with tails on both sides (the collector's own test's)."""
+    magnitude = math.exp(generator.gauss(1, 1))
+    return round((-magnitude if generator.random() < 0.723 else magnitude) * 100)
+
+
+def test_100000_signed_values_reach_the_collector_exactly_with_quantiles_within_0_1_percent(backend, ring_dir,
+                                                                                           quantile_collector):
+    generator = random.Random(41)
+    steps = [slippage_steps(generator) for _ in range(100_000)]
+    assert -3 < sum(steps) / len(steps) / 100 < -1, "a mean near -2 bps"
+    # A lane larger than the burst: every value a record (the pure backend never samples, and drops when full)
+    bot = ringside.Bot("signed", ring_dir, lane_capacity=1 << 17, _backend=backend)
+    slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)
+    for value in steps:
+        slippage.observe(value / 100)
+    series = quantile_collector.wait_for(
+        "the collector to count the 100,000 values",
+        lambda: (found := find_series(exact_latest(quantile_collector), "signed", "slippage_bps")) is not None
+        and found["total_count"] == 100_000 and found)
+    ordered = sorted(steps)
+    assert (series["signed"], series["resolution"], series["clamped_values"]) == (True, Decimal("0.01"), 0)
+    assert series["total_sum"] == Decimal(sum(steps)) / 100  # exact, in hundredths
+    assert series["total_max"] == Decimal(ordered[-1]) / 100
+    window = series["windows"]["1m"]
+    assert window["count"] == 100_000
+    assert (window["min"], window["max"]) == (Decimal(ordered[0]) / 100, Decimal(ordered[-1]) / 100)
+    for key, q in (("p01", 0.01), ("p50", 0.5), ("p99", 0.99)):
+        exact = ordered[math.ceil(q * len(ordered)) - 1] / 100
+        assert abs(float(window[key]) - exact) <= abs(exact) * 0.001, (key, window[key], exact)
+    bot.close()
+
+
+def test_a_million_increments_of_a_cent_are_exactly_10000_in_the_collector(backend, ring_dir, collector):
+    bot = ringside.Bot("cents", ring_dir, _backend=backend)
+    commission = bot.counter("commission_total_usd", resolution=0.01)
+    for _ in range(1_000_000):
+        commission.inc(0.01)
+    series = collector.wait_for(
+        "the collector to read a total of 10000",
+        lambda: (found := find_series(exact_latest(collector), "cents", "commission_total_usd")) is not None
+        and found["total"] == 10_000 and found)
+    assert (series["resolution"], series["signed"], series["clamped_values"]) == (Decimal("0.01"), False, 0)
+    assert "commission_total_usd_total{ring=\"cents\"} 10000\n" in collector.get("/metrics")
+    bot.close()
+
+
+def test_clamped_values_reach_the_collector_counted_and_at_the_metrics_ends(backend, ring_dir, collector):
+    bot = ringside.Bot("clamps", ring_dir, _backend=backend)
+    pnl = bot.histogram("pnl_usd", resolution=0.01, signed=True)
+    fees = bot.counter("fees_usd", resolution=1e-6)
+    for value in (1.25, math.nan, -math.inf, 1e300, -2.5):
+        pnl.observe(value)
+    fees.inc(0.37)
+    fees.inc(-1)  # a counter never goes back: counted, nothing added
+    found = collector.wait_for(
+        "the collector to count 4 values and a clamped increment",
+        lambda: (latest := exact_latest(collector)) and (pnl_series := find_series(latest, "clamps", "pnl_usd"))
+        and (fees_series := find_series(latest, "clamps", "fees_usd")) and pnl_series["total_count"] == 4
+        and fees_series["clamped_values"] == 1 and (pnl_series, fees_series))
+    pnl_series, fees_series = found
+    assert pnl_series["clamped_values"] == 3  # the NaN and the two infinities
+    assert pnl_series["total_max"] == Decimal("92233720368547758.07")  # 2^63 - 1 hundredths
+    assert pnl_series["windows"]["1m"]["min"] == Decimal("-92233720368547758.07")
+    assert (fees_series["total"], fees_series["resolution"]) == (Decimal("0.37"), Decimal("0.000001"))
+    metrics = collector.get("/metrics")
+    assert 'ringside_metric_clamped_total{ring="clamps",metric="pnl_usd",labels=""} 3' in metrics
+    assert 'ringside_metric_clamped_total{ring="clamps",metric="fees_usd",labels=""} 1' in metrics
+    bot.close()
