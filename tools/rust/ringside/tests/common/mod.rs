@@ -590,6 +590,16 @@ impl RingFile {
         let at = self.u64(0x28) as usize + metric as usize * METRIC_CELL_SIZE;
         (self.u64(at + 0x18), self.u64(at + 0x20))
     }
+    /// A histogram's or counter's `clamped` (0x28): values it could not hold, clamped or not
+    /// recorded (VALUES in ringside.h).
+    pub fn clamped(&self, metric: u32) -> u64 {
+        self.u64(self.u64(0x28) as usize + metric as usize * METRIC_CELL_SIZE + 0x28)
+    }
+    /// Registry entry `index`'s `form` (0x007: 1 for a signed histogram) and `scale` (0x012).
+    pub fn values(&self, index: u32) -> (u8, i8) {
+        let at = self.u64(0x20) as usize + index as usize * 512;
+        (self.bytes[at + 7], self.bytes[at + 0x12] as i8)
+    }
     /// A histogram's gather cell on a lane.
     pub fn gather_cell(&self, lane: u32, metric: u32) -> GatherCell {
         let at = self.lane_at(lane) + self.u32(0x60) as usize + metric as usize * GATHER_CELL_SIZE;
