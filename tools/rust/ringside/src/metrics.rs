@@ -17,7 +17,7 @@ const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
 
 /// `x` rounded to the nearest whole number, ties to even: C's `rint` in the default rounding mode,
 /// which is `f64::round_ties_even`, but inline without SSE4.1's `roundsd` (x86-64's baseline
-/// lacks it, and `round_ties_even` then calls libm's `rint`, 5 ns a call). Adding 2^52 to
+/// lacks it, and `round_ties_even` then jumps to libm's `rint`, a call per value). Adding 2^52 to
 /// |x| < 2^52 leaves no bit below the units, so the sum is rounded once to the nearest whole
 /// number, ties to even (2^52 is even), and taking 2^52 away again is exact; a double of 2^52 or
 /// more is a whole number already.
