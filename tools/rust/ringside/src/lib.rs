@@ -106,8 +106,8 @@
 //! - A value the metric cannot hold (below 0 for an unsigned histogram or a counter's increment,
 //!   beyond 2^64 - 1 or +-(2^63 - 1) steps, an infinity) is clamped to the nearest end and
 //!   recorded (a counter: nothing for an increment below 0, 2^64 - 1 steps above), and a NaN is
-//!   not recorded; both are counted in the metric cell's `clamped` (an atomic add), which the
-//!   collector exports. Never wrapped, never a panic, nothing on the fast path but a range test.
+//!   not recorded; both are counted in the metric cell's `clamped` (an atomic add), for the
+//!   collector to export. Never wrapped, never a panic, nothing on the fast path but a range test.
 //! - Registration checks them: a resolution that is no power of ten in that range, `signed()` on
 //!   a counter or gauge, or a resolution other than 1 on a gauge (a double) is
 //!   [`Error::InvalidOption`] naming the metric ("metric slippage_bps: resolution 0.03 is not a

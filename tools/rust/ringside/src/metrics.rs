@@ -179,7 +179,7 @@ impl Histogram {
     /// (`rs_bot_record_value`): rounded to the nearest step, ties to even. A value the histogram
     /// cannot hold (below 0 for an unsigned one, beyond 2^64 - 1 or +-(2^63 - 1) steps, an
     /// infinity) is clamped to the nearest end and recorded, and a NaN is not recorded: both are
-    /// counted in the metric cell's `clamped`, which the collector exports; never wrapped, never
+    /// counted in the metric cell's `clamped`, for the collector to export; never wrapped, never
     /// a panic. Returns as [`Histogram::record`] does.
     #[inline]
     pub fn record_value(&self, value: f64) -> bool {
@@ -321,7 +321,7 @@ impl Counter {
     /// (`rs_bot_count_value`): rounded to the nearest step (ties to even), then exact in steps. An
     /// increment below 0 (a counter never goes back), past 2^64 - 1 steps, an infinity or a NaN is
     /// clamped to the nearest end (nothing for a NaN or below 0, 2^64 - 1 steps above) and counted
-    /// in the metric cell's `clamped`, which the collector exports; never a panic.
+    /// in the metric cell's `clamped`, for the collector to export; never a panic.
     #[inline]
     pub fn increment_value(&self, by: f64) {
         let steps = by * self.steps_per_unit;
@@ -433,8 +433,8 @@ impl<'a> MetricBuilder<'a> {
     /// Histograms and counters: values are whole numbers of `resolution` of the unit, a power of
     /// ten from 1e-18 to 1e18 (VALUES in ringside.h): basis points to 0.01, dollars to 1e-6,
     /// thousands with 1000. 1 (whole units) unless told. [`Histogram::record_value`] and
-    /// [`Counter::increment_value`] take a value in the unit and round it to the nearest step;
-    /// the collector shows values in the unit. Anything but a power of ten in that range, or a
+    /// [`Counter::increment_value`] take a value in the unit and round it to the nearest step (a
+    /// reader multiplies the steps by the resolution again). Anything but a power of ten in that range, or a
     /// resolution other than 1 on a gauge (a double), is [`Error::InvalidOption`] naming the
     /// metric; the same metric registered again with another resolution, [`Error::Conflict`].
     pub fn resolution(mut self, resolution: f64) -> Self {
@@ -443,8 +443,8 @@ impl<'a> MetricBuilder<'a> {
     }
 
     /// Histograms only: signed values (slippage, PnL), -(2^63 - 1) to 2^63 - 1 steps, recorded
-    /// with [`Histogram::record_signed`] (steps) or [`Histogram::record_value`] (the unit); the
-    /// collector keeps negative values apart, mirrored, with a zero bucket. Another kind is
+    /// with [`Histogram::record_signed`] (steps) or [`Histogram::record_value`] (the unit), and
+    /// stored as their offset binary (VALUES in ringside.h). Another kind is
     /// [`Error::InvalidOption`] (a counter never goes back; a gauge is a double); the same
     /// histogram registered again unsigned, [`Error::Conflict`].
     pub fn signed(mut self) -> Self {
