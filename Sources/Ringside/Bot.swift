@@ -178,12 +178,17 @@ public final class Bot: Sendable {
     // MARK: - Registration
 
     /// Registers (or finds again) a counter: increments that add up to an exact total.
-    public func counter(_ name: String, labels: [String: String] = [:], help: String = "") throws(RingError) -> Counter {
+    /// - Parameter resolution: the step its total is exact to, a power of ten: 1e-6 counts
+    ///   dollars to a micro-dollar, and `increment(by: 0.37)` adds 370,000 of them (VALUES in
+    ///   ringside.h). 1, whole units, by default.
+    public func counter(
+        _ name: String, labels: [String: String] = [:], help: String = "", resolution: Double = 1
+    ) throws(RingError) -> Counter {
         Counter(
             bot: self,
             metric: try attachment.register(
                 name, kind: .counter, unit: .none, labels: labels,
-                help: help, sampleEvery: 1))
+                help: help, sampleEvery: 1, resolution: resolution))
     }
 
     /// Registers (or finds again) a gauge: a value set now and then, read as the last one set.
@@ -208,15 +213,19 @@ public final class Bot: Sendable {
     ///   - unit: the unit of recorded values; spans are converted to it (nanoseconds for
     ///     units that are not times).
     ///   - sampleEvery: write 1 in N calls (counted per thread); the collector multiplies counts by N.
+    ///   - resolution: the step values are recorded to, a power of ten: 0.01 records basis points
+    ///     to a hundredth (VALUES in ringside.h). 1, whole units, by default.
+    ///   - signed: values may be negative (slippage, PnL): the collector keeps them apart, mirrored
+    ///     about zero, and its quantiles, minimum and maximum read across zero.
     public func histogram(
         _ name: String, unit: MetricUnit = .none, labels: [String: String] = [:],
-        help: String = "", sampleEvery: UInt32 = 1
+        help: String = "", sampleEvery: UInt32 = 1, resolution: Double = 1, signed: Bool = false
     ) throws(RingError) -> Histogram {
         Histogram(
             bot: self,
             metric: try attachment.register(
                 name, kind: .histogram, unit: unit, labels: labels,
-                help: help, sampleEvery: sampleEvery))
+                help: help, sampleEvery: sampleEvery, resolution: resolution, signed: signed))
     }
 }
 

@@ -93,7 +93,7 @@ final class BotAttachment: @unchecked Sendable {
     /// Registers (or finds again) a metric; checks its arguments in Swift first, for typed errors.
     func register(
         _ metricName: String, kind: MetricKind, unit: MetricUnit, labels: [String: String],
-        help: String, sampleEvery: UInt32, gaugeMerge: GaugeMerge = .last
+        help: String, sampleEvery: UInt32, gaugeMerge: GaugeMerge = .last, resolution: Double = 1, signed: Bool = false
     ) throws(RingError) -> rs_metric {
         let ring = name
         func invalid(_ reason: String) -> RingError { .invalidMetric(ring: ring, metric: metricName, reason: reason) }
@@ -107,6 +107,9 @@ final class BotAttachment: @unchecked Sendable {
             throw invalid("the help text must be at most \(RS_HELP_MAX) bytes without NUL")
         }
         guard sampleEvery >= 1 else { throw invalid("sampleEvery must be at least 1") }
+        guard let scale = MetricDescriptor.scale(ofResolution: resolution) else {
+            throw invalid("resolution \(resolution) is not a power of ten from 1e\(RS_SCALE_MIN) to 1e\(RS_SCALE_MAX)")
+        }
         var metric = rs_metric()
         var error = rs_error()
         var nameText = metricName, encoded = encodedLabels, helpText = help
@@ -115,7 +118,9 @@ final class BotAttachment: @unchecked Sendable {
                 helpText.withUTF8 { helpBytes in
                     rs_bot_register_encoded(
                         pointer, &metric, nameBytes.baseAddress, nameBytes.count, rs_kind(UInt32(kind.rawValue)),
-                        rs_unit(UInt32(unit.rawValue)), rs_values(form: 0, scale: 0), labelBytes.baseAddress, labelBytes.count,
+                        rs_unit(UInt32(unit.rawValue)),
+                        rs_values(form: UInt8(signed ? RS_FORM_SIGNED.rawValue : RS_FORM_UNSIGNED.rawValue), scale: scale),
+                        labelBytes.baseAddress, labelBytes.count,
                         helpBytes.baseAddress, helpBytes.count, sampleEvery, rs_gauge_merge(UInt32(gaugeMerge.rawValue)), &error)
                 }
             }

@@ -18,6 +18,10 @@ struct BotMetric: @unchecked Sendable {  // unchecked: `bot` is a pointer; the C
         self.bot = bot.attachment.pointer
         self.metric = metric
     }
+
+    /// Whether its values are whole units, unsigned (format 3's only values): an integer is then
+    /// recorded as it is; else in steps of its resolution, signed or not.
+    @inlinable var hasWholeValues: Bool { metric.scale == 0 && metric.kind != RS_METRIC_SIGNED_HISTOGRAM }
 }
 
 extension Bot {
@@ -27,9 +31,10 @@ extension Bot {
 
         init(bot: Bot, metric: rs_metric) { target = BotMetric(bot, metric) }
 
-        /// Adds `amount` (default 1): exact, whatever the thread's lane holds.
+        /// Adds `amount` (default 1) of its unit: exact, whatever the thread's lane holds.
         @inlinable
         public func increment(by amount: UInt64 = 1) {
+            guard target.metric.scale == 0 else { return increment(by: Double(amount)) }
             rs_bot_count(target.bot, target.metric, amount)
         }
 
@@ -37,6 +42,15 @@ extension Bot {
         @inlinable
         public func increment<Amount: BinaryInteger>(by amount: Amount) {
             increment(by: UInt64(clamping: amount))
+        }
+
+        /// Adds `amount` of its unit, rounded to its resolution (`Bot.counter(resolution:)`):
+        /// 0.37 to a counter of micro-dollars adds 370,000 of them, exactly. An amount below 0 (a
+        /// counter never goes back), too large or NaN is clamped (0 for a NaN) and counted in
+        /// `ringside_metric_clamped_total`.
+        @inlinable
+        public func increment(by amount: Double) {
+            rs_bot_count_value(target.bot, target.metric, amount)
         }
     }
 
@@ -69,13 +83,26 @@ extension Bot {
         /// Records one observation, in the histogram's unit.
         @inlinable
         public func record(_ value: UInt64) {
+            guard target.hasWholeValues else { return record(Double(value)) }
             _ = rs_bot_record(target.bot, target.metric, value)
         }
 
-        /// Records an integer observation, clamped to `0...UInt64.max`: never traps.
+        /// Records an integer observation, clamped to `0...UInt64.max` for a histogram of unsigned
+        /// values: never traps.
         @inlinable
         public func record<Value: BinaryInteger>(_ value: Value) {
+            guard target.hasWholeValues else { return record(Double(value)) }
             record(UInt64(clamping: value))
+        }
+
+        /// Records one observation in the histogram's unit, rounded to its resolution: slippage
+        /// of -3.5 basis points, to a signed histogram of hundredths (`Bot.histogram(resolution:signed:)`).
+        /// A value it cannot hold (below 0 for an unsigned one, beyond its range, infinite) is
+        /// clamped to the nearest end, and a NaN not recorded; both are counted in
+        /// `ringside_metric_clamped_total`.
+        @inlinable
+        public func record(_ value: Double) {
+            _ = rs_bot_record_value(target.bot, target.metric, value)
         }
 
         /// Records a duration in the histogram's unit (nanoseconds for units that are not

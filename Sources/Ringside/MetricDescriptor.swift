@@ -204,3 +204,11 @@ package struct LabelProblem: Error, Equatable, Sendable {
     package let reason: String
     init(_ reason: String) { self.reason = reason }
 }
+
+extension MetricDescriptor {
+    /// The `scale` of a step of `resolution` (0.01: -2), or nil when it is not a power of ten
+    /// from 1e-18 to 1e18 (VALUES in ringside.h).
+    package static func scale(ofResolution resolution: Double) -> Int8? {
+        (Int(RS_SCALE_MIN)...Int(RS_SCALE_MAX)).first { Double("1e\($0)") == resolution }.map { Int8($0) }
+    }
+}

@@ -38,14 +38,16 @@ public struct SignedHistogram: Sendable, Equatable {
         }
     }
 
-    /// Adds gathered calls' exact sum and raises the maximum to `max`. Only the two sides' sums
-    /// together mean anything (a sum of both signs goes to the side of its own sign).
-    public mutating func addSum(_ sum: Int64, raisingMaxTo max: Int64) {
+    /// Adds gathered calls' exact sum and raises the maximum to `max` (nil: none to raise it to).
+    /// Only the two sides' sums together mean anything (a sum of both signs goes to the side of
+    /// its own sign).
+    public mutating func addSum(_ sum: Int64, raisingMaxTo max: Int64?) {
         if sum >= 0 {
             nonNegative.addSum(UInt64(sum), raisingMaxTo: 0)
         } else {
             negative.addSum(sum.magnitude, raisingMaxTo: 0)
         }
+        guard let max else { return }
         if max >= 0 {
             nonNegative.addSum(0, raisingMaxTo: UInt64(max))
         } else if !hasNonNegative {
@@ -185,6 +187,10 @@ extension SignedHistogram: WindowSlice {
 public struct PersistedSignedHistogram: Codable, Sendable, Equatable {
     public var nonNegative: PersistedHistogram
     public var negative: PersistedHistogram
+
+    public init(nonNegative: PersistedHistogram, negative: PersistedHistogram) {
+        (self.nonNegative, self.negative) = (nonNegative, negative)
+    }
 }
 
 extension SignedHistogram {

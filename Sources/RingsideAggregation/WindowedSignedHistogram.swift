@@ -26,7 +26,7 @@ public struct WindowedSignedHistogram: Sendable {
     }
 
     /// Adds gathered calls' exact sum and largest value at `t`, where their counts were placed.
-    public mutating func addSum(_ sum: Int64, raisingMaxTo max: Int64, atNanos t: UInt64) {
+    public mutating func addSum(_ sum: Int64, raisingMaxTo max: Int64?, atNanos t: UInt64) {
         windows.update(atNanos: t) { $0.addSum(sum, raisingMaxTo: max) }
     }
 

@@ -45,6 +45,8 @@ final class CollectorState {
         var metric: String
         var labels: String
         var histogram: PersistedHistogram
+        /// A signed histogram's values below zero (`histogram` holds the rest); nil for the others.
+        var negative: PersistedHistogram? = nil
     }
 
     /// The snapshot's usual name in the ring directory.

@@ -172,12 +172,17 @@ public struct HistoryAnswer: Sendable {
                     json.array(rows) { start in
                         json.array(Array(series.points[start..<(start + columns.count)].enumerated())) { item in
                             let (column, number) = (item.offset, item.element)
-                            if column == 0 || (metric.kind == .counter) {
+                            if column == 0 || (metric.kind == .counter && !metric.hasSteps) {
                                 json.value(number)
+                            } else if metric.kind == .counter {
+                                json.value(decimal: ExactDecimal.text(Int128(number), exponent: Int(metric.scale)))
                             } else if metric.kind == .gauge {
                                 json.value(Double(bitPattern: number))
-                            } else {
+                            } else if number == historyNull || column == 1 || !metric.hasSteps {
                                 json.value(number == historyNull ? nil : number)
+                            } else {
+                                let steps = SeriesHistory.value(stored: number, signed: metric.isSigned)
+                                json.value(decimal: ExactDecimal.text(steps, exponent: Int(metric.scale)))
                             }
                         }
                     }

@@ -238,10 +238,11 @@ struct SeriesHistory {
             } else if let window, window.count > 0 {
                 for (offset, position) in positions.enumerated() {
                     if let position, position < window.quantileValues.count {
-                        values[base + 1 + offset] = window.quantileValues[position]
+                        values[base + 1 + offset] = Self.stored(window.quantileValues[position], signed: metric.isSigned)
                     }
                 }
-                values[base + 4] = values[base + 4] == historyNull ? window.max : max(values[base + 4], window.max)
+                let high = Self.stored(window.max, signed: metric.isSigned)
+                values[base + 4] = values[base + 4] == historyNull ? high : max(values[base + 4], high)
             }
         case .gauge:
             if let value = series.lastValue { values[base] = value.bitPattern }
@@ -258,6 +259,18 @@ struct SeriesHistory {
 
     /// The points from `from` to `to` (Unix seconds, within the buffer), `step` seconds each,
     /// as `[t, v1, ...]` rows flattened, the row width being the kind's column count.
+    /// A histogram's value as a point keeps it: a signed one in offset binary (VALUES in
+    /// ringside.h), so that the larger of two points is still `max`, and short of `historyNull`.
+    static func stored(_ value: Int128, signed: Bool) -> UInt64 {
+        guard signed else { return min(UInt64(clamping: value), historyNull - 1) }
+        return min(UInt64(bitPattern: Int64(clamping: value)) ^ (1 << 63), historyNull - 1)
+    }
+
+    /// A value `stored` keeps, in steps.
+    static func value(stored: UInt64, signed: Bool) -> Int128 {
+        signed ? Int128(OffsetBinary.value(stored)) : Int128(stored)
+    }
+
     func points(from: Int64, to: Int64, step: Int64, budget: inout Int, truncated: inout Bool) -> [UInt64] {
         let width = HistoryAnswer.columns(metric.kind).count
         var rows: [UInt64] = []

@@ -31,6 +31,9 @@ struct RingAggregator {
         /// Histogram counts per call: the metric's "1 in N" sampling (its gathered calls count as
         /// much: SAMPLING in ringside.h).
         var weight: UInt64
+        /// A signed histogram's: its series is in `signedHistograms`, and its values are stored
+        /// in offset binary (VALUES in ringside.h).
+        var isSigned = false
     }
 
     /// One file of the bot: how its registry's indices map to series, and what its records cost.
@@ -211,9 +214,11 @@ struct RingAggregator {
     /// What removed sources left before this collector started, for series not made yet: each is
     /// taken by its series when a source registers its metric.
     private var seeds: [SeriesKey: MetricCells] = [:]
-    /// The all-time histograms of series not made yet, as the collector's last run left them.
-    private var histogramSeeds: [SeriesKey: Histogram] = [:]
+    /// The all-time histograms of series not made yet, as the collector's last run left them (an
+    /// unsigned series takes the side at or above zero).
+    private var histogramSeeds: [SeriesKey: SignedHistogram] = [:]
     private var histograms: [Series<WindowedHistogram>] = []
+    private var signedHistograms: [Series<WindowedSignedHistogram>] = []
     private var counters: [Series<WindowedCounter>] = []
     private var gauges: [Series<WindowedGauge>] = []
     /// Metrics given no series because a series cap was reached (over every source).
@@ -247,7 +252,7 @@ struct RingAggregator {
     }
 
     /// Series it holds (metrics admitted).
-    var seriesCount: Int { histograms.count + counters.count + gauges.count }
+    var seriesCount: Int { histograms.count + signedHistograms.count + counters.count + gauges.count }
     /// Its series, and the memory they take.
     var usage: Usage { Usage(series: seriesCount, bytes: chargedBytes + countsBytes + refusedBytes) }
     /// Sources in use: the files feeding it.
@@ -271,6 +276,7 @@ struct RingAggregator {
     mutating func removeSource(_ source: Int) {
         guard source < sources.count, sources[source].inUse else { return }
         for index in histograms.indices { histograms[index].removeSource(source) }
+        for index in signedHistograms.indices { signedHistograms[index].removeSource(source) }
         for index in counters.indices { counters[index].removeSource(source) }
         for index in gauges.indices.reversed() {
             if gauges[index].owner == source { removeGauge(at: index) } else { gauges[index].removeSource(source) }
@@ -311,7 +317,8 @@ struct RingAggregator {
     /// does not hold together is left out.
     mutating func seedHistograms(_ entries: [CollectorState.HistogramEntry]) {
         for entry in entries {
-            guard let histogram = Histogram(entry.histogram) else { continue }
+            let persisted = PersistedSignedHistogram(nonNegative: entry.histogram, negative: entry.negative ?? Histogram().persisted)
+            guard let histogram = SignedHistogram(persisted) else { continue }
             histogramSeeds[SeriesKey(name: entry.metric, labels: entry.labels)] = histogram
         }
     }
@@ -323,17 +330,26 @@ struct RingAggregator {
             CollectorState.HistogramEntry(
                 metric: series.metric.name, labels: series.metric.encodedLabels, histogram: series.windows.cumulative.persisted)
         }
-        let waiting = histogramSeeds.map { key, histogram in
-            CollectorState.HistogramEntry(metric: key.name, labels: key.labels, histogram: histogram.persisted)
+        let madeSigned = signedHistograms.map { series in
+            let cumulative = series.windows.cumulative
+            return CollectorState.HistogramEntry(
+                metric: series.metric.name, labels: series.metric.encodedLabels, histogram: cumulative.nonNegative.persisted,
+                negative: cumulative.negative.persisted)
         }
-        return (made + waiting).sorted { ($0.metric, $0.labels) < ($1.metric, $1.labels) }
+        let waiting = histogramSeeds.map { key, histogram in
+            CollectorState.HistogramEntry(
+                metric: key.name, labels: key.labels, histogram: histogram.nonNegative.persisted,
+                negative: histogram.negative.isEmpty ? nil : histogram.negative.persisted)
+        }
+        return (made + madeSigned + waiting).sorted { ($0.metric, $0.labels) < ($1.metric, $1.labels) }
     }
 
     /// The figures of the series source `source` counted toward (a total or drops), as they will
     /// be once it is folded in (`removeSource`): what `CollectorState` keeps of a worker whose
     /// file goes. Only those series: a fold's cost is the worker's, not the bot's.
     func foldedEntries(folding source: Int) -> [CollectorState.Entry] {
-        histograms.compactMap { $0.foldedEntry(folding: source) } + counters.compactMap { $0.foldedEntry(folding: source) }
+        histograms.compactMap { $0.foldedEntry(folding: source) } + signedHistograms.compactMap { $0.foldedEntry(folding: source) }
+            + counters.compactMap { $0.foldedEntry(folding: source) }
             + gauges.compactMap { $0.owner == nil ? $0.foldedEntry(folding: source) : nil }
     }
 
@@ -373,10 +389,12 @@ struct RingAggregator {
             if let existing = slots[key] {
                 // Records of another unit would merge wrongly scaled: only the same kind, unit and
                 // gauge policy join; a per-worker series is its own source's only.
+                // Nor do values of another form or step.
                 if existing.kind == metric.kind.rawValue, unit(of: existing) == metric.unit, policy(of: existing) == metric.gaugeMerge,
-                    metric.gaugeMerge != .perWorker
+                    metric.gaugeMerge != .perWorker, values(of: existing) == Values(metric)
                 {
-                    sources[source].routes.append(Route(kind: existing.kind, slot: existing.slot, weight: UInt64(metric.sampleEvery)))
+                    sources[source].routes.append(
+                        Route(kind: existing.kind, slot: existing.slot, weight: UInt64(metric.sampleEvery), isSigned: existing.isSigned))
                 } else {
                     refuse(metric, in: consumer, source: source, forBytes: false)
                 }
@@ -392,6 +410,9 @@ struct RingAggregator {
             charged += bytes
             let route: Route
             switch metric.kind {
+            case .histogram where metric.isSigned:
+                route = Route(kind: metric.kind.rawValue, slot: signedHistograms.count, weight: UInt64(metric.sampleEvery), isSigned: true)
+                signedHistograms.append(Series(metric: metric, windows: WindowedSignedHistogram(layout: layout)))
             case .histogram:
                 route = Route(kind: metric.kind.rawValue, slot: histograms.count, weight: UInt64(metric.sampleEvery))
                 histograms.append(Series(metric: metric, windows: WindowedHistogram(layout: layout)))
@@ -406,10 +427,15 @@ struct RingAggregator {
             slots[key] = route
             sources[source].routes.append(route)
             if metric.kind == .histogram, let earlier = histogramSeeds.removeValue(forKey: key) {
-                histograms[route.slot].windows.seedAllTime(earlier)
+                if route.isSigned {
+                    signedHistograms[route.slot].windows.seedAllTime(earlier)
+                } else {
+                    histograms[route.slot].windows.seedAllTime(earlier.nonNegative)
+                }
             }
             if let seed = seeds.removeValue(forKey: key) {
                 switch metric.kind {
+                case .histogram where route.isSigned: signedHistograms[route.slot].takeFolded(seed)
                 case .histogram: histograms[route.slot].takeFolded(seed)
                 case .counter: counters[route.slot].takeFolded(seed)
                 case .gauge: gauges[route.slot].takeFolded(seed)
@@ -425,14 +451,27 @@ struct RingAggregator {
         route.kind == MetricKind.gauge.rawValue ? gauges[route.slot].metric.gaugeMerge : .last
     }
 
-    /// The unit of the series a route leads to.
-    private func unit(of route: Route) -> MetricUnit {
+    /// A series' values: signed or not, and their step.
+    private struct Values: Equatable {
+        let isSigned: Bool
+        let scale: Int8
+        init(_ metric: MetricDescriptor) { (isSigned, scale) = (metric.isSigned, metric.scale) }
+    }
+
+    /// The values of the series a route leads to.
+    private func values(of route: Route) -> Values { Values(metric(of: route)) }
+
+    /// The metric of the series a route leads to.
+    private func metric(of route: Route) -> MetricDescriptor {
         switch route.kind {
-        case MetricKind.histogram.rawValue: histograms[route.slot].metric.unit
-        case MetricKind.counter.rawValue: counters[route.slot].metric.unit
-        default: gauges[route.slot].metric.unit
+        case MetricKind.histogram.rawValue: route.isSigned ? signedHistograms[route.slot].metric : histograms[route.slot].metric
+        case MetricKind.counter.rawValue: counters[route.slot].metric
+        default: gauges[route.slot].metric
         }
     }
+
+    /// The unit of the series a route leads to.
+    private func unit(of route: Route) -> MetricUnit { metric(of: route).unit }
 
     /// Routes a metric of `source` nowhere: its records are counted, its strings let go.
     private mutating func refuse(_ metric: MetricDescriptor, in consumer: RingConsumer, source: Int, forBytes: Bool) {
@@ -509,18 +548,36 @@ struct RingAggregator {
             let route = routes[metric]
             // Saturating, as every total: hostile weights and cells must not wrap one back.
             let weighted = calls.calls.saturatingMultiply(route.weight)
-            histograms[route.slot].windows.addSum(calls.sum.saturatingMultiply(route.weight), raisingMaxTo: calls.max, atNanos: now)
-            histograms[route.slot].sampled = histograms[route.slot].sampled.saturatingAdd(weighted)
-            histograms[route.slot].touched = true
             sources[source].sampled = sources[source].sampled.saturatingAdd(weighted)
+            if route.isSigned {
+                let sum = OffsetBinary.sum(calls.sum, count: calls.calls).saturatingMultiply(route.weight)
+                signedHistograms[route.slot].windows.addSum(sum, raisingMaxTo: OffsetBinary.maximum(calls.max), atNanos: now)
+                signedHistograms[route.slot].sampled = signedHistograms[route.slot].sampled.saturatingAdd(weighted)
+                signedHistograms[route.slot].touched = true
+            } else {
+                histograms[route.slot].windows.addSum(calls.sum.saturatingMultiply(route.weight), raisingMaxTo: calls.max, atNanos: now)
+                histograms[route.slot].sampled = histograms[route.slot].sampled.saturatingAdd(weighted)
+                histograms[route.slot].touched = true
+            }
             gathered.take(calls, metric: metric, lane: lane) { value, time, placed in
-                histograms[route.slot].windows.place(value, count: placed.saturatingMultiply(route.weight), atNanos: time)
+                place(value, count: placed, route: route, atNanos: time)
             }
         }
         guard !gathered.isEmpty else { return }
         gathered.placeUnclaimed(isDrained: consumer.isDrained(lane:)) { metric, value, calls in
-            histograms[routes[metric].slot].windows.place(value, count: calls.saturatingMultiply(routes[metric].weight), atNanos: now)
-            histograms[routes[metric].slot].touched = true
+            place(value, count: calls, route: routes[metric], atNanos: now)
+        }
+    }
+
+    /// Places `count` gathered calls (weighted by the route) at `stored`, a value as its file stores it.
+    private mutating func place(_ stored: UInt64, count: UInt64, route: Route, atNanos time: UInt64) {
+        let weighted = count.saturatingMultiply(route.weight)
+        if route.isSigned {
+            signedHistograms[route.slot].windows.place(OffsetBinary.value(stored), count: weighted, atNanos: time)
+            signedHistograms[route.slot].touched = true
+        } else {
+            histograms[route.slot].windows.place(stored, count: weighted, atNanos: time)
+            histograms[route.slot].touched = true
         }
     }
 
@@ -585,15 +642,21 @@ struct RingAggregator {
             let time = min(record.timestamp_ns, latest)
             switch route.kind {
             case MetricKind.histogram.rawValue:
-                histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
-                histograms[route.slot].touched = true
+                if route.isSigned {
+                    signedHistograms[route.slot].windows.record(OffsetBinary.value(record.value), count: route.weight, atNanos: time)
+                    signedHistograms[route.slot].touched = true
+                } else {
+                    histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
+                    histograms[route.slot].touched = true
+                }
                 // A record written while its lane filled stands, in its bucket, for the 2^k - 1
                 // calls gathered before it, counted already (SAMPLING in ringside.h).
                 if record.weightLog2 > 0 {
                     let placed = sources[source].gathered.placeBeside(record, lane: lane, timeNanos: time)
-                    histograms[route.slot].windows.place(record.value, count: placed.saturatingMultiply(route.weight), atNanos: time)
+                    place(record.value, count: placed, route: route, atNanos: time)
                 }
-                if record.flags & ExemplarAssembler.exemplarFlag != 0 {
+                // No producer writes an exemplar with a signed value: its records are rejected, one by one.
+                if record.flags & ExemplarAssembler.exemplarFlag != 0, !route.isSigned {
                     assembling = sources[source].exemplars.begin(record, at: firstCursor &+ UInt64(index), lane: lane, slot: route.slot)
                     if !assembling { rejected += 1 }  // a length no producer writes
                 }
@@ -609,7 +672,7 @@ struct RingAggregator {
     private mutating func keepExemplar(
         slot: Int, value: UInt64, timeNanos: UInt64, labels: String, source: Int, lane: Int, of consumer: RingConsumer
     ) {
-        let bucket = ExportBuckets.nativeIndex(of: value, unit: histograms[slot].metric.unit, schema: exemplarSchema)
+        let bucket = ExportBuckets.nativeIndex(of: value, metric: histograms[slot].metric, schema: exemplarSchema)
         let thread = consumer.thread(lane: lane)
         // The record's monotonic time on the wall, by the clocks' offset now: the monotonic clock
         // read first, so that the offset errs late, never early (an exemplar never precedes its call).
@@ -638,6 +701,8 @@ struct RingAggregator {
                 let (growth, merged) = counters[route.slot].takeCells(cells, from: source, nowNanos: now)
                 if growth > 0, !(isBaseline && first) { counters[route.slot].windows.add(growth, atNanos: now) }
                 changed = changed || merged
+            case MetricKind.histogram.rawValue where route.isSigned:
+                changed = signedHistograms[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
             case MetricKind.histogram.rawValue:
                 changed = histograms[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
             default:
@@ -653,6 +718,7 @@ struct RingAggregator {
             histograms[index].windows.advance(toNanos: now)
             histograms[index].exemplars?.advance(toNanos: now)
         }
+        for index in signedHistograms.indices { signedHistograms[index].windows.advance(toNanos: now) }
         for index in counters.indices { counters[index].windows.advance(toNanos: now) }
         for index in gauges.indices { gauges[index].windows.advance(toNanos: now) }
     }
@@ -686,10 +752,11 @@ struct RingAggregator {
                         let histogram = series.windows.snapshot(window: window, nowNanos: now)
                         stats.count = histogram.count
                         stats.sum = histogram.sum
-                        stats.min = histogram.min
-                        stats.max = histogram.max
+                        stats.min = Int128(histogram.min)
+                        stats.max = Int128(histogram.max)
                         stats.mean = histogram.mean
-                        stats.quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles)
+                        stats.quantileValues =
+                            histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles).map { Int128($0) }
                         // Over the span covered, as a counter's rate is, so both read alike.
                         let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
                         stats.rate = Double(histogram.count) * 1e9 / Double(covered)
@@ -702,12 +769,53 @@ struct RingAggregator {
                         snapshot.cumulativeCount = cumulative.count
                         snapshot.cumulativeSum = cumulative.sum
                         snapshot.cumulativeExactSum = cumulative.exactSum
-                        snapshot.cumulativeMax = cumulative.max
+                        snapshot.cumulativeMax = Int128(cumulative.max)
                         snapshot.droppedRecords = series.cells.dropped
-                        snapshot.droppedSum = series.cells.droppedSum
-                        snapshot.droppedMax = series.cells.droppedMax
+                        snapshot.droppedSum = Int128(series.cells.droppedSum)
+                        snapshot.droppedMax = Int128(series.cells.droppedMax)
                         snapshot.sampledRecords = series.sampled
                         snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
+                    }))
+        }
+        for index in signedHistograms.indices {
+            defer {
+                if !signedHistograms[index].saturated, let last = result.last, Self.showsSaturation(last) {
+                    signedHistograms[index].saturated = true
+                    noteSaturation(of: signedHistograms[index].metric)
+                }
+            }
+            if signedHistograms[index].touched {
+                let bytes = signedHistograms[index].windows.allocatedBytes
+                countsBytes += bytes - signedHistograms[index].countsBytes
+                signedHistograms[index].countsBytes = bytes
+            }
+            result.append(
+                Self.refresh(
+                    &signedHistograms[index], ring: ring, layout: layout, now: now, versions: &versions,
+                    window: { series, window, stats in
+                        let histogram = series.windows.snapshot(window: window, nowNanos: now)
+                        stats.count = histogram.count
+                        stats.sum = histogram.sum
+                        stats.min = Int128(histogram.min)
+                        stats.max = Int128(histogram.max)
+                        stats.mean = histogram.mean
+                        stats.quantileValues =
+                            histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles).map { Int128($0) }
+                        let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
+                        stats.rate = Double(histogram.count) * 1e9 / Double(covered)
+                    },
+                    whole: { series, snapshot in
+                        let cumulative = series.windows.cumulative
+                        snapshot.signedCumulative = cumulative
+                        snapshot.cumulativeCount = cumulative.count
+                        snapshot.cumulativeSum = cumulative.sum
+                        snapshot.cumulativeSignedSum = cumulative.exactSum
+                        snapshot.cumulativeMax = cumulative.isEmpty ? 0 : Int128(cumulative.max)
+                        snapshot.droppedRecords = series.cells.dropped
+                        // Stored in offset binary, as the values are (VALUES in ringside.h).
+                        snapshot.droppedSum = Int128(OffsetBinary.sum(series.cells.droppedSum, count: series.cells.dropped))
+                        snapshot.droppedMax = OffsetBinary.maximum(series.cells.droppedMax).map { Int128($0) } ?? 0
+                        snapshot.sampledRecords = series.sampled
                     }))
         }
         for index in counters.indices {
@@ -760,7 +868,7 @@ struct RingAggregator {
     static func showsSaturation(_ snapshot: SeriesSnapshot) -> Bool {
         let total: UInt128 = snapshot.metric.kind == .counter ? UInt128(UInt64.max) : .max
         return snapshot.cumulativeCount == .max || snapshot.cumulativeExactSum == total || snapshot.droppedRecords == .max
-            || snapshot.sampledRecords == .max
+            || snapshot.sampledRecords == .max || snapshot.signedCumulative?.isSaturated == true
     }
 
     /// Counts a series whose total reached its ceiling, and keeps it for the log.
@@ -814,8 +922,9 @@ struct RingAggregator {
 
     // MARK: - Queries
 
-    /// Merges window `window` (an index into the layout's windows) of every histogram series
-    /// `include` accepts, in registration order, into `merged`, for the SLOs.
+    /// Merges window `window` (an index into the layout's windows) of every histogram series of
+    /// unsigned values `include` accepts, in registration order, into `merged`, for the SLOs (an
+    /// SLO's threshold is a latency or a size: a signed series is never one of its series).
     /// - Returns: how many series it merged.
     func mergeHistograms(
         window: Int, nowNanos now: UInt64, into merged: inout Histogram,

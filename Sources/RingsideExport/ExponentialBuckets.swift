@@ -1,5 +1,6 @@
 import Ringside
 import RingsideAggregation
+import RingsideSnapshot
 
 /// A histogram in OpenTelemetry's exponential form (OTLP's `ExponentialHistogramDataPoint`): at
 /// scale `s`, with `base = 2^(2^-s)`, positive bucket `i` holds the values in `(base^i, base^(i+1)]`,
@@ -19,22 +20,26 @@ public struct ExponentialBuckets: Equatable, Sendable {
     /// The counts of consecutive buckets from `offset`, those between non-empty ones at 0; empty
     /// when every value is in the zero bucket (or there is none).
     public var counts: [UInt64]
+    /// A signed histogram's values below zero, as `offset` and `counts` by their magnitudes
+    /// (bucket `i` holds `[-base^(i+1), -base^i)`); empty for the others.
+    public var negativeOffset: Int32
+    public var negativeCounts: [UInt64]
 
     /// `native`'s buckets, numbered as OTLP numbers them.
     public init(_ native: NativeBuckets) {
         scale = native.schema
         zeroThreshold = native.zeroThreshold
         zeroCount = native.zeroCount
-        guard let first = native.buckets.first, let last = native.buckets.last else {
-            offset = 0
-            counts = []
-            return
-        }
-        // Native bucket j is OTLP bucket j - 1: (base^(j-1), base^j] both.
-        offset = first.index - 1
+        (offset, counts) = Self.dense(native.buckets)
+        (negativeOffset, negativeCounts) = Self.dense(native.negativeBuckets)
+    }
+
+    /// Native buckets as OTLP's dense run: native bucket j is OTLP bucket j - 1, (base^(j-1), base^j] both.
+    private static func dense(_ buckets: [(index: Int32, count: UInt64)]) -> (offset: Int32, counts: [UInt64]) {
+        guard let first = buckets.first, let last = buckets.last else { return (0, []) }
         var dense = [UInt64](repeating: 0, count: Int(last.index - first.index) + 1)
-        for bucket in native.buckets { dense[Int(bucket.index - first.index)] = bucket.count }
-        counts = dense
+        for bucket in buckets { dense[Int(bucket.index - first.index)] = bucket.count }
+        return (first.index - 1, dense)
     }
 }
 
@@ -42,5 +47,10 @@ extension ExportBuckets {
     /// `histogram` (of values in `unit`) in OTLP's exponential buckets of `scale` (-4 to 8), in base units.
     package static func exponential(_ histogram: Histogram, unit: MetricUnit, scale: Int) -> ExponentialBuckets {
         ExponentialBuckets(native(histogram, unit: unit, schema: scale))
+    }
+
+    /// A series' all-time histogram, signed or not, in OTLP's exponential buckets of `scale`, in base units.
+    package static func exponential(of series: SeriesSnapshot, scale: Int) -> ExponentialBuckets {
+        ExponentialBuckets(native(of: series, schema: scale) ?? native(Histogram(), unit: series.metric.unit, schema: scale))
     }
 }

@@ -16,9 +16,9 @@ package enum ExportBuckets {
         NativeBuckets(histogram, schema: schema, baseUnitsPerValue: baseUnits(per: unit))
     }
 
-    /// The native bucket of `schema` a value (in `unit`) falls in; `Int32.min` for the zero bucket.
-    package static func nativeIndex(of value: UInt64, unit: MetricUnit, schema: Int) -> Int32 {
-        let scaled = Double(value) * baseUnits(per: unit)
+    /// The native bucket of `schema` a value (in `metric`'s steps) falls in; `Int32.min` for the zero bucket.
+    package static func nativeIndex(of value: UInt64, metric: MetricDescriptor, schema: Int) -> Int32 {
+        let scaled = metric.inBaseUnits(Double(value))
         return scaled > NativeBuckets.defaultZeroThreshold ? NativeBuckets.index(of: scaled, schema: schema) : .min
     }
 
@@ -31,10 +31,10 @@ package enum ExportBuckets {
         unit.nanoseconds.map { Double(value) / (1e9 / Double($0)) } ?? Double(value)
     }
 
-    /// The latest of `exemplars` (of values in `unit`) in each classic bucket that has one, by the
-    /// bucket's index in `upperBounds(for: unit)` (its count: the +Inf bucket).
-    package static func latestExemplars(_ exemplars: [KeptExemplar], unit: MetricUnit) -> [Int: KeptExemplar] {
-        let upper = bounds[unit] ?? upperBounds(for: unit)
+    /// The latest of `exemplars` (of values of `metric`, unsigned) in each classic bucket that has
+    /// one, by the bucket's index in its bounds (`classic(of:)`; their count: the +Inf bucket).
+    package static func latestExemplars(_ exemplars: [KeptExemplar], of metric: MetricDescriptor) -> [Int: KeptExemplar] {
+        let upper = metric.hasSteps ? stepBounds(signed: false).map { UInt64($0) } : bounds[metric.unit] ?? upperBounds(for: metric.unit)
         var latest: [Int: KeptExemplar] = [:]
         for exemplar in exemplars {
             // The first bound at or above the value: the bucket `le` holds it.
@@ -69,9 +69,45 @@ package enum ExportBuckets {
     }
 }
 
-extension AllTimeHistogram {
-    /// `ExportBuckets.cumulativeCounts(histogram, unit:)`, computed once (a series' unit never changes).
-    package func classicCounts(unit: MetricUnit) -> [UInt64] {
-        classicCounts { ExportBuckets.cumulativeCounts($0, unit: unit) }
+extension ExportBuckets {
+    /// The classic bounds of a metric with steps (signed, or a step other than its unit, see
+    /// `MetricDescriptor.hasSteps`), in steps: 1-2-5 from one step to 5 * 10^12 of them, and for
+    /// a signed one their negatives below and 0 between. In the metric's unit, basis points to a
+    /// hundredth: -5e10 ... -0.01, 0, 0.01 ... 5e10.
+    package static func stepBounds(signed: Bool) -> [Int64] { signed ? signedStepBounds : unsignedStepBounds }
+
+    private static let unsignedStepBounds: [Int64] = {
+        var bounds: [Int64] = []
+        var decade: Int64 = 1
+        for _ in 0...12 {
+            bounds += [decade, 2 * decade, 5 * decade]
+            decade *= 10
+        }
+        return bounds
+    }()
+    private static let signedStepBounds: [Int64] = unsignedStepBounds.reversed().map { -$0 } + [0] + unsignedStepBounds
+
+    /// A series' classic buckets: the upper bounds in the metric's steps (nil: `upperBounds(for:)`
+    /// of its unit, in its unit) and the count at or below each (the +Inf bucket is its count).
+    /// Computed once per all-time histogram and kept with it.
+    package static func classic(of series: SeriesSnapshot) -> (stepBounds: [Int64]?, counts: [UInt64]) {
+        let metric = series.metric
+        if let signed = series.signedAllTime {
+            let bounds = stepBounds(signed: true)
+            return (bounds, signed.classicCounts { $0.cumulativeCounts(atUpperBounds: bounds) })
+        }
+        guard metric.hasSteps else {
+            return (nil, series.allTime?.classicCounts { cumulativeCounts($0, unit: metric.unit) } ?? [])
+        }
+        let bounds = stepBounds(signed: false)
+        return (bounds, series.allTime?.classicCounts { $0.cumulativeCounts(atUpperBounds: bounds.map { UInt64($0) }) } ?? [])
+    }
+
+    /// A series' all-time histogram, signed or not, in Prometheus's native buckets of `schema`,
+    /// in base units; nil when it has none.
+    package static func native(of series: SeriesSnapshot, schema: Int) -> NativeBuckets? {
+        let perStep = series.metric.inBaseUnits(1)
+        if let signed = series.signedCumulative { return NativeBuckets(signed, schema: schema, baseUnitsPerValue: perStep) }
+        return series.cumulative.map { NativeBuckets($0, schema: schema, baseUnitsPerValue: perStep) }
     }
 }

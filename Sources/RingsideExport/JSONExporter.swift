@@ -100,6 +100,12 @@ public enum JSONExporter {
         json.field("metric", metric.name)
         json.field("kind", metric.kind.description)
         json.field("unit", metric.unit.description)
+        if metric.kind != .gauge {
+            // What its values are: a histogram's or counter's values are whole numbers of
+            // `resolution` (0.01 for basis points to a hundredth), signed for a signed histogram.
+            json.field("resolution", decimal: ExactDecimal.text(1, exponent: Int(metric.scale)))
+            json.field("signed", metric.isSigned)
+        }
         json.key("labels")
         json.object {
             for (key, value) in metric.labels { json.field(key, value) }
@@ -118,18 +124,20 @@ public enum JSONExporter {
             switch metric.kind {
             case .histogram:
                 json.field("total_count", UInt128(series.cumulativeCount))
-                json.field("total_sum", series.cumulativeExactSum)
-                json.field("total_max", series.cumulativeMax)
+                let sum = series.exactSumSteps
+                json.field(
+                    "total_sum", decimal: ExactDecimal.text(negative: sum.negative, magnitude: sum.magnitude, exponent: Int(metric.scale)))
+                json.field("total_max", steps: series.cumulativeMax, of: metric)
                 json.field("dropped_records", series.droppedRecords)
-                json.field("dropped_sum", series.droppedSum)
-                json.field("dropped_max", series.droppedMax)
+                json.field("dropped_sum", steps: series.droppedSum, of: metric)
+                json.field("dropped_max", steps: series.droppedMax, of: metric)
                 json.field("sampled_records", series.sampledRecords)
                 if !series.bucketExemplars.isEmpty {
                     json.key("bucket_exemplars")
                     json.array(series.bucketExemplars) { writeExemplar($0, into: json) }
                 }
             case .counter:
-                json.field("total", series.cumulativeExactSum)
+                json.field("total", steps: series.cumulativeExactSum, of: metric)
             case .gauge:
                 json.field("value", sample: series.lastValue)
                 json.field("merge", metric.gaugeMerge.description)
@@ -143,19 +151,19 @@ public enum JSONExporter {
                         switch metric.kind {
                         case .histogram:
                             json.field("count", stats.count)
-                            json.field("sum", stats.sum)
-                            json.field("min", stats.min)
-                            json.field("max", stats.max)
-                            json.field("mean", stats.mean)
-                            for (key, value) in zip(quantileKeys, stats.quantileValues) { json.field(key, value) }
+                            json.field("sum", metric.inOwnUnit(stats.sum))
+                            json.field("min", steps: stats.min, of: metric)
+                            json.field("max", steps: stats.max, of: metric)
+                            json.field("mean", metric.inOwnUnit(stats.mean))
+                            for (key, value) in zip(quantileKeys, stats.quantileValues) { json.field(key, steps: value, of: metric) }
                             if !stats.exemplars.isEmpty {
                                 json.key("exemplars")
                                 json.array(stats.exemplars) { writeExemplar($0, into: json) }
                             }
                         case .counter:
-                            json.field("total", series.cumulativeExactSum)
-                            json.field("increase", stats.increase)
-                            json.field("rate", stats.rate)
+                            json.field("total", steps: series.cumulativeExactSum, of: metric)
+                            json.field("increase", metric.inOwnUnit(stats.increase))
+                            json.field("rate", metric.inOwnUnit(stats.rate))
                         case .gauge:
                             json.field("value", sample: series.lastValue)
                             json.field("min", sample: stats.gaugeMin)
@@ -337,5 +345,17 @@ public final class LatestRenderer: Sendable {
         }
         cache.withLock { $0 = current }
         return body
+    }
+}
+
+extension JSONWriter {
+    /// A whole number of `metric`'s steps in its unit, exactly: `-3.5` for -350 hundredths; digits
+    /// alone for a metric of whole units.
+    package func field(_ name: String, steps: some BinaryInteger, of metric: MetricDescriptor) {
+        if metric.scale == 0 {
+            field(name, steps)
+        } else {
+            field(name, decimal: ExactDecimal.text(negative: steps < 0, magnitude: UInt128(steps.magnitude), exponent: Int(metric.scale)))
+        }
     }
 }

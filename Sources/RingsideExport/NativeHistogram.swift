@@ -19,10 +19,13 @@ public struct NativeBuckets: Equatable, Sendable {
     public var zeroCount: UInt64
     /// Non-empty buckets by increasing index.
     public var buckets: [(index: Int32, count: UInt64)]
+    /// A signed histogram's values below zero, by the buckets of their magnitudes (empty for the others).
+    public var negativeBuckets: [(index: Int32, count: UInt64)] = []
 
     public static func == (a: NativeBuckets, b: NativeBuckets) -> Bool {
         a.schema == b.schema && a.zeroThreshold == b.zeroThreshold && a.zeroCount == b.zeroCount
             && a.buckets.elementsEqual(b.buckets) { $0.index == $1.index && $0.count == $1.count }
+            && a.negativeBuckets.elementsEqual(b.negativeBuckets) { $0.index == $1.index && $0.count == $1.count }
     }
 
     /// The schemas Prometheus takes: -4 (buckets growing 65536-fold) to 8 (0.27 %).
@@ -35,14 +38,32 @@ public struct NativeBuckets: Equatable, Sendable {
     /// (1e-9 for nanoseconds exported in seconds).
     public init(_ histogram: Histogram, schema: Int, baseUnitsPerValue: Double) {
         precondition(Self.schemas.contains(schema), "schema \(schema) is outside -4...8")
-        let threshold = Self.defaultZeroThreshold
+        self.schema = schema
+        zeroThreshold = Self.defaultZeroThreshold
+        (zeroCount, buckets) = Self.place(histogram, schema: schema, baseUnitsPerValue: baseUnitsPerValue)
+    }
+
+    /// The buckets of a signed histogram: its values at or above zero as `init(_:schema:baseUnitsPerValue:)`
+    /// places them, and those below in the negative buckets of their magnitudes, as Prometheus
+    /// mirrors them (bucket `i` of the negative side holds `[-base^i, -base^(i-1))`).
+    public init(_ histogram: SignedHistogram, schema: Int, baseUnitsPerValue: Double) {
+        self.init(histogram.nonNegative, schema: schema, baseUnitsPerValue: baseUnitsPerValue)
+        let (zeros, negative) = Self.place(histogram.negative, schema: schema, baseUnitsPerValue: baseUnitsPerValue)
+        zeroCount = zeroCount.saturatingAdd(zeros)
+        negativeBuckets = negative
+    }
+
+    /// The zero bucket's count and the other buckets of `histogram`'s values (or magnitudes).
+    private static func place(
+        _ histogram: Histogram, schema: Int, baseUnitsPerValue: Double
+    ) -> (zeros: UInt64, buckets: [(index: Int32, count: UInt64)]) {
         var zeros: UInt64 = 0
         var counts: [Int32: UInt64] = [:]
         histogram.forEachBucket { bucket in
             // The midpoint, as the histogram reports it; the exact range's buckets are one value wide.
             let midpoint = Double(bucket.lowerBound) + Double(bucket.upperBound - bucket.lowerBound) / 2
             let value = midpoint * baseUnitsPerValue
-            if value <= threshold {
+            if value <= defaultZeroThreshold {
                 zeros = zeros.saturatingAdd(bucket.count)
             } else {
                 // Saturating, as the histogram's own counts: a bucket never reads lower than before.
@@ -50,10 +71,7 @@ public struct NativeBuckets: Equatable, Sendable {
                 counts[index] = (counts[index] ?? 0).saturatingAdd(bucket.count)
             }
         }
-        self.schema = schema
-        zeroThreshold = threshold
-        zeroCount = zeros
-        buckets = counts.sorted { $0.key < $1.key }.map { (index: $0.key, count: $0.value) }
+        return (zeros, counts.sorted { $0.key < $1.key }.map { (index: $0.key, count: $0.value) })
     }
 
     /// The index of the bucket holding `value` (> 0): the smallest `i` with `value <= base^i`.
@@ -75,7 +93,14 @@ public struct NativeBuckets: Equatable, Sendable {
     }
 
     /// Runs of consecutive buckets: (gap from the previous run's end, or the first index; length).
-    public var spans: [(offset: Int32, length: UInt32)] {
+    public var spans: [(offset: Int32, length: UInt32)] { Self.spans(of: buckets) }
+    public var negativeSpans: [(offset: Int32, length: UInt32)] { Self.spans(of: negativeBuckets) }
+
+    /// Each bucket's count less the previous one's (the first's less 0), as the format sends them.
+    public var deltas: [Int64] { Self.deltas(of: buckets) }
+    public var negativeDeltas: [Int64] { Self.deltas(of: negativeBuckets) }
+
+    private static func spans(of buckets: [(index: Int32, count: UInt64)]) -> [(offset: Int32, length: UInt32)] {
         var spans: [(offset: Int32, length: UInt32)] = []
         var end: Int32 = 0
         for (position, bucket) in buckets.enumerated() {
@@ -89,8 +114,7 @@ public struct NativeBuckets: Equatable, Sendable {
         return spans
     }
 
-    /// Each bucket's count less the previous one's (the first's less 0), as the format sends them.
-    public var deltas: [Int64] {
+    private static func deltas(of buckets: [(index: Int32, count: UInt64)]) -> [Int64] {
         var previous: Int64 = 0
         return buckets.map { bucket in
             let count = Int64(clamping: bucket.count)

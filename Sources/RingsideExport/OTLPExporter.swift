@@ -165,7 +165,11 @@ public enum OTLPExporter {
                         point.labels(7, one.metric)
                         point.fixed64(2, startNanos(one))
                         point.fixed64(3, time)
-                        if one.metric.unit.nanoseconds != nil {
+                        if one.metric.hasSteps {
+                            // A float, read from the exact decimal: 1,000,000 increments of 0.01 are 10000.
+                            let text = ExactDecimal.text(Int128(clamping: one.cumulativeExactSum), exponent: one.metric.baseUnitExponent)
+                            point.double(4, Double(text) ?? one.metric.inBaseUnits(one.cumulativeSum))
+                        } else if one.metric.unit.nanoseconds != nil {
                             point.double(4, base(one.cumulativeSum, unit: one.metric.unit))
                         } else {
                             point.fixed64(6, UInt64(bitPattern: Int64(clamping: one.cumulativeExactSum)))  // as_int, an sfixed64
@@ -196,14 +200,13 @@ public enum OTLPExporter {
     private static func exponentialPoint(
         _ series: SeriesSnapshot, start: UInt64, time: UInt64, scale: Int, into point: inout ProtobufWriter
     ) {
-        let unit = series.metric.unit
         point.labels(1, series.metric)
         point.fixed64(2, start)
         point.fixed64(3, time)
         point.fixed64(4, series.cumulativeCount)
-        point.double(5, base(series.cumulativeSum, unit: unit))
+        point.double(5, series.metric.inBaseUnits(series.cumulativeSum))
         point.sint64(6, Int64(scale))
-        let buckets = ExportBuckets.exponential(series.cumulative ?? Histogram(), unit: unit, scale: scale)
+        let buckets = ExportBuckets.exponential(of: series, scale: scale)
         if buckets.zeroCount != 0 { point.fixed64(7, buckets.zeroCount) }
         if !buckets.counts.isEmpty {
             point.message(8) { positive in
@@ -211,10 +214,19 @@ public enum OTLPExporter {
                 positive.packedUInt64(2, buckets.counts)
             }
         }
-        for exemplar in series.bucketExemplars { point.exemplar(11, exemplar, unit: unit) }
-        if let cumulative = series.cumulative, cumulative.count != 0 {
-            point.double(12, base(Double(cumulative.min), unit: unit))
-            point.double(13, base(Double(cumulative.max), unit: unit))
+        if !buckets.negativeCounts.isEmpty {
+            point.message(9) { negative in
+                negative.sint64(1, Int64(buckets.negativeOffset))
+                negative.packedUInt64(2, buckets.negativeCounts)
+            }
+        }
+        for exemplar in series.bucketExemplars { point.exemplar(11, exemplar, metric: series.metric) }
+        if let cumulative = series.signedCumulative, cumulative.count != 0 {
+            point.double(12, series.metric.inBaseUnits(Double(cumulative.min)))
+            point.double(13, series.metric.inBaseUnits(Double(cumulative.max)))
+        } else if let cumulative = series.cumulative, cumulative.count != 0 {
+            point.double(12, series.metric.inBaseUnits(Double(cumulative.min)))
+            point.double(13, series.metric.inBaseUnits(Double(cumulative.max)))
         }
         point.double(14, buckets.zeroThreshold)
     }
@@ -249,7 +261,7 @@ extension ProtobufWriter {
 
     /// An OTLP `Exemplar` in field `field`: its labels as filtered attributes, but for a
     /// `trace_id` of 32 hex digits and a `span_id` of 16, which go in the fields of their own.
-    mutating func exemplar(_ field: Int, _ kept: KeptExemplar, unit: MetricUnit) {
+    mutating func exemplar(_ field: Int, _ kept: KeptExemplar, metric: MetricDescriptor) {
         message(field) { exemplar in
             var traceID: [UInt8]?
             var spanID: [UInt8]?
@@ -263,7 +275,7 @@ extension ProtobufWriter {
                 }
             }
             exemplar.fixed64(2, kept.wallTimeNanos)
-            exemplar.double(3, OTLPExporter.base(Double(kept.value), unit: unit))
+            exemplar.double(3, metric.inBaseUnits(Double(kept.value)))
             if let spanID { exemplar.byteString(4, spanID) }
             if let traceID { exemplar.byteString(5, traceID) }
         }

@@ -51,6 +51,25 @@ public enum PrometheusExporter {
         })
     static let infiniteBucketLabel = Array("le=\"+Inf\"".utf8)
 
+    /// The `le` labels of a metric with steps (`ExportBuckets.stepBounds`), in base units: made
+    /// once per form and step.
+    static func stepBucketLabels(_ metric: MetricDescriptor) -> [[UInt8]] {
+        let key = StepLabelsKey(isSigned: metric.isSigned, exponent: metric.baseUnitExponent)
+        return stepLabels.withLock { cache in
+            if let labels = cache[key] { return labels }
+            let labels = ExportBuckets.stepBounds(signed: key.isSigned).map {
+                Array("le=\"\(ExactDecimal.text(Int128($0), exponent: key.exponent))\"".utf8)
+            }
+            cache[key] = labels
+            return labels
+        }
+    }
+    private struct StepLabelsKey: Hashable {
+        let isSigned: Bool
+        let exponent: Int
+    }
+    private static let stepLabels = Mutex<[StepLabelsKey: [[UInt8]]]>([:])
+
     /// The family and sample names a metric exports, computed once per metric name and unit.
     /// A class: every series of the metric shares one, without copying its arrays.
     final class FamilyNames: Sendable {
@@ -173,8 +192,8 @@ public enum PrometheusExporter {
             drops.append((names, Double(series.droppedRecords)))
             guard series.metric.kind == .histogram else { continue }
             sampled.append((names, Double(series.sampledRecords)))
-            droppedSums.append((names, ExportBuckets.inBaseUnits(series.droppedSum, unit: series.metric.unit)))
-            droppedMaxima.append((names, ExportBuckets.inBaseUnits(series.droppedMax, unit: series.metric.unit)))
+            droppedSums.append((names, series.metric.inBaseUnits(Double(series.droppedSum))))
+            droppedMaxima.append((names, series.metric.inBaseUnits(Double(series.droppedMax))))
         }
         return [
             FixedFamily(

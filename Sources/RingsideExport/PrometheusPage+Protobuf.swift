@@ -74,10 +74,8 @@ private struct ProtobufSeries {
         return pairs
     }
 
-    /// A value of the metric's unit in base units (seconds for times).
-    func base(_ value: Double) -> Double {
-        series.metric.unit.nanoseconds.map { value * Double($0) / 1e9 } ?? value
-    }
+    /// A number of the metric's steps (its unit for most) in base units (seconds for times).
+    func base(_ value: Double) -> Double { series.metric.inBaseUnits(value) }
 
     /// A kept exemplar as the format has it: its value in base units.
     func exemplar(_ kept: KeptExemplar) -> ProtobufWriter.Exemplar {
@@ -94,19 +92,19 @@ private struct ProtobufSeries {
         }
         switch (series.metric.kind, part) {
         case (.histogram, .whole):
-            let unit = series.metric.unit
-            let counts = series.allTime?.classicCounts(unit: unit) ?? []
-            let bounds = ExportBuckets.upperBounds(for: unit)
+            let (stepBounds, counts) = ExportBuckets.classic(of: series)
+            let bounds = stepBounds.map { $0.map { Double($0) } } ?? ExportBuckets.upperBounds(for: series.metric.unit).map { Double($0) }
             // Each classic bucket's latest exemplar, as OpenMetrics carries them; one above the last
             // bound brings the +Inf bucket, otherwise left out.
-            let inBucket = series.bucketExemplars.isEmpty ? [:] : ExportBuckets.latestExemplars(series.bucketExemplars, unit: unit)
+            let inBucket =
+                series.bucketExemplars.isEmpty ? [:] : ExportBuckets.latestExemplars(series.bucketExemplars, of: series.metric)
             var classic: [ProtobufWriter.ClassicBucket] = zip(bounds, counts).enumerated().map { index, bucket in
-                (upperBound: base(Double(bucket.0)), cumulativeCount: bucket.1, exemplar: inBucket[index].map(exemplar))
+                (upperBound: base(bucket.0), cumulativeCount: bucket.1, exemplar: inBucket[index].map(exemplar))
             }
             if let overflow = inBucket[bounds.count] {
                 classic.append((upperBound: .infinity, cumulativeCount: series.cumulativeCount, exemplar: exemplar(overflow)))
             }
-            let native = nativeSchema.flatMap { schema in series.cumulative.map { ExportBuckets.native($0, unit: unit, schema: schema) } }
+            let native = nativeSchema.flatMap { ExportBuckets.native(of: series, schema: $0) }
             // With native buckets, each one's latest exemplar too: the snapshot keeps them by the same schema.
             let nativeExemplars = native == nil ? [] : series.bucketExemplars.map(exemplar)
             out.metric(labels: labels) {

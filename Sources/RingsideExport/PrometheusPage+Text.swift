@@ -208,43 +208,56 @@ private struct SeriesLines {
         let windowCount = min(series.pointee.windows.count, shared.windows.count)
         switch (kind, part) {
         case (.histogram, .whole):
-            let unit = series.pointee.metric.unit
-            let bounds = PrometheusExporter.bucketLabels[unit] ?? []
-            let counts = series.pointee.allTime?.classicCounts(unit: unit) ?? []
+            let metric = series.pointee.metric
+            let (stepBounds, counts) = ExportBuckets.classic(of: series.pointee)
+            let bounds =
+                stepBounds == nil ? PrometheusExporter.bucketLabels[metric.unit] ?? [] : PrometheusExporter.stepBucketLabels(metric)
             let exemplars =
                 openMetrics && !series.pointee.bucketExemplars.isEmpty
-                ? ExportBuckets.latestExemplars(series.pointee.bucketExemplars, unit: unit) : [:]
+                ? ExportBuckets.latestExemplars(series.pointee.bucketExemplars, of: metric) : [:]
             for (index, (le, count)) in zip(bounds, counts).enumerated() {
-                sample(names.bucket, labels, le, count: count, exemplar: exemplars[index], nanosPerUnit)
+                sample(names.bucket, labels, le, count: count, exemplar: exemplars[index], metric)
             }
             sample(
                 names.bucket, labels, PrometheusExporter.infiniteBucketLabel, count: series.pointee.cumulativeCount,
-                exemplar: exemplars[bounds.count], nanosPerUnit)
-            sample(names.sum, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
+                exemplar: exemplars[bounds.count], metric)
+            if metric.hasSteps {
+                let sum = series.pointee.exactSumSteps
+                sample(
+                    names.sum, labels, [],
+                    decimal: ExactDecimal.text(negative: sum.negative, magnitude: sum.magnitude, exponent: metric.baseUnitExponent))
+            } else {
+                sample(names.sum, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
+            }
             sample(names.count, labels, [], count: series.pointee.cumulativeCount)
         case (.histogram, .windowed):
+            let metric = series.pointee.metric
             for window in 0..<windowCount {
                 for (quantile, value) in zip(shared.windowQuantiles[window], series.pointee.windows[window].quantileValues) {
-                    sample(names.windowedBytes, labels, quantile, whole: value, nanosPerUnit)
+                    sample(names.windowedBytes, labels, quantile, steps: value, metric)
                 }
-                sample(
-                    names.windowedSum, labels, shared.windows[window], measure: series.pointee.windows[window].sum,
-                    nanosPerUnit)
+                sample(names.windowedSum, labels, shared.windows[window], steps: series.pointee.windows[window].sum, metric)
                 sample(names.windowedCount, labels, shared.windows[window], count: series.pointee.windows[window].count)
             }
         case (.histogram, .windowMax):
             for window in 0..<windowCount {
                 sample(
-                    names.windowMaxBytes, labels, shared.windows[window], whole: series.pointee.windows[window].max,
-                    nanosPerUnit)
+                    names.windowMaxBytes, labels, shared.windows[window], steps: series.pointee.windows[window].max, series.pointee.metric)
             }
         case (.counter, .whole):
-            sample(names.mainBytes, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
+            let metric = series.pointee.metric
+            if metric.hasSteps {
+                // A counter of cents prints the cents it holds: 1,000,000 increments of 0.01 are `10000`.
+                let total = series.pointee.exactSumSteps
+                sample(
+                    names.mainBytes, labels, [],
+                    decimal: ExactDecimal.text(negative: false, magnitude: total.magnitude, exponent: metric.baseUnitExponent))
+            } else {
+                sample(names.mainBytes, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
+            }
         case (.counter, .rate):
             for window in 0..<windowCount {
-                sample(
-                    names.rateBytes, labels, shared.windows[window], measure: series.pointee.windows[window].rate,
-                    nanosPerUnit)
+                sample(names.rateBytes, labels, shared.windows[window], steps: series.pointee.windows[window].rate, series.pointee.metric)
             }
         case (.gauge, .whole):
             if let last = series.pointee.lastValue { sample(names.mainBytes, labels, [], measure: last, nanosPerUnit) }
@@ -274,8 +287,9 @@ private struct SeriesLines {
     /// A bucket's line, with its exemplar if it has one: `... 12 # {order_id="A17"} 0.0021 1732300000.123`.
     private func sample(
         _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], count: UInt64, exemplar: KeptExemplar?,
-        _ nanosPerUnit: UInt64?
+        _ metric: MetricDescriptor
     ) {
+        let nanosPerUnit = metric.hasSteps ? nil : metric.unit.nanoseconds
         page.appendSampleHead(name, labels, extra)
         page.append(count)
         if let exemplar {
@@ -288,20 +302,54 @@ private struct SeriesLines {
                 page.append(UInt8(ascii: "\""))
             }
             page.append("} ")
-            if let nanosPerUnit { page.appendSeconds(nanoseconds: exemplar.value &* nanosPerUnit) } else { page.append(exemplar.value) }
+            if let nanosPerUnit {
+                page.appendSeconds(nanoseconds: exemplar.value &* nanosPerUnit)
+            } else if metric.hasSteps {
+                page.append(ExactDecimal.text(Int128(exemplar.value), exponent: metric.baseUnitExponent))
+            } else {
+                page.append(exemplar.value)
+            }
             page.append(UInt8(ascii: " "))
             page.appendSeconds(nanoseconds: exemplar.wallTimeNanos)
         }
         page.append(UInt8(ascii: "\n"))
     }
 
-    /// A whole number of the metric's unit: times print as exact decimal seconds.
+    /// A whole number of the metric's steps, exactly in base units: times as decimal seconds, a
+    /// hundredth of a basis point as `0.01`.
     private func sample(
-        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], whole value: UInt64,
-        _ nanosPerUnit: UInt64?
+        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], steps value: Int128, _ metric: MetricDescriptor
     ) {
+        if !metric.hasSteps, let whole = UInt64(exactly: value) {
+            page.appendSampleHead(name, labels, extra)
+            if let nanosPerUnit = metric.unit.nanoseconds {
+                page.appendSeconds(nanoseconds: whole &* nanosPerUnit)
+            } else {
+                page.append(whole)
+            }
+            page.append(UInt8(ascii: "\n"))
+        } else {
+            sample(name, labels, extra, decimal: ExactDecimal.text(value, exponent: metric.baseUnitExponent))
+        }
+    }
+
+    /// Any number of the metric's steps (a sum, a rate), in base units.
+    private func sample(
+        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], steps value: Double, _ metric: MetricDescriptor
+    ) {
+        if metric.hasSteps {
+            page.appendSampleHead(name, labels, extra)
+            page.appendNumber(metric.inBaseUnits(value))
+            page.append(UInt8(ascii: "\n"))
+        } else {
+            sample(name, labels, extra, measure: value, metric.unit.nanoseconds)
+        }
+    }
+
+    /// A number already written out, exactly.
+    private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], decimal: String) {
         page.appendSampleHead(name, labels, extra)
-        if let nanosPerUnit { page.appendSeconds(nanoseconds: value &* nanosPerUnit) } else { page.append(value) }
+        page.append(decimal)
         page.append(UInt8(ascii: "\n"))
     }
 

@@ -200,7 +200,14 @@ extension ProtobufWriter {
             histogram.double(6, native.zeroThreshold)
             histogram.uint64(7, native.zeroCount)
             let spans = native.spans
-            if spans.isEmpty {
+            for span in native.negativeSpans {
+                histogram.message(9) { entry in  // negative_span
+                    entry.sint64(1, Int64(span.offset))
+                    entry.uint64(2, UInt64(span.length))
+                }
+            }
+            if !native.negativeBuckets.isEmpty { histogram.packedSInt64(10, native.negativeDeltas) }  // negative_delta
+            if spans.isEmpty && native.negativeBuckets.isEmpty {
                 // "A no-op span": what tells a native histogram with no observations from a classic one.
                 histogram.message(12) { span in
                     span.sint64(1, 0)

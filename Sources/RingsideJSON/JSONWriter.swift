@@ -92,6 +92,20 @@ package final class JSONWriter {
         needsComma = true
     }
 
+    /// A number already written out as JSON reads it (`-3.5`, `10000.00`): an exact decimal.
+    package func field(_ name: String, decimal text: String) {
+        key(name)
+        bytes.write(text)
+        needsComma = true
+    }
+
+    /// An array element written out already, as `field(_:decimal:)`.
+    package func value(decimal text: String) {
+        separate()
+        bytes.write(text)
+        needsComma = true
+    }
+
     package func field(_ name: String, _ value: Bool) {
         key(name)
         bytes.write(value ? "true" : "false")

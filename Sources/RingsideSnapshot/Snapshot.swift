@@ -2,7 +2,9 @@ import Ringside
 import RingsideAggregation
 
 /// What the collector knows at one moment, as plain values: the drain thread builds it, the
-/// HTTP thread and the JSON dump read it. Values are in each metric's own unit.
+/// HTTP thread and the JSON dump read it. A histogram's values are whole numbers of its metric's
+/// step, `10^scale` of its unit (VALUES in ringside.h: `scale` 0, whole units, for most), signed
+/// for a signed histogram: `Int128` holds every value of either form exactly.
 public struct Snapshot: Sendable {
     /// CLOCK_REALTIME when it was built.
     public var generatedRealtimeNanos: UInt64 = 0
@@ -45,30 +47,40 @@ public struct SeriesSnapshot: Sendable {
         self.windows = windows
     }
 
-    /// Histograms: every value recorded, all time (shared with the series until it changes); the
-    /// exporters compute their buckets from it when they render (see `ExportBuckets`).
+    /// Histograms of unsigned values: every value recorded, all time (shared with the series until
+    /// it changes); the exporters compute their buckets from it when they render (see `ExportBuckets`).
     public var cumulative: Histogram? {
         get { allTime?.histogram }
         set { allTime = newValue.map(AllTimeHistogram.init) }
     }
     /// `cumulative` with its buckets, kept from snapshot to snapshot while the series is unchanged.
-    package private(set) var allTime: AllTimeHistogram?
+    package private(set) var allTime: AllTimeHistogram<Histogram>?
+    /// Signed histograms (`metric.isSigned`): every value recorded, all time, as `cumulative` is
+    /// for the others (which is nil for them).
+    public var signedCumulative: SignedHistogram? {
+        get { signedAllTime?.histogram }
+        set { signedAllTime = newValue.map(AllTimeHistogram.init) }
+    }
+    package private(set) var signedAllTime: AllTimeHistogram<SignedHistogram>?
     /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
     public var cumulativeCount: UInt64 = 0
     public var cumulativeSum: Double = 0
-    /// The same sum exactly, for histograms (of whole values) and counters: a `Double` is not
-    /// exact past 2^53, and a busy series passes that in days.
+    /// The same sum exactly, in steps, for histograms of unsigned values and counters: a `Double`
+    /// is not exact past 2^53, and a busy series passes that in days.
     public var cumulativeExactSum: UInt128 = 0
+    /// Signed histograms: the sum exactly, in steps (`cumulativeExactSum` is 0 for them).
+    public var cumulativeSignedSum: Int128 = 0
     /// Gauges: the last value set, if any.
     public var lastValue: Double?
     /// Histograms and gauges: records of this series dropped (full lanes, or threads without one).
     public var droppedRecords: UInt64 = 0
-    /// Histograms: the dropped records' values, their sum (modulo 2^64) and the largest: what a
-    /// full lane hid from the windows.
-    public var droppedSum: UInt64 = 0
-    public var droppedMax: UInt64 = 0
+    /// Histograms: the dropped records' values, their sum (modulo 2^64: unsigned, or read as an
+    /// int64 for a signed histogram) and the largest (0 when none dropped): what a full lane hid
+    /// from the windows.
+    public var droppedSum: Int128 = 0
+    public var droppedMax: Int128 = 0
     /// Histograms: the largest value ever recorded, exact (gathered calls included).
-    public var cumulativeMax: UInt64 = 0
+    public var cumulativeMax: Int128 = 0
     /// Histograms: calls gathered rather than written while a lane filled (SAMPLING in
     /// ringside.h), since this collector started: counted in `cumulativeCount`, their sum in the
     /// sum and their largest in the maximum, exactly; their buckets from the records beside them.
@@ -81,12 +93,13 @@ public struct SeriesSnapshot: Sendable {
 public struct WindowStats: Sendable {
     // Histograms (count is scaled by sampling) ...
     public var count: UInt64 = 0
+    /// In steps, as `mean`.
     public var sum: Double = 0
-    public var min: UInt64 = 0
-    public var max: UInt64 = 0
+    public var min: Int128 = 0
+    public var max: Int128 = 0
     public var mean: Double = 0
     /// One value per configured quantile.
-    public var quantileValues: [UInt64] = []
+    public var quantileValues: [Int128] = []
     // ... counters ...
     /// What was added in the window (scaled by sampling).
     public var increase: Double = 0

@@ -23,8 +23,8 @@ private struct SnapshotBuilder {
     ) -> SeriesSnapshot {
         var window = WindowStats()
         window.count = windowCount
-        window.quantileValues = quantiles
-        window.max = max
+        window.quantileValues = quantiles.map { Int128($0) }
+        window.max = Int128(max)
         var series = SeriesSnapshot(ring: ring, metric: metric(name, .histogram, labels: labels), id: id, windows: [window, WindowStats()])
         series.cumulativeCount = total
         return series

@@ -20,8 +20,8 @@ struct JSONExporterTests {
             help: "", sampleEvery: 1)
         var stats = WindowStats()
         stats.count = Self.pastDouble
-        stats.max = Self.pastDouble + 2
-        stats.quantileValues = [Self.pastDouble + 4]
+        stats.max = Int128(Self.pastDouble + 2)
+        stats.quantileValues = [Int128(Self.pastDouble + 4)]
         var series = SeriesSnapshot(ring: "bot", metric: metric, id: Self.pastDouble + 6, windows: [stats])
         series.cumulativeCount = Self.pastDouble + 8
         series.droppedRecords = Self.pastDouble + 10

@@ -31,8 +31,8 @@ private func pinnedSnapshot() -> Snapshot {
             var stats = WindowStats()
             stats.count = next() % 1_000 + UInt64(window)
             stats.sum = Double(next())
-            stats.max = next()
-            stats.quantileValues = (0..<4).map { _ in next() % 100_000 }
+            stats.max = Int128(next())
+            stats.quantileValues = (0..<4).map { _ in Int128(next() % 100_000) }
             stats.rate = Double(next() % 10_000) / 7
             stats.increase = Double(next() % 1_000)
             stats.gaugeMin = window == 2 ? nil : Double(next() % 100) - 50.25
@@ -58,8 +58,8 @@ private func pinnedSnapshot() -> Snapshot {
         latency.cumulativeSum = histogram.sum
         latency.cumulativeExactSum = histogram.exactSum
         latency.droppedRecords = UInt64(number)
-        latency.droppedSum = UInt64(number) * (range / 2)
-        latency.droppedMax = range - 1
+        latency.droppedSum = Int128(UInt64(number) * (range / 2))
+        latency.droppedMax = Int128(range - 1)
         latency.sampledRecords = UInt64(100 * number)
         snapshot.series.append(latency)
     }

@@ -1,3 +1,4 @@
+import RingsideAggregation
 import RingsideExport
 import Testing
 
@@ -39,7 +40,7 @@ struct ProtobufTests {
 
     @Test("an empty native histogram carries the no-op span that tells it from a classic one")
     func emptyNative() {
-        let native = NativeBuckets(.init(), schema: 3, baseUnitsPerValue: 1e-9)
+        let native = NativeBuckets(Histogram(), schema: 3, baseUnitsPerValue: 1e-9)
         var writer = ProtobufWriter()
         writer.histogramValue(count: 0, sum: 0, classic: [], native: native)
         // ... positive_span (field 12) { offset 0, length 0 }, and no deltas.

@@ -1,0 +1,70 @@
+import Ringside
+import RingsideSnapshot
+
+// MARK: - A metric's values, from its steps (VALUES in ringside.h) to what every export writes
+
+/// Whole numbers of steps of 10^exponent, as exact decimal text: (-350, -2) is `-3.5`, (2, 3)
+/// is `2000`, (1350, -9) is `0.00000135`. Never through a `Double`: a sum of cents prints the
+/// cents it holds.
+package enum ExactDecimal {
+    package static func text(_ steps: Int128, exponent: Int) -> String {
+        text(negative: steps < 0, magnitude: steps.magnitude, exponent: exponent)
+    }
+
+    package static func text(negative: Bool, magnitude: UInt128, exponent: Int) -> String {
+        var digits = String(magnitude)
+        if magnitude != 0, exponent > 0 {
+            digits += String(repeating: "0", count: exponent)
+        } else if magnitude != 0, exponent < 0 {
+            let places = -exponent
+            if digits.count <= places { digits = String(repeating: "0", count: places - digits.count + 1) + digits }
+            var fraction = digits.suffix(places)
+            while fraction.last == "0" { fraction.removeLast() }
+            digits = String(digits.dropLast(places)) + (fraction.isEmpty ? "" : "." + fraction)
+        }
+        return (negative && magnitude != 0 ? "-" : "") + digits
+    }
+}
+
+extension MetricDescriptor {
+    /// The power of ten a step of this metric is in base units (seconds for times): its
+    /// `scale`, less 9 for nanoseconds, 6 for microseconds, 3 for milliseconds.
+    package var baseUnitExponent: Int {
+        let unitExponent: Int
+        switch unit.nanoseconds {
+        case 1: unitExponent = -9
+        case 1_000: unitExponent = -6
+        case 1_000_000: unitExponent = -3
+        default: unitExponent = 0
+        }
+        return Int(scale) + unitExponent
+    }
+
+    /// Whether its values are not whole units of its own: signed, or of a step other than 1.
+    package var hasSteps: Bool { isSigned || scale != 0 }
+
+    /// `steps` in base units, correctly rounded: divided by a power of ten rather than multiplied
+    /// by its inexact inverse, so 4,999,999 ns is 0.004999999 s, and 35 hundredths 0.35.
+    package func inBaseUnits(_ steps: Double) -> Double { Self.scaled(steps, exponent: baseUnitExponent) }
+
+    /// `steps` in the metric's own unit (10^scale each).
+    package func inOwnUnit(_ steps: Double) -> Double { Self.scaled(steps, exponent: Int(scale)) }
+
+    private static func scaled(_ value: Double, exponent: Int) -> Double {
+        exponent >= 0 ? value * powerOfTen(exponent) : value / powerOfTen(-exponent)
+    }
+
+    /// 10^n, exact up to 10^22.
+    private static func powerOfTen(_ n: Int) -> Double {
+        var result = 1.0
+        for _ in 0..<n { result *= 10 }
+        return result
+    }
+}
+
+extension SeriesSnapshot {
+    /// A histogram's all-time sum, or a counter's total, in steps: sign and magnitude, exactly.
+    package var exactSumSteps: (negative: Bool, magnitude: UInt128) {
+        metric.isSigned ? (cumulativeSignedSum < 0, cumulativeSignedSum.magnitude) : (false, cumulativeExactSum)
+    }
+}
