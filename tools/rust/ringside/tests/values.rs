@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{declare_consumer, RingFile, ScratchDir};
+use common::{declare_consumer, Collector, RingFile, ScratchDir};
 use ringside::{Bot, Error, Options, Unit};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -716,4 +716,145 @@ fn a_disabled_bot_takes_values_and_writes_nothing() {
     commission.increment_value(0.01);
     assert!(bot.metric("x").resolution(0.3).counter().is_err(), "registration still checks its arguments");
     assert!(!dir.file("rs-off").exists());
+}
+
+// MARK: - Through the real collector
+
+/// The raw text of field `field` of series `metric` in a `/latest` body (its first after the
+/// series' name): exact decimals compared as written, not as a parser rounds them to a double.
+fn raw_field(body: &str, metric: &str, field: &str) -> Option<String> {
+    let start = body.find(&format!("\"metric\":\"{metric}\""))?;
+    let rest = &body[start..];
+    let key = rest.find(&format!("\"{field}\":"))? + field.len() + 3;
+    Some(rest[key..].chars().take_while(|c| "-0123456789.e+".contains(*c)).collect())
+}
+
+/// Steps of hundredths as a decimal, as /latest writes an exact value: -3.5, 12, 0.07.
+fn decimal(steps: i64) -> String {
+    let sign = if steps < 0 { "-" } else { "" };
+    let (whole, hundredths) = (steps.unsigned_abs() / 100, steps.unsigned_abs() % 100);
+    match hundredths {
+        0 => format!("{sign}{whole}"),
+        h if h % 10 == 0 => format!("{sign}{whole}.{}", h / 10),
+        h => format!("{sign}{whole}.{h:02}"),
+    }
+}
+
+/// SplitMix64: the same values in every run.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A slippage in hundredths of a basis point from a signed lognormal mixture: magnitudes
+/// exp(N(1, 1)) bps, 72.3 % of them negative, so the mean is about -2 bps, with tails both sides.
+fn slippage_steps(random: &mut SplitMix64) -> i64 {
+    let (u1, u2) = (random.unit().max(1e-300), random.unit());
+    let normal = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+    let magnitude = (1.0 + normal).exp();
+    let negative = random.unit() < 0.723;
+    ((if negative { -magnitude } else { magnitude }) * 100.0).round() as i64
+}
+
+#[test]
+fn signed_values_reach_the_collector_exactly_with_their_quantiles_across_zero() {
+    let binary = collector_or_skip!();
+    let dir = ScratchDir::new("values-collector");
+    let collector = Collector::start_with(&binary, &dir, &["--quantiles", "0.01,0.5,0.99"]);
+    // A lane larger than the burst: every value is written as a record.
+    let bot = Bot::attach_with("rs-signed", Options { lane_capacity: Some(1 << 17), ..options(&dir) }).unwrap();
+    let slippage = bot.metric("slippage_bps").resolution(0.01).signed().histogram(Unit::None).unwrap();
+    let mut random = SplitMix64(41);
+    let mut steps = Vec::with_capacity(100_000);
+    for i in 0..100_000 {
+        let value = slippage_steps(&mut random);
+        steps.push(value);
+        // Half in the unit (rounded to the same step), half in steps.
+        let written =
+            if i % 2 == 0 { slippage.record_value(value as f64 / 100.0) } else { slippage.record_signed(value) };
+        assert!(written, "value {i} was not written");
+    }
+    let mut sorted = steps.clone();
+    sorted.sort_unstable();
+    let sum: i64 = steps.iter().sum();
+    let mean = sum as f64 / steps.len() as f64 / 100.0;
+    assert!((-3.0..-1.0).contains(&mean), "a mean near -2 bps: {mean}");
+    assert!(sorted[0] < -1000 && sorted[sorted.len() - 1] > 1000, "tails on both sides");
+
+    let body = common::eventually("the collector counts the 100,000 values", Duration::from_secs(30), || {
+        let body = collector.get("/latest")?;
+        match raw_field(&body, "slippage_bps", "total_count").as_deref() {
+            Some("100000") => Ok(body),
+            other => Err(format!("total_count {other:?}")),
+        }
+    })
+    .unwrap_or_else(|why| panic!("{why}\ncollector log:\n{}", collector.log()));
+    let field = |name: &str| raw_field(&body, "slippage_bps", name);
+    assert_eq!(field("total_sum"), Some(decimal(sum)), "the exact sum, negative");
+    assert_eq!(field("total_max"), Some(decimal(sorted[sorted.len() - 1])));
+    assert_eq!(field("resolution").as_deref(), Some("0.01"));
+    assert_eq!(field("min"), Some(decimal(sorted[0])), "the smallest, below zero");
+    for (key, q) in [("p01", 0.01), ("p50", 0.5), ("p99", 0.99)] {
+        let rank = (q * sorted.len() as f64).ceil() as usize;
+        let exact = sorted[rank - 1] as f64 / 100.0;
+        let reported: f64 = field(key).and_then(|text| text.parse().ok()).unwrap_or_else(|| panic!("no {key}"));
+        assert!((reported - exact).abs() <= exact.abs() * 0.001, "{key}: {reported} against {exact}");
+    }
+    let metrics = collector.get("/metrics").unwrap();
+    let at_zero = sorted.iter().filter(|&&s| s <= 0).count();
+    let below_one_bp = sorted.iter().filter(|&&s| s <= -100).count();
+    for line in [
+        format!("slippage_bps_bucket{{ring=\"rs-signed\",le=\"0\"}} {at_zero}\n"),
+        format!("slippage_bps_bucket{{ring=\"rs-signed\",le=\"-1\"}} {below_one_bp}\n"),
+        format!("slippage_bps_sum{{ring=\"rs-signed\"}} {}\n", decimal(sum)),
+        "slippage_bps_count{ring=\"rs-signed\"} 100000\n".to_string(),
+    ] {
+        assert!(metrics.contains(&line), "/metrics has no {line:?}");
+    }
+    if let Some(dump) = common::dump_binary(&binary) {
+        let output = Command::new(&dump).arg("--dir").arg(&dir.path).args(["check", "rs-signed"]).output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success() && stdout.contains(" ok "), "ringside-dump check on format 4: {stdout}");
+    }
+}
+
+#[test]
+fn a_million_increments_of_a_hundredth_reach_the_collector_as_exactly_10000() {
+    let binary = collector_or_skip!();
+    let dir = ScratchDir::new("values-cents");
+    let collector = Collector::start(&binary, &dir);
+    let bot = Bot::attach_with("rs-cents", Options { max_lanes: Some(2), ..options(&dir) }).unwrap();
+    let commission = bot.metric("commission_total_usd").resolution(0.01).counter().unwrap();
+    // Four threads on a bot of two lanes: a thread that finds none free adds to the shared metric
+    // cell instead of a lane's; the total is exact either way.
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..250_000 {
+                    commission.increment_value(0.01);
+                }
+            });
+        }
+    });
+    let body = common::eventually("the collector reads 10000", Duration::from_secs(30), || {
+        let body = collector.get("/latest")?;
+        match raw_field(&body, "commission_total_usd", "total").as_deref() {
+            Some("10000") => Ok(body),
+            other => Err(format!("total {other:?}")),
+        }
+    })
+    .unwrap_or_else(|why| panic!("{why}\ncollector log:\n{}", collector.log()));
+    assert_eq!(raw_field(&body, "commission_total_usd", "resolution").as_deref(), Some("0.01"));
+    let metrics = collector.get("/metrics").unwrap();
+    assert!(metrics.contains("commission_total_usd_total{ring=\"rs-cents\"} 10000\n"), "/metrics:\n{metrics}");
 }

@@ -114,10 +114,16 @@ pub struct Collector {
 
 impl Collector {
     pub fn start(binary: &Path, dir: &ScratchDir) -> Collector {
+        Collector::start_with(binary, dir, &[])
+    }
+
+    /// `start` with more arguments (`--quantiles 0.01,0.5,0.99`).
+    pub fn start_with(binary: &Path, dir: &ScratchDir, arguments: &[&str]) -> Collector {
         let mut child = Command::new(binary)
             .arg("--dir")
             .arg(&dir.path)
             .args(["--listen", "127.0.0.1:0", "--poll", "10ms"])
+            .args(arguments)
             .env_remove("RINGSIDE_DISABLED")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
