@@ -338,9 +338,6 @@
 //! A worker whose own worker file this very process holds already (a second attach as a worker)
 //! is refused with [`Error::ProducerAlive`], as any second attach of a live bot; C takes it for
 //! an unusable name, and makes a second worker file under a random name (`<name>@<pid>.<n>`).
-//! A duration or a span recorded into a histogram with a resolution other than 1 is converted to
-//! its steps; C's `rs_bot_record_span` writes the duration in whole units there, as if they were
-//! steps (10^-scale times too small).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
