@@ -1631,6 +1631,23 @@ static void rsp_count_clamped(rs_bot *bot, rs_metric metric) {
     __atomic_fetch_add(&rsp_metric_cells(rsp_of(bot))[metric.index].clamped, 1, __ATOMIC_RELAXED);
 }
 
+uint64_t rs_metric_steps_of_ns(rs_metric metric, uint64_t ns) {
+    /* Exact in 128 bits: ns < 2^64 times 10^18 < 2^60 stays below 2^124. */
+    unsigned __int128 numerator = ns, denominator = metric.ns_per_unit ? metric.ns_per_unit : 1;
+    for (int i = 0; i < -metric.scale; i++) numerator *= 10;
+    for (int i = 0; i < metric.scale; i++) denominator *= 10;
+    unsigned __int128 steps = numerator / denominator;
+    return steps > UINT64_MAX ? UINT64_MAX : (uint64_t)steps;
+}
+
+int rs_bot_record_scaled_span(rs_bot *bot, rs_metric metric, uint64_t start) {
+    rs_producer *p = rs_bot_producer(bot);
+    rs_span_time time = rs_span_clock_end(start);
+    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
+    return rs_producer_write_at(p, metric.index, RS_KIND_HISTOGRAM, RS_FLAG_SPAN, rs_metric_steps_of_ns(metric, time.elapsed_ns),
+                                time.end_ns);
+}
+
 int rs_bot_record_unrepresentable(rs_bot *bot, rs_metric metric, double value) {
     rsp_count_clamped(bot, metric);
     if (value != value) return 0; /* NaN: no value to record */

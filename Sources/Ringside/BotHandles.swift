@@ -46,6 +46,11 @@ extension Bot {
             increment(by: UInt64(clamping: amount))
         }
 
+        /// Adds a whole number of the counter's steps (its resolution), exactly at any size. For tools.
+        package func increment(steps: UInt64) {
+            rs_bot_count(target.bot, target.metric, steps)
+        }
+
         /// Adds `amount` of its unit, rounded to its resolution (`Bot.counter(resolution:)`):
         /// 0.37 to a counter of micro-dollars adds 370,000 of them, exactly. An amount below 0 (a
         /// counter never goes back), too large or NaN is clamped (0 for a NaN) and counted in
@@ -97,6 +102,16 @@ extension Bot {
             record(UInt64(clamping: value))
         }
 
+        /// Records a whole number of the histogram's steps (its resolution), exactly at any size:
+        /// `steps` an `Int64`'s bits for a signed histogram. For tools that read values exactly.
+        package func record(steps: UInt64, signed: Bool) {
+            if signed {
+                _ = rs_bot_record_signed(target.bot, target.metric, Int64(bitPattern: steps))
+            } else {
+                _ = rs_bot_record(target.bot, target.metric, steps)
+            }
+        }
+
         /// Records one observation in the histogram's unit, rounded to its resolution: slippage
         /// of -3.5 basis points, to a signed histogram of hundredths (`Bot.histogram(resolution:signed:)`).
         /// A value it cannot hold (below 0 for an unsigned one, beyond its range, infinite) is
@@ -108,9 +123,15 @@ extension Bot {
         }
 
         /// Records a duration in the histogram's unit (nanoseconds for units that are not
-        /// times), rounded down; a negative duration records 0, one too long records `UInt64.max`.
+        /// times), or in steps of its resolution, rounded down; a negative duration records 0, one
+        /// too long records `UInt64.max`. A signed histogram takes no durations, as no spans.
         @inlinable
         public func record(_ duration: Duration) {
+            guard target.metric.scale == 0 else {
+                // As a span is (rs_metric_steps_of_ns).
+                _ = rs_bot_record(target.bot, target.metric, rs_metric_steps_of_ns(target.metric, duration.units(ofNanoseconds: 1)))
+                return
+            }
             record(duration.units(ofNanoseconds: UInt64(target.metric.ns_per_unit)))
         }
 

@@ -8,6 +8,8 @@ package indirect enum JSON: Sendable, Equatable {
     case uint(UInt64)
     /// Written as ``JSONOutput/writeJSONNumber(_:)-(Double?)`` writes it.
     case double(Double)
+    /// A number written out already, as JSON reads it: an exact decimal (`-3.25`).
+    case number(String)
     case string(String)
     case array([JSON])
     case object([(String, JSON)])
@@ -28,6 +30,7 @@ package indirect enum JSON: Sendable, Equatable {
         case let .int(value): out.writeJSONNumber(value)
         case let .uint(value): out.writeJSONNumber(value)
         case let .double(value): out.writeJSONNumber(value)
+        case let .number(text): out.write(text)
         case let .string(value): out.writeJSONString(value)
         case let .array(values):
             out.write(UInt8(ascii: "["))

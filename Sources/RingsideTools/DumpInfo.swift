@@ -144,7 +144,7 @@ enum InfoCommand {
                     let labels = metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
                     let cell = cells[metric.index] ?? MetricCells()
                     table.add([
-                        "\(metric.index)", metric.kind.description, metric.unit.description, metric.name,
+                        "\(metric.index)", metric.kind.description, metric.valuesText, metric.name,
                         labels.isEmpty ? "-" : labels, metric.samplingText, cellText(cell, kind: metric.kind),
                         metric.kind == .counter ? "-" : "\(cell.dropped)", metric.help.isEmpty ? "-" : metric.help,
                     ])
@@ -249,6 +249,7 @@ enum InfoCommand {
                     ("index", .uint(UInt64(metric.index))), ("kind", .string(metric.kind.description)),
                     ("unit", .string(metric.unit.description)), ("name", .string(metric.name)),
                     ("labels", metric.labelsJSON), ("sample_every", .uint(UInt64(metric.sampleEvery))),
+                    ("resolution", .number(ExactDecimal.text(1, exponent: Int(metric.scale)))), ("signed", .bool(metric.isSigned)),
                     ("help", .string(metric.help)),
                     ("cells", cellsJSON(cells[metric.index] ?? MetricCells(), kind: metric.kind)),
                 ])

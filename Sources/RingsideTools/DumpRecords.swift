@@ -88,7 +88,7 @@ enum RecordsCommand {
                     ("time", .string(time)), ("timestamp_ns", .uint(record.timestamp_ns)),
                     ("metric_index", .uint(UInt64(record.metric))), ("metric", metricJSON), ("consumed", .bool(entry.consumed)),
                     ("labels", metric?.labelsJSON ?? .null), ("kind", kindJSON), ("unit", unitJSON),
-                    ("value", MetricValue(bits: record.value, kind: kind).json), ("span", .bool(isSpan)),
+                    ("value", MetricValue(bits: record.value, metric: metric, kind: kind).json), ("span", .bool(isSpan)),
                     ("weight", .uint(record.bucketWeight)), ("raw", rawJSON),
                 ])
             }
@@ -125,7 +125,7 @@ enum RecordsCommand {
                 "\(entry.cursor)",
                 utcTimestamp(microseconds: true, realtimeNanos: status.realtimeNanos(ofMonotonic: record.timestamp_ns)),
                 metric?.displayName ?? "#\(record.metric) (not registered)",
-                MetricValue(bits: record.value, kind: kind).text(unit: metric?.unit),
+                MetricValue(bits: record.value, metric: metric, kind: kind).text(unit: metric?.unit),
                 flagsText(record),
                 entry.consumed ? "consumed" : "waiting",
             ]

@@ -111,13 +111,14 @@ enum StatsCommand {
                 switch stats.metric.kind {
                 case .histogram:
                     members.append(("calls", .uint(stats.calls)))
-                    members.append(("min", stats.sorted.first.map(JSON.uint) ?? .null))
+                    let value = { (bits: UInt64) in MetricValue(bits: bits, metric: stats.metric).json }
+                    members.append(("min", stats.sorted.first.map(value) ?? .null))
                     for percentile in MetricStatistics.percentiles {
-                        members.append((percentile.key, stats.percentile(percentile.q).map(JSON.uint) ?? .null))
+                        members.append((percentile.key, stats.percentile(percentile.q).map(value) ?? .null))
                     }
-                    members += [("max", stats.sorted.last.map(JSON.uint) ?? .null), ("dropped", .uint(stats.cells.dropped))]
+                    members += [("max", stats.sorted.last.map(value) ?? .null), ("dropped", .uint(stats.cells.dropped))]
                 case .counter:
-                    members.append(("total", .uint(stats.total)))
+                    members.append(("total", MetricValue(bits: stats.total, metric: stats.metric).json))
                 case .gauge:
                     members += [
                         ("last", stats.last.map(JSON.double) ?? .null), ("min", stats.minimum.map(JSON.double) ?? .null),
@@ -146,13 +147,15 @@ enum StatsCommand {
                     + ["MAX", "DROPPED"],
                 right: Set(["COUNT", "MIN", "MAX", "DROPPED"] + MetricStatistics.percentiles.map(\.label)))
             for stats in histograms {
+                // Sorted as stored: a signed histogram's offset binary sorts as its values do.
+                let value = { (bits: UInt64) in MetricValue(bits: bits, metric: stats.metric).text }
                 table.add(
                     [
                         stats.metric.displayName, stats.metric.unit.description, stats.metric.samplingText, "\(stats.count)",
-                        none(stats.sorted.first.map { "\($0)" }),
+                        none(stats.sorted.first.map(value)),
                     ]
-                        + MetricStatistics.percentiles.map { none(stats.percentile($0.q).map { "\($0)" }) }
-                        + [none(stats.sorted.last.map { "\($0)" }), "\(stats.cells.dropped)"])
+                        + MetricStatistics.percentiles.map { none(stats.percentile($0.q).map(value)) }
+                        + [none(stats.sorted.last.map(value)), "\(stats.cells.dropped)"])
             }
             console.print()
             table.lines.forEach { console.print($0) }
@@ -160,7 +163,7 @@ enum StatsCommand {
         if let counters = byKind[.counter] {
             // From the cells: every increment ever made, on every thread.
             var table = TextTable(["COUNTER", "TOTAL"], right: ["TOTAL"])
-            for stats in counters { table.add([stats.metric.displayName, "\(stats.total)"]) }
+            for stats in counters { table.add([stats.metric.displayName, MetricValue(bits: stats.total, metric: stats.metric).text]) }
             console.print()
             table.lines.forEach { console.print($0) }
         }

@@ -21,6 +21,9 @@ package enum EmitTool {
           --ring NAME          the ring (1 to 200 of A-Z a-z 0-9 . _ -); created if it does not exist
           --kind KIND          histogram (default), counter or gauge
           --unit UNIT          ns, us, ms, s, bytes or none (default); counters have no unit
+          --resolution R       histograms and counters: values are whole numbers of R, a power of
+                               ten (0.01: basis points to a hundredth; default 1, whole units)
+          --signed             histograms: values may be negative (slippage, PnL)
           --label KEY=VALUE    a label of the metric (repeatable)
           --exemplar KEY=VALUE a label of the exemplar every value carries, an order id or a
                                trace id (histograms; repeatable, kept in order; 64 bytes in all)
@@ -32,8 +35,10 @@ package enum EmitTool {
           --version            print the version and the git revision, and exit
 
         Values: histograms and counters take whole numbers from 0 in the metric's unit (a counter's
-        value is an increment); gauges take decimal numbers (-1.5, 2, 3e6). A bad line is reported
-        with its line number and skipped, never read as 0; blank lines are skipped.
+        value is an increment), or with --resolution decimals to that resolution (-3.25 with
+        --resolution 0.01 --signed), read exactly: a value finer than the resolution is bad, never
+        rounded; gauges take decimal numbers (-1.5, 2, 3e6). A bad line is reported with its line
+        number and skipped, never read as 0; blank lines are skipped.
         Histogram values and gauge values are records: by default a full ring waits for a collector
         to make room, so every value gets in. A counter's increments go to the ring's cells, not its
         records: they are never dropped and never wait (a gauge's last value is kept there too).
@@ -49,13 +54,17 @@ package enum EmitTool {
         var metric = ""
         var kind = MetricKind.histogram
         var unit = MetricUnit.none
+        /// Histograms and counters: the step's power of ten (`--resolution`), and signed values.
+        var scale: Int8 = 0
+        var signed = false
         var labels: [String: String] = [:]
         /// The exemplar each histogram value is recorded with, if any.
         var exemplar: Bot.Exemplar?
         var drop = false
         var capacity: Int?
         var directory: String?
-        /// The values given on the command line, already parsed (gauges as double bits).
+        /// The values given on the command line, already parsed (gauges as double bits; with a
+        /// resolution or signed, whole steps, a signed one's as an `Int64`'s bits).
         var values: [UInt64] = []
     }
 
@@ -124,8 +133,8 @@ package enum EmitTool {
     static func parse(_ arguments: [String]) throws(UsageError) -> Invocation<Options> {
         let context = "ringside-emit"
         let spec = OptionSpec(
-            flags: ["--help", "--version", "--drop"],
-            valued: ["--ring", "--kind", "--unit", "--label", "--exemplar", "--capacity", "--dir"],
+            flags: ["--help", "--version", "--drop", "--signed"],
+            valued: ["--ring", "--kind", "--unit", "--resolution", "--label", "--exemplar", "--capacity", "--dir"],
             repeatable: ["--label", "--exemplar"])
         let parsed = try ParsedArguments(arguments, spec: spec, context: context)
         if parsed.has("--help") { return .help }
@@ -155,6 +164,20 @@ package enum EmitTool {
         }
         if options.kind == .counter && options.unit != .none {
             throw UsageError("\(context): --unit \(options.unit): counters have no unit (use a histogram or a gauge)")
+        }
+        if let resolution = parsed.value("--resolution") {
+            guard options.kind != .gauge else { throw UsageError("\(context): --resolution: gauges take any number already") }
+            guard let value = Double(resolution), let scale = MetricDescriptor.scale(ofResolution: value) else {
+                throw UsageError("\(context): --resolution \(resolution): a power of ten from 1e-18 to 1e18 (0.01, 1e-6, 100)")
+            }
+            options.scale = scale
+        }
+        if parsed.has("--signed") {
+            guard options.kind == .histogram else { throw UsageError("\(context): --signed: only histograms take signed values") }
+            options.signed = true
+        }
+        if options.signed, options.exemplar != nil || !parsed.all("--exemplar").isEmpty {
+            throw UsageError("\(context): --exemplar: a signed histogram's values carry no exemplars")
         }
         for label in parsed.all("--label") {
             guard let equals = label.firstIndex(of: "="), equals != label.startIndex else {
@@ -190,7 +213,7 @@ package enum EmitTool {
             options.directory = dir
         }
         for (offset, text) in parsed.positionals.dropFirst().enumerated() {
-            switch parseValue(text, kind: options.kind, unit: options.unit) {
+            switch parse(text, options) {
             case let .success(bits): options.values.append(bits)
             case let .failure(problem):
                 throw UsageError("\(context): value \(offset + 1) \"\(text)\": \(problem.reason); nothing was written")
@@ -215,18 +238,22 @@ package enum EmitTool {
         let ring = try Bot.attach(options.ring, directory: directory.path, options: ringOptions)
         // The lane now: a full directory is an error, never a wait for room that cannot come.
         let lane = try ring.claimCurrentThreadLane()
+        let resolution = Double("1e\(options.scale)") ?? 1
         let write: (UInt64) -> Void
         switch options.kind {
         case .histogram:
-            let histogram = try ring.histogram(options.metric, unit: options.unit, labels: options.labels)
-            if let exemplar = options.exemplar {
+            let histogram = try ring.histogram(
+                options.metric, unit: options.unit, labels: options.labels, resolution: resolution, signed: options.signed)
+            if options.scale != 0 || options.signed {
+                write = { histogram.record(steps: $0, signed: options.signed) }
+            } else if let exemplar = options.exemplar {
                 write = { histogram.record($0, exemplar: exemplar) }
             } else {
                 write = { histogram.record($0) }
             }
         case .counter:
-            let counter = try ring.counter(options.metric, labels: options.labels)
-            write = { counter.increment(by: $0) }
+            let counter = try ring.counter(options.metric, labels: options.labels, resolution: resolution)
+            write = { counter.increment(steps: $0) }
         case .gauge:
             let gauge = try ring.gauge(options.metric, unit: options.unit, labels: options.labels)
             write = { gauge.set(Double(bitPattern: $0)) }
@@ -264,7 +291,7 @@ package enum EmitTool {
                 lineNumber += 1
                 let text = line.trimmingWhitespace()
                 if text.isEmpty { continue }
-                switch parseValue(text, kind: options.kind, unit: options.unit) {
+                switch parse(text, options) {
                 case let .success(bits): emitOne(bits)
                 case let .failure(problem):
                     badLines += 1
@@ -287,6 +314,52 @@ package enum EmitTool {
     /// Why a value cannot be written.
     package struct ValueProblem: Error, Equatable {
         package let reason: String
+    }
+
+    /// Reads a value as `options` say: in steps of a resolution (`parseSteps`), or as `parseValue`.
+    static func parse(_ text: String, _ options: Options) -> Result<UInt64, ValueProblem> {
+        guard options.scale != 0 || options.signed else { return parseValue(text, kind: options.kind, unit: options.unit) }
+        return parseSteps(text, scale: options.scale, signed: options.signed).map {
+            options.signed ? UInt64(bitPattern: Int64($0)) : UInt64($0)
+        }
+    }
+
+    /// Reads a decimal (`-3.25`, `12`, `0.000001`) as whole steps of 10^`scale`, exactly: a value
+    /// finer than the step, or beyond what the metric holds (0 to 2^64 - 1 steps; signed,
+    /// -(2^63 - 1) to 2^63 - 1), is a problem, never rounded or clamped.
+    package static func parseSteps(_ text: String, scale: Int8, signed: Bool) -> Result<Int128, ValueProblem> {
+        let step = "steps of 1e\(scale)"
+        let what = signed ? "signed values in \(step)" : "values from 0 in \(step)"
+        var digits = Substring(text)
+        let negative = digits.first == "-"
+        if negative || digits.first == "+" { digits = digits.dropFirst() }
+        let parts = digits.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        let whole = parts[0], fraction = parts.count > 1 ? parts[1] : ""
+        guard !(whole.isEmpty && fraction.isEmpty), (whole + fraction).allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            return .failure(ValueProblem(reason: "not a decimal number: this metric takes \(what)"))
+        }
+        // value = integer * 10^-places; steps = integer * 10^(-places - scale), which must be whole.
+        let significant = (whole + fraction).drop { $0 == "0" }
+        guard significant.count <= 39, var integer = Int128(significant.isEmpty ? "0" : String(significant)) else {
+            return .failure(ValueProblem(reason: "out of range: this metric takes \(what)"))
+        }
+        var exponent = -fraction.count - Int(scale)
+        while exponent < 0 {
+            guard integer % 10 == 0 else { return .failure(ValueProblem(reason: "finer than the resolution: this metric takes \(what)")) }
+            integer /= 10
+            exponent += 1
+        }
+        for _ in 0..<exponent {
+            let (product, overflow) = integer.multipliedReportingOverflow(by: 10)
+            guard !overflow else { return .failure(ValueProblem(reason: "out of range: this metric takes \(what)")) }
+            integer = product
+        }
+        let steps = negative ? -integer : integer
+        let range: ClosedRange<Int128> = signed ? Int128(-Int64.max)...Int128(Int64.max) : 0...Int128(UInt64.max)
+        guard range.contains(steps) else {
+            return .failure(ValueProblem(reason: (steps < 0 && !signed ? "negative" : "out of range") + ": this metric takes \(what)"))
+        }
+        return .success(steps)
     }
 
     /// Reads a value for a metric of `kind`: whole numbers from 0 for histograms and counters,

@@ -103,16 +103,30 @@ extension MetricDescriptor {
 package enum MetricValue: Equatable, Sendable {
     case unsigned(UInt64)
     case double(Double)
+    /// A histogram's or counter's value with a resolution, or signed: whole steps of 10^scale.
+    case steps(Int128, scale: Int8)
 
     /// The record's value read by its kind (a gauge's bits are a double).
     package init(bits: UInt64, kind: MetricKind?) {
         self = kind == .gauge ? .double(Double(bitPattern: bits)) : .unsigned(bits)
     }
 
+    /// The record's value read as its metric says: a gauge's bits are a double, a signed
+    /// histogram's are offset binary, and a value with a resolution is a number of its steps
+    /// (`kind`, a record's own, when the metric is not known).
+    package init(bits: UInt64, metric: MetricDescriptor?, kind: MetricKind? = nil) {
+        guard let metric, metric.kind != .gauge, metric.hasSteps else {
+            self.init(bits: bits, kind: metric?.kind ?? kind)
+            return
+        }
+        self = .steps(metric.isSigned ? Int128(OffsetBinary.value(bits)) : Int128(bits), scale: metric.scale)
+    }
+
     package var json: JSON {
         switch self {
         case let .unsigned(value): return .uint(value)
         case let .double(value): return .double(value)
+        case .steps: return .number(text)
         }
     }
 
@@ -120,6 +134,7 @@ package enum MetricValue: Equatable, Sendable {
         switch self {
         case let .unsigned(value): return String(value)
         case let .double(value): return "\(value)"
+        case let .steps(steps, scale): return ExactDecimal.text(steps, exponent: Int(scale))
         }
     }
 
@@ -127,5 +142,13 @@ package enum MetricValue: Equatable, Sendable {
     package func text(unit: MetricUnit?) -> String {
         guard let unit, unit != .none else { return text }
         return text + " " + unit.description
+    }
+}
+
+extension MetricDescriptor {
+    /// Its unit, with its values' resolution and sign where it has them: `none`, `none in 0.01, signed`.
+    var valuesText: String {
+        guard hasSteps else { return unit.description }
+        return unit.description + (scale != 0 ? " in " + ExactDecimal.text(1, exponent: Int(scale)) : "") + (isSigned ? ", signed" : "")
     }
 }

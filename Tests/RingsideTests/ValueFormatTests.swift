@@ -157,4 +157,27 @@ struct ValueFormatTests {
             }
         }
     }
+
+    @Test("a span or a duration into a histogram with a resolution records its steps: 5.5 ms as 5500 microsecond steps of a ms histogram")
+    func spansInSteps() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("spans", directory: directory.path)
+            let latency = try bot.histogram("order_ms", unit: .milliseconds, resolution: 0.001)
+            latency.record(.microseconds(5_500))
+            latency.record(2.5)  // 2.5 ms: 2500 steps
+            let timing = latency.startTiming()
+            timing.stop()
+            var metric = rs_metric(), error = rs_error()
+            #expect(
+                rs_bot_register_values(
+                    bot.attachment.pointer, &metric, "order_ms", RS_KIND_HISTOGRAM, RS_UNIT_MILLISECONDS, rs_values(form: 0, scale: -3),
+                    nil, "", 1, &error) == 0)
+            #expect(rs_metric_steps_of_ns(metric, 5_500_000) == 5_500 && rs_metric_steps_of_ns(metric, 999) == 0)
+            let consumer = try RingConsumer("spans", directory: directory)
+            let records = try drainAll(consumer).map(\.record)
+            #expect(records.prefix(2).map(\.value) == [5_500, 2_500])
+            let span = try #require(records.last)
+            #expect(span.flags & UInt8(RS_FLAG_SPAN) != 0 && span.value < 1_000_000, "a span of microseconds, in microsecond steps")
+        }
+    }
 }

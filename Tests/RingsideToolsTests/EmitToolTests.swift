@@ -45,6 +45,33 @@ struct EmitToolTests {
         }
     }
 
+    @Test("--resolution and --signed: decimals read exactly in steps, a finer one refused; ringside-dump shows them as written")
+    func signedAndFractionalValues() throws {
+        try withRingDirectory { directory in
+            let run = try emit(
+                directory, ["--ring", "desk", "slippage_bps", "--resolution", "0.01", "--signed", "--", "-3.25", "1.5", "0", "-0.07"])
+            #expect(run.status == 0, "\(run.errors)")
+            let inspector = try RingInspector("desk", directory: directory)
+            let metric = try #require(try inspector.metrics().first)
+            #expect(metric.isSigned && metric.scale == -2)
+            #expect(try inspector.peek().map { OffsetBinary.value($0.record.value) } == [-325, 150, 0, -7])
+            let finer = try emit(directory, ["--ring", "desk", "slippage_bps", "--resolution", "0.01", "--signed", "0.001"])
+            #expect(finer.status == 2 && finer.errors.contains("finer than the resolution"), "\(finer.errors)")
+            let unsigned = try emit(directory, ["--ring", "desk", "fill_usd", "--resolution", "0.01", "--", "-1"])
+            #expect(unsigned.status == 2 && unsigned.errors.contains("negative"), "\(unsigned.errors)")
+            #expect(
+                try emit(directory, ["--ring", "desk", "fees_usd", "--kind", "counter", "--resolution", "1e-6", "0.37", "1.000001"]).status
+                    == 0)
+            let stats = try runProcess("ringside-dump", ["--dir", directory.path, "stats", "desk", "--json"])
+            #expect(stats.output.contains(#""min":-3.25,"p50":-0.07"#), "\(stats.output)")
+            #expect(stats.output.contains(#""total":1.370001"#), "\(stats.output)")
+            let records = try runProcess("ringside-dump", ["--dir", directory.path, "records", "desk"])
+            #expect(records.output.contains("-3.25") && records.output.contains("-0.07"), "\(records.output)")
+            let bad = try emit(directory, ["--ring", "desk", "x", "--resolution", "0.03", "1"])
+            #expect(bad.status == 2 && bad.errors.contains("a power of ten"), "\(bad.errors)")
+        }
+    }
+
     @Test("a full registry is explained in emit's terms, not the library's options")
     func registryFull() throws {
         try withRingDirectory { directory in

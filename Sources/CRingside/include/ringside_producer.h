@@ -452,8 +452,16 @@ int rs_bot_name_thread(rs_bot *bot, const char *name, size_t length);
  * microseconds), flagged as a span and stamped with its end, read on the clock the start was read
  * on (THE SPAN CLOCK in ringside.h: the TSC where it serves).
  */
+/** `ns` nanoseconds in a histogram's steps, 10^scale of its unit, truncated (saturating at
+    2^64 - 1): what a span or a duration records into a histogram with a resolution. */
+uint64_t rs_metric_steps_of_ns(rs_metric metric, uint64_t ns);
+
+/** The cold part of rs_bot_record_span: a span into a histogram with a resolution, in its steps. */
+int rs_bot_record_scaled_span(rs_bot *bot, rs_metric metric, uint64_t start);
+
 RS_INLINE int rs_bot_record_span(rs_bot *bot, rs_metric metric, uint64_t start) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
+    if (__builtin_expect(metric.scale != 0, 0)) return rs_bot_record_scaled_span(bot, metric, start);
     return rs_producer_record_span(rs_bot_producer(bot), metric.index, metric.sampled, metric.ns_per_unit, start);
 }
 

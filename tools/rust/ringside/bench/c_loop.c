@@ -11,6 +11,7 @@
 
 static rs_bot *bench_bot;
 static rs_metric bench_latency, bench_orders, bench_level;
+static rs_metric bench_slippage, bench_commission; /* a signed histogram of steps of 0.01, a counter of 1e-6 */
 static rs_bot *bench_sampled_bot; /* its lane kept full by a consumer that reads gather cells */
 static rs_metric bench_sampled_latency;
 static char bench_message[1024];
@@ -27,6 +28,15 @@ int rsbench_c_open(const char *directory, const char *name, uint64_t lane_capaci
     if (rc == 0) rc = rs_bot_register(bench_bot, &bench_latency, "latency", RS_KIND_HISTOGRAM, RS_UNIT_NANOSECONDS, NULL, "", 1, &error);
     if (rc == 0) rc = rs_bot_register(bench_bot, &bench_orders, "orders", RS_KIND_COUNTER, RS_UNIT_NONE, NULL, "", 1, &error);
     if (rc == 0) rc = rs_bot_register(bench_bot, &bench_level, "level", RS_KIND_GAUGE, RS_UNIT_NONE, NULL, "", 1, &error);
+    rs_values hundredths = {RS_FORM_SIGNED, -2}, micros = {RS_FORM_UNSIGNED, -6};
+    if (rc == 0) {
+        rc = rs_bot_register_values(bench_bot, &bench_slippage, "slippage_bps", RS_KIND_HISTOGRAM, RS_UNIT_NONE, hundredths,
+                                    NULL, "", 1, &error);
+    }
+    if (rc == 0) {
+        rc = rs_bot_register_values(bench_bot, &bench_commission, "commission_usd", RS_KIND_COUNTER, RS_UNIT_NONE, micros,
+                                    NULL, "", 1, &error);
+    }
     if (rc != 0) snprintf(bench_message, sizeof bench_message, "%s", error.message);
     return rc;
 }
@@ -135,6 +145,36 @@ uint64_t rsbench_c_sampled_loop(uint64_t n, uint64_t *written) {
 uint64_t rsbench_c_count_loop(uint64_t n) {
     uint64_t start = rs_clock_precise_ns();
     for (uint64_t i = 0; i < n; i++) rs_bot_count(bench_bot, bench_orders, 1);
+    uint64_t end = rs_clock_precise_ns();
+    return end - start;
+}
+
+/* n calls of rs_bot_record_value on the signed histogram of hundredths: v = i / 4 - 1000 (-1000.00,
+   -999.75, ...: exact doubles, negative then positive). */
+uint64_t rsbench_c_value_loop(uint64_t n, uint64_t *written) {
+    uint64_t w = 0;
+    uint64_t start = rs_clock_precise_ns();
+    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record_value(bench_bot, bench_slippage, (double)i * 0.25 - 1000.0);
+    uint64_t end = rs_clock_precise_ns();
+    *written = w;
+    return end - start;
+}
+
+/* n calls of rs_bot_record_signed on the same histogram: steps i - n/2. */
+uint64_t rsbench_c_signed_loop(uint64_t n, uint64_t *written) {
+    uint64_t w = 0;
+    int64_t half = (int64_t)(n / 2);
+    uint64_t start = rs_clock_precise_ns();
+    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record_signed(bench_bot, bench_slippage, (int64_t)i - half);
+    uint64_t end = rs_clock_precise_ns();
+    *written = w;
+    return end - start;
+}
+
+/* n calls of rs_bot_count_value(0.37) on the counter of micro-dollars. */
+uint64_t rsbench_c_count_value_loop(uint64_t n) {
+    uint64_t start = rs_clock_precise_ns();
+    for (uint64_t i = 0; i < n; i++) rs_bot_count_value(bench_bot, bench_commission, 0.37);
     uint64_t end = rs_clock_precise_ns();
     return end - start;
 }

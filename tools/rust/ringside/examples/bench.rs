@@ -1,6 +1,8 @@
 //! `cargo run --release --example bench`: nanoseconds per call of the Rust crate's hot paths
 //! beside the C header's (`rs_bot_record`, `rs_bot_record_span`, `rs_bot_set`, `rs_bot_count`,
-//! `rs_bot_record_checked_exemplar`), measured in the same process, interleaved in rounds. A span
+//! `rs_bot_record_checked_exemplar`, and format 4's `rs_bot_record_value` and
+//! `rs_bot_record_signed` on a signed histogram of hundredths and `rs_bot_count_value` on a
+//! counter of micro-dollars), measured in the same process, interleaved in rounds. A span
 //! runs on each side's span clock (the TSC where it serves: THE SPAN CLOCK in ringside.h), and
 //! again on CLOCK_MONOTONIC (Rust's clock switched with `SpanClock::select` for the loop, C's
 //! started with `rs_clock_precise_ns`), to set the two clocks side by side.
@@ -106,6 +108,36 @@ fn rust_span_monotonic_loop(histogram: &Histogram, n: u64) -> (u64, u64) {
 }
 
 #[inline(never)]
+fn rust_value_loop(histogram: &Histogram, n: u64) -> (u64, u64) {
+    let mut written = 0u64;
+    let start = Instant::now();
+    for i in 0..n {
+        written += histogram.record_value(i as f64 * 0.25 - 1000.0) as u64;
+    }
+    (start.elapsed().as_nanos() as u64, written)
+}
+
+#[inline(never)]
+fn rust_signed_loop(histogram: &Histogram, n: u64) -> (u64, u64) {
+    let mut written = 0u64;
+    let half = (n / 2) as i64;
+    let start = Instant::now();
+    for i in 0..n {
+        written += histogram.record_signed(i as i64 - half) as u64;
+    }
+    (start.elapsed().as_nanos() as u64, written)
+}
+
+#[inline(never)]
+fn rust_count_value_loop(counter: &Counter, n: u64) -> (u64, u64) {
+    let start = Instant::now();
+    for _ in 0..n {
+        counter.increment_value(0.37);
+    }
+    (start.elapsed().as_nanos() as u64, n)
+}
+
+#[inline(never)]
 fn rust_set_loop(gauge: &Gauge, n: u64) -> (u64, u64) {
     let mut written = 0u64;
     let start = Instant::now();
@@ -144,6 +176,9 @@ mod c {
         fn rsbench_c_set_loop(n: u64, written: *mut u64) -> u64;
         fn rsbench_c_count_loop(n: u64) -> u64;
         fn rsbench_c_exemplar_loop(n: u64, written: *mut u64) -> u64;
+        fn rsbench_c_value_loop(n: u64, written: *mut u64) -> u64;
+        fn rsbench_c_signed_loop(n: u64, written: *mut u64) -> u64;
+        fn rsbench_c_count_value_loop(n: u64) -> u64;
     }
 
     /// The C bot of bench/c_loop.c (one per process).
@@ -183,6 +218,12 @@ mod c {
                     4 => rsbench_c_exemplar_loop(n, &mut written),
                     5 => rsbench_c_span_monotonic_loop(n, &mut written),
                     6 => rsbench_c_sampled_loop(n, &mut written),
+                    7 => rsbench_c_value_loop(n, &mut written),
+                    8 => rsbench_c_signed_loop(n, &mut written),
+                    9 => {
+                        written = n;
+                        rsbench_c_count_value_loop(n)
+                    }
                     _ => {
                         written = n;
                         rsbench_c_count_loop(n)
@@ -209,7 +250,7 @@ mod c {
 
 // MARK: - The driver
 
-const ROWS: [&str; 7] = [
+const ROWS: [&str; 10] = [
     "histogram record",
     "span (start + record)",
     "gauge set",
@@ -217,8 +258,11 @@ const ROWS: [&str; 7] = [
     "record with exemplar",
     "span on CLOCK_MONOTONIC",
     "record, sampled lane",
+    "signed value (f64)",
+    "signed steps (i64)",
+    "fractional increment",
 ];
-const C_CALLS: [&str; 7] = [
+const C_CALLS: [&str; 10] = [
     "rs_bot_record",
     "rs_bot_record_span",
     "rs_bot_set",
@@ -226,6 +270,9 @@ const C_CALLS: [&str; 7] = [
     "rs_bot_record_checked_exemplar",
     "rs_bot_record_span (monotonic)",
     "rs_bot_record (sampled lane)",
+    "rs_bot_record_value (signed)",
+    "rs_bot_record_signed",
+    "rs_bot_count_value",
 ];
 /// The row of a record with an exemplar ("order_id=A17", 12 bytes: the value and one exemplar
 /// record, two slots a call), set against row 0's plain record.
@@ -235,15 +282,22 @@ const MONOTONIC_SPAN_ROW: usize = 5;
 /// The row of a record into a lane kept full by a consumer that reads gather cells: nearly every
 /// call gathered (the sampled path), set against row 0's plain record.
 const SAMPLED_ROW: usize = 6;
+/// The rows of format 4's values (VALUES in ringside.h): `record_value` of an f64 on a signed
+/// histogram of hundredths and `record_signed` of its steps, each set against row 0's plain
+/// record, and `increment_value` of 0.37 on a counter of micro-dollars, against row 3's increment.
+const VALUE_ROW: usize = 7;
+const SIGNED_ROW: usize = 8;
+const COUNT_VALUE_ROW: usize = 9;
 /// The sampled row's lane: 1,024 records, full once warmed up, never drained.
 const SAMPLED_LANE: u64 = 1024;
 /// Lane slots a call of each row takes (a counter takes none; the sampled row's calls are
 /// gathered, its lane full).
-const SLOTS: [u64; 7] = [1, 1, 1, 0, 2, 1, 0];
+const SLOTS: [u64; 10] = [1, 1, 1, 0, 2, 1, 0, 1, 1, 0];
 /// The order rows run in within a round: a record with an exemplar, and one into a sampled lane,
 /// right after a plain one, and a span on CLOCK_MONOTONIC right after one on the span clock, so
-/// that the ratio of the two in a round sees the machine at one speed.
-const RUN_ORDER: [usize; 7] = [0, EXEMPLAR_ROW, SAMPLED_ROW, 1, MONOTONIC_SPAN_ROW, 2, 3];
+/// that the ratio of the two in a round sees the machine at one speed; the values' rows likewise.
+const RUN_ORDER: [usize; 10] =
+    [0, VALUE_ROW, SIGNED_ROW, EXEMPLAR_ROW, SAMPLED_ROW, 1, MONOTONIC_SPAN_ROW, 2, 3, COUNT_VALUE_ROW];
 
 /// The median of `values`, which it leaves in their order (the per-round lines print them).
 fn median(values: &[f64]) -> f64 {
@@ -292,6 +346,8 @@ fn main() {
     let counter = bot.counter("orders", &[]).unwrap();
     let gauge = bot.gauge("level", Unit::None, &[]).unwrap();
     let exemplar = Exemplar::new(&[("order_id", "A17")]).unwrap();
+    let slippage = bot.metric("slippage_bps").resolution(0.01).signed().histogram(Unit::None).unwrap();
+    let commission = bot.metric("commission_usd").resolution(1e-6).counter().unwrap();
     let rust_path = bot.path().unwrap().to_path_buf();
     let rust_span_clock = SpanClock::describe(); // before the rows switch it
     let sampled_options = Options { lane_capacity: Some(SAMPLED_LANE), ..options.clone() };
@@ -306,6 +362,9 @@ fn main() {
         EXEMPLAR_ROW => rust_exemplar_loop(&histogram, &exemplar, n),
         MONOTONIC_SPAN_ROW => rust_span_monotonic_loop(&histogram, n),
         SAMPLED_ROW => rust_record_loop(&sampled, n),
+        VALUE_ROW => rust_value_loop(&slippage, n),
+        SIGNED_ROW => rust_signed_loop(&slippage, n),
+        COUNT_VALUE_ROW => rust_count_value_loop(&commission, n),
         _ => rust_count_loop(&counter, n),
     };
 
@@ -434,6 +493,15 @@ fn main() {
         "record into a sampled lane / record (median per-round ratio): Rust {:.2}, C {c_ratio}",
         median(&rust_sampled)
     );
+    for (row, against, what) in [
+        (VALUE_ROW, 0, "signed value (f64) / record"),
+        (SIGNED_ROW, 0, "signed steps (i64) / record"),
+        (COUNT_VALUE_ROW, 3, "fractional increment / increment"),
+    ] {
+        let (rust, c) = (per_round(&rust_ns, row, against), per_round(&c_ns, row, against));
+        let c_ratio = if with_c { format!("{:.2}", median(&c)) } else { "-".into() };
+        println!("{what} (median per-round ratio): Rust {:.2}, C {c_ratio}", median(&rust));
+    }
     let (rust_span, c_span) = (per_round(&rust_ns, 1, MONOTONIC_SPAN_ROW), per_round(&c_ns, 1, MONOTONIC_SPAN_ROW));
     let c_ratio = if with_c { format!("{:.2}", median(&c_span)) } else { "-".into() };
     println!(

@@ -12,8 +12,10 @@ fn main() -> Result<(), ringside::Error> {
     let bot = Bot::attach("rs-bot")?;                // /dev/shm/ringside.rs-bot
     let fill = bot.histogram("order_fill_latency", Unit::Microseconds, &[("symbol", "AAPL")])?;
     let orders = bot.counter("orders", &[])?;
+    let slippage = bot.metric("slippage_bps").resolution(0.01).signed().histogram(Unit::None)?;
     fill.record(42);                                 // any thread: handles are Clone + Send + Sync
     { let _span = fill.span(); send_order(); }       // the scope's time, on drop
     orders.increment(1);
+    slippage.record_value(-3.5);                     // basis points to 0.01: negative when the fill beats the quote
     Ok(())
 }

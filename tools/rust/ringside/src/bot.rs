@@ -530,6 +530,22 @@ impl BotInner {
                     ),
                 });
             }
+            if entry.form != request.form || entry.scale != request.scale {
+                let form = |form: u8| if form == FORM_SIGNED { "signed" } else { "unsigned" };
+                return Err(Error::Conflict {
+                    bot: self.name.clone(),
+                    metric: request.name.to_string(),
+                    reason: format!(
+                        "metric {}{shown} is already registered with {} values in steps of 1e{}; asked for {} values \
+                         in steps of 1e{}",
+                        request.name,
+                        form(entry.form),
+                        entry.scale,
+                        form(request.form),
+                        request.scale
+                    ),
+                });
+            }
             if entry.gauge_merge != request.merge as u8 {
                 return Err(Error::Conflict {
                     bot: self.name.clone(),
@@ -556,6 +572,8 @@ impl BotInner {
         entry.kind = request.kind;
         entry.unit = request.unit as u8;
         entry.gauge_merge = request.merge as u8;
+        entry.form = request.form;
+        entry.scale = request.scale;
         entry.sample_every = request.sample_every;
         entry.name_length = request.name.len() as u16;
         entry.labels_length = request.labels.len() as u16;
@@ -564,6 +582,7 @@ impl BotInner {
         entry.labels[..request.labels.len()].copy_from_slice(&request.labels);
         entry.help[..request.help.len()].copy_from_slice(request.help.as_bytes());
         mapping.write_entry(&self.geometry, &entry);
+        upgrade_for_entry(header, &entry);
         // Release: the entry's bytes are visible before the count that publishes it.
         header.metric_count.store(count + 1, Release);
         state.known.insert(identity, count);
@@ -572,6 +591,40 @@ impl BotInner {
 
     pub(crate) fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Counts a value of metric `index` that did not fit (`rsp_count_clamped`: VALUES in
+    /// ringside.h) in its metric cell's `clamped`, without claiming a lane: through the calling
+    /// thread's writer if it has one, else through the mapped cells under the bot's mutex (a
+    /// thread whose first call is a NaN). Nothing when disabled, or in a forked child that is no
+    /// worker yet.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn count_clamped(&self, index: u32) {
+        if let Some(writer) = self.writers.of_thread() {
+            writer.count_clamped(index);
+            return;
+        }
+        let state = self.state.lock();
+        match &state.header {
+            Some(header) if self.enabled.load(Relaxed) && !state.forked => {
+                // Relaxed atomic add: threads share the cell; only the count matters.
+                header.metric_cell(&self.geometry, index).clamped.fetch_add(1, Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Makes the file format 4 (`rsp_upgrade_for_entry`) just before an entry that format 3 cannot
+/// say (signed or scaled values: VALUES in ringside.h) is published: the layout is the same, and
+/// a reader that cannot read 4 then refuses the file rather than misread it. Under the bot's
+/// mutex, or with the file's lock before the bot is built: the version has one writer.
+fn upgrade_for_entry(header: &shm::Header, entry: &RegistryEntry) {
+    // Relaxed load: only this process writes the version. Release store: the layout it vouches
+    // for was published with release already; the entry is published by `metric_count` after it.
+    if (entry.form != FORM_UNSIGNED || entry.scale != 0) && header.version.load(Relaxed) < FORMAT_VERSION {
+        header.version.store(FORMAT_VERSION, Release);
     }
 }
 
@@ -584,6 +637,24 @@ pub(crate) struct Request<'a> {
     pub help: &'a str,
     pub sample_every: u32,
     pub merge: GaugeMerge,
+    /// `FORM_SIGNED` for a signed histogram, else `FORM_UNSIGNED` (VALUES in ringside.h).
+    pub form: u8,
+    /// A value is a whole number of 10^scale of the unit.
+    pub scale: i8,
+}
+
+/// What a registration asks of a metric's values (VALUES in ringside.h), before it is checked:
+/// signed or not, and its resolution, a power of ten of its unit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ValuesAsked {
+    pub signed: bool,
+    pub resolution: f64,
+}
+
+impl Default for ValuesAsked {
+    fn default() -> ValuesAsked {
+        ValuesAsked { signed: false, resolution: 1.0 }
+    }
 }
 
 impl<'a> Request<'a> {
@@ -597,6 +668,7 @@ impl<'a> Request<'a> {
         help: &'a str,
         sample_every: u32,
         merge: GaugeMerge,
+        values: ValuesAsked,
     ) -> Result<Request<'a>, Error> {
         if !is_identifier(name.as_bytes()) || name.len() > NAME_MAX {
             return Err(Error::InvalidMetricName { bot: bot.to_string(), metric: shorten(name).to_string() });
@@ -613,6 +685,21 @@ impl<'a> Request<'a> {
         if kind == KIND_GAUGE && sample_every != 1 {
             return Err(invalid("a gauge keeps its last value: sample_every must be 1"));
         }
+        if values.signed && kind != KIND_HISTOGRAM {
+            return Err(invalid(
+                "only a histogram takes signed values (a counter never goes back; a gauge is a double)",
+            ));
+        }
+        let Some(scale) = scale_of_resolution(values.resolution) else {
+            return Err(invalid(&format!(
+                "resolution {:?} is not a power of ten from 1e{SCALE_MIN} to 1e{SCALE_MAX} (0.01, 1e-6, 1, 100, ...)",
+                values.resolution
+            )));
+        };
+        if kind == KIND_GAUGE && scale != 0 {
+            return Err(invalid("a gauge is a double: it takes no resolution"));
+        }
+        let form = if values.signed { FORM_SIGNED } else { FORM_UNSIGNED };
         if kind != KIND_GAUGE && merge != GaugeMerge::Last {
             return Err(invalid("only a gauge has a merge policy"));
         }
@@ -627,7 +714,7 @@ impl<'a> Request<'a> {
             ));
         }
         let labels = encode_labels(labels).map_err(invalid_labels)?;
-        Ok(Request { name, kind, unit, labels, help, sample_every, merge })
+        Ok(Request { name, kind, unit, labels, help, sample_every, merge, form, scale })
     }
 }
 
@@ -1051,8 +1138,10 @@ impl Target<'_> {
         h.lane_header_size.store(LANE_HEADER_SIZE, Relaxed);
         h.lane_gather_offset.store(geometry.lane_gather_offset, Relaxed);
         h.gather_cell_size.store(GATHER_CELL_SIZE, Relaxed);
-        // Release, written last: a reader that sees the version sees the whole layout.
-        h.version.store(FORMAT_VERSION, Release);
+        // Release, written last: a reader that sees the version sees the whole layout. Format 3,
+        // which producers and readers of 0.4 read too; 4 at its first signed or scaled metric
+        // (`upgrade_for_entry`), as C does.
+        h.version.store(FORMAT_VERSION_MIN, Release);
         Ok(Attached {
             known: HashMap::new(),
             header: mapping,
@@ -1074,7 +1163,7 @@ impl Target<'_> {
         if magic != MAGIC {
             return Err(self.corrupt(format!("bad magic 0x{magic:016x} (not a Ringside file)")));
         }
-        if version != FORMAT_VERSION {
+        if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
             let before = match version {
                 1 => " (one ring per file, before lanes)",
                 2 => " (before gather cells)",
@@ -1085,8 +1174,9 @@ impl Target<'_> {
                 path: self.path.to_path_buf(),
                 version: Some(version),
                 reason: format!(
-                    "it is format version {version}{before}; this library reads and writes version {FORMAT_VERSION} \
-                     (a lane per thread, gather cells): remove the file, or attach with recreate to replace it"
+                    "it is format version {version}{before}; this library reads and writes versions \
+                     {FORMAT_VERSION_MIN} and {FORMAT_VERSION} (a lane per thread, gather cells): remove the file, or \
+                     attach with recreate to replace it"
                 ),
             });
         }
@@ -1163,6 +1253,12 @@ impl Target<'_> {
         }
         if GaugeMerge::from_code(entry.gauge_merge).is_none() || (entry.kind != KIND_GAUGE && entry.gauge_merge != 0) {
             return Some(format!("gauge merge policy {} on {}", entry.gauge_merge, kind_name(entry.kind)));
+        }
+        if entry.form > FORM_SIGNED || (entry.form == FORM_SIGNED && entry.kind != KIND_HISTOGRAM) {
+            return Some(format!("value form {} on {}", entry.form, kind_name(entry.kind)));
+        }
+        if !(SCALE_MIN..=SCALE_MAX).contains(&entry.scale) || (entry.kind == KIND_GAUGE && entry.scale != 0) {
+            return Some(format!("scale {} on {}", entry.scale, kind_name(entry.kind)));
         }
         if entry.name_length as usize > NAME_MAX || !is_identifier(entry.name()) {
             return Some(format!("its name is not an identifier of 1 to {NAME_MAX} bytes"));
@@ -1262,6 +1358,8 @@ impl Target<'_> {
                     || there.unit != entry.unit
                     || there.sample_every != entry.sample_every
                     || there.gauge_merge != entry.gauge_merge
+                    || there.form != entry.form
+                    || there.scale != entry.scale
                     || there.name() != entry.name()
                     || there.labels() != entry.labels()
                 {
@@ -1273,8 +1371,14 @@ impl Target<'_> {
                         } else {
                             String::new()
                         };
+                        let values = if e.form != FORM_UNSIGNED || e.scale != 0 {
+                            let form = if e.form == FORM_SIGNED { "signed" } else { "unsigned" };
+                            format!(", {form} values in steps of 1e{}", e.scale)
+                        } else {
+                            String::new()
+                        };
                         format!(
-                            "{}{labels} ({} in {}, sampled 1 in {}{merge})",
+                            "{}{labels} ({} in {}, sampled 1 in {}{merge}{values})",
                             String::from_utf8_lossy(e.name()),
                             kind_name(e.kind),
                             unit_name(e.unit),
@@ -1296,6 +1400,7 @@ impl Target<'_> {
                 continue;
             }
             header.write_entry(&attached.geometry, entry);
+            upgrade_for_entry(h, entry);
             attached.known.entry((name, entry.labels().to_vec())).or_insert(index);
         }
         let count = entries.len() as u32;
@@ -1491,7 +1596,7 @@ fn count_refused_worker(name: &str, directory: &Path) -> bool {
     let Ok(mapping) = Mapping::map(file.as_raw_fd(), 0, HEADER_SIZE as u64) else { return false };
     let h = mapping.header();
     // Acquire: pairs with the creator's release of `version`: the layout before it is written.
-    if h.version.load(Acquire) != FORMAT_VERSION || h.magic.load(Relaxed) != MAGIC {
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&h.version.load(Acquire)) || h.magic.load(Relaxed) != MAGIC {
         return false;
     }
     // Relaxed atomic add: the one field that processes other than the attached one write; only

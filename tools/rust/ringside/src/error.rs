@@ -22,15 +22,18 @@ pub enum Error {
     /// Help text of more than 128 bytes, or holding a NUL.
     InvalidHelp { bot: String, metric: String },
     /// An option or a sampling rate out of its range, a merge policy on a metric that is not a
-    /// gauge, or a thread name holding a NUL (`reason` says which and why).
+    /// gauge, a resolution that is no power of ten from 1e-18 to 1e18, signed values on a metric
+    /// that is not a histogram, a resolution on a gauge, or a thread name holding a NUL (`reason`
+    /// says which and why).
     InvalidOption { bot: String, reason: String },
     /// An exemplar the format cannot hold ([`Exemplar`](crate::Exemplar): EXEMPLARS in
     /// ringside.h): more than 64 bytes or none, a key that is not a name or is given twice, a
     /// newline or NUL in a value. `reason` says which, as C's `rs_exemplar_check` does. Nothing
     /// is written: an exemplar is never cut.
     InvalidExemplar { reason: String },
-    /// The metric (same name and labels) is registered with another kind, unit, sampling or merge
-    /// policy (a gauge's [`GaugeMerge`](crate::GaugeMerge)); or a forked child's worker file, left
+    /// The metric (same name and labels) is registered with another kind, unit, sampling, merge
+    /// policy (a gauge's [`GaugeMerge`](crate::GaugeMerge)) or values (signed or not, resolution:
+    /// VALUES in ringside.h); or a forked child's worker file, left
     /// by a dead process, holds another metric than the parent's at one of its indices.
     Conflict { bot: String, metric: String, reason: String },
     /// No room for another metric in the bot's registry (its `max_metrics`, chosen at creation).

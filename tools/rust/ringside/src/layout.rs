@@ -1,7 +1,12 @@
-//! The format's constants, geometry and string rules (ringside.h, version 3), without memory access.
+//! The format's constants, geometry and string rules (ringside.h, versions 3 and 4), without memory access.
 
 pub const MAGIC: u64 = 0x4544_4953_474E_4952; // "RINGSIDE" read as a little-endian u64
-pub const FORMAT_VERSION: u32 = 3;
+/// The newest version written: a file becomes 4 just before its first signed or scaled metric
+/// (VALUES in ringside.h) is published.
+pub const FORMAT_VERSION: u32 = 4;
+/// The version a file is created with, and the oldest one read (`RS_FORMAT_VERSION_MIN`): 3 is 4
+/// without VALUES (its entries' `form` and `scale` are zero).
+pub const FORMAT_VERSION_MIN: u32 = 3;
 
 pub const HEADER_SIZE: u32 = 4096;
 pub const RECORD_SIZE: u32 = 32;
@@ -71,6 +76,16 @@ pub const EXEMPLAR_MAX: usize = 64;
 pub const EXEMPLAR_BYTES_PER_RECORD: usize = 16;
 /// A lane's thread name at the most, in bytes (`RS_THREAD_NAME_MAX`; THREAD NAMES in ringside.h).
 pub const THREAD_NAME_MAX: usize = 32;
+
+/// A histogram's values are unsigned (`RS_FORM_UNSIGNED`, format 3's only form) or signed
+/// (`RS_FORM_SIGNED`): VALUES in ringside.h.
+pub const FORM_UNSIGNED: u8 = 0;
+pub const FORM_SIGNED: u8 = 1;
+/// The steps a metric's `scale` may choose: 10^-18 to 10^18 of its unit.
+pub const SCALE_MIN: i8 = -18;
+pub const SCALE_MAX: i8 = 18;
+/// A signed value's offset binary: the top bit flipped (`RS_OFFSET_BINARY_BIAS`).
+pub const OFFSET_BINARY_BIAS: u64 = 0x8000_0000_0000_0000;
 
 pub const LANE_ACTIVE: u32 = 1;
 pub const LANE_RETIRED: u32 = 2;
@@ -224,6 +239,28 @@ pub fn kind_name(kind: u8) -> &'static str {
 
 pub fn unit_name(code: u8) -> &'static str {
     Unit::from_code(code).map_or("unknown", Unit::name)
+}
+
+/// 10^n, exactly where a double holds it (n from -36 to 36), computed as C's `rsp_power_of_ten`
+/// computes it (a product of tens, inverted for n < 0): a value in a unit is multiplied by
+/// 10^-scale to count its steps, and rounds to the same step in every language.
+pub fn power_of_ten(n: i32) -> f64 {
+    let mut power = 1.0f64;
+    for _ in 0..n.unsigned_abs() {
+        power *= 10.0;
+    }
+    if n < 0 {
+        1.0 / power
+    } else {
+        power
+    }
+}
+
+/// The scale of a resolution given as a power of ten, 10^scale of the unit (0.01: -2, 1e-6: -6,
+/// 1: 0, 100: 2), from `SCALE_MIN` to `SCALE_MAX`; None for anything else. 10^-k is 1 / 10^k
+/// rounded once, which is what the literal `1e-k` is.
+pub fn scale_of_resolution(resolution: f64) -> Option<i8> {
+    (SCALE_MIN..=SCALE_MAX).find(|&scale| power_of_ten(scale as i32) == resolution)
 }
 
 pub fn page_round_up(bytes: u64) -> u64 {
@@ -411,6 +448,28 @@ mod tests {
         let odd = Geometry::of(12, 3);
         assert_eq!((odd.lane_gather_offset, odd.lane_records_offset), (320, 4096));
         assert_eq!(odd.lane_size, 4096 + 4096 * 32);
+    }
+
+    #[test]
+    fn resolutions_are_powers_of_ten_from_1e_minus_18_to_1e18() {
+        assert_eq!(scale_of_resolution(0.01), Some(-2));
+        assert_eq!(scale_of_resolution(1e-6), Some(-6));
+        assert_eq!(scale_of_resolution(1.0), Some(0));
+        assert_eq!(scale_of_resolution(100.0), Some(2));
+        assert_eq!(scale_of_resolution(1e-18), Some(-18));
+        assert_eq!(scale_of_resolution(1e18), Some(18));
+        for scale in SCALE_MIN..=SCALE_MAX {
+            let literal: f64 = format!("1e{scale}").parse().unwrap();
+            assert_eq!(scale_of_resolution(literal), Some(scale), "1e{scale}");
+        }
+        for bad in [0.0, -0.01, 0.02, 0.1 * 0.1, 1e-19, 1e19, 3.0, f64::NAN, f64::INFINITY, f64::MIN_POSITIVE] {
+            assert_eq!(scale_of_resolution(bad), None, "{bad:e}");
+        }
+        // What a value is multiplied by to count its steps: exact where a double holds it.
+        assert_eq!(power_of_ten(2), 100.0);
+        assert_eq!(power_of_ten(18), 1e18);
+        assert_eq!(power_of_ten(-2), 0.01);
+        assert_eq!(power_of_ten(0), 1.0);
     }
 
     #[test]

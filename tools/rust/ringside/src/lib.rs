@@ -1,6 +1,6 @@
 //! # Ringside for Rust
 //!
-//! A bot's telemetry in the Ringside format (version 3, `Sources/CRingside/include/ringside.h`):
+//! A bot's telemetry in the Ringside format (versions 3 and 4, `Sources/CRingside/include/ringside.h`):
 //! one memory-mapped file per bot under `/dev/shm`, one lock-free single-producer ring ("lane") per
 //! recording thread, which the `ringside-collector` daemon drains as it drains the C, Swift and
 //! Python producers'. The crate has no dependencies (std, plus a few libc calls declared by hand)
@@ -22,9 +22,13 @@
 //!     let orders = bot.metric("orders").label("side", "buy").help("Orders sent").counter()?;
 //!     let exposure = bot.gauge("gross_exposure", Unit::None, &[])?;
 //!     let in_flight = bot.metric("orders_in_flight").merge(GaugeMerge::Sum).gauge(Unit::None)?; // workers add up
+//!     let slippage = bot.metric("slippage_bps").resolution(0.01).signed().histogram(Unit::None)?;
+//!     let commission = bot.metric("commission_usd").resolution(1e-6).counter()?;
 //!
 //!     // On any thread (the handles are Clone + Send + Sync):
 //!     fill.record(42);                                        // in the metric's unit: 42 us
+//!     slippage.record_value(-3.5);                            // basis points, to 0.01: -350 steps
+//!     commission.increment_value(0.37);                       // 370,000 micro-dollars, exact
 //!     fill.record_duration(std::time::Duration::from_micros(42));
 //!     let order = Exemplar::new(&[("order_id", "A17")])?;      // checked once, its bytes inline
 //!     fill.record_with_exemplar(42, &order);                  // which order it was
@@ -69,12 +73,58 @@
 //!   as names not starting with `__`, values without newline or NUL, at most 256 bytes as stored
 //!   (sorted by key, joined by `\n`); help at most 128 bytes without NUL. (name, labels)
 //!   identifies a metric: registering it again returns it again, and with another kind, unit,
-//!   sampling or (a gauge's) merge policy is [`Error::Conflict`]. Only a gauge has a merge policy
+//!   sampling, (a gauge's) merge policy, or values (signed or not, resolution) is [`Error::Conflict`]. Only a gauge has a merge policy
 //!   (the registry entry's `gauge_merge`; 0 for the other kinds). A registry entry is written in full, then published by a
 //!   release store of `metric_count`. Everything the format cannot hold is an error at
 //!   registration; the record calls never fail or panic: they return whether they wrote.
-//! - Units: a histogram records unsigned integers in its [`Unit`]; `record_duration` and spans
-//!   convert to it (truncating; nanoseconds for a unit that is not a time). Counters have no unit.
+//! - Units: a histogram records unsigned integers in its [`Unit`] (whole numbers of its steps: see
+//!   "Signed and fractional values"); `record_duration` and spans convert to it (truncating;
+//!   nanoseconds for a unit that is not a time). Counters have no unit.
+//!
+//! ## Signed and fractional values
+//!
+//! A histogram's or counter's values are whole numbers of a *step*, a power of ten of its unit
+//! (VALUES in `ringside.h`, format 4): `.resolution(0.01)` on the [`MetricBuilder`] records basis
+//! points to a hundredth, `.resolution(1e-6)` dollars to a micro-dollar, `.resolution(100.0)`
+//! hundreds (1e-18 to 1e18; 1, whole units, unless told). A histogram may be `.signed()`: a
+//! slippage is negative when a fill beats the quote, a PnL when a trade loses.
+//!
+//! - [`Histogram::record_value`] and [`Counter::increment_value`] take an `f64` in the unit,
+//!   multiply it by 10^-scale and round it to the nearest step, ties to even, as C's
+//!   `rs_bot_record_value` and `rs_bot_count_value` do (the same double operations: the same
+//!   step, byte for byte; `tests/values.rs` compares the two). A counter adds steps, so it is
+//!   exact: a million increments of 0.01 to a counter of resolution 0.01 are 1,000,000 steps,
+//!   10,000.00, where the doubles' own sum is not. [`Histogram::record_signed`] takes a signed
+//!   histogram's steps, an `i64`; [`Histogram::record`] and [`Counter::increment`] take steps too
+//!   (whole units at resolution 1, as before).
+//! - A signed histogram's values are -(2^63 - 1) to 2^63 - 1 steps, stored in records and in the
+//!   gather, drop and metric cells as their offset binary (the top bit flipped), so sampling,
+//!   gathering, drops and maxima work as for any histogram. `record(u64)`,
+//!   `record_with_exemplar`, `record_duration` and spans on a signed histogram write nothing and
+//!   return false, as C's `rs_bot_record` refuses it (a duration is never negative: give it a
+//!   histogram of its own); `record_signed` on an unsigned one likewise.
+//! - A value the metric cannot hold (below 0 for an unsigned histogram or a counter's increment,
+//!   beyond 2^64 - 1 or +-(2^63 - 1) steps, an infinity) is clamped to the nearest end and
+//!   recorded (a counter: nothing for an increment below 0, 2^64 - 1 steps above), and a NaN is
+//!   not recorded; both are counted in the metric cell's `clamped` (an atomic add), for the
+//!   collector to export. Never wrapped, never a panic, nothing on the fast path but a range test.
+//! - Registration checks them: a resolution that is no power of ten in that range, `signed()` on
+//!   a counter or gauge, or a resolution other than 1 on a gauge (a double) is
+//!   [`Error::InvalidOption`] naming the metric ("metric slippage_bps: resolution 0.03 is not a
+//!   power of ten from 1e-18 to 1e18 (0.01, 1e-6, 1, 100, ...)"); the same metric registered
+//!   again with other values, [`Error::Conflict`] ("metric slippage_bps{venue=XNAS} is already
+//!   registered with signed values in steps of 1e-2; asked for unsigned values in steps of
+//!   1e-2"), as C says it.
+//! - Durations and spans into a histogram with a resolution are converted to its steps, exactly
+//!   (1.5 ms into a millisecond histogram of resolution 0.001: 1,500 steps), truncated.
+//! - The file is made format 3, which readers and producers of 0.4 read too, and becomes format 4
+//!   (a release store of `version`) just before its first signed or scaled entry is published,
+//!   as C's producer does: a reader that cannot read 4 then refuses the file rather than misread
+//!   it, and a bot of plain metrics writes format 3 as before. The crate attaches files of both.
+//!   A forked child's worker file takes the parent's entries with their values, and becomes
+//!   format 4 with them.
+//! - The handle knows its form and step: a value call is a multiply, a range test and a rounding
+//!   before the record, with no lookup.
 //!
 //! ## Exemplars
 //!

@@ -83,12 +83,13 @@ pub struct RegistryEntry {
     pub kind: u8,
     pub unit: u8,
     pub gauge_merge: u8, // rs_gauge_merge for a gauge; 0 for the other kinds
-    pub reserved0: u8,
+    pub form: u8,        // FORM_SIGNED for a signed histogram, else 0 (VALUES in ringside.h)
     pub sample_every: u32,
     pub name_length: u16,
     pub labels_length: u16,
     pub help_length: u16,
-    pub reserved1: [u8; 0x18 - 0x12],
+    pub scale: i8, // a value is a whole number of 10^scale of the unit (histograms and counters)
+    pub reserved1: [u8; 0x18 - 0x13],
     pub name: [u8; 104],
     pub labels: [u8; 256],
     pub help: [u8; 128],
@@ -104,7 +105,9 @@ pub struct MetricCell {
     pub unlaned_sum: AtomicU64,
     /// Histograms: the largest of them (raised by compare-and-swap).
     pub unlaned_max: AtomicU64,
-    _reserved: [AtomicU64; 3],
+    /// Histograms and counters: values clamped or not recorded (VALUES in ringside.h; atomic add).
+    pub clamped: AtomicU64,
+    _reserved: [AtomicU64; 2],
 }
 
 /// One histogram's gathered calls on one lane (`rs_gather_cell`; SAMPLING AND GATHERING in
@@ -183,8 +186,9 @@ const _: () = {
     assert!(offset_of!(Header, drain_interval_ns) == 0x110);
     assert!(size_of::<RegistryEntry>() == REGISTRY_ENTRY_SIZE as usize);
     assert!(offset_of!(RegistryEntry, gauge_merge) == 0x006);
-    assert!(offset_of!(RegistryEntry, reserved0) == 0x007);
+    assert!(offset_of!(RegistryEntry, form) == 0x007);
     assert!(offset_of!(RegistryEntry, sample_every) == 0x008);
+    assert!(offset_of!(RegistryEntry, scale) == 0x012);
     assert!(offset_of!(RegistryEntry, name) == 0x018);
     assert!(offset_of!(RegistryEntry, labels) == 0x080);
     assert!(offset_of!(RegistryEntry, help) == 0x180);
@@ -192,6 +196,7 @@ const _: () = {
     assert!(offset_of!(MetricCell, unlaned) == 0x10);
     assert!(offset_of!(MetricCell, unlaned_sum) == 0x18);
     assert!(offset_of!(MetricCell, unlaned_max) == 0x20);
+    assert!(offset_of!(MetricCell, clamped) == 0x28);
     assert!(size_of::<GatherCell>() == GATHER_CELL_SIZE as usize);
     assert!(offset_of!(GatherCell, calls) == 0x00);
     assert!(offset_of!(GatherCell, sum) == 0x08);
@@ -232,12 +237,13 @@ impl RegistryEntry {
         entry.kind = bytes[0x04];
         entry.unit = bytes[0x05];
         entry.gauge_merge = bytes[0x06];
-        entry.reserved0 = bytes[0x07];
+        entry.form = bytes[0x07];
         entry.sample_every = u32::from_le_bytes(bytes[0x08..0x0C].try_into().unwrap());
         entry.name_length = u16_at(0x0C);
         entry.labels_length = u16_at(0x0E);
         entry.help_length = u16_at(0x10);
-        entry.reserved1.copy_from_slice(&bytes[0x12..0x18]);
+        entry.scale = bytes[0x12] as i8;
+        entry.reserved1.copy_from_slice(&bytes[0x13..0x18]);
         entry.name.copy_from_slice(&bytes[0x18..0x80]);
         entry.labels.copy_from_slice(&bytes[0x80..0x180]);
         entry.help.copy_from_slice(&bytes[0x180..0x200]);
@@ -286,6 +292,17 @@ impl Mapping {
         assert!(self.len as u64 >= geometry.lanes_offset);
         // SAFETY: cells_offset + capacity * 32 <= lanes_offset <= len (Geometry::of).
         unsafe { self.base.add(geometry.cells_offset as usize) as *const MetricCell }
+    }
+
+    /// Metric cell `index` (below `registry_capacity`) of the header mapping.
+    pub fn metric_cell(&self, geometry: &Geometry, index: u32) -> &MetricCell {
+        let at = geometry.cells_offset as usize + index as usize * METRIC_CELL_SIZE as usize;
+        assert!(
+            at + METRIC_CELL_SIZE as usize <= geometry.lanes_offset as usize
+                && at + METRIC_CELL_SIZE as usize <= self.len
+        );
+        // SAFETY: in bounds (above), 8-byte aligned (cells_offset is), and every field is atomic.
+        unsafe { &*(self.base.add(at) as *const MetricCell) }
     }
 
     /// A copy of registry entry `index` (below `registry_capacity`, which the caller checked).
@@ -1174,6 +1191,18 @@ impl Writer {
             let cell = unsafe { &*f.shared.add(metric as usize) };
             // Relaxed atomic add: exact, whichever laneless threads add at once.
             cell.unlaned.fetch_add(increment, Relaxed);
+        }
+    }
+
+    /// Counts a value of `metric` that did not fit (`rsp_count_clamped`; VALUES in ringside.h): an
+    /// atomic add to its metric cell's `clamped`, shared by every thread. Nothing when disabled.
+    pub fn count_clamped(&self, metric: u32) {
+        let f = self.get();
+        if !f.shared.is_null() {
+            // SAFETY: shared points at the mapped metric cells; metric < registry_capacity.
+            let cell = unsafe { &*f.shared.add(metric as usize) };
+            // Relaxed atomic add: threads share the cell; only the count matters.
+            cell.clamped.fetch_add(1, Relaxed);
         }
     }
 

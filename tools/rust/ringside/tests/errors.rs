@@ -318,7 +318,8 @@ fn a_version_1_file_is_refused_naming_both_versions_unless_recreated() {
         error.to_string(),
         format!(
             "bot rs-v1: {}: it is format version 1 (one ring per file, before lanes); this library reads and writes \
-             version 3 (a lane per thread, gather cells): remove the file, or attach with recreate to replace it",
+             versions 3 and 4 (a lane per thread, gather cells): remove the file, or attach with recreate to replace \
+             it",
             path.display()
         )
     );
@@ -338,8 +339,8 @@ fn a_version_2_file_is_refused_as_before_gather_cells_unless_recreated() {
     assert_eq!(
         error.to_string(),
         format!(
-            "bot rs-v2: {}: it is format version 2 (before gather cells); this library reads and writes version 3 \
-             (a lane per thread, gather cells): remove the file, or attach with recreate to replace it",
+            "bot rs-v2: {}: it is format version 2 (before gather cells); this library reads and writes versions 3 \
+             and 4 (a lane per thread, gather cells): remove the file, or attach with recreate to replace it",
             path.display()
         )
     );

@@ -207,6 +207,46 @@ fn a_forked_childs_first_record_makes_it_a_worker_of_the_bot() {
 }
 
 #[test]
+fn a_forked_childs_worker_file_takes_the_parents_signed_and_scaled_metrics_as_format_4() {
+    let _turn = take_turn();
+    let dir = ScratchDir::new("fork-values");
+    let logs = ScratchDir::new("fork-values-stderr");
+    let bot = Bot::attach_with("rs-fork-values", options(&dir)).unwrap();
+    let latency = bot.histogram("latency", Unit::Microseconds, &[]).unwrap();
+    let slippage = bot.metric("slippage_bps").resolution(0.01).signed().histogram(Unit::None).unwrap();
+    let commission = bot.metric("commission_usd").resolution(1e-6).counter().unwrap();
+    let parent_file = dir.file("rs-fork-values");
+    assert_eq!(RingFile::read(&parent_file).version(), 4);
+
+    let child = fork_child(logs.path.join("child"), |failures| {
+        check(failures, slippage.record_value(-3.5), "a signed value is written");
+        check(failures, !slippage.record(3), "unsigned steps are refused still");
+        check(failures, !slippage.record_value(f64::NAN), "a NaN is not written");
+        commission.increment_value(0.37);
+        check(failures, latency.record(9), "a plain value");
+    });
+    assert_eq!(child.said(), "", "nothing said on stderr");
+    let parents = RingFile::read(&parent_file);
+    let workers = RingFile::read(&dir.path.join(format!("ringside.rs-fork-values@{}", child.pid)));
+    assert_eq!(workers.version(), 4, "made as format 3, made 4 by the parent's scaled entries");
+    assert_eq!(workers.metric_count(), 3);
+    for index in 0..3 {
+        assert_eq!(
+            workers.entry_bytes(index),
+            parents.entry_bytes(index),
+            "entry {index}: the parent's, form and scale too"
+        );
+    }
+    assert_eq!((workers.values(1), workers.values(2)), ((1, -2), (0, -6)));
+    let values: Vec<(u32, u64)> = workers.records(0).iter().map(|r| (r.metric, r.value)).collect();
+    assert_eq!(values, [(1, (-350i64 as u64) ^ (1 << 63)), (0, 9)]);
+    assert_eq!(workers.lane_cell(0, 2), 370_000);
+    assert_eq!(workers.clamped(1), 1, "the NaN, counted in the worker's file");
+    assert_eq!((parents.lanes_allocated(), parents.clamped(1)), (0, 0), "nothing in the parent's");
+    child.finish();
+}
+
+#[test]
 fn threads_of_a_forked_child_racing_to_record_make_one_worker_file() {
     let _turn = take_turn();
     let dir = ScratchDir::new("fork-race");
@@ -419,6 +459,40 @@ fn a_forked_child_refuses_a_left_worker_file_whose_gauge_merges_otherwise() {
     );
     let workers = RingFile::read(&worker_file);
     assert_eq!((workers.gauge_merge(0), workers.metric_cell(0).1), ((2, 0), 0), "left as it was");
+    child.finish();
+}
+
+#[test]
+fn a_forked_child_refuses_a_left_worker_file_whose_histogram_has_other_values() {
+    let _turn = take_turn();
+    let dir = ScratchDir::new("fork-values-left");
+    let logs = ScratchDir::new("fork-values-left-stderr");
+    let bot = Bot::attach_with("rs-values-left", options(&dir)).unwrap();
+    let slippage = bot.metric("slippage_bps").resolution(0.01).signed().histogram(Unit::None).unwrap();
+    let child = fork_child(logs.path.join("child"), |failures| {
+        // An earlier process of this pid left a worker file: the same histogram at index 0, unsigned.
+        let earlier = Bot::attach_with("rs-values-left", Options { worker: true, ..options(&dir) });
+        let made = earlier.and_then(|earlier| earlier.metric("slippage_bps").resolution(0.01).histogram(Unit::None));
+        check(failures, made.is_ok(), "the earlier process's histogram");
+        drop(made);
+        check(failures, !slippage.record_value(-1.0), "the child writes nothing");
+        check(failures, !bot.is_enabled(), "the child is no worker");
+    });
+    let worker_file = dir.path.join(format!("ringside.rs-values-left@{}", child.pid));
+    assert_eq!(
+        child.said(),
+        format!(
+            "ringside: bot rs-values-left: this forked child (pid {}) writes nothing: {} holds another metric at \
+             index 0 than the parent's registry: slippage_bps (a histogram in none, sampled 1 in 1, unsigned values \
+             in steps of 1e-2) where the parent's is slippage_bps (a histogram in none, sampled 1 in 1, signed values \
+             in steps of 1e-2)\n",
+            child.pid,
+            worker_file.display()
+        ),
+        "said once, why"
+    );
+    let workers = RingFile::read(&worker_file);
+    assert_eq!((workers.values(0), workers.lanes_allocated()), ((0, -2), 0), "left as it was");
     child.finish();
 }
 

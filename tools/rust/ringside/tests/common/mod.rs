@@ -114,10 +114,16 @@ pub struct Collector {
 
 impl Collector {
     pub fn start(binary: &Path, dir: &ScratchDir) -> Collector {
+        Collector::start_with(binary, dir, &[])
+    }
+
+    /// `start` with more arguments (`--quantiles 0.01,0.5,0.99`).
+    pub fn start_with(binary: &Path, dir: &ScratchDir, arguments: &[&str]) -> Collector {
         let mut child = Command::new(binary)
             .arg("--dir")
             .arg(&dir.path)
             .args(["--listen", "127.0.0.1:0", "--poll", "10ms"])
+            .args(arguments)
             .env_remove("RINGSIDE_DISABLED")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -589,6 +595,16 @@ impl RingFile {
     pub fn unlaned_values(&self, metric: u32) -> (u64, u64) {
         let at = self.u64(0x28) as usize + metric as usize * METRIC_CELL_SIZE;
         (self.u64(at + 0x18), self.u64(at + 0x20))
+    }
+    /// A histogram's or counter's `clamped` (0x28): values it could not hold, clamped or not
+    /// recorded (VALUES in ringside.h).
+    pub fn clamped(&self, metric: u32) -> u64 {
+        self.u64(self.u64(0x28) as usize + metric as usize * METRIC_CELL_SIZE + 0x28)
+    }
+    /// Registry entry `index`'s `form` (0x007: 1 for a signed histogram) and `scale` (0x012).
+    pub fn values(&self, index: u32) -> (u8, i8) {
+        let at = self.u64(0x20) as usize + index as usize * 512;
+        (self.bytes[at + 7], self.bytes[at + 0x12] as i8)
     }
     /// A histogram's gather cell on a lane.
     pub fn gather_cell(&self, lane: u32, metric: u32) -> GatherCell {
