@@ -1627,6 +1627,9 @@ int rs_exemplar_check(const char *exemplar, size_t length, rs_error *error) {
 
 /** Counts a value that did not fit in `metric`'s cell (see VALUES in ringside.h). */
 static void rsp_count_clamped(rs_bot *bot, rs_metric metric) {
+    /* The calling thread's lane first, as any record: a forked child becomes a worker there, and
+       counts in its own file rather than in none. */
+    (void)rs_bot_producer(bot);
     if (!bot->enabled || bot->header == NULL || metric.index >= bot->registry_capacity) return;
     __atomic_fetch_add(&rsp_metric_cells(rsp_of(bot))[metric.index].clamped, 1, __ATOMIC_RELAXED);
 }

@@ -413,7 +413,8 @@ int rs_exemplar_check(const char *exemplar, size_t length, rs_error *error);
  * the value's record and published with it. Returns RS_E_INVALID, writing nothing, for an
  * exemplar rs_exemplar_check refuses (never a cut one); else as rs_bot_record: 1 if written, 0 if
  * sampling skipped it, the lane had no room for the value and its exemplar (one counted drop), the
- * bot is disabled, or `metric` is not a histogram.
+ * bot is disabled, or `metric` is not a histogram of unsigned values (a signed histogram's values carry
+ * no exemplars: the collector keeps none for them).
  */
 RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint64_t value, const char *exemplar,
                                              size_t length);

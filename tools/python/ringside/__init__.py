@@ -517,7 +517,8 @@ class _Metric:
         index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every, merge,
                               form, steps or 0)
         scale = _values.NANOSECONDS_PER.get(unit, 1) if kind == KIND_HISTOGRAM else 1
-        encode_exemplar = _exemplars.encoder(bot.name, name) if kind == KIND_HISTOGRAM else None
+        encode_exemplar = (_exemplars.refuser if signed else _exemplars.encoder)(bot.name, name) \
+            if kind == KIND_HISTOGRAM else None
         handle = core.handle(index, kind, scale, unit not in _values.NANOSECONDS_PER,
                              _values.converter(kind, bot.name, name, unit, signed, steps), encode_exemplar,
                              (form, steps or 0) if steps is not None or signed else None)

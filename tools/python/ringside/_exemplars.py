@@ -68,6 +68,18 @@ def problem(encoded: bytes) -> str | None:
     return None
 
 
+def refuser(bot: str, metric: str) -> Encoder:
+    """The exemplar "encoder" of signed histogram `metric`: a signed histogram's values carry no
+    exemplars (the collector keeps none for them), so any exemplar is a RingValueError naming the
+    bot and the metric, raised before anything is recorded."""
+
+    def refuse(exemplar: Any) -> bytes:
+        raise RingValueError(f"bot {bot}: metric {metric}: a signed histogram's values carry no exemplars; "
+                             "record the value without one")
+
+    return refuse
+
+
 def encoder(bot: str, metric: str) -> Encoder:
     """The exemplar encoder of histogram `metric` of bot `bot`: a mapping to the bytes stored, or
     RingTypeError or RingValueError naming the bot, the metric, the exemplar and the problem."""

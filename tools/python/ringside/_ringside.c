@@ -588,8 +588,8 @@ static int stored_value(rs_bot *bot, rs_metric metric, double units, uint64_t *s
     return units == units;
 }
 
-/* rs_bot_record_checked_exemplar for a value as stored, of a signed histogram too (which that
-   call, taking unsigned values, refuses): sampled, then written with its exemplar's records. */
+/* rs_bot_record_checked_exemplar for a value of an unsigned histogram of steps, as stored:
+   sampled, then written with its exemplar's records. */
 static int record_stored_exemplar(rs_bot *bot, rs_metric metric, uint64_t stored, const char *exemplar, size_t length) {
     rs_producer *p = rs_bot_producer(bot);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
@@ -612,11 +612,18 @@ static PyObject *steps_observe(HandleObject *handle, PyObject *value, PyObject *
         if (read == VALUE_UNITS) return PyBool_FromLong(rs_bot_record_value(bot, metric, units));
         return PyBool_FromLong(is_signed ? rs_bot_record_signed(bot, metric, (int64_t)steps) : rs_bot_record(bot, metric, steps));
     }
+    if (is_signed) {
+        /* A signed histogram's values carry no exemplars: its encoder raises the error naming the metric. */
+        PyObject *refused = PyObject_CallFunctionObjArgs(handle->encode_exemplar, exemplar, NULL);
+        Py_XDECREF(refused);
+        if (!PyErr_Occurred()) PyErr_SetString(RingValueError, "a signed histogram's values carry no exemplars");
+        return NULL;
+    }
     char bytes[RS_EXEMPLAR_MAX];
     size_t length;
     if (handle_exemplar(handle, exemplar, bytes, &length) < 0 || core_ready(handle->core) < 0) return NULL;
     rs_bot *bot = handle->core->bot;
-    uint64_t stored = is_signed ? steps ^ RS_OFFSET_BINARY_BIAS : steps;
+    uint64_t stored = steps;
     if (read == VALUE_UNITS && !stored_value(bot, metric, units, &stored)) Py_RETURN_FALSE; /* a NaN */
     return PyBool_FromLong(record_stored_exemplar(bot, metric, stored, bytes, length));
 }

@@ -387,16 +387,17 @@ def test_numbers_of_other_types_are_taken_as_floats_or_exact_ints(bot):
     assert BotFile(bot.path).signed_values("slippage_bps") == [-125, 25, -1200, 100]
 
 
-def test_a_signed_histogram_records_an_exemplar_with_its_value(bot):
+def test_a_signed_histogram_refuses_an_exemplar_naming_the_metric_and_records_nothing(bot):
+    # The collector keeps no exemplars for signed values: an exemplar is refused before anything is recorded.
     slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)
-    assert slippage.observe(-3.5, exemplar={"order_id": "A17"}) is True
-    assert slippage.observe(1e30, {"order_id": "A18"}) is True  # clamped, counted, and kept with its exemplar
-    assert slippage.observe(math.nan, exemplar={"order_id": "A19"}) is False
-    with pytest.raises(ringside.RingValueError):
-        slippage.observe(1.0, exemplar={"order id": "x"})
+    for exemplar in ({"order_id": "A17"}, {"order id": "x"}):
+        with pytest.raises(ringside.RingValueError, match="metric slippage_bps: a signed histogram's values carry no exemplars"):
+            slippage.observe(-3.5, exemplar=exemplar)
+    assert slippage.observe(-3.5) is True
     file = BotFile(bot.path)
-    assert file.exemplars("slippage_bps") == [(offset(-350), 0x02, "order_id=A17"), (offset(I64_MAX), 0x02, "order_id=A18")]
-    assert file.clamped("slippage_bps") == 2
+    assert file.exemplars("slippage_bps") == []
+    assert file.signed_values("slippage_bps") == [-350]
+    assert file.clamped("slippage_bps") == 0
 
 
 def test_a_file_is_format_3_until_its_first_metric_of_steps_and_either_backend_attaches_both(ring_dir):
