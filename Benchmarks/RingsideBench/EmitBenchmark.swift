@@ -63,8 +63,9 @@ public struct BenchSettings: Sendable, Equatable {
 public enum EmitBenchmark {
     /// The rows, in the order they run in each round and are printed.
     public static let rowNames = [
-        "ringside.record", "ringside.record.sampled", "ringside.record.exemplar", "ringside.record.worker", "ringside.counter",
-        "ringside.gauge", "ringside.span", "ringside.span.monotonic", "ringside.record.4threads",
+        "ringside.record", "ringside.record.signed", "ringside.record.sampled", "ringside.record.exemplar", "ringside.record.worker",
+        "ringside.counter", "ringside.counter.fractional", "ringside.gauge", "ringside.span", "ringside.span.monotonic",
+        "ringside.record.4threads",
         "c.floor", "c.floor.forked", "c.span", "c.span.monotonic", "unix-dgram", "mutex-histogram", "clock.precise", "clock.tsc",
         "clock.coarse",
     ]
@@ -113,6 +114,7 @@ public enum EmitBenchmark {
         // writes.
         let ring: Bot, worker: Bot, bot: Bot, sampledBot: Bot
         let record: Bot.Histogram, span: Bot.Histogram, counter: Bot.Counter, gauge: Bot.Gauge
+        let signedRecord: Bot.Histogram, fractionalCounter: Bot.Counter
         let workerRecord: Bot.Histogram, botRecord: Bot.Histogram, sampledRecord: Bot.Histogram
         let sampledReader: RingConsumer
         let exemplar: Bot.Exemplar
@@ -121,6 +123,8 @@ public enum EmitBenchmark {
             ring = try Bot.attach("bench", directory: directory, options: .init(laneCapacity: settings.ringCapacity))
             record = try ring.histogram("bench_record_latency", unit: .nanoseconds)
             counter = try ring.counter("bench_orders")
+            signedRecord = try ring.histogram("bench_slippage_bps", resolution: 0.01, signed: true)
+            fractionalCounter = try ring.counter("bench_commission_usd", resolution: 1e-6)
             gauge = try ring.gauge("bench_exposure")
             span = try ring.histogram("bench_span_latency", unit: .nanoseconds)
             worker = try Bot.attach(
@@ -164,6 +168,14 @@ public enum EmitBenchmark {
 
         let locked = LockedHistogram()
         let values = LatencyValues()
+        // ringside.record.signed's: the same table as slippages in basis points, half of them
+        // negative, with fractions (-123.45), as a bot has them in a Double.
+        let slippages = UnsafeMutableBufferPointer<Double>.allocate(capacity: LatencyValues.count)
+        for index in 0..<LatencyValues.count {
+            let magnitude = Double(values[index]) / 100  // about 20 bps, to 0.01
+            slippages[index] = index % 2 == 0 ? -magnitude : magnitude
+        }
+        defer { slippages.deallocate() }
         // Every bucket the values touch exists before timing starts: recording never allocates.
         for index in 0..<LatencyValues.count { locked.mutex.withLock { $0.record(values[index]) } }
 
@@ -236,6 +248,15 @@ public enum EmitBenchmark {
                     v &+= 1
                 }
             },
+            Row(name: "ringside.record.signed", consumerMode: .rings) {
+                // ringside.record's loop, each value a Double into a signed histogram of hundredths:
+                // rounded to its step (rint) and stored in offset binary (VALUES in ringside.h).
+                var v = 0
+                return timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) {
+                    signedRecord.record(slippages[v & (LatencyValues.count - 1)])
+                    v &+= 1
+                }
+            },
             Row(name: "ringside.record.sampled", consumerMode: .rings) {
                 // ringside.record's loop into a full lane that samples: each call reads the consumer's
                 // cursor and is gathered into its gather cell (1 in 32,768 written, or dropped).
@@ -265,6 +286,10 @@ public enum EmitBenchmark {
             },
             Row(name: "ringside.counter", consumerMode: .rings) {
                 timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { counter.increment() }
+            },
+            Row(name: "ringside.counter.fractional", consumerMode: .rings) {
+                // An increment of 0.37 to a counter of micro-dollars: rounded to its steps, then counted.
+                timedRound(buffer, timing, drops: { ring.currentThreadLane.recordsDropped }) { fractionalCounter.increment(by: 0.37) }
             },
             Row(name: "ringside.gauge", consumerMode: .rings) {
                 var v = 0
@@ -388,6 +413,9 @@ public enum EmitBenchmark {
             + "and scraping the locked histogram every ms; ringside.record.4threads adds \(botThreads - 1) unpinned threads "
             + "to this one, each on its own lane, and sums their calls; ringside.record.exemplar is ringside.record "
             + "with an exemplar (order_id=A17, 12 bytes: the value's record and one exemplar record) on each value; "
+            + "ringside.record.signed is ringside.record with each value a Double (the table as basis points to 0.01, "
+            + "half negative) into a signed histogram of hundredths; ringside.counter.fractional adds 0.37 to a counter "
+            + "of micro-dollars; "
             + "ringside.record.sampled is ringside.record into a lane of 1,024 records kept full by a consumer that reads "
             + "gather cells and never drains: each call reads the consumer's cursor and is gathered (1 in 32,768 written "
             + "or dropped), the sampled path; "

@@ -39,12 +39,24 @@ struct FirstBotTests {
 
     /// The one histogram series' values and the counter's total of a bot the program wrote.
     static func written(_ name: String, in directory: RingDirectory) throws -> (fills: [UInt64], spans: Int, orders: UInt64) {
+        let (fills, spans, orders, slippage) = try writtenWithSlippage(name, in: directory)
+        #expect(slippage == [-350], "the signed histogram of basis points to 0.01: -3.5 as -350 hundredths")
+        return (fills, spans, orders)
+    }
+
+    /// `written`, and the signed values of `slippage_bps`, in hundredths of a basis point.
+    static func writtenWithSlippage(
+        _ name: String, in directory: RingDirectory
+    ) throws -> (fills: [UInt64], spans: Int, orders: UInt64, slippage: [Int64]) {
         let (metrics, lanes, cells) = try drainDecoded(name, directory: directory)
         let fill = try #require(metrics.first { $0.name == "order_fill_latency" })
         #expect(fill.labels.map { "\($0.key)=\($0.value)" } == ["symbol=AAPL"])
         let records = lanes.values.joined().filter { $0.metric == fill.index }
         let spans = records.filter { $0.flags & UInt8(RS_FLAG_SPAN) != 0 }.count
-        return (records.filter { $0.flags & UInt8(RS_FLAG_SPAN) == 0 }.map(\.value), spans, cells["orders"]?.total ?? 0)
+        let slippage = try #require(metrics.first { $0.name == "slippage_bps" })
+        #expect(slippage.isSigned && slippage.scale == -2)
+        let slips = lanes.values.joined().filter { $0.metric == slippage.index }.map { OffsetBinary.value($0.value) }
+        return (records.filter { $0.flags & UInt8(RS_FLAG_SPAN) == 0 }.map(\.value), spans, cells["orders"]?.total ?? 0, slips)
     }
 
     @Test("Swift: the block is ringside-test-producer's first-bot, which writes its record, span, count and gauge")
