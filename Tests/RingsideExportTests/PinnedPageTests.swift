@@ -63,6 +63,31 @@ private func pinnedSnapshot() -> Snapshot {
         latency.sampledRecords = UInt64(100 * number)
         snapshot.series.append(latency)
     }
+    // A signed histogram of basis points to 0.01 (format 4's values), and a counter of micro-dollars.
+    var slippage = series(snapshot.series.count, "slippage_bps", .histogram, .none, ring: "bot-a", labels: "")
+    slippage.metric = MetricDescriptor(
+        index: slippage.metric.index, name: "slippage_bps", kind: .histogram, unit: .none, encodedLabels: "",
+        help: "help of slippage_bps", sampleEvery: 1, isSigned: true, scale: -2)
+    var signed = SignedHistogram()
+    for _ in 0..<2_000 { signed.record(Int64(next() % 20_000) - 12_000) }
+    for index in slippage.windows.indices {
+        slippage.windows[index].min = -Int128(next() % 12_000)
+        slippage.windows[index].quantileValues = (0..<4).map { _ in Int128(next() % 20_000) - 12_000 }
+    }
+    slippage.signedCumulative = signed
+    slippage.cumulativeCount = signed.count
+    slippage.cumulativeSum = signed.sum
+    slippage.cumulativeSignedSum = signed.exactSum
+    slippage.cumulativeMax = Int128(signed.max)
+    slippage.clampedValues = 3
+    snapshot.series.append(slippage)
+    var commission = series(snapshot.series.count, "commission_usd", .counter, .none, ring: "bot-a", labels: "")
+    commission.metric = MetricDescriptor(
+        index: commission.metric.index, name: "commission_usd", kind: .counter, unit: .none, encodedLabels: "",
+        help: "help of commission_usd", sampleEvery: 1, scale: -6)
+    commission.cumulativeSum = 1_370_001
+    commission.cumulativeExactSum = 1_370_001
+    snapshot.series.append(commission)
     var orders = series(snapshot.series.count, "orders", .counter, .none, ring: "bot-a", labels: "side=buy")
     orders.cumulativeSum = 123_456
     orders.cumulativeExactSum = 123_456
