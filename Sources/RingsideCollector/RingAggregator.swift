@@ -750,17 +750,9 @@ struct RingAggregator {
                 Self.refresh(
                     &histograms[index], ring: ring, layout: layout, now: now, versions: &versions,
                     window: { series, window, stats in
-                        let histogram = series.windows.snapshot(window: window, nowNanos: now)
-                        stats.count = histogram.count
-                        stats.sum = histogram.sum
-                        stats.min = Int128(histogram.min)
-                        stats.max = Int128(histogram.max)
-                        stats.mean = histogram.mean
-                        stats.quantileValues =
-                            histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles).map { Int128($0) }
-                        // Over the span covered, as a counter's rate is, so both read alike.
-                        let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
-                        stats.rate = Double(histogram.count) * 1e9 / Double(covered)
+                        stats.take(
+                            series.windows.snapshot(window: window, nowNanos: now), quantiles: quantiles,
+                            coveredNanos: max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos))
                         stats.exemplars = series.exemplars?.largest(window: window, nowNanos: now) ?? []
                     },
                     whole: { series, snapshot in
@@ -795,16 +787,9 @@ struct RingAggregator {
                 Self.refresh(
                     &signedHistograms[index], ring: ring, layout: layout, now: now, versions: &versions,
                     window: { series, window, stats in
-                        let histogram = series.windows.snapshot(window: window, nowNanos: now)
-                        stats.count = histogram.count
-                        stats.sum = histogram.sum
-                        stats.min = Int128(histogram.min)
-                        stats.max = Int128(histogram.max)
-                        stats.mean = histogram.mean
-                        stats.quantileValues =
-                            histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles).map { Int128($0) }
-                        let covered = max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos)
-                        stats.rate = Double(histogram.count) * 1e9 / Double(covered)
+                        stats.take(
+                            series.windows.snapshot(window: window, nowNanos: now), quantiles: quantiles,
+                            coveredNanos: max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos))
                     },
                     whole: { series, snapshot in
                         let cumulative = series.windows.cumulative
@@ -1012,4 +997,39 @@ struct VersionCounter {
 extension WindowStats {
     /// Nothing fell in the window.
     var isEmpty: Bool { count == 0 && increase == 0 && gaugeMin == nil }
+
+    /// A histogram window's figures, of unsigned or signed values alike, its rate over the
+    /// `coveredNanos` it spans (as a counter's rate is, so both read alike).
+    fileprivate mutating func take(_ histogram: some HistogramFigures, quantiles: [Double], coveredNanos: UInt64) {
+        count = histogram.count
+        sum = histogram.sum
+        min = histogram.lowest
+        max = histogram.highest
+        mean = histogram.mean
+        quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.steps(atQuantiles: quantiles)
+        rate = Double(histogram.count) * 1e9 / Double(coveredNanos)
+    }
+}
+
+/// What a window's statistics take from a histogram: its values as `Int128` steps, unsigned or signed.
+private protocol HistogramFigures {
+    var count: UInt64 { get }
+    var sum: Double { get }
+    var mean: Double { get }
+    var isEmpty: Bool { get }
+    var lowest: Int128 { get }
+    var highest: Int128 { get }
+    func steps(atQuantiles quantiles: [Double]) -> [Int128]
+}
+
+extension Histogram: HistogramFigures {
+    fileprivate var lowest: Int128 { Int128(min) }
+    fileprivate var highest: Int128 { Int128(max) }
+    fileprivate func steps(atQuantiles quantiles: [Double]) -> [Int128] { values(atQuantiles: quantiles).map { Int128($0) } }
+}
+
+extension SignedHistogram: HistogramFigures {
+    fileprivate var lowest: Int128 { Int128(min) }
+    fileprivate var highest: Int128 { Int128(max) }
+    fileprivate func steps(atQuantiles quantiles: [Double]) -> [Int128] { values(atQuantiles: quantiles).map { Int128($0) } }
 }
