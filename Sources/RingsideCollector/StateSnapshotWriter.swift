@@ -55,6 +55,11 @@ struct StateSnapshotWriter {
                 buffer.writeJSONString(entry.labels)
                 buffer.write(",\"histogram\":")
                 try write(entry.histogram)
+                if let negative = entry.negative {
+                    // A signed histogram's values below zero (`HistogramEntry.negative`).
+                    buffer.write(",\"negative\":")
+                    try write(negative)
+                }
                 buffer.write(UInt8(ascii: "}"))
             }
             buffer.write(UInt8(ascii: "]"))

@@ -126,4 +126,38 @@ struct SignedValuesTests {
             #expect(metrics.contains("fees_usd_total{ring=\"clamps\"} 0.37\n"))
         }
     }
+
+    @Test(
+        "a bot with workers: a signed series' all-time figures survive a collector's restart (count, exact sum, extremes, below zero too)")
+    func signedAllTimeSurvivesRestart() throws {
+        try withRingDirectory { directory in
+            // A bot with workers keeps its all-time histograms across restarts (docs/collector.md): this
+            // process is the bot and, in a file of its own, one of its workers.
+            let bot = try Bot.attach("kept-signed", directory: directory.path)
+            _ = try bot.histogram("pnl_usd", resolution: 0.01, signed: true)
+            let worker = try Bot.attach("kept-signed", directory: directory.path, options: .init(worker: true))
+            let pnl = try worker.histogram("pnl_usd", resolution: 0.01, signed: true)
+            for value in [-12.5, -0.01, 0, 3.25, 7.5] { pnl.record(value) }
+            func figures(_ port: Int) throws -> [String?] {
+                let body = try httpGet(port: port, path: "/latest").body
+                return ["total_count", "total_sum", "total_max"].map { rawField(body, metric: "pnl_usd", $0) }
+            }
+            let expected: [String?] = ["5", "-1.76", "7.5"]
+            let (first, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
+            defer { first.kill() }
+            #expect(try eventually(seconds: 20) { try figures(port) == expected }, "\((try? figures(port)) ?? [])")
+            first.send(SIGTERM)
+            #expect(first.waitForExit().status == 0)
+            // The values were drained: the next collector has them from the state its predecessor saved.
+            let (second, secondPort) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
+            defer { second.kill() }
+            #expect(try eventually(seconds: 20) { try figures(secondPort) == expected }, "\((try? figures(secondPort)) ?? [])")
+            pnl.record(-20)
+            #expect(
+                try eventually(seconds: 20) { try figures(secondPort) == ["6", "-21.76", "7.5"] }, "\((try? figures(secondPort)) ?? [])")
+            let metrics = try httpGet(port: secondPort, path: "/metrics").body
+            #expect(metrics.contains("pnl_usd_bucket{ring=\"kept-signed\",le=\"-20\"} 1\n"), "the negative side kept and added to")
+            #expect(metrics.contains("pnl_usd_bucket{ring=\"kept-signed\",le=\"-0.01\"} 3\n"))
+        }
+    }
 }
