@@ -136,6 +136,37 @@ struct OTLPExporterTests {
         #expect(resources[1].metrics[0].points[0].attributes == ["pid": "4242"])
     }
 
+    @Test("a signed histogram: values below zero in the negative buckets of their magnitudes, min and max signed, the sum exact")
+    func signedHistogram() throws {
+        var slippage = series("slippage_bps", .histogram, id: 1)
+        slippage.metric = MetricDescriptor(
+            index: 0, name: "slippage_bps", kind: .histogram, unit: .none, encodedLabels: "", help: "", sampleEvery: 1,
+            isSigned: true, scale: -2)
+        var histogram = SignedHistogram()
+        for steps: Int64 in [-800, -800, -300, 0, 150] { histogram.record(steps) }  // -8, -8, -3, 0, 1.5 bps
+        slippage.signedCumulative = histogram
+        slippage.cumulativeCount = histogram.count
+        slippage.cumulativeSum = histogram.sum
+        var commission = series("commission_usd", .counter, id: 2)
+        commission.metric = MetricDescriptor(
+            index: 0, name: "commission_usd", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1, scale: -2)
+        commission.cumulativeExactSum = 1_000_000
+        commission.cumulativeSum = 1_000_000
+        var snapshot = Snapshot()
+        snapshot.series = [slippage, commission]
+        let bytes = OTLPExporter.request(
+            snapshot, origin: OTLPExporter.Origin(hostName: "h1"), scale: 0, timeNanos: 2_000, startNanos: { _ in 1_000 })
+        let metrics = try decodeRequest(bytes)[0].metrics
+        let point = metrics[0].points[0]
+        #expect(point.count == 5 && point.sum == -17.5 && point.min == -8 && point.max == 1.5)
+        #expect(point.zeroCount == 1)
+        // Scale 0: 8 in (4, 8] is bucket 2, 3 in (2, 4] bucket 1, 1.5 in (1, 2] bucket 0.
+        #expect(point.negativeOffset == 1 && point.negativeCounts == [1, 2])
+        #expect(point.offset == 0 && point.counts == [1])
+        // A counter of hundredths as a double: 1,000,000 hundredths are 10000.
+        #expect(metrics[1].points[0].asDouble == 10_000 && metrics[1].points[0].asInt == nil)
+    }
+
     @Test("an exemplar's trace_id and span_id go in their fields as bytes, its other labels as attributes")
     func exemplars() throws {
         var snapshot = Snapshot()
@@ -183,6 +214,7 @@ struct DecodedPoint {
     var count: UInt64 = 0, sum = 0.0, min = 0.0, max = 0.0
     var scale: Int64 = 0, zeroCount: UInt64 = 0, zeroThreshold = 0.0
     var offset: Int64 = 0, counts: [UInt64] = []
+    var negativeOffset: Int64 = 0, negativeCounts: [UInt64] = []
     var asInt: Int64?, asDouble: Double?
     var exemplars: [DecodedOTLPExemplar] = []
 }
@@ -261,6 +293,14 @@ private func decodePoint(_ bytes: [UInt8], exponential: Bool) throws -> DecodedP
                 if buckets.number == 2 {
                     var packed = ProtobufReader(bytes: buckets.bytes)
                     while !packed.atEnd { point.counts.append(try packed.varint()) }
+                }
+            }
+        case (true, 9):
+            try forEachField(field.bytes) { buckets in
+                if buckets.number == 1 { point.negativeOffset = zigzag(buckets.varint) }
+                if buckets.number == 2 {
+                    var packed = ProtobufReader(bytes: buckets.bytes)
+                    while !packed.atEnd { point.negativeCounts.append(try packed.varint()) }
                 }
             }
         case (true, 11): point.exemplars.append(try decodeExemplar(field.bytes))
