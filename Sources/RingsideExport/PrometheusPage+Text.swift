@@ -221,14 +221,7 @@ private struct SeriesLines {
             sample(
                 names.bucket, labels, PrometheusExporter.infiniteBucketLabel, count: series.pointee.cumulativeCount,
                 exemplar: exemplars[bounds.count], metric)
-            if metric.hasSteps {
-                let sum = series.pointee.exactSumSteps
-                sample(
-                    names.sum, labels, [],
-                    decimal: ExactDecimal.text(negative: sum.negative, magnitude: sum.magnitude, exponent: metric.baseUnitExponent))
-            } else {
-                sample(names.sum, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
-            }
+            sampleTotal(names.sum, labels, of: series)
             sample(names.count, labels, [], count: series.pointee.cumulativeCount)
         case (.histogram, .windowed):
             let metric = series.pointee.metric
@@ -245,16 +238,7 @@ private struct SeriesLines {
                     names.windowMaxBytes, labels, shared.windows[window], steps: series.pointee.windows[window].max, series.pointee.metric)
             }
         case (.counter, .whole):
-            let metric = series.pointee.metric
-            if metric.hasSteps {
-                // A counter of cents prints the cents it holds: 1,000,000 increments of 0.01 are `10000`.
-                let total = series.pointee.exactSumSteps
-                sample(
-                    names.mainBytes, labels, [],
-                    decimal: ExactDecimal.text(negative: false, magnitude: total.magnitude, exponent: metric.baseUnitExponent))
-            } else {
-                sample(names.mainBytes, labels, [], measure: series.pointee.cumulativeSum, nanosPerUnit)
-            }
+            sampleTotal(names.mainBytes, labels, of: series)
         case (.counter, .rate):
             for window in 0..<windowCount {
                 sample(names.rateBytes, labels, shared.windows[window], steps: series.pointee.windows[window].rate, series.pointee.metric)
@@ -344,6 +328,19 @@ private struct SeriesLines {
         } else {
             sample(name, labels, extra, measure: value, metric.unit.nanoseconds)
         }
+    }
+
+    /// A histogram's all-time sum or a counter's total: of a metric with steps, its exact decimal
+    /// (a counter of cents prints the cents it holds: 1,000,000 increments of 0.01 are `10000`).
+    private func sampleTotal(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, of series: UnsafePointer<SeriesSnapshot>) {
+        let metric = series.pointee.metric
+        guard metric.hasSteps else {
+            return sample(name, labels, [], measure: series.pointee.cumulativeSum, metric.unit.nanoseconds)
+        }
+        let total = series.pointee.exactSumSteps
+        sample(
+            name, labels, [],
+            decimal: ExactDecimal.text(negative: total.negative, magnitude: total.magnitude, exponent: metric.baseUnitExponent))
     }
 
     /// A number already written out, exactly.
