@@ -195,6 +195,30 @@
  * clamped to the nearest end and recorded, a NaN is not recorded, and both are counted in the
  * metric cell's `clamped` (an atomic add): never wrapped, never silent.
  *
+ * CONTROL (format 4): an operator turns a metric's recording off, or samples a histogram 1 in
+ * 2^n, while the bot runs, with one word per metric that its producers read at every call: the
+ * metric cell's `control` (a uint32). Zero (what a file is made with) is "as registered". Bits:
+ *   RS_CONTROL_OFF       the metric is off: its calls record nothing, count nothing;
+ *   RS_CONTROL_BOT_OFF   the bot is off (the same, for every metric: see `bot_control` below);
+ *   RS_CONTROL_SAMPLE    (bits 0 to 4) n, 0 to RS_WEIGHT_LOG2_MAX: a histogram writes 1 call in 2^n
+ *                        and gathers the others (SAMPLING AND GATHERING: counted, summed and their
+ *                        largest kept exactly), a record standing for the 2^k - 1 calls before it
+ *                        (k >= n) as any sampled record does; only while the consumer reads gather
+ *                        cells (else every call is written, as a lane that never samples).
+ * A producer loads the word (relaxed) after it has its lane, before anything else the call does,
+ * and goes its ordinary way when the word is zero, so a change takes effect at each thread's next
+ * call. Only the operator's tool writes these words, with atomic read-modify-writes, and the
+ * header's `bot_control` (0x180: RS_CONTROL_BOT_OFF or 0): to turn the bot off it stores
+ * `bot_control` first, then sets RS_CONTROL_BOT_OFF in every published metric's word; a producer
+ * publishing a new metric sets that bit in the new metric's word (an atomic or) if `bot_control`
+ * has it, reading `bot_control` after its release of `metric_count` with a full fence between
+ * (as the tool fences between its store and its read of `metric_count`), so that of two racing
+ * updates neither is lost. WORKERS: the tool writes the bot's file and every worker file of the bot;
+ * a producer that makes a worker file copies, at each metric it registers there, the word of the
+ * same metric (name and labels) in the bot's own file, and the bot's `bot_control`, after making
+ * its file, so that a change made while it started reaches it either way. The words stay in the
+ * file: a bot that attaches its file again (a restart) keeps them, until the tool sets them back.
+ *
  * EXEMPLARS: a histogram's record may carry an exemplar, a short set of labels naming what was
  * measured (an order id, a trace id), as OpenMetrics has them. The record has RS_FLAG_EXEMPLAR and
  * `exemplar_length`, 1 to RS_EXEMPLAR_MAX bytes; the exemplar's bytes follow it in the lane's next
@@ -377,6 +401,10 @@ typedef enum {
 #define RS_SCALE_MAX 18
 /** A signed value's offset binary: the top bit flipped (see VALUES). */
 #define RS_OFFSET_BINARY_BIAS 0x8000000000000000ULL
+/** A metric cell's `control` word, and the header's `bot_control` (see CONTROL). */
+#define RS_CONTROL_OFF 0x80000000u
+#define RS_CONTROL_BOT_OFF 0x40000000u
+#define RS_CONTROL_SAMPLE 0x1Fu
 
 /** Units of a metric's values. */
 typedef enum {
@@ -427,7 +455,7 @@ typedef enum {
 
 /* MARK: - Layout */
 
-/** The header page's first 384 bytes; the rest of the page is zero. */
+/** The header page's first 448 bytes; the rest of the page is zero. */
 typedef struct {
     /* 0x000: layout, written by the creator before `version` */
     uint64_t magic;                /* 0x000 RS_MAGIC */
@@ -473,6 +501,10 @@ typedef struct {
     uint64_t drain_interval_ns;    /* 0x110 the longest the consumer expects to leave a filling lane
                                       undrained (see SAMPLING); 0: not said */
     uint8_t consumer_reserved[0x180 - 0x118];
+
+    /* 0x180: the operator's line (see CONTROL): written by its tool only */
+    uint32_t bot_control;          /* 0x180 RS_CONTROL_BOT_OFF while the bot is off, else 0 */
+    uint8_t control_reserved[0x1C0 - 0x184];
 } rs_header;
 
 /** One registry entry (512 bytes). */
@@ -505,7 +537,9 @@ typedef struct {
     uint64_t unlaned_max;   /* 0x20 histograms: the largest of them (atomic compare-and-swap) */
     uint64_t clamped;       /* 0x28 histograms and counters: values clamped or not recorded (see
                                VALUES; atomic add) */
-    uint64_t reserved[2];   /* 0x30 */
+    uint32_t control;       /* 0x30 the operator's switches (see CONTROL; written by its tool only) */
+    uint32_t reserved0;     /* 0x34 */
+    uint64_t reserved[1];   /* 0x38 */
 } rs_metric_cell;
 
 /** One histogram's gathered calls on one lane (64 bytes; see SAMPLING): written by the lane's
@@ -558,7 +592,7 @@ typedef struct {
  * compiler that lays a struct out otherwise stops the build instead of writing other files. */
 #define RS_FIELD_AT(type, field, offset) \
     RS_STATIC_ASSERT(offsetof(type, field) == (offset), #type "." #field " at " #offset)
-RS_STATIC_ASSERT(sizeof(rs_header) == 0x180, "rs_header is 384 bytes");
+RS_STATIC_ASSERT(sizeof(rs_header) == 0x1C0, "rs_header is 448 bytes");
 RS_FIELD_AT(rs_header, magic, 0x000);
 RS_FIELD_AT(rs_header, version, 0x008);
 RS_FIELD_AT(rs_header, header_size, 0x00C);
@@ -591,6 +625,7 @@ RS_FIELD_AT(rs_header, consumer_pid, 0x100);
 RS_FIELD_AT(rs_header, weights_reader_pid, 0x104);
 RS_FIELD_AT(rs_header, consumer_heartbeat_ns, 0x108);
 RS_FIELD_AT(rs_header, drain_interval_ns, 0x110);
+RS_FIELD_AT(rs_header, bot_control, 0x180);
 RS_STATIC_ASSERT(sizeof(rs_registry_entry) == RS_REGISTRY_ENTRY_SIZE, "registry entry is 512 bytes");
 RS_FIELD_AT(rs_registry_entry, index, 0x000);
 RS_FIELD_AT(rs_registry_entry, kind, 0x004);
@@ -612,6 +647,7 @@ RS_FIELD_AT(rs_metric_cell, unlaned, 0x10);
 RS_FIELD_AT(rs_metric_cell, unlaned_sum, 0x18);
 RS_FIELD_AT(rs_metric_cell, unlaned_max, 0x20);
 RS_FIELD_AT(rs_metric_cell, clamped, 0x28);
+RS_FIELD_AT(rs_metric_cell, control, 0x30);
 RS_FIELD_AT(rs_metric_cell, reserved, 0x30);
 RS_STATIC_ASSERT(sizeof(rs_gather_cell) == RS_GATHER_CELL_SIZE, "a gather cell is 64 bytes");
 RS_FIELD_AT(rs_gather_cell, calls, 0x00);
