@@ -167,6 +167,12 @@ _H_WORKERS_REFUSED = 0x0A8  # the bot's file: processes refused a worker file, a
 LANE_UNUSED, LANE_ACTIVE, LANE_RETIRED = 0, 1, 2
 FLAG_SPAN = 0x01  # a record's value is a duration measured with the precise clock
 FLAG_EXEMPLAR = 0x02  # exemplar records follow the value's: its `exemplar_length` bytes
+FLAG_WEIGHT_SHIFT = 4  # bits 4 to 7 of a record's flags: k, 2^k - 1 calls gathered before it (SAMPLING)
+WEIGHT_LOG2_MAX = 15
+# A metric cell's `control` word and the header's `bot_control` (CONTROL in ringside.h): written by
+# the operator's tool, read by the producer at every call.
+CONTROL_OFF, CONTROL_BOT_OFF, CONTROL_SAMPLE = 0x80000000, 0x40000000, 0x1F
+CONTROL_STOPS = CONTROL_OFF | CONTROL_BOT_OFF  # either: the call records nothing and counts nothing
 KIND_EXEMPLAR = 4  # an exemplar record's kind: 16 of an exemplar's bytes
 
 _U64 = (1 << 64) - 1
@@ -174,7 +180,7 @@ _U32 = (1 << 32) - 1
 
 # The header's layout line, 0x000 to 0x068: magic .. lane_header_size, lane_gather_offset, gather_cell_size.
 _LAYOUT = struct.Struct("<QIIIIIIQQQQQQIIIIII")
-_HEADER_STRUCT_SIZE = 0x180  # sizeof(rs_header): the layout, producer and consumer lines
+_HEADER_STRUCT_SIZE = 0x1C0  # sizeof(rs_header): the layout, producer, consumer and control lines
 # Header fields: their index in the 8-byte (Q) or 4-byte (I) view of the header mapping.
 _I_VERSION = 0x008 // 4
 _I_LANES_ALLOCATED = 0x080 // 4
@@ -185,13 +191,18 @@ _I_PRODUCER_PID = 0x098 // 4  # an int32; a pid is positive, so its unsigned sto
 _I_ATTACHES = 0x09C // 4
 _Q_LANES_EXHAUSTED = 0x0A0 // 8
 _I_SAMPLE_ABOVE = 0x0B0 // 4  # records in a lane past which its histograms are sampled: 0, never
+_I_CONSUMER_PID, _I_WEIGHTS_READER_PID = 0x100 // 4, 0x104 // 4  # both the consumer's pid: it reads gather cells
+_I_BOT_CONTROL = 0x180 // 4  # RS_CONTROL_BOT_OFF while the operator has the bot off (CONTROL)
 # A metric cell's fields, from the cell's index in the header's Q view: a gauge's value, and what
 # threads without a lane could not keep (with a histogram's dropped values' sum and largest).
 _CELL_GAUGE_BITS, _CELL_GAUGE_SET, _CELL_UNLANED, _CELL_UNLANED_SUM, _CELL_UNLANED_MAX = 0, 1, 2, 3, 4
 _CELL_CLAMPED = 5  # values a histogram or counter of steps could not hold, clamped or not recorded (VALUES)
 _CELL_WORDS = METRIC_CELL_SIZE // 8
+_CELL_CONTROL_I, _CELL_I_WORDS = 0x30 // 4, METRIC_CELL_SIZE // 4  # a cell's `control`, in the header's I view
 # A gather cell's fields (SAMPLING AND GATHERING in ringside.h), from its index in the lane's Q
-# view: this backend never samples, so it writes only a dropped record's value's sum and largest.
+# view: this backend never samples a filling lane; it gathers only the calls an operator's control
+# samples (CONTROL in ringside.h), and writes a dropped record's value's sum and largest.
+_GATHER_CALLS, _GATHER_SUM, _GATHER_LATEST, _GATHER_MAX = 0, 1, 2, 3
 _GATHER_DROPPED_SUM, _GATHER_DROPPED_MAX = 4, 5
 _GATHER_WORDS = GATHER_CELL_SIZE // 8
 # A lane header's fields, in the lane mapping's Q and I views; then one 8-byte cell per metric.
@@ -203,6 +214,7 @@ _LI_OWNER = 0x1C // 4  # an int32 thread id, stored like the pid
 _LI_CLAIMS = 0x20 // 4
 _LI_CELL_WRITES = 0x24 // 4  # counter increments made through the lane, wrapping: a reader sees a counter move
 _L_THREAD_NAME = 0x28  # a byte offset: the holder's name, THREAD_NAME_MAX bytes, NUL-padded
+_LQ_GATHERED = 0x48 // 8  # calls gathered on the lane, all histograms
 _LQ_READ = 0x80 // 8
 _LQ_CELLS = LANE_HEADER_SIZE // 8
 # A registry entry's fixed part: index, kind, unit, gauge_merge, form, sample_every, three lengths, scale.
@@ -358,20 +370,24 @@ class _Lane:
     Only the thread holding it (`holder`) writes its records and cells; claims and retirements
     happen under the bot's lock. `close()` leaves `index` and `state` None and the views released,
     so a handle's hot path that still holds the lane fails into the slow path, which says why.
-    `hd` and `hq` are the header views of the lane's file, for the metric cells (a gauge's value):
-    a hot path reaches them through the lane it holds, so never through a file the process let go
-    of (a forked child's parent's), whose views are released.
+    `hd`, `hq` and `hi` are the header views of the lane's file, for the metric cells (a gauge's
+    value, a metric's control word): a hot path reaches them through the lane it holds, so never
+    through a file the process let go of (a forked child's parent's), whose views are released.
+    `calls` is the control's sampling (CONTROL in ringside.h), in this process's memory: per
+    metric, its calls on the lane since its last record there, while an operator samples it.
     """
-    __slots__ = ("index", "mm", "mv", "q", "i", "state", "holder", "hd", "hq")
+    __slots__ = ("index", "mm", "mv", "q", "i", "state", "holder", "hd", "hq", "hi", "calls")
 
-    def __init__(self, index: int, mm: mmap.mmap, hd: memoryview[float], hq: memoryview[int]) -> None:
+    def __init__(self, index: int, mm: mmap.mmap, hd: memoryview[float], hq: memoryview[int],
+                 hi: memoryview[int]) -> None:
         # Any: an int and a list, or None once closed (any use by a hot path then raises into the slow path).
         self.index: Any = index
         self.mm = mm
         self.mv = memoryview(mm)
         self.q = self.mv.cast("Q")
         self.i = self.mv.cast("I")
-        self.hd, self.hq = hd, hq  # the bot's: released with its header mapping, not here
+        self.hd, self.hq, self.hi = hd, hq, hi  # the bot's: released with its header mapping, not here
+        self.calls: dict[int, int] = {}  # metric index -> calls gathered since its last record here
         self.state: Any = [0, 0]  # the next cursor to publish, and the consumer's cursor as last seen
         self.holder: threading.Thread | None = None  # the thread holding it (process-private), or None
 
@@ -487,6 +503,63 @@ def _count_refused_worker(directory: str, name: str) -> bool:
         os.close(fd)
 
 
+_FENCE_LOCK = threading.Lock()
+
+
+def _full_fence() -> None:
+    """A full memory fence, which Python lacks: taking and releasing a lock runs an atomic
+    read-modify-write (a locked instruction on x86-64: glibc's semaphores, CPython's mutexes),
+    which orders every store before it with every load after it."""
+    with _FENCE_LOCK:
+        pass
+
+
+def _bot_file_controls(directory: str, name: str) -> tuple[int, dict[tuple[str, bytes], int]] | None:
+    """The bot's own file's bot_control, and the control word of each metric it has published by
+    (name, labels) (CONTROL in ringside.h), for a worker file's new metrics; None when the file is
+    missing, not this user's regular file, or not a valid bot file. Read only, through a read-only
+    mapping: each word is one aligned load, as the operator's tool stores it."""
+    try:
+        fd = os.open(os.path.join(directory, FILE_PREFIX + name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_size < HEADER_SIZE:
+            return None
+        layout = os.pread(fd, _LAYOUT.size, 0)
+        (magic, version, header_size, _, capacity_log2, registry_capacity, entry_size, registry_offset,
+         cells_offset, lanes_offset) = _LAYOUT.unpack(layout)[:10]
+        if (magic != MAGIC or not FORMAT_VERSION_MIN <= version <= FORMAT_VERSION or header_size != HEADER_SIZE
+                or entry_size != REGISTRY_ENTRY_SIZE or not MIN_CAPACITY_LOG2 <= capacity_log2 <= MAX_CAPACITY_LOG2
+                or not 1 <= registry_capacity <= MAX_MAX_METRICS):
+            return None
+        g = _Geometry(capacity_log2, registry_capacity)
+        if (registry_offset, cells_offset, lanes_offset) != (g.registry_offset, g.cells_offset, g.lanes_offset) \
+                or info.st_size < g.lanes_offset:
+            return None
+        with mmap.mmap(fd, g.lanes_offset, mmap.MAP_SHARED, mmap.PROT_READ) as mapped:
+            view = memoryview(mapped)
+            words = view.cast("I")
+            try:
+                bot_control = words[_I_BOT_CONTROL]
+                count = words[_I_METRIC_COUNT]  # "acquire" (x86-64): its entries were stored before it
+                controls: dict[tuple[str, bytes], int] = {}
+                for index in range(min(count, registry_capacity)):
+                    metric = _read_entry(name, view, g.registry_offset + index * REGISTRY_ENTRY_SIZE, index)
+                    if not isinstance(metric, str):
+                        controls[(metric.name, metric.labels)] = words[(g.cells_offset + index * METRIC_CELL_SIZE) // 4
+                                                                       + _CELL_CONTROL_I]
+            finally:
+                words.release()
+                view.release()
+        return bot_control, controls
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def _disabled_by_environment() -> bool:
     return os.environ.get("RINGSIDE_DISABLED", "").lower() in ("1", "true", "yes")
 
@@ -540,6 +613,7 @@ class Bot:
     _hi: memoryview[int]
     _hd: memoryview[float]
     _cells_q: int
+    _control_i: int
     _gather_q: int
 
     def __init__(self, name: str, directory: str | None = None, lane_capacity: int | None = None,
@@ -767,6 +841,7 @@ class Bot:
         self._hi = self._hv.cast("I")
         self._hd = self._hv.cast("d")  # gauge_bits, stored as the double they are
         self._cells_q = self._geometry.cells_offset // 8
+        self._control_i = self._geometry.cells_offset // 4 + _CELL_CONTROL_I  # metric 0's control word, in _hi
         self._gather_q = self._geometry.lane_gather_offset // 8  # in a lane's Q view
 
     def _space_error(self, size: int, error: OSError) -> RingError:
@@ -873,7 +948,7 @@ class Bot:
             raise corrupt(f"it has {size} bytes, but its {allocated} lanes need {needed}")
         capacity = 1 << self._capacity_log2
         for index in range(allocated):
-            lane = _Lane(index, self._map(g.lane_size, g.lanes_offset + index * g.lane_size), self._hd, self._hq)
+            lane = _Lane(index, self._map(g.lane_size, g.lanes_offset + index * g.lane_size), self._hd, self._hq, self._hi)
             self._lanes.append(lane)
             write, read = lane.q[_LQ_WRITE], lane.q[_LQ_READ]
             if read > write:
@@ -1062,8 +1137,7 @@ class Bot:
             if metric.kind == KIND_HISTOGRAM and metric.sample_every > 1:
                 self._countdowns[index] = [1] * self._max_lanes
         if len(entries) > had:
-            # "Release": the entries' stores are visible before the count's (x86-64, see above).
-            self._hi[_I_METRIC_COUNT] = len(entries)
+            self._publish(self._entries[had:])
         # The metrics this process registered before the fork are the parent's first entries:
         # keep its objects (handles hold them, and their sampling countdowns, which start again
         # in the worker file's lanes, as a new file's do).
@@ -1077,6 +1151,42 @@ class Bot:
                 countdowns = self._countdowns[index] = known_countdowns[index]
                 countdowns[:] = [1] * len(countdowns)
         self._laneless_countdowns.clear()
+
+    def _publish(self, metrics: list[_Metric]) -> None:
+        """Publishes the registry's new entries `metrics` (the last ones, written) with one store of
+        metric_count, each starting with the control the operator has set (CONTROL in ringside.h):
+        the bot's BOT_OFF, and in a worker file the word of the same metric in the bot's own file.
+        The tool writes a published metric's word only, so an unpublished one's is ours to store
+        plainly; the control is read again after the count's store and a full fence (the tool
+        fences between its store and its read of metric_count), and what it adds by then is or'ed
+        in. Python has no atomic or: that one is a load and a store, a rare race (the operator
+        turning the bot off while this registers) in which a change the tool makes to the same new
+        word at the same instant could be lost, where the C library's atomic or loses nothing."""
+        controls = self._controls_for(metrics)
+        for metric, word in zip(metrics, controls):
+            self._hi[self._control_i + _CELL_I_WORDS * metric.index] = word
+        # "Release": the entries' stores are visible before the count's (x86-64, see above).
+        self._hi[_I_METRIC_COUNT] = metrics[-1].index + 1
+        _full_fence()
+        for metric, word in zip(metrics, self._controls_for(metrics)):
+            at = self._control_i + _CELL_I_WORDS * metric.index
+            held = self._hi[at]
+            if word & ~held:
+                self._hi[at] = held | word
+
+    def _controls_for(self, metrics: list[_Metric]) -> list[int]:
+        """The control words new metrics start with: BOT_OFF if this file's bot_control has it, and
+        in a worker file the word of the same metric (name and labels) in the bot's own file and
+        that file's BOT_OFF (none if that file is missing or not a valid bot file)."""
+        bot_off = self._hi[_I_BOT_CONTROL] & CONTROL_BOT_OFF
+        if os.path.basename(self._path or "") == FILE_PREFIX + self.name:
+            return [bot_off] * len(metrics)
+        found = _bot_file_controls(self._directory, self.name)
+        if found is None:
+            return [bot_off] * len(metrics)
+        bot_control, words = found
+        bot_off |= bot_control & CONTROL_BOT_OFF
+        return [bot_off | words.get((metric.name, metric.labels), 0) for metric in metrics]
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -1136,7 +1246,7 @@ class Bot:
         offset = g.lanes_offset + index * g.lane_size
         # The file grows by the lane, reserved first: a full /dev/shm fails here, never as SIGBUS.
         os.posix_fallocate(self._fd, offset, g.lane_size)
-        lane = _Lane(index, self._map(g.lane_size, offset), self._hd, self._hq)
+        lane = _Lane(index, self._map(g.lane_size, offset), self._hd, self._hq, self._hi)
         # A process that died while adding this lane may have written its header or cells.
         lane.mm[:g.lane_records_offset] = bytes(g.lane_records_offset)
         self._lanes.append(lane)
@@ -1150,6 +1260,7 @@ class Bot:
         # this lock, or ended, or was another process, gone before we took the file's lock).
         lane.state[0], lane.state[1] = q[_LQ_WRITE], q[_LQ_READ]
         lane.holder = thread
+        lane.calls.clear()  # as the C library's holder ends its sampling: what it gathered is counted
         now = _coarse_ns()
         i[_LI_CLAIMS] = (i[_LI_CLAIMS] + 1) & _U32
         i[_LI_OWNER] = threading.get_native_id()
@@ -1240,8 +1351,7 @@ class Bot:
                 mm[offset + 0x80:offset + 0x80 + len(labels)] = labels
                 mm[offset + 0x180:offset + 0x180 + len(help_bytes)] = help_bytes
                 self._upgrade_for(metric)
-                # "Release": the entry's stores are visible before the count's (x86-64, see above).
-                self._hi[_I_METRIC_COUNT] = index + 1
+                self._publish([metric])
             if sample_every > 1:
                 self._countdowns[index] = [1] * max(self._max_lanes, 1)
             self._metrics[(name, labels)] = metric
@@ -1336,6 +1446,12 @@ class Bot:
         if self._header is None:
             return False  # disabled
         kind, index = metric.kind, metric.index
+        lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()
+        # The operator's control (CONTROL in ringside.h), read once the thread has its lane (a forked
+        # child is a worker by now), before anything else the call does.
+        control = self._hi[self._control_i + _CELL_I_WORDS * index]
+        if control & CONTROL_STOPS:
+            return None if kind == KIND_COUNTER else False  # off: nothing recorded, nothing counted
         if metric.steps:
             value, clamped = _stored(metric, value)
             if clamped:
@@ -1345,7 +1461,6 @@ class Bot:
                     self._hq[at] = (self._hq[at] + 1) & _U64
             if value is None:
                 return None if kind == KIND_COUNTER else False  # a NaN, or a counter's increment below 0
-        lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()
         if kind == KIND_GAUGE:
             cell = self._cells_q + _CELL_WORDS * index
             self._hd[cell + _CELL_GAUGE_BITS] = value
@@ -1380,6 +1495,12 @@ class Bot:
             countdowns[lane.index] = left - 1 if left > 1 else metric.sample_every
             if left > 1:
                 return False
+        if control & CONTROL_SAMPLE and kind == KIND_HISTOGRAM and self._consumer_reads_weights():
+            k = self._control_sample(lane, index, value, min(control & CONTROL_SAMPLE, WEIGHT_LOG2_MAX))
+            if k < 0:
+                return False  # gathered
+            flags |= k << FLAG_WEIGHT_SHIFT
+            encoded = b""  # a call the control samples is recorded without its exemplar
         if encoded:
             return self._write_exemplar(lane, index, value, encoded, flags)
         # The hot path's steps, spelled out (see _histogram_observe).
@@ -1398,6 +1519,40 @@ class Bot:
         q[_LQ_WRITE] = cursor + 1  # "release": publishes the record above
         q[_LQ_HEARTBEAT] = now
         return True
+
+    def _consumer_reads_weights(self) -> bool:
+        """Whether the file's consumer reads gather cells: it stored its pid in both fields."""
+        pid = self._hi[_I_CONSUMER_PID]
+        return pid != 0 and self._hi[_I_WEIGHTS_READER_PID] == pid
+
+    def _control_sample(self, lane: _Lane, index: int, value: int, n: int) -> int:
+        """A histogram's call while the operator samples it 1 in 2^n (CONTROL in ringside.h), as
+        the C library's adaptive sampling counts a metric's calls on a lane: the call that makes
+        them a power of two and at least 2^n is written, carrying k = log2(calls) (returned; the
+        count starts again), and every other one is gathered (returns -1)."""
+        calls = lane.calls.get(index, 0) + 1
+        if calls < 1 << n or calls & (calls - 1):
+            lane.calls[index] = calls
+            self._gather(lane, index, value)
+            return -1
+        lane.calls.pop(index, None)
+        return calls.bit_length() - 1
+
+    def _gather(self, lane: _Lane, index: int, value: int) -> None:
+        """Gathers a histogram's call (SAMPLING AND GATHERING in ringside.h): its gather cell's
+        calls, sum, latest value and largest not yet taken, and the lane's gathered, no record.
+        Only the lane's holder writes these but `max`, which the consumer takes by exchanging it
+        with 0: a plain load and store serves, as the store (after the load saw a smaller value)
+        overwrites either that value or the 0 the consumer left after taking it. The count is
+        stored after the value ("release": x86-64, see MEMORY ORDERING)."""
+        q = lane.q
+        cell = self._gather_q + _GATHER_WORDS * index
+        q[cell + _GATHER_SUM] = (q[cell + _GATHER_SUM] + value) & _U64
+        q[cell + _GATHER_LATEST] = value
+        if value > q[cell + _GATHER_MAX]:
+            q[cell + _GATHER_MAX] = value
+        q[cell + _GATHER_CALLS] = (q[cell + _GATHER_CALLS] + 1) & _U64
+        q[_LQ_GATHERED] = (q[_LQ_GATHERED] + 1) & _U64
 
     def _drop(self, lane: _Lane, index: int, kind: int, value: int) -> None:
         """A full lane drops a record: counted in the lane and in its cell of the metric, and a
@@ -1482,6 +1637,7 @@ class Bot:
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
         float_scale = float(scale)
         encode, write_exemplar, index = self._encode_exemplar, self._write_exemplar, metric.index
+        control_at = self._control_i + _CELL_I_WORDS * index  # nonzero: the operator's control, the slow way
 
         def observe_exemplar(value: Any, exemplar: Any) -> bool | None:
             # A value with an exemplar: an int (times the unit's scale), or a float in s, ms or us,
@@ -1498,8 +1654,8 @@ class Bot:
                 lane = local.lane
             except AttributeError:
                 lane = None
-            if lane is None or lane.state is None:  # no lane yet, or none; a closed or forked bot
-                return slow(metric, stored, False, raw=False, exemplar=exemplar)
+            if lane is None or lane.state is None or lane.hi[control_at]:  # no lane yet, or none; a closed or
+                return slow(metric, stored, False, raw=False, exemplar=exemplar)  # forked bot; a control
             return write_exemplar(lane, index, stored, encoded, 0)
 
         def observe(value: Any, exemplar: Any = None) -> bool | None:
@@ -1510,7 +1666,7 @@ class Bot:
                 lane = local.lane
                 state = lane.state
                 cursor = state[0]
-                if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
+                if not lane.hi[control_at] and (cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask):
                     now = clock()
                     pack(lane.mv, base + ((cursor & mask) << 5), now, value, cursor, tail)  # 32-byte records
                     state[0] = cursor + 1
@@ -1537,7 +1693,7 @@ class Bot:
                 lane = local.lane
                 state = lane.state
                 cursor = state[0]
-                if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
+                if not lane.hi[control_at] and (cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask):
                     now = clock()
                     pack(lane.mv, base + ((cursor & mask) << 5), now, stored, cursor, tail)
                     state[0] = cursor + 1
@@ -1561,10 +1717,14 @@ class Bot:
             if exemplar is not None:
                 return slow(metric, value, True, exemplar=exemplar)  # samples, as it writes the exemplar
             try:
-                n = local.lane.index
+                lane = local.lane
+                n = lane.index
                 left = countdowns[n]
+                controlled = lane.hi[control_at]
             except Exception:
                 return slow(metric, value, True)  # no lane yet, or none; a closed or forked bot
+            if controlled:
+                return slow(metric, value, True)  # the operator's control: before the sampling
             if left > 1:
                 countdowns[n] = left - 1
                 if not ((value.__class__ is int or value.__class__ is float) and value >= 0):
@@ -1588,6 +1748,7 @@ class Bot:
         signed, per_unit = metric.form == FORM_SIGNED, metric.steps_per_unit
         multiplier = POWERS_OF_TEN[-metric.scale] if metric.scale <= 0 else 0  # an int's steps, exactly (0: the converter's)
         low, high, bias = (-I64_MAX, I64_MAX, OFFSET_BINARY_BIAS) if signed else (0, _U64, 0)
+        control_at = self._control_i + _CELL_I_WORDS * metric.index
         if metric.sample_every > 1:
             def sampled(value: Any, exemplar: Any = None) -> bool | None:
                 return slow(metric, value, True, exemplar=exemplar)  # converts and counts, then samples, as C
@@ -1611,7 +1772,7 @@ class Bot:
                         lane = local.lane
                         state = lane.state
                         cursor = state[0]
-                        if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
+                        if not lane.hi[control_at] and (cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask):
                             now = clock()
                             pack(lane.mv, base + ((cursor & mask) << 5), now, stored, cursor, tail)
                             state[0] = cursor + 1
@@ -1630,6 +1791,7 @@ class Bot:
         if self._header is None:
             return self._inert(metric)
         local, slow, at = self._local, self._slow, _LQ_CELLS + metric.index
+        control_at = self._control_i + _CELL_I_WORDS * metric.index
         per_unit = metric.steps_per_unit
         multiplier = POWERS_OF_TEN[-metric.scale] if metric.scale <= 0 else 0
 
@@ -1645,10 +1807,11 @@ class Bot:
                     stored = by * multiplier
                 if stored >= 0:
                     lane = local.lane
-                    lane.q[at] += stored  # past 2^64 it raises, and the slow way wraps it, as C
-                    words = lane.i
-                    words[_LI_CELL_WRITES] = (words[_LI_CELL_WRITES] + 1) & _U32
-                    return
+                    if not lane.hi[control_at]:
+                        lane.q[at] += stored  # past 2^64 it raises, and the slow way wraps it, as C
+                        words = lane.i
+                        words[_LI_CELL_WRITES] = (words[_LI_CELL_WRITES] + 1) & _U32
+                        return
             except Exception:
                 pass
             slow(metric, by, False)
@@ -1677,15 +1840,17 @@ class Bot:
         if self._header is None:
             return self._inert(metric)
         local, slow, at = self._local, self._slow, _LQ_CELLS + metric.index
+        control_at = self._control_i + _CELL_I_WORDS * metric.index
 
         def inc(by: Any = 1) -> None:
             try:
                 if by >= 0:  # a float fails the store below, and goes to the converter
                     lane = local.lane
-                    lane.q[at] += by  # the lane's cell: only its holder writes it, so load + store is exact
-                    words = lane.i
-                    words[_LI_CELL_WRITES] = (words[_LI_CELL_WRITES] + 1) & _U32  # then the word readers watch
-                    return
+                    if not lane.hi[control_at]:  # nonzero: the operator's control, the slow way
+                        lane.q[at] += by  # the lane's cell: only its holder writes it, so load + store is exact
+                        words = lane.i
+                        words[_LI_CELL_WRITES] = (words[_LI_CELL_WRITES] + 1) & _U32  # then the word readers watch
+                        return
             except Exception:
                 pass
             slow(metric, by, False)
@@ -1703,6 +1868,7 @@ class Bot:
         tail = metric.index | KIND_GAUGE << 32
         bits_at = self._cells_q + _CELL_WORDS * metric.index + _CELL_GAUGE_BITS
         set_at = self._cells_q + _CELL_WORDS * metric.index + _CELL_GAUGE_SET
+        control_at = self._control_i + _CELL_I_WORDS * metric.index
         write_at, heartbeat_at = _LQ_WRITE, _LQ_HEARTBEAT
         current = [0.0]
         self._gauge_values.append(current)  # set to 0 in a forked child
@@ -1710,20 +1876,21 @@ class Bot:
         def set(value: Any) -> bool | None:
             try:
                 lane = local.lane
-                # The metric's shared cell, in the lane's file: any thread may set it, the last store wins.
-                lane.hd[bits_at] = value  # a float; anything else raises, and goes to the converter
-                current[0] = value
-                lane.hq[set_at] = 1  # "release": after gauge_bits
-                state = lane.state
-                cursor = state[0]
-                if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
-                    now = clock()
-                    pack(lane.mv, base + ((cursor & mask) << 5), now, value, cursor, tail)
-                    state[0] = cursor + 1
-                    q = lane.q
-                    q[write_at] = cursor + 1  # "release": publishes the record above
-                    q[heartbeat_at] = now
-                    return True
+                if not lane.hi[control_at]:  # nonzero: the operator's control, the slow way
+                    # The metric's shared cell, in the lane's file: any thread may set it, the last store wins.
+                    lane.hd[bits_at] = value  # a float; anything else raises, and goes to the converter
+                    current[0] = value
+                    lane.hq[set_at] = 1  # "release": after gauge_bits
+                    state = lane.state
+                    cursor = state[0]
+                    if cursor - state[1] <= mask or cursor - lane.refresh_read() <= mask:
+                        now = clock()
+                        pack(lane.mv, base + ((cursor & mask) << 5), now, value, cursor, tail)
+                        state[0] = cursor + 1
+                        q = lane.q
+                        q[write_at] = cursor + 1  # "release": publishes the record above
+                        q[heartbeat_at] = now
+                        return True
             except Exception:
                 pass
             value = metric.convert(value)

@@ -202,6 +202,10 @@ class BotFile:
             self.entries.append(data[at:at + 512])
         # Each metric cell: gauge bits, gauge set, unlaned, unlaned_sum, unlaned_max, clamped (64 bytes).
         self._cells = [struct.unpack_from("<QQQQQQ", data, cells_offset + 64 * index) for index in range(count)]
+        # The operator's words (CONTROL in ringside.h): each metric cell's `control` (0x30), in
+        # registry order, and the header's `bot_control` (0x180).
+        self.controls = [struct.unpack_from("<I", data, cells_offset + 64 * index + 0x30)[0] for index in range(count)]
+        self.bot_control = struct.unpack_from("<I", data, 0x180)[0]
         self._lane_cells = []
         # Each lane's gather cells (SAMPLING AND GATHERING in ringside.h), by metric: calls, sum,
         # latest, max (not yet taken), dropped_sum, dropped_max.
@@ -326,6 +330,24 @@ class BotFile:
         exemplar, lane by lane, each lane in order."""
         index = self.index(name, labels)
         return [(value, flags, text) for metric, value, flags, text in self._exemplars if metric == index]
+
+
+# The operator's control words (CONTROL in ringside.h).
+CONTROL_OFF, CONTROL_BOT_OFF = 0x80000000, 0x40000000
+
+
+def set_control(path, name, word, labels=""):
+    """Stores `word` in the control word of metric `name` of the bot file at `path`, as the
+    operator's tool does (one aligned 4-byte store)."""
+    cells_offset = struct.unpack_from("<Q", open(path, "rb").read(0x30), 0x28)[0]
+    with open(path, "r+b") as file:
+        os.pwrite(file.fileno(), struct.pack("<I", word), cells_offset + 64 * BotFile(path).index(name, labels) + 0x30)
+
+
+def set_bot_control(path, word):
+    """Stores `word` in the bot_control of the bot file at `path` (0x180)."""
+    with open(path, "r+b") as file:
+        os.pwrite(file.fileno(), struct.pack("<I", word), 0x180)
 
 
 def signed(offset):
