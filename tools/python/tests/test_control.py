@@ -5,6 +5,7 @@ read the file as it lies (BotFile), on both backends."""
 
 import os
 import struct
+import threading
 
 import ringside
 from conftest import CONTROL_BOT_OFF, CONTROL_OFF, BotFile, _ringside, run_python, set_bot_control, set_control
@@ -184,6 +185,39 @@ def test_a_control_sample_records_a_call_without_its_exemplar_and_counters_ignor
     assert (file.values("fill"), file.weights("fill"), file.exemplars("fill")) == ([4, 8], [4, 4], [])
     assert file.gathered("fill") == (6, 1 + 2 + 3 + 5 + 6 + 7, 7)
     assert file.counter("orders") == 5
+    bot.close()
+
+
+def test_a_histogram_registered_1_in_2_is_sampled_so_first_then_by_the_control(ring_dir, backend):
+    bot = ringside.Bot("both", ring_dir, _backend=backend)
+    fill = bot.histogram("fill", sample_every=2)
+    declare_consumer(bot.path, 4242, True)
+    set_control(bot.path, "fill", 1)
+    values = list(range(1, 41))
+    written = [fill.observe(value) for value in values]
+    file = BotFile(bot.path)
+    # Calls 1, 3, 5, ... pass the registered sampling; the control writes every 2nd of them.
+    assert [value for value, was in zip(values, written) if was] == file.values("fill") == values[2::4]
+    assert file.weights("fill") == [2] * 10 and file.gathered("fill")[:2] == (10, sum(values[0::4]))
+    bot.close()
+
+
+def test_a_thread_without_a_lane_counts_nothing_for_a_metric_off(ring_dir, backend):
+    bot = ringside.Bot("laneless", ring_dir, max_lanes=1, _backend=backend)
+    orders, fill = bot.counter("orders"), bot.histogram("fill")
+    orders.inc()  # this thread holds the one lane
+    set_control(bot.path, "orders", CONTROL_OFF)
+    set_control(bot.path, "fill", CONTROL_OFF)
+    thread = threading.Thread(target=lambda: (orders.inc(5), fill.observe(3)))
+    thread.start()
+    thread.join()
+    file = BotFile(bot.path)
+    assert (file.counter("orders"), file.dropped("fill")) == (1, 0), "neither counted nor dropped"
+    set_control(bot.path, "orders", 0)
+    thread = threading.Thread(target=lambda: orders.inc(5))
+    thread.start()
+    thread.join()
+    assert BotFile(bot.path).counter("orders") == 6
     bot.close()
 
 
