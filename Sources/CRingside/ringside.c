@@ -251,6 +251,26 @@ int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_
     return rs_producer_write_looked(p, metric, kind, flags, value, timestamp_ns, exemplar, length, read);
 }
 
+int rs_producer_write_sampled_at(rs_producer *p, uint32_t metric, uint8_t flags, uint64_t value, uint64_t timestamp_ns,
+                                 uint32_t level) {
+    rs_sampling *s = p->sampling;
+    if (timestamp_ns == RS_TIMESTAMP_NOW) timestamp_ns = rs_clock_coarse_ns();
+    if (level == 0 || s == NULL || p->records == NULL || !rs_consumer_reads_weights(s->header)) {
+        return rs_producer_write_at(p, metric, RS_KIND_HISTOGRAM, flags, value, timestamp_ns);
+    }
+    if (level > RS_WEIGHT_LOG2_MAX) level = RS_WEIGHT_LOG2_MAX;
+    /* The metric's calls on this lane since its last record, as adaptive sampling counts them (no
+       look at the lane here: at its level 0 a look would start every metric's count again). */
+    uint32_t calls = s->calls[metric] + 1;
+    if (!rs_sampling_writes(calls, level)) return rs_sampling_gather(p, s, metric, value);
+    uint32_t k = 31u - (uint32_t)__builtin_clz(calls);
+    if (calls > 1) {
+        s->calls[metric] = 0;
+        s->open--;
+    }
+    return rs_producer_write_at(p, metric, RS_KIND_HISTOGRAM, (uint8_t)(flags | k << RS_FLAG_WEIGHT_SHIFT), value, timestamp_ns);
+}
+
 void rs_producer_end_sampling(rs_producer *p) {
     rs_sampling *s = p->sampling;
     if (s == NULL) return;

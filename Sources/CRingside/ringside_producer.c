@@ -1365,6 +1365,66 @@ static int rsp_same_identity(const rs_registry_entry *e, const rsp_request *r) {
         && e->labels_length == r->labels_length && (r->labels_length == 0 || memcmp(e->labels, r->labels, r->labels_length) == 0);
 }
 
+/** The control word of the metric named as `e` in the bot's own file (see CONTROL), and that
+    file's `bot_control`, ORed together: what a worker file's new metric starts with. 0 when the
+    file is missing, not this user's, or does not hold together (a worker starts as registered). */
+static uint32_t rsp_bot_file_control(const rsp_bot *b, const rs_registry_entry *e) {
+    char path[sizeof b->bot.path];
+    if (!rsp_file_path(path, sizeof path, b->directory, b->bot.name, 0, 0)) return 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint32_t control = 0;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_size >= RS_HEADER_SIZE) {
+        const rs_header *h = (const rs_header *)mmap(NULL, RS_HEADER_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+        if (h != MAP_FAILED) {
+            uint32_t version = rs_load_acquire_u32(&h->version);
+            uint32_t capacity = h->registry_capacity, count = rs_load_acquire_u32(&h->metric_count);
+            uint64_t cells = h->cells_offset, registry = h->registry_offset;
+            uint64_t end = cells + (uint64_t)capacity * RS_METRIC_CELL_SIZE;
+            int whole = h->magic == RS_MAGIC && version >= RS_FORMAT_VERSION_MIN && version <= RS_FORMAT_VERSION
+                && h->registry_entry_size == RS_REGISTRY_ENTRY_SIZE && h->metric_cell_size == RS_METRIC_CELL_SIZE
+                && count <= capacity && registry >= RS_HEADER_SIZE && registry + (uint64_t)capacity * RS_REGISTRY_ENTRY_SIZE <= cells
+                && end <= (uint64_t)st.st_size;
+            control = whole ? rs_load_relaxed_u32(&h->bot_control) & RS_CONTROL_BOT_OFF : 0;
+            munmap((void *)(uintptr_t)h, RS_HEADER_SIZE);
+            const unsigned char *file = whole ? (const unsigned char *)mmap(NULL, end, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+            if (file != MAP_FAILED) {
+                for (uint32_t i = 0; i < count; i++) {
+                    const rs_registry_entry *other = (const rs_registry_entry *)(const void *)(file + registry + (uint64_t)i * RS_REGISTRY_ENTRY_SIZE);
+                    if (other->name_length == e->name_length && other->labels_length == e->labels_length
+                        && other->name_length <= RS_NAME_MAX && other->labels_length <= RS_LABELS_MAX
+                        && memcmp(other->name, e->name, e->name_length) == 0 && memcmp(other->labels, e->labels, e->labels_length) == 0) {
+                        const rs_metric_cell *cell = (const rs_metric_cell *)(const void *)(file + cells + (uint64_t)i * RS_METRIC_CELL_SIZE);
+                        control |= rs_load_relaxed_u32(&cell->control);
+                        break;
+                    }
+                }
+                munmap((void *)(uintptr_t)file, end);
+            }
+        }
+    }
+    close(fd);
+    return control;
+}
+
+/** Entries [first, count) were just published: each takes the operator's switches that apply to
+    it (see CONTROL): the bot's off switch, and in a worker file the bot file's word of the same
+    metric. The fence pairs with the tool's, between its store of `bot_control` and its read of
+    `metric_count`: of the two, one sees the other. */
+static void rsp_take_control(rsp_bot *b, uint32_t first, uint32_t count) {
+    if (first >= count) return;
+    rs_bot *bot = &b->bot;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    uint32_t bot_off = rs_load_relaxed_u32(&bot->header->bot_control) & RS_CONTROL_BOT_OFF;
+    char own[sizeof bot->path];
+    int worker = rsp_file_path(own, sizeof own, b->directory, bot->name, 0, 0) && strcmp(own, bot->path) != 0;
+    for (uint32_t i = first; i < count; i++) {
+        uint32_t control = bot_off | (worker ? rsp_bot_file_control(b, rsp_entry(b, i)) : 0);
+        if (control != 0) __atomic_fetch_or(&rsp_metric_cells(b)[i].control, control, __ATOMIC_RELAXED);
+    }
+}
+
 /** Finds (name, labels) among the published entries, or appends it. Under bot->mutex. */
 static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *metric, rs_error *error) {
     rs_bot *bot = &b->bot;
@@ -1418,6 +1478,7 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
     rsp_upgrade_for_entry(bot, e);
     /* Release: the entry's bytes are visible before the count that publishes it. */
     rs_store_release_u32(&bot->header->metric_count, count + 1);
+    rsp_take_control(b, count, count + 1);
     rsp_fill_metric(metric, count, r);
     return 0;
 }
@@ -1643,12 +1704,23 @@ uint64_t rs_metric_steps_of_ns(rs_metric metric, uint64_t ns) {
     return steps > UINT64_MAX ? UINT64_MAX : (uint64_t)steps;
 }
 
-int rs_bot_record_scaled_span(rs_bot *bot, rs_metric metric, uint64_t start) {
+int rs_bot_record_span_slow(rs_bot *bot, rs_metric metric, uint64_t start) {
     rs_producer *p = rs_bot_producer(bot);
     rs_span_time time = rs_span_clock_end(start);
+    uint64_t ns_per_unit = metric.ns_per_unit > 1 ? metric.ns_per_unit : 1;
+    uint64_t value = metric.scale != 0 ? rs_metric_steps_of_ns(metric, time.elapsed_ns) : time.elapsed_ns / ns_per_unit;
+    uint32_t control = rs_producer_control(p, metric.index);
+    if (control != 0) return rs_bot_record_controlled(bot, metric, value, RS_FLAG_SPAN, time.end_ns, control);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
-    return rs_producer_write_at(p, metric.index, RS_KIND_HISTOGRAM, RS_FLAG_SPAN, rs_metric_steps_of_ns(metric, time.elapsed_ns),
-                                time.end_ns);
+    return rs_producer_write_at(p, metric.index, RS_KIND_HISTOGRAM, RS_FLAG_SPAN, value, time.end_ns);
+}
+
+int rs_bot_record_controlled(rs_bot *bot, rs_metric metric, uint64_t value, uint8_t flags, uint64_t timestamp_ns,
+                             uint32_t control) {
+    if (control & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return 0;
+    rs_producer *p = rs_bot_producer(bot);
+    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0; /* the registered 1 in N first, weighed by the reader */
+    return rs_producer_write_sampled_at(p, metric.index, flags, value, timestamp_ns, control & RS_CONTROL_SAMPLE);
 }
 
 int rs_bot_record_unrepresentable(rs_bot *bot, rs_metric metric, double value) {
@@ -1931,6 +2003,7 @@ static int rsp_take_registry_locked(rsp_bot *b, const rs_registry_entry *entries
     }
     /* Release: the entries' bytes are visible before the count that publishes them. */
     if (count > had) rs_store_release_u32(&bot->header->metric_count, count);
+    rsp_take_control(b, had, count);
     return 0;
 }
 

@@ -137,9 +137,10 @@ extension MappedRingFile {
             let (added, overflow) = sum.addingReportingOverflow(laneCell(lane: lane, metric: index))
             sum = overflow ? .max : added
         }
+        let control = control(metric: index)
         switch metric.kind {
-        case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil, clamped: clamped(metric: index))
-        case .gauge: return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index))
+        case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil, clamped: clamped(metric: index), control: control)
+        case .gauge: return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index), control: control)
         case .histogram:
             // The dropped values' sum and largest (see SAMPLING: DROPPED VALUES in `ringside.h`).
             var (droppedSum, droppedMax) = unlanedValues(metric: index)
@@ -149,7 +150,8 @@ extension MappedRingFile {
                 droppedMax = max(droppedMax, cell.droppedMax)
             }
             return MetricCells(
-                total: 0, dropped: sum, droppedSum: droppedSum, droppedMax: droppedMax, clamped: clamped(metric: index))
+                total: 0, dropped: sum, droppedSum: droppedSum, droppedMax: droppedMax, clamped: clamped(metric: index),
+                control: control)
         }
     }
 }
@@ -167,12 +169,15 @@ package struct MetricCells: Sendable, Equatable {
     package var droppedMax: UInt64
     /// Histograms and counters: values clamped to what the metric holds, or not recorded (NaN).
     package var clamped: UInt64
+    /// The operator's switches (CONTROL in ringside.h): off, the bot off, sampled 1 in 2^n.
+    package var control: UInt32
 
     package init(
         total: UInt64 = 0, dropped: UInt64 = 0, lastValue: Double? = nil, droppedSum: UInt64 = 0, droppedMax: UInt64 = 0,
-        clamped: UInt64 = 0
+        clamped: UInt64 = 0, control: UInt32 = 0
     ) {
         self.clamped = clamped
+        self.control = control
         self.total = total
         self.dropped = dropped
         self.lastValue = lastValue

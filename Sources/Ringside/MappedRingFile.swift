@@ -85,6 +85,7 @@ final class MappedRingFile {
         static let producerAttaches = MemoryLayout<rs_header>.offset(of: \.producer_attaches)!
         static let lanesExhausted = MemoryLayout<rs_header>.offset(of: \.lanes_exhausted)!
         static let workersRefused = MemoryLayout<rs_header>.offset(of: \.workers_refused)!
+        static let botControl = MemoryLayout<rs_header>.offset(of: \.bot_control)!
         static let consumerPID = MemoryLayout<rs_header>.offset(of: \.consumer_pid)!
         static let weightsReaderPID = MemoryLayout<rs_header>.offset(of: \.weights_reader_pid)!
         static let sampleAbove = MemoryLayout<rs_header>.offset(of: \.sample_above)!
@@ -96,6 +97,7 @@ final class MappedRingFile {
         static let unlanedSum = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned_sum)!
         static let unlanedMax = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned_max)!
         static let clamped = MemoryLayout<rs_metric_cell>.offset(of: \.clamped)!
+        static let control = MemoryLayout<rs_metric_cell>.offset(of: \.control)!
         static let gathered = MemoryLayout<rs_lane_header>.offset(of: \.gathered)!
         static let gatherCalls = MemoryLayout<rs_gather_cell>.offset(of: \.calls)!
         static let gatherSum = MemoryLayout<rs_gather_cell>.offset(of: \.sum)!
@@ -232,6 +234,19 @@ final class MappedRingFile {
     /// Values of one metric its producers clamped or did not record (VALUES in ringside.h).
     func clamped(metric: Int) -> UInt64 {
         rs_load_relaxed_u64(metricCell(metric, Offset.clamped))  // relaxed: a running count, added atomically
+    }
+
+    /// The header's `bot_control` and a metric's control word, for the operator's tool's atomic
+    /// updates (`RingControl`; CONTROL in ringside.h).
+    var botControlWord: UnsafeMutablePointer<UInt32> { field(Offset.botControl, as: UInt32.self) }
+    func controlWord(metric: Int) -> UnsafeMutablePointer<UInt32> {
+        UnsafeMutableRawPointer(metricCell(metric, Offset.control)).assumingMemoryBound(to: UInt32.self)
+    }
+
+    /// The operator's switches of one metric (CONTROL in ringside.h).
+    func control(metric: Int) -> UInt32 {
+        let word = UnsafeMutableRawPointer(metricCell(metric, Offset.control)).assumingMemoryBound(to: UInt32.self)
+        return rs_load_relaxed_u32(word)  // relaxed: the tool's word, read as it stands
     }
 
     func unlanedValues(metric: Int) -> (sum: UInt64, max: UInt64) {

@@ -14,6 +14,8 @@ final class RingFileHandle {
         case consumer
         /// Read-only, holds no lock, never writes.
         case inspector
+        /// Read-write, holds no lock, writes the operator's control words only (CONTROL in ringside.h).
+        case `operator`
     }
 
     let name: String

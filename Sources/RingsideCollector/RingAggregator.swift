@@ -131,6 +131,7 @@ struct RingAggregator {
         mutating func removeSource(_ source: Int) {
             guard source < sourceCells.count, let gone = sourceCells[source] else { return }
             folded.cells = Self.folding(gone, into: folded.cells)
+            folded.cells.control = 0  // the switches are the live files' only
             if gone.cells.lastValue != nil, gone.changedNanos >= folded.changedNanos {
                 folded.cells.lastValue = gone.cells.lastValue
                 folded.changedNanos = gone.changedNanos
@@ -149,6 +150,9 @@ struct RingAggregator {
             result.droppedSum = cells.droppedSum &+ source.cells.droppedSum
             result.droppedMax = max(cells.droppedMax, source.cells.droppedMax)
             result.clamped = cells.clamped.saturatingAdd(source.cells.clamped)
+            // The operator's tool writes every file of a bot alike; while it does, off wins, and the sparser sampling.
+            let off = (cells.control | source.cells.control) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)
+            result.control = off | max(cells.control & RS_CONTROL_SAMPLE, source.cells.control & RS_CONTROL_SAMPLE)
             return result
         }
 
@@ -768,6 +772,7 @@ struct RingAggregator {
                         snapshot.droppedMax = Int128(series.cells.droppedMax)
                         snapshot.sampledRecords = series.sampled
                         snapshot.clampedValues = series.cells.clamped
+                        snapshot.control = series.cells.control
                         snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
                     }))
         }
@@ -804,6 +809,7 @@ struct RingAggregator {
                         snapshot.droppedMax = OffsetBinary.maximum(series.cells.droppedMax).map { Int128($0) } ?? 0
                         snapshot.sampledRecords = series.sampled
                         snapshot.clampedValues = series.cells.clamped
+                        snapshot.control = series.cells.control
                     }))
         }
         for index in counters.indices {
@@ -824,6 +830,7 @@ struct RingAggregator {
                         snapshot.cumulativeSum = Double(series.cells.total)
                         snapshot.cumulativeExactSum = UInt128(series.cells.total)
                         snapshot.clampedValues = series.cells.clamped
+                        snapshot.control = series.cells.control
                     }))
         }
         for index in gauges.indices {
@@ -845,6 +852,7 @@ struct RingAggregator {
                     whole: { series, snapshot in
                         // The cell holds the last value set by any thread, exact even when records dropped.
                         snapshot.lastValue = series.cells.lastValue ?? series.windows.last
+                        snapshot.control = series.cells.control
                         snapshot.droppedRecords = series.cells.dropped
                     }))
         }

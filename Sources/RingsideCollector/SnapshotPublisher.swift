@@ -92,6 +92,8 @@ final class SnapshotPublisher {
     private let log: CollectorLog
     /// The series said to have reached a ceiling (bot, metric, labels): a few, each said once.
     private var saidSaturated: Set<[String]> = []
+    /// Each series's operator switches as last said in the log, by series id (none: as registered).
+    private var saidControl: [UInt64: UInt32] = [:]
     private let tracker: RingTracker
     let published = PublishedSnapshot()
     private var pending: PendingPublish?
@@ -306,9 +308,26 @@ final class SnapshotPublisher {
         let series = bot.aggregator.snapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
         snapshot.series += series
         for metric in bot.aggregator.takeNewlySaturated() { saySaturated(metric, of: bot.name) }
+        for one in series where one.control != saidControl[one.id] ?? 0 { sayControl(of: one, bot: bot.name) }
         bot.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
         bot.changedSincePublish = false
         return false
+    }
+
+    /// Says that the operator's switches of a series changed (CONTROL in ringside.h): off, on, or sampled.
+    private func sayControl(of series: SeriesSnapshot, bot: String) {
+        saidControl[series.id] = series.control
+        let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+        let name = series.metric.name + (labels.isEmpty ? "" : "{" + labels + "}")
+        let state =
+            series.control & RS_CONTROL_BOT_OFF != 0
+            ? "off (the bot is switched off)"
+            : series.control & RS_CONTROL_OFF != 0
+                ? "off (switched off)"
+                : series.metric.kind == .histogram && series.controlSampleEvery > 1
+                    ? "recording, 1 call in \(series.controlSampleEvery) written (the others counted, summed and their largest kept)"
+                    : "recording as registered"
+        log("bot \(bot): series \(name): \(state), by the operator's control (ringside-dump control)")
     }
 
     /// Says once that a series' total reached its ceiling (once a run: its bot may go and come again).

@@ -121,6 +121,9 @@ public enum JSONExporter {
             writeIdentity(ring: series.ring, metric: metric, into: json)
             if !metric.help.isEmpty { json.field("help", metric.help) }
             json.field("sample_every", metric.sampleEvery)
+            // The operator's switches (CONTROL in ringside.h): recording on or off, and a histogram's sampling.
+            json.field("enabled", series.isEnabled)
+            if metric.kind == .histogram { json.field("control_sample_every", series.controlSampleEvery) }
             switch metric.kind {
             case .histogram:
                 json.field("total_count", UInt128(series.cumulativeCount))

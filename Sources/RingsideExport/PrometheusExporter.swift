@@ -187,9 +187,15 @@ public enum PrometheusExporter {
         var droppedSums: [([(String, String)], Double)] = []
         var droppedMaxima: [([(String, String)], Double)] = []
         var clamped: [([(String, String)], Double)] = []
+        var enabled: [([(String, String)], Double)] = []
+        var sampleEvery: [([(String, String)], Double)] = []
         for series in snapshot.series {
             let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
             let names = [("ring", series.ring), ("metric", series.metric.name), ("labels", labels)]
+            enabled.append((names, series.isEnabled ? 1 : 0))
+            if series.metric.kind == .histogram {
+                sampleEvery.append((names, Double(UInt64(series.metric.sampleEvery) * series.controlSampleEvery)))
+            }
             // Only metrics that take values other than whole units can be handed one they cannot hold.
             if series.metric.hasSteps { clamped.append((names, Double(series.clampedValues))) }
             guard series.metric.kind != .counter else { continue }
@@ -221,12 +227,19 @@ public enum PrometheusExporter {
                 perMetricFamilyNames[4], "counter",
                 "Values of a histogram or counter with a resolution or signed values that its producers clamped to what it holds, or did not record (NaN)",
                 clamped),
+            FixedFamily(
+                perMetricFamilyNames[5], "gauge",
+                "1 while a metric records, 0 while the operator switched it or its bot off (ringside-dump control)", enabled),
+            FixedFamily(
+                perMetricFamilyNames[6], "gauge",
+                "A histogram writes 1 call in this many: its registered sample_every times the operator's (ringside-dump control); its count, sum and maximum stay exact",
+                sampleEvery),
         ]
     }
 
     static let perMetricFamilyNames = [
         "ringside_metric_records_dropped_total", "ringside_metric_records_sampled_total", "ringside_metric_dropped_values_total",
-        "ringside_metric_dropped_max", "ringside_metric_clamped_total",
+        "ringside_metric_dropped_max", "ringside_metric_clamped_total", "ringside_metric_enabled", "ringside_metric_sample_every",
     ]
 
     /// The collector's own families; `perMetric`, when given, is `perMetricFamilies` of the snapshot, kept.

@@ -88,6 +88,9 @@ public struct SeriesSnapshot: Sendable {
     /// Histograms and counters: values its producers clamped to what the metric holds, or did not
     /// record (a NaN), as VALUES in ringside.h says: counted, never wrapped.
     public var clampedValues: UInt64 = 0
+    /// The operator's switches over the bot's live files (CONTROL in ringside.h): off, the bot off,
+    /// a histogram sampled 1 in 2^n (the low five bits) on top of its registered 1 in N.
+    public var control: UInt32 = 0
     /// Histograms: the latest exemplar of each bucket that had one (at most 64), by value.
     public var bucketExemplars: [KeptExemplar] = []
 }

@@ -648,7 +648,7 @@ RS_FIELD_AT(rs_metric_cell, unlaned_sum, 0x18);
 RS_FIELD_AT(rs_metric_cell, unlaned_max, 0x20);
 RS_FIELD_AT(rs_metric_cell, clamped, 0x28);
 RS_FIELD_AT(rs_metric_cell, control, 0x30);
-RS_FIELD_AT(rs_metric_cell, reserved, 0x30);
+RS_FIELD_AT(rs_metric_cell, reserved, 0x38);
 RS_STATIC_ASSERT(sizeof(rs_gather_cell) == RS_GATHER_CELL_SIZE, "a gather cell is 64 bytes");
 RS_FIELD_AT(rs_gather_cell, calls, 0x00);
 RS_FIELD_AT(rs_gather_cell, sum, 0x08);
@@ -707,6 +707,15 @@ RS_INLINE uint32_t rs_load_acquire_u32(const uint32_t *p) { return __atomic_load
 RS_INLINE uint64_t rs_load_relaxed_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 RS_INLINE uint32_t rs_load_relaxed_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 RS_INLINE int32_t rs_load_relaxed_i32(const int32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+/** The operator's tool's write of a control word (see CONTROL): clears `clear`, then sets `set`,
+    in one atomic step (no other writer's bits are lost); returns the word as it was. */
+RS_INLINE uint32_t rs_control_update(uint32_t *p, uint32_t clear, uint32_t set) {
+    uint32_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(p, &old, (old & ~clear) | set, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    return old;
+}
+/** The full fence CONTROL puts between a store of `bot_control` and a read of `metric_count`. */
+RS_INLINE void rs_control_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 RS_INLINE void rs_store_release_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 RS_INLINE void rs_store_release_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 RS_INLINE void rs_store_relaxed_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
@@ -970,6 +979,15 @@ static __attribute__((noinline, cold, unused)) int rs_producer_lose(rs_producer 
  * its exemplar's records when `exemplar` is not NULL, or counts it dropped. Returns 1 if written.
  * A `timestamp_ns` of RS_TIMESTAMP_NOW has it read the coarse clock, only for a record it writes.
  */
+/**
+ * Writes a histogram's call under the operator's sampling at `level` (see CONTROL): 1 call in
+ * 2^level of `metric` on this lane is written (with its weight), the others gathered, while the
+ * lane's consumer reads gather cells; otherwise, and at level 0, as rs_producer_write_at (with
+ * RS_TIMESTAMP_NOW for now). Returns 1 if written. Only the lane's holder may call it.
+ */
+int rs_producer_write_sampled_at(rs_producer *p, uint32_t metric, uint8_t flags, uint64_t value, uint64_t timestamp_ns,
+                                 uint32_t level);
+
 int rs_producer_write_slow(rs_producer *p, uint32_t metric, uint8_t kind, uint8_t flags, uint64_t value,
                            uint64_t timestamp_ns, const char *exemplar, uint32_t length);
 

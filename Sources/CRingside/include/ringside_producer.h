@@ -353,9 +353,24 @@ RS_INLINE rs_producer *rs_bot_producer(rs_bot *bot) {
  * record was written, 0 if sampling skipped it, the lane was full (a counted drop), the bot is
  * disabled, or `metric` is not a histogram.
  */
+/** The operator's control word of `metric` (see CONTROL in ringside.h): 0 to go the ordinary way.
+    One relaxed load from the metric's cell, read-mostly for a histogram. */
+RS_INLINE uint32_t rs_producer_control(const rs_producer *p, uint32_t metric) {
+    return p->shared != NULL ? rs_load_relaxed_u32(&p->shared[metric].control) : 0;
+}
+
+/** The cold part of the record functions when the operator's `control` word is not 0 (see
+    CONTROL): off, nothing; sampled, the call written 1 in 2^n, else gathered. `value` as stored;
+    `flags` and `timestamp_ns` (RS_TIMESTAMP_NOW: read now) as rs_producer_write_at takes them.
+    Returns 1 if written. */
+int rs_bot_record_controlled(rs_bot *bot, rs_metric metric, uint64_t value, uint8_t flags, uint64_t timestamp_ns,
+                             uint32_t control);
+
 RS_INLINE int rs_bot_record(rs_bot *bot, rs_metric metric, uint64_t value) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
     rs_producer *p = rs_bot_producer(bot);
+    uint32_t control = rs_producer_control(p, metric.index);
+    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric, value, 0, RS_TIMESTAMP_NOW, control);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     return rs_producer_write(p, metric.index, RS_KIND_HISTOGRAM, 0, value);
 }
@@ -377,6 +392,10 @@ RS_INLINE int rs_bot_record_signed(rs_bot *bot, rs_metric metric, int64_t steps)
     if (metric.kind != RS_METRIC_SIGNED_HISTOGRAM) return 0;
     if (__builtin_expect(steps == INT64_MIN, 0)) return rs_bot_record_unrepresentable(bot, metric, -9.3e18);
     rs_producer *p = rs_bot_producer(bot);
+    uint32_t control = rs_producer_control(p, metric.index);
+    if (__builtin_expect(control != 0, 0)) {
+        return rs_bot_record_controlled(bot, metric, (uint64_t)steps ^ RS_OFFSET_BINARY_BIAS, 0, RS_TIMESTAMP_NOW, control);
+    }
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     return rs_producer_write(p, metric.index, RS_KIND_HISTOGRAM, 0, (uint64_t)steps ^ RS_OFFSET_BINARY_BIAS);
 }
@@ -432,6 +451,9 @@ RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint
                                              size_t length) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
     rs_producer *p = rs_bot_producer(bot);
+    uint32_t control = rs_producer_control(p, metric.index);
+    /* Under the operator's control the value is recorded without its exemplar (see CONTROL). */
+    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric, value, 0, rs_clock_precise_ns(), control);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric.index, RS_KIND_HISTOGRAM, value); /* no clock read */
     /* The precise clock: an exemplar's time must never precede its call (CLOCKS in ringside.h). */
@@ -457,13 +479,17 @@ int rs_bot_name_thread(rs_bot *bot, const char *name, size_t length);
     2^64 - 1): what a span or a duration records into a histogram with a resolution. */
 uint64_t rs_metric_steps_of_ns(rs_metric metric, uint64_t ns);
 
-/** The cold part of rs_bot_record_span: a span into a histogram with a resolution, in its steps. */
-int rs_bot_record_scaled_span(rs_bot *bot, rs_metric metric, uint64_t start);
+/** The cold part of rs_bot_record_span: a span into a histogram with a resolution (in its steps),
+    or under the operator's control (see CONTROL). */
+int rs_bot_record_span_slow(rs_bot *bot, rs_metric metric, uint64_t start);
 
 RS_INLINE int rs_bot_record_span(rs_bot *bot, rs_metric metric, uint64_t start) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
-    if (__builtin_expect(metric.scale != 0, 0)) return rs_bot_record_scaled_span(bot, metric, start);
-    return rs_producer_record_span(rs_bot_producer(bot), metric.index, metric.sampled, metric.ns_per_unit, start);
+    rs_producer *p = rs_bot_producer(bot);
+    if (__builtin_expect(metric.scale != 0 || rs_producer_control(p, metric.index) != 0, 0)) {
+        return rs_bot_record_span_slow(bot, metric, start);
+    }
+    return rs_producer_record_span(p, metric.index, metric.sampled, metric.ns_per_unit, start);
 }
 
 /** A span begun by rs_bot_begin_span: its start (a span clock reading), and the attachment it was begun in. */
@@ -492,7 +518,10 @@ RS_INLINE int rs_bot_end_span(rs_bot *bot, rs_metric metric, rs_span span) {
 /** Adds `increment` to a counter: exact, whatever the lanes hold. */
 RS_INLINE void rs_bot_count(rs_bot *bot, rs_metric metric, uint64_t increment) {
     if (metric.kind != RS_KIND_COUNTER) return;
-    rs_producer_count(rs_bot_producer(bot), metric.index, increment);
+    rs_producer *p = rs_bot_producer(bot);
+    /* Off (see CONTROL): nothing added. */
+    if (__builtin_expect((rs_producer_control(p, metric.index) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) != 0, 0)) return;
+    rs_producer_count(p, metric.index, increment);
 }
 
 /** Adds `increment` in the counter's unit (0.37 dollars to a counter of micro-dollar steps): rounded
@@ -510,7 +539,10 @@ RS_INLINE void rs_bot_count_value(rs_bot *bot, rs_metric metric, double incremen
 /** Sets a gauge: the last value is exact; the record (for windowed min and max) may drop. */
 RS_INLINE int rs_bot_set(rs_bot *bot, rs_metric metric, double value) {
     if (metric.kind != RS_KIND_GAUGE) return 0;
-    return rs_producer_set(rs_bot_producer(bot), metric.index, value);
+    rs_producer *p = rs_bot_producer(bot);
+    /* Off (see CONTROL): not set. */
+    if (__builtin_expect((rs_producer_control(p, metric.index) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) != 0, 0)) return 0;
+    return rs_producer_set(p, metric.index, value);
 }
 
 #ifdef __cplusplus
