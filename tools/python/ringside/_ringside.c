@@ -588,10 +588,13 @@ static int stored_value(rs_bot *bot, rs_metric metric, double units, uint64_t *s
     return units == units;
 }
 
-/* rs_bot_record_checked_exemplar for a value of an unsigned histogram of steps, as stored:
-   sampled, then written with its exemplar's records. */
+/* rs_bot_record_checked_exemplar for a value of an unsigned histogram of steps, as stored: under
+   the operator's control as that function is (CONTROL in ringside.h: off, nothing; else without
+   its exemplar), else sampled, then written with its exemplar's records. */
 static int record_stored_exemplar(rs_bot *bot, rs_metric metric, uint64_t stored, const char *exemplar, size_t length) {
     rs_producer *p = rs_bot_producer(bot);
+    uint32_t control = rs_producer_control(p, metric.index);
+    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric, stored, 0, rs_clock_precise_ns(), control);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     if (p->records == NULL) return rs_producer_lose(p, metric.index, RS_KIND_HISTOGRAM, stored); /* no clock read */
     /* The precise clock: an exemplar's time must never precede its call (CLOCKS in ringside.h). */
@@ -674,12 +677,16 @@ static PyObject *handle_start(HandleObject *Py_UNUSED(handle), PyObject *Py_UNUS
 }
 
 /* rs_bot_record_span with a checked exemplar: the span from `start` to now, flagged as a span and
-   stamped with its end, as rs_producer_record_span writes it, with the exemplar's records. */
+   stamped with its end, as rs_producer_record_span writes it, with the exemplar's records; under the
+   operator's control as rs_bot_record_span_slow records it (CONTROL in ringside.h: off, nothing;
+   else without its exemplar). */
 static int record_span_exemplar(rs_bot *bot, rs_metric metric, uint64_t start, const char *exemplar, size_t length) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
     rs_span_time time = rs_span_clock_end(start);
     uint64_t value = metric.ns_per_unit > 1 ? time.elapsed_ns / metric.ns_per_unit : time.elapsed_ns;
     rs_producer *p = rs_bot_producer(bot);
+    uint32_t control = rs_producer_control(p, metric.index);
+    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric, value, RS_FLAG_SPAN, time.end_ns, control);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     return rs_producer_write_exemplar(p, metric.index, RS_FLAG_SPAN, value, time.end_ns, exemplar, (uint32_t)length);
 }

@@ -46,10 +46,10 @@ def record_each(metrics, round):
         metrics["timed"].stop(metrics["timed"].start()),
         metrics["seconds"].observe(0.5),
         metrics["slippage"].observe(-3.5),
-        metrics["slippage"].observe(float("inf")),  # clamped: counted in `clamped` when recorded
+        metrics["slippage"].observe(float("inf")),  # clamped: counted in `clamped`, before the control is read
         metrics["orders"].inc(2),
         metrics["dollars"].inc(0.37),
-        metrics["dollars"].inc(-1.0),  # clamped: counted when recorded
+        metrics["dollars"].inc(-1.0),  # clamped: counted (and nothing added) whatever the control
         metrics["level"].set(round + 0.5),
     ]
 
@@ -66,6 +66,14 @@ def figures(path):
             "level": (file.gauge("level"), file.values("level"))}
 
 
+def clamped_again(figures):
+    """`figures` with one more value clamped in each metric of steps: a value a metric cannot hold
+    is counted in `clamped` before the call reads its control, as the C producer counts it
+    (rs_bot_record_unrepresentable)."""
+    return dict(figures, slippage=(figures["slippage"][0], figures["slippage"][1] + 1),
+                dollars=(figures["dollars"][0], figures["dollars"][1] + 1))
+
+
 WRITTEN = [True, True, True, True, True, True, None, None, None, True]
 NOTHING = [False, False, False, False, False, False, None, None, None, False]
 
@@ -78,14 +86,14 @@ def test_a_metric_turned_off_records_and_counts_nothing_until_it_is_on_again(rin
     for name in metrics:
         set_control(bot.path, name, CONTROL_OFF)
     assert record_each(metrics, 2) == NOTHING
-    assert figures(bot.path) == before, "nothing recorded, nothing counted, the gauge not set"
+    assert figures(bot.path) == clamped_again(before), "nothing recorded, nothing counted, the gauge not set"
     for name in metrics:
         set_control(bot.path, name, 0)
     assert record_each(metrics, 3) == WRITTEN
     after = figures(bot.path)
     assert after["latency"][0] == before["latency"][0] + [3, 103]
     assert after["orders"] == before["orders"] + 2 and after["level"][0] == 3.5
-    assert after["slippage"] == (before["slippage"][0] + [-350, 2**63 - 1], before["slippage"][1] + 1)
+    assert after["slippage"] == (before["slippage"][0] + [-350, 2**63 - 1], before["slippage"][1] + 2)  # one while off
     bot.close()
 
 
@@ -109,7 +117,7 @@ def test_the_bot_turned_off_records_nothing_until_it_is_on_again(ring_dir, backe
     for name in metrics:
         set_control(bot.path, name, CONTROL_BOT_OFF)
     assert record_each(metrics, 2) == NOTHING
-    assert figures(bot.path) == before
+    assert figures(bot.path) == clamped_again(before)
     set_bot_control(bot.path, 0)
     for name in metrics:
         set_control(bot.path, name, 0)
@@ -169,6 +177,20 @@ def test_a_control_sample_writes_every_call_for_a_consumer_that_reads_no_gather_
     values, written, file = sampled_run(ring_dir, backend, False, 1000)
     assert all(written) and file.values("fill") == values and file.weights("fill") == [1] * 1000
     assert file.gathered("fill") == (0, 0, 0)
+
+
+def test_a_histogram_under_any_control_records_its_calls_without_their_exemplars(ring_dir, backend):
+    bot = ringside.Bot("no-exemplars", ring_dir, _backend=backend)
+    fill, timed = bot.histogram("fill"), bot.histogram("timed", unit="ns")
+    fill.observe(1, exemplar={"order_id": "A1"})
+    set_control(bot.path, "fill", 4)  # sampled, but the consumer reads no gather cells: every call written
+    set_control(bot.path, "timed", 4)
+    assert fill.observe(2, exemplar={"order_id": "A2"}) is True
+    assert timed.stop(timed.start(), {"order_id": "A3"}) is True
+    file = BotFile(bot.path)
+    assert file.values("fill") == [1, 2] and [text for _, _, text in file.exemplars("fill")] == ["order_id=A1"]
+    assert len(file.spans("timed")) == 1 and file.exemplars("timed") == []
+    bot.close()
 
 
 def test_a_control_sample_records_a_call_without_its_exemplar_and_counters_ignore_it(ring_dir, backend):
