@@ -3,12 +3,16 @@ a histogram 1 in 2^n while the bot runs, the bot's bot_control turns it all off,
 reads them at every call. The tests store the words into the file as the operator's tool does, then
 read the file as it lies (BotFile), on both backends."""
 
+import math
 import os
 import struct
 import threading
 
 import ringside
 from conftest import CONTROL_BOT_OFF, CONTROL_OFF, BotFile, _ringside, run_python, set_bot_control, set_control
+from test_steps import KINDS, METRICS, UNITS, calls, comparable, reference_program, register_all, run_reference, scale_of
+
+assert reference_program  # a fixture of test_steps: the C producer built into a program fed the calls
 
 
 def backend_expression(backend):
@@ -284,3 +288,58 @@ def test_a_forked_child_copies_the_off_word_into_its_worker_file(ring_dir, backe
     assert returned == ["False", "True"]
     worker = BotFile(f"{ring_dir}/ringside.forked@{pid}")
     assert (worker.controls, worker.values("off"), worker.values("on")) == ([CONTROL_OFF, 0], [], [2])
+
+
+# The operator's switches at points of test_steps' calls (the call's position: lines), each as the
+# reference program's line and as the test stores it: (metric name or None for bot_control, word).
+SWITCHES = {
+    0: [("consumer", 4242)],
+    400: [("slippage_bps", 3), ("commission_usd", CONTROL_OFF), ("signal", 2)],
+    1200: [(None, CONTROL_BOT_OFF)] + [(name, CONTROL_BOT_OFF) for name, *_ in METRICS] + [("late", None)],
+    1700: [(None, 0)] + [(name, 0) for name, *_ in METRICS] + [("order_size", CONTROL_OFF | 5), ("pnl_usd", 4)],
+    2600: [("order_size", 0), ("pnl_usd", 0), ("notional", 15), ("fees", 1)],
+}
+
+
+def test_each_backend_writes_what_the_c_producer_writes_byte_for_byte_under_control(backend, ring_dir, reference_program):
+    """test_steps' calls, with metrics and the bot switched off, sampled and back on at the same
+    calls, and a metric registered while the bot is off: the file, gather cells and weighted
+    records included, is the C producer's byte for byte (a lane large enough that the C producer's
+    own sampling of a filling lane never starts)."""
+    names = [name for name, *_ in METRICS]
+    lines = [f"r {name} {KINDS[kind]} {UNITS[unit]} {int(signed)} {scale_of(resolution)} {every}\n"
+             for name, kind, unit, resolution, signed, every in METRICS]
+    every_call = calls()
+    for position, (index, value) in enumerate(every_call):
+        for name, word in SWITCHES.get(position, []):
+            lines.append("w 4242\n" if name == "consumer" else f"b {word}\n" if name is None
+                         else "r late 3 0 0 0 1\n" if word is None else f"c {names.index(name)} {word}\n")
+        lines.append(f"v {index} {value.hex() if math.isfinite(value) else value}\n")
+    run_reference(reference_program, ring_dir, "c", lines, capacity=1 << 16)
+
+    bot = ringside.Bot("py", ring_dir, lane_capacity=1 << 16, _backend=backend)
+    metrics, _ = register_all(bot)
+    for position, (index, value) in enumerate(every_call):
+        for name, word in SWITCHES.get(position, []):
+            if name == "consumer":
+                declare_consumer(bot.path, 4242, True)
+            elif name is None:
+                set_bot_control(bot.path, word)
+            elif word is None:
+                metrics.append(bot.histogram("late"))
+            else:
+                set_control(bot.path, name, word)
+        (metrics[index].inc if METRICS[index][1] == "counter" else metrics[index].observe)(value)
+    bot.close()
+
+    ours, theirs = comparable(f"{ring_dir}/ringside.py"), comparable(f"{ring_dir}/ringside.c")
+    assert theirs["lanes"][0]["gathered"] > 100 and theirs["lanes"][0]["dropped"] == 0, "calls gathered, none dropped"
+    assert BotFile(f"{ring_dir}/ringside.c").controls[-1] == CONTROL_BOT_OFF, "registered while the bot was off"
+    for key in ("version", "metrics", "registry", "cells"):
+        assert ours[key] == theirs[key], key
+    assert len(ours["lanes"]) == len(theirs["lanes"]) == 1
+    for key in ("write", "dropped", "cell_writes", "gathered", "cells", "gather"):
+        assert ours["lanes"][0][key] == theirs["lanes"][0][key], key
+    mismatched = [(at, record.hex(), theirs["lanes"][0]["records"][at].hex())
+                  for at, record in enumerate(ours["lanes"][0]["records"]) if record != theirs["lanes"][0]["records"][at]]
+    assert not mismatched, mismatched[:5]

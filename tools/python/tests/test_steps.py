@@ -29,17 +29,20 @@ U64_MAX = (1 << 64) - 1
 
 # The C producer fed lines on stdin: "r NAME KIND UNIT FORM SCALE SAMPLE_EVERY" registers (printing
 # the file's version after it), "v INDEX VALUE" records a histogram's value (rs_bot_record_value) or
-# adds a counter's (rs_bot_count_value), VALUE a C99 hexadecimal float, inf, -inf or nan.
+# adds a counter's (rs_bot_count_value), VALUE a C99 hexadecimal float, inf, -inf or nan; as the
+# operator's tool and a consumer would (CONTROL in ringside.h), "c INDEX WORD" stores a metric's
+# control word, "b WORD" the bot's bot_control, "w PID" a consumer that reads gather cells.
+# An optional third argument is the lane capacity (1,024 without it).
 REFERENCE = r"""
 #include "ringside_producer.h"
 #include <stdio.h>
 #include <stdlib.h>
 
 int main(int argc, char **argv) {
-    if (argc != 3) return 2;
+    if (argc != 3 && argc != 4) return 2;
     rs_bot_options options = {0};
     options.directory = argv[1];
-    options.lane_capacity = 1024;
+    options.lane_capacity = argc == 4 ? (uint32_t)strtoul(argv[3], NULL, 10) : 1024;
     rs_bot *bot;
     rs_error error;
     if (rs_bot_attach(&bot, argv[2], &options, &error) < 0) { fprintf(stderr, "%s\n", error.message); return 1; }
@@ -48,8 +51,9 @@ int main(int argc, char **argv) {
     char line[256];
     while (fgets(line, sizeof line, stdin)) {
         char name[105], number[64];
-        int kind, unit, form, scale, index;
-        unsigned every;
+        int kind, unit, form, scale, index, pid;
+        unsigned every, word;
+        rs_metric_cell *cells = (rs_metric_cell *)(void *)((char *)bot->header + bot->header->cells_offset);
         if (sscanf(line, "r %104s %d %d %d %d %u", name, &kind, &unit, &form, &scale, &every) == 6 && count < 32) {
             rs_values values = {(uint8_t)form, (int8_t)scale};
             if (rs_bot_register_values(bot, &metrics[count++], name, (rs_kind)kind, (rs_unit)unit, values, NULL, "", every,
@@ -58,6 +62,13 @@ int main(int argc, char **argv) {
                 return 1;
             }
             printf("version %u\n", (unsigned)bot->header->version);
+        } else if (sscanf(line, "c %d %u", &index, &word) == 2 && index >= 0 && index < count) {
+            __atomic_store_n(&cells[index].control, word, __ATOMIC_RELAXED);
+        } else if (sscanf(line, "b %u", &word) == 1) {
+            __atomic_store_n(&bot->header->bot_control, word, __ATOMIC_RELAXED);
+        } else if (sscanf(line, "w %d", &pid) == 1) {
+            __atomic_store_n(&bot->header->consumer_pid, pid, __ATOMIC_RELAXED);
+            __atomic_store_n(&bot->header->weights_reader_pid, pid, __ATOMIC_RELAXED);
         } else if (sscanf(line, "v %d %63s", &index, number) == 2 && index >= 0 && index < count) {
             double value = strtod(number, NULL);
             if (metrics[index].kind == RS_KIND_COUNTER) rs_bot_count_value(bot, metrics[index], value);
@@ -156,8 +167,9 @@ def reference_program(tmp_path_factory):
     return str(binary)
 
 
-def run_reference(program, directory, name, lines):
-    result = subprocess.run([program, directory, name], input="".join(lines), capture_output=True, text=True, timeout=60)
+def run_reference(program, directory, name, lines, capacity=None):
+    arguments = [program, directory, name] + ([str(capacity)] if capacity else [])
+    result = subprocess.run(arguments, input="".join(lines), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return [int(line.split()[1]) for line in result.stdout.splitlines()]
 
