@@ -10,7 +10,11 @@ import RingsideJSON
 enum ControlCommand {
     /// What to change.
     enum Change: Equatable {
-        case metricOff, metricOn, sampleEvery(UInt32), botOff, botOn
+        case metricOff
+        case metricOn
+        case sampleEvery(UInt32)
+        case botOff
+        case botOn
     }
 
     /// The metrics of one file a change applies to: `metric` (every label set, or those with
