@@ -1,3 +1,4 @@
+import CRingside
 import Ringside
 #if canImport(Glibc)
 import Glibc
@@ -11,7 +12,7 @@ import RingsideCommandLine
 package enum DumpTool {
     /// The commands, in the order `--help` lists them.
     enum Command: String, CaseIterable {
-        case list, info, records, watch, stats, check, clean
+        case list, info, records, watch, stats, check, clean, control
 
         /// The options the command takes besides the common ones.
         var spec: OptionSpec {
@@ -29,6 +30,10 @@ package enum DumpTool {
                 spec.repeatable.insert("--metric")
             case .check: spec.flags.insert("--all")
             case .clean: spec.flags.formUnion(["--dry-run", "--force"])
+            case .control:
+                spec.flags.formUnion(["--off", "--on", "--bot-off", "--bot-on"])
+                spec.valued.formUnion(["--metric", "--label", "--sample-every"])
+                spec.repeatable.insert("--label")
             }
             return spec
         }
@@ -103,6 +108,22 @@ package enum DumpTool {
                     Never removes a ring whose producer is alive: the producer lock is held while deciding
                     and removing, so no producer can attach meanwhile. --dry-run only says what it would do.
                     """
+            case .control:
+                return """
+                    usage: ringside-dump control BOT [--metric NAME [--label KEY=VALUE]...]
+                                                [--off | --on | --sample-every N | --bot-off | --bot-on] [--json]
+
+                    The operator's switches of a running bot, taking effect at each thread's next call, in
+                    every process of the bot (its file and every worker file; a worker started later takes
+                    the bot file's switches): --off stops recording a metric (every metric without
+                    --metric), --on records it again as registered (sampling back to 1), --sample-every N
+                    writes 1 histogram call in N (rounded up to a power of two, at most 32768; the others
+                    are counted, summed and their largest kept exactly, while a collector reads them),
+                    --bot-off / --bot-on switch the whole bot. Without a change, shows the switches. They
+                    stay in the bot's file: a restarted bot keeps them until they are switched back.
+                    The collector exports them (ringside_metric_enabled, ringside_metric_sample_every)
+                    and logs each change.
+                    """
             }
         }
     }
@@ -122,6 +143,8 @@ package enum DumpTool {
           stats NAME [--metric NAME]        percentiles per metric, counters' totals
           check NAME | --all                validate ring files (exit 1 and one line per problem)
           clean [--dry-run] [--force]       remove rings whose producer is dead and which are drained
+          control BOT [--metric NAME] [--off | --on | --sample-every N | --bot-off | --bot-on]
+                                            switch a running bot's metrics off, on or sampled
 
         options (every command):
           --dir PATH         ring directory (default: $RINGSIDE_DIR, else /dev/shm)
@@ -264,6 +287,33 @@ package enum DumpTool {
                 throw UsageError("\(name): takes no ring name (got \(ring)); it looks at every ring")
             }
             return CleanCommand.run(dryRun: parsed.has("--dry-run"), force: parsed.has("--force"), context)
+        case .control:
+            let bot = try ringName(required: true)!
+            var changes: [ControlCommand.Change] = []
+            if parsed.has("--off") { changes.append(.metricOff) }
+            if parsed.has("--on") { changes.append(.metricOn) }
+            if parsed.has("--bot-off") { changes.append(.botOff) }
+            if parsed.has("--bot-on") { changes.append(.botOn) }
+            if let every = parsed.value("--sample-every") {
+                let n = try parseCount(every, option: "--sample-every", context: name, range: 1...(1 << Int(RS_WEIGHT_LOG2_MAX)))
+                changes.append(.sampleEvery(UInt32(n)))
+            }
+            guard changes.count <= 1 else {
+                throw UsageError("\(name): one change at a time (--off, --on, --sample-every, --bot-off or --bot-on)")
+            }
+            let metric = parsed.value("--metric")
+            if (changes.first == .botOff || changes.first == .botOn) && metric != nil {
+                throw UsageError("\(name): --bot-off and --bot-on switch the whole bot: no --metric")
+            }
+            var labels: [String: String] = [:]
+            for label in parsed.all("--label") {
+                guard metric != nil else { throw UsageError("\(name): --label narrows --metric: give --metric too") }
+                guard let equals = label.firstIndex(of: "="), equals != label.startIndex else {
+                    throw UsageError("\(name): --label \(label): expected KEY=VALUE")
+                }
+                labels[String(label[..<equals])] = String(label[label.index(after: equals)...])
+            }
+            return ControlCommand.run(bot, metric: metric, labels: labels, change: changes.first, context)
         }
     }
 }
