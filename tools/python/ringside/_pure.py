@@ -600,8 +600,10 @@ def attach(name: str, directory: str | None = None, lane_capacity: int | None = 
         mode: the permission bits of a new file.
         worker: write the bot as one of its workers, beside other processes that write it: a file
             of this process's own, <name>@<pid>, which the collector merges with the bot's others.
-        sample_above_percent: checked (1 to 100), and otherwise unused: this backend never samples
-            a filling lane (SAMPLING in ringside.h); its full lanes drop, counted, as before.
+        sample_above_percent: checked (1 to 100): this backend never samples a filling lane
+            (SAMPLING in ringside.h; its full lanes drop, counted, as before); 100 also keeps the
+            operator's control from sampling its histograms, as the C library's lanes then keep no
+            sampling state (CONTROL in ringside.h: every call is written).
     Returns a Bot. Raises RingError: another process holds the bot, a corrupt or incompatible file
     (another format version or layout), a full directory, another user's file, a symbolic link,
     or an unsafe platform. With RINGSIDE_DISABLED=1 the bot creates no file and writes nothing.
@@ -648,6 +650,7 @@ class Bot:
         if not isinstance(mode, int) or mode & ~0o777:
             raise RingValueError(f"bot {name}: mode {mode!r} must hold permission bits only (0 to 0o777)")
         self.name = name
+        self._control_samples = sample_above_percent != 100  # the operator's sampling applies (CONTROL)
         self._path: str | None = None  # the file written: the bot's, or this process's as a worker
         self._metrics: dict[tuple[str, bytes], _Metric] = {}  # (name, encoded labels) -> _Metric
         self._entries: list[_Metric] = []  # _Metric by index
@@ -1508,7 +1511,7 @@ class Bot:
             countdowns[lane.index] = left - 1 if left > 1 else metric.sample_every
             if left > 1:
                 return False
-        if control & CONTROL_SAMPLE and kind == KIND_HISTOGRAM and self._consumer_reads_weights():
+        if control & CONTROL_SAMPLE and kind == KIND_HISTOGRAM and self._control_samples and self._consumer_reads_weights():
             k = self._control_sample(lane, index, value, min(control & CONTROL_SAMPLE, WEIGHT_LOG2_MAX))
             if k < 0:
                 return False  # gathered

@@ -145,6 +145,18 @@ class Collector:
 
 
 @pytest.fixture
+def dump_tool():
+    """The ringside-dump binary: $RINGSIDE_DUMP, else beside the collector (`swift build` makes
+    both); skipped, or failed under CI=true, without it."""
+    named = os.environ.get("RINGSIDE_DUMP")
+    collector = _collector_path()
+    candidate = named or (os.path.join(os.path.dirname(collector), "ringside-dump") if collector else None)
+    if candidate is None or not os.access(candidate, os.X_OK):
+        missing("ringside-dump is not built: run `swift build` or set RINGSIDE_DUMP")
+    return candidate
+
+
+@pytest.fixture
 def collector(ring_dir):
     binary = _collector_path()
     if binary is None:

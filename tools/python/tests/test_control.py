@@ -6,6 +6,7 @@ read the file as it lies (BotFile), on both backends."""
 import math
 import os
 import struct
+import subprocess
 import threading
 
 import ringside
@@ -343,3 +344,49 @@ def test_each_backend_writes_what_the_c_producer_writes_byte_for_byte_under_cont
     mismatched = [(at, record.hex(), theirs["lanes"][0]["records"][at].hex())
                   for at, record in enumerate(ours["lanes"][0]["records"]) if record != theirs["lanes"][0]["records"][at]]
     assert not mismatched, mismatched[:5]
+
+
+def test_sample_above_percent_100_keeps_the_operators_sampling_from_sampling(ring_dir, backend):
+    """As the C library's lanes keep no sampling state then, every call is written."""
+    bot = ringside.Bot("never", ring_dir, sample_above_percent=100, _backend=backend)
+    fill = bot.histogram("fill")
+    declare_consumer(bot.path, 4242, True)
+    set_control(bot.path, "fill", 3)
+    assert [fill.observe(value) for value in range(1, 17)] == [True] * 16
+    file = BotFile(bot.path)
+    assert (file.values("fill"), file.gathered("fill")) == (list(range(1, 17)), (0, 0, 0))
+    bot.close()
+
+
+def test_ringside_dump_control_switches_a_python_bot_and_its_worker(ring_dir, backend, dump_tool):
+    def control(*arguments):
+        run = subprocess.run([dump_tool, "--dir", ring_dir, "control", "e2e", *arguments], capture_output=True, text=True,
+                             timeout=60)
+        assert run.returncode == 0, run.stderr
+
+    bot = ringside.Bot("e2e", ring_dir, _backend=backend)
+    fill, orders = bot.histogram("fill", unit="ns"), bot.counter("orders")
+    worker = ringside.Bot("e2e", ring_dir, worker=True, _backend=backend)
+    worker_fill = worker.histogram("fill", unit="ns")
+    for path in (bot.path, worker.path):
+        declare_consumer(path, 4242, True)
+    control("--metric", "fill", "--sample-every", "100")  # 1 in 128, in the bot's file and the worker's
+    values = list(range(1, 1281))
+    written = [fill.observe(value) for value in values] + [worker_fill.observe(value) for value in values]
+    assert written.count(True) == 20
+    for path in (bot.path, worker.path):
+        file = BotFile(path)
+        assert (file.values("fill"), file.weights("fill")) == (values[127::128], [128] * 10)
+        assert file.gathered("fill")[:2] == (1270, sum(values) - sum(values[127::128]))
+
+    control("--bot-off")
+    late = bot.histogram("late")  # registered while the bot is off: off too
+    assert [fill.observe(1), worker_fill.observe(1), late.observe(1), orders.inc(3)] == [False, False, False, None]
+    control("--bot-on")
+    control("--metric", "fill", "--on")
+    assert [fill.observe(7), worker_fill.observe(7), late.observe(7), orders.inc(3)] == [True, True, True, None]
+    file, worker_file = BotFile(bot.path), BotFile(worker.path)
+    assert (file.values("fill")[-1], file.weights("fill")[-1], worker_file.values("fill")[-1]) == (7, 1, 7)
+    assert (file.values("late"), file.counter("orders"), file.controls, worker_file.controls) == ([7], 3, [0, 0, 0], [0])
+    worker.close()
+    bot.close()
