@@ -218,6 +218,9 @@ struct BotState {
     /// In a forked child until it writes a worker file of its own (at its first record,
     /// registration or claim): the file was the parent's, and nothing is mapped.
     forked: bool,
+    /// The file is a worker's (`<name>@...`): a metric published there takes the control word of
+    /// the same metric in the bot's own file (CONTROL in ringside.h).
+    worker: bool,
     /// The forked child could not make its worker file (it said why once on stderr): it writes
     /// nothing to the bot. A fork of it tries again, being another process.
     worker_failed: bool,
@@ -585,6 +588,8 @@ impl BotInner {
         upgrade_for_entry(header, &entry);
         // Release: the entry's bytes are visible before the count that publishes it.
         header.metric_count.store(count + 1, Release);
+        let bot_file = if state.worker { BotFileControls::read(&self.name, &self.directory) } else { None };
+        take_control(header, mapping.metric_cell(&self.geometry, count), &entry, bot_file.as_ref());
         state.known.insert(identity, count);
         Ok(count)
     }
@@ -608,8 +613,12 @@ impl BotInner {
         let state = self.state.lock();
         match &state.header {
             Some(header) if self.enabled.load(Relaxed) && !state.forked => {
-                // Relaxed atomic add: threads share the cell; only the count matters.
-                header.metric_cell(&self.geometry, index).clamped.fetch_add(1, Relaxed);
+                let cell = header.metric_cell(&self.geometry, index);
+                // Relaxed: a switch; the operator's "off" counts nothing (CONTROL in ringside.h).
+                if cell.control.load(Relaxed) & (CONTROL_OFF | CONTROL_BOT_OFF) == 0 {
+                    // Relaxed atomic add: threads share the cell; only the count matters.
+                    cell.clamped.fetch_add(1, Relaxed);
+                }
             }
             _ => {}
         }
@@ -625,6 +634,93 @@ fn upgrade_for_entry(header: &shm::Header, entry: &RegistryEntry) {
     // for was published with release already; the entry is published by `metric_count` after it.
     if (entry.form != FORM_UNSIGNED || entry.scale != 0) && header.version.load(Relaxed) < FORMAT_VERSION {
         header.version.store(FORMAT_VERSION, Release);
+    }
+}
+
+/// Sets the operator's switches in the cell of a metric just published (CONTROL in ringside.h):
+/// the bot's "off" if the file's `bot_control` has it, read after a full fence that follows the
+/// release of `metric_count` (the operator's tool fences between its store of `bot_control` and
+/// its read of `metric_count`: of two racing updates, neither is lost); and in a worker file, the
+/// word of the same metric in the bot's own file and that file's "off", `bot_file`. Atomic ors:
+/// the tool may be writing the word meanwhile.
+fn take_control(
+    header: &shm::Header,
+    cell: &shm::MetricCell,
+    entry: &RegistryEntry,
+    bot_file: Option<&BotFileControls>,
+) {
+    fence(SeqCst);
+    // Relaxed: ordered by the fence above.
+    let mut word = header.bot_control.load(Relaxed) & CONTROL_BOT_OFF;
+    if let Some(bot_file) = bot_file {
+        word |= bot_file.word_of(entry.name(), entry.labels());
+    }
+    if word != 0 {
+        // Relaxed: a switch; a call reads it at its next load.
+        cell.control.fetch_or(word, Relaxed);
+    }
+}
+
+/// The control words of a bot's own file, `<directory>/ringside.<name>`, for a worker file
+/// publishing its metrics (CONTROL in ringside.h): mapped read only, its published entries by
+/// name and labels. Only a file of this user's, whole and of this format, serves.
+struct BotFileControls {
+    mapping: Mapping,
+    geometry: Geometry,
+    known: HashMap<(Vec<u8>, Vec<u8>), u32>,
+}
+
+impl BotFileControls {
+    /// The bot's own file, if it is there and valid (else None, silently: a worker without it
+    /// starts as registered).
+    fn read(name: &str, directory: &Path) -> Option<BotFileControls> {
+        let path = file_path(name, directory, None).ok()?;
+        let file = OpenOptions::new().read(true).custom_flags(sys::O_NOFOLLOW).open(path).ok()?;
+        let metadata = file.metadata().ok()?;
+        if !metadata.file_type().is_file() || metadata.uid() != sys::effective_uid() {
+            return None;
+        }
+        let mut copy = [0u8; 0x40];
+        file.read_exact_at(&mut copy, 0).ok()?;
+        let version = le_u32(&copy, 0x08);
+        if le_u64(&copy, 0x00) != MAGIC || !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
+            return None;
+        }
+        let (capacity_log2, registry_capacity) = (le_u32(&copy, 0x14), le_u32(&copy, 0x18));
+        if !(MIN_CAPACITY_LOG2..=MAX_CAPACITY_LOG2).contains(&capacity_log2)
+            || !(1..=MAX_REGISTRY_CAPACITY).contains(&registry_capacity)
+        {
+            return None;
+        }
+        let geometry = Geometry::of(capacity_log2, registry_capacity);
+        if le_u64(&copy, 0x20) != geometry.registry_offset
+            || le_u64(&copy, 0x28) != geometry.cells_offset
+            || le_u64(&copy, 0x30) != geometry.lanes_offset
+            || metadata.len() < geometry.lanes_offset
+        {
+            return None;
+        }
+        let mapping = Mapping::map_read_only(file.as_raw_fd(), 0, geometry.lanes_offset).ok()?;
+        // Acquire: the entries below the count are complete.
+        let count = mapping.header().metric_count.load(Acquire).min(registry_capacity);
+        let mut known = HashMap::new();
+        for index in 0..count {
+            let entry = mapping.read_entry(&geometry, index);
+            known.entry((entry.name().to_vec(), entry.labels().to_vec())).or_insert(index);
+        }
+        Some(BotFileControls { mapping, geometry, known })
+    }
+
+    /// The word of the metric of this name and labels (0 if the file has none), with the bot's
+    /// "off" from the file's `bot_control`.
+    fn word_of(&self, name: &[u8], labels: &[u8]) -> u32 {
+        // Relaxed: switches, each read whole.
+        let bot_off = self.mapping.header().bot_control.load(Relaxed) & CONTROL_BOT_OFF;
+        let word = match self.known.get(&(name.to_vec(), labels.to_vec())) {
+            Some(&index) => self.mapping.metric_cell(&self.geometry, index).control.load(Relaxed),
+            None => 0,
+        };
+        word | bot_off
     }
 }
 
@@ -919,6 +1015,7 @@ impl BotInner {
         state.path = path;
         state.file_id = file_id;
         state.forked = false;
+        state.worker = true;
         state.said_why_laneless = false;
         // The parent's lanes' sampling is the parent's: the worker's lanes start with none (every
         // writer points at nothing since the fork, so none points into them).
@@ -1408,6 +1505,12 @@ impl Target<'_> {
             // Release: the entries' bytes are visible before the count that publishes them.
             h.metric_count.store(count, Release);
         }
+        // Every metric of the copied registry takes its word in the bot's own file (and the
+        // bot's "off"), those the file had already (a gone worker's, continued) as well.
+        let bot_file = BotFileControls::read(self.name, self.directory);
+        for (index, entry) in (0u32..).zip(entries) {
+            take_control(h, header.metric_cell(&attached.geometry, index), entry, bot_file.as_ref());
+        }
         Ok(())
     }
 
@@ -1754,6 +1857,7 @@ pub(crate) fn attach(name: &str, options: &Options) -> Result<BotRef, Error> {
             path,
             file_id,
             forked: false,
+            worker: options.worker && !disabled,
             worker_failed: false,
             worker_failure: String::new(),
             said_why_laneless: false,

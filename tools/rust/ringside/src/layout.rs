@@ -87,6 +87,15 @@ pub const SCALE_MAX: i8 = 18;
 /// A signed value's offset binary: the top bit flipped (`RS_OFFSET_BINARY_BIAS`).
 pub const OFFSET_BINARY_BIAS: u64 = 0x8000_0000_0000_0000;
 
+/// A metric cell's `control` word, and the header's `bot_control` (CONTROL in ringside.h): the
+/// metric is off (its calls record and count nothing)...
+pub const CONTROL_OFF: u32 = 0x8000_0000;
+/// ... the bot is off (the same, for every metric)...
+pub const CONTROL_BOT_OFF: u32 = 0x4000_0000;
+/// ... and bits 0 to 4: n, a histogram writes 1 call in 2^n and gathers the others (at most
+/// `WEIGHT_LOG2_MAX`).
+pub const CONTROL_SAMPLE: u32 = 0x1F;
+
 pub const LANE_ACTIVE: u32 = 1;
 pub const LANE_RETIRED: u32 = 2;
 

@@ -6,8 +6,10 @@ use crate::bot::{Bot, BotRef, Request, ValuesAsked};
 use crate::error::Error;
 use crate::exemplar::Exemplar;
 use crate::layout::{
-    power_of_ten, GaugeMerge, Unit, FLAG_SPAN, KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM, OFFSET_BINARY_BIAS,
+    power_of_ten, GaugeMerge, Unit, CONTROL_BOT_OFF, CONTROL_OFF, CONTROL_SAMPLE, FLAG_SPAN, KIND_COUNTER, KIND_GAUGE,
+    KIND_HISTOGRAM, OFFSET_BINARY_BIAS, WEIGHT_LOG2_MAX,
 };
+use crate::shm::{Controlled, Writer};
 use crate::span_clock;
 use std::time::Duration;
 
@@ -83,10 +85,55 @@ impl Histogram {
             return false;
         }
         let writer = self.bot.writer();
+        let control = writer.control(self.index);
+        if control != 0 {
+            return self.record_controlled(writer, control, value, None, None);
+        }
         if self.sample_every > 1 && !writer.sample(self.index, self.sample_every) {
             return false;
         }
         writer.write(self.index, KIND_HISTOGRAM, 0, value)
+    }
+
+    /// A call whose metric's control word is not zero (CONTROL in ringside.h): nothing when the
+    /// metric or the bot is off; else, past the "1 in N", the operator's sampling, 1 in 2^n,
+    /// decides (`Writer::control_sample`): gathered, written with its weight and without its
+    /// exemplar, or written as usual. `span_end`: a span's end, for the span's flag and stamp.
+    #[cold]
+    #[inline(never)]
+    fn record_controlled(
+        &self,
+        writer: &Writer,
+        control: u32,
+        value: u64,
+        span_end: Option<u64>,
+        exemplar: Option<&Exemplar>,
+    ) -> bool {
+        if control & (CONTROL_OFF | CONTROL_BOT_OFF) != 0 {
+            return false;
+        }
+        if self.sample_every > 1 && !writer.sample(self.index, self.sample_every) {
+            return false;
+        }
+        let n = (control & CONTROL_SAMPLE).min(WEIGHT_LOG2_MAX);
+        let flags = match writer.control_sample(self.index, value, n) {
+            Controlled::Gathered => return false,
+            Controlled::Weighted(flags) => flags,
+            Controlled::Ordinary => {
+                return match (span_end, exemplar) {
+                    (None, None) => writer.write(self.index, KIND_HISTOGRAM, 0, value),
+                    (None, Some(e)) => writer.write_exemplar(self.index, value, e.padded(), e.len()),
+                    (Some(end), None) => writer.write_at(self.index, KIND_HISTOGRAM, FLAG_SPAN, value, end),
+                    (Some(end), Some(e)) => {
+                        writer.write_exemplar_at(self.index, FLAG_SPAN, value, end, e.padded(), e.len())
+                    }
+                };
+            }
+        };
+        match span_end {
+            None => writer.write(self.index, KIND_HISTOGRAM, flags, value),
+            Some(end) => writer.write_at(self.index, KIND_HISTOGRAM, flags | FLAG_SPAN, value, end),
+        }
     }
 
     /// Records an observation with an exemplar that names it (an order id, a trace id): the
@@ -104,6 +151,10 @@ impl Histogram {
             return false;
         }
         let writer = self.bot.writer();
+        let control = writer.control(self.index);
+        if control != 0 {
+            return self.record_controlled(writer, control, value, None, Some(exemplar));
+        }
         if self.sample_every > 1 && !writer.sample(self.index, self.sample_every) {
             return false;
         }
@@ -169,10 +220,15 @@ impl Histogram {
             return self.record_unrepresentable(-9.3e18);
         }
         let writer = self.bot.writer();
+        let value = (steps as u64) ^ OFFSET_BINARY_BIAS;
+        let control = writer.control(self.index);
+        if control != 0 {
+            return self.record_controlled(writer, control, value, None, None);
+        }
         if self.sample_every > 1 && !writer.sample(self.index, self.sample_every) {
             return false;
         }
-        writer.write(self.index, KIND_HISTOGRAM, 0, (steps as u64) ^ OFFSET_BINARY_BIAS)
+        writer.write(self.index, KIND_HISTOGRAM, 0, value)
     }
 
     /// Records a value in the histogram's unit (a slippage of -3.5 basis points), signed or not
@@ -237,6 +293,10 @@ impl Histogram {
             elapsed
         };
         let writer = self.bot.writer();
+        let control = writer.control(self.index);
+        if control != 0 {
+            return self.record_controlled(writer, control, value, Some(end), exemplar);
+        }
         if self.sample_every > 1 && !writer.sample(self.index, self.sample_every) {
             return false;
         }
@@ -314,7 +374,12 @@ impl Counter {
     /// is a whole number of its steps (of its resolution, for a counter registered with one).
     #[inline]
     pub fn increment(&self, by: u64) {
-        self.bot.writer().count(self.index, by);
+        let writer = self.bot.writer();
+        // The operator's "off" (CONTROL in ringside.h): nothing added.
+        if writer.control(self.index) & (CONTROL_OFF | CONTROL_BOT_OFF) != 0 {
+            return;
+        }
+        writer.count(self.index, by);
     }
 
     /// Adds `by` in the counter's unit (0.37 dollars to a counter of resolution 1e-6)
@@ -357,7 +422,12 @@ impl Gauge {
     /// is written like any other and may drop. Returns true if the record was written.
     #[inline]
     pub fn set(&self, value: f64) -> bool {
-        self.bot.writer().set(self.index, value)
+        let writer = self.bot.writer();
+        // The operator's "off" (CONTROL in ringside.h): the gauge is not set.
+        if writer.control(self.index) & (CONTROL_OFF | CONTROL_BOT_OFF) != 0 {
+            return false;
+        }
+        writer.set(self.index, value)
     }
 
     /// Its index in the bot's registry.

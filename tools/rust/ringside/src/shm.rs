@@ -15,17 +15,17 @@
 
 use crate::bot::MAX_BOTS_PER_PROCESS;
 use crate::layout::{
-    Geometry, DEFAULT_DRAIN_INTERVAL_NS, EXEMPLAR_BYTES_PER_RECORD, EXEMPLAR_MAX, FLAG_EXEMPLAR, FLAG_WEIGHT_SHIFT,
-    GATHER_CELL_SIZE, KIND_EXEMPLAR, KIND_GAUGE, KIND_HISTOGRAM, LANE_ACTIVE, LANE_HEADER_SIZE, LANE_RETIRED,
-    LOOK_FRACTION_LOG2, METRIC_CELL_SIZE, REGISTRY_ENTRY_SIZE, RESERVE_FRACTION_LOG2, RESERVE_MIN, THREAD_NAME_MAX,
-    WEIGHT_LOG2_MAX,
+    Geometry, CONTROL_BOT_OFF, CONTROL_OFF, DEFAULT_DRAIN_INTERVAL_NS, EXEMPLAR_BYTES_PER_RECORD, EXEMPLAR_MAX,
+    FLAG_EXEMPLAR, FLAG_WEIGHT_SHIFT, GATHER_CELL_SIZE, KIND_EXEMPLAR, KIND_GAUGE, KIND_HISTOGRAM, LANE_ACTIVE,
+    LANE_HEADER_SIZE, LANE_RETIRED, LOOK_FRACTION_LOG2, METRIC_CELL_SIZE, REGISTRY_ENTRY_SIZE, RESERVE_FRACTION_LOG2,
+    RESERVE_MIN, THREAD_NAME_MAX, WEIGHT_LOG2_MAX,
 };
 use crate::sys;
 use std::cell::{Cell, UnsafeCell};
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::*};
 
-/// The header's first 384 bytes (`rs_header`).
+/// The header's first 448 bytes (`rs_header`).
 #[repr(C)]
 pub struct Header {
     // 0x000: layout, written by the creator before `version`.
@@ -73,6 +73,10 @@ pub struct Header {
     /// ringside.h); 0: not said (`DEFAULT_DRAIN_INTERVAL_NS`).
     pub drain_interval_ns: AtomicU64,
     _consumer_reserved: [u8; 0x180 - 0x118],
+    // 0x180: the operator's line (CONTROL in ringside.h): written by its tool only.
+    /// `CONTROL_BOT_OFF` while the bot is off, else 0.
+    pub bot_control: AtomicU32,
+    _control_reserved: [u8; 0x1C0 - 0x184],
 }
 
 /// One registry entry (`rs_registry_entry`), as plain bytes: written once, then published.
@@ -107,7 +111,12 @@ pub struct MetricCell {
     pub unlaned_max: AtomicU64,
     /// Histograms and counters: values clamped or not recorded (VALUES in ringside.h; atomic add).
     pub clamped: AtomicU64,
-    _reserved: [AtomicU64; 2],
+    /// The operator's switches (CONTROL in ringside.h: `CONTROL_OFF`, `CONTROL_BOT_OFF`,
+    /// `CONTROL_SAMPLE`): written by its tool only (atomic read-modify-writes), and by a producer
+    /// publishing the metric (an atomic or); read at every call.
+    pub control: AtomicU32,
+    _reserved0: AtomicU32,
+    _reserved: [AtomicU64; 1],
 }
 
 /// One histogram's gathered calls on one lane (`rs_gather_cell`; SAMPLING AND GATHERING in
@@ -169,7 +178,7 @@ struct Record {
 
 // The C header's static assertions, again.
 const _: () = {
-    assert!(size_of::<Header>() == 0x180);
+    assert!(size_of::<Header>() == 0x1C0);
     assert!(offset_of!(Header, version) == 0x008);
     assert!(offset_of!(Header, lane_size) == 0x048);
     assert!(offset_of!(Header, lane_header_size) == 0x05C);
@@ -184,6 +193,7 @@ const _: () = {
     assert!(offset_of!(Header, weights_reader_pid) == 0x104);
     assert!(offset_of!(Header, consumer_heartbeat_ns) == 0x108);
     assert!(offset_of!(Header, drain_interval_ns) == 0x110);
+    assert!(offset_of!(Header, bot_control) == 0x180);
     assert!(size_of::<RegistryEntry>() == REGISTRY_ENTRY_SIZE as usize);
     assert!(offset_of!(RegistryEntry, gauge_merge) == 0x006);
     assert!(offset_of!(RegistryEntry, form) == 0x007);
@@ -197,6 +207,7 @@ const _: () = {
     assert!(offset_of!(MetricCell, unlaned_sum) == 0x18);
     assert!(offset_of!(MetricCell, unlaned_max) == 0x20);
     assert!(offset_of!(MetricCell, clamped) == 0x28);
+    assert!(offset_of!(MetricCell, control) == 0x30);
     assert!(size_of::<GatherCell>() == GATHER_CELL_SIZE as usize);
     assert!(offset_of!(GatherCell, calls) == 0x00);
     assert!(offset_of!(GatherCell, sum) == 0x08);
@@ -280,7 +291,14 @@ impl Mapping {
         Ok(Mapping { base, len: len as usize })
     }
 
-    /// The header's first 384 bytes (the mapping starts at offset 0 of the file).
+    /// A read-only mapping (of another process's file, whose words are only ever loaded through
+    /// it: the header's, a metric cell's, an entry's copy); nothing may be written through it.
+    pub fn map_read_only(fd: i32, offset: u64, len: u64) -> Result<Mapping, sys::Errno> {
+        let base = sys::map_shared_read_only(fd, offset, len as usize)?;
+        Ok(Mapping { base, len: len as usize })
+    }
+
+    /// The header's first 448 bytes (the mapping starts at offset 0 of the file).
     pub fn header(&self) -> &Header {
         assert!(self.len >= size_of::<Header>());
         // SAFETY: in bounds, page-aligned, and every field the format shares is atomic.
@@ -371,6 +389,17 @@ struct WriterFields {
     cached_read: u64,            // the consumer's cursor as last seen, set back (`keep_read`)
     countdown: *const AtomicU32, // per metric: calls left before the next written one (sampling)
     sampling: *mut Sampling,     // the lane's adaptive sampling, or null: a full lane drops
+}
+
+/// What the operator's sampling made of a histogram's call (`Writer::control_sample`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Controlled {
+    /// Gathered into the lane's gather cell: no record.
+    Gathered,
+    /// To be written with these flags (k, in bits 4 to 7), without an exemplar.
+    Weighted(u8),
+    /// To be written as usual (with its exemplar).
+    Ordinary,
 }
 
 /// A timestamp the slow path reads itself, only if it writes a record (a gathered call needs
@@ -1156,6 +1185,56 @@ impl Writer {
         self.write_exemplar_at(metric, 0, value, sys::clock_precise_ns(), padded, length)
     }
 
+    /// The operator's word for `metric` (CONTROL in ringside.h): its metric cell's `control`,
+    /// loaded at every call; 0 for a writer without the bot's cells (disabled, or a forked child
+    /// that is no worker yet), which writes nothing anyway.
+    #[inline(always)]
+    pub fn control(&self, metric: u32) -> u32 {
+        // SAFETY: a read of a field only the holder (or nobody) writes.
+        let shared = unsafe { (*self.fields.get()).shared };
+        if shared.is_null() {
+            return 0;
+        }
+        // SAFETY: shared points at the mapped metric cells; metric < registry_capacity.
+        let cell = unsafe { &*shared.add(metric as usize) };
+        // Relaxed: a switch the operator's tool flips; a change takes effect at a next call.
+        cell.control.load(Relaxed)
+    }
+
+    /// A histogram's call under the operator's sampling, 1 in 2^`n` (CONTROL in ringside.h), past
+    /// its "1 in N": in a lane whose consumer reads gather cells, the call is gathered as adaptive
+    /// sampling gathers it, unless it makes its metric's calls on the lane a power of two of at
+    /// least 2^n, which is written with k, the calls' log2 (2^k - 1 gathered before it). Anywhere
+    /// else (n 0, no lane, a lane that never samples, a consumer that reads no gather cells) the
+    /// call is written as usual. Adaptive sampling's look is not run here: the write that follows
+    /// runs it if the lane is due one.
+    #[cold]
+    #[inline(never)]
+    pub fn control_sample(&self, metric: u32, value: u64, n: u32) -> Controlled {
+        if n == 0 {
+            return Controlled::Ordinary;
+        }
+        // SAFETY: the calling thread holds the lane (its writer came from its own table), so it
+        // alone uses the lane's sampling; a writer without records has none.
+        unsafe {
+            let f = self.fields.get();
+            let Some(s) = (*f).sampling.as_mut().filter(|s| !(*f).records.is_null() && s.consumer_reads_weights())
+            else {
+                return Controlled::Ordinary;
+            };
+            let calls = s.calls[metric as usize] + 1;
+            if !writes(calls, n) {
+                self.gather(s, metric, value);
+                return Controlled::Gathered;
+            }
+            if calls > 1 {
+                s.calls[metric as usize] = 0;
+                s.open -= 1;
+            }
+            Controlled::Weighted((calls.ilog2() << FLAG_WEIGHT_SHIFT) as u8)
+        }
+    }
+
     /// "1 in N" sampling (`rs_producer_sample`): true when this call is the one of N to write.
     #[inline(always)]
     pub fn sample(&self, metric: u32, every: u32) -> bool {
@@ -1195,12 +1274,16 @@ impl Writer {
     }
 
     /// Counts a value of `metric` that did not fit (`rsp_count_clamped`; VALUES in ringside.h): an
-    /// atomic add to its metric cell's `clamped`, shared by every thread. Nothing when disabled.
+    /// atomic add to its metric cell's `clamped`, shared by every thread. Nothing when disabled, or when the operator turned the metric off (CONTROL in ringside.h).
     pub fn count_clamped(&self, metric: u32) {
         let f = self.get();
         if !f.shared.is_null() {
             // SAFETY: shared points at the mapped metric cells; metric < registry_capacity.
             let cell = unsafe { &*f.shared.add(metric as usize) };
+            // Relaxed: as in `control`. An operator's "off" counts nothing (CONTROL in ringside.h).
+            if cell.control.load(Relaxed) & (CONTROL_OFF | CONTROL_BOT_OFF) != 0 {
+                return;
+            }
             // Relaxed atomic add: threads share the cell; only the count matters.
             cell.clamped.fetch_add(1, Relaxed);
         }

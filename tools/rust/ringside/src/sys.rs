@@ -262,12 +262,24 @@ pub fn map_shared(fd: c_int, offset: u64, len: usize) -> Result<*mut u8, Errno> 
     }
 }
 
-/// Unmaps a range returned by `map_shared`.
+/// Maps [offset, offset + len) of the file shared, read only (another file's words, read as
+/// atomics: CONTROL in ringside.h).
+pub fn map_shared_read_only(fd: c_int, offset: u64, len: usize) -> Result<*mut u8, Errno> {
+    // SAFETY: a new mapping chosen by the kernel touches no existing memory.
+    let base = unsafe { mmap(std::ptr::null_mut(), len, PROT_READ, MAP_SHARED, fd, offset as i64) };
+    if base as isize == -1 {
+        Err(errno())
+    } else {
+        Ok(base as *mut u8)
+    }
+}
+
+/// Unmaps a range returned by `map_shared` or `map_shared_read_only`.
 ///
 /// # Safety
 /// Nothing may use the range afterwards.
 pub unsafe fn unmap(base: *mut u8, len: usize) {
-    // SAFETY: the range is one `map_shared` returned, and nothing uses it afterwards (the caller's
+    // SAFETY: the range is one a map function returned, and nothing uses it afterwards (the caller's
     // contract); munmap touches no other memory.
     unsafe { munmap(base as *mut c_void, len) };
 }
