@@ -1690,7 +1690,9 @@ int rs_exemplar_check(const char *exemplar, size_t length, rs_error *error) {
 static void rsp_count_clamped(rs_bot *bot, rs_metric metric) {
     /* The calling thread's lane first, as any record: a forked child becomes a worker there, and
        counts in its own file rather than in none. */
-    (void)rs_bot_producer(bot);
+    rs_producer *p = rs_bot_producer(bot);
+    /* Off (see CONTROL): the call counts nothing, a clamp neither. */
+    if (rs_producer_control(p, metric.index) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return;
     if (!bot->enabled || bot->header == NULL || metric.index >= bot->registry_capacity) return;
     __atomic_fetch_add(&rsp_metric_cells(rsp_of(bot))[metric.index].clamped, 1, __ATOMIC_RELAXED);
 }

@@ -41,8 +41,7 @@ counted drop.
 CONTROL (CONTROL in ringside.h): every call loads its metric's control word (the metric cell's
 `control`, which the operator's tool writes) once its thread has its lane: the hot paths through
 the lane's header view, one subscript and a branch; a nonzero word sends the call the slow way,
-which records and counts nothing for RS_CONTROL_OFF or RS_CONTROL_BOT_OFF (but `clamped`, counted
-before, as the C library does), and samples a histogram 1 in 2^n through its lane's gather cells
+which records and counts nothing for RS_CONTROL_OFF or RS_CONTROL_BOT_OFF (`clamped` neither), and samples a histogram 1 in 2^n through its lane's gather cells
 (the lane's `calls`, as the C library's adaptive sampling counts them) while the consumer reads
 gather cells; a histogram's call under any control is recorded without its exemplar. A new
 metric starts with the bot's BOT_OFF (bot_control, read again after metric_count's store and a
@@ -1459,6 +1458,13 @@ class Bot:
         if self._header is None:
             return False  # disabled
         kind, index = metric.kind, metric.index
+        lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()
+        # The operator's control (CONTROL in ringside.h), read once the thread has its lane (a forked
+        # child is a worker by now), as the C library reads it, before anything else: off, the call
+        # records and counts nothing, a value it cannot hold neither.
+        control = self._hi[self._control_i + _CELL_I_WORDS * index]
+        if control & CONTROL_STOPS:
+            return None if kind == KIND_COUNTER else False  # off: nothing recorded, nothing counted
         if metric.steps:
             value, clamped = _stored(metric, value)
             if clamped:
@@ -1468,13 +1474,6 @@ class Bot:
                     self._hq[at] = (self._hq[at] + 1) & _U64
             if value is None:
                 return None if kind == KIND_COUNTER else False  # a NaN, or a counter's increment below 0
-        lane: _Lane | None = self._local.lane if hasattr(self._local, "lane") else self._claim()
-        # The operator's control (CONTROL in ringside.h), read once the thread has its lane (a forked
-        # child is a worker by now), as the C library reads it: after a value it cannot hold was
-        # counted in `clamped` (rs_bot_record_unrepresentable), before anything else.
-        control = self._hi[self._control_i + _CELL_I_WORDS * index]
-        if control & CONTROL_STOPS:
-            return None if kind == KIND_COUNTER else False  # off: nothing recorded, nothing counted
         if control and kind == KIND_HISTOGRAM:
             encoded = b""  # a call under the operator's control is recorded without its exemplar
         if kind == KIND_GAUGE:

@@ -559,6 +559,8 @@ static int steps_value(HandleObject *handle, PyObject *value, uint64_t *steps, d
 /* Counts a value a metric could not hold in its cell's `clamped`, as ringside_producer.c's
    rsp_count_clamped does (an atomic add: any thread, and the C producer's, may add). */
 static void count_clamped(rs_bot *bot, rs_metric metric) {
+    /* Off (CONTROL in ringside.h): the call counts nothing, a clamp neither, as rsp_count_clamped. */
+    if (rs_producer_control(rs_bot_producer(bot), metric.index) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return;
     if (!bot->enabled || bot->header == NULL || metric.index >= bot->registry_capacity) return;
     rs_metric_cell *cells = (rs_metric_cell *)((char *)bot->header + bot->header->cells_offset);
     __atomic_fetch_add(&cells[metric.index].clamped, 1, __ATOMIC_RELAXED);
