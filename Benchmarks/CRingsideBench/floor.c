@@ -97,6 +97,10 @@ void rsb_floor_close(rsb_floor *floor) {
 #define RSB_WRITE_BEFORE(p, metric, value) rsb_write_before(p, metric, RS_KIND_HISTOGRAM, 0, value, rs_clock_coarse_ns())
 RSB_FLOOR_LOOPS(rsb_floor_sample_now, rsb_floor_run_now, RSB_WRITE_NOW)
 RSB_FLOOR_LOOPS(rsb_floor_sample_before, rsb_floor_run_before, RSB_WRITE_BEFORE)
+/* `c.record`: the bot's record call itself, as a C bot makes it (its thread's lane, the operator's
+   control word, the registered sampling), into the floor's bot. */
+#define RSB_WRITE_RECORD(p, metric, value) ((void)(p), (void)(metric), rs_bot_record(floor->bot, floor->metric, value))
+RSB_FLOOR_LOOPS(rsb_record_sample, rsb_record_run, RSB_WRITE_RECORD)
 
 size_t rsb_floor_sample(rsb_floor *floor, uint32_t metric, uint32_t batch, const uint64_t *values,
                         uint64_t values_mask, uint32_t *out, size_t capacity, uint64_t deadline_ns) {
@@ -109,22 +113,29 @@ uint64_t rsb_floor_run(rsb_floor *floor, uint32_t metric, const uint64_t *values
 }
 
 /* One round through either pair of loops: warm, timed batches, then the untimed loop. */
-#define RSB_FLOOR_ROUND(sample, run) \
+#define RSB_FLOOR_ROUND(sample, run) RSB_ROUND_DROPPING(sample, run, rsb_floor_dropped(floor))
+#define RSB_ROUND_DROPPING(sample, run, DROPPED) \
     do { \
         uint32_t metric = floor->metric.index; \
         (void)run(floor, metric, values, values_mask, rs_clock_precise_ns() + timing->warm_ns); \
-        uint64_t dropped_before = rsb_floor_dropped(floor); \
+        uint64_t dropped_before = DROPPED; \
         result->batches = sample(floor, metric, timing->batch, values, values_mask, out, capacity, \
                                  rs_clock_precise_ns() + timing->sample_ns); \
         uint64_t start = rs_clock_precise_ns(); \
         result->calls = run(floor, metric, values, values_mask, start + timing->run_ns); \
         result->elapsed_ns = rs_clock_precise_ns() - start; \
-        result->dropped = rsb_floor_dropped(floor) - dropped_before; \
+        result->dropped = DROPPED - dropped_before; \
     } while (0)
 
 void rsb_floor_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
                      uint32_t *out, size_t capacity, rsb_round *result) {
     RSB_FLOOR_ROUND(rsb_floor_sample_now, rsb_floor_run_now);
+}
+
+void rsb_record_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
+                      uint32_t *out, size_t capacity, rsb_round *result) {
+    /* The drops of the calling thread's lane of the floor's bot (not the exclusive one). */
+    RSB_ROUND_DROPPING(rsb_record_sample, rsb_record_run, rs_producer_dropped(rs_bot_producer(floor->bot)));
 }
 
 void rsb_floor_round_before(rsb_floor *floor, const uint64_t *values, uint64_t values_mask,

@@ -66,7 +66,8 @@ public enum EmitBenchmark {
         "ringside.record", "ringside.record.signed", "ringside.record.sampled", "ringside.record.exemplar", "ringside.record.worker",
         "ringside.counter", "ringside.counter.fractional", "ringside.gauge", "ringside.span", "ringside.span.monotonic",
         "ringside.record.4threads",
-        "c.floor", "c.floor.forked", "c.span", "c.span.monotonic", "unix-dgram", "mutex-histogram", "clock.precise", "clock.tsc",
+        "c.floor", "c.record", "c.floor.forked", "c.span", "c.span.monotonic", "unix-dgram", "mutex-histogram", "clock.precise",
+        "clock.tsc",
         "clock.coarse",
     ]
 
@@ -323,6 +324,15 @@ public enum EmitBenchmark {
                     buffer.baseAddress, buffer.count, &result)
                 return RoundSample(result, buffer)
             },
+            Row(name: "c.record", consumerMode: .rings) {
+                // rs_bot_record itself, as a C bot calls it, into the floor's bot: its thread's lane,
+                // the operator's control word (CONTROL in ringside.h), its registered sampling.
+                var result = rsb_round()
+                rsb_record_round(
+                    &floor, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming,
+                    buffer.baseAddress, buffer.count, &result)
+                return RoundSample(result, buffer)
+            },
             Row(name: "c.floor.before", consumerMode: .rings) {
                 // c.floor's round, with the write before SAMPLING, into a floor that never samples.
                 var result = rsb_round()
@@ -413,6 +423,8 @@ public enum EmitBenchmark {
             + "and scraping the locked histogram every ms; ringside.record.4threads adds \(botThreads - 1) unpinned threads "
             + "to this one, each on its own lane, and sums their calls; ringside.record.exemplar is ringside.record "
             + "with an exemplar (order_id=A17, 12 bytes: the value's record and one exemplar record) on each value; "
+            + "c.record is c.floor's loops through rs_bot_record (the thread's lane, the operator's control word, "
+            + "the registered sampling) into the floor's bot; "
             + "ringside.record.signed is ringside.record with each value a Double (the table as basis points to 0.01, "
             + "half negative) into a signed histogram of hundredths; ringside.counter.fractional adds 0.37 to a counter "
             + "of micro-dollars; "

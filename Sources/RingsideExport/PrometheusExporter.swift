@@ -192,10 +192,11 @@ public enum PrometheusExporter {
         for series in snapshot.series {
             let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
             let names = [("ring", series.ring), ("metric", series.metric.name), ("labels", labels)]
-            enabled.append((names, series.isEnabled ? 1 : 0))
-            if series.metric.kind == .histogram {
-                sampleEvery.append((names, Double(UInt64(series.metric.sampleEvery) * series.controlSampleEvery)))
-            }
+            // Only the series an operator switched, and the histograms that write fewer than every
+            // call: a line for each of 100,000 series would double the page for what is nearly always 1.
+            if series.control != 0 { enabled.append((names, series.isEnabled ? 1 : 0)) }
+            let every = UInt64(series.metric.sampleEvery) * series.controlSampleEvery
+            if series.metric.kind == .histogram, every > 1 { sampleEvery.append((names, Double(every))) }
             // Only metrics that take values other than whole units can be handed one they cannot hold.
             if series.metric.hasSteps { clamped.append((names, Double(series.clampedValues))) }
             guard series.metric.kind != .counter else { continue }
@@ -229,10 +230,11 @@ public enum PrometheusExporter {
                 clamped),
             FixedFamily(
                 perMetricFamilyNames[5], "gauge",
-                "1 while a metric records, 0 while the operator switched it or its bot off (ringside-dump control)", enabled),
+                "0 while the operator switched a metric or its bot off, 1 while it records under the operator's sampling (ringside-dump control); absent: as registered",
+                enabled),
             FixedFamily(
                 perMetricFamilyNames[6], "gauge",
-                "A histogram writes 1 call in this many: its registered sample_every times the operator's (ringside-dump control); its count, sum and maximum stay exact",
+                "A histogram writes 1 call in this many (absent: every call): its registered sample_every times the operator's (ringside-dump control); its count, sum and maximum stay exact",
                 sampleEvery),
         ]
     }

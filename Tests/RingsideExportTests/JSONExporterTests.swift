@@ -104,7 +104,8 @@ struct JSONExporterTests {
         #expect(try figures("unbounded") == ["+Inf", "+Inf", "-Inf", "+Inf"])
         #expect(try figures("never_set") == ["null", "null", "null", "null"])
         #expect(try figures("plain") == ["2.5", "2.5", "-1.0", "3.0"])
-        #expect(text.contains(#""metric":"unbounded","kind":"gauge","unit":"none","labels":{},"sample_every":1,"value":"+Inf""#))
+        #expect(
+            text.contains(#""metric":"unbounded","kind":"gauge","unit":"none","labels":{},"sample_every":1,"enabled":true,"value":"+Inf""#))
         #expect(text.contains(#""1s":{"value":"+Inf","min":"-Inf","max":"+Inf"}"#))
     }
 }

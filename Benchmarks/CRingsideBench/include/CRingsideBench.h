@@ -125,6 +125,12 @@ typedef struct {
 void rsb_floor_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
                      uint32_t *out, size_t capacity, rsb_round *result);
 
+/** rsb_floor_round through the bot's record call (`c.record`): rs_bot_record into the floor's bot
+    from the calling thread's lane, with everything a C bot's call does (the lane's lookup, the
+    operator's control word, the registered sampling). */
+void rsb_record_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
+                      uint32_t *out, size_t capacity, rsb_round *result);
+
 /** rsb_floor_round with the write before SAMPLING (rsb_write_before): `c.floor.before`, for a floor
     opened with rsb_floor_open_unsampled. */
 void rsb_floor_round_before(rsb_floor *floor, const uint64_t *values, uint64_t values_mask,
