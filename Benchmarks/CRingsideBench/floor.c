@@ -102,6 +102,17 @@ RSB_FLOOR_LOOPS(rsb_floor_sample_before, rsb_floor_run_before, RSB_WRITE_BEFORE)
 #define RSB_WRITE_RECORD(p, metric, value) ((void)(p), (void)(metric), rs_bot_record(floor->bot, floor->metric, value))
 RSB_FLOOR_LOOPS(rsb_record_sample, rsb_record_run, RSB_WRITE_RECORD)
 
+/* rs_bot_record as it was before CONTROL (issue 41), frozen for `c.record.before`. */
+static inline int rsb_record_before(rs_bot *bot, rs_metric metric, uint64_t value) {
+    if (metric.kind != RS_KIND_HISTOGRAM) return 0;
+    rs_producer *p = rs_bot_producer(bot);
+    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
+    return rs_producer_write(p, metric.index, RS_KIND_HISTOGRAM, 0, value);
+}
+#define RSB_WRITE_RECORD_BEFORE(p, metric, value) \
+    ((void)(p), (void)(metric), rsb_record_before(floor->bot, floor->metric, value))
+RSB_FLOOR_LOOPS(rsb_record_sample_before, rsb_record_run_before, RSB_WRITE_RECORD_BEFORE)
+
 size_t rsb_floor_sample(rsb_floor *floor, uint32_t metric, uint32_t batch, const uint64_t *values,
                         uint64_t values_mask, uint32_t *out, size_t capacity, uint64_t deadline_ns) {
     return rsb_floor_sample_now(floor, metric, batch, values, values_mask, out, capacity, deadline_ns);
@@ -136,6 +147,11 @@ void rsb_record_round(rsb_floor *floor, const uint64_t *values, uint64_t values_
                       uint32_t *out, size_t capacity, rsb_round *result) {
     /* The drops of the calling thread's lane of the floor's bot (not the exclusive one). */
     RSB_ROUND_DROPPING(rsb_record_sample, rsb_record_run, rs_producer_dropped(rs_bot_producer(floor->bot)));
+}
+
+void rsb_record_round_before(rsb_floor *floor, const uint64_t *values, uint64_t values_mask,
+                             const rsb_round_timing *timing, uint32_t *out, size_t capacity, rsb_round *result) {
+    RSB_ROUND_DROPPING(rsb_record_sample_before, rsb_record_run_before, rs_producer_dropped(rs_bot_producer(floor->bot)));
 }
 
 void rsb_floor_round_before(rsb_floor *floor, const uint64_t *values, uint64_t values_mask,

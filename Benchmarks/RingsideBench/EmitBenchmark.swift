@@ -72,9 +72,10 @@ public enum EmitBenchmark {
     ]
 
     /// A/B rows, run only when asked (`--row`): `c.floor` with the write as it was before SAMPLING
-    /// in ringside.h (issue 27), frozen in CRingsideBench, into a floor that never samples, so the
-    /// change's cost is read in one process, beside the row it is compared with.
-    public static let abRowNames = ["c.floor.before"]
+    /// in ringside.h (issue 27), frozen in CRingsideBench, into a floor that never samples, and
+    /// `c.record` with rs_bot_record as it was before CONTROL (issue 41), so each change's cost is
+    /// read in one process, beside the row it is compared with.
+    public static let abRowNames = ["c.floor.before", "c.record.before"]
 
     /// Every row `--row` takes.
     public static var allRowNames: [String] { rowNames + abRowNames }
@@ -333,6 +334,14 @@ public enum EmitBenchmark {
                     buffer.baseAddress, buffer.count, &result)
                 return RoundSample(result, buffer)
             },
+            Row(name: "c.record.before", consumerMode: .rings) {
+                // c.record's round, with rs_bot_record before the operator's control word.
+                var result = rsb_round()
+                rsb_record_round_before(
+                    &floor, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming,
+                    buffer.baseAddress, buffer.count, &result)
+                return RoundSample(result, buffer)
+            },
             Row(name: "c.floor.before", consumerMode: .rings) {
                 // c.floor's round, with the write before SAMPLING, into a floor that never samples.
                 var result = rsb_round()
@@ -439,7 +448,8 @@ public enum EmitBenchmark {
             + "of the floor's bot at its first record (through the bot and metric it inherited) and writes that "
             + "record's lane, on the producer's CPU while this process waits; c.floor.before (only when asked) is "
             + "c.floor's round with the write as it was before adaptive sampling (frozen in CRingsideBench), into a "
-            + "floor that never samples; rings and lanes of "
+            + "floor that never samples; c.record.before (only when asked) is c.record's round with rs_bot_record as "
+            + "it was before the operator's control word (frozen in CRingsideBench); rings and lanes of "
             + "\(settings.ringCapacity) records; values from a table of \(LatencyValues.count) lognormal latencies."
         machine.pinned = pinned
         return EmitReport(machine: machine, method: method, rows: summaries)

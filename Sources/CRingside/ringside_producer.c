@@ -1686,55 +1686,75 @@ int rs_exemplar_check(const char *exemplar, size_t length, rs_error *error) {
 
 /* MARK: - Values a metric cannot hold */
 
-/** Counts a value that did not fit in `metric`'s cell (see VALUES in ringside.h). */
-static void rsp_count_clamped(rs_bot *bot, rs_metric metric) {
+/** Counts a value that did not fit in metric `index`'s cell (see VALUES in ringside.h). */
+static void rsp_count_clamped(rs_bot *bot, uint32_t index) {
     /* The calling thread's lane first, as any record: a forked child becomes a worker there, and
        counts in its own file rather than in none. */
     rs_producer *p = rs_bot_producer(bot);
     /* Off (see CONTROL): the call counts nothing, a clamp neither. */
-    if (rs_producer_control(p, metric.index) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return;
-    if (!bot->enabled || bot->header == NULL || metric.index >= bot->registry_capacity) return;
-    __atomic_fetch_add(&rsp_metric_cells(rsp_of(bot))[metric.index].clamped, 1, __ATOMIC_RELAXED);
+    if (rs_producer_control(p, index) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return;
+    if (!bot->enabled || bot->header == NULL || index >= bot->registry_capacity) return;
+    __atomic_fetch_add(&rsp_metric_cells(rsp_of(bot))[index].clamped, 1, __ATOMIC_RELAXED);
 }
 
-uint64_t rs_metric_steps_of_ns(rs_metric metric, uint64_t ns) {
+/** `ns` in steps of 10^scale of a unit of `ns_per_unit` nanoseconds, truncated, saturating. */
+static uint64_t rsp_steps_of_ns(int scale, uint32_t ns_per_unit, uint64_t ns) {
     /* Exact in 128 bits: ns < 2^64 times 10^18 < 2^60 stays below 2^124. */
-    unsigned __int128 numerator = ns, denominator = metric.ns_per_unit ? metric.ns_per_unit : 1;
-    for (int i = 0; i < -metric.scale; i++) numerator *= 10;
-    for (int i = 0; i < metric.scale; i++) denominator *= 10;
+    unsigned __int128 numerator = ns, denominator = ns_per_unit ? ns_per_unit : 1;
+    for (int i = 0; i < -scale; i++) numerator *= 10;
+    for (int i = 0; i < scale; i++) denominator *= 10;
     unsigned __int128 steps = numerator / denominator;
     return steps > UINT64_MAX ? UINT64_MAX : (uint64_t)steps;
 }
 
-int rs_bot_record_span_slow(rs_bot *bot, rs_metric metric, uint64_t start) {
-    rs_producer *p = rs_bot_producer(bot);
-    rs_span_time time = rs_span_clock_end(start);
-    uint64_t ns_per_unit = metric.ns_per_unit > 1 ? metric.ns_per_unit : 1;
-    uint64_t value = metric.scale != 0 ? rs_metric_steps_of_ns(metric, time.elapsed_ns) : time.elapsed_ns / ns_per_unit;
-    uint32_t control = rs_producer_control(p, metric.index);
-    if (control != 0) return rs_bot_record_controlled(bot, metric, value, RS_FLAG_SPAN, time.end_ns, control);
-    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
-    return rs_producer_write_at(p, metric.index, RS_KIND_HISTOGRAM, RS_FLAG_SPAN, value, time.end_ns);
+uint64_t rs_metric_steps_of_ns(rs_metric metric, uint64_t ns) {
+    return rsp_steps_of_ns(metric.scale, metric.ns_per_unit, ns);
 }
 
-int rs_bot_record_controlled(rs_bot *bot, rs_metric metric, uint64_t value, uint8_t flags, uint64_t timestamp_ns,
+/** A histogram's record of `value` (as stored) the way the inline record functions make it, for
+    the cold paths that know the metric by its index: the operator's control, then the
+    registered sampling (a metric registered with 1 in 1 always passes it). */
+static int rsp_record_stored(rs_bot *bot, uint32_t index, uint64_t value, uint8_t flags, uint64_t timestamp_ns) {
+    rs_producer *p = rs_bot_producer(bot);
+    uint32_t control = rs_producer_control(p, index);
+    if (control != 0) return rs_bot_record_controlled(bot, index, value, flags, timestamp_ns, control);
+    if (!rs_producer_sample(p, index)) return 0;
+    if (timestamp_ns == RS_TIMESTAMP_NOW) return rs_producer_write(p, index, RS_KIND_HISTOGRAM, flags, value);
+    return rs_producer_write_at(p, index, RS_KIND_HISTOGRAM, flags, value, timestamp_ns);
+}
+
+int rs_bot_record_span_slow(rs_bot *bot, uint32_t metric, int8_t scale, uint32_t ns_per_unit, uint64_t start) {
+    rs_span_time time = rs_span_clock_end(start);
+    uint64_t value = scale != 0 ? rsp_steps_of_ns(scale, ns_per_unit, time.elapsed_ns)
+                                : time.elapsed_ns / (ns_per_unit > 1 ? ns_per_unit : 1);
+    return rsp_record_stored(bot, metric, value, RS_FLAG_SPAN, time.end_ns);
+}
+
+int rs_bot_record_controlled(rs_bot *bot, uint32_t metric, uint64_t value, uint8_t flags, uint64_t timestamp_ns,
                              uint32_t control) {
     if (control & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return 0;
     rs_producer *p = rs_bot_producer(bot);
-    if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0; /* the registered 1 in N first, weighed by the reader */
-    return rs_producer_write_sampled_at(p, metric.index, flags, value, timestamp_ns, control & RS_CONTROL_SAMPLE);
+    if (!rs_producer_sample(p, metric)) return 0; /* the registered 1 in N first, weighed by the reader */
+    return rs_producer_write_sampled_at(p, metric, flags, value, timestamp_ns, control & RS_CONTROL_SAMPLE);
 }
 
-int rs_bot_record_unrepresentable(rs_bot *bot, rs_metric metric, double value) {
+int rs_bot_record_unrepresentable(rs_bot *bot, uint32_t metric, uint8_t kind, double value) {
+    if (kind != RS_KIND_HISTOGRAM && kind != RS_METRIC_SIGNED_HISTOGRAM) return 0;
     rsp_count_clamped(bot, metric);
     if (value != value) return 0; /* NaN: no value to record */
-    if (metric.kind == RS_METRIC_SIGNED_HISTOGRAM) return rs_bot_record_signed(bot, metric, value < 0 ? -INT64_MAX : INT64_MAX);
-    return rs_bot_record(bot, metric, value < 0 ? 0 : UINT64_MAX);
+    if (kind == RS_METRIC_SIGNED_HISTOGRAM) {
+        int64_t end = value < 0 ? -INT64_MAX : INT64_MAX;
+        return rsp_record_stored(bot, metric, (uint64_t)end ^ RS_OFFSET_BINARY_BIAS, 0, RS_TIMESTAMP_NOW);
+    }
+    return rsp_record_stored(bot, metric, value < 0 ? 0 : UINT64_MAX, 0, RS_TIMESTAMP_NOW);
 }
 
-void rs_bot_count_unrepresentable(rs_bot *bot, rs_metric metric, double increment) {
+void rs_bot_count_unrepresentable(rs_bot *bot, uint32_t metric, double increment) {
     rsp_count_clamped(bot, metric);
-    if (increment > 0) rs_bot_count(bot, metric, UINT64_MAX); /* NaN and below 0: nothing added */
+    if (!(increment > 0)) return; /* NaN and below 0: nothing added */
+    rs_producer *p = rs_bot_producer(bot);
+    if (rs_producer_control(p, metric) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return;
+    rs_producer_count(p, metric, UINT64_MAX);
 }
 
 int rs_bot_name_thread(rs_bot *bot, const char *name, size_t length) {

@@ -11,7 +11,8 @@
  *    becomes a worker of the floor's bot at its first record. The Swift runtime and fork() do not
  *    mix: the child runs this file's C only, and leaves by _exit.
  * 4. The write as it was before SAMPLING (issue 27), frozen here for the A/B row `c.floor.before`:
- *    the same process, consumer and rounds as `c.floor`; only the write differs.
+ *    the same process, consumer and rounds as `c.floor`; only the write differs. And the bot's
+ *    record as it was before CONTROL (issue 41), for the A/B row `c.record.before` beside `c.record`.
  */
 #ifndef CRINGSIDE_BENCH_H
 #define CRINGSIDE_BENCH_H
@@ -130,6 +131,11 @@ void rsb_floor_round(rsb_floor *floor, const uint64_t *values, uint64_t values_m
     operator's control word, the registered sampling). */
 void rsb_record_round(rsb_floor *floor, const uint64_t *values, uint64_t values_mask, const rsb_round_timing *timing,
                       uint32_t *out, size_t capacity, rsb_round *result);
+
+/** rsb_record_round with rs_bot_record as it was before CONTROL in ringside.h (no control word):
+    `c.record.before`, the A/B row that prices the operator's control beside `c.record`. */
+void rsb_record_round_before(rsb_floor *floor, const uint64_t *values, uint64_t values_mask,
+                             const rsb_round_timing *timing, uint32_t *out, size_t capacity, rsb_round *result);
 
 /** rsb_floor_round with the write before SAMPLING (rsb_write_before): `c.floor.before`, for a floor
     opened with rsb_floor_open_unsampled. */

@@ -360,28 +360,30 @@ RS_INLINE uint32_t rs_producer_control(const rs_producer *p, uint32_t metric) {
 }
 
 /** The cold part of the record functions when the operator's `control` word is not 0 (see
-    CONTROL): off, nothing; sampled, the call written 1 in 2^n, else gathered. `value` as stored;
-    `flags` and `timestamp_ns` (RS_TIMESTAMP_NOW: read now) as rs_producer_write_at takes them.
-    Returns 1 if written. */
-int rs_bot_record_controlled(rs_bot *bot, rs_metric metric, uint64_t value, uint8_t flags, uint64_t timestamp_ns,
+    CONTROL): off, nothing; sampled, the call written 1 in 2^n, else gathered. `metric` is the
+    histogram's index, `value` as stored; `flags` and `timestamp_ns` (RS_TIMESTAMP_NOW: read now) as
+    rs_producer_write_at takes them. Returns 1 if written. The cold functions take scalars, never an
+    rs_metric: a struct passed by value makes compilers copy it on every hot call, taken or not. */
+int rs_bot_record_controlled(rs_bot *bot, uint32_t metric, uint64_t value, uint8_t flags, uint64_t timestamp_ns,
                              uint32_t control);
 
 RS_INLINE int rs_bot_record(rs_bot *bot, rs_metric metric, uint64_t value) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
     rs_producer *p = rs_bot_producer(bot);
     uint32_t control = rs_producer_control(p, metric.index);
-    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric, value, 0, RS_TIMESTAMP_NOW, control);
+    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric.index, value, 0, RS_TIMESTAMP_NOW, control);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     return rs_producer_write(p, metric.index, RS_KIND_HISTOGRAM, 0, value);
 }
 
 /** The cold part of the value functions below: a value the metric cannot hold is counted in its
-    metric cell's `clamped`, and recorded at the nearest end (a NaN is not). Returns as rs_bot_record. */
-int rs_bot_record_unrepresentable(rs_bot *bot, rs_metric metric, double value);
+    metric cell's `clamped`, and recorded at the nearest end (a NaN is not). `kind` the rs_metric's.
+    Returns as rs_bot_record. */
+int rs_bot_record_unrepresentable(rs_bot *bot, uint32_t metric, uint8_t kind, double value);
 
 /** The cold part of rs_bot_count_value: an increment below 0, past 2^64 - 1 steps or NaN, counted
     in `clamped`, adds its nearest end (0 for a NaN). */
-void rs_bot_count_unrepresentable(rs_bot *bot, rs_metric metric, double increment);
+void rs_bot_count_unrepresentable(rs_bot *bot, uint32_t metric, double increment);
 
 /**
  * Records a signed histogram's value as a whole number of its steps, -(2^63 - 1) to 2^63 - 1
@@ -390,11 +392,11 @@ void rs_bot_count_unrepresentable(rs_bot *bot, rs_metric metric, double incremen
  */
 RS_INLINE int rs_bot_record_signed(rs_bot *bot, rs_metric metric, int64_t steps) {
     if (metric.kind != RS_METRIC_SIGNED_HISTOGRAM) return 0;
-    if (__builtin_expect(steps == INT64_MIN, 0)) return rs_bot_record_unrepresentable(bot, metric, -9.3e18);
+    if (__builtin_expect(steps == INT64_MIN, 0)) return rs_bot_record_unrepresentable(bot, metric.index, metric.kind, -9.3e18);
     rs_producer *p = rs_bot_producer(bot);
     uint32_t control = rs_producer_control(p, metric.index);
     if (__builtin_expect(control != 0, 0)) {
-        return rs_bot_record_controlled(bot, metric, (uint64_t)steps ^ RS_OFFSET_BINARY_BIAS, 0, RS_TIMESTAMP_NOW, control);
+        return rs_bot_record_controlled(bot, metric.index, (uint64_t)steps ^ RS_OFFSET_BINARY_BIAS, 0, RS_TIMESTAMP_NOW, control);
     }
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     return rs_producer_write(p, metric.index, RS_KIND_HISTOGRAM, 0, (uint64_t)steps ^ RS_OFFSET_BINARY_BIAS);
@@ -411,11 +413,11 @@ RS_INLINE int rs_bot_record_value(rs_bot *bot, rs_metric metric, double value) {
     if (metric.kind == RS_METRIC_SIGNED_HISTOGRAM) {
         /* Within +-2^63 (exact doubles): rint stays inside the int64 range, and never reaches INT64_MIN. */
         if (__builtin_expect(!(steps > -9223372036854775808.0 && steps < 9223372036854775808.0), 0)) {
-            return rs_bot_record_unrepresentable(bot, metric, value);
+            return rs_bot_record_unrepresentable(bot, metric.index, metric.kind, value);
         }
         return rs_bot_record_signed(bot, metric, (int64_t)__builtin_rint(steps));
     }
-    if (__builtin_expect(!(steps >= 0 && steps < 18446744073709551616.0), 0)) return rs_bot_record_unrepresentable(bot, metric, value);
+    if (__builtin_expect(!(steps >= 0 && steps < 18446744073709551616.0), 0)) return rs_bot_record_unrepresentable(bot, metric.index, metric.kind, value);
     return rs_bot_record(bot, metric, (uint64_t)__builtin_rint(steps));
 }
 
@@ -453,7 +455,7 @@ RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint
     rs_producer *p = rs_bot_producer(bot);
     uint32_t control = rs_producer_control(p, metric.index);
     /* Under the operator's control the value is recorded without its exemplar (see CONTROL). */
-    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric, value, 0, rs_clock_precise_ns(), control);
+    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric.index, value, 0, rs_clock_precise_ns(), control);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     if (__builtin_expect(p->records == NULL, 0)) return rs_producer_lose(p, metric.index, RS_KIND_HISTOGRAM, value); /* no clock read */
     /* The precise clock: an exemplar's time must never precede its call (CLOCKS in ringside.h). */
@@ -480,14 +482,14 @@ int rs_bot_name_thread(rs_bot *bot, const char *name, size_t length);
 uint64_t rs_metric_steps_of_ns(rs_metric metric, uint64_t ns);
 
 /** The cold part of rs_bot_record_span: a span into a histogram with a resolution (in its steps),
-    or under the operator's control (see CONTROL). */
-int rs_bot_record_span_slow(rs_bot *bot, rs_metric metric, uint64_t start);
+    or under the operator's control (see CONTROL). The rs_metric's index, scale and ns_per_unit. */
+int rs_bot_record_span_slow(rs_bot *bot, uint32_t metric, int8_t scale, uint32_t ns_per_unit, uint64_t start);
 
 RS_INLINE int rs_bot_record_span(rs_bot *bot, rs_metric metric, uint64_t start) {
     if (metric.kind != RS_KIND_HISTOGRAM) return 0;
     rs_producer *p = rs_bot_producer(bot);
     if (__builtin_expect(metric.scale != 0 || rs_producer_control(p, metric.index) != 0, 0)) {
-        return rs_bot_record_span_slow(bot, metric, start);
+        return rs_bot_record_span_slow(bot, metric.index, metric.scale, metric.ns_per_unit, start);
     }
     return rs_producer_record_span(p, metric.index, metric.sampled, metric.ns_per_unit, start);
 }
@@ -528,9 +530,10 @@ RS_INLINE void rs_bot_count(rs_bot *bot, rs_metric metric, uint64_t increment) {
     to the nearest step, exact in steps. An increment below 0 (a counter never goes back), past
     2^64 - 1 steps or NaN is clamped to the nearest end (0 for a NaN) and counted in `clamped`. */
 RS_INLINE void rs_bot_count_value(rs_bot *bot, rs_metric metric, double increment) {
+    if (metric.kind != RS_KIND_COUNTER) return;
     double steps = increment * metric.steps_per_unit;
     if (__builtin_expect(!(steps >= 0 && steps < 18446744073709551616.0), 0)) {
-        rs_bot_count_unrepresentable(bot, metric, increment);
+        rs_bot_count_unrepresentable(bot, metric.index, increment);
         return;
     }
     rs_bot_count(bot, metric, (uint64_t)__builtin_rint(steps));

@@ -596,7 +596,7 @@ static int stored_value(rs_bot *bot, rs_metric metric, double units, uint64_t *s
 static int record_stored_exemplar(rs_bot *bot, rs_metric metric, uint64_t stored, const char *exemplar, size_t length) {
     rs_producer *p = rs_bot_producer(bot);
     uint32_t control = rs_producer_control(p, metric.index);
-    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric, stored, 0, rs_clock_precise_ns(), control);
+    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric.index, stored, 0, rs_clock_precise_ns(), control);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     if (p->records == NULL) return rs_producer_lose(p, metric.index, RS_KIND_HISTOGRAM, stored); /* no clock read */
     /* The precise clock: an exemplar's time must never precede its call (CLOCKS in ringside.h). */
@@ -688,7 +688,7 @@ static int record_span_exemplar(rs_bot *bot, rs_metric metric, uint64_t start, c
     uint64_t value = metric.ns_per_unit > 1 ? time.elapsed_ns / metric.ns_per_unit : time.elapsed_ns;
     rs_producer *p = rs_bot_producer(bot);
     uint32_t control = rs_producer_control(p, metric.index);
-    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric, value, RS_FLAG_SPAN, time.end_ns, control);
+    if (__builtin_expect(control != 0, 0)) return rs_bot_record_controlled(bot, metric.index, value, RS_FLAG_SPAN, time.end_ns, control);
     if (metric.sampled && !rs_producer_sample(p, metric.index)) return 0;
     return rs_producer_write_exemplar(p, metric.index, RS_FLAG_SPAN, value, time.end_ns, exemplar, (uint32_t)length);
 }
