@@ -25,12 +25,6 @@ package enum ExportBuckets {
     /// Base units (seconds for times) in one of `unit`.
     private static func baseUnits(per unit: MetricUnit) -> Double { unit.nanoseconds.map { Double($0) / 1e9 } ?? 1 }
 
-    /// `value` (in `unit`) in base units (seconds for times), divided by a power of ten, so that
-    /// 4,999,999 ns is 0.004999999 s and not a neighbour of it.
-    package static func inBaseUnits(_ value: UInt64, unit: MetricUnit) -> Double {
-        unit.nanoseconds.map { Double(value) / (1e9 / Double($0)) } ?? Double(value)
-    }
-
     /// The latest of `exemplars` (of values of `metric`, unsigned) in each classic bucket that has
     /// one, by the bucket's index in its bounds (`classic(of:)`; their count: the +Inf bucket).
     package static func latestExemplars(_ exemplars: [KeptExemplar], of metric: MetricDescriptor) -> [Int: KeptExemplar] {

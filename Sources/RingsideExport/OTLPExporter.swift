@@ -167,10 +167,11 @@ public enum OTLPExporter {
                         point.fixed64(3, time)
                         if one.metric.hasSteps {
                             // A float, read from the exact decimal: 1,000,000 increments of 0.01 are 10000.
-                            let text = ExactDecimal.text(Int128(clamping: one.cumulativeExactSum), exponent: one.metric.baseUnitExponent)
+                            let text = ExactDecimal.text(
+                                negative: false, magnitude: one.cumulativeExactSum, exponent: one.metric.baseUnitExponent)
                             point.double(4, Double(text) ?? one.metric.inBaseUnits(one.cumulativeSum))
                         } else if one.metric.unit.nanoseconds != nil {
-                            point.double(4, base(one.cumulativeSum, unit: one.metric.unit))
+                            point.double(4, one.metric.inBaseUnits(one.cumulativeSum))
                         } else {
                             point.fixed64(6, UInt64(bitPattern: Int64(clamping: one.cumulativeExactSum)))  // as_int, an sfixed64
                         }
@@ -186,7 +187,7 @@ public enum OTLPExporter {
                     gauge.message(1) { point in
                         point.labels(7, one.metric)
                         point.fixed64(3, time)
-                        point.double(4, base(value, unit: one.metric.unit))
+                        point.double(4, one.metric.inBaseUnits(value))
                     }
                 }
             }
@@ -229,11 +230,6 @@ public enum OTLPExporter {
             point.double(13, series.metric.inBaseUnits(Double(cumulative.max)))
         }
         point.double(14, buckets.zeroThreshold)
-    }
-
-    /// A value of `unit` in base units (seconds for times).
-    static func base(_ value: Double, unit: MetricUnit) -> Double {
-        unit.nanoseconds.map { value * Double($0) / 1e9 } ?? value
     }
 }
 
