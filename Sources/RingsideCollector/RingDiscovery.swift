@@ -398,6 +398,12 @@ final class RingDiscovery: @unchecked Sendable {
     /// Remembers why `name` is not read: until its file changes, or for a while (see `RefusedFile`).
     /// - Parameter byStat: `lstat` told (its words are made again from `state` when needed).
     private func refuse(_ name: String, _ error: RingError, state: EntryState?, byStat: Bool = false, nowNanos now: UInt64) {
+        if case .consumerAlive(_, let pid) = error, pid == getpid() {
+            // This collector's own consumer of the file, let go by the drain a moment ago and not
+            // closed yet: not a problem to show (what the drain said stays), only a retry.
+            timed[name] = now &+ Self.retryNanos
+            return
+        }
         var quiet = false
         var retryAt: UInt64 = 0
         switch error {
