@@ -39,13 +39,14 @@ with one store of write_cursor; a lane without room for all of them drops the va
 counted drop.
 
 CONTROL (CONTROL in ringside.h): every call loads its metric's control word (the metric cell's
-`control`, which the operator's tool writes) once its thread has its lane: the hot paths through
-the lane's header view, one subscript and a branch; a nonzero word sends the call the slow way,
-which records and counts nothing for RS_CONTROL_OFF or RS_CONTROL_BOT_OFF (`clamped` neither), and samples a histogram 1 in 2^n through its lane's gather cells
-(the lane's `calls`, as the C library's adaptive sampling counts them) while the consumer reads
-gather cells; a histogram's call under any control is recorded without its exemplar. A new
-metric starts with the bot's BOT_OFF (bot_control, read again after metric_count's store and a
-full fence), and in a worker file with the same metric's word in the bot's own file.
+`control`, which the operator's tool writes) once its thread has its lane: the hot paths through the
+lane's header view, one subscript and a branch; a nonzero word sends the call the slow way, which
+records and counts nothing for RS_CONTROL_OFF or RS_CONTROL_BOT_OFF (`clamped` neither), and samples
+a histogram 1 in 2^n through its lane's gather cells (the lane's `calls`, as the C library's
+adaptive sampling counts them) while the consumer reads gather cells; a histogram's call under any
+control is recorded without its exemplar. A new metric starts with the bot's BOT_OFF (bot_control,
+read again after metric_count's store and a full fence), and in a worker file with the same metric's
+word in the bot's own file.
 
 WORKERS AND FORK (WORKERS in ringside.h): a bot is one process's, or several processes' as its
 workers. attach(worker=True) writes a file of the process's own, <name>@<pid>, which the collector
