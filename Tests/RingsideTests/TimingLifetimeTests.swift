@@ -9,6 +9,16 @@ import Testing
 // reference); these tests stop timings whose bot has gone.
 @Suite("Timing: a span does not keep its bot attached")
 struct TimingLifetimeTests {
+    /// Attaches `name` again once its last attachment has let go of its lock. Tried for a while:
+    /// a child another test spawns at that moment shares the lock's open file until its exec
+    /// closes it (O_CLOEXEC), which a loaded machine can make last; a bot never detached stays
+    /// refused, and the attach's error is thrown.
+    static func attachAgain(_ name: String, _ directory: RingDirectory) throws -> Bot {
+        let attach = { try Bot.attach(name, directory: directory.path, options: .init(laneCapacity: 16)) }
+        if let bot = eventually(seconds: 20, { try? attach() }) { return bot }
+        return try attach()
+    }
+
     @Test("a span stopped after its bot detached records nothing, and nothing into the bot attached after it")
     func stopAfterDetach() throws {
         try withRingDirectory { directory in
@@ -21,7 +31,7 @@ struct TimingLifetimeTests {
             }
             // The bot's last reference went with the scope: attaching it again in this process
             // succeeds only once it has detached (its lock is gone).
-            let again = try Bot.attach("detached", directory: directory.path, options: .init(laneCapacity: 16))
+            let again = try Self.attachAgain("detached", directory)
             let next = try Bot.attach("next", directory: directory.path, options: .init(laneCapacity: 16))
             let latency = try next.histogram("latency", unit: .nanoseconds)
             latency.record(7)
@@ -54,7 +64,7 @@ struct TimingLifetimeTests {
             }
             // Attaching it again succeeds only once it has detached (its lock is gone); the new
             // attachment most likely takes the same slot, which the stale span must not write.
-            let again = try Bot.attach("threads", directory: directory.path, options: .init(laneCapacity: 16))
+            let again = try Self.attachAgain("threads", directory)
             detached.signal()
             finished.wait()
             #expect(try drainAll(RingConsumer("threads", directory: directory)).count == 1)
