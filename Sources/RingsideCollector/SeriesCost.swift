@@ -13,7 +13,7 @@ import RingsideExport
 ///   collector may hold a page four times at once (the one uncompressed page `MetricsPages`
 ///   keeps, the next one its thread writes in slices and joins, and an older one still being
 ///   sent), so the text is charged four times; gzipped pages, kept for each format scraped with
-///   gzip, are a thirtieth of it and fall within the budget's last eighth;
+///   gzip, are a thirtieth of it and fall within the budget's last quarter;
 /// - a histogram's counts, which grow with what it records (from nothing to about 1 MiB for a
 ///   busy series, see `WindowedHistogram`): not charged at admission but measured as they grow
 ///   (`RingAggregator.Usage.bytes`), and counted against the budget too.
