@@ -110,13 +110,21 @@ enum PostmortemCommand {
         let worker = WorkerRing(ring)
         let source = TraceSource(
             ringName: ring, bot: worker?.bot ?? ring, pid: status.producerPID, isWorker: worker != nil, metrics: contents.metrics,
-            threadNames: status.lanes.map(\.threadName),
+            threadNames: status.lanes.map(threadName),
             wallClockOffsetNanos: status.createdRealtimeNanos &- status.createdMonotonicNanos, finalValues: finalValues,
             finalValuesMonotonicNanos: status.heartbeatMonotonicNanos)
         return FileRead(source: source, records: contents.records, status: status)
     }
 
-    /// What is printed: each file's producer, lanes (records, thread names), counters and gauges, then the files written.
+    /// A lane's thread track name: the name of the thread that holds it (or held it last), and,
+    /// when threads took it in turn, so: the earlier holders' records are on the same track.
+    static func threadName(_ lane: LaneStatus) -> String {
+        let name = lane.threadName.isEmpty ? "lane \(lane.index)" : lane.threadName
+        return lane.claims > 1 ? "\(name) (lane \(lane.index), claimed \(lane.claims) times)" : name
+    }
+
+    /// What is printed: each file's producer, lanes (thread names, threads that held it, records
+    /// still in it of those written), counters and gauges, then the files written.
     static func report(_ reads: [FileRead], model: TraceModel, outputs: [(path: String, bytes: [UInt8])]) -> [String] {
         var lines: [String] = []
         for read in reads {
@@ -128,12 +136,13 @@ enum PostmortemCommand {
                     + "dropped \(status.dropped), every lane's added up; last heartbeat "
                     + utcTimestamp(microseconds: true, realtimeNanos: status.realtimeNanos(ofMonotonic: status.heartbeatMonotonicNanos)))
             var table = TextTable(
-                ["LANE", "THREAD", "TID", "RECORDS", "WRITTEN", "DROPPED"], right: ["LANE", "TID", "RECORDS", "WRITTEN", "DROPPED"])
+                ["LANE", "THREAD", "TID", "CLAIMS", "RECORDS", "WRITTEN", "DROPPED"],
+                right: ["LANE", "TID", "CLAIMS", "RECORDS", "WRITTEN", "DROPPED"])
             for lane in status.lanes {
                 let held = read.records.filter { $0.lane == lane.index }.count
                 table.add([
                     "\(lane.index)", lane.threadName.isEmpty ? "-" : lane.threadName, lane.ownerTID != 0 ? "\(lane.ownerTID)" : "-",
-                    "\(held)", "\(lane.writeCursor)", "\(lane.dropped)",
+                    "\(lane.claims)", "\(held)", "\(lane.writeCursor)", "\(lane.dropped)",
                 ])
             }
             lines += table.lines.map { "  " + $0 }
