@@ -10,7 +10,7 @@ import Testing
 @Suite("ringside-dump postmortem of a killed C bot")
 struct PostmortemTests {
     @Test(
-        "a SIGKILLed C bot's file gives back every record it wrote: values as slices, exemplars, thread names, counter total, gauge, hlog"
+        "a SIGKILLed C bot's files (its own and its forked worker's) give back every record: values as slices, exemplars, thread names, counter total, gauge, hlog"
     )
     func killedCBot() throws {
         let build = try TemporaryDirectory("ringside-postmortem-c")
@@ -18,8 +18,10 @@ struct PostmortemTests {
         guard let executable = try buildCProducer("c", fixture: "c_postmortem", into: build) else { return }
         try withRingDirectory { directory in
             let threads = 3, count = 300
-            let bot = try ChildProcess(executable, [directory.path, "pmbot", "\(threads)", "\(count)"])
+            let bot = try ChildProcess(executable, [directory.path, "pmbot", "\(threads)", "\(count)", "fork"])
             defer { bot.kill() }
+            let childLine = bot.readLine() ?? ""
+            let childPID = try #require(childLine.hasPrefix("child pid ") ? Int32(childLine.dropFirst(10)) : nil, "\(childLine)")
             let ready = bot.readLine()
             try #require(ready == "ready", "the C bot did not start: \(ready ?? "") \(bot.waitForExit().standardError)")
             // A live bot is refused: its lanes change while they are read.
@@ -50,14 +52,22 @@ struct PostmortemTests {
                 events.filter { $0["ph"] as? String == "M" && $0["name"] as? String == "thread_name" }.map {
                     (($0["tid"] as? Int) ?? -1, ($0["args"] as? [String: Any])?["name"] as? String ?? "")
                 }, uniquingKeysWith: { first, _ in first })
-            for slice in latencies {
+            for slice in latencies where slice["pid"] as? Int == Int(bot.pid) {
                 let nanos = Int(((slice["dur"] as? Double) ?? -1) * 1000 + 0.5)
                 byThread[nameOfLane[(slice["tid"] as? Int) ?? -1] ?? "?", default: []].append(nanos)
             }
             for t in 0..<threads {
                 #expect(byThread["pm-worker-\(t)"]?.sorted() == Array((t + 1) * 1000 + 1...(t + 1) * 1000 + count), "thread \(t)")
             }
-            #expect(latencies.count == threads * count)
+            #expect(latencies.count == threads * count + count)
+            // The forked child's values, in its worker file: a process of its own.
+            let processNames = events.filter { $0["ph"] as? String == "M" && $0["name"] as? String == "process_name" }
+                .compactMap { ($0["args"] as? [String: Any])?["name"] as? String }
+            #expect(processNames.sorted() == ["bot pmbot (pid \(bot.pid))", "pmbot worker (pid \(childPID))"], "\(processNames)")
+            let childValues = latencies.filter { $0["pid"] as? Int == Int(childPID) }.map {
+                Int((($0["dur"] as? Double) ?? -1) * 1000 + 0.5)
+            }
+            #expect(childValues.sorted() == Array(9001...9000 + count))
             // Every tenth value's exemplar names it.
             let exemplars = latencies.compactMap { ($0["args"] as? [String: Any])?["exemplar.order_id"] as? String }
             #expect(exemplars.count == threads * count / 10)
@@ -65,7 +75,7 @@ struct PostmortemTests {
             // One 2 ms span per thread, in us: a slice of at least 2,000,000 ns.
             let spans = slices.filter { $0["name"] as? String == "pm_span" }
             #expect(spans.count == threads && spans.allSatisfy { ($0["dur"] as? Double ?? 0) >= 2000 }, "\(spans)")
-            let counters = events.filter { $0["ph"] as? String == "C" }
+            let counters = events.filter { $0["ph"] as? String == "C" && $0["pid"] as? Int == Int(bot.pid) }
             let total = counters.first { $0["name"] as? String == "pm_orders" }.flatMap { ($0["args"] as? [String: Any])?["value"] as? Int }
             #expect(total == threads * count)
             let gauge = counters.last { $0["name"] as? String == "pm_position" }.flatMap {
@@ -77,6 +87,7 @@ struct PostmortemTests {
             let log = try String(contentsOfFile: build.path + "/pmbot-postmortem.hlog", encoding: .utf8)
             let lines = log.split(separator: "\n").filter { $0.hasPrefix("Tag=pmbot.pm_latency@ns,") }
             #expect(!lines.isEmpty, "\(log)")
+            #expect(log.contains("Tag=pmbot@\(childPID).pm_latency@ns,"), "the worker's histogram, tagged by its file")
             let pftrace = try Data(contentsOf: URL(fileURLWithPath: build.path + "/pmbot-postmortem.pftrace"))
             #expect(pftrace.count > latencies.count * 8)
         }
