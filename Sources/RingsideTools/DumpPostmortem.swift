@@ -154,10 +154,13 @@ enum PostmortemCommand {
                     finals.map { ("\($0.metric.kind) \($0.metric.displayName)", $0.value.text(unit: $0.metric.unit)) }, indent: "  ")
             }
         }
+        let threads = model.processes.flatMap(\.threads)
+        let rows = threads.reduce(0) { $0 + $1.rows }
         lines.append(
             "trace: \(model.slices.count) slices, \(model.counters.count) counter samples, \(model.processes.count) "
-                + "process\(model.processes.count == 1 ? "" : "es"), "
-                + "\(model.processes.reduce(0) { $0 + $1.threads.count }) threads; \(model.unreadableRecords) records unreadable")
+                + "process\(model.processes.count == 1 ? "" : "es"), \(threads.count) threads"
+                + (rows > threads.count ? " on \(rows) rows (slices that overlap without nesting go on rows of their own)" : "")
+                + "; \(model.unreadableRecords) records unreadable")
         for output in outputs { lines.append("wrote \(output.path) (\(humanBytes(output.bytes.count)))") }
         return lines
     }

@@ -11,14 +11,25 @@ package enum ChromeTraceJSON {
         let pids = traceIDs(model)
         var events: [JSON] = []
         for (process, pid) in zip(model.processes, pids) {
-            events.append(metadata("process_name", pid: pid, tid: 0, name: process.name))
-            for thread in process.threads { events.append(metadata("thread_name", pid: pid, tid: thread.lane, name: thread.name)) }
+            events.append(metadata("process_name", pid: pid, tid: 0, args: [("name", .string(process.name))]))
+            for thread in process.threads {
+                for row in 0..<thread.rows {
+                    let tid = TraceModel.threadID(lane: thread.lane, row: row)
+                    events.append(metadata("thread_name", pid: pid, tid: tid, args: [("name", .string(thread.name(row: row)))]))
+                    // A thread's rows side by side, in lane order.
+                    events.append(
+                        metadata(
+                            "thread_sort_index", pid: pid, tid: tid, args: [("sort_index", .uint(UInt64(thread.lane) << 16 | UInt64(row)))])
+                    )
+                }
+            }
         }
         for slice in model.slices {
             events.append(
                 .object([
                     ("ph", .string("X")), ("cat", .string("ringside")), ("name", .string(slice.name)),
-                    ("pid", .int(Int64(pids[Int(slice.source)]))), ("tid", .uint(UInt64(slice.lane))),
+                    ("pid", .int(Int64(pids[Int(slice.source)]))),
+                    ("tid", .uint(UInt64(TraceModel.threadID(lane: slice.lane, row: slice.row)))),
                     ("ts", .number(microseconds(slice.startNanos))), ("dur", .number(microseconds(slice.durationNanos))),
                     ("args", .object(slice.args.map { ($0.key, .string($0.value)) })),
                 ]))
@@ -58,10 +69,9 @@ package enum ChromeTraceJSON {
         return "\(nanos / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
     }
 
-    private static func metadata(_ kind: String, pid: Int32, tid: UInt32, name: String) -> JSON {
+    private static func metadata(_ kind: String, pid: Int32, tid: UInt32, args: [(String, JSON)]) -> JSON {
         .object([
-            ("ph", .string("M")), ("name", .string(kind)), ("pid", .int(Int64(pid))), ("tid", .uint(UInt64(tid))),
-            ("args", .object([("name", .string(name))])),
+            ("ph", .string("M")), ("name", .string(kind)), ("pid", .int(Int64(pid))), ("tid", .uint(UInt64(tid))), ("args", .object(args)),
         ])
     }
 }

@@ -1,8 +1,9 @@
 import RingsideExport
 
 /// A ``TraceModel`` in Perfetto's protobuf trace format (`perfetto.protos.Trace`): a
-/// `TrackDescriptor` per process, thread and counter track, then a `TrackEvent` per slice's
-/// begin and end and per counter sample, on one packet sequence. Times are the model's
+/// `TrackDescriptor` per process, thread row and counter track, then the events in time order on
+/// one packet sequence: a `TrackEvent` per slice's begin and end (each row's slices nest, so an
+/// end closes the slice begun last there) and per counter sample. Times are the model's
 /// (nanoseconds after its origin). Field numbers are those of Perfetto's protos
 /// (protos/perfetto/trace/trace_packet.proto, track_event/track_descriptor.proto,
 /// track_event/track_event.proto, track_event/debug_annotation.proto).
@@ -14,92 +15,116 @@ package enum PerfettoTrace {
         case counter = 4
     }
 
+    /// An event to write: a slice's begin (with the slice) or end, or a counter sample.
+    enum Event {
+        case begin(TraceModel.Slice)
+        case end
+        case sample(TraceModel.CounterSample)
+    }
+
     static let sequenceID: UInt64 = 1
 
     package static func encode(_ model: TraceModel) -> [UInt8] {
         var trace = ProtobufWriter()
         let pids = ChromeTraceJSON.traceIDs(model)
-        // Track uuids: a process's is its index + 1; a thread's and a counter's follow them all.
+        // Track uuids: a process's is its index + 1; thread rows' and counters' follow them all.
         var next = UInt64(model.processes.count) + 1
-        var threadUUIDs: [String: UInt64] = [:]
+        var rowUUIDs: [String: UInt64] = [:]
         var counterUUIDs: [String: UInt64] = [:]
         for (index, (process, pid)) in zip(model.processes, pids).enumerated() {
             let processUUID = UInt64(index) + 1
-            packet(&trace, timestamp: nil) { packet in
-                packet.message(60) { track in  // track_descriptor
-                    track.uint64(1, processUUID)  // uuid
-                    track.message(3) { descriptor in  // process
-                        descriptor.uint64(1, UInt64(UInt32(bitPattern: pid)))  // pid
-                        descriptor.string(6, process.name)  // process_name
-                    }
+            descriptor(&trace) { track in
+                track.uint64(1, processUUID)  // uuid
+                track.message(3) { descriptor in  // process
+                    descriptor.uint64(1, UInt64(UInt32(bitPattern: pid)))  // pid
+                    descriptor.string(6, process.name)  // process_name
                 }
             }
             for thread in process.threads {
-                threadUUIDs["\(process.source)/\(thread.lane)"] = next
-                packet(&trace, timestamp: nil) { packet in
-                    packet.message(60) { track in
+                for row in 0..<thread.rows {
+                    rowUUIDs["\(process.source)/\(thread.lane)/\(row)"] = next
+                    descriptor(&trace) { track in
                         track.uint64(1, next)
-                        track.string(2, thread.name)  // name
+                        track.string(2, thread.name(row: row))  // name
                         track.uint64(5, processUUID)  // parent_uuid
                     }
+                    next += 1
                 }
-                next += 1
             }
         }
         for track in model.counterTracks {
             counterUUIDs["\(track.source)/\(track.name)"] = next
-            packet(&trace, timestamp: nil) { packet in
-                packet.message(60) { descriptor in
-                    descriptor.uint64(1, next)
-                    descriptor.string(2, track.name)
-                    descriptor.uint64(5, UInt64(track.source) + 1)
-                    descriptor.message(8) { _ in }  // counter: a CounterDescriptor, empty
-                }
+            descriptor(&trace) { descriptor in
+                descriptor.uint64(1, next)
+                descriptor.string(2, track.name)
+                descriptor.uint64(5, UInt64(track.source) + 1)
+                descriptor.message(8) { _ in }  // counter: a CounterDescriptor, empty
             }
             next += 1
         }
-        for slice in model.slices {
-            let uuid = threadUUIDs["\(slice.source)/\(slice.lane)"] ?? 0
-            packet(&trace, timestamp: slice.startNanos) { packet in
-                packet.message(11) { event in  // track_event
-                    event.uint64(9, EventType.sliceBegin.rawValue)  // type
-                    event.uint64(11, uuid)  // track_uuid
-                    event.string(22, "ringside")  // categories
-                    event.string(23, slice.name)  // name
-                    for arg in slice.args {
-                        event.message(4) { annotation in  // debug_annotations
-                            annotation.string(10, arg.key)  // name
-                            annotation.string(6, arg.value)  // string_value
+        for (time, uuid, event) in events(model, rowUUIDs: rowUUIDs, counterUUIDs: counterUUIDs) {
+            trace.message(1) { packet in  // Trace.packet
+                packet.uint64(8, time)  // timestamp
+                packet.uint64(10, sequenceID)  // trusted_packet_sequence_id
+                packet.message(11) { track in  // track_event
+                    switch event {
+                    case let .begin(slice):
+                        track.uint64(9, EventType.sliceBegin.rawValue)  // type
+                        track.uint64(11, uuid)  // track_uuid
+                        track.string(22, "ringside")  // categories
+                        track.string(23, slice.name)  // name
+                        for arg in slice.args {
+                            track.message(4) { annotation in  // debug_annotations
+                                annotation.string(10, arg.key)  // name
+                                annotation.string(6, arg.value)  // string_value
+                            }
                         }
+                    case .end:
+                        track.uint64(9, EventType.sliceEnd.rawValue)
+                        track.uint64(11, uuid)
+                    case let .sample(sample):
+                        track.uint64(9, EventType.counter.rawValue)
+                        track.uint64(11, uuid)
+                        track.double(44, sample.value.doubleValue)  // double_counter_value
                     }
-                }
-            }
-            packet(&trace, timestamp: slice.startNanos + slice.durationNanos) { packet in
-                packet.message(11) { event in
-                    event.uint64(9, EventType.sliceEnd.rawValue)
-                    event.uint64(11, uuid)
-                }
-            }
-        }
-        for sample in model.counters {
-            let uuid = counterUUIDs["\(sample.source)/\(sample.name)"] ?? 0
-            packet(&trace, timestamp: sample.timeNanos) { packet in
-                packet.message(11) { event in
-                    event.uint64(9, EventType.counter.rawValue)
-                    event.uint64(11, uuid)
-                    event.double(44, sample.value.doubleValue)  // double_counter_value
                 }
             }
         }
         return trace.bytes
     }
 
-    /// A `TracePacket` in `Trace.packet` (1): its timestamp (8) when it has one, the sequence (10), then `body`.
-    private static func packet(_ trace: inout ProtobufWriter, timestamp: UInt64?, _ body: (inout ProtobufWriter) -> Void) {
+    /// Every event in time order (stable: at one time, in the order each track needs them). Each
+    /// row's slices, longer first at one start, begin after the ends of those that ended by then,
+    /// innermost first: a reader that sorts by time (stably) pairs each end with its begin.
+    static func events(
+        _ model: TraceModel, rowUUIDs: [String: UInt64], counterUUIDs: [String: UInt64]
+    ) -> [(time: UInt64, uuid: UInt64, event: Event)] {
+        var events: [(time: UInt64, uuid: UInt64, event: Event)] = []
+        var open: [UInt64: [UInt64]] = [:]  // by row uuid: the ends of its open slices, innermost last
+        let slices = model.slices.sorted { ($0.startNanos, UInt64.max - $0.durationNanos) < ($1.startNanos, UInt64.max - $1.durationNanos) }
+        for slice in slices {
+            let uuid = rowUUIDs["\(slice.source)/\(slice.lane)/\(slice.row)"] ?? 0
+            while let end = open[uuid]?.last, end <= slice.startNanos {
+                events.append((end, uuid, .end))
+                open[uuid]!.removeLast()
+            }
+            events.append((slice.startNanos, uuid, .begin(slice)))
+            open[uuid, default: []].append(slice.startNanos + slice.durationNanos)
+        }
+        for (uuid, ends) in open {
+            for end in ends.reversed() { events.append((end, uuid, .end)) }
+        }
+        for sample in model.counters {
+            events.append((sample.timeNanos, counterUUIDs["\(sample.source)/\(sample.name)"] ?? 0, .sample(sample)))
+        }
+        return events.enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(\.element)
+    }
+
+    /// A `TracePacket` in `Trace.packet` (1) holding a `track_descriptor` (60) written by `body`.
+    private static func descriptor(_ trace: inout ProtobufWriter, _ body: (inout ProtobufWriter) -> Void) {
         trace.message(1) { packet in
-            if let timestamp { packet.uint64(8, timestamp) }
             packet.uint64(10, sequenceID)  // trusted_packet_sequence_id
-            body(&packet)
+            packet.message(60, body)
         }
     }
 }

@@ -62,7 +62,7 @@ package enum TraceBuilder {
                 slot = slices.count
                 slices.append(
                     TraceModel.Slice(
-                        source: entry.source, lane: entry.lane, name: metric.displayName, startNanos: time &- min(duration, time),
+                        source: entry.source, lane: entry.lane, row: 0, name: metric.displayName, startNanos: time &- min(duration, time),
                         durationNanos: min(duration, time), args: args))
             } else {
                 samples.append(TraceModel.CounterSample(source: entry.source, name: metric.displayName, timeNanos: time, value: value))
@@ -86,16 +86,51 @@ package enum TraceBuilder {
         let origin = earliest == .max ? 0 : earliest / 1_000_000_000 * 1_000_000_000
         for index in slices.indices { slices[index].startNanos -= origin }
         for index in samples.indices { samples[index].timeNanos -= origin }
+        let rows = placeInRows(&slices)
         let processes = sources.enumerated().map { index, source in
             TraceModel.Process(
                 source: UInt32(index), name: source.processName, pid: source.pid,
-                threads: lanesUsed[index].sorted().map { TraceModel.Thread(lane: $0, name: source.threadName(lane: $0)) })
+                threads: lanesUsed[index].sorted().map { lane in
+                    TraceModel.Thread(lane: lane, name: source.threadName(lane: lane), rows: rows["\(index)/\(lane)"] ?? 1)
+                })
         }
         return TraceModel(
             originRealtimeNanos: origin, processes: processes,
             slices: slices.enumerated().sorted { ($0.element.startNanos, $0.offset) < ($1.element.startNanos, $1.offset) }.map(\.element),
             counters: samples.enumerated().sorted { ($0.element.timeNanos, $0.offset) < ($1.element.timeNanos, $1.offset) }.map(\.element),
             unreadableRecords: unreadable)
+    }
+
+    /// Gives each slice the first row of its thread where it nests in, or follows, the slices
+    /// there (by start, the longer first); returns the rows each thread needed, by "source/lane".
+    static func placeInRows(_ slices: inout [TraceModel.Slice]) -> [String: Int] {
+        let order = slices.indices.sorted {
+            let a = slices[$0], b = slices[$1]
+            return (a.source, a.lane, a.startNanos, UInt64.max - a.durationNanos, $0)
+                < (b.source, b.lane, b.startNanos, UInt64.max - b.durationNanos, $1)
+        }
+        var counts: [String: Int] = [:]
+        var thread: (source: UInt32, lane: UInt32)?
+        var openEnds: [[UInt64]] = []  // by row: the ends of the slices open there, innermost last
+        for index in order {
+            let slice = slices[index]
+            if thread == nil || thread! != (slice.source, slice.lane) {
+                thread = (slice.source, slice.lane)
+                openEnds = []
+            }
+            let end = slice.startNanos + slice.durationNanos
+            var row = 0
+            while true {
+                if row == openEnds.count { openEnds.append([]) }
+                while let last = openEnds[row].last, last <= slice.startNanos { openEnds[row].removeLast() }
+                if openEnds[row].last.map({ end <= $0 }) ?? true { break }
+                row += 1
+            }
+            openEnds[row].append(end)
+            slices[index].row = row
+            counts["\(slice.source)/\(slice.lane)"] = max(counts["\(slice.source)/\(slice.lane)"] ?? 1, row + 1)
+        }
+        return counts
     }
 
     /// A histogram value in nanoseconds when its metric measures time and is unsigned; nil

@@ -13,15 +13,29 @@ package struct TraceModel: Sendable {
         package var threads: [Thread]
     }
 
+    /// A lane's thread. Its slices that overlap without nesting (two latencies whose measures
+    /// overlap) go on rows of their own, as a viewer's track holds nested slices only: row 0 is
+    /// the thread's, row k another track named `NAME #k+1`.
     package struct Thread: Sendable {
         package var lane: UInt32
         package var name: String
+        /// At least 1.
+        package var rows: Int
+
+        /// Row `row`'s track name.
+        package func name(row: Int) -> String { row == 0 ? name : "\(name) #\(row + 1)" }
     }
+
+    /// The id of lane `lane`'s row `row` among its process's threads (the JSON's `tid`): the lane's
+    /// number for its first row (lanes are fewer than 2^16).
+    package static func threadID(lane: UInt32, row: Int) -> UInt32 { UInt32(row) << 16 | lane }
 
     /// A recorded time: [start, start + duration] on a lane's thread, named by its metric.
     package struct Slice: Sendable {
         package var source: UInt32
         package var lane: UInt32
+        /// Its row on its lane's thread (see ``Thread``).
+        package var row: Int
         package var name: String
         package var startNanos: UInt64
         package var durationNanos: UInt64

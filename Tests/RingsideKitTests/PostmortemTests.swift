@@ -40,8 +40,10 @@ struct PostmortemTests {
             // (its duration the value, in ns: 1 us in the trace's microseconds is 1000 ns).
             let trace = try jsonObject(String(contentsOfFile: build.path + "/pmbot-postmortem.trace.json", encoding: .utf8))
             let events = try #require(trace["traceEvents"] as? [[String: Any]])
+            // A thread's overlapping slices go on rows of its own, "NAME #2"...: the thread is NAME.
+            func thread(_ track: String) -> String { track.components(separatedBy: " #").first ?? track }
             let threadNames = events.filter { $0["ph"] as? String == "M" && $0["name"] as? String == "thread_name" }
-                .compactMap { ($0["args"] as? [String: Any])?["name"] as? String }
+                .compactMap { ($0["args"] as? [String: Any])?["name"] as? String }.map(thread)
             // The main thread (its gauge) is named by the kernel: the program's name.
             #expect(Set(threadNames) == Set((0..<threads).map { "pm-worker-\($0)" } + ["c_postmortem"]), "\(threadNames)")
             let slices = events.filter { $0["ph"] as? String == "X" }
@@ -49,12 +51,13 @@ struct PostmortemTests {
             // Durations in ns, each thread's on its own track: thread t wrote (t+1)*1000 + 1...count.
             var byThread: [String: [Int]] = [:]
             let nameOfLane = Dictionary(
-                events.filter { $0["ph"] as? String == "M" && $0["name"] as? String == "thread_name" }.map {
-                    (($0["tid"] as? Int) ?? -1, ($0["args"] as? [String: Any])?["name"] as? String ?? "")
-                }, uniquingKeysWith: { first, _ in first })
+                events.filter { $0["ph"] as? String == "M" && $0["name"] as? String == "thread_name" && $0["pid"] as? Int == Int(bot.pid) }
+                    .map {
+                        (($0["tid"] as? Int) ?? -1, ($0["args"] as? [String: Any])?["name"] as? String ?? "")
+                    }, uniquingKeysWith: { first, _ in first })
             for slice in latencies where slice["pid"] as? Int == Int(bot.pid) {
                 let nanos = Int(((slice["dur"] as? Double) ?? -1) * 1000 + 0.5)
-                byThread[nameOfLane[(slice["tid"] as? Int) ?? -1] ?? "?", default: []].append(nanos)
+                byThread[thread(nameOfLane[(slice["tid"] as? Int) ?? -1] ?? "?"), default: []].append(nanos)
             }
             for t in 0..<threads {
                 #expect(byThread["pm-worker-\(t)"]?.sorted() == Array((t + 1) * 1000 + 1...(t + 1) * 1000 + count), "thread \(t)")

@@ -118,4 +118,24 @@ struct TraceBuilderTests {
         }
         #expect(position == bytes.count && packets == 6)
     }
+
+    @Test("slices that overlap without nesting go on rows of their own; nested ones share a row; every end closes the slice begun last")
+    func rows() {
+        let source = TraceSource(
+            ringName: "bot", bot: "bot", pid: 7, isWorker: false, metrics: [Self.latency], threadNames: ["t"], wallClockOffsetNanos: 0)
+        let histogram = UInt8(RS_KIND_HISTOGRAM.rawValue)
+        // In us, ending at (ms) 10, 12, 9, 20: [0, 10] holds [8, 9]; [2, 12] overlaps [0, 10]; [15, 20] follows.
+        let ends: [UInt64] = [10, 12, 9, 20], values: [UInt64] = [10_000, 10_000, 1_000, 5_000]
+        let records = zip(ends, values).enumerated().map { index, pair in
+            TraceRecord(
+                source: 0, lane: 0,
+                record: Self.record(0, kind: histogram, value: pair.1, time: 1_000_000_000 + pair.0 * 1_000_000, sequence: UInt64(index)))
+        }
+        let model = TraceBuilder.build(sources: [source], records: records)
+        #expect(model.processes[0].threads.map(\.rows) == [2])
+        #expect(model.processes[0].threads[0].name(row: 1) == "t #2")
+        let placed = model.slices.map { ($0.startNanos / 1_000_000, $0.row) }
+        #expect(placed.map(\.0) == [0, 2, 8, 15] && placed.map(\.1) == [0, 1, 0, 0], "\(placed)")
+        #expect(ChromeTraceJSON.encode(model).contains(#""name":"thread_name","pid":7,"tid":65536,"args":{"name":"t #2"}"#))
+    }
 }
