@@ -1,6 +1,7 @@
 import CRingside
 import Ringside
 import RingsideExport
+import RingsideJSON
 import RingsideSystem
 import RingsideTrace
 #if canImport(Glibc)
@@ -89,7 +90,11 @@ enum PostmortemCommand {
                 return ExitStatus.failure
             }
         }
-        for line in report(reads, model: model, outputs: outputs) { console.print(line) }
+        if context.json {
+            console.print(reportJSON(reads, model: model, outputs: outputs).text)
+        } else {
+            for line in report(reads, model: model, outputs: outputs) { console.print(line) }
+        }
         return failed ? ExitStatus.failure : ExitStatus.success
     }
 
@@ -163,6 +168,43 @@ enum PostmortemCommand {
                 + "; \(model.unreadableRecords) records unreadable")
         for output in outputs { lines.append("wrote \(output.path) (\(humanBytes(output.bytes.count)))") }
         return lines
+    }
+
+    /// `report`'s facts as one JSON document (`--json`).
+    static func reportJSON(_ reads: [FileRead], model: TraceModel, outputs: [(path: String, bytes: [UInt8])]) -> JSON {
+        let files: [JSON] = reads.map { read in
+            let status = read.status
+            let lanes: [JSON] = status.lanes.map { lane in
+                .object([
+                    ("lane", .uint(UInt64(lane.index))), ("thread", .string(lane.threadName)), ("tid", .int(Int64(lane.ownerTID))),
+                    ("claims", .uint(UInt64(lane.claims))), ("records", .uint(UInt64(read.records.filter { $0.lane == lane.index }.count))),
+                    ("written", .uint(lane.writeCursor)), ("dropped", .uint(lane.dropped)),
+                ])
+            }
+            let finals: [JSON] = read.source.finalValues.map { final in
+                .object([
+                    ("metric", .string(final.metric.name)), ("labels", final.metric.labelsJSON),
+                    ("kind", .string(final.metric.kind.description)), ("value", final.value.json),
+                ])
+            }
+            return .object([
+                ("ring", .string(read.source.ringName)), ("producer", ProducerLiveness(status: status).json),
+                ("lanes", .array(lanes)), ("counters_and_gauges", .array(finals)),
+            ])
+        }
+        let threads = model.processes.flatMap(\.threads)
+        return .object([
+            ("files", .array(files)),
+            (
+                "trace",
+                .object([
+                    ("slices", .uint(UInt64(model.slices.count))), ("counter_samples", .uint(UInt64(model.counters.count))),
+                    ("processes", .uint(UInt64(model.processes.count))), ("threads", .uint(UInt64(threads.count))),
+                    ("rows", .uint(UInt64(threads.reduce(0) { $0 + $1.rows }))), ("unreadable_records", .uint(model.unreadableRecords)),
+                ])
+            ),
+            ("wrote", .array(outputs.map { .object([("path", .string($0.path)), ("bytes", .uint(UInt64($0.bytes.count)))]) })),
+        ])
     }
 
     /// Writes `bytes` at `path` whole or not at all: a new file beside it, synced, renamed over it.

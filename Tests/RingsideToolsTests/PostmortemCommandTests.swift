@@ -25,6 +25,13 @@ struct PostmortemCommandTests {
             #expect(byPath.status == 0, "\(byPath.output)\(byPath.errors)")
             #expect(try String(contentsOfFile: out.path + "/seq-postmortem.trace.json", encoding: .utf8) == first)
             #expect(try FileManager.default.contentsOfDirectory(atPath: out.path).sorted() == files)
+            // --json: the same facts for scripts.
+            let json = try dump(directory, "postmortem", "seq", "--out", out.path, "--json").json()
+            #expect(json.object("trace")?.int("counter_samples") == 50 && json.object("trace")?.int("slices") == 0)
+            let file = try #require(json.objects("files").first)
+            #expect(file.string("ring") == "seq" && file.object("producer")?.bool("alive") == false)
+            #expect(file.objects("lanes").map { $0.int("records") } == [50])
+            #expect(json.objects("wrote").compactMap { $0.string("path") }.map { ($0 as NSString).lastPathComponent }.sorted() == files)
         }
     }
 
