@@ -343,6 +343,10 @@ package enum DumpTool {
             guard let target = positionals.first, !target.isEmpty else {
                 throw UsageError("\(name): which bot? give its name (ringside-dump list shows them) or its file's path")
             }
+            // A bot's name is checked as every command's is; a path (with a '/') names a file.
+            if !target.contains("/") {
+                do { try RingDirectory.validate(ringName: target) } catch { throw UsageError("\(name): \(error)") }
+            }
             let out = parsed.value("--out") ?? "."
             if out.isEmpty { throw UsageError("\(name): --out is empty") }
             return PostmortemCommand.run(target, outDirectory: out, live: parsed.has("--live"), context)
