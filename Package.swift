@@ -72,6 +72,11 @@ let package = Package(
             name: "RingsideDemo",
             dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine", "RingsideSystem"]),
 
+        /// The flight recorder's trace: raw records of a bot's files in, a trace a person opens out
+        /// (Chrome's Trace Event Format JSON, Perfetto's protobuf trace) and an HdrHistogram interval
+        /// log of the same seconds. Pure: no I/O. Written by `ringside-dump postmortem`.
+        .target(name: "RingsideTrace", dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideExport", "RingsideJSON"]),
+
         // MARK: - Operator tools
 
         /// ringside-dump's and ringside-emit's commands: arguments, tables, JSON, value parsing.
@@ -79,7 +84,7 @@ let package = Package(
             name: "RingsideTools",
             dependencies: [
                 "Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine",
-                "RingsideSystem",
+                "RingsideSystem", "RingsideTrace",
             ]),
         /// JSON: a value written by hand (the tools' and the benchmark's output) and the collector's
         /// streaming writer, over one string escaper and number policy.
@@ -143,6 +148,8 @@ let package = Package(
             name: "RingsideBenchTests", dependencies: ["RingsideBench", "CRingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideTestSupport"]),
         .testTarget(
+            name: "RingsideTraceTests", dependencies: ["RingsideTrace", "Ringside", "CRingside", "RingsideExport", "RingsideJSON"]),
+        .testTarget(
             name: "RingsideExportTests",
             dependencies: ["RingsideExport", "RingsideSnapshot", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),
         .testTarget(
@@ -182,7 +189,7 @@ let package = Package(
             name: "RingsideKitTests",
             dependencies: [
                 "Ringside", "CRingside", "RingsideCollector", "RingsideSnapshot", "RingsideTestSupport",
-                "ringside-collector", "ringside-test-producer", "ringside-emit",
+                "ringside-collector", "ringside-test-producer", "ringside-emit", "ringside-dump",
             ]),
     ]
 )

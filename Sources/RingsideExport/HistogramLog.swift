@@ -17,8 +17,11 @@ public enum HistogramLog {
     public static let legend = "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
 
     /// The header of a new log file whose interval timestamps are relative to `startRealtimeNanos`
-    /// (both `StartTime` and `BaseTime`), with a newline after each line.
-    public static func header(startRealtimeNanos start: UInt64, program: String) -> String {
+    /// (both `StartTime` and `BaseTime`), with a newline after each line. `contents` says what a
+    /// histogram holds: the collector's, the records drained in the interval.
+    public static func header(
+        startRealtimeNanos start: UInt64, program: String, contents: String = "each series' records drained in the interval"
+    ) -> String {
         let seconds = secondsText(start)
         return """
             #[Logged with \(program)]
@@ -26,7 +29,7 @@ public enum HistogramLog {
             #[StartTime: \(seconds) (seconds since epoch), \(dateText(start))]
             #[BaseTime: \(seconds) (seconds since epoch)]
             #[Tag: RING.METRIC{KEY=VALUE;...}@UNIT; values and Interval_Max are in UNIT (ratio 1)]
-            #[Histograms: 3 digits, 1 to 2^63-1; each series' records drained in the interval]
+            #[Histograms: 3 digits, 1 to 2^63-1; \(contents)]
             \(legend)
 
             """

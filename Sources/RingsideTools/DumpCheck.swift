@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideExport
 import RingsideJSON
 
 /// What `check` found in one ring.

@@ -1,5 +1,6 @@
 import CRingside
 import Ringside
+import RingsideExport
 import RingsideJSON
 
 /// `ringside-dump control`: the operator's switches of a running bot (CONTROL in ringside.h): a

@@ -1,4 +1,5 @@
 import Ringside
+import RingsideExport
 import RingsideJSON
 
 /// Exact statistics of one metric: over its most recent records in the lanes (consumed or not),

@@ -12,7 +12,7 @@ import RingsideCommandLine
 package enum DumpTool {
     /// The commands, in the order `--help` lists them.
     enum Command: String, CaseIterable {
-        case list, info, records, watch, stats, check, clean, control
+        case list, info, records, watch, stats, check, clean, control, postmortem
 
         /// The options the command takes besides the common ones.
         var spec: OptionSpec {
@@ -34,6 +34,9 @@ package enum DumpTool {
                 spec.flags.formUnion(["--off", "--on", "--bot-off", "--bot-on"])
                 spec.valued.formUnion(["--metric", "--label", "--sample-every"])
                 spec.repeatable.insert("--label")
+            case .postmortem:
+                spec.flags.insert("--live")
+                spec.valued.insert("--out")
             }
             return spec
         }
@@ -124,6 +127,24 @@ package enum DumpTool {
                     The collector exports them (ringside_metric_enabled, ringside_metric_sample_every)
                     and logs each change.
                     """
+            case .postmortem:
+                return """
+                    usage: ringside-dump postmortem BOT|FILE [--out DIR] [--live]
+
+                    What a dead bot's files still tell, without a collector, read-only: every record still in
+                    the lanes of the bot's file and of its workers' files (BOT@PID), consumed or not, written
+                    as a trace: BOT-postmortem.trace.json (Chrome's Trace Event Format, which Perfetto's UI
+                    and chrome://tracing open) and BOT-postmortem.pftrace (Perfetto's protobuf trace), a
+                    process per file and a thread per lane; times as slices, other values and gauges as
+                    counter tracks, exemplars as slice arguments; and BOT-postmortem.hlog (HdrHistogram's
+                    interval log, a line per histogram per second). Prints each file's lanes (records,
+                    thread names), counters' totals and gauges' last values. A process killed with SIGKILL
+                    leaves a file that reads as any other. FILE is a path (DIR/ringside.NAME); a worker's
+                    name or file is read alone. Each output is written whole (a new file renamed over).
+                      --out DIR   where to write (default: the current directory)
+                      --live      read a bot whose producer is alive: refused without it, as its lanes are
+                                  overwritten while they are read
+                    """
             }
         }
     }
@@ -145,6 +166,8 @@ package enum DumpTool {
           clean [--dry-run] [--force]       remove rings whose producer is dead and which are drained
           control BOT [--metric NAME] [--off | --on | --sample-every N | --bot-off | --bot-on]
                                             switch a running bot's metrics off, on or sampled
+          postmortem BOT|FILE [--out DIR] [--live]
+                                            a dead bot's records as a trace and a latency log
 
         options (every command):
           --dir PATH         ring directory (default: $RINGSIDE_DIR, else /dev/shm)
@@ -314,6 +337,19 @@ package enum DumpTool {
                 labels[String(label[..<equals])] = String(label[label.index(after: equals)...])
             }
             return ControlCommand.run(bot, metric: metric, labels: labels, change: changes.first, context)
+        case .postmortem:
+            let positionals = parsed.positionals
+            guard positionals.count <= 1 else { throw UsageError("\(name): unexpected argument \(positionals[1]) (one bot or file)") }
+            guard let target = positionals.first, !target.isEmpty else {
+                throw UsageError("\(name): which bot? give its name (ringside-dump list shows them) or its file's path")
+            }
+            // A bot's name is checked as every command's is; a path (with a '/') names a file.
+            if !target.contains("/") {
+                do { try RingDirectory.validate(ringName: target) } catch { throw UsageError("\(name): \(error)") }
+            }
+            let out = parsed.value("--out") ?? "."
+            if out.isEmpty { throw UsageError("\(name): --out is empty") }
+            return PostmortemCommand.run(target, outDirectory: out, live: parsed.has("--live"), context)
         }
     }
 }

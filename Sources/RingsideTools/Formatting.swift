@@ -85,64 +85,11 @@ package func hexBytes<T>(of value: T) -> String {
 // MARK: - Metrics and values
 
 extension MetricDescriptor {
-    /// The metric as people write it: `name{key="value",...}` (Prometheus style).
-    package var displayName: String {
-        let pairs = labels
-        guard !pairs.isEmpty else { return name }
-        return name + "{" + pairs.map { "\($0.key)=\"\(prometheusEscapedLabelValue($0.value))\"" }.joined(separator: ",") + "}"
-    }
-
     /// The labels as a JSON object.
     package var labelsJSON: JSON { .object(labels.map { ($0.key, .string($0.value)) }) }
 
     /// "1/N" for sampled metrics, "all" for the others.
     package var samplingText: String { sampleEvery > 1 ? "1/\(sampleEvery)" : "all" }
-}
-
-/// A record's value as the metric means it: an unsigned count or observation, or a gauge's double.
-package enum MetricValue: Equatable, Sendable {
-    case unsigned(UInt64)
-    case double(Double)
-    /// A histogram's or counter's value with a resolution, or signed: whole steps of 10^scale.
-    case steps(Int128, scale: Int8)
-
-    /// The record's value read by its kind (a gauge's bits are a double).
-    package init(bits: UInt64, kind: MetricKind?) {
-        self = kind == .gauge ? .double(Double(bitPattern: bits)) : .unsigned(bits)
-    }
-
-    /// The record's value read as its metric says: a gauge's bits are a double, a signed
-    /// histogram's are offset binary, and a value with a resolution is a number of its steps
-    /// (`kind`, a record's own, when the metric is not known).
-    package init(bits: UInt64, metric: MetricDescriptor?, kind: MetricKind? = nil) {
-        guard let metric, metric.kind != .gauge, metric.hasSteps else {
-            self.init(bits: bits, kind: metric?.kind ?? kind)
-            return
-        }
-        self = .steps(metric.isSigned ? Int128(OffsetBinary.value(bits)) : Int128(bits), scale: metric.scale)
-    }
-
-    package var json: JSON {
-        switch self {
-        case let .unsigned(value): return .uint(value)
-        case let .double(value): return .double(value)
-        case .steps: return .number(text)
-        }
-    }
-
-    package var text: String {
-        switch self {
-        case let .unsigned(value): return String(value)
-        case let .double(value): return "\(value)"
-        case let .steps(steps, scale): return ExactDecimal.text(steps, exponent: Int(scale))
-        }
-    }
-
-    /// The value followed by its unit, unless the unit is `none`.
-    package func text(unit: MetricUnit?) -> String {
-        guard let unit, unit != .none else { return text }
-        return text + " " + unit.description
-    }
 }
 
 extension MetricDescriptor {

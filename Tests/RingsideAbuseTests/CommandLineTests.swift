@@ -93,6 +93,12 @@ private let badCommandLines: [BadCommandLine] = [
     dump(["check", "a", "--all"], "not both"),
     dump(["clean", "a"], "takes no ring name"),
     dump(["stats", "a", "--raw"], "unknown option --raw"),
+    dump(["postmortem"], "which bot?"),
+    dump(["postmortem", "a b"], "invalid ring name"),
+    dump(["postmortem", "a", "b"], "unexpected argument b"),
+    dump(["postmortem", "a", "--out", ""], "--out is empty"),
+    dump(["postmortem", "a", "--out"], "--out needs a value"),
+    dump(["postmortem", "a", "--last", "1"], "unknown option --last"),
 
     emit([], "--ring NAME is required"),
     emit(["--ring", "../x", "m", "1"], "invalid ring name"),

@@ -1,26 +1,25 @@
 import CRingside
-import Ringside
 
 /// Puts exemplars back together from their records (EXEMPLARS in ringside.h), lane by lane: a
 /// value's record flagged with an exemplar, then its exemplar records, each carrying 16 of its
 /// bytes. A drain may hand a group over in two batches (the lane wraps, or the drain stops at its
 /// limit), so what is half read waits here for the rest. Nothing in the records is trusted: a part
 /// out of place, a length out of range, or bytes that are not an exemplar are rejected.
-struct ExemplarAssembler {
+package struct ExemplarAssembler {
     /// An exemplar whose value was read and whose bytes are still coming.
-    struct Pending {
+    package struct Pending {
         /// The series the value went to; nil when its exemplar is not wanted (a refused series).
-        var slot: Int?
-        var metric: UInt32
-        var value: UInt64
-        var timeNanos: UInt64
-        var length: Int
-        var nextCursor: UInt64
-        var bytes: [UInt8]
+        package var slot: Int?
+        package var metric: UInt32
+        package var value: UInt64
+        package var timeNanos: UInt64
+        package var length: Int
+        package var nextCursor: UInt64
+        package var bytes: [UInt8]
     }
 
     /// What a record of kind RS_KIND_EXEMPLAR did.
-    enum Outcome: Equatable {
+    package enum Outcome: Equatable {
         /// A part taken; more to come.
         case part
         /// The last part: the exemplar's labels, for the series in `slot`.
@@ -33,23 +32,25 @@ struct ExemplarAssembler {
         case malformed(parts: Int)
     }
 
-    static let exemplarKind = UInt8(RS_KIND_EXEMPLAR.rawValue)
-    static let exemplarFlag = UInt8(RS_FLAG_EXEMPLAR)
+    package static let exemplarKind = UInt8(RS_KIND_EXEMPLAR.rawValue)
+    package static let exemplarFlag = UInt8(RS_FLAG_EXEMPLAR)
     private static let bytesPerPart = Int(RS_EXEMPLAR_BYTES_PER_RECORD)
 
     /// By lane.
     private var pending: [Pending?] = []
 
+    package init() {}
+
     /// Whether lane `lane` has an exemplar half read.
-    func isPending(lane: Int) -> Bool { lane < pending.count && pending[lane] != nil }
+    package func isPending(lane: Int) -> Bool { lane < pending.count && pending[lane] != nil }
 
     /// The parts an exemplar of `length` bytes takes.
-    static func parts(ofLength length: Int) -> Int { (length + bytesPerPart - 1) / bytesPerPart }
+    package static func parts(ofLength length: Int) -> Int { (length + bytesPerPart - 1) / bytesPerPart }
 
     /// A value's record with the exemplar flag, read at `cursor`, whose value went to `slot`.
     /// - Returns: whether its length is one a producer writes (else no parts are expected, and
     ///   the caller counts the record's exemplar as invalid).
-    mutating func begin(_ record: RingRecord, at cursor: UInt64, lane: Int, slot: Int?) -> Bool {
+    package mutating func begin(_ record: RingRecord, at cursor: UInt64, lane: Int, slot: Int?) -> Bool {
         let length = Int(record.exemplar_length)
         guard (1...Int(RS_EXEMPLAR_MAX)).contains(length) else { return false }
         if pending.count <= lane { pending += Array(repeating: nil, count: lane + 1 - pending.count) }
@@ -63,14 +64,14 @@ struct ExemplarAssembler {
 
     /// Forgets lane `lane`'s half-read exemplar: another record came before its parts did.
     /// - Returns: whether there was one.
-    mutating func abandon(lane: Int) -> Bool {
+    package mutating func abandon(lane: Int) -> Bool {
         guard isPending(lane: lane) else { return false }
         pending[lane] = nil
         return true
     }
 
     /// An exemplar record read at `cursor` in lane `lane`.
-    mutating func take(_ record: RingRecord, at cursor: UInt64, lane: Int) -> Outcome {
+    package mutating func take(_ record: RingRecord, at cursor: UInt64, lane: Int) -> Outcome {
         guard lane < pending.count, var current = pending[lane] else { return .stray }
         guard record.sequence == cursor, cursor == current.nextCursor, record.metric == current.metric,
             record.flags == 0, record.exemplar_length == 0

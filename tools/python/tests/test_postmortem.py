@@ -1,0 +1,186 @@
+"""ringside-dump postmortem of a Python bot killed with SIGKILL, read back by the readers of its
+formats: the Perfetto trace (.pftrace) decoded with the protos PyPI's `perfetto` ships
+(perfetto_trace_pb2), the Chrome trace JSON event for event against it, and the interval log
+(.hlog) by HdrHistogram's own Python package (PyPI's `hdrhistogram`)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from conftest import _collector_path, missing
+
+try:
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+except ImportError:
+    perfetto_trace_pb2 = None
+
+try:
+    from hdrh.histogram import HdrHistogram
+    from hdrh.log import HistogramLogReader
+except ImportError:
+    HdrHistogram = None
+
+COUNT = 400  # py_fill values per thread
+THREADS = ("py-fills-a", "py-fills-b")
+
+BOT = textwrap.dedent("""
+    import sys, threading, time
+    import ringside
+
+    bot = ringside.Bot("pmpy", sys.argv[1])
+    fill = bot.histogram("py_fill", unit="ns", labelnames=("venue",))
+    size = bot.histogram("py_size", unit="bytes")
+    orders = bot.counter("py_orders")
+    level = bot.gauge("py_level")
+
+    def work(t):
+        for i in range(1, COUNT + 1):
+            value = (t + 1) * 100_000 + i * 7
+            if i % 8 == 0:
+                fill.labels(venue="X").observe(value, exemplar={"order_id": f"{t}-{i}"})
+            else:
+                fill.labels(venue="X").observe(value)
+            orders.inc()
+        size.observe(4096 + t)
+        recorded.wait()
+        threading.Event().wait()  # holds its lane until the kill: a lane let go is the next thread's
+
+    recorded = threading.Barrier(len(THREADS) + 1)
+    for t, name in enumerate(THREADS):
+        threading.Thread(target=work, args=(t,), name=name, daemon=True).start()
+    recorded.wait()
+    level.set(12.5)
+    print("ready", flush=True)
+    time.sleep(600)
+""").replace("COUNT", str(COUNT)).replace("THREADS", repr(THREADS))
+
+
+def dump_path():
+    collector = _collector_path()
+    if collector is None:
+        return None
+    path = os.path.join(os.path.dirname(collector), "ringside-dump")
+    return path if os.access(path, os.X_OK) else None
+
+
+def written_values():
+    """Each thread's py_fill values, and those with an exemplar (the value and its order id)."""
+    values, exemplars = {}, {}
+    for t, name in enumerate(THREADS):
+        values[name] = [(t + 1) * 100_000 + i * 7 for i in range(1, COUNT + 1)]
+        for i in range(8, COUNT + 1, 8):
+            exemplars[((t + 1) * 100_000 + i * 7)] = f"{t}-{i}"
+    return values, exemplars
+
+
+def killed_bot_postmortem(ring_dir, out_dir):
+    """Runs the bot, kills it with SIGKILL once it has recorded, and runs postmortem on its file."""
+    dump = dump_path()
+    if dump is None:
+        missing("ringside-dump is not built: run `swift build` or set RINGSIDE_COLLECTOR beside it")
+    bot = subprocess.Popen([sys.executable, "-c", BOT, ring_dir], stdout=subprocess.PIPE, text=True)
+    try:
+        assert bot.stdout.readline().strip() == "ready"
+    finally:
+        bot.send_signal(signal.SIGKILL)
+        bot.wait(30)
+    assert bot.returncode == -signal.SIGKILL
+    run = subprocess.run([dump, "--dir", ring_dir, "postmortem", "pmpy", "--out", out_dir],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def thread_of(track_name):
+    """The thread a row's track belongs to: "NAME #2" is NAME's second row (overlapping slices)."""
+    base, _, row = track_name.rpartition(" #")
+    return base if base and row.isdigit() else track_name
+
+
+def read_pftrace(path):
+    """The trace's tracks by uuid, its slices (track name, name, start, duration, args) and its
+    counter samples, read as a reader does: events in time order (stably), each end closing the
+    slice begun last on its track."""
+    trace = perfetto_trace_pb2.Trace()
+    with open(path, "rb") as file:
+        trace.ParseFromString(file.read())
+    tracks = {packet.track_descriptor.uuid: packet.track_descriptor for packet in trace.packet
+              if packet.HasField("track_descriptor")}
+    events = sorted((packet for packet in trace.packet if packet.HasField("track_event")), key=lambda packet: packet.timestamp)
+    open_slices, slices, counters = {}, [], []
+    for packet in events:
+        event = packet.track_event
+        if event.type == perfetto_trace_pb2.TrackEvent.TYPE_SLICE_BEGIN:
+            args = {annotation.name: annotation.string_value for annotation in event.debug_annotations}
+            open_slices.setdefault(event.track_uuid, []).append((event.name, packet.timestamp, args))
+        elif event.type == perfetto_trace_pb2.TrackEvent.TYPE_SLICE_END:
+            name, start, args = open_slices[event.track_uuid].pop()
+            slices.append((tracks[event.track_uuid].name, name, start, packet.timestamp - start, args))
+        elif event.type == perfetto_trace_pb2.TrackEvent.TYPE_COUNTER:
+            counters.append((tracks[event.track_uuid].name, packet.timestamp, event.double_counter_value))
+    assert not any(open_slices.values()), "a slice begun and never ended"
+    return tracks, slices, counters
+
+
+def test_postmortem_trace_decodes_with_perfettos_protos_and_matches_what_the_bot_recorded(ring_dir, tmp_path):
+    if perfetto_trace_pb2 is None:
+        missing("the perfetto package is not installed (pip install perfetto protobuf)")
+    output = killed_bot_postmortem(ring_dir, str(tmp_path))
+    for name in THREADS:
+        assert name in output
+
+    tracks, slices, counters = read_pftrace(tmp_path / "pmpy-postmortem.pftrace")
+    processes = [track for track in tracks.values() if track.HasField("process")]
+    assert len(processes) == 1 and processes[0].process.process_name.startswith("bot pmpy (pid ")
+    assert {thread_of(track.name) for track in tracks.values() if track.parent_uuid and not track.HasField("counter")} >= set(THREADS)
+
+    # Every value recorded is a slice of its thread, its duration the value in ns, exactly.
+    values, exemplars = written_values()
+    fills = [entry for entry in slices if entry[1] == 'py_fill{venue="X"}']
+    assert len(fills) == COUNT * len(THREADS)
+    for name in THREADS:
+        assert sorted(duration for track, _, _, duration, _ in fills if thread_of(track) == name) == values[name]
+    # Each exemplar is an argument of its value's slice.
+    found = {duration: args["exemplar.order_id"] for _, _, _, duration, args in fills if "exemplar.order_id" in args}
+    assert found == exemplars
+    assert all(args["value"] == f"{duration} ns" for _, _, _, duration, args in fills)
+    # A size is no time: a counter track, as are the counter's total and the gauge's value.
+    assert sorted(value for track, _, value in counters if track == "py_size") == [4096.0, 4097.0]
+    assert [value for track, _, value in counters if track == "py_orders"] == [COUNT * len(THREADS)]
+    assert 12.5 in [value for track, _, value in counters if track == "py_level"]
+
+    # The JSON holds the same events: each slice at the same time, for as long.
+    with open(tmp_path / "pmpy-postmortem.trace.json", encoding="utf-8") as file:
+        events = json.load(file)["traceEvents"]
+    names = {(event["pid"], event["tid"]): event["args"]["name"] for event in events
+             if event["ph"] == "M" and event["name"] == "thread_name"}
+    json_slices = sorted((names[(event["pid"], event["tid"])], event["name"], round(float(event["ts"]) * 1000),
+                          round(float(event["dur"]) * 1000), json.dumps(event["args"], sort_keys=True))
+                         for event in events if event["ph"] == "X")
+    assert json_slices == sorted((track, name, start, duration, json.dumps(args, sort_keys=True))
+                                 for track, name, start, duration, args in slices)
+    json_counters = sorted((event["name"], round(float(event["ts"]) * 1000), float(event["args"]["value"]))
+                           for event in events if event["ph"] == "C")
+    assert json_counters == sorted(counters)
+
+
+def test_postmortem_hlog_decodes_with_hdrhistogram(ring_dir, tmp_path):
+    if HdrHistogram is None:
+        missing("the hdrhistogram package is not installed (pip install hdrhistogram)")
+    killed_bot_postmortem(ring_dir, str(tmp_path))
+    path = str(tmp_path / "pmpy-postmortem.hlog")
+    reader = HistogramLogReader(path, HdrHistogram(1, 2**63 - 1, 3))
+    totals = {}
+    maxima = {}
+    while (histogram := reader.get_next_interval_histogram()) is not None:
+        tag = histogram.get_tag()
+        totals[tag] = totals.get(tag, 0) + histogram.get_total_count()
+        maxima[tag] = max(maxima.get(tag, 0), histogram.get_max_value())
+    reader.close()
+    values, _ = written_values()
+    largest = max(max(each) for each in values.values())
+    assert totals == {"pmpy.py_fill{venue=X}@ns": COUNT * len(THREADS), "pmpy.py_size@bytes": 2}
+    assert abs(maxima["pmpy.py_fill{venue=X}@ns"] - largest) <= largest / 1000
