@@ -44,7 +44,8 @@ extension RingTracker {
             let count = try ring.aggregator.drain(
                 ring.consumer, source: ring.source, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
                 nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
-                counted: { ring.fill.counted($0, lane: $1) })
+                counted: { ring.fill.counted($0, lane: $1) },
+                recorder: recorder.map { (recorder: $0, bot: recording(of: ring.bot, in: $0)) })
             sayRefusedSeries(of: ring)
             ring.drained += UInt64(count)
             ring.drainedSincePublish += count
@@ -67,6 +68,14 @@ extension RingTracker {
             skip(ring.name, error, saidBefore: ring.said.skipped, nowNanos: now)
             return Drained(letGo: true)
         }
+    }
+
+    /// `bot`'s store in the recorder, kept by the bot (asked again once the recorder forgot it).
+    private func recording(of bot: BotSeries, in recorder: Recorder) -> BotRecording {
+        if let kept = bot.recording, !kept.isRetired { return kept }
+        let recording = recorder.recording(ofBot: bot.name)
+        bot.recording = recording
+        return recording
     }
 
     /// Stops reading a ring whose records were mostly invalid lately, for `nanos`: reading them

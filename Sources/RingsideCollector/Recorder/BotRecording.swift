@@ -1,0 +1,62 @@
+import Ringside
+
+/// One bot's recorded records: its full chunks, oldest first, and the chunk it is filling.
+/// Owned by the `Recorder` (the drain thread); only full chunks leave it, shared.
+final class BotRecording {
+    let name: String
+    /// Full chunks, oldest first (in the order they filled).
+    var full = FIFO<RecordedChunk>()
+    /// The chunk being filled, and its records' earliest and latest times.
+    var open = ContiguousArray<RecordedRecord>()
+    var openFirstNanos = UInt64.max
+    var openLastNanos: UInt64 = 0
+    /// Its last chunk filled: the next starts at a whole chunk's capacity, not small (a busy bot
+    /// never grows one, a quiet one holds little).
+    var fillsChunks = false
+    /// The recorder forgot it (it held nothing): whoever kept it asks for the bot's store again.
+    var isRetired = false
+
+    init(name: String) { self.name = name }
+
+    var isEmpty: Bool { full.isEmpty && open.isEmpty }
+
+    /// Appends `records` (lane `lane` of source `source`) to the open chunk, which has room for
+    /// them; each record's time is clamped to `floor...now` for the chunk's span.
+    func append(_ records: UnsafeBufferPointer<RingRecord>, source: UInt32, lane: UInt32, floorNanos floor: UInt64, nowNanos now: UInt64) {
+        var first = openFirstNanos, last = openLastNanos
+        for record in records {
+            let time = min(max(record.timestamp_ns, floor), now)
+            first = min(first, time)
+            last = max(last, time)
+            open.append(RecordedRecord(source: source, lane: lane, record: record))
+        }
+        openFirstNanos = first
+        openLastNanos = last
+    }
+
+    /// The open chunk, full, made immutable (its array moved, not copied); a new one begins empty.
+    func sealOpen() -> RecordedChunk {
+        let chunk = RecordedChunk(records: open, firstNanos: openFirstNanos, lastNanos: openLastNanos)
+        open = ContiguousArray()
+        openFirstNanos = .max
+        openLastNanos = 0
+        fillsChunks = true
+        return chunk
+    }
+
+    /// Lets go of the open chunk (its records aged out): returns how many records it held.
+    func dropOpen() -> Int {
+        let count = open.count
+        open = ContiguousArray()
+        openFirstNanos = .max
+        openLastNanos = 0
+        fillsChunks = false
+        return count
+    }
+
+    /// The earliest time it holds a record of, if any.
+    var oldestNanos: UInt64? {
+        if let chunk = full.first { return min(chunk.firstNanos, openFirstNanos) }
+        return open.isEmpty ? nil : openFirstNanos
+    }
+}
