@@ -66,7 +66,9 @@ struct RecorderProcessTests {
             let metrics = try httpGet(port: port, path: "/metrics").body
             #expect(metrics.contains("ringside_recorder_evicted_records_total \(evicted)"))
             #expect(metrics.contains("ringside_recorder_bytes_limit \(budget)"))
-            print("recorder under load: \(total) records in 3 s (\(total / 3) a second), peak \(seen.peak) bytes of \(budget), \(seen.count) looks")
+            print(
+                "recorder under load: \(total) records in 3 s (\(total / 3) a second), peak \(seen.peak) bytes of \(budget), \(seen.count) looks"
+            )
         }
     }
 }
