@@ -228,8 +228,8 @@ public struct CollectorReport: Sendable {
         for drain in drains {
             let ratios = [("x1ring", drain.overOneRing), ("xbaseline", drain.overBaseline), ("xnorec", drain.overWithoutRecorder)]
                 .compactMap { name, ratio in
-                ratio.map { "\(name) \(String(format2: $0))" }
-            }
+                    ratio.map { "\(name) \(String(format2: $0))" }
+                }
             table.add([
                 drain.name, String(format2: drain.nanosPerRecord) + " ns/record (" + EmitReport.rate(drain.recordsPerSecond) + "/s)",
                 (ratios + [
