@@ -45,7 +45,7 @@ extension RingTracker {
                 ring.consumer, source: ring.source, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
                 nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
                 counted: { ring.fill.counted($0, lane: $1) },
-                recorder: recorder.map { (recorder: $0, bot: recording(of: ring.bot, in: $0)) })
+                recorder: recorder.map { feed(of: ring, into: $0, nowNanos: now) })
             sayRefusedSeries(of: ring)
             ring.drained += UInt64(count)
             ring.drainedSincePublish += count
@@ -70,12 +70,23 @@ extension RingTracker {
         }
     }
 
-    /// `bot`'s store in the recorder, kept by the bot (asked again once the recorder forgot it).
-    private func recording(of bot: BotSeries, in recorder: Recorder) -> BotRecording {
-        if let kept = bot.recording, !kept.isRetired { return kept }
-        let recording = recorder.recording(ofBot: bot.name)
-        bot.recording = recording
-        return recording
+    /// What the recorder takes `ring`'s records through: its bot's store, kept by the bot, and
+    /// its file's id in it, kept by the ring (each asked again once the recorder forgot it).
+    private func feed(of ring: TrackedRing, into recorder: Recorder, nowNanos now: UInt64) -> Recorder.Feed {
+        let recording: BotRecording
+        if let kept = ring.bot.recording, !kept.isRetired {
+            recording = kept
+        } else {
+            recording = recorder.recording(ofBot: ring.bot.name)
+            ring.bot.recording = recording
+        }
+        if let kept = ring.recorded, kept.recording === recording, recording.sources[kept.source] != nil {
+            return Recorder.Feed(recorder: recorder, bot: recording, source: kept.source)
+        }
+        let file = RecordedSource(ring: ring.name, pid: ring.sourceFigures.pid, isWorker: WorkerRing(ring.name) != nil)
+        let source = recording.add(file, nowNanos: now)
+        ring.recorded = (recording, source)
+        return Recorder.Feed(recorder: recorder, bot: recording, source: source)
     }
 
     /// Stops reading a ring whose records were mostly invalid lately, for `nanos`: reading them

@@ -17,7 +17,7 @@ private func records(_ count: Int, timeNanos: UInt64, first: UInt64 = 0) -> [Rin
 }
 
 /// Hands `batch` to the recorder as a drain does: from the lane's own buffer.
-private func record(_ batch: [RingRecord], _ recorder: Recorder, bot: String, source: Int = 0, lane: Int = 0, nowNanos now: UInt64) {
+private func record(_ batch: [RingRecord], _ recorder: Recorder, bot: String, source: UInt32 = 0, lane: Int = 0, nowNanos now: UInt64) {
     batch.withUnsafeBufferPointer { recorder.record($0, into: recorder.recording(ofBot: bot), source: source, lane: lane, nowNanos: now) }
 }
 
@@ -117,6 +117,27 @@ struct RecorderTests {
         #expect(recorder.recordCount + Int(recorder.evictedRecords) == written)
     }
 
+    @Test("a file's id is never another's; a file none of whose records is held is forgotten")
+    func sourceIDs() {
+        let recorder = Recorder(retentionNanos: second, budgetBytes: 16 << 20)
+        let start: UInt64 = 100 * second
+        let bot = recorder.recording(ofBot: "a")
+        let first = bot.add(RecordedSource(ring: "a", pid: 10, isWorker: false), nowNanos: start)
+        let worker = bot.add(RecordedSource(ring: "a@11", pid: 11, isWorker: true), nowNanos: start)
+        #expect(first != worker)
+        record(records(Recorder.chunkRecords, timeNanos: start), recorder, bot: "a", source: first, nowNanos: start)
+        bot.sources[first]?.lastDrainNanos = start
+        // Later, only the bot's own file records: the worker's (gone) is forgotten once none of its records is held.
+        let later = start + 2 * second
+        record(records(10, timeNanos: later), recorder, bot: "a", source: first, nowNanos: later)
+        bot.sources[first]?.lastDrainNanos = later
+        recorder.sweep(nowNanos: later, whole: true)
+        #expect(bot.sources.keys.sorted() == [first])
+        let next = bot.add(RecordedSource(ring: "a@12", pid: 12, isWorker: true), nowNanos: later)
+        #expect(next != first && next != worker, "a new file gets a new id")
+        #expect(recorder.records(fromNanos: 0, toNanos: .max)[0].sources.keys.sorted() == [first, next])
+    }
+
     @Test("full chunks are handed out shared, not copied; the chunk being filled as a copy; by their span")
     func chunksHandedOutCheaply() {
         let recorder = Recorder(retentionNanos: 60 * second, budgetBytes: 16 << 20)
@@ -160,6 +181,13 @@ struct RecorderCollectorTests {
             #expect(kept.map(\.record.sequence) == (0..<UInt64(kept.count)).map { $0 }, "every record of the lane, in order")
             #expect(kept.count > 101, "the exemplar's own records are kept after its value")
             #expect(kept.dropFirst(101).allSatisfy { $0.record.kind == ExemplarAssembler.exemplarKind })
+            // The file its records came from, by their id: its name, registry and lane's thread.
+            let sources = recorded[0].sources
+            #expect(Set(kept.map(\.source)) == Set(sources.keys) && sources.count == 1)
+            let file = try #require(sources[kept[0].source])
+            #expect(file.ring == "rec" && !file.isWorker && file.pid == getpid())
+            #expect(file.metrics.map(\.name) == ["latency"])
+            #expect(file.threads[Int(kept[0].lane)].id == currentThreadID())
             let figures = try #require(snapshot.collector.recorder)
             #expect(figures.records == kept.count && figures.evictedRecords == 0)
             #expect(figures.bytes > 0 && figures.bytesLimit == 256 << 20 && figures.retentionSeconds == 60)

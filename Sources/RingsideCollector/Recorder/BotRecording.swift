@@ -15,10 +15,30 @@ final class BotRecording {
     var fillsChunks = false
     /// The recorder forgot it (it held nothing): whoever kept it asks for the bot's store again.
     var isRetired = false
+    /// Its files, by the id their records carry; one is forgotten once none of its records is held.
+    var sources: [UInt32: RecordedSource] = [:]
+    private var nextSource: UInt32 = 0
 
     init(name: String) { self.name = name }
 
     var isEmpty: Bool { full.isEmpty && open.isEmpty }
+
+    /// Adds a file of the bot (drained from `now`): returns its id, never another's before.
+    func add(_ source: RecordedSource, nowNanos now: UInt64) -> UInt32 {
+        let id = nextSource
+        nextSource &+= 1
+        var source = source
+        source.lastDrainNanos = now
+        sources[id] = source
+        return id
+    }
+
+    /// Forgets the files none of whose records is held: the drain last took records of them
+    /// before the oldest record held.
+    func forgetSourcesGone() {
+        guard let oldest = oldestNanos else { return sources.removeAll() }
+        if sources.values.contains(where: { $0.lastDrainNanos < oldest }) { sources = sources.filter { $0.value.lastDrainNanos >= oldest } }
+    }
 
     /// Appends `records` (lane `lane` of source `source`) to the open chunk, which has room for
     /// them; each record's time is clamped to `floor...now` for the chunk's span.

@@ -52,9 +52,23 @@ final class Recorder {
         return bot
     }
 
-    /// Keeps `records`, drained from lane `lane` of source `source` of `bot` at `now`, in the
+    /// The drain's hook: what `RingAggregator.drain` hands each lane's records to.
+    struct Feed {
+        let recorder: Recorder
+        let bot: BotRecording
+        /// The file's id in the bot's recording.
+        let source: UInt32
+
+        /// Keeps `records` of lane `lane` of `consumer`, the feed's file, drained at `now`.
+        func take(_ records: UnsafeBufferPointer<RingRecord>, lane: Int, of consumer: RingConsumer, nowNanos now: UInt64) {
+            recorder.record(records, into: bot, source: source, lane: lane, nowNanos: now)
+            bot.sources[source]?.look(at: consumer, lane: lane, nowNanos: now)
+        }
+    }
+
+    /// Keeps `records`, drained from lane `lane` of file `source` of `bot` at `now`, in the
     /// bot's open chunk, sealing and starting chunks (within the budget) as it fills.
-    func record(_ records: UnsafeBufferPointer<RingRecord>, into bot: BotRecording, source: Int, lane: Int, nowNanos now: UInt64) {
+    func record(_ records: UnsafeBufferPointer<RingRecord>, into bot: BotRecording, source: UInt32, lane: Int, nowNanos now: UInt64) {
         let floor = now > retentionNanos ? now - retentionNanos : 0
         var offset = 0
         while offset < records.count {
@@ -74,7 +88,7 @@ final class Recorder {
             }
             let take = min(records.count - offset, min(bot.open.capacity, Self.chunkRecords) - bot.open.count)
             bot.append(
-                UnsafeBufferPointer(rebasing: records[offset..<offset + take]), source: UInt32(truncatingIfNeeded: source),
+                UnsafeBufferPointer(rebasing: records[offset..<offset + take]), source: source,
                 lane: UInt32(truncatingIfNeeded: lane), floorNanos: floor, nowNanos: now)
             recordCount += take
             offset += take
@@ -134,6 +148,7 @@ final class Recorder {
                 bots[name] = nil
             } else if let held = bot.oldestNanos {
                 oldest = min(oldest ?? held, held)
+                bot.forgetSourcesGone()
             }
         }
         oldestNanos = oldest
@@ -160,7 +175,7 @@ final class Recorder {
             if !bot.open.isEmpty, bot.openLastNanos >= from, bot.openFirstNanos <= to {
                 chunks.append(RecordedChunk(records: bot.open, firstNanos: bot.openFirstNanos, lastNanos: bot.openLastNanos))
             }
-            return chunks.isEmpty ? nil : RecordedBot(bot: bot.name, chunks: chunks)
+            return chunks.isEmpty ? nil : RecordedBot(bot: bot.name, sources: bot.sources, chunks: chunks)
         }
     }
 }
@@ -168,5 +183,7 @@ final class Recorder {
 /// One bot's recorded chunks, as `Recorder.records(fromNanos:toNanos:)` hands them out.
 package struct RecordedBot: Sendable {
     package var bot: String
+    /// Its files, by the id their records carry (`RecordedRecord.source`).
+    package var sources: [UInt32: RecordedSource]
     package var chunks: [RecordedChunk]
 }
