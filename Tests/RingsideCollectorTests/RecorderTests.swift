@@ -138,6 +138,48 @@ struct RecorderTests {
         #expect(recorder.records(fromNanos: 0, toNanos: .max)[0].sources.keys.sorted() == [first, next])
     }
 
+    @Test("a chunk a capture holds is never reused when the recorder lets it go; one no one holds is, within the budget")
+    func heldChunksSurviveEviction() {
+        let budget = 1 << 20
+        let recorder = Recorder(retentionNanos: 60 * second, budgetBytes: budget)
+        let now: UInt64 = 100 * second
+        record(records(6 * Recorder.chunkRecords, timeNanos: now), recorder, bot: "a", nowNanos: now)
+        let held = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks
+        let before = held.map { $0.records.map(\.record.sequence) }
+        // Eighteen chunks more: every one held above is let go of, and the later ones reused.
+        for round in 1...18 {
+            record(records(Recorder.chunkRecords, timeNanos: now, first: UInt64(round) << 32), recorder, bot: "a", nowNanos: now)
+            #expect(recorder.bytes <= budget)
+        }
+        #expect(held.map { $0.records.map(\.record.sequence) } == before, "the capture's chunks are as they were")
+        let kept = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks
+        #expect(!kept.contains { chunk in held.contains { $0 === chunk } })
+        #expect(
+            kept.allSatisfy { chunk in
+                chunk.records.map(\.record.sequence) == chunk.records.indices.map { (chunk.records[0].record.sequence) + UInt64($0) }
+            })
+        #expect(recorder.recordCount + Int(recorder.evictedRecords) == 24 * Recorder.chunkRecords)
+    }
+
+    @Test("a chunk let go of, by age or for the budget, is freed at once (or reused): the bytes counted are the bytes held")
+    func evictedChunksAreFreed() {
+        let recorder = Recorder(retentionNanos: second, budgetBytes: 1 << 20)
+        let start: UInt64 = 100 * second
+        record(records(2 * Recorder.chunkRecords, timeNanos: start), recorder, bot: "a", nowNanos: start)
+        weak var byAge = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks[0]
+        weak var second2 = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks[1]
+        recorder.sweep(nowNanos: start + 2 * second, whole: true)
+        #expect(byAge == nil && second2 == nil, "aged out: freed")
+        #expect(recorder.bytes == 0 && recorder.recordCount == 0)
+        let later = start + 10 * second
+        record(records(6 * Recorder.chunkRecords, timeNanos: later), recorder, bot: "a", nowNanos: later)
+        weak var oldest = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks[0]
+        #expect(oldest != nil)
+        record(records(2 * Recorder.chunkRecords, timeNanos: later), recorder, bot: "a", nowNanos: later)
+        #expect(oldest == nil, "let go of for the budget: freed, its storage reused")
+        #expect(recorder.bytes <= 1 << 20)
+    }
+
     @Test("full chunks are handed out shared, not copied; the chunk being filled as a copy; by their span")
     func chunksHandedOutCheaply() {
         let recorder = Recorder(retentionNanos: 60 * second, budgetBytes: 16 << 20)

@@ -43,15 +43,16 @@ final class BotRecording {
     /// Appends `records` (lane `lane` of source `source`) to the open chunk, which has room for
     /// them; each record's time is clamped to `floor...now` for the chunk's span.
     func append(_ records: UnsafeBufferPointer<RingRecord>, source: UInt32, lane: UInt32, floorNanos floor: UInt64, nowNanos now: UInt64) {
-        var first = openFirstNanos, last = openLastNanos
+        guard !records.isEmpty else { return }
+        // The span of the raw times, then clamped: clamping keeps their order.
+        var first = UInt64.max, last: UInt64 = 0
         for record in records {
-            let time = min(max(record.timestamp_ns, floor), now)
-            first = min(first, time)
-            last = max(last, time)
-            open.append(RecordedRecord(source: source, lane: lane, record: record))
+            first = min(first, record.timestamp_ns)
+            last = max(last, record.timestamp_ns)
         }
-        openFirstNanos = first
-        openLastNanos = last
+        openFirstNanos = min(openFirstNanos, min(max(first, floor), now))
+        openLastNanos = max(openLastNanos, min(max(last, floor), now))
+        open.append(contentsOf: records.lazy.map { RecordedRecord(source: source, lane: lane, record: $0) })
     }
 
     /// The open chunk, full, made immutable (its array moved, not copied); a new one begins empty.

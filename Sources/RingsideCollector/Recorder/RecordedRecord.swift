@@ -18,8 +18,10 @@ package struct RecordedRecord: Sendable {
 
 /// A full chunk of one bot's recorded records, in drain order: immutable, so a capture on
 /// another thread holds it without a copy while the recorder lets go of it.
-package final class RecordedChunk: Sendable {
-    package let records: ContiguousArray<RecordedRecord>
+// @unchecked: `records` changes only in `recycle`, which the recorder calls once it let go of the
+// chunk and holds its only reference (no capture does): to anyone who can see it, it is immutable.
+package final class RecordedChunk: @unchecked Sendable {
+    package private(set) var records: ContiguousArray<RecordedRecord>
     /// The earliest and latest of its records' times, each clamped when drained to the recorder's
     /// retention before that drain and to the drain's time (a producer's clock is untrusted).
     package let firstNanos: UInt64
@@ -29,6 +31,15 @@ package final class RecordedChunk: Sendable {
         self.records = records
         self.firstNanos = firstNanos
         self.lastNanos = lastNanos
+    }
+
+    /// Its storage, emptied, for the recorder's next chunk (no allocation, no page to fault in);
+    /// only by the holder of its only reference.
+    func recycle() -> ContiguousArray<RecordedRecord> {
+        var storage = ContiguousArray<RecordedRecord>()
+        swap(&storage, &records)
+        storage.removeAll(keepingCapacity: true)
+        return storage
     }
 
     /// Whether any of its records may fall in `from...to`.

@@ -33,6 +33,8 @@ final class Recorder {
     private(set) var bytes = 0
     private(set) var recordCount = 0
     private(set) var evictedRecords: UInt64 = 0
+    /// A let-go chunk's storage, kept (and counted in `bytes`) for the next chunk a bot begins.
+    private var spare: ContiguousArray<RecordedRecord>?
     /// The oldest record time held, as of the last sweep.
     private var oldestNanos: UInt64?
     private var lastSweepNanos: UInt64 = 0
@@ -72,6 +74,16 @@ final class Recorder {
         let floor = now > retentionNanos ? now - retentionNanos : 0
         var offset = 0
         while offset < records.count {
+            if bot.open.isEmpty, bot.fillsChunks {
+                // A busy bot's next chunk: the storage of the oldest one let go, if it can go.
+                if spare == nil, bytes + Self.chunkRecords * Self.recordBytes > budgetBytes, !fillOrder.isEmpty {
+                    evictOldest(nowNanos: now, forBudget: true)
+                }
+                if let storage = spare {
+                    spare = nil
+                    bot.open = storage
+                }
+            }
             if bot.open.count == bot.open.capacity {
                 let before = bot.open.capacity
                 let target =
@@ -104,6 +116,11 @@ final class Recorder {
     /// - Returns: false when they do not (no full chunk is left: the rest are being filled).
     private func makeRoom(_ extra: Int, nowNanos now: UInt64) -> Bool {
         while bytes + extra > budgetBytes {
+            if let storage = spare {
+                bytes -= storage.capacity * Self.recordBytes
+                spare = nil
+                continue
+            }
             guard !fillOrder.isEmpty else { return false }
             evictOldest(nowNanos: now, forBudget: true)
         }
@@ -114,15 +131,21 @@ final class Recorder {
     /// counted as evicted.
     private func evictOldest(nowNanos now: UInt64, forBudget: Bool) {
         let bot = fillOrder.removeFirst()
-        let chunk = bot.full.removeFirst()
-        bytes -= chunk.records.capacity * Self.recordBytes
+        var chunk = bot.full.removeFirst()
         recordCount -= chunk.records.count
-        guard forBudget else { return }
-        let cutoff = now > retentionNanos ? now - retentionNanos : 0
-        if chunk.firstNanos >= cutoff {
-            evictedRecords += UInt64(chunk.records.count)
-        } else if chunk.lastNanos >= cutoff {
-            evictedRecords += UInt64(chunk.records.reduce(0) { $0 + ($1.record.timestamp_ns >= cutoff ? 1 : 0) })
+        if forBudget {
+            let cutoff = now > retentionNanos ? now - retentionNanos : 0
+            if chunk.firstNanos >= cutoff {
+                evictedRecords += UInt64(chunk.records.count)
+            } else if chunk.lastNanos >= cutoff {
+                evictedRecords += UInt64(chunk.records.reduce(0) { $0 + ($1.record.timestamp_ns >= cutoff ? 1 : 0) })
+            }
+        }
+        // Kept for the next chunk, unless a capture holds it (or a spare is kept already).
+        if spare == nil, chunk.records.capacity >= Self.chunkRecords, isKnownUniquelyReferenced(&chunk) {
+            spare = chunk.recycle()
+        } else {
+            bytes -= chunk.records.capacity * Self.recordBytes
         }
     }
 
@@ -152,6 +175,10 @@ final class Recorder {
             }
         }
         oldestNanos = oldest
+        if recordCount == 0, let storage = spare {  // nothing recorded lately: no chunk to begin soon
+            bytes -= storage.capacity * Self.recordBytes
+            spare = nil
+        }
     }
 
     /// What the snapshot shows (the span as of the last sweep).
