@@ -46,6 +46,8 @@ enum DrainBenchmark {
         var rounds: [Round] = []
         var records: UInt64 = 0
         var passes = 0
+        /// A `.recorder` row's: the most bytes its recorder held after a pass.
+        var peakRecorderBytes = 0
 
         init(rings: Int, clockRuns: Bool, narrow: Bool, recorder: Bool, directory: String, producerCPU: Int32) throws(BenchError) {
             self.rings = rings
@@ -109,6 +111,13 @@ enum DrainBenchmark {
                 cpuNanos &+= threadCPUNanos() &- cpuStart
                 passes += 1
                 drained += count
+                // The recorder's budget holds after every pass, at this drain's rate (untimed).
+                if recorder, let figures = collector.recorderFigures {
+                    peakRecorderBytes = max(peakRecorderBytes, figures.bytes)
+                    guard figures.bytes <= figures.bytesLimit else {
+                        throw BenchError("\(name): the recorder holds \(figures.bytes) bytes, past its budget of \(figures.bytesLimit)")
+                    }
+                }
                 // A pass may end empty: its time spent (the thread preempted) before it reached a
                 // ring with records. Many in a row mean records the collector does not see.
                 emptyPasses = count == 0 ? emptyPasses + 1 : 0
@@ -224,7 +233,7 @@ enum DrainBenchmark {
                 name: set.name, rings: set.rings,
                 roundNanosPerRecord: set.rounds.map(\.cpuNanosPerRecord), oneRingRoundNanos: one, baselineRoundNanos: reference,
                 roundWallNanosPerRecord: set.rounds.map(\.wallNanosPerRecord), records: set.records, passes: set.passes,
-                withoutRecorderRoundNanos: without)
+                withoutRecorderRoundNanos: without, recorderPeakBytes: set.recorder ? set.peakRecorderBytes : nil)
         }
         drains.append(
             CollectorReport.Drain(

@@ -94,6 +94,8 @@ public struct CollectorReport: Sendable {
         /// A `.recorder` row's: the median over the rounds of its figure over the same rings'
         /// drained without the flight recorder.
         public var overWithoutRecorder: Double?
+        /// A `.recorder` row's: the most bytes its recorder held after a pass (checked within its budget after each).
+        public var recorderPeakBytes: Int?
         /// Records drained in the timed passes, and how many passes.
         public var records: UInt64
         public var passes: Int
@@ -101,8 +103,10 @@ public struct CollectorReport: Sendable {
 
         public init(
             name: String, rings: Int, roundNanosPerRecord: [Double], oneRingRoundNanos: [Double], baselineRoundNanos: [Double],
-            roundWallNanosPerRecord: [Double], records: UInt64, passes: Int, withoutRecorderRoundNanos: [Double]? = nil
+            roundWallNanosPerRecord: [Double], records: UInt64, passes: Int, withoutRecorderRoundNanos: [Double]? = nil,
+            recorderPeakBytes: Int? = nil
         ) {
+            self.recorderPeakBytes = recorderPeakBytes
             self.name = name
             self.rings = rings
             self.roundNanosPerRecord = roundNanosPerRecord
@@ -176,6 +180,7 @@ public struct CollectorReport: Sendable {
                 ("x_1ring", drain.overOneRing.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
                 ("x_baseline", drain.overBaseline.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
                 ("x_without_recorder", drain.overWithoutRecorder.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
+                ("recorder_peak_bytes", drain.recorderPeakBytes.map { .int(Int64($0)) } ?? .null),
                 ("round_ns_per_record", .array(drain.roundNanosPerRecord.map { .figure(($0 * 100).rounded() / 100) })),
                 ("wall_ns_per_record", .figure((drain.wallNanosPerRecord * 100).rounded() / 100)),
                 ("round_wall_ns_per_record", .array(drain.roundWallNanosPerRecord.map { .figure(($0 * 100).rounded() / 100) })),
@@ -236,7 +241,7 @@ public struct CollectorReport: Sendable {
                     "rounds " + EmitReport.range(drain.roundNanosPerRecord) + " ns",
                     "wall " + String(format2: drain.wallNanosPerRecord) + " ns",
                     "\(drain.records) records",
-                ]
+                ] + (drain.recorderPeakBytes.map { ["recorder at most \($0 >> 20) MiB"] } ?? [])
                     + (drain.rings > 0 ? ["\(drain.passes) passes"] : [])).joined(separator: ", "),
             ])
         }

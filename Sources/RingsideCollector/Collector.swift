@@ -222,6 +222,10 @@ public final class Collector: @unchecked Sendable {
         tracker.recorder?.records(fromNanos: from, toNanos: to) ?? []
     }
 
+    /// The recorder's figures now (nil with it off), its span as of its last sweep: for
+    /// benchmarks, on the thread that steps `runPass`.
+    package var recorderFigures: RecorderStats? { tracker.recorder?.figures }
+
     /// Every gap the drain measured since the start (see `DrainGapFigures`): for benchmarks, read
     /// once the collector has stopped (or from the thread that steps `runPass`).
     package var drainGapsSinceStart: Histogram { scheduler.gaps.sinceStart }

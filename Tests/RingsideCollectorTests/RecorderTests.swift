@@ -192,9 +192,15 @@ struct RecorderTests {
         #expect(first.count == 3)
         #expect(first[0] === again[0] && first[1] === again[1], "the full chunks are the recorder's own")
         #expect(first[2] !== again[2], "the open chunk is a copy each time")
-        // A copy handed out stays as it was while the recorder goes on filling.
+        // A copy handed out stays as it was while the recorder goes on filling, and the bytes
+        // counted stay the bytes held (the open chunk's storage is the recorder's alone).
+        let bytes = recorder.bytes
         record(records(5, timeNanos: start + 2 * second), recorder, bot: "a", nowNanos: start + 2 * second)
         #expect(first[2].records.count == 10)
+        #expect(recorder.bytes == bytes)
+        #expect(
+            recorder.bytes == recorder.recording(ofBot: "a").full.elements.map(\.records.capacity).reduce(0, +) * Recorder.recordBytes
+                + recorder.recording(ofBot: "a").open.capacity * Recorder.recordBytes)
         // By span: only the chunk of start + 1 s.
         let middle = recorder.records(fromNanos: start + second / 2, toNanos: start + second)[0].chunks
         #expect(middle.count == 1 && middle[0] === first[1])

@@ -200,7 +200,10 @@ final class Recorder {
         bots.values.sorted { $0.name < $1.name }.compactMap { bot in
             var chunks = bot.full.elements.filter { $0.overlaps(fromNanos: from, toNanos: to) }
             if !bot.open.isEmpty, bot.openLastNanos >= from, bot.openFirstNanos <= to {
-                chunks.append(RecordedChunk(records: bot.open, firstNanos: bot.openFirstNanos, lastNanos: bot.openLastNanos))
+                // A copy of its own: shared, the drain's next append would copy it into storage of
+                // another capacity than the one `bytes` counts.
+                let copy = ContiguousArray(bot.open[bot.open.indices])
+                chunks.append(RecordedChunk(records: copy, firstNanos: bot.openFirstNanos, lastNanos: bot.openLastNanos))
             }
             return chunks.isEmpty ? nil : RecordedBot(bot: bot.name, sources: bot.sources, chunks: chunks)
         }
