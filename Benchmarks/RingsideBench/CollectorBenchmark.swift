@@ -64,7 +64,10 @@ public enum CollectorBenchmark {
             + "and moves the windows to its time, at which the timed passes see the clock stand (no publish, window "
             + "rotation or liveness look in them: they cost per second, not per record), except in the .clock rows, whose "
             + "timed passes are given the time and do what falls due; in the .narrow rows each histogram's values come "
-            + "from 64 buckets, not some 800 (x1ring against 1 ring drained alike); baseline = as many values "
+            + "from 64 buckets, not some 800 (x1ring against 1 ring drained alike); the .recorder rows drain with the "
+            + "flight recorder on at its defaults (10 s, 256 MiB; every other row without it), xnorec their figure over the "
+            + "same rings' without it, round by round (the recorder fills its budget within the first rounds, then lets "
+            + "chunks go as it takes new ones); baseline = as many values "
             + "recorded into one WindowedHistogram in a loop. Interleaved rounds (at least --rounds, until each row "
             + "had --duration), a row's ns/record the median of its rounds', x1ring and xbaseline the medians of "
             + "the rounds' ratios. Live run: Collector.start() with --poll "
@@ -94,10 +97,13 @@ public enum CollectorBenchmark {
     /// The collector's publish interval for a poll interval (see `Collector.runPass`).
     static func publishIntervalNanos(poll: UInt64) -> UInt64 { min(max(poll, 10_000_000), 100_000_000) }
 
-    static func options(directory: String, pollNanos: UInt64 = CollectorOptions().pollNanos) -> CollectorOptions {
+    /// The rows' options: the flight recorder off but in the `.recorder` rows (at its defaults
+    /// there), so that the other rows keep measuring what they did before it came.
+    static func options(directory: String, pollNanos: UInt64 = CollectorOptions().pollNanos, recorder: Bool = false) -> CollectorOptions {
         var options = CollectorOptions()
         options.directory = RingDirectory(directory)
         options.pollNanos = pollNanos
+        if !recorder { options.recorderNanos = 0 }
         return options
     }
 

@@ -12,7 +12,8 @@ import RingsideCollector
 /// against a bare loop recording as many values into one `WindowedHistogram`; in the `.clock`
 /// rows, what draining them costs with the clock running, the work due each second (snapshots,
 /// window rotation, liveness looks) falling in the passes as it comes; in the `.narrow` rows,
-/// with each histogram's values from 64 buckets instead of some 800.
+/// with each histogram's values from 64 buckets instead of some 800; in the `.recorder` rows,
+/// with the flight recorder on at its defaults (10 s, 256 MiB), against the same rings without it.
 ///
 /// Every row runs once per round, in turn (the first row one further on each round), so a change
 /// of the machine's speed falls on every row alike; a row's figure is the median of its rounds',
@@ -23,9 +24,10 @@ import RingsideCollector
 enum DrainBenchmark {
     /// The rows' ring counts, and how each drains: the clock standing or running, values of some
     /// 800 buckets a histogram or 64. Each fill writes `recordsPerFill` records over all the rings.
-    static let kinds: [(rings: Int, clockRuns: Bool, narrow: Bool)] = [
-        (1, false, false), (8, false, false), (64, false, false), (1, true, false), (64, true, false), (1, false, true),
-        (64, false, true),
+    static let kinds: [(rings: Int, clockRuns: Bool, narrow: Bool, recorder: Bool)] = [
+        (1, false, false, false), (8, false, false, false), (64, false, false, false), (1, true, false, false),
+        (64, true, false, false), (1, false, true, false), (64, false, true, false), (1, false, false, true),
+        (64, false, false, true),
     ]
     static let recordsPerFill = 1 << 20
     /// Rounds at most, whatever the duration asks.
@@ -37,20 +39,25 @@ enum DrainBenchmark {
         /// Whether the timed passes see the clock run (a `.clock` row), and the values are few (`.narrow`).
         let clockRuns: Bool
         let narrow: Bool
+        /// The flight recorder keeps what it drains (a `.recorder` row).
+        let recorder: Bool
         let filler: RingFiller
         let collector: Collector
         var rounds: [Round] = []
         var records: UInt64 = 0
         var passes = 0
+        /// A `.recorder` row's: the most bytes its recorder held after a pass.
+        var peakRecorderBytes = 0
 
-        init(rings: Int, clockRuns: Bool, narrow: Bool, directory: String, producerCPU: Int32) throws(BenchError) {
+        init(rings: Int, clockRuns: Bool, narrow: Bool, recorder: Bool, directory: String, producerCPU: Int32) throws(BenchError) {
             self.rings = rings
             self.clockRuns = clockRuns
             self.narrow = narrow
+            self.recorder = recorder
             filler = try RingFiller(
                 rings: rings, capacity: DrainBenchmark.recordsPerFill / rings,
                 valueMask: narrow ? MetricMix.narrowValueMask : LatencyValues.count - 1, directory: directory, cpu: producerCPU)
-            collector = try CollectorBenchmark.collector(CollectorBenchmark.options(directory: directory))
+            collector = try CollectorBenchmark.collector(CollectorBenchmark.options(directory: directory, recorder: recorder))
             collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)  // discovers and attaches
             let attached = collector.snapshot.rings.filter { $0.state == .live }.count
             guard attached == rings else {
@@ -60,11 +67,15 @@ enum DrainBenchmark {
             // A round untimed, by forced passes: the lanes the first records claimed are mapped,
             // the rings proven by their valid records, the series made and their counts grown.
             let expected = try filler.fill()
+            // The lanes the fill claimed are adopted by a pass that may drain nothing yet: a few
+            // empty passes are the collector finding them, many a fault.
             var drained = 0
+            var emptyPasses = 0
             while drained < expected {
                 let count = collector.runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
-                guard count > 0 else {
-                    throw BenchError("warming up \(rings) rings: a pass drained nothing, \(expected - drained) waiting")
+                emptyPasses = count == 0 ? emptyPasses + 1 : 0
+                guard emptyPasses < 100 else {
+                    throw BenchError("warming up \(rings) rings: 100 passes drained nothing, \(expected - drained) waiting")
                 }
                 drained += count
             }
@@ -72,6 +83,7 @@ enum DrainBenchmark {
 
         var name: String {
             (rings == 1 ? "drain.1ring" : "drain.\(rings)rings") + (clockRuns ? ".clock" : "") + (narrow ? ".narrow" : "")
+                + (recorder ? ".recorder" : "")
         }
 
         /// Fills every ring, then drains them with timed passes; returns the passes' nanoseconds
@@ -99,6 +111,13 @@ enum DrainBenchmark {
                 cpuNanos &+= threadCPUNanos() &- cpuStart
                 passes += 1
                 drained += count
+                // The recorder's budget holds after every pass, at this drain's rate (untimed).
+                if recorder, let figures = collector.recorderFigures {
+                    peakRecorderBytes = max(peakRecorderBytes, figures.bytes)
+                    guard figures.bytes <= figures.bytesLimit else {
+                        throw BenchError("\(name): the recorder holds \(figures.bytes) bytes, past its budget of \(figures.bytesLimit)")
+                    }
+                }
                 // A pass may end empty: its time spent (the thread preempted) before it reached a
                 // ring with records. Many in a row mean records the collector does not see.
                 emptyPasses = count == 0 ? emptyPasses + 1 : 0
@@ -171,11 +190,12 @@ enum DrainBenchmark {
         var sets: [RingSet] = []
         defer { for set in sets { set.stop() } }
         for kind in kinds {
-            let set = "\(kind.rings)\(kind.clockRuns ? "-clock" : "")\(kind.narrow ? "-narrow" : "")"
+            let set = "\(kind.rings)\(kind.clockRuns ? "-clock" : "")\(kind.narrow ? "-narrow" : "")\(kind.recorder ? "-recorder" : "")"
             progress("drain: making rings \(set)")
             sets.append(
                 try RingSet(
-                    rings: kind.rings, clockRuns: kind.clockRuns, narrow: kind.narrow, directory: try scratch.subdirectory("drain" + set),
+                    rings: kind.rings, clockRuns: kind.clockRuns, narrow: kind.narrow, recorder: kind.recorder,
+                    directory: try scratch.subdirectory("drain" + set),
                     producerCPU: producerCPU))
         }
         var baseline = Baseline()
@@ -200,14 +220,20 @@ enum DrainBenchmark {
         }
         let reference = baseline.rounds.map(\.cpuNanosPerRecord)
         var drains = sets.map { set in
-            // Against 1 ring drained the same way.
+            // Against 1 ring drained the same way; a `.recorder` row also against its rings without it.
             let one =
-                sets.first { $0.rings == 1 && $0.clockRuns == set.clockRuns && $0.narrow == set.narrow }?.rounds.map(\.cpuNanosPerRecord)
-                ?? []
+                sets.first {
+                    $0.rings == 1 && $0.clockRuns == set.clockRuns && $0.narrow == set.narrow && $0.recorder == set.recorder
+                }?.rounds.map(\.cpuNanosPerRecord) ?? []
+            let without =
+                set.recorder
+                ? sets.first { $0.rings == set.rings && $0.clockRuns == set.clockRuns && $0.narrow == set.narrow && !$0.recorder }?
+                    .rounds.map(\.cpuNanosPerRecord) : nil
             return CollectorReport.Drain(
                 name: set.name, rings: set.rings,
                 roundNanosPerRecord: set.rounds.map(\.cpuNanosPerRecord), oneRingRoundNanos: one, baselineRoundNanos: reference,
-                roundWallNanosPerRecord: set.rounds.map(\.wallNanosPerRecord), records: set.records, passes: set.passes)
+                roundWallNanosPerRecord: set.rounds.map(\.wallNanosPerRecord), records: set.records, passes: set.passes,
+                withoutRecorderRoundNanos: without, recorderPeakBytes: set.recorder ? set.peakRecorderBytes : nil)
         }
         drains.append(
             CollectorReport.Drain(

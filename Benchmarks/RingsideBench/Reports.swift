@@ -91,6 +91,11 @@ public struct CollectorReport: Sendable {
         /// Medians over the rounds of this row's figure over the 1-ring row's and the baseline's.
         public var overOneRing: Double?
         public var overBaseline: Double?
+        /// A `.recorder` row's: the median over the rounds of its figure over the same rings'
+        /// drained without the flight recorder.
+        public var overWithoutRecorder: Double?
+        /// A `.recorder` row's: the most bytes its recorder held after a pass (checked within its budget after each).
+        public var recorderPeakBytes: Int?
         /// Records drained in the timed passes, and how many passes.
         public var records: UInt64
         public var passes: Int
@@ -98,8 +103,10 @@ public struct CollectorReport: Sendable {
 
         public init(
             name: String, rings: Int, roundNanosPerRecord: [Double], oneRingRoundNanos: [Double], baselineRoundNanos: [Double],
-            roundWallNanosPerRecord: [Double], records: UInt64, passes: Int
+            roundWallNanosPerRecord: [Double], records: UInt64, passes: Int, withoutRecorderRoundNanos: [Double]? = nil,
+            recorderPeakBytes: Int? = nil
         ) {
+            self.recorderPeakBytes = recorderPeakBytes
             self.name = name
             self.rings = rings
             self.roundNanosPerRecord = roundNanosPerRecord
@@ -108,6 +115,7 @@ public struct CollectorReport: Sendable {
             wallNanosPerRecord = Percentiles.value(at: 0.5, sorted: roundWallNanosPerRecord.sorted())
             overOneRing = Self.medianRatio(roundNanosPerRecord, oneRingRoundNanos)
             overBaseline = Self.medianRatio(roundNanosPerRecord, baselineRoundNanos)
+            overWithoutRecorder = withoutRecorderRoundNanos.flatMap { Self.medianRatio(roundNanosPerRecord, $0) }
             self.records = records
             self.passes = passes
         }
@@ -171,6 +179,8 @@ public struct CollectorReport: Sendable {
                 ("records_per_s", .figure(drain.recordsPerSecond.rounded())),
                 ("x_1ring", drain.overOneRing.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
                 ("x_baseline", drain.overBaseline.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
+                ("x_without_recorder", drain.overWithoutRecorder.map { .figure(($0 * 1000).rounded() / 1000) } ?? .null),
+                ("recorder_peak_bytes", drain.recorderPeakBytes.map { .int(Int64($0)) } ?? .null),
                 ("round_ns_per_record", .array(drain.roundNanosPerRecord.map { .figure(($0 * 100).rounded() / 100) })),
                 ("wall_ns_per_record", .figure((drain.wallNanosPerRecord * 100).rounded() / 100)),
                 ("round_wall_ns_per_record", .array(drain.roundWallNanosPerRecord.map { .figure(($0 * 100).rounded() / 100) })),
@@ -221,16 +231,17 @@ public struct CollectorReport: Sendable {
     public var table: String {
         var table = TextTable(columns: ["row", "result", "detail"])
         for drain in drains {
-            let ratios = [("x1ring", drain.overOneRing), ("xbaseline", drain.overBaseline)].compactMap { name, ratio in
-                ratio.map { "\(name) \(String(format2: $0))" }
-            }
+            let ratios = [("x1ring", drain.overOneRing), ("xbaseline", drain.overBaseline), ("xnorec", drain.overWithoutRecorder)]
+                .compactMap { name, ratio in
+                    ratio.map { "\(name) \(String(format2: $0))" }
+                }
             table.add([
                 drain.name, String(format2: drain.nanosPerRecord) + " ns/record (" + EmitReport.rate(drain.recordsPerSecond) + "/s)",
                 (ratios + [
                     "rounds " + EmitReport.range(drain.roundNanosPerRecord) + " ns",
                     "wall " + String(format2: drain.wallNanosPerRecord) + " ns",
                     "\(drain.records) records",
-                ]
+                ] + (drain.recorderPeakBytes.map { ["recorder at most \($0 >> 20) MiB"] } ?? [])
                     + (drain.rings > 0 ? ["\(drain.passes) passes"] : [])).joined(separator: ", "),
             ])
         }

@@ -17,6 +17,9 @@ final class BotSeries {
     /// A worker's ring fed it this run, or it took what an earlier run kept: its all-time
     /// histograms are kept across restarts (a bot of one process starts them again, as before).
     var keepsHistograms = false
+    /// Its store in the flight recorder, once it recorded (the recorder's own, kept here to
+    /// spare a look-up per drain).
+    var recording: BotRecording?
 
     init(name: String, aggregator: RingAggregator) {
         self.name = name

@@ -216,6 +216,16 @@ public final class Collector: @unchecked Sendable {
         return pass.drained
     }
 
+    /// Each bot's recorded records that may fall in `from...to` (see `Recorder`); empty with the
+    /// recorder off. On the drain thread only (or the thread that steps `runPass`).
+    package func recordedRecords(fromNanos from: UInt64, toNanos to: UInt64) -> [RecordedBot] {
+        tracker.recorder?.records(fromNanos: from, toNanos: to) ?? []
+    }
+
+    /// The recorder's figures now (nil with it off), its span as of its last sweep: for
+    /// benchmarks, on the thread that steps `runPass`.
+    package var recorderFigures: RecorderStats? { tracker.recorder?.figures }
+
     /// Every gap the drain measured since the start (see `DrainGapFigures`): for benchmarks, read
     /// once the collector has stopped (or from the thread that steps `runPass`).
     package var drainGapsSinceStart: Histogram { scheduler.gaps.sinceStart }
@@ -242,6 +252,10 @@ public final class Collector: @unchecked Sendable {
         stats.discoveryRescans = shown.rescans
         stats.discoveryOpens = shown.opens
         stats.state = tracker.stateStats
+        if let recorder = tracker.recorder {
+            recorder.sweep(nowNanos: now)
+            stats.recorder = recorder.figures
+        }
     }
 }
 

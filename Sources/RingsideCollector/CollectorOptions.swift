@@ -69,6 +69,10 @@ public struct CollectorOptions: Sendable, Equatable {
     /// How long a bot's figures are kept in the state once its files have all gone
     /// (`--state-expiry`, default 168h: 7 days); nil: for ever (`0`).
     public var stateExpirySeconds: UInt64? = 7 * 24 * 3600
+    /// The flight recorder: the last seconds of raw records kept per bot (`--recorder-seconds`,
+    /// 0 turns it off), within a memory budget (`--recorder-max-bytes`).
+    public var recorderNanos: UInt64 = 10_000_000_000
+    public var recorderMaxBytes = 256 << 20
 
     public init() {}
 
@@ -129,6 +133,12 @@ public struct CollectorOptions: Sendable, Equatable {
                                  suffixes); a larger file is refused, unread, and left as it is
           --state-expiry DUR     a bot's totals in that state expire once its files have all been
                                  gone this long (default 168h: 7 days; 1h at least; 0: never)
+          --recorder-seconds S   the flight recorder keeps each bot's raw records of the last S
+                                 seconds, or a duration (default 10; 1s to 10m; 0: off), for
+                                 captures (docs/collector.md)
+          --recorder-max-bytes N the recorder's memory budget (default 256M; 1M to 64G; K, M, G
+                                 suffixes): past it, the oldest records go early, counted in
+                                 ringside_recorder_evicted_records_total
           --thread-sample-interval DUR
                                  how often each lane thread's CPU, run-queue wait, context switches
                                  and CPU, and each bot process's CPU, memory, threads, descriptors
@@ -327,6 +337,23 @@ public struct CollectorOptions: Sendable, Equatable {
                         }
                         options.historySeconds = Int(nanos / 1_000_000_000)
                     }
+                case "--recorder-seconds":
+                    let text = try value(for: flag)
+                    if text == "0" {
+                        options.recorderNanos = 0
+                    } else {
+                        let nanos = try parseDuration(text, flag: flag, bareSeconds: true)
+                        guard nanos >= 1_000_000_000, nanos <= 600_000_000_000 else {
+                            throw UsageError("\(flag): \(text) must be from 1s to 10m (or 0 to keep no records)")
+                        }
+                        options.recorderNanos = nanos
+                    }
+                case "--recorder-max-bytes":
+                    let text = try value(for: flag)
+                    guard let bytes = parseByteSize(text), bytes >= 1 << 20, bytes <= 64 << 30 else {
+                        throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 64G (K, M and G suffixes: 1024s)")
+                    }
+                    options.recorderMaxBytes = Int(bytes)
                 case "--thread-sample-interval":
                     let text = try value(for: flag)
                     if text == "0" {

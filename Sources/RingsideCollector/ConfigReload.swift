@@ -69,6 +69,7 @@ enum ReloadPlan {
         if old.nativeHistogramSchema != new.nativeHistogramSchema { changed.append("--native-histograms") }
         if old.historySeconds != new.historySeconds || old.historyMaxSeries != new.historyMaxSeries { changed.append("--history*") }
         if old.threadSampleIntervalNanos != new.threadSampleIntervalNanos { changed.append("--thread-sample-interval") }
+        if old.recorderNanos != new.recorderNanos || old.recorderMaxBytes != new.recorderMaxBytes { changed.append("--recorder-*") }
         if old.logFormat != new.logFormat { changed.append("--log-format") }
         if old.reloadEndpoint != new.reloadEndpoint { changed.append("--web-enable-lifecycle") }
         if old.stateMaxBytes != new.stateMaxBytes || old.stateExpirySeconds != new.stateExpirySeconds { changed.append("--state-*") }
@@ -91,6 +92,8 @@ enum ReloadPlan {
         effective.historySeconds = running.historySeconds
         effective.historyMaxSeries = running.historyMaxSeries
         effective.threadSampleIntervalNanos = running.threadSampleIntervalNanos
+        effective.recorderNanos = running.recorderNanos
+        effective.recorderMaxBytes = running.recorderMaxBytes
         effective.logFormat = running.logFormat
         effective.reloadEndpoint = running.reloadEndpoint
         effective.stateMaxBytes = running.stateMaxBytes

@@ -512,18 +512,22 @@ struct RingAggregator {
     /// - Parameters:
     ///   - allowance: how many more series may be added, given the series held (the caps).
     ///   - counted: told the records taken from each lane, for the fill rate.
+    ///   - recorder: the flight recorder's feed for this file, which keeps the records raw,
+    ///     from the lane's own buffers (nil: it is off).
     /// - Returns: the records drained.
     /// - Throws: the consumer's error when the ring's cursors turn out corrupt.
     mutating func drain(
         _ consumer: RingConsumer, source: Int, limitPerLane: Int, nowNanos now: UInt64,
         admitting allowance: (_ held: Usage) -> Usage,
-        counted: (_ records: Int, _ lane: Int) -> Void
+        counted: (_ records: Int, _ lane: Int) -> Void,
+        recorder: Recorder.Feed? = nil
     ) throws(RingError) -> Int {
         // The calls gathered are taken after the records, even when the drain fails: then every
         // record drained finds the calls it stands for (see `GatherPlacement`).
         defer { takeGathered(of: consumer, source: source, nowNanos: now) }
         return try consumer.drain(limitPerLane: limitPerLane) { records, first, lane in
             counted(records.count, lane)
+            recorder?.take(records, lane: lane, of: consumer, nowNanos: now)
             var offset = 0
             while offset < records.count {
                 let rest = UnsafeBufferPointer(rebasing: records[offset...])

@@ -44,7 +44,8 @@ extension RingTracker {
             let count = try ring.aggregator.drain(
                 ring.consumer, source: ring.source, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
                 nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
-                counted: { ring.fill.counted($0, lane: $1) })
+                counted: { ring.fill.counted($0, lane: $1) },
+                recorder: recorder.map { feed(of: ring, into: $0, nowNanos: now) })
             sayRefusedSeries(of: ring)
             ring.drained += UInt64(count)
             ring.drainedSincePublish += count
@@ -67,6 +68,25 @@ extension RingTracker {
             skip(ring.name, error, saidBefore: ring.said.skipped, nowNanos: now)
             return Drained(letGo: true)
         }
+    }
+
+    /// What the recorder takes `ring`'s records through: its bot's store, kept by the bot, and
+    /// its file's id in it, kept by the ring (each asked again once the recorder forgot it).
+    private func feed(of ring: TrackedRing, into recorder: Recorder, nowNanos now: UInt64) -> Recorder.Feed {
+        let recording: BotRecording
+        if let kept = ring.bot.recording, !kept.isRetired {
+            recording = kept
+        } else {
+            recording = recorder.recording(ofBot: ring.bot.name)
+            ring.bot.recording = recording
+        }
+        if let kept = ring.recorded, kept.recording === recording, recording.sources[kept.source] != nil {
+            return Recorder.Feed(recorder: recorder, bot: recording, source: kept.source)
+        }
+        let file = RecordedSource(ring: ring.name, pid: ring.sourceFigures.pid, isWorker: WorkerRing(ring.name) != nil)
+        let source = recording.add(file, nowNanos: now)
+        ring.recorded = (recording, source)
+        return Recorder.Feed(recorder: recorder, bot: recording, source: source)
     }
 
     /// Stops reading a ring whose records were mostly invalid lately, for `nanos`: reading them

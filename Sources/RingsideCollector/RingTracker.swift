@@ -51,6 +51,8 @@ final class RingTracker {
     private var lastStateOpenNanos: UInt64 = 0
     /// Age of the oldest record drained lately: how far behind the drain runs.
     var lagSeconds: Double = 0
+    /// The flight recorder (nil with `--recorder-seconds 0`): what the drain takes, kept raw.
+    let recorder: Recorder?
 
     /// Rings that wait for something: released rings to take up again (a process opened their
     /// files, or events were lost); rings `observe` found dead and drained, let go of at the end
@@ -113,6 +115,8 @@ final class RingTracker {
         self.handoff = handoff
         startedRealtimeNanos = rs_clock_realtime_ns()
         self.ringLimit = ringLimit
+        recorder =
+            options.recorderNanos > 0 ? Recorder(retentionNanos: options.recorderNanos, budgetBytes: options.recorderMaxBytes) : nil
         state = try CollectorState(options: options, log: log)
     }
 

@@ -18,6 +18,8 @@ final class TrackedRing {
     /// The bot's series, which this ring feeds as source `source` (with the bot's other rings).
     let bot: BotSeries
     let source: Int
+    /// Its bot's store in the flight recorder and its file's id there, once it recorded.
+    var recorded: (recording: BotRecording, source: UInt32)?
     var liveness = Liveness()
     var fill = FillRate()
     var watch = WatchPlace()

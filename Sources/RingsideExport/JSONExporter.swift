@@ -299,6 +299,17 @@ public enum JSONExporter {
                 json.field("history_series", history.series)
                 json.field("history_series_refused", history.refused)
             }
+            if let recorder = stats.recorder {
+                json.key("recorder")
+                json.object {
+                    json.field("bytes", recorder.bytes)
+                    json.field("bytes_limit", recorder.bytesLimit)
+                    json.field("records", recorder.records)
+                    json.field("seconds_held", recorder.secondsHeld)
+                    json.field("retention_seconds", recorder.retentionSeconds)
+                    json.field("evicted_records", recorder.evictedRecords)
+                }
+            }
             if let otlp = stats.otlp {
                 json.key("otlp")
                 json.object {

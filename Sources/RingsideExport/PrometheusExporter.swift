@@ -419,6 +419,7 @@ public enum PrometheusExporter {
                 "Series of the last snapshot the history refused: it holds --history-max-series, none gone",
                 [([], Double(history.refused))])
         }
+        if let recorder = stats.recorder { recorderFamilies(recorder, family) }
         if let otlp = stats.otlp { otlpFamilies(otlp, family) }
         if let security = stats.webSecurity { webSecurityFamilies(security, family) }
 
@@ -452,6 +453,29 @@ public enum PrometheusExporter {
             "How much of an availability SLO's period the collector has seen (less than the period until it has run that long)",
             perSLO { $0.coveredSeconds })
         return result
+    }
+
+    /// The flight recorder's figures (`--recorder-seconds`), each a family written by `family`.
+    static func recorderFamilies(_ recorder: RecorderStats, _ family: (String, String, String, [([(String, String)], Double)]) -> Void) {
+        family(
+            "ringside_recorder_bytes", "gauge", "Memory the flight recorder's chunks of raw records take",
+            [([], Double(recorder.bytes))])
+        family(
+            "ringside_recorder_bytes_limit", "gauge", "Memory the flight recorder may take at most (--recorder-max-bytes)",
+            [([], Double(recorder.bytesLimit))])
+        family("ringside_recorder_records", "gauge", "Raw records the flight recorder holds", [([], Double(recorder.records))])
+        family(
+            "ringside_recorder_seconds_held", "gauge",
+            "The span the flight recorder holds, from its oldest record to now: below ringside_recorder_retention_seconds "
+                + "when its budget is too small for them",
+            [([], recorder.secondsHeld)])
+        family(
+            "ringside_recorder_retention_seconds", "gauge", "The span the flight recorder is asked to hold (--recorder-seconds)",
+            [([], recorder.retentionSeconds)])
+        family(
+            "ringside_recorder_evicted_records_total", "counter",
+            "Records the flight recorder let go of for its budget before they were --recorder-seconds old",
+            [([], Double(recorder.evictedRecords))])
     }
 
     /// The state's figures (the totals of workers that are gone, kept across restarts), each a

@@ -351,6 +351,25 @@ public struct CollectorStats: Sendable {
     public var seriesSaturated = 0
     /// What the state file (`ringside-collector.state`) went through; nil when the collector keeps none.
     public var state: CollectorStateStats?
+    /// The flight recorder's figures; nil with `--recorder-seconds 0`.
+    public var recorder: RecorderStats?
+
+    public init() {}
+}
+
+/// What the flight recorder (`--recorder-seconds`) holds, and what its budget made it let go of.
+public struct RecorderStats: Sendable, Equatable {
+    /// The storage its chunks take, and its budget (`--recorder-max-bytes`).
+    public var bytes = 0
+    public var bytesLimit = 0
+    /// Records held.
+    public var records = 0
+    /// The span it holds: from its oldest record's time to now. Less than `retentionSeconds`
+    /// when the budget is too small for the seconds asked for (or the collector started lately).
+    public var secondsHeld: Double = 0
+    public var retentionSeconds: Double = 0
+    /// Records let go of for the budget before they were `retentionSeconds` old, since the start.
+    public var evictedRecords: UInt64 = 0
 
     public init() {}
 }

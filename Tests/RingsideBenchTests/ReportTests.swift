@@ -109,6 +109,25 @@ struct ReportTests {
         #expect(results.map { $0["name"] as? String } == ["drain.1ring", "drain.8rings", "drain.64rings", "drain.baseline"])
         #expect(results[2]["x_1ring"] as? Double == 1.5 && results[2]["round_ns_per_record"] as? [Int] == [60, 60, 50])
         #expect(results[2]["wall_ns_per_record"] as? Int == 120)
+        #expect(results[2]["x_without_recorder"] is NSNull && !line.contains("xnorec"))
+    }
+
+    @Test("a .recorder row: the median of the rounds' ratios to the same rings drained without the recorder")
+    func recorderRatio() throws {
+        let row = CollectorReport.Drain(
+            name: "drain.64rings.recorder", rings: 64, roundNanosPerRecord: [66, 70, 50], oneRingRoundNanos: [40, 30, 50],
+            baselineRoundNanos: [20, 20, 25], roundWallNanosPerRecord: [66, 70, 50], records: 30, passes: 9,
+            withoutRecorderRoundNanos: [60, 60, 50], recorderPeakBytes: 200 << 20)
+        #expect(row.overWithoutRecorder == 1.1)  // of 1.1, 1.1667 and 1: not 66 / 60 by chance
+        let report = CollectorReport(
+            machine: Self.machine, method: "m", drains: Self.drains + [row], endToEnd: [], cpuPercent: 0,
+            loadRecordsPerSecond: 0, rssMegabytes: 0, rssAnonMegabytes: 0, liveRun: false)
+        let line = try #require(report.table.split(separator: "\n").first { $0.hasPrefix("drain.64rings.recorder") })
+        #expect(line.contains("xnorec 1.10") && line.contains("recorder at most 200 MiB"), "\(line)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(report.json.text.utf8)) as? [String: Any])
+        let results = try #require(object["results"] as? [[String: Any]])
+        #expect(results.last?["x_without_recorder"] as? Double == 1.1)
+        #expect(results.last?["recorder_peak_bytes"] as? Int == 200 << 20 && results[0]["recorder_peak_bytes"] is NSNull)
     }
 
     @Test("scrape --json has a row per phase with nearest-rank p50, p90 and p99; the table lists them")

@@ -21,6 +21,22 @@ struct CollectorOptionsTests {
         #expect(options.historySeconds == 3600 && options.historyMaxSeries == 2_000)
         #expect(options.threadSampleIntervalNanos == 1_000_000_000)
         #expect(options.stateMaxBytes == 64 << 20 && options.stateExpirySeconds == 7 * 24 * 3600)
+        #expect(options.recorderNanos == 10_000_000_000 && options.recorderMaxBytes == 256 << 20)
+    }
+
+    @Test("--recorder-seconds takes seconds or a duration from 1s to 10m, or 0 for off; --recorder-max-bytes 1M to 64G")
+    func recorder() throws {
+        #expect(try CollectorOptions.parse(["--recorder-seconds", "30"])?.recorderNanos == 30_000_000_000)
+        #expect(try CollectorOptions.parse(["--recorder-seconds=2m"])?.recorderNanos == 120_000_000_000)
+        #expect(try CollectorOptions.parse(["--recorder-seconds", "1.5"])?.recorderNanos == 1_500_000_000)
+        #expect(try CollectorOptions.parse(["--recorder-seconds", "0"])?.recorderNanos == 0)
+        #expect(try CollectorOptions.parse(["--recorder-max-bytes", "64M"])?.recorderMaxBytes == 64 << 20)
+        #expect(try CollectorOptions.parse(["--recorder-max-bytes=1G"])?.recorderMaxBytes == 1 << 30)
+        #expect(try CollectorOptions.parse(["--recorder-max-bytes", "1048576"])?.recorderMaxBytes == 1 << 20)
+        #expect(CollectorOptions.usage.contains("--recorder-seconds S") && CollectorOptions.usage.contains("--recorder-max-bytes N"))
+        let changed = try #require(try CollectorOptions.parse(["--recorder-seconds", "5"]))
+        #expect(ReloadPlan.startOnlyChanges(from: CollectorOptions(), to: changed) == ["--recorder-*"])
+        #expect(ReloadPlan.effective(changed, running: CollectorOptions()).recorderNanos == 10_000_000_000)
     }
 
     @Test("--state-max-bytes takes 1M to 4G; --state-expiry a duration of 1h or more, or 0 for never")
@@ -149,6 +165,14 @@ struct CollectorOptionsTests {
             (["--state-max-bytes", "8G"], "--state-max-bytes 8G: expected a number of bytes from 1M to 4G"),
             (["--state-expiry", "30m"], "--state-expiry: 30m must be 1h at least (or 0: never)"),
             (["--state-expiry", "soon"], "--state-expiry: soon is not a duration"),
+            (["--recorder-seconds", "500ms"], "--recorder-seconds: 500ms must be from 1s to 10m (or 0 to keep no records)"),
+            (["--recorder-seconds", "11m"], "--recorder-seconds: 11m must be from 1s to 10m"),
+            (["--recorder-seconds", "-1"], "--recorder-seconds: -1 is not a duration"),
+            (["--recorder-seconds", "soon"], "--recorder-seconds: soon is not a duration (seconds, or a number and"),
+            (["--recorder-seconds"], "--recorder-seconds needs a value"),
+            (["--recorder-max-bytes", "512K"], "--recorder-max-bytes 512K: expected a number of bytes from 1M to 64G"),
+            (["--recorder-max-bytes", "65G"], "--recorder-max-bytes 65G: expected a number of bytes from 1M to 64G"),
+            (["--recorder-max-bytes", "256MiB"], "--recorder-max-bytes 256MiB: expected a number of bytes"),
         ])
     func badArguments(arguments: [String], message: String) {
         #expect {

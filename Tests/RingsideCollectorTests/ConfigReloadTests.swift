@@ -38,6 +38,8 @@ struct ConfigReloadTests {
             otlp-endpoint: http://127.0.0.1:4318
             otlp-header: ["Authorization=Bearer x"]
             web-enable-lifecycle: true
+            recorder-seconds: 30
+            recorder-max-bytes: 64M
             """)
         defer { file.remove() }
         let options = try #require(try CollectorOptions.parse(["--config", file.path, "--listen", "127.0.0.1:0", "--allow-uid", "7"]))
@@ -46,6 +48,7 @@ struct ConfigReloadTests {
         #expect(options.windowNanos == [1_000_000_000, 10_000_000_000] && options.quantiles == [0.5, 0.99])
         #expect(options.sloRules.map(\.severity) == ["P2", "P0"] && options.sloRules[1].isRatio)
         #expect(options.otlp?.headers.map(\.name) == ["Authorization"] && options.reloadEndpoint)
+        #expect(options.recorderNanos == 30_000_000_000 && options.recorderMaxBytes == 64 << 20)
         #expect(options.configFile == file.path && options.commandLineArguments == ["--listen", "127.0.0.1:0", "--allow-uid", "7"])
         #expect(try options.reloaded() == options, "read again, the same")
     }
@@ -62,6 +65,7 @@ struct ConfigReloadTests {
             ("slo: {a: b}\n", "line 1: slo takes a value or a list of values, not a mapping"),
             ("web-enable-lifecycle: maybe\n", "line 1: web-enable-lifecycle is true or false"),
             ("--listen: x\n", "line 1: write the option's name without dashes"),
+            ("recorder-seconds: 5\nrecorder-max-bytes: lots\n", "line 2: --recorder-max-bytes lots: expected a number of bytes"),
         ])
     func badFiles(_ text: String, _ expected: String) throws {
         let file = try ConfigFile(text)

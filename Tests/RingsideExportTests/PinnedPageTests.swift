@@ -127,6 +127,14 @@ private func pinnedSnapshot() -> Snapshot {
     availability.badEventsTotal = 12
     availability.coveredSeconds = 86_400
     snapshot.slos = [latency, availability]
+    var recorder = RecorderStats()
+    recorder.bytes = 9_830_400
+    recorder.bytesLimit = 16 << 20
+    recorder.records = 245_760
+    recorder.secondsHeld = 7.25
+    recorder.retentionSeconds = 10
+    recorder.evictedRecords = 81_920
+    snapshot.collector.recorder = recorder
     return snapshot
 }
 
