@@ -64,7 +64,7 @@ let package = Package(
             name: "RingsideCollector",
             dependencies: [
                 "Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideJSON",
-                "RingsideCommandLine", "RingsideSystem",
+                "RingsideCommandLine", "RingsideSystem", "RingsideTrace",
             ]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
@@ -84,7 +84,7 @@ let package = Package(
             name: "RingsideTools",
             dependencies: [
                 "Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine",
-                "RingsideSystem", "RingsideTrace",
+                "RingsideSystem", "RingsideTrace", "RingsideHTTP",
             ]),
         /// JSON: a value written by hand (the tools' and the benchmark's output) and the collector's
         /// streaming writer, over one string escaper and number policy.

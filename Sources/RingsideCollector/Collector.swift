@@ -34,6 +34,11 @@ public final class Collector: @unchecked Sendable {
     /// `--thread-sample-interval 0`); tests step it with `sampleRound()`.
     package let threadSampler: ThreadHealthSampler?
     private let wakeup: DrainWakeup
+    /// Captures of the recorder's records (nil without `--capture-dir`): the drain thread's part,
+    /// and the desk where any thread asks for one.
+    private let capturer: Capturer?
+    package var captureDesk: CaptureDesk? { capturer?.desk }
+    var captureDirectory: LogDirectory? { capturer?.writer.directory }
     private var stats = CollectorStats()
     /// The drain rate's last mark: when, and the records drained until then.
     private var rateMark: (nanos: UInt64, drained: UInt64) = (0, 0)
@@ -79,7 +84,22 @@ public final class Collector: @unchecked Sendable {
             throw .directoryHeld(directory: options.directory.path, reason: "\(error)")
         }
         scheduler = DrainScheduler(tracker: tracker)
-        let publisher = SnapshotPublisher(options: options, layout: layout, log: log, tracker: tracker)
+        if let path = options.captureDirectory {
+            let directory: LogDirectory
+            _ = try? System.mkdir(path, mode: 0o755)  // made if missing; if it cannot be, opening it says why
+            do { directory = try LogDirectory(path: path) } catch {
+                throw .captureDirectory(path: path, reason: "\(error)")
+            }
+            let desk = CaptureDesk(minIntervalNanos: options.captureMinIntervalNanos)
+            capturer = Capturer(
+                desk: desk,
+                writer: CaptureWriter(directory: directory, maxRecords: options.captureMaxRecords, program: "ringside-collector"),
+                beforeNanos: options.recorderNanos, afterNanos: options.captureAfterNanos, pollNanos: options.pollNanos, log: log)
+            tracker.captureDesk = desk
+        } else {
+            capturer = nil
+        }
+        let publisher = SnapshotPublisher(options: options, layout: layout, log: log, tracker: tracker, captureDesk: capturer?.desk)
         self.publisher = publisher
         let published = publisher.published
         threadSampler =
@@ -166,6 +186,7 @@ public final class Collector: @unchecked Sendable {
         finished.wait()
         isRunning = false
         runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
+        capturer?.writer.drain()  // captures asked for are written (those still waiting for their seconds after are not)
         tracker.closeState()  // saves the state, and lets go of the directory's lock
         tracker.releaseAll()
         scheduler.followRings()  // the watch lets go of the rings too (it holds their consumers)
@@ -175,7 +196,9 @@ public final class Collector: @unchecked Sendable {
     /// before the fastest-filling lane can fill (or not at all, rings not reached), the tracker
     /// while a bot was just attached, the publisher when a snapshot is due or half built.
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
-        min(options.pollNanos, scheduler.sleepNanos(), tracker.sleepNanos(nowNanos: now), publisher.sleepNanos(nowNanos: now))
+        min(
+            options.pollNanos, scheduler.sleepNanos(), tracker.sleepNanos(nowNanos: now), publisher.sleepNanos(nowNanos: now),
+            capturer?.sleepNanos(nowNanos: now) ?? .max)
     }
 
     /// Takes a reload's SLO rules and quantiles: the drain thread applies them at its next pass
@@ -208,8 +231,13 @@ public final class Collector: @unchecked Sendable {
         tracker.releaseDueRings(nowNanos: now)
         scheduler.followRings()  // rebuilt now if rings were released: the watch lets go of their files too
         tracker.tellDiscovery()
+        var capturesChanged = false
+        if let capturer, let recorder = tracker.recorder {
+            capturesChanged = capturer.pass(nowNanos: now, recorder: recorder)
+            stats.captures = capturer.figures
+        }
         count(pass, startedNanos: passStart, nowNanos: now)
-        let changed = pass.drained > 0 || pass.changed || tracker.takeNews()
+        let changed = pass.drained > 0 || pass.changed || tracker.takeNews() || capturesChanged
         publisher.afterPass(
             nowNanos: now, changed: changed, mayBegin: scheduler.mayPublish(nowNanos: now),
             forced: forcePublish, stats: stats)
@@ -263,10 +291,13 @@ public final class Collector: @unchecked Sendable {
 public enum CollectorError: Error, Equatable, CustomStringConvertible {
     /// Another collector holds the ring directory (its lock, `ringside-collector.lock`).
     case directoryHeld(directory: String, reason: String)
+    /// `--capture-dir` cannot be made or used.
+    case captureDirectory(path: String, reason: String)
 
     public var description: String {
         switch self {
         case let .directoryHeld(directory, reason): "ring directory \(directory): \(reason)"
+        case let .captureDirectory(path, reason): "--capture-dir \(path): \(reason)"
         }
     }
 }

@@ -227,7 +227,9 @@ struct Listener {
     /// Binds and starts a server for `options`.
     init(options: CollectorOptions, security: WebSecurity?, collector: Collector, endpoints: CollectorEndpoints, log: CollectorLog) throws {
         var limits = CollectorDaemon.httpLimits(descriptorReserve: collector.descriptorReserve)
-        if options.reloadEndpoint { limits.postPaths = [CollectorEndpoints.reloadPath] }
+        if options.reloadEndpoint { limits.postPaths.insert(CollectorEndpoints.reloadPath) }
+        // Taken whether captures are on or not: without --capture-dir the route says so.
+        limits.postPaths.insert(CollectorEndpoints.capturePath)
         server = try HTTPServer(
             listen: options.listen, limits: limits, log: { log($0, level: $1 ? .warn : .info) }, security: security,
             quick: endpoints.quick, handler: endpoints.render)

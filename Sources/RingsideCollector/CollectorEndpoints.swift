@@ -12,7 +12,7 @@ import Synchronization
 /// it. `/metrics` is served from pages rendered ahead on a thread of their own (`metricsPages`,
 /// started with `startRendering`). Safe from any thread.
 public final class CollectorEndpoints: Sendable {
-    private let published: PublishedSnapshot
+    let published: PublishedSnapshot
     private let pollNanos: UInt64
     /// What the daemon's subscribers report of themselves, shown with each snapshot.
     let figures: SubscriberFigures
@@ -34,6 +34,11 @@ public final class CollectorEndpoints: Sendable {
     /// The per-second history `/api/history` serves (nil with `--history 0`); the daemon loop feeds it.
     public let history: HistoryStore?
 
+    /// Where `POST /api/capture` asks for a capture, and the directory the captures' files are
+    /// served from (nil without `--capture-dir`).
+    let captureDesk: CaptureDesk?
+    let captureDirectory: LogDirectory?
+
     /// `POST /-/reload`'s requests, with `--web-enable-lifecycle` (nil: the route is not served).
     private let reloadRequests: ReloadRequests?
     /// The route that reloads the configuration, as Prometheus'.
@@ -41,6 +46,8 @@ public final class CollectorEndpoints: Sendable {
 
     public init(collector: Collector, reloadRequests: ReloadRequests? = nil) {
         self.reloadRequests = reloadRequests
+        captureDesk = collector.captureDesk
+        captureDirectory = collector.captureDirectory
         let published = collector.published
         self.published = published
         let options = collector.options
@@ -96,8 +103,10 @@ public final class CollectorEndpoints: Sendable {
     /// `render` answers. The server's `quick`.
     public func quick(_ request: HTTPRequest) -> HTTPResponse? {
         switch request.path {
-        case "/metrics", "/latest", "/api/history", "/":
+        case "/metrics", "/latest", "/api/history", "/", "/api/captures":
             return nil
+        case Self.capturePath:
+            return request.method == "POST" ? askForCapture(request) : HTTPResponse(status: 405, text: "use POST to ask for a capture\n")
         case "/health":
             let snapshot = latestSnapshot()
             let progress = drainProgress()
@@ -119,6 +128,8 @@ public final class CollectorEndpoints: Sendable {
                 progress.lastPassAgeSeconds.isFinite
                 ? "its last pass was \(formatSeconds(progress.lastPassAgeSeconds)) ago" : "it has not made a pass yet"
             return HTTPResponse(status: 503, text: "Not ready: the drain loop makes no progress (\(age))\n")
+        case let path where path.hasPrefix(Self.capturesPath + "/"):
+            return nil
         default:
             return HTTPResponse(status: 404, text: "not found: \(request.path)\n\n" + Self.index)
         }
@@ -147,6 +158,10 @@ public final class CollectorEndpoints: Sendable {
             return compressible(request, contentType: JSONExporter.contentType, key: "latest", latest.render)
         case "/api/history":
             return historyPage(request)
+        case Self.capturesPath:
+            return HTTPResponse(contentType: JSONExporter.contentType, body: JSONExporter.captures(latestSnapshot()))
+        case let path where path.hasPrefix(Self.capturesPath + "/"):
+            return captureFile(named: String(path.dropFirst(Self.capturesPath.count + 1)))
         case "/":
             return compressible(request, contentType: LivePage.contentType, key: "live page") { _ in LivePage.bytes }
         case Self.reloadPath where request.method == "POST":
@@ -243,6 +258,11 @@ public final class CollectorEndpoints: Sendable {
             "per-second history of every series as JSON (--history, default the last hour; lost at a "
                 + "restart): ?series=ID, ring=, metric=, label=KEY:VALUE, from=, to= (Unix seconds, or 0 or less: seconds "
                 + "before now; default the last 5 minutes), step= (seconds per point)"
+        ),
+        (
+            "/api/captures",
+            "the flight recorder's captures as JSON (--capture-dir): counts by trigger, the latest 100 and their files, "
+                + "each served at /api/captures/FILE; POST /api/capture[?bot=NAME] asks for one"
         ),
         ("/health", "each ring's state as JSON; 200 while the drain loop makes progress, else 503"),
         ("/-/healthy", "liveness: 200 whenever the process serves HTTP"),

@@ -73,6 +73,15 @@ public struct CollectorOptions: Sendable, Equatable {
     /// 0 turns it off), within a memory budget (`--recorder-max-bytes`).
     public var recorderNanos: UInt64 = 10_000_000_000
     public var recorderMaxBytes = 256 << 20
+    /// Captures of the recorder's records: where they are written (`--capture-dir`; nil: no
+    /// captures), the seconds after the trigger they hold (`--capture-after`; before it, the
+    /// recorder's), at most one per trigger per `--capture-min-interval`, at most
+    /// `--capture-max-records` records each, and the bounds that ask for one (`--capture-when`).
+    public var captureDirectory: String?
+    public var captureAfterNanos: UInt64 = 2_000_000_000
+    public var captureMinIntervalNanos: UInt64 = 60_000_000_000
+    public var captureMaxRecords = 1_000_000
+    var captureBounds: [CaptureBound] = []
 
     public init() {}
 
@@ -139,6 +148,22 @@ public struct CollectorOptions: Sendable, Equatable {
           --recorder-max-bytes N the recorder's memory budget (default 256M; 1M to 64G; K, M, G
                                  suffixes): past it, the oldest records go early, counted in
                                  ringside_recorder_evicted_records_total
+          --capture-dir DIR      write captures of the recorder's records there: a Chrome trace
+                                 (JSON, which Perfetto's UI opens), a Perfetto protobuf trace and an
+                                 HdrHistogram log per capture. Asked for by an SLO with the option
+                                 capture, a --capture-when bound, a bot that dies or stops,
+                                 POST /api/capture, or ringside-dump capture (docs/collector.md)
+          --capture-after DUR    the seconds after the trigger a capture holds (default 2s; 0 to
+                                 1m); before it, the recorder's (--recorder-seconds)
+          --capture-min-interval DUR
+                                 at most one capture per trigger this often (default 1m; 1s to
+                                 24h); the rest are counted in ringside_captures_suppressed_total
+          --capture-max-records N
+                                 records a capture holds at most, the nearest the trigger
+                                 (default 1000000; 1000 to 10000000)
+          --capture-when 'METRIC{LABEL="V"}>THRESHOLD'
+                                 capture when a matching histogram's value goes above THRESHOLD
+                                 (e.g. order_fill_latency>5ms); may be repeated
           --thread-sample-interval DUR
                                  how often each lane thread's CPU, run-queue wait, context switches
                                  and CPU, and each bot process's CPU, memory, threads, descriptors
@@ -354,6 +379,31 @@ public struct CollectorOptions: Sendable, Equatable {
                         throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 64G (K, M and G suffixes: 1024s)")
                     }
                     options.recorderMaxBytes = Int(bytes)
+                case "--capture-dir":
+                    options.captureDirectory = try value(for: flag)
+                case "--capture-after":
+                    let text = try value(for: flag)
+                    let nanos = text == "0" ? 0 : try parseDuration(text, flag: flag)
+                    guard nanos <= 60_000_000_000 else { throw UsageError("\(flag): \(text) must be from 0 to 1m") }
+                    options.captureAfterNanos = nanos
+                case "--capture-min-interval":
+                    let text = try value(for: flag)
+                    let nanos = try parseDuration(text, flag: flag)
+                    guard nanos >= 1_000_000_000, nanos <= 86_400_000_000_000 else {
+                        throw UsageError("\(flag): \(text) must be from 1s to 24h")
+                    }
+                    options.captureMinIntervalNanos = nanos
+                case "--capture-max-records":
+                    let text = try value(for: flag)
+                    guard let count = Int(text), count >= 1_000, count <= 10_000_000 else {
+                        throw UsageError("\(flag) \(text): expected a number of records from 1000 to 10000000")
+                    }
+                    options.captureMaxRecords = count
+                case "--capture-when":
+                    let text = try value(for: flag)
+                    do { options.captureBounds.append(try CaptureBound(parsing: text)) } catch {
+                        throw UsageError("--capture-when '\(text)': \(error.reason)")
+                    }
                 case "--thread-sample-interval":
                     let text = try value(for: flag)
                     if text == "0" {
@@ -424,6 +474,16 @@ public struct CollectorOptions: Sendable, Equatable {
             options.otlp = OTLPOptions(endpoint: otlpEndpoint, intervalNanos: otlpInterval, timeoutNanos: otlpTimeout, headers: otlpHeaders)
         } else if let otlpFlag {
             throw UsageError("\(otlpFlag) needs --otlp-endpoint URL")
+        }
+        if options.captureDirectory == nil,
+            let flag = arguments.first(where: {
+                ["--capture-after", "--capture-min-interval", "--capture-max-records", "--capture-when"].contains($0)
+            })
+        {
+            throw UsageError("\(flag) needs --capture-dir DIR")
+        }
+        if options.captureDirectory != nil, options.recorderNanos == 0 {
+            throw UsageError("--capture-dir needs the flight recorder: --recorder-seconds 0 turns it off")
         }
         if options.hlogPath == nil, let flag = arguments.first(where: { $0 == "--hlog-interval" || $0 == "--hlog-max-bytes" }) {
             throw UsageError("\(flag) needs --hlog PATH")

@@ -93,7 +93,7 @@ public struct HistoryQueryError: Error, Equatable, Sendable {
 }
 
 /// `%XX` and `+` decoded, or nil when malformed or not UTF-8.
-private func percentDecoded(_ text: Substring) -> String? {
+func percentDecoded(_ text: Substring) -> String? {
     var bytes: [UInt8] = []
     var iterator = Array(text.utf8).makeIterator()
     func hex(_ byte: UInt8?) -> UInt8? {

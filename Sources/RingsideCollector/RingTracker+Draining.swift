@@ -136,6 +136,10 @@ extension RingTracker {
                     ? "ring \(name): producer pid \(status.producerPID) attached"
                     : "ring \(name): producer pid \(status.producerPID) died; draining what it left (backlog \(status.backlog))",
                 level: status.producerAlive ? .info : .warn)
+            // A bot's own producer: a worker's exit is how pools recycle them.
+            if !status.producerAlive, WorkerRing(name) == nil {
+                _ = captureDesk?.submit(.botDied(ring.bot.name), bots: [ring.bot.name], nowNanos: now)
+            }
         }
         // Alive by its lock, but stopped (SIGSTOP, a debugger): nothing can be written meanwhile.
         let stopped = status.producerAlive && processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
@@ -146,6 +150,9 @@ extension RingTracker {
                 stopped
                     ? "ring \(name): producer pid \(status.producerPID) is stopped (SIGSTOP or a debugger): "
                         + "alive, but none of its threads can record" : "ring \(name): producer pid \(status.producerPID) runs again")
+            if stopped {
+                _ = captureDesk?.submit(.botStopped(ring.bot.name), bots: [ring.bot.name], nowNanos: now)
+            }
         }
         if status.dropped > ring.said.dropped, now &- ring.said.droppedNanos >= Self.dropLogIntervalNanos {
             sayDrops(of: ring, status, nowNanos: now)

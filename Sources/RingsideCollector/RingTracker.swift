@@ -53,6 +53,8 @@ final class RingTracker {
     var lagSeconds: Double = 0
     /// The flight recorder (nil with `--recorder-seconds 0`): what the drain takes, kept raw.
     let recorder: Recorder?
+    /// Where a bot that dies or stops asks for a capture (nil without `--capture-dir`).
+    var captureDesk: CaptureDesk?
 
     /// Rings that wait for something: released rings to take up again (a process opened their
     /// files, or events were lost); rings `observe` found dead and drained, let go of at the end

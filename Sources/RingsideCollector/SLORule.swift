@@ -23,7 +23,9 @@ import RingsideCommandLine
 ///   PERIOD, any length from 1 s to 90 days, on the counters' increases: BOUND is a percentage
 ///   (`0.05%`) or a fraction (`0.0005`).
 /// - OP: `<` or `<=`. Options: `severity=NAME` (letters, digits, `_`, `-`; P1 when not given),
-///   carried as a label by the SLO's series, so that an alert routes by it.
+///   carried as a label by the SLO's series, so that an alert routes by it; `capture`: when it
+///   begins to be violated, the collector captures the flight recorder's records of the bots
+///   whose series it reads (with `--capture-dir`).
 ///
 /// A distribution's objective is violated while its window holds events and the statistic breaks
 /// the bound; a ratio's while its period holds events and the ratio breaks the bound.
@@ -67,6 +69,8 @@ public struct SLORule: Sendable, Equatable {
     public let windowNanos: UInt64
     /// Its alerts' severity: a label of its series.
     public let severity: String
+    /// A violation's start asks for a capture of the bots it reads (the `capture` option).
+    public let capture: Bool
 
     /// The longest period a ratio is judged over.
     public static let longestPeriodNanos: UInt64 = 90 * 86_400 * 1_000_000_000
@@ -89,9 +93,14 @@ public struct SLORule: Sendable, Equatable {
             rest = rest.dropFirst()
         }
         var severity = Self.defaultSeverity
+        var capture = false
         for option in rest.split(separator: " ") {
+            if option == "capture" {
+                capture = true
+                continue
+            }
             guard option.hasPrefix("severity="), option.count > "severity=".count else {
-                throw fail("\(option) is not an option (severity=P0, P1, P2, ...)")
+                throw fail("\(option) is not an option (severity=P0, P1, P2, ..., or capture)")
             }
             let name = option.dropFirst("severity=".count)
             guard name.utf8.allSatisfy({ Self.isNameByte($0) }) else {
@@ -100,6 +109,7 @@ public struct SLORule: Sendable, Equatable {
             severity = String(name)
         }
         self.severity = severity
+        self.capture = capture
         text = String(rule)
 
         guard let at = rule.lastIndex(of: "@") else { throw fail("expected ...@WINDOW, e.g. @1m") }
@@ -203,7 +213,7 @@ public struct SLORule: Sendable, Equatable {
     }
 
     /// The first `character` of `text` that is not inside a label value's double quotes.
-    private static func firstIndex(of character: Character, outsideQuotesIn text: Substring) -> Substring.Index? {
+    static func firstIndex(of character: Character, outsideQuotesIn text: Substring) -> Substring.Index? {
         var quoted = false
         for index in text.indices {
             if text[index] == "\"" { quoted.toggle() }
@@ -213,7 +223,7 @@ public struct SLORule: Sendable, Equatable {
     }
 
     /// `name` or `name{KEY="VALUE",...}`.
-    private static func parseSelector(_ selector: Substring) throws(ParseError) -> Selector {
+    static func parseSelector(_ selector: Substring) throws(ParseError) -> Selector {
         var name = selector
         var labels: [String: String] = [:]
         if let brace = selector.firstIndex(of: "{") {

@@ -20,6 +20,8 @@ struct SLOState {
         var eventsTotal: UInt64?
         var badEventsTotal: UInt64?
         var coveredNanos: UInt64?
+        /// The bots whose series it read.
+        var bots: Set<String> = []
     }
 
     let rule: SLORule
@@ -54,7 +56,7 @@ struct SLOState {
         var unit: MetricUnit?
         for bot in bots {
             let name = bot.name
-            outcome.matchingSeries += bot.aggregator.mergeHistograms(window: window, nowNanos: now, into: &merged) { metric in
+            let matched = bot.aggregator.mergeHistograms(window: window, nowNanos: now, into: &merged) { metric in
                 guard selector.matches(ring: name, metric: metric.name, labels: metric.labelDictionary),
                     let threshold = rule.threshold(in: metric.unit)
                 else { return false }
@@ -64,6 +66,8 @@ struct SLOState {
                 bound = threshold
                 return true
             }
+            outcome.matchingSeries += matched
+            if matched > 0 { outcome.bots.insert(name) }
         }
         outcome.unit = unit ?? .none
         outcome.events = merged.count
@@ -93,6 +97,7 @@ struct SLOState {
             let name = bot.name
             bot.aggregator.forEachCounter(where: { bad.matches(ring: name, metric: $0.name, labels: $0.labelDictionary) }) {
                 badTotals[CounterIncreases.key(bot: name, $0)] = $1
+                outcome.bots.insert(name)
             }
             bot.aggregator.forEachCounter(where: { total.matches(ring: name, metric: $0.name, labels: $0.labelDictionary) }) {
                 allTotals[CounterIncreases.key(bot: name, $0)] = $1

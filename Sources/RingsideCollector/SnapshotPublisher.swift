@@ -121,12 +121,18 @@ final class SnapshotPublisher {
     static let quietSampleNanos: UInt64 = 2_000_000_000
     static let quietRefreshNanos: UInt64 = 10_000_000_000
 
-    init(options: CollectorOptions, layout: WindowLayout, log: CollectorLog, tracker: RingTracker) {
+    /// Where an SLO marked `capture`, or a `--capture-when` bound, asks for a capture.
+    private let captureDesk: CaptureDesk?
+    private var captureBounds: [CaptureBoundState]
+
+    init(options: CollectorOptions, layout: WindowLayout, log: CollectorLog, tracker: RingTracker, captureDesk: CaptureDesk? = nil) {
         self.options = options
         self.layout = layout
         self.log = log
         self.tracker = tracker
+        self.captureDesk = captureDesk
         sloStates = options.sloRules.map { SLOState(rule: $0) }
+        captureBounds = captureDesk == nil ? [] : options.captureBounds.map { CaptureBoundState(bound: $0) }
     }
 
     /// Takes a reload's SLO rules and quantiles from the next snapshot on: a rule that stays
@@ -351,10 +357,20 @@ final class SnapshotPublisher {
 
     private func evaluateSLOs(nowNanos now: UInt64) -> [SLOSnapshot] {
         let bots = tracker.bots.values.sorted { $0.name < $1.name }
+        if let captureDesk {
+            for index in captureBounds.indices {
+                if let above = captureBounds[index].evaluate(bots: bots, nowNanos: now) {
+                    _ = captureDesk.submit(.threshold(captureBounds[index].bound.text), bots: above, nowNanos: now)
+                }
+            }
+        }
         return sloStates.indices.map { index in
             let outcome = sloStates[index].evaluate(bots: bots, layout: layout, nowNanos: now)
             if let transition = sloStates[index].record(outcome) {
                 log(transition, level: sloStates[index].violated ? .warn : .info)
+                if sloStates[index].violated, sloStates[index].rule.capture, let captureDesk {
+                    _ = captureDesk.submit(.slo(sloStates[index].rule.text), bots: outcome.bots, nowNanos: now)
+                }
             }
             return sloStates[index].snapshot(outcome)
         }

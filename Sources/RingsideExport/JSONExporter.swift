@@ -86,6 +86,46 @@ public enum JSONExporter {
         return json.bytes
     }
 
+    /// `/api/captures`: where captures go, their counts by trigger, and the latest ones (newest
+    /// first), with their files; `{"enabled": false}` without `--capture-dir`.
+    public static func captures(_ snapshot: Snapshot) -> [UInt8] {
+        let json = JSONWriter()
+        json.object {
+            guard let captures = snapshot.collector.captures else {
+                json.field("enabled", false)
+                return
+            }
+            json.field("enabled", true)
+            json.field("directory", captures.directory)
+            for (key, counts) in [("written", captures.written), ("suppressed", captures.suppressed)] {
+                json.key(key)
+                json.object { for kind in counts.keys.sorted() { json.field(kind, counts[kind] ?? 0) } }
+            }
+            json.field("failed", captures.failed)
+            json.key("captures")
+            json.array(Array(captures.recent.reversed())) { capture in
+                json.object {
+                    json.field("id", capture.id)
+                    json.field("trigger", capture.trigger)
+                    if !capture.detail.isEmpty { json.field("detail", capture.detail) }
+                    json.key("bots")
+                    json.array(capture.bots) { json.value($0) }
+                    json.field("at", utcTimestamp(realtimeNanos: capture.atRealtimeNanos))
+                    json.field("before_seconds", capture.beforeSeconds)
+                    json.field("after_seconds", capture.afterSeconds)
+                    json.field("status", capture.status.rawValue)
+                    json.key("files")
+                    json.array(capture.files) { json.value($0) }
+                    json.field("bytes", capture.bytes)
+                    json.field("records", capture.records)
+                    json.field("records_left_out", capture.recordsLeftOut)
+                    if !capture.reason.isEmpty { json.field("reason", capture.reason) }
+                }
+            }
+        }
+        return json.bytes
+    }
+
     /// One series' JSON object.
     static func seriesJSON(_ series: SeriesSnapshot, windows: [String], quantileKeys: [String]) -> [UInt8] {
         let json = JSONWriter()
@@ -308,6 +348,14 @@ public enum JSONExporter {
                     json.field("seconds_held", recorder.secondsHeld)
                     json.field("retention_seconds", recorder.retentionSeconds)
                     json.field("evicted_records", recorder.evictedRecords)
+                }
+            }
+            if let captures = stats.captures {
+                json.key("captures")
+                json.object {
+                    json.field("written", captures.written.values.reduce(0, +))
+                    json.field("suppressed", captures.suppressed.values.reduce(0, +))
+                    json.field("failed", captures.failed)
                 }
             }
             if let otlp = stats.otlp {

@@ -420,6 +420,7 @@ public enum PrometheusExporter {
                 [([], Double(history.refused))])
         }
         if let recorder = stats.recorder { recorderFamilies(recorder, family) }
+        if let captures = stats.captures { captureFamilies(captures, family) }
         if let otlp = stats.otlp { otlpFamilies(otlp, family) }
         if let security = stats.webSecurity { webSecurityFamilies(security, family) }
 
@@ -476,6 +477,22 @@ public enum PrometheusExporter {
             "ringside_recorder_evicted_records_total", "counter",
             "Records the flight recorder let go of for its budget before they were --recorder-seconds old",
             [([], Double(recorder.evictedRecords))])
+    }
+
+    /// The captures' figures (`--capture-dir`), each a family written by `family`: a series per
+    /// trigger kind, so that a rate shows from the first capture.
+    static func captureFamilies(_ captures: CaptureStats, _ family: (String, String, String, [([(String, String)], Double)]) -> Void) {
+        let kinds = ["slo", "threshold", "bot_died", "bot_stopped", "request"]
+        family(
+            "ringside_captures_total", "counter", "Captures of the flight recorder's records written to --capture-dir, by trigger",
+            kinds.map { ([("trigger", $0)], Double(captures.written[$0] ?? 0)) })
+        family(
+            "ringside_captures_suppressed_total", "counter",
+            "Captures asked for within --capture-min-interval of the trigger's last one, not made, by trigger",
+            kinds.map { ([("trigger", $0)], Double(captures.suppressed[$0] ?? 0)) })
+        family(
+            "ringside_capture_failures_total", "counter", "Captures that could not be written (the log says why)",
+            [([], Double(captures.failed))])
     }
 
     /// The state's figures (the totals of workers that are gone, kept across restarts), each a

@@ -110,6 +110,7 @@ func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
 func reasonPhrase(_ status: Int) -> String {
     switch status {
     case 200: "OK"
+    case 202: "Accepted"
     case 204: "No Content"
     case 301: "Moved Permanently"
     case 302: "Found"
@@ -121,6 +122,7 @@ func reasonPhrase(_ status: Int) -> String {
     case 405: "Method Not Allowed"
     case 408: "Request Timeout"
     case 413: "Content Too Large"
+    case 429: "Too Many Requests"
     case 431: "Request Header Fields Too Large"
     case 500: "Internal Server Error"
     case 501: "Not Implemented"

@@ -353,8 +353,70 @@ public struct CollectorStats: Sendable {
     public var state: CollectorStateStats?
     /// The flight recorder's figures; nil with `--recorder-seconds 0`.
     public var recorder: RecorderStats?
+    /// Captures of the recorder's records (`--capture-dir`); nil without it.
+    public var captures: CaptureStats?
 
     public init() {}
+}
+
+/// The captures made of the flight recorder's records, and those their rate limit suppressed.
+public struct CaptureStats: Sendable, Equatable {
+    /// Where they are written (`--capture-dir`).
+    public var directory = ""
+    /// Captures written, and suppressed by `--capture-min-interval`, by trigger kind (`slo`,
+    /// `threshold`, `bot_died`, `bot_stopped`, `request`); captures that could not be written.
+    public var written: [String: UInt64] = [:]
+    public var suppressed: [String: UInt64] = [:]
+    public var failed: UInt64 = 0
+    /// The latest captures (at most `CaptureStats.listed`), oldest first.
+    public var recent: [CaptureSnapshot] = []
+    public static let listed = 100
+
+    public init() {}
+}
+
+/// One capture: what asked for it, when, and what was written.
+public struct CaptureSnapshot: Sendable, Equatable {
+    public enum Status: String, Sendable {
+        /// Waiting for its seconds after the trigger to pass, or being written.
+        case pending
+        case written
+        case failed
+    }
+
+    public var id: UInt64
+    /// The trigger's kind and what it names (a rule, a bound, a bot; empty for a request).
+    public var trigger: String
+    public var detail: String
+    /// The bots asked for (empty: every bot).
+    public var bots: [String]
+    /// The trigger's time on the wall clock, and the span captured around it.
+    public var atRealtimeNanos: UInt64
+    public var beforeSeconds: Double
+    public var afterSeconds: Double
+    public var status: Status = .pending
+    /// The files written, by name in the capture directory.
+    public var files: [String] = []
+    public var bytes = 0
+    /// Records in the trace, and those of the span left out by `--capture-max-records` (the
+    /// farthest from the trigger).
+    public var records = 0
+    public var recordsLeftOut = 0
+    /// Why it failed.
+    public var reason = ""
+
+    public init(
+        id: UInt64, trigger: String, detail: String, bots: [String], atRealtimeNanos: UInt64, beforeSeconds: Double,
+        afterSeconds: Double
+    ) {
+        self.id = id
+        self.trigger = trigger
+        self.detail = detail
+        self.bots = bots
+        self.atRealtimeNanos = atRealtimeNanos
+        self.beforeSeconds = beforeSeconds
+        self.afterSeconds = afterSeconds
+    }
 }
 
 /// What the flight recorder (`--recorder-seconds`) holds, and what its budget made it let go of.

@@ -70,20 +70,10 @@ enum PostmortemCommand {
         let records = reads.enumerated().flatMap { index, read in
             read.records.map { TraceRecord(source: UInt32(index), lane: UInt32($0.lane), record: $0.record) }
         }
-        let model = TraceBuilder.build(sources: sources, records: records)
+        let trace = TraceFiles(sources: sources, records: records, program: DumpTool.versionLine)
+        let model = trace.model
         let base = (outDirectory.hasSuffix("/") ? outDirectory : outDirectory + "/") + name + "-postmortem"
-        let outputs: [(path: String, bytes: [UInt8])] = [
-            (base + ".trace.json", Array(ChromeTraceJSON.encode(model).utf8)),
-            (base + ".pftrace", PerfettoTrace.encode(model)),
-            (
-                base + ".hlog",
-                Array(
-                    TraceHistogramLog.encode(
-                        sources: sources, records: records, originRealtimeNanos: model.originRealtimeNanos,
-                        program: DumpTool.versionLine
-                    ).utf8)
-            ),
-        ]
+        let outputs = trace.files.map { (path: base + $0.suffix, bytes: $0.bytes) }
         for output in outputs {
             do throws(Errno) { try writeReplacing(output.path, output.bytes) } catch {
                 console.printError("ringside-dump postmortem: cannot write \(output.path): \(error)")

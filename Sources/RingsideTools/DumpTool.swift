@@ -12,7 +12,7 @@ import RingsideCommandLine
 package enum DumpTool {
     /// The commands, in the order `--help` lists them.
     enum Command: String, CaseIterable {
-        case list, info, records, watch, stats, check, clean, control, postmortem
+        case list, info, records, watch, stats, check, clean, control, postmortem, capture
 
         /// The options the command takes besides the common ones.
         var spec: OptionSpec {
@@ -37,6 +37,8 @@ package enum DumpTool {
             case .postmortem:
                 spec.flags.insert("--live")
                 spec.valued.insert("--out")
+            case .capture:
+                spec.valued.formUnion(["--collector", "--user", "--password-file"])
             }
             return spec
         }
@@ -145,6 +147,19 @@ package enum DumpTool {
                       --live      read a bot whose producer is alive: refused without it, as its lanes are
                                   overwritten while they are read
                     """
+            case .capture:
+                return """
+                    usage: ringside-dump capture [BOT] [--collector HOST:PORT|URL] [--user NAME --password-file FILE]
+
+                    Asks a running collector (started with --capture-dir) for a capture of its flight recorder's
+                    records of BOT (of every bot without), now: the seconds before (--recorder-seconds) and after
+                    (--capture-after) written as a trace and a latency log in its capture directory, listed at
+                    /api/captures. The same as POST /api/capture, and rate-limited as it is (--capture-min-interval:
+                    a request within it is refused, exit 1). Prints the capture's id.
+                      --collector   the collector's address (default 127.0.0.1:9464), plain http://
+                      --user        a basic-auth user of the collector's --web-config-file, its password the
+                                    first line of --password-file
+                    """
             }
         }
     }
@@ -168,6 +183,8 @@ package enum DumpTool {
                                             switch a running bot's metrics off, on or sampled
           postmortem BOT|FILE [--out DIR] [--live]
                                             a dead bot's records as a trace and a latency log
+          capture [BOT] [--collector HOST:PORT]
+                                            ask a running collector for a capture of its recorder's records
 
         options (every command):
           --dir PATH         ring directory (default: $RINGSIDE_DIR, else /dev/shm)
@@ -350,6 +367,15 @@ package enum DumpTool {
             let out = parsed.value("--out") ?? "."
             if out.isEmpty { throw UsageError("\(name): --out is empty") }
             return PostmortemCommand.run(target, outDirectory: out, live: parsed.has("--live"), context)
+        case .capture:
+            let positionals = parsed.positionals
+            guard positionals.count <= 1 else { throw UsageError("\(name): unexpected argument \(positionals[1]) (one bot at most)") }
+            if let bot = positionals.first {
+                do { try RingDirectory.validate(ringName: bot) } catch { throw UsageError("\(name): \(error)") }
+            }
+            return CaptureCommand.run(
+                bot: positionals.first, collector: parsed.value("--collector") ?? "127.0.0.1:9464", user: parsed.value("--user"),
+                passwordFile: parsed.value("--password-file"), context)
         }
     }
 }

@@ -13,7 +13,7 @@ import RingsideExport
 ///   value exact (a signed or scaled value in decimal).
 /// - A source's final values (counter totals, gauges' last values) are samples at their time.
 package enum TraceBuilder {
-    package static func build(sources: [TraceSource], records: [TraceRecord]) -> TraceModel {
+    package static func build(sources: [TraceSource], records: some Sequence<TraceRecord>) -> TraceModel {
         // Lane order (sequence order) per lane, so that an exemplar's parts follow their value.
         let ordered = records.enumerated().sorted {
             ($0.element.source, $0.element.lane, $0.element.record.sequence, $0.offset)

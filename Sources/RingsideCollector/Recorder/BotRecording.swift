@@ -1,4 +1,5 @@
 import Ringside
+import RingsideTrace
 
 /// One bot's recorded records: its full chunks, oldest first, and the chunk it is filling.
 /// Owned by the `Recorder` (the drain thread); only full chunks leave it, shared.
@@ -7,7 +8,7 @@ final class BotRecording {
     /// Full chunks, oldest first (in the order they filled).
     var full = FIFO<RecordedChunk>()
     /// The chunk being filled, and its records' earliest and latest times.
-    var open = ContiguousArray<RecordedRecord>()
+    var open = ContiguousArray<TraceRecord>()
     var openFirstNanos = UInt64.max
     var openLastNanos: UInt64 = 0
     /// Its last chunk filled: the next starts at a whole chunk's capacity, not small (a busy bot
@@ -50,7 +51,7 @@ final class BotRecording {
         for record in records {
             first = min(first, record.timestamp_ns)
             last = max(last, record.timestamp_ns)
-            open.append(RecordedRecord(source: source, lane: lane, record: record))
+            open.append(TraceRecord(source: source, lane: lane, record: record))
         }
         openFirstNanos = min(openFirstNanos, min(max(first, floor), now))
         openLastNanos = max(openLastNanos, min(max(last, floor), now))

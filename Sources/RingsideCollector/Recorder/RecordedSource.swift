@@ -1,8 +1,9 @@
 import CRingside
 import Ringside
+import RingsideTrace
 
 /// A file of a bot (its own or a worker's) as the recorder knows it: what a reader of its
-/// recorded records needs. Its id in the bot's recording (`RecordedRecord.source`) is never
+/// recorded records needs. Its id in the bot's recording (`TraceRecord.source`) is never
 /// given to another file while the recorder runs.
 package struct RecordedSource: Sendable {
     /// The ring file's name (`bot`, or `bot@pid` for a worker), and the pid that wrote it.

@@ -1,5 +1,6 @@
 import Ringside
 import RingsideSnapshot
+import RingsideTrace
 
 /// The flight recorder (`--recorder-seconds`, `--recorder-max-bytes`): the last seconds of every
 /// bot's drained raw records, as the drain took them, for a capture to turn into a trace.
@@ -19,7 +20,7 @@ final class Recorder {
     /// The capacity a bot's first chunk (or its first after a quiet spell) starts at; it doubles
     /// as it fills, so a quiet bot holds little.
     static let initialChunkRecords = 64
-    static let recordBytes = MemoryLayout<RecordedRecord>.stride
+    static let recordBytes = MemoryLayout<TraceRecord>.stride
     /// How often chunks are looked at for age, and the figures computed.
     static let sweepIntervalNanos: UInt64 = 100_000_000
 
@@ -34,7 +35,7 @@ final class Recorder {
     private(set) var recordCount = 0
     private(set) var evictedRecords: UInt64 = 0
     /// A let-go chunk's storage, kept (and counted in `bytes`) for the next chunk a bot begins.
-    private var spare: ContiguousArray<RecordedRecord>?
+    private var spare: ContiguousArray<TraceRecord>?
     /// The oldest record time held, as of the last sweep.
     private var oldestNanos: UInt64?
     private var lastSweepNanos: UInt64 = 0
@@ -213,7 +214,7 @@ final class Recorder {
 /// One bot's recorded chunks, as `Recorder.records(fromNanos:toNanos:)` hands them out.
 package struct RecordedBot: Sendable {
     package var bot: String
-    /// Its files, by the id their records carry (`RecordedRecord.source`).
+    /// Its files, by the id their records carry (`TraceRecord.source`).
     package var sources: [UInt32: RecordedSource]
     package var chunks: [RecordedChunk]
 }

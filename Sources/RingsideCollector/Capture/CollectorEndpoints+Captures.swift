@@ -1,0 +1,72 @@
+import CRingside
+import Glibc
+import RingsideExport
+import RingsideHTTP
+import RingsideJSON
+import RingsideSystem
+
+extension CollectorEndpoints {
+    /// Where a capture is asked for (`POST`), and where the captures are listed and served.
+    static let capturePath = "/api/capture"
+    static let capturesPath = "/api/captures"
+
+    /// `POST /api/capture[?bot=NAME]`: asks for a capture of that bot (or of every bot) now.
+    /// 202 with its id, 429 with `Retry-After` within `--capture-min-interval` of the last
+    /// request's, 404 without `--capture-dir`. Behind the listener's authentication, as every
+    /// route but the probes.
+    func askForCapture(_ request: HTTPRequest) -> HTTPResponse {
+        guard let captureDesk else {
+            return HTTPResponse(status: 404, text: "captures are off: start the collector with --capture-dir DIR\n")
+        }
+        var bots: Set<String>?
+        for item in (request.query ?? "").split(separator: "&") where !item.isEmpty {
+            let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0] == "bot", let bot = percentDecoded(parts[1]), !bot.isEmpty else {
+                return HTTPResponse(status: 400, text: "bad request: \(item): the only parameter is bot=NAME\n")
+            }
+            bots = (bots ?? []).union([bot])
+        }
+        switch captureDesk.submit(.request, bots: bots, nowNanos: rs_clock_precise_ns()) {
+        case let .accepted(id):
+            let json = JSONWriter()
+            json.object {
+                json.field("id", id)
+                json.field("status", "pending")
+                json.field("list", Self.capturesPath)
+            }
+            return HTTPResponse(status: 202, contentType: JSONExporter.contentType, body: json.bytes)
+        case let .suppressed(retryAfterNanos):
+            let seconds = (retryAfterNanos + 999_999_999) / 1_000_000_000
+            return HTTPResponse(
+                status: 429, text: "a capture was asked for less than --capture-min-interval ago: retry in \(seconds) s\n",
+                headers: [HTTPHeader("Retry-After", "\(seconds)")])
+        }
+    }
+
+    /// `GET /api/captures/FILE`: a file of a capture listed in the latest snapshot (no other name
+    /// is opened), as written.
+    func captureFile(named name: String) -> HTTPResponse {
+        guard let captureDirectory, let captures = published.snapshot.collector.captures,
+            captures.recent.contains(where: { $0.files.contains(name) })
+        else {
+            return HTTPResponse(status: 404, text: "not found: no capture file \(name) (GET \(Self.capturesPath) lists them)\n")
+        }
+        let contentType =
+            name.hasSuffix(".json") ? JSONExporter.contentType : name.hasSuffix(".hlog") ? "text/plain; charset=utf-8" : "application/octet-stream"
+        do throws(LogDirectoryError) {
+            guard let file = try captureDirectory.openOwn(name, access: O_RDONLY) else {
+                return HTTPResponse(status: 404, text: "not found: \(name) is no longer in \(captureDirectory.path)\n")
+            }
+            defer { System.close(file.descriptor) }
+            let bytes: [UInt8]
+            do { bytes = try System.readAll(file.descriptor) } catch {
+                return HTTPResponse(status: 500, text: "cannot read \(captureDirectory.path(of: name)): \(error)\n")
+            }
+            return HTTPResponse(
+                contentType: contentType, body: bytes,
+                headers: [HTTPHeader("Content-Disposition", "attachment; filename=\"\(name)\"")])
+        } catch {
+            return HTTPResponse(status: 500, text: "\(error)\n")
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import RingsideExport
+import RingsideHTTP
+import RingsideSystem
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `ringside-dump capture`: asks a running collector for a capture of its flight recorder's
+/// records now, as `POST /api/capture` does (a capture is the collector's: only it holds the
+/// seconds drained before now). Plain `http://`, with basic auth when the listener asks for it;
+/// a listener behind TLS is asked with `curl -X POST https://.../api/capture`.
+enum CaptureCommand {
+    static func run(bot: String?, collector: String, user: String?, passwordFile: String?, _ context: DumpContext) -> Int32 {
+        let console = context.console
+        let base = collector.contains("://") ? collector : "http://" + collector
+        let url: HTTPURL
+        do { url = try HTTPURL(parsing: base + "/api/capture" + (bot.map { "?bot=" + percentEncoded($0) } ?? "")) } catch {
+            console.printError("ringside-dump capture: --collector \(collector): \(error) (https: use curl -X POST)")
+            return ExitStatus.usage
+        }
+        var headers: [HTTPHeader] = []
+        if let user {
+            guard let passwordFile else {
+                console.printError("ringside-dump capture: --user needs --password-file FILE")
+                return ExitStatus.usage
+            }
+            let password: [UInt8]
+            do {
+                let fd = try System.open(passwordFile, O_RDONLY | O_CLOEXEC)
+                defer { System.close(fd) }
+                password = try System.readAll(fd, atMost: 4096)
+            } catch {
+                console.printError("ringside-dump capture: --password-file \(passwordFile): \(error)")
+                return ExitStatus.failure
+            }
+            let trimmed = password.last == UInt8(ascii: "\n") ? Array(password.dropLast()) : password
+            headers.append(HTTPHeader("Authorization", "Basic " + Base64.encode(Array(user.utf8) + [UInt8(ascii: ":")] + trimmed)))
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try HTTPClient.send(HTTPClientRequest(method: "POST", url: url, headers: headers, body: []), timeoutNanos: 10_000_000_000)
+        } catch {
+            console.printError("ringside-dump capture: cannot ask the collector at \(base): \(error)")
+            return ExitStatus.failure
+        }
+        let body = String(decoding: response.body, as: UTF8.self)
+        guard response.status == 202 else {
+            console.printError(
+                "ringside-dump capture: the collector at \(base) answered \(response.status): "
+                    + body.trimmingCharacters(in: "\n"))
+            return ExitStatus.failure
+        }
+        if context.json {
+            console.print(body)
+        } else {
+            console.print(
+                "capture asked for\(bot.map { " of bot \($0)" } ?? " of every bot"): \(body); the collector writes it once its "
+                    + "seconds after now are drained (--capture-after), and lists it at \(base)/api/captures")
+        }
+        return ExitStatus.success
+    }
+
+    /// A query value with everything but unreserved characters percent-encoded.
+    static func percentEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(Character(UnicodeScalar(byte)))
+            default:
+                out += "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+            }
+        }
+        return out
+    }
+}
+
+extension String {
+    fileprivate func trimmingCharacters(in set: String) -> String {
+        String(reversed().drop(while: { set.contains($0) }).reversed())
+    }
+}
