@@ -84,24 +84,29 @@ public final class Collector: @unchecked Sendable {
             throw .directoryHeld(directory: options.directory.path, reason: "\(error)")
         }
         scheduler = DrainScheduler(tracker: tracker)
+        // Captures: the desk where any thread asks for one (the publisher's SLOs and bounds, the
+        // tracker's dying bots, HTTP), the drain thread's part, and the directory they go to.
+        var capture: (desk: CaptureDesk, writer: CaptureWriter)?
         if let path = options.captureDirectory {
-            let directory: LogDirectory
             _ = try? System.mkdir(path, mode: 0o755)  // made if missing; if it cannot be, opening it says why
+            let directory: LogDirectory
             do { directory = try LogDirectory(path: path) } catch {
                 throw .captureDirectory(path: path, reason: "\(error)")
             }
-            let desk = CaptureDesk(minIntervalNanos: options.captureMinIntervalNanos)
-            capturer = Capturer(
-                desk: desk,
-                writer: CaptureWriter(directory: directory, maxRecords: options.captureMaxRecords, program: "ringside-collector"),
-                beforeNanos: options.recorderNanos, afterNanos: options.captureAfterNanos, pollNanos: options.pollNanos, log: log)
-            tracker.captureDesk = desk
-        } else {
-            capturer = nil
+            capture = (
+                CaptureDesk(minIntervalNanos: options.captureMinIntervalNanos),
+                CaptureWriter(directory: directory, maxRecords: options.captureMaxRecords, program: "ringside-collector")
+            )
+            tracker.captureDesk = capture?.desk
         }
-        let publisher = SnapshotPublisher(options: options, layout: layout, log: log, tracker: tracker, captureDesk: capturer?.desk)
+        let publisher = SnapshotPublisher(options: options, layout: layout, log: log, tracker: tracker, captureDesk: capture?.desk)
         self.publisher = publisher
         let published = publisher.published
+        capturer = capture.map { desk, writer in
+            Capturer(
+                desk: desk, writer: writer, beforeNanos: options.recorderNanos, afterNanos: options.captureAfterNanos,
+                pollNanos: options.pollNanos, log: log, threadSample: { published.threadSample })
+        }
         threadSampler =
             sampling
             ? ThreadHealthSampler(
@@ -186,7 +191,13 @@ public final class Collector: @unchecked Sendable {
         finished.wait()
         isRunning = false
         runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
-        capturer?.writer.drain()  // captures asked for are written (those still waiting for their seconds after are not)
+        // Every capture asked for is written, those still waiting for their seconds after with what
+        // came until now, before the collector goes.
+        if let capturer, let recorder = tracker.recorder {
+            _ = capturer.pass(nowNanos: rs_clock_precise_ns(), recorder: recorder, flushing: true)
+            capturer.writer.drain()
+            _ = capturer.pass(nowNanos: rs_clock_precise_ns(), recorder: recorder)  // says what was written
+        }
         tracker.closeState()  // saves the state, and lets go of the directory's lock
         tracker.releaseAll()
         scheduler.followRings()  // the watch lets go of the rings too (it holds their consumers)

@@ -136,8 +136,9 @@ extension RingTracker {
                     ? "ring \(name): producer pid \(status.producerPID) attached"
                     : "ring \(name): producer pid \(status.producerPID) died; draining what it left (backlog \(status.backlog))",
                 level: status.producerAlive ? .info : .warn)
-            // A bot's own producer: a worker's exit is how pools recycle them.
-            if !status.producerAlive, WorkerRing(name) == nil {
+            // A bot's own producer that died holding lanes (killed, crashed, or it exited without
+            // detaching: a detach retires every lane). A worker's exit is how pools recycle them.
+            if !status.producerAlive, WorkerRing(name) == nil, status.lanes.contains(where: { $0.state == .active }) {
                 _ = captureDesk?.submit(.botDied(ring.bot.name), bots: [ring.bot.name], nowNanos: now)
             }
         }

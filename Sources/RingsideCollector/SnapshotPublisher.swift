@@ -43,6 +43,9 @@ public final class PublishedSnapshot: Sendable {
         return snapshot
     }
 
+    /// The latest thread sample alone (nil before the first, or with the sampler off).
+    var threadSample: ThreadHealthSample? { threadHealth.withLock { $0 } }
+
     /// Replaces the thread sample (from the sampler's thread); the old one is freed outside the lock.
     func attach(_ sample: ThreadHealthSample) {
         var replaced: ThreadHealthSample? = sample

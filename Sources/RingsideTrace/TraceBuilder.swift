@@ -11,7 +11,8 @@ import RingsideExport
 ///   (put back together from the exemplar records after it in its lane).
 /// - Any other histogram record, and a gauge's, is a sample of its metric's counter track, the
 ///   value exact (a signed or scaled value in decimal).
-/// - A source's final values (counter totals, gauges' last values) are samples at their time.
+/// - A source's final values (counter totals, gauges' last values) are samples at their time, and
+///   its sampled counters (the collector's thread-health figures) at theirs.
 package enum TraceBuilder {
     package static func build(sources: [TraceSource], records: some Sequence<TraceRecord>) -> TraceModel {
         // Lane order (sequence order) per lane, so that an exemplar's parts follow their value.
@@ -71,6 +72,13 @@ package enum TraceBuilder {
                 !assemblers[sourceIndex].begin(record, at: record.sequence, lane: lane, slot: slot)
             {
                 unreadable += 1  // an exemplar length no producer writes
+            }
+        }
+        for (index, source) in sources.enumerated() {
+            for sample in source.sampledCounters {
+                samples.append(
+                    TraceModel.CounterSample(
+                        source: UInt32(index), name: sample.name, timeNanos: sample.realtimeNanos, value: .double(sample.value)))
             }
         }
         for (index, source) in sources.enumerated() where !source.finalValues.isEmpty {

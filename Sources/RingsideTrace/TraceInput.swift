@@ -33,6 +33,9 @@ package struct TraceSource: Sendable {
     /// `finalValuesMonotonicNanos` (postmortem: the producer's last heartbeat).
     package var finalValues: [(metric: MetricDescriptor, value: MetricValue)]
     package var finalValuesMonotonicNanos: UInt64
+    /// Samples of counter tracks from outside the file, already on the wall clock: the collector's
+    /// thread-health figures of the file's lane threads (`"THREAD cpu"` and the like).
+    package var sampledCounters: [(name: String, realtimeNanos: UInt64, value: Double)] = []
 
     package init(
         ringName: String, bot: String, pid: Int32, isWorker: Bool, metrics: [MetricDescriptor?], threadNames: [String],

@@ -5,7 +5,8 @@ package enum CaptureTrigger: Sendable, Equatable {
     case slo(String)
     /// A histogram's value in the shortest window went above a `--capture-above` bound (its text).
     case threshold(String)
-    /// A bot's producer died (its own file's: a worker's exit is how pools recycle them).
+    /// A bot's producer died holding lanes (killed, crashed, or exited without detaching; its
+    /// own file's: a worker's exit is how pools recycle them).
     case botDied(String)
     /// A bot's producer, or a worker's, was stopped (SIGSTOP, a debugger).
     case botStopped(String)

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Ringside
 import RingsideExport
+import RingsideSnapshot
 import RingsideSystem
 import RingsideTrace
 import Synchronization
@@ -21,6 +22,8 @@ final class CaptureWriter: Sendable {
         let bots: [RecordedBot]
         /// CLOCK_REALTIME less CLOCK_MONOTONIC when it was taken.
         let wallClockOffsetNanos: UInt64
+        /// The thread sampler's rounds over the span, oldest first.
+        let threadSamples: [ThreadHealthSample]
     }
 
     /// What came of a job.
@@ -86,36 +89,74 @@ final class CaptureWriter: Sendable {
     }
 
     /// The job's bots' files as trace sources (numbered across bots) and their records within the
-    /// span, at most `maxRecords` of them: the nearest the trigger, in time.
+    /// span, at most `maxRecords` of them: the nearest the trigger, in time. An exemplar record
+    /// holds label bytes where a time would be: it goes with the value record before it in its
+    /// lane (drain order keeps a lane's records in order), at that record's time.
     static func traceInput(of job: Job, maxRecords: Int) -> (sources: [TraceSource], records: [TraceRecord], leftOut: Int) {
         var sources: [TraceSource] = []
         var records: [TraceRecord] = []
+        var times: [UInt64] = []
         for bot in job.bots {
             var index: [UInt32: UInt32] = [:]
             for (id, source) in bot.sources.sorted(by: { $0.key < $1.key }) {
                 index[id] = UInt32(sources.count)
                 let worker = WorkerRing(source.ring)
-                sources.append(
-                    TraceSource(
-                        ringName: source.ring, bot: worker?.bot ?? bot.bot, pid: source.pid, isWorker: source.isWorker,
-                        metrics: source.metrics.map { $0 }, threadNames: source.threads.map(\.name),
-                        wallClockOffsetNanos: job.wallClockOffsetNanos))
+                var traceSource = TraceSource(
+                    ringName: source.ring, bot: worker?.bot ?? bot.bot, pid: source.pid, isWorker: source.isWorker,
+                    metrics: source.metrics.map { $0 }, threadNames: source.threads.map(\.name),
+                    wallClockOffsetNanos: job.wallClockOffsetNanos)
+                traceSource.sampledCounters = threadCounters(of: source, in: job.threadSamples)
+                sources.append(traceSource)
             }
+            // Each lane's last value record's time, nil when it fell outside the span.
+            var valueTime: [UInt64: UInt64?] = [:]
             for chunk in bot.chunks where chunk.overlaps(fromNanos: job.fromNanos, toNanos: job.toNanos) {
-                for entry in chunk.records where entry.record.timestamp_ns >= job.fromNanos && entry.record.timestamp_ns <= job.toNanos {
+                for entry in chunk.records {
                     guard let source = index[entry.source] else { continue }  // a file the recorder forgot: none
+                    let lane = UInt64(entry.source) << 32 | UInt64(entry.lane)
+                    let time: UInt64
+                    if entry.record.kind == ExemplarAssembler.exemplarKind {
+                        guard case let kept?? = valueTime[lane] else { continue }
+                        time = kept
+                    } else {
+                        time = entry.record.timestamp_ns
+                        let inSpan = time >= job.fromNanos && time <= job.toNanos
+                        valueTime[lane] = inSpan ? time : UInt64?.none
+                        guard inSpan else { continue }
+                    }
                     records.append(TraceRecord(source: source, lane: entry.lane, record: entry.record))
+                    times.append(time)
                 }
             }
         }
         guard records.count > maxRecords else { return (sources, records, 0) }
-        // The nearest the trigger, kept in their order (a lane's exemplar parts stay after their value).
-        let distance = { (record: TraceRecord) in
-            let time = record.record.timestamp_ns
-            return time >= job.atNanos ? time - job.atNanos : job.atNanos - time
-        }
-        let kept = records.indices.sorted { distance(records[$0]) < distance(records[$1]) }.prefix(maxRecords).sorted()
+        // The nearest the trigger, kept in their order (a lane's exemplar parts share their value's time).
+        let distance = { (index: Int) in times[index] >= job.atNanos ? times[index] - job.atNanos : job.atNanos - times[index] }
+        let kept = records.indices.sorted { (distance($0), $0) < (distance($1), $1) }.prefix(maxRecords).sorted()
         return (sources, kept.map { records[$0] }, records.count - maxRecords)
+    }
+
+    /// The thread-health figures of `source`'s lane threads in each round, as counter samples:
+    /// `THREAD cpu` and `THREAD run-queue wait` (fractions of the round, 0 to 1) and `THREAD
+    /// involuntary switches/s` (preemptions), THREAD the lane's thread name (or `lane N`).
+    static func threadCounters(
+        of source: RecordedSource, in samples: [ThreadHealthSample]
+    ) -> [(name: String, realtimeNanos: UInt64, value: Double)] {
+        var counters: [(name: String, realtimeNanos: UInt64, value: Double)] = []
+        for sample in samples {
+            for (lane, thread) in source.threads.enumerated() where thread.id > 0 {
+                guard let health = sample.threads[ThreadKey(pid: source.pid, tid: thread.id)] else { continue }
+                let name = thread.name.isEmpty ? "lane \(lane)" : thread.name
+                let figures: [(String, Double?)] = [
+                    ("cpu", health.cpuRatio), ("run-queue wait", health.runQueueWaitRatio),
+                    ("involuntary switches/s", health.involuntarySwitchesPerSecond),
+                ]
+                for case let (figure, value?) in figures {
+                    counters.append((name: "\(name) \(figure)", realtimeNanos: sample.realtimeNanos, value: value))
+                }
+            }
+        }
+        return counters
     }
 
     /// Writes `bytes` to a new temporary file, flushes it to the disk and renames it to `name`;

@@ -17,21 +17,44 @@ final class Capturer {
     private let log: CollectorLog
     private var pending: [CaptureDesk.Request] = []
     private var stats = CaptureStats()
+    /// The thread sampler's rounds of the last `beforeNanos` and more (each shared, not copied):
+    /// a capture's threads' figures as counter tracks.
+    private let threadSample: () -> ThreadHealthSample?
+    private var threadSamples: [ThreadHealthSample] = []
+    private var lastThreadLookNanos: UInt64 = 0
 
-    init(desk: CaptureDesk, writer: CaptureWriter, beforeNanos: UInt64, afterNanos: UInt64, pollNanos: UInt64, log: CollectorLog) {
+    init(
+        desk: CaptureDesk, writer: CaptureWriter, beforeNanos: UInt64, afterNanos: UInt64, pollNanos: UInt64, log: CollectorLog,
+        threadSample: @escaping () -> ThreadHealthSample?
+    ) {
         self.desk = desk
         self.writer = writer
         self.beforeNanos = beforeNanos
         self.afterNanos = afterNanos
         graceNanos = max(100_000_000, 4 * pollNanos)
         self.log = log
+        self.threadSample = threadSample
         stats.directory = writer.directory.path
     }
 
-    /// Takes new requests, hands the due ones to the writer with their records, and takes what the
-    /// writer finished. Returns whether anything shown changed.
-    func pass(nowNanos now: UInt64, recorder: Recorder) -> Bool {
+    /// Keeps the sampler's new round, if there is one (looked at every 100 ms), and lets go of
+    /// those older than any capture may need.
+    private func keepThreadSample(nowNanos now: UInt64) {
+        guard now &- lastThreadLookNanos >= 100_000_000 else { return }
+        lastThreadLookNanos = now
+        guard let sample = threadSample(), sample.sequence != threadSamples.last?.sequence else { return }
+        threadSamples.append(sample)
+        let keptNanos = beforeNanos + afterNanos + 2 * sample.intervalNanos + 60_000_000_000  // and what waits to be written
+        let oldest = sample.realtimeNanos > keptNanos ? sample.realtimeNanos - keptNanos : 0
+        threadSamples.removeAll { $0.realtimeNanos < oldest }
+    }
+
+    /// Takes new requests, hands the due ones to the writer with their records (every one when
+    /// `flushing`, at the collector's stop: its span ends now), and takes what the writer
+    /// finished. Returns whether anything shown changed.
+    func pass(nowNanos now: UInt64, recorder: Recorder, flushing: Bool = false) -> Bool {
         var changed = false
+        keepThreadSample(nowNanos: now)
         let (requests, suppressed) = desk.take()
         if suppressed != stats.suppressed {
             stats.suppressed = suppressed
@@ -51,15 +74,19 @@ final class Capturer {
                     + ", written once its \(formatDuration(afterNanos(of: request))) after have been drained")
             changed = true
         }
-        while let index = pending.firstIndex(where: { now >= $0.atNanos &+ afterNanos(of: $0) &+ graceNanos }) {
+        while let index = pending.firstIndex(where: { flushing || now >= $0.atNanos &+ afterNanos(of: $0) &+ graceNanos }) {
             let request = pending.remove(at: index)
             let from = request.atNanos > beforeNanos ? request.atNanos - beforeNanos : 0
-            let to = request.atNanos &+ afterNanos(of: request)
+            let to = min(request.atNanos &+ afterNanos(of: request), max(now, request.atNanos))
             let bots = recorder.records(fromNanos: from, toNanos: to).filter { request.bots?.contains($0.bot) ?? true }
+            let offset = request.atRealtimeNanos &- request.atNanos
+            // The rounds that end within the span, and the one after it (it covers the span's end).
+            let (wallFrom, wallTo) = (from &+ offset, to &+ offset)
+            let samples = threadSamples.filter { $0.realtimeNanos >= wallFrom && $0.realtimeNanos <= wallTo &+ $0.intervalNanos }
             writer.write(
                 CaptureWriter.Job(
                     id: request.id, baseName: Self.baseName(request), fromNanos: from, toNanos: to, atNanos: request.atNanos,
-                    bots: bots, wallClockOffsetNanos: request.atRealtimeNanos &- request.atNanos))
+                    bots: bots, wallClockOffsetNanos: offset, threadSamples: samples))
         }
         for outcome in writer.finished() {
             changed = true
