@@ -47,14 +47,14 @@ let package = Package(
         .target(name: "RingsideSnapshot", dependencies: ["Ringside", "RingsideAggregation"]),
         /// What the collector serves, rendered from snapshots only: Prometheus text, OpenMetrics
         /// and protobuf with native histograms, the `/latest` and `/health` JSON, OTLP's metrics
-        /// requests, gzip, the live page, HdrHistogram's encoding and log lines; the one Prometheus escaper, and how
-        /// quantiles, times and measures are written.
+        /// requests, gzip, the live page and the capture timeline, HdrHistogram's encoding and log
+        /// lines; the one Prometheus escaper, and how quantiles, times and measures are written.
         .target(
             name: "RingsideExport",
             dependencies: [
                 "Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "RingsideSystem", "CZlib",
             ],
-            resources: [.embedInCode("LivePage.html")]),
+            resources: [.embedInCode("LivePage.html"), .embedInCode("CaptureTimeline.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
         /// formats only, never by the library bots import.
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),

@@ -4,7 +4,8 @@ import CRingside
 import RingsideHTTP
 import Synchronization
 
-/// The collector's HTTP routes: `/metrics`, `/latest`, `/api/history`, `/health`, `/-/healthy`, `/-/ready` and `/`.
+/// The collector's HTTP routes: `/metrics`, `/latest`, `/api/history`, `/health`, `/-/healthy`, `/-/ready`, `/`, and the
+/// captures' (`/api/capture`, `/api/captures`, `/captures/view`).
 ///
 /// Two kinds, for the server's two threads: `quick` answers the probes and 404s on the server's
 /// loop thread, at once whatever else is asked; `render` answers the pages on its render worker.
@@ -103,7 +104,7 @@ public final class CollectorEndpoints: Sendable {
     /// `render` answers. The server's `quick`.
     public func quick(_ request: HTTPRequest) -> HTTPResponse? {
         switch request.path {
-        case "/metrics", "/latest", "/api/history", "/", "/api/captures":
+        case "/metrics", "/latest", "/api/history", "/", Self.capturesPath, Self.timelinePath:
             return nil
         case Self.capturePath:
             return request.method == "POST" ? askForCapture(request) : HTTPResponse(status: 405, text: "use POST to ask for a capture\n")
@@ -164,6 +165,9 @@ public final class CollectorEndpoints: Sendable {
             return captureFile(named: String(path.dropFirst(Self.capturesPath.count + 1)))
         case "/":
             return compressible(request, contentType: LivePage.contentType, key: "live page") { _ in LivePage.bytes }
+        case Self.timelinePath:
+            // A static page: the capture it draws is named in its query and fetched by its script.
+            return HTTPResponse(contentType: CaptureTimeline.contentType, body: CaptureTimeline.bytes)
         case Self.reloadPath where request.method == "POST":
             guard let outcome = reloadRequests?.ask() else {
                 return HTTPResponse(status: 503, text: "the reload did not finish within 10 s\n")
@@ -263,6 +267,10 @@ public final class CollectorEndpoints: Sendable {
             "/api/captures",
             "the flight recorder's captures as JSON (--capture-dir): counts by trigger, the latest 100 and their files, "
                 + "each served at /api/captures/FILE; POST /api/capture[?bot=NAME] asks for one"
+        ),
+        (
+            "/captures/view",
+            "?file=NAME.trace.json: a page that draws a capture's trace (a track per process and thread, slices, counters)"
         ),
         ("/health", "each ring's state as JSON; 200 while the drain loop makes progress, else 503"),
         ("/-/healthy", "liveness: 200 whenever the process serves HTTP"),

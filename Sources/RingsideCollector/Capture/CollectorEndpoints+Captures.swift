@@ -9,6 +9,8 @@ extension CollectorEndpoints {
     /// Where a capture is asked for (`POST`), and where the captures are listed and served.
     static let capturePath = "/api/capture"
     static let capturesPath = "/api/captures"
+    /// The page that draws a capture's trace: `/captures/view?file=NAME.trace.json`.
+    static let timelinePath = "/captures/view"
 
     /// `POST /api/capture[?bot=NAME]`: asks for a capture of that bot (or of every bot) now.
     /// 202 with its id, 429 with `Retry-After` within `--capture-min-interval` of the last
