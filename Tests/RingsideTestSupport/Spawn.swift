@@ -12,7 +12,8 @@ import Synchronization
 /// idle connections and another test starts a process. Here the child closes every descriptor
 /// above its standard three (`closefrom`), starts with no signal blocked (a test's thread blocks
 /// SIGCHLD, and a child that waits for it, such as cmake through libuv, would hang), and runs in
-/// a process group of its own, as Foundation's did.
+/// a process group of its own, as Foundation's did. A child may be given more descriptors (a
+/// browser's pipe), as 3 and up.
 package final class SpawnedProcess: Sendable {
     /// Where one of the child's standard streams goes.
     package enum Stream {
@@ -27,9 +28,11 @@ package final class SpawnedProcess: Sendable {
     /// The raw wait status, once the child is reaped.
     private let reaped = Mutex<Int32?>(nil)
 
+    /// - Parameter extraDescriptors: descriptors of the test process the child gets as 3, 4, ...
+    ///   (a browser's `--remote-debugging-pipe` reads 3 and writes 4); the caller closes its own.
     package init(
         path: String, arguments: [String], environment: [String: String],
-        standardInput: Stream, standardOutput: Stream, standardError: Stream
+        standardInput: Stream, standardOutput: Stream, standardError: Stream, extraDescriptors: [Int32] = []
     ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -41,7 +44,15 @@ package final class SpawnedProcess: Sendable {
             case .descriptor(let source): posix_spawn_file_actions_adddup2(&actions, source, target)
             }
         }
-        try Self.closeDescriptorsFromThree(&actions)
+        // Copies numbered above every target first, so that no dup2 overwrites a source still to come.
+        let firstFree = 3 + Int32(extraDescriptors.count)
+        let copies = extraDescriptors.map { fcntl($0, F_DUPFD_CLOEXEC, firstFree) }
+        defer { copies.filter { $0 >= 0 }.forEach { close($0) } }
+        guard copies.allSatisfy({ $0 >= 0 }) else {
+            throw TestSupportError("cannot copy a descriptor: \(String(cString: strerror(errno)))")
+        }
+        for (index, copy) in copies.enumerated() { posix_spawn_file_actions_adddup2(&actions, copy, 3 + Int32(index)) }
+        try Self.closeDescriptors(from: firstFree, &actions)
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -63,12 +74,12 @@ package final class SpawnedProcess: Sendable {
 
     /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34), looked up at run time: the Glibc
     /// module does not import it.
-    private static func closeDescriptorsFromThree(_ actions: inout posix_spawn_file_actions_t) throws {
+    private static func closeDescriptors(from first: Int32, _ actions: inout posix_spawn_file_actions_t) throws {
         typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
         guard let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else {
             throw TestSupportError("posix_spawn_file_actions_addclosefrom_np is missing: the tests need glibc 2.34 or later")
         }
-        let result = unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, 3)
+        let result = unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, first)
         guard result == 0 else { throw TestSupportError("closefrom action: \(String(cString: strerror(result)))") }
     }
 
