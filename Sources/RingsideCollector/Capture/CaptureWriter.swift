@@ -14,6 +14,8 @@ final class CaptureWriter: Sendable {
     /// One capture to write: its records as the recorder shared them (chunks, no copy).
     struct Job: Sendable {
         let id: UInt64
+        /// Its trigger's kind, which its count goes under.
+        let kind: String
         let baseName: String
         let fromNanos: UInt64
         let toNanos: UInt64
@@ -29,6 +31,7 @@ final class CaptureWriter: Sendable {
     /// What came of a job.
     struct Outcome: Sendable {
         let id: UInt64
+        let kind: String
         var files: [String] = []
         var bytes = 0
         var records = 0
@@ -68,7 +71,7 @@ final class CaptureWriter: Sendable {
     func drain() { queue.sync {} }
 
     static func write(_ job: Job, into directory: LogDirectory, maxRecords: Int, program: String) -> Outcome {
-        var outcome = Outcome(id: job.id)
+        var outcome = Outcome(id: job.id, kind: job.kind)
         let (sources, records, leftOut) = traceInput(of: job, maxRecords: maxRecords)
         outcome.records = records.count
         outcome.recordsLeftOut = leftOut
