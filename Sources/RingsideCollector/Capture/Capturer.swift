@@ -85,7 +85,8 @@ final class Capturer {
             let samples = threadSamples.filter { $0.realtimeNanos >= wallFrom && $0.realtimeNanos <= wallTo &+ $0.intervalNanos }
             writer.write(
                 CaptureWriter.Job(
-                    id: request.id, kind: request.trigger.kind, baseName: Self.baseName(request), fromNanos: from, toNanos: to, atNanos: request.atNanos,
+                    id: request.id, kind: request.trigger.kind, baseName: Self.baseName(request), fromNanos: from, toNanos: to,
+                    atNanos: request.atNanos,
                     bots: bots, wallClockOffsetNanos: offset, threadSamples: samples))
         }
         let outcomes = writer.finished()
