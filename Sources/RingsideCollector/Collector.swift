@@ -87,7 +87,10 @@ public final class Collector: @unchecked Sendable {
         if let path = options.captureDirectory {
             let directory: LogDirectory
             _ = try? System.mkdir(path, mode: 0o755)  // made if missing; if it cannot be, opening it says why
-            do { directory = try LogDirectory(path: path) } catch {
+            do {
+                directory = try LogDirectory(path: path)
+                try CaptureWriter.checkWritable(directory)
+            } catch {
                 throw .captureDirectory(path: path, reason: "\(error)")
             }
             let desk = CaptureDesk(minIntervalNanos: options.captureMinIntervalNanos)

@@ -152,6 +152,14 @@ final class CaptureWriter: Sendable {
         return (sources, records.indices.filter { keep[valueOf[$0]] }.map { records[$0] }, records.count - kept)
     }
 
+    /// Makes a temporary file in `directory` and removes it: a directory the collector cannot
+    /// write in is said at start, not at the first incident.
+    static func checkWritable(_ directory: LogDirectory) throws(LogDirectoryError) {
+        let probe = try directory.createTemporary(for: "capture")
+        System.close(probe.descriptor)
+        directory.remove(probe.name)
+    }
+
     /// Writes `bytes` to a new temporary file, flushes it to the disk and renames it to `name`;
     /// nil, or what went wrong (the temporary file is then removed).
     static func writeFile(_ name: String, _ bytes: [UInt8], in directory: LogDirectory) -> String? {
