@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import Ringside
+@testable import RingsideCollector
 import RingsideTestSupport
 import Testing
 
@@ -40,6 +41,20 @@ struct CaptureFlagTests {
                 #expect(
                     run.status == 2 && run.errors.contains(says), "\(arguments): \(run.status.map(String.init) ?? "killed") \(run.errors)")
             }
+        }
+    }
+
+    @Test("a reload that changes the capture flags applies them at the next start, and says so")
+    func reloadWaitsForAStart() throws {
+        let running = try #require(try CollectorOptions.parse(["--capture-dir", "/tmp/a"]))
+        for flags in [
+            ["--capture-dir", "/tmp/b"], ["--capture-dir", "/tmp/a", "--capture-after", "5s"],
+            ["--capture-dir", "/tmp/a", "--capture-min-interval", "5m"], ["--capture-dir", "/tmp/a", "--capture-max-records", "5000"],
+            ["--capture-dir", "/tmp/a", "--capture-when", "x>1ms"], [],
+        ] {
+            let next = try #require(try CollectorOptions.parse(flags))
+            #expect(ReloadPlan.startOnlyChanges(from: running, to: next) == ["--capture-*"], "\(flags)")
+            #expect(ReloadPlan.effective(next, running: running) == running, "\(flags)")
         }
     }
 
