@@ -482,6 +482,10 @@ public struct CollectorOptions: Sendable, Equatable {
         {
             throw UsageError("\(flag) needs --capture-dir DIR")
         }
+        // An SLO marked capture would otherwise capture nothing, silently.
+        if options.captureDirectory == nil, let rule = options.sloRules.first(where: \.capture) {
+            throw UsageError("--slo '\(rule.text) capture': capture needs --capture-dir DIR")
+        }
         if options.captureDirectory != nil, options.recorderNanos == 0 {
             throw UsageError("--capture-dir needs the flight recorder: --recorder-seconds 0 turns it off")
         }

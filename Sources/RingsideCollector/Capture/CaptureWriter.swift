@@ -1,3 +1,4 @@
+import CRingside
 import Dispatch
 import Foundation
 import Ringside
@@ -92,13 +93,16 @@ final class CaptureWriter: Sendable {
     }
 
     /// The job's bots' files as trace sources (numbered across bots) and their records within the
-    /// span, at most `maxRecords` of them: the nearest the trigger, in time. An exemplar record
-    /// holds label bytes where a time would be: it goes with the value record before it in its
-    /// lane (drain order keeps a lane's records in order), at that record's time.
+    /// span, at most `maxRecords` of them: the nearest the trigger, in time.
+    ///
+    /// An exemplar record's time field holds the exemplar's bytes (EXEMPLARS in ringside.h): it
+    /// goes with the value before it in its lane, kept when that value is, at that value's time.
     static func traceInput(of job: Job, maxRecords: Int) -> (sources: [TraceSource], records: [TraceRecord], leftOut: Int) {
         var sources: [TraceSource] = []
         var records: [TraceRecord] = []
-        var times: [UInt64] = []
+        // Each value record's time and records (with its exemplar records), and each record's value.
+        var values: [(time: UInt64, records: Int)] = []
+        var valueOf: [Int] = []
         for bot in job.bots {
             var index: [UInt32: UInt32] = [:]
             for (id, source) in bot.sources.sorted(by: { $0.key < $1.key }) {
@@ -111,32 +115,56 @@ final class CaptureWriter: Sendable {
                 traceSource.sampledCounters = threadCounters(of: source, in: job.threadSamples)
                 sources.append(traceSource)
             }
-            // Each lane's last value record's time, nil when it fell outside the span.
-            var valueTime: [UInt64: UInt64?] = [:]
-            for chunk in bot.chunks where chunk.overlaps(fromNanos: job.fromNanos, toNanos: job.toNanos) {
+            // A kept value's exemplar records still to come (`values`' entry, parts left), by file
+            // and lane: they may be drained later (a drain's batch may end between them), so in a
+            // chunk past the span.
+            var awaited: [UInt64: (value: Int, parts: Int)] = [:]
+            for chunk in bot.chunks where !awaited.isEmpty || chunk.overlaps(fromNanos: job.fromNanos, toNanos: job.toNanos) {
                 for entry in chunk.records {
                     guard let source = index[entry.source] else { continue }  // a file the recorder forgot: none
                     let lane = UInt64(entry.source) << 32 | UInt64(entry.lane)
-                    let time: UInt64
                     if entry.record.kind == ExemplarAssembler.exemplarKind {
-                        guard case let kept?? = valueTime[lane] else { continue }
-                        time = kept
+                        guard let value = awaited[lane] else { continue }  // its value's outside the span
+                        awaited[lane] = value.parts > 1 ? (value: value.value, parts: value.parts - 1) : nil
+                        values[value.value].records += 1
+                        valueOf.append(value.value)
                     } else {
-                        time = entry.record.timestamp_ns
-                        let inSpan = time >= job.fromNanos && time <= job.toNanos
-                        valueTime[lane] = inSpan ? time : UInt64?.none
-                        guard inSpan else { continue }
+                        awaited[lane] = nil  // parts that never came: the trace counts the value's exemplar unreadable
+                        let time = entry.record.timestamp_ns
+                        guard time >= job.fromNanos && time <= job.toNanos else { continue }
+                        if entry.record.flags & ExemplarAssembler.exemplarFlag != 0, entry.record.exemplar_length > 0 {
+                            awaited[lane] = (value: values.count, parts: Int(rs_exemplar_records(UInt32(entry.record.exemplar_length))))
+                        }
+                        valueOf.append(values.count)
+                        values.append((time, 1))
                     }
                     records.append(TraceRecord(source: source, lane: entry.lane, record: entry.record))
-                    times.append(time)
                 }
             }
         }
         guard records.count > maxRecords else { return (sources, records, 0) }
-        // The nearest the trigger, kept in their order (a lane's exemplar parts share their value's time).
-        let distance = { (index: Int) in times[index] >= job.atNanos ? times[index] - job.atNanos : job.atNanos - times[index] }
-        let kept = records.indices.sorted { (distance($0), $0) < (distance($1), $1) }.prefix(maxRecords).sorted()
-        return (sources, kept.map { records[$0] }, records.count - maxRecords)
+        // The values nearest the trigger, each with its exemplar records, while they fit; kept in
+        // their order (a lane's exemplar records after their value).
+        let distance = { (value: Int) in
+            let time = values[value].time
+            return time >= job.atNanos ? time - job.atNanos : job.atNanos - time
+        }
+        var keep = [Bool](repeating: false, count: values.count)
+        var kept = 0
+        for value in values.indices.sorted(by: { (distance($0), $0) < (distance($1), $1) }) {
+            guard kept + values[value].records <= maxRecords else { break }
+            kept += values[value].records
+            keep[value] = true
+        }
+        return (sources, records.indices.filter { keep[valueOf[$0]] }.map { records[$0] }, records.count - kept)
+    }
+
+    /// Makes a temporary file in `directory` and removes it: a directory the collector cannot
+    /// write in is said at start, not at the first incident.
+    static func checkWritable(_ directory: LogDirectory) throws(LogDirectoryError) {
+        let probe = try directory.createTemporary(for: "capture")
+        System.close(probe.descriptor)
+        directory.remove(probe.name)
     }
 
     /// The thread-health figures of `source`'s lane threads in each round, as counter samples:
