@@ -39,7 +39,8 @@ enum CaptureCommand {
         }
         let response: HTTPClientResponse
         do {
-            response = try HTTPClient.send(HTTPClientRequest(method: "POST", url: url, headers: headers, body: []), timeoutNanos: 10_000_000_000)
+            response = try HTTPClient.send(
+                HTTPClientRequest(method: "POST", url: url, headers: headers, body: []), timeoutNanos: 10_000_000_000)
         } catch {
             console.printError("ringside-dump capture: cannot ask the collector at \(base): \(error)")
             return ExitStatus.failure

@@ -52,7 +52,8 @@ extension CollectorEndpoints {
             return HTTPResponse(status: 404, text: "not found: no capture file \(name) (GET \(Self.capturesPath) lists them)\n")
         }
         let contentType =
-            name.hasSuffix(".json") ? JSONExporter.contentType : name.hasSuffix(".hlog") ? "text/plain; charset=utf-8" : "application/octet-stream"
+            name.hasSuffix(".json")
+            ? JSONExporter.contentType : name.hasSuffix(".hlog") ? "text/plain; charset=utf-8" : "application/octet-stream"
         do throws(LogDirectoryError) {
             guard let file = try captureDirectory.openOwn(name, access: O_RDONLY) else {
                 return HTTPResponse(status: 404, text: "not found: \(name) is no longer in \(captureDirectory.path)\n")
