@@ -44,6 +44,15 @@ struct CaptureFlagTests {
         }
     }
 
+    @Test("the capture flags' defaults are the documented ones: 2 s after, one a minute per trigger, 250,000 records")
+    func defaults() throws {
+        let options = try #require(try CollectorOptions.parse(["--capture-dir", "/tmp/a"]))
+        #expect(options.captureDirectory == "/tmp/a" && options.captureBounds.isEmpty)
+        #expect(options.captureAfterNanos == 2_000_000_000 && options.captureMinIntervalNanos == 60_000_000_000)
+        #expect(options.captureMaxRecords == 250_000)
+        #expect(CollectorOptions.usage.contains("(default 250000; 1000 to 10000000"))
+    }
+
     @Test("a reload that changes the capture flags applies them at the next start, and says so")
     func reloadWaitsForAStart() throws {
         let running = try #require(try CollectorOptions.parse(["--capture-dir", "/tmp/a"]))

@@ -68,7 +68,9 @@ struct CaptureWriterTests {
         #expect(model.slices.first { $0.durationNanos == 7 }?.args.first { $0.key == "exemplar.order_id" }?.value == "1234567890A")
     }
 
-    @Test("past --capture-max-records: the values nearest the trigger, each whole with its exemplar records, and the rest counted left out")
+    @Test(
+        "past --capture-max-records: the values nearest the trigger, each whole with its exemplar records, those as near as the farthest kept together; the rest counted left out"
+    )
     func maxRecordsKeepsValuesWhole() {
         // 100 values 1 ns apart, each with a 40-byte exemplar (3 records): 400 records; room for 50.
         var records: [RingRecord] = []
@@ -78,10 +80,11 @@ struct CaptureWriterTests {
             records += exemplarRecords("order_id=" + String(repeating: "7", count: 31), after: sequence)
         }
         let input = CaptureWriter.traceInput(of: job([lane0(records)], from: 1_000, to: 2_000, at: 1_050), maxRecords: 50)
-        // 12 values of 4 records fit in 50: those at 1050 and around it, nearest first (1044 ... 1055 less the farthest).
-        #expect(input.records.count == 48 && input.leftOut == 400 - 48)
+        // 12 values of 4 records would fill 48 of the 50, but the 12th (1044) is as far as 1056,
+        // which would not fit: both are left out, and the 11 from 1045 to 1055 kept.
+        #expect(input.records.count == 44 && input.leftOut == 400 - 44)
         let kept = input.records.filter { $0.record.kind != UInt8(RS_KIND_EXEMPLAR.rawValue) }.map(\.record.value)
-        #expect(kept == Array(44...55), "\(kept)")
+        #expect(kept == Array(45...55), "\(kept)")
         for (offset, entry) in input.records.enumerated() where offset % 4 != 0 {
             #expect(entry.record.kind == UInt8(RS_KIND_EXEMPLAR.rawValue), "a value's exemplar records follow it, whole")
         }
