@@ -90,7 +90,10 @@ public final class Collector: @unchecked Sendable {
         if let path = options.captureDirectory {
             _ = try? System.mkdir(path, mode: 0o755)  // made if missing; if it cannot be, opening it says why
             let directory: LogDirectory
-            do { directory = try LogDirectory(path: path) } catch {
+            do {
+                directory = try LogDirectory(path: path)
+                try CaptureWriter.checkWritable(directory)
+            } catch {
                 throw .captureDirectory(path: path, reason: "\(error)")
             }
             capture = (

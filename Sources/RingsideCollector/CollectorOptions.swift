@@ -80,7 +80,9 @@ public struct CollectorOptions: Sendable, Equatable {
     public var captureDirectory: String?
     public var captureAfterNanos: UInt64 = 2_000_000_000
     public var captureMinIntervalNanos: UInt64 = 60_000_000_000
-    public var captureMaxRecords = 1_000_000
+    /// Writing a capture takes about 1 KB a record while its files are built (docs/collector.md):
+    /// 250,000 keeps that near 250 MB, within the shipped unit's MemoryMax beside the defaults'.
+    public var captureMaxRecords = 250_000
     var captureBounds: [CaptureBound] = []
 
     public init() {}
@@ -160,7 +162,8 @@ public struct CollectorOptions: Sendable, Equatable {
                                  24h); the rest are counted in ringside_captures_suppressed_total
           --capture-max-records N
                                  records a capture holds at most, the nearest the trigger
-                                 (default 1000000; 1000 to 10000000)
+                                 (default 250000; 1000 to 10000000; about 1 KB of
+                                 memory each while it is written)
           --capture-when 'METRIC{LABEL="V"}>THRESHOLD'
                                  capture when a matching histogram's value goes above THRESHOLD
                                  (e.g. order_fill_latency>5ms); may be repeated
@@ -481,6 +484,10 @@ public struct CollectorOptions: Sendable, Equatable {
             })
         {
             throw UsageError("\(flag) needs --capture-dir DIR")
+        }
+        // An SLO marked capture would otherwise capture nothing, silently.
+        if options.captureDirectory == nil, let rule = options.sloRules.first(where: \.capture) {
+            throw UsageError("--slo '\(rule.text) capture': capture needs --capture-dir DIR")
         }
         if options.captureDirectory != nil, options.recorderNanos == 0 {
             throw UsageError("--capture-dir needs the flight recorder: --recorder-seconds 0 turns it off")

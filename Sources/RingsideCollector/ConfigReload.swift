@@ -70,6 +70,12 @@ enum ReloadPlan {
         if old.historySeconds != new.historySeconds || old.historyMaxSeries != new.historyMaxSeries { changed.append("--history*") }
         if old.threadSampleIntervalNanos != new.threadSampleIntervalNanos { changed.append("--thread-sample-interval") }
         if old.recorderNanos != new.recorderNanos || old.recorderMaxBytes != new.recorderMaxBytes { changed.append("--recorder-*") }
+        if old.captureDirectory != new.captureDirectory || old.captureAfterNanos != new.captureAfterNanos
+            || old.captureMinIntervalNanos != new.captureMinIntervalNanos || old.captureMaxRecords != new.captureMaxRecords
+            || old.captureBounds != new.captureBounds
+        {
+            changed.append("--capture-*")
+        }
         if old.logFormat != new.logFormat { changed.append("--log-format") }
         if old.reloadEndpoint != new.reloadEndpoint { changed.append("--web-enable-lifecycle") }
         if old.stateMaxBytes != new.stateMaxBytes || old.stateExpirySeconds != new.stateExpirySeconds { changed.append("--state-*") }
@@ -94,6 +100,11 @@ enum ReloadPlan {
         effective.threadSampleIntervalNanos = running.threadSampleIntervalNanos
         effective.recorderNanos = running.recorderNanos
         effective.recorderMaxBytes = running.recorderMaxBytes
+        effective.captureDirectory = running.captureDirectory
+        effective.captureAfterNanos = running.captureAfterNanos
+        effective.captureMinIntervalNanos = running.captureMinIntervalNanos
+        effective.captureMaxRecords = running.captureMaxRecords
+        effective.captureBounds = running.captureBounds
         effective.logFormat = running.logFormat
         effective.reloadEndpoint = running.reloadEndpoint
         effective.stateMaxBytes = running.stateMaxBytes

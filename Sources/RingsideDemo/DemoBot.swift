@@ -9,7 +9,8 @@ import Glibc
 /// a `TaskGroup`, all recording into one bot (each thread into its own lane). Lognormal
 /// order-fill latencies per symbol with bursts, order and fill counters, a gauge.
 /// `ringside-collector --demo` runs it as a separate process. Like a user's bot, it cannot see
-/// the package's system-call layer: it sleeps with Foundation's `Thread.sleep`.
+/// the package's system-call layer: it sleeps with Foundation's `Thread.sleep`. SIGUSR1 slows
+/// its fills for a while (`SlowFills`), an incident to capture.
 public enum DemoBot {
     static let symbols = ["AAPL", "MSFT", "NVDA", "TSLA"]
 
@@ -60,6 +61,7 @@ public enum DemoBot {
     ///   - ring: the bot's name; `directory`: the ring directory (nil: the default).
     ///   - eventsPerSecond: order events a second, spread over the symbols.
     public static func run(ring name: String, directory: String?, eventsPerSecond: Int = 20_000) throws(RingError) {
+        SlowFills.install()  // before the bot shows: once its series do, the switch works
         let bot = try Bot.attach(name, directory: directory)
         let metrics = try Metrics(bot)
         let parent = getppid()
@@ -128,12 +130,14 @@ public enum DemoBot {
             var random = SplitMix(seed: batch.tick &* 0x9E37_79B9)
             // Every 7 s, 600 ms of trouble: fills slow down five-fold.
             let burst = batch.tick % 7000 < 600 ? 5.0 : 1.0
+            let slowed = SlowFills.isOn
             for symbol in batch.symbols {
-                // Lognormal around 40 us (NVDA and TSLA slower), with a heavy tail.
-                let median = [40_000.0, 35_000.0, 60_000.0, 80_000.0][symbol] * burst
+                // Lognormal around 40 us (NVDA and TSLA slower), with a heavy tail; slowed by the
+                // switch, exactly SlowFills.factor times the median.
+                let median = [40_000.0, 35_000.0, 60_000.0, 80_000.0][symbol]
                 // Each fill names its order: the live page's slowest fills say which they were.
                 let order = try? Bot.Exemplar("order_id", "\(batch.tick)-\(DemoBot.symbols[symbol])")
-                let fill = UInt64(median * random.lognormal(sigma: 0.6))
+                let fill = UInt64(slowed ? median * SlowFills.factor : median * burst * random.lognormal(sigma: 0.6))
                 if let order { metrics.fills[symbol].record(fill, exemplar: order) } else { metrics.fills[symbol].record(fill) }
                 metrics.filled.increment()
                 await Task.yield()  // the order's task may resume on another thread: its lane then

@@ -39,9 +39,16 @@ public final class DemoSession: CollectorSidecar {
         } catch {
             throw StartError(description: "cannot start the demo bot: \(error)")
         }
+        let pid = bot.processIdentifier
         log(
-            "demo: started the synthetic bot (pid \(bot.processIdentifier)) writing ring \(Self.ringName)"
-                + (isTerminal ? "" : "; a summary is logged every 10 s"))
+            "demo: started the synthetic bot (pid \(pid)) writing ring \(Self.ringName)"
+                + (isTerminal ? "" : "; a summary is logged every 10 s") + "; " + Self.switchHint(pid: pid))
+    }
+
+    /// How to slow the bot's fills (`SlowFills`), as the log and the table say it.
+    static func switchHint(pid: Int32) -> String {
+        "kill -USR1 \(pid) slows its fills \(Int(SlowFills.factor))-fold for \(SlowFills.seconds) s "
+            + "(an incident to capture), kill -USR2 \(pid) ends it"
     }
 
     /// The demo's run of the collector: `options` with the bot beside it.

@@ -50,6 +50,9 @@ enum DemoTable {
             "\ncollector: \(stats.recordsDrained) records drained, \(Int(stats.drainRate))/s, lag "
             + formatMeasure(stats.lagSeconds * 1e9, unit: .nanoseconds) + "\n"
         text += "http://\(address)/metrics for Prometheus, /latest for JSON, /health\n"
+        if let bot = snapshot.rings.first(where: { $0.name == DemoSession.ringName }) {
+            text += "the bot: " + DemoSession.switchHint(pid: bot.producerPID) + "\n"
+        }
         return text
     }
 

@@ -23,7 +23,13 @@ package final class CaptureDesk: Sendable {
         case accepted(id: UInt64)
         /// Its trigger made a capture less than `--capture-min-interval` ago: counted, not made.
         case suppressed(retryAfterNanos: UInt64)
+        /// `maxInFlight` captures are being made: counted as suppressed, not made.
+        case busy
     }
+
+    /// Captures accepted and not yet written, at most: each holds its span's records (chunks the
+    /// recorder may have let go of, which stay in memory while a capture holds them).
+    static let maxInFlight = 4
 
     let minIntervalNanos: UInt64
     private struct State {
@@ -31,6 +37,7 @@ package final class CaptureDesk: Sendable {
         var lastAccepted: [String: UInt64] = [:]
         var accepted: [Request] = []
         var suppressed: [String: UInt64] = [:]
+        var inFlight = 0
     }
     private let state = Mutex(State())
 
@@ -46,12 +53,22 @@ package final class CaptureDesk: Sendable {
                 state.suppressed[trigger.kind, default: 0] += 1
                 return .suppressed(retryAfterNanos: minIntervalNanos - (now &- last))
             }
+            guard state.inFlight < Self.maxInFlight else {
+                state.suppressed[trigger.kind, default: 0] += 1
+                return .busy
+            }
+            state.inFlight += 1
             state.lastAccepted[trigger.key] = now
             let id = state.nextID
             state.nextID += 1
             state.accepted.append(Request(id: id, trigger: trigger, bots: bots, atNanos: now, atRealtimeNanos: realtimeNanos))
             return .accepted(id: id)
         }
+    }
+
+    /// Says that `count` captures accepted were written, or failed: room for as many more.
+    func finished(_ count: Int) {
+        state.withLock { $0.inFlight -= count }
     }
 
     /// The requests accepted since the last call, and the suppressed counts by trigger kind.

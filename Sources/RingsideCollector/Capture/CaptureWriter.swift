@@ -1,3 +1,4 @@
+import CRingside
 import Dispatch
 import Foundation
 import Ringside
@@ -14,6 +15,8 @@ final class CaptureWriter: Sendable {
     /// One capture to write: its records as the recorder shared them (chunks, no copy).
     struct Job: Sendable {
         let id: UInt64
+        /// Its trigger's kind, which its count goes under.
+        let kind: String
         let baseName: String
         let fromNanos: UInt64
         let toNanos: UInt64
@@ -29,6 +32,7 @@ final class CaptureWriter: Sendable {
     /// What came of a job.
     struct Outcome: Sendable {
         let id: UInt64
+        let kind: String
         var files: [String] = []
         var bytes = 0
         var records = 0
@@ -68,7 +72,7 @@ final class CaptureWriter: Sendable {
     func drain() { queue.sync {} }
 
     static func write(_ job: Job, into directory: LogDirectory, maxRecords: Int, program: String) -> Outcome {
-        var outcome = Outcome(id: job.id)
+        var outcome = Outcome(id: job.id, kind: job.kind)
         let (sources, records, leftOut) = traceInput(of: job, maxRecords: maxRecords)
         outcome.records = records.count
         outcome.recordsLeftOut = leftOut
@@ -89,17 +93,18 @@ final class CaptureWriter: Sendable {
     }
 
     /// The job's bots' files as trace sources (numbered across bots) and their records within the
-    /// span, at most `maxRecords` of them: the nearest the trigger, in time. An exemplar record
-    /// holds label bytes where a time would be: it goes with the value record before it in its
-    /// lane (drain order keeps a lane's records in order), at that record's time.
+    /// span, at most `maxRecords` of them: the nearest the trigger, in time (those as near as the
+    /// farthest kept are kept or left out together).
+    ///
+    /// Past `maxRecords` the span is read twice, so that what it costs beyond the records kept is
+    /// 8 bytes a value in the span, not a copy of every record (the recorder may hold millions).
     static func traceInput(of job: Job, maxRecords: Int) -> (sources: [TraceSource], records: [TraceRecord], leftOut: Int) {
         var sources: [TraceSource] = []
-        var records: [TraceRecord] = []
-        var times: [UInt64] = []
+        var index: [[UInt32: UInt32]] = []  // by bot: the trace source of each file the recorder names
         for bot in job.bots {
-            var index: [UInt32: UInt32] = [:]
+            var files: [UInt32: UInt32] = [:]
             for (id, source) in bot.sources.sorted(by: { $0.key < $1.key }) {
-                index[id] = UInt32(sources.count)
+                files[id] = UInt32(sources.count)
                 let worker = WorkerRing(source.ring)
                 var traceSource = TraceSource(
                     ringName: source.ring, bot: worker?.bot ?? bot.bot, pid: source.pid, isWorker: source.isWorker,
@@ -108,32 +113,92 @@ final class CaptureWriter: Sendable {
                 traceSource.sampledCounters = threadCounters(of: source, in: job.threadSamples)
                 sources.append(traceSource)
             }
-            // Each lane's last value record's time, nil when it fell outside the span.
-            var valueTime: [UInt64: UInt64?] = [:]
-            for chunk in bot.chunks where chunk.overlaps(fromNanos: job.fromNanos, toNanos: job.toNanos) {
+            index.append(files)
+        }
+        let distance = { (time: UInt64) in time >= job.atNanos ? time - job.atNanos : job.atNanos - time }
+        // Each value's distance from the trigger and the records it takes with its exemplar's (at
+        // most 5): distance << 3 | records. A span is minutes at most: the distance fits.
+        var total = 0
+        var values: [UInt64] = []
+        forEachRecord(of: job, index: index) { _, time, records in
+            total += 1
+            if let records { values.append(distance(time) << 3 | UInt64(records)) }
+        }
+        var records: [TraceRecord] = []
+        guard total > maxRecords else {
+            records.reserveCapacity(total)
+            forEachRecord(of: job, index: index) { record, _, _ in records.append(record) }
+            return (sources, records, 0)
+        }
+        // The farthest distance whose values, with all those nearer, fit.
+        values.sort()
+        var cutoff: UInt64?
+        var fitted = 0
+        var next = values.startIndex
+        while next < values.endIndex {
+            let reach = values[next] >> 3
+            var records = 0
+            while next < values.endIndex, values[next] >> 3 == reach {
+                records += Int(values[next] & 7)
+                next += 1
+            }
+            guard fitted + records <= maxRecords else { break }
+            fitted += records
+            cutoff = reach
+        }
+        values = []
+        if let cutoff {
+            records.reserveCapacity(fitted)
+            forEachRecord(of: job, index: index) { record, time, _ in if distance(time) <= cutoff { records.append(record) } }
+        }
+        return (sources, records, total - records.count)
+    }
+
+    /// Calls `body` with each record of the job's span, in drain order: as a trace record (its
+    /// file numbered by `index`), its time, and for a value the records it takes with its
+    /// exemplar's (nil for an exemplar record).
+    ///
+    /// An exemplar record's time field holds the exemplar's bytes (EXEMPLARS in ringside.h): it
+    /// goes with the value before it in its lane, in the span when that value is, at its time.
+    private static func forEachRecord(
+        of job: Job, index: [[UInt32: UInt32]], _ body: (_ record: TraceRecord, _ time: UInt64, _ records: Int?) -> Void
+    ) {
+        for (bot, files) in zip(job.bots, index) {
+            // A value's exemplar records still to come (parts left, its time), by file and lane:
+            // they may be drained later (a drain's batch may end between them), so in a chunk
+            // past the span.
+            var awaited: [UInt64: (parts: Int, time: UInt64)] = [:]
+            for chunk in bot.chunks where !awaited.isEmpty || chunk.overlaps(fromNanos: job.fromNanos, toNanos: job.toNanos) {
                 for entry in chunk.records {
-                    guard let source = index[entry.source] else { continue }  // a file the recorder forgot: none
+                    guard let source = files[entry.source] else { continue }  // a file the recorder forgot: none
                     let lane = UInt64(entry.source) << 32 | UInt64(entry.lane)
-                    let time: UInt64
+                    let record = TraceRecord(source: source, lane: entry.lane, record: entry.record)
                     if entry.record.kind == ExemplarAssembler.exemplarKind {
-                        guard case let kept?? = valueTime[lane] else { continue }
-                        time = kept
-                    } else {
-                        time = entry.record.timestamp_ns
-                        let inSpan = time >= job.fromNanos && time <= job.toNanos
-                        valueTime[lane] = inSpan ? time : UInt64?.none
-                        guard inSpan else { continue }
+                        guard let value = awaited[lane] else { continue }  // its value's outside the span
+                        awaited[lane] = value.parts > 1 ? (parts: value.parts - 1, time: value.time) : nil
+                        body(record, value.time, nil)
+                        continue
                     }
-                    records.append(TraceRecord(source: source, lane: entry.lane, record: entry.record))
-                    times.append(time)
+                    awaited[lane] = nil  // parts that never came: the trace counts the value's exemplar unreadable
+                    let time = entry.record.timestamp_ns
+                    guard time >= job.fromNanos && time <= job.toNanos else { continue }
+                    var parts = 0
+                    if entry.record.flags & ExemplarAssembler.exemplarFlag != 0, entry.record.exemplar_length > 0 {
+                        parts = Int(rs_exemplar_records(UInt32(entry.record.exemplar_length)))
+                        awaited[lane] = (parts: parts, time: time)
+                    }
+                    body(record, time, 1 + parts)
                 }
             }
         }
-        guard records.count > maxRecords else { return (sources, records, 0) }
-        // The nearest the trigger, kept in their order (a lane's exemplar parts share their value's time).
-        let distance = { (index: Int) in times[index] >= job.atNanos ? times[index] - job.atNanos : job.atNanos - times[index] }
-        let kept = records.indices.sorted { (distance($0), $0) < (distance($1), $1) }.prefix(maxRecords).sorted()
-        return (sources, kept.map { records[$0] }, records.count - maxRecords)
+    }
+
+    /// Makes a temporary file in `directory` and removes it: a directory the collector cannot
+    /// write in is said at start, not at the first incident.
+    static func checkWritable(_ directory: LogDirectory) throws(LogDirectoryError) {
+        let probe = try directory.createTemporary(for: "capture")
+        System.close(probe.descriptor)
+        directory.remove(probe.name)
     }
 
     /// The thread-health figures of `source`'s lane threads in each round, as counter samples:

@@ -85,30 +85,36 @@ final class Capturer {
             let samples = threadSamples.filter { $0.realtimeNanos >= wallFrom && $0.realtimeNanos <= wallTo &+ $0.intervalNanos }
             writer.write(
                 CaptureWriter.Job(
-                    id: request.id, baseName: Self.baseName(request), fromNanos: from, toNanos: to, atNanos: request.atNanos,
+                    id: request.id, kind: request.trigger.kind, baseName: Self.baseName(request), fromNanos: from, toNanos: to,
+                    atNanos: request.atNanos,
                     bots: bots, wallClockOffsetNanos: offset, threadSamples: samples))
         }
-        for outcome in writer.finished() {
+        let outcomes = writer.finished()
+        desk.finished(outcomes.count)
+        for outcome in outcomes {
             changed = true
-            guard let index = stats.recent.firstIndex(where: { $0.id == outcome.id }) else { continue }
-            let kind = stats.recent[index].trigger
             if let failure = outcome.failure {
                 stats.failed += 1
+                log("capture \(outcome.id) could not be written: \(failure)", level: .error)
+            } else {
+                stats.written[outcome.kind, default: 0] += 1
+                log(
+                    "capture \(outcome.id): \(outcome.records) records written to \(writer.directory.path(of: outcome.files.first ?? ""))"
+                        + (outcome.recordsLeftOut > 0
+                            ? " (\(outcome.recordsLeftOut) farther from the trigger left out: --capture-max-records)" : ""))
+            }
+            // Listed while among the latest (a burst of requests may have pushed it out).
+            guard let index = stats.recent.firstIndex(where: { $0.id == outcome.id }) else { continue }
+            if let failure = outcome.failure {
                 stats.recent[index].status = .failed
                 stats.recent[index].reason = failure
-                log("capture \(outcome.id) could not be written: \(failure)", level: .error)
                 continue
             }
-            stats.written[kind, default: 0] += 1
             stats.recent[index].status = .written
             stats.recent[index].files = outcome.files
             stats.recent[index].bytes = outcome.bytes
             stats.recent[index].records = outcome.records
             stats.recent[index].recordsLeftOut = outcome.recordsLeftOut
-            log(
-                "capture \(outcome.id): \(outcome.records) records written to \(writer.directory.path(of: outcome.files.first ?? ""))"
-                    + (outcome.recordsLeftOut > 0
-                        ? " (\(outcome.recordsLeftOut) farther from the trigger left out: --capture-max-records)" : ""))
         }
         return changed
     }

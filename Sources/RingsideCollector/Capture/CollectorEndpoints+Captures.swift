@@ -42,6 +42,10 @@ extension CollectorEndpoints {
             return HTTPResponse(
                 status: 429, text: "a capture was asked for less than --capture-min-interval ago: retry in \(seconds) s\n",
                 headers: [HTTPHeader("Retry-After", "\(seconds)")])
+        case .busy:
+            return HTTPResponse(
+                status: 429, text: "\(CaptureDesk.maxInFlight) captures are being made: retry in a few seconds\n",
+                headers: [HTTPHeader("Retry-After", "5")])
         }
     }
 

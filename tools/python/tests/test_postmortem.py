@@ -11,11 +11,7 @@ import sys
 import textwrap
 
 from conftest import _collector_path, missing
-
-try:
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
-except ImportError:
-    perfetto_trace_pb2 = None
+from traces import perfetto_trace_pb2, read_pftrace, thread_of
 
 try:
     from hdrh.histogram import HdrHistogram
@@ -94,37 +90,6 @@ def killed_bot_postmortem(ring_dir, out_dir):
     return run.stdout
 
 
-def thread_of(track_name):
-    """The thread a row's track belongs to: "NAME #2" is NAME's second row (overlapping slices)."""
-    base, _, row = track_name.rpartition(" #")
-    return base if base and row.isdigit() else track_name
-
-
-def read_pftrace(path):
-    """The trace's tracks by uuid, its slices (track name, name, start, duration, args) and its
-    counter samples, read as a reader does: events in time order (stably), each end closing the
-    slice begun last on its track."""
-    trace = perfetto_trace_pb2.Trace()
-    with open(path, "rb") as file:
-        trace.ParseFromString(file.read())
-    tracks = {packet.track_descriptor.uuid: packet.track_descriptor for packet in trace.packet
-              if packet.HasField("track_descriptor")}
-    events = sorted((packet for packet in trace.packet if packet.HasField("track_event")), key=lambda packet: packet.timestamp)
-    open_slices, slices, counters = {}, [], []
-    for packet in events:
-        event = packet.track_event
-        if event.type == perfetto_trace_pb2.TrackEvent.TYPE_SLICE_BEGIN:
-            args = {annotation.name: annotation.string_value for annotation in event.debug_annotations}
-            open_slices.setdefault(event.track_uuid, []).append((event.name, packet.timestamp, args))
-        elif event.type == perfetto_trace_pb2.TrackEvent.TYPE_SLICE_END:
-            name, start, args = open_slices[event.track_uuid].pop()
-            slices.append((tracks[event.track_uuid].name, name, start, packet.timestamp - start, args))
-        elif event.type == perfetto_trace_pb2.TrackEvent.TYPE_COUNTER:
-            counters.append((tracks[event.track_uuid].name, packet.timestamp, event.double_counter_value))
-    assert not any(open_slices.values()), "a slice begun and never ended"
-    return tracks, slices, counters
-
-
 def test_postmortem_trace_decodes_with_perfettos_protos_and_matches_what_the_bot_recorded(ring_dir, tmp_path):
     if perfetto_trace_pb2 is None:
         missing("the perfetto package is not installed (pip install perfetto protobuf)")
@@ -135,7 +100,8 @@ def test_postmortem_trace_decodes_with_perfettos_protos_and_matches_what_the_bot
     tracks, slices, counters = read_pftrace(tmp_path / "pmpy-postmortem.pftrace")
     processes = [track for track in tracks.values() if track.HasField("process")]
     assert len(processes) == 1 and processes[0].process.process_name.startswith("bot pmpy (pid ")
-    assert {thread_of(track.name) for track in tracks.values() if track.parent_uuid and not track.HasField("counter")} >= set(THREADS)
+    threads = {thread_of(track.name) for track in tracks.values() if track.parent_uuid and not track.HasField("counter")}
+    assert threads >= set(THREADS)
 
     # Every value recorded is a slice of its thread, its duration the value in ns, exactly.
     values, exemplars = written_values()

@@ -1,0 +1,39 @@
+"""Readers of the trace files ringside writes (ringside-dump postmortem, the collector's captures),
+shared by their tests: the Perfetto protobuf trace (.pftrace) decoded with the protos PyPI's
+`perfetto` ships (perfetto_trace_pb2, None when it is not installed)."""
+
+try:
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+except ImportError:
+    perfetto_trace_pb2 = None
+
+
+def thread_of(track_name):
+    """The thread a row's track belongs to: "NAME #2" is NAME's second row (overlapping slices)."""
+    base, _, row = track_name.rpartition(" #")
+    return base if base and row.isdigit() else track_name
+
+
+def read_pftrace(path):
+    """The trace's tracks by uuid, its slices (track name, name, start, duration, args) and its
+    counter samples, read as a reader does: events in time order (stably), each end closing the
+    slice begun last on its track."""
+    trace = perfetto_trace_pb2.Trace()
+    with open(path, "rb") as file:
+        trace.ParseFromString(file.read())
+    tracks = {packet.track_descriptor.uuid: packet.track_descriptor for packet in trace.packet
+              if packet.HasField("track_descriptor")}
+    events = sorted((packet for packet in trace.packet if packet.HasField("track_event")), key=lambda packet: packet.timestamp)
+    open_slices, slices, counters = {}, [], []
+    for packet in events:
+        event = packet.track_event
+        if event.type == perfetto_trace_pb2.TrackEvent.TYPE_SLICE_BEGIN:
+            args = {annotation.name: annotation.string_value for annotation in event.debug_annotations}
+            open_slices.setdefault(event.track_uuid, []).append((event.name, packet.timestamp, args))
+        elif event.type == perfetto_trace_pb2.TrackEvent.TYPE_SLICE_END:
+            name, start, args = open_slices[event.track_uuid].pop()
+            slices.append((tracks[event.track_uuid].name, name, start, packet.timestamp - start, args))
+        elif event.type == perfetto_trace_pb2.TrackEvent.TYPE_COUNTER:
+            counters.append((tracks[event.track_uuid].name, packet.timestamp, event.double_counter_value))
+    assert not any(open_slices.values()), "a slice begun and never ended"
+    return tracks, slices, counters
