@@ -135,6 +135,8 @@ struct LivePageCapturesBrowserTests {
             let outcome = try #require(loaded as? [Any], "the timeline did not draw the trace within 60 s")
             try #require(outcome.first as? Bool == true, "the timeline's error: \(outcome.last ?? "none")")
             #expect(try browser.evaluate("location.pathname + location.search") as? String == "/captures/view?file=\(traceName)")
+            let source = try browser.evaluate("document.querySelector('#source').textContent") as? String
+            #expect(source == "\(traceName) (capture 1, request at \(capture["at"] as? String ?? "?"))", "\(source ?? "none")")
             #expect(try browser.evaluate("timeline.model.slices.length") as? Int == slices.count)
             #expect(try browser.evaluate("timeline.lastDraw.visible") as? Int == slices.count, "the whole trace is in view at first")
             let threads = try browser.evaluate(

@@ -114,14 +114,25 @@ package final class HeadlessBrowser: @unchecked Sendable {
         }
     }
 
-    /// A click in the middle of the element `selector` selects (scrolled into view first).
-    package func click(_ selector: String) throws {
+    /// A click in the middle of the element `selector` selects (scrolled into view first), once it
+    /// holds still: at the same place 100 ms apart and not covered there (a page that redraws
+    /// itself may move it between the look and the click, as Playwright's actionability checks
+    /// say). Throws after `seconds` without.
+    package func click(_ selector: String, seconds: Double = 30) throws {
         let quoted = String(decoding: try JSONSerialization.data(withJSONObject: [selector]), as: UTF8.self).dropFirst().dropLast()
-        let box = try evaluate(
+        let look =
             "(() => { const e = document.querySelector(\(quoted)); if (!e) return null; e.scrollIntoView({block: 'center'});"
-                + " const r = e.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
-        guard let point = box as? [Double], point.count == 2 else { throw TestSupportError("no element \(selector) to click") }
-        try click(x: point[0], y: point[1])
+            + " const r = e.getBoundingClientRect(), x = r.left + r.width / 2, y = r.top + r.height / 2;"
+            + " const hit = document.elementFromPoint(x, y); return hit && e.contains(hit) ? [x, y] : null; })()"
+        let deadline = monotonicSeconds() + seconds
+        var last: [Double]?
+        while monotonicSeconds() < deadline {
+            let point = try evaluate(look) as? [Double]
+            if let point, point == last { return try click(x: point[0], y: point[1]) }
+            last = point
+            usleep(100_000)
+        }
+        throw TestSupportError("\(selector): not found, covered or moving for \(seconds) s")
     }
 
     /// The page as a PNG, as the viewport shows it.

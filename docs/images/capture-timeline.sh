@@ -3,8 +3,8 @@
 # real capture of the demo bot, photographed by headless Chromium, at the slowest TSLA fill with
 # its exemplar in the side panel. The capture is the one docs/why-was-it-slow.md walks to: an SLO
 # on TSLA's p99.9 marked `capture`, violated by the demo's bursts (600 ms of slow fills every 7 s);
-# the third capture, 15 s in, is the first with its 10 s before it all in the run (captures 5 s
-# apart at most here, a minute by default). Needs a built ringside-collector (COLLECTOR=path,
+# the third capture, 15 s in, is of the steady state (the first is of the bot's first second;
+# captures are 5 s apart at most here, a minute by default). Needs a built ringside-collector (COLLECTOR=path,
 # else the debug build's; the release build's writes captures faster), chromium, curl and python3.
 # Usage: docs/images/capture-timeline.sh [PORT]
 set -euo pipefail
