@@ -85,6 +85,13 @@ public struct CollectorOptions: Sendable, Equatable {
     public var captureMaxRecords = 250_000
     var captureBounds: [CaptureBound] = []
 
+    /// What the recorder keeps: `--recorder-seconds`, and with captures on, a capture's seconds
+    /// after its trigger and a second more, since a capture takes its records once those have
+    /// been drained: its seconds before are then still held.
+    var recorderRetentionNanos: UInt64 {
+        captureDirectory == nil ? recorderNanos : recorderNanos + captureAfterNanos + 1_000_000_000
+    }
+
     public init() {}
 
     /// The text `--help` prints.

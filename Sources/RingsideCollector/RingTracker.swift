@@ -118,7 +118,8 @@ final class RingTracker {
         startedRealtimeNanos = rs_clock_realtime_ns()
         self.ringLimit = ringLimit
         recorder =
-            options.recorderNanos > 0 ? Recorder(retentionNanos: options.recorderNanos, budgetBytes: options.recorderMaxBytes) : nil
+            options.recorderNanos > 0
+            ? Recorder(retentionNanos: options.recorderRetentionNanos, budgetBytes: options.recorderMaxBytes) : nil
         state = try CollectorState(options: options, log: log)
     }
 

@@ -203,15 +203,19 @@ final class CaptureWriter: Sendable {
 
     /// The thread-health figures of `source`'s lane threads in each round, as counter samples:
     /// `THREAD cpu` and `THREAD run-queue wait` (fractions of the round, 0 to 1) and `THREAD
-    /// involuntary switches/s` (preemptions), THREAD the lane's thread name (or `lane N`).
+    /// involuntary switches/s` (preemptions), THREAD the lane's thread name (or `lane N`; with
+    /// `(lane N)` after a name other lanes' threads have too).
     static func threadCounters(
         of source: RecordedSource, in samples: [ThreadHealthSample]
     ) -> [(name: String, realtimeNanos: UInt64, value: Double)] {
         var counters: [(name: String, realtimeNanos: UInt64, value: Double)] = []
+        // A name two lanes' threads share (a pool's) gets its lane: a track per thread.
+        let names = source.threads.map(\.name)
         for sample in samples {
             for (lane, thread) in source.threads.enumerated() where thread.id > 0 {
                 guard let health = sample.threads[ThreadKey(pid: source.pid, tid: thread.id)] else { continue }
-                let name = thread.name.isEmpty ? "lane \(lane)" : thread.name
+                let shared = names.filter { $0 == thread.name }.count > 1
+                let name = thread.name.isEmpty ? "lane \(lane)" : shared ? "\(thread.name) (lane \(lane))" : thread.name
                 let figures: [(String, Double?)] = [
                     ("cpu", health.cpuRatio), ("run-queue wait", health.runQueueWaitRatio),
                     ("involuntary switches/s", health.involuntarySwitchesPerSecond),
