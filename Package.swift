@@ -35,7 +35,10 @@ let package = Package(
         /// A small HTTP/1.1 server on POSIX sockets, and a client for one request at a time (the
         /// OTLP exporter's); their calls made through RingsideSystem. The server speaks TLS and
         /// checks passwords as exporter-toolkit's web configuration file says (`--web-config-file`).
-        .target(name: "RingsideHTTP", dependencies: ["RingsideSystem", "COpenSSL", "CCrypt"]),
+        .target(name: "RingsideHTTP", dependencies: ["RingsideSystem", "RingsideHTTPClient", "COpenSSL", "CCrypt"]),
+        /// A plain-HTTP client (and the sockets it and the server use), without TLS: what the
+        /// operator's tools link (`ringside-dump capture`), never OpenSSL.
+        .target(name: "RingsideHTTPClient", dependencies: ["RingsideSystem"]),
         /// The system's OpenSSL (libssl-dev): the HTTP server's TLS and SHA-256. Linked by the
         /// collector's HTTP server only, never by the library bots import.
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
@@ -64,7 +67,7 @@ let package = Package(
             name: "RingsideCollector",
             dependencies: [
                 "Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideJSON",
-                "RingsideCommandLine", "RingsideSystem", "RingsideTrace",
+                "RingsideCommandLine", "RingsideSystem", "RingsideTrace", "RingsideHTTPClient",
             ]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
@@ -84,7 +87,7 @@ let package = Package(
             name: "RingsideTools",
             dependencies: [
                 "Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine",
-                "RingsideSystem", "RingsideTrace", "RingsideHTTP",
+                "RingsideSystem", "RingsideTrace", "RingsideHTTPClient",
             ]),
         /// JSON: a value written by hand (the tools' and the benchmark's output) and the collector's
         /// streaming writer, over one string escaper and number policy.
@@ -146,7 +149,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "RingsideBenchTests", dependencies: ["RingsideBench", "CRingsideBench", "RingsideJSON", "RingsideCommandLine"]),
-        .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideTestSupport"]),
+        .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideHTTPClient", "RingsideTestSupport"]),
         .testTarget(
             name: "RingsideTraceTests", dependencies: ["RingsideTrace", "Ringside", "CRingside", "RingsideExport", "RingsideJSON"]),
         .testTarget(

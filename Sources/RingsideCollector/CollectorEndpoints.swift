@@ -3,6 +3,7 @@ import RingsideSnapshot
 import CRingside
 import RingsideHTTP
 import Synchronization
+import RingsideHTTPClient
 
 /// The collector's HTTP routes: `/metrics`, `/latest`, `/api/history`, `/health`, `/-/healthy`, `/-/ready`, `/`, and the
 /// captures' (`/api/capture`, `/api/captures`, `/captures/view`).

@@ -3,6 +3,7 @@ import CRingside
 import Ringside
 import RingsideCommandLine
 import RingsideHTTP
+import RingsideHTTPClient
 
 /// The collector's configuration, from its command line.
 public struct CollectorOptions: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import RingsideCommandLine
 import RingsideHTTP
+import RingsideHTTPClient
 
 /// How the OTLP/HTTP exporter pushes (`--otlp-endpoint`, `--otlp-interval`, `--otlp-header`,
 /// `--otlp-timeout`; see docs/otlp.md).

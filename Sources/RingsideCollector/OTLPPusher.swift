@@ -10,6 +10,7 @@ import RingsideHTTP
 import RingsideSnapshot
 import RingsideSystem
 import Synchronization
+import RingsideHTTPClient
 
 /// Sends the OTLP exports (`OTLPSubscriber` makes them) to the receiver, on a thread of its own:
 /// a receiver that is down, slow or hung holds this thread only, never the drain, the daemon's

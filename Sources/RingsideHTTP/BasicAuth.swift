@@ -1,4 +1,5 @@
 import Synchronization
+import RingsideHTTPClient
 
 /// Who may read what, as one version of the web configuration says: the basic-auth users with
 /// their bcrypt hashes, and the headers every response carries. A plain value, handed to the

@@ -1,5 +1,6 @@
 import Glibc
 import RingsideSystem
+import RingsideHTTPClient
 
 /// One client connection's state between wake-ups of the event loop. Owned by the server thread.
 ///

@@ -1,4 +1,5 @@
 import RingsideSystem
+import RingsideHTTPClient
 
 /// What the event loop does, and says, when `accept` finds no descriptor free (`EMFILE`,
 /// `ENFILE`).

@@ -1,13 +1,4 @@
-/// One header line, name and value as the peer wrote them (the value without surrounding blanks).
-public struct HTTPHeader: Sendable, Equatable {
-    public var name: String
-    public var value: String
-
-    public init(_ name: String, _ value: String) {
-        self.name = name
-        self.value = value
-    }
-}
+import RingsideHTTPClient
 
 /// A request the server accepted: a `GET` or `HEAD` (or a `POST` to one of `postPaths`) with a well-formed head and no body.
 ///
@@ -96,14 +87,6 @@ public struct HTTPResponse: Sendable, Equatable {
     public static func notFound(_ request: HTTPRequest) -> HTTPResponse {
         HTTPResponse(status: 404, text: "not found: \(request.path)\n")
     }
-}
-
-/// ASCII-only case folding: header names are ASCII, and this avoids Unicode-aware lowercasing
-/// on every lookup.
-func asciiCaseInsensitiveEqual(_ a: String, _ b: String) -> Bool {
-    let a = a.utf8, b = b.utf8
-    guard a.count == b.count else { return false }
-    return zip(a, b).allSatisfy { x, y in x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A) }
 }
 
 /// The standard reason phrase, or a generic one by class so any status code can be sent.

@@ -1,6 +1,7 @@
 import Glibc
 import RingsideSystem
 import Synchronization
+import RingsideHTTPClient
 
 /// The bounds that keep one client from costing the server more than a slot.
 public struct HTTPServerLimits: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import Glibc
 import RingsideSystem
+import RingsideHTTPClient
 
 /// Why an `HTTPServer` could not be created or started.
 ///

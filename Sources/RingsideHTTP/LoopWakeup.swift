@@ -1,5 +1,6 @@
 import RingsideSystem
 import Synchronization
+import RingsideHTTPClient
 
 /// The self-pipe that wakes the event loop from `poll`: `stop()` writes to it, and so does the
 /// render worker each time it finishes a response. The loop empties it, then looks at why.

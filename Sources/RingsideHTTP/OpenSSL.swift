@@ -6,6 +6,7 @@
 import COpenSSL
 import Glibc
 import RingsideSystem
+import RingsideHTTPClient
 
 /// OpenSSL's helpers that are not TLS.
 enum OpenSSL {

@@ -1,3 +1,4 @@
+import RingsideHTTPClient
 /// What the parser made of the bytes received so far on one connection.
 enum ParseOutcome: Equatable {
     /// The head is not complete yet, and nothing so far is wrong.

@@ -1,3 +1,4 @@
+import RingsideHTTPClient
 /// What the response tells the client about the connection afterwards.
 enum ConnectionDisposition {
     /// HTTP/1.1 default: stays open, no header needed.

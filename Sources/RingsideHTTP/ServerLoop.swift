@@ -1,5 +1,6 @@
 import Glibc
 import RingsideSystem
+import RingsideHTTPClient
 
 /// The server thread's event loop: one `poll` over the wake-up pipe, the listening socket and
 /// every connection, with a deadline per connection.

@@ -1,3 +1,4 @@
+import RingsideHTTPClient
 /// Exporter-toolkit's web configuration file (`--web-config-file`, also spelled
 /// `--web.config.file`), checked: TLS, basic-auth users with bcrypt hashes, extra headers.
 ///

@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import RingsideHTTPClient
 
 /// A thread of its own that does the server's costly work off the event loop, one job at a time,
 /// in the order they came: rendering pages (the render worker, which runs `handler`) and checking

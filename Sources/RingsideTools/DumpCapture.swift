@@ -1,5 +1,5 @@
 import RingsideExport
-import RingsideHTTP
+import RingsideHTTPClient
 import RingsideSystem
 
 #if canImport(Glibc)

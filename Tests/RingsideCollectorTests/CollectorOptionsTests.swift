@@ -3,6 +3,7 @@
 import RingsideCommandLine
 import RingsideHTTP
 import Testing
+import RingsideHTTPClient
 
 @Suite("Collector command line and SLO rules")
 struct CollectorOptionsTests {

@@ -3,6 +3,7 @@ import Foundation
 import RingsideTestSupport
 import Synchronization
 import Testing
+@testable import RingsideHTTPClient
 
 /// `HTTPClient` over real sockets against peers that answer without end: each call ends at a
 /// bound, its deadline, or a cancellation from another thread, never later.

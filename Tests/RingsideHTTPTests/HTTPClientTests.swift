@@ -1,5 +1,6 @@
 @testable import RingsideHTTP
 import Testing
+@testable import RingsideHTTPClient
 
 /// The client's URLs and how it reads responses, byte by byte as a slow peer sends them (the
 /// exchange over real sockets: `HTTPClientHostilePeerTests`, and the OTLP exporter's tests,

@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import RingsideHTTP
 import RingsideTestSupport
+import RingsideHTTPClient
 
 /// Larger than any socket buffer pair, so sending it blocks on a client that does not read.
 let bigBody = [UInt8](repeating: UInt8(ascii: "a"), count: 16 << 20)

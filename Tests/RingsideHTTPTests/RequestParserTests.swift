@@ -1,5 +1,6 @@
 @testable import RingsideHTTP
 import Testing
+@testable import RingsideHTTPClient
 
 /// The parser on its own: exact outcomes for exact bytes, with no sockets in the way.
 @Suite("RequestParser")

@@ -2,6 +2,7 @@ import Foundation
 @testable import RingsideHTTP
 import RingsideTestSupport
 import Testing
+@testable import RingsideHTTPClient
 
 @Suite("YAMLSubset: the web configuration's YAML, and what it refuses with the line")
 struct YAMLSubsetTests {

@@ -4,6 +4,7 @@ import RingsideExport
 import RingsideHTTP
 import RingsideJSON
 import RingsideSystem
+import RingsideHTTPClient
 
 extension CollectorEndpoints {
     /// Where a capture is asked for (`POST`), and where the captures are listed and served.

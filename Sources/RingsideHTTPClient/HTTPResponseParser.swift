@@ -16,7 +16,7 @@
 /// With both `Transfer-Encoding` and `Content-Length`, the transfer coding frames the body (RFC
 /// 9112 §6.3): the connection is never used again, so nothing can be smuggled after it. Trailers
 /// are read and dropped.
-struct HTTPResponseParser {
+package struct HTTPResponseParser {
     let maxBodyBytes: Int
     static let maxHeadBytes = 64 << 10
     static let maxInterimResponses = 10

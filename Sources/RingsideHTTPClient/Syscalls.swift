@@ -1,8 +1,9 @@
-// RingsideHTTP's calls, named after what they do: the sockets' outcomes as the event loop tells
-// them apart, over RingsideSystem's thin wrappers (which read errno and make a call again after
-// EINTR), and the library calls with error conventions of their own (`getaddrinfo`,
-// `pthread_create`), made here. Everyone else in RingsideHTTP sees `IOResult`, `SyscallError`
-// and plain `Int32` descriptors.
+// The HTTP client's and server's calls (RingsideHTTPClient, RingsideHTTP), named after what they
+// do: the sockets' outcomes as the event loop tells them apart, over RingsideSystem's thin
+// wrappers (which read errno and make a call again after EINTR), and the library calls with error
+// conventions of their own (`getaddrinfo`, `pthread_create`), made here. Everyone else sees
+// `IOResult`, `SyscallError` and plain `Int32` descriptors. Here, not in RingsideHTTP, so that the
+// client is linked without OpenSSL (the operator's tools link it).
 //
 // Swift's Glibc module is built without _GNU_SOURCE, so accept4, eventfd, pipe2 and
 // pthread_setname_np are not visible. Rather than add a C shim target for them, this file uses
@@ -12,19 +13,19 @@
 #if canImport(Glibc)
 import Glibc
 #else
-#error("RingsideHTTP uses Glibc sockets and poll; build it on Linux.")
+#error("RingsideHTTPClient uses Glibc sockets and poll; build it on Linux.")
 #endif
 import RingsideSystem
 
 /// A failed system call: its name and the errno it left.
-struct SyscallError: Error, Equatable {
-    var call: String
-    var errno: Errno
+package struct SyscallError: Error, Equatable {
+    package var call: String
+    package var errno: Errno
 }
 
 /// What a non-blocking read or write did: the three outcomes the event loop tells apart, plus
 /// end of stream for reads.
-enum IOResult: Equatable {
+package enum IOResult: Equatable {
     case bytes(Int)
     case wouldBlock
     case endOfStream
@@ -32,7 +33,7 @@ enum IOResult: Equatable {
 }
 
 /// What `accept4` did on the non-blocking listening socket.
-enum AcceptResult: Equatable {
+package enum AcceptResult: Equatable {
     case accepted(Int32)
     /// The queue is empty: wait for the next readiness.
     case empty
@@ -45,22 +46,22 @@ enum AcceptResult: Equatable {
 }
 
 /// A resolved socket address, copied out of `getaddrinfo`'s list so nothing dangles.
-struct SocketAddress {
-    var storage = sockaddr_storage()
-    var length: socklen_t = 0
+package struct SocketAddress {
+    package var storage = sockaddr_storage()
+    package var length: socklen_t = 0
 
-    var family: Int32 { Int32(storage.ss_family) }
+    package var family: Int32 { Int32(storage.ss_family) }
 }
 
 /// The calls, named after what they do; each documents the C function it makes.
-enum Syscall {
+package enum Syscall {
     /// `body`'s result, or its errno as a `SyscallError` naming `call`.
     private static func named<T>(_ call: String, _ body: () throws(Errno) -> T) throws(SyscallError) -> T {
         do { return try body() } catch { throw SyscallError(call: call, errno: error) }
     }
 
     /// A new non-blocking, close-on-exec TCP socket. The corresponding C function is `socket`.
-    static func tcpSocket(family: Int32) throws(SyscallError) -> Int32 {
+    package static func tcpSocket(family: Int32) throws(SyscallError) -> Int32 {
         let type =
             Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
             | Int32(SOCK_CLOEXEC.rawValue)
@@ -69,18 +70,18 @@ enum Syscall {
 
     /// Lets a restarted collector rebind its port while old connections sit in TIME_WAIT.
     /// The corresponding C function is `setsockopt(SO_REUSEADDR)`.
-    static func setReuseAddress(_ fd: Int32) throws(SyscallError) {
+    package static func setReuseAddress(_ fd: Int32) throws(SyscallError) {
         try named("setsockopt(SO_REUSEADDR)") { () throws(Errno) in try System.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, 1) }
     }
 
     /// Sends each response as soon as it is written instead of waiting on the peer's ACK; our
     /// responses are single writes, so Nagle only adds latency. Failure is harmless and ignored.
-    static func setNoDelay(_ fd: Int32) {
+    package static func setNoDelay(_ fd: Int32) {
         try? System.setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
     }
 
     /// The corresponding C function is `bind`.
-    static func bind(_ fd: Int32, to address: SocketAddress) throws(SyscallError) {
+    package static func bind(_ fd: Int32, to address: SocketAddress) throws(SyscallError) {
         var storage = address.storage
         let result = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
@@ -93,7 +94,7 @@ enum Syscall {
     /// Starts connecting the non-blocking socket `fd` to `address`: true when it connected at
     /// once, false when the connection goes on (`EINPROGRESS`, or `EINTR`, after which it goes on
     /// too): `poll` for `POLLOUT`, then `connectionError`. The corresponding C function is `connect`.
-    static func connect(_ fd: Int32, to address: SocketAddress) throws(SyscallError) -> Bool {
+    package static func connect(_ fd: Int32, to address: SocketAddress) throws(SyscallError) -> Bool {
         var storage = address.storage
         let result = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
@@ -109,7 +110,7 @@ enum Syscall {
 
     /// How a connection `connect` left going on ended: nil once connected, else why it failed.
     /// The corresponding C function is `getsockopt(SO_ERROR)`.
-    static func connectionError(_ fd: Int32) -> Errno? {
+    package static func connectionError(_ fd: Int32) -> Errno? {
         do {
             let code = try System.getsockopt(fd, SOL_SOCKET, SO_ERROR)
             return code == 0 ? nil : Errno(rawValue: code)
@@ -119,13 +120,13 @@ enum Syscall {
     }
 
     /// The corresponding C function is `listen`.
-    static func listen(_ fd: Int32, backlog: Int32) throws(SyscallError) {
+    package static func listen(_ fd: Int32, backlog: Int32) throws(SyscallError) {
         try named("listen") { () throws(Errno) in try System.listen(fd, backlog: backlog) }
     }
 
     /// The address the kernel actually bound, which carries the port it chose for port 0.
     /// The corresponding C function is `getsockname`.
-    static func localAddress(_ fd: Int32) throws(SyscallError) -> SocketAddress {
+    package static func localAddress(_ fd: Int32) throws(SyscallError) -> SocketAddress {
         var address = SocketAddress()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let result = withUnsafeMutablePointer(to: &address.storage) {
@@ -140,7 +141,7 @@ enum Syscall {
 
     /// Takes one pending connection as a non-blocking, close-on-exec socket.
     /// The corresponding C functions are `accept` and `fcntl`.
-    static func accept(_ listenFD: Int32) -> AcceptResult {
+    package static func accept(_ listenFD: Int32) -> AcceptResult {
         let fd: Int32
         do { fd = try System.accept(listenFD) } catch {
             switch error {
@@ -158,13 +159,13 @@ enum Syscall {
 
     /// Whether a connection waits in the listening socket's queue, without taking it.
     /// The corresponding C function is `poll` with no timeout.
-    static func hasPendingConnection(_ listenFD: Int32) -> Bool {
+    package static func hasPendingConnection(_ listenFD: Int32) -> Bool {
         var probe = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
         return (try? System.poll(&probe, timeoutMillis: 0)) == 1 && probe[0].revents & Int16(POLLIN) != 0
     }
 
     /// The corresponding C function is `recv`.
-    static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
+    package static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) -> IOResult {
         do {
             let n = try System.recv(fd, into: buffer, flags: Int32(MSG_DONTWAIT))
             return n > 0 ? .bytes(n) : .endOfStream
@@ -175,7 +176,7 @@ enum Syscall {
 
     /// Writes without ever raising SIGPIPE: a client that hung up is an `EPIPE` result, not a
     /// dead daemon. The corresponding C function is `send` with `MSG_NOSIGNAL`.
-    static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> IOResult {
+    package static func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> IOResult {
         do {
             return .bytes(try System.send(fd, bytes, flags: Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)))
         } catch {
@@ -185,7 +186,7 @@ enum Syscall {
 
     /// Sends our FIN while still reading, so a client whose request we did not read in full gets
     /// the response before a reset. The corresponding C function is `shutdown(SHUT_WR)`.
-    static func shutdownWrite(_ fd: Int32) {
+    package static func shutdownWrite(_ fd: Int32) {
         try? System.shutdown(fd, Int32(SHUT_WR))
     }
 
@@ -198,7 +199,7 @@ enum Syscall {
 
     /// A self-pipe: `stop()` writes a byte to `write` so the event loop, polling `read`, wakes
     /// from `poll` at once. The corresponding C function is `pipe`.
-    static func makeWakeup() throws(SyscallError) -> (read: Int32, write: Int32) {
+    package static func makeWakeup() throws(SyscallError) -> (read: Int32, write: Int32) {
         let ends = try named("pipe") { () throws(Errno) in try System.pipe() }
         do {
             try setNonBlockingCloseOnExec(ends.read)
@@ -214,12 +215,12 @@ enum Syscall {
     /// Makes the wake-up pipe readable. The pipe is non-blocking: when it is full (the loop has
     /// not woken yet) the write fails, and the pipe is readable all the same, so the result is
     /// not checked.
-    static func signalWakeup(_ writeEnd: Int32) {
+    package static func signalWakeup(_ writeEnd: Int32) {
         _ = try? withUnsafeBytes(of: UInt8(1)) { (byte) throws(Errno) in try System.write(writeEnd, byte) }
     }
 
     /// Reads the wake-up pipe empty. The corresponding C function is `read`.
-    static func drainWakeup(_ readEnd: Int32) {
+    package static func drainWakeup(_ readEnd: Int32) {
         var bytes = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         let size = MemoryLayout.size(ofValue: bytes)
         while (try? withUnsafeMutableBytes(of: &bytes) { (buffer) throws(Errno) in try System.read(readEnd, into: buffer) }) == size {}
@@ -227,7 +228,7 @@ enum Syscall {
 
     /// `/dev/null`, held open as the spare descriptor the loop frees when `accept` finds none
     /// (see `DescriptorShortage`); -1 when none is free. The corresponding C function is `open`.
-    static func openSpareDescriptor() -> Int32 {
+    package static func openSpareDescriptor() -> Int32 {
         (try? System.open("/dev/null", O_RDONLY | O_CLOEXEC)) ?? -1
     }
 
@@ -235,7 +236,7 @@ enum Syscall {
     /// On Linux the nice value is a thread's own: `PRIO_PROCESS` with id 0 is the calling thread.
     /// Failure (a sandbox that forbids it) leaves the priority as it was. The corresponding C
     /// functions are `getpriority` and `setpriority`.
-    static func lowerThreadPriority(by increment: Int32) {
+    package static func lowerThreadPriority(by increment: Int32) {
         let which = __priority_which_t(PRIO_PROCESS.rawValue)
         guard let current = try? System.getpriority(which, 0) else { return }
         try? System.setpriority(which, 0, min(19, current + increment))
@@ -243,7 +244,7 @@ enum Syscall {
 
     /// Milliseconds on a clock that never jumps, for deadlines.
     /// The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
-    static func monotonicMillis() -> Int64 {
+    package static func monotonicMillis() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
@@ -252,7 +253,7 @@ enum Syscall {
     /// Resolves a host for a TCP socket, passive (to listen on) or not (to connect to), in the
     /// order the system prefers. Returns the `gai_strerror` text on failure. The corresponding C
     /// function is `getaddrinfo`.
-    static func resolve(host: String, port: Int, passive: Bool = true) -> Result<[SocketAddress], ResolveFailure> {
+    package static func resolve(host: String, port: Int, passive: Bool = true) -> Result<[SocketAddress], ResolveFailure> {
         var hints = addrinfo()
         hints.ai_flags = (passive ? AI_PASSIVE : 0) | AI_NUMERICSERV
         hints.ai_family = AF_UNSPEC
@@ -277,12 +278,12 @@ enum Syscall {
         return .success(addresses)
     }
 
-    struct ResolveFailure: Error { var message: String }
+    package struct ResolveFailure: Error { package var message: String }
 
     /// Starts a dedicated OS thread running `body`. Returns the pthread error code on failure
     /// (pthread functions return it rather than setting errno).
     /// The corresponding C function is `pthread_create`.
-    static func startThread(_ body: @escaping () -> Void) -> Result<Thread, SyscallError> {
+    package static func startThread(_ body: @escaping () -> Void) -> Result<Thread, SyscallError> {
         final class Box {
             let body: () -> Void
             init(body: @escaping () -> Void) { self.body = body }
@@ -304,10 +305,10 @@ enum Syscall {
     }
 
     /// A started thread, to join.
-    typealias Thread = pthread_t
+    package typealias Thread = pthread_t
 
     /// The corresponding C function is `pthread_join`.
-    static func join(_ thread: Thread) {
+    package static func join(_ thread: Thread) {
         _ = pthread_join(thread, nil)
     }
 }
@@ -337,7 +338,7 @@ extension SocketAddress {
     }
 
     /// "127.0.0.1:9464" or "[::1]:9464", for logs and error messages.
-    var description: String {
+    package var description: String {
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         switch internetAddress {
         case .v4(var sin):
@@ -352,7 +353,7 @@ extension SocketAddress {
     }
 
     /// The port in host byte order, 0 for families without one.
-    var port: Int {
+    package var port: Int {
         switch internetAddress {
         case .v4(let sin): Int(UInt16(bigEndian: sin.sin_port))
         case .v6(let sin6): Int(UInt16(bigEndian: sin6.sin6_port))
@@ -361,7 +362,7 @@ extension SocketAddress {
     }
 
     /// True for 127.0.0.0/8, ::1 and IPv4-mapped 127.x: the addresses only this host can reach.
-    var isLoopback: Bool {
+    package var isLoopback: Bool {
         switch internetAddress {
         case .v4(let sin):
             return UInt32(bigEndian: sin.sin_addr.s_addr) >> 24 == 127
