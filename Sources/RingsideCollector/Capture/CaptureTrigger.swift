@@ -44,6 +44,4 @@ package enum CaptureTrigger: Sendable, Equatable {
         case .request: ""
         }
     }
-
-    static let kinds = ["slo", "threshold", "bot_died", "bot_stopped", "request"]
 }
