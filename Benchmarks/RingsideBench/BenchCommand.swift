@@ -5,21 +5,21 @@ import RingsideCommandLine
 import RingsideJSON
 
 /// ringside-bench's command line.
-public struct BenchCommand: Sendable, Equatable {
-    public enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst, gap }
+package struct BenchCommand: Sendable, Equatable {
+    package enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst, gap }
 
     /// Which benchmarks, in order: all of them when none is named.
-    public var benchmarks: [Benchmark] = Benchmark.allCases
-    public var json = false
-    public var settings = BenchSettings()
+    package var benchmarks: [Benchmark] = Benchmark.allCases
+    package var json = false
+    package var settings = BenchSettings()
     /// Where to write the emit rows' percentile chart.
-    public var svgPath: String?
+    package var svgPath: String?
     /// Emit rows and collector groups to run (`--row`); a benchmark none of them names runs all of its own.
-    public var rows: Set<String> = []
+    package var rows: Set<String> = []
 
-    public init() {}
+    package init() {}
 
-    public static let usage = """
+    package static let usage = """
         usage: ringside-bench [emit | collector | scrape | burst | gap] [options]
 
         Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
@@ -50,16 +50,16 @@ public struct BenchCommand: Sendable, Equatable {
         """
 
     /// What `--version` prints: `ringside-bench 0.3.0 (revision abc1234)`.
-    public static var versionLine: String { RingsideVersion.line(program: "ringside-bench") }
+    package static var versionLine: String { RingsideVersion.line(program: "ringside-bench") }
 
     /// Parses arguments (without the program name); nil means `--help` or `--version`.
-    public static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand? {
+    package static func parse(_ arguments: [String]) throws(UsageError) -> BenchCommand? {
         guard case let .run(command) = try invocation(arguments) else { return nil }
         return command
     }
 
     /// Parses arguments (without the program name): the benchmarks to run, or `--help`, or `--version`.
-    public static func invocation(_ arguments: [String]) throws(UsageError) -> Invocation<BenchCommand> {
+    package static func invocation(_ arguments: [String]) throws(UsageError) -> Invocation<BenchCommand> {
         var command = BenchCommand()
         var named: [Benchmark] = []
         var stream = ArgumentStream(arguments)

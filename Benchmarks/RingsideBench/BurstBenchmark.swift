@@ -8,8 +8,8 @@ import RingsideTestSupport
 /// and quantiles, with the lane sampling when it would fill (the default) and dropping when full
 /// (as before sampling), over seeds. The burst is `BurstShape`'s (as `BurstSamplingTests`'s), drained
 /// in steps by this thread, so each seed's figures are the same on every run and machine.
-public enum BurstBenchmark {
-    public static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> BurstReport {
+package enum BurstBenchmark {
+    package static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> BurstReport {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
         let directory = try scratch.subdirectory("burst")

@@ -13,13 +13,13 @@ import Glibc
 
 /// `ringside-bench collector`: how fast the collector drains and aggregates, how soon a record
 /// is visible in its snapshot, and what it costs to run at a million records a second.
-public enum CollectorBenchmark {
+package enum CollectorBenchmark {
     /// The groups of rows `--row` may name: the drain rows, the live run's (e2e, cpu, rss), the
     /// thread sampler's.
-    public static let rowGroups = ["drain", "live", "sampler"]
+    package static let rowGroups = ["drain", "live", "sampler"]
 
     /// Runs the groups of rows named in `only` (every group when it names none of them).
-    public static func run(
+    package static func run(
         _ settings: BenchSettings, only: Set<String> = [], progress: (String) -> Void = { _ in }
     ) throws(BenchError) -> CollectorReport {
         let groups = only.isDisjoint(with: rowGroups) ? Set(rowGroups) : only

@@ -13,22 +13,22 @@ import RingsideJSON
 import RingsideSystem
 
 /// How long and how finely to measure.
-public struct BenchSettings: Sendable, Equatable {
+package struct BenchSettings: Sendable, Equatable {
     /// Seconds of measurement per emit row (over all its rounds), and per collector phase.
-    public var seconds: Double
+    package var seconds: Double
     /// Calls per timed batch.
-    public var batchSize: Int
+    package var batchSize: Int
     /// Emit rounds: each runs every row once, in order, for `seconds / rounds`.
-    public var rounds: Int
+    package var rounds: Int
     /// The collector's `--poll` in the collector benchmark's live run.
-    public var collectorPollNanos: UInt64
+    package var collectorPollNanos: UInt64
     /// Records in the emit rows' rings (and in each of the bot rows' lanes). The rows write 50 to
     /// 150 M records/s, a hundred times a busy bot's rate, so the default is 8 times the
     /// library's (10 ms of them instead of about 1): a consumer that the scheduler pauses for a
     /// tick does not turn the rows into drops.
-    public var ringCapacity: Int
+    package var ringCapacity: Int
 
-    public init(
+    package init(
         seconds: Double = 2, batchSize: Int = 16, rounds: Int = 5,
         collectorPollNanos: UInt64 = CollectorOptions().pollNanos, ringCapacity: Int = 1 << 20
     ) {
@@ -40,7 +40,7 @@ public struct BenchSettings: Sendable, Equatable {
     }
 
     /// `--quick`: a few seconds in all.
-    public static let quick = BenchSettings(seconds: 0.25, rounds: 3)
+    package static let quick = BenchSettings(seconds: 0.25, rounds: 3)
 }
 
 /// `ringside-bench emit`: what each way of emitting one metric costs, side by side.
@@ -60,9 +60,9 @@ public struct BenchSettings: Sendable, Equatable {
 /// again on CLOCK_MONOTONIC (`ringside.span.monotonic`, `c.span.monotonic`: the clock switched with
 /// `rs_span_clock_select` for the round, as a machine without a usable TSC runs them); `clock.tsc`
 /// is the TSC's read alone, beside `clock.precise`'s.
-public enum EmitBenchmark {
+package enum EmitBenchmark {
     /// The rows, in the order they run in each round and are printed.
-    public static let rowNames = [
+    package static let rowNames = [
         "ringside.record", "ringside.record.signed", "ringside.record.sampled", "ringside.record.exemplar", "ringside.record.worker",
         "ringside.counter", "ringside.counter.fractional", "ringside.gauge", "ringside.span", "ringside.span.monotonic",
         "ringside.record.4threads",
@@ -75,10 +75,10 @@ public enum EmitBenchmark {
     /// in ringside.h (issue 27), frozen in CRingsideBench, into a floor that never samples, and
     /// `c.record` with rs_bot_record as it was before CONTROL (issue 41), so each change's cost is
     /// read in one process, beside the row it is compared with.
-    public static let abRowNames = ["c.floor.before", "c.record.before"]
+    package static let abRowNames = ["c.floor.before", "c.record.before"]
 
     /// Every row `--row` takes.
-    public static var allRowNames: [String] { rowNames + abRowNames }
+    package static var allRowNames: [String] { rowNames + abRowNames }
 
     /// Threads in `ringside.record.4threads`.
     static let botThreads = 4
@@ -99,7 +99,7 @@ public enum EmitBenchmark {
     }
 
     /// Runs every row; `only` picks some of them by name.
-    public static func run(
+    package static func run(
         _ settings: BenchSettings, only: Set<String> = [],
         progress: (String) -> Void = { _ in }
     ) throws(BenchError) -> EmitReport {

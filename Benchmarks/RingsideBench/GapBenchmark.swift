@@ -13,15 +13,15 @@ import RingsideSystem
 /// then a sleep until the next is due; late, it catches up at once) into one lane of the size,
 /// sampling off (a full lane drops), beside a collector started as the daemon starts it; the rows
 /// run in turn, round after round, so the machine's load falls on each alike.
-public enum GapBenchmark {
+package enum GapBenchmark {
     /// The rows: records a second, and the lane's records; each with the drain thread's slice
     /// of 0.1 ms (as the collector asks) and with the kernel's default.
-    public static let shapes: [(rate: Int, capacity: Int)] = [
+    package static let shapes: [(rate: Int, capacity: Int)] = [
         (2_000_000, 4_096), (2_000_000, 8_192), (2_000_000, 16_384), (2_000_000, 32_768), (500_000, 1_024), (500_000, 4_096),
     ]
     static let slices: [UInt64] = [100_000, 0]
 
-    public static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> GapReport {
+    package static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> GapReport {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
         let rounds = max(1, settings.rounds)
@@ -111,44 +111,44 @@ public enum GapBenchmark {
 }
 
 /// What `ringside-bench gap` measured.
-public struct GapReport: Sendable {
+package struct GapReport: Sendable {
     /// One row: a rate and a lane size, over rounds.
-    public struct Row: Sendable {
-        public var rate: Int
-        public var capacity: Int
+    package struct Row: Sendable {
+        package var rate: Int
+        package var capacity: Int
         /// The drain thread's scheduler slice (0: the kernel's default).
-        public var drainSliceNanos: UInt64
-        public var rounds: [Round] = []
+        package var drainSliceNanos: UInt64
+        package var rounds: [Round] = []
 
-        public var name: String {
+        package var name: String {
             let rateText = rate % 1_000_000 == 0 ? "\(rate / 1_000_000)M" : "\(rate / 1_000)k"
             return "\(rateText)/s into \(capacity), " + (drainSliceNanos == 0 ? "default slice" : "slice \(drainSliceNanos / 1_000) µs")
         }
         /// How long the lane holds at the rate.
-        public var roomMilliseconds: Double { Double(capacity) / Double(rate) * 1e3 }
-        public var attempts: UInt64 { rounds.reduce(0) { $0 + $1.attempts } }
-        public var dropped: UInt64 { rounds.reduce(0) { $0 + $1.dropped } }
-        public var dropPercents: [Double] { rounds.map { Double($0.dropped) / Double(max(1, $0.attempts)) * 100 } }
-        public var largestBurst: UInt64 { rounds.map(\.largestBurst).max() ?? 0 }
+        package var roomMilliseconds: Double { Double(capacity) / Double(rate) * 1e3 }
+        package var attempts: UInt64 { rounds.reduce(0) { $0 + $1.attempts } }
+        package var dropped: UInt64 { rounds.reduce(0) { $0 + $1.dropped } }
+        package var dropPercents: [Double] { rounds.map { Double($0.dropped) / Double(max(1, $0.attempts)) * 100 } }
+        package var largestBurst: UInt64 { rounds.map(\.largestBurst).max() ?? 0 }
         /// Every round's gaps together.
-        public var gaps: Histogram {
+        package var gaps: Histogram {
             var all = Histogram()
             for round in rounds { all.merge(round.gaps) }
             return all
         }
     }
 
-    public struct Round: Sendable {
-        public var attempts: UInt64
-        public var dropped: UInt64
+    package struct Round: Sendable {
+        package var attempts: UInt64
+        package var dropped: UInt64
         /// The most records the producer wrote between two of its sleeps.
-        public var largestBurst: UInt64
-        public var gaps: Histogram
+        package var largestBurst: UInt64
+        package var gaps: Histogram
     }
 
-    public var machine: Machine
-    public var method: String
-    public var rows: [Row]
+    package var machine: Machine
+    package var method: String
+    package var rows: [Row]
 
     static let quantiles = [0.5, 0.99, 0.999]
 
@@ -176,7 +176,7 @@ public struct GapReport: Sendable {
         ])
     }
 
-    public var table: String {
+    package var table: String {
         var table = TextTable(
             columns: ["row", "room", "dropped", "rounds dropping", "gap p50", "p99", "p99.9", "max", "gaps", "largest burst"])
         for row in rows {

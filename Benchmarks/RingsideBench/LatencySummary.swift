@@ -7,34 +7,34 @@ import Glibc
 /// Built from the raw times of batches of `batchSize` calls: each batch's time, less the timer's
 /// own measured cost, divided by the batch size, is one per-call sample. Percentiles are exact
 /// (nearest rank over the sorted samples).
-public struct LatencySummary: Sendable, Equatable {
-    public var name: String
-    public var p50: Double
-    public var p90: Double
-    public var p99: Double
-    public var p999: Double
-    public var max: Double
-    public var mean: Double
+package struct LatencySummary: Sendable, Equatable {
+    package var name: String
+    package var p50: Double
+    package var p90: Double
+    package var p99: Double
+    package var p999: Double
+    package var max: Double
+    package var mean: Double
     /// From a separate untimed loop of calls, timed as a whole.
-    public var callsPerSecond: Double
+    package var callsPerSecond: Double
     /// Calls whose record was not delivered (a full ring, a full socket buffer).
-    public var dropped: UInt64
+    package var dropped: UInt64
     /// Per-call samples (batches) behind the percentiles.
-    public var samples: Int
+    package var samples: Int
     /// The percentile curve for the chart: (percentile in [0, 1), ns per call).
-    public var curve: [CurvePoint]
+    package var curve: [CurvePoint]
     /// Each round's p50, in the order the rounds ran (empty for a row measured in one go).
-    public var roundP50s: [Double] = []
+    package var roundP50s: [Double] = []
     /// The median over the rounds of this row's p50 divided by `c.floor`'s in the same round;
     /// nil when `c.floor` did not run.
-    public var floorRatio: Double?
+    package var floorRatio: Double?
 
-    public struct CurvePoint: Sendable, Equatable {
-        public var percentile: Double
-        public var nanoseconds: Double
+    package struct CurvePoint: Sendable, Equatable {
+        package var percentile: Double
+        package var nanoseconds: Double
     }
 
-    public init(
+    package init(
         name: String, p50: Double, p90: Double, p99: Double, p999: Double, max: Double, mean: Double,
         callsPerSecond: Double, dropped: UInt64, samples: Int, curve: [CurvePoint] = []
     ) {
@@ -57,7 +57,7 @@ public struct LatencySummary: Sendable, Equatable {
     ///   - batchSize: calls per batch.
     ///   - timerNanos: the timer's own cost (two clock reads back to back), subtracted from each
     ///     batch; a batch faster than the timer counts as zero.
-    public init(
+    package init(
         name: String, batchNanos: [UInt32], batchSize: Int, timerNanos: Double,
         callsPerSecond: Double, dropped: UInt64
     ) {
@@ -76,16 +76,16 @@ public struct LatencySummary: Sendable, Equatable {
 }
 
 /// One row's measurement in one round of the emit benchmark.
-public struct RoundSample: Sendable, Equatable {
+package struct RoundSample: Sendable, Equatable {
     /// Each timed batch's time, timer included.
-    public var batchNanos: [UInt32]
+    package var batchNanos: [UInt32]
     /// Calls made in the untimed loop, and how long it ran.
-    public var calls: UInt64
-    public var elapsedNanos: UInt64
+    package var calls: UInt64
+    package var elapsedNanos: UInt64
     /// Calls whose record was not delivered in this round.
-    public var dropped: UInt64
+    package var dropped: UInt64
 
-    public init(batchNanos: [UInt32], calls: UInt64, elapsedNanos: UInt64, dropped: UInt64) {
+    package init(batchNanos: [UInt32], calls: UInt64, elapsedNanos: UInt64, dropped: UInt64) {
         self.batchNanos = batchNanos
         self.calls = calls
         self.elapsedNanos = elapsedNanos
@@ -93,7 +93,7 @@ public struct RoundSample: Sendable, Equatable {
     }
 
     /// Several threads' samples of one round, taken at the same time: their calls add up.
-    public static func concurrent(_ parts: [RoundSample]) -> RoundSample {
+    package static func concurrent(_ parts: [RoundSample]) -> RoundSample {
         RoundSample(
             batchNanos: parts.flatMap(\.batchNanos), calls: parts.reduce(0) { $0 &+ $1.calls },
             elapsedNanos: parts.map(\.elapsedNanos).max() ?? 0, dropped: parts.reduce(0) { $0 &+ $1.dropped })
@@ -115,7 +115,7 @@ extension LatencySummary {
     /// p50s, so a round the machine ran slow in moves it little; the other percentiles pool every
     /// round's samples; calls/s is all the calls over all the untimed time.
     /// - Parameter floorRoundP50s: `c.floor`'s p50 in each of the same rounds, for `floorRatio`.
-    public init(name: String, rounds: [RoundSample], batchSize: Int, timerNanos: Double, floorRoundP50s: [Double]?) {
+    package init(name: String, rounds: [RoundSample], batchSize: Int, timerNanos: Double, floorRoundP50s: [Double]?) {
         let elapsed = rounds.reduce(0) { $0 &+ $1.elapsedNanos }
         self.init(
             name: name, batchNanos: rounds.flatMap(\.batchNanos), batchSize: batchSize, timerNanos: timerNanos,
@@ -131,29 +131,29 @@ extension LatencySummary {
 }
 
 /// Exact percentiles of sorted samples.
-public enum Percentiles {
+package enum Percentiles {
     /// The nearest-rank percentile: the smallest sample with at least `p` of the samples at or
     /// below it (`p` in [0, 1]); 0 for no samples.
-    public static func value(at p: Double, sorted samples: [Double]) -> Double {
+    package static func value(at p: Double, sorted samples: [Double]) -> Double {
         guard !samples.isEmpty else { return 0 }
         let rank = Int((p * Double(samples.count)).rounded(.up))
         return samples[Swift.min(Swift.max(rank, 1), samples.count) - 1]
     }
 
     /// The same, for integers (the collector's e2e samples).
-    public static func value(at p: Double, sorted samples: [UInt64]) -> UInt64 {
+    package static func value(at p: Double, sorted samples: [UInt64]) -> UInt64 {
         guard !samples.isEmpty else { return 0 }
         let rank = Int((p * Double(samples.count)).rounded(.up))
         return samples[Swift.min(Swift.max(rank, 1), samples.count) - 1]
     }
 
     /// "Nines" of a percentile: -log10(1 - p); 0.9 is 1, 0.99 is 2, 0.999 is 3.
-    public static func nines(_ p: Double) -> Double { -log10(Swift.max(1 - p, 1e-12)) }
+    package static func nines(_ p: Double) -> Double { -log10(Swift.max(1 - p, 1e-12)) }
 
     /// The percentile curve at evenly spaced nines, from the median's left (p = 0) to as many
     /// nines as the samples resolve (log10 of their count, at most 5). The maximum, at infinite
     /// nines, is not on it.
-    public static func curve(sorted samples: [Double], steps: Int = 100) -> [LatencySummary.CurvePoint] {
+    package static func curve(sorted samples: [Double], steps: Int = 100) -> [LatencySummary.CurvePoint] {
         guard !samples.isEmpty else { return [] }
         let top = Swift.min(5, log10(Double(samples.count)))
         guard top > 0 else { return [.init(percentile: 0, nanoseconds: samples[0])] }

@@ -8,22 +8,22 @@ import RingsideJSON
 import RingsideSystem
 
 /// The machine a run happened on, as docs/benchmarks.md's tables name it.
-public struct Machine: Sendable, Equatable {
+package struct Machine: Sendable, Equatable {
     /// `/proc/cpuinfo`'s model name.
-    public var cpu: String
+    package var cpu: String
     /// Online CPUs, and those this process may use.
-    public var cores: Int
-    public var allowedCores: Int
+    package var cores: Int
+    package var allowedCores: Int
     /// The kernel's clock source (`tsc`, `kvm-clock`, `hpet`, ...): what CLOCK_MONOTONIC costs.
-    public var clockSource: String
+    package var clockSource: String
     /// `uname -sr -m`.
-    public var kernel: String
+    package var kernel: String
     /// Whether the measuring threads were pinned to CPUs of their own.
-    public var pinned: Bool
+    package var pinned: Bool
     /// The clock this process times spans with, and why (`Bot.spanClockDescription`).
-    public var spanClock: String
+    package var spanClock: String
 
-    public init(
+    package init(
         cpu: String, cores: Int, allowedCores: Int, clockSource: String, kernel: String, pinned: Bool, spanClock: String = ""
     ) {
         self.cpu = cpu
@@ -36,7 +36,7 @@ public struct Machine: Sendable, Equatable {
     }
 
     /// The machine this process runs on.
-    public static func current(pinned: Bool) -> Machine {
+    package static func current(pinned: Bool) -> Machine {
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
         let model =
             cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
@@ -66,7 +66,7 @@ public struct Machine: Sendable, Equatable {
     }
 
     /// One line for the table's heading.
-    public var line: String {
+    package var line: String {
         "\(cpu), \(cores) cores (\(allowedCores) usable), clocksource \(clockSource), \(kernel)"
             + (pinned ? ", threads pinned" : ", threads not pinned")
     }

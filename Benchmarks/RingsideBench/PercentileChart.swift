@@ -6,12 +6,12 @@ import RingsideJSON
 /// An SVG chart of latency percentile curves: x is the percentile on a "nines" scale
 /// (-log10(1 - p): 90 %, 99 %, 99.9 % evenly spaced), y is ns per call on a log scale; one line
 /// per row. Self-contained (no scripts, no external fonts), for docs/benchmarks.md.
-public struct PercentileChart {
-    public var title: String
-    public var subtitle: String
-    public var rows: [LatencySummary]
+package struct PercentileChart {
+    package var title: String
+    package var subtitle: String
+    package var rows: [LatencySummary]
 
-    public init(title: String, subtitle: String, rows: [LatencySummary]) {
+    package init(title: String, subtitle: String, rows: [LatencySummary]) {
         self.title = title
         self.subtitle = subtitle
         self.rows = rows
@@ -23,7 +23,7 @@ public struct PercentileChart {
         "#17becf", "#7f7f7f", "#bcbd22", "#393b79", "#8c6d31",
     ]
 
-    public var svg: String {
+    package var svg: String {
         let width = 820.0, height = 460.0
         let left = 70.0, right = 190.0, top = 56.0, bottom = 50.0
         let plotWidth = width - left - right, plotHeight = height - top - bottom

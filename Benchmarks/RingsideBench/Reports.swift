@@ -3,15 +3,15 @@ import Glibc
 import RingsideJSON
 #endif
 
-// The reports are public for `ringside-bench` to print; only this module (and its tests, through
+// The reports are package for `ringside-bench` to print; only this module (and its tests, through
 // @testable) makes them, so the memberwise initializers Swift writes, internal, serve.
 
 /// The result of `ringside-bench emit`.
-public struct EmitReport: Sendable {
-    public var machine: Machine
+package struct EmitReport: Sendable {
+    package var machine: Machine
     /// How the per-call times were taken, in one paragraph.
-    public var method: String
-    public var rows: [LatencySummary]
+    package var method: String
+    package var rows: [LatencySummary]
 
     /// The one JSON object `--json` prints.
     package var json: JSON {
@@ -38,7 +38,7 @@ public struct EmitReport: Sendable {
     }
 
     /// The table for people.
-    public var table: String {
+    package var table: String {
         var table = TextTable(columns: [
             "row", "p50 ns", "×c.floor", "rounds' p50", "p90 ns", "p99 ns", "p99.9 ns",
             "max ns", "mean ns", "calls/s", "dropped",
@@ -75,33 +75,33 @@ public struct EmitReport: Sendable {
 }
 
 /// The result of `ringside-bench collector`.
-public struct CollectorReport: Sendable {
+package struct CollectorReport: Sendable {
     /// A drain row (see `DrainBenchmark`): its nanoseconds per record in each round (of the drain
     /// thread's CPU time), and its ratios to the 1-ring row and the baseline in the same rounds.
-    public struct Drain: Sendable, Equatable {
-        public var name: String
+    package struct Drain: Sendable, Equatable {
+        package var name: String
         /// Rings drained; 0 for the baseline.
-        public var rings: Int
-        public var roundNanosPerRecord: [Double]
+        package var rings: Int
+        package var roundNanosPerRecord: [Double]
         /// The median over the rounds.
-        public var nanosPerRecord: Double
+        package var nanosPerRecord: Double
         /// The same of the wall time (which counts the time the thread waited for its CPU).
-        public var roundWallNanosPerRecord: [Double]
-        public var wallNanosPerRecord: Double
+        package var roundWallNanosPerRecord: [Double]
+        package var wallNanosPerRecord: Double
         /// Medians over the rounds of this row's figure over the 1-ring row's and the baseline's.
-        public var overOneRing: Double?
-        public var overBaseline: Double?
+        package var overOneRing: Double?
+        package var overBaseline: Double?
         /// A `.recorder` row's: the median over the rounds of its figure over the same rings'
         /// drained without the flight recorder.
-        public var overWithoutRecorder: Double?
+        package var overWithoutRecorder: Double?
         /// A `.recorder` row's: the most bytes its recorder held after a pass (checked within its budget after each).
-        public var recorderPeakBytes: Int?
+        package var recorderPeakBytes: Int?
         /// Records drained in the timed passes, and how many passes.
-        public var records: UInt64
-        public var passes: Int
-        public var recordsPerSecond: Double { nanosPerRecord > 0 ? 1e9 / nanosPerRecord : 0 }
+        package var records: UInt64
+        package var passes: Int
+        package var recordsPerSecond: Double { nanosPerRecord > 0 ? 1e9 / nanosPerRecord : 0 }
 
-        public init(
+        package init(
             name: String, rings: Int, roundNanosPerRecord: [Double], oneRingRoundNanos: [Double], baselineRoundNanos: [Double],
             roundWallNanosPerRecord: [Double], records: UInt64, passes: Int, withoutRecorderRoundNanos: [Double]? = nil,
             recorderPeakBytes: Int? = nil
@@ -128,48 +128,48 @@ public struct CollectorReport: Sendable {
         }
     }
 
-    public var machine: Machine
-    public var method: String
-    public var drains: [Drain]
+    package var machine: Machine
+    package var method: String
+    package var drains: [Drain]
     /// Emit-to-visible latency of each kind: a histogram's record, a counter's increment, a gauge's set.
-    public var endToEnd: [EndToEnd]
+    package var endToEnd: [EndToEnd]
     /// The drain thread's CPU, in % of one core, while producers write `loadRecordsPerSecond`.
-    public var cpuPercent: Double
-    public var loadRecordsPerSecond: Double
+    package var cpuPercent: Double
+    package var loadRecordsPerSecond: Double
     /// Records the paced producer's ring dropped (the collector fell behind).
-    public var loadDropped: UInt64 = 0
+    package var loadDropped: UInt64 = 0
     /// VmRSS of the process during that run, and its anonymous part (the collector's heap).
-    public var rssMegabytes: Double
-    public var rssAnonMegabytes: Double
+    package var rssMegabytes: Double
+    package var rssAnonMegabytes: Double
     /// The thread sampler's rows (see `ThreadSamplerBenchmark`).
-    public var threadSampling: [ThreadSampling] = []
+    package var threadSampling: [ThreadSampling] = []
     /// Whether the live run ran (e2e, cpu and rss are its rows).
-    public var liveRun = true
+    package var liveRun = true
 
     /// From just before a call to the first snapshot that shows it, for one kind of metric.
-    public struct EndToEnd: Sendable, Equatable {
+    package struct EndToEnd: Sendable, Equatable {
         /// "histogram", "counter" or "gauge".
-        public var kind: String
+        package var kind: String
         /// Microseconds.
-        public var p50Micros: Double
-        public var p99Micros: Double
-        public var samples: Int
-        public var name: String { "e2e.\(kind)" }
+        package var p50Micros: Double
+        package var p99Micros: Double
+        package var samples: Int
+        package var name: String { "e2e.\(kind)" }
     }
 
     /// What the collector's thread sampler cost at `lanes` lanes held by live threads.
-    public struct ThreadSampling: Sendable, Equatable {
-        public var name: String
-        public var lanes: Int
-        public var processes: Int
+    package struct ThreadSampling: Sendable, Equatable {
+        package var name: String
+        package var lanes: Int
+        package var processes: Int
         /// The sampler thread's CPU, in % of one core.
-        public var cpuPercent: Double
+        package var cpuPercent: Double
         /// Rounds in the measured time; the most threads a round left for later (its budget spent).
-        public var rounds: Int
-        public var deferredMost: Int
+        package var rounds: Int
+        package var deferredMost: Int
         /// `/proc` files it kept open, and how many it might.
-        public var keptDescriptors: Int
-        public var keptDescriptorLimit: Int
+        package var keptDescriptors: Int
+        package var keptDescriptorLimit: Int
     }
 
     package var json: JSON {
@@ -228,7 +228,7 @@ public struct CollectorReport: Sendable {
         value >= 1000 ? String(format1: value / 1000) + " ms" : String(format1: value) + " µs"
     }
 
-    public var table: String {
+    package var table: String {
         var table = TextTable(columns: ["row", "result", "detail"])
         for drain in drains {
             let ratios = [("x1ring", drain.overOneRing), ("xbaseline", drain.overBaseline), ("xnorec", drain.overWithoutRecorder)]
@@ -313,17 +313,17 @@ extension String {
 }
 
 /// The result of `ringside-bench scrape`.
-public struct ScrapeReport: Sendable {
-    public struct Row: Sendable {
-        public var name: String
+package struct ScrapeReport: Sendable {
+    package struct Row: Sendable {
+        package var name: String
         /// One time per scrape, milliseconds.
-        public var millis: [Double]
-        public var detail: String
+        package var millis: [Double]
+        package var detail: String
 
-        public var p50: Double { percentile(0.5) }
-        public var p90: Double { percentile(0.9) }
-        public var p99: Double { percentile(0.99) }
-        public var max: Double { millis.max() ?? .nan }
+        package var p50: Double { percentile(0.5) }
+        package var p90: Double { percentile(0.9) }
+        package var p99: Double { percentile(0.99) }
+        package var max: Double { millis.max() ?? .nan }
 
         /// Nearest rank.
         func percentile(_ p: Double) -> Double {
@@ -333,11 +333,11 @@ public struct ScrapeReport: Sendable {
         }
     }
 
-    public var machine: Machine
-    public var method: String
-    public var series: Int
-    public var pageBytes: Int
-    public var rows: [Row]
+    package var machine: Machine
+    package var method: String
+    package var series: Int
+    package var pageBytes: Int
+    package var rows: [Row]
 
     package var json: JSON {
         .object([
@@ -360,7 +360,7 @@ public struct ScrapeReport: Sendable {
 
     static func rounded(_ millis: Double) -> Double { (millis * 10).rounded() / 10 }
 
-    public var table: String {
+    package var table: String {
         var table = TextTable(columns: ["row", "p50 ms", "p90 ms", "p99 ms", "max ms", "scrapes", "what"])
         for row in rows {
             table.add([
@@ -374,40 +374,40 @@ public struct ScrapeReport: Sendable {
 }
 
 /// The result of `ringside-bench burst`.
-public struct BurstReport: Sendable {
+package struct BurstReport: Sendable {
     /// One burst: the calls, what the lane's records counted, and the quantiles.
-    public struct Seed: Sendable {
-        public var calls: UInt64
+    package struct Seed: Sendable {
+        package var calls: UInt64
         /// The calls the drained records stand for (their weights).
-        public var count: UInt64
-        public var records: Int
-        public var quantiles: [UInt64]
-        public var trueQuantiles: [UInt64]
+        package var count: UInt64
+        package var records: Int
+        package var quantiles: [UInt64]
+        package var trueQuantiles: [UInt64]
         /// measured / true - 1, for each of `BurstShape.quantiles`.
-        public var errors: [Double] { zip(quantiles, trueQuantiles).map { Double($0) / Double($1) - 1 } }
+        package var errors: [Double] { zip(quantiles, trueQuantiles).map { Double($0) / Double($1) - 1 } }
     }
 
     /// One way of filling the lane, over the seeds.
-    public struct Row: Sendable {
-        public var name: String
-        public var sampleAbovePercent: Int
-        public var seeds: [Seed] = []
+    package struct Row: Sendable {
+        package var name: String
+        package var sampleAbovePercent: Int
+        package var seeds: [Seed] = []
 
-        public var exactCounts: Int { seeds.filter { $0.count == $0.calls }.count }
+        package var exactCounts: Int { seeds.filter { $0.count == $0.calls }.count }
         /// The calls counted, in all, over the calls made.
-        public var countShare: Double {
+        package var countShare: Double {
             Double(seeds.reduce(0) { $0 + $1.count }) / Double(max(1, seeds.reduce(0) { $0 + $1.calls }))
         }
         /// Over the seeds: the mean of |error| and its largest, for the quantile at `index`.
-        public func meanError(_ index: Int) -> Double {
+        package func meanError(_ index: Int) -> Double {
             seeds.isEmpty ? .nan : seeds.reduce(0) { $0 + abs($1.errors[index]) } / Double(seeds.count)
         }
-        public func worstError(_ index: Int) -> Double { seeds.map { abs($0.errors[index]) }.max() ?? .nan }
+        package func worstError(_ index: Int) -> Double { seeds.map { abs($0.errors[index]) }.max() ?? .nan }
     }
 
-    public var machine: Machine
-    public var method: String
-    public var rows: [Row]
+    package var machine: Machine
+    package var method: String
+    package var rows: [Row]
 
     static func percent(_ value: Double) -> Double { (value * 10_000).rounded() / 100 }
 
@@ -432,7 +432,7 @@ public struct BurstReport: Sendable {
         ])
     }
 
-    public var table: String {
+    package var table: String {
         var table = TextTable(columns: ["row", "counted", "exact", "p50 error", "p99 error", "records"])
         for row in rows {
             table.add([

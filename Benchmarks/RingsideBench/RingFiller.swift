@@ -11,7 +11,7 @@ import RingsideSystem
 /// The parent asks over the child's stdin (a line `fill`) and reads the answer from its stdout
 /// (the records written, or `error: ...`). The child ends, letting go of its rings, when its
 /// stdin closes: when `stop()` closes it, or when the parent dies.
-public final class RingFiller {
+package final class RingFiller {
     static let flag = "--ring-filler"
     private let process = Process()
     private let requests: FileHandle
@@ -76,7 +76,7 @@ public final class RingFiller {
 
     /// Runs the filler and exits when `arguments` (without the program name) are the hidden
     /// flag's, which is how `init` starts it; returns otherwise.
-    public static func runIfAsked(_ arguments: [String]) {
+    package static func runIfAsked(_ arguments: [String]) {
         guard arguments.first == flag else { return }
         guard arguments.count == 6, let rings = Int(arguments[2]), let capacity = Int(arguments[3]), let mask = Int(arguments[4]),
             let cpu = Int32(arguments[5])

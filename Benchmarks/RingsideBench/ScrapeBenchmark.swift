@@ -13,11 +13,11 @@ import Glibc
 /// `ringside-bench scrape`: how long `GET /metrics` takes with 10,000 series, from request to
 /// last byte, against the same HTTP server sending a fixed page of the same size; the pages
 /// are rendered ahead by the collector's renderer thread, as `ringside-collector` runs it.
-public enum ScrapeBenchmark {
-    public static let rings = 5
-    public static let metricsPerRing = 2_000
+package enum ScrapeBenchmark {
+    package static let rings = 5
+    package static let metricsPerRing = 2_000
 
-    public static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> ScrapeReport {
+    package static func run(_ settings: BenchSettings, progress: (String) -> Void = { _ in }) throws(BenchError) -> ScrapeReport {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
         let directory = try scratch.subdirectory("scrape")

@@ -8,14 +8,14 @@ import RingsideSystem
 
 /// A ring directory of the benchmark's own, `/dev/shm/ringside-bench.XXXXXX`, removed with
 /// everything in it by `remove()`, and also when the process is interrupted (SIGINT, SIGTERM).
-public final class ScratchDirectory: Sendable {
-    public let path: String
+package final class ScratchDirectory: Sendable {
+    package let path: String
 
     private static let live = Mutex<Set<String>>([])
     private static let signalSources = Mutex<[DispatchSourceSignal]>([])
 
     /// Makes the directory.
-    public init(under parent: String = "/dev/shm") throws(BenchError) {
+    package init(under parent: String = "/dev/shm") throws(BenchError) {
         let template = "\(parent)/ringside-bench.XXXXXX"
         do { path = try System.mkdtemp(template) } catch { throw BenchError("mkdtemp \(template): \(error)") }
         Self.installSignalCleanup()
@@ -23,14 +23,14 @@ public final class ScratchDirectory: Sendable {
     }
 
     /// A subdirectory, made now (removed with this one).
-    public func subdirectory(_ name: String) throws(BenchError) -> String {
+    package func subdirectory(_ name: String) throws(BenchError) -> String {
         let sub = path + "/" + name
         do { try System.mkdir(sub, mode: 0o700) } catch { throw BenchError("mkdir \(sub): \(error)") }
         return sub
     }
 
     /// Removes the directory and everything in it.
-    public func remove() {
+    package func remove() {
         try? FileManager.default.removeItem(atPath: path)
         Self.live.withLock { _ = $0.remove(path) }
     }
@@ -56,9 +56,9 @@ public final class ScratchDirectory: Sendable {
 }
 
 /// Something in the benchmark's environment went wrong; the message says what to do.
-public struct BenchError: Error, CustomStringConvertible, Sendable {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct BenchError: Error, CustomStringConvertible, Sendable {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 // MARK: - What /proc says about this process

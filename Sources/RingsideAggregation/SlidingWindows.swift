@@ -6,23 +6,23 @@
 /// between `w` and `w` plus one slice: with the standard layout and 4 slices, the 1 s window
 /// covers 1.00-1.25 s, the 5 s window 5.00-6.25 s and the 1 min window 60-75 s, and a value leaves
 /// each window that long after it was recorded. Rates divide by the span actually covered.
-public struct WindowLayout: Sendable, Hashable {
+package struct WindowLayout: Sendable, Hashable {
     /// Each window's nominal length in nanoseconds, in the order snapshots are asked for.
-    public let windowNanos: [UInt64]
+    package let windowNanos: [UInt64]
     /// How many slices make up a window: the sliding granularity is the window over this.
-    public let slicesPerWindow: Int
+    package let slicesPerWindow: Int
     /// Each window's slice length in nanoseconds.
-    public let sliceNanos: [UInt64]
+    package let sliceNanos: [UInt64]
     /// The greatest common divisor of the slice lengths: recent records gather in one slice of
     /// this length before being folded into every window at once.
-    public let tickNanos: UInt64
+    package let tickNanos: UInt64
 
     /// 1 s, 5 s and 1 min windows sliding in quarters (250 ms, 1.25 s and 15 s).
-    public static let standard = WindowLayout(
+    package static let standard = WindowLayout(
         windowNanos: [1_000_000_000, 5_000_000_000, 60_000_000_000], slicesPerWindow: 4)
 
     /// Makes a layout; each window must be a non-zero multiple of `slicesPerWindow` nanoseconds.
-    public init(windowNanos: [UInt64], slicesPerWindow: Int = 4) {
+    package init(windowNanos: [UInt64], slicesPerWindow: Int = 4) {
         precondition(!windowNanos.isEmpty, "WindowLayout: no windows")
         precondition(slicesPerWindow >= 1, "WindowLayout: slicesPerWindow must be at least 1")
         let slices = UInt64(slicesPerWindow)
@@ -36,7 +36,7 @@ public struct WindowLayout: Sendable, Hashable {
     }
 
     /// The index of the window `nanos` long, if the layout has one.
-    public func index(ofWindowNanos nanos: UInt64) -> Int? {
+    package func index(ofWindowNanos nanos: UInt64) -> Int? {
         windowNanos.firstIndex(of: nanos)
     }
 

@@ -18,66 +18,66 @@ extension Histogram: WindowSlice {}
 /// 2.5 times wider); fewer windows or slices cut this proportionally.
 ///
 /// A value type: safe to send across threads, not to mutate from two at once.
-public struct WindowedHistogram: Sendable {
+package struct WindowedHistogram: Sendable {
     var windows: SlidingWindows<Histogram>
 
     /// Makes an empty series with the given windows.
-    public init(layout: WindowLayout = .standard) {
+    package init(layout: WindowLayout = .standard) {
         windows = SlidingWindows(layout: layout)
     }
 
     /// The windows this series keeps.
-    public var layout: WindowLayout { windows.layout }
+    package var layout: WindowLayout { windows.layout }
 
     /// Records `count` occurrences of `value` observed at `t` (CLOCK_MONOTONIC nanoseconds).
     ///
     /// The caller should clamp timestamps it does not trust to its own clock: a record from far
     /// in the future would make every later record look too old for the windows.
-    public mutating func record(_ value: UInt64, count: UInt64 = 1, atNanos t: UInt64) {
+    package mutating func record(_ value: UInt64, count: UInt64 = 1, atNanos t: UInt64) {
         windows.update(atNanos: t) { $0.record(value, count: count) }
     }
 
     /// Places `count` gathered calls at `value` at `t` (see ``Histogram/place(_:count:)``).
-    public mutating func place(_ value: UInt64, count: UInt64, atNanos t: UInt64) {
+    package mutating func place(_ value: UInt64, count: UInt64, atNanos t: UInt64) {
         guard count != 0 else { return }
         windows.update(atNanos: t) { $0.place(value, count: count) }
     }
 
     /// Adds gathered calls' exact sum and largest value at `t`, where their counts were placed.
-    public mutating func addSum(_ sum: UInt64, raisingMaxTo max: UInt64, atNanos t: UInt64) {
+    package mutating func addSum(_ sum: UInt64, raisingMaxTo max: UInt64, atNanos t: UInt64) {
         windows.update(atNanos: t) { $0.addSum(sum, raisingMaxTo: max) }
     }
 
     /// Moves the current tick's records into the windows once `now` has passed the tick, so that
     /// reading ``cumulative`` does not copy; reads are correct without it.
-    public mutating func advance(toNanos now: UInt64) {
+    package mutating func advance(toNanos now: UInt64) {
         windows.advance(toNanos: now)
     }
 
     /// The values recorded in window `window` (an index into ``WindowLayout/windowNanos``) as of
     /// `now`, merged into a new histogram.
-    public func snapshot(window: Int, nowNanos now: UInt64) -> Histogram {
+    package func snapshot(window: Int, nowNanos now: UInt64) -> Histogram {
         var result = Histogram()
         windows.merge(window: window, nowNanos: now, into: &result)
         return result
     }
 
     /// The nanoseconds of history window `window` holds at `now`, to turn its count into a rate.
-    public func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
+    package func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
         windows.coveredNanos(window: window, nowNanos: now)
     }
 
     /// Every value ever recorded, for cumulative Prometheus buckets.
-    public var cumulative: Histogram { windows.allTime }
+    package var cumulative: Histogram { windows.allTime }
 
     /// How many values were ever recorded (``cumulative``'s count), without merging anything.
-    public var cumulativeCount: UInt64 {
+    package var cumulativeCount: UInt64 {
         let (total, overflow) = windows.allTimeBeforeHead.count.addingReportingOverflow(windows.headIsEmpty ? 0 : windows.head.count)
         return overflow ? .max : total
     }
 
     /// Heap bytes held by the series' histograms.
-    public var allocatedBytes: Int {
+    package var allocatedBytes: Int {
         var total = windows.head.allocatedBytes + windows.allTimeBeforeHead.allocatedBytes
         for ring in windows.rings {
             total += ring.slices.reduce(0) { $0 + $1.allocatedBytes }

@@ -23,8 +23,8 @@ import Synchronization
 // @unchecked: the parts are touched by the drain thread only, or by the thread that calls
 // `stop` once the drain thread has finished (`finished` orders them); discovery by its own
 // thread, or in `runPass` when that is not started; what others read is `published`.
-public final class Collector: @unchecked Sendable {
-    public let options: CollectorOptions
+package final class Collector: @unchecked Sendable {
+    package let options: CollectorOptions
     private let tracker: RingTracker
     private let scheduler: DrainScheduler
     private let publisher: SnapshotPublisher
@@ -51,14 +51,14 @@ public final class Collector: @unchecked Sendable {
     private var stopping = false
     /// Descriptors kept for the HTTP server's connections and the process's own files (the
     /// listening socket, inotify, logs): the open-file limit less the rings the tracker may open.
-    public let descriptorReserve: Int
+    package let descriptorReserve: Int
 
     /// Makes a collector of `options.directory`, taking the directory's lock (see `DirectoryLock`):
     /// one collector per ring directory, since whatever collects it folds its workers and keeps
     /// their totals in its state. The lock is let go at `stop`, or when the collector goes.
     /// - Throws: `CollectorError.directoryHeld` when another collector (of this process or
     ///   another) holds the directory.
-    public init(options: CollectorOptions, log: CollectorLog = .standardError) throws(CollectorError) {
+    package init(options: CollectorOptions, log: CollectorLog = .standardError) throws(CollectorError) {
         self.options = options
         let layout = WindowLayout(windowNanos: options.windowNanos)
         let sampling = options.threadSampleIntervalNanos > 0
@@ -145,10 +145,10 @@ public final class Collector: @unchecked Sendable {
     var startedRealtimeNanos: UInt64 { stats.startedRealtimeNanos }
 
     /// What other threads read: the latest snapshot and the drain loop's progress.
-    public var published: PublishedSnapshot { publisher.published }
+    package var published: PublishedSnapshot { publisher.published }
 
     /// The latest snapshot (a copy; cheap, its arrays are shared).
-    public var snapshot: Snapshot { published.snapshot }
+    package var snapshot: Snapshot { published.snapshot }
 
     // MARK: - The drain thread
 
@@ -157,7 +157,7 @@ public final class Collector: @unchecked Sendable {
     package var drainSliceNanos: UInt64 = 100_000
 
     /// Starts the drain thread, and discovery's.
-    public func start() {
+    package func start() {
         precondition(!isRunning, "the collector is already running")
         isRunning = true
         threadSampler?.start()
@@ -184,7 +184,7 @@ public final class Collector: @unchecked Sendable {
 
     /// Stops the drain thread after one last pass, and releases every ring: records not yet
     /// drained stay in their rings for the next collector.
-    public func stop() {
+    package func stop() {
         guard isRunning else { return }
         threadSampler?.stop()
         stopping = true
@@ -218,7 +218,7 @@ public final class Collector: @unchecked Sendable {
     /// Takes a reload's SLO rules and quantiles: the drain thread applies them at its next pass
     /// (the publisher is its own), keeping the state of every rule that stays (its violations,
     /// an availability's counts). The windows and counters go on as they were.
-    public func reconfigure(sloRules: [SLORule], quantiles: [Double]) {
+    package func reconfigure(sloRules: [SLORule], quantiles: [Double]) {
         pendingSettings.withLock { $0 = (sloRules, quantiles) }
         wakeup.signal()
     }
@@ -302,13 +302,13 @@ public final class Collector: @unchecked Sendable {
 }
 
 /// Why a collector cannot be made.
-public enum CollectorError: Error, Equatable, CustomStringConvertible {
+package enum CollectorError: Error, Equatable, CustomStringConvertible {
     /// Another collector holds the ring directory (its lock, `ringside-collector.lock`).
     case directoryHeld(directory: String, reason: String)
     /// `--capture-dir` cannot be made or used.
     case captureDirectory(path: String, reason: String)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case let .directoryHeld(directory, reason): "ring directory \(directory): \(reason)"
         case let .captureDirectory(path, reason): "--capture-dir \(path): \(reason)"

@@ -10,7 +10,7 @@ import RingsideSystem
 /// What runs beside the collector in its process (RingsideDemo's `--demo`): started once the HTTP
 /// server listens, given the snapshot at each turn of the main loop, stopped before the
 /// collector's last drain, and finished once the collector let go of the rings.
-public protocol CollectorSidecar: AnyObject {
+package protocol CollectorSidecar: AnyObject {
     func tick(_ snapshot: Snapshot, nowNanos: UInt64)
     func stop()
     func finish()
@@ -18,13 +18,13 @@ public protocol CollectorSidecar: AnyObject {
 
 /// The `ringside-collector` process: the collector, its HTTP server, the JSON dumps, a sidecar,
 /// and an orderly stop on SIGINT or SIGTERM.
-public enum CollectorDaemon {
+package enum CollectorDaemon {
     /// Starts a sidecar, given the server's address and the log.
-    public typealias SidecarStart = (_ address: String, _ log: CollectorLog) throws -> any CollectorSidecar
+    package typealias SidecarStart = (_ address: String, _ log: CollectorLog) throws -> any CollectorSidecar
 
     /// Runs until SIGINT or SIGTERM, reloading its configuration at SIGHUP (and `POST
     /// /-/reload` with `--web-enable-lifecycle`); returns the process's exit status.
-    public static func run(
+    package static func run(
         _ options: CollectorOptions, log: CollectorLog = .standardError,
         sidecar startSidecar: SidecarStart? = nil
     ) -> Int32 {

@@ -13,7 +13,7 @@ import RingsideHTTPClient
 /// Both read the collector's published snapshot (and its subscribers' figures), nothing else of
 /// it. `/metrics` is served from pages rendered ahead on a thread of their own (`metricsPages`,
 /// started with `startRendering`). Safe from any thread.
-public final class CollectorEndpoints: Sendable {
+package final class CollectorEndpoints: Sendable {
     let published: PublishedSnapshot
     private let pollNanos: UInt64
     /// What the daemon's subscribers report of themselves, shown with each snapshot.
@@ -34,7 +34,7 @@ public final class CollectorEndpoints: Sendable {
     static let historyCacheEntries = 8
 
     /// The per-second history `/api/history` serves (nil with `--history 0`); the daemon loop feeds it.
-    public let history: HistoryStore?
+    package let history: HistoryStore?
 
     /// Where `POST /api/capture` asks for a capture, and the directory the captures' files are
     /// served from (nil without `--capture-dir`).
@@ -44,9 +44,9 @@ public final class CollectorEndpoints: Sendable {
     /// `POST /-/reload`'s requests, with `--web-enable-lifecycle` (nil: the route is not served).
     private let reloadRequests: ReloadRequests?
     /// The route that reloads the configuration, as Prometheus'.
-    public static let reloadPath = "/-/reload"
+    package static let reloadPath = "/-/reload"
 
-    public init(collector: Collector, reloadRequests: ReloadRequests? = nil) {
+    package init(collector: Collector, reloadRequests: ReloadRequests? = nil) {
         self.reloadRequests = reloadRequests
         captureDesk = collector.captureDesk
         captureDirectory = collector.captureDirectory
@@ -70,15 +70,15 @@ public final class CollectorEndpoints: Sendable {
 
     /// Starts the thread that renders the `/metrics` pages scraped ahead of their scrapes (until
     /// then, and after `stopRendering`, a scrape renders a page of a newer snapshot itself).
-    public func startRendering() { metricsPages.start() }
+    package func startRendering() { metricsPages.start() }
 
     /// Stops that thread, once its render is done (the daemon's, after the server stopped).
-    public func stopRendering() { metricsPages.stop() }
+    package func stopRendering() { metricsPages.stop() }
 
     /// The routes answered without a password under `--web-config-file`: the probes a service
     /// manager or load balancer sends, which tell nothing about the bots (`/-/ready` and the rest
     /// need one).
-    public static let openPaths: Set<String> = ["/health", "/-/healthy"]
+    package static let openPaths: Set<String> = ["/health", "/-/healthy"]
 
     /// The drain loop counts as stalled when its last pass is older than this.
     var stallNanos: UInt64 { max(1_000_000_000, 10 * pollNanos) }
@@ -103,7 +103,7 @@ public final class CollectorEndpoints: Sendable {
     /// Answers what costs next to nothing and must answer under any load (`/-/healthy`,
     /// `/-/ready`, `/health`, 404s), on the HTTP server's loop thread; nil for a page, which
     /// `render` answers. The server's `quick`.
-    public func quick(_ request: HTTPRequest) -> HTTPResponse? {
+    package func quick(_ request: HTTPRequest) -> HTTPResponse? {
         switch request.path {
         case "/metrics", "/latest", "/api/history", "/", Self.capturesPath, Self.timelinePath:
             return nil
@@ -138,14 +138,14 @@ public final class CollectorEndpoints: Sendable {
     }
 
     /// Answers any route, as one thread serving everything would: `quick`, else `render`.
-    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+    package func handle(_ request: HTTPRequest) -> HTTPResponse {
         quick(request) ?? render(request)
     }
 
     /// Renders the pages `quick` declines (`/metrics`, `/latest`, `/api/history`, `/`): they cost
     /// up to seconds and hundreds of MB for 100,000 series, so the server renders them one at a
     /// time on its render worker. The server's `handler`.
-    public func render(_ request: HTTPRequest) -> HTTPResponse {
+    package func render(_ request: HTTPRequest) -> HTTPResponse {
         switch request.path {
         case "/metrics":
             // Text, OpenMetrics or protobuf, as the scraper's Accept header prefers.

@@ -8,7 +8,7 @@ import RingsideSystem
 import Synchronization
 
 /// How the log is written (`--log-format`).
-public enum LogFormat: String, Sendable, CaseIterable {
+package enum LogFormat: String, Sendable, CaseIterable {
     /// `2026-11-21T20:45:00.123Z message`: for people and journald.
     case text
     /// `{"time":"2026-11-21T20:45:00.123Z","level":"info","msg":"message"}`, one object a line:
@@ -17,7 +17,7 @@ public enum LogFormat: String, Sendable, CaseIterable {
 }
 
 /// How much a log line matters; only the JSON format writes it (the text format is unchanged).
-public enum LogLevel: String, Sendable {
+package enum LogLevel: String, Sendable {
     /// Something that happened: a ring attached, a producer back, the collector stopping.
     case info
     /// Something to look at: a ring skipped or quarantined, records dropped, a cap reached, an SLO broken.
@@ -27,28 +27,28 @@ public enum LogLevel: String, Sendable {
 }
 
 /// The collector's log: one line per thing worth knowing, stamped with UTC time.
-public struct CollectorLog: Sendable {
+package struct CollectorLog: Sendable {
     private let format: LogFormat
     private let sink: @Sendable (String) -> Void
 
     /// A log that hands each stamped line (without its newline) to `sink`.
-    public init(format: LogFormat = .text, _ sink: @escaping @Sendable (String) -> Void) {
+    package init(format: LogFormat = .text, _ sink: @escaping @Sendable (String) -> Void) {
         self.format = format
         self.sink = sink
     }
 
     /// Text lines to standard error.
-    public static let standardError = CollectorLog.standardError(format: .text)
+    package static let standardError = CollectorLog.standardError(format: .text)
 
     /// Lines to standard error, one `write` each (unless the first is cut short) so threads
     /// never interleave within a line.
-    public static func standardError(format: LogFormat) -> CollectorLog {
+    package static func standardError(format: LogFormat) -> CollectorLog {
         CollectorLog(format: format) { line in
             try? System.writeAll(STDERR_FILENO, line + "\n")
         }
     }
 
-    public func callAsFunction(_ message: String, level: LogLevel = .info) {
+    package func callAsFunction(_ message: String, level: LogLevel = .info) {
         sink(Self.line(message, level: level, format: format, time: utcTimestamp()))
     }
 

@@ -6,84 +6,84 @@ import RingsideHTTP
 import RingsideHTTPClient
 
 /// The collector's configuration, from its command line.
-public struct CollectorOptions: Sendable, Equatable {
+package struct CollectorOptions: Sendable, Equatable {
     /// The ring directory (`--dir`, else `RINGSIDE_DIR`, else `/dev/shm`).
-    public var directory = RingDirectory()
+    package var directory = RingDirectory()
     /// Rings to collect (`--ring`, repeatable); empty means every ring in the directory.
-    public var rings: [String] = []
+    package var rings: [String] = []
     /// Where the HTTP server listens (`--listen`).
-    public var listen = "127.0.0.1:9464"
+    package var listen = "127.0.0.1:9464"
     /// Sliding windows in nanoseconds (`--windows 1s,5s,1m`).
-    public var windowNanos: [UInt64] = [1_000_000_000, 5_000_000_000, 60_000_000_000]
+    package var windowNanos: [UInt64] = [1_000_000_000, 5_000_000_000, 60_000_000_000]
     /// Quantiles reported per window (`--quantiles`).
-    public var quantiles: [Double] = [0.5, 0.9, 0.95, 0.99, 0.999]
+    package var quantiles: [Double] = [0.5, 0.9, 0.95, 0.99, 0.999]
     /// Where to write the JSON snapshot (`--json-dump`), and how often (`--dump-interval`).
-    public var jsonDumpPath: String?
-    public var dumpIntervalNanos: UInt64 = 60_000_000_000
+    package var jsonDumpPath: String?
+    package var dumpIntervalNanos: UInt64 = 60_000_000_000
     /// Service-level objectives (`--slo`, repeatable).
-    public var sloRules: [SLORule] = []
+    package var sloRules: [SLORule] = []
     /// How long the drain loop sleeps when every ring is empty (`--poll`).
-    public var pollNanos: UInt64 = 100_000_000
+    package var pollNanos: UInt64 = 100_000_000
     /// Start a synthetic bot and show a live table (`--demo`).
-    public var demo = false
+    package var demo = false
     /// Users (besides our own) whose rings may be collected (`--allow-uid`, repeatable).
-    public var allowedUIDs: [UInt32] = []
+    package var allowedUIDs: [UInt32] = []
     /// Series the collector keeps in all (`--max-series`), and per ring (`--max-series-per-ring`),
     /// and the memory they may take in all (`--max-series-bytes`; see `SeriesCost` for what a
     /// series is charged). Metrics registered past a cap get no series; their records are
     /// counted, not aggregated.
-    public var maxSeries = 100_000
-    public var maxSeriesPerRing = Int(RS_MAX_REGISTRY_CAPACITY)
-    public var maxSeriesBytes = 1 << 30
+    package var maxSeries = 100_000
+    package var maxSeriesPerRing = Int(RS_MAX_REGISTRY_CAPACITY)
+    package var maxSeriesBytes = 1 << 30
     /// How log lines are written (`--log-format text|json`).
-    public var logFormat = LogFormat.text
+    package var logFormat = LogFormat.text
     /// Histograms also export Prometheus native (exponential) buckets of this schema, -4 to 8
     /// (`--native-histograms`), in the protobuf format; nil: classic buckets only.
-    public var nativeHistogramSchema: Int?
+    package var nativeHistogramSchema: Int?
     /// Seconds of per-second history kept for `/api/history` (`--history`, 10s to 24h; 0 disables),
     /// and the series it keeps (`--history-max-series`): 2,000 series of an hour take 317 MB.
-    public var historySeconds = 3600
-    public var historyMaxSeries = 2_000
+    package var historySeconds = 3600
+    package var historyMaxSeries = 2_000
     /// Where to write every histogram series' per-interval histograms in HdrHistogram's interval
     /// log format (`--hlog`), how long an interval is (`--hlog-interval`), and the size at which
     /// the file is renamed to `PATH.1` and a new one begun (`--hlog-max-bytes`).
-    public var hlogPath: String?
-    public var hlogIntervalNanos: UInt64 = 1_000_000_000
-    public var hlogMaxBytes: UInt64 = 256 << 20
+    package var hlogPath: String?
+    package var hlogIntervalNanos: UInt64 = 1_000_000_000
+    package var hlogMaxBytes: UInt64 = 256 << 20
     /// How often the lane threads' and bot processes' scheduling is read from `/proc`
     /// (`--thread-sample-interval`, 100ms to 1h); 0: never.
-    public var threadSampleIntervalNanos: UInt64 = 1_000_000_000
+    package var threadSampleIntervalNanos: UInt64 = 1_000_000_000
     /// With `--otlp-endpoint`: the OTLP/HTTP exporter's receiver and how it pushes (`--otlp-*`).
-    public var otlp: OTLPOptions?
+    package var otlp: OTLPOptions?
     /// Exporter-toolkit's web configuration file (`--web-config-file`, also `--web.config.file`):
     /// TLS, client certificates and basic-auth users for the HTTP listener; re-read when it changes.
-    public var webConfigFile: String?
+    package var webConfigFile: String?
     /// The configuration file (`--config`), and the command line's own arguments, which override
     /// it: both are read again at a reload (SIGHUP, and `POST /-/reload` with `reloadEndpoint`).
-    public var configFile: String?
-    public var commandLineArguments: [String] = []
+    package var configFile: String?
+    package var commandLineArguments: [String] = []
     /// `POST /-/reload` re-reads the configuration (`--web-enable-lifecycle`, as Prometheus').
-    public var reloadEndpoint = false
+    package var reloadEndpoint = false
     /// The most bytes read of one state file at start (`--state-max-bytes`, default 64 MiB): a
     /// larger one is refused, unread, and a snapshot larger is not written.
-    public var stateMaxBytes = 64 << 20
+    package var stateMaxBytes = 64 << 20
     /// How long a bot's figures are kept in the state once its files have all gone
     /// (`--state-expiry`, default 168h: 7 days); nil: for ever (`0`).
-    public var stateExpirySeconds: UInt64? = 7 * 24 * 3600
+    package var stateExpirySeconds: UInt64? = 7 * 24 * 3600
     /// The flight recorder: the last seconds of raw records kept per bot (`--recorder-seconds`,
     /// 0 turns it off), within a memory budget (`--recorder-max-bytes`).
-    public var recorderNanos: UInt64 = 10_000_000_000
-    public var recorderMaxBytes = 256 << 20
+    package var recorderNanos: UInt64 = 10_000_000_000
+    package var recorderMaxBytes = 256 << 20
     /// Captures of the recorder's records: where they are written (`--capture-dir`; nil: no
     /// captures), the seconds after the trigger they hold (`--capture-after`; before it, the
     /// recorder's), at most one per trigger per `--capture-min-interval`, at most
     /// `--capture-max-records` records each, and the bounds that ask for one (`--capture-when`).
-    public var captureDirectory: String?
-    public var captureAfterNanos: UInt64 = 2_000_000_000
-    public var captureMinIntervalNanos: UInt64 = 60_000_000_000
+    package var captureDirectory: String?
+    package var captureAfterNanos: UInt64 = 2_000_000_000
+    package var captureMinIntervalNanos: UInt64 = 60_000_000_000
     /// Writing a capture takes about 1 KB a record while its files are built (docs/collector.md):
     /// 250,000 keeps that near 250 MB, within the shipped unit's MemoryMax beside the defaults'.
-    public var captureMaxRecords = 250_000
+    package var captureMaxRecords = 250_000
     var captureBounds: [CaptureBound] = []
 
     /// What the recorder keeps: `--recorder-seconds`, and with captures on, a capture's seconds
@@ -93,10 +93,10 @@ public struct CollectorOptions: Sendable, Equatable {
         captureDirectory == nil ? recorderNanos : recorderNanos + captureAfterNanos + 1_000_000_000
     }
 
-    public init() {}
+    package init() {}
 
     /// The text `--help` prints.
-    public static let usage = """
+    package static let usage = """
         usage: ringside-collector [options]
 
         Drains every Ringside ring in the ring directory and exports windowed percentiles,
@@ -195,10 +195,10 @@ public struct CollectorOptions: Sendable, Equatable {
         """
 
     /// What `--version` prints: `ringside-collector 0.3.0 (revision abc1234)`.
-    public static var versionLine: String { RingsideVersion.line(program: "ringside-collector") }
+    package static var versionLine: String { RingsideVersion.line(program: "ringside-collector") }
 
     /// Parses arguments (without the program name); `nil` means `--help` or `--version` was asked for.
-    public static func parse(_ arguments: [String]) throws(UsageError) -> CollectorOptions? {
+    package static func parse(_ arguments: [String]) throws(UsageError) -> CollectorOptions? {
         guard case let .run(options) = try invocation(arguments) else { return nil }
         return options
     }
@@ -206,7 +206,7 @@ public struct CollectorOptions: Sendable, Equatable {
     /// Parses arguments (without the program name): the options to run with, or `--help`, or
     /// `--version`. With `--config FILE`, the file's options come first and the command line's
     /// override them: a flag given on the command line replaces every value the file gives it.
-    public static func invocation(_ arguments: [String]) throws(UsageError) -> Invocation<CollectorOptions> {
+    package static func invocation(_ arguments: [String]) throws(UsageError) -> Invocation<CollectorOptions> {
         if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) { return .help }
         if arguments.contains("--version") { return .version }
         guard let (path, commandLine) = try CollectorConfigFile.split(arguments) else { return try parseFlags(arguments) }
@@ -227,7 +227,7 @@ public struct CollectorOptions: Sendable, Equatable {
 
     /// The options of the configuration file and command line this was read from, read again:
     /// what a reload runs with (`--config`'s file as it is now).
-    public func reloaded() throws(UsageError) -> CollectorOptions {
+    package func reloaded() throws(UsageError) -> CollectorOptions {
         guard let configFile else { return self }
         guard case let .run(options) = try Self.invocation(["--config", configFile] + commandLineArguments) else { return self }
         return options

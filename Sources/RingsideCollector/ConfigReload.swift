@@ -6,7 +6,7 @@ import Synchronization
 /// `POST /-/reload`'s requests (with `--web-enable-lifecycle`), answered by the daemon's loop,
 /// which reloads as it does at SIGHUP: a request raises SIGHUP and waits for the reload that
 /// began after it, then answers with its outcome. Safe from any thread.
-public final class ReloadRequests: Sendable {
+package final class ReloadRequests: Sendable {
     private struct State {
         /// Requests made, and those a finished reload answered (it began after them).
         var asked: UInt64 = 0
@@ -16,10 +16,10 @@ public final class ReloadRequests: Sendable {
 
     private let state = Mutex(State())
 
-    public init() {}
+    package init() {}
 
     /// Asks for a reload and waits for it, at most `timeoutNanos`; nil when none came in time.
-    public func ask(timeoutNanos: UInt64 = 10_000_000_000) -> ReloadOutcome? {
+    package func ask(timeoutNanos: UInt64 = 10_000_000_000) -> ReloadOutcome? {
         let ticket = state.withLock { state in
             state.asked += 1
             return state.asked
@@ -47,9 +47,9 @@ public final class ReloadRequests: Sendable {
 
 /// What a reload did: applied (with what changed, and what waits for the next start), or refused
 /// (why, the running configuration kept).
-public struct ReloadOutcome: Sendable, Equatable {
-    public var succeeded: Bool
-    public var message: String
+package struct ReloadOutcome: Sendable, Equatable {
+    package var succeeded: Bool
+    package var message: String
 }
 
 /// What a reload changes while the collector runs, and what only a start can change.

@@ -7,25 +7,25 @@ import RingsideJSON
 /// `series=ID` (repeatable), `ring=NAME`, `metric=NAME`, `label=KEY:VALUE` (repeatable; all must
 /// match), `from` and `to` (Unix seconds; 0 or less: that many seconds before now; default the
 /// last 300 seconds up to now) and `step` (seconds per point, 1 to 3600, default 1).
-public struct HistoryQuery: Sendable, Equatable {
-    public var ids: [UInt64] = []
-    public var ring: String?
-    public var metric: String?
-    public var labels: [String: String] = [:]
-    public var from: Int64
-    public var to: Int64
-    public var step = 1
+package struct HistoryQuery: Sendable, Equatable {
+    package var ids: [UInt64] = []
+    package var ring: String?
+    package var metric: String?
+    package var labels: [String: String] = [:]
+    package var from: Int64
+    package var to: Int64
+    package var step = 1
 
-    public static let defaultSeconds: Int64 = 300
-    public static let maxStep = 3600
+    package static let defaultSeconds: Int64 = 300
+    package static let maxStep = 3600
 
-    public init(from: Int64, to: Int64) {
+    package init(from: Int64, to: Int64) {
         self.from = from
         self.to = to
     }
 
     /// Parses a query string (without `?`); `nowSeconds` resolves relative times. Throws a one-line reason.
-    public init(parsing query: String?, nowSeconds: Int64) throws(HistoryQueryError) {
+    package init(parsing query: String?, nowSeconds: Int64) throws(HistoryQueryError) {
         var from: Int64 = -Self.defaultSeconds, to: Int64 = 0
         var step = 1
         var ids: [UInt64] = []
@@ -87,9 +87,9 @@ public struct HistoryQuery: Sendable, Equatable {
     }
 }
 
-public struct HistoryQueryError: Error, Equatable, Sendable {
-    public let reason: String
-    public init(_ reason: String) { self.reason = reason }
+package struct HistoryQueryError: Error, Equatable, Sendable {
+    package let reason: String
+    package init(_ reason: String) { self.reason = reason }
 }
 
 /// `%XX` and `+` decoded, or nil when malformed or not UTF-8.
@@ -117,27 +117,27 @@ func percentDecoded(_ text: Substring) -> String? {
 }
 
 /// A history answer: the series and their points, copied out of the store.
-public struct HistoryAnswer: Sendable {
-    public struct Series: Sendable {
-        public var id: UInt64
-        public var ring: String
-        public var metric: MetricDescriptor
+package struct HistoryAnswer: Sendable {
+    package struct Series: Sendable {
+        package var id: UInt64
+        package var ring: String
+        package var metric: MetricDescriptor
         /// Rows of `columns(kind).count` numbers, flattened: the second first.
-        public var points: [UInt64]
+        package var points: [UInt64]
     }
 
-    public var from: Int64
-    public var to: Int64
-    public var step: Int
-    public var retentionSeconds: Int
-    public var seriesCap: Int
-    public var seriesTotal = 0
-    public var seriesRefused = 0
-    public var truncated = false
-    public var series: [Series] = []
+    package var from: Int64
+    package var to: Int64
+    package var step: Int
+    package var retentionSeconds: Int
+    package var seriesCap: Int
+    package var seriesTotal = 0
+    package var seriesRefused = 0
+    package var truncated = false
+    package var series: [Series] = []
 
     /// Each point's numbers, by kind.
-    public static func columns(_ kind: MetricKind) -> [String] {
+    package static func columns(_ kind: MetricKind) -> [String] {
         switch kind {
         case .histogram: ["t", "count", "p50", "p99", "p999", "max"]
         case .counter: ["t", "increase", "total"]
@@ -146,7 +146,7 @@ public struct HistoryAnswer: Sendable {
     }
 
     /// The answer as JSON (see docs/collector.md's History section).
-    public var json: [UInt8] {
+    package var json: [UInt8] {
         let json = JSONWriter()
         json.object {
             json.field("from", from)

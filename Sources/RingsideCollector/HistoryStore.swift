@@ -25,25 +25,25 @@ import Synchronization
 ///
 /// Thread safety: `record` (the daemon loop) and `query` (the HTTP thread) take a mutex; a query
 /// copies out the points it needs and writes its JSON outside it.
-public final class HistoryStore: Sendable {
+package final class HistoryStore: Sendable {
     /// Numbers per point besides its second.
-    public static let valuesPerPoint = 5
+    package static let valuesPerPoint = 5
     /// Memory per point: its second and its numbers.
-    public static let bytesPerPoint = MemoryLayout<UInt32>.size + valuesPerPoint * MemoryLayout<UInt64>.size
+    package static let bytesPerPoint = MemoryLayout<UInt32>.size + valuesPerPoint * MemoryLayout<UInt64>.size
     /// The most points one answer carries.
-    public static let maxPointsPerAnswer = 100_000
+    package static let maxPointsPerAnswer = 100_000
     /// Retention bounds (`--history`).
-    public static let minRetentionSeconds = 10
-    public static let maxRetentionSeconds = 86_400
+    package static let minRetentionSeconds = 10
+    package static let maxRetentionSeconds = 86_400
 
-    public let retentionSeconds: Int
-    public let maxSeries: Int
+    package let retentionSeconds: Int
+    package let maxSeries: Int
     /// Memory of one series' points.
-    public var bytesPerSeries: Int { retentionSeconds * Self.bytesPerPoint }
+    package var bytesPerSeries: Int { retentionSeconds * Self.bytesPerPoint }
 
     private let state: Mutex<State>
 
-    public init(retentionSeconds: Int, maxSeries: Int) {
+    package init(retentionSeconds: Int, maxSeries: Int) {
         precondition(retentionSeconds > 0 && maxSeries > 0)
         self.retentionSeconds = retentionSeconds
         self.maxSeries = maxSeries
@@ -51,17 +51,17 @@ public final class HistoryStore: Sendable {
     }
 
     /// Series held, and series of the last snapshot refused for want of a slot.
-    public var counts: (series: Int, refused: Int) {
+    package var counts: (series: Int, refused: Int) {
         state.withLock { ($0.slots.count, $0.refused) }
     }
 
     /// The generation of the last snapshot taken in: answers to a query change only when it moves.
-    public var generation: UInt64 {
+    package var generation: UInt64 {
         state.withLock { $0.lastGeneration }
     }
 
     /// Takes in a snapshot; returns at once when its generation was already recorded.
-    public func record(_ snapshot: Snapshot) {
+    package func record(_ snapshot: Snapshot) {
         let realSecond = Int64(snapshot.generatedRealtimeNanos / 1_000_000_000)
         guard realSecond > 0, realSecond <= Int64(UInt32.max) else { return }
         let positions = [0.5, 0.99, 0.999].map { q in snapshot.quantiles.firstIndex(where: { abs($0 - q) < 1e-12 }) }
@@ -117,7 +117,7 @@ public final class HistoryStore: Sendable {
 
     /// The points of the series `query` selects, aggregated by its step (at most
     /// `maxPointsPerAnswer` of them), copied out of the store.
-    public func query(_ query: HistoryQuery) -> HistoryAnswer {
+    package func query(_ query: HistoryQuery) -> HistoryAnswer {
         let capacity = Int64(retentionSeconds)
         var answer = HistoryAnswer(
             from: query.from, to: query.to, step: query.step, retentionSeconds: retentionSeconds,

@@ -4,20 +4,20 @@ import RingsideHTTPClient
 
 /// How the OTLP/HTTP exporter pushes (`--otlp-endpoint`, `--otlp-interval`, `--otlp-header`,
 /// `--otlp-timeout`; see docs/otlp.md).
-public struct OTLPOptions: Sendable, Equatable {
+package struct OTLPOptions: Sendable, Equatable {
     /// The receiver's URL: `/v1/metrics` added when the one given has no path.
-    public var endpoint: HTTPURL
+    package var endpoint: HTTPURL
     /// How often a snapshot is exported.
-    public var intervalNanos: UInt64
+    package var intervalNanos: UInt64
     /// How long one attempt may take, from connecting to reading the answer.
-    public var timeoutNanos: UInt64
+    package var timeoutNanos: UInt64
     /// Headers sent with every export (an API key, a tenant).
-    public var headers: [HTTPHeader]
+    package var headers: [HTTPHeader]
 
-    public static let defaultIntervalNanos: UInt64 = 10_000_000_000
-    public static let defaultTimeoutNanos: UInt64 = 10_000_000_000
+    package static let defaultIntervalNanos: UInt64 = 10_000_000_000
+    package static let defaultTimeoutNanos: UInt64 = 10_000_000_000
 
-    public init(
+    package init(
         endpoint: HTTPURL, intervalNanos: UInt64 = defaultIntervalNanos, timeoutNanos: UInt64 = defaultTimeoutNanos,
         headers: [HTTPHeader] = []
     ) {
@@ -28,7 +28,7 @@ public struct OTLPOptions: Sendable, Equatable {
     }
 
     /// The path OTLP/HTTP receivers take metrics on.
-    public static let metricsPath = "/v1/metrics"
+    package static let metricsPath = "/v1/metrics"
 
     /// `--otlp-endpoint`'s URL, with `/v1/metrics` when it has no path (as OpenTelemetry's SDKs
     /// read `OTEL_EXPORTER_OTLP_ENDPOINT`); a URL with a path is taken as it is.

@@ -10,7 +10,7 @@ import RingsideSystem
 extension ProcessMetrics {
     /// This process's figures now, or nil where `/proc` cannot be read (then no process
     /// metrics are exported rather than wrong ones).
-    public static func read() -> ProcessMetrics? {
+    package static func read() -> ProcessMetrics? {
         guard let stat = readSmallFile("/proc/self/stat"), let fields = statFields(stat),
             let bootTime = bootTimeSeconds, let openFDs = countOpenFDs(),
             let clockTicks = try? System.sysconf(_SC_CLK_TCK), let pageBytes = try? System.sysconf(_SC_PAGESIZE),

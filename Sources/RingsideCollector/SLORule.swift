@@ -29,20 +29,20 @@ import RingsideCommandLine
 ///
 /// A distribution's objective is violated while its window holds events and the statistic breaks
 /// the bound; a ratio's while its period holds events and the ratio breaks the bound.
-public struct SLORule: Sendable, Equatable {
-    public enum Statistic: Sendable, Equatable {
+package struct SLORule: Sendable, Equatable {
+    package enum Statistic: Sendable, Equatable {
         case quantile(Double)
         case max
         case mean
     }
 
     /// Which series a rule reads: a metric name and the labels they must have (`ring` names the bot).
-    public struct Selector: Sendable, Equatable {
-        public let metric: String
-        public let labels: [String: String]
+    package struct Selector: Sendable, Equatable {
+        package let metric: String
+        package let labels: [String: String]
 
         /// Whether a series (its bot, name and labels) is one the selector reads.
-        public func matches(ring: String, metric name: String, labels seriesLabels: [String: String]) -> Bool {
+        package func matches(ring: String, metric name: String, labels seriesLabels: [String: String]) -> Bool {
             guard name == metric else { return false }
             for (key, value) in labels {
                 if key == "ring" { if value != ring { return false } } else if seriesLabels[key] != value { return false }
@@ -52,7 +52,7 @@ public struct SLORule: Sendable, Equatable {
     }
 
     /// What is held to the bound.
-    public enum Objective: Sendable, Equatable {
+    package enum Objective: Sendable, Equatable {
         /// A statistic of the matching histograms' window: the bound in nanoseconds if
         /// `thresholdIsTime`, else in the metric's unit.
         case distribution(Selector, Statistic, threshold: Double, thresholdIsTime: Bool)
@@ -61,27 +61,27 @@ public struct SLORule: Sendable, Equatable {
     }
 
     /// The rule as written, without its options: the SLO's name in its series (`slo`).
-    public let text: String
-    public let objective: Objective
+    package let text: String
+    package let objective: Objective
     /// `<=` rather than `<`.
-    public let inclusive: Bool
+    package let inclusive: Bool
     /// The window (a distribution's, one of the collector's) or period (a ratio's) it is judged over.
-    public let windowNanos: UInt64
+    package let windowNanos: UInt64
     /// Its alerts' severity: a label of its series.
-    public let severity: String
+    package let severity: String
     /// A violation's start asks for a capture of the bots it reads (the `capture` option).
-    public let capture: Bool
+    package let capture: Bool
 
     /// The longest period a ratio is judged over.
-    public static let longestPeriodNanos: UInt64 = 90 * 86_400 * 1_000_000_000
-    public static let defaultSeverity = "P1"
+    package static let longestPeriodNanos: UInt64 = 90 * 86_400 * 1_000_000_000
+    package static let defaultSeverity = "P1"
 
     /// Why a rule does not parse.
-    public struct ParseError: Error, Equatable {
-        public let reason: String
+    package struct ParseError: Error, Equatable {
+        package let reason: String
     }
 
-    public init(parsing written: String) throws(ParseError) {
+    package init(parsing written: String) throws(ParseError) {
         func fail(_ reason: String) -> ParseError { ParseError(reason: reason) }
         // Options follow the rule after white space (a label value in quotes may hold spaces).
         var rest = Substring(written)
@@ -163,14 +163,14 @@ public struct SLORule: Sendable, Equatable {
 
     /// Whether it is a ratio of counters (judged over any period) rather than a distribution's
     /// statistic (judged over one of the collector's windows).
-    public var isRatio: Bool {
+    package var isRatio: Bool {
         if case .ratio = objective { return true }
         return false
     }
 
     /// The fraction of events the objective wants good: a ratio's 1 - bound, a quantile's
     /// quantile; nil for `max` and `mean`.
-    public var objectiveRatio: Double? {
+    package var objectiveRatio: Double? {
         switch objective {
         case let .ratio(_, _, bound): return 1 - bound
         case let .distribution(_, .quantile(q), _, _): return q
@@ -179,7 +179,7 @@ public struct SLORule: Sendable, Equatable {
     }
 
     /// The statistic's name as reported: `p99`, `p999`, `max`, `mean`; `ratio` for a ratio's.
-    public var statisticName: String {
+    package var statisticName: String {
         switch objective {
         case .ratio: return "ratio"
         case let .distribution(_, .quantile(q), _, _): return quantileKey(q)
@@ -190,7 +190,7 @@ public struct SLORule: Sendable, Equatable {
 
     /// A distribution's threshold in a metric's unit, or nil if a time bound meets a metric that
     /// is not a time (or the rule is a ratio's).
-    public func threshold(in unit: MetricUnit) -> Double? {
+    package func threshold(in unit: MetricUnit) -> Double? {
         guard case let .distribution(_, _, threshold, thresholdIsTime) = objective else { return nil }
         guard thresholdIsTime else { return threshold }
         guard let nanosPerUnit = unit.nanoseconds else { return nil }
@@ -198,7 +198,7 @@ public struct SLORule: Sendable, Equatable {
     }
 
     /// Whether an observed value keeps the objective.
-    public func isMet(by observed: Double, threshold bound: Double) -> Bool {
+    package func isMet(by observed: Double, threshold bound: Double) -> Bool {
         inclusive ? observed <= bound : observed < bound
     }
 

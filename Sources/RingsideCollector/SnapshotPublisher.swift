@@ -10,7 +10,7 @@ import Synchronization
 /// latest sample, and when the drain loop last finished a pass. The HTTP server and the daemon's
 /// subscribers (history, `--hlog`, the JSON dump, the demo) read them; nothing else of the
 /// collector is shared.
-public final class PublishedSnapshot: Sendable {
+package final class PublishedSnapshot: Sendable {
     private let latest = Mutex(Snapshot())
     private let threadHealth = Mutex<ThreadHealthSample?>(nil)
     private let lastPass = Atomic<UInt64>(0)
@@ -23,7 +23,7 @@ public final class PublishedSnapshot: Sendable {
     /// Moves whenever what `snapshot` returns may have changed: a snapshot published, the
     /// collector's figures brought up to date, a thread sample attached. Read it before
     /// `snapshot`, so what is read is at least as new as the revision.
-    public var revision: UInt64 { changes.load(ordering: .acquiring) }
+    package var revision: UInt64 { changes.load(ordering: .acquiring) }
 
     /// Calls `wake` after every change, on the thread that made it (the drain thread or the
     /// thread sampler's): it must return at once, as signalling a semaphore does.
@@ -37,7 +37,7 @@ public final class PublishedSnapshot: Sendable {
     /// The latest snapshot, carrying the latest thread sample (a copy; cheap, its arrays are
     /// shared). The sample comes on its own cadence: a quiet collector publishes snapshots every
     /// 10 s, and each one served still has the sample of the last round.
-    public var snapshot: Snapshot {
+    package var snapshot: Snapshot {
         var snapshot = latest.withLock { $0 }
         snapshot.threadHealth = threadHealth.withLock { $0 }
         return snapshot
@@ -56,7 +56,7 @@ public final class PublishedSnapshot: Sendable {
     /// When the drain loop last finished a pass (CLOCK_MONOTONIC; 0: never), stored every pass,
     /// so `/health` follows the loop itself and not the snapshots, which are spaced out when
     /// publishing is costly.
-    public var lastPassMonotonicNanos: UInt64 { lastPass.load(ordering: .acquiring) }
+    package var lastPassMonotonicNanos: UInt64 { lastPass.load(ordering: .acquiring) }
 
     func passed(atNanos nanos: UInt64) { lastPass.store(nanos, ordering: .releasing) }
 

@@ -24,7 +24,7 @@ extension SnapshotSubscriber {
 
 /// What the subscribers report of themselves (the history's series, the latency log's errors),
 /// shown with every snapshot served: written by the daemon's loop, read by the HTTP threads.
-public final class SubscriberFigures: Sendable {
+package final class SubscriberFigures: Sendable {
     private let figures = Mutex(CollectorStats())
     /// The HTTP listener's figures (`--web-config-file`), read when a snapshot is served.
     private let webSecurity = Mutex<(@Sendable () -> WebSecurityStats)?>(nil)

@@ -1,24 +1,24 @@
 /// A command-line mistake: one line saying what is wrong. Every Ringside executable prints it
 /// and exits with status 2.
-public struct UsageError: Error, Equatable, CustomStringConvertible {
-    public let description: String
+package struct UsageError: Error, Equatable, CustomStringConvertible {
+    package let description: String
     /// Which argument it is about (its index in the arguments read), when the reader knows:
     /// so that an argument that came from a file can be named by its line.
-    public var argumentIndex: Int?
-    public init(_ description: String, argumentIndex: Int? = nil) {
+    package var argumentIndex: Int?
+    package init(_ description: String, argumentIndex: Int? = nil) {
         self.description = description
         self.argumentIndex = argumentIndex
     }
 
     /// Errors are equal when they say the same (where it came from is not what it says).
-    public static func == (lhs: UsageError, rhs: UsageError) -> Bool { lhs.description == rhs.description }
+    package static func == (lhs: UsageError, rhs: UsageError) -> Bool { lhs.description == rhs.description }
 }
 
 /// The one reader of every executable's command line, token by token: `--flag=value` and
 /// `--flag value` read alike, `-h` is `--help`, `--` ends the options, and `-` or a number
 /// (`-1.5`) is an argument, not an option.
-public struct ArgumentStream {
-    public enum Token: Equatable {
+package struct ArgumentStream {
+    package enum Token: Equatable {
         case option(String)
         case argument(String)
     }
@@ -30,17 +30,17 @@ public struct ArgumentStream {
     /// Names the command at the head of each message (`ringside-dump records: ...`); nil: none.
     private let context: String?
 
-    public init(_ arguments: [String], context: String? = nil) {
+    package init(_ arguments: [String], context: String? = nil) {
         remaining = arguments[...]
         self.context = context
     }
 
     /// The index of the argument read last (the option being read, and its `=value`), or -1.
-    public var lastIndex: Int { remaining.startIndex - 1 }
+    package var lastIndex: Int { remaining.startIndex - 1 }
 
     /// The next option or argument, or nil at the end.
     /// - Throws: `UsageError` ("FLAG takes no value") when the last option's `=value` was not taken.
-    public mutating func next() throws(UsageError) -> Token? {
+    package mutating func next() throws(UsageError) -> Token? {
         if let inline { throw error("\(inline.flag) takes no value") }
         while let token = remaining.popFirst() {
             if optionsEnded || !token.hasPrefix("-") || token == "-" || Double(token) != nil { return .argument(token) }
@@ -60,7 +60,7 @@ public struct ArgumentStream {
 
     /// The value that follows `flag`.
     /// - Throws: `UsageError` ("FLAG needs a value") at the end of the command line.
-    public mutating func value(for flag: String) throws(UsageError) -> String {
+    package mutating func value(for flag: String) throws(UsageError) -> String {
         if let inline {
             self.inline = nil
             return inline.value
@@ -71,7 +71,7 @@ public struct ArgumentStream {
 
     /// The next option, for a command that takes options only.
     /// - Throws: `UsageError` at an argument.
-    public mutating func nextOption() throws(UsageError) -> String? {
+    package mutating func nextOption() throws(UsageError) -> String? {
         switch try next() {
         case nil: return nil
         case let .option(option): return option
@@ -80,12 +80,12 @@ public struct ArgumentStream {
     }
 
     /// The error for an option the command does not have.
-    public func unknown(_ option: String) -> UsageError {
+    package func unknown(_ option: String) -> UsageError {
         error("unknown option \(option) (see \(context.map { "\($0) " } ?? "")--help)")
     }
 
     /// The error for an argument the command does not take.
-    public func unexpected(_ argument: String) -> UsageError {
+    package func unexpected(_ argument: String) -> UsageError {
         error("unexpected argument \(argument) (see \(context.map { "\($0) " } ?? "")--help)")
     }
 
@@ -95,13 +95,13 @@ public struct ArgumentStream {
 }
 
 /// The options one command accepts: flags that stand alone, and options that take a value.
-public struct OptionSpec {
-    public var flags: Set<String>
-    public var valued: Set<String>
+package struct OptionSpec {
+    package var flags: Set<String>
+    package var valued: Set<String>
     /// Valued options that may be given more than once (`--label k=v --label k2=v2`).
-    public var repeatable: Set<String>
+    package var repeatable: Set<String>
 
-    public init(flags: Set<String> = [], valued: Set<String> = [], repeatable: Set<String> = []) {
+    package init(flags: Set<String> = [], valued: Set<String> = [], repeatable: Set<String> = []) {
         self.flags = flags
         self.valued = valued
         self.repeatable = repeatable
@@ -110,17 +110,17 @@ public struct OptionSpec {
 
 /// A command line read by `ArgumentStream` against an `OptionSpec`: its arguments, flags and
 /// option values, for the tools' subcommands.
-public struct ParsedArguments {
-    public private(set) var positionals: [String] = []
-    public private(set) var flags: Set<String> = []
-    public private(set) var values: [String: [String]] = [:]
+package struct ParsedArguments {
+    package private(set) var positionals: [String] = []
+    package private(set) var flags: Set<String> = []
+    package private(set) var values: [String: [String]] = [:]
 
-    public func has(_ flag: String) -> Bool { flags.contains(flag) }
-    public func value(_ option: String) -> String? { values[option]?.last }
-    public func all(_ option: String) -> [String] { values[option] ?? [] }
+    package func has(_ flag: String) -> Bool { flags.contains(flag) }
+    package func value(_ option: String) -> String? { values[option]?.last }
+    package func all(_ option: String) -> [String] { values[option] ?? [] }
 
     /// - Parameter context: names the command in error messages (`ringside-dump records`).
-    public init(_ arguments: [String], spec: OptionSpec, context: String) throws(UsageError) {
+    package init(_ arguments: [String], spec: OptionSpec, context: String) throws(UsageError) {
         var stream = ArgumentStream(arguments, context: context)
         while let token = try stream.next() {
             switch token {
@@ -146,7 +146,7 @@ public struct ParsedArguments {
 /// The one duration grammar: a number and a unit, ns, us (or µs), ms, s, m, h or d (`250ms`, `1.5s`,
 /// `2m`); where `bareSeconds`, a number alone is seconds (`0.5`, `2`). Nil for anything else, for
 /// zero and negatives, and past 2^64 ns.
-public func durationNanos(_ text: String, bareSeconds: Bool = false) -> UInt64? {
+package func durationNanos(_ text: String, bareSeconds: Bool = false) -> UInt64? {
     let units: [(String, Double)] = [
         ("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9), ("h", 3600e9), ("d", 86_400e9),
     ]
@@ -163,7 +163,7 @@ public func durationNanos(_ text: String, bareSeconds: Bool = false) -> UInt64? 
 /// Exact (window names in labels, settings): in the largest unit that divides it, `1500ms` and
 /// never `1.5s`, so a window has one name. `approximate` (ages, for people): in the largest unit
 /// it reaches, to a tenth at most: `1.5s`, `4.2m`, `26.3h`.
-public func formatDuration(_ nanos: UInt64, approximate: Bool = false) -> String {
+package func formatDuration(_ nanos: UInt64, approximate: Bool = false) -> String {
     let units: [(String, UInt64)] = [
         ("d", 86_400_000_000_000), ("h", 3_600_000_000_000), ("m", 60_000_000_000), ("s", 1_000_000_000),
         ("ms", 1_000_000), ("us", 1_000), ("ns", 1),
@@ -182,7 +182,7 @@ public func formatDuration(_ nanos: UInt64, approximate: Bool = false) -> String
 }
 
 /// Parses a duration (see `durationNanos`) given to `flag`.
-public func parseDuration(_ text: String, flag: String, bareSeconds: Bool = false) throws(UsageError) -> UInt64 {
+package func parseDuration(_ text: String, flag: String, bareSeconds: Bool = false) throws(UsageError) -> UInt64 {
     guard let nanos = durationNanos(text, bareSeconds: bareSeconds) else {
         throw UsageError("\(flag): \(text) is not a duration (\(bareSeconds ? "seconds, or " : "")a number and ns, us, ms, s, m or h)")
     }

@@ -1,21 +1,21 @@
 /// The version every Ringside executable reports (`--version`) and the collector exports
 /// (`ringside_build_info`). Defined here only.
-public enum RingsideVersion {
+package enum RingsideVersion {
     /// The release.
-    public static let version = "0.3.0"
+    package static let version = "0.3.0"
 
     /// The git commit the binary was built from (`git rev-parse --short HEAD`, recorded at build
     /// time by the RingsideRevision plugin), or "unknown" when the sources were not a git checkout.
-    public static let revision = buildRevision
+    package static let revision = buildRevision
 
     /// What `--version` prints: `ringside-collector 0.3.0 (revision abc1234)`.
-    public static func line(program: String) -> String {
+    package static func line(program: String) -> String {
         "\(program) \(version) (revision \(revision))"
     }
 }
 
 /// What a command line asks for: a run with its options, the help text, or the version line.
-public enum Invocation<Options> {
+package enum Invocation<Options> {
     case run(Options)
     case help
     case version

@@ -4,14 +4,14 @@ import Ringside
 import Glibc
 #endif
 
-/// A synthetic trading bot, written against the public producer API as a user's bot would be,
+/// A synthetic trading bot, written against the package producer API as a user's bot would be,
 /// and shaped like one: a market-data thread, a strategy thread, and order handling as tasks in
 /// a `TaskGroup`, all recording into one bot (each thread into its own lane). Lognormal
 /// order-fill latencies per symbol with bursts, order and fill counters, a gauge.
 /// `ringside-collector --demo` runs it as a separate process. Like a user's bot, it cannot see
 /// the package's system-call layer: it sleeps with Foundation's `Thread.sleep`. SIGUSR1 slows
 /// its fills for a while (`SlowFills`), an incident to capture.
-public enum DemoBot {
+package enum DemoBot {
     static let symbols = ["AAPL", "MSFT", "NVDA", "TSLA"]
 
     /// The bot's metrics: `Sendable` handles shared by every thread and task.
@@ -60,7 +60,7 @@ public enum DemoBot {
     /// - Parameters:
     ///   - ring: the bot's name; `directory`: the ring directory (nil: the default).
     ///   - eventsPerSecond: order events a second, spread over the symbols.
-    public static func run(ring name: String, directory: String?, eventsPerSecond: Int = 20_000) throws(RingError) {
+    package static func run(ring name: String, directory: String?, eventsPerSecond: Int = 20_000) throws(RingError) {
         SlowFills.install()  // before the bot shows: once its series do, the switch works
         let bot = try Bot.attach(name, directory: directory)
         let metrics = try Metrics(bot)

@@ -9,9 +9,9 @@ import Glibc
 
 /// `ringside-collector --demo`: the synthetic bot as a child process (this binary re-executed
 /// with a hidden flag), and the live table (or a log line now and then).
-public final class DemoSession: CollectorSidecar {
+package final class DemoSession: CollectorSidecar {
     /// The ring the demo bot writes.
-    public static let ringName = "demo-bot"
+    package static let ringName = "demo-bot"
     /// The hidden flag that makes the collector's binary run the demo bot instead.
     static let botFlag = "--demo-bot"
 
@@ -27,7 +27,7 @@ public final class DemoSession: CollectorSidecar {
     }
 
     /// Starts the bot writing into `directory`; `address` is the collector's, for the table.
-    public init(directory: RingDirectory, address: String, log: CollectorLog) throws {
+    package init(directory: RingDirectory, address: String, log: CollectorLog) throws {
         self.directory = directory
         self.address = address
         self.log = log
@@ -52,7 +52,7 @@ public final class DemoSession: CollectorSidecar {
     }
 
     /// The demo's run of the collector: `options` with the bot beside it.
-    public static func runCollector(_ options: CollectorOptions, log: CollectorLog) -> Int32 {
+    package static func runCollector(_ options: CollectorOptions, log: CollectorLog) -> Int32 {
         CollectorDaemon.run(options, log: log) { address, log in
             try DemoSession(directory: options.directory, address: address, log: log)
         }
@@ -60,7 +60,7 @@ public final class DemoSession: CollectorSidecar {
 
     /// Runs the bot and exits when `arguments` (without the program name) are the hidden flag's,
     /// which is how the session starts it; returns otherwise.
-    public static func runBotIfAsked(_ arguments: [String]) {
+    package static func runBotIfAsked(_ arguments: [String]) {
         guard arguments.first == botFlag, arguments.count >= 2 else { return }
         // The collector blocks these to take them synchronously; the bot is stopped by them.
         System.pthreadSigmask(SIG_UNBLOCK, [SIGINT, SIGTERM])
@@ -74,7 +74,7 @@ public final class DemoSession: CollectorSidecar {
         }
     }
 
-    public func tick(_ snapshot: Snapshot, nowNanos now: UInt64) {
+    package func tick(_ snapshot: Snapshot, nowNanos now: UInt64) {
         let interval: UInt64 = isTerminal ? 1_000_000_000 : 10_000_000_000
         guard now &- lastDrawNanos >= interval else { return }
         lastDrawNanos = now
@@ -86,13 +86,13 @@ public final class DemoSession: CollectorSidecar {
         if !bot.isRunning { log("demo: the bot exited with status \(bot.terminationStatus)") }
     }
 
-    public func stop() {
+    package func stop() {
         if bot.isRunning { bot.terminate() }
         bot.waitUntilExit()
     }
 
     /// The demo's ring is the demo's own: remove it once the collector let go of it.
-    public func finish() {
+    package func finish() {
         try? directory.remove(Self.ringName)
     }
 }

@@ -1,5 +1,5 @@
 /// The formats /metrics serves, and which one a scraper's `Accept` header asks for.
-public enum ExpositionFormat: Sendable, Hashable, CaseIterable {
+package enum ExpositionFormat: Sendable, Hashable, CaseIterable {
     /// Prometheus text 0.0.4: the default.
     case text
     /// OpenMetrics text 1.0.0: `# EOF`, `# UNIT`, counter families named without `_total`.
@@ -8,7 +8,7 @@ public enum ExpositionFormat: Sendable, Hashable, CaseIterable {
     /// native histograms to Prometheus 2.x.
     case protobuf
 
-    public var contentType: String {
+    package var contentType: String {
         switch self {
         case .text: return "text/plain; version=0.0.4; charset=utf-8"
         case .openMetrics: return "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -19,7 +19,7 @@ public enum ExpositionFormat: Sendable, Hashable, CaseIterable {
     /// The format `accept` prefers most among those served (by `q`, then by order), else text.
     /// Protobuf only as delimited MetricFamily messages; OpenMetrics only as version 1.0.0 (or
     /// unversioned).
-    public static func negotiate(accept: String?) -> ExpositionFormat {
+    package static func negotiate(accept: String?) -> ExpositionFormat {
         guard let accept else { return .text }
         var best: (format: ExpositionFormat, q: Double)?
         for range in accept.split(separator: ",") {
@@ -52,7 +52,7 @@ public enum ExpositionFormat: Sendable, Hashable, CaseIterable {
 }
 
 /// Whether `acceptEncoding` takes gzip (`gzip` or `*`, with a `q` above 0).
-public func acceptsGzip(_ acceptEncoding: String?) -> Bool {
+package func acceptsGzip(_ acceptEncoding: String?) -> Bool {
     guard let acceptEncoding else { return false }
     return acceptEncoding.split(separator: ",").contains { coding in
         let parts = coding.split(separator: ";").map { $0.trimmingWhitespace.lowercased() }

@@ -7,7 +7,7 @@ import Ringside
 // (durations: `formatDuration`, beside the duration grammar in RingsideCommandLine)
 
 /// The JSON key and Prometheus-friendly name of a quantile: 0.5 → `p50`, 0.999 → `p999`.
-public func quantileKey(_ quantile: Double) -> String {
+package func quantileKey(_ quantile: Double) -> String {
     var digits = String(quantile.formatted6.dropFirst(2))  // "0.999" → "999"
     while digits.count < 2 { digits += "0" }
     return "p" + digits

@@ -18,21 +18,21 @@ import RingsideAggregation
 /// report the bucket's top, up to 1/512 off). Their mean uses the lower half's midpoint, a quarter
 /// of a Ringside bucket below Ringside's (1/2048 at most). Values of `2^63` and above (never a
 /// latency) are counted in HdrHistogram's last bucket.
-public enum HdrHistogramEncoding {
+package enum HdrHistogramEncoding {
     /// The V2 encoding cookie and the compressed one, with the 0x10 flag HdrHistogram's writers
     /// set (readers mask it off).
     static let encodingCookie: UInt32 = 0x1c84_9303 | 0x10
     static let compressionCookie: UInt32 = 0x1c84_9304 | 0x10
-    public static let significantDigits: UInt32 = 3
-    public static let lowestDiscernibleValue: Int64 = 1
-    public static let highestTrackableValue: Int64 = .max
+    package static let significantDigits: UInt32 = 3
+    package static let lowestDiscernibleValue: Int64 = 1
+    package static let highestTrackableValue: Int64 = .max
     /// log2 of HdrHistogram's sub-bucket half count at 3 digits: 1024.
     static let subBucketHalfCountMagnitude = 10
     /// The number of counts HdrHistogram keeps up to `Int64.max`: 54 half-buckets of 1024.
-    public static let countsLength = 54 << 10
+    package static let countsLength = 54 << 10
 
     /// HdrHistogram's counts index of `value` (2048 sub-buckets, unit 1).
-    public static func countsIndex(of value: UInt64) -> Int {
+    package static func countsIndex(of value: UInt64) -> Int {
         let clamped = Swift.min(value, UInt64(Int64.max))
         let bucket = 64 - (clamped | 2047).leadingZeroBitCount - 11
         let subBucket = Int(clamped >> UInt64(bucket))
@@ -40,7 +40,7 @@ public enum HdrHistogramEncoding {
     }
 
     /// The lowest value of counts index `index`, the inverse of ``countsIndex(of:)``.
-    public static func lowestValue(ofIndex index: Int) -> UInt64 {
+    package static func lowestValue(ofIndex index: Int) -> UInt64 {
         var bucket = (index >> subBucketHalfCountMagnitude) - 1
         var subBucket = (index & 1023) + 1024
         if bucket < 0 {
@@ -51,7 +51,7 @@ public enum HdrHistogramEncoding {
     }
 
     /// The HdrHistogram counts of `histogram`: (index, count) in increasing index order.
-    public static func counts(of histogram: Histogram) -> [(index: Int, count: UInt64)] {
+    package static func counts(of histogram: Histogram) -> [(index: Int, count: UInt64)] {
         var result: [(index: Int, count: UInt64)] = []
         histogram.forEachBucket { bucket in
             let index = countsIndex(of: bucket.lowerBound)
@@ -67,7 +67,7 @@ public enum HdrHistogramEncoding {
 
     /// The uncompressed V2 encoding: a 40-byte big-endian header, then the counts as ZigZag
     /// LEB128 varints, a run of `n` empty counts written as `-n`, up to the last non-empty one.
-    public static func encode(_ histogram: Histogram) -> [UInt8] {
+    package static func encode(_ histogram: Histogram) -> [UInt8] {
         var varints: [UInt8] = []
         var next = 0
         for (index, count) in counts(of: histogram) {
@@ -90,7 +90,7 @@ public enum HdrHistogramEncoding {
 
     /// The compressed form: cookie, length, then the encoding in zlib's format (RFC 1950: a
     /// header and an Adler-32 trailer around DEFLATE data), as HdrHistogram's libraries write it.
-    public static func compressed(_ histogram: Histogram) -> [UInt8] {
+    package static func compressed(_ histogram: Histogram) -> [UInt8] {
         let deflated = Zlib.compress(encode(histogram), .zlib, level: 9)  // the best, as HdrHistogram's Java writer uses
         var bytes: [UInt8] = []
         bytes.reserveCapacity(8 + deflated.count)
@@ -100,28 +100,28 @@ public enum HdrHistogramEncoding {
     }
 
     /// The compressed form in base64: the last field of an interval log line.
-    public static func base64(_ histogram: Histogram) -> String {
+    package static func base64(_ histogram: Histogram) -> String {
         Base64.encode(compressed(histogram))
     }
 
     // MARK: - Decoding (for tests and tools)
 
     /// A decoded V2 histogram: its header fields and its non-empty counts.
-    public struct Decoded: Equatable, Sendable {
-        public var significantDigits: UInt32
-        public var lowestDiscernibleValue: Int64
-        public var highestTrackableValue: Int64
-        public var normalizingIndexOffset: Int32
-        public var conversionRatio: Double
+    package struct Decoded: Equatable, Sendable {
+        package var significantDigits: UInt32
+        package var lowestDiscernibleValue: Int64
+        package var highestTrackableValue: Int64
+        package var normalizingIndexOffset: Int32
+        package var conversionRatio: Double
         /// (index, count) of the non-empty counts in increasing index order.
-        public var counts: [Int: UInt64]
+        package var counts: [Int: UInt64]
 
         /// The total count.
-        public var totalCount: UInt64 { counts.values.reduce(0, &+) }
+        package var totalCount: UInt64 { counts.values.reduce(0, &+) }
     }
 
     /// Decodes a base64 compressed V2 histogram, or nil when it is not one.
-    public static func decode(base64 text: String) -> Decoded? {
+    package static func decode(base64 text: String) -> Decoded? {
         guard let bytes = Base64.decode(text), bytes.count >= 8 else { return nil }
         guard readBigEndian(bytes, at: 0, bytes: 4) & ~0xf0 == UInt64(compressionCookie & ~0xf0),
             readBigEndian(bytes, at: 4, bytes: 4) == UInt64(bytes.count - 8),
@@ -131,7 +131,7 @@ public enum HdrHistogramEncoding {
     }
 
     /// Decodes an uncompressed V2 encoding, or nil when it is not one.
-    public static func decode(_ bytes: [UInt8]) -> Decoded? {
+    package static func decode(_ bytes: [UInt8]) -> Decoded? {
         guard bytes.count >= 40, readBigEndian(bytes, at: 0, bytes: 4) & ~0xf0 == UInt64(encodingCookie & ~0xf0) else { return nil }
         let length = Int(readBigEndian(bytes, at: 4, bytes: 4))
         guard 40 + length <= bytes.count else { return nil }

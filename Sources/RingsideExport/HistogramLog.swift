@@ -9,17 +9,17 @@ import RingsideAggregation
 /// HdrHistogram's log readers (Java, C, Python) and HistogramLogAnalyzer read.
 ///
 /// Every line stays under 128 bytes but the interval lines, as the C reader's header parser needs.
-public enum HistogramLog {
+package enum HistogramLog {
     /// The format version written: 1.3 has tags.
-    public static let formatVersion = "1.3"
+    package static let formatVersion = "1.3"
 
     /// The legend line, as HdrHistogram's writers print it.
-    public static let legend = "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
+    package static let legend = "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
 
     /// The header of a new log file whose interval timestamps are relative to `startRealtimeNanos`
     /// (both `StartTime` and `BaseTime`), with a newline after each line. `contents` says what a
     /// histogram holds: the collector's, the records drained in the interval.
-    public static func header(
+    package static func header(
         startRealtimeNanos start: UInt64, program: String, contents: String = "each series' records drained in the interval"
     ) -> String {
         let seconds = secondsText(start)
@@ -40,7 +40,7 @@ public enum HistogramLog {
     /// Tags may not hold ',' or whitespace. Ring and metric names never do; in label values every
     /// byte outside `!`...`~` and each of `%,;{}@` is written `%XX` (its UTF-8 bytes in hex), so a
     /// tag reads back exactly (percent-decoding) and the unit is what follows the last `@`.
-    public static func tag(ring: String, metric: MetricDescriptor) -> String {
+    package static func tag(ring: String, metric: MetricDescriptor) -> String {
         var tag = ring + "." + metric.name
         let labels = metric.labels
         if !labels.isEmpty {
@@ -50,7 +50,7 @@ public enum HistogramLog {
     }
 
     /// `value` with the bytes a tag cannot hold, and the tag's own separators, as `%XX`.
-    public static func escape(_ value: String) -> String {
+    package static func escape(_ value: String) -> String {
         var out: [UInt8] = []
         let hex = Array("0123456789ABCDEF".utf8)
         for byte in value.utf8 {
@@ -65,18 +65,18 @@ public enum HistogramLog {
 
     /// One interval line (with its newline): times in seconds with 3 decimals (start relative to
     /// the log's StartTime), the interval's max in the series' unit, the histogram in base64.
-    public static func line(tag: String, startNanos: UInt64, lengthNanos: UInt64, histogram: Histogram) -> String {
+    package static func line(tag: String, startNanos: UInt64, lengthNanos: UInt64, histogram: Histogram) -> String {
         line(
             tag: tag, startNanos: startNanos, lengthNanos: lengthNanos, max: histogram.max, encoded: HdrHistogramEncoding.base64(histogram))
     }
 
     /// The same with the histogram already encoded (``HdrHistogramEncoding/base64(_:)``).
-    public static func line(tag: String, startNanos: UInt64, lengthNanos: UInt64, max: UInt64, encoded: String) -> String {
+    package static func line(tag: String, startNanos: UInt64, lengthNanos: UInt64, max: UInt64, encoded: String) -> String {
         "Tag=\(tag),\(secondsText(startNanos)),\(secondsText(lengthNanos)),\(max).0,\(encoded)\n"
     }
 
     /// Nanoseconds as seconds with 3 decimals (rounded down to the millisecond), as `12.345`.
-    public static func secondsText(_ nanos: UInt64) -> String {
+    package static func secondsText(_ nanos: UInt64) -> String {
         let millis = nanos / 1_000_000
         let fraction = String(millis % 1000)
         return "\(millis / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction

@@ -13,11 +13,11 @@ import Synchronization
 /// (`p50` ... `p999`) in the metric's own unit; counters `total`, `increase` and `rate` (per
 /// second); gauges `value`, `min` and `max`: null when never set (`min` and `max`: in the window),
 /// and NaN and the infinities as Prometheus' HTTP API writes them, the strings `"NaN"`, `"+Inf"`, `"-Inf"`.
-public enum JSONExporter {
-    public static let contentType = "application/json"
+package enum JSONExporter {
+    package static let contentType = "application/json"
 
     /// Renders `/latest` from scratch.
-    public static func latest(_ snapshot: Snapshot) -> [UInt8] {
+    package static func latest(_ snapshot: Snapshot) -> [UInt8] {
         LatestRenderer().render(snapshot)
     }
 
@@ -59,7 +59,7 @@ public enum JSONExporter {
     }
 
     /// `/health`: each ring's state, and whether the drain loop makes progress.
-    public static func health(_ snapshot: Snapshot, isHealthy: Bool, lastPassAgeSeconds: Double) -> [UInt8] {
+    package static func health(_ snapshot: Snapshot, isHealthy: Bool, lastPassAgeSeconds: Double) -> [UInt8] {
         let json = JSONWriter()
         json.object {
             json.field("status", isHealthy ? "ok" : "stalled")
@@ -88,7 +88,7 @@ public enum JSONExporter {
 
     /// `/api/captures`: where captures go, their counts by trigger, and the latest ones (newest
     /// first), with their files; `{"enabled": false}` without `--capture-dir`.
-    public static func captures(_ snapshot: Snapshot) -> [UInt8] {
+    package static func captures(_ snapshot: Snapshot) -> [UInt8] {
         let json = JSONWriter()
         json.object {
             guard let captures = snapshot.collector.captures else {
@@ -385,12 +385,12 @@ public enum JSONExporter {
 
 /// Renders `/latest`, keeping each series' JSON while its versions stay the same. Safe to call
 /// from any thread.
-public final class LatestRenderer: Sendable {
+package final class LatestRenderer: Sendable {
     private let cache = Mutex<[UInt64: (versions: [UInt64], json: [UInt8])]>([:])
 
-    public init() {}
+    package init() {}
 
-    public func render(_ snapshot: Snapshot) -> [UInt8] {
+    package func render(_ snapshot: Snapshot) -> [UInt8] {
         let windows = snapshot.windowNanos.map { formatDuration($0) }
         let quantileKeys = snapshot.quantiles.map(quantileKey)
         let previous = cache.withLock { $0 }

@@ -23,21 +23,21 @@ import RingsideSnapshot
 /// Values are in base units, as on `/metrics`: times in seconds (unit `s`), sizes in bytes
 /// (`By`). Every data point's time is `timeNanos`; a cumulative one's start is `startNanos`'s for
 /// its series.
-public enum OTLPExporter {
-    public static let contentType = "application/x-protobuf"
+package enum OTLPExporter {
+    package static let contentType = "application/x-protobuf"
     /// The instrumentation scope's name.
-    public static let scopeName = "ringside"
+    package static let scopeName = "ringside"
     /// The exponential histograms' scale without `--native-histograms`: 32 buckets an octave,
     /// each 2.2 % wide (a quantile read from them errs by at most 1.1 %, plus Ringside's 0.1 %).
-    public static let defaultScale = 5
+    package static let defaultScale = 5
 
     /// What the request says of where the series come from, beside each bot's name.
-    public struct Origin: Sendable {
+    package struct Origin: Sendable {
         /// `host.name`, and `service.instance.id`: one collector serves one host, where a bot's
         /// name is unique.
-        public var hostName: String
+        package var hostName: String
 
-        public init(hostName: String) {
+        package init(hostName: String) {
             self.hostName = hostName
         }
     }
@@ -47,7 +47,7 @@ public enum OTLPExporter {
     ///   - scale: the exponential histograms' scale, one of `NativeBuckets.schemas`.
     ///   - timeNanos: when the values held (CLOCK_REALTIME).
     ///   - startNanos: when a series' cumulative values began (CLOCK_REALTIME).
-    public static func request(
+    package static func request(
         _ snapshot: Snapshot, origin: Origin, scale: Int, timeNanos: UInt64, startNanos: (SeriesSnapshot) -> UInt64
     ) -> [UInt8] {
         var writer = ProtobufWriter()

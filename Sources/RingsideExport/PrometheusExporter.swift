@@ -17,11 +17,11 @@ import Synchronization
 /// Every series carries `ring`; metric labels named `ring`, `window`, `quantile`, `le` or `slo`
 /// are exported as `exported_<name>`. A family name two metrics claim with different types goes
 /// to the first; the others are left out (and counted in `ringside_collector_series_conflicts`).
-public enum PrometheusExporter {
-    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+package enum PrometheusExporter {
+    package static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     /// The page for a snapshot, with the `process_*` families of `process` when given.
-    public static func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil) -> [UInt8] {
+    package static func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil) -> [UInt8] {
         PrometheusRenderer().render(snapshot, process: process)
     }
 
@@ -115,7 +115,7 @@ public enum PrometheusExporter {
     /// About the bytes a series of `metric` in ring `ring` takes on the text page, for the
     /// collector's memory budget: each of its lines repeats its family's name and its labels
     /// (`{ring="...",key="value",le="..."} value\n`, the value and `le` taken at 40 bytes).
-    public static func pageBytes(of metric: MetricDescriptor, ring: String, windows: Int, quantiles: Int) -> Int {
+    package static func pageBytes(of metric: MetricDescriptor, ring: String, windows: Int, quantiles: Int) -> Int {
         let names = FamilyNames(metric)
         let labels = ring.utf8.count + 8 + metric.labels.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 4 }
         return names.parts.reduce(0) { total, part in
@@ -633,7 +633,7 @@ enum HelpRole: Sendable {
 
 /// Renders pages, keeping the buffers it writes them in from one page to the next while they
 /// are small. Safe to call from any thread; renders take turns.
-public final class PrometheusRenderer: Sendable {
+package final class PrometheusRenderer: Sendable {
     private let buffers = Mutex<[TextBuffer]>([])
     /// The drops and samples per metric of the last page, by its series: a line per series each,
     /// as costly as a third of a page of 10,000 series when nothing else changed.
@@ -643,11 +643,11 @@ public final class PrometheusRenderer: Sendable {
     /// freed: kept, they would hold a second copy of the page between scrapes.
     static let keptBufferBytes = 64 << 20
 
-    public init() {}
+    package init() {}
 
     /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
     /// given (the collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
-    public func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
+    package func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
         write(plan(snapshot, process: process), format: format, families: nil, threads: PrometheusPage.threads)
     }
 
@@ -671,7 +671,7 @@ public final class PrometheusRenderer: Sendable {
     /// - Parameters:
     ///   - series: whether to write the series' section (nil in the result when not).
     ///   - threads: threads a large section is written on (text only; by default as `render`'s).
-    public func renderSections(
+    package func renderSections(
         _ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text, series: Bool = true,
         threads: Int? = nil
     ) -> (series: [UInt8]?, own: [UInt8])? {

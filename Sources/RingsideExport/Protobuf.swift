@@ -3,10 +3,10 @@
 /// `OTLPExporter`): varints, zigzag integers, fixed-width numbers, doubles, strings, bytes and
 /// nested messages, written field by field. Nested messages are encoded apart and appended with
 /// their length: simple, and these messages are small.
-public struct ProtobufWriter {
-    public private(set) var bytes: [UInt8] = []
+package struct ProtobufWriter {
+    package private(set) var bytes: [UInt8] = []
 
-    public init() {}
+    package init() {}
 
     /// The wire types this encoder writes.
     enum WireType: UInt64 {
@@ -29,30 +29,30 @@ public struct ProtobufWriter {
     }
 
     /// A `uint64` (or an enum) field.
-    public mutating func uint64(_ field: Int, _ value: UInt64) {
+    package mutating func uint64(_ field: Int, _ value: UInt64) {
         key(field, .varint)
         varint(value)
     }
 
     /// A `sint32` or `sint64` field: zigzag, so small negative numbers stay short.
-    public mutating func sint64(_ field: Int, _ value: Int64) {
+    package mutating func sint64(_ field: Int, _ value: Int64) {
         key(field, .varint)
         varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
     /// A `bool` field (written only when true, as proto3 leaves defaults out).
-    public mutating func bool(_ field: Int, _ value: Bool) {
+    package mutating func bool(_ field: Int, _ value: Bool) {
         if value { uint64(field, 1) }
     }
 
     /// A `fixed64` field: 8 bytes, little-endian (`sfixed64`: the same bytes of an `Int64`).
-    public mutating func fixed64(_ field: Int, _ value: UInt64) {
+    package mutating func fixed64(_ field: Int, _ value: UInt64) {
         key(field, .fixed64)
         appendLittleEndian(value)
     }
 
     /// A `double` field: 8 bytes, little-endian.
-    public mutating func double(_ field: Int, _ value: Double) {
+    package mutating func double(_ field: Int, _ value: Double) {
         fixed64(field, value.bitPattern)
     }
 
@@ -65,7 +65,7 @@ public struct ProtobufWriter {
     }
 
     /// A `string` field (UTF-8).
-    public mutating func string(_ field: Int, _ value: String) {
+    package mutating func string(_ field: Int, _ value: String) {
         key(field, .lengthDelimited)
         let utf8 = Array(value.utf8)
         varint(UInt64(utf8.count))
@@ -73,14 +73,14 @@ public struct ProtobufWriter {
     }
 
     /// A `bytes` field.
-    public mutating func byteString(_ field: Int, _ value: [UInt8]) {
+    package mutating func byteString(_ field: Int, _ value: [UInt8]) {
         key(field, .lengthDelimited)
         varint(UInt64(value.count))
         bytes += value
     }
 
     /// A nested message field, written by `body`.
-    public mutating func message(_ field: Int, _ body: (inout ProtobufWriter) -> Void) {
+    package mutating func message(_ field: Int, _ body: (inout ProtobufWriter) -> Void) {
         var nested = ProtobufWriter()
         body(&nested)
         key(field, .lengthDelimited)
@@ -89,7 +89,7 @@ public struct ProtobufWriter {
     }
 
     /// A `repeated sint64` field, packed (parsers take packed and unpacked alike).
-    public mutating func packedSInt64(_ field: Int, _ values: [Int64]) {
+    package mutating func packedSInt64(_ field: Int, _ values: [Int64]) {
         guard !values.isEmpty else { return }
         var packed = ProtobufWriter()
         for value in values { packed.varint(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
@@ -99,7 +99,7 @@ public struct ProtobufWriter {
     }
 
     /// A `repeated uint64` field, packed.
-    public mutating func packedUInt64(_ field: Int, _ values: [UInt64]) {
+    package mutating func packedUInt64(_ field: Int, _ values: [UInt64]) {
         guard !values.isEmpty else { return }
         var packed = ProtobufWriter()
         for value in values { packed.varint(value) }
@@ -110,7 +110,7 @@ public struct ProtobufWriter {
 
     /// A length-delimited top-level message: its length as a varint, then the message (the
     /// `encoding=delimited` stream of MetricFamily messages a scrape returns).
-    public mutating func delimited(_ body: (inout ProtobufWriter) -> Void) {
+    package mutating func delimited(_ body: (inout ProtobufWriter) -> Void) {
         var message = ProtobufWriter()
         body(&message)
         varint(UInt64(message.bytes.count))
@@ -122,7 +122,7 @@ public struct ProtobufWriter {
 /// numbers there.
 extension ProtobufWriter {
     /// `MetricType`.
-    public enum MetricType: UInt64 {
+    package enum MetricType: UInt64 {
         case counter = 0
         case gauge = 1
         case summary = 2
@@ -132,7 +132,7 @@ extension ProtobufWriter {
 
     /// One `MetricFamily`, delimited: name, help, type, then the metrics `body` writes with
     /// `metric(labels:_:)`.
-    public mutating func metricFamily(name: String, help: String, type: MetricType, _ body: (inout ProtobufWriter) -> Void) {
+    package mutating func metricFamily(name: String, help: String, type: MetricType, _ body: (inout ProtobufWriter) -> Void) {
         delimited { family in
             family.string(1, name)
             family.string(2, help)
@@ -142,7 +142,7 @@ extension ProtobufWriter {
     }
 
     /// One `Metric` of a family (field 4): its `LabelPair`s, then the value `body` writes.
-    public mutating func metric(labels: [(name: String, value: String)], _ body: (inout ProtobufWriter) -> Void) {
+    package mutating func metric(labels: [(name: String, value: String)], _ body: (inout ProtobufWriter) -> Void) {
         message(4) { metric in
             metric.labelPairs(1, labels)
             body(&metric)
@@ -160,17 +160,17 @@ extension ProtobufWriter {
     }
 
     /// `Metric.gauge`.
-    public mutating func gaugeValue(_ value: Double) {
+    package mutating func gaugeValue(_ value: Double) {
         message(2) { $0.double(1, value) }
     }
 
     /// `Metric.counter`.
-    public mutating func counterValue(_ value: Double) {
+    package mutating func counterValue(_ value: Double) {
         message(3) { $0.double(1, value) }
     }
 
     /// `Metric.summary`: count, sum and (quantile, value) pairs.
-    public mutating func summaryValue(count: UInt64, sum: Double, quantiles: [(quantile: Double, value: Double)]) {
+    package mutating func summaryValue(count: UInt64, sum: Double, quantiles: [(quantile: Double, value: Double)]) {
         message(4) { summary in
             summary.countSumAndEntries(count: count, sum: sum, quantiles) { pair, quantile in
                 pair.double(1, quantile.quantile)
@@ -181,12 +181,12 @@ extension ProtobufWriter {
 
     /// One classic bucket: its upper bound in the base unit, its cumulative count, and the
     /// exemplar of a value in it, if any.
-    public typealias ClassicBucket = (upperBound: Double, cumulativeCount: UInt64, exemplar: Exemplar?)
+    package typealias ClassicBucket = (upperBound: Double, cumulativeCount: UInt64, exemplar: Exemplar?)
 
     /// `Metric.histogram`: count and sum; the classic cumulative buckets (upper bounds in the base
     /// unit, +Inf left out unless an exemplar is in it), each with its exemplar; and, when given,
     /// the native buckets and their exemplars (`Histogram.exemplars`, field 16).
-    public mutating func histogramValue(
+    package mutating func histogramValue(
         count: UInt64, sum: Double, classic: [ClassicBucket], native: NativeBuckets?, nativeExemplars: [Exemplar] = []
     ) {
         message(7) { histogram in
@@ -226,12 +226,12 @@ extension ProtobufWriter {
     }
 
     /// An `Exemplar`: the labels that name a value, the value in the base unit, and its wall time.
-    public struct Exemplar: Sendable {
-        public var labels: [(name: String, value: String)]
-        public var value: Double
-        public var wallTimeNanos: UInt64
+    package struct Exemplar: Sendable {
+        package var labels: [(name: String, value: String)]
+        package var value: Double
+        package var wallTimeNanos: UInt64
 
-        public init(labels: [(name: String, value: String)], value: Double, wallTimeNanos: UInt64) {
+        package init(labels: [(name: String, value: String)], value: Double, wallTimeNanos: UInt64) {
             self.labels = labels
             self.value = value
             self.wallTimeNanos = wallTimeNanos

@@ -2,8 +2,8 @@ import CZlib
 
 /// Deflate with the system's zlib, in its two containers: gzip (RFC 1952) for responses to
 /// `Accept-Encoding: gzip`, zlib (RFC 1950) for HdrHistogram's compressed histograms.
-public enum Zlib {
-    public enum Container {
+package enum Zlib {
+    package enum Container {
         case gzip, zlib
 
         /// zlib's windowBits: 15 (a 32 KB window) in the zlib container; 16 more asks for gzip's.
@@ -11,7 +11,7 @@ public enum Zlib {
     }
 
     /// `bytes` compressed into one stream of `container`. Level 1 to 9; the default, 6, is zlib's.
-    public static func compress(_ bytes: [UInt8], _ container: Container, level: Int32 = 6) -> [UInt8] {
+    package static func compress(_ bytes: [UInt8], _ container: Container, level: Int32 = 6) -> [UInt8] {
         var stream = z_stream()
         let started = deflateInit2_(
             &stream, level, Z_DEFLATED, container.windowBits, 8, Z_DEFAULT_STRATEGY,
@@ -32,17 +32,17 @@ public enum Zlib {
     /// A run of bytes deflated on its own (raw deflate, no container), to be joined with others
     /// into one gzip member by `gzipMember`: a page kept in pieces is compressed a piece at a time,
     /// and a piece that did not change is not compressed again (as pigz joins its blocks).
-    public struct Piece: Sendable {
+    package struct Piece: Sendable {
         /// The deflated bytes: ending on a byte boundary with an empty stored block, or, for the
         /// last piece, with the final block.
-        public let deflated: [UInt8]
+        package let deflated: [UInt8]
         /// The CRC-32 and the length of the bytes before deflating, for the member's trailer.
-        public let crc: UInt32
-        public let count: Int
+        package let crc: UInt32
+        package let count: Int
     }
 
     /// `bytes` deflated as a piece of a gzip member; `last` ends the stream (the member's last piece).
-    public static func piece(_ bytes: [UInt8], last: Bool, level: Int32 = 6) -> Piece {
+    package static func piece(_ bytes: [UInt8], last: Bool, level: Int32 = 6) -> Piece {
         var stream = z_stream()
         // Negative windowBits: raw deflate, no header or trailer of its own.
         let started = deflateInit2_(
@@ -66,7 +66,7 @@ public enum Zlib {
     /// One gzip member (RFC 1952) made of `pieces`, in order, the last one made with `last`: its
     /// header, each piece's deflated bytes as they are (not copied), and its trailer (the CRC-32 of
     /// all the bytes, combined from the pieces', and their length modulo 2^32).
-    public static func gzipMember(_ pieces: [Piece]) -> [[UInt8]] {
+    package static func gzipMember(_ pieces: [Piece]) -> [[UInt8]] {
         precondition(!pieces.isEmpty, "a gzip member needs at least its last piece")
         // Magic, deflate, no flags, no time, no extra flags, OS unknown (255), as zlib writes it.
         let header: [UInt8] = [0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 255]
@@ -82,7 +82,7 @@ public enum Zlib {
     }
 
     /// The bytes of a stream of `container`, or nil when it is not one or is cut short.
-    public static func decompress(_ bytes: [UInt8], _ container: Container) -> [UInt8]? {
+    package static func decompress(_ bytes: [UInt8], _ container: Container) -> [UInt8]? {
         var stream = z_stream()
         guard inflateInit2_(&stream, container.windowBits, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             return nil

@@ -4,20 +4,20 @@ import RingsideHTTPClient
 ///
 /// The handler sees `HEAD` requests too, so it can skip work; it should answer them exactly as
 /// it answers `GET`, and the server drops the body.
-public struct HTTPRequest: Sendable, Equatable {
+package struct HTTPRequest: Sendable, Equatable {
     /// `GET` or `HEAD`, or `POST` to one of `HTTPServerLimits.postPaths`: the server answers every other method itself.
-    public var method: String
+    package var method: String
     /// The request target as sent, e.g. `/metrics?name=x`, for logs.
-    public var target: String
+    package var target: String
     /// The target without its query string: what to route on. Not percent-decoded.
-    public var path: String
+    package var path: String
     /// What followed the first `?`, without it; `nil` when there was no `?`.
-    public var query: String?
+    package var query: String?
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
-    public var minorVersion: Int
-    public var headers: [HTTPHeader]
+    package var minorVersion: Int
+    package var headers: [HTTPHeader]
 
-    public init(method: String, target: String, path: String, query: String?, minorVersion: Int, headers: [HTTPHeader]) {
+    package init(method: String, target: String, path: String, query: String?, minorVersion: Int, headers: [HTTPHeader]) {
         self.method = method
         self.target = target
         self.path = path
@@ -27,31 +27,31 @@ public struct HTTPRequest: Sendable, Equatable {
     }
 
     /// The first header with this name, compared without regard to ASCII case as HTTP requires.
-    public func header(_ name: String) -> String? {
+    package func header(_ name: String) -> String? {
         headers.first { asciiCaseInsensitiveEqual($0.name, name) }?.value
     }
 }
 
 /// What the handler answers. The server adds `Content-Length` and `Connection` itself.
-public struct HTTPResponse: Sendable, Equatable {
-    public var status: Int
-    public var contentType: String
+package struct HTTPResponse: Sendable, Equatable {
+    package var status: Int
+    package var contentType: String
     /// The body in parts, sent one after the other from where each lies: a page kept in
     /// pieces (the collector's /metrics) is never joined into a copy to be sent.
-    public var bodyParts: [[UInt8]]
+    package var bodyParts: [[UInt8]]
     /// Extra headers, e.g. `Cache-Control`. `Content-Length`, `Content-Type` and `Connection`
     /// here are ignored (the server owns framing), and CR or LF in a value becomes a space so a
     /// value built from data can never split the response.
-    public var headers: [HTTPHeader]
+    package var headers: [HTTPHeader]
 
-    public init(
+    package init(
         status: Int = 200, contentType: String = "text/plain; charset=utf-8", body: [UInt8],
         headers: [HTTPHeader] = []
     ) {
         self.init(status: status, contentType: contentType, bodyParts: [body], headers: headers)
     }
 
-    public init(
+    package init(
         status: Int = 200, contentType: String = "text/plain; charset=utf-8", bodyParts: [[UInt8]],
         headers: [HTTPHeader] = []
     ) {
@@ -61,7 +61,7 @@ public struct HTTPResponse: Sendable, Equatable {
         self.headers = headers
     }
 
-    public init(
+    package init(
         status: Int = 200, contentType: String = "text/plain; charset=utf-8", text: String,
         headers: [HTTPHeader] = []
     ) {
@@ -69,22 +69,22 @@ public struct HTTPResponse: Sendable, Equatable {
     }
 
     /// The body in one piece (joined when it is in parts).
-    public var body: [UInt8] {
+    package var body: [UInt8] {
         get { bodyParts.count == 1 ? bodyParts[0] : Array(bodyParts.joined()) }
         set { bodyParts = [newValue] }
     }
 
     /// The body's length in bytes.
-    public var bodyCount: Int { bodyParts.reduce(0) { $0 + $1.count } }
+    package var bodyCount: Int { bodyParts.reduce(0) { $0 + $1.count } }
 
     /// Equal when they would put the same bytes on the wire, however the body is split.
-    public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
+    package static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
         lhs.status == rhs.status && lhs.contentType == rhs.contentType && lhs.headers == rhs.headers
             && lhs.bodyCount == rhs.bodyCount && lhs.bodyParts.joined().elementsEqual(rhs.bodyParts.joined())
     }
 
     /// A plain-text 404 naming the path, for routes the handler does not serve.
-    public static func notFound(_ request: HTTPRequest) -> HTTPResponse {
+    package static func notFound(_ request: HTTPRequest) -> HTTPResponse {
         HTTPResponse(status: 404, text: "not found: \(request.path)\n")
     }
 }

@@ -4,44 +4,44 @@ import Synchronization
 import RingsideHTTPClient
 
 /// The bounds that keep one client from costing the server more than a slot.
-public struct HTTPServerLimits: Sendable, Equatable {
+package struct HTTPServerLimits: Sendable, Equatable {
     /// Largest request head (request line, headers, blank line); larger gets 431 and a close.
-    public var maxHeadBytes = 8 * 1024
+    package var maxHeadBytes = 8 * 1024
     /// Open connections at most. At the bound, a newcomer takes the slot of the connection idle
     /// longest (one that has sent nothing yet, or is between requests), so idle connections can
     /// never lock a scraper out; only when every connection is busy does it get a 503.
-    public var maxConnections = 1024
+    package var maxConnections = 1024
     /// Added to the server thread's nice value (0 to 19): the collector runs its HTTP thread
     /// below its drain thread, so a flood of scrapes cannot take the CPU the drain needs.
-    public var threadNiceIncrement: Int32 = 0
+    package var threadNiceIncrement: Int32 = 0
     /// Added to the render worker's nice value (0 to 19), the thread that runs `handler`. Above
     /// `threadNiceIncrement`, the loop (and so the quick routes) preempts a long render.
-    public var workerNiceIncrement: Int32 = 0
+    package var workerNiceIncrement: Int32 = 0
     /// Requests handed to the render worker and not yet answered (the one it renders included),
     /// at most. Past it, a request `quick` declines gets `503` with `Retry-After: 1` at once, so
     /// the wait for a page stays bounded (this many renders) instead of growing with the clients.
-    public var maxQueuedRequests = 64
+    package var maxQueuedRequests = 64
     /// Requests answered per second at most (nil: no bound). Past it the server stops reading
     /// until the next tenth of a second, so a flood of requests costs a bounded share of a core
     /// and queues instead; connections are served in turn, so every client gets its share.
-    public var maxRequestsPerSecond: Int?
+    package var maxRequestsPerSecond: Int?
     /// Time to receive a complete request head, counted from the accept or the previous
     /// response; it is also the keep-alive idle timeout. Not reset by progress, so a client
     /// sending a byte a second is closed on time.
-    public var headTimeout: Duration = .seconds(5)
+    package var headTimeout: Duration = .seconds(5)
     /// Time to send one response to a client that reads it slowly.
-    public var writeTimeout: Duration = .seconds(10)
+    package var writeTimeout: Duration = .seconds(10)
     /// Paths that also take `POST` without a body (an action, such as `/-/reload`); every other
     /// method and path is refused as before.
-    public var postPaths: Set<String> = []
+    package var postPaths: Set<String> = []
 
-    public init() {}
+    package init() {}
 }
 
 /// A line for the server's owner to log, and whether it reports a problem (else its end). The
 /// server calls it on its own thread, once per change of state (descriptors running out, and
 /// available again), never per request.
-public typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Bool) -> Void
+package typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Bool) -> Void
 
 /// A small HTTP/1.1 server for the collector's scrape endpoints, on two dedicated threads.
 ///
@@ -71,18 +71,18 @@ public typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Bool
 /// starts); `start` spawns the threads; `stop` closes everything and joins them. All methods are
 /// safe to call from any thread, except `stop()` from inside `quick` or `handler`, which would
 /// wait for itself.
-public final class HTTPServer: Sendable {
+package final class HTTPServer: Sendable {
     /// The collector's conventional address: this machine only.
-    public static let defaultListen = "127.0.0.1:9464"
+    package static let defaultListen = "127.0.0.1:9464"
 
     /// The port actually bound: the one asked for, or the kernel's choice for port 0.
-    public let boundPort: Int
+    package let boundPort: Int
     /// The bound address as `127.0.0.1:9464` or `[::1]:9464`, for the startup log line.
-    public let boundAddress: String
+    package let boundAddress: String
     /// False when other machines can reach the server (e.g. `0.0.0.0`); callers log a warning,
     /// since metrics can reveal what the bots are doing.
-    public let isLoopback: Bool
-    public let limits: HTTPServerLimits
+    package let isLoopback: Bool
+    package let limits: HTTPServerLimits
 
     private let listenFD: Int32
     private let wakeup: LoopWakeup
@@ -192,7 +192,7 @@ public final class HTTPServer: Sendable {
     /// after `stop()`, is a programming error.
     ///
     /// - Throws: `HTTPServerError.systemCall("pthread_create", …)` if a thread cannot start.
-    public func start() throws(HTTPServerError) {
+    package func start() throws(HTTPServerError) {
         try lifecycle.withLock { (state: inout Lifecycle) throws(HTTPServerError) in
             guard case .ready = state else { preconditionFailure("HTTPServer.start() called twice or after stop()") }
             if case .failure(let error) = worker.start(niceIncrement: limits.workerNiceIncrement) {
@@ -223,7 +223,7 @@ public final class HTTPServer: Sendable {
     /// Closes the listening socket and every connection and waits for both threads to exit:
     /// one wake-up of the loop (well under a millisecond when idle), and the end of the page the
     /// worker is rendering, if any. Idempotent; safe from any thread except `quick` and `handler`.
-    public func stop() {
+    package func stop() {
         lifecycle.withLock { state in
             switch state {
             case .stopped:

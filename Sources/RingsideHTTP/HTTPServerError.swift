@@ -8,7 +8,7 @@ import RingsideHTTPClient
 /// `listen 127.0.0.1:9464: the port is taken by another process (stop it or pick another port):
 /// Address already in use (errno: 98)`. Nothing a client sends produces this error: bad requests
 /// are answered with 4xx responses on their own connection.
-public enum HTTPServerError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum HTTPServerError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The listen string is not `HOST:PORT`; `reason` says which part is wrong.
     case invalidAddress(listen: String, reason: String)
     /// The host part did not resolve; `reason` is the resolver's message.
@@ -22,7 +22,7 @@ public enum HTTPServerError: Error, Equatable, Sendable, CustomStringConvertible
     /// Another call failed: `socket`, `setsockopt`, `listen`, `pipe`, `fcntl` or `pthread_create`.
     case systemCall(String, listen: String, errno: Int32)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case let .invalidAddress(listen, reason):
             return "listen \"\(listen)\": \(reason)"

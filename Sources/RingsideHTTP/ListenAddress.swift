@@ -41,7 +41,7 @@ extension HTTPServer {
     /// Checks the form of a listen string (`HOST:PORT`) without resolving or binding it, so that a
     /// command line can refuse a malformed address before anything starts.
     /// - Throws: `HTTPServerError.invalidAddress` naming the part that is wrong.
-    public static func validate(listen: String) throws(HTTPServerError) {
+    package static func validate(listen: String) throws(HTTPServerError) {
         _ = try ListenAddress(parsing: listen)
     }
 }

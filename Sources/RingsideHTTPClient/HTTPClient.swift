@@ -20,12 +20,12 @@ import Synchronization
 ///
 /// Safe to call from any thread; each call has its own socket. Another thread ends calls at once
 /// through their `HTTPClientCancellation`.
-public enum HTTPClient {
+package enum HTTPClient {
     /// Headers the client writes itself: a caller's would contradict how the message is framed.
-    public static let reservedHeaders: Set<String> = ["host", "content-length", "transfer-encoding", "connection"]
+    package static let reservedHeaders: Set<String> = ["host", "content-length", "transfer-encoding", "connection"]
 
     /// The most of a response's body kept: the rest is not read (the connection is closed).
-    public static let maxBodyBytes = 64 << 10
+    package static let maxBodyBytes = 64 << 10
 
     /// Sends `request` and returns the response, whatever its status.
     /// - Parameters:
@@ -34,7 +34,7 @@ public enum HTTPClient {
     /// - Throws: `HTTPClientError`: the host did not resolve, no address took the connection, the
     ///   deadline passed, the call was cancelled, the connection failed or closed early, or the
     ///   response is not HTTP/1.x or is past the parser's bounds.
-    public static func send(
+    package static func send(
         _ request: HTTPClientRequest, timeoutNanos: UInt64, cancellation: HTTPClientCancellation? = nil
     ) throws(HTTPClientError) -> HTTPClientResponse {
         let exchange = Exchange(
@@ -175,15 +175,15 @@ public enum HTTPClient {
 ///
 /// Safe to use from any thread: a socket is shut down only while its call holds it (the call
 /// lets go of it before closing it), never a descriptor number used again for something else.
-public final class HTTPClientCancellation: Sendable {
+package final class HTTPClientCancellation: Sendable {
     private let state = Mutex((cancelled: false, sockets: Set<Int32>()))
 
-    public init() {}
+    package init() {}
 
-    public var isCancelled: Bool { state.withLock { $0.cancelled } }
+    package var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     /// Cancels every call under way and every later one.
-    public func cancel() {
+    package func cancel() {
         state.withLock { state in
             state.cancelled = true
             for fd in state.sockets { try? System.shutdown(fd, Int32(SHUT_RDWR)) }
@@ -204,15 +204,15 @@ public final class HTTPClientCancellation: Sendable {
 }
 
 /// A request for `HTTPClient`: its method, URL, headers of the caller's, and body.
-public struct HTTPClientRequest: Sendable {
-    public var method: String
-    public var url: HTTPURL
+package struct HTTPClientRequest: Sendable {
+    package var method: String
+    package var url: HTTPURL
     /// Written after `Host`, in order; none may be one of `HTTPClient.reservedHeaders` (see
     /// `HTTPClientRequest.validate(header:value:)`).
-    public var headers: [HTTPHeader]
-    public var body: [UInt8]
+    package var headers: [HTTPHeader]
+    package var body: [UInt8]
 
-    public init(method: String, url: HTTPURL, headers: [HTTPHeader], body: [UInt8]) {
+    package init(method: String, url: HTTPURL, headers: [HTTPHeader], body: [UInt8]) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -230,7 +230,7 @@ public struct HTTPClientRequest: Sendable {
     /// Why `name: value` cannot be sent as a header, or nil when it can: a name must be a token
     /// (RFC 9110 §5.1) and not one the client writes itself; a value, visible ASCII, spaces and
     /// tabs, and other bytes of UTF-8 (no line breaks or other control characters).
-    public static func validate(header name: String, value: String) -> String? {
+    package static func validate(header name: String, value: String) -> String? {
         let tokenPunctuation = Set("!#$%&'*+-.^_`|~".utf8)
         guard !name.isEmpty,
             name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || tokenPunctuation.contains($0) }
@@ -247,13 +247,13 @@ public struct HTTPClientRequest: Sendable {
 }
 
 /// A response `HTTPClient` read: status, headers, and as much of the body as it kept.
-public struct HTTPClientResponse: Sendable, Equatable {
-    public var status: Int
-    public var reason: String
-    public var headers: [HTTPHeader]
-    public var body: [UInt8]
+package struct HTTPClientResponse: Sendable, Equatable {
+    package var status: Int
+    package var reason: String
+    package var headers: [HTTPHeader]
+    package var body: [UInt8]
 
-    public init(status: Int, reason: String, headers: [HTTPHeader], body: [UInt8]) {
+    package init(status: Int, reason: String, headers: [HTTPHeader], body: [UInt8]) {
         self.status = status
         self.reason = reason
         self.headers = headers
@@ -261,20 +261,20 @@ public struct HTTPClientResponse: Sendable, Equatable {
     }
 
     /// The first header named `name` (any case).
-    public func header(_ name: String) -> String? {
+    package func header(_ name: String) -> String? {
         let lowered = name.lowercased()
         return headers.first { $0.name.lowercased() == lowered }?.value
     }
 
     /// The body's first line (at most 200 bytes of it), for a log line.
-    public var firstLineOfBody: String {
+    package var firstLineOfBody: String {
         let line = body.prefix { $0 != 0x0A && $0 != 0x0D }.prefix(200)
         return String(decoding: line, as: UTF8.self)
     }
 }
 
 /// Why `HTTPClient` got no response; each description says where it failed.
-public enum HTTPClientError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum HTTPClientError: Error, Equatable, Sendable, CustomStringConvertible {
     case cannotResolve(host: String, reason: String)
     /// The address refused the connection, or could not be reached.
     case cannotConnect(address: String, errno: Int32)
@@ -293,7 +293,7 @@ public enum HTTPClientError: Error, Equatable, Sendable, CustomStringConvertible
     /// `socket` failed.
     case systemCall(String, errno: Int32)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case let .cannotResolve(host, reason): "cannot resolve \(host): \(reason)"
         case let .cannotConnect(address, code): "cannot connect to \(address): \(Errno(rawValue: code))"

@@ -1,9 +1,9 @@
 /// One header line, name and value as the peer wrote them (the value without surrounding blanks).
-public struct HTTPHeader: Sendable, Equatable {
-    public var name: String
-    public var value: String
+package struct HTTPHeader: Sendable, Equatable {
+    package var name: String
+    package var value: String
 
-    public init(_ name: String, _ value: String) {
+    package init(_ name: String, _ value: String) {
         self.name = name
         self.value = value
     }

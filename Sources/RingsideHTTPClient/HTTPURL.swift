@@ -4,14 +4,14 @@
 /// one in brackets; the port 80 when not given. Refused, each with the reason: other schemes
 /// (`https` among them: the client speaks plain HTTP), user names and passwords (give a header),
 /// fragments, and spaces or control characters.
-public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
+package struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
     /// The host as the resolver takes it (an IPv6 address without its brackets).
-    public var host: String
-    public var port: Int
+    package var host: String
+    package var port: Int
     /// The path and query as written after the authority; empty when the URL has none.
-    public var path: String
+    package var path: String
 
-    public init(parsing text: String) throws(HTTPURLError) {
+    package init(parsing text: String) throws(HTTPURLError) {
         func invalid(_ reason: String) -> HTTPURLError { HTTPURLError(url: text, reason: reason) }
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else {
             throw invalid("expected http://HOST[:PORT][/PATH]")
@@ -61,18 +61,18 @@ public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
     }
 
     /// `HOST:PORT` as the `Host` header writes it (`[::1]:4318` for IPv6; no port when it is 80).
-    public var authority: String {
+    package var authority: String {
         let shown = host.contains(":") ? "[\(host)]" : host
         return port == 80 ? shown : "\(shown):\(port)"
     }
 
-    public var description: String { "http://\(authority)\(path)" }
+    package var description: String { "http://\(authority)\(path)" }
 }
 
 /// Why a URL was refused: the URL and the part that is wrong.
-public struct HTTPURLError: Error, Equatable, Sendable, CustomStringConvertible {
-    public var url: String
-    public var reason: String
+package struct HTTPURLError: Error, Equatable, Sendable, CustomStringConvertible {
+    package var url: String
+    package var reason: String
 
-    public var description: String { "\(url): \(reason)" }
+    package var description: String { "\(url): \(reason)" }
 }

@@ -1,21 +1,21 @@
 /// The process metrics every Prometheus client library exports: CPU time, memory, file
 /// descriptors and start time. The collector reads them from `/proc`; the exporters write them.
-public struct ProcessMetrics: Sendable, Equatable {
+package struct ProcessMetrics: Sendable, Equatable {
     /// User and system CPU time, in seconds (`utime + stime` of `/proc/self/stat` over `_SC_CLK_TCK`).
-    public var cpuSeconds: Double
+    package var cpuSeconds: Double
     /// Resident set size in bytes (`rss` of `/proc/self/stat` times the page size).
-    public var residentMemoryBytes: Double
+    package var residentMemoryBytes: Double
     /// Virtual memory size in bytes (`vsize` of `/proc/self/stat`).
-    public var virtualMemoryBytes: Double
+    package var virtualMemoryBytes: Double
     /// Open file descriptors: the entries of `/proc/self/fd`, less the one listing them.
-    public var openFDs: Double
+    package var openFDs: Double
     /// The soft limit on open file descriptors (RLIMIT_NOFILE).
-    public var maxFDs: Double
+    package var maxFDs: Double
     /// When the process started, in Unix seconds (`btime` of `/proc/stat` plus `starttime` of
     /// `/proc/self/stat` over `_SC_CLK_TCK`).
-    public var startTimeSeconds: Double
+    package var startTimeSeconds: Double
 
-    public init(
+    package init(
         cpuSeconds: Double, residentMemoryBytes: Double, virtualMemoryBytes: Double, openFDs: Double,
         maxFDs: Double, startTimeSeconds: Double
     ) {

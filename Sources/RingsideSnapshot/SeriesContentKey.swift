@@ -12,20 +12,20 @@
 /// counted too.
 /// A snapshot made by hand, whose series carry no versions, has a key that says nothing
 /// (`isVersioned` false): nothing may be reused for it.
-public struct SeriesContentKey: Equatable, Sendable {
-    public private(set) var count = 0
-    public private(set) var largestID: UInt64 = 0
-    public private(set) var largestVersion: UInt64 = 0
-    public private(set) var largestWholeVersion: UInt64 = 0
-    public private(set) var windowNanos: [UInt64] = []
-    public private(set) var quantiles: [Double] = []
-    public private(set) var nativeHistogramSchema: Int?
+package struct SeriesContentKey: Equatable, Sendable {
+    package private(set) var count = 0
+    package private(set) var largestID: UInt64 = 0
+    package private(set) var largestVersion: UInt64 = 0
+    package private(set) var largestWholeVersion: UInt64 = 0
+    package private(set) var windowNanos: [UInt64] = []
+    package private(set) var quantiles: [Double] = []
+    package private(set) var nativeHistogramSchema: Int?
 
     /// Whether the series carry the collector's versions (every series it publishes has a whole
     /// version, from its first snapshot on).
-    public var isVersioned: Bool { count == 0 || largestWholeVersion > 0 }
+    package var isVersioned: Bool { count == 0 || largestWholeVersion > 0 }
 
-    public init(_ snapshot: Snapshot) {
+    package init(_ snapshot: Snapshot) {
         count = snapshot.series.count
         for series in snapshot.series {
             largestID = max(largestID, series.id)

@@ -1,22 +1,22 @@
 /// What the collector's thread sampler last read from `/proc` of the bots' lane threads and
 /// processes: scheduling health, read at a low rate off the drain thread. Plain values, made once
 /// per round and never changed: the snapshots served carry the latest (`Snapshot.threadHealth`).
-public struct ThreadHealthSample: Sendable {
+package struct ThreadHealthSample: Sendable {
     /// Increases with every round; with the snapshot's generation, what the exporters' caches key on.
-    public var sequence: UInt64
+    package var sequence: UInt64
     /// CLOCK_REALTIME when the round ended.
-    public var realtimeNanos: UInt64
+    package var realtimeNanos: UInt64
     /// How often rounds begin (`--thread-sample-interval`).
-    public var intervalNanos: UInt64
+    package var intervalNanos: UInt64
     /// Each lane thread read, by its process and its own id.
-    public var threads: [ThreadKey: ThreadHealth]
+    package var threads: [ThreadKey: ThreadHealth]
     /// Each bot process read, by pid.
-    public var processes: [Int32: ProcessHealth]
-    public var figures: ThreadSamplerFigures
+    package var processes: [Int32: ProcessHealth]
+    package var figures: ThreadSamplerFigures
     /// Targets refused since the ring was first seen, by ring name and why (see `ThreadHealthRefusal`).
-    public var refusals: [String: [ThreadHealthRefusal: UInt64]] = [:]
+    package var refusals: [String: [ThreadHealthRefusal: UInt64]] = [:]
 
-    public init(
+    package init(
         sequence: UInt64, realtimeNanos: UInt64, intervalNanos: UInt64, threads: [ThreadKey: ThreadHealth],
         processes: [Int32: ProcessHealth], figures: ThreadSamplerFigures
     ) {
@@ -32,7 +32,7 @@ public struct ThreadHealthSample: Sendable {
     /// the lane's thread id name it. None for a ring whose producer is gone (the snapshot may be
     /// newer than the sample), whose process is not its file owner's (see `process(writing:)`),
     /// or for a thread that started after the lane's heartbeat: another thread at a reused id.
-    public func thread(holding lane: LaneSnapshot, of ring: RingSnapshot) -> ThreadHealth? {
+    package func thread(holding lane: LaneSnapshot, of ring: RingSnapshot) -> ThreadHealth? {
         guard lane.state == .active, lane.threadID > 0, process(writing: ring) != nil,
             let thread = threads[ThreadKey(pid: ring.producerPID, tid: lane.threadID)],
             !thread.startedAfter(heartbeatMonotonicNanos: lane.heartbeatMonotonicNanos)
@@ -43,7 +43,7 @@ public struct ThreadHealthSample: Sendable {
     /// The figures of the process writing `ring`, if it was read and runs as the user that owns
     /// the ring's file: a file names its producer's pid itself, and another user's process is
     /// never shown under it, even when another ring's owner had it read.
-    public func process(writing ring: RingSnapshot) -> ProcessHealth? {
+    package func process(writing ring: RingSnapshot) -> ProcessHealth? {
         guard ring.producerAlive, ring.producerPID > 0, let owner = ring.owner, let process = processes[ring.producerPID],
             process.owner == owner
         else { return nil }
@@ -52,7 +52,7 @@ public struct ThreadHealthSample: Sendable {
 }
 
 /// Why the thread sampler refused a target a ring named: it reads only what the ring's owner owns.
-public enum ThreadHealthRefusal: String, Sendable, CaseIterable, Comparable {
+package enum ThreadHealthRefusal: String, Sendable, CaseIterable, Comparable {
     /// The process (or the thread) runs as another user than the one owning the ring's file, or
     /// as more than one (a set-user-ID or set-group-ID program): its threads go with it.
     case otherOwner = "other_owner"
@@ -64,15 +64,15 @@ public enum ThreadHealthRefusal: String, Sendable, CaseIterable, Comparable {
     /// thread than the one that claimed it, at a reused id.
     case startedAfterClaim = "started_after_claim"
 
-    public static func < (left: Self, right: Self) -> Bool { left.rawValue < right.rawValue }
+    package static func < (left: Self, right: Self) -> Bool { left.rawValue < right.rawValue }
 }
 
 /// A thread: its process's id and its own (the kernel's tid).
-public struct ThreadKey: Hashable, Sendable {
-    public var pid: Int32
-    public var tid: Int32
+package struct ThreadKey: Hashable, Sendable {
+    package var pid: Int32
+    package var tid: Int32
 
-    public init(pid: Int32, tid: Int32) {
+    package init(pid: Int32, tid: Int32) {
         self.pid = pid
         self.tid = tid
     }
@@ -80,30 +80,30 @@ public struct ThreadKey: Hashable, Sendable {
 
 /// One lane thread's scheduling as the kernel counts it: totals since the thread began, but
 /// `migrations`, which the sampler counts itself.
-public struct ThreadHealth: Sendable, Equatable {
+package struct ThreadHealth: Sendable, Equatable {
     /// Time on a CPU, and time runnable but waiting for one (`/proc/PID/task/TID/schedstat`).
-    public var cpuNanos: UInt64
-    public var runQueueWaitNanos: UInt64
+    package var cpuNanos: UInt64
+    package var runQueueWaitNanos: UInt64
     /// Times the scheduler gave it a CPU (schedstat's third field).
-    public var timeslices: UInt64
+    package var timeslices: UInt64
     /// `voluntary_ctxt_switches` (it blocked or slept) and `nonvoluntary_ctxt_switches` (it was
     /// preempted) of its `status`.
-    public var voluntarySwitches: UInt64
-    public var involuntarySwitches: UInt64
+    package var voluntarySwitches: UInt64
+    package var involuntarySwitches: UInt64
     /// The CPU it last ran on (field 39, `processor`, of its `stat`).
-    public var lastCPU: Int32
+    package var lastCPU: Int32
     /// Reads of its `stat` that found it on another CPU than the read before: a lower bound on
     /// the kernel's migrations (two between reads count once), counted since the sampler began.
-    public var migrations: UInt64
+    package var migrations: UInt64
     /// The kernel's name for it (`comm`, field 2 of its `stat`): 15 bytes at most.
-    public var kernelName: String
+    package var kernelName: String
     /// Over the span between the last two reads of its schedstat (nil after the first): the
     /// fraction of one CPU it used, and the fraction of the span it waited for one.
-    public var cpuRatio: Double?
-    public var runQueueWaitRatio: Double?
+    package var cpuRatio: Double?
+    package var runQueueWaitRatio: Double?
     /// Over the span between the last two reads of its status (nil after the first): switches a second.
-    public var voluntarySwitchesPerSecond: Double?
-    public var involuntarySwitchesPerSecond: Double?
+    package var voluntarySwitchesPerSecond: Double?
+    package var involuntarySwitchesPerSecond: Double?
     /// No later than it started, in CLOCK_MONOTONIC nanoseconds (0: not known).
     package var startedMonotonicNanos: UInt64 = 0
 
@@ -118,7 +118,7 @@ public struct ThreadHealth: Sendable, Equatable {
         startedMonotonicNanos > heartbeat &+ Self.claimSlackNanos
     }
 
-    public init(
+    package init(
         cpuNanos: UInt64, runQueueWaitNanos: UInt64, timeslices: UInt64, voluntarySwitches: UInt64,
         involuntarySwitches: UInt64, lastCPU: Int32, migrations: UInt64, kernelName: String
     ) {
@@ -134,24 +134,24 @@ public struct ThreadHealth: Sendable, Equatable {
 }
 
 /// A bot's process as the kernel counts it (`/proc/PID/stat`, `/proc/PID/fd`).
-public struct ProcessHealth: Sendable, Equatable {
+package struct ProcessHealth: Sendable, Equatable {
     /// User and system CPU time of all its threads, those gone included (`utime + stime`).
-    public var cpuSeconds: Double
-    public var residentMemoryBytes: UInt64
-    public var threads: Int
+    package var cpuSeconds: Double
+    package var residentMemoryBytes: UInt64
+    package var threads: Int
     /// Its open descriptors; nil when they may not be counted (another user's process).
-    public var openFDs: Int?
+    package var openFDs: Int?
     /// Page faults that had to read from disk (`majflt`).
-    public var majorPageFaults: UInt64
+    package var majorPageFaults: UInt64
     /// When it started, in Unix seconds.
-    public var startTimeSeconds: Double
+    package var startTimeSeconds: Double
     /// Over the span between its last two reads (nil after the first): the CPUs it used.
-    public var cpuRatio: Double?
+    package var cpuRatio: Double?
     /// The user it runs as (real, effective, saved and filesystem ids all one): shown only under
     /// a ring whose file that user owns (nil: none).
     package var owner: UInt32?
 
-    public init(
+    package init(
         cpuSeconds: Double, residentMemoryBytes: UInt64, threads: Int, openFDs: Int?, majorPageFaults: UInt64,
         startTimeSeconds: Double
     ) {
@@ -165,25 +165,25 @@ public struct ProcessHealth: Sendable, Equatable {
 }
 
 /// What the sampler says of itself, so its cost and its gaps are seen.
-public struct ThreadSamplerFigures: Sendable, Equatable {
+package struct ThreadSamplerFigures: Sendable, Equatable {
     /// Lane threads and processes with figures in the sample.
-    public var threads = 0
-    public var processes = 0
+    package var threads = 0
+    package var processes = 0
     /// Lane threads named by live lanes that could not be read: gone from `/proc` (the thread or
     /// its process exited), not readable, or at a pid now held by another process.
-    public var unreadable = 0
+    package var unreadable = 0
     /// Lane threads named by live lanes that the sampler refused to read: another user's, not a
     /// thread of the ring's producer, or started after the lane's claim (`ThreadHealthRefusal`).
-    public var refused = 0
+    package var refused = 0
     /// Threads whose `stat` and `status` the round's CPU budget left for a later round (their
     /// context switches and last CPU are from an earlier read).
-    public var deferred = 0
+    package var deferred = 0
     /// The last round's time, and the sampler thread's CPU time since it began.
-    public var roundSeconds: Double = 0
-    public var cpuSecondsTotal: Double = 0
+    package var roundSeconds: Double = 0
+    package var cpuSecondsTotal: Double = 0
     /// `/proc` files held open between rounds, and how many may be.
-    public var keptDescriptors = 0
-    public var keptDescriptorLimit = 0
+    package var keptDescriptors = 0
+    package var keptDescriptorLimit = 0
 
-    public init() {}
+    package init() {}
 }
