@@ -1,9 +1,9 @@
 import CRingside
 import Ringside
+import RingsideCommandLine
+import RingsideJSON
 #if canImport(Glibc)
 import Glibc
-import RingsideJSON
-import RingsideCommandLine
 #endif
 
 /// `ringside-dump`: the operator's view of the rings in a directory, like AeronStat for Aeron

@@ -2,10 +2,10 @@ import CRingside
 import Ringside
 import RingsideCommandLine
 import RingsideExport
+import RingsideJSON
 import RingsideSystem
 #if canImport(Glibc)
 import Glibc
-import RingsideJSON
 #endif
 
 /// `ringside-dump watch [NAME]`: rates, backlog and drops, refreshed like `top`. Every figure is

@@ -1,9 +1,9 @@
 import CRingside
 import Ringside
+import RingsideCommandLine
 import RingsideSystem
 #if canImport(Glibc)
 import Glibc
-import RingsideCommandLine
 #endif
 
 /// `ringside-emit`: writes values into a ring from a script, a cron job or a pipe, without

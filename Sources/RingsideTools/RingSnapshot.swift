@@ -1,10 +1,10 @@
 import CRingside
 import Ringside
 import RingsideExport
+import RingsideJSON
 import RingsideSystem
 #if canImport(Glibc)
 import Glibc
-import RingsideJSON
 #endif
 
 /// What `ringside-dump` shares between its commands: where the rings are, whose rings it may
