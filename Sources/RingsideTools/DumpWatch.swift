@@ -3,6 +3,7 @@ import Ringside
 import RingsideCommandLine
 import RingsideExport
 import RingsideSystem
+import RingsideText
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
