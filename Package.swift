@@ -30,7 +30,8 @@ let package = Package(
 
         // MARK: - The collector's parts
 
-        /// Log-bucketed histograms and sliding windows: pure computation, no I/O.
+        /// Log-bucketed histograms and sliding windows, and the same histograms in Prometheus's
+        /// native and OTLP's exponential buckets: pure computation, no I/O.
         .target(name: "RingsideAggregation"),
         /// A small HTTP/1.1 server on POSIX sockets, and a client for one request at a time (the
         /// OTLP exporter's); their calls made through RingsideSystem. The server speaks TLS and
@@ -55,8 +56,8 @@ let package = Package(
         .target(
             name: "RingsideExport",
             dependencies: [
-                "Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "RingsideSystem", "RingsideText",
-                "CZlib",
+                "Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "RingsideSystem",
+                "RingsideText", "CZlib",
             ],
             resources: [.embedInCode("LivePage.html"), .embedInCode("CaptureTimeline.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
