@@ -1,6 +1,5 @@
 import Ringside
 import RingsideExport
-import RingsideText
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
