@@ -30,7 +30,8 @@ let package = Package(
 
         // MARK: - The collector's parts
 
-        /// Log-bucketed histograms and sliding windows: pure computation, no I/O.
+        /// Log-bucketed histograms and sliding windows, and the same histograms in Prometheus's
+        /// native and OTLP's exponential buckets: pure computation, no I/O.
         .target(name: "RingsideAggregation"),
         /// A small HTTP/1.1 server on POSIX sockets, and a client for one request at a time (the
         /// OTLP exporter's); their calls made through RingsideSystem. The server speaks TLS and
@@ -55,7 +56,8 @@ let package = Package(
         .target(
             name: "RingsideExport",
             dependencies: [
-                "Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "RingsideSystem", "CZlib",
+                "Ringside", "RingsideAggregation", "RingsideSnapshot", "RingsideCommandLine", "RingsideJSON", "RingsideSystem",
+                "RingsideText", "CZlib",
             ],
             resources: [.embedInCode("LivePage.html"), .embedInCode("CaptureTimeline.html")]),
         /// The system's zlib (a prerequisite of Swift on Linux): linked by the collector's export
@@ -67,7 +69,7 @@ let package = Package(
             name: "RingsideCollector",
             dependencies: [
                 "Ringside", "CRingside", "RingsideAggregation", "RingsideSnapshot", "RingsideExport", "RingsideHTTP", "RingsideJSON",
-                "RingsideCommandLine", "RingsideSystem", "RingsideTrace", "RingsideHTTPClient",
+                "RingsideCommandLine", "RingsideSystem", "RingsideText", "RingsideTrace", "RingsideHTTPClient",
             ]),
         /// The collector's `--demo`: the synthetic trading bot (written against the public producer
         /// API only), the process that runs it, and the live table.
@@ -87,8 +89,11 @@ let package = Package(
             name: "RingsideTools",
             dependencies: [
                 "Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine",
-                "RingsideSystem", "RingsideTrace", "RingsideHTTPClient",
+                "RingsideSystem", "RingsideText", "RingsideTrace", "RingsideHTTPClient",
             ]),
+        /// Text for people, shared by the tools, the collector, its exports and the benchmark:
+        /// tables, numbers to a decimal or two, sizes and times. No dependencies.
+        .target(name: "RingsideText"),
         /// JSON: a value written by hand (the tools' and the benchmark's output) and the collector's
         /// streaming writer, over one string escaper and number policy.
         .target(name: "RingsideJSON"),
@@ -113,7 +118,7 @@ let package = Package(
             name: "RingsideBench",
             dependencies: [
                 "Ringside", "CRingside", "CRingsideBench", "RingsideAggregation", "RingsideCollector", "RingsideExport",
-                "RingsideHTTP", "RingsideJSON", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport",
+                "RingsideHTTP", "RingsideJSON", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport", "RingsideText",
             ],
             path: "Benchmarks/RingsideBench"),
         /// The C floor (the same ring written from C with the same clock) and thread pinning.

@@ -5,6 +5,7 @@ import RingsideAggregation
 import RingsideCollector
 import RingsideJSON
 import RingsideSystem
+import RingsideText
 
 /// `ringside-bench gap`: the drain's gaps (how long records of a filling ring wait between two
 /// drains, as the collector measures them: `ringside_collector_drain_gap_seconds`) and what a
@@ -40,7 +41,7 @@ package enum GapBenchmark {
             + "process paced as ringside-test-producer blast is: RATE/1000 records at once, then a sleep until the next "
             + "batch is due (after a late wake-up, the next batch at once), into one lane of CAPACITY records of a bot "
             + "attached with sampling off, so a full lane drops; the drain thread asking for a scheduler slice of 0.1 ms "
-            + "(as the collector does) or not (the kernel's default); \(rounds) rounds of \(String(format1: seconds)) s, the "
+            + "(as the collector does) or not (the kernel's default); \(rounds) rounds of \(oneDecimal(seconds)) s, the "
             + "rows in turn each round; threads not pinned. gap = the collector's drain gaps (the time a filling ring's "
             + "records could wait between two drains: since its last drain, or since the last pass that found nothing "
             + "new in it), over every round; dropped = the lane's drops over its records; largest burst = the most "
@@ -182,9 +183,9 @@ package struct GapReport: Sendable {
         for row in rows {
             let gaps = row.gaps
             let values = gaps.values(atQuantiles: Self.quantiles)
-            func micros(_ nanos: UInt64) -> String { String(format1: Double(nanos) / 1e3) + " µs" }
+            func micros(_ nanos: UInt64) -> String { formatMicros(Double(nanos) / 1e3, millis: false) }
             table.add([
-                row.name, String(format2: row.roomMilliseconds) + " ms",
+                row.name, twoDecimals(row.roomMilliseconds) + " ms",
                 "\(row.dropped) of \(row.attempts) (\(String(format: "%.3f", Double(row.dropped) / Double(max(1, row.attempts)) * 100)) %)",
                 "\(row.rounds.count { $0.dropped > 0 }) of \(row.rounds.count)", micros(values[0]), micros(values[1]),
                 micros(values[2]), micros(gaps.max), String(gaps.count), String(row.largestBurst),

@@ -1,3 +1,4 @@
+import RingsideText
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
@@ -54,7 +55,7 @@ package struct PercentileChart {
         while decade <= highDecade {
             let yy = y(pow(10, decade))
             out += "<line x1=\"\(f(left))\" y1=\"\(f(yy))\" x2=\"\(f(left + plotWidth))\" y2=\"\(f(yy))\" stroke=\"#ddd\"/>\n"
-            out += "<text x=\"\(f(left - 8))\" y=\"\(f(yy + 4))\" text-anchor=\"end\">\(Self.nanosLabel(pow(10, decade)))</text>\n"
+            out += "<text x=\"\(f(left - 8))\" y=\"\(f(yy + 4))\" text-anchor=\"end\">\(nanosLabel(pow(10, decade)))</text>\n"
             decade += 1
         }
         for nine in 0...Int(maxNines) {
@@ -79,14 +80,6 @@ package struct PercentileChart {
         }
         out += "</svg>\n"
         return out
-    }
-
-    static func nanosLabel(_ ns: Double) -> String {
-        switch ns {
-        case ..<1000: return JSON.figureText(ns) + " ns"
-        case ..<1_000_000: return JSON.figureText(ns / 1000) + " µs"
-        default: return JSON.figureText(ns / 1_000_000) + " ms"
-        }
     }
 
     static func percentLabel(_ nines: Int) -> String {

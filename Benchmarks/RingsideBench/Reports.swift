@@ -1,3 +1,4 @@
+import RingsideText
 #if canImport(Glibc)
 import Glibc
 import RingsideJSON
@@ -45,7 +46,7 @@ package struct EmitReport: Sendable {
         ])
         for row in rows {
             table.add([
-                row.name, Self.ns(row.p50), row.floorRatio.map { String(format2: $0) } ?? "-", Self.range(row.roundP50s),
+                row.name, Self.ns(row.p50), row.floorRatio.map { twoDecimals($0) } ?? "-", Self.range(row.roundP50s),
                 Self.ns(row.p90), Self.ns(row.p99), Self.ns(row.p999),
                 Self.ns(row.max), Self.ns(row.mean), Self.rate(row.callsPerSecond), String(row.dropped),
             ])
@@ -55,7 +56,7 @@ package struct EmitReport: Sendable {
     }
 
     static func ns(_ value: Double) -> String {
-        value < 100 ? String(format1: value) : String(Int64(value.rounded()))
+        value < 100 ? oneDecimal(value) : String(Int64(value.rounded()))
     }
 
     /// The lowest and highest of the rounds' p50s, `7.1-9.8`; `-` for one round or none.
@@ -66,9 +67,9 @@ package struct EmitReport: Sendable {
 
     static func rate(_ value: Double) -> String {
         switch value {
-        case 1e9...: return String(format1: value / 1e9) + " G"
-        case 1e6...: return String(format1: value / 1e6) + " M"
-        case 1e3...: return String(format1: value / 1e3) + " k"
+        case 1e9...: return oneDecimal(value / 1e9) + " G"
+        case 1e6...: return oneDecimal(value / 1e6) + " M"
+        case 1e3...: return oneDecimal(value / 1e3) + " k"
         default: return String(Int64(value.rounded()))
         }
     }
@@ -224,22 +225,18 @@ package struct CollectorReport: Sendable {
         ]
     }
 
-    static func micros(_ value: Double) -> String {
-        value >= 1000 ? String(format1: value / 1000) + " ms" : String(format1: value) + " µs"
-    }
-
     package var table: String {
         var table = TextTable(columns: ["row", "result", "detail"])
         for drain in drains {
             let ratios = [("x1ring", drain.overOneRing), ("xbaseline", drain.overBaseline), ("xnorec", drain.overWithoutRecorder)]
                 .compactMap { name, ratio in
-                    ratio.map { "\(name) \(String(format2: $0))" }
+                    ratio.map { "\(name) \(twoDecimals($0))" }
                 }
             table.add([
-                drain.name, String(format2: drain.nanosPerRecord) + " ns/record (" + EmitReport.rate(drain.recordsPerSecond) + "/s)",
+                drain.name, twoDecimals(drain.nanosPerRecord) + " ns/record (" + EmitReport.rate(drain.recordsPerSecond) + "/s)",
                 (ratios + [
                     "rounds " + EmitReport.range(drain.roundNanosPerRecord) + " ns",
-                    "wall " + String(format2: drain.wallNanosPerRecord) + " ns",
+                    "wall " + twoDecimals(drain.wallNanosPerRecord) + " ns",
                     "\(drain.records) records",
                 ] + (drain.recorderPeakBytes.map { ["recorder at most \($0 >> 20) MiB"] } ?? [])
                     + (drain.rings > 0 ? ["\(drain.passes) passes"] : [])).joined(separator: ", "),
@@ -247,68 +244,22 @@ package struct CollectorReport: Sendable {
         }
         if liveRun {
             for row in endToEnd {
-                table.add([row.name, "p50 \(Self.micros(row.p50Micros)), p99 \(Self.micros(row.p99Micros))", "\(row.samples) samples"])
+                table.add([row.name, "p50 \(formatMicros(row.p50Micros)), p99 \(formatMicros(row.p99Micros))", "\(row.samples) samples"])
             }
             table.add([
-                "cpu_at_1m_per_s", String(format1: cpuPercent) + " % of a core",
+                "cpu_at_1m_per_s", oneDecimal(cpuPercent) + " % of a core",
                 "at " + EmitReport.rate(loadRecordsPerSecond) + " records/s, \(loadDropped) dropped",
             ])
-            table.add(["rss", String(format1: rssMegabytes) + " MB", "anonymous \(String(format1: rssAnonMegabytes)) MB"])
+            table.add(["rss", oneDecimal(rssMegabytes) + " MB", "anonymous \(oneDecimal(rssAnonMegabytes)) MB"])
         }
         for row in threadSampling {
             table.add([
-                row.name, String(format2: row.cpuPercent) + " % of a core",
+                row.name, twoDecimals(row.cpuPercent) + " % of a core",
                 "\(row.lanes) lane threads of \(row.processes) process(es), \(row.rounds) rounds, at most \(row.deferredMost) deferred, "
                     + "\(row.keptDescriptors) of \(row.keptDescriptorLimit) files kept open",
             ])
         }
         return "ringside-bench collector\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
-    }
-}
-
-/// A plain-text table: the first column left-aligned, the rest right-aligned.
-struct TextTable {
-    let columns: [String]
-    var rows: [[String]] = []
-
-    init(columns: [String]) { self.columns = columns }
-
-    mutating func add(_ row: [String]) { rows.append(row) }
-
-    var text: String {
-        let all = [columns] + rows
-        let widths = columns.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
-        func line(_ cells: [String]) -> String {
-            cells.enumerated().map { index, cell in
-                let pad = String(repeating: " ", count: widths[index] - cell.count)
-                return index == 0 ? cell + pad : pad + cell
-            }.joined(separator: "  ")
-        }
-        let rule = widths.map { String(repeating: "-", count: $0) }.joined(separator: "  ")
-        return ([line(columns), rule] + rows.map(line)).joined(separator: "\n") + "\n"
-    }
-}
-
-extension String {
-    /// One decimal: `4.3`.
-    init(format1 value: Double) {
-        guard value.isFinite else {
-            self = "-"
-            return
-        }
-        let tenths = Int64((value * 10).rounded())
-        self = "\(tenths < 0 && tenths > -10 ? "-" : "")\(tenths / 10).\(abs(tenths % 10))"
-    }
-
-    /// Two decimals, for a ratio: `1.07`.
-    init(format2 value: Double) {
-        guard value.isFinite, value >= 0 else {
-            self = "-"
-            return
-        }
-        let hundredths = Int64((value * 100).rounded())
-        let fraction = hundredths % 100
-        self = "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction)"
     }
 }
 
@@ -364,12 +315,12 @@ package struct ScrapeReport: Sendable {
         var table = TextTable(columns: ["row", "p50 ms", "p90 ms", "p99 ms", "max ms", "scrapes", "what"])
         for row in rows {
             table.add([
-                row.name, String(format1: row.p50), String(format1: row.p90), String(format1: row.p99), String(format1: row.max),
+                row.name, oneDecimal(row.p50), oneDecimal(row.p90), oneDecimal(row.p99), oneDecimal(row.max),
                 String(row.millis.count), row.detail,
             ])
         }
         return "ringside-bench scrape\nmachine: \(machine.line)\nmethod: \(method)\n"
-            + "page: \(series) series, \(String(format1: Double(pageBytes) / 1e6)) MB\n\n" + table.text
+            + "page: \(series) series, \(oneDecimal(Double(pageBytes) / 1e6)) MB\n\n" + table.text
     }
 }
 
@@ -436,9 +387,9 @@ package struct BurstReport: Sendable {
         var table = TextTable(columns: ["row", "counted", "exact", "p50 error", "p99 error", "records"])
         for row in rows {
             table.add([
-                row.name, String(format2: Self.percent(row.countShare)) + " %", "\(row.exactCounts) of \(row.seeds.count)",
-                "mean \(String(format2: Self.percent(row.meanError(0)))) %, max \(String(format2: Self.percent(row.worstError(0)))) %",
-                "mean \(String(format2: Self.percent(row.meanError(1)))) %, max \(String(format2: Self.percent(row.worstError(1)))) %",
+                row.name, twoDecimals(Self.percent(row.countShare)) + " %", "\(row.exactCounts) of \(row.seeds.count)",
+                "mean \(twoDecimals(Self.percent(row.meanError(0)))) %, max \(twoDecimals(Self.percent(row.worstError(0)))) %",
+                "mean \(twoDecimals(Self.percent(row.meanError(1)))) %, max \(twoDecimals(Self.percent(row.worstError(1)))) %",
                 String(row.seeds.reduce(0) { $0 + $1.records } / max(1, row.seeds.count)) + " a burst",
             ])
         }

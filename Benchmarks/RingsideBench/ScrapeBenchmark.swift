@@ -6,6 +6,7 @@ import RingsideExport
 import RingsideHTTP
 import RingsideSystem
 import RingsideTestSupport
+import RingsideText
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -114,12 +115,12 @@ package enum ScrapeBenchmark {
             .init(
                 name: "scrape.busy", millis: busy.map(\.millis),
                 detail: "every series changed since the last scrape; bots writing 100 k values/s; "
-                    + "\(String(format1: Double(endpoints.metricsPages.renders(of: variant) - renders) / busySeconds)) renders/s"))
+                    + "\(oneDecimal(Double(endpoints.metricsPages.renders(of: variant) - renders) / busySeconds)) renders/s"))
         rows.append(
             .init(
                 name: "scrape.busy.gzip", millis: busyGzip.map(\.millis),
                 detail: "as scrape.busy, gzipped (\(busyGzip.last?.bytes ?? 0) bytes), after it, so both variants are kept "
-                    + "rendered; \(String(format1: Double(endpoints.metricsPages.renders(of: gzipVariant) - gzipRenders) / busyGzipSeconds)) "
+                    + "rendered; \(oneDecimal(Double(endpoints.metricsPages.renders(of: gzipVariant) - gzipRenders) / busyGzipSeconds)) "
                     + "gzipped renders/s"))
 
         progress("scrape: render, fixed page")

@@ -42,11 +42,3 @@ extension Histogram {
         maxValue = total == 0 ? 0 : persisted.max
     }
 }
-
-extension WindowedHistogram {
-    /// Adds `earlier` to the all-time histogram only (not to any window): what an earlier run of
-    /// the collector kept of this series.
-    package mutating func seedAllTime(_ earlier: Histogram) {
-        windows.allTimeBeforeHead.merge(earlier)
-    }
-}

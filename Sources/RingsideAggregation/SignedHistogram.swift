@@ -175,8 +175,8 @@ package struct SignedHistogram: Sendable, Equatable {
     }
 }
 
-extension SignedHistogram: WindowSlice {
-    mutating func resetHead() {
+extension SignedHistogram: WindowedHistogramSlice {
+    package mutating func resetHead() {
         nonNegative.resetHead()
         negative.resetHead()
     }

@@ -46,7 +46,8 @@ package struct WindowLayout: Sendable, Hashable {
 }
 
 /// What a window slice holds: something that can be emptied for reuse and added to another.
-protocol WindowSlice: Sendable {
+@usableFromInline
+package protocol WindowSlice: Sendable {
     init()
     mutating func reset()
     mutating func merge(_ other: Self)
@@ -56,7 +57,7 @@ protocol WindowSlice: Sendable {
 }
 
 extension WindowSlice {
-    mutating func resetHead() { reset() }
+    package mutating func resetHead() { reset() }
 }
 
 /// A ring of slices for one window, reused in place: a slot is claimed by the newest slice that
@@ -102,16 +103,17 @@ struct SliceRing<Slice: WindowSlice>: Sendable {
 /// head) goes straight into each ring whose slice for it is still held, and always into the
 /// all-time slice. Memory is fixed by the layout: one head, one all-time slice and
 /// `slicesPerWindow + 1` slices per window.
+@usableFromInline
 struct SlidingWindows<Slice: WindowSlice>: Sendable {
     let layout: WindowLayout
     var rings: [SliceRing<Slice>]
     /// The newest tick's records, not yet in `rings` or `allTimeBeforeHead`.
-    var head = Slice()
-    var headStart: UInt64 = 1
+    @usableFromInline var head = Slice()
+    @usableFromInline var headStart: UInt64 = 1
     /// One past the head tick's last nanosecond; 0 until the first record (and after an advance),
     /// so the fast path misses.
-    var headEnd: UInt64 = 0
-    var headIsEmpty = true
+    @usableFromInline var headEnd: UInt64 = 0
+    @usableFromInline var headIsEmpty = true
     /// Everything ever recorded except the head.
     var allTimeBeforeHead = Slice()
     /// The start of the first record's tick, `UInt64.max` before any record: rates do not count
@@ -124,7 +126,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     }
 
     /// Applies `body` to every slice that a record at `t` belongs to.
-    @inline(__always)
+    @inlinable @inline(__always)
     mutating func update(atNanos t: UInt64, _ body: (inout Slice) -> Void) {
         if t >= headStart && t < headEnd {
             headIsEmpty = false
@@ -135,6 +137,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     }
 
     /// The rare path of ``update(atNanos:_:)``: the first record, a new tick, or a late record.
+    @usableFromInline
     mutating func updateOutsideHead(atNanos t: UInt64, _ body: (inout Slice) -> Void) {
         let tick = layout.tickNanos
         let tickStart = t - t % tick

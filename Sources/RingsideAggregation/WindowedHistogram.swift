@@ -1,4 +1,24 @@
-extension Histogram: WindowSlice {}
+extension Histogram: WindowedHistogramSlice {}
+
+/// A histogram of unsigned values over sliding windows (see ``Windowed``).
+package typealias WindowedHistogram = Windowed<Histogram>
+
+/// A signed histogram series (slippage, PnL: a histogram registered with signed values) over
+/// sliding windows, each slice a ``SignedHistogram``. An unsigned series pays nothing for it: it
+/// stays a ``WindowedHistogram``.
+package typealias WindowedSignedHistogram = Windowed<SignedHistogram>
+
+/// What a windowed histogram's slices are: ``Histogram`` (values `UInt64`) or ``SignedHistogram``
+/// (values `Int64`, and a largest value that may be absent).
+package protocol WindowedHistogramSlice: WindowSlice {
+    associatedtype Value
+    associatedtype Largest
+    mutating func record(_ value: Value, count: UInt64)
+    mutating func place(_ value: Value, count: UInt64)
+    mutating func addSum(_ sum: Value, raisingMaxTo max: Largest)
+    var count: UInt64 { get }
+    var allocatedBytes: Int { get }
+}
 
 /// A histogram series over sliding windows (by default 1 s, 5 s and 1 min) plus all time, fed
 /// by CLOCK_MONOTONIC-stamped records that may arrive slightly late or out of order.
@@ -17,9 +37,12 @@ extension Histogram: WindowSlice {}
 /// 240 KiB at 100/s, 500 KiB at 1000/s, 0.85-1 MiB at 10,000/s and above (1.7 MiB for a spread
 /// 2.5 times wider); fewer windows or slices cut this proportionally.
 ///
+/// The recording calls are inlinable: the drain's hot path is specialized in the collector, as
+/// it was when each kind of slice had a type of its own.
+///
 /// A value type: safe to send across threads, not to mutate from two at once.
-package struct WindowedHistogram: Sendable {
-    var windows: SlidingWindows<Histogram>
+package struct Windowed<Slice: WindowedHistogramSlice>: Sendable {
+    @usableFromInline var windows: SlidingWindows<Slice>
 
     /// Makes an empty series with the given windows.
     package init(layout: WindowLayout = .standard) {
@@ -33,18 +56,21 @@ package struct WindowedHistogram: Sendable {
     ///
     /// The caller should clamp timestamps it does not trust to its own clock: a record from far
     /// in the future would make every later record look too old for the windows.
-    package mutating func record(_ value: UInt64, count: UInt64 = 1, atNanos t: UInt64) {
+    @inlinable
+    package mutating func record(_ value: Slice.Value, count: UInt64 = 1, atNanos t: UInt64) {
         windows.update(atNanos: t) { $0.record(value, count: count) }
     }
 
     /// Places `count` gathered calls at `value` at `t` (see ``Histogram/place(_:count:)``).
-    package mutating func place(_ value: UInt64, count: UInt64, atNanos t: UInt64) {
+    @inlinable
+    package mutating func place(_ value: Slice.Value, count: UInt64, atNanos t: UInt64) {
         guard count != 0 else { return }
         windows.update(atNanos: t) { $0.place(value, count: count) }
     }
 
     /// Adds gathered calls' exact sum and largest value at `t`, where their counts were placed.
-    package mutating func addSum(_ sum: UInt64, raisingMaxTo max: UInt64, atNanos t: UInt64) {
+    @inlinable
+    package mutating func addSum(_ sum: Slice.Value, raisingMaxTo max: Slice.Largest, atNanos t: UInt64) {
         windows.update(atNanos: t) { $0.addSum(sum, raisingMaxTo: max) }
     }
 
@@ -56,8 +82,8 @@ package struct WindowedHistogram: Sendable {
 
     /// The values recorded in window `window` (an index into ``WindowLayout/windowNanos``) as of
     /// `now`, merged into a new histogram.
-    package func snapshot(window: Int, nowNanos now: UInt64) -> Histogram {
-        var result = Histogram()
+    package func snapshot(window: Int, nowNanos now: UInt64) -> Slice {
+        var result = Slice()
         windows.merge(window: window, nowNanos: now, into: &result)
         return result
     }
@@ -68,12 +94,18 @@ package struct WindowedHistogram: Sendable {
     }
 
     /// Every value ever recorded, for cumulative Prometheus buckets.
-    package var cumulative: Histogram { windows.allTime }
+    package var cumulative: Slice { windows.allTime }
 
     /// How many values were ever recorded (``cumulative``'s count), without merging anything.
     package var cumulativeCount: UInt64 {
         let (total, overflow) = windows.allTimeBeforeHead.count.addingReportingOverflow(windows.headIsEmpty ? 0 : windows.head.count)
         return overflow ? .max : total
+    }
+
+    /// Adds `earlier` to the all-time histogram only (not to any window): what an earlier run of
+    /// the collector kept of this series.
+    package mutating func seedAllTime(_ earlier: Slice) {
+        windows.allTimeBeforeHead.merge(earlier)
     }
 
     /// Heap bytes held by the series' histograms.

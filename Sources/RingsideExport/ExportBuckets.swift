@@ -16,12 +16,6 @@ package enum ExportBuckets {
         NativeBuckets(histogram, schema: schema, baseUnitsPerValue: baseUnits(per: unit))
     }
 
-    /// The native bucket of `schema` a value (in `metric`'s steps) falls in; `Int32.min` for the zero bucket.
-    package static func nativeIndex(of value: UInt64, metric: MetricDescriptor, schema: Int) -> Int32 {
-        let scaled = metric.inBaseUnits(Double(value))
-        return scaled > NativeBuckets.defaultZeroThreshold ? NativeBuckets.index(of: scaled, schema: schema) : .min
-    }
-
     /// Base units (seconds for times) in one of `unit`.
     private static func baseUnits(per unit: MetricUnit) -> Double { unit.nanoseconds.map { Double($0) / 1e9 } ?? 1 }
 
@@ -103,5 +97,17 @@ extension ExportBuckets {
         let perStep = series.metric.inBaseUnits(1)
         if let signed = series.signedCumulative { return NativeBuckets(signed, schema: schema, baseUnitsPerValue: perStep) }
         return series.cumulative.map { NativeBuckets($0, schema: schema, baseUnitsPerValue: perStep) }
+    }
+}
+
+extension ExportBuckets {
+    /// `histogram` (of values in `unit`) in OTLP's exponential buckets of `scale` (-4 to 8), in base units.
+    package static func exponential(_ histogram: Histogram, unit: MetricUnit, scale: Int) -> ExponentialBuckets {
+        ExponentialBuckets(native(histogram, unit: unit, schema: scale))
+    }
+
+    /// A series' all-time histogram, signed or not, in OTLP's exponential buckets of `scale`, in base units.
+    package static func exponential(of series: SeriesSnapshot, scale: Int) -> ExponentialBuckets {
+        ExponentialBuckets(native(of: series, schema: scale) ?? native(Histogram(), unit: series.metric.unit, schema: scale))
     }
 }

@@ -2,9 +2,11 @@
 import Glibc
 #endif
 import Ringside
+import RingsideText
 
 // MARK: - How quantiles, times and measures are written, in every export
-// (durations: `formatDuration`, beside the duration grammar in RingsideCommandLine)
+// (durations: `formatDuration`, beside the duration grammar in RingsideCommandLine; numbers and
+// times for people: RingsideText)
 
 /// The JSON key and Prometheus-friendly name of a quantile: 0.5 → `p50`, 0.999 → `p999`.
 package func quantileKey(_ quantile: Double) -> String {
@@ -50,22 +52,10 @@ package func utcTimestamp(microseconds: Bool = false, realtimeNanos: UInt64? = n
         + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(fraction)Z"
 }
 
-/// A value in a metric's unit, for people: `123.4us`, `2.1ms`, `512bytes`, `17`.
+/// A value in a metric's unit, for people: `123.4us`, `2.1ms`, `512 bytes`, `17`.
 package func formatMeasure(_ value: Double, unit: MetricUnit) -> String {
     guard let nanosPerUnit = unit.nanoseconds else {
         return oneDecimalAtMost(value) + (unit == .bytes ? " bytes" : "")
     }
-    let nanos = value * Double(nanosPerUnit)
-    switch nanos {
-    case ..<1_000: return oneDecimalAtMost(nanos) + "ns"
-    case ..<1_000_000: return oneDecimalAtMost(nanos / 1e3) + "us"
-    case ..<1_000_000_000: return oneDecimalAtMost(nanos / 1e6) + "ms"
-    default: return oneDecimalAtMost(nanos / 1e9) + "s"
-    }
-}
-
-/// One decimal at most: `12`, `12.5`.
-package func oneDecimalAtMost(_ value: Double) -> String {
-    let rounded = (value * 10).rounded() / 10
-    return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int64(rounded)) : String(rounded)
+    return formatNanos(value * Double(nanosPerUnit))
 }

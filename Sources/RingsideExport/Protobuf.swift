@@ -1,3 +1,5 @@
+import RingsideAggregation
+
 /// A protobuf encoder for the few messages the collector writes: Prometheus's exposition format
 /// (`io.prometheus.client`, metrics.proto, below) and OpenTelemetry's metrics (OTLP, in
 /// `OTLPExporter`): varints, zigzag integers, fixed-width numbers, doubles, strings, bytes and
@@ -91,21 +93,17 @@ package struct ProtobufWriter {
     /// A `repeated sint64` field, packed (parsers take packed and unpacked alike).
     package mutating func packedSInt64(_ field: Int, _ values: [Int64]) {
         guard !values.isEmpty else { return }
-        var packed = ProtobufWriter()
-        for value in values { packed.varint(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
-        key(field, .lengthDelimited)
-        varint(UInt64(packed.bytes.count))
-        bytes += packed.bytes
+        message(field) { packed in
+            for value in values { packed.varint(UInt64(bitPattern: (value << 1) ^ (value >> 63))) }
+        }
     }
 
     /// A `repeated uint64` field, packed.
     package mutating func packedUInt64(_ field: Int, _ values: [UInt64]) {
         guard !values.isEmpty else { return }
-        var packed = ProtobufWriter()
-        for value in values { packed.varint(value) }
-        key(field, .lengthDelimited)
-        varint(UInt64(packed.bytes.count))
-        bytes += packed.bytes
+        message(field) { packed in
+            for value in values { packed.varint(value) }
+        }
     }
 
     /// A length-delimited top-level message: its length as a varint, then the message (the

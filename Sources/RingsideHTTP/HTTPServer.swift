@@ -242,3 +242,11 @@ package final class HTTPServer: Sendable {
         }
     }
 }
+
+extension Duration {
+    /// Whole milliseconds, rounded up so a positive timeout never becomes 0.
+    var wholeMilliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+    }
+}

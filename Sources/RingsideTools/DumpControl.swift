@@ -2,6 +2,7 @@ import CRingside
 import Ringside
 import RingsideExport
 import RingsideJSON
+import RingsideText
 
 /// `ringside-dump control`: the operator's switches of a running bot (CONTROL in ringside.h): a
 /// metric's recording off or on, a histogram sampled 1 in N, the whole bot off or on. It writes

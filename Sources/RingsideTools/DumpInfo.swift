@@ -3,6 +3,7 @@ import Ringside
 import RingsideCommandLine
 import RingsideExport
 import RingsideJSON
+import RingsideText
 
 /// `ringside-dump info NAME`: the whole header, the lanes, and the metric registry with each
 /// metric's cells.

@@ -1,6 +1,7 @@
 import Ringside
 import RingsideCommandLine
 import RingsideJSON
+import RingsideText
 
 /// `ringside-dump list`: one line per ring in the directory.
 enum ListCommand {

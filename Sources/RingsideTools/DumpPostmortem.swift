@@ -3,6 +3,7 @@ import Ringside
 import RingsideExport
 import RingsideJSON
 import RingsideSystem
+import RingsideText
 import RingsideTrace
 #if canImport(Glibc)
 import Glibc

@@ -2,6 +2,7 @@ import CRingside
 import Ringside
 import RingsideExport
 import RingsideJSON
+import RingsideText
 
 /// What the tools read in one look at a ring: its status, the most recent records in its lanes
 /// (consumed or not: a collector drains as soon as a bot writes), and the registry read after

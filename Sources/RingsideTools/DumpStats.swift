@@ -1,6 +1,7 @@
 import Ringside
 import RingsideExport
 import RingsideJSON
+import RingsideText
 
 /// Exact statistics of one metric: over its most recent records in the lanes (consumed or not),
 /// and from its cells.

@@ -4,6 +4,7 @@ import RingsideCommandLine
 import RingsideExport
 import RingsideJSON
 import RingsideSystem
+import RingsideText
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,3 +1,4 @@
+import RingsideAggregation
 import RingsideExport
 import CRingside
 import Ringside

@@ -1,5 +1,4 @@
 #if canImport(Glibc)
-import RingsideExport
 import Glibc
 #endif
 import RingsideSystem

@@ -2,7 +2,6 @@ import CRingside
 import RingsideSnapshot
 import Ringside
 import RingsideAggregation
-import RingsideExport
 
 /// The series of one bot (one per metric and label set, its lanes and its files merged): it
 /// drains the bot's files into them, samples their cells, slides their windows, produces their
@@ -681,7 +680,7 @@ struct RingAggregator {
     private mutating func keepExemplar(
         slot: Int, value: UInt64, timeNanos: UInt64, labels: String, source: Int, lane: Int, of consumer: RingConsumer
     ) {
-        let bucket = ExportBuckets.nativeIndex(of: value, metric: histograms[slot].metric, schema: exemplarSchema)
+        let bucket = NativeBuckets.index(of: value, metric: histograms[slot].metric, schema: exemplarSchema)
         let thread = consumer.thread(lane: lane)
         // The record's monotonic time on the wall, by the clocks' offset now: the monotonic clock
         // read first, so that the offset errs late, never early (an exemplar never precedes its call).

@@ -1,5 +1,4 @@
 import RingsideSnapshot
-import RingsideExport
 import CRingside
 import Ringside
 import RingsideAggregation

@@ -1,5 +1,4 @@
 import RingsideSnapshot
-import RingsideExport
 import Ringside
 
 /// A ring the collector drains (or has released), with its series and what the parts of the

@@ -4,6 +4,7 @@ import RingsideSnapshot
 import Ringside
 import RingsideAggregation
 import RingsideCommandLine
+import RingsideText
 
 /// One SLO rule's judgement over time: violated or not, and how often it broke.
 struct SLOState {

@@ -2,6 +2,7 @@ import RingsideExport
 import RingsideSnapshot
 import CRingside
 import RingsideHTTP
+import RingsideText
 import Synchronization
 import RingsideHTTPClient
 
@@ -302,9 +303,4 @@ private struct PageVersion: Equatable {
     func isOlder(than other: PageVersion) -> Bool {
         generation < other.generation || (generation == other.generation && threadSample < other.threadSample)
     }
-}
-
-/// Seconds for people: `1.3 s`, `0.25 s`.
-private func formatSeconds(_ seconds: Double) -> String {
-    "\((seconds * 100).rounded() / 100) s"
 }

@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import RingsideAggregation
 
 /// A histogram in Prometheus's native form: exponential buckets of one schema, where bucket `i`
 /// holds values in `(base^(i-1), base^i]` with `base = 2^(2^-schema)`, and a zero bucket.
@@ -75,7 +74,7 @@ package struct NativeBuckets: Equatable, Sendable {
     }
 
     /// The index of the bucket holding `value` (> 0): the smallest `i` with `value <= base^i`.
-    static func index(of value: Double, schema: Int) -> Int32 {
+    package static func index(of value: Double, schema: Int) -> Int32 {
         // value = fraction * 2^exponent, fraction in [0.5, 1): exact, so powers of two land on
         // their own bucket's upper bound, as Prometheus's own clients place them.
         let exponent = Int(value.exponent) + 1

@@ -1,7 +1,3 @@
-import Ringside
-import RingsideAggregation
-import RingsideSnapshot
-
 /// A histogram in OpenTelemetry's exponential form (OTLP's `ExponentialHistogramDataPoint`): at
 /// scale `s`, with `base = 2^(2^-s)`, positive bucket `i` holds the values in `(base^i, base^(i+1)]`,
 /// and a zero bucket holds those at or below `zeroThreshold`.
@@ -40,17 +36,5 @@ package struct ExponentialBuckets: Equatable, Sendable {
         var dense = [UInt64](repeating: 0, count: Int(last.index - first.index) + 1)
         for bucket in buckets { dense[Int(bucket.index - first.index)] = bucket.count }
         return (first.index - 1, dense)
-    }
-}
-
-extension ExportBuckets {
-    /// `histogram` (of values in `unit`) in OTLP's exponential buckets of `scale` (-4 to 8), in base units.
-    package static func exponential(_ histogram: Histogram, unit: MetricUnit, scale: Int) -> ExponentialBuckets {
-        ExponentialBuckets(native(histogram, unit: unit, schema: scale))
-    }
-
-    /// A series' all-time histogram, signed or not, in OTLP's exponential buckets of `scale`, in base units.
-    package static func exponential(of series: SeriesSnapshot, scale: Int) -> ExponentialBuckets {
-        ExponentialBuckets(native(of: series, schema: scale) ?? native(Histogram(), unit: series.metric.unit, schema: scale))
     }
 }
