@@ -382,7 +382,14 @@ package struct CollectorOptions: Sendable, Equatable {
         } else if let otlpFlag {
             throw UsageError("\(otlpFlag) needs --otlp-endpoint URL")
         }
-        if options.captureDirectory == nil,
+        try options.checkCombinations(arguments: arguments)
+        return .run(options)
+    }
+
+    /// Refuses options that need another one not given (`--capture-*` without `--capture-dir`,
+    /// `--hlog-*` without `--hlog`), and an SLO whose window is not one of `--windows`.
+    private func checkCombinations(arguments: [String]) throws(UsageError) {
+        if captureDirectory == nil,
             let flag = arguments.first(where: {
                 ["--capture-after", "--capture-min-interval", "--capture-max-records", "--capture-when"].contains($0)
             })
@@ -390,21 +397,20 @@ package struct CollectorOptions: Sendable, Equatable {
             throw UsageError("\(flag) needs --capture-dir DIR")
         }
         // An SLO marked capture would otherwise capture nothing, silently.
-        if options.captureDirectory == nil, let rule = options.sloRules.first(where: \.capture) {
+        if captureDirectory == nil, let rule = sloRules.first(where: \.capture) {
             throw UsageError("--slo '\(rule.text) capture': capture needs --capture-dir DIR")
         }
-        if options.captureDirectory != nil, options.recorderNanos == 0 {
+        if captureDirectory != nil, recorderNanos == 0 {
             throw UsageError("--capture-dir needs the flight recorder: --recorder-seconds 0 turns it off")
         }
-        if options.hlogPath == nil, let flag = arguments.first(where: { $0 == "--hlog-interval" || $0 == "--hlog-max-bytes" }) {
+        if hlogPath == nil, let flag = arguments.first(where: { $0 == "--hlog-interval" || $0 == "--hlog-max-bytes" }) {
             throw UsageError("\(flag) needs --hlog PATH")
         }
-        for rule in options.sloRules where !rule.isRatio && !options.windowNanos.contains(rule.windowNanos) {
+        for rule in sloRules where !rule.isRatio && !windowNanos.contains(rule.windowNanos) {
             throw UsageError(
                 "--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
-                    + options.windowNanos.map { formatDuration($0) }.joined(separator: ","))
+                    + windowNanos.map { formatDuration($0) }.joined(separator: ","))
         }
-        return .run(options)
     }
 
     // MARK: - The values that take more than a range
