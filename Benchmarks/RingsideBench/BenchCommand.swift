@@ -82,11 +82,9 @@ package struct BenchCommand: Sendable, Equatable {
                 command.settings.seconds = BenchSettings.quick.seconds
                 if !roundsGiven { command.settings.rounds = BenchSettings.quick.rounds }
             case "--rounds":
-                let text = try value(for: flag)
-                guard let rounds = Int(text), (1...100).contains(rounds) else {
-                    throw UsageError("--rounds \(text): expected a number of rounds from 1 to 100")
+                command.settings.rounds = try parseCount(value(for: flag), in: 1...100) {
+                    "--rounds \($0): expected a number of rounds from 1 to 100"
                 }
-                command.settings.rounds = rounds
                 roundsGiven = true
             case "--duration":
                 let text = try value(for: flag)
@@ -97,11 +95,9 @@ package struct BenchCommand: Sendable, Equatable {
                 command.settings.seconds = seconds
             case "--svg": command.svgPath = try value(for: flag)
             case "--batch":
-                let text = try value(for: flag)
-                guard let batch = Int(text), (1...1024).contains(batch) else {
-                    throw UsageError("--batch \(text): expected calls per batch from 1 to 1024")
+                command.settings.batchSize = try parseCount(value(for: flag), in: 1...1024) {
+                    "--batch \($0): expected calls per batch from 1 to 1024"
                 }
-                command.settings.batchSize = batch
             case "--row":
                 let name = try value(for: flag)
                 guard EmitBenchmark.allRowNames.contains(name) || CollectorBenchmark.rowGroups.contains(name) else {
@@ -117,9 +113,8 @@ package struct BenchCommand: Sendable, Equatable {
                 }
                 command.settings.ringCapacity = capacity
             case "--poll":
-                command.settings.collectorPollNanos = try parseDuration(try value(for: flag), flag: flag)
-                guard (1_000_000...10_000_000_000).contains(command.settings.collectorPollNanos) else {
-                    throw UsageError("--poll must be from 1ms to 10s")
+                command.settings.collectorPollNanos = try parseDuration(value(for: flag), flag: flag, in: 1_000_000...10_000_000_000) { _ in
+                    "--poll must be from 1ms to 10s"
                 }
             default:
                 throw stream.unknown(flag)

@@ -82,7 +82,7 @@ private final class LaneThreads: Sendable {
         do {
             for index in 0..<bots {
                 let bot = try Bot.attach(
-                    "threads-\(index)", directory: directory, options: .init(laneCapacity: 1024, maxThreads: threadsPerBot))
+                    "threads-\(index)", directory: directory, options: .init(laneCapacity: 1024, maxLanes: threadsPerBot))
                 histograms.append(try bot.histogram("wake_count"))
             }
         } catch { throw BenchError("attaching \(bots) bots of \(threadsPerBot) lanes in \(directory): \(error)") }

@@ -17,7 +17,7 @@ import Glibc
 ///
 /// Each thread that records writes a lane of its own (a single-producer ring in the bot's file),
 /// claimed on its first record and found by a thread-local read afterwards; a thread's exit
-/// retires its lane for the next thread. With `maxThreads` lanes all held by live threads, a
+/// retires its lane for the next thread. With `maxLanes` lanes all held by live threads, a
 /// further thread's histogram records are counted as dropped (its counter increments and gauge
 /// values are still exact). Swift's cooperative pool, Dispatch queues and plain threads all work.
 ///
@@ -39,7 +39,13 @@ public final class Bot: Sendable {
         public var maxMetrics: Int
         /// Threads that may hold a lane at once (1 to 1,024). Default 64. Lanes are added to the
         /// file as threads first record, so memory follows the threads that actually record.
-        public var maxThreads: Int
+        public var maxLanes: Int
+        /// The former name of `maxLanes`, which C, Python and Rust call `max_lanes`.
+        @available(*, deprecated, renamed: "maxLanes")
+        public var maxThreads: Int {
+            get { maxLanes }
+            set { maxLanes = newValue }
+        }
         /// The file's permission bits when created. Default 0600: the bot's user only.
         public var fileMode: UInt32
         /// What to do when an existing file's layout differs or the file is corrupt.
@@ -65,19 +71,36 @@ public final class Bot: Sendable {
         public init(
             laneCapacity: Int = 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2),
             maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY),
-            maxThreads: Int = Int(RS_DEFAULT_MAX_LANES),
+            maxLanes: Int = Int(RS_DEFAULT_MAX_LANES),
             fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail, worker: Bool = false,
             maxWorkers: Int = Int(RS_DEFAULT_MAX_WORKERS),
             sampleAbovePercent: Int = Int(RS_DEFAULT_SAMPLE_ABOVE_PERCENT)
         ) {
             self.laneCapacity = laneCapacity
             self.maxMetrics = maxMetrics
-            self.maxThreads = maxThreads
+            self.maxLanes = maxLanes
             self.fileMode = fileMode
             self.onIncompatible = onIncompatible
             self.worker = worker
             self.maxWorkers = maxWorkers
             self.sampleAbovePercent = sampleAbovePercent
+        }
+
+        /// The former initializer, whose `maxThreads` is now `maxLanes`.
+        @available(
+            *, deprecated, renamed: "init(laneCapacity:maxMetrics:maxLanes:fileMode:onIncompatible:worker:maxWorkers:sampleAbovePercent:)"
+        )
+        public init(
+            laneCapacity: Int = 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2),
+            maxMetrics: Int = Int(RS_DEFAULT_REGISTRY_CAPACITY),
+            maxThreads: Int,
+            fileMode: UInt32 = 0o600, onIncompatible: IncompatiblePolicy = .fail, worker: Bool = false,
+            maxWorkers: Int = Int(RS_DEFAULT_MAX_WORKERS),
+            sampleAbovePercent: Int = Int(RS_DEFAULT_SAMPLE_ABOVE_PERCENT)
+        ) {
+            self.init(
+                laneCapacity: laneCapacity, maxMetrics: maxMetrics, maxLanes: maxThreads, fileMode: fileMode,
+                onIncompatible: onIncompatible, worker: worker, maxWorkers: maxWorkers, sampleAbovePercent: sampleAbovePercent)
         }
     }
 
@@ -119,7 +142,7 @@ public final class Bot: Sendable {
     public static func attach(_ name: String, directory: String? = nil, options: Options = Options()) throws(RingError) -> Bot {
         try RingDirectory.validate(name: name)
         do {
-            _ = try RingLayout(capacity: options.laneCapacity, registryCapacity: options.maxMetrics, maxLanes: options.maxThreads)
+            _ = try RingLayout(capacity: options.laneCapacity, registryCapacity: options.maxMetrics, maxLanes: options.maxLanes)
         } catch {
             throw .invalidOptions(ring: name, reason: error.reason)
         }
@@ -132,7 +155,7 @@ public final class Bot: Sendable {
         }
         let request = BotAttachment.Request(
             laneCapacity: options.laneCapacity, maxMetrics: options.maxMetrics,
-            maxLanes: options.maxThreads, fileMode: options.fileMode,
+            maxLanes: options.maxLanes, fileMode: options.fileMode,
             onIncompatible: options.onIncompatible, worker: options.worker, maxWorkers: options.maxWorkers,
             sampleAbovePercent: options.sampleAbovePercent)
         return Bot(attachment: try BotAttachment.attach(name, directory: directory, request: request))

@@ -35,7 +35,7 @@ struct RingLayout: Equatable, Sendable {
             throw LayoutProblem("maxMetrics \(registryCapacity) must be from 1 to \(RS_MAX_REGISTRY_CAPACITY)")
         }
         guard maxLanes >= 1, maxLanes <= Int(RS_MAX_LANES) else {
-            throw LayoutProblem("maxThreads \(maxLanes) must be from 1 to \(RS_MAX_LANES)")
+            throw LayoutProblem("maxLanes \(maxLanes) must be from 1 to \(RS_MAX_LANES)")
         }
         self.capacityLog2 = UInt32(capacity.trailingZeroBitCount)
         self.registryCapacity = UInt32(registryCapacity)

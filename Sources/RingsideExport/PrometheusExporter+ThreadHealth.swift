@@ -9,7 +9,7 @@ extension PrometheusExporter {
         guard let sample = snapshot.threadHealth else { return [] }
         var threads: [(labels: [(String, String)], health: ThreadHealth)] = []
         var processes: [(labels: [(String, String)], health: ProcessHealth)] = []
-        var refused: [([(String, String)], Double)] = []
+        var refused: Samples = []
         for ring in snapshot.rings where ring.state != .skipped {
             for (reason, count) in (sample.refusals[ring.name] ?? [:]).sorted(by: { $0.key < $1.key }) {
                 refused.append((ring.labels + [("reason", reason.rawValue)], Double(count)))
@@ -22,13 +22,13 @@ extension PrometheusExporter {
                 threads.append((ring.labels + [("lane", String(lane.index)), ("tid", String(lane.threadID)), ("thread", name)], thread))
             }
         }
-        func perThread(_ value: (ThreadHealth) -> Double) -> [([(String, String)], Double)] {
+        func perThread(_ value: (ThreadHealth) -> Double) -> Samples {
             threads.map { ($0.labels, value($0.health)) }
         }
-        func perProcess(_ value: (ProcessHealth) -> Double?) -> [([(String, String)], Double)] {
+        func perProcess(_ value: (ProcessHealth) -> Double?) -> Samples {
             processes.compactMap { process in value(process.health).map { (process.labels, $0) } }
         }
-        var switches: [([(String, String)], Double)] = []
+        var switches: Samples = []
         for thread in threads {
             switches.append((thread.labels + [("kind", "voluntary")], Double(thread.health.voluntarySwitches)))
             switches.append((thread.labels + [("kind", "involuntary")], Double(thread.health.involuntarySwitches)))

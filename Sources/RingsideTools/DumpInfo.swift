@@ -38,131 +38,164 @@ enum InfoCommand {
                     now: now, raw: context.raw
                 ).text)
         } else {
-            var lines = keyValueLines(
-                [("ring", name), ("path", status.path)]
-                    + (file.map {
-                        [("file", "\($0.size) bytes (\(humanBytes($0.size))), mode 0\(String($0.mode, radix: 8)), owner uid \($0.owner)")]
-                    } ?? []),
-                indent: "", width: 16)
-            lines.append("")
-            lines.append("layout (written once, at creation)")
-            lines += keyValueLines(
-                [
-                    ("magic", "0x\(String(header.magic, radix: 16)) \"\(magicText(header.magic))\""),
-                    ("format version", "\(header.version)"),
-                    ("header size", "\(header.header_size) bytes"),
-                    ("record size", "\(header.record_size) bytes"),
-                    ("lane capacity", "\(status.capacity) records (capacity_log2 \(header.capacity_log2))"),
-                    (
-                        "lane size",
-                        "\(header.lane_size) bytes: a \(header.lane_header_size)-byte header, a cell per metric, "
-                            + "records at +\(header.lane_records_offset)"
-                    ),
-                    ("max lanes", "\(header.max_lanes) (threads recording at once)"),
-                    (
-                        "registry",
-                        "\(header.registry_capacity) entries of \(header.registry_entry_size) bytes at offset \(header.registry_offset)"
-                    ),
-                    ("metric cells", "\(header.registry_capacity) of \(header.metric_cell_size) bytes at offset \(header.cells_offset)"),
-                    ("lanes offset", "\(header.lanes_offset)"),
-                    (
-                        "created",
-                        "\(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns)) (realtime \(header.created_realtime_ns) ns, "
-                            + "monotonic \(header.created_monotonic_ns) ns)"
-                    ),
-                    ("age", now.age(ofRealtime: header.created_realtime_ns).map { formatDuration($0, approximate: true) } ?? "-"),
-                ], width: 14)
-            lines.append("")
-            lines.append("producer")
-            lines += keyValueLines(
-                [
-                    ("state", producer.explanation),
-                    ("pid", "\(status.producerPID)"),
-                    (
-                        "started",
-                        status.producerStartRealtimeNanos > 0
-                            ? utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos) : "-"
-                    ),
-                    (
-                        "heartbeat",
-                        ago(now.age(ofMonotonic: status.heartbeatMonotonicNanos)) + " (monotonic \(status.heartbeatMonotonicNanos) ns)"
-                    ),
-                    ("attaches", "\(status.producerAttaches)"),
-                    (
-                        "lanes",
-                        "\(status.lanes.count) allocated of \(status.maxLanes), \(status.heldLanes) held by live threads; "
-                            + "a thread found every lane taken \(status.lanesExhausted) time\(status.lanesExhausted == 1 ? "" : "s")"
-                    ),
-                    ("write cursor", "\(status.writeCursor) (records written, every lane's added up)"),
-                    (
-                        "dropped",
-                        "\(status.dropped) (\(status.laneDropped) by full lanes, \(status.unlanedDropped) by threads without a lane)"
-                    ),
-                    ("metrics", "\(status.metricCount) of \(status.maxMetrics)"),
-                    ("sampling", samplingText(status)),
-                    ("file size", "\(status.fileSize) bytes with its \(status.lanesText)"),
-                ], width: 14)
-            lines.append("")
-            lines.append("consumer")
-            lines += keyValueLines(
-                [
-                    (
-                        "state",
-                        status.consumerAlive
-                            ? "attached: a process holds the consumer lock (byte 1)"
-                            : "none attached: nobody holds the consumer lock (byte 1)"
-                    ),
-                    ("pid", "\(status.consumerPID)"),
-                    ("weights", status.consumerReadsWeights ? "read: a filling lane may be sampled" : "not read: a full lane drops"),
-                    (
-                        "heartbeat",
-                        ago(now.age(ofMonotonic: header.consumer_heartbeat_ns)) + " (monotonic \(header.consumer_heartbeat_ns) ns)"
-                    ),
-                    ("read cursor", "\(status.readCursor) (records consumed, every lane's added up)"),
-                ], width: 14)
-            lines.append("")
-            lines.append("lanes (\(status.lanes.count) of \(status.maxLanes), each holds \(status.capacity) records)")
-            if status.lanes.isEmpty {
-                lines.append("  (none yet: a lane is added when a thread first records)")
-            } else {
-                lines += laneTable(status, now: now).lines.map { "  " + $0 }
-            }
-            lines += keyValueLines(
-                [
-                    ("backlog", "\(status.backlog) records in all; the fullest lane is \(oneDecimal(status.fillPercent))% full"),
-                    ("attempted", "\(status.writeCursor &+ status.dropped) records (written + dropped)"),
-                ], width: 14)
-            lines.append("")
-            lines.append("metrics (\(entries.count))")
-            // CELL and DROPPED come from the cells, exact whatever the lanes held: a counter's
-            // total (counters write no records), a gauge's last value, a histogram's or gauge's drops.
-            var table = TextTable(
-                ["INDEX", "KIND", "UNIT", "NAME", "LABELS", "SAMPLING", "CELL", "DROPPED", "HELP"],
-                right: ["INDEX", "DROPPED"])
-            for (index, entry) in entries.enumerated() {
-                switch entry {
-                case let .success(metric):
-                    let labels = metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
-                    let cell = cells[metric.index] ?? MetricCells()
-                    table.add([
-                        "\(metric.index)", metric.kind.description, metric.valuesText, metric.name,
-                        labels.isEmpty ? "-" : labels, metric.samplingText, cellText(cell, kind: metric.kind),
-                        metric.kind == .counter ? "-" : "\(cell.dropped)", metric.help.isEmpty ? "-" : metric.help,
-                    ])
-                case let .failure(problem):
-                    table.add(["\(index)", "?", "?", "(bad entry: \(problem))", "-", "-", "-", "-", "-"])
-                }
-            }
-            if entries.isEmpty { lines.append("  (none registered)") } else { lines += table.lines.map { "  " + $0 } }
-            if context.raw {
-                lines.append("")
-                lines.append("header bytes (0x000 to 0x\(String(MemoryLayout<rs_header>.size - 1, radix: 16)))")
-                lines += hexDump(hexBytes(of: header))
-            }
+            var lines = fileSection(name, status: status, file: file)
+            lines += layoutSection(header, status: status, now: now)
+            lines += producerSection(status, producer: producer, now: now)
+            lines += consumerSection(status, header: header, now: now)
+            lines += laneSection(status, now: now)
+            lines += metricSection(entries, cells: cells)
+            if context.raw { lines += rawSection(header) }
             lines.forEach { console.print($0) }
         }
         problems.forEach { console.printError("ringside-dump: \($0)") }
         return problems.isEmpty ? ExitStatus.success : ExitStatus.failure
+    }
+
+    // MARK: - The text's sections, each after a blank line and its title
+
+    /// The ring's name, path and file.
+    static func fileSection(_ name: String, status: RingStatus, file: FileFacts?) -> [String] {
+        keyValueLines(
+            [("ring", name), ("path", status.path)]
+                + (file.map {
+                    [("file", "\($0.size) bytes (\(humanBytes($0.size))), mode 0\(String($0.mode, radix: 8)), owner uid \($0.owner)")]
+                } ?? []),
+            indent: "", width: 16)
+    }
+
+    /// The header's layout, written once, at creation.
+    static func layoutSection(_ header: rs_header, status: RingStatus, now: Now) -> [String] {
+        var lines = ["", "layout (written once, at creation)"]
+        lines += keyValueLines(
+            [
+                ("magic", "0x\(String(header.magic, radix: 16)) \"\(magicText(header.magic))\""),
+                ("format version", "\(header.version)"),
+                ("header size", "\(header.header_size) bytes"),
+                ("record size", "\(header.record_size) bytes"),
+                ("lane capacity", "\(status.capacity) records (capacity_log2 \(header.capacity_log2))"),
+                (
+                    "lane size",
+                    "\(header.lane_size) bytes: a \(header.lane_header_size)-byte header, a cell per metric, "
+                        + "records at +\(header.lane_records_offset)"
+                ),
+                ("max lanes", "\(header.max_lanes) (threads recording at once)"),
+                (
+                    "registry",
+                    "\(header.registry_capacity) entries of \(header.registry_entry_size) bytes at offset \(header.registry_offset)"
+                ),
+                ("metric cells", "\(header.registry_capacity) of \(header.metric_cell_size) bytes at offset \(header.cells_offset)"),
+                ("lanes offset", "\(header.lanes_offset)"),
+                (
+                    "created",
+                    "\(utcTimestamp(microseconds: true, realtimeNanos: header.created_realtime_ns)) (realtime \(header.created_realtime_ns) ns, "
+                        + "monotonic \(header.created_monotonic_ns) ns)"
+                ),
+                ("age", now.age(ofRealtime: header.created_realtime_ns).map { formatDuration($0, approximate: true) } ?? "-"),
+            ], width: 14)
+        return lines
+    }
+
+    /// The producer: its liveness, lanes, cursors and drops.
+    static func producerSection(_ status: RingStatus, producer: ProducerLiveness, now: Now) -> [String] {
+        var lines = ["", "producer"]
+        lines += keyValueLines(
+            [
+                ("state", producer.explanation),
+                ("pid", "\(status.producerPID)"),
+                (
+                    "started",
+                    status.producerStartRealtimeNanos > 0
+                        ? utcTimestamp(microseconds: true, realtimeNanos: status.producerStartRealtimeNanos) : "-"
+                ),
+                (
+                    "heartbeat",
+                    ago(now.age(ofMonotonic: status.heartbeatMonotonicNanos)) + " (monotonic \(status.heartbeatMonotonicNanos) ns)"
+                ),
+                ("attaches", "\(status.producerAttaches)"),
+                (
+                    "lanes",
+                    "\(status.lanes.count) allocated of \(status.maxLanes), \(status.heldLanes) held by live threads; "
+                        + "a thread found every lane taken \(status.lanesExhausted) time\(status.lanesExhausted == 1 ? "" : "s")"
+                ),
+                ("write cursor", "\(status.writeCursor) (records written, every lane's added up)"),
+                (
+                    "dropped",
+                    "\(status.dropped) (\(status.laneDropped) by full lanes, \(status.unlanedDropped) by threads without a lane)"
+                ),
+                ("metrics", "\(status.metricCount) of \(status.maxMetrics)"),
+                ("sampling", samplingText(status)),
+                ("file size", "\(status.fileSize) bytes with its \(status.lanesText)"),
+            ], width: 14)
+        return lines
+    }
+
+    /// The consumer: its lock, heartbeat and cursor.
+    static func consumerSection(_ status: RingStatus, header: rs_header, now: Now) -> [String] {
+        var lines = ["", "consumer"]
+        lines += keyValueLines(
+            [
+                (
+                    "state",
+                    status.consumerAlive
+                        ? "attached: a process holds the consumer lock (byte 1)"
+                        : "none attached: nobody holds the consumer lock (byte 1)"
+                ),
+                ("pid", "\(status.consumerPID)"),
+                ("weights", status.consumerReadsWeights ? "read: a filling lane may be sampled" : "not read: a full lane drops"),
+                (
+                    "heartbeat",
+                    ago(now.age(ofMonotonic: header.consumer_heartbeat_ns)) + " (monotonic \(header.consumer_heartbeat_ns) ns)"
+                ),
+                ("read cursor", "\(status.readCursor) (records consumed, every lane's added up)"),
+            ], width: 14)
+        return lines
+    }
+
+    /// The lanes' table, and the backlog.
+    static func laneSection(_ status: RingStatus, now: Now) -> [String] {
+        var lines = ["", "lanes (\(status.lanes.count) of \(status.maxLanes), each holds \(status.capacity) records)"]
+        if status.lanes.isEmpty {
+            lines.append("  (none yet: a lane is added when a thread first records)")
+        } else {
+            lines += laneTable(status, now: now).lines.map { "  " + $0 }
+        }
+        lines += keyValueLines(
+            [
+                ("backlog", "\(status.backlog) records in all; the fullest lane is \(oneDecimal(status.fillPercent))% full"),
+                ("attempted", "\(status.writeCursor &+ status.dropped) records (written + dropped)"),
+            ], width: 14)
+        return lines
+    }
+
+    /// The registry's table, with each metric's cells.
+    static func metricSection(_ entries: [Result<MetricDescriptor, RingCorruption>], cells: [UInt32: MetricCells]) -> [String] {
+        var lines = ["", "metrics (\(entries.count))"]
+        // CELL and DROPPED come from the cells, exact whatever the lanes held: a counter's
+        // total (counters write no records), a gauge's last value, a histogram's or gauge's drops.
+        var table = TextTable(
+            ["INDEX", "KIND", "UNIT", "NAME", "LABELS", "SAMPLING", "CELL", "DROPPED", "HELP"],
+            right: ["INDEX", "DROPPED"])
+        for (index, entry) in entries.enumerated() {
+            switch entry {
+            case let .success(metric):
+                let labels = metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+                let cell = cells[metric.index] ?? MetricCells()
+                table.add([
+                    "\(metric.index)", metric.kind.description, metric.valuesText, metric.name,
+                    labels.isEmpty ? "-" : labels, metric.samplingText, cellText(cell, kind: metric.kind),
+                    metric.kind == .counter ? "-" : "\(cell.dropped)", metric.help.isEmpty ? "-" : metric.help,
+                ])
+            case let .failure(problem):
+                table.add(["\(index)", "?", "?", "(bad entry: \(problem))", "-", "-", "-", "-", "-"])
+            }
+        }
+        if entries.isEmpty { lines.append("  (none registered)") } else { lines += table.lines.map { "  " + $0 } }
+        return lines
+    }
+
+    /// The header's bytes (`--raw`).
+    static func rawSection(_ header: rs_header) -> [String] {
+        ["", "header bytes (0x000 to 0x\(String(MemoryLayout<rs_header>.size - 1, radix: 16)))"] + hexDump(hexBytes(of: header))
     }
 
     /// One row per lane: who holds it, its cursors, and its backlog against its own capacity.

@@ -382,8 +382,5 @@ package enum DumpTool {
 
 /// Parses a count: a non-negative integer within `range`.
 func parseCount(_ text: String, option: String, context: String, range: ClosedRange<Int>) throws(UsageError) -> Int {
-    guard let value = Int(text), range.contains(value) else {
-        throw UsageError("\(context): \(option) \(text) is not a whole number from \(range.lowerBound) to \(range.upperBound)")
-    }
-    return value
+    try parseCount(text, in: range) { "\(context): \(option) \($0) is not a whole number from \(range.lowerBound) to \(range.upperBound)" }
 }

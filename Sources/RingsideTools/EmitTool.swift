@@ -233,7 +233,7 @@ package enum EmitTool {
             // Attach to an existing ring as it is, whatever its size.
             ringOptions.laneCapacity = Int(existing.capacity)
             ringOptions.maxMetrics = existing.maxMetrics
-            ringOptions.maxThreads = existing.maxLanes
+            ringOptions.maxLanes = existing.maxLanes
         }
         let ring = try Bot.attach(options.ring, directory: directory.path, options: ringOptions)
         // The lane now: a full directory is an error, never a wait for room that cannot come.

@@ -158,7 +158,7 @@ struct ManyThreadsTests {
     func moreThreadsThanLanes() throws {
         try withRingDirectory { directory in
             let collector = try makeCollector(directory, captured: CapturedLog())
-            let bot = try Bot.attach("crowd", directory: directory.path, options: .init(laneCapacity: 1 << 16, maxThreads: 2))
+            let bot = try Bot.attach("crowd", directory: directory.path, options: .init(laneCapacity: 1 << 16, maxLanes: 2))
             let hits = try bot.counter("hits")
             let values = try bot.histogram("values")
             let start = DispatchSemaphore(value: 0), done = DispatchGroup(), allWrote = DispatchGroup()

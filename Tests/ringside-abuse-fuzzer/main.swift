@@ -136,7 +136,7 @@ func makeBase(
     do {
         let bot = try Bot.attach(
             ringName, directory: directory.path,
-            options: .init(laneCapacity: capacity, maxMetrics: maxMetrics, maxThreads: maxLanes))
+            options: .init(laneCapacity: capacity, maxMetrics: maxMetrics, maxLanes: maxLanes))
         var writers: [@Sendable (UInt64) -> Void] = []
         for index in 0..<metrics {
             switch index % 3 {

@@ -249,7 +249,7 @@ if [
     do {
         var botOptions = Bot.Options(sampleAbovePercent: sampleAbove)
         if let capacity = options["capacity"].flatMap(Int.init) { botOptions.laneCapacity = capacity }
-        if let threads = options["max-threads"].flatMap(Int.init) { botOptions.maxThreads = threads }
+        if let threads = options["max-threads"].flatMap(Int.init) { botOptions.maxLanes = threads }
         if let bound = options["max-workers"].flatMap(Int.init) { botOptions.maxWorkers = bound }
         if let fileMode = options["mode"].flatMap({ UInt32($0, radix: 8) }) { botOptions.fileMode = fileMode }
         botOptions.worker = mode == "worker"

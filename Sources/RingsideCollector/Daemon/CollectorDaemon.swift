@@ -32,99 +32,137 @@ package enum CollectorDaemon {
         System.pthreadSigmask(SIG_BLOCK, [SIGINT, SIGTERM, SIGHUP])
         System.signal(SIGPIPE, SIG_IGN)
         returnLargeBlocksToTheSystem()
+        var daemon: Running
+        do throws(StartFailure) { daemon = try start(options, log: log, sidecar: startSidecar) } catch { return error.code }
+        let stopRequestedNanos = daemon.serve()
+        daemon.stop(requestedNanos: stopRequestedNanos)
+        log("stopped")
+        return 0
+    }
 
+    /// A start that failed, logged: the process's exit status (2: a usage error).
+    struct StartFailure: Error {
+        let code: Int32
+    }
+
+    /// Checks the outputs' directories, then starts the collector, its HTTP listener, the
+    /// sidecar and the outputs, in that order.
+    static func start(_ options: CollectorOptions, log: CollectorLog, sidecar startSidecar: SidecarStart?) throws(StartFailure) -> Running {
+        func fail(_ message: String, _ code: Int32) -> StartFailure {
+            log(message, level: .error)
+            return StartFailure(code: code)
+        }
         // Before anything is served: a directory another user could write is refused here, where
         // the operator sees it at once, not later as counted errors.
-        do throws(OutputError) { try Outputs.checkDirectories(options) } catch {
-            log("\(error); not starting", level: .error)
-            return 1
-        }
+        do throws(OutputError) { try Outputs.checkDirectories(options) } catch { throw fail("\(error); not starting", 1) }
         // The listener's TLS and users: a file that does not load (it changed since the command
         // line was read) is the same usage error, exit status 2.
         let security: WebSecurity?
-        do throws(OutputError) { security = try Listener.security(options) } catch {
-            log("\(error); not starting", level: .error)
-            return 2
-        }
+        do throws(OutputError) { security = try Listener.security(options) } catch { throw fail("\(error); not starting", 2) }
         // One collector per ring directory: a second is refused here, before it serves anything.
         let collector: Collector
-        do { collector = try Collector(options: options, log: log) } catch {
-            log("\(error); not starting", level: .error)
-            return 1
-        }
+        do { collector = try Collector(options: options, log: log) } catch { throw fail("\(error); not starting", 1) }
         let reloads = options.reloadEndpoint ? ReloadRequests() : nil
         let endpoints = CollectorEndpoints(collector: collector, reloadRequests: reloads)
-        var listener: Listener
+        let listener: Listener
         do { listener = try Listener(options: options, security: security, collector: collector, endpoints: endpoints, log: log) } catch {
-            log("cannot serve HTTP: \(error)", level: .error)
-            return 1
+            throw fail("cannot serve HTTP: \(error)", 1)
         }
         listener.announce(directory: options.directory.path, log: log)
 
         var sidecar: (any CollectorSidecar)?
         if let startSidecar {
             do { sidecar = try startSidecar(listener.server.boundAddress, log) } catch {
-                log("\(error)", level: .error)
+                let status = fail("\(error)", 1)
                 listener.server.stop()
-                return 1
+                throw status
             }
         }
         collector.start()
         endpoints.startRendering()
 
         // History, the latency log, the JSON dump and the OTLP exporter follow the published snapshots from here.
-        var running = options
-        var outputs = Outputs(options: options, collector: collector, endpoints: endpoints, log: log)
+        let outputs = Outputs(options: options, collector: collector, endpoints: endpoints, log: log)
         endpoints.figures.update(from: outputs.all)  // the latency log's open at start
+        if let path = options.configFile {
+            log(
+                "configuration from --config \(path) and the command line; SIGHUP\(reloads != nil ? " and POST /-/reload" : "") read it again"
+            )
+        }
+        return Running(
+            collector: collector, endpoints: endpoints, reloads: reloads, sidecar: sidecar, log: log, options: options,
+            listener: listener, outputs: outputs)
+    }
+
+    /// The daemon's parts while it runs: the collector, what serves and follows it, and the
+    /// configuration it runs with (a reload's).
+    struct Running {
+        let collector: Collector
+        let endpoints: CollectorEndpoints
+        let reloads: ReloadRequests?
+        let sidecar: (any CollectorSidecar)?
+        let log: CollectorLog
+        var options: CollectorOptions
+        var listener: Listener
+        var outputs: Outputs
+        /// A listener a reload replaced: closed a second later, once it has answered the reload's
+        /// request (its render worker waits for the reload; stopping it now would wait for that).
+        var retired: (listener: Listener, sinceNanos: UInt64)?
+
         /// The latest snapshot, with what the subscribers report of themselves.
         func latest() -> Snapshot {
             var snapshot = collector.snapshot
             endpoints.figures.apply(to: &snapshot)
             return snapshot
         }
-        if let path = options.configFile {
-            log(
-                "configuration from --config \(path) and the command line; SIGHUP\(reloads != nil ? " and POST /-/reload" : "") read it again"
-            )
+
+        /// Turns the main loop until SIGINT or SIGTERM, or a reload's listener that cannot bind
+        /// again; returns when the stop was asked for.
+        mutating func serve() -> UInt64 {
+            while true {
+                // The loop turns at least as often as the latency log's and the OTLP exporter's intervals.
+                let received = try? System.sigtimedwait([SIGINT, SIGTERM, SIGHUP], timeoutNanos: outputs.turnNanos)
+                if received == SIGINT || received == SIGTERM {
+                    let stopRequestedNanos = rs_clock_precise_ns()
+                    log("received \(received == SIGINT ? "SIGINT" : "SIGTERM"); stopping")
+                    return stopRequestedNanos
+                }
+                if received == SIGHUP, !reload() { return rs_clock_precise_ns() }
+                turn()
+            }
         }
-        var stopRequestedNanos: UInt64 = 0
-        /// A listener a reload replaced: closed a second later, once it has answered the reload's
-        /// request (its render worker waits for the reload; stopping it now would wait for that).
-        var retired: (listener: Listener, sinceNanos: UInt64)?
-        while true {
-            // The loop turns at least as often as the latency log's and the OTLP exporter's intervals.
-            let received = try? System.sigtimedwait([SIGINT, SIGTERM, SIGHUP], timeoutNanos: outputs.turnNanos)
-            if received == SIGINT || received == SIGTERM {
-                stopRequestedNanos = rs_clock_precise_ns()
-                log("received \(received == SIGINT ? "SIGINT" : "SIGTERM"); stopping")
-                break
+
+        /// Applies a reload (SIGHUP, and `POST /-/reload`, which waits for it); false when the
+        /// listener cannot bind again on its address, and the daemon stops.
+        mutating func reload() -> Bool {
+            let ticket = reloads?.begin() ?? 0
+            let previous = listener
+            let last = latest()
+            let (outcome, rebind) = CollectorDaemon.reload(
+                &options, listener: &listener, outputs: &outputs, collector: collector, endpoints: endpoints, last: last, log: log)
+            reloads?.finish(upTo: ticket, outcome)
+            if listener.server !== previous.server {
+                retired?.listener.server.stop()
+                retired = (previous, rs_clock_precise_ns())
             }
-            if received == SIGHUP {
-                let ticket = reloads?.begin() ?? 0
-                let previous = listener
-                let (outcome, rebind) = reload(
-                    &running, listener: &listener, outputs: &outputs, collector: collector, endpoints: endpoints, last: latest(), log: log)
-                reloads?.finish(upTo: ticket, outcome)
-                if listener.server !== previous.server {
-                    retired?.listener.server.stop()
-                    retired = (previous, rs_clock_precise_ns())
-                }
-                if let rebind {
-                    // The same address under another web configuration: the old listener must close
-                    // first. It answers the reload's request, then goes; the new one binds at once.
-                    usleep(200_000)
-                    listener.server.stop()
-                    do {
-                        listener = try Listener(
-                            options: running, security: rebind.security, collector: collector, endpoints: endpoints, log: log)
-                    } catch {
-                        log("cannot listen again on \(running.listen) after the reload: \(error); stopping", level: .error)
-                        stopRequestedNanos = rs_clock_precise_ns()
-                        break
-                    }
-                    listener.announce(directory: running.directory.path, log: log)
-                }
+            guard let rebind else { return true }
+            // The same address under another web configuration: the old listener must close
+            // first. It answers the reload's request, then goes; the new one binds at once.
+            usleep(200_000)
+            listener.server.stop()
+            do {
+                listener = try Listener(options: options, security: rebind.security, collector: collector, endpoints: endpoints, log: log)
+            } catch {
+                log("cannot listen again on \(options.listen) after the reload: \(error); stopping", level: .error)
+                return false
             }
+            listener.announce(directory: options.directory.path, log: log)
+            return true
+        }
+
+        /// One turn of the loop: a retired listener closed after its second, and the latest
+        /// snapshot handed to the outputs and the sidecar.
+        mutating func turn() {
             let now = rs_clock_precise_ns()
             if let old = retired, now &- old.sinceNanos >= 1_000_000_000 {
                 old.listener.server.stop()
@@ -136,15 +174,17 @@ package enum CollectorDaemon {
             sidecar?.tick(snapshot, nowNanos: now)
         }
 
-        listener.server.stop()
-        retired?.listener.server.stop()
-        endpoints.stopRendering()
-        sidecar?.stop()
-        collector.stop()
-        outputs.finish(latest(), stopRequestedNanos: stopRequestedNanos)
-        sidecar?.finish()
-        log("stopped")
-        return 0
+        /// Stops in order: the listeners and the sidecar, the collector (its last drain), then
+        /// the outputs with the last snapshot, and the sidecar's finish once the rings are let go.
+        mutating func stop(requestedNanos: UInt64) {
+            listener.server.stop()
+            retired?.listener.server.stop()
+            endpoints.stopRendering()
+            sidecar?.stop()
+            collector.stop()
+            outputs.finish(latest(), stopRequestedNanos: requestedNanos)
+            sidecar?.finish()
+        }
     }
 
     /// Reads the configuration again and applies what changed: the SLOs and quantiles (from the

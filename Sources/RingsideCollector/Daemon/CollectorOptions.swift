@@ -247,219 +247,115 @@ package struct CollectorOptions: Sendable, Equatable {
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
         while let flag = try stream.nextOption() {
             let index = stream.lastIndex
+            // The flag's value, range-checked: each option below is one line and its bounds.
+            func duration(
+                _ range: ClosedRange<UInt64>, zeroIsOff: Bool = false, step: UInt64 = 1, bareSeconds: Bool = false,
+                _ message: (String) -> String
+            ) throws(UsageError) -> UInt64 {
+                try parseDuration(
+                    value(for: flag), flag: flag, bareSeconds: bareSeconds, in: range, step: step, zeroIsOff: zeroIsOff, else: message)
+            }
+            /// Bytes, with K, M and G suffixes; `bounds` says the range in its message ("from 1M to 4G").
+            func bytes(_ range: ClosedRange<UInt64>, _ bounds: String) throws(UsageError) -> UInt64 {
+                try parseByteSize(value(for: flag), in: range) {
+                    "\(flag) \($0): expected a number of bytes \(bounds) (K, M and G suffixes: 1024s)"
+                }
+            }
+            func count(_ range: ClosedRange<Int>, _ message: (String) -> String) throws(UsageError) -> Int {
+                try parseCount(value(for: flag), in: range, else: message)
+            }
+            func series() throws(UsageError) -> Int {
+                try count(1...100_000_000) { "\(flag): \($0) is not a number of series from 1 to 100000000" }
+            }
+            func file() throws(UsageError) -> String {
+                let path = try value(for: flag)
+                guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
+                return path
+            }
             do throws(UsageError) {
                 switch flag {
                 case "--help": return .help
                 case "--version": return .version
                 case "--demo": options.demo = true
                 case "--web-enable-lifecycle", "--web.enable-lifecycle": options.reloadEndpoint = true
-                case "--config":
-                    throw UsageError("--config is given once, on the command line")
+                case "--config": throw UsageError("--config is given once, on the command line")
                 case "--dir":
-                    directory = try value(for: flag)
                     // An empty value would silently mean the default directory.
+                    directory = try value(for: flag)
                     guard directory?.isEmpty == false else { throw UsageError("--dir is empty") }
-                case "--ring":
-                    let name = try value(for: flag)
-                    do { try RingDirectory.validate(name: name) } catch { throw UsageError("--ring: \(error)") }
-                    options.rings.append(name)
-                case "--listen":
-                    options.listen = try value(for: flag)
-                    // The form is checked here, so a typo is a usage error; resolving and binding happen at start.
-                    do { try HTTPServer.validate(listen: options.listen) } catch {
-                        guard case let .invalidAddress(_, reason) = error else { throw UsageError("--listen \(options.listen): \(error)") }
-                        throw UsageError("--listen \(options.listen): \(reason)")
-                    }
+                case "--ring": options.rings.append(try ringName(value(for: flag)))
+                case "--listen": options.listen = try listenAddress(value(for: flag))
                 case "--web-config-file", "--web.config.file":
-                    let path = try value(for: flag)
-                    guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
+                    let path = try file()
                     // Read and loaded here (certificate and key too), so a bad file is a usage error
                     // naming its line; the daemon loads it again to serve.
                     do { try WebSecurity.check(path: path) } catch { throw UsageError("\(flag) \(path): \(error)") }
                     options.webConfigFile = path
-                case "--windows":
-                    let text = try value(for: flag)
-                    options.windowNanos = try parseList(text, flag: flag) { item throws(UsageError) in
-                        let nanos = try parseDuration(item, flag: flag)
-                        guard nanos >= 100_000_000, nanos <= 86_400_000_000_000, nanos % 1_000_000 == 0 else {
-                            throw UsageError("\(flag): window \(item) must be whole milliseconds from 100ms to 24h")
-                        }
-                        return nanos
-                    }
-                    guard Set(options.windowNanos).count == options.windowNanos.count else { throw UsageError("\(flag): windows repeat") }
-                    options.windowNanos.sort()
-                case "--quantiles":
-                    let text = try value(for: flag)
-                    options.quantiles = try parseList(text, flag: flag) { item throws(UsageError) in
-                        guard let q = Double(item), q > 0, q < 1 else {
-                            throw UsageError("\(flag): \(item) is not a quantile between 0 and 1 (exclusive)")
-                        }
-                        return q
-                    }
-                    options.quantiles = Array(Set(options.quantiles)).sorted()
-                case "--json-dump", "--hlog":
-                    let path = try value(for: flag)
-                    guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
-                    // The file's directory is opened and the file created by name in it (LogDirectory).
-                    guard LogDirectory.namesFile(path) else {
-                        throw UsageError("\(flag) \(path): expected the path of a file (DIRECTORY/NAME), not of a directory")
-                    }
-                    if flag == "--hlog" { options.hlogPath = path } else { options.jsonDumpPath = path }
+                case "--windows": options.windowNanos = try windows(value(for: flag), flag: flag)
+                case "--quantiles": options.quantiles = try quantiles(value(for: flag), flag: flag)
+                case "--json-dump": options.jsonDumpPath = try logFile(file(), flag: flag)
+                case "--hlog": options.hlogPath = try logFile(file(), flag: flag)
                 case "--hlog-interval":
-                    let text = try value(for: flag)
-                    options.hlogIntervalNanos = try parseDuration(text, flag: flag)
-                    guard options.hlogIntervalNanos >= 100_000_000, options.hlogIntervalNanos <= 3_600_000_000_000 else {
-                        throw UsageError("--hlog-interval \(text): must be from 100ms to 1h")
-                    }
-                case "--max-series-bytes":
-                    let text = try value(for: flag)
-                    guard let bytes = parseByteSize(text), bytes >= 1 << 20, bytes <= 1 << 40 else {
-                        throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 1024G (K, M and G suffixes: 1024s)")
-                    }
-                    options.maxSeriesBytes = Int(bytes)
-                case "--state-max-bytes":
-                    let text = try value(for: flag)
-                    guard let bytes = parseByteSize(text), bytes >= 1 << 20, bytes <= 4 << 30 else {
-                        throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 4G (K, M and G suffixes: 1024s)")
-                    }
-                    options.stateMaxBytes = Int(bytes)
+                    options.hlogIntervalNanos = try duration(100 * ms...hour) { "--hlog-interval \($0): must be from 100ms to 1h" }
+                case "--hlog-max-bytes": options.hlogMaxBytes = try bytes(4096...UInt64.max, "of at least 4096")
+                case "--max-series-bytes": options.maxSeriesBytes = Int(try bytes(1 << 20...1 << 40, "from 1M to 1024G"))
+                case "--state-max-bytes": options.stateMaxBytes = Int(try bytes(1 << 20...4 << 30, "from 1M to 4G"))
                 case "--state-expiry":
-                    let text = try value(for: flag)
-                    if text == "0" {
-                        options.stateExpirySeconds = nil
-                    } else {
-                        let nanos = try parseDuration(text, flag: flag)
-                        guard nanos >= 3_600_000_000_000 else {
-                            throw UsageError("\(flag): \(text) must be 1h at least (or 0: never)")
-                        }
-                        options.stateExpirySeconds = nanos / 1_000_000_000
-                    }
-                case "--hlog-max-bytes":
-                    let text = try value(for: flag)
-                    guard let bytes = parseByteSize(text), bytes >= 4096 else {
-                        throw UsageError(
-                            "--hlog-max-bytes \(text): expected a number of bytes of at least 4096 (K, M and G suffixes: 1024s)")
-                    }
-                    options.hlogMaxBytes = bytes
+                    let nanos = try duration(hour...UInt64.max, zeroIsOff: true) { "\(flag): \($0) must be 1h at least (or 0: never)" }
+                    options.stateExpirySeconds = nanos == 0 ? nil : nanos / second
                 case "--dump-interval":
-                    options.dumpIntervalNanos = try parseDuration(try value(for: flag), flag: flag)
-                    guard options.dumpIntervalNanos >= 100_000_000 else { throw UsageError("\(flag) must be at least 100ms") }
+                    options.dumpIntervalNanos = try duration(100 * ms...UInt64.max) { _ in "\(flag) must be at least 100ms" }
                 case "--slo":
                     let text = try value(for: flag)
                     do { options.sloRules.append(try SLORule(parsing: text)) } catch {
                         throw UsageError("--slo '\(text)': \(error.reason)")
                     }
-                case "--poll":
-                    options.pollNanos = try parseDuration(try value(for: flag), flag: flag)
-                    guard options.pollNanos >= 1_000_000, options.pollNanos <= 10_000_000_000 else {
-                        throw UsageError("--poll must be from 1ms to 10s")
-                    }
-                case "--max-series", "--max-series-per-ring":
-                    let text = try value(for: flag)
-                    guard let count = Int(text), count >= 1, count <= 100_000_000 else {
-                        throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
-                    }
-                    if flag == "--max-series" { options.maxSeries = count } else { options.maxSeriesPerRing = count }
+                case "--poll": options.pollNanos = try duration(ms...10 * second) { _ in "--poll must be from 1ms to 10s" }
+                case "--max-series": options.maxSeries = try series()
+                case "--max-series-per-ring": options.maxSeriesPerRing = try series()
                 case "--history":
-                    let text = try value(for: flag)
-                    if text == "0" {
-                        options.historySeconds = 0
-                    } else {
-                        let nanos = try parseDuration(text, flag: flag)
-                        guard nanos % 1_000_000_000 == 0,
-                            nanos >= UInt64(HistoryStore.minRetentionSeconds) * 1_000_000_000,
-                            nanos <= UInt64(HistoryStore.maxRetentionSeconds) * 1_000_000_000
-                        else {
-                            throw UsageError("\(flag): \(text) must be whole seconds from 10s to 24h (or 0 to disable the history)")
-                        }
-                        options.historySeconds = Int(nanos / 1_000_000_000)
+                    let seconds = UInt64(HistoryStore.minRetentionSeconds)...UInt64(HistoryStore.maxRetentionSeconds)
+                    let nanos = try duration(seconds.lowerBound * second...seconds.upperBound * second, zeroIsOff: true, step: second) {
+                        "\(flag): \($0) must be whole seconds from 10s to 24h (or 0 to disable the history)"
                     }
+                    options.historySeconds = Int(nanos / second)
+                case "--history-max-series": options.historyMaxSeries = try series()
                 case "--recorder-seconds":
-                    let text = try value(for: flag)
-                    if text == "0" {
-                        options.recorderNanos = 0
-                    } else {
-                        let nanos = try parseDuration(text, flag: flag, bareSeconds: true)
-                        guard nanos >= 1_000_000_000, nanos <= 600_000_000_000 else {
-                            throw UsageError("\(flag): \(text) must be from 1s to 10m (or 0 to keep no records)")
-                        }
-                        options.recorderNanos = nanos
+                    options.recorderNanos = try duration(second...10 * minute, zeroIsOff: true, bareSeconds: true) {
+                        "\(flag): \($0) must be from 1s to 10m (or 0 to keep no records)"
                     }
-                case "--recorder-max-bytes":
-                    let text = try value(for: flag)
-                    guard let bytes = parseByteSize(text), bytes >= 1 << 20, bytes <= 64 << 30 else {
-                        throw UsageError("\(flag) \(text): expected a number of bytes from 1M to 64G (K, M and G suffixes: 1024s)")
-                    }
-                    options.recorderMaxBytes = Int(bytes)
-                case "--capture-dir":
-                    options.captureDirectory = try value(for: flag)
+                case "--recorder-max-bytes": options.recorderMaxBytes = Int(try bytes(1 << 20...64 << 30, "from 1M to 64G"))
+                case "--capture-dir": options.captureDirectory = try value(for: flag)
                 case "--capture-after":
-                    let text = try value(for: flag)
-                    let nanos = text == "0" ? 0 : try parseDuration(text, flag: flag)
-                    guard nanos <= 60_000_000_000 else { throw UsageError("\(flag): \(text) must be from 0 to 1m") }
-                    options.captureAfterNanos = nanos
+                    options.captureAfterNanos = try duration(0...minute, zeroIsOff: true) { "\(flag): \($0) must be from 0 to 1m" }
                 case "--capture-min-interval":
-                    let text = try value(for: flag)
-                    let nanos = try parseDuration(text, flag: flag)
-                    guard nanos >= 1_000_000_000, nanos <= 86_400_000_000_000 else {
-                        throw UsageError("\(flag): \(text) must be from 1s to 24h")
-                    }
-                    options.captureMinIntervalNanos = nanos
+                    options.captureMinIntervalNanos = try duration(second...24 * hour) { "\(flag): \($0) must be from 1s to 24h" }
                 case "--capture-max-records":
-                    let text = try value(for: flag)
-                    guard let count = Int(text), count >= 1_000, count <= 10_000_000 else {
-                        throw UsageError("\(flag) \(text): expected a number of records from 1000 to 10000000")
+                    options.captureMaxRecords = try count(1_000...10_000_000) {
+                        "\(flag) \($0): expected a number of records from 1000 to 10000000"
                     }
-                    options.captureMaxRecords = count
                 case "--capture-when":
                     let text = try value(for: flag)
                     do { options.captureBounds.append(try CaptureBound(parsing: text)) } catch {
                         throw UsageError("--capture-when '\(text)': \(error.reason)")
                     }
                 case "--thread-sample-interval":
-                    let text = try value(for: flag)
-                    if text == "0" {
-                        options.threadSampleIntervalNanos = 0
-                    } else {
-                        let nanos = try parseDuration(text, flag: flag)
-                        guard nanos >= 100_000_000, nanos <= 3_600_000_000_000 else {
-                            throw UsageError("\(flag): \(text) must be from 100ms to 1h (or 0 to read no thread)")
-                        }
-                        options.threadSampleIntervalNanos = nanos
+                    options.threadSampleIntervalNanos = try duration(100 * ms...hour, zeroIsOff: true) {
+                        "\(flag): \($0) must be from 100ms to 1h (or 0 to read no thread)"
                     }
-                case "--history-max-series":
-                    let text = try value(for: flag)
-                    guard let count = Int(text), count >= 1, count <= 100_000_000 else {
-                        throw UsageError("\(flag): \(text) is not a number of series from 1 to 100000000")
-                    }
-                    options.historyMaxSeries = count
                 case "--native-histograms":
-                    let text = try value(for: flag)
-                    guard let schema = Int(text), NativeBuckets.schemas.contains(schema) else {
-                        throw UsageError("\(flag): \(text) is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)")
+                    options.nativeHistogramSchema = try count(NativeBuckets.schemas) {
+                        "\(flag): \($0) is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"
                     }
-                    options.nativeHistogramSchema = schema
-                case "--otlp-endpoint":
-                    let text = try value(for: flag)
-                    otlpEndpoint = try OTLPOptions.endpoint(parsing: text)
-                case "--otlp-interval", "--otlp-timeout":
-                    let text = try value(for: flag)
-                    let nanos = try parseDuration(text, flag: flag)
+                case "--otlp-endpoint": otlpEndpoint = try OTLPOptions.endpoint(parsing: value(for: flag))
+                case "--otlp-interval":
+                    otlpInterval = try duration(100 * ms...hour) { "\(flag) \($0): must be from 100ms to 1h" }
                     otlpFlag = flag
-                    if flag == "--otlp-interval" {
-                        guard nanos >= 100_000_000, nanos <= 3_600_000_000_000 else {
-                            throw UsageError("\(flag) \(text): must be from 100ms to 1h")
-                        }
-                        otlpInterval = nanos
-                    } else {
-                        guard nanos >= 100_000_000, nanos <= 300_000_000_000 else {
-                            throw UsageError("\(flag) \(text): must be from 100ms to 5m")
-                        }
-                        otlpTimeout = nanos
-                    }
+                case "--otlp-timeout":
+                    otlpTimeout = try duration(100 * ms...5 * minute) { "\(flag) \($0): must be from 100ms to 5m" }
+                    otlpFlag = flag
                 case "--otlp-header":
-                    let text = try value(for: flag)
-                    otlpHeaders.append(try OTLPOptions.header(parsing: text))
+                    otlpHeaders.append(try OTLPOptions.header(parsing: value(for: flag)))
                     otlpFlag = flag
                 case "--log-format":
                     let text = try value(for: flag)
@@ -487,7 +383,14 @@ package struct CollectorOptions: Sendable, Equatable {
         } else if let otlpFlag {
             throw UsageError("\(otlpFlag) needs --otlp-endpoint URL")
         }
-        if options.captureDirectory == nil,
+        try options.checkCombinations(arguments: arguments)
+        return .run(options)
+    }
+
+    /// Refuses options that need another one not given (`--capture-*` without `--capture-dir`,
+    /// `--hlog-*` without `--hlog`), and an SLO whose window is not one of `--windows`.
+    private func checkCombinations(arguments: [String]) throws(UsageError) {
+        if captureDirectory == nil,
             let flag = arguments.first(where: {
                 ["--capture-after", "--capture-min-interval", "--capture-max-records", "--capture-when"].contains($0)
             })
@@ -495,21 +398,69 @@ package struct CollectorOptions: Sendable, Equatable {
             throw UsageError("\(flag) needs --capture-dir DIR")
         }
         // An SLO marked capture would otherwise capture nothing, silently.
-        if options.captureDirectory == nil, let rule = options.sloRules.first(where: \.capture) {
+        if captureDirectory == nil, let rule = sloRules.first(where: \.capture) {
             throw UsageError("--slo '\(rule.text) capture': capture needs --capture-dir DIR")
         }
-        if options.captureDirectory != nil, options.recorderNanos == 0 {
+        if captureDirectory != nil, recorderNanos == 0 {
             throw UsageError("--capture-dir needs the flight recorder: --recorder-seconds 0 turns it off")
         }
-        if options.hlogPath == nil, let flag = arguments.first(where: { $0 == "--hlog-interval" || $0 == "--hlog-max-bytes" }) {
+        if hlogPath == nil, let flag = arguments.first(where: { $0 == "--hlog-interval" || $0 == "--hlog-max-bytes" }) {
             throw UsageError("\(flag) needs --hlog PATH")
         }
-        for rule in options.sloRules where !rule.isRatio && !options.windowNanos.contains(rule.windowNanos) {
+        for rule in sloRules where !rule.isRatio && !windowNanos.contains(rule.windowNanos) {
             throw UsageError(
                 "--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
-                    + options.windowNanos.map { formatDuration($0) }.joined(separator: ","))
+                    + windowNanos.map { formatDuration($0) }.joined(separator: ","))
         }
-        return .run(options)
+    }
+
+    // MARK: - The values that take more than a range
+
+    /// `--ring`'s name, checked as the ring directory checks it.
+    private static func ringName(_ name: String) throws(UsageError) -> String {
+        do { try RingDirectory.validate(name: name) } catch { throw UsageError("--ring: \(error)") }
+        return name
+    }
+
+    /// `--listen`'s address: its form is checked here, so a typo is a usage error; resolving and
+    /// binding happen at start.
+    private static func listenAddress(_ address: String) throws(UsageError) -> String {
+        do { try HTTPServer.validate(listen: address) } catch {
+            guard case let .invalidAddress(_, reason) = error else { throw UsageError("--listen \(address): \(error)") }
+            throw UsageError("--listen \(address): \(reason)")
+        }
+        return address
+    }
+
+    /// The path of a file the collector writes (`--json-dump`, `--hlog`): its directory is opened
+    /// and the file created by name in it (LogDirectory).
+    private static func logFile(_ path: String, flag: String) throws(UsageError) -> String {
+        guard LogDirectory.namesFile(path) else {
+            throw UsageError("\(flag) \(path): expected the path of a file (DIRECTORY/NAME), not of a directory")
+        }
+        return path
+    }
+
+    /// `--windows`: whole milliseconds from 100ms to 24h, none twice, sorted.
+    private static func windows(_ text: String, flag: String) throws(UsageError) -> [UInt64] {
+        let windows = try parseList(text, flag: flag) { item throws(UsageError) in
+            try parseDuration(item, flag: flag, in: 100 * ms...24 * hour, step: ms) {
+                "\(flag): window \($0) must be whole milliseconds from 100ms to 24h"
+            }
+        }
+        guard Set(windows).count == windows.count else { throw UsageError("\(flag): windows repeat") }
+        return windows.sorted()
+    }
+
+    /// `--quantiles`: each between 0 and 1 (exclusive); repeats dropped, sorted.
+    private static func quantiles(_ text: String, flag: String) throws(UsageError) -> [Double] {
+        let quantiles = try parseList(text, flag: flag) { item throws(UsageError) in
+            guard let q = Double(item), q > 0, q < 1 else {
+                throw UsageError("\(flag): \(item) is not a quantile between 0 and 1 (exclusive)")
+            }
+            return q
+        }
+        return Array(Set(quantiles)).sorted()
     }
 
     private static func parseList<T>(
@@ -524,16 +475,8 @@ package struct CollectorOptions: Sendable, Equatable {
     }
 }
 
-/// Bytes in `text`: digits, optionally followed by K, M or G (powers of 1024); nil otherwise.
-func parseByteSize(_ text: String) -> UInt64? {
-    let scales: [Character: UInt64] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
-    var digits = Substring(text)
-    var scale: UInt64 = 1
-    if let last = text.last, let unit = scales[last] {
-        digits = digits.dropLast()
-        scale = unit
-    }
-    guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber), let number = UInt64(digits) else { return nil }
-    let (bytes, overflow) = number.multipliedReportingOverflow(by: scale)
-    return overflow ? nil : bytes
-}
+// Nanoseconds, for the options' bounds.
+private let ms: UInt64 = 1_000_000
+private let second: UInt64 = 1_000_000_000
+private let minute: UInt64 = 60 * second
+private let hour: UInt64 = 60 * minute

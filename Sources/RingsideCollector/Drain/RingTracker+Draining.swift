@@ -186,7 +186,7 @@ extension RingTracker {
         if unlaned > 0 {
             causes.append(
                 "\(unlaned) by threads that found all \(status.maxLanes) lanes taken (the bot has more threads than lanes: "
-                    + "give it more, maxThreads or max_lanes)")
+                    + "give it more, maxLanes or max_lanes)")
         }
         ringLog(
             "ring \(ring.name): producer dropped \(total) records\(before.map { " " + $0 } ?? ""): "

@@ -1,0 +1,225 @@
+import Ringside
+import RingsideSnapshot
+
+extension PrometheusExporter {
+    /// The collector's figures (`ringside_collector_*`), with those of its recorder, captures,
+    /// OTLP exporter and HTTP listener when they run; `rings`: the rings attached.
+    static func collectorFamilies(_ stats: CollectorStats, rings: Int, _ family: AddFamily) {
+        family(
+            "ringside_collector_records_drained_total", "counter", "Records drained from every ring",
+            [([], Double(stats.recordsDrained))])
+        family(
+            "ringside_collector_drain_records_per_second", "gauge", "Records drained per second, over the last second",
+            [([], stats.drainRate)])
+        family(
+            "ringside_collector_lag_seconds", "gauge", "Age of the oldest record drained in the last busy pass",
+            [([], stats.lagSeconds)])
+        family(
+            "ringside_collector_pass_duration_seconds", "gauge", "How long the last drain pass took",
+            [([], stats.lastPassSeconds)])
+        family("ringside_collector_rings", "gauge", "Rings attached", [([], Double(rings))])
+        family("ringside_collector_series", "gauge", "Series kept (bot, metric and labels)", [([], Double(stats.series))])
+        family(
+            "ringside_collector_series_limit", "gauge", "Series the collector keeps at most (--max-series)",
+            [([], Double(stats.seriesLimit))])
+        family(
+            "ringside_collector_series_limit_per_ring", "gauge", "Series kept per ring at most (--max-series-per-ring)",
+            [([], Double(stats.seriesLimitPerRing))])
+        family(
+            "ringside_collector_series_bytes", "gauge",
+            "Memory the series take, as charged against --max-series-bytes (windows, counts and page text)",
+            [([], Double(stats.seriesBytes))])
+        family(
+            "ringside_collector_series_bytes_limit", "gauge", "Memory the series may take at most (--max-series-bytes)",
+            [([], Double(stats.seriesBytesLimit))])
+        family(
+            "ringside_collector_start_time_seconds", "gauge", "When the collector started, in Unix seconds",
+            [([], Double(stats.startedRealtimeNanos) / 1e9)])
+        family(
+            "ringside_collector_log_lines_suppressed_total", "counter",
+            "Log lines about single rings left out because more than 20 a second came (their states are in /health)",
+            [([], Double(stats.logLinesSuppressed))])
+        family(
+            "ringside_collector_rings_waiting", "gauge",
+            "Ring files found but not attached: the open-file limit, less the HTTP server's reserve, is reached",
+            [([], Double(stats.ringsWaitingForDescriptors))])
+        family(
+            "ringside_collector_series_saturated", "gauge",
+            "Series with a total at its ceiling (a count or counter at 2^64 - 1, a histogram's sum at 2^128 - 1), where it stays, never wrapping back",
+            [([], Double(stats.seriesSaturated))])
+        if let state = stats.state { stateFamilies(state, family) }
+        family(
+            "ringside_collector_ring_files_refused", "gauge",
+            "ringside.* files found and not read: empty or being made, another user's, not a regular file, invalid, or waiting "
+                + "for a descriptor (the first 1,000 worth showing are ringside_ring_skipped)",
+            [([], Double(stats.ringFilesRefused))])
+        family(
+            "ringside_collector_discovery_rescans_total", "counter",
+            "Whole listings of the ring directory: at start, when inotify lost events, and every 30 s",
+            [([], Double(stats.discoveryRescans))])
+        family(
+            "ringside_collector_discovery_opens_total", "counter",
+            "Files discovery opened to look at; a file refused is opened again only when it changes",
+            [([], Double(stats.discoveryOpens))])
+        let gap = stats.drainGap
+        family(
+            "ringside_collector_drain_gap_seconds", "gauge",
+            "How long records of filling rings waited between two drains, over the last minute, by percentile",
+            [("50", gap.p50), ("99", gap.p99), ("99.9", gap.p999)].map { ([("percentile", $0.0)], $0.1) })
+        family(
+            "ringside_collector_drain_gap_max_seconds", "gauge",
+            "The longest records of a filling ring waited between two drains, over the last minute: a lane must hold what "
+                + "its thread writes in this time",
+            [([], gap.max)])
+        family(
+            "ringside_collector_drain_gaps", "gauge", "Drain gaps measured over the last minute (see ringside_collector_drain_gap_seconds)",
+            [([], Double(gap.count))])
+        if let errors = stats.hlogErrors {
+            family(
+                "ringside_collector_hlog_errors_total", "counter", "Failed opens, writes and renames of the --hlog latency log",
+                [([], Double(errors))])
+        }
+        if let history = stats.history {
+            family(
+                "ringside_collector_history_series", "gauge", "Series the per-second history (/api/history) holds",
+                [([], Double(history.series))])
+            family(
+                "ringside_collector_history_series_limit", "gauge", "Series the history holds at most (--history-max-series)",
+                [([], Double(history.limit))])
+            family(
+                "ringside_collector_history_series_refused", "gauge",
+                "Series of the last snapshot the history refused: it holds --history-max-series, none gone",
+                [([], Double(history.refused))])
+        }
+        if let recorder = stats.recorder { recorderFamilies(recorder, family) }
+        if let captures = stats.captures { captureFamilies(captures, family) }
+        if let otlp = stats.otlp { otlpFamilies(otlp, family) }
+        if let security = stats.webSecurity { webSecurityFamilies(security, family) }
+    }
+
+    /// The flight recorder's figures (`--recorder-seconds`), each a family written by `family`.
+    static func recorderFamilies(_ recorder: RecorderStats, _ family: AddFamily) {
+        family(
+            "ringside_recorder_bytes", "gauge", "Memory the flight recorder's chunks of raw records take",
+            [([], Double(recorder.bytes))])
+        family(
+            "ringside_recorder_bytes_limit", "gauge", "Memory the flight recorder may take at most (--recorder-max-bytes)",
+            [([], Double(recorder.bytesLimit))])
+        family("ringside_recorder_records", "gauge", "Raw records the flight recorder holds", [([], Double(recorder.records))])
+        family(
+            "ringside_recorder_seconds_held", "gauge",
+            "The span the flight recorder holds, from its oldest record to now: below ringside_recorder_retention_seconds "
+                + "when its budget is too small for them",
+            [([], recorder.secondsHeld)])
+        family(
+            "ringside_recorder_retention_seconds", "gauge", "The span the flight recorder is asked to hold (--recorder-seconds)",
+            [([], recorder.retentionSeconds)])
+        family(
+            "ringside_recorder_evicted_records_total", "counter",
+            "Records the flight recorder let go of for its budget before they were --recorder-seconds old",
+            [([], Double(recorder.evictedRecords))])
+    }
+
+    /// The captures' figures (`--capture-dir`), each a family written by `family`: a series per
+    /// trigger kind, so that a rate shows from the first capture.
+    static func captureFamilies(_ captures: CaptureStats, _ family: AddFamily) {
+        let kinds = ["slo", "threshold", "bot_died", "bot_stopped", "request"]
+        family(
+            "ringside_captures_total", "counter", "Captures of the flight recorder's records written to --capture-dir, by trigger",
+            kinds.map { ([("trigger", $0)], Double(captures.written[$0] ?? 0)) })
+        family(
+            "ringside_captures_suppressed_total", "counter",
+            "Captures asked for within --capture-min-interval of the trigger's last one, not made, by trigger",
+            kinds.map { ([("trigger", $0)], Double(captures.suppressed[$0] ?? 0)) })
+        family(
+            "ringside_capture_failures_total", "counter", "Captures that could not be written (the log says why)",
+            [([], Double(captures.failed))])
+    }
+
+    /// The state's figures (the totals of workers that are gone, kept across restarts), each a
+    /// family written by `family`.
+    static func stateFamilies(_ state: CollectorStateStats, _ family: AddFamily) {
+        family(
+            "ringside_collector_state_save_failures_total", "counter",
+            "Saves of the collector's state that failed: a fold's journal line (the worker's file is kept), or a snapshot not written under its name (saved under another) or at all (tried again)",
+            [([], Double(state.saveFailures))])
+        family(
+            "ringside_collector_state_failing", "gauge", "1 while the collector's state cannot be saved (see its log)",
+            [([], state.failing ? 1 : 0)])
+        family(
+            "ringside_collector_state_read_failures", "gauge",
+            "State files found at start that could not be read (too large for --state-max-bytes, or not state): their totals are not counted",
+            [([], Double(state.readFailures))])
+        family(
+            "ringside_collector_state_bytes", "gauge", "The size of the state's last snapshot", [([], Double(state.bytes))])
+        family(
+            "ringside_collector_state_bytes_limit", "gauge", "The most a collector reads of one state file (--state-max-bytes)",
+            [([], Double(state.bytesLimit))])
+        family("ringside_collector_state_bots", "gauge", "Bots whose figures the state keeps", [([], Double(state.bots))])
+        family(
+            "ringside_collector_state_bots_expired_total", "counter",
+            "Bots whose figures left the state: their files had all been gone longer than --state-expiry",
+            [([], Double(state.botsExpired))])
+        family(
+            "ringside_collector_state_last_save_time_seconds", "gauge",
+            "When the state's last snapshot was saved, in Unix seconds (0: not yet)",
+            [([], Double(state.lastSaveRealtimeNanos ?? 0) / 1e9)])
+    }
+
+    /// The OTLP exporter's figures (`--otlp-endpoint`), each a family written by `family`.
+    static func otlpFamilies(_ otlp: OTLPStats, _ family: AddFamily) {
+        family(
+            "ringside_otlp_exports_total", "counter",
+            "OTLP exports by result: sent (the receiver took them), failed (refused for good), dropped (unsent: the queue full, or the stop)",
+            [
+                ([("result", "sent")], Double(otlp.sent)), ([("result", "failed")], Double(otlp.failed)),
+                ([("result", "dropped")], Double(otlp.dropped)),
+            ])
+        family(
+            "ringside_otlp_retries_total", "counter",
+            "OTLP attempts that failed and were made again (429, 502, 503, 504, no connection, no answer in time)",
+            [([], Double(otlp.retries))])
+        family(
+            "ringside_otlp_timeouts_total", "counter", "OTLP attempts with no answer within --otlp-timeout", [([], Double(otlp.timeouts))])
+        family(
+            "ringside_otlp_sent_bytes_total", "counter", "Bytes of the OTLP exports the receiver took, gzipped, as sent",
+            [([], Double(otlp.sentBytes))])
+        family(
+            "ringside_otlp_rejected_points_total", "counter", "Data points the OTLP receiver rejected in exports it took (partial success)",
+            [([], Double(otlp.rejectedPoints))])
+        family("ringside_otlp_queue_exports", "gauge", "OTLP exports waiting to be sent", [([], Double(otlp.queued))])
+        family("ringside_otlp_queue_capacity", "gauge", "OTLP exports the queue holds at most", [([], Double(otlp.queueCapacity))])
+        family(
+            "ringside_otlp_last_success_time_seconds", "gauge", "When the OTLP receiver last took an export, in Unix seconds (0: never)",
+            [([], Double(otlp.lastSuccessRealtimeNanos ?? 0) / 1e9)])
+        family("ringside_otlp_failing", "gauge", "1 while the last OTLP attempt failed", [([], otlp.failing ? 1 : 0)])
+    }
+
+    /// The HTTP listener's figures with `--web-config-file`, each a family written by `family`.
+    static func webSecurityFamilies(
+        _ security: WebSecurityStats, _ family: AddFamily
+    ) {
+        family(
+            "ringside_http_auth_failures_total", "counter",
+            "Requests refused with 401 (--web-config-file): without credentials (missing), or with a wrong user or password (wrong)",
+            [([("reason", "missing")], Double(security.authMissing)), ([("reason", "wrong")], Double(security.authWrong))])
+        family(
+            "ringside_http_password_checks_total", "counter",
+            "Passwords checked with bcrypt: once per user while the file is unchanged (then remembered), and each wrong one",
+            [([], Double(security.passwordChecks))])
+        family(
+            "ringside_http_tls_handshake_failures_total", "counter",
+            "TLS handshakes that failed: bad or missing client certificates, plain HTTP on the TLS port, clients gone or silent",
+            [([], Double(security.tlsHandshakeFailures))])
+        family(
+            "ringside_http_web_config_reloads_total", "counter",
+            "Changes of --web-config-file or its certificate, key or CA files: loaded (success) or refused, the running one kept (failure)",
+            [([("result", "success")], Double(security.reloads)), ([("result", "failure")], Double(security.reloadFailures))])
+        family(
+            "ringside_http_web_config_last_reload_successful", "gauge",
+            "1 when the last version of --web-config-file and its files loaded, 0 when it was refused (the one before serves)",
+            [([], security.lastReloadSucceeded ? 1 : 0)])
+        family("ringside_http_tls_enabled", "gauge", "1 when the HTTP listener speaks TLS", [([], security.tls ? 1 : 0)])
+        family("ringside_http_basic_auth_users", "gauge", "Users --web-config-file lets in with basic auth", [([], Double(security.users))])
+    }
+}

@@ -1,0 +1,179 @@
+import Ringside
+import RingsideSnapshot
+
+extension PrometheusExporter {
+    // MARK: - Self-metrics
+
+    /// A family of the collector's own, its samples and their lines.
+    struct FixedFamily {
+        let name: String
+        let type: String
+        let help: String
+        /// The samples, and their lines in the text formats.
+        let samples: Samples
+        let lines: [UInt8]
+
+        init(_ name: String, _ type: String, _ help: String, _ samples: Samples) {
+            self.name = name
+            self.type = type
+            self.help = help
+            self.samples = samples
+            let text = TextBuffer(capacity: 256)
+            for (labels, value) in samples {
+                text.append(name)
+                if !labels.isEmpty {
+                    text.append(UInt8(ascii: "{"))
+                    for (index, (key, value)) in labels.enumerated() {
+                        if index > 0 { text.append(UInt8(ascii: ",")) }
+                        text.append("\(key)=\"")
+                        text.appendEscaped(value, inLabel: true)
+                        text.append(UInt8(ascii: "\""))
+                    }
+                    text.append(UInt8(ascii: "}"))
+                }
+                text.append(UInt8(ascii: " "))
+                text.appendNumber(value)
+                text.append(UInt8(ascii: "\n"))
+            }
+            lines = text.bytes
+        }
+    }
+
+    /// The samples of a family: each a label set and its value.
+    typealias Samples = [([(String, String)], Double)]
+    /// Adds a family to the page: its name, type, help and samples.
+    typealias AddFamily = (String, String, String, Samples) -> Void
+
+    /// The collector's own families, in the page's order; `perMetric`, when given, is
+    /// `perMetricFamilies` of the snapshot, kept.
+    static func selfMetrics(_ snapshot: Snapshot, perMetric: [FixedFamily]? = nil) -> [FixedFamily] {
+        var result: [FixedFamily] = []
+        func family(_ name: String, _ type: String, _ help: String, _ samples: Samples) {
+            result.append(FixedFamily(name, type, help, samples))
+        }
+        let attached = snapshot.rings.filter { $0.state != .skipped }
+        ringFamilies(snapshot.rings, attached: attached, family)
+        laneFamilies(attached, family)
+        result += perMetric ?? perMetricFamilies(snapshot)
+        collectorFamilies(snapshot.collector, rings: attached.count, family)
+        sloFamilies(snapshot.slos, family)
+        return result
+    }
+
+    /// Each ring's figures (`ringside_ring_*`): its producer, records and refusals; a skipped ring only as skipped.
+    static func ringFamilies(_ rings: [RingSnapshot], attached: [RingSnapshot], _ family: AddFamily) {
+        func perRing(_ value: (RingSnapshot) -> Double) -> Samples {
+            attached.map { ($0.labels, value($0)) }
+        }
+        family(
+            "ringside_ring_producer_alive", "gauge", "1 while the ring's producer process holds its lock",
+            perRing { $0.producerAlive ? 1 : 0 })
+        family(
+            "ringside_ring_producer_stopped", "gauge",
+            "1 while the ring's producer process is stopped (SIGSTOP, a debugger): alive, but recording nothing",
+            perRing { $0.state == .producerStopped ? 1 : 0 })
+        family(
+            "ringside_ring_producer_heartbeat_age_seconds", "gauge", "Seconds since the producer last wrote or attached",
+            perRing { $0.heartbeatAgeSeconds })
+        family(
+            "ringside_ring_capacity_records", "gauge", "Records each lane of the ring holds (a lane per recording thread)",
+            perRing { Double($0.capacity) })
+        family("ringside_ring_backlog_records", "gauge", "Records published and not yet drained", perRing { Double($0.backlog) })
+        family(
+            "ringside_ring_records_written_total", "counter", "Records the producers published into the ring",
+            perRing { Double($0.recordsTotal) })
+        family(
+            "ringside_ring_records_dropped_total", "counter",
+            "Records producers dropped: a lane was full, or a thread found every lane taken",
+            perRing { Double($0.droppedTotal) })
+        family(
+            "ringside_ring_records_sampled_total", "counter",
+            "Histogram records its lanes did not write while they filled, counted by the weighted records drained",
+            perRing { Double($0.sampledTotal) })
+        family(
+            "ringside_ring_records_drained_total", "counter", "Records this collector drained from the ring",
+            perRing { Double($0.drainedTotal) })
+        family(
+            "ringside_ring_records_rejected_total", "counter",
+            "Drained records refused as invalid (unknown metric, kind or sequence)", perRing { Double($0.rejectedTotal) })
+        family(
+            "ringside_ring_skipped", "gauge", "1 for a ring the collector cannot read (see its log and /health)",
+            rings.filter { $0.state == .skipped }.map { ([("ring", $0.name)], 1) })
+        family(
+            "ringside_ring_series_refused", "gauge",
+            "Metrics of the ring given no series because a series cap was reached (see the log)",
+            perRing { Double($0.seriesRefused) })
+        family(
+            "ringside_ring_records_refused_total", "counter",
+            "Valid records of series refused at a cap: counted, not aggregated", perRing { Double($0.recordsRefusedTotal) })
+        family(
+            "ringside_ring_workers_refused_total", "counter",
+            "Processes refused a worker file of the bot: every one of its max_workers files held by a live worker; they write nothing",
+            attached.filter { $0.worker == nil }.map { ($0.labels, Double($0.workersRefusedTotal)) })
+        family(
+            "ringside_ring_quarantined", "gauge",
+            "1 while the ring's records are not read: many were invalid lately (see its log and /health)",
+            perRing { $0.quarantined ? 1 : 0 })
+        family(
+            "ringside_ring_quarantines_total", "counter", "Times the ring was quarantined for invalid records",
+            perRing { Double($0.quarantinesTotal) })
+        family(
+            "ringside_ring_lanes", "gauge", "Lanes (one per recording thread) in the ring's file",
+            perRing { Double($0.lanes.count) })
+    }
+
+    /// Each lane's figures (`ringside_lane_*`).
+    static func laneFamilies(_ attached: [RingSnapshot], _ family: AddFamily) {
+        // Each lane is one thread's ring: its liveness, backlog and drops.
+        func perLane(_ value: (LaneSnapshot) -> Double) -> Samples {
+            attached.flatMap { ring in ring.lanes.map { (ring.labels + [("lane", String($0.index))], value($0)) } }
+        }
+        family(
+            "ringside_lane_active", "gauge", "1 while a live thread holds the lane, 0 once it is retired",
+            perLane { $0.state == .active ? 1 : 0 })
+        family(
+            "ringside_lane_heartbeat_age_seconds", "gauge", "Seconds since the lane's thread last wrote or claimed it",
+            perLane { $0.heartbeatAgeSeconds })
+        family(
+            "ringside_lane_backlog_records", "gauge", "Records published in the lane and not yet drained",
+            perLane { Double($0.backlog) })
+        family(
+            "ringside_lane_records_written_total", "counter", "Records the lane's threads published",
+            perLane { Double($0.recordsTotal) })
+        family(
+            "ringside_lane_records_dropped_total", "counter", "Records dropped because the lane was full",
+            perLane { Double($0.droppedTotal) })
+    }
+
+    /// Each SLO's figures (`ringside_slo_*`).
+    static func sloFamilies(_ slos: [SLOSnapshot], _ family: AddFamily) {
+        // Each SLO's series carry its severity, which its alerts take (`severity=` after the rule).
+        func perSLO(_ value: (SLOSnapshot) -> Double?) -> Samples {
+            slos.compactMap { slo in value(slo).map { ([("slo", slo.rule), ("severity", slo.severity)], $0) } }
+        }
+        family("ringside_slo_violated", "gauge", "1 while the SLO is broken over its window", perSLO { $0.violated ? 1 : 0 })
+        family(
+            "ringside_slo_violations_total", "counter", "Times the SLO went from met to broken", perSLO { Double($0.violations) })
+        family(
+            "ringside_slo_compliance_ratio", "gauge", "Fraction of the window's events within the SLO's threshold",
+            perSLO { $0.compliance })
+        family(
+            "ringside_slo_window_events", "gauge", "Events in the SLO's window across its matching series", perSLO { Double($0.events) })
+        family(
+            "ringside_slo_objective_ratio", "gauge",
+            "Fraction of events the SLO wants good: an availability's 1 - bound, a quantile's quantile",
+            perSLO { $0.objectiveRatio })
+        family(
+            "ringside_slo_events_total", "counter",
+            "An availability SLO's events (its total counters' increase) since the collector started",
+            perSLO { $0.eventsTotal.map { Double($0) } })
+        family(
+            "ringside_slo_bad_events_total", "counter",
+            "An availability SLO's bad events (its bad counters' increase) since the collector started",
+            perSLO { $0.badEventsTotal.map { Double($0) } })
+        family(
+            "ringside_slo_window_covered_seconds", "gauge",
+            "How much of an availability SLO's period the collector has seen (less than the period until it has run that long)",
+            perSLO { $0.coveredSeconds })
+    }
+}

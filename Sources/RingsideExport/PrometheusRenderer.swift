@@ -1,0 +1,63 @@
+import RingsideSnapshot
+import Synchronization
+
+/// Renders pages, keeping the buffers it writes them in from one page to the next while they
+/// are small. Safe to call from any thread; renders take turns.
+package final class PrometheusRenderer: Sendable {
+    private let buffers = Mutex<[TextBuffer]>([])
+    /// The drops and samples per metric of the last page, by its series: a line per series each,
+    /// as costly as a third of a page of 10,000 series when nothing else changed.
+    private let keptPerMetric = Mutex<(key: SeriesContentKey, families: [PrometheusExporter.FixedFamily])?>(nil)
+    /// Buffers of at most this many bytes in all are kept for the next page (faulting in fresh
+    /// pages costs more than writing them); larger ones, of a page of some 100,000 series, are
+    /// freed: kept, they would hold a second copy of the page between scrapes.
+    static let keptBufferBytes = 64 << 20
+
+    package init() {}
+
+    /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
+    /// given (the collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
+    package func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
+        write(plan(snapshot, process: process), format: format, families: nil, threads: PrometheusPage.threads)
+    }
+
+    /// The page's plan, with the per-metric families of the last page when its series are the same.
+    private func plan(_ snapshot: Snapshot, process: ProcessMetrics?) -> PrometheusPage {
+        let key = SeriesContentKey(snapshot)
+        let kept = key.isVersioned ? keptPerMetric.withLock { $0?.key == key ? $0?.families : nil } : nil
+        let page = PrometheusPage(snapshot, process: process, perMetric: kept)
+        if kept == nil, key.isVersioned { keptPerMetric.withLock { $0 = (key, page.perMetric) } }
+        return page
+    }
+
+    /// The page for `snapshot` in two sections that, one after the other, are `render`'s page:
+    /// the families of the series, which change only when a series does (its `version` or
+    /// `wholeVersion`, or which series there are), then the collector's own (its rings, lanes,
+    /// threads, SLOs, figures and process), which change with every snapshot. A caller that kept
+    /// the series' section of a snapshot with the same series writes only the other.
+    ///
+    /// Nil when the page does not split so: a bot's metric named as one of the collector's own
+    /// families, with its type, shares that family with it (render the page whole then).
+    /// - Parameters:
+    ///   - series: whether to write the series' section (nil in the result when not).
+    ///   - threads: threads a large section is written on (text only; by default as `render`'s).
+    package func renderSections(
+        _ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text, series: Bool = true,
+        threads: Int? = nil
+    ) -> (series: [UInt8]?, own: [UInt8])? {
+        let threads = threads ?? PrometheusPage.threads
+        let page = plan(snapshot, process: process)
+        guard let sections = page.sections else { return nil }
+        let seriesBytes = series ? write(page, format: format, families: sections.series, threads: threads) : nil
+        return (seriesBytes, write(page, format: format, families: sections.own, threads: threads))
+    }
+
+    private func write(_ page: PrometheusPage, format: ExpositionFormat, families: Range<Int>?, threads: Int) -> [UInt8] {
+        if format == .protobuf { return page.writeProtobuf(families: families) }
+        return buffers.withLock { buffers in
+            let bytes = page.write(reusing: &buffers, threads: threads, openMetrics: format == .openMetrics, families: families)
+            if buffers.reduce(0, { $0 + $1.capacity }) > Self.keptBufferBytes { buffers = [] }
+            return bytes
+        }
+    }
+}
