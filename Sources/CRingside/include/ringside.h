@@ -641,7 +641,7 @@ RS_FIELD_AT(rs_registry_entry, scale, 0x012);
 RS_FIELD_AT(rs_registry_entry, name, 0x018);
 RS_FIELD_AT(rs_registry_entry, labels, 0x080);
 RS_FIELD_AT(rs_registry_entry, help, 0x180);
-RS_STATIC_ASSERT(sizeof(rs_metric_cell) == RS_METRIC_CELL_SIZE, "a metric cell is 32 bytes");
+RS_STATIC_ASSERT(sizeof(rs_metric_cell) == RS_METRIC_CELL_SIZE, "a metric cell is 64 bytes");
 RS_FIELD_AT(rs_metric_cell, gauge_bits, 0x00);
 RS_FIELD_AT(rs_metric_cell, gauge_set, 0x08);
 RS_FIELD_AT(rs_metric_cell, unlaned, 0x10);
