@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import Any
 
 
 def main(argv: list[str]) -> int:
@@ -27,8 +28,8 @@ def main(argv: list[str]) -> int:
         backend = importlib.import_module("ringside._ringside")
     else:
         backend = importlib.import_module("ringside._pure")
-    bot = None
-    metrics: dict[str, object] = {}
+    bot: Any = None
+    metrics: dict[str, Any] = {}
     name = ""
     with open(cases, encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
@@ -40,12 +41,13 @@ def main(argv: list[str]) -> int:
                 if op == "case":
                     name, metrics = args[0], {}
                 elif op == "attach":
-                    options = dict(word.split("=", 1) for word in args)
-                    worker = options.pop("worker", "0") == "1"
-                    bot = ringside.Bot(name, directory, worker=worker, _backend=backend,
-                                       **{key: int(value) for key, value in options.items()})
+                    sizes = {key: int(value) for key, value in (word.split("=", 1) for word in args)}
+                    worker = sizes.pop("worker", 0) == 1
+                    bot = ringside.Bot(name, directory, worker=worker, _backend=backend, **sizes)
                 elif op in ("histogram", "counter", "gauge"):
-                    metric, options, labels = args[0], {}, {}
+                    metric = args[0]
+                    options: dict[str, Any] = {}
+                    labels: dict[str, str] = {}
                     for word in args[1:]:
                         key, value = word.split("=", 1)
                         if key == "label":
