@@ -74,6 +74,7 @@ struct ConformanceCase {
         case "attach": worker = args.contains("worker=1")
         case "histogram", "counter", "gauge":
             var unit = MetricUnit.none, merge = GaugeMerge.last, help = "", sampleEvery: UInt32 = 1, labels: [String] = []
+            var scale: Int8 = 0, signed = false
             for (key, value) in args.dropFirst().map(option) {
                 switch key {
                 case "unit":
@@ -83,6 +84,8 @@ struct ConformanceCase {
                 case "help": help = value
                 case "sample_every": sampleEvery = UInt32(value) ?? 0
                 case "label": labels.append(value)
+                case "scale": scale = Int8(value) ?? 0
+                case "signed": signed = value == "1"
                 default: throw ConformanceError("unknown option \(key)")
                 }
             }
@@ -91,7 +94,7 @@ struct ConformanceCase {
                 Metric(
                     descriptor: MetricDescriptor(
                         index: UInt32(metrics.count), name: args[0], kind: kind, unit: unit, encodedLabels: labels.joined(separator: "\n"),
-                        help: help, sampleEvery: sampleEvery, gaugeMerge: merge)))
+                        help: help, sampleEvery: sampleEvery, gaugeMerge: merge, isSigned: signed, scale: scale)))
         case "observe":
             let metric = try index(of: args[0])
             defer { metrics[metric].calls += 1 }
@@ -101,6 +104,15 @@ struct ConformanceCase {
                 Record(
                     metric: UInt32(metric), kind: MetricKind.histogram.rawValue, value: UInt64(args[1]) ?? 0,
                     exemplar: exemplar.isEmpty ? nil : exemplar))
+        case "observe_value":
+            // VALUES in ringside.h: steps of 10^scale, to the nearest (ties to even); signed in offset binary.
+            let metric = try index(of: args[0]), descriptor = metrics[metric].descriptor
+            let steps = ((Double(args[1]) ?? .nan) * pow(10, -Double(descriptor.scale))).rounded(.toNearestOrEven)
+            let signed = Int64(exactly: steps).map { UInt64(bitPattern: $0) ^ RS_OFFSET_BINARY_BIAS }
+            guard let stored = descriptor.isSigned ? signed : UInt64(exactly: steps) else {
+                throw ConformanceError("\(args[1]) is out of \(descriptor.name)'s range: a case of clamping needs its own expectation")
+            }
+            records.append(Record(metric: UInt32(metric), kind: MetricKind.histogram.rawValue, value: stored))
         case "count": metrics[try index(of: args[0])].counted += UInt64(args[1]) ?? 0
         case "set":
             let metric = try index(of: args[0]), value = Double(args[1]) ?? .nan

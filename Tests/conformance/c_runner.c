@@ -100,6 +100,7 @@ int main(int argc, char **argv) {
             char labels[RS_LABELS_MAX + 1] = "";
             size_t labels_length = 0;
             uint32_t sample_every = 1;
+            rs_values values = {0, 0};
             for (int i = 2; i < count; i++) {
                 const char *v;
                 if ((v = option(words[i], "unit"))) {
@@ -110,6 +111,10 @@ int main(int argc, char **argv) {
                     help = v;
                 } else if ((v = option(words[i], "sample_every"))) {
                     sample_every = (uint32_t)strtoul(v, NULL, 10);
+                } else if ((v = option(words[i], "scale"))) {
+                    values.scale = (int8_t)atoi(v);
+                } else if ((v = option(words[i], "signed"))) {
+                    values.form = atoi(v) ? RS_FORM_SIGNED : 0;
                 } else if ((v = option(words[i], "label")) && labels_length + strlen(v) < RS_LABELS_MAX) {
                     labels_length += (size_t)snprintf(labels + labels_length, sizeof labels - labels_length, "%s%s",
                                                       labels_length ? "\n" : "", v);
@@ -117,13 +122,13 @@ int main(int argc, char **argv) {
                     return fail("unknown metric option", words[i]);
                 }
             }
-            rs_values values = {0, 0};
             rs_metric *metric = &metrics[metric_count];
             if (rs_bot_register_encoded(bot, metric, words[1], strlen(words[1]), kind, unit, values, labels, labels_length,
                                         help, strlen(help), sample_every, merge, &error) != 0)
                 return fail("register failed", error.message);
             snprintf(metric_names[metric_count++], sizeof metric_names[0], "%s", words[1]);
-        } else if (strcmp(op, "observe") == 0 || strcmp(op, "count") == 0 || strcmp(op, "set") == 0) {
+        } else if (strcmp(op, "observe") == 0 || strcmp(op, "observe_value") == 0 || strcmp(op, "count") == 0 ||
+                   strcmp(op, "set") == 0) {
             if (count < 3) return fail("missing value", NULL);
             unsigned index = 0;
             while (index < metric_count && strcmp(metric_names[index], words[1]) != 0) index++;
@@ -132,6 +137,8 @@ int main(int argc, char **argv) {
                 if (rs_bot_set(bot, metrics[index], strtod(words[2], NULL)) != 1) return fail("set not written", NULL);
             } else if (op[0] == 'c') {
                 rs_bot_count(bot, metrics[index], strtoull(words[2], NULL, 10));
+            } else if (strcmp(op, "observe_value") == 0) {
+                if (rs_bot_record_value(bot, metrics[index], strtod(words[2], NULL)) != 1) return fail("value not written", NULL);
             } else {
                 char exemplar[RS_EXEMPLAR_MAX + 1];
                 size_t length = 0;

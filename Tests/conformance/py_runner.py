@@ -53,6 +53,10 @@ def main(argv: list[str]) -> int:
                         if key == "label":
                             label, label_value = value.split("=", 1)
                             labels[label] = label_value
+                        elif key == "scale":
+                            options["resolution"] = 10.0 ** int(value)
+                        elif key == "signed":
+                            options["signed"] = value == "1"
                         else:
                             options[key] = int(value) if key == "sample_every" else value
                     metrics[metric] = getattr(bot, op)(metric, labels=labels, **options)
@@ -60,6 +64,8 @@ def main(argv: list[str]) -> int:
                     pairs = [word.removeprefix("exemplar=").split("=", 1) for word in args[2:]]
                     exemplar = {key: value for key, value in pairs} or None
                     metrics[args[0]].observe(int(args[1]), exemplar=exemplar)
+                elif op == "observe_value":
+                    metrics[args[0]].observe(float(args[1]))
                 elif op == "count":
                     metrics[args[0]].inc(int(args[1]))
                 elif op == "set":

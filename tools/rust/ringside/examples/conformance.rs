@@ -92,6 +92,8 @@ impl Runner {
                         Some(("help", v)) => builder.help(v),
                         Some(("sample_every", v)) => builder.sample_every(number(v)?),
                         Some(("merge", v)) => builder.merge(merge(v)?),
+                        Some(("scale", v)) => builder.resolution(number(&format!("1e{v}"))?),
+                        Some(("signed", "1")) => builder.signed(),
                         Some(("label", pair)) => {
                             let (key, value) = pair.split_once('=').ok_or(format!("bad label {pair}"))?;
                             builder.label(key, value)
@@ -122,6 +124,12 @@ impl Runner {
                     let exemplar = Exemplar::new(&pairs).map_err(|e| e.to_string())?;
                     histogram.record_with_exemplar(value, &exemplar);
                 }
+            }
+            ("observe_value", [name, value]) => {
+                let Metric::Histogram(histogram) = self.metric(name)? else {
+                    return Err(format!("{name} is no histogram"));
+                };
+                histogram.record_value(number(value)?);
             }
             ("count", [name, by]) => {
                 let Metric::Counter(counter) = self.metric(name)? else { return Err(format!("{name} is no counter")) };
