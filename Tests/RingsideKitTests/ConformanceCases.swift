@@ -12,6 +12,10 @@ struct ConformanceCase {
         var calls = 0
         var counted: UInt64 = 0
         var lastSet: Double?
+        /// Its records a full lane dropped: how many, their values' sum and the largest.
+        var dropped: UInt64 = 0
+        var droppedSum: UInt64 = 0
+        var droppedMax: UInt64 = 0
     }
 
     /// A record as the reader reads it, its exemplar put back together.
@@ -27,7 +31,27 @@ struct ConformanceCase {
     var name: String
     var worker = false
     var metrics: [Metric] = []
+    /// The records the lane keeps: no consumer drains it, and a producer never samples while
+    /// none reads weights (SAMPLING in ringside.h), so past its capacity each record is dropped.
     var records: [Record] = []
+    var laneCapacity = 1 << Int(RS_DEFAULT_LANE_CAPACITY_LOG2)
+    private var slotsUsed = 0
+
+    /// Keeps a record, and its exemplar's, if the lane has room for all of them; else counts a drop.
+    private mutating func write(_ record: Record) {
+        let slots = 1 + (record.exemplar.map { ExemplarAssembler.parts(ofLength: $0.utf8.count) } ?? 0)
+        guard slotsUsed + slots <= laneCapacity else {
+            let metric = Int(record.metric)
+            metrics[metric].dropped += 1
+            if record.kind == MetricKind.histogram.rawValue {
+                metrics[metric].droppedSum &+= record.value
+                metrics[metric].droppedMax = max(metrics[metric].droppedMax, record.value)
+            }
+            return
+        }
+        slotsUsed += slots
+        records.append(record)
+    }
 
     /// The file's name in the runner's directory: the bot's, or a worker's (`NAME@PID`).
     func fileName(in directory: String) throws -> String {
@@ -71,7 +95,9 @@ struct ConformanceCase {
             return index
         }
         switch op {
-        case "attach": worker = args.contains("worker=1")
+        case "attach":
+            worker = args.contains("worker=1")
+            if let capacity = args.map(option).first(where: { $0.key == "lane_capacity" }) { laneCapacity = Int(capacity.value) ?? 0 }
         case "histogram", "counter", "gauge":
             var unit = MetricUnit.none, merge = GaugeMerge.last, help = "", sampleEvery: UInt32 = 1, labels: [String] = []
             var scale: Int8 = 0, signed = false
@@ -100,7 +126,7 @@ struct ConformanceCase {
             defer { metrics[metric].calls += 1 }
             guard metrics[metric].calls % Int(metrics[metric].descriptor.sampleEvery) == 0 else { return }
             let exemplar = args.dropFirst(2).map { String($0.dropFirst("exemplar=".count)) }.joined(separator: "\n")
-            records.append(
+            write(
                 Record(
                     metric: UInt32(metric), kind: MetricKind.histogram.rawValue, value: UInt64(args[1]) ?? 0,
                     exemplar: exemplar.isEmpty ? nil : exemplar))
@@ -112,12 +138,12 @@ struct ConformanceCase {
             guard let stored = descriptor.isSigned ? signed : UInt64(exactly: steps) else {
                 throw ConformanceError("\(args[1]) is out of \(descriptor.name)'s range: a case of clamping needs its own expectation")
             }
-            records.append(Record(metric: UInt32(metric), kind: MetricKind.histogram.rawValue, value: stored))
+            write(Record(metric: UInt32(metric), kind: MetricKind.histogram.rawValue, value: stored))
         case "count": metrics[try index(of: args[0])].counted += UInt64(args[1]) ?? 0
         case "set":
             let metric = try index(of: args[0]), value = Double(args[1]) ?? .nan
             metrics[metric].lastSet = value
-            records.append(Record(metric: UInt32(metric), kind: MetricKind.gauge.rawValue, value: value.bitPattern))
+            write(Record(metric: UInt32(metric), kind: MetricKind.gauge.rawValue, value: value.bitPattern))
         case "end": break
         default: throw ConformanceError("unknown operation \(op)")
         }

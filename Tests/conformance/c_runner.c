@@ -134,11 +134,11 @@ int main(int argc, char **argv) {
             while (index < metric_count && strcmp(metric_names[index], words[1]) != 0) index++;
             if (index == metric_count) return fail("unknown metric", words[1]);
             if (op[0] == 's') {
-                if (rs_bot_set(bot, metrics[index], strtod(words[2], NULL)) != 1) return fail("set not written", NULL);
+                if (rs_bot_set(bot, metrics[index], strtod(words[2], NULL)) < 0) return fail("set failed", NULL);
             } else if (op[0] == 'c') {
                 rs_bot_count(bot, metrics[index], strtoull(words[2], NULL, 10));
             } else if (strcmp(op, "observe_value") == 0) {
-                if (rs_bot_record_value(bot, metrics[index], strtod(words[2], NULL)) != 1) return fail("value not written", NULL);
+                if (rs_bot_record_value(bot, metrics[index], strtod(words[2], NULL)) < 0) return fail("value failed", NULL);
             } else {
                 char exemplar[RS_EXEMPLAR_MAX + 1];
                 size_t length = 0;
