@@ -6,20 +6,6 @@ import CRingside
 import Glibc
 #endif
 
-/// One 32-byte record as stored in a lane (see `rs_record` in `ringside.h`).
-package typealias RingRecord = rs_record
-
-extension RingRecord {
-    /// k: 2^k - 1 calls of its metric were gathered on its lane before it (SAMPLING in
-    /// `ringside.h`); 0 unsampled.
-    package var weightLog2: Int { Int(flags) >> Int(RS_FLAG_WEIGHT_SHIFT) }
-    /// The gathered calls whose bucket the record stands for: 2^k - 1 (they are counted from the
-    /// lane's gather cells, not from the record, which is one call).
-    package var gatheredBefore: UInt64 { (1 << UInt64(weightLog2)) - 1 }
-    /// The calls the record stands for in its value's bucket: itself and those gathered before it.
-    package var bucketWeight: UInt64 { 1 << UInt64(weightLog2) }
-}
-
 /// What one histogram's gather cell on one lane gained since the consumer's last look (SAMPLING
 /// in `ringside.h`): calls counted and written as no record, their exact sum, the largest of them
 /// (taken from the cell), and the last one's value, where the calls no record stands for are placed.

@@ -77,9 +77,9 @@ package final class RingInspector {
             let records = file.copyRecords(lane: lane, from: first, to: cursors.write)
             // An exemplar's record sorts at the time of the value before it in its lane (parts
             // whose value is not here, at the lane's first value's), so a group stays together.
-            var valueTime = records.first { !Self.isExemplarPart($0.record) }?.record.timestamp_ns ?? 0
+            var valueTime = records.first { !$0.record.isExemplarPart }?.record.timestamp_ns ?? 0
             for copy in records {
-                let part = Self.isExemplarPart(copy.record)
+                let part = copy.record.isExemplarPart
                 if !part { valueTime = copy.record.timestamp_ns }
                 guard includingConsumed || !copy.consumed else { continue }
                 copied.append((valueTime, PeekedRecord(lane: lane, cursor: copy.cursor, record: copy.record, consumed: copy.consumed)))
@@ -88,8 +88,6 @@ package final class RingInspector {
         try file.checkNotTruncated()
         return copied.sorted { ($0.time, $0.peeked.lane, $0.peeked.cursor) < ($1.time, $1.peeked.lane, $1.peeked.cursor) }.map(\.peeked)
     }
-
-    private static func isExemplarPart(_ record: rs_record) -> Bool { record.kind == UInt8(RS_KIND_EXEMPLAR.rawValue) }
 }
 
 /// A record copied from a lane, with where it was.

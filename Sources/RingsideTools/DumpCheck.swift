@@ -85,13 +85,11 @@ struct RingCheck {
         }
 
         var recordProblems: [String] = []
-        var exemplars = ExemplarGroups()
+        var check = RecordCheck(metrics: metrics)
         // Lane by lane in cursor order, as a reader drains them: the peek is sorted by timestamp,
         // and an exemplar record's `timestamp_ns` holds its bytes, not a time.
         for peeked in records.sorted(by: { ($0.lane, $0.cursor) < ($1.lane, $1.cursor) }) {
-            if let problem = Self.problem(with: peeked.record, at: peeked.cursor, metrics: metrics)
-                ?? exemplars.problem(with: peeked.record, at: peeked.cursor, lane: peeked.lane)
-            {
+            if let problem = check.problem(with: peeked.record, at: peeked.cursor, lane: peeked.lane) {
                 recordProblems.append("lane \(peeked.lane) " + problem)
             }
         }
@@ -110,39 +108,6 @@ struct RingCheck {
         } else {
             summary = ""
         }
-    }
-
-    /// What is wrong with a record read at `cursor`, or nil.
-    static func problem(with record: RingRecord, at cursor: UInt64, metrics: [MetricDescriptor?]?) -> String? {
-        let slot = "record \(cursor)"
-        guard record.sequence == cursor else { return "\(slot): its sequence is \(record.sequence)" }
-        if let metrics, Int(record.metric) >= metrics.count {
-            return "\(slot): metric index \(record.metric) is not registered (the registry has \(metrics.count))"
-        }
-        if record.kind == UInt8(RS_KIND_EXEMPLAR.rawValue) {
-            if let metric = metrics?[Int(record.metric)], metric.kind != .histogram {
-                return "\(slot): an exemplar's record, but metric \(metric.index) (\(metric.name)) is a \(metric.kind)"
-            }
-            guard record.flags == 0, record.exemplar_length == 0 else { return "\(slot): an exemplar's record with flags or a length" }
-            return nil
-        }
-        guard let kind = MetricKind(rawValue: record.kind) else { return "\(slot): unknown kind \(record.kind)" }
-        guard kind != .counter else { return "\(slot): a counter's record (counters live in cells and write none)" }
-        if let metric = metrics?[Int(record.metric)], metric.kind != kind {
-            return "\(slot): kind \(kind) but metric \(metric.index) (\(metric.name)) is a \(metric.kind)"
-        }
-        // A histogram's record may be a span, carry an exemplar, and a weight (SAMPLING in ringside.h).
-        let known = UInt8(RS_FLAG_SPAN | RS_FLAG_EXEMPLAR | RS_FLAG_WEIGHT_MASK)
-        guard record.flags & ~known == 0 else { return "\(slot): unknown flags 0x\(String(record.flags, radix: 16))" }
-        if record.flags & known != 0 && kind != .histogram { return "\(slot): a span, exemplar or weight flag on a \(kind)" }
-        if record.flags & UInt8(RS_FLAG_EXEMPLAR) != 0 {
-            guard (1...Int(RS_EXEMPLAR_MAX)).contains(Int(record.exemplar_length)) else {
-                return "\(slot): an exemplar of \(record.exemplar_length) bytes (1 to \(RS_EXEMPLAR_MAX))"
-            }
-        } else if record.exemplar_length != 0 {
-            return "\(slot): an exemplar length of \(record.exemplar_length) without the exemplar flag"
-        }
-        return nil
     }
 
     var json: JSON {
@@ -174,46 +139,5 @@ enum CheckCommand {
             }
         }
         return sound ? ExitStatus.success : ExitStatus.failure
-    }
-}
-
-/// Whether each value's exemplar records follow it whole (EXEMPLARS in ringside.h), lane by lane,
-/// as the collector puts them back together: the parts in place, and their bytes an exemplar.
-private struct ExemplarGroups {
-    private var pending: [Int: (metric: UInt32, length: Int, next: UInt64, bytes: [UInt8])] = [:]
-
-    /// What is wrong with a record's place in its exemplar group, or nil.
-    mutating func problem(with record: RingRecord, at cursor: UInt64, lane: Int) -> String? {
-        let slot = "record \(cursor)"
-        if record.kind == UInt8(RS_KIND_EXEMPLAR.rawValue) {
-            guard var group = pending[lane], cursor == group.next, record.metric == group.metric else {
-                pending[lane] = nil
-                return "\(slot): an exemplar's record with no value before it"
-            }
-            withUnsafeBytes(of: record.timestamp_ns) { group.bytes += $0 }
-            withUnsafeBytes(of: record.value) { group.bytes += $0 }
-            group.next += 1
-            guard group.bytes.count >= group.length else {
-                pending[lane] = group
-                return nil
-            }
-            pending[lane] = nil
-            let checked = group.bytes.prefix(group.length).withUnsafeBytes { raw in
-                rs_exemplar_check(raw.baseAddress?.assumingMemoryBound(to: CChar.self), group.length, nil) == 0
-            }
-            guard checked, group.bytes.dropFirst(group.length).allSatisfy({ $0 == 0 }),
-                String(validating: group.bytes.prefix(group.length), as: UTF8.self) != nil
-            else { return "\(slot): the exemplar ending here is malformed" }
-            return nil
-        }
-        var problem: String?
-        if let group = pending[lane] { problem = "\(slot): the exemplar of the value at \(group.next - 1) stops before its bytes do" }
-        pending[lane] = nil
-        if record.kind == UInt8(RS_KIND_HISTOGRAM.rawValue), record.flags & UInt8(RS_FLAG_EXEMPLAR) != 0,
-            (1...Int(RS_EXEMPLAR_MAX)).contains(Int(record.exemplar_length))
-        {
-            pending[lane] = (record.metric, Int(record.exemplar_length), cursor + 1, [])
-        }
-        return problem
     }
 }

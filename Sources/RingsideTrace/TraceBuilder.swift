@@ -33,7 +33,7 @@ package enum TraceBuilder {
             }
             let source = sources[Int(entry.source)], sourceIndex = Int(entry.source), lane = Int(entry.lane)
             let record = entry.record
-            if record.kind == ExemplarAssembler.exemplarKind {
+            if record.isExemplarPart {
                 switch assemblers[sourceIndex].take(record, at: record.sequence, lane: lane) {
                 case .part, .unwanted: break
                 case let .complete(slot, _, _, labels):
@@ -68,7 +68,7 @@ package enum TraceBuilder {
             } else {
                 samples.append(TraceModel.CounterSample(source: entry.source, name: metric.displayName, timeNanos: time, value: value))
             }
-            if record.flags & ExemplarAssembler.exemplarFlag != 0,
+            if record.carriesExemplar,
                 !assemblers[sourceIndex].begin(record, at: record.sequence, lane: lane, slot: slot)
             {
                 unreadable += 1  // an exemplar length no producer writes

@@ -90,9 +90,10 @@
  *   for rates. Counters write no records: after each increment the owner also adds 1 to its lane
  *   header's `cell_writes` (a release store, wrapping), beside `write_cursor` on the producer
  *   line, so a reader that watches both words of each lane sees a counter move as soon as it sees
- *   a record, and reads the cells then (after an acquire load of `cell_writes`). Readers of 0.4 and before never look at it (it was reserved, zero);
- *   a producer of 0.4 leaves it at zero, and its counters are seen when the reader samples cells
- *   on its own schedule (the collector: at least once a second).
+ *   a record, and reads the cells then (after an acquire load of `cell_writes`). Readers before
+ *   0.3.0 never look at it (it was reserved, zero); a producer before 0.3.0 leaves it at zero,
+ *   and its counters are seen when the reader samples cells on its own schedule (the collector:
+ *   at least once a second).
  * - Metric cells (rs_metric_cell, any thread, atomic stores and adds): a gauge's last value
  *   (`gauge_bits` stored, then `gauge_set` stored 1 with release, by whichever thread sets it:
  *   the last store wins), and `unlaned`: what threads that found no free lane could not keep
@@ -640,7 +641,7 @@ RS_FIELD_AT(rs_registry_entry, scale, 0x012);
 RS_FIELD_AT(rs_registry_entry, name, 0x018);
 RS_FIELD_AT(rs_registry_entry, labels, 0x080);
 RS_FIELD_AT(rs_registry_entry, help, 0x180);
-RS_STATIC_ASSERT(sizeof(rs_metric_cell) == RS_METRIC_CELL_SIZE, "a metric cell is 32 bytes");
+RS_STATIC_ASSERT(sizeof(rs_metric_cell) == RS_METRIC_CELL_SIZE, "a metric cell is 64 bytes");
 RS_FIELD_AT(rs_metric_cell, gauge_bits, 0x00);
 RS_FIELD_AT(rs_metric_cell, gauge_set, 0x08);
 RS_FIELD_AT(rs_metric_cell, unlaned, 0x10);

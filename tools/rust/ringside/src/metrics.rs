@@ -84,6 +84,13 @@ impl Histogram {
         if self.signed {
             return false;
         }
+        self.write_stored(value)
+    }
+
+    /// Writes a value as the file stores it (an unsigned value, or a signed one's offset binary),
+    /// past the operator's control and the "1 in N": `record`'s and `record_signed`'s common end.
+    #[inline(always)] // the hot path, as `record`
+    fn write_stored(&self, value: u64) -> bool {
         let writer = self.bot.writer();
         let control = writer.control(self.index);
         if control != 0 {
@@ -219,16 +226,7 @@ impl Histogram {
         if steps == i64::MIN {
             return self.record_unrepresentable(-9.3e18);
         }
-        let writer = self.bot.writer();
-        let value = (steps as u64) ^ OFFSET_BINARY_BIAS;
-        let control = writer.control(self.index);
-        if control != 0 {
-            return self.record_controlled(writer, control, value, None, None);
-        }
-        if self.sample_every > 1 && !writer.sample(self.index, self.sample_every) {
-            return false;
-        }
-        writer.write(self.index, KIND_HISTOGRAM, 0, value)
+        self.write_stored((steps as u64) ^ OFFSET_BINARY_BIAS)
     }
 
     /// Records a value in the histogram's unit (a slippage of -3.5 basis points), signed or not

@@ -1,0 +1,151 @@
+import CRingside
+import Foundation
+import Ringside
+import RingsideTestSupport
+import Testing
+
+/// A producer that runs the conformance table: writes each case's file into a directory.
+private struct ConformanceProducer {
+    let name: String
+    /// Whether it samples a filling lane (Python's pure backend never does: its header says so).
+    let samples: Bool
+    let run: (_ directory: String) throws -> ProcessRun
+}
+
+@Suite("conformance: every producer writes each case of Tests/conformance/cases.txt as the case says, byte for byte alike")
+struct ConformanceTests {
+    private static let cases = kitFile("Tests/conformance/cases.txt")
+
+    @Test(
+        "C, Python (C extension and pure backend) and Rust: each case's registry, records, weights, exemplars, cells and worker file read as the case says, and every producer's file is C's but for times, ids and thread names"
+    )
+    func producersConform() throws {
+        let cases = try ConformanceCase.load(Self.cases)
+        try #require(!cases.isEmpty, "no cases in \(Self.cases)")
+        let build = try TemporaryDirectory("ringside-conformance")
+        defer { build.remove() }
+        var outputs: [(producer: ConformanceProducer, directory: String)] = []
+        for producer in try Self.producers(build) {
+            let directory = build.path + "/" + producer.name
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+            let ran = try producer.run(directory)
+            try #require(ran.status == 0, "the \(producer.name) runner failed:\n\(ran.output)")
+            outputs.append((producer, directory))
+        }
+        for expected in cases {
+            var reference: (producer: String, bytes: [UInt8])?
+            for (producer, directory) in outputs {
+                let file = try expected.fileName(in: directory)
+                // The bytes first: the reader below only reads, but compare what the producer left.
+                let bytes = ConformanceMask.masked(Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/ringside." + file))))
+                if let reference {
+                    if let offset = ConformanceMask.firstDifference(reference.bytes, bytes) {
+                        Issue.record(
+                            "case \(expected.name): \(producer.name)'s file differs from \(reference.producer)'s at offset 0x\(String(offset, radix: 16))"
+                        )
+                    }
+                } else {
+                    reference = (producer.name, bytes)
+                }
+                try Self.check(expected, file: file, directory: directory, producer: producer)
+            }
+        }
+    }
+
+    /// Reads a producer's file of a case with the Swift reader and checks it against the case.
+    private static func check(_ expected: ConformanceCase, file: String, directory: String, producer: ConformanceProducer) throws {
+        let inspector = try RingInspector(file, directory: RingDirectory(directory))
+        let context = "\(producer.name), case \(expected.name)"
+        let metrics = try inspector.metrics()
+        #expect(metrics == expected.metrics.map(\.descriptor), "\(context): registry")
+        var check = RecordCheck(metrics: metrics)
+        var exemplars = ExemplarAssembler()
+        var records: [ConformanceCase.Record] = []
+        for peeked in try inspector.peek().sorted(by: { ($0.lane, $0.cursor) < ($1.lane, $1.cursor) }) {
+            let record = peeked.record
+            if let problem = check.problem(with: record, at: peeked.cursor, lane: peeked.lane) {
+                Issue.record("\(context): lane \(peeked.lane) \(problem)")
+            }
+            if record.isExemplarPart {
+                if case let .complete(slot, _, _, labels) = exemplars.take(record, at: peeked.cursor, lane: peeked.lane) {
+                    records[slot].exemplar = labels
+                }
+                continue
+            }
+            #expect(record.flags & ~ExemplarAssembler.exemplarFlag == 0, "\(context): record \(peeked.cursor) flags \(record.flags)")
+            if record.carriesExemplar { _ = exemplars.begin(record, at: peeked.cursor, lane: peeked.lane, slot: records.count) }
+            records.append(.init(metric: record.metric, kind: record.kind, value: record.value))
+        }
+        #expect(records == expected.records, "\(context): records")
+        for metric in expected.metrics {
+            let cells = try inspector.cells(of: metric.descriptor)
+            let cellsExpected = MetricCells(
+                total: metric.descriptor.kind == .counter ? metric.counted : 0, dropped: metric.dropped, lastValue: metric.lastSet,
+                droppedSum: metric.droppedSum, droppedMax: metric.droppedMax)
+            #expect(cells == cellsExpected, "\(context): \(metric.descriptor.name)'s cells")
+        }
+        let status = try inspector.status()
+        #expect(status.dropped == expected.metrics.reduce(0) { $0 + $1.dropped } && !status.producerAlive, "\(context): \(status)")
+        let wrote = !expected.records.isEmpty || expected.metrics.contains { $0.counted > 0 }
+        #expect(status.lanes.count == (wrote ? 1 : 0), "\(context): one thread, one lane")
+        // SAMPLING in ringside.h: past half a lane by default; 0 (never) from a producer that never samples.
+        let header = inspector.header
+        let sampleAbove = producer.samples ? max(1, UInt32((UInt64(RS_DEFAULT_SAMPLE_ABOVE_PERCENT) << header.capacity_log2) / 100)) : 0
+        #expect(header.sample_above == sampleAbove, "\(context): sample_above")
+    }
+
+    /// The runners, built: C, Python's two backends, Rust. A missing tool skips its producer
+    /// outside CI (with a message) and fails under CI.
+    private static func producers(_ build: TemporaryDirectory) throws -> [ConformanceProducer] {
+        var producers: [ConformanceProducer] = []
+        if let cc = try requiredSystemTool("cc") {
+            let runner = build.path + "/c_runner"
+            let compiled = try runProcess(
+                cc,
+                ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-pthread", "-I", kitFile("Sources/CRingside/include")]
+                    + [kitFile("Tests/conformance/c_runner.c")]
+                    + [kitFile("Sources/CRingside/ringside_producer.c"), kitFile("Sources/CRingside/ringside.c"), "-o", runner],
+                mergingErrors: true)
+            try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
+            producers.append(ConformanceProducer(name: "c", samples: true) { try runProcess(runner, [cases, $0], mergingErrors: true) })
+        }
+        if let python = try requiredSystemTool("python3") {
+            let script = kitFile("Tests/conformance/py_runner.py"), package = kitFile("tools/python")
+            let extensionDirectory = build.path + "/python-extension-build"
+            let built = try runProcess(
+                "/bin/sh",
+                [
+                    "-c",
+                    "cd \"$1\" && RINGSIDE_REQUIRE_EXTENSION=1 \"$2\" setup.py -q build_ext --build-lib \"$3\" --build-temp \"$3/temp\"",
+                    "sh", package, python, extensionDirectory,
+                ], mergingErrors: true, timeoutSeconds: 300)
+            if built.status == 0 {
+                producers.append(
+                    ConformanceProducer(name: "python-extension", samples: true) {
+                        try runProcess(python, [script, package, cases, $0, "extension", extensionDirectory], mergingErrors: true)
+                    })
+            } else if ProcessInfo.processInfo.environment["CI"] != nil {
+                Issue.record("the Python C extension does not build (CI must run its producer):\n\(built.output)")
+            } else {
+                print(
+                    "skipping the Python C extension's producer: it does not build here (setuptools, Python's headers?):\n\(built.output)")
+            }
+            producers.append(
+                ConformanceProducer(name: "python-pure", samples: false) {
+                    try runProcess(python, [script, package, cases, $0, "pure"], mergingErrors: true)
+                })
+        }
+        if let cargo = try requiredSystemTool("cargo") {
+            producers.append(
+                ConformanceProducer(name: "rust", samples: true) {
+                    try runProcess(
+                        cargo,
+                        [
+                            "run", "--quiet", "--offline", "--example", "conformance", "--manifest-path",
+                            kitFile("tools/rust/ringside/Cargo.toml"), "--", cases, $0,
+                        ], mergingErrors: true, timeoutSeconds: 300)
+                })
+        }
+        return producers
+    }
+}

@@ -1,0 +1,178 @@
+//! The Rust producer's runner of the conformance table (Tests/conformance/cases.txt; its head says
+//! the operations): runs every case through the crate, each case's bot in DIR.
+//!
+//!     cargo run --example conformance -- CASES DIR
+//!
+//! Exit status 0: every case ran; 1: an operation failed (stderr names the case and line); 2: usage.
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ringside::{Bot, Counter, Exemplar, Gauge, GaugeMerge, Histogram, Options, Unit};
+
+enum Metric {
+    Histogram(Histogram),
+    Counter(Counter),
+    Gauge(Gauge),
+}
+
+fn unit(name: &str) -> Result<Unit, String> {
+    match name {
+        "none" => Ok(Unit::None),
+        "ns" => Ok(Unit::Nanoseconds),
+        "us" => Ok(Unit::Microseconds),
+        "ms" => Ok(Unit::Milliseconds),
+        "s" => Ok(Unit::Seconds),
+        "bytes" => Ok(Unit::Bytes),
+        _ => Err(format!("unknown unit {name}")),
+    }
+}
+
+fn merge(name: &str) -> Result<GaugeMerge, String> {
+    match name {
+        "last" => Ok(GaugeMerge::Last),
+        "sum" => Ok(GaugeMerge::Sum),
+        "max" => Ok(GaugeMerge::Max),
+        "min" => Ok(GaugeMerge::Min),
+        "per_worker" => Ok(GaugeMerge::PerWorker),
+        _ => Err(format!("unknown merge {name}")),
+    }
+}
+
+fn number<T: std::str::FromStr>(word: &str) -> Result<T, String> {
+    word.parse().map_err(|_| format!("not a number: {word}"))
+}
+
+/// The runner's state between lines: the case's bot and its metrics by name.
+#[derive(Default)]
+struct Runner {
+    directory: PathBuf,
+    name: String,
+    bot: Option<Bot>,
+    metrics: HashMap<String, Metric>,
+}
+
+impl Runner {
+    fn bot(&self) -> Result<&Bot, String> {
+        self.bot.as_ref().ok_or_else(|| "no bot attached".to_string())
+    }
+
+    fn metric(&self, name: &str) -> Result<&Metric, String> {
+        self.metrics.get(name).ok_or_else(|| format!("unknown metric {name}"))
+    }
+
+    fn run(&mut self, op: &str, args: &[&str]) -> Result<(), String> {
+        match (op, args) {
+            ("case", [name]) => {
+                self.name = name.to_string();
+                self.metrics.clear();
+            }
+            ("attach", options) => {
+                let mut attach = Options { directory: Some(self.directory.clone()), ..Options::default() };
+                for word in options {
+                    match word.split_once('=') {
+                        Some(("lane_capacity", v)) => attach.lane_capacity = Some(number(v)?),
+                        Some(("max_metrics", v)) => attach.max_metrics = Some(number(v)?),
+                        Some(("max_lanes", v)) => attach.max_lanes = Some(number(v)?),
+                        Some(("worker", v)) => attach.worker = v == "1",
+                        _ => return Err(format!("unknown attach option {word}")),
+                    }
+                }
+                self.bot = Some(Bot::attach_with(&self.name, attach).map_err(|e| e.to_string())?);
+            }
+            ("histogram" | "counter" | "gauge", [name, options @ ..]) => {
+                let mut builder = self.bot()?.metric(name);
+                let mut metric_unit = Unit::None;
+                for word in options {
+                    builder = match word.split_once('=') {
+                        Some(("unit", v)) => {
+                            metric_unit = unit(v)?;
+                            builder
+                        }
+                        Some(("help", v)) => builder.help(v),
+                        Some(("sample_every", v)) => builder.sample_every(number(v)?),
+                        Some(("merge", v)) => builder.merge(merge(v)?),
+                        Some(("scale", v)) => builder.resolution(number(&format!("1e{v}"))?),
+                        Some(("signed", "1")) => builder.signed(),
+                        Some(("label", pair)) => {
+                            let (key, value) = pair.split_once('=').ok_or(format!("bad label {pair}"))?;
+                            builder.label(key, value)
+                        }
+                        _ => return Err(format!("unknown metric option {word}")),
+                    };
+                }
+                let metric = match op {
+                    "histogram" => Metric::Histogram(builder.histogram(metric_unit).map_err(|e| e.to_string())?),
+                    "counter" => Metric::Counter(builder.counter().map_err(|e| e.to_string())?),
+                    _ => Metric::Gauge(builder.gauge(metric_unit).map_err(|e| e.to_string())?),
+                };
+                self.metrics.insert(name.to_string(), metric);
+            }
+            ("observe", [name, value, exemplar @ ..]) => {
+                let Metric::Histogram(histogram) = self.metric(name)? else {
+                    return Err(format!("{name} is no histogram"));
+                };
+                let value = number(value)?;
+                if exemplar.is_empty() {
+                    histogram.record(value);
+                } else {
+                    let mut pairs = Vec::new();
+                    for word in exemplar {
+                        let pair = word.strip_prefix("exemplar=").and_then(|p| p.split_once('='));
+                        pairs.push(pair.ok_or(format!("bad exemplar {word}"))?);
+                    }
+                    let exemplar = Exemplar::new(&pairs).map_err(|e| e.to_string())?;
+                    histogram.record_with_exemplar(value, &exemplar);
+                }
+            }
+            ("observe_value", [name, value]) => {
+                let Metric::Histogram(histogram) = self.metric(name)? else {
+                    return Err(format!("{name} is no histogram"));
+                };
+                histogram.record_value(number(value)?);
+            }
+            ("count", [name, by]) => {
+                let Metric::Counter(counter) = self.metric(name)? else { return Err(format!("{name} is no counter")) };
+                counter.increment(number(by)?);
+            }
+            ("set", [name, value]) => {
+                let Metric::Gauge(gauge) = self.metric(name)? else { return Err(format!("{name} is no gauge")) };
+                gauge.set(number(value)?);
+            }
+            ("end", []) => {
+                self.metrics.clear();
+                self.bot = None;
+            }
+            _ => return Err(format!("unknown operation {op}")),
+        }
+        Ok(())
+    }
+}
+
+fn main() -> ExitCode {
+    let arguments: Vec<String> = std::env::args().collect();
+    let [_, cases, directory] = arguments.as_slice() else {
+        eprintln!("usage: conformance CASES DIR");
+        return ExitCode::from(2);
+    };
+    let text = match std::fs::read_to_string(cases) {
+        Ok(text) => text,
+        Err(error) => {
+            eprintln!("{cases}: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut runner = Runner { directory: PathBuf::from(directory), ..Runner::default() };
+    for (number, line) in text.lines().enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some((op, args)) = words.split_first() else { continue };
+        if op.starts_with('#') {
+            continue;
+        }
+        if let Err(problem) = runner.run(op, args) {
+            eprintln!("{cases}:{}: {problem}", number + 1);
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}
