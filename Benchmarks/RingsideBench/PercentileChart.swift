@@ -1,7 +1,7 @@
+import RingsideJSON
 import RingsideText
 #if canImport(Glibc)
 import Glibc
-import RingsideJSON
 #endif
 
 /// An SVG chart of latency percentile curves: x is the percentile on a "nines" scale

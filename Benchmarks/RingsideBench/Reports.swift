@@ -1,7 +1,7 @@
+import RingsideJSON
 import RingsideText
 #if canImport(Glibc)
 import Glibc
-import RingsideJSON
 #endif
 
 // The reports are package for `ringside-bench` to print; only this module (and its tests, through

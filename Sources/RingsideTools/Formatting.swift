@@ -1,8 +1,8 @@
 import Ringside
 import RingsideExport
+import RingsideJSON
 #if canImport(Glibc)
 import Glibc
-import RingsideJSON
 #endif
 
 // Tables, sizes and one-decimal numbers: RingsideText; durations: `formatDuration`, with the
