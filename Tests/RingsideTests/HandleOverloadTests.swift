@@ -8,11 +8,11 @@ struct HandleOverloadTests {
     @Test("durations in microseconds and plain units, integers of every width: converted and clamped")
     func microsecondsAndIntegers() throws {
         try withRingDirectory { directory in
-            let ring = try Bot.attach("overloads", directory: directory.path, options: .init(laneCapacity: 64))
-            let micros = try ring.histogram("micros", unit: .microseconds)
-            let plain = try ring.histogram("plain")
-            let orders = try ring.counter("orders")
-            let level = try ring.gauge("level")
+            let bot = try Bot.attach("overloads", directory: directory.path, options: .init(laneCapacity: 64))
+            let micros = try bot.histogram("micros", unit: .microseconds)
+            let plain = try bot.histogram("plain")
+            let orders = try bot.counter("orders")
+            let level = try bot.gauge("level")
             micros.record(Duration.milliseconds(3))  // 3,000 us
             micros.record(Duration.nanoseconds(2_999))  // rounded down: 2 us
             micros.record(Duration.seconds(-1))  // negative: 0
