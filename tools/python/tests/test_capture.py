@@ -12,7 +12,7 @@ import textwrap
 import urllib.request
 
 from conftest import Collector, _collector_path, missing
-from traces import read_hlog, read_pftrace, require_hdrhistogram, require_perfetto, thread_of
+from traces import read_hlog, read_pftrace, require_hdrhistogram, require_perfetto, slices_of_values
 
 COUNT = 300  # cap_fill values per thread
 THREADS = ("cap-fills-a", "cap-fills-b")
@@ -100,16 +100,11 @@ def test_capture_trace_decodes_with_perfettos_protos_and_holds_what_the_bot_reco
     processes = [track.process.process_name for track in tracks.values() if track.HasField("process")]
     assert len(processes) == 1 and processes[0].startswith("bot pycap (pid "), processes
 
-    # Every value recorded is a slice of its thread, its duration the value in ns, exactly.
+    # Every value recorded is a slice of its thread, its duration the value in ns, exactly; each
+    # exemplar an argument of its value's slice.
     values, exemplars = written_values()
-    fills = [entry for entry in slices if entry[1] == "cap_fill"]
-    assert len(fills) == COUNT * len(THREADS)
-    for name in THREADS:
-        assert sorted(duration for track, _, _, duration, _ in fills if thread_of(track) == name) == values[name]
-    # Each exemplar is an argument of its value's slice.
-    found = {duration: args["exemplar.order_id"] for _, _, _, duration, args in fills if "exemplar.order_id" in args}
-    assert found == exemplars
-    assert all(args["value"] == f"{duration} ns" for _, _, _, duration, args in fills)
+    assert all(len(values[name]) == COUNT for name in THREADS)
+    fills = slices_of_values(slices, "cap_fill", THREADS, values, exemplars)
     # A size is no time: a counter track.
     assert sorted(value for track, _, value in counters if track == "cap_size") == [512.0, 513.0]
 

@@ -17,6 +17,20 @@ except ImportError:
     HdrHistogram = None
 
 
+
+def slices_of_values(slices, metric, threads, values, exemplars):
+    """The slices of `metric`, checked against what each thread recorded: every value a slice of
+    its thread (`values`: each thread's values, sorted), its duration the value in ns exactly, and
+    each exemplar (`exemplars`: value -> order id) an argument of its value's slice."""
+    fills = [entry for entry in slices if entry[1] == metric]
+    assert len(fills) == sum(len(values[name]) for name in threads)
+    for name in threads:
+        assert sorted(duration for track, _, _, duration, _ in fills if thread_of(track) == name) == values[name]
+    found = {duration: args["exemplar.order_id"] for _, _, _, duration, args in fills if "exemplar.order_id" in args}
+    assert found == exemplars
+    assert all(args["value"] == f"{duration} ns" for _, _, _, duration, args in fills)
+    return fills
+
 def require_perfetto():
     """Fails under CI=true, else skips, when the perfetto package is not installed."""
     if perfetto_trace_pb2 is None:
