@@ -11,8 +11,7 @@ import Testing
 struct CollectorTests {
     @Test("histogram quantiles are within the histogram's error bound of the exact ones")
     func quantilesMatchExact() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("q", directory: directory.path, options: .init(laneCapacity: 16384))
+        try withBot("q", options: .init(laneCapacity: 16384)) { directory, bot in
             let latency = try bot.histogram("latency", unit: .nanoseconds, labels: ["venue": "x"])
             var generator = SystemRandomNumberGenerator()
             var values: [UInt64] = []
@@ -44,8 +43,7 @@ struct CollectorTests {
 
     @Test("the collector's figures brought up to date while every ring is quiet keep the series' counts of the last snapshot")
     func quietUpdateKeepsSeriesFigures() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("quiet", directory: directory.path, options: .init(laneCapacity: 1024))
+        try withBot("quiet", options: .init(laneCapacity: 1024)) { directory, bot in
             try bot.histogram("latency").record(5)
             let collector = try makeCollector(directory, windows: [1_000_000_000], captured: CapturedLog())
             let start = rs_clock_precise_ns()
@@ -118,8 +116,7 @@ struct CollectorTests {
 
     @Test("a counter's increment after a quiet spell shows in the next pass's snapshot, as a record would")
     func counterAfterAQuietSpell() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("quiet", directory: directory.path)
+        try withBot("quiet") { directory, bot in
             let orders = try bot.counter("orders"), latency = try bot.histogram("latency")
             orders.increment()
             latency.record(1)
@@ -208,8 +205,7 @@ struct CollectorTests {
 
     @Test("an SLO is violated, logged, and recovers when the window empties")
     func sloViolatedAndRecovered() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("slo", directory: directory.path, options: .init(laneCapacity: 4096))
+        try withBot("slo", options: .init(laneCapacity: 4096)) { directory, bot in
             let fill = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
             let other = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "MSFT"])
             for _ in 0..<990 { fill.record(50_000) }
@@ -242,8 +238,7 @@ struct CollectorTests {
 
     @Test("an availability SLO judges its counters' increases over its period, with its severity on every series")
     func availabilitySLO() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("orders", directory: directory.path, options: .init(laneCapacity: 64))
+        try withBot("orders", options: .init(laneCapacity: 64)) { directory, bot in
             let total = try bot.counter("orders_total")
             let rejected = try bot.counter("orders_rejected", labels: ["venue": "X"])
             let other = try bot.counter("orders_rejected", labels: ["venue": "Y"])
@@ -342,8 +337,7 @@ struct CollectorTests {
 
     @Test("records with a wrong kind or unknown metric are rejected and counted, the rest aggregated")
     func invalidRecordsRejected() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("liar", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("liar", options: .init(laneCapacity: 16)) { directory, bot in
             let latency = try bot.histogram("latency")
             for value in 1...4 { latency.record(UInt64(value)) }
             // Lane 0's records, where the format's geometry puts them.
@@ -367,8 +361,7 @@ struct CollectorTests {
 
     @Test("metrics registered after attach are picked up from the registry")
     func lateRegistration() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("late", directory: directory.path, options: .init(laneCapacity: 64))
+        try withBot("late", options: .init(laneCapacity: 64)) { directory, bot in
             try bot.counter("early").increment()
             let collector = try makeCollector(directory, captured: CapturedLog())
             #expect(pass(collector).series.count == 1)
@@ -431,8 +424,7 @@ struct CollectorTests {
 
     @Test("stop releases the rings so the next collector can take them")
     func stopReleases() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("handoff", directory: directory.path, options: .init(laneCapacity: 64))
+        try withBot("handoff", options: .init(laneCapacity: 64)) { directory, bot in
             let ticks = try bot.counter("ticks")
             let latency = try bot.histogram("latency")
             ticks.increment()

@@ -7,8 +7,7 @@ import Testing
 struct HandleOverloadTests {
     @Test("durations in microseconds and plain units, integers of every width: converted and clamped")
     func microsecondsAndIntegers() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("overloads", directory: directory.path, options: .init(laneCapacity: 64))
+        try withBot("overloads", options: .init(laneCapacity: 64)) { directory, bot in
             let micros = try bot.histogram("micros", unit: .microseconds)
             let plain = try bot.histogram("plain")
             let orders = try bot.counter("orders")
@@ -36,8 +35,7 @@ struct HandleOverloadTests {
 
     @Test("durations in milliseconds and seconds, a span, extreme integers: converted and clamped")
     func millisecondsSecondsAndSpans() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("overloads", directory: directory.path, options: .init(laneCapacity: 64))
+        try withBot("overloads", options: .init(laneCapacity: 64)) { directory, bot in
             let millis = try bot.histogram("millis", unit: .milliseconds)
             let seconds = try bot.histogram("seconds", unit: .seconds)
             let orders = try bot.counter("orders")

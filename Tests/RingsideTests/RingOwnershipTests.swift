@@ -64,8 +64,7 @@ struct RingOwnershipTests {
 
     @Test("a second consumer is refused while the first lives, accepted once it closes")
     func secondConsumer() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("shared", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("shared", options: .init(laneCapacity: 16)) { directory, bot in
             var first: RingConsumer? = try RingConsumer("shared", directory: directory)
             #expect(throws: RingError.consumerAlive(ring: "shared", pid: getpid())) {
                 try RingConsumer("shared", directory: directory)

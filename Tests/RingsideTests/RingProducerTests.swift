@@ -8,8 +8,7 @@ import Testing
 struct RingProducerTests {
     @Test("a new bot is a 0600 file of its header part, a lane is added by a thread's first record, and records and cells read back")
     func attachCreatesRing() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("bot-a", directory: directory.path, options: .init(laneCapacity: 1024))
+        try withBot("bot-a", options: .init(laneCapacity: 1024)) { directory, bot in
             let path = try #require(bot.path)
             #expect(path == directory.path + "/ringside.bot-a")
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
@@ -56,8 +55,7 @@ struct RingProducerTests {
 
     @Test("a full ring keeps counters and gauges exact in the cells and counts each record it drops against its metric")
     func cellsSurviveAFullRing() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("cells", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("cells", options: .init(laneCapacity: 16)) { directory, bot in
             let orders = try bot.counter("orders")
             let fills = try bot.histogram("fills")
             let level = try bot.gauge("level")
@@ -88,8 +86,7 @@ struct RingProducerTests {
 
     @Test("record timestamps are coarse monotonic time, good to place a record in a second")
     func timestampsAreMonotonicNow() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("clock", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("clock", options: .init(laneCapacity: 16)) { directory, bot in
             let before = rs_clock_precise_ns()
             try bot.histogram("h").record(1)
             let after = rs_clock_precise_ns()
@@ -102,8 +99,7 @@ struct RingProducerTests {
 
     @Test("spans record their duration in the histogram's unit, flagged as spans")
     func spansRecordDurations() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("spans", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("spans", options: .init(laneCapacity: 16)) { directory, bot in
             let micros = try bot.histogram("work", unit: .microseconds)
             let timing = micros.startTiming()
             usleep(2_000)
@@ -120,8 +116,7 @@ struct RingProducerTests {
 
     @Test("registering the same name and labels again returns the same metric; a clash is refused")
     func registrationIsIdempotent() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("reg", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("reg", options: .init(laneCapacity: 16)) { directory, bot in
             let first = try bot.counter("orders", labels: ["side": "buy", "venue": "x"])
             let again = try bot.counter("orders", labels: ["venue": "x", "side": "buy"])
             let other = try bot.counter("orders", labels: ["side": "sell"])
@@ -152,8 +147,7 @@ struct RingProducerTests {
 
     @Test("the registry refuses a metric past its capacity")
     func registryFull() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("full-reg", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 2))
+        try withBot("full-reg", options: .init(laneCapacity: 16, maxMetrics: 2)) { directory, bot in
             _ = try bot.counter("a")
             _ = try bot.counter("b")
             #expect(throws: RingError.registryFull(ring: "full-reg", capacity: 2)) { try bot.counter("c") }
@@ -164,8 +158,7 @@ struct RingProducerTests {
         "a gauge's merge policy is stored in its registry entry; asked again with another it is a conflict, and a per-worker gauge may not name the label pid"
     )
     func gaugeMergePolicies() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("merging", directory: directory.path, options: .init(laneCapacity: 1024))
+        try withBot("merging", options: .init(laneCapacity: 1024)) { directory, bot in
             for merge in GaugeMerge.allCases { _ = try bot.gauge("level_\(merge)", merge: merge) }
             _ = try bot.gauge("in_flight", merge: .sum)  // found again
             #expect {
@@ -190,8 +183,7 @@ struct RingProducerTests {
 
     @Test("sampling writes 1 in N calls and records N in the registry")
     func samplingWritesOneInN() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("sampled", directory: directory.path, options: .init(laneCapacity: 1024))
+        try withBot("sampled", options: .init(laneCapacity: 1024)) { directory, bot in
             let sampled = try bot.histogram("latency", sampleEvery: 10)
             for value in 0..<100 { sampled.record(UInt64(value)) }
             let consumer = try RingConsumer("sampled", directory: directory)
