@@ -16,15 +16,21 @@ static rs_bot *bench_sampled_bot; /* its lane kept full by a consumer that reads
 static rs_metric bench_sampled_latency;
 static char bench_message[1024];
 
-/* Attaches the C bot `name` in `directory` with lanes of `lane_capacity` records and registers
-   the same metrics as the Rust side. 0, or a negative code (rsbench_c_error says why). */
-int rsbench_c_open(const char *directory, const char *name, uint64_t lane_capacity) {
+/* Attaches bot `name` in `directory` with lanes of `lane_capacity` records, the other options
+   their defaults: rs_bot_attach's result. */
+static int attach(rs_bot **bot, const char *directory, const char *name, uint64_t lane_capacity, rs_error *error) {
     rs_bot_options options;
     memset(&options, 0, sizeof options);
     options.directory = directory;
     options.lane_capacity = lane_capacity;
+    return rs_bot_attach(bot, name, &options, error);
+}
+
+/* Attaches the C bot `name` in `directory` with lanes of `lane_capacity` records and registers
+   the same metrics as the Rust side. 0, or a negative code (rsbench_c_error says why). */
+int rsbench_c_open(const char *directory, const char *name, uint64_t lane_capacity) {
     rs_error error;
-    int rc = rs_bot_attach(&bench_bot, name, &options, &error);
+    int rc = attach(&bench_bot, directory, name, lane_capacity, &error);
     if (rc == 0) rc = rs_bot_register(bench_bot, &bench_latency, "latency", RS_KIND_HISTOGRAM, RS_UNIT_NANOSECONDS, NULL, "", 1, &error);
     if (rc == 0) rc = rs_bot_register(bench_bot, &bench_orders, "orders", RS_KIND_COUNTER, RS_UNIT_NONE, NULL, "", 1, &error);
     if (rc == 0) rc = rs_bot_register(bench_bot, &bench_level, "level", RS_KIND_GAUGE, RS_UNIT_NONE, NULL, "", 1, &error);
@@ -45,12 +51,8 @@ int rsbench_c_open(const char *directory, const char *name, uint64_t lane_capaci
    histogram: the bench declares in its file a consumer that reads gather cells and never drains,
    so that once full its lane gathers nearly every call (SAMPLING AND GATHERING in ringside.h). */
 int rsbench_c_open_sampled(const char *directory, const char *name, uint64_t lane_capacity) {
-    rs_bot_options options;
-    memset(&options, 0, sizeof options);
-    options.directory = directory;
-    options.lane_capacity = lane_capacity;
     rs_error error;
-    int rc = rs_bot_attach(&bench_sampled_bot, name, &options, &error);
+    int rc = attach(&bench_sampled_bot, directory, name, lane_capacity, &error);
     if (rc == 0) {
         rc = rs_bot_register(bench_sampled_bot, &bench_sampled_latency, "latency", RS_KIND_HISTOGRAM, RS_UNIT_NANOSECONDS,
                              NULL, "", 1, &error);
