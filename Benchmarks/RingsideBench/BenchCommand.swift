@@ -43,7 +43,7 @@ package struct BenchCommand: Sendable, Equatable {
           --row NAME        run only this emit row, or this group of collector rows (repeatable):
                             \(EmitBenchmark.rowNames.joined(separator: ", ")); the A/B rows, only when named:
                             \(EmitBenchmark.abRowNames.joined(separator: ", ")); collector: \(CollectorBenchmark.rowGroups.joined(separator: ", "))
-          --capacity N      records in the emit rows' rings (default 1048576; the library's is 131072)
+          --capacity N      records in the emit rows' rings (default \(BenchSettings().ringCapacity); the library's is \(Bot.Options().laneCapacity))
           --poll DUR        the collector's --poll in the live run (default 100ms)
           --help            show this text
           --version         print the version and the git revision, and exit

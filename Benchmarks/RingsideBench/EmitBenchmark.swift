@@ -233,6 +233,19 @@ package enum EmitBenchmark {
             warm_ns: timing.warmNanos, sample_ns: timing.sampleNanos, run_ns: timing.runNanos,
             batch: UInt32(batch), reserved: 0)
 
+        /// A round of one of the C loops (they share their arguments) on `floor`, into the sample buffer.
+        func cRound(
+            _ loop: (
+                UnsafeMutablePointer<rsb_floor>?, UnsafePointer<UInt64>?, UInt64, UnsafePointer<rsb_round_timing>?,
+                UnsafeMutablePointer<UInt32>?, Int, UnsafeMutablePointer<rsb_round>?
+            ) -> Void,
+            _ floor: UnsafeMutablePointer<rsb_floor>
+        ) -> RoundSample {
+            var result = rsb_round()
+            loop(floor, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming, buffer.baseAddress, buffer.count, &result)
+            return RoundSample(result, buffer)
+        }
+
         // A 32-byte datagram holding the same record: timestamp, value, sequence, metric.
         let datagram = UnsafeMutableRawPointer.allocate(byteCount: 32, alignment: 8)
         datagram.initializeMemory(as: UInt8.self, repeating: 0, count: 32)
@@ -319,36 +332,20 @@ package enum EmitBenchmark {
             },
             Row(name: "c.floor", consumerMode: .rings) {
                 // The same loops, in C: rsb_floor_round (rsb_floor_sample, then rsb_floor_run).
-                var result = rsb_round()
-                rsb_floor_round(
-                    &floor, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming,
-                    buffer.baseAddress, buffer.count, &result)
-                return RoundSample(result, buffer)
+                cRound(rsb_floor_round, &floor)
             },
             Row(name: "c.record", consumerMode: .rings) {
                 // rs_bot_record itself, as a C bot calls it, into the floor's bot: its thread's lane,
                 // the operator's control word (CONTROL in ringside.h), its registered sampling.
-                var result = rsb_round()
-                rsb_record_round(
-                    &floor, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming,
-                    buffer.baseAddress, buffer.count, &result)
-                return RoundSample(result, buffer)
+                cRound(rsb_record_round, &floor)
             },
             Row(name: "c.record.before", consumerMode: .rings) {
                 // c.record's round, with rs_bot_record before the operator's control word.
-                var result = rsb_round()
-                rsb_record_round_before(
-                    &floor, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming,
-                    buffer.baseAddress, buffer.count, &result)
-                return RoundSample(result, buffer)
+                cRound(rsb_record_round_before, &floor)
             },
             Row(name: "c.floor.before", consumerMode: .rings) {
                 // c.floor's round, with the write before SAMPLING, into a floor that never samples.
-                var result = rsb_round()
-                rsb_floor_round_before(
-                    &floorBefore, values.pointer, UInt64(LatencyValues.count - 1), &floorTiming,
-                    buffer.baseAddress, buffer.count, &result)
-                return RoundSample(result, buffer)
+                cRound(rsb_floor_round_before, &floorBefore)
             },
             Row(name: "c.floor.forked", consumerMode: .rings) { () throws(BenchError) -> RoundSample in
                 // c.floor's round, run by the forked child in its worker file; this thread waits.

@@ -90,8 +90,8 @@ package final class RingFiller {
         var made: [(Bot, MetricMix)] = []
         do {
             for index in 0..<rings {
-                let ring = try Bot.attach("bot-\(index)", directory: directory, options: Bot.Options(laneCapacity: capacity))
-                made.append((ring, try MetricMix(ring, valueMask: mask)))
+                let bot = try Bot.attach("bot-\(index)", directory: directory, options: Bot.Options(laneCapacity: capacity))
+                made.append((bot, try MetricMix(bot, valueMask: mask)))
             }
         } catch {
             say("error: making \(rings) rings of \(capacity) records in \(directory): \(error)")

@@ -5,10 +5,11 @@
 // `IOResult`, `SyscallError` and plain `Int32` descriptors. Here, not in RingsideHTTP, so that the
 // client is linked without OpenSSL (the operator's tools link it).
 //
-// Swift's Glibc module is built without _GNU_SOURCE, so accept4, eventfd, pipe2 and
-// pthread_setname_np are not visible. Rather than add a C shim target for them, this file uses
-// their POSIX forms: accept + fcntl, and a self-pipe. The gap between accept and FD_CLOEXEC
-// matters only if another thread forks and execs in that instant; the collector does not.
+// Swift's Glibc module is built without _GNU_SOURCE, so the Linux calls that take flags (the
+// accept and pipe that set close-on-exec and non-blocking at once) are not visible. Rather than
+// add a C shim target, this file uses the POSIX forms: `accept` then `fcntl`, and a self-pipe
+// made by `pipe` then `fcntl`. The gap before FD_CLOEXEC matters only if another thread forks and
+// execs in that instant; the collector does not.
 
 #if canImport(Glibc)
 import Glibc
@@ -32,7 +33,7 @@ package enum IOResult: Equatable {
     case failed(Errno)
 }
 
-/// What `accept4` did on the non-blocking listening socket.
+/// What `accept` (then `fcntl`) did on the non-blocking listening socket.
 package enum AcceptResult: Equatable {
     case accepted(Int32)
     /// The queue is empty: wait for the next readiness.

@@ -235,14 +235,14 @@ package enum EmitTool {
             ringOptions.maxMetrics = existing.maxMetrics
             ringOptions.maxLanes = existing.maxLanes
         }
-        let ring = try Bot.attach(options.ring, directory: directory.path, options: ringOptions)
+        let bot = try Bot.attach(options.ring, directory: directory.path, options: ringOptions)
         // The lane now: a full directory is an error, never a wait for room that cannot come.
-        let lane = try ring.claimCurrentThreadLane()
+        let lane = try bot.claimCurrentThreadLane()
         let resolution = Double("1e\(options.scale)") ?? 1
         let write: (UInt64) -> Void
         switch options.kind {
         case .histogram:
-            let histogram = try ring.histogram(
+            let histogram = try bot.histogram(
                 options.metric, unit: options.unit, labels: options.labels, resolution: resolution, signed: options.signed)
             if options.scale != 0 || options.signed {
                 write = { histogram.record(steps: $0, signed: options.signed) }
@@ -252,10 +252,10 @@ package enum EmitTool {
                 write = { histogram.record($0) }
             }
         case .counter:
-            let counter = try ring.counter(options.metric, labels: options.labels, resolution: resolution)
+            let counter = try bot.counter(options.metric, labels: options.labels, resolution: resolution)
             write = { counter.increment(steps: $0) }
         case .gauge:
-            let gauge = try ring.gauge(options.metric, unit: options.unit, labels: options.labels)
+            let gauge = try bot.gauge(options.metric, unit: options.unit, labels: options.labels)
             write = { gauge.set(Double(bitPattern: $0)) }
         }
         let droppedBefore = lane.recordsDropped
@@ -302,7 +302,7 @@ package enum EmitTool {
         let dropped = lane.recordsDropped &- droppedBefore
         let target = options.ring + "/" + options.metric
         var summary =
-            ring.isEnabled
+            bot.isEnabled
             ? "wrote \(written - Int(dropped)) value\(written - Int(dropped) == 1 ? "" : "s") to \(target)"
             : "wrote nothing to \(target): \(Bot.disableEnvironmentVariable) is set"
         if dropped > 0 { summary += ", dropped \(dropped) (the ring was full)" }

@@ -33,9 +33,8 @@ struct CollectorEndpointsTests {
 
     @Test("a repeated /api/history query is answered from one render until the history takes in a new snapshot")
     func historyAnswersCached() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("h", directory: directory.path, options: .init(laneCapacity: 1024))
-            let latency = try ring.histogram("latency")
+        try withBot("h", options: .init(laneCapacity: 1024)) { directory, bot in
+            let latency = try bot.histogram("latency")
             latency.record(5)
             let collector = try makeCollector(directory, captured: CapturedLog())
             let endpoints = CollectorEndpoints(collector: collector)

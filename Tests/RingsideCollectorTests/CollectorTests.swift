@@ -11,9 +11,8 @@ import Testing
 struct CollectorTests {
     @Test("histogram quantiles are within the histogram's error bound of the exact ones")
     func quantilesMatchExact() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("q", directory: directory.path, options: .init(laneCapacity: 16384))
-            let latency = try ring.histogram("latency", unit: .nanoseconds, labels: ["venue": "x"])
+        try withBot("q", options: .init(laneCapacity: 16384)) { directory, bot in
+            let latency = try bot.histogram("latency", unit: .nanoseconds, labels: ["venue": "x"])
             var generator = SystemRandomNumberGenerator()
             var values: [UInt64] = []
             for _ in 0..<10_000 {
@@ -44,9 +43,8 @@ struct CollectorTests {
 
     @Test("the collector's figures brought up to date while every ring is quiet keep the series' counts of the last snapshot")
     func quietUpdateKeepsSeriesFigures() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("quiet", directory: directory.path, options: .init(laneCapacity: 1024))
-            try ring.histogram("latency").record(5)
+        try withBot("quiet", options: .init(laneCapacity: 1024)) { directory, bot in
+            try bot.histogram("latency").record(5)
             let collector = try makeCollector(directory, windows: [1_000_000_000], captured: CapturedLog())
             let start = rs_clock_precise_ns()
             // Drained, then its window empty, then a snapshot of every ring quiet.
@@ -98,10 +96,10 @@ struct CollectorTests {
         try withRingDirectory { directory in
             // The collector first: a bot created after it started is seen whole, windows included.
             let collector = try makeCollector(directory, captured: CapturedLog())
-            let ring = try Bot.attach("cg", directory: directory.path, options: .init(laneCapacity: 4096))
-            let orders = try ring.counter("orders", labels: ["side": "buy"])
-            let quotes = try ring.counter("quotes")
-            let exposure = try ring.gauge("exposure")
+            let bot = try Bot.attach("cg", directory: directory.path, options: .init(laneCapacity: 4096))
+            let orders = try bot.counter("orders", labels: ["side": "buy"])
+            let quotes = try bot.counter("quotes")
+            let exposure = try bot.gauge("exposure")
             for _ in 0..<250 { orders.increment(by: 2) }
             for _ in 0..<1000 { quotes.increment() }
             for value in [5.0, -3.5, 12.25, 7.0] { exposure.set(value) }
@@ -118,8 +116,7 @@ struct CollectorTests {
 
     @Test("a counter's increment after a quiet spell shows in the next pass's snapshot, as a record would")
     func counterAfterAQuietSpell() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("quiet", directory: directory.path)
+        try withBot("quiet") { directory, bot in
             let orders = try bot.counter("orders"), latency = try bot.histogram("latency")
             orders.increment()
             latency.record(1)
@@ -148,9 +145,9 @@ struct CollectorTests {
     func exactSumsInJSON() throws {
         try withRingDirectory { directory in
             let collector = try makeCollector(directory, captured: CapturedLog())
-            let ring = try Bot.attach("big", directory: directory.path, options: .init(laneCapacity: 4096))
-            let sizes = try ring.histogram("sizes", unit: .bytes)
-            let volume = try ring.counter("volume")
+            let bot = try Bot.attach("big", directory: directory.path, options: .init(laneCapacity: 4096))
+            let sizes = try bot.histogram("sizes", unit: .bytes)
+            let volume = try bot.counter("volume")
             let twoTo53: UInt64 = 1 << 53
             for value in [twoTo53, 1, twoTo53 * 4, 3] { sizes.record(value) }  // 5 * 2^53 + 4
             volume.increment(by: twoTo53)
@@ -174,11 +171,11 @@ struct CollectorTests {
             let collector = try Collector(options: options, log: captured.log)
             // Ring a: four metrics, one past its own cap of 3. Ring b: four more, two past the total of 5.
             var histograms: [String: [Bot.Histogram]] = [:]
-            var rings: [Bot] = []
+            var bots: [Bot] = []
             for name in ["a", "b"] {
-                let ring = try Bot.attach(name, directory: directory.path, options: .init(laneCapacity: 4096))
-                rings.append(ring)
-                histograms[name] = try (0..<4).map { try ring.histogram("latency", labels: ["n": "\($0)"]) }
+                let bot = try Bot.attach(name, directory: directory.path, options: .init(laneCapacity: 4096))
+                bots.append(bot)
+                histograms[name] = try (0..<4).map { try bot.histogram("latency", labels: ["n": "\($0)"]) }
             }
             for name in ["a", "b"] { for histogram in histograms[name]! { for value in 1...10 { histogram.record(UInt64(value)) } } }
             var snapshot = pass(collector)
@@ -208,10 +205,9 @@ struct CollectorTests {
 
     @Test("an SLO is violated, logged, and recovers when the window empties")
     func sloViolatedAndRecovered() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("slo", directory: directory.path, options: .init(laneCapacity: 4096))
-            let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
-            let other = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "MSFT"])
+        try withBot("slo", options: .init(laneCapacity: 4096)) { directory, bot in
+            let fill = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
+            let other = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "MSFT"])
             for _ in 0..<990 { fill.record(50_000) }
             for _ in 0..<10 { fill.record(300_000) }
             for _ in 0..<1000 { other.record(900_000) }  // not selected by the rule
@@ -242,8 +238,7 @@ struct CollectorTests {
 
     @Test("an availability SLO judges its counters' increases over its period, with its severity on every series")
     func availabilitySLO() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("orders", directory: directory.path, options: .init(laneCapacity: 64))
+        try withBot("orders", options: .init(laneCapacity: 64)) { directory, bot in
             let total = try bot.counter("orders_total")
             let rejected = try bot.counter("orders_rejected", labels: ["venue": "X"])
             let other = try bot.counter("orders_rejected", labels: ["venue": "Y"])
@@ -342,9 +337,8 @@ struct CollectorTests {
 
     @Test("records with a wrong kind or unknown metric are rejected and counted, the rest aggregated")
     func invalidRecordsRejected() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("liar", directory: directory.path, options: .init(laneCapacity: 16))
-            let latency = try ring.histogram("latency")
+        try withBot("liar", options: .init(laneCapacity: 16)) { directory, bot in
+            let latency = try bot.histogram("latency")
             for value in 1...4 { latency.record(UInt64(value)) }
             // Lane 0's records, where the format's geometry puts them.
             let geometry = rs_geometry_of(4, RS_DEFAULT_REGISTRY_CAPACITY)
@@ -367,12 +361,11 @@ struct CollectorTests {
 
     @Test("metrics registered after attach are picked up from the registry")
     func lateRegistration() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("late", directory: directory.path, options: .init(laneCapacity: 64))
-            try ring.counter("early").increment()
+        try withBot("late", options: .init(laneCapacity: 64)) { directory, bot in
+            try bot.counter("early").increment()
             let collector = try makeCollector(directory, captured: CapturedLog())
             #expect(pass(collector).series.count == 1)
-            try ring.gauge("later").set(3)
+            try bot.gauge("later").set(3)
             let snapshot = pass(collector)
             #expect(snapshot.series("later")?.lastValue == 3)
             #expect(snapshot.ring("late")?.rejectedTotal == 0)
@@ -431,10 +424,9 @@ struct CollectorTests {
 
     @Test("stop releases the rings so the next collector can take them")
     func stopReleases() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("handoff", directory: directory.path, options: .init(laneCapacity: 64))
-            let ticks = try ring.counter("ticks")
-            let latency = try ring.histogram("latency")
+        try withBot("handoff", options: .init(laneCapacity: 64)) { directory, bot in
+            let ticks = try bot.counter("ticks")
+            let latency = try bot.histogram("latency")
             ticks.increment()
             latency.record(1)
             let captured = CapturedLog()

@@ -32,8 +32,7 @@ struct ExemplarTests {
 
     @Test("a value with an exemplar is its record and one exemplar record per 16 bytes, published together")
     func recordsOnTheLane() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("ex", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("ex", options: .init(laneCapacity: 16)) { directory, bot in
             let fill = try bot.histogram("fill", unit: .nanoseconds)
             fill.record(10, exemplar: try Bot.Exemplar("order_id", "A17"))  // 12 bytes: one more record
             fill.record(11, exemplar: try Bot.Exemplar("trace_id", "0af7651916cd43dd8448eb211c80319c"))  // 41: three
@@ -79,8 +78,7 @@ struct ExemplarTests {
 
     @Test("a value with an exemplar is stamped with the precise clock: never before its call (CLOCKS in ringside.h)")
     func exemplarStampNeverPrecedesItsCall() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("stamp", directory: directory.path, options: .init(laneCapacity: 4096))
+        try withBot("stamp", options: .init(laneCapacity: 4096)) { directory, bot in
             let fill = try bot.histogram("fill", unit: .nanoseconds)
             let exemplar = try Bot.Exemplar("order_id", "A17")
             // The coarse clock lags CLOCK_MONOTONIC by up to its resolution (a few ms): over a
@@ -103,8 +101,7 @@ struct ExemplarTests {
 
     @Test("nameThread names the calling thread's lane, cut to 32 bytes at a character's boundary; a NUL is refused")
     func namedThread() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("named", directory: directory.path)
+        try withBot("named") { directory, bot in
             let fill = try bot.histogram("fill")
             let recorded = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
             let refused = Mutex(false)
@@ -126,8 +123,7 @@ struct ExemplarTests {
 
     @Test("the collector keeps the largest values' exemplars per window and each bucket's latest, with who recorded them")
     func collectorKeepsTheSlowest() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("trader", directory: directory.path, options: .init(laneCapacity: 4096))
+        try withBot("trader", options: .init(laneCapacity: 4096)) { directory, bot in
             let fill = try bot.histogram("fill", unit: .microseconds)
             for order in 1...200 {
                 let value = UInt64(order % 50 == 0 ? 5_000 + order : 100 + order % 7)
@@ -161,8 +157,7 @@ struct ExemplarTests {
 
     @Test("an exemplar of a thread that let go of its lane before the drain names the thread the collector saw holding it")
     func exemplarOfAThreadThatLeft() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("leaving", directory: directory.path)
+        try withBot("leaving") { directory, bot in
             let fill = try bot.histogram("fill")
             let recorded = DispatchSemaphore(value: 0), goOn = DispatchSemaphore(value: 0)
             let threadID = Mutex<Int32>(0)

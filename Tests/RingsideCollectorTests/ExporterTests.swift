@@ -10,14 +10,14 @@ import Testing
 
 /// A snapshot with one series of each kind, labels that need escaping, an SLO and a skipped ring.
 private func richSnapshot(_ directory: RingDirectory) throws -> (Snapshot, Collector) {
-    let ring = try Bot.attach("bot-a", directory: directory.path, options: .init(laneCapacity: 4096))
-    let fill = try ring.histogram(
+    let bot = try Bot.attach("bot-a", directory: directory.path, options: .init(laneCapacity: 4096))
+    let fill = try bot.histogram(
         "order_fill_latency", unit: .nanoseconds, labels: ["symbol": #"A"P\L"#, "ring": "inner"],
         help: "Fill latency\nwith a second line and a \\ backslash")
-    let sizes = try ring.histogram("order_size", unit: .bytes)
-    let orders = try ring.counter("orders_total", labels: ["side": "buy"])
-    let exposure = try ring.gauge("gross_exposure")
-    let age = try ring.gauge("quote_age", unit: .microseconds)
+    let sizes = try bot.histogram("order_size", unit: .bytes)
+    let orders = try bot.counter("orders_total", labels: ["side": "buy"])
+    let exposure = try bot.gauge("gross_exposure")
+    let age = try bot.gauge("quote_age", unit: .microseconds)
     for value in stride(from: 1_000, to: 2_000_000, by: 997) { fill.record(UInt64(value)) }
     for value in 1...100 { sizes.record(UInt64(value * 100)) }
     orders.increment(by: 7)

@@ -128,10 +128,10 @@ struct ManyThreadsTests {
         try withRingDirectory { directory in
             let captured = CapturedLog()
             let collector = try makeCollector(directory, captured: captured)
-            let ring = try Bot.attach("tiny", directory: directory.path, options: .init(laneCapacity: 16))
-            let orders = try ring.counter("orders")
-            let fills = try ring.histogram("fills")
-            let level = try ring.gauge("level")
+            let bot = try Bot.attach("tiny", directory: directory.path, options: .init(laneCapacity: 16))
+            let orders = try bot.counter("orders")
+            let fills = try bot.histogram("fills")
+            let level = try bot.gauge("level")
             for value in 1...1_000_000 {
                 orders.increment()
                 fills.record(UInt64(value))
@@ -249,8 +249,8 @@ struct ManyThreadsTests {
             collector.start()
             defer { collector.stop() }
             usleep(100_000)  // the first pass, which starts the watch
-            let ring = try Bot.attach("burst", directory: directory.path, options: .init(laneCapacity: 1 << 16))
-            let values = try ring.histogram("values")
+            let bot = try Bot.attach("burst", directory: directory.path, options: .init(laneCapacity: 1 << 16))
+            let values = try bot.histogram("values")
             let attached = Date()
             #expect(eventually(seconds: 1.5) { captured.contains("ring burst attached") }, "attached within a poll of 2 s only by inotify")
             #expect(Date().timeIntervalSince(attached) < 1.0)

@@ -53,11 +53,10 @@ struct MetricsPagesTests {
         "a page served after a snapshot where no series changed is a fresh render of that snapshot, byte for byte, its series' section kept",
         arguments: variants)
     func keptSectionIsFresh(variant: MetricsPages.Variant) throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("kept", directory: directory.path, options: .init(laneCapacity: 1024))
-            try ring.histogram("latency", unit: .nanoseconds, labels: ["side": "buy"]).record(1_500)
-            try ring.counter("orders").increment(by: 3)
-            try ring.gauge("depth").set(2.5)
+        try withBot("kept", options: .init(laneCapacity: 1024)) { directory, bot in
+            try bot.histogram("latency", unit: .nanoseconds, labels: ["side": "buy"]).record(1_500)
+            try bot.counter("orders").increment(by: 3)
+            try bot.gauge("depth").set(2.5)
             let collector = try makeCollector(directory, captured: CapturedLog())
             let now = rs_clock_precise_ns()
             collector.runPass(nowNanos: now, forcePublish: true)
@@ -92,9 +91,8 @@ struct MetricsPagesTests {
     @Test(
         "a changed series shows in the next page; only the variants polled are rendered ahead, once per change, until no longer scraped")
     func onlyScrapedFormats() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("only", directory: directory.path, options: .init(laneCapacity: 1024))
-            let latency = try ring.histogram("latency", unit: .nanoseconds)
+        try withBot("only", options: .init(laneCapacity: 1024)) { directory, bot in
+            let latency = try bot.histogram("latency", unit: .nanoseconds)
             latency.record(1_000)
             let collector = try makeCollector(directory, captured: CapturedLog())
             pass(collector)
@@ -132,9 +130,8 @@ struct MetricsPagesTests {
     @Test(
         "while a render is held, scrapes get the page before it at once and the drain goes on publishing; the change shows once it is done")
     func slowRenderDelaysNothing() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("slow", directory: directory.path, options: .init(laneCapacity: 1 << 14))
-            let latency = try ring.histogram("latency", unit: .nanoseconds)
+        try withBot("slow", options: .init(laneCapacity: 1 << 14)) { directory, bot in
+            let latency = try bot.histogram("latency", unit: .nanoseconds)
             latency.record(1_000)
             let collector = try makeCollector(directory, pollNanos: 5_000_000, captured: CapturedLog())
             pass(collector)

@@ -212,8 +212,7 @@ struct RecorderTests {
 struct RecorderCollectorTests {
     @Test("a bot's records are kept raw, exemplar records too, in lane order, and the figures published")
     func drainFeedsTheRecorder() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("rec", directory: directory.path, options: .init(laneCapacity: 4_096))
+        try withBot("rec", options: .init(laneCapacity: 4_096)) { directory, bot in
             let latency = try bot.histogram("latency", unit: .nanoseconds)
             for value in 1...100 { latency.record(UInt64(value)) }
             latency.record(500, exemplar: try Bot.Exemplar("order_id", "A17"))
@@ -245,8 +244,7 @@ struct RecorderCollectorTests {
 
     @Test("with --recorder-seconds 0 nothing is kept and nothing is exported")
     func offKeepsNothing() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("off", directory: directory.path, options: .init(laneCapacity: 1_024))
+        try withBot("off", options: .init(laneCapacity: 1_024)) { directory, bot in
             try bot.histogram("latency").record(5)
             var options = CollectorOptions()
             options.directory = directory

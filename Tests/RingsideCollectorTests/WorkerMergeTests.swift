@@ -179,28 +179,20 @@ struct WorkerMergeTests {
             // What the files hold, as their writers left them: the figures to expect exactly. Each
             // worker that finished attempted 1 ... N; the killed one, however far it got.
             let killed = "pool@\(words[1])"
-            var written: UInt64 = 0, dropped: UInt64 = 0, increments: UInt64 = 0, valuesDropped: UInt64 = 0
+            var totals = ForkPoolTotals()
             for name in directory.ringNames() {
-                let inspector = try RingInspector(name, directory: directory)
-                let status = try inspector.status()
-                written += status.writeCursor
-                dropped += status.dropped
-                // The histogram's drops, as its cells count them: what the collector reads.
-                let values = try #require(try inspector.metrics().first { $0.name == "pool_values" })
-                valuesDropped += try inspector.cells(of: values).dropped
-                let counter = try #require(try inspector.metrics().first { $0.name == "pool_increments" })
-                let counted = try inspector.cells(of: counter).total
-                increments += counted
+                let file = try ForkPoolFile(name, directory: directory)
+                totals.add(file)
+                let (status, counted) = (file.status, file.increments)
                 if name == "pool" {
                     #expect(status.writeCursor == 1 && counted == 1, "the parent's own")
                 } else if name != killed {
                     #expect(status.writeCursor + status.dropped == n && counted == n, "\(name)")
                 }
             }
-            // One increment follows each record, but the kill may fall between the two; and between
-            // a drop's count in its lane and in its metric's cell.
-            #expect(increments <= written + dropped && increments + 1 >= written + dropped)
-            #expect(valuesDropped <= dropped && valuesDropped + 1 >= dropped)
+            #expect(totals.incrementsMatchRecords, "\(totals)")
+            #expect(totals.valueDropsMatchLaneDrops, "\(totals)")
+            let (written, valuesDropped, increments) = (totals.written, totals.valuesDropped, totals.increments)
 
             let captured = CapturedLog()
             let collector = try makeCollector(directory, captured: captured)

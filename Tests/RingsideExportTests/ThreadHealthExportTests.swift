@@ -84,6 +84,13 @@ private func sampledSnapshot() -> Snapshot {
     return snapshot
 }
 
+/// `sampledSnapshot` without its sample: sampling off, or before the first round.
+private func unsampledSnapshot() -> Snapshot {
+    var snapshot = sampledSnapshot()
+    snapshot.threadHealth = nil
+    return snapshot
+}
+
 @Suite("Thread health in the exporters: the Prometheus families and /latest's fields of a given sample")
 struct ThreadHealthExportTests {
     @Test("/metrics: each lane thread's scheduling with its ring, lane, tid and name; each process's figures; the sampler's own")
@@ -135,9 +142,7 @@ struct ThreadHealthExportTests {
         #expect(protobuf.count > 0 && String(decoding: protobuf, as: UTF8.self).contains("ringside_thread_migrations_total"))
 
         // Without a sample (sampling off, or before the first round): none of these families.
-        var unsampled = sampledSnapshot()
-        unsampled.threadHealth = nil
-        let plain = String(decoding: PrometheusExporter.render(unsampled), as: UTF8.self)
+        let plain = String(decoding: PrometheusExporter.render(unsampledSnapshot()), as: UTF8.self)
         #expect(!plain.contains("ringside_thread_") && !plain.contains("ringside_bot_process") && !plain.contains("thread_sampler"))
     }
 
@@ -175,9 +180,7 @@ struct ThreadHealthExportTests {
         #expect(sampler["interval_seconds"] as? Int == 1 && sampler["kept_fds_limit"] as? Int == 2_500)
         #expect(sampler["sampled_at"] as? String == "2026-11-24T08:48:20.000Z")
 
-        var unsampled = sampledSnapshot()
-        unsampled.threadHealth = nil
-        let plain = String(decoding: JSONExporter.latest(unsampled), as: UTF8.self)
+        let plain = String(decoding: JSONExporter.latest(unsampledSnapshot()), as: UTF8.self)
         #expect(!plain.contains("\"process\"") && !plain.contains("\"thread\"") && !plain.contains("thread_sampler"))
     }
 

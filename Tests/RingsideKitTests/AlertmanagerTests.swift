@@ -8,34 +8,24 @@ import Testing
 /// An Alertmanager of the test's own (Debian's `prometheus-alertmanager`): loopback, clustering
 /// off, a temporary data directory, killed and removed by `stop()`.
 private final class AlertmanagerServer {
-    let port: Int
-    private let process: ChildProcess
-    private let directory: TemporaryDirectory
+    private let peer: KitPeer
+    var port: Int { peer.port }
 
     /// Starts it with `config` (YAML text), retrying on another port if the one picked is taken meanwhile.
     init(executable: String, config: String) throws {
-        directory = try TemporaryDirectory("ringside-alertmanager")
-        let configPath = directory.path + "/alertmanager.yml", dataPath = directory.path + "/data"
-        do {
+        peer = try KitPeer("alertmanager") { directory, port in
+            let configPath = directory + "/alertmanager.yml", dataPath = directory + "/data"
             try config.write(toFile: configPath, atomically: true, encoding: .utf8)
-            (port, process) = try startReadyPeer("alertmanager") { port in
-                try ChildProcess(
-                    executable,
-                    [
-                        "--config.file=\(configPath)", "--storage.path=\(dataPath)",
-                        "--web.listen-address=127.0.0.1:\(port)", "--cluster.listen-address=", "--log.level=warn",
-                    ])
-            }
-        } catch {
-            directory.remove()
-            throw error
+            return try ChildProcess(
+                executable,
+                [
+                    "--config.file=\(configPath)", "--storage.path=\(dataPath)",
+                    "--web.listen-address=127.0.0.1:\(port)", "--cluster.listen-address=", "--log.level=warn",
+                ])
         }
     }
 
-    func stop() {
-        process.kill()
-        directory.remove()
-    }
+    func stop() { peer.stop() }
 }
 
 /// An alert the test makes fire, and where the shipped alertmanager.yml must deliver it.

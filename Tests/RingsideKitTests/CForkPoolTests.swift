@@ -79,20 +79,13 @@ struct CForkPoolTests {
             // worker that finished wrote 1 ... N; the killed one, however far it got (its lane may
             // have filled, its later records dropped and counted).
             let killed = "pool@\(pool[0].pid)"
-            var written: UInt64 = 0, dropped: UInt64 = 0, increments: UInt64 = 0, valuesDropped: UInt64 = 0
+            var totals = ForkPoolTotals()
             var sum: UInt128 = 0
             for name in directory.ringNames() {
-                let inspector = try RingInspector(name, directory: directory)
-                let status = try inspector.status()
+                let file = try ForkPoolFile(name, directory: directory)
+                let (inspector, status, counted) = (file.inspector, file.status, file.increments)
                 #expect(!status.producerAlive, "\(name): its process is gone")
-                written += status.writeCursor
-                dropped += status.dropped
-                // The histogram's drops, as its cells count them: what the collector reads.
-                let values = try #require(try inspector.metrics().first { $0.name == "pool_values" })
-                valuesDropped += try inspector.cells(of: values).dropped
-                let counter = try #require(try inspector.metrics().first { $0.name == "pool_increments" })
-                let counted = try inspector.cells(of: counter).total
-                increments += counted
+                totals.add(file)
                 switch name {
                 case "pool":
                     #expect(status.writeCursor == 1 && counted == 1, "the parent's own")
@@ -108,10 +101,9 @@ struct CForkPoolTests {
                     sum += UInt128(n * (n + 1) / 2)
                 }
             }
-            // One increment follows each record, but the kill may fall between the two; and between
-            // a drop's count in its lane and in its metric's cell.
-            #expect(increments <= written + dropped && increments + 1 >= written + dropped)
-            #expect(valuesDropped <= dropped && valuesDropped + 1 >= dropped)
+            #expect(totals.incrementsMatchRecords, "\(totals)")
+            #expect(totals.valueDropsMatchLaneDrops, "\(totals)")
+            let (written, valuesDropped, increments) = (totals.written, totals.valuesDropped, totals.increments)
 
             let collector = try makeCollector(directory, captured: CapturedLog())
             var snapshot = drained(collector, records: written)

@@ -118,6 +118,34 @@ func shippedFile(_ relativePath: String, replacing replacements: [(original: Str
     return text
 }
 
+/// A server of the kit's peers (Prometheus, Alertmanager) of the test's own: loopback, in a
+/// temporary directory of its own, killed and the directory removed by `stop()`.
+final class KitPeer {
+    let port: Int
+    private let process: ChildProcess
+    private let directory: TemporaryDirectory
+
+    /// Makes the directory (`ringside-NAME`), then starts the server as `startReadyPeer` does,
+    /// `start` launching it in the directory's path for the port. The directory is removed when
+    /// the server does not start.
+    init(_ name: String, start: (_ directory: String, _ port: Int) throws -> ChildProcess) throws {
+        let directory = try TemporaryDirectory("ringside-" + name)
+        do {
+            (port, process) = try startReadyPeer(name) { port in try start(directory.path, port) }
+        } catch {
+            directory.remove()
+            throw error
+        }
+        self.directory = directory
+    }
+
+    /// Kills the server and removes its directory.
+    func stop() {
+        process.kill()
+        directory.remove()
+    }
+}
+
 /// Starts a server of the kit's peers (Prometheus, Alertmanager) on a free loopback port:
 /// `start` launches it for the port, then its `/-/ready` must answer 200 within 20 s. A port taken
 /// meanwhile ("address already in use" in its log) is retried on another, three tries at most.

@@ -117,8 +117,7 @@ struct LivePageBrowserTests {
     @Test("gauges set to NaN and the infinities show as /latest writes them, and draw no broken chart", .timeLimit(.minutes(5)))
     func nonFiniteGauges() throws {
         guard let chromium = try requiredSystemTool("chromium") else { return }
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("odd-bot", directory: directory.path)
+        try withBot("odd-bot") { directory, bot in
             try bot.gauge("odd_nan").set(.nan)
             try bot.gauge("odd_inf").set(.infinity)
             try bot.gauge("odd_neg_inf").set(-.infinity)

@@ -97,15 +97,12 @@ struct OtherLanguageProducerTests {
 
             var (metrics, lanes, cells) = try drainDecoded("from-c", directory: directory)
             #expect(
-                metrics == [
-                    MetricDescriptor(
-                        index: 0, name: "c_latency", kind: .histogram, unit: .microseconds,
-                        encodedLabels: "symbol=AAPL\nvenue=XNAS", help: "from C", sampleEvery: 1),
-                    MetricDescriptor(index: 1, name: "c_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
-                    MetricDescriptor(index: 2, name: "c_exposure", kind: .gauge, unit: .bytes, encodedLabels: "", help: "", sampleEvery: 1),
-                    MetricDescriptor(
-                        index: 3, name: "c_span", kind: .histogram, unit: .microseconds, encodedLabels: "", help: "", sampleEvery: 1),
-                ])
+                metrics
+                    == registered([
+                        ("c_latency", .histogram, .microseconds, "symbol=AAPL\nvenue=XNAS", "from C", .last),
+                        ("c_orders", .counter, .none, "", "", .last), ("c_exposure", .gauge, .bytes, "", "", .last),
+                        ("c_span", .histogram, .microseconds, "", "", .last),
+                    ]))
             // Each thread's lane holds its own 1...COUNT in order, and its span; the main thread's
             // gauge record is in a lane of its own. The child's 1,000 values landed nowhere.
             var threadLanes = 0
@@ -185,16 +182,12 @@ struct OtherLanguageProducerTests {
 
             let (metrics, lanes, cells) = try drainDecoded("from-py", directory: directory)
             #expect(
-                metrics == [
-                    MetricDescriptor(
-                        index: 0, name: "py_latency", kind: .histogram, unit: .nanoseconds,
-                        encodedLabels: "desk=δ-1\nsymbol=MSFT", help: "from Python", sampleEvery: 1),
-                    MetricDescriptor(index: 1, name: "py_orders", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
-                    MetricDescriptor(index: 2, name: "py_level", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
-                    MetricDescriptor(
-                        index: 3, name: "py_in_flight", kind: .gauge, unit: .none, encodedLabels: "", help: "", sampleEvery: 1,
-                        gaugeMerge: .sum),
-                ])
+                metrics
+                    == registered([
+                        ("py_latency", .histogram, .nanoseconds, "desk=δ-1\nsymbol=MSFT", "from Python", .last),
+                        ("py_orders", .counter, .none, "", "", .last), ("py_level", .gauge, .none, "", "", .last),
+                        ("py_in_flight", .gauge, .none, "", "", .sum),
+                    ]))
             // Every thread wrote i * 1000 + 7 for i in 1...COUNT, in order, into its own lane (a
             // lane may be reused by a later thread, and so hold two runs' values one after the other).
             let latencies: [UInt64] = lanes.values.flatMap { records in records.filter { $0.metric == 0 }.map(\.value) }
@@ -224,4 +217,16 @@ func expectSame(_ records: [DecodedRecord], _ expected: [DecodedRecord], sourceL
 extension rs_kind {
     /// The kind as a record stores it.
     var rawValue8: UInt8 { UInt8(rawValue) }
+}
+
+/// The registry a producer's calls should leave: the metrics in order of registration (indices
+/// from 0), each sampled every call.
+private func registered(
+    _ metrics: [(name: String, kind: MetricKind, unit: MetricUnit, labels: String, help: String, merge: GaugeMerge)]
+) -> [MetricDescriptor] {
+    metrics.enumerated().map { index, metric in
+        MetricDescriptor(
+            index: UInt32(index), name: metric.name, kind: metric.kind, unit: metric.unit, encodedLabels: metric.labels,
+            help: metric.help, sampleEvery: 1, gaugeMerge: metric.merge)
+    }
 }

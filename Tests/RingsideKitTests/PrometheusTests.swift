@@ -8,9 +8,8 @@ import Testing
 /// A Prometheus server of the test's own: loopback, a temporary data directory, killed and
 /// removed by `stop()`.
 final class PrometheusServer {
-    let port: Int
-    private let process: ChildProcess
-    private let directory: TemporaryDirectory
+    private let peer: KitPeer
+    var port: Int { peer.port }
 
     /// Starts `prometheus` with `config` (YAML text) and any further `arguments` (feature flags),
     /// retrying on another port if the one picked is taken meanwhile.
@@ -22,33 +21,24 @@ final class PrometheusServer {
     /// scrapes the server itself), and `arguments`; in agent mode (`agent`, with
     /// `--enable-feature=agent` among `arguments`) it keeps a write-ahead log, not a database.
     init(executable: String, agent: Bool = false, arguments: [String] = [], config: (_ port: Int) -> String) throws {
-        directory = try TemporaryDirectory("ringside-prometheus")
-        // Agent mode refuses the database's flags.
-        let storage =
-            agent
-            ? ["--storage.agent.path=\(directory.path)/data"]
-            : ["--storage.tsdb.path=\(directory.path)/data"]
-                + (arguments.contains { $0.hasPrefix("--storage.tsdb.retention") } ? [] : ["--storage.tsdb.retention.time=1h"])
-        let configPath = directory.path + "/prometheus.yml"
-        do {
-            (port, process) = try startReadyPeer("prometheus") { port in
-                try config(port).write(toFile: configPath, atomically: true, encoding: .utf8)
-                return try ChildProcess(
-                    executable,
-                    ["--config.file=\(configPath)", "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn"] + storage
-                        + arguments)
-            }
-        } catch {
-            directory.remove()
-            throw error
+        peer = try KitPeer("prometheus") { directory, port in
+            // Agent mode refuses the database's flags.
+            let storage =
+                agent
+                ? ["--storage.agent.path=\(directory)/data"]
+                : ["--storage.tsdb.path=\(directory)/data"]
+                    + (arguments.contains { $0.hasPrefix("--storage.tsdb.retention") } ? [] : ["--storage.tsdb.retention.time=1h"])
+            let configPath = directory + "/prometheus.yml"
+            try config(port).write(toFile: configPath, atomically: true, encoding: .utf8)
+            return try ChildProcess(
+                executable,
+                ["--config.file=\(configPath)", "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn"] + storage
+                    + arguments)
         }
     }
 
     /// Kills the server and removes its data.
-    func stop() {
-        process.kill()
-        directory.remove()
-    }
+    func stop() { peer.stop() }
 
     /// Runs an instant query; returns the result vector as (labels, value) pairs.
     func query(_ promql: String) throws -> [(labels: [String: String], value: Double)] {

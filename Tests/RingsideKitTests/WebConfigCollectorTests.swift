@@ -39,13 +39,7 @@ struct WebConfigCollectorTests {
     func curlOverTLSWithPasswords() throws {
         guard let curlPath = try requiredSystemTool("curl"), let fixtures = try TLSFixtures.make() else { return }
         defer { fixtures.remove() }
-        let config = """
-            tls_server_config:
-              cert_file: server.crt
-              key_file: server.key
-            basic_auth_users:
-              prometheus: \(try fixtures.bcrypt("scrape-me"))
-            """
+        let config = try serverTLSWithPassword(fixtures, "scrape-me")
         try withCollector(fixtures, config: config) { collector, port in
             let base = "https://127.0.0.1:\(port)"
             let ca = ["--cacert", fixtures.path("ca.crt")]
@@ -86,13 +80,7 @@ struct WebConfigCollectorTests {
     func clientCertificates() throws {
         guard let curlPath = try requiredSystemTool("curl"), let fixtures = try TLSFixtures.make() else { return }
         defer { fixtures.remove() }
-        let config = """
-            tls_server_config:
-              cert_file: server.crt
-              key_file: server.key
-              client_auth_type: RequireAndVerifyClientCert
-              client_ca_file: ca.crt
-            """
+        let config = serverTLS + "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt"
         try withCollector(fixtures, config: config) { collector, port in
             let url = "https://127.0.0.1:\(port)/metrics"
             let ca = ["--cacert", fixtures.path("ca.crt")]
@@ -116,13 +104,7 @@ struct WebConfigCollectorTests {
     func prometheusScrapesOverTLS() throws {
         guard let prometheusPath = try requiredSystemTool("prometheus"), let fixtures = try TLSFixtures.make() else { return }
         defer { fixtures.remove() }
-        let config = """
-            tls_server_config:
-              cert_file: server.crt
-              key_file: server.key
-            basic_auth_users:
-              prometheus: \(try fixtures.bcrypt("scrape-me"))
-            """
+        let config = try serverTLSWithPassword(fixtures, "scrape-me")
         try withCollector(fixtures, config: config) { _, port in
             func job(_ name: String, password: String, ca: Bool) -> String {
                 """
@@ -165,7 +147,7 @@ struct WebConfigCollectorTests {
     func rotatedCertificateIsServed() throws {
         guard let curlPath = try requiredSystemTool("curl"), let fixtures = try TLSFixtures.make() else { return }
         defer { fixtures.remove() }
-        let config = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+        let config = serverTLS
         try withCollector(fixtures, config: config) { collector, port in
             let url = "https://127.0.0.1:\(port)/health"
             #expect(try curl(curlPath, url, ["--cacert", fixtures.path("ca.crt")]).status == 200)
@@ -188,7 +170,7 @@ struct WebConfigCollectorTests {
     func malformedConfig() throws {
         guard let curlPath = try requiredSystemTool("curl"), let fixtures = try TLSFixtures.make() else { return }
         defer { fixtures.remove() }
-        let bad = try fixtures.write("bad.yml", "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_auth: yes\n")
+        let bad = try fixtures.write("bad.yml", serverTLS + "  client_auth: yes\n")
         for flag in ["--web-config-file", "--web.config.file"] {
             let run = try runProcess(try builtExecutable("ringside-collector"), ["--listen", "127.0.0.1:0", flag, bad])
             #expect(run.status == 2)
@@ -198,13 +180,7 @@ struct WebConfigCollectorTests {
         let missing = try runProcess(try builtExecutable("ringside-collector"), ["--web-config-file", fixtures.path("nowhere.yml")])
         #expect(missing.status == 2 && missing.errors.contains("No such file or directory"), "\(missing.errors)")
 
-        let good = """
-            tls_server_config:
-              cert_file: server.crt
-              key_file: server.key
-            basic_auth_users:
-              prometheus: \(try fixtures.bcrypt("scrape-me"))
-            """
+        let good = try serverTLSWithPassword(fixtures, "scrape-me")
         try withCollector(fixtures, config: good) { collector, port in
             try fixtures.write("web.yml", good + "\n  cert_file: other.crt\n")
             // Looked at when a request comes: the running configuration answers meanwhile.
@@ -231,4 +207,12 @@ struct WebConfigCollectorTests {
             #expect(!linked.output.contains("libssl") && !linked.output.contains("libcrypt.so"), "\(bot): \(linked.output)")
         }
     }
+}
+
+/// The collector's web configuration for TLS with the fixtures' server certificate and key.
+private let serverTLS = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+
+/// That, and one user, `prometheus`, whose password is `password`.
+private func serverTLSWithPassword(_ fixtures: TLSFixtures, _ password: String) throws -> String {
+    serverTLS + "basic_auth_users:\n  prometheus: \(try fixtures.bcrypt(password))"
 }

@@ -94,8 +94,7 @@ extension ReliabilityTests {
         /// "live" for 12 s and more before).
         @Test("a live ring truncated through an open descriptor is let go with the reason, within seconds")
         func truncatedThroughOpenDescriptor() throws {
-            try withRingDirectory { directory in
-                let bot = try Bot.attach("cut", directory: directory.path, options: .init(laneCapacity: 4096))
+            try withBot("cut", options: .init(laneCapacity: 4096)) { directory, bot in
                 try bot.histogram("cut_values").record(1)
                 let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
                 defer { collector.kill() }
@@ -118,8 +117,7 @@ extension ReliabilityTests {
         @Test("a lane hole-punched under the collector is refused, not read again")
         func holePunched() throws {
             guard let fallocate = try requiredSystemTool("fallocate") else { return }
-            try withRingDirectory { directory in
-                let bot = try Bot.attach("punched", directory: directory.path, options: .init(laneCapacity: 1 << 20))
+            try withBot("punched", options: .init(laneCapacity: 1 << 20)) { directory, bot in
                 try bot.histogram("punched_values").record(1)
                 let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "10ms"])
                 defer { collector.kill() }

@@ -517,3 +517,13 @@ package final class ExactDrain {
         return count
     }
 }
+
+/// Runs `body` with a fresh ring directory (see `withRingDirectory`) and bot `name` attached in it
+/// with `options`.
+package func withBot<Result>(
+    _ name: String, options: Bot.Options = Bot.Options(), _ body: (RingDirectory, Bot) throws -> Result
+) throws -> Result {
+    try withRingDirectory { directory in
+        try body(directory, try Bot.attach(name, directory: directory.path, options: options))
+    }
+}

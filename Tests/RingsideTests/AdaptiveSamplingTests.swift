@@ -42,8 +42,7 @@ private func expectExact(_ drained: ExactDrain, metric: Int, given: Given, _ com
 struct AdaptiveSamplingTests {
     @Test("a lane filling with nothing drained: exact records, then ever fewer with k growing; count, sum and largest exact")
     func weightsGrowWithTheFill() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("filling", directory: directory.path, options: .init(laneCapacity: 256))
+        try withBot("filling", options: .init(laneCapacity: 256)) { directory, bot in
             let fills = try bot.histogram("fills")
             let drained = ExactDrain(try RingConsumer("filling", directory: directory, readsWeights: true))
             let calls = 90_000  // to level 15 (one record a level from 240 on: 240 + 2 + 4 + ... + 2^14 calls), short of full
@@ -68,8 +67,7 @@ struct AdaptiveSamplingTests {
 
     @Test("metrics that alternate are sampled apart, each exact; a gauge in the same lane is never sampled")
     func alternatingMetrics() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("alternate", directory: directory.path, options: .init(laneCapacity: 1024))
+        try withBot("alternate", options: .init(laneCapacity: 1024)) { directory, bot in
             let first = try bot.histogram("first")
             let second = try bot.histogram("second")
             let level = try bot.gauge("level")
@@ -104,8 +102,7 @@ struct AdaptiveSamplingTests {
 
     @Test("a lane drained below capacity - R writes the next call as it is: nothing is left to write, all was counted")
     func drainingStopsSampling() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("drains", directory: directory.path, options: .init(laneCapacity: 256))
+        try withBot("drains", options: .init(laneCapacity: 256)) { directory, bot in
             let fills = try bot.histogram("fills")
             let drained = ExactDrain(try RingConsumer("drains", directory: directory, readsWeights: true))
             var given = Given()
@@ -154,8 +151,7 @@ struct AdaptiveSamplingTests {
 
     @Test("a call with an exemplar is sampled as a unit: a written one carries its exemplar after its value; counts exact")
     func exemplarsSampledAsUnits() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("exemplars", directory: directory.path, options: .init(laneCapacity: 256))
+        try withBot("exemplars", options: .init(laneCapacity: 256)) { directory, bot in
             let fills = try bot.histogram("fills")
             let drained = ExactDrain(try RingConsumer("exemplars", directory: directory, readsWeights: true))
             var given = Given()
@@ -182,8 +178,7 @@ struct AdaptiveSamplingTests {
 
     @Test("a metric's own 1-in-N sampling applies first: records and gathered calls are 1 in N of the calls")
     func staticSamplingFirst() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("static", directory: directory.path, options: .init(laneCapacity: 256))
+        try withBot("static", options: .init(laneCapacity: 256)) { directory, bot in
             let fills = try bot.histogram("fills", sampleEvery: 4)
             let drained = ExactDrain(try RingConsumer("static", directory: directory, readsWeights: true))
             for value in 0..<UInt64(40_000) { fills.record(value) }
@@ -231,8 +226,7 @@ struct AdaptiveSamplingTests {
 
     @Test("pool threads that burst once and then wait: every call counted within one drain, while they wait")
     func idlePoolThreadsCounted() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("pool", directory: directory.path, options: .init(laneCapacity: 256))
+        try withBot("pool", options: .init(laneCapacity: 256)) { directory, bot in
             let fills = try bot.histogram("fills")
             let drained = ExactDrain(try RingConsumer("pool", directory: directory, readsWeights: true))
             let threads = 4, calls = 50_000

@@ -269,8 +269,7 @@ struct BotTests {
 
     @Test("registering a metric again differently says so once, naming both registrations")
     func conflictSaidOnce() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("conflict", directory: directory.path)
+        try withBot("conflict") { directory, bot in
             _ = try bot.counter("dup_metric", labels: ["venue": "X"])
             let error = #expect(throws: RingError.self) { try bot.histogram("dup_metric", unit: .nanoseconds, labels: ["venue": "X"]) }
             let text = "\(try #require(error))"

@@ -36,8 +36,7 @@ struct ControlTests {
         "sampling switched from 1 to 100 (1 in 128) and back while 4 threads record: every call counted, summed and its largest kept, switched at the next call"
     )
     func samplingSwitchedWhileRecording() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("ctl", directory: directory.path, options: .init(laneCapacity: 1 << 17))
+        try withBot("ctl", options: .init(laneCapacity: 1 << 17)) { directory, bot in
             let fill = try bot.histogram("fill_ns", unit: .nanoseconds)
             let drain = ExactDrain(try RingConsumer("ctl", directory: directory, readsWeights: true))
             let threads = 4, perPhase = 10_000
@@ -77,8 +76,7 @@ struct ControlTests {
 
     @Test("a metric off, the bot off: nothing recorded or counted, then recorded again; a worker file takes the bot file's switches")
     func offAndOn() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("sw", directory: directory.path)
+        try withBot("sw") { directory, bot in
             let fill = try bot.histogram("fill_ns", unit: .nanoseconds)
             let orders = try bot.counter("orders")
             let drain = ExactDrain(try RingConsumer("sw", directory: directory, readsWeights: true))

@@ -74,8 +74,7 @@ struct ExecutorLagTests {
 
     @Test("an interval under 1 ms is refused with a clear error")
     func shortInterval() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("lag", directory: directory.path)
+        try withBot("lag") { directory, bot in
             #expect {
                 _ = try bot.instrumentExecutorLag(every: .microseconds(500))
             } throws: { error in

@@ -7,12 +7,11 @@ import Testing
 struct HandleOverloadTests {
     @Test("durations in microseconds and plain units, integers of every width: converted and clamped")
     func microsecondsAndIntegers() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("overloads", directory: directory.path, options: .init(laneCapacity: 64))
-            let micros = try ring.histogram("micros", unit: .microseconds)
-            let plain = try ring.histogram("plain")
-            let orders = try ring.counter("orders")
-            let level = try ring.gauge("level")
+        try withBot("overloads", options: .init(laneCapacity: 64)) { directory, bot in
+            let micros = try bot.histogram("micros", unit: .microseconds)
+            let plain = try bot.histogram("plain")
+            let orders = try bot.counter("orders")
+            let level = try bot.gauge("level")
             micros.record(Duration.milliseconds(3))  // 3,000 us
             micros.record(Duration.nanoseconds(2_999))  // rounded down: 2 us
             micros.record(Duration.seconds(-1))  // negative: 0
@@ -36,8 +35,7 @@ struct HandleOverloadTests {
 
     @Test("durations in milliseconds and seconds, a span, extreme integers: converted and clamped")
     func millisecondsSecondsAndSpans() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("overloads", directory: directory.path, options: .init(laneCapacity: 64))
+        try withBot("overloads", options: .init(laneCapacity: 64)) { directory, bot in
             let millis = try bot.histogram("millis", unit: .milliseconds)
             let seconds = try bot.histogram("seconds", unit: .seconds)
             let orders = try bot.counter("orders")

@@ -10,8 +10,8 @@ import Testing
 private func damagedRingError(_ damage: (String) -> Void) throws -> RingError? {
     try withRingDirectory { directory -> RingError? in
         do {
-            let ring = try Bot.attach("victim", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 4))
-            let metric = try ring.histogram("latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
+            let bot = try Bot.attach("victim", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 4))
+            let metric = try bot.histogram("latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
             for value in 1...3 { metric.record(UInt64(value)) }
         }
         damage(directory.filePath(for: "victim"))
@@ -169,8 +169,8 @@ struct RingCorruptionTests {
     func laneProblems() throws {
         try withRingDirectory { directory in
             do {
-                let ring = try Bot.attach("victim", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 4))
-                let metric = try ring.histogram("latency", unit: .nanoseconds)
+                let bot = try Bot.attach("victim", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 4))
+                let metric = try bot.histogram("latency", unit: .nanoseconds)
                 for value in 1...3 { metric.record(UInt64(value)) }
             }
             let path = directory.filePath(for: "victim")
@@ -303,8 +303,8 @@ struct RingCorruptionTests {
             }
             #expect(fileHeader(path).version == 1, "refused, and left alone")
             // Asked to, a producer replaces it.
-            let ring = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16, onIncompatible: .recreate))
-            #expect(ring.isEnabled && fileHeader(path).version == RS_FORMAT_VERSION_MIN, "format 3 until a signed or scaled metric")
+            let bot = try Bot.attach("old", directory: directory.path, options: .init(laneCapacity: 16, onIncompatible: .recreate))
+            #expect(bot.isEnabled && fileHeader(path).version == RS_FORMAT_VERSION_MIN, "format 3 until a signed or scaled metric")
         }
     }
 
@@ -316,8 +316,8 @@ struct RingCorruptionTests {
     func producerOnCorruptLanes(problem: String) throws {
         try withRingDirectory { directory in
             do {
-                let ring = try Bot.attach("lanes", directory: directory.path, options: .init(laneCapacity: 16))
-                try ring.histogram("h").record(1)
+                let bot = try Bot.attach("lanes", directory: directory.path, options: .init(laneCapacity: 16))
+                try bot.histogram("h").record(1)
             }
             let path = directory.filePath(for: "lanes")
             switch problem {
@@ -364,9 +364,9 @@ struct RingCorruptionTests {
                 guard case .corrupt(_, _, .badMagic)? = error as? RingError else { return false }
                 return true
             }
-            let ring = try Bot.attach("bad", directory: directory.path, options: .init(laneCapacity: 16, onIncompatible: .recreate))
-            try ring.counter("fresh").increment()
-            try ring.histogram("fresh_latency").record(7)
+            let bot = try Bot.attach("bad", directory: directory.path, options: .init(laneCapacity: 16, onIncompatible: .recreate))
+            try bot.counter("fresh").increment()
+            try bot.histogram("fresh_latency").record(7)
             let inspector = try RingInspector("bad", directory: directory)
             #expect(try inspector.peek().map(\.record.value) == [7])
             #expect(try inspector.cells(of: metric(inspector.metrics(), "fresh")).total == 1)
@@ -381,8 +381,8 @@ struct RingCorruptionTests {
                 attributes: [.posixPermissions: 0o600])
             #expect(throws: RingError.notReady(ring: "young")) { try RingInspector("young", directory: directory) }
             // Its producer finishes the creation.
-            let ring = try Bot.attach("young", directory: directory.path, options: .init(laneCapacity: 16))
-            #expect(ring.isEnabled)
+            let bot = try Bot.attach("young", directory: directory.path, options: .init(laneCapacity: 16))
+            #expect(bot.isEnabled)
             #expect(try RingInspector("young", directory: directory).status().capacity == 16)
         }
     }

@@ -46,10 +46,10 @@ struct RingOwnershipTests {
             #expect(!dead.producerAlive)
             // Nobody retired the lane: the lock, not the lane's state, is the process's liveness.
             #expect(dead.lanes[0].state == .active)
-            let ring = try Bot.attach("held", directory: directory.path, options: .init(laneCapacity: 1024))
+            let bot = try Bot.attach("held", directory: directory.path, options: .init(laneCapacity: 1024))
             // The new producer finds the old metric again and carries on after the old records,
             // in the same lane (retired at attach, then claimed again): no lane is added.
-            let sequence = try ring.histogram("sequence", labels: ["source": "test"])
+            let sequence = try bot.histogram("sequence", labels: ["source": "test"])
             sequence.record(1000)
             let consumer = try RingConsumer("held", directory: directory)
             let drained = try drainAll(consumer)
@@ -64,8 +64,7 @@ struct RingOwnershipTests {
 
     @Test("a second consumer is refused while the first lives, accepted once it closes")
     func secondConsumer() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("shared", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("shared", options: .init(laneCapacity: 16)) { directory, bot in
             var first: RingConsumer? = try RingConsumer("shared", directory: directory)
             #expect(throws: RingError.consumerAlive(ring: "shared", pid: getpid())) {
                 try RingConsumer("shared", directory: directory)
@@ -73,7 +72,7 @@ struct RingOwnershipTests {
             #expect(try RingInspector("shared", directory: directory).status().consumerAlive)
             first = nil
             _ = try RingConsumer("shared", directory: directory)
-            withExtendedLifetime((ring, first)) {}
+            withExtendedLifetime((bot, first)) {}
         }
     }
 
@@ -120,9 +119,9 @@ struct RingOwnershipTests {
             #expect(!status.producerAlive && status.lanes.count == 1)
 
             // The next process: same metrics, the counter carries on from the dead one's total.
-            let ring = try Bot.attach("kit", directory: directory.path)
-            let counter = try ring.counter("orders", labels: ["side": "buy"])
-            #expect(counter.target.metric.index == orders.index && ring.registeredMetrics.count == 3)
+            let bot = try Bot.attach("kit", directory: directory.path)
+            let counter = try bot.counter("orders", labels: ["side": "buy"])
+            #expect(counter.target.metric.index == orders.index && bot.registeredMetrics.count == 3)
             #expect(try inspector.cells(of: orders).total == total, "re-attaching changes no total")
             counter.increment(by: 5)
             #expect(try inspector.cells(of: orders).total == total + 5)
@@ -176,8 +175,8 @@ struct RingOwnershipTests {
     func incompatibleLayout() throws {
         try withRingDirectory { directory in
             do {
-                let ring = try Bot.attach("layout", directory: directory.path, options: .init(laneCapacity: 16))
-                try ring.counter("old").increment()
+                let bot = try Bot.attach("layout", directory: directory.path, options: .init(laneCapacity: 16))
+                try bot.counter("old").increment()
             }
             #expect {
                 try Bot.attach("layout", directory: directory.path, options: .init(laneCapacity: 32))
@@ -185,8 +184,8 @@ struct RingOwnershipTests {
                 guard case .incompatibleLayout? = error as? RingError else { return false }
                 return "\(error)".contains("16 records") && "\(error)".contains("recreate")
             }
-            let ring = try Bot.attach("layout", directory: directory.path, options: .init(laneCapacity: 32, onIncompatible: .recreate))
-            #expect(ring.registeredMetrics.isEmpty)
+            let bot = try Bot.attach("layout", directory: directory.path, options: .init(laneCapacity: 32, onIncompatible: .recreate))
+            #expect(bot.registeredMetrics.isEmpty)
             #expect(try RingInspector("layout", directory: directory).status().capacity == 32)
         }
     }

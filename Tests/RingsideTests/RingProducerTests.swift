@@ -8,9 +8,8 @@ import Testing
 struct RingProducerTests {
     @Test("a new bot is a 0600 file of its header part, a lane is added by a thread's first record, and records and cells read back")
     func attachCreatesRing() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("bot-a", directory: directory.path, options: .init(laneCapacity: 1024))
-            let path = try #require(ring.path)
+        try withBot("bot-a", options: .init(laneCapacity: 1024)) { directory, bot in
+            let path = try #require(bot.path)
             #expect(path == directory.path + "/ringside.bot-a")
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             #expect((attributes[.posixPermissions] as? Int) == 0o600)
@@ -22,9 +21,9 @@ struct RingProducerTests {
             #expect(header.lanes_offset == layout.lanes_offset && header.lane_size == layout.lane_size)
             #expect(header.lane_records_offset == layout.lane_records_offset && header.cells_offset == layout.cells_offset)
 
-            let fill = try ring.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
-            let orders = try ring.counter("orders", labels: ["side": "buy"])
-            let exposure = try ring.gauge("gross_exposure")
+            let fill = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
+            let orders = try bot.counter("orders", labels: ["side": "buy"])
+            let exposure = try bot.gauge("gross_exposure")
             fill.record(1234)
             orders.increment()
             orders.increment(by: 5)
@@ -34,7 +33,7 @@ struct RingProducerTests {
             #expect((grown[.size] as? Int) == Int(layout.lanes_offset + layout.lane_size))
             #expect(fileHeader(path).lanes_allocated == 1)
             // Counters write no records: their total lives in the lane's cell.
-            #expect(ring.currentThreadLane.recordsWritten == 2)
+            #expect(bot.currentThreadLane.recordsWritten == 2)
 
             let consumer = try RingConsumer("bot-a", directory: directory)
             let drained = try drainAll(consumer)
@@ -56,19 +55,18 @@ struct RingProducerTests {
 
     @Test("a full ring keeps counters and gauges exact in the cells and counts each record it drops against its metric")
     func cellsSurviveAFullRing() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("cells", directory: directory.path, options: .init(laneCapacity: 16))
-            let orders = try ring.counter("orders")
-            let fills = try ring.histogram("fills")
-            let level = try ring.gauge("level")
+        try withBot("cells", options: .init(laneCapacity: 16)) { directory, bot in
+            let orders = try bot.counter("orders")
+            let fills = try bot.histogram("fills")
+            let level = try bot.gauge("level")
             for value in 1...1_000 {
                 orders.increment(by: 3)
                 fills.record(UInt64(value))
                 if value % 10 == 0 { level.set(Double(value)) }
             }
             // 16 slots: the first 16 records (histogram and gauge) are kept, the rest dropped.
-            #expect(ring.currentThreadLane.recordsWritten == 16)
-            #expect(ring.currentThreadLane.recordsWritten + ring.currentThreadLane.recordsDropped == 1_000 + 100)
+            #expect(bot.currentThreadLane.recordsWritten == 16)
+            #expect(bot.currentThreadLane.recordsWritten + bot.currentThreadLane.recordsDropped == 1_000 + 100)
             let consumer = try RingConsumer("cells", directory: directory)
             let kept = try drainAll(consumer)
             #expect(kept.count == 16)
@@ -80,18 +78,17 @@ struct RingProducerTests {
             // The lane's drop count is the sum of its metrics' cells.
             let status = try consumer.status()
             #expect(
-                status.dropped == ring.currentThreadLane.recordsDropped
-                    && status.lanes.map(\.dropped) == [ring.currentThreadLane.recordsDropped])
+                status.dropped == bot.currentThreadLane.recordsDropped
+                    && status.lanes.map(\.dropped) == [bot.currentThreadLane.recordsDropped])
             #expect(status.dropped == (1_000 - keptFills) + (100 - keptLevels))
         }
     }
 
     @Test("record timestamps are coarse monotonic time, good to place a record in a second")
     func timestampsAreMonotonicNow() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("clock", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("clock", options: .init(laneCapacity: 16)) { directory, bot in
             let before = rs_clock_precise_ns()
-            try ring.histogram("h").record(1)
+            try bot.histogram("h").record(1)
             let after = rs_clock_precise_ns()
             let record = try drainAll(RingConsumer("clock", directory: directory))[0].record
             // The coarse clock lags the precise one by at most a tick (a few ms).
@@ -102,9 +99,8 @@ struct RingProducerTests {
 
     @Test("spans record their duration in the histogram's unit, flagged as spans")
     func spansRecordDurations() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("spans", directory: directory.path, options: .init(laneCapacity: 16))
-            let micros = try ring.histogram("work", unit: .microseconds)
+        try withBot("spans", options: .init(laneCapacity: 16)) { directory, bot in
+            let micros = try bot.histogram("work", unit: .microseconds)
             let timing = micros.startTiming()
             usleep(2_000)
             timing.stop()
@@ -120,16 +116,15 @@ struct RingProducerTests {
 
     @Test("registering the same name and labels again returns the same metric; a clash is refused")
     func registrationIsIdempotent() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("reg", directory: directory.path, options: .init(laneCapacity: 16))
-            let first = try ring.counter("orders", labels: ["side": "buy", "venue": "x"])
-            let again = try ring.counter("orders", labels: ["venue": "x", "side": "buy"])
-            let other = try ring.counter("orders", labels: ["side": "sell"])
+        try withBot("reg", options: .init(laneCapacity: 16)) { directory, bot in
+            let first = try bot.counter("orders", labels: ["side": "buy", "venue": "x"])
+            let again = try bot.counter("orders", labels: ["venue": "x", "side": "buy"])
+            let other = try bot.counter("orders", labels: ["side": "sell"])
             #expect(first.target.metric.index == again.target.metric.index)
             #expect(other.target.metric.index != first.target.metric.index)
-            #expect(ring.registeredMetrics.count == 2)
-            #expect(ring.registeredMetrics[0].encodedLabels == "side=buy\nvenue=x")
-            #expect(throws: RingError.self) { try ring.histogram("orders", labels: ["side": "sell"]) }
+            #expect(bot.registeredMetrics.count == 2)
+            #expect(bot.registeredMetrics[0].encodedLabels == "side=buy\nvenue=x")
+            #expect(throws: RingError.self) { try bot.histogram("orders", labels: ["side": "sell"]) }
         }
     }
 
@@ -141,9 +136,9 @@ struct RingProducerTests {
             ("ok", ["k": String(repeating: "v", count: 300)]),
         ])
     func badMetricsRefused(name: String, labels: [String: String]) throws {
-        let ring = try Bot.disabled()
+        let bot = try Bot.disabled()
         #expect {
-            try ring.counter(name, labels: labels)
+            try bot.counter(name, labels: labels)
         } throws: { error in
             guard case let RingError.invalidMetric(_, metric, reason)? = error as? RingError else { return false }
             return metric == name && !reason.isEmpty
@@ -152,11 +147,10 @@ struct RingProducerTests {
 
     @Test("the registry refuses a metric past its capacity")
     func registryFull() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("full-reg", directory: directory.path, options: .init(laneCapacity: 16, maxMetrics: 2))
-            _ = try ring.counter("a")
-            _ = try ring.counter("b")
-            #expect(throws: RingError.registryFull(ring: "full-reg", capacity: 2)) { try ring.counter("c") }
+        try withBot("full-reg", options: .init(laneCapacity: 16, maxMetrics: 2)) { directory, bot in
+            _ = try bot.counter("a")
+            _ = try bot.counter("b")
+            #expect(throws: RingError.registryFull(ring: "full-reg", capacity: 2)) { try bot.counter("c") }
         }
     }
 
@@ -164,8 +158,7 @@ struct RingProducerTests {
         "a gauge's merge policy is stored in its registry entry; asked again with another it is a conflict, and a per-worker gauge may not name the label pid"
     )
     func gaugeMergePolicies() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("merging", directory: directory.path, options: .init(laneCapacity: 1024))
+        try withBot("merging", options: .init(laneCapacity: 1024)) { directory, bot in
             for merge in GaugeMerge.allCases { _ = try bot.gauge("level_\(merge)", merge: merge) }
             _ = try bot.gauge("in_flight", merge: .sum)  // found again
             #expect {
@@ -190,9 +183,8 @@ struct RingProducerTests {
 
     @Test("sampling writes 1 in N calls and records N in the registry")
     func samplingWritesOneInN() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("sampled", directory: directory.path, options: .init(laneCapacity: 1024))
-            let sampled = try ring.histogram("latency", sampleEvery: 10)
+        try withBot("sampled", options: .init(laneCapacity: 1024)) { directory, bot in
+            let sampled = try bot.histogram("latency", sampleEvery: 10)
             for value in 0..<100 { sampled.record(UInt64(value)) }
             let consumer = try RingConsumer("sampled", directory: directory)
             let values = try drainAll(consumer).map(\.record.value)
@@ -204,14 +196,14 @@ struct RingProducerTests {
     @Test("a disabled ring makes no file and its handles do nothing")
     func disabledRing() throws {
         try withRingDirectory { directory in
-            let ring = try Bot.disabled("quiet")
-            #expect(!ring.isEnabled)
-            let histogram = try ring.histogram("latency", unit: .nanoseconds)
+            let bot = try Bot.disabled("quiet")
+            #expect(!bot.isEnabled)
+            let histogram = try bot.histogram("latency", unit: .nanoseconds)
             histogram.record(5)
             histogram.measure {}
-            try ring.counter("orders").increment()
-            try ring.gauge("g").set(1)
-            #expect(ring.currentThreadLane.recordsWritten == 0)
+            try bot.counter("orders").increment()
+            try bot.gauge("g").set(1)
+            #expect(bot.currentThreadLane.recordsWritten == 0)
             #expect(directory.ringNames().isEmpty)
         }
     }

@@ -120,9 +120,8 @@ struct RingReaderTests {
 
     @Test("peek shows the unconsumed records oldest first and moves no cursor")
     func peekDoesNotConsume() throws {
-        try withRingDirectory { directory in
-            let ring = try Bot.attach("peek", directory: directory.path, options: .init(laneCapacity: 16))
-            let values = try ring.histogram("v")
+        try withBot("peek", options: .init(laneCapacity: 16)) { directory, bot in
+            let values = try bot.histogram("v")
             for value in 0..<10 { values.record(UInt64(value)) }
             let inspector = try RingInspector("peek", directory: directory)
             #expect(try inspector.peek().map(\.record.value) == Array(0..<10))

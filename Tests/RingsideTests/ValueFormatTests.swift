@@ -160,8 +160,7 @@ struct ValueFormatTests {
 
     @Test("a span or a duration into a histogram with a resolution records its steps: 5.5 ms as 5500 microsecond steps of a ms histogram")
     func spansInSteps() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("spans", directory: directory.path)
+        try withBot("spans") { directory, bot in
             let latency = try bot.histogram("order_ms", unit: .milliseconds, resolution: 0.001)
             latency.record(.microseconds(5_500))
             latency.record(2.5)  // 2.5 ms: 2500 steps

@@ -122,8 +122,7 @@ struct CheckTests {
 
     @Test("a sampled lane's weighted records check sound, records shows their bucket weights, and a weight on a gauge is a problem")
     func sampledRecords() throws {
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("sampled", directory: directory.path, options: .init(laneCapacity: 64))
+        try withBot("sampled", options: .init(laneCapacity: 64)) { directory, bot in
             let fills = try bot.histogram("fills")
             let consumer = try RingConsumer("sampled", directory: directory, readsWeights: true)  // reads weights, never drains
             for value in 0..<10_000 { fills.record(UInt64(value)) }
@@ -140,8 +139,7 @@ struct CheckTests {
             withExtendedLifetime((bot, fills, consumer)) {}
         }
         // A gauge's record never carries a weight.
-        try withRingDirectory { directory in
-            let bot = try Bot.attach("gauged", directory: directory.path, options: .init(laneCapacity: 16))
+        try withBot("gauged", options: .init(laneCapacity: 16)) { directory, bot in
             try bot.gauge("level").set(1)
             let path = try #require(bot.path)
             patch(path, at: layout.record(0, \.flags), with: UInt8(0x10))

@@ -76,9 +76,9 @@ struct EmitToolTests {
     func registryFull() throws {
         try withRingDirectory { directory in
             do {
-                let ring = try Bot.attach("crowded", directory: directory.path, options: .init(laneCapacity: 1024, maxMetrics: 2))
-                _ = try ring.counter("first")
-                _ = try ring.counter("second")
+                let bot = try Bot.attach("crowded", directory: directory.path, options: .init(laneCapacity: 1024, maxMetrics: 2))
+                _ = try bot.counter("first")
+                _ = try bot.counter("second")
             }
             let run = try emit(directory, ["--ring", "crowded", "third", "--kind", "counter", "1"])
             #expect(run.status == 1)

@@ -262,21 +262,21 @@ if [
 }
 
 do {
-    let ring = try Bot.attach(ringName, directory: options["dir"], options: ringOptions)
+    let bot = try Bot.attach(ringName, directory: options["dir"], options: ringOptions)
     // This thread's lane now: a full directory is an error here (exit 2), not a run of drops.
-    let lane = try ring.claimCurrentThreadLane()
+    let lane = try bot.claimCurrentThreadLane()
     if mode == "many-metrics" {
         for index in 0..<metricCount {
             let labels = ["series": String(index)]
             switch index % 3 {
             case 0:
-                let histogram = try ring.histogram("many_latency", unit: .nanoseconds, labels: labels)
+                let histogram = try bot.histogram("many_latency", unit: .nanoseconds, labels: labels)
                 for value in 0..<count { histogram.record(1_000 + value * 37) }
             case 1:
-                let counter = try ring.counter("many_events", labels: labels)
+                let counter = try bot.counter("many_events", labels: labels)
                 for _ in 0..<count { counter.increment() }
             default:
-                let gauge = try ring.gauge("many_level", labels: labels)
+                let gauge = try bot.gauge("many_level", labels: labels)
                 for value in 0..<count { gauge.set(Double(value)) }
             }
         }
@@ -285,14 +285,14 @@ do {
     }
     if mode == "kit" {
         try kit(
-            ring, count: count, start: start, step: UInt64(options["step"] ?? "1") ?? 1,
+            bot, count: count, start: start, step: UInt64(options["step"] ?? "1") ?? 1,
             perSecond: UInt64(options["per-second"] ?? "1000") ?? 1000)
     }
     /// burst-idle's values: spread over 1 ... 1,000,000 in no order, so a sum or a largest that
     /// misses any one of them shows (the tests compute the same: `BurstIdle.value`).
     func burstValue(_ index: UInt64) -> UInt64 { 1 + (index &* 2_654_435_761) % 1_000_000 }
     if mode == "burst-idle" {
-        let burst = try ring.histogram("burst", unit: .none)
+        let burst = try bot.histogram("burst", unit: .none)
         FileHandle.standardOutput.write(Data("attached \(getpid())\n".utf8))
         _ = readLine()
         for index in 0..<count { burst.record(burstValue(index)) }
@@ -301,16 +301,16 @@ do {
     }
     if mode == "blast" {
         try blast(
-            ring, seconds: Double(options["seconds"] ?? "10") ?? 10, rate: Double(options["rate"] ?? "0") ?? 0,
+            bot, seconds: Double(options["seconds"] ?? "10") ?? 10, rate: Double(options["rate"] ?? "0") ?? 0,
             nice: Int32(options["nice"] ?? "0") ?? 0)
         exit(0)
     }
     if mode == "count-allocations" {
-        let result = try countAllocations(ring, count: count)
+        let result = try countAllocations(bot, count: count)
         print("allocations \(result.calls) heap_bytes \(result.heapBytes) dropped \(lane.recordsDropped)")
         exit(0)
     }
-    let sequence = try ring.histogram("sequence", unit: .none, labels: ["source": "test"])
+    let sequence = try bot.histogram("sequence", unit: .none, labels: ["source": "test"])
     let droppedBefore = lane.recordsDropped, writtenBefore = lane.recordsWritten
     for value in start..<(start + count) {
         if waitForRoom { while lane.freeSlots == 0 { usleep(100) } }
@@ -709,22 +709,22 @@ func gaugeWorkers(_ bot: Bot, children: Int) throws {
 
 /// `fork-warm`: fork() while the forking thread holds a lane of two bots.
 func forkWarm(_ bot: Bot, options: [String: String], count: UInt64) throws {
-    let ring = try Bot.attach(bot.name + ".single", directory: options["dir"], options: .init(laneCapacity: 4096))
+    let single = try Bot.attach(bot.name + ".single", directory: options["dir"], options: .init(laneCapacity: 4096))
     let botIncrements = try bot.counter("forked_increments")
     let botValues = try bot.histogram("forked_values", unit: .none)
     let botLevel = try bot.gauge("forked_level")
-    let ringIncrements = try ring.counter("forked_increments")
-    let ringValues = try ring.histogram("forked_values", unit: .none)
-    let ringLevel = try ring.gauge("forked_level")
+    let singleIncrements = try single.counter("forked_increments")
+    let singleValues = try single.histogram("forked_values", unit: .none)
+    let singleLevel = try single.gauge("forked_level")
     func round(_ values: ClosedRange<UInt64>, level: Double) {
         for value in values {
             botValues.record(value)
             botIncrements.increment()
-            ringValues.record(value)
-            ringIncrements.increment()
+            singleValues.record(value)
+            singleIncrements.increment()
         }
         botLevel.set(level)
-        ringLevel.set(level)
+        singleLevel.set(level)
     }
     let n = max(1, count)
     round(1...n, level: 1)
@@ -737,7 +737,7 @@ func forkWarm(_ bot: Bot, options: [String: String], count: UInt64) throws {
     waitpid(child, &status, 0)
     round((2 * n + 1)...(3 * n), level: 2)
     print("child \(status) pid \(child) parent \(2 * n)")
-    withExtendedLifetime(ring) {}
+    withExtendedLifetime(single) {}
 }
 
 /// What a joined short thread records into: passed to the thread through its argument.

@@ -39,7 +39,8 @@ import time
 import urllib.request
 from typing import Any, Callable
 
-REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from collector_binary import collector_path
+
 GUNICORN = ["--workers", "4", "--max-requests", "50", "--max-requests-jitter", "10", "--preload"]
 
 PROMETHEUS_APP = """
@@ -104,16 +105,6 @@ SERIES = {
     "ringside": ('requests_total{ring="web"}', 'request_latency_seconds_count{ring="web"}',
                  'request_latency_seconds_sum{ring="web"}'),
 }
-
-
-def _collector(named: str | None) -> str:
-    for candidate in (named, os.environ.get("RINGSIDE_COLLECTOR"),
-                      os.path.join(REPOSITORY, ".build", "release", "ringside-collector"),
-                      os.path.join(REPOSITORY, ".build", "debug", "ringside-collector")):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    sys.exit("ringside-collector not found: build it (swift build -c release --product ringside-collector), "
-             "or name it with --collector or RINGSIDE_COLLECTOR")
 
 
 def _started(arguments: list[str], listening: str,
@@ -374,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.cost_in_this_process:
         print(json.dumps(_cost_in_this_process(options.cost_in_this_process, options.rounds, options.calls)))
         return 0
-    collector = _collector(options.collector)
+    collector = collector_path(options.collector)
     sides = [run_side(side, collector, options.requests, options.clients) for side in ("prometheus_client", "ringside")]
     cost = measure_cost(options.rounds, options.calls)
     report = {**_machine(), "gunicorn": " ".join(GUNICORN), "collector": collector, "requests": options.requests,

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 
-REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from collector_binary import collector_path
 
 PRODUCER = """
 import math, random, sys, time
@@ -79,15 +79,6 @@ def parse_duration(text: str) -> float:
         if text.endswith(unit):
             return float(text[:-len(unit)]) * nanos
     raise SystemExit(f"--interval {text}: expected a duration such as 10s")
-
-
-def collector_path(given: str | None) -> str:
-    for candidate in (given, os.environ.get("RINGSIDE_COLLECTOR"),
-                      os.path.join(REPOSITORY, ".build", "release", "ringside-collector"),
-                      os.path.join(REPOSITORY, ".build", "debug", "ringside-collector")):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    sys.exit("ringside-collector not found: build it (swift build -c release) or pass --collector")
 
 
 def main() -> None:

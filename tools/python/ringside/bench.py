@@ -15,6 +15,7 @@ lane's read cursor up to its write cursor), so no record is dropped; the drops a
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import json
 import mmap
@@ -151,8 +152,10 @@ def _rows(directory: str) -> tuple[list[Row], list[ringside.Bot], bool]:
 
 def _prometheus_rows() -> list[Row] | None:
     """prometheus_client's calls, or None when it is not installed."""
+    # Imported by name, so that mypy --strict passes without it (or its types) installed: the
+    # package does not depend on it, and its calls here are typed Any.
     try:
-        import prometheus_client
+        prometheus_client: Any = importlib.import_module("prometheus_client")
     except ImportError:
         return None
     registry = prometheus_client.CollectorRegistry()

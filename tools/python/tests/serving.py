@@ -5,6 +5,7 @@ server stopped."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -143,3 +144,20 @@ def wait_for_exact(collector, bot, counter, histogram, n, timeout=60):
         return collector.wait_for(f"every one of {n} records, counted once", exact, timeout=timeout)
     except AssertionError as error:
         raise AssertionError(f"{error}: the last (total, count, sum) was {last[0]}") from None
+
+
+def assert_each_request_counted_once(collector, requests):
+    """The web bot's exact totals, once the collector has them all: each request counted once, its
+    latency of 1 ms in the sum (stored in nanoseconds)."""
+    final = wait_for_exact(collector, "web", "requests", "request_latency", requests)
+    assert int(final["total_sum"]) == requests * 1_000_000
+
+
+def tear_down(clients, collector, process, app_directory):
+    """Stops what a served run started, whether it passed or not: the clients, the collector, the
+    server and its app's folder."""
+    if clients is not None:
+        clients.stop()
+    collector.stop()
+    stop_server(process)
+    shutil.rmtree(app_directory, ignore_errors=True)

@@ -12,13 +12,7 @@ import textwrap
 import urllib.request
 
 from conftest import Collector, _collector_path, missing
-from traces import perfetto_trace_pb2, read_pftrace, thread_of
-
-try:
-    from hdrh.histogram import HdrHistogram
-    from hdrh.log import HistogramLogReader
-except ImportError:
-    HdrHistogram = None
+from traces import read_hlog, read_pftrace, require_hdrhistogram, require_perfetto, slices_of_values
 
 COUNT = 300  # cap_fill values per thread
 THREADS = ("cap-fills-a", "cap-fills-b")
@@ -100,23 +94,17 @@ def capture_file(capture, directory, suffix):
 
 
 def test_capture_trace_decodes_with_perfettos_protos_and_holds_what_the_bot_recorded(ring_dir, tmp_path):
-    if perfetto_trace_pb2 is None:
-        missing("the perfetto package is not installed (pip install perfetto protobuf)")
+    require_perfetto()
     capture, directory = captured(ring_dir, tmp_path)
     tracks, slices, counters = read_pftrace(capture_file(capture, directory, ".pftrace"))
     processes = [track.process.process_name for track in tracks.values() if track.HasField("process")]
     assert len(processes) == 1 and processes[0].startswith("bot pycap (pid "), processes
 
-    # Every value recorded is a slice of its thread, its duration the value in ns, exactly.
+    # Every value recorded is a slice of its thread, its duration the value in ns, exactly; each
+    # exemplar an argument of its value's slice.
     values, exemplars = written_values()
-    fills = [entry for entry in slices if entry[1] == "cap_fill"]
-    assert len(fills) == COUNT * len(THREADS)
-    for name in THREADS:
-        assert sorted(duration for track, _, _, duration, _ in fills if thread_of(track) == name) == values[name]
-    # Each exemplar is an argument of its value's slice.
-    found = {duration: args["exemplar.order_id"] for _, _, _, duration, args in fills if "exemplar.order_id" in args}
-    assert found == exemplars
-    assert all(args["value"] == f"{duration} ns" for _, _, _, duration, args in fills)
+    assert all(len(values[name]) == COUNT for name in THREADS)
+    fills = slices_of_values(slices, "cap_fill", THREADS, values, exemplars)
     # A size is no time: a counter track.
     assert sorted(value for track, _, value in counters if track == "cap_size") == [512.0, 513.0]
 
@@ -128,16 +116,9 @@ def test_capture_trace_decodes_with_perfettos_protos_and_holds_what_the_bot_reco
 
 
 def test_capture_hlog_decodes_with_hdrhistogram(ring_dir, tmp_path):
-    if HdrHistogram is None:
-        missing("the hdrhistogram package is not installed (pip install hdrhistogram)")
+    require_hdrhistogram()
     capture, directory = captured(ring_dir, tmp_path)
-    reader = HistogramLogReader(str(capture_file(capture, directory, ".hlog")), HdrHistogram(1, 2**63 - 1, 3))
-    totals, maxima = {}, {}
-    while (histogram := reader.get_next_interval_histogram()) is not None:
-        tag = histogram.get_tag()
-        totals[tag] = totals.get(tag, 0) + histogram.get_total_count()
-        maxima[tag] = max(maxima.get(tag, 0), histogram.get_max_value())
-    reader.close()
+    totals, maxima = read_hlog(str(capture_file(capture, directory, ".hlog")))
     values, _ = written_values()
     largest = max(max(each) for each in values.values())
     assert totals == {"pycap.cap_fill@ns": COUNT * len(THREADS), "pycap.cap_size@bytes": 2}

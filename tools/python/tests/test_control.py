@@ -11,7 +11,18 @@ import threading
 
 import ringside
 from conftest import CONTROL_BOT_OFF, CONTROL_OFF, BotFile, _ringside, run_python, set_bot_control, set_control
-from test_steps import KINDS, METRICS, UNITS, calls, comparable, reference_program, register_all, run_reference, scale_of
+from test_steps import (
+    KINDS,
+    METRICS,
+    UNITS,
+    assert_same_one_lane_file,
+    calls,
+    comparable,
+    reference_program,
+    register_all,
+    run_reference,
+    scale_of,
+)
 
 assert reference_program  # a fixture of test_steps: the C producer built into a program fed the calls
 
@@ -328,14 +339,7 @@ def test_each_backend_writes_what_the_c_producer_writes_byte_for_byte_under_cont
     ours, theirs = comparable(f"{ring_dir}/ringside.py"), comparable(f"{ring_dir}/ringside.c")
     assert theirs["lanes"][0]["gathered"] > 100 and theirs["lanes"][0]["dropped"] == 0, "calls gathered, none dropped"
     assert BotFile(f"{ring_dir}/ringside.c").controls[-1] == CONTROL_BOT_OFF, "registered while the bot was off"
-    for key in ("version", "metrics", "registry", "cells"):
-        assert ours[key] == theirs[key], key
-    assert len(ours["lanes"]) == len(theirs["lanes"]) == 1
-    for key in ("write", "dropped", "cell_writes", "gathered", "cells", "gather"):
-        assert ours["lanes"][0][key] == theirs["lanes"][0][key], key
-    mismatched = [(at, record.hex(), theirs["lanes"][0]["records"][at].hex())
-                  for at, record in enumerate(ours["lanes"][0]["records"]) if record != theirs["lanes"][0]["records"][at]]
-    assert not mismatched, mismatched[:5]
+    assert_same_one_lane_file(ours, theirs)
 
 
 def test_sample_above_percent_100_keeps_the_operators_sampling_from_sampling(ring_dir, backend):

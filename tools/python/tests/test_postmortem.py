@@ -11,13 +11,7 @@ import sys
 import textwrap
 
 from conftest import _collector_path, missing
-from traces import perfetto_trace_pb2, read_pftrace, thread_of
-
-try:
-    from hdrh.histogram import HdrHistogram
-    from hdrh.log import HistogramLogReader
-except ImportError:
-    HdrHistogram = None
+from traces import read_hlog, read_pftrace, require_hdrhistogram, require_perfetto, slices_of_values, thread_of
 
 COUNT = 400  # py_fill values per thread
 THREADS = ("py-fills-a", "py-fills-b")
@@ -91,8 +85,7 @@ def killed_bot_postmortem(ring_dir, out_dir):
 
 
 def test_postmortem_trace_decodes_with_perfettos_protos_and_matches_what_the_bot_recorded(ring_dir, tmp_path):
-    if perfetto_trace_pb2 is None:
-        missing("the perfetto package is not installed (pip install perfetto protobuf)")
+    require_perfetto()
     output = killed_bot_postmortem(ring_dir, str(tmp_path))
     for name in THREADS:
         assert name in output
@@ -103,16 +96,11 @@ def test_postmortem_trace_decodes_with_perfettos_protos_and_matches_what_the_bot
     threads = {thread_of(track.name) for track in tracks.values() if track.parent_uuid and not track.HasField("counter")}
     assert threads >= set(THREADS)
 
-    # Every value recorded is a slice of its thread, its duration the value in ns, exactly.
+    # Every value recorded is a slice of its thread, its duration the value in ns, exactly; each
+    # exemplar an argument of its value's slice.
     values, exemplars = written_values()
-    fills = [entry for entry in slices if entry[1] == 'py_fill{venue="X"}']
-    assert len(fills) == COUNT * len(THREADS)
-    for name in THREADS:
-        assert sorted(duration for track, _, _, duration, _ in fills if thread_of(track) == name) == values[name]
-    # Each exemplar is an argument of its value's slice.
-    found = {duration: args["exemplar.order_id"] for _, _, _, duration, args in fills if "exemplar.order_id" in args}
-    assert found == exemplars
-    assert all(args["value"] == f"{duration} ns" for _, _, _, duration, args in fills)
+    assert all(len(values[name]) == COUNT for name in THREADS)
+    slices_of_values(slices, 'py_fill{venue="X"}', THREADS, values, exemplars)
     # A size is no time: a counter track, as are the counter's total and the gauge's value.
     assert sorted(value for track, _, value in counters if track == "py_size") == [4096.0, 4097.0]
     assert [value for track, _, value in counters if track == "py_orders"] == [COUNT * len(THREADS)]
@@ -134,18 +122,10 @@ def test_postmortem_trace_decodes_with_perfettos_protos_and_matches_what_the_bot
 
 
 def test_postmortem_hlog_decodes_with_hdrhistogram(ring_dir, tmp_path):
-    if HdrHistogram is None:
-        missing("the hdrhistogram package is not installed (pip install hdrhistogram)")
+    require_hdrhistogram()
     killed_bot_postmortem(ring_dir, str(tmp_path))
     path = str(tmp_path / "pmpy-postmortem.hlog")
-    reader = HistogramLogReader(path, HdrHistogram(1, 2**63 - 1, 3))
-    totals = {}
-    maxima = {}
-    while (histogram := reader.get_next_interval_histogram()) is not None:
-        tag = histogram.get_tag()
-        totals[tag] = totals.get(tag, 0) + histogram.get_total_count()
-        maxima[tag] = max(maxima.get(tag, 0), histogram.get_max_value())
-    reader.close()
+    totals, maxima = read_hlog(path)
     values, _ = written_values()
     largest = max(max(each) for each in values.values())
     assert totals == {"pmpy.py_fill{venue=X}@ns": COUNT * len(THREADS), "pmpy.py_size@bytes": 2}

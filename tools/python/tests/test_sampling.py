@@ -154,6 +154,14 @@ def test_a_seeded_mix_of_drops_and_sampling_is_exact(ring_dir):
     read_at = 0x80  # the lane's read cursor, in lane 0's header (a consumer's one store)
     lanes_offset = struct.unpack_from("<Q", open(bot.path, "rb").read(0x38), 0x30)[0]
     written = []
+
+    def cursors(raw):
+        """The lane's write and read cursors, as the open file holds them now."""
+        raw.seek(lanes_offset)
+        write = struct.unpack("<Q", raw.read(8))[0]
+        raw.seek(lanes_offset + read_at)
+        return write, struct.unpack("<Q", raw.read(8))[0]
+
     for _ in range(300):
         for _ in range(generator.randrange(2_000)):
             value = generator.randrange(10_000_000)
@@ -162,10 +170,7 @@ def test_a_seeded_mix_of_drops_and_sampling_is_exact(ring_dir):
         # Drain up to 20 records: read them, then move the read cursor past them, as a consumer does.
         file = BotFile(bot.path)
         with open(bot.path, "r+b") as raw:
-            raw.seek(lanes_offset)
-            write = struct.unpack("<Q", raw.read(8))[0]
-            raw.seek(lanes_offset + read_at)
-            read = struct.unpack("<Q", raw.read(8))[0]
+            write, read = cursors(raw)
             taken = min(write - read, generator.randrange(20))
             all_values = file.values("fill")  # the lane's records, oldest first (up to 16)
             written += all_values[len(all_values) - (write - read):][:taken]
@@ -173,10 +178,7 @@ def test_a_seeded_mix_of_drops_and_sampling_is_exact(ring_dir):
             raw.write(struct.pack("<Q", read + taken))
     file = BotFile(bot.path)
     with open(bot.path, "rb") as raw:
-        raw.seek(lanes_offset)
-        write = struct.unpack("<Q", raw.read(8))[0]
-        raw.seek(lanes_offset + read_at)
-        read = struct.unpack("<Q", raw.read(8))[0]
+        write, read = cursors(raw)
     left = file.values("fill")
     written += left[len(left) - (write - read):]
     gathered, gathered_sum, gathered_max = file.gathered("fill")

@@ -122,6 +122,19 @@ def calls():
     return result
 
 
+def assert_same_one_lane_file(ours, theirs):
+    """Two `comparable` files of one lane each are the same: header, registry and cells, the lane's
+    cursors, drops and cells, and its records byte for byte (the first five that differ said)."""
+    for key in ("version", "metrics", "registry", "cells"):
+        assert ours[key] == theirs[key], key
+    assert len(ours["lanes"]) == len(theirs["lanes"]) == 1
+    for key in ("write", "dropped", "cell_writes", "gathered", "cells", "gather"):
+        assert ours["lanes"][0][key] == theirs["lanes"][0][key], key
+    mismatched = [(at, record.hex(), theirs["lanes"][0]["records"][at].hex())
+                  for at, record in enumerate(ours["lanes"][0]["records"]) if record != theirs["lanes"][0]["records"][at]]
+    assert not mismatched, mismatched[:5]
+
+
 def comparable(path):
     """Everything of a bot file a producer decides but its clock, pid, thread and time of creation:
     version, registry entries, metric cells, and per lane its cursors, drops, cell writes, lane
@@ -208,14 +221,7 @@ def test_each_backend_writes_what_the_c_producer_writes_byte_for_byte(backend, r
     assert versions == c_versions == [3] + [4] * (len(METRICS) - 1), "format 3 until the first metric of steps"
     ours, theirs = comparable(f"{ring_dir}/ringside.py"), comparable(f"{ring_dir}/ringside.c")
     assert [lane["dropped"] for lane in theirs["lanes"]][0] > 0, "the calls overfill the lane: drops are compared too"
-    for key in ("version", "metrics", "registry", "cells"):
-        assert ours[key] == theirs[key], key
-    assert len(ours["lanes"]) == len(theirs["lanes"]) == 1
-    for key in ("write", "dropped", "cell_writes", "gathered", "cells", "gather"):
-        assert ours["lanes"][0][key] == theirs["lanes"][0][key], key
-    mismatched = [(at, record.hex(), theirs["lanes"][0]["records"][at].hex())
-                  for at, record in enumerate(ours["lanes"][0]["records"]) if record != theirs["lanes"][0]["records"][at]]
-    assert not mismatched, mismatched[:5]
+    assert_same_one_lane_file(ours, theirs)
 
 
 @pytest.fixture

@@ -1,11 +1,59 @@
 """Readers of the trace files ringside writes (ringside-dump postmortem, the collector's captures),
 shared by their tests: the Perfetto protobuf trace (.pftrace) decoded with the protos PyPI's
-`perfetto` ships (perfetto_trace_pb2, None when it is not installed)."""
+`perfetto` ships (perfetto_trace_pb2, None when it is not installed), and the interval log (.hlog)
+read by HdrHistogram's own Python package (PyPI's `hdrhistogram`)."""
+
+from conftest import missing
 
 try:
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2
 except ImportError:
     perfetto_trace_pb2 = None
+
+try:
+    from hdrh.histogram import HdrHistogram
+    from hdrh.log import HistogramLogReader
+except ImportError:
+    HdrHistogram = None
+
+
+
+def slices_of_values(slices, metric, threads, values, exemplars):
+    """The slices of `metric`, checked against what each thread recorded: every value a slice of
+    its thread (`values`: each thread's values, sorted), its duration the value in ns exactly, and
+    each exemplar (`exemplars`: value -> order id) an argument of its value's slice."""
+    fills = [entry for entry in slices if entry[1] == metric]
+    assert len(fills) == sum(len(values[name]) for name in threads)
+    for name in threads:
+        assert sorted(duration for track, _, _, duration, _ in fills if thread_of(track) == name) == values[name]
+    found = {duration: args["exemplar.order_id"] for _, _, _, duration, args in fills if "exemplar.order_id" in args}
+    assert found == exemplars
+    assert all(args["value"] == f"{duration} ns" for _, _, _, duration, args in fills)
+    return fills
+
+def require_perfetto():
+    """Fails under CI=true, else skips, when the perfetto package is not installed."""
+    if perfetto_trace_pb2 is None:
+        missing("the perfetto package is not installed (pip install perfetto protobuf)")
+
+
+def require_hdrhistogram():
+    """Fails under CI=true, else skips, when the hdrhistogram package is not installed."""
+    if HdrHistogram is None:
+        missing("the hdrhistogram package is not installed (pip install hdrhistogram)")
+
+
+def read_hlog(path):
+    """Each tag's total count and largest value over the interval log's histograms, as
+    HdrHistogram's own reader reads them."""
+    reader = HistogramLogReader(str(path), HdrHistogram(1, 2**63 - 1, 3))
+    totals, maxima = {}, {}
+    while (histogram := reader.get_next_interval_histogram()) is not None:
+        tag = histogram.get_tag()
+        totals[tag] = totals.get(tag, 0) + histogram.get_total_count()
+        maxima[tag] = max(maxima.get(tag, 0), histogram.get_max_value())
+    reader.close()
+    return totals, maxima
 
 
 def thread_of(track_name):

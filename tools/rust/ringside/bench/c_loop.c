@@ -16,15 +16,21 @@ static rs_bot *bench_sampled_bot; /* its lane kept full by a consumer that reads
 static rs_metric bench_sampled_latency;
 static char bench_message[1024];
 
-/* Attaches the C bot `name` in `directory` with lanes of `lane_capacity` records and registers
-   the same metrics as the Rust side. 0, or a negative code (rsbench_c_error says why). */
-int rsbench_c_open(const char *directory, const char *name, uint64_t lane_capacity) {
+/* Attaches bot `name` in `directory` with lanes of `lane_capacity` records, the other options
+   their defaults: rs_bot_attach's result. */
+static int attach(rs_bot **bot, const char *directory, const char *name, uint64_t lane_capacity, rs_error *error) {
     rs_bot_options options;
     memset(&options, 0, sizeof options);
     options.directory = directory;
     options.lane_capacity = lane_capacity;
+    return rs_bot_attach(bot, name, &options, error);
+}
+
+/* Attaches the C bot `name` in `directory` with lanes of `lane_capacity` records and registers
+   the same metrics as the Rust side. 0, or a negative code (rsbench_c_error says why). */
+int rsbench_c_open(const char *directory, const char *name, uint64_t lane_capacity) {
     rs_error error;
-    int rc = rs_bot_attach(&bench_bot, name, &options, &error);
+    int rc = attach(&bench_bot, directory, name, lane_capacity, &error);
     if (rc == 0) rc = rs_bot_register(bench_bot, &bench_latency, "latency", RS_KIND_HISTOGRAM, RS_UNIT_NANOSECONDS, NULL, "", 1, &error);
     if (rc == 0) rc = rs_bot_register(bench_bot, &bench_orders, "orders", RS_KIND_COUNTER, RS_UNIT_NONE, NULL, "", 1, &error);
     if (rc == 0) rc = rs_bot_register(bench_bot, &bench_level, "level", RS_KIND_GAUGE, RS_UNIT_NONE, NULL, "", 1, &error);
@@ -45,12 +51,8 @@ int rsbench_c_open(const char *directory, const char *name, uint64_t lane_capaci
    histogram: the bench declares in its file a consumer that reads gather cells and never drains,
    so that once full its lane gathers nearly every call (SAMPLING AND GATHERING in ringside.h). */
 int rsbench_c_open_sampled(const char *directory, const char *name, uint64_t lane_capacity) {
-    rs_bot_options options;
-    memset(&options, 0, sizeof options);
-    options.directory = directory;
-    options.lane_capacity = lane_capacity;
     rs_error error;
-    int rc = rs_bot_attach(&bench_sampled_bot, name, &options, &error);
+    int rc = attach(&bench_sampled_bot, directory, name, lane_capacity, &error);
     if (rc == 0) {
         rc = rs_bot_register(bench_sampled_bot, &bench_sampled_latency, "latency", RS_KIND_HISTOGRAM, RS_UNIT_NANOSECONDS,
                              NULL, "", 1, &error);
@@ -68,35 +70,31 @@ void rsbench_c_close(void) {
     bench_sampled_bot = NULL;
 }
 
+/* The body of a timed loop: n calls of `call` (i counts them from 0), then the elapsed
+   CLOCK_MONOTONIC nanoseconds returned and the calls that wrote a record in *written. A macro, so
+   that each loop calls its producer function directly, as a bot does. */
+#define TIMED_LOOP(call)                                        \
+    uint64_t w = 0;                                             \
+    uint64_t start = rs_clock_precise_ns();                     \
+    for (uint64_t i = 0; i < n; i++) w += (uint64_t)(call);     \
+    uint64_t end = rs_clock_precise_ns();                       \
+    *written = w;                                               \
+    return end - start
+
 /* n calls of rs_bot_record(v = 0, 1, ...): the elapsed CLOCK_MONOTONIC nanoseconds; *written
    counts the records written. */
 uint64_t rsbench_c_record_loop(uint64_t n, uint64_t *written) {
-    uint64_t w = 0;
-    uint64_t start = rs_clock_precise_ns();
-    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record(bench_bot, bench_latency, i);
-    uint64_t end = rs_clock_precise_ns();
-    *written = w;
-    return end - start;
+    TIMED_LOOP(rs_bot_record(bench_bot, bench_latency, i));
 }
 
 /* n spans, each started and recorded at once: two span clock reads (the TSC where it serves) and a record. */
 uint64_t rsbench_c_span_loop(uint64_t n, uint64_t *written) {
-    uint64_t w = 0;
-    uint64_t start = rs_clock_precise_ns();
-    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record_span(bench_bot, bench_latency, rs_span_clock_start());
-    uint64_t end = rs_clock_precise_ns();
-    *written = w;
-    return end - start;
+    TIMED_LOOP(rs_bot_record_span(bench_bot, bench_latency, rs_span_clock_start()));
 }
 
 /* The same spans on CLOCK_MONOTONIC: a start read with rs_clock_precise_ns ends on it too. */
 uint64_t rsbench_c_span_monotonic_loop(uint64_t n, uint64_t *written) {
-    uint64_t w = 0;
-    uint64_t start = rs_clock_precise_ns();
-    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record_span(bench_bot, bench_latency, rs_clock_precise_ns());
-    uint64_t end = rs_clock_precise_ns();
-    *written = w;
-    return end - start;
+    TIMED_LOOP(rs_bot_record_span(bench_bot, bench_latency, rs_clock_precise_ns()));
 }
 
 /* rs_span_clock_describe's sentence, for the bench's heading. */
@@ -108,12 +106,7 @@ const char *rsbench_c_span_clock(void) {
 
 /* n calls of rs_bot_set(x = 0.0, 1.0, ...). */
 uint64_t rsbench_c_set_loop(uint64_t n, uint64_t *written) {
-    uint64_t w = 0;
-    uint64_t start = rs_clock_precise_ns();
-    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_set(bench_bot, bench_level, (double)i);
-    uint64_t end = rs_clock_precise_ns();
-    *written = w;
-    return end - start;
+    TIMED_LOOP(rs_bot_set(bench_bot, bench_level, (double)i));
 }
 
 /* n calls of rs_bot_record_checked_exemplar(v = 0, 1, ...) with "order_id=A17" (12 bytes, checked
@@ -121,24 +114,12 @@ uint64_t rsbench_c_set_loop(uint64_t n, uint64_t *written) {
 uint64_t rsbench_c_exemplar_loop(uint64_t n, uint64_t *written) {
     static const char exemplar[] = "order_id=A17";
     if (rs_exemplar_check(exemplar, sizeof exemplar - 1, NULL) != 0) return 0;
-    uint64_t w = 0;
-    uint64_t start = rs_clock_precise_ns();
-    for (uint64_t i = 0; i < n; i++) {
-        w += (uint64_t)rs_bot_record_checked_exemplar(bench_bot, bench_latency, i, exemplar, sizeof exemplar - 1);
-    }
-    uint64_t end = rs_clock_precise_ns();
-    *written = w;
-    return end - start;
+    TIMED_LOOP(rs_bot_record_checked_exemplar(bench_bot, bench_latency, i, exemplar, sizeof exemplar - 1));
 }
 
 /* n calls of rs_bot_record(v = 0, 1, ...) on the sampled bot: in its full lane, nearly all gathered. */
 uint64_t rsbench_c_sampled_loop(uint64_t n, uint64_t *written) {
-    uint64_t w = 0;
-    uint64_t start = rs_clock_precise_ns();
-    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record(bench_sampled_bot, bench_sampled_latency, i);
-    uint64_t end = rs_clock_precise_ns();
-    *written = w;
-    return end - start;
+    TIMED_LOOP(rs_bot_record(bench_sampled_bot, bench_sampled_latency, i));
 }
 
 /* n calls of rs_bot_count(1). */
@@ -152,23 +133,13 @@ uint64_t rsbench_c_count_loop(uint64_t n) {
 /* n calls of rs_bot_record_value on the signed histogram of hundredths: v = i / 4 - 1000 (-1000.00,
    -999.75, ...: exact doubles, negative then positive). */
 uint64_t rsbench_c_value_loop(uint64_t n, uint64_t *written) {
-    uint64_t w = 0;
-    uint64_t start = rs_clock_precise_ns();
-    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record_value(bench_bot, bench_slippage, (double)i * 0.25 - 1000.0);
-    uint64_t end = rs_clock_precise_ns();
-    *written = w;
-    return end - start;
+    TIMED_LOOP(rs_bot_record_value(bench_bot, bench_slippage, (double)i * 0.25 - 1000.0));
 }
 
 /* n calls of rs_bot_record_signed on the same histogram: steps i - n/2. */
 uint64_t rsbench_c_signed_loop(uint64_t n, uint64_t *written) {
-    uint64_t w = 0;
     int64_t half = (int64_t)(n / 2);
-    uint64_t start = rs_clock_precise_ns();
-    for (uint64_t i = 0; i < n; i++) w += (uint64_t)rs_bot_record_signed(bench_bot, bench_slippage, (int64_t)i - half);
-    uint64_t end = rs_clock_precise_ns();
-    *written = w;
-    return end - start;
+    TIMED_LOOP(rs_bot_record_signed(bench_bot, bench_slippage, (int64_t)i - half));
 }
 
 /* n calls of rs_bot_count_value(0.37) on the counter of micro-dollars. */

@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::{clock_monotonic_ns, thread_id, Collector, Json, Record, RingFile, ScratchDir};
+use common::{clock_monotonic_ns, compile_with_c_producer, thread_id, Collector, Json, Record, RingFile, ScratchDir};
 use ringside::{Bot, Error, Exemplar, Options, Unit};
-use std::path::Path;
 use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
@@ -453,20 +452,9 @@ int main(int argc, char **argv) {
 #[test]
 fn exemplars_are_checked_as_c_checks_them() {
     let build = ScratchDir::new("exemplar-c-check");
-    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../Sources/CRingside");
     let (source, program) = (build.path.join("check.c"), build.path.join("check"));
     std::fs::write(&source, C_CHECK).unwrap();
-    let compiled = sources.is_dir()
-        && Command::new("cc")
-            .args(["-std=gnu11", "-pthread", "-O1", "-I"])
-            .arg(sources.join("include"))
-            .arg(&source)
-            .arg(sources.join("ringside_producer.c"))
-            .arg(sources.join("ringside.c"))
-            .arg("-o")
-            .arg(&program)
-            .status()
-            .is_ok_and(|s| s.success());
+    let compiled = compile_with_c_producer(&source, &program);
     if !compiled {
         common::say("SKIPPED: the check against C's rs_exemplar_check (no cc, or no Sources/CRingside)");
         return;

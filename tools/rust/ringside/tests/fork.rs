@@ -10,12 +10,10 @@
 
 mod common;
 
-use common::fork::{_exit, dup2, files_in, fork, take_turn, waitpid};
+use common::fork::{_exit, files_in, fork, fork_reporting, take_turn, waitpid};
 use common::{clock_monotonic_ns, RingFile, ScratchDir};
 use ringside::{Bot, Error, GaugeMerge, Options, SpanClock, Unit};
-use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -47,32 +45,18 @@ struct Child {
 /// failed check, reports them to the parent, waits for its word and `_exit`s. The parent gets the
 /// child once its checks passed (else the test fails with them).
 fn fork_child(stderr: PathBuf, checks: impl FnOnce(&mut Vec<String>)) -> Child {
-    let (mut channel, mut child_end) = UnixStream::pair().unwrap();
-    let log = File::create(&stderr).unwrap();
-    // SAFETY: the child only uses this crate, std (files, a thread) and _exit; glibc's fork leaves
-    // malloc usable, and the tests take turns, so no other test's thread holds a lock of std's.
-    let pid = unsafe { fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        drop(channel); // else the parent's end stays open here, and its death goes unseen
-                       // SAFETY: both descriptors are open; stderr now goes to the file.
-        unsafe { dup2(log.as_raw_fd(), 2) };
+    let (pid, mut channel) = fork_reporting(&stderr, || {
         let mut failures = Vec::new();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| checks(&mut failures)));
         if outcome.is_err() {
             failures.push("the child's checks panicked (see its stderr)".to_string());
         }
-        let _ = child_end.write_all(if failures.is_empty() { b"k" } else { b"f" });
+        let mut report = if failures.is_empty() { b"k".to_vec() } else { b"f".to_vec() };
         for failure in &failures {
-            let _ = writeln!(child_end, "{failure}");
+            let _ = writeln!(report, "{failure}");
         }
-        let _ = child_end.shutdown(std::net::Shutdown::Write);
-        let mut word = [0u8; 1];
-        let _ = child_end.read(&mut word); // the parent's checks are done (or it is gone)
-                                           // SAFETY: _exit ends the child at once, without running the parent's exit handlers again.
-        unsafe { _exit(if failures.is_empty() { 0 } else { 1 }) };
-    }
-    drop(child_end);
+        (report, if failures.is_empty() { 0 } else { 1 })
+    });
     let mut verdict = [0u8; 1];
     channel.read_exact(&mut verdict).unwrap();
     if verdict[0] != b'k' {

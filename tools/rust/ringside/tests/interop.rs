@@ -7,16 +7,12 @@
 
 mod common;
 
-use common::{RingFile, ScratchDir};
+use common::{compile_with_c_producer, repository, RingFile, ScratchDir};
 use ringside::{Bot, GaugeMerge, Options, Unit};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const BOT: &str = "rs-interop";
-
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
-}
 
 /// The bot as the C fixture registers it: lanes of 4096 records, 8 metrics, in this order; then a
 /// gauge of this crate's whose workers add up (merged by sum), which the others find in the file.
@@ -89,20 +85,9 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
 
     // The C producer: attaches our file (validating it, the gauge's policy too), finds the four
     // metrics it registers again.
-    let sources = repository().join("Sources/CRingside");
     let fixture = repository().join("Tests/fixtures/c_producer.c");
     let c_producer = build.path.join("c_producer");
-    let compiled = fixture.is_file()
-        && Command::new("cc")
-            .args(["-std=gnu11", "-pthread", "-O1", "-I"])
-            .arg(sources.join("include"))
-            .arg(&fixture)
-            .arg(sources.join("ringside_producer.c"))
-            .arg(sources.join("ringside.c"))
-            .arg("-o")
-            .arg(&c_producer)
-            .status()
-            .is_ok_and(|s| s.success());
+    let compiled = compile_with_c_producer(&fixture, &c_producer);
     if compiled {
         let (count, threads) = (1000u64, 4u64);
         run(
@@ -251,21 +236,10 @@ fn registry_entries_from_c_python_and_this_crate_are_the_same_bytes() {
     assert_eq!(ours.metric_count(), 6);
     let mut compared = 0;
 
-    let sources = repository().join("Sources/CRingside");
     let source = build.path.join("merged.c");
     std::fs::write(&source, C_MERGED).unwrap();
     let merged = build.path.join("merged");
-    let compiled = sources.join("ringside_producer.c").is_file()
-        && Command::new("cc")
-            .args(["-std=gnu11", "-pthread", "-O1", "-I"])
-            .arg(sources.join("include"))
-            .arg(&source)
-            .arg(sources.join("ringside_producer.c"))
-            .arg(sources.join("ringside.c"))
-            .arg("-o")
-            .arg(&merged)
-            .status()
-            .is_ok_and(|s| s.success());
+    let compiled = compile_with_c_producer(&source, &merged);
     if compiled {
         run(Command::new(&merged).arg(&dir.path).arg("from-c"), "the C producer's gauges");
         let theirs = RingFile::read(&dir.file("from-c"));

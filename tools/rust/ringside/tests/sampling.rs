@@ -14,7 +14,9 @@
 
 mod common;
 
-use common::{declare_consumer, eventually, thread_id, Collector, Json, Record, RingFile, ScratchDir, SharedFile};
+use common::{
+    declare_consumer, eventually, thread_id, Collector, Json, Record, RingFile, ScratchDir, SharedFile, SplitMix64,
+};
 use ringside::{Bot, Exemplar, Histogram, Options, Unit};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -41,22 +43,6 @@ fn k(record: &Record) -> u8 {
 /// The burst's values: spread over 1 to 1,000,000 (as the Swift test producer's burst-idle).
 fn burst_value(index: u64) -> u64 {
     1 + index.wrapping_mul(2_654_435_761) % 1_000_000
-}
-
-/// A small generator of test values and choices (splitmix64), seeded for a run that repeats.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound.max(1)
-    }
 }
 
 // MARK: - What the calls came to
@@ -331,7 +317,7 @@ fn a_drained_lane_stops_sampling_at_the_next_call_with_nothing_left_to_write() {
 #[test]
 fn a_random_mix_of_drains_sampling_and_drops_keeps_every_figure_exact() {
     let seed = std::env::var("RINGSIDE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(39u64);
-    let mut random = Random(seed);
+    let mut random = SplitMix64(seed);
     let dir = ScratchDir::new("sampling-mix");
     let bot = Bot::attach_with("rs-mix", Options { max_lanes: Some(1), ..options(&dir, 256, 0) }).unwrap();
     let metrics = [bot.histogram("a", Unit::None, &[]).unwrap(), bot.histogram("b", Unit::None, &[]).unwrap()];
@@ -475,7 +461,7 @@ fn a_thread_without_a_lane_keeps_its_dropped_values_sum_and_largest() {
         .map(|t| {
             let fills = fills.clone();
             thread::spawn(move || {
-                let mut random = Random(t);
+                let mut random = SplitMix64(t);
                 let mut tally = Tally::default();
                 for _ in 0..1_000 {
                     let value = 1 + random.below(1 << 40);

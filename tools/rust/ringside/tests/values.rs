@@ -7,17 +7,13 @@
 
 mod common;
 
-use common::{declare_consumer, Collector, RingFile, ScratchDir};
+use common::{declare_consumer, repository, Collector, RingFile, ScratchDir, SplitMix64};
 use ringside::{Bot, Error, Options, Unit};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 const OFFSET: u64 = 1 << 63; // RS_OFFSET_BINARY_BIAS
-
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
-}
 
 fn options(dir: &ScratchDir) -> Options {
     Options {
@@ -737,22 +733,6 @@ fn decimal(steps: i64) -> String {
         0 => format!("{sign}{whole}"),
         h if h % 10 == 0 => format!("{sign}{whole}.{}", h / 10),
         h => format!("{sign}{whole}.{h:02}"),
-    }
-}
-
-/// SplitMix64: the same values in every run.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 

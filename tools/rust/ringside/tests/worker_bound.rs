@@ -14,13 +14,12 @@
 
 mod common;
 
-use common::fork::{_exit, as_nobody, dup2, effective_uid, files_in, fork, take_turn, waitpid, NOBODY};
+use common::fork::{as_nobody, effective_uid, files_in, fork_reporting, take_turn, waitpid, NOBODY};
 use common::{Collector, RingFile, ScratchDir};
 use ringside::{Bot, Counter, Error, Options};
-use std::fs::{File, Permissions};
+use std::fs::Permissions;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
@@ -55,24 +54,9 @@ struct Child {
 /// returned (a panic sends 0xFF), waits for the parent's word and `_exit`s. The parent gets the
 /// child at once; `report` waits for its byte.
 fn spawn_child(stderr: PathBuf, work: impl FnOnce() -> u8) -> Child {
-    let (channel, mut child_end) = UnixStream::pair().unwrap();
-    let log = File::create(&stderr).unwrap();
-    // SAFETY: the child only uses this crate, std (files, a socket) and _exit; glibc's fork leaves
-    // malloc usable, and the tests take turns, so no other test's thread holds a lock of std's.
-    let pid = unsafe { fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        drop(channel); // else the parent's end stays open here, and its death goes unseen
-                       // SAFETY: both descriptors are open; stderr now goes to the file.
-        unsafe { dup2(log.as_raw_fd(), 2) };
-        let byte = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or(0xFF);
-        let _ = child_end.write_all(&[byte]);
-        let mut word = [0u8; 1];
-        let _ = child_end.read(&mut word); // the parent's word, or its end closed
-                                           // SAFETY: _exit ends the child at once, without running the parent's exit handlers again.
-        unsafe { _exit(0) };
-    }
-    drop(child_end);
+    let (pid, channel) = fork_reporting(&stderr, || {
+        (vec![std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or(0xFF)], 0)
+    });
     Child { pid, channel, stderr, reported: None, reaped: false }
 }
 

@@ -1,7 +1,10 @@
 //! What the tests that fork the test process share: the turns they take, the C calls they make,
-//! a child that acts as another user, and a look at a directory's files.
+//! a child that reports to its parent, a child that acts as another user, and a look at a
+//! directory's files.
 
+use std::fs::File;
 use std::io::{Read, Write};
+use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -102,4 +105,32 @@ pub fn as_nobody(work: impl FnOnce()) -> Result<(), String> {
         Some("") => Ok(()),
         _ => Err(format!("as nobody: {}", said.strip_prefix('f').unwrap_or(&said))),
     }
+}
+
+/// Forks a child that reports to its parent on a socket. The child sends its stderr to the file
+/// `stderr`, runs `work` (which must not panic: it catches its own), writes the report `work`
+/// returned, waits for the parent's word (a byte, or its end closed) and `_exit`s with the status
+/// `work` returned. The parent gets the child's pid and its end of the socket at once. The caller
+/// holds its turn (`take_turn`).
+pub fn fork_reporting(stderr: &Path, work: impl FnOnce() -> (Vec<u8>, i32)) -> (i32, UnixStream) {
+    let (channel, mut child_end) = UnixStream::pair().unwrap();
+    let log = File::create(stderr).unwrap();
+    // SAFETY: the child only uses this crate, std (files, a socket, a thread) and _exit; glibc's
+    // fork leaves malloc usable, and the tests take turns, so no other test's thread holds a lock of std's.
+    let pid = unsafe { fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        drop(channel); // else the parent's end stays open here, and its death goes unseen
+                       // SAFETY: both descriptors are open; stderr now goes to the file.
+        unsafe { dup2(log.as_raw_fd(), 2) };
+        let (report, status) = work();
+        let _ = child_end.write_all(&report);
+        let _ = child_end.shutdown(std::net::Shutdown::Write);
+        let mut word = [0u8; 1];
+        let _ = child_end.read(&mut word); // the parent's word, or its end closed
+                                           // SAFETY: _exit ends the child at once, without running the parent's exit handlers again.
+        unsafe { _exit(status) };
+    }
+    drop(child_end);
+    (pid, channel)
 }

@@ -818,3 +818,51 @@ pub fn thread_id() -> i32 {
 pub fn approx(value: f64, expected: f64) -> bool {
     (value - expected).abs() <= 1e-9 * expected.abs().max(1.0)
 }
+
+// MARK: - Test values and the C producer
+
+/// SplitMix64: a small generator of test values and choices, the same in every run of a seed.
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value from 0 to `bound` - 1 (0 when `bound` is 0).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound.max(1)
+    }
+
+    /// A double from 0 to 1 (1 excluded), of 53 random bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The repository's checkout, above this crate.
+pub fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+/// Compiles the C program `source` with the C producer (Sources/CRingside) into `program`:
+/// false when there is no cc, no Sources/CRingside, or it does not compile.
+pub fn compile_with_c_producer(source: &Path, program: &Path) -> bool {
+    let sources = repository().join("Sources/CRingside");
+    sources.is_dir()
+        && source.is_file()
+        && Command::new("cc")
+            .args(["-std=gnu11", "-pthread", "-O1", "-I"])
+            .arg(sources.join("include"))
+            .arg(source)
+            .arg(sources.join("ringside_producer.c"))
+            .arg(sources.join("ringside.c"))
+            .arg("-o")
+            .arg(program)
+            .status()
+            .is_ok_and(|s| s.success())
+}
