@@ -203,18 +203,18 @@ extension RingTracker {
     /// counts, refused metrics' descriptors) and for the allocator's slack and pages written at once
     /// on two threads (admitted up to 7/8, the peak passed the budget by 5 % on a loaded CI
     /// machine).
-    func seriesAllowance(for ring: TrackedRing, holding held: RingAggregator.Usage) -> RingAggregator.Usage {
+    func seriesAllowance(for ring: TrackedRing, holding held: BotAggregator.Usage) -> BotAggregator.Usage {
         // The bot itself counted once, from `held`: its aggregator is not read here, the caller
         // may be mutating it.
         let others = seriesUsage(except: ring.bot)
-        return RingAggregator.Usage(
+        return BotAggregator.Usage(
             series: max(0, min(options.maxSeriesPerRing - held.series, options.maxSeries - others.series - held.series)),
             bytes: max(0, options.maxSeriesBytes / 4 * 3 - others.bytes - held.bytes))
     }
 
     /// The series of every bot but `excluded`, and the memory they take.
-    func seriesUsage(except excluded: BotSeries? = nil) -> RingAggregator.Usage {
-        var total = RingAggregator.Usage()
+    func seriesUsage(except excluded: BotSeries? = nil) -> BotAggregator.Usage {
+        var total = BotAggregator.Usage()
         for bot in bots.values where bot !== excluded {
             let usage = bot.aggregator.usage
             total.series += usage.series

@@ -422,7 +422,7 @@ final class RingTracker {
         }
         let series = BotSeries(
             name: bot,
-            aggregator: RingAggregator(
+            aggregator: BotAggregator(
                 ring: bot, layout: layout, quantiles: options.quantiles.count, exemplarSchema: options.nativeHistogramSchema ?? 0))
         state.botCame(bot)
         series.aggregator.seed(state.foldedTotals(for: bot))

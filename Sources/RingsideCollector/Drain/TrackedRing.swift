@@ -101,13 +101,13 @@ final class TrackedRing {
     }
 
     /// The bot's aggregator, which its rings share.
-    var aggregator: RingAggregator {
+    var aggregator: BotAggregator {
         get { bot.aggregator }
         _modify { yield &bot.aggregator }
     }
 
     /// What its records cost its bot's aggregator: rejected, refused.
-    var sourceFigures: RingAggregator.Source { bot.aggregator.sources[source] }
+    var sourceFigures: BotAggregator.Source { bot.aggregator.sources[source] }
 
     /// The open file of a ring being drained (only the tracker's `tracked` rings are).
     var consumer: RingConsumer {
