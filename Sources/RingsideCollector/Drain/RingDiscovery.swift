@@ -34,11 +34,11 @@ import Synchronization
 // started (tests step time, and so does the collector's last pass); `stop` waits for the thread.
 final class RingDiscovery: @unchecked Sendable {
     private let options: CollectorOptions
-    private let log: CollectorLog
+    let log: CollectorLog
     /// Lines about files refused: 100 at once, then one every 10 s, the rest counted (100,000 bogus
     /// files must not fill the log, nor block a thread on a full standard error).
     let refusalLog: RingLog
-    private let handoff: DiscoveryHandoff
+    let handoff: DiscoveryHandoff
     private let drainWakeup: DrainWakeup
     private let ringLimit: Int
     /// The names given with `--ring` (none: every ring of the directory).
@@ -48,7 +48,7 @@ final class RingDiscovery: @unchecked Sendable {
 
     /// The names the drain holds, with the file each was when opened.
     private var held: [String: RingFileIdentity] = [:]
-    private var refused: [String: RefusedFile] = [:]
+    var refused: [String: RefusedFile] = [:]
     /// Files found not ready within a second of their making, and since when (looked at every
     /// `beingMadeRetryNanos`, in turn, from `beingMadeQueue`).
     private var beingMade: [String: UInt64] = [:]
@@ -57,11 +57,11 @@ final class RingDiscovery: @unchecked Sendable {
     /// Names to look at again at a time (a refusal that depends on something besides the file).
     private var timed: [String: UInt64] = [:]
     /// Rings found that wait for a descriptor.
-    private var waiting: Set<String> = []
+    var waiting: Set<String> = []
     /// Rings opened this round, handed to the drain at its end, once what the round refused is
     /// published: a snapshot that shows them shows those too.
     private var opened: [DiscoveryHandoff.FoundRing] = []
-    private var saidWaiting = false
+    var saidWaiting = false
     /// Names to look at: those events named, and those of the last listing, in turn.
     private var urgent = NameQueue()
     private var listed = NameQueue()
@@ -76,19 +76,13 @@ final class RingDiscovery: @unchecked Sendable {
     private var listingDue = true
     /// What is wrong with the directory, said once (and once when it is right again).
     private var directoryProblem: String?
-    private var figures = (rescans: UInt64(0), opens: UInt64(0))
-    /// The skipped rings shown are out of date; when they were last made, and what that cost.
-    private var shownStale = true
-    private var lastShownNanos: UInt64 = 0
-    private var lastShownCostNanos: UInt64 = 0
-    private var shownSkipped: [RingSnapshot] = []
+    var figures = (rescans: UInt64(0), opens: UInt64(0))
+    /// The skipped rings shown (see `RingDiscovery+Shown`).
+    var skippedShown = SkippedShown()
     private let allowedOwners: Set<UInt32>
 
-    private let stopRequested = Atomic<Bool>(false)
-    /// Ends a pause (see `CPUShare`) at once when `stop` is called.
-    private let stopping = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
-    private(set) var isRunning = false
+    /// Its thread, whose pauses (see `CPUShare`) `stop` ends at once.
+    private let loop = PartThread(part: "discovery")
 
     /// How often the directory is listed whole: a fallback while inotify watches it (events are
     /// lost only with a signal, which has it listed at once), the way while it does not.
@@ -136,37 +130,28 @@ final class RingDiscovery: @unchecked Sendable {
 
     /// Starts its thread.
     func start() {
-        precondition(!isRunning, "discovery is already running")
-        isRunning = true
-        let thread = Thread { [self] in
-            try? System.setThreadName("ringside-find")  // for top -H and /proc/PID/task/TID/comm
+        loop.start(name: "ringside-find") { [self] in
             // At the drain's priority, not below: a host whose every core is busy (spinning bots)
             // would leave a thread below it next to nothing, and new bots unfound. Its share
             // keeps it to a quarter of a core.
             var share = CPUShare(fraction: Self.cpuShare, burstNanos: 20_000_000, nowNanos: rs_clock_precise_ns())
-            while !stopRequested.load(ordering: .acquiring) {
+            while !loop.isStopping {
                 let cpuBefore = ThreadHealthSampler.threadCPUNanos()
                 let more = round(nowNanos: rs_clock_precise_ns(), whole: false)
                 let pause = share.pause(spent: ThreadHealthSampler.threadCPUNanos() &- cpuBefore, nowNanos: rs_clock_precise_ns())
                 // Events wait in inotify's queue meanwhile; a stop ends the pause.
-                if pause > 0 { _ = stopping.wait(timeout: .now() + .nanoseconds(Int(clamping: pause))) }
+                if pause > 0 { loop.pause(nanos: pause) }
                 if more { continue }
                 watch.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()))
             }
-            finished.signal()
         }
-        thread.start()
     }
 
     /// Stops its thread; what it found and did not hand over yet stays with the handoff.
-    func stop() {
-        guard isRunning else { return }
-        stopRequested.store(true, ordering: .releasing)
-        watch.signal()
-        stopping.signal()
-        finished.wait()
-        isRunning = false
-    }
+    func stop() { loop.stop(waking: watch.signal) }
+
+    /// Whether its thread runs.
+    var isRunning: Bool { loop.isRunning }
 
     /// How long its thread may sleep: until the next listing, the next look at a file being
     /// made, or a refusal's retry, whichever comes first (an event or a signal wakes it sooner).
@@ -175,7 +160,7 @@ final class RingDiscovery: @unchecked Sendable {
         var sleep = until(lastListingNanos &+ listingInterval)
         if !beingMadeQueue.isEmpty { sleep = min(sleep, until(lastBeingMadeNanos &+ Self.beingMadeRetryNanos)) }
         for time in timed.values { sleep = min(sleep, until(time)) }
-        if shownStale { sleep = min(sleep, until(lastShownNanos &+ showSpacingNanos)) }
+        if skippedShown.stale { sleep = min(sleep, until(skippedShown.lastNanos &+ showSpacingNanos)) }
         return sleep
     }
 
@@ -239,7 +224,7 @@ final class RingDiscovery: @unchecked Sendable {
             let state = (try? System.lstat(options.directory.filePath(for: name))).map(EntryState.init)
             refused[name] = RefusedFile(state: state, problem: problem, quiet: false, retryAtNanos: now &+ letGo.retryNanos)
             timed[name] = now &+ letGo.retryNanos
-            shownStale = true
+            skippedShown.stale = true
         }
     }
 
@@ -378,7 +363,7 @@ final class RingDiscovery: @unchecked Sendable {
     /// Opens ring `name` as its consumer, within the descriptor budget, and hands it to the drain.
     private func open(_ name: String, state: EntryState?, nowNanos now: UInt64) {
         guard handoff.descriptorsInUse + opened.count < ringLimit else {
-            if waiting.insert(name).inserted { shownStale = true }
+            if waiting.insert(name).inserted { skippedShown.stale = true }
             return
         }
         figures.opens += 1
@@ -435,9 +420,9 @@ final class RingDiscovery: @unchecked Sendable {
         let before = refused[name]
         if before.map({ !refusal.saysTheSame(as: $0) }) ?? true {
             if !quiet { refusalLog("skipping ring \(name): \(error)", level: .warn) }
-            shownStale = true
+            skippedShown.stale = true
         }
-        if waiting.remove(name) != nil { shownStale = true }
+        if waiting.remove(name) != nil { skippedShown.stale = true }
         refused[name] = refusal
         if retryAt != 0 { timed[name] = retryAt }
     }
@@ -450,16 +435,16 @@ final class RingDiscovery: @unchecked Sendable {
 
     /// Forgets what was known of `name` (its file is gone, or handed to the drain).
     private func forget(_ name: String) {
-        if let known = refused.removeValue(forKey: name), !known.quiet { shownStale = true }
+        if let known = refused.removeValue(forKey: name), !known.quiet { skippedShown.stale = true }
         beingMade[name] = nil
         timed[name] = nil
-        if waiting.remove(name) != nil { shownStale = true }
+        if waiting.remove(name) != nil { skippedShown.stale = true }
     }
 
     private func tellDrainChanged(_ name: String) { handoff.post(changed: name) }
 
     /// What is shown of `name`, refused or waiting for a descriptor.
-    private func problem(of name: String) -> String {
+    func problem(of name: String) -> String {
         guard let refusal = refused[name] else {
             return "not attached: \(handoff.descriptorsInUse) rings are open, all that the open-file limit allows beside the "
                 + "HTTP server's reserve; raise the limit (ulimit -n, LimitNOFILE=), or remove finished bots' files "
@@ -472,80 +457,5 @@ final class RingDiscovery: @unchecked Sendable {
                 allowedOwners: allowedOwners)
         else { return "refused" }
         return "\(error)"
-    }
-
-    // MARK: - What it shows
-
-    /// Says in the log when rings begin and stop waiting for a descriptor.
-    private func sayWaiting() {
-        if !waiting.isEmpty, !saidWaiting {
-            log(
-                "cannot attach \(waiting.count) rings: \(handoff.descriptorsInUse) are open, and the rest of this process's "
-                    + "open-file limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as "
-                    + "skipped and counted in ringside_collector_rings_waiting", level: .warn)
-            saidWaiting = true
-        } else if waiting.isEmpty, saidWaiting {
-            log("every ring found is attached again")
-            saidWaiting = false
-        }
-    }
-
-    /// How long after the last making of the skipped rings shown the next may be.
-    private var showSpacingNanos: UInt64 { max(Self.showNanos, 10 * lastShownCostNanos) }
-
-    /// Publishes its figures, and the skipped rings when they changed (at most every
-    /// `showSpacingNanos`, unless `now`).
-    private func publish(nowNanos: UInt64, now: Bool) {
-        var changed = false
-        if shownStale, now || nowNanos &- lastShownNanos >= showSpacingNanos {
-            let began = rs_clock_precise_ns()
-            shownStale = false
-            var names = refused.compactMap { $0.value.quiet ? nil : $0.key } + waiting
-            names.sort()
-            let before = shownSkipped
-            shownSkipped = names.prefix(DiscoveryHandoff.shownLimit).map { name in
-                var ring = RingSnapshot(
-                    name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped,
-                    problem: problem(of: name))
-                ring.owner = refused[name]?.state?.owner  // whose file it is (--allow-uid shows it)
-                return ring
-            }
-            // Names and problems are all a skipped ring shows.
-            changed = !shownSkipped.elementsEqual(before) { $0.name == $1.name && $0.problem == $1.problem }
-            lastShownNanos = nowNanos
-            lastShownCostNanos = rs_clock_precise_ns() &- began
-        }
-        var shown = DiscoveryHandoff.Shown()
-        shown.skipped = shownSkipped
-        shown.filesRefused = refused.count + waiting.count
-        shown.waitingForDescriptors = waiting.count
-        shown.rescans = figures.rescans
-        shown.opens = figures.opens
-        handoff.publish(shown, skippedChanged: changed)
-    }
-}
-
-/// Keeps a thread to `fraction` of a core over time: the CPU time it may spend accrues with wall
-/// time, up to `burstNanos`; each round spends what it took, and a thread in debt pauses until the
-/// debt is paid. A thread that the scheduler already holds back (a busy host) accrues its share
-/// meanwhile, and is not held back twice.
-struct CPUShare {
-    let fraction: Double
-    let burstNanos: Double
-    private var credit: Double
-    private var lastNanos: UInt64
-
-    init(fraction: Double, burstNanos: UInt64, nowNanos now: UInt64) {
-        self.fraction = fraction
-        self.burstNanos = Double(burstNanos)
-        credit = Double(burstNanos)
-        lastNanos = now
-    }
-
-    /// Spends `spent` nanoseconds of CPU time at `now`; returns how long to pause (0: none).
-    mutating func pause(spent: UInt64, nowNanos now: UInt64) -> UInt64 {
-        credit = min(burstNanos, credit + Double(now &- min(now, lastNanos)) * fraction) - Double(spent)
-        lastNanos = now
-        return credit >= 0 ? 0 : UInt64(-credit / fraction)
     }
 }
