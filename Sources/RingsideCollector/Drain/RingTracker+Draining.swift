@@ -59,7 +59,7 @@ extension RingTracker {
             }
             if count > 0 {
                 ring.liveness.activitySinceStatus = true
-                lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9
+                marks.lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9
             }
             let left = !proven && ring.quarantine.untilNanos == 0 && !ring.account.isSuspect(nowNanos: now) && ring.consumer.hasWork
             return Drained(count: count, recordsLeft: left)
@@ -143,7 +143,7 @@ extension RingTracker {
             }
         }
         // Alive by its lock, but stopped (SIGSTOP, a debugger): nothing can be written meanwhile.
-        let stopped = status.producerAlive && processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
+        let stopped = status.producerAlive && marks.processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
         if stopped != ring.liveness.producerStopped {
             changed = true
             ring.liveness.producerStopped = stopped
