@@ -44,11 +44,10 @@ extension RingTracker {
             let count = try ring.aggregator.drain(
                 ring.consumer, source: ring.source, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
                 nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
-                counted: { ring.fill.counted($0, lane: $1) },
+                counted: { ring.schedule.countDrained($0, lane: $1) },
                 recorder: recorder.map { feed(of: ring, into: $0, nowNanos: now) })
             sayRefusedSeries(of: ring)
             ring.drained += UInt64(count)
-            ring.drainedSincePublish += count
             if count > 0 { ring.bot.changedSincePublish = true }
             let rejected = ring.sourceFigures.rejected &- rejectedBefore
             if let verdict = ring.account.charge(
@@ -106,7 +105,7 @@ extension RingTracker {
     func observe(_ ring: TrackedRing, nowNanos now: UInt64) -> Bool {
         let name = ring.name
         ring.liveness.lastObservedNanos = now
-        ring.watch.newLanesPending = ring.consumer.lookForNewLanes()
+        ring.schedule.noteNewLanes(ring.consumer.lookForNewLanes())
         let alive = ring.consumer.isProducerAlive
         let known = ring.liveness
         if alive != known.producerAlive || known.activitySinceStatus || known.status == nil
@@ -120,7 +119,7 @@ extension RingTracker {
         guard let status = ring.liveness.status else { return false }
         // Dead and drained: nothing more can arrive until a producer attaches again (it opens the
         // file, which inotify reports), so the file is let go of at the end of the pass.
-        if !alive, wakeup.isWatching, ring.quarantine.untilNanos == 0, !ring.watch.newLanesPending,
+        if !alive, wakeup.isWatching, ring.quarantine.untilNanos == 0, !ring.schedule.watch.newLanesPending,
             now &- ring.liveness.touchedNanos >= Self.releaseGraceNanos,
             let fresh = ring.liveness.statusNanos == now ? status : try? ring.consumer.status(producerAlive: false),
             fresh.backlog == 0
@@ -259,9 +258,23 @@ extension RingTracker {
         let added = ring.aggregator.refreshMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
         sayRefusedSeries(of: ring)
         let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now)
-        ring.cellsSampledNanos = now
-        ring.cellsMoved = false
+        ring.cellLook.sampled(nowNanos: now, moves: ring.schedule.cellMoves)
         if cellsChanged { ring.liveness.activitySinceStatus = true }
         return (added, cellsChanged)
+    }
+}
+
+/// The tracker's look at a ring's cells: written here, read by the rest.
+struct CellLook {
+    /// When its cells were last sampled.
+    fileprivate(set) var sampledNanos: UInt64 = 0
+    /// The lane watch's count of counter moves then (`SchedulePlace.cellMoves`).
+    fileprivate(set) var movesSampled: UInt64 = 0
+
+    init() {}
+
+    fileprivate mutating func sampled(nowNanos now: UInt64, moves: UInt64) {
+        sampledNanos = now
+        movesSampled = moves
     }
 }

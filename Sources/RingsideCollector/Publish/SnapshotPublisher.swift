@@ -298,11 +298,11 @@ final class SnapshotPublisher {
         var added = 0, cellsChanged = false
         let quiet = ring.bot.quietSeries != nil && ring.drainedSincePublish == 0
         // A released ring has no cells to look at: its release took their last values.
-        if ring.file != nil, forced || !quiet || ring.cellsMoved || now &- ring.cellsSampledNanos >= RingTracker.livenessIntervalNanos {
+        if ring.file != nil, forced || !quiet || ring.cellsMoved || now &- ring.cellLook.sampledNanos >= RingTracker.livenessIntervalNanos {
             (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now)
         }
         if added > 0 || cellsChanged { ring.bot.changedSincePublish = true }
-        ring.drainedSincePublish = 0
+        ring.published.mark(drained: ring.drained)
         snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
         return quiet && !cellsChanged && added == 0
     }
@@ -378,4 +378,14 @@ final class SnapshotPublisher {
             return sloStates[index].snapshot(outcome)
         }
     }
+}
+
+/// What the publisher last saw of a ring: written here, read by the rest.
+struct PublishMarks {
+    /// The ring's records drained, ever, at the last publish.
+    fileprivate(set) var drained: UInt64 = 0
+
+    init() {}
+
+    fileprivate mutating func mark(drained: UInt64) { self.drained = drained }
 }
