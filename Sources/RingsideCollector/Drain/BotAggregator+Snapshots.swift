@@ -27,18 +27,9 @@ extension BotAggregator {
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
         for index in tables.histograms.indices {
-            defer {
-                if !tables.histograms[index].saturated, let last = result.last, Self.showsSaturation(last) {
-                    tables.histograms[index].saturated = true
-                    noteSaturation(of: tables.histograms[index].metric)
-                }
-            }
-            if tables.histograms[index].touched {
-                // Counts grow with what is recorded: measured here, where a busy series is touched anyway.
-                let bytes = tables.histograms[index].windows.allocatedBytes
-                memory.counts += bytes - tables.histograms[index].countsBytes
-                tables.histograms[index].countsBytes = bytes
-            }
+            defer { if let metric = tables.histograms[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
+            // Counts grow with what is recorded: measured here, where a busy series is touched anyway.
+            memory.counts += tables.histograms[index].measureCounts { $0.allocatedBytes }
             result.append(
                 Self.refresh(
                     &tables.histograms[index], ring: ring, layout: layout, now: now, versions: &versions,
@@ -66,17 +57,8 @@ extension BotAggregator {
                     }))
         }
         for index in tables.signedHistograms.indices {
-            defer {
-                if !tables.signedHistograms[index].saturated, let last = result.last, Self.showsSaturation(last) {
-                    tables.signedHistograms[index].saturated = true
-                    noteSaturation(of: tables.signedHistograms[index].metric)
-                }
-            }
-            if tables.signedHistograms[index].touched {
-                let bytes = tables.signedHistograms[index].windows.allocatedBytes
-                memory.counts += bytes - tables.signedHistograms[index].countsBytes
-                tables.signedHistograms[index].countsBytes = bytes
-            }
+            defer { if let metric = tables.signedHistograms[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
+            memory.counts += tables.signedHistograms[index].measureCounts { $0.allocatedBytes }
             result.append(
                 Self.refresh(
                     &tables.signedHistograms[index], ring: ring, layout: layout, now: now, versions: &versions,
@@ -102,12 +84,7 @@ extension BotAggregator {
                     }))
         }
         for index in tables.counters.indices {
-            defer {
-                if !tables.counters[index].saturated, let last = result.last, Self.showsSaturation(last) {
-                    tables.counters[index].saturated = true
-                    noteSaturation(of: tables.counters[index].metric)
-                }
-            }
+            defer { if let metric = tables.counters[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
             result.append(
                 Self.refresh(
                     &tables.counters[index], ring: ring, layout: layout, now: now, versions: &versions,
@@ -123,12 +100,7 @@ extension BotAggregator {
                     }))
         }
         for index in tables.gauges.indices {
-            defer {
-                if !tables.gauges[index].saturated, let last = result.last, Self.showsSaturation(last) {
-                    tables.gauges[index].saturated = true
-                    noteSaturation(of: tables.gauges[index].metric)
-                }
-            }
+            defer { if let metric = tables.gauges[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
             result.append(
                 Self.refresh(
                     &tables.gauges[index], ring: ring, layout: layout, now: now, versions: &versions,
@@ -204,6 +176,25 @@ extension BotAggregator {
         series.cached = snapshot
         series.touched = false
         return snapshot
+    }
+}
+
+extension BotAggregator.Series {
+    /// Marks it saturated when `shown`, its latest snapshot, first shows a total at its ceiling.
+    /// - Returns: its metric then (for the log, once), else nil.
+    mutating func takeSaturation(shown: SeriesSnapshot?) -> MetricDescriptor? {
+        guard !saturated, let shown, BotAggregator.showsSaturation(shown) else { return nil }
+        saturated = true
+        return metric
+    }
+
+    /// When records arrived since the last snapshot, measures what its counts hold (`bytes` of
+    /// its windows) and returns how much that grew since last measured; else 0.
+    mutating func measureCounts(_ bytes: (Windows) -> Int) -> Int {
+        guard touched else { return 0 }
+        let measured = bytes(windows)
+        defer { countsBytes = measured }
+        return measured - countsBytes
     }
 }
 
