@@ -29,11 +29,9 @@ package final class Collector: @unchecked Sendable {
     private let scheduler: DrainScheduler
     private let publisher: SnapshotPublisher
     private let discovery: RingDiscovery
-    private let handoff: DiscoveryHandoff
     /// Reads the lane threads' scheduling from `/proc` on a thread of its own (nil with
     /// `--thread-sample-interval 0`); tests step it with `sampleRound()`.
     package let threadSampler: ThreadHealthSampler?
-    private let wakeup: DrainWakeup
     /// Captures of the recorder's records (nil without `--capture-dir`): the drain thread's part,
     /// and the desk where any thread asks for one.
     private let capturer: Capturer?
@@ -65,14 +63,12 @@ package final class Collector: @unchecked Sendable {
         let ringLimit = budget.rings
         descriptorReserve = budget.reserve
         let wakeup = DrainWakeup()
-        self.wakeup = wakeup
         let ringLog = RingLog(log)
         // Discovery's watch: names created, moved in or out, removed, written or chmodded.
         let discoveryWatch = DirectoryWatch(
             events: UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB))
         let drainWatch = wakeup.watch
         let handoff = DiscoveryHandoff(wakeDrain: { drainWatch.signal() }, wakeDiscovery: { discoveryWatch.signal() })
-        self.handoff = handoff
         discovery = RingDiscovery(
             options: options, log: log, handoff: handoff, watch: discoveryWatch, drainWakeup: wakeup,
             ringLimit: ringLimit)
@@ -171,7 +167,7 @@ package final class Collector: @unchecked Sendable {
                 // sooner, as each part asks (see `sleepNanos`), or when a ring's file is opened,
                 // closed or grows a lane (inotify), or discovery found a ring.
                 if drained == 0 {
-                    _ = wakeup.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()), holds: tracker.holds(name:))
+                    _ = tracker.wakeup.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()), holds: tracker.holds(name:))
                 }
             }
         }
@@ -184,7 +180,7 @@ package final class Collector: @unchecked Sendable {
         threadSampler?.stop()
         stopping = true
         discovery.stop()
-        loop.stop(waking: wakeup.signal)
+        loop.stop(waking: tracker.wakeup.signal)
         runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
         // Every capture asked for is written, those still waiting for their seconds after with what
         // came until now, before the collector goes.
@@ -212,7 +208,7 @@ package final class Collector: @unchecked Sendable {
     /// an availability's counts). The windows and counters go on as they were.
     package func reconfigure(sloRules: [SLORule], quantiles: [Double]) {
         pendingSettings.withLock { $0 = (sloRules, quantiles) }
-        wakeup.signal()
+        tracker.wakeup.signal()
     }
 
     // MARK: - One pass
@@ -280,7 +276,7 @@ package final class Collector: @unchecked Sendable {
         }
         stats.lagSeconds = tracker.lagSeconds
         stats.logLinesSuppressed = tracker.ringLog.suppressedTotal + discovery.refusalLog.suppressedTotal
-        let shown = handoff.shown
+        let shown = tracker.handoff.shown
         stats.ringsWaitingForDescriptors = shown.waitingForDescriptors
         stats.ringFilesRefused = shown.filesRefused
         stats.discoveryRescans = shown.rescans

@@ -14,10 +14,15 @@ final class DrainScheduler {
     /// The rings' lanes' write cursors, looked at together each pass, the rings in the watch's
     /// order, and what the pass visits.
     private let laneWatch = LaneWatch()
-    private var watchedRings: [TrackedRing] = []
-    private var watchedVersion: UInt64 = .max
-    /// A ring mapped new lanes: the watch is rebuilt at the next pass.
-    private var laneWatchStale = false
+    private var watched = WatchedRings()
+
+    /// The rings in the lane watch's order, the tracker's version of its rings they were taken
+    /// at, and whether a ring mapped new lanes (the watch is rebuilt at the next pass).
+    private struct WatchedRings {
+        var rings: [TrackedRing] = []
+        var version: UInt64 = .max
+        var stale = false
+    }
     /// Per watched ring: visit it this pass; and whether a counter of it moved since the last
     /// look (counters write no records: the next snapshot reads its cells). And the rings the
     /// last pass wants visited again.
@@ -72,7 +77,7 @@ final class DrainScheduler {
         let sweep = sweep || forced
         _ = watchLanes()
         passes &+= 1
-        let rings = watchedRings
+        let rings = watched.rings
         for ring in touched where ring.schedule.watch.index < visit.count && rings[ring.schedule.watch.index] === ring {
             visit[ring.schedule.watch.index] = true
         }
@@ -112,7 +117,7 @@ final class DrainScheduler {
             pass.drained += drained.count
             if drained.count > 0 { ring.liveness.lastActiveNanos = now }
             guard !drained.letGo else { continue }  // its cursors were corrupt
-            if ring.consumer.laneCount != ring.schedule.watch.lanes { laneWatchStale = true }
+            if ring.consumer.laneCount != ring.schedule.watch.lanes { watched.stale = true }
             // Only rings that drained lately have a rate: idle ones cost nothing here.
             if drained.count > 0 || ring.schedule.fill.isTiming,
                 let fill = ring.schedule.fill.fillNanos(capacity: ring.consumer.capacity, nowNanos: now)
@@ -231,25 +236,25 @@ final class DrainScheduler {
     /// with lanes the watch did not have (with thousands of rings coming and going, a rebuild
     /// must not drop the visits a pass cut short left for the next).
     private func watchLanes() -> Bool {
-        guard laneWatchStale || watchedVersion != tracker.tracked.version else { return false }
+        guard watched.stale || watched.version != tracker.tracked.version else { return false }
         var due = Set<ObjectIdentifier>()
-        for index in followUps where index < watchedRings.count { due.insert(ObjectIdentifier(watchedRings[index])) }
-        for (index, ring) in watchedRings.enumerated() where index < visit.count && visit[index] { due.insert(ObjectIdentifier(ring)) }
-        let known = Set(watchedRings.map(ObjectIdentifier.init))
-        watchedRings = tracker.tracked.ordered
-        laneWatch.watch(watchedRings.map(\.consumer))
-        visit = watchedRings.map { ring in
+        for index in followUps where index < watched.rings.count { due.insert(ObjectIdentifier(watched.rings[index])) }
+        for (index, ring) in watched.rings.enumerated() where index < visit.count && visit[index] { due.insert(ObjectIdentifier(ring)) }
+        let known = Set(watched.rings.map(ObjectIdentifier.init))
+        watched.rings = tracker.tracked.ordered
+        laneWatch.watch(watched.rings.map(\.consumer))
+        visit = watched.rings.map { ring in
             due.contains(ObjectIdentifier(ring)) || !known.contains(ObjectIdentifier(ring))
                 || ring.schedule.watch.lanes != ring.consumer.laneCount
         }
-        counted = [Bool](repeating: false, count: watchedRings.count)
-        for (index, ring) in watchedRings.enumerated() {
+        counted = [Bool](repeating: false, count: watched.rings.count)
+        for (index, ring) in watched.rings.enumerated() {
             ring.schedule.watch.lanes = ring.consumer.laneCount
             ring.schedule.watch.index = index
         }
         followUps.removeAll()
-        watchedVersion = tracker.tracked.version
-        laneWatchStale = false
+        watched.version = tracker.tracked.version
+        watched.stale = false
         return true
     }
 }
