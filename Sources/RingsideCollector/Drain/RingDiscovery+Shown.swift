@@ -6,15 +6,15 @@ import RingsideSnapshot
 extension RingDiscovery {
     /// Says in the log when rings begin and stop waiting for a descriptor.
     func sayWaiting() {
-        if !waiting.isEmpty, !saidWaiting {
+        if !descriptorWait.names.isEmpty, !descriptorWait.said {
             log(
-                "cannot attach \(waiting.count) rings: \(handoff.descriptorsInUse) are open, and the rest of this process's "
+                "cannot attach \(descriptorWait.names.count) rings: \(handoff.descriptorsInUse) are open, and the rest of this process's "
                     + "open-file limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as "
                     + "skipped and counted in ringside_collector_rings_waiting", level: .warn)
-            saidWaiting = true
-        } else if waiting.isEmpty, saidWaiting {
+            descriptorWait.said = true
+        } else if descriptorWait.names.isEmpty, descriptorWait.said {
             log("every ring found is attached again")
-            saidWaiting = false
+            descriptorWait.said = false
         }
     }
 
@@ -28,7 +28,7 @@ extension RingDiscovery {
         if skippedShown.stale, now || nowNanos &- skippedShown.lastNanos >= showSpacingNanos {
             let began = rs_clock_precise_ns()
             skippedShown.stale = false
-            var names = refused.compactMap { $0.value.quiet ? nil : $0.key } + waiting
+            var names = refused.compactMap { $0.value.quiet ? nil : $0.key } + descriptorWait.names
             names.sort()
             let before = skippedShown.rings
             skippedShown.rings = names.prefix(DiscoveryHandoff.shownLimit).map { name in
@@ -45,10 +45,10 @@ extension RingDiscovery {
         }
         var shown = DiscoveryHandoff.Shown()
         shown.skipped = skippedShown.rings
-        shown.filesRefused = refused.count + waiting.count
-        shown.waitingForDescriptors = waiting.count
-        shown.rescans = figures.rescans
-        shown.opens = figures.opens
+        shown.filesRefused = refused.count + descriptorWait.names.count
+        shown.waitingForDescriptors = descriptorWait.names.count
+        shown.rescans = scan.rescans
+        shown.opens = handed.opens
         handoff.publish(shown, skippedChanged: changed)
     }
 }

@@ -40,46 +40,24 @@ final class RingDiscovery: @unchecked Sendable {
     let refusalLog: RingLog
     let handoff: DiscoveryHandoff
     private let drainWakeup: DrainWakeup
-    private let ringLimit: Int
-    /// The names given with `--ring` (none: every ring of the directory).
-    private let named: Set<String>
+    /// Which files it takes.
+    private let takes: Takes
     /// Its own watch: names created, moved, removed or changed.
     let watch: DirectoryWatch
 
-    /// The names the drain holds, with the file each was when opened.
-    private var held: [String: RingFileIdentity] = [:]
+    /// The names the drain holds, and the rings opened this round.
+    var handed = Handed()
     var refused: [String: RefusedFile] = [:]
-    /// Files found not ready within a second of their making, and since when (looked at every
-    /// `beingMadeRetryNanos`, in turn, from `beingMadeQueue`).
-    private var beingMade: [String: UInt64] = [:]
-    private var beingMadeQueue = NameQueue()
-    private var lastBeingMadeNanos: UInt64 = 0
-    /// Names to look at again at a time (a refusal that depends on something besides the file).
-    private var timed: [String: UInt64] = [:]
+    /// Files found not ready within a second of their making.
+    private var being = BeingMade()
     /// Rings found that wait for a descriptor.
-    var waiting: Set<String> = []
-    /// Rings opened this round, handed to the drain at its end, once what the round refused is
-    /// published: a snapshot that shows them shows those too.
-    private var opened: [DiscoveryHandoff.FoundRing] = []
-    var saidWaiting = false
-    /// Names to look at: those events named, and those of the last listing, in turn.
-    private var urgent = NameQueue()
-    private var listed = NameQueue()
-    private var eventsLeft = false
-    /// The listing under way (the directory read a step at a time, and the names it found), when
-    /// the last began, and whether one is due at once.
-    private var listing: (stream: System.DirectoryStream, seen: Set<String>)?
-    /// Whether the listing under way looks again at files refused before: not when it is the
-    /// watched directory's fallback, as any change to them has an event of its own.
-    private var listingLooksAtRefused = true
-    private var lastListingNanos: UInt64 = 0
-    private var listingDue = true
-    /// What is wrong with the directory, said once (and once when it is right again).
-    private var directoryProblem: String?
-    var figures = (rescans: UInt64(0), opens: UInt64(0))
+    var descriptorWait = DescriptorWait()
+    /// Names to look at.
+    private var toLook = NamesToLook()
+    /// The directory's listings.
+    var scan = Listing()
     /// The skipped rings shown (see `RingDiscovery+Shown`).
     var skippedShown = SkippedShown()
-    private let allowedOwners: Set<UInt32>
 
     /// Its thread, whose pauses (see `CPUShare`) `stop` ends at once.
     private let loop = PartThread(part: "discovery")
@@ -121,9 +99,7 @@ final class RingDiscovery: @unchecked Sendable {
         self.handoff = handoff
         self.watch = watch
         self.drainWakeup = drainWakeup
-        self.ringLimit = ringLimit
-        named = Set(options.rings)
-        allowedOwners = Set(options.allowedUIDs)
+        takes = Takes(named: Set(options.rings), allowedOwners: Set(options.allowedUIDs), ringLimit: ringLimit)
     }
 
     // MARK: - Its thread
@@ -157,9 +133,9 @@ final class RingDiscovery: @unchecked Sendable {
     /// made, or a refusal's retry, whichever comes first (an event or a signal wakes it sooner).
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
         func until(_ time: UInt64) -> UInt64 { time > now ? time - now : 0 }
-        var sleep = until(lastListingNanos &+ listingInterval)
-        if !beingMadeQueue.isEmpty { sleep = min(sleep, until(lastBeingMadeNanos &+ Self.beingMadeRetryNanos)) }
-        for time in timed.values { sleep = min(sleep, until(time)) }
+        var sleep = until(scan.lastNanos &+ listingInterval)
+        if !being.queue.isEmpty { sleep = min(sleep, until(being.lastNanos &+ Self.beingMadeRetryNanos)) }
+        for time in toLook.timed.values { sleep = min(sleep, until(time)) }
         if skippedShown.stale { sleep = min(sleep, until(skippedShown.lastNanos &+ showSpacingNanos)) }
         return sleep
     }
@@ -174,21 +150,21 @@ final class RingDiscovery: @unchecked Sendable {
     @discardableResult
     func round(nowNanos now: UInt64, whole: Bool) -> Bool {
         takeLetGo(nowNanos: now)
-        if listingDue || now &- lastListingNanos >= listingInterval { startListing(nowNanos: now) }
+        if scan.due || now &- scan.lastNanos >= listingInterval { startListing(nowNanos: now) }
         readEvents(whole: whole)
         continueListing(entries: whole ? .max : Self.entriesPerRound)
-        for (name, time) in timed where time <= now {
-            timed[name] = nil
-            urgent.push(name)
+        for (name, time) in toLook.timed where time <= now {
+            toLook.timed[name] = nil
+            toLook.urgent.push(name)
         }
-        if !waiting.isEmpty, handoff.descriptorsInUse < ringLimit {  // descriptors came free
-            for name in waiting { urgent.push(name) }
+        if !descriptorWait.names.isEmpty, handoff.descriptorsInUse < takes.ringLimit {  // descriptors came free
+            for name in descriptorWait.names { toLook.urgent.push(name) }
         }
-        if !beingMadeQueue.isEmpty, whole || now &- lastBeingMadeNanos >= Self.beingMadeRetryNanos {
-            lastBeingMadeNanos = now
+        if !being.queue.isEmpty, whole || now &- being.lastNanos >= Self.beingMadeRetryNanos {
+            being.lastNanos = now
             var count = 0
-            while whole || count < Self.beingMadePerRound, let name = beingMadeQueue.pop() {
-                urgent.push(name)
+            while whole || count < Self.beingMadePerRound, let name = being.queue.pop() {
+                toLook.urgent.push(name)
                 count += 1
             }
         }
@@ -196,16 +172,16 @@ final class RingDiscovery: @unchecked Sendable {
         // listing's names (a bot among them) waiting, nor a long listing a new bot's event.
         let deadline = whole ? UInt64.max : rs_clock_precise_ns() &+ Self.roundNanos
         var looked = 0
-        while let name = looked % 2 == 0 ? urgent.pop() ?? listed.pop() : listed.pop() ?? urgent.pop() {
+        while let name = looked % 2 == 0 ? toLook.urgent.pop() ?? toLook.listed.pop() : toLook.listed.pop() ?? toLook.urgent.pop() {
             look(at: name, nowNanos: now)
             looked += 1
             if rs_clock_precise_ns() >= deadline { break }
         }
         sayWaiting()
         publish(nowNanos: now, now: whole)
-        for ring in opened { handoff.post(found: ring) }
-        opened.removeAll()
-        return eventsLeft || listing != nil || !urgent.isEmpty || !listed.isEmpty
+        for ring in handed.opened { handoff.post(found: ring) }
+        handed.opened.removeAll()
+        return toLook.eventsLeft || scan.underWay != nil || !toLook.urgent.isEmpty || !toLook.listed.isEmpty
     }
 
     /// Takes back the names of the rings the drain let go of: one it could not read is refused
@@ -214,16 +190,16 @@ final class RingDiscovery: @unchecked Sendable {
         for letGo in handoff.takeLetGo() {
             let name = letGo.name
             // A ring of a file since replaced, and opened again here: the name stays the drain's.
-            if let identity = letGo.identity, let holding = held[name], holding != identity { continue }
-            held[name] = nil
+            if let identity = letGo.identity, let holding = handed.held[name], holding != identity { continue }
+            handed.held[name] = nil
             guard let problem = letGo.problem else {
-                urgent.push(name)
+                toLook.urgent.push(name)
                 continue
             }
             // The drain said it in the log already.
             let state = (try? System.lstat(options.directory.filePath(for: name))).map(EntryState.init)
             refused[name] = RefusedFile(state: state, problem: problem, quiet: false, retryAtNanos: now &+ letGo.retryNanos)
-            timed[name] = now &+ letGo.retryNanos
+            toLook.timed[name] = now &+ letGo.retryNanos
             skippedShown.stale = true
         }
     }
@@ -231,41 +207,41 @@ final class RingDiscovery: @unchecked Sendable {
     /// Begins a listing of the directory (or of the rings `--ring` names; one under way begins
     /// again). Says when the directory is missing or unreadable, and watches it when it is not.
     private func startListing(nowNanos now: UInt64) {
-        listingLooksAtRefused = listingDue || !watch.isWatching
-        lastListingNanos = now
-        listingDue = false
-        figures.rescans += 1
+        scan.looksAtRefused = scan.due || !watch.isWatching
+        scan.lastNanos = now
+        scan.due = false
+        scan.rescans += 1
         let directory = options.directory
         let problem = directory.accessProblem()
-        if problem != directoryProblem {
+        if problem != scan.directoryProblem {
             log(
                 problem.map { "ring directory \(directory.path): \($0); waiting for it" }
                     ?? "ring directory \(directory.path) is readable", level: problem == nil ? .info : .warn)
-            directoryProblem = problem
+            scan.directoryProblem = problem
         }
         if problem == nil {
             if !watch.isWatching { watch.watch(directory.path) }
             if !drainWakeup.watch.isWatching { drainWakeup.watch.watch(directory.path) }
         }
-        listing = nil
-        guard named.isEmpty else {
-            for name in options.rings { listed.push(name) }
-            finishListing(seen: named)
+        scan.underWay = nil
+        guard takes.named.isEmpty else {
+            for name in options.rings { toLook.listed.push(name) }
+            finishListing(seen: takes.named)
             return
         }
         guard problem == nil, let stream = try? System.DirectoryStream(directory.path) else {
             finishListing(seen: [])  // nothing there
             return
         }
-        listing = (stream, [])
+        scan.underWay = (stream, [])
     }
 
     /// Reads up to `entries` more names of the listing under way and queues the rings' to be
     /// looked at, in name order (a bot's own file before its workers'); at its end, forgets what
     /// it knew of files gone, and tells the drain of held ones gone.
     private func continueListing(entries: Int) {
-        guard let stream = listing?.stream, var seen = listing?.seen else { return }
-        listing = nil  // `seen` is not copied as it grows
+        guard let stream = scan.underWay?.stream, var seen = scan.underWay?.seen else { return }
+        scan.underWay = nil  // `seen` is not copied as it grows
         let prefix = RingDirectory.filePrefix
         var found: [String] = []
         var read = 0
@@ -280,20 +256,20 @@ final class RingDiscovery: @unchecked Sendable {
                 let name = String(fileName.dropFirst(prefix.count))
                 guard (try? RingDirectory.validate(ringName: name)) != nil else { continue }
                 seen.insert(name)
-                if listingLooksAtRefused || refused[name] == nil { found.append(name) }
+                if scan.looksAtRefused || refused[name] == nil { found.append(name) }
             }
         }
-        for name in found.sorted() { listed.push(name) }
-        if ended { finishListing(seen: seen) } else { listing = (stream, seen) }
+        for name in found.sorted() { toLook.listed.push(name) }
+        if ended { finishListing(seen: seen) } else { scan.underWay = (stream, seen) }
     }
 
     /// A listing ended with `seen`: what was known of files not in it is forgotten, and the drain
     /// told of its rings whose files are gone.
     private func finishListing(seen: Set<String>) {
         for name in refused.keys where !seen.contains(name) { forget(name) }
-        for name in waiting where !seen.contains(name) { forget(name) }
-        for name in beingMade.keys where !seen.contains(name) { forget(name) }
-        for name in held.keys where !seen.contains(name) { tellDrainChanged(name) }
+        for name in descriptorWait.names where !seen.contains(name) { forget(name) }
+        for name in being.since.keys where !seen.contains(name) { forget(name) }
+        for name in handed.held.keys where !seen.contains(name) { tellDrainChanged(name) }
     }
 
     /// Reads the events waiting, a bounded number unless `whole`, and queues the names they name:
@@ -304,25 +280,25 @@ final class RingDiscovery: @unchecked Sendable {
         let gone = UInt32(IN_DELETE | IN_MOVED_FROM)
         let outcome = watch.readEvents(maxReads: whole ? .max : Self.readsPerRound) { bytes, mask in
             let name = String(decoding: bytes, as: UTF8.self)
-            guard named.isEmpty ? (try? RingDirectory.validate(ringName: name)) != nil : named.contains(name) else { return }
-            if held[name] != nil {
-                if mask & comeOrGone != 0 { urgent.push(name) }  // else the drain's own watch sees it written
+            guard takes.named.isEmpty ? (try? RingDirectory.validate(ringName: name)) != nil : takes.named.contains(name) else { return }
+            if handed.held[name] != nil {
+                if mask & comeOrGone != 0 { toLook.urgent.push(name) }  // else the drain's own watch sees it written
                 return
             }
-            guard mask & gone == 0 || named.contains(name) else {
+            guard mask & gone == 0 || takes.named.contains(name) else {
                 // Gone: nothing to look at (a file made under the name since has an event of its own).
-                urgent.remove(name)
+                toLook.urgent.remove(name)
                 forget(name)
                 return
             }
-            urgent.push(name)
+            toLook.urgent.push(name)
         }
-        if outcome.overflowed || outcome.watchLost { listingDue = true }
-        if urgent.count > Self.behindLimit {
-            urgent.removeAll()
-            listingDue = true
+        if outcome.overflowed || outcome.watchLost { scan.due = true }
+        if toLook.urgent.count > Self.behindLimit {
+            toLook.urgent.removeAll()
+            scan.due = true
         }
-        eventsLeft = outcome.more
+        toLook.eventsLeft = outcome.more
     }
 
     // MARK: - Looking at one name
@@ -333,7 +309,7 @@ final class RingDiscovery: @unchecked Sendable {
     private func look(at name: String, nowNanos now: UInt64) {
         let directory = options.directory
         let path = directory.filePath(for: name)
-        if let identity = held[name] {
+        if let identity = handed.held[name] {
             let info = try? System.lstat(path)
             if info.map({ !EntryState($0).isFile(identity) }) ?? true { tellDrainChanged(name) }
             return
@@ -341,7 +317,7 @@ final class RingDiscovery: @unchecked Sendable {
         let info: stat
         do { info = try System.lstat(path) } catch {
             // Gone: nothing to remember (a ring named with --ring is opened, to say it is missing).
-            guard named.contains(name) else {
+            guard takes.named.contains(name) else {
                 forget(name)
                 return
             }
@@ -349,10 +325,10 @@ final class RingDiscovery: @unchecked Sendable {
             return
         }
         let state = EntryState(info)
-        if beingMade[name] == nil, let known = refused[name], known.stands(for: state, nowNanos: now) { return }
+        if being.since[name] == nil, let known = refused[name], known.stands(for: state, nowNanos: now) { return }
         if let refusal = RingConsumer.refusal(
             mode: info.st_mode, owner: info.st_uid, size: Int(info.st_size), name: name, directory: directory,
-            allowedOwners: allowedOwners)
+            allowedOwners: takes.allowedOwners)
         {
             refuse(name, refusal, state: state, byStat: true, nowNanos: now)
             return
@@ -362,19 +338,19 @@ final class RingDiscovery: @unchecked Sendable {
 
     /// Opens ring `name` as its consumer, within the descriptor budget, and hands it to the drain.
     private func open(_ name: String, state: EntryState?, nowNanos now: UInt64) {
-        guard handoff.descriptorsInUse + opened.count < ringLimit else {
-            if waiting.insert(name).inserted { skippedShown.stale = true }
+        guard handoff.descriptorsInUse + handed.opened.count < takes.ringLimit else {
+            if descriptorWait.names.insert(name).inserted { skippedShown.stale = true }
             return
         }
-        figures.opens += 1
+        handed.opens += 1
         do {
             let consumer = try RingConsumer(
-                name, directory: options.directory, allowedOwners: allowedOwners, readsWeights: true,
+                name, directory: options.directory, allowedOwners: takes.allowedOwners, readsWeights: true,
                 drainIntervalNanos: DrainScheduler.passBudgetNanos)
             let said = refused[name]?.problem
             forget(name)
-            held[name] = consumer.identity
-            opened.append(DiscoveryHandoff.FoundRing(consumer: consumer, saidProblem: said))
+            handed.held[name] = consumer.identity
+            handed.opened.append(DiscoveryHandoff.FoundRing(consumer: consumer, saidProblem: said))
         } catch {
             refuse(name, error, state: state, nowNanos: now)
         }
@@ -386,14 +362,14 @@ final class RingDiscovery: @unchecked Sendable {
         if case .consumerAlive(_, let pid) = error, pid == getpid() {
             // This collector's own consumer of the file, let go by the drain a moment ago and not
             // closed yet: not a problem to show (what the drain said stays), only a retry.
-            timed[name] = now &+ Self.retryNanos
+            toLook.timed[name] = now &+ Self.retryNanos
             return
         }
         var quiet = false
         var retryAt: UInt64 = 0
         switch error {
         case .notFound:
-            guard named.contains(name) else {
+            guard takes.named.contains(name) else {
                 forget(name)
                 return
             }
@@ -403,13 +379,13 @@ final class RingDiscovery: @unchecked Sendable {
             // finished any moment with no event (the header goes through a mapping): looked at
             // again shortly, for that second. An empty one grows with an event.
             quiet = true
-            let since = beingMade[name] ?? now
-            let madeLately = beingMade[name] != nil || (state.map(isRecent) ?? false)
+            let since = being.since[name] ?? now
+            let madeLately = being.since[name] != nil || (state.map(isRecent) ?? false)
             if let state, state.size > 0, madeLately, now &- since < Self.newFileNanos {
-                beingMade[name] = since
-                beingMadeQueue.push(name)
+                being.since[name] = since
+                being.queue.push(name)
             } else {
-                beingMade[name] = nil
+                being.since[name] = nil
             }
         case .consumerAlive, .producerAlive, .unavailable, .system, .noSpace:
             retryAt = now &+ Self.retryNanos
@@ -422,9 +398,9 @@ final class RingDiscovery: @unchecked Sendable {
             if !quiet { refusalLog("skipping ring \(name): \(error)", level: .warn) }
             skippedShown.stale = true
         }
-        if waiting.remove(name) != nil { skippedShown.stale = true }
+        if descriptorWait.names.remove(name) != nil { skippedShown.stale = true }
         refused[name] = refusal
-        if retryAt != 0 { timed[name] = retryAt }
+        if retryAt != 0 { toLook.timed[name] = retryAt }
     }
 
     /// Whether a file's status changed within `newFileNanos` of now (CLOCK_REALTIME, as file times are).
@@ -436,9 +412,9 @@ final class RingDiscovery: @unchecked Sendable {
     /// Forgets what was known of `name` (its file is gone, or handed to the drain).
     private func forget(_ name: String) {
         if let known = refused.removeValue(forKey: name), !known.quiet { skippedShown.stale = true }
-        beingMade[name] = nil
-        timed[name] = nil
-        if waiting.remove(name) != nil { skippedShown.stale = true }
+        being.since[name] = nil
+        toLook.timed[name] = nil
+        if descriptorWait.names.remove(name) != nil { skippedShown.stale = true }
     }
 
     private func tellDrainChanged(_ name: String) { handoff.post(changed: name) }
@@ -454,7 +430,7 @@ final class RingDiscovery: @unchecked Sendable {
         guard let state = refusal.state,
             let error = RingConsumer.refusal(
                 mode: mode_t(state.mode), owner: state.owner, size: Int(state.size), name: name, directory: options.directory,
-                allowedOwners: allowedOwners)
+                allowedOwners: takes.allowedOwners)
         else { return "refused" }
         return "\(error)"
     }
