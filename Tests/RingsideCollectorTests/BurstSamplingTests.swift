@@ -54,9 +54,9 @@ struct Burst {
             name, directory: directory.path, options: .init(laneCapacity: laneCapacity, sampleAbovePercent: sampleAbovePercent))
         let latency = try bot.histogram("latency", unit: .nanoseconds)
         let consumer = try RingConsumer(name, directory: directory, readsWeights: true)
-        var aggregator = RingAggregator(ring: name, layout: .standard, quantiles: quantiles.count)
+        var aggregator = BotAggregator(ring: name, layout: .standard, quantiles: quantiles.count)
         let source = aggregator.addSource(pid: getpid())
-        let room: (RingAggregator.Usage) -> RingAggregator.Usage = { _ in RingAggregator.Usage(series: 8, bytes: .max) }
+        let room: (BotAggregator.Usage) -> BotAggregator.Usage = { _ in BotAggregator.Usage(series: 8, bytes: .max) }
         aggregator.addMetrics(of: consumer, source: source, admitting: room)
         var random = SplitMix64(seed: seed)
         var values: [UInt64] = []

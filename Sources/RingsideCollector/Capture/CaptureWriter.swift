@@ -79,7 +79,7 @@ final class CaptureWriter: Sendable {
         let trace = TraceFiles(sources: sources, records: records, program: program)
         for file in trace.files {
             let name = job.baseName + file.suffix
-            if let failure = writeFile(name, file.bytes, in: directory) {
+            if let failure = directory.writeFile(name, file.bytes, flushing: true) {
                 outcome.failure = failure
                 for written in outcome.files { directory.removeOwn(written) }  // a capture is whole or absent
                 outcome.files = []
@@ -226,25 +226,5 @@ final class CaptureWriter: Sendable {
             }
         }
         return counters
-    }
-
-    /// Writes `bytes` to a new temporary file, flushes it to the disk and renames it to `name`;
-    /// nil, or what went wrong (the temporary file is then removed).
-    static func writeFile(_ name: String, _ bytes: [UInt8], in directory: LogDirectory) -> String? {
-        let temporary: (name: String, descriptor: Int32)
-        do { temporary = try directory.createTemporary(for: name) } catch { return "\(error)" }
-        var failure: String?
-        do {
-            try System.writeAll(temporary.descriptor, bytes)
-            try System.fsync(temporary.descriptor)
-        } catch {
-            failure = "cannot write \(directory.path(of: temporary.name)): \(error)"
-        }
-        System.close(temporary.descriptor)
-        if failure == nil {
-            do { try directory.replace(name, with: temporary.name) } catch { failure = "\(error)" }
-        }
-        if failure != nil { directory.remove(temporary.name) }
-        return failure
     }
 }

@@ -21,7 +21,7 @@ import Synchronization
 /// a drain. `runPass` does one pass on the caller's thread, discovery's round with it, for tests
 /// that want to step time themselves.
 // @unchecked: the parts are touched by the drain thread only, or by the thread that calls
-// `stop` once the drain thread has finished (`finished` orders them); discovery by its own
+// `stop` once the drain thread has finished (`PartThread.stop` waits for it); discovery by its own
 // thread, or in `runPass` when that is not started; what others read is `published`.
 package final class Collector: @unchecked Sendable {
     package let options: CollectorOptions
@@ -29,11 +29,9 @@ package final class Collector: @unchecked Sendable {
     private let scheduler: DrainScheduler
     private let publisher: SnapshotPublisher
     private let discovery: RingDiscovery
-    private let handoff: DiscoveryHandoff
     /// Reads the lane threads' scheduling from `/proc` on a thread of its own (nil with
     /// `--thread-sample-interval 0`); tests step it with `sampleRound()`.
     package let threadSampler: ThreadHealthSampler?
-    private let wakeup: DrainWakeup
     /// Captures of the recorder's records (nil without `--capture-dir`): the drain thread's part,
     /// and the desk where any thread asks for one.
     private let capturer: Capturer?
@@ -42,11 +40,10 @@ package final class Collector: @unchecked Sendable {
     private var stats = CollectorStats()
     /// The drain rate's last mark: when, and the records drained until then.
     private var rateMark: (nanos: UInt64, drained: UInt64) = (0, 0)
-    private let stopRequested = Atomic<Bool>(false)
     /// SLO rules and quantiles a reload gave, for the drain thread to take at its next pass.
     private let pendingSettings = Mutex<(sloRules: [SLORule], quantiles: [Double])?>(nil)
-    private let finished = DispatchSemaphore(value: 0)
-    private var isRunning = false
+    /// The drain thread.
+    private let loop = PartThread(part: "the collector")
     /// `stop` began: its last pass leaves discovery out.
     private var stopping = false
     /// Descriptors kept for the HTTP server's connections and the process's own files (the
@@ -66,14 +63,12 @@ package final class Collector: @unchecked Sendable {
         let ringLimit = budget.rings
         descriptorReserve = budget.reserve
         let wakeup = DrainWakeup()
-        self.wakeup = wakeup
         let ringLog = RingLog(log)
         // Discovery's watch: names created, moved in or out, removed, written or chmodded.
         let discoveryWatch = DirectoryWatch(
             events: UInt32(IN_CREATE | IN_MOVED_TO | IN_DELETE | IN_MOVED_FROM | IN_MODIFY | IN_ATTRIB))
         let drainWatch = wakeup.watch
         let handoff = DiscoveryHandoff(wakeDrain: { drainWatch.signal() }, wakeDiscovery: { discoveryWatch.signal() })
-        self.handoff = handoff
         discovery = RingDiscovery(
             options: options, log: log, handoff: handoff, watch: discoveryWatch, drainWakeup: wakeup,
             ringLimit: ringLimit)
@@ -158,41 +153,34 @@ package final class Collector: @unchecked Sendable {
 
     /// Starts the drain thread, and discovery's.
     package func start() {
-        precondition(!isRunning, "the collector is already running")
-        isRunning = true
+        precondition(!loop.isRunning, "the collector is already running")
         threadSampler?.start()
         discovery.start()
-        let thread = Thread { [self] in
-            try? System.setThreadName("ringside-drain")  // for top -H and /proc/PID/task/TID/comm
+        loop.start(name: "ringside-drain") { [self] in
             // A short slice: waking, the drain takes the CPU from a thread of the default slice at
             // once rather than after that one's slice or the next tick (docs/operations.md has the
             // gaps with and without). A kernel before 6.12 ignores it.
             if drainSliceNanos > 0 { try? System.setThreadSlice(nanoseconds: drainSliceNanos) }
-            while !stopRequested.load(ordering: .acquiring) {
+            while !loop.isStopping {
                 let drained = runPass(nowNanos: rs_clock_precise_ns())
                 // Busy rings are drained again at once; idle ones are looked at every poll, or
                 // sooner, as each part asks (see `sleepNanos`), or when a ring's file is opened,
                 // closed or grows a lane (inotify), or discovery found a ring.
                 if drained == 0 {
-                    _ = wakeup.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()), holds: tracker.holds(name:))
+                    _ = tracker.wakeup.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()), holds: tracker.holds(name:))
                 }
             }
-            finished.signal()
         }
-        thread.start()
     }
 
     /// Stops the drain thread after one last pass, and releases every ring: records not yet
     /// drained stay in their rings for the next collector.
     package func stop() {
-        guard isRunning else { return }
+        guard loop.isRunning else { return }
         threadSampler?.stop()
         stopping = true
         discovery.stop()
-        stopRequested.store(true, ordering: .releasing)
-        wakeup.signal()
-        finished.wait()
-        isRunning = false
+        loop.stop(waking: tracker.wakeup.signal)
         runPass(nowNanos: rs_clock_precise_ns(), forcePublish: true)
         // Every capture asked for is written, those still waiting for their seconds after with what
         // came until now, before the collector goes.
@@ -220,7 +208,7 @@ package final class Collector: @unchecked Sendable {
     /// an availability's counts). The windows and counters go on as they were.
     package func reconfigure(sloRules: [SLORule], quantiles: [Double]) {
         pendingSettings.withLock { $0 = (sloRules, quantiles) }
-        wakeup.signal()
+        tracker.wakeup.signal()
     }
 
     // MARK: - One pass
@@ -288,7 +276,7 @@ package final class Collector: @unchecked Sendable {
         }
         stats.lagSeconds = tracker.lagSeconds
         stats.logLinesSuppressed = tracker.ringLog.suppressedTotal + discovery.refusalLog.suppressedTotal
-        let shown = handoff.shown
+        let shown = tracker.handoff.shown
         stats.ringsWaitingForDescriptors = shown.waitingForDescriptors
         stats.ringFilesRefused = shown.filesRefused
         stats.discoveryRescans = shown.rescans

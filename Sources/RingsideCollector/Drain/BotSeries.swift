@@ -7,7 +7,7 @@ import Ringside
 final class BotSeries {
     /// The bot's name: `WorkerRing`'s `bot` for a worker's ring.
     let name: String
-    var aggregator: RingAggregator
+    var aggregator: BotAggregator
     /// Rings tracked or released that feed it: when the last is forgotten, so is the bot.
     var rings = 0
     /// Something changed since the last publish (records drained, cells or registry changed),
@@ -21,7 +21,7 @@ final class BotSeries {
     /// spare a look-up per drain).
     var recording: BotRecording?
 
-    init(name: String, aggregator: RingAggregator) {
+    init(name: String, aggregator: BotAggregator) {
         self.name = name
         self.aggregator = aggregator
     }

@@ -14,10 +14,15 @@ final class DrainScheduler {
     /// The rings' lanes' write cursors, looked at together each pass, the rings in the watch's
     /// order, and what the pass visits.
     private let laneWatch = LaneWatch()
-    private var watchedRings: [TrackedRing] = []
-    private var watchedVersion: UInt64 = .max
-    /// A ring mapped new lanes: the watch is rebuilt at the next pass.
-    private var laneWatchStale = false
+    private var watched = WatchedRings()
+
+    /// The rings in the lane watch's order, the tracker's version of its rings they were taken
+    /// at, and whether a ring mapped new lanes (the watch is rebuilt at the next pass).
+    private struct WatchedRings {
+        var rings: [TrackedRing] = []
+        var version: UInt64 = .max
+        var stale = false
+    }
     /// Per watched ring: visit it this pass; and whether a counter of it moved since the last
     /// look (counters write no records: the next snapshot reads its cells). And the rings the
     /// last pass wants visited again.
@@ -72,14 +77,16 @@ final class DrainScheduler {
         let sweep = sweep || forced
         _ = watchLanes()
         passes &+= 1
-        let rings = watchedRings
-        for ring in touched where ring.watch.index < visit.count && rings[ring.watch.index] === ring { visit[ring.watch.index] = true }
+        let rings = watched.rings
+        for ring in touched where ring.schedule.watch.index < visit.count && rings[ring.schedule.watch.index] === ring {
+            visit[ring.schedule.watch.index] = true
+        }
         laneWatch.markMoved(&visit, counted: &counted)
         (lastLookNanos, lookNanos) = (lookNanos, rs_clock_precise_ns())
         var pass = Pass()
         for index in counted.indices where counted[index] {
             counted[index] = false
-            rings[index].cellsMoved = true
+            rings[index].schedule.cellMoves &+= 1
             pass.changed = true  // a snapshot is due, as for a record
         }
         for index in followUps where index < visit.count { visit[index] = true }
@@ -103,16 +110,18 @@ final class DrainScheduler {
             }
             visit[index] = false
             let ring = rings[index]
-            let wasFilling = ring.fill.isTiming
+            let wasFilling = ring.schedule.fill.isTiming
             let drained = tracker.drain(ring, nowNanos: now, whole: forced)
             measureGap(of: ring, drained: drained.count, filling: wasFilling && !forced, atNanos: visitNanos, nowNanos: now)
             if drained.recordsLeft { cutShort = true }  // the next pass follows at once, and a snapshot waits for it
             pass.drained += drained.count
             if drained.count > 0 { ring.liveness.lastActiveNanos = now }
             guard !drained.letGo else { continue }  // its cursors were corrupt
-            if ring.consumer.laneCount != ring.watch.lanes { laneWatchStale = true }
+            if ring.consumer.laneCount != ring.schedule.watch.lanes { watched.stale = true }
             // Only rings that drained lately have a rate: idle ones cost nothing here.
-            if drained.count > 0 || ring.fill.isTiming, let fill = ring.fill.fillNanos(capacity: ring.consumer.capacity, nowNanos: now) {
+            if drained.count > 0 || ring.schedule.fill.isTiming,
+                let fill = ring.schedule.fill.fillNanos(capacity: ring.consumer.capacity, nowNanos: now)
+            {
                 soonestFill = min(soonestFill, fill)
             }
             // Liveness and drop logging cost system calls: asked as often as `livenessInterval`
@@ -124,12 +133,12 @@ final class DrainScheduler {
             // A bot attached moments ago may be adding its first lanes after the file event that
             // had it attached: look for them every pass until the moment has passed.
             let isNew = now &- ring.liveness.attachedNanos < RingTracker.newRingNanos
-            if isNew, ring.consumer.lookForNewLanes() { ring.watch.newLanesPending = true }
+            if isNew, ring.consumer.lookForNewLanes() { ring.schedule.watch.newLanesPending = true }
             // Visited again next pass: a ring busy in the last second or whose file was just opened
             // or closed (its liveness is asked four times a second), new, timing a fill rate,
             // quarantined, or with lanes to adopt.
-            if interval == RingTracker.activeLivenessIntervalNanos || isNew || drained.count > 0 || ring.fill.isTiming
-                || ring.quarantine.untilNanos != 0 || ring.watch.newLanesPending
+            if interval == RingTracker.activeLivenessIntervalNanos || isNew || drained.count > 0 || ring.schedule.fill.isTiming
+                || ring.quarantine.untilNanos != 0 || ring.schedule.watch.newLanesPending
             {
                 followUps.append(index)
             }
@@ -145,11 +154,11 @@ final class DrainScheduler {
     /// waited for a loop that slept as long as nothing was filling.
     private func measureGap(of ring: TrackedRing, drained: Int, filling: Bool, atNanos visit: UInt64, nowNanos now: UInt64) {
         if drained > 0, filling {
-            let caughtUp = ring.watch.visitedPass == passes &- 1 ? ring.watch.visitedNanos : lastLookNanos
+            let caughtUp = ring.schedule.watch.visitedPass == passes &- 1 ? ring.schedule.watch.visitedNanos : lastLookNanos
             if caughtUp != 0, caughtUp <= visit { gaps.record(visit - caughtUp, atNanos: now) }
         }
-        ring.watch.visitedPass = passes
-        ring.watch.visitedNanos = visit
+        ring.schedule.watch.visitedPass = passes
+        ring.schedule.watch.visitedNanos = visit
     }
 
     /// Whether a snapshot may begin: after a pass that visited every ring it meant to (one cut
@@ -227,24 +236,50 @@ final class DrainScheduler {
     /// with lanes the watch did not have (with thousands of rings coming and going, a rebuild
     /// must not drop the visits a pass cut short left for the next).
     private func watchLanes() -> Bool {
-        guard laneWatchStale || watchedVersion != tracker.tracked.version else { return false }
+        guard watched.stale || watched.version != tracker.tracked.version else { return false }
         var due = Set<ObjectIdentifier>()
-        for index in followUps where index < watchedRings.count { due.insert(ObjectIdentifier(watchedRings[index])) }
-        for (index, ring) in watchedRings.enumerated() where index < visit.count && visit[index] { due.insert(ObjectIdentifier(ring)) }
-        let known = Set(watchedRings.map(ObjectIdentifier.init))
-        watchedRings = tracker.tracked.ordered
-        laneWatch.watch(watchedRings.map(\.consumer))
-        visit = watchedRings.map { ring in
-            due.contains(ObjectIdentifier(ring)) || !known.contains(ObjectIdentifier(ring)) || ring.watch.lanes != ring.consumer.laneCount
+        for index in followUps where index < watched.rings.count { due.insert(ObjectIdentifier(watched.rings[index])) }
+        for (index, ring) in watched.rings.enumerated() where index < visit.count && visit[index] { due.insert(ObjectIdentifier(ring)) }
+        let known = Set(watched.rings.map(ObjectIdentifier.init))
+        watched.rings = tracker.tracked.ordered
+        laneWatch.watch(watched.rings.map(\.consumer))
+        visit = watched.rings.map { ring in
+            due.contains(ObjectIdentifier(ring)) || !known.contains(ObjectIdentifier(ring))
+                || ring.schedule.watch.lanes != ring.consumer.laneCount
         }
-        counted = [Bool](repeating: false, count: watchedRings.count)
-        for (index, ring) in watchedRings.enumerated() {
-            ring.watch.lanes = ring.consumer.laneCount
-            ring.watch.index = index
+        counted = [Bool](repeating: false, count: watched.rings.count)
+        for (index, ring) in watched.rings.enumerated() {
+            ring.schedule.watch.lanes = ring.consumer.laneCount
+            ring.schedule.watch.index = index
         }
         followUps.removeAll()
-        watchedVersion = tracker.tracked.version
-        laneWatchStale = false
+        watched.version = tracker.tracked.version
+        watched.stale = false
         return true
     }
+}
+
+/// A ring's place in the drain's schedule: written here, by the `DrainScheduler` (and by the
+/// drain through `countDrained` and `noteNewLanes`), read by the rest.
+struct SchedulePlace {
+    /// Its place in the lane watch.
+    fileprivate(set) var watch = TrackedRing.WatchPlace()
+    /// How fast its lanes fill.
+    fileprivate(set) var fill = FillRate()
+    /// How many times the lane watch saw its counters move (`cell_writes`).
+    fileprivate(set) var cellMoves: UInt64 = 0
+
+    init() {}
+
+    /// Counts `records` drained from `lane`, for the fill rate.
+    mutating func countDrained(_ records: Int, lane: Int) { fill.counted(records, lane: lane) }
+
+    /// Its file opened again: not in the watch, not timed (the moves of its counters count on).
+    mutating func reopened() {
+        watch = TrackedRing.WatchPlace()
+        fill = FillRate()
+    }
+
+    /// Whether the ring's file has lanes the watch does not hold yet.
+    mutating func noteNewLanes(_ pending: Bool) { watch.newLanesPending = pending }
 }

@@ -34,61 +34,33 @@ import Synchronization
 // started (tests step time, and so does the collector's last pass); `stop` waits for the thread.
 final class RingDiscovery: @unchecked Sendable {
     private let options: CollectorOptions
-    private let log: CollectorLog
+    let log: CollectorLog
     /// Lines about files refused: 100 at once, then one every 10 s, the rest counted (100,000 bogus
     /// files must not fill the log, nor block a thread on a full standard error).
     let refusalLog: RingLog
-    private let handoff: DiscoveryHandoff
+    let handoff: DiscoveryHandoff
     private let drainWakeup: DrainWakeup
-    private let ringLimit: Int
-    /// The names given with `--ring` (none: every ring of the directory).
-    private let named: Set<String>
+    /// Which files it takes.
+    private let takes: Takes
     /// Its own watch: names created, moved, removed or changed.
     let watch: DirectoryWatch
 
-    /// The names the drain holds, with the file each was when opened.
-    private var held: [String: RingFileIdentity] = [:]
-    private var refused: [String: RefusedFile] = [:]
-    /// Files found not ready within a second of their making, and since when (looked at every
-    /// `beingMadeRetryNanos`, in turn, from `beingMadeQueue`).
-    private var beingMade: [String: UInt64] = [:]
-    private var beingMadeQueue = NameQueue()
-    private var lastBeingMadeNanos: UInt64 = 0
-    /// Names to look at again at a time (a refusal that depends on something besides the file).
-    private var timed: [String: UInt64] = [:]
+    /// The names the drain holds, and the rings opened this round.
+    var handed = Handed()
+    var refused: [String: RefusedFile] = [:]
+    /// Files found not ready within a second of their making.
+    private var being = BeingMade()
     /// Rings found that wait for a descriptor.
-    private var waiting: Set<String> = []
-    /// Rings opened this round, handed to the drain at its end, once what the round refused is
-    /// published: a snapshot that shows them shows those too.
-    private var opened: [DiscoveryHandoff.FoundRing] = []
-    private var saidWaiting = false
-    /// Names to look at: those events named, and those of the last listing, in turn.
-    private var urgent = NameQueue()
-    private var listed = NameQueue()
-    private var eventsLeft = false
-    /// The listing under way (the directory read a step at a time, and the names it found), when
-    /// the last began, and whether one is due at once.
-    private var listing: (stream: System.DirectoryStream, seen: Set<String>)?
-    /// Whether the listing under way looks again at files refused before: not when it is the
-    /// watched directory's fallback, as any change to them has an event of its own.
-    private var listingLooksAtRefused = true
-    private var lastListingNanos: UInt64 = 0
-    private var listingDue = true
-    /// What is wrong with the directory, said once (and once when it is right again).
-    private var directoryProblem: String?
-    private var figures = (rescans: UInt64(0), opens: UInt64(0))
-    /// The skipped rings shown are out of date; when they were last made, and what that cost.
-    private var shownStale = true
-    private var lastShownNanos: UInt64 = 0
-    private var lastShownCostNanos: UInt64 = 0
-    private var shownSkipped: [RingSnapshot] = []
-    private let allowedOwners: Set<UInt32>
+    var descriptorWait = DescriptorWait()
+    /// Names to look at.
+    private var toLook = NamesToLook()
+    /// The directory's listings.
+    var scan = Listing()
+    /// The skipped rings shown (see `RingDiscovery+Shown`).
+    var skippedShown = SkippedShown()
 
-    private let stopRequested = Atomic<Bool>(false)
-    /// Ends a pause (see `CPUShare`) at once when `stop` is called.
-    private let stopping = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
-    private(set) var isRunning = false
+    /// Its thread, whose pauses (see `CPUShare`) `stop` ends at once.
+    private let loop = PartThread(part: "discovery")
 
     /// How often the directory is listed whole: a fallback while inotify watches it (events are
     /// lost only with a signal, which has it listed at once), the way while it does not.
@@ -127,55 +99,44 @@ final class RingDiscovery: @unchecked Sendable {
         self.handoff = handoff
         self.watch = watch
         self.drainWakeup = drainWakeup
-        self.ringLimit = ringLimit
-        named = Set(options.rings)
-        allowedOwners = Set(options.allowedUIDs)
+        takes = Takes(named: Set(options.rings), allowedOwners: Set(options.allowedUIDs), ringLimit: ringLimit)
     }
 
     // MARK: - Its thread
 
     /// Starts its thread.
     func start() {
-        precondition(!isRunning, "discovery is already running")
-        isRunning = true
-        let thread = Thread { [self] in
-            try? System.setThreadName("ringside-find")  // for top -H and /proc/PID/task/TID/comm
+        loop.start(name: "ringside-find") { [self] in
             // At the drain's priority, not below: a host whose every core is busy (spinning bots)
             // would leave a thread below it next to nothing, and new bots unfound. Its share
             // keeps it to a quarter of a core.
             var share = CPUShare(fraction: Self.cpuShare, burstNanos: 20_000_000, nowNanos: rs_clock_precise_ns())
-            while !stopRequested.load(ordering: .acquiring) {
+            while !loop.isStopping {
                 let cpuBefore = ThreadHealthSampler.threadCPUNanos()
                 let more = round(nowNanos: rs_clock_precise_ns(), whole: false)
                 let pause = share.pause(spent: ThreadHealthSampler.threadCPUNanos() &- cpuBefore, nowNanos: rs_clock_precise_ns())
                 // Events wait in inotify's queue meanwhile; a stop ends the pause.
-                if pause > 0 { _ = stopping.wait(timeout: .now() + .nanoseconds(Int(clamping: pause))) }
+                if pause > 0 { loop.pause(nanos: pause) }
                 if more { continue }
                 watch.wait(timeoutNanos: sleepNanos(nowNanos: rs_clock_precise_ns()))
             }
-            finished.signal()
         }
-        thread.start()
     }
 
     /// Stops its thread; what it found and did not hand over yet stays with the handoff.
-    func stop() {
-        guard isRunning else { return }
-        stopRequested.store(true, ordering: .releasing)
-        watch.signal()
-        stopping.signal()
-        finished.wait()
-        isRunning = false
-    }
+    func stop() { loop.stop(waking: watch.signal) }
+
+    /// Whether its thread runs.
+    var isRunning: Bool { loop.isRunning }
 
     /// How long its thread may sleep: until the next listing, the next look at a file being
     /// made, or a refusal's retry, whichever comes first (an event or a signal wakes it sooner).
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
         func until(_ time: UInt64) -> UInt64 { time > now ? time - now : 0 }
-        var sleep = until(lastListingNanos &+ listingInterval)
-        if !beingMadeQueue.isEmpty { sleep = min(sleep, until(lastBeingMadeNanos &+ Self.beingMadeRetryNanos)) }
-        for time in timed.values { sleep = min(sleep, until(time)) }
-        if shownStale { sleep = min(sleep, until(lastShownNanos &+ showSpacingNanos)) }
+        var sleep = until(scan.lastNanos &+ listingInterval)
+        if !being.queue.isEmpty { sleep = min(sleep, until(being.lastNanos &+ Self.beingMadeRetryNanos)) }
+        for time in toLook.timed.values { sleep = min(sleep, until(time)) }
+        if skippedShown.stale { sleep = min(sleep, until(skippedShown.lastNanos &+ showSpacingNanos)) }
         return sleep
     }
 
@@ -189,21 +150,21 @@ final class RingDiscovery: @unchecked Sendable {
     @discardableResult
     func round(nowNanos now: UInt64, whole: Bool) -> Bool {
         takeLetGo(nowNanos: now)
-        if listingDue || now &- lastListingNanos >= listingInterval { startListing(nowNanos: now) }
+        if scan.due || now &- scan.lastNanos >= listingInterval { startListing(nowNanos: now) }
         readEvents(whole: whole)
         continueListing(entries: whole ? .max : Self.entriesPerRound)
-        for (name, time) in timed where time <= now {
-            timed[name] = nil
-            urgent.push(name)
+        for (name, time) in toLook.timed where time <= now {
+            toLook.timed[name] = nil
+            toLook.urgent.push(name)
         }
-        if !waiting.isEmpty, handoff.descriptorsInUse < ringLimit {  // descriptors came free
-            for name in waiting { urgent.push(name) }
+        if !descriptorWait.names.isEmpty, handoff.descriptorsInUse < takes.ringLimit {  // descriptors came free
+            for name in descriptorWait.names { toLook.urgent.push(name) }
         }
-        if !beingMadeQueue.isEmpty, whole || now &- lastBeingMadeNanos >= Self.beingMadeRetryNanos {
-            lastBeingMadeNanos = now
+        if !being.queue.isEmpty, whole || now &- being.lastNanos >= Self.beingMadeRetryNanos {
+            being.lastNanos = now
             var count = 0
-            while whole || count < Self.beingMadePerRound, let name = beingMadeQueue.pop() {
-                urgent.push(name)
+            while whole || count < Self.beingMadePerRound, let name = being.queue.pop() {
+                toLook.urgent.push(name)
                 count += 1
             }
         }
@@ -211,16 +172,16 @@ final class RingDiscovery: @unchecked Sendable {
         // listing's names (a bot among them) waiting, nor a long listing a new bot's event.
         let deadline = whole ? UInt64.max : rs_clock_precise_ns() &+ Self.roundNanos
         var looked = 0
-        while let name = looked % 2 == 0 ? urgent.pop() ?? listed.pop() : listed.pop() ?? urgent.pop() {
+        while let name = looked % 2 == 0 ? toLook.urgent.pop() ?? toLook.listed.pop() : toLook.listed.pop() ?? toLook.urgent.pop() {
             look(at: name, nowNanos: now)
             looked += 1
             if rs_clock_precise_ns() >= deadline { break }
         }
         sayWaiting()
         publish(nowNanos: now, now: whole)
-        for ring in opened { handoff.post(found: ring) }
-        opened.removeAll()
-        return eventsLeft || listing != nil || !urgent.isEmpty || !listed.isEmpty
+        for ring in handed.opened { handoff.post(found: ring) }
+        handed.opened.removeAll()
+        return toLook.eventsLeft || scan.underWay != nil || !toLook.urgent.isEmpty || !toLook.listed.isEmpty
     }
 
     /// Takes back the names of the rings the drain let go of: one it could not read is refused
@@ -229,58 +190,58 @@ final class RingDiscovery: @unchecked Sendable {
         for letGo in handoff.takeLetGo() {
             let name = letGo.name
             // A ring of a file since replaced, and opened again here: the name stays the drain's.
-            if let identity = letGo.identity, let holding = held[name], holding != identity { continue }
-            held[name] = nil
+            if let identity = letGo.identity, let holding = handed.held[name], holding != identity { continue }
+            handed.held[name] = nil
             guard let problem = letGo.problem else {
-                urgent.push(name)
+                toLook.urgent.push(name)
                 continue
             }
             // The drain said it in the log already.
             let state = (try? System.lstat(options.directory.filePath(for: name))).map(EntryState.init)
             refused[name] = RefusedFile(state: state, problem: problem, quiet: false, retryAtNanos: now &+ letGo.retryNanos)
-            timed[name] = now &+ letGo.retryNanos
-            shownStale = true
+            toLook.timed[name] = now &+ letGo.retryNanos
+            skippedShown.stale = true
         }
     }
 
     /// Begins a listing of the directory (or of the rings `--ring` names; one under way begins
     /// again). Says when the directory is missing or unreadable, and watches it when it is not.
     private func startListing(nowNanos now: UInt64) {
-        listingLooksAtRefused = listingDue || !watch.isWatching
-        lastListingNanos = now
-        listingDue = false
-        figures.rescans += 1
+        scan.looksAtRefused = scan.due || !watch.isWatching
+        scan.lastNanos = now
+        scan.due = false
+        scan.rescans += 1
         let directory = options.directory
         let problem = directory.accessProblem()
-        if problem != directoryProblem {
+        if problem != scan.directoryProblem {
             log(
                 problem.map { "ring directory \(directory.path): \($0); waiting for it" }
                     ?? "ring directory \(directory.path) is readable", level: problem == nil ? .info : .warn)
-            directoryProblem = problem
+            scan.directoryProblem = problem
         }
         if problem == nil {
             if !watch.isWatching { watch.watch(directory.path) }
             if !drainWakeup.watch.isWatching { drainWakeup.watch.watch(directory.path) }
         }
-        listing = nil
-        guard named.isEmpty else {
-            for name in options.rings { listed.push(name) }
-            finishListing(seen: named)
+        scan.underWay = nil
+        guard takes.named.isEmpty else {
+            for name in options.rings { toLook.listed.push(name) }
+            finishListing(seen: takes.named)
             return
         }
         guard problem == nil, let stream = try? System.DirectoryStream(directory.path) else {
             finishListing(seen: [])  // nothing there
             return
         }
-        listing = (stream, [])
+        scan.underWay = (stream, [])
     }
 
     /// Reads up to `entries` more names of the listing under way and queues the rings' to be
     /// looked at, in name order (a bot's own file before its workers'); at its end, forgets what
     /// it knew of files gone, and tells the drain of held ones gone.
     private func continueListing(entries: Int) {
-        guard let stream = listing?.stream, var seen = listing?.seen else { return }
-        listing = nil  // `seen` is not copied as it grows
+        guard let stream = scan.underWay?.stream, var seen = scan.underWay?.seen else { return }
+        scan.underWay = nil  // `seen` is not copied as it grows
         let prefix = RingDirectory.filePrefix
         var found: [String] = []
         var read = 0
@@ -295,20 +256,20 @@ final class RingDiscovery: @unchecked Sendable {
                 let name = String(fileName.dropFirst(prefix.count))
                 guard (try? RingDirectory.validate(ringName: name)) != nil else { continue }
                 seen.insert(name)
-                if listingLooksAtRefused || refused[name] == nil { found.append(name) }
+                if scan.looksAtRefused || refused[name] == nil { found.append(name) }
             }
         }
-        for name in found.sorted() { listed.push(name) }
-        if ended { finishListing(seen: seen) } else { listing = (stream, seen) }
+        for name in found.sorted() { toLook.listed.push(name) }
+        if ended { finishListing(seen: seen) } else { scan.underWay = (stream, seen) }
     }
 
     /// A listing ended with `seen`: what was known of files not in it is forgotten, and the drain
     /// told of its rings whose files are gone.
     private func finishListing(seen: Set<String>) {
         for name in refused.keys where !seen.contains(name) { forget(name) }
-        for name in waiting where !seen.contains(name) { forget(name) }
-        for name in beingMade.keys where !seen.contains(name) { forget(name) }
-        for name in held.keys where !seen.contains(name) { tellDrainChanged(name) }
+        for name in descriptorWait.names where !seen.contains(name) { forget(name) }
+        for name in being.since.keys where !seen.contains(name) { forget(name) }
+        for name in handed.held.keys where !seen.contains(name) { tellDrainChanged(name) }
     }
 
     /// Reads the events waiting, a bounded number unless `whole`, and queues the names they name:
@@ -319,25 +280,25 @@ final class RingDiscovery: @unchecked Sendable {
         let gone = UInt32(IN_DELETE | IN_MOVED_FROM)
         let outcome = watch.readEvents(maxReads: whole ? .max : Self.readsPerRound) { bytes, mask in
             let name = String(decoding: bytes, as: UTF8.self)
-            guard named.isEmpty ? (try? RingDirectory.validate(ringName: name)) != nil : named.contains(name) else { return }
-            if held[name] != nil {
-                if mask & comeOrGone != 0 { urgent.push(name) }  // else the drain's own watch sees it written
+            guard takes.named.isEmpty ? (try? RingDirectory.validate(ringName: name)) != nil : takes.named.contains(name) else { return }
+            if handed.held[name] != nil {
+                if mask & comeOrGone != 0 { toLook.urgent.push(name) }  // else the drain's own watch sees it written
                 return
             }
-            guard mask & gone == 0 || named.contains(name) else {
+            guard mask & gone == 0 || takes.named.contains(name) else {
                 // Gone: nothing to look at (a file made under the name since has an event of its own).
-                urgent.remove(name)
+                toLook.urgent.remove(name)
                 forget(name)
                 return
             }
-            urgent.push(name)
+            toLook.urgent.push(name)
         }
-        if outcome.overflowed || outcome.watchLost { listingDue = true }
-        if urgent.count > Self.behindLimit {
-            urgent.removeAll()
-            listingDue = true
+        if outcome.overflowed || outcome.watchLost { scan.due = true }
+        if toLook.urgent.count > Self.behindLimit {
+            toLook.urgent.removeAll()
+            scan.due = true
         }
-        eventsLeft = outcome.more
+        toLook.eventsLeft = outcome.more
     }
 
     // MARK: - Looking at one name
@@ -348,7 +309,7 @@ final class RingDiscovery: @unchecked Sendable {
     private func look(at name: String, nowNanos now: UInt64) {
         let directory = options.directory
         let path = directory.filePath(for: name)
-        if let identity = held[name] {
+        if let identity = handed.held[name] {
             let info = try? System.lstat(path)
             if info.map({ !EntryState($0).isFile(identity) }) ?? true { tellDrainChanged(name) }
             return
@@ -356,7 +317,7 @@ final class RingDiscovery: @unchecked Sendable {
         let info: stat
         do { info = try System.lstat(path) } catch {
             // Gone: nothing to remember (a ring named with --ring is opened, to say it is missing).
-            guard named.contains(name) else {
+            guard takes.named.contains(name) else {
                 forget(name)
                 return
             }
@@ -364,10 +325,10 @@ final class RingDiscovery: @unchecked Sendable {
             return
         }
         let state = EntryState(info)
-        if beingMade[name] == nil, let known = refused[name], known.stands(for: state, nowNanos: now) { return }
+        if being.since[name] == nil, let known = refused[name], known.stands(for: state, nowNanos: now) { return }
         if let refusal = RingConsumer.refusal(
             mode: info.st_mode, owner: info.st_uid, size: Int(info.st_size), name: name, directory: directory,
-            allowedOwners: allowedOwners)
+            allowedOwners: takes.allowedOwners)
         {
             refuse(name, refusal, state: state, byStat: true, nowNanos: now)
             return
@@ -377,19 +338,19 @@ final class RingDiscovery: @unchecked Sendable {
 
     /// Opens ring `name` as its consumer, within the descriptor budget, and hands it to the drain.
     private func open(_ name: String, state: EntryState?, nowNanos now: UInt64) {
-        guard handoff.descriptorsInUse + opened.count < ringLimit else {
-            if waiting.insert(name).inserted { shownStale = true }
+        guard handoff.descriptorsInUse + handed.opened.count < takes.ringLimit else {
+            if descriptorWait.names.insert(name).inserted { skippedShown.stale = true }
             return
         }
-        figures.opens += 1
+        handed.opens += 1
         do {
             let consumer = try RingConsumer(
-                name, directory: options.directory, allowedOwners: allowedOwners, readsWeights: true,
+                name, directory: options.directory, allowedOwners: takes.allowedOwners, readsWeights: true,
                 drainIntervalNanos: DrainScheduler.passBudgetNanos)
             let said = refused[name]?.problem
             forget(name)
-            held[name] = consumer.identity
-            opened.append(DiscoveryHandoff.FoundRing(consumer: consumer, saidProblem: said))
+            handed.held[name] = consumer.identity
+            handed.opened.append(DiscoveryHandoff.FoundRing(consumer: consumer, saidProblem: said))
         } catch {
             refuse(name, error, state: state, nowNanos: now)
         }
@@ -401,14 +362,14 @@ final class RingDiscovery: @unchecked Sendable {
         if case .consumerAlive(_, let pid) = error, pid == getpid() {
             // This collector's own consumer of the file, let go by the drain a moment ago and not
             // closed yet: not a problem to show (what the drain said stays), only a retry.
-            timed[name] = now &+ Self.retryNanos
+            toLook.timed[name] = now &+ Self.retryNanos
             return
         }
         var quiet = false
         var retryAt: UInt64 = 0
         switch error {
         case .notFound:
-            guard named.contains(name) else {
+            guard takes.named.contains(name) else {
                 forget(name)
                 return
             }
@@ -418,13 +379,13 @@ final class RingDiscovery: @unchecked Sendable {
             // finished any moment with no event (the header goes through a mapping): looked at
             // again shortly, for that second. An empty one grows with an event.
             quiet = true
-            let since = beingMade[name] ?? now
-            let madeLately = beingMade[name] != nil || (state.map(isRecent) ?? false)
+            let since = being.since[name] ?? now
+            let madeLately = being.since[name] != nil || (state.map(isRecent) ?? false)
             if let state, state.size > 0, madeLately, now &- since < Self.newFileNanos {
-                beingMade[name] = since
-                beingMadeQueue.push(name)
+                being.since[name] = since
+                being.queue.push(name)
             } else {
-                beingMade[name] = nil
+                being.since[name] = nil
             }
         case .consumerAlive, .producerAlive, .unavailable, .system, .noSpace:
             retryAt = now &+ Self.retryNanos
@@ -435,11 +396,11 @@ final class RingDiscovery: @unchecked Sendable {
         let before = refused[name]
         if before.map({ !refusal.saysTheSame(as: $0) }) ?? true {
             if !quiet { refusalLog("skipping ring \(name): \(error)", level: .warn) }
-            shownStale = true
+            skippedShown.stale = true
         }
-        if waiting.remove(name) != nil { shownStale = true }
+        if descriptorWait.names.remove(name) != nil { skippedShown.stale = true }
         refused[name] = refusal
-        if retryAt != 0 { timed[name] = retryAt }
+        if retryAt != 0 { toLook.timed[name] = retryAt }
     }
 
     /// Whether a file's status changed within `newFileNanos` of now (CLOCK_REALTIME, as file times are).
@@ -450,16 +411,16 @@ final class RingDiscovery: @unchecked Sendable {
 
     /// Forgets what was known of `name` (its file is gone, or handed to the drain).
     private func forget(_ name: String) {
-        if let known = refused.removeValue(forKey: name), !known.quiet { shownStale = true }
-        beingMade[name] = nil
-        timed[name] = nil
-        if waiting.remove(name) != nil { shownStale = true }
+        if let known = refused.removeValue(forKey: name), !known.quiet { skippedShown.stale = true }
+        being.since[name] = nil
+        toLook.timed[name] = nil
+        if descriptorWait.names.remove(name) != nil { skippedShown.stale = true }
     }
 
     private func tellDrainChanged(_ name: String) { handoff.post(changed: name) }
 
     /// What is shown of `name`, refused or waiting for a descriptor.
-    private func problem(of name: String) -> String {
+    func problem(of name: String) -> String {
         guard let refusal = refused[name] else {
             return "not attached: \(handoff.descriptorsInUse) rings are open, all that the open-file limit allows beside the "
                 + "HTTP server's reserve; raise the limit (ulimit -n, LimitNOFILE=), or remove finished bots' files "
@@ -469,83 +430,8 @@ final class RingDiscovery: @unchecked Sendable {
         guard let state = refusal.state,
             let error = RingConsumer.refusal(
                 mode: mode_t(state.mode), owner: state.owner, size: Int(state.size), name: name, directory: options.directory,
-                allowedOwners: allowedOwners)
+                allowedOwners: takes.allowedOwners)
         else { return "refused" }
         return "\(error)"
-    }
-
-    // MARK: - What it shows
-
-    /// Says in the log when rings begin and stop waiting for a descriptor.
-    private func sayWaiting() {
-        if !waiting.isEmpty, !saidWaiting {
-            log(
-                "cannot attach \(waiting.count) rings: \(handoff.descriptorsInUse) are open, and the rest of this process's "
-                    + "open-file limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as "
-                    + "skipped and counted in ringside_collector_rings_waiting", level: .warn)
-            saidWaiting = true
-        } else if waiting.isEmpty, saidWaiting {
-            log("every ring found is attached again")
-            saidWaiting = false
-        }
-    }
-
-    /// How long after the last making of the skipped rings shown the next may be.
-    private var showSpacingNanos: UInt64 { max(Self.showNanos, 10 * lastShownCostNanos) }
-
-    /// Publishes its figures, and the skipped rings when they changed (at most every
-    /// `showSpacingNanos`, unless `now`).
-    private func publish(nowNanos: UInt64, now: Bool) {
-        var changed = false
-        if shownStale, now || nowNanos &- lastShownNanos >= showSpacingNanos {
-            let began = rs_clock_precise_ns()
-            shownStale = false
-            var names = refused.compactMap { $0.value.quiet ? nil : $0.key } + waiting
-            names.sort()
-            let before = shownSkipped
-            shownSkipped = names.prefix(DiscoveryHandoff.shownLimit).map { name in
-                var ring = RingSnapshot(
-                    name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped,
-                    problem: problem(of: name))
-                ring.owner = refused[name]?.state?.owner  // whose file it is (--allow-uid shows it)
-                return ring
-            }
-            // Names and problems are all a skipped ring shows.
-            changed = !shownSkipped.elementsEqual(before) { $0.name == $1.name && $0.problem == $1.problem }
-            lastShownNanos = nowNanos
-            lastShownCostNanos = rs_clock_precise_ns() &- began
-        }
-        var shown = DiscoveryHandoff.Shown()
-        shown.skipped = shownSkipped
-        shown.filesRefused = refused.count + waiting.count
-        shown.waitingForDescriptors = waiting.count
-        shown.rescans = figures.rescans
-        shown.opens = figures.opens
-        handoff.publish(shown, skippedChanged: changed)
-    }
-}
-
-/// Keeps a thread to `fraction` of a core over time: the CPU time it may spend accrues with wall
-/// time, up to `burstNanos`; each round spends what it took, and a thread in debt pauses until the
-/// debt is paid. A thread that the scheduler already holds back (a busy host) accrues its share
-/// meanwhile, and is not held back twice.
-struct CPUShare {
-    let fraction: Double
-    let burstNanos: Double
-    private var credit: Double
-    private var lastNanos: UInt64
-
-    init(fraction: Double, burstNanos: UInt64, nowNanos now: UInt64) {
-        self.fraction = fraction
-        self.burstNanos = Double(burstNanos)
-        credit = Double(burstNanos)
-        lastNanos = now
-    }
-
-    /// Spends `spent` nanoseconds of CPU time at `now`; returns how long to pause (0: none).
-    mutating func pause(spent: UInt64, nowNanos now: UInt64) -> UInt64 {
-        credit = min(burstNanos, credit + Double(now &- min(now, lastNanos)) * fraction) - Double(spent)
-        lastNanos = now
-        return credit >= 0 ? 0 : UInt64(-credit / fraction)
     }
 }

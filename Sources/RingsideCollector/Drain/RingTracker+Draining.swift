@@ -43,11 +43,10 @@ extension RingTracker {
             let count = try ring.aggregator.drain(
                 ring.consumer, source: ring.source, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
                 nowNanos: now, admitting: { seriesAllowance(for: ring, holding: $0) },
-                counted: { ring.fill.counted($0, lane: $1) },
+                counted: { ring.schedule.countDrained($0, lane: $1) },
                 recorder: recorder.map { feed(of: ring, into: $0, nowNanos: now) })
             sayRefusedSeries(of: ring)
             ring.drained += UInt64(count)
-            ring.drainedSincePublish += count
             if count > 0 { ring.bot.changedSincePublish = true }
             let rejected = ring.sourceFigures.rejected &- rejectedBefore
             if let verdict = ring.account.charge(
@@ -58,7 +57,7 @@ extension RingTracker {
             }
             if count > 0 {
                 ring.liveness.activitySinceStatus = true
-                lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9
+                marks.lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9
             }
             let left = !proven && ring.quarantine.untilNanos == 0 && !ring.account.isSuspect(nowNanos: now) && ring.consumer.hasWork
             return Drained(count: count, recordsLeft: left)
@@ -105,7 +104,7 @@ extension RingTracker {
     func observe(_ ring: TrackedRing, nowNanos now: UInt64) -> Bool {
         let name = ring.name
         ring.liveness.lastObservedNanos = now
-        ring.watch.newLanesPending = ring.consumer.lookForNewLanes()
+        ring.schedule.noteNewLanes(ring.consumer.lookForNewLanes())
         let alive = ring.consumer.isProducerAlive
         let known = ring.liveness
         if alive != known.producerAlive || known.activitySinceStatus || known.status == nil
@@ -119,7 +118,7 @@ extension RingTracker {
         guard let status = ring.liveness.status else { return false }
         // Dead and drained: nothing more can arrive until a producer attaches again (it opens the
         // file, which inotify reports), so the file is let go of at the end of the pass.
-        if !alive, wakeup.isWatching, ring.quarantine.untilNanos == 0, !ring.watch.newLanesPending,
+        if !alive, wakeup.isWatching, ring.quarantine.untilNanos == 0, !ring.schedule.watch.newLanesPending,
             now &- ring.liveness.touchedNanos >= Self.releaseGraceNanos,
             let fresh = ring.liveness.statusNanos == now ? status : try? ring.consumer.status(producerAlive: false),
             fresh.backlog == 0
@@ -142,7 +141,7 @@ extension RingTracker {
             }
         }
         // Alive by its lock, but stopped (SIGSTOP, a debugger): nothing can be written meanwhile.
-        let stopped = status.producerAlive && processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
+        let stopped = status.producerAlive && marks.processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
         if stopped != ring.liveness.producerStopped {
             changed = true
             ring.liveness.producerStopped = stopped
@@ -202,18 +201,18 @@ extension RingTracker {
     /// counts, refused metrics' descriptors) and for the allocator's slack and pages written at once
     /// on two threads (admitted up to 7/8, the peak passed the budget by 5 % on a loaded CI
     /// machine).
-    func seriesAllowance(for ring: TrackedRing, holding held: RingAggregator.Usage) -> RingAggregator.Usage {
+    func seriesAllowance(for ring: TrackedRing, holding held: BotAggregator.Usage) -> BotAggregator.Usage {
         // The bot itself counted once, from `held`: its aggregator is not read here, the caller
         // may be mutating it.
         let others = seriesUsage(except: ring.bot)
-        return RingAggregator.Usage(
+        return BotAggregator.Usage(
             series: max(0, min(options.maxSeriesPerRing - held.series, options.maxSeries - others.series - held.series)),
             bytes: max(0, options.maxSeriesBytes / 4 * 3 - others.bytes - held.bytes))
     }
 
     /// The series of every bot but `excluded`, and the memory they take.
-    func seriesUsage(except excluded: BotSeries? = nil) -> RingAggregator.Usage {
-        var total = RingAggregator.Usage()
+    func seriesUsage(except excluded: BotSeries? = nil) -> BotAggregator.Usage {
+        var total = BotAggregator.Usage()
         for bot in bots.values where bot !== excluded {
             let usage = bot.aggregator.usage
             total.series += usage.series
@@ -258,9 +257,23 @@ extension RingTracker {
         let added = ring.aggregator.refreshMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
         sayRefusedSeries(of: ring)
         let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now)
-        ring.cellsSampledNanos = now
-        ring.cellsMoved = false
+        ring.cellLook.sampled(nowNanos: now, moves: ring.schedule.cellMoves)
         if cellsChanged { ring.liveness.activitySinceStatus = true }
         return (added, cellsChanged)
+    }
+}
+
+/// The tracker's look at a ring's cells: written here, read by the rest.
+struct CellLook {
+    /// When its cells were last sampled.
+    fileprivate(set) var sampledNanos: UInt64 = 0
+    /// The lane watch's count of counter moves then (`SchedulePlace.cellMoves`).
+    fileprivate(set) var movesSampled: UInt64 = 0
+
+    init() {}
+
+    fileprivate mutating func sampled(nowNanos now: UInt64, moves: UInt64) {
+        sampledNanos = now
+        movesSampled = moves
     }
 }

@@ -22,38 +22,32 @@ final class RingTracker {
     let handoff: DiscoveryHandoff
     /// CLOCK_REALTIME when the collector was made: counters of bots made before count in totals only.
     let startedRealtimeNanos: UInt64
-    var tracked = TrackedRings()
+    private(set) var tracked = TrackedRings()
     /// Rings let go of: their producers are dead and every record is drained, so their files
     /// are closed and unmapped; their series stay. Taken up again when a process opens the file.
     private(set) var released: [String: TrackedRing] = [:]
     /// The bots the rings write, by name: a bot's own ring and its workers' feed one series.
     private(set) var bots: [String: BotSeries] = [:]
-    /// What the bots' workers that are gone left, kept across restarts.
-    private let state: CollectorState
     /// Rings that wait for something to be done with them.
     private var due = DueRings()
-    /// When every ring was last looked at for new lanes (see `identityCheckNanos`).
-    private var lastSweepNanos: UInt64 = 0
+    /// What passes last did and found.
+    var marks = PassMarks()
     /// Rings this collector may hold open: the descriptor limit less a reserve for HTTP clients.
     private let ringLimit: Int
-    /// The rings open as discovery was last told.
-    private var toldRingsOpen = 0
-    /// Which producer processes are stopped, read once per process per look.
-    var processStates = ProcessStates()
-    /// When a ring was last attached or taken up again.
-    private(set) var lastAttachNanos: UInt64 = 0
-    /// Something changed that the next snapshot should show (a ring came, went or changed state).
-    private var news = false
-    /// Why another collector holds the directory (said once), while it does; when its state
-    /// was last tried.
-    private var heldBy: String?
-    private var lastStateOpenNanos: UInt64 = 0
+    /// The directory's lock and the state kept in it.
+    private var hold: DirectoryHold
+    /// What the drain feeds besides the series.
+    var outputs: DrainOutputs
+
     /// Age of the oldest record drained lately: how far behind the drain runs.
-    var lagSeconds: Double = 0
+    var lagSeconds: Double { marks.lagSeconds }
     /// The flight recorder (nil with `--recorder-seconds 0`): what the drain takes, kept raw.
-    let recorder: Recorder?
+    var recorder: Recorder? { outputs.recorder }
     /// Where a bot that dies or stops asks for a capture (nil without `--capture-dir`).
-    var captureDesk: CaptureDesk?
+    var captureDesk: CaptureDesk? {
+        get { outputs.captureDesk }
+        set { outputs.captureDesk = newValue }
+    }
 
     /// Rings that wait for something: released rings to take up again (a process opened their
     /// files, or events were lost); rings `observe` found dead and drained, let go of at the end
@@ -116,10 +110,10 @@ final class RingTracker {
         self.handoff = handoff
         startedRealtimeNanos = rs_clock_realtime_ns()
         self.ringLimit = ringLimit
-        recorder =
-            options.recorderNanos > 0
-            ? Recorder(retentionNanos: options.recorderRetentionNanos, budgetBytes: options.recorderMaxBytes) : nil
-        state = try CollectorState(options: options, log: log)
+        outputs = DrainOutputs(
+            recorder: options.recorderNanos > 0
+                ? Recorder(retentionNanos: options.recorderRetentionNanos, budgetBytes: options.recorderMaxBytes) : nil)
+        hold = DirectoryHold(state: try CollectorState(options: options, log: log))
     }
 
     /// The rings drained and those released, in name order.
@@ -137,12 +131,12 @@ final class RingTracker {
 
     /// Whether something changed that the next snapshot should show, since the last call.
     func takeNews() -> Bool {
-        defer { news = false }
-        return news
+        defer { marks.news = false }
+        return marks.news
     }
 
     /// Something changed that the next snapshot should show.
-    func markNews() { news = true }
+    func markNews() { marks.news = true }
 
     /// Has `ring`, found dead and drained, let go of at the end of the pass.
     func releaseAtPassEnd(_ ring: TrackedRing) { due.releases.append(ring) }
@@ -150,7 +144,7 @@ final class RingTracker {
     /// How long the drain loop may sleep for the tracker's sake: briefly while a bot was just
     /// attached (its producer is about to write, and add lanes).
     func sleepNanos(nowNanos now: UInt64) -> UInt64 {
-        if lastAttachNanos != 0 && now &- lastAttachNanos < Self.newRingNanos { return Self.newRingSleepNanos }
+        if marks.attachNanos != 0 && now &- marks.attachNanos < Self.newRingNanos { return Self.newRingSleepNanos }
         return .max
     }
 
@@ -171,7 +165,7 @@ final class RingTracker {
         // Events that arrived while a pass ran (or with no drain thread waiting: a test stepping time).
         if wakeup.isWatching { wakeup.collect(holds: holds(name:)) }
         lookAtTouchedFiles(nowNanos: now, &findings)
-        if handoff.takeSkippedNews() { news = true }  // the next snapshot shows them
+        if handoff.takeSkippedNews() { marks.news = true }  // the next snapshot shows them
         // A directory that came after the start: its lock and state first (another collector may
         // hold it); what discovery found waits until then.
         guard mayCollect(nowNanos: now) else { return findings }
@@ -180,8 +174,8 @@ final class RingTracker {
         for name in changed { checkIdentity(of: name, nowNanos: now) }
         // New lanes are looked for now and then (a file grows by each lane it adds, which the
         // drain's watch reports; this is for a lost event), and without inotify each pass.
-        if !wakeup.isWatching || now &- lastSweepNanos >= Self.identityCheckNanos {
-            lastSweepNanos = now
+        if !wakeup.isWatching || now &- marks.sweepNanos >= Self.identityCheckNanos {
+            marks.sweepNanos = now
             retryRetirements()
             for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
             findings.sweep = true  // every ring is visited this pass: those with new lanes adopt them
@@ -192,10 +186,10 @@ final class RingTracker {
     /// At a pass's end: tells discovery how many rings are open (it opens no more than the budget
     /// leaves), and wakes it when fewer are (rings may wait for a descriptor) or rings were let go of.
     func tellDiscovery() {
-        let fewer = tracked.count < toldRingsOpen
-        if tracked.count != toldRingsOpen {
+        let fewer = tracked.count < marks.toldRingsOpen
+        if tracked.count != marks.toldRingsOpen {
             handoff.setRingsOpen(tracked.count)
-            toldRingsOpen = tracked.count
+            marks.toldRingsOpen = tracked.count
         }
         if fewer || handoff.hasLetGo { handoff.wakeDiscovery() }
     }
@@ -210,7 +204,7 @@ final class RingTracker {
         guard identity != ring.identity else { return }
         if tracked[name] === ring { _ = drain(ring, nowNanos: now) }
         forget(ring)
-        news = true
+        marks.news = true
         ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
     }
 
@@ -240,8 +234,8 @@ final class RingTracker {
             ring.liveness.attachedNanos = now
             tracked.insert(ring)
             ring.touched(nowNanos: now)
-            lastAttachNanos = now
-            news = true
+            marks.attachNanos = now
+            marks.news = true
             ringLog(
                 "ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
                     + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
@@ -318,7 +312,7 @@ final class RingTracker {
         ring.release()
         released[ring.name] = ring
         ring.bot.quietSeries = nil  // its next snapshot is made afresh
-        news = true
+        marks.news = true
         ringLog(
             "ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "
                 + "file is taken up again when a producer attaches")
@@ -332,7 +326,7 @@ final class RingTracker {
     /// neither lost nor counted twice whatever stops between the two (see `CollectorState`); a fold
     /// that cannot be written keeps the file.
     private func retire(_ ring: TrackedRing, worker: WorkerRing) -> Bool {
-        guard state.isOpen else { return false }  // nowhere to keep its totals: its file keeps them
+        guard hold.state.isOpen else { return false }  // nowhere to keep its totals: its file keeps them
         let entries = ring.bot.aggregator.foldedEntries(folding: ring.source)
         let removed: Bool
         do {
@@ -340,15 +334,15 @@ final class RingTracker {
                 guard case .success(let status) = status, status.backlog == 0,
                     options.directory.fileIdentity(of: ring.name) == ring.identity
                 else { return false }
-                return state.recordFold(entries, bot: worker.bot, worker: ring.name, identity: ring.identity)
+                return hold.state.recordFold(entries, bot: worker.bot, worker: ring.name, identity: ring.identity)
             }
         } catch {
             removed = false
         }
         guard removed else { return false }
         forget(ring)
-        state.folded(entries, bot: worker.bot)
-        news = true
+        hold.state.folded(entries, bot: worker.bot)
+        marks.news = true
         ringLog(
             "ring \(ring.name): worker pid \(worker.pid) of bot \(worker.bot) is gone and every record is drained; its "
                 + "totals stay in the bot's series, and its file is removed")
@@ -383,7 +377,7 @@ final class RingTracker {
                 drainIntervalNanos: DrainScheduler.passBudgetNanos)
         } catch {
             forget(ring)
-            news = true
+            marks.news = true
             if case .notFound = error {
                 ringLog("ring \(name) detached: its file was removed")
             } else {
@@ -407,8 +401,8 @@ final class RingTracker {
         }
         tracked.insert(ring)
         ring.liveness.attachedNanos = now
-        lastAttachNanos = now
-        news = true
+        marks.attachNanos = now
+        marks.news = true
         ringLog("ring \(name) taken up again: a process opened its file")
     }
 
@@ -421,11 +415,11 @@ final class RingTracker {
         }
         let series = BotSeries(
             name: bot,
-            aggregator: RingAggregator(
+            aggregator: BotAggregator(
                 ring: bot, layout: layout, quantiles: options.quantiles.count, exemplarSchema: options.nativeHistogramSchema ?? 0))
-        state.botCame(bot)
-        series.aggregator.seed(state.foldedTotals(for: bot))
-        let kept = state.histograms(for: bot)
+        hold.state.botCame(bot)
+        series.aggregator.seed(hold.state.foldedTotals(for: bot))
+        let kept = hold.state.histograms(for: bot)
         series.aggregator.seedHistograms(kept)
         series.keepsHistograms = WorkerRing(name) != nil || !kept.isEmpty
         bots[bot] = series
@@ -446,36 +440,36 @@ final class RingTracker {
         ring.bot.rings -= 1
         ring.bot.changedSincePublish = true
         if ring.bot.rings == 0, bots[ring.bot.name] === ring.bot {
-            if ring.bot.keepsHistograms { state.keepHistograms(ring.bot.aggregator.allTimeHistograms, for: ring.bot.name) }
+            if ring.bot.keepsHistograms { hold.state.keepHistograms(ring.bot.aggregator.allTimeHistograms, for: ring.bot.name) }
             bots[ring.bot.name] = nil
-            state.botWent(ring.bot.name)
+            hold.state.botWent(ring.bot.name)
         }
     }
 
     /// Saves the state with the all-time histograms of the bots with workers, and lets go of the
     /// ring directory's lock (the collector stops), for its next run.
     func closeState() {
-        state.close(histograms: bots.filter { $0.value.keepsHistograms }.mapValues(\.aggregator.allTimeHistograms))
+        hold.state.close(histograms: bots.filter { $0.value.keepsHistograms }.mapValues(\.aggregator.allTimeHistograms))
     }
 
     /// What the state went through (nil while it is not kept).
-    var stateStats: CollectorStateStats? { state.stats }
+    var stateStats: CollectorStateStats? { hold.state.stats }
 
     /// Whether this collector may attach the directory's rings: its state is open (the
     /// directory's lock taken), or cannot be (a directory unsafe for it: the rings are collected,
     /// the workers' files kept). Not while another collector holds the directory: said once.
     private func mayCollect(nowNanos now: UInt64) -> Bool {
         // Open, or looked at less than a second ago (a directory unsafe for a state stays so).
-        if state.isOpen || now &- lastStateOpenNanos < 1_000_000_000 { return heldBy == nil }
-        lastStateOpenNanos = now
+        if hold.state.isOpen || now &- hold.triedNanos < 1_000_000_000 { return hold.heldBy == nil }
+        hold.triedNanos = now
         do {
-            try state.open()
-            if heldBy != nil { log("ring directory \(options.directory.path) is free again; collecting it") }
-            heldBy = nil
+            try hold.state.open()
+            if hold.heldBy != nil { log("ring directory \(options.directory.path) is free again; collecting it") }
+            hold.heldBy = nil
             return true
         } catch {
-            if heldBy != "\(error)" { log("ring directory \(options.directory.path): \(error); waiting for it", level: .error) }
-            heldBy = "\(error)"
+            if hold.heldBy != "\(error)" { log("ring directory \(options.directory.path): \(error); waiting for it", level: .error) }
+            hold.heldBy = "\(error)"
             return false
         }
     }

@@ -18,7 +18,7 @@ import RingsideExport
 ///   last quarter;
 /// - a histogram's counts, which grow with what it records (from nothing to about 1 MiB for a
 ///   busy series, see `WindowedHistogram`): not charged at admission but measured as they grow
-///   (`RingAggregator.Usage.bytes`), and counted against the budget too.
+///   (`BotAggregator.Usage.bytes`), and counted against the budget too.
 struct SeriesCost {
     let ring: String
     let layout: WindowLayout

@@ -20,8 +20,8 @@ final class TrackedRing {
     /// Its bot's store in the flight recorder and its file's id there, once it recorded.
     var recorded: (recording: BotRecording, source: UInt32)?
     var liveness = Liveness()
-    var fill = FillRate()
-    var watch = WatchPlace()
+    /// Its place in the drain's schedule: the scheduler's (`DrainScheduler.swift`).
+    var schedule = SchedulePlace()
     var quarantine = Quarantine()
     /// What its drains cost lately and how many of its records were invalid.
     var account = DrainAccount()
@@ -29,12 +29,16 @@ final class TrackedRing {
     var said = LogMarks()
     /// Records drained, ever.
     var drained: UInt64 = 0
+    /// The publisher's marks (`SnapshotPublisher.swift`): records drained since its last publish.
+    var published = PublishMarks()
+    /// The tracker's look at its cells (`RingTracker+Draining.swift`): when they were last sampled.
+    var cellLook = CellLook()
+
+    /// Whether a counter moved since its cells were last sampled (its lanes' `cell_writes`, seen
+    /// by the drain scheduler's lane watch).
+    var cellsMoved: Bool { schedule.cellMoves != cellLook.movesSampled }
     /// Records drained since the last publish.
-    var drainedSincePublish = 0
-    /// When its cells were last sampled, and whether a counter moved since (its lanes'
-    /// `cell_writes`, seen by the drain scheduler's lane watch).
-    var cellsSampledNanos: UInt64 = 0
-    var cellsMoved = false
+    var drainedSincePublish: UInt64 { drained &- published.drained }
 
     /// What is known of its producer, and when it was last asked.
     struct Liveness {
@@ -100,13 +104,13 @@ final class TrackedRing {
     }
 
     /// The bot's aggregator, which its rings share.
-    var aggregator: RingAggregator {
+    var aggregator: BotAggregator {
         get { bot.aggregator }
         _modify { yield &bot.aggregator }
     }
 
     /// What its records cost its bot's aggregator: rejected, refused.
-    var sourceFigures: RingAggregator.Source { bot.aggregator.sources[source] }
+    var sourceFigures: BotAggregator.Source { bot.aggregator.sources[source] }
 
     /// The open file of a ring being drained (only the tracker's `tracked` rings are).
     var consumer: RingConsumer {
@@ -121,8 +125,7 @@ final class TrackedRing {
     func reopen(_ consumer: RingConsumer) {
         precondition(file == nil && consumer.identity == identity, "reopened with another file")
         file = consumer
-        watch = WatchPlace()
-        fill = FillRate()
+        schedule.reopened()
         liveness.lastObservedNanos = 0
     }
 

@@ -39,50 +39,27 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     static let budgetFraction = 0.005
     /// How many reads go between two looks at the CPU clock (a system call).
     static let readsPerClockLook = 16
+    /// How soon a target refused or unreadable is tried again.
+    static let retryNanos: UInt64 = 30_000_000_000
 
     private let source: @Sendable () -> Snapshot
     private let publish: @Sendable (ThreadHealthSample) -> Void
     private let log: CollectorLog
     private let clock = ProcClock.system
-    /// What it follows, by key, and in the order rounds take them (rebuilt when `orderStale`).
-    private var processes: [Int32: SampledProcess] = [:]
-    private var threads: [ThreadKey: SampledThread] = [:]
-    private var processOrder: [SampledProcess] = []
-    private var threadOrder: [SampledThread] = []
-    private var orderStale = true
-    /// Targets that could not be read, and when to try again: a thread or process gone, or another
-    /// process at the pid, never while it stays a target; one unreadable, after `retryNanos`.
-    private var unreadable: [ThreadKey: UInt64] = [:]
-    private var unreadableProcesses: [Int32: UInt64] = [:]
-    /// Targets refused (not their rings' owner's, not a thread of the process, a reused id), and
-    /// when to look again (`retryNanos`: a process may change users, a lane be claimed anew).
-    private var refusedThreads: [ThreadKey: UInt64] = [:]
-    private var refusedProcesses: [Int32: UInt64] = [:]
-    /// What was refused, each once while it stays a target; the counts by ring, while the ring is
-    /// in the snapshots; the bots and reasons the log has said.
-    private var refusals = Set<Refusal>()
-    private var refusalTotals: [String: [ThreadHealthRefusal: UInt64]] = [:]
-    private var saidRefusals = Set<SaidRefusal>()
-    /// The user each process's rings were last judged for, until the targets change.
-    private var judged: [Int32: UInt32] = [:]
-    private var nextRetryNanos = UInt64.max
-    static let retryNanos: UInt64 = 30_000_000_000
+    /// What it follows, and the targets it set aside for a while.
+    private var followed = FollowedTasks()
+    private var setAside = SetAsideTargets()
+    /// Where each kind of read stopped last round: the next round begins there.
+    private var cursors = (process: 0, schedstat: 0, details: 0)
+    /// What was refused, counted and said.
+    private var ledger = RefusalLedger()
     /// The targets, and the generation of the snapshot they came from (the same one names the same).
     private var targets: ThreadHealthTargets?
     private var targetsGeneration: UInt64?
-    private var cursors = (process: 0, schedstat: 0, details: 0)
-    private var kept = 0
-    private var sequence: UInt64 = 0
-    private var cpuNanosTotal: UInt64 = 0
+    private var tally = RoundTally()
     /// The one buffer every file is read into (4 KB: a status is about 1.4 KB).
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
-    /// Whether the log said that a file could not be read (once: thousands of threads may not be).
-    private var saidUnreadable = false
-
-    private let stopRequested = Atomic<Bool>(false)
-    private let wakeup = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
-    private var isRunning = false
+    private let loop = PartThread(part: "the thread sampler")
 
     /// - Parameters:
     ///   - source: the latest published snapshot.
@@ -106,34 +83,23 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     // MARK: - Its thread
 
     func start() {
-        precondition(!isRunning, "the thread sampler is already running")
-        isRunning = true
-        let thread = Thread { [self] in
-            try? System.setThreadName("ringside-sample")  // for top -H and /proc/PID/task/TID/comm
+        loop.start(name: "ringside-sample") { [self] in
             // Below the drain thread, as the HTTP threads are: a round waits, the drain does not.
             // On Linux the nice value is a thread's own: PRIO_PROCESS with id 0 is this thread.
             let which = __priority_which_t(PRIO_PROCESS.rawValue)
             if let nice = try? System.getpriority(which, 0) { try? System.setpriority(which, 0, min(19, nice + 10)) }
-            while !stopRequested.load(ordering: .acquiring) {
+            while !loop.isStopping {
                 let began = rs_clock_precise_ns()
                 sampleRound()
                 let spent = rs_clock_precise_ns() &- began
-                _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(clamping: intervalNanos &- min(spent, intervalNanos))))
+                loop.pause(nanos: intervalNanos &- min(spent, intervalNanos))
             }
             closeEverything()
-            finished.signal()
         }
-        thread.start()
     }
 
     /// Stops its thread, which closes every file it kept.
-    func stop() {
-        guard isRunning else { return }
-        stopRequested.store(true, ordering: .releasing)
-        wakeup.signal()
-        finished.wait()
-        isRunning = false
-    }
+    func stop() { loop.stop() }
 
     // MARK: - A round
 
@@ -148,43 +114,43 @@ package final class ThreadHealthSampler: @unchecked Sendable {
             follow(ThreadHealthTargets(snapshot))
             targetsGeneration = snapshot.generation
         }
-        if orderStale || began >= nextRetryNanos { takeUpNew(nowNanos: began) }
+        if followed.orderStale || began >= setAside.nextRetryNanos { takeUpNew(nowNanos: began) }
         let budget = max(UInt64(Double(intervalNanos) * Self.budgetFraction), 100_000)
-        let round = sequence + 1
+        let round = tally.rounds + 1
         var figures = ThreadSamplerFigures()
         if let clock {
             readProcesses(clock: clock, round: round, until: cpuBegan &+ budget / 3)
             readSchedstats(round: round, until: cpuBegan &+ budget * 2 / 3)
             readDetails(round: round, startClock: ThreadStartClock(clock), until: cpuBegan &+ budget)
-            figures.deferred = threadOrder.count { !$0.isClosed && $0.detailsDue }
+            figures.deferred = followed.threadOrder.count { !$0.isClosed && $0.detailsDue }
         }
         var sample = ThreadHealthSample(
             sequence: 0, realtimeNanos: 0, intervalNanos: intervalNanos, threads: [:], processes: [:], figures: figures)
-        sample.threads.reserveCapacity(threadOrder.count)
-        for thread in threadOrder where !thread.isClosed {
+        sample.threads.reserveCapacity(followed.threadOrder.count)
+        for thread in followed.threadOrder where !thread.isClosed {
             if let health = thread.health { sample.threads[thread.key] = health }
         }
-        for process in processOrder where !process.isClosed {
+        for process in followed.processOrder where !process.isClosed {
             if let health = process.health { sample.processes[process.pid] = health }
         }
         // Every target is followed but those refused and those that could not be read (or whose process could not).
         for key in targets?.threads ?? [] {
             if isRefused(key) {
                 sample.figures.refused += 1
-            } else if threads[key] == nil {
+            } else if followed.threads[key] == nil {
                 sample.figures.unreadable += 1
             }
         }
-        sample.refusals = refusalTotals
-        cpuNanosTotal &+= Self.threadCPUNanos() &- cpuBegan
-        sequence += 1
-        sample.sequence = sequence
+        sample.refusals = ledger.totals
+        tally.cpuNanos &+= Self.threadCPUNanos() &- cpuBegan
+        tally.rounds += 1
+        sample.sequence = tally.rounds
         sample.realtimeNanos = rs_clock_realtime_ns()
         sample.figures.threads = sample.threads.count
         sample.figures.processes = sample.processes.count
         sample.figures.roundSeconds = Double(rs_clock_precise_ns() &- began) / 1e9
-        sample.figures.cpuSecondsTotal = Double(cpuNanosTotal) / 1e9
-        sample.figures.keptDescriptors = kept
+        sample.figures.cpuSecondsTotal = Double(tally.cpuNanos) / 1e9
+        sample.figures.keptDescriptors = followed.kept
         sample.figures.keptDescriptorLimit = keptDescriptorLimit
         publish(sample)
         return sample
@@ -196,65 +162,70 @@ package final class ThreadHealthSampler: @unchecked Sendable {
         defer { targets = new }
         guard new.names != targets?.names else { return }
         let wanted = Set(new.threads)
-        for key in Array(threads.keys) where !wanted.contains(key) { dropThread(key) }
-        unreadable = unreadable.filter { wanted.contains($0.key) }
-        for pid in Array(processes.keys) where new.processes[pid] == nil { dropProcess(pid) }
-        unreadableProcesses = unreadableProcesses.filter { new.processes[$0.key] != nil }
+        for key in Array(followed.threads.keys) where !wanted.contains(key) { dropThread(key) }
+        setAside.unreadable = setAside.unreadable.filter { wanted.contains($0.key) }
+        for pid in Array(followed.processes.keys) where new.processes[pid] == nil { dropProcess(pid) }
+        setAside.unreadableProcesses = setAside.unreadableProcesses.filter { new.processes[$0.key] != nil }
         // Judged again at once (a ring of the process's owner may name it now); counted only if new.
-        refusedThreads = [:]
-        refusedProcesses = [:]
+        setAside.refusedThreads = [:]
+        setAside.refusedProcesses = [:]
         let named = Set(new.rings.flatMap { ring in [Refusal.Target(ring, lane: nil)] + ring.lanes.map { Refusal.Target(ring, lane: $0) } })
-        refusals = refusals.filter { named.contains($0.target) }
-        refusalTotals = refusalTotals.filter { new.names.allRings[$0.key] != nil }
+        ledger.refusals = ledger.refusals.filter { named.contains($0.target) }
+        ledger.totals = ledger.totals.filter { new.names.allRings[$0.key] != nil }
         let bots = Set(new.names.allRings.values)
-        saidRefusals = saidRefusals.filter { bots.contains($0.bot) }
-        judged = [:]
-        orderStale = true
+        ledger.said = ledger.said.filter { bots.contains($0.bot) }
+        ledger.judged = [:]
+        followed.orderStale = true
     }
 
     /// Takes up the targets not followed yet, those whose time to be tried again has come, and
     /// puts them in the order the rounds take them.
     private func takeUpNew(nowNanos now: UInt64) {
         guard let targets else { return }
-        unreadableProcesses = unreadableProcesses.filter { $0.value > now }
-        unreadable = unreadable.filter { $0.value > now }
-        refusedProcesses = refusedProcesses.filter { $0.value > now }
-        refusedThreads = refusedThreads.filter { $0.value > now }
-        nextRetryNanos =
-            [unreadableProcesses.values.min(), refusedProcesses.values.min(), unreadable.values.min(), refusedThreads.values.min()]
+        setAside.unreadableProcesses = setAside.unreadableProcesses.filter { $0.value > now }
+        setAside.unreadable = setAside.unreadable.filter { $0.value > now }
+        setAside.refusedProcesses = setAside.refusedProcesses.filter { $0.value > now }
+        setAside.refusedThreads = setAside.refusedThreads.filter { $0.value > now }
+        setAside.nextRetryNanos =
+            [
+                setAside.unreadableProcesses.values.min(), setAside.refusedProcesses.values.min(), setAside.unreadable.values.min(),
+                setAside.refusedThreads.values.min(),
+            ]
             .compactMap { $0 }.min() ?? .max
-        processOrder = targets.processes.keys.sorted().compactMap { pid in
-            guard unreadableProcesses[pid] == nil, refusedProcesses[pid] == nil else { return nil }
-            if let process = processes[pid] { return process }
+        followed.processOrder = targets.processes.keys.sorted().compactMap { pid in
+            guard setAside.unreadableProcesses[pid] == nil, setAside.refusedProcesses[pid] == nil else { return nil }
+            if let process = followed.processes[pid] { return process }
             let process = SampledProcess(pid: pid)
-            processes[pid] = process
+            followed.processes[pid] = process
             return process
         }
-        threadOrder = targets.threads.compactMap { key in
-            guard unreadable[key] == nil, refusedThreads[key] == nil, let process = processes[key.pid] else { return nil }
-            if let thread = threads[key] { return thread }
+        followed.threadOrder = targets.threads.compactMap { key in
+            guard setAside.unreadable[key] == nil, setAside.refusedThreads[key] == nil, let process = followed.processes[key.pid] else {
+                return nil
+            }
+            if let thread = followed.threads[key] { return thread }
             let thread = SampledThread(key, of: process)
-            threads[key] = thread
+            followed.threads[key] = thread
             return thread
         }
-        orderStale = false
+        followed.orderStale = false
     }
 
     /// Each process's status, stat and descriptors, in turn from where the last round stopped.
     private func readProcesses(clock: ProcClock, round: UInt64, until deadline: UInt64) {
         guard let targets else { return }
         let now = rs_clock_precise_ns()
-        visitInTurn(processOrder, from: &cursors.process, until: deadline) { process in
+        visitInTurn(followed.processOrder, from: &cursors.process, until: deadline) { process in
             guard !process.isClosed else { return }
             let before = process.keptDescriptors
             let owners = Set(targets.owners(ofProcess: process.pid).compactMap { $0 })
-            let keep = before > 0 || kept + SampledProcess.filesKept <= keptDescriptorLimit
+            let keep = before > 0 || followed.kept + SampledProcess.filesKept <= keptDescriptorLimit
             let outcome = process.read(
                 buffer, keep: keep, nowNanos: now, attachedRealtimeNanos: targets.processes[process.pid] ?? 0, clock: clock,
                 owners: owners, round: round)
-            kept += process.keptDescriptors - before
+            followed.kept += process.keptDescriptors - before
             if outcome == .read, let owner = process.owner {
-                if judged[process.pid] != owner { judgeRings(of: process, in: targets, readAs: owner) }
+                if ledger.judged[process.pid] != owner { judgeRings(of: process, in: targets, readAs: owner) }
                 return
             }
             // Its threads go too: what was read of them was of the process gone.
@@ -262,9 +233,9 @@ package final class ThreadHealthSampler: @unchecked Sendable {
             switch outcome {
             case .otherOwner, .notAProcess:
                 judgeRings(of: process, in: targets, readAs: nil, outcome: outcome)
-                refusedProcesses[process.pid] = retryTime(after: now)
+                setAside.refusedProcesses[process.pid] = retryTime(after: now)
             default:
-                unreadableProcesses[process.pid] = retryTime(after: outcome == .gone || outcome == .anotherProcess ? nil : now)
+                setAside.unreadableProcesses[process.pid] = retryTime(after: outcome == .gone || outcome == .anotherProcess ? nil : now)
                 if case let .unreadable(reason) = outcome { sayUnreadable(reason) }
             }
         }
@@ -275,7 +246,7 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     private func judgeRings(
         of process: SampledProcess, in targets: ThreadHealthTargets, readAs owner: UInt32?, outcome: SampledProcess.Reading = .read
     ) {
-        if let owner { judged[process.pid] = owner }
+        if let owner { ledger.judged[process.pid] = owner }
         for index in targets.ringsNaming[process.pid] ?? [] {
             let ring = targets.rings[index]
             guard owner == nil || ring.owner != owner else { continue }
@@ -295,10 +266,10 @@ package final class ThreadHealthSampler: @unchecked Sendable {
 
     /// Each thread's schedstat, in turn; its descriptor kept while any may be.
     private func readSchedstats(round: UInt64, until deadline: UInt64) {
-        visitInTurn(threadOrder, from: &cursors.schedstat, until: deadline) { thread in
+        visitInTurn(followed.threadOrder, from: &cursors.schedstat, until: deadline) { thread in
             guard !thread.isClosed, isReadable(thread, round: round) else { return }
             read(thread) {
-                let keep = thread.schedstatKept || kept < keptDescriptorLimit
+                let keep = thread.schedstatKept || followed.kept < keptDescriptorLimit
                 return thread.readSchedstat(buffer, keep: keep, nowNanos: rs_clock_precise_ns())
             }
         }
@@ -307,11 +278,11 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     /// The stat and status of each thread whose schedstat moved, in turn; their descriptors kept
     /// only with room left once every thread's schedstat may be (else given back).
     private func readDetails(round: UInt64, startClock: ThreadStartClock, until deadline: UInt64) {
-        let schedstatsNotKept = threadOrder.count { !$0.isClosed && !$0.schedstatKept }
-        visitInTurn(threadOrder, from: &cursors.details, until: deadline) { thread in
+        let schedstatsNotKept = followed.threadOrder.count { !$0.isClosed && !$0.schedstatKept }
+        visitInTurn(followed.threadOrder, from: &cursors.details, until: deadline) { thread in
             guard !thread.isClosed, thread.detailsDue, isReadable(thread, round: round) else { return }
             read(thread) {
-                let keep = kept + schedstatsNotKept + (thread.detailsKept ? 0 : 2) <= keptDescriptorLimit
+                let keep = followed.kept + schedstatsNotKept + (thread.detailsKept ? 0 : 2) <= keptDescriptorLimit
                 return thread.readDetails(buffer, keep: keep, nowNanos: rs_clock_precise_ns(), startClock: startClock)
             }
             if !thread.isClosed { judgeClaims(of: thread) }
@@ -349,7 +320,7 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     private func read(_ thread: SampledThread, _ body: () -> SampledThread.Reading) {
         let before = thread.keptDescriptors
         let outcome = body()
-        kept += thread.keptDescriptors - before
+        followed.kept += thread.keptDescriptors - before
         guard outcome != .read else { return }
         // Not found at its first read, while a task of that id lives: a thread of another process.
         let elsewhere = outcome == .gone && !thread.wasRead && (try? System.lstat("/proc/\(thread.key.tid)")) != nil
@@ -366,55 +337,34 @@ package final class ThreadHealthSampler: @unchecked Sendable {
             return refuseThread(thread)
         }
         dropThread(thread.key)
-        unreadable[thread.key] = retryTime(after: outcome == .gone ? nil : rs_clock_precise_ns())
+        setAside.unreadable[thread.key] = retryTime(after: outcome == .gone ? nil : rs_clock_precise_ns())
         if case let .unreadable(reason) = outcome { sayUnreadable(reason) }
     }
 
     /// Lets go of a thread refused, until `retryNanos` from now.
     private func refuseThread(_ thread: SampledThread) {
         dropThread(thread.key)
-        refusedThreads[thread.key] = retryTime(after: rs_clock_precise_ns())
+        setAside.refusedThreads[thread.key] = retryTime(after: rs_clock_precise_ns())
     }
 
     /// Whether thread `key` is refused now: it, or its process, or by every ring of its process's owner.
     private func isRefused(_ key: ThreadKey) -> Bool {
-        if refusedThreads[key] != nil || refusedProcesses[key.pid] != nil { return true }
-        guard let owner = processes[key.pid]?.owner, let targets else { return false }
+        if setAside.refusedThreads[key] != nil || setAside.refusedProcesses[key.pid] != nil { return true }
+        guard let owner = followed.processes[key.pid]?.owner, let targets else { return false }
         return !targets.isNamed(key, byRingOf: owner)
     }
 
     // MARK: - Refusals
 
-    /// A target refused: a ring's process (`lane` nil) or a lane's thread, and why.
-    private struct Refusal: Hashable {
-        struct Target: Hashable {
-            var ring: String
-            var pid: Int32
-            var lane: Int?
-            var tid: Int32
-
-            init(_ ring: ThreadHealthTargets.Ring, lane: ThreadHealthTargets.Lane?) {
-                self.ring = ring.name
-                pid = ring.pid
-                self.lane = lane?.index
-                tid = lane?.tid ?? 0
-            }
-        }
-        var target: Target
-        var reason: ThreadHealthRefusal
-    }
-
-    private struct SaidRefusal: Hashable {
-        var bot: String
-        var reason: ThreadHealthRefusal
-    }
+    private typealias Refusal = RefusalLedger.Refusal
+    private typealias SaidRefusal = RefusalLedger.SaidRefusal
 
     /// Counts a refusal of `ring`'s process or `lane` once while it stays a target, and says `why`
     /// in the log once for the ring's bot and `reason`.
     private func refuse(_ ring: ThreadHealthTargets.Ring, lane: ThreadHealthTargets.Lane?, _ reason: ThreadHealthRefusal, _ why: String) {
-        guard refusals.insert(Refusal(target: .init(ring, lane: lane), reason: reason)).inserted else { return }
-        refusalTotals[ring.name, default: [:]][reason, default: 0] += 1
-        guard saidRefusals.insert(SaidRefusal(bot: ring.bot, reason: reason)).inserted else { return }
+        guard ledger.refusals.insert(Refusal(target: .init(ring, lane: lane), reason: reason)).inserted else { return }
+        ledger.totals[ring.name, default: [:]][reason, default: 0] += 1
+        guard ledger.said.insert(SaidRefusal(bot: ring.bot, reason: reason)).inserted else { return }
         log(
             "thread sampling: \(why): not read (counted in ringside_thread_health_refused_total{reason=\"\(reason.rawValue)\"}; "
                 + "said once for bot \(ring.bot))", level: .warn)
@@ -449,31 +399,31 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     private func retryTime(after now: UInt64?) -> UInt64 { now.map { $0 &+ Self.retryNanos } ?? .max }
 
     private func dropThread(_ key: ThreadKey) {
-        guard let thread = threads.removeValue(forKey: key) else { return }
-        kept -= thread.keptDescriptors
+        guard let thread = followed.threads.removeValue(forKey: key) else { return }
+        followed.kept -= thread.keptDescriptors
         thread.close()
-        orderStale = true
+        followed.orderStale = true
     }
 
     /// Lets go of a process and of its threads.
     private func dropProcess(_ pid: Int32) {
-        guard let process = processes.removeValue(forKey: pid) else { return }
-        kept -= process.keptDescriptors
+        guard let process = followed.processes.removeValue(forKey: pid) else { return }
+        followed.kept -= process.keptDescriptors
         process.close()
-        for key in Array(threads.keys) where key.pid == pid { dropThread(key) }
-        orderStale = true
+        for key in Array(followed.threads.keys) where key.pid == pid { dropThread(key) }
+        followed.orderStale = true
     }
 
     private func closeEverything() {
-        for key in Array(threads.keys) { dropThread(key) }
-        for pid in Array(processes.keys) { dropProcess(pid) }
+        for key in Array(followed.threads.keys) { dropThread(key) }
+        for pid in Array(followed.processes.keys) { dropProcess(pid) }
         targets = nil
         targetsGeneration = nil
     }
 
     private func sayUnreadable(_ reason: String) {
-        guard !saidUnreadable else { return }
-        saidUnreadable = true
+        guard !setAside.saidUnreadable else { return }
+        setAside.saidUnreadable = true
         log(
             "thread sampling: \(reason); such threads are not sampled (counted in ringside_collector_thread_sampler_unreadable)",
             level: .warn)

@@ -37,10 +37,8 @@ final class HistogramLogWriter {
     private let name: String
     private let program: String
     private let log: CollectorLog
-    private var descriptor: Int32 = -1
-    private(set) var size: UInt64 = 0
-    private var headerSize: UInt64 = 0
-    private var fileStartNanos: UInt64 = 0
+    /// The file being written.
+    private var file = OpenFile()
     /// CLOCK_REALTIME at the start of the next interval.
     private var intervalStartNanos: UInt64
     /// Each series' all-time histogram as last written, and its tag, by series id.
@@ -48,10 +46,31 @@ final class HistogramLogWriter {
     private var tags: [UInt64: String] = [:]
     /// Captured series not yet written (their write failed).
     private var unwritten: [UInt64: HistogramCapture.Series] = [:]
-    /// Failed opens, writes and renames; files begun because the bound was reached.
-    private(set) var errors: UInt64 = 0
-    private(set) var rotations: UInt64 = 0
-    private var lastError: String?
+    /// What went wrong, and the files begun.
+    private var figures = Figures()
+
+    /// The file's size.
+    var size: UInt64 { file.size }
+    /// Failed opens, writes and renames.
+    var errors: UInt64 { figures.errors }
+    /// Files begun because the bound was reached.
+    var rotations: UInt64 { figures.rotations }
+
+    /// The file being written: its descriptor (-1: none), size, header's size, and start.
+    private struct OpenFile {
+        var descriptor: Int32 = -1
+        var size: UInt64 = 0
+        var headerSize: UInt64 = 0
+        var startNanos: UInt64 = 0
+    }
+
+    /// Failed opens, writes and renames, and the last one's message (logged when it changes);
+    /// files begun because the bound was reached.
+    private struct Figures {
+        var errors: UInt64 = 0
+        var rotations: UInt64 = 0
+        var lastError: String?
+    }
 
     /// - Parameters:
     ///   - path: the log's path, as the operator gave it (for messages).
@@ -74,8 +93,8 @@ final class HistogramLogWriter {
     deinit { close() }
 
     func close() {
-        if descriptor >= 0 { System.close(descriptor) }
-        descriptor = -1
+        if file.descriptor >= 0 { System.close(file.descriptor) }
+        file.descriptor = -1
     }
 
     /// Writes the interval that ends at `snapshot` once `intervalNanos` have passed since the last.
@@ -115,13 +134,13 @@ final class HistogramLogWriter {
         intervals.sort { $0.tag < $1.tag }
         let estimate = intervals.reduce(0) { $0 + $1.tag.utf8.count + $1.encoded.utf8.count + 60 }
         var written = false
-        if !intervals.isEmpty, descriptor >= 0 || openNewFile() {
-            if size > headerSize, size + UInt64(estimate) > maxBytes {
+        if !intervals.isEmpty, file.descriptor >= 0 || openNewFile() {
+            if file.size > file.headerSize, file.size + UInt64(estimate) > maxBytes {
                 close()
-                rotations += 1
+                figures.rotations += 1
             }
-            if descriptor >= 0 || openNewFile() {
-                let startOffset = intervalStartNanos - fileStartNanos
+            if file.descriptor >= 0 || openNewFile() {
+                let startOffset = intervalStartNanos - file.startNanos
                 var text = ""
                 text.reserveCapacity(estimate)
                 for interval in intervals {
@@ -153,39 +172,39 @@ final class HistogramLogWriter {
         do {
             try directory.moveAside(name, to: name + ".1")
             // Something planted at `path` since the move makes this create fail: it is never opened.
-            descriptor = try directory.create(name)
+            file.descriptor = try directory.create(name)
         } catch {
             return fail("\(error)")
         }
-        size = 0
-        fileStartNanos = intervalStartNanos
-        let header = HistogramLog.header(startRealtimeNanos: fileStartNanos, program: program)
+        file.size = 0
+        file.startNanos = intervalStartNanos
+        let header = HistogramLog.header(startRealtimeNanos: file.startNanos, program: program)
         guard append(header) else { return false }
-        headerSize = size
+        file.headerSize = file.size
         return true
     }
 
     /// Writes `text` whole; false (logged and counted, the file closed) if it cannot.
     private func append(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
-        do { try System.writeAll(descriptor, bytes) } catch {
+        do { try System.writeAll(file.descriptor, bytes) } catch {
             close()
             return fail("cannot write \(path): \(error)")
         }
-        size += UInt64(bytes.count)
-        if lastError != nil {
+        file.size += UInt64(bytes.count)
+        if figures.lastError != nil {
             log("the latency log \(path) is written again")
-            lastError = nil
+            figures.lastError = nil
         }
         return true
     }
 
     private func fail(_ message: String) -> Bool {
-        errors += 1
-        if message != lastError {
+        figures.errors += 1
+        if message != figures.lastError {
             log("--hlog: \(message); the collector goes on, and tries again next interval", level: .error)
         }
-        lastError = message
+        figures.lastError = message
         return false
     }
 }

@@ -41,25 +41,9 @@ struct JSONDumpWriter {
     }
 
     mutating func write(_ snapshot: Snapshot) {
-        let failure = writeFile(JSONExporter.latest(snapshot))
+        let failure = directory.writeFile(name, JSONExporter.latest(snapshot), flushing: false)
         if let failure, failure != lastError { log("cannot write the JSON dump: \(failure)", level: .error) }
         if failure == nil, lastError != nil { log("the JSON dump \(path) is written again") }
         lastError = failure
-    }
-
-    /// Writes `body` to a temporary file and renames it over `path`; nil, or what went wrong.
-    private func writeFile(_ body: [UInt8]) -> String? {
-        let temporary: (name: String, descriptor: Int32)
-        do { temporary = try directory.createTemporary(for: name) } catch { return "\(error)" }
-        var failure: String?
-        do { try System.writeAll(temporary.descriptor, body) } catch {
-            failure = "cannot write \(directory.path(of: temporary.name)): \(error)"
-        }
-        System.close(temporary.descriptor)
-        if failure == nil {
-            do { try directory.replace(name, with: temporary.name) } catch { failure = "\(error)" }
-        }
-        if failure != nil { directory.remove(temporary.name) }
-        return failure
     }
 }

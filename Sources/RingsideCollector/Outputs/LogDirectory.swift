@@ -132,6 +132,15 @@ final class LogDirectory: Sendable {
             }
             throw .failed(action: "create \(path(of: name))", errno: error)
         }
+        _ = try checkOpened(opened, name)
+        return opened
+    }
+
+    /// What `fstat` says of `opened`, just opened at `name`, if it is a regular file of the
+    /// collector's with one link.
+    /// - Throws: ``LogDirectoryError/notOurs(path:found:)`` for anything else,
+    ///   ``LogDirectoryError/failed(action:errno:)`` if it cannot be looked at; `opened` is then closed.
+    private func checkOpened(_ opened: Int32, _ name: String) throws(LogDirectoryError) -> stat {
         let info: stat
         do { info = try System.fstat(opened) } catch {
             System.close(opened)
@@ -141,7 +150,27 @@ final class LogDirectory: Sendable {
             System.close(opened)
             throw .notOurs(path: path(of: name), found: found)
         }
-        return opened
+        return info
+    }
+
+    /// Writes `bytes` to a new temporary file (flushed to the disk first when `flushing`) and
+    /// renames it to `name`; nil, or what went wrong (the temporary file is then removed).
+    func writeFile(_ name: String, _ bytes: [UInt8], flushing: Bool) -> String? {
+        let temporary: (name: String, descriptor: Int32)
+        do { temporary = try createTemporary(for: name) } catch { return "\(error)" }
+        var failure: String?
+        do {
+            try System.writeAll(temporary.descriptor, bytes)
+            if flushing { try System.fsync(temporary.descriptor) }
+        } catch {
+            failure = "cannot write \(path(of: temporary.name)): \(error)"
+        }
+        System.close(temporary.descriptor)
+        if failure == nil {
+            do { try replace(name, with: temporary.name) } catch { failure = "\(error)" }
+        }
+        if failure != nil { remove(temporary.name) }
+        return failure
     }
 
     /// The contents of `name`, if it is a regular file of the collector's with one link; nil when
@@ -176,16 +205,7 @@ final class LogDirectory: Sendable {
             if let info = try? entry(name), let found = refusal(info) { throw .notOurs(path: path(of: name), found: found) }
             throw .failed(action: "open \(path(of: name))", errno: error)
         }
-        let info: stat
-        do { info = try System.fstat(opened) } catch {
-            System.close(opened)
-            throw .failed(action: "look at \(path(of: name))", errno: error)
-        }
-        if let found = refusal(info) {
-            System.close(opened)
-            throw .notOurs(path: path(of: name), found: found)
-        }
-        return (opened, info)
+        return (opened, try checkOpened(opened, name))
     }
 
     /// Whether `name` holds a regular file of the collector's with one link: one it made (in a

@@ -105,12 +105,17 @@ final class SnapshotPublisher {
     private var sloStates: [SLOState]
     /// Something changed since the last snapshot began.
     private var hasChanges = false
-    private var lastPublishNanos: UInt64 = 0
-    /// What the last publish took (see `spacingNanos`).
-    private var lastCostNanos: UInt64 = 0
-    private var lastQuietSampleNanos: UInt64 = 0
-    /// Whether the last publish found every ring quiet.
-    private var lastWasQuiet = false
+    /// When it last published, what that took, and what it found.
+    private var last = LastPublish()
+
+    /// When the publisher last published, what that took (see `spacingNanos`), when it last
+    /// sampled quiet rings, and whether the last publish found every ring quiet.
+    private struct LastPublish {
+        var publishNanos: UInt64 = 0
+        var costNanos: UInt64 = 0
+        var quietSampleNanos: UInt64 = 0
+        var wasQuiet = false
+    }
 
     /// The most time one pass spends building a snapshot.
     static let sliceNanos: UInt64 = 10_000_000
@@ -172,14 +177,14 @@ final class SnapshotPublisher {
     /// The spacing that keeps publishing to a tenth of the drain thread's time: a few
     /// microseconds for a few series, but with 10,000 busy series a publish takes tens of
     /// milliseconds, which would otherwise take the CPU that scrapes need.
-    private var spacingNanos: UInt64 { 10 * lastCostNanos }
+    private var spacingNanos: UInt64 { 10 * last.costNanos }
 
     /// How long the drain loop may sleep for the publisher's sake: not at all with a snapshot
     /// half built; else until the next is due when something changed.
     func sleepNanos(nowNanos now: UInt64) -> UInt64 {
         if pending != nil { return 0 }
         guard hasChanges else { return .max }
-        let due = lastPublishNanos &+ intervalNanos
+        let due = last.publishNanos &+ intervalNanos
         return due > now ? due - now : 0
     }
 
@@ -188,24 +193,24 @@ final class SnapshotPublisher {
     /// pending. A `forced` publish (at stop, or a test stepping time) begins afresh and finishes now.
     func afterPass(nowNanos now: UInt64, changed: Bool, mayBegin: Bool, forced: Bool, stats: CollectorStats) {
         if changed { hasChanges = true }
-        let sinceLast = now &- lastPublishNanos
+        let sinceLast = now &- last.publishNanos
         if forced
             || (mayBegin
-                && (lastPublishNanos == 0 || (hasChanges && sinceLast >= intervalNanos)
+                && (last.publishNanos == 0 || (hasChanges && sinceLast >= intervalNanos)
                     || sinceLast >= max(Self.idleRefreshNanos, spacingNanos)))
         {
-            if !forced, !hasChanges, lastWasQuiet, sinceLast < Self.quietRefreshNanos {
+            if !forced, !hasChanges, last.wasQuiet, sinceLast < Self.quietRefreshNanos {
                 // Every ring quiet, nothing new: windows have nothing to slide, so only the
                 // collector's own figures (the pass /health looks at) are brought up to date, and
                 // now and then the rings' cells and registries looked at (counters write no records).
                 published.update(stats)
-                if now &- lastQuietSampleNanos >= Self.quietSampleNanos {
-                    lastQuietSampleNanos = now
+                if now &- last.quietSampleNanos >= Self.quietSampleNanos {
+                    last.quietSampleNanos = now
                     for ring in tracker.tracked.ordered where sampleCells(of: ring, nowNanos: now) { hasChanges = true }
                 }
             } else if forced || pending == nil {
                 pending = PendingPublish(snapshot: startSnapshot(), rings: tracker.everyRing, forced: forced)
-                lastPublishNanos = now
+                last.publishNanos = now
                 hasChanges = false  // what changes from now on goes in the next one
             }
         }
@@ -265,7 +270,7 @@ final class SnapshotPublisher {
         if !options.allowedUIDs.isEmpty {
             for index in snapshot.rings.indices { snapshot.rings[index].showsOwner = true }
         }
-        lastWasQuiet = building.everyRingQuiet
+        last.wasQuiet = building.everyRingQuiet
         snapshot.slos = evaluateSLOs(nowNanos: now)
         var stats = stats
         stats.series = snapshot.series.count
@@ -275,7 +280,7 @@ final class SnapshotPublisher {
         stats.seriesBytesLimit = options.maxSeriesBytes
         stats.seriesSaturated = tracker.bots.values.reduce(0) { $0 + $1.aggregator.saturatedSeries }
         snapshot.collector = stats
-        lastCostNanos = building.costNanos
+        last.costNanos = building.costNanos
         published.publish(&snapshot)
     }
 
@@ -298,11 +303,11 @@ final class SnapshotPublisher {
         var added = 0, cellsChanged = false
         let quiet = ring.bot.quietSeries != nil && ring.drainedSincePublish == 0
         // A released ring has no cells to look at: its release took their last values.
-        if ring.file != nil, forced || !quiet || ring.cellsMoved || now &- ring.cellsSampledNanos >= RingTracker.livenessIntervalNanos {
+        if ring.file != nil, forced || !quiet || ring.cellsMoved || now &- ring.cellLook.sampledNanos >= RingTracker.livenessIntervalNanos {
             (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now)
         }
         if added > 0 || cellsChanged { ring.bot.changedSincePublish = true }
-        ring.drainedSincePublish = 0
+        ring.published.mark(drained: ring.drained)
         snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
         return quiet && !cellsChanged && added == 0
     }
@@ -378,4 +383,14 @@ final class SnapshotPublisher {
             return sloStates[index].snapshot(outcome)
         }
     }
+}
+
+/// What the publisher last saw of a ring: written here, read by the rest.
+struct PublishMarks {
+    /// The ring's records drained, ever, at the last publish.
+    fileprivate(set) var drained: UInt64 = 0
+
+    init() {}
+
+    fileprivate mutating func mark(drained: UInt64) { self.drained = drained }
 }

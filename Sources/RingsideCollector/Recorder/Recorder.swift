@@ -55,7 +55,7 @@ final class Recorder {
         return bot
     }
 
-    /// The drain's hook: what `RingAggregator.drain` hands each lane's records to.
+    /// The drain's hook: what `BotAggregator.drain` hands each lane's records to.
     struct Feed {
         let recorder: Recorder
         let bot: BotRecording

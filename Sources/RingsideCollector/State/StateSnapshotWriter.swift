@@ -23,47 +23,21 @@ struct StateSnapshotWriter {
         buffer.write("{\"version\":2,\"generation\":")
         buffer.writeJSONNumber(generation)
         buffer.write(",\"bots\":{")
-        for (index, (bot, entries)) in content.bots.enumerated() {
-            if index > 0 { buffer.write(UInt8(ascii: ",")) }
-            buffer.writeJSONString(bot)
-            buffer.write(":[")
-            for (position, entry) in entries.enumerated() {
-                if position > 0 { buffer.write(UInt8(ascii: ",")) }
-                buffer.write("{\"metric\":")
-                buffer.writeJSONString(entry.metric)
-                buffer.write(",\"labels\":")
-                buffer.writeJSONString(entry.labels)
-                buffer.write(",\"total\":")
-                buffer.writeJSONNumber(entry.total)
-                buffer.write(",\"dropped\":")
-                buffer.writeJSONNumber(entry.dropped)
-                buffer.write(UInt8(ascii: "}"))
-            }
-            buffer.write(UInt8(ascii: "]"))
-            try flushIfFull()
+        try writeByBot(content.bots, key: { ($0.metric, $0.labels) }) { writer, entry throws(Errno) in
+            writer.buffer.write(",\"total\":")
+            writer.buffer.writeJSONNumber(entry.total)
+            writer.buffer.write(",\"dropped\":")
+            writer.buffer.writeJSONNumber(entry.dropped)
         }
         buffer.write("},\"histograms\":{")
-        for (index, (bot, entries)) in content.histograms.enumerated() {
-            if index > 0 { buffer.write(UInt8(ascii: ",")) }
-            buffer.writeJSONString(bot)
-            buffer.write(":[")
-            for (position, entry) in entries.enumerated() {
-                if position > 0 { buffer.write(UInt8(ascii: ",")) }
-                buffer.write("{\"metric\":")
-                buffer.writeJSONString(entry.metric)
-                buffer.write(",\"labels\":")
-                buffer.writeJSONString(entry.labels)
-                buffer.write(",\"histogram\":")
-                try write(entry.histogram)
-                if let negative = entry.negative {
-                    // A signed histogram's values below zero (`HistogramEntry.negative`).
-                    buffer.write(",\"negative\":")
-                    try write(negative)
-                }
-                buffer.write(UInt8(ascii: "}"))
+        try writeByBot(content.histograms, key: { ($0.metric, $0.labels) }) { writer, entry throws(Errno) in
+            writer.buffer.write(",\"histogram\":")
+            try writer.write(entry.histogram)
+            if let negative = entry.negative {
+                // A signed histogram's values below zero (`HistogramEntry.negative`).
+                writer.buffer.write(",\"negative\":")
+                try writer.write(negative)
             }
-            buffer.write(UInt8(ascii: "]"))
-            try flushIfFull()
         }
         buffer.write("},\"seen\":{")
         for (index, (bot, seconds)) in content.seen.enumerated() {
@@ -75,6 +49,31 @@ struct StateSnapshotWriter {
         }
         buffer.write("}}")
         try flush()
+    }
+
+    /// Writes `byBot` as the members of a JSON object: each bot's entries, an array of objects
+    /// that begin with their metric and labels (`key`), then what `fields` writes.
+    private mutating func writeByBot<Entry>(
+        _ byBot: [String: [Entry]], key: (Entry) -> (metric: String, labels: String),
+        fields: (inout StateSnapshotWriter, Entry) throws(Errno) -> Void
+    ) throws(Errno) {
+        for (index, (bot, entries)) in byBot.enumerated() {
+            if index > 0 { buffer.write(UInt8(ascii: ",")) }
+            buffer.writeJSONString(bot)
+            buffer.write(":[")
+            for (position, entry) in entries.enumerated() {
+                if position > 0 { buffer.write(UInt8(ascii: ",")) }
+                let (metric, labels) = key(entry)
+                buffer.write("{\"metric\":")
+                buffer.writeJSONString(metric)
+                buffer.write(",\"labels\":")
+                buffer.writeJSONString(labels)
+                try fields(&self, entry)
+                buffer.write(UInt8(ascii: "}"))
+            }
+            buffer.write(UInt8(ascii: "]"))
+            try flushIfFull()
+        }
     }
 
     /// A persisted histogram, as `PersistedHistogram`'s Codable keys name its fields.

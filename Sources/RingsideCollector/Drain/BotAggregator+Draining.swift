@@ -1,0 +1,230 @@
+import CRingside
+import RingsideSnapshot
+import Ringside
+import RingsideAggregation
+
+extension BotAggregator {
+    // MARK: - Draining
+
+    /// Drains `consumer`'s lanes (source `source`, at most `limitPerLane` records each) into the
+    /// series; a record naming a metric registered since the last look has the registry read again.
+    ///
+    /// Calls its lanes gathered (SAMPLING in ringside.h) are taken first: each is counted, its sum
+    /// and the largest exactly; a record that stands for gathered calls (k > 0) places up to
+    /// 2^k - 1 of them in its value's bucket, and those left (the lane stopped sampling, or its
+    /// thread went idle) are placed at their cell's latest value, so the counts and the buckets
+    /// agree at every drain.
+    /// - Parameters:
+    ///   - allowance: how many more series may be added, given the series held (the caps).
+    ///   - counted: told the records taken from each lane, for the fill rate.
+    ///   - recorder: the flight recorder's feed for this file, which keeps the records raw,
+    ///     from the lane's own buffers (nil: it is off).
+    /// - Returns: the records drained.
+    /// - Throws: the consumer's error when the ring's cursors turn out corrupt.
+    mutating func drain(
+        _ consumer: RingConsumer, source: Int, limitPerLane: Int, nowNanos now: UInt64,
+        admitting allowance: (_ held: Usage) -> Usage,
+        counted: (_ records: Int, _ lane: Int) -> Void,
+        recorder: Recorder.Feed? = nil
+    ) throws(RingError) -> Int {
+        // The calls gathered are taken after the records, even when the drain fails: then every
+        // record drained finds the calls it stands for (see `GatherPlacement`).
+        defer { takeGathered(of: consumer, source: source, nowNanos: now) }
+        return try consumer.drain(limitPerLane: limitPerLane) { records, first, lane in
+            counted(records.count, lane)
+            recorder?.take(records, lane: lane, of: consumer, nowNanos: now)
+            var offset = 0
+            while offset < records.count {
+                let rest = UnsafeBufferPointer(rebasing: records[offset...])
+                offset += consume(rest, source: source, lane: lane, of: consumer, firstCursor: first + UInt64(offset), nowNanos: now)
+                guard offset < records.count else { break }
+                // A metric registered after the last look: read the registry again.
+                if refreshMetrics(of: consumer, source: source, admitting: allowance) == 0 {
+                    sources[source].rejected += 1  // the registry has no such metric
+                    offset += 1
+                }
+            }
+        }
+    }
+
+    /// Takes the calls `consumer`'s lanes gathered since the last look (SAMPLING in ringside.h):
+    /// their sum and largest into their series at `now`, exactly; their count as they are placed
+    /// (`Source.gathered`): beside the records that stand for them, or, once a lane is drained and
+    /// none can, at their cell's latest value, now.
+    private mutating func takeGathered(of consumer: RingConsumer, source: Int, nowNanos now: UInt64) {
+        let routes = sources[source].routes
+        var gathered = GatherPlacement()
+        swap(&gathered, &sources[source].gathered)  // moved out, not copied: the tables.histograms change meanwhile
+        defer { swap(&gathered, &sources[source].gathered) }
+        consumer.takeGathered { metric, lane, calls in
+            guard metric < routes.count, routes[metric].kind == MetricKind.histogram.rawValue, routes[metric].slot != Self.refusedSlot
+            else { return }
+            let route = routes[metric]
+            // Saturating, as every total: hostile weights and cells must not wrap one back.
+            let weighted = calls.calls.saturatingMultiply(route.weight)
+            sources[source].sampled = sources[source].sampled.saturatingAdd(weighted)
+            if route.isSigned {
+                let sum = OffsetBinary.sum(calls.sum, count: calls.calls).saturatingMultiply(route.weight)
+                tables.signedHistograms[route.slot].windows.addSum(sum, raisingMaxTo: OffsetBinary.maximum(calls.max), atNanos: now)
+                tables.signedHistograms[route.slot].sampled = tables.signedHistograms[route.slot].sampled.saturatingAdd(weighted)
+                tables.signedHistograms[route.slot].touched = true
+            } else {
+                tables.histograms[route.slot].windows.addSum(
+                    calls.sum.saturatingMultiply(route.weight), raisingMaxTo: calls.max, atNanos: now)
+                tables.histograms[route.slot].sampled = tables.histograms[route.slot].sampled.saturatingAdd(weighted)
+                tables.histograms[route.slot].touched = true
+            }
+            gathered.take(calls, metric: metric, lane: lane) { value, time, placed in
+                place(value, count: placed, route: route, atNanos: time)
+            }
+        }
+        guard !gathered.isEmpty else { return }
+        gathered.placeUnclaimed(isDrained: consumer.isDrained(lane:)) { metric, value, calls in
+            place(value, count: calls, route: routes[metric], atNanos: now)
+        }
+    }
+
+    /// Places `count` gathered calls (weighted by the route) at `stored`, a value as its file stores it.
+    private mutating func place(_ stored: UInt64, count: UInt64, route: Route, atNanos time: UInt64) {
+        let weighted = count.saturatingMultiply(route.weight)
+        if route.isSigned {
+            tables.signedHistograms[route.slot].windows.place(OffsetBinary.value(stored), count: weighted, atNanos: time)
+            tables.signedHistograms[route.slot].touched = true
+        } else {
+            tables.histograms[route.slot].windows.place(stored, count: weighted, atNanos: time)
+            tables.histograms[route.slot].touched = true
+        }
+    }
+
+    /// Aggregates records of `source` read at cursors `firstCursor...` of lane `lane`; stops
+    /// before a record that names a metric not known yet and returns how many it took, so `drain`
+    /// can read the registry again. A value's exemplar is put back together from the exemplar
+    /// records after it (see `ExemplarAssembler`), and kept by its series.
+    private mutating func consume(
+        _ records: UnsafeBufferPointer<RingRecord>, source: Int, lane: Int, of consumer: RingConsumer, firstCursor: UInt64,
+        nowNanos now: UInt64
+    ) -> Int {
+        // A timestamp from the future would hold the windows hostage: clamp it to now.
+        let latest = now
+        if let first = records.first { oldestInLastBatchNanos = min(first.timestamp_ns, now) }
+        let routes = sources[source].routes
+        var rejected: UInt64 = 0, refused: UInt64 = 0
+        defer {
+            sources[source].rejected &+= rejected
+            sources[source].refusedRecords &+= refused
+        }
+        var assembling = sources[source].exemplars.isPending(lane: lane)
+        for index in records.indices {
+            let record = records[index]
+            if record.kind == ExemplarAssembler.exemplarKind {
+                let outcome = sources[source].exemplars.take(record, at: firstCursor &+ UInt64(index), lane: lane)
+                switch outcome {
+                case .part: break
+                case .complete(let slot, let value, let time, let labels):
+                    keepExemplar(
+                        slot: slot, value: value, timeNanos: min(time, latest), labels: labels, source: source, lane: lane, of: consumer)
+                case .unwanted: refused += 1
+                case .stray: rejected += 1
+                case .malformed(let parts): rejected += UInt64(parts)
+                }
+                assembling = outcome == .part
+                continue
+            }
+            if assembling {
+                // The rest of an exemplar never came: a producer writes them together.
+                if sources[source].exemplars.abandon(lane: lane) { rejected += 1 }
+                assembling = false
+            }
+            let metric = Int(record.metric)
+            guard metric < routes.count else { return index }
+            let route = routes[metric]
+            if route.slot == Self.refusedSlot, record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
+                record.sequence == firstCursor &+ UInt64(index)
+            {
+                refused += 1  // a valid record of a series refused at the cap
+                if record.flags & ExemplarAssembler.exemplarFlag != 0 {
+                    assembling = sources[source].exemplars.begin(record, at: firstCursor &+ UInt64(index), lane: lane, slot: nil)
+                }
+                continue
+            }
+            // Counters live in cells and write no records: one that claims to be a counter's is invalid.
+            guard record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
+                record.sequence == firstCursor &+ UInt64(index)
+            else {
+                rejected += 1
+                continue
+            }
+            let time = min(record.timestamp_ns, latest)
+            switch route.kind {
+            case MetricKind.histogram.rawValue:
+                if route.isSigned {
+                    tables.signedHistograms[route.slot].windows.record(OffsetBinary.value(record.value), count: route.weight, atNanos: time)
+                    tables.signedHistograms[route.slot].touched = true
+                } else {
+                    tables.histograms[route.slot].windows.record(record.value, count: route.weight, atNanos: time)
+                    tables.histograms[route.slot].touched = true
+                }
+                // A record written while its lane filled stands, in its bucket, for the 2^k - 1
+                // calls gathered before it, counted already (SAMPLING in ringside.h).
+                if record.weightLog2 > 0 {
+                    let placed = sources[source].gathered.placeBeside(record, lane: lane, timeNanos: time)
+                    place(record.value, count: placed, route: route, atNanos: time)
+                }
+                // No producer writes an exemplar with a signed value: its records are rejected, one by one.
+                if record.flags & ExemplarAssembler.exemplarFlag != 0, !route.isSigned {
+                    assembling = sources[source].exemplars.begin(record, at: firstCursor &+ UInt64(index), lane: lane, slot: route.slot)
+                    if !assembling { rejected += 1 }  // a length no producer writes
+                }
+            default:
+                tables.gauges[route.slot].set(Double(bitPattern: record.value), from: source, atNanos: time)
+            }
+        }
+        return records.count
+    }
+
+    /// Keeps an exemplar put back together from lane `lane` of `source` in histogram `slot`'s
+    /// exemplars, in the bucket its value falls in, if it is among the largest or its bucket's latest.
+    private mutating func keepExemplar(
+        slot: Int, value: UInt64, timeNanos: UInt64, labels: String, source: Int, lane: Int, of consumer: RingConsumer
+    ) {
+        let bucket = NativeBuckets.index(of: value, metric: tables.histograms[slot].metric, schema: exemplarSchema)
+        let thread = consumer.thread(lane: lane)
+        // The record's monotonic time on the wall, by the clocks' offset now: the monotonic clock
+        // read first, so that the offset errs late, never early (an exemplar never precedes its call).
+        let monotonic = rs_clock_precise_ns()
+        let wall = rs_clock_realtime_ns() &- monotonic &+ timeNanos
+        let exemplar = KeptExemplar(
+            value: value, timeNanos: timeNanos, wallTimeNanos: wall, labels: labels, pid: sources[source].pid,
+            threadID: thread.id, threadName: thread.name)
+        if tables.histograms[slot].exemplars == nil { tables.histograms[slot].exemplars = WindowedExemplars(layout: layout) }
+        tables.histograms[slot].exemplars?.record(exemplar, bucket: bucket)
+    }
+
+    /// Takes in source `source`'s cells. A counter's growth since the source's last sample is
+    /// added to its windows at `now` (its rate's resolution is the sampling interval); with
+    /// `isBaseline`, a source's first sample counts in totals but not in the windows (counters
+    /// made before this collector started would show as a burst).
+    /// - Returns: whether any merged cell changed.
+    @discardableResult
+    mutating func sampleCells(of consumer: RingConsumer, source: Int, nowNanos now: UInt64, isBaseline: Bool = false) -> Bool {
+        var changed = false
+        for (index, route) in sources[source].routes.enumerated() where route.slot != Self.refusedSlot {
+            let cells = consumer.cells(of: consumer.metrics[index])
+            switch route.kind {
+            case MetricKind.counter.rawValue:
+                let first =
+                    tables.counters[route.slot].sourceCells.count <= source || tables.counters[route.slot].sourceCells[source] == nil
+                let (growth, merged) = tables.counters[route.slot].takeCells(cells, from: source, nowNanos: now)
+                if growth > 0, !(isBaseline && first) { tables.counters[route.slot].windows.add(growth, atNanos: now) }
+                changed = changed || merged
+            case MetricKind.histogram.rawValue where route.isSigned:
+                changed = tables.signedHistograms[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
+            case MetricKind.histogram.rawValue:
+                changed = tables.histograms[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
+            default:
+                changed = tables.gauges[route.slot].takeCells(cells, from: source, nowNanos: now).changed || changed
+            }
+        }
+        return changed
+    }
+}

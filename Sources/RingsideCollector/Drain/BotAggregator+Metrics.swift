@@ -1,0 +1,149 @@
+import CRingside
+import RingsideSnapshot
+import Ringside
+import RingsideAggregation
+
+extension BotAggregator {
+    // MARK: - Metrics
+
+    /// Routes `consumer`'s metrics not known yet (they arrive in index order) from source
+    /// `source` to the bot's series: an existing series of the same name and labels, or a new
+    /// one, as many as `allowance` (given what is held) leaves room for, in series and in bytes;
+    /// the rest are refused (routed nowhere, their records counted, their descriptors' strings
+    /// let go). A metric whose name and labels another source registered as another kind, or in
+    /// another unit, is refused too.
+    /// - Returns: how many series were added.
+    @discardableResult
+    mutating func addMetrics(of consumer: RingConsumer, source: Int, admitting allowance: (_ held: Usage) -> Usage) -> Int {
+        let room = allowance(usage)
+        var admitted = 0
+        var charged = 0
+        for declared in consumer.metrics[sources[source].routes.count...] where Int(declared.index) == sources[source].routes.count {
+            var metric = declared
+            if metric.kind == .gauge {
+                // Every source must merge a gauge alike; a per-worker gauge's series is its source's.
+                let declaredKey = SeriesKey(name: metric.name, labels: metric.encodedLabels)
+                if let policy = gaugePolicies[declaredKey], policy != metric.gaugeMerge {
+                    refuse(metric, in: consumer, source: source, forBytes: false)
+                    continue
+                }
+                gaugePolicies[declaredKey] = metric.gaugeMerge
+                if metric.gaugeMerge == .perWorker {
+                    guard let labelled = metric.labelled(pid: sources[source].pid) else {
+                        refuse(metric, in: consumer, source: source, forBytes: false)
+                        continue
+                    }
+                    metric = labelled
+                }
+            }
+            let key = SeriesKey(name: metric.name, labels: metric.encodedLabels)
+            if let existing = slots[key] {
+                // Records of another unit would merge wrongly scaled: only the same kind, unit and
+                // gauge policy join; a per-worker series is its own source's only.
+                // Nor do values of another form or step.
+                if existing.kind == metric.kind.rawValue, unit(of: existing) == metric.unit, policy(of: existing) == metric.gaugeMerge,
+                    metric.gaugeMerge != .perWorker, values(of: existing) == Values(metric)
+                {
+                    sources[source].routes.append(
+                        Route(kind: existing.kind, slot: existing.slot, weight: UInt64(metric.sampleEvery), isSigned: existing.isSigned))
+                } else {
+                    refuse(metric, in: consumer, source: source, forBytes: false)
+                }
+                continue
+            }
+            let bytes = memory.cost.bytes(of: metric)
+            guard admitted < room.series, charged + bytes <= room.bytes else {
+                refuse(metric, in: consumer, source: source, forBytes: admitted < room.series)
+                refusals.count += 1
+                continue
+            }
+            admitted += 1
+            charged += bytes
+            let route: Route
+            switch metric.kind {
+            case .histogram where metric.isSigned:
+                route = Route(
+                    kind: metric.kind.rawValue, slot: tables.signedHistograms.count, weight: UInt64(metric.sampleEvery), isSigned: true)
+                tables.signedHistograms.append(Series(metric: metric, windows: WindowedSignedHistogram(layout: layout)))
+            case .histogram:
+                route = Route(kind: metric.kind.rawValue, slot: tables.histograms.count, weight: UInt64(metric.sampleEvery))
+                tables.histograms.append(Series(metric: metric, windows: WindowedHistogram(layout: layout)))
+            case .counter:
+                route = Route(kind: metric.kind.rawValue, slot: tables.counters.count, weight: 1)
+                tables.counters.append(Series(metric: metric, windows: WindowedCounter(layout: layout)))
+            case .gauge:
+                route = Route(kind: metric.kind.rawValue, slot: tables.gauges.count, weight: 1)
+                let owner = metric.gaugeMerge == .perWorker ? source : nil
+                tables.gauges.append(Series(metric: metric, owner: owner, windows: WindowedGauge(layout: layout)))
+            }
+            slots[key] = route
+            sources[source].routes.append(route)
+            if metric.kind == .histogram, let earlier = seeds.histograms.removeValue(forKey: key) {
+                if route.isSigned {
+                    tables.signedHistograms[route.slot].windows.seedAllTime(earlier)
+                } else {
+                    tables.histograms[route.slot].windows.seedAllTime(earlier.nonNegative)
+                }
+            }
+            if let seed = seeds.totals.removeValue(forKey: key) {
+                switch metric.kind {
+                case .histogram where route.isSigned: tables.signedHistograms[route.slot].takeFolded(seed)
+                case .histogram: tables.histograms[route.slot].takeFolded(seed)
+                case .counter: tables.counters[route.slot].takeFolded(seed)
+                case .gauge: tables.gauges[route.slot].takeFolded(seed)
+                }
+            }
+        }
+        memory.charged += charged
+        return admitted
+    }
+
+    /// The gauge policy of the series a route leads to (`.last` for other kinds).
+    private func policy(of route: Route) -> GaugeMerge {
+        route.kind == MetricKind.gauge.rawValue ? tables.gauges[route.slot].metric.gaugeMerge : .last
+    }
+
+    /// A series' values: signed or not, and their step.
+    private struct Values: Equatable {
+        let isSigned: Bool
+        let scale: Int8
+        init(_ metric: MetricDescriptor) { (isSigned, scale) = (metric.isSigned, metric.scale) }
+    }
+
+    /// The values of the series a route leads to.
+    private func values(of route: Route) -> Values { Values(metric(of: route)) }
+
+    /// The metric of the series a route leads to.
+    private func metric(of route: Route) -> MetricDescriptor {
+        switch route.kind {
+        case MetricKind.histogram.rawValue:
+            route.isSigned ? tables.signedHistograms[route.slot].metric : tables.histograms[route.slot].metric
+        case MetricKind.counter.rawValue: tables.counters[route.slot].metric
+        default: tables.gauges[route.slot].metric
+        }
+    }
+
+    /// The unit of the series a route leads to.
+    private func unit(of route: Route) -> MetricUnit { metric(of: route).unit }
+
+    /// Routes a metric of `source` nowhere: its records are counted, its strings let go.
+    private mutating func refuse(_ metric: MetricDescriptor, in consumer: RingConsumer, source: Int, forBytes: Bool) {
+        sources[source].routes.append(Route(kind: metric.kind.rawValue, slot: Self.refusedSlot, weight: 0))
+        sources[source].refusedSeries += 1
+        memory.refused += MemoryLayout<MetricDescriptor>.stride
+        if refusals.first == nil {
+            refusals.first = metric
+            refusals.firstForBytes = forBytes
+        }
+        consumer.forgetStrings(ofMetric: Int(metric.index))
+    }
+
+    /// Reads the registry again and adds series for the metrics registered since (see `addMetrics`).
+    /// - Returns: how many metrics the registry had that were not known.
+    @discardableResult
+    mutating func refreshMetrics(of consumer: RingConsumer, source: Int, admitting allowance: (_ held: Usage) -> Usage) -> Int {
+        let added = (try? consumer.refreshMetrics()) ?? 0
+        if added > 0 { addMetrics(of: consumer, source: source, admitting: allowance) }
+        return added
+    }
+}

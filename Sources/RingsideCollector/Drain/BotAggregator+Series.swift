@@ -1,0 +1,242 @@
+import CRingside
+import RingsideSnapshot
+import Ringside
+import RingsideAggregation
+
+extension BotAggregator {
+    /// Where a registered metric's series lives.
+    struct Route {
+        var kind: UInt8
+        var slot: Int
+        /// Histogram counts per call: the metric's "1 in N" sampling (its gathered calls count as
+        /// much: SAMPLING in ringside.h).
+        var weight: UInt64
+        /// A signed histogram's: its series is in `signedHistograms`, and its values are stored
+        /// in offset binary (VALUES in ringside.h).
+        var isSigned = false
+    }
+
+    /// One file of the bot: how its registry's indices map to series, and what its records cost.
+    struct Source {
+        var routes: [Route] = []
+        /// Records refused: unknown metric, wrong kind, or a sequence that disagrees with its cursor.
+        var rejected: UInt64 = 0
+        /// Histogram calls its lanes gathered rather than wrote while they filled (SAMPLING in
+        /// ringside.h), counted from their gather cells.
+        var sampled: UInt64 = 0
+        /// This drain's gathered calls not placed in a bucket yet (see `drain`).
+        var gathered = GatherPlacement()
+        /// Its metrics given no series (a cap, or another kind under the same name and labels),
+        /// and their records since (valid, but not aggregated).
+        var refusedSeries = 0
+        var refusedRecords: UInt64 = 0
+        var inUse = true
+        /// The pid of the process that writes it: a per-worker gauge's label.
+        var pid: Int32 = 0
+        /// Exemplars half read, by lane.
+        var exemplars = ExemplarAssembler()
+    }
+
+    /// A source's cells of one series, what it counts toward the series' totals, and when the
+    /// collector saw its cells change.
+    struct SourceCells {
+        /// As last read.
+        var cells: MetricCells
+        /// What it counts: a counter's total and the records dropped grow by what the cells grew
+        /// by, saturating, and a cell read lower than before (a wrap at 2^64, or a hostile writer)
+        /// counts as a reset (its new value is growth), so no total ever goes back; the rest as read.
+        var counted: MetricCells
+        var changedNanos: UInt64
+
+        /// What `cells`, read after `before`, count: `before`'s count grown by the cells' growth.
+        init(_ cells: MetricCells, after before: SourceCells?, changedNanos: UInt64) {
+            var counted = cells
+            if let before {
+                counted.total = before.counted.total.saturatingAdd(Self.growth(from: before.cells.total, to: cells.total))
+                counted.dropped = before.counted.dropped.saturatingAdd(Self.growth(from: before.cells.dropped, to: cells.dropped))
+            }
+            self.cells = cells
+            self.counted = counted
+            self.changedNanos = changedNanos
+        }
+
+        /// How much a cell read `before`, then `now`, grew: a cell read lower was reset (its whole value is new).
+        static func growth(from before: UInt64, to now: UInt64) -> UInt64 { now >= before ? now - before : now }
+    }
+
+    struct Series<Windows> {
+        let metric: MetricDescriptor
+        /// A per-worker gauge's source: the series goes when it does.
+        var owner: Int?
+        /// Gauges merged by sum, max or min: each source's last recorded value, whose merge the
+        /// windows take at each record.
+        var recordedValues: [Double?] = []
+        var windows: Windows
+        /// Records arrived since the last snapshot of this series.
+        var touched = true
+        /// The last snapshot; a window of it is reused until records arrive or its slice rotates.
+        var cached: SeriesSnapshot?
+        /// Per window, the slice (`now / sliceNanos`) its cached statistics were computed in.
+        var computedSlices: [UInt64] = []
+        /// The cells merged over the sources: a counter's exact total, a gauge's last value, drops.
+        var cells = MetricCells(total: 0, dropped: 0, lastValue: nil)
+        /// Each source's cells (by source index), and what removed sources left: their totals
+        /// and drops, and the last value one of them set (and when).
+        var sourceCells: [SourceCells?] = []
+        var folded = SourceCells(MetricCells(), after: nil, changedNanos: 0)
+        /// Histograms: the bytes their counts held when last measured.
+        var countsBytes = 0
+        /// Histograms: the exemplars kept, from the first one recorded.
+        var exemplars: WindowedExemplars?
+        /// Histograms: calls gathered rather than written while a lane filled, since this
+        /// collector started (counted, summed and placed all the same: SAMPLING in ringside.h).
+        var sampled: UInt64 = 0
+        /// A total of it reached its ceiling (see `noteSaturation`): counted once.
+        var saturated = false
+
+        /// Keeps `sampled`, source `source`'s cells as just read, and merges.
+        /// - Returns: how much the source's total grew, and whether the merged cells changed.
+        mutating func takeCells(_ sampled: MetricCells, from source: Int, nowNanos now: UInt64) -> (growth: UInt64, changed: Bool) {
+            if sourceCells.count <= source { sourceCells += Array(repeating: nil, count: source + 1 - sourceCells.count) }
+            let before = sourceCells[source]
+            guard sampled != before?.cells else { return (0, false) }
+            // A gauge that was never set is not newer than one that was.
+            let changedNanos = before == nil && sampled.lastValue == nil ? 0 : now
+            let taken = SourceCells(sampled, after: before, changedNanos: changedNanos)
+            sourceCells[source] = taken
+            return (taken.counted.total - (before?.counted.total ?? 0), merge())
+        }
+
+        /// Folds source `source`'s cells into what removed sources left: the merged cells stay.
+        mutating func removeSource(_ source: Int) {
+            guard source < sourceCells.count, let gone = sourceCells[source] else { return }
+            folded.cells = Self.folding(gone, into: folded.cells)
+            folded.cells.control = 0  // the switches are the live files' only
+            if gone.cells.lastValue != nil, gone.changedNanos >= folded.changedNanos {
+                folded.cells.lastValue = gone.cells.lastValue
+                folded.changedNanos = gone.changedNanos
+            }
+            sourceCells[source] = nil
+            if source < recordedValues.count { recordedValues[source] = nil }
+            _ = merge()
+        }
+
+        /// `cells` with what `source` counts added (saturating; the dropped values' sum modulo
+        /// 2^64, as the files keep it): its figures once it is folded in, or merged.
+        static func folding(_ source: SourceCells, into cells: MetricCells) -> MetricCells {
+            var result = cells
+            result.total = cells.total.saturatingAdd(source.counted.total)
+            result.dropped = cells.dropped.saturatingAdd(source.counted.dropped)
+            result.droppedSum = cells.droppedSum &+ source.cells.droppedSum
+            result.droppedMax = max(cells.droppedMax, source.cells.droppedMax)
+            result.clamped = cells.clamped.saturatingAdd(source.cells.clamped)
+            // The operator's tool writes every file of a bot alike; while it does, off wins, and the sparser sampling.
+            let off = (cells.control | source.cells.control) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)
+            result.control = off | max(cells.control & RS_CONTROL_SAMPLE, source.cells.control & RS_CONTROL_SAMPLE)
+            return result
+        }
+
+        /// Takes what removed sources left before this collector started (see `CollectorState`):
+        /// added to what this run folded already (nothing, as a rule), saturating.
+        mutating func takeFolded(_ seed: MetricCells) {
+            folded.cells.total = folded.cells.total.saturatingAdd(seed.total)
+            folded.cells.dropped = folded.cells.dropped.saturatingAdd(seed.dropped)
+            _ = merge()
+        }
+
+        /// What removed sources left once source `source` is folded in too, if it counted toward
+        /// this series (nil when it did not): for `CollectorState`.
+        func foldedEntry(folding source: Int) -> CollectorState.Entry? {
+            guard source < sourceCells.count, let live = sourceCells[source], live.counted.total > 0 || live.counted.dropped > 0
+            else { return nil }
+            let cells = Self.folding(live, into: folded.cells)
+            return CollectorState.Entry(metric: metric.name, labels: metric.encodedLabels, total: cells.total, dropped: cells.dropped)
+        }
+
+        /// The merged cells: sums, and a gauge's value by its policy: the value set last (the
+        /// source seen to change it latest), or the sum, max or min of the live sources' values.
+        private mutating func merge() -> Bool {
+            var merged = folded.cells
+            var latest = folded.changedNanos
+            for case let source? in sourceCells {
+                merged = Self.folding(source, into: merged)
+                if let value = source.cells.lastValue, merged.lastValue == nil || source.changedNanos > latest {
+                    merged.lastValue = value
+                    latest = source.changedNanos
+                }
+            }
+            if metric.gaugeMerge.combinesLiveSources {
+                merged.lastValue = metric.gaugeMerge.combine(sourceCells.lazy.map { $0?.cells.lastValue })
+            }
+            let changed = merged != cells
+            cells = merged
+            if changed { touched = true }
+            return changed
+        }
+    }
+
+    /// The series a bot holds and the memory they are charged (see `SeriesCost`); also what
+    /// the caps leave it room for.
+    struct Usage {
+        var series = 0
+        var bytes = 0
+    }
+
+    /// Where a series is, by metric name and encoded labels.
+    struct SeriesKey: Hashable {
+        let name: String
+        let labels: String
+    }
+}
+
+extension BotAggregator.Series where Windows == WindowedGauge {
+    /// Takes a gauge's record from `source`: its windows see the value set, or, for a gauge merged
+    /// by sum, max or min, that merge over the sources' last recorded values.
+    mutating func set(_ value: Double, from source: Int, atNanos time: UInt64) {
+        touched = true
+        guard metric.gaugeMerge.combinesLiveSources else {
+            windows.set(value, atNanos: time)
+            return
+        }
+        if recordedValues.count <= source { recordedValues += Array(repeating: nil, count: source + 1 - recordedValues.count) }
+        recordedValues[source] = value
+        if let merged = metric.gaugeMerge.combine(recordedValues) { windows.set(merged, atNanos: time) }
+    }
+}
+
+extension GaugeMerge {
+    /// Whether the merged value is computed over the live sources' values (sum, max, min).
+    var combinesLiveSources: Bool { self == .sum || self == .max || self == .min }
+
+    /// The sum, max or min of the values present; nil when none is.
+    func combine(_ values: some Sequence<Double?>) -> Double? {
+        var result: Double?
+        for case let value? in values {
+            guard let soFar = result else {
+                result = value
+                continue
+            }
+            switch self {
+            case .sum: result = soFar + value
+            case .max: result = Swift.max(soFar, value)
+            case .min: result = Swift.min(soFar, value)
+            case .last, .perWorker: result = value
+            }
+        }
+        return result
+    }
+}
+
+extension MetricDescriptor {
+    /// The descriptor with the label `pid="<pid>"` added, for a per-worker gauge's series; nil
+    /// when the labels cannot take it (a `pid` of their own, or too long).
+    func labelled(pid: Int32) -> MetricDescriptor? {
+        var pairs = labelDictionary
+        guard pairs["pid"] == nil else { return nil }
+        pairs["pid"] = String(pid)
+        guard case let .success(encoded) = MetricDescriptor.encode(labels: pairs) else { return nil }
+        return MetricDescriptor(
+            index: index, name: name, kind: kind, unit: unit, encodedLabels: encoded, help: help,
+            sampleEvery: sampleEvery, gaugeMerge: gaugeMerge)
+    }
+}

@@ -1,0 +1,247 @@
+import CRingside
+import RingsideSnapshot
+import Ringside
+import RingsideAggregation
+
+extension BotAggregator {
+
+    /// Moves every series' current tick into its windows once `now` has passed it.
+    private mutating func advance(toNanos now: UInt64) {
+        for index in tables.histograms.indices {
+            tables.histograms[index].windows.advance(toNanos: now)
+            tables.histograms[index].exemplars?.advance(toNanos: now)
+        }
+        for index in tables.signedHistograms.indices { tables.signedHistograms[index].windows.advance(toNanos: now) }
+        for index in tables.counters.indices { tables.counters[index].windows.advance(toNanos: now) }
+        for index in tables.gauges.indices { tables.gauges[index].windows.advance(toNanos: now) }
+    }
+
+    // MARK: - Snapshots
+
+    /// Slides every series' windows to `now` and returns their snapshots. A window's statistics
+    /// are recomputed only when records arrived or the window slid (its slice rotated); otherwise
+    /// the last ones are reused, so thousands of quiet series cost little to publish.
+    mutating func snapshots(nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter) -> [SeriesSnapshot] {
+        advance(toNanos: now)
+        var result: [SeriesSnapshot] = []
+        result.reserveCapacity(seriesCount)
+        for index in tables.histograms.indices {
+            defer { if let metric = tables.histograms[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
+            // Counts grow with what is recorded: measured here, where a busy series is touched anyway.
+            memory.counts += tables.histograms[index].measureCounts { $0.allocatedBytes }
+            result.append(
+                Self.refresh(
+                    &tables.histograms[index], ring: ring, layout: layout, now: now, versions: &versions,
+                    window: { series, window, stats in
+                        stats.take(
+                            series.windows.snapshot(window: window, nowNanos: now), quantiles: quantiles,
+                            coveredNanos: max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos))
+                        stats.exemplars = series.exemplars?.largest(window: window, nowNanos: now) ?? []
+                    },
+                    whole: { series, snapshot in
+                        // Shared, not copied: the exporters compute their buckets from it when they render.
+                        let cumulative = series.windows.cumulative
+                        snapshot.cumulative = cumulative
+                        snapshot.cumulativeCount = cumulative.count
+                        snapshot.cumulativeSum = cumulative.sum
+                        snapshot.cumulativeExactSum = cumulative.exactSum
+                        snapshot.cumulativeMax = Int128(cumulative.max)
+                        snapshot.droppedRecords = series.cells.dropped
+                        snapshot.droppedSum = Int128(series.cells.droppedSum)
+                        snapshot.droppedMax = Int128(series.cells.droppedMax)
+                        snapshot.sampledRecords = series.sampled
+                        snapshot.clampedValues = series.cells.clamped
+                        snapshot.control = series.cells.control
+                        snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
+                    }))
+        }
+        for index in tables.signedHistograms.indices {
+            defer { if let metric = tables.signedHistograms[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
+            memory.counts += tables.signedHistograms[index].measureCounts { $0.allocatedBytes }
+            result.append(
+                Self.refresh(
+                    &tables.signedHistograms[index], ring: ring, layout: layout, now: now, versions: &versions,
+                    window: { series, window, stats in
+                        stats.take(
+                            series.windows.snapshot(window: window, nowNanos: now), quantiles: quantiles,
+                            coveredNanos: max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos))
+                    },
+                    whole: { series, snapshot in
+                        let cumulative = series.windows.cumulative
+                        snapshot.signedCumulative = cumulative
+                        snapshot.cumulativeCount = cumulative.count
+                        snapshot.cumulativeSum = cumulative.sum
+                        snapshot.cumulativeSignedSum = cumulative.exactSum
+                        snapshot.cumulativeMax = cumulative.isEmpty ? 0 : Int128(cumulative.max)
+                        snapshot.droppedRecords = series.cells.dropped
+                        // Stored in offset binary, as the values are (VALUES in ringside.h).
+                        snapshot.droppedSum = Int128(OffsetBinary.sum(series.cells.droppedSum, count: series.cells.dropped))
+                        snapshot.droppedMax = OffsetBinary.maximum(series.cells.droppedMax).map { Int128($0) } ?? 0
+                        snapshot.sampledRecords = series.sampled
+                        snapshot.clampedValues = series.cells.clamped
+                        snapshot.control = series.cells.control
+                    }))
+        }
+        for index in tables.counters.indices {
+            defer { if let metric = tables.counters[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
+            result.append(
+                Self.refresh(
+                    &tables.counters[index], ring: ring, layout: layout, now: now, versions: &versions,
+                    window: { series, window, stats in
+                        stats.increase = series.windows.sum(window: window, nowNanos: now)
+                        stats.rate = series.windows.rate(window: window, nowNanos: now)
+                    },
+                    whole: { series, snapshot in
+                        snapshot.cumulativeSum = Double(series.cells.total)
+                        snapshot.cumulativeExactSum = UInt128(series.cells.total)
+                        snapshot.clampedValues = series.cells.clamped
+                        snapshot.control = series.cells.control
+                    }))
+        }
+        for index in tables.gauges.indices {
+            defer { if let metric = tables.gauges[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
+            result.append(
+                Self.refresh(
+                    &tables.gauges[index], ring: ring, layout: layout, now: now, versions: &versions,
+                    window: { series, window, stats in
+                        if let range = series.windows.range(window: window, nowNanos: now) {
+                            stats.gaugeMin = range.min
+                            stats.gaugeMax = range.max
+                        }
+                    },
+                    whole: { series, snapshot in
+                        // The cell holds the last value set by any thread, exact even when records dropped.
+                        snapshot.lastValue = series.cells.lastValue ?? series.windows.last
+                        snapshot.control = series.cells.control
+                        snapshot.droppedRecords = series.cells.dropped
+                    }))
+        }
+        return result
+    }
+
+    /// Whether a series' snapshot shows a total at its ceiling, where it stays (saturating
+    /// arithmetic: it never wraps back): a histogram's count or sum, a counter's total, records
+    /// dropped, calls gathered.
+    static func showsSaturation(_ snapshot: SeriesSnapshot) -> Bool {
+        let total: UInt128 = snapshot.metric.kind == .counter ? UInt128(UInt64.max) : .max
+        return snapshot.cumulativeCount == .max || snapshot.cumulativeExactSum == total || snapshot.droppedRecords == .max
+            || snapshot.sampledRecords == .max || snapshot.signedCumulative?.isSaturated == true
+    }
+
+    /// Counts a series whose total reached its ceiling, and keeps it for the log.
+    private mutating func noteSaturation(of metric: MetricDescriptor) {
+        saturation.count += 1
+        saturation.newly.append(metric)
+    }
+
+    /// The series that reached a ceiling since the last call, for the log.
+    mutating func takeNewlySaturated() -> [MetricDescriptor] {
+        defer { saturation.newly.removeAll() }
+        return saturation.newly
+    }
+
+    /// The series' snapshot, recomputing only the windows that may have changed (all of them,
+    /// and the whole-series figures, when records arrived): `window` fills in the statistics of
+    /// a window (an index into the layout's), starting from empty ones; `whole` sets the
+    /// whole-series figures.
+    private static func refresh<Windows>(
+        _ series: inout Series<Windows>, ring: String, layout: WindowLayout, now: UInt64,
+        versions: inout VersionCounter,
+        window: (Series<Windows>, Int, inout WindowStats) -> Void,
+        whole: (Series<Windows>, inout SeriesSnapshot) -> Void
+    ) -> SeriesSnapshot {
+        var snapshot = series.cached ?? SeriesSnapshot(ring: ring, metric: series.metric, id: versions.next(), windows: [])
+        if series.computedSlices.count != layout.windowNanos.count {
+            series.computedSlices = Array(repeating: .max, count: layout.windowNanos.count)
+            snapshot.windows = Array(repeating: WindowStats(), count: layout.windowNanos.count)
+        }
+        var windowsChanged = series.touched || series.cached == nil
+        for index in layout.windowNanos.indices {
+            let slice = now / layout.sliceNanos[index]
+            guard series.touched || slice != series.computedSlices[index] else { continue }
+            series.computedSlices[index] = slice
+            var stats = WindowStats()
+            window(series, index, &stats)
+            // An empty window that stays empty changes nothing.
+            if stats.isEmpty && snapshot.windows[index].isEmpty && !series.touched { continue }
+            snapshot.windows[index] = stats
+            windowsChanged = true
+        }
+        if series.touched || series.cached == nil {
+            whole(series, &snapshot)
+            snapshot.wholeVersion = versions.next()
+        }
+        if windowsChanged { snapshot.version = versions.next() }
+        series.cached = snapshot
+        series.touched = false
+        return snapshot
+    }
+}
+
+extension BotAggregator.Series {
+    /// Marks it saturated when `shown`, its latest snapshot, first shows a total at its ceiling.
+    /// - Returns: its metric then (for the log, once), else nil.
+    mutating func takeSaturation(shown: SeriesSnapshot?) -> MetricDescriptor? {
+        guard !saturated, let shown, BotAggregator.showsSaturation(shown) else { return nil }
+        saturated = true
+        return metric
+    }
+
+    /// When records arrived since the last snapshot, measures what its counts hold (`bytes` of
+    /// its windows) and returns how much that grew since last measured; else 0.
+    mutating func measureCounts(_ bytes: (Windows) -> Int) -> Int {
+        guard touched else { return 0 }
+        let measured = bytes(windows)
+        defer { countsBytes = measured }
+        return measured - countsBytes
+    }
+}
+
+/// Hands out series ids and versions: increasing across the whole collector.
+struct VersionCounter {
+    private(set) var last: UInt64 = 0
+    mutating func next() -> UInt64 {
+        last += 1
+        return last
+    }
+}
+
+extension WindowStats {
+    /// Nothing fell in the window.
+    var isEmpty: Bool { count == 0 && increase == 0 && gaugeMin == nil }
+
+    /// A histogram window's figures, of unsigned or signed values alike, its rate over the
+    /// `coveredNanos` it spans (as a counter's rate is, so both read alike).
+    fileprivate mutating func take(_ histogram: some HistogramFigures, quantiles: [Double], coveredNanos: UInt64) {
+        count = histogram.count
+        sum = histogram.sum
+        min = histogram.lowest
+        max = histogram.highest
+        mean = histogram.mean
+        quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.steps(atQuantiles: quantiles)
+        rate = Double(histogram.count) * 1e9 / Double(coveredNanos)
+    }
+}
+
+/// What a window's statistics take from a histogram: its values as `Int128` steps, unsigned or signed.
+private protocol HistogramFigures {
+    var count: UInt64 { get }
+    var sum: Double { get }
+    var mean: Double { get }
+    var isEmpty: Bool { get }
+    var lowest: Int128 { get }
+    var highest: Int128 { get }
+    func steps(atQuantiles quantiles: [Double]) -> [Int128]
+}
+
+extension Histogram: HistogramFigures {
+    fileprivate var lowest: Int128 { Int128(min) }
+    fileprivate var highest: Int128 { Int128(max) }
+    fileprivate func steps(atQuantiles quantiles: [Double]) -> [Int128] { values(atQuantiles: quantiles).map { Int128($0) } }
+}
+
+extension SignedHistogram: HistogramFigures {
+    fileprivate var lowest: Int128 { Int128(min) }
+    fileprivate var highest: Int128 { Int128(max) }
+    fileprivate func steps(atQuantiles quantiles: [Double]) -> [Int128] { values(atQuantiles: quantiles).map { Int128($0) } }
+}
