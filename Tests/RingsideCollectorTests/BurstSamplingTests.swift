@@ -2,6 +2,7 @@ import CRingside
 import Foundation
 import Ringside
 import RingsideAggregation
+import RingsideExport
 @testable import RingsideCollector
 import RingsideSnapshot
 import RingsideTestSupport
@@ -54,7 +55,7 @@ struct Burst {
             name, directory: directory.path, options: .init(laneCapacity: laneCapacity, sampleAbovePercent: sampleAbovePercent))
         let latency = try bot.histogram("latency", unit: .nanoseconds)
         let consumer = try RingConsumer(name, directory: directory, readsWeights: true)
-        var aggregator = BotAggregator(ring: name, layout: .standard, quantiles: quantiles.count)
+        var aggregator = BotAggregator(ring: name, layout: .standard, quantiles: quantiles.count, pageBytes: PrometheusExporter.pageBytes)
         let source = aggregator.addSource(pid: getpid())
         let room: (BotAggregator.Usage) -> BotAggregator.Usage = { _ in BotAggregator.Usage(series: 8, bytes: .max) }
         aggregator.addMetrics(of: consumer, source: source, admitting: room)

@@ -74,7 +74,13 @@ package final class Collector: @unchecked Sendable {
             ringLimit: ringLimit)
         do {
             tracker = try RingTracker(
-                options: options, layout: layout, log: log, ringLog: ringLog, wakeup: wakeup, handoff: handoff, ringLimit: ringLimit)
+                options: options,
+                makeAggregator: { bot in
+                    BotAggregator(
+                        ring: bot, layout: layout, quantiles: options.quantiles.count,
+                        exemplarSchema: options.nativeHistogramSchema ?? 0, pageBytes: PrometheusExporter.pageBytes)
+                },
+                log: log, ringLog: ringLog, wakeup: wakeup, handoff: handoff, ringLimit: ringLimit)
         } catch {
             throw .directoryHeld(directory: options.directory.path, reason: "\(error)")
         }

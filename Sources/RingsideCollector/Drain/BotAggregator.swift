@@ -62,11 +62,11 @@ struct BotAggregator {
     /// Series with a total at its ceiling.
     var saturatedSeries: Int { saturation.count }
 
-    init(ring: String, layout: WindowLayout, quantiles: Int, exemplarSchema: Int = 0) {
+    init(ring: String, layout: WindowLayout, quantiles: Int, exemplarSchema: Int = 0, pageBytes: @escaping SeriesCost.PageBytes) {
         self.ring = ring
         self.layout = layout
         self.exemplarSchema = exemplarSchema
-        memory = SeriesMemory(cost: SeriesCost(ring: ring, layout: layout, quantiles: quantiles))
+        memory = SeriesMemory(cost: SeriesCost(ring: ring, layout: layout, quantiles: quantiles, pageBytes: pageBytes))
     }
 
     /// Series it holds (metrics admitted).

@@ -13,7 +13,8 @@ import RingsideAggregation
 /// Touched by the drain thread only.
 final class RingTracker {
     let options: CollectorOptions
-    private let layout: WindowLayout
+    /// Makes a bot's aggregator (its windows, quantiles and page estimate, as the daemon set them).
+    private let makeAggregator: (_ bot: String) -> BotAggregator
     private let log: CollectorLog
     let ringLog: RingLog
     /// The drain's watch on the directory (shared with the drain loop, which sleeps on it).
@@ -99,11 +100,12 @@ final class RingTracker {
 
     /// - Throws: `DirectoryLock.Refusal.held` when another collector holds the ring directory.
     init(
-        options: CollectorOptions, layout: WindowLayout, log: CollectorLog, ringLog: RingLog, wakeup: DrainWakeup,
+        options: CollectorOptions, makeAggregator: @escaping (_ bot: String) -> BotAggregator, log: CollectorLog, ringLog: RingLog,
+        wakeup: DrainWakeup,
         handoff: DiscoveryHandoff, ringLimit: Int
     ) throws(DirectoryLock.Refusal) {
         self.options = options
-        self.layout = layout
+        self.makeAggregator = makeAggregator
         self.log = log
         self.ringLog = ringLog
         self.wakeup = wakeup
@@ -415,8 +417,7 @@ final class RingTracker {
         }
         let series = BotSeries(
             name: bot,
-            aggregator: BotAggregator(
-                ring: bot, layout: layout, quantiles: options.quantiles.count, exemplarSchema: options.nativeHistogramSchema ?? 0))
+            aggregator: makeAggregator(bot))
         hold.state.botCame(bot)
         series.aggregator.seed(hold.state.foldedTotals(for: bot))
         let kept = hold.state.histograms(for: bot)

@@ -1,6 +1,5 @@
 import Ringside
 import RingsideAggregation
-import RingsideExport
 
 /// What a series costs the collector's memory, charged against `--max-series-bytes` when the
 /// series is admitted.
@@ -20,9 +19,15 @@ import RingsideExport
 ///   busy series, see `WindowedHistogram`): not charged at admission but measured as they grow
 ///   (`BotAggregator.Usage.bytes`), and counted against the budget too.
 struct SeriesCost {
+    /// The bytes a metric's series take on the Prometheus page (`PrometheusExporter.pageBytes`),
+    /// given its bot, windows and quantiles: handed to the drain by the daemon, so that the drain
+    /// never imports the exporters.
+    typealias PageBytes = @Sendable (_ metric: MetricDescriptor, _ ring: String, _ windows: Int, _ quantiles: Int) -> Int
+
     let ring: String
     let layout: WindowLayout
     let quantiles: Int
+    let pageBytes: PageBytes
 
     /// Pages of one kind the collector may hold at once: one kept, one written in slices, one
     /// joined from them, one still being sent, and one the render worker writes meanwhile.
@@ -42,7 +47,7 @@ struct SeriesCost {
     func bytes(of metric: MetricDescriptor) -> Int {
         let windows = layout.windowNanos.count
         let state = Self.standardStateBytes(of: metric.kind) * (windows + 1) / 4
-        let page = PrometheusExporter.pageBytes(of: metric, ring: ring, windows: windows, quantiles: quantiles)
+        let page = pageBytes(metric, ring, windows, quantiles)
         // /latest: the labels once, and about 140 bytes of figures per window.
         let json = metric.name.utf8.count + metric.encodedLabels.utf8.count + ring.utf8.count + 60 + 140 * windows
         return state + Self.pagesHeld * (page + json)

@@ -1,0 +1,111 @@
+import Foundation
+import RingsideTestSupport
+import Testing
+
+/// The house's rules that can be read from the source tree (docs/development.md, "Layout"): checked
+/// here so that the next feature cannot break them unseen.
+@Suite("House rules")
+struct HouseRulesTests {
+    /// Every Swift file below `folder` (relative to the package root), with its lines.
+    private func swiftFiles(under folder: String) throws -> [(path: String, lines: [Substring])] {
+        let root = packageRoot + "/" + folder
+        guard let walker = FileManager.default.enumerator(atPath: root) else { throw CocoaError(.fileNoSuchFile) }
+        var files: [(path: String, lines: [Substring])] = []
+        while let relative = walker.nextObject() as? String {
+            guard relative.hasSuffix(".swift") else { continue }
+            let text = try String(contentsOfFile: root + "/" + relative, encoding: .utf8)
+            files.append((folder + "/" + relative, text.split(separator: "\n", omittingEmptySubsequences: false)))
+        }
+        return files.sorted { $0.path < $1.path }
+    }
+
+    @Test("only Ringside, the library bots import, declares anything public; the rest of the package says package")
+    func publicOnlyInTheLibrary() throws {
+        var offenders: [String] = []
+        for folder in ["Sources", "Benchmarks", "tools/ringside-dump", "tools/ringside-emit"] {
+            for file in try swiftFiles(under: folder) where !file.path.hasPrefix("Sources/Ringside/") {
+                for (index, line) in file.lines.enumerated() where line.contains(/^\s*(@\w+(\(.*\))?\s+)*public\b/) {
+                    offenders.append("\(file.path):\(index + 1)")
+                }
+            }
+        }
+        #expect(offenders.isEmpty, "public outside Sources/Ringside: \(offenders.prefix(20))")
+    }
+
+    @Test("no source file is over 500 lines")
+    func shortFiles() throws {
+        var long: [String] = []
+        for folder in ["Sources", "Benchmarks"] {
+            for file in try swiftFiles(under: folder) where file.lines.count > 501 {
+                long.append("\(file.path) (\(file.lines.count - 1) lines)")
+            }
+        }
+        #expect(long.isEmpty, "over 500 lines: \(long)")
+    }
+
+    @Test("the collector's files live in its rooms, one folder a concern, none at the top")
+    func collectorRooms() throws {
+        let rooms: Set<String> = ["Drain", "Publish", "Health", "Outputs", "State", "Serve", "Daemon", "Capture", "Recorder"]
+        let files = try swiftFiles(under: "Sources/RingsideCollector")
+        #expect(!files.isEmpty)
+        for file in files {
+            let parts = file.path.split(separator: "/")
+            #expect(parts.count == 4 && rooms.contains(String(parts[2])), "\(file.path) is outside the rooms \(rooms.sorted())")
+        }
+    }
+
+    @Test("the drain computes with RingsideAggregation, never imports the exporters")
+    func drainDoesNotImportExport() throws {
+        for file in try swiftFiles(under: "Sources/RingsideCollector/Drain") {
+            #expect(!file.lines.contains("import RingsideExport"), "\(file.path) imports RingsideExport")
+        }
+    }
+
+    @Test("a project module is imported unconditionally, never inside #if canImport(Glibc)")
+    func importsOutsideConditions() throws {
+        var offenders: [String] = []
+        for folder in ["Sources", "Benchmarks", "Tests", "tools/ringside-dump", "tools/ringside-emit"] {
+            for file in try swiftFiles(under: folder) {
+                var depth = 0
+                for (index, line) in file.lines.enumerated() {
+                    if line.hasPrefix("#if") { depth += 1 }
+                    if line.hasPrefix("#endif") { depth -= 1 }
+                    if depth > 0, line.contains(/^import (Ringside|CRingside)/) { offenders.append("\(file.path):\(index + 1)") }
+                }
+            }
+        }
+        #expect(offenders.isEmpty, "imports inside #if: \(offenders)")
+    }
+
+    @Test("no part of the collector keeps more than 15 stored properties (plain value records excepted)")
+    func smallParts() throws {
+        var large: [String] = []
+        for file in try swiftFiles(under: "Sources/RingsideCollector") {
+            // A class is a part; a struct is one when it changes itself (a `mutating func`), a plain
+            // value record (the options, a snapshot's row) otherwise.
+            var current: (name: String, isClass: Bool, stored: Int, mutating: Bool)?
+            for line in file.lines {
+                if let match = line.firstMatch(of: /^(?:\w+ )*(class|struct) (\w+)/) {
+                    current = (String(match.2), match.1 == "class", 0, false)
+                } else if line == "}", let type = current {
+                    if type.stored > 15, type.isClass || type.mutating { large.append("\(type.name) (\(type.stored))") }
+                    current = nil
+                } else if current != nil, line.contains(/^    (?:[\w()]+ )*mutating func\s/) {
+                    current!.mutating = true
+                } else if current != nil, line.contains(/^    (?:[\w()]+ )*(?:var|let) \w+/), !line.contains("static "),
+                    !isComputed(line)
+                {
+                    current!.stored += 1
+                }
+            }
+        }
+        #expect(large.isEmpty, "parts over 15 stored properties: \(large)")
+    }
+
+    /// A property whose body opens before any initial value (`var count: Int { items.count }`).
+    private func isComputed(_ line: Substring) -> Bool {
+        guard let brace = line.firstIndex(of: "{") else { return false }
+        guard let equals = line.firstIndex(of: "=") else { return true }
+        return brace < equals
+    }
+}
