@@ -230,8 +230,10 @@ def run_side(side: str, collector: str, requests: int, clients: int) -> dict[str
                 readings.append(seen)
             time.sleep(0.02)
         final = scrape()
-        deadline = time.monotonic() + 10  # the collector drains within a poll or two
-        while side == "ringside" and (final is None or final[0] < requests) and time.monotonic() < deadline:
+        # The collector drains within a poll or two; the counter (sampled from cells) and the
+        # histogram's _count (drained from records) arrive apart, so both are waited for.
+        deadline = time.monotonic() + 10
+        while side == "ringside" and (final is None or min(final[0], final[1]) < requests) and time.monotonic() < deadline:
             time.sleep(0.05)
             final = scrape()
         resets = [sum(after[index] < before[index] for before, after in zip(readings, readings[1:])) for index in (0, 1)]
