@@ -37,8 +37,7 @@ enum DrainBenchmark {
     final class RingSet {
         let rings: Int
         /// Whether the timed passes see the clock run (a `.clock` row), and the values are few (`.narrow`).
-        let clockRuns: Bool
-        let narrow: Bool
+        let clockRuns, narrow: Bool
         /// The flight recorder keeps what it drains (a `.recorder` row).
         let recorder: Bool
         let filler: RingFiller

@@ -460,6 +460,5 @@ struct GatherCell: Equatable {
     /// Modulo 2^64: a reader takes differences.
     var sum: UInt64
     var latest: UInt64
-    var droppedSum: UInt64
-    var droppedMax: UInt64
+    var droppedSum, droppedMax: UInt64
 }

@@ -29,7 +29,7 @@ package final class WebSecurity: Sendable {
         var tls: TLSContext?
         var rules: AccessRules
         /// The files watched (the configuration and those it names, running and tried), as last seen.
-        var seen: [String: FileIdentity?]
+        var seen: [String: FileVersion?]
         var nextCheck: Int64 = 0
     }
 
@@ -74,10 +74,10 @@ package final class WebSecurity: Sendable {
     package init(path: String, openPaths: Set<String> = []) throws(WebConfigError) {
         self.path = path
         self.openPaths = openPaths
-        let identity = FileIdentity.of(path)
+        let identity = FileVersion.of(path)
         let (config, tls) = try Self.load(path)
-        var seen: [String: FileIdentity?] = [path: identity]
-        for file in config.referencedFiles { seen[file] = FileIdentity.of(file) }
+        var seen: [String: FileVersion?] = [path: identity]
+        for file in config.referencedFiles { seen[file] = FileVersion.of(file) }
         state = Mutex(State(config: config, tls: tls, rules: AccessRules(config), seen: seen))
         figures.tls.store(tls != nil, ordering: .relaxed)
         figures.users.store(config.users.count, ordering: .relaxed)
@@ -130,13 +130,13 @@ package final class WebSecurity: Sendable {
         state.withLock { state in
             guard now >= state.nextCheck else { return }
             state.nextCheck = now + 1000
-            var current: [String: FileIdentity?] = [:]
-            for file in state.seen.keys { current[file] = FileIdentity.of(file) }
+            var current: [String: FileVersion?] = [:]
+            for file in state.seen.keys { current[file] = FileVersion.of(file) }
             guard current != state.seen else { return }
             state.seen = current
             do {
                 let (config, tls) = try Self.load(path)
-                for file in config.referencedFiles where state.seen[file] == nil { state.seen[file] = FileIdentity.of(file) }
+                for file in config.referencedFiles where state.seen[file] == nil { state.seen[file] = FileVersion.of(file) }
                 // Files the old version named and this one does not are no longer watched.
                 state.seen = state.seen.filter { $0.key == path || config.referencedFiles.contains($0.key) }
                 let changed = config != state.config
@@ -156,7 +156,7 @@ package final class WebSecurity: Sendable {
                 figures.lastReloadSucceeded.store(false, ordering: .relaxed)
                 // Watch what the refused version names too, so that creating a file it lacks retries it.
                 if let text = try? Self.readText(path), let config = try? WebConfig.parse(text, directory: Self.directory(of: path)) {
-                    for file in config.referencedFiles where state.seen[file] == nil { state.seen[file] = FileIdentity.of(file) }
+                    for file in config.referencedFiles where state.seen[file] == nil { state.seen[file] = FileVersion.of(file) }
                 }
                 log("--web-config-file \(path): \(error); keeping the running configuration", true)
             }
@@ -216,28 +216,5 @@ package final class WebSecurity: Sendable {
         counters.tls = figures.tls.load(ordering: .relaxed)
         counters.users = figures.users.load(ordering: .relaxed)
         return counters
-    }
-}
-
-/// What tells one version of a file from another: where it lies (device, inode), its size and
-/// its modification and change times. A file replaced by a rename, or written in place, differs.
-struct FileIdentity: Equatable {
-    var device: UInt64
-    var inode: UInt64
-    var size: Int64
-    var modified: timespec
-    var changed: timespec
-
-    /// The identity of the file at `path` (links followed), nil when there is none to read.
-    static func of(_ path: String) -> FileIdentity? {
-        guard let info = try? System.stat(path) else { return nil }
-        return FileIdentity(
-            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size), modified: info.st_mtim,
-            changed: info.st_ctim)
-    }
-
-    static func == (a: FileIdentity, b: FileIdentity) -> Bool {
-        a.device == b.device && a.inode == b.inode && a.size == b.size && a.modified.tv_sec == b.modified.tv_sec
-            && a.modified.tv_nsec == b.modified.tv_nsec && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
     }
 }

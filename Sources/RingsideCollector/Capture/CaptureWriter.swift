@@ -18,8 +18,7 @@ final class CaptureWriter: Sendable {
         /// Its trigger's kind, which its count goes under.
         let kind: String
         let baseName: String
-        let fromNanos: UInt64
-        let toNanos: UInt64
+        let fromNanos, toNanos: UInt64
         /// The trigger's time, on CLOCK_MONOTONIC: past `maxRecords`, the farthest records go.
         let atNanos: UInt64
         let bots: [RecordedBot]

@@ -9,8 +9,7 @@ import RingsideSnapshot
 final class Capturer {
     let desk: CaptureDesk
     let writer: CaptureWriter
-    let beforeNanos: UInt64
-    let afterNanos: UInt64
+    let beforeNanos, afterNanos: UInt64
     /// How long past a capture's span its records are waited for: a record written just before
     /// the span's end may sit in its lane until the next drains.
     let graceNanos: UInt64

@@ -54,31 +54,31 @@ package struct ReloadOutcome: Sendable, Equatable {
 
 /// What a reload changes while the collector runs, and what only a start can change.
 enum ReloadPlan {
-    /// The flags whose change only a new start takes: they shape the rings' reading and the
-    /// series' windows, which a reload keeps as they are.
+    /// The settings only a new start changes, each with the flag that sets it: they shape the
+    /// rings' reading and the series' windows, which a reload keeps as they are.
+    static var startOnly: [StartOnlySetting] {
+        [
+            .init("--dir", \.directory), .init("--ring", \.rings), .init("--windows", \.windowNanos),
+            .init("--allow-uid", \.allowedUIDs), .init("--poll", \.pollNanos),
+            .init("--max-series*", \.maxSeries), .init("--max-series*", \.maxSeriesPerRing),
+            .init("--max-series*", \.maxSeriesBytes), .init("--native-histograms", \.nativeHistogramSchema),
+            .init("--history*", \.historySeconds), .init("--history*", \.historyMaxSeries),
+            .init("--thread-sample-interval", \.threadSampleIntervalNanos),
+            .init("--recorder-*", \.recorderNanos), .init("--recorder-*", \.recorderMaxBytes),
+            .init("--capture-*", \.captureDirectory), .init("--capture-*", \.captureAfterNanos),
+            .init("--capture-*", \.captureMinIntervalNanos), .init("--capture-*", \.captureMaxRecords),
+            .init("--capture-*", \.captureBounds), .init("--log-format", \.logFormat),
+            .init("--web-enable-lifecycle", \.reloadEndpoint), .init("--state-*", \.stateMaxBytes),
+            .init("--state-*", \.stateExpirySeconds),
+        ]
+    }
+
+    /// The flags of the start-only settings that differ from `old` in `new`, each named once.
     static func startOnlyChanges(from old: CollectorOptions, to new: CollectorOptions) -> [String] {
         var changed: [String] = []
-        if old.directory != new.directory { changed.append("--dir") }
-        if old.rings != new.rings { changed.append("--ring") }
-        if old.windowNanos != new.windowNanos { changed.append("--windows") }
-        if old.allowedUIDs != new.allowedUIDs { changed.append("--allow-uid") }
-        if old.pollNanos != new.pollNanos { changed.append("--poll") }
-        if old.maxSeries != new.maxSeries || old.maxSeriesPerRing != new.maxSeriesPerRing || old.maxSeriesBytes != new.maxSeriesBytes {
-            changed.append("--max-series*")
+        for setting in startOnly where setting.differs(old, new) && !changed.contains(setting.flag) {
+            changed.append(setting.flag)
         }
-        if old.nativeHistogramSchema != new.nativeHistogramSchema { changed.append("--native-histograms") }
-        if old.historySeconds != new.historySeconds || old.historyMaxSeries != new.historyMaxSeries { changed.append("--history*") }
-        if old.threadSampleIntervalNanos != new.threadSampleIntervalNanos { changed.append("--thread-sample-interval") }
-        if old.recorderNanos != new.recorderNanos || old.recorderMaxBytes != new.recorderMaxBytes { changed.append("--recorder-*") }
-        if old.captureDirectory != new.captureDirectory || old.captureAfterNanos != new.captureAfterNanos
-            || old.captureMinIntervalNanos != new.captureMinIntervalNanos || old.captureMaxRecords != new.captureMaxRecords
-            || old.captureBounds != new.captureBounds
-        {
-            changed.append("--capture-*")
-        }
-        if old.logFormat != new.logFormat { changed.append("--log-format") }
-        if old.reloadEndpoint != new.reloadEndpoint { changed.append("--web-enable-lifecycle") }
-        if old.stateMaxBytes != new.stateMaxBytes || old.stateExpirySeconds != new.stateExpirySeconds { changed.append("--state-*") }
         return changed
     }
 
@@ -86,29 +86,22 @@ enum ReloadPlan {
     /// reload (the start-only ones wait for the next start, and a later reload names them again).
     static func effective(_ new: CollectorOptions, running: CollectorOptions) -> CollectorOptions {
         var effective = new
-        effective.directory = running.directory
-        effective.rings = running.rings
-        effective.windowNanos = running.windowNanos
-        effective.allowedUIDs = running.allowedUIDs
-        effective.pollNanos = running.pollNanos
-        effective.maxSeries = running.maxSeries
-        effective.maxSeriesPerRing = running.maxSeriesPerRing
-        effective.maxSeriesBytes = running.maxSeriesBytes
-        effective.nativeHistogramSchema = running.nativeHistogramSchema
-        effective.historySeconds = running.historySeconds
-        effective.historyMaxSeries = running.historyMaxSeries
-        effective.threadSampleIntervalNanos = running.threadSampleIntervalNanos
-        effective.recorderNanos = running.recorderNanos
-        effective.recorderMaxBytes = running.recorderMaxBytes
-        effective.captureDirectory = running.captureDirectory
-        effective.captureAfterNanos = running.captureAfterNanos
-        effective.captureMinIntervalNanos = running.captureMinIntervalNanos
-        effective.captureMaxRecords = running.captureMaxRecords
-        effective.captureBounds = running.captureBounds
-        effective.logFormat = running.logFormat
-        effective.reloadEndpoint = running.reloadEndpoint
-        effective.stateMaxBytes = running.stateMaxBytes
-        effective.stateExpirySeconds = running.stateExpirySeconds
+        for setting in startOnly { setting.keep(&effective, running) }
         return effective
+    }
+}
+
+/// A setting a reload does not change, and the flag that sets it.
+struct StartOnlySetting {
+    let flag: String
+    /// Whether the setting differs between two configurations.
+    let differs: (CollectorOptions, CollectorOptions) -> Bool
+    /// Sets the first configuration's setting to the second's.
+    let keep: (inout CollectorOptions, CollectorOptions) -> Void
+
+    init<Value: Equatable>(_ flag: String, _ setting: WritableKeyPath<CollectorOptions, Value>) {
+        self.flag = flag
+        differs = { $0[keyPath: setting] != $1[keyPath: setting] }
+        keep = { $0[keyPath: setting] = $1[keyPath: setting] }
     }
 }

@@ -115,7 +115,7 @@ final class DrainScheduler {
             measureGap(of: ring, drained: drained.count, filling: wasFilling && !forced, atNanos: visitNanos, nowNanos: now)
             if drained.recordsLeft { cutShort = true }  // the next pass follows at once, and a snapshot waits for it
             pass.drained += drained.count
-            if drained.count > 0 { ring.liveness.lastActiveNanos = now }
+            if drained.count > 0 { ring.schedule.lastActiveNanos = now }
             guard !drained.letGo else { continue }  // its cursors were corrupt
             if ring.consumer.laneCount != ring.schedule.watch.lanes { watched.stale = true }
             // Only rings that drained lately have a rate: idle ones cost nothing here.
@@ -268,6 +268,8 @@ struct SchedulePlace {
     fileprivate(set) var fill = FillRate()
     /// How many times the lane watch saw its counters move (`cell_writes`).
     fileprivate(set) var cellMoves: UInt64 = 0
+    /// When a pass last drained records from it (0: never).
+    fileprivate(set) var lastActiveNanos: UInt64 = 0
 
     init() {}
 

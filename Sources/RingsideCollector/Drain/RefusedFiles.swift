@@ -2,30 +2,10 @@
 import Glibc
 #endif
 import Ringside
+import RingsideSystem
 
-/// What `lstat` says of a directory entry that decides whether it could be read as a ring: which
-/// file it is (device, inode), and what moves when anyone writes, grows, cuts, chowns or chmods
-/// it (size, modification and status-change times, owner, mode).
-struct EntryState: Hashable {
-    let device: UInt64
-    let inode: UInt64
-    let size: Int64
-    let modifiedNanos: Int64
-    let changedNanos: Int64
-    let owner: UInt32
-    let mode: UInt32
-
-    init(_ info: stat) {
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
-        size = Int64(info.st_size)
-        modifiedNanos = Int64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_mtim.tv_nsec)
-        changedNanos = Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec)
-        owner = UInt32(info.st_uid)
-        mode = UInt32(info.st_mode)
-    }
-
-    /// Whether it is the file `identity` names.
+extension FileVersion {
+    /// Whether the directory entry `lstat` saw is the file `identity` names.
     func isFile(_ identity: RingFileIdentity) -> Bool { device == identity.device && inode == identity.inode }
 }
 
@@ -34,7 +14,7 @@ struct EntryState: Hashable {
 /// refusal that depends on something besides the file (another consumer holds it, the mapping
 /// limits, a system error).
 struct RefusedFile {
-    var state: EntryState?
+    var state: FileVersion?
     /// Why, when an open (or the drain) said it; nil when `lstat` did (empty, another user's, not
     /// a regular file): the words are made again from `state` when shown, so 100,000 such files
     /// keep no text.
@@ -46,7 +26,7 @@ struct RefusedFile {
 
     /// Whether a look at `state` at `now` needs no open: the file is as it was refused, and no
     /// retry is due.
-    func stands(for state: EntryState, nowNanos now: UInt64) -> Bool {
+    func stands(for state: FileVersion, nowNanos now: UInt64) -> Bool {
         self.state == state && (retryAtNanos == 0 || now < retryAtNanos)
     }
 

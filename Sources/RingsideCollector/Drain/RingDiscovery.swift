@@ -21,7 +21,7 @@ import Synchronization
 /// every 250 ms without inotify, a bounded number of entries a round. Names events named and
 /// those listed are looked at in turn. Each is looked at with `lstat` first: a file that cannot
 /// be a ring (empty, another user's, not a regular file) is refused without an open; the rest are
-/// opened as their consumer. A refused file is remembered by what `lstat` said of it (`EntryState`) and not
+/// opened as their consumer. A refused file is remembered by what `lstat` said of it (`FileVersion`) and not
 /// opened again until that changes, or, for a refusal that depends on something besides the
 /// file (another consumer holds it, the mapping limits), after 5 s. A file found not ready
 /// within a second of its making is looked at every 5 ms for that second: its producer writes
@@ -197,7 +197,7 @@ final class RingDiscovery: @unchecked Sendable {
                 continue
             }
             // The drain said it in the log already.
-            let state = (try? System.lstat(options.directory.filePath(for: name))).map(EntryState.init)
+            let state = (try? System.lstat(options.directory.filePath(for: name))).map(FileVersion.init)
             refused[name] = RefusedFile(state: state, problem: problem, quiet: false, retryAtNanos: now &+ letGo.retryNanos)
             toLook.timed[name] = now &+ letGo.retryNanos
             skippedShown.stale = true
@@ -311,7 +311,7 @@ final class RingDiscovery: @unchecked Sendable {
         let path = directory.filePath(for: name)
         if let identity = handed.held[name] {
             let info = try? System.lstat(path)
-            if info.map({ !EntryState($0).isFile(identity) }) ?? true { tellDrainChanged(name) }
+            if info.map({ !FileVersion($0).isFile(identity) }) ?? true { tellDrainChanged(name) }
             return
         }
         let info: stat
@@ -324,7 +324,7 @@ final class RingDiscovery: @unchecked Sendable {
             open(name, state: nil, nowNanos: now)
             return
         }
-        let state = EntryState(info)
+        let state = FileVersion(info)
         if being.since[name] == nil, let known = refused[name], known.stands(for: state, nowNanos: now) { return }
         if let refusal = RingConsumer.refusal(
             mode: info.st_mode, owner: info.st_uid, size: Int(info.st_size), name: name, directory: directory,
@@ -337,7 +337,7 @@ final class RingDiscovery: @unchecked Sendable {
     }
 
     /// Opens ring `name` as its consumer, within the descriptor budget, and hands it to the drain.
-    private func open(_ name: String, state: EntryState?, nowNanos now: UInt64) {
+    private func open(_ name: String, state: FileVersion?, nowNanos now: UInt64) {
         guard handoff.descriptorsInUse + handed.opened.count < takes.ringLimit else {
             if descriptorWait.names.insert(name).inserted { skippedShown.stale = true }
             return
@@ -358,7 +358,7 @@ final class RingDiscovery: @unchecked Sendable {
 
     /// Remembers why `name` is not read: until its file changes, or for a while (see `RefusedFile`).
     /// - Parameter byStat: `lstat` told (its words are made again from `state` when needed).
-    private func refuse(_ name: String, _ error: RingError, state: EntryState?, byStat: Bool = false, nowNanos now: UInt64) {
+    private func refuse(_ name: String, _ error: RingError, state: FileVersion?, byStat: Bool = false, nowNanos now: UInt64) {
         if case .consumerAlive(_, let pid) = error, pid == getpid() {
             // This collector's own consumer of the file, let go by the drain a moment ago and not
             // closed yet: not a problem to show (what the drain said stays), only a retry.
@@ -404,7 +404,7 @@ final class RingDiscovery: @unchecked Sendable {
     }
 
     /// Whether a file's status changed within `newFileNanos` of now (CLOCK_REALTIME, as file times are).
-    private func isRecent(_ state: EntryState) -> Bool {
+    private func isRecent(_ state: FileVersion) -> Bool {
         let realtime = Int64(clamping: rs_clock_realtime_ns())
         return abs(realtime &- state.changedNanos) < Int64(Self.newFileNanos)
     }

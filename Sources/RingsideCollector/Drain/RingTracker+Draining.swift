@@ -56,7 +56,7 @@ extension RingTracker {
                 quarantine(ring, for: verdict.nanos, reason: verdict.reason, nowNanos: now)
             }
             if count > 0 {
-                ring.liveness.activitySinceStatus = true
+                ring.liveness.moved()
                 marks.lagSeconds = Double(now &- min(now, ring.aggregator.oldestInLastBatchNanos)) / 1e9
             }
             let left = !proven && ring.quarantine.untilNanos == 0 && !ring.account.isSuspect(nowNanos: now) && ring.consumer.hasWork
@@ -103,7 +103,7 @@ extension RingTracker {
     /// Returns whether something changed that the snapshot should show.
     func observe(_ ring: TrackedRing, nowNanos now: UInt64) -> Bool {
         let name = ring.name
-        ring.liveness.lastObservedNanos = now
+        ring.liveness.observed(nowNanos: now)
         ring.schedule.noteNewLanes(ring.consumer.lookForNewLanes())
         let alive = ring.consumer.isProducerAlive
         let known = ring.liveness
@@ -111,9 +111,7 @@ extension RingTracker {
             || now &- known.statusNanos >= Self.quietStatusNanos
         {
             guard let status = try? ring.consumer.status(producerAlive: alive) else { return false }
-            ring.liveness.status = status
-            ring.liveness.statusNanos = now
-            ring.liveness.activitySinceStatus = false
+            ring.liveness.read(status, nowNanos: now)
         }
         guard let status = ring.liveness.status else { return false }
         // Dead and drained: nothing more can arrive until a producer attaches again (it opens the
@@ -128,7 +126,7 @@ extension RingTracker {
         var changed = false
         if status.producerAlive != ring.liveness.producerAlive {
             changed = true
-            ring.liveness.producerAlive = status.producerAlive
+            ring.liveness.producer(alive: status.producerAlive)
             ringLog(
                 status.producerAlive
                     ? "ring \(name): producer pid \(status.producerPID) attached"
@@ -144,7 +142,7 @@ extension RingTracker {
         let stopped = status.producerAlive && marks.processStates.isStopped(pid: status.producerPID, nowNanos: now) == true
         if stopped != ring.liveness.producerStopped {
             changed = true
-            ring.liveness.producerStopped = stopped
+            ring.liveness.producer(stopped: stopped)
             ringLog(
                 stopped
                     ? "ring \(name): producer pid \(status.producerPID) is stopped (SIGSTOP or a debugger): "
@@ -249,6 +247,15 @@ extension RingTracker {
                 + "ringside_ring_records_refused_total); raise the cap, or register fewer label sets", level: .warn)
     }
 
+    /// Reads a ring's status again if records moved or its cells changed since it was read, so
+    /// that the snapshot shows its figures as they are now.
+    func refreshStatus(of ring: TrackedRing, nowNanos now: UInt64) {
+        guard ring.liveness.activitySinceStatus, let status = try? ring.file?.status(producerAlive: ring.liveness.producerAlive) else {
+            return
+        }
+        ring.liveness.read(status, nowNanos: now)
+    }
+
     /// Looks at a ring's registry (counters write no records, so a metric registered since is
     /// found here, not by a record naming it) and samples its cells: counter totals, gauges.
     /// Returns the metrics added and whether a cell changed (its status is then read again).
@@ -258,7 +265,7 @@ extension RingTracker {
         sayRefusedSeries(of: ring)
         let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now)
         ring.cellLook.sampled(nowNanos: now, moves: ring.schedule.cellMoves)
-        if cellsChanged { ring.liveness.activitySinceStatus = true }
+        if cellsChanged { ring.liveness.moved() }
         return (added, cellsChanged)
     }
 }

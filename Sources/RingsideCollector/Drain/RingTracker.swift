@@ -230,10 +230,10 @@ final class RingTracker {
             // seen whole.
             ring.aggregator.sampleCells(
                 of: consumer, source: ring.source, nowNanos: now, isBaseline: status.createdRealtimeNanos < startedRealtimeNanos)
-            ring.liveness.status = status
-            ring.liveness.producerAlive = status.producerAlive
-            ring.liveness.lastObservedNanos = now
-            ring.liveness.attachedNanos = now
+            ring.liveness.read(status, nowNanos: nil)
+            ring.liveness.producer(alive: status.producerAlive)
+            ring.liveness.observed(nowNanos: now)
+            ring.liveness.attached(nowNanos: now)
             tracked.insert(ring)
             ring.touched(nowNanos: now)
             marks.attachNanos = now
@@ -270,7 +270,7 @@ final class RingTracker {
         if touched.overflowed {
             // An open or a close may have been missed: every ring is looked at in the next pass.
             due.toReacquire.formUnion(released.keys)
-            for ring in tracked.ordered { ring.liveness.lastObservedNanos = 0 }
+            for ring in tracked.ordered { ring.liveness.lookSoon() }
             findings.sweep = true
         }
         for (name, kinds) in touched.events {
@@ -300,12 +300,12 @@ final class RingTracker {
         // A last look at its registry and cells: counters' totals and gauges are final now.
         ring.aggregator.refreshMetrics(of: ring.consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
         if ring.aggregator.sampleCells(of: ring.consumer, source: ring.source, nowNanos: now) {
-            ring.liveness.activitySinceStatus = true
+            ring.liveness.moved()
         }
         if ring.liveness.activitySinceStatus, let status = try? ring.consumer.status(producerAlive: false) {
-            ring.liveness.status = status
+            ring.liveness.read(status, nowNanos: nil)
         }
-        ring.liveness.activitySinceStatus = false
+        ring.liveness.settled()
         if let worker = WorkerRing(ring.name) {
             if retire(ring, worker: worker) { return }
             due.unretired.insert(ring.name)
@@ -397,12 +397,11 @@ final class RingTracker {
         ring.reopen(consumer)
         ring.touched(nowNanos: now)
         if let status = try? consumer.status() {
-            ring.liveness.status = status
-            ring.liveness.statusNanos = now
-            ring.liveness.producerAlive = status.producerAlive
+            ring.liveness.read(status, nowNanos: now)
+            ring.liveness.producer(alive: status.producerAlive)
         }
         tracked.insert(ring)
-        ring.liveness.attachedNanos = now
+        ring.liveness.attached(nowNanos: now)
         marks.attachNanos = now
         marks.news = true
         ringLog("ring \(name) taken up again: a process opened its file")

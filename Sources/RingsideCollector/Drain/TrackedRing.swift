@@ -19,6 +19,7 @@ final class TrackedRing {
     let source: Int
     /// Its bot's store in the flight recorder and its file's id there, once it recorded.
     var recorded: (recording: BotRecording, source: UInt32)?
+    /// What is known of its producer: the tracker's (`Liveness.swift`).
     var liveness = Liveness()
     /// Its place in the drain's schedule: the scheduler's (`DrainScheduler.swift`).
     var schedule = SchedulePlace()
@@ -39,25 +40,6 @@ final class TrackedRing {
     var cellsMoved: Bool { schedule.cellMoves != cellLook.movesSampled }
     /// Records drained since the last publish.
     var drainedSincePublish: UInt64 { drained &- published.drained }
-
-    /// What is known of its producer, and when it was last asked.
-    struct Liveness {
-        var status: RingStatus?
-        /// When `status` was read, and when liveness was last asked of the kernel.
-        var statusNanos: UInt64 = 0
-        var lastObservedNanos: UInt64 = 0
-        /// Records drained or cells changed since `status` was read: it is read again before it is shown.
-        var activitySinceStatus = false
-        var producerAlive = false
-        /// Alive, but its process is stopped (`T` or `t` in /proc/PID/stat).
-        var producerStopped = false
-        /// When it was attached, and when a pass last drained records from it (0: never).
-        var attachedNanos: UInt64 = 0
-        var lastActiveNanos: UInt64 = 0
-        /// When its file was last opened (by this collector at attach, or by anyone, as inotify
-        /// says), closed or changed: not released for `RingTracker.releaseGraceNanos` after (0: never).
-        var touchedNanos: UInt64 = 0
-    }
 
     /// Its place in the lane watch (`DrainScheduler`): the lanes the watch holds of it, its index
     /// there, and whether `observe` found more lanes in the file.
@@ -126,12 +108,12 @@ final class TrackedRing {
         precondition(file == nil && consumer.identity == identity, "reopened with another file")
         file = consumer
         schedule.reopened()
-        liveness.lastObservedNanos = 0
+        liveness.lookSoon()
     }
 
     /// Marks it opened or closed just now (by us or another process): it is not released for a
     /// moment, and its liveness is asked often meanwhile.
-    func touched(nowNanos now: UInt64) { liveness.touchedNanos = now }
+    func touched(nowNanos now: UInt64) { liveness.touched(nowNanos: now) }
 
     /// How often its producer's liveness is asked: four times a second while it records or just
     /// after its file was opened or closed (a producer attaching, detaching or dying: the lock
@@ -140,12 +122,13 @@ final class TrackedRing {
     func livenessInterval(nowNanos now: UInt64, watching: Bool) -> UInt64 {
         func within(_ nanos: UInt64, of time: UInt64) -> Bool { time != 0 && now &- time < nanos }
         let live = liveness
-        if within(RingTracker.livenessIntervalNanos, of: live.lastActiveNanos)
+        let lastActive = schedule.lastActiveNanos
+        if within(RingTracker.livenessIntervalNanos, of: lastActive)
             || within(RingTracker.livenessIntervalNanos, of: live.touchedNanos)
         {
             return RingTracker.activeLivenessIntervalNanos
         }
-        if !watching || !live.producerAlive || live.producerStopped || within(RingTracker.recentNanos, of: live.lastActiveNanos) {
+        if !watching || !live.producerAlive || live.producerStopped || within(RingTracker.recentNanos, of: lastActive) {
             return RingTracker.livenessIntervalNanos
         }
         return RingTracker.idleLivenessIntervalNanos

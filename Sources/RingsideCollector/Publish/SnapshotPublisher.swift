@@ -291,11 +291,7 @@ final class SnapshotPublisher {
         // Counters and gauges' last values come from the cells, sampled here; figures of the
         // ring from one status, so that they add up exactly. The status is read again when
         // records moved since (an idle ring's is read by `observe`, once a second).
-        if ring.liveness.activitySinceStatus, let status = try? ring.file?.status(producerAlive: ring.liveness.producerAlive) {
-            ring.liveness.status = status
-            ring.liveness.statusNanos = now
-            ring.liveness.activitySinceStatus = false
-        }
+        tracker.refreshStatus(of: ring, nowNanos: now)
         // A quiet ring (nothing drained, no cell changed, every window of its bot empty, so
         // nothing can slide) has its cells and registry looked at once a second, or as soon as a
         // counter of it moved (the lane watch saw its `cell_writes` move): thousands of idle
