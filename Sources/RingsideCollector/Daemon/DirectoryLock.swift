@@ -82,10 +82,17 @@ final class DirectoryLock {
 
     /// Locks `descriptor`, a lock file of ours, keeping it; throws `Refusal.held` if another holds it.
     private func take(_ descriptor: Int32, path: String) throws(Refusal) {
-        let result = rs_lock_byte(descriptor, 0)
-        guard result == 0 else {
-            defer { System.close(descriptor) }
-            throw .held(path: path, pid: Self.holderPID(descriptor))
+        // A lock this process let go of (a collector stopped and another made, in one process) is
+        // held a moment longer by a child it is spawning meanwhile: the child shares the lock's
+        // open file description until its exec closes it. Such a lock is waited for, 2 s at most.
+        let deadline = rs_clock_precise_ns() &+ 2_000_000_000
+        while rs_lock_byte(descriptor, 0) != 0 {
+            let holder = Self.holderPID(descriptor)
+            guard holder == getpid(), rs_clock_precise_ns() < deadline else {
+                System.close(descriptor)
+                throw .held(path: path, pid: holder)
+            }
+            usleep(1_000)
         }
         held.append(descriptor)
     }
