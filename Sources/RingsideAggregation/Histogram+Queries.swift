@@ -4,12 +4,6 @@ package struct HistogramBucket: Sendable, Hashable {
     package var lowerBound: UInt64
     package var upperBound: UInt64
     package var count: UInt64
-
-    package init(lowerBound: UInt64, upperBound: UInt64, count: UInt64) {
-        self.lowerBound = lowerBound
-        self.upperBound = upperBound
-        self.count = count
-    }
 }
 
 extension Histogram {

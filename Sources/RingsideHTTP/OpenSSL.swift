@@ -181,13 +181,8 @@ final class TLSStream {
         let result = SSL_accept(ssl)
         if result == 1 { return .done }
         let code = SSL_get_error(ssl, result)
+        if waits(code) { return .inProgress }
         switch code {
-        case SSL_ERROR_WANT_READ:
-            waitingFor = Int16(POLLIN)
-            return .inProgress
-        case SSL_ERROR_WANT_WRITE:
-            waitingFor = Int16(POLLOUT)
-            return .inProgress
         case SSL_ERROR_ZERO_RETURN:
             return .failed(reason: "the client closed TLS during the handshake", plainHTTP: false)
         case SSL_ERROR_SYSCALL:
@@ -239,14 +234,20 @@ final class TLSStream {
         return result
     }
 
-    private func failure(_ code: Int32) -> IOResult {
+    /// Whether a call that returned `code` waits for the socket (`SSL_ERROR_WANT_READ` or
+    /// `SSL_ERROR_WANT_WRITE`); if so, `waitingFor` says which way.
+    private func waits(_ code: Int32) -> Bool {
         switch code {
-        case SSL_ERROR_WANT_READ:
-            waitingFor = Int16(POLLIN)
-            return .wouldBlock
-        case SSL_ERROR_WANT_WRITE:
-            waitingFor = Int16(POLLOUT)
-            return .wouldBlock
+        case SSL_ERROR_WANT_READ: waitingFor = Int16(POLLIN)
+        case SSL_ERROR_WANT_WRITE: waitingFor = Int16(POLLOUT)
+        default: return false
+        }
+        return true
+    }
+
+    private func failure(_ code: Int32) -> IOResult {
+        if waits(code) { return .wouldBlock }
+        switch code {
         case SSL_ERROR_ZERO_RETURN:
             return .endOfStream
         case SSL_ERROR_SYSCALL:

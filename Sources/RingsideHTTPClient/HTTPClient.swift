@@ -253,13 +253,6 @@ package struct HTTPClientResponse: Sendable, Equatable {
     package var headers: [HTTPHeader]
     package var body: [UInt8]
 
-    package init(status: Int, reason: String, headers: [HTTPHeader], body: [UInt8]) {
-        self.status = status
-        self.reason = reason
-        self.headers = headers
-        self.body = body
-    }
-
     /// The first header named `name` (any case).
     package func header(_ name: String) -> String? {
         let lowered = name.lowercased()

@@ -13,9 +13,7 @@ package struct CollectorStats: Sendable {
     package var passes: UInt64 = 0
     package var startedRealtimeNanos: UInt64 = 0
     /// Series kept, and the caps (`--max-series`, `--max-series-per-ring`).
-    package var series = 0
-    package var seriesLimit = 0
-    package var seriesLimitPerRing = 0
+    package var series = 0, seriesLimit = 0, seriesLimitPerRing = 0
     /// The memory the series take as the collector charges it, and its budget (`--max-series-bytes`).
     package var seriesBytes = 0
     package var seriesBytesLimit = 0
@@ -145,8 +143,7 @@ package struct WebSecurityStats: Sendable, Equatable {
     /// TLS handshakes that failed (bad or missing client certificates, plain HTTP, silent clients).
     package var tlsHandshakeFailures: UInt64 = 0
     /// Changes of the file (or of a file it names) that loaded, and that were refused.
-    package var reloads: UInt64 = 0
-    package var reloadFailures: UInt64 = 0
+    package var reloads: UInt64 = 0, reloadFailures: UInt64 = 0
     /// Whether the last version read loaded (else the one before it serves).
     package var lastReloadSucceeded = true
     /// Whether the listener speaks TLS, and how many basic-auth users it knows.
@@ -188,10 +185,7 @@ package struct DrainGapFigures: Sendable, Equatable {
     /// Gaps measured in the last minute, and their median, 99th and 99.9th percentiles and
     /// largest, in seconds (within 0.1 %).
     package var count: UInt64 = 0
-    package var p50: Double = 0
-    package var p99: Double = 0
-    package var p999: Double = 0
-    package var max: Double = 0
+    package var p50: Double = 0, p99: Double = 0, p999: Double = 0, max: Double = 0
 
     package init() {}
 }
@@ -199,8 +193,7 @@ package struct DrainGapFigures: Sendable, Equatable {
 /// What the OTLP exporter (`--otlp-endpoint`) did since the collector started.
 package struct OTLPStats: Sendable, Equatable {
     /// Exports the receiver took (a 2xx answer), and their bytes as sent (gzipped bodies).
-    package var sent: UInt64 = 0
-    package var sentBytes: UInt64 = 0
+    package var sent: UInt64 = 0, sentBytes: UInt64 = 0
     /// Exports given up: answered with a status that is not worth another try (a 4xx but 429).
     package var failed: UInt64 = 0
     /// Exports dropped unsent: the oldest when the queue was full, and those left at the stop.
@@ -212,8 +205,7 @@ package struct OTLPStats: Sendable, Equatable {
     /// Data points the receiver said it rejected in a partial success.
     package var rejectedPoints: UInt64 = 0
     /// Exports waiting to be sent (the one being sent among them), and how many the queue holds.
-    package var queued = 0
-    package var queueCapacity = 0
+    package var queued = 0, queueCapacity = 0
     /// CLOCK_REALTIME of the last export the receiver took; nil before the first.
     package var lastSuccessRealtimeNanos: UInt64?
     /// Whether the last attempt failed, and why.

@@ -77,8 +77,7 @@ package struct SeriesSnapshot: Sendable {
     /// Histograms: the dropped records' values, their sum (modulo 2^64: unsigned, or read as an
     /// int64 for a signed histogram) and the largest (0 when none dropped): what a full lane hid
     /// from the windows.
-    package var droppedSum: Int128 = 0
-    package var droppedMax: Int128 = 0
+    package var droppedSum: Int128 = 0, droppedMax: Int128 = 0
     /// Histograms: the largest value ever recorded, exact (gathered calls included).
     package var cumulativeMax: Int128 = 0
     /// Histograms: calls gathered rather than written while a lane filled (SAMPLING in
@@ -101,8 +100,7 @@ package struct WindowStats: Sendable {
     package var count: UInt64 = 0
     /// In steps, as `mean`.
     package var sum: Double = 0
-    package var min: Int128 = 0
-    package var max: Int128 = 0
+    package var min: Int128 = 0, max: Int128 = 0
     package var mean: Double = 0
     /// One value per configured quantile.
     package var quantileValues: [Int128] = []
@@ -256,9 +254,7 @@ package struct RingSnapshot: Sendable {
 
 /// A service-level objective's state.
 package struct SLOSnapshot: Sendable {
-    package var rule: String
-    package var statistic: String
-    package var window: String
+    package var rule, statistic, window: String
     /// The severity its alerts carry (`severity=` after the rule; P1 by default).
     package var severity: String = "P1"
     /// Whether the objective is broken now.

@@ -179,8 +179,7 @@ package struct ThreadSamplerFigures: Sendable, Equatable {
     /// context switches and last CPU are from an earlier read).
     package var deferred = 0
     /// The last round's time, and the sampler thread's CPU time since it began.
-    package var roundSeconds: Double = 0
-    package var cpuSecondsTotal: Double = 0
+    package var roundSeconds: Double = 0, cpuSecondsTotal: Double = 0
     /// `/proc` files held open between rounds, and how many may be.
     package var keptDescriptors = 0
     package var keptDescriptorLimit = 0

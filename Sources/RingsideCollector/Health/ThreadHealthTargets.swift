@@ -38,8 +38,7 @@ struct ThreadHealthTargets {
 
     /// A ring's lane: its index in `names.rings`, and in that ring's `lanes`.
     struct LaneRef: Hashable {
-        var ring: Int
-        var lane: Int
+        var ring, lane: Int
     }
 
     private(set) var names = Names()
