@@ -71,10 +71,12 @@ def child_exit(server, worker):
     multiprocess.mark_process_dead(worker.pid)
 """
 
+# The app on Ringside (tests/test_gunicorn.py serves it too): with --preload the bot is attached in
+# the master (worker=False), without it by each worker (worker=True).
 RINGSIDE_APP = """
 import ringside
 
-bot = ringside.attach("web", directory={directory!r})
+bot = ringside.attach("web", directory={directory!r}, worker={worker})
 requests = bot.counter("requests")
 latency = bot.histogram("request_latency", unit="s")
 
@@ -205,7 +207,7 @@ def run_side(side: str, collector: str, requests: int, clients: int) -> dict[str
             arguments += ["--config", os.path.join(work, "gunicorn_config.py")]
         else:
             with open(os.path.join(work, "app.py"), "w") as file:
-                file.write(RINGSIDE_APP.format(directory=shared))
+                file.write(RINGSIDE_APP.format(directory=shared, worker=False))  # --preload
         gunicorn, address, log = _started(arguments + ["app:app"], r"Listening at: (http://[0-9.:]+)", environment)
         processes.append(gunicorn)
         if side == "ringside":

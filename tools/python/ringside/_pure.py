@@ -1618,7 +1618,8 @@ class Bot:
 
     # MARK: The hot paths
 
-    # Each handle's call is a closure over the bot's constants, so a call costs one Python call.
+    # Each handle's call is a closure over the bot's constants, so a call costs one Python call (and
+    # the record's write is spelled out in each closure: a shared function would be a second call).
     # It finishes the common case (a thread holding a lane with room, an exact int or float) and
     # leaves every other case to _slow: any exception on the way (no lane yet: AttributeError; a
     # closed lane or a bad value: TypeError, ValueError, OverflowError, struct.error) lands there

@@ -3,7 +3,9 @@ ringside/_backend.py describes one. Its functions and methods take positional ar
 an exemplar, positional or by keyword); its types are not attributes of the module
 (type_check_only), only of what attach() returns."""
 
-from typing import Any, Callable, Mapping, final, type_check_only
+from typing import Any, Callable, Mapping, Protocol, final, type_check_only
+
+from . import _backend
 
 def attach(name: str, directory: str | None, lane_capacity: int | None, max_metrics: int | None, max_lanes: int | None,
            mode: int, worker: bool, max_workers: int | None, sample_above_percent: int | None, /) -> Core: ...
@@ -18,28 +20,12 @@ def span_clock() -> str: ...
 # is asked for and unusable. For the benchmark and the tests.
 def select_span_clock(clock: str, /) -> bool: ...
 
-@final
 @type_check_only
-class Core:
-    """An attached bot (made by attach())."""
+class Core(_backend.Core, Protocol):
+    """An attached bot (made by attach()): a backend's Core (_backend.py), whose handles are Handles."""
 
-    @property
-    def path(self) -> str | None: ...
-    @property
-    def enabled(self) -> bool: ...
-    @property
-    def lanes_allocated(self) -> int: ...
-    @property
-    def metric_count(self) -> int: ...
-    @property
-    def records_written(self) -> int: ...
-    @property
-    def records_dropped(self) -> int: ...
-    def register(self, name: str, kind: int, unit: int, labels: bytes, help: str, sample_every: int, merge: int,
-                 form: int = 0, scale: int = 0, /) -> int: ...
-    def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Callable[[Any], float],
+    def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: _backend.Converter,
                encode_exemplar: Callable[[Any], bytes] | None, steps: tuple[int, int] | None = None, /) -> Handle: ...
-    def close(self) -> None: ...
 
 @final
 @type_check_only

@@ -29,6 +29,8 @@ except ImportError:
     _ringside = None
 
 REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+# The benchmarks' modules are the tests' too: test_gunicorn serves the side-by-side benchmark's app.
+sys.path.append(os.path.join(REPOSITORY, "tools", "python", "bench"))
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 

@@ -12,21 +12,8 @@ import time
 import pytest
 
 from conftest import Collector, _collector_path, missing
+from multiprocess_side_by_side import RINGSIDE_APP
 from serving import Clients, assert_each_request_counted_once, assert_never_back, reading, start_server, tear_down
-
-APP = """
-import ringside
-bot = ringside.attach("web", directory={directory!r}, worker={worker})
-requests = bot.counter("requests")
-latency = bot.histogram("request_latency", unit="s")
-
-
-def app(environ, start_response):
-    requests.inc()
-    latency.observe(0.001)
-    start_response("200 OK", [("Content-Length", "2"), ("Connection", "close")])
-    return [b"ok"]
-"""
 
 REQUESTS = 10_000
 CLIENTS = 4
@@ -48,7 +35,7 @@ def start_gunicorn(app_directory, preload):
 def test_recycling_gunicorn_workers_count_every_request_once_and_never_go_back(ring_dir, collector, preload, restart):
     app_directory = tempfile.mkdtemp(prefix="ringside-gunicorn.")
     with open(os.path.join(app_directory, "app.py"), "w") as file:
-        file.write(APP.format(directory=ring_dir, worker=not preload))
+        file.write(RINGSIDE_APP.format(directory=ring_dir, worker=not preload))
     process, address, log = start_gunicorn(app_directory, preload)
     clients = None
     try:

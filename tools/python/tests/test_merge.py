@@ -10,7 +10,7 @@ import ringside
 from conftest import BotFile, _ringside, run_python
 from ringside import _pure
 from ringside._values import KIND_COUNTER, KIND_GAUGE, KIND_HISTOGRAM
-from test_process import backend_expression
+from test_process import backend_expression, run_forking
 
 POLICIES = ("last", "sum", "max", "min", "per_worker")
 
@@ -165,11 +165,7 @@ bot.close()
 
 
 def test_a_forked_childs_worker_file_carries_its_parents_policies(backend, ring_dir):
-    result = run_python(FORK.format(backend=backend_expression(backend), directory=ring_dir))
-    assert result.returncode == 0, result.stderr
-    assert result.stderr == ""
-    assert "child exit 0" in result.stdout
-    _, pid, wrote = next(line for line in result.stdout.splitlines() if line.startswith("child ")).split(" ")
+    pid, wrote = run_forking(FORK, backend, ring_dir).split(" ")
     assert wrote == "True"
     parent, worker = BotFile(f"{ring_dir}/ringside.merge"), BotFile(f"{ring_dir}/ringside.merge@{pid}")
     assert parent.merges == [1, 4, 0, 2]  # in registration order: peak{desk=a} at its first .labels()

@@ -32,6 +32,18 @@ def backend_expression(backend):
     return f"__import__('ringside.{name}').{name}"
 
 
+def run_forking(script, backend, ring_dir):
+    """Runs a script that forks (a FORK of these tests: `{backend}` and `{directory}` to fill) whose
+    child prints "child PID ..." and whose parent prints "child exit STATUS" once it has waited for
+    it; checks that both exited 0 and nothing was said on stderr (becoming a worker is not news).
+    Returns the child's line after "child "."""
+    result = run_python(script.format(backend=backend_expression(backend), directory=ring_dir))
+    assert result.returncode == 0, result.stderr
+    assert "child exit 0" in result.stdout
+    assert result.stderr == ""
+    return next(line for line in result.stdout.splitlines() if line.startswith("child "))[len("child "):]
+
+
 FORK = """
 import os, ringside
 backend = {backend}
@@ -66,11 +78,7 @@ bot.close()
 
 
 def test_a_forked_childs_records_land_in_a_worker_file_with_its_parents_registry(backend, ring_dir):
-    result = run_python(FORK.format(backend=backend_expression(backend), directory=ring_dir))
-    assert result.returncode == 0, result.stderr
-    assert "child exit 0" in result.stdout
-    assert result.stderr == ""  # nothing said: becoming a worker is not news
-    _, pid, *said = next(line for line in result.stdout.splitlines() if line.startswith("child ")).split(" ", 2)
+    pid, *said = run_forking(FORK, backend, ring_dir).split(" ", 1)
     worker_path = f"{ring_dir}/ringside.parent@{pid}"
     # Not a worker until its first record (no file, no path), yet enabled: its records will be
     # kept. Then a worker, writing its own file.

@@ -21,7 +21,7 @@ import pytest
 import ringside
 from conftest import REPOSITORY, BotFile, Collector, _collector_path, _ringside, find_series, missing, offset, run_python
 from ringside import _pure
-from test_process import backend_expression
+from test_process import run_forking
 from test_sampling import declare_consumer, need_extension
 
 I64_MAX = (1 << 63) - 1
@@ -459,10 +459,7 @@ bot.close()
 
 
 def test_a_forked_childs_worker_file_carries_its_parents_values_and_is_format_4(backend, ring_dir):
-    result = run_python(FORK.format(backend=backend_expression(backend), directory=ring_dir))
-    assert result.returncode == 0 and result.stderr == "", result.stderr
-    assert "child exit 0" in result.stdout
-    pid = next(line.split()[1] for line in result.stdout.splitlines() if line.startswith("child ") and "exit" not in line)
+    pid = run_forking(FORK, backend, ring_dir)
     parent, worker = BotFile(f"{ring_dir}/ringside.parent"), BotFile(f"{ring_dir}/ringside.parent@{pid}")
     assert parent.version == worker.version == 4
     assert worker.registry == parent.registry and worker.entries == parent.entries

@@ -177,42 +177,6 @@ fn the_c_and_python_producers_and_this_crate_share_one_file() {
     drop(bot);
 }
 
-/// Registers, in C, the metrics `registry_entries_from_c_python_and_this_crate_are_the_same_bytes`
-/// compares: `merged DIR BOT`.
-const C_MERGED: &str = r#"
-#include "ringside_producer.h"
-#include <stdio.h>
-#include <string.h>
-
-int main(int argc, char **argv) {
-    if (argc != 3) return 2;
-    rs_bot_options options;
-    memset(&options, 0, sizeof options);
-    options.directory = argv[1];
-    options.lane_capacity = 4096;
-    options.max_metrics = 8;
-    rs_error error;
-    rs_bot *bot;
-    if (rs_bot_attach(&bot, argv[2], &options, &error) < 0) { fprintf(stderr, "%s\n", error.message); return 1; }
-    const char *labels[] = {"desk", "a", NULL};
-    const char *names[] = {"last", "sum", "max", "min", "per_worker"};
-    for (int merge = 0; merge < 5; merge++) {
-        char name[32], help[32];
-        snprintf(name, sizeof name, "g_%s", names[merge]);
-        snprintf(help, sizeof help, "merged by %s", names[merge]);
-        rs_metric gauge;
-        if (rs_bot_register_gauge(bot, &gauge, name, RS_UNIT_BYTES, labels, help, (rs_gauge_merge)merge, &error) < 0) {
-            fprintf(stderr, "%s\n", error.message);
-            return 1;
-        }
-    }
-    rs_metric orders;
-    if (rs_bot_register(bot, &orders, "orders", RS_KIND_COUNTER, RS_UNIT_NONE, NULL, "", 1, &error) < 0) return 1;
-    rs_bot_detach(bot);
-    return 0;
-}
-"#;
-
 #[test]
 fn registry_entries_from_c_python_and_this_crate_are_the_same_bytes() {
     let dir = ScratchDir::new("interop-merge");
@@ -236,9 +200,9 @@ fn registry_entries_from_c_python_and_this_crate_are_the_same_bytes() {
     assert_eq!(ours.metric_count(), 6);
     let mut compared = 0;
 
-    let source = build.path.join("merged.c");
-    std::fs::write(&source, C_MERGED).unwrap();
-    let merged = build.path.join("merged");
+    // The C producer: Tests/fixtures/c_merged.c registers the same metrics.
+    let source = repository().join("Tests/fixtures/c_merged.c");
+    let merged = build.path.join("c_merged");
     let compiled = compile_with_c_producer(&source, &merged);
     if compiled {
         run(Command::new(&merged).arg(&dir.path).arg("from-c"), "the C producer's gauges");
@@ -249,7 +213,7 @@ fn registry_entries_from_c_python_and_this_crate_are_the_same_bytes() {
         }
         compared += 1;
     } else {
-        common::say("SKIPPED (part): the C producer's entries (no cc, or no Sources/CRingside)");
+        common::say("SKIPPED (part): the C producer's entries (no cc, no Sources/CRingside, or no Tests/fixtures)");
     }
 
     let module = repository().join("tools/python");
