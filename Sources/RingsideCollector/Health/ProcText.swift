@@ -1,7 +1,8 @@
 // The text of `/proc` files, parsed: the fields of `stat`, the three numbers of `schedstat`, the
 // context switch lines of `status` (proc(5)). Pure functions of bytes, so that what another
 // process's files say (cut short, garbage, a name full of parentheses) is tested without one; no
-// input makes them trap, and anything unexpected is nil.
+// input makes them trap, and anything unexpected is nil. A parser sits in an extension of its type,
+// which so keeps the memberwise initializer.
 
 /// The fields of a `/proc/PID/stat` or `/proc/PID/task/TID/stat` line.
 struct ProcStat {
@@ -47,13 +48,9 @@ struct ThreadStat: Equatable {
     var processor: Int32
     var startTicks: UInt64
     var name: String
+}
 
-    init(processor: Int32, startTicks: UInt64, name: String) {
-        self.processor = processor
-        self.startTicks = startTicks
-        self.name = name
-    }
-
+extension ThreadStat {
     init?(_ text: ArraySlice<UInt8>) {
         guard let stat = ProcStat(text), let processor = stat.signed(39), let start = stat.unsigned(22),
             let cpu = Int32(exactly: processor), cpu >= 0
@@ -94,16 +91,10 @@ struct ProcessStat: Equatable {
 /// `/proc/PID/task/TID/schedstat`: `run_ns wait_ns timeslices`, the time on a CPU, the time
 /// runnable and waiting for one, and how many times it was given one.
 struct SchedStat: Equatable {
-    var runNanos: UInt64
-    var waitNanos: UInt64
-    var timeslices: UInt64
+    var runNanos, waitNanos, timeslices: UInt64
+}
 
-    init(runNanos: UInt64, waitNanos: UInt64, timeslices: UInt64) {
-        self.runNanos = runNanos
-        self.waitNanos = waitNanos
-        self.timeslices = timeslices
-    }
-
+extension SchedStat {
     /// Exactly three unsigned numbers, separated by spaces, and a newline or not.
     init?(_ text: ArraySlice<UInt8>) {
         var line = text
@@ -120,12 +111,9 @@ struct SchedStat: Equatable {
 struct ContextSwitches: Equatable {
     var voluntary: UInt64
     var involuntary: UInt64
+}
 
-    init(voluntary: UInt64, involuntary: UInt64) {
-        self.voluntary = voluntary
-        self.involuntary = involuntary
-    }
-
+extension ContextSwitches {
     /// Nil unless both lines are there, once each, with a number.
     init?(status text: ArraySlice<UInt8>) {
         var voluntary: UInt64?, involuntary: UInt64?
@@ -156,12 +144,9 @@ struct ContextSwitches: Equatable {
 struct TaskIdentity: Equatable {
     var threadGroup: Int32
     var credentials: Credentials
+}
 
-    init(threadGroup: Int32, credentials: Credentials) {
-        self.threadGroup = threadGroup
-        self.credentials = credentials
-    }
-
+extension TaskIdentity {
     /// Nil unless `Tgid`, `Uid` and `Gid` are each there once, the last two with four numbers.
     init?(status text: ArraySlice<UInt8>) {
         var group: Int32?, uids: [UInt32]?, gids: [UInt32]?

@@ -4,12 +4,10 @@
 struct OTLPPartialSuccess: Equatable {
     var rejectedDataPoints: UInt64
     var errorMessage: String
+}
 
-    init(rejectedDataPoints: UInt64, errorMessage: String) {
-        self.rejectedDataPoints = rejectedDataPoints
-        self.errorMessage = errorMessage
-    }
-
+// In an extension, which keeps the memberwise initializer.
+extension OTLPPartialSuccess {
     init?(_ body: [UInt8]) {
         // ExportMetricsServiceResponse.partial_success (1), then its rejected_data_points (1,
         // an int64) and error_message (2).
