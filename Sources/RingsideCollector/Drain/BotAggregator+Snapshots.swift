@@ -25,98 +25,82 @@ extension BotAggregator {
         advance(toNanos: now)
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
-        for index in tables.histograms.indices {
-            defer { if let metric = tables.histograms[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
-            // Counts grow with what is recorded: measured here, where a busy series is touched anyway.
-            memory.counts += tables.histograms[index].measureCounts { $0.allocatedBytes }
-            result.append(
-                Self.refresh(
-                    &tables.histograms[index], ring: ring, layout: layout, now: now, versions: &versions,
-                    window: { series, window, stats in
-                        stats.take(
-                            series.windows.snapshot(window: window, nowNanos: now), quantiles: quantiles,
-                            coveredNanos: max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos))
-                        stats.exemplars = series.exemplars?.largest(window: window, nowNanos: now) ?? []
-                    },
-                    whole: { series, snapshot in
-                        // Shared, not copied: the exporters compute their buckets from it when they render.
-                        let cumulative = series.windows.cumulative
-                        snapshot.cumulative = cumulative
-                        snapshot.cumulativeCount = cumulative.count
-                        snapshot.cumulativeSum = cumulative.sum
-                        snapshot.cumulativeExactSum = cumulative.exactSum
-                        snapshot.cumulativeMax = Int128(cumulative.max)
-                        snapshot.droppedRecords = series.cells.dropped
-                        snapshot.droppedSum = Int128(series.cells.droppedSum)
-                        snapshot.droppedMax = Int128(series.cells.droppedMax)
-                        snapshot.sampledRecords = series.sampled
-                        snapshot.clampedValues = series.cells.clamped
-                        snapshot.control = series.cells.control
-                        snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
-                    }))
-        }
-        for index in tables.signedHistograms.indices {
-            defer { if let metric = tables.signedHistograms[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
-            memory.counts += tables.signedHistograms[index].measureCounts { $0.allocatedBytes }
-            result.append(
-                Self.refresh(
-                    &tables.signedHistograms[index], ring: ring, layout: layout, now: now, versions: &versions,
-                    window: { series, window, stats in
-                        stats.take(
-                            series.windows.snapshot(window: window, nowNanos: now), quantiles: quantiles,
-                            coveredNanos: max(series.windows.coveredNanos(window: window, nowNanos: now), layout.tickNanos))
-                    },
-                    whole: { series, snapshot in
-                        let cumulative = series.windows.cumulative
-                        snapshot.signedCumulative = cumulative
-                        snapshot.cumulativeCount = cumulative.count
-                        snapshot.cumulativeSum = cumulative.sum
-                        snapshot.cumulativeSignedSum = cumulative.exactSum
-                        snapshot.cumulativeMax = cumulative.isEmpty ? 0 : Int128(cumulative.max)
-                        snapshot.droppedRecords = series.cells.dropped
-                        // Stored in offset binary, as the values are (VALUES in ringside.h).
-                        snapshot.droppedSum = Int128(OffsetBinary.sum(series.cells.droppedSum, count: series.cells.dropped))
-                        snapshot.droppedMax = OffsetBinary.maximum(series.cells.droppedMax).map { Int128($0) } ?? 0
-                        snapshot.sampledRecords = series.sampled
-                        snapshot.clampedValues = series.cells.clamped
-                        snapshot.control = series.cells.control
-                    }))
-        }
-        for index in tables.counters.indices {
-            defer { if let metric = tables.counters[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
-            result.append(
-                Self.refresh(
-                    &tables.counters[index], ring: ring, layout: layout, now: now, versions: &versions,
-                    window: { series, window, stats in
-                        stats.increase = series.windows.sum(window: window, nowNanos: now)
-                        stats.rate = series.windows.rate(window: window, nowNanos: now)
-                    },
-                    whole: { series, snapshot in
-                        snapshot.cumulativeSum = Double(series.cells.total)
-                        snapshot.cumulativeExactSum = UInt128(series.cells.total)
-                        snapshot.clampedValues = series.cells.clamped
-                        snapshot.control = series.cells.control
-                    }))
-        }
-        for index in tables.gauges.indices {
-            defer { if let metric = tables.gauges[index].takeSaturation(shown: result.last) { noteSaturation(of: metric) } }
-            result.append(
-                Self.refresh(
-                    &tables.gauges[index], ring: ring, layout: layout, now: now, versions: &versions,
-                    window: { series, window, stats in
-                        if let range = series.windows.range(window: window, nowNanos: now) {
-                            stats.gaugeMin = range.min
-                            stats.gaugeMax = range.max
-                        }
-                    },
-                    whole: { series, snapshot in
-                        // The cell holds the last value set by any thread, exact even when records dropped.
-                        snapshot.lastValue = series.cells.lastValue ?? series.windows.last
-                        snapshot.control = series.cells.control
-                        snapshot.droppedRecords = series.cells.dropped
-                    }))
-        }
+        let tickNanos = layout.tickNanos
+        appendSnapshots(
+            of: \.histograms, to: &result, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
+            window: { series, window, stats in
+                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
+                stats.exemplars = series.exemplars?.largest(window: window, nowNanos: now) ?? []
+            },
+            whole: { series, snapshot in
+                // Shared, not copied: the exporters compute their buckets from it when they render.
+                let cumulative = series.windows.cumulative
+                snapshot.cumulative = cumulative
+                snapshot.takeHistogramTotals(cumulative, cells: series.cells, sampled: series.sampled)
+                snapshot.cumulativeExactSum = cumulative.exactSum
+                snapshot.cumulativeMax = Int128(cumulative.max)
+                snapshot.droppedSum = Int128(series.cells.droppedSum)
+                snapshot.droppedMax = Int128(series.cells.droppedMax)
+                snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
+            })
+        appendSnapshots(
+            of: \.signedHistograms, to: &result, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
+            window: { series, window, stats in
+                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
+            },
+            whole: { series, snapshot in
+                let cumulative = series.windows.cumulative
+                snapshot.signedCumulative = cumulative
+                snapshot.takeHistogramTotals(cumulative, cells: series.cells, sampled: series.sampled)
+                snapshot.cumulativeSignedSum = cumulative.exactSum
+                snapshot.cumulativeMax = cumulative.isEmpty ? 0 : Int128(cumulative.max)
+                // Stored in offset binary, as the values are (VALUES in ringside.h).
+                snapshot.droppedSum = Int128(OffsetBinary.sum(series.cells.droppedSum, count: series.cells.dropped))
+                snapshot.droppedMax = OffsetBinary.maximum(series.cells.droppedMax).map { Int128($0) } ?? 0
+            })
+        appendSnapshots(
+            of: \.counters, to: &result, now: now, versions: &versions,
+            window: { series, window, stats in
+                stats.increase = series.windows.sum(window: window, nowNanos: now)
+                stats.rate = series.windows.rate(window: window, nowNanos: now)
+            },
+            whole: { series, snapshot in
+                snapshot.cumulativeSum = Double(series.cells.total)
+                snapshot.cumulativeExactSum = UInt128(series.cells.total)
+                snapshot.clampedValues = series.cells.clamped
+            })
+        appendSnapshots(
+            of: \.gauges, to: &result, now: now, versions: &versions,
+            window: { series, window, stats in
+                if let range = series.windows.range(window: window, nowNanos: now) {
+                    stats.gaugeMin = range.min
+                    stats.gaugeMax = range.max
+                }
+            },
+            whole: { series, snapshot in
+                // The cell holds the last value set by any thread, exact even when records dropped.
+                snapshot.lastValue = series.cells.lastValue ?? series.windows.last
+                snapshot.droppedRecords = series.cells.dropped
+            })
         return result
+    }
+
+    /// Appends to `result` the snapshots of the series in `table` (see `refresh`), noting each
+    /// series that first shows a total at its ceiling. `countsBytes` (for histograms) measures
+    /// what a series' counts hold: they grow with what is recorded, so they are measured here,
+    /// where a busy series is touched anyway.
+    private mutating func appendSnapshots<Windows>(
+        of table: WritableKeyPath<SeriesTables, [Series<Windows>]>, to result: inout [SeriesSnapshot], now: UInt64,
+        versions: inout VersionCounter, countsBytes: ((Windows) -> Int)? = nil,
+        window: (Series<Windows>, Int, inout WindowStats) -> Void, whole: (Series<Windows>, inout SeriesSnapshot) -> Void
+    ) {
+        for index in tables[keyPath: table].indices {
+            if let countsBytes { memory.counts += tables[keyPath: table][index].measureCounts(countsBytes) }
+            let snapshot = Self.refresh(
+                &tables[keyPath: table][index], ring: ring, layout: layout, now: now, versions: &versions, window: window, whole: whole)
+            result.append(snapshot)
+            if let metric = tables[keyPath: table][index].takeSaturation(shown: snapshot) { noteSaturation(of: metric) }
+        }
     }
 
     /// Whether a series' snapshot shows a total at its ceiling, where it stays (saturating
@@ -143,7 +127,7 @@ extension BotAggregator {
     /// The series' snapshot, recomputing only the windows that may have changed (all of them,
     /// and the whole-series figures, when records arrived): `window` fills in the statistics of
     /// a window (an index into the layout's), starting from empty ones; `whole` sets the
-    /// whole-series figures.
+    /// whole-series figures (the control cell's, every kind has, set here).
     private static func refresh<Windows>(
         _ series: inout Series<Windows>, ring: String, layout: WindowLayout, now: UInt64,
         versions: inout VersionCounter,
@@ -169,6 +153,7 @@ extension BotAggregator {
         }
         if series.touched || series.cached == nil {
             whole(series, &snapshot)
+            snapshot.control = series.cells.control
             snapshot.wholeVersion = versions.next()
         }
         if windowsChanged { snapshot.version = versions.next() }
@@ -210,38 +195,46 @@ extension WindowStats {
     /// Nothing fell in the window.
     var isEmpty: Bool { count == 0 && increase == 0 && gaugeMin == nil }
 
-    /// A histogram window's figures, of unsigned or signed values alike, its rate over the
-    /// `coveredNanos` it spans (as a counter's rate is, so both read alike).
-    fileprivate mutating func take(_ histogram: some HistogramFigures, quantiles: [Double], coveredNanos: UInt64) {
+    /// Window `window` of a histogram series, of unsigned or signed values alike, as of `now`:
+    /// its figures, and its rate over the time it covers, at least a tick (as a counter's rate
+    /// is, so both read alike).
+    fileprivate mutating func take<Slice: HistogramFigures>(
+        _ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64, quantiles: [Double], tickNanos: UInt64
+    ) {
+        let histogram = windows.snapshot(window: window, nowNanos: now)
         count = histogram.count
         sum = histogram.sum
-        min = histogram.lowest
-        max = histogram.highest
+        min = Int128(histogram.min)
+        max = Int128(histogram.max)
         mean = histogram.mean
-        quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.steps(atQuantiles: quantiles)
-        rate = Double(histogram.count) * 1e9 / Double(coveredNanos)
+        quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles).map { Int128($0) }
+        rate = Double(histogram.count) * 1e9 / Double(Swift.max(windows.coveredNanos(window: window, nowNanos: now), tickNanos))
     }
 }
 
-/// What a window's statistics take from a histogram: its values as `Int128` steps, unsigned or signed.
-private protocol HistogramFigures {
+extension SeriesSnapshot {
+    /// The whole-series figures histograms of unsigned and signed values share: `cumulative`'s
+    /// count and sum, and from the cells, what was dropped, gathered and clamped.
+    fileprivate mutating func takeHistogramTotals(_ cumulative: some HistogramFigures, cells: MetricCells, sampled: UInt64) {
+        cumulativeCount = cumulative.count
+        cumulativeSum = cumulative.sum
+        droppedRecords = cells.dropped
+        sampledRecords = sampled
+        clampedValues = cells.clamped
+    }
+}
+
+/// What a window's statistics take from a histogram, of unsigned or signed values.
+private protocol HistogramFigures: WindowedHistogramSlice {
+    associatedtype Value: BinaryInteger
     var count: UInt64 { get }
     var sum: Double { get }
     var mean: Double { get }
     var isEmpty: Bool { get }
-    var lowest: Int128 { get }
-    var highest: Int128 { get }
-    func steps(atQuantiles quantiles: [Double]) -> [Int128]
+    var min: Value { get }
+    var max: Value { get }
+    func values(atQuantiles quantiles: [Double]) -> [Value]
 }
 
-extension Histogram: HistogramFigures {
-    fileprivate var lowest: Int128 { Int128(min) }
-    fileprivate var highest: Int128 { Int128(max) }
-    fileprivate func steps(atQuantiles quantiles: [Double]) -> [Int128] { values(atQuantiles: quantiles).map { Int128($0) } }
-}
-
-extension SignedHistogram: HistogramFigures {
-    fileprivate var lowest: Int128 { Int128(min) }
-    fileprivate var highest: Int128 { Int128(max) }
-    fileprivate func steps(atQuantiles quantiles: [Double]) -> [Int128] { values(atQuantiles: quantiles).map { Int128($0) } }
-}
+extension Histogram: HistogramFigures {}
+extension SignedHistogram: HistogramFigures {}
