@@ -24,6 +24,29 @@ private func record(_ batch: [RingRecord], _ recorder: Recorder, bot: String, so
 private let second: UInt64 = 1_000_000_000
 private let chunkBytes = Recorder.chunkRecords * Recorder.recordBytes
 
+/// A recorder within a 1 MiB budget, filled batch by batch and checked after each, and how many
+/// records it was handed.
+private struct FilledRecorder {
+    let budget = 1 << 20
+    let recorder: Recorder
+    private(set) var written = 0
+
+    init(retentionNanos: UInt64) { recorder = Recorder(retentionNanos: retentionNanos, budgetBytes: budget) }
+
+    /// Hands `batch` to the recorder (see `record`); the budget is never exceeded.
+    mutating func fill(_ batch: [RingRecord], bot: String, nowNanos now: UInt64, sourceLocation: SourceLocation = #_sourceLocation) {
+        record(batch, recorder, bot: bot, nowNanos: now)
+        written += batch.count
+        #expect(recorder.bytes <= budget, sourceLocation: sourceLocation)
+    }
+
+    /// Some records were let go of, and every one is counted: held and evicted make what was written.
+    func expectEvictionsCounted(sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(recorder.evictedRecords > 0, sourceLocation: sourceLocation)
+        #expect(recorder.recordCount + Int(recorder.evictedRecords) == written, sourceLocation: sourceLocation)
+    }
+}
+
 @Suite("Recorder: the last seconds of raw records per bot, within a byte budget")
 struct RecorderTests {
     @Test("records older than the retention go at a sweep, uncounted; newer ones stay, in drain order with source and lane")
@@ -62,19 +85,16 @@ struct RecorderTests {
 
     @Test("the budget is never exceeded; every record it lets go of within the retention is counted, exactly")
     func budgetHeldAndEvictionsCounted() {
-        let budget = 1 << 20
-        let recorder = Recorder(retentionNanos: 60 * second, budgetBytes: budget)
+        var filled = FilledRecorder(retentionNanos: 60 * second)
+        let recorder = filled.recorder, budget = filled.budget
         var now: UInt64 = 100 * second
-        var written = 0
         for batch in 0..<200 {
-            record(records(1_000 + batch % 7, timeNanos: now, first: UInt64(written)), recorder, bot: "a", nowNanos: now)
-            written += 1_000 + batch % 7
-            #expect(recorder.bytes <= budget)
+            filled.fill(records(1_000 + batch % 7, timeNanos: now, first: UInt64(filled.written)), bot: "a", nowNanos: now)
             now += 1_000_000
             recorder.sweep(nowNanos: now)
         }
-        #expect(recorder.evictedRecords > 0)
-        #expect(recorder.recordCount + Int(recorder.evictedRecords) == written)
+        filled.expectEvictionsCounted()
+        let written = filled.written
         #expect(recorder.bytes > budget - 2 * chunkBytes, "the budget is used")
         #expect(recorder.figures.bytes == recorder.bytes && recorder.figures.bytesLimit == budget)
         // What is held is the newest, in order.
@@ -103,18 +123,11 @@ struct RecorderTests {
 
     @Test("records a full budget of chunks being filled has no room for are counted as evicted, not kept")
     func noRoomIsCounted() {
-        let budget = 1 << 20
-        let recorder = Recorder(retentionNanos: 10 * second, budgetBytes: budget)
+        var filled = FilledRecorder(retentionNanos: 10 * second)
         let now: UInt64 = 100 * second
         // Each bot fills its open chunk up to just below a whole one: nothing is full, so nothing can go.
-        var written = 0
-        for bot in 0..<10 {
-            record(records(Recorder.chunkRecords - 1, timeNanos: now), recorder, bot: "bot-\(bot)", nowNanos: now)
-            written += Recorder.chunkRecords - 1
-            #expect(recorder.bytes <= budget)
-        }
-        #expect(recorder.evictedRecords > 0)
-        #expect(recorder.recordCount + Int(recorder.evictedRecords) == written)
+        for bot in 0..<10 { filled.fill(records(Recorder.chunkRecords - 1, timeNanos: now), bot: "bot-\(bot)", nowNanos: now) }
+        filled.expectEvictionsCounted()
     }
 
     @Test("a file's id is never another's; a file none of whose records is held is forgotten")
