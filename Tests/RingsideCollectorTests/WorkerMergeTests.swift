@@ -217,9 +217,7 @@ struct WorkerMergeTests {
     @Test("a collector started again keeps the totals of workers whose files it removed: counters never go back")
     func foldedTotalsOutliveARestart() throws {
         try withRingDirectory { directory in
-            let n: UInt64 = 1000, children = 4
-            try runPool(in: directory, children: children, count: n)
-            let total = 1 + UInt64(children) * n
+            let total = try runPool(in: directory).records
             do {
                 let captured = CapturedLog()
                 let collector = try makeCollector(directory, captured: captured)
@@ -240,10 +238,7 @@ struct WorkerMergeTests {
     @Test("a collector that stops keeps its all-time histograms for the next: a _count and _sum never go back across a restart")
     func histogramsOutliveARestart() throws {
         try withRingDirectory { directory in
-            let n: UInt64 = 1000, children = 4
-            try runPool(in: directory, children: children, count: n)
-            let count = 1 + UInt64(children) * n
-            let sum = UInt128(n + 1) + UInt128(children) * UInt128(n * (n + 1) / 2)
+            let (count, sum) = try runPool(in: directory)
             let first = try makeCollector(directory, pollNanos: 10_000_000, captured: CapturedLog())
             first.start()
             _ = eventually(seconds: 30) { first.snapshot.series("pool_values")?.cumulativeCount == count ? true : nil }
@@ -262,9 +257,13 @@ struct WorkerMergeTests {
     }
 }
 
-/// Runs `ringside-test-producer fork-pool`: bot "pool" records once, then `children` forked
-/// workers each record 1 ... `count` and exit.
-private func runPool(in directory: RingDirectory, children: Int, count: UInt64) throws {
+/// Runs `ringside-test-producer fork-pool`: bot "pool" records once (the value `count + 1`, and an
+/// increment), then `children` forked workers each record 1 ... `count` (each with an increment)
+/// and exit.
+/// - Returns: what they wrote in all: the records of `pool_values` (as many as the increments of
+///   `pool_increments`) and their sum.
+private func runPool(in directory: RingDirectory, children: Int = 4, count: UInt64 = 1000) throws -> (records: UInt64, sum: UInt128) {
     let run = try runTestProducer("fork-pool", ring: "pool", in: directory, ["--count", "\(count)", "--children", "\(children)"])
     try #require(run.status == 0, "\(run.output) \(run.errors)")
+    return (1 + UInt64(children) * count, UInt128(count + 1) + UInt128(children) * UInt128(count * (count + 1) / 2))
 }
