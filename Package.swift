@@ -156,7 +156,8 @@ let package = Package(
             name: "RingsideBenchTests", dependencies: ["RingsideBench", "CRingsideBench", "RingsideJSON", "RingsideCommandLine"]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideHTTPClient", "RingsideTestSupport"]),
         .testTarget(
-            name: "RingsideTraceTests", dependencies: ["RingsideTrace", "Ringside", "CRingside", "RingsideExport", "RingsideJSON"]),
+            name: "RingsideTraceTests",
+            dependencies: ["RingsideTrace", "Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideTestSupport"]),
         .testTarget(
             name: "RingsideExportTests",
             dependencies: ["RingsideExport", "RingsideSnapshot", "RingsideAggregation", "Ringside", "RingsideJSON", "RingsideTestSupport"]),

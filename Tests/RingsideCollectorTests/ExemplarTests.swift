@@ -194,20 +194,9 @@ struct ExemplarTests {
         )
             -> RingRecord
         {
-            var record = RingRecord()
-            record.kind = kind
-            record.sequence = sequence
-            record.flags = flags
-            record.exemplar_length = length
-            if kind == 4 {
-                var raw = [UInt8](bytes.utf8) + [UInt8](repeating: 0, count: 16)
-                record.timestamp_ns = raw.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
-                raw.removeFirst(8)
-                record.value = raw.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
-            } else {
-                record.value = value
-            }
-            return record
+            guard kind != 4 else { return .exemplarPart(bytes, sequence: sequence) }
+            return RingRecord(
+                timestamp_ns: 0, value: value, sequence: sequence, metric: 0, kind: kind, flags: flags, exemplar_length: length)
         }
         var assembler = ExemplarAssembler()
         func begin(_ record: RingRecord, lane: Int, slot: Int?) -> Bool {

@@ -1,6 +1,7 @@
 import CRingside
 import Ringside
 import RingsideExport
+import RingsideTestSupport
 import RingsideTrace
 import Testing
 
@@ -28,19 +29,6 @@ struct TraceBuilderTests {
         return record
     }
 
-    /// An exemplar's part: 16 of its bytes in the time and value fields.
-    static func part(_ text: String, metric: UInt32, sequence: UInt64) -> RingRecord {
-        var bytes = Array(text.utf8) + [UInt8](repeating: 0, count: 16 - text.utf8.count)
-        var record = RingRecord()
-        record.metric = metric
-        record.kind = UInt8(RS_KIND_EXEMPLAR.rawValue)
-        record.sequence = sequence
-        record.timestamp_ns = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
-        bytes.removeFirst(8)
-        record.value = bytes.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
-        return record
-    }
-
     @Test("a time is a slice ending at its record with its exemplar; a gauge and a signed value are exact counter samples")
     func mapping() {
         // Monotonic 5 s is wall 1,000,000,005 s: the origin is that whole second.
@@ -53,7 +41,7 @@ struct TraceBuilderTests {
             TraceRecord(
                 source: 0, lane: 1,
                 record: Self.record(0, kind: histogram, value: 250, time: 5_000_300_000, sequence: 7, flags: 2, length: 10)),
-            TraceRecord(source: 0, lane: 1, record: Self.part("order_id=A", metric: 0, sequence: 8)),
+            TraceRecord(source: 0, lane: 1, record: .exemplarPart("order_id=A", sequence: 8)),
             TraceRecord(source: 0, lane: 0, record: Self.record(1, kind: gauge, value: (2.5).bitPattern, time: 5_000_400_000, sequence: 0)),
             TraceRecord(
                 source: 0, lane: 0,
