@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Ringside
 import RingsideTestSupport
 import Testing
@@ -9,8 +6,8 @@ import Testing
 /// A simulated host of the fleet: its name (the `host` label) and its bot's latencies, lognormal.
 private struct FleetHost {
     let name: String
-    let medianNanos: Double
-    let sigma: Double
+    /// The lognormal's median and shape.
+    let medianNanos, sigma: Double
     let count: Int
 }
 
