@@ -105,7 +105,7 @@ private func pinnedSnapshot() -> Snapshot {
     ring.capacity = 4_096
     ring.recordsTotal = 10_000
     ring.consumedTotal = 9_990
-    ring.backlog = 10
+    ring.backlog = ring.recordsTotal - ring.consumedTotal
     ring.sampledTotal = 700
     ring.lanes = [
         LaneSnapshot(

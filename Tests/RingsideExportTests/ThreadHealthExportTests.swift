@@ -9,41 +9,47 @@ import Testing
 private let owner: UInt32 = 1_000
 
 /// A snapshot of bot `bot-a` (pid 4242: a named thread, a thread named by the kernel only, a
-/// retired lane), its worker (pid 5000), a dead bot, and a thread sample of them all, each
-/// owned by `owner`.
-private func sampledSnapshot() -> Snapshot {
+/// retired lane), its worker (pid 5000) and a dead bot, each owned by `owner`; when `sampled`, a
+/// thread sample of them all (else: sampling off, or before the first round).
+private func fixture(sampled: Bool = true) -> Snapshot {
+    /// `ring`, owned by `owner`, written by process `pid`, with `lanes`.
+    func owned(_ ring: RingSnapshot, pid: Int32, lanes: [LaneSnapshot]) -> RingSnapshot {
+        var ring = ring
+        ring.owner = owner
+        ring.producerPID = pid
+        ring.lanes = lanes
+        return ring
+    }
     var snapshot = Snapshot()
-    var bot = RingSnapshot(name: "bot-a", state: .live)
-    bot.owner = owner
-    bot.producerPID = 4_242
-    bot.lanes = [
-        LaneSnapshot(
-            index: 0, state: .active, threadID: 4_243, threadName: "md-feed", backlog: 0, recordsTotal: 10, consumedTotal: 10,
-            droppedTotal: 0, heartbeatAgeSeconds: 0.1),
-        LaneSnapshot(
-            index: 1, state: .active, threadID: 4_244, backlog: 0, recordsTotal: 5, consumedTotal: 5, droppedTotal: 0,
-            heartbeatAgeSeconds: 0.1),
-        LaneSnapshot(
-            index: 2, state: .retired, threadID: 0, backlog: 0, recordsTotal: 1, consumedTotal: 1, droppedTotal: 0,
-            heartbeatAgeSeconds: 9),
-    ]
-    var worker = RingSnapshot(name: "bot-a@5000", bot: "bot-a", worker: 5_000, state: .live)
-    worker.owner = owner
-    worker.producerPID = 5_000
-    worker.lanes = [
-        LaneSnapshot(
-            index: 0, state: .active, threadID: 5_001, threadName: "pool-1", backlog: 0, recordsTotal: 1, consumedTotal: 1,
-            droppedTotal: 0, heartbeatAgeSeconds: 0.5)
-    ]
-    var dead = RingSnapshot(name: "bot-d", state: .producerDead)
-    dead.owner = owner
-    dead.producerPID = 6_000
-    dead.lanes = [
-        LaneSnapshot(
-            index: 0, state: .active, threadID: 6_001, threadName: "stale", backlog: 0, recordsTotal: 1, consumedTotal: 1,
-            droppedTotal: 0, heartbeatAgeSeconds: 30)
-    ]
+    let bot = owned(
+        RingSnapshot(name: "bot-a", state: .live), pid: 4_242,
+        lanes: [
+            LaneSnapshot(
+                index: 0, state: .active, threadID: 4_243, threadName: "md-feed", backlog: 0, recordsTotal: 10, consumedTotal: 10,
+                droppedTotal: 0, heartbeatAgeSeconds: 0.1),
+            LaneSnapshot(
+                index: 1, state: .active, threadID: 4_244, backlog: 0, recordsTotal: 5, consumedTotal: 5, droppedTotal: 0,
+                heartbeatAgeSeconds: 0.1),
+            LaneSnapshot(
+                index: 2, state: .retired, threadID: 0, backlog: 0, recordsTotal: 1, consumedTotal: 1, droppedTotal: 0,
+                heartbeatAgeSeconds: 9),
+        ])
+    let worker = owned(
+        RingSnapshot(name: "bot-a@5000", bot: "bot-a", worker: 5_000, state: .live), pid: 5_000,
+        lanes: [
+            LaneSnapshot(
+                index: 0, state: .active, threadID: 5_001, threadName: "pool-1", backlog: 0, recordsTotal: 1, consumedTotal: 1,
+                droppedTotal: 0, heartbeatAgeSeconds: 0.5)
+        ])
+    let dead = owned(
+        RingSnapshot(name: "bot-d", state: .producerDead), pid: 6_000,
+        lanes: [
+            LaneSnapshot(
+                index: 0, state: .active, threadID: 6_001, threadName: "stale", backlog: 0, recordsTotal: 1, consumedTotal: 1,
+                droppedTotal: 0, heartbeatAgeSeconds: 30)
+        ])
     snapshot.rings = [bot, worker, dead]
+    guard sampled else { return snapshot }
 
     var feed = ThreadHealth(
         cpuNanos: 1_500_000_000, runQueueWaitNanos: 250_000_000, timeslices: 900, voluntarySwitches: 700, involuntarySwitches: 200,
@@ -84,18 +90,11 @@ private func sampledSnapshot() -> Snapshot {
     return snapshot
 }
 
-/// `sampledSnapshot` without its sample: sampling off, or before the first round.
-private func unsampledSnapshot() -> Snapshot {
-    var snapshot = sampledSnapshot()
-    snapshot.threadHealth = nil
-    return snapshot
-}
-
 @Suite("Thread health in the exporters: the Prometheus families and /latest's fields of a given sample")
 struct ThreadHealthExportTests {
     @Test("/metrics: each lane thread's scheduling with its ring, lane, tid and name; each process's figures; the sampler's own")
     func prometheusLines() throws {
-        let page = String(decoding: PrometheusExporter.render(sampledSnapshot()), as: UTF8.self)
+        let page = String(decoding: PrometheusExporter.render(fixture()), as: UTF8.self)
         let feed = #"{ring="bot-a",lane="0",tid="4243",thread="md-feed"}"#
         let unnamed = #"{ring="bot-a",lane="1",tid="4244",thread="kthr"}"#
         let pool = #"{ring="bot-a",worker="5000",lane="0",tid="5001",thread="pool-1"}"#
@@ -135,20 +134,20 @@ struct ThreadHealthExportTests {
 
         // OpenMetrics names a counter's family without `_total`; protobuf carries the families too.
         let openMetrics = String(
-            decoding: PrometheusRenderer().render(sampledSnapshot(), format: .openMetrics), as: UTF8.self)
+            decoding: PrometheusRenderer().render(fixture(), format: .openMetrics), as: UTF8.self)
         #expect(openMetrics.contains("# TYPE ringside_thread_context_switches counter\n"))
         #expect(openMetrics.contains("\nringside_thread_cpu_seconds_total\(feed) 1.5\n"))
-        let protobuf = PrometheusRenderer().render(sampledSnapshot(), format: .protobuf)
+        let protobuf = PrometheusRenderer().render(fixture(), format: .protobuf)
         #expect(protobuf.count > 0 && String(decoding: protobuf, as: UTF8.self).contains("ringside_thread_migrations_total"))
 
         // Without a sample (sampling off, or before the first round): none of these families.
-        let plain = String(decoding: PrometheusExporter.render(unsampledSnapshot()), as: UTF8.self)
+        let plain = String(decoding: PrometheusExporter.render(fixture(sampled: false)), as: UTF8.self)
         #expect(!plain.contains("ringside_thread_") && !plain.contains("ringside_bot_process") && !plain.contains("thread_sampler"))
     }
 
     @Test("/latest: a process under its ring, a thread under its lane, the sampler under the collector")
     func latestFields() throws {
-        let latest = try jsonObject(String(decoding: JSONExporter.latest(sampledSnapshot()), as: UTF8.self))
+        let latest = try jsonObject(String(decoding: JSONExporter.latest(fixture()), as: UTF8.self))
         let rings = try #require(latest["rings"] as? [[String: Any]])
         #expect(rings.count == 3)
         let process = try #require(rings[0]["process"] as? [String: Any])
@@ -180,13 +179,13 @@ struct ThreadHealthExportTests {
         #expect(sampler["interval_seconds"] as? Int == 1 && sampler["kept_fds_limit"] as? Int == 2_500)
         #expect(sampler["sampled_at"] as? String == "2026-11-24T08:48:20.000Z")
 
-        let plain = String(decoding: JSONExporter.latest(unsampledSnapshot()), as: UTF8.self)
+        let plain = String(decoding: JSONExporter.latest(fixture(sampled: false)), as: UTF8.self)
         #expect(!plain.contains("\"process\"") && !plain.contains("\"thread\"") && !plain.contains("thread_sampler"))
     }
 
     @Test("a ring of another owner naming a sampled pid and its threads shows none of them; its refusals are counted on both pages")
     func otherOwnersRingShowsNothing() throws {
-        var snapshot = sampledSnapshot()
+        var snapshot = fixture()
         // Another user's file naming bot-a's pid and threads: the sample holds them (read for
         // bot-a, whose owner runs them), yet never under this ring.
         var posing = snapshot.rings[0]
