@@ -753,16 +753,15 @@ struct Tally {
     var cases = 0
     var readable = 0
     var refused: [String: Int] = [:]
-    var recordsDrained = 0
-    var recordsRejected = 0
+    /// Records the collector drained from the readable cases, and those it rejected.
+    var recordsDrained = 0, recordsRejected = 0
     var dumpRuns = 0
     /// Cases refused because lanes_allocated exceeds max_lanes.
     var lanesRefused = 0
     /// The most lanes a readable case had, and readable cases with more than one.
-    var mostLanesRead = 0
-    var multiLaneReadable = 0
-    var maxCaseNanos: UInt64 = 0
-    var totalCaseNanos: UInt64 = 0
+    var mostLanesRead = 0, multiLaneReadable = 0
+    /// The longest case's time and all cases' time.
+    var maxCaseNanos: UInt64 = 0, totalCaseNanos: UInt64 = 0
     var violations: [String] = []
 }
 

@@ -28,8 +28,7 @@ extension BotAggregator {
         var gathered = GatherPlacement()
         /// Its metrics given no series (a cap, or another kind under the same name and labels),
         /// and their records since (valid, but not aggregated).
-        var refusedSeries = 0
-        var refusedRecords: UInt64 = 0
+        var refusedSeries = 0, refusedRecords: UInt64 = 0
         var inUse = true
         /// The pid of the process that writes it: a per-worker gauge's label.
         var pid: Int32 = 0

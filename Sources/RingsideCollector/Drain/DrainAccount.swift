@@ -22,12 +22,10 @@ struct DrainAccount {
     static let suspectNanos: UInt64 = 10_000_000_000
     /// The first quarantine's length; each one that follows the last without a clean span between
     /// them is twice as long, up to `longestQuarantineNanos`.
-    static let quarantineNanos: UInt64 = 5_000_000_000
-    static let longestQuarantineNanos: UInt64 = 60_000_000_000
+    static let quarantineNanos: UInt64 = 5_000_000_000, longestQuarantineNanos: UInt64 = 60_000_000_000
 
     /// Nanoseconds of draining, decayed with `costHalfLifeNanos`, as of `costNanosAt`.
-    private var cost: Double = 0
-    private var costNanosAt: UInt64 = 0
+    private var cost: Double = 0, costNanosAt: UInt64 = 0
     /// A span of draining: when it began, its records, and the invalid ones among them.
     private struct Span {
         var start: UInt64 = 0

@@ -81,8 +81,7 @@ final class OTLPPusher: Sendable {
     static let maxRetryAfterSeconds: UInt64 = 300
     /// At the stop: how long after SIGTERM queued exports may still be sent, and how long an
     /// attempt cut short then has to end. The thread is done within their sum of SIGTERM (1 s).
-    static let stopFlushNanos: UInt64 = 800_000_000
-    static let stopGraceNanos: UInt64 = 200_000_000
+    static let stopFlushNanos: UInt64 = 800_000_000, stopGraceNanos: UInt64 = 200_000_000
 
     init(options: OTLPOptions, capacity: Int = defaultCapacity, log: CollectorLog) {
         self.options = options
