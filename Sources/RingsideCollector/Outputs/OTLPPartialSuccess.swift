@@ -4,10 +4,7 @@
 struct OTLPPartialSuccess: Equatable {
     var rejectedDataPoints: UInt64
     var errorMessage: String
-}
 
-// In an extension, which keeps the memberwise initializer.
-extension OTLPPartialSuccess {
     init?(_ body: [UInt8]) {
         // ExportMetricsServiceResponse.partial_success (1), then its rejected_data_points (1,
         // an int64) and error_message (2).
