@@ -197,9 +197,17 @@ def produce(ring_dir, name):
 
 
 def wait_for_totals(collector, name):
-    collector.wait_for("the bot's records", lambda: (
-        (s := collector.series(name, "fill_latency", venue="X")) and s["total_count"] == len(LATENCIES)
-        and (p := collector.series(name, "payload")) and p["total_count"] == len(SIZES)))
+    """Until /latest shows every series produce() wrote whole: the histograms' records are drained
+    as they come, the counters' and gauges' cells sampled apart (a gauge set last may show a
+    snapshot later)."""
+    def whole():
+        latency, payload = collector.series(name, "fill_latency", venue="X"), collector.series(name, "payload")
+        sold, exposure = collector.series(name, "orders", side="sell"), collector.series(name, "exposure")
+        in_flight = collector.series(name, "in_flight", pid=str(os.getpid()))
+        return (latency and latency["total_count"] == len(LATENCIES) and payload and payload["total_count"] == len(SIZES)
+                and sold and sold["total"] == 3 and exposure and exposure.get("value") == 1250.5
+                and in_flight and in_flight.get("value") == 4)
+    collector.wait_for("the bot's records and cells", whole)
 
 
 def test_every_series_count_sum_and_bucket_is_what_latest_says(bots, receivers, start_collector):
@@ -209,7 +217,7 @@ def test_every_series_count_sum_and_bucket_is_what_latest_says(bots, receivers, 
     wait_for_totals(collector, "otlpbot")
     latest = collector.latest()
     generated = latest["generated_at"]
-    # An export made after that page: the bot had closed, so its values are the page's.
+    # An export made after that page: the bot writes nothing more, so its values are the page's.
     count = len(receiver.taken())
     collector.wait_for("an export after /latest", lambda: len(receiver.taken()) > count + 1)
     path, headers, request, _ = receiver.taken()[-1]
