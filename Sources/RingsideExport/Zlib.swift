@@ -11,7 +11,7 @@ package enum Zlib {
     }
 
     /// `bytes` compressed into one stream of `container`. Level 1 to 9; the default, 6, is zlib's.
-    package static func compress(_ bytes: [UInt8], _ container: Container, level: Int32 = 6) -> [UInt8] {
+    package static func compress(_ bytes: [UInt8], _ container: Container, level: Int32 = 6, feedBytes: Int = maxFeedBytes) -> [UInt8] {
         var stream = z_stream()
         let started = deflateInit2_(
             &stream, level, Z_DEFLATED, container.windowBits, 8, Z_DEFAULT_STRATEGY,
@@ -20,7 +20,10 @@ package enum Zlib {
         defer { deflateEnd(&stream) }
         // Out through a chunk, not into a buffer of deflateBound's size: that one, as large as
         // the input (1.4 GB for some pages), would be zeroed and kept as the result's capacity.
-        let result = run(over: bytes, stream: &stream, chunkBytes: 256 * 1024, step: { deflate(&$0, Z_FINISH) }) { status, _, _ in
+        let result = run(
+            over: bytes, stream: &stream, chunkBytes: 256 * 1024, feedBytes: feedBytes, step: { deflate(&$0, $1 ? Z_NO_FLUSH : Z_FINISH) }
+        ) {
+            status, _, _ in
             if status == Z_STREAM_END { return true }
             // With room to write, deflate can only progress (Z_OK) or end.
             precondition(status == Z_OK, "zlib's deflate failed: \(status)")
@@ -42,7 +45,7 @@ package enum Zlib {
     }
 
     /// `bytes` deflated as a piece of a gzip member; `last` ends the stream (the member's last piece).
-    package static func piece(_ bytes: [UInt8], last: Bool, level: Int32 = 6) -> Piece {
+    package static func piece(_ bytes: [UInt8], last: Bool, level: Int32 = 6, feedBytes: Int = maxFeedBytes) -> Piece {
         var stream = z_stream()
         // Negative windowBits: raw deflate, no header or trailer of its own.
         let started = deflateInit2_(
@@ -52,14 +55,17 @@ package enum Zlib {
         // A sync flush ends on a byte boundary and does not mark the block final, so the next
         // piece's blocks may follow it in the same stream.
         let flush = last ? Z_FINISH : Z_SYNC_FLUSH
-        let deflated = run(over: bytes, stream: &stream, chunkBytes: 256 * 1024, step: { deflate(&$0, flush) }) { status, _, stream in
+        let deflated = run(
+            over: bytes, stream: &stream, chunkBytes: 256 * 1024, feedBytes: feedBytes, step: { deflate(&$0, $1 ? Z_NO_FLUSH : flush) }
+        ) {
+            status, _, stream in
             if status == Z_STREAM_END { return true }
             precondition(status == Z_OK || status == Z_BUF_ERROR, "zlib's deflate failed: \(status)")
             // A sync flush is done once deflate leaves room in the chunk with nothing left to read.
             if !last, stream.avail_in == 0, stream.avail_out > 0 { return true }
             return nil
         }
-        let crc = bytes.withUnsafeBufferPointer { UInt32(crc32(0, $0.baseAddress, uInt($0.count))) }
+        let crc = bytes.withUnsafeBufferPointer { UInt32(crc32_z(0, $0.baseAddress, z_size_t($0.count))) }
         return Piece(deflated: deflated ?? [], crc: crc, count: bytes.count)
     }
 
@@ -82,13 +88,16 @@ package enum Zlib {
     }
 
     /// The bytes of a stream of `container`, or nil when it is not one or is cut short.
-    package static func decompress(_ bytes: [UInt8], _ container: Container) -> [UInt8]? {
+    package static func decompress(_ bytes: [UInt8], _ container: Container, feedBytes: Int = maxFeedBytes) -> [UInt8]? {
         var stream = z_stream()
         guard inflateInit2_(&stream, container.windowBits, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             return nil
         }
         defer { inflateEnd(&stream) }
-        return run(over: bytes, stream: &stream, chunkBytes: 64 * 1024, step: { inflate(&$0, Z_NO_FLUSH) }) { status, produced, stream in
+        return run(
+            over: bytes, stream: &stream, chunkBytes: 64 * 1024, feedBytes: feedBytes, step: { stream, _ in inflate(&stream, Z_NO_FLUSH) }
+        ) {
+            status, produced, stream in
             if status == Z_STREAM_END { return true }
             if status != Z_OK { return false }
             if stream.avail_in == 0 && produced == 0 { return false }  // truncated
@@ -96,26 +105,44 @@ package enum Zlib {
         }
     }
 
-    /// Feeds `bytes` to `step` (deflate or inflate) and collects what it writes, a chunk at a
-    /// time, until `verdict` says the stream ended (true: the bytes written), failed (false: nil)
-    /// or goes on (nil).
+    /// The most zlib is given at once: its counts of bytes to read are 32 bits (a page of a
+    /// million series is larger: 4.9 GB of text).
+    package static let maxFeedBytes = Int(UInt32.max)
+
+    /// Feeds `bytes` to `step` (deflate or inflate), `feedBytes` at most at a time, and collects
+    /// what it writes, a chunk at a time, until `verdict` says the stream ended (true: the bytes
+    /// written), failed (false: nil) or goes on (nil). `step` is told whether more input follows
+    /// what zlib holds (deflate flushes only with the last of it); `verdict` sees the stream
+    /// after zlib was given more, so `avail_in` is 0 only once every byte was read.
     private static func run(
-        over bytes: [UInt8], stream: inout z_stream, chunkBytes: Int, step: (inout z_stream) -> Int32,
+        over bytes: [UInt8], stream: inout z_stream, chunkBytes: Int, feedBytes: Int, step: (inout z_stream, _ more: Bool) -> Int32,
         verdict: (_ status: Int32, _ produced: Int, _ stream: z_stream) -> Bool?
     ) -> [UInt8]? {
+        precondition(feedBytes > 0 && feedBytes <= maxFeedBytes, "zlib reads 1 to 2^32 - 1 bytes at a time")
         var result: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: chunkBytes)
         return bytes.withUnsafeBufferPointer { input -> [UInt8]? in
+            var fed = 0
+            func feed() {
+                guard stream.avail_in == 0, fed < input.count, let base = input.baseAddress else { return }
+                let count = min(input.count - fed, feedBytes)
+                stream.next_in = UnsafeMutablePointer(mutating: base + fed)
+                stream.avail_in = uInt(count)
+                fed += count
+            }
             stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress)
-            stream.avail_in = uInt(input.count)
+            stream.avail_in = 0
+            feed()
             while true {
+                let more = fed < input.count
                 let (status, produced) = chunk.withUnsafeMutableBufferPointer { out -> (Int32, Int) in
                     stream.next_out = out.baseAddress
                     stream.avail_out = uInt(out.count)
-                    let status = step(&stream)
+                    let status = step(&stream, more)
                     return (status, out.count - Int(stream.avail_out))
                 }
                 result += chunk[..<produced]
+                feed()
                 if let ended = verdict(status, produced, stream) { return ended ? result : nil }
             }
         }

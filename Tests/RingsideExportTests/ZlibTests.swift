@@ -31,6 +31,25 @@ struct ZlibTests {
         #expect(Zlib.decompress(wrongCRC, .gzip) == nil)
     }
 
+    @Test(
+        "input given to zlib a part at a time (its counts are 32 bits: a page of a million series is larger) deflates and inflates to the same bytes"
+    )
+    func fedInParts() {
+        let line = Array("wide_seconds_bucket{series=\"1\",pad=\"xxxxxxxxxxxx\",le=\"0.0001\"} 1\n".utf8)
+        let page = (0..<5_000).flatMap { index in line + Array(String(index).utf8) }
+        for feedBytes in [1, 7, 4_096, page.count - 1] {
+            #expect(Zlib.compress(page, .gzip, feedBytes: feedBytes) == Zlib.compress(page, .gzip), "\(feedBytes)")
+            let whole = Zlib.compress(page, .zlib)
+            #expect(Zlib.decompress(whole, .zlib, feedBytes: feedBytes) == page, "\(feedBytes)")
+            let halves = [Array(page[..<40_000]), Array(page[40_000...])]
+            let pieces = halves.indices.map { Zlib.piece(halves[$0], last: $0 == 1, feedBytes: feedBytes) }
+            #expect(Zlib.decompress(Array(Zlib.gzipMember(pieces).joined()), .gzip) == page, "\(feedBytes)")
+            #expect(pieces.map(\.crc) == halves.map { Zlib.piece($0, last: false).crc })
+        }
+        // Truncated, read a part at a time: still refused.
+        #expect(Zlib.decompress(Array(Zlib.compress(page, .gzip).dropLast(4)), .gzip, feedBytes: 100) == nil)
+    }
+
     @Test("a damaged or truncated stream is refused, not misread")
     func damaged() {
         let compressed = Zlib.compress(Array(repeating: 7, count: 10_000), .gzip)
