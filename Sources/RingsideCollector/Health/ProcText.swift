@@ -1,8 +1,8 @@
 // The text of `/proc` files, parsed: the fields of `stat`, the three numbers of `schedstat`, the
 // context switch lines of `status` (proc(5)). Pure functions of bytes, so that what another
 // process's files say (cut short, garbage, a name full of parentheses) is tested without one; no
-// input makes them trap, and anything unexpected is nil. A parser sits in an extension of its type,
-// which so keeps the memberwise initializer.
+// input makes them trap, and anything unexpected is nil. Each parser is an initializer in an
+// extension of its type, so that the type keeps its memberwise initializer.
 
 /// The fields of a `/proc/PID/stat` or `/proc/PID/task/TID/stat` line.
 struct ProcStat {

@@ -49,9 +49,8 @@ fn counter_total(file: &RingFile, metric: u32) -> u64 {
     (0..file.lanes_allocated()).map(|lane| file.lane_cell(lane, metric)).sum::<u64>() + file.metric_cell(metric).2
 }
 
-/// The format version the Python package at `module` reads and writes (its pure backend's
-/// FORMAT_VERSION), if it can be imported.
-/// The format versions tools/python reads and writes (`FORMAT_VERSION_MIN..=FORMAT_VERSION`).
+/// The format versions the Python package at `module` reads and writes (its pure backend's
+/// `FORMAT_VERSION_MIN..=FORMAT_VERSION`), if it can be imported.
 fn python_format_versions(module: &Path) -> Option<std::ops::RangeInclusive<u32>> {
     let script = format!(
         "import sys; sys.path.insert(0, {:?})\nfrom ringside import _pure\nprint(_pure.FORMAT_VERSION_MIN, _pure.FORMAT_VERSION)",
