@@ -6,16 +6,34 @@
 /// between `w` and `w` plus one slice: with the standard layout and 4 slices, the 1 s window
 /// covers 1.00-1.25 s, the 5 s window 5.00-6.25 s and the 1 min window 60-75 s, and a value leaves
 /// each window that long after it was recorded. Rates divide by the span actually covered.
+///
+/// Every series of a collector keeps the same layout: its figures are held once, and a series
+/// holds one reference to them (8 bytes, not four arrays' worth).
 package struct WindowLayout: Sendable, Hashable {
+    private final class Figures: Sendable {
+        let windowNanos: [UInt64]
+        let slicesPerWindow: Int
+        let sliceNanos: [UInt64]
+        let tickNanos: UInt64
+
+        init(windowNanos: [UInt64], slicesPerWindow: Int, sliceNanos: [UInt64], tickNanos: UInt64) {
+            (self.windowNanos, self.slicesPerWindow, self.sliceNanos, self.tickNanos) = (
+                windowNanos, slicesPerWindow, sliceNanos, tickNanos
+            )
+        }
+    }
+
+    private let figures: Figures
+
     /// Each window's nominal length in nanoseconds, in the order snapshots are asked for.
-    package let windowNanos: [UInt64]
+    package var windowNanos: [UInt64] { figures.windowNanos }
     /// How many slices make up a window: the sliding granularity is the window over this.
-    package let slicesPerWindow: Int
+    package var slicesPerWindow: Int { figures.slicesPerWindow }
     /// Each window's slice length in nanoseconds.
-    package let sliceNanos: [UInt64]
+    package var sliceNanos: [UInt64] { figures.sliceNanos }
     /// The greatest common divisor of the slice lengths: recent records gather in one slice of
     /// this length before being folded into every window at once.
-    package let tickNanos: UInt64
+    package var tickNanos: UInt64 { figures.tickNanos }
 
     /// 1 s, 5 s and 1 min windows sliding in quarters (250 ms, 1.25 s and 15 s).
     package static let standard = WindowLayout(
@@ -29,10 +47,19 @@ package struct WindowLayout: Sendable, Hashable {
         precondition(
             windowNanos.allSatisfy { $0 > 0 && $0 % slices == 0 },
             "WindowLayout: every window must be a non-zero multiple of \(slicesPerWindow) ns")
-        self.windowNanos = windowNanos
-        self.slicesPerWindow = slicesPerWindow
-        self.sliceNanos = windowNanos.map { $0 / slices }
-        self.tickNanos = sliceNanos.dropFirst().reduce(sliceNanos[0], Self.greatestCommonDivisor)
+        let sliceNanos = windowNanos.map { $0 / slices }
+        figures = Figures(
+            windowNanos: windowNanos, slicesPerWindow: slicesPerWindow, sliceNanos: sliceNanos,
+            tickNanos: sliceNanos.dropFirst().reduce(sliceNanos[0], Self.greatestCommonDivisor))
+    }
+
+    package static func == (lhs: WindowLayout, rhs: WindowLayout) -> Bool {
+        lhs.figures === rhs.figures || (lhs.windowNanos == rhs.windowNanos && lhs.slicesPerWindow == rhs.slicesPerWindow)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(windowNanos)
+        hasher.combine(slicesPerWindow)
     }
 
     /// The index of the window `nanos` long, if the layout has one.
@@ -60,54 +87,41 @@ extension WindowSlice {
     package mutating func resetHead() { reset() }
 }
 
-/// A ring of slices for one window, reused in place: a slot is claimed by the newest slice that
-/// maps to it, so rotation is a reset when a slot is first written, never a pass over the ring.
-struct SliceRing<Slice: WindowSlice>: Sendable {
-    let sliceNanos: UInt64
-    /// The slice id (`time / sliceNanos`) each slot holds, `UInt64.max` for a slot never used.
-    var ids: [UInt64]
-    var slices: [Slice]
-
-    init(sliceNanos: UInt64, slots: Int) {
-        self.sliceNanos = sliceNanos
-        ids = [UInt64](repeating: .max, count: slots)
-        slices = (0..<slots).map { _ in Slice() }
-    }
-
-    /// Applies `body` to slice `id`, claiming its slot if it holds an older slice; a slice too old
-    /// for the ring (its slot holds a newer one) is dropped.
-    mutating func update(sliceID id: UInt64, _ body: (inout Slice) -> Void) {
-        let slot = Int(id % UInt64(ids.count))
-        if ids[slot] != id {
-            // An older occupant is at least a ring's length older, so no live window still needs it.
-            guard ids[slot] == .max || ids[slot] < id else { return }
-            ids[slot] = id
-            slices[slot].reset()
-        }
-        body(&slices[slot])
-    }
-
-    /// Calls `body` with every slice whose id is at least `firstID`.
-    func forEach(fromSliceID firstID: UInt64, _ body: (Slice) -> Void) {
-        for slot in ids.indices where ids[slot] != .max && ids[slot] >= firstID {
-            body(slices[slot])
-        }
-    }
-}
-
 /// The slicing and rotation shared by windowed histograms, counters and gauges.
 ///
 /// Records in the newest tick (``WindowLayout/tickNanos``) go to one `head` slice: the hot path
 /// is two comparisons and the caller's update. When a newer tick arrives, the head is merged into
-/// each window's ring and into the all-time slice, then reused. A late record (older than the
-/// head) goes straight into each ring whose slice for it is still held, and always into the
-/// all-time slice. Memory is fixed by the layout: one head, one all-time slice and
-/// `slicesPerWindow + 1` slices per window.
+/// each window's slice for it and into the all-time slice, then reused. A late record (older than
+/// the head) goes straight into each window's slice for it while that slice is still held, and
+/// always into the all-time slice.
+///
+/// Each window is a ring of `slicesPerWindow + 1` places reused in place: a place is claimed by
+/// the newest slice that maps to it (`id % (slicesPerWindow + 1)`), so rotation is a reset when a
+/// place is first written, never a pass over the ring. The places in use, of every window, are
+/// one short list (``Slot``), made as ticks are folded: a series that recorded in one tick holds
+/// three slices, not fifteen. The list is let go once every slice in it has left every window
+/// (``advance(toNanos:)``): a series that records nothing for the longest window and a slice
+/// (75 s with the standard layout) holds its all-time slice alone, and its head and windows cost
+/// it no heap memory.
 @usableFromInline
 struct SlidingWindows<Slice: WindowSlice>: Sendable {
+    /// A window's slice in use: which window, its id (`time / sliceNanos`), its figures.
+    struct Slot: Sendable {
+        var window: Int
+        var id: UInt64
+        var slice: Slice
+    }
+
     let layout: WindowLayout
-    var rings: [SliceRing<Slice>]
-    /// The newest tick's records, not yet in `rings` or `allTimeBeforeHead`.
+    /// The windows' slices in use, at most `slicesPerWindow + 1` a window, in no order.
+    var slots: [Slot] = []
+    /// Where each place's slice is in `slots`, 4 bits a place (place `window * (slicesPerWindow
+    /// + 1) + id % (slicesPerWindow + 1)`): its index + 1, 0 for none, when the layout has at
+    /// most 15 places (the standard one has 15); past that, `slots` is searched.
+    var placeIndex: UInt64 = 0
+    /// Whether `placeIndex` holds the places: the index of any of 15 places fits in 4 bits.
+    var indexesPlaces: Bool { layout.windowNanos.count * (layout.slicesPerWindow + 1) <= 15 }
+    /// The newest tick's records, not yet in the slots or `allTimeBeforeHead`.
     @usableFromInline var head = Slice()
     @usableFromInline var headStart: UInt64 = 1
     /// One past the head tick's last nanosecond; 0 until the first record (and after an advance),
@@ -122,7 +136,6 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
 
     init(layout: WindowLayout) {
         self.layout = layout
-        rings = layout.sliceNanos.map { SliceRing(sliceNanos: $0, slots: layout.slicesPerWindow + 1) }
     }
 
     /// Applies `body` to every slice that a record at `t` belongs to.
@@ -154,39 +167,80 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
             headIsEmpty = false
             body(&head)
         } else {
-            // A ring drops the record if the slot for its slice already holds a newer slice.
-            for index in rings.indices {
-                rings[index].update(sliceID: t / rings[index].sliceNanos, body)
+            // A window drops the record if the place for its slice already holds a newer slice.
+            let sliceNanos = layout.sliceNanos
+            for window in sliceNanos.indices {
+                updateSlot(window: window, sliceID: t / sliceNanos[window], body)
             }
             body(&allTimeBeforeHead)
         }
     }
 
-    /// Moves the head's records into every ring and the all-time slice, then empties it.
+    /// Applies `body` to window `window`'s slice `id`, claiming its place if an older slice holds
+    /// it; a slice too old for the ring (its place holds a newer one) is dropped.
+    private mutating func updateSlot(window: Int, sliceID id: UInt64, _ body: (inout Slice) -> Void) {
+        let places = UInt64(layout.slicesPerWindow + 1)
+        let place = window * Int(places) + Int(id % places)
+        guard let index = slotIndex(ofPlace: place, window: window, places: places) else {
+            slots.append(Slot(window: window, id: id, slice: Slice()))
+            if indexesPlaces { placeIndex |= UInt64(slots.count) << (4 * UInt64(place)) }
+            body(&slots[slots.count - 1].slice)
+            return
+        }
+        if slots[index].id != id {
+            // An older occupant is at least a ring's length older, so no live window still needs it.
+            guard slots[index].id < id else { return }
+            slots[index].id = id
+            slots[index].slice.reset()
+        }
+        body(&slots[index].slice)
+    }
+
+    /// The index in `slots` of the slice at `place` (of window `window`, `places` a window), if any.
+    private func slotIndex(ofPlace place: Int, window: Int, places: UInt64) -> Int? {
+        if indexesPlaces {
+            let stored = Int((placeIndex >> (4 * UInt64(place))) & 0xF)
+            return stored == 0 ? nil : stored - 1
+        }
+        return slots.firstIndex { $0.window == window && window * Int(places) + Int($0.id % places) == place }
+    }
+
+    /// Moves the head's records into every window and the all-time slice, then empties it.
     mutating func foldHead() {
         guard !headIsEmpty else { return }
-        Self.merge(head, startingAt: headStart, into: &rings)
+        do {
+            // A copy of `head` (a reference to its counts, not their copy) for the closure, let
+            // go before the head is emptied in place.
+            let head = head
+            let sliceNanos = layout.sliceNanos
+            for window in sliceNanos.indices {
+                updateSlot(window: window, sliceID: headStart / sliceNanos[window]) { $0.merge(head) }
+            }
+        }
         allTimeBeforeHead.merge(head)
         head.resetHead()
         headIsEmpty = true
     }
 
-    /// Merges `head` into each ring's slice for `start`; static so `head` is borrowed while the
-    /// rings are mutated.
-    static func merge(_ head: Slice, startingAt start: UInt64, into rings: inout [SliceRing<Slice>]) {
-        for index in rings.indices {
-            rings[index].update(sliceID: start / rings[index].sliceNanos) { $0.merge(head) }
-        }
-    }
-
     /// Folds the head away once `now` has passed its tick, so reads need not merge it. The next
     /// record places the head at its own tick: records drained after a snapshot's advance but
     /// written before it (a backlog) then stay on the fast path, instead of each one going late
-    /// into every ring and the all-time slice.
-    mutating func advance(toNanos now: UInt64) {
-        guard headEnd != 0, now >= headEnd else { return }
-        foldHead()
-        headEnd = 0
+    /// into every window and the all-time slice. Lets the windows' slices and the head's storage
+    /// go once no window holds any of them at `now` (reads are at `now` or later).
+    /// - Returns: whether it let them go.
+    @discardableResult
+    mutating func advance(toNanos now: UInt64) -> Bool {
+        if headEnd != 0, now >= headEnd {
+            foldHead()
+            headEnd = 0
+        }
+        guard headEnd == 0, !slots.isEmpty, !slots.contains(where: { $0.id >= firstSliceID(window: $0.window, nowNanos: now) }) else {
+            return false
+        }
+        slots = []
+        placeIndex = 0
+        head = Slice()
+        return true
     }
 
     /// The first slice id window `window` holds at `now`.
@@ -199,7 +253,9 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// Merges the slices of window `window` at `now` into `result`.
     func merge(window: Int, nowNanos now: UInt64, into result: inout Slice) {
         let firstID = firstSliceID(window: window, nowNanos: now)
-        rings[window].forEach(fromSliceID: firstID) { result.merge($0) }
+        for slot in slots where slot.window == window && slot.id >= firstID {
+            result.merge(slot.slice)
+        }
         if !headIsEmpty && headStart / layout.sliceNanos[window] >= firstID {
             result.merge(head)
         }

@@ -43,8 +43,11 @@ package struct WindowedCounter: Sendable {
         windows.update(atNanos: t) { $0.sum += amount }
     }
 
-    /// Moves the current tick into the windows once `now` has passed it; reads are correct without.
-    package mutating func advance(toNanos now: UInt64) {
+    /// Moves the current tick into the windows once `now` has passed it (reads are correct
+    /// without), and lets the windows' slices go once none is in a window.
+    /// - Returns: whether it let them go.
+    @discardableResult
+    package mutating func advance(toNanos now: UInt64) -> Bool {
         windows.advance(toNanos: now)
     }
 
@@ -99,8 +102,11 @@ package struct WindowedGauge: Sendable {
         }
     }
 
-    /// Moves the current tick into the windows once `now` has passed it; reads are correct without.
-    package mutating func advance(toNanos now: UInt64) {
+    /// Moves the current tick into the windows once `now` has passed it (reads are correct
+    /// without), and lets the windows' slices go once none is in a window.
+    /// - Returns: whether it let them go.
+    @discardableResult
+    package mutating func advance(toNanos now: UInt64) -> Bool {
         windows.advance(toNanos: now)
     }
 

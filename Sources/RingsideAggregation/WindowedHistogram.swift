@@ -31,8 +31,9 @@ package protocol WindowedHistogramSlice: WindowSlice {
 /// of ``cumulative``.
 ///
 /// Memory: `windows * (slicesPerWindow + 1) + 2` histograms (17 with the standard layout), each
-/// as described in ``Histogram``; a slot keeps its capacity across rotations, so a series stays
-/// at the high-water mark of what its slices have needed. Measured over 3 minutes of lognormal
+/// as described in ``Histogram``; a slot keeps its capacity across rotations, so a busy series
+/// stays at the high-water mark of what its slices have needed, and an idle one (nothing in any
+/// window) holds its all-time histogram alone: its slices are let go. Measured over 3 minutes of lognormal
 /// latencies (sigma 1) with the standard layout: about 50 KiB per series at 10 records/s,
 /// 240 KiB at 100/s, 500 KiB at 1000/s, 0.85-1 MiB at 10,000/s and above (1.7 MiB for a spread
 /// 2.5 times wider); fewer windows or slices cut this proportionally.
@@ -75,8 +76,11 @@ package struct Windowed<Slice: WindowedHistogramSlice>: Sendable {
     }
 
     /// Moves the current tick's records into the windows once `now` has passed the tick, so that
-    /// reading ``cumulative`` does not copy; reads are correct without it.
-    package mutating func advance(toNanos now: UInt64) {
+    /// reading ``cumulative`` does not copy; reads are correct without it. Lets the windows'
+    /// slices go once none of them is in a window any more (see ``SlidingWindows``).
+    /// - Returns: whether it let them go (the series' memory fell).
+    @discardableResult
+    package mutating func advance(toNanos now: UInt64) -> Bool {
         windows.advance(toNanos: now)
     }
 
@@ -110,10 +114,6 @@ package struct Windowed<Slice: WindowedHistogramSlice>: Sendable {
 
     /// Heap bytes held by the series' histograms.
     package var allocatedBytes: Int {
-        var total = windows.head.allocatedBytes + windows.allTimeBeforeHead.allocatedBytes
-        for ring in windows.rings {
-            total += ring.slices.reduce(0) { $0 + $1.allocatedBytes }
-        }
-        return total
+        windows.slots.reduce(windows.head.allocatedBytes + windows.allTimeBeforeHead.allocatedBytes) { $0 + $1.slice.allocatedBytes }
     }
 }

@@ -107,6 +107,71 @@ struct WindowedHistogramTests {
         }
     }
 
+    @Test(
+        "an idle series lets its slices go once no window holds them, and reads as it did: bursts apart by idle spells",
+        arguments: [31, 32])
+    func idleSeriesLetsItsSlicesGo(seed: UInt64) {
+        var random = SeededRandom(seed: seed)
+        let layout = WindowLayout.standard
+        var series = WindowedHistogram(layout: layout)
+        var records: [(value: UInt64, t: UInt64)] = []
+        var clock = 10 * Self.second
+        for _ in 0..<6 {
+            // A burst of a few seconds, some records late, then a spell of 60 to 100 s without any.
+            for _ in 0..<2_000 {
+                clock += UInt64.random(in: 0...2_000_000, using: &random)
+                let late = UInt64.random(in: 0..<10, using: &random) == 0 ? UInt64.random(in: 0...500_000_000, using: &random) : 0
+                let value = random.lognormal(mu: 10, sigma: 1)
+                series.record(value, atNanos: clock - late)
+                records.append((value, clock - late))
+            }
+            let last = clock
+            clock += UInt64.random(in: 60...100, using: &random) * Self.second
+            var now = last
+            while now < clock {
+                now += Self.second / 2
+                let letGo = series.advance(toNanos: now)
+                // The 1 min window holds a slice 60 to 75 s: its last one goes by 76 s after the last record.
+                if letGo { #expect(now > last + 60 * Self.second && now <= last + 76 * Self.second) }
+                if now % (5 * Self.second) == 0 { expectSnapshotsMatch(series, records, layout: layout, now: now) }
+            }
+            if clock > last + 76 * Self.second {
+                // Idle: the all-time histogram alone holds memory.
+                #expect(series.windows.slots.isEmpty && series.windows.head.allocatedBytes == 0)
+                #expect(series.allocatedBytes == series.cumulative.allocatedBytes)
+            }
+            expectSnapshotsMatch(series, records, layout: layout, now: clock)
+        }
+        var all = Histogram()
+        records.forEach { all.record($0.value) }
+        #expect(series.cumulative == all)
+        #expect(series.coveredNanos(window: Self.oneMinute, nowNanos: clock) == 60 * Self.second + clock % (15 * Self.second))
+    }
+
+    @Test(
+        "a layout of more places than the index holds (4 windows of 5 places) reads as the definition says, late records and idle spells too"
+    )
+    func manyPlacesMatchBruteForce() {
+        var random = SeededRandom(seed: 33)
+        let layout = WindowLayout(windowNanos: [Self.second, 5 * Self.second, 20 * Self.second, 60 * Self.second])
+        var series = WindowedHistogram(layout: layout)
+        var records: [(value: UInt64, t: UInt64)] = []
+        var clock = 10 * Self.second
+        for index in 0..<5_000 {
+            clock += UInt64.random(in: 0...40_000_000, using: &random)
+            if index % 1_000 == 999 { clock += 90 * Self.second }  // idle: every slice let go
+            let t = clock - (UInt64.random(in: 0..<8, using: &random) == 0 ? UInt64.random(in: 0...2 * Self.second, using: &random) : 0)
+            let value = random.lognormal(mu: 9, sigma: 1)
+            series.record(value, atNanos: t)
+            records.append((value, t))
+            if index % 97 == 0 {
+                series.advance(toNanos: clock)
+                expectSnapshotsMatch(series, records, layout: layout, now: clock)
+            }
+        }
+        #expect(series.windows.slots.count <= 20)
+    }
+
     @Test("advancing the clock changes no snapshot")
     func advanceIsInvisibleToReads() {
         var random = SeededRandom(seed: 24)
@@ -158,7 +223,7 @@ struct WindowedHistogramTests {
         all.record(1_000)
         #expect(!series.windows.head.isSparse && series.windows.head.count == 1)
         #expect(series.windows.allTimeBeforeHead.isSparse && series.windows.allTimeBeforeHead.count == 600)
-        for ring in series.windows.rings { #expect(ring.slices.allSatisfy { $0.isSparse }) }
+        #expect(series.windows.slots.allSatisfy { $0.slice.isSparse })
         // Paged, it stays so (its capacity kept), as any histogram does.
         series.record(1_001, atNanos: start + 2 * tick)
         all.record(1_001)
