@@ -3,6 +3,7 @@
 #include "ringside_system.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -60,3 +61,5 @@ int rss_thread_slice(uint64_t *nanoseconds) {
 }
 
 #endif
+
+int rss_trim_heap(void) { return malloc_trim(0); }

@@ -27,71 +27,128 @@ package struct Snapshot: Sendable {
 }
 
 /// One series: a ring's metric with its labels.
+///
+/// Its figures are held once on the heap and shared by every copy, copied on write: a quiet
+/// series is in the snapshot being built, the one published and its bot's cache at once, and
+/// each holds 8 bytes of it, not the 300 of its figures. Read and write them as properties
+/// (`snapshot.cumulativeCount`): see ``Fields``.
+@dynamicMemberLookup
 package struct SeriesSnapshot: Sendable {
-    package var ring: String
-    package var metric: MetricDescriptor
-    /// Identifies the series across snapshots, for the whole life of the collector.
-    package var id: UInt64
-    /// Change when the window statistics (`version`) or the whole-series figures
-    /// (`wholeVersion`: the all-time histogram, totals, last value) change, so an exporter may reuse
-    /// what it rendered for either part.
-    package var version: UInt64 = 0
-    package var wholeVersion: UInt64 = 0
-    /// One entry per window (the snapshot's `windowNanos`).
-    package var windows: [WindowStats]
+    /// A series' figures, as plain values.
+    package struct Fields: Sendable {
+        package var ring: String
+        package var metric: MetricDescriptor
+        /// Identifies the series across snapshots, for the whole life of the collector.
+        package var id: UInt64
+        /// Change when the window statistics (`version`) or the whole-series figures
+        /// (`wholeVersion`: the all-time histogram, totals, last value) change, so an exporter may reuse
+        /// what it rendered for either part.
+        package var version: UInt64 = 0
+        package var wholeVersion: UInt64 = 0
+        /// One entry per window (the snapshot's `windowNanos`).
+        package var windows: [WindowStats]
+        /// Histograms of unsigned values: `cumulative` with its buckets, kept from snapshot to
+        /// snapshot while the series is unchanged.
+        package fileprivate(set) var allTime: AllTimeHistogram<Histogram>?
+        /// Signed histograms: `signedCumulative` with its buckets.
+        package fileprivate(set) var signedAllTime: AllTimeHistogram<SignedHistogram>?
+        /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
+        package var cumulativeCount: UInt64 = 0
+        package var cumulativeSum: Double = 0
+        /// The same sum exactly, in steps, for histograms of unsigned values and counters: a `Double`
+        /// is not exact past 2^53, and a busy series passes that in days.
+        package var cumulativeExactSum: UInt128 = 0
+        /// Signed histograms: the sum exactly, in steps (`cumulativeExactSum` is 0 for them).
+        package var cumulativeSignedSum: Int128 = 0
+        /// Gauges: the last value set, if any.
+        package var lastValue: Double?
+        /// Histograms and gauges: records of this series dropped (full lanes, or threads without one).
+        package var droppedRecords: UInt64 = 0
+        /// Histograms: the dropped records' values, their sum (modulo 2^64: unsigned, or read as an
+        /// int64 for a signed histogram) and the largest (0 when none dropped): what a full lane hid
+        /// from the windows.
+        package var droppedSum: Int128 = 0, droppedMax: Int128 = 0
+        /// Histograms: the largest value ever recorded, exact (gathered calls included).
+        package var cumulativeMax: Int128 = 0
+        /// Histograms: calls gathered rather than written while a lane filled (SAMPLING in
+        /// ringside.h), since this collector started: counted in `cumulativeCount`, their sum in the
+        /// sum and their largest in the maximum, exactly; their buckets from the records beside them.
+        package var sampledRecords: UInt64 = 0
+        /// Histograms and counters: values its producers clamped to what the metric holds, or did not
+        /// record (a NaN), as VALUES in ringside.h says: counted, never wrapped.
+        package var clampedValues: UInt64 = 0
+        /// The operator's switches over the bot's live files (CONTROL in ringside.h): off, the bot off,
+        /// a histogram sampled 1 in 2^n (the low five bits) on top of its registered 1 in N.
+        package var control: UInt32 = 0
+        /// Histograms: the latest exemplar of each bucket that had one (at most 64), by value.
+        package var bucketExemplars: [KeptExemplar] = []
+    }
+
+    /// The figures, shared until one copy writes them (`@unchecked`: only a copy that holds them
+    /// alone writes them).
+    @usableFromInline
+    final class Storage: @unchecked Sendable {
+        @usableFromInline var fields: Fields
+
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    @usableFromInline var storage: Storage
 
     package init(ring: String, metric: MetricDescriptor, id: UInt64, windows: [WindowStats]) {
-        self.ring = ring
-        self.metric = metric
-        self.id = id
-        self.windows = windows
+        storage = Storage(Fields(ring: ring, metric: metric, id: id, windows: windows))
     }
+
+    /// A figure of the series.
+    @inlinable
+    package subscript<Value>(dynamicMember path: KeyPath<Fields, Value>) -> Value {
+        storage.fields[keyPath: path]
+    }
+
+    /// A figure of the series, written in this copy alone.
+    @inlinable
+    package subscript<Value>(dynamicMember path: WritableKeyPath<Fields, Value>) -> Value {
+        get { storage.fields[keyPath: path] }
+        set {
+            makeUnique()
+            storage.fields[keyPath: path] = newValue
+        }
+    }
+
+    /// Writes several figures at once, in this copy alone.
+    package mutating func update<Result>(_ body: (inout Fields) throws -> Result) rethrows -> Result {
+        makeUnique()
+        return try body(&storage.fields)
+    }
+
+    /// Gives this copy figures of its own before it writes them.
+    @usableFromInline
+    mutating func makeUnique() {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+    }
+
+    /// Whether two copies share their figures (so nothing changed between them).
+    package func sharesFigures(with other: SeriesSnapshot) -> Bool { storage === other.storage }
 
     /// Histograms of unsigned values: every value recorded, all time (shared with the series until
     /// it changes); the exporters compute their buckets from it when they render (see `ExportBuckets`).
     package var cumulative: Histogram? {
-        get { allTime?.histogram }
-        set { allTime = newValue.map(AllTimeHistogram.init) }
+        get { storage.fields.allTime?.histogram }
+        set {
+            makeUnique()
+            storage.fields.allTime = newValue.map(AllTimeHistogram.init)
+        }
     }
-    /// `cumulative` with its buckets, kept from snapshot to snapshot while the series is unchanged.
-    package private(set) var allTime: AllTimeHistogram<Histogram>?
+
     /// Signed histograms (`metric.isSigned`): every value recorded, all time, as `cumulative` is
     /// for the others (which is nil for them).
     package var signedCumulative: SignedHistogram? {
-        get { signedAllTime?.histogram }
-        set { signedAllTime = newValue.map(AllTimeHistogram.init) }
+        get { storage.fields.signedAllTime?.histogram }
+        set {
+            makeUnique()
+            storage.fields.signedAllTime = newValue.map(AllTimeHistogram.init)
+        }
     }
-    package private(set) var signedAllTime: AllTimeHistogram<SignedHistogram>?
-    /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
-    package var cumulativeCount: UInt64 = 0
-    package var cumulativeSum: Double = 0
-    /// The same sum exactly, in steps, for histograms of unsigned values and counters: a `Double`
-    /// is not exact past 2^53, and a busy series passes that in days.
-    package var cumulativeExactSum: UInt128 = 0
-    /// Signed histograms: the sum exactly, in steps (`cumulativeExactSum` is 0 for them).
-    package var cumulativeSignedSum: Int128 = 0
-    /// Gauges: the last value set, if any.
-    package var lastValue: Double?
-    /// Histograms and gauges: records of this series dropped (full lanes, or threads without one).
-    package var droppedRecords: UInt64 = 0
-    /// Histograms: the dropped records' values, their sum (modulo 2^64: unsigned, or read as an
-    /// int64 for a signed histogram) and the largest (0 when none dropped): what a full lane hid
-    /// from the windows.
-    package var droppedSum: Int128 = 0, droppedMax: Int128 = 0
-    /// Histograms: the largest value ever recorded, exact (gathered calls included).
-    package var cumulativeMax: Int128 = 0
-    /// Histograms: calls gathered rather than written while a lane filled (SAMPLING in
-    /// ringside.h), since this collector started: counted in `cumulativeCount`, their sum in the
-    /// sum and their largest in the maximum, exactly; their buckets from the records beside them.
-    package var sampledRecords: UInt64 = 0
-    /// Histograms and counters: values its producers clamped to what the metric holds, or did not
-    /// record (a NaN), as VALUES in ringside.h says: counted, never wrapped.
-    package var clampedValues: UInt64 = 0
-    /// The operator's switches over the bot's live files (CONTROL in ringside.h): off, the bot off,
-    /// a histogram sampled 1 in 2^n (the low five bits) on top of its registered 1 in N.
-    package var control: UInt32 = 0
-    /// Histograms: the latest exemplar of each bucket that had one (at most 64), by value.
-    package var bucketExemplars: [KeptExemplar] = []
 }
 
 /// A series' statistics over one window.

@@ -284,6 +284,13 @@ package enum System {
         while Glibc.nanosleep(&request, &remaining) != 0 && Glibc.errno == EINTR { request = remaining }
     }
 
+    /// Gives the kernel back the heap's free pages (its arenas' whole free pages, at any place in
+    /// the heap, not only at its top): memory freed in bulk (the windows of thousands of series
+    /// gone idle) otherwise stays in the process's resident set. Returns whether any was given
+    /// back. The corresponding C function is `malloc_trim`.
+    @discardableResult
+    package static func trimHeap() -> Bool { rss_trim_heap() == 1 }
+
     /// A new inotify instance (`IN_NONBLOCK | IN_CLOEXEC` in `flags`). The corresponding C
     /// function is `inotify_init1`.
     package static func inotifyInit1(_ flags: Int32) throws(Errno) -> Int32 {

@@ -2,9 +2,10 @@
  * ringside_system.h: the system calls RingsideSystem needs that Swift cannot make itself.
  *
  * This module exists for one reason: Swift's Glibc module leaves out what glibc declares only as
- * a variadic function (syscall), or not at all (sched_setattr, before glibc 2.41). Each
- * function here makes one such call for the calling thread and returns 0 or an errno, never
- * -1 with errno set. Nothing else belongs here: every other call is Swift's, in RingsideSystem.
+ * a variadic function (syscall), not at all (sched_setattr, before glibc 2.41), or in a header
+ * the module does not take (malloc.h). Each function here makes one such call and returns 0 or
+ * an errno, never -1 with errno set. Nothing else belongs here: every other call is Swift's, in
+ * RingsideSystem.
  */
 #ifndef RINGSIDE_SYSTEM_H
 #define RINGSIDE_SYSTEM_H
@@ -29,6 +30,12 @@ int rss_set_thread_slice(uint64_t nanoseconds);
  * default), in `*nanoseconds`. Returns 0, or the errno.
  */
 int rss_thread_slice(uint64_t *nanoseconds);
+
+/**
+ * Gives the kernel back the heap's whole free pages, in every arena (`malloc_trim(0)`).
+ * Returns 1 when some memory was given back, else 0 (as `malloc_trim`; it sets no errno).
+ */
+int rss_trim_heap(void);
 
 #ifdef __cplusplus
 }

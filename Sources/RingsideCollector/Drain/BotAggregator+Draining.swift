@@ -196,8 +196,8 @@ extension BotAggregator {
         let exemplar = KeptExemplar(
             value: value, timeNanos: timeNanos, wallTimeNanos: wall, labels: labels, pid: sources[source].pid,
             threadID: thread.id, threadName: thread.name)
-        if tables.histograms[slot].exemplars == nil { tables.histograms[slot].exemplars = WindowedExemplars(layout: layout) }
-        tables.histograms[slot].exemplars?.record(exemplar, bucket: bucket)
+        if tables.histograms[slot].exemplars == nil { tables.histograms[slot].exemplars = Indirect(WindowedExemplars(layout: layout)) }
+        tables.histograms[slot].exemplars?.value.record(exemplar, bucket: bucket)
     }
 
     /// Takes in source `source`'s cells. A counter's growth since the source's last sample is

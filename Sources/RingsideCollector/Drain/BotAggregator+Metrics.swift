@@ -64,17 +64,17 @@ extension BotAggregator {
             case .histogram where metric.isSigned:
                 route = Route(
                     kind: metric.kind.rawValue, slot: tables.signedHistograms.count, weight: UInt64(metric.sampleEvery), isSigned: true)
-                tables.signedHistograms.append(Series(metric: metric, windows: WindowedSignedHistogram(layout: layout)))
+                tables.signedHistograms.append(Series(ring: ring, metric: metric, windows: WindowedSignedHistogram(layout: layout)))
             case .histogram:
                 route = Route(kind: metric.kind.rawValue, slot: tables.histograms.count, weight: UInt64(metric.sampleEvery))
-                tables.histograms.append(Series(metric: metric, windows: WindowedHistogram(layout: layout)))
+                tables.histograms.append(Series(ring: ring, metric: metric, windows: WindowedHistogram(layout: layout)))
             case .counter:
                 route = Route(kind: metric.kind.rawValue, slot: tables.counters.count, weight: 1)
-                tables.counters.append(Series(metric: metric, windows: WindowedCounter(layout: layout)))
+                tables.counters.append(Series(ring: ring, metric: metric, windows: WindowedCounter(layout: layout)))
             case .gauge:
                 route = Route(kind: metric.kind.rawValue, slot: tables.gauges.count, weight: 1)
                 let owner = metric.gaugeMerge == .perWorker ? source : nil
-                tables.gauges.append(Series(metric: metric, owner: owner, windows: WindowedGauge(layout: layout)))
+                tables.gauges.append(Series(ring: ring, metric: metric, owner: owner, windows: WindowedGauge(layout: layout)))
             }
             slots[key] = route
             sources[source].routes.append(route)

@@ -64,7 +64,6 @@ extension BotAggregator {
     }
 
     struct Series<Windows> {
-        let metric: MetricDescriptor
         /// A per-worker gauge's source: the series goes when it does.
         var owner: Int?
         /// Gauges merged by sum, max or min: each source's last recorded value, whose merge the
@@ -73,32 +72,46 @@ extension BotAggregator {
         var windows: Windows
         /// Records arrived since the last snapshot of this series.
         var touched = true
-        /// The last snapshot; a window of it is reused until records arrive or its slice rotates.
-        var cached: SeriesSnapshot?
-        /// Per window, the slice (`now / sliceNanos`) its cached statistics were computed in.
-        var computedSlices: [UInt64] = []
+        /// The last snapshot (its metric the series' own, and before the first snapshot its id 0);
+        /// a window of it is reused until records arrive or its slice rotates.
+        var cached: SeriesSnapshot
+        /// When its cached statistics were computed (`UInt64.max`: never, nor the rest of its
+        /// snapshot): every window's were computed in that time's slice (`now / sliceNanos`).
+        var computedNanos: UInt64 = .max
         /// The cells merged over the sources: a counter's exact total, a gauge's last value, drops.
         var cells = MetricCells(total: 0, dropped: 0, lastValue: nil)
         /// Each source's cells (by source index), and what removed sources left: their totals
         /// and drops, and the last value one of them set (and when).
         var sourceCells: [SourceCells?] = []
-        var folded = SourceCells(MetricCells(), after: nil, changedNanos: 0)
+        var folded = BotAggregator.nothingFolded
         /// Histograms: the bytes their counts held when last measured.
         var countsBytes = 0
         /// Histograms: the exemplars kept, from the first one recorded.
-        var exemplars: WindowedExemplars?
+        var exemplars: Indirect<WindowedExemplars>?
         /// Histograms: calls gathered rather than written while a lane filled, since this
         /// collector started (counted, summed and placed all the same: SAMPLING in ringside.h).
         var sampled: UInt64 = 0
         /// A total of it reached its ceiling (see `noteSaturation`): counted once.
         var saturated = false
 
+        /// A series of bot `ring`'s metric `metric`, nothing recorded yet.
+        init(ring: String, metric: MetricDescriptor, owner: Int? = nil, windows: Windows) {
+            cached = SeriesSnapshot(ring: ring, metric: metric, id: 0, windows: [])
+            self.owner = owner
+            self.windows = windows
+        }
+
+        /// Its metric: kept once, in its snapshot.
+        var metric: MetricDescriptor { cached.metric }
+
         /// Keeps `sampled`, source `source`'s cells as just read, and merges.
         /// - Returns: how much the source's total grew, and whether the merged cells changed.
         mutating func takeCells(_ sampled: MetricCells, from source: Int, nowNanos now: UInt64) -> (growth: UInt64, changed: Bool) {
             if sourceCells.count <= source { sourceCells += Array(repeating: nil, count: source + 1 - sourceCells.count) }
             let before = sourceCells[source]
-            guard sampled != before?.cells else { return (0, false) }
+            // Cells that stay as they start (nothing counted, dropped or set) are not kept: most
+            // histograms' never move, and an idle series holds no copy of them.
+            guard sampled != before?.cells, before != nil || sampled != MetricCells() else { return (0, false) }
             // A gauge that was never set is not newer than one that was.
             let changedNanos = before == nil && sampled.lastValue == nil ? 0 : now
             let taken = SourceCells(sampled, after: before, changedNanos: changedNanos)
@@ -109,11 +122,11 @@ extension BotAggregator {
         /// Folds source `source`'s cells into what removed sources left: the merged cells stay.
         mutating func removeSource(_ source: Int) {
             guard source < sourceCells.count, let gone = sourceCells[source] else { return }
-            folded.cells = Self.folding(gone, into: folded.cells)
-            folded.cells.control = 0  // the switches are the live files' only
-            if gone.cells.lastValue != nil, gone.changedNanos >= folded.changedNanos {
-                folded.cells.lastValue = gone.cells.lastValue
-                folded.changedNanos = gone.changedNanos
+            folded.value.cells = Self.folding(gone, into: folded.value.cells)
+            folded.value.cells.control = 0  // the switches are the live files' only
+            if gone.cells.lastValue != nil, gone.changedNanos >= folded.value.changedNanos {
+                folded.value.cells.lastValue = gone.cells.lastValue
+                folded.value.changedNanos = gone.changedNanos
             }
             sourceCells[source] = nil
             if source < recordedValues.count { recordedValues[source] = nil }
@@ -138,8 +151,8 @@ extension BotAggregator {
         /// Takes what removed sources left before this collector started (see `CollectorState`):
         /// added to what this run folded already (nothing, as a rule), saturating.
         mutating func takeFolded(_ seed: MetricCells) {
-            folded.cells.total = folded.cells.total.saturatingAdd(seed.total)
-            folded.cells.dropped = folded.cells.dropped.saturatingAdd(seed.dropped)
+            folded.value.cells.total = folded.value.cells.total.saturatingAdd(seed.total)
+            folded.value.cells.dropped = folded.value.cells.dropped.saturatingAdd(seed.dropped)
             _ = merge()
         }
 
@@ -148,15 +161,15 @@ extension BotAggregator {
         func foldedEntry(folding source: Int) -> CollectorState.Entry? {
             guard source < sourceCells.count, let live = sourceCells[source], live.counted.total > 0 || live.counted.dropped > 0
             else { return nil }
-            let cells = Self.folding(live, into: folded.cells)
+            let cells = Self.folding(live, into: folded.value.cells)
             return CollectorState.Entry(metric: metric.name, labels: metric.encodedLabels, total: cells.total, dropped: cells.dropped)
         }
 
         /// The merged cells: sums, and a gauge's value by its policy: the value set last (the
         /// source seen to change it latest), or the sum, max or min of the live sources' values.
         private mutating func merge() -> Bool {
-            var merged = folded.cells
-            var latest = folded.changedNanos
+            var merged = folded.value.cells
+            var latest = folded.value.changedNanos
             for case let source? in sourceCells {
                 merged = Self.folding(source, into: merged)
                 if let value = source.cells.lastValue, merged.lastValue == nil || source.changedNanos > latest {
@@ -173,6 +186,9 @@ extension BotAggregator {
             return changed
         }
     }
+
+    /// What a series starts with of gone sources: nothing, shared by every series until one folds a source.
+    static let nothingFolded = Indirect(SourceCells(MetricCells(), after: nil, changedNanos: 0))
 
     /// The series a bot holds and the memory they are charged (see `SeriesCost`); also what
     /// the caps leave it room for.

@@ -5,15 +5,31 @@ import RingsideAggregation
 
 extension BotAggregator {
 
-    /// Moves every series' current tick into its windows once `now` has passed it.
+    /// Moves every series' current tick into its windows once `now` has passed it, and counts
+    /// the series whose slices it let go, every window empty (a histogram's counts are measured
+    /// again then).
     private mutating func advance(toNanos now: UInt64) {
+        var letGo = 0
         for index in tables.histograms.indices {
-            tables.histograms[index].windows.advance(toNanos: now)
-            tables.histograms[index].exemplars?.advance(toNanos: now)
+            if tables.histograms[index].windows.advance(toNanos: now) {
+                memory.counts += tables.histograms[index].measureCounts { $0.allocatedBytes }
+                letGo += 1
+            }
+            tables.histograms[index].exemplars?.value.advance(toNanos: now)
         }
-        for index in tables.signedHistograms.indices { tables.signedHistograms[index].windows.advance(toNanos: now) }
-        for index in tables.counters.indices { tables.counters[index].windows.advance(toNanos: now) }
-        for index in tables.gauges.indices { tables.gauges[index].windows.advance(toNanos: now) }
+        for index in tables.signedHistograms.indices where tables.signedHistograms[index].windows.advance(toNanos: now) {
+            memory.counts += tables.signedHistograms[index].measureCounts { $0.allocatedBytes }
+            letGo += 1
+        }
+        for index in tables.counters.indices where tables.counters[index].windows.advance(toNanos: now) { letGo += 1 }
+        for index in tables.gauges.indices where tables.gauges[index].windows.advance(toNanos: now) { letGo += 1 }
+        windowsLetGo += letGo
+    }
+
+    /// The series whose windows' slices were let go since the last call.
+    mutating func takeWindowsLetGo() -> Int {
+        defer { windowsLetGo = 0 }
+        return windowsLetGo
     }
 
     // MARK: - Snapshots
@@ -23,6 +39,11 @@ extension BotAggregator {
     /// the last ones are reused, so thousands of quiet series cost little to publish.
     mutating func snapshots(nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter) -> [SeriesSnapshot] {
         advance(toNanos: now)
+        if emptyWindows.count != layout.windowNanos.count || emptyWindows.first?.quantileValues.count != quantiles.count {
+            var empty = WindowStats()
+            empty.quantileValues = quantiles.map { _ in 0 }
+            emptyWindows = Array(repeating: empty, count: layout.windowNanos.count)
+        }
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
         let tickNanos = layout.tickNanos
@@ -30,7 +51,7 @@ extension BotAggregator {
             of: \.histograms, to: &result, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
             window: { series, window, stats in
                 stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
-                stats.exemplars = series.exemplars?.largest(window: window, nowNanos: now) ?? []
+                stats.exemplars = series.exemplars?.value.largest(window: window, nowNanos: now) ?? []
             },
             whole: { series, snapshot in
                 // Shared, not copied: the exporters compute their buckets from it when they render.
@@ -41,7 +62,7 @@ extension BotAggregator {
                 snapshot.cumulativeMax = Int128(cumulative.max)
                 snapshot.droppedSum = Int128(series.cells.droppedSum)
                 snapshot.droppedMax = Int128(series.cells.droppedMax)
-                snapshot.bucketExemplars = series.exemplars?.latestByBucket.values.sorted { $0.value < $1.value } ?? []
+                snapshot.bucketExemplars = series.exemplars?.value.latestByBucket.values.sorted { $0.value < $1.value } ?? []
             })
         appendSnapshots(
             of: \.signedHistograms, to: &result, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
@@ -95,9 +116,12 @@ extension BotAggregator {
         window: (Series<Windows>, Int, inout WindowStats) -> Void, whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) {
         for index in tables[keyPath: table].indices {
-            if let countsBytes { memory.counts += tables[keyPath: table][index].measureCounts(countsBytes) }
+            if let countsBytes, tables[keyPath: table][index].touched {
+                memory.counts += tables[keyPath: table][index].measureCounts(countsBytes)
+            }
             let snapshot = Self.refresh(
-                &tables[keyPath: table][index], ring: ring, layout: layout, now: now, versions: &versions, window: window, whole: whole)
+                &tables[keyPath: table][index], layout: layout, emptyWindows: emptyWindows, now: now, versions: &versions,
+                window: window, whole: whole)
             result.append(snapshot)
             if let metric = tables[keyPath: table][index].takeSaturation(shown: snapshot) { noteSaturation(of: metric) }
         }
@@ -127,23 +151,29 @@ extension BotAggregator {
     /// The series' snapshot, recomputing only the windows that may have changed (all of them,
     /// and the whole-series figures, when records arrived): `window` fills in the statistics of
     /// a window (an index into the layout's), starting from empty ones; `whole` sets the
-    /// whole-series figures (the control cell's, every kind has, set here).
+    /// whole-series figures (the control cell's, every kind has, set here). A series whose
+    /// windows are all empty shows `emptyWindows`, which every such series of the bot shares.
     private static func refresh<Windows>(
-        _ series: inout Series<Windows>, ring: String, layout: WindowLayout, now: UInt64,
+        _ series: inout Series<Windows>, layout: WindowLayout, emptyWindows: [WindowStats], now: UInt64,
         versions: inout VersionCounter,
         window: (Series<Windows>, Int, inout WindowStats) -> Void,
         whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) -> SeriesSnapshot {
-        var snapshot = series.cached ?? SeriesSnapshot(ring: ring, metric: series.metric, id: versions.next(), windows: [])
-        if series.computedSlices.count != layout.windowNanos.count {
-            series.computedSlices = Array(repeating: .max, count: layout.windowNanos.count)
-            snapshot.windows = Array(repeating: WindowStats(), count: layout.windowNanos.count)
+        var snapshot = series.cached
+        let first = series.computedNanos == .max
+        if first {
+            snapshot.update { fields in
+                fields.id = versions.next()
+                fields.windows = emptyWindows
+            }
         }
-        var windowsChanged = series.touched || series.cached == nil
+        var windowsChanged = series.touched || first
         for index in layout.windowNanos.indices {
             let slice = now / layout.sliceNanos[index]
-            guard series.touched || slice != series.computedSlices[index] else { continue }
-            series.computedSlices[index] = slice
+            // Every window's statistics were computed at `computedNanos` (see the end).
+            guard series.touched || first || slice != series.computedNanos / layout.sliceNanos[index] else {
+                continue
+            }
             var stats = WindowStats()
             window(series, index, &stats)
             // An empty window that stays empty changes nothing.
@@ -151,7 +181,9 @@ extension BotAggregator {
             snapshot.windows[index] = stats
             windowsChanged = true
         }
-        if series.touched || series.cached == nil {
+        series.computedNanos = now
+        if windowsChanged, snapshot.windows.allSatisfy(\.isEmpty) { snapshot.windows = emptyWindows }
+        if series.touched || first {
             whole(series, &snapshot)
             snapshot.control = series.cells.control
             snapshot.wholeVersion = versions.next()
@@ -172,10 +204,9 @@ extension BotAggregator.Series {
         return metric
     }
 
-    /// When records arrived since the last snapshot, measures what its counts hold (`bytes` of
-    /// its windows) and returns how much that grew since last measured; else 0.
+    /// Measures what its counts hold (`bytes` of its windows) and returns how much that grew
+    /// since last measured: when records arrived since the last snapshot, or its slices went.
     mutating func measureCounts(_ bytes: (Windows) -> Int) -> Int {
-        guard touched else { return 0 }
         let measured = bytes(windows)
         defer { countsBytes = measured }
         return measured - countsBytes
@@ -216,11 +247,13 @@ extension SeriesSnapshot {
     /// The whole-series figures histograms of unsigned and signed values share: `cumulative`'s
     /// count and sum, and from the cells, what was dropped, gathered and clamped.
     fileprivate mutating func takeHistogramTotals(_ cumulative: some HistogramFigures, cells: MetricCells, sampled: UInt64) {
-        cumulativeCount = cumulative.count
-        cumulativeSum = cumulative.sum
-        droppedRecords = cells.dropped
-        sampledRecords = sampled
-        clampedValues = cells.clamped
+        update { fields in
+            fields.cumulativeCount = cumulative.count
+            fields.cumulativeSum = cumulative.sum
+            fields.droppedRecords = cells.dropped
+            fields.sampledRecords = sampled
+            fields.clampedValues = cells.clamped
+        }
     }
 }
 

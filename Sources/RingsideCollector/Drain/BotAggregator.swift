@@ -50,6 +50,11 @@ struct BotAggregator {
     var saturation = SaturationLog()
     /// The timestamp of the oldest record of the last batch: how far behind the drain runs.
     var oldestInLastBatchNanos: UInt64 = 0
+    /// Series whose windows' slices were let go since last asked (`takeWindowsLetGo`).
+    var windowsLetGo = 0
+    /// The windows of a series with nothing in any: one array every such series shows (a
+    /// histogram's quantiles 0), so an idle series holds none of its own.
+    var emptyWindows: [WindowStats] = []
 
     /// The slot of a refused metric's route.
     static let refusedSlot = -1

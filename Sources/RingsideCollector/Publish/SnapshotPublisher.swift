@@ -93,10 +93,10 @@ final class SnapshotPublisher {
     private var options: CollectorOptions
     private let layout: WindowLayout
     private let log: CollectorLog
-    /// The series said to have reached a ceiling (bot, metric, labels): a few, each said once.
-    private var saidSaturated: Set<[String]> = []
-    /// Each series's operator switches as last said in the log, by series id (none: as registered).
-    private var saidControl: [UInt64: UInt32] = [:]
+    /// What the log said: the series that reached a ceiling, and each series's operator switches.
+    private var said = SaidInLog()
+    /// Gives the heap's free pages back once many series' windows were let go.
+    private var heapTrim = HeapTrim()
     private let tracker: RingTracker
     let published = PublishedSnapshot()
     private var pending: PendingPublish?
@@ -166,6 +166,8 @@ final class SnapshotPublisher {
         var nextBot = 0
         var everyRingQuiet = true
         var costNanos: UInt64 = 0
+        /// Series whose windows' slices were let go (idle) while it was built.
+        var windowsLetGo = 0
     }
 
     /// Snapshots are published at most this often while records arrive (publishing costs a
@@ -255,7 +257,7 @@ final class SnapshotPublisher {
         while building.next >= building.rings.count, building.nextBot < building.bots.count, rs_clock_precise_ns() < deadline {
             let bot = building.bots[building.nextBot]
             building.nextBot += 1
-            let quiet = addSeries(of: bot, &building.snapshot, nowNanos: now)
+            let quiet = addSeries(of: bot, &building.snapshot, nowNanos: now, letGo: &building.windowsLetGo)
             building.everyRingQuiet = building.everyRingQuiet && quiet  // a bot is the unit: it may hold 4,096 series
         }
         building.costNanos &+= rs_clock_precise_ns() &- sliceStart
@@ -282,6 +284,7 @@ final class SnapshotPublisher {
         snapshot.collector = stats
         last.costNanos = building.costNanos
         published.publish(&snapshot)
+        heapTrim.note(letGo: building.windowsLetGo, nowNanos: now)
     }
 
     /// Adds one ring's figures to `snapshot`, and looks at its cells and registry for its
@@ -310,15 +313,16 @@ final class SnapshotPublisher {
 
     /// Adds a bot's series to `snapshot`: what it showed, when it is quiet (nothing changed,
     /// every window empty); returns whether it is.
-    private func addSeries(of bot: BotSeries, _ snapshot: inout Snapshot, nowNanos now: UInt64) -> Bool {
+    private func addSeries(of bot: BotSeries, _ snapshot: inout Snapshot, nowNanos now: UInt64, letGo: inout Int) -> Bool {
         if !bot.changedSincePublish, let series = bot.quietSeries {
             snapshot.series += series
             return true
         }
         let series = bot.aggregator.snapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
+        letGo += bot.aggregator.takeWindowsLetGo()
         snapshot.series += series
         for metric in bot.aggregator.takeNewlySaturated() { saySaturated(metric, of: bot.name) }
-        for one in series where one.control != saidControl[one.id] ?? 0 { sayControl(of: one, bot: bot.name) }
+        for one in series where one.control != said.control(of: one.id) { sayControl(of: one, bot: bot.name) }
         bot.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
         bot.changedSincePublish = false
         return false
@@ -326,7 +330,7 @@ final class SnapshotPublisher {
 
     /// Says that the operator's switches of a series changed (CONTROL in ringside.h): off, on, or sampled.
     private func sayControl(of series: SeriesSnapshot, bot: String) {
-        saidControl[series.id] = series.control
+        said.controls[series.id] = series.control
         let labels = series.metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
         let name = series.metric.name + (labels.isEmpty ? "" : "{" + labels + "}")
         let state =
@@ -342,7 +346,7 @@ final class SnapshotPublisher {
 
     /// Says once that a series' total reached its ceiling (once a run: its bot may go and come again).
     private func saySaturated(_ metric: MetricDescriptor, of bot: String) {
-        guard saidSaturated.insert([bot, metric.name, metric.encodedLabels]).inserted else { return }
+        guard said.saturated.insert([bot, metric.name, metric.encodedLabels]).inserted else { return }
         let labels = metric.labels.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
         log(
             "bot \(bot): series \(metric.name)\(labels.isEmpty ? "" : "{" + labels + "}") reached its ceiling (a count or total "
