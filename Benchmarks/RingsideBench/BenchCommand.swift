@@ -6,28 +6,37 @@ import RingsideJSON
 
 /// ringside-bench's command line.
 package struct BenchCommand: Sendable, Equatable {
-    package enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst, gap }
+    package enum Benchmark: String, Sendable, CaseIterable {
+        case emit, collector, scrape, burst, gap, scale
 
-    /// Which benchmarks, in order: all of them when none is named.
-    package var benchmarks: [Benchmark] = Benchmark.allCases
+        /// What runs when none is named: all but `scale`, which takes minutes and gigabytes.
+        static let byDefault: [Benchmark] = [.emit, .collector, .scrape, .burst, .gap]
+    }
+
+    /// Which benchmarks, in order: all of them but `scale` when none is named.
+    package var benchmarks: [Benchmark] = Benchmark.byDefault
     package var json = false
     package var settings = BenchSettings()
     /// Where to write the emit rows' percentile chart.
     package var svgPath: String?
     /// Emit rows and collector groups to run (`--row`); a benchmark none of them names runs all of its own.
     package var rows: Set<String> = []
+    /// `scale`'s series and whether Prometheus runs beside.
+    package var scale = ScaleBenchmark.Settings()
 
     package init() {}
 
     package static let usage = """
-        usage: ringside-bench [emit | collector | scrape | burst | gap] [options]
+        usage: ringside-bench [emit | collector | scrape | burst | gap | scale] [options]
 
         Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
         collector drains and aggregates (collector), how long GET /metrics takes with 10,000
         series (scrape), what a burst at 10 times the drain leaves of a histogram, sampled or
         dropped (burst), and how long a paced producer's records wait between two drains, and
         what it drops, at lane sizes around the sizing rule (gap). All five, one after the other,
-        when none is named.
+        when none is named. Only when named: what a series costs a ringside-collector process's
+        memory, drained, at rest and after scrapes, at 100,000 series or more (scale: 2 to 10
+        minutes; the collector built beside ringside-bench).
         Build it in release mode: swift build -c release --product ringside-bench
 
         options:
@@ -45,6 +54,8 @@ package struct BenchCommand: Sendable, Equatable {
                             \(EmitBenchmark.abRowNames.joined(separator: ", ")); collector: \(CollectorBenchmark.rowGroups.joined(separator: ", "))
           --capacity N      records in the emit rows' rings (default \(BenchSettings().ringCapacity); the library's is \(Bot.Options().laneCapacity))
           --poll DUR        the collector's --poll in the live run (default 100ms)
+          --series N        scale: series registered (default 100000; 1000 to 2000000)
+          --prometheus      scale: run Debian's prometheus beside the collector, scraping it
           --help            show this text
           --version         print the version and the git revision, and exit
         """
@@ -112,6 +123,11 @@ package struct BenchCommand: Sendable, Equatable {
                     throw UsageError("--capacity \(text): expected a power of two from 1024 to 67108864")
                 }
                 command.settings.ringCapacity = capacity
+            case "--series":
+                command.scale.series = try parseCount(value(for: flag), in: 1_000...2_000_000) {
+                    "--series \($0): expected a number of series from 1000 to 2000000"
+                }
+            case "--prometheus": command.scale.prometheus = true
             case "--poll":
                 command.settings.collectorPollNanos = try parseDuration(value(for: flag), flag: flag, in: 1_000_000...10_000_000_000) { _ in
                     "--poll must be from 1ms to 10s"
@@ -121,8 +137,9 @@ package struct BenchCommand: Sendable, Equatable {
             }
         }
         if !named.isEmpty { command.benchmarks = Benchmark.allCases.filter(named.contains) }
+        if command.json && command.benchmarks == [.scale] { throw UsageError("--json: scale prints its table only") }
         if command.json && command.benchmarks.count != 1 {
-            throw UsageError("--json prints one benchmark's object: name emit, collector or scrape")
+            throw UsageError("--json prints one benchmark's object: name emit, collector, scrape, burst or gap")
         }
         if command.svgPath != nil && !command.benchmarks.contains(.emit) {
             throw UsageError("--svg charts the emit rows: run emit")

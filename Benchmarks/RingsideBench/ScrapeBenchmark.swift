@@ -200,14 +200,17 @@ package enum ScrapeBenchmark {
     }
 
     /// `GET /metrics` on a new connection; the time to the last byte of a 200 response, and its
-    /// body's size. `gzip`: asks for it, and checks the response is gzipped.
-    static func get(port: Int, gzip: Bool = false) throws(BenchError) -> (millis: Double, bytes: Int) {
+    /// body's size. `gzip`: asks for it, and checks the response is gzipped; `accept`: the format asked for.
+    static func get(
+        port: Int, gzip: Bool = false, accept: String? = nil, timeoutSeconds: Int = 10
+    ) throws(BenchError) -> (millis: Double, bytes: Int) {
         let start = rs_clock_precise_ns()
         let client: RawClient
         do {
-            client = try RawClient(port: port, timeoutSeconds: 10)
+            client = try RawClient(port: port, timeoutSeconds: timeoutSeconds)
             try client.send(
-                "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\(gzip ? "Accept-Encoding: gzip\r\n" : "")Connection: close\r\n\r\n")
+                "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\(gzip ? "Accept-Encoding: gzip\r\n" : "")"
+                    + (accept.map { "Accept: \($0)\r\n" } ?? "") + "Connection: close\r\n\r\n")
         } catch { throw BenchError("GET /metrics: \(error)") }
         let fd = client.fd
         // Reads the head, then counts body bytes until Content-Length of them have come.

@@ -12,6 +12,8 @@ package final class ScratchDirectory: Sendable {
     package let path: String
 
     private static let live = Mutex<Set<String>>([])
+    /// Processes the benchmark started (a collector, Prometheus): killed on an interrupt too.
+    private static let children = Mutex<Set<Int32>>([])
     private static let signalSources = Mutex<[DispatchSourceSignal]>([])
 
     /// Makes the directory.
@@ -37,7 +39,15 @@ package final class ScratchDirectory: Sendable {
 
     deinit { remove() }
 
-    /// On SIGINT or SIGTERM: remove every live scratch directory, then exit 128 + the signal.
+    /// Kills process `pid` too on SIGINT or SIGTERM (until `forget(child:)`).
+    package static func killOnInterrupt(_ pid: Int32) {
+        installSignalCleanup()
+        children.withLock { _ = $0.insert(pid) }
+    }
+
+    package static func forget(child pid: Int32) { children.withLock { _ = $0.remove(pid) } }
+
+    /// On SIGINT or SIGTERM: kill the children, remove every live scratch directory, then exit 128 + the signal.
     private static func installSignalCleanup() {
         signalSources.withLock { sources in
             guard sources.isEmpty else { return }
@@ -45,6 +55,7 @@ package final class ScratchDirectory: Sendable {
                 System.signal(signalNumber, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
                 source.setEventHandler {
+                    for pid in children.withLock({ $0 }) { kill(pid, SIGKILL) }
                     for path in live.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: path) }
                     exit(128 + signalNumber)
                 }

@@ -55,6 +55,9 @@ do {
         case .burst:
             let report = try BurstBenchmark.run(command.settings, progress: progress)
             print(command.json ? report.json.text : report.table)
+        case .scale:
+            let report = try ScaleBenchmark.run(command.scale, progress: progress)
+            print(report.table)
         case .gap:
             let report = try GapBenchmark.run(command.settings, progress: progress)
             print(command.json ? report.json.text : report.table)

@@ -64,6 +64,7 @@ package enum JSONExporter {
         json.object {
             json.field("status", isHealthy ? "ok" : "stalled")
             json.field("last_pass_age_seconds", lastPassAgeSeconds)
+            json.field("series", snapshot.series.count)
             json.key("rings")
             json.array(snapshot.rings) { ring in
                 json.object {

@@ -1,0 +1,284 @@
+import CRingside
+import Foundation
+import Ringside
+import RingsideSystem
+import RingsideTestSupport
+import RingsideText
+
+/// `ringside-bench scale`: what a series costs the memory of a real `ringside-collector` process
+/// (the release build beside this one), with its defaults (the 1 s / 5 s / 1 m windows, the
+/// history on), at 100,000 series or a million.
+///
+/// The benchmark registers the series itself, in bots of 4,000 histograms with short labels
+/// (`symbol=S0001234`), one value each, and reads the collector's anonymous memory (RssAnon:
+/// its heap, not the bots' files it maps) with none, once they are drained, at rest (once
+/// every window let their value go: 75 s), and after scrapes of every variant Prometheus asks
+/// for. With `--prometheus`, a real Prometheus scrapes the collector beside it, keeping one
+/// series of its own per series (`_count`), and its memory is measured too.
+package enum ScaleBenchmark {
+    package struct Settings: Sendable, Equatable {
+        package var series = 100_000
+        /// Whether to run Prometheus beside the collector.
+        package var prometheus = false
+
+        package init() {}
+    }
+
+    static let seriesPerBot = 4_000
+    /// Longer than the longest window and its last slice (75 s with the defaults).
+    static let restNanos: UInt64 = 80_000_000_000
+
+    package static func run(_ settings: Settings, progress: (String) -> Void = { _ in }) throws(BenchError) -> ScaleReport {
+        let scratch = try ScratchDirectory()
+        defer { scratch.remove() }
+        let directory = try scratch.subdirectory("scale")
+        let collector = try ScaleCollector(directory: directory, series: settings.series)
+        defer { collector.stop() }
+        var report = ScaleReport(machine: .current(pinned: false), series: settings.series)
+
+        progress("scale: the collector with no series")
+        System.nanosleep(2_000_000_000)
+        report.none = try collector.anonymousKiB()
+
+        progress("scale: registering \(settings.series) series")
+        let started = rs_clock_precise_ns()
+        let bots = try registerSeries(settings.series, in: directory)
+        try collector.waitFor("all \(settings.series) series drained", seconds: 600) { health in
+            health.series == settings.series && health.backlog == 0
+        }
+        report.drainSeconds = Double(rs_clock_precise_ns() - started) / 1e9
+        report.drained = try collector.anonymousKiB()
+
+        progress("scale: at rest (every window empty: \(restNanos / 1_000_000_000) s after the last value was drained)")
+        let restUntil = rs_clock_precise_ns() + restNanos
+        while rs_clock_precise_ns() < restUntil {
+            try collector.checkHealth()
+            System.nanosleep(1_000_000_000)
+        }
+        report.health = collector.healthMillis
+        report.atRest = try collector.anonymousKiB()
+
+        let prometheus = try settings.prometheus ? ScalePrometheus(scraping: collector.port, directory: scratch.path) : nil
+        defer { prometheus?.stop() }
+
+        progress("scale: scrapes (text and protobuf gzipped, text plain: twice each)")
+        for variant in ScaleCollector.Scrape.allCases {
+            for _ in 0..<2 { report.scrapes.append((variant, try collector.scrape(variant))) }
+        }
+        if let prometheus {
+            progress("scale: Prometheus scraping the collector")
+            report.prometheus = try prometheus.measure(series: settings.series)
+        }
+        System.nanosleep(2_000_000_000)
+        report.afterScrapes = try collector.anonymousKiB()
+        report.peakKiB = collector.peakKiB
+        withExtendedLifetime(bots) {}
+        return report
+    }
+
+    /// Bots of `seriesPerBot` histograms each, one value recorded in each series.
+    static func registerSeries(_ count: Int, in directory: String) throws(BenchError) -> [Bot] {
+        var bots: [Bot] = []
+        var made = 0
+        do {
+            while made < count {
+                let bot = try Bot.attach(
+                    "scale\(bots.count)", directory: directory, options: .init(laneCapacity: 1 << 13, maxMetrics: seriesPerBot))
+                for _ in 0..<min(seriesPerBot, count - made) {
+                    let symbol = "S" + String(made + 10_000_000).dropFirst()
+                    try bot.histogram("fill_latency", unit: .nanoseconds, labels: ["symbol": symbol]).record(UInt64(1_000 + made % 4_000))
+                    made += 1
+                }
+                bots.append(bot)
+            }
+        } catch { throw BenchError("registering series: \(error)") }
+        return bots
+    }
+}
+
+/// A `ringside-collector` process of the benchmark's: started with room for the series, its
+/// log read (so it never blocks on a full pipe), asked `/health` and scraped.
+final class ScaleCollector {
+    enum Scrape: String, CaseIterable {
+        case textGzip = "text, gzip"
+        case protobufGzip = "protobuf, gzip"
+        case text = "text"
+    }
+
+    struct Health {
+        var series = 0
+        var backlog = 0
+    }
+
+    let process: ChildProcess
+    let port: Int
+    /// Every `/health` answer's time.
+    private(set) var healthMillis: [Double] = []
+    private(set) var peakKiB = 0
+
+    init(directory: String, series: Int) throws(BenchError) {
+        do {
+            (process, port) = try startCollector([
+                "--dir", directory, "--max-series", String(series + 1_000), "--max-series-bytes", "1024G",
+            ])
+        } catch { throw BenchError("starting ringside-collector (build it beside ringside-bench: swift build -c release): \(error)") }
+        ScratchDirectory.killOnInterrupt(process.pid)
+        let process = process
+        Thread.detachNewThread { while process.readErrorLine() != nil {} }
+    }
+
+    func stop() {
+        ScratchDirectory.forget(child: process.pid)
+        process.kill()
+    }
+
+    /// The collector's anonymous memory (RssAnon) now.
+    func anonymousKiB() throws(BenchError) -> Int {
+        guard let resident = residentKiB(of: process.pid) else { throw BenchError("the collector is gone") }
+        peakKiB = max(peakKiB, statusKiB(of: process.pid, "VmHWM") ?? 0)
+        return resident.anonymous
+    }
+
+    /// Asks `/health` (timed), and reads its series and backlog.
+    @discardableResult
+    func checkHealth() throws(BenchError) -> Health {
+        let start = rs_clock_precise_ns()
+        let answer: (status: Int, body: String)
+        do { answer = try httpGet(port: port, path: "/health", timeoutSeconds: 10) } catch {
+            throw BenchError("GET /health: \(error)")
+        }
+        healthMillis.append(Double(rs_clock_precise_ns() - start) / 1e6)
+        guard answer.status == 200, let json = try? jsonObject(answer.body) else {
+            throw BenchError("GET /health: \(answer.status) \(answer.body.prefix(200))")
+        }
+        let rings = json["rings"] as? [[String: Any]] ?? []
+        return Health(
+            series: json["series"] as? Int ?? 0, backlog: rings.reduce(0) { $0 + ($1["backlog"] as? Int ?? 0) })
+    }
+
+    func waitFor(_ what: String, seconds: Double, _ condition: (Health) -> Bool) throws(BenchError) {
+        let deadline = rs_clock_precise_ns() + UInt64(seconds * 1e9)
+        while !condition(try checkHealth()) {
+            guard rs_clock_precise_ns() < deadline else { throw BenchError("gave up waiting for \(what) after \(Int(seconds)) s") }
+            System.nanosleep(100_000_000)
+        }
+    }
+
+    /// One scrape of `/metrics` as asked, timed to its last byte.
+    func scrape(_ variant: Scrape) throws(BenchError) -> (millis: Double, bytes: Int) {
+        let protobuf = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
+        return try ScrapeBenchmark.get(
+            port: port, gzip: variant != .text, accept: variant == .protobufGzip ? protobuf : nil, timeoutSeconds: 600)
+    }
+}
+
+/// A real Prometheus (Debian's `prometheus`, 2.42 on bookworm) scraping the collector every
+/// 10 s, keeping one series per series of the collector's (its `_count`; the page's other
+/// lines are dropped as they are scraped), so that both hold the same series.
+final class ScalePrometheus {
+    let process: ChildProcess
+    let port: Int
+
+    init(scraping collectorPort: Int, directory: String) throws(BenchError) {
+        guard let executable = systemTool("prometheus") else {
+            throw BenchError("--prometheus: prometheus is not installed (apt-get install prometheus)")
+        }
+        let config = """
+            global: {scrape_interval: 10s, scrape_timeout: 10s}
+            scrape_configs:
+              - job_name: ringside
+                static_configs: [{targets: ['127.0.0.1:\(collectorPort)']}]
+                metric_relabel_configs:
+                  - {source_labels: [__name__], regex: 'fill_latency.*_count', action: keep}
+            """
+        let configPath = directory + "/prometheus.yml"
+        do {
+            try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+            port = try freeLoopbackPort()
+            process = try ChildProcess(
+                executable,
+                [
+                    "--config.file=\(configPath)", "--web.listen-address=127.0.0.1:\(port)", "--log.level=warn",
+                    "--storage.tsdb.path=\(directory)/prometheus", "--storage.tsdb.retention.time=1h",
+                ])
+        } catch { throw BenchError("starting prometheus: \(error)") }
+        ScratchDirectory.killOnInterrupt(process.pid)
+        let process = process
+        Thread.detachNewThread { while process.readErrorLine() != nil {} }
+    }
+
+    func stop() {
+        ScratchDirectory.forget(child: process.pid)
+        process.kill()
+    }
+
+    /// Waits for three scrapes that each kept every series, then reads Prometheus's memory and
+    /// the series its head holds.
+    func measure(series: Int) throws(BenchError) -> ScaleReport.PrometheusFigures {
+        var scrapes = 0
+        var lastScrape = ""
+        let deadline = rs_clock_precise_ns() + 180_000_000_000
+        while scrapes < 3 {
+            guard rs_clock_precise_ns() < deadline else { throw BenchError("Prometheus made \(scrapes) good scrapes of 3 in 180 s") }
+            System.nanosleep(1_000_000_000)
+            guard let targets = try? jsonObject(httpGet(port: port, path: "/api/v1/targets", timeoutSeconds: 5).body),
+                let target = ((targets["data"] as? [String: Any])?["activeTargets"] as? [[String: Any]])?.first,
+                let when = target["lastScrape"] as? String, when != lastScrape, target["health"] as? String == "up"
+            else { continue }
+            lastScrape = when
+            scrapes += 1
+        }
+        guard let status = try? jsonObject(httpGet(port: port, path: "/api/v1/status/tsdb", timeoutSeconds: 10).body),
+            let head = (status["data"] as? [String: Any])?["headStats"] as? [String: Any], let held = head["numSeries"] as? Int,
+            let resident = residentKiB(of: process.pid)
+        else { throw BenchError("reading Prometheus's status") }
+        return .init(series: held, residentKiB: resident.total, anonymousKiB: resident.anonymous)
+    }
+}
+
+/// The result of `ringside-bench scale`.
+package struct ScaleReport: Sendable {
+    package struct PrometheusFigures: Sendable {
+        var series: Int
+        var residentKiB: Int
+        var anonymousKiB: Int
+    }
+
+    package var machine: Machine
+    package var series: Int
+    /// The collector's RssAnon in KiB: with no series, once they are drained, at rest, after the scrapes.
+    var none = 0, drained = 0, atRest = 0, afterScrapes = 0
+    /// Its largest resident set (VmHWM, its maps of the bots' files included).
+    var peakKiB = 0
+    /// From the first series registered to the last drained.
+    var drainSeconds = 0.0
+    var health: [Double] = []
+    var scrapes: [(ScaleCollector.Scrape, (millis: Double, bytes: Int))] = []
+    var prometheus: PrometheusFigures?
+
+    /// Bytes a series, from the collector's RssAnon less what it holds with none.
+    func perSeries(_ kib: Int) -> Double { Double(kib - none) * 1024 / Double(max(series, 1)) }
+
+    package var table: String {
+        var table = TextTable(columns: ["state", "collector RssAnon", "a series"])
+        for (name, kib) in [("no series", none), ("drained", drained), ("at rest", atRest), ("after scrapes", afterScrapes)] {
+            table.add([name, bytes(kib), name == "no series" ? "-" : bytes(perSeries(kib))])
+        }
+        var text = "ringside-bench scale: \(series) series\nmachine: \(machine.line)\n\n" + table.text
+        text +=
+            "\ndrained in \(oneDecimal(drainSeconds)) s; peak VmHWM \(bytes(peakKiB)); /health: \(health.count) answers, "
+            + "slowest \(oneDecimal(health.max() ?? 0)) ms\n"
+        for (variant, scrape) in scrapes {
+            text += "scrape \(variant.rawValue): \(oneDecimal(scrape.millis)) ms, \(bytes(scrape.bytes / 1024))\n"
+        }
+        if let prometheus {
+            text +=
+                "Prometheus beside it: \(prometheus.series) series in its head, VmRSS \(bytes(prometheus.residentKiB)) "
+                + "(RssAnon \(bytes(prometheus.anonymousKiB))): \(bytes(Double(prometheus.residentKiB) * 1024 / Double(max(prometheus.series, 1)))) a series\n"
+        }
+        return text
+    }
+
+    private func bytes(_ kib: Int) -> String { humanBytes(kib * 1024) }
+    private func bytes(_ value: Double) -> String { "\(Int(value.rounded())) B" }
+}
