@@ -256,6 +256,7 @@ package enum JSONExporter {
             json.field("sampled_total", ring.sampledTotal)
             json.field("sample_above", ring.sampleAbove)
             json.field("series_refused", ring.seriesRefused)
+            if let cap = ring.seriesRefusedBy { json.field("series_refused_by", cap) }
             json.field("records_refused_total", ring.recordsRefusedTotal)
             if ring.worker == nil { json.field("workers_refused_total", ring.workersRefusedTotal) }
             json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)

@@ -263,8 +263,12 @@ package struct RingSnapshot: Sendable {
     package var producerAlive: Bool { state == .live || state == .producerStopped }
     /// Why it is skipped, or why an attached ring is quarantined.
     package var problem: String?
-    /// Metrics given no series because a series cap was reached, and their records since.
+    /// Metrics given no series because a series cap was reached, and their records since; and
+    /// what refused them: the cap's flag (`--max-series-per-ring`, `--max-series`,
+    /// `--max-series-bytes`), or `kind` (another file of the bot registered the name and labels
+    /// as another kind, unit or gauge policy).
     package var seriesRefused = 0
+    package var seriesRefusedBy: String?
     package var recordsRefusedTotal: UInt64 = 0
     /// A bot's own file: processes refused a worker file, every one of the bot's held by a live
     /// worker (the bound, see docs/workers.md): they write nothing to the bot.

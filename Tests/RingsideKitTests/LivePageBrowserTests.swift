@@ -107,6 +107,29 @@ struct LivePageBrowserTests {
         }
     }
 
+    @Test(
+        "a bot past its series cap says on the page how many of its metrics got no series, and which flag caps them",
+        .timeLimit(.minutes(5)))
+    func refusedSeriesShowOnThePage() throws {
+        guard let chromium = try requiredSystemTool("chromium") else { return }
+        try withRingDirectory { directory in
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--max-series-per-ring", "4"])
+            defer { collector.kill() }
+            let run = try runTestProducer("many-metrics", ring: "wide", in: directory, ["--count", "10", "--metrics", "10"])
+            try #require(run.status == 0, "\(run.output)")
+            let shown = try eventually(seconds: 30) { () -> Bool? in
+                let latest = try jsonObject(httpGet(port: port, path: "/latest").body)
+                let ring = (latest["rings"] as? [[String: Any]])?.first { $0["name"] as? String == "wide" }
+                return ring?["series_refused"] as? Int == 6 && ring?["series_refused_by"] as? String == "--max-series-per-ring" ? true : nil
+            }
+            try #require(shown == true, "/latest never showed the 6 metrics refused by --max-series-per-ring")
+            let dom = try Self.renderedDOM(chromium, url: "http://127.0.0.1:\(port)/")
+            let row = try #require(dom.range(of: "data-ring=\"wide\"").map { dom[$0.lowerBound...].prefix { $0 != "\n" } })
+            #expect(row.contains("data-refused=\"6\""), "the bot's row: \(row.prefix(600))")
+            #expect(row.contains("6 metrics refused a series (--max-series-per-ring reached)"), "the bot's row: \(row.prefix(600))")
+        }
+    }
+
     /// The HTML of the card of `metric` in `dom`, up to the next card.
     static func card(_ metric: String, in dom: String) -> Substring? {
         guard let start = dom.range(of: "data-metric=\"\(metric)\"") else { return nil }

@@ -107,11 +107,11 @@ extension BotAggregator {
         /// Keeps `sampled`, source `source`'s cells as just read, and merges.
         /// - Returns: how much the source's total grew, and whether the merged cells changed.
         mutating func takeCells(_ sampled: MetricCells, from source: Int, nowNanos now: UInt64) -> (growth: UInt64, changed: Bool) {
-            if sourceCells.count <= source { sourceCells += Array(repeating: nil, count: source + 1 - sourceCells.count) }
-            let before = sourceCells[source]
+            let before = source < sourceCells.count ? sourceCells[source] : nil
             // Cells that stay as they start (nothing counted, dropped or set) are not kept: most
             // histograms' never move, and an idle series holds no copy of them.
             guard sampled != before?.cells, before != nil || sampled != MetricCells() else { return (0, false) }
+            if sourceCells.count <= source { sourceCells += Array(repeating: nil, count: source + 1 - sourceCells.count) }
             // A gauge that was never set is not newer than one that was.
             let changedNanos = before == nil && sampled.lastValue == nil ? 0 : now
             let taken = SourceCells(sampled, after: before, changedNanos: changedNanos)

@@ -219,6 +219,16 @@ extension RingTracker {
         return total
     }
 
+    /// What refused series to `ring`'s metrics, if any did: a cap, named by its flag
+    /// (`--max-series-per-ring`, `--max-series`, `--max-series-bytes`), or `kind` when another file
+    /// of the bot registered a name and labels as another kind, unit or policy.
+    func refusingCap(of ring: TrackedRing) -> String? {
+        guard ring.sourceFigures.refusedSeries > 0 else { return nil }
+        guard ring.aggregator.refusedSeries > 0 else { return "kind" }
+        if ring.aggregator.firstRefusedForBytes { return "--max-series-bytes" }
+        return ring.aggregator.seriesCount >= options.maxSeriesPerRing ? "--max-series-per-ring" : "--max-series"
+    }
+
     /// Says once per ring in the log that a series cap refused some of its metrics.
     func sayRefusedSeries(of ring: TrackedRing) {
         guard ring.sourceFigures.refusedSeries > 0, !ring.said.seriesRefused, let first = ring.aggregator.firstRefused else { return }
@@ -234,12 +244,11 @@ extension RingTracker {
             return
         }
         let cap =
-            if ring.aggregator.firstRefusedForBytes {
+            switch refusingCap(of: ring) {
+            case "--max-series-bytes":
                 "the collector's memory budget for series of \(options.maxSeriesBytes >> 20) MiB (--max-series-bytes)"
-            } else if ring.aggregator.seriesCount >= options.maxSeriesPerRing {
-                "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
-            } else {
-                "the collector's cap of \(options.maxSeries) series (--max-series)"
+            case "--max-series-per-ring": "its cap of \(options.maxSeriesPerRing) series (--max-series-per-ring)"
+            default: "the collector's cap of \(options.maxSeries) series (--max-series)"
             }
         ringLog(
             "ring \(ring.name): \(cap) is reached: metric \(metric) and any registered "

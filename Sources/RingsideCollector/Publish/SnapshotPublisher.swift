@@ -308,6 +308,7 @@ final class SnapshotPublisher {
         if added > 0 || cellsChanged { ring.bot.changedSincePublish = true }
         ring.published.mark(drained: ring.drained)
         snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
+        snapshot.rings[snapshot.rings.count - 1].seriesRefusedBy = tracker.refusingCap(of: ring)
         return quiet && !cellsChanged && added == 0
     }
 
