@@ -173,6 +173,28 @@ struct HistoryStoreTests {
         #expect(rows(answer.series[1]) == [[t0 + 1, 4, 10, 30, 40, 50]])
     }
 
+    @Test("a full store takes in a large snapshot alike whether its series stay in place, move, or leave")
+    func keptSeriesFoundWhereTheyAre() throws {
+        let store = HistoryStore(retentionSeconds: 60, maxSeries: 3)
+        var builder = SnapshotBuilder(recordingInto: store)
+        let many = (1...1000).map { SnapshotBuilder.histogram(id: UInt64($0), total: 1) }
+        builder.record(at: t0, many)
+        #expect(store.counts == (series: 3, refused: 997))
+        builder.record(at: t0 + 1, many)  // in place: the 997 others refused without being looked up
+        #expect(store.counts == (series: 3, refused: 997))
+        builder.record(at: t0 + 2, many.reversed())  // moved: looked up
+        #expect(store.counts == (series: 3, refused: 997))
+        builder.record(at: t0 + 3, Array(many.dropFirst()))  // series 1 left: the first new one in the snapshot takes its slot
+        #expect(store.counts == (series: 3, refused: 996))
+        let answer = store.query(everything())
+        #expect(answer.series.map(\.id) == [2, 3, 4])
+        #expect(answer.series.map { rows($0).count } == [4, 4, 1])
+        // The kept series, found where they were, moved or not, counted every second.
+        builder.record(at: t0 + 4, [many[999], many[3], many[1], many[2]])
+        #expect(store.counts == (series: 3, refused: 1))
+        #expect(store.query(everything()).series.map { rows($0).count } == [5, 5, 2])
+    }
+
     @Test("a series gone from the snapshots is kept until its points age out")
     func agesOut() throws {
         let store = HistoryStore(retentionSeconds: 10, maxSeries: 5)

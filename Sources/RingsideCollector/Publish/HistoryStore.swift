@@ -72,6 +72,12 @@ package final class HistoryStore: Sendable {
     }
 
     /// Takes in a snapshot; returns at once when its generation was already recorded.
+    ///
+    /// Its cost grows with the series kept, not with those of the snapshot: each kept series is
+    /// looked for where the last snapshot had it; when every one is there, the snapshot's other
+    /// series are new, and only as many as there are free slots are looked at (none when the store
+    /// is full: the rest are counted refused). Only when a kept series moved or left is every
+    /// series of the snapshot looked up.
     package func record(_ snapshot: Snapshot) {
         let realSecond = Int64(snapshot.generatedRealtimeNanos / 1_000_000_000)
         guard realSecond > 0, realSecond <= Int64(UInt32.max) else { return }
@@ -85,42 +91,75 @@ package final class HistoryStore: Sendable {
             // The clock may step back: a point never goes before the newest one.
             let second = max(realSecond, state.newestSecond)
             state.newestSecond = second
-            var newSeries: [Int] = []
-            for (position, series) in snapshot.series.enumerated() {
-                if let slot = state.index[series.id] {
-                    state.update(slot, with: series, second: second, generation: generation, positions: positions)
+            let all = snapshot.series
+            var moved = false
+            for slot in state.slots.indices {
+                let position = state.slots[slot].position
+                if position < all.count, all[position].id == state.slots[slot].id {
+                    state.update(slot, with: all[position], second: second, generation: generation, positions: positions)
                 } else {
-                    newSeries.append(position)
+                    moved = true
                 }
             }
-            var refused = 0
-            if !newSeries.isEmpty {
+            // The new series' positions, in the snapshot's order: as many as may take a slot.
+            var newSeries: [Int] = []
+            var newCount = 0
+            if moved {
+                for position in all.indices {
+                    if let slot = state.index[all[position].id] {
+                        guard state.slots[slot].seenGeneration != generation else { continue }
+                        state.slots[slot].position = position
+                        state.update(slot, with: all[position], second: second, generation: generation, positions: positions)
+                    } else {
+                        if newSeries.count < maxSeries { newSeries.append(position) }
+                        newCount += 1
+                    }
+                }
+            } else {
+                // Every kept series is where it was: the others are new, and no kept slot is free.
+                newCount = all.count - state.slots.count
+                let room = min(maxSeries - state.slots.count, newCount)
+                if room > 0 {
+                    let kept = state.slots.map(\.position).sorted()
+                    var next = 0
+                    for position in all.indices {
+                        guard newSeries.count < room else { break }
+                        if next < kept.count, kept[next] == position {
+                            next += 1
+                        } else {
+                            newSeries.append(position)
+                        }
+                    }
+                }
+            }
+            var admitted = 0
+            if newCount > 0 {
                 // Slots to give up, past the cap: series absent from this snapshot, the longest absent first.
                 var reusable: [Int] = []
-                if state.slots.count + newSeries.count > maxSeries {
+                if state.slots.count + newCount > maxSeries {
                     reusable = state.slots.indices.filter { state.slots[$0].seenGeneration != generation }
                     reusable.sort { state.slots[$0].lastSecond > state.slots[$1].lastSecond }  // popped from the end
                 }
                 for position in newSeries {
-                    let series = snapshot.series[position]
+                    let series = all[position]
                     let slot: Int
                     if state.slots.count < maxSeries {
                         slot = state.slots.count
-                        state.slots.append(SeriesHistory(series, retentionSeconds: retention))
+                        state.slots.append(SeriesHistory(series, position: position, retentionSeconds: retention))
                     } else if let free = reusable.popLast() {
                         slot = free
                         state.index[state.slots[slot].id] = nil
                         state.pointBytes -= state.slots[slot].heldBytes
-                        state.slots[slot] = SeriesHistory(series, retentionSeconds: retention)
+                        state.slots[slot] = SeriesHistory(series, position: position, retentionSeconds: retention)
                     } else {
-                        refused += 1
-                        continue
+                        break
                     }
                     state.index[series.id] = slot
                     state.update(slot, with: series, second: second, generation: generation, positions: positions)
+                    admitted += 1
                 }
             }
-            state.refused = refused
+            state.refused = newCount - admitted
             // Now and then, let go of the series whose every point aged out.
             if second - state.lastSweepSecond >= 10 {
                 state.lastSweepSecond = second

@@ -15,6 +15,8 @@ struct SeriesHistory {
     private(set) var id: UInt64
     private(set) var ring: String
     private(set) var metric: MetricDescriptor
+    /// Where the series was in the last snapshot it was in: where the store looks first.
+    var position: Int
     private let retentionSeconds: Int64
     /// The all-time total at the last snapshot: the next increase counts from it.
     private var baseline: UInt128 = 0
@@ -28,10 +30,11 @@ struct SeriesHistory {
     /// The blocks' points, block after block (see `HistoryBlock`).
     private var bytes: [UInt8] = []
 
-    init(_ series: SeriesSnapshot, retentionSeconds: Int) {
+    init(_ series: SeriesSnapshot, position: Int, retentionSeconds: Int) {
         id = series.id
         ring = series.ring
         metric = series.metric
+        self.position = position
         self.retentionSeconds = Int64(retentionSeconds)
         newest = HistoryBlock.empty(series.metric.kind)
         written = newest
