@@ -28,6 +28,16 @@ enum HistoryBenchmark {
         + "and by mallinfo2's bytes in use (small blocks and mapped ones) less those before the store was made. "
 
     static func run(_ settings: BenchSettings, progress: (String) -> Void) -> [CollectorReport.History] {
+        // The memory rows first, while nothing else is allocated that might be freed during them.
+        var rows: [CollectorReport.History] = []
+        for kind in [Activity.idle, .busy, .random] {
+            progress("history: an hour of 2,000 \(kind) series")
+            rows.append(memory(kind))
+        }
+        return rows + recordRows(settings, progress: progress)
+    }
+
+    private static func recordRows(_ settings: BenchSettings, progress: (String) -> Void) -> [CollectorReport.History] {
         var rows: [CollectorReport.History] = []
         let rounds = max(10, Int(settings.seconds * 10))
         progress("history: record() of \(wide) series")
@@ -60,10 +70,6 @@ enum HistoryBenchmark {
                 let snapshot = maker.make(few)
                 return { store.record(snapshot) }
             })
-        for kind in [Activity.idle, .busy, .random] {
-            progress("history: an hour of 2,000 \(kind) series")
-            rows.append(memory(kind))
-        }
         return rows
     }
 
@@ -100,11 +106,11 @@ enum HistoryBenchmark {
             }
             store.record(maker.make(series))
         }
-        let held = allocatedBytes() - before
+        let held = withExtendedLifetime(template) { allocatedBytes() - before }  // the template not freed before the count
         let perSeries = Double(held) / Double(seriesCap)
         return CollectorReport.History(
             name: "history.memory.\(activity)", millis: [], detail: "2,000 series, an hour and a minute of snapshots a second apart",
-            allocatedBytesPerSeries: perSeries)
+            storeBytesPerSeries: Double(store.bytes) / Double(seriesCap), allocatedBytesPerSeries: perSeries)
     }
 
     /// A series of the mix (60 % histograms, 30 % counters, 10 % gauges) with nothing in its windows.
