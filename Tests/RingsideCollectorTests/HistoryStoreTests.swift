@@ -193,6 +193,13 @@ struct HistoryStoreTests {
         builder.record(at: t0 + 4, [many[999], many[3], many[1], many[2]])
         #expect(store.counts == (series: 3, refused: 1))
         #expect(store.query(everything()).series.map { rows($0).count } == [5, 5, 2])
+        // With room: the kept series in place, the new ones after them take it.
+        let roomy = HistoryStore(retentionSeconds: 60, maxSeries: 5)
+        var second = SnapshotBuilder(recordingInto: roomy)
+        second.record(at: t0, Array(many[0..<3]))
+        second.record(at: t0 + 1, Array(many[0..<6]))
+        #expect(roomy.counts == (series: 5, refused: 1))
+        #expect(roomy.query(everything()).series.map(\.id) == [1, 2, 3, 4, 5])
     }
 
     @Test("a series gone from the snapshots is kept until its points age out")

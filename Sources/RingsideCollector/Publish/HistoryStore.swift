@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// Each series (by its snapshot `id`; ring, metric, kind, unit and labels kept once) keeps its
 /// points in blocks of 64 seconds (`SeriesHistory`, `HistoryBlock`): what changed from one
-/// second to the next, so an idle series holds some 24 bytes a minute, and one whose every number
+/// second to the next, so an idle series holds some 30 bytes a minute, and one whose every number
 /// changes every second at most `HistoryBlock.maxPointBytes` a second (43 bytes for a histogram,
 /// 44 before). The second of each point is that of the snapshot's `generatedRealtimeNanos`; a
 /// second without a snapshot is a gap, never a repeated value.
@@ -27,8 +27,6 @@ import Synchronization
 /// Thread safety: `record` (the daemon loop) and `query` (the HTTP thread) take a mutex; a query
 /// copies out the points it needs and writes its JSON outside it.
 package final class HistoryStore: Sendable {
-    /// Numbers per point besides its second.
-    package static let valuesPerPoint = 5
     /// The most points one answer carries.
     package static let maxPointsPerAnswer = 100_000
     /// Retention bounds (`--history`).
@@ -77,7 +75,8 @@ package final class HistoryStore: Sendable {
     /// looked for where the last snapshot had it; when every one is there, the snapshot's other
     /// series are new, and only as many as there are free slots are looked at (none when the store
     /// is full: the rest are counted refused). Only when a kept series moved or left is every
-    /// series of the snapshot looked up.
+    /// series of the snapshot looked up. A series' id is unique in a snapshot, as the publisher
+    /// makes them.
     package func record(_ snapshot: Snapshot) {
         let realSecond = Int64(snapshot.generatedRealtimeNanos / 1_000_000_000)
         guard realSecond > 0, realSecond <= Int64(UInt32.max) else { return }
@@ -87,83 +86,20 @@ package final class HistoryStore: Sendable {
         state.withLock { state in
             guard snapshot.generation != state.lastGeneration else { return }
             state.lastGeneration = snapshot.generation
-            let generation = snapshot.generation
             // The clock may step back: a point never goes before the newest one.
             let second = max(realSecond, state.newestSecond)
             state.newestSecond = second
+            let moment = Moment(second: second, generation: snapshot.generation, positions: positions)
             let all = snapshot.series
-            var moved = false
-            for slot in state.slots.indices {
-                let position = state.slots[slot].position
-                if position < all.count, all[position].id == state.slots[slot].id {
-                    state.update(slot, with: all[position], second: second, generation: generation, positions: positions)
-                } else {
-                    moved = true
-                }
-            }
-            // The new series' positions, in the snapshot's order: as many as may take a slot.
-            var newSeries: [Int] = []
-            var newCount = 0
-            if moved {
-                for position in all.indices {
-                    if let slot = state.index[all[position].id] {
-                        guard state.slots[slot].seenGeneration != generation else { continue }
-                        state.slots[slot].position = position
-                        state.update(slot, with: all[position], second: second, generation: generation, positions: positions)
-                    } else {
-                        if newSeries.count < maxSeries { newSeries.append(position) }
-                        newCount += 1
-                    }
-                }
-            } else {
-                // Every kept series is where it was: the others are new, and no kept slot is free.
-                newCount = all.count - state.slots.count
-                let room = min(maxSeries - state.slots.count, newCount)
-                if room > 0 {
-                    let kept = state.slots.map(\.position).sorted()
-                    var next = 0
-                    for position in all.indices {
-                        guard newSeries.count < room else { break }
-                        if next < kept.count, kept[next] == position {
-                            next += 1
-                        } else {
-                            newSeries.append(position)
-                        }
-                    }
-                }
-            }
-            var admitted = 0
-            if newCount > 0 {
-                // Slots to give up, past the cap: series absent from this snapshot, the longest absent first.
-                var reusable: [Int] = []
-                if state.slots.count + newCount > maxSeries {
-                    reusable = state.slots.indices.filter { state.slots[$0].seenGeneration != generation }
-                    reusable.sort { state.slots[$0].lastSecond > state.slots[$1].lastSecond }  // popped from the end
-                }
-                for position in newSeries {
-                    let series = all[position]
-                    let slot: Int
-                    if state.slots.count < maxSeries {
-                        slot = state.slots.count
-                        state.slots.append(SeriesHistory(series, position: position, retentionSeconds: retention))
-                    } else if let free = reusable.popLast() {
-                        slot = free
-                        state.index[state.slots[slot].id] = nil
-                        state.pointBytes -= state.slots[slot].heldBytes
-                        state.slots[slot] = SeriesHistory(series, position: position, retentionSeconds: retention)
-                    } else {
-                        break
-                    }
-                    state.index[series.id] = slot
-                    state.update(slot, with: series, second: second, generation: generation, positions: positions)
-                    admitted += 1
-                }
-            }
-            state.refused = newCount - admitted
+            let new =
+                state.updateInPlace(all, at: moment)
+                ? state.newInPlace(all, room: maxSeries - state.slots.count)
+                : state.updateLookingUp(all, at: moment, most: maxSeries)
+            state.refused = new.count - state.admit(new, of: all, at: moment, cap: maxSeries, retention: retention)
             // Now and then, let go of the series whose every point aged out.
             if second - state.lastSweepSecond >= 10 {
                 state.lastSweepSecond = second
-                state.removeSeries { $0.seenGeneration != generation && $0.lastSecond <= second - Int64(retention) }
+                state.removeSeries { $0.seenGeneration != moment.generation && $0.lastSecond <= second - Int64(retention) }
             }
         }
     }
@@ -200,6 +136,21 @@ package final class HistoryStore: Sendable {
         return answer
     }
 
+    /// What a snapshot brings to every series it updates.
+    private struct Moment {
+        let second: Int64
+        let generation: UInt64
+        /// Where p50, p99 and p999 are in its quantiles, if they are.
+        let positions: [Int?]
+    }
+
+    /// A snapshot's new series: the positions of those that may take a slot, in the snapshot's
+    /// order, and how many there are in all.
+    private struct NewSeries {
+        var positions: [Int]
+        var count: Int
+    }
+
     private struct State {
         /// What a series takes in `index`: a key and a value, in a table kept at most 3/4 full.
         static let indexBytesPerEntry = 24
@@ -213,10 +164,89 @@ package final class HistoryStore: Sendable {
         /// The sum of the slots' `heldBytes`.
         var pointBytes = 0
 
-        mutating func update(_ slot: Int, with series: SeriesSnapshot, second: Int64, generation: UInt64, positions: [Int?]) {
+        mutating func update(_ slot: Int, with series: SeriesSnapshot, at moment: Moment) {
             let before = slots[slot].heldBytes
-            slots[slot].update(series, second: second, generation: generation, positions: positions)
+            slots[slot].update(series, second: moment.second, generation: moment.generation, positions: moment.positions)
             pointBytes += slots[slot].heldBytes - before
+        }
+
+        /// Updates each kept series found where the last snapshot had it; returns whether every one was.
+        mutating func updateInPlace(_ all: [SeriesSnapshot], at moment: Moment) -> Bool {
+            var everyOne = true
+            for slot in slots.indices {
+                let position = slots[slot].position
+                if position < all.count, all[position].id == slots[slot].id {
+                    update(slot, with: all[position], at: moment)
+                } else {
+                    everyOne = false
+                }
+            }
+            return everyOne
+        }
+
+        /// The new series when every kept one is in place: all the others, no kept slot free, so
+        /// only the first `room` are looked at (none in a full store).
+        func newInPlace(_ all: [SeriesSnapshot], room: Int) -> NewSeries {
+            var new = NewSeries(positions: [], count: all.count - slots.count)
+            guard min(room, new.count) > 0 else { return new }
+            let kept = slots.map(\.position).sorted()
+            var next = 0, position = 0
+            while new.positions.count < min(room, new.count) {
+                if next < kept.count, kept[next] == position {
+                    next += 1
+                } else {
+                    new.positions.append(position)
+                }
+                position += 1
+            }
+            return new
+        }
+
+        /// The new series when a kept one moved or left: every series looked up, the kept ones
+        /// updated (and found where they are now), the new ones listed up to `most`.
+        mutating func updateLookingUp(_ all: [SeriesSnapshot], at moment: Moment, most: Int) -> NewSeries {
+            var new = NewSeries(positions: [], count: 0)
+            for position in all.indices {
+                if let slot = index[all[position].id] {
+                    guard slots[slot].seenGeneration != moment.generation else { continue }  // updated in place
+                    slots[slot].position = position
+                    update(slot, with: all[position], at: moment)
+                } else {
+                    if new.positions.count < most { new.positions.append(position) }
+                    new.count += 1
+                }
+            }
+            return new
+        }
+
+        /// Gives new series slots, in the snapshot's order: free ones, then, past the cap, those of
+        /// series absent from this snapshot, the longest absent first. Returns how many it took.
+        mutating func admit(_ new: NewSeries, of all: [SeriesSnapshot], at moment: Moment, cap: Int, retention: Int) -> Int {
+            var reusable: [Int] = []
+            if slots.count + new.count > cap {
+                reusable = slots.indices.filter { slots[$0].seenGeneration != moment.generation }
+                reusable.sort { slots[$0].lastSecond > slots[$1].lastSecond }  // popped from the end
+            }
+            var admitted = 0
+            for position in new.positions {
+                let series = all[position]
+                let slot: Int
+                if slots.count < cap {
+                    slot = slots.count
+                    slots.append(SeriesHistory(series, position: position, retentionSeconds: retention))
+                } else if let free = reusable.popLast() {
+                    slot = free
+                    index[slots[slot].id] = nil
+                    pointBytes -= slots[slot].heldBytes
+                    slots[slot] = SeriesHistory(series, position: position, retentionSeconds: retention)
+                } else {
+                    break
+                }
+                index[series.id] = slot
+                update(slot, with: series, at: moment)
+                admitted += 1
+            }
+            return admitted
         }
 
         mutating func removeSeries(where predicate: (SeriesHistory) -> Bool) {
