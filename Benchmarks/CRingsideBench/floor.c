@@ -3,6 +3,9 @@
 #include "CRingsideBench.h"
 
 #include <errno.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -468,4 +471,13 @@ int rsb_receive_datagrams(int fd, void *buffer, int max) {
     int received = recvmmsg(fd, messages, (unsigned)max, MSG_DONTWAIT, NULL);
     if (received < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
     return received;
+}
+
+size_t rsb_heap_bytes_in_use(void) {
+#if defined(__GLIBC__)
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+#else
+    return 0;
+#endif
 }

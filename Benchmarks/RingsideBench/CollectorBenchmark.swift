@@ -15,8 +15,8 @@ import Glibc
 /// is visible in its snapshot, and what it costs to run at a million records a second.
 package enum CollectorBenchmark {
     /// The groups of rows `--row` may name: the drain rows, the live run's (e2e, cpu, rss), the
-    /// thread sampler's.
-    package static let rowGroups = ["drain", "live", "sampler"]
+    /// thread sampler's, the per-second history's.
+    package static let rowGroups = ["drain", "live", "sampler", "history"]
 
     /// Runs the groups of rows named in `only` (every group when it names none of them).
     package static func run(
@@ -52,6 +52,7 @@ package enum CollectorBenchmark {
                     settings, directory: try scratch.subdirectory(waking ? "sample-waking" : "sample-idle"), waking: waking,
                     progress: progress))
         }
+        let history = groups.contains("history") ? HistoryBenchmark.run(settings, progress: progress) : []
         let placement =
             pinned
             ? "The collector on CPU \(cpus.collector), producers on CPU \(cpus.producer)"
@@ -81,13 +82,14 @@ package enum CollectorBenchmark {
             + "Thread sampler: 20 bots of 100 lanes, each held by a thread of this process (idle: blocked once it holds its lane; "
             + "waking: sleeps 250 ms and records, so every thread ran between rounds), Collector.start() at the default "
             + "--thread-sample-interval 1s; percent = the sampler thread's run time (its schedstat) over wall time, past its first rounds. "
-            + placement + "."
+            + HistoryBenchmark.method + placement + "."
         machine.pinned = pinned
         return CollectorReport(
             machine: machine, method: method, drains: drains,
             endToEnd: live.endToEnd,
             cpuPercent: live.cpuPercent, loadRecordsPerSecond: live.loadRate, loadDropped: live.loadDropped,
-            rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon, threadSampling: sampling, liveRun: groups.contains("live"))
+            rssMegabytes: live.rss, rssAnonMegabytes: live.rssAnon, threadSampling: sampling, liveRun: groups.contains("live"),
+            history: history)
     }
 
     /// The kinds the e2e probe times in turn, and its metric of each.

@@ -146,6 +146,8 @@ package struct CollectorReport: Sendable {
     package var threadSampling: [ThreadSampling] = []
     /// Whether the live run ran (e2e, cpu and rss are its rows).
     package var liveRun = true
+    /// The per-second history's rows (see `HistoryBenchmark`).
+    package var history: [History] = []
 
     /// From just before a call to the first snapshot that shows it, for one kind of metric.
     package struct EndToEnd: Sendable, Equatable {
@@ -171,6 +173,53 @@ package struct CollectorReport: Sendable {
         /// `/proc` files it kept open, and how many it might.
         package var keptDescriptors: Int
         package var keptDescriptorLimit: Int
+    }
+
+    /// What the per-second history costs: a row of `record` times, or of memory per series.
+    package struct History: Sendable, Equatable {
+        package var name: String
+        /// Each round's `record`, in milliseconds (none for a memory row).
+        package var millis: [Double]
+        package var detail: String
+        /// A memory row's bytes a series: by the store's count, and by the allocator's.
+        package var storeBytesPerSeries: Double?
+        package var allocatedBytesPerSeries: Double?
+
+        package init(
+            name: String, millis: [Double], detail: String, storeBytesPerSeries: Double? = nil, allocatedBytesPerSeries: Double? = nil
+        ) {
+            self.name = name
+            self.millis = millis
+            self.detail = detail
+            self.storeBytesPerSeries = storeBytesPerSeries
+            self.allocatedBytesPerSeries = allocatedBytesPerSeries
+        }
+
+        package var medianMillis: Double { Percentiles.value(at: 0.5, sorted: millis.sorted()) }
+        package var maxMillis: Double { millis.max() ?? 0 }
+
+        var json: JSON {
+            func figure(_ value: Double?, _ scale: Double) -> JSON { value.map { .figure(($0 * scale).rounded() / scale) } ?? .null }
+            return .object([
+                ("name", .string(name)), ("median_ms", figure(millis.isEmpty ? nil : medianMillis, 1000)),
+                ("max_ms", figure(millis.isEmpty ? nil : maxMillis, 1000)), ("rounds", .int(Int64(millis.count))),
+                ("store_bytes_per_series", figure(storeBytesPerSeries, 1)),
+                ("allocated_bytes_per_series", figure(allocatedBytesPerSeries, 1)),
+            ])
+        }
+
+        var cells: [String] {
+            if millis.isEmpty {
+                let figures = [("store", storeBytesPerSeries), ("allocator", allocatedBytesPerSeries)].compactMap { name, value in
+                    value.map { "\(name) \(Int($0.rounded())) B" }
+                }
+                return [name, figures.joined(separator: ", ") + " a series", detail]
+            }
+            return [
+                name, "\(decimals(atMost: 3, medianMillis)) ms a record",
+                "max \(decimals(atMost: 3, maxMillis)) ms, \(millis.count) rounds; \(detail)",
+            ]
+        }
     }
 
     package var json: JSON {
@@ -200,6 +249,7 @@ package struct CollectorReport: Sendable {
                     ("kept_fds_limit", .int(Int64(row.keptDescriptorLimit))),
                 ]))
         }
+        results += history.map(\.json)
         return .object([
             ("benchmark", .string("collector")), ("machine", machine.json), ("method", .string(method)),
             ("results", .array(results)),
@@ -259,6 +309,7 @@ package struct CollectorReport: Sendable {
                     + "\(row.keptDescriptors) of \(row.keptDescriptorLimit) files kept open",
             ])
         }
+        for row in history { table.add(row.cells) }
         return "ringside-bench collector\nmachine: \(machine.line)\nmethod: \(method)\n\n" + table.text
     }
 }

@@ -340,6 +340,7 @@ package enum JSONExporter {
             if let history = stats.history {
                 json.field("history_series", history.series)
                 json.field("history_series_refused", history.refused)
+                json.field("history_bytes", history.bytes)
             }
             if let recorder = stats.recorder {
                 json.key("recorder")

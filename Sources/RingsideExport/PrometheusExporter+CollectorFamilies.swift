@@ -90,6 +90,10 @@ extension PrometheusExporter {
                 "ringside_collector_history_series_refused", "gauge",
                 "Series of the last snapshot the history refused: it holds --history-max-series, none gone",
                 [([], Double(history.refused))])
+            family(
+                "ringside_collector_history_bytes", "gauge",
+                "Memory the history holds: its series' points (what changed, second to second) and records",
+                [([], Double(history.bytes))])
         }
         if let recorder = stats.recorder { recorderFamilies(recorder, family) }
         if let captures = stats.captures { captureFamilies(captures, family) }

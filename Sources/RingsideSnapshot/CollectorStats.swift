@@ -20,8 +20,9 @@ package struct CollectorStats: Sendable {
     /// With `--hlog`: the latency log's failed opens, writes and renames; nil without it.
     package var hlogErrors: UInt64?
     /// With `--history`: the series its per-second history holds, those of the last snapshot it
-    /// refused for want of room, and its cap (`--history-max-series`); nil with `--history 0`.
-    package var history: (series: Int, refused: Int, limit: Int)?
+    /// refused for want of room, its cap (`--history-max-series`) and the memory it holds (its
+    /// points and each series' record); nil with `--history 0`.
+    package var history: (series: Int, refused: Int, limit: Int, bytes: Int)?
     /// Lines about single rings left out of the log by its budget (thousands of rings at once).
     package var logLinesSuppressed: UInt64 = 0
     /// Ring files found that could not be attached for want of open files (the limit less the

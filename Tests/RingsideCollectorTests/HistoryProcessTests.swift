@@ -142,6 +142,12 @@ struct HistoryProcessTests {
             }
             #expect(metrics?.contains("ringside_collector_history_series 1\n") == true)
             #expect(metrics?.contains("ringside_collector_history_series_limit 1\n") == true)
+            // The memory it holds, in /metrics and /latest alike: some, and far less than a series might at most.
+            let line = metrics?.split(separator: "\n").first { $0.hasPrefix("ringside_collector_history_bytes ") }
+            let bytes = line.flatMap { Double($0.split(separator: " ")[1]) }
+            #expect(bytes.map { $0 > 0 && $0 < 100_000 } == true, "\(line ?? "no ringside_collector_history_bytes")")
+            let latest = try jsonObject(httpGet(port: port, path: "/latest").body)
+            #expect(((latest["collector"] as? [String: Any])?["history_bytes"] as? Int).map { $0 > 0 } == true)
         }
     }
 }

@@ -116,7 +116,7 @@ struct HistoryStoreTests {
     @Test("the buffer wraps at the retention: older seconds are gone, the newest stay")
     func wraps() throws {
         let store = HistoryStore(retentionSeconds: 10, maxSeries: 10)
-        #expect(store.bytesPerSeries == 10 * 44)
+        #expect(store.maxBytesPerSeries >= 10 * HistoryBlock.maxPointBytes(.histogram))
         var builder = SnapshotBuilder(recordingInto: store)
         for second in 0..<25 {
             builder.record(at: t0 + UInt64(second), [SnapshotBuilder.histogram(id: 1, total: UInt64(second + 1) * 10)])
@@ -171,6 +171,35 @@ struct HistoryStoreTests {
         #expect(answer.series.map(\.id) == [1, 3])
         // The newcomer's first point counts everything it recorded: its counts add up to its total.
         #expect(rows(answer.series[1]) == [[t0 + 1, 4, 10, 30, 40, 50]])
+    }
+
+    @Test("a full store takes in a large snapshot alike whether its series stay in place, move, or leave")
+    func keptSeriesFoundWhereTheyAre() throws {
+        let store = HistoryStore(retentionSeconds: 60, maxSeries: 3)
+        var builder = SnapshotBuilder(recordingInto: store)
+        let many = (1...1000).map { SnapshotBuilder.histogram(id: UInt64($0), total: 1) }
+        builder.record(at: t0, many)
+        #expect(store.counts == (series: 3, refused: 997))
+        builder.record(at: t0 + 1, many)  // in place: the 997 others refused without being looked up
+        #expect(store.counts == (series: 3, refused: 997))
+        builder.record(at: t0 + 2, many.reversed())  // moved: looked up
+        #expect(store.counts == (series: 3, refused: 997))
+        builder.record(at: t0 + 3, Array(many.dropFirst()))  // series 1 left: the first new one in the snapshot takes its slot
+        #expect(store.counts == (series: 3, refused: 996))
+        let answer = store.query(everything())
+        #expect(answer.series.map(\.id) == [2, 3, 4])
+        #expect(answer.series.map { rows($0).count } == [4, 4, 1])
+        // The kept series, found where they were, moved or not, counted every second.
+        builder.record(at: t0 + 4, [many[999], many[3], many[1], many[2]])
+        #expect(store.counts == (series: 3, refused: 1))
+        #expect(store.query(everything()).series.map { rows($0).count } == [5, 5, 2])
+        // With room: the kept series in place, the new ones after them take it.
+        let roomy = HistoryStore(retentionSeconds: 60, maxSeries: 5)
+        var second = SnapshotBuilder(recordingInto: roomy)
+        second.record(at: t0, Array(many[0..<3]))
+        second.record(at: t0 + 1, Array(many[0..<6]))
+        #expect(roomy.counts == (series: 5, refused: 1))
+        #expect(roomy.query(everything()).series.map(\.id) == [1, 2, 3, 4, 5])
     }
 
     @Test("a series gone from the snapshots is kept until its points age out")
@@ -244,6 +273,50 @@ struct HistoryStoreTests {
         ] {
             #expect(throws: HistoryQueryError.self, "\(bad)") { try HistoryQuery(parsing: bad, nowSeconds: now) }
         }
+    }
+
+    /// An hour of idle series holds tens of bytes a minute, of busy ones a fraction of the
+    /// 158,400 bytes each took before, of random ones no more than the bound.
+    @Test("memory follows what changes, within a bound", arguments: ["idle", "busy", "random"])
+    func memory(activity: String) throws {
+        let count = 24  // an hour of each in one answer: 86,400 points
+        let store = HistoryStore(retentionSeconds: 3600, maxSeries: count)
+        var builder = SnapshotBuilder(recordingInto: store)
+        var random = TestRandom(seed: 44)
+        var totals = [UInt64](repeating: 1_000_000, count: count + 1)
+        func around(_ value: UInt64, _ percent: UInt64) -> UInt64 {
+            activity == "random" ? random.next() : value - value * percent / 100 + random.next() % (2 * value * percent / 100 + 1)
+        }
+        for second in 0..<3660 {
+            let series = (1...UInt64(count)).map { id -> SeriesSnapshot in
+                let idle = activity == "idle"
+                if !idle { totals[Int(id)] &+= around(5_000, 10) }
+                switch id % 3 {
+                case 0:
+                    return SnapshotBuilder.histogram(
+                        id: id, total: totals[Int(id)], windowCount: idle ? 0 : 4_500,
+                        quantiles: [around(40_000, 5), around(60_000, 5), around(165_000, 10), around(260_000, 15)],
+                        max: around(475_000, 20))
+                case 1: return SnapshotBuilder.counter(id: id, total: UInt128(totals[Int(id)]))
+                default:
+                    let value = activity == "random" ? Double(bitPattern: random.next()) : Double(around(1_353_991, idle ? 0 : 1))
+                    return SnapshotBuilder.gauge(
+                        id: id, value: value, low: idle ? nil : value - Double(around(1_000, 50)),
+                        high: idle ? nil : value + Double(around(1_000, 50)))
+                }
+            }
+            builder.record(at: t0 + UInt64(second), series)
+        }
+        let perSeries = store.bytes / count
+        switch activity {
+        case "idle": #expect(perSeries < 60 * 50, "\(perSeries) bytes a series: under 50 a minute")
+        case "busy": #expect(perSeries < 158_400 / 3, "\(perSeries) bytes a series")
+        default: #expect(perSeries <= store.maxBytesPerSeries && perSeries > 3600 * 20, "\(perSeries) bytes a series")
+        }
+        #expect(store.maxBytesPerSeries < 166_000, "about 44 bytes a second, as before")
+        // And what it held answers as it should: the last hour, every second.
+        let answer = store.query(everything(from: t0 + 3660 - 3600, to: t0 + 3660))
+        #expect(answer.series.count == count && answer.series.allSatisfy { rows($0).count == 3600 })
     }
 
     @Test("an answer holds at most maxPointsPerAnswer points, and says it was truncated")

@@ -13,6 +13,8 @@
  * 4. The write as it was before SAMPLING (issue 27), frozen here for the A/B row `c.floor.before`:
  *    the same process, consumer and rounds as `c.floor`; only the write differs. And the bot's
  *    record as it was before CONTROL (issue 41), for the A/B row `c.record.before` beside `c.record`.
+ * 5. The heap's bytes in use (glibc's mallinfo2, which Swift's Glibc module does not declare),
+ *    for the history's memory rows.
  */
 #ifndef CRINGSIDE_BENCH_H
 #define CRINGSIDE_BENCH_H
@@ -212,6 +214,10 @@ int rsb_allowed_cpu_count(void);
 
 /** The id of the `n`th CPU (from 0) this process may run on (as before any pin), or -1. */
 int rsb_allowed_cpu(int n);
+
+/** The heap's bytes in use: glibc's mallinfo2, its small blocks and its mapped ones (uordblks
+ *  plus hblkhd); 0 elsewhere. */
+size_t rsb_heap_bytes_in_use(void);
 
 /** A spin-wait hint to the CPU (x86 `pause`, arm64 `yield`). */
 RS_INLINE void rsb_cpu_relax(void) {

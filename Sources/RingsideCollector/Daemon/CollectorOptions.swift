@@ -42,7 +42,8 @@ package struct CollectorOptions: Sendable, Equatable {
     /// (`--native-histograms`), in the protobuf format; nil: classic buckets only.
     package var nativeHistogramSchema: Int?
     /// Seconds of per-second history kept for `/api/history` (`--history`, 10s to 24h; 0 disables),
-    /// and the series it keeps (`--history-max-series`): 2,000 series of an hour take 317 MB.
+    /// and the series it keeps (`--history-max-series`): 2,000 series of an hour take 324 MB at
+    /// most (every number of every series changing every second), 4 MB idle.
     package var historySeconds = 3600
     package var historyMaxSeries = 2_000
     /// Where to write every histogram series' per-interval histograms in HdrHistogram's interval
@@ -145,9 +146,11 @@ package struct CollectorOptions: Sendable, Equatable {
           --max-series-per-ring N
                                  series kept per ring (default 4096: all a bot can register)
           --history DUR          per-second history kept for /api/history (default 1h; 10s to 24h;
-                                 0 disables): 44 bytes a second per series, lost at a restart
-          --history-max-series N series kept in that history (default 2000: 317 MB at 1h); series past
-                                 it are refused and counted (series_refused in /api/history)
+                                 0 disables): what changes, 44 bytes a second a series at most
+                                 (32 bytes a minute when idle), lost at a restart
+          --history-max-series N series kept in that history (default 2000: at most 324 MB at 1h,
+                                 4 MB idle); series past it are refused and counted (series_refused
+                                 in /api/history)
           --state-max-bytes N    the most read of one file of the collector's state (the totals of
                                  workers that are gone) at start (default 64M; 1M to 4G; K, M, G
                                  suffixes); a larger file is refused, unread, and left as it is

@@ -6,11 +6,12 @@ import Synchronization
 /// `GET /api/history`. Fed one snapshot at a time; it lives in the collector's memory only, so a
 /// restart loses it.
 ///
-/// Each series (by its snapshot `id`; ring, metric, kind, unit and labels kept once) has one
-/// fixed ring buffer of `retentionSeconds` points, allocated when the series is first seen:
-/// a point is a Unix second (`UInt32`) and five `UInt64`s, 44 bytes, so an hour is 158,400
-/// bytes per series. The second of each point is that of the snapshot's
-/// `generatedRealtimeNanos`; a second without a snapshot is a gap, never a repeated value.
+/// Each series (by its snapshot `id`; ring, metric, kind, unit and labels kept once) keeps its
+/// points in blocks of 64 seconds (`SeriesHistory`, `HistoryBlock`): what changed from one
+/// second to the next, so an idle series holds some 30 bytes a minute, and one whose every number
+/// changes every second at most `HistoryBlock.maxPointBytes` a second (43 bytes for a histogram,
+/// 44 before). The second of each point is that of the snapshot's `generatedRealtimeNanos`; a
+/// second without a snapshot is a gap, never a repeated value.
 ///
 /// - histograms: count (the increase of the all-time `cumulativeCount` since the previous
 ///   snapshot, so the counts add up to what was recorded), then p50, p99, p999 and max of the
@@ -26,10 +27,6 @@ import Synchronization
 /// Thread safety: `record` (the daemon loop) and `query` (the HTTP thread) take a mutex; a query
 /// copies out the points it needs and writes its JSON outside it.
 package final class HistoryStore: Sendable {
-    /// Numbers per point besides its second.
-    package static let valuesPerPoint = 5
-    /// Memory per point: its second and its numbers.
-    package static let bytesPerPoint = MemoryLayout<UInt32>.size + valuesPerPoint * MemoryLayout<UInt64>.size
     /// The most points one answer carries.
     package static let maxPointsPerAnswer = 100_000
     /// Retention bounds (`--history`).
@@ -38,8 +35,12 @@ package final class HistoryStore: Sendable {
 
     package let retentionSeconds: Int
     package let maxSeries: Int
-    /// Memory of one series' points.
-    package var bytesPerSeries: Int { retentionSeconds * Self.bytesPerPoint }
+    /// The most memory one series may hold: its record, and points that change every number
+    /// every second (those of a histogram, the widest).
+    package var maxBytesPerSeries: Int {
+        SeriesHistory.maxHeldBytes(retentionSeconds: retentionSeconds, kind: .histogram) + MemoryLayout<SeriesHistory>.stride
+            + State.indexBytesPerEntry
+    }
 
     private let state: Mutex<State>
 
@@ -55,62 +56,50 @@ package final class HistoryStore: Sendable {
         state.withLock { ($0.slots.count, $0.refused) }
     }
 
+    /// The memory the store holds: each series' points as allocated (see `SeriesHistory.heldBytes`),
+    /// its record and its place in the index; not the names, which the snapshots share.
+    package var bytes: Int {
+        state.withLock {
+            $0.pointBytes + $0.slots.capacity * MemoryLayout<SeriesHistory>.stride + $0.index.capacity * State.indexBytesPerEntry
+        }
+    }
+
     /// The generation of the last snapshot taken in: answers to a query change only when it moves.
     package var generation: UInt64 {
         state.withLock { $0.lastGeneration }
     }
 
     /// Takes in a snapshot; returns at once when its generation was already recorded.
+    ///
+    /// Its cost grows with the series kept, not with those of the snapshot: each kept series is
+    /// looked for where the last snapshot had it; when every one is there, the snapshot's other
+    /// series are new, and only as many as there are free slots are looked at (none when the store
+    /// is full: the rest are counted refused). Only when a kept series moved or left is every
+    /// series of the snapshot looked up. A series' id is unique in a snapshot, as the publisher
+    /// makes them.
     package func record(_ snapshot: Snapshot) {
         let realSecond = Int64(snapshot.generatedRealtimeNanos / 1_000_000_000)
         guard realSecond > 0, realSecond <= Int64(UInt32.max) else { return }
         let positions = [0.5, 0.99, 0.999].map { q in snapshot.quantiles.firstIndex(where: { abs($0 - q) < 1e-12 }) }
-        let capacity = retentionSeconds
+        let retention = retentionSeconds
         let maxSeries = maxSeries
         state.withLock { state in
             guard snapshot.generation != state.lastGeneration else { return }
             state.lastGeneration = snapshot.generation
-            let generation = snapshot.generation
             // The clock may step back: a point never goes before the newest one.
             let second = max(realSecond, state.newestSecond)
             state.newestSecond = second
-            var newSeries: [Int] = []
-            for (position, series) in snapshot.series.enumerated() {
-                if let slot = state.index[series.id] {
-                    state.slots[slot].update(series, second: second, generation: generation, positions: positions)
-                } else {
-                    newSeries.append(position)
-                }
-            }
-            var refused = 0
-            if !newSeries.isEmpty {
-                // Slots to give up, past the cap: series absent from this snapshot, the longest absent first.
-                var reusable: [Int] = []
-                if state.slots.count + newSeries.count > maxSeries {
-                    reusable = state.slots.indices.filter { state.slots[$0].seenGeneration != generation }
-                    reusable.sort { state.slots[$0].lastSecond > state.slots[$1].lastSecond }  // popped from the end
-                }
-                for position in newSeries {
-                    let series = snapshot.series[position]
-                    if state.slots.count < maxSeries {
-                        state.index[series.id] = state.slots.count
-                        state.slots.append(SeriesHistory(series, capacity: capacity))
-                        state.slots[state.slots.count - 1].update(series, second: second, generation: generation, positions: positions)
-                    } else if let slot = reusable.popLast() {
-                        state.index[state.slots[slot].id] = nil
-                        state.index[series.id] = slot
-                        state.slots[slot].reuse(for: series)  // the same buffer, cleared
-                        state.slots[slot].update(series, second: second, generation: generation, positions: positions)
-                    } else {
-                        refused += 1
-                    }
-                }
-            }
-            state.refused = refused
+            let moment = Moment(second: second, generation: snapshot.generation, positions: positions)
+            let all = snapshot.series
+            let new =
+                state.updateInPlace(all, at: moment)
+                ? state.newInPlace(all, room: maxSeries - state.slots.count)
+                : state.updateLookingUp(all, at: moment, most: maxSeries)
+            state.refused = new.count - state.admit(new, of: all, at: moment, cap: maxSeries, retention: retention)
             // Now and then, let go of the series whose every point aged out.
             if second - state.lastSweepSecond >= 10 {
                 state.lastSweepSecond = second
-                state.removeSeries { $0.seenGeneration != generation && $0.lastSecond <= second - Int64(capacity) }
+                state.removeSeries { $0.seenGeneration != moment.generation && $0.lastSecond <= second - Int64(retention) }
             }
         }
     }
@@ -126,7 +115,7 @@ package final class HistoryStore: Sendable {
         state.withLock { state in
             answer.seriesTotal = state.slots.count
             answer.seriesRefused = state.refused
-            // Only what the buffers still hold.
+            // Only what the blocks still hold.
             let from = max(query.from, state.newestSecond - capacity + 1, 1)
             let to = min(query.to, state.newestSecond)
             for slot in state.slots.indices where query.matches(state.slots[slot]) {
@@ -147,19 +136,125 @@ package final class HistoryStore: Sendable {
         return answer
     }
 
+    /// What a snapshot brings to every series it updates.
+    private struct Moment {
+        let second: Int64
+        let generation: UInt64
+        /// Where p50, p99 and p999 are in its quantiles, if they are.
+        let positions: [Int?]
+    }
+
+    /// A snapshot's new series: the positions of those that may take a slot, in the snapshot's
+    /// order, and how many there are in all.
+    private struct NewSeries {
+        var positions: [Int]
+        var count: Int
+    }
+
     private struct State {
+        /// What a series takes in `index`: a key and a value, in a table kept at most 3/4 full.
+        static let indexBytesPerEntry = 24
+
         var lastGeneration: UInt64 = 0
         var newestSecond: Int64 = 0
         var lastSweepSecond: Int64 = 0
         var slots: [SeriesHistory] = []
         var index: [UInt64: Int] = [:]
         var refused = 0
+        /// The sum of the slots' `heldBytes`.
+        var pointBytes = 0
+
+        mutating func update(_ slot: Int, with series: SeriesSnapshot, at moment: Moment) {
+            let before = slots[slot].heldBytes
+            slots[slot].update(series, second: moment.second, generation: moment.generation, positions: moment.positions)
+            pointBytes += slots[slot].heldBytes - before
+        }
+
+        /// Updates each kept series found where the last snapshot had it; returns whether every one was.
+        mutating func updateInPlace(_ all: [SeriesSnapshot], at moment: Moment) -> Bool {
+            var everyOne = true
+            for slot in slots.indices {
+                let position = slots[slot].position
+                if position < all.count, all[position].id == slots[slot].id {
+                    update(slot, with: all[position], at: moment)
+                } else {
+                    everyOne = false
+                }
+            }
+            return everyOne
+        }
+
+        /// The new series when every kept one is in place: all the others, no kept slot free, so
+        /// only the first `room` are looked at (none in a full store).
+        func newInPlace(_ all: [SeriesSnapshot], room: Int) -> NewSeries {
+            var new = NewSeries(positions: [], count: all.count - slots.count)
+            guard min(room, new.count) > 0 else { return new }
+            let kept = slots.map(\.position).sorted()
+            var next = 0, position = 0
+            while new.positions.count < min(room, new.count) {
+                if next < kept.count, kept[next] == position {
+                    next += 1
+                } else {
+                    new.positions.append(position)
+                }
+                position += 1
+            }
+            return new
+        }
+
+        /// The new series when a kept one moved or left: every series looked up, the kept ones
+        /// updated (and found where they are now), the new ones listed up to `most`.
+        mutating func updateLookingUp(_ all: [SeriesSnapshot], at moment: Moment, most: Int) -> NewSeries {
+            var new = NewSeries(positions: [], count: 0)
+            for position in all.indices {
+                if let slot = index[all[position].id] {
+                    guard slots[slot].seenGeneration != moment.generation else { continue }  // updated in place
+                    slots[slot].position = position
+                    update(slot, with: all[position], at: moment)
+                } else {
+                    if new.positions.count < most { new.positions.append(position) }
+                    new.count += 1
+                }
+            }
+            return new
+        }
+
+        /// Gives new series slots, in the snapshot's order: free ones, then, past the cap, those of
+        /// series absent from this snapshot, the longest absent first. Returns how many it took.
+        mutating func admit(_ new: NewSeries, of all: [SeriesSnapshot], at moment: Moment, cap: Int, retention: Int) -> Int {
+            var reusable: [Int] = []
+            if slots.count + new.count > cap {
+                reusable = slots.indices.filter { slots[$0].seenGeneration != moment.generation }
+                reusable.sort { slots[$0].lastSecond > slots[$1].lastSecond }  // popped from the end
+            }
+            var admitted = 0
+            for position in new.positions {
+                let series = all[position]
+                let slot: Int
+                if slots.count < cap {
+                    slot = slots.count
+                    slots.append(SeriesHistory(series, position: position, retentionSeconds: retention))
+                } else if let free = reusable.popLast() {
+                    slot = free
+                    index[slots[slot].id] = nil
+                    pointBytes -= slots[slot].heldBytes
+                    slots[slot] = SeriesHistory(series, position: position, retentionSeconds: retention)
+                } else {
+                    break
+                }
+                index[series.id] = slot
+                update(slot, with: series, at: moment)
+                admitted += 1
+            }
+            return admitted
+        }
 
         mutating func removeSeries(where predicate: (SeriesHistory) -> Bool) {
             var slot = 0
             while slot < slots.count {
                 if predicate(slots[slot]) {
                     index[slots[slot].id] = nil
+                    pointBytes -= slots[slot].heldBytes
                     slots.swapAt(slot, slots.count - 1)
                     slots.removeLast()
                     if slot < slots.count { index[slots[slot].id] = slot }
@@ -169,162 +264,4 @@ package final class HistoryStore: Sendable {
             }
         }
     }
-}
-
-/// The null of a point's integer fields.
-let historyNull = UInt64.max
-/// The null of a gauge's fields (non-finite: written as null).
-let historyNullDouble = Double.nan.bitPattern
-
-/// One series' points: a fixed ring buffer indexed by Unix second modulo its capacity.
-struct SeriesHistory {
-    private(set) var id: UInt64
-    private(set) var ring: String
-    private(set) var metric: MetricDescriptor
-    /// Each slot's Unix second (0: empty), and its `valuesPerPoint` numbers.
-    private var seconds: [UInt32]
-    private var values: [UInt64]
-    /// The all-time total at the last snapshot: the next increase counts from it.
-    private var baseline: UInt128 = 0
-    private(set) var lastSecond: Int64 = 0
-    private(set) var seenGeneration: UInt64 = 0
-
-    init(_ series: SeriesSnapshot, capacity: Int) {
-        id = series.id
-        ring = series.ring
-        metric = series.metric
-        seconds = [UInt32](repeating: 0, count: capacity)
-        values = [UInt64](repeating: 0, count: capacity * HistoryStore.valuesPerPoint)
-    }
-
-    mutating func reuse(for series: SeriesSnapshot) {
-        id = series.id
-        ring = series.ring
-        metric = series.metric
-        baseline = 0
-        lastSecond = 0
-        seenGeneration = 0
-        for slot in seconds.indices { seconds[slot] = 0 }
-    }
-
-    mutating func update(_ series: SeriesSnapshot, second realSecond: Int64, generation: UInt64, positions: [Int?]) {
-        let second = max(realSecond, lastSecond)
-        seenGeneration = generation
-        lastSecond = second
-        let slot = Int(second % Int64(seconds.count))
-        let base = slot * HistoryStore.valuesPerPoint
-        let window = series.windows.first
-        if seconds[slot] != UInt32(second) {
-            seconds[slot] = UInt32(second)
-            switch metric.kind {
-            case .histogram:
-                (values[base], values[base + 1], values[base + 2], values[base + 3], values[base + 4]) =
-                    (0, historyNull, historyNull, historyNull, historyNull)
-            case .counter: (values[base], values[base + 1], values[base + 2], values[base + 3], values[base + 4]) = (0, 0, 0, 0, 0)
-            case .gauge:
-                (values[base], values[base + 1], values[base + 2], values[base + 3], values[base + 4]) =
-                    (historyNullDouble, historyNullDouble, historyNullDouble, 0, 0)
-            }
-        }
-        switch metric.kind {
-        case .histogram, .counter:
-            let total = metric.kind == .histogram ? UInt128(series.cumulativeCount) : series.cumulativeExactSum
-            // A total never falls within a series; if it did, count from zero again.
-            let increase = total >= baseline ? total - baseline : total
-            baseline = total
-            values[base] = saturatingAdd(values[base], UInt64(clamping: increase))
-            if metric.kind == .counter {
-                values[base + 1] = UInt64(clamping: total)
-            } else if let window, window.count > 0 {
-                for (offset, position) in positions.enumerated() {
-                    if let position, position < window.quantileValues.count {
-                        values[base + 1 + offset] = Self.stored(window.quantileValues[position], signed: metric.isSigned)
-                    }
-                }
-                let high = Self.stored(window.max, signed: metric.isSigned)
-                values[base + 4] = values[base + 4] == historyNull ? high : max(values[base + 4], high)
-            }
-        case .gauge:
-            if let value = series.lastValue { values[base] = value.bitPattern }
-            if let low = window?.gaugeMin {
-                let old = Double(bitPattern: values[base + 1])
-                values[base + 1] = (old.isNaN ? low : min(old, low)).bitPattern
-            }
-            if let high = window?.gaugeMax {
-                let old = Double(bitPattern: values[base + 2])
-                values[base + 2] = (old.isNaN ? high : max(old, high)).bitPattern
-            }
-        }
-    }
-
-    /// The points from `from` to `to` (Unix seconds, within the buffer), `step` seconds each,
-    /// as `[t, v1, ...]` rows flattened, the row width being the kind's column count.
-    /// A histogram's value as a point keeps it: a signed one in offset binary (VALUES in
-    /// ringside.h), so that the larger of two points is still `max`, and short of `historyNull`.
-    static func stored(_ value: Int128, signed: Bool) -> UInt64 {
-        guard signed else { return min(UInt64(clamping: value), historyNull - 1) }
-        return min(UInt64(bitPattern: Int64(clamping: value)) ^ (1 << 63), historyNull - 1)
-    }
-
-    /// A value `stored` keeps, in steps.
-    static func value(stored: UInt64, signed: Bool) -> Int128 {
-        signed ? Int128(OffsetBinary.value(stored)) : Int128(stored)
-    }
-
-    func points(from: Int64, to: Int64, step: Int64, budget: inout Int, truncated: inout Bool) -> [UInt64] {
-        let width = HistoryAnswer.columns(metric.kind).count
-        var rows: [UInt64] = []
-        var bucket: Int64 = -1
-        var row = [UInt64](repeating: 0, count: width)
-        func flush() {
-            guard bucket >= 0 else { return }
-            rows.append(contentsOf: row)
-            budget -= 1
-        }
-        var second = max(from, lastSecond - Int64(seconds.count) + 1)
-        while second <= min(to, lastSecond) {
-            defer { second += 1 }
-            let slot = Int(second % Int64(seconds.count))
-            guard seconds[slot] == UInt32(second) else { continue }
-            let base = slot * HistoryStore.valuesPerPoint
-            let start = second - second % step
-            if start != bucket {
-                flush()
-                if budget <= 0 {
-                    bucket = -1
-                    truncated = true
-                    break
-                }
-                bucket = start
-                row[0] = UInt64(start)
-                for column in 1..<width { row[column] = values[base + column - 1] }
-                continue
-            }
-            // Another second of the same step.
-            switch metric.kind {
-            case .histogram:
-                row[1] = saturatingAdd(row[1], values[base])
-                for column in 2...5 where values[base + column - 1] != historyNull {
-                    row[column] = row[column] == historyNull ? values[base + column - 1] : max(row[column], values[base + column - 1])
-                }
-            case .counter:
-                row[1] = saturatingAdd(row[1], values[base])
-                row[2] = values[base + 1]
-            case .gauge:
-                let value = Double(bitPattern: values[base]), low = Double(bitPattern: values[base + 1])
-                let high = Double(bitPattern: values[base + 2])
-                if !value.isNaN { row[1] = values[base] }
-                let oldLow = Double(bitPattern: row[2]), oldHigh = Double(bitPattern: row[3])
-                if !low.isNaN { row[2] = (oldLow.isNaN ? low : min(oldLow, low)).bitPattern }
-                if !high.isNaN { row[3] = (oldHigh.isNaN ? high : max(oldHigh, high)).bitPattern }
-            }
-        }
-        flush()
-        return rows
-    }
-}
-
-private func saturatingAdd(_ a: UInt64, _ b: UInt64) -> UInt64 {
-    let (sum, overflow) = a.addingReportingOverflow(b)
-    return overflow ? .max : sum
 }

@@ -63,7 +63,7 @@ struct HistorySubscriber: SnapshotSubscriber {
 
     func report(into stats: inout CollectorStats) {
         let counts = store.counts
-        stats.history = (counts.series, counts.refused, limit)
+        stats.history = (counts.series, counts.refused, limit, store.bytes)
     }
 }
 
