@@ -47,8 +47,10 @@ package enum ScaleBenchmark {
         let started = rs_clock_precise_ns()
         let bots = try registerSeries(settings.series, in: directory)
         try collector.waitFor("all \(settings.series) series drained", seconds: 600) { health in
-            health.series == settings.series && health.backlog == 0
+            // A collector of before /health said its series (a baseline) is given 10 s more once drained.
+            (health.series ?? settings.series) == settings.series && health.backlog == 0 && health.rings == bots.count
         }
+        if try collector.checkHealth().series == nil { System.nanosleep(10_000_000_000) }
         report.drainSeconds = Double(rs_clock_precise_ns() - started) / 1e9
         report.drained = try collector.anonymousKiB()
 
@@ -59,6 +61,7 @@ package enum ScaleBenchmark {
             System.nanosleep(1_000_000_000)
         }
         report.health = collector.healthMillis
+        report.healthStalled = collector.stalledAnswers
         report.atRest = try collector.anonymousKiB()
 
         let prometheus = try settings.prometheus ? ScalePrometheus(scraping: collector.port, directory: scratch.path) : nil
@@ -86,6 +89,18 @@ package enum ScaleBenchmark {
         report.peakKiB = collector.peakKiB
         withExtendedLifetime(bots) {}
         return report
+    }
+
+    /// Has a process the benchmark started killed on an interrupt too, and its log read as it
+    /// comes (a full pipe would stall it).
+    static func keep(_ process: ChildProcess) {
+        ScratchDirectory.killOnInterrupt(process.pid)
+        Thread.detachNewThread { while process.readErrorLine() != nil {} }
+    }
+
+    static func stop(_ process: ChildProcess) {
+        ScratchDirectory.forget(child: process.pid)
+        process.kill()
     }
 
     /// Bots of `seriesPerBot` histograms each, one value recorded in each series.
@@ -118,14 +133,18 @@ final class ScaleCollector {
     }
 
     struct Health {
-        var series = 0
+        /// Nil from a collector whose /health did not say (one built before it did).
+        var series: Int?
         var backlog = 0
+        var rings = 0
     }
 
     let process: ChildProcess
     let port: Int
     /// Every `/health` answer's time.
     private(set) var healthMillis: [Double] = []
+    /// `/health` answers that said the drain loop stalled (503).
+    private(set) var stalledAnswers = 0
     private(set) var peakKiB = 0
 
     init(directory: String, series: Int) throws(BenchError) {
@@ -134,15 +153,10 @@ final class ScaleCollector {
                 "--dir", directory, "--max-series", String(series + 1_000), "--max-series-bytes", "1024G",
             ])
         } catch { throw BenchError("starting ringside-collector (build it beside ringside-bench: swift build -c release): \(error)") }
-        ScratchDirectory.killOnInterrupt(process.pid)
-        let process = process
-        Thread.detachNewThread { while process.readErrorLine() != nil {} }
+        ScaleBenchmark.keep(process)
     }
 
-    func stop() {
-        ScratchDirectory.forget(child: process.pid)
-        process.kill()
-    }
+    func stop() { ScaleBenchmark.stop(process) }
 
     /// The collector's anonymous memory (RssAnon) now.
     func anonymousKiB() throws(BenchError) -> Int {
@@ -160,12 +174,14 @@ final class ScaleCollector {
             throw BenchError("GET /health: \(error)")
         }
         healthMillis.append(Double(rs_clock_precise_ns() - start) / 1e6)
-        guard answer.status == 200, let json = try? jsonObject(answer.body) else {
+        // 503: the drain loop made no pass for a second (counted: the collector answered).
+        if answer.status == 503 { stalledAnswers += 1 }
+        guard answer.status == 200 || answer.status == 503, let json = try? jsonObject(answer.body) else {
             throw BenchError("GET /health: \(answer.status) \(answer.body.prefix(200))")
         }
         let rings = json["rings"] as? [[String: Any]] ?? []
         return Health(
-            series: json["series"] as? Int ?? 0, backlog: rings.reduce(0) { $0 + ($1["backlog"] as? Int ?? 0) })
+            series: json["series"] as? Int, backlog: rings.reduce(0) { $0 + ($1["backlog"] as? Int ?? 0) }, rings: rings.count)
     }
 
     func waitFor(_ what: String, seconds: Double, _ condition: (Health) -> Bool) throws(BenchError) {
@@ -214,15 +230,10 @@ final class ScalePrometheus {
                     "--storage.tsdb.path=\(directory)/prometheus", "--storage.tsdb.retention.time=1h",
                 ])
         } catch { throw BenchError("starting prometheus: \(error)") }
-        ScratchDirectory.killOnInterrupt(process.pid)
-        let process = process
-        Thread.detachNewThread { while process.readErrorLine() != nil {} }
+        ScaleBenchmark.keep(process)
     }
 
-    func stop() {
-        ScratchDirectory.forget(child: process.pid)
-        process.kill()
-    }
+    func stop() { ScaleBenchmark.stop(process) }
 
     /// Waits for three scrapes that each kept every series, then reads Prometheus's memory and
     /// the series its head holds.
@@ -267,6 +278,7 @@ package struct ScaleReport: Sendable {
     /// From the first series registered to the last drained.
     var drainSeconds = 0.0
     var health: [Double] = []
+    var healthStalled = 0
     var scrapes: [(ScaleCollector.Scrape, (millis: Double, bytes: Int))] = []
     var prometheus: PrometheusFigures?
 
@@ -282,7 +294,7 @@ package struct ScaleReport: Sendable {
         var text = "ringside-bench scale: \(series) series\nmachine: \(machine.line)\n\n" + table.text
         text +=
             "\ndrained in \(oneDecimal(drainSeconds)) s; peak VmHWM \(bytes(peakKiB)); /health: \(health.count) answers, "
-            + "slowest \(oneDecimal(health.max() ?? 0)) ms\n"
+            + "slowest \(oneDecimal(health.max() ?? 0)) ms, \(healthStalled) of them 503 (a drain pass over a second)\n"
         for (variant, scrape) in scrapes {
             text += "scrape \(variant.rawValue): \(oneDecimal(scrape.millis)) ms, \(bytes(scrape.bytes / 1024))\n"
         }

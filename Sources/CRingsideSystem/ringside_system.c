@@ -63,3 +63,5 @@ int rss_thread_slice(uint64_t *nanoseconds) {
 #endif
 
 int rss_trim_heap(void) { return malloc_trim(0); }
+
+int rss_map_blocks_on_their_own(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes) == 1 ? 0 : EINVAL; }

@@ -291,6 +291,11 @@ package enum System {
     @discardableResult
     package static func trimHeap() -> Bool { rss_trim_heap() == 1 }
 
+    /// Has malloc map every block of `bytes` or more on its own (so it goes back to the kernel
+    /// as soon as it is freed), and no longer raise that threshold as large blocks are freed.
+    /// The corresponding C function is `mallopt` (`M_MMAP_THRESHOLD`).
+    package static func mapBlocksOnTheirOwn(atLeast bytes: Int32) { rss_map_blocks_on_their_own(bytes) }
+
     /// A new inotify instance (`IN_NONBLOCK | IN_CLOEXEC` in `flags`). The corresponding C
     /// function is `inotify_init1`.
     package static func inotifyInit1(_ flags: Int32) throws(Errno) -> Int32 {

@@ -37,6 +37,13 @@ int rss_thread_slice(uint64_t *nanoseconds);
  */
 int rss_trim_heap(void);
 
+/**
+ * Has malloc map every block of `bytes` or more on its own (`mallopt(M_MMAP_THRESHOLD, bytes)`,
+ * which also stops it raising that threshold as large blocks are freed). Returns 0, or EINVAL
+ * when malloc refused the value.
+ */
+int rss_map_blocks_on_their_own(int bytes);
+
 #ifdef __cplusplus
 }
 #endif

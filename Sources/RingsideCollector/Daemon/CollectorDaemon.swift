@@ -448,12 +448,8 @@ extension CollectorDaemon {
 /// to the system at once. Left to itself, malloc raises that threshold to the largest block freed
 /// (up to 32 MiB), and a page of some 30 MiB, once freed, stays in its heap: the memory budget
 /// (`--max-series-bytes`) counts what the collector holds, not what the allocator keeps.
-/// `mallopt` is looked up at run time: Swift's Glibc module does not declare it.
 private func returnLargeBlocksToTheSystem() {
-    typealias MallOpt = @convention(c) (Int32, Int32) -> Int32
-    guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }  // not glibc
-    let mmapThreshold: Int32 = -3  // M_MMAP_THRESHOLD in <malloc.h>
-    _ = unsafeBitCast(symbol, to: MallOpt.self)(mmapThreshold, 1 << 20)
+    System.mapBlocksOnTheirOwn(atLeast: 1 << 20)
 }
 
 extension WebSecurityStats {
