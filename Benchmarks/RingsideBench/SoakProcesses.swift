@@ -154,6 +154,12 @@ struct LatestFigures {
     var counterTotal: [String: UInt64] = [:]
     /// Each file's figures, by name (`bot` or `bot@pid`).
     var files: [String: File] = [:]
+    /// The OTLP exporter's figures (`collector.otlp`).
+    var otlp: OTLP?
+
+    struct OTLP {
+        var sent: UInt64, failed: UInt64, dropped: UInt64, retries: UInt64, timeouts: UInt64
+    }
 
     struct File {
         var bot: String
@@ -170,6 +176,12 @@ struct LatestFigures {
             if let count = number(series["total_count"]) { totalCount[key, default: 0] += count }
             if let dropped = number(series["dropped_records"]) { droppedRecords[key, default: 0] += dropped }
             if series["kind"] as? String == "counter", let total = number(series["total"]) { counterTotal[key, default: 0] += total }
+        }
+        if let otlp = (document["collector"] as? [String: Any])?["otlp"] as? [String: Any] {
+            self.otlp = OTLP(
+                sent: number(otlp["exports_sent"]) ?? 0, failed: number(otlp["exports_failed"]) ?? 0,
+                dropped: number(otlp["exports_dropped"]) ?? 0, retries: number(otlp["retries"]) ?? 0,
+                timeouts: number(otlp["timeouts"]) ?? 0)
         }
         for ring in document["rings"] as? [[String: Any]] ?? [] {
             guard let name = ring["name"] as? String else { continue }

@@ -91,20 +91,37 @@ enum SoakVerdict {
                     + (figures.problemCount == 0
                         ? "; no total went back from one export to the next"
                         : "; \(figures.problemCount) problems: " + figures.problems.joined(separator: "; "))))
-        let metrics = MetricsPage(text: collector.get("/metrics") ?? "")
-        let failed = metrics.sum("ringside_otlp_exports_total", matching: "result=\"failed\"")
-        let droppedExports = metrics.sum("ringside_otlp_exports_total", matching: "result=\"dropped\"")
-        let sent = metrics.sum("ringside_otlp_exports_total", matching: "result=\"sent\"")
-        let retries = metrics.sum("ringside_otlp_retries_total")
-        let outages = settings.seconds >= 2 * SoakSettings.failPeriodSeconds
-        checks.append(
-            SoakCheck(
-                name: "OTLP outages survived",
-                passed: failed == 0 && droppedExports == 0 && figures.taken > 0 && (!outages || figures.refused + figures.cut > 0),
-                detail: "the receiver took \(figures.taken) exports, answered \(figures.refused) attempts 503 and cut \(figures.cut); "
-                    + "the collector counted \(Int64(sent)) sent, \(Int64(retries)) retries, \(Int64(failed)) failed and "
-                    + "\(Int64(droppedExports)) dropped"))
+        // The collector's own count of its attempts, from /latest (rendered when asked: /metrics
+        // pages are rendered ahead, at the snapshot's changes, and may lag the last exports).
+        var otlp: LatestFigures.OTLP?
+        var seen = receiver.snapshot
+        _ = eventually(seconds: 15) { () -> Bool in
+            otlp = LatestFigures(collector.get("/latest"))?.otlp
+            seen = receiver.snapshot
+            guard let otlp else { return false }
+            return otlp.sent + otlp.retries + otlp.failed == UInt64(seen.taken + seen.refused + seen.cut)
+        }
+        checks.append(otlpCheck(otlp, seen, outages: settings.seconds >= 2 * SoakSettings.failPeriodSeconds))
         return checks
+    }
+
+    /// The outages went by and the collector's count of its exports is the receiver's: each attempt
+    /// it counted (sent, retried, failed) one the receiver saw (taken, refused, cut), every export
+    /// taken one it counted sent (unless an attempt timed out after the receiver took it), none
+    /// failed or dropped.
+    static func otlpCheck(_ otlp: LatestFigures.OTLP?, _ seen: SoakReceiver.Figures, outages: Bool) -> SoakCheck {
+        let name = "OTLP outages survived"
+        guard let otlp else { return SoakCheck(name: name, passed: false, detail: "no otlp figures in /latest") }
+        let attempts = otlp.sent + otlp.retries + otlp.failed
+        let seenAttempts = UInt64(seen.taken + seen.refused + seen.cut)
+        let passed =
+            otlp.failed == 0 && otlp.dropped == 0 && seen.taken > 0 && (!outages || seen.refused + seen.cut > 0)
+            && attempts == seenAttempts && (otlp.timeouts > 0 || otlp.sent == UInt64(seen.taken))
+        return SoakCheck(
+            name: name, passed: passed,
+            detail: "the receiver took \(seen.taken) exports, answered \(seen.refused) attempts 503 and cut \(seen.cut); "
+                + "the collector counted \(otlp.sent) sent, \(otlp.retries) retries (\(otlp.timeouts) timed out), \(otlp.failed) "
+                + "failed and \(otlp.dropped) dropped" + (attempts == seenAttempts ? "" : ": \(attempts) attempts, \(seenAttempts) seen"))
     }
 
     /// What the collector shows against what the producers counted: each file written, dropped and

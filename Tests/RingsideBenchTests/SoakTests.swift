@@ -127,4 +127,26 @@ struct SoakPartsTests {
         #expect(report.shownSamples.map(\.elapsed) == [10] + stride(from: 60.0, through: 3600, by: 60).map { $0 })
         #expect(SoakReport.formatElapsed(3725) == "1:02:05" && SoakReport.formatElapsed(65) == "1:05")
     }
+
+    @Test("OTLP: passes when each attempt the collector counted is one the receiver saw, none failed or dropped; a miscount fails")
+    func otlpCounts() {
+        var seen = SoakReceiver.Figures()
+        (seen.taken, seen.refused, seen.cut) = (30, 9, 8)
+        let exact = LatestFigures.OTLP(sent: 30, failed: 0, dropped: 0, retries: 17, timeouts: 0)
+        #expect(SoakVerdict.otlpCheck(exact, seen, outages: true).passed)
+        var missed = exact
+        missed.sent = 29
+        #expect(!SoakVerdict.otlpCheck(missed, seen, outages: true).passed)
+        // An attempt that timed out after the receiver took it: sent again, taken twice.
+        let timedOut = LatestFigures.OTLP(sent: 29, failed: 0, dropped: 0, retries: 18, timeouts: 1)
+        #expect(SoakVerdict.otlpCheck(timedOut, seen, outages: true).passed)
+        var dropped = exact
+        dropped.dropped = 1
+        #expect(!SoakVerdict.otlpCheck(dropped, seen, outages: true).passed)
+        (seen.refused, seen.cut) = (0, 0)
+        #expect(
+            !SoakVerdict.otlpCheck(LatestFigures.OTLP(sent: 30, failed: 0, dropped: 0, retries: 0, timeouts: 0), seen, outages: true).passed
+        )
+        #expect(!SoakVerdict.otlpCheck(nil, seen, outages: false).passed)
+    }
 }
