@@ -8,7 +8,7 @@ import Ringside
 /// "pool_values" and counter "pool_increments", prints "attached PID", then keeps WORKERS forked
 /// workers of the bot running for SECONDS (or until SIGTERM): each records 1 ... COUNT into the histogram, incrementing the counter after each
 /// record, RATE calls a second (in millisecond batches), tells the parent its calls and what its
-/// lane wrote and dropped (one line into a pipe, a single write), and exits; the parent starts
+/// lane wrote and dropped meanwhile (one line into a pipe, a single write), and exits; the parent starts
 /// another in its place at once. At the end no worker is started, those running finish, and it
 /// prints "workers N attempts A written W dropped D increments I", summed over every worker.
 func workerPool(_ bot: Bot, options: [String: String], count: UInt64) throws {
@@ -48,6 +48,11 @@ func workerPool(_ bot: Bot, options: [String: String], count: UInt64) throws {
         let pid = fork()
         guard pid == 0 else { return pid }
         close(reports[0])
+        // The lane first (the worker's file made now), and what it held: a worker whose pid was a
+        // gone worker's, whose file the collector has not removed yet, continues that file, and
+        // may get its lane, with its counts.
+        guard let lane = try? bot.claimCurrentThreadLane() else { _exit(4) }
+        let before = (written: lane.recordsWritten, dropped: lane.recordsDropped)
         let batch = max(1, UInt64(rate / 1000))
         let start = rs_clock_precise_ns()
         var value: UInt64 = 0
@@ -62,8 +67,7 @@ func workerPool(_ bot: Bot, options: [String: String], count: UInt64) throws {
             let now = rs_clock_precise_ns()
             if due > now { usleep(useconds_t((due - now) / 1000)) }
         }
-        let lane = bot.currentThreadLane  // this worker's own file's lane
-        let line = Array("\(calls) \(lane.recordsWritten) \(lane.recordsDropped) \(calls)\n".utf8)
+        let line = Array("\(calls) \(lane.recordsWritten - before.written) \(lane.recordsDropped - before.dropped) \(calls)\n".utf8)
         _ = line.withUnsafeBytes { write(reports[1], $0.baseAddress, $0.count) }  // under PIPE_BUF: one piece
         _exit(0)
     }
