@@ -152,8 +152,13 @@ let package = Package(
                 "RingsideHTTP", "RingsideCommandLine", "RingsideSystem", "RingsideTestSupport", "ringside-test-producer",
                 "ringside-collector",
             ]),
+        /// The benchmark's harness, and the soak's five minutes (`RINGSIDE_SOAK=1`), which runs the
+        /// collector and the test producer built beside it.
         .testTarget(
-            name: "RingsideBenchTests", dependencies: ["RingsideBench", "CRingsideBench", "RingsideJSON", "RingsideCommandLine"]),
+            name: "RingsideBenchTests",
+            dependencies: [
+                "RingsideBench", "CRingsideBench", "RingsideJSON", "RingsideCommandLine", "ringside-collector", "ringside-test-producer",
+            ]),
         .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideHTTPClient", "RingsideTestSupport"]),
         .testTarget(
             name: "RingsideTraceTests",

@@ -6,15 +6,14 @@ import RingsideJSON
 
 /// ringside-bench's command line.
 package struct BenchCommand: Sendable, Equatable {
-    package enum Benchmark: String, Sendable, CaseIterable {
-        case emit, collector, scrape, burst, gap, scale
+    package enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst, gap, scale, soak }
 
-        /// What runs when none is named: all but `scale`, which takes minutes and gigabytes.
-        static let byDefault: [Benchmark] = [.emit, .collector, .scrape, .burst, .gap]
-    }
+    /// The benchmarks run when none is named: all but `scale`, which takes minutes and gigabytes,
+    /// and the soak, an hour long, which runs alone.
+    package static let defaultBenchmarks = Benchmark.allCases.filter { $0 != .scale && $0 != .soak }
 
-    /// Which benchmarks, in order: all of them but `scale` when none is named.
-    package var benchmarks: [Benchmark] = Benchmark.byDefault
+    /// Which benchmarks, in order: all of `defaultBenchmarks` when none is named.
+    package var benchmarks: [Benchmark] = defaultBenchmarks
     package var json = false
     package var settings = BenchSettings()
     /// Where to write the emit rows' percentile chart.
@@ -23,11 +22,14 @@ package struct BenchCommand: Sendable, Equatable {
     package var rows: Set<String> = []
     /// `scale`'s series and whether Prometheus runs beside.
     package var scale = ScaleBenchmark.Settings()
+    /// The soak's settings (`--duration`, `--interval`, `--producers`, `--workers`, `--warmup`).
+    package var soak = SoakSettings()
 
     package init() {}
 
     package static let usage = """
         usage: ringside-bench [emit | collector | scrape | burst | gap | scale] [options]
+               ringside-bench soak [--duration S] [--interval S] [--producers N] [--workers N] [--warmup S] [--json]
 
         Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
         collector drains and aggregates (collector), how long GET /metrics takes with 10,000
@@ -39,8 +41,16 @@ package struct BenchCommand: Sendable, Equatable {
         minutes; the collector built beside ringside-bench).
         Build it in release mode: swift build -c release --product ringside-bench
 
+        soak runs alone: the collector built beside this binary for an hour, under producers at full
+        speed and a pool of forked workers recycled all along, pushing OTLP to a receiver of its own
+        that fails every other minute; it samples the collector's memory, descriptors, CPU and drain,
+        then judges: RSS and descriptors flat after the warm-up, nothing lost, every counter exact.
+        Its exit status is 1 when a check fails. Build the collector and the producer beside it:
+          swift build -c release --product ringside-collector
+          swift build -c release --product ringside-test-producer
+
         options:
-          --json            print exactly one JSON object (name emit, collector, scrape, burst or gap)
+          --json            print exactly one JSON object (name emit, collector, scrape, burst, gap or soak)
           --quick           a few seconds in all (0.25 s per row)
           --duration SECS   measuring time per row (all rounds) or phase (default 2; e.g. 5, 500ms); scrape makes
                             10 scrapes a row per second of it, 5 to 100; burst runs 5 seeds a second of it, 3 to 40;
@@ -56,6 +66,16 @@ package struct BenchCommand: Sendable, Equatable {
           --poll DUR        the collector's --poll in the live run (default 100ms)
           --series N        scale: series registered (default 100000; 1000 to 2000000)
           --prometheus      scale: run Debian's prometheus beside the collector, scraping it
+
+        soak's options:
+          --duration SECS   how long the producers write (default 3600; 180 s to 7 days; e.g. 900, 1h)
+          --interval SECS   time between two samples (default 10; 1 to 20 s)
+          --producers N     blast producers at full speed, a bot each (default 8; 1 to 64)
+          --workers N       workers the pool keeps running, each recycled after 20,000 calls (default 4; 0 to 32)
+          --warmup SECS     time before the memory's baseline minute (default 300; 0 to 1 day); the run must
+                            last the warm-up and two minutes more
+          --json            print the report as one JSON object, every sample in it
+
           --help            show this text
           --version         print the version and the git revision, and exit
         """
@@ -75,6 +95,8 @@ package struct BenchCommand: Sendable, Equatable {
         var named: [Benchmark] = []
         var stream = ArgumentStream(arguments)
         var roundsGiven = false
+        var durationText: String?
+        var soakFlags: [String] = []
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
         while let token = try stream.next() {
             let flag: String
@@ -97,13 +119,30 @@ package struct BenchCommand: Sendable, Equatable {
                     "--rounds \($0): expected a number of rounds from 1 to 100"
                 }
                 roundsGiven = true
-            case "--duration":
-                let text = try value(for: flag)
-                let seconds = durationNanos(text, bareSeconds: true).map { Double($0) / 1e9 }
-                guard let seconds, seconds >= 0.05, seconds <= 3600 else {
-                    throw UsageError("--duration \(text): expected seconds from 0.05 to 3600 (e.g. 2, 500ms)")
+            case "--duration": durationText = try value(for: flag)
+            case "--interval":
+                command.soak.intervalSeconds = try seconds(
+                    parseDuration(value(for: flag), flag: flag, bareSeconds: true, in: 1_000_000_000...20_000_000_000) {
+                        "--interval \($0): expected seconds from 1 to 20 (e.g. 10, 5s)"
+                    })
+                soakFlags.append(flag)
+            case "--warmup":
+                command.soak.warmupSeconds = try seconds(
+                    parseDuration(value(for: flag), flag: flag, bareSeconds: true, in: 0...86_400_000_000_000, zeroIsOff: true) {
+                        "--warmup \($0): expected seconds from 0 to 86400 (e.g. 300, 5m)"
+                    })
+                soakFlags.append(flag)
+            case "--producers":
+                command.soak.producers = try parseCount(value(for: flag), in: 1...64) { "--producers \($0): expected 1 to 64 producers" }
+                soakFlags.append(flag)
+            case "--series":
+                command.scale.series = try parseCount(value(for: flag), in: 1_000...2_000_000) {
+                    "--series \($0): expected a number of series from 1000 to 2000000"
                 }
-                command.settings.seconds = seconds
+            case "--prometheus": command.scale.prometheus = true
+            case "--workers":
+                command.soak.workers = try parseCount(value(for: flag), in: 0...32) { "--workers \($0): expected 0 to 32 workers" }
+                soakFlags.append(flag)
             case "--svg": command.svgPath = try value(for: flag)
             case "--batch":
                 command.settings.batchSize = try parseCount(value(for: flag), in: 1...1024) {
@@ -123,11 +162,6 @@ package struct BenchCommand: Sendable, Equatable {
                     throw UsageError("--capacity \(text): expected a power of two from 1024 to 67108864")
                 }
                 command.settings.ringCapacity = capacity
-            case "--series":
-                command.scale.series = try parseCount(value(for: flag), in: 1_000...2_000_000) {
-                    "--series \($0): expected a number of series from 1000 to 2000000"
-                }
-            case "--prometheus": command.scale.prometheus = true
             case "--poll":
                 command.settings.collectorPollNanos = try parseDuration(value(for: flag), flag: flag, in: 1_000_000...10_000_000_000) { _ in
                     "--poll must be from 1ms to 10s"
@@ -137,9 +171,31 @@ package struct BenchCommand: Sendable, Equatable {
             }
         }
         if !named.isEmpty { command.benchmarks = Benchmark.allCases.filter(named.contains) }
+        let soak = command.benchmarks.contains(.soak)
+        if soak && command.benchmarks.count > 1 { throw UsageError("soak runs alone: name no other benchmark with it") }
+        if let flag = soakFlags.first, !soak { throw UsageError("\(flag) is soak's: run ringside-bench soak") }
+        if let text = durationText {
+            if soak {
+                command.soak.seconds = try seconds(
+                    parseDuration(text, flag: "--duration", bareSeconds: true, in: 180_000_000_000...604_800_000_000_000) {
+                        "--duration \($0): expected the soak's seconds from 180 to 604800 (e.g. 3600, 1h)"
+                    })
+            } else {
+                let seconds = durationNanos(text, bareSeconds: true).map { Double($0) / 1e9 }
+                guard let seconds, seconds >= 0.05, seconds <= 3600 else {
+                    throw UsageError("--duration \(text): expected seconds from 0.05 to 3600 (e.g. 2, 500ms)")
+                }
+                command.settings.seconds = seconds
+            }
+        }
+        if soak && command.soak.warmupSeconds + 2 * SoakSettings.windowSeconds > command.soak.seconds {
+            throw UsageError(
+                "--duration \(Int(command.soak.seconds)) s is too short for --warmup \(Int(command.soak.warmupSeconds)) s: the soak "
+                    + "compares the minute after the warm-up with the last minute, so it must last the warm-up and two minutes more")
+        }
         if command.json && command.benchmarks == [.scale] { throw UsageError("--json: scale prints its table only") }
         if command.json && command.benchmarks.count != 1 {
-            throw UsageError("--json prints one benchmark's object: name emit, collector, scrape, burst or gap")
+            throw UsageError("--json prints one benchmark's object: name emit, collector, scrape, burst, gap or soak")
         }
         if command.svgPath != nil && !command.benchmarks.contains(.emit) {
             throw UsageError("--svg charts the emit rows: run emit")
@@ -147,3 +203,6 @@ package struct BenchCommand: Sendable, Equatable {
         return .run(command)
     }
 }
+
+/// Nanoseconds as seconds.
+private func seconds(_ nanos: UInt64) -> Double { Double(nanos) / 1e9 }

@@ -35,7 +35,7 @@ package enum ScaleBenchmark {
         let scratch = try ScratchDirectory()
         defer { scratch.remove() }
         let directory = try scratch.subdirectory("scale")
-        let collector = try ScaleCollector(directory: directory, series: settings.series)
+        let collector = try ScaleCollector(directory: directory, series: settings.series, scratch: scratch)
         defer { collector.stop() }
         var report = ScaleReport(machine: .current(pinned: false), series: settings.series)
 
@@ -64,7 +64,7 @@ package enum ScaleBenchmark {
         report.healthStalled = collector.stalledAnswers
         report.atRest = try collector.anonymousKiB()
 
-        let prometheus = try settings.prometheus ? ScalePrometheus(scraping: collector.port, directory: scratch.path) : nil
+        let prometheus = try settings.prometheus ? ScalePrometheus(scraping: collector.port, scratch: scratch) : nil
         defer { prometheus?.stop() }
 
         // What Prometheus asks for (gzip), then a plain page as a person's curl asks: the
@@ -91,16 +91,17 @@ package enum ScaleBenchmark {
         return report
     }
 
-    /// Has a process the benchmark started killed on an interrupt too, and its log read as it
-    /// comes (a full pipe would stall it).
-    static func keep(_ process: ChildProcess) {
-        ScratchDirectory.killOnInterrupt(process.pid)
+    /// Has a process the benchmark started (in a process group of its own) killed with the
+    /// scratch directory, also on an interrupt, and its log read as it comes (a full pipe would
+    /// stall it).
+    static func keep(_ process: ChildProcess, in scratch: ScratchDirectory) {
+        scratch.own(processGroup: process.pid)
         Thread.detachNewThread { while process.readErrorLine() != nil {} }
     }
 
-    static func stop(_ process: ChildProcess) {
-        ScratchDirectory.forget(child: process.pid)
+    static func stop(_ process: ChildProcess, in scratch: ScratchDirectory) {
         process.kill()
+        scratch.disown(processGroup: process.pid)
     }
 
     /// Bots of `seriesPerBot` histograms each, one value recorded in each series.
@@ -147,16 +148,19 @@ final class ScaleCollector {
     private(set) var stalledAnswers = 0
     private(set) var peakKiB = 0
 
-    init(directory: String, series: Int) throws(BenchError) {
+    private let scratch: ScratchDirectory
+
+    init(directory: String, series: Int, scratch: ScratchDirectory) throws(BenchError) {
+        self.scratch = scratch
         do {
             (process, port) = try startCollector([
                 "--dir", directory, "--max-series", String(series + 1_000), "--max-series-bytes", "1024G",
             ])
         } catch { throw BenchError("starting ringside-collector (build it beside ringside-bench: swift build -c release): \(error)") }
-        ScaleBenchmark.keep(process)
+        ScaleBenchmark.keep(process, in: scratch)
     }
 
-    func stop() { ScaleBenchmark.stop(process) }
+    func stop() { ScaleBenchmark.stop(process, in: scratch) }
 
     /// The collector's anonymous memory (RssAnon) now.
     func anonymousKiB() throws(BenchError) -> Int {
@@ -207,7 +211,11 @@ final class ScalePrometheus {
     let process: ChildProcess
     let port: Int
 
-    init(scraping collectorPort: Int, directory: String) throws(BenchError) {
+    private let scratch: ScratchDirectory
+
+    init(scraping collectorPort: Int, scratch: ScratchDirectory) throws(BenchError) {
+        self.scratch = scratch
+        let directory = scratch.path
         guard let executable = systemTool("prometheus") else {
             throw BenchError("--prometheus: prometheus is not installed (apt-get install prometheus)")
         }
@@ -230,10 +238,10 @@ final class ScalePrometheus {
                     "--storage.tsdb.path=\(directory)/prometheus", "--storage.tsdb.retention.time=1h",
                 ])
         } catch { throw BenchError("starting prometheus: \(error)") }
-        ScaleBenchmark.keep(process)
+        ScaleBenchmark.keep(process, in: scratch)
     }
 
-    func stop() { ScaleBenchmark.stop(process) }
+    func stop() { ScaleBenchmark.stop(process, in: scratch) }
 
     /// Waits for three scrapes that each kept every series, then reads Prometheus's memory and
     /// the series its head holds.

@@ -7,13 +7,15 @@ import Glibc
 import RingsideSystem
 
 /// A ring directory of the benchmark's own, `/dev/shm/ringside-bench.XXXXXX`, removed with
-/// everything in it by `remove()`, and also when the process is interrupted (SIGINT, SIGTERM).
+/// everything in it by `remove()`, and also when the process is interrupted (SIGINT, SIGTERM);
+/// the processes it was given to own (`own(processGroup:)`: a soak's collector and producers,
+/// which write in it) are killed first.
 package final class ScratchDirectory: Sendable {
     package let path: String
 
     private static let live = Mutex<Set<String>>([])
-    /// Processes the benchmark started (a collector, Prometheus): killed on an interrupt too.
-    private static let children = Mutex<Set<Int32>>([])
+    /// The process groups to kill before a directory goes, by directory.
+    private static let owned = Mutex<[String: Set<Int32>]>([:])
     private static let signalSources = Mutex<[DispatchSourceSignal]>([])
 
     /// Makes the directory.
@@ -31,23 +33,33 @@ package final class ScratchDirectory: Sendable {
         return sub
     }
 
-    /// Removes the directory and everything in it.
+    /// Kills the process group `group` (SIGKILL: a process and the workers it forked) when the
+    /// directory is removed or the benchmark interrupted, unless `disown` comes first. For
+    /// processes started in a group of their own (`SpawnedProcess`), whose files are in it.
+    package func own(processGroup group: Int32) {
+        Self.owned.withLock { _ = $0[path, default: []].insert(group) }
+    }
+
+    /// No longer kills `group`: its processes are gone and reaped (its number may be another's).
+    package func disown(processGroup group: Int32) {
+        Self.owned.withLock { _ = $0[path]?.remove(group) }
+    }
+
+    /// Kills the process groups it owns, then removes the directory and everything in it.
     package func remove() {
+        Self.killOwned(path)
         try? FileManager.default.removeItem(atPath: path)
         Self.live.withLock { _ = $0.remove(path) }
     }
 
     deinit { remove() }
 
-    /// Kills process `pid` too on SIGINT or SIGTERM (until `forget(child:)`).
-    package static func killOnInterrupt(_ pid: Int32) {
-        installSignalCleanup()
-        children.withLock { _ = $0.insert(pid) }
+    private static func killOwned(_ path: String) {
+        for group in owned.withLock({ $0.removeValue(forKey: path) ?? [] }) { try? System.kill(-group, SIGKILL) }
     }
 
-    package static func forget(child pid: Int32) { children.withLock { _ = $0.remove(pid) } }
-
-    /// On SIGINT or SIGTERM: kill the children, remove every live scratch directory, then exit 128 + the signal.
+    /// On SIGINT or SIGTERM: kill what every live scratch directory owns and remove it, then exit
+    /// 128 + the signal.
     private static func installSignalCleanup() {
         signalSources.withLock { sources in
             guard sources.isEmpty else { return }
@@ -55,8 +67,10 @@ package final class ScratchDirectory: Sendable {
                 System.signal(signalNumber, SIG_IGN)
                 let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
                 source.setEventHandler {
-                    for pid in children.withLock({ $0 }) { kill(pid, SIGKILL) }
-                    for path in live.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: path) }
+                    for path in live.withLock({ $0 }) {
+                        killOwned(path)
+                        try? FileManager.default.removeItem(atPath: path)
+                    }
                     exit(128 + signalNumber)
                 }
                 source.resume()

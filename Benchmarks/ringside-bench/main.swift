@@ -61,6 +61,12 @@ do {
         case .gap:
             let report = try GapBenchmark.run(command.settings, progress: progress)
             print(command.json ? report.json.text : report.table)
+        case .soak:
+            let report = try SoakBenchmark.run(command.soak) { line in
+                if !command.json { FileHandle.standardError.write(Data("  \(line)\n".utf8)) }
+            }
+            print(command.json ? report.json.text : report.table)
+            if !report.passed { exit(1) }
         }
     }
 } catch {

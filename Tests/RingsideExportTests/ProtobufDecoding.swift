@@ -1,5 +1,7 @@
 // A decoder of the delimited `io.prometheus.client.MetricFamily` stream, for the fields of
-// metrics.proto the tests check: written from the .proto's field numbers, apart from the encoder.
+// metrics.proto the tests check: written from the .proto's field numbers, apart from the encoder
+// (over RingsideTestSupport's `ProtobufReader`).
+import RingsideTestSupport
 
 struct DecodedHistogram {
     var count: UInt64 = 0, sum = 0.0, schema: Int64?, zeroCount: UInt64 = 0
@@ -31,52 +33,6 @@ struct DecodedFamily {
     var name = "", type: UInt64 = 0
     var metrics: [DecodedMetric] = []
 }
-
-struct ProtobufReader {
-    let bytes: [UInt8]
-    var position = 0
-
-    var atEnd: Bool { position >= bytes.count }
-
-    mutating func varint() throws -> UInt64 {
-        var result: UInt64 = 0, shift: UInt64 = 0
-        while true {
-            guard position < bytes.count, shift < 64 else { throw TestDecodeError("truncated varint") }
-            let byte = bytes[position]
-            position += 1
-            result |= UInt64(byte & 0x7F) << shift
-            if byte < 0x80 { return result }
-            shift += 7
-        }
-    }
-
-    /// The next field: its number, wire type, and its value (a varint, 8 bytes, or a slice).
-    mutating func field() throws -> (number: Int, varint: UInt64, fixed: UInt64, bytes: [UInt8]) {
-        let key = try varint()
-        switch key & 7 {
-        case 0: return (Int(key >> 3), try varint(), 0, [])
-        case 1:
-            guard position + 8 <= bytes.count else { throw TestDecodeError("truncated fixed64") }
-            var value: UInt64 = 0
-            for index in 0..<8 { value |= UInt64(bytes[position + index]) << (8 * UInt64(index)) }
-            position += 8
-            return (Int(key >> 3), 0, value, [])
-        case 2:
-            let length = Int(try varint())
-            guard position + length <= bytes.count else { throw TestDecodeError("truncated field") }
-            defer { position += length }
-            return (Int(key >> 3), 0, 0, Array(bytes[position..<position + length]))
-        default: throw TestDecodeError("wire type \(key & 7)")
-        }
-    }
-}
-
-struct TestDecodeError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-func zigzag(_ value: UInt64) -> Int64 { Int64(bitPattern: value >> 1) ^ -Int64(bitPattern: value & 1) }
 
 func decodeFamilies(_ page: [UInt8]) throws -> [DecodedFamily] {
     var stream = ProtobufReader(bytes: page)

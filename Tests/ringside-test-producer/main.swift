@@ -13,13 +13,15 @@
 //   ringside-test-producer count-allocations --dir DIR --ring NAME --count N
 //       makes N calls of each hot-path operation (record, increment, set, span) and prints
 //       "allocations A heap_bytes B": malloc calls and the heap's growth over those calls.
-//   ringside-test-producer blast --dir DIR --ring NAME --seconds S [--rate R] [--capacity C] [--nice N]
+//   ringside-test-producer blast --dir DIR --ring NAME --seconds S [--rate R] [--capacity C] [--nice N] [--counter yes]
 //       prints "attached PID", then records into histogram "blast" {source="test"} for S seconds
 //       (or until SIGTERM) at full speed, or R records a second, dropping when the ring is full.
 //       Each record's value is its cursor + 1, so values count 1, 2, 3 ... across producers that
 //       re-attach the ring. Prints "attempts A written W dropped D faults F late L": calls made,
 //       what the ring's own counters moved by, SIGBUS faults the guard absorbed in this process,
-//       and how many nanoseconds behind its schedule a paced run fell at worst.
+//       and how many nanoseconds behind its schedule a paced run fell at worst. With --counter,
+//       each call also increments counter "blast_calls" {source="test"}, and the line ends
+//       "increments I" (I == A: a counter is exact whatever the lane drops).
 //   ringside-test-producer first-bot
 //       runs the README's first Swift bot (FirstBot.swift) in $RINGSIDE_DIR, and exits.
 //   ringside-test-producer kit --dir DIR --ring NAME --count N [--start S] [--step T] [--per-second R]
@@ -98,6 +100,11 @@
 //   ringside-test-producer worker-churn --dir DIR --ring NAME --rate R --seconds S
 //       forks R workers a second for S seconds, one at a time, each incrementing "churn_total" and
 //       recording into "churn_values" once; prints "workers N" (StateWorkers.swift).
+//   ringside-test-producer worker-pool --dir DIR --ring NAME --workers K --count N --rate R --seconds S [--capacity C] [--nice N]
+//       keeps K forked workers running for S seconds (or until SIGTERM), each recording 1 ... N into
+//       "pool_values" and incrementing "pool_increments" after each, R calls a second, then exiting,
+//       another started in its place; prints "attached PID", then "workers S attempts A written W
+//       dropped D increments I" over every worker (WorkerPool.swift).
 //   ringside-test-producer sched-threads --dir DIR --ring NAME [--burn yes] [--cpu C]
 //       threads for the thread sampler (SchedThreads.swift): "burner" spins with --burn (on CPU C),
 //       "napper" sleeps 1 ms at a time, "leaver" exits when a line "leave" comes on the input; each records
@@ -133,7 +140,7 @@ guard let mode = arguments.first,
         "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit", "burst-idle",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
         "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound", "sched-threads", "spin",
-        "span-clock", "worker", "worker-churn", "bogus-files",
+        "span-clock", "worker", "worker-churn", "worker-pool", "bogus-files",
     ].contains(mode)
 else {
     fail("usage: sequence|hold|count-allocations|many-metrics --dir DIR --ring NAME --count N")
@@ -244,7 +251,7 @@ func countAllocations(_ ring: Bot, count: UInt64) throws -> (calls: UInt64, heap
 
 if [
     "threads", "short-threads", "short-threads-joined", "tasks", "fork", "fork-warm", "fork-pool", "lanes", "gauge-workers", "worker-bound",
-    "worker", "worker-churn",
+    "worker", "worker-churn", "worker-pool",
 ].contains(mode) {
     do {
         var botOptions = Bot.Options(sampleAbovePercent: sampleAbove)
@@ -302,7 +309,7 @@ do {
     if mode == "blast" {
         try blast(
             bot, seconds: Double(options["seconds"] ?? "10") ?? 10, rate: Double(options["rate"] ?? "0") ?? 0,
-            nice: Int32(options["nice"] ?? "0") ?? 0)
+            nice: Int32(options["nice"] ?? "0") ?? 0, counting: options["counter"] == "yes")
         exit(0)
     }
     if mode == "count-allocations" {
@@ -327,8 +334,9 @@ do {
     fail("\(error)")
 }
 
-/// `blast`: records cursor + 1 until the time is up or SIGTERM arrives, then prints the counts.
-func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) throws {
+/// `blast`: records cursor + 1 (and, `counting`, increments "blast_calls") until the time is up or
+/// SIGTERM arrives, then prints the counts.
+func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32, counting: Bool) throws {
     if niceness != 0 { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness) }
     // SIGTERM ends the run in order: it stays pending, and the loop looks for it now and then.
     var terminate = sigset_t()
@@ -336,6 +344,7 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
     sigaddset(&terminate, SIGTERM)
     sigprocmask(SIG_BLOCK, &terminate, nil)
     let histogram = try ring.histogram("blast", unit: .none, labels: ["source": "test"])
+    let calls = counting ? try ring.counter("blast_calls", labels: ["source": "test"]) : nil
     let lane = ring.currentThreadLane
     FileHandle.standardOutput.write(Data("attached \(getpid())\n".utf8))
     let writtenBefore = lane.recordsWritten, droppedBefore = lane.recordsDropped
@@ -349,9 +358,17 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
         // Full speed: check the clock and signals every 4096 calls; paced: every millisecond's batch.
         let batch: UInt64 = rate > 0 ? max(1, UInt64(rate / 1000)) : 4096
         var index: UInt64 = 0
-        while index < batch {
-            histogram.record(lane.recordsWritten + 1)
-            index += 1
+        if let calls {
+            while index < batch {
+                histogram.record(lane.recordsWritten + 1)
+                calls.increment()
+                index += 1
+            }
+        } else {
+            while index < batch {
+                histogram.record(lane.recordsWritten + 1)
+                index += 1
+            }
         }
         attempts += batch
         var pending = sigset_t()
@@ -371,7 +388,8 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32) thr
     // Wrapping: a file truncated under us reads as zeros, counters included (see `faults`).
     print(
         "attempts \(attempts) written \(lane.recordsWritten &- writtenBefore) "
-            + "dropped \(lane.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed()) late \(latestNanos)")
+            + "dropped \(lane.recordsDropped &- droppedBefore) faults \(rs_guard_faults_absorbed()) late \(latestNanos)"
+            + (calls == nil ? "" : " increments \(attempts)"))
 }
 
 /// `kit`: the operator's-kit tests' bot. Records histogram "order_fill_latency" (ns)
@@ -532,6 +550,8 @@ func runAnyThreadMode(_ mode: String, bot: Bot, options: [String: String], count
         try stateWorker(bot, options: options)
     case "worker-churn":
         try workerChurn(bot, options: options)
+    case "worker-pool":
+        try workerPool(bot, options: options, count: count)
     default:  // fork
         let increments = try bot.counter("forked_increments")
         let values = try bot.histogram("forked_values", unit: .none)
