@@ -6,7 +6,9 @@ import Synchronization
 // The history as it was before its points were kept in compact blocks (issue 44), kept here as
 // the model `HistoryModelTests` checks the store's answers against: a fixed ring buffer of
 // `retentionSeconds` points of every series, each its second and five numbers. Only its
-// names changed (and it matches a query itself).
+// names changed (and it matches a query itself); it hands its points to the store's code that
+// assembles an answer and aggregates it by step (`HistoryPointSource`), so that what it checks is
+// what the store keeps, drops and refuses.
 
 /// Whether `history` is one of the series `query` selects (`HistoryQuery.matches`, as it was).
 private func matches(_ query: HistoryQuery, _ history: ReferenceSeriesHistory) -> Bool {
@@ -111,32 +113,13 @@ final class ReferenceHistoryStore: Sendable {
     /// The points of the series `query` selects, aggregated by its step (at most
     /// `maxPointsPerAnswer` of them), copied out of the store.
     func query(_ query: HistoryQuery) -> HistoryAnswer {
-        let capacity = Int64(retentionSeconds)
         var answer = HistoryAnswer(
             from: query.from, to: query.to, step: query.step, retentionSeconds: retentionSeconds,
             seriesCap: maxSeries)
-        var budget = HistoryStore.maxPointsPerAnswer
         state.withLock { state in
-            answer.seriesTotal = state.slots.count
-            answer.seriesRefused = state.refused
-            // Only what the buffers still hold.
-            let from = max(query.from, state.newestSecond - capacity + 1, 1)
-            let to = min(query.to, state.newestSecond)
-            for slot in state.slots.indices where matches(query, state.slots[slot]) {
-                let history = state.slots[slot]
-                guard history.lastSecond >= from, from <= to else { continue }
-                if budget == 0 {
-                    answer.truncated = true
-                    break
-                }
-                let points = history.points(from: from, to: to, step: Int64(query.step), budget: &budget, truncated: &answer.truncated)
-                guard !points.isEmpty else { continue }
-                answer.series.append(HistoryAnswer.Series(id: history.id, ring: history.ring, metric: history.metric, points: points))
-            }
+            answer.collect(state.slots, refused: state.refused, newestSecond: state.newestSecond) { matches(query, $0) }
         }
-        answer.series.sort {
-            ($0.ring, $0.metric.name, $0.metric.encodedLabels, $0.id) < ($1.ring, $1.metric.name, $1.metric.encodedLabels, $1.id)
-        }
+        answer.sortSeries()
         return answer
     }
 
@@ -165,7 +148,7 @@ final class ReferenceHistoryStore: Sendable {
 }
 
 /// One series' points: a fixed ring buffer indexed by Unix second modulo its capacity.
-struct ReferenceSeriesHistory {
+struct ReferenceSeriesHistory: HistoryPointSource {
     private(set) var id: UInt64
     private(set) var ring: String
     private(set) var metric: MetricDescriptor
@@ -245,8 +228,6 @@ struct ReferenceSeriesHistory {
         }
     }
 
-    /// The points from `from` to `to` (Unix seconds, within the buffer), `step` seconds each,
-    /// as `[t, v1, ...]` rows flattened, the row width being the kind's column count.
     /// A histogram's value as a point keeps it: a signed one in offset binary (VALUES in
     /// ringside.h), so that the larger of two points is still `max`, and short of `historyNull`.
     static func stored(_ value: Int128, signed: Bool) -> UInt64 {
@@ -259,56 +240,20 @@ struct ReferenceSeriesHistory {
         signed ? Int128(OffsetBinary.value(stored)) : Int128(stored)
     }
 
-    func points(from: Int64, to: Int64, step: Int64, budget: inout Int, truncated: inout Bool) -> [UInt64] {
-        let width = HistoryAnswer.columns(metric.kind).count
-        var rows: [UInt64] = []
-        var bucket: Int64 = -1
-        var row = [UInt64](repeating: 0, count: width)
-        func flush() {
-            guard bucket >= 0 else { return }
-            rows.append(contentsOf: row)
-            budget -= 1
-        }
+    /// Calls `body` with each point the buffer holds from `from` to `to` (Unix seconds), in
+    /// order; stops when it returns false. `HistoryPointSource.points` aggregates them, as the
+    /// store's: what this model checks is what the store keeps.
+    func forEachPoint(from: Int64, to: Int64, _ body: (Int64, HistoryValues) -> Bool) {
         var second = max(from, lastSecond - Int64(seconds.count) + 1)
         while second <= min(to, lastSecond) {
             defer { second += 1 }
             let slot = Int(second % Int64(seconds.count))
             guard seconds[slot] == UInt32(second) else { continue }
             let base = slot * ReferenceHistoryStore.valuesPerPoint
-            let start = second - second % step
-            if start != bucket {
-                flush()
-                if budget <= 0 {
-                    bucket = -1
-                    truncated = true
-                    break
-                }
-                bucket = start
-                row[0] = UInt64(start)
-                for column in 1..<width { row[column] = values[base + column - 1] }
-                continue
-            }
-            // Another second of the same step.
-            switch metric.kind {
-            case .histogram:
-                row[1] = saturatingAdd(row[1], values[base])
-                for column in 2...5 where values[base + column - 1] != historyNull {
-                    row[column] = row[column] == historyNull ? values[base + column - 1] : max(row[column], values[base + column - 1])
-                }
-            case .counter:
-                row[1] = saturatingAdd(row[1], values[base])
-                row[2] = values[base + 1]
-            case .gauge:
-                let value = Double(bitPattern: values[base]), low = Double(bitPattern: values[base + 1])
-                let high = Double(bitPattern: values[base + 2])
-                if !value.isNaN { row[1] = values[base] }
-                let oldLow = Double(bitPattern: row[2]), oldHigh = Double(bitPattern: row[3])
-                if !low.isNaN { row[2] = (oldLow.isNaN ? low : min(oldLow, low)).bitPattern }
-                if !high.isNaN { row[3] = (oldHigh.isNaN ? high : max(oldHigh, high)).bitPattern }
-            }
+            var point = HistoryValues(repeating: 0)
+            for column in 0..<ReferenceHistoryStore.valuesPerPoint { point[column] = values[base + column] }
+            guard body(second, point) else { return }
         }
-        flush()
-        return rows
     }
 }
 

@@ -107,32 +107,11 @@ package final class HistoryStore: Sendable {
     /// The points of the series `query` selects, aggregated by its step (at most
     /// `maxPointsPerAnswer` of them), copied out of the store.
     package func query(_ query: HistoryQuery) -> HistoryAnswer {
-        let capacity = Int64(retentionSeconds)
         var answer = HistoryAnswer(
             from: query.from, to: query.to, step: query.step, retentionSeconds: retentionSeconds,
             seriesCap: maxSeries)
-        var budget = Self.maxPointsPerAnswer
-        state.withLock { state in
-            answer.seriesTotal = state.slots.count
-            answer.seriesRefused = state.refused
-            // Only what the blocks still hold.
-            let from = max(query.from, state.newestSecond - capacity + 1, 1)
-            let to = min(query.to, state.newestSecond)
-            for slot in state.slots.indices where query.matches(state.slots[slot]) {
-                let history = state.slots[slot]
-                guard history.lastSecond >= from, from <= to else { continue }
-                if budget == 0 {
-                    answer.truncated = true
-                    break
-                }
-                let points = history.points(from: from, to: to, step: Int64(query.step), budget: &budget, truncated: &answer.truncated)
-                guard !points.isEmpty else { continue }
-                answer.series.append(HistoryAnswer.Series(id: history.id, ring: history.ring, metric: history.metric, points: points))
-            }
-        }
-        answer.series.sort {
-            ($0.ring, $0.metric.name, $0.metric.encodedLabels, $0.id) < ($1.ring, $1.metric.name, $1.metric.encodedLabels, $1.id)
-        }
+        state.withLock { answer.collect($0.slots, refused: $0.refused, newestSecond: $0.newestSecond, where: query.matches) }
+        answer.sortSeries()
         return answer
     }
 

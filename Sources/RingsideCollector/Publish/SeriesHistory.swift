@@ -1,4 +1,5 @@
 import Ringside
+import RingsideAggregation
 import RingsideSnapshot
 
 /// The null of a point's integer fields.
@@ -11,7 +12,7 @@ let historyNullDouble = Double.nan.bitPattern
 /// all its seconds are older than the retention. What a series holds grows with what changes:
 /// an idle one, a block's two bitmaps (24 bytes a minute or so; a counter's or gauge's total or
 /// value once a block besides), a busy one what moved, at most `HistoryBlock.maxPointBytes` a second.
-struct SeriesHistory {
+struct SeriesHistory: HistoryPointSource {
     private(set) var id: UInt64
     private(set) var ring: String
     private(set) var metric: MetricDescriptor
@@ -74,7 +75,7 @@ struct SeriesHistory {
             // A total never falls within a series; if it did, count from zero again.
             let increase = total >= baseline ? total - baseline : total
             baseline = total
-            newest[0] = saturatingAdd(newest[0], UInt64(clamping: increase))
+            newest[0] = newest[0].saturatingAdd(UInt64(clamping: increase))
             if metric.kind == .counter {
                 newest[1] = UInt64(clamping: total)
             } else if let window, window.count > 0 {
@@ -130,8 +131,9 @@ struct SeriesHistory {
     }
 
     /// Calls `body` with each point from `from` to `to` (Unix seconds), in order; stops when it
-    /// returns false.
-    private func forEachPoint(from: Int64, to: Int64, _ body: (Int64, HistoryValues) -> Bool) {
+    /// returns false. The blocks may hold up to 63 seconds older than the retention: not those.
+    func forEachPoint(from: Int64, to: Int64, _ body: (Int64, HistoryValues) -> Bool) {
+        let from = max(from, lastSecond - retentionSeconds + 1), to = min(to, lastSecond)
         var offset = 0
         for block in blocks {
             defer { offset += Int(block.byteCount) }
@@ -156,59 +158,4 @@ struct SeriesHistory {
     static func value(stored: UInt64, signed: Bool) -> Int128 {
         signed ? Int128(OffsetBinary.value(stored)) : Int128(stored)
     }
-
-    /// The points from `from` to `to` (Unix seconds), `step` seconds each, as `[t, v1, ...]` rows
-    /// flattened, the row width being the kind's column count.
-    func points(from: Int64, to: Int64, step: Int64, budget: inout Int, truncated: inout Bool) -> [UInt64] {
-        let width = HistoryAnswer.columns(metric.kind).count
-        var rows: [UInt64] = []
-        var bucket: Int64 = -1
-        var row = [UInt64](repeating: 0, count: width)
-        func flush() {
-            guard bucket >= 0 else { return }
-            rows.append(contentsOf: row)
-            budget -= 1
-        }
-        forEachPoint(from: max(from, lastSecond - retentionSeconds + 1), to: min(to, lastSecond)) { second, values in
-            let start = second - second % step
-            if start != bucket {
-                flush()
-                if budget <= 0 {
-                    bucket = -1
-                    truncated = true
-                    return false
-                }
-                bucket = start
-                row[0] = UInt64(start)
-                for column in 1..<width { row[column] = values[column - 1] }
-                return true
-            }
-            // Another second of the same step.
-            switch metric.kind {
-            case .histogram:
-                row[1] = saturatingAdd(row[1], values[0])
-                for column in 2...5 where values[column - 1] != historyNull {
-                    row[column] = row[column] == historyNull ? values[column - 1] : max(row[column], values[column - 1])
-                }
-            case .counter:
-                row[1] = saturatingAdd(row[1], values[0])
-                row[2] = values[1]
-            case .gauge:
-                let value = Double(bitPattern: values[0]), low = Double(bitPattern: values[1])
-                let high = Double(bitPattern: values[2])
-                if !value.isNaN { row[1] = values[0] }
-                let oldLow = Double(bitPattern: row[2]), oldHigh = Double(bitPattern: row[3])
-                if !low.isNaN { row[2] = (oldLow.isNaN ? low : min(oldLow, low)).bitPattern }
-                if !high.isNaN { row[3] = (oldHigh.isNaN ? high : max(oldHigh, high)).bitPattern }
-            }
-            return true
-        }
-        flush()
-        return rows
-    }
-}
-
-private func saturatingAdd(_ a: UInt64, _ b: UInt64) -> UInt64 {
-    let (sum, overflow) = a.addingReportingOverflow(b)
-    return overflow ? .max : sum
 }
