@@ -32,6 +32,14 @@ package struct SoakCheck: Sendable {
     package var detail: String
 }
 
+extension SoakCheck {
+    /// Passes when `problems` is empty (and `counted`: there was something to check), saying
+    /// `passing` then, and otherwise its first four problems.
+    init(name: String, problems: [String], counted: Bool, passing: @autoclosure () -> String) {
+        self.init(name: name, passed: problems.isEmpty && counted, detail: problems.isEmpty ? passing() : problems.prefix(4).joined(separator: "; "))
+    }
+}
+
 /// What one producer did, as it said at the end.
 package struct SoakProducerResult: Sendable {
     package var bot: String

@@ -58,21 +58,17 @@ enum SoakVerdict {
         let dropped = results.reduce(0) { $0 + $1.dropped }
         checks.append(
             SoakCheck(
-                name: "nothing lost", passed: mismatches.isEmpty && !results.isEmpty,
-                detail: mismatches.isEmpty
-                    ? "\(attempts) calls = \(written) written + \(dropped) dropped, at each producer; the collector's written, "
-                        + "dropped and drained figures are the producers', each bot's and each file's, every worker's file folded"
-                    : mismatches.prefix(4).joined(separator: "; ")))
+                name: "nothing lost", problems: mismatches, counted: !results.isEmpty,
+                passing: "\(attempts) calls = \(written) written + \(dropped) dropped, at each producer; the collector's written, "
+                    + "dropped and drained figures are the producers', each bot's and each file's, every worker's file folded"))
 
         // Every counter exact in /latest.
         let inexactAtCollector = latest.map { inexact(expected, $0) } ?? ["no /latest"]
         let increments = results.reduce(0) { $0 + $1.increments }
         checks.append(
             SoakCheck(
-                name: "counters exact", passed: inexactAtCollector.isEmpty && !results.isEmpty,
-                detail: inexactAtCollector.isEmpty
-                    ? "every counter's total (\(increments) increments in all) and histogram's count in /latest is the producers'"
-                    : inexactAtCollector.prefix(4).joined(separator: "; ")))
+                name: "counters exact", problems: inexactAtCollector, counted: !results.isEmpty,
+                passing: "every counter's total (\(increments) increments in all) and histogram's count in /latest is the producers'"))
 
         // The receiver: failures went by, an export taken at the end carries the same totals.
         receiver.takeEverything()
