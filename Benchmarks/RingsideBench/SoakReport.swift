@@ -36,7 +36,9 @@ extension SoakCheck {
     /// Passes when `problems` is empty (and `counted`: there was something to check), saying
     /// `passing` then, and otherwise its first four problems.
     init(name: String, problems: [String], counted: Bool, passing: @autoclosure () -> String) {
-        self.init(name: name, passed: problems.isEmpty && counted, detail: problems.isEmpty ? passing() : problems.prefix(4).joined(separator: "; "))
+        self.init(
+            name: name, passed: problems.isEmpty && counted,
+            detail: problems.isEmpty ? passing() : problems.prefix(4).joined(separator: "; "))
     }
 }
 

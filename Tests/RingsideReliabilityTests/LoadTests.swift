@@ -89,7 +89,10 @@ extension ReliabilityTests {
                     written += counts.written
                     dropped += counts.dropped
                 }
-                let (otherStart, otherEnd) = (rssStart.anonymous - min(recorderStart.held, rssStart.anonymous), rssEnd.anonymous - min(recorderEnd.held, rssEnd.anonymous))
+                let (otherStart, otherEnd) = (
+                    rssStart.anonymous - min(recorderStart.held, rssStart.anonymous),
+                    rssEnd.anonymous - min(recorderEnd.held, rssEnd.anonymous)
+                )
                 #expect(
                     otherEnd <= otherStart * 3 / 2 + 16 * 1024,
                     "the collector's anonymous memory less the recorder's grew from \(otherStart) KiB to \(otherEnd) KiB")
