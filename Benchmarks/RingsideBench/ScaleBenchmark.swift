@@ -9,9 +9,10 @@ import RingsideText
 /// (the release build beside this one), with its defaults (the 1 s / 5 s / 1 m windows, the
 /// history on), at 100,000 series or a million.
 ///
-/// The benchmark registers the series itself, in bots of 4,000 histograms with short labels
-/// (`symbol=S0001234`), one value each, and reads the collector's anonymous memory (RssAnon:
-/// its heap, not the bots' files it maps) with none, once they are drained, at rest (once
+/// `ringside-test-producer scale-series` processes (built beside it too) register the series,
+/// in bots of 4,000 histograms with short labels (`symbol=S0001234`), one value each; the
+/// benchmark reads the collector's anonymous memory (RssAnon: its heap, not the bots' files it
+/// maps) with none, once they are drained, at rest (once
 /// every window let their value go: 75 s), after scrapes of the variants Prometheus asks for
 /// (gzipped text and protobuf), and after a plain one too. With `--prometheus`, a real
 /// Prometheus scrapes the collector beside it, keeping one series of its own per series
@@ -26,6 +27,7 @@ package enum ScaleBenchmark {
     }
 
     static let seriesPerBot = 4_000
+    static let botsPerProcess = 50
     /// The most series scraped without gzip too.
     static let plainTextSeries = 200_000
     /// Longer than the longest window and its last slice (75 s with the defaults).
@@ -45,10 +47,11 @@ package enum ScaleBenchmark {
 
         progress("scale: registering \(settings.series) series")
         let started = rs_clock_precise_ns()
-        let bots = try registerSeries(settings.series, in: directory)
+        let (producers, bots) = try registerSeries(settings.series, in: directory, scratch: scratch)
+        defer { for producer in producers { stop(producer, in: scratch) } }
         try collector.waitFor("all \(settings.series) series drained", seconds: 600) { health in
             // A collector of before /health said its series (a baseline) is given 10 s more once drained.
-            (health.series ?? settings.series) == settings.series && health.backlog == 0 && health.rings == bots.count
+            (health.series ?? settings.series) == settings.series && health.backlog == 0 && health.rings == bots
         }
         if try collector.checkHealth().series == nil { System.nanosleep(10_000_000_000) }
         report.drainSeconds = Double(rs_clock_precise_ns() - started) / 1e9
@@ -87,7 +90,6 @@ package enum ScaleBenchmark {
             report.afterPlainScrapes = try collector.anonymousKiB()
         }
         report.peakKiB = collector.peakKiB
-        withExtendedLifetime(bots) {}
         return report
     }
 
@@ -104,23 +106,34 @@ package enum ScaleBenchmark {
         scratch.disown(processGroup: process.pid)
     }
 
-    /// Bots of `seriesPerBot` histograms each, one value recorded in each series.
-    static func registerSeries(_ count: Int, in directory: String) throws(BenchError) -> [Bot] {
-        var bots: [Bot] = []
-        var made = 0
-        do {
-            while made < count {
-                let bot = try Bot.attach(
-                    "scale\(bots.count)", directory: directory, options: .init(laneCapacity: 1 << 13, maxMetrics: seriesPerBot))
-                for _ in 0..<min(seriesPerBot, count - made) {
-                    let symbol = "S" + String(made + 10_000_000).dropFirst()
-                    try bot.histogram("fill_latency", unit: .nanoseconds, labels: ["symbol": symbol]).record(UInt64(1_000 + made % 4_000))
-                    made += 1
-                }
-                bots.append(bot)
+    /// Bots of `seriesPerBot` histograms each, one value recorded in each series, held by
+    /// `ringside-test-producer scale-series` processes (a process holds at most 64 bots), each
+    /// started in a process group the scratch directory owns; returns them once each is ready,
+    /// and how many bots they hold.
+    static func registerSeries(
+        _ count: Int, in directory: String, scratch: ScratchDirectory
+    ) throws(BenchError) -> (producers: [ChildProcess], bots: Int) {
+        let perProcess = seriesPerBot * botsPerProcess
+        var producers: [ChildProcess] = []
+        for first in stride(from: 0, to: count, by: perProcess) {
+            let series = min(perProcess, count - first)
+            let producer: ChildProcess
+            do {
+                producer = try ChildProcess(
+                    testProducer: "scale-series", ring: "scale", in: RingDirectory(directory),
+                    ["--series", String(series), "--metrics", String(seriesPerBot), "--first", String(first)])
+            } catch {
+                throw BenchError("starting ringside-test-producer (build it beside ringside-bench: swift build -c release): \(error)")
             }
-        } catch { throw BenchError("registering series: \(error)") }
-        return bots
+            scratch.own(processGroup: producer.pid)
+            producers.append(producer)
+        }
+        for producer in producers {
+            guard let line = producer.readLine(), line.hasPrefix("ready ") else {
+                throw BenchError("ringside-test-producer scale-series did not register its series: \(producer.waitForExit().standardError)")
+            }
+        }
+        return (producers, (count + seriesPerBot - 1) / seriesPerBot)
     }
 }
 

@@ -60,6 +60,10 @@
 //       attaches R rings PREFIX-00 ... (4,096 metrics each), registers M histograms "wide" in each
 //       with labels {series="i", pad="xxx..."} of about B bytes in all, records one value in each,
 //       prints "ready PID", then sleeps until killed.
+//   ringside-test-producer scale-series --dir DIR --ring PREFIX --series N --metrics M --first F
+//       registers N histograms fill_latency{symbol="S0000000"}, the symbols numbered from F, M to
+//       a bot PREFIX<n> (n = F / M, F / M + 1, ...), records one value in each, prints
+//       "ready PID", then sleeps until killed (ringside-bench scale's series).
 //   ringside-test-producer tasks --dir DIR --ring NAME --tasks T
 //       a TaskGroup of T tasks, each timing an async span (around Task.yield and a 1 ms sleep) into
 //       histogram "task_span" (us) with measure; prints "tasks T lanes L".
@@ -139,7 +143,8 @@ guard let mode = arguments.first,
     [
         "sequence", "hold", "count-allocations", "many-metrics", "blast", "kit", "burst-idle",
         "threads", "short-threads", "short-threads-joined", "tasks", "fork",
-        "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "gauge-workers", "worker-bound", "sched-threads", "spin",
+        "fork-warm", "fork-pool", "lanes", "short-bots", "wide-series", "scale-series", "gauge-workers", "worker-bound", "sched-threads",
+        "spin",
         "span-clock", "worker", "worker-churn", "worker-pool", "bogus-files",
     ].contains(mode)
 else {
@@ -206,6 +211,28 @@ if mode == "wide-series" {
             let name = String(series)
             let pad = String(repeating: "x", count: max(1, labelBytes - name.utf8.count - 20))
             try bot.histogram("wide", unit: .nanoseconds, labels: ["series": name, "pad": pad]).record(UInt64(1_000 + series))
+        }
+        bots.append(bot)
+    }
+    FileHandle.standardOutput.write(Data("ready \(getpid())\n".utf8))
+    while true { sleep(60) }
+}
+
+// `scale-series`: ringside-bench scale's series, short labels, in live bots (a process holds at
+// most 64 bots: the benchmark starts as many of these as it needs).
+if mode == "scale-series" {
+    let total = Int(options["series"] ?? "0") ?? 0, first = Int(options["first"] ?? "0") ?? 0, perBot = max(metricCount, 1)
+    var bots: [Bot] = []
+    var made = 0
+    while made < total {
+        let bot = try Bot.attach(
+            ringName + String((first + made) / perBot), directory: options["dir"],
+            options: .init(laneCapacity: 1 << 13, maxMetrics: perBot))
+        for _ in 0..<min(perBot, total - made) {
+            let number = first + made
+            let symbol = "S" + String(number + 10_000_000).dropFirst()
+            try bot.histogram("fill_latency", unit: .nanoseconds, labels: ["symbol": symbol]).record(UInt64(1_000 + number % 4_000))
+            made += 1
         }
         bots.append(bot)
     }
