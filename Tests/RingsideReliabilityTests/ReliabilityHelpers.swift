@@ -13,14 +13,16 @@ import Testing
 @Suite("Reliability: faults, SIGBUS and load", .serialized)
 struct ReliabilityTests {}
 
-/// Starts `ringside-test-producer blast` into `ring` and waits for its "attached" line.
+/// Starts `ringside-test-producer blast` into `ring` (with `counter`, incrementing counter
+/// `blast_calls` with each call too) and waits for its "attached" line.
 func startBlast(
     _ directory: RingDirectory, ring: String, seconds: Double = 3600, rate: Int = 0,
-    capacity: Int = 4096, nice: Int = 0
+    capacity: Int = 4096, nice: Int = 0, counter: Bool = false
 ) throws -> ChildProcess {
     let producer = try ChildProcess(
         testProducer: "blast", ring: ring, in: directory,
-        ["--seconds", String(seconds), "--rate", String(rate), "--capacity", String(capacity), "--nice", String(nice)])
+        ["--seconds", String(seconds), "--rate", String(rate), "--capacity", String(capacity), "--nice", String(nice)]
+            + (counter ? ["--counter", "yes"] : []))
     let line = producer.readLine() ?? ""
     guard line.hasPrefix("attached ") else {
         throw TestSupportError("blast into \(ring) did not attach: \(line) \(producer.waitForExit().standardError)")
