@@ -14,7 +14,8 @@
 //       makes N calls of each hot-path operation (record, increment, set, span) and prints
 //       "allocations A heap_bytes B": malloc calls and the heap's growth over those calls.
 //   ringside-test-producer blast --dir DIR --ring NAME --seconds S [--rate R] [--capacity C] [--nice N] [--counter yes]
-//       prints "attached PID", then records into histogram "blast" {source="test"} for S seconds
+//       [--start on-input]
+//       prints "attached PID" (with --start on-input, then waits for a line on its input), then records into histogram "blast" {source="test"} for S seconds
 //       (or until SIGTERM) at full speed, or R records a second, dropping when the ring is full.
 //       Each record's value is its cursor + 1, so values count 1, 2, 3 ... across producers that
 //       re-attach the ring. Prints "attempts A written W dropped D faults F late L": calls made,
@@ -336,7 +337,7 @@ do {
     if mode == "blast" {
         try blast(
             bot, seconds: Double(options["seconds"] ?? "10") ?? 10, rate: Double(options["rate"] ?? "0") ?? 0,
-            nice: Int32(options["nice"] ?? "0") ?? 0, counting: options["counter"] == "yes")
+            nice: Int32(options["nice"] ?? "0") ?? 0, counting: options["counter"] == "yes", onInput: options["start"] == "on-input")
         exit(0)
     }
     if mode == "count-allocations" {
@@ -363,7 +364,7 @@ do {
 
 /// `blast`: records cursor + 1 (and, `counting`, increments "blast_calls") until the time is up or
 /// SIGTERM arrives, then prints the counts.
-func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32, counting: Bool) throws {
+func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32, counting: Bool, onInput: Bool) throws {
     if niceness != 0 { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, niceness) }
     // SIGTERM ends the run in order: it stays pending, and the loop looks for it now and then.
     var terminate = sigset_t()
@@ -374,6 +375,7 @@ func blast(_ ring: Bot, seconds: Double, rate: Double, nice niceness: Int32, cou
     let calls = counting ? try ring.counter("blast_calls", labels: ["source": "test"]) : nil
     let lane = ring.currentThreadLane
     FileHandle.standardOutput.write(Data("attached \(getpid())\n".utf8))
+    if onInput { _ = readLine() }
     let writtenBefore = lane.recordsWritten, droppedBefore = lane.recordsDropped
     let startNanos = rs_clock_precise_ns()
     let endNanos = startNanos + UInt64(seconds * 1e9)
