@@ -4,7 +4,9 @@ import RingsideSnapshot
 
 /// What discovery shows: the skipped rings, its figures, and the log's word on rings waiting for a descriptor.
 extension RingDiscovery {
-    /// Says in the log when rings begin and stop waiting for a descriptor.
+    /// Says in the log when rings begin and stop waiting for a descriptor: stop once none waits
+    /// and every name found was looked at (while a listing goes on, the names it has yet to hand
+    /// may wait too: said before, a listing of many rings said both twice).
     func sayWaiting() {
         if !descriptorWait.names.isEmpty, !descriptorWait.said {
             log(
@@ -12,7 +14,7 @@ extension RingDiscovery {
                     + "open-file limit is kept for HTTP clients; raise the limit (ulimit -n, LimitNOFILE=); they are listed as "
                     + "skipped and counted in ringside_collector_rings_waiting", level: .warn)
             descriptorWait.said = true
-        } else if descriptorWait.names.isEmpty, descriptorWait.said {
+        } else if descriptorWait.names.isEmpty, descriptorWait.said, hasLookedAtEveryName {
             log("every ring found is attached again")
             descriptorWait.said = false
         }

@@ -129,6 +129,9 @@ final class RingDiscovery: @unchecked Sendable {
     /// Whether its thread runs.
     var isRunning: Bool { loop.isRunning }
 
+    /// Whether every name found has been looked at: no listing under way, none queued.
+    var hasLookedAtEveryName: Bool { scan.underWay == nil && toLook.urgent.isEmpty && toLook.listed.isEmpty }
+
     /// How long its thread may sleep: until the next listing, the next look at a file being
     /// made, or a refusal's retry, whichever comes first (an event or a signal wakes it sooner).
     private func sleepNanos(nowNanos now: UInt64) -> UInt64 {
