@@ -142,12 +142,6 @@ extension BotAggregator {
         saturation.newly.append(metric)
     }
 
-    /// What a series' cache holds while its snapshot is being refreshed.
-    static let vacantSnapshot = SeriesSnapshot(
-        ring: "", metric: MetricDescriptor(index: 0, name: "", kind: .counter, unit: .none, encodedLabels: "", help: "", sampleEvery: 1),
-        id: 0,
-        windows: [])
-
     /// The series that reached a ceiling since the last call, for the log.
     mutating func takeNewlySaturated() -> [MetricDescriptor] {
         defer { saturation.newly.removeAll() }
@@ -165,10 +159,7 @@ extension BotAggregator {
         window: (Series<Windows>, Int, inout WindowStats) -> Void,
         whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) -> SeriesSnapshot {
-        // The cached snapshot moved out (a placeholder left in its place while the closures run),
-        // so that writing it copies its figures only when a published snapshot shares them.
-        var snapshot = BotAggregator.vacantSnapshot
-        swap(&snapshot, &series.cached)
+        var snapshot = series.cached
         let first = series.computedNanos == .max
         if first {
             snapshot.update { fields in
