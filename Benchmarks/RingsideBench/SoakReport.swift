@@ -215,6 +215,6 @@ enum SoakFlatness {
     }
 
     static func percent(_ ratio: Double) -> String {
-        (ratio >= 0 ? "+" : "") + twoDecimals(ratio * 100) + " %"
+        (ratio < 0 ? "-" : "+") + twoDecimals(abs(ratio) * 100) + " %"
     }
 }

@@ -86,6 +86,8 @@ struct SoakPartsTests {
         #expect(SoakFlatness.descriptors(samples(level: { _ in 1 }, fds: { 60 + Int($0) % 30 / 10 }), settings: settings).passed)
         #expect(!SoakFlatness.descriptors(samples(level: { _ in 1 }, fds: { 60 + Int($0) / 20 }), settings: settings).passed)
         #expect(SoakFlatness.median([3, 1, 2]) == 2 && SoakFlatness.median([4, 1, 2, 3]) == 2.5)
+        // A fall is said as one: the report once printed "- %" for it.
+        #expect(SoakFlatness.percent(-0.0003) == "-0.03 %" && SoakFlatness.percent(0.0004) == "+0.04 %")
     }
 
     @Test("a producer's last line: blast's with its increments, the pool's with its workers; others are not read")
