@@ -104,7 +104,10 @@ final class DrainScheduler {
         for (position, index) in order.enumerated() {
             let visitNanos = rs_clock_precise_ns()
             if position > 0, !forced, visitNanos >= budgetEnd {
-                for rest in order[position...] { visit[rest] = true }
+                for rest in order[position...] {
+                    visit[rest] = true
+                    rings[rest].schedule.watch.leftOverPass = passes
+                }
                 cutShort = true
                 break
             }
@@ -149,12 +152,15 @@ final class DrainScheduler {
     }
 
     /// Records the gap a ring's records waited (see `DrainGapFigures`): since its last drain when
-    /// the last pass visited it, else since the last pass's look at every lane, which found
-    /// nothing new in it. Only for a ring filling already: its first records after a quiet spell
-    /// waited for a loop that slept as long as nothing was filling.
+    /// the last pass visited it or meant to (it ran out of time first: the records waited since,
+    /// however many passes left it over), else since the last pass's look at every lane, which
+    /// found nothing new in it. Only for a ring filling already: its first records after a quiet
+    /// spell waited for a loop that slept as long as nothing was filling.
     private func measureGap(of ring: TrackedRing, drained: Int, filling: Bool, atNanos visit: UInt64, nowNanos now: UInt64) {
         if drained > 0, filling {
-            let caughtUp = ring.schedule.watch.visitedPass == passes &- 1 ? ring.schedule.watch.visitedNanos : lastLookNanos
+            let watch = ring.schedule.watch
+            let sinceItsDrain = watch.visitedPass == passes &- 1 || watch.leftOverPass == passes &- 1
+            let caughtUp = sinceItsDrain ? watch.visitedNanos : lastLookNanos
             if caughtUp != 0, caughtUp <= visit { gaps.record(visit - caughtUp, atNanos: now) }
         }
         ring.schedule.watch.visitedPass = passes

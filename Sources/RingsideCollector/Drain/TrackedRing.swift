@@ -47,9 +47,11 @@ final class TrackedRing {
         var lanes = 0
         var index = Int.max
         var newLanesPending = false
-        /// The pass that last visited it, and when (for the drain's gaps).
+        /// The pass that last visited it, and when (for the drain's gaps), and the last pass that
+        /// meant to and ran out of time first.
         var visitedPass: UInt64 = 0
         var visitedNanos: UInt64 = 0
+        var leftOverPass: UInt64 = 0
     }
 
     /// Until when its records are not read (0: they are), why, and how many times it was.
