@@ -14,7 +14,8 @@ import RingsideText
 /// benchmark reads the collector's anonymous memory (RssAnon: its heap, not the bots' files it
 /// maps) with none, once they are drained, at rest (once
 /// every window let their value go: 75 s), after scrapes of the variants Prometheus asks for
-/// (gzipped text and protobuf), and after a plain one too. With `--prometheus`, a real
+/// (gzipped text and protobuf, scraped as it polls: the first, and 10 more 2 s apart, timed),
+/// and after a plain one too. With `--prometheus`, a real
 /// Prometheus scrapes the collector beside it, keeping one series of its own per series
 /// (`_count`), and its memory is measured too.
 package enum ScaleBenchmark {
@@ -30,6 +31,9 @@ package enum ScaleBenchmark {
     static let botsPerProcess = 50
     /// The most series scraped without gzip too.
     static let plainTextSeries = 200_000
+    /// Scrapes of each gzipped variant after its first, and the time between them.
+    static let polledScrapes = 10
+    static let polledSpacingNanos: UInt64 = 2_000_000_000
     /// Longer than the longest window and its last slice (75 s with the defaults).
     static let restNanos: UInt64 = 80_000_000_000
 
@@ -73,9 +77,16 @@ package enum ScaleBenchmark {
         // What Prometheus asks for (gzip), then a plain page as a person's curl asks: the
         // collector keeps that one uncompressed while it is polled, so it is measured apart (a
         // plain page of a million series would be 4.4 GB: up to `plainTextSeries` only).
-        progress("scale: scrapes gzipped (text, protobuf: twice each)")
+        // As Prometheus scrapes: the first scrape waits for a page rendered cold; from the second on
+        // the collector keeps each variant's page rendered ahead (`MetricsPages`).
+        progress("scale: scrapes gzipped (text, protobuf: \(polledScrapes + 1) each, \(polledSpacingNanos / 1_000_000_000) s apart)")
         for variant in [ScaleCollector.Scrape.textGzip, .protobufGzip] {
-            for _ in 0..<2 { report.scrapes.append((variant, try collector.scrape(variant))) }
+            var scrapes = [try collector.scrape(variant)]
+            for _ in 0..<polledScrapes {
+                System.nanosleep(polledSpacingNanos)
+                scrapes.append(try collector.scrape(variant))
+            }
+            report.scrapes.append((variant, scrapes))
         }
         if let prometheus {
             progress("scale: Prometheus scraping the collector")
@@ -85,7 +96,7 @@ package enum ScaleBenchmark {
         report.afterScrapes = try collector.anonymousKiB()
         if settings.series <= plainTextSeries {
             progress("scale: scrapes without gzip (text, twice)")
-            for _ in 0..<2 { report.scrapes.append((.text, try collector.scrape(.text))) }
+            report.scrapes.append((.text, try (0..<2).map { _ throws(BenchError) in try collector.scrape(.text) }))
             System.nanosleep(2_000_000_000)
             report.afterPlainScrapes = try collector.anonymousKiB()
         }
@@ -300,7 +311,8 @@ package struct ScaleReport: Sendable {
     var drainSeconds = 0.0
     var health: [Double] = []
     var healthStalled = 0
-    var scrapes: [(ScaleCollector.Scrape, (millis: Double, bytes: Int))] = []
+    /// Each variant's scrapes, the first one first.
+    var scrapes: [(ScaleCollector.Scrape, [(millis: Double, bytes: Int)])] = []
     var prometheus: PrometheusFigures?
 
     /// Bytes a series, from the collector's RssAnon less what it holds with none.
@@ -316,8 +328,14 @@ package struct ScaleReport: Sendable {
         text +=
             "\ndrained in \(oneDecimal(drainSeconds)) s; peak VmHWM \(bytes(peakKiB)); /health: \(health.count) answers, "
             + "slowest \(oneDecimal(health.max() ?? 0)) ms, \(healthStalled) of them 503 (a drain pass over a second)\n"
-        for (variant, scrape) in scrapes {
-            text += "scrape \(variant.rawValue): \(oneDecimal(scrape.millis)) ms, \(bytes(scrape.bytes / 1024))\n"
+        for (variant, made) in scrapes {
+            guard let first = made.first else { continue }
+            text += "scrape \(variant.rawValue): first \(oneDecimal(first.millis)) ms, \(bytes(first.bytes / 1024))"
+            let rest = made.dropFirst().map(\.millis).sorted()
+            if !rest.isEmpty {
+                text += "; the \(rest.count) after it: p50 \(oneDecimal(rest[(rest.count - 1) / 2])) ms, max \(oneDecimal(rest.last!)) ms"
+            }
+            text += "\n"
         }
         if let prometheus {
             text +=

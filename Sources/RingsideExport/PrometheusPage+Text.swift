@@ -1,7 +1,6 @@
 // The /metrics page as text (Prometheus or OpenMetrics): the plan's steps, written in slices on
 // a few threads into reused buffers, then joined; each series' lines by part.
 
-import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,6 +9,7 @@ import RingsideAggregation
 import RingsideCommandLine
 import RingsideSnapshot
 import RingsideSystem
+import Synchronization
 
 extension PrometheusPage {
     /// One step of writing the page: text as it is (a family's HELP and TYPE, the collector's own
@@ -26,38 +26,8 @@ extension PrometheusPage {
         reusing buffers: inout [TextBuffer], threads: Int = PrometheusPage.threads, openMetrics: Bool = false,
         families range: Range<Int>? = nil
     ) -> [UInt8] {
-        let range = range ?? families.indices
-        // The collector's own families alone (see `sections`) need no series' labels.
-        let labels = SeriesLabels(range.lowerBound < seriesFamilyCount ? snapshot.series : [])
-        let shared = PrometheusExporter.SharedLabels(
-            windows: snapshot.windowNanos.map { formatDuration($0) },
-            quantiles: snapshot.quantiles)
-        var (steps, lines) = plan(openMetrics: openMetrics, families: range)
-        if openMetrics, range.upperBound == families.count {
-            steps.append(.text(Array("# EOF\n".utf8)))
-            lines.append(1)
-        }
-        let slices = Self.split(lines, into: lines.reduce(0, +) < Self.linesPerThread ? 1 : threads)
-        // Generous: room reserved and not written costs no memory, while a buffer that must grow
-        // is copied, and holds the slice twice for a moment (a line with a window and a quantile
-        // takes some 64 bytes beside its series' labels).
-        let bytesPerLine = 96 + (snapshot.series.isEmpty ? 0 : labels.text.count / snapshot.series.count)
-        while buffers.count < slices.count { buffers.append(TextBuffer(capacity: 0)) }
-        let used = Array(buffers.prefix(slices.count))
-        for (buffer, slice) in zip(used, slices) {
-            buffer.removeAll()
-            buffer.reserveCapacity(lines[slice].reduce(0, +) * bytesPerLine)
-        }
-        // Series are read in place: copying one (its strings and arrays) costs more than its lines.
-        snapshot.series.withUnsafeBufferPointer { series in
-            labels.text.withBytes { labelText in
-                let writer = SliceWriter(
-                    steps: steps, slices: slices, buffers: used,
-                    names: groups.map(\.names), shared: shared, series: series,
-                    labelText: labelText, labelRanges: labels.ranges, openMetrics: openMetrics)
-                DispatchQueue.concurrentPerform(iterations: slices.count) { writer.write(slice: $0) }
-            }
-        }
+        let used = writeSlices(reusing: &buffers, threads: threads, openMetrics: openMetrics, families: range, linesPerSlice: nil) { _ in }
+            .buffers
         let total = used.reduce(0) { $0 + $1.count }
         return [UInt8](unsafeUninitializedCapacity: total) { page, count in
             for buffer in used {
@@ -69,6 +39,64 @@ extension PrometheusPage {
         }
     }
 
+    /// The bytes of the families in `range`, as `write` writes them, deflated as pieces of a gzip
+    /// member (none of them its last) a slice of about `linesPerPiece` lines at a time as they are
+    /// written, `threads` slices at once: the text of a page of a million series (4 GB) is never
+    /// whole, only `threads` slices.
+    func writeDeflated(
+        reusing buffers: inout [TextBuffer], threads: Int, openMetrics: Bool, families range: Range<Int>?, linesPerPiece: Int,
+        level: Int32
+    ) -> [Zlib.Piece] {
+        writeSlices(reusing: &buffers, threads: threads, openMetrics: openMetrics, families: range, linesPerSlice: linesPerPiece) {
+            text in text.withBytes { Zlib.piece($0, last: false, level: level) }
+        }.results
+    }
+
+    /// Writes the families in `range` in slices (`threads` of them, or of about `linesPerSlice`
+    /// lines each), `threads` at once, each into a buffer of `buffers` (reused from one batch to
+    /// the next), then `finish`es it on the thread that wrote it. Returns what `finish` made of
+    /// each slice, in order, and the buffers of the last batch, holding its slices.
+    private func writeSlices<Finished: Sendable>(
+        reusing buffers: inout [TextBuffer], threads: Int, openMetrics: Bool, families range: Range<Int>?, linesPerSlice: Int?,
+        finish: @Sendable (TextBuffer) -> Finished
+    ) -> (results: [Finished], buffers: [TextBuffer]) {
+        let range = range ?? families.indices
+        // The collector's own families alone (see `sections`) need no series' labels.
+        let labels = SeriesLabels(range.lowerBound < seriesFamilyCount ? snapshot.series : [])
+        let shared = PrometheusExporter.SharedLabels(
+            windows: snapshot.windowNanos.map { formatDuration($0) },
+            quantiles: snapshot.quantiles)
+        var (steps, lines) = plan(openMetrics: openMetrics, families: range)
+        if openMetrics, range.upperBound == families.count {
+            steps.append(.text(Array("# EOF\n".utf8)))
+            lines.append(1)
+        }
+        let total = lines.reduce(0, +)
+        let threads = total < Self.linesPerThread ? 1 : threads
+        let slices = Self.split(lines, into: linesPerSlice.map { max(threads, (total + $0 - 1) / $0) } ?? threads)
+        let batch = min(threads, slices.count)
+        // Generous: room reserved and not written costs no memory, while a buffer that must grow
+        // is copied, and holds the slice twice for a moment (a line with a window and a quantile
+        // takes some 64 bytes beside its series' labels).
+        let bytesPerLine = 96 + (snapshot.series.isEmpty ? 0 : labels.text.count / snapshot.series.count)
+        while buffers.count < batch { buffers.append(TextBuffer(capacity: 0)) }
+        let used = Array(buffers.prefix(batch))
+        let results = Mutex([Finished?](repeating: nil, count: slices.count))
+        // Series are read in place: copying one (its strings and arrays) costs more than its lines.
+        snapshot.series.withUnsafeBufferPointer { series in
+            labels.text.withBytes { labelText in
+                let writer = SliceWriter(
+                    steps: steps, slices: slices, lines: lines, bytesPerLine: bytesPerLine, buffers: used, names: groups.map(\.names),
+                    shared: shared, series: series, labelText: labelText, labelRanges: labels.ranges, openMetrics: openMetrics)
+                Turns.run(slices.count, threads: batch) { slice in
+                    let finished = finish(writer.write(slice: slice))
+                    results.withLock { $0[slice] = finished }
+                }
+            }
+        }
+        return (results.withLock { $0.map { $0! } }, used)
+    }
+
     /// Threads a large page is written on, and the lines that are worth a thread.
     static let threads = max(1, min(4, (try? System.sysconf(_SC_NPROCESSORS_ONLN)) ?? 1))
     static let linesPerThread = 20_000
@@ -78,8 +106,10 @@ extension PrometheusPage {
         let windows = min(snapshot.windowNanos.count, snapshot.series.first?.windows.count ?? 0)
         var steps: [Step] = []
         var lines: [Int] = []
-        steps.reserveCapacity(snapshot.series.count * 3 + families.count)
-        lines.reserveCapacity(snapshot.series.count * 3 + families.count)
+        // About three parts a series, when the range holds the series' families.
+        let expected = (range.lowerBound < seriesFamilyCount ? snapshot.series.count * 3 : 0) + range.count
+        steps.reserveCapacity(expected)
+        lines.reserveCapacity(expected)
         for family in families[range] {
             let head = TextBuffer(capacity: 256)
             if openMetrics {
@@ -147,10 +177,14 @@ extension PrometheusPage {
 
 /// Writes slices of a page's steps, one slice per thread.
 private struct SliceWriter: @unchecked Sendable {
-    // @unchecked: while the threads run, everything here is only read, except `buffers`, of
-    // which each thread writes its own slice's.
+    // @unchecked: while the threads run, everything here is only read; each thread writes its
+    // own slice's buffer.
     let steps: [PrometheusPage.Step]
     let slices: [Range<Int>]
+    /// About how many lines each step writes, and the bytes reserved a line.
+    let lines: [Int]
+    let bytesPerLine: Int
+    /// A batch's buffers: slice `n` is written into `buffers[n % buffers.count]`.
     let buffers: [TextBuffer]
     let names: [PrometheusExporter.FamilyNames]
     let shared: PrometheusExporter.SharedLabels
@@ -160,8 +194,11 @@ private struct SliceWriter: @unchecked Sendable {
     /// OpenMetrics carries exemplars; Prometheus's text format has no place for them.
     let openMetrics: Bool
 
-    func write(slice: Int) {
-        let page = buffers[slice]
+    /// Writes slice `slice` into its buffer, emptied first, and returns the buffer.
+    func write(slice: Int) -> TextBuffer {
+        let page = buffers[slice % buffers.count]
+        page.removeAll()
+        page.reserveCapacity(lines[slices[slice]].reduce(0, +) * bytesPerLine)
         for step in steps[slices[slice]] {
             switch step {
             case let .text(text):
@@ -173,6 +210,7 @@ private struct SliceWriter: @unchecked Sendable {
                         labels: UnsafeBufferPointer(rebasing: labelText[labelRanges[position]]))
             }
         }
+        return page
     }
 }
 

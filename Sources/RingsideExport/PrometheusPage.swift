@@ -55,9 +55,9 @@ struct PrometheusPage {
     private var familyIndex: [String: Int] = [:]
     /// Series left out because another metric claimed one of their family names with another type.
     private(set) var conflicts = 0
-    /// The families the series' groups claimed: the first ones of the page. The collector's own
-    /// follow, each depending on the snapshot's other figures, not on its series (but for
-    /// `ringside_metric_records_dropped_total`, which is cheap).
+    /// The families of the page's first section: those the series' groups claimed, then the
+    /// collector's per metric (`perMetric`), which change only when a series does. The
+    /// collector's other families follow, each depending on the snapshot's other figures.
     private(set) var seriesFamilyCount = 0
     /// Whether a family of the collector's own joined one the series claimed (a bot's metric
     /// named as it, with its type): the page then does not split into `sections`.
@@ -94,10 +94,17 @@ struct PrometheusPage {
             }
         }
         seriesFamilyCount = families.count
-        for family in PrometheusExporter.selfMetrics(snapshot, perMetric: perMetric) {
-            if PrometheusExporter.perMetricFamilyNames.contains(family.name) { self.perMetric.append(family) }
+        // The collector's families with a line per series (its drops and samples per metric) come
+        // next, in the series' section: they change only when a series does, and at a million
+        // series they are 4 million lines, too many to write and deflate again for every snapshot.
+        let own = PrometheusExporter.selfMetrics(snapshot, perMetric: perMetric)
+        let isPerMetric = { (family: PrometheusExporter.FixedFamily) in PrometheusExporter.perMetricFamilyNames.contains(family.name) }
+        for family in own where isPerMetric(family) {
+            self.perMetric.append(family)
             addFixed(family)
         }
+        seriesFamilyCount = families.count
+        for family in own where !isPerMetric(family) { addFixed(family) }
         for family in PrometheusExporter.threadHealthFamilies(snapshot) { addFixed(family) }
         addFixed(PrometheusExporter.buildInfo)
         for family in process?.families() ?? [] { addFixed(family) }

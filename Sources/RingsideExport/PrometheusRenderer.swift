@@ -13,7 +13,15 @@ package final class PrometheusRenderer: Sendable {
     /// freed: kept, they would hold a second copy of the page between scrapes.
     static let keptBufferBytes = 64 << 20
 
-    package init() {}
+    /// Lines of text deflated as one piece (see `renderSections`' `.deflated`).
+    private let linesPerPiece: Int
+
+    /// - Parameter linesPerPiece: lines of text in a piece deflated as it is written: about 20 MB, so
+    ///   that deflating restarts rarely (a piece begins with an empty dictionary) and the slices
+    ///   written at once hold little.
+    package init(linesPerPiece: Int = 250_000) {
+        self.linesPerPiece = linesPerPiece
+    }
 
     /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
     /// given (the collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
@@ -30,6 +38,19 @@ package final class PrometheusRenderer: Sendable {
         return page
     }
 
+    /// The series' section of a page, as `renderSections` writes it.
+    package enum SeriesSection: Sendable, Equatable {
+        case text([UInt8])
+        /// Deflated as pieces of a gzip member (none its last): see `Zlib.gzipMember`.
+        case deflated([Zlib.Piece])
+    }
+
+    /// How `renderSections` writes the series' section: as text, or deflated at `level`.
+    package enum SeriesForm: Sendable {
+        case text
+        case deflated(level: Int32)
+    }
+
     /// The page for `snapshot` in two sections that, one after the other, are `render`'s page:
     /// the families of the series, which change only when a series does (its `version` or
     /// `wholeVersion`, or which series there are), then the collector's own (its rings, lanes,
@@ -39,18 +60,47 @@ package final class PrometheusRenderer: Sendable {
     /// Nil when the page does not split so: a bot's metric named as one of the collector's own
     /// families, with its type, shares that family with it (render the page whole then).
     /// - Parameters:
-    ///   - series: whether to write the series' section (nil in the result when not).
-    ///   - threads: threads a large section is written on (text only; by default as `render`'s).
+    ///   - series: how to write the series' section (nil: not at all, nor in the result).
+    ///   - threads: threads a large section is written (and deflated) on (by default as `render`'s).
     package func renderSections(
-        _ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text, series: Bool = true,
+        _ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text, series: SeriesForm? = .text,
         threads: Int? = nil
-    ) -> (series: [UInt8]?, own: [UInt8])? {
+    ) -> (series: SeriesSection?, own: [UInt8])? {
         let threads = threads ?? PrometheusPage.threads
         let page = plan(snapshot, process: process)
         guard let sections = page.sections else { return nil }
-        let seriesBytes = series ? write(page, format: format, families: sections.series, threads: threads) : nil
-        return (seriesBytes, write(page, format: format, families: sections.own, threads: threads))
+        let seriesSection: SeriesSection? =
+            switch series {
+            case nil: nil
+            case .text: .text(write(page, format: format, families: sections.series, threads: threads))
+            case let .deflated(level): .deflated(deflate(page, format: format, families: sections.series, threads: threads, level: level))
+            }
+        return (seriesSection, write(page, format: format, families: sections.own, threads: threads))
     }
+
+    /// The families in `families` deflated as pieces: text as it is written, a slice at a time;
+    /// protobuf (written whole, a fifth the size) after.
+    private func deflate(
+        _ page: PrometheusPage, format: ExpositionFormat, families: Range<Int>, threads: Int, level: Int32
+    ) -> [Zlib.Piece] {
+        if format == .protobuf {
+            return Zlib.pieces(page.writeProtobuf(families: families), pieceBytes: Self.pieceBytes, threads: threads, level: level)
+        }
+        return buffers.withLock { buffers in
+            let pieces = page.writeDeflated(
+                reusing: &buffers, threads: threads, openMetrics: format == .openMetrics, families: families, linesPerPiece: linesPerPiece,
+                level: level)
+            if buffers.reduce(0, { $0 + $1.capacity }) > Self.keptBufferBytes { buffers = [] }
+            return pieces
+        }
+    }
+
+    /// Threads a large page is written and deflated on by default: the machine's cores, at most 4.
+    package static var threads: Int { PrometheusPage.threads }
+
+    /// Bytes of a section deflated as one piece when it is deflated after it was written whole
+    /// (protobuf, or text kept for a plain page), as `linesPerPiece` are when written deflated.
+    package static let pieceBytes = 16 << 20
 
     private func write(_ page: PrometheusPage, format: ExpositionFormat, families: Range<Int>?, threads: Int) -> [UInt8] {
         if format == .protobuf { return page.writeProtobuf(families: families) }

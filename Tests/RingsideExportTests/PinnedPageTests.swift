@@ -209,16 +209,48 @@ struct PageSectionsTests {
         let snapshot = pinnedSnapshot()
         let renderer = PrometheusRenderer()
         let sections = try #require(renderer.renderSections(snapshot, process: Self.process, format: format))
-        let series = try #require(sections.series)
+        guard case let .text(series)? = sections.series else {
+            Issue.record("the series' section, as text, was asked for")
+            return
+        }
         #expect(!series.isEmpty && !sections.own.isEmpty)
         #expect(series + sections.own == renderer.render(snapshot, process: Self.process, format: format))
         // On one thread or several, the same bytes; the own section alone when asked.
-        let alone = try #require(renderer.renderSections(snapshot, process: Self.process, format: format, series: false, threads: 1))
+        let alone = try #require(renderer.renderSections(snapshot, process: Self.process, format: format, series: nil, threads: 1))
         #expect(alone.series == nil)
         #expect(alone.own == sections.own)
         if format == .text {
             #expect(String(decoding: series, as: UTF8.self).hasPrefix("# HELP fill_latency_seconds "))
             #expect(String(decoding: sections.own, as: UTF8.self).hasPrefix("# HELP ringside_ring_producer_alive "))
+        }
+    }
+
+    @Test(
+        "the series' section deflated as it is written, a slice at a time, then the collector's own as the last piece: one gzip member of the page",
+        arguments: [ExpositionFormat.text, .openMetrics, .protobuf])
+    func deflatedSectionsMakeThePage(format: ExpositionFormat) throws {
+        // Bots enough that the series' text is written and deflated in several slices.
+        var snapshot = pinnedSnapshot()
+        let one = snapshot.series
+        for bot in 0..<20 {
+            snapshot.series += one.map { series in
+                var copy = series
+                copy.ring = "bot-\(bot)"
+                return copy
+            }
+        }
+        let renderer = PrometheusRenderer(linesPerPiece: 2_000)
+        let page = renderer.render(snapshot, process: Self.process, format: format)
+        for threads in [1, 2] {
+            let sections = try #require(
+                renderer.renderSections(snapshot, process: Self.process, format: format, series: .deflated(level: 1), threads: threads))
+            guard case let .deflated(pieces)? = sections.series else {
+                Issue.record("the series' section, deflated, was asked for")
+                return
+            }
+            if format != .protobuf { #expect(pieces.count > 1, "\(pieces.count) pieces") }
+            let member = Zlib.gzipMember(pieces + [Zlib.piece(sections.own, last: true, level: 1)])
+            #expect(Zlib.decompress(Array(member.joined()), .gzip) == page, "\(threads) threads")
         }
     }
 

@@ -31,6 +31,20 @@ struct ZlibTests {
         #expect(Zlib.decompress(wrongCRC, .gzip) == nil)
     }
 
+    @Test("bytes deflated in pieces on several threads at once join, with a last piece, into one member of them all")
+    func piecesOnThreads() {
+        let line = Array("fill_latency_seconds_bucket{ring=\"bot-7\",le=\"0.0001\"} 1\n".utf8)
+        let page = (0..<20_000).flatMap { index in line + Array(String(index).utf8) }
+        for (pieceBytes, threads) in [(page.count, 1), (100_000, 1), (100_000, 2), (99_999, 3)] {
+            let pieces = Zlib.pieces(page, pieceBytes: pieceBytes, threads: threads, level: 1)
+            #expect(pieces.count == (page.count + pieceBytes - 1) / pieceBytes)
+            let end = Array("# EOF\n".utf8)
+            let member = Zlib.gzipMember(pieces + [Zlib.piece(end, last: true)])
+            #expect(Zlib.decompress(Array(member.joined()), .gzip) == page + end, "\(pieceBytes) bytes, \(threads) threads")
+        }
+        #expect(Zlib.pieces([], pieceBytes: 100, threads: 2, level: 1).map(\.count) == [0])
+    }
+
     @Test(
         "input given to zlib a part at a time (its counts are 32 bits: a page of a million series is larger) deflates and inflates to the same bytes"
     )
