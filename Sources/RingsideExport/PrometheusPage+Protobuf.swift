@@ -12,36 +12,80 @@ extension PrometheusPage {
         var writer = ProtobufWriter()
         let windows = snapshot.windowNanos.map { formatDuration($0) }
         for family in families[range ?? families.indices] {
-            let type: ProtobufWriter.MetricType =
-                switch family.type {
-                case "counter": .counter
-                case "gauge": .gauge
-                case "summary": .summary
-                case "histogram": .histogram
-                default: .untyped
-                }
-            writer.metricFamily(name: family.name, help: family.help, type: type) { out in
-                for member in family.members {
-                    switch member {
-                    case let .fixed(fixed):
-                        for (labels, value) in fixed.samples {
-                            out.metric(labels: labels.map { (name: $0.0, value: $0.1) }) {
-                                if type == .counter { $0.counterValue(value) } else { $0.gaugeValue(value) }
-                            }
-                        }
-                    case let .group(_, part):
-                        for position in groupMembers(of: member) {
-                            ProtobufSeries(
-                                series: snapshot.series[position], windows: windows, quantiles: snapshot.quantiles,
-                                nativeSchema: snapshot.nativeHistogramSchema
-                            )
-                            .write(part, into: &out)
-                        }
-                    }
-                }
+            writer.metricFamily(name: family.name, help: family.help, type: Self.protobufType(family)) { out in
+                writeMetrics(of: family, windows: windows, into: &out) { _ in }
             }
         }
         return writer.bytes
+    }
+
+    /// The families in `range` as `writeProtobuf` writes them, deflated as pieces of a gzip member
+    /// (none its last) as they are written: a family's metrics about `metricsPerPiece` series at a
+    /// time, then its head (its length, name, help and type), put before them. The page of a
+    /// million series (1.4 GB) is never whole.
+    func writeProtobufDeflated(families range: Range<Int>, metricsPerPiece: Int, level: Int32) -> [Zlib.Piece] {
+        let windows = snapshot.windowNanos.map { formatDuration($0) }
+        var pieces: [Zlib.Piece] = []
+        for family in families[range] {
+            var metricPieces: [Zlib.Piece] = []
+            var metricBytes = 0
+            var written = 0
+            func deflate(_ chunk: [UInt8]) {
+                metricBytes += chunk.count
+                metricPieces.append(Zlib.piece(chunk, last: false, level: level))
+            }
+            var chunk = ProtobufWriter()
+            writeMetrics(of: family, windows: windows, into: &chunk) { out in
+                written += 1
+                guard written % metricsPerPiece == 0 else { return }
+                deflate(out.bytes)
+                out = ProtobufWriter()
+            }
+            if !chunk.bytes.isEmpty { deflate(chunk.bytes) }
+            var head = ProtobufWriter()
+            head.metricFamilyHead(name: family.name, help: family.help, type: Self.protobufType(family), metricBytes: metricBytes)
+            pieces.append(Zlib.piece(head.bytes, last: false, level: level))
+            pieces += metricPieces
+        }
+        return pieces
+    }
+
+    private static func protobufType(_ family: Family) -> ProtobufWriter.MetricType {
+        switch family.type {
+        case "counter": .counter
+        case "gauge": .gauge
+        case "summary": .summary
+        case "histogram": .histogram
+        default: .untyped
+        }
+    }
+
+    /// Writes the metrics of `family` into `out`, calling `wrote` after each sample of the
+    /// collector's own and each series' metrics (it may take what `out` holds).
+    private func writeMetrics(
+        of family: Family, windows: [String], into out: inout ProtobufWriter, wrote: (inout ProtobufWriter) -> Void
+    ) {
+        let type = Self.protobufType(family)
+        for member in family.members {
+            switch member {
+            case let .fixed(fixed):
+                for (labels, value) in fixed.samples {
+                    out.metric(labels: labels.map { (name: $0.0, value: $0.1) }) {
+                        if type == .counter { $0.counterValue(value) } else { $0.gaugeValue(value) }
+                    }
+                    wrote(&out)
+                }
+            case let .group(_, part):
+                for position in groupMembers(of: member) {
+                    ProtobufSeries(
+                        series: snapshot.series[position], windows: windows, quantiles: snapshot.quantiles,
+                        nativeSchema: snapshot.nativeHistogramSchema
+                    )
+                    .write(part, into: &out)
+                    wrote(&out)
+                }
+            }
+        }
     }
 
     private func groupMembers(of member: Member) -> [Int] {

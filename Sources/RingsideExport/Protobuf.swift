@@ -139,6 +139,17 @@ extension ProtobufWriter {
         }
     }
 
+    /// The head of a `MetricFamily` whose metrics, `metricBytes` of them, are written apart (after
+    /// it, as `metricFamily` would write them): its length, then its name, help and type.
+    package mutating func metricFamilyHead(name: String, help: String, type: MetricType, metricBytes: Int) {
+        var fields = ProtobufWriter()
+        fields.string(1, name)
+        fields.string(2, help)
+        fields.uint64(3, type.rawValue)
+        varint(UInt64(fields.bytes.count + metricBytes))
+        bytes += fields.bytes
+    }
+
     /// One `Metric` of a family (field 4): its `LabelPair`s, then the value `body` writes.
     package mutating func metric(labels: [(name: String, value: String)], _ body: (inout ProtobufWriter) -> Void) {
         message(4) { metric in
