@@ -63,11 +63,9 @@ struct PrometheusPage {
     /// named as it, with its type): the page then does not split into `sections`.
     private var ownJoinedSeries = false
 
-    /// The drops and samples per metric (`PrometheusExporter.perMetricFamilies`), kept by the
-    /// renderer while the series stay.
-    private(set) var perMetric: [PrometheusExporter.FixedFamily] = []
-
-    /// - Parameter perMetric: the snapshot's per-metric families, when the renderer kept them.
+    /// - Parameter perMetric: the per-metric families (`PrometheusExporter.perMetricFamilies`) to
+    ///   plan instead of the snapshot's: the renderer's, without samples, when the series' section
+    ///   is not written.
     init(_ snapshot: Snapshot, process: ProcessMetrics? = nil, perMetric: [PrometheusExporter.FixedFamily]? = nil) {
         self.snapshot = snapshot
         var groupIndex: [GroupKey: Int] = [:]
@@ -99,10 +97,7 @@ struct PrometheusPage {
         // series they are 4 million lines, too many to write and deflate again for every snapshot.
         let own = PrometheusExporter.selfMetrics(snapshot, perMetric: perMetric)
         let isPerMetric = { (family: PrometheusExporter.FixedFamily) in PrometheusExporter.perMetricFamilyNames.contains(family.name) }
-        for family in own where isPerMetric(family) {
-            self.perMetric.append(family)
-            addFixed(family)
-        }
+        for family in own where isPerMetric(family) { addFixed(family) }
         seriesFamilyCount = families.count
         for family in own where !isPerMetric(family) { addFixed(family) }
         for family in PrometheusExporter.threadHealthFamilies(snapshot) { addFixed(family) }

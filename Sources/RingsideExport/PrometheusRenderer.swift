@@ -5,9 +5,6 @@ import Synchronization
 /// are small. Safe to call from any thread; renders take turns.
 package final class PrometheusRenderer: Sendable {
     private let buffers = Mutex<[TextBuffer]>([])
-    /// The drops and samples per metric of the last page, by its series: a line per series each,
-    /// as costly as a third of a page of 10,000 series when nothing else changed.
-    private let keptPerMetric = Mutex<(key: SeriesContentKey, families: [PrometheusExporter.FixedFamily])?>(nil)
     /// Buffers of at most this many bytes in all are kept for the next page (faulting in fresh
     /// pages costs more than writing them); larger ones, of a page of some 100,000 series, are
     /// freed: kept, they would hold a second copy of the page between scrapes.
@@ -26,16 +23,15 @@ package final class PrometheusRenderer: Sendable {
     /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
     /// given (the collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
     package func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
-        write(plan(snapshot, process: process), format: format, families: nil, threads: PrometheusPage.threads)
+        write(plan(snapshot, process: process, writingSeries: true), format: format, families: nil, threads: PrometheusPage.threads)
     }
 
-    /// The page's plan, with the per-metric families of the last page when its series are the same.
-    private func plan(_ snapshot: Snapshot, process: ProcessMetrics?) -> PrometheusPage {
-        let key = SeriesContentKey(snapshot)
-        let kept = key.isVersioned ? keptPerMetric.withLock { $0?.key == key ? $0?.families : nil } : nil
-        let page = PrometheusPage(snapshot, process: process, perMetric: kept)
-        if kept == nil, key.isVersioned { keptPerMetric.withLock { $0 = (key, page.perMetric) } }
-        return page
+    /// The page's plan. Its series' section not written, the collector's per-metric families (a
+    /// line per series each, in that section) are planned without their samples: the page's
+    /// families are the same, and nothing is done (nor kept: 4 million samples at a million
+    /// series, a GB) per series.
+    private func plan(_ snapshot: Snapshot, process: ProcessMetrics?, writingSeries: Bool) -> PrometheusPage {
+        PrometheusPage(snapshot, process: process, perMetric: writingSeries ? nil : PrometheusExporter.perMetricFamilies(Snapshot()))
     }
 
     /// The series' section of a page, as `renderSections` writes it.
@@ -67,7 +63,7 @@ package final class PrometheusRenderer: Sendable {
         threads: Int? = nil
     ) -> (series: SeriesSection?, own: [UInt8])? {
         let threads = threads ?? PrometheusPage.threads
-        let page = plan(snapshot, process: process)
+        let page = plan(snapshot, process: process, writingSeries: series != nil)
         guard let sections = page.sections else { return nil }
         let seriesSection: SeriesSection? =
             switch series {

@@ -270,7 +270,7 @@ struct PageSectionsTests {
     }
 }
 
-@Suite("PrometheusRenderer keeps the drops and samples per metric while the series stay the same")
+@Suite("The drops and samples per metric follow the series from one page of a renderer to the next")
 struct KeptDropsTests {
     /// The pinned snapshot, numbered as the collector numbers its series.
     private static func versioned() -> Snapshot {
@@ -290,7 +290,7 @@ struct KeptDropsTests {
     }
 
     @Test(
-        "a series' new drop or sample count (a new whole version) shows on the next page of the same renderer; a hand-made snapshot is never taken for a kept one"
+        "a series' new drop or sample count (a new whole version) shows on the next page of the same renderer, and on a hand-made snapshot's; the own section alone writes none of them"
     )
     func dropsFollowTheSeries() throws {
         let renderer = PrometheusRenderer()
@@ -314,5 +314,11 @@ struct KeptDropsTests {
         unversioned.series[histogram].droppedRecords += 7
         unversioned.series[histogram].sampledRecords += 7
         #expect(Self.perMetric(renderer.render(unversioned)) == Self.perMetric(PrometheusRenderer().render(unversioned)))
+        // They are in the series' section: the collector's own, written alone, has none of them.
+        let own = try #require(renderer.renderSections(snapshot, series: nil)).own
+        #expect(Self.perMetric(own).isEmpty)
+        let sections = try #require(renderer.renderSections(snapshot))
+        guard case let .text(series)? = sections.series else { return }
+        #expect(Self.perMetric(series) == Self.perMetric(renderer.render(snapshot)))
     }
 }
