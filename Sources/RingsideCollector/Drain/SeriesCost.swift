@@ -13,7 +13,7 @@ import RingsideAggregation
 ///   keeps, the next one its thread writes in slices and joins, an older one still being sent,
 ///   and the render worker's `/latest` or page written meanwhile: charged four times, the peak
 ///   passed the budget in the suite's runs), so the text is charged five times; gzipped pages,
-///   kept for each format scraped with gzip, are a thirtieth of it and fall within the budget's
+///   kept for each format scraped with gzip, are a twentieth of it and fall within the budget's
 ///   last quarter;
 /// - a histogram's counts, which grow with what it records (from nothing to about 1 MiB for a
 ///   busy series, see `WindowedHistogram`): not charged at admission but measured as they grow
