@@ -105,15 +105,6 @@ package struct ProtobufWriter {
             for value in values { packed.varint(value) }
         }
     }
-
-    /// A length-delimited top-level message: its length as a varint, then the message (the
-    /// `encoding=delimited` stream of MetricFamily messages a scrape returns).
-    package mutating func delimited(_ body: (inout ProtobufWriter) -> Void) {
-        var message = ProtobufWriter()
-        body(&message)
-        varint(UInt64(message.bytes.count))
-        bytes += message.bytes
-    }
 }
 
 /// The messages of `io.prometheus.client` (metrics.proto) the collector writes, by their field
@@ -131,16 +122,15 @@ extension ProtobufWriter {
     /// One `MetricFamily`, delimited: name, help, type, then the metrics `body` writes with
     /// `metric(labels:_:)`.
     package mutating func metricFamily(name: String, help: String, type: MetricType, _ body: (inout ProtobufWriter) -> Void) {
-        delimited { family in
-            family.string(1, name)
-            family.string(2, help)
-            family.uint64(3, type.rawValue)
-            body(&family)
-        }
+        var metrics = ProtobufWriter()
+        body(&metrics)
+        metricFamilyHead(name: name, help: help, type: type, metricBytes: metrics.bytes.count)
+        bytes += metrics.bytes
     }
 
     /// The head of a `MetricFamily` whose metrics, `metricBytes` of them, are written apart (after
-    /// it, as `metricFamily` would write them): its length, then its name, help and type.
+    /// it): its length as a varint (the `encoding=delimited` stream a scrape returns), then its
+    /// name, help and type.
     package mutating func metricFamilyHead(name: String, help: String, type: MetricType, metricBytes: Int) {
         var fields = ProtobufWriter()
         fields.string(1, name)

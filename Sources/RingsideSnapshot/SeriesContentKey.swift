@@ -1,6 +1,6 @@
 /// What a snapshot's series show, in a few numbers: two snapshots with equal keys have series
-/// that render to the same bytes, so the /metrics renderer keeps what it rendered of them from
-/// one to the next (the collector's `MetricsPages`, and `PrometheusRenderer`'s drops per metric).
+/// that render to the same bytes, so the /metrics pages keep what they rendered of them from one
+/// to the next (the collector's `MetricsPages`).
 ///
 /// Exact, not a hash, because of how the collector's publisher numbers series (`VersionCounter`,
 /// one counter for the whole collector): a series' `id`, `version` and `wholeVersion` are each taken from it

@@ -49,6 +49,39 @@ struct MetricsPagesTests {
         [MetricsPages.Variant($0, gzip: false), MetricsPages.Variant($0, gzip: true)]
     }
 
+    @Test("snapshots whose series carry no versions (made by hand) keep no series' section: a change shows on the next page")
+    func unversionedSnapshotsKeepNothing() throws {
+        try withBot("unversioned", options: .init(laneCapacity: 1024)) { directory, bot in
+            try bot.histogram("latency", unit: .nanoseconds).record(1_500)
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            let now = rs_clock_precise_ns()
+            collector.runPass(nowNanos: now, forcePublish: true)
+            // Stands for counts a hand-made snapshot changes without a new version.
+            let added = HlogErrors()
+            let published = collector.published
+            let pages = MetricsPages(
+                published: published,
+                source: {
+                    var snapshot = published.snapshot
+                    for index in snapshot.series.indices {
+                        (snapshot.series[index].version, snapshot.series[index].wholeVersion) = (0, 0)
+                        snapshot.series[index].cumulativeCount += added.value.withLock { $0 }
+                    }
+                    return snapshot
+                }, process: { fixedProcess })
+            for variant in [MetricsPages.Variant(.text, gzip: true), MetricsPages.Variant(.text, gzip: false)] {
+                let count = added.value.withLock { $0 } + 1
+                let first = String(decoding: body(pages.page(for: variant), variant), as: UTF8.self)
+                #expect(first.contains("latency_seconds_count{ring=\"unversioned\"} \(count)\n"))
+                added.value.withLock { $0 += 41 }
+                collector.runPass(nowNanos: now, forcePublish: true)
+                let second = String(decoding: body(pages.page(for: variant), variant), as: UTF8.self)
+                let expected = "latency_seconds_count{ring=\"unversioned\"} \(count + 41)\n"
+                #expect(second.contains(expected), "the series' section rendered again")
+            }
+        }
+    }
+
     @Test(
         "a page served after a snapshot where no series changed is a fresh render of that snapshot, byte for byte, its series' section kept",
         arguments: variants)

@@ -309,7 +309,9 @@ package final class MetricsPages: Sendable {
         var kept = old
         kept.pages = [:]
         let plain = wanted.contains(false), gzip = wanted.contains(true)
-        let seriesKept = kept.key == key && (plain ? kept.series != nil : kept.series != nil || kept.seriesPieces != nil)
+        // A key without versions (a snapshot made by hand) says nothing: nothing is kept for it.
+        let seriesKept =
+            key.isVersioned && kept.key == key && (plain ? kept.series != nil : kept.series != nil || kept.seriesPieces != nil)
         // As text while a page is wanted without gzip (the pieces are deflated from it), else
         // deflated as it is written: the text of a million series' section (4 GB) is never whole.
         let form: PrometheusRenderer.SeriesForm? = seriesKept ? nil : plain ? .text : .deflated(level: Self.gzipLevel)
