@@ -38,14 +38,14 @@ struct CollectorHTTPLoadTests {
             // The cap follows the reserve: of 100 idle connections the server holds the newest 32.
             var idle: [RawClient] = []
             for _ in 0..<100 { idle.append(try RawClient(port: port)) }
-            #expect(eventually(seconds: 5) { stillOpen(idle) == 32 }, "\(stillOpen(idle)) of 100 held, not 32")
+            #expect(eventually(seconds: 30) { stillOpen(idle) == 32 }, "\(stillOpen(idle)) of 100 held, not 32")
             #expect(try httpGet(port: port, path: "/metrics").status == 200)
             idle.removeAll()
 
             // Now the open-file limit itself runs out first: 6 descriptors above those open.
-            #expect(eventually(seconds: 5) { openDescriptorCount(of: pid) < 20 }, "the server let go of the closed connections")
+            #expect(eventually(seconds: 30) { openDescriptorCount(of: pid) < 20 }, "the server let go of the closed connections")
             // Counted once the count holds still: connections still being closed would leave more room.
-            let steady = eventually(seconds: 5) { () -> Int? in
+            let steady = eventually(seconds: 30) { () -> Int? in
                 let before = openDescriptorCount(of: pid)
                 usleep(200_000)
                 return openDescriptorCount(of: pid) == before ? before : nil
@@ -67,9 +67,9 @@ struct CollectorHTTPLoadTests {
             // About 6 held (a /proc read on the render worker may take one more for a moment); all
             // 20 would be, were the cap (32) the bound.
             #expect(
-                eventually(seconds: 5) { stillOpen(idle) < 16 }, "\(stillOpen(idle)) of 20 held: the limit, not the cap (32), bounds them")
+                eventually(seconds: 30) { stillOpen(idle) < 16 }, "\(stillOpen(idle)) of 20 held: the limit, not the cap (32), bounds them")
             for attempt in 0..<3 {
-                let scrape = try httpGet(port: port, path: "/metrics", timeoutSeconds: 2)
+                let scrape = try httpGet(port: port, path: "/metrics", timeoutSeconds: 10)
                 #expect(scrape.status == 200, "scrape \(attempt) with every descriptor taken by idle connections")
             }
 
@@ -81,18 +81,18 @@ struct CollectorHTTPLoadTests {
             usleep(100_000)  // the server reads the partial heads
             for attempt in 0..<3 {
                 let started = monotonicSeconds()
-                let newcomer = try RawClient(port: port, timeoutSeconds: 2)
+                let newcomer = try RawClient(port: port, timeoutSeconds: 10)
                 let refusal = try newcomer.readResponse()
                 #expect(refusal.status == 503 && refusal.header("Retry-After") == "1", "newcomer \(attempt): \(refusal.status)")
                 #expect(refusal.text.contains("too many connections"))
-                #expect(monotonicSeconds() - started < 1, "refused at once")
+                #expect(monotonicSeconds() - started < 5, "refused, not left to time out (10 s)")
             }
             #expect(stillOpen(busy) == busy.count, "the connections mid-request were kept")
 
             // Once they go, scrapes are served again.
             idle.removeAll()
             busy.removeAll()
-            #expect(eventually(seconds: 5) { (try? httpGet(port: port, path: "/metrics", timeoutSeconds: 2).status) == 200 })
+            #expect(eventually(seconds: 30) { (try? httpGet(port: port, path: "/metrics", timeoutSeconds: 10).status) == 200 })
 
             collector.send(SIGTERM)
             let log = collector.waitForExit().standardError

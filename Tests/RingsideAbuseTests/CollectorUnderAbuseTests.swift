@@ -204,7 +204,7 @@ struct CollectorUnderAbuseTests {
                 #expect(scraper.readStatus() == 200, "scrape \(attempt): an idle connection gives up its slot")
             }
             held.removeAll()
-            let recovered = eventually(seconds: 5) { (try? httpGet(port: port, path: "/health").status) == 200 ? true : nil }
+            let recovered = eventually(seconds: 30) { (try? httpGet(port: port, path: "/health").status) == 200 ? true : nil }
             #expect(recovered == true)
         }
     }

@@ -313,6 +313,25 @@ struct CollectorTests {
         }
     }
 
+    @Test("a producer that attached and died between two looks, writing nothing, is the one shown dead")
+    func producerAttachedAndDiedBetweenLooks() throws {
+        try withRingDirectory { directory in
+            let first = try ChildProcess(testProducer: "hold", ring: "brief", in: directory, ["--count", "0"])
+            #expect(first.readLine() == "ready \(first.pid)")
+            let collector = try makeCollector(directory, captured: CapturedLog())
+            #expect(pass(collector).ring("brief")?.producerPID == first.pid)
+            first.kill()
+            #expect(pass(collector).ring("brief")?.state == .producerDead)
+            // Neither liveness (dead before, dead after) nor records moved: only the file's open
+            // and close tell that another process came and went.
+            let second = try ChildProcess(testProducer: "hold", ring: "brief", in: directory, ["--count", "0"])
+            #expect(second.readLine() == "ready \(second.pid)")
+            second.kill()
+            let ring = pass(collector).ring("brief")
+            #expect(ring?.state == .producerDead && ring?.producerPID == second.pid, "shown: \(String(describing: ring?.producerPID))")
+        }
+    }
+
     @Test("a corrupt ring is logged and skipped while the others are served")
     func corruptRingSkipped() throws {
         try withRingDirectory { directory in
@@ -432,7 +451,7 @@ struct CollectorTests {
             let captured = CapturedLog()
             let first = try makeCollector(directory, captured: captured)
             first.start()
-            _ = eventually(seconds: 5) { first.snapshot.series("latency")?.cumulativeCount == 1 }
+            _ = eventually(seconds: 30) { first.snapshot.series("latency")?.cumulativeCount == 1 }
             first.stop()
             #expect(captured.contains("ring handoff released"))
             ticks.increment()

@@ -244,16 +244,17 @@ struct ManyThreadsTests {
     func newBotIsAttachedAtOnce() throws {
         try withRingDirectory { directory in
             let captured = CapturedLog()
-            // A slow poll: only inotify can wake it in time.
-            let collector = try makeCollector(directory, pollNanos: 2_000_000_000, captured: captured)
+            // A poll of a minute: only inotify can wake it before then (the bound below is a third
+            // of that, so a loaded machine's slowness is not taken for a missed event).
+            let collector = try makeCollector(directory, pollNanos: 60_000_000_000, captured: captured)
             collector.start()
             defer { collector.stop() }
             usleep(100_000)  // the first pass, which starts the watch
             let bot = try Bot.attach("burst", directory: directory.path, options: .init(laneCapacity: 1 << 16))
             let values = try bot.histogram("values")
             let attached = Date()
-            #expect(eventually(seconds: 1.5) { captured.contains("ring burst attached") }, "attached within a poll of 2 s only by inotify")
-            #expect(Date().timeIntervalSince(attached) < 1.0)
+            #expect(eventually(seconds: 20) { captured.contains("ring burst attached") }, "attached before a poll of 60 s only by inotify")
+            print("new bot: attached after \(Int(Date().timeIntervalSince(attached) * 1000)) ms")
             for value in 1...1_000 { values.record(UInt64(value)) }
         }
     }

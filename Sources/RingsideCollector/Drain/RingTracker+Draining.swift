@@ -107,8 +107,10 @@ extension RingTracker {
         ring.schedule.noteNewLanes(ring.consumer.lookForNewLanes())
         let alive = ring.consumer.isProducerAlive
         let known = ring.liveness
+        // Read again when the file was opened or closed since: a producer that attached and died
+        // between two looks changes neither liveness nor records, only the pid shown.
         if alive != known.producerAlive || known.activitySinceStatus || known.status == nil
-            || now &- known.statusNanos >= Self.quietStatusNanos
+            || known.touchedNanos > known.statusNanos || now &- known.statusNanos >= Self.quietStatusNanos
         {
             guard let status = try? ring.consumer.status(producerAlive: alive) else { return false }
             ring.liveness.read(status, nowNanos: now)
