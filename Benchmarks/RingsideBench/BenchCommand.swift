@@ -6,11 +6,11 @@ import RingsideJSON
 
 /// ringside-bench's command line.
 package struct BenchCommand: Sendable, Equatable {
-    package enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst, gap, scale, soak }
+    package enum Benchmark: String, Sendable, CaseIterable { case emit, collector, scrape, burst, gap, scale, attack, soak }
 
-    /// The benchmarks run when none is named: all but `scale`, which takes minutes and gigabytes,
-    /// and the soak, an hour long, which runs alone.
-    package static let defaultBenchmarks = Benchmark.allCases.filter { $0 != .scale && $0 != .soak }
+    /// The benchmarks run when none is named: all but `scale` and `attack`, which take minutes and
+    /// gigabytes, and the soak, an hour long, which runs alone.
+    package static let defaultBenchmarks = Benchmark.allCases.filter { ![.scale, .attack, .soak].contains($0) }
 
     /// Which benchmarks, in order: all of `defaultBenchmarks` when none is named.
     package var benchmarks: [Benchmark] = defaultBenchmarks
@@ -28,7 +28,7 @@ package struct BenchCommand: Sendable, Equatable {
     package init() {}
 
     package static let usage = """
-        usage: ringside-bench [emit | collector | scrape | burst | gap | scale] [options]
+        usage: ringside-bench [emit | collector | scrape | burst | gap | scale | attack] [options]
                ringside-bench soak [--duration S] [--interval S] [--producers N] [--workers N] [--warmup S] [--json]
 
         Measures, on this machine, what each way of emitting a metric costs (emit), how fast the
@@ -38,7 +38,11 @@ package struct BenchCommand: Sendable, Equatable {
         what it drops, at lane sizes around the sizing rule (gap). All five, one after the other,
         when none is named. Only when named: what a series costs a ringside-collector process's
         memory, drained, at rest and after scrapes, at 100,000 series or more (scale: 2 to 10
-        minutes; the collector built beside ringside-bench).
+        minutes; the collector built beside ringside-bench); and a cardinality attack on the
+        collector at its defaults (attack: 75 bots of 4,096 series of 200-byte labels beside 3
+        honest bots; what is kept and refused, /health probed every 50 ms, two gzipped scrapes,
+        memory; its exit status is 1 when an honest bot lost a series or a count, or a probe went
+        unanswered; the collector and ringside-test-producer built beside it).
         Build it in release mode: swift build -c release --product ringside-bench
 
         soak runs alone: the collector built beside this binary for an hour, under producers at full
@@ -193,7 +197,9 @@ package struct BenchCommand: Sendable, Equatable {
                 "--duration \(Int(command.soak.seconds)) s is too short for --warmup \(Int(command.soak.warmupSeconds)) s: the soak "
                     + "compares the minute after the warm-up with the last minute, so it must last the warm-up and two minutes more")
         }
-        if command.json && command.benchmarks == [.scale] { throw UsageError("--json: scale prints its table only") }
+        if command.json, let only = command.benchmarks.first, [.scale, .attack].contains(only) {
+            throw UsageError("--json: \(only.rawValue) prints its table only")
+        }
         if command.json && command.benchmarks.count != 1 {
             throw UsageError("--json prints one benchmark's object: name emit, collector, scrape, burst, gap or soak")
         }

@@ -58,6 +58,10 @@ do {
         case .scale:
             let report = try ScaleBenchmark.run(command.scale, progress: progress)
             print(report.table)
+        case .attack:
+            let report = try AttackBenchmark.run(progress: progress)
+            print(report.table)
+            if !report.passed { exit(1) }
         case .gap:
             let report = try GapBenchmark.run(command.settings, progress: progress)
             print(command.json ? report.json.text : report.table)

@@ -13,34 +13,6 @@ import Testing
 @Suite("Reliability: faults, SIGBUS and load", .serialized)
 struct ReliabilityTests {}
 
-/// Starts `ringside-test-producer blast` into `ring` (with `counter`, incrementing counter
-/// `blast_calls` with each call too) and waits for its "attached" line.
-func startBlast(
-    _ directory: RingDirectory, ring: String, seconds: Double = 3600, rate: Int = 0,
-    capacity: Int = 4096, nice: Int = 0, counter: Bool = false
-) throws -> ChildProcess {
-    let producer = try ChildProcess(
-        testProducer: "blast", ring: ring, in: directory,
-        ["--seconds", String(seconds), "--rate", String(rate), "--capacity", String(capacity), "--nice", String(nice)]
-            + (counter ? ["--counter", "yes"] : []))
-    let line = producer.readLine() ?? ""
-    guard line.hasPrefix("attached ") else {
-        throw TestSupportError("blast into \(ring) did not attach: \(line) \(producer.waitForExit().standardError)")
-    }
-    return producer
-}
-
-/// Stops a blast producer with SIGTERM and returns its counts.
-func stopBlast(_ producer: ChildProcess) throws -> BlastCounts {
-    producer.send(SIGTERM)
-    let line = producer.readLine()
-    let exit = producer.waitForExit()
-    guard exit.status == 0, let counts = BlastCounts(line) else {
-        throw TestSupportError("blast ended with status \(exit.status), output \(line ?? "none"): \(exit.standardError)")
-    }
-    return counts
-}
-
 /// A process's CPU time so far (user + system) in seconds, from /proc/PID/stat.
 func cpuSeconds(of pid: Int32) -> Double? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
@@ -68,9 +40,6 @@ func windowEntry(_ document: [String: Any]?, metric: String, window: String) -> 
     let series = (document?["series"] as? [[String: Any]])?.first { $0["metric"] as? String == metric }
     return (series?["windows"] as? [String: [String: Any]])?[window]
 }
-
-/// A JSON number as UInt64 (JSONSerialization gives NSNumber).
-func uint(_ value: Any?) -> UInt64? { (value as? NSNumber)?.uint64Value }
 
 /// Truncates a file to `size` bytes, as someone with write access to the ring directory might.
 func truncateFile(_ path: String, to size: Int) throws {
