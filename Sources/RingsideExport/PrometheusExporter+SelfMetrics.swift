@@ -19,23 +19,26 @@ extension PrometheusExporter {
             self.help = help
             self.samples = samples
             let text = TextBuffer(capacity: 256)
-            for (labels, value) in samples {
-                text.append(name)
-                if !labels.isEmpty {
-                    text.append(UInt8(ascii: "{"))
-                    for (index, (key, value)) in labels.enumerated() {
-                        if index > 0 { text.append(UInt8(ascii: ",")) }
-                        text.append("\(key)=\"")
-                        text.appendEscaped(value, inLabel: true)
-                        text.append(UInt8(ascii: "\""))
-                    }
-                    text.append(UInt8(ascii: "}"))
-                }
-                text.append(UInt8(ascii: " "))
-                text.appendNumber(value)
-                text.append(UInt8(ascii: "\n"))
-            }
+            for (labels, value) in samples { Self.appendLine(to: text, name: name, labels: labels, value: value) }
             lines = text.bytes
+        }
+
+        /// One sample's line in the text formats: `name{key="value",...} value`.
+        static func appendLine(to text: TextBuffer, name: String, labels: [(String, String)], value: Double) {
+            text.append(name)
+            if !labels.isEmpty {
+                text.append(UInt8(ascii: "{"))
+                for (index, (key, value)) in labels.enumerated() {
+                    if index > 0 { text.append(UInt8(ascii: ",")) }
+                    text.append("\(key)=\"")
+                    text.appendEscaped(value, inLabel: true)
+                    text.append(UInt8(ascii: "\""))
+                }
+                text.append(UInt8(ascii: "}"))
+            }
+            text.append(UInt8(ascii: " "))
+            text.appendNumber(value)
+            text.append(UInt8(ascii: "\n"))
         }
     }
 
@@ -44,9 +47,9 @@ extension PrometheusExporter {
     /// Adds a family to the page: its name, type, help and samples.
     typealias AddFamily = (String, String, String, Samples) -> Void
 
-    /// The collector's own families, in the page's order; `perMetric`, when given, is
-    /// `perMetricFamilies` of the snapshot, kept.
-    static func selfMetrics(_ snapshot: Snapshot, perMetric: [FixedFamily]? = nil) -> [FixedFamily] {
+    /// The collector's own families, in the page's order, but those with a line per series
+    /// (`PerMetricFamily`), which the page writes with the series.
+    static func selfMetrics(_ snapshot: Snapshot) -> [FixedFamily] {
         var result: [FixedFamily] = []
         func family(_ name: String, _ type: String, _ help: String, _ samples: Samples) {
             result.append(FixedFamily(name, type, help, samples))
@@ -54,7 +57,6 @@ extension PrometheusExporter {
         let attached = snapshot.rings.filter { $0.state != .skipped }
         ringFamilies(snapshot.rings, attached: attached, family)
         laneFamilies(attached, family)
-        result += perMetric ?? perMetricFamilies(snapshot)
         collectorFamilies(snapshot.collector, rings: attached.count, family)
         sloFamilies(snapshot.slos, family)
         return result

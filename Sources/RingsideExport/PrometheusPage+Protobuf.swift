@@ -75,6 +75,14 @@ extension PrometheusPage {
                     }
                     wrote(&out)
                 }
+            case let .perMetric(perMetric):
+                for series in snapshot.series {
+                    guard let value = perMetric.value(of: series) else { continue }
+                    out.metric(labels: PrometheusExporter.PerMetricFamily.labels(of: series).map { (name: $0.0, value: $0.1) }) {
+                        if type == .counter { $0.counterValue(value) } else { $0.gaugeValue(value) }
+                    }
+                    wrote(&out)
+                }
             case let .group(_, part):
                 for position in groupMembers(of: member) {
                     ProtobufSeries(

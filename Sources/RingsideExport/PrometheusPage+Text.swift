@@ -17,7 +17,12 @@ extension PrometheusPage {
     fileprivate enum Step {
         case text([UInt8])
         case series(group: Int, part: Part, position: Int)
+        /// The lines of a per-metric family of the collector's for the series at `positions`.
+        case perMetric(PrometheusExporter.PerMetricFamily, positions: Range<Int>)
     }
+
+    /// Series whose per-metric lines are one step.
+    static let perMetricSeriesPerStep = 1_000
 
     /// The page's bytes (of the families in `range`, all by default: OpenMetrics' `# EOF` ends
     /// the last family's). A large page is written in slices on several threads at once, each
@@ -140,6 +145,14 @@ extension PrometheusPage {
                         steps.append(.series(group: number, part: part, position: position))
                         lines.append(perSeries)
                     }
+                case let .perMetric(perMetric):
+                    for start in stride(from: 0, to: snapshot.series.count, by: Self.perMetricSeriesPerStep) {
+                        let positions = start..<min(start + Self.perMetricSeriesPerStep, snapshot.series.count)
+                        let count = positions.count { perMetric.value(of: snapshot.series[$0]) != nil }
+                        guard count > 0 else { continue }
+                        steps.append(.perMetric(perMetric, positions: positions))
+                        lines.append(count)
+                    }
                 }
             }
         }
@@ -208,6 +221,12 @@ private struct SliceWriter: @unchecked Sendable {
                     .write(
                         part, of: series.baseAddress! + position,
                         labels: UnsafeBufferPointer(rebasing: labelText[labelRanges[position]]))
+            case let .perMetric(family, positions):
+                for position in positions {
+                    guard let value = family.value(of: series[position]) else { continue }
+                    PrometheusExporter.FixedFamily.appendLine(
+                        to: page, name: family.name, labels: PrometheusExporter.PerMetricFamily.labels(of: series[position]), value: value)
+                }
             }
         }
         return page

@@ -40,6 +40,9 @@ struct PrometheusPage {
         case group(Int, Part)
         /// The collector's own figures: samples, and their lines rendered already.
         case fixed(PrometheusExporter.FixedFamily)
+        /// The collector's line for each series in one of its per-metric families, written as
+        /// the series' own lines are.
+        case perMetric(PrometheusExporter.PerMetricFamily)
     }
 
     struct Family {
@@ -56,17 +59,14 @@ struct PrometheusPage {
     /// Series left out because another metric claimed one of their family names with another type.
     private(set) var conflicts = 0
     /// The families of the page's first section: those the series' groups claimed, then the
-    /// collector's per metric (`perMetric`), which change only when a series does. The
+    /// collector's per metric (`PerMetricFamily`), which change only when a series does. The
     /// collector's other families follow, each depending on the snapshot's other figures.
     private(set) var seriesFamilyCount = 0
     /// Whether a family of the collector's own joined one the series claimed (a bot's metric
     /// named as it, with its type): the page then does not split into `sections`.
     private var ownJoinedSeries = false
 
-    /// - Parameter perMetric: the per-metric families (`PrometheusExporter.perMetricFamilies`) to
-    ///   plan instead of the snapshot's: the renderer's, without samples, when the series' section
-    ///   is not written.
-    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil, perMetric: [PrometheusExporter.FixedFamily]? = nil) {
+    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil) {
         self.snapshot = snapshot
         var groupIndex: [GroupKey: Int] = [:]
         for position in snapshot.series.indices {
@@ -95,11 +95,11 @@ struct PrometheusPage {
         // The collector's families with a line per series (its drops and samples per metric) come
         // next, in the series' section: they change only when a series does, and at a million
         // series they are 4 million lines, too many to write and deflate again for every snapshot.
-        let own = PrometheusExporter.selfMetrics(snapshot, perMetric: perMetric)
-        let isPerMetric = { (family: PrometheusExporter.FixedFamily) in PrometheusExporter.perMetricFamilyNames.contains(family.name) }
-        for family in own where isPerMetric(family) { addFixed(family) }
+        for family in PrometheusExporter.PerMetricFamily.allCases {
+            addOwn(.perMetric(family), name: family.name, type: family.type, help: family.help)
+        }
         seriesFamilyCount = families.count
-        for family in own where !isPerMetric(family) { addFixed(family) }
+        for family in PrometheusExporter.selfMetrics(snapshot) { addFixed(family) }
         for family in PrometheusExporter.threadHealthFamilies(snapshot) { addFixed(family) }
         addFixed(PrometheusExporter.buildInfo)
         for family in process?.families() ?? [] { addFixed(family) }
@@ -139,11 +139,16 @@ struct PrometheusPage {
     }
 
     private mutating func addFixed(_ family: PrometheusExporter.FixedFamily) {
-        guard claim([(family.name, family.type)]) else {
+        addOwn(.fixed(family), name: family.name, type: family.type, help: family.help)
+    }
+
+    /// Adds a family of the collector's own, unless a series' family of another type has its name.
+    private mutating func addOwn(_ member: Member, name: String, type: String, help: String) {
+        guard claim([(name, type)]) else {
             conflicts += 1
             return
         }
-        if let known = familyIndex[family.name], known < seriesFamilyCount { ownJoinedSeries = true }
-        add(.fixed(family), to: family.name, type: family.type, help: family.help)
+        if let known = familyIndex[name], known < seriesFamilyCount { ownJoinedSeries = true }
+        add(member, to: name, type: type, help: help)
     }
 }

@@ -23,15 +23,7 @@ package final class PrometheusRenderer: Sendable {
     /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
     /// given (the collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
     package func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
-        write(plan(snapshot, process: process, writingSeries: true), format: format, families: nil, threads: PrometheusPage.threads)
-    }
-
-    /// The page's plan. Its series' section not written, the collector's per-metric families (a
-    /// line per series each, in that section) are planned without their samples: the page's
-    /// families are the same, and nothing is done (nor kept: 4 million samples at a million
-    /// series, a GB) per series.
-    private func plan(_ snapshot: Snapshot, process: ProcessMetrics?, writingSeries: Bool) -> PrometheusPage {
-        PrometheusPage(snapshot, process: process, perMetric: writingSeries ? nil : PrometheusExporter.perMetricFamilies(Snapshot()))
+        write(PrometheusPage(snapshot, process: process), format: format, families: nil, threads: PrometheusPage.threads)
     }
 
     /// The series' section of a page, as `renderSections` writes it.
@@ -63,7 +55,7 @@ package final class PrometheusRenderer: Sendable {
         threads: Int? = nil
     ) -> (series: SeriesSection?, own: [UInt8])? {
         let threads = threads ?? PrometheusPage.threads
-        let page = plan(snapshot, process: process, writingSeries: series != nil)
+        let page = PrometheusPage(snapshot, process: process)
         guard let sections = page.sections else { return nil }
         let seriesSection: SeriesSection? =
             switch series {
