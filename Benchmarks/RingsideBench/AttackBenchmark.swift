@@ -1,5 +1,6 @@
 import CRingside
 import Foundation
+import Ringside
 import RingsideSystem
 import RingsideTestSupport
 import RingsideText

@@ -2,6 +2,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Ringside
 
 /// Starts `ringside-test-producer blast` into `ring` (with `counter`, incrementing counter
 /// `blast_calls` with each call too) and waits for its "attached" line.
