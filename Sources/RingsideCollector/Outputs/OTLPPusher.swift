@@ -99,11 +99,12 @@ final class OTLPPusher: Sendable {
     /// What it did so far.
     var stats: OTLPStats { state.withLock { $0.stats } }
 
-    /// Queues `export`, dropping the oldest when the queue is full.
+    /// Queues `export`, dropping the oldest when the queue is full: `capacity` exports held in
+    /// all, the one being sent among them (`queued` says so).
     func enqueue(_ export: Export) {
         let droppedFirst = state.withLock { state -> Bool in
             var droppedFirst = false
-            if state.queue.count >= capacity {
+            if !state.queue.isEmpty, state.queue.count + (state.inFlight ? 1 : 0) >= capacity {
                 state.queue.removeFirst()
                 droppedFirst = state.countDrop()
             }
