@@ -229,5 +229,9 @@ struct BenchCommandTests {
         #expect(try BenchCommand.parse([])?.benchmarks == [.emit, .collector, .scrape, .burst, .gap])
         #expect(try BenchCommand.parse(["gap", "--rounds", "3"])?.benchmarks == [.gap])
         #expect(try BenchCommand.parse(["scrape", "emit"])?.benchmarks == [.emit, .scrape])
+        // scale and attack run only when named, and print their tables only.
+        #expect(try BenchCommand.parse(["attack"])?.benchmarks == [.attack])
+        #expect(throws: (any Error).self) { try BenchCommand.parse(["attack", "--json"]) }
+        #expect(throws: (any Error).self) { try BenchCommand.parse(["scale", "--json"]) }
     }
 }
