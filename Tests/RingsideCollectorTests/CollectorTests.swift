@@ -60,6 +60,32 @@ struct CollectorTests {
         }
     }
 
+    @Test("the heap is trimmed 10 s after the last series let its windows go, by a pass that publishes nothing")
+    func heapTrimAfterTheLastLetGo() throws {
+        try withBot("trim", options: .init(laneCapacity: 1024)) { directory, bot in
+            try bot.histogram("latency").record(5)
+            let collector = try makeCollector(directory, windows: [1_000_000_000], captured: CapturedLog())
+            let start = rs_clock_precise_ns()
+            collector.runPass(nowNanos: start, forcePublish: true)
+            // Its window lets the value go: one series, too few to trim at once.
+            collector.runPass(nowNanos: start + 3_000_000_000, forcePublish: true)
+            let before = collector.heapTrims
+            collector.runPass(nowNanos: start + 8_000_000_000, forcePublish: true)
+            #expect(collector.heapTrims == before, "5 s after the last let-go: not due")
+            // Every ring quiet, 5.5 s after the last snapshot: this pass publishes none, and the trim is
+            // due by the clock. (Another test's collector may be trimming: one trim runs at a time.)
+            let generation = collector.snapshot.generation
+            var now = start + 13_500_000_000
+            for _ in 0..<200 where collector.heapTrims == before {
+                collector.runPass(nowNanos: now)
+                now += 10_000_000
+                usleep(10_000)
+            }
+            #expect(collector.snapshot.generation == generation, "no snapshot published")
+            #expect(collector.heapTrims == before + 1, "trimmed once, 10 s after the let-go")
+        }
+    }
+
     @Test("a quiet histogram's all-time histogram, and the buckets a page computed from it, are kept from snapshot to snapshot")
     func allTimeHistogramKeptWhileQuiet() throws {
         try withRingDirectory { directory in

@@ -151,6 +151,9 @@ package final class Collector: @unchecked Sendable {
     /// The latest snapshot (a copy; cheap, its arrays are shared).
     package var snapshot: Snapshot { published.snapshot }
 
+    /// Heap trims started after series let their windows go (see `HeapTrim`).
+    var heapTrims: Int { publisher.heapTrims }
+
     // MARK: - The drain thread
 
     /// The scheduler slice the drain thread asks for: EEVDF's shortest (0: the kernel's default;

@@ -16,26 +16,42 @@ struct HeapTrim {
     static let intervalNanos: UInt64 = 10_000_000_000
     private static let running = Atomic<Bool>(false)
 
+    /// Trims started.
+    private(set) var trims = 0
     private var letGo = 0
     private var lastTrimNanos: UInt64 = 0
     private var lastLetGoNanos: UInt64 = 0
 
-    /// Counts `count` more series whose windows were let go, and trims the heap when due.
+    /// Counts `count` more series whose windows were let go (0: none, as of `now`), and trims the
+    /// heap when due. Asked at every pass, not only when a snapshot is published: a collector whose
+    /// series all went idle publishes every 10 s at most, and the trim after the burst is then the
+    /// one that gives back what its last series let go.
     mutating func note(letGo count: Int, nowNanos now: UInt64) {
-        if count > 0 {
-            letGo += count
-            lastLetGoNanos = now
-        }
-        guard letGo > 0, now &- lastTrimNanos >= Self.intervalNanos,
-            letGo >= Self.seriesAtLeast || now &- lastLetGoNanos >= Self.intervalNanos,
+        guard isDue(afterLetGo: count, nowNanos: now),
             Self.running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
-        letGo = 0
-        lastTrimNanos = now
+        trimmed(nowNanos: now)
         Thread.detachNewThread {
             System.trimHeap()
             Self.running.store(false, ordering: .releasing)
         }
+    }
+
+    /// Counts `count` more series let go at `now`, and says whether a trim is due.
+    mutating func isDue(afterLetGo count: Int, nowNanos now: UInt64) -> Bool {
+        if count > 0 {
+            letGo += count
+            lastLetGoNanos = now
+        }
+        return letGo > 0 && now &- lastTrimNanos >= Self.intervalNanos
+            && (letGo >= Self.seriesAtLeast || now &- lastLetGoNanos >= Self.intervalNanos)
+    }
+
+    /// Starts counting again: the trim `isDue` asked for is made.
+    mutating func trimmed(nowNanos now: UInt64) {
+        trims += 1
+        letGo = 0
+        lastTrimNanos = now
     }
 }
 

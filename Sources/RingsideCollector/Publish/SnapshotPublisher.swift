@@ -97,6 +97,8 @@ final class SnapshotPublisher {
     private var said = SaidInLog()
     /// Gives the heap's free pages back once many series' windows were let go.
     private var heapTrim = HeapTrim()
+    /// Heap trims started (see `HeapTrim`).
+    var heapTrims: Int { heapTrim.trims }
     private let tracker: RingTracker
     let published = PublishedSnapshot()
     private var pending: PendingPublish?
@@ -220,6 +222,7 @@ final class SnapshotPublisher {
             // A slice at a time, so the passes between drain every ring and keep /health fresh.
             continuePublish(nowNanos: now, until: forced ? .max : rs_clock_precise_ns() &+ Self.sliceNanos, stats: stats)
         }
+        heapTrim.note(letGo: 0, nowNanos: now)
     }
 
     /// A new, empty snapshot with the next generation.
