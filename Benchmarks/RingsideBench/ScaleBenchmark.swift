@@ -13,7 +13,7 @@ import RingsideText
 /// in bots of 4,000 histograms with short labels (`symbol=S0001234`), one value each; the
 /// benchmark reads the collector's anonymous memory (RssAnon: its heap, not the bots' files it
 /// maps) with none, once they are drained, at rest (once
-/// every window let their value go: 75 s), after scrapes of the variants Prometheus asks for
+/// every window let their value go, 75 s, and the heap was trimmed: 100 s), after scrapes of the variants Prometheus asks for
 /// (gzipped text and protobuf, scraped as it polls: the first, and 10 more 2 s apart, timed),
 /// and after a plain one too. With `--prometheus`, a real
 /// Prometheus scrapes the collector beside it, keeping one series of its own per series
@@ -34,8 +34,10 @@ package enum ScaleBenchmark {
     /// Scrapes of each gzipped variant after its first, and the time between them.
     static let polledScrapes = 10
     static let polledSpacingNanos: UInt64 = 2_000_000_000
-    /// Longer than the longest window and its last slice (75 s with the defaults).
-    static let restNanos: UInt64 = 80_000_000_000
+    /// Longer than the longest window and its last slice (75 s with the defaults), and than the
+    /// heap trim after them: the collector gives the freed pages back at most 10 s after the first
+    /// series let theirs go (`HeapTrim`), so at 80 s the figure held pages it was about to return.
+    static let restNanos: UInt64 = 100_000_000_000
 
     package static func run(_ settings: Settings, progress: (String) -> Void = { _ in }) throws(BenchError) -> ScaleReport {
         let scratch = try ScratchDirectory()
