@@ -12,8 +12,8 @@ import RingsideText
 /// `ringside-test-producer scale-series` processes (built beside it too) register the series,
 /// in bots of 4,000 histograms with short labels (`symbol=S0001234`), one value each; the
 /// benchmark reads the collector's anonymous memory (RssAnon: its heap, not the bots' files it
-/// maps) with none, once they are drained, at rest (once
-/// every window let their value go, 75 s, and the heap was trimmed: 100 s), after scrapes of the variants Prometheus asks for
+/// maps) with none, once they are drained, at rest (100 s later: every window let its value
+/// go, 75 s, and the heap was trimmed), after scrapes of the variants Prometheus asks for
 /// (gzipped text and protobuf, scraped as it polls: the first, and 10 more 2 s apart, timed),
 /// and after a plain one too. With `--prometheus`, a real
 /// Prometheus scrapes the collector beside it, keeping one series of its own per series
@@ -35,8 +35,8 @@ package enum ScaleBenchmark {
     static let polledScrapes = 10
     static let polledSpacingNanos: UInt64 = 2_000_000_000
     /// Longer than the longest window and its last slice (75 s with the defaults), and than the
-    /// heap trim after them: the collector gives the freed pages back at most 10 s after the first
-    /// series let theirs go (`HeapTrim`), so at 80 s the figure held pages it was about to return.
+    /// heap trim after them: the collector gives the freed pages back 10 s after the last series
+    /// let theirs go (`HeapTrim`), so at 80 s the figure could hold pages it was about to return.
     static let restNanos: UInt64 = 100_000_000_000
 
     package static func run(_ settings: Settings, progress: (String) -> Void = { _ in }) throws(BenchError) -> ScaleReport {

@@ -38,7 +38,7 @@ struct HeapTrim {
     }
 
     /// Counts `count` more series let go at `now`, and says whether a trim is due.
-    mutating func isDue(afterLetGo count: Int, nowNanos now: UInt64) -> Bool {
+    private mutating func isDue(afterLetGo count: Int, nowNanos now: UInt64) -> Bool {
         if count > 0 {
             letGo += count
             lastLetGoNanos = now
@@ -48,7 +48,7 @@ struct HeapTrim {
     }
 
     /// Starts counting again: the trim `isDue` asked for is made.
-    mutating func trimmed(nowNanos now: UInt64) {
+    private mutating func trimmed(nowNanos now: UInt64) {
         trims += 1
         letGo = 0
         lastTrimNanos = now
