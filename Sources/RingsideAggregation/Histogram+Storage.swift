@@ -1,7 +1,9 @@
 /// How ``Histogram`` stores its counts: sparse while few buckets are used, paged after.
 ///
 /// Sparse: `slots` is a sorted list of `bucket << 48 | count`, at most 256 entries (2 KiB), so a
-/// slice that saw a few hundred scattered values does not pay 512 B per value for a page each.
+/// slice that saw a few hundred scattered values does not pay 512 B per value for a page each; a
+/// histogram of one bucket whose list has no storage keeps that entry inline (`soleEntry`), and
+/// moves it into the list when a second bucket comes.
 /// Paged: `pageTable` maps each 64-bucket page to its counts in `slots`; recording is then a
 /// table load and an add. A histogram turns paged when it needs a 257th bucket or a count of
 /// 2^48, or once it has 4096 values (a busy series deserves the fast path), and stays paged
@@ -30,7 +32,7 @@ extension Histogram {
     func takesSparse(_ other: Histogram) -> Bool {
         let (total, overflow) = count.addingReportingOverflow(other.count)
         guard isSparse, !overflow, total < Self.sparseValueLimit else { return false }
-        var room = Self.sparseCapacity - slots.count
+        var room = Self.sparseCapacity - slots.count - (soleEntry == 0 ? 0 : 1)
         for page in 0..<other.pageTable.count where other.pageTable[page] != 0 {
             let first = (Int(other.pageTable[page]) - 1) << Self.pageMagnitude
             for offset in 0..<Self.pageSize where other.slots[first + offset] != 0 {
@@ -65,6 +67,17 @@ extension Histogram {
     /// would not fit in 48 bits, so the caller must page.
     mutating func addSparse(_ n: UInt64, toBucket index: Int) -> Bool {
         let key = UInt64(index) << Self.sparseIndexShift
+        if slots.capacity == 0 {
+            if soleEntry == 0 || soleEntry & ~Self.sparseCountMask == key {
+                let count = (soleEntry & Self.sparseCountMask).addingReportingOverflow(n)
+                guard !count.overflow, count.partialValue <= Self.sparseCountMask else { return false }
+                soleEntry = key | count.partialValue
+                return true
+            }
+            // A second bucket: the list takes the entry held inline.
+            slots = [soleEntry]
+            soleEntry = 0
+        }
         let position = sparsePosition(of: index)
         if position < slots.count, slots[position] & ~Self.sparseCountMask == key {
             let count = (slots[position] & Self.sparseCountMask).addingReportingOverflow(n)
@@ -91,7 +104,8 @@ extension Histogram {
 
     /// Moves the sparse entries into pages, with room for `pages` pages without growing.
     mutating func convertToPages(reservingPages pages: Int = 0) {
-        let entries = slots
+        let entries = soleEntry == 0 ? slots : [soleEntry]
+        soleEntry = 0
         slots = []
         slots.reserveCapacity(Swift.min(pages, Self.pageCount) << Self.pageMagnitude)
         pageTable = [UInt16](repeating: 0, count: Self.pageCount)
@@ -144,6 +158,7 @@ extension Histogram {
     /// Calls `body` with each non-empty bucket's index and count, in bucket order.
     func forEachCount(_ body: (_ index: Int, _ count: UInt64) throws -> Void) rethrows {
         if isSparse {
+            if soleEntry != 0 { try body(Int(soleEntry >> Self.sparseIndexShift), soleEntry & Self.sparseCountMask) }
             for entry in slots {
                 try body(Int(entry >> Self.sparseIndexShift), entry & Self.sparseCountMask)
             }

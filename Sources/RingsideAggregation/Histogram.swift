@@ -10,7 +10,8 @@
 /// `octave = 54 - leadingZeroBitCount(value | 1023)`: one `lzcnt`, one shift, one add.
 ///
 /// Memory, allocated lazily (see `Histogram+Storage.swift`): an empty histogram holds no heap
-/// memory; one with `b` non-empty buckets, `b <= 256`, holds a sorted list of 8 B per bucket
+/// memory, nor does one whose values all fell in one bucket (it is kept inline); one with `b`
+/// non-empty buckets, `2 <= b <= 256`, holds a sorted list of 8 B per bucket
 /// (at most 2 KiB); past that, a page table of 448 `UInt16` (896 B) plus 512 B per touched page
 /// of 64 counts: about 50 KiB for a lognormal latency distribution spreading over 8 octaves, at
 /// most about 230 KiB with every bucket used. ``reset()`` keeps the capacity, so a reused window slice
@@ -45,6 +46,10 @@ package struct Histogram: Sendable {
     /// While sparse, `bucket << 48 | count` per non-empty bucket, in bucket order; once paged, the
     /// touched pages' counts in the order they were first touched.
     var slots: [UInt64] = []
+    /// While sparse and `slots` has no storage: the one non-empty bucket, as a `slots` entry (0:
+    /// none). Most series' all-time histograms and most slices of a quiet one hold one bucket,
+    /// and keep no heap block for it: a small block kept per series pins the pages around it.
+    var soleEntry: UInt64 = 0
     /// The number of recorded values (saturating at `UInt64.max`).
     package internal(set) var count: UInt64 = 0
     /// The exact sum of recorded values as a 128-bit integer `(high << 64) + low`.
@@ -177,6 +182,9 @@ package struct Histogram: Sendable {
     /// Adds `other`'s bucket counts (not its count, sum or extremes).
     private mutating func mergeCounts(_ other: Histogram) {
         if other.isSparse {
+            if other.soleEntry != 0 {
+                addCount(other.soleEntry & Self.sparseCountMask, toBucket: Int(other.soleEntry >> Self.sparseIndexShift))
+            }
             for entry in other.slots {
                 addCount(entry & Self.sparseCountMask, toBucket: Int(entry >> Self.sparseIndexShift))
             }
@@ -200,6 +208,7 @@ package struct Histogram: Sendable {
             for page in pageTable.indices { pageTable[page] = 0 }
         }
         slots.removeAll(keepingCapacity: true)
+        soleEntry = 0
         count = 0
         sumLow = 0
         sumHigh = 0
@@ -245,6 +254,7 @@ package struct Histogram: Sendable {
     /// the arrays' capacity: what the storage scheme itself takes, free of the allocator's rounding.
     package var storedBytes: Int {
         pageTable.count * MemoryLayout<UInt16>.stride + slots.count * MemoryLayout<UInt64>.stride
+            + (soleEntry == 0 ? 0 : MemoryLayout<UInt64>.stride)
     }
 }
 

@@ -255,6 +255,36 @@ struct HistogramTests {
         #expect(full.storedBytes == Histogram.pageCount * 2 + Histogram.bucketCount * 8)  // the page table and every page
     }
 
+    @Test("a histogram of one bucket holds it inline, no heap block; a second bucket, a merge or pages take it on")
+    func oneBucketIsInline() {
+        var one = Histogram()
+        for _ in 0..<3 { one.record(1_500_000) }
+        #expect(one.allocatedBytes == 0 && one.storedBytes == 8 && one.isSparse)
+        #expect(one.buckets.map(\.count) == [3] && one.value(atQuantile: 0.5) == 1_500_000)
+        var two = one
+        two.record(7)
+        #expect(two.allocatedBytes > 0 && two.buckets.map(\.count) == [1, 3] && two.count == 4)
+        var merged = Histogram()
+        merged.record(7)
+        merged.merge(one)  // the inline bucket, into an inline one of another bucket
+        #expect(merged == two)
+        var paged = Histogram()
+        paged.convertToPages()
+        paged.merge(one)
+        #expect(paged == one && !paged.isSparse)
+        var converted = one
+        converted.convertToPages()
+        #expect(converted == one && !converted.isSparse)
+        var big = one
+        big.record(1_500_000, count: 1 << 48)  // the inline count would pass 48 bits: paged
+        #expect(!big.isSparse && big.count == 3 + 1 << 48 && big.buckets.map(\.count) == [3 + 1 << 48])
+        // A reset slice keeps its list's storage, and takes its next bucket there.
+        two.reset()
+        two.record(9)
+        #expect(two.allocatedBytes > 0 && two.buckets.map(\.count) == [1])
+        #expect(Histogram(one.persisted) == one)
+    }
+
     @Test("sparse and paged histograms of the same values are equal and merge either way")
     func sparseAndPagedAgree() {
         var random = SeededRandom(seed: 25)
