@@ -77,18 +77,19 @@ extension ExportBuckets {
 
     /// A series' classic buckets: the upper bounds in the metric's steps (nil: `upperBounds(for:)`
     /// of its unit, in its unit) and the count at or below each (the +Inf bucket is its count).
-    /// Computed once per all-time histogram and kept with it.
+    /// Computed once per all-time histogram and kept with the series' figures.
     package static func classic(of series: SeriesSnapshot) -> (stepBounds: [Int64]?, counts: [UInt64]) {
         let metric = series.metric
-        if let signed = series.signedAllTime {
+        if let signed = series.signedCumulative {
             let bounds = stepBounds(signed: true)
-            return (bounds, signed.classicCounts { $0.cumulativeCounts(atUpperBounds: bounds) })
+            return (bounds, series.classicCounts { signed.cumulativeCounts(atUpperBounds: bounds) })
         }
+        guard let histogram = series.cumulative else { return (metric.hasSteps ? stepBounds(signed: false) : nil, []) }
         guard metric.hasSteps else {
-            return (nil, series.allTime?.classicCounts { cumulativeCounts($0, unit: metric.unit) } ?? [])
+            return (nil, series.classicCounts { cumulativeCounts(histogram, unit: metric.unit) })
         }
         let bounds = stepBounds(signed: false)
-        return (bounds, series.allTime?.classicCounts { $0.cumulativeCounts(atUpperBounds: bounds.map { UInt64($0) }) } ?? [])
+        return (bounds, series.classicCounts { histogram.cumulativeCounts(atUpperBounds: bounds.map { UInt64($0) }) })
     }
 
     /// A series' all-time histogram, signed or not, in Prometheus's native buckets of `schema`,

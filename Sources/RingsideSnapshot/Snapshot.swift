@@ -1,5 +1,6 @@
 import Ringside
 import RingsideAggregation
+import Synchronization
 
 /// What the collector knows at one moment, as plain values: the drain thread builds it, the
 /// HTTP thread and the JSON dump read it. A histogram's values are whole numbers of its metric's
@@ -47,11 +48,11 @@ package struct SeriesSnapshot: Sendable {
         package var wholeVersion: UInt64 = 0
         /// One entry per window (the snapshot's `windowNanos`).
         package var windows: [WindowStats]
-        /// Histograms of unsigned values: `cumulative` with its buckets, kept from snapshot to
-        /// snapshot while the series is unchanged.
-        package fileprivate(set) var allTime: AllTimeHistogram<Histogram>?
-        /// Signed histograms: `signedCumulative` with its buckets.
-        package fileprivate(set) var signedAllTime: AllTimeHistogram<SignedHistogram>?
+        /// Histograms of unsigned values: `cumulative` (set through it, which forgets the classic
+        /// buckets computed from the one before).
+        package fileprivate(set) var allTime: Histogram?
+        /// Signed histograms: `signedCumulative`.
+        package fileprivate(set) var signedAllTime: SignedHistogram?
         /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
         package var cumulativeCount: UInt64 = 0
         package var cumulativeSum: Double = 0
@@ -89,8 +90,14 @@ package struct SeriesSnapshot: Sendable {
     @usableFromInline
     final class Storage: @unchecked Sendable {
         @usableFromInline var fields: Fields
+        /// The all-time histogram's classic buckets (see ``classicCounts(_:)``), kept in the same
+        /// block as the figures: a quiet series holds one heap block, not three.
+        let classic: Mutex<[UInt64]?>
 
-        init(_ fields: Fields) { self.fields = fields }
+        init(_ fields: Fields, classic: [UInt64]? = nil) {
+            self.fields = fields
+            self.classic = Mutex(classic)
+        }
     }
 
     @usableFromInline var storage: Storage
@@ -124,29 +131,46 @@ package struct SeriesSnapshot: Sendable {
     /// Gives this copy figures of its own before it writes them.
     @usableFromInline
     mutating func makeUnique() {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields, classic: storage.classic.withLock { $0 }) }
     }
 
     /// Whether two copies share their figures (so nothing changed between them).
     package func sharesFigures(with other: SeriesSnapshot) -> Bool { storage === other.storage }
 
-    /// Histograms of unsigned values: every value recorded, all time (shared with the series until
-    /// it changes); the exporters compute their buckets from it when they render (see `ExportBuckets`).
+    /// Histograms of unsigned values: every value recorded, all time (its counts shared with the
+    /// series' windows until either changes); the exporters compute their buckets from it when they
+    /// render (see `ExportBuckets`).
     package var cumulative: Histogram? {
-        get { storage.fields.allTime?.histogram }
+        get { storage.fields.allTime }
         set {
             makeUnique()
-            storage.fields.allTime = newValue.map(AllTimeHistogram.init)
+            storage.fields.allTime = newValue
+            storage.classic.withLock { $0 = nil }
         }
     }
 
     /// Signed histograms (`metric.isSigned`): every value recorded, all time, as `cumulative` is
     /// for the others (which is nil for them).
     package var signedCumulative: SignedHistogram? {
-        get { storage.fields.signedAllTime?.histogram }
+        get { storage.fields.signedAllTime }
         set {
             makeUnique()
-            storage.fields.signedAllTime = newValue.map(AllTimeHistogram.init)
+            storage.fields.signedAllTime = newValue
+            storage.classic.withLock { $0 = nil }
+        }
+    }
+
+    /// The classic buckets' counts of the all-time histogram: `compute`'s the first time, the same
+    /// ever after, in this copy and in those made from it, until the all-time histogram changes:
+    /// the collector hands the same figures to each snapshot while a series is quiet, so 10,000
+    /// quiet series are not re-bucketed at every scrape. (The exporter owns the bounds; a series'
+    /// unit, and so its bounds, never change.)
+    package func classicCounts(_ compute: () -> [UInt64]) -> [UInt64] {
+        storage.classic.withLock { counts in
+            if let counts { return counts }
+            let computed = compute()
+            counts = computed
+            return computed
         }
     }
 }
