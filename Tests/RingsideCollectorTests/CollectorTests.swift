@@ -86,6 +86,30 @@ struct CollectorTests {
         }
     }
 
+    @Test("a wave of series let go in one pass is trimmed at once, and again 10 s after, once the snapshot that showed them went")
+    func heapTrimAfterAWave() {
+        var trim = HeapTrim()
+        let second: UInt64 = 1_000_000_000
+        // Asks at `time`; when a trim is expected, again every 10 ms until it starts: one trim runs
+        // at a time in the process (another test's collector may be trimming), as the drain asks at
+        // every pass.
+        func note(_ letGo: Int, at time: UInt64, trims expected: Int) -> Bool {
+            trim.note(letGo: letGo, nowNanos: time)
+            for _ in 0..<200 where trim.trims < expected {
+                usleep(10_000)
+                trim.note(letGo: 0, nowNanos: time)
+            }
+            return trim.trims == expected
+        }
+        #expect(note(1_500, at: 100 * second, trims: 1), "a wave: at once")
+        #expect(note(0, at: 105 * second, trims: 1), "not 10 s after it")
+        #expect(note(0, at: 110 * second, trims: 2), "10 s after the wave: what its snapshot held")
+        #expect(note(0, at: 130 * second, trims: 2), "settled: no more")
+        #expect(note(10, at: 200 * second, trims: 2), "a few series: not at once")
+        #expect(note(0, at: 210 * second, trims: 3), "10 s after them")
+        #expect(note(0, at: 240 * second, trims: 3))
+    }
+
     @Test("a quiet histogram's all-time histogram, and the buckets a page computed from it, are kept from snapshot to snapshot")
     func allTimeHistogramKeptWhileQuiet() throws {
         try withRingDirectory { directory in

@@ -5,8 +5,12 @@ import Synchronization
 /// Gives the heap's free pages back to the kernel after the windows of many series were let go
 /// (they went idle: see `SlidingWindows`): freed in bulk, their memory would otherwise stay in
 /// the collector's resident set, since the allocator keeps what it was given. Due once
-/// `seriesAtLeast` series let theirs go since the last trim, or fewer once none has for
-/// `intervalNanos` (the burst is over); never sooner than `intervalNanos` after the last.
+/// `seriesAtLeast` series let theirs go since the last trim, and once none has for
+/// `intervalNanos` (the burst is over) unless a trim came that long after the last; never sooner
+/// than `intervalNanos` after the last. The trim after the burst is the one that matters: the
+/// snapshot that showed those series busy, and their figures, are freed after their let-go (when
+/// the next is published, and by the threads that still read it), so a wave trimmed at once, as
+/// a whole bot's series let go in one pass, is trimmed again once it is over.
 ///
 /// A trim walks the whole heap (165 ms for a million free chunks, measured), so it runs on a
 /// thread of its own, one at a time, never on the drain thread: a thread that allocates in an
@@ -21,6 +25,8 @@ struct HeapTrim {
     private var letGo = 0
     private var lastTrimNanos: UInt64 = 0
     private var lastLetGoNanos: UInt64 = 0
+    /// A trim came `intervalNanos` or more after the last let-go (or none was ever let go).
+    private var settled = true
 
     /// Counts `count` more series whose windows were let go (0: none, as of `now`), and trims the
     /// heap when due. Asked at every pass, not only when a snapshot is published: a collector whose
@@ -42,9 +48,10 @@ struct HeapTrim {
         if count > 0 {
             letGo += count
             lastLetGoNanos = now
+            settled = false
         }
-        return letGo > 0 && now &- lastTrimNanos >= Self.intervalNanos
-            && (letGo >= Self.seriesAtLeast || now &- lastLetGoNanos >= Self.intervalNanos)
+        guard now &- lastTrimNanos >= Self.intervalNanos else { return false }
+        return letGo >= Self.seriesAtLeast || (!settled && now &- lastLetGoNanos >= Self.intervalNanos)
     }
 
     /// Starts counting again: the trim `isDue` asked for is made.
@@ -52,6 +59,7 @@ struct HeapTrim {
         trims += 1
         letGo = 0
         lastTrimNanos = now
+        if now &- lastLetGoNanos >= Self.intervalNanos { settled = true }
     }
 }
 
