@@ -48,11 +48,9 @@ package struct SeriesSnapshot: Sendable {
         package var wholeVersion: UInt64 = 0
         /// One entry per window (the snapshot's `windowNanos`).
         package var windows: [WindowStats]
-        /// Histograms of unsigned values: `cumulative` (set through it, which forgets the classic
-        /// buckets computed from the one before).
-        package fileprivate(set) var allTime: Histogram?
-        /// Signed histograms: `signedCumulative`.
-        package fileprivate(set) var signedAllTime: SignedHistogram?
+        /// Histograms: every value recorded, all time (set through `cumulative` or
+        /// `signedCumulative`, which forget the classic buckets computed from the one before).
+        package fileprivate(set) var allTime: AllTime?
         /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
         package var cumulativeCount: UInt64 = 0
         package var cumulativeSum: Double = 0
@@ -141,10 +139,13 @@ package struct SeriesSnapshot: Sendable {
     /// series' windows until either changes); the exporters compute their buckets from it when they
     /// render (see `ExportBuckets`).
     package var cumulative: Histogram? {
-        get { storage.fields.allTime }
+        get {
+            guard case .unsigned(let histogram) = storage.fields.allTime else { return nil }
+            return histogram
+        }
         set {
             makeUnique()
-            storage.fields.allTime = newValue
+            storage.fields.allTime = newValue.map(AllTime.unsigned)
             storage.classic.withLock { $0 = nil }
         }
     }
@@ -152,10 +153,13 @@ package struct SeriesSnapshot: Sendable {
     /// Signed histograms (`metric.isSigned`): every value recorded, all time, as `cumulative` is
     /// for the others (which is nil for them).
     package var signedCumulative: SignedHistogram? {
-        get { storage.fields.signedAllTime }
+        get {
+            guard case .signed(let histogram) = storage.fields.allTime else { return nil }
+            return histogram
+        }
         set {
             makeUnique()
-            storage.fields.signedAllTime = newValue
+            storage.fields.allTime = newValue.map(AllTime.signed)
             storage.classic.withLock { $0 = nil }
         }
     }
@@ -173,6 +177,13 @@ package struct SeriesSnapshot: Sendable {
             return computed
         }
     }
+}
+
+/// A histogram series' every value, all time: of unsigned values or signed ones, in one field
+/// (a signed histogram is 128 bytes, and every series keeps its figures).
+package enum AllTime: Sendable {
+    case unsigned(Histogram)
+    case signed(SignedHistogram)
 }
 
 /// A series' statistics over one window.
