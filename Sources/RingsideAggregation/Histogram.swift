@@ -47,8 +47,9 @@ package struct Histogram: Sendable {
     /// touched pages' counts in the order they were first touched.
     var slots: [UInt64] = []
     /// While sparse and `slots` has no storage: the one non-empty bucket, as a `slots` entry (0:
-    /// none). Most series' all-time histograms and most slices of a quiet one hold one bucket,
-    /// and keep no heap block for it: a small block kept per series pins the pages around it.
+    /// none). A series whose values all fell in one bucket (one value, or a constant: many of a
+    /// quiet series' slices and all-time histograms) keeps no heap block for it; small blocks kept
+    /// per series, allocated among busy series' window slices, kept the freed pages around them.
     var soleEntry: UInt64 = 0
     /// The number of recorded values (saturating at `UInt64.max`).
     package internal(set) var count: UInt64 = 0
