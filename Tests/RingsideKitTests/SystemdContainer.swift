@@ -10,7 +10,7 @@ final class SystemdContainer {
     private let nspawn: RunningProcess
     private let scratch: TemporaryDirectory
     /// The container's PID 1 (systemd), as this host sees it.
-    let leader: Int32
+    private(set) var leader: Int32
 
     /// Boots the container and waits until systemd has started (`systemctl is-system-running`
     /// says `running` or `degraded`), at most `bootSeconds`.
@@ -45,6 +45,11 @@ final class SystemdContainer {
         leader = found
         var state = ""
         while Date().timeIntervalSince(started) < bootSeconds {
+            // The first child seen may be systemd-nspawn's own helper, which starts the container's
+            // PID 1 and exits (a CI run's nsenter then found its namespaces gone): look again then.
+            if !Self.hasNamespaces(leader), let current = Self.children(of: nspawn.pid).first(where: Self.hasNamespaces) {
+                leader = current
+            }
             state = (try? run(["systemctl", "is-system-running"]).output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? ""
             if state == "running" || state == "degraded" { return }
             usleep(200_000)
@@ -78,6 +83,9 @@ final class SystemdContainer {
 
     /// Into every namespace of the container's PID 1 but the user's (it has none of its own).
     private var enter: [String] { ["--target", "\(leader)", "--mount", "--uts", "--ipc", "--net", "--pid", "--"] }
+
+    /// Whether process `pid` is alive with namespaces to enter (an exited one, even unreaped, has none).
+    private static func hasNamespaces(_ pid: Int32) -> Bool { FileManager.default.fileExists(atPath: "/proc/\(pid)/ns/ipc") }
 
     private static func children(of pid: Int32) -> [Int32] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
