@@ -37,6 +37,12 @@ package struct Snapshot: Sendable {
 package struct SeriesSnapshot: Sendable {
     /// A series' figures, as plain values.
     package struct Fields: Sendable {
+        // The 128-bit figures first, so that their alignment costs no padding.
+        /// The all-time sum exactly, in steps, for histograms of unsigned values and counters: a
+        /// `Double` is not exact past 2^53, and a busy series passes that in days.
+        package var cumulativeExactSum: UInt128 = 0
+        /// Histograms: the largest value ever recorded, exact (gathered calls included).
+        package var cumulativeMax: Int128 = 0
         package var ring: String
         package var metric: MetricDescriptor
         /// Identifies the series across snapshots, for the whole life of the collector.
@@ -48,39 +54,88 @@ package struct SeriesSnapshot: Sendable {
         package var wholeVersion: UInt64 = 0
         /// One entry per window (the snapshot's `windowNanos`).
         package var windows: [WindowStats]
-        /// Histograms: every value recorded, all time (set through `cumulative` or
-        /// `signedCumulative`, which forget the classic buckets computed from the one before).
-        package fileprivate(set) var allTime: AllTime?
+        /// Gauges: the last value set, if any.
+        package var lastValue: Double?
         /// Histograms: all-time count and sum; counters: all-time total (scaled by sampling).
         package var cumulativeCount: UInt64 = 0
         package var cumulativeSum: Double = 0
-        /// The same sum exactly, in steps, for histograms of unsigned values and counters: a `Double`
-        /// is not exact past 2^53, and a busy series passes that in days.
-        package var cumulativeExactSum: UInt128 = 0
+        /// What few series have, held apart (nil: none of it): see ``Rare``.
+        private var rare: Indirect<Rare>?
+        /// Histograms: every value recorded, all time (set through `cumulative` or
+        /// `signedCumulative`, which forget the classic buckets computed from the one before).
+        package fileprivate(set) var allTime: AllTime?
+
+        /// The figures that stay 0 (or empty) for most series: drops, gathered calls, clamped values,
+        /// the operator's switches, exemplars, a signed sum. A series that has none of them pays 8
+        /// bytes for them, not 90 (a million series are mostly quiet ones).
+        private struct Rare: Sendable, Equatable {
+            var droppedRecords: UInt64 = 0
+            var droppedSum: Int128 = 0, droppedMax: Int128 = 0
+            var cumulativeSignedSum: Int128 = 0
+            var sampledRecords: UInt64 = 0
+            var clampedValues: UInt64 = 0
+            var control: UInt32 = 0
+            var bucketExemplars: [KeptExemplar] = []
+        }
+
+        /// Sets a rare figure; setting one to its default where none was set keeps nothing.
+        private mutating func setRare<Value: Equatable>(_ path: WritableKeyPath<Rare, Value>, _ value: Value) {
+            if rare == nil {
+                guard value != Rare()[keyPath: path] else { return }
+                rare = Indirect(Rare())
+            }
+            rare!.value[keyPath: path] = value
+        }
+
         /// Signed histograms: the sum exactly, in steps (`cumulativeExactSum` is 0 for them).
-        package var cumulativeSignedSum: Int128 = 0
-        /// Gauges: the last value set, if any.
-        package var lastValue: Double?
+        package var cumulativeSignedSum: Int128 {
+            get { rare?.value.cumulativeSignedSum ?? 0 }
+            set { setRare(\.cumulativeSignedSum, newValue) }
+        }
         /// Histograms and gauges: records of this series dropped (full lanes, or threads without one).
-        package var droppedRecords: UInt64 = 0
+        package var droppedRecords: UInt64 {
+            get { rare?.value.droppedRecords ?? 0 }
+            set { setRare(\.droppedRecords, newValue) }
+        }
         /// Histograms: the dropped records' values, their sum (modulo 2^64: unsigned, or read as an
         /// int64 for a signed histogram) and the largest (0 when none dropped): what a full lane hid
         /// from the windows.
-        package var droppedSum: Int128 = 0, droppedMax: Int128 = 0
-        /// Histograms: the largest value ever recorded, exact (gathered calls included).
-        package var cumulativeMax: Int128 = 0
+        package var droppedSum: Int128 {
+            get { rare?.value.droppedSum ?? 0 }
+            set { setRare(\.droppedSum, newValue) }
+        }
+        package var droppedMax: Int128 {
+            get { rare?.value.droppedMax ?? 0 }
+            set { setRare(\.droppedMax, newValue) }
+        }
         /// Histograms: calls gathered rather than written while a lane filled (SAMPLING in
         /// ringside.h), since this collector started: counted in `cumulativeCount`, their sum in the
         /// sum and their largest in the maximum, exactly; their buckets from the records beside them.
-        package var sampledRecords: UInt64 = 0
+        package var sampledRecords: UInt64 {
+            get { rare?.value.sampledRecords ?? 0 }
+            set { setRare(\.sampledRecords, newValue) }
+        }
         /// Histograms and counters: values its producers clamped to what the metric holds, or did not
         /// record (a NaN), as VALUES in ringside.h says: counted, never wrapped.
-        package var clampedValues: UInt64 = 0
+        package var clampedValues: UInt64 {
+            get { rare?.value.clampedValues ?? 0 }
+            set { setRare(\.clampedValues, newValue) }
+        }
         /// The operator's switches over the bot's live files (CONTROL in ringside.h): off, the bot off,
         /// a histogram sampled 1 in 2^n (the low five bits) on top of its registered 1 in N.
-        package var control: UInt32 = 0
+        package var control: UInt32 {
+            get { rare?.value.control ?? 0 }
+            set { setRare(\.control, newValue) }
+        }
         /// Histograms: the latest exemplar of each bucket that had one (at most 64), by value.
-        package var bucketExemplars: [KeptExemplar] = []
+        package var bucketExemplars: [KeptExemplar] {
+            get { rare?.value.bucketExemplars ?? [] }
+            set { setRare(\.bucketExemplars, newValue) }
+        }
+
+        init(ring: String, metric: MetricDescriptor, id: UInt64, windows: [WindowStats]) {
+            (self.ring, self.metric, self.id, self.windows) = (ring, metric, id, windows)
+        }
     }
 
     /// The figures, shared until one copy writes them (`@unchecked`: only a copy that holds them
@@ -179,11 +234,11 @@ package struct SeriesSnapshot: Sendable {
     }
 }
 
-/// A histogram series' every value, all time: of unsigned values or signed ones, in one field
-/// (a signed histogram is 128 bytes, and every series keeps its figures).
+/// A histogram series' every value, all time: of unsigned values or signed ones, in one field.
 package enum AllTime: Sendable {
     case unsigned(Histogram)
-    case signed(SignedHistogram)
+    /// Boxed: most histograms hold unsigned values, and pay for the 64 bytes of theirs alone.
+    indirect case signed(SignedHistogram)
 }
 
 /// A series' statistics over one window.

@@ -1,7 +1,7 @@
 /// A value held on the heap behind one reference, copied on write: for a part of a series'
-/// record that most series never set (exemplars, what gone workers left), so that they pay 8
-/// bytes for it and not its size. Read and written through `value`.
-struct Indirect<Value> {
+/// record or figures that most series never set (exemplars, what gone workers left, drops), so
+/// that they pay 8 bytes for it and not its size. Read and written through `value`.
+package struct Indirect<Value> {
     private final class Box {
         var value: Value
 
@@ -10,9 +10,9 @@ struct Indirect<Value> {
 
     private var box: Box
 
-    init(_ value: Value) { box = Box(value) }
+    package init(_ value: Value) { box = Box(value) }
 
-    var value: Value {
+    package var value: Value {
         get { box.value }
         _modify {
             if !isKnownUniquelyReferenced(&box) { box = Box(box.value) }
