@@ -37,7 +37,7 @@ extension BotAggregator {
                 }
             }
             let key = SeriesKey(name: metric.name, labels: metric.encodedLabels)
-            if let existing = slots[key] {
+            if let existing = index.route(for: key, in: tables) {
                 // Records of another unit would merge wrongly scaled: only the same kind, unit and
                 // gauge policy join; a per-worker series is its own source's only.
                 // Nor do values of another form or step.
@@ -45,7 +45,7 @@ extension BotAggregator {
                     metric.gaugeMerge != .perWorker, values(of: existing) == Values(metric)
                 {
                     sources[source].routes.append(
-                        Route(kind: existing.kind, slot: existing.slot, weight: UInt64(metric.sampleEvery), isSigned: existing.isSigned))
+                        Route(kind: existing.kind, slot: existing.slot, weight: metric.sampleEvery, isSigned: existing.isSigned))
                 } else {
                     refuse(metric, in: consumer, source: source, forBytes: false)
                 }
@@ -63,10 +63,10 @@ extension BotAggregator {
             switch metric.kind {
             case .histogram where metric.isSigned:
                 route = Route(
-                    kind: metric.kind.rawValue, slot: tables.signedHistograms.count, weight: UInt64(metric.sampleEvery), isSigned: true)
+                    kind: metric.kind.rawValue, slot: tables.signedHistograms.count, weight: metric.sampleEvery, isSigned: true)
                 tables.signedHistograms.append(Series(ring: ring, metric: metric, windows: WindowedSignedHistogram(layout: layout)))
             case .histogram:
-                route = Route(kind: metric.kind.rawValue, slot: tables.histograms.count, weight: UInt64(metric.sampleEvery))
+                route = Route(kind: metric.kind.rawValue, slot: tables.histograms.count, weight: metric.sampleEvery)
                 tables.histograms.append(Series(ring: ring, metric: metric, windows: WindowedHistogram(layout: layout)))
             case .counter:
                 route = Route(kind: metric.kind.rawValue, slot: tables.counters.count, weight: 1)
@@ -76,7 +76,7 @@ extension BotAggregator {
                 let owner = metric.gaugeMerge == .perWorker ? source : nil
                 tables.gauges.append(Series(ring: ring, metric: metric, owner: owner, windows: WindowedGauge(layout: layout)))
             }
-            slots[key] = route
+            index.set(route, for: key, in: tables)
             sources[source].routes.append(route)
             if metric.kind == .histogram, let earlier = seeds.histograms.removeValue(forKey: key) {
                 if route.isSigned {
@@ -103,6 +103,9 @@ extension BotAggregator {
         route.kind == MetricKind.gauge.rawValue ? tables.gauges[route.slot].metric.gaugeMerge : .last
     }
 
+    /// The metric of the series a route leads to.
+    private func metric(of route: Route) -> MetricDescriptor { tables.metric(of: route) }
+
     /// A series' values: signed or not, and their step.
     private struct Values: Equatable {
         let isSigned: Bool
@@ -112,16 +115,6 @@ extension BotAggregator {
 
     /// The values of the series a route leads to.
     private func values(of route: Route) -> Values { Values(metric(of: route)) }
-
-    /// The metric of the series a route leads to.
-    private func metric(of route: Route) -> MetricDescriptor {
-        switch route.kind {
-        case MetricKind.histogram.rawValue:
-            route.isSigned ? tables.signedHistograms[route.slot].metric : tables.histograms[route.slot].metric
-        case MetricKind.counter.rawValue: tables.counters[route.slot].metric
-        default: tables.gauges[route.slot].metric
-        }
-    }
 
     /// The unit of the series a route leads to.
     private func unit(of route: Route) -> MetricUnit { metric(of: route).unit }

@@ -4,16 +4,29 @@ import Ringside
 import RingsideAggregation
 
 extension BotAggregator {
-    /// Where a registered metric's series lives.
+    /// Where a registered metric's series lives: 12 bytes, as a bot holds one per metric of each
+    /// of its files and one per series in its index.
     struct Route {
-        var kind: UInt8
-        var slot: Int
+        private var slotIndex: Int32
         /// Histogram counts per call: the metric's "1 in N" sampling (its gathered calls count as
         /// much: SAMPLING in ringside.h).
-        var weight: UInt64
+        private var sampleEvery: UInt32
+        var kind: UInt8
         /// A signed histogram's: its series is in `signedHistograms`, and its values are stored
         /// in offset binary (VALUES in ringside.h).
-        var isSigned = false
+        var isSigned: Bool
+
+        init(kind: UInt8, slot: Int, weight: UInt32, isSigned: Bool = false) {
+            (self.kind, self.isSigned, slotIndex, sampleEvery) = (kind, isSigned, Int32(slot), weight)
+        }
+
+        /// Its series' index in its kind's table (`refusedSlot`: none). A bot holds far fewer than
+        /// 2^31 series: each takes hundreds of bytes, and the series caps stop it long before.
+        var slot: Int {
+            get { Int(slotIndex) }
+            set { slotIndex = Int32(newValue) }
+        }
+        var weight: UInt64 { UInt64(sampleEvery) }
     }
 
     /// One file of the bot: how its registry's indices map to series, and what its records cost.
@@ -66,12 +79,14 @@ extension BotAggregator {
     struct Series<Windows> {
         /// A per-worker gauge's source: the series goes when it does.
         var owner: Int?
+        /// Records arrived since the last snapshot of this series.
+        var touched = true
+        /// A total of it reached its ceiling (see `noteSaturation`): counted once.
+        var saturated = false
         /// Gauges merged by sum, max or min: each source's last recorded value, whose merge the
         /// windows take at each record.
         var recordedValues: [Double?] = []
         var windows: Windows
-        /// Records arrived since the last snapshot of this series.
-        var touched = true
         /// The last snapshot (its metric the series' own, and before the first snapshot its id 0);
         /// a window of it is reused until records arrive or its slice rotates.
         var cached: SeriesSnapshot
@@ -79,7 +94,9 @@ extension BotAggregator {
         /// snapshot): every window's were computed in that time's slice (`now / sliceNanos`).
         var computedNanos: UInt64 = .max
         /// The cells merged over the sources: a counter's exact total, a gauge's last value, drops.
-        var cells = MetricCells(total: 0, dropped: 0, lastValue: nil)
+        /// Held apart, and shared while they stay as they start: most histograms' never move.
+        private var mergedCells = BotAggregator.noCells
+        var cells: MetricCells { mergedCells.value }
         /// Each source's cells (by source index), and what removed sources left: their totals
         /// and drops, and the last value one of them set (and when).
         var sourceCells: [SourceCells?] = []
@@ -91,8 +108,6 @@ extension BotAggregator {
         /// Histograms: calls gathered rather than written while a lane filled, since this
         /// collector started (counted, summed and placed all the same: SAMPLING in ringside.h).
         var sampled: UInt64 = 0
-        /// A total of it reached its ceiling (see `noteSaturation`): counted once.
-        var saturated = false
 
         /// A series of bot `ring`'s metric `metric`, nothing recorded yet.
         init(ring: String, metric: MetricDescriptor, owner: Int? = nil, windows: Windows) {
@@ -180,15 +195,18 @@ extension BotAggregator {
             if metric.gaugeMerge.combinesLiveSources {
                 merged.lastValue = metric.gaugeMerge.combine(sourceCells.lazy.map { $0?.cells.lastValue })
             }
-            let changed = merged != cells
-            cells = merged
-            if changed { touched = true }
-            return changed
+            guard merged != cells else { return false }
+            mergedCells.value = merged
+            touched = true
+            return true
         }
     }
 
     /// What a series starts with of gone sources: nothing, shared by every series until one folds a source.
     static let nothingFolded = Indirect(SourceCells(MetricCells(), after: nil, changedNanos: 0))
+    /// The cells a series starts with (nothing counted, dropped or set), shared by every series
+    /// until its own move.
+    static let noCells = Indirect(MetricCells(total: 0, dropped: 0, lastValue: nil))
 
     /// The series a bot holds and the memory they are charged (see `SeriesCost`); also what
     /// the caps leave it room for.

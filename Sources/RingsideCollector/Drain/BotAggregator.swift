@@ -37,7 +37,7 @@ struct BotAggregator {
     /// Its series, one table per kind.
     var tables = SeriesTables()
     /// Where each series is, by metric name and encoded labels.
-    var slots: [SeriesKey: Route] = [:]
+    var index = SeriesIndex()
     /// Each gauge's policy, by the name and labels it was registered with: the first source's.
     var gaugePolicies: [SeriesKey: GaugeMerge] = [:]
     /// What the collector's last run left series not made yet.
@@ -112,13 +112,18 @@ struct BotAggregator {
     private mutating func removeGauge(at slot: Int) {
         let gone = tables.gauges[slot].metric
         if tables.gauges[slot].saturated { saturation.count -= 1 }
-        slots[SeriesKey(name: gone.name, labels: gone.encodedLabels)] = nil
+        index.set(nil, for: SeriesKey(name: gone.name, labels: gone.encodedLabels), in: tables)
         memory.charged -= memory.cost.bytes(of: gone)
         let last = tables.gauges.count - 1
         if slot != last {
+            // The index checks a route against the series it leads to: moved before the series is.
+            let moved = tables.gauges[last].metric
+            let movedKey = SeriesKey(name: moved.name, labels: moved.encodedLabels)
+            if var route = index.route(for: movedKey, in: tables) {
+                route.slot = slot
+                index.set(route, for: movedKey, in: tables)
+            }
             tables.gauges.swapAt(slot, last)
-            let moved = tables.gauges[slot].metric
-            slots[SeriesKey(name: moved.name, labels: moved.encodedLabels)]?.slot = slot
             for source in sources.indices {
                 for route in sources[source].routes.indices
                 where sources[source].routes[route].kind == MetricKind.gauge.rawValue && sources[source].routes[route].slot == last {
@@ -184,6 +189,16 @@ struct SeriesTables {
     var signedHistograms: [BotAggregator.Series<WindowedSignedHistogram>] = []
     var counters: [BotAggregator.Series<WindowedCounter>] = []
     var gauges: [BotAggregator.Series<WindowedGauge>] = []
+
+    /// The metric of the series a route leads to.
+    func metric(of route: BotAggregator.Route) -> MetricDescriptor {
+        switch route.kind {
+        case MetricKind.histogram.rawValue:
+            route.isSigned ? signedHistograms[route.slot].metric : histograms[route.slot].metric
+        case MetricKind.counter.rawValue: counters[route.slot].metric
+        default: gauges[route.slot].metric
+        }
+    }
 }
 
 /// What the collector's last run left a bot's series not made yet (see `CollectorState`): each
