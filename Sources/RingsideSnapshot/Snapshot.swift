@@ -145,9 +145,9 @@ package struct SeriesSnapshot: Sendable {
         @usableFromInline var fields: Fields
         /// The all-time histogram's classic buckets (see ``classicCounts(_:)``), kept in the same
         /// block as the figures: a quiet series holds one heap block, not three.
-        let classic: Mutex<[UInt64]?>
+        let classic: Mutex<CompactCumulativeCounts?>
 
-        init(_ fields: Fields, classic: [UInt64]? = nil) {
+        init(_ fields: Fields, classic: CompactCumulativeCounts? = nil) {
             self.fields = fields
             self.classic = Mutex(classic)
         }
@@ -226,11 +226,38 @@ package struct SeriesSnapshot: Sendable {
     /// unit, and so its bounds, never change.)
     package func classicCounts(_ compute: () -> [UInt64]) -> [UInt64] {
         storage.classic.withLock { counts in
-            if let counts { return counts }
+            if let counts { return counts.expanded }
             let computed = compute()
-            counts = computed
+            counts = CompactCumulativeCounts(computed)
             return computed
         }
+    }
+}
+
+/// Cumulative counts (never decreasing) kept without the zeros before the first bucket that
+/// counts a value, nor the repeats of the total after the last bucket that adds one: a series'
+/// values fall in a few of its classic buckets (one, for a series that saw one value), and every
+/// histogram series keeps its buckets' counts once scraped.
+package struct CompactCumulativeCounts: Sendable, Equatable {
+    /// How many counts there are, and how many 0s come first.
+    private let count: UInt32, leadingZeros: UInt32
+    /// From the first count that is not 0 to the first that equals the last; empty when all are 0.
+    private let kept: [UInt64]
+
+    package init(_ counts: [UInt64]) {
+        let first = counts.firstIndex { $0 != 0 } ?? counts.count
+        var end = counts.count
+        if let total = counts.last { while end - 1 > first && counts[end - 2] == total { end -= 1 } }
+        (count, leadingZeros, kept) = (UInt32(counts.count), UInt32(first), Array(counts[first..<end]))
+    }
+
+    /// The counts, every one.
+    package var expanded: [UInt64] {
+        var counts = [UInt64](repeating: 0, count: Int(count))
+        let tailStart = Int(leadingZeros) + kept.count
+        for (offset, value) in kept.enumerated() { counts[Int(leadingZeros) + offset] = value }
+        if let total = kept.last { for index in tailStart..<Int(count) { counts[index] = total } }
+        return counts
     }
 }
 
