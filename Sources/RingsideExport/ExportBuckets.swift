@@ -78,13 +78,15 @@ extension ExportBuckets {
     /// A series' classic buckets: the upper bounds in the metric's steps (nil: `upperBounds(for:)`
     /// of its unit, in its unit) and the count at or below each (the +Inf bucket is its count).
     /// Computed once per all-time histogram and kept with the series' figures.
-    package static func classic(of series: SeriesSnapshot) -> (stepBounds: [Int64]?, counts: [UInt64]) {
+    package static func classic(of series: SeriesSnapshot) -> (stepBounds: [Int64]?, counts: CompactCumulativeCounts) {
         let metric = series.metric
         if let signed = series.signedCumulative {
             let bounds = stepBounds(signed: true)
             return (bounds, series.classicCounts { signed.cumulativeCounts(atUpperBounds: bounds) })
         }
-        guard let histogram = series.cumulative else { return (metric.hasSteps ? stepBounds(signed: false) : nil, []) }
+        guard let histogram = series.cumulative else {
+            return (metric.hasSteps ? stepBounds(signed: false) : nil, CompactCumulativeCounts([]))
+        }
         guard metric.hasSteps else {
             return (nil, series.classicCounts { cumulativeCounts(histogram, unit: metric.unit) })
         }

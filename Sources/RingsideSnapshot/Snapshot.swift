@@ -224,23 +224,23 @@ package struct SeriesSnapshot: Sendable {
     /// the collector hands the same figures to each snapshot while a series is quiet, so 10,000
     /// quiet series are not re-bucketed at every scrape. (The exporter owns the bounds; a series'
     /// unit, and so its bounds, never change.)
-    package func classicCounts(_ compute: () -> [UInt64]) -> [UInt64] {
+    package func classicCounts(_ compute: () -> [UInt64]) -> CompactCumulativeCounts {
         storage.classic.withLock { counts in
-            if let counts { return counts.expanded }
-            let computed = compute()
-            counts = CompactCumulativeCounts(computed)
+            if let counts { return counts }
+            let computed = CompactCumulativeCounts(compute())
+            counts = computed
             return computed
         }
     }
 }
 
-/// Cumulative counts (never decreasing) kept without the zeros before the first bucket that
-/// counts a value, nor the repeats of the total after the last bucket that adds one: a series'
-/// values fall in a few of its classic buckets (one, for a series that saw one value), and every
-/// histogram series keeps its buckets' counts once scraped.
-package struct CompactCumulativeCounts: Sendable, Equatable {
+/// Cumulative counts kept without the zeros before the first bucket that counts a value, nor the
+/// repeats of the total after the last bucket that adds one: a series' values fall in a few of its
+/// classic buckets (one, for a series that saw one value), and every histogram series keeps its
+/// buckets' counts once scraped. Read as the whole counts, without making them.
+package struct CompactCumulativeCounts: RandomAccessCollection, Sendable, Equatable {
     /// How many counts there are, and how many 0s come first.
-    private let count: UInt32, leadingZeros: UInt32
+    private let length: UInt32, leadingZeros: UInt32
     /// From the first count that is not 0 to the first that equals the last; empty when all are 0.
     private let kept: [UInt64]
 
@@ -248,16 +248,17 @@ package struct CompactCumulativeCounts: Sendable, Equatable {
         let first = counts.firstIndex { $0 != 0 } ?? counts.count
         var end = counts.count
         if let total = counts.last { while end - 1 > first && counts[end - 2] == total { end -= 1 } }
-        (count, leadingZeros, kept) = (UInt32(counts.count), UInt32(first), Array(counts[first..<end]))
+        (length, leadingZeros, kept) = (UInt32(counts.count), UInt32(first), Array(counts[first..<end]))
     }
 
-    /// The counts, every one.
-    package var expanded: [UInt64] {
-        var counts = [UInt64](repeating: 0, count: Int(count))
-        let tailStart = Int(leadingZeros) + kept.count
-        for (offset, value) in kept.enumerated() { counts[Int(leadingZeros) + offset] = value }
-        if let total = kept.last { for index in tailStart..<Int(count) { counts[index] = total } }
-        return counts
+    package var startIndex: Int { 0 }
+    package var endIndex: Int { Int(length) }
+
+    /// The count at `position`: 0 before the kept ones, the last kept (the total) after them.
+    package subscript(position: Int) -> UInt64 {
+        let offset = position - Int(leadingZeros)
+        guard offset >= 0 else { return 0 }
+        return offset < kept.count ? kept[offset] : kept.last ?? 0
     }
 }
 
