@@ -129,8 +129,11 @@ extension MappedRingFile {
 
     /// What the cells say of one metric now (see CELLS in `ringside.h`): a counter's total, a
     /// gauge's last value, and the records of a histogram or gauge that were dropped.
-    func cells(of metric: MetricDescriptor) -> MetricCells {
-        let index = Int(metric.index)
+    func cells(of metric: MetricDescriptor) -> MetricCells { cells(ofMetric: Int(metric.index), kind: metric.kind) }
+
+    /// `cells(of:)` by the metric's index and kind, for a caller that visits a million metrics
+    /// (a descriptor's copy, its strings retained and released, cost more than reading its cells).
+    func cells(ofMetric index: Int, kind: MetricKind) -> MetricCells {
         // Saturating: a sum past 2^64 (only a hostile or broken writer's) reads as the ceiling, never lower.
         var sum = unlaned(metric: index)
         for lane in 0..<laneCount {
@@ -138,7 +141,7 @@ extension MappedRingFile {
             sum = overflow ? .max : added
         }
         let control = control(metric: index)
-        switch metric.kind {
+        switch kind {
         case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil, clamped: clamped(metric: index), control: control)
         case .gauge: return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index), control: control)
         case .histogram:

@@ -139,6 +139,9 @@ package final class RingConsumer {
     /// What the cells say of a metric now: exact counter totals, gauge values, per-metric drops.
     package func cells(of metric: MetricDescriptor) -> MetricCells { file.cells(of: metric) }
 
+    /// The cells of the metric at `index` in `metrics`, without copying its descriptor.
+    package func cells(ofMetric index: Int) -> MetricCells { file.cells(ofMetric: index, kind: metrics[index].kind) }
+
     /// Whether a lane holds records not drained yet, or a lane was seen added (by `drain` or
     /// `lookForNewLanes`): a load per lane, for a caller that visits thousands of idle bots.
     /// It does not read the header page: lanes added since the last look wait for the next one.

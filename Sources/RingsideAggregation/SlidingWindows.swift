@@ -9,6 +9,7 @@
 ///
 /// Every series of a collector keeps the same layout: its figures are held once, and a series
 /// holds one reference to them (8 bytes, not four arrays' worth).
+@usableFromInline
 package struct WindowLayout: Sendable, Hashable {
     private final class Figures: Sendable {
         let windowNanos: [UInt64]
@@ -28,9 +29,9 @@ package struct WindowLayout: Sendable, Hashable {
     /// Each window's nominal length in nanoseconds, in the order snapshots are asked for.
     package var windowNanos: [UInt64] { figures.windowNanos }
     /// How many slices make up a window: the sliding granularity is the window over this.
-    package var slicesPerWindow: Int { figures.slicesPerWindow }
+    @usableFromInline package var slicesPerWindow: Int { figures.slicesPerWindow }
     /// Each window's slice length in nanoseconds.
-    package var sliceNanos: [UInt64] { figures.sliceNanos }
+    @usableFromInline package var sliceNanos: [UInt64] { figures.sliceNanos }
     /// The greatest common divisor of the slice lengths: recent records gather in one slice of
     /// this length before being folded into every window at once.
     package var tickNanos: UInt64 { figures.tickNanos }
@@ -53,11 +54,11 @@ package struct WindowLayout: Sendable, Hashable {
             tickNanos: sliceNanos.dropFirst().reduce(sliceNanos[0], Self.greatestCommonDivisor))
     }
 
-    package static func == (lhs: WindowLayout, rhs: WindowLayout) -> Bool {
+    @usableFromInline package static func == (lhs: WindowLayout, rhs: WindowLayout) -> Bool {
         lhs.figures === rhs.figures || (lhs.windowNanos == rhs.windowNanos && lhs.slicesPerWindow == rhs.slicesPerWindow)
     }
 
-    package func hash(into hasher: inout Hasher) {
+    @usableFromInline package func hash(into hasher: inout Hasher) {
         hasher.combine(windowNanos)
         hasher.combine(slicesPerWindow)
     }
@@ -106,19 +107,20 @@ extension WindowSlice {
 @usableFromInline
 struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// A window's slice in use: which window, its id (`time / sliceNanos`), its figures.
+    @usableFromInline
     struct Slot: Sendable {
-        var window: Int
-        var id: UInt64
-        var slice: Slice
+        @usableFromInline var window: Int
+        @usableFromInline var id: UInt64
+        @usableFromInline var slice: Slice
     }
 
-    let layout: WindowLayout
+    @usableFromInline let layout: WindowLayout
     /// The windows' slices in use, at most `slicesPerWindow + 1` a window, in no order.
-    var slots: [Slot] = []
+    @usableFromInline var slots: [Slot] = []
     /// Where each place's slice is in `slots`, 4 bits a place (place `window * (slicesPerWindow
     /// + 1) + id % (slicesPerWindow + 1)`): its index + 1, 0 for none, when the layout has at
     /// most 15 places (the standard one has 15); past that, `slots` is searched.
-    var placeIndex: UInt64 = 0
+    @usableFromInline var placeIndex: UInt64 = 0
     /// Whether `placeIndex` holds the places: the index of any of 15 places fits in 4 bits.
     var indexesPlaces: Bool { layout.windowNanos.count * (layout.slicesPerWindow + 1) <= 15 }
     /// The newest tick's records, not yet in the slots or `allTimeBeforeHead`.
@@ -129,10 +131,10 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     @usableFromInline var headEnd: UInt64 = 0
     @usableFromInline var headIsEmpty = true
     /// Everything ever recorded except the head.
-    var allTimeBeforeHead = Slice()
+    @usableFromInline var allTimeBeforeHead = Slice()
     /// The start of the first record's tick, `UInt64.max` before any record: rates do not count
     /// time before a series existed.
-    var originNanos: UInt64 = .max
+    @usableFromInline var originNanos: UInt64 = .max
 
     init(layout: WindowLayout) {
         self.layout = layout
@@ -206,6 +208,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     }
 
     /// Moves the head's records into every window and the all-time slice, then empties it.
+    @usableFromInline
     mutating func foldHead() {
         guard !headIsEmpty else { return }
         do {
@@ -228,7 +231,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// into every window and the all-time slice. Lets the windows' slices and the head's storage
     /// go once no window holds any of them at `now` (reads are at `now` or later).
     /// - Returns: whether it let them go.
-    @discardableResult
+    @inlinable @discardableResult
     mutating func advance(toNanos now: UInt64) -> Bool {
         if headEnd != 0, now >= headEnd {
             foldHead()
@@ -244,6 +247,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     }
 
     /// The first slice id window `window` holds at `now`.
+    @inlinable
     func firstSliceID(window: Int, nowNanos now: UInt64) -> UInt64 {
         let current = now / layout.sliceNanos[window]
         let back = UInt64(layout.slicesPerWindow)
@@ -251,6 +255,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     }
 
     /// Merges the slices of window `window` at `now` into `result`.
+    @inlinable
     func merge(window: Int, nowNanos now: UInt64, into result: inout Slice) {
         let firstID = firstSliceID(window: window, nowNanos: now)
         for slot in slots where slot.window == window && slot.id >= firstID {
@@ -263,6 +268,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
 
     /// The nanoseconds window `window` covers at `now`: from its first slice's start (or the first
     /// record's tick, if later) to `now`; 0 if `now` is before both.
+    @inlinable
     func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
         let windowStart = firstSliceID(window: window, nowNanos: now) * layout.sliceNanos[window]
         let start = Swift.max(windowStart, originNanos)
@@ -270,6 +276,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     }
 
     /// Everything ever recorded, including the head.
+    @inlinable
     var allTime: Slice {
         if headIsEmpty { return allTimeBeforeHead }
         var result = allTimeBeforeHead

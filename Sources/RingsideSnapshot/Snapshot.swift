@@ -9,6 +9,10 @@ import Synchronization
 package struct Snapshot: Sendable {
     /// CLOCK_REALTIME when it was built.
     package var generatedRealtimeNanos: UInt64 = 0
+    /// CLOCK_REALTIME when its figures were last known to hold: when it was built, or later, when
+    /// the collector found every ring still quiet (no record, no window to slide; a counter's
+    /// cells are looked at every 2 s then). What its age is told from.
+    package var currentRealtimeNanos: UInt64 = 0
     /// Increases with every snapshot; exporters cache their text by it.
     package var generation: UInt64 = 0
     /// Window lengths, in the order of every series' `windows`.
@@ -31,9 +35,8 @@ package struct Snapshot: Sendable {
 ///
 /// Its figures are held once on the heap and shared by every copy, copied on write: a quiet
 /// series is in the snapshot being built, the one published and its bot's cache at once, and
-/// each holds 8 bytes of it, not the 300 of its figures. Read and write them as properties
-/// (`snapshot.cumulativeCount`): see ``Fields``.
-@dynamicMemberLookup
+/// each holds 16 bytes of it, not the 256 of its figures. Read and write them as properties
+/// (`snapshot.cumulativeCount`, in `SeriesSnapshot+Figures.swift`): see ``Fields``.
 package struct SeriesSnapshot: Sendable {
     /// A series' figures, as plain values.
     package struct Fields: Sendable {
@@ -138,70 +141,93 @@ package struct SeriesSnapshot: Sendable {
         }
     }
 
-    /// The figures, shared until one copy writes them (`@unchecked`: only a copy that holds them
-    /// alone writes them).
+    /// The figures of one series (a box, which a copy holding it alone writes in place), or of
+    /// many (a block, never written: a copy that writes takes its figures out into a box of its
+    /// own). A block holds the series a bot let go quiet in one publish, side by side: their
+    /// figures stay, unchanged, for as long as they are quiet, and are not left scattered
+    /// between the boxes of busy series that come and go at every publish (which kept pages
+    /// resident for a few of them each: 1.1 KB a quiet series at a million, against 0.7 KB).
+    /// `@unchecked`: only a copy that holds a box alone writes it.
     @usableFromInline
     final class Storage: @unchecked Sendable {
-        @usableFromInline var fields: Fields
-        /// The all-time histogram's classic buckets (see ``classicCounts(_:)``), kept in the same
-        /// block as the figures: a quiet series holds one heap block, not three.
-        let classic: Mutex<CompactCumulativeCounts?>
+        @usableFromInline var fields: ContiguousArray<Fields>
+        /// The all-time histograms' classic buckets (see ``classicCounts(_:)``), by the place of
+        /// their series; empty until the first is computed.
+        let classic: Mutex<ContiguousArray<CompactCumulativeCounts?>>
 
-        init(_ fields: Fields, classic: CompactCumulativeCounts? = nil) {
+        init(_ fields: ContiguousArray<Fields>, classic: ContiguousArray<CompactCumulativeCounts?> = []) {
             self.fields = fields
             self.classic = Mutex(classic)
+        }
+
+        /// The classic counts kept for the series at `place`, if any.
+        func classic(at place: Int) -> CompactCumulativeCounts? {
+            classic.withLock { $0.isEmpty ? nil : $0[place] }
         }
     }
 
     @usableFromInline var storage: Storage
+    /// Where its figures are in `storage`: 0 in a box.
+    @usableFromInline var place: Int
 
     package init(ring: String, metric: MetricDescriptor, id: UInt64, windows: [WindowStats]) {
-        storage = Storage(Fields(ring: ring, metric: metric, id: id, windows: windows))
+        storage = Storage([Fields(ring: ring, metric: metric, id: id, windows: windows)])
+        place = 0
     }
 
-    /// A figure of the series.
-    @inlinable
-    package subscript<Value>(dynamicMember path: KeyPath<Fields, Value>) -> Value {
-        storage.fields[keyPath: path]
-    }
-
-    /// A figure of the series, written in this copy alone.
-    @inlinable
-    package subscript<Value>(dynamicMember path: WritableKeyPath<Fields, Value>) -> Value {
-        get { storage.fields[keyPath: path] }
-        set {
-            makeUnique()
-            storage.fields[keyPath: path] = newValue
-        }
+    private init(storage: Storage, place: Int) {
+        (self.storage, self.place) = (storage, place)
     }
 
     /// Writes several figures at once, in this copy alone.
     package mutating func update<Result>(_ body: (inout Fields) throws -> Result) rethrows -> Result {
         makeUnique()
-        return try body(&storage.fields)
+        return try body(&storage.fields[0])
     }
 
-    /// Gives this copy figures of its own before it writes them.
+    /// Gives this copy a box of its own before it writes its figures (then at `place` 0).
     @usableFromInline
     mutating func makeUnique() {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields, classic: storage.classic.withLock { $0 }) }
+        if storage.fields.count == 1, isKnownUniquelyReferenced(&storage) { return }
+        let classic = storage.classic(at: place)
+        storage = Storage([storage.fields[place]], classic: classic.map { [$0] } ?? [])
+        place = 0
     }
 
     /// Whether two copies share their figures (so nothing changed between them).
-    package func sharesFigures(with other: SeriesSnapshot) -> Bool { storage === other.storage }
+    package func sharesFigures(with other: SeriesSnapshot) -> Bool { storage === other.storage && place == other.place }
+
+    /// Whether its figures are in a block with other series' (see ``packed(_:)``).
+    package var isPacked: Bool { storage.fields.count > 1 }
+
+    /// The block its figures are in (nil in a box of its own): which, and how many series it holds.
+    package var block: (id: ObjectIdentifier, capacity: Int)? {
+        isPacked ? (ObjectIdentifier(storage), storage.fields.count) : nil
+    }
+
+    /// The same series, their figures moved into one block, side by side (see `Storage`), with
+    /// the classic counts computed for them: what a bot's series that went quiet together keep.
+    package static func packed(_ series: [SeriesSnapshot]) -> [SeriesSnapshot] {
+        guard series.count > 1 else { return series }
+        let classic = series.map { $0.storage.classic(at: $0.place) }
+        let block = Storage(
+            ContiguousArray(series.map { $0.storage.fields[$0.place] }),
+            classic: classic.contains { $0 != nil } ? ContiguousArray(classic) : [])
+        return series.indices.map { SeriesSnapshot(storage: block, place: $0) }
+    }
 
     /// Histograms of unsigned values: every value recorded, all time (its counts shared with the
     /// series' windows until either changes); the exporters compute their buckets from it when they
     /// render (see `ExportBuckets`).
     package var cumulative: Histogram? {
         get {
-            guard case .unsigned(let histogram) = storage.fields.allTime else { return nil }
+            guard case .unsigned(let histogram) = storage.fields[place].allTime else { return nil }
             return histogram
         }
         set {
             makeUnique()
-            storage.fields.allTime = newValue.map(AllTime.unsigned)
-            storage.classic.withLock { $0 = nil }
+            storage.fields[0].allTime = newValue.map(AllTime.unsigned)
+            storage.classic.withLock { $0 = [] }
         }
     }
 
@@ -209,13 +235,13 @@ package struct SeriesSnapshot: Sendable {
     /// for the others (which is nil for them).
     package var signedCumulative: SignedHistogram? {
         get {
-            guard case .signed(let histogram) = storage.fields.allTime else { return nil }
+            guard case .signed(let histogram) = storage.fields[place].allTime else { return nil }
             return histogram
         }
         set {
             makeUnique()
-            storage.fields.allTime = newValue.map(AllTime.signed)
-            storage.classic.withLock { $0 = nil }
+            storage.fields[0].allTime = newValue.map(AllTime.signed)
+            storage.classic.withLock { $0 = [] }
         }
     }
 
@@ -226,39 +252,12 @@ package struct SeriesSnapshot: Sendable {
     /// unit, and so its bounds, never change.)
     package func classicCounts(_ compute: () -> [UInt64]) -> CompactCumulativeCounts {
         storage.classic.withLock { counts in
-            if let counts { return counts }
+            if !counts.isEmpty, let kept = counts[place] { return kept }
             let computed = CompactCumulativeCounts(compute())
-            counts = computed
+            if counts.isEmpty { counts = ContiguousArray(repeating: nil, count: storage.fields.count) }
+            counts[place] = computed
             return computed
         }
-    }
-}
-
-/// Cumulative counts kept without the zeros before the first bucket that counts a value, nor the
-/// repeats of the total after the last bucket that adds one: a series' values fall in a few of its
-/// classic buckets (one, for a series that saw one value), and every histogram series keeps its
-/// buckets' counts once scraped. Read as the whole counts, without making them.
-package struct CompactCumulativeCounts: RandomAccessCollection, Sendable, Equatable {
-    /// How many counts there are, and how many 0s come first.
-    private let length: UInt32, leadingZeros: UInt32
-    /// From the first count that is not 0 to the first that equals the last; empty when all are 0.
-    private let kept: [UInt64]
-
-    package init(_ counts: [UInt64]) {
-        let first = counts.firstIndex { $0 != 0 } ?? counts.count
-        var end = counts.count
-        if let total = counts.last { while end - 1 > first && counts[end - 2] == total { end -= 1 } }
-        (length, leadingZeros, kept) = (UInt32(counts.count), UInt32(first), Array(counts[first..<end]))
-    }
-
-    package var startIndex: Int { 0 }
-    package var endIndex: Int { Int(length) }
-
-    /// The count at `position`: 0 before the kept ones, the last kept (the total) after them.
-    package subscript(position: Int) -> UInt64 {
-        let offset = position - Int(leadingZeros)
-        guard offset >= 0 else { return 0 }
-        return offset < kept.count ? kept[offset] : kept.last ?? 0
     }
 }
 

@@ -209,7 +209,7 @@ extension BotAggregator {
     mutating func sampleCells(of consumer: RingConsumer, source: Int, nowNanos now: UInt64, isBaseline: Bool = false) -> Bool {
         var changed = false
         for (index, route) in sources[source].routes.enumerated() where route.slot != Self.refusedSlot {
-            let cells = consumer.cells(of: consumer.metrics[index])
+            let cells = consumer.cells(ofMetric: index)
             switch route.kind {
             case MetricKind.counter.rawValue:
                 let first =

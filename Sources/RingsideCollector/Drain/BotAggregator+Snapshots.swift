@@ -46,9 +46,10 @@ extension BotAggregator {
         }
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
+        var packing = Packing()
         let tickNanos = layout.tickNanos
         appendSnapshots(
-            of: \.histograms, to: &result, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
+            of: \.histograms, to: &result, packing: &packing, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
             window: { series, window, stats in
                 stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
                 stats.exemplars = series.exemplars?.value.largest(window: window, nowNanos: now) ?? []
@@ -65,7 +66,7 @@ extension BotAggregator {
                 snapshot.bucketExemplars = series.exemplars?.value.latestByBucket.values.sorted { $0.value < $1.value } ?? []
             })
         appendSnapshots(
-            of: \.signedHistograms, to: &result, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
+            of: \.signedHistograms, to: &result, packing: &packing, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
             window: { series, window, stats in
                 stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
             },
@@ -80,7 +81,7 @@ extension BotAggregator {
                 snapshot.droppedMax = OffsetBinary.maximum(series.cells.droppedMax).map { Int128($0) } ?? 0
             })
         appendSnapshots(
-            of: \.counters, to: &result, now: now, versions: &versions,
+            of: \.counters, to: &result, packing: &packing, now: now, versions: &versions,
             window: { series, window, stats in
                 stats.increase = series.windows.sum(window: window, nowNanos: now)
                 stats.rate = series.windows.rate(window: window, nowNanos: now)
@@ -91,7 +92,7 @@ extension BotAggregator {
                 snapshot.clampedValues = series.cells.clamped
             })
         appendSnapshots(
-            of: \.gauges, to: &result, now: now, versions: &versions,
+            of: \.gauges, to: &result, packing: &packing, now: now, versions: &versions,
             window: { series, window, stats in
                 if let range = series.windows.range(window: window, nowNanos: now) {
                     stats.gaugeMin = range.min
@@ -103,7 +104,44 @@ extension BotAggregator {
                 snapshot.lastValue = series.cells.lastValue ?? series.windows.last
                 snapshot.droppedRecords = series.cells.dropped
             })
+        pack(&result, packing)
         return result
+    }
+
+    /// The series a pass moves into a block of their own (see `SeriesSnapshot.packed`): those
+    /// whose figures it made again and found quiet (every window empty), which keep those
+    /// figures until they record again; and whether any series left a block (it recorded).
+    private struct Packing {
+        /// Places in the pass's result.
+        var places: [Int] = []
+        var leftABlock = false
+    }
+
+    /// Moves the series `packing` names, and those of blocks that most of their series left,
+    /// into one new block; `result` holds every series of the bot, in the order of its tables.
+    private mutating func pack(_ result: inout [SeriesSnapshot], _ packing: Packing) {
+        var places = packing.places
+        if packing.leftABlock {
+            // A block lives as long as one of its series is quiet: one whose series are mostly
+            // gone is made again with those left, so that it holds at most 4 times what they need.
+            var members: [ObjectIdentifier: Int] = [:]
+            for series in result { if let block = series.block { members[block.id, default: 0] += 1 } }
+            for (place, series) in result.enumerated() {
+                if let block = series.block, members[block.id, default: 0] * 4 < block.capacity { places.append(place) }
+            }
+        }
+        guard places.count > 1 else { return }
+        let packed = SeriesSnapshot.packed(places.map { result[$0] })
+        let (histograms, signed, counters) = (tables.histograms.count, tables.signedHistograms.count, tables.counters.count)
+        for (place, series) in zip(places, packed) {
+            result[place] = series
+            switch place {
+            case ..<histograms: tables.histograms[place].cached = series
+            case ..<(histograms + signed): tables.signedHistograms[place - histograms].cached = series
+            case ..<(histograms + signed + counters): tables.counters[place - histograms - signed].cached = series
+            default: tables.gauges[place - histograms - signed - counters].cached = series
+            }
+        }
     }
 
     /// Appends to `result` the snapshots of the series in `table` (see `refresh`), noting each
@@ -111,7 +149,8 @@ extension BotAggregator {
     /// what a series' counts hold: they grow with what is recorded, so they are measured here,
     /// where a busy series is touched anyway.
     private mutating func appendSnapshots<Windows>(
-        of table: WritableKeyPath<SeriesTables, [Series<Windows>]>, to result: inout [SeriesSnapshot], now: UInt64,
+        of table: WritableKeyPath<SeriesTables, [Series<Windows>]>, to result: inout [SeriesSnapshot], packing: inout Packing,
+        now: UInt64,
         versions: inout VersionCounter, countsBytes: ((Windows) -> Int)? = nil,
         window: (Series<Windows>, Int, inout WindowStats) -> Void, whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) {
@@ -119,9 +158,17 @@ extension BotAggregator {
             if let countsBytes, tables[keyPath: table][index].touched {
                 memory.counts += tables[keyPath: table][index].measureCounts(countsBytes)
             }
+            // Read, not held: a copy held would make the refresh copy figures it could write in place.
+            let version = tables[keyPath: table][index].cached.version
+            let wholeVersion = tables[keyPath: table][index].cached.wholeVersion
+            let wasPacked = tables[keyPath: table][index].cached.isPacked
             let snapshot = Self.refresh(
                 &tables[keyPath: table][index], layout: layout, emptyWindows: emptyWindows, now: now, versions: &versions,
                 window: window, whole: whole)
+            if snapshot.version != version || snapshot.wholeVersion != wholeVersion {
+                packing.leftABlock = packing.leftABlock || wasPacked
+                if snapshot.windows.allSatisfy(\.isEmpty) { packing.places.append(result.count) }
+            }
             result.append(snapshot)
             if let metric = tables[keyPath: table][index].takeSaturation(shown: snapshot) { noteSaturation(of: metric) }
         }
