@@ -38,6 +38,8 @@ package enum ScaleBenchmark {
     /// heap trim after them: the collector gives the freed pages back 10 s after the last series
     /// let theirs go (`HeapTrim`), so at 80 s the figure could hold pages it was about to return.
     static let restNanos: UInt64 = 100_000_000_000
+    /// The part of the rest in which windows may still slide (the longest window and its last slice).
+    static let slidingNanos: UInt64 = 80_000_000_000
 
     package static func run(_ settings: Settings, progress: (String) -> Void = { _ in }) throws(BenchError) -> ScaleReport {
         let scratch = try ScratchDirectory()
@@ -62,16 +64,22 @@ package enum ScaleBenchmark {
         if try collector.checkHealth().series == nil { System.nanosleep(10_000_000_000) }
         report.drainSeconds = Double(rs_clock_precise_ns() - started) / 1e9
         report.drained = try collector.anonymousKiB()
+        report.snapshotWhileDraining = collector.takeSnapshotFigures()
 
         progress("scale: at rest (every window empty: \(restNanos / 1_000_000_000) s after the last value was drained)")
         let restUntil = rs_clock_precise_ns() + restNanos
         while rs_clock_precise_ns() < restUntil {
             try collector.checkHealth()
             System.nanosleep(1_000_000_000)
+            // The windows let the values go within 75 s: what came before is their sliding.
+            if report.snapshotWhileSliding == nil, rs_clock_precise_ns() + restNanos - slidingNanos >= restUntil {
+                report.snapshotWhileSliding = collector.takeSnapshotFigures()
+            }
         }
         report.health = collector.healthMillis
         report.healthStalled = collector.stalledAnswers
         report.atRest = try collector.anonymousKiB()
+        report.snapshotAtRest = collector.takeSnapshotFigures()
 
         let prometheus = try settings.prometheus ? ScalePrometheus(scraping: collector.port, scratch: scratch) : nil
         defer { prometheus?.stop() }
@@ -166,6 +174,13 @@ final class ScaleCollector {
         var rings = 0
     }
 
+    /// What `/health` said of the published snapshot over a phase: how old it was at most (the
+    /// longest a window's figures went unrefreshed), and the longest the drain thread spent building one.
+    struct SnapshotFigures {
+        var largestAgeSeconds = 0.0
+        var largestBuildSeconds = 0.0
+    }
+
     let process: ChildProcess
     let port: Int
     /// Every `/health` answer's time.
@@ -173,6 +188,7 @@ final class ScaleCollector {
     /// `/health` answers that said the drain loop stalled (503).
     private(set) var stalledAnswers = 0
     private(set) var peakKiB = 0
+    private var snapshotFigures = SnapshotFigures()
 
     private let scratch: ScratchDirectory
 
@@ -210,8 +226,16 @@ final class ScaleCollector {
             throw BenchError("GET /health: \(answer.status) \(answer.body.prefix(200))")
         }
         let rings = json["rings"] as? [[String: Any]] ?? []
+        snapshotFigures.largestAgeSeconds = max(snapshotFigures.largestAgeSeconds, json["snapshot_age_seconds"] as? Double ?? 0)
+        snapshotFigures.largestBuildSeconds = max(snapshotFigures.largestBuildSeconds, json["snapshot_build_seconds"] as? Double ?? 0)
         return Health(
             series: json["series"] as? Int, backlog: rings.reduce(0) { $0 + ($1["backlog"] as? Int ?? 0) }, rings: rings.count)
+    }
+
+    /// What `/health` said of the snapshot since the last call.
+    func takeSnapshotFigures() -> SnapshotFigures {
+        defer { snapshotFigures = SnapshotFigures() }
+        return snapshotFigures
     }
 
     func waitFor(_ what: String, seconds: Double, _ condition: (Health) -> Bool) throws(BenchError) {
@@ -313,6 +337,11 @@ package struct ScaleReport: Sendable {
     var drainSeconds = 0.0
     var health: [Double] = []
     var healthStalled = 0
+    /// What `/health` said of the snapshot while the series were drained, while their windows
+    /// slid (the first 80 s of the rest), and at rest (the last 20 s).
+    var snapshotWhileDraining = ScaleCollector.SnapshotFigures()
+    var snapshotWhileSliding: ScaleCollector.SnapshotFigures?
+    var snapshotAtRest = ScaleCollector.SnapshotFigures()
     /// Each variant's scrapes, the first one first.
     var scrapes: [(ScaleCollector.Scrape, [(millis: Double, bytes: Int)])] = []
     var prometheus: PrometheusFigures?
@@ -330,6 +359,15 @@ package struct ScaleReport: Sendable {
         text +=
             "\ndrained in \(oneDecimal(drainSeconds)) s; peak VmHWM \(bytes(peakKiB)); /health: \(health.count) answers, "
             + "slowest \(oneDecimal(health.max() ?? 0)) ms, \(healthStalled) of them 503 (a drain pass over a second)\n"
+        let phases = [
+            ("while draining", snapshotWhileDraining), ("while the windows slid", snapshotWhileSliding ?? .init()),
+            ("at rest", snapshotAtRest),
+        ]
+        for (phase, figures) in phases {
+            text +=
+                "snapshot \(phase): at most \(oneDecimal(figures.largestAgeSeconds)) s old when /health was asked, "
+                + "the longest build \(oneDecimal(figures.largestBuildSeconds)) s of the drain thread's time\n"
+        }
         for (variant, made) in scrapes {
             guard let first = made.first else { continue }
             text += "scrape \(variant.rawValue): first \(oneDecimal(first.millis)) ms, \(bytes(first.bytes / 1024))"

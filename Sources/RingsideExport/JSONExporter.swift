@@ -59,11 +59,13 @@ package enum JSONExporter {
     }
 
     /// `/health`: each ring's state, and whether the drain loop makes progress.
-    package static func health(_ snapshot: Snapshot, isHealthy: Bool, lastPassAgeSeconds: Double) -> [UInt8] {
+    package static func health(_ snapshot: Snapshot, isHealthy: Bool, lastPassAgeSeconds: Double, snapshotAgeSeconds: Double) -> [UInt8] {
         let json = JSONWriter()
         json.object {
             json.field("status", isHealthy ? "ok" : "stalled")
             json.field("last_pass_age_seconds", lastPassAgeSeconds)
+            json.field("snapshot_age_seconds", snapshotAgeSeconds)
+            json.field("snapshot_build_seconds", snapshot.collector.snapshotBuildSeconds)
             json.field("series", snapshot.series.count)
             json.key("rings")
             json.array(snapshot.rings) { ring in
@@ -308,6 +310,7 @@ package enum JSONExporter {
             json.field("lag_seconds", stats.lagSeconds)
             json.field("last_pass_seconds", stats.lastPassSeconds)
             json.field("passes", stats.passes)
+            json.field("snapshot_build_seconds", stats.snapshotBuildSeconds)
             json.field("started_at", utcTimestamp(realtimeNanos: stats.startedRealtimeNanos))
             json.field("log_lines_suppressed", stats.logLinesSuppressed)
             json.field("rings_waiting", stats.ringsWaitingForDescriptors)

@@ -4,7 +4,7 @@ import RingsideSnapshot
 extension PrometheusExporter {
     /// The collector's figures (`ringside_collector_*`), with those of its recorder, captures,
     /// OTLP exporter and HTTP listener when they run; `rings`: the rings attached.
-    static func collectorFamilies(_ stats: CollectorStats, rings: Int, _ family: AddFamily) {
+    static func collectorFamilies(_ stats: CollectorStats, rings: Int, currentRealtimeNanos: UInt64, _ family: AddFamily) {
         family(
             "ringside_collector_records_drained_total", "counter", "Records drained from every ring",
             [([], Double(stats.recordsDrained))])
@@ -17,6 +17,15 @@ extension PrometheusExporter {
         family(
             "ringside_collector_pass_duration_seconds", "gauge", "How long the last drain pass took",
             [([], stats.lastPassSeconds)])
+        family(
+            "ringside_collector_snapshot_timestamp_seconds", "gauge",
+            "When the figures of this page were last known to hold, in Unix seconds: when their snapshot was built, or later "
+                + "when every ring was found still quiet (alert on time() minus it)",
+            [([], Double(currentRealtimeNanos) / 1e9)])
+        family(
+            "ringside_collector_snapshot_build_seconds", "gauge",
+            "The drain thread's time spent building that snapshot, in slices between drain passes; the next begins at least twice it later",
+            [([], stats.snapshotBuildSeconds)])
         family("ringside_collector_rings", "gauge", "Rings attached", [([], Double(rings))])
         family("ringside_collector_series", "gauge", "Series kept (bot, metric and labels)", [([], Double(stats.series))])
         family(

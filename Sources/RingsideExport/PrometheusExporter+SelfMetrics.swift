@@ -57,7 +57,7 @@ extension PrometheusExporter {
         let attached = snapshot.rings.filter { $0.state != .skipped }
         ringFamilies(snapshot.rings, attached: attached, family)
         laneFamilies(attached, family)
-        collectorFamilies(snapshot.collector, rings: attached.count, family)
+        collectorFamilies(snapshot.collector, rings: attached.count, currentRealtimeNanos: snapshot.currentRealtimeNanos, family)
         sloFamilies(snapshot.slos, family)
         return result
     }

@@ -11,6 +11,9 @@ package struct CollectorStats: Sendable {
     package var lastPassMonotonicNanos: UInt64 = 0
     package var lastPassSeconds: Double = 0
     package var passes: UInt64 = 0
+    /// The drain thread's time spent building the snapshot these figures came with (in slices,
+    /// between drain passes): what spaces publishes out (see `SnapshotPublisher.spacingNanos`).
+    package var snapshotBuildSeconds: Double = 0
     package var startedRealtimeNanos: UInt64 = 0
     /// Series kept, and the caps (`--max-series`, `--max-series-per-ring`).
     package var series = 0, seriesLimit = 0, seriesLimitPerRing = 0

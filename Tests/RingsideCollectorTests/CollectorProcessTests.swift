@@ -34,7 +34,15 @@ struct CollectorProcessTests {
             let metrics = try httpGet(port: port, path: "/metrics")
             #expect(metrics.status == 200)
             #expect(metrics.body.contains(#"sequence_count{ring="e2e",source="test"} 20000"#))
-            #expect(try httpGet(port: port, path: "/health").status == 200)
+            let health = try httpGet(port: port, path: "/health")
+            #expect(health.status == 200)
+            // How old the figures served are: a snapshot of a few series is published within a poll.
+            let age = try #require(try jsonObject(health.body)["snapshot_age_seconds"] as? Double)
+            #expect(age >= 0 && age < 10, "the snapshot's age: \(age) s")
+            let stamp = try #require(
+                metrics.body.split(separator: "\n").first { $0.hasPrefix("ringside_collector_snapshot_timestamp_seconds ") }
+                    .flatMap { Double($0.split(separator: " ")[1]) })
+            #expect(abs(stamp - Date().timeIntervalSince1970) < 60, "when the page's figures held: \(stamp)")
             #expect(try httpGet(port: port, path: "/nowhere").status == 404)
 
             if let check = try promtoolCheckMetrics(metrics.body) {

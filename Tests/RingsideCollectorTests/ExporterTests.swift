@@ -95,7 +95,8 @@ struct ExporterTests {
             #expect(ring["quarantined"] as? Bool == false && ring["series_refused"] as? Int == 0)
             // /health: each ring once, each key once (a repeated key would be silently merged by a parser).
             let snapshot = try richSnapshot(directory).0
-            let health = String(decoding: JSONExporter.health(snapshot, isHealthy: true, lastPassAgeSeconds: 0), as: UTF8.self)
+            let health = String(
+                decoding: JSONExporter.health(snapshot, isHealthy: true, lastPassAgeSeconds: 0, snapshotAgeSeconds: 0), as: UTF8.self)
             for key in ["\"name\"", "\"state\"", "\"problem\"", "\"quarantined\""] {
                 #expect(health.components(separatedBy: key).count - 1 == snapshot.rings.count, "\(key) once per ring in \(health)")
             }

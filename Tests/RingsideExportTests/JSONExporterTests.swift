@@ -42,8 +42,10 @@ struct JSONExporterTests {
         #expect(!latest.contains("9007199254740992"))
         #expect(try JSONSerialization.jsonObject(with: Data(latest.utf8)) is [String: Any])
 
-        let health = String(decoding: JSONExporter.health(snapshot, isHealthy: true, lastPassAgeSeconds: 0.5), as: UTF8.self)
+        let health = String(
+            decoding: JSONExporter.health(snapshot, isHealthy: true, lastPassAgeSeconds: 0.5, snapshotAgeSeconds: 1.25), as: UTF8.self)
         #expect(health.contains("\"dropped_total\":\(Self.pastDouble + 14)"))
+        #expect(health.contains("\"snapshot_age_seconds\":1.25"))
     }
 
     @Test("label values with quotes, backslashes and control bytes read back as written, in /latest and the tools' JSON")

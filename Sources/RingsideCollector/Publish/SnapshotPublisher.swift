@@ -66,10 +66,12 @@ package final class PublishedSnapshot: Sendable {
         changed()
     }
 
-    /// Brings the collector's own figures up to date without a new snapshot (every ring quiet).
-    /// The series' figures are counted when a snapshot is built: those of the snapshot stay.
-    func update(_ stats: CollectorStats) {
+    /// Brings the collector's own figures up to date without a new snapshot (every ring quiet),
+    /// and notes that its figures still hold (`currentRealtimeNanos`). The series' figures are
+    /// counted when a snapshot is built: those of the snapshot stay.
+    func update(_ stats: CollectorStats, currentRealtimeNanos: UInt64) {
         latest.withLock { snapshot in
+            snapshot.currentRealtimeNanos = max(snapshot.currentRealtimeNanos, currentRealtimeNanos)
             var stats = stats
             let built = snapshot.collector
             stats.series = built.series
@@ -78,6 +80,7 @@ package final class PublishedSnapshot: Sendable {
             stats.seriesBytes = built.seriesBytes
             stats.seriesBytesLimit = built.seriesBytesLimit
             stats.seriesSaturated = built.seriesSaturated
+            stats.snapshotBuildSeconds = built.snapshotBuildSeconds
             snapshot.collector = stats
         }
         changed()
@@ -178,10 +181,16 @@ final class SnapshotPublisher {
     private var intervalNanos: UInt64 {
         max(min(max(options.pollNanos, 10_000_000), 100_000_000), spacingNanos)
     }
-    /// The spacing that keeps publishing to a tenth of the drain thread's time: a few
-    /// microseconds for a few series, but with 10,000 busy series a publish takes tens of
-    /// milliseconds, which would otherwise take the CPU that scrapes need.
-    private var spacingNanos: UInt64 { 10 * last.costNanos }
+    /// The spacing that keeps publishing to a tenth of the drain thread's time while that is
+    /// at most a second apart (a publish takes a few microseconds for a few series, tens of
+    /// milliseconds for 10,000 busy ones: the CPU that scrapes need); past that, every second
+    /// while publishing takes at most half the drain thread's time (a snapshot every second
+    /// for hundreds of thousands of busy series), and half of it beyond (a million busy
+    /// series). Slices of a publish alternate with drain passes, so the rings are drained
+    /// meanwhile at any spacing.
+    private var spacingNanos: UInt64 { max(min(10 * last.costNanos, Self.wantedSpacingNanos), 2 * last.costNanos) }
+    /// How often a snapshot is wanted at most, however many series change.
+    static let wantedSpacingNanos: UInt64 = 1_000_000_000
 
     /// How long the drain loop may sleep for the publisher's sake: not at all with a snapshot
     /// half built; else until the next is due when something changed.
@@ -207,7 +216,7 @@ final class SnapshotPublisher {
                 // Every ring quiet, nothing new: windows have nothing to slide, so only the
                 // collector's own figures (the pass /health looks at) are brought up to date, and
                 // now and then the rings' cells and registries looked at (counters write no records).
-                published.update(stats)
+                published.update(stats, currentRealtimeNanos: rs_clock_realtime_ns())
                 if now &- last.quietSampleNanos >= Self.quietSampleNanos {
                     last.quietSampleNanos = now
                     for ring in tracker.tracked.ordered where sampleCells(of: ring, nowNanos: now) { hasChanges = true }
@@ -231,6 +240,7 @@ final class SnapshotPublisher {
         generation += 1
         snapshot.generation = generation
         snapshot.generatedRealtimeNanos = rs_clock_realtime_ns()
+        snapshot.currentRealtimeNanos = snapshot.generatedRealtimeNanos
         snapshot.windowNanos = options.windowNanos
         snapshot.quantiles = options.quantiles
         snapshot.nativeHistogramSchema = options.nativeHistogramSchema
@@ -284,6 +294,7 @@ final class SnapshotPublisher {
         stats.seriesBytes = tracker.seriesUsage().bytes
         stats.seriesBytesLimit = options.maxSeriesBytes
         stats.seriesSaturated = tracker.bots.values.reduce(0) { $0 + $1.aggregator.saturatedSeries }
+        stats.snapshotBuildSeconds = Double(building.costNanos) / 1e9
         snapshot.collector = stats
         last.costNanos = building.costNanos
         published.publish(&snapshot)

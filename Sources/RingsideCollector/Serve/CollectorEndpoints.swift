@@ -101,6 +101,14 @@ package final class CollectorEndpoints: Sendable {
         return (age <= stallNanos, Double(age) / 1e9)
     }
 
+    /// How long ago `snapshot`'s figures were last known to hold, in seconds (0 for none yet, or
+    /// a clock set back).
+    static func age(of snapshot: Snapshot) -> Double {
+        guard snapshot.currentRealtimeNanos != 0 else { return 0 }
+        let now = rs_clock_realtime_ns()
+        return Double(now &- min(now, snapshot.currentRealtimeNanos)) / 1e9
+    }
+
     /// Answers what costs next to nothing and must answer under any load (`/-/healthy`,
     /// `/-/ready`, `/health`, 404s), on the HTTP server's loop thread; nil for a page, which
     /// `render` answers. The server's `quick`.
@@ -117,7 +125,7 @@ package final class CollectorEndpoints: Sendable {
                 status: progress.ready ? 200 : 503, contentType: JSONExporter.contentType,
                 body: JSONExporter.health(
                     snapshot, isHealthy: progress.ready,
-                    lastPassAgeSeconds: progress.lastPassAgeSeconds))
+                    lastPassAgeSeconds: progress.lastPassAgeSeconds, snapshotAgeSeconds: Self.age(of: snapshot)))
         case "/-/healthy":
             // The process serves: that is all liveness means (Prometheus's and node_exporter's convention).
             return HTTPResponse(text: "Healthy\n")
