@@ -154,24 +154,29 @@ extension BotAggregator {
         versions: inout VersionCounter, countsBytes: ((Windows) -> Int)? = nil,
         window: (Series<Windows>, Int, inout WindowStats) -> Void, whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) {
+        // The series is reached in place (`&`): reading a field of it through the key path
+        // copies the whole series (its windows retained and released), a tenth of a build.
         for index in tables[keyPath: table].indices {
-            if let countsBytes, tables[keyPath: table][index].touched {
-                memory.counts += tables[keyPath: table][index].measureCounts(countsBytes)
+            let refreshed = Self.refresh(
+                &tables[keyPath: table][index], countsBytes: countsBytes, layout: layout, emptyWindows: emptyWindows, now: now,
+                versions: &versions, window: window, whole: whole)
+            memory.counts += refreshed.countsGrowth
+            if refreshed.changed {
+                packing.leftABlock = packing.leftABlock || refreshed.wasPacked
+                if refreshed.snapshot.windows.allSatisfy(\.isEmpty) { packing.places.append(result.count) }
             }
-            // Read, not held: a copy held would make the refresh copy figures it could write in place.
-            let version = tables[keyPath: table][index].cached.version
-            let wholeVersion = tables[keyPath: table][index].cached.wholeVersion
-            let wasPacked = tables[keyPath: table][index].cached.isPacked
-            let snapshot = Self.refresh(
-                &tables[keyPath: table][index], layout: layout, emptyWindows: emptyWindows, now: now, versions: &versions,
-                window: window, whole: whole)
-            if snapshot.version != version || snapshot.wholeVersion != wholeVersion {
-                packing.leftABlock = packing.leftABlock || wasPacked
-                if snapshot.windows.allSatisfy(\.isEmpty) { packing.places.append(result.count) }
-            }
-            result.append(snapshot)
-            if let metric = tables[keyPath: table][index].takeSaturation(shown: snapshot) { noteSaturation(of: metric) }
+            result.append(refreshed.snapshot)
+            if let metric = tables[keyPath: table][index].takeSaturation(shown: refreshed.snapshot) { noteSaturation(of: metric) }
         }
+    }
+
+    /// What `refresh` made of a series: its snapshot, whether that changed (and the figures it
+    /// showed were in a block), and how much its counts grew since last measured.
+    private struct Refreshed {
+        var snapshot: SeriesSnapshot
+        var changed: Bool
+        var wasPacked: Bool
+        var countsGrowth: Int
     }
 
     /// Whether a series' snapshot shows a total at its ceiling, where it stays (saturating
@@ -201,11 +206,13 @@ extension BotAggregator {
     /// whole-series figures (the control cell's, every kind has, set here). A series whose
     /// windows are all empty shows `emptyWindows`, which every such series of the bot shares.
     private static func refresh<Windows>(
-        _ series: inout Series<Windows>, layout: WindowLayout, emptyWindows: [WindowStats], now: UInt64,
-        versions: inout VersionCounter,
+        _ series: inout Series<Windows>, countsBytes: ((Windows) -> Int)?, layout: WindowLayout, emptyWindows: [WindowStats],
+        now: UInt64, versions: inout VersionCounter,
         window: (Series<Windows>, Int, inout WindowStats) -> Void,
         whole: (Series<Windows>, inout SeriesSnapshot) -> Void
-    ) -> SeriesSnapshot {
+    ) -> Refreshed {
+        let countsGrowth = series.touched ? countsBytes.map { series.measureCounts($0) } ?? 0 : 0
+        let shown = (version: series.cached.version, wholeVersion: series.cached.wholeVersion, isPacked: series.cached.isPacked)
         var snapshot = series.cached
         let first = series.computedNanos == .max
         if first {
@@ -238,7 +245,9 @@ extension BotAggregator {
         if windowsChanged { snapshot.version = versions.next() }
         series.cached = snapshot
         series.touched = false
-        return snapshot
+        return Refreshed(
+            snapshot: snapshot, changed: snapshot.version != shown.version || snapshot.wholeVersion != shown.wholeVersion,
+            wasPacked: shown.isPacked, countsGrowth: countsGrowth)
     }
 }
 
