@@ -2,10 +2,11 @@ import Ringside
 import RingsideAggregation
 
 // Each of a series' figures (``SeriesSnapshot/Fields``, documented there), read from its shared
-// storage (a box, or its place in a block) and written in this copy alone (a box of its own). Spelled out, one property each, rather than looked up
-// through key paths (`@dynamicMemberLookup`): a key path is made and projected at run time at
-// every read, which took half the time of building a snapshot of a million series and a fifth of
-// rendering their page.
+// storage (a box, or its place in a block) and written in this copy alone (a box of its own).
+// Spelled out, one property each, rather than looked up through key paths
+// (`@dynamicMemberLookup`): a key path is made and projected at run time at every read, which
+// took half the time of building a snapshot of a million series and a fifth of rendering their
+// page.
 extension SeriesSnapshot {
     @inlinable package var cumulativeExactSum: UInt128 {
         get { storage.fields[place].cumulativeExactSum }
