@@ -148,9 +148,9 @@ extension MappedRingFile {
             // The dropped values' sum and largest (see SAMPLING: DROPPED VALUES in `ringside.h`).
             var (droppedSum, droppedMax) = unlanedValues(metric: index)
             for lane in 0..<laneCount {
-                let cell = gatherCell(lane: lane, metric: index)
-                droppedSum &+= cell.droppedSum
-                droppedMax = max(droppedMax, cell.droppedMax)
+                let dropped = gatherDropped(lane: lane, metric: index)
+                droppedSum &+= dropped.sum
+                droppedMax = max(droppedMax, dropped.max)
             }
             return MetricCells(
                 total: 0, dropped: sum, droppedSum: droppedSum, droppedMax: droppedMax, clamped: clamped(metric: index),

@@ -383,6 +383,16 @@ final class MappedRingFile {
             droppedMax: rs_load_relaxed_u64(gatherField(lane: lane, metric: metric, Offset.gatherDroppedMax)))
     }
 
+    /// Lane `lane`'s record of `metric`'s values it dropped: their sum (modulo 2^64) and largest.
+    func gatherDropped(lane: Int, metric: Int) -> (sum: UInt64, max: UInt64) {
+        // Relaxed: running figures of the lane's one holder, read as they stand (as the lane cell
+        // counting them is), without the calls' acquire `gatherCell` makes.
+        (
+            rs_load_relaxed_u64(gatherField(lane: lane, metric: metric, Offset.gatherDroppedSum)),
+            rs_load_relaxed_u64(gatherField(lane: lane, metric: metric, Offset.gatherDroppedMax))
+        )
+    }
+
     /// Takes the largest value gathered on lane `lane` for `metric` since the last take, leaving 0:
     /// the consumer's one write to a producer's cell (an exchange; the holder raises it by CAS).
     func takeGatheredMax(lane: Int, metric: Int) -> UInt64 {

@@ -27,14 +27,14 @@ package struct WindowLayout: Sendable, Hashable {
     private let figures: Figures
 
     /// Each window's nominal length in nanoseconds, in the order snapshots are asked for.
-    package var windowNanos: [UInt64] { figures.windowNanos }
+    @usableFromInline package var windowNanos: [UInt64] { figures.windowNanos }
     /// How many slices make up a window: the sliding granularity is the window over this.
     @usableFromInline package var slicesPerWindow: Int { figures.slicesPerWindow }
     /// Each window's slice length in nanoseconds.
     @usableFromInline package var sliceNanos: [UInt64] { figures.sliceNanos }
     /// The greatest common divisor of the slice lengths: recent records gather in one slice of
     /// this length before being folded into every window at once.
-    package var tickNanos: UInt64 { figures.tickNanos }
+    @usableFromInline package var tickNanos: UInt64 { figures.tickNanos }
 
     /// 1 s, 5 s and 1 min windows sliding in quarters (250 ms, 1.25 s and 15 s).
     package static let standard = WindowLayout(
@@ -88,6 +88,15 @@ extension WindowSlice {
     package mutating func resetHead() { reset() }
 }
 
+/// A series over sliding windows (a histogram, counter or gauge): what a snapshot asks of it
+/// before it computes a window's figures again.
+package protocol SlidingSeries {
+    /// Whether window `window` may hold other records at `now` than at `earlier` (`earlier <=
+    /// now`), when nothing was recorded between. False: the same records, so the same figures,
+    /// but for a rate over the span it covers.
+    func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool
+}
+
 /// The slicing and rotation shared by windowed histograms, counters and gauges.
 ///
 /// Records in the newest tick (``WindowLayout/tickNanos``) go to one `head` slice: the hot path
@@ -112,6 +121,11 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         @usableFromInline var window: Int
         @usableFromInline var id: UInt64
         @usableFromInline var slice: Slice
+
+        @inlinable
+        init(window: Int, id: UInt64, slice: Slice) {
+            (self.window, self.id, self.slice) = (window, id, slice)
+        }
     }
 
     @usableFromInline let layout: WindowLayout
@@ -122,7 +136,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// most 15 places (the standard one has 15); past that, `slots` is searched.
     @usableFromInline var placeIndex: UInt64 = 0
     /// Whether `placeIndex` holds the places: the index of any of 15 places fits in 4 bits.
-    var indexesPlaces: Bool { layout.windowNanos.count * (layout.slicesPerWindow + 1) <= 15 }
+    @inlinable var indexesPlaces: Bool { layout.windowNanos.count * (layout.slicesPerWindow + 1) <= 15 }
     /// The newest tick's records, not yet in the slots or `allTimeBeforeHead`.
     @usableFromInline var head = Slice()
     @usableFromInline var headStart: UInt64 = 1
@@ -152,7 +166,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     }
 
     /// The rare path of ``update(atNanos:_:)``: the first record, a new tick, or a late record.
-    @usableFromInline
+    @inlinable
     mutating func updateOutsideHead(atNanos t: UInt64, _ body: (inout Slice) -> Void) {
         let tick = layout.tickNanos
         let tickStart = t - t % tick
@@ -180,7 +194,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
 
     /// Applies `body` to window `window`'s slice `id`, claiming its place if an older slice holds
     /// it; a slice too old for the ring (its place holds a newer one) is dropped.
-    private mutating func updateSlot(window: Int, sliceID id: UInt64, _ body: (inout Slice) -> Void) {
+    @inlinable
+    mutating func updateSlot(window: Int, sliceID id: UInt64, _ body: (inout Slice) -> Void) {
         let places = UInt64(layout.slicesPerWindow + 1)
         let place = window * Int(places) + Int(id % places)
         guard let index = slotIndex(ofPlace: place, window: window, places: places) else {
@@ -199,7 +214,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     }
 
     /// The index in `slots` of the slice at `place` (of window `window`, `places` a window), if any.
-    private func slotIndex(ofPlace place: Int, window: Int, places: UInt64) -> Int? {
+    @inlinable
+    func slotIndex(ofPlace place: Int, window: Int, places: UInt64) -> Int? {
         if indexesPlaces {
             let stored = Int((placeIndex >> (4 * UInt64(place))) & 0xF)
             return stored == 0 ? nil : stored - 1
@@ -208,7 +224,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     }
 
     /// Moves the head's records into every window and the all-time slice, then empties it.
-    @usableFromInline
+    @inlinable
     mutating func foldHead() {
         guard !headIsEmpty else { return }
         do {
@@ -231,15 +247,16 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// into every window and the all-time slice. Lets the windows' slices and the head's storage
     /// go once no window holds any of them at `now` (reads are at `now` or later).
     /// - Returns: whether it let them go.
-    @inlinable @discardableResult
+    @inlinable @inline(__always) @discardableResult
     mutating func advance(toNanos now: UInt64) -> Bool {
         if headEnd != 0, now >= headEnd {
             foldHead()
             headEnd = 0
         }
-        guard headEnd == 0, !slots.isEmpty, !slots.contains(where: { $0.id >= firstSliceID(window: $0.window, nowNanos: now) }) else {
-            return false
-        }
+        guard headEnd == 0, !slots.isEmpty else { return false }
+        // A loop, not `contains(where:)`: that one is not specialized here, and looking up its
+        // generic types at run time took a tenth of building a snapshot of a million series.
+        for slot in slots where slot.id >= firstSliceID(window: slot.window, nowNanos: now) { return false }
         slots = []
         placeIndex = 0
         head = Slice()
@@ -264,6 +281,19 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         if !headIsEmpty && headStart / layout.sliceNanos[window] >= firstID {
             result.merge(head)
         }
+    }
+
+    /// Whether window `window` may hold other records at `now` than at `earlier` (`earlier <=
+    /// now`), when nothing was recorded between: a slice of it left, or its slices were let go
+    /// (what they held is not known then). False: it holds exactly the same records.
+    @inlinable @inline(__always)
+    func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
+        let (held, holds) = (firstSliceID(window: window, nowNanos: earlier), firstSliceID(window: window, nowNanos: now))
+        guard held != holds else { return false }
+        guard !slots.isEmpty else { return true }
+        for slot in slots where slot.window == window && slot.id >= held && slot.id < holds { return true }
+        let headSlice = headStart / layout.sliceNanos[window]
+        return !headIsEmpty && headSlice >= held && headSlice < holds
     }
 
     /// The nanoseconds window `window` covers at `now`: from its first slice's start (or the first

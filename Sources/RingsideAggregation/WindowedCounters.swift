@@ -23,7 +23,7 @@ struct GaugeSlice: WindowSlice {
 ///
 /// Every increment is multiplied by ``samplingFactor``, so a producer that records one event in
 /// `n` still counts all of them. A value type: safe to send, not to mutate from two threads.
-package struct WindowedCounter: Sendable {
+package struct WindowedCounter: SlidingSeries, Sendable {
     var windows: SlidingWindows<CounterSlice>
     /// What each increment is multiplied by: `n` for a producer that samples one event in `n`.
     package var samplingFactor: Double
@@ -51,6 +51,11 @@ package struct WindowedCounter: Sendable {
         windows.advance(toNanos: now)
     }
 
+    /// Whether window `window` may hold other values at `now` than at `earlier` (see ``SlidingSeries``).
+    package func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
+        windows.windowMayHaveChanged(window, since: earlier, to: now)
+    }
+
     /// Everything ever added, scaled.
     package var total: Double { windows.allTimeBeforeHead.sum + windows.head.sum }
 
@@ -73,7 +78,7 @@ package struct WindowedCounter: Sendable {
 /// windows and rotation as ``WindowedHistogram``.
 ///
 /// A value type: safe to send, not to mutate from two threads.
-package struct WindowedGauge: Sendable {
+package struct WindowedGauge: SlidingSeries, Sendable {
     var windows: SlidingWindows<GaugeSlice>
     /// The value with the latest timestamp (the later call on a tie); `nil` before the first.
     package private(set) var last: Double?
@@ -108,6 +113,11 @@ package struct WindowedGauge: Sendable {
     @discardableResult
     package mutating func advance(toNanos now: UInt64) -> Bool {
         windows.advance(toNanos: now)
+    }
+
+    /// Whether window `window` may hold other values at `now` than at `earlier` (see ``SlidingSeries``).
+    package func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
+        windows.windowMayHaveChanged(window, since: earlier, to: now)
     }
 
     /// The smallest and largest values set in window `window` as of `now`; `nil` if none was.

@@ -44,7 +44,7 @@ package protocol WindowedHistogramSlice: WindowSlice {
 /// building a snapshot of a million series).
 ///
 /// A value type: safe to send across threads, not to mutate from two at once.
-package struct Windowed<Slice: WindowedHistogramSlice>: Sendable {
+package struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable {
     @usableFromInline var windows: SlidingWindows<Slice>
 
     /// Makes an empty series with the given windows.
@@ -95,6 +95,13 @@ package struct Windowed<Slice: WindowedHistogramSlice>: Sendable {
         return result
     }
 
+    /// Whether window `window` may hold other values at `now` than at `earlier`, nothing
+    /// recorded between (see ``SlidingSeries``).
+    @inlinable
+    package func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
+        windows.windowMayHaveChanged(window, since: earlier, to: now)
+    }
+
     /// The nanoseconds of history window `window` holds at `now`, to turn its count into a rate.
     @inlinable
     package func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
@@ -121,6 +128,9 @@ package struct Windowed<Slice: WindowedHistogramSlice>: Sendable {
     /// Heap bytes held by the series' histograms.
     @inlinable
     package var allocatedBytes: Int {
-        windows.slots.reduce(windows.head.allocatedBytes + windows.allTimeBeforeHead.allocatedBytes) { $0 + $1.slice.allocatedBytes }
+        var bytes = windows.head.allocatedBytes + windows.allTimeBeforeHead.allocatedBytes
+        // A loop, not `reduce`: that one is not specialized here (see `SlidingWindows.advance`).
+        for slot in windows.slots { bytes += slot.slice.allocatedBytes }
+        return bytes
     }
 }

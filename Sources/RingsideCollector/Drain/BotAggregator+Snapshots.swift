@@ -54,6 +54,8 @@ extension BotAggregator {
                 stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
                 stats.exemplars = series.exemplars?.value.largest(window: window, nowNanos: now) ?? []
             },
+            // Exemplars come with values, in their slices: a window no slice left keeps them too.
+            slid: { series, window, stats in stats.takeRate(window, of: series.windows, nowNanos: now, tickNanos: tickNanos) },
             whole: { series, snapshot in
                 // Shared, not copied: the exporters compute their buckets from it when they render.
                 let cumulative = series.windows.cumulative
@@ -70,6 +72,7 @@ extension BotAggregator {
             window: { series, window, stats in
                 stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
             },
+            slid: { series, window, stats in stats.takeRate(window, of: series.windows, nowNanos: now, tickNanos: tickNanos) },
             whole: { series, snapshot in
                 let cumulative = series.windows.cumulative
                 snapshot.signedCumulative = cumulative
@@ -86,6 +89,7 @@ extension BotAggregator {
                 stats.increase = series.windows.sum(window: window, nowNanos: now)
                 stats.rate = series.windows.rate(window: window, nowNanos: now)
             },
+            slid: { series, window, stats in stats.rate = series.windows.rate(window: window, nowNanos: now) },
             whole: { series, snapshot in
                 snapshot.cumulativeSum = Double(series.cells.total)
                 snapshot.cumulativeExactSum = UInt128(series.cells.total)
@@ -99,6 +103,7 @@ extension BotAggregator {
                     stats.gaugeMax = range.max
                 }
             },
+            slid: { _, _, _ in },  // a gauge's window has no rate
             whole: { series, snapshot in
                 // The cell holds the last value set by any thread, exact even when records dropped.
                 snapshot.lastValue = series.cells.lastValue ?? series.windows.last
@@ -148,24 +153,25 @@ extension BotAggregator {
     /// series that first shows a total at its ceiling. `countsBytes` (for histograms) measures
     /// what a series' counts hold: they grow with what is recorded, so they are measured here,
     /// where a busy series is touched anyway.
-    private mutating func appendSnapshots<Windows>(
+    private mutating func appendSnapshots<Windows: SlidingSeries>(
         of table: WritableKeyPath<SeriesTables, [Series<Windows>]>, to result: inout [SeriesSnapshot], packing: inout Packing,
         now: UInt64,
         versions: inout VersionCounter, countsBytes: ((Windows) -> Int)? = nil,
-        window: (Series<Windows>, Int, inout WindowStats) -> Void, whole: (Series<Windows>, inout SeriesSnapshot) -> Void
+        window: (Series<Windows>, Int, inout WindowStats) -> Void, slid: (Series<Windows>, Int, inout WindowStats) -> Void,
+        whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) {
         // The series is reached in place (`&`): reading a field of it through the key path
         // copies the whole series (its windows retained and released), a tenth of a build.
         for index in tables[keyPath: table].indices {
             let refreshed = Self.refresh(
                 &tables[keyPath: table][index], countsBytes: countsBytes, layout: layout, emptyWindows: emptyWindows, now: now,
-                versions: &versions, window: window, whole: whole)
+                versions: &versions, window: window, slid: slid, whole: whole)
             memory.counts += refreshed.countsGrowth
-            if refreshed.changed {
-                packing.leftABlock = packing.leftABlock || refreshed.wasPacked
-                if refreshed.snapshot.windows.allSatisfy(\.isEmpty) { packing.places.append(result.count) }
-            }
             result.append(refreshed.snapshot)
+            // A series that shows what it showed shows no new ceiling either.
+            guard refreshed.changed else { continue }
+            packing.leftABlock = packing.leftABlock || refreshed.wasPacked
+            if refreshed.snapshot.windows.allSatisfy(\.isEmpty) { packing.places.append(result.count - 1) }
             if let metric = tables[keyPath: table][index].takeSaturation(shown: refreshed.snapshot) { noteSaturation(of: metric) }
         }
     }
@@ -203,12 +209,13 @@ extension BotAggregator {
     /// The series' snapshot, recomputing only the windows that may have changed (all of them,
     /// and the whole-series figures, when records arrived): `window` fills in the statistics of
     /// a window (an index into the layout's), starting from empty ones; `whole` sets the
-    /// whole-series figures (the control cell's, every kind has, set here). A series whose
-    /// windows are all empty shows `emptyWindows`, which every such series of the bot shares.
-    private static func refresh<Windows>(
+    /// whole-series figures (the control cell's, every kind has, set here). `slid` brings a
+    /// window's statistics to `now` when the window holds the same values: its rate, all that moves. A series
+    /// whose windows are all empty shows `emptyWindows`, which every such series of the bot shares.
+    private static func refresh<Windows: SlidingSeries>(
         _ series: inout Series<Windows>, countsBytes: ((Windows) -> Int)?, layout: WindowLayout, emptyWindows: [WindowStats],
         now: UInt64, versions: inout VersionCounter,
-        window: (Series<Windows>, Int, inout WindowStats) -> Void,
+        window: (Series<Windows>, Int, inout WindowStats) -> Void, slid: (Series<Windows>, Int, inout WindowStats) -> Void,
         whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) -> Refreshed {
         let countsGrowth = series.touched ? countsBytes.map { series.measureCounts($0) } ?? 0 : 0
@@ -227,6 +234,20 @@ extension BotAggregator {
             // Every window's statistics were computed at `computedNanos` (see the end).
             guard series.touched || first || slice != series.computedNanos / layout.sliceNanos[index] else {
                 continue
+            }
+            if !series.touched && !first {
+                // Nothing recorded since: an empty window stays empty, and one that no slice
+                // left holds the same values; only what the span it covers divides moves.
+                if snapshot.windows[index].isEmpty { continue }
+                if !series.windows.windowMayHaveChanged(index, since: series.computedNanos, to: now) {
+                    var stats = snapshot.windows[index]
+                    slid(series, index, &stats)
+                    if stats.rate != snapshot.windows[index].rate {
+                        snapshot.windows[index] = stats
+                        windowsChanged = true
+                    }
+                    continue
+                }
             }
             var stats = WindowStats()
             window(series, index, &stats)
@@ -295,7 +316,14 @@ extension WindowStats {
         max = Int128(histogram.max)
         mean = histogram.mean
         quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles).map { Int128($0) }
-        rate = Double(histogram.count) * 1e9 / Double(Swift.max(windows.coveredNanos(window: window, nowNanos: now), tickNanos))
+        takeRate(window, of: windows, nowNanos: now, tickNanos: tickNanos)
+    }
+
+    /// The rate of window `window`, whose `count` is taken, over the span it covers at `now`.
+    fileprivate mutating func takeRate<Slice: HistogramFigures>(
+        _ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64, tickNanos: UInt64
+    ) {
+        rate = Double(count) * 1e9 / Double(Swift.max(windows.coveredNanos(window: window, nowNanos: now), tickNanos))
     }
 }
 

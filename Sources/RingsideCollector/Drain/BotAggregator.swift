@@ -78,6 +78,10 @@ struct BotAggregator {
     var seriesCount: Int { tables.histograms.count + tables.signedHistograms.count + tables.counters.count + tables.gauges.count }
     /// Its series, and the memory they take.
     var usage: Usage { Usage(series: seriesCount, bytes: memory.total) }
+    /// The metrics of source `source`, whose cells are looked at (but those refused a series).
+    func metricCount(of source: Int) -> Int {
+        source < sources.count ? sources[source].routes.count : 0
+    }
     /// Sources in use: the files feeding it.
     var sourceCount: Int { sources.count { $0.inUse } }
 

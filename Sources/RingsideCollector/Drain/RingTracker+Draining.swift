@@ -210,6 +210,11 @@ extension RingTracker {
             bytes: max(0, options.maxSeriesBytes / 4 * 3 - others.bytes - held.bytes))
     }
 
+    /// How long a ring's cells may go unseen when nothing says they moved (see `CellLookPace`).
+    func cellLookIntervalNanos() -> UInt64 {
+        cellLookPace.intervalNanos(metrics: tracked.ordered.reduce(0) { $0 + $1.aggregator.metricCount(of: $1.source) })
+    }
+
     /// The series of every bot but `excluded`, and the memory they take.
     func seriesUsage(except excluded: BotSeries? = nil) -> BotAggregator.Usage {
         var total = BotAggregator.Usage()
@@ -274,7 +279,9 @@ extension RingTracker {
         guard let consumer = ring.file else { return (0, false) }
         let added = ring.aggregator.refreshMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
         sayRefusedSeries(of: ring)
+        let start = rs_clock_precise_ns()
         let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now)
+        cellLookPace.note(nanos: rs_clock_precise_ns() &- start, metrics: ring.aggregator.metricCount(of: ring.source))
         ring.cellLook.sampled(nowNanos: now, moves: ring.schedule.cellMoves)
         if cellsChanged { ring.liveness.moved() }
         return (added, cellsChanged)

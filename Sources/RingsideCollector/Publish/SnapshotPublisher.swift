@@ -113,6 +113,14 @@ final class SnapshotPublisher {
     /// When it last published, what that took, and what it found.
     private var last = LastPublish()
 
+    /// A round of looks at quiet rings' cells and registries, some rings each pass: a million
+    /// series' cells take about a second to look at, and the rings must be drained meanwhile.
+    private struct QuietLook {
+        let rings: [TrackedRing]
+        var next = 0
+    }
+    private var quietLook: QuietLook?
+
     /// When the publisher last published, what that took (see `spacingNanos`), when it last
     /// sampled quiet rings, and whether the last publish found every ring quiet.
     private struct LastPublish {
@@ -127,8 +135,9 @@ final class SnapshotPublisher {
     /// Windows slide even when nothing arrives: publish at least this often.
     static let idleRefreshNanos: UInt64 = 250_000_000
     /// With every ring quiet (all windows empty, nothing drained, no cell changed), the rings'
-    /// cells and registries are looked at this often (a counter's increments after a quiet
-    /// spell are seen within it), and a full publish made this often (ages move on). Any change
+    /// cells and registries are looked at this often, or as `CellLookPace` allows (a counter's
+    /// increments after a quiet spell are seen within it), and a full publish made this often
+    /// (ages move on). Any change
     /// (records, cells, a producer's death or stop) publishes at once; rebuilding a snapshot of
     /// thousands of idle bots every 2 s cost a third of a percent of a core.
     static let quietSampleNanos: UInt64 = 2_000_000_000
@@ -167,6 +176,8 @@ final class SnapshotPublisher {
         let rings: [TrackedRing]
         var bots: [BotSeries] = []
         let forced: Bool
+        /// How long a ring's cells may go unseen when nothing says they moved (`CellLookPace`).
+        let cellLookNanos: UInt64
         var next = 0
         var nextBot = 0
         var everyRingQuiet = true
@@ -184,11 +195,11 @@ final class SnapshotPublisher {
     /// The spacing that keeps publishing to a tenth of the drain thread's time while that is
     /// at most a second apart (a publish takes a few microseconds for a few series, tens of
     /// milliseconds for 10,000 busy ones: the CPU that scrapes need); past that, every second
-    /// while publishing takes at most half the drain thread's time (a snapshot every second
-    /// for hundreds of thousands of busy series), and half of it beyond (a million busy
-    /// series). Slices of a publish alternate with drain passes, so the rings are drained
-    /// meanwhile at any spacing.
-    private var spacingNanos: UInt64 { max(min(10 * last.costNanos, Self.wantedSpacingNanos), 2 * last.costNanos) }
+    /// (a snapshot every second for hundreds of thousands of busy series), and one after the
+    /// other when a build takes longer (a million busy series: every change is seen as soon as
+    /// the drain thread can show it). Slices of a publish alternate with drain passes, so the
+    /// rings are drained meanwhile at any spacing.
+    private var spacingNanos: UInt64 { max(min(10 * last.costNanos, Self.wantedSpacingNanos), last.costNanos) }
     /// How often a snapshot is wanted at most, however many series change.
     static let wantedSpacingNanos: UInt64 = 1_000_000_000
 
@@ -217,12 +228,16 @@ final class SnapshotPublisher {
                 // collector's own figures (the pass /health looks at) are brought up to date, and
                 // now and then the rings' cells and registries looked at (counters write no records).
                 published.update(stats, currentRealtimeNanos: rs_clock_realtime_ns())
-                if now &- last.quietSampleNanos >= Self.quietSampleNanos {
+                let sinceLook = now &- last.quietSampleNanos
+                if quietLook == nil, sinceLook >= Self.quietSampleNanos, sinceLook >= tracker.cellLookIntervalNanos() {
                     last.quietSampleNanos = now
-                    for ring in tracker.tracked.ordered where sampleCells(of: ring, nowNanos: now) { hasChanges = true }
+                    quietLook = QuietLook(rings: tracker.tracked.ordered)
                 }
+                if lookAtQuietRings(nowNanos: now, until: rs_clock_precise_ns() &+ Self.sliceNanos) { hasChanges = true }
             } else if forced || pending == nil {
-                pending = PendingPublish(snapshot: startSnapshot(), rings: tracker.everyRing, forced: forced)
+                quietLook = nil  // the publish looks at every ring due a look
+                pending = PendingPublish(
+                    snapshot: startSnapshot(), rings: tracker.everyRing, forced: forced, cellLookNanos: tracker.cellLookIntervalNanos())
                 last.publishNanos = now
                 hasChanges = false  // what changes from now on goes in the next one
             }
@@ -259,7 +274,8 @@ final class SnapshotPublisher {
             building.next += 1
             // A ring let go since the snapshot began is left out.
             guard tracker.holds(ring) else { continue }
-            let quiet = addToSnapshot(ring, &building.snapshot, nowNanos: now, forced: building.forced)
+            let quiet = addToSnapshot(
+                ring, &building.snapshot, nowNanos: now, forced: building.forced, cellLookNanos: building.cellLookNanos)
             building.everyRingQuiet = building.everyRingQuiet && quiet
             if building.next == building.rings.count {
                 building.bots = Dictionary(grouping: building.rings.filter(tracker.holds), by: { $0.bot.name })
@@ -304,19 +320,22 @@ final class SnapshotPublisher {
     /// Adds one ring's figures to `snapshot`, and looks at its cells and registry for its
     /// bot's series; returns whether the ring is quiet.
     /// - Parameter forced: look at the ring's cells now, quiet or not (a stop, a test stepping time).
-    private func addToSnapshot(_ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool) -> Bool {
+    private func addToSnapshot(
+        _ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool, cellLookNanos: UInt64
+    ) -> Bool {
         // Counters and gauges' last values come from the cells, sampled here; figures of the
         // ring from one status, so that they add up exactly. The status is read again when
         // records moved since (an idle ring's is read by `observe`, once a second).
         tracker.refreshStatus(of: ring, nowNanos: now)
-        // A quiet ring (nothing drained, no cell changed, every window of its bot empty, so
-        // nothing can slide) has its cells and registry looked at once a second, or as soon as a
-        // counter of it moved (the lane watch saw its `cell_writes` move): thousands of idle
-        // rings cost little to publish.
+        // A ring that drained nothing has its cells and registry looked at once a second (or as
+        // `CellLookPace` allows), or as soon as a counter of it moved (the lane watch saw its
+        // `cell_writes` move): thousands of idle rings cost little to publish, and a million
+        // series whose windows slide do not have their cells read at every publish.
         var added = 0, cellsChanged = false
         let quiet = ring.bot.quietSeries != nil && ring.drainedSincePublish == 0
+        let looksDue = forced || ring.drainedSincePublish > 0 || ring.cellsMoved || now &- ring.cellLook.sampledNanos >= cellLookNanos
         // A released ring has no cells to look at: its release took their last values.
-        if ring.file != nil, forced || !quiet || ring.cellsMoved || now &- ring.cellLook.sampledNanos >= RingTracker.livenessIntervalNanos {
+        if ring.file != nil, looksDue {
             (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now)
         }
         if added > 0 || cellsChanged { ring.bot.changedSincePublish = true }
@@ -367,6 +386,22 @@ final class SnapshotPublisher {
             "bot \(bot): series \(metric.name)\(labels.isEmpty ? "" : "{" + labels + "}") reached its ceiling (a count or total "
                 + "of 2^64 - 1, or a sum of 2^128 - 1) and stays there: it never goes back, and what comes beyond is not added "
                 + "to it (counted in ringside_collector_series_saturated)", level: .warn)
+    }
+
+    /// Looks at the rings of the round under way (`quietLook`) until `deadline`; returns whether
+    /// a bot's series must be made again.
+    private func lookAtQuietRings(nowNanos now: UInt64, until deadline: UInt64) -> Bool {
+        guard var look = quietLook else { return false }
+        var changed = false
+        while look.next < look.rings.count {
+            let ring = look.rings[look.next]
+            look.next += 1
+            // A ring let go since the round began is left out.
+            if tracker.holds(ring), sampleCells(of: ring, nowNanos: now) { changed = true }
+            if rs_clock_precise_ns() >= deadline { break }
+        }
+        quietLook = look.next < look.rings.count ? look : nil
+        return changed
     }
 
     /// `sampleCellsAndRegistry` for a quiet ring between publishes; returns whether its bot's

@@ -1,0 +1,90 @@
+import CRingside
+import Foundation
+import Ringside
+import RingsideAggregation
+import RingsideExport
+import RingsideSnapshot
+import RingsideTestSupport
+import Testing
+
+@testable import RingsideCollector
+
+@Suite("Windows slid between publishes: figures kept where no slice left, made again where one did")
+struct WindowSlideTests {
+    /// A publish keeps a window's figures when no slice of it left since the last (only its rate
+    /// moves), and skips a window that was empty and took nothing: every figure it shows must be
+    /// what the window holds then, computed from scratch.
+    @Test("over two minutes of passes, with values now and then, every window shows what it holds at each pass")
+    func keptFiguresEqualComputed() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("slide", directory: directory.path)
+            let latency = try bot.histogram("latency")
+            let slippage = try bot.histogram("slippage", signed: true)
+            let fills = try bot.counter("fills")
+            let depth = try bot.gauge("depth")
+            let consumer = try RingConsumer(bot.name, directory: directory)
+            var aggregator = BotAggregator(ring: "slide", layout: .standard, quantiles: 2, pageBytes: PrometheusExporter.pageBytes)
+            let source = aggregator.addSource(pid: 101)
+            let room: (BotAggregator.Usage) -> BotAggregator.Usage = { _ in BotAggregator.Usage(series: 100, bytes: .max) }
+            var versions = VersionCounter()
+            let quantiles = [0.5, 0.99]
+            // Passes on a clock of their own, behind the real one: a record drained at a pass is
+            // clamped to its time, so values land where the test puts them.
+            let clock = rs_clock_precise_ns()
+            try #require(clock > 400_000_000_000, "the monotonic clock is past 400 s")
+            let start = clock - 400_000_000_000
+            var checkedKept = 0
+            for step in 0..<190 {
+                let now = start + UInt64(step) * 650_000_000
+                // Values at a few passes only, far apart: windows then empty slice by slice.
+                let wrote = [0, 3, 20, 21, 70, 140].contains(step)
+                if wrote {
+                    latency.record(UInt64(100 + step))
+                    latency.record(UInt64(5_000 * (step + 1)))
+                    slippage.record(-Int64(step + 1))
+                    fills.increment(by: UInt64(step + 2))
+                    depth.set(Double(step) - 10)
+                }
+                aggregator.addMetrics(of: consumer, source: source, admitting: room)
+                _ = try aggregator.drain(consumer, source: source, limitPerLane: .max, nowNanos: now, admitting: room, counted: { _, _ in })
+                aggregator.sampleCells(of: consumer, source: source, nowNanos: now)
+                let shown = aggregator.snapshots(nowNanos: now, quantiles: quantiles, versions: &versions)
+                let byName = Dictionary(uniqueKeysWithValues: shown.map { ($0.metric.name, $0.windows) })
+                let tables = aggregator.tables
+                let tick = WindowLayout.standard.tickNanos
+                for window in WindowLayout.standard.windowNanos.indices {
+                    let what = "window \(window) at pass \(step)"
+                    // A rate is taken over the span covered when its window last slid or took values.
+                    let sliceNanos = WindowLayout.standard.sliceNanos[window]
+                    let rateTaken = wrote || step == 0 || now / sliceNanos != (now - 650_000_000) / sliceNanos
+                    let unsigned = tables.histograms[0].windows
+                    let held = unsigned.snapshot(window: window, nowNanos: now)
+                    let latencyShown = try #require(byName["latency"]?[window])
+                    #expect(latencyShown.count == held.count && latencyShown.sum == held.sum, "\(what)")
+                    #expect(latencyShown.min == Int128(held.min) && latencyShown.max == Int128(held.max), "\(what)")
+                    let heldQuantiles = held.isEmpty ? [0, 0] : held.values(atQuantiles: quantiles).map { Int128($0) }
+                    #expect(latencyShown.quantileValues == heldQuantiles, "\(what)")
+                    let covered = max(unsigned.coveredNanos(window: window, nowNanos: now), tick)
+                    #expect(!rateTaken || latencyShown.rate == Double(held.count) * 1e9 / Double(covered), "\(what)")
+
+                    let signedHeld = tables.signedHistograms[0].windows.snapshot(window: window, nowNanos: now)
+                    let slippageShown = try #require(byName["slippage"]?[window])
+                    #expect(slippageShown.count == signedHeld.count && slippageShown.sum == signedHeld.sum, "\(what)")
+                    let signedQuantiles = signedHeld.isEmpty ? [0, 0] : signedHeld.values(atQuantiles: quantiles).map { Int128($0) }
+                    #expect(slippageShown.quantileValues == signedQuantiles, "\(what)")
+
+                    let fillsShown = try #require(byName["fills"]?[window])
+                    let counter = tables.counters[0].windows
+                    #expect(fillsShown.increase == counter.sum(window: window, nowNanos: now), "\(what)")
+                    #expect(!rateTaken || fillsShown.rate == counter.rate(window: window, nowNanos: now), "\(what)")
+
+                    let depthShown = try #require(byName["depth"]?[window])
+                    let range = tables.gauges[0].windows.range(window: window, nowNanos: now)
+                    #expect(depthShown.gaugeMin == range?.min && depthShown.gaugeMax == range?.max, "\(what)")
+                    if !held.isEmpty && !unsigned.windowMayHaveChanged(window, since: now - 650_000_000, to: now) { checkedKept += 1 }
+                }
+            }
+            #expect(checkedKept > 50, "passes where a window kept its figures were checked: \(checkedKept)")
+        }
+    }
+}
