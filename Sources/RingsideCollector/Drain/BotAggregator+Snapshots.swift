@@ -209,9 +209,10 @@ extension BotAggregator {
     /// The series' snapshot, recomputing only the windows that may have changed (all of them,
     /// and the whole-series figures, when records arrived): `window` fills in the statistics of
     /// a window (an index into the layout's), starting from empty ones; `whole` sets the
-    /// whole-series figures (the control cell's, every kind has, set here). `slid` brings a
-    /// window's statistics to `now` when the window holds the same values: its rate, all that moves. A series
-    /// whose windows are all empty shows `emptyWindows`, which every such series of the bot shares.
+    /// whole-series figures (the control cell's, every kind has, set here); `slid` brings to
+    /// `now` the statistics of a window that holds the same values (its rate, all that moves).
+    /// A series whose windows are all empty shows `emptyWindows`, which every such series of the
+    /// bot shares.
     private static func refresh<Windows: SlidingSeries>(
         _ series: inout Series<Windows>, countsBytes: ((Windows) -> Int)?, layout: WindowLayout, emptyWindows: [WindowStats],
         now: UInt64, versions: inout VersionCounter,

@@ -2,7 +2,7 @@
 ///
 /// A record drained or a counter's `cell_writes` moving has a ring's cells looked at at once;
 /// what moves no such word (an increment by a thread without a lane, a value clamped, an
-/// operator's switch, a producer before 0.3.0's counters) is seen when they are looked at anyway:
+/// operator's switch, the counters of a producer too old to move it) is seen when they are looked at anyway:
 /// once a second while that costs at most a tenth of the drain thread, less often beyond, so
 /// that a million idle series (about a microsecond each to look at) do not keep it busy. Nothing
 /// is lost meanwhile: the cells keep their totals, only when they are seen moves.

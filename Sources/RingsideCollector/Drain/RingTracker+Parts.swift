@@ -16,6 +16,8 @@ extension RingTracker {
         var lagSeconds: Double = 0
         /// Which producer processes are stopped, read once per process per look.
         var processStates = ProcessStates()
+        /// What looking at rings' cells costs, to space the looks at those with no sign of change.
+        var cellLookPace = CellLookPace()
     }
 
     /// The directory's lock and state: what the bots' workers that are gone left, kept across

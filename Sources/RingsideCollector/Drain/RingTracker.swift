@@ -29,8 +29,6 @@ final class RingTracker {
     private(set) var released: [String: TrackedRing] = [:]
     /// The bots the rings write, by name: a bot's own ring and its workers' feed one series.
     private(set) var bots: [String: BotSeries] = [:]
-    /// What looking at rings' cells costs, to space the looks at those with no sign of change.
-    var cellLookPace = CellLookPace()
     /// Rings that wait for something to be done with them.
     private var due = DueRings()
     /// What passes last did and found.

@@ -113,21 +113,22 @@ final class SnapshotPublisher {
     /// When it last published, what that took, and what it found.
     private var last = LastPublish()
 
+    /// When the publisher last published, what that took (see `spacingNanos`), when it last
+    /// began to sample quiet rings and the round under way, and whether the last publish found
+    /// every ring quiet.
+    private struct LastPublish {
+        var publishNanos: UInt64 = 0
+        var costNanos: UInt64 = 0
+        var quietSampleNanos: UInt64 = 0
+        var quietLook: QuietLook?
+        var wasQuiet = false
+    }
+
     /// A round of looks at quiet rings' cells and registries, some rings each pass: a million
     /// series' cells take about a second to look at, and the rings must be drained meanwhile.
     private struct QuietLook {
         let rings: [TrackedRing]
         var next = 0
-    }
-    private var quietLook: QuietLook?
-
-    /// When the publisher last published, what that took (see `spacingNanos`), when it last
-    /// sampled quiet rings, and whether the last publish found every ring quiet.
-    private struct LastPublish {
-        var publishNanos: UInt64 = 0
-        var costNanos: UInt64 = 0
-        var quietSampleNanos: UInt64 = 0
-        var wasQuiet = false
     }
 
     /// The most time one pass spends building a snapshot.
@@ -137,9 +138,9 @@ final class SnapshotPublisher {
     /// With every ring quiet (all windows empty, nothing drained, no cell changed), the rings'
     /// cells and registries are looked at this often, or as `CellLookPace` allows (a counter's
     /// increments after a quiet spell are seen within it), and a full publish made this often
-    /// (ages move on). Any change
-    /// (records, cells, a producer's death or stop) publishes at once; rebuilding a snapshot of
-    /// thousands of idle bots every 2 s cost a third of a percent of a core.
+    /// (ages move on). Any change (records, cells, a producer's death or stop) publishes at
+    /// once; rebuilding a snapshot of thousands of idle bots every 2 s cost a third of a percent
+    /// of a core.
     static let quietSampleNanos: UInt64 = 2_000_000_000
     static let quietRefreshNanos: UInt64 = 10_000_000_000
 
@@ -229,13 +230,13 @@ final class SnapshotPublisher {
                 // now and then the rings' cells and registries looked at (counters write no records).
                 published.update(stats, currentRealtimeNanos: rs_clock_realtime_ns())
                 let sinceLook = now &- last.quietSampleNanos
-                if quietLook == nil, sinceLook >= Self.quietSampleNanos, sinceLook >= tracker.cellLookIntervalNanos() {
+                if last.quietLook == nil, sinceLook >= Self.quietSampleNanos, sinceLook >= tracker.cellLookIntervalNanos() {
                     last.quietSampleNanos = now
-                    quietLook = QuietLook(rings: tracker.tracked.ordered)
+                    last.quietLook = QuietLook(rings: tracker.tracked.ordered)
                 }
                 if lookAtQuietRings(nowNanos: now, until: rs_clock_precise_ns() &+ Self.sliceNanos) { hasChanges = true }
             } else if forced || pending == nil {
-                quietLook = nil  // the publish looks at every ring due a look
+                last.quietLook = nil  // the publish looks at every ring due a look
                 pending = PendingPublish(
                     snapshot: startSnapshot(), rings: tracker.everyRing, forced: forced, cellLookNanos: tracker.cellLookIntervalNanos())
                 last.publishNanos = now
@@ -388,10 +389,10 @@ final class SnapshotPublisher {
                 + "to it (counted in ringside_collector_series_saturated)", level: .warn)
     }
 
-    /// Looks at the rings of the round under way (`quietLook`) until `deadline`; returns whether
+    /// Looks at the rings of the round under way (`last.quietLook`) until `deadline`; returns whether
     /// a bot's series must be made again.
     private func lookAtQuietRings(nowNanos now: UInt64, until deadline: UInt64) -> Bool {
-        guard var look = quietLook else { return false }
+        guard var look = last.quietLook else { return false }
         var changed = false
         while look.next < look.rings.count {
             let ring = look.rings[look.next]
@@ -400,7 +401,7 @@ final class SnapshotPublisher {
             if tracker.holds(ring), sampleCells(of: ring, nowNanos: now) { changed = true }
             if rs_clock_precise_ns() >= deadline { break }
         }
-        quietLook = look.next < look.rings.count ? look : nil
+        last.quietLook = look.next < look.rings.count ? look : nil
         return changed
     }
 
