@@ -212,7 +212,8 @@ extension RingTracker {
 
     /// How long a ring's cells may go unseen when nothing says they moved (see `CellLookPace`).
     func cellLookIntervalNanos() -> UInt64 {
-        marks.cellLookPace.intervalNanos(metrics: tracked.ordered.reduce(0) { $0 + $1.aggregator.metricCount(of: $1.source) })
+        // Read in place (`bot.aggregator`): `TrackedRing.aggregator`'s getter copies the aggregator.
+        marks.cellLookPace.intervalNanos(metrics: tracked.ordered.reduce(0) { $0 + $1.bot.aggregator.metricCount(of: $1.source) })
     }
 
     /// The series of every bot but `excluded`, and the memory they take.
@@ -281,7 +282,7 @@ extension RingTracker {
         sayRefusedSeries(of: ring)
         let start = rs_clock_precise_ns()
         let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now)
-        marks.cellLookPace.note(nanos: rs_clock_precise_ns() &- start, metrics: ring.aggregator.metricCount(of: ring.source))
+        marks.cellLookPace.note(nanos: rs_clock_precise_ns() &- start, metrics: ring.bot.aggregator.metricCount(of: ring.source))
         ring.cellLook.sampled(nowNanos: now, moves: ring.schedule.cellMoves)
         if cellsChanged { ring.liveness.moved() }
         return (added, cellsChanged)
