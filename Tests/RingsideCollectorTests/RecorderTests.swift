@@ -255,6 +255,32 @@ struct RecorderCollectorTests {
         }
     }
 
+    // The collector may attach a bot between its attach and its first registration (CI saw it:
+    // a capture's trace without the bot's values). Its records drained in one batch, with none
+    // after, still name their metric in the recorder.
+    @Test("a bot attached before it registers its metric: the records drained after it did name that metric in the recorder")
+    func registryReadAfterTheBatch() throws {
+        try withBot("late", options: .init(laneCapacity: 4_096)) { directory, bot in
+            _ = bot.currentThreadLane  // its lane held already: the collector's first pass adopts it
+            var options = CollectorOptions()
+            options.directory = directory
+            options.recorderNanos = 60 * second
+            let collector = try Collector(options: options, log: CapturedLog().log)
+            #expect(pass(collector).series.isEmpty, "attached, nothing registered yet")
+            let latency = try bot.histogram("latency", unit: .nanoseconds)
+            for value in 1...50 { latency.record(UInt64(value)) }
+            // Its lane is adopted at a pass, drained at the next.
+            var drained: UInt64 = 0
+            for _ in 0..<5 where drained < 50 { drained = pass(collector).collector.recordsDrained }
+            #expect(drained == 50)
+            let recorded = collector.recordedRecords(fromNanos: 0, toNanos: .max)
+            let kept = recorded.flatMap { $0.chunks.flatMap(\.records) }
+            #expect(kept.map(\.record.value) == (1...50).map { UInt64($0) })
+            let file = try #require(recorded.first?.sources[kept[0].source])
+            #expect(file.metrics.map(\.name) == ["latency"], "the registry as it stands after the records it names")
+        }
+    }
+
     @Test("with --recorder-seconds 0 nothing is kept and nothing is exported")
     func offKeepsNothing() throws {
         try withBot("off", options: .init(laneCapacity: 1_024)) { directory, bot in

@@ -32,7 +32,6 @@ extension BotAggregator {
         defer { takeGathered(of: consumer, source: source, nowNanos: now) }
         return try consumer.drain(limitPerLane: limitPerLane) { records, first, lane in
             counted(records.count, lane)
-            recorder?.take(records, lane: lane, of: consumer, nowNanos: now)
             var offset = 0
             while offset < records.count {
                 let rest = UnsafeBufferPointer(rebasing: records[offset...])
@@ -44,6 +43,8 @@ extension BotAggregator {
                     offset += 1
                 }
             }
+            // After the batch: the registry it looks at then names every metric the records do.
+            recorder?.take(records, lane: lane, of: consumer, nowNanos: now)
         }
     }
 
