@@ -206,6 +206,13 @@ package struct SeriesSnapshot: Sendable {
         isPacked ? (ObjectIdentifier(storage), storage.fields.count) : nil
     }
 
+    /// The same series, its figures in a box of its own (out of its block, if it was in one).
+    package func unpacked() -> SeriesSnapshot {
+        var copy = self
+        copy.makeUnique()
+        return copy
+    }
+
     /// The same series, their figures moved into one block, side by side (see `Storage`), with
     /// the classic counts computed for them: what a bot's series that went quiet together keep.
     package static func packed(_ series: [SeriesSnapshot]) -> [SeriesSnapshot] {

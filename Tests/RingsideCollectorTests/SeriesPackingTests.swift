@@ -95,4 +95,41 @@ struct SeriesPackingTests {
             #expect(last.dropFirst().map { $0.cumulativeCount } == Array(repeating: 2, count: 6) + [1])
         }
     }
+
+    @Test("a worker's gauges that went with its file leave their block: one series left of eight gets a box of its own")
+    func seriesGoneLeaveTheirBlock() throws {
+        try withRingDirectory { directory in
+            let own = try Bot.attach("pack-own", directory: directory.path)
+            let worker = try Bot.attach("pack-worker", directory: directory.path)
+            try own.histogram("latency").record(7)
+            for index in 0..<7 { try worker.gauge("depth", labels: ["n": String(index)], merge: .perWorker).set(Double(index)) }
+            let consumers = [try RingConsumer(own.name, directory: directory), try RingConsumer(worker.name, directory: directory)]
+            var aggregator = BotAggregator(ring: "pack", layout: .standard, quantiles: 1, pageBytes: PrometheusExporter.pageBytes)
+            let sources = [aggregator.addSource(pid: 101), aggregator.addSource(pid: 102)]
+            let room: (BotAggregator.Usage) -> BotAggregator.Usage = { _ in BotAggregator.Usage(series: 100, bytes: .max) }
+            var versions = VersionCounter()
+            let start = rs_clock_precise_ns()
+            func pass(at now: UInt64) throws -> [SeriesSnapshot] {
+                for (consumer, source) in zip(consumers, sources) where aggregator.sources[source].inUse {
+                    aggregator.addMetrics(of: consumer, source: source, admitting: room)
+                    _ = try aggregator.drain(
+                        consumer, source: source, limitPerLane: .max, nowNanos: now, admitting: room, counted: { _, _ in })
+                    aggregator.sampleCells(of: consumer, source: source, nowNanos: now)
+                }
+                return aggregator.snapshots(nowNanos: now, quantiles: [0.5], versions: &versions)
+            }
+
+            #expect(try pass(at: start).count == 8)
+            let quiet = try pass(at: start + 100_000_000_000)
+            let block = try #require(quiet[0].block)
+            #expect(quiet.count == 8 && quiet.allSatisfy { $0.block?.id == block.id } && block.capacity == 8, "quiet together: one block")
+
+            aggregator.removeSource(sources[1])  // the worker exited: its gauges go
+            let left = try pass(at: start + 101_000_000_000)
+            #expect(left.map(\.metric.name) == ["latency"])
+            #expect(!left[0].isPacked, "not held in a block of eight for one series")
+            #expect(left[0].cumulativeCount == 1 && left[0].cumulativeExactSum == 7 && left[0].id == quiet[0].id)
+            #expect(try !pass(at: start + 102_000_000_000)[0].isPacked, "and it stays in its box")
+        }
+    }
 }

@@ -46,7 +46,8 @@ extension BotAggregator {
         }
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
-        var packing = Packing()
+        var packing = Packing(leftABlock: removedFromABlock)
+        removedFromABlock = false
         let tickNanos = layout.tickNanos
         appendSnapshots(
             of: \.histograms, to: &result, packing: &packing, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
@@ -115,7 +116,8 @@ extension BotAggregator {
 
     /// The series a pass moves into a block of their own (see `SeriesSnapshot.packed`): those
     /// whose figures it made again and found quiet (every window empty), which keep those
-    /// figures until they record again; and whether any series left a block (it recorded).
+    /// figures until they record again; and whether any series left a block (it recorded, or
+    /// it went).
     private struct Packing {
         /// Places in the pass's result.
         var places: [Int] = []
@@ -135,17 +137,29 @@ extension BotAggregator {
                 if let block = series.block, members[block.id, default: 0] * 4 < block.capacity { places.append(place) }
             }
         }
+        if places.count == 1 {
+            // One series left of a block most of whose series went: a box of its own, the block let go.
+            guard let place = places.first, result[place].isPacked else { return }
+            result[place] = result[place].unpacked()
+            keep(result[place], at: place)
+            return
+        }
         guard places.count > 1 else { return }
         let packed = SeriesSnapshot.packed(places.map { result[$0] })
-        let (histograms, signed, counters) = (tables.histograms.count, tables.signedHistograms.count, tables.counters.count)
         for (place, series) in zip(places, packed) {
             result[place] = series
-            switch place {
-            case ..<histograms: tables.histograms[place].cached = series
-            case ..<(histograms + signed): tables.signedHistograms[place - histograms].cached = series
-            case ..<(histograms + signed + counters): tables.counters[place - histograms - signed].cached = series
-            default: tables.gauges[place - histograms - signed - counters].cached = series
-            }
+            keep(series, at: place)
+        }
+    }
+
+    /// Keeps `series` as the snapshot of the series at `place` in the order of the tables.
+    private mutating func keep(_ series: SeriesSnapshot, at place: Int) {
+        let (histograms, signed, counters) = (tables.histograms.count, tables.signedHistograms.count, tables.counters.count)
+        switch place {
+        case ..<histograms: tables.histograms[place].cached = series
+        case ..<(histograms + signed): tables.signedHistograms[place - histograms].cached = series
+        case ..<(histograms + signed + counters): tables.counters[place - histograms - signed].cached = series
+        default: tables.gauges[place - histograms - signed - counters].cached = series
         }
     }
 

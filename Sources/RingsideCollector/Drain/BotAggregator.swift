@@ -52,6 +52,9 @@ struct BotAggregator {
     var oldestInLastBatchNanos: UInt64 = 0
     /// Series whose windows' slices were let go since last asked (`takeWindowsLetGo`).
     var windowsLetGo = 0
+    /// A series in a block went since the last snapshot (a worker's gauge, with its file): the
+    /// next looks for blocks most of whose series are gone.
+    var removedFromABlock = false
     /// The windows of a series with nothing in any: one array every such series shows (a
     /// histogram's quantiles 0), so an idle series holds none of its own.
     var emptyWindows: [WindowStats] = []
@@ -116,6 +119,7 @@ struct BotAggregator {
     private mutating func removeGauge(at slot: Int) {
         let gone = tables.gauges[slot].metric
         if tables.gauges[slot].saturated { saturation.count -= 1 }
+        if tables.gauges[slot].cached.isPacked { removedFromABlock = true }
         index.set(nil, for: SeriesKey(name: gone.name, labels: gone.encodedLabels), in: tables)
         memory.charged -= memory.cost.bytes(of: gone)
         let last = tables.gauges.count - 1
