@@ -9,8 +9,7 @@
 ///
 /// Every series of a collector keeps the same layout: its figures are held once, and a series
 /// holds one reference to them (8 bytes, not four arrays' worth).
-@usableFromInline
-package struct WindowLayout: Sendable, Hashable {
+public struct WindowLayout: Sendable, Hashable {
     private final class Figures: Sendable {
         let windowNanos: [UInt64]
         let slicesPerWindow: Int
@@ -27,21 +26,21 @@ package struct WindowLayout: Sendable, Hashable {
     private let figures: Figures
 
     /// Each window's nominal length in nanoseconds, in the order snapshots are asked for.
-    @usableFromInline package var windowNanos: [UInt64] { figures.windowNanos }
+    public var windowNanos: [UInt64] { figures.windowNanos }
     /// How many slices make up a window: the sliding granularity is the window over this.
-    @usableFromInline package var slicesPerWindow: Int { figures.slicesPerWindow }
+    public var slicesPerWindow: Int { figures.slicesPerWindow }
     /// Each window's slice length in nanoseconds.
-    @usableFromInline package var sliceNanos: [UInt64] { figures.sliceNanos }
+    public var sliceNanos: [UInt64] { figures.sliceNanos }
     /// The greatest common divisor of the slice lengths: recent records gather in one slice of
     /// this length before being folded into every window at once.
-    @usableFromInline package var tickNanos: UInt64 { figures.tickNanos }
+    public var tickNanos: UInt64 { figures.tickNanos }
 
     /// 1 s, 5 s and 1 min windows sliding in quarters (250 ms, 1.25 s and 15 s).
-    package static let standard = WindowLayout(
+    public static let standard = WindowLayout(
         windowNanos: [1_000_000_000, 5_000_000_000, 60_000_000_000], slicesPerWindow: 4)
 
     /// Makes a layout; each window must be a non-zero multiple of `slicesPerWindow` nanoseconds.
-    package init(windowNanos: [UInt64], slicesPerWindow: Int = 4) {
+    public init(windowNanos: [UInt64], slicesPerWindow: Int = 4) {
         precondition(!windowNanos.isEmpty, "WindowLayout: no windows")
         precondition(slicesPerWindow >= 1, "WindowLayout: slicesPerWindow must be at least 1")
         let slices = UInt64(slicesPerWindow)
@@ -54,17 +53,17 @@ package struct WindowLayout: Sendable, Hashable {
             tickNanos: sliceNanos.dropFirst().reduce(sliceNanos[0], Self.greatestCommonDivisor))
     }
 
-    @usableFromInline package static func == (lhs: WindowLayout, rhs: WindowLayout) -> Bool {
+    public static func == (lhs: WindowLayout, rhs: WindowLayout) -> Bool {
         lhs.figures === rhs.figures || (lhs.windowNanos == rhs.windowNanos && lhs.slicesPerWindow == rhs.slicesPerWindow)
     }
 
-    @usableFromInline package func hash(into hasher: inout Hasher) {
+    public func hash(into hasher: inout Hasher) {
         hasher.combine(windowNanos)
         hasher.combine(slicesPerWindow)
     }
 
     /// The index of the window `nanos` long, if the layout has one.
-    package func index(ofWindowNanos nanos: UInt64) -> Int? {
+    public func index(ofWindowNanos nanos: UInt64) -> Int? {
         windowNanos.firstIndex(of: nanos)
     }
 
@@ -74,8 +73,7 @@ package struct WindowLayout: Sendable, Hashable {
 }
 
 /// What a window slice holds: something that can be emptied for reuse and added to another.
-@usableFromInline
-package protocol WindowSlice: Sendable {
+public protocol WindowSlice: Sendable {
     init()
     mutating func reset()
     mutating func merge(_ other: Self)
@@ -85,12 +83,12 @@ package protocol WindowSlice: Sendable {
 }
 
 extension WindowSlice {
-    package mutating func resetHead() { reset() }
+    public mutating func resetHead() { reset() }
 }
 
 /// A series over sliding windows (a histogram, counter or gauge): what a snapshot asks of it
 /// before it computes a window's figures again.
-package protocol SlidingSeries {
+public protocol SlidingSeries {
     /// Whether window `window` may hold other records at `now` than at `earlier` (`earlier <=
     /// now`), when nothing was recorded between. False: the same records, so the same figures,
     /// but for a rate over the span it covers.

@@ -23,22 +23,22 @@ struct GaugeSlice: WindowSlice {
 ///
 /// Every increment is multiplied by ``samplingFactor``, so a producer that records one event in
 /// `n` still counts all of them. A value type: safe to send, not to mutate from two threads.
-package struct WindowedCounter: SlidingSeries, Sendable {
+public struct WindowedCounter: SlidingSeries, Sendable {
     var windows: SlidingWindows<CounterSlice>
     /// What each increment is multiplied by: `n` for a producer that samples one event in `n`.
-    package var samplingFactor: Double
+    public var samplingFactor: Double
 
     /// Makes a counter at zero.
-    package init(layout: WindowLayout = .standard, samplingFactor: Double = 1) {
+    public init(layout: WindowLayout = .standard, samplingFactor: Double = 1) {
         windows = SlidingWindows(layout: layout)
         self.samplingFactor = samplingFactor
     }
 
     /// The windows this series keeps.
-    package var layout: WindowLayout { windows.layout }
+    public var layout: WindowLayout { windows.layout }
 
     /// Adds `increment` times ``samplingFactor``, observed at `t` (CLOCK_MONOTONIC nanoseconds).
-    package mutating func add(_ increment: UInt64 = 1, atNanos t: UInt64) {
+    public mutating func add(_ increment: UInt64 = 1, atNanos t: UInt64) {
         let amount = Double(increment) * samplingFactor
         windows.update(atNanos: t) { $0.sum += amount }
     }
@@ -47,20 +47,20 @@ package struct WindowedCounter: SlidingSeries, Sendable {
     /// without), and lets the windows' slices go once none is in a window.
     /// - Returns: whether it let them go.
     @discardableResult
-    package mutating func advance(toNanos now: UInt64) -> Bool {
+    public mutating func advance(toNanos now: UInt64) -> Bool {
         windows.advance(toNanos: now)
     }
 
     /// Whether window `window` may hold other values at `now` than at `earlier` (see ``SlidingSeries``).
-    package func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
+    public func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
         windows.windowMayHaveChanged(window, since: earlier, to: now)
     }
 
     /// Everything ever added, scaled.
-    package var total: Double { windows.allTimeBeforeHead.sum + windows.head.sum }
+    public var total: Double { windows.allTimeBeforeHead.sum + windows.head.sum }
 
     /// What was added in window `window` as of `now`, scaled.
-    package func sum(window: Int, nowNanos now: UInt64) -> Double {
+    public func sum(window: Int, nowNanos now: UInt64) -> Double {
         var result = CounterSlice()
         windows.merge(window: window, nowNanos: now, into: &result)
         return result.sum
@@ -68,7 +68,7 @@ package struct WindowedCounter: SlidingSeries, Sendable {
 
     /// The rate per second over window `window` at `now`: its sum over the time it covers (at
     /// least one tick, and not counting time before the first increment's tick).
-    package func rate(window: Int, nowNanos now: UInt64) -> Double {
+    public func rate(window: Int, nowNanos now: UInt64) -> Double {
         let nanos = Swift.max(windows.coveredNanos(window: window, nowNanos: now), windows.layout.tickNanos)
         return sum(window: window, nowNanos: now) * 1e9 / Double(nanos)
     }
@@ -78,24 +78,24 @@ package struct WindowedCounter: SlidingSeries, Sendable {
 /// windows and rotation as ``WindowedHistogram``.
 ///
 /// A value type: safe to send, not to mutate from two threads.
-package struct WindowedGauge: SlidingSeries, Sendable {
+public struct WindowedGauge: SlidingSeries, Sendable {
     var windows: SlidingWindows<GaugeSlice>
     /// The value with the latest timestamp (the later call on a tie); `nil` before the first.
-    package private(set) var last: Double?
+    public private(set) var last: Double?
     /// The timestamp of ``last``.
-    package private(set) var lastNanos: UInt64 = 0
+    public private(set) var lastNanos: UInt64 = 0
 
     /// Makes a gauge that has not been set.
-    package init(layout: WindowLayout = .standard) {
+    public init(layout: WindowLayout = .standard) {
         windows = SlidingWindows(layout: layout)
     }
 
     /// The windows this series keeps.
-    package var layout: WindowLayout { windows.layout }
+    public var layout: WindowLayout { windows.layout }
 
     /// Sets the gauge to `value` at `t` (CLOCK_MONOTONIC nanoseconds); NaN is ignored, and a late
     /// value updates the windows it falls in but not ``last``.
-    package mutating func set(_ value: Double, atNanos t: UInt64) {
+    public mutating func set(_ value: Double, atNanos t: UInt64) {
         guard !value.isNaN else { return }
         if last == nil || t >= lastNanos {
             last = value
@@ -111,24 +111,24 @@ package struct WindowedGauge: SlidingSeries, Sendable {
     /// without), and lets the windows' slices go once none is in a window.
     /// - Returns: whether it let them go.
     @discardableResult
-    package mutating func advance(toNanos now: UInt64) -> Bool {
+    public mutating func advance(toNanos now: UInt64) -> Bool {
         windows.advance(toNanos: now)
     }
 
     /// Whether window `window` may hold other values at `now` than at `earlier` (see ``SlidingSeries``).
-    package func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
+    public func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
         windows.windowMayHaveChanged(window, since: earlier, to: now)
     }
 
     /// The smallest and largest values set in window `window` as of `now`; `nil` if none was.
-    package func range(window: Int, nowNanos now: UInt64) -> (min: Double, max: Double)? {
+    public func range(window: Int, nowNanos now: UInt64) -> (min: Double, max: Double)? {
         var result = GaugeSlice()
         windows.merge(window: window, nowNanos: now, into: &result)
         return result.min <= result.max ? (result.min, result.max) : nil
     }
 
     /// The smallest and largest values ever set; `nil` before the first.
-    package var allTimeRange: (min: Double, max: Double)? {
+    public var allTimeRange: (min: Double, max: Double)? {
         let all = windows.allTime
         return all.min <= all.max ? (all.min, all.max) : nil
     }

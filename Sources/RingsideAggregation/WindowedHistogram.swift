@@ -1,16 +1,16 @@
 extension Histogram: WindowedHistogramSlice {}
 
 /// A histogram of unsigned values over sliding windows (see ``Windowed``).
-package typealias WindowedHistogram = Windowed<Histogram>
+public typealias WindowedHistogram = Windowed<Histogram>
 
 /// A signed histogram series (slippage, PnL: a histogram registered with signed values) over
 /// sliding windows, each slice a ``SignedHistogram``. An unsigned series pays nothing for it: it
 /// stays a ``WindowedHistogram``.
-package typealias WindowedSignedHistogram = Windowed<SignedHistogram>
+public typealias WindowedSignedHistogram = Windowed<SignedHistogram>
 
 /// What a windowed histogram's slices are: ``Histogram`` (values `UInt64`) or ``SignedHistogram``
 /// (values `Int64`, and a largest value that may be absent).
-package protocol WindowedHistogramSlice: WindowSlice {
+public protocol WindowedHistogramSlice: WindowSlice {
     associatedtype Value
     associatedtype Largest
     mutating func record(_ value: Value, count: UInt64)
@@ -44,36 +44,36 @@ package protocol WindowedHistogramSlice: WindowSlice {
 /// building a snapshot of a million series).
 ///
 /// A value type: safe to send across threads, not to mutate from two at once.
-package struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable {
+public struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable {
     @usableFromInline var windows: SlidingWindows<Slice>
 
     /// Makes an empty series with the given windows.
-    package init(layout: WindowLayout = .standard) {
+    public init(layout: WindowLayout = .standard) {
         windows = SlidingWindows(layout: layout)
     }
 
     /// The windows this series keeps.
-    package var layout: WindowLayout { windows.layout }
+    public var layout: WindowLayout { windows.layout }
 
     /// Records `count` occurrences of `value` observed at `t` (CLOCK_MONOTONIC nanoseconds).
     ///
     /// The caller should clamp timestamps it does not trust to its own clock: a record from far
     /// in the future would make every later record look too old for the windows.
     @inlinable
-    package mutating func record(_ value: Slice.Value, count: UInt64 = 1, atNanos t: UInt64) {
+    public mutating func record(_ value: Slice.Value, count: UInt64 = 1, atNanos t: UInt64) {
         windows.update(atNanos: t) { $0.record(value, count: count) }
     }
 
     /// Places `count` gathered calls at `value` at `t` (see ``Histogram/place(_:count:)``).
     @inlinable
-    package mutating func place(_ value: Slice.Value, count: UInt64, atNanos t: UInt64) {
+    public mutating func place(_ value: Slice.Value, count: UInt64, atNanos t: UInt64) {
         guard count != 0 else { return }
         windows.update(atNanos: t) { $0.place(value, count: count) }
     }
 
     /// Adds gathered calls' exact sum and largest value at `t`, where their counts were placed.
     @inlinable
-    package mutating func addSum(_ sum: Slice.Value, raisingMaxTo max: Slice.Largest, atNanos t: UInt64) {
+    public mutating func addSum(_ sum: Slice.Value, raisingMaxTo max: Slice.Largest, atNanos t: UInt64) {
         windows.update(atNanos: t) { $0.addSum(sum, raisingMaxTo: max) }
     }
 
@@ -82,14 +82,14 @@ package struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable 
     /// slices go once none of them is in a window any more (see ``SlidingWindows``).
     /// - Returns: whether it let them go (the series' memory fell).
     @inlinable @discardableResult
-    package mutating func advance(toNanos now: UInt64) -> Bool {
+    public mutating func advance(toNanos now: UInt64) -> Bool {
         windows.advance(toNanos: now)
     }
 
     /// The values recorded in window `window` (an index into ``WindowLayout/windowNanos``) as of
     /// `now`, merged into a new histogram.
     @inlinable
-    package func snapshot(window: Int, nowNanos now: UInt64) -> Slice {
+    public func snapshot(window: Int, nowNanos now: UInt64) -> Slice {
         var result = Slice()
         windows.merge(window: window, nowNanos: now, into: &result)
         return result
@@ -98,36 +98,36 @@ package struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable 
     /// Whether window `window` may hold other values at `now` than at `earlier`, nothing
     /// recorded between (see ``SlidingSeries``).
     @inlinable
-    package func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
+    public func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
         windows.windowMayHaveChanged(window, since: earlier, to: now)
     }
 
     /// The nanoseconds of history window `window` holds at `now`, to turn its count into a rate.
     @inlinable
-    package func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
+    public func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
         windows.coveredNanos(window: window, nowNanos: now)
     }
 
     /// Every value ever recorded, for cumulative Prometheus buckets.
     @inlinable
-    package var cumulative: Slice { windows.allTime }
+    public var cumulative: Slice { windows.allTime }
 
     /// How many values were ever recorded (``cumulative``'s count), without merging anything.
     @inlinable
-    package var cumulativeCount: UInt64 {
+    public var cumulativeCount: UInt64 {
         let (total, overflow) = windows.allTimeBeforeHead.count.addingReportingOverflow(windows.headIsEmpty ? 0 : windows.head.count)
         return overflow ? .max : total
     }
 
     /// Adds `earlier` to the all-time histogram only (not to any window): what an earlier run of
     /// the collector kept of this series.
-    package mutating func seedAllTime(_ earlier: Slice) {
+    public mutating func seedAllTime(_ earlier: Slice) {
         windows.allTimeBeforeHead.merge(earlier)
     }
 
     /// Heap bytes held by the series' histograms.
     @inlinable
-    package var allocatedBytes: Int {
+    public var allocatedBytes: Int {
         var bytes = windows.head.allocatedBytes + windows.allTimeBeforeHead.allocatedBytes
         // A loop, not `reduce`: that one is not specialized here (see `SlidingWindows.advance`).
         for slot in windows.slots { bytes += slot.slice.allocatedBytes }
