@@ -81,6 +81,29 @@ package enum PrometheusExporter {
         let parts: [(part: PrometheusPage.Part, family: String, type: String)]
 
         init(_ metric: MetricDescriptor) {
+            let families = Families(metric)
+            (main, windowed, windowMax, windowMin, rate) = (
+                families.main, families.windowed, families.windowMax, families.windowMin, families.rate
+            )
+            bucket = Array((main + "_bucket").utf8)
+            sum = Array((main + "_sum").utf8)
+            count = Array((main + "_count").utf8)
+            windowedSum = Array((windowed + "_sum").utf8)
+            windowedCount = Array((windowed + "_count").utf8)
+            mainBytes = Array(main.utf8)
+            windowedBytes = Array(windowed.utf8)
+            windowMaxBytes = Array(windowMax.utf8)
+            windowMinBytes = Array(windowMin.utf8)
+            rateBytes = Array(rate.utf8)
+            parts = families.parts
+        }
+    }
+
+    /// The names of the families a metric exports, and those it writes, in order, with their types.
+    struct Families {
+        let main: String, windowed: String, windowMax: String, windowMin: String, rate: String
+
+        init(_ metric: MetricDescriptor) {
             let suffix = unitSuffix(metric.unit)
             if metric.kind == .counter {
                 let stem = metric.name.hasSuffix("_total") ? String(metric.name.dropLast(6)) : metric.name
@@ -93,21 +116,16 @@ package enum PrometheusExporter {
             windowed = withUnitSuffix(metric.name + "_windowed", suffix)
             windowMax = withUnitSuffix(metric.name + "_window_max", suffix)
             windowMin = withUnitSuffix(metric.name + "_window_min", suffix)
-            bucket = Array((main + "_bucket").utf8)
-            sum = Array((main + "_sum").utf8)
-            count = Array((main + "_count").utf8)
-            windowedSum = Array((windowed + "_sum").utf8)
-            windowedCount = Array((windowed + "_count").utf8)
-            mainBytes = Array(main.utf8)
-            windowedBytes = Array(windowed.utf8)
-            windowMaxBytes = Array(windowMax.utf8)
-            windowMinBytes = Array(windowMin.utf8)
-            rateBytes = Array(rate.utf8)
-            switch metric.kind {
-            case .histogram:
-                parts = [(.whole, main, "histogram"), (.windowed, windowed, "summary"), (.windowMax, windowMax, "gauge")]
-            case .counter: parts = [(.whole, main, "counter"), (.rate, rate, "gauge")]
-            case .gauge: parts = [(.whole, main, "gauge"), (.windowMin, windowMin, "gauge"), (.windowMax, windowMax, "gauge")]
+            kind = metric.kind
+        }
+
+        private let kind: MetricKind
+
+        var parts: [(part: PrometheusPage.Part, family: String, type: String)] {
+            switch kind {
+            case .histogram: [(.whole, main, "histogram"), (.windowed, windowed, "summary"), (.windowMax, windowMax, "gauge")]
+            case .counter: [(.whole, main, "counter"), (.rate, rate, "gauge")]
+            case .gauge: [(.whole, main, "gauge"), (.windowMin, windowMin, "gauge"), (.windowMax, windowMax, "gauge")]
             }
         }
     }
@@ -115,13 +133,33 @@ package enum PrometheusExporter {
     /// About the bytes a series of `metric` in ring `ring` takes on the text page, for the
     /// collector's memory budget: each of its lines repeats its family's name and its labels
     /// (`{ring="...",key="value",le="..."} value\n`, the value and `le` taken at 40 bytes).
+    /// Asked for each series the collector admits (a million at once, at scale): the family names
+    /// alone are made, and the labels counted in their encoding, not decoded.
     package static func pageBytes(of metric: MetricDescriptor, ring: String, windows: Int, quantiles: Int) -> Int {
-        let names = FamilyNames(metric)
-        let labels = ring.utf8.count + 8 + metric.labels.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 4 }
-        return names.parts.reduce(0) { total, part in
+        let labels = ring.utf8.count + 8 + labelBytes(metric.encodedLabels)
+        return Families(metric).parts.reduce(0) { total, part in
             total + PrometheusPage.lines(of: part.part, metric: metric, windows: windows, quantiles: quantiles)
                 * (part.family.utf8.count + labels + 40)
         }
+    }
+
+    /// A key's and value's bytes and 4 more for each label (`,key=""`), from the labels'
+    /// encoding (`key=value` lines, as `MetricDescriptor.encodedLabels` holds them).
+    static func labelBytes(_ encoded: String) -> Int {
+        guard !encoded.isEmpty else { return 0 }
+        var total = 4
+        var inKey = true
+        for byte in encoded.utf8 {
+            if byte == UInt8(ascii: "\n") {
+                total += 4
+                inKey = true
+            } else if inKey, byte == UInt8(ascii: "=") {
+                inKey = false
+            } else {
+                total += 1
+            }
+        }
+        return total
     }
 
     /// The HELP text of a family a metric exports.
