@@ -105,6 +105,7 @@ struct PrometheusTests {
             "RingsideCollectorDown", "RingsideProducerDead", "RingsideSLOViolated", "RingsideOrderFillP99OverSLO",
             "RingsideRecordsDropped", "RingsideBacklogHigh", "RingsideThreadPreempted", "RingsideSLOErrorBudgetBurn",
             "RingsideBotMemoryGrowing", "RingsideBotCPUHigh", "RingsideThroughputLow", "RingsideStateNotSaved", "RingsideStateUnread",
+            "RingsideSnapshotStale",
         ] {
             #expect(text.contains("- alert: \(needed)\n"), "missing \(needed)")
         }
