@@ -102,6 +102,7 @@ package enum PrometheusExporter {
     /// The names of the families a metric exports, and those it writes, in order, with their types.
     struct Families {
         let main: String, windowed: String, windowMax: String, windowMin: String, rate: String
+        private let kind: MetricKind
 
         init(_ metric: MetricDescriptor) {
             let suffix = unitSuffix(metric.unit)
@@ -118,8 +119,6 @@ package enum PrometheusExporter {
             windowMin = withUnitSuffix(metric.name + "_window_min", suffix)
             kind = metric.kind
         }
-
-        private let kind: MetricKind
 
         var parts: [(part: PrometheusPage.Part, family: String, type: String)] {
             switch kind {
