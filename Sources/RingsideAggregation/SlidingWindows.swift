@@ -252,8 +252,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
             headEnd = 0
         }
         guard headEnd == 0, !slots.isEmpty else { return false }
-        // A loop, not `contains(where:)`: that one is not specialized here, and looking up its
-        // generic types at run time took a tenth of building a snapshot of a million series.
+        // A plain loop: it is specialized with the type (see `Windowed`), a closure-taking
+        // algorithm may not be.
         for slot in slots where slot.id >= firstSliceID(window: slot.window, nowNanos: now) { return false }
         slots = []
         placeIndex = 0

@@ -137,14 +137,14 @@ extension BotAggregator {
                 if let block = series.block, members[block.id, default: 0] * 4 < block.capacity { places.append(place) }
             }
         }
-        if places.count == 1 {
+        guard places.count > 1 else {
             // One series left of a block most of whose series went: a box of its own, the block let go.
-            guard let place = places.first, result[place].isPacked else { return }
-            result[place] = result[place].unpacked()
-            keep(result[place], at: place)
+            if let place = places.first, result[place].isPacked {
+                result[place] = result[place].unpacked()
+                keep(result[place], at: place)
+            }
             return
         }
-        guard places.count > 1 else { return }
         let packed = SeriesSnapshot.packed(places.map { result[$0] })
         for (place, series) in zip(places, packed) {
             result[place] = series
