@@ -57,6 +57,12 @@ typedef struct {
     uint32_t sample_above_percent; /* the attach's option (0: the default; 100: never), kept for a
                                    forked child's worker file */
     uint32_t disabled_metrics;  /* a disabled bot's registrations, for their indices */
+    uint32_t *registry_index;   /* registration's lookup of a metric by name and labels: entry index + 1
+                                   (0: free) in open addressing, twice the registry's capacity; made at
+                                   the first registration (NULL until then, or out of memory: every
+                                   entry is compared then) */
+    uint32_t registry_index_mask; /* its slots, less one (a power of two) */
+    uint32_t registry_indexed;  /* the entries [0, registry_indexed) it holds */
     int forked;                 /* 1 in a forked child until it writes a worker file of its own
                                    (at its first record): the mapped file was the parent's */
     int said_no_worker;         /* the child could not make its worker file, and said why on stderr */
@@ -452,6 +458,9 @@ static void rsp_forget_views(rsp_bot *b) {
     bot->sample_every = NULL;
     b->lane_guards = NULL;
     b->samplings = NULL;
+    b->registry_index = NULL;
+    b->registry_index_mask = 0;
+    b->registry_indexed = 0;
 }
 
 static void rsp_free_views(rsp_bot *b) {
@@ -464,6 +473,7 @@ static void rsp_free_views(rsp_bot *b) {
     free(b->lane_guards);
     for (uint32_t lane = 0; b->samplings != NULL && lane < bot->max_lanes; lane++) free(b->samplings[lane]);
     free(b->samplings);
+    free(b->registry_index);
     rsp_forget_views(b);
 }
 
@@ -1425,13 +1435,68 @@ static void rsp_take_control(rsp_bot *b, uint32_t first, uint32_t count) {
     }
 }
 
+/** FNV-1a of a metric's identity: its name, a byte no name holds, its encoded labels. */
+static uint32_t rsp_identity_hash(const char *name, size_t name_length, const char *labels, size_t labels_length) {
+    uint64_t hash = 14695981039346656037ull;
+    for (size_t i = 0; i < name_length; i++) hash = (hash ^ (uint8_t)name[i]) * 1099511628211ull;
+    hash = (hash ^ 0xffu) * 1099511628211ull;
+    for (size_t i = 0; i < labels_length; i++) hash = (hash ^ (uint8_t)labels[i]) * 1099511628211ull;
+    return (uint32_t)(hash ^ (hash >> 32));
+}
+
+/** Puts entry `index` in the registry index (which has a free slot: it has twice the capacity). */
+static void rsp_index_entry(rsp_bot *b, uint32_t index) {
+    const rs_registry_entry *e = rsp_entry(b, index);
+    uint32_t slot = rsp_identity_hash(e->name, e->name_length, e->labels, e->labels_length) & b->registry_index_mask;
+    while (b->registry_index[slot] != 0) slot = (slot + 1) & b->registry_index_mask;
+    b->registry_index[slot] = index + 1;
+}
+
+/** Brings the registry index up to the `count` published entries, making it at the first call:
+    a bot of thousands of metrics registers each in constant time, not by comparing every entry
+    (4,000 metrics took 8 million comparisons). Returns 0 when it could not be made (out of
+    memory): the caller compares every entry. Under bot->mutex. */
+static int rsp_index_registry_locked(rsp_bot *b, uint32_t count) {
+    if (b->registry_index == NULL) {
+        uint32_t slots = 16;
+        while (slots < 2 * b->bot.registry_capacity) slots <<= 1;
+        b->registry_index = (uint32_t *)calloc(slots, sizeof(uint32_t));
+        if (b->registry_index == NULL) return 0;
+        b->registry_index_mask = slots - 1;
+        b->registry_indexed = 0;
+    }
+    if (b->registry_indexed > count) { /* a registry other than the one indexed: start again */
+        memset(b->registry_index, 0, ((size_t)b->registry_index_mask + 1) * sizeof(uint32_t));
+        b->registry_indexed = 0;
+    }
+    for (; b->registry_indexed < count; b->registry_indexed++) rsp_index_entry(b, b->registry_indexed);
+    return 1;
+}
+
+/** The published entry of (name, labels), or -1. Under bot->mutex. */
+static int64_t rsp_find_locked(rsp_bot *b, const rsp_request *r, uint32_t count) {
+    if (rsp_index_registry_locked(b, count)) {
+        uint32_t slot = rsp_identity_hash(r->name, r->name_length, r->labels, r->labels_length) & b->registry_index_mask;
+        for (; b->registry_index[slot] != 0; slot = (slot + 1) & b->registry_index_mask) {
+            uint32_t index = b->registry_index[slot] - 1;
+            if (rsp_same_identity(rsp_entry(b, index), r)) return index;
+        }
+        return -1;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        if (rsp_same_identity(rsp_entry(b, i), r)) return i;
+    }
+    return -1;
+}
+
 /** Finds (name, labels) among the published entries, or appends it. Under bot->mutex. */
 static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *metric, rs_error *error) {
     rs_bot *bot = &b->bot;
     uint32_t count = rs_load_relaxed_u32(&bot->header->metric_count); /* relaxed: only we write it, under this mutex */
-    for (uint32_t i = 0; i < count; i++) {
+    int64_t found = rsp_find_locked(b, r, count);
+    if (found >= 0) {
+        uint32_t i = (uint32_t)found;
         const rs_registry_entry *e = rsp_entry(b, i);
-        if (!rsp_same_identity(e, r)) continue;
         if (e->kind != r->kind || e->unit != r->unit || e->sample_every != r->sample_every) {
             char labels[RS_LABELS_MAX + 3];
             return rsp_fail(error, bot->name, RS_E_CONFLICT, "metric %.*s%s is already registered as %s in %s sampled 1 in %u; "
@@ -1478,6 +1543,7 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
     rsp_upgrade_for_entry(bot, e);
     /* Release: the entry's bytes are visible before the count that publishes it. */
     rs_store_release_u32(&bot->header->metric_count, count + 1);
+    if (b->registry_index != NULL && b->registry_indexed == count) rsp_index_entry(b, b->registry_indexed++);
     rsp_take_control(b, count, count + 1);
     rsp_fill_metric(metric, count, r);
     return 0;

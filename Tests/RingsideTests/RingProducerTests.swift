@@ -128,6 +128,34 @@ struct RingProducerTests {
         }
     }
 
+    @Test("a full registry of 4,096 metrics finds each again by name and labels, and so does a bot attached again to its file")
+    func fullRegistryFoundAgain() throws {
+        // Seven names, so that names repeat and only the labels tell the metrics apart.
+        let identities = (0..<4_096).map { ("fill_\($0 % 7)", ["symbol": "S\($0)"]) }
+        try withRingDirectory { directory in
+            let options = Bot.Options(laneCapacity: 16, maxMetrics: 4_096)
+            do {
+                let bot = try Bot.attach("many", directory: directory.path, options: options)
+                for (index, (name, labels)) in identities.enumerated() {
+                    #expect(try bot.counter(name, labels: labels).target.metric.index == index)
+                }
+                for (index, (name, labels)) in identities.enumerated().reversed() {
+                    #expect(try bot.counter(name, labels: labels).target.metric.index == index)
+                }
+                #expect(throws: RingError.self) { try bot.histogram("fill_3", labels: ["symbol": "S3"]) }
+                #expect(throws: RingError.registryFull(ring: "many", capacity: 4_096)) {
+                    try bot.counter("fill_0", labels: ["symbol": "S4096"])
+                }
+            }
+            // Attached again (the first went with its scope): the file's entries are found, none added.
+            let bot = try Bot.attach("many", directory: directory.path, options: options)
+            for (index, (name, labels)) in identities.enumerated().reversed() {
+                #expect(try bot.counter(name, labels: labels).target.metric.index == index)
+            }
+            #expect(bot.registeredMetrics.count == 4_096)
+        }
+    }
+
     @Test(
         "bad metric names, labels and help text are refused with a reason",
         arguments: [
