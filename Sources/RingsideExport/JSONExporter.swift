@@ -67,6 +67,7 @@ package enum JSONExporter {
             json.field("snapshot_age_seconds", snapshotAgeSeconds)
             json.field("snapshot_build_seconds", snapshot.collector.snapshotBuildSeconds)
             json.field("series", snapshot.series.count)
+            json.field("series_awaiting_figures", snapshot.collector.seriesAwaitingFigures)
             json.key("rings")
             json.array(snapshot.rings) { ring in
                 json.object {
@@ -315,6 +316,7 @@ package enum JSONExporter {
             json.field("log_lines_suppressed", stats.logLinesSuppressed)
             json.field("rings_waiting", stats.ringsWaitingForDescriptors)
             json.field("series_saturated", stats.seriesSaturated)
+            json.field("series_awaiting_figures", stats.seriesAwaitingFigures)
             if let state = stats.state {
                 json.key("state")
                 json.object {

@@ -29,6 +29,11 @@ extension PrometheusExporter {
         family("ringside_collector_rings", "gauge", "Rings attached", [([], Double(rings))])
         family("ringside_collector_series", "gauge", "Series kept (bot, metric and labels)", [([], Double(stats.series))])
         family(
+            "ringside_collector_series_awaiting_figures", "gauge",
+            "Series kept but not on this page yet: new, their first figures left to the next snapshot by one that spent its time "
+                + "for new series (200 ms of the drain thread)",
+            [([], Double(stats.seriesAwaitingFigures))])
+        family(
             "ringside_collector_series_limit", "gauge", "Series the collector keeps at most (--max-series)",
             [([], Double(stats.seriesLimit))])
         family(

@@ -48,6 +48,9 @@ package struct CollectorStats: Sendable {
     /// Series with a total at its ceiling (a counter's at 2^64 - 1, a histogram's count at
     /// 2^64 - 1 or sum at 2^128 - 1, their drops), where it stays: saturated, never wrapped back.
     package var seriesSaturated = 0
+    /// Series kept but not in the snapshot yet: new, their first figures left to the next
+    /// snapshot by one that spent its time for new series (a burst of them, see `SnapshotPublisher`).
+    package var seriesAwaitingFigures = 0
     /// What the state file (`ringside-collector.state`) went through; nil when the collector keeps none.
     package var state: CollectorStateStats?
     /// The flight recorder's figures; nil with `--recorder-seconds 0`.

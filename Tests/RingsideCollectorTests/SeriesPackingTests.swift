@@ -53,19 +53,9 @@ struct SeriesPackingTests {
             let bot = try Bot.attach("pack-quiet", directory: directory.path)
             let histograms = try (0..<8).map { try bot.histogram("latency", labels: ["n": String($0)]) }
             for (index, histogram) in histograms.enumerated() { histogram.record(UInt64(index + 1)) }
-            let consumer = try RingConsumer(bot.name, directory: directory)
-            var aggregator = BotAggregator(ring: "pack", layout: .standard, quantiles: 1, pageBytes: PrometheusExporter.pageBytes)
-            let source = aggregator.addSource(pid: 101)
-            let room: (BotAggregator.Usage) -> BotAggregator.Usage = { _ in BotAggregator.Usage(series: 100, bytes: .max) }
-            var versions = VersionCounter()
+            var file = try OneFile(bot, directory: directory)
             let start = rs_clock_precise_ns()
-            func pass(at now: UInt64) throws -> [SeriesSnapshot] {
-                aggregator.addMetrics(of: consumer, source: source, admitting: room)
-                _ = try aggregator.drain(consumer, source: source, limitPerLane: .max, nowNanos: now, admitting: room, counted: { _, _ in })
-                aggregator.sampleCells(of: consumer, source: source, nowNanos: now)
-                return aggregator.snapshots(nowNanos: now, quantiles: [0.5], versions: &versions)
-                    .sorted { $0.metric.encodedLabels < $1.metric.encodedLabels }
-            }
+            func pass(at now: UInt64) throws -> [SeriesSnapshot] { try file.pass(at: now) }
 
             let busy = try pass(at: start)
             #expect(busy.count == 8 && !busy.contains(where: \.isPacked), "series with values in their windows keep boxes")
@@ -131,5 +121,52 @@ struct SeriesPackingTests {
             #expect(left[0].cumulativeCount == 1 && left[0].cumulativeExactSum == 7 && left[0].id == quiet[0].id)
             #expect(try !pass(at: start + 102_000_000_000)[0].isPacked, "and it stays in its box")
         }
+    }
+
+    @Test("a pass that leaves a new series out, its figures waiting, packs none; the next that shows every series packs every quiet one")
+    func packingWaitsForEverySeries() throws {
+        try withRingDirectory { directory in
+            let bot = try Bot.attach("pack-later", directory: directory.path)
+            let histograms = try (0..<4).map { try bot.histogram("latency", labels: ["n": String($0)]) }
+            for histogram in histograms { histogram.record(5) }
+            var file = try OneFile(bot, directory: directory)
+            let start = rs_clock_precise_ns()
+            #expect(try file.pass(at: start).count == 4)
+            // A new series, then the windows empty: the pass that leaves it out packs nothing.
+            try bot.histogram("latency", labels: ["n": "new"]).record(9)
+            let left = try file.pass(at: start + 100_000_000_000, firstFigures: false)
+            #expect(left.count == 4 && file.aggregator.seriesAwaitingFigures == 1 && !left.contains(where: \.isPacked))
+            #expect(left.allSatisfy { $0.windows.allSatisfy(\.isEmpty) }, "quiet, but not yet in a block")
+            // The next shows it (its value too old for the windows: quiet), and puts it in one block
+            // with the four quiet ones, whose figures did not change.
+            let whole = try file.pass(at: start + 100_500_000_000)
+            #expect(whole.count == 5 && file.aggregator.seriesAwaitingFigures == 0 && file.aggregator.seriesShownFirst == 1)
+            let block = try #require(whole[0].block)
+            #expect(whole.allSatisfy { $0.block?.id == block.id } && block.capacity == 5)
+            #expect(whole.map { $0.cumulativeExactSum } == [5, 5, 5, 5, 9])
+        }
+    }
+}
+
+/// One bot file's aggregator, and its passes as the collector makes them: metrics admitted,
+/// records drained, cells sampled, then the snapshots (in label order).
+private struct OneFile {
+    let consumer: RingConsumer
+    var aggregator = BotAggregator(ring: "pack", layout: .standard, quantiles: 1, pageBytes: PrometheusExporter.pageBytes)
+    let source: Int
+    var versions = VersionCounter()
+    let room: (BotAggregator.Usage) -> BotAggregator.Usage = { _ in BotAggregator.Usage(series: 100, bytes: .max) }
+
+    init(_ bot: Bot, directory: RingDirectory) throws {
+        consumer = try RingConsumer(bot.name, directory: directory)
+        source = aggregator.addSource(pid: 101)
+    }
+
+    mutating func pass(at now: UInt64, firstFigures: Bool = true) throws -> [SeriesSnapshot] {
+        aggregator.addMetrics(of: consumer, source: source, admitting: room)
+        _ = try aggregator.drain(consumer, source: source, limitPerLane: .max, nowNanos: now, admitting: room, counted: { _, _ in })
+        aggregator.sampleCells(of: consumer, source: source, nowNanos: now)
+        return aggregator.snapshots(nowNanos: now, quantiles: [0.5], versions: &versions, firstFigures: firstFigures)
+            .sorted { $0.metric.encodedLabels < $1.metric.encodedLabels }
     }
 }

@@ -25,6 +25,10 @@ package struct CollectorOptions: Sendable, Equatable {
     package var sloRules: [SLORule] = []
     /// How long the drain loop sleeps when every ring is empty (`--poll`).
     package var pollNanos: UInt64 = 100_000_000
+    /// The most time a snapshot spends admitting metrics new in registries, and the most it spends
+    /// on new series' first figures (see `SnapshotPublisher.PendingPublish`). Not a flag: a test
+    /// sets it to 0 (each snapshot then admits one ring's and shows one bot's).
+    package var newSeriesNanos: UInt64 = 200_000_000
     /// Start a synthetic bot and show a live table (`--demo`).
     package var demo = false
     /// Users (besides our own) whose rings may be collected (`--allow-uid`, repeatable).

@@ -23,21 +23,31 @@ extension BotAggregator {
         }
         for index in tables.counters.indices where tables.counters[index].windows.advance(toNanos: now) { letGo += 1 }
         for index in tables.gauges.indices where tables.gauges[index].windows.advance(toNanos: now) { letGo += 1 }
-        windowsLetGo += letGo
+        notes.windowsLetGo += letGo
     }
 
     /// The series whose windows' slices were let go since the last call.
     mutating func takeWindowsLetGo() -> Int {
-        defer { windowsLetGo = 0 }
-        return windowsLetGo
+        defer { notes.windowsLetGo = 0 }
+        return notes.windowsLetGo
     }
+
+    /// The series the last snapshot pass left out: new ones, whose first figures wait for the next.
+    var seriesAwaitingFigures: Int { notes.awaitingFigures }
+    /// The series the last snapshot pass showed for the first time.
+    var seriesShownFirst: Int { notes.shownFirst }
 
     // MARK: - Snapshots
 
     /// Slides every series' windows to `now` and returns their snapshots. A window's statistics
     /// are recomputed only when records arrived or the window slid (its slice rotated); otherwise
-    /// the last ones are reused, so thousands of quiet series cost little to publish.
-    mutating func snapshots(nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter) -> [SeriesSnapshot] {
+    /// the last ones are reused, so thousands of quiet series cost little to publish. With
+    /// `firstFigures` false, series never shown are left out (`seriesAwaitingFigures`): their
+    /// first figures cost many times a quiet series' (every window made), and a snapshot in a
+    /// hurry leaves them to the next.
+    mutating func snapshots(
+        nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter, firstFigures: Bool = true
+    ) -> [SeriesSnapshot] {
         advance(toNanos: now)
         if emptyWindows.count != layout.windowNanos.count || emptyWindows.first?.quantileValues.count != quantiles.count {
             var empty = WindowStats()
@@ -46,11 +56,13 @@ extension BotAggregator {
         }
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
-        var packing = Packing(leftABlock: removedFromABlock)
-        removedFromABlock = false
+        var packing = Packing(leftABlock: notes.removedFromABlock, packsQuiet: notes.packingLeft)
+        notes.awaitingFigures = 0
+        notes.shownFirst = 0
         let tickNanos = layout.tickNanos
         appendSnapshots(
-            of: \.histograms, to: &result, packing: &packing, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
+            of: \.histograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
+            countsBytes: { $0.allocatedBytes },
             window: { series, window, stats in
                 stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
                 stats.exemplars = series.exemplars?.value.largest(window: window, nowNanos: now) ?? []
@@ -69,7 +81,8 @@ extension BotAggregator {
                 snapshot.bucketExemplars = series.exemplars?.value.latestByBucket.values.sorted { $0.value < $1.value } ?? []
             })
         appendSnapshots(
-            of: \.signedHistograms, to: &result, packing: &packing, now: now, versions: &versions, countsBytes: { $0.allocatedBytes },
+            of: \.signedHistograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
+            countsBytes: { $0.allocatedBytes },
             window: { series, window, stats in
                 stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
             },
@@ -85,7 +98,7 @@ extension BotAggregator {
                 snapshot.droppedMax = OffsetBinary.maximum(series.cells.droppedMax).map { Int128($0) } ?? 0
             })
         appendSnapshots(
-            of: \.counters, to: &result, packing: &packing, now: now, versions: &versions,
+            of: \.counters, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
             window: { series, window, stats in
                 stats.increase = series.windows.sum(window: window, nowNanos: now)
                 stats.rate = series.windows.rate(window: window, nowNanos: now)
@@ -97,7 +110,7 @@ extension BotAggregator {
                 snapshot.clampedValues = series.cells.clamped
             })
         appendSnapshots(
-            of: \.gauges, to: &result, packing: &packing, now: now, versions: &versions,
+            of: \.gauges, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
             window: { series, window, stats in
                 if let range = series.windows.range(window: window, nowNanos: now) {
                     stats.gaugeMin = range.min
@@ -110,7 +123,13 @@ extension BotAggregator {
                 snapshot.lastValue = series.cells.lastValue ?? series.windows.last
                 snapshot.droppedRecords = series.cells.dropped
             })
-        pack(&result, packing)
+        // With series left out, the result's places are not the tables' (see `keep`): blocks
+        // wait for a pass that shows every series, which packs every quiet series.
+        notes.packingLeft = notes.awaitingFigures > 0
+        if !notes.packingLeft {
+            notes.removedFromABlock = false
+            pack(&result, packing)
+        }
         return result
     }
 
@@ -122,6 +141,8 @@ extension BotAggregator {
         /// Places in the pass's result.
         var places: [Int] = []
         var leftABlock = false
+        /// Every quiet series not in a block goes in one, not only those whose figures changed.
+        var packsQuiet = false
     }
 
     /// Moves the series `packing` names, and those of blocks that most of their series left,
@@ -169,21 +190,33 @@ extension BotAggregator {
     /// where a busy series is touched anyway.
     private mutating func appendSnapshots<Windows: SlidingSeries>(
         of table: WritableKeyPath<SeriesTables, [Series<Windows>]>, to result: inout [SeriesSnapshot], packing: inout Packing,
-        now: UInt64,
-        versions: inout VersionCounter, countsBytes: ((Windows) -> Int)? = nil,
+        now: UInt64, firstFigures: Bool, versions: inout VersionCounter, countsBytes: ((Windows) -> Int)? = nil,
         window: (Series<Windows>, Int, inout WindowStats) -> Void, slid: (Series<Windows>, Int, inout WindowStats) -> Void,
         whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) {
         // The series is reached in place (`&`): reading a field of it through the key path
         // copies the whole series (its windows retained and released), a tenth of a build.
         for index in tables[keyPath: table].indices {
+            if tables[keyPath: table][index].computedNanos == .max {
+                guard firstFigures else {
+                    notes.awaitingFigures += 1
+                    continue
+                }
+                notes.shownFirst += 1
+            }
             let refreshed = Self.refresh(
                 &tables[keyPath: table][index], countsBytes: countsBytes, layout: layout, emptyWindows: emptyWindows, now: now,
                 versions: &versions, window: window, slid: slid, whole: whole)
             memory.counts += refreshed.countsGrowth
             result.append(refreshed.snapshot)
-            // A series that shows what it showed shows no new ceiling either.
-            guard refreshed.changed else { continue }
+            // A series that shows what it showed shows no new ceiling either; a quiet one is in
+            // a block, unless the pass that found it quiet left series out (`packsQuiet`).
+            guard refreshed.changed else {
+                if packing.packsQuiet, !refreshed.snapshot.isPacked, refreshed.snapshot.windows.allSatisfy(\.isEmpty) {
+                    packing.places.append(result.count - 1)
+                }
+                continue
+            }
             packing.leftABlock = packing.leftABlock || refreshed.wasPacked
             if refreshed.snapshot.windows.allSatisfy(\.isEmpty) { packing.places.append(result.count - 1) }
             if let metric = tables[keyPath: table][index].takeSaturation(shown: refreshed.snapshot) { noteSaturation(of: metric) }
@@ -303,6 +336,22 @@ extension BotAggregator.Series {
         defer { countsBytes = measured }
         return measured - countsBytes
     }
+}
+
+/// What a bot's snapshot passes note, for the publisher and for the next pass.
+struct SnapshotNotes {
+    /// Series whose windows' slices were let go since last asked (`takeWindowsLetGo`).
+    var windowsLetGo = 0
+    /// A series in a block went since the last pass that packed (a worker's gauge, with its
+    /// file): the next looks for blocks most of whose series are gone.
+    var removedFromABlock = false
+    /// Series the last pass left out, their first figures not made (see `snapshots`), and
+    /// those it showed for the first time.
+    var awaitingFigures = 0
+    var shownFirst = 0
+    /// The last pass left series out, so it put none in blocks: the next that shows every
+    /// series puts every quiet one in.
+    var packingLeft = false
 }
 
 /// Hands out series ids and versions: increasing across the whole collector.

@@ -50,11 +50,8 @@ struct BotAggregator {
     var saturation = SaturationLog()
     /// The timestamp of the oldest record of the last batch: how far behind the drain runs.
     var oldestInLastBatchNanos: UInt64 = 0
-    /// Series whose windows' slices were let go since last asked (`takeWindowsLetGo`).
-    var windowsLetGo = 0
-    /// A series in a block went since the last snapshot (a worker's gauge, with its file): the
-    /// next looks for blocks most of whose series are gone.
-    var removedFromABlock = false
+    /// What its snapshot passes note for the publisher and for the next pass.
+    var notes = SnapshotNotes()
     /// The windows of a series with nothing in any: one array every such series shows (a
     /// histogram's quantiles 0), so an idle series holds none of its own.
     var emptyWindows: [WindowStats] = []
@@ -119,7 +116,7 @@ struct BotAggregator {
     private mutating func removeGauge(at slot: Int) {
         let gone = tables.gauges[slot].metric
         if tables.gauges[slot].saturated { saturation.count -= 1 }
-        if tables.gauges[slot].cached.isPacked { removedFromABlock = true }
+        if tables.gauges[slot].cached.isPacked { notes.removedFromABlock = true }
         index.set(nil, for: SeriesKey(name: gone.name, labels: gone.encodedLabels), in: tables)
         memory.charged -= memory.cost.bytes(of: gone)
         let last = tables.gauges.count - 1

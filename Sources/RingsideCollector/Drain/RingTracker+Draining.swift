@@ -276,10 +276,14 @@ extension RingTracker {
     /// Looks at a ring's registry (counters write no records, so a metric registered since is
     /// found here, not by a record naming it) and samples its cells: counter totals, gauges.
     /// Returns the metrics added and whether a cell changed (its status is then read again).
-    func sampleCellsAndRegistry(of ring: TrackedRing, nowNanos now: UInt64) -> (added: Int, cellsChanged: Bool) {
+    /// Without `admitting`, the registry waits for the next look (a snapshot in a hurry).
+    func sampleCellsAndRegistry(of ring: TrackedRing, nowNanos now: UInt64, admitting: Bool = true) -> (added: Int, cellsChanged: Bool) {
         guard let consumer = ring.file else { return (0, false) }
-        let added = ring.aggregator.refreshMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
-        sayRefusedSeries(of: ring)
+        var added = 0
+        if admitting {
+            added = ring.aggregator.refreshMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
+            sayRefusedSeries(of: ring)
+        }
         let start = rs_clock_precise_ns()
         let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now)
         marks.cellLookPace.note(nanos: rs_clock_precise_ns() &- start, metrics: ring.bot.aggregator.metricCount(of: ring.source))

@@ -80,6 +80,7 @@ package final class PublishedSnapshot: Sendable {
             stats.seriesBytes = built.seriesBytes
             stats.seriesBytesLimit = built.seriesBytesLimit
             stats.seriesSaturated = built.seriesSaturated
+            stats.seriesAwaitingFigures = built.seriesAwaitingFigures
             stats.snapshotBuildSeconds = built.snapshotBuildSeconds
             snapshot.collector = stats
         }
@@ -185,6 +186,27 @@ final class SnapshotPublisher {
         var costNanos: UInt64 = 0
         /// Series whose windows' slices were let go (idle) while it was built.
         var windowsLetGo = 0
+        /// New series (see `mayAdmit`): the drain thread's time it spent admitting metrics new
+        /// in its rings' registries, and the rings that had some; its time making new series'
+        /// first figures, and the bots that had some; the series it left out for the next.
+        var admittingNanos: UInt64 = 0
+        var ringsAdmitting = 0
+        var firstFiguresNanos: UInt64 = 0
+        var botsShowingFirst = 0
+        var awaitingFigures = 0
+        /// A ring's registry went unread, the time spent: the next snapshot reads it.
+        var registriesUnread = false
+
+        /// A snapshot spends at most `newSeriesNanos` (an option) admitting metrics new in its
+        /// rings' registries, and at most that making new series' first figures (every window
+        /// made: many times what a series that only slid costs); past it, they wait for the next
+        /// snapshot, and a record naming a metric admits it as it is drained. A million series
+        /// registered at once cost seconds to admit and to show: the figures of the series shown
+        /// stay within a second meanwhile, and `seriesAwaitingFigures` counts the rest. Each
+        /// snapshot admits at least one ring's and shows at least one bot's new series, in order,
+        /// so each is shown in turn; a forced one (at stop, or a test stepping time) shows all.
+        func mayAdmit(within budget: UInt64) -> Bool { forced || ringsAdmitting == 0 || admittingNanos < budget }
+        func mayShowFirst(within budget: UInt64) -> Bool { forced || botsShowingFirst == 0 || firstFiguresNanos < budget }
     }
 
     /// Snapshots are published at most this often while records arrive (publishing costs a
@@ -275,8 +297,16 @@ final class SnapshotPublisher {
             building.next += 1
             // A ring let go since the snapshot began is left out.
             guard tracker.holds(ring) else { continue }
-            let quiet = addToSnapshot(
-                ring, &building.snapshot, nowNanos: now, forced: building.forced, cellLookNanos: building.cellLookNanos)
+            let start = rs_clock_precise_ns()
+            let admitting = building.mayAdmit(within: options.newSeriesNanos)
+            let (quiet, added) = addToSnapshot(
+                ring, &building.snapshot, nowNanos: now, forced: building.forced, cellLookNanos: building.cellLookNanos,
+                admitting: admitting)
+            building.registriesUnread = building.registriesUnread || !admitting
+            if added > 0 {
+                building.admittingNanos &+= rs_clock_precise_ns() &- start
+                building.ringsAdmitting += 1
+            }
             building.everyRingQuiet = building.everyRingQuiet && quiet
             if building.next == building.rings.count {
                 building.bots = Dictionary(grouping: building.rings.filter(tracker.holds), by: { $0.bot.name })
@@ -287,7 +317,7 @@ final class SnapshotPublisher {
         while building.next >= building.rings.count, building.nextBot < building.bots.count, rs_clock_precise_ns() < deadline {
             let bot = building.bots[building.nextBot]
             building.nextBot += 1
-            let quiet = addSeries(of: bot, &building.snapshot, nowNanos: now, letGo: &building.windowsLetGo)
+            let quiet = addSeries(of: bot, to: &building, nowNanos: now)
             building.everyRingQuiet = building.everyRingQuiet && quiet  // a bot is the unit: it may hold 4,096 series
         }
         building.costNanos &+= rs_clock_precise_ns() &- sliceStart
@@ -303,9 +333,12 @@ final class SnapshotPublisher {
             for index in snapshot.rings.indices { snapshot.rings[index].showsOwner = true }
         }
         last.wasQuiet = building.everyRingQuiet
+        // Series left out, and registries not read, are the next snapshot's, due as any change is.
+        if building.awaitingFigures > 0 || building.registriesUnread { hasChanges = true }
         snapshot.slos = evaluateSLOs(nowNanos: now)
         var stats = stats
         stats.series = snapshot.series.count
+        stats.seriesAwaitingFigures = building.awaitingFigures
         stats.seriesLimit = options.maxSeries
         stats.seriesLimitPerRing = options.maxSeriesPerRing
         stats.seriesBytes = tracker.seriesUsage().bytes
@@ -319,11 +352,13 @@ final class SnapshotPublisher {
     }
 
     /// Adds one ring's figures to `snapshot`, and looks at its cells and registry for its
-    /// bot's series; returns whether the ring is quiet.
-    /// - Parameter forced: look at the ring's cells now, quiet or not (a stop, a test stepping time).
+    /// bot's series; returns whether the ring is quiet, and the metrics admitted.
+    /// - Parameters:
+    ///   - forced: look at the ring's cells now, quiet or not (a stop, a test stepping time).
+    ///   - admitting: admit the metrics new in its registry (not in a hurried snapshot).
     private func addToSnapshot(
-        _ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool, cellLookNanos: UInt64
-    ) -> Bool {
+        _ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool, cellLookNanos: UInt64, admitting: Bool
+    ) -> (quiet: Bool, added: Int) {
         // Counters and gauges' last values come from the cells, sampled here; figures of the
         // ring from one status, so that they add up exactly. The status is read again when
         // records moved since (an idle ring's is read by `observe`, once a second).
@@ -337,29 +372,40 @@ final class SnapshotPublisher {
         let looksDue = forced || ring.drainedSincePublish > 0 || ring.cellsMoved || now &- ring.cellLook.sampledNanos >= cellLookNanos
         // A released ring has no cells to look at: its release took their last values.
         if ring.file != nil, looksDue {
-            (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now)
+            (added, cellsChanged) = tracker.sampleCellsAndRegistry(of: ring, nowNanos: now, admitting: admitting)
         }
         if added > 0 || cellsChanged { ring.bot.changedSincePublish = true }
         ring.published.mark(drained: ring.drained)
         snapshot.rings.append(ring.ringSnapshot(nowNanos: now))
         snapshot.rings[snapshot.rings.count - 1].seriesRefusedBy = tracker.refusingCap(of: ring)
-        return quiet && !cellsChanged && added == 0
+        return (quiet && !cellsChanged && added == 0, added)
     }
 
-    /// Adds a bot's series to `snapshot`: what it showed, when it is quiet (nothing changed,
-    /// every window empty); returns whether it is.
-    private func addSeries(of bot: BotSeries, _ snapshot: inout Snapshot, nowNanos now: UInt64, letGo: inout Int) -> Bool {
+    /// Adds a bot's series to the snapshot `building`: what it showed, when it is quiet (nothing
+    /// changed, every window empty); returns whether it is. Its series never shown are left out
+    /// when the snapshot has spent its time on new series (`mayShowFirst`): the next makes the
+    /// bot again.
+    private func addSeries(of bot: BotSeries, to building: inout PendingPublish, nowNanos now: UInt64) -> Bool {
         if !bot.changedSincePublish, let series = bot.quietSeries {
-            snapshot.series += series
+            building.snapshot.series += series
             return true
         }
-        let series = bot.aggregator.snapshots(nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions)
-        letGo += bot.aggregator.takeWindowsLetGo()
-        snapshot.series += series
+        let start = rs_clock_precise_ns()
+        let series = bot.aggregator.snapshots(
+            nowNanos: now, quantiles: options.quantiles, versions: &seriesVersions,
+            firstFigures: building.mayShowFirst(within: options.newSeriesNanos))
+        if bot.aggregator.seriesShownFirst > 0 {
+            building.firstFiguresNanos &+= rs_clock_precise_ns() &- start
+            building.botsShowingFirst += 1
+        }
+        let leftOut = bot.aggregator.seriesAwaitingFigures
+        building.awaitingFigures += leftOut
+        building.windowsLetGo += bot.aggregator.takeWindowsLetGo()
+        building.snapshot.series += series
         for metric in bot.aggregator.takeNewlySaturated() { saySaturated(metric, of: bot.name) }
         for one in series where one.control != said.control(of: one.id) { sayControl(of: one, bot: bot.name) }
-        bot.quietSeries = series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
-        bot.changedSincePublish = false
+        bot.quietSeries = leftOut == 0 && series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
+        bot.changedSincePublish = leftOut > 0
         return false
     }
 

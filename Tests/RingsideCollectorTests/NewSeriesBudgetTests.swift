@@ -1,0 +1,65 @@
+import CRingside
+import Ringside
+@testable import RingsideCollector
+import RingsideSnapshot
+import RingsideTestSupport
+import Testing
+
+@Suite("New series: a snapshot out of time for them leaves the rest to the next, counted")
+struct NewSeriesBudgetTests {
+    @Test(
+        "with no time for new series, each snapshot shows one bot's new series and admits one ring's new metrics, counting the series it leaves; every figure is exact once shown"
+    )
+    func newSeriesShownInTurn() throws {
+        try withRingDirectory { directory in
+            let bots = try (0..<3).map { try Bot.attach("burst-\($0)", directory: directory.path, options: .init(laneCapacity: 1024)) }
+            for (number, bot) in bots.enumerated() {
+                for symbol in 0..<5 {
+                    try bot.histogram("fill", labels: ["symbol": "S\(symbol)"]).record(UInt64(number * 100 + symbol + 1))
+                }
+            }
+            var options = CollectorOptions()
+            options.directory = directory
+            options.newSeriesNanos = 0
+            let collector = try Collector(options: options, log: CapturedLog().log)
+            var now = rs_clock_precise_ns()
+            var shown: [(fills: Int, orders: Int, awaiting: Int)] = []
+            func publish() {
+                now += 2_000_000_000  // every ring's registry and cells due a look
+                let generation = collector.snapshot.generation
+                for _ in 0..<1_000 where collector.snapshot.generation == generation { collector.runPass(nowNanos: now) }
+                let page = collector.snapshot
+                shown.append(
+                    (
+                        page.series.count { $0.metric.name == "fill" }, page.series.count { $0.metric.name == "orders" },
+                        page.collector.seriesAwaitingFigures
+                    ))
+            }
+            // Admitted as their rings were: their first figures come a bot at a time.
+            for _ in 0..<3 { publish() }
+            #expect(shown.map(\.fills) == [5, 10, 15])
+            #expect(shown.map(\.awaiting) == [10, 5, 0])
+
+            // A counter writes no record: only a look at its bot's registry admits it, a ring at a time.
+            for (number, bot) in bots.enumerated() { try bot.counter("orders").increment(by: UInt64(number + 1)) }
+            shown = []
+            for _ in 0..<3 { publish() }
+            #expect(shown.map(\.orders) == [1, 2, 3])
+            #expect(shown.map(\.awaiting) == [0, 0, 0])
+
+            let page = collector.snapshot
+            for (number, bot) in bots.enumerated() {
+                #expect(page.series("orders", ring: bot.name)?.cumulativeExactSum == UInt128(number + 1))
+                for symbol in 0..<5 {
+                    let fill = page.series("fill", ring: bot.name, labels: ["symbol": "S\(symbol)"])
+                    #expect(fill?.cumulativeCount == 1 && fill?.cumulativeExactSum == UInt128(number * 100 + symbol + 1))
+                }
+            }
+            // A forced snapshot (at stop) shows every series: none is left waiting.
+            for bot in bots { try bot.histogram("late").record(7) }
+            collector.runPass(nowNanos: now + 1_000_000, forcePublish: true)
+            #expect(collector.snapshot.series.count { $0.metric.name == "late" } == 3)
+            #expect(collector.snapshot.collector.seriesAwaitingFigures == 0)
+        }
+    }
+}
