@@ -63,9 +63,12 @@ final class RingTracker {
 
     // MARK: - Timing
 
-    /// Rings adopted in one pass at most (each reads its registry and cells): thousands of bots
-    /// found at once are taken up over several passes, the rings drained between.
+    /// Rings adopted in one pass at most (each reads its registry and cells), and the time a pass
+    /// spends adopting them (at least one): thousands of bots found at once are taken up over
+    /// several passes, the rings drained between. A bot of 4,000 metrics takes 10 to 20 ms to
+    /// admit: 64 of them registered at once made a pass of about a second.
     static let adoptionsPerPass = 64
+    static let adoptionNanos: UInt64 = 50_000_000
     /// How often a ring's producer liveness is asked of the kernel (a system call per ring, and a
     /// read of /proc per process: whether it is stopped), by how lately it recorded: see
     /// `TrackedRing.livenessInterval`. A producer that exits closes its file, which inotify
@@ -171,8 +174,15 @@ final class RingTracker {
         // A directory that came after the start: its lock and state first (another collector may
         // hold it); what discovery found waits until then.
         guard mayCollect(nowNanos: now) else { return findings }
-        let (found, changed) = handoff.take(foundUpTo: whole ? .max : Self.adoptionsPerPass)
-        for ring in found { adopt(ring, nowNanos: now) }
+        let deadline = rs_clock_precise_ns() &+ Self.adoptionNanos
+        var changed: [String] = []
+        for adopted in 0..<(whole ? Int.max : Self.adoptionsPerPass) {
+            if adopted > 0, !whole, rs_clock_precise_ns() >= deadline { break }
+            let taken = handoff.take(foundUpTo: 1)
+            changed += taken.changed
+            guard let ring = taken.found.first else { break }
+            adopt(ring, nowNanos: now)
+        }
         for name in changed { checkIdentity(of: name, nowNanos: now) }
         // New lanes are looked for now and then (a file grows by each lane it adds, which the
         // drain's watch reports; this is for a lost event), and without inotify each pass.
