@@ -43,8 +43,8 @@ extension BotAggregator {
     /// are recomputed only when records arrived or the window slid (its slice rotated); otherwise
     /// the last ones are reused, so thousands of quiet series cost little to publish. With
     /// `firstFigures` false, series never shown are left out (`seriesAwaitingFigures`): their
-    /// first figures cost many times a quiet series' (every window made), and a snapshot in a
-    /// hurry leaves them to the next.
+    /// first figures cost many times a quiet series' (every window made), and a snapshot out of
+    /// time for new series leaves them to the next.
     mutating func snapshots(
         nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter, firstFigures: Bool = true
     ) -> [SeriesSnapshot] {

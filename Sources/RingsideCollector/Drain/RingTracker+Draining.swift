@@ -276,7 +276,7 @@ extension RingTracker {
     /// Looks at a ring's registry (counters write no records, so a metric registered since is
     /// found here, not by a record naming it) and samples its cells: counter totals, gauges.
     /// Returns the metrics added and whether a cell changed (its status is then read again).
-    /// Without `admitting`, the registry waits for the next look (a snapshot in a hurry).
+    /// Without `admitting`, the registry waits for the next look (a snapshot out of time for it).
     func sampleCellsAndRegistry(of ring: TrackedRing, nowNanos now: UInt64, admitting: Bool = true) -> (added: Int, cellsChanged: Bool) {
         guard let consumer = ring.file else { return (0, false) }
         var added = 0

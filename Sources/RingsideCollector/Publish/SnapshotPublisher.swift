@@ -355,7 +355,8 @@ final class SnapshotPublisher {
     /// bot's series; returns whether the ring is quiet, and the metrics admitted.
     /// - Parameters:
     ///   - forced: look at the ring's cells now, quiet or not (a stop, a test stepping time).
-    ///   - admitting: admit the metrics new in its registry (not in a hurried snapshot).
+    ///   - admitting: admit the metrics new in its registry (not once the snapshot spent its time
+    ///     admitting, see `PendingPublish.mayAdmit`).
     private func addToSnapshot(
         _ ring: TrackedRing, _ snapshot: inout Snapshot, nowNanos now: UInt64, forced: Bool, cellLookNanos: UInt64, admitting: Bool
     ) -> (quiet: Bool, added: Int) {
