@@ -1444,9 +1444,12 @@ static uint32_t rsp_identity_hash(const char *name, size_t name_length, const ch
     return (uint32_t)(hash ^ (hash >> 32));
 }
 
-/** Puts entry `index` in the registry index (which has a free slot: it has twice the capacity). */
+/** Puts entry `index` in the registry index (which has a free slot: it has twice the capacity).
+    An entry whose lengths another process made invalid since it was checked is left out: no
+    request, its lengths checked, can match it, and hashing it would read past it. */
 static void rsp_index_entry(rsp_bot *b, uint32_t index) {
     const rs_registry_entry *e = rsp_entry(b, index);
+    if (e->name_length > RS_NAME_MAX || e->labels_length > RS_LABELS_MAX) return;
     uint32_t slot = rsp_identity_hash(e->name, e->name_length, e->labels, e->labels_length) & b->registry_index_mask;
     while (b->registry_index[slot] != 0) slot = (slot + 1) & b->registry_index_mask;
     b->registry_index[slot] = index + 1;
