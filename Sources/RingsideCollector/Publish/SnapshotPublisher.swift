@@ -194,13 +194,15 @@ final class SnapshotPublisher {
         var firstFiguresNanos: UInt64 = 0
         var botsShowingFirst = 0
         var awaitingFigures = 0
-        /// A ring's registry went unread, the time spent: the next snapshot reads it.
+        /// A ring's registry went unread, the time spent: a next snapshot is due, which reads it
+        /// if the ring's look is due then (else at its next look, as `CellLookPace` allows).
         var registriesUnread = false
 
         /// A snapshot spends at most `newSeriesNanos` (an option) admitting metrics new in its
         /// rings' registries, and at most that making new series' first figures (every window
-        /// made: many times what a series that only slid costs); past it, they wait for the next
-        /// snapshot, and a record naming a metric admits it as it is drained. A million series
+        /// made: many times what a series that only slid costs); past it, new series wait for
+        /// the next snapshot and registries for their ring's next look, and a record naming a
+        /// metric admits it as it is drained. A million series
         /// registered at once cost seconds to admit and to show: the figures of the series shown
         /// stay within a second meanwhile, and `seriesAwaitingFigures` counts the rest. Each
         /// snapshot admits at least one ring's and shows at least one bot's new series, in order,
