@@ -124,6 +124,7 @@ struct CollectorOptionsTests {
             (["--windows", "5x"], "--windows: 5x is not a duration"),
             (["--windows", "1s,1s"], "windows repeat"),
             (["--windows", "10ms"], "from 100ms to 24h"),
+            (["--windows", "1s,2s,3s,4s,5s,6s,7s,8s,9s,10s,11s,12s,13s,14s,15s,16s,17s"], "at most 16 windows"),
             (["--quantiles", "1.5"], "not a quantile"),
             (["--quantiles", "0.5,,0.9"], "comma-separated"),
             (["--poll", "0s"], "not a duration"),

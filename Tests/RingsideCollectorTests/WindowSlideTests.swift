@@ -34,6 +34,9 @@ struct WindowSlideTests {
             try #require(clock > 400_000_000_000, "the monotonic clock is past 400 s")
             let start = clock - 400_000_000_000
             var checkedKept = 0
+            // What a pass showed and until when it said that stays (a publish reuses it till then).
+            var last: (versions: [UInt64], untilNanos: UInt64)?
+            var checkedUnchanged = 0
             for step in 0..<190 {
                 let now = start + UInt64(step) * 650_000_000
                 // Values at a few passes only, far apart: windows then empty slice by slice.
@@ -50,6 +53,15 @@ struct WindowSlideTests {
                 aggregator.sampleCells(of: consumer, source: source, nowNanos: now)
                 let shown = aggregator.snapshots(nowNanos: now, quantiles: quantiles, versions: &versions)
                 let byName = Dictionary(uniqueKeysWithValues: shown.map { ($0.metric.name, $0.windows) })
+                let versionsShown = shown.map { $0.version ^ $0.wholeVersion << 32 }
+                if !wrote, let last, now < last.untilNanos {
+                    #expect(versionsShown == last.versions, "pass \(step): a bot said to stay as it was changed")
+                    checkedUnchanged += 1
+                }
+                let until = aggregator.seriesUnchangedUntilNanos
+                let holdsValues = shown.contains { !$0.windows.allSatisfy(\.isEmpty) }
+                #expect(until > now && (until == .max) == !holdsValues, "pass \(step)")
+                last = (versionsShown, until)
                 let tables = aggregator.tables
                 let tick = WindowLayout.standard.tickNanos
                 for window in WindowLayout.standard.windowNanos.indices {
@@ -85,6 +97,7 @@ struct WindowSlideTests {
                 }
             }
             #expect(checkedKept > 50, "passes where a window kept its figures were checked: \(checkedKept)")
+            #expect(checkedUnchanged > 50, "passes a publish would have skipped were checked: \(checkedUnchanged)")
         }
     }
 }

@@ -448,7 +448,9 @@ package struct CollectorOptions: Sendable, Equatable {
         return path
     }
 
-    /// `--windows`: whole milliseconds from 100ms to 24h, none twice, sorted.
+    static let maxWindows = 16
+
+    /// `--windows`: whole milliseconds from 100ms to 24h, none twice, at most 16, sorted.
     private static func windows(_ text: String, flag: String) throws(UsageError) -> [UInt64] {
         let windows = try parseList(text, flag: flag) { item throws(UsageError) in
             try parseDuration(item, flag: flag, in: 100 * ms...24 * hour, step: ms) {
@@ -456,6 +458,8 @@ package struct CollectorOptions: Sendable, Equatable {
             }
         }
         guard Set(windows).count == windows.count else { throw UsageError("\(flag): windows repeat") }
+        // A series notes its windows that hold values in a word (`windowsHoldingValues`).
+        guard windows.count <= maxWindows else { throw UsageError("\(flag): at most \(maxWindows) windows") }
         return windows.sorted()
     }
 

@@ -93,6 +93,9 @@ extension BotAggregator {
         /// When its cached statistics were computed (`UInt64.max`: never, nor the rest of its
         /// snapshot): every window's were computed in that time's slice (`now / sliceNanos`).
         var computedNanos: UInt64 = .max
+        /// The windows of its cached statistics that hold values (bit `1 << index`): until the
+        /// next slice of one of them, and without records, its snapshot stays as it is.
+        var windowsHoldingValues: UInt32 = 0
         /// The cells merged over the sources: a counter's exact total, a gauge's last value, drops.
         /// Held apart, and shared while they stay as they start: most histograms' never move.
         private var mergedCells = BotAggregator.noCells

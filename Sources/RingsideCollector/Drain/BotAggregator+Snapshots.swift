@@ -36,6 +36,9 @@ extension BotAggregator {
     var seriesAwaitingFigures: Int { notes.awaitingFigures }
     /// The series the last snapshot pass showed for the first time.
     var seriesShownFirst: Int { notes.shownFirst }
+    /// Until when the series of the last snapshot pass show what they showed, if nothing is
+    /// recorded: the next slice of a window that holds values in some series (`.max` if none).
+    var seriesUnchangedUntilNanos: UInt64 { notes.unchangedUntilNanos }
 
     // MARK: - Snapshots
 
@@ -59,6 +62,7 @@ extension BotAggregator {
         var packing = Packing(leftABlock: notes.removedFromABlock, packsQuiet: notes.packingLeft)
         notes.awaitingFigures = 0
         notes.shownFirst = 0
+        notes.windowsHoldingValues = 0
         let tickNanos = layout.tickNanos
         appendSnapshots(
             of: \.histograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
@@ -123,6 +127,10 @@ extension BotAggregator {
                 snapshot.lastValue = series.cells.lastValue ?? series.windows.last
                 snapshot.droppedRecords = series.cells.dropped
             })
+        notes.unchangedUntilNanos = layout.sliceNanos.indices.reduce(UInt64.max) { until, window in
+            let slice = layout.sliceNanos[window]
+            return notes.windowsHoldingValues & 1 << window == 0 ? until : min(until, (now / slice + 1) * slice)
+        }
         // With series left out, the result's places are not the tables' (see `keep`): blocks
         // wait for a pass that shows every series, which packs every quiet series.
         notes.packingLeft = notes.awaitingFigures > 0
@@ -203,22 +211,31 @@ extension BotAggregator {
                     continue
                 }
                 notes.shownFirst += 1
+            } else if tables[keyPath: table][index].showsTheSame(atNanos: now, layout: layout) {
+                // Most series of a busy bot: its snapshot as it is, its storage not read.
+                result.append(tables[keyPath: table][index].cached)
+                notes.windowsHoldingValues |= tables[keyPath: table][index].windowsHoldingValues
+                if packing.packsQuiet, tables[keyPath: table][index].windowsHoldingValues == 0, !result[result.count - 1].isPacked {
+                    packing.places.append(result.count - 1)
+                }
+                continue
             }
             let refreshed = Self.refresh(
                 &tables[keyPath: table][index], countsBytes: countsBytes, layout: layout, emptyWindows: emptyWindows, now: now,
                 versions: &versions, window: window, slid: slid, whole: whole)
             memory.counts += refreshed.countsGrowth
+            notes.windowsHoldingValues |= tables[keyPath: table][index].windowsHoldingValues
             result.append(refreshed.snapshot)
             // A series that shows what it showed shows no new ceiling either; a quiet one is in
             // a block, unless the pass that found it quiet left series out (`packsQuiet`).
             guard refreshed.changed else {
-                if packing.packsQuiet, !refreshed.snapshot.isPacked, refreshed.snapshot.windows.allSatisfy(\.isEmpty) {
+                if packing.packsQuiet, !refreshed.snapshot.isPacked, tables[keyPath: table][index].windowsHoldingValues == 0 {
                     packing.places.append(result.count - 1)
                 }
                 continue
             }
             packing.leftABlock = packing.leftABlock || refreshed.wasPacked
-            if refreshed.snapshot.windows.allSatisfy(\.isEmpty) { packing.places.append(result.count - 1) }
+            if tables[keyPath: table][index].windowsHoldingValues == 0 { packing.places.append(result.count - 1) }
             if let metric = tables[keyPath: table][index].takeSaturation(shown: refreshed.snapshot) { noteSaturation(of: metric) }
         }
     }
@@ -302,6 +319,7 @@ extension BotAggregator {
             // An empty window that stays empty changes nothing.
             if stats.isEmpty && snapshot.windows[index].isEmpty && !series.touched { continue }
             snapshot.windows[index] = stats
+            if stats.isEmpty { series.windowsHoldingValues &= ~(1 << index) } else { series.windowsHoldingValues |= 1 << index }
             windowsChanged = true
         }
         series.computedNanos = now
@@ -321,6 +339,20 @@ extension BotAggregator {
 }
 
 extension BotAggregator.Series {
+    /// Whether its snapshot at `now` is the one cached: nothing recorded since, and no window
+    /// that holds values moved to a new slice (see `refresh`).
+    func showsTheSame(atNanos now: UInt64, layout: WindowLayout) -> Bool {
+        guard !touched, computedNanos != .max else { return false }
+        var holding = windowsHoldingValues
+        while holding != 0 {
+            let window = holding.trailingZeroBitCount
+            holding &= holding - 1
+            let slice = layout.sliceNanos[window]
+            if now / slice != computedNanos / slice { return false }
+        }
+        return true
+    }
+
     /// Marks it saturated when `shown`, its latest snapshot, first shows a total at its ceiling.
     /// - Returns: its metric then (for the log, once), else nil.
     mutating func takeSaturation(shown: SeriesSnapshot?) -> MetricDescriptor? {
@@ -349,6 +381,10 @@ struct SnapshotNotes {
     /// those it showed for the first time.
     var awaitingFigures = 0
     var shownFirst = 0
+    /// The windows (bit `1 << index`) that hold values in a series the last pass showed, and
+    /// until when its series show what they showed (see `seriesUnchangedUntilNanos`).
+    var windowsHoldingValues: UInt32 = 0
+    var unchangedUntilNanos: UInt64 = .max
     /// The last pass left series out, so it put none in blocks: the next that shows every
     /// series puts every quiet one in.
     var packingLeft = false

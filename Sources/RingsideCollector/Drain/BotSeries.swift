@@ -10,10 +10,10 @@ final class BotSeries {
     var aggregator: BotAggregator
     /// Rings tracked or released that feed it: when the last is forgotten, so is the bot.
     var rings = 0
-    /// Something changed since the last publish (records drained, cells or registry changed),
-    /// and the series it showed last if every window was empty then.
+    /// Something changed since the last publish (records drained, cells or registry changed).
     var changedSincePublish = true
-    var quietSeries: [SeriesSnapshot]?
+    /// The series it showed last, while nothing changes: what the next publish shows again.
+    var shown: Shown?
     /// A worker's ring fed it this run, or it took what an earlier run kept: its all-time
     /// histograms are kept across restarts (a bot of one process starts them again, as before).
     var keepsHistograms = false
@@ -24,6 +24,15 @@ final class BotSeries {
     init(name: String, aggregator: BotAggregator) {
         self.name = name
         self.aggregator = aggregator
+    }
+
+    /// The series a bot showed, and until when they show the same if nothing is recorded: the
+    /// next slice of a window that holds values, when it may let values go (`.max` when every
+    /// window is empty: the bot is quiet).
+    struct Shown {
+        let series: [SeriesSnapshot]
+        let untilNanos: UInt64
+        var isQuiet: Bool { untilNanos == .max }
     }
 
     /// The bot a ring writes: a worker's ring names its bot before the separator.

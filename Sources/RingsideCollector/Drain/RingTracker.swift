@@ -323,7 +323,7 @@ final class RingTracker {
         tracked[ring.name] = nil
         ring.release()
         released[ring.name] = ring
-        ring.bot.quietSeries = nil  // its next snapshot is made afresh
+        ring.bot.shown = nil  // its next snapshot is made afresh
         marks.news = true
         ringLog(
             "ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "

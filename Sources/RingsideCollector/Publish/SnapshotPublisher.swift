@@ -371,7 +371,7 @@ final class SnapshotPublisher {
         // `cell_writes` move): thousands of idle rings cost little to publish, and a million
         // series whose windows slide do not have their cells read at every publish.
         var added = 0, cellsChanged = false
-        let quiet = ring.bot.quietSeries != nil && ring.drainedSincePublish == 0
+        let quiet = ring.bot.shown?.isQuiet == true && ring.drainedSincePublish == 0
         let looksDue = forced || ring.drainedSincePublish > 0 || ring.cellsMoved || now &- ring.cellLook.sampledNanos >= cellLookNanos
         // A released ring has no cells to look at: its release took their last values.
         if ring.file != nil, looksDue {
@@ -384,14 +384,15 @@ final class SnapshotPublisher {
         return (quiet && !cellsChanged && added == 0, added)
     }
 
-    /// Adds a bot's series to the snapshot `building`: what it showed, when it is quiet (nothing
-    /// changed, every window empty); returns whether it is. Its series never shown are left out
-    /// when the snapshot has spent its time on new series (`mayShowFirst`): the next makes the
-    /// bot again.
+    /// Adds a bot's series to the snapshot `building`: what it showed, when nothing changed
+    /// since and no window that holds values slid to a new slice (a million series whose values
+    /// wait to leave the minute window cost little between its slices); returns whether the bot
+    /// is quiet (every window empty). Its series never shown are left out when the snapshot has
+    /// spent its time on new series (`mayShowFirst`): the next makes the bot again.
     private func addSeries(of bot: BotSeries, to building: inout PendingPublish, nowNanos now: UInt64) -> Bool {
-        if !bot.changedSincePublish, let series = bot.quietSeries {
-            building.snapshot.series += series
-            return true
+        if !bot.changedSincePublish, let shown = bot.shown, now < shown.untilNanos {
+            building.snapshot.series += shown.series
+            return shown.isQuiet
         }
         let start = rs_clock_precise_ns()
         let series = bot.aggregator.snapshots(
@@ -407,7 +408,7 @@ final class SnapshotPublisher {
         building.snapshot.series += series
         for metric in bot.aggregator.takeNewlySaturated() { saySaturated(metric, of: bot.name) }
         for one in series where one.control != said.control(of: one.id) { sayControl(of: one, bot: bot.name) }
-        bot.quietSeries = leftOut == 0 && series.allSatisfy { $0.windows.allSatisfy(\.isEmpty) } ? series : nil
+        bot.shown = leftOut == 0 ? BotSeries.Shown(series: series, untilNanos: bot.aggregator.seriesUnchangedUntilNanos) : nil
         bot.changedSincePublish = leftOut > 0
         return false
     }
