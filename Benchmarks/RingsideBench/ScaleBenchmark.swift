@@ -59,7 +59,8 @@ package enum ScaleBenchmark {
         defer { for producer in producers { stop(producer, in: scratch) } }
         try collector.waitFor("all \(settings.series) series drained", seconds: 600) { health in
             // A collector of before /health said its series (a baseline) is given 10 s more once drained.
-            (health.series ?? settings.series) == settings.series && health.backlog == 0 && health.rings == bots
+            (health.series ?? settings.series) == settings.series && health.awaiting == 0 && health.backlog == 0
+                && health.rings == bots
         }
         if try collector.checkHealth().series == nil { System.nanosleep(10_000_000_000) }
         report.drainSeconds = Double(rs_clock_precise_ns() - started) / 1e9
@@ -170,6 +171,8 @@ final class ScaleCollector {
     struct Health {
         /// Nil from a collector whose /health did not say (one built before it did).
         var series: Int?
+        /// Of `series`, those not shown yet (0 from a collector whose /health did not say).
+        var awaiting = 0
         var backlog = 0
         var rings = 0
     }
@@ -229,7 +232,8 @@ final class ScaleCollector {
         snapshotFigures.largestAgeSeconds = max(snapshotFigures.largestAgeSeconds, json["snapshot_age_seconds"] as? Double ?? 0)
         snapshotFigures.largestBuildSeconds = max(snapshotFigures.largestBuildSeconds, json["snapshot_build_seconds"] as? Double ?? 0)
         return Health(
-            series: json["series"] as? Int, backlog: rings.reduce(0) { $0 + ($1["backlog"] as? Int ?? 0) }, rings: rings.count)
+            series: json["series"] as? Int, awaiting: json["series_awaiting_figures"] as? Int ?? 0,
+            backlog: rings.reduce(0) { $0 + ($1["backlog"] as? Int ?? 0) }, rings: rings.count)
     }
 
     /// What `/health` said of the snapshot since the last call.

@@ -27,7 +27,9 @@ extension PrometheusExporter {
             "The drain thread's time spent building that snapshot, in slices between drain passes; the next begins at least twice it later",
             [([], stats.snapshotBuildSeconds)])
         family("ringside_collector_rings", "gauge", "Rings attached", [([], Double(rings))])
-        family("ringside_collector_series", "gauge", "Series kept (bot, metric and labels)", [([], Double(stats.series))])
+        family(
+            "ringside_collector_series", "gauge", "Series kept (bot, metric and labels), those not on this page yet too",
+            [([], Double(stats.series))])
         family(
             "ringside_collector_series_awaiting_figures", "gauge",
             "Series kept but not on this page yet: new, their first figures left to the next snapshot by one that spent its time "

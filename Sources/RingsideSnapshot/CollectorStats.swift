@@ -15,7 +15,8 @@ package struct CollectorStats: Sendable {
     /// between drain passes): what spaces publishes out (see `SnapshotPublisher.spacingNanos`).
     package var snapshotBuildSeconds: Double = 0
     package var startedRealtimeNanos: UInt64 = 0
-    /// Series kept, and the caps (`--max-series`, `--max-series-per-ring`).
+    /// Series kept (those in the snapshot and `seriesAwaitingFigures`), and the caps
+    /// (`--max-series`, `--max-series-per-ring`).
     package var series = 0, seriesLimit = 0, seriesLimitPerRing = 0
     /// The memory the series take as the collector charges it, and its budget (`--max-series-bytes`).
     package var seriesBytes = 0

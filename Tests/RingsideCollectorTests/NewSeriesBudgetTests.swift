@@ -23,7 +23,7 @@ struct NewSeriesBudgetTests {
             options.newSeriesNanos = 0
             let collector = try Collector(options: options, log: CapturedLog().log)
             var now = rs_clock_precise_ns()
-            var shown: [(fills: Int, orders: Int, awaiting: Int)] = []
+            var shown: [(fills: Int, orders: Int, awaiting: Int, kept: Int)] = []
             func publish() {
                 now += 2_000_000_000  // every ring's registry and cells due a look
                 let generation = collector.snapshot.generation
@@ -32,13 +32,15 @@ struct NewSeriesBudgetTests {
                 shown.append(
                     (
                         page.series.count { $0.metric.name == "fill" }, page.series.count { $0.metric.name == "orders" },
-                        page.collector.seriesAwaitingFigures
+                        page.collector.seriesAwaitingFigures, page.collector.series - page.series.count
                     ))
             }
             // Admitted as their rings were: their first figures come a bot at a time.
             for _ in 0..<3 { publish() }
             #expect(shown.map(\.fills) == [5, 10, 15])
             #expect(shown.map(\.awaiting) == [10, 5, 0])
+            // The series kept count those awaiting their first figures.
+            #expect(shown.map(\.kept) == shown.map(\.awaiting))
 
             // A counter writes no record: only a look at its bot's registry admits it, a ring at a time.
             for (number, bot) in bots.enumerated() { try bot.counter("orders").increment(by: UInt64(number + 1)) }

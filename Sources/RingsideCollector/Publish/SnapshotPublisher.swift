@@ -339,7 +339,8 @@ final class SnapshotPublisher {
         if building.awaitingFigures > 0 || building.registriesUnread { hasChanges = true }
         snapshot.slos = evaluateSLOs(nowNanos: now)
         var stats = stats
-        stats.series = snapshot.series.count
+        // Kept: those on the page and those whose first figures wait for the next snapshot.
+        stats.series = snapshot.series.count + building.awaitingFigures
         stats.seriesAwaitingFigures = building.awaitingFigures
         stats.seriesLimit = options.maxSeries
         stats.seriesLimitPerRing = options.maxSeriesPerRing
