@@ -66,7 +66,8 @@ package enum JSONExporter {
             json.field("last_pass_age_seconds", lastPassAgeSeconds)
             json.field("snapshot_age_seconds", snapshotAgeSeconds)
             json.field("snapshot_build_seconds", snapshot.collector.snapshotBuildSeconds)
-            json.field("series", snapshot.series.count)
+            // Kept: those on the page, and those whose first figures wait for the next snapshot.
+            json.field("series", snapshot.collector.series)
             json.field("series_awaiting_figures", snapshot.collector.seriesAwaitingFigures)
             json.key("rings")
             json.array(snapshot.rings) { ring in

@@ -1,6 +1,8 @@
 import CRingside
+import Foundation
 import Ringside
 @testable import RingsideCollector
+import RingsideExport
 import RingsideSnapshot
 import RingsideTestSupport
 import Testing
@@ -24,11 +26,14 @@ struct NewSeriesBudgetTests {
             let collector = try Collector(options: options, log: CapturedLog().log)
             var now = rs_clock_precise_ns()
             var shown: [(fills: Int, orders: Int, awaiting: Int, kept: Int)] = []
-            func publish() {
+            func publish() throws {
                 now += 2_000_000_000  // every ring's registry and cells due a look
                 let generation = collector.snapshot.generation
                 for _ in 0..<1_000 where collector.snapshot.generation == generation { collector.runPass(nowNanos: now) }
                 let page = collector.snapshot
+                let health = try JSONSerialization.jsonObject(
+                    with: Data(JSONExporter.health(page, isHealthy: true, lastPassAgeSeconds: 0, snapshotAgeSeconds: 0)))
+                #expect((health as? [String: Any])?["series"] as? Int == page.collector.series, "/health says the series kept")
                 shown.append(
                     (
                         page.series.count { $0.metric.name == "fill" }, page.series.count { $0.metric.name == "orders" },
@@ -36,7 +41,7 @@ struct NewSeriesBudgetTests {
                     ))
             }
             // Admitted as their rings were: their first figures come a bot at a time.
-            for _ in 0..<3 { publish() }
+            for _ in 0..<3 { try publish() }
             #expect(shown.map(\.fills) == [5, 10, 15])
             #expect(shown.map(\.awaiting) == [10, 5, 0])
             // The series kept count those awaiting their first figures.
@@ -45,7 +50,7 @@ struct NewSeriesBudgetTests {
             // A counter writes no record: only a look at its bot's registry admits it, a ring at a time.
             for (number, bot) in bots.enumerated() { try bot.counter("orders").increment(by: UInt64(number + 1)) }
             shown = []
-            for _ in 0..<3 { publish() }
+            for _ in 0..<3 { try publish() }
             #expect(shown.map(\.orders) == [1, 2, 3])
             #expect(shown.map(\.awaiting) == [0, 0, 0])
 
