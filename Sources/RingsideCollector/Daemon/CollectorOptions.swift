@@ -458,7 +458,7 @@ package struct CollectorOptions: Sendable, Equatable {
             }
         }
         guard Set(windows).count == windows.count else { throw UsageError("\(flag): windows repeat") }
-        // A series notes its windows that hold values in a word (`windowsHoldingValues`).
+        // A series notes its windows that hold values in 16 bits (`windowsHoldingValues`).
         guard windows.count <= maxWindows else { throw UsageError("\(flag): at most \(maxWindows) windows") }
         return windows.sorted()
     }

@@ -383,7 +383,7 @@ struct SnapshotNotes {
     var shownFirst = 0
     /// The windows (bit `1 << index`) that hold values in a series the last pass showed, and
     /// until when its series show what they showed (see `seriesUnchangedUntilNanos`).
-    var windowsHoldingValues: UInt32 = 0
+    var windowsHoldingValues: UInt16 = 0
     var unchangedUntilNanos: UInt64 = .max
     /// The last pass left series out, so it put none in blocks: the next that shows every
     /// series puts every quiet one in.
