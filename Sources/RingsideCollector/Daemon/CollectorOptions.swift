@@ -29,6 +29,10 @@ package struct CollectorOptions: Sendable, Equatable {
     /// on new series' first figures (see `SnapshotPublisher.PendingPublish`). Not a flag: a test
     /// sets it to 0 (each snapshot then admits one ring's and shows one bot's).
     package var newSeriesNanos: UInt64 = 200_000_000
+    /// The most time a drain pass spends adopting rings discovery found (at least one; see
+    /// `RingTracker.beginPass`): a bot of 4,000 metrics takes 10 to 20 ms to admit, and 64 of them
+    /// registered at once made a pass of about a second. Not a flag: a test sets it to 0.
+    package var adoptionNanos: UInt64 = 50_000_000
     /// Start a synthetic bot and show a live table (`--demo`).
     package var demo = false
     /// Users (besides our own) whose rings may be collected (`--allow-uid`, repeatable).

@@ -63,12 +63,10 @@ final class RingTracker {
 
     // MARK: - Timing
 
-    /// Rings adopted in one pass at most (each reads its registry and cells), and the time a pass
-    /// spends adopting them (at least one): thousands of bots found at once are taken up over
-    /// several passes, the rings drained between. A bot of 4,000 metrics takes 10 to 20 ms to
-    /// admit: 64 of them registered at once made a pass of about a second.
+    /// Rings adopted in one pass at most (each reads its registry and cells), and at most for
+    /// `CollectorOptions.adoptionNanos` (at least one): thousands of bots found at once are taken
+    /// up over several passes, the rings drained between.
     static let adoptionsPerPass = 64
-    static let adoptionNanos: UInt64 = 50_000_000
     /// How often a ring's producer liveness is asked of the kernel (a system call per ring, and a
     /// read of /proc per process: whether it is stopped), by how lately it recorded: see
     /// `TrackedRing.livenessInterval`. A producer that exits closes its file, which inotify
@@ -174,7 +172,7 @@ final class RingTracker {
         // A directory that came after the start: its lock and state first (another collector may
         // hold it); what discovery found waits until then.
         guard mayCollect(nowNanos: now) else { return findings }
-        let deadline = rs_clock_precise_ns() &+ Self.adoptionNanos
+        let deadline = rs_clock_precise_ns() &+ options.adoptionNanos
         var changed: [String] = []
         for adopted in 0..<(whole ? Int.max : Self.adoptionsPerPass) {
             if adopted > 0, !whole, rs_clock_precise_ns() >= deadline { break }
