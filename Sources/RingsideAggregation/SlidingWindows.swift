@@ -1,25 +1,29 @@
 /// Which sliding windows a series keeps and how finely each one slides.
 ///
 /// Window `w` is cut into `slicesPerWindow` slices of `w / slicesPerWindow` nanoseconds, aligned
-/// to multiples of the slice length on the CLOCK_MONOTONIC timeline. At time `now` the window
-/// holds the slice containing `now` and the `slicesPerWindow` slices before it, so it covers
+/// to multiples of the slice length on the CLOCK_MONOTONIC timeline (less the layout's phase, see
+/// ``phased(byNanos:)``). At time `now` the window holds the slice containing `now` and the
+/// `slicesPerWindow` slices before it, so it covers
 /// between `w` and `w` plus one slice: with the standard layout and 4 slices, the 1 s window
 /// covers 1.00-1.25 s, the 5 s window 5.00-6.25 s and the 1 min window 60-75 s, and a value leaves
 /// each window that long after it was recorded. Rates divide by the span actually covered.
 ///
-/// Every series of a collector keeps the same layout: its figures are held once, and a series
-/// holds one reference to them (8 bytes, not four arrays' worth).
+/// Every series of a bot keeps the same layout: its figures are held once, and a series holds one
+/// reference to them (8 bytes, not four arrays' worth).
 public struct WindowLayout: Sendable, Hashable {
     private final class Figures: Sendable {
         let windowNanos: [UInt64]
         let slicesPerWindow: Int
         let sliceNanos: [UInt64]
         let tickNanos: UInt64
+        /// Each window's slices start this much before the multiples of its slice length.
+        let slicePhaseNanos: [UInt64]
 
-        init(windowNanos: [UInt64], slicesPerWindow: Int, sliceNanos: [UInt64], tickNanos: UInt64) {
+        init(windowNanos: [UInt64], slicesPerWindow: Int, sliceNanos: [UInt64], tickNanos: UInt64, phaseNanos: UInt64) {
             (self.windowNanos, self.slicesPerWindow, self.sliceNanos, self.tickNanos) = (
                 windowNanos, slicesPerWindow, sliceNanos, tickNanos
             )
+            slicePhaseNanos = sliceNanos.map { phaseNanos % $0 }
         }
     }
 
@@ -34,6 +38,8 @@ public struct WindowLayout: Sendable, Hashable {
     /// The greatest common divisor of the slice lengths: recent records gather in one slice of
     /// this length before being folded into every window at once.
     public var tickNanos: UInt64 { figures.tickNanos }
+    /// How much earlier than the multiples of its slice length each window's slices start.
+    public var slicePhaseNanos: [UInt64] { figures.slicePhaseNanos }
 
     /// 1 s, 5 s and 1 min windows sliding in quarters (250 ms, 1.25 s and 15 s).
     public static let standard = WindowLayout(
@@ -50,16 +56,52 @@ public struct WindowLayout: Sendable, Hashable {
         let sliceNanos = windowNanos.map { $0 / slices }
         figures = Figures(
             windowNanos: windowNanos, slicesPerWindow: slicesPerWindow, sliceNanos: sliceNanos,
-            tickNanos: sliceNanos.dropFirst().reduce(sliceNanos[0], Self.greatestCommonDivisor))
+            tickNanos: sliceNanos.dropFirst().reduce(sliceNanos[0], Self.greatestCommonDivisor), phaseNanos: 0)
+    }
+
+    private init(figures: Figures) {
+        self.figures = figures
+    }
+
+    /// The same windows, their slices starting `phase` earlier (rounded down to a whole tick, so
+    /// that a tick stays within one slice of each window). Windows of one phase slide at once:
+    /// a collector gives each bot its own, so that a million series' minute windows do not all
+    /// move a slice in the same snapshot (every series holding values changes then).
+    public func phased(byNanos phase: UInt64) -> WindowLayout {
+        WindowLayout(
+            figures: Figures(
+                windowNanos: windowNanos, slicesPerWindow: slicesPerWindow, sliceNanos: sliceNanos, tickNanos: tickNanos,
+                phaseNanos: phase - phase % tickNanos))
+    }
+
+    /// The id of window `window`'s slice that holds `nanos`: slice `id` starts at `id *
+    /// sliceNanos[window] - slicePhaseNanos[window]` (at 0 for the first).
+    @inlinable @inline(__always)
+    public func sliceID(window: Int, atNanos nanos: UInt64) -> UInt64 {
+        let slice = sliceNanos[window]
+        // Without an overflow: the remainder and the phase are each less than a slice.
+        return nanos / slice + (nanos % slice + slicePhaseNanos[window]) / slice
+    }
+
+    /// When window `window`'s slice `id` starts (`UInt64.max` past the end of time).
+    @inlinable
+    public func sliceStartNanos(window: Int, sliceID id: UInt64) -> UInt64 {
+        let (end, overflow) = id.multipliedReportingOverflow(by: sliceNanos[window])
+        if overflow { return .max }
+        let phase = slicePhaseNanos[window]
+        return end > phase ? end - phase : 0
     }
 
     public static func == (lhs: WindowLayout, rhs: WindowLayout) -> Bool {
-        lhs.figures === rhs.figures || (lhs.windowNanos == rhs.windowNanos && lhs.slicesPerWindow == rhs.slicesPerWindow)
+        lhs.figures === rhs.figures
+            || (lhs.windowNanos == rhs.windowNanos && lhs.slicesPerWindow == rhs.slicesPerWindow
+                && lhs.slicePhaseNanos == rhs.slicePhaseNanos)
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(windowNanos)
         hasher.combine(slicesPerWindow)
+        hasher.combine(slicePhaseNanos)
     }
 
     /// The index of the window `nanos` long, if the layout has one.
@@ -182,9 +224,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
             body(&head)
         } else {
             // A window drops the record if the place for its slice already holds a newer slice.
-            let sliceNanos = layout.sliceNanos
-            for window in sliceNanos.indices {
-                updateSlot(window: window, sliceID: t / sliceNanos[window], body)
+            for window in layout.sliceNanos.indices {
+                updateSlot(window: window, sliceID: layout.sliceID(window: window, atNanos: t), body)
             }
             body(&allTimeBeforeHead)
         }
@@ -229,9 +270,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
             // A copy of `head` (a reference to its counts, not their copy) for the closure, let
             // go before the head is emptied in place.
             let head = head
-            let sliceNanos = layout.sliceNanos
-            for window in sliceNanos.indices {
-                updateSlot(window: window, sliceID: headStart / sliceNanos[window]) { $0.merge(head) }
+            for window in layout.sliceNanos.indices {
+                updateSlot(window: window, sliceID: layout.sliceID(window: window, atNanos: headStart)) { $0.merge(head) }
             }
         }
         allTimeBeforeHead.merge(head)
@@ -264,7 +304,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// The first slice id window `window` holds at `now`.
     @inlinable
     func firstSliceID(window: Int, nowNanos now: UInt64) -> UInt64 {
-        let current = now / layout.sliceNanos[window]
+        let current = layout.sliceID(window: window, atNanos: now)
         let back = UInt64(layout.slicesPerWindow)
         return current > back ? current - back : 0
     }
@@ -276,7 +316,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         for slot in slots where slot.window == window && slot.id >= firstID {
             result.merge(slot.slice)
         }
-        if !headIsEmpty && headStart / layout.sliceNanos[window] >= firstID {
+        if !headIsEmpty && layout.sliceID(window: window, atNanos: headStart) >= firstID {
             result.merge(head)
         }
     }
@@ -290,7 +330,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         guard held != holds else { return false }
         guard !slots.isEmpty else { return true }
         for slot in slots where slot.window == window && slot.id >= held && slot.id < holds { return true }
-        let headSlice = headStart / layout.sliceNanos[window]
+        let headSlice = layout.sliceID(window: window, atNanos: headStart)
         return !headIsEmpty && headSlice >= held && headSlice < holds
     }
 
@@ -298,7 +338,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// record's tick, if later) to `now`; 0 if `now` is before both.
     @inlinable
     func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
-        let windowStart = firstSliceID(window: window, nowNanos: now) * layout.sliceNanos[window]
+        let windowStart = layout.sliceStartNanos(window: window, sliceID: firstSliceID(window: window, nowNanos: now))
         let start = Swift.max(windowStart, originNanos)
         return now > start ? now - start : 0
     }

@@ -265,4 +265,62 @@ struct WindowedHistogramTests {
         let slices = series.allocatedBytes - series.windows.allTimeBeforeHead.allocatedBytes
         #expect(slices <= 16 * 64 * 8 * 2)
     }
+
+    /// A phased layout's slices start `phase` earlier: its windows must hold at every time what
+    /// the aligned layout's hold with every time `phase` later (checked against brute force
+    /// above), and cover as long a span.
+    @Test(
+        "phased windows hold, cover and change as aligned ones do with every time later by the phase",
+        arguments: [Self.second / 4, 7 * Self.second + Self.second / 4, 14 * Self.second + 3 * Self.second / 4])
+    func phasedWindowsAreAlignedOnesShifted(phase: UInt64) {
+        var random = SeededRandom(seed: phase)
+        let phased = WindowLayout.standard.phased(byNanos: phase)
+        var series = WindowedHistogram(layout: phased)
+        var shifted = WindowedHistogram(layout: .standard)
+        // Past the clock's first minutes: a window's first slice is clamped to 0 there (see
+        // `firstSliceID`), at other times in the two layouts.
+        var clock: UInt64 = 100 * Self.second
+        var newest: UInt64 = 0
+        var lastNow = clock
+        for index in 0..<6_000 {
+            clock += UInt64.random(in: 0...40_000_000, using: &random)
+            var t = clock
+            switch UInt64.random(in: 0..<100, using: &random) {
+            case 0..<10: t -= UInt64.random(in: 0...300_000_000, using: &random)
+            case 10: t -= min(t, UInt64.random(in: 0...90 * Self.second, using: &random))
+            default: break
+            }
+            let value = random.lognormal(mu: 10, sigma: 2)
+            series.record(value, atNanos: t)
+            shifted.record(value, atNanos: t + phase)
+            newest = max(newest, t)
+            guard index % 97 == 0 else { continue }
+            // And the moments the newest record's slice leaves each window, and just before.
+            let leaving = phased.windowNanos.indices.map { window in
+                let slice = phased.sliceID(window: window, atNanos: newest)
+                return phased.sliceStartNanos(window: window, sliceID: slice + UInt64(phased.slicesPerWindow) + 1)
+            }
+            for now in [newest, newest + Self.second / 3, newest + 7 * Self.second] + leaving + leaving.map { $0 - 1 } {
+                for window in phased.windowNanos.indices {
+                    let what = "window \(window) at \(now)"
+                    let (later, held) = (now + phase, series.snapshot(window: window, nowNanos: now))
+                    #expect(held == shifted.snapshot(window: window, nowNanos: later), "\(what)")
+                    let covered = series.coveredNanos(window: window, nowNanos: now)
+                    #expect(covered == shifted.coveredNanos(window: window, nowNanos: later), "\(what)")
+                    if now >= lastNow {
+                        #expect(
+                            series.windowMayHaveChanged(window, since: lastNow, to: now)
+                                == shifted.windowMayHaveChanged(window, since: lastNow + phase, to: now + phase), "\(what)")
+                    }
+                }
+            }
+            lastNow = newest
+            series.advance(toNanos: newest)
+            shifted.advance(toNanos: newest + phase)
+        }
+        // Slices start a whole number of ticks earlier: a phase between ticks is rounded down.
+        #expect(WindowLayout.standard.phased(byNanos: phase + 1).slicePhaseNanos == phased.slicePhaseNanos)
+        #expect(phased.slicePhaseNanos == WindowLayout.standard.sliceNanos.map { phase % $0 })
+        #expect(phased != WindowLayout.standard)
+    }
 }

@@ -14,8 +14,13 @@ struct WindowSlideTests {
     /// A publish keeps a window's figures when no slice of it left since the last (only its rate
     /// moves), and skips a window that was empty and took nothing: every figure it shows must be
     /// what the window holds then, computed from scratch.
-    @Test("over two minutes of passes, with values now and then, every window shows what it holds at each pass")
-    func keptFiguresEqualComputed() throws {
+    /// With slices aligned to the clock, and phased as a collector phases a bot's (slices that
+    /// start 29 ticks earlier: 7.25 s, past the 1 s and 5 s windows' slices).
+    @Test(
+        "over two minutes of passes, with values now and then, every window shows what it holds at each pass",
+        arguments: [0, 7_250_000_000])
+    func keptFiguresEqualComputed(phaseNanos: UInt64) throws {
+        let layout = WindowLayout.standard.phased(byNanos: phaseNanos)
         try withRingDirectory { directory in
             let bot = try Bot.attach("slide", directory: directory.path)
             let latency = try bot.histogram("latency")
@@ -23,7 +28,7 @@ struct WindowSlideTests {
             let fills = try bot.counter("fills")
             let depth = try bot.gauge("depth")
             let consumer = try RingConsumer(bot.name, directory: directory)
-            var aggregator = BotAggregator(ring: "slide", layout: .standard, quantiles: 2, pageBytes: PrometheusExporter.pageBytes)
+            var aggregator = BotAggregator(ring: "slide", layout: layout, quantiles: 2, pageBytes: PrometheusExporter.pageBytes)
             let source = aggregator.addSource(pid: 101)
             let room: (BotAggregator.Usage) -> BotAggregator.Usage = { _ in BotAggregator.Usage(series: 100, bytes: .max) }
             var versions = VersionCounter()
@@ -63,12 +68,12 @@ struct WindowSlideTests {
                 #expect(until > now && (until == .max) == !holdsValues, "pass \(step)")
                 last = (versionsShown, until)
                 let tables = aggregator.tables
-                let tick = WindowLayout.standard.tickNanos
-                for window in WindowLayout.standard.windowNanos.indices {
+                let tick = layout.tickNanos
+                for window in layout.windowNanos.indices {
                     let what = "window \(window) at pass \(step)"
                     // A rate is taken over the span covered when its window last slid or took values.
-                    let sliceNanos = WindowLayout.standard.sliceNanos[window]
-                    let rateTaken = wrote || step == 0 || now / sliceNanos != (now - 650_000_000) / sliceNanos
+                    let slice = layout.sliceID(window: window, atNanos: now)
+                    let rateTaken = wrote || step == 0 || slice != layout.sliceID(window: window, atNanos: now - 650_000_000)
                     let unsigned = tables.histograms[0].windows
                     let held = unsigned.snapshot(window: window, nowNanos: now)
                     let latencyShown = try #require(byName["latency"]?[window])
@@ -99,5 +104,22 @@ struct WindowSlideTests {
             #expect(checkedKept > 50, "passes where a window kept its figures were checked: \(checkedKept)")
             #expect(checkedUnchanged > 50, "passes a publish would have skipped were checked: \(checkedUnchanged)")
         }
+    }
+
+    /// A collector phases each bot's windows by its name, so that the minute windows of many bots'
+    /// series do not all move a slice in one snapshot.
+    @Test("bots' windows slide at phases their names spread over the longest slice, the same in every run")
+    func botsSlideAtPhasesOfTheirOwn() {
+        let standard = WindowLayout.standard
+        let phases = (0..<240).map { BotAggregator.layout(standard, forBot: "bot-\($0)").slicePhaseNanos }
+        #expect(BotAggregator.layout(standard, forBot: "bot-7") == BotAggregator.layout(standard, forBot: "bot-7"))
+        let longest = phases.map { $0[2] }
+        #expect(longest.allSatisfy { $0 < standard.sliceNanos[2] && $0 % standard.tickNanos == 0 })
+        // 60 phases of a tick in the 15 s slice: 240 bots fill most, none holds many.
+        let bots = Dictionary(grouping: longest, by: { $0 }).mapValues(\.count)
+        #expect(bots.count >= 50, "\(bots.count) phases of 60")
+        #expect(bots.values.max()! <= 12, "\(bots.values.max()!) bots share a phase")
+        // The shorter windows' slices are phased by the same time.
+        #expect(phases.allSatisfy { $0[0] == $0[2] % standard.sliceNanos[0] && $0[1] == $0[2] % standard.sliceNanos[1] })
     }
 }

@@ -77,7 +77,7 @@ package final class Collector: @unchecked Sendable {
                 options: options,
                 makeAggregator: { bot in
                     BotAggregator(
-                        ring: bot, layout: layout, quantiles: options.quantiles.count,
+                        ring: bot, layout: BotAggregator.layout(layout, forBot: bot), quantiles: options.quantiles.count,
                         exemplarSchema: options.nativeHistogramSchema ?? 0, pageBytes: PrometheusExporter.pageBytes)
                 },
                 log: log, ringLog: ringLog, wakeup: wakeup, handoff: handoff, ringLimit: ringLimit)

@@ -128,8 +128,9 @@ extension BotAggregator {
                 snapshot.droppedRecords = series.cells.dropped
             })
         notes.unchangedUntilNanos = layout.sliceNanos.indices.reduce(UInt64.max) { until, window in
-            let slice = layout.sliceNanos[window]
-            return notes.windowsHoldingValues & 1 << window == 0 ? until : min(until, (now / slice + 1) * slice)
+            guard notes.windowsHoldingValues & 1 << window != 0 else { return until }
+            let next = layout.sliceID(window: window, atNanos: now) + 1
+            return min(until, layout.sliceStartNanos(window: window, sliceID: next))
         }
         // With series left out, the result's places are not the tables' (see `keep`): blocks
         // wait for a pass that shows every series, which packs every quiet series.
@@ -295,9 +296,11 @@ extension BotAggregator {
         }
         var windowsChanged = series.touched || first
         for index in layout.windowNanos.indices {
-            let slice = now / layout.sliceNanos[index]
             // Every window's statistics were computed at `computedNanos` (see the end).
-            guard series.touched || first || slice != series.computedNanos / layout.sliceNanos[index] else {
+            guard
+                series.touched || first
+                    || layout.sliceID(window: index, atNanos: now) != layout.sliceID(window: index, atNanos: series.computedNanos)
+            else {
                 continue
             }
             if !series.touched && !first {
@@ -347,8 +350,9 @@ extension BotAggregator.Series {
         while holding != 0 {
             let window = holding.trailingZeroBitCount
             holding &= holding - 1
-            let slice = layout.sliceNanos[window]
-            if now / slice != computedNanos / slice { return false }
+            if layout.sliceID(window: window, atNanos: now) != layout.sliceID(window: window, atNanos: computedNanos) {
+                return false
+            }
         }
         return true
     }

@@ -74,6 +74,21 @@ struct BotAggregator {
         memory = SeriesMemory(cost: SeriesCost(ring: ring, layout: layout, quantiles: quantiles, pageBytes: pageBytes))
     }
 
+    /// The windows of bot `ring`'s series: `layout`, its slices starting a number of ticks
+    /// earlier that the bot's name picks (the same in every run), less than its longest slice.
+    /// Bots' windows then move to their next slice at different times: when a minute window
+    /// moves, every series holding values in it changes, and a million series whose minute
+    /// windows all moved at once made one snapshot of a million new figures every 15 s.
+    static func layout(_ layout: WindowLayout, forBot ring: String) -> WindowLayout {
+        // FNV-1a, then a finalizer so that names alike (bot-1, bot-2) land far apart.
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in ring.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        hash = (hash ^ (hash >> 33)) &* 0xff51_afd7_ed55_8ccd
+        hash ^= hash >> 33
+        let ticks = (layout.sliceNanos.max() ?? 0) / layout.tickNanos
+        return layout.phased(byNanos: hash % ticks * layout.tickNanos)
+    }
+
     /// Series it holds (metrics admitted).
     var seriesCount: Int { tables.histograms.count + tables.signedHistograms.count + tables.counters.count + tables.gauges.count }
     /// Its series, and the memory they take.
