@@ -166,19 +166,26 @@ extension MetricDescriptor {
         return .success(encoded)
     }
 
-    /// Why stored labels are malformed, or nil. The reader's check of untrusted bytes.
+    /// Why stored labels are malformed, or nil. The reader's check of untrusted bytes: one pass
+    /// over them, since a collector asks it of every series a bot registers (a million at once).
     static func problem(withEncodedLabels encoded: String) -> String? {
-        if encoded.isEmpty { return nil }
-        var previousKey: Substring?
-        for line in encoded.split(separator: "\n", omittingEmptySubsequences: false) {
-            guard let equals = line.firstIndex(of: "=") else { return "a label has no '='" }
+        let bytes = encoded.utf8
+        guard !bytes.isEmpty else { return nil }
+        var previousKey: Substring.UTF8View?
+        var lineStart = bytes.startIndex
+        while true {
+            let lineEnd = bytes[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? bytes.endIndex
+            let line = bytes[lineStart..<lineEnd]
+            guard let equals = line.firstIndex(of: UInt8(ascii: "=")) else { return "a label has no '='" }
             let key = line[..<equals]
-            guard isIdentifier(Array(key.utf8)) else { return "a label key is not an identifier" }
-            if let previousKey, previousKey >= key { return "label keys are not sorted and unique" }
+            guard isIdentifier(key) else { return "a label key is not an identifier" }
+            // Keys are identifiers, ASCII: their bytes sort as the strings do.
+            if let previousKey, !previousKey.lexicographicallyPrecedes(key) { return "label keys are not sorted and unique" }
             previousKey = key
-            if line.utf8.contains(0) { return "a label value has a NUL" }
+            if line.contains(0) { return "a label value has a NUL" }
+            guard lineEnd < bytes.endIndex else { return nil }
+            lineStart = bytes.index(after: lineEnd)
         }
-        return nil
     }
 
     static func decodeLabels(_ encoded: String) -> [(key: String, value: String)] {
@@ -190,7 +197,7 @@ extension MetricDescriptor {
         }
     }
 
-    private static func isIdentifier(_ bytes: [UInt8]) -> Bool {
+    private static func isIdentifier(_ bytes: some Collection<UInt8>) -> Bool {
         guard let first = bytes.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return false }
         return bytes.allSatisfy { byte in
             (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)

@@ -266,6 +266,26 @@ struct RingCorruptionTests {
         #expect(reason.contains(expected), "reason: \(reason)")
     }
 
+    @Test(
+        "stored labels: sorted unique identifier keys, values without NUL, or the reader says what is wrong",
+        arguments: [
+            ("", nil), ("a=1", nil), ("a=", nil), ("a=1\nb=2", nil), ("a=1\nab=2", nil), ("_k=x=y", nil),
+            ("A=1\na=2", nil), ("a=1\nb=", nil), ("a", "no '='"), ("a=1\n", "no '='"), ("\na=1", "no '='"),
+            ("=1", "not an identifier"), ("1a=x", "not an identifier"), ("a-b=1", "not an identifier"),
+            ("é=1", "not an identifier"), ("b=1\na=2", "not sorted"), ("a=1\na=2", "not sorted"),
+            ("ab=1\na=2", "not sorted"), ("a=x\u{0}y", "NUL"), ("a=1\nb=\u{0}", "NUL"),
+        ] as [(String, String?)])
+    func storedLabelsChecked(encoded: String, problem: String?) throws {
+        let found = MetricDescriptor.problem(withEncodedLabels: encoded)
+        #expect((found == nil) == (problem == nil), "\(encoded.debugDescription): \(found ?? "none")")
+        if let problem { #expect(found?.contains(problem) == true, "\(encoded.debugDescription): \(found ?? "none")") }
+        // What a producer encodes, the reader takes.
+        if problem == nil, !encoded.isEmpty {
+            let labels = Dictionary(uniqueKeysWithValues: MetricDescriptor.decodeLabels(encoded).map { ($0.key, $0.value) })
+            #expect(try MetricDescriptor.encode(labels: labels).get() == encoded)
+        }
+    }
+
     @Test("a version-1 file (one ring per file) is refused by readers and producers, naming both versions")
     func versionOneRefused() throws {
         try withRingDirectory { directory in
