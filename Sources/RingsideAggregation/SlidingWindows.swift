@@ -3,10 +3,10 @@
 /// Window `w` is cut into `slicesPerWindow` slices of `w / slicesPerWindow` nanoseconds, aligned
 /// to multiples of the slice length on the CLOCK_MONOTONIC timeline (less the layout's phase, see
 /// ``phased(byNanos:)``). At time `now` the window holds the slice containing `now` and the
-/// `slicesPerWindow` slices before it, so it covers
-/// between `w` and `w` plus one slice: with the standard layout and 4 slices, the 1 s window
-/// covers 1.00-1.25 s, the 5 s window 5.00-6.25 s and the 1 min window 60-75 s, and a value leaves
-/// each window that long after it was recorded. Rates divide by the span actually covered.
+/// `slicesPerWindow` slices before it, so it covers between `w` and `w` plus one slice: with the
+/// standard layout and 4 slices, the 1 s window covers 1.00-1.25 s, the 5 s window 5.00-6.25 s and
+/// the 1 min window 60-75 s, and a value leaves each window that long after it was recorded. Rates
+/// divide by the span actually covered.
 ///
 /// Every series of a bot keeps the same layout: its figures are held once, and a series holds one
 /// reference to them (8 bytes, not four arrays' worth).
