@@ -155,7 +155,7 @@ public protocol SlidingSeries {
 /// it no heap memory.
 @usableFromInline
 struct SlidingWindows<Slice: WindowSlice>: Sendable {
-    /// A window's slice in use: which window, its id (`time / sliceNanos`), its figures.
+    /// A window's slice in use: which window, its id (`layout.sliceID`), its figures.
     @usableFromInline
     struct Slot: Sendable {
         @usableFromInline var window: Int

@@ -95,7 +95,7 @@ extension BotAggregator {
         /// a window of it is reused until records arrive or its slice rotates.
         var cached: SeriesSnapshot
         /// When its cached statistics were computed (`UInt64.max`: never, nor the rest of its
-        /// snapshot): every window's were computed in that time's slice (`now / sliceNanos`).
+        /// snapshot): every window's were computed in that time's slice (`layout.sliceID`).
         var computedNanos: UInt64 = .max
         /// The cells merged over the sources: a counter's exact total, a gauge's last value, drops.
         /// Held apart, and shared while they stay as they start: most histograms' never move.
