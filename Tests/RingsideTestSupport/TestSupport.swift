@@ -380,12 +380,15 @@ package func drainAll(_ directory: RingDirectory, _ name: String) throws -> [Rin
     try drainAll(RingConsumer(name, directory: directory)).map(\.record)
 }
 
-/// Polls `body` every 10 ms for up to `seconds` (at least once); returns its first non-nil answer.
-package func eventually<T>(seconds: Double = 10, _ body: () throws -> T?) rethrows -> T? {
+/// Polls `body` every 10 ms (`every`) for up to `seconds` (at least once); returns its first non-nil answer.
+///
+/// `every`: the pause between tries. A try that renders a large page (thousands of rings) costs
+/// the collector's threads, on two cores, what its drain needs: such tests ask less often.
+package func eventually<T>(seconds: Double = 10, every pause: Double = 0.01, _ body: () throws -> T?) rethrows -> T? {
     let deadline = Date().addingTimeInterval(seconds)
     repeat {
         if let value = try body() { return value }
-        usleep(10_000)
+        usleep(UInt32(pause * 1_000_000))
     } while Date() < deadline
     return nil
 }
