@@ -202,9 +202,7 @@ extension RingTracker {
     /// on two threads (admitted up to 7/8, the peak passed the budget by 5 % on a loaded CI
     /// machine).
     func seriesAllowance(for ring: TrackedRing, holding held: BotAggregator.Usage) -> BotAggregator.Usage {
-        // The bot itself counted once, from `held`: its aggregator is not read here, the caller
-        // may be mutating it.
-        let others = seriesUsage(except: ring.bot)
+        let others = marks.seriesUsage.others(than: ring.bot, holding: held, among: bots.values)
         return BotAggregator.Usage(
             series: max(0, min(options.maxSeriesPerRing - held.series, options.maxSeries - others.series - held.series)),
             bytes: max(0, options.maxSeriesBytes / 4 * 3 - others.bytes - held.bytes))
@@ -216,10 +214,10 @@ extension RingTracker {
         marks.cellLookPace.intervalNanos(metrics: tracked.ordered.reduce(0) { $0 + $1.bot.aggregator.metricCount(of: $1.source) })
     }
 
-    /// The series of every bot but `excluded`, and the memory they take.
-    func seriesUsage(except excluded: BotSeries? = nil) -> BotAggregator.Usage {
+    /// The series of every bot, and the memory they take.
+    func seriesUsage() -> BotAggregator.Usage {
         var total = BotAggregator.Usage()
-        for bot in bots.values where bot !== excluded {
+        for bot in bots.values {
             let usage = bot.aggregator.usage
             total.series += usage.series
             total.bytes += usage.bytes

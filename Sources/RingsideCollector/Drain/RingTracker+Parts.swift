@@ -18,6 +18,8 @@ extension RingTracker {
         var processStates = ProcessStates()
         /// What looking at rings' cells costs, to space the looks at those with no sign of change.
         var cellLookPace = CellLookPace()
+        /// Every bot's series and their memory, for the series caps.
+        var seriesUsage = SeriesUsageTally()
     }
 
     /// The directory's lock and state: what the bots' workers that are gone left, kept across

@@ -165,6 +165,7 @@ final class RingTracker {
     /// looks at every ring for new lanes.
     func beginPass(nowNanos now: UInt64, whole: Bool = false) -> Findings {
         var findings = Findings()
+        marks.seriesUsage.passBegins()
         // Events that arrived while a pass ran (or with no drain thread waiting: a test stepping time).
         if wakeup.isWatching { wakeup.collect(holds: holds(name:)) }
         lookAtTouchedFiles(nowNanos: now, &findings)
