@@ -45,16 +45,20 @@ extension Histogram {
     func values(atRanks ranks: [UInt64]) -> [UInt64] {
         var result = [UInt64](repeating: 0, count: ranks.count)
         guard count != 0 else { return result }
-        let order = ranks.indices.sorted { ranks[$0] < ranks[$1] }
+        // The ranks' positions from the lowest rank up. The collector's quantiles are sorted, so
+        // their ranks are: no order is made then (a snapshot asks this of every window it computes).
+        let sorted = ranks.indices.dropFirst().allSatisfy { ranks[$0 - 1] <= ranks[$0] }
+        let order = sorted ? [] : ranks.indices.sorted { ranks[$0] < ranks[$1] }
+        func position(_ next: Int) -> Int { sorted ? next : order[next] }
         var next = 0
         var seen: UInt64 = 0
         func take(_ index: Int, _ count: UInt64) {
             seen = seen.addingReportingOverflow(count).overflow ? .max : seen + count
-            guard next < order.count, ranks[order[next]] <= seen else { return }
+            guard next < ranks.count, ranks[position(next)] <= seen else { return }
             let lower = Self.lowerBound(ofBucket: index)
             let bucket = HistogramBucket(lowerBound: lower, upperBound: lower + (Self.width(ofBucket: index) - 1), count: count)
-            while next < order.count, ranks[order[next]] <= seen {
-                result[order[next]] = reportedValue(ofRank: ranks[order[next]], in: bucket)
+            while next < ranks.count, ranks[position(next)] <= seen {
+                result[position(next)] = reportedValue(ofRank: ranks[position(next)], in: bucket)
                 next += 1
             }
         }
@@ -63,12 +67,12 @@ extension Histogram {
         } else {
             slots.withUnsafeBufferPointer { slots in
                 for page in 0..<pageTable.count where pageTable[page] != 0 {
-                    guard next < order.count else { break }
+                    guard next < ranks.count else { break }
                     let first = (Int(pageTable[page]) - 1) << Self.pageMagnitude
                     let counts = UnsafeBufferPointer(rebasing: slots[first..<(first + Self.pageSize)])
                     // A page that ends below the next rank changes nothing but `seen`.
                     if let total = Self.total(of: counts), case let (end, overflow) = seen.addingReportingOverflow(total), !overflow,
-                        end < ranks[order[next]]
+                        end < ranks[position(next)]
                     {
                         seen = end
                         continue
@@ -80,8 +84,8 @@ extension Histogram {
             }
         }
         // Only reachable if bucket counts saturated below the total.
-        while next < order.count {
-            result[order[next]] = max
+        while next < ranks.count {
+            result[position(next)] = max
             next += 1
         }
         return result

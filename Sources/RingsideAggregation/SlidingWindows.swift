@@ -190,6 +190,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// time before a series existed.
     @usableFromInline var originNanos: UInt64 = .max
 
+    @inlinable
     init(layout: WindowLayout) {
         self.layout = layout
     }
@@ -238,6 +239,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         let places = UInt64(layout.slicesPerWindow + 1)
         let place = window * Int(places) + Int(id % places)
         guard let index = slotIndex(ofPlace: place, window: window, places: places) else {
+            // A fold claims a slice in every window: room for them at once, not grown one by one.
+            if slots.capacity == 0 { slots.reserveCapacity(layout.sliceNanos.count) }
             slots.append(Slot(window: window, id: id, slice: Slice()))
             if indexesPlaces { placeIndex |= UInt64(slots.count) << (4 * UInt64(place)) }
             body(&slots[slots.count - 1].slice)

@@ -47,7 +47,9 @@ public protocol WindowedHistogramSlice: WindowSlice {
 public struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable {
     @usableFromInline var windows: SlidingWindows<Slice>
 
-    /// Makes an empty series with the given windows.
+    /// Makes an empty series with the given windows (inlinable, as the reads are: a million new
+    /// series each made one).
+    @inlinable
     public init(layout: WindowLayout = .standard) {
         windows = SlidingWindows(layout: layout)
     }

@@ -19,7 +19,11 @@ struct PageBytesTests {
         "a series' page bytes: each family it writes, its lines times its name, the labels and 40 bytes",
         arguments: [MetricKind.histogram, .counter, .gauge], [MetricUnit.nanoseconds, .bytes, .none])
     func pageBytesByFamily(kind: MetricKind, unit: MetricUnit) {
-        for (name, labels) in [("order_fill_latency", "symbol=AAPL\nside=buy"), ("orders_total", ""), ("depth", "q=1")] {
+        let metrics = [
+            ("order_fill_latency", "symbol=AAPL\nside=buy"), ("orders_total", ""), ("depth", "q=1"), ("wait_seconds", ""),
+            ("rx_bytes", "nic=eth0"), ("rx_bytes_total", ""), ("_total", ""), ("café_total_seconds", "k=é"),
+        ]
+        for (name, labels) in metrics {
             let metric = MetricDescriptor(index: 0, name: name, kind: kind, unit: unit, encodedLabels: labels, help: "", sampleEvery: 1)
             let labelBytes = "bot".utf8.count + 8 + metric.labels.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 4 }
             let names = PrometheusExporter.FamilyNames(metric)
@@ -28,6 +32,10 @@ struct PageBytesTests {
                     * (part.family.utf8.count + labelBytes + 40)
             }
             #expect(PrometheusExporter.pageBytes(of: metric, ring: "bot", windows: 3, quantiles: 2) == expected, "\(name) \(kind) \(unit)")
+            let counted = PrometheusExporter.familyNameBytes(metric)
+            let made = [names.main, names.windowed, names.windowMax, names.windowMin, names.rate].map(\.utf8.count)
+            let countedInOrder = [counted.main, counted.windowed, counted.windowExtreme, counted.windowExtreme, counted.rate]
+            #expect(countedInOrder == made, "the names counted as made: \(name) \(kind) \(unit)")
             #expect(names.parts.count == (kind == .counter ? 2 : 3) && expected > 0)
         }
     }
