@@ -149,7 +149,7 @@ package enum PrometheusExporter {
     }
 
     /// The lengths of the names `Families` gives, counted by its rules without making them
-    /// (a name past 15 bytes is a heap allocation: four a series, 5 % of the drain thread while
+    /// (a name past 15 bytes is a heap allocation: four a series, 6 % of the drain thread while
     /// a million registered). `_windowed`, `_window_max` and `_window_min` end in no unit suffix,
     /// so the suffix is always added after them.
     static func familyNameBytes(_ metric: MetricDescriptor) -> (main: Int, windowed: Int, windowExtreme: Int, rate: Int) {
