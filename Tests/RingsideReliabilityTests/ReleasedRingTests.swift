@@ -56,8 +56,10 @@ extension ReliabilityTests {
                 #expect(after.maps <= maps + 32, "maps \(maps) -> \(after.maps)")
                 // The resident set is printed, not asserted: it holds each ring's series (a few KiB) and
                 // whatever the allocator kept of the pages rendered meanwhile.
-                // Every finished bot is still shown (`collected` saw 3,000 rings), and its series: a
-                // /latest of 3,000 rings (4 MB) takes a debug build seconds on a loaded machine.
+                // Every finished bot is still shown, and its series: pages of 3,000 rings (13 MB, and
+                // /latest 4 MB) take a debug build seconds on a loaded machine.
+                let page = try httpGet(port: port, path: "/metrics", timeoutSeconds: 30).body
+                #expect(value(in: page, "ringside_collector_rings") == 3_000, "every finished bot is still shown")
                 let latest = try httpGet(port: port, path: "/latest", timeoutSeconds: 30).body
                 #expect(latest.contains("\"job-2999\"") && latest.contains("job_seconds"), "their series stay")
                 print(

@@ -15,8 +15,10 @@ struct SeriesUsageTally {
     /// The bot that asked last (counted again at the next ask).
     private var lastAsking: BotSeries?
 
-    /// At a pass's start: the next ask sums every bot again.
+    /// At a pass's start: the next ask sums every bot again. A pass that asked nothing left
+    /// nothing to forget (the drain loop calls this every pass).
     mutating func passBegins() {
+        guard total != nil else { return }
         total = nil
         counted.removeAll(keepingCapacity: true)
         lastAsking = nil
