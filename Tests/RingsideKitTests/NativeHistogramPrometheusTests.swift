@@ -154,11 +154,15 @@ struct NativeHistogramPrometheusTests {
             try native.query("order_fill_latency_seconds_bucket").isEmpty,
             "with native buckets in the family, Prometheus 2.42 keeps the native form only")
 
+        // The quantiles are of both hosts' histograms, each server's at a moment it had both.
+        let nativeMoment = try #require(try native.settledMoment(where: "histogram_count(order_fill_latency_seconds)", count: 2))
+        let classicMoment = try #require(try classic.settledMoment(where: "order_fill_latency_seconds_count", count: 2))
         var report: [String] = []
         for q in [0.5, 0.99, 0.999] {
             let exact = Double(everything[Int((q * Double(everything.count)).rounded(.up)) - 1]) * 1e-9
-            let estimate = try #require(try native.scalar("histogram_quantile(\(q), sum(order_fill_latency_seconds))"))
-            let classicEstimate = try classic.scalar("histogram_quantile(\(q), sum by (le) (order_fill_latency_seconds_bucket))")
+            let estimate = try #require(try native.scalar("histogram_quantile(\(q), sum(order_fill_latency_seconds))", at: nativeMoment))
+            let classicEstimate = try classic.scalar(
+                "histogram_quantile(\(q), sum by (le) (order_fill_latency_seconds_bucket))", at: classicMoment)
             let error = (estimate - exact) / exact
             report.append(
                 String(

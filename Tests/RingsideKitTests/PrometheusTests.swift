@@ -40,12 +40,13 @@ final class PrometheusServer {
     /// Kills the server and removes its data.
     func stop() { peer.stop() }
 
-    /// Runs an instant query; returns the result vector as (labels, value) pairs.
-    func query(_ promql: String) throws -> [(labels: [String: String], value: Double)] {
+    /// Runs an instant query, now or at `time` (Unix seconds); returns the result vector as
+    /// (labels, value) pairs.
+    func query(_ promql: String, at time: Double? = nil) throws -> [(labels: [String: String], value: Double)] {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         let encoded = promql.addingPercentEncoding(withAllowedCharacters: allowed)!
-        let response = try httpGet(port: port, path: "/api/v1/query?query=\(encoded)")
+        let response = try httpGet(port: port, path: "/api/v1/query?query=\(encoded)" + (time.map { "&time=\($0)" } ?? ""))
         let document = try jsonObject(response.body)
         guard response.status == 200, document["status"] as? String == "success",
             let data = document["data"] as? [String: Any], let result = data["result"] as? [[String: Any]]
@@ -61,9 +62,36 @@ final class PrometheusServer {
     }
 
     /// The value of a query that returns one sample, or nil.
-    func scalar(_ promql: String) throws -> Double? {
-        let result = try query(promql)
+    func scalar(_ promql: String, at time: Double? = nil) throws -> Double? {
+        let result = try query(promql, at: time)
         return result.count == 1 ? result[0].value : nil
+    }
+
+    /// `scalar`, waiting out moments with no value: a scrape that times out on a loaded machine
+    /// marks the target's series stale until the next one succeeds.
+    func scalarOnceScraped(_ promql: String, seconds: Double = 30) throws -> Double? {
+        try eventually(seconds: seconds, every: 0.5) { try scalar(promql) }
+    }
+
+    /// A moment (Unix seconds) at which `promql` gave `count` samples, waited for up to `seconds`:
+    /// figures over several targets, queried at it, are of one state that stays. It lies 2 s back,
+    /// past the 1 s scrape timeout: a failed scrape's staleness markers bear its start time and
+    /// cannot land after it.
+    func settledMoment(where promql: String, count: Int, seconds: Double = 30) throws -> Double? {
+        try eventually(seconds: seconds, every: 0.5) { () -> Double? in
+            let moment = Date().timeIntervalSince1970 - 2
+            return try query(promql, at: moment).count == count ? moment : nil
+        }
+    }
+
+    /// `query`, waiting (as `scalarOnceScraped`) until it returns `count` samples; the last result.
+    func queryOnceScraped(_ promql: String, count: Int, seconds: Double = 30) throws -> [(labels: [String: String], value: Double)] {
+        var result = try query(promql)
+        _ = try eventually(seconds: seconds, every: 0.5) { () -> Bool? in
+            result = try query(promql)
+            return result.count == count ? true : nil
+        }
+        return result
     }
 
     /// The rule groups' rules as /api/v1/rules reports them.
@@ -174,12 +202,12 @@ struct PrometheusTests {
         let prometheus = try PrometheusServer(executable: prometheusPath, config: config)
         defer { prometheus.stop() }
 
-        // Six scrapes of each collector with the histogram in them: enough for rate() over 5 s.
+        // 21 scrapes of each collector with the histogram in them: enough for rate() over 20 s.
         let scraped = try eventually(seconds: 120) { () -> Bool? in
             let samples = try prometheus.query("count_over_time(order_fill_latency_seconds_count[1m])")
-            return samples.count == 2 && samples.allSatisfy { $0.value >= 6 } ? true : nil
+            return samples.count == 2 && samples.allSatisfy { $0.value >= 21 } ? true : nil
         }
-        try #require(scraped == true, "Prometheus did not scrape both collectors six times within 120 s")
+        try #require(scraped == true, "Prometheus did not scrape both collectors 21 times within 120 s")
 
         // 1. A windowed quantile, as scraped, equals the collector's own /latest figure (ns -> s).
         for (host, port) in [("a", portA), ("b", portB)] {
@@ -189,7 +217,7 @@ struct PrometheusTests {
             for (key, quantile) in [("p50", "0.5"), ("p99", "0.99"), ("p999", "0.999")] {
                 let collectorNanos = try #require(window[key] as? Double)
                 let scrapedSeconds = try #require(
-                    try prometheus.scalar(
+                    try prometheus.scalarOnceScraped(
                         #"order_fill_latency_windowed_seconds{host="\#(host)",window="1m",quantile="\#(quantile)"}"#))
                 if key == "p99" {
                     print("prometheus agreement: host \(host) 1m p99: Prometheus \(scrapedSeconds) s, /latest \(collectorNanos) ns")
@@ -199,21 +227,27 @@ struct PrometheusTests {
                     "host \(host) \(key): Prometheus \(scrapedSeconds) s, collector \(collectorNanos) ns")
             }
         }
-        let p99A = try #require(try prometheus.scalar(#"order_fill_latency_windowed_seconds{host="a",window="1m",quantile="0.99"}"#))
+        let p99A = try #require(
+            try prometheus.scalarOnceScraped(#"order_fill_latency_windowed_seconds{host="a",window="1m",quantile="0.99"}"#))
         #expect(abs(p99A - 0.0099) <= 0.0099 / 1024, "p99 of 1 us ... 10 ms is 9.9 ms within 1/1024: \(p99A)")
 
-        // 2. A counter's rate: the bots count 1,000 a second each.
+        // 2. A counter's rate: the bots count 1,000 a second each. Over 20 s, not 5: a sample is
+        //    stamped when its scrape began and holds what the collector had published when it
+        //    answered; on a loaded machine the two differ by a varying fraction of a second, which
+        //    over 5 s moved rate() 25 % (three busy loops beside the test).
         for host in ["a", "b"] {
-            let rate = try #require(try prometheus.scalar(#"rate(orders_total{host="\#(host)"}[5s])"#))
-            let collectorRate = try #require(try prometheus.scalar(#"orders_rate{host="\#(host)",window="5s"}"#))
-            print("prometheus agreement: host \(host): rate(orders_total[5s]) \(rate)/s, orders_rate{window=5s} \(collectorRate)/s")
+            let rate = try #require(try prometheus.scalarOnceScraped(#"rate(orders_total{host="\#(host)"}[20s])"#))
+            let collectorRate = try #require(try prometheus.scalarOnceScraped(#"orders_rate{host="\#(host)",window="5s"}"#))
+            print("prometheus agreement: host \(host): rate(orders_total[20s]) \(rate)/s, orders_rate{window=5s} \(collectorRate)/s")
             #expect(abs(rate - Double(perSecond)) <= 0.25 * Double(perSecond), "host \(host): rate() \(rate)/s")
             #expect(abs(collectorRate - Double(perSecond)) <= 0.25 * Double(perSecond), "host \(host): orders_rate \(collectorRate)/s")
         }
 
         // 3. histogram_quantile over both collectors' buckets: the merged distribution is the
         //    20,000 values 1 us, 2 us, ... 20 ms; the exact quantile q is ceil(q * 20000) us.
-        let merged = try #require(try prometheus.scalar("sum(order_fill_latency_seconds_count)"))
+        let bothScraped = try #require(
+            try prometheus.settledMoment(where: "order_fill_latency_seconds_count", count: 2), "both hosts' histograms, within 30 s")
+        let merged = try #require(try prometheus.scalar("sum(order_fill_latency_seconds_count)", at: bothScraped))
         #expect(merged == Double(2 * count))
         let bounds = [
             0.0, 1e-7, 2e-7, 5e-7, 1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3,
@@ -221,7 +255,8 @@ struct PrometheusTests {
         ]
         var report: [String] = []
         for q in [0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999] {
-            let estimate = try #require(try prometheus.scalar("histogram_quantile(\(q), sum by (le) (order_fill_latency_seconds_bucket))"))
+            let estimate = try #require(
+                try prometheus.scalar("histogram_quantile(\(q), sum by (le) (order_fill_latency_seconds_bucket))", at: bothScraped))
             let exact = (q * Double(2 * count)).rounded(.up) * 1e-6
             let upper = try #require(bounds.first { $0 >= exact - 1e-12 })
             let lower = bounds[bounds.firstIndex(of: upper)! - 1]
@@ -244,7 +279,7 @@ struct PrometheusTests {
         for rule in rules {
             #expect(rule["health"] as? String == "ok", "rule \(rule["name"] ?? "?"): \(rule["lastError"] ?? "")")
         }
-        let fill = try prometheus.query(#"ringside:ring_fill:ratio{job="ringside"}"#)
+        let fill = try prometheus.queryOnceScraped(#"ringside:ring_fill:ratio{job="ringside"}"#, count: 2)
         #expect(fill.count == 2 && fill.allSatisfy { $0.value >= 0 && $0.value < 0.5 })
     }
 }

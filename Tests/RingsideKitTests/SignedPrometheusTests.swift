@@ -43,8 +43,8 @@ struct SignedPrometheusTests {
                 #expect(abs(estimate - exact) <= abs(exact) * 0.01, "q \(q): Prometheus \(estimate), exact \(exact)")
             }
             // The count and the sum, exactly as recorded.
-            #expect(try prometheus.scalar("histogram_count(slippage_bps)") == 100_000)
-            let sum = try #require(try prometheus.scalar("histogram_sum(slippage_bps)"))
+            #expect(try prometheus.scalarOnceScraped("histogram_count(slippage_bps)") == 100_000)
+            let sum = try #require(try prometheus.scalarOnceScraped("histogram_sum(slippage_bps)"))
             #expect(abs(sum - Double(steps.reduce(0, +)) / 100) < 1e-6 * abs(sum))
         }
     }

@@ -139,7 +139,7 @@ struct WebConfigCollectorTests {
                 return (wrong, handshakes)
             }
             #expect(scraped != nil)
-            #expect(try prometheus.scalar("ringside_collector_rings{job=\"good\"}") == 1)
+            #expect(try prometheus.scalarOnceScraped("ringside_collector_rings{job=\"good\"}") == 1)
         }
     }
 
