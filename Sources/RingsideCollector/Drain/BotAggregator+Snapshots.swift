@@ -446,8 +446,7 @@ extension SeriesSnapshot {
 }
 
 /// What a window's statistics take from a histogram, of unsigned or signed values.
-private protocol HistogramFigures: WindowedHistogramSlice {
-    associatedtype Value: BinaryInteger
+private protocol HistogramFigures: WindowedHistogramSlice where Value: BinaryInteger {
     var count: UInt64 { get }
     var sum: Double { get }
     var mean: Double { get }
