@@ -37,6 +37,8 @@ extension Histogram {
     /// falls in it: a window's snapshot asks this of every histogram series it publishes.
     public func values(atQuantiles quantiles: [Double]) -> [UInt64] {
         guard count != 0 else { return [UInt64](repeating: 0, count: quantiles.count) }
+        // Every value the same (a window of one value, most often): each quantile is it, exactly.
+        if minValue == maxValue { return [UInt64](repeating: maxValue, count: quantiles.count) }
         return values(atRanks: quantiles.map(rank(ofQuantile:)))
     }
 

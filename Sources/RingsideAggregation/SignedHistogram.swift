@@ -128,6 +128,8 @@ public struct SignedHistogram: Sendable, Equatable {
     public func values(atQuantiles quantiles: [Double]) -> [Int64] {
         let total = count
         guard total != 0 else { return [Int64](repeating: 0, count: quantiles.count) }
+        // Every value the same: each quantile is it, exactly (as `Histogram`'s).
+        if min == max { return [Int64](repeating: max, count: quantiles.count) }
         let negatives = negative.count
         // The r-th smallest value is the (negatives - r + 1)-th largest magnitude when r falls
         // among the negative values, else the (r - negatives)-th of the others.

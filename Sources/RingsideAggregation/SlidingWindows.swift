@@ -312,6 +312,25 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         return current > back ? current - back : 0
     }
 
+    /// The values of window `window` at `now`: its slices merged into a new one, or the only one
+    /// as it is when it holds one (shared until either is written: a young series' windows are
+    /// its head alone, and merging it would copy its counts once per window).
+    @inlinable
+    func merged(window: Int, nowNanos now: UInt64) -> Slice {
+        let firstID = firstSliceID(window: window, nowNanos: now)
+        let holdsHead = !headIsEmpty && layout.sliceID(window: window, atNanos: headStart) >= firstID
+        var held = holdsHead ? 1 : 0
+        var lastHeld = 0
+        for index in slots.indices where slots[index].window == window && slots[index].id >= firstID {
+            held += 1
+            lastHeld = index
+        }
+        if held == 1 { return holdsHead ? head : slots[lastHeld].slice }
+        var result = Slice()
+        merge(window: window, nowNanos: now, into: &result)
+        return result
+    }
+
     /// Merges the slices of window `window` at `now` into `result`.
     @inlinable
     func merge(window: Int, nowNanos now: UInt64, into result: inout Slice) {

@@ -89,12 +89,10 @@ public struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable {
     }
 
     /// The values recorded in window `window` (an index into ``WindowLayout/windowNanos``) as of
-    /// `now`, merged into a new histogram.
+    /// `now`, as one histogram.
     @inlinable
     public func snapshot(window: Int, nowNanos now: UInt64) -> Slice {
-        var result = Slice()
-        windows.merge(window: window, nowNanos: now, into: &result)
-        return result
+        windows.merged(window: window, nowNanos: now)
     }
 
     /// Whether window `window` may hold other values at `now` than at `earlier`, nothing

@@ -143,6 +143,12 @@ struct HistogramTests {
             #expect(single.count == 1 && single.min == value && single.max == value)
             #expect(single.saturatingSum == value && single.sum == Double(value))
             for q in Self.quantiles { #expect(single.value(atQuantile: q) == value) }
+            // Quantiles of one value are it without a scan; the scan of its bucket gives the same.
+            var thrice = single
+            thrice.record(value, count: 2)
+            let ranks = Self.quantiles.map(thrice.rank(ofQuantile:))
+            #expect(thrice.values(atQuantiles: Self.quantiles) == thrice.values(atRanks: ranks))
+            #expect(thrice.values(atQuantiles: Self.quantiles).allSatisfy { $0 == value })
             #expect(
                 single.buckets == [
                     HistogramBucket(

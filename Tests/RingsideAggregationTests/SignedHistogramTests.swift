@@ -67,6 +67,12 @@ struct SignedHistogramTests {
         #expect(positives.values(atQuantiles: Self.quantiles) == plain.values(atQuantiles: Self.quantiles).map { Int64($0) })
         #expect(positives.min == 0 && positives.max == 2000)
 
+        for value: Int64 in [-1_234_567, -1, 1, 98_765, .min, .max] {
+            var same = SignedHistogram()
+            same.record(value, count: 3)
+            #expect(same.values(atQuantiles: [0, 0.5, 0.99, 1]) == [value, value, value, value], "\(value) three times")
+        }
+
         var zeros = SignedHistogram()
         zeros.record(0, count: 3)
         #expect(zeros.values(atQuantiles: [0, 0.5, 1]) == [0, 0, 0] && zeros.min == 0 && zeros.max == 0 && zeros.sum == 0)

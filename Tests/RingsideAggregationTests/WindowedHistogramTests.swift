@@ -189,6 +189,47 @@ struct WindowedHistogramTests {
         #expect(series.cumulative == cumulative)
     }
 
+    @Test("a window of one slice (the head, or one folded slot) is that slice: a merge's figures, kept when the series is written after")
+    func soleSliceIsShared() {
+        let tick = WindowLayout.standard.tickNanos
+        let t = 100 * Self.second
+        let quantiles = [0.01, 0.5, 0.99]
+        var series = WindowedHistogram()
+        for value: UInt64 in [5, 70, 900, 900, 12_345] { series.record(value, atNanos: t) }
+        func expectMergedFigures(at now: UInt64) {
+            for window in 0..<3 {
+                var merged = Histogram()
+                series.windows.merge(window: window, nowNanos: now, into: &merged)
+                let snapshot = series.snapshot(window: window, nowNanos: now)
+                #expect(snapshot == merged && snapshot.values(atQuantiles: quantiles) == merged.values(atQuantiles: quantiles))
+                #expect(snapshot.sum == merged.sum && snapshot.min == merged.min && snapshot.max == merged.max)
+            }
+        }
+        expectMergedFigures(at: t + 1)  // every window: the head alone
+        let head = series.snapshot(window: Self.oneMinute, nowNanos: t + 1)
+        series.record(7, atNanos: t + 2)  // the same tick: into the head
+        #expect(head.count == 5 && head.min == 5 && head.max == 12_345)
+        #expect(series.snapshot(window: Self.oneMinute, nowNanos: t + 2).count == 6)
+
+        series.advance(toNanos: t + tick)  // the head folds into the windows' slots
+        #expect(series.windows.headIsEmpty)
+        expectMergedFigures(at: t + tick)  // every window: one slot
+        let slot = series.snapshot(window: Self.oneSecond, nowNanos: t + tick)
+        series.record(1, atNanos: t + tick)
+        series.record(2, atNanos: t + 2 * tick)  // the next tick: the head folds again
+        #expect(slot.count == 6 && slot.min == 5)
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: t + 2 * tick).count == 8)
+        expectMergedFigures(at: t + 2 * tick)  // slots and the head, merged
+
+        // 2 s on: the 1 s window holds the newest slot alone, the 1 min window one slot of all
+        // (one 15 s slice), the 5 s window two.
+        series.record(3, atNanos: t + 2 * Self.second)
+        series.advance(toNanos: t + 2 * Self.second + tick)
+        expectMergedFigures(at: t + 2 * Self.second + tick)
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: t + 2 * Self.second + tick).count == 1)
+        #expect(series.snapshot(window: Self.oneMinute, nowNanos: t + 2 * Self.second + tick).count == 9)
+    }
+
     @Test("a record drained after a snapshot's advance, from the tick before it, takes the head, not the late path")
     func advanceLeavesTheHeadToTheNextRecord() {
         let tick = WindowLayout.standard.tickNanos
@@ -300,7 +341,7 @@ struct WindowedHistogramTests {
                 let slice = phased.sliceID(window: window, atNanos: newest)
                 return phased.sliceStartNanos(window: window, sliceID: slice + UInt64(phased.slicesPerWindow) + 1)
             }
-            for now in [newest, newest + Self.second / 3, newest + 7 * Self.second] + leaving + leaving.map { $0 - 1 } {
+            for now in [newest, newest + Self.second / 3, newest + 7 * Self.second] + leaving + leaving.map({ $0 - 1 }) {
                 for window in phased.windowNanos.indices {
                     let what = "window \(window) at \(now)"
                     let (later, held) = (now + phase, series.snapshot(window: window, nowNanos: now))
