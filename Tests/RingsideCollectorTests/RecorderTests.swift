@@ -179,14 +179,14 @@ struct RecorderTests {
         let recorder = Recorder(retentionNanos: second, budgetBytes: 1 << 20)
         let start: UInt64 = 100 * second
         record(records(2 * Recorder.chunkRecords, timeNanos: start), recorder, bot: "a", nowNanos: start)
-        weak var byAge = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks[0]
-        weak var second2 = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks[1]
+        weak let byAge = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks[0]
+        weak let second2 = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks[1]
         recorder.sweep(nowNanos: start + 2 * second, whole: true)
         #expect(byAge == nil && second2 == nil, "aged out: freed")
         #expect(recorder.bytes == 0 && recorder.recordCount == 0)
         let later = start + 10 * second
         record(records(6 * Recorder.chunkRecords, timeNanos: later), recorder, bot: "a", nowNanos: later)
-        weak var oldest = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks[0]
+        weak let oldest = recorder.records(fromNanos: 0, toNanos: .max)[0].chunks[0]
         #expect(oldest != nil)
         record(records(2 * Recorder.chunkRecords, timeNanos: later), recorder, bot: "a", nowNanos: later)
         #expect(oldest == nil, "let go of for the budget: freed, its storage reused")

@@ -73,7 +73,8 @@ final class PrometheusServer {
         try eventually(seconds: seconds, every: 0.5) { try scalar(promql) }
     }
 
-    /// A moment (Unix seconds) at which `promql` gave `count` samples, waited for up to `seconds`:
+    /// A moment (Unix seconds) at which `promql` (a filter: every target's figures whole) gave
+    /// `count` samples, waited for up to `seconds`:
     /// figures over several targets, queried at it, are of one state that stays. It lies 2 s back,
     /// past the 1 s scrape timeout: a failed scrape's staleness markers bear its start time and
     /// cannot land after it.
@@ -246,7 +247,8 @@ struct PrometheusTests {
         // 3. histogram_quantile over both collectors' buckets: the merged distribution is the
         //    20,000 values 1 us, 2 us, ... 20 ms; the exact quantile q is ceil(q * 20000) us.
         let bothScraped = try #require(
-            try prometheus.settledMoment(where: "order_fill_latency_seconds_count", count: 2), "both hosts' histograms, within 30 s")
+            try prometheus.settledMoment(where: "order_fill_latency_seconds_count == \(count)", count: 2),
+            "both hosts' histograms, within 30 s")
         let merged = try #require(try prometheus.scalar("sum(order_fill_latency_seconds_count)", at: bothScraped))
         #expect(merged == Double(2 * count))
         let bounds = [
