@@ -74,10 +74,9 @@ final class PrometheusServer {
     }
 
     /// A moment (Unix seconds) at which `promql` (a filter: every target's figures whole) gave
-    /// `count` samples, waited for up to `seconds`:
-    /// figures over several targets, queried at it, are of one state that stays. It lies 2 s back,
-    /// past the 1 s scrape timeout: a failed scrape's staleness markers bear its start time and
-    /// cannot land after it.
+    /// `count` samples, waited for up to `seconds`: figures over several targets, queried at it,
+    /// are of one state that stays. It lies 2 s back, past the 1 s scrape timeout: a failed
+    /// scrape's staleness markers bear its start time and cannot land after it.
     func settledMoment(where promql: String, count: Int, seconds: Double = 30) throws -> Double? {
         try eventually(seconds: seconds, every: 0.5) { () -> Double? in
             let moment = Date().timeIntervalSince1970 - 2
@@ -87,7 +86,7 @@ final class PrometheusServer {
 
     /// `query`, waiting (as `scalarOnceScraped`) until it returns `count` samples; the last result.
     func queryOnceScraped(_ promql: String, count: Int, seconds: Double = 30) throws -> [(labels: [String: String], value: Double)] {
-        var result = try query(promql)
+        var result: [(labels: [String: String], value: Double)] = []
         _ = try eventually(seconds: seconds, every: 0.5) { () -> Bool? in
             result = try query(promql)
             return result.count == count ? true : nil
