@@ -175,7 +175,7 @@ private struct SnapshotMaker {
         snapshot.generatedRealtimeNanos = (Self.start + generation) * 1_000_000_000
         snapshot.windowNanos = [1_000_000_000]
         snapshot.quantiles = [0.5, 0.9, 0.99, 0.999]
-        snapshot.series = series
+        snapshot.series = SeriesList(series)
         return snapshot
     }
 }

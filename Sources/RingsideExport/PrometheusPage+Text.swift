@@ -87,16 +87,13 @@ extension PrometheusPage {
         while buffers.count < batch { buffers.append(TextBuffer(capacity: 0)) }
         let used = Array(buffers.prefix(batch))
         let results = Mutex([Finished?](repeating: nil, count: slices.count))
-        // Series are read in place: copying one (its strings and arrays) costs more than its lines.
-        snapshot.series.withUnsafeBufferPointer { series in
-            labels.text.withBytes { labelText in
-                let writer = SliceWriter(
-                    steps: steps, slices: slices, lines: lines, bytesPerLine: bytesPerLine, buffers: used, names: groups.map(\.names),
-                    shared: shared, series: series, labelText: labelText, labelRanges: labels.ranges, openMetrics: openMetrics)
-                Turns.run(slices.count, threads: batch) { slice in
-                    let finished = finish(writer.write(slice: slice))
-                    results.withLock { $0[slice] = finished }
-                }
+        labels.text.withBytes { labelText in
+            let writer = SliceWriter(
+                steps: steps, slices: slices, lines: lines, bytesPerLine: bytesPerLine, buffers: used, names: groups.map(\.names),
+                shared: shared, series: snapshot.series, labelText: labelText, labelRanges: labels.ranges, openMetrics: openMetrics)
+            Turns.run(slices.count, threads: batch) { slice in
+                let finished = finish(writer.write(slice: slice))
+                results.withLock { $0[slice] = finished }
             }
         }
         return (results.withLock { $0.map { $0! } }, used)
@@ -201,7 +198,8 @@ private struct SliceWriter: @unchecked Sendable {
     let buffers: [TextBuffer]
     let names: [PrometheusExporter.FamilyNames]
     let shared: PrometheusExporter.SharedLabels
-    let series: UnsafeBufferPointer<SeriesSnapshot>
+    /// Read in place (`withSeries`): copying a series (its strings and arrays) costs more than its lines.
+    let series: SeriesList
     let labelText: UnsafeBufferPointer<UInt8>
     let labelRanges: [Range<Int>]
     /// OpenMetrics carries exemplars; Prometheus's text format has no place for them.
@@ -217,15 +215,17 @@ private struct SliceWriter: @unchecked Sendable {
             case let .text(text):
                 page.append(bytes: text)
             case let .series(group, part, position):
-                SeriesLines(page: page, names: names[group], shared: shared, openMetrics: openMetrics)
-                    .write(
-                        part, of: series.baseAddress! + position,
-                        labels: UnsafeBufferPointer(rebasing: labelText[labelRanges[position]]))
+                series.withSeries(at: position) { one in
+                    SeriesLines(page: page, names: names[group], shared: shared, openMetrics: openMetrics)
+                        .write(part, of: one, labels: UnsafeBufferPointer(rebasing: labelText[labelRanges[position]]))
+                }
             case let .perMetric(family, positions):
                 for position in positions {
-                    guard let value = family.value(of: series[position]) else { continue }
-                    PrometheusExporter.FixedFamily.appendLine(
-                        to: page, name: family.name, labels: PrometheusExporter.PerMetricFamily.labels(of: series[position]), value: value)
+                    series.withSeries(at: position) { one in
+                        guard let value = family.value(of: one.pointee) else { return }
+                        PrometheusExporter.FixedFamily.appendLine(
+                            to: page, name: family.name, labels: PrometheusExporter.PerMetricFamily.labels(of: one.pointee), value: value)
+                    }
                 }
             }
         }
@@ -238,14 +238,14 @@ private struct SeriesLabels {
     let text = TextBuffer(capacity: 64 * 1024)
     var ranges: [Range<Int>] = []
 
-    init(_ series: [SeriesSnapshot]) {
+    init(_ series: SeriesList) {
         ranges.reserveCapacity(series.count)
-        for position in series.indices {
+        series.forEachInPlace { _, one in
             let start = text.count
             text.append("ring=\"")
-            text.appendEscaped(series[position].ring, inLabel: true)
+            text.appendEscaped(one.pointee.ring, inLabel: true)
             text.append(UInt8(ascii: "\""))
-            text.appendEncodedLabels(series[position].metric.encodedLabels)
+            text.appendEncodedLabels(one.pointee.metric.encodedLabels)
             ranges.append(start..<text.count)
         }
     }

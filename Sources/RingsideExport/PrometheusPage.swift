@@ -69,8 +69,8 @@ struct PrometheusPage {
     init(_ snapshot: Snapshot, process: ProcessMetrics? = nil) {
         self.snapshot = snapshot
         var groupIndex: [GroupKey: Int] = [:]
-        for position in snapshot.series.indices {
-            let metric = snapshot.series[position].metric
+        snapshot.series.forEachInPlace { position, series in
+            let metric = series.pointee.metric
             let key = GroupKey(name: metric.name, unit: metric.unit, kind: metric.kind)
             if let known = groupIndex[key] {
                 groups[known].members.append(position)

@@ -19,7 +19,7 @@ package final class JSONWriter {
         needsComma = true
     }
 
-    package func array<Element>(_ elements: [Element], _ body: (Element) -> Void) {
+    package func array<Elements: Sequence>(_ elements: Elements, _ body: (Elements.Element) -> Void) {
         separate()
         bytes.append(UInt8(ascii: "["))
         needsComma = false

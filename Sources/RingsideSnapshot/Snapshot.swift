@@ -21,7 +21,8 @@ package struct Snapshot: Sendable {
     package var quantiles: [Double] = []
     /// With `--native-histograms`: the schema of the native buckets histograms carry in protobuf.
     package var nativeHistogramSchema: Int?
-    package var series: [SeriesSnapshot] = []
+    /// Each bot's series, a part each (see `SeriesList`).
+    package var series = SeriesList()
     package var rings: [RingSnapshot] = []
     package var slos: [SLOSnapshot] = []
     package var collector = CollectorStats()

@@ -53,7 +53,7 @@ private struct SnapshotBuilder {
         snapshot.generatedRealtimeNanos = seconds * 1_000_000_000 + UInt64(fraction * 1e9)
         snapshot.windowNanos = [1_000_000_000, 60_000_000_000]
         snapshot.quantiles = Self.quantiles
-        snapshot.series = series
+        snapshot.series = SeriesList(series)
         return snapshot
     }
 

@@ -234,11 +234,13 @@ struct PageSectionsTests {
         var snapshot = pinnedSnapshot()
         let one = snapshot.series
         for bot in 0..<20 {
-            snapshot.series += one.map { series in
-                var copy = series
-                copy.ring = "bot-\(bot)"
-                return copy
-            }
+            // A part a bot, as the collector's snapshots hold them.
+            snapshot.series.append(
+                part: one.map { series in
+                    var copy = series
+                    copy.ring = "bot-\(bot)"
+                    return copy
+                })
         }
         let renderer = PrometheusRenderer(linesPerPiece: 100)
         let page = renderer.render(snapshot, process: Self.process, format: format)

@@ -523,6 +523,7 @@ package final class ExactDrain {
 
 /// Runs `body` with a fresh ring directory (see `withRingDirectory`) and bot `name` attached in it
 /// with `options`.
+@discardableResult
 package func withBot<Result>(
     _ name: String, options: Bot.Options = Bot.Options(), _ body: (RingDirectory, Bot) throws -> Result
 ) throws -> Result {

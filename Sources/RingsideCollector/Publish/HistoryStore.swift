@@ -150,7 +150,7 @@ package final class HistoryStore: Sendable {
         }
 
         /// Updates each kept series found where the last snapshot had it; returns whether every one was.
-        mutating func updateInPlace(_ all: [SeriesSnapshot], at moment: Moment) -> Bool {
+        mutating func updateInPlace(_ all: SeriesList, at moment: Moment) -> Bool {
             var everyOne = true
             for slot in slots.indices {
                 let position = slots[slot].position
@@ -165,7 +165,7 @@ package final class HistoryStore: Sendable {
 
         /// The new series when every kept one is in place: all the others, no kept slot free, so
         /// only the first `room` are looked at (none in a full store).
-        func newInPlace(_ all: [SeriesSnapshot], room: Int) -> NewSeries {
+        func newInPlace(_ all: SeriesList, room: Int) -> NewSeries {
             var new = NewSeries(positions: [], count: all.count - slots.count)
             guard min(room, new.count) > 0 else { return new }
             let kept = slots.map(\.position).sorted()
@@ -183,7 +183,7 @@ package final class HistoryStore: Sendable {
 
         /// The new series when a kept one moved or left: every series looked up, the kept ones
         /// updated (and found where they are now), the new ones listed up to `most`.
-        mutating func updateLookingUp(_ all: [SeriesSnapshot], at moment: Moment, most: Int) -> NewSeries {
+        mutating func updateLookingUp(_ all: SeriesList, at moment: Moment, most: Int) -> NewSeries {
             var new = NewSeries(positions: [], count: 0)
             for position in all.indices {
                 if let slot = index[all[position].id] {
@@ -200,7 +200,7 @@ package final class HistoryStore: Sendable {
 
         /// Gives new series slots, in the snapshot's order: free ones, then, past the cap, those of
         /// series absent from this snapshot, the longest absent first. Returns how many it took.
-        mutating func admit(_ new: NewSeries, of all: [SeriesSnapshot], at moment: Moment, cap: Int, retention: Int) -> Int {
+        mutating func admit(_ new: NewSeries, of all: SeriesList, at moment: Moment, cap: Int, retention: Int) -> Int {
             var reusable: [Int] = []
             if slots.count + new.count > cap {
                 reusable = slots.indices.filter { slots[$0].seenGeneration != moment.generation }

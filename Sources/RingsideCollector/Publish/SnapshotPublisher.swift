@@ -392,7 +392,7 @@ final class SnapshotPublisher {
     /// spent its time on new series (`mayShowFirst`): the next makes the bot again.
     private func addSeries(of bot: BotSeries, to building: inout PendingPublish, nowNanos now: UInt64) -> Bool {
         if !bot.changedSincePublish, let shown = bot.shown, now < shown.untilNanos {
-            building.snapshot.series += shown.series
+            building.snapshot.series.append(part: shown.series)
             return shown.isQuiet
         }
         let start = rs_clock_precise_ns()
@@ -406,7 +406,7 @@ final class SnapshotPublisher {
         let leftOut = bot.aggregator.seriesAwaitingFigures
         building.awaitingFigures += leftOut
         building.windowsLetGo += bot.aggregator.takeWindowsLetGo()
-        building.snapshot.series += series
+        building.snapshot.series.append(part: series)
         for metric in bot.aggregator.takeNewlySaturated() { saySaturated(metric, of: bot.name) }
         for one in series where one.control != said.control(of: one.id) { sayControl(of: one, bot: bot.name) }
         bot.shown = leftOut == 0 ? BotSeries.Shown(series: series, untilNanos: bot.aggregator.seriesUnchangedUntilNanos) : nil
