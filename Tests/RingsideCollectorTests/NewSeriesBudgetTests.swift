@@ -69,4 +69,55 @@ struct NewSeriesBudgetTests {
             #expect(collector.snapshot.collector.seriesAwaitingFigures == 0)
         }
     }
+
+    @Test(
+        "a bot whose only change is new series awaiting their first figures shows what it showed, not made again, while a snapshot has no time for them"
+    )
+    func awaitingBotShownAsItWas() throws {
+        try withRingDirectory { directory in
+            let bots = try ["a", "b", "c"].map {
+                try Bot.attach("await-\($0)", directory: directory.path, options: .init(laneCapacity: 1024))
+            }
+            // Series registered and never recorded: their windows stay empty, so they show the same.
+            for bot in bots { for n in 0..<2 { _ = try bot.histogram("held", labels: ["n": "\(n)"]) } }
+            var options = CollectorOptions()
+            options.directory = directory
+            options.newSeriesNanos = 0
+            let collector = try Collector(options: options, log: CapturedLog().log)
+            var now = rs_clock_precise_ns()
+            func publish(after step: UInt64) -> Snapshot {
+                now += step
+                let generation = collector.snapshot.generation
+                for _ in 0..<1_000 where collector.snapshot.generation == generation { collector.runPass(nowNanos: now) }
+                return collector.snapshot
+            }
+            // Admitted a ring at a time, as their registries are looked at (every 2 s here).
+            var page = Snapshot()
+            for _ in 0..<10 where page.series.count < 6 || page.collector.seriesAwaitingFigures > 0 {
+                page = publish(after: 2_000_000_000)
+            }
+            try #require(page.series.count == 6 && page.collector.seriesAwaitingFigures == 0)
+
+            // New series, recorded: admitted as they are drained, their first figures a bot a snapshot.
+            for bot in bots { for n in 0..<2 { try bot.histogram("fill", labels: ["n": "\(n)"]).record(UInt64(n + 1)) } }
+            let pages = (0..<3).map { _ in publish(after: 100_000_000) }
+            #expect(pages.map(\.collector.seriesAwaitingFigures) == [4, 2, 0])
+            #expect(pages.map { $0.series.count { $0.metric.name == "fill" } } == [2, 4, 6])
+            // The second snapshot made b again (its turn) but not c: c's part is the one the first
+            // published, the very array, not its series walked again to be left out again.
+            func heldPart(of bot: Bot, in page: Snapshot) -> UnsafePointer<SeriesSnapshot>? {
+                let position = page.series.indices.first { page.series[$0].ring == bot.name && page.series[$0].metric.name == "held" }
+                return position.map { page.series.withSeries(at: $0) { $0 } }
+            }
+            #expect(heldPart(of: bots[2], in: pages[1]) != nil)
+            #expect(heldPart(of: bots[2], in: pages[1]) == heldPart(of: bots[2], in: pages[0]))
+            #expect(heldPart(of: bots[1], in: pages[1]) != heldPart(of: bots[1], in: pages[0]))
+            for bot in bots {
+                for n in 0..<2 {
+                    let fill = pages[2].series("fill", ring: bot.name, labels: ["n": "\(n)"])
+                    #expect(fill?.cumulativeCount == 1 && fill?.cumulativeExactSum == UInt128(n + 1))
+                }
+            }
+        }
+    }
 }

@@ -28,11 +28,13 @@ final class BotSeries {
 
     /// The series a bot showed, and until when they show the same if nothing is recorded: the
     /// next slice of a window that holds values, when it may let values go (`.max` when every
-    /// window is empty: the bot is quiet).
+    /// window is empty); and its series that publish left out, their first figures not made
+    /// (see `PendingPublish.mayShowFirst`). Quiet: every window empty, none left out.
     struct Shown {
         let series: [SeriesSnapshot]
         let untilNanos: UInt64
-        var isQuiet: Bool { untilNanos == .max }
+        var awaitingFigures = 0
+        var isQuiet: Bool { untilNanos == .max && awaitingFigures == 0 }
     }
 
     /// The bot a ring writes: a worker's ring names its bot before the separator.
