@@ -388,7 +388,7 @@ final class SnapshotPublisher {
     /// wait to leave the minute window cost little between its slices); returns whether the bot
     /// is quiet (every window empty). Its series never shown are left out when the snapshot has
     /// spent its time on new series (`mayShowFirst`); a bot whose only change is such series then
-    /// shows what it showed, not made again to leave them out again (in a burst, most bots).
+    /// shows what it showed, not walked again to leave them out again.
     private func addSeries(of bot: BotSeries, to building: inout PendingPublish, nowNanos now: UInt64) -> Bool {
         if !bot.changedSincePublish, let shown = bot.shown, now < shown.untilNanos,
             shown.awaitingFigures == 0 || !building.mayShowFirst(within: options.newSeriesNanos)
