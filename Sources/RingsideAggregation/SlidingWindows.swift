@@ -135,6 +135,14 @@ public protocol SlidingSeries {
     /// now`), when nothing was recorded between. False: the same records, so the same figures,
     /// but for a rate over the span it covers.
     func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool
+    /// With nothing recorded after `now`, until when window `window` holds the records it holds
+    /// at `now` and the span it covers starts where it starts at `now` (its figures and the start
+    /// of a rate over that span stay; the rate's end is the time it is read): while the series is
+    /// younger than the window, until its first records leave it; after, the next slice.
+    func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64
+    /// Where the span window `window` covers at `now` starts (CLOCK_MONOTONIC): its first slice's
+    /// start, or the first record's tick if later.
+    func coveredFromNanos(window: Int, nowNanos now: UInt64) -> UInt64
 }
 
 /// The slicing and rotation shared by windowed histograms, counters and gauges.
@@ -356,13 +364,32 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         return !headIsEmpty && headSlice >= held && headSlice < holds
     }
 
-    /// The nanoseconds window `window` covers at `now`: from its first slice's start (or the first
-    /// record's tick, if later) to `now`; 0 if `now` is before both.
+    /// The nanoseconds window `window` covers at `now`: from `coveredFromNanos` to `now`; 0 if
+    /// `now` is before it.
     @inlinable
     func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
-        let windowStart = layout.sliceStartNanos(window: window, sliceID: firstSliceID(window: window, nowNanos: now))
-        let start = Swift.max(windowStart, originNanos)
+        let start = coveredFromNanos(window: window, nowNanos: now)
         return now > start ? now - start : 0
+    }
+
+    /// Where the span window `window` covers at `now` starts: its first slice's start, or the
+    /// first record's tick if later.
+    @inlinable
+    func coveredFromNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
+        Swift.max(layout.sliceStartNanos(window: window, sliceID: firstSliceID(window: window, nowNanos: now)), originNanos)
+    }
+
+    /// With nothing recorded after `now`, until when window `window` holds the records it holds
+    /// at `now`, its covered span starting where it starts at `now` (see ``SlidingSeries``).
+    @inlinable
+    func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
+        // The first slice that starts after the first record's tick: every record is at or after
+        // that tick, so until then the window holds them all, and its span starts at that tick.
+        let firstRecordLeaves = layout.sliceStartNanos(
+            window: window, sliceID: layout.sliceID(window: window, atNanos: originNanos) + UInt64(layout.slicesPerWindow) + 1)
+        if originNanos != .max, now < firstRecordLeaves { return firstRecordLeaves }
+        // Older than the window: its start moves with each slice.
+        return layout.sliceStartNanos(window: window, sliceID: layout.sliceID(window: window, atNanos: now) + 1)
     }
 
     /// Everything ever recorded, including the head.

@@ -56,6 +56,16 @@ public struct WindowedCounter: SlidingSeries, Sendable {
         windows.windowMayHaveChanged(window, since: earlier, to: now)
     }
 
+    /// Until when window `window` holds what it holds at `now` (see ``SlidingSeries``).
+    public func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
+        windows.holdsTheSameUntil(window: window, nowNanos: now)
+    }
+
+    /// Where the span window `window` covers at `now` starts (see ``SlidingSeries``).
+    public func coveredFromNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
+        windows.coveredFromNanos(window: window, nowNanos: now)
+    }
+
     /// Everything ever added, scaled.
     public var total: Double { windows.allTimeBeforeHead.sum + windows.head.sum }
 
@@ -118,6 +128,16 @@ public struct WindowedGauge: SlidingSeries, Sendable {
     /// Whether window `window` may hold other values at `now` than at `earlier` (see ``SlidingSeries``).
     public func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
         windows.windowMayHaveChanged(window, since: earlier, to: now)
+    }
+
+    /// Until when window `window` holds what it holds at `now` (see ``SlidingSeries``).
+    public func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
+        windows.holdsTheSameUntil(window: window, nowNanos: now)
+    }
+
+    /// Where the span window `window` covers at `now` starts (see ``SlidingSeries``).
+    public func coveredFromNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
+        windows.coveredFromNanos(window: window, nowNanos: now)
     }
 
     /// The smallest and largest values set in window `window` as of `now`; `nil` if none was.

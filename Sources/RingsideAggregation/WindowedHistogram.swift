@@ -102,6 +102,18 @@ public struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable {
         windows.windowMayHaveChanged(window, since: earlier, to: now)
     }
 
+    /// Until when window `window` holds what it holds at `now` (see ``SlidingSeries``).
+    @inlinable
+    public func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
+        windows.holdsTheSameUntil(window: window, nowNanos: now)
+    }
+
+    /// Where the span window `window` covers at `now` starts (see ``SlidingSeries``).
+    @inlinable
+    public func coveredFromNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
+        windows.coveredFromNanos(window: window, nowNanos: now)
+    }
+
     /// The nanoseconds of history window `window` holds at `now`, to turn its count into a rate.
     @inlinable
     public func coveredNanos(window: Int, nowNanos now: UInt64) -> UInt64 {

@@ -24,7 +24,7 @@ enum DemoTable {
                     row += [
                         quantile(0.5), quantile(0.99), quantile(0.999),
                         stats.count > 0 ? formatMeasure(Double(stats.max), unit: metric.unit) : "-",
-                        String(Int(stats.rate.rounded())),
+                        String(Int(stats.valuesPerSecond(atNanos: snapshot.monotonicNanos, tickNanos: snapshot.tickNanos).rounded())),
                     ]
                 case .counter:
                     row += ["-", "-", "-", "-", String(Int(stats.rate.rounded()))]

@@ -18,6 +18,10 @@ package struct Snapshot: Sendable {
     package var generation: UInt64 = 0
     /// Window lengths, in the order of every series' `windows`.
     package var windowNanos: [UInt64] = []
+    /// CLOCK_MONOTONIC when its series' figures were taken (the last pass of its build), and the
+    /// windows' tick: a histogram window's rate is read at that time (`WindowStats.valuesPerSecond`).
+    package var monotonicNanos: UInt64 = 0
+    package var tickNanos: UInt64 = 1
     package var quantiles: [Double] = []
     /// With `--native-histograms`: the schema of the native buckets histograms carry in protobuf.
     package var nativeHistogramSchema: Int?
@@ -281,32 +285,6 @@ package enum AllTime: Sendable {
     case unsigned(Histogram)
     /// Boxed: most histograms hold unsigned values, and pay for the 64 bytes of theirs alone.
     indirect case signed(SignedHistogram)
-}
-
-/// A series' statistics over one window.
-package struct WindowStats: Sendable {
-    // Histograms (count is scaled by sampling) ...
-    package var count: UInt64 = 0
-    /// In steps, as `mean`.
-    package var sum: Double = 0
-    package var min: Int128 = 0, max: Int128 = 0
-    package var mean: Double = 0
-    /// One value per configured quantile.
-    package var quantileValues: [Int128] = []
-    // ... counters ...
-    /// What was added in the window (scaled by sampling).
-    package var increase: Double = 0
-    /// Counters: the increase per second; histograms: observations per second. Both over the
-    /// span the window covers (less than its length while the series is young).
-    package var rate: Double = 0
-    // ... and gauges: the extremes set in the window, nil when nothing was.
-    package var gaugeMin: Double?
-    package var gaugeMax: Double?
-    /// Histograms: the largest values recorded with an exemplar in the window, largest first
-    /// (at most 5): the first is the maximum's when the maximum had one.
-    package var exemplars: [KeptExemplar] = []
-
-    package init() {}
 }
 
 /// One lane of a bot: one thread's ring.

@@ -84,8 +84,8 @@ extension BotAggregator {
         /// A total of it reached its ceiling (see `noteSaturation`): counted once.
         var saturated = false
         /// The windows of its cached statistics that hold values (bit `1 << index`, at most 16
-        /// windows): until the next slice of one of them, and without records, its snapshot stays
-        /// as it is. Beside the flags: it fits in their padding, a million series pay nothing for it.
+        /// windows; none: the series is quiet). Beside the flags: it fits in their padding, a
+        /// million series pay nothing for it.
         var windowsHoldingValues: UInt16 = 0
         /// Gauges merged by sum, max or min: each source's last recorded value, whose merge the
         /// windows take at each record.
@@ -97,6 +97,8 @@ extension BotAggregator {
         /// When its cached statistics were computed (`UInt64.max`: never, nor the rest of its
         /// snapshot): every window's were computed in that time's slice (`layout.sliceID`).
         var computedNanos: UInt64 = .max
+        /// Until when its cached snapshot holds if nothing is recorded (see `refresh`).
+        var unchangedUntilNanos: UInt64 = 0
         /// The cells merged over the sources: a counter's exact total, a gauge's last value, drops.
         /// Held apart, and shared while they stay as they start: most histograms' never move.
         private var mergedCells = BotAggregator.noCells

@@ -62,17 +62,16 @@ extension BotAggregator {
         var packing = Packing(leftABlock: notes.removedFromABlock, packsQuiet: notes.packingLeft)
         notes.awaitingFigures = 0
         notes.shownFirst = 0
-        notes.windowsHoldingValues = 0
-        let tickNanos = layout.tickNanos
+        notes.unchangedUntilNanos = .max
         appendSnapshots(
             of: \.histograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
             countsBytes: { $0.allocatedBytes },
             window: { series, window, stats in
-                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
+                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles)
                 stats.exemplars = series.exemplars?.value.largest(window: window, nowNanos: now) ?? []
             },
             // Exemplars come with values, in their slices: a window no slice left keeps them too.
-            slid: { series, window, stats in stats.takeRate(window, of: series.windows, nowNanos: now, tickNanos: tickNanos) },
+            slid: { series, window, stats in stats.takeCoveredFrom(window, of: series.windows, nowNanos: now) },
             whole: { series, snapshot in
                 // Shared, not copied: the exporters compute their buckets from it when they render.
                 let cumulative = series.windows.cumulative
@@ -87,10 +86,8 @@ extension BotAggregator {
         appendSnapshots(
             of: \.signedHistograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
             countsBytes: { $0.allocatedBytes },
-            window: { series, window, stats in
-                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, tickNanos: tickNanos)
-            },
-            slid: { series, window, stats in stats.takeRate(window, of: series.windows, nowNanos: now, tickNanos: tickNanos) },
+            window: { series, window, stats in stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles) },
+            slid: { series, window, stats in stats.takeCoveredFrom(window, of: series.windows, nowNanos: now) },
             whole: { series, snapshot in
                 let cumulative = series.windows.cumulative
                 snapshot.signedCumulative = cumulative
@@ -103,6 +100,7 @@ extension BotAggregator {
             })
         appendSnapshots(
             of: \.counters, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
+            rateMovesEachSlice: true,
             window: { series, window, stats in
                 stats.increase = series.windows.sum(window: window, nowNanos: now)
                 stats.rate = series.windows.rate(window: window, nowNanos: now)
@@ -127,11 +125,6 @@ extension BotAggregator {
                 snapshot.lastValue = series.cells.lastValue ?? series.windows.last
                 snapshot.droppedRecords = series.cells.dropped
             })
-        notes.unchangedUntilNanos = layout.sliceNanos.indices.reduce(UInt64.max) { until, window in
-            guard notes.windowsHoldingValues & 1 << window != 0 else { return until }
-            let next = layout.sliceID(window: window, atNanos: now) + 1
-            return min(until, layout.sliceStartNanos(window: window, sliceID: next))
-        }
         // With series left out, the result's places are not the tables' (see `keep`): blocks
         // wait for a pass that shows every series, which packs every quiet series.
         notes.packingLeft = notes.awaitingFigures > 0
@@ -200,6 +193,7 @@ extension BotAggregator {
     private mutating func appendSnapshots<Windows: SlidingSeries>(
         of table: WritableKeyPath<SeriesTables, [Series<Windows>]>, to result: inout [SeriesSnapshot], packing: inout Packing,
         now: UInt64, firstFigures: Bool, versions: inout VersionCounter, countsBytes: ((Windows) -> Int)? = nil,
+        rateMovesEachSlice: Bool = false,
         window: (Series<Windows>, Int, inout WindowStats) -> Void, slid: (Series<Windows>, Int, inout WindowStats) -> Void,
         whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) {
@@ -212,10 +206,10 @@ extension BotAggregator {
                     continue
                 }
                 notes.shownFirst += 1
-            } else if tables[keyPath: table][index].showsTheSame(atNanos: now, layout: layout) {
+            } else if tables[keyPath: table][index].showsTheSame(atNanos: now) {
                 // Most series of a busy bot: its snapshot as it is, its storage not read.
                 result.append(tables[keyPath: table][index].cached)
-                notes.windowsHoldingValues |= tables[keyPath: table][index].windowsHoldingValues
+                notes.unchangedUntilNanos = min(notes.unchangedUntilNanos, tables[keyPath: table][index].unchangedUntilNanos)
                 if packing.packsQuiet, tables[keyPath: table][index].windowsHoldingValues == 0, !result[result.count - 1].isPacked {
                     packing.places.append(result.count - 1)
                 }
@@ -223,9 +217,9 @@ extension BotAggregator {
             }
             let refreshed = Self.refresh(
                 &tables[keyPath: table][index], countsBytes: countsBytes, layout: layout, emptyWindows: emptyWindows, now: now,
-                versions: &versions, window: window, slid: slid, whole: whole)
+                versions: &versions, rateMovesEachSlice: rateMovesEachSlice, window: window, slid: slid, whole: whole)
             memory.counts += refreshed.countsGrowth
-            notes.windowsHoldingValues |= tables[keyPath: table][index].windowsHoldingValues
+            notes.unchangedUntilNanos = min(notes.unchangedUntilNanos, tables[keyPath: table][index].unchangedUntilNanos)
             result.append(refreshed.snapshot)
             // A series that shows what it showed shows no new ceiling either; a quiet one is in
             // a block, unless the pass that found it quiet left series out (`packsQuiet`).
@@ -277,10 +271,14 @@ extension BotAggregator {
     /// whole-series figures (the control cell's, every kind has, set here); `slid` brings to
     /// `now` the statistics of a window that holds the same values (its rate, all that moves).
     /// A series whose windows are all empty shows `emptyWindows`, which every such series of the
-    /// bot shares.
+    /// bot shares. It then shows the same until `unchangedUntilNanos`, unless records arrive: the
+    /// next slice of a window that holds values where the figures keep a rate
+    /// (`rateMovesEachSlice`: a counter's), else when such a window next holds other values or
+    /// its covered span starts elsewhere (`holdsTheSameUntil`: a young series' values stay in
+    /// its windows for their whole length, only the rate's end moves, and that is read).
     private static func refresh<Windows: SlidingSeries>(
         _ series: inout Series<Windows>, countsBytes: ((Windows) -> Int)?, layout: WindowLayout, emptyWindows: [WindowStats],
-        now: UInt64, versions: inout VersionCounter,
+        now: UInt64, versions: inout VersionCounter, rateMovesEachSlice: Bool,
         window: (Series<Windows>, Int, inout WindowStats) -> Void, slid: (Series<Windows>, Int, inout WindowStats) -> Void,
         whole: (Series<Windows>, inout SeriesSnapshot) -> Void
     ) -> Refreshed {
@@ -310,7 +308,7 @@ extension BotAggregator {
                 if !series.windows.windowMayHaveChanged(index, since: series.computedNanos, to: now) {
                     var stats = snapshot.windows[index]
                     slid(series, index, &stats)
-                    if stats.rate != snapshot.windows[index].rate {
+                    if stats.rate != snapshot.windows[index].rate || stats.coveredFromNanos != snapshot.windows[index].coveredFromNanos {
                         snapshot.windows[index] = stats
                         windowsChanged = true
                     }
@@ -326,6 +324,14 @@ extension BotAggregator {
             windowsChanged = true
         }
         series.computedNanos = now
+        series.unchangedUntilNanos = layout.windowNanos.indices.reduce(UInt64.max) { until, index in
+            guard series.windowsHoldingValues & 1 << index != 0 else { return until }
+            let next =
+                rateMovesEachSlice
+                ? layout.sliceStartNanos(window: index, sliceID: layout.sliceID(window: index, atNanos: now) + 1)
+                : series.windows.holdsTheSameUntil(window: index, nowNanos: now)
+            return min(until, next)
+        }
         if windowsChanged, snapshot.windows.allSatisfy(\.isEmpty) { snapshot.windows = emptyWindows }
         if series.touched || first {
             whole(series, &snapshot)
@@ -342,19 +348,10 @@ extension BotAggregator {
 }
 
 extension BotAggregator.Series {
-    /// Whether its snapshot at `now` is the one cached: nothing recorded since, and no window
-    /// that holds values moved to a new slice (see `refresh`).
-    func showsTheSame(atNanos now: UInt64, layout: WindowLayout) -> Bool {
-        guard !touched, computedNanos != .max else { return false }
-        var holding = windowsHoldingValues
-        while holding != 0 {
-            let window = holding.trailingZeroBitCount
-            holding &= holding - 1
-            if layout.sliceID(window: window, atNanos: now) != layout.sliceID(window: window, atNanos: computedNanos) {
-                return false
-            }
-        }
-        return true
+    /// Whether its snapshot at `now` is the one cached: nothing recorded since, and not yet the
+    /// time its windows' figures next move (`unchangedUntilNanos`, see `refresh`).
+    func showsTheSame(atNanos now: UInt64) -> Bool {
+        !touched && computedNanos != .max && now < unchangedUntilNanos
     }
 
     /// Marks it saturated when `shown`, its latest snapshot, first shows a total at its ceiling.
@@ -385,9 +382,8 @@ struct SnapshotNotes {
     /// those it showed for the first time.
     var awaitingFigures = 0
     var shownFirst = 0
-    /// The windows (bit `1 << index`) that hold values in a series the last pass showed, and
-    /// until when its series show what they showed (see `seriesUnchangedUntilNanos`).
-    var windowsHoldingValues: UInt16 = 0
+    /// Until when the series the last pass showed show what they showed (see
+    /// `seriesUnchangedUntilNanos`): the earliest of theirs.
     var unchangedUntilNanos: UInt64 = .max
     /// The last pass left series out, so it put none in blocks: the next that shows every
     /// series puts every quiet one in.
@@ -408,10 +404,9 @@ extension WindowStats {
     var isEmpty: Bool { count == 0 && increase == 0 && gaugeMin == nil }
 
     /// Window `window` of a histogram series, of unsigned or signed values alike, as of `now`:
-    /// its figures, and its rate over the time it covers, at least a tick (as a counter's rate
-    /// is, so both read alike).
+    /// its figures, and where the span it covers starts (its rate is read from it).
     fileprivate mutating func take<Slice: HistogramFigures>(
-        _ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64, quantiles: [Double], tickNanos: UInt64
+        _ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64, quantiles: [Double]
     ) {
         let histogram = windows.snapshot(window: window, nowNanos: now)
         count = histogram.count
@@ -420,14 +415,12 @@ extension WindowStats {
         max = Int128(histogram.max)
         mean = histogram.mean
         quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles).map { Int128($0) }
-        takeRate(window, of: windows, nowNanos: now, tickNanos: tickNanos)
+        takeCoveredFrom(window, of: windows, nowNanos: now)
     }
 
-    /// The rate of window `window`, whose `count` is taken, over the span it covers at `now`.
-    fileprivate mutating func takeRate<Slice: HistogramFigures>(
-        _ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64, tickNanos: UInt64
-    ) {
-        rate = Double(count) * 1e9 / Double(Swift.max(windows.coveredNanos(window: window, nowNanos: now), tickNanos))
+    /// Where the span window `window`, whose `count` is taken, covers at `now` starts (0: empty).
+    fileprivate mutating func takeCoveredFrom<Slice: HistogramFigures>(_ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64) {
+        coveredFromNanos = count == 0 ? 0 : windows.coveredFromNanos(window: window, nowNanos: now)
     }
 }
 

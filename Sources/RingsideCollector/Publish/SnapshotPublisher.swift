@@ -326,6 +326,7 @@ final class SnapshotPublisher {
             return
         }
         var snapshot = building.snapshot
+        (snapshot.monotonicNanos, snapshot.tickNanos) = (now, layout.tickNanos)  // a histogram's rate is read at that time
         // The files discovery refused (as it last showed them), within its limit.
         snapshot.rings += tracker.handoff.shown.skipped
         // Where other users' files are read, each file's series say whose it is.
@@ -493,8 +494,6 @@ final class SnapshotPublisher {
 struct PublishMarks {
     /// The ring's records drained, ever, at the last publish.
     fileprivate(set) var drained: UInt64 = 0
-
-    init() {}
 
     fileprivate mutating func mark(drained: UInt64) { self.drained = drained }
 }
