@@ -14,6 +14,10 @@ package final class LaneWatch {
     private var seen: [UInt64] = []
     private var seenCellWrites: [UInt32] = []
     private var owners: [Int] = []
+    /// Each consumer's header lane count, and the lanes it had mapped when watched (see
+    /// `markLanesAdded`): until the watch is rebuilt with the lanes its consumer mapped since.
+    private var laneCounts: [MappedRingFile.WatchedLaneCount] = []
+    private var lanesMapped: [UInt32] = []
 
     package init() {}
 
@@ -28,6 +32,8 @@ package final class LaneWatch {
             known[ObjectIdentifier(self.consumers[owner]), default: []].append(seenCellWrites[lane])
         }
         self.consumers = consumers
+        laneCounts = consumers.map { $0.mappedFile.watchedLaneCount() }
+        lanesMapped = consumers.map { UInt32(clamping: $0.laneCount) }
         cursors.removeAll(keepingCapacity: true)
         seen.removeAll(keepingCapacity: true)
         seenCellWrites.removeAll(keepingCapacity: true)
@@ -73,6 +79,18 @@ package final class LaneWatch {
                     }
                 }
             }
+        }
+    }
+
+    /// Sets `moved[i]` for each consumer `i` whose file has lanes it has not mapped (a thread's
+    /// first record, long after its bot attached), and has it look for them, so that its next
+    /// drain maps them. A load from each file's header page (its own TLB miss): asked less often
+    /// than `markMoved`.
+    package func markLanesAdded(_ moved: inout [Bool]) {
+        precondition(moved.count == consumers.count, "one flag per watched consumer")
+        for index in laneCounts.indices where laneCounts[index].hint != lanesMapped[index] {
+            consumers[index].lookForNewLanes()
+            moved[index] = true
         }
     }
 }

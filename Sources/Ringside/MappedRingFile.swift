@@ -304,6 +304,22 @@ final class MappedRingFile {
             cellWrites: UnsafePointer(laneField(lane, Offset.cellWrites, as: UInt32.self)))
     }
 
+    /// The header's lane count, to be looked at in a tight loop beside the lanes' cursors
+    /// (`LaneWatch`): valid while this file is open, which its holder guarantees.
+    func watchedLaneCount() -> WatchedLaneCount {
+        WatchedLaneCount(address: UnsafePointer(field(Offset.lanesAllocated, as: UInt32.self)))
+    }
+
+    /// The header's `lanes_allocated`, kept by address (see `WatchedCursor`).
+    struct WatchedLaneCount {
+        private let address: UnsafePointer<UInt32>
+
+        fileprivate init(address: UnsafePointer<UInt32>) { self.address = address }
+
+        /// Relaxed: only a hint that lanes were added; mapping them loads it again with acquire.
+        var hint: UInt32 { rs_load_relaxed_u32(address) }
+    }
+
     /// A lane's write cursor, gathered calls and counter-increment count (`cell_writes`, all on the
     /// lane's producer line) kept by address, so that many are loaded without a chain of loads.
     struct WatchedCursor {

@@ -29,8 +29,10 @@ final class DrainScheduler {
     private var visit: [Bool] = []
     private var counted: [Bool] = []
     private var followUps: [Int] = []
-    /// Once a second (`RingTracker.livenessIntervalNanos`) the rings due a look are visited.
+    /// Once a second (`RingTracker.livenessIntervalNanos`) the rings due a look are visited, and
+    /// those whose files have lanes not mapped yet.
     private var lastLookRoundNanos: UInt64 = 0
+    private var lastLaneCountLookNanos: UInt64 = 0
     /// Passes so far: each begins its turns one ring further on.
     private var passes: UInt64 = 0
     /// Whether the last pass ran out of time before visiting every ring it meant to (or left an
@@ -94,6 +96,13 @@ final class DrainScheduler {
         if !sweep, now &- lastLookRoundNanos >= RingTracker.livenessIntervalNanos {
             lastLookRoundNanos = now
             markRingsDueALook(rings, nowNanos: now)
+        }
+        // A lane a bot adds long after it attached (a thread's first record after a warm-up) is
+        // drained within a second, not at the bot's next look (every 30 s for a quiet one) when
+        // inotify's event for it was missed (a burst of new files).
+        if now &- lastLaneCountLookNanos >= RingTracker.livenessIntervalNanos {
+            lastLaneCountLookNanos = now
+            laneWatch.markLanesAdded(&visit)
         }
         // The rings that cost least come first, those that wrote invalid records last; a pass
         // ends when its time is spent, and the rings it did not reach come first in the next.
