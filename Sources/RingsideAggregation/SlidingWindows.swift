@@ -383,11 +383,13 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// at `now`, its covered span starting where it starts at `now` (see ``SlidingSeries``).
     @inlinable
     func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
-        // The first slice that starts after the first record's tick: every record is at or after
-        // that tick, so until then the window holds them all, and its span starts at that tick.
-        let firstRecordLeaves = layout.sliceStartNanos(
-            window: window, sliceID: layout.sliceID(window: window, atNanos: originNanos) + UInt64(layout.slicesPerWindow) + 1)
-        if originNanos != .max, now < firstRecordLeaves { return firstRecordLeaves }
+        if originNanos != .max {
+            // When the first record's slice leaves the window: every record is at or after its
+            // tick, so until then the window holds them all, and its span starts at that tick.
+            let originSlice = layout.sliceID(window: window, atNanos: originNanos)
+            let firstRecordLeaves = layout.sliceStartNanos(window: window, sliceID: originSlice + UInt64(layout.slicesPerWindow) + 1)
+            if now < firstRecordLeaves { return firstRecordLeaves }
+        }
         // Older than the window: its start moves with each slice.
         return layout.sliceStartNanos(window: window, sliceID: layout.sliceID(window: window, atNanos: now) + 1)
     }

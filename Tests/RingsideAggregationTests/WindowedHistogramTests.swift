@@ -364,4 +364,41 @@ struct WindowedHistogramTests {
         #expect(phased.slicePhaseNanos == WindowLayout.standard.sliceNanos.map { phase % $0 })
         #expect(phased != WindowLayout.standard)
     }
+
+    /// What a snapshot skips on: until `holdsTheSameUntil` a window holds the same values and its
+    /// covered span starts at the same time (only a rate's end moves), and at that time the start
+    /// moves. Records now and then, some late, on a phased layout; looked at from each record's
+    /// time through the minute after.
+    @Test(
+        "a window holds the same values from the same span start until the time it says, and its start moves then",
+        arguments: [0, 7 * Self.second + Self.second / 4])
+    func holdsTheSameUntilItSays(phase: UInt64) {
+        var random = SeededRandom(seed: 41 + phase)
+        let layout = WindowLayout.standard.phased(byNanos: phase)
+        var series = WindowedHistogram(layout: layout)
+        var clock: UInt64 = 100 * Self.second
+        var checked = 0
+        for _ in 0..<300 {
+            clock += UInt64.random(in: 0...3 * Self.second, using: &random)
+            let late = UInt64.random(in: 0..<10, using: &random) == 0 ? UInt64.random(in: 0...2 * Self.second, using: &random) : 0
+            series.record(random.lognormal(mu: 10, sigma: 2), atNanos: clock - late)
+            for now in [clock, clock + Self.second / 3, clock + 4 * Self.second, clock + 40 * Self.second] {
+                for window in layout.windowNanos.indices {
+                    let until = series.holdsTheSameUntil(window: window, nowNanos: now)
+                    #expect(until > now)
+                    let held = series.snapshot(window: window, nowNanos: now)
+                    let from = series.coveredFromNanos(window: window, nowNanos: now)
+                    for later in [now + 1, now + (until - now) / 2, until - 1] {
+                        let what = "window \(window) at \(later) of \(now)...\(until)"
+                        #expect(series.snapshot(window: window, nowNanos: later) == held, "\(what)")
+                        #expect(series.coveredFromNanos(window: window, nowNanos: later) == from, "\(what)")
+                    }
+                    let moved = series.coveredFromNanos(window: window, nowNanos: until)
+                    #expect(moved > from, "window \(window): its start moves at \(until)")
+                    checked += 1
+                }
+            }
+        }
+        #expect(checked == 300 * 4 * 3)
+    }
 }
