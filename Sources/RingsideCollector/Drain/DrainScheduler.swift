@@ -99,7 +99,7 @@ final class DrainScheduler {
         }
         // A lane a bot adds long after it attached (a thread's first record after a warm-up) is
         // drained within a second, not at the bot's next look (every 30 s for a quiet one) when
-        // inotify's event for it was missed (a burst of new files).
+        // nothing else brought it in (inotify's event for the file's growth did not, in a burst).
         if now &- lastLaneCountLookNanos >= RingTracker.livenessIntervalNanos {
             lastLaneCountLookNanos = now
             laneWatch.markLanesAdded(&visit)
