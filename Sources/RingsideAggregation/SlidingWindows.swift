@@ -140,9 +140,6 @@ public protocol SlidingSeries {
     /// of a rate over that span stay; the rate's end is the time it is read): while the series is
     /// younger than the window, until its first records leave it; after, the next slice.
     func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64
-    /// Where the span window `window` covers at `now` starts (CLOCK_MONOTONIC): its first slice's
-    /// start, or the first record's tick if later.
-    func coveredFromNanos(window: Int, nowNanos now: UInt64) -> UInt64
 }
 
 /// The slicing and rotation shared by windowed histograms, counters and gauges.

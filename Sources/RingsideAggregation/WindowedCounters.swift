@@ -61,11 +61,6 @@ public struct WindowedCounter: SlidingSeries, Sendable {
         windows.holdsTheSameUntil(window: window, nowNanos: now)
     }
 
-    /// Where the span window `window` covers at `now` starts (see ``SlidingSeries``).
-    public func coveredFromNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
-        windows.coveredFromNanos(window: window, nowNanos: now)
-    }
-
     /// Everything ever added, scaled.
     public var total: Double { windows.allTimeBeforeHead.sum + windows.head.sum }
 
@@ -133,11 +128,6 @@ public struct WindowedGauge: SlidingSeries, Sendable {
     /// Until when window `window` holds what it holds at `now` (see ``SlidingSeries``).
     public func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
         windows.holdsTheSameUntil(window: window, nowNanos: now)
-    }
-
-    /// Where the span window `window` covers at `now` starts (see ``SlidingSeries``).
-    public func coveredFromNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
-        windows.coveredFromNanos(window: window, nowNanos: now)
     }
 
     /// The smallest and largest values set in window `window` as of `now`; `nil` if none was.

@@ -108,7 +108,8 @@ public struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable {
         windows.holdsTheSameUntil(window: window, nowNanos: now)
     }
 
-    /// Where the span window `window` covers at `now` starts (see ``SlidingSeries``).
+    /// Where the span window `window` covers at `now` starts (CLOCK_MONOTONIC): its first slice's
+    /// start, or the first record's tick if later.
     @inlinable
     public func coveredFromNanos(window: Int, nowNanos now: UInt64) -> UInt64 {
         windows.coveredFromNanos(window: window, nowNanos: now)

@@ -37,7 +37,8 @@ extension BotAggregator {
     /// The series the last snapshot pass showed for the first time.
     var seriesShownFirst: Int { notes.shownFirst }
     /// Until when the series of the last snapshot pass show what they showed, if nothing is
-    /// recorded: the next slice of a window that holds values in some series (`.max` if none).
+    /// recorded: the earliest time one of their figures moves (see `refresh`; `.max` if every
+    /// window is empty).
     var seriesUnchangedUntilNanos: UInt64 { notes.unchangedUntilNanos }
 
     // MARK: - Snapshots

@@ -26,9 +26,9 @@ final class BotSeries {
         self.aggregator = aggregator
     }
 
-    /// The series a bot showed, and until when they show the same if nothing is recorded: the
-    /// next slice of a window that holds values, when it may let values go (`.max` when every
-    /// window is empty); and its series that publish left out, their first figures not made
+    /// The series a bot showed, and until when they show the same if nothing is recorded (the
+    /// earliest time one of their figures moves, `BotAggregator.seriesUnchangedUntilNanos`;
+    /// `.max` when every window is empty); and its series that publish left out, their first figures not made
     /// (see `PendingPublish.mayShowFirst`). Quiet: every window empty, none left out.
     struct Shown {
         let series: [SeriesSnapshot]

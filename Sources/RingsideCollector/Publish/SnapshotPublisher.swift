@@ -385,8 +385,8 @@ final class SnapshotPublisher {
     }
 
     /// Adds a bot's series to the snapshot `building`: what it showed, when nothing changed
-    /// since and no window that holds values slid to a new slice (a million series whose values
-    /// wait to leave the minute window cost little between its slices); returns whether the bot
+    /// since and none of its series' figures moved yet (`Shown.untilNanos`: a million series
+    /// whose values wait to leave the minute window cost little meanwhile); returns whether the bot
     /// is quiet (every window empty). Its series never shown are left out when the snapshot has
     /// spent its time on new series (`mayShowFirst`); a bot whose only change is such series then
     /// shows what it showed, not walked again to leave them out again.
