@@ -140,6 +140,10 @@ public protocol SlidingSeries {
     /// of a rate over that span stay; the rate's end is the time it is read): while the series is
     /// younger than the window, until its first records leave it; after, the next slice.
     func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64
+    /// Whether windows `window` and `other` hold exactly the same records at `now`, known without
+    /// reading them (a series whose records are all in one tick that both hold): the same
+    /// figures, but for a rate over the span each covers. False: they may hold other records.
+    func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool
 }
 
 /// The slicing and rotation shared by windowed histograms, counters and gauges.
@@ -153,8 +157,9 @@ public protocol SlidingSeries {
 /// Each window is a ring of `slicesPerWindow + 1` places reused in place: a place is claimed by
 /// the newest slice that maps to it (`id % (slicesPerWindow + 1)`), so rotation is a reset when a
 /// place is first written, never a pass over the ring. The places in use, of every window, are
-/// one short list (``Slot``), made as ticks are folded: a series that recorded in one tick holds
-/// three slices, not fifteen. The list is let go once every slice in it has left every window
+/// one short list (``Slot``), made as ticks are folded: a series that recorded in two ticks holds
+/// four to six slices, not fifteen, and one that recorded in its first tick alone holds none (its
+/// head is every window's). The list is let go once every slice in it has left every window
 /// (``advance(toNanos:)``): a series that records nothing for the longest window and a slice
 /// (75 s with the standard layout) holds its all-time slice alone, and its head and windows cost
 /// it no heap memory.
@@ -189,6 +194,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// so the fast path misses.
     @usableFromInline var headEnd: UInt64 = 0
     @usableFromInline var headIsEmpty = true
+    /// Whether `allTimeBeforeHead` was never written: with no slots, every record is in the head.
+    @usableFromInline var allTimeBeforeHeadIsEmpty = true
     /// Everything ever recorded except the head.
     @usableFromInline var allTimeBeforeHead = Slice()
     /// The start of the first record's tick, `UInt64.max` before any record: rates do not count
@@ -218,7 +225,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         let tickStart = t - t % tick
         originNanos = Swift.min(originNanos, tickStart)
         if headEnd == 0 || tickStart > headStart {
-            foldHead()
+            // A head left unfolded (it holds every record) takes more of its own tick as it is.
+            if tickStart != headStart { foldHead() }
             headStart = tickStart
             let (end, overflow) = tickStart.addingReportingOverflow(tick)
             headEnd = overflow ? .max : end
@@ -234,6 +242,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
                 updateSlot(window: window, sliceID: layout.sliceID(window: window, atNanos: t), body)
             }
             body(&allTimeBeforeHead)
+            allTimeBeforeHeadIsEmpty = false
         }
     }
 
@@ -283,8 +292,27 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
             }
         }
         allTimeBeforeHead.merge(head)
+        allTimeBeforeHeadIsEmpty = false
         head.resetHead()
         headIsEmpty = true
+    }
+
+    /// Whether every record is in the head (or there is none): the windows that hold its tick
+    /// hold it alone, and ``allTime`` is it.
+    @inlinable
+    var headHoldsEveryRecord: Bool { slots.isEmpty && allTimeBeforeHeadIsEmpty }
+
+    /// Whether window `window` holds the head's tick at `now`.
+    @inlinable
+    func holdsHead(window: Int, nowNanos now: UInt64) -> Bool {
+        !headIsEmpty && layout.sliceID(window: window, atNanos: headStart) >= firstSliceID(window: window, nowNanos: now)
+    }
+
+    /// Adds `earlier` to the all-time slice only (not to any window).
+    @inlinable
+    mutating func seedAllTime(_ earlier: Slice) {
+        allTimeBeforeHead.merge(earlier)
+        allTimeBeforeHeadIsEmpty = false
     }
 
     /// Folds the head away once `now` has passed its tick, so reads need not merge it. The next
@@ -292,20 +320,41 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     /// written before it (a backlog) then stay on the fast path, instead of each one going late
     /// into every window and the all-time slice. Lets the windows' slices and the head's storage
     /// go once no window holds any of them at `now` (reads are at `now` or later).
+    ///
+    /// A head that holds every record (a series' first tick) is not folded: every window and the
+    /// all-time slice read it as it is, no slice is made for it in each window (a million new
+    /// series made three each, a third of a gigabyte of new heap), and it is folded by the next
+    /// record of a later tick, or moved to the all-time slice once it has left every window.
     /// - Returns: whether it let them go.
     @inlinable @inline(__always) @discardableResult
     mutating func advance(toNanos now: UInt64) -> Bool {
         if headEnd != 0, now >= headEnd {
-            foldHead()
+            if !headHoldsEveryRecord { foldHead() }
             headEnd = 0
         }
-        guard headEnd == 0, !slots.isEmpty else { return false }
+        guard headEnd == 0 else { return false }
+        guard !slots.isEmpty else { return moveHeadToAllTimeOnceItLeft(nowNanos: now) }
         // A plain loop: it is specialized with the type (see `Windowed`), a closure-taking
         // algorithm may not be.
         for slot in slots where slot.id >= firstSliceID(window: slot.window, nowNanos: now) { return false }
         slots = []
         placeIndex = 0
         head = Slice()
+        return true
+    }
+
+    /// Moves a head that holds every record, and that no window holds at `now` any more, to the
+    /// all-time slice (which holds nothing: a move, not a merge).
+    /// - Returns: whether it moved it.
+    @inlinable
+    mutating func moveHeadToAllTimeOnceItLeft(nowNanos now: UInt64) -> Bool {
+        guard !headIsEmpty, allTimeBeforeHeadIsEmpty else { return false }
+        // The longest window last in the layout's order (the standard one's): asked first.
+        for window in layout.sliceNanos.indices.reversed() where holdsHead(window: window, nowNanos: now) { return false }
+        allTimeBeforeHead = head
+        allTimeBeforeHeadIsEmpty = false
+        head = Slice()
+        headIsEmpty = true
         return true
     }
 
@@ -323,7 +372,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     @inlinable
     func merged(window: Int, nowNanos now: UInt64) -> Slice {
         let firstID = firstSliceID(window: window, nowNanos: now)
-        let holdsHead = !headIsEmpty && layout.sliceID(window: window, atNanos: headStart) >= firstID
+        let holdsHead = holdsHead(window: window, nowNanos: now)
         var held = holdsHead ? 1 : 0
         var lastHeld = 0
         for index in slots.indices where slots[index].window == window && slots[index].id >= firstID {
@@ -343,7 +392,7 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         for slot in slots where slot.window == window && slot.id >= firstID {
             result.merge(slot.slice)
         }
-        if !headIsEmpty && layout.sliceID(window: window, atNanos: headStart) >= firstID {
+        if holdsHead(window: window, nowNanos: now) {
             result.merge(head)
         }
     }
@@ -355,7 +404,8 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
     func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
         let (held, holds) = (firstSliceID(window: window, nowNanos: earlier), firstSliceID(window: window, nowNanos: now))
         guard held != holds else { return false }
-        guard !slots.isEmpty else { return true }
+        // No slots and no head: they were let go (a head that holds every record is never folded away).
+        guard !slots.isEmpty || !headIsEmpty else { return true }
         for slot in slots where slot.window == window && slot.id >= held && slot.id < holds { return true }
         let headSlice = layout.sliceID(window: window, atNanos: headStart)
         return !headIsEmpty && headSlice >= held && headSlice < holds
@@ -391,10 +441,20 @@ struct SlidingWindows<Slice: WindowSlice>: Sendable {
         return layout.sliceStartNanos(window: window, sliceID: layout.sliceID(window: window, atNanos: now) + 1)
     }
 
-    /// Everything ever recorded, including the head.
+    /// Whether windows `window` and `other` hold exactly the same records at `now`, known
+    /// without reading them: every record is in the head, and both hold its tick. False: they
+    /// may hold other records.
+    @inlinable
+    func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
+        headHoldsEveryRecord && holdsHead(window: window, nowNanos: now) && holdsHead(window: other, nowNanos: now)
+    }
+
+    /// Everything ever recorded, including the head (the head itself, shared, when it holds
+    /// every record).
     @inlinable
     var allTime: Slice {
         if headIsEmpty { return allTimeBeforeHead }
+        if headHoldsEveryRecord { return head }
         var result = allTimeBeforeHead
         result.merge(head)
         return result

@@ -61,6 +61,11 @@ public struct WindowedCounter: SlidingSeries, Sendable {
         windows.holdsTheSameUntil(window: window, nowNanos: now)
     }
 
+    /// Whether windows `window` and `other` hold the same records at `now` (see ``SlidingSeries``).
+    public func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
+        windows.holdsTheSameRecords(window: window, as: other, nowNanos: now)
+    }
+
     /// Everything ever added, scaled.
     public var total: Double { windows.allTimeBeforeHead.sum + windows.head.sum }
 
@@ -128,6 +133,11 @@ public struct WindowedGauge: SlidingSeries, Sendable {
     /// Until when window `window` holds what it holds at `now` (see ``SlidingSeries``).
     public func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
         windows.holdsTheSameUntil(window: window, nowNanos: now)
+    }
+
+    /// Whether windows `window` and `other` hold the same records at `now` (see ``SlidingSeries``).
+    public func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
+        windows.holdsTheSameRecords(window: window, as: other, nowNanos: now)
     }
 
     /// The smallest and largest values set in window `window` as of `now`; `nil` if none was.

@@ -108,6 +108,12 @@ public struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable {
         windows.holdsTheSameUntil(window: window, nowNanos: now)
     }
 
+    /// Whether windows `window` and `other` hold the same records at `now` (see ``SlidingSeries``).
+    @inlinable
+    public func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
+        windows.holdsTheSameRecords(window: window, as: other, nowNanos: now)
+    }
+
     /// Where the span window `window` covers at `now` starts (CLOCK_MONOTONIC): its first slice's
     /// start, or the first record's tick if later.
     @inlinable
@@ -135,7 +141,7 @@ public struct Windowed<Slice: WindowedHistogramSlice>: SlidingSeries, Sendable {
     /// Adds `earlier` to the all-time histogram only (not to any window): what an earlier run of
     /// the collector kept of this series.
     public mutating func seedAllTime(_ earlier: Slice) {
-        windows.allTimeBeforeHead.merge(earlier)
+        windows.seedAllTime(earlier)
     }
 
     /// Heap bytes held by the series' histograms.

@@ -211,23 +211,81 @@ struct WindowedHistogramTests {
         #expect(head.count == 5 && head.min == 5 && head.max == 12_345)
         #expect(series.snapshot(window: Self.oneMinute, nowNanos: t + 2).count == 6)
 
-        series.advance(toNanos: t + tick)  // the head folds into the windows' slots
-        #expect(series.windows.headIsEmpty)
-        expectMergedFigures(at: t + tick)  // every window: one slot
-        let slot = series.snapshot(window: Self.oneSecond, nowNanos: t + tick)
-        series.record(1, atNanos: t + tick)
-        series.record(2, atNanos: t + 2 * tick)  // the next tick: the head folds again
-        #expect(slot.count == 6 && slot.min == 5)
-        #expect(series.snapshot(window: Self.oneSecond, nowNanos: t + 2 * tick).count == 8)
-        expectMergedFigures(at: t + 2 * tick)  // slots and the head, merged
+        series.advance(toNanos: t + tick)  // the head holds every record: it stays, no slot is made
+        #expect(!series.windows.headIsEmpty && series.windows.slots.isEmpty)
+        expectMergedFigures(at: t + tick)  // every window: the head alone
+        let kept = series.snapshot(window: Self.oneSecond, nowNanos: t + tick)
+        series.record(1, atNanos: t + tick)  // the next tick: the head folds into the windows' slots
+        series.advance(toNanos: t + 2 * tick)  // and folds again
+        #expect(kept.count == 6 && kept.min == 5)
+        expectMergedFigures(at: t + 2 * tick)  // the 1 s window two slots, the others one
+        let slot = series.snapshot(window: Self.oneSecond, nowNanos: t + 2 * tick)
+        series.record(2, atNanos: t + 2 * tick)
+        series.record(3, atNanos: t + 3 * tick)  // the next tick: the head folds again
+        #expect(slot.count == 7 && slot.min == 1)
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: t + 3 * tick).count == 9)
+        expectMergedFigures(at: t + 3 * tick)  // slots and the head, merged
 
         // 2 s on: the 1 s window holds the newest slot alone, the 1 min window one slot of all
         // (one 15 s slice), the 5 s window two.
-        series.record(3, atNanos: t + 2 * Self.second)
+        series.record(4, atNanos: t + 2 * Self.second)
         series.advance(toNanos: t + 2 * Self.second + tick)
         expectMergedFigures(at: t + 2 * Self.second + tick)
         #expect(series.snapshot(window: Self.oneSecond, nowNanos: t + 2 * Self.second + tick).count == 1)
-        #expect(series.snapshot(window: Self.oneMinute, nowNanos: t + 2 * Self.second + tick).count == 9)
+        #expect(series.snapshot(window: Self.oneMinute, nowNanos: t + 2 * Self.second + tick).count == 10)
+    }
+
+    @Test(
+        "a series whose records are all in one tick keeps them in its head: every window and all time read it, no slice is made, and it goes to all time once no window holds it"
+    )
+    func headHoldingEveryRecordStays() {
+        let tick = WindowLayout.standard.tickNanos
+        let t = 100 * Self.second + tick / 3
+        var series = WindowedHistogram()
+        var all = Histogram()
+        for value: UInt64 in [3, 40, 40, 700] {
+            series.record(value, atNanos: t + value)
+            all.record(value)
+        }
+        func expectWindows(at now: UInt64, holding held: [Bool]) {
+            for window in 0..<3 { #expect(series.snapshot(window: window, nowNanos: now) == (held[window] ? all : Histogram())) }
+            #expect(series.cumulative == all && series.cumulativeCount == all.count)
+        }
+        var letGo = series.advance(toNanos: t + tick)
+        #expect(!letGo)
+        #expect(!series.windows.headIsEmpty && series.windows.slots.isEmpty && series.windows.headEnd == 0)
+        expectWindows(at: t + tick, holding: [true, true, true])
+        #expect(series.holdsTheSameRecords(window: 1, as: 0, nowNanos: t + tick))
+        #expect(series.holdsTheSameRecords(window: 2, as: 1, nowNanos: t + tick))
+        #expect(!series.windowMayHaveChanged(0, since: t + tick, to: t + Self.second))
+
+        // 1.5 s on, the 1 s window has let it go (it covers 1 to 1.25 s); the others hold it.
+        let later = t + 3 * Self.second / 2
+        letGo = series.advance(toNanos: later)
+        #expect(!letGo)
+        expectWindows(at: later, holding: [false, true, true])
+        #expect(series.windowMayHaveChanged(0, since: t + tick, to: later))
+        #expect(!series.windowMayHaveChanged(2, since: t + tick, to: later))
+        #expect(!series.holdsTheSameRecords(window: 1, as: 0, nowNanos: later))
+        #expect(series.holdsTheSameRecords(window: 2, as: 1, nowNanos: later))
+
+        // Past the 1 min window and its last slice: the head is all time's, moved, not merged.
+        let gone = t + 76 * Self.second
+        letGo = series.advance(toNanos: gone)
+        #expect(letGo)
+        #expect(series.windows.headIsEmpty && series.windows.slots.isEmpty && series.windows.head.allocatedBytes == 0)
+        expectWindows(at: gone, holding: [false, false, false])
+        #expect(series.windowMayHaveChanged(2, since: later, to: gone))
+        #expect(!series.holdsTheSameRecords(window: 2, as: 1, nowNanos: gone))
+
+        // A record of a later tick, in turn, is the head alone; one of a tick after it folds it.
+        series.record(9, atNanos: gone)
+        all.record(9)
+        #expect(series.cumulative == all && !series.holdsTheSameRecords(window: 1, as: 0, nowNanos: gone))
+        series.record(10, atNanos: gone + tick)
+        all.record(10)
+        #expect(!series.windows.slots.isEmpty && series.cumulative == all)
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: gone + tick).buckets.map(\.lowerBound) == [9, 10])
     }
 
     @Test("a record drained after a snapshot's advance, from the tick before it, takes the head, not the late path")
@@ -236,6 +294,7 @@ struct WindowedHistogramTests {
         let t = 100 * Self.second + tick / 2
         let now = t + 3 * tick
         var series = WindowedHistogram()
+        series.record(0, atNanos: t - tick)
         series.record(1, atNanos: t)
         series.advance(toNanos: now)  // a snapshot's, while a backlog of t's tick waits to be drained
         #expect(series.windows.headIsEmpty)
@@ -243,9 +302,9 @@ struct WindowedHistogramTests {
         #expect(!series.windows.headIsEmpty && series.windows.headStart == t - t % tick)
         series.record(3, atNanos: now)  // the tick after: the head folds and moves on
         #expect(series.windows.headStart == now - now % tick)
-        #expect(series.snapshot(window: Self.oneSecond, nowNanos: now).buckets.map(\.lowerBound) == [1, 2, 3])
+        #expect(series.snapshot(window: Self.oneSecond, nowNanos: now).buckets.map(\.lowerBound) == [0, 1, 2, 3])
         #expect(series.snapshot(window: Self.oneSecond, nowNanos: now + Self.second).buckets.map(\.lowerBound) == [3])
-        #expect(series.cumulative.count == 3 && series.cumulativeCount == 3)
+        #expect(series.cumulative.count == 4 && series.cumulativeCount == 4)
     }
 
     @Test("a head that took 512 values of few buckets in a tick is paged for the next; the slices it folds into stay lists")

@@ -317,7 +317,15 @@ extension BotAggregator {
                 }
             }
             var stats = WindowStats()
-            window(series, index, &stats)
+            if index > 0, series.exemplars == nil, series.windows.holdsTheSameRecords(window: index, as: index - 1, nowNanos: now) {
+                // The window before's figures, made at `now` (a young series' windows hold its one
+                // tick alone): their quantiles are not made again, and their storage is shared.
+                // Exemplars are kept apart from the values: a series with some makes each window's.
+                stats = snapshot.windows[index - 1]
+                slid(series, index, &stats)
+            } else {
+                window(series, index, &stats)
+            }
             // An empty window that stays empty changes nothing.
             if stats.isEmpty && snapshot.windows[index].isEmpty && !series.touched { continue }
             snapshot.windows[index] = stats
