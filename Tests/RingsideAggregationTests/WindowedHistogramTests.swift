@@ -278,7 +278,8 @@ struct WindowedHistogramTests {
         #expect(series.windowMayHaveChanged(2, since: later, to: gone))
         #expect(!series.holdsTheSameRecords(window: 2, as: 1, nowNanos: gone))
 
-        // A record of a later tick, in turn, is the head alone; one of a tick after it folds it.
+        // A later record is a new head, not every record (all time holds the first ones): the
+        // windows do not share it; a record of the tick after folds it.
         series.record(9, atNanos: gone)
         all.record(9)
         #expect(series.cumulative == all && !series.holdsTheSameRecords(window: 1, as: 0, nowNanos: gone))
