@@ -114,12 +114,11 @@ final class SnapshotPublisher {
     /// When it last published, what that took, and what it found.
     private var last = LastPublish()
 
-    /// When the publisher last published, what that took (see `spacingNanos`), when it last
+    /// When the publisher last began, what that took (see `PublishPace`), when it last
     /// began to sample quiet rings and the round under way, and whether the last publish found
     /// every ring quiet.
     private struct LastPublish {
-        var publishNanos: UInt64 = 0
-        var costNanos: UInt64 = 0
+        var pace = PublishPace()
         var quietSampleNanos: UInt64 = 0
         var quietLook: QuietLook?
         var wasQuiet = false
@@ -211,27 +210,17 @@ final class SnapshotPublisher {
 
     /// Snapshots are published at most this often while records arrive (publishing costs a
     /// pass over every series): at most one poll interval, so a record is visible within one;
-    /// but never sooner than `spacingNanos`.
+    /// but never sooner than the pace's spacing (`PublishPace.spacingNanos`).
     private var intervalNanos: UInt64 {
-        max(min(max(options.pollNanos, 10_000_000), 100_000_000), spacingNanos)
+        max(min(max(options.pollNanos, 10_000_000), 100_000_000), last.pace.spacingNanos)
     }
-    /// The spacing that keeps publishing to a tenth of the drain thread's time while that is
-    /// at most a second apart (a publish takes a few microseconds for a few series, tens of
-    /// milliseconds for 10,000 busy ones: the CPU that scrapes need); past that, every second
-    /// (a snapshot every second for hundreds of thousands of busy series), and one after the
-    /// other when a build takes longer (a million busy series: every change is seen as soon as
-    /// the drain thread can show it). Slices of a publish alternate with drain passes, so the
-    /// rings are drained meanwhile at any spacing.
-    private var spacingNanos: UInt64 { max(min(10 * last.costNanos, Self.wantedSpacingNanos), last.costNanos) }
-    /// How often a snapshot is wanted at most, however many series change.
-    static let wantedSpacingNanos: UInt64 = 1_000_000_000
 
     /// How long the drain loop may sleep for the publisher's sake: not at all with a snapshot
     /// half built; else until the next is due when something changed.
     func sleepNanos(nowNanos now: UInt64) -> UInt64 {
         if pending != nil { return 0 }
         guard hasChanges else { return .max }
-        let due = last.publishNanos &+ intervalNanos
+        let due = last.pace.begunNanos &+ intervalNanos
         return due > now ? due - now : 0
     }
 
@@ -240,11 +229,11 @@ final class SnapshotPublisher {
     /// pending. A `forced` publish (at stop, or a test stepping time) begins afresh and finishes now.
     func afterPass(nowNanos now: UInt64, changed: Bool, mayBegin: Bool, forced: Bool, stats: CollectorStats) {
         if changed { hasChanges = true }
-        let sinceLast = now &- last.publishNanos
+        let sinceLast = now &- last.pace.begunNanos
         if forced
             || (mayBegin
-                && (last.publishNanos == 0 || (hasChanges && sinceLast >= intervalNanos)
-                    || sinceLast >= max(Self.idleRefreshNanos, spacingNanos)))
+                && (last.pace.begunNanos == 0 || (hasChanges && sinceLast >= intervalNanos)
+                    || sinceLast >= max(Self.idleRefreshNanos, last.pace.spacingNanos)))
         {
             if !forced, !hasChanges, last.wasQuiet, sinceLast < Self.quietRefreshNanos {
                 // Every ring quiet, nothing new: windows have nothing to slide, so only the
@@ -261,7 +250,7 @@ final class SnapshotPublisher {
                 last.quietLook = nil  // the publish looks at every ring due a look
                 pending = PendingPublish(
                     snapshot: startSnapshot(), rings: tracker.everyRing, forced: forced, cellLookNanos: tracker.cellLookIntervalNanos())
-                last.publishNanos = now
+                last.pace.begunNanos = now
                 hasChanges = false  // what changes from now on goes in the next one
             }
         }
@@ -348,7 +337,7 @@ final class SnapshotPublisher {
         stats.seriesSaturated = tracker.bots.values.reduce(0) { $0 + $1.aggregator.saturatedSeries }
         stats.snapshotBuildSeconds = Double(building.costNanos) / 1e9
         snapshot.collector = stats
-        last.costNanos = building.costNanos
+        last.pace.published(nowNanos: now, costNanos: building.costNanos)
         published.publish(&snapshot)
         heapTrim.note(letGo: building.windowsLetGo, nowNanos: now)
     }
