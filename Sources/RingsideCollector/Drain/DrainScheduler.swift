@@ -36,9 +36,11 @@ final class DrainScheduler {
     /// Passes so far: each begins its turns one ring further on.
     private var passes: UInt64 = 0
     /// Whether the last pass ran out of time before visiting every ring it meant to (or left an
-    /// unproven clean ring's records for the next), and when a pass last did not.
+    /// unproven clean ring's records for the next), and the time of the first of the passes cut
+    /// short one after the other up to it (nil: the last pass was whole). Their own time, not
+    /// the last whole pass's: passes a test steps long after the last are not overloaded for it.
     private(set) var cutShort = false
-    private var lastWholePassNanos: UInt64 = 0
+    private var cutShortSinceNanos: UInt64?
     /// How long the fastest-filling lane of any ring takes to fill at its recent rate (UInt64.max:
     /// none is filling), as of the last pass.
     private var soonestFillNanos = UInt64.max
@@ -156,7 +158,11 @@ final class DrainScheduler {
             }
         }
         soonestFillNanos = soonestFill
-        if !cutShort || lastWholePassNanos == 0 { lastWholePassNanos = now }
+        if !cutShort {
+            cutShortSinceNanos = nil
+        } else if cutShortSinceNanos == nil {
+            cutShortSinceNanos = now
+        }
         return pass
     }
 
@@ -180,7 +186,8 @@ final class DrainScheduler {
     /// short would show rings not drained yet), or when passes have been cut short for a second
     /// (the drain is overloaded).
     func mayPublish(nowNanos now: UInt64) -> Bool {
-        !cutShort || now &- lastWholePassNanos >= Self.overloadedPublishNanos
+        guard cutShort, let since = cutShortSinceNanos else { return true }
+        return now &- since >= Self.overloadedPublishNanos
     }
 
     /// How long the drain loop may sleep for the scheduler's sake: not at all while rings wait
