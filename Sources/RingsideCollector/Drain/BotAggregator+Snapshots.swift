@@ -58,6 +58,8 @@ extension BotAggregator {
             empty.quantileValues = quantiles.map { _ in 0 }
             emptyWindows = Array(repeating: empty, count: layout.windowNanos.count)
         }
+        // An empty window's quantiles: every series' shares this list of zeros.
+        let noQuantiles = emptyWindows.first?.quantileValues ?? []
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
         var packing = Packing(leftABlock: notes.removedFromABlock, packsQuiet: notes.packingLeft)
@@ -68,7 +70,7 @@ extension BotAggregator {
             of: \.histograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
             countsBytes: { $0.allocatedBytes },
             window: { series, window, stats in
-                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles)
+                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, noQuantiles: noQuantiles)
                 stats.exemplars = series.exemplars?.value.largest(window: window, nowNanos: now) ?? []
             },
             // Exemplars come with values, in their slices: a window no slice left keeps them too.
@@ -87,7 +89,9 @@ extension BotAggregator {
         appendSnapshots(
             of: \.signedHistograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
             countsBytes: { $0.allocatedBytes },
-            window: { series, window, stats in stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles) },
+            window: { series, window, stats in
+                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, noQuantiles: noQuantiles)
+            },
             slid: { series, window, stats in stats.takeCoveredFrom(window, of: series.windows, nowNanos: now) },
             whole: { series, snapshot in
                 let cumulative = series.windows.cumulative
@@ -413,9 +417,10 @@ extension WindowStats {
     var isEmpty: Bool { count == 0 && increase == 0 && gaugeMin == nil }
 
     /// Window `window` of a histogram series, of unsigned or signed values alike, as of `now`:
-    /// its figures, and where the span it covers starts (its rate is read from it).
+    /// its figures, and where the span it covers starts (its rate is read from it). An empty
+    /// window's quantiles are `noQuantiles` (zeros, shared).
     fileprivate mutating func take<Slice: HistogramFigures>(
-        _ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64, quantiles: [Double]
+        _ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64, quantiles: [Double], noQuantiles: [Int128]
     ) {
         let histogram = windows.snapshot(window: window, nowNanos: now)
         count = histogram.count
@@ -423,7 +428,16 @@ extension WindowStats {
         min = Int128(histogram.min)
         max = Int128(histogram.max)
         mean = histogram.mean
-        quantileValues = histogram.isEmpty ? quantiles.map { _ in 0 } : histogram.values(atQuantiles: quantiles).map { Int128($0) }
+        // Allocation is most of a burst's figures: a window emptied as its values left shares the
+        // zeros, and one whose values are all the same (one value, most often) makes one list,
+        // not the histogram's and a widened copy.
+        if histogram.isEmpty {
+            quantileValues = noQuantiles
+        } else if histogram.min == histogram.max {
+            quantileValues = Array(repeating: max, count: quantiles.count)
+        } else {
+            quantileValues = histogram.values(atQuantiles: quantiles).map { Int128($0) }
+        }
         takeCoveredFrom(window, of: windows, nowNanos: now)
     }
 
