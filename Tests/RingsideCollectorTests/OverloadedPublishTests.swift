@@ -5,10 +5,10 @@ import Ringside
 import RingsideTestSupport
 import Testing
 
-@Suite("Passes cut short: a snapshot waits for a whole pass, unless they have been cut short for a second")
+@Suite("Passes cut short: a snapshot waits for a whole pass, unless they have been cut short a while (overloaded)")
 struct OverloadedPublishTests {
     @Test(
-        "passes cut short long after the last whole one publish nothing until they have been cut short for a second of their own time, then publish while still cut short"
+        "passes cut short long after the last whole one publish nothing until they have been cut short a while of their own time, then publish while still cut short"
     )
     func cutShortForASecond() throws {
         try withRingDirectory { directory in
@@ -30,8 +30,9 @@ struct OverloadedPublishTests {
             for _ in 0..<2 { collector.runPass(nowNanos: now) }
             #expect(collector.snapshot.generation == shown, "cut short for no time yet: no snapshot shows the ring half drained")
 
-            // A second of cut-short passes: the drain is overloaded, and a snapshot begins all the same.
-            now += 1_000_000_000
+            // Passes cut short for `overloadedPublishNanos`: the drain is overloaded, and a snapshot
+            // begins all the same.
+            now += DrainScheduler.overloadedPublishNanos
             let before = rs_clock_realtime_ns()
             collector.runPass(nowNanos: now)
             let after = rs_clock_realtime_ns()
