@@ -14,6 +14,15 @@ package indirect enum YAMLValue: Equatable, Sendable {
         case .scalar(_, _, let line), .null(let line), .mapping(_, let line), .sequence(_, let line): line
         }
     }
+
+    /// The items of a value written on one line (`[a, b]`, `{k: v}`: never nested), 0 for a scalar.
+    var flowItems: Int {
+        switch self {
+        case .scalar, .null: 0
+        case .mapping(let entries, _): entries.count
+        case .sequence(let items, _): items.count
+        }
+    }
 }
 
 /// One key of a mapping and its value; `line` is the key's.
@@ -40,7 +49,17 @@ package struct YAMLError: Error, Equatable, Sendable, CustomStringConvertible {
 /// indentation, block scalars (`|`, `>`), anchors, aliases and tags, several documents, a key
 /// given twice (as strict YAML decoders refuse it). Scalars stay strings: types are the caller's
 /// to check, with the line to name.
+///
+/// The text is outside input: its size is the caller's to bound (a file is read within one), and
+/// the reader bounds the rest, refusing past them with the line: lists and mappings nested at
+/// most `maxDepth` deep (the reader recurses once a level, so a file of nested `- - - ...` would
+/// otherwise exhaust the thread's stack) and at most `maxValues` values in all.
 package enum YAMLSubset {
+    /// The deepest nesting read: a configuration file needs three or four levels.
+    package static let maxDepth = 32
+    /// The most values (scalars, lists, mappings) in one document.
+    package static let maxValues = 100_000
+
     /// The document's value (`.null` for an empty document).
     package static func parse(_ text: String) throws(YAMLError) -> YAMLValue {
         var reader = try Reader(lines: try logicalLines(text))
@@ -126,18 +145,47 @@ package enum YAMLSubset {
     private struct Reader {
         var lines: [Line]
         var next = 0
+        /// The lists and mappings open around the node being read, and the values read so far.
+        var depth = 0
+        var values = 0
 
         init(lines: [Line]) throws(YAMLError) { self.lines = lines }
 
         func peek() -> Line? { next < lines.count ? lines[next] : nil }
 
+        /// Counts a value read on `line`, refusing the document past `maxValues`.
+        mutating func count(_ added: Int = 1, line: Int) throws(YAMLError) {
+            values += added
+            guard values <= YAMLSubset.maxValues else {
+                throw YAMLError(line: line, reason: "more than \(YAMLSubset.maxValues) values: not a configuration file")
+            }
+        }
+
+        /// Opens a list or mapping on `line`, refusing the document past `maxDepth`.
+        mutating func enter(line: Int) throws(YAMLError) {
+            guard depth < YAMLSubset.maxDepth else {
+                throw YAMLError(line: line, reason: "nested more than \(YAMLSubset.maxDepth) lists or mappings deep")
+            }
+            depth += 1
+        }
+
         /// The block node starting at the next line, which is indented `indent`.
         mutating func node(indent: Int) throws(YAMLError) -> YAMLValue {
             let line = lines[next]
-            if isSequenceItem(line.text) { return try sequence(indent: indent) }
-            if try YAMLSubset.mappingKey(line.text, line: line.number) != nil { return try mapping(indent: indent) }
+            try count(line: line.number)
+            if isSequenceItem(line.text) {
+                try enter(line: line.number)
+                defer { depth -= 1 }
+                return try sequence(indent: indent)
+            }
+            if try YAMLSubset.mappingKey(line.text, line: line.number) != nil {
+                try enter(line: line.number)
+                defer { depth -= 1 }
+                return try mapping(indent: indent)
+            }
             next += 1
             let value = try YAMLSubset.inline(line.text, line: line.number)
+            try count(value.flowItems, line: line.number)
             if let following = peek(), following.indent > indent {
                 throw YAMLError(
                     line: following.number, reason: "a value spread over several lines is not supported; write it on one line, quoted")
@@ -166,9 +214,11 @@ package enum YAMLSubset {
                     throw YAMLError(line: line.number, reason: "key \"\(key)\" is given twice")
                 }
                 next += 1
+                try count(line: line.number)
                 let value: YAMLValue
                 if !rest.isEmpty {
                     value = try YAMLSubset.inline(rest, line: line.number)
+                    try count(value.flowItems, line: line.number)
                     if let following = peek(), following.indent > indent {
                         throw YAMLError(
                             line: following.number,
@@ -177,7 +227,11 @@ package enum YAMLSubset {
                 } else if let following = peek(), following.indent > indent {
                     value = try node(indent: following.indent)
                 } else if let following = peek(), following.indent == indent, isSequenceItem(following.text) {
-                    value = try sequence(indent: indent)  // `key:` then `- item` at the key's indentation
+                    // `key:` then `- item` at the key's indentation: a list of its own, counted as one.
+                    try count(line: following.number)
+                    try enter(line: following.number)
+                    defer { depth -= 1 }
+                    value = try sequence(indent: indent)
                 } else {
                     value = .null(line: line.number)
                 }
@@ -196,6 +250,7 @@ package enum YAMLSubset {
                     if let following = peek(), following.indent > indent {
                         items.append(try node(indent: following.indent))
                     } else {
+                        try count(line: line.number)
                         items.append(.null(line: line.number))
                     }
                 } else {
