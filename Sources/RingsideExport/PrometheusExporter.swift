@@ -9,7 +9,10 @@ import Synchronization
 /// - histogram `NAME_seconds`: cumulative `_bucket{le}`, `_sum`, `_count` over all time, so
 ///   Prometheus can merge bots and hosts with `histogram_quantile`;
 ///   summary `NAME_windowed_seconds{window,quantile}` with per-window `_sum` and `_count`;
-///   gauge `NAME_window_max_seconds{window}`;
+///   gauge `NAME_window_max_seconds{window}`; in OpenMetrics, which forbids a histogram's `_sum`
+///   beside negative buckets and a summary's negative quantiles and sums, a signed histogram has
+///   no `_sum` and `_count` (its `+Inf` bucket is the count) and its windows are the same series
+///   as three gauges (`NAME_windowed`, `NAME_windowed_sum`, `NAME_windowed_count`);
 /// - counter `NAME_total` (scaled by sampling) and gauge `NAME_rate{window}` per second;
 /// - gauge `NAME` (last value) and `NAME_window_min` / `NAME_window_max{window}`;
 /// plus the `ringside_ring_*`, `ringside_collector_*` and `ringside_slo_*` self-metrics,
@@ -76,9 +79,13 @@ package enum PrometheusExporter {
         let main: String, windowed: String, windowMax: String, windowMin: String, rate: String
         let bucket: [UInt8], sum: [UInt8], count: [UInt8]
         let windowedSum: [UInt8], windowedCount: [UInt8]
+        /// Whether the histogram holds values below zero: its OpenMetrics page has no `_sum` and `_count`.
+        let isSigned: Bool
         let mainBytes: [UInt8], windowedBytes: [UInt8], windowMaxBytes: [UInt8], windowMinBytes: [UInt8], rateBytes: [UInt8]
-        /// The families, in the order they are written, with their types.
+        /// The families, in the order they are written, with their types: in the text and
+        /// protobuf formats, and in OpenMetrics.
         let parts: [(part: PrometheusPage.Part, family: String, type: String)]
+        let openMetricsParts: [(part: PrometheusPage.Part, family: String, type: String)]
 
         init(_ metric: MetricDescriptor) {
             let families = Families(metric)
@@ -95,7 +102,9 @@ package enum PrometheusExporter {
             windowMaxBytes = Array(windowMax.utf8)
             windowMinBytes = Array(windowMin.utf8)
             rateBytes = Array(rate.utf8)
-            parts = families.parts
+            isSigned = metric.kind == .histogram && metric.isSigned
+            parts = families.parts(openMetrics: false)
+            openMetricsParts = families.parts(openMetrics: true)
         }
     }
 
@@ -103,6 +112,7 @@ package enum PrometheusExporter {
     struct Families {
         let main: String, windowed: String, windowMax: String, windowMin: String, rate: String
         private let kind: MetricKind
+        private let isSigned: Bool
 
         init(_ metric: MetricDescriptor) {
             let suffix = unitSuffix(metric.unit)
@@ -118,10 +128,16 @@ package enum PrometheusExporter {
             windowMax = withUnitSuffix(metric.name + "_window_max", suffix)
             windowMin = withUnitSuffix(metric.name + "_window_min", suffix)
             kind = metric.kind
+            isSigned = metric.isSigned
         }
 
-        var parts: [(part: PrometheusPage.Part, family: String, type: String)] {
+        func parts(openMetrics: Bool) -> [(part: PrometheusPage.Part, family: String, type: String)] {
             switch kind {
+            case .histogram where isSigned && openMetrics:
+                [
+                    (.whole, main, "histogram"), (.windowedQuantiles, windowed, "gauge"), (.windowedSum, windowed + "_sum", "gauge"),
+                    (.windowedCount, windowed + "_count", "gauge"), (.windowMax, windowMax, "gauge"),
+                ]
             case .histogram: [(.whole, main, "histogram"), (.windowed, windowed, "summary"), (.windowMax, windowMax, "gauge")]
             case .counter: [(.whole, main, "counter"), (.rate, rate, "gauge")]
             case .gauge: [(.whole, main, "gauge"), (.windowMin, windowMin, "gauge"), (.windowMax, windowMax, "gauge")]
@@ -196,6 +212,8 @@ package enum PrometheusExporter {
         switch role {
         case .metric: return own
         case .windowed: return own + " (sliding windows)"
+        case .windowedSum: return "The sum of \(metric.name) in each sliding window"
+        case .windowedCount: return "The count of \(metric.name) in each sliding window"
         case .windowMax: return "The largest \(metric.name) in each sliding window"
         case .windowMin: return "The smallest \(metric.name) set in each sliding window"
         case .rate: return "\(metric.name) per second over each sliding window"
@@ -248,5 +266,5 @@ extension ProcessMetrics {
 
 /// Which HELP text a family gets: derived from its metric once, when the family is first claimed.
 enum HelpRole: Sendable {
-    case metric, windowed, windowMax, windowMin, rate
+    case metric, windowed, windowedSum, windowedCount, windowMax, windowMin, rate
 }

@@ -163,7 +163,8 @@ extension PrometheusPage {
             // A histogram's buckets, +Inf, sum and count; else one value.
             return metric.kind == .histogram ? (PrometheusExporter.bucketLabels[metric.unit]?.count ?? 0) + 3 : 1
         case .windowed: return windows * (quantiles + 2)
-        case .windowMax, .windowMin, .rate: return windows
+        case .windowedQuantiles: return windows * quantiles
+        case .windowMax, .windowMin, .rate, .windowedSum, .windowedCount: return windows
         }
     }
 
@@ -278,8 +279,25 @@ private struct SeriesLines {
             sample(
                 names.bucket, labels, PrometheusExporter.infiniteBucketLabel, count: series.pointee.cumulativeCount,
                 exemplar: exemplars[bounds.count], metric)
-            sampleTotal(names.sum, labels, of: series)
-            sample(names.count, labels, [], count: series.pointee.cumulativeCount)
+            // OpenMetrics: no `_sum` (nor, with it, `_count`) beside negative buckets.
+            if !(openMetrics && names.isSigned) {
+                sampleTotal(names.sum, labels, of: series)
+                sample(names.count, labels, [], count: series.pointee.cumulativeCount)
+            }
+        case (.histogram, .windowedQuantiles):
+            for window in 0..<windowCount {
+                for (quantile, value) in zip(shared.windowQuantiles[window], series.pointee.windows[window].quantileValues) {
+                    sample(names.windowedBytes, labels, quantile, steps: value, series.pointee.metric)
+                }
+            }
+        case (.histogram, .windowedSum):
+            for window in 0..<windowCount {
+                sample(names.windowedSum, labels, shared.windows[window], steps: series.pointee.windows[window].sum, series.pointee.metric)
+            }
+        case (.histogram, .windowedCount):
+            for window in 0..<windowCount {
+                sample(names.windowedCount, labels, shared.windows[window], count: series.pointee.windows[window].count)
+            }
         case (.histogram, .windowed):
             let metric = series.pointee.metric
             for window in 0..<windowCount {

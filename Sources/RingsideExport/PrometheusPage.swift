@@ -16,11 +16,16 @@ struct PrometheusPage {
     /// The families a series' lines fall into.
     enum Part {
         case whole, windowed, windowMax, windowMin, rate
+        /// A signed histogram's windows on its OpenMetrics page: three gauges (its quantiles, sums
+        /// and counts), not a summary, whose quantiles and sums OpenMetrics forbids to be negative.
+        case windowedQuantiles, windowedSum, windowedCount
 
         var help: HelpRole {
             switch self {
             case .whole: return .metric
-            case .windowed: return .windowed
+            case .windowed, .windowedQuantiles: return .windowed
+            case .windowedSum: return .windowedSum
+            case .windowedCount: return .windowedCount
             case .windowMax: return .windowMax
             case .windowMin: return .windowMin
             case .rate: return .rate
@@ -66,12 +71,14 @@ struct PrometheusPage {
     /// named as it, with its type): the page then does not split into `sections`.
     private var ownJoinedSeries = false
 
-    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil) {
+    /// The plan of `snapshot`'s page, with the `process_*` families of `process`; `openMetrics`:
+    /// of its OpenMetrics page, whose signed histograms export other families (see `FamilyNames`).
+    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil, openMetrics: Bool = false) {
         self.snapshot = snapshot
         var groupIndex: [GroupKey: Int] = [:]
         snapshot.series.forEachInPlace { position, series in
             let metric = series.pointee.metric
-            let key = GroupKey(name: metric.name, unit: metric.unit, kind: metric.kind)
+            let key = GroupKey(name: metric.name, unit: metric.unit, kind: metric.kind, isSigned: metric.isSigned)
             if let known = groupIndex[key] {
                 groups[known].members.append(position)
             } else {
@@ -80,7 +87,7 @@ struct PrometheusPage {
             }
         }
         for (number, group) in groups.enumerated() {
-            let parts = group.names.parts
+            let parts = openMetrics ? group.names.openMetricsParts : group.names.parts
             if claim(parts.map { ($0.family, $0.type) }) {
                 for part in parts {
                     add(
@@ -115,6 +122,8 @@ struct PrometheusPage {
         let name: String
         let unit: MetricUnit
         let kind: MetricKind
+        /// A signed histogram's windows are other families' on an OpenMetrics page: a group of its own.
+        let isSigned: Bool
     }
 
     /// Whether every family is free or already of the same type.

@@ -23,7 +23,9 @@ package final class PrometheusRenderer: Sendable {
     /// The page for `snapshot` in `format`, with the `process_*` families of `process` when
     /// given (the collector's endpoint reads them when it renders; a snapshot rendered elsewhere has none).
     package func render(_ snapshot: Snapshot, process: ProcessMetrics? = nil, format: ExpositionFormat = .text) -> [UInt8] {
-        write(PrometheusPage(snapshot, process: process), format: format, families: nil, threads: PrometheusPage.threads)
+        write(
+            PrometheusPage(snapshot, process: process, openMetrics: format == .openMetrics), format: format, families: nil,
+            threads: PrometheusPage.threads)
     }
 
     /// The series' section of a page, as `renderSections` writes it.
@@ -55,7 +57,7 @@ package final class PrometheusRenderer: Sendable {
         threads: Int? = nil
     ) -> (series: SeriesSection?, own: [UInt8])? {
         let threads = threads ?? PrometheusPage.threads
-        let page = PrometheusPage(snapshot, process: process)
+        let page = PrometheusPage(snapshot, process: process, openMetrics: format == .openMetrics)
         guard let sections = page.sections else { return nil }
         let seriesSection: SeriesSection? =
             switch series {

@@ -8,7 +8,7 @@ import Testing
 
 /// A fixed snapshot: histograms of every unit (one sampled), counters and gauges on two rings,
 /// with a ring and an SLO, as the collector would publish them.
-private func pinnedSnapshot() -> Snapshot {
+func pinnedSnapshot() -> Snapshot {
     var snapshot = Snapshot()
     snapshot.generation = 7
     snapshot.windowNanos = [1_000_000_000, 5_000_000_000, 60_000_000_000]

@@ -61,6 +61,42 @@ def test_openmetrics_parses_with_prometheus_client(ring_dir, collector, parser):
     assert families["queue_depth"].samples[0].labels["venue"] == 'X"NAS'
 
 
+def test_openmetrics_of_signed_and_scaled_histograms_parses(ring_dir, collector, parser):
+    """OpenMetrics forbids a histogram's _sum beside negative buckets and a summary's negative
+    quantiles: prometheus_client's parser refused the whole page when a signed histogram was on
+    it. Its +Inf bucket is its count there; the text format keeps _sum and _count."""
+    bot = ringside.attach("om-signed", ring_dir)
+    slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)
+    fees = bot.histogram("fee_usd", resolution=0.01)
+    for i in range(1, 501):
+        slippage.observe(-i / 100)
+        fees.observe(i / 100)
+    slippage.observe(2.5)
+    bot.close()
+    collector.wait_for("the records", lambda: (s := collector.series("om-signed", "slippage_bps"))
+                       and s["total_count"] == 501
+                       and (f := collector.series("om-signed", "fee_usd")) and f["total_count"] == 500)
+    _, body = fetch(collector, "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0"})
+    families = {family.name: family for family in parser(body.decode())}  # raises on anything it rejects
+    signed = families["slippage_bps"]
+    assert signed.type == "histogram"
+    names = {s.name for s in signed.samples}
+    assert names == {"slippage_bps_bucket"}, names
+    infinite = [s for s in signed.samples if s.labels.get("le") == "+Inf"]
+    assert infinite[0].value == 501
+    assert any(float(s.labels["le"]) < 0 for s in signed.samples if s.labels["le"] != "+Inf")
+    assert families["slippage_bps_windowed"].type == "gauge"
+    assert any(s.value < 0 for s in families["slippage_bps_windowed"].samples)
+    assert {s.labels["window"] for s in families["slippage_bps_windowed_count"].samples} == {"1s", "5s", "1m"}
+    scaled = families["fee_usd"]
+    assert scaled.type == "histogram"
+    sums = [s.value for s in scaled.samples if s.name == "fee_usd_sum"]
+    assert sums == [pytest.approx(1252.5)]
+    assert families["fee_usd_windowed"].type == "summary"
+    _, text = fetch(collector, "/metrics", {})
+    assert 'slippage_bps_count{ring="om-signed"} 501' in text.decode()
+
+
 def test_gzip_when_asked_and_the_same_page_inside(ring_dir, collector):
     bot = ringside.attach("gz-bot", ring_dir)
     bot.counter("orders").inc(3)
