@@ -45,6 +45,19 @@ enum { RSP_FREE = 0, RSP_HELD_BY_THREAD = 1, RSP_HELD_EXCLUSIVE = 2 };
 /** Returned by one attach attempt when the path names another file now: open it again. */
 enum { RSP_AGAIN = 1, RSP_ATTEMPTS = 8 };
 
+/** A forked child's parent's views (see rsp_become_worker), kept unused so that a producer the
+    parent handed out stays callable in the child (it writes nothing there), and freed with the
+    bot's own views at detach: one set per fork the bot went through. */
+typedef struct rsp_kept_views {
+    struct rsp_kept_views *next;
+    rs_lane_producer *producers;
+    uint32_t *sample_countdown, *lane_held, *sample_every, *registry_index;
+    rs_lane_header **lanes;
+    int *lane_guards;
+    rs_sampling **samplings;
+    uint32_t max_lanes;
+} rsp_kept_views;
+
 /** A bot as this file knows it: the public part first, so an rs_bot * is an rsp_bot *. */
 typedef struct {
     rs_bot bot;
@@ -71,6 +84,7 @@ typedef struct {
     mode_t file_mode;           /* its permission bits, for a worker file a forked child makes */
     uint32_t max_workers;       /* the attach's bound on worker files (0: the default), for a forked child's */
     int said_why_laneless;      /* the "no lane could be added" message went to stderr */
+    rsp_kept_views *kept_views; /* the views of the processes this one was forked from */
     uint32_t lanes_mapped;      /* lanes this process mapped: the file's count at attach, plus those
                                    it added. Any process of the user can write the file's count, so
                                    every loop over lanes uses this one (stored with release, under
@@ -463,6 +477,18 @@ static void rsp_forget_views(rsp_bot *b) {
     b->registry_indexed = 0;
 }
 
+/** Keeps the views as the parent's in a forked child (see rsp_kept_views), then lets go of them. */
+static void rsp_keep_views(rsp_bot *b) {
+    rs_bot *bot = &b->bot;
+    rsp_kept_views *kept = (rsp_kept_views *)malloc(sizeof *kept);
+    if (kept != NULL) { /* out of memory: they stay allocated, unreachable, as before there was a list */
+        *kept = (rsp_kept_views){b->kept_views, bot->producers, bot->sample_countdown, bot->lane_held, bot->sample_every,
+                                 b->registry_index, bot->lanes, b->lane_guards, b->samplings, bot->max_lanes};
+        b->kept_views = kept;
+    }
+    rsp_forget_views(b);
+}
+
 static void rsp_free_views(rsp_bot *b) {
     rs_bot *bot = &b->bot;
     free(bot->producers);
@@ -475,6 +501,20 @@ static void rsp_free_views(rsp_bot *b) {
     free(b->samplings);
     free(b->registry_index);
     rsp_forget_views(b);
+    while (b->kept_views != NULL) {
+        rsp_kept_views *kept = b->kept_views;
+        b->kept_views = kept->next;
+        free(kept->producers);
+        free(kept->sample_countdown);
+        free(kept->lanes);
+        free(kept->lane_held);
+        free(kept->sample_every);
+        free(kept->lane_guards);
+        for (uint32_t lane = 0; kept->samplings != NULL && lane < kept->max_lanes; lane++) free(kept->samplings[lane]);
+        free(kept->samplings);
+        free(kept->registry_index);
+        free(kept);
+    }
 }
 
 /** The laneless and disabled producers: no records; laneless counts into the metric cells. */
@@ -2135,7 +2175,7 @@ static int rsp_become_worker(rsp_bot *b, rs_error *error) {
             o.max_workers = b->max_workers;
             /* The parent's views stay allocated, unused: a pointer to one of its producers
                (an exclusive lane) may still be called in the child, and writes nothing. */
-            rsp_forget_views(b);
+            rsp_keep_views(b);
             rs_store_release_u32(&b->lanes_mapped, 0); /* the worker file's lanes are mapped anew */
             b->said_why_laneless = 0;
             char parent_path[sizeof bot->path];
