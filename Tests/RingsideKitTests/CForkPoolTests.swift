@@ -16,12 +16,12 @@ import Testing
 @Suite("a C program's forked pool of workers (Tests/fixtures/c_fork_pool.c) merges exactly")
 struct CForkPoolTests {
     @Test(
-        "16 forked children of 100,000 records each: the collector counts 1,600,001 records and increments, the exact sum, no drop; the workers' files go, the totals stay"
-    )
-    func sixteenWorkersExact() throws {
+        "16 forked children of 100,000 records each (the C module also under AddressSanitizer with UndefinedBehaviorSanitizer): the collector counts 1,600,001 records and increments, the exact sum, no drop; the workers' files go, the totals stay",
+        arguments: ["c", CSanitizer.addressUndefined.rawValue])
+    func sixteenWorkersExact(build language: String) throws {
         let build = try TemporaryDirectory("ringside-kit-fork-pool")
         defer { build.remove() }
-        guard let executable = try buildCProducer("c", fixture: "c_fork_pool", into: build) else { return }
+        guard let executable = try buildCProducer(language, fixture: "c_fork_pool", into: build) else { return }
         try withRingDirectory { directory in
             let n: UInt64 = 100_000, children = 16
             let run = try runProcess(executable, [directory.path, "pool", "\(children)", "\(n)"])

@@ -17,7 +17,7 @@ struct ConformanceTests {
     private static let cases = kitFile("Tests/conformance/cases.txt")
 
     @Test(
-        "C, Python (C extension and pure backend) and Rust: each case's registry, records, weights, exemplars, cells and worker file read as the case says, and every producer's file is C's but for times, ids and thread names"
+        "C (also under AddressSanitizer with UndefinedBehaviorSanitizer), Python (C extension and pure backend) and Rust: each case's registry, records, weights, exemplars, cells and worker file read as the case says, and every producer's file is C's but for times, ids and thread names"
     )
     func producersConform() throws {
         let cases = try ConformanceCase.load(Self.cases)
@@ -108,6 +108,12 @@ struct ConformanceTests {
                 mergingErrors: true)
             try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
             producers.append(ConformanceProducer(name: "c", samples: true) { try runProcess(runner, [cases, $0], mergingErrors: true) })
+        }
+        // The C module under AddressSanitizer and UndefinedBehaviorSanitizer: every case, its files C's.
+        let sanitized = CSanitizer.addressUndefined
+        if let runner = try sanitized.build([kitFile("Tests/conformance/c_runner.c")], into: build.path + "/c_runner_sanitized") {
+            producers.append(
+                ConformanceProducer(name: sanitized.rawValue, samples: true) { try runProcess(runner, [cases, $0], mergingErrors: true) })
         }
         if let python = try requiredSystemTool("python3") {
             let script = kitFile("Tests/conformance/py_runner.py"), package = kitFile("tools/python")

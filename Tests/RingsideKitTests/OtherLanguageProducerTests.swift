@@ -39,8 +39,12 @@ func drainDecoded(
 }
 
 /// Builds a C producer of Tests/fixtures (c_producer.c unless `fixture` names another) as C or
-/// as C++ (the library's .c files always as C), into `build`, named after the fixture.
+/// as C++ (the library's .c files always as C), into `build`, named after the fixture; as C
+/// `language` may also be a sanitized build (`CSanitizer`'s names: "c-asan-ubsan", "c-tsan").
 func buildCProducer(_ language: String, fixture: String = "c_producer", into build: TemporaryDirectory) throws -> String? {
+    if let sanitizer = CSanitizer(rawValue: language) {
+        return try sanitizer.build([kitFile("Tests/fixtures/\(fixture).c")], into: build.path + "/" + fixture)
+    }
     guard let cc = try requiredSystemTool("cc") else { return nil }
     let include = ["-I", kitFile("Sources/CRingside/include")]
     let library = [kitFile("Sources/CRingside/ringside_producer.c"), kitFile("Sources/CRingside/ringside.c")]
@@ -73,8 +77,8 @@ func buildCProducer(_ language: String, fixture: String = "c_producer", into bui
 @Suite("producers in C, C++ and Python")
 struct OtherLanguageProducerTests {
     @Test(
-        "C, and the same file as C++ (std::thread, RAII span): 4 threads' lanes decode exactly, spans in the histogram's unit, a forked child writes a worker file",
-        arguments: ["c", "c++"])
+        "C, and the same file as C++ (std::thread, RAII span), and the C module under AddressSanitizer with UndefinedBehaviorSanitizer and under ThreadSanitizer: 4 threads' lanes decode exactly, spans in the histogram's unit, a forked child writes a worker file",
+        arguments: ["c", "c++"] + CSanitizer.allCases.map(\.rawValue))
     func cProducerThreads(language: String) throws {
         let build = try TemporaryDirectory("ringside-kit-\(language == "c" ? "c" : "cxx")")
         defer { build.remove() }
