@@ -190,6 +190,37 @@ static int rsp_fail_system(rs_error *error, const char *bot, int code, const cha
     return rsp_fail(error, bot, code, "%s %.700s: %s (errno %d)", operation, path, strerror(-code), -code);
 }
 
+/* MARK: - Files of the bot's directory */
+
+/** The flags of every open of a path in the bot's directory, besides the access mode: never follow
+    a link, never wait (a FIFO or a device planted at a bot's name opens at once, to be refused by
+    its type), never make a terminal the process's controlling one. O_NONBLOCK changes nothing on
+    a regular file. */
+#define RSP_OPEN_FLAGS (O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+
+/** What a file of `mode` is, for a person: "a FIFO (named pipe)", "a directory", ... */
+static const char *rsp_file_kind(mode_t mode) {
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFLNK: return "a symbolic link";
+    case S_IFIFO: return "a FIFO (named pipe)";
+    case S_IFDIR: return "a directory";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    default: return "a file of an unknown type";
+    }
+}
+
+/** Fails with RS_E_CORRUPT for `path`, which is not a regular file (`st`, its fstat or lstat): its
+    type and owner, in error->uid too. */
+static int rsp_fail_not_regular(rs_error *error, const char *bot, const char *path, const struct stat *st) {
+    if (error) error->uid = (uint32_t)st->st_uid;
+    return rsp_fail(error, bot, RS_E_CORRUPT, "%.700s is %s owned by uid %u, not a regular file of uid %u; a bot opens "
+                    "only regular files of its own user (have it removed, or attach another name)", path,
+                    rsp_file_kind(st->st_mode), (unsigned)st->st_uid, (unsigned)geteuid());
+}
+
 /* MARK: - Names, labels and registry entries */
 
 static int rsp_is_identifier(const char *text, size_t length) {
@@ -708,13 +739,18 @@ static void rsp_release_entry_locked(rsp_bot *b, const rs_producer *p) {
 static int rsp_open_and_lock(rsp_bot *b, mode_t mode, int *fd_out, int *created_out, uint64_t *size_out, rs_error *error) {
     const char *path = b->bot.path, *name = b->bot.name;
     int created = 1;
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | RSP_OPEN_FLAGS, mode);
     if (fd < 0 && errno == EEXIST) {
         created = 0;
-        fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        fd = open(path, O_RDWR | RSP_OPEN_FLAGS);
         if (fd < 0 && errno == ENOENT) return RSP_AGAIN; /* removed between the two opens */
     }
     if (fd < 0 && errno == ELOOP) return rsp_fail(error, name, -ELOOP, "%.700s is a symbolic link; Ringside never follows links", path);
+    /* A directory (EISDIR, opened to write), a socket or a device without a driver (ENXIO, ENODEV): said as what it is. */
+    struct stat opened, at_path;
+    if (fd < 0 && (errno == EISDIR || errno == ENXIO || errno == ENODEV) && lstat(path, &at_path) == 0 && !S_ISREG(at_path.st_mode)) {
+        return rsp_fail_not_regular(error, name, path, &at_path);
+    }
     /* Creating the file failed for want of room: with no byte reserved yet, that is the file
        system's inodes (or a quota), not the ring's size. */
     if (fd < 0 && created && (errno == ENOSPC || errno == EDQUOT)) {
@@ -724,7 +760,6 @@ static int rsp_open_and_lock(rsp_bot *b, mode_t mode, int *fd_out, int *created_
     if (fd < 0) return rsp_fail_system(error, name, -errno, "open", path);
     if (created) fchmod(fd, mode); /* exactly the mode asked for, whatever the umask */
 
-    struct stat opened, at_path;
     if (fstat(fd, &opened) != 0) {
         int code = -errno;
         close(fd);
@@ -732,7 +767,7 @@ static int rsp_open_and_lock(rsp_bot *b, mode_t mode, int *fd_out, int *created_
     }
     if (!S_ISREG(opened.st_mode)) {
         close(fd);
-        return rsp_fail(error, name, RS_E_CORRUPT, "%.700s is not a regular file", path);
+        return rsp_fail_not_regular(error, name, path, &opened);
     }
     if (opened.st_uid != geteuid()) {
         close(fd);
@@ -1074,7 +1109,7 @@ static int rsp_name_is_unusable(int rc) {
 static int rsp_count_refused_worker(const rsp_bot *b) {
     char path[sizeof b->bot.path];
     if (!rsp_file_path(path, sizeof path, b->directory, b->bot.name, 0, 0)) return 0;
-    int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDWR | RSP_OPEN_FLAGS);
     if (fd < 0) return 0;
     struct stat st;
     int counted = 0;
@@ -1421,7 +1456,7 @@ static int rsp_same_identity(const rs_registry_entry *e, const rsp_request *r) {
 static uint32_t rsp_bot_file_control(const rsp_bot *b, const rs_registry_entry *e) {
     char path[sizeof b->bot.path];
     if (!rsp_file_path(path, sizeof path, b->directory, b->bot.name, 0, 0)) return 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | RSP_OPEN_FLAGS);
     if (fd < 0) return 0;
     uint32_t control = 0;
     struct stat st;
@@ -2067,6 +2102,12 @@ static void rsp_say_no_worker(rsp_bot *b, const rs_error *why) {
     (void)ignored;
 }
 
+/** Fails with RS_E_NOT_READY: the file at the parent's path (`now`) is another one. */
+static int rsp_fail_not_attached(rs_error *error, const char *name, const char *path, const struct stat *now) {
+    return rsp_fail(error, name, RS_E_NOT_READY, "%.700s is no longer the file the parent attached: its registry is gone (it "
+                    "is now %s owned by uid %u)", path, rsp_file_kind(now->st_mode), (unsigned)now->st_uid);
+}
+
 /** Reads the registry of the file the bot attached (its path, if still that file): `count`
     entries into a new array, which the caller frees. 0, or a negative code. */
 static int rsp_read_attached_registry(rsp_bot *b, rs_registry_entry **entries, uint32_t *count, rs_error *error) {
@@ -2074,15 +2115,21 @@ static int rsp_read_attached_registry(rsp_bot *b, rs_registry_entry **entries, u
     *entries = NULL;
     *count = 0;
     /* A descriptor of our own, read only: it takes no lock and writes nothing. */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) return rsp_fail_system(error, name, -errno, "open the parent's file", path);
+    int fd = open(path, O_RDONLY | RSP_OPEN_FLAGS);
     struct stat st;
+    if (fd < 0) {
+        int code = -errno; /* a socket (ENXIO), say: what is there is not the parent's file */
+        if (lstat(path, &st) == 0 && (st.st_dev != b->file_dev || st.st_ino != b->file_ino)) {
+            return rsp_fail_not_attached(error, name, path, &st);
+        }
+        return rsp_fail_system(error, name, code, "open the parent's file", path);
+    }
     rs_header h;
     int rc = 0;
     if (fstat(fd, &st) != 0) {
         rc = rsp_fail_system(error, name, -errno, "fstat", path);
     } else if (st.st_dev != b->file_dev || st.st_ino != b->file_ino) {
-        rc = rsp_fail(error, name, RS_E_NOT_READY, "%.700s is no longer the file the parent attached: its registry is gone", path);
+        rc = rsp_fail_not_attached(error, name, path, &st);
     } else if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
         rc = rsp_fail_system(error, name, errno ? -errno : -EIO, "read", path);
     } else if (h.metric_count > b->bot.registry_capacity || h.registry_offset != RS_HEADER_SIZE) {

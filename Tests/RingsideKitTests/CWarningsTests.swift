@@ -43,7 +43,9 @@ let cSourceDirectories: [CSourceDirectory] = {
         CSourceDirectory(path: "Tests/CAbuseWatch/include", expected: ["abuse_watch.h"], includes: []),
         CSourceDirectory(
             path: "Tests/fixtures",
-            expected: ["c_fork_pool.c", "c_merged.c", "c_postmortem.c", "c_producer.c", "first_bot.c", "fixture_bot.h"], alsoCxx: true),
+            expected: [
+                "c_fork_pool.c", "c_merged.c", "c_planted.c", "c_postmortem.c", "c_producer.c", "first_bot.c", "fixture_bot.h",
+            ], alsoCxx: true),
         CSourceDirectory(path: "Tests/conformance", expected: ["c_runner.c"]),
         CSourceDirectory(path: "tools/rust/ringside/bench", expected: ["c_loop.c"]),
         CSourceDirectory(path: "tools/python/ringside", expected: ["_ringside.c"], python: true),

@@ -21,7 +21,8 @@
  * WORKERS: several processes may write one bot, each its own file: one may hold
  * `ringside.<name>`, and each worker holds `ringside.<name>@<pid>` (its pid when it made the
  * file), or `ringside.<name>@<pid>.<n>` when that name was unusable (a file of another user, a
- * link, a file it cannot read, or one held by another live process: names are predictable, and
+ * link, a FIFO, device, directory or socket (opened without waiting, and refused by its type), a
+ * file it cannot read, or one held by another live process: names are predictable, and
  * another user may plant files ahead of a bot's children), n a random number from 1 to
  * 4294967295 that nobody can plant ahead of it (RS_WORKER_NAME_ATTEMPTS of them at the most).
  * A reader takes the bot's name before the last '@'. Each file is a bot file as below, with a

@@ -33,12 +33,24 @@
  * symbolic link), or one of RS_E_* below, and fills the rs_error it is given (which may be NULL):
  * the code, and a sentence naming the bot, e.g.
  * "bot bot-a: another producer is attached (pid 4242); a bot has one process".
- * `rs_strerror(code)` names a code.
+ * `rs_strerror(code)` names a code. A name another user took with what is not a regular file is
+ * RS_E_CORRUPT, its owner in `uid`: "bot bot-a: /dev/shm/ringside.bot-a is a FIFO (named pipe)
+ * owned by uid 65534, not a regular file of uid 1000; a bot opens only regular files of its own
+ * user (have it removed, or attach another name)".
  *
  * RULES (the implementation is ringside_producer.c):
  * - the file is created O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600 unless asked, and every page it
  *   uses is reserved with posix_fallocate (the header part at attach, each lane when it is
  *   added), so a full /dev/shm fails as an error and never as SIGBUS later;
+ * - a bot never waits on a file it did not make: every open of a path in the bot's directory (the
+ *   bot's file, a worker's, the bot's file read by a worker for the operator's switches or to
+ *   count a refused worker, the parent's file read by a forked child) is O_NOFOLLOW|O_NONBLOCK|
+ *   O_NOCTTY, and what it opens must be a regular file of this process's user: a FIFO, a device,
+ *   a directory or a socket at a bot's name (another user may put one in /dev/shm, which is
+ *   everyone's) opens at once and is refused by its type (RS_E_CORRUPT, naming what it is and its
+ *   owner), never read. At a worker's own name it makes the name unusable (WORKERS); where a
+ *   worker reads the bot's file, its metrics start as registered, under no operator's switch
+ *   (CONTROL in ringside.h);
  * - the process takes an open-file-description lock (F_OFD_SETLK) on byte 0; it dies with the
  *   process. After locking, the file must still be the one at the path (same inode), else attach
  *   opens it again;
@@ -132,7 +144,7 @@ typedef struct {
 typedef struct {
     int code;               /* 0, -errno or RS_E_* */
     int32_t pid;            /* RS_E_PRODUCER_ALIVE: the process that holds the bot */
-    uint32_t uid;           /* -EACCES: the file's owner */
+    uint32_t uid;           /* -EACCES, or RS_E_CORRUPT for what is not a regular file: the file's owner */
     char message[1024];     /* a sentence naming the bot ("" after success) */
 } rs_error;
 
