@@ -168,6 +168,9 @@ final class BotAttachment: @unchecked Sendable {
                 reason: reason.replacing(
                     "attach with recreate",
                     with: "attach with onIncompatible: .recreate"))
+        case RS_E_CORRUPT where reason.hasPrefix("\(path) is ") && reason.contains("not a regular file"):
+            // A FIFO, a device, a directory or a socket at the bot's name: its type and owner, as C says them.
+            return .notARegularFile(ring: name, path: path, reason: String(reason.dropFirst(path.count + 4)))
         case RS_E_CORRUPT:
             // The reader names the problem as a typed value when it finds it too.
             do { _ = try MappedRingFile.open(name: name, directory: directory, role: .inspector) } catch {

@@ -163,7 +163,7 @@ final class RingFileHandle {
         switch mode & S_IFMT {
         case S_IFREG: break
         case S_IFLNK: return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
-        default: return .notARegularFile(ring: name, path: path, reason: "not a regular file")
+        default: return .notARegularFile(ring: name, path: path, reason: "\(fileKind(mode)) owned by uid \(owner), not a regular file")
         }
         guard owner == geteuid() || allowedOwners.contains(owner) else {
             return .permissionDenied(
@@ -262,8 +262,10 @@ final class RingFileHandle {
             return .notFound(ring: name, path: path, existing: directory.ringNames())
         case .tooManySymbolicLinkLevels:
             return .notARegularFile(ring: name, path: path, reason: "a symbolic link; Ringside never follows links")
-        case .noSuchAddressOrDevice, .isDirectory:  // a socket or a device file; a directory opened to write
-            return .notARegularFile(ring: name, path: path, reason: "not a regular file")
+        case .noSuchAddressOrDevice, Errno(rawValue: ENODEV), .isDirectory:
+            // A socket, a device without a driver; a directory opened to write: what it is, and whose.
+            let found = (try? System.lstat(path)).map { "\(fileKind($0.st_mode)) owned by uid \($0.st_uid), " } ?? ""
+            return .notARegularFile(ring: name, path: path, reason: found + "not a regular file")
         case .permissionDenied, .notPermitted:
             let owner =
                 (try? System.lstat(path)).map { "owned by uid \($0.st_uid) with mode \(String($0.st_mode & 0o777, radix: 8))" }
@@ -274,5 +276,19 @@ final class RingFileHandle {
         default:
             return .system(ring: name, operation: "open \(path)", errno: error.rawValue)
         }
+    }
+}
+
+/// What a file of `mode` (`st_mode`) is, for a person: "a FIFO (named pipe)", "a directory", ...
+package func fileKind(_ mode: mode_t) -> String {
+    switch mode & S_IFMT {
+    case S_IFREG: return "a regular file"
+    case S_IFLNK: return "a symbolic link"
+    case S_IFIFO: return "a FIFO (named pipe)"
+    case S_IFDIR: return "a directory"
+    case S_IFCHR: return "a character device"
+    case S_IFBLK: return "a block device"
+    case S_IFSOCK: return "a socket"
+    default: return "a file of type 0o\(String(mode & S_IFMT, radix: 8))"
     }
 }

@@ -1,3 +1,4 @@
+import Ringside
 import RingsideExport
 import RingsideHTTPClient
 import RingsideSystem
@@ -26,12 +27,10 @@ enum CaptureCommand {
                 return ExitStatus.usage
             }
             let password: [UInt8]
-            do {
-                let fd = try System.open(passwordFile, O_RDONLY | O_CLOEXEC)
-                defer { System.close(fd) }
-                password = try System.readAll(fd, atMost: 4096)
-            } catch {
-                console.printError("ringside-dump capture: --password-file \(passwordFile): \(error)")
+            switch readPasswordFile(passwordFile) {
+            case .success(let bytes): password = bytes
+            case .failure(let why):
+                console.printError("ringside-dump capture: --password-file \(passwordFile): \(why.reason)")
                 return ExitStatus.failure
             }
             let trimmed = password.last == UInt8(ascii: "\n") ? Array(password.dropLast()) : password
@@ -81,5 +80,32 @@ enum CaptureCommand {
 extension String {
     fileprivate func trimmingCharacters(in set: String) -> String {
         String(reversed().drop(while: { set.contains($0) }).reversed())
+    }
+}
+
+extension CaptureCommand {
+    /// Why the password file was not read: a sentence.
+    struct PasswordFileError: Error {
+        let reason: String
+    }
+
+    /// The password file's bytes (at most 4 KiB and one more): a regular file, opened without
+    /// waiting, so that a FIFO or a device at its path is refused at once (its type and owner said)
+    /// instead of holding the tool until a writer comes.
+    static func readPasswordFile(_ path: String) -> Result<[UInt8], PasswordFileError> {
+        let fd: Int32
+        do { fd = try System.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) } catch {
+            return .failure(PasswordFileError(reason: "\(error)"))
+        }
+        defer { System.close(fd) }
+        do {
+            let info = try System.fstat(fd)
+            guard info.st_mode & S_IFMT == S_IFREG else {
+                return .failure(PasswordFileError(reason: "\(fileKind(info.st_mode)) owned by uid \(info.st_uid), not a regular file"))
+            }
+            return .success(try System.readAll(fd, atMost: 4096))
+        } catch {
+            return .failure(PasswordFileError(reason: "\(error)"))
+        }
     }
 }

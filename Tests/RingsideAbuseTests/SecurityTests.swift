@@ -156,7 +156,9 @@ struct SecurityTests {
             try makeSocketFile(directory.filePath(for: "socket"))
             let socketCheck = try runProcess("ringside-dump", ["check", "socket", "--dir", directory.path], timeoutSeconds: 10)
             #expect(
-                socketCheck.status == 1 && socketCheck.output == "ring socket: \(directory.filePath(for: "socket")): not a regular file\n",
+                socketCheck.status == 1
+                    && socketCheck.output
+                        == "ring socket: \(directory.filePath(for: "socket")): a socket owned by uid \(geteuid()), not a regular file\n",
                 "\(socketCheck.output)")
 
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms"])
