@@ -11,7 +11,10 @@ ringside/_values.py says.
 RULES, those of ringside_producer.h (the C library, which the Swift library wraps, follows them
 too): the file is created O_CREAT|O_EXCL|O_NOFOLLOW with mode 0600 unless asked, and every page it
 uses is reserved with posix_fallocate before use (the header part at attach, each lane when it is
-added), so a full /dev/shm fails as an error and never as SIGBUS later. The process holds an
+added), so a full /dev/shm fails as an error and never as SIGBUS later. A bot never waits on a file
+it did not make: every os.open of a path in the directory adds O_NONBLOCK and O_NOCTTY, and only a
+regular file of this user is used: a FIFO, a device, a directory or a socket another user put at a
+bot's name is refused at once, naming what it is and its owner. The process holds an
 open-file-description lock on byte 0 (F_OFD_SETLK), which dies with it; after locking, the file
 must still be the one at the path, else attach opens it again. A half-created file (version 0) is
 initialised under the lock; an existing one is validated field by field and attached with its
@@ -468,6 +471,32 @@ class _NoSpace(RingError):
     """A file that could not be made or grown for want of room (a RingError to callers)."""
 
 
+# Every open of a path in the bot's directory, besides the access mode: never follow a link, never
+# wait (a FIFO or a device planted at a bot's name opens at once, to be refused by its type), never
+# make a terminal the process's controlling one. O_NONBLOCK changes nothing on a regular file.
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+_FILE_KINDS = {stat.S_IFREG: "a regular file", stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a FIFO (named pipe)",
+               stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+               stat.S_IFSOCK: "a socket"}
+
+
+def _not_regular(name: str, path: str, info: os.stat_result) -> RingError:
+    """The error for `path`, which is not a regular file (`info`, its fstat or lstat): its type and owner."""
+    kind = _FILE_KINDS.get(stat.S_IFMT(info.st_mode), "a file of an unknown type")
+    return RingError(f"bot {name}: {path} is {kind} owned by uid {info.st_uid}, not a regular file of uid "
+                     f"{os.geteuid()}; a bot opens only regular files of its own user (have it removed, or attach "
+                     "another name)")
+
+
+def _lstat_or_none(path: str) -> os.stat_result | None:
+    """What is at `path` (a link itself, never followed), or None when nothing can be seen there."""
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
 def _is_ours(directory: str, entry: str) -> bool:
     """Whether `entry` is a regular file of this process's user (never following a link)."""
     try:
@@ -491,7 +520,7 @@ def _process_lives(pid: int) -> bool:
 def _count_refused_worker(directory: str, name: str) -> bool:
     """Adds 1 to the bot's file's workers_refused, if the file is there and whole: True if counted."""
     try:
-        fd = os.open(os.path.join(directory, FILE_PREFIX + name), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(os.path.join(directory, FILE_PREFIX + name), os.O_RDWR | _OPEN_FLAGS)
     except OSError:
         return False
     try:
@@ -530,7 +559,7 @@ def _bot_file_controls(directory: str, name: str) -> tuple[int, dict[tuple[str, 
     missing, not this user's regular file, or not a valid bot file. Read only, through a read-only
     mapping: each word is one aligned load, as the operator's tool stores it."""
     try:
-        fd = os.open(os.path.join(directory, FILE_PREFIX + name), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(os.path.join(directory, FILE_PREFIX + name), os.O_RDONLY | _OPEN_FLAGS)
     except OSError:
         return None
     try:
@@ -767,11 +796,11 @@ class Bot:
                      mode: int) -> bool:
         created = True
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, mode)
         except FileExistsError:
             created = False
             try:
-                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fd = os.open(path, os.O_RDWR | _OPEN_FLAGS)
             except FileNotFoundError:
                 return False  # removed between the two opens
             except OSError as error:
@@ -783,7 +812,7 @@ class Bot:
                 os.fchmod(fd, mode)  # exactly the mode asked for, whatever the umask
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                raise RingError(f"bot {self.name}: {path} is not a regular file")
+                raise _not_regular(self.name, path, info)
             if info.st_uid != os.geteuid():
                 raise RingError(f"bot {self.name}: {path} is owned by uid {info.st_uid}, not {os.geteuid()}; "
                                 "bot files are private to their user")
@@ -818,6 +847,11 @@ class Bot:
     def _open_error(self, error: OSError) -> RingError:
         if error.errno == errno.ELOOP:
             return RingError(f"bot {self.name}: {self._path} is a symbolic link; Ringside never follows links")
+        if error.errno in (errno.EISDIR, errno.ENXIO, errno.ENODEV):
+            # A directory (opened to write), a socket or a device without a driver: said as what it is.
+            info = _lstat_or_none(self._path or "")
+            if info is not None and not stat.S_ISREG(info.st_mode):
+                return _not_regular(self.name, self._path or "", info)
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             return _NoSpace(f"bot {self.name}: no space at {self._path} (is {self._directory} full?)")
         return RingError(f"bot {self.name}: open {self._path}: {error.strerror} (errno {error.errno})")
@@ -1104,14 +1138,23 @@ class Bot:
         """The registry entries of the file the bot attached, read through a descriptor of our own,
         read only (it takes no lock and writes nothing), if its path still names that file."""
         path, name = self._path, self.name
+
+        def not_attached(now: os.stat_result) -> RingError:
+            kind = _FILE_KINDS.get(stat.S_IFMT(now.st_mode), "a file of an unknown type")
+            return RingError(f"bot {name}: {path} is no longer the file the parent attached: its registry is gone (it is "
+                             f"now {kind} owned by uid {now.st_uid})")
+
         try:
-            fd = os.open(str(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(str(path), os.O_RDONLY | _OPEN_FLAGS)
         except OSError as error:
+            now = _lstat_or_none(str(path))  # a socket (ENXIO), say: what is there is not the parent's file
+            if now is not None and (now.st_dev, now.st_ino) != self._file_identity:
+                raise not_attached(now) from None
             raise RingError(f"bot {name}: open the parent's file {path}: {error.strerror} (errno {error.errno})") from None
         try:
             info = os.fstat(fd)
             if (info.st_dev, info.st_ino) != self._file_identity:
-                raise RingError(f"bot {name}: {path} is no longer the file the parent attached: its registry is gone")
+                raise not_attached(info)
             header = os.pread(fd, _HEADER_STRUCT_SIZE, 0)
             if len(header) != _HEADER_STRUCT_SIZE:
                 raise RingError(f"bot {name}: read {path}: {os.strerror(errno.EIO)} (errno {errno.EIO})")
