@@ -39,7 +39,7 @@ use std::ffi::{c_void, OsStr, OsString};
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicUsize, Ordering::*};
@@ -675,7 +675,7 @@ impl BotFileControls {
     /// starts as registered).
     fn read(name: &str, directory: &Path) -> Option<BotFileControls> {
         let path = file_path(name, directory, None).ok()?;
-        let file = OpenOptions::new().read(true).custom_flags(sys::O_NOFOLLOW).open(path).ok()?;
+        let file = OpenOptions::new().read(true).custom_flags(sys::OPEN_FLAGS).open(path).ok()?;
         let metadata = file.metadata().ok()?;
         if !metadata.file_type().is_file() || metadata.uid() != sys::effective_uid() {
             return None;
@@ -1034,18 +1034,28 @@ impl BotInner {
         let io = |operation: &str, error: std::io::Error| {
             Error::io(&self.name, operation, path, error.raw_os_error().unwrap_or(sys::EIO))
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(sys::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| io("open the parent's file", e))?;
+        let not_attached = |now: &std::fs::Metadata| Error::Forked {
+            bot: self.name.clone(),
+            pid: std::process::id(),
+            reason: format!(
+                "{} is no longer the file the parent attached: its registry is gone (it is now {} owned by uid {})",
+                path.display(),
+                file_kind(now.file_type()),
+                now.uid()
+            ),
+        };
+        let is_attached = |now: &std::fs::Metadata| now.dev() == state.file_id.dev && now.ino() == state.file_id.ino;
+        let file = match OpenOptions::new().read(true).custom_flags(sys::OPEN_FLAGS).open(path) {
+            Ok(file) => file,
+            // A socket (ENXIO), say: what is there is not the parent's file.
+            Err(error) => match std::fs::symlink_metadata(path) {
+                Ok(now) if !is_attached(&now) => return Err(not_attached(&now)),
+                _ => return Err(io("open the parent's file", error)),
+            },
+        };
         let metadata = file.metadata().map_err(|e| io("fstat", e))?;
-        if metadata.dev() != state.file_id.dev || metadata.ino() != state.file_id.ino {
-            return Err(Error::Forked {
-                bot: self.name.clone(),
-                pid: std::process::id(),
-                reason: format!("{} is no longer the file the parent attached: its registry is gone", path.display()),
-            });
+        if !is_attached(&metadata) {
+            return Err(not_attached(&metadata));
         }
         let corrupt = |reason: String| Error::Corrupt { bot: self.name.clone(), path: path.to_path_buf(), reason };
         let mut copy = [0u8; 0x180];
@@ -1090,11 +1100,29 @@ impl Target<'_> {
         Error::Corrupt { bot: self.name.to_string(), path: self.path.to_path_buf(), reason }
     }
 
+    /// The error for the path, which is not a regular file (`metadata`: its fstat or lstat).
+    fn not_regular(&self, metadata: &std::fs::Metadata) -> Error {
+        Error::NotRegularFile {
+            bot: self.name.to_string(),
+            path: self.path.to_path_buf(),
+            kind: file_kind(metadata.file_type()),
+            owner: metadata.uid(),
+        }
+    }
+
     fn open_error(&self, error: std::io::Error, created: bool) -> Error {
         let errno = error.raw_os_error().unwrap_or(0);
         let (bot, path) = (self.name.to_string(), self.path.to_path_buf());
+        // A directory (opened to write), a socket or a device without a driver: said as what it is.
+        let not_regular = [sys::EISDIR, sys::ENXIO, sys::ENODEV]
+            .contains(&errno)
+            .then(|| std::fs::symlink_metadata(self.path).ok())
+            .flatten()
+            .filter(|metadata| !metadata.file_type().is_file());
         if errno == sys::ELOOP {
             Error::SymbolicLink { bot, path }
+        } else if let Some(metadata) = not_regular {
+            self.not_regular(&metadata)
         } else if created && (errno == sys::ENOSPC || errno == sys::EDQUOT) {
             // Creating the file failed for want of room: with no byte reserved yet, that is the
             // file system's inodes (or a quota), not the ring's size.
@@ -1116,13 +1144,13 @@ impl Target<'_> {
             .write(true)
             .create_new(true)
             .mode(mode)
-            .custom_flags(sys::O_NOFOLLOW)
+            .custom_flags(sys::OPEN_FLAGS)
             .open(self.path);
         let file = match opened {
             Ok(file) => file,
             Err(error) if error.kind() == ErrorKind::AlreadyExists => {
                 created = false;
-                match OpenOptions::new().read(true).write(true).custom_flags(sys::O_NOFOLLOW).open(self.path) {
+                match OpenOptions::new().read(true).write(true).custom_flags(sys::OPEN_FLAGS).open(self.path) {
                     Ok(file) => file,
                     Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None), // removed between the opens
                     Err(error) => return Err(self.open_error(error, false)),
@@ -1139,7 +1167,7 @@ impl Target<'_> {
         }
         let metadata = file.metadata().map_err(|e| fail("fstat", e))?;
         if !metadata.file_type().is_file() {
-            return Err(self.corrupt("it is not a regular file".into()));
+            return Err(self.not_regular(&metadata));
         }
         let euid = sys::effective_uid();
         if metadata.uid() != euid {
@@ -1663,6 +1691,27 @@ fn random_suffix() -> u32 {
     value.max(1)
 }
 
+/// What a file of type `kind` is, for a person: "a FIFO (named pipe)", "a directory", ...
+fn file_kind(kind: std::fs::FileType) -> &'static str {
+    if kind.is_file() {
+        "a regular file"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a file of an unknown type"
+    }
+}
+
 /// Whether an attach's failure means the name is unusable to this process, so that another name
 /// may serve (`rsp_name_is_unusable`): another user's file or one it may not open, a link, a
 /// directory or a file that is not a regular one, a file it cannot take over (corrupt, of another
@@ -1673,6 +1722,7 @@ fn name_is_unusable(error: &Error) -> bool {
         Error::ProducerAlive { .. }
         | Error::PermissionDenied { .. }
         | Error::SymbolicLink { .. }
+        | Error::NotRegularFile { .. }
         | Error::Corrupt { .. }
         | Error::Incompatible { .. }
         | Error::NotReady { .. } => true,
@@ -1688,7 +1738,7 @@ fn name_is_unusable(error: &Error) -> bool {
 /// of at least a header, of this format. True if counted.
 fn count_refused_worker(name: &str, directory: &Path) -> bool {
     let Ok(path) = file_path(name, directory, None) else { return false };
-    let Ok(file) = OpenOptions::new().read(true).write(true).custom_flags(sys::O_NOFOLLOW).open(&path) else {
+    let Ok(file) = OpenOptions::new().read(true).write(true).custom_flags(sys::OPEN_FLAGS).open(&path) else {
         return false;
     };
     let Ok(metadata) = file.metadata() else { return false };

@@ -53,6 +53,11 @@ pub enum Error {
     PermissionDenied { bot: String, path: PathBuf, owner: Option<u32>, reason: String },
     /// The path is a symbolic link, which Ringside never follows.
     SymbolicLink { bot: String, path: PathBuf },
+    /// The path is not a regular file: `kind` says what it is ("a FIFO (named pipe)", "a
+    /// character device", "a directory", "a socket"...), `owner` whose it is (another user may
+    /// plant one at a bot's name in a shared directory such as /dev/shm). Opened without waiting
+    /// (`O_NONBLOCK`): never a hang.
+    NotRegularFile { bot: String, path: PathBuf, kind: &'static str, owner: u32 },
     /// The file kept being replaced while attaching.
     NotReady { bot: String, path: PathBuf },
     /// The process already holds 64 bots at once.
@@ -93,6 +98,7 @@ impl Error {
             | Error::NoInodes { bot, .. }
             | Error::PermissionDenied { bot, .. }
             | Error::SymbolicLink { bot, .. }
+            | Error::NotRegularFile { bot, .. }
             | Error::NotReady { bot, .. }
             | Error::TooManyBots { bot }
             | Error::TooManyWorkers { bot, .. }
@@ -161,6 +167,13 @@ impl fmt::Display for Error {
             Error::SymbolicLink { path, .. } => {
                 write!(f, "{} is a symbolic link; Ringside never follows links", path.display())
             }
+            Error::NotRegularFile { path, kind, owner, .. } => write!(
+                f,
+                "{} is {kind} owned by uid {owner}, not a regular file of uid {}; a bot opens only regular files of its \
+                 own user (have it removed, or attach another name)",
+                path.display(),
+                crate::sys::effective_uid()
+            ),
             Error::NotReady { path, .. } => {
                 write!(f, "{} kept being replaced while attaching (8 attempts)", path.display())
             }

@@ -58,6 +58,11 @@
 //!   refused), mode 0600 unless asked, and every page it uses is reserved with `posix_fallocate`
 //!   before use (the header part at attach, each lane when it is added), so a full `/dev/shm` is
 //!   an [`Error::NoSpace`] (or a thread without a lane, said once on stderr), never a SIGBUS later.
+//! - A bot never waits on a file it did not make: every open of a path in the directory is
+//!   `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY`, and only a regular file of the process's user is used.
+//!   A FIFO, a device, a directory or a socket another user put at the bot's name is
+//!   [`Error::NotRegularFile`] at attach, at once; at a worker's own name it sends the worker to a
+//!   fresh name ("Workers and fork").
 //! - The process takes an open-file-description lock (`F_OFD_SETLK`) on byte 0: a second attach
 //!   of a live bot, from this process or another, is refused with [`Error::ProducerAlive`] ("bot
 //!   X: another producer is attached (pid N); a bot has one process, or several as its workers

@@ -21,6 +21,7 @@ pub const EIO: Errno = 5;
 pub const ENXIO: Errno = 6;
 pub const EAGAIN: Errno = 11;
 pub const EACCES: Errno = 13;
+pub const ENODEV: Errno = 19;
 pub const EISDIR: Errno = 21;
 pub const ENOSPC: Errno = 28;
 pub const ELOOP: Errno = 40;
@@ -28,9 +29,18 @@ pub const EDQUOT: Errno = 122;
 
 /// `O_NOFOLLOW` differs between the two architectures (asm-generic vs x86).
 #[cfg(target_arch = "x86_64")]
-pub const O_NOFOLLOW: c_int = 0o400000;
+const O_NOFOLLOW: c_int = 0o400000;
 #[cfg(target_arch = "aarch64")]
-pub const O_NOFOLLOW: c_int = 0o100000;
+const O_NOFOLLOW: c_int = 0o100000;
+/// The same on both architectures.
+const O_NONBLOCK: c_int = 0o4000;
+const O_NOCTTY: c_int = 0o400;
+
+/// The flags of every open of a path in the bot's directory, besides the access mode (std adds
+/// `O_CLOEXEC`): never follow a link, never wait (a FIFO or a device planted at a bot's name opens
+/// at once, to be refused by its type), never make a terminal the process's controlling one.
+/// `O_NONBLOCK` changes nothing on a regular file.
+pub const OPEN_FLAGS: c_int = O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
 
 const PROT_READ: c_int = 1;
 const PROT_WRITE: c_int = 2;
