@@ -1,6 +1,7 @@
 import CRingside
 import Foundation
 import Ringside
+import RingsideTestSupport
 
 /// One case of the producers' conformance table (Tests/conformance/cases.txt), as a reader
 /// expects its file: the registry, the records of its one lane, and the cells.
@@ -30,6 +31,10 @@ struct ConformanceCase {
 
     var name: String
     var worker = false
+    /// What the suite plants at the bot's name, as user nobody, before the runners run.
+    var planted: PlantedFile?
+    /// Whether the attach must fail (the runner says why, and skips the case's other lines).
+    var refused = false
     var metrics: [Metric] = []
     /// The records the lane keeps: no consumer drains it, and a producer never samples while
     /// none reads weights (SAMPLING in ringside.h), so past its capacity each record is dropped.
@@ -60,6 +65,16 @@ struct ConformanceCase {
         }
         guard names.count == 1 else { throw ConformanceError("case \(name): files \(names) in \(directory), expected one") }
         return String(names[0].dropFirst("ringside.".count))
+    }
+
+    /// The table at `path` without the cases named `dropped` (each from its `case` line to the next).
+    static func text(of path: String, dropping dropped: Set<String>) throws -> String {
+        var keep = true
+        return try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).filter { line in
+            let words = line.split(separator: " ")
+            if words.first == "case", words.count > 1 { keep = !dropped.contains(String(words[1])) }
+            return keep
+        }.joined(separator: "\n")
     }
 
     /// Reads the table.
@@ -95,8 +110,11 @@ struct ConformanceCase {
             return index
         }
         switch op {
+        case "plant":
+            planted = try PlantedFile(rawValue: args.first ?? "") ?? { throw ConformanceError("plant \(args)") }()
         case "attach":
             worker = args.contains("worker=1")
+            refused = args.contains("refused=1")
             if let capacity = args.map(option).first(where: { $0.key == "lane_capacity" }) { laneCapacity = Int(capacity.value) ?? 0 }
         case "histogram", "counter", "gauge":
             var unit = MetricUnit.none, merge = GaugeMerge.last, help = "", sampleEvery: UInt32 = 1, labels: [String] = []

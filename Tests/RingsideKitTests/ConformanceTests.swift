@@ -9,7 +9,7 @@ private struct ConformanceProducer {
     let name: String
     /// Whether it samples a filling lane (Python's pure backend never does: its header says so).
     let samples: Bool
-    let run: (_ directory: String) throws -> ProcessRun
+    let run: (_ cases: String, _ directory: String) throws -> ProcessRun
 }
 
 @Suite("conformance: every producer writes each case of Tests/conformance/cases.txt as the case says, byte for byte alike")
@@ -17,24 +17,51 @@ struct ConformanceTests {
     private static let cases = kitFile("Tests/conformance/cases.txt")
 
     @Test(
-        "C (also under AddressSanitizer with UndefinedBehaviorSanitizer), Python (C extension and pure backend) and Rust: each case's registry, records, weights, exemplars, cells and worker file read as the case says, and every producer's file is C's but for times, ids and thread names"
+        "C (also under AddressSanitizer with UndefinedBehaviorSanitizer), Python (C extension and pure backend) and Rust: each case's registry, records, weights, exemplars, cells and worker file read as the case says, and every producer's file is C's but for times, ids and thread names; what nobody planted at a bot's name is refused at once, naming it and its owner"
     )
     func producersConform() throws {
-        let cases = try ConformanceCase.load(Self.cases)
+        var cases = try ConformanceCase.load(Self.cases)
         try #require(!cases.isEmpty, "no cases in \(Self.cases)")
         let build = try TemporaryDirectory("ringside-conformance")
         defer { build.remove() }
-        var outputs: [(producer: ConformanceProducer, directory: String)] = []
+        // The cases of names another user took need root (and setpriv) to plant: without, they are left out.
+        var casesPath = Self.cases
+        if try !requiredRoot("planting files as user nobody at bot names") || requiredSystemTool("setpriv") == nil {
+            let planted = Set(cases.filter { $0.planted != nil }.map(\.name))
+            casesPath = build.path + "/cases.txt"
+            try ConformanceCase.text(of: Self.cases, dropping: planted).write(toFile: casesPath, atomically: false, encoding: .utf8)
+            cases.removeAll { planted.contains($0.name) }
+        }
+        try #require(chmod(build.path, 0o711) == 0, "nobody plants in the runners' directories below it")
+        var outputs: [(producer: ConformanceProducer, directory: String, output: String)] = []
         for producer in try Self.producers(build) {
             let directory = build.path + "/" + producer.name
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
-            let ran = try producer.run(directory)
-            try #require(ran.status == 0, "the \(producer.name) runner failed:\n\(ran.output)")
-            outputs.append((producer, directory))
+            try #require(chmod(directory, 0o1777) == 0, "shared, as /dev/shm is")
+            for expected in cases {
+                if let planted = expected.planted { try #require(try plantAsNobody(planted, at: directory + "/ringside." + expected.name)) }
+            }
+            // A runner that waits on what was planted is killed at the deadline, and fails.
+            let ran = try producer.run(casesPath, directory)
+            try #require(ran.status == 0, "the \(producer.name) runner failed (or hung):\n\(ran.output)")
+            outputs.append((producer, directory, ran.output))
         }
         for expected in cases {
+            if let planted = expected.planted {
+                for (producer, directory, output) in outputs {
+                    let path = directory + "/ringside." + expected.name
+                    #expect(isStillPlanted(planted, at: path), "\(producer.name), case \(expected.name): what nobody planted is untouched")
+                    guard expected.refused else { continue }
+                    // The producer's error: the file, what it is and whose, and the bot's user.
+                    let said =
+                        "refused \(expected.name): bot \(expected.name): \(path) is \(planted.kind) owned by uid "
+                        + "\(PlantedFile.owner), not a regular file of uid \(geteuid()); "
+                    #expect(output.split(separator: "\n").contains { $0.hasPrefix(said) }, "\(producer.name): \(output)")
+                }
+            }
+            if expected.refused { continue }
             var reference: (producer: String, bytes: [UInt8])?
-            for (producer, directory) in outputs {
+            for (producer, directory, _) in outputs {
                 let file = try expected.fileName(in: directory)
                 // The bytes first: the reader below only reads, but compare what the producer left.
                 let bytes = ConformanceMask.masked(Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/ringside." + file))))
@@ -107,13 +134,13 @@ struct ConformanceTests {
                     + [kitFile("Sources/CRingside/ringside_producer.c"), kitFile("Sources/CRingside/ringside.c"), "-o", runner],
                 mergingErrors: true)
             try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
-            producers.append(ConformanceProducer(name: "c", samples: true) { try runProcess(runner, [cases, $0], mergingErrors: true) })
+            producers.append(ConformanceProducer(name: "c", samples: true) { try runProcess(runner, [$0, $1], mergingErrors: true) })
         }
         // The C module under AddressSanitizer and UndefinedBehaviorSanitizer: every case, its files C's.
         let sanitized = CSanitizer.addressUndefined
         if let runner = try sanitized.build([kitFile("Tests/conformance/c_runner.c")], into: build.path + "/c_runner_sanitized") {
             producers.append(
-                ConformanceProducer(name: sanitized.rawValue, samples: true) { try runProcess(runner, [cases, $0], mergingErrors: true) })
+                ConformanceProducer(name: sanitized.rawValue, samples: true) { try runProcess(runner, [$0, $1], mergingErrors: true) })
         }
         if let python = try requiredSystemTool("python3") {
             let script = kitFile("Tests/conformance/py_runner.py"), package = kitFile("tools/python")
@@ -128,7 +155,7 @@ struct ConformanceTests {
             if built.status == 0 {
                 producers.append(
                     ConformanceProducer(name: "python-extension", samples: true) {
-                        try runProcess(python, [script, package, cases, $0, "extension", extensionDirectory], mergingErrors: true)
+                        try runProcess(python, [script, package, $0, $1, "extension", extensionDirectory], mergingErrors: true)
                     })
             } else if ProcessInfo.processInfo.environment["CI"] != nil {
                 Issue.record("the Python C extension does not build (CI must run its producer):\n\(built.output)")
@@ -138,19 +165,22 @@ struct ConformanceTests {
             }
             producers.append(
                 ConformanceProducer(name: "python-pure", samples: false) {
-                    try runProcess(python, [script, package, cases, $0, "pure"], mergingErrors: true)
+                    try runProcess(python, [script, package, $0, $1, "pure"], mergingErrors: true)
                 })
         }
         if let cargo = try requiredSystemTool("cargo") {
-            producers.append(
-                ConformanceProducer(name: "rust", samples: true) {
-                    try runProcess(
-                        cargo,
-                        [
-                            "run", "--quiet", "--offline", "--example", "conformance", "--manifest-path",
-                            kitFile("tools/rust/ringside/Cargo.toml"), "--", cases, $0,
-                        ], mergingErrors: true, timeoutSeconds: 300)
-                })
+            // Built, then run itself (not through `cargo run`): the deadline kills the runner.
+            let built = try runProcess(
+                cargo,
+                [
+                    "build", "--quiet", "--offline", "--example", "conformance", "--manifest-path",
+                    kitFile("tools/rust/ringside/Cargo.toml"),
+                ],
+                mergingErrors: true, timeoutSeconds: 300)
+            try #require(built.status == 0, "cargo build failed:\n\(built.output)")
+            let target = ProcessInfo.processInfo.environment["CARGO_TARGET_DIR"] ?? kitFile("tools/rust/ringside/target")
+            let runner = target + "/debug/examples/conformance"
+            producers.append(ConformanceProducer(name: "rust", samples: true) { try runProcess(runner, [$0, $1], mergingErrors: true) })
         }
         return producers
     }

@@ -68,6 +68,7 @@ int main(int argc, char **argv) {
     char metric_names[MAX_METRICS][RS_NAME_MAX + 1];
     rs_metric metrics[MAX_METRICS];
     unsigned metric_count = 0;
+    int skipping = 0; /* the case's attach was refused, as it asked: its other lines are skipped */
     while (fgets(line, sizeof line, cases)) {
         line_number++;
         char *words[MAX_WORDS];
@@ -78,18 +79,29 @@ int main(int argc, char **argv) {
         if (strcmp(op, "case") == 0 && count == 2) {
             snprintf(name, sizeof name, "%s", words[1]);
             metric_count = 0;
+            skipping = 0;
+        } else if (skipping || strcmp(op, "plant") == 0) {
+            continue; /* the suite plants */
         } else if (strcmp(op, "attach") == 0) {
             rs_bot_options options = {0};
             options.directory = argv[2];
+            int refused = 0;
             for (int i = 1; i < count; i++) {
                 const char *v;
                 if ((v = option(words[i], "lane_capacity"))) options.lane_capacity = strtoull(v, NULL, 10);
                 else if ((v = option(words[i], "max_metrics"))) options.max_metrics = (uint32_t)strtoul(v, NULL, 10);
                 else if ((v = option(words[i], "max_lanes"))) options.max_lanes = (uint32_t)strtoul(v, NULL, 10);
                 else if ((v = option(words[i], "worker"))) options.worker = atoi(v);
+                else if ((v = option(words[i], "refused"))) refused = atoi(v);
                 else return fail("unknown attach option", words[i]);
             }
-            if (rs_bot_attach(&bot, name, &options, &error) != 0) return fail("attach failed", error.message);
+            int attached = rs_bot_attach(&bot, name, &options, &error) == 0;
+            if (refused && attached) return fail("attach was not refused", name);
+            if (!attached && !refused) return fail("attach failed", error.message);
+            if (refused) {
+                printf("refused %s: %s\n", name, error.message);
+                skipping = 1;
+            }
         } else if (strcmp(op, "histogram") == 0 || strcmp(op, "counter") == 0 || strcmp(op, "gauge") == 0) {
             if (count < 2 || metric_count == MAX_METRICS) return fail("bad registration", NULL);
             rs_kind kind = op[0] == 'h' ? RS_KIND_HISTOGRAM : op[0] == 'c' ? RS_KIND_COUNTER : RS_KIND_GAUGE;

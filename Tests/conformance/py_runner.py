@@ -31,6 +31,7 @@ def main(argv: list[str]) -> int:
     bot: Any = None
     metrics: dict[str, Any] = {}
     name = ""
+    skipping = False  # the case's attach was refused, as it asked: its other lines are skipped
     with open(cases, encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             words = line.split()
@@ -39,11 +40,23 @@ def main(argv: list[str]) -> int:
             op, args = words[0], words[1:]
             try:
                 if op == "case":
-                    name, metrics = args[0], {}
+                    name, metrics, skipping = args[0], {}, False
+                elif skipping or op == "plant":
+                    continue  # the suite plants
                 elif op == "attach":
                     sizes = {key: int(value) for key, value in (word.split("=", 1) for word in args)}
                     worker = sizes.pop("worker", 0) == 1
-                    bot = ringside.Bot(name, directory, worker=worker, _backend=backend, **sizes)
+                    refused = sizes.pop("refused", 0) == 1
+                    try:
+                        bot = ringside.Bot(name, directory, worker=worker, _backend=backend, **sizes)
+                    except ringside.RingError as error:
+                        if not refused:
+                            raise
+                        print(f"refused {name}: {error}", flush=True)
+                        skipping = True
+                        continue
+                    if refused:
+                        raise ValueError(f"attach of {name} was not refused")
                 elif op in ("histogram", "counter", "gauge"):
                     metric = args[0]
                     options: dict[str, Any] = {}

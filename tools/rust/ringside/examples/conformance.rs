@@ -50,6 +50,8 @@ struct Runner {
     name: String,
     bot: Option<Bot>,
     metrics: HashMap<String, Metric>,
+    /// The case's attach was refused, as it asked: its other lines are skipped.
+    skipping: bool,
 }
 
 impl Runner {
@@ -66,19 +68,31 @@ impl Runner {
             ("case", [name]) => {
                 self.name = name.to_string();
                 self.metrics.clear();
+                self.skipping = false;
             }
+            _ if self.skipping || op == "plant" => {} // the suite plants
             ("attach", options) => {
                 let mut attach = Options { directory: Some(self.directory.clone()), ..Options::default() };
+                let mut refused = false;
                 for word in options {
                     match word.split_once('=') {
                         Some(("lane_capacity", v)) => attach.lane_capacity = Some(number(v)?),
                         Some(("max_metrics", v)) => attach.max_metrics = Some(number(v)?),
                         Some(("max_lanes", v)) => attach.max_lanes = Some(number(v)?),
                         Some(("worker", v)) => attach.worker = v == "1",
+                        Some(("refused", v)) => refused = v == "1",
                         _ => return Err(format!("unknown attach option {word}")),
                     }
                 }
-                self.bot = Some(Bot::attach_with(&self.name, attach).map_err(|e| e.to_string())?);
+                match Bot::attach_with(&self.name, attach) {
+                    Ok(_) if refused => return Err(format!("attach of {} was not refused", self.name)),
+                    Ok(bot) => self.bot = Some(bot),
+                    Err(error) if refused => {
+                        println!("refused {}: {error}", self.name);
+                        self.skipping = true;
+                    }
+                    Err(error) => return Err(error.to_string()),
+                }
             }
             ("histogram" | "counter" | "gauge", [name, options @ ..]) => {
                 let mut builder = self.bot()?.metric(name);
