@@ -80,7 +80,8 @@ struct DirectoryLockTests {
 
             let (first, port) = try startCollector(["--dir", directory.path])
             defer { first.kill() }
-            #expect(try httpGet(port: port, path: "/health").status == 200)
+            // Healthy once its first pass has run.
+            #expect(try eventually { try httpGet(port: port, path: "/health").status == 200 })
             let second = try ChildProcess("ringside-collector", ["--dir", directory.path, "--listen", "127.0.0.1:0"])
             let exit = second.waitForExit()
             #expect(exit.status == 1 && exit.standardError.contains("collector pid \(first.pid) already collects this directory"))
