@@ -5,7 +5,8 @@ import Synchronization
 /// What crosses between discovery's thread and the drain thread, under one lock, each way in
 /// order: the rings discovery opened, for the drain to adopt, and the names it holds whose files
 /// were removed or replaced; the rings the drain let go of, and why. Beside them, what discovery
-/// shows (the files it refused, its figures), which the snapshot takes as it is.
+/// shows (the files it refused, its figures), which the snapshot takes as it is; and which bots
+/// are not shown yet, their files found at the start not all taken up (`heldAtStart`).
 final class DiscoveryHandoff: Sendable {
     /// A ring discovery opened. Its consumer is not `Sendable` (one thread drains a bot): it is
     /// handed over whole and never touched by discovery again.
@@ -13,6 +14,36 @@ final class DiscoveryHandoff: Sendable {
         let consumer: RingConsumer
         /// Why the drain skipped it the last time, if it did (the log says it once).
         let saidProblem: String?
+        /// Found by the collector's first listing (or while it ran): its bot is not shown until
+        /// the drain takes it (see `heldAtStart`).
+        var holdsAtStart = false
+    }
+
+    /// What changed of the first listing's names in a round of discovery (see `heldAtStart`):
+    /// the bots of names it found, and of those it looked at and did not hand over (refused,
+    /// gone, waiting for a descriptor, handed already); whether the listing ended.
+    struct StartChange: Sendable {
+        var found: [String] = []
+        var settled: [String] = []
+        var listed = false
+
+        var isEmpty: Bool { found.isEmpty && settled.isEmpty && !listed }
+    }
+
+    /// The bots not to show yet (`heldAtStart`).
+    enum HeldBots: Equatable {
+        case none
+        /// The first listing is under way: any bot may have files not found yet.
+        case all
+        case bots(Set<String>)
+
+        func holds(_ bot: String) -> Bool {
+            switch self {
+            case .none: false
+            case .all: true
+            case .bots(let bots): bots.contains(bot)
+            }
+        }
     }
 
     /// A ring the drain no longer holds: its file (`identity`) was removed, replaced or retired,
@@ -48,6 +79,10 @@ final class DiscoveryHandoff: Sendable {
         var found: [FoundRing] = []
         var changed: [String] = []
         var letGo: [LetGo] = []
+        /// Each bot's files of the first listing not taken up (found, or handed and not taken
+        /// yet), and whether the listing ended.
+        var heldAtStart: [String: Int] = [:]
+        var startListed = false
     }
     private let queues = Mutex(Queues())
     private let shownState = Mutex(Shown())
@@ -56,6 +91,8 @@ final class DiscoveryHandoff: Sendable {
     private let ringsOpen = Atomic<Int>(0)
     private let skippedNews = Atomic<Bool>(false)
     private let inFlight = Atomic<Int>(0)
+    /// Every file of the first listing was taken up or refused: no bot is held any more.
+    private let startSettled = Atomic<Bool>(false)
     private let wakeDrainThread: @Sendable () -> Void
     private let wakeDiscoveryThread: @Sendable () -> Void
 
@@ -69,11 +106,24 @@ final class DiscoveryHandoff: Sendable {
 
     // MARK: - Discovery's side
 
-    /// Hands a ring over to the drain, and wakes it.
-    func post(found ring: FoundRing) {
-        inFlight.add(1, ordering: .relaxed)
-        queues.withLock { $0.found.append(ring) }
-        wakeDrainThread()
+    /// Hands rings over to the drain, and wakes it; takes what changed of the first listing's names.
+    func post(found rings: [FoundRing], start: StartChange = StartChange()) {
+        guard !rings.isEmpty || !start.isEmpty else { return }
+        inFlight.add(rings.count, ordering: .relaxed)
+        queues.withLock { queues in
+            queues.found += rings
+            for bot in start.found { queues.heldAtStart[bot, default: 0] += 1 }
+            for bot in start.settled { settle(bot, in: &queues) }
+            if start.listed { queues.startListed = true }
+            if queues.startListed, queues.heldAtStart.isEmpty { startSettled.store(true, ordering: .releasing) }
+        }
+        if !rings.isEmpty { wakeDrainThread() }
+    }
+
+    /// One of `bot`'s files of the first listing is taken up or refused.
+    private func settle(_ bot: String, in queues: inout Queues) {
+        guard let held = queues.heldAtStart[bot] else { return }
+        queues.heldAtStart[bot] = held > 1 ? held - 1 : nil
     }
 
     /// Tells the drain that the file under `name`, a ring it holds, was removed or replaced, and wakes it.
@@ -112,6 +162,8 @@ final class DiscoveryHandoff: Sendable {
         let taken = queues.withLock { queues -> (found: [FoundRing], changed: [String]) in
             let found = Array(queues.found.prefix(limit))
             queues.found.removeFirst(found.count)
+            for ring in found where ring.holdsAtStart { settle(BotSeries.botName(ofRing: ring.consumer.name), in: &queues) }
+            if queues.startListed, queues.heldAtStart.isEmpty { startSettled.store(true, ordering: .releasing) }
             guard queues.found.isEmpty else { return (found, []) }
             defer { queues.changed.removeAll() }
             return (found, queues.changed)
@@ -134,6 +186,19 @@ final class DiscoveryHandoff: Sendable {
 
     /// Whether rings the drain let go of wait for discovery.
     var hasLetGo: Bool { queues.withLock { !$0.letGo.isEmpty } }
+
+    /// The bots not to show yet: every bot while the collector's first listing is under way, then
+    /// those with a file it found that the drain has not taken up (nor discovery refused). A
+    /// bot's totals are its folded figures and its files' cells: shown before every file of it
+    /// there at the start is taken up, a counter would read lower than the collector before a
+    /// restart showed it (a reset, to Prometheus). Called by the drain thread when it publishes.
+    func heldAtStart() -> HeldBots {
+        if startSettled.load(ordering: .acquiring) { return .none }
+        return queues.withLock { queues in
+            guard queues.startListed else { return .all }
+            return queues.heldAtStart.isEmpty ? .none : .bots(Set(queues.heldAtStart.keys))
+        }
+    }
 
     /// What discovery shows now.
     var shown: Shown { shownState.withLock { $0 } }

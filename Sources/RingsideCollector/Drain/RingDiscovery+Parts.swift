@@ -58,5 +58,23 @@ extension RingDiscovery {
         var rescans: UInt64 = 0
         /// What is wrong with the directory, said once (and once when it is right again).
         var directoryProblem: String?
+        /// The first listing's names not looked at yet (nil once it ended and none is left).
+        var start: StartNames? = StartNames()
+    }
+
+    /// The names the collector's first listing found that discovery has not looked at yet: their
+    /// bots are not shown until each is taken up by the drain or refused (see
+    /// `DiscoveryHandoff.heldAtStart`); and what changed of them since the last round's end.
+    struct StartNames {
+        var names: Set<String> = []
+        /// The listing ended: rings found since hold no bot (unless the listing found them).
+        var listed = false
+        var change = DiscoveryHandoff.StartChange()
+
+        /// The listing found `name` (not handed over already: a ring handed during the listing holds its bot).
+        mutating func found(_ name: String) {
+            guard names.insert(name).inserted else { return }
+            change.found.append(BotSeries.botName(ofRing: name))
+        }
     }
 }

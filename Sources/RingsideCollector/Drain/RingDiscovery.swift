@@ -176,13 +176,13 @@ final class RingDiscovery: @unchecked Sendable {
         let deadline = whole ? UInt64.max : rs_clock_precise_ns() &+ Self.roundNanos
         var looked = 0
         while let name = looked % 2 == 0 ? toLook.urgent.pop() ?? toLook.listed.pop() : toLook.listed.pop() ?? toLook.urgent.pop() {
-            look(at: name, nowNanos: now)
+            lookNoting(name, nowNanos: now)
             looked += 1
             if rs_clock_precise_ns() >= deadline { break }
         }
         sayWaiting()
         publish(nowNanos: now, now: whole)
-        for ring in handed.opened { handoff.post(found: ring) }
+        handoff.post(found: handed.opened, start: takeStartChange())
         handed.opened.removeAll()
         return toLook.eventsLeft || scan.underWay != nil || !toLook.urgent.isEmpty || !toLook.listed.isEmpty
     }
@@ -228,7 +228,10 @@ final class RingDiscovery: @unchecked Sendable {
         }
         scan.underWay = nil
         guard takes.named.isEmpty else {
-            for name in options.rings { toLook.listed.push(name) }
+            for name in options.rings {
+                toLook.listed.push(name)
+                if handed.held[name] == nil { scan.start?.found(name) }
+            }
             finishListing(seen: takes.named)
             return
         }
@@ -260,6 +263,7 @@ final class RingDiscovery: @unchecked Sendable {
                 guard (try? RingDirectory.validate(ringName: name)) != nil else { continue }
                 seen.insert(name)
                 if scan.looksAtRefused || refused[name] == nil { found.append(name) }
+                if handed.held[name] == nil { scan.start?.found(name) }
             }
         }
         for name in found.sorted() { toLook.listed.push(name) }
@@ -269,6 +273,10 @@ final class RingDiscovery: @unchecked Sendable {
     /// A listing ended with `seen`: what was known of files not in it is forgotten, and the drain
     /// told of its rings whose files are gone.
     private func finishListing(seen: Set<String>) {
+        if scan.start?.listed == false {
+            scan.start?.listed = true
+            scan.start?.change.listed = true
+        }
         for name in refused.keys where !seen.contains(name) { forget(name) }
         for name in descriptorWait.names where !seen.contains(name) { forget(name) }
         for name in being.since.keys where !seen.contains(name) { forget(name) }
@@ -305,6 +313,31 @@ final class RingDiscovery: @unchecked Sendable {
     }
 
     // MARK: - Looking at one name
+
+    /// Looks at `name` (`look`), noting it for the first listing's bots (see
+    /// `DiscoveryHandoff.heldAtStart`): a ring it opens holds its bot until the drain takes it
+    /// when the listing found it or is still under way; a name the listing found and that is not
+    /// opened now is settled.
+    private func lookNoting(_ name: String, nowNanos now: UInt64) {
+        guard scan.start != nil else { return look(at: name, nowNanos: now) }
+        let listed = scan.start?.names.remove(name) != nil
+        let opened = handed.opened.count
+        look(at: name, nowNanos: now)
+        if handed.opened.count > opened {
+            handed.opened[opened].holdsAtStart = listed || scan.start?.listed == false
+        } else if listed {
+            scan.start?.change.settled.append(BotSeries.botName(ofRing: name))
+        }
+    }
+
+    /// What changed of the first listing's names since the last call; the record of them is let
+    /// go once the listing ended and every name was looked at.
+    private func takeStartChange() -> DiscoveryHandoff.StartChange {
+        guard let change = scan.start?.change else { return DiscoveryHandoff.StartChange() }
+        scan.start?.change = DiscoveryHandoff.StartChange()
+        if scan.start?.listed == true, scan.start?.names.isEmpty == true { scan.start = nil }
+        return change
+    }
 
     /// Looks at one name: a held ring's file checked to be the same; any other looked at with
     /// `lstat`, refused from it if it can be, or as it was refused when it has not changed, else

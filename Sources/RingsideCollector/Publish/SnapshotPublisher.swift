@@ -298,8 +298,10 @@ final class SnapshotPublisher {
             }
             building.everyRingQuiet = building.everyRingQuiet && quiet
             if building.next == building.rings.count {
-                building.bots = Dictionary(grouping: building.rings.filter(tracker.holds), by: { $0.bot.name })
-                    .sorted { $0.key < $1.key }.map { $0.value[0].bot }
+                // A bot with files found at the start not taken up yet is not shown: its totals would read low.
+                let held = tracker.handoff.heldAtStart()
+                let shown = building.rings.filter { tracker.holds($0) && !held.holds($0.bot.name) }
+                building.bots = Dictionary(grouping: shown, by: \.bot.name).sorted { $0.key < $1.key }.map { $0.value[0].bot }
             }
             if rs_clock_precise_ns() >= deadline { break }
         }
@@ -458,7 +460,8 @@ final class SnapshotPublisher {
     }
 
     private func evaluateSLOs(nowNanos now: UInt64) -> [SLOSnapshot] {
-        let bots = tracker.bots.values.sorted { $0.name < $1.name }
+        let held = tracker.handoff.heldAtStart()
+        let bots = tracker.bots.values.filter { !held.holds($0.name) }.sorted { $0.name < $1.name }
         if let captureDesk {
             for index in captureBounds.indices {
                 if let above = captureBounds[index].evaluate(bots: bots, nowNanos: now) {
