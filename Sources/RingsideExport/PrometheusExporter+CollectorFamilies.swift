@@ -175,6 +175,18 @@ extension PrometheusExporter {
         family(
             "ringside_collector_state_bytes_limit", "gauge", "The most a collector reads of one state file (--state-max-bytes)",
             [([], Double(state.bytesLimit))])
+        family(
+            "ringside_collector_state_totals_bytes", "gauge",
+            "What the bots' folded figures take in a state snapshot: kept within --state-max-bytes, a fold that would pass it refused",
+            [([], Double(state.totalsBytes))])
+        family(
+            "ringside_collector_state_folds_refused_total", "counter",
+            "Folds refused because the bots' figures would pass --state-max-bytes: the workers' files are kept, their totals in them",
+            [([], Double(state.foldsRefused))])
+        family(
+            "ringside_collector_state_histograms_shed", "gauge",
+            "All-time histograms the last state snapshot left out for room (--state-max-bytes): their _count and _sum start again after a restart",
+            [([], Double(state.histogramsShed))])
         family("ringside_collector_state_bots", "gauge", "Bots whose figures the state keeps", [([], Double(state.bots))])
         family(
             "ringside_collector_state_bots_expired_total", "counter",

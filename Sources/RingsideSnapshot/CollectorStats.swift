@@ -175,6 +175,15 @@ package struct CollectorStateStats: Sendable, Equatable {
     /// The last snapshot's size, and the most a collector reads of one (`--state-max-bytes`).
     package var bytes: UInt64 = 0
     package var bytesLimit: UInt64 = 0
+    /// What the bots' figures take in a snapshot now: kept within `bytesLimit` (a fold that would
+    /// pass it is refused); the all-time histograms take what is left.
+    package var totalsBytes: UInt64 = 0
+    /// Folds refused because the bots' figures would pass `bytesLimit` (the workers' files kept,
+    /// their totals in them; a fold tried again counts again).
+    package var foldsRefused: UInt64 = 0
+    /// All-time histograms the last snapshot left out for room (their series' `_count` and `_sum`
+    /// would start again after a restart).
+    package var histogramsShed = 0
     /// Bots whose figures the state holds, as of the last snapshot (or the start).
     package var bots = 0
     /// Bots whose figures expired (gone longer than `--state-expiry`).

@@ -26,6 +26,13 @@ import RingsideSystem
 /// (`ringside_collector_state_save_failures_total`). The state is read once, at start, each file
 /// within `--state-max-bytes`; bots gone longer than `--state-expiry` lose their figures.
 ///
+/// It never writes what it would refuse to read: a journal takes a new file before a line would
+/// take it past a megabyte (the bound is one at least), the bots' figures are kept within the bound
+/// (`StateRoom`: a fold that would push them past it is refused, its worker's file kept, its totals
+/// in it, counted in `ringside_collector_state_folds_refused_total`), and a snapshot holds the
+/// all-time histograms that fit beside them, the others left out and counted
+/// (`ringside_collector_state_histograms_shed`).
+///
 /// It also holds the directory's lock (`DirectoryLock`): whatever folds a directory's workers
 /// writes its state, and two would overwrite each other's totals, so a second collector is refused.
 ///
@@ -55,7 +62,8 @@ final class CollectorState {
     static let journalBytes = 1 << 20
 
     private let ringDirectory: RingDirectory
-    private let limit: Int
+    /// The bound, and what the bots' figures take of it.
+    private var room: StateRoom
     private let expirySeconds: UInt64?
     private let log: CollectorLog
     private var directory: LogDirectory?
@@ -78,7 +86,7 @@ final class CollectorState {
     /// - Throws: `DirectoryLock.Refusal.held` when another collector holds the directory.
     init(options: CollectorOptions, log: CollectorLog) throws(DirectoryLock.Refusal) {
         ringDirectory = options.directory
-        limit = options.stateMaxBytes
+        room = StateRoom(limit: options.stateMaxBytes)
         expirySeconds = options.stateExpirySeconds
         self.log = log
         try open()
@@ -123,7 +131,7 @@ final class CollectorState {
     /// Reads the files and starts the saver.
     private func read(_ directory: LogDirectory) {
         let loaded = StateFiles.load(
-            from: directory, rings: ringDirectory, limit: limit, expirySeconds: expirySeconds, nowSeconds: UInt64(time(nil)))
+            from: directory, rings: ringDirectory, limit: room.limit, expirySeconds: expirySeconds, nowSeconds: UInt64(time(nil)))
         for (name, problem) in loaded.unreadable.sorted(by: { $0.key < $1.key }) {
             log(
                 "cannot read the collector's state \(directory.path(of: name)): \(problem); the totals it holds are not counted "
@@ -138,14 +146,22 @@ final class CollectorState {
             log("the figures of \(loaded.expired.count) bots gone for more than \(expirySeconds ?? 0) s (--state-expiry) are dropped")
         }
         content = loaded.content
+        room.measure(content)
+        if room.isOver {
+            log(
+                "the figures of the \(content.bots.count) bots read from the collector's state take \(room.bytes) bytes, more than "
+                    + "the \(room.limit) a collector reads (--state-max-bytes): the files read are kept as they are and no snapshot "
+                    + "is written until bots expire or the bound is raised; folds that add series are refused meanwhile",
+                level: .error)
+        }
         nextGeneration = loaded.nextGeneration
         var stats = CollectorStateStats()
         stats.readFailures = loaded.unreadable.count
-        stats.bytesLimit = UInt64(limit)
+        stats.bytesLimit = UInt64(room.limit)
         stats.bots = content.botNames.count
         stats.botsExpired = UInt64(loaded.expired.count)
         let saver = StateSaver(
-            directory: directory, content: content, files: loaded.files, unreadable: Set(loaded.unreadable.keys), limit: limit,
+            directory: directory, content: content, files: loaded.files, unreadable: Set(loaded.unreadable.keys), limit: room.limit,
             expirySeconds: expirySeconds, log: log, stats: stats)
         saver.start()
         // What was read, in one snapshot (its files then go), on the saver's thread.
@@ -155,7 +171,12 @@ final class CollectorState {
     }
 
     /// What the state went through (nil while it is not open).
-    var stats: CollectorStateStats? { saver?.stats }
+    var stats: CollectorStateStats? {
+        guard var stats = saver?.stats else { return nil }
+        stats.totalsBytes = UInt64(room.bytes)
+        stats.foldsRefused = room.refused
+        return stats
+    }
 
     // MARK: - Bots
 
@@ -181,6 +202,7 @@ final class CollectorState {
     private func forgetExpired() {
         guard let saver else { return }
         for bot in saver.takeExpired() {
+            _ = room.grew(by: -content.totalsBytes(of: bot))
             content.bots[bot] = nil
             content.histograms[bot] = nil
         }
@@ -190,17 +212,27 @@ final class CollectorState {
 
     /// Writes the fold of a worker in the journal, before its file is removed: `entries` are its
     /// bot's series' figures with the worker folded in (those it counted toward). The line counts
-    /// only once the file (`worker`, `identity`) is gone.
+    /// only once the file (`worker`, `identity`) is gone. A fold that would take the bots' figures
+    /// past the bound is refused (see `StateRoom`).
     /// - Returns: whether it is written; a worker whose fold is not keeps its file, and its totals in it.
     func recordFold(_ entries: [Entry], bot: String, worker: String, identity: RingFileIdentity) -> Bool {
         guard let directory, let saver, !closed else { return false }
+        let growth = content.growth(applying: entries, for: bot)
+        guard room.fits(growth: growth) else {
+            return refuse(worker, of: bot, "the figures of the state's bots would take \(room.bytes + growth) bytes")
+        }
+        let fold = StateFiles.Fold(bot: bot, entries: entries, worker: worker, device: identity.device, inode: identity.inode)
+        var line = [UInt8]((try? encoder.encode(fold)) ?? Data())
+        guard !line.isEmpty else { return false }
+        line.append(UInt8(ascii: "\n"))
+        guard StateJournal.headerBytes(generation: StateFiles.maxGeneration) + line.count <= room.limit else {
+            return refuse(worker, of: bot, "its fold alone is a line of \(line.count) bytes")
+        }
         do {
-            if journal == nil || journal?.isBroken == true { try startJournal(in: directory, saver: saver) }
+            // A new journal before this one would pass a megabyte (the least bound): a collector reads every one back.
+            let full = journal.map { $0.folds > 0 && $0.bytes + line.count > Self.journalBytes } ?? false
+            if journal == nil || journal?.isBroken == true || full { try startJournal(in: directory, saver: saver) }
             guard let journal else { return false }
-            let fold = StateFiles.Fold(bot: bot, entries: entries, worker: worker, device: identity.device, inode: identity.inode)
-            var line = [UInt8]((try? encoder.encode(fold)) ?? Data())
-            guard !line.isEmpty else { return false }
-            line.append(UInt8(ascii: "\n"))
             try journal.append(line, path: directory.path(of: journal.name))
         } catch {
             let problem = "\(error)"
@@ -222,15 +254,25 @@ final class CollectorState {
         return true
     }
 
+    /// Refuses the fold of `worker` for room (`why`: what it would take): counted, said once
+    /// until folds fit again; returns false.
+    private func refuse(_ worker: String, of bot: String, _ why: String) -> Bool {
+        guard room.refuse() else { return false }
+        log(
+            "cannot fold worker \(worker) of bot \(bot) into the collector's state: \(why), more than the \(room.limit) a collector "
+                + "reads (--state-max-bytes); its file is kept, its totals in it, and folded once there is room (raise "
+                + "--state-max-bytes, or shorten --state-expiry; counted in ringside_collector_state_folds_refused_total)",
+            level: .error)
+        return false
+    }
+
     /// The fold `recordFold` wrote took (its worker's file is gone): `entries` are the bot's figures now.
     func folded(_ entries: [Entry], bot: String) {
+        let growth = content.growth(applying: entries, for: bot)
         content.apply(entries, for: bot)
+        if room.grew(by: growth) { log("the collector's state has room for folds again") }
         changed = true
         saver?.post(.folded(bot: bot, entries: entries))
-        guard let directory, let saver, let journal, journal.bytes >= Self.journalBytes else { return }
-        // A new journal, and a snapshot (on the saver's thread) that supersedes this one. A journal
-        // that cannot be made now is tried at the next fold; this one takes folds meanwhile.
-        try? startJournal(in: directory, saver: saver)
     }
 
     /// Starts journal `nextGeneration`; a snapshot will cover the ones before it.

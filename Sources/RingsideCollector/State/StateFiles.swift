@@ -40,8 +40,9 @@ enum StateFiles {
             seen = content.seen.isEmpty ? nil : content.seen
         }
 
+        /// What it holds, each bot's figures in order (as the file may not have them).
         var content: StateContent {
-            StateContent(bots: bots, histograms: histograms ?? [:], seen: seen ?? [:])
+            StateContent(bots: bots, histograms: histograms ?? [:], seen: seen ?? [:]).normalized()
         }
     }
 
@@ -164,7 +165,8 @@ enum StateFiles {
             if skipped > 0 { loaded.unreadable[journal.name] = "\(skipped) lines of \(directory.path(of: journal.name)) are not folds" }
         }
         loaded.nextGeneration = max(base, loaded.files.values.max() ?? 0) + 1
-        // Bots with a file in the directory are seen now; the others keep their dates.
+        // Bots with a file in the directory are seen now; the others keep their dates, none later than now.
+        for (bot, seconds) in loaded.content.seen where seconds > nowSeconds { loaded.content.seen[bot] = nowSeconds }
         let present = Set(ringDirectory.ringNames().map { BotSeries.botName(ofRing: $0) })
         loaded.expired = loaded.content.expire(nowSeconds: nowSeconds, afterSeconds: expirySeconds, present: present)
         loaded.series = loaded.content.bots.values.reduce(0) { $0 + $1.count }

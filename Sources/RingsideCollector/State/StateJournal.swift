@@ -18,6 +18,8 @@ final class StateJournal {
     private var descriptor: Int32
     /// Bytes written whole: where the next line starts.
     private(set) var bytes: Int
+    /// Lines written after the header.
+    private(set) var folds = 0
 
     /// Creates a new journal of `generation` in `directory`, its header line written.
     init(in directory: LogDirectory, generation: UInt64) throws(LogDirectoryError) {
@@ -26,12 +28,19 @@ final class StateJournal {
         self.generation = generation
         descriptor = try directory.create(name)
         bytes = 0
-        do { try append(Array("{\"journal\":\(generation)}\n".utf8), path: directory.path(of: name)) } catch {
+        do { try append(Self.header(generation: generation), path: directory.path(of: name)) } catch {
             System.close(descriptor)
             directory.remove(name)
             throw error
         }
+        folds = 0  // the header is none
     }
+
+    /// A journal's first line: `{"journal":GENERATION}`.
+    static func header(generation: UInt64) -> [UInt8] { Array("{\"journal\":\(generation)}\n".utf8) }
+
+    /// What the first line of a journal of `generation` takes.
+    static func headerBytes(generation: UInt64) -> Int { header(generation: generation).count }
 
     deinit { close() }
 
@@ -50,6 +59,7 @@ final class StateJournal {
             throw .failed(action: "write \(path)", errno: error)
         }
         bytes += line.count
+        folds += 1
     }
 
     /// Closes it: it stays in the directory until a snapshot supersedes it.

@@ -19,7 +19,9 @@ import Synchronization
 /// left unread) is saved under another name, `ringside-collector.<random>.state`, and the failure
 /// counted and said; one that cannot be saved at all (a full disk) is tried again every 10 s,
 /// while the journals keep every fold. Bots gone for longer than `--state-expiry` lose their
-/// figures when a snapshot is written.
+/// figures when a snapshot is written. A snapshot holds every bot's figures and the all-time
+/// histograms that fit beside them within `--state-max-bytes` (`StateSnapshotWriter`): what a
+/// collector reads back, always.
 // @unchecked: `work` is the saver thread's alone (or the caller's of `finish`, once the thread
 // has ended: `finished` orders them); the drain thread reaches it only through `shared`.
 final class StateSaver: @unchecked Sendable {
@@ -67,6 +69,8 @@ final class StateSaver: @unchecked Sendable {
         /// What was said last of a failure, so each is said once until it changes.
         var saidPrimary: String?
         var saidFailure: String?
+        /// The all-time histograms the last snapshot said it left out for room.
+        var saidShed = 0
     }
 
     private let directory: LogDirectory
@@ -215,15 +219,16 @@ final class StateSaver: @unchecked Sendable {
         do { temporary = try directory.createTemporary(for: StateFiles.primaryName) } catch {
             return failed("\(error)", expired: expired)
         }
-        var writer = StateSnapshotWriter(descriptor: temporary.descriptor)
+        var writer = StateSnapshotWriter(descriptor: temporary.descriptor, limit: limit)
         var problem: String?
-        do { try writer.write(work.content, generation: generation) } catch {
+        do { try writer.write(work.content, generation: generation, present: work.present) } catch {
             problem = "cannot write \(directory.path(of: temporary.name)): \(error)"
         }
-        if problem == nil, writer.bytes > limit {
+        if problem == nil, !writer.written.fits || writer.bytes > limit {
             problem =
-                "the state is \(writer.bytes) bytes, more than the \(limit) a collector reads (--state-max-bytes): it is not saved "
-                + "(raise --state-max-bytes, or shorten --state-expiry)"
+                "the figures of its \(work.content.bots.count) bots take \(StateSnapshotWriter.frameBytes + work.content.totalsBytes) "
+                + "bytes, more than the \(limit) a collector reads (--state-max-bytes): it is not saved, and the files it would "
+                + "supersede are kept (raise --state-max-bytes, or shorten --state-expiry)"
         }
         if problem == nil {
             do { try System.fsync(temporary.descriptor) } catch { problem = "cannot fsync \(directory.path(of: temporary.name)): \(error)" }
@@ -249,11 +254,13 @@ final class StateSaver: @unchecked Sendable {
         work.files[saved] = generation
         if work.saidFailure != nil { log("the collector's state is saved again (\(directory.path(of: saved)))") }
         work.saidFailure = nil
+        sayShed(writer.written)
         shared.withLock { shared in
             shared.expired += expired
             shared.stats.botsExpired += UInt64(expired.count)
             shared.stats.bots = work.content.botNames.count
             shared.stats.bytes = UInt64(writer.bytes)
+            shared.stats.histogramsShed = writer.written.shed
             shared.stats.lastSaveRealtimeNanos = rs_clock_realtime_ns()
             shared.snapshotFailing = false
             shared.stats.failing = shared.journalFailing
@@ -290,6 +297,21 @@ final class StateSaver: @unchecked Sendable {
             work.saidPrimary = reason
         }
         return (alternate, nil)
+    }
+
+    /// Says what a snapshot saved left out, when that changed.
+    private func sayShed(_ written: StateSnapshotWriter.Written) {
+        guard written.shed != work.saidShed else { return }
+        if written.shed == 0 {
+            log("the collector's state holds every all-time histogram again")
+        } else {
+            log(
+                "the collector's state leaves out the all-time histograms of \(written.shed) series of \(written.shedBots) bots for "
+                    + "room (--state-max-bytes \(limit); every bot's figures are kept): their _count and _sum start again if the "
+                    + "collector restarts (raise --state-max-bytes, or shorten --state-expiry; counted in "
+                    + "ringside_collector_state_histograms_shed)", level: .warn)
+        }
+        work.saidShed = written.shed
     }
 
     /// Says a snapshot that could not be saved (once per cause), counts it, and returns false.
