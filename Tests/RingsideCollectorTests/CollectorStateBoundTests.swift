@@ -325,4 +325,20 @@ struct CollectorStateBoundTests {
             #expect(fourth.series("worker_total", ring: "late")?.cumulativeExactSum == 8)
         }
     }
+
+    @Test("a date in a state file later than now is read as now: a bot's date in a snapshot takes the digits the bound counts")
+    func futureDatesReadAsNow() throws {
+        try withRingDirectory { directory in
+            var planted = StateContent()
+            planted.apply([Entry(metric: "orders", labels: "", total: 3, dropped: 0)], for: "later")
+            planted.seen["later"] = UInt64.max
+            try JSONEncoder().encode(StateFiles.Snapshot(planted, generation: 1))
+                .write(to: URL(fileURLWithPath: directory.path + "/" + StateFiles.primaryName))
+            let now = UInt64(time(nil))
+            let loaded = StateFiles.load(
+                from: try LogDirectory(path: directory.path), rings: directory, limit: 1 << 20, expirySeconds: 3_600, nowSeconds: now)
+            #expect(loaded.content.seen["later"] == now && loaded.content.bots["later"]?.first?.total == 3)
+            #expect(String(now).count <= StateSnapshotWriter.dateDigits)
+        }
+    }
 }
