@@ -5,9 +5,11 @@
 #ifndef RINGSIDE_COPENSSL_SHIM_H
 #define RINGSIDE_COPENSSL_SHIM_H
 
+#include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -48,6 +50,38 @@ static inline int rs_ssl_ctx_set_groups(SSL_CTX *ctx, const char *groups) {
 /* The reason code of an error from the error queue (ERR_GET_REASON). */
 static inline int rs_err_reason(unsigned long error) {
     return ERR_GET_REASON(error);
+}
+
+/* A passphrase callback that gives none: an encrypted key is refused, never asked for on a
+   terminal (OpenSSL's default callback would read one from it). */
+static inline int rs_no_passphrase(char *buffer, int size, int writing, void *context) {
+    (void)buffer;
+    (void)size;
+    (void)writing;
+    (void)context;
+    return 0;
+}
+
+/* The next PEM certificate in `bio` (with its trust settings when `auxiliary`, as the first of
+   a chain file is read), skipping PEM blocks of other kinds; NULL at the end or on an error. */
+static inline X509 *rs_pem_read_certificate(BIO *bio, int auxiliary) {
+    return auxiliary ? PEM_read_bio_X509_AUX(bio, NULL, rs_no_passphrase, NULL)
+                     : PEM_read_bio_X509(bio, NULL, rs_no_passphrase, NULL);
+}
+
+/* The first PEM private key in `bio`; NULL when there is none or it is encrypted. */
+static inline EVP_PKEY *rs_pem_read_private_key(BIO *bio) {
+    return PEM_read_bio_PrivateKey(bio, NULL, rs_no_passphrase, NULL);
+}
+
+/* Appends a certificate to the chain sent after the server's own; the context takes it. */
+static inline long rs_ssl_ctx_add0_chain_cert(SSL_CTX *ctx, X509 *certificate) {
+    return SSL_CTX_add0_chain_cert(ctx, certificate);
+}
+
+/* Whether `error` says a PEM read found no further block: the end of the bytes, not a fault. */
+static inline int rs_err_is_pem_end(unsigned long error) {
+    return ERR_GET_LIB(error) == ERR_LIB_PEM && ERR_GET_REASON(error) == PEM_R_NO_START_LINE;
 }
 
 #endif

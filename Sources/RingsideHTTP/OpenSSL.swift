@@ -87,30 +87,20 @@ final class TLSContext: @unchecked Sendable {
         if !settings.curves.isEmpty {
             guard rs_ssl_ctx_set_groups(context, settings.curves.joined(separator: ":")) == 1 else { throw failure("curve_preferences") }
         }
-        try Self.checkReadable(settings.certFile, key: "cert_file")
-        try Self.checkReadable(settings.keyFile, key: "key_file")
-        guard SSL_CTX_use_certificate_chain_file(context, settings.certFile) == 1 else {
-            throw failure("cert_file \(settings.certFile): not a PEM certificate")
-        }
-        let mismatch = "key_file \(settings.keyFile) is not the key of cert_file \(settings.certFile)"
-        guard SSL_CTX_use_PrivateKey_file(context, settings.keyFile, SSL_FILETYPE_PEM) == 1 else {
-            let (text, reason) = OpenSSL.takeErrors()
-            throw WebConfigError(
-                reason: reason == X509_R_KEY_VALUES_MISMATCH ? mismatch : "key_file \(settings.keyFile): not a PEM private key: \(text)")
-        }
-        guard SSL_CTX_check_private_key(context) == 1 else { throw failure(mismatch) }
+        // Read here, checked as trusted and non-blocking, and handed over in memory: OpenSSL's
+        // own file functions would fopen a FIFO and wait on it.
+        let certificate = try Self.read(settings.certFile, key: "cert_file")
+        var key = try Self.read(settings.keyFile, key: "key_file")
+        defer { key.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }  // no key left in freed memory
+        try useCertificateChain(certificate, path: settings.certFile)
+        try usePrivateKey(key, settings)
         try configureClientCertificates(settings)
     }
 
     /// What `client_auth_type` asks of clients, as Go's `tls.ClientAuthType` means it.
     private func configureClientCertificates(_ settings: WebConfig.TLSSettings) throws(WebConfigError) {
         if let file = settings.clientCAFile {
-            try Self.checkReadable(file, key: "client_ca_file")
-            guard SSL_CTX_load_verify_locations(context, file, nil) == 1 else {
-                throw WebConfigError(reason: "client_ca_file \(file): no PEM certificate in it: \(OpenSSL.takeErrors().text)")
-            }
-            // The CAs' names, sent to clients so they pick a certificate one of them signed.
-            if let names = SSL_load_client_CA_file(file) { SSL_CTX_set_client_CA_list(context, names) }
+            try trustClientCAs(try Self.read(file, key: "client_ca_file"), path: file)
         } else if settings.clientAuth == .verifyIfGiven || settings.clientAuth == .requireAndVerify {
             // Go checks against the system's CAs when no client CA is given.
             _ = SSL_CTX_set_default_verify_paths(context)
@@ -125,14 +115,95 @@ final class TLSContext: @unchecked Sendable {
         }
     }
 
-    /// Opens `path` to read, so a missing or unreadable file is named with the system's reason.
-    private static func checkReadable(_ path: String, key: String) throws(WebConfigError) {
-        do {
-            let fd = try System.open(path, O_RDONLY | O_CLOEXEC)
-            System.close(fd)
-        } catch {
-            throw WebConfigError(reason: "\(key) \(path): \(error)")
+    /// The most a certificate, key or CA file may hold: a CA bundle of every public CA is some 220 KB.
+    static let maxFileBytes = 4 << 20
+
+    /// The bytes of a file the configuration names, checked as `TrustedFile` checks it.
+    private static func read(_ path: String, key: String) throws(WebConfigError) -> [UInt8] {
+        do { return try TrustedFile.read(path, maxBytes: maxFileBytes) } catch {
+            throw WebConfigError(reason: "\(key) \(path): \(error.reason)")
         }
+    }
+
+    /// The server's certificate, then the chain after it, from PEM bytes, as
+    /// `SSL_CTX_use_certificate_chain_file` reads a file. The corresponding C functions are
+    /// `PEM_read_bio_X509_AUX`, `SSL_CTX_use_certificate` and `SSL_CTX_add0_chain_cert`.
+    private func useCertificateChain(_ bytes: [UInt8], path: String) throws(WebConfigError) {
+        let refusal = withPEM(bytes) { bio -> String? in
+            guard let leaf = rs_pem_read_certificate(bio, 1) else { return Self.failure("cert_file \(path): not a PEM certificate") }
+            defer { X509_free(leaf) }  // the context keeps a reference of its own
+            guard SSL_CTX_use_certificate(context, leaf) == 1 else { return Self.failure("cert_file \(path): not a usable certificate") }
+            while let next = rs_pem_read_certificate(bio, 0) {
+                guard rs_ssl_ctx_add0_chain_cert(context, next) == 1 else {
+                    X509_free(next)
+                    return Self.failure("cert_file \(path): a certificate of its chain is not usable")
+                }
+            }
+            return Self.endedCleanly() ? nil : Self.failure("cert_file \(path): a certificate of its chain is not PEM")
+        }
+        if let refusal { throw WebConfigError(reason: refusal) }
+    }
+
+    /// The private key, from PEM bytes, checked against the certificate. The corresponding C
+    /// functions are `PEM_read_bio_PrivateKey` (with no passphrase: an encrypted key is refused,
+    /// never asked for) and `SSL_CTX_use_PrivateKey`.
+    private func usePrivateKey(_ bytes: [UInt8], _ settings: WebConfig.TLSSettings) throws(WebConfigError) {
+        let mismatch = "key_file \(settings.keyFile) is not the key of cert_file \(settings.certFile)"
+        let refusal = withPEM(bytes) { bio -> String? in
+            guard let key = rs_pem_read_private_key(bio) else {
+                return Self.failure("key_file \(settings.keyFile): not a PEM private key (or an encrypted one)")
+            }
+            defer { EVP_PKEY_free(key) }  // the context keeps a reference of its own
+            guard SSL_CTX_use_PrivateKey(context, key) == 1 else {
+                let (text, reason) = OpenSSL.takeErrors()
+                return reason == X509_R_KEY_VALUES_MISMATCH ? mismatch : "key_file \(settings.keyFile): not a usable private key: \(text)"
+            }
+            return SSL_CTX_check_private_key(context) == 1 ? nil : Self.failure(mismatch)
+        }
+        if let refusal { throw WebConfigError(reason: refusal) }
+    }
+
+    /// Trusts the CA certificates in PEM bytes for client certificates, and sends their names to
+    /// clients so they pick a certificate one of them signed. The corresponding C functions are
+    /// `X509_STORE_add_cert` and `SSL_CTX_add_client_CA`.
+    private func trustClientCAs(_ bytes: [UInt8], path: String) throws(WebConfigError) {
+        let store = SSL_CTX_get_cert_store(context)
+        let refusal = withPEM(bytes) { bio -> String? in
+            var count = 0
+            while let certificate = rs_pem_read_certificate(bio, 1) {
+                defer { X509_free(certificate) }  // the store and the list keep what they need
+                guard X509_STORE_add_cert(store, certificate) == 1, SSL_CTX_add_client_CA(context, certificate) == 1 else {
+                    return Self.failure("client_ca_file \(path): a certificate in it cannot be trusted")
+                }
+                count += 1
+            }
+            guard count > 0 else { return Self.failure("client_ca_file \(path): no PEM certificate in it") }
+            return Self.endedCleanly() ? nil : Self.failure("client_ca_file \(path): a certificate in it is not PEM")
+        }
+        if let refusal { throw WebConfigError(reason: refusal) }
+    }
+
+    /// `what`, then OpenSSL's reasons (the queue is emptied).
+    private static func failure(_ what: String) -> String { "\(what): \(OpenSSL.takeErrors().text)" }
+
+    /// `body` with a read-only memory BIO over `bytes`. The corresponding C functions are
+    /// `BIO_new_mem_buf` and `BIO_free`.
+    private func withPEM(_ bytes: [UInt8], _ body: (OpaquePointer) -> String?) -> String? {
+        ERR_clear_error()
+        return bytes.withUnsafeBytes { buffer in
+            guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return "no memory for a BIO" }
+            defer { BIO_free(bio) }
+            return body(bio)
+        }
+    }
+
+    /// Whether the reads stopped at the end of the bytes (OpenSSL's "no start line", taken off
+    /// the queue), not at a broken block.
+    private static func endedCleanly() -> Bool {
+        let last = ERR_peek_last_error()
+        guard last == 0 || rs_err_is_pem_end(last) != 0 else { return false }
+        ERR_clear_error()
+        return true
     }
 
     /// A TLS stream for the accepted socket `fd`, its handshake yet to run; nil when OpenSSL has no

@@ -92,23 +92,10 @@ package final class WebSecurity: Sendable {
         return (config, try config.tls.map { settings throws(WebConfigError) in try TLSContext(settings) })
     }
 
-    /// The file's text: at most 1 MiB of UTF-8.
+    /// The file's text: at most 1 MiB of UTF-8, in a file trusted as `TrustedFile` says.
     private static func readText(_ path: String) throws(WebConfigError) -> String {
-        let limit = 1 << 20
-        let fd: Int32
-        do { fd = try System.open(path, O_RDONLY | O_CLOEXEC) } catch { throw WebConfigError(reason: "cannot open it: \(error)") }
-        defer { System.close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count: Int
-            do { count = try chunk.withUnsafeMutableBytes { (buffer) throws(Errno) in try System.read(fd, into: buffer) } } catch {
-                throw WebConfigError(reason: "cannot read it: \(error)")
-            }
-            if count == 0 { break }
-            bytes += chunk[..<count]
-            if bytes.count > limit { throw WebConfigError(reason: "larger than 1 MiB: is it the right file?") }
-        }
+        let bytes: [UInt8]
+        do { bytes = try TrustedFile.read(path, maxBytes: 1 << 20) } catch { throw WebConfigError(reason: error.reason) }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw WebConfigError(reason: "not UTF-8 text") }
         return text
     }
