@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import RingsideSystem
 import Synchronization
@@ -72,6 +73,9 @@ package typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Boo
 /// safe to call from any thread, except `stop()` from inside `quick` or `handler`, which would
 /// wait for itself.
 package final class HTTPServer: Sendable {
+    /// How long `stop` waits for the workers' jobs under way.
+    static let workerWait = DispatchTimeInterval.milliseconds(500)
+
     /// The collector's conventional address: this machine only.
     package static let defaultListen = "127.0.0.1:9464"
 
@@ -220,9 +224,12 @@ package final class HTTPServer: Sendable {
         }
     }
 
-    /// Closes the listening socket and every connection and waits for both threads to exit:
-    /// one wake-up of the loop (well under a millisecond when idle), and the end of the page the
-    /// worker is rendering, if any. Idempotent; safe from any thread except `quick` and `handler`.
+    /// Closes the listening socket and every connection and waits for the threads to exit: one
+    /// wake-up of the loop (well under a millisecond when idle: it never blocks), and the end of
+    /// the page the render worker renders and the password the password worker hashes, if any,
+    /// for `workerWait` at most: past it they are left to finish alone and their answers dropped.
+    /// So a stop takes about `workerWait` at the most, whatever a worker is doing. Idempotent;
+    /// safe from any thread except `quick` and `handler`.
     package func stop() {
         lifecycle.withLock { state in
             switch state {
@@ -234,10 +241,10 @@ package final class HTTPServer: Sendable {
             case .ready:
                 break
             }
-            worker.stop()
-            passwords?.stop()
+            let deadline = DispatchTime.now() + Self.workerWait
+            worker.stop(waitingUntil: deadline)
+            passwords?.stop(waitingUntil: deadline)
             System.close(listenFD)
-            wakeup.close()
             state = .stopped
         }
     }

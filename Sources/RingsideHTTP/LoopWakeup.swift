@@ -5,7 +5,9 @@ import RingsideHTTPClient
 /// The self-pipe that wakes the event loop from `poll`: `stop()` writes to it, and so does the
 /// render worker each time it finishes a response. The loop empties it, then looks at why.
 ///
-/// Safe from any thread; `close()` only once both threads have exited.
+/// Safe from any thread. The pipe closes when the last holder lets go (the server, its loop and
+/// its workers), so a worker left to finish a long job after `stop` never signals a descriptor
+/// closed, or reused by another file.
 final class LoopWakeup: Sendable {
     /// The end the loop polls.
     let readFD: Int32
@@ -38,7 +40,7 @@ final class LoopWakeup: Sendable {
         Syscall.drainWakeup(readFD)
     }
 
-    func close() {
+    deinit {
         System.close(readFD)
         System.close(writeFD)
     }

@@ -14,7 +14,8 @@ import RingsideHTTPClient
 /// at most and delays no page. The loop bounds how many jobs wait for each.
 ///
 /// `submit` and `takeAnswers` are the loop's; `start` and `stop` are the server's. All are safe
-/// across threads.
+/// across threads. `stop` waits for a job under way until a deadline, then leaves the thread to
+/// finish it alone: a stop never waits on a long render or a costly hash.
 final class Worker<Input: Sendable, Output: Sendable>: Sendable {
     /// A job, and the loop's ticket to match its answer to its connection.
     struct Job: Sendable {
@@ -39,6 +40,8 @@ final class Worker<Input: Sendable, Output: Sendable>: Sendable {
     private let state = Mutex(State())
     /// One signal per job submitted, and one for `stop`.
     private let jobsWaiting = DispatchSemaphore(value: 0)
+    /// Signalled once, when the thread returns.
+    private let finished = DispatchSemaphore(value: 0)
 
     init(work: @escaping @Sendable (Input) -> Output, wakeup: LoopWakeup) {
         self.work = work
@@ -66,9 +69,10 @@ final class Worker<Input: Sendable, Output: Sendable>: Sendable {
         }
     }
 
-    /// Ends the thread once the request it is rendering (if any) is done, and waits for it;
-    /// requests still queued are dropped. Idempotent.
-    func stop() {
+    /// Ends the thread once the job it is doing (if any) is done, and waits for it until
+    /// `deadline`; past it, the thread is left to finish and end alone (detached), its answer
+    /// dropped. Jobs still queued are dropped. Idempotent.
+    func stop(waitingUntil deadline: DispatchTime = .distantFuture) {
         guard
             let thread = state.withLock({ state -> Syscall.Thread? in
                 state.stopping = true
@@ -77,7 +81,11 @@ final class Worker<Input: Sendable, Output: Sendable>: Sendable {
             })
         else { return }
         jobsWaiting.signal()
-        Syscall.join(thread)
+        if finished.wait(timeout: deadline) == .success {
+            Syscall.join(thread)
+        } else {
+            Syscall.detach(thread)
+        }
     }
 
     private func run() {
@@ -87,7 +95,10 @@ final class Worker<Input: Sendable, Output: Sendable>: Sendable {
                 if state.stopping { return .none }
                 return .some(state.jobs.isEmpty ? nil : state.jobs.removeFirst())
             }
-            guard let job = next else { return }
+            guard let job = next else {
+                finished.signal()
+                return
+            }
             guard let job else { continue }
             let output = work(job.input)
             state.withLock { $0.answers.append(Answer(ticket: job.ticket, output: output)) }

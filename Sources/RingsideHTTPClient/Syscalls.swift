@@ -312,6 +312,12 @@ package enum Syscall {
     package static func join(_ thread: Thread) {
         _ = pthread_join(thread, nil)
     }
+
+    /// Lets a thread end on its own, unjoined: its resources go when it returns.
+    /// The corresponding C function is `pthread_detach`.
+    package static func detach(_ thread: Thread) {
+        _ = pthread_detach(thread)
+    }
 }
 
 /// The text before the first NUL of a C buffer.

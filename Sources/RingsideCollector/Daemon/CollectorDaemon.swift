@@ -177,6 +177,8 @@ package enum CollectorDaemon {
         /// Stops in order: the listeners and the sidecar, the collector (its last drain), then
         /// the outputs with the last snapshot, and the sidecar's finish once the rings are let go.
         mutating func stop(requestedNanos: UInt64) {
+            // A `POST /-/reload` waiting at the render worker is answered now, not at its 10 s timeout.
+            reloads?.finish(upTo: reloads?.begin() ?? 0, ReloadOutcome(succeeded: false, message: "the collector is stopping"))
             listener.server.stop()
             retired?.listener.server.stop()
             endpoints.stopRendering()
