@@ -233,8 +233,12 @@ extension PrometheusExporter {
     ) {
         family(
             "ringside_http_auth_failures_total", "counter",
-            "Requests refused with 401 (--web-config-file): without credentials (missing), or with a wrong user or password (wrong)",
-            [([("reason", "missing")], Double(security.authMissing)), ([("reason", "wrong")], Double(security.authWrong))])
+            "Requests refused (--web-config-file): 401 without credentials (missing) or with a wrong user or password (wrong); "
+                + "429 unchecked, too many passwords from one address and user waiting for bcrypt (throttled)",
+            [
+                ([("reason", "missing")], Double(security.authMissing)), ([("reason", "wrong")], Double(security.authWrong)),
+                ([("reason", "throttled")], Double(security.authThrottled)),
+            ])
         family(
             "ringside_http_password_checks_total", "counter",
             "Passwords checked with bcrypt: once per user while the file is unchanged (then remembered), and each wrong one",

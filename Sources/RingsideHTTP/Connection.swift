@@ -34,6 +34,8 @@ final class Connection {
     let fd: Int32
     /// The connection's TLS; nil for plain HTTP.
     private(set) var tls: TLSStream?
+    /// The client's host (`SocketAddress.hostKey`), by which its password checks wait their turn.
+    let host: [UInt8]
     var parser: RequestParser
     var phase: Phase
     /// What is left to send, in order (a response's head, then its body); `written` bytes of the
@@ -46,9 +48,12 @@ final class Connection {
     var idleSince: Int64
     private(set) var isClosed = false
 
-    init(fd: Int32, tls: TLSStream? = nil, maxHeadBytes: Int, postPaths: Set<String> = [], deadline: Int64, now: Int64) {
+    init(
+        fd: Int32, tls: TLSStream? = nil, host: [UInt8] = [], maxHeadBytes: Int, postPaths: Set<String> = [], deadline: Int64, now: Int64
+    ) {
         self.fd = fd
         self.tls = tls
+        self.host = host
         phase = tls == nil ? .reading : .handshaking
         self.parser = RequestParser(maxHeadBytes: maxHeadBytes, postPaths: postPaths)
         self.deadline = deadline

@@ -17,23 +17,25 @@ final class ServerLoop {
     private let quick: @Sendable (HTTPRequest) -> HTTPResponse?
     private let worker: Worker<HTTPRequest, HTTPResponse>
     /// The password worker and the web configuration, with `--web-config-file`.
-    private let passwords: Worker<AccessRules.Verification, Bool>?
-    private let security: WebSecurity?
-    private let limits: HTTPServerLimits
-    private let log: HTTPServerLog
+    let passwords: Worker<AccessRules.Verification, Bool>?
+    let security: WebSecurity?
+    let limits: HTTPServerLimits
+    let log: HTTPServerLog
     private var connections: [Connection] = []
     /// The connections whose request is at the worker, by the ticket it carries. A connection
     /// closed meanwhile stays here until its answer comes back, and the answer is dropped.
     private var rendering: [UInt64: Connection] = [:]
-    /// The connections whose password is at the password worker, by ticket, as `rendering`.
-    private var verifying: [UInt64: Connection] = [:]
-    /// Passwords waiting for bcrypt at most; past it, 503 with `Retry-After` (a flood of wrong
-    /// passwords waits in its clients, not here).
-    private let maxPendingVerifications = 16
+    /// The connections whose password waits for its check (`desk`), by ticket, as `rendering`.
+    var verifying: [UInt64: Connection] = [:]
+    /// Which password is checked next: fairly between clients (see `PasswordDesk`).
+    let desk = PasswordDesk()
+    /// How long a request may wait for its password's check before it is answered `429`.
+    let verificationWaitMillis: Int64 = 10_000
     /// Failed handshakes and refused passwords: counted always, logged at most once a minute.
     private var handshakeFailures = OccasionalLog(what: "TLS handshakes failed")
-    private var authFailures = OccasionalLog(what: "requests refused with 401")
-    private var lastTicket: UInt64 = 0
+    var authFailures = OccasionalLog(what: "requests refused with 401")
+    var throttled = OccasionalLog(what: "requests refused with 429 (too many passwords waiting for their check)")
+    var lastTicket: UInt64 = 0
     /// While descriptors are short and no remedy is left, the listening socket stays readable;
     /// skipping it until this time keeps the loop from spinning.
     private var acceptPausedUntil: Int64 = 0
@@ -49,7 +51,7 @@ final class ServerLoop {
     /// runs the receiver's side of TCP: 32 clients taking cached 3.7 MB history pages made
     /// `/-/ready` wait up to 370 ms whole; in 64 KiB slices, up to 150 ms, the rest being the
     /// clients' own CPU on a 2-core machine.)
-    private let writeSlice = 64 * 1024
+    let writeSlice = 64 * 1024
     /// The request budget (`limits.maxRequestsPerSecond`), spent a tenth of a second at a time.
     private var budgetWindowEnd: Int64 = 0
     private var budgetLeft = Int.max
@@ -180,8 +182,8 @@ final class ServerLoop {
                 // The head timeout bounds the TLS handshake too: a silent client holds its slot no longer.
                 connections.append(
                     Connection(
-                        fd: fd, tls: tls, maxHeadBytes: limits.maxHeadBytes, postPaths: limits.postPaths,
-                        deadline: now + limits.headTimeout.wholeMilliseconds, now: now))
+                        fd: fd, tls: tls, host: Syscall.peerAddress(fd)?.hostKey ?? [], maxHeadBytes: limits.maxHeadBytes,
+                        postPaths: limits.postPaths, deadline: now + limits.headTimeout.wholeMilliseconds, now: now))
             case .retry:
                 continue
             case .empty:
@@ -271,8 +273,11 @@ final class ServerLoop {
             case .bytes, .wouldBlock: break
             case .endOfStream, .failed: connection.close()
             }
-        case .rendering, .verifying:
+        case .rendering:
             // Polled for no events, so this is an error or a hang-up: no one is left to answer.
+            connection.close()
+        case .verifying:
+            withdrawCheck(of: connection)
             connection.close()
         }
     }
@@ -323,7 +328,7 @@ final class ServerLoop {
     /// Answers every complete request in the buffer, one at a time, until the head is
     /// incomplete, a request goes to the worker, a response is left waiting for the socket, or
     /// the connection is closing.
-    private func process(_ connection: Connection, now: Int64) {
+    func process(_ connection: Connection, now: Int64) {
         while connection.phase == .reading && !connection.isClosed {
             switch connection.parser.next() {
             case .needMore:
@@ -343,40 +348,9 @@ final class ServerLoop {
         }
     }
 
-    /// Starts the response to `request`, after its password when the web configuration asks for
-    /// one; false when a worker has it (the connection waits for its answer).
-    private func answer(
-        _ connection: Connection, _ request: HTTPRequest, headOnly: Bool, disposition: ConnectionDisposition, now: Int64
-    ) -> Bool {
-        if let security {
-            security.refresh(now: now, log: log)
-            switch security.rules.decide(request, open: security.openPaths, verified: security.verified) {
-            case .allow:
-                break
-            case .refuseMissing:
-                security.countAuthMissing()
-                authFailures.note("no credentials, or not Basic ones", now: now, log: log)
-                startResponse(connection, Self.unauthorized, headOnly: headOnly, disposition: disposition, now: now)
-                return true
-            case .verify(let verification):
-                guard let passwords, verifying.count < maxPendingVerifications else {
-                    startResponse(connection, Self.busyVerifying, headOnly: headOnly, disposition: disposition, now: now)
-                    return true
-                }
-                lastTicket += 1
-                verifying[lastTicket] = connection
-                connection.phase = .verifying(request, headOnly: headOnly, disposition: disposition)
-                connection.deadline = .max
-                passwords.submit(.init(ticket: lastTicket, input: verification))
-                return false
-            }
-        }
-        return dispatch(connection, request, headOnly: headOnly, disposition: disposition, now: now)
-    }
-
     /// Starts the response to a request that may be answered: `quick`'s, else the render
     /// worker's (false: the connection waits for it), else 503 when its queue is full.
-    private func dispatch(
+    func dispatch(
         _ connection: Connection, _ request: HTTPRequest, headOnly: Bool, disposition: ConnectionDisposition, now: Int64
     ) -> Bool {
         if let response = quick(request) {
@@ -400,13 +374,8 @@ final class ServerLoop {
         status: 503, text: "503 Service Unavailable: busy rendering other pages; retry shortly\n",
         headers: [HTTPHeader("Retry-After", "1")])
 
-    /// The password worker's queue is full.
-    private static let busyVerifying = HTTPResponse(
-        status: 503, text: "503 Service Unavailable: busy checking other passwords; retry shortly\n",
-        headers: [HTTPHeader("Retry-After", "1")])
-
     /// No credentials, or wrong ones: the same answer, so it tells nothing about the users.
-    private static let unauthorized = HTTPResponse(
+    static let unauthorized = HTTPResponse(
         status: 401, text: "401 Unauthorized: a user and password are needed (basic auth, --web-config-file)\n",
         headers: [HTTPHeader("WWW-Authenticate", "Basic")])
 
@@ -424,26 +393,11 @@ final class ServerLoop {
                 process(connection, now: now)
             }
         }
-        for answer in passwords?.takeAnswers() ?? [] {
-            guard let connection = verifying.removeValue(forKey: answer.ticket), !connection.isClosed,
-                case let .verifying(request, headOnly, disposition) = connection.phase
-            else { continue }
-            if answer.output {
-                guard dispatch(connection, request, headOnly: headOnly, disposition: disposition, now: now) else { continue }
-            } else {
-                security?.countAuthWrong()
-                authFailures.note("a wrong user or password", now: now, log: log)
-                startResponse(connection, Self.unauthorized, headOnly: headOnly, disposition: disposition, now: now)
-            }
-            if connection.flush(slice: writeSlice) {
-                finishResponse(connection, now: now)
-                process(connection, now: now)
-            }
-        }
+        deliverPasswordChecks(now: now)
     }
 
     /// Puts `response` in the connection's output; the write timeout starts.
-    private func startResponse(
+    func startResponse(
         _ connection: Connection, _ response: HTTPResponse, headOnly: Bool,
         disposition: ConnectionDisposition, now: Int64
     ) {
@@ -456,7 +410,7 @@ final class ServerLoop {
     }
 
     /// After a response is fully sent: wait for the next request, or send FIN and linger.
-    private func finishResponse(_ connection: Connection, now: Int64) {
+    func finishResponse(_ connection: Connection, now: Int64) {
         if connection.phase == .writing(closeAfter: true) {
             connection.shutdownWrite()
             connection.phase = .lingering
@@ -471,7 +425,9 @@ final class ServerLoop {
     /// A deadline passed. A client that sent part of a head gets a best-effort 408 so a person
     /// typing into `nc` sees why; an idle keep-alive connection is just closed (RFC 9112 §9.8).
     private func expire(_ connection: Connection, now: Int64) {
-        if connection.phase == .handshaking {
+        if case .verifying = connection.phase {
+            giveUpCheck(connection, now: now)
+        } else if connection.phase == .handshaking {
             security?.countHandshakeFailure()
             handshakeFailures.note("no handshake within the head timeout (\(limits.headTimeout))", now: now, log: log)
         } else if connection.phase == .reading && !connection.parser.buffer.isEmpty {

@@ -38,7 +38,11 @@ package final class WebSecurity: Sendable {
         /// Requests answered 401: without credentials (or not Basic), or with a wrong user or password.
         package var authMissing: UInt64 = 0
         package var authWrong: UInt64 = 0
-        /// Passwords checked with bcrypt: one a user's password (until the file changes), one a wrong one.
+        /// Requests answered 429 unchecked: too many passwords from their address and user were
+        /// waiting for a check, or theirs waited too long (see `PasswordDesk`).
+        package var authThrottled: UInt64 = 0
+        /// Passwords checked with bcrypt: one a user's password (until the file changes), one a wrong one
+        /// (a wrong one asked again is refused without a check).
         package var passwordChecks: UInt64 = 0
         /// TLS handshakes that failed: bad or missing client certificates, plain HTTP on the TLS
         /// port, clients that closed or went silent (the head timeout) mid-handshake.
@@ -56,6 +60,7 @@ package final class WebSecurity: Sendable {
     private final class Figures: Sendable {
         let authMissing = Atomic<UInt64>(0)
         let authWrong = Atomic<UInt64>(0)
+        let authThrottled = Atomic<UInt64>(0)
         let passwordChecks = Atomic<UInt64>(0)
         let handshakeFailures = Atomic<UInt64>(0)
         let reloads = Atomic<UInt64>(0)
@@ -186,6 +191,7 @@ package final class WebSecurity: Sendable {
 
     func countAuthMissing() { figures.authMissing.add(1, ordering: .relaxed) }
     func countAuthWrong() { figures.authWrong.add(1, ordering: .relaxed) }
+    func countAuthThrottled() { figures.authThrottled.add(1, ordering: .relaxed) }
     func countHandshakeFailure() { figures.handshakeFailures.add(1, ordering: .relaxed) }
 
     // MARK: - From any thread
@@ -195,6 +201,7 @@ package final class WebSecurity: Sendable {
         var counters = Counters()
         counters.authMissing = figures.authMissing.load(ordering: .relaxed)
         counters.authWrong = figures.authWrong.load(ordering: .relaxed)
+        counters.authThrottled = figures.authThrottled.load(ordering: .relaxed)
         counters.passwordChecks = figures.passwordChecks.load(ordering: .relaxed)
         counters.handshakeFailures = figures.handshakeFailures.load(ordering: .relaxed)
         counters.reloads = figures.reloads.load(ordering: .relaxed)

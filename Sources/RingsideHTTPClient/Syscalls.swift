@@ -158,6 +158,21 @@ package enum Syscall {
         return .accepted(fd)
     }
 
+    /// The address of the accepted socket's peer; nil when the kernel cannot say (it hung up).
+    /// The corresponding C function is `getpeername`.
+    package static func peerAddress(_ fd: Int32) -> SocketAddress? {
+        var address = SocketAddress()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = withUnsafeMutablePointer(to: &address.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                Result { () throws(Errno) in try System.getpeername(fd, pointer, &length) }
+            }
+        }
+        guard case .success = result else { return nil }
+        address.length = length
+        return address
+    }
+
     /// Whether a connection waits in the listening socket's queue, without taking it.
     /// The corresponding C function is `poll` with no timeout.
     package static func hasPendingConnection(_ listenFD: Int32) -> Bool {
@@ -365,6 +380,22 @@ extension SocketAddress {
         case .v4(let sin): Int(UInt16(bigEndian: sin.sin_port))
         case .v6(let sin6): Int(UInt16(bigEndian: sin6.sin6_port))
         case nil: 0
+        }
+    }
+
+    /// What tells one client's host from another's, as far as an address can: an IPv4 address
+    /// whole (an IPv4-mapped IPv6 one too), an IPv6 address's /64 (one site's network, which
+    /// its owner can fill with addresses at will), nothing for other families.
+    package var hostKey: [UInt8] {
+        switch internetAddress {
+        case .v4(let sin):
+            return withUnsafeBytes(of: sin.sin_addr) { Array($0) }
+        case .v6(let sin6):
+            let b = withUnsafeBytes(of: sin6.sin6_addr) { Array($0) }
+            let mapped = b[0..<10].allSatisfy { $0 == 0 } && b[10] == 0xFF && b[11] == 0xFF
+            return mapped ? Array(b[12...]) : Array(b[..<8]) + [6]
+        case nil:
+            return []
         }
     }
 

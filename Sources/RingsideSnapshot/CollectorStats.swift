@@ -145,6 +145,9 @@ package struct WebSecurityStats: Sendable, Equatable {
     /// Requests answered 401: without credentials (or not Basic ones), and with a wrong user or password.
     package var authMissing: UInt64 = 0
     package var authWrong: UInt64 = 0
+    /// Requests answered 429 without a check: too many passwords from one address and user
+    /// waiting for bcrypt, or a wait past 10 s.
+    package var authThrottled: UInt64 = 0
     /// Passwords checked with bcrypt (tens of milliseconds each): one per user until the file
     /// changes (verified ones are remembered), and one per wrong password.
     package var passwordChecks: UInt64 = 0

@@ -76,3 +76,11 @@ extension System {
         _ = try checked(Glibc.shutdown(fd, how))
     }
 }
+
+extension System {
+    /// Writes the address of the socket's peer into `address`, its size into `length` (which
+    /// says the room there on the way in). The corresponding C function is `getpeername`.
+    package static func getpeername(_ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: inout socklen_t) throws(Errno) {
+        _ = try checked(Glibc.getpeername(fd, address, &length))
+    }
+}

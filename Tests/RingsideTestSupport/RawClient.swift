@@ -22,8 +22,10 @@ package final class RawClient {
 
     /// Connects to 127.0.0.1:`port`; throws with errno if the connection is refused.
     ///
-    /// `receiveBuffer` shrinks SO_RCVBUF, so a test can make the server's writes block.
-    package init(port: Int, timeoutSeconds: Int = 3, receiveBuffer: Int32? = nil) throws {
+    /// `receiveBuffer` shrinks SO_RCVBUF, so a test can make the server's writes block; `source`
+    /// (e.g. `"127.0.0.2"`) is the loopback address the connection comes from, so the server
+    /// sees another client host.
+    package init(port: Int, timeoutSeconds: Int = 3, receiveBuffer: Int32? = nil, source: String? = nil) throws {
         // The descriptor is stored only once connected: if `init` throws after `self.fd` is set,
         // deinit runs and would close a number that another test's socket may already reuse.
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -33,6 +35,18 @@ package final class RawClient {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         if var size = receiveBuffer {
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if let source {
+            var local = loopbackAddress(port: 0)
+            inet_pton(AF_INET, source, &local.sin_addr)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                let code = errno
+                close(fd)
+                throw TestSupportError("bind \(source): errno \(code)")
+            }
         }
         var address = loopbackAddress(port: port)
         let rc = withUnsafePointer(to: &address) {

@@ -460,6 +460,7 @@ extension WebSecurityStats {
         self.init()
         authMissing = counters.authMissing
         authWrong = counters.authWrong
+        authThrottled = counters.authThrottled
         passwordChecks = counters.passwordChecks
         tlsHandshakeFailures = counters.handshakeFailures
         reloads = counters.reloads
