@@ -42,6 +42,8 @@ final class Connection {
     /// first are sent.
     var output: [[UInt8]] = []
     var written = 0
+    /// A file sent after `output` (a response's `file`), from `offset` to `end`.
+    var fileBody: (file: ResponseFile, offset: Int, end: Int)?
     /// Monotonic milliseconds after which the current phase has taken too long.
     var deadline: Int64
     /// When the connection last became idle: accepted, or done with a response.
@@ -95,31 +97,73 @@ final class Connection {
         Syscall.shutdownWrite(fd)
     }
 
-    /// Writes as much of `output` as the socket takes, `slice` bytes at most. Returns true once
-    /// all of it is sent; closes the connection if the peer is gone.
+    /// Writes as much of `output`, then of `fileBody`, as the socket takes, `slice` bytes at most.
+    /// Returns true once all of it is sent; closes the connection if the peer is gone (or the
+    /// file ended before the length its response announced).
     func flush(slice: Int) -> Bool {
         var allowed = slice
-        while let part = output.first {
-            while written < part.count {
-                guard allowed > 0 else { return false }
-                // TLS takes a record at a time, and its retry must be as long as the write it retries.
-                let end = tls == nil ? min(part.count, written + allowed) : part.count
-                let result = part.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[written..<end])) }
-                switch result {
-                case .bytes(let n):
-                    written += n
-                    allowed -= n
-                case .wouldBlock: return false
-                case .endOfStream, .failed:
-                    close()
-                    return false
+        while true {
+            while let part = output.first {
+                while written < part.count {
+                    guard allowed > 0 else { return false }
+                    // TLS takes a record at a time, and its retry must be as long as the write it retries.
+                    let end = tls == nil ? min(part.count, written + allowed) : part.count
+                    let result = part.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[written..<end])) }
+                    switch result {
+                    case .bytes(let n):
+                        written += n
+                        allowed -= n
+                    case .wouldBlock: return false
+                    case .endOfStream, .failed:
+                        close()
+                        return false
+                    }
                 }
+                output.removeFirst()
+                written = 0
             }
-            output.removeFirst()
-            written = 0
+            guard let body = fileBody else { return true }
+            guard body.offset < body.end else {
+                fileBody = nil  // sent: its descriptor closes
+                return true
+            }
+            guard allowed > 0 else { return false }
+            guard tls == nil else {
+                // Under TLS a file goes a record at a time through `output`: 16 KiB held per connection.
+                guard takeFileChunk() else { return false }
+                continue
+            }
+            var offset = body.offset
+            let result = Syscall.sendFile(fd, from: body.file.descriptor, offset: &offset, count: min(allowed, body.end - offset))
+            fileBody?.offset = offset
+            switch result {
+            case .bytes(let n): allowed -= n
+            case .wouldBlock: return false
+            case .endOfStream, .failed:
+                close()  // the file shrank below the length announced, or the peer is gone
+                return false
+            }
         }
+    }
+
+    /// The file's next TLS record's worth, read into `output`; false (the connection closed) when
+    /// the file cannot be read or ended early.
+    private func takeFileChunk() -> Bool {
+        guard let body = fileBody else { return true }
+        var chunk = [UInt8](repeating: 0, count: min(Self.fileChunkBytes, body.end - body.offset))
+        let count = chunk.withUnsafeMutableBytes { buffer in (try? System.pread(body.file.descriptor, into: buffer, at: body.offset)) ?? 0 }
+        guard count > 0 else {
+            close()
+            return false
+        }
+        chunk.removeLast(chunk.count - count)
+        fileBody?.offset += count
+        output.append(chunk)
         return true
     }
+
+    /// A file's bytes read at a time under TLS: one record's.
+    static let fileChunkBytes = 16 * 1024
 
     /// Goes on in plain text after a failed handshake (a client that spoke plain HTTP), to say why.
     func abandonTLS() { tls = nil }
@@ -128,6 +172,8 @@ final class Connection {
         guard !isClosed else { return }
         isClosed = true
         tls = nil  // frees OpenSSL's state now, not when the loop lets go of the connection
+        fileBody = nil  // and the file's descriptor
+        output = []
         System.close(fd)
     }
 }

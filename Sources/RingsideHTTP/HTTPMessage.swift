@@ -39,6 +39,8 @@ package struct HTTPResponse: Sendable, Equatable {
     /// The body in parts, sent one after the other from where each lies: a page kept in
     /// pieces (the collector's /metrics) is never joined into a copy to be sent.
     package var bodyParts: [[UInt8]]
+    /// A file sent after `bodyParts`, from the file (see `ResponseFile`); nil for none.
+    package var file: ResponseFile?
     /// Extra headers, e.g. `Cache-Control`. `Content-Length`, `Content-Type` and `Connection`
     /// here are ignored (the server owns framing), and CR or LF in a value becomes a space so a
     /// value built from data can never split the response.
@@ -61,6 +63,12 @@ package struct HTTPResponse: Sendable, Equatable {
         self.headers = headers
     }
 
+    /// A response whose body is `file`, sent from the file.
+    package init(status: Int = 200, contentType: String, file: ResponseFile, headers: [HTTPHeader] = []) {
+        self.init(status: status, contentType: contentType, bodyParts: [], headers: headers)
+        self.file = file
+    }
+
     package init(
         status: Int = 200, contentType: String = "text/plain; charset=utf-8", text: String,
         headers: [HTTPHeader] = []
@@ -68,19 +76,20 @@ package struct HTTPResponse: Sendable, Equatable {
         self.init(status: status, contentType: contentType, body: Array(text.utf8), headers: headers)
     }
 
-    /// The body in one piece (joined when it is in parts).
+    /// The body in one piece (joined when it is in parts), `file` aside.
     package var body: [UInt8] {
         get { bodyParts.count == 1 ? bodyParts[0] : Array(bodyParts.joined()) }
         set { bodyParts = [newValue] }
     }
 
-    /// The body's length in bytes.
-    package var bodyCount: Int { bodyParts.reduce(0) { $0 + $1.count } }
+    /// The body's length in bytes, the file's included.
+    package var bodyCount: Int { bodyParts.reduce(0) { $0 + $1.count } + (file?.length ?? 0) }
 
-    /// Equal when they would put the same bytes on the wire, however the body is split.
+    /// Equal when they would put the same bytes on the wire, however the body is split (a file
+    /// is equal to itself only).
     package static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
         lhs.status == rhs.status && lhs.contentType == rhs.contentType && lhs.headers == rhs.headers
-            && lhs.bodyCount == rhs.bodyCount && lhs.bodyParts.joined().elementsEqual(rhs.bodyParts.joined())
+            && lhs.bodyCount == rhs.bodyCount && lhs.bodyParts.joined().elementsEqual(rhs.bodyParts.joined()) && lhs.file === rhs.file
     }
 
     /// A plain-text 404 naming the path, for routes the handler does not serve.

@@ -405,6 +405,7 @@ final class ServerLoop {
         if let security { response.headers += security.rules.headers }  // http_server_config.headers
         let (head, body) = encodeResponse(response, headOnly: headOnly, disposition: disposition)
         connection.output = [head] + body
+        connection.fileBody = headOnly ? nil : response.file.map { ($0, 0, $0.length) }
         connection.phase = .writing(closeAfter: disposition == .close)
         connection.deadline = now + limits.writeTimeout.wholeMilliseconds
     }

@@ -200,6 +200,19 @@ package enum Syscall {
         }
     }
 
+    /// Sends at most `count` bytes of the regular file `file` from `offset` (moved past them) to
+    /// the socket, from the page cache, never copied through this process nor raising SIGPIPE
+    /// (the loop thread blocks it); `.endOfStream` when the file ends before `offset`.
+    /// The corresponding C function is `sendfile`.
+    package static func sendFile(_ fd: Int32, from file: Int32, offset: inout Int, count: Int) -> IOResult {
+        do {
+            let sent = try System.sendfile(fd, from: file, offset: &offset, count: count)
+            return sent > 0 ? .bytes(sent) : .endOfStream
+        } catch {
+            return error == .resourceTemporarilyUnavailable || error == .wouldBlock ? .wouldBlock : .failed(error)
+        }
+    }
+
     /// Sends our FIN while still reading, so a client whose request we did not read in full gets
     /// the response before a reset. The corresponding C function is `shutdown(SHUT_WR)`.
     package static func shutdownWrite(_ fd: Int32) {

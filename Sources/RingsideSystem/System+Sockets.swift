@@ -83,4 +83,14 @@ extension System {
     package static func getpeername(_ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>, _ length: inout socklen_t) throws(Errno) {
         _ = try checked(Glibc.getpeername(fd, address, &length))
     }
+
+    /// Sends at most `count` bytes of the file open at `file`, from `offset` (moved past what was
+    /// sent), to the socket `fd`, without copying them through this process: the bytes sent, 0 at
+    /// the file's end. The corresponding C function is `sendfile`.
+    package static func sendfile(_ fd: Int32, from file: Int32, offset: inout Int, count: Int) throws(Errno) -> Int {
+        var position = off_t(offset)
+        let sent = try retryingInterrupted { Glibc.sendfile(fd, file, &position, count) }
+        offset = Int(position)
+        return sent
+    }
 }

@@ -6,9 +6,10 @@ import Glibc
 import RingsideTestSupport
 import Testing
 
-/// The real `ringside-collector`'s HTTP edge under hostile files and clients: a FIFO or another
-/// user's file as its web configuration, a stop while a costly password is hashed.
-@Suite("The collector's HTTP edge: web configuration files refused, SIGTERM prompt")
+/// The real `ringside-collector`'s HTTP edge under hostile files and clients: slow readers of a
+/// large capture, a FIFO or another user's file as its web configuration, a stop while a costly
+/// password is hashed.
+@Suite("The collector's HTTP edge: captures streamed, web configuration files refused, SIGTERM prompt")
 struct HTTPEdgeProcessTests {
     /// Waits for `collector` to exit after `signal`, 10 s at most (then it is killed and the test
     /// fails): its exit status, or nil.
@@ -27,6 +28,54 @@ struct HTTPEdgeProcessTests {
             return nil
         }
         return status.value
+    }
+
+    @Test(
+        "64 slow readers of a 16 MiB capture file: the collector's anonymous memory grows by less than two copies of it (not 64), the rest are told 503 to retry, and /health answers meanwhile"
+    )
+    func slowReadersOfALargeCapture() throws {
+        let captures = try TemporaryDirectory("ringside-captures")
+        defer { captures.remove() }
+        try withRingDirectory { directory in
+            let (collector, port) = try startCollector(
+                ["--dir", directory.path, "--poll", "10ms", "--capture-dir", captures.path, "--capture-after", "100ms"])
+            defer { collector.kill() }
+            let bot = try CaptureProbe.kitBot("big-bot", in: directory, count: 100, start: 1000, step: 1)
+            defer { bot.kill() }
+            _ = try eventually(seconds: 30) {
+                try CaptureProbe.totalCount(port: port, ring: "big-bot", metric: "order_fill_latency") == 100
+            }
+            try #require(try CaptureProbe.post(port: port, path: "/api/capture?bot=big-bot").status == 202)
+            let capture = try #require(try CaptureProbe.finished(port: port, trigger: "request"))
+            let name = try #require((capture["files"] as? [String])?.first { $0.hasSuffix(".hlog") })
+            // The file grows to 16 MiB as the collector's own (one link, its owner): served as it is now.
+            let size = 16 << 20
+            let handle = try #require(FileHandle(forWritingAtPath: captures.path + "/" + name))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(repeating: UInt8(ascii: "#"), count: size))
+            try handle.close()
+            let whole = try httpGetWithHeaders(port: port, path: "/api/captures/" + name, timeoutSeconds: 30)
+            #expect(whole.status == 200 && whole.body.count > size)
+            let before = try #require(residentKiB(of: collector.pid)).anonymous
+
+            var readers: [RawClient] = []
+            for _ in 0..<64 {
+                let reader = try RawClient(port: port, timeoutSeconds: 20, receiveBuffer: 4096)
+                try reader.send("GET /api/captures/\(name) HTTP/1.1\r\nHost: x\r\n\r\n")
+                readers.append(reader)
+            }
+            // Each reads its status line, then nothing more: the rest waits in the collector, or not.
+            let statuses = readers.map { $0.readStatus() }
+            let during = try #require(residentKiB(of: collector.pid)).anonymous
+            #expect(try httpGet(port: port, path: "/health").status == 200)
+            let streaming = statuses.filter { $0 == 200 }.count
+            #expect(streaming >= 1 && statuses.allSatisfy { $0 == 200 || $0 == 503 }, "\(statuses)")
+            let grownMiB = Double(during - before) / 1024
+            #expect(
+                grownMiB < 32, "anonymous memory grew by \(grownMiB) MiB for \(streaming) slow readers of 16 MiB (before \(before) KiB)")
+            readers.removeAll()
+            #expect(try httpGetWithHeaders(port: port, path: "/api/captures/" + name, timeoutSeconds: 30).body.count == whole.body.count)
+        }
     }
 
     @Test(

@@ -426,15 +426,15 @@ extension CollectorDaemon {
     /// the standard streams, the listening socket, the HTTP wake-up pipe and spare, inotify,
     /// Dispatch's and the demo's pipes, the latency log, the JSON dump, the OTLP exporter's
     /// socket, `/proc` reads on three threads. About 20 at the most (12 when idle); the rest of the reserve is for HTTP
-    /// connections, so idle clients meet the connection cap (where the idlest gives way) before
-    /// the open-file limit.
+    /// connections and the files they download (`ResponseFile.maxOpen`), so idle clients meet
+    /// the connection cap (where the idlest gives way) before the open-file limit.
     static let ownDescriptors = 32
 
     /// The HTTP server's bounds: connections within the descriptor reserve (at most 1,024), and
     /// priorities below the drain's.
     static func httpLimits(descriptorReserve: Int) -> HTTPServerLimits {
         var limits = HTTPServerLimits()
-        limits.maxConnections = max(1, min(1_024, descriptorReserve - ownDescriptors))
+        limits.maxConnections = max(1, min(1_024, descriptorReserve - ownDescriptors - ResponseFile.maxOpen))
         // The drain comes first: a scrape flood waits, the rings do not. The render worker shares
         // the loop's priority: a probe is prompt because the loop no longer renders, not because
         // of nice (measured on 2 busy cores: /-/ready's worst was 20-37 ms with the worker at nice

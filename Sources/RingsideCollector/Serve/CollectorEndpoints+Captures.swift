@@ -51,7 +51,9 @@ extension CollectorEndpoints {
     }
 
     /// `GET /api/captures/FILE`: a file of a capture listed in the latest snapshot (no other name
-    /// is opened), as written.
+    /// is opened), as written, sent from the file (`ResponseFile`: no copy of it is held, however
+    /// many clients download it and however slowly); `503` while `ResponseFile.maxOpen` files are
+    /// being sent.
     func captureFile(named name: String) -> HTTPResponse {
         guard let captureDirectory, let captures = published.snapshot.collector.captures,
             captures.recent.contains(where: { $0.files.contains(name) })
@@ -61,20 +63,20 @@ extension CollectorEndpoints {
         let contentType =
             name.hasSuffix(".json")
             ? JSONExporter.contentType : name.hasSuffix(".hlog") ? "text/plain; charset=utf-8" : "application/octet-stream"
-        do throws(LogDirectoryError) {
-            guard let file = try captureDirectory.openOwn(name, access: O_RDONLY) else {
-                return HTTPResponse(status: 404, text: "not found: \(name) is no longer in \(captureDirectory.path)\n")
-            }
-            defer { System.close(file.descriptor) }
-            let bytes: [UInt8]
-            do { bytes = try System.readAll(file.descriptor) } catch {
-                return HTTPResponse(status: 500, text: "cannot read \(captureDirectory.path(of: name)): \(error)\n")
-            }
-            return HTTPResponse(
-                contentType: contentType, body: bytes,
-                headers: [HTTPHeader("Content-Disposition", "attachment; filename=\"\(name)\"")])
-        } catch {
+        let opened: (descriptor: Int32, info: stat)?
+        do throws(LogDirectoryError) { opened = try captureDirectory.openOwn(name, access: O_RDONLY) } catch {
             return HTTPResponse(status: 500, text: "\(error)\n")
         }
+        guard let opened else {
+            return HTTPResponse(status: 404, text: "not found: \(name) is no longer in \(captureDirectory.path)\n")
+        }
+        guard let file = ResponseFile(descriptor: opened.descriptor, length: Int(opened.info.st_size)) else {
+            System.close(opened.descriptor)
+            return HTTPResponse(
+                status: 503, text: "\(ResponseFile.maxOpen) files are being downloaded: retry shortly\n",
+                headers: [HTTPHeader("Retry-After", "1")])
+        }
+        return HTTPResponse(
+            contentType: contentType, file: file, headers: [HTTPHeader("Content-Disposition", "attachment; filename=\"\(name)\"")])
     }
 }
