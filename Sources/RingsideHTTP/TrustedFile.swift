@@ -46,13 +46,16 @@ enum TrustedFile {
     /// The users whose files are trusted: root and the collector's own (its effective uid).
     static var trustedOwners: Set<uid_t> { [0, geteuid()] }
 
+    /// Those users, for a message: `uid 998 or root`, or `uid 0 (root)` when the collector runs as root.
+    static var trustedOwnersText: String { geteuid() == 0 ? "uid 0 (root)" : "uid \(geteuid()) or root" }
+
     /// Why a file or directory with `info` is not trusted (owned by another user, or writable by
     /// its group or others; a directory may be if it is sticky); nil when it is. `what` names a
     /// directory; nil for the file itself, named before the reason.
     private static func untrusted(_ info: stat, what: String?) -> String? {
         let subject = what.map { $0 + " " } ?? ""
         if !trustedOwners.contains(info.st_uid) {
-            return "\(subject)is owned by uid \(info.st_uid), not by the collector's uid \(geteuid()) or root: "
+            return "\(subject)is owned by uid \(info.st_uid), not by the collector's \(trustedOwnersText): "
                 + "that user could change who may read the metrics; chown it"
         }
         let isDirectory = info.st_mode & S_IFMT == S_IFDIR
@@ -80,8 +83,8 @@ enum TrustedFile {
             guard let entry = try? System.lstat(prefix), entry.st_mode & S_IFMT == S_IFLNK else { continue }
             if !trustedOwners.contains(entry.st_uid) {
                 throw Refusal(
-                    reason: "the symbolic link \(prefix) on its path is owned by uid \(entry.st_uid), not by the collector's uid "
-                        + "\(geteuid()) or root: that user could point it at another file; replace it with a link of your own")
+                    reason: "the symbolic link \(prefix) on its path is owned by uid \(entry.st_uid), not by the collector's "
+                        + "\(trustedOwnersText): that user could point it at another file; replace it with a link of your own")
             }
             do {
                 let real = try System.realpath(parent)
@@ -120,7 +123,7 @@ enum TrustedFile {
         case S_IFSOCK: kind = "a socket"
         default: kind = "not a regular file (mode \(octal(info.st_mode)))"
         }
-        return "is \(kind) owned by uid \(info.st_uid), not a regular file of uid \(geteuid()) or root: refused unread"
+        return "is \(kind) owned by uid \(info.st_uid), not a regular file of \(trustedOwnersText): refused unread"
     }
 
     private static func octal(_ mode: mode_t) -> String {

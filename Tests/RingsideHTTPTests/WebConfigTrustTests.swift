@@ -48,7 +48,7 @@ struct WebConfigTrustTests {
         let fifo = fixtures.path("planted.fifo")
         #expect(mkfifo(fifo, 0o666) == 0 && chown(fifo, Self.nobody, Self.nobody) == 0)
         let cases: [(name: String, config: String, reason: String)] = [
-            ("the file", "", "is a FIFO (named pipe) owned by uid 65534, not a regular file of uid \(geteuid()) or root"),
+            ("the file", "", "is a FIFO (named pipe) owned by uid 65534, not a regular file of \(TrustedFile.trustedOwnersText)"),
             ("cert_file", "tls_server_config:\n  cert_file: planted.fifo\n  key_file: server.key\n", "cert_file \(fifo): is a FIFO"),
             ("key_file", "tls_server_config:\n  cert_file: server.crt\n  key_file: planted.fifo\n", "key_file \(fifo): is a FIFO"),
             (
@@ -75,7 +75,7 @@ struct WebConfigTrustTests {
         #expect(refusal(good) == nil, "root's own file, mode 0644, in root's 0700 directory")
 
         #expect(chown(good, Self.nobody, Self.nobody) == 0)
-        #expect(refusal(good)?.contains("is owned by uid 65534, not by the collector's uid \(geteuid()) or root") == true)
+        #expect(refusal(good)?.contains("is owned by uid 65534, not by the collector's \(TrustedFile.trustedOwnersText)") == true)
         #expect(chown(good, 0, 0) == 0 && chmod(good, 0o664) == 0)
         #expect(refusal(good)?.contains("has mode 0664: writable by its group (gid 0), who could change") == true, "\(refusal(good) ?? "")")
         #expect(chmod(good, 0o646) == 0)
