@@ -269,16 +269,7 @@ final class LogDirectory: Sendable {
     /// Why the entry `info` is not a file the collector may move, replace or keep writing: nil for
     /// a regular file of its own with one link (another link could be a name the collector does not control).
     private func refusal(_ info: stat) -> String? {
-        switch info.st_mode & S_IFMT {
-        case S_IFREG: break
-        case S_IFLNK: return "a symbolic link"
-        case S_IFIFO: return "a FIFO (named pipe)"
-        case S_IFDIR: return "a directory"
-        case S_IFCHR: return "a character device"
-        case S_IFBLK: return "a block device"
-        case S_IFSOCK: return "a socket"
-        default: return "not a regular file (mode \(String(info.st_mode, radix: 8)))"
-        }
+        if info.st_mode & S_IFMT != S_IFREG { return fileKind(info.st_mode) }
         if info.st_uid != owner { return "a file owned by uid \(info.st_uid), not by the collector's uid \(owner)" }
         if info.st_nlink != 1 { return "a file with \(info.st_nlink) links (another name shares it)" }
         return nil
