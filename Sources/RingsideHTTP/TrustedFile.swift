@@ -2,7 +2,8 @@ import Glibc
 import RingsideSystem
 
 /// The files a web configuration is made of (the configuration, its certificate, key and client
-/// CA), read as sshd reads its keys (`StrictModes`): what they say decides who may read the
+/// CA), and the collector's configuration file (`--config`, which names the web configuration and
+/// the listener), read as sshd reads its keys (`StrictModes`): what they say decides who may read the
 /// metrics, so a file that anyone but the collector's user or root could change is refused, and
 /// so is anything that is not a regular file (a FIFO, a device), which is never opened, so
 /// never waited on.
@@ -14,14 +15,14 @@ import RingsideSystem
 /// theirs there); and each symbolic link on the path as written is owned by them, in a directory
 /// checked the same way. Else the reason names the file or directory, its owner or mode, and
 /// what to do.
-enum TrustedFile {
+package enum TrustedFile {
     /// Why a file was refused: a sentence that follows the file's name (`PATH: REASON`).
-    struct Refusal: Error, Equatable {
-        var reason: String
+    package struct Refusal: Error, Equatable {
+        package var reason: String
     }
 
     /// The bytes of the file at `path`, once every check passed.
-    static func read(_ path: String, maxBytes: Int) throws(Refusal) -> [UInt8] {
+    package static func read(_ path: String, maxBytes: Int) throws(Refusal) -> [UInt8] {
         // Looked at before any open: a FIFO or a device is refused unopened.
         let found: stat
         do { found = try System.stat(path) } catch { throw Refusal(reason: "\(error)") }
@@ -114,16 +115,7 @@ enum TrustedFile {
 
     /// "is a FIFO (named pipe) owned by uid 65534, not a regular file", and what to do.
     private static func notRegular(_ info: stat) -> String {
-        let kind: String
-        switch info.st_mode & S_IFMT {
-        case S_IFIFO: kind = "a FIFO (named pipe)"
-        case S_IFDIR: kind = "a directory"
-        case S_IFCHR: kind = "a character device"
-        case S_IFBLK: kind = "a block device"
-        case S_IFSOCK: kind = "a socket"
-        default: kind = "not a regular file (mode \(octal(info.st_mode)))"
-        }
-        return "is \(kind) owned by uid \(info.st_uid), not a regular file of \(trustedOwnersText): refused unread"
+        "is \(fileKind(info.st_mode)) owned by uid \(info.st_uid), not a regular file of \(trustedOwnersText): refused unread"
     }
 
     private static func octal(_ mode: mode_t) -> String {

@@ -76,4 +76,47 @@ struct ConfigHostileTests {
             #expect(headers.status == 200 && headers.header("X-Frame-Options") == "deny", "the running configuration stays")
         }
     }
+
+    @Test(
+        "a --config that is a FIFO, another user's file or one others can write is refused at start with one line, and at a reload the running configuration stays",
+        arguments: ["fifo", "nobody's", "group-writable"])
+    func untrustedConfigFile(_ kind: String) throws {
+        guard try requiredRoot("a file of user nobody") else { return }
+        try withRingDirectory { directory in
+            let files = try TemporaryDirectory("ringside-hostile-config")
+            defer { files.remove() }
+            try #require(chmod(files.path, 0o1777) == 0)
+            let path = files.path + "/collector.yml"
+            func plant() throws {
+                try? FileManager.default.removeItem(atPath: path)
+                switch kind {
+                case "fifo": try #require(try plantAsNobody(.fifo, at: path))
+                case "nobody's":
+                    try "slo: [order_fill_latency:p99<1ms@1m]\n".write(toFile: path, atomically: false, encoding: .utf8)
+                    try #require(chown(path, 65534, 65534) == 0)
+                default:
+                    try "slo: [order_fill_latency:p99<1ms@1m]\n".write(toFile: path, atomically: false, encoding: .utf8)
+                    try #require(chmod(path, 0o664) == 0)
+                }
+            }
+            try plant()
+            let started = try runProcess(
+                "ringside-collector", ["--dir", directory.path, "--config", path, "--listen", "127.0.0.1:0"], timeoutSeconds: 30)
+            #expect(started.status == 2, "\(kind): \(String(describing: started.status)) \(started.errors)")
+            let expected =
+                kind == "fifo" ? "is a FIFO (named pipe) owned by uid 65534" : kind == "nobody's" ? "owned by uid 65534" : "mode 0664"
+            #expect(started.errors.contains(path) && started.errors.contains(expected), "\(started.errors)")
+
+            try? FileManager.default.removeItem(atPath: path)
+            try "slo: [order_fill_latency:p99<100us@1m]\n".write(toFile: path, atomically: false, encoding: .utf8)
+            let (collector, port) = try startCollector(["--config", path, "--dir", directory.path])
+            defer { collector.kill() }
+            try plant()
+            collector.send(SIGHUP)
+            let refused = collector.waitForErrorLine(containing: "reload refused")
+            #expect(refused?.contains(expected) == true, "\(String(describing: refused))")
+            let slos = try jsonObject(httpGet(port: port, path: "/latest").body)["slos"] as? [[String: Any]]
+            #expect(slos?.compactMap { $0["rule"] as? String } == ["order_fill_latency:p99<100us@1m"], "the running SLOs stay")
+        }
+    }
 }

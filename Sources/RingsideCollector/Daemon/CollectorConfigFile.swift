@@ -16,9 +16,10 @@ import RingsideSystem
 ///     otlp-endpoint: http://otel-collector:4318
 ///
 /// A flag that takes no value is `true` or `false`. What the command line gives overrides the
-/// file's (every value of a repeated flag). The file is read with a size bound, and what it
-/// cannot be is refused with its line: another shape, an unknown key, a key that only the
-/// command line takes.
+/// file's (every value of a repeated flag). The file is read as `TrustedFile` reads it (a regular
+/// file of at most 1 MiB that only the collector's user or root can change), and what it cannot
+/// be is refused with its line: another shape, an unknown key, a key that only the command line
+/// takes, nesting or values past the YAML reader's bounds.
 struct CollectorConfigFile {
     /// One option: the flag's name (without `--`), its value, and the line it is on.
     struct Entry: Equatable {
@@ -42,16 +43,10 @@ struct CollectorConfigFile {
     /// Reads and checks the file at `path`.
     init(path: String) throws(UsageError) {
         func fail(_ reason: String) -> UsageError { UsageError("--config \(path): \(reason)") }
-        // O_NONBLOCK: a FIFO at the path must not block the read (it reads as empty).
-        let bytes: [UInt8]?
-        do throws(Errno) {
-            let fd = try System.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-            defer { System.close(fd) }
-            bytes = try System.readAll(fd, maxBytes: Self.maxBytes)
-        } catch {
-            throw fail("\(error)")
-        }
-        guard let bytes else { throw fail("larger than \(Self.maxBytes) bytes: not a configuration file") }
+        // Trusted as the web configuration is (it names it, and the listener): a regular file of
+        // the collector's user or root that no one else can change; a FIFO is refused unopened.
+        let bytes: [UInt8]
+        do { bytes = try TrustedFile.read(path, maxBytes: Self.maxBytes) } catch { throw fail(error.reason) }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw fail("not UTF-8 text") }
         let document: YAMLValue
         do { document = try YAMLSubset.parse(text) } catch { throw fail("\(error)") }
