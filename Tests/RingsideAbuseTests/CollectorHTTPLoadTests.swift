@@ -23,7 +23,8 @@ private func stillOpen(_ clients: [RawClient]) -> Int {
 @Suite("The collector's HTTP under load: descriptors running out, costly pages piling up")
 struct CollectorHTTPLoadTests {
     /// Under `prlimit --nofile=256:256` the collector keeps 64 descriptors (an eighth, at least
-    /// 64) for HTTP and its own files, and caps connections at 64 - 32 = 32. Then the test lowers
+    /// 64) for HTTP and its own files, and caps connections at 64 - 32 less the 16 files it may
+    /// be sending (`ResponseFile.maxOpen`) = 16. Then the test lowers
     /// the running collector's limit to a few descriptors above those it has open, so accepts run
     /// into EMFILE below the cap, and every remedy is exercised in turn.
     @Test(
@@ -35,10 +36,10 @@ struct CollectorHTTPLoadTests {
             defer { collector.kill() }
             let pid = collector.pid
 
-            // The cap follows the reserve: of 100 idle connections the server holds the newest 32.
+            // The cap follows the reserve: of 100 idle connections the server holds the newest 16.
             var idle: [RawClient] = []
             for _ in 0..<100 { idle.append(try RawClient(port: port)) }
-            #expect(eventually(seconds: 30) { stillOpen(idle) == 32 }, "\(stillOpen(idle)) of 100 held, not 32")
+            #expect(eventually(seconds: 30) { stillOpen(idle) == 16 }, "\(stillOpen(idle)) of 100 held, not 16")
             #expect(try httpGet(port: port, path: "/metrics").status == 200)
             idle.removeAll()
 
@@ -64,10 +65,10 @@ struct CollectorHTTPLoadTests {
                 }
             }
             try openAnswered(20)
-            // About 6 held (a /proc read on the render worker may take one more for a moment); all
-            // 20 would be, were the cap (32) the bound.
+            // About 6 held (a /proc read on the render worker may take one more for a moment); 16
+            // would be, were the cap the bound.
             #expect(
-                eventually(seconds: 30) { stillOpen(idle) < 16 }, "\(stillOpen(idle)) of 20 held: the limit, not the cap (32), bounds them")
+                eventually(seconds: 30) { stillOpen(idle) < 12 }, "\(stillOpen(idle)) of 20 held: the limit, not the cap (16), bounds them")
             for attempt in 0..<3 {
                 let scrape = try httpGet(port: port, path: "/metrics", timeoutSeconds: 10)
                 #expect(scrape.status == 200, "scrape \(attempt) with every descriptor taken by idle connections")
@@ -174,6 +175,9 @@ struct CollectorHTTPLoadTests {
                 }
                 usleep(50_000)
             }
+            // The history clients are served too: their pages are costly (a debug build, a loaded
+            // machine may render none in the 4 s), so they go on until one is answered.
+            let served = eventually(seconds: 120) { statuses.withLock { $0[200, default: 0] } >= 1 }
             stop.store(true, ordering: .relaxed)
             sockets.withLock { $0.forEach { shutdown($0, Int32(SHUT_RDWR)) } }
             group.wait()
@@ -186,7 +190,7 @@ struct CollectorHTTPLoadTests {
             // Generous, for a loaded 2-core machine (2.1 to 2.5 s before the render worker, in a
             // release build); the figures above are the measurement.
             #expect((latencies.max() ?? 99) < 1.0)
-            #expect(answered[200, default: 0] >= 1, "the history clients were served too")
+            #expect(served && answered[200, default: 0] >= 1, "the history clients were served too: \(answered)")
         }
     }
 }
