@@ -67,7 +67,7 @@ public struct RingDirectory: Sendable, Equatable {
     /// The names of the rings in the directory (files `ringside.<valid name>`), sorted.
     /// A missing or unreadable directory has none.
     package func ringNames() -> [String] {
-        let fileNames = (try? System.directoryEntries(path)) ?? []
+        let fileNames = (try? System.directoryEntries(path, prefix: Self.filePrefix)) ?? []
         return fileNames.compactMap { fileName in
             guard fileName.hasPrefix(Self.filePrefix) else { return nil }
             let name = String(fileName.dropFirst(Self.filePrefix.count))

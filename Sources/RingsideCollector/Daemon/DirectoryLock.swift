@@ -104,7 +104,7 @@ final class DirectoryLock {
 
     /// The names of the lock files of the collector's user in `directory` (unsorted).
     private static func lockFiles(in directory: LogDirectory) -> [String] {
-        let names = (try? directory.names()) ?? []
+        let names = (try? directory.names(prefix: name)) ?? []
         return names.filter { ($0 == name || $0.hasPrefix(name + ".")) && directory.holdsOwn($0) }
     }
 

@@ -223,9 +223,9 @@ final class LogDirectory: Sendable {
         return (try? System.unlinkat(descriptor, name)) != nil
     }
 
-    /// The names in the directory, `.` and `..` left out.
-    func names() throws(LogDirectoryError) -> [String] {
-        do { return try System.directoryEntries(path).filter { $0 != "." && $0 != ".." } } catch {
+    /// The names in the directory that start with `prefix` (all by default), `.` and `..` left out.
+    func names(prefix: String = "") throws(LogDirectoryError) -> [String] {
+        do { return try System.directoryEntries(path, prefix: prefix).filter { $0 != "." && $0 != ".." } } catch {
             throw .failed(action: "list \(path)", errno: error)
         }
     }

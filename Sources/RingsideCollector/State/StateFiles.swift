@@ -104,7 +104,7 @@ enum StateFiles {
     ) -> Loaded {
         var loaded = Loaded()
         let names: [String]
-        do { names = try directory.names() } catch {
+        do { names = try directory.names(prefix: prefix) } catch {
             loaded.unreadable[directory.path] = "\(error)"
             return loaded
         }
