@@ -48,7 +48,7 @@ let package = Package(
         .systemLibrary(name: "CCrypt", pkgConfig: "libxcrypt", providers: [.apt(["libcrypt-dev"])]),
         /// What the collector knows at one moment, as plain values: the snapshot the collector
         /// builds and the exporters read (series, rings, SLOs, its own and its process's figures).
-        .target(name: "RingsideSnapshot", dependencies: ["Ringside", "RingsideAggregation"]),
+        .target(name: "RingsideSnapshot", dependencies: ["Ringside", "RingsideAggregation", "RingsideSystem"]),
         /// What the collector serves, rendered from snapshots only: Prometheus text, OpenMetrics
         /// and protobuf with native histograms, the `/latest` and `/health` JSON, OTLP's metrics
         /// requests, gzip, the live page and the capture timeline, HdrHistogram's encoding and log
@@ -137,12 +137,13 @@ let package = Package(
         /// ring directories that clean themselves up, processes run or launched (the collector among
         /// them), a raw HTTP client, polling, log capture.
         .target(
-            name: "RingsideTestSupport", dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideCollector"],
+            name: "RingsideTestSupport",
+            dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideCollector", "RingsideSystem"],
             path: "Tests/RingsideTestSupport"),
 
         .testTarget(
             name: "RingsideTests",
-            dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer"]),
+            dependencies: ["Ringside", "CRingside", "RingsideTestSupport", "ringside-test-producer", "RingsideSystem"]),
         .testTarget(name: "RingsideSystemTests", dependencies: ["RingsideSystem"]),
         .testTarget(name: "RingsideAggregationTests", dependencies: ["RingsideAggregation", "RingsideTestSupport"]),
         .testTarget(
@@ -159,7 +160,8 @@ let package = Package(
             dependencies: [
                 "RingsideBench", "CRingsideBench", "RingsideJSON", "RingsideCommandLine", "ringside-collector", "ringside-test-producer",
             ]),
-        .testTarget(name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideHTTPClient", "RingsideTestSupport"]),
+        .testTarget(
+            name: "RingsideHTTPTests", dependencies: ["RingsideHTTP", "RingsideHTTPClient", "RingsideTestSupport", "RingsideSystem"]),
         .testTarget(
             name: "RingsideTraceTests",
             dependencies: ["RingsideTrace", "Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideTestSupport"]),
@@ -186,7 +188,7 @@ let package = Package(
             name: "RingsideAbuseTests",
             dependencies: [
                 "Ringside", "CRingside", "RingsideCollector", "RingsideTestSupport",
-                "ringside-collector", "ringside-dump", "ringside-emit", "ringside-test-producer",
+                "ringside-collector", "ringside-dump", "ringside-emit", "ringside-test-producer", "RingsideSystem",
             ]),
         /// The reader fuzzer the abuse tests run as a process of its own, so a crash or a hang names its case.
         /// Not a dependency of the tests (`swift build` and `swift test` build it anyway): its allocator
@@ -203,7 +205,7 @@ let package = Package(
             name: "RingsideKitTests",
             dependencies: [
                 "Ringside", "CRingside", "RingsideCollector", "RingsideSnapshot", "RingsideTestSupport",
-                "ringside-collector", "ringside-test-producer", "ringside-emit", "ringside-dump",
+                "ringside-collector", "ringside-test-producer", "ringside-emit", "ringside-dump", "RingsideSystem",
             ]),
     ]
 )

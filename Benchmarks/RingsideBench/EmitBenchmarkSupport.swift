@@ -23,7 +23,7 @@ extension RoundSample {
 
 /// What the threads of a concurrent round measured.
 final class ThreadResults: Sendable {
-    let samples = Mutex([RoundSample]())
+    let samples = Locked([RoundSample]())
 }
 
 /// Where the clock rows' results go, so the optimiser keeps the reads.
@@ -31,7 +31,7 @@ nonisolated(unsafe) var blackhole: UInt64 = 0
 
 /// The Prometheus way: a histogram behind a mutex, shared by the bot's threads and the scraper.
 final class LockedHistogram: Sendable {
-    let mutex = Mutex(RingsideAggregation.Histogram())
+    let mutex = Locked(RingsideAggregation.Histogram())
 }
 
 /// A table of 4096 lognormal latencies (median about 2 µs), indexed modulo its size.

@@ -13,10 +13,10 @@ import RingsideSystem
 package final class ScratchDirectory: Sendable {
     package let path: String
 
-    private static let live = Mutex<Set<String>>([])
+    private static let live = Locked<Set<String>>([])
     /// The process groups to kill before a directory goes, by directory.
-    private static let owned = Mutex<[String: Set<Int32>]>([:])
-    private static let signalSources = Mutex<[DispatchSourceSignal]>([])
+    private static let owned = Locked<[String: Set<Int32>]>([:])
+    private static let signalSources = Locked<[DispatchSourceSignal]>([])
 
     /// Makes the directory.
     package init(under parent: String = "/dev/shm") throws(BenchError) {

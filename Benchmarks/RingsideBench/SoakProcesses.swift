@@ -12,7 +12,7 @@ import Synchronization
 final class SoakCollector: Sendable {
     let process: ChildProcess
     let port: Int
-    private let log = Mutex(LogTail())
+    private let log = Locked(LogTail())
     private let logDone = DispatchSemaphore(value: 0)
 
     struct LogTail {

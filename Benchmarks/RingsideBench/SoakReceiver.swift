@@ -31,7 +31,7 @@ final class SoakReceiver: Sendable {
     private let listener: Int32
     private let failNanos: UInt64
     private let startNanos: UInt64
-    private let figures = Mutex(Figures())
+    private let figures = Locked(Figures())
     /// Set at the end: every export is taken from then on, so the last snapshot gets through.
     private let takingAll = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)

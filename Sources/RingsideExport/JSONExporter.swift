@@ -1,3 +1,4 @@
+import RingsideSystem
 import Ringside
 import RingsideAggregation
 import RingsideCommandLine
@@ -398,7 +399,7 @@ package enum JSONExporter {
 /// Renders `/latest`, keeping each series' JSON while its versions stay the same. Safe to call
 /// from any thread.
 package final class LatestRenderer: Sendable {
-    private let cache = Mutex<[UInt64: (versions: [UInt64], json: [UInt8])]>([:])
+    private let cache = Locked<[UInt64: (versions: [UInt64], json: [UInt8])]>([:])
 
     package init() {}
 

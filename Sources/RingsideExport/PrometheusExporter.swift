@@ -1,3 +1,4 @@
+import RingsideSystem
 import Ringside
 import RingsideCommandLine
 import RingsideSnapshot
@@ -71,7 +72,7 @@ package enum PrometheusExporter {
         let isSigned: Bool
         let exponent: Int
     }
-    private static let stepLabels = Mutex<[StepLabelsKey: [[UInt8]]]>([:])
+    private static let stepLabels = Locked<[StepLabelsKey: [[UInt8]]]>([:])
 
     /// The family and sample names a metric exports, computed once per metric name and unit.
     /// A class: every series of the metric shares one, without copying its arrays.

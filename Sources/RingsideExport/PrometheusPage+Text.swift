@@ -86,7 +86,7 @@ extension PrometheusPage {
         let bytesPerLine = 96 + (snapshot.series.isEmpty ? 0 : labels.text.count / snapshot.series.count)
         while buffers.count < batch { buffers.append(TextBuffer(capacity: 0)) }
         let used = Array(buffers.prefix(batch))
-        let results = Mutex([Finished?](repeating: nil, count: slices.count))
+        let results = Locked([Finished?](repeating: nil, count: slices.count))
         labels.text.withBytes { labelText in
             let writer = SliceWriter(
                 steps: steps, slices: slices, lines: lines, bytesPerLine: bytesPerLine, buffers: used, names: groups.map(\.names),

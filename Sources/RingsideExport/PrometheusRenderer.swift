@@ -1,10 +1,11 @@
+import RingsideSystem
 import RingsideSnapshot
 import Synchronization
 
 /// Renders pages, keeping the buffers it writes them in from one page to the next while they
 /// are small. Safe to call from any thread; renders take turns.
 package final class PrometheusRenderer: Sendable {
-    private let buffers = Mutex<[TextBuffer]>([])
+    private let buffers = Locked<[TextBuffer]>([])
     /// Buffers of at most this many bytes in all are kept for the next page (faulting in fresh
     /// pages costs more than writing them); larger ones, of a page of some 100,000 series, are
     /// freed: kept, they would hold a second copy of the page between scrapes.

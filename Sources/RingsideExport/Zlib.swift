@@ -1,3 +1,4 @@
+import RingsideSystem
 import CZlib
 import Synchronization
 
@@ -55,7 +56,7 @@ package enum Zlib {
     package static func pieces(_ bytes: [UInt8], pieceBytes: Int, threads: Int, level: Int32) -> [Piece] {
         let count = max(1, (bytes.count + pieceBytes - 1) / max(1, pieceBytes))
         let size = (bytes.count + count - 1) / count
-        let pieces = Mutex([Piece?](repeating: nil, count: count))
+        let pieces = Locked([Piece?](repeating: nil, count: count))
         bytes.withUnsafeBufferPointer { all in
             let shared = SharedBytes(bytes: all)
             Turns.run(count, threads: threads) { index in

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Synchronization
 import RingsideHTTPClient
 
@@ -118,7 +119,7 @@ struct BasicCredentials: Equatable {
 /// stays as small as the users list. Safe from any thread.
 final class VerifiedPasswords: Sendable {
     private let salt = OpenSSL.randomBytes(32)
-    private let entries = Mutex<[[UInt8]: [[UInt8]]]>([:])
+    private let entries = Locked<[[UInt8]: [[UInt8]]]>([:])
     static let perUser = 4
 
     init() {}

@@ -97,7 +97,7 @@ package final class HTTPServer: Sendable {
     /// The web configuration (`--web-config-file`): TLS, users, headers; nil for plain HTTP, open to all.
     package let security: WebSecurity?
     private let log: HTTPServerLog
-    private let lifecycle = Mutex(Lifecycle.ready)
+    private let lifecycle = Locked(Lifecycle.ready)
 
     private enum Lifecycle {
         case ready

@@ -21,7 +21,7 @@ package final class WebSecurity: Sendable {
     package let openPaths: Set<String>
     /// The passwords that verified under the current configuration.
     let verified = VerifiedPasswords()
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let figures = Figures()
 
     private struct State {
@@ -83,7 +83,7 @@ package final class WebSecurity: Sendable {
         let (config, tls) = try Self.load(path)
         var seen: [String: FileVersion?] = [path: identity]
         for file in config.referencedFiles { seen[file] = FileVersion.of(file) }
-        state = Mutex(State(config: config, tls: tls, rules: AccessRules(config), seen: seen))
+        state = Locked(State(config: config, tls: tls, rules: AccessRules(config), seen: seen))
         figures.tls.store(tls != nil, ordering: .relaxed)
         figures.users.store(config.users.count, ordering: .relaxed)
     }

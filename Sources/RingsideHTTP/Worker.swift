@@ -1,3 +1,4 @@
+import RingsideSystem
 import Dispatch
 import Synchronization
 import RingsideHTTPClient
@@ -37,7 +38,7 @@ final class Worker<Input: Sendable, Output: Sendable>: Sendable {
 
     private let work: @Sendable (Input) -> Output
     private let wakeup: LoopWakeup
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// One signal per job submitted, and one for `stop`.
     private let jobsWaiting = DispatchSemaphore(value: 0)
     /// Signalled once, when the thread returns.

@@ -176,7 +176,7 @@ package enum HTTPClient {
 /// Safe to use from any thread: a socket is shut down only while its call holds it (the call
 /// lets go of it before closing it), never a descriptor number used again for something else.
 package final class HTTPClientCancellation: Sendable {
-    private let state = Mutex((cancelled: false, sockets: Set<Int32>()))
+    private let state = Locked((cancelled: false, sockets: Set<Int32>()))
 
     package init() {}
 

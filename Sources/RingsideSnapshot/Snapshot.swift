@@ -1,3 +1,4 @@
+import RingsideSystem
 import Ringside
 import RingsideAggregation
 import Synchronization
@@ -165,11 +166,11 @@ package struct SeriesSnapshot: Sendable {
         @exclusivity(unchecked) @usableFromInline var fields: ContiguousArray<Fields>
         /// The all-time histograms' classic buckets (see ``classicCounts(_:)``), by the place of
         /// their series; empty until the first is computed.
-        let classic: Mutex<ContiguousArray<CompactCumulativeCounts?>>
+        let classic: Locked<ContiguousArray<CompactCumulativeCounts?>>
 
         init(_ fields: ContiguousArray<Fields>, classic: ContiguousArray<CompactCumulativeCounts?> = []) {
             self.fields = fields
-            self.classic = Mutex(classic)
+            self.classic = Locked(classic)
         }
 
         /// The classic counts kept for the series at `place`, if any.

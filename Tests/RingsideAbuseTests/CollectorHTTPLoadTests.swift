@@ -1,3 +1,4 @@
+import RingsideSystem
 import Dispatch
 import Foundation
 #if canImport(Glibc)
@@ -128,11 +129,11 @@ struct CollectorHTTPLoadTests {
             sleep(1)  // a second of points or more
 
             let stop = Atomic<Bool>(false)
-            let statuses = Mutex<[Int: Int]>([:])
-            let errors = Mutex<[String]>([])
+            let statuses = Locked<[Int: Int]>([:])
+            let errors = Locked<[String]>([])
             // Their sockets, so the test can cut them off at the end instead of waiting for the
             // queue to drain. A client keeps its socket open until then, so no number is reused.
-            let sockets = Mutex<[Int32]>([])
+            let sockets = Locked<[Int32]>([])
             let group = DispatchGroup()
             for client in 0..<32 {
                 group.enter()

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Dispatch
 import Foundation
 #if canImport(Glibc)
@@ -85,7 +86,7 @@ struct CollectorUnderAbuseTests {
 
             // A client that sends its head one byte a second: refused with 408 when the head
             // timeout (5 s, not reset by progress) runs out.
-            let slowStatus = Mutex<Int?>(nil)
+            let slowStatus = Locked<Int?>(nil)
             group.enter()
             Thread.detachNewThread {
                 defer { group.leave() }
@@ -99,7 +100,7 @@ struct CollectorUnderAbuseTests {
             }
 
             // Garbage clients, over and over, while we measure.
-            let garbageResults = Mutex<[String]>([])
+            let garbageResults = Locked<[String]>([])
             let garbageServed = Atomic<Int>(0)
             group.enter()
             Thread.detachNewThread {

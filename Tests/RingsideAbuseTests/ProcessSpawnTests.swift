@@ -1,3 +1,4 @@
+import RingsideSystem
 import Dispatch
 import Foundation
 #if canImport(Glibc)
@@ -20,7 +21,7 @@ struct ProcessSpawnTests {
         defer { held.filter { $0 >= 0 }.forEach { close($0) } }
         try #require(held.allSatisfy { $0 >= 0 })
 
-        let listings = Mutex<[String]>([])
+        let listings = Locked<[String]>([])
         DispatchQueue.concurrentPerform(iterations: 2) { _ in
             for _ in 0..<10 {
                 // ls opens the directory it lists as descriptor 3.

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -21,8 +22,8 @@ struct CollectorStateRestartTests {
         }
 
         private let line: String
-        private let target = Mutex<(port: Int, life: Int)?>(nil)
-        private let readings = Mutex<[Reading]>([])
+        private let target = Locked<(port: Int, life: Int)?>(nil)
+        private let readings = Locked<[Reading]>([])
         private let stopped = Atomic<Bool>(false)
         private let finished = DispatchSemaphore(value: 0)
 

@@ -1,3 +1,4 @@
+import RingsideSystem
 import CRingside
 import Dispatch
 import Foundation
@@ -104,7 +105,7 @@ struct ExemplarTests {
         try withBot("named") { directory, bot in
             let fill = try bot.histogram("fill")
             let recorded = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
-            let refused = Mutex(false)
+            let refused = Locked(false)
             let thread = Thread {
                 try? bot.nameThread("order-desk-" + String(repeating: "é", count: 12))  // 11 + 24 bytes
                 fill.record(1)
@@ -160,7 +161,7 @@ struct ExemplarTests {
         try withBot("leaving") { directory, bot in
             let fill = try bot.histogram("fill")
             let recorded = DispatchSemaphore(value: 0), goOn = DispatchSemaphore(value: 0)
-            let threadID = Mutex<Int32>(0)
+            let threadID = Locked<Int32>(0)
             let first = try Bot.Exemplar("order_id", "A1"), second = try Bot.Exemplar("order_id", "A2")
             let thread = Thread {
                 threadID.withLock { $0 = currentThreadID() }

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Ringside
 @testable import RingsideCollector
 import RingsideSnapshot
@@ -36,13 +37,13 @@ final class ReferenceHistoryStore: Sendable {
     /// Memory of one series' points.
     var bytesPerSeries: Int { retentionSeconds * Self.bytesPerPoint }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(retentionSeconds: Int, maxSeries: Int) {
         precondition(retentionSeconds > 0 && maxSeries > 0)
         self.retentionSeconds = retentionSeconds
         self.maxSeries = maxSeries
-        state = Mutex(State())
+        state = Locked(State())
     }
 
     /// Series held, and series of the last snapshot refused for want of a slot.

@@ -1,3 +1,4 @@
+import RingsideSystem
 import CRingside
 import Dispatch
 import Ringside
@@ -14,7 +15,7 @@ private let fixedProcess = ProcessMetrics(
     startTimeSeconds: 1_700_000_000)
 
 private final class HlogErrors: Sendable {
-    let value = Mutex<UInt64>(0)
+    let value = Locked<UInt64>(0)
 }
 
 /// The collector's pages; `hlogErrors`, when given, stands for what the subscribers report (a

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Foundation
 import Ringside
 import RingsideTestSupport
@@ -28,7 +29,7 @@ struct RecorderProcessTests {
             }
             for producer in producers { #expect(producer.readLine()?.hasPrefix("attached ") == true) }
             // While they blast, every look at the figures (on a thread of its own) finds the budget held.
-            let looks = Mutex((count: 0, peak: 0, over: [Int]()))
+            let looks = Locked((count: 0, peak: 0, over: [Int]()))
             let stop = Atomic<Bool>(false)
             let watcher = Thread {
                 while !stop.load(ordering: .acquiring) {

@@ -1,3 +1,4 @@
+import RingsideSystem
 import CRingside
 import Foundation
 import Ringside
@@ -425,7 +426,7 @@ struct ThreadHealthTests {
             posing.owner = geteuid() &+ 1
             var onlyPosing = real
             onlyPosing.rings = [posing]
-            let current = Mutex(onlyPosing)
+            let current = Locked(onlyPosing)
             let sampler = ThreadHealthSampler(
                 intervalNanos: 1_000_000_000, keptDescriptorLimit: 64, log: CapturedLog().log, source: { current.withLock { $0 } },
                 publish: { _ in })

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Foundation
 @testable import RingsideHTTP
 import RingsideTestSupport
@@ -11,7 +12,7 @@ import Testing
 struct HTTPClientHostilePeerTests {
     /// A call made on a thread of its own; its result once it returned.
     final class Call: Sendable {
-        private let result = Mutex<Result<HTTPClientResponse, HTTPClientError>?>(nil)
+        private let result = Locked<Result<HTTPClientResponse, HTTPClientError>?>(nil)
 
         init(port: Int, timeoutNanos: UInt64, cancellation: HTTPClientCancellation? = nil) throws {
             let request = HTTPClientRequest(

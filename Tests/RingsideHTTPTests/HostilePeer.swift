@@ -1,3 +1,4 @@
+import RingsideSystem
 import Foundation
 import Glibc
 import RingsideTestSupport
@@ -11,7 +12,7 @@ final class HostilePeer: Sendable {
     let port: Int
     private let listener: Int32
     private let stopping = Atomic(false)
-    private let attacking = Mutex<Int32>(-1)
+    private let attacking = Locked<Int32>(-1)
     private let finished = DispatchSemaphore(value: 0)
 
     init(attack: @escaping @Sendable (_ send: ([UInt8]) -> Bool) -> Void) throws {

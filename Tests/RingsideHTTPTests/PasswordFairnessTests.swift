@@ -1,3 +1,4 @@
+import RingsideSystem
 import Foundation
 import Glibc
 @testable import RingsideHTTP
@@ -191,7 +192,7 @@ private func sendOnce(port: Int, source: String, user: String, password: String,
 
 /// The flood's threads: a stop flag, the statuses they got, and how many have finished.
 private final class Flood: Sendable {
-    private let state = Mutex<(stopped: Bool, finished: Int, statuses: [Int: Int])>((false, 0, [:]))
+    private let state = Locked<(stopped: Bool, finished: Int, statuses: [Int: Int])>((false, 0, [:]))
 
     var stopped: Bool { state.withLock { $0.stopped } }
     var statuses: [Int: Int] { state.withLock { $0.statuses } }

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Foundation
 import Glibc
 @testable import RingsideHTTP
@@ -120,7 +121,7 @@ struct TLSServerTests {
 
 /// Log lines the server wrote, for the test to read.
 final class CapturedLines: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
     var log: HTTPServerLog { { [self] message, _ in lines.withLock { $0.append(message) } } }
     var all: [String] { lines.withLock { $0 } }
 }

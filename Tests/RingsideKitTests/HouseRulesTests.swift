@@ -70,6 +70,19 @@ struct HouseRulesTests {
         }
     }
 
+    @Test("threads share state behind Locked (a pthread mutex ThreadSanitizer sees), never the standard library's Mutex")
+    func oneLock() throws {
+        var offenders: [String] = []
+        for folder in ["Sources", "Benchmarks", "Tests", "tools/ringside-dump", "tools/ringside-emit"] {
+            for file in try swiftFiles(under: folder) {
+                for (index, line) in file.lines.enumerated() where line.contains(/\bMutex(<|\()/) {
+                    offenders.append("\(file.path):\(index + 1)")
+                }
+            }
+        }
+        #expect(offenders.isEmpty, "Mutex (a futex ThreadSanitizer does not see) at \(offenders)")
+    }
+
     @Test("a project module is imported unconditionally, never inside #if canImport(Glibc)")
     func importsOutsideConditions() throws {
         var offenders: [String] = []

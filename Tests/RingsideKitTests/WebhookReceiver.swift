@@ -1,3 +1,4 @@
+import RingsideSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -16,7 +17,7 @@ final class WebhookReceiver: Sendable {
 
     let port: Int
     private let listener: Int32
-    private let deliveries = Mutex<[Delivery]>([])
+    private let deliveries = Locked<[Delivery]>([])
     private let finished = DispatchSemaphore(value: 0)
 
     init() throws {

@@ -86,7 +86,7 @@ struct SystemTests {
 
     @Test("a thread names itself for the kernel: its comm, cut to 15 bytes at a character's start")
     func threadName() throws {
-        let names = Mutex<[String]>([])
+        let names = Locked<[String]>([])
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
             func comm() -> String {
@@ -113,7 +113,7 @@ struct SystemTests {
         let version = release.split(separator: ".").prefix(2).compactMap { Int($0.prefix { $0.isNumber }) }
         let hasSlices = version.count == 2 && (version[0], version[1]) >= (6, 12)
         // The slice before, then after asking for 250 µs, then after asking for 0: by the calls and by /proc.
-        let seen = Mutex<[(call: UInt64?, proc: String?)]>([])
+        let seen = Locked<[(call: UInt64?, proc: String?)]>([])
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
             func procSlice() -> String? {

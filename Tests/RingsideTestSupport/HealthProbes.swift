@@ -1,3 +1,4 @@
+import RingsideSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -19,7 +20,7 @@ package final class HealthProbes: Sendable {
     }
 
     package let port: Int
-    private let answers = Mutex<[Answer]>([])
+    private let answers = Locked<[Answer]>([])
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
 

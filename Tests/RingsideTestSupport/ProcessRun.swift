@@ -1,3 +1,4 @@
+import RingsideSystem
 import Dispatch
 import Foundation
 #if canImport(Glibc)
@@ -50,8 +51,8 @@ package final class RunningProcess: @unchecked Sendable {
     private let process: SpawnedProcess
     private let input = Pipe()
     private let group = DispatchGroup()
-    private let output = Mutex(Data())
-    private let errors = Mutex(Data())
+    private let output = Locked(Data())
+    private let errors = Locked(Data())
 
     /// - Parameter mergingErrors: standard error goes to the same pipe as standard output, in order.
     package init(

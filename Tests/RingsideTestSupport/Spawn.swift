@@ -1,3 +1,4 @@
+import RingsideSystem
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -26,7 +27,7 @@ package final class SpawnedProcess: Sendable {
 
     package let pid: pid_t
     /// The raw wait status, once the child is reaped.
-    private let reaped = Mutex<Int32?>(nil)
+    private let reaped = Locked<Int32?>(nil)
 
     /// - Parameter extraDescriptors: descriptors of the test process the child gets as 3, 4, ...
     ///   (a browser's `--remote-debugging-pipe` reads 3 and writes 4); the caller closes its own.

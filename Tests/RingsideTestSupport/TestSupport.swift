@@ -1,3 +1,4 @@
+import RingsideSystem
 import CRingside
 import Foundation
 #if canImport(Glibc)
@@ -443,7 +444,7 @@ package func makeCollector(
 
 /// Log lines a collector wrote, kept for the test to read.
 package final class CapturedLog: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
 
     package init() {}
 

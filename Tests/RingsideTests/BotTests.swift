@@ -1,3 +1,4 @@
+import RingsideSystem
 import CRingside
 import Dispatch
 import Foundation
@@ -67,7 +68,7 @@ struct BotTests {
             let values = try bot.histogram("values")
             let increments = try bot.counter("increments")
             let level = try bot.gauge("level")
-            let threadIDs = Mutex<[Int32: Int]>([:])
+            let threadIDs = Locked<[Int32: Int]>([:])
             let release = DispatchSemaphore(value: 0), exited = DispatchGroup()
             startThreads(threads, release: release, exited: exited) { thread in
                 threadIDs.withLock { $0[currentThreadID()] = thread }

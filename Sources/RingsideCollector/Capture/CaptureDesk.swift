@@ -1,3 +1,4 @@
+import RingsideSystem
 import CRingside
 import Synchronization
 
@@ -39,7 +40,7 @@ package final class CaptureDesk: Sendable {
         var suppressed: [String: UInt64] = [:]
         var inFlight = 0
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(minIntervalNanos: UInt64) {
         self.minIntervalNanos = minIntervalNanos

@@ -43,7 +43,7 @@ final class CaptureWriter: Sendable {
     let maxRecords: Int
     let program: String
     private let queue = DispatchQueue(label: "ringside-capture", qos: .utility)
-    private let done = Mutex<[Outcome]>([])
+    private let done = Locked<[Outcome]>([])
 
     init(directory: LogDirectory, maxRecords: Int, program: String) {
         self.directory = directory

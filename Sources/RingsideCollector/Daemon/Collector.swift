@@ -41,7 +41,7 @@ package final class Collector: @unchecked Sendable {
     /// The drain rate's last mark: when, and the records drained until then.
     private var rateMark: (nanos: UInt64, drained: UInt64) = (0, 0)
     /// SLO rules and quantiles a reload gave, for the drain thread to take at its next pass.
-    private let pendingSettings = Mutex<(sloRules: [SLORule], quantiles: [Double])?>(nil)
+    private let pendingSettings = Locked<(sloRules: [SLORule], quantiles: [Double])?>(nil)
     /// The drain thread.
     private let loop = PartThread(part: "the collector")
     /// `stop` began: its last pass leaves discovery out.

@@ -114,7 +114,7 @@ struct LogBudget {
 /// left out. Shared by the drain thread and discovery's.
 final class RingLog: Sendable {
     private let log: CollectorLog
-    private let budget: Mutex<LogBudget>
+    private let budget: Locked<LogBudget>
     /// What the summary line calls the lines left out, and their pace (for its words).
     private let kind: String
     private let perSecond: Double
@@ -123,7 +123,7 @@ final class RingLog: Sendable {
         self.log = log
         self.kind = kind
         self.perSecond = perSecond
-        budget = Mutex(LogBudget(perSecond: perSecond, burst: burst))
+        budget = Locked(LogBudget(perSecond: perSecond, burst: burst))
     }
 
     /// Lines left out, ever (exported as ringside_collector_log_lines_suppressed_total).

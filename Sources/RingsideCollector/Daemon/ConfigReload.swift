@@ -1,3 +1,4 @@
+import RingsideSystem
 import CRingside
 import Glibc
 import RingsideCommandLine
@@ -14,7 +15,7 @@ package final class ReloadRequests: Sendable {
         var outcome = ReloadOutcome(succeeded: true, message: "")
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     package init() {}
 

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Ringside
 import RingsideSnapshot
 import Synchronization
@@ -84,8 +85,8 @@ final class DiscoveryHandoff: Sendable {
         var heldAtStart: [String: Int] = [:]
         var startListed = false
     }
-    private let queues = Mutex(Queues())
-    private let shownState = Mutex(Shown())
+    private let queues = Locked(Queues())
+    private let shownState = Locked(Shown())
     /// Rings the drain holds open, as of its last pass, and the rings found not yet adopted:
     /// discovery opens no more than the descriptor budget leaves.
     private let ringsOpen = Atomic<Int>(0)

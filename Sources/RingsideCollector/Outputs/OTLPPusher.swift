@@ -43,7 +43,7 @@ final class OTLPPusher: Sendable {
     let capacity: Int
     private let log: CollectorLog
     private let userAgent: String
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let wakeup = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     /// Cancelled by `stop` once its deadline passed: ends the attempt under way.
@@ -90,7 +90,7 @@ final class OTLPPusher: Sendable {
         userAgent = "ringside-collector/\(RingsideVersion.version)"
         var initial = State()
         initial.stats.queueCapacity = capacity
-        state = Mutex(initial)
+        state = Locked(initial)
     }
 
     /// The endpoint as the log shows it: without its query, which may hold a key.

@@ -1,3 +1,4 @@
+import RingsideSystem
 import Ringside
 import RingsideSnapshot
 import Synchronization
@@ -42,13 +43,13 @@ package final class HistoryStore: Sendable {
             + State.indexBytesPerEntry
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     package init(retentionSeconds: Int, maxSeries: Int) {
         precondition(retentionSeconds > 0 && maxSeries > 0)
         self.retentionSeconds = retentionSeconds
         self.maxSeries = maxSeries
-        state = Mutex(State())
+        state = Locked(State())
     }
 
     /// Series held, and series of the last snapshot refused for want of a slot.

@@ -11,12 +11,12 @@ import Synchronization
 /// subscribers (history, `--hlog`, the JSON dump, the demo) read them; nothing else of the
 /// collector is shared.
 package final class PublishedSnapshot: Sendable {
-    private let latest = Mutex(Snapshot())
-    private let threadHealth = Mutex<ThreadHealthSample?>(nil)
+    private let latest = Locked(Snapshot())
+    private let threadHealth = Locked<ThreadHealthSample?>(nil)
     private let lastPass = Atomic<UInt64>(0)
     private let changes = Atomic<UInt64>(0)
     /// Woken after each change (the /metrics renderer's thread): a call that returns at once.
-    private let watchers = Mutex<[@Sendable () -> Void]>([])
+    private let watchers = Locked<[@Sendable () -> Void]>([])
 
     init() {}
 

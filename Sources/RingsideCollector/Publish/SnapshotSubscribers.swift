@@ -1,3 +1,4 @@
+import RingsideSystem
 import RingsideSnapshot
 import RingsideExport
 import Synchronization
@@ -25,9 +26,9 @@ extension SnapshotSubscriber {
 /// What the subscribers report of themselves (the history's series, the latency log's errors),
 /// shown with every snapshot served: written by the daemon's loop, read by the HTTP threads.
 package final class SubscriberFigures: Sendable {
-    private let figures = Mutex(CollectorStats())
+    private let figures = Locked(CollectorStats())
     /// The HTTP listener's figures (`--web-config-file`), read when a snapshot is served.
-    private let webSecurity = Mutex<(@Sendable () -> WebSecurityStats)?>(nil)
+    private let webSecurity = Locked<(@Sendable () -> WebSecurityStats)?>(nil)
 
     init() {}
 

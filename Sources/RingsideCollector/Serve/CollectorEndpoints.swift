@@ -1,3 +1,4 @@
+import RingsideSystem
 import RingsideExport
 import RingsideSnapshot
 import CRingside
@@ -25,13 +26,13 @@ package final class CollectorEndpoints: Sendable {
     /// The bodies rendered of the latest snapshot, by route and variant: repeated scrapes cost a
     /// copy. A body of a newer snapshot (or of the same one with a newer thread sample) empties
     /// it, so it never keeps a page of a snapshot gone; it keeps one uncompressed body at most.
-    private let cache = Mutex<(version: PageVersion, bodies: [String: [UInt8]])>((PageVersion(), [:]))
+    private let cache = Locked<(version: PageVersion, bodies: [String: [UInt8]])>((PageVersion(), [:]))
     /// `/api/history` bodies of the history's current generation, by query and encoding, so
     /// clients polling the same view (a dashboard open in several places) cost one render per
     /// snapshot: 32 clients asking the same 10,200 series got 5 to 8 times the answers. Emptied
     /// when the generation moves; at most `historyCacheEntries` bodies (each at most
     /// `HistoryStore.maxPointsPerAnswer` points, 3.7 MB of JSON).
-    private let historyCache = Mutex<(generation: UInt64, bodies: [String: [UInt8]])>((0, [:]))
+    private let historyCache = Locked<(generation: UInt64, bodies: [String: [UInt8]])>((0, [:]))
     static let historyCacheEntries = 8
 
     /// The per-second history `/api/history` serves (nil with `--history 0`); the daemon loop feeds it.

@@ -70,7 +70,7 @@ package final class MetricsPages: Sendable {
     private final class Waiter: Sendable {
         let variant: Variant
         let done = DispatchSemaphore(value: 0)
-        let page = Mutex<Page?>(nil)
+        let page = Locked<Page?>(nil)
 
         init(_ variant: Variant) { self.variant = variant }
     }
@@ -100,13 +100,13 @@ package final class MetricsPages: Sendable {
     private let source: @Sendable () -> Snapshot
     private let process: @Sendable () -> ProcessMetrics?
     private let renderer = PrometheusRenderer()
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Held while a page is rendered: one at a time.
-    private let rendering = Mutex(())
+    private let rendering = Locked(())
     private let wakeup = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     /// Tests: called on the rendering thread before each render, with the variants about to be rendered.
-    private let beforeRender = Mutex<(@Sendable (Set<Variant>) -> Void)?>(nil)
+    private let beforeRender = Locked<(@Sendable (Set<Variant>) -> Void)?>(nil)
 
     /// - Parameters:
     ///   - source: the latest snapshot with what the subscribers report (read after `published.revision`).

@@ -77,7 +77,7 @@ final class StateSaver: @unchecked Sendable {
     private let log: CollectorLog
     private let limit: Int
     private let expirySeconds: UInt64?
-    private let shared = Mutex(Shared())
+    private let shared = Locked(Shared())
     private var work: Work
     private let wakeup = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
