@@ -199,6 +199,19 @@ let package = Package(
             path: "Tests/ringside-abuse-fuzzer"),
         /// Watches the fuzzer's allocator (the largest request) and names the case a fatal signal arrived in.
         .target(name: "CAbuseWatch", path: "Tests/CAbuseWatch"),
+        /// The coverage-guided fuzz targets, one per parser of outside input (`ringside-fuzz --list`):
+        /// each feeds its bytes to the real parser and checks what it can cheaply. `swift test`
+        /// replays their corpora (`Tests/fixtures/fuzz`); `.ci/fuzz` fuzzes them with libFuzzer.
+        .target(
+            name: "RingsideFuzzTargets",
+            dependencies: [
+                "Ringside", "CRingside", "RingsideAggregation", "RingsideCollector", "RingsideExport", "RingsideHTTP",
+                "RingsideHTTPClient", "RingsideJSON", "RingsideSystem", "RingsideTools", "RingsideTrace",
+            ],
+            path: "Tests/RingsideFuzzTargets"),
+        /// One executable for both: a C `main`, weak, so that a build with `--sanitize=fuzzer` runs
+        /// libFuzzer's instead; built as usual it replays inputs through a target (`fuzz_replay`).
+        .executableTarget(name: "ringside-fuzz", dependencies: ["RingsideFuzzTargets"], path: "Tests/ringside-fuzz"),
         /// The operator's kit: a real Prometheus scraping real collectors, the rules and dashboard,
         /// and the C, C++ and Python producers read back by the Swift reader.
         .testTarget(

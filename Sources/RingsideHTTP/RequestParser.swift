@@ -1,6 +1,6 @@
 import RingsideHTTPClient
 /// What the parser made of the bytes received so far on one connection.
-enum ParseOutcome: Equatable {
+package enum ParseOutcome: Equatable {
     /// The head is not complete yet, and nothing so far is wrong.
     case needMore
     /// A complete, acceptable request; `keepAlive` says whether the connection may serve another.
@@ -17,7 +17,7 @@ enum ParseOutcome: Equatable {
 /// non-ASCII request line, a bare LF), so binary garbage such as a TLS handshake is refused on the
 /// first read instead of after the timeout. Only the bytes not yet looked at are scanned, so a
 /// client sending one byte at a time costs O(n) in total, not O(n²).
-struct RequestParser {
+package struct RequestParser {
     /// The most bytes a head (request line, headers and the blank line) may take; beyond it, 431.
     let maxHeadBytes: Int
     /// More headers than this is refused with 431 even within `maxHeadBytes`.
@@ -34,16 +34,16 @@ struct RequestParser {
     /// Paths that also take `POST` without a body (`HTTPServerLimits.postPaths`).
     let postPaths: Set<String>
 
-    init(maxHeadBytes: Int, postPaths: Set<String> = []) {
+    package init(maxHeadBytes: Int, postPaths: Set<String> = []) {
         self.maxHeadBytes = maxHeadBytes
         self.postPaths = postPaths
     }
 
-    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
         buffer.append(contentsOf: bytes)
     }
 
-    mutating func next() -> ParseOutcome {
+    package mutating func next() -> ParseOutcome {
         if scanned == 0 && !skippedEmptyLine && buffer.first == cr {
             guard buffer.count >= 2 else { return .needMore }
             if buffer[1] == lf {

@@ -65,12 +65,12 @@ package struct HTTPResponseParser {
     private var headers: [HTTPHeader] = []
     private var body: [UInt8] = []
 
-    init(maxBodyBytes: Int) {
+    package init(maxBodyBytes: Int) {
         self.maxBodyBytes = maxBodyBytes
     }
 
     /// Takes the next bytes received; the response once it is complete.
-    mutating func take(_ bytes: ArraySlice<UInt8>) throws(HTTPClientError) -> HTTPClientResponse? {
+    package mutating func take(_ bytes: ArraySlice<UInt8>) throws(HTTPClientError) -> HTTPClientResponse? {
         if position > 0 {  // once a call, so what is kept moves at most once for what came in
             buffer.removeFirst(position)
             searched -= position
@@ -89,7 +89,7 @@ package struct HTTPResponseParser {
     }
 
     /// The connection ended: the response, when its body runs to the end of the connection.
-    mutating func finish() throws(HTTPClientError) -> HTTPClientResponse {
+    package mutating func finish() throws(HTTPClientError) -> HTTPClientResponse {
         switch stage {
         case .statusLine where position == buffer.count:
             throw .closedEarly(

@@ -41,6 +41,7 @@ let cSourceDirectories: [CSourceDirectory] = {
         CSourceDirectory(path: "Tests/CAllocationCounter/include", expected: ["allocation_counter.h"], includes: []),
         CSourceDirectory(path: "Tests/CAbuseWatch", expected: ["abuse_watch.c"], includes: ["Tests/CAbuseWatch/include"]),
         CSourceDirectory(path: "Tests/CAbuseWatch/include", expected: ["abuse_watch.h"], includes: []),
+        CSourceDirectory(path: "Tests/ringside-fuzz", expected: ["main.c"], includes: []),
         CSourceDirectory(
             path: "Tests/fixtures",
             expected: [

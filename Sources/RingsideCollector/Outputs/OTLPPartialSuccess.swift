@@ -1,11 +1,11 @@
 /// The `partial_success` of an OTLP `ExportMetricsServiceResponse` (metrics_service.proto): the
 /// data points a receiver that took the export rejected all the same, and why. Read from the
 /// protobuf body of a 2xx answer; nil when the body has none (the usual case) or is not protobuf.
-struct OTLPPartialSuccess: Equatable {
-    var rejectedDataPoints: UInt64
-    var errorMessage: String
+package struct OTLPPartialSuccess: Equatable {
+    package var rejectedDataPoints: UInt64
+    package var errorMessage: String
 
-    init?(_ body: [UInt8]) {
+    package init?(_ body: [UInt8]) {
         // ExportMetricsServiceResponse.partial_success (1), then its rejected_data_points (1,
         // an int64) and error_message (2).
         guard let partial = Self.fields(body)?.last(where: { $0.number == 1 && $0.bytes != nil })?.bytes,

@@ -33,7 +33,7 @@ import RingsideHTTPClient
 ///   then is cut short (its socket shut down through `cancellation`) and its export counted unsent.
 ///
 /// Safe to use from any thread.
-final class OTLPPusher: Sendable {
+package final class OTLPPusher: Sendable {
     struct Export: Sendable {
         var body: [UInt8]
         var series: Int
@@ -221,7 +221,7 @@ final class OTLPPusher: Sendable {
 
     // MARK: - Outcomes
 
-    enum Outcome: Equatable {
+    package enum Outcome: Equatable {
         /// Taken; the number of data points the receiver said it rejected, and why.
         case sent(rejectedPoints: UInt64, message: String)
         /// Worth another attempt: after `retryAfterNanos` when the receiver said, else the backoff's.
@@ -232,7 +232,7 @@ final class OTLPPusher: Sendable {
 
     /// What an attempt's result means (OTLP/HTTP's rules: 429, 502, 503 and 504 are worth
     /// another try, as are failures to connect or to get an answer; the other statuses are final).
-    static func outcome(of result: Result<HTTPClientResponse, HTTPClientError>) -> Outcome {
+    package static func outcome(of result: Result<HTTPClientResponse, HTTPClientError>) -> Outcome {
         switch result {
         case .failure(let error):
             if case .timedOut = error { return .retry(reason: "\(error)", retryAfterNanos: nil, timedOut: true) }
