@@ -220,7 +220,7 @@ package struct HTTPClientRequest: Sendable {
     }
 
     /// The request line and headers, with `Host`, `Content-Length` and `Connection: close`.
-    func head() -> [UInt8] {
+    package func head() -> [UInt8] {
         var text = "\(method) \(url.path.isEmpty ? "/" : url.path) HTTP/1.1\r\nHost: \(url.authority)\r\n"
         for header in headers { text += "\(header.name): \(header.value)\r\n" }
         text += "Content-Length: \(body.count)\r\nConnection: close\r\n\r\n"

@@ -1,5 +1,6 @@
 import RingsideCollector
 import RingsideExport
+import RingsideHTTP
 import RingsideHTTPClient
 
 /// Query strings and the values of heads and flags, each through its parser: the input, as text,
@@ -7,7 +8,8 @@ import RingsideHTTPClient
 /// an `Accept-Encoding` header (`acceptsGzip`) and an OTLP endpoint (`HTTPURL`, `--otlp-endpoint`).
 ///
 /// Checks: a history query taken asks for times from 0 with `from` at most `to` and a step of
-/// 1 s to an hour; a URL taken is written (`description`) as one that reads back the same.
+/// 1 s to an hour; a URL taken is written (`description`) as one that reads back the same, and
+/// the request head the client writes to it is read by the server's parser as the same target.
 enum QueryTarget {
     static let target = FuzzTarget(
         name: "query",
@@ -30,6 +32,22 @@ enum QueryTarget {
             guard let again = try? HTTPURL(parsing: url.description), again == url else {
                 finding("the URL \(text) is written \(url.description), which reads back otherwise")
             }
+            checkRequest(to: url, finding: finding)
+        }
+    }
+
+    /// The head the client writes to `url` must be one a strict server (the collector's) reads
+    /// as a request for the same path and query.
+    private static func checkRequest(to url: HTTPURL, finding: (String) -> Never) {
+        let head = HTTPClientRequest(method: "POST", url: url, headers: [], body: []).head()
+        var parser = RequestParser(maxHeadBytes: 1 << 20, postPaths: [url.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/"])
+        head.withUnsafeBytes { parser.append($0) }
+        guard case .request(let request, _) = parser.next() else {
+            finding("the client's request to \(url) is not one a server reads: \(String(decoding: head, as: UTF8.self))")
+        }
+        let sent = url.path.isEmpty ? "/" : url.path
+        if request.path + (request.query.map { "?" + $0 } ?? "") != sent {
+            finding("the client's request to \(url) reads as path \(request.path), query \(request.query ?? "none")")
         }
     }
 

@@ -26,6 +26,9 @@ enum RingFileTarget {
         run: { run($0, ring: workerName) },
         seeds: { try RingFileSeeds.make(worker: true) })
 
+    /// One renderer for every input, as the collector keeps one: its buffers are kept from page to page.
+    private static let renderer = PrometheusRenderer()
+
     /// A worker of bot `fuzz` whose process is gone (pid 1 is never a bot of ours).
     static let workerName = "fuzz@1"
 
@@ -122,7 +125,7 @@ enum RingFileTarget {
         // One page of the three a file: a page is mostly the collector's own families, the same
         // whatever the file, and rendering all three took most of an input's time.
         let format = [ExpositionFormat.text, .openMetrics, .protobuf][Int(bytes.reduce(0) { $0 &+ UInt($1) } % 3)]
-        let page = PrometheusRenderer().render(snapshot, format: format)
+        let page = renderer.render(snapshot, format: format)
         if format != .protobuf, String(validating: page, as: UTF8.self) == nil { finding("the \(format) page of /metrics is not UTF-8") }
         let latest = JSONExporter.latest(snapshot)
         if (try? JSONSerialization.jsonObject(with: Data(latest))) == nil {
