@@ -40,7 +40,8 @@ enum QueryTarget {
     /// as a request for the same path and query.
     private static func checkRequest(to url: HTTPURL, finding: (String) -> Never) {
         let head = HTTPClientRequest(method: "POST", url: url, headers: [], body: []).head()
-        var parser = RequestParser(maxHeadBytes: 1 << 20, postPaths: [url.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/"])
+        let path = url.path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? "/"
+        var parser = RequestParser(maxHeadBytes: 1 << 20, postPaths: [path])
         head.withUnsafeBytes { parser.append($0) }
         guard case .request(let request, _) = parser.next() else {
             finding("the client's request to \(url) is not one a server reads: \(String(decoding: head, as: UTF8.self))")

@@ -9,8 +9,9 @@ import RingsideCollector
 /// read as the collector reads them at start (`StateFiles.load` through `StateReading`: JSON
 /// snapshots, the journal's header and folds, generations).
 ///
-/// Checks: what was read, written back as the saver writes a snapshot, reads back whole and the
-/// same (a collector must read whatever it writes); each all-time histogram a bot's series would
+/// Checks: what was read, written back as the saver writes a snapshot within the bound, is never
+/// larger than the bound, and reads back whole and the same when nothing was left out for room
+/// (a collector must read whatever it writes); each all-time histogram a bot's series would
 /// take holds together the same when kept again.
 enum StateTarget {
     static let target = FuzzTarget(
@@ -40,12 +41,15 @@ enum StateTarget {
 
         FuzzScratch.empty()
         do {
-            let written = try read.writeSnapshot(directory: FuzzScratch.path, name: snapshotName, generation: read.nextGeneration)
-            let again = try StateReading(directory: FuzzScratch.path, limit: max(limit, written))
+            let written = try read.writeSnapshot(
+                directory: FuzzScratch.path, name: snapshotName, generation: read.nextGeneration, limit: limit)
+            if written.bytes > limit { finding("a snapshot of \(written.bytes) bytes was written under a bound of \(limit)") }
+            let again = try StateReading(directory: FuzzScratch.path, limit: limit)
             if let problem = again.unreadable.first {
                 finding("the snapshot written of what was read is refused: \(problem.value)")
             }
-            if !again.holdsTheSame(as: read) {
+            // What was left out for room is counted by the saver; the rest must read back the same.
+            if written.fits, written.shed == 0, !again.holdsTheSame(as: read) {
                 finding(
                     "the snapshot written of what was read reads back otherwise (\(read.series) series and \(read.histograms) "
                         + "histograms read, \(again.series) and \(again.histograms) read back)")

@@ -37,9 +37,19 @@ package struct StateReading {
         nextGeneration = loaded.nextGeneration
     }
 
-    /// Writes what was read as the snapshot `name` of `generation` in `directory`, as the saver does.
-    /// - Returns: the bytes written.
-    package func writeSnapshot(directory: String, name: String, generation: UInt64) throws(StateReadingError) -> Int {
+    /// What a snapshot written holds: its bytes, and whether it left anything out for room.
+    package struct WrittenSnapshot {
+        package let bytes: Int
+        /// Whether the bots' figures fit within the bound (nothing was written when they did not).
+        package let fits: Bool
+        /// All-time histograms left out for room.
+        package let shed: Int
+    }
+
+    /// Writes what was read as the snapshot `name` of `generation` in `directory`, as the saver
+    /// does, within `limit` bytes.
+    package func writeSnapshot(directory: String, name: String, generation: UInt64, limit: Int) throws(StateReadingError) -> WrittenSnapshot
+    {
         let opened: LogDirectory
         let descriptor: Int32
         do {
@@ -49,11 +59,11 @@ package struct StateReading {
             throw StateReadingError(description: "\(error)")
         }
         defer { close(descriptor) }
-        var writer = StateSnapshotWriter(descriptor: descriptor)
-        do { try writer.write(content, generation: generation) } catch {
+        var writer = StateSnapshotWriter(descriptor: descriptor, limit: limit)
+        do { try writer.write(content, generation: generation, present: []) } catch {
             throw StateReadingError(description: "cannot write \(opened.path(of: name)): \(error)")
         }
-        return writer.bytes
+        return WrittenSnapshot(bytes: writer.bytes, fits: writer.written.fits, shed: writer.written.shed)
     }
 
     /// Whether `other` holds the same figures, histograms and dates.
