@@ -17,13 +17,14 @@ enum DemoTable {
                 var row = [series.ring, metric.name, labels, window]
                 switch metric.kind {
                 case .histogram:
+                    // An empty window's figures are nil: `-`, no data.
+                    func measure(_ steps: Int128?) -> String { steps.map { formatMeasure(Double($0), unit: metric.unit) } ?? "-" }
                     func quantile(_ q: Double) -> String {
-                        guard let i = index(q), i < stats.quantileValues.count, stats.count > 0 else { return "-" }
-                        return formatMeasure(Double(stats.quantileValues[i]), unit: metric.unit)
+                        guard let i = index(q), let values = stats.quantileValues, i < values.count else { return "-" }
+                        return measure(values[i])
                     }
                     row += [
-                        quantile(0.5), quantile(0.99), quantile(0.999),
-                        stats.count > 0 ? formatMeasure(Double(stats.max), unit: metric.unit) : "-",
+                        quantile(0.5), quantile(0.99), quantile(0.999), measure(stats.max),
                         String(Int(stats.valuesPerSecond(atNanos: snapshot.monotonicNanos, tickNanos: snapshot.tickNanos).rounded())),
                     ]
                 case .counter:
@@ -64,11 +65,11 @@ enum DemoTable {
             + "(\(Int(snapshot.collector.drainRate))/s), \(dropped) dropped"
         if let p99 = snapshot.quantiles.firstIndex(of: 0.99),
             let fill = snapshot.series.first(where: { $0.metric.name == "order_fill_latency" }),
-            let window = fill.windows.last, window.count > 0
+            let values = fill.windows.last?.quantileValues, p99 < values.count
         {
             line +=
                 "; \(fill.metric.name){\(fill.metric.encodedLabels.split(separator: "\n").joined(separator: ","))} p99 "
-                + formatMeasure(Double(window.quantileValues[p99]), unit: fill.metric.unit)
+                + formatMeasure(Double(values[p99]), unit: fill.metric.unit)
                 + " over \(formatDuration(snapshot.windowNanos.last ?? 0))"
         }
         return line

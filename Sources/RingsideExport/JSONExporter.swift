@@ -11,7 +11,8 @@ import Synchronization
 /// `/latest`: `{"generated_at", "series": [...], "rings": [...], "slos": [...], "collector": {...}}`.
 /// Each series has `ring`, `metric`, `kind`, `unit`, `labels` and `windows` keyed by window
 /// (`"1s"`): histograms give `count`, `sum`, `min`, `max`, `mean` and a key per quantile
-/// (`p50` ... `p999`) in the metric's own unit; counters `total`, `increase` and `rate` (per
+/// (`p50` ... `p999`) in the metric's own unit (`min` to the quantiles null when no value fell in
+/// the window: no data, not 0); counters `total`, `increase` and `rate` (per
 /// second); gauges `value`, `min` and `max`: null when never set (`min` and `max`: in the window),
 /// and NaN and the infinities as Prometheus' HTTP API writes them, the strings `"NaN"`, `"+Inf"`, `"-Inf"`.
 package enum JSONExporter {
@@ -203,10 +204,15 @@ package enum JSONExporter {
                         case .histogram:
                             json.field("count", stats.count)
                             json.field("sum", metric.inOwnUnit(stats.sum))
+                            // An empty window's: null (no data), never 0.
                             json.field("min", steps: stats.min, of: metric)
                             json.field("max", steps: stats.max, of: metric)
-                            json.field("mean", metric.inOwnUnit(stats.mean))
-                            for (key, value) in zip(quantileKeys, stats.quantileValues) { json.field(key, steps: value, of: metric) }
+                            json.field("mean", stats.mean.map { metric.inOwnUnit($0) })
+                            if let values = stats.quantileValues {
+                                for (key, value) in zip(quantileKeys, values) { json.field(key, steps: value, of: metric) }
+                            } else {
+                                for key in quantileKeys { json.field(key, nil as Double?) }
+                            }
                             if !stats.exemplars.isEmpty {
                                 json.key("exemplars")
                                 json.array(stats.exemplars) { writeExemplar($0, into: json) }
@@ -426,6 +432,12 @@ package final class LatestRenderer: Sendable {
 }
 
 extension JSONWriter {
+    /// A window's figure in steps (see `field(_:steps:of:)`), or null when the window has none.
+    package func field(_ name: String, steps: Int128?, of metric: MetricDescriptor) {
+        guard let steps else { return field(name, nil as Double?) }
+        field(name, steps: steps, of: metric)
+    }
+
     /// A whole number of `metric`'s steps in its unit, exactly: `-3.5` for -350 hundredths; digits
     /// alone for a metric of whole units.
     package func field(_ name: String, steps: some BinaryInteger, of metric: MetricDescriptor) {

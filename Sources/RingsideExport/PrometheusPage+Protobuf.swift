@@ -167,11 +167,17 @@ private struct ProtobufSeries {
         case (.histogram, .windowed):
             perWindow { window, labels in
                 let stats = series.windows[window]
-                let values = zip(quantiles, stats.quantileValues).map { (quantile: $0, value: base(Double($1))) }
+                // An empty window's quantiles are NaN: no data, not 0.
+                let values: [(quantile: Double, value: Double)] =
+                    stats.quantileValues.map { zip(quantiles, $0).map { (quantile: $0, value: base(Double($1))) } }
+                    ?? quantiles.map { (quantile: $0, value: .nan) }
                 out.metric(labels: labels) { $0.summaryValue(count: stats.count, sum: base(stats.sum), quantiles: values) }
             }
         case (.histogram, .windowMax):
-            perWindow { window, labels in out.metric(labels: labels) { $0.gaugeValue(base(Double(series.windows[window].max))) } }
+            perWindow { window, labels in
+                let high = series.windows[window].max.map { base(Double($0)) } ?? .nan
+                out.metric(labels: labels) { $0.gaugeValue(high) }
+            }
         case (.counter, .whole):
             out.metric(labels: labels) { $0.counterValue(base(series.cumulativeSum)) }
         case (.counter, .rate):

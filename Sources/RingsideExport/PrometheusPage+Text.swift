@@ -286,9 +286,7 @@ private struct SeriesLines {
             }
         case (.histogram, .windowedQuantiles):
             for window in 0..<windowCount {
-                for (quantile, value) in zip(shared.windowQuantiles[window], series.pointee.windows[window].quantileValues) {
-                    sample(names.windowedBytes, labels, quantile, steps: value, series.pointee.metric)
-                }
+                quantiles(names.windowedBytes, labels, of: series.pointee.windows[window], window: window, series.pointee.metric)
             }
         case (.histogram, .windowedSum):
             for window in 0..<windowCount {
@@ -301,9 +299,7 @@ private struct SeriesLines {
         case (.histogram, .windowed):
             let metric = series.pointee.metric
             for window in 0..<windowCount {
-                for (quantile, value) in zip(shared.windowQuantiles[window], series.pointee.windows[window].quantileValues) {
-                    sample(names.windowedBytes, labels, quantile, steps: value, metric)
-                }
+                quantiles(names.windowedBytes, labels, of: series.pointee.windows[window], window: window, metric)
                 sample(names.windowedSum, labels, shared.windows[window], steps: series.pointee.windows[window].sum, metric)
                 sample(names.windowedCount, labels, shared.windows[window], count: series.pointee.windows[window].count)
             }
@@ -335,6 +331,27 @@ private struct SeriesLines {
         default:
             break
         }
+    }
+
+    /// A window's quantiles, each `NaN` when the window is empty (no data, as a Prometheus client's
+    /// summary writes a quantile of nothing).
+    private func quantiles(
+        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, of stats: WindowStats, window: Int, _ metric: MetricDescriptor
+    ) {
+        let labelled = shared.windowQuantiles[window]
+        guard let values = stats.quantileValues else {
+            for quantile in labelled { sample(name, labels, quantile, steps: nil, metric) }
+            return
+        }
+        for (quantile, value) in zip(labelled, values) { sample(name, labels, quantile, steps: value, metric) }
+    }
+
+    /// A window's figure, or `NaN` when the window has none.
+    private func sample(
+        _ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], steps value: Int128?, _ metric: MetricDescriptor
+    ) {
+        guard let value else { return sample(name, labels, extra, measure: .nan, nil) }
+        sample(name, labels, extra, steps: value, metric)
     }
 
     private func sample(_ name: [UInt8], _ labels: UnsafeBufferPointer<UInt8>, _ extra: [UInt8], count: UInt64) {

@@ -4,12 +4,13 @@ import RingsideAggregation
 package struct WindowStats: Sendable {
     // Histograms (count is scaled by sampling) ...
     package var count: UInt64 = 0
-    /// In steps, as `mean`.
+    /// In steps, as `mean`: 0 when the window is empty (a sum of nothing is 0).
     package var sum: Double = 0
-    package var min: Int128 = 0, max: Int128 = 0
-    package var mean: Double = 0
-    /// One value per configured quantile.
-    package var quantileValues: [Int128] = []
+    /// The figures of the window's values, kept whatever the window holds; read through `min`,
+    /// `max`, `mean` and `quantileValues`, which say when there are none.
+    private var lowest: Int128 = 0, highest: Int128 = 0
+    private var average: Double = 0
+    private var quantileList: [Int128] = []
     // ... counters ...
     /// What was added in the window (scaled by sampling).
     package var increase: Double = 0
@@ -29,6 +30,32 @@ package struct WindowStats: Sendable {
     package var coveredFromNanos: UInt64 = 0
 
     package init() {}
+
+    /// Histograms: whether any value fell in the window. The one place a window's emptiness is
+    /// decided: when none did, its `min`, `max`, `mean` and `quantileValues` are nil (no data:
+    /// NaN on /metrics, null on /latest, `-` in a table), never 0, while its `count`, `sum` and
+    /// rate are 0 (a count of nothing).
+    package var hasValues: Bool { count > 0 }
+
+    /// The smallest and largest value in the window, in steps; nil when it is empty.
+    package var min: Int128? {
+        get { hasValues ? lowest : nil }
+        set { lowest = newValue ?? 0 }
+    }
+    package var max: Int128? {
+        get { hasValues ? highest : nil }
+        set { highest = newValue ?? 0 }
+    }
+    /// The mean of the window's values, in steps; nil when it is empty.
+    package var mean: Double? {
+        get { hasValues ? average : nil }
+        set { average = newValue ?? 0 }
+    }
+    /// One value per configured quantile, in steps; nil when the window is empty.
+    package var quantileValues: [Int128]? {
+        get { hasValues ? quantileList : nil }
+        set { quantileList = newValue ?? [] }
+    }
 
     /// Histograms: the values recorded per second over the span the window covers at `now`
     /// (CLOCK_MONOTONIC, as `coveredFromNanos`; the snapshot's `monotonicNanos`), at least `tickNanos`.

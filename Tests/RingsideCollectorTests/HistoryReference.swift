@@ -207,13 +207,13 @@ struct ReferenceSeriesHistory: HistoryPointSource {
             values[base] = saturatingAdd(values[base], UInt64(clamping: increase))
             if metric.kind == .counter {
                 values[base + 1] = UInt64(clamping: total)
-            } else if let window, window.count > 0 {
+            } else if let window, let quantiles = window.quantileValues, let largest = window.max {
                 for (offset, position) in positions.enumerated() {
-                    if let position, position < window.quantileValues.count {
-                        values[base + 1 + offset] = Self.stored(window.quantileValues[position], signed: metric.isSigned)
+                    if let position, position < quantiles.count {
+                        values[base + 1 + offset] = Self.stored(quantiles[position], signed: metric.isSigned)
                     }
                 }
-                let high = Self.stored(window.max, signed: metric.isSigned)
+                let high = Self.stored(largest, signed: metric.isSigned)
                 values[base + 4] = values[base + 4] == historyNull ? high : max(values[base + 4], high)
             }
         case .gauge:

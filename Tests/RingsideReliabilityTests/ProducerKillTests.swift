@@ -102,7 +102,9 @@ extension ReliabilityTests {
                 let n = total.writeCursor
                 #expect(ring.rejectedTotal == 0, "no torn or invalid record was rejected")
                 #expect(series.cumulativeCount == n && whole.count == n)
-                #expect(whole.min == 1 && whole.max == n, "values 1...\(n): min \(whole.min), max \(whole.max)")
+                #expect(
+                    whole.min == 1 && whole.max == Int128(n),
+                    "values 1...\(n): min \(String(describing: whole.min)), max \(String(describing: whole.max))")
                 #expect(series.cumulativeSum == Double(n) * Double(n + 1) / 2, "each value exactly once")
                 // A producer killed before a pass saw it alive is reported dead without a log line;
                 // the survivor's exit is one more.

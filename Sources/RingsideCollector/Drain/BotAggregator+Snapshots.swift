@@ -53,13 +53,9 @@ extension BotAggregator {
         nowNanos now: UInt64, quantiles: [Double], versions: inout VersionCounter, firstFigures: Bool = true
     ) -> [SeriesSnapshot] {
         advance(toNanos: now)
-        if emptyWindows.count != layout.windowNanos.count || emptyWindows.first?.quantileValues.count != quantiles.count {
-            var empty = WindowStats()
-            empty.quantileValues = quantiles.map { _ in 0 }
-            emptyWindows = Array(repeating: empty, count: layout.windowNanos.count)
+        if emptyWindows.count != layout.windowNanos.count {
+            emptyWindows = Array(repeating: WindowStats(), count: layout.windowNanos.count)
         }
-        // An empty window's quantiles: every series' shares this list of zeros.
-        let noQuantiles = emptyWindows.first?.quantileValues ?? []
         var result: [SeriesSnapshot] = []
         result.reserveCapacity(seriesCount)
         var packing = Packing(leftABlock: notes.removedFromABlock, packsQuiet: notes.packingLeft)
@@ -70,7 +66,7 @@ extension BotAggregator {
             of: \.histograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
             countsBytes: { $0.allocatedBytes },
             window: { series, window, stats in
-                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, noQuantiles: noQuantiles)
+                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles)
                 stats.exemplars = series.exemplars?.value.largest(window: window, nowNanos: now) ?? []
             },
             // Exemplars come with values, in their slices: a window no slice left keeps them too.
@@ -90,7 +86,7 @@ extension BotAggregator {
             of: \.signedHistograms, to: &result, packing: &packing, now: now, firstFigures: firstFigures, versions: &versions,
             countsBytes: { $0.allocatedBytes },
             window: { series, window, stats in
-                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles, noQuantiles: noQuantiles)
+                stats.take(window, of: series.windows, nowNanos: now, quantiles: quantiles)
             },
             slid: { series, window, stats in stats.takeCoveredFrom(window, of: series.windows, nowNanos: now) },
             whole: { series, snapshot in
@@ -418,9 +414,9 @@ extension WindowStats {
 
     /// Window `window` of a histogram series, of unsigned or signed values alike, as of `now`:
     /// its figures, and where the span it covers starts (its rate is read from it). An empty
-    /// window's quantiles are `noQuantiles` (zeros, shared).
+    /// window keeps no quantiles (an empty list allocates nothing): it has none to show.
     fileprivate mutating func take<Slice: HistogramFigures>(
-        _ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64, quantiles: [Double], noQuantiles: [Int128]
+        _ window: Int, of windows: Windowed<Slice>, nowNanos now: UInt64, quantiles: [Double]
     ) {
         let histogram = windows.snapshot(window: window, nowNanos: now)
         count = histogram.count
@@ -428,13 +424,13 @@ extension WindowStats {
         min = Int128(histogram.min)
         max = Int128(histogram.max)
         mean = histogram.mean
-        // Allocation is most of a burst's figures: a window emptied as its values left shares the
-        // zeros, and one whose values are all the same (one value, most often) makes one list,
+        // Allocation is most of a burst's figures: a window emptied as its values left keeps
+        // none, and one whose values are all the same (one value, most often) makes one list,
         // not the histogram's and a widened copy.
         if histogram.isEmpty {
-            quantileValues = noQuantiles
+            quantileValues = nil
         } else if histogram.min == histogram.max {
-            quantileValues = Array(repeating: max, count: quantiles.count)
+            quantileValues = Array(repeating: Int128(histogram.max), count: quantiles.count)
         } else {
             quantileValues = histogram.values(atQuantiles: quantiles).map { Int128($0) }
         }

@@ -78,13 +78,13 @@ struct SeriesHistory: HistoryPointSource {
             newest[0] = newest[0].saturatingAdd(UInt64(clamping: increase))
             if metric.kind == .counter {
                 newest[1] = UInt64(clamping: total)
-            } else if let window, window.count > 0 {
+            } else if let window, let values = window.quantileValues, let largest = window.max {
                 for (offset, position) in positions.enumerated() {
-                    if let position, position < window.quantileValues.count {
-                        newest[1 + offset] = Self.stored(window.quantileValues[position], signed: metric.isSigned)
+                    if let position, position < values.count {
+                        newest[1 + offset] = Self.stored(values[position], signed: metric.isSigned)
                     }
                 }
-                let high = Self.stored(window.max, signed: metric.isSigned)
+                let high = Self.stored(largest, signed: metric.isSigned)
                 newest[4] = newest[4] == historyNull ? high : max(newest[4], high)
             }
         case .gauge:
