@@ -38,7 +38,7 @@ package enum JSONExporter {
                     json.field("rule", slo.rule)
                     json.field("statistic", slo.statistic)
                     json.field("window", slo.window)
-                    json.field("violated", slo.violated)
+                    json.field("violated", slo.violated)  // null: no events in its window, neither met nor broken
                     json.field("violations", slo.violations)
                     json.field("compliance", slo.compliance)
                     json.field("observed", slo.observed)
@@ -432,6 +432,12 @@ package final class LatestRenderer: Sendable {
 }
 
 extension JSONWriter {
+    /// A judgement, or null when there was nothing to judge.
+    package func field(_ name: String, _ value: Bool?) {
+        guard let value else { return field(name, nil as Double?) }
+        field(name, value)
+    }
+
     /// A window's figure in steps (see `field(_:steps:of:)`), or null when the window has none.
     package func field(_ name: String, steps: Int128?, of metric: MetricDescriptor) {
         guard let steps else { return field(name, nil as Double?) }

@@ -153,12 +153,15 @@ extension PrometheusExporter {
         func perSLO(_ value: (SLOSnapshot) -> Double?) -> Samples {
             slos.compactMap { slo in value(slo).map { ([("slo", slo.rule), ("severity", slo.severity)], $0) } }
         }
-        family("ringside_slo_violated", "gauge", "1 while the SLO is broken over its window", perSLO { $0.violated ? 1 : 0 })
+        // With no events in its window an SLO is neither: NaN (no data), as its compliance.
+        family(
+            "ringside_slo_violated", "gauge", "1 while the SLO is broken over its window, 0 while met, NaN with no events in it",
+            perSLO { slo in slo.violated.map { $0 ? 1 : 0 } ?? .nan })
         family(
             "ringside_slo_violations_total", "counter", "Times the SLO went from met to broken", perSLO { Double($0.violations) })
         family(
-            "ringside_slo_compliance_ratio", "gauge", "Fraction of the window's events within the SLO's threshold",
-            perSLO { $0.compliance })
+            "ringside_slo_compliance_ratio", "gauge", "Fraction of the window's events within the SLO's threshold (NaN: no events)",
+            perSLO { $0.compliance ?? .nan })
         family(
             "ringside_slo_window_events", "gauge", "Events in the SLO's window across its matching series", perSLO { Double($0.events) })
         family(

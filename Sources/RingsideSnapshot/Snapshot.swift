@@ -429,12 +429,13 @@ package struct SLOSnapshot: Sendable {
     package var rule, statistic, window: String
     /// The severity its alerts carry (`severity=` after the rule; P1 by default).
     package var severity: String = "P1"
-    /// Whether the objective is broken now.
-    package var violated: Bool
+    /// Whether the objective is broken now; nil when its window holds no events (no data: neither
+    /// met nor broken).
+    package var violated: Bool?
     /// Transitions into violation since the collector started.
     package var violations: UInt64
-    /// The fraction of the window's events that kept the threshold (1 when there were none).
-    package var compliance: Double
+    /// The fraction of the window's events that kept the threshold; nil when there were none.
+    package var compliance: Double?
     /// The statistic's value now (in the metric's unit; a ratio's as a fraction), and the bound,
     /// when there is data.
     package var observed: Double?
@@ -453,7 +454,7 @@ package struct SLOSnapshot: Sendable {
     package var coveredSeconds: Double?
 
     package init(
-        rule: String, statistic: String, window: String, violated: Bool, violations: UInt64, compliance: Double,
+        rule: String, statistic: String, window: String, violated: Bool?, violations: UInt64, compliance: Double?,
         observed: Double?, threshold: Double?, events: UInt64, matchingSeries: Int
     ) {
         self.rule = rule

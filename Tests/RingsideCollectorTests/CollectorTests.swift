@@ -254,8 +254,8 @@ struct CollectorTests {
         }
     }
 
-    @Test("an SLO is violated, logged, and recovers when the window empties")
-    func sloViolatedAndRecovered() throws {
+    @Test("an SLO is violated, logged, and has no data (neither met nor violated, compliance none) when its window empties")
+    func sloViolatedThenNoData() throws {
         try withBot("slo", options: .init(laneCapacity: 4096)) { directory, bot in
             let fill = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "AAPL"])
             let other = try bot.histogram("order_fill_latency", unit: .nanoseconds, labels: ["symbol": "MSFT"])
@@ -273,17 +273,30 @@ struct CollectorTests {
             let first = pass(collector).slos
             #expect(first.map(\.violated) == [false, true])
             #expect(first[0].events == 1000 && first[0].matchingSeries == 1)
-            #expect(abs(first[0].compliance - 0.99) < 1e-9)
+            #expect(abs((first[0].compliance ?? 0) - 0.99) < 1e-9)
             #expect(first[1].violations == 1)
             #expect(captured.contains(#"SLO violated: order_fill_latency{symbol="AAPL"}:p999<100us@1s"#))
 
-            let recovered = pass(collector, offset: 1_600_000_000).slos
-            #expect(recovered.map(\.violated) == [false, false])
-            #expect(recovered[1].violations == 1)
-            #expect(captured.contains("SLO recovered"))
+            // The window empties: nothing to judge, so neither met (the old 0) nor violated.
+            let quiet = pass(collector, offset: 1_600_000_000).slos
+            #expect(quiet.map(\.violated) == [nil, nil])
+            #expect(quiet.map(\.compliance) == [nil, nil] && quiet.map(\.observed) == [nil, nil] && quiet.map(\.events) == [0, 0])
+            #expect(quiet[1].violations == 1)
+            #expect(captured.contains(#"SLO has no data: order_fill_latency{symbol="AAPL"}:p999<100us@1s: no events in its window"#))
+            #expect(!captured.contains("SLO recovered"), "nothing recovered: there was nothing to judge")
             let text = String(decoding: PrometheusExporter.render(collector.snapshot), as: UTF8.self)
-            #expect(
-                text.contains(#"ringside_slo_violations_total{slo="order_fill_latency{symbol=\"AAPL\"}:p999<100us@1s",severity="P1"} 1"#))
+            let rule = #"slo="order_fill_latency{symbol=\"AAPL\"}:p999<100us@1s",severity="P1""#
+            #expect(text.contains("ringside_slo_violations_total{\(rule)} 1\n"))
+            #expect(text.contains("ringside_slo_violated{\(rule)} NaN\n") && text.contains("ringside_slo_compliance_ratio{\(rule)} NaN\n"))
+            #expect(text.contains("ringside_slo_window_events{\(rule)} 0\n"))
+            let latest = try jsonObject(String(decoding: JSONExporter.latest(collector.snapshot), as: UTF8.self))
+            let slos = try #require(latest["slos"] as? [[String: Any]])
+            #expect(slos.count == 2 && slos.allSatisfy { $0["violated"] is NSNull && $0["compliance"] is NSNull })
+            let health = try jsonObject(
+                String(
+                    decoding: JSONExporter.health(collector.snapshot, isHealthy: true, lastPassAgeSeconds: 0, snapshotAgeSeconds: 0),
+                    as: UTF8.self))
+            #expect((health["slos"] as? [[String: Any]])?.allSatisfy { $0["violated"] is NSNull } == true)
         }
     }
 
@@ -299,19 +312,19 @@ struct CollectorTests {
                 directory, slo: ["orders_rejected/orders_total<0.05%@1h severity=P0", #"orders_rejected{venue="Y"}/orders_total<2%@1h"#],
                 captured: captured)
             var slos = pass(collector).slos
-            #expect(slos[0].events == 0 && !slos[0].violated && slos[0].matchingSeries == 3)
+            #expect(slos[0].events == 0 && slos[0].violated == nil && slos[0].compliance == nil && slos[0].matchingSeries == 3)
 
             total.increment(by: 10_000)
             rejected.increment(by: 2)
             slos = pass(collector, offset: 1_000_000_000).slos
-            #expect(slos[0].events == 10_000 && slos[0].observed == 0.0002 && !slos[0].violated)
+            #expect(slos[0].events == 10_000 && slos[0].observed == 0.0002 && slos[0].violated == false)
             #expect(slos[0].compliance == 1 - 0.0002 && slos[0].severity == "P0" && slos[1].severity == "P1")
 
             rejected.increment(by: 9)
             other.increment()
             slos = pass(collector, offset: 2_000_000_000).slos
-            #expect(slos[0].observed == 0.0012 && slos[0].violated && slos[0].violations == 1)
-            #expect(slos[1].observed == 0.0001 && !slos[1].violated, "venue Y's only")
+            #expect(slos[0].observed == 0.0012 && slos[0].violated == true && slos[0].violations == 1)
+            #expect(slos[1].observed == 0.0001 && slos[1].violated == false, "venue Y's only")
             #expect(captured.contains("SLO violated: orders_rejected/orders_total<0.05%@1h (severity P0): ratio 0.12%, bound 0.05%"))
             let text = String(decoding: PrometheusExporter.render(collector.snapshot), as: UTF8.self)
             let name = #"slo="orders_rejected/orders_total<0.05%@1h",severity="P0""#
@@ -326,9 +339,10 @@ struct CollectorTests {
             // only what came after the half hour: nothing, so nothing is judged.
             total.increment(by: 1_000)
             slos = pass(collector, offset: 1_800_000_000_000).slos
-            #expect(slos[0].events == 11_000 && slos[0].violated)
+            #expect(slos[0].events == 11_000 && slos[0].violated == true)
             slos = pass(collector, offset: 5_401_000_000_000).slos
-            #expect(slos[0].events == 0 && !slos[0].violated && captured.contains("SLO recovered"))
+            #expect(slos[0].events == 0 && slos[0].violated == nil && slos[0].compliance == nil)
+            #expect(captured.contains("SLO has no data: orders_rejected/orders_total<0.05%@1h: no events in its window"))
             #expect(slos[0].eventsTotal == 11_000 && slos[0].badEventsTotal == 12, "since the collector started, never lower")
             #expect(slos[0].coveredSeconds.map { $0 >= 3_600 && $0 <= 3_602 } == true, "the period, to within a step (1 s)")
         }

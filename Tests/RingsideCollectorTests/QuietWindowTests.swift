@@ -74,6 +74,10 @@ struct QuietWindowTests {
             // The all-time histogram keeps every value.
             #expect(after["quote_latency_seconds_count{\(labels)}"] == "100")
             #expect(after["quote_latency_seconds_bucket{\(labels),le=\"+Inf\"}"] == "100")
+            // Its SLO has nothing to judge: neither met (0) nor broken (1).
+            let slo = #"{slo="quote_latency:p99<100us@1s",severity="P1"}"#
+            #expect(before["ringside_slo_violated\(slo)"] == "1" && after["ringside_slo_violated\(slo)"] == "NaN")
+            #expect(after["ringside_slo_compliance_ratio\(slo)"] == "NaN" && after["ringside_slo_window_events\(slo)"] == "0")
             // No sample of the empty window reads 0 but its count, sum and rate.
             let zeros = after.filter { $0.key.contains("window=\"1s\"") && $0.value == "0" }.keys
             #expect(

@@ -179,4 +179,38 @@ struct LivePageBrowserTests {
             #expect(dom.contains("class=\"live\">live, updated"))
         }
     }
+
+    @Test(
+        "a window that emptied shows - for its quantiles and max, not 0, and an SLO with no events in its window shows no data",
+        .timeLimit(.minutes(5)))
+    func quietWindow() throws {
+        guard let chromium = try requiredSystemTool("chromium") else { return }
+        try withBot("quiet-bot") { directory, bot in
+            let latency = try bot.histogram("quote_latency", unit: .nanoseconds)
+            for value in 1...100 { latency.record(UInt64(value) * 10_000) }
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--slo", "quote_latency:p99<100us@1s"])
+            defer { collector.kill() }
+            // The values drained, then the second's window empty while the minute's holds them.
+            let quiet = try eventually(seconds: 30) { () -> Bool? in
+                let latest = try jsonObject(httpGet(port: port, path: "/latest").body)
+                let series = (latest["series"] as? [[String: Any]])?.first { $0["metric"] as? String == "quote_latency" }
+                let windows = series?["windows"] as? [String: [String: Any]]
+                let slo = (latest["slos"] as? [[String: Any]])?.first
+                return windows?["1s"]?["count"] as? Int == 0 && windows?["1m"]?["count"] as? Int == 100 && slo?["violated"] is NSNull
+                    ? true : nil
+            }
+            try #require(quiet == true, "/latest never showed the second's window empty and the SLO without data")
+            let dom = try Self.renderedDOM(chromium, url: "http://127.0.0.1:\(port)/?window=1s")
+            withExtendedLifetime(bot) {}
+            let card = Self.card("quote_latency", in: dom) ?? ""
+            for stat in ["p50", "p99", "p999", "max"] {
+                #expect(card.contains("data-stat=\"\(stat)\" data-value=\"null\">-</b>"), "\(stat): \(card.prefix(600))")
+            }
+            #expect(card.contains("data-stat=\"count\" data-value=\"0\">0</b>"), "the count: \(card.prefix(600))")
+            let row = try #require(dom.range(of: "data-slo=\"quote_latency:p99").map { dom[$0.lowerBound...].prefix { $0 != "\n" } })
+            #expect(row.contains("<span class=\"badge no-data\">no data</span>"), "the SLO's row: \(row.prefix(600))")
+            #expect(row.contains("<td class=\"num\">-</td>"), "its compliance: \(row.prefix(600))")
+            #expect(!row.contains("NaN") && !row.contains(">met<"), "the SLO's row: \(row.prefix(600))")
+        }
+    }
 }

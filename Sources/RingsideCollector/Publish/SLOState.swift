@@ -6,16 +6,20 @@ import RingsideAggregation
 import RingsideCommandLine
 import RingsideText
 
-/// One SLO rule's judgement over time: violated or not, and how often it broke.
+/// One SLO rule's judgement over time: violated or not, and how often it broke. A window with
+/// no events (a quiet symbol, or no matching series yet) is no data: the rule is then neither
+/// met nor violated, and its compliance is none (not 1), until events judge it again.
 struct SLOState {
     /// What one evaluation found.
     struct Outcome {
         var events: UInt64 = 0
         var matchingSeries = 0
+        /// The statistic judged, nil when there was nothing to judge (no data).
         var observed: Double?
         var threshold: Double?
         var unit: MetricUnit = .none
-        var compliance = 1.0
+        /// The fraction of the events within the bound, nil with no data.
+        var compliance: Double?
         var violated = false
         /// A ratio's counts since the collector started, and how much of its period it has seen.
         var eventsTotal: UInt64?
@@ -23,6 +27,9 @@ struct SLOState {
         var coveredNanos: UInt64?
         /// The bots whose series it read.
         var bots: Set<String> = []
+
+        /// Whether there were events to judge the rule on.
+        var hasData: Bool { observed != nil }
     }
 
     let rule: SLORule
@@ -122,32 +129,36 @@ struct SLOState {
         return outcome
     }
 
-    /// Takes in an outcome; returns the log line for a transition, if there is one.
+    /// Takes in an outcome; returns the log line for a transition into or out of violation, if
+    /// there is one (no data ends a violation: it is not judged broken on nothing).
     mutating func record(_ outcome: Outcome) -> String? {
         guard outcome.violated != violated else { return nil }
         violated = outcome.violated
+        guard let observed = outcome.observed else {
+            return "SLO has no data: \(rule.text): no events in its window, so neither met nor violated until events come"
+        }
         let figures: String
         if rule.isRatio {
             figures =
-                "ratio \(ratioPercent(outcome.observed ?? 0)), bound \(ratioPercent(outcome.threshold ?? 0)), \(outcome.events) events over "
+                "ratio \(ratioPercent(observed)), bound \(ratioPercent(outcome.threshold ?? 0)), \(outcome.events) events over "
                 + formatDuration(outcome.coveredNanos ?? 0)
         } else {
             figures =
-                "\(rule.statisticName) \(formatMeasure(outcome.observed ?? 0, unit: outcome.unit)), bound "
+                "\(rule.statisticName) \(formatMeasure(observed, unit: outcome.unit)), bound "
                 + "\(formatMeasure(outcome.threshold ?? 0, unit: outcome.unit)), \(outcome.events) events, "
-                + "compliance \(percent(outcome.compliance))"
+                + "compliance \(percent(outcome.compliance ?? 0))"
         }
         if violated {
             violations += 1
             return "SLO violated: \(rule.text) (severity \(rule.severity)): \(figures)"
         }
-        return "SLO recovered: \(rule.text): " + (outcome.events == 0 ? "no events in the window" : figures)
+        return "SLO recovered: \(rule.text): " + figures
     }
 
     func snapshot(_ outcome: Outcome) -> SLOSnapshot {
         var snapshot = SLOSnapshot(
             rule: rule.text, statistic: rule.statisticName, window: formatDuration(rule.windowNanos),
-            violated: violated, violations: violations, compliance: outcome.compliance,
+            violated: outcome.hasData ? violated : nil, violations: violations, compliance: outcome.compliance,
             observed: outcome.observed, threshold: outcome.threshold, events: outcome.events,
             matchingSeries: outcome.matchingSeries)
         snapshot.severity = rule.severity
