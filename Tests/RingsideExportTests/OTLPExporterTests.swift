@@ -84,6 +84,36 @@ struct OTLPExporterTests {
         return SeriesSnapshot(ring: "bot-a", metric: metric, id: id, windows: [])
     }
 
+    @Test("a histogram whose windows hold nothing sends no made-up figure: no window's quantile at all, and no min or max before a value")
+    func quietHistograms() throws {
+        var snapshot = Snapshot()
+        snapshot.windowNanos = [1_000_000_000]
+        snapshot.quantiles = [0.5, 0.99]
+        // Registered, never recorded: count 0, and its one window empty.
+        var never = series("fill", .histogram, unit: .microseconds, labels: "venue=X", id: 1)
+        never.windows = [WindowStats()]
+        never.cumulative = Histogram()
+        // Recorded once, long ago: its window empty now (the old exporters read 0 there).
+        var quiet = series("fill", .histogram, unit: .microseconds, labels: "venue=Y", id: 2)
+        var empty = WindowStats()
+        empty.quantileValues = [0, 0]
+        quiet.windows = [empty]
+        var histogram = Histogram()
+        histogram.record(250)
+        quiet.cumulative = histogram
+        quiet.cumulativeCount = 1
+        quiet.cumulativeSum = 250
+        snapshot.series = [never, quiet]
+        let bytes = OTLPExporter.request(
+            snapshot, origin: OTLPExporter.Origin(hostName: "h1"), scale: 0, timeNanos: 2_000, startNanos: { _ in 1_000 })
+        let metrics = try decodeRequest(bytes).flatMap(\.metrics)
+        // One exponential histogram, cumulative: the windows (and their quantiles) are not OTLP's.
+        #expect(metrics.map(\.kind) == [10] && metrics[0].points.count == 2)
+        let (first, second) = (metrics[0].points[0], metrics[0].points[1])
+        #expect(first.count == 0 && first.sum == 0 && first.min == nil && first.max == nil && first.counts.isEmpty)
+        #expect(second.count == 1 && second.min == 0.00025 && second.max == 0.00025)
+    }
+
     @Test("a request holds a resource per bot (and per per-worker gauge's process), a Metric per name, each series' values in base units")
     func request() throws {
         var snapshot = Snapshot()

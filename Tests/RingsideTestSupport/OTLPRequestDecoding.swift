@@ -24,7 +24,9 @@ package struct DecodedOTLPMetric {
 package struct DecodedPoint {
     package var attributes: [String: String] = [:]
     package var start: UInt64 = 0, time: UInt64 = 0
-    package var count: UInt64 = 0, sum = 0.0, min = 0.0, max = 0.0
+    package var count: UInt64 = 0, sum = 0.0
+    /// Optional fields: nil when the point does not carry them.
+    package var min: Double?, max: Double?
     package var scale: Int64 = 0, zeroCount: UInt64 = 0, zeroThreshold = 0.0
     package var offset: Int64 = 0, counts: [UInt64] = []
     package var negativeOffset: Int64 = 0, negativeCounts: [UInt64] = []

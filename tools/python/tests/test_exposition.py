@@ -2,6 +2,7 @@
 OpenMetrics parser (as the issue that added them asks), with gzip."""
 
 import gzip
+import math
 import urllib.request
 
 import pytest
@@ -95,6 +96,58 @@ def test_openmetrics_of_signed_and_scaled_histograms_parses(ring_dir, collector,
     assert families["fee_usd_windowed"].type == "summary"
     _, text = fetch(collector, "/metrics", {})
     assert 'slippage_bps_count{ring="om-signed"} 501' in text.decode()
+
+
+@pytest.fixture
+def text_parser():
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        if IN_CI:
+            pytest.fail("prometheus_client is not installed (CI=true: .ci/run installs it)")
+        pytest.skip("prometheus_client is not installed")
+    return text_string_to_metric_families
+
+
+def test_a_quiet_window_reads_nan_not_zero(ring_dir, collector, parser, text_parser):
+    """A symbol that stopped trading: its 1 s window empties while the minute's still holds its
+    values. prometheus_client's parsers read the empty window's quantiles and maximum as NaN (as a
+    summary with no observations exports them), its count and sum as 0; never a made-up 0 p99."""
+    bot = ringside.attach("quiet-bot", ring_dir)
+    fill = bot.histogram("quote_latency", unit="s", labelnames=("symbol",))
+    for i in range(1, 101):
+        fill.labels("AAPL").observe(i * 1e-5)
+    bot.close()
+
+    def emptied():
+        window = (collector.series("quiet-bot", "quote_latency", symbol="AAPL") or {}).get("windows", {})
+        second, minute = window.get("1s", {}), window.get("1m", {})
+        return second.get("count") == 0 and minute.get("count") == 100
+    collector.wait_for("the 1 s window to empty while the minute holds the values", emptied)
+    second = collector.series("quiet-bot", "quote_latency", symbol="AAPL")["windows"]["1s"]
+    assert all(second[key] is None for key in ("min", "max", "mean", "p50", "p99", "p999")), second
+    assert second["sum"] == 0
+
+    def windows(families, name):
+        """(window, quantile) -> value of the family's samples for the quiet bot's series."""
+        return {(s.labels.get("window"), s.labels.get("quantile"), s.name): s.value
+                for s in families[name].samples if s.labels.get("ring") == "quiet-bot"}
+
+    _, om = fetch(collector, "/metrics", {"Accept": "application/openmetrics-text; version=1.0.0"})
+    _, text = fetch(collector, "/metrics", {})
+    for page, parse in ((om.decode(), parser), (text.decode(), text_parser)):
+        families = {family.name: family for family in parse(page)}  # raises on anything it rejects
+        summary = windows(families, "quote_latency_windowed_seconds")
+        quantiles = {q: v for (w, q, n), v in summary.items() if w == "1s" and q is not None}
+        assert quantiles and all(math.isnan(v) for v in quantiles.values()), quantiles
+        assert summary[("1s", None, "quote_latency_windowed_seconds_count")] == 0
+        assert summary[("1s", None, "quote_latency_windowed_seconds_sum")] == 0
+        assert summary[("1m", None, "quote_latency_windowed_seconds_count")] == 100
+        minute = [v for (w, q, n), v in summary.items() if w == "1m" and q is not None]
+        assert minute and all(v > 0 and math.isfinite(v) for v in minute), minute
+        maxima = windows(families, "quote_latency_window_max_seconds")
+        assert math.isnan(maxima[("1s", None, "quote_latency_window_max_seconds")])
+        assert maxima[("1m", None, "quote_latency_window_max_seconds")] == pytest.approx(1e-3)
 
 
 def test_gzip_when_asked_and_the_same_page_inside(ring_dir, collector):
