@@ -10,6 +10,7 @@ import Glibc
 /// writing Swift. It attaches as the ring's producer (creating the ring if needed), registers
 /// the metric, writes the values, and says how many it wrote.
 package enum EmitTool {
+    /// The help text; the default capacity is the library's, read, not copied.
     package static let usage = """
         usage: ringside-emit --ring NAME METRIC [options] [VALUE...]
 
@@ -29,7 +30,7 @@ package enum EmitTool {
                                trace id (histograms; repeatable, kept in order; 64 bytes in all)
           --drop               when the ring is full, drop (and count) records instead of waiting
           --capacity N         records a lane holds, in a ring this creates (a power of two;
-                               default: an existing ring's, else 131072)
+                               default: an existing ring's, else \(Bot.Options().laneCapacity))
           --dir PATH           ring directory (default: $RINGSIDE_DIR, else /dev/shm)
           --help               this text
           --version            print the version and the git revision, and exit

@@ -288,9 +288,17 @@ struct EmitToolTests {
         }
     }
 
-    @Test("--help")
+    @Test("--help, whose default --capacity is the capacity of the lanes a ring emit creates has")
     func help() throws {
         let run = try runProcess("ringside-emit", ["--help"])
         #expect(run.status == 0 && run.output.hasPrefix("usage: ringside-emit --ring NAME METRIC"))
+        let said = try #require(
+            run.output.components(separatedBy: "default: an existing ring's, else ").dropFirst().first?.prefix { $0.isNumber },
+            "--help names no default capacity")
+        try withRingDirectory { directory in
+            #expect(try emit(directory, ["--ring", "fresh", "x", "1"]).status == 0)
+            let capacity = try RingInspector("fresh", directory: directory).status().capacity
+            #expect(String(said) == String(capacity), "--help says \(said) records; a new ring's lanes hold \(capacity)")
+        }
     }
 }
