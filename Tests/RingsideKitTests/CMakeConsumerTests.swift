@@ -125,7 +125,7 @@ struct CMakeConsumerTests {
 
 /// Configures, builds and installs tools/c on its own into `build`/prefix (with `--prefix` at
 /// install time, so the CMake config and ringside.pc must find their prefix from where they are).
-private func installRingside(_ cmake: String, into build: TemporaryDirectory) throws -> String {
+func installRingside(_ cmake: String, into build: TemporaryDirectory) throws -> String {
     let libraryBuild = build.path + "/ringside", prefix = build.path + "/prefix"
     try succeed(cmake, ["-S", kitFile("tools/c"), "-B", libraryBuild])
     try succeed(cmake, ["--build", libraryBuild, "-j", "2"])

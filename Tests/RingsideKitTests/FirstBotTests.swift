@@ -76,21 +76,28 @@ struct FirstBotTests {
         }
     }
 
-    @Test("C: the block is Tests/fixtures/first_bot.c, which records 42 us and counts one order")
+    @Test("C: the block is Tests/fixtures/first_bot.c, built the README's way (pkg-config), which records 42 us and counts one order")
     func c() throws {
         let block = try #require(Self.readmeBlocks("c").first)
         try Self.expectProgram("Tests/fixtures/first_bot.c", runs: block)
-        guard let cc = try requiredSystemTool("cc") else { return }
+        let includes = block.filter { $0.hasPrefix("#include") }.map { $0.split(separator: " ")[1] }
+        #expect(includes == ["<stdio.h>", "<stdlib.h>", "\"ringside_producer.h\""], "the block shows every include it needs")
+        guard let cc = try requiredSystemTool("cc"), let cmake = try requiredSystemTool("cmake"), try requiredSystemTool("make") != nil,
+            let pkgConfig = try requiredSystemTool("pkg-config")
+        else { return }
         let build = try TemporaryDirectory("ringside-first-bot")
         defer { build.remove() }
+        // The README's lines: tools/c built and installed into a prefix, then cc with pkg-config's flags.
+        let prefix = try installRingside(cmake, into: build)
+        let path = "\(prefix)/lib/pkgconfig:\(prefix)/lib64/pkgconfig"
+        let flags = try runProcess(pkgConfig, ["--cflags", "--libs", "ringside"], environment: ["PKG_CONFIG_PATH": path])
+        try #require(flags.status == 0, "pkg-config failed:\n\(flags.errors)")
         let executable = build.path + "/first_bot"
         let compiled = try runProcess(
             cc,
-            [
-                "-std=gnu11", "-Wall", "-Werror", "-pthread", "-I", kitFile("Sources/CRingside/include"),
-                kitFile("Tests/fixtures/first_bot.c"), kitFile("Sources/CRingside/ringside_producer.c"),
-                kitFile("Sources/CRingside/ringside.c"), "-o", executable,
-            ], mergingErrors: true)
+            ["-std=gnu11", "-Wall", "-Werror", kitFile("Tests/fixtures/first_bot.c")]
+                + flags.output.split(whereSeparator: \.isWhitespace).map(String.init) + ["-o", executable],
+            mergingErrors: true)
         try #require(compiled.status == 0, "cc failed:\n\(compiled.output)")
         try withRingDirectory { directory in
             let ran = try runProcess(executable, [], environment: ["RINGSIDE_DIR": directory.path], mergingErrors: true)
