@@ -60,19 +60,38 @@ package enum JSONExporter {
         return json.bytes
     }
 
-    /// `/health`: each ring's state, and whether the drain loop makes progress.
-    package static func health(_ snapshot: Snapshot, isHealthy: Bool, lastPassAgeSeconds: Double, snapshotAgeSeconds: Double) -> [UInt8] {
+    /// `/health`: each ring's state, whether the drain loop makes progress, and how many bots
+    /// are alive (see `BotHealth`, judged with `maxAgeSeconds`). With `asked` (`/health?ring=`),
+    /// those bots' states and reasons, and only their files: its status is `ok` when the drain
+    /// loop makes progress and every bot asked is alive, `unhealthy` when one is not, `stalled`
+    /// when the loop makes none. `nowNanos`: CLOCK_REALTIME now (by default the snapshot's build).
+    package static func health(
+        _ snapshot: Snapshot, isHealthy: Bool, lastPassAgeSeconds: Double, snapshotAgeSeconds: Double,
+        maxAgeSeconds: Double = BotHealth.defaultMaxAgeSeconds, asked: [BotHealth]? = nil,
+        nowNanos: UInt64? = nil
+    ) -> [UInt8] {
         let json = JSONWriter()
+        let now = nowNanos ?? snapshot.generatedRealtimeNanos
+        let bots = BotHealth.all(in: snapshot, nowNanos: now, maxAgeSeconds: maxAgeSeconds)
+        let askedNames = asked.map { Set($0.map(\.name)) }
         json.object {
-            json.field("status", isHealthy ? "ok" : "stalled")
+            let allAlive = asked?.allSatisfy(\.isAlive) ?? true
+            json.field("status", !isHealthy ? "stalled" : allAlive ? "ok" : "unhealthy")
             json.field("last_pass_age_seconds", lastPassAgeSeconds)
             json.field("snapshot_age_seconds", snapshotAgeSeconds)
             json.field("snapshot_build_seconds", snapshot.collector.snapshotBuildSeconds)
             // Kept: those on the page, and those whose first figures wait for the next snapshot.
             json.field("series", snapshot.collector.series)
             json.field("series_awaiting_figures", snapshot.collector.seriesAwaitingFigures)
+            json.field("bots_known", bots.count)
+            json.field("bots_alive", bots.count { $0.isAlive })
+            json.field("max_age_seconds", maxAgeSeconds)
+            if let asked {
+                json.key("bots")
+                json.array(asked) { bot in writeBotHealth(bot, into: json) }
+            }
             json.key("rings")
-            json.array(snapshot.rings) { ring in
+            json.array(snapshot.rings.filter { askedNames?.contains($0.bot) ?? true }) { ring in
                 json.object {
                     json.field("name", ring.name)
                     writeCondition(ring, into: json)
@@ -82,6 +101,7 @@ package enum JSONExporter {
                     json.field("heartbeat_age_seconds", ring.heartbeatAgeSeconds)
                 }
             }
+            guard asked == nil else { return }
             json.key("slos")
             json.array(snapshot.slos) { slo in
                 json.object {
@@ -91,6 +111,19 @@ package enum JSONExporter {
             }
         }
         return json.bytes
+    }
+
+    /// One bot of `/health?ring=`: its state, whether that is alive, and why not.
+    private static func writeBotHealth(_ bot: BotHealth, into json: JSONWriter) {
+        json.object {
+            json.field("name", bot.name)
+            json.field("state", bot.state.rawValue)
+            json.field("alive", bot.isAlive)
+            json.field("reason", bot.reason)
+            json.field("heartbeat_age_seconds", bot.heartbeatAgeSeconds)
+            json.field("producer_pid", bot.producerPID)
+            json.field("files", bot.files)
+        }
     }
 
     /// `/api/captures`: where captures go, their counts by trigger, and the latest ones (newest

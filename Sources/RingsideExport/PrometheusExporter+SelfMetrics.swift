@@ -58,6 +58,7 @@ extension PrometheusExporter {
         ringFamilies(snapshot.rings, attached: attached, family)
         laneFamilies(attached, family)
         collectorFamilies(snapshot.collector, rings: attached.count, currentRealtimeNanos: snapshot.currentRealtimeNanos, family)
+        queryFamilies(snapshot.collector.queries, family)
         sloFamilies(snapshot.slos, family)
         return result
     }

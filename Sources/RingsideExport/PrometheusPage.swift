@@ -72,8 +72,10 @@ struct PrometheusPage {
     private var ownJoinedSeries = false
 
     /// The plan of `snapshot`'s page, with the `process_*` families of `process`; `openMetrics`:
-    /// of its OpenMetrics page, whose signed histograms export other families (see `FamilyNames`).
-    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil, openMetrics: Bool = false) {
+    /// of its OpenMetrics page, whose signed histograms export other families (see `FamilyNames`);
+    /// without `collectorFamilies`, a per-bot page's: the series and their files' families alone
+    /// (see `PrometheusRenderer.render(_:bots:format:)`).
+    init(_ snapshot: Snapshot, process: ProcessMetrics? = nil, openMetrics: Bool = false, collectorFamilies: Bool = true) {
         self.snapshot = snapshot
         var groupIndex: [GroupKey: Int] = [:]
         snapshot.series.forEachInPlace { position, series in
@@ -106,6 +108,10 @@ struct PrometheusPage {
             addOwn(.perMetric(family), name: family.name, type: family.type, help: family.help)
         }
         seriesFamilyCount = families.count
+        guard collectorFamilies else {
+            for family in PrometheusExporter.botFamilies(snapshot) { addFixed(family) }
+            return
+        }
         for family in PrometheusExporter.selfMetrics(snapshot) { addFixed(family) }
         for family in PrometheusExporter.threadHealthFamilies(snapshot) { addFixed(family) }
         addFixed(PrometheusExporter.buildInfo)

@@ -95,7 +95,7 @@ package final class PrometheusRenderer: Sendable {
     /// (text kept for a plain page), as `linesPerPiece` are when written deflated.
     package static let pieceBytes = 16 << 20
 
-    private func write(_ page: PrometheusPage, format: ExpositionFormat, families: Range<Int>?, threads: Int) -> [UInt8] {
+    func write(_ page: PrometheusPage, format: ExpositionFormat, families: Range<Int>? = nil, threads: Int) -> [UInt8] {
         if format == .protobuf { return page.writeProtobuf(families: families) }
         return buffers.withLock { buffers in
             let bytes = page.write(reusing: &buffers, threads: threads, openMetrics: format == .openMetrics, families: families)

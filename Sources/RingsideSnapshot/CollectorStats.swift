@@ -58,6 +58,8 @@ package struct CollectorStats: Sendable {
     package var recorder: RecorderStats?
     /// Captures of the recorder's records (`--capture-dir`); nil without it.
     package var captures: CaptureStats?
+    /// What the routes did with their query strings: per-bot pages, queries refused.
+    package var queries = QueryStats()
 
     package init() {}
 }

@@ -25,6 +25,7 @@ extension CollectorEndpoints {
         for item in (request.query ?? "").split(separator: "&") where !item.isEmpty {
             let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.count == 2, parts[0] == "bot", let bot = percentDecoded(parts[1]), !bot.isEmpty else {
+                queryFigures.refuse(Self.capturePath)
                 return HTTPResponse(status: 400, text: "bad request: \(item): the only parameter is bot=NAME\n")
             }
             bots = (bots ?? []).union([bot])

@@ -22,6 +22,8 @@ package final class CollectorEndpoints: Sendable {
     let figures: SubscriberFigures
     /// The `/metrics` pages of the variants scraped, kept up to date by their own thread.
     package let metricsPages: MetricsPages
+    /// The per-bot pages (`/metrics?ring=`) and the queries refused: shown on `/metrics`.
+    let queryFigures = QueryFigures()
     private let latest = LatestRenderer()
     /// The bodies rendered of the latest snapshot, by route and variant: repeated scrapes cost a
     /// copy. A body of a newer snapshot (or of the same one with a newer thread sample) empties
@@ -44,7 +46,7 @@ package final class CollectorEndpoints: Sendable {
     let captureDirectory: LogDirectory?
 
     /// `POST /-/reload`'s requests, with `--web-enable-lifecycle` (nil: the route is not served).
-    private let reloadRequests: ReloadRequests?
+    let reloadRequests: ReloadRequests?
     /// The route that reloads the configuration, as Prometheus'.
     package static let reloadPath = "/-/reload"
 
@@ -61,11 +63,13 @@ package final class CollectorEndpoints: Sendable {
             ? HistoryStore(retentionSeconds: options.historySeconds, maxSeries: options.historyMaxSeries) : nil
         let figures = SubscriberFigures()
         self.figures = figures
+        let queryFigures = queryFigures
         metricsPages = MetricsPages(
             published: published,
             source: {
                 var snapshot = published.snapshot
                 figures.apply(to: &snapshot)
+                queryFigures.apply(to: &snapshot)
                 return snapshot
             })
     }
@@ -86,9 +90,10 @@ package final class CollectorEndpoints: Sendable {
     var stallNanos: UInt64 { max(1_000_000_000, 10 * pollNanos) }
 
     /// The latest snapshot, with the subscribers' figures.
-    private func latestSnapshot() -> Snapshot {
+    func latestSnapshot() -> Snapshot {
         var snapshot = published.snapshot
         figures.apply(to: &snapshot)
+        queryFigures.apply(to: &snapshot)
         return snapshot
     }
 
@@ -114,19 +119,15 @@ package final class CollectorEndpoints: Sendable {
     /// `/-/ready`, `/health`, 404s), on the HTTP server's loop thread; nil for a page, which
     /// `render` answers. The server's `quick`.
     package func quick(_ request: HTTPRequest) -> HTTPResponse? {
+        if case let .refused(refusal) = checkedQuery(of: request) { return refusal }
         switch request.path {
         case "/metrics", "/latest", "/api/history", "/", Self.capturesPath, Self.timelinePath:
             return nil
         case Self.capturePath:
             return request.method == "POST" ? askForCapture(request) : HTTPResponse(status: 405, text: "use POST to ask for a capture\n")
         case "/health":
-            let snapshot = latestSnapshot()
-            let progress = drainProgress()
-            return HTTPResponse(
-                status: progress.ready ? 200 : 503, contentType: JSONExporter.contentType,
-                body: JSONExporter.health(
-                    snapshot, isHealthy: progress.ready,
-                    lastPassAgeSeconds: progress.lastPassAgeSeconds, snapshotAgeSeconds: Self.age(of: snapshot)))
+            guard case let .taken(query) = checkedQuery(of: request) else { return nil }
+            return health(asking: query)
         case "/-/healthy":
             // The process serves: that is all liveness means (Prometheus's and node_exporter's convention).
             return HTTPResponse(text: "Healthy\n")
@@ -161,10 +162,18 @@ package final class CollectorEndpoints: Sendable {
             // Text, OpenMetrics or protobuf, as the scraper's Accept header prefers.
             let format = ExpositionFormat.negotiate(accept: request.header("Accept"))
             let gzip = acceptsGzip(request.header("Accept-Encoding"))
-            let page = metricsPages.page(for: MetricsPages.Variant(format, gzip: gzip))
+            let variant = MetricsPages.Variant(format, gzip: gzip)
+            let parts: [[UInt8]]
+            switch checkedQuery(of: request) {
+            case let .refused(refusal): return refusal
+            case let .taken(query) where !query.rings.isEmpty:
+                let revision = published.revision  // before the snapshot: the page is at least as new
+                parts = [queryFigures.botPages.page(bots: query.rings, variant: variant, revision: revision, source: latestSnapshot)]
+            case .taken: parts = metricsPages.page(for: variant).parts
+            }
             let vary = HTTPHeader("Vary", "Accept-Encoding")
             return HTTPResponse(
-                contentType: format.contentType, bodyParts: page.parts,
+                contentType: format.contentType, bodyParts: parts,
                 headers: gzip ? [HTTPHeader("Content-Encoding", "gzip"), vary] : [vary])
         case "/latest":
             return compressible(request, contentType: JSONExporter.contentType, key: "latest", latest.render)
@@ -196,6 +205,7 @@ package final class CollectorEndpoints: Sendable {
         let now = Int64(rs_clock_realtime_ns() / 1_000_000_000)
         let query: HistoryQuery
         do { query = try HistoryQuery(parsing: request.query, nowSeconds: now) } catch {
+            queryFigures.refuse(request.path)
             return HTTPResponse(status: 400, text: "bad request: \(error.reason)\n")
         }
         let gzip = acceptsGzip(request.header("Accept-Encoding"))
@@ -265,7 +275,8 @@ package final class CollectorEndpoints: Sendable {
             "/metrics",
             "windowed quantiles, cumulative histogram buckets, counters, gauges, SLO states, the collector's "
                 + "own metrics, build info and process metrics: Prometheus text 0.0.4, OpenMetrics 1.0.0 or protobuf "
-                + "(with native histograms under --native-histograms) as the Accept header asks, gzipped when accepted"
+                + "(with native histograms under --native-histograms) as the Accept header asks, gzipped when accepted; "
+                + "?ring=NAME (repeatable): those bots' series and files alone"
         ),
         ("/latest", "the latest snapshot as JSON: series, rings and their lanes, SLOs, the collector"),
         (
@@ -283,7 +294,12 @@ package final class CollectorEndpoints: Sendable {
             "/captures/view",
             "?file=NAME.trace.json: a page that draws a capture's trace (a track per process and thread, slices, counters)"
         ),
-        ("/health", "each ring's state as JSON; 200 while the drain loop makes progress, else 503"),
+        (
+            "/health",
+            "each ring's state and the bots alive as JSON; 200 while the drain loop makes progress, else 503; "
+                + "?ring=NAME (repeatable; max_age=, default 60s): 200 while each bot named is alive and wrote within max_age, "
+                + "else 503 with each one's state and reason"
+        ),
         ("/-/healthy", "liveness: 200 whenever the process serves HTTP"),
         ("/-/ready", "readiness: 200 while the drain loop makes progress, else 503 (as /health)"),
     ]
