@@ -1,19 +1,24 @@
+import Ringside
 import RingsideCollector
 import RingsideExport
 import RingsideHTTP
 import RingsideHTTPClient
 
 /// Query strings and the values of heads and flags, each through its parser: the input, as text,
-/// is `/api/history`'s query (`HistoryQuery`), an `Accept` header (`ExpositionFormat.negotiate`),
-/// an `Accept-Encoding` header (`acceptsGzip`) and an OTLP endpoint (`HTTPURL`, `--otlp-endpoint`).
+/// is `/api/history`'s query (`HistoryQuery`), the query of every route that takes a few
+/// parameters or none (`RouteQuery`: `/metrics?ring=`, `/health?ring=&max_age=`, ...), an
+/// `Accept` header (`ExpositionFormat.negotiate`), an `Accept-Encoding` header (`acceptsGzip`)
+/// and an OTLP endpoint (`HTTPURL`, `--otlp-endpoint`).
 ///
 /// Checks: a history query taken asks for times from 0 with `from` at most `to` and a step of
-/// 1 s to an hour; a URL taken is written (`description`) as one that reads back the same, and
-/// the request head the client writes to it is read by the server's parser as the same target.
+/// 1 s to an hour; a route's query taken names only bots' valid names, each once, at most
+/// `RouteQuery.maxRings`, and a `max_age` from 1 s to a day, and only on the routes that take
+/// them; a URL taken is written (`description`) as one that reads back the same, and the request
+/// head the client writes to it is read by the server's parser as the same target.
 enum QueryTarget {
     static let target = FuzzTarget(
         name: "query",
-        covers: "text: /api/history's query, Accept, Accept-Encoding, an OTLP endpoint URL",
+        covers: "text: /api/history's query, the routes' queries (ring=, max_age=), Accept, Accept-Encoding, an OTLP endpoint URL",
         run: run,
         seeds: { seeds })
 
@@ -26,6 +31,10 @@ enum QueryTarget {
                 finding("a history query of from \(query.from), to \(query.to), step \(query.step) from \(text)")
             }
         }
+        for path in ["/metrics", "/health", "/latest", "/"] {
+            guard let query = try? RouteQuery(parsing: text, path: path) else { continue }
+            checkRouteQuery(query, path: path, text: text, finding: finding)
+        }
         _ = ExpositionFormat.negotiate(accept: text)
         _ = acceptsGzip(text)
         if let url = try? HTTPURL(parsing: text) {
@@ -34,6 +43,20 @@ enum QueryTarget {
             }
             checkRequest(to: url, finding: finding)
         }
+    }
+
+    /// A route's query taken holds only what the route takes, each value as its checks allow.
+    private static func checkRouteQuery(_ query: RouteQuery, path: String, text: String, finding: (String) -> Never) {
+        let taken = RouteQuery.parameters[path] ?? []
+        if !query.rings.isEmpty, !taken.contains("ring") { finding("\(path) took ring= from \(text)") }
+        if query.maxAgeSeconds != nil, !taken.contains("max_age") { finding("\(path) took max_age= from \(text)") }
+        if query.rings.count > RouteQuery.maxRings || Set(query.rings).count != query.rings.count {
+            finding("\(query.rings.count) rings, some twice, from \(text)")
+        }
+        for ring in query.rings where (try? RingDirectory.validate(name: ring)) == nil {
+            finding("ring=\(ring) taken from \(text), which is no bot's name")
+        }
+        if let age = query.maxAgeSeconds, !RouteQuery.maxAgeRange.contains(age) { finding("max_age \(age) s taken from \(text)") }
     }
 
     /// The head the client writes to `url` must be one a strict server (the collector's) reads
@@ -64,5 +87,11 @@ enum QueryTarget {
         FuzzSeed("url", "http://otel-collector:4318/v1/metrics?tenant=a"),
         FuzzSeed("url-ipv6", "http://[::1]:4318"),
         FuzzSeed("empty", ""),
+        FuzzSeed("bots", "ring=live-bot&ring=b.1_x-2&ring=live-bot"),
+        FuzzSeed("bot-health", "ring=order-router&max_age=30s&ring=md%2Dfeed"),
+        FuzzSeed("bot-health-seconds", "max_age=1.5&ring=a"),
+        FuzzSeed("bot-worker", "ring=pool%404242"),
+        FuzzSeed("live-page", "window=1m"),
+        FuzzSeed("bots-many", (0...64).map { "ring=b\($0)" }.joined(separator: "&")),
     ]
 }
