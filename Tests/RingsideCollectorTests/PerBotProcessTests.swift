@@ -52,6 +52,8 @@ struct PerBotProcessTests {
             let everyone = "ring=live-bot&ring=doomed&ring=paused&ring=quiet"
             #expect(eventually { (try? health(port, everyone))?.status == 200 }, "every bot alive at first")
 
+            // Attached is alive; its series show from the snapshot after their first records.
+            #expect(eventually { (try? get(port, "/metrics?ring=live-bot"))?.text.contains("blast_count{") == true })
             try checkPages(port: port)
 
             holds["doomed"]!.send(SIGKILL)
@@ -75,7 +77,7 @@ struct PerBotProcessTests {
                 return answer.status == 503 ? answer.bots["quiet"] : nil
             }
             #expect(quiet?["state"] as? String == "stale" && (quiet?["reason"] as? String)?.contains("max_age 1.0 s") == true)
-            #expect(try health(port, "ring=live-bot&max_age=1s").status == 200, "the live one writes 200 a second")
+            #expect(try health(port, "ring=live-bot&max_age=5s").status == 200, "the live one writes 200 a second")
 
             let plain = try get(port, "/health")
             let document = try jsonObject(plain.text)
