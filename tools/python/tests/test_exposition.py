@@ -2,6 +2,7 @@
 OpenMetrics parser (as the issue that added them asks), with gzip."""
 
 import gzip
+import importlib
 import math
 import urllib.request
 
@@ -17,15 +18,20 @@ def fetch(collector, path, headers):
         return response.headers, response.read()
 
 
-@pytest.fixture
-def parser():
+def prometheus_client_parser(module):
+    """prometheus_client's text_string_to_metric_families from `module`: fails under CI=true
+    when prometheus_client is missing, else skips."""
     try:
-        from prometheus_client.openmetrics.parser import text_string_to_metric_families
+        return importlib.import_module(module).text_string_to_metric_families
     except ImportError:
         if IN_CI:
             pytest.fail("prometheus_client is not installed (CI=true: .ci/run installs it)")
         pytest.skip("prometheus_client is not installed")
-    return text_string_to_metric_families
+
+
+@pytest.fixture
+def parser():
+    return prometheus_client_parser("prometheus_client.openmetrics.parser")
 
 
 def test_openmetrics_parses_with_prometheus_client(ring_dir, collector, parser):
@@ -100,13 +106,7 @@ def test_openmetrics_of_signed_and_scaled_histograms_parses(ring_dir, collector,
 
 @pytest.fixture
 def text_parser():
-    try:
-        from prometheus_client.parser import text_string_to_metric_families
-    except ImportError:
-        if IN_CI:
-            pytest.fail("prometheus_client is not installed (CI=true: .ci/run installs it)")
-        pytest.skip("prometheus_client is not installed")
-    return text_string_to_metric_families
+    return prometheus_client_parser("prometheus_client.parser")
 
 
 def test_a_quiet_window_reads_nan_not_zero(ring_dir, collector, parser, text_parser):
