@@ -45,13 +45,15 @@ package enum JSONExporter {
                     json.field("threshold", slo.threshold)
                     json.field("events", slo.events)
                     json.field("matching_series", slo.matchingSeries)
+                    json.field("unjudged_series", slo.unjudgedSeries)
+                    if let problem = slo.unjudgedProblem { json.field("unjudged_reason", problem) }
                     json.field("severity", slo.severity)
                     json.field("objective_ratio", slo.objectiveRatio)
                     if let eventsTotal = slo.eventsTotal, let badEventsTotal = slo.badEventsTotal {
                         json.field("events_total", eventsTotal)
                         json.field("bad_events_total", badEventsTotal)
-                        json.field("covered_seconds", slo.coveredSeconds)
                     }
+                    if let covered = slo.coveredSeconds { json.field("covered_seconds", covered) }
                 }
             }
             json.key("collector")

@@ -164,10 +164,19 @@ extension PrometheusExporter {
             "ringside_slo_compliance_ratio", "gauge", "Fraction of the window's events within the SLO's threshold (NaN: no events)",
             perSLO { $0.compliance ?? .nan })
         family(
-            "ringside_slo_window_events", "gauge", "Events in the SLO's window across its matching series", perSLO { Double($0.events) })
+            "ringside_slo_window_events", "gauge",
+            "Events in the SLO's window across its matching series (a gauge's: those holding a value; a rate's: the counters' increase)",
+            perSLO { Double($0.events) })
+        family(
+            "ringside_slo_matching_series", "gauge", "Series the SLO judges: 0 while it matches none (a typo, or a bot not started)",
+            perSLO { Double($0.matchingSeries) })
+        family(
+            "ringside_slo_unjudged_series", "gauge",
+            "Series the SLO's selector names that it cannot judge (a wrong kind, or another kind or unit than those it judges)",
+            perSLO { Double($0.unjudgedSeries) })
         family(
             "ringside_slo_objective_ratio", "gauge",
-            "Fraction of events the SLO wants good: an availability's 1 - bound, a quantile's quantile",
+            "Fraction of events the SLO wants good: an availability's 1 - bound (a floor's bound), a quantile's quantile",
             perSLO { $0.objectiveRatio })
         family(
             "ringside_slo_events_total", "counter",
@@ -175,11 +184,11 @@ extension PrometheusExporter {
             perSLO { $0.eventsTotal.map { Double($0) } })
         family(
             "ringside_slo_bad_events_total", "counter",
-            "An availability SLO's bad events (its bad counters' increase) since the collector started",
+            "An availability SLO's bad events (its bad counters' increase; a floor's: its total's not in its first counters) since the collector started",
             perSLO { $0.badEventsTotal.map { Double($0) } })
         family(
             "ringside_slo_window_covered_seconds", "gauge",
-            "How much of an availability SLO's period the collector has seen (less than the period until it has run that long)",
+            "How much of a gauge's, a rate's or an availability SLO's period the collector has seen (less than the period until it has run that long)",
             perSLO { $0.coveredSeconds })
     }
 }

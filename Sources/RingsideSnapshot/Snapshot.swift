@@ -447,11 +447,16 @@ package struct SLOSnapshot: Sendable {
     /// quantile), nil for `max` and `mean`.
     package var objectiveRatio: Double?
     /// A ratio's: every event and every bad event counted since the collector started (the
-    /// counters' increases: Prometheus takes any period from them), and how much of its period
-    /// the collector has seen (less than the period until it has run that long).
+    /// counters' increases: Prometheus takes any period from them); a gauge's, a rate's or a
+    /// ratio's: how much of its period the collector has seen (less than the period until it has
+    /// run that long).
     package var eventsTotal: UInt64?
     package var badEventsTotal: UInt64?
     package var coveredSeconds: Double?
+    /// Series its selectors match that it cannot judge (a wrong kind, or another kind or unit
+    /// than those it judges), and why the first of them.
+    package var unjudgedSeries = 0
+    package var unjudgedProblem: String?
 
     package init(
         rule: String, statistic: String, window: String, violated: Bool?, violations: UInt64, compliance: Double?,

@@ -130,7 +130,7 @@ struct CollectorOptionsTests {
             (["--poll", "0s"], "not a duration"),
             (["--ring", "../x"], "invalid ring name"),
             (["--slo", "lat:p99<100us@7s"], "window 7s is not one of --windows"),
-            (["--slo", "lat:p99>100us@1s"], "expected '<'"),
+            (["--slo", "lat:p99=100us@1s"], "expected '<', '<=', '>' or '>='"),
             (["--allow-uid", "me"], "not a user id"),
             (["--max-series", "0"], "--max-series: 0 is not a number of series"),
             (["--max-series-per-ring", "lots"], "--max-series-per-ring: lots is not a number of series"),

@@ -73,8 +73,32 @@ enum ConfigTargets {
               - order_fill_latency:p99<100us@1m severity=P1
               - market_data_latency:p99<10us@1m severity=P2
               - orders_rejected/orders_total<0.05%@30d severity=P0
+              - kill_switch_active:max<1@1m severity=P0
+              - daily_pnl:min>-50000@1d severity=P0
+              - slippage_bps:p95<50@1m severity=P1
+              - orders_filled/orders_sent>=90%@1h severity=P1
+              - orders_sent:rate>1@5m severity=P2
             otlp-endpoint: http://127.0.0.1:4318
             web-enable-lifecycle: true
+
+            """),
+        FuzzSeed(
+            "slo-every-form",
+            """
+            windows: [1s, 5s, 1m, 5m]
+            slo:
+              - kill_switch_active:max<1@1m severity=P0
+              - daily_pnl:min>-50000@1d severity=P0
+              - 'daily_pnl{desk="fx"}:min>=-1e6@90d'
+              - slippage_bps:p95<50@5m
+              - slippage_bps:p50>-12.5@1m
+              - clock_offset:p99<=-5us@1s
+              - 'order_fill_latency{symbol="A>B"}:min>1us@5s'
+              - orders_sent:rate>1@5m severity=P2
+              - orders_sent:rate<=1000@1s
+              - orders_filled/orders_sent>=90%@1h
+              - orders_rejected/orders_total<0.05%@30d severity=P0
+              - queue_depth:mean<100@1m
 
             """),
         FuzzSeed(

@@ -151,6 +151,10 @@ package final class Collector: @unchecked Sendable {
     /// The latest snapshot (a copy; cheap, its arrays are shared).
     package var snapshot: Snapshot { published.snapshot }
 
+    /// Every file of the first listing of the ring directory was taken up or refused: the
+    /// snapshots from here on show every bot found at the start. Safe from any thread.
+    package var startSettled: Bool { tracker.handoff.heldAtStart() == .none }
+
     /// Heap trims started after series let their windows go (see `HeapTrim`).
     var heapTrims: Int { publisher.heapTrims }
 

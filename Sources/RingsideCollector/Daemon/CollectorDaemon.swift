@@ -36,6 +36,7 @@ package enum CollectorDaemon {
         do throws(StartFailure) { daemon = try start(options, log: log, sidecar: startSidecar) } catch { return error.code }
         let stopRequestedNanos = daemon.serve()
         daemon.stop(requestedNanos: stopRequestedNanos)
+        guard daemon.exitStatus == 0 else { return daemon.exitStatus }
         log("stopped")
         return 0
     }
@@ -91,7 +92,8 @@ package enum CollectorDaemon {
         }
         return Running(
             collector: collector, endpoints: endpoints, reloads: reloads, sidecar: sidecar, log: log, options: options,
-            listener: listener, outputs: outputs)
+            listener: listener, outputs: outputs,
+            startCheck: options.sloRules.isEmpty ? nil : SLOStartCheck(nowNanos: rs_clock_precise_ns()))
     }
 
     /// The daemon's parts while it runs: the collector, what serves and follows it, and the
@@ -108,6 +110,10 @@ package enum CollectorDaemon {
         /// A listener a reload replaced: closed a second later, once it has answered the reload's
         /// request (its render worker waits for the reload; stopping it now would wait for that).
         var retired: (listener: Listener, sinceNanos: UInt64)?
+        /// The SLO rules' check against the bots found at the start, until it is done.
+        var startCheck: SLOStartCheck?
+        /// What the process exits with: 2 when the start's check refused a rule.
+        var exitStatus: Int32 = 0
 
         /// The latest snapshot, with what the subscribers report of themselves.
         func latest() -> Snapshot {
@@ -129,12 +135,33 @@ package enum CollectorDaemon {
                 }
                 if received == SIGHUP, !reload() { return rs_clock_precise_ns() }
                 turn()
+                if !checkStart() { return rs_clock_precise_ns() }
+            }
+        }
+
+        /// Looks at the start's check of the SLO rules, while it is under way; false when it
+        /// refused one (said in one line), and the collector stops with status 2.
+        mutating func checkStart() -> Bool {
+            guard var check = startCheck else { return true }
+            switch check.look(at: collector, nowNanos: rs_clock_precise_ns()) {
+            case .waiting:
+                startCheck = check
+                return true
+            case .passed:
+                startCheck = nil
+                return true
+            case let .refused(problem):
+                log("\(problem); not starting", level: .error)
+                startCheck = nil
+                exitStatus = 2
+                return false
             }
         }
 
         /// Applies a reload (SIGHUP, and `POST /-/reload`, which waits for it); false when the
         /// listener cannot bind again on its address, and the daemon stops.
         mutating func reload() -> Bool {
+            startCheck = nil  // the reload checks its rules against the series known now
             let ticket = reloads?.begin() ?? 0
             let previous = listener
             let last = latest()
@@ -210,10 +237,8 @@ package enum CollectorDaemon {
         let read: CollectorOptions
         do { read = try running.reloaded() } catch { return refuse("\(error)") }
         let next = ReloadPlan.effective(read, running: running)
-        for rule in next.sloRules where !rule.isRatio && !next.windowNanos.contains(rule.windowNanos) {
-            return refuse(
-                "--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not a running window (--windows changes at the next start)"
-            )
+        if let problem = SLOCheck.reloadProblem(next.sloRules, running: running.sloRules, windows: next.windowNanos, series: last) {
+            return refuse(problem)
         }
         do throws(OutputError) { try Outputs.checkDirectories(next) } catch { return refuse("\(error)") }
         var changed: [String] = []

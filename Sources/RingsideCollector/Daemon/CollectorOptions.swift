@@ -130,8 +130,9 @@ package struct CollectorOptions: Sendable, Equatable {
           --json-dump PATH       write the /latest document to PATH (atomically) every interval
           --dump-interval DUR    how often to write it (default 60s)
           --slo RULE             a service-level objective (repeatable), e.g.
-                                 'order_fill_latency{symbol="AAPL"}:p99<100us@1m', or an
-                                 availability 'orders_rejected/orders_total<0.05%@30d';
+                                 'order_fill_latency{symbol="AAPL"}:p99<100us@1m', a gauge's
+                                 'kill_switch_active:max<1@1m', a rate 'orders:rate>1@5m', or
+                                 an availability 'orders_rejected/orders_total<0.05%@30d';
                                  ' severity=P2' after it labels its series (default P1)
           --poll DUR             drain-loop sleep when the rings are empty (default 100ms)
           --allow-uid UID        also collect rings owned by this user (repeatable)
@@ -399,7 +400,8 @@ package struct CollectorOptions: Sendable, Equatable {
     }
 
     /// Refuses options that need another one not given (`--capture-*` without `--capture-dir`,
-    /// `--hlog-*` without `--hlog`), and an SLO whose window is not one of `--windows`.
+    /// `--hlog-*` without `--hlog`), and an SLO whose window no kind it judges can be judged over
+    /// (a quantile's not one of `--windows`).
     private func checkCombinations(arguments: [String]) throws(UsageError) {
         if captureDirectory == nil,
             let flag = arguments.first(where: {
@@ -418,10 +420,8 @@ package struct CollectorOptions: Sendable, Equatable {
         if hlogPath == nil, let flag = arguments.first(where: { $0 == "--hlog-interval" || $0 == "--hlog-max-bytes" }) {
             throw UsageError("\(flag) needs --hlog PATH")
         }
-        for rule in sloRules where !rule.isRatio && !windowNanos.contains(rule.windowNanos) {
-            throw UsageError(
-                "--slo '\(rule.text)': window \(formatDuration(rule.windowNanos)) is not one of --windows "
-                    + windowNanos.map { formatDuration($0) }.joined(separator: ","))
+        for rule in sloRules {
+            if let problem = rule.windowProblem(windows: windowNanos) { throw UsageError("--slo '\(rule.text)': \(problem)") }
         }
     }
 

@@ -471,6 +471,7 @@ final class SnapshotPublisher {
         }
         return sloStates.indices.map { index in
             let outcome = sloStates[index].evaluate(bots: bots, layout: layout, nowNanos: now)
+            for line in sloStates[index].notes(on: outcome, startSettled: held == .none) { log(line, level: .warn) }
             if let transition = sloStates[index].record(outcome) {
                 log(transition, level: sloStates[index].violated ? .warn : .info)
                 if sloStates[index].violated, sloStates[index].rule.capture, let captureDesk {
