@@ -122,7 +122,7 @@ struct PrometheusTests {
         let alerts = text.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("- alert:") }
         let severities = text.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("severity:") }
         // The SLOs' alerts set none: they keep the severity label of the SLO's series (--slo '... severity=P2').
-        let fromTheSLO = ["RingsideSLOViolated", "RingsideSLOErrorBudgetBurn"]
+        let fromTheSLO = ["RingsideSLOViolated", "RingsideSLOErrorBudgetBurn", "RingsideSLOMatchesNothing", "RingsideSLOUnjudgedSeries"]
         #expect(alerts.count == severities.count + fromTheSLO.count)
         for alert in fromTheSLO {
             let rule = text.components(separatedBy: "- alert: \(alert)\n").last?.components(separatedBy: "- alert:").first ?? ""
@@ -133,7 +133,8 @@ struct PrometheusTests {
             "RingsideCollectorDown", "RingsideProducerDead", "RingsideSLOViolated", "RingsideOrderFillP99OverSLO",
             "RingsideRecordsDropped", "RingsideBacklogHigh", "RingsideThreadPreempted", "RingsideSLOErrorBudgetBurn",
             "RingsideBotMemoryGrowing", "RingsideBotCPUHigh", "RingsideThroughputLow", "RingsideStateNotSaved", "RingsideStateUnread",
-            "RingsideSnapshotStale",
+            "RingsideSnapshotStale", "RingsideKillSwitchActive", "RingsideDailyLossLimit", "RingsideSlippageP95High",
+            "RingsideFillRateLow", "RingsideThroughputFloor",
         ] {
             #expect(text.contains("- alert: \(needed)\n"), "missing \(needed)")
         }
