@@ -207,7 +207,9 @@ extension SLOKindsTests {
                 captured: CapturedLog())
             let slos = pass(collector).slos
             #expect(slos.map(\.matchingSeries) == [1, 1, 1, 1] && slos.map(\.events) == [100, 100, 100, 100])
-            #expect(slos[0].violated == true && abs(slos[0].observed! - 60.25) <= 0.07 && abs((slos[0].compliance ?? 0) - 0.9) < 1e-9, "\(slos[0])")
+            #expect(
+                slos[0].violated == true && abs(slos[0].observed! - 60.25) <= 0.07 && abs((slos[0].compliance ?? 0) - 0.9) < 1e-9,
+                "\(slos[0])")
             #expect(slos[1].violated == false && abs(slos[1].observed! + 20.5) <= 0.03 && slos[1].threshold == -10)
             #expect(slos[2].violated == false && slos[2].observed == -20.5, "min exact")
             #expect(slos[3].violated == false && slos[3].observed == 60.25, "max exact, <= keeps it")
