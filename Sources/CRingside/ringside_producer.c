@@ -1893,6 +1893,21 @@ int rs_bot_record_unrepresentable(rs_bot *bot, uint32_t metric, uint8_t kind, do
     return rsp_record_stored(bot, metric, value < 0 ? 0 : UINT64_MAX, 0, RS_TIMESTAMP_NOW);
 }
 
+void rs_bot_count_refused_exemplar(rs_bot *bot, uint32_t index) {
+    rs_producer *p = rs_bot_producer(bot);
+    /* Off (see CONTROL): the call counts nothing, a refusal neither. */
+    if (rs_producer_control(p, index) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return;
+    if (!bot->enabled || bot->header == NULL || index >= bot->registry_capacity) return;
+    __atomic_fetch_add(&rsp_metric_cells(rsp_of(bot))[index].exemplars_refused, 1, __ATOMIC_RELAXED);
+}
+
+int rs_bot_record_refusing_exemplar(rs_bot *bot, rs_metric metric, uint64_t value) {
+    if (metric.kind != RS_KIND_HISTOGRAM && metric.kind != RS_METRIC_SIGNED_HISTOGRAM) return 0;
+    rs_bot_count_refused_exemplar(bot, metric.index);
+    if (metric.kind == RS_METRIC_SIGNED_HISTOGRAM) return rs_bot_record_signed(bot, metric, value > INT64_MAX ? INT64_MAX : (int64_t)value);
+    return rs_bot_record(bot, metric, value);
+}
+
 void rs_bot_count_unrepresentable(rs_bot *bot, uint32_t metric, double increment) {
     rsp_count_clamped(bot, metric);
     if (!(increment > 0)) return; /* NaN and below 0: nothing added */

@@ -75,6 +75,12 @@ extension Bot.Histogram {
     /// records at most (the exemplar's bytes take one more slot per 16); never blocks or throws.
     @inlinable
     public func record(_ value: UInt64, exemplar: Bot.Exemplar) {
+        // A signed histogram's values carry no exemplars: the value is recorded (in its unit, as
+        // `record(_:)` takes it) and the exemplar counted refused, as every producer does.
+        guard target.metric.kind != RS_METRIC_SIGNED_HISTOGRAM else {
+            rs_bot_count_refused_exemplar(target.bot, target.metric.index)
+            return record(Double(value))
+        }
         withUnsafeBytes(of: exemplar.bytes) { bytes in
             // Checked when it was made: not again here.
             _ = rs_bot_record_checked_exemplar(

@@ -154,7 +154,7 @@ extension MappedRingFile {
             }
             return MetricCells(
                 total: 0, dropped: sum, droppedSum: droppedSum, droppedMax: droppedMax, clamped: clamped(metric: index),
-                control: control)
+                exemplarsRefused: exemplarsRefused(metric: index), control: control)
         }
     }
 }
@@ -172,14 +172,18 @@ package struct MetricCells: Sendable, Equatable {
     package var droppedMax: UInt64
     /// Histograms and counters: values clamped to what the metric holds, or not recorded (NaN).
     package var clamped: UInt64
+    /// Histograms: exemplars refused (malformed, or given to a signed histogram), their values
+    /// recorded without them.
+    package var exemplarsRefused: UInt64
     /// The operator's switches (CONTROL in ringside.h): off, the bot off, sampled 1 in 2^n.
     package var control: UInt32
 
     package init(
         total: UInt64 = 0, dropped: UInt64 = 0, lastValue: Double? = nil, droppedSum: UInt64 = 0, droppedMax: UInt64 = 0,
-        clamped: UInt64 = 0, control: UInt32 = 0
+        clamped: UInt64 = 0, exemplarsRefused: UInt64 = 0, control: UInt32 = 0
     ) {
         self.clamped = clamped
+        self.exemplarsRefused = exemplarsRefused
         self.control = control
         self.total = total
         self.dropped = dropped

@@ -97,6 +97,7 @@ final class MappedRingFile {
         static let unlanedSum = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned_sum)!
         static let unlanedMax = MemoryLayout<rs_metric_cell>.offset(of: \.unlaned_max)!
         static let clamped = MemoryLayout<rs_metric_cell>.offset(of: \.clamped)!
+        static let exemplarsRefused = MemoryLayout<rs_metric_cell>.offset(of: \.exemplars_refused)!
         static let control = MemoryLayout<rs_metric_cell>.offset(of: \.control)!
         static let gathered = MemoryLayout<rs_lane_header>.offset(of: \.gathered)!
         static let gatherCalls = MemoryLayout<rs_gather_cell>.offset(of: \.calls)!
@@ -234,6 +235,10 @@ final class MappedRingFile {
     /// Values of one metric its producers clamped or did not record (VALUES in ringside.h).
     func clamped(metric: Int) -> UInt64 {
         rs_load_relaxed_u64(metricCell(metric, Offset.clamped))  // relaxed: a running count, added atomically
+    }
+
+    func exemplarsRefused(metric: Int) -> UInt64 {
+        rs_load_relaxed_u64(metricCell(metric, Offset.exemplarsRefused))  // relaxed: as `clamped`
     }
 
     /// The header's `bot_control` and a metric's control word, for the operator's tool's atomic

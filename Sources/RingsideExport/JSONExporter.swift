@@ -218,6 +218,7 @@ package enum JSONExporter {
                 json.field("dropped_max", steps: series.droppedMax, of: metric)
                 json.field("sampled_records", series.sampledRecords)
                 json.field("clamped_values", series.clampedValues)
+                json.field("exemplars_refused", series.exemplarsRefused)
                 if !series.bucketExemplars.isEmpty {
                     json.key("bucket_exemplars")
                     json.array(series.bucketExemplars) { writeExemplar($0, into: json) }

@@ -8,7 +8,7 @@ extension PrometheusExporter {
     /// written in the page's series' section, a series at a time as the series' own lines are:
     /// at a million series they are 4 million lines, never held as samples.
     enum PerMetricFamily: Int, CaseIterable {
-        case dropped, sampled, droppedSum, droppedMax, clamped, enabled, sampleEvery
+        case dropped, sampled, droppedSum, droppedMax, clamped, exemplarsRefused, enabled, sampleEvery
 
         var name: String {
             switch self {
@@ -17,6 +17,7 @@ extension PrometheusExporter {
             case .droppedSum: "ringside_metric_dropped_values_total"
             case .droppedMax: "ringside_metric_dropped_max"
             case .clamped: "ringside_metric_clamped_total"
+            case .exemplarsRefused: "ringside_metric_exemplars_refused_total"
             case .enabled: "ringside_metric_enabled"
             case .sampleEvery: "ringside_metric_sample_every"
             }
@@ -24,7 +25,7 @@ extension PrometheusExporter {
 
         var type: String {
             switch self {
-            case .dropped, .sampled, .droppedSum, .clamped: "counter"
+            case .dropped, .sampled, .droppedSum, .clamped, .exemplarsRefused: "counter"
             case .droppedMax, .enabled, .sampleEvery: "gauge"
             }
         }
@@ -40,7 +41,9 @@ extension PrometheusExporter {
             case .droppedMax:
                 "The largest value of a histogram's dropped records, in base units (seconds for times): what full lanes hid"
             case .clamped:
-                "Values of a histogram or counter with a resolution or signed values that its producers clamped to what it holds, or did not record (NaN)"
+                "Values of a histogram or counter its producers could not take as given: clamped to what it holds (below 0, too large, infinite), rounded to its step, or not recorded (NaN, not a number)"
+            case .exemplarsRefused:
+                "Exemplars of a histogram its producers refused (malformed, too long, or given to a signed histogram): the values were recorded without them"
             case .enabled:
                 "0 while the operator switched a metric or its bot off, 1 while it records under the operator's sampling (ringside-dump control); absent: as registered"
             case .sampleEvery:
@@ -58,8 +61,11 @@ extension PrometheusExporter {
             case .sampleEvery:
                 let every = UInt64(metric.sampleEvery) * series.controlSampleEvery
                 return metric.kind == .histogram && every > 1 ? Double(every) : nil
-            // Only metrics that take values other than whole units can be handed one they cannot hold.
-            case .clamped: return metric.hasSteps ? Double(series.clampedValues) : nil
+            // Metrics that take values other than whole units can be handed one they cannot hold in
+            // any language; the others only by a binding that takes any number (Python): a line once it did.
+            case .clamped:
+                return metric.hasSteps || series.clampedValues > 0 ? Double(series.clampedValues) : nil
+            case .exemplarsRefused: return series.exemplarsRefused > 0 ? Double(series.exemplarsRefused) : nil
             case .dropped: return metric.kind != .counter ? Double(series.droppedRecords) : nil
             case .sampled: return metric.kind == .histogram ? Double(series.sampledRecords) : nil
             // A counter never goes back: a signed histogram's dropped values' sum may (it is in /latest).

@@ -127,6 +127,13 @@ extension SeriesSnapshot {
             yield &storage.fields[0].clampedValues
         }
     }
+    @inlinable package var exemplarsRefused: UInt64 {
+        get { storage.fields[place].exemplarsRefused }
+        _modify {
+            makeUnique()
+            yield &storage.fields[0].exemplarsRefused
+        }
+    }
     @inlinable package var control: UInt32 {
         get { storage.fields[place].control }
         _modify {

@@ -84,6 +84,7 @@ package struct SeriesSnapshot: Sendable {
             var cumulativeSignedSum: Int128 = 0
             var sampledRecords: UInt64 = 0
             var clampedValues: UInt64 = 0
+            var exemplarsRefused: UInt64 = 0
             var control: UInt32 = 0
             var bucketExemplars: [KeptExemplar] = []
         }
@@ -133,6 +134,12 @@ package struct SeriesSnapshot: Sendable {
         package var clampedValues: UInt64 {
             get { rare?.value.clampedValues ?? 0 }
             set { setRare(isDefault: newValue == 0) { $0.clampedValues = newValue } }
+        }
+        /// Histograms: exemplars its producers refused (malformed, or given to a signed histogram),
+        /// their values recorded without them (EXEMPLARS in ringside.h).
+        package var exemplarsRefused: UInt64 {
+            get { rare?.value.exemplarsRefused ?? 0 }
+            set { setRare(isDefault: newValue == 0) { $0.exemplarsRefused = newValue } }
         }
         /// The operator's switches over the bot's live files (CONTROL in ringside.h): off, the bot off,
         /// a histogram sampled 1 in 2^n (the low five bits) on top of its registered 1 in N.

@@ -80,6 +80,7 @@ func pinnedSnapshot() -> Snapshot {
     slippage.cumulativeSignedSum = signed.exactSum
     slippage.cumulativeMax = Int128(signed.max)
     slippage.clampedValues = 3
+    slippage.exemplarsRefused = 2
     snapshot.series.append(slippage)
     var commission = series(snapshot.series.count, "commission_usd", .counter, .none, ring: "bot-a", labels: "")
     commission.metric = MetricDescriptor(

@@ -17,6 +17,8 @@ struct ConformanceCase {
         var dropped: UInt64 = 0
         var droppedSum: UInt64 = 0
         var droppedMax: UInt64 = 0
+        /// Exemplars refused (given to a signed histogram), their values recorded without them.
+        var exemplarsRefused: UInt64 = 0
     }
 
     /// A record as the reader reads it, its exemplar put back together.
@@ -144,6 +146,13 @@ struct ConformanceCase {
             defer { metrics[metric].calls += 1 }
             guard metrics[metric].calls % Int(metrics[metric].descriptor.sampleEvery) == 0 else { return }
             let exemplar = args.dropFirst(2).map { String($0.dropFirst("exemplar=".count)) }.joined(separator: "\n")
+            guard !metrics[metric].descriptor.isSigned else {
+                // EXEMPLARS in ringside.h: a signed histogram's values carry none; the value is
+                // recorded (steps, in offset binary) and the exemplar counted refused.
+                if !exemplar.isEmpty { metrics[metric].exemplarsRefused += 1 }
+                let steps = UInt64(bitPattern: Int64(args[1]) ?? 0) ^ RS_OFFSET_BINARY_BIAS
+                return write(Record(metric: UInt32(metric), kind: MetricKind.histogram.rawValue, value: steps))
+            }
             write(
                 Record(
                     metric: UInt32(metric), kind: MetricKind.histogram.rawValue, value: UInt64(args[1]) ?? 0,

@@ -108,7 +108,7 @@ struct ConformanceTests {
             let cells = try inspector.cells(of: metric.descriptor)
             let cellsExpected = MetricCells(
                 total: metric.descriptor.kind == .counter ? metric.counted : 0, dropped: metric.dropped, lastValue: metric.lastSet,
-                droppedSum: metric.droppedSum, droppedMax: metric.droppedMax)
+                droppedSum: metric.droppedSum, droppedMax: metric.droppedMax, exemplarsRefused: metric.exemplarsRefused)
             #expect(cells == cellsExpected, "\(context): \(metric.descriptor.name)'s cells")
         }
         let status = try inspector.status()

@@ -213,4 +213,30 @@ struct LivePageBrowserTests {
             #expect(!row.contains("NaN") && !row.contains(">met<"), "the SLO's row: \(row.prefix(600))")
         }
     }
+
+    @Test(
+        "a series whose producers handed it values it could not take, and an exemplar it refused, says so on its card",
+        .timeLimit(.minutes(5)))
+    func badValuesOnTheCard() throws {
+        guard let chromium = try requiredSystemTool("chromium") else { return }
+        try withBot("careless-bot") { directory, bot in
+            let slippage = try bot.histogram("slippage_bps", resolution: 0.01, signed: true)
+            slippage.record(-1.5)
+            slippage.record(Double.nan)  // not recorded: counted
+            slippage.record(3, exemplar: try Bot.Exemplar("order_id", "A17"))  // a signed histogram's: refused
+            let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms"])
+            defer { collector.kill() }
+            let counted = try eventually(seconds: 30) { () -> Bool? in
+                let latest = try jsonObject(httpGet(port: port, path: "/latest").body)
+                let series = (latest["series"] as? [[String: Any]])?.first { $0["metric"] as? String == "slippage_bps" }
+                return series?["clamped_values"] as? Int == 1 && series?["exemplars_refused"] as? Int == 1 ? true : nil
+            }
+            try #require(counted == true, "/latest never counted the NaN and the refused exemplar")
+            let dom = try Self.renderedDOM(chromium, url: "http://127.0.0.1:\(port)/")
+            withExtendedLifetime(bot) {}
+            let card = Self.card("slippage_bps", in: dom) ?? ""
+            #expect(card.contains("data-clamped=\"1\" data-exemplars-refused=\"1\""), "\(card.prefix(800))")
+            #expect(card.contains("1 bad values (clamped, rounded or not recorded), 1 exemplars refused"), "\(card.prefix(800))")
+        }
+    }
 }

@@ -291,7 +291,7 @@ let metricCellFields: [Field] = [
     Field(name: "gauge_set", offset: metricCellOffset(\.gauge_set), width: 8),
     Field(name: "unlaned", offset: metricCellOffset(\.unlaned), width: 8),
     Field(name: "clamped", offset: metricCellOffset(\.clamped), width: 8),
-    Field(name: "reserved", offset: metricCellOffset(\.reserved), width: 8),
+    Field(name: "exemplars_refused", offset: metricCellOffset(\.exemplars_refused), width: 8),
 ]
 
 let entryFields: [Field] = [

@@ -231,9 +231,12 @@
  * release store of `write_cursor`: a reader sees all of them or none. A lane without room for all
  * of them drops the record whole (one drop, counted as any). The bytes: "key=value" pairs joined
  * by '\n', keys as names, unique, values UTF-8 without '\n' or NUL (`order_id=A17`), at most
- * RS_EXEMPLAR_MAX bytes in all. A producer refuses a longer or malformed one with an error and
- * writes nothing, never a cut one; a reader keeps the value of a record whose exemplar is malformed
- * and counts the exemplar as rejected. Readers of 0.3 and before count the value as any other
+ * RS_EXEMPLAR_MAX bytes in all. A producer never writes a longer or malformed one, nor a cut one:
+ * it records the value without it and counts the exemplar in the metric cell's `exemplars_refused`
+ * (an atomic add), as it does an exemplar given to a signed histogram, whose values carry none
+ * (format 4; a binding's strict mode, for tests, refuses the call instead and writes nothing). A
+ * reader keeps the value of a record whose exemplar is malformed and counts the exemplar as
+ * rejected. Readers of 0.3 and before count the value as any other
  * and skip each exemplar record as one of a kind its metric does not have (counted in their
  * ringside_ring_records_rejected_total): they lose no value, and read the file as before.
  *
@@ -541,7 +544,9 @@ typedef struct {
                                VALUES; atomic add) */
     uint32_t control;       /* 0x30 the operator's switches (see CONTROL; written by its tool only) */
     uint32_t reserved0;     /* 0x34 */
-    uint64_t reserved[1];   /* 0x38 */
+    uint64_t exemplars_refused; /* 0x38 histograms: exemplars refused (malformed, too long, or given to
+                               a signed histogram), their values recorded without them (see EXEMPLARS;
+                               atomic add) */
 } rs_metric_cell;
 
 /** One histogram's gathered calls on one lane (64 bytes; see SAMPLING): written by the lane's
@@ -650,7 +655,7 @@ RS_FIELD_AT(rs_metric_cell, unlaned_sum, 0x18);
 RS_FIELD_AT(rs_metric_cell, unlaned_max, 0x20);
 RS_FIELD_AT(rs_metric_cell, clamped, 0x28);
 RS_FIELD_AT(rs_metric_cell, control, 0x30);
-RS_FIELD_AT(rs_metric_cell, reserved, 0x38);
+RS_FIELD_AT(rs_metric_cell, exemplars_refused, 0x38);
 RS_STATIC_ASSERT(sizeof(rs_gather_cell) == RS_GATHER_CELL_SIZE, "a gather cell is 64 bytes");
 RS_FIELD_AT(rs_gather_cell, calls, 0x00);
 RS_FIELD_AT(rs_gather_cell, sum, 0x08);

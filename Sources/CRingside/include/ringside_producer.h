@@ -443,17 +443,27 @@ int rs_exemplar_check(const char *exemplar, size_t length, rs_error *error);
 /**
  * Records an observation of a histogram with an exemplar: `exemplar` is `length` bytes of
  * "key=value" pairs joined by '\n' ("order_id=A17"; see EXEMPLARS in ringside.h), written after
- * the value's record and published with it. Returns RS_E_INVALID, writing nothing, for an
- * exemplar rs_exemplar_check refuses (never a cut one); else as rs_bot_record: 1 if written, 0 if
- * sampling skipped it, the lane had no room for the value and its exemplar (one counted drop), the
- * bot is disabled, or `metric` is not a histogram of unsigned values (a signed histogram's values carry
- * no exemplars: the collector keeps none for them).
+ * the value's record and published with it. An exemplar rs_exemplar_check refuses is never
+ * written (nor cut): the value is recorded without it and the exemplar counted in the metric
+ * cell's `exemplars_refused` (call rs_exemplar_check first to learn why); so is one given to a
+ * signed histogram, whose values carry none (`value` is then its steps, at most 2^63 - 1).
+ * Returns as rs_bot_record: 1 if written, 0 if sampling skipped it, the lane had no room for the
+ * value and its exemplar (one counted drop), the bot is disabled, or `metric` is not a histogram.
  */
 RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint64_t value, const char *exemplar,
                                              size_t length);
 
+/** The cold part of the exemplar functions: counts an exemplar refused in metric `metric`'s cell
+    (`exemplars_refused`) and records `value` (as rs_bot_record, or a signed histogram's steps as
+    rs_bot_record_signed, clamped to 2^63 - 1) without it. Returns as rs_bot_record. */
+int rs_bot_record_refusing_exemplar(rs_bot *bot, rs_metric metric, uint64_t value);
+
+/** Counts an exemplar refused in histogram `index`'s cell (`exemplars_refused`), for a binding
+    that records the value itself; nothing while the metric or the bot is off (see CONTROL). */
+void rs_bot_count_refused_exemplar(rs_bot *bot, uint32_t index);
+
 RS_INLINE int rs_bot_record_exemplar(rs_bot *bot, rs_metric metric, uint64_t value, const char *exemplar, size_t length) {
-    if (rs_exemplar_check(exemplar, length, NULL) != 0) return RS_E_INVALID;
+    if (__builtin_expect(rs_exemplar_check(exemplar, length, NULL) != 0, 0)) return rs_bot_record_refusing_exemplar(bot, metric, value);
     return rs_bot_record_checked_exemplar(bot, metric, value, exemplar, length);
 }
 
@@ -463,7 +473,7 @@ RS_INLINE int rs_bot_record_exemplar(rs_bot *bot, rs_metric metric, uint64_t val
  */
 RS_INLINE int rs_bot_record_checked_exemplar(rs_bot *bot, rs_metric metric, uint64_t value, const char *exemplar,
                                              size_t length) {
-    if (metric.kind != RS_KIND_HISTOGRAM) return 0;
+    if (metric.kind != RS_KIND_HISTOGRAM) return rs_bot_record_refusing_exemplar(bot, metric, value);
     rs_producer *p = rs_bot_producer(bot);
     uint32_t control = rs_producer_control(p, metric.index);
     /* Under the operator's control the value is recorded without its exemplar (see CONTROL). */

@@ -163,6 +163,7 @@ extension BotAggregator {
             result.droppedSum = cells.droppedSum &+ source.cells.droppedSum
             result.droppedMax = max(cells.droppedMax, source.cells.droppedMax)
             result.clamped = cells.clamped.saturatingAdd(source.cells.clamped)
+            result.exemplarsRefused = cells.exemplarsRefused.saturatingAdd(source.cells.exemplarsRefused)
             // The operator's tool writes every file of a bot alike; while it does, off wins, and the sparser sampling.
             let off = (cells.control | source.cells.control) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)
             result.control = off | max(cells.control & RS_CONTROL_SAMPLE, source.cells.control & RS_CONTROL_SAMPLE)

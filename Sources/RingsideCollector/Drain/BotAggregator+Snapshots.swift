@@ -453,6 +453,7 @@ extension SeriesSnapshot {
             fields.droppedRecords = cells.dropped
             fields.sampledRecords = sampled
             fields.clampedValues = cells.clamped
+            fields.exemplarsRefused = cells.exemplarsRefused
         }
     }
 }

@@ -35,8 +35,18 @@ VALUES. A histogram declared in "s", "ms", "us" or "ns" stores whole nanoseconds
 multiplied exactly, a float multiplied and rounded to the nearest nanosecond (ties to even), which
 is exact for any decimal number of nanoseconds below 2^51 (26 days). One in "bytes" or "none"
 takes whole numbers (3 or 3.0). Counters add whole numbers from 0 to 2^64-1; gauges take floats.
-A bad value raises RingValueError (a ValueError) or RingTypeError (a TypeError) naming the bot,
-the metric and the value; nothing is recorded then.
+
+BAD VALUES. Metrics never raise into trading code for a value: one a metric cannot take as given
+is counted in the metric's cell (`clamped`: ringside_metric_clamped_total on /metrics,
+clamped_values in /latest, said on the live page) and the call returns, recording what the C
+producer records: a negative observation or increment, 0 (a counter adds nothing); one too large,
+or an infinity, the largest the metric holds; a fraction given to a metric of whole numbers (a
+counter's inc(2.5), 1.5 bytes), the nearest whole number, ties to even; a NaN, or a value that is
+not a number (a str, None), nothing. An exemplar the metric cannot take is counted too
+(`exemplars_refused`: ringside_metric_exemplars_refused_total, exemplars_refused in /latest) and
+the value recorded without it. A strict bot (attach(..., strict=True), or RINGSIDE_STRICT=1 in the
+environment when strict is not given) raises RingValueError (a ValueError) or RingTypeError (a
+TypeError) naming the bot, the metric and the value instead, and records nothing: for tests.
 
 SIGNED AND FRACTIONAL VALUES (format 4 of the file: VALUES in ringside.h). A histogram in "none"
 or "bytes" declared with resolution= (a power of ten from 1e-18 to 1e18: 0.01, 1e-6, 1, 100) or
@@ -47,8 +57,8 @@ it; an int is turned into steps exactly. A value the metric cannot hold (below 0
 histogram or a counter, past its range, an infinity) is clamped to the nearest end and recorded (a
 counter adds nothing for one below 0), a NaN is not recorded, and each is counted in the metric's
 cell (`clamped`): no number raises, none wraps. Metrics declared without either keep the rules
-above (a float that is not whole is refused, not rounded; resolution=1 rounds it instead), and a
-file is format 3, which older readers read, until its first signed or fractional metric. The same
+above (a float that is not whole is counted as it is rounded; resolution=1 rounds it as a step, not
+counted), and a file is format 3, which older readers read, until its first signed or fractional metric. The same
 metric asked again with another resolution or sign raises RingError.
 
 EXEMPLARS. observe(value, exemplar={"order_id": "A17"}), as prometheus_client's, records the value
@@ -58,10 +68,12 @@ and time(exemplar=...), whose timer's `exemplar` may also be set inside a `with`
 known (`with fill.time() as timer: ...; timer.exemplar = {"order_id": order.id}`). An exemplar is
 a mapping of label names ([a-zA-Z_][a-zA-Z0-9_]*) to str values without newline or NUL, stored as
 "key=value" pairs joined by newlines in the mapping's order: at most 64 bytes of UTF-8 in all. One
-that is longer or malformed (empty too: None means none) raises RingValueError, one not a mapping
-of str to str RingTypeError, naming the problem; nothing is recorded then, and an exemplar is never
-cut. The value and its exemplar take 1 + ceil(bytes / 16) slots of the lane, published together: a
-lane without room for all of them drops the value and its exemplar together, one counted drop.
+that is longer or malformed (empty too: None means none), not a mapping of str to str, or given to
+a signed histogram (whose values carry none, in every language) is never written, nor cut: the
+value is recorded without it and the exemplar counted (BAD VALUES); a strict bot raises
+RingValueError or RingTypeError naming the problem instead, recording nothing. The value and its
+exemplar take 1 + ceil(bytes / 16) slots of the lane, published together: a lane without room
+for all of them drops the value and its exemplar together, one counted drop.
 
 SPANS. time(), start() and stop() time a span on the span clock: with the C extension, the TSC
 where the CPU's is invariant and the kernel keeps time with it (rdtsc, about half the cost of a
@@ -185,9 +197,14 @@ def _load_backend() -> tuple[Backend, bool]:
 _default_backend, ACCELERATED = _load_backend()
 
 
+def _strict_from_environment() -> bool:
+    """RINGSIDE_STRICT=1 (or true, yes) in the environment: bots attached without strict= are strict."""
+    return os.environ.get("RINGSIDE_STRICT", "").lower() in ("1", "true", "yes")
+
+
 def attach(name: str, directory: str | None = None, *, lane_capacity: int | None = None, max_metrics: int | None = None,
            max_lanes: int | None = None, mode: int = 0o600, worker: bool = False,
-           max_workers: int | None = None, sample_above_percent: int | None = None) -> Bot:
+           max_workers: int | None = None, sample_above_percent: int | None = None, strict: bool | None = None) -> Bot:
     """Attaches to the bot `name` as its process, or as one of its workers, creating its file if it
     does not exist.
 
@@ -212,13 +229,16 @@ def attach(name: str, directory: str | None = None, *, lane_capacity: int | None
             histograms' records start to be sampled and weighted rather than dropped when it
             fills (SAMPLING in ringside.h; the C extension only: the pure backend never samples);
             None: 50; 100: never (a full lane drops). Only while the bot's collector reads weights.
+        strict: a value or an exemplar a metric cannot take raises RingValueError or RingTypeError,
+            recording nothing, rather than being counted (see BAD VALUES): for tests. None: strict
+            when RINGSIDE_STRICT=1 is in the environment.
     Raises RingError: another process holds the bot (or, with worker=True, this process's worker
     file), a corrupt or incompatible file, a full directory, another user's file, a symbolic link;
     RingValueError for a bad argument.
     """
     return Bot(name, directory, lane_capacity=lane_capacity, max_metrics=max_metrics,
                max_lanes=max_lanes, mode=mode, worker=worker, max_workers=max_workers,
-               sample_above_percent=sample_above_percent)
+               sample_above_percent=sample_above_percent, strict=strict)
 
 
 # The bots of this process, for the fork handler (weak: a bot dropped without close() goes too).
@@ -243,9 +263,11 @@ class Bot:
     def __init__(self, name: str, directory: str | None = None, *, lane_capacity: int | None = None,
                  max_metrics: int | None = None, max_lanes: int | None = None, mode: int = 0o600,
                  worker: bool = False, max_workers: int | None = None, sample_above_percent: int | None = None,
-                 _backend: Backend | None = None) -> None:
+                 strict: bool | None = None, _backend: Backend | None = None) -> None:
         # _backend: _pure or _ringside, for the benchmark and the tests that run both in one process
         self.name = name
+        # Bad values raise (for tests) rather than being counted: BAD VALUES.
+        self.strict = _strict_from_environment() if strict is None else bool(strict)
         backend = _backend or _default_backend
         self._backend = backend
         self._core: Core = backend.attach(name, directory, lane_capacity, max_metrics, max_lanes, mode, bool(worker),
@@ -517,10 +539,13 @@ class _Metric:
         index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every, merge,
                               form, steps or 0)
         scale = _values.NANOSECONDS_PER.get(unit, 1) if kind == KIND_HISTOGRAM else 1
-        encode_exemplar = (_exemplars.refuser if signed else _exemplars.encoder)(bot.name, name) \
+        # Not strict: what a metric cannot take is counted in its cell, never raised (BAD VALUES).
+        count_value = None if bot.strict else functools.partial(core.count_refused, index, False)
+        count_exemplar = None if bot.strict else functools.partial(core.count_refused, index, True)
+        encode_exemplar = (_exemplars.refuser if signed else _exemplars.encoder)(bot.name, name, count_exemplar) \
             if kind == KIND_HISTOGRAM else None
         handle = core.handle(index, kind, scale, unit not in _values.NANOSECONDS_PER,
-                             _values.converter(kind, bot.name, name, unit, signed, steps), encode_exemplar,
+                             _values.converter(kind, bot.name, name, unit, signed, steps, count_value), encode_exemplar,
                              (form, steps or 0) if steps is not None or signed else None)
         for call in self._call_names:  # the backend's calls themselves: one call per record
             setattr(self, call, getattr(handle, call))

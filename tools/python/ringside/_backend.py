@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 # A metric's converter (_values.py): any value the hot path did not take, to the value stored (an
-# int for histograms and counters, a float for gauges), or an exception naming what is wrong.
-Converter = Callable[[Any], float]
+# int for histograms and counters, a float for gauges); None: nothing to record (a bad value, counted);
+# a strict bot's raises the exception naming what is wrong instead.
+Converter = Callable[[Any], "float | None"]
 
 
 class Core(Protocol):
@@ -39,7 +40,12 @@ class Core(Protocol):
     # _values.py), whose values are rounded, clamped and counted as the C producer's
     # rs_bot_record_value and rs_bot_count_value do; `scale` and `whole_only` are then unused.
     def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: Converter,
-               encode_exemplar: Callable[[Any], bytes] | None, steps: tuple[int, int] | None = None, /) -> object: ...
+               encode_exemplar: Callable[[Any], bytes | None] | None, steps: tuple[int, int] | None = None, /
+               ) -> object: ...
+
+    # Counts a value metric `index` could not take as given (its cell's `clamped`), or with
+    # `exemplar` an exemplar refused (`exemplars_refused`): nothing while it or the bot is off.
+    def count_refused(self, index: int, exemplar: bool, /) -> None: ...
 
     def close(self) -> None: ...
 

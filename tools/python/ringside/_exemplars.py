@@ -3,8 +3,10 @@
 An exemplar is a mapping of label names to str values, {"order_id": "A17"}, as prometheus_client
 takes one. It is stored as its "key=value" pairs, in the mapping's order, joined by newlines and
 encoded as UTF-8: at most EXEMPLAR_MAX (64) bytes in all, keys names ([a-zA-Z_][a-zA-Z0-9_]*),
-values without newline or NUL. Anything else raises RingTypeError (not a mapping of str to str)
-or RingValueError (naming what is wrong), and nothing is recorded: an exemplar is never cut.
+values without newline or NUL. Anything else is refused: never cut, never written; the value is
+recorded without it and the exemplar counted (the metric cell's `exemplars_refused`), or, for a
+strict bot, RingTypeError (not a mapping of str to str) or RingValueError (naming what is wrong)
+is raised and nothing is recorded.
 
 The checks are made on the mapping, so that a value holding a newline (or a key holding "=") can
 never read as another pair once joined: for a dict they are rs_exemplar_check's rules, whole.
@@ -30,8 +32,8 @@ _NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 _NAME_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _DIGIT = frozenset(b"0123456789")
 
-# A histogram's exemplar encoder: an exemplar to the bytes stored, or the error naming its problem.
-Encoder = Callable[[Any], bytes]
+# A histogram's exemplar encoder: an exemplar to the bytes stored; None for one refused and counted.
+Encoder = Callable[[Any], "bytes | None"]
 
 
 def problem(encoded: bytes) -> str | None:
@@ -68,21 +70,43 @@ def problem(encoded: bytes) -> str | None:
     return None
 
 
-def refuser(bot: str, metric: str) -> Encoder:
+def refuser(bot: str, metric: str, count: Callable[[], None] | None = None) -> Encoder:
     """The exemplar "encoder" of signed histogram `metric`: a signed histogram's values carry no
-    exemplars (the collector keeps none for them), so any exemplar is a RingValueError naming the
-    bot and the metric, raised before anything is recorded."""
+    exemplars (EXEMPLARS in ringside.h), so any exemplar is refused as every producer refuses it:
+    counted (`count`, into the metric cell's `exemplars_refused`) and None returned, the value
+    recorded without it; with no `count` (a strict bot), a RingValueError naming the bot and the
+    metric, raised before anything is recorded."""
 
-    def refuse(exemplar: Any) -> bytes:
+    def refuse(exemplar: Any) -> bytes | None:
+        if count is not None:
+            count()
+            return None
         raise RingValueError(f"bot {bot}: metric {metric}: a signed histogram's values carry no exemplars; "
                              "record the value without one")
 
     return refuse
 
 
-def encoder(bot: str, metric: str) -> Encoder:
-    """The exemplar encoder of histogram `metric` of bot `bot`: a mapping to the bytes stored, or
-    RingTypeError or RingValueError naming the bot, the metric, the exemplar and the problem."""
+def encoder(bot: str, metric: str, count: Callable[[], None] | None = None) -> Encoder:
+    """The exemplar encoder of histogram `metric` of bot `bot`: a mapping to the bytes stored. One
+    it cannot take is counted (`count`, into the metric cell's `exemplars_refused`) and None
+    returned, the value recorded without it; with no `count` (a strict bot), RingTypeError or
+    RingValueError naming the bot, the metric, the exemplar and the problem."""
+    checked = _strict_encoder(bot, metric)
+    if count is None:
+        return checked
+
+    def tolerant(exemplar: Any) -> bytes | None:
+        try:
+            return checked(exemplar)
+        except (RingTypeError, RingValueError):
+            count()
+            return None
+    return tolerant
+
+
+def _strict_encoder(bot: str, metric: str) -> Callable[[Any], bytes]:
+    """`encoder`'s checks: the bytes, or the error naming the problem."""
 
     def refused(error: type[RingTypeError | RingValueError], exemplar: Any, problem: str) -> Exception:
         shown = repr(exemplar)  # only now: a refusal's words cost nothing until one is made

@@ -209,7 +209,8 @@ _I_BOT_CONTROL = 0x180 // 4  # RS_CONTROL_BOT_OFF while the operator has the bot
 # A metric cell's fields, from the cell's index in the header's Q view: a gauge's value, and what
 # threads without a lane could not keep (with a histogram's dropped values' sum and largest).
 _CELL_GAUGE_BITS, _CELL_GAUGE_SET, _CELL_UNLANED, _CELL_UNLANED_SUM, _CELL_UNLANED_MAX = 0, 1, 2, 3, 4
-_CELL_CLAMPED = 5  # values a histogram or counter of steps could not hold, clamped or not recorded (VALUES)
+_CELL_CLAMPED = 5  # values a metric could not take as given: clamped, rounded or not recorded (VALUES)
+_CELL_EXEMPLARS_REFUSED = 0x38 // 8  # a histogram's exemplars refused, its values recorded without them
 _CELL_WORDS = METRIC_CELL_SIZE // 8
 _CELL_CONTROL_I, _CELL_I_WORDS = 0x30 // 4, METRIC_CELL_SIZE // 4  # a cell's `control`, in the header's I view
 # A gather cell's fields (SAMPLING AND GATHERING in ringside.h), from its index in the lane's Q
@@ -1490,7 +1491,9 @@ class Bot:
         handle's call returns."""
         if raw:
             value = metric.convert(value)
-        encoded = self._encode_exemplar(metric, exemplar)  # raises for a bad one, before anything is written
+            if value is None:  # a bad value, counted: nothing to record (BAD VALUES in _values.py)
+                return None if metric.kind == KIND_COUNTER else False
+        encoded = self._encode_exemplar(metric, exemplar)  # b"" if refused (counted); strict: raises
         self._check_usable()  # closed: RingError, in a forked child too, as the extension's calls
         if self._forked or os.getpid() != self._owner_pid:
             if not self._forked and self._header is not None:
@@ -1652,12 +1655,34 @@ class Bot:
         return True
 
     def _encode_exemplar(self, metric: _Metric, exemplar: Any) -> bytes:
-        """An exemplar's checked bytes (b"" for None), or the error naming its problem."""
+        """An exemplar's checked bytes: b"" for None, and for one refused (counted by the encoder;
+        a strict bot's raises, naming its problem)."""
         if exemplar is None:
             return b""
         if metric.encode_exemplar is None:
             raise TypeError(f"bot {self.name}: metric {metric.name}: only a histogram records an exemplar")
-        return metric.encode_exemplar(exemplar)
+        return metric.encode_exemplar(exemplar) or b""
+
+    def count_refused(self, index: int, exemplar: bool) -> None:
+        """Counts a value metric `index` could not take as given (its cell's `clamped`), or an
+        exemplar refused (`exemplars_refused`), as the C producer counts them: nothing while the
+        metric or the bot is off, or the bot closed (its call then raises) or disabled."""
+        if self._closed:
+            return
+        if self._forked or os.getpid() != self._owner_pid:  # as _slow: a forked child counts in its own file
+            if not self._forked and self._header is not None:
+                self._after_fork()
+            try:
+                self._become_worker()
+            except RingError:
+                return
+        with self._lock:  # Python's stand-in for the atomic add: only this process writes the file
+            if self._closed or self._header is None or not 0 <= index < len(self._entries):
+                return
+            if self._hi[self._control_i + _CELL_I_WORDS * index] & CONTROL_STOPS:
+                return
+            at = self._cells_q + _CELL_WORDS * index + (_CELL_EXEMPLARS_REFUSED if exemplar else _CELL_CLAMPED)
+            self._hq[at] = (self._hq[at] + 1) & _U64
 
     # MARK: The hot paths
 
@@ -1713,6 +1738,8 @@ class Bot:
                 lane = local.lane
             except AttributeError:
                 lane = None
+            if not encoded:  # refused and counted: the value without it
+                return slow(metric, stored, False, raw=False)
             if lane is None or lane.state is None or lane.hi[control_at]:  # no lane yet, or none; a closed or
                 return slow(metric, stored, False, raw=False, exemplar=exemplar)  # forked bot; a control
             return write_exemplar(lane, index, stored, encoded, 0)
@@ -1953,17 +1980,23 @@ class Bot:
             except Exception:
                 pass
             value = metric.convert(value)
+            if value is None:  # not a number, counted: the gauge keeps its value
+                return False
             current[0] = value
             return slow(metric, value, False, raw=False)
 
         def inc(amount: Any = 1) -> None:
             amount = amount if amount.__class__ is float else metric.convert(amount)
+            if amount is None:
+                return
             with self._gauge_lock:
                 current[0] += amount
                 set(current[0])
 
         def dec(amount: Any = 1) -> None:
             amount = amount if amount.__class__ is float else metric.convert(amount)
+            if amount is None:
+                return
             with self._gauge_lock:
                 current[0] -= amount
                 set(current[0])

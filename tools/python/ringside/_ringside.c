@@ -188,6 +188,26 @@ static PyObject *core_register(CoreObject *core, PyObject *args) {
     return PyLong_FromUnsignedLong(metric.index);
 }
 
+static inline int core_ready(CoreObject *core);
+static void count_clamped(rs_bot *bot, uint32_t index);
+
+/* count_refused(index, exemplar: bool): a value metric `index` could not take as given, counted in
+   its cell's `clamped`, or an exemplar refused (`exemplars_refused`), as the C producer counts them:
+   nothing while the metric or the bot is off. A closed bot counts nothing (the call then raises). */
+static PyObject *core_count_refused(CoreObject *core, PyObject *args) {
+    unsigned long index;
+    int exemplar;
+    if (!PyArg_ParseTuple(args, "kp", &index, &exemplar)) return NULL;
+    if (core_ready(core) < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (index >= core->bot->registry_capacity) Py_RETURN_NONE;
+    if (exemplar) rs_bot_count_refused_exemplar(core->bot, (uint32_t)index);
+    else count_clamped(core->bot, (uint32_t)index);
+    Py_RETURN_NONE;
+}
+
 static PyObject *core_close(CoreObject *core, PyObject *Py_UNUSED(ignored)) {
     if (core->bot != NULL) {
         rs_bot *bot = core->bot;
@@ -369,10 +389,17 @@ static inline int core_ready(CoreObject *core) {
     return core_check_open(core);
 }
 
-/* A value the fast path did not take, through `convert`: 0 and *out, or -1 with the exception set. */
+/* A value the fast path did not take, through `convert`: 0 and *out; CONVERTED_NOTHING for a bad
+   value the converter counted and records nothing for (a NaN, not a number: BAD VALUES in
+   ringside/__init__.py); or -1 with the exception set (a strict bot's converter raises). */
+enum { CONVERTED_NOTHING = 1 };
 static int handle_convert_u64(HandleObject *handle, PyObject *value, uint64_t *out) {
     PyObject *converted = PyObject_CallFunctionObjArgs(handle->convert, value, NULL);
     if (converted == NULL) return -1;
+    if (converted == Py_None) {
+        Py_DECREF(converted);
+        return CONVERTED_NOTHING;
+    }
     *out = PyLong_AsUnsignedLongLong(converted);
     Py_DECREF(converted);
     return (*out == (uint64_t)-1 && PyErr_Occurred()) ? -1 : 0;
@@ -381,6 +408,10 @@ static int handle_convert_u64(HandleObject *handle, PyObject *value, uint64_t *o
 static int handle_convert_double(HandleObject *handle, PyObject *value, double *out) {
     PyObject *converted = PyObject_CallFunctionObjArgs(handle->convert, value, NULL);
     if (converted == NULL) return -1;
+    if (converted == Py_None) {
+        Py_DECREF(converted);
+        return CONVERTED_NOTHING;
+    }
     *out = PyFloat_AsDouble(converted);
     Py_DECREF(converted);
     return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
@@ -446,9 +477,10 @@ static size_t exemplar_append(char *out, size_t used, const char *key, size_t ke
 
 /* An exemplar's bytes, checked: a dict of str to str is encoded and checked here in one pass
    (tests/test_exemplars.py holds it to rs_exemplar_check on fuzzed dicts); anything else, or
-   anything refused, goes to the handle's encoder, which raises naming the problem, and whose bytes
-   rs_exemplar_check has the last word on. 0 and `length` bytes in `out` (RS_EXEMPLAR_MAX), or -1
-   with the exception set. */
+   anything refused, goes to the handle's encoder, which counts one it refuses and returns None (a
+   strict bot's raises, naming the problem), and whose bytes rs_exemplar_check has the last word on.
+   0 and `length` bytes in `out` (RS_EXEMPLAR_MAX); CONVERTED_NOTHING for an exemplar refused and
+   counted (the value is recorded without it); or -1 with the exception set. */
 static int handle_exemplar(HandleObject *handle, PyObject *exemplar, char *out, size_t *length) {
     size_t used = 0;
     int taken = PyDict_CheckExact(exemplar) && PyDict_GET_SIZE(exemplar) > 0;
@@ -471,6 +503,10 @@ static int handle_exemplar(HandleObject *handle, PyObject *exemplar, char *out, 
     }
     PyObject *encoded = PyObject_CallFunctionObjArgs(handle->encode_exemplar, exemplar, NULL);
     if (encoded == NULL) return -1;
+    if (encoded == Py_None) {
+        Py_DECREF(encoded);
+        return CONVERTED_NOTHING;
+    }
     rs_error error;
     error.message[0] = 0;
     if (!PyBytes_Check(encoded)) {
@@ -480,9 +516,10 @@ static int handle_exemplar(HandleObject *handle, PyObject *exemplar, char *out, 
     }
     size_t size = (size_t)PyBytes_GET_SIZE(encoded);
     if (rs_exemplar_check(PyBytes_AS_STRING(encoded), size, &error) != 0) { /* the encoder let it through: C has the last word */
-        PyErr_Format(RingValueError, "bot %U: exemplar %R: %s", handle->core->name, exemplar, error.message);
         Py_DECREF(encoded);
-        return -1;
+        if (core_ready(handle->core) < 0) return -1;
+        rs_bot_count_refused_exemplar(handle->core->bot, handle->metric.index);
+        return CONVERTED_NOTHING;
     }
     memcpy(out, PyBytes_AS_STRING(encoded), size);
     *length = size;
@@ -511,14 +548,15 @@ static int parse_exemplar(const char *call, PyObject *const *args, Py_ssize_t co
 
 /* MARK: - Values of steps (VALUES in ringside.h) */
 
-enum { VALUE_ERROR = -1, VALUE_STEPS = 0, VALUE_UNITS = 1 };
+enum { VALUE_ERROR = -1, VALUE_STEPS = 0, VALUE_UNITS = 1, VALUE_NOTHING = 2 };
 
 /* A value of a metric of steps, read: VALUE_STEPS, *steps its exact steps in the metric's range
    (an int64's bits for a signed histogram); VALUE_UNITS, *units a double in the metric's unit for
    the C producer to round, clamp and count; or VALUE_ERROR with the exception set. An exact int
    whose steps fit is taken here; anything else goes to the converter (ringside/_values.py), which
    returns the exact steps of an integral value, an infinity of its sign for one out of range, or
-   a float, or raises naming the value. */
+   a float; or None for one that is not a number, counted (VALUE_NOTHING); a strict bot's raises
+   naming the value. */
 static int steps_value(HandleObject *handle, PyObject *value, uint64_t *steps, double *units) {
     int is_signed = handle->metric.kind == RS_METRIC_SIGNED_HISTOGRAM;
     if (PyFloat_CheckExact(value)) {
@@ -541,7 +579,9 @@ static int steps_value(HandleObject *handle, PyObject *value, uint64_t *steps, d
     PyObject *converted = PyObject_CallFunctionObjArgs(handle->convert, value, NULL);
     if (converted == NULL) return VALUE_ERROR;
     int read = VALUE_STEPS;
-    if (PyFloat_Check(converted)) {
+    if (converted == Py_None) {
+        read = VALUE_NOTHING;
+    } else if (PyFloat_Check(converted)) {
         *units = PyFloat_AS_DOUBLE(converted);
         read = VALUE_UNITS;
     } else if (is_signed) {
@@ -558,12 +598,12 @@ static int steps_value(HandleObject *handle, PyObject *value, uint64_t *steps, d
 
 /* Counts a value a metric could not hold in its cell's `clamped`, as ringside_producer.c's
    rsp_count_clamped does (an atomic add: any thread, and the C producer's, may add). */
-static void count_clamped(rs_bot *bot, rs_metric metric) {
+static void count_clamped(rs_bot *bot, uint32_t index) {
     /* Off (CONTROL in ringside.h): the call counts nothing, a clamp neither, as rsp_count_clamped. */
-    if (rs_producer_control(rs_bot_producer(bot), metric.index) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return;
-    if (!bot->enabled || bot->header == NULL || metric.index >= bot->registry_capacity) return;
+    if (rs_producer_control(rs_bot_producer(bot), index) & (RS_CONTROL_OFF | RS_CONTROL_BOT_OFF)) return;
+    if (!bot->enabled || bot->header == NULL || index >= bot->registry_capacity) return;
     rs_metric_cell *cells = (rs_metric_cell *)((char *)bot->header + bot->header->cells_offset);
-    __atomic_fetch_add(&cells[metric.index].clamped, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&cells[index].clamped, 1, __ATOMIC_RELAXED);
 }
 
 /* A value in the unit as a histogram of steps stores it, as rs_bot_record_value (and its cold
@@ -577,7 +617,7 @@ static int stored_value(rs_bot *bot, rs_metric metric, double units, uint64_t *s
             *stored = (uint64_t)(int64_t)rint(steps) ^ RS_OFFSET_BINARY_BIAS;
             return 1;
         }
-        count_clamped(bot, metric);
+        count_clamped(bot, metric.index);
         *stored = (uint64_t)(units < 0 ? -INT64_MAX : INT64_MAX) ^ RS_OFFSET_BINARY_BIAS;
         return units == units;
     }
@@ -585,7 +625,7 @@ static int stored_value(rs_bot *bot, rs_metric metric, double units, uint64_t *s
         *stored = (uint64_t)rint(steps);
         return 1;
     }
-    count_clamped(bot, metric);
+    count_clamped(bot, metric.index);
     *stored = units < 0 ? 0 : UINT64_MAX;
     return units == units;
 }
@@ -609,24 +649,32 @@ static PyObject *steps_observe(HandleObject *handle, PyObject *value, PyObject *
     double units = 0;
     int read = steps_value(handle, value, &steps, &units);
     if (read == VALUE_ERROR) return NULL;
+    if (read == VALUE_NOTHING) Py_RETURN_FALSE;
     rs_metric metric = handle->metric;
     int is_signed = metric.kind == RS_METRIC_SIGNED_HISTOGRAM;
-    if (exemplar == NULL || exemplar == Py_None) {
+    char bytes[RS_EXEMPLAR_MAX];
+    size_t length = 0;
+    int refused = 0;
+    if (exemplar != NULL && exemplar != Py_None) {
+        if (is_signed) {
+            /* A signed histogram's values carry no exemplars: its refuser counts it and returns None
+               (a strict bot's raises, naming the metric); the value is recorded without it. */
+            PyObject *answer = PyObject_CallFunctionObjArgs(handle->encode_exemplar, exemplar, NULL);
+            if (answer == NULL) return NULL;
+            Py_DECREF(answer);
+            refused = 1;
+        } else {
+            refused = handle_exemplar(handle, exemplar, bytes, &length);
+            if (refused < 0) return NULL;
+        }
+    }
+    if (exemplar == NULL || exemplar == Py_None || refused) {
         if (core_ready(handle->core) < 0) return NULL;
         rs_bot *bot = handle->core->bot;
         if (read == VALUE_UNITS) return PyBool_FromLong(rs_bot_record_value(bot, metric, units));
         return PyBool_FromLong(is_signed ? rs_bot_record_signed(bot, metric, (int64_t)steps) : rs_bot_record(bot, metric, steps));
     }
-    if (is_signed) {
-        /* A signed histogram's values carry no exemplars: its encoder raises the error naming the metric. */
-        PyObject *refused = PyObject_CallFunctionObjArgs(handle->encode_exemplar, exemplar, NULL);
-        Py_XDECREF(refused);
-        if (!PyErr_Occurred()) PyErr_SetString(RingValueError, "a signed histogram's values carry no exemplars");
-        return NULL;
-    }
-    char bytes[RS_EXEMPLAR_MAX];
-    size_t length;
-    if (handle_exemplar(handle, exemplar, bytes, &length) < 0 || core_ready(handle->core) < 0) return NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     rs_bot *bot = handle->core->bot;
     uint64_t stored = steps;
     if (read == VALUE_UNITS && !stored_value(bot, metric, units, &stored)) Py_RETURN_FALSE; /* a NaN */
@@ -647,7 +695,9 @@ static PyObject *steps_increment(HandleObject *handle, PyObject *const *args, Py
     } else {
         read = steps_value(handle, args[0], &steps, &units);
     }
-    if (read == VALUE_ERROR || core_ready(handle->core) < 0) return NULL;
+    if (read == VALUE_ERROR) return NULL;
+    if (read == VALUE_NOTHING) Py_RETURN_NONE;
+    if (core_ready(handle->core) < 0) return NULL;
     if (read == VALUE_UNITS) rs_bot_count_value(handle->core->bot, handle->metric, units);
     else rs_bot_count(handle->core->bot, handle->metric, steps);
     Py_RETURN_NONE;
@@ -660,14 +710,18 @@ static PyObject *handle_observe(HandleObject *handle, PyObject *const *args, Py_
         return NULL;
     if (handle->steps) return steps_observe(handle, args[0], exemplar);
     uint64_t stored;
-    if (handle_observation(handle, args[0], &stored) < 0) return NULL;
-    if (exemplar == NULL || exemplar == Py_None) {
+    int converted = handle_observation(handle, args[0], &stored);
+    if (converted < 0) return NULL;
+    if (converted == CONVERTED_NOTHING) Py_RETURN_FALSE;
+    char bytes[RS_EXEMPLAR_MAX];
+    size_t length;
+    int refused = exemplar == NULL || exemplar == Py_None ? CONVERTED_NOTHING : handle_exemplar(handle, exemplar, bytes, &length);
+    if (refused < 0) return NULL;
+    if (refused == CONVERTED_NOTHING) { /* no exemplar, or one refused and counted */
         if (core_ready(handle->core) < 0) return NULL;
         return PyBool_FromLong(rs_bot_record(handle->core->bot, handle->metric, stored));
     }
-    char bytes[RS_EXEMPLAR_MAX];
-    size_t length;
-    if (handle_exemplar(handle, exemplar, bytes, &length) < 0 || core_ready(handle->core) < 0) return NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     /* Checked above (handle_exemplar): not again. */
     return PyBool_FromLong(rs_bot_record_checked_exemplar(handle->core->bot, handle->metric, stored, bytes, length));
 }
@@ -704,13 +758,15 @@ static PyObject *handle_stop(HandleObject *handle, PyObject *const *args, Py_ssi
         PyErr_Clear();
         return PyErr_Format(PyExc_TypeError, "stop() takes the token start() returned, not %R", token);
     }
-    if (exemplar == NULL || exemplar == Py_None) {
+    char bytes[RS_EXEMPLAR_MAX];
+    size_t length;
+    int refused = exemplar == NULL || exemplar == Py_None ? CONVERTED_NOTHING : handle_exemplar(handle, exemplar, bytes, &length);
+    if (refused < 0) return NULL;
+    if (refused == CONVERTED_NOTHING) { /* no exemplar, or one refused and counted */
         if (core_ready(handle->core) < 0) return NULL;
         return PyBool_FromLong(rs_bot_record_span(handle->core->bot, handle->metric, start));
     }
-    char bytes[RS_EXEMPLAR_MAX];
-    size_t length;
-    if (handle_exemplar(handle, exemplar, bytes, &length) < 0 || core_ready(handle->core) < 0) return NULL;
+    if (core_ready(handle->core) < 0) return NULL;
     return PyBool_FromLong(record_span_exemplar(handle->core->bot, handle->metric, start, bytes, length));
 }
 
@@ -744,7 +800,11 @@ static PyObject *gauge_add(HandleObject *handle, PyObject *const *args, Py_ssize
     if (count > 1) return PyErr_Format(PyExc_TypeError, "%s() takes at most 1 argument (%zd given)", call, count);
     if (count == 1) {
         if (PyFloat_CheckExact(args[0])) amount = PyFloat_AS_DOUBLE(args[0]);
-        else if (handle_convert_double(handle, args[0], &amount) < 0) return NULL;
+        else {
+            int converted = handle_convert_double(handle, args[0], &amount);
+            if (converted < 0) return NULL;
+            if (converted == CONVERTED_NOTHING) Py_RETURN_NONE;
+        }
     }
     if (core_ready(handle->core) < 0) return NULL;
     /* Under the GIL: one thread at a time. */
@@ -762,7 +822,9 @@ static PyObject *handle_inc(HandleObject *handle, PyObject *const *args, Py_ssiz
     if (handle->metric.kind == RS_KIND_GAUGE) return gauge_add(handle, args, count, "inc", 0);
     if (handle->steps) return steps_increment(handle, args, count);
     uint64_t increment;
-    if (handle_increment(handle, args, count, &increment) < 0) return NULL;
+    int converted = handle_increment(handle, args, count, &increment);
+    if (converted < 0) return NULL;
+    if (converted == CONVERTED_NOTHING) Py_RETURN_NONE;
     if (core_ready(handle->core) < 0) return NULL;
     rs_bot_count(handle->core->bot, handle->metric, increment);
     Py_RETURN_NONE;
@@ -775,7 +837,11 @@ static PyObject *handle_dec(HandleObject *handle, PyObject *const *args, Py_ssiz
 static PyObject *handle_set(HandleObject *handle, PyObject *value) {
     double number;
     if (PyFloat_CheckExact(value)) number = PyFloat_AS_DOUBLE(value);
-    else if (handle_convert_double(handle, value, &number) < 0) return NULL;
+    else {
+        int converted = handle_convert_double(handle, value, &number);
+        if (converted < 0) return NULL;
+        if (converted == CONVERTED_NOTHING) Py_RETURN_FALSE;
+    }
     if (core_ready(handle->core) < 0) return NULL;
     handle->gauge_value = number;
     handle->gauge_generation = process_generation;
@@ -813,6 +879,8 @@ static PyObject *ringside_select_span_clock(PyObject *Py_UNUSED(module), PyObjec
 static PyMethodDef core_methods[] = {
     {"register", (PyCFunction)core_register, METH_VARARGS, "register(name, kind, unit, labels, help, sample_every, merge, form=0, scale=0) -> index"},
     {"handle", (PyCFunction)core_handle, METH_VARARGS, "handle(index, kind, scale, whole_only, convert, encode_exemplar, steps=None) -> Handle"},
+    {"count_refused", (PyCFunction)core_count_refused, METH_VARARGS,
+     "count_refused(index, exemplar) counts a value metric index could not take, or an exemplar refused"},
     {"close", (PyCFunction)core_close, METH_NOARGS, "Detaches the bot; its records stay for the collector."},
     {NULL, NULL, 0, NULL},
 };

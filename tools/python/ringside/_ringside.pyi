@@ -25,15 +25,17 @@ class Core(_backend.Core, Protocol):
     """An attached bot (made by attach()): a backend's Core (_backend.py), whose handles are Handles."""
 
     def handle(self, index: int, kind: int, scale: int, whole_only: bool, convert: _backend.Converter,
-               encode_exemplar: Callable[[Any], bytes] | None, steps: tuple[int, int] | None = None, /) -> Handle: ...
+               encode_exemplar: Callable[[Any], bytes | None] | None, steps: tuple[int, int] | None = None, /
+               ) -> Handle: ...
 
 @final
 @type_check_only
 class Handle:
     """One registered metric's calls (made by Core.handle()). A value the C code does not take
-    itself goes to the metric's converter, which returns the value stored or raises; an exemplar it
-    does not take (anything but a dict of str to str that passes rs_exemplar_check) to the
-    metric's exemplar encoder, which raises naming the problem."""
+    itself goes to the metric's converter, which returns the value stored, or None for a bad value
+    it counted (a strict bot's raises); an exemplar it does not take (anything but a dict of str to
+    str that passes rs_exemplar_check) to the metric's exemplar encoder, which returns its bytes, or
+    None for one it refused and counted (a strict bot's raises, naming the problem)."""
 
     def observe(self, value: object, /, exemplar: Mapping[str, str] | None = None) -> bool: ...
     def start(self) -> int: ...  # a span clock reading: a token for stop()

@@ -19,8 +19,14 @@ both are counted in the metric cell's `clamped`: never raised, never wrapped. A 
 stored as its offset binary, (steps as u64) ^ 2^63.
 
 Each backend converts the common cases itself (an exact int or float) and hands everything else
-to a converter made here, which returns the stored value or raises RingValueError or
-RingTypeError naming the bot, the metric and the value.
+to a converter made here, which returns the stored value. A value the metric cannot take as given
+never raises on the hot path (BAD VALUES): the converter counts it (`count`, into the metric
+cell's `clamped`) and returns what the C producer records for it: below 0, 0 (a counter adds
+nothing); too large or an infinity, the largest the metric holds; a fraction given to a metric of
+whole numbers, the nearest whole number (ties to even); a NaN, or a value that is not a number,
+None: nothing recorded. A strict bot (`strict=True`, or RINGSIDE_STRICT=1) makes converters with
+no `count`, which raise RingValueError or RingTypeError naming the bot, the metric and the value,
+recording nothing: for tests.
 """
 
 from __future__ import annotations
@@ -66,6 +72,15 @@ def stored_unit(kind: int, unit: str) -> int:
     return UNIT_CODES[unit]
 
 
+class _Unrepresentable(RingValueError):
+    """A value the metric cannot hold as given, and what is recorded for it when the bot is not
+    strict (None: nothing)."""
+
+    def __init__(self, message: str, recorded: float | None) -> None:
+        super().__init__(message)
+        self.recorded = recorded
+
+
 def _where(bot: str, metric: str, value: object) -> str:
     shown = repr(value)
     return f"bot {bot}: metric {metric}: value {shown if len(shown) <= 64 else shown[:60] + '...'}"
@@ -93,21 +108,22 @@ def _histogram_conversion(unit: str) -> Callable[[Any, str, str], int]:
             pass
         else:
             if whole < 0:
-                raise RingValueError(f"{where} is negative; {what}")
+                raise _Unrepresentable(f"{where} is negative; {what}", 0)
             if whole * scale > U64:
-                raise RingValueError(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}")
+                raise _Unrepresentable(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}", U64)
             return whole * scale
         number = _as_float(value, where, what)
-        if math.isnan(number) or math.isinf(number):
-            raise RingValueError(f"{where} is not finite; {what}")
+        if math.isnan(number):
+            raise _Unrepresentable(f"{where} is not a number; {what}", None)
         if number < 0:
-            raise RingValueError(f"{where} is negative; {what}")
+            raise _Unrepresentable(f"{where} is negative; {what}", 0)
         product = number * scale  # infinite when the nanoseconds of a finite value overflow a float
         if product > U64:
-            raise RingValueError(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}")
+            raise _Unrepresentable(f"{where} is too large; {what} to 2^64-1 {'ns' if scale > 1 else unit}", U64)
         stored = round(product)  # to the nearest, ties to even, as the C extension's nearbyint
         if whole_only and stored != number:
-            raise RingValueError(f"{where} is not a whole number; a histogram in {unit} records whole numbers")
+            raise _Unrepresentable(f"{where} is not a whole number; a histogram in {unit} records whole numbers",
+                                   min(stored, U64))
         return stored
     return convert
 
@@ -118,11 +134,19 @@ def _increment(value: Any, where: str, what: str) -> int:
         whole = operator.index(value)
     except TypeError:
         number = _as_float(value, where, what)
-        if not math.isfinite(number) or number != math.floor(number):
-            raise RingValueError(f"{where} is not a whole number; {what}") from None
+        if math.isnan(number):
+            raise _Unrepresentable(f"{where} is not a number; {what}", None) from None
+        if number < 0:
+            raise _Unrepresentable(f"{where} is negative; {what} (a counter never goes down)", None) from None
+        if math.isinf(number) or number >= 2.0**64:
+            raise _Unrepresentable(f"{where} is out of range; {what}", U64) from None
+        if number != math.floor(number):
+            raise _Unrepresentable(f"{where} is not a whole number; {what}", min(round(number), U64)) from None
         whole = int(number)
-    if not 0 <= whole <= U64:
-        raise RingValueError(f"{where} is out of range; {what} (a counter never goes down)")
+    if whole < 0:
+        raise _Unrepresentable(f"{where} is negative; {what} (a counter never goes down)", None)
+    if whole > U64:
+        raise _Unrepresentable(f"{where} is out of range; {what}", U64)
     return whole
 
 
@@ -182,10 +206,12 @@ def _steps_conversion(signed: bool, scale: int) -> Callable[[Any, str, str], flo
     return convert
 
 
-def converter(kind: int, bot: str, metric: str, unit: str, signed: bool = False, scale: int | None = None
-              ) -> Callable[[Any], float]:
+def converter(kind: int, bot: str, metric: str, unit: str, signed: bool = False, scale: int | None = None,
+              count: Callable[[], None] | None = None) -> Callable[[Any], float | None]:
     """The converter of a metric of `kind` (KIND_*) declared in `unit` (and, for one of steps, its
-    form and scale: VALUES above): a function from a value to the value stored, or an exception."""
+    form and scale: VALUES above): a function from a value to the value stored. A value it cannot
+    take as given is counted (`count`) and what is recorded for it returned (None: nothing); with
+    no `count` (a strict bot), it raises RingValueError or RingTypeError instead."""
     convert: Callable[[Any, str, str], float]
     if signed or scale is not None:
         form = "signed" if signed else "unsigned"
@@ -205,7 +231,20 @@ def converter(kind: int, bot: str, metric: str, unit: str, signed: bool = False,
         if isinstance(value, _NOT_NUMBERS):
             raise RingTypeError(f"{where} ({type(value).__name__}) is not a number; {what}")
         return convert(value, where, what)
-    return checked
+
+    if count is None:
+        return checked
+
+    def tolerant(value: Any) -> float | None:
+        try:
+            return checked(value)
+        except _Unrepresentable as bad:
+            count()
+            return bad.recorded
+        except (RingTypeError, RingValueError):  # not a number: nothing to record
+            count()
+            return None
+    return tolerant
 
 
 def values_phrase(signed: bool, scale: int | None) -> str:

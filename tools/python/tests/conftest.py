@@ -216,6 +216,9 @@ class BotFile:
             self.entries.append(data[at:at + 512])
         # Each metric cell: gauge bits, gauge set, unlaned, unlaned_sum, unlaned_max, clamped (64 bytes).
         self._cells = [struct.unpack_from("<QQQQQQ", data, cells_offset + 64 * index) for index in range(count)]
+        # And its exemplars_refused (0x38): a histogram's exemplars refused (EXEMPLARS in ringside.h).
+        self._exemplars_refused = [struct.unpack_from("<Q", data, cells_offset + 64 * index + 0x38)[0]
+                                   for index in range(count)]
         # The operator's words (CONTROL in ringside.h): each metric cell's `control` (0x30), in
         # registry order, and the header's `bot_control` (0x180).
         self.controls = [struct.unpack_from("<I", data, cells_offset + 64 * index + 0x30)[0] for index in range(count)]
@@ -304,6 +307,11 @@ class BotFile:
         """A histogram's or counter's values it could not hold, clamped or not recorded: its metric
         cell's `clamped` (VALUES in ringside.h)."""
         return self._cells[self.index(name, labels)][5]
+
+    def exemplars_refused(self, name, labels=""):
+        """A histogram's exemplars refused, its values recorded without them: its metric cell's
+        `exemplars_refused` (EXEMPLARS in ringside.h)."""
+        return self._exemplars_refused[self.index(name, labels)]
 
     def spans(self, name, labels=""):
         """(value, timestamp_ns) of each of a histogram's spans (records flagged RS_FLAG_SPAN), lane

@@ -255,7 +255,7 @@ REFUSED = [
 
 @pytest.mark.parametrize("exemplar, error, reason", REFUSED, ids=[repr(case[0])[:40] for case in REFUSED])
 def test_a_refused_exemplar_raises_naming_the_problem_and_writes_nothing(backend, ring_dir, exemplar, error, reason):
-    bot = attach(backend, ring_dir, "refused")
+    bot = attach(backend, ring_dir, "refused", strict=True)
     fill = bot.histogram("fill", unit="s")
     assert fill.observe(0.001)  # the thread's lane, claimed
     for call in (lambda: fill.observe(0.002, exemplar=exemplar), lambda: fill.observe(0.002, exemplar),
@@ -271,7 +271,7 @@ def test_a_refused_exemplar_raises_naming_the_problem_and_writes_nothing(backend
 
 
 def test_the_timer_refuses_a_bad_exemplar_as_it_records_writing_nothing(backend, ring_dir):
-    bot = attach(backend, ring_dir, "timer")
+    bot = attach(backend, ring_dir, "timer", strict=True)
     latency = bot.histogram("latency", unit="s")
     with pytest.raises(ValueError, match="takes 65 bytes"):
         with latency.time(exemplar=TOO_LONG):
@@ -284,7 +284,7 @@ def test_the_timer_refuses_a_bad_exemplar_as_it_records_writing_nothing(backend,
 
 
 def test_a_bad_exemplar_is_refused_on_a_sampled_skipped_call_and_a_disabled_bot(backend, ring_dir, monkeypatch):
-    bot = attach(backend, ring_dir, "sampled")
+    bot = attach(backend, ring_dir, "sampled", strict=True)
     sampled = bot.histogram("sampled", unit="ns", sample_every=2)
     assert sampled.observe(1, exemplar={"n": "1"})  # the first of two is written
     with pytest.raises(ValueError, match="takes 65 bytes"):
@@ -294,7 +294,7 @@ def test_a_bad_exemplar_is_refused_on_a_sampled_skipped_call_and_a_disabled_bot(
     assert [text for _, _, text in BotFile(bot.path).exemplars("sampled")] == ["n=1", "n=4"]
     bot.close()
     monkeypatch.setenv("RINGSIDE_DISABLED", "1")
-    disabled = attach(backend, ring_dir, "disabled")
+    disabled = attach(backend, ring_dir, "disabled", strict=True)
     fill = disabled.histogram("fill", unit="s")
     assert fill.observe(0.001, exemplar=ORDER) is False
     with pytest.raises(ValueError, match="at least one label"):
@@ -394,7 +394,7 @@ def test_the_extensions_one_pass_over_a_dict_takes_and_refuses_what_the_encoder_
     dicts = [{rng.choice(texts) + rng.choice(texts): rng.choice(texts) + rng.choice(texts)
               for _ in range(rng.randrange(1, 4))} for _ in range(3000)]
     encode = _exemplars.encoder("fuzz", "fill")
-    bot = attach(_ringside, ring_dir, "fuzz", lane_capacity=65536)
+    bot = attach(_ringside, ring_dir, "fuzz", lane_capacity=65536, strict=True)
     fill = bot.histogram("fill", unit="ns")
     expected = []
     for value, exemplar in enumerate(dicts):
@@ -432,7 +432,7 @@ class Pairs(Mapping):
 
 
 def test_any_mapping_is_taken_and_a_key_named_twice_is_refused(backend, ring_dir):
-    bot = attach(backend, ring_dir, "mappings")
+    bot = attach(backend, ring_dir, "mappings", strict=True)
     fill = bot.histogram("fill", unit="ns")
     assert fill.observe(1, exemplar=Pairs([("order_id", "A17")]))
     with pytest.raises(ValueError, match="key order_id is given twice"):

@@ -231,6 +231,14 @@ def bot(backend, ring_dir):
     attached.close()
 
 
+@pytest.fixture
+def strict_bot(backend, ring_dir):
+    """A strict bot (strict=True, or RINGSIDE_STRICT=1): a bad value raises, for tests."""
+    attached = ringside.Bot("steps-strict", ring_dir, strict=True, _backend=backend)
+    yield attached
+    attached.close()
+
+
 def test_a_signed_histograms_values_are_rounded_to_its_steps_in_offset_binary(bot):
     slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)
     for value in (-3.5, 0, 2.25, -0.005, 0.015, 1e-9, -7, 3):
@@ -261,7 +269,8 @@ def test_values_a_metric_cannot_hold_are_clamped_to_its_ends_and_counted_and_a_n
     assert file.counter("fees") == (150 + 2 * U64_MAX) % (1 << 64)
 
 
-def test_an_unsigned_histogram_without_a_resolution_keeps_refusing_what_it_cannot_hold(bot):
+def test_an_unsigned_histogram_without_a_resolution_keeps_refusing_what_it_cannot_hold(strict_bot):
+    bot = strict_bot
     """Today's histograms are unchanged: a value out of range raises, records nothing and counts nothing."""
     sizes = bot.histogram("sizes", unit="bytes")
     for value in (-1, 1.5, math.nan):
@@ -382,7 +391,8 @@ def test_signed_and_resolution_are_for_histograms_in_none_or_bytes(bot):
 
 
 @pytest.mark.parametrize("value, error", [("1.5", TypeError), (None, TypeError), ([1], TypeError), (b"1", TypeError)])
-def test_a_value_that_is_no_number_raises_and_records_nothing(bot, value, error):
+def test_a_value_that_is_no_number_raises_and_records_nothing(strict_bot, value, error):
+    bot = strict_bot
     slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)
     fees = bot.counter("fees", resolution=0.01)
     with pytest.raises(error, match="metric slippage_bps"):
@@ -405,7 +415,8 @@ def test_numbers_of_other_types_are_taken_as_floats_or_exact_ints(bot):
     assert BotFile(bot.path).signed_values("slippage_bps") == [-125, 25, -1200, 100]
 
 
-def test_a_signed_histogram_refuses_an_exemplar_naming_the_metric_and_records_nothing(bot):
+def test_a_signed_histogram_refuses_an_exemplar_naming_the_metric_and_records_nothing(strict_bot):
+    bot = strict_bot
     # The collector keeps no exemplars for signed values: an exemplar is refused before anything is recorded.
     slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)
     for exemplar in ({"order_id": "A17"}, {"order id": "x"}):
@@ -477,16 +488,19 @@ for backend in [None, _pure]:
     slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)
     fees = bot.counter("fees", resolution=1e-6)
     print(slippage.observe(-3.5), slippage.observe(math.nan), slippage.observe(2**80), fees.inc(0.37), fees.inc(-1))
+    print("not a number", slippage.observe("x"))
+    strict = ringside.Bot("off-strict", {ring_dir!r}, strict=True, _backend=backend)
     try:
-        slippage.observe("x")
+        strict.histogram("slippage_bps", resolution=0.01, signed=True).observe("x")
     except ringside.RingTypeError as error:
         print("refused", "slippage_bps" in str(error))
+    strict.close()
     bot.close()
 print(os.listdir({ring_dir!r}))
 """
     result = run_python(code, env={"RINGSIDE_DISABLED": "1"})
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["False False False None None", "refused True"] * 2 + ["[]"]
+    assert result.stdout.splitlines() == ["False False False None None", "not a number False", "refused True"] * 2 + ["[]"]
 
 
 def test_a_full_lane_drops_signed_values_with_their_offset_sum_and_largest(backend, ring_dir):

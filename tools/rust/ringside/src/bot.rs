@@ -31,7 +31,7 @@
 
 use crate::error::Error;
 use crate::layout::*;
-use crate::shm::{self, Mapping, RegistryEntry, Sampling, Writer, Writers};
+use crate::shm::{self, Mapping, Refusal, RegistryEntry, Sampling, Writer, Writers};
 use crate::span_clock;
 use crate::sys::{self, PMutex};
 use std::collections::HashMap;
@@ -599,15 +599,16 @@ impl BotInner {
     }
 
     /// Counts a value of metric `index` that did not fit (`rsp_count_clamped`: VALUES in
-    /// ringside.h) in its metric cell's `clamped`, without claiming a lane: through the calling
+    /// ringside.h) in its metric cell's `clamped`, or an exemplar refused (EXEMPLARS) in its
+    /// `exemplars_refused`, as `refusal` says, without claiming a lane: through the calling
     /// thread's writer if it has one, else through the mapped cells under the bot's mutex (a
     /// thread whose first call is a NaN). Nothing when disabled, or in a forked child that is no
     /// worker yet.
     #[cold]
     #[inline(never)]
-    pub(crate) fn count_clamped(&self, index: u32) {
+    pub(crate) fn count_refused(&self, index: u32, refusal: Refusal) {
         if let Some(writer) = self.writers.of_thread() {
-            writer.count_clamped(index);
+            writer.count_refused(index, refusal);
             return;
         }
         let state = self.state.lock();
@@ -617,7 +618,7 @@ impl BotInner {
                 // Relaxed: a switch; the operator's "off" counts nothing (CONTROL in ringside.h).
                 if cell.control.load(Relaxed) & (CONTROL_OFF | CONTROL_BOT_OFF) == 0 {
                     // Relaxed atomic add: threads share the cell; only the count matters.
-                    cell.clamped.fetch_add(1, Relaxed);
+                    cell.refusals(refusal).fetch_add(1, Relaxed);
                 }
             }
             _ => {}

@@ -9,7 +9,7 @@ use crate::layout::{
     power_of_ten, GaugeMerge, Unit, CONTROL_BOT_OFF, CONTROL_OFF, CONTROL_SAMPLE, FLAG_SPAN, KIND_COUNTER, KIND_GAUGE,
     KIND_HISTOGRAM, OFFSET_BINARY_BIAS, WEIGHT_LOG2_MAX,
 };
-use crate::shm::{Controlled, Writer};
+use crate::shm::{Controlled, Refusal, Writer};
 use crate::span_clock;
 use std::time::Duration;
 
@@ -151,11 +151,13 @@ impl Histogram {
     /// it. The exemplar was checked when made, so this never fails and allocates nothing. Returns as
     /// [`Histogram::record`] does; a lane without room for the value and all of its exemplar
     /// drops both, counted once.
-    /// A signed histogram takes no exemplar (false), as in C.
+    /// A signed histogram's values carry no exemplars, in every language: its `value` (steps, at
+    /// most 2^63 - 1) is recorded without it and the exemplar counted in the metric cell's
+    /// `exemplars_refused`, as C's `rs_bot_record_checked_exemplar` does.
     #[inline]
     pub fn record_with_exemplar(&self, value: u64, exemplar: &Exemplar) -> bool {
         if self.signed {
-            return false;
+            return self.refuse_exemplar(value);
         }
         let writer = self.bot.writer();
         let control = writer.control(self.index);
@@ -166,6 +168,14 @@ impl Histogram {
             return false;
         }
         writer.write_exemplar(self.index, value, exemplar.padded(), exemplar.len())
+    }
+
+    /// A signed histogram's exemplar refused and counted, its value recorded without it.
+    #[cold]
+    #[inline(never)]
+    fn refuse_exemplar(&self, value: u64) -> bool {
+        self.bot.count_refused(self.index, Refusal::Exemplar);
+        self.record_signed(value.min(i64::MAX as u64) as i64)
     }
 
     /// Records a duration converted to the histogram's unit (truncated to its steps; saturated
@@ -257,7 +267,7 @@ impl Histogram {
     #[cold]
     #[inline(never)]
     fn record_unrepresentable(&self, value: f64) -> bool {
-        self.bot.count_clamped(self.index);
+        self.bot.count_refused(self.index, Refusal::Value);
         if value.is_nan() {
             return false; // no value to record
         }
@@ -398,7 +408,7 @@ impl Counter {
     #[cold]
     #[inline(never)]
     fn increment_unrepresentable(&self, by: f64) {
-        self.bot.count_clamped(self.index);
+        self.bot.count_refused(self.index, Refusal::Value);
         if by > 0.0 {
             self.increment(u64::MAX); // a NaN and a value below 0 add nothing
         }

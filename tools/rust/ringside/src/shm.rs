@@ -116,7 +116,28 @@ pub struct MetricCell {
     /// publishing the metric (an atomic or); read at every call.
     pub control: AtomicU32,
     _reserved0: AtomicU32,
-    _reserved: [AtomicU64; 1],
+    /// Histograms: exemplars refused (given to a signed histogram), their values recorded without
+    /// them (EXEMPLARS in ringside.h; atomic add).
+    pub exemplars_refused: AtomicU64,
+}
+
+/// Which of a metric cell's counts a refusal adds to.
+#[derive(Clone, Copy)]
+pub enum Refusal {
+    /// A value the metric could not hold: clamped, or not recorded (`clamped`).
+    Value,
+    /// An exemplar refused, its value recorded without it (`exemplars_refused`).
+    Exemplar,
+}
+
+impl MetricCell {
+    /// The count `refusal` adds to.
+    pub fn refusals(&self, refusal: Refusal) -> &AtomicU64 {
+        match refusal {
+            Refusal::Value => &self.clamped,
+            Refusal::Exemplar => &self.exemplars_refused,
+        }
+    }
 }
 
 /// One histogram's gathered calls on one lane (`rs_gather_cell`; SAMPLING AND GATHERING in
@@ -1273,9 +1294,11 @@ impl Writer {
         }
     }
 
-    /// Counts a value of `metric` that did not fit (`rsp_count_clamped`; VALUES in ringside.h): an
-    /// atomic add to its metric cell's `clamped`, shared by every thread. Nothing when disabled, or when the operator turned the metric off (CONTROL in ringside.h).
-    pub fn count_clamped(&self, metric: u32) {
+    /// Counts a value of `metric` that did not fit (`rsp_count_clamped`; VALUES in ringside.h), or
+    /// an exemplar refused (EXEMPLARS): an atomic add to its metric cell's `clamped` or
+    /// `exemplars_refused`, shared by every thread. Nothing when disabled, or when the operator
+    /// turned the metric off (CONTROL in ringside.h).
+    pub fn count_refused(&self, metric: u32, refusal: Refusal) {
         let f = self.get();
         if !f.shared.is_null() {
             // SAFETY: shared points at the mapped metric cells; metric < registry_capacity.
@@ -1285,7 +1308,7 @@ impl Writer {
                 return;
             }
             // Relaxed atomic add: threads share the cell; only the count matters.
-            cell.clamped.fetch_add(1, Relaxed);
+            cell.refusals(refusal).fetch_add(1, Relaxed);
         }
     }
 
