@@ -143,7 +143,8 @@ extension MappedRingFile {
         let control = control(metric: index)
         switch kind {
         case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil, clamped: clamped(metric: index), control: control)
-        case .gauge: return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index), control: control)
+        case .gauge:
+            return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index), clamped: clamped(metric: index), control: control)
         case .histogram:
             // The dropped values' sum and largest (see SAMPLING: DROPPED VALUES in `ringside.h`).
             var (droppedSum, droppedMax) = unlanedValues(metric: index)
@@ -170,7 +171,8 @@ package struct MetricCells: Sendable, Equatable {
     /// Histograms: the values of the records dropped, their sum (modulo 2^64) and the largest.
     package var droppedSum: UInt64
     package var droppedMax: UInt64
-    /// Histograms and counters: values clamped to what the metric holds, or not recorded (NaN).
+    /// Values clamped to what the metric holds, rounded, or not recorded (a NaN; a binding's value
+    /// that is no number, a gauge's too).
     package var clamped: UInt64
     /// Histograms: exemplars refused (malformed, or given to a signed histogram), their values
     /// recorded without them.

@@ -230,6 +230,7 @@ package enum JSONExporter {
                 json.field("value", sample: series.lastValue)
                 json.field("merge", metric.gaugeMerge.description)
                 json.field("dropped_records", series.droppedRecords)
+                json.field("clamped_values", series.clampedValues)
             }
             json.key("windows")
             json.object {

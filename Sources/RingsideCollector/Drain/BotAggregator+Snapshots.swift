@@ -125,6 +125,7 @@ extension BotAggregator {
                 // The cell holds the last value set by any thread, exact even when records dropped.
                 snapshot.lastValue = series.cells.lastValue ?? series.windows.last
                 snapshot.droppedRecords = series.cells.dropped
+                snapshot.clampedValues = series.cells.clamped  // values that were no number (a binding's)
             })
         // With series left out, the result's places are not the tables' (see `keep`): blocks
         // wait for a pass that shows every series, which packs every quiet series.

@@ -481,8 +481,10 @@ bot = ringside.attach("off", {ring_dir!r})
 latency = bot.histogram("latency", unit="s", labelnames=("symbol",))
 assert latency.labels("AAPL").observe(0.5) is False
 bot.counter("orders").inc(3)
+assert latency.labels("AAPL").observe(-1) is False  # counted nowhere: nothing is written
+strict = ringside.attach("off", {ring_dir!r}, strict=True)
 try:
-    latency.labels("AAPL").observe(-1)
+    strict.histogram("latency", unit="s").observe(-1)
 except ValueError as error:
     print("refused", error)
 print("enabled", bot.enabled, "path", bot.path, "files", os.listdir({ring_dir!r}))

@@ -241,17 +241,22 @@ def test_a_bots_bad_values_reach_the_collector_counted_per_metric_and_reason(bac
         latency.observe(value)
     latency.observe(0.002, exemplar={"order id": "A17"})  # a label name with a space
     slippage.observe(-1.5, exemplar={"order_id": "A17"})  # a signed histogram's values carry none
+    exposure = bot.gauge("exposure_usd")
+    exposure.set(2.5e6)
+    exposure.set("n/a")  # the gauge keeps 2.5e6
     found = collector.wait_for(
         "the collector to count the bad values and refused exemplars",
         lambda: (latest := collector.latest()) and (timed := find_series(latest, "careless", "order_latency_seconds"))
         and (signed := find_series(latest, "careless", "slippage_bps")) and timed["total_count"] == 3
         and timed["clamped_values"] == 3 and timed["exemplars_refused"] == 1 and signed["exemplars_refused"] == 1
-        and (timed, signed))
-    timed, signed = found
-    assert signed["total_count"] == 1 and signed["clamped_values"] == 0
+        and (gauge := find_series(latest, "careless", "exposure_usd")) and gauge["clamped_values"] == 1
+        and (timed, signed, gauge))
+    timed, signed, gauge = found
+    assert signed["total_count"] == 1 and signed["clamped_values"] == 0 and gauge["value"] == 2.5e6
     metrics = collector.get("/metrics")
     for line in ('ringside_metric_clamped_total{ring="careless",metric="order_latency_seconds",labels=""} 3',
                  'ringside_metric_exemplars_refused_total{ring="careless",metric="order_latency_seconds",labels=""} 1',
-                 'ringside_metric_exemplars_refused_total{ring="careless",metric="slippage_bps",labels=""} 1'):
+                 'ringside_metric_exemplars_refused_total{ring="careless",metric="slippage_bps",labels=""} 1',
+                 'ringside_metric_clamped_total{ring="careless",metric="exposure_usd",labels=""} 1'):
         assert line + "\n" in metrics, line
     bot.close()
