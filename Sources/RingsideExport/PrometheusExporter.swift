@@ -6,7 +6,9 @@ import Synchronization
 
 /// Renders a snapshot in the Prometheus text format 0.0.4.
 ///
-/// Per metric, in base units (latencies recorded in ns are exported in seconds):
+/// Per metric, in base units (latencies recorded in ns are exported in seconds), each family named
+/// from the metric's base name (`baseName(of:)`: its name without `_total` for a counter and
+/// without a suffix its unit matches, `_us` for one in us) and the base unit's suffix, once:
 /// - histogram `NAME_seconds`: cumulative `_bucket{le}`, `_sum`, `_count` over all time, so
 ///   Prometheus can merge bots and hosts with `histogram_quantile`;
 ///   summary `NAME_windowed_seconds{window,quantile}` with per-window `_sum` and `_count`;
@@ -14,13 +16,15 @@ import Synchronization
 ///   beside negative buckets and a summary's negative quantiles and sums, a signed histogram has
 ///   no `_sum` and `_count` (its `+Inf` bucket is the count) and its windows are the same series
 ///   as three gauges (`NAME_windowed`, `NAME_windowed_sum`, `NAME_windowed_count`);
-/// - counter `NAME_total` (scaled by sampling) and gauge `NAME_rate{window}` per second;
+/// - counter `NAME_total` (scaled by sampling) and gauge `NAME_rate{window}` per second (with a
+///   unit: `NAME_bytes_total`, `NAME_bytes_rate`);
 /// - gauge `NAME` (last value) and `NAME_window_min` / `NAME_window_max{window}`;
 /// plus the `ringside_ring_*`, `ringside_collector_*` and `ringside_slo_*` self-metrics,
 /// `ringside_build_info`, and the `process_*` families of the client libraries.
 /// Every series carries `ring`; metric labels named `ring`, `window`, `quantile`, `le` or `slo`
-/// are exported as `exported_<name>`. A family name two metrics claim with different types goes
-/// to the first; the others are left out (and counted in `ringside_collector_series_conflicts`).
+/// are exported as `exported_<name>`. A family name two metrics claim (with different types, or
+/// two names for one exported name: `lat_us` in us and `lat` in ns are both `lat_seconds`) goes to
+/// the first; the others are left out (and counted in `ringside_collector_series_conflicts`).
 package enum PrometheusExporter {
     package static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -116,18 +120,13 @@ package enum PrometheusExporter {
         private let isSigned: Bool
 
         init(_ metric: MetricDescriptor) {
+            let base = String(baseName(of: metric))
             let suffix = unitSuffix(metric.unit)
-            if metric.kind == .counter {
-                let stem = metric.name.hasSuffix("_total") ? String(metric.name.dropLast(6)) : metric.name
-                main = withUnitSuffix(stem, suffix) + "_total"
-                rate = stem + "_rate"
-            } else {
-                main = withUnitSuffix(metric.name, suffix)
-                rate = metric.name + "_rate"
-            }
-            windowed = withUnitSuffix(metric.name + "_windowed", suffix)
-            windowMax = withUnitSuffix(metric.name + "_window_max", suffix)
-            windowMin = withUnitSuffix(metric.name + "_window_min", suffix)
+            main = base + suffix + (metric.kind == .counter ? "_total" : "")
+            rate = base + suffix + "_rate"
+            windowed = base + "_windowed" + suffix
+            windowMax = base + "_window_max" + suffix
+            windowMin = base + "_window_min" + suffix
             kind = metric.kind
             isSigned = metric.isSigned
         }
@@ -167,22 +166,10 @@ package enum PrometheusExporter {
 
     /// The lengths of the names `Families` gives, counted by its rules without making them
     /// (a name past 15 bytes is a heap allocation: four a series, 6 % of the drain thread while
-    /// a million registered). `_windowed`, `_window_max` and `_window_min` end in no unit suffix,
-    /// so the suffix is always added after them.
+    /// a million registered).
     static func familyNameBytes(_ metric: MetricDescriptor) -> (main: Int, windowed: Int, windowExtreme: Int, rate: Int) {
-        let suffix = unitSuffix(metric.unit)
-        let name = metric.name.utf8.count
-        func withSuffix(_ base: Substring) -> Int {
-            base.utf8.count + (suffix.isEmpty || base.hasSuffix(suffix) ? 0 : suffix.utf8.count)
-        }
-        let main: Int, rate: Int
-        if metric.kind == .counter {
-            let stem = metric.name.hasSuffix("_total") ? metric.name.dropLast(6) : metric.name[...]
-            (main, rate) = (withSuffix(stem) + 6, stem.utf8.count + 5)
-        } else {
-            (main, rate) = (withSuffix(metric.name[...]), name + 5)
-        }
-        return (main, name + 9 + suffix.utf8.count, name + 11 + suffix.utf8.count, rate)
+        let stem = baseName(of: metric).utf8.count + unitSuffix(metric.unit).utf8.count
+        return (stem + (metric.kind == .counter ? 6 : 0), stem + 9, stem + 11, stem + 5)
     }
 
     /// A key's and value's bytes and 4 more for each label (`,key=""`), from the labels'
@@ -206,10 +193,14 @@ package enum PrometheusExporter {
 
     /// The HELP text of a family a metric exports.
     static func help(_ role: HelpRole, of metric: MetricDescriptor) -> String {
+        // A time recorded in another unit than seconds is exported in seconds: said, and with the
+        // name it was recorded under when the export dropped its unit (`_us`, `_ms`, `_ns`).
+        let converted = metric.unit.nanoseconds != nil && metric.unit != .seconds
+        let renamed = converted && !metric.name.hasSuffix("_seconds") && baseName(of: metric).utf8.count < metric.name.utf8.count
         let own =
             metric.help.isEmpty
-            ? "\(metric.name) (\(metric.kind), recorded in \(metric.unit)) from Ringside producers"
-            : metric.help
+            ? "\(metric.name) (\(metric.kind), recorded in \(metric.unit)\(converted ? ", exported in seconds" : "")) from Ringside producers"
+            : metric.help + (renamed ? " (recorded as \(metric.name) in \(metric.unit), exported in seconds)" : "")
         switch role {
         case .metric: return own
         case .windowed: return own + " (sliding windows)"
@@ -228,8 +219,32 @@ package enum PrometheusExporter {
         unit.nanoseconds != nil ? "_seconds" : unit == .bytes ? "_bytes" : ""
     }
 
-    static func withUnitSuffix(_ name: String, _ suffix: String) -> String {
-        suffix.isEmpty || name.hasSuffix(suffix) ? name : name + suffix
+    /// The suffixes a metric's name may end in that say its unit: dropped from the name before
+    /// the base unit's suffix is added, so the unit appears once (`data_freshness_seconds`,
+    /// `order_submission_latency_us` in us: `order_submission_latency_seconds`). `_seconds` is
+    /// one of every time unit's (it is what the values are exported in); a unitless metric
+    /// keeps its name whatever it ends in.
+    static func unitSuffixes(_ unit: MetricUnit) -> [String] {
+        switch unit {
+        case .none: []
+        case .seconds: ["_seconds"]
+        case .milliseconds: ["_milliseconds", "_ms", "_seconds"]
+        case .microseconds: ["_microseconds", "_us", "_seconds"]
+        case .nanoseconds: ["_nanoseconds", "_ns", "_seconds"]
+        case .bytes: ["_bytes"]
+        }
+    }
+
+    /// The name every family of `metric` starts with: its name without a counter's `_total`,
+    /// then without a suffix its unit matches (`unitSuffixes`); the whole name if that would
+    /// leave nothing.
+    package static func baseName(of metric: MetricDescriptor) -> Substring {
+        var name = metric.name[...]
+        if metric.kind == .counter, name.hasSuffix("_total"), name.utf8.count > 6 { name = name.dropLast(6) }
+        for suffix in unitSuffixes(metric.unit) where name.hasSuffix(suffix) && name.utf8.count > suffix.utf8.count {
+            return name.dropLast(suffix.utf8.count)
+        }
+        return name
     }
 
     /// Label names of the exporter's own, which a metric's labels are renamed away from.

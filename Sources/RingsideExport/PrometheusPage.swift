@@ -53,6 +53,8 @@ struct PrometheusPage {
     struct Family {
         let name: String
         let type: String
+        /// The registered name of the metric whose series claimed the family; nil for the collector's own.
+        let metric: String?
         let help: String
         var members: [Member] = []
     }
@@ -90,10 +92,10 @@ struct PrometheusPage {
         }
         for (number, group) in groups.enumerated() {
             let parts = openMetrics ? group.names.openMetricsParts : group.names.parts
-            if claim(parts.map { ($0.family, $0.type) }) {
+            if claim(parts.map { ($0.family, $0.type) }, for: group.metric.name) {
                 for part in parts {
                     add(
-                        .group(number, part.part), to: part.family, type: part.type,
+                        .group(number, part.part), to: part.family, type: part.type, metric: group.metric.name,
                         help: PrometheusExporter.help(part.part.help, of: group.metric))
                 }
             } else {
@@ -120,7 +122,7 @@ struct PrometheusPage {
             PrometheusExporter.FixedFamily(
                 "ringside_collector_series_conflicts", "gauge",
                 "Series left out because another metric claimed their family name "
-                    + "with another type",
+                    + "with another type, or under another name (lat_us in us and lat in ns both export lat_seconds)",
                 [([], Double(conflicts))]))
     }
 
@@ -132,17 +134,24 @@ struct PrometheusPage {
         let isSigned: Bool
     }
 
-    /// Whether every family is free or already of the same type.
-    private func claim(_ wanted: [(family: String, type: String)]) -> Bool {
-        wanted.allSatisfy { want in familyIndex[want.family].map { families[$0].type == want.type } ?? true }
+    /// Whether every family is free, or already of the same type and claimed by the same metric
+    /// name (series of one name in several units, one a ring, share their families; two names
+    /// exporting one family would repeat its series, and mix two metrics under one HELP).
+    private func claim(_ wanted: [(family: String, type: String)], for metric: String? = nil) -> Bool {
+        wanted.allSatisfy { want in
+            familyIndex[want.family].map { families[$0].type == want.type && (metric == nil || families[$0].metric == metric) }
+                ?? true
+        }
     }
 
-    private mutating func add(_ member: Member, to family: String, type: String, help: @autoclosure () -> String) {
+    private mutating func add(
+        _ member: Member, to family: String, type: String, metric: String? = nil, help: @autoclosure () -> String
+    ) {
         if let known = familyIndex[family] {
             families[known].members.append(member)
         } else {
             familyIndex[family] = families.count
-            families.append(Family(name: family, type: type, help: help(), members: [member]))
+            families.append(Family(name: family, type: type, metric: metric, help: help(), members: [member]))
         }
     }
 

@@ -22,6 +22,7 @@ struct PageBytesTests {
         let metrics = [
             ("order_fill_latency", "symbol=AAPL\nside=buy"), ("orders_total", ""), ("depth", "q=1"), ("wait_seconds", ""),
             ("rx_bytes", "nic=eth0"), ("rx_bytes_total", ""), ("_total", ""), ("café_total_seconds", "k=é"),
+            ("lat_us", ""), ("book_ms", ""), ("_seconds", ""), ("tx_bytes_total", ""), ("decode_nanoseconds", ""),
         ]
         for (name, labels) in metrics {
             let metric = MetricDescriptor(index: 0, name: name, kind: kind, unit: unit, encodedLabels: labels, help: "", sampleEvery: 1)
