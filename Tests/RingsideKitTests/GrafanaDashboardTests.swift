@@ -13,6 +13,9 @@ struct GrafanaDashboardTests {
                 ["--count", "1000", "--start", "1000", "--step", "1000", "--per-second", "100"])
             defer { bot.kill() }
             #expect(bot.readLine()?.hasPrefix("ready ") == true)
+            // Every kind of metric, named as prometheus_client users name them, and the desk alerts' metrics.
+            let kinds = try EveryKindBot(directory)
+            defer { kinds.stop() }
             var junk = [UInt8](repeating: 0x5A, count: 8192)
             junk.replaceSubrange(8..<12, with: [1, 0, 0, 0])  // a version, so the file is not "being created"
             _ = FileManager.default.createFile(
@@ -29,6 +32,7 @@ struct GrafanaDashboardTests {
                 let body = try httpGet(port: port, path: "/metrics").body
                 // The thread sampler's families come with its first round (a second at most).
                 return body.contains("orders_rate{") && body.contains("order_fill_latency_windowed_seconds{")
+                    && body.contains("slippage_bps_bucket{") && body.contains("orders_sent_total{")
                     && body.contains("ringside_slo_violated{") && body.contains("ringside_thread_context_switches_total{")
                     && body.contains("ringside_slo_bad_events_total{") ? body : nil
             }
@@ -48,7 +52,9 @@ struct GrafanaDashboardTests {
         var text = expression
         for (variable, value) in [
             ("${metric:regex}", "order_fill_latency"), ("${metric}", "order_fill_latency"),
-            ("$metric", "order_fill_latency"), ("${gauge}", "gross_exposure"), ("$gauge", "gross_exposure"), ("$instance", ".*"),
+            ("$metric", "order_fill_latency"), ("${gauge}", "gross_exposure"), ("$gauge", "gross_exposure"),
+            ("${size}", "message_size"), ("$size", "message_size"), ("${value}", "slippage_bps"), ("$value", "slippage_bps"),
+            ("$instance", ".*"),
             ("$ring", ".*"),
             ("$window", "1m"), ("$__rate_interval", "1m"), ("$__range", "1h"),
         ] {
@@ -65,7 +71,7 @@ struct GrafanaDashboardTests {
         let variables = try #require((dashboard["templating"] as? [String: Any])?["list"] as? [[String: Any]])
         let datasource = try #require(variables.first { $0["type"] as? String == "datasource" })
         #expect(datasource["name"] as? String == "DS_PROMETHEUS" && datasource["query"] as? String == "prometheus")
-        for variable in ["instance", "ring", "metric", "gauge", "window"] {
+        for variable in ["instance", "ring", "metric", "size", "value", "gauge", "window"] {
             #expect(variables.contains { $0["name"] as? String == variable }, "variable \(variable) missing")
         }
 
@@ -83,6 +89,13 @@ struct GrafanaDashboardTests {
                 #expect((target["datasource"] as? [String: Any])?["uid"] as? String == "${DS_PROMETHEUS}")
             }
         }
+        // A stat panel per gauge picked, and SLOs and captures as annotations.
+        #expect(panels.contains { $0["type"] as? String == "stat" && $0["repeat"] as? String == "gauge" })
+        let annotations = try #require((dashboard["annotations"] as? [String: Any])?["list"] as? [[String: Any]])
+        let annotationQueries = annotations.compactMap { $0["expr"] as? String }.joined(separator: "\n")
+        for needed in ["ringside_slo_violated", "ringside_slo_violations_total", "ringside_captures_total"] {
+            #expect(annotationQueries.contains(needed), "no annotation reads \(needed)")
+        }
         // The views users asked for.
         let joined = expressions.joined(separator: "\n")
         for needed in [
@@ -91,6 +104,9 @@ struct GrafanaDashboardTests {
             // Availability, gauges, workers and thread health (issue 40).
             "ringside:slo_availability:ratio30d", "${gauge}_window_min", #"worker!="""#, "ringside_thread_cpu_seconds_total",
             "ringside_thread_runqueue_wait_seconds_total", "ringside_bot_process_resident_memory_bytes",
+            // Every histogram kind, gauges' units (issue 67).
+            "${size}_windowed_bytes", "${size}_bytes_bucket", "${value}_windowed", "${value}_bucket",
+            #"${gauge}_window_min(_seconds|_bytes)?"#,
         ] {
             #expect(joined.contains(needed), "no panel queries \(needed)")
         }
@@ -135,13 +151,21 @@ struct GrafanaDashboardTests {
             var found: [String: String] = [:]
             for line in text.split(separator: "\n") where !line.trimmingCharacters(in: .whitespaces).hasPrefix("#") {
                 let parts = line.trimmingCharacters(in: .whitespaces).drop { $0 == "-" || $0 == " " }.split(separator: ":", maxSplits: 1)
-                if parts.count == 2 { found[String(parts[0])] = parts[1].trimmingCharacters(in: .whitespaces) }
+                // The first of a key: the data source's own, before its exemplar destinations' `name` and `url`.
+                if parts.count == 2, found[String(parts[0])] == nil {
+                    found[String(parts[0])] = parts[1].trimmingCharacters(in: .whitespaces)
+                }
             }
             return found
         }
         let source = try settings("tools/grafana/provisioning/datasources/ringside.yml")
         #expect(source["apiVersion"] == "1" && source["type"] == "prometheus" && source["isDefault"] == "true")
         #expect(source["url"] == "http://127.0.0.1:9090" && source["timeInterval"] == "5s")
+        // Exemplars link to the trace UI of RINGSIDE_TRACE_URL (grafana-server's environment), `$$` a literal `$`.
+        let sourceText = try String(contentsOfFile: kitFile("tools/grafana/provisioning/datasources/ringside.yml"), encoding: .utf8)
+        #expect(
+            sourceText.contains(
+                "exemplarTraceIdDestinations:\n        - name: order_id\n          url: ${RINGSIDE_TRACE_URL}$${__value.raw}\n"))
         let provider = try settings("tools/grafana/provisioning/dashboards/ringside.yml")
         #expect(provider["apiVersion"] == "1" && provider["type"] == "file")
         let folder = try #require(provider["path"])
