@@ -125,6 +125,22 @@ Each instrument's close() stops it, and bot.close() closes them; a record that f
 closed raises nothing inside gc or the loop, the instrument stops. A forked child's collections
 record into its worker file, as its other records.
 
+PROMETHEUS_CLIENT'S DECLARATIONS. Counter("orders", "Orders sent", ["side"]), Gauge(...) and
+Histogram(name, documentation, labelnames, namespace, subsystem, unit, registry, buckets=...) are
+called as prometheus_client's: the bot is the registry (registry=bot; without it, the one bot this
+process attached and has open, else RingError naming them), and the call is the bot's histogram(),
+counter() or gauge(), which take documentation and labelnames as their second and third
+positionals too. The documentation is the metric's HELP: at most 128 bytes of UTF-8 (RS_HELP_MAX),
+refused at registration when longer (RingValueError), never cut. unit is Ringside's ("s", "ms",
+"us", "ns", "bytes", "none"); a counter has none.
+
+BUCKETS. Histogram(..., buckets=...) and bot.histogram(..., buckets=...) take prometheus_client's
+argument, check it as it does (numbers in increasing order, else RingValueError at registration),
+and do not use it: the file records each value exactly (an HDR histogram in the collector), whose
+quantiles need no buckets, and the collector exports every histogram's `_bucket` series on one
+fixed 1-2-5 ladder (so histogram_quantile merges bots, languages and hosts); a bot's own bounds
+would make its buckets unmergeable with the others'.
+
 RINGSIDE_DISABLED=1 gives bots that create no file and write nothing; their calls still check
 their values.
 """
@@ -405,14 +421,19 @@ class Bot:
         """Records lost: to full lanes, and from threads that found no lane."""
         return self._core.records_dropped
 
-    def histogram(self, name: str, *, unit: str = "none", labelnames: str | Iterable[str] = (),
-                  labels: Mapping[str, object] | None = None, help: str = "", sample_every: int = 1,
-                  resolution: Number | None = None, signed: bool = False) -> Histogram:
+    def histogram(self, name: str, documentation: str = "", labelnames: str | Iterable[str] = (), *,
+                  unit: str = "none", labels: Mapping[str, object] | None = None, help: str = "",
+                  sample_every: int = 1, resolution: Number | None = None, signed: bool = False,
+                  buckets: Iterable[Number] | None = None) -> Histogram:
         """A histogram: observe(value) in `unit` ("s", "ms", "us", "ns", "bytes" or "none").
 
-        labelnames: the labels each series names with .labels(...); labels: a dict of labels
-        every series carries. sample_every=N writes 1 observation in N per thread (the collector
-        scales the counts by N).
+        documentation (or help=, the same): the metric's HELP text, at most 128 bytes of UTF-8
+        (RS_HELP_MAX; longer raises RingValueError here, never later). labelnames: the labels
+        each series names with .labels(...); labels: a dict of labels every series carries.
+        sample_every=N writes 1 observation in N per thread (the collector scales the counts by N).
+
+        buckets: taken as prometheus_client takes it (an iterable of numbers in increasing order,
+        else RingValueError), and not used: see BUCKETS.
 
         resolution, signed (a histogram in "none" or "bytes"; see SIGNED AND FRACTIONAL VALUES):
         its values are whole numbers of `resolution` of its unit, a power of ten (0.01: basis
@@ -421,18 +442,20 @@ class Bot:
         clamped to its nearest end and counted, a NaN counted and not recorded. The same histogram
         asked again with another resolution or sign raises RingError; a resolution that is not a
         power of ten from 1e-18 to 1e18 RingValueError."""
-        return self._family(Histogram, name, unit, labelnames, labels, help, sample_every,
-                            values=self._values(name, unit, resolution, signed))
+        _check_buckets(self.name, name, buckets)
+        return self._family(Histogram, name, unit, labelnames, labels, _help(self.name, name, documentation, help),
+                            sample_every, values=self._values(name, unit, resolution, signed))
 
-    def counter(self, name: str, *, labelnames: str | Iterable[str] = (), labels: Mapping[str, object] | None = None,
-                help: str = "", resolution: Number | None = None) -> Counter:
-        """A counter: inc(n=1) adds whole numbers to an exact total.
+    def counter(self, name: str, documentation: str = "", labelnames: str | Iterable[str] = (), *,
+                labels: Mapping[str, object] | None = None, help: str = "", resolution: Number | None = None) -> Counter:
+        """A counter: inc(n=1) adds whole numbers to an exact total. documentation, labelnames
+        and labels as histogram()'s.
 
         resolution (a power of ten: 1e-6 counts dollars to a micro-dollar; see SIGNED AND
         FRACTIONAL VALUES): inc() then takes any int or float, rounded to the nearest step and
         exact in steps: inc(0.37) a million times adds exactly 370,000 dollars. An increment below
         0 or a NaN adds nothing, one past 2^64-1 steps adds 2^64-1, and each is counted."""
-        return self._family(Counter, name, "none", labelnames, labels, help, 1,
+        return self._family(Counter, name, "none", labelnames, labels, _help(self.name, name, documentation, help), 1,
                             values=self._values(name, "none", resolution, False))
 
     def _values(self, name: str, unit: str, resolution: Number | None, signed: bool) -> tuple[bool, int | None]:
@@ -446,9 +469,10 @@ class Bot:
                                  "resolution and signed are for histograms in none or bytes")
         return signed, (0 if resolution is None else _values.scale_of(self.name, name, resolution))
 
-    def gauge(self, name: str, *, unit: str = "none", labelnames: str | Iterable[str] = (),
+    def gauge(self, name: str, documentation: str = "", labelnames: str | Iterable[str] = (), *, unit: str = "none",
               labels: Mapping[str, object] | None = None, help: str = "", merge: str = "last") -> Gauge:
         """A gauge: set(value), inc(n=1), dec(n=1), from any thread; the last value is exact.
+        documentation, labelnames and labels as histogram()'s.
 
         merge: how the collector merges the gauge across the bot's workers (processes that write
         the bot: see WORKERS AND FORK): "last", the value set last by any of them (the default);
@@ -459,7 +483,8 @@ class Bot:
         if not isinstance(merge, str) or merge not in _values.MERGE_CODES:
             raise RingValueError(f"bot {self.name}: metric {name}: unknown gauge merge {merge!r}; one of "
                                  f"{', '.join(_values.MERGE_CODES)}")
-        return self._family(Gauge, name, unit, labelnames, labels, help, 1, _values.MERGE_CODES[merge])
+        return self._family(Gauge, name, unit, labelnames, labels, _help(self.name, name, documentation, help), 1,
+                            _values.MERGE_CODES[merge])
 
     def _family(self, cls: type[_M], name: str, unit: str, labelnames: str | Iterable[str],
                 labels: Mapping[str, object] | None, help: str, sample_every: int, merge: int = 0,
@@ -495,7 +520,7 @@ class Bot:
                                     f"in {family.unit} with label names {family.labelnames}; asked for a "
                                     f"{cls.__name__.lower()} in {unit} with label names {names}")
                 return family
-            created = cls(self, name, unit, names, constant, help, sample_every, merge, values, shape)
+            created = cls._create(self, name, unit, names, constant, help, sample_every, merge, values, shape)
             self._families[name] = created
             return created
 
@@ -514,9 +539,23 @@ class _Metric:
     _kind = 0
     _call_names: tuple[str, ...] = ()
 
-    def __init__(self, bot: Bot, name: str, unit: str, labelnames: tuple[str, ...], constant: dict[str, object],
-                 help: str, sample_every: int, merge: int, values: tuple[bool, int | None], shape: tuple[object, ...],
-                 labelvalues: tuple[str, ...] = ()) -> None:
+    if not TYPE_CHECKING:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass  # __new__ (a subclass's) returned the family registered, set up by _create
+
+    @classmethod
+    def _create(cls, bot: Bot, name: str, unit: str, labelnames: tuple[str, ...], constant: dict[str, object],
+                help: str, sample_every: int, merge: int, values: tuple[bool, int | None], shape: tuple[object, ...],
+                labelvalues: tuple[str, ...] = ()) -> Self:
+        """A family or series, registered (Bot._family and labels() call it; users call the
+        class as prometheus_client's, or the bot's histogram(), counter() and gauge())."""
+        metric = object.__new__(cls)
+        metric._setup(bot, name, unit, labelnames, constant, help, sample_every, merge, values, shape, labelvalues)
+        return metric
+
+    def _setup(self, bot: Bot, name: str, unit: str, labelnames: tuple[str, ...], constant: dict[str, object],
+               help: str, sample_every: int, merge: int, values: tuple[bool, int | None], shape: tuple[object, ...],
+               labelvalues: tuple[str, ...]) -> None:
         self._bot, self.name, self.unit, self.labelnames = bot, name, unit, labelnames
         self._constant, self._help, self._sample_every, self._shape = constant, help, sample_every, shape
         self._merge = merge  # the gauge's rs_gauge_merge code (0 for the other kinds)
@@ -574,8 +613,9 @@ class _Metric:
         with self._bot._lock:
             child = self._children.get(strings)
             if child is None:
-                child = type(self)(self._bot, self.name, self.unit, self.labelnames, self._constant, self._help,
-                                   self._sample_every, self._merge, self._values, self._shape, strings)
+                child = type(self)._create(self._bot, self.name, self.unit, self.labelnames, self._constant,
+                                           self._help, self._sample_every, self._merge, self._values, self._shape,
+                                           strings)
                 self._children[strings] = child
             self._children[key] = child
         return child
@@ -606,8 +646,21 @@ class Histogram(_Metric):
         # Records the time since start() returned the token.
         def stop(self, token: int, /, exemplar: Mapping[str, str] | None = None) -> bool: ...
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __new__(cls, name: str, documentation: str = "", labelnames: str | Iterable[str] = (), namespace: str = "",
+                subsystem: str = "", unit: str = "none", registry: Bot | None = None, *,
+                labels: Mapping[str, object] | None = None, sample_every: int = 1, resolution: Number | None = None,
+                signed: bool = False, buckets: Iterable[Number] | None = None) -> Histogram:
+        """prometheus_client's Histogram(name, documentation, labelnames, namespace, subsystem,
+        unit, registry, buckets=...): registry is the Bot (default: the one bot attached and
+        open in this process); unit is Ringside's ("s", "ms", ...: see Bot.histogram); buckets
+        is checked and not used (see BUCKETS). The same as registry.histogram(...)."""
+        bot = _registry(registry, "Histogram", name)
+        return bot.histogram(_full_name(namespace, subsystem, name), documentation, labelnames, unit=unit,
+                             labels=labels, sample_every=sample_every, resolution=resolution, signed=signed,
+                             buckets=buckets)
+
+    def _setup(self, *args: Any) -> None:
+        super()._setup(*args)
         if self.unit not in _values.NANOSECONDS_PER and not (self.labelnames and not self.labelvalues):
             for call in ("start", "stop"):
                 setattr(self, call, self._untimed)
@@ -635,6 +688,18 @@ class Counter(_Metric):
     _call_names = ("inc",)
     inc: _Step  # the backend's call
 
+    def __new__(cls, name: str, documentation: str = "", labelnames: str | Iterable[str] = (), namespace: str = "",
+                subsystem: str = "", unit: str = "", registry: Bot | None = None, *,
+                labels: Mapping[str, object] | None = None, resolution: Number | None = None) -> Counter:
+        """prometheus_client's Counter(name, documentation, labelnames, namespace, subsystem,
+        unit, registry): registry is the Bot (default: the one bot attached and open in this
+        process); unit must be "" or "none" (a counter counts). The same as registry.counter(...)."""
+        if unit not in ("", "none"):
+            raise RingValueError(f"metric {name}: a counter has no unit; asked for unit={unit!r}")
+        bot = _registry(registry, "Counter", name)
+        return bot.counter(_full_name(namespace, subsystem, name), documentation, labelnames, labels=labels,
+                           resolution=resolution)
+
 
 class Gauge(_Metric):
     """set(value), inc(n=1), dec(n=1): a float; the last value set, by any thread, is kept
@@ -648,6 +713,61 @@ class Gauge(_Metric):
     set: Callable[[Number], bool]
     inc: _Step
     dec: _Step
+
+    def __new__(cls, name: str, documentation: str = "", labelnames: str | Iterable[str] = (), namespace: str = "",
+                subsystem: str = "", unit: str = "none", registry: Bot | None = None, *,
+                labels: Mapping[str, object] | None = None, merge: str = "last") -> Gauge:
+        """prometheus_client's Gauge(name, documentation, labelnames, namespace, subsystem, unit,
+        registry): registry is the Bot (default: the one bot attached and open in this process);
+        merge as Bot.gauge's (prometheus_client's multiprocess_mode has other names). The same as
+        registry.gauge(...)."""
+        bot = _registry(registry, "Gauge", name)
+        return bot.gauge(_full_name(namespace, subsystem, name), documentation, labelnames, unit=unit, labels=labels,
+                         merge=merge)
+
+
+def _registry(registry: Bot | None, kind: str, name: str) -> Bot:
+    """The bot a metric declared as prometheus_client's registers on."""
+    if registry is not None:
+        if not isinstance(registry, Bot):
+            raise RingTypeError(f"{kind}({name!r}, ...): registry= takes a ringside.Bot (ringside.attach(...)), "
+                                f"not {type(registry).__name__}")
+        return registry
+    bots = [bot for bot in list(_BOTS) if not bot._closed]
+    if len(bots) != 1:
+        attached = ", ".join(sorted(bot.name for bot in bots)) or "none"
+        raise RingError(f"{kind}({name!r}, ...) registers on the one bot this process attached; {len(bots)} are "
+                        f"attached and open ({attached}): attach one first, or pass registry=bot")
+    return bots[0]
+
+
+def _full_name(namespace: str, subsystem: str, name: str) -> str:
+    """prometheus_client's: namespace_subsystem_name, each part if given."""
+    return "_".join(part for part in (namespace, subsystem, name) if part)
+
+
+def _help(bot: str, name: str, documentation: str, help: str) -> str:
+    """The metric's HELP: documentation (prometheus_client's positional) or help=, not two texts."""
+    if documentation and help and documentation != help:
+        raise RingValueError(f"bot {bot}: metric {name}: documentation {documentation!r} and help={help!r} differ: "
+                             "give one")
+    text = documentation or help
+    if not isinstance(text, str):
+        raise RingTypeError(f"bot {bot}: metric {name}: documentation {text!r} is not a str")
+    return text
+
+
+def _check_buckets(bot: str, name: str, buckets: Iterable[Number] | None) -> None:
+    """buckets= as prometheus_client checks it (numbers, increasing); Ringside does not use it:
+    see BUCKETS."""
+    if buckets is None:
+        return
+    try:
+        bounds = [float(bound) for bound in buckets]
+    except (TypeError, ValueError):
+        raise RingValueError(f"bot {bot}: metric {name}: buckets={buckets!r} is not an iterable of numbers") from None
+    if any(low >= high for low, high in zip(bounds, bounds[1:])):
+        raise RingValueError(f"bot {bot}: metric {name}: buckets={buckets!r} are not in increasing order")
 
 
 _M = TypeVar("_M", bound=_Metric)

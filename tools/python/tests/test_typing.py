@@ -39,6 +39,11 @@ level.set(1.5)
 level.dec(2)
 bot.histogram("slippage_bps", resolution=0.01, signed=True).observe(-3.5)
 bot.counter("commission_usd", resolution=1e-6).inc(0.37)
+sent_orders: ringside.Counter = ringside.Counter("sent", "Orders sent", ["side"], registry=bot)
+sent_orders.labels("buy").inc()
+ringside.Histogram("lat", "Latency", unit="s", buckets=[0.1, 1.0], registry=bot).observe(0.1)
+ringside.Gauge("depth", "Book depth", registry=bot).set(3)
+bot.counter("fills", "Fills", ("side",)).labels("sell").inc()
 bot.close()
 aapl.observe("0.1")  # the one error
 '''
