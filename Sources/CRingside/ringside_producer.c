@@ -1595,6 +1595,9 @@ static int rsp_find_or_add_locked(rsp_bot *b, const rsp_request *r, rs_metric *m
                             "asked for %s", (int)r->name_length, r->name, rsp_labels_for_message(r, labels, sizeof labels),
                             rsp_merge_name(e->gauge_merge), rsp_merge_name(r->gauge_merge));
         }
+        /* A retired entry registered again is live again (see RETIRING A SERIES in ringside.h). */
+        uint32_t retired = rs_load_relaxed_u32(&rsp_entry(b, i)->retired); /* relaxed: only we write it, under this mutex */
+        if (retired & 1u) rs_store_release_u32(&rsp_entry(b, i)->retired, retired + 1u);
         rsp_fill_metric(metric, i, r);
         return 0;
     }
@@ -1733,6 +1736,39 @@ int rs_bot_register_values(rs_bot *bot, rs_metric *metric, const char *name, rs_
 int rs_bot_register_gauge(rs_bot *bot, rs_metric *metric, const char *name, rs_unit unit, const char *const *labels,
                           const char *help, rs_gauge_merge merge, rs_error *error) {
     return rsp_register(bot, metric, name, RS_KIND_GAUGE, unit, (rs_values){0, 0}, labels, help, 1, merge, error);
+}
+
+int rs_bot_retire(rs_bot *bot, rs_metric metric, rs_error *error) {
+    rsp_clear_error(error);
+    if (bot == NULL) return rsp_fail(error, "(null)", RS_E_INVALID, "rs_bot_retire needs a bot");
+    rsp_bot *b = rsp_of(bot);
+    int rc = 0;
+    if (__atomic_load_n(&b->forked, __ATOMIC_ACQUIRE) && (rc = rsp_become_worker(b, error)) != 0) return rc;
+    pthread_mutex_lock(&bot->mutex);
+    if (!bot->enabled) {
+        pthread_mutex_unlock(&bot->mutex);
+        return 0; /* nothing is written: nothing to retire */
+    }
+    uint32_t count = rs_load_relaxed_u32(&bot->header->metric_count); /* relaxed: only we write it, under this mutex */
+    if (metric.index >= count) {
+        pthread_mutex_unlock(&bot->mutex);
+        return rsp_fail(error, bot->name, RS_E_INVALID, "rs_bot_retire: metric index %u is not registered (%u are)",
+                        (unsigned)metric.index, (unsigned)count);
+    }
+    rs_registry_entry *e = rsp_entry(b, metric.index);
+    uint32_t retired = rs_load_relaxed_u32(&e->retired);
+    if (!(retired & 1u)) {
+        /* A gauge's value is not one set since: stored before the word that says it is retired. */
+        if (e->kind == RS_KIND_GAUGE) __atomic_store_n(&rsp_metric_cells(b)[metric.index].gauge_set, 0, __ATOMIC_RELAXED);
+        rs_store_release_u32(&e->retired, retired + 1u);
+    }
+    pthread_mutex_unlock(&bot->mutex);
+    return 0;
+}
+
+int rs_bot_is_retired(const rs_bot *bot, rs_metric metric) {
+    const rs_registry_entry *e = rs_bot_registry_entry(bot, metric.index);
+    return e != NULL && (rs_load_acquire_u32(&e->retired) & 1u) != 0;
 }
 
 uint32_t rs_bot_metric_count(const rs_bot *bot) {

@@ -167,7 +167,8 @@
  * (at most a second: 0.5 ms at 500 ppm), and the duration is the TSC's, which no slewing bends.
  *
  * REGISTRY: the producer writes entry n in full, then stores `metric_count` = n + 1 with
- * release ordering; entries below `metric_count` never change again. A record names its metric
+ * release ordering; entries below `metric_count` never change again, but for their `retired`
+ * word (see RETIRING A SERIES). A record names its metric
  * by index; a reader that loads `metric_count` (acquire) after a lane's `write_cursor` sees the
  * metric of every record it can read there. Strings are UTF-8, not NUL-terminated, with
  * explicit lengths:
@@ -220,6 +221,34 @@
  * same metric (name and labels) in the bot's own file, and the bot's `bot_control`, after making
  * its file, so that a change made while it started reaches it either way. The words stay in the
  * file: a bot that attaches its file again (a restart) keeps them, until the tool sets them back.
+ *
+ * RETIRING A SERIES (format 4): a producer retires a series it will not write again (a delisted
+ * symbol's: prometheus_client's remove() and clear()), and readers drop it from what they show,
+ * through one word of its registry entry, `retired` (0x014, a uint32): a generation, even while
+ * the series is live (0, what an entry is made with), odd while it is retired.
+ * - Retiring: the producer (rs_bot_retire, under its registration mutex) stores a gauge's
+ *   `gauge_set` 0 (its value is not one set since), then `retired` + 1 with release ordering.
+ * - Reviving: registering the same name and labels again (same kind, unit and values, as any
+ *   registration) finds the entry and stores `retired` + 1 (release): the same entry, index and
+ *   cells, live again. So retiring and reviving one series any number of times takes one entry;
+ *   a retired entry is never given to other labels (entries never change identity), so a bot that
+ *   goes through many label sets needs `registry_capacity` for all of them, retired or not.
+ * - A reader loads `retired` (acquire) when it samples the entry's cells. While it is odd, the
+ *   series is on no page; the records of it the reader drains (written before the retirement, or
+ *   through a handle kept after it) are dropped and counted as refused, and its cells' growth
+ *   is not counted. When it reads an even word again (revived), the series starts anew: a
+ *   counter's total and a histogram's count from zero (from the cells as they were when the
+ *   reader saw the retirement), which Prometheus reads as a counter reset, as it would of
+ *   prometheus_client's series removed and made again. A retirement and a revival both made
+ *   between two of the reader's looks are seen as neither: the series goes on.
+ * - A reader lets go of what it keeps for a retired series (its windows, history, exemplars, the
+ *   totals it saves across restarts) once no file of the bot holds it live.
+ * - The word is the producer's: a reader never trusts it beyond its parity (any uint32 is either
+ *   live or retired), and a word flipping at any rate costs a reader one series' removal or
+ *   re-admission per look, its caps applying to every re-admission.
+ * - Readers before this rule ignore the word (it was reserved, zero): a retired series stays on
+ *   their pages, as before. A file that retires nothing is read the same by every reader; the
+ *   word does not make a file format 4.
  *
  * EXEMPLARS: a histogram's record may carry an exemplar, a short set of labels naming what was
  * measured (an order id, a trace id), as OpenMetrics has them. The record has RS_FLAG_EXEMPLAR and
@@ -525,7 +554,9 @@ typedef struct {
     uint16_t help_length;   /* 0x010 */
     int8_t scale;           /* 0x012 a value is a whole number of 10^scale of the unit (histograms
                                and counters; RS_SCALE_MIN to RS_SCALE_MAX; 0 for gauges) */
-    uint8_t reserved1[0x18 - 0x13];
+    uint8_t reserved1;      /* 0x013 */
+    uint32_t retired;       /* 0x014 even: live; odd: retired (see RETIRING A SERIES): the one word of a
+                               published entry that changes (release stores, by its producer only) */
     char name[RS_NAME_MAX];     /* 0x018 */
     char labels[RS_LABELS_MAX]; /* 0x080 */
     char help[RS_HELP_MAX];     /* 0x180 */

@@ -291,6 +291,20 @@ int rs_bot_register_encoded(rs_bot *bot, rs_metric *metric, const char *name, si
 int rs_bot_register_gauge(rs_bot *bot, rs_metric *metric, const char *name, rs_unit unit, const char *const *labels,
                           const char *help, rs_gauge_merge merge, rs_error *error);
 
+/**
+ * Retires a series (RETIRING A SERIES in ringside.h), as prometheus_client's remove(): the
+ * collector drops it from every page at its next look at the bot's cells, and lets go of what it
+ * kept of it; a gauge's value is forgotten. Registering the same name and labels again revives it
+ * (the same entry and handle), which the collector shows as a new series: a counter from zero.
+ * Records made through the handle while it is retired are dropped by the collector (counted as
+ * refused). Retiring a retired series does nothing. Takes the registration mutex: not for the hot
+ * path. Returns 0, or RS_E_INVALID for a metric this bot did not register. A disabled bot returns 0.
+ */
+int rs_bot_retire(rs_bot *bot, rs_metric metric, rs_error *error);
+
+/** 1 while `metric` is retired (its entry's `retired` word odd), else 0. */
+int rs_bot_is_retired(const rs_bot *bot, rs_metric metric);
+
 /** Registry entries published so far (0 for a disabled bot). */
 uint32_t rs_bot_metric_count(const rs_bot *bot);
 

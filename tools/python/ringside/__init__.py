@@ -535,7 +535,7 @@ class _Metric:
     """A metric family, and each of its series: with label names, a family whose .labels(...)
     returns (and caches) the series; without, a series itself."""
     __slots__ = ("_bot", "name", "unit", "labelnames", "labelvalues", "_constant", "_help", "_sample_every",
-                 "_merge", "_values", "_shape", "_children")
+                 "_merge", "_values", "_shape", "_children", "_index")
     _kind = 0
     _call_names: tuple[str, ...] = ()
 
@@ -562,6 +562,7 @@ class _Metric:
         self._values = values  # (signed, scale): scale None for today's values, else a metric of steps
         self.labelvalues = labelvalues
         self._children: dict[tuple[object, ...], Self] = {}
+        self._index = -1  # a series' registry index (a family's: -1)
         if labelnames and not labelvalues:
             for call in self._call_names:  # a family records nothing itself
                 setattr(self, call, _needs_labels(type(self).__name__.lower(), name, labelnames))
@@ -575,8 +576,8 @@ class _Metric:
         kind, core = self._kind, bot._core
         signed, steps = values
         form = _values.FORM_SIGNED if signed else _values.FORM_UNSIGNED
-        index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every, merge,
-                              form, steps or 0)
+        index = self._index = core.register(name, kind, _values.stored_unit(kind, unit), encoded, help, sample_every,
+                                            merge, form, steps or 0)
         scale = _values.NANOSECONDS_PER.get(unit, 1) if kind == KIND_HISTOGRAM else 1
         # Not strict: what a metric cannot take is counted in its cell, never raised (BAD VALUES).
         count_value = None if bot.strict else functools.partial(core.count_refused, index, False)
@@ -596,16 +597,7 @@ class _Metric:
             child = self._children.get(values)  # the common case: seen before, positional
             if child is not None:
                 return child
-        kind = type(self).__name__.lower()
-        if not self.labelnames:
-            raise ValueError(f"{kind} {self.name} has no label names")
-        if values and not named and len(values) == len(self.labelnames):
-            key = values
-        elif named and not values and set(named) == set(self.labelnames):
-            key = tuple(named[label] for label in self.labelnames)
-        else:
-            given = f"{values} and {named}" if values and named else values or named or "none"
-            raise ValueError(f"{kind} {self.name}: expected values for {self.labelnames}, got {given}")
+        key = self._key(values, named)
         child = self._children.get(key)
         if child is not None:
             return child
@@ -619,6 +611,47 @@ class _Metric:
                 self._children[strings] = child
             self._children[key] = child
         return child
+
+    def _key(self, values: tuple[object, ...], named: dict[str, object]) -> tuple[object, ...]:
+        """The label values given, positional or by name, in labelnames' order; checked."""
+        kind = type(self).__name__.lower()
+        if not self.labelnames:
+            raise ValueError(f"{kind} {self.name} has no label names")
+        if values and not named and len(values) == len(self.labelnames):
+            return values
+        if named and not values and set(named) == set(self.labelnames):
+            return tuple(named[label] for label in self.labelnames)
+        given = f"{values} and {named}" if values and named else values or named or "none"
+        raise ValueError(f"{kind} {self.name}: expected values for {self.labelnames}, got {given}")
+
+    def remove(self, *values: object, **named: object) -> None:
+        """Retires the series of these label values, as prometheus_client's remove(): the
+        collector drops it from every page (/metrics, /latest, the page) at its next look at the
+        bot's cells, and lets go of what it kept of it. labels(...) with the same values again
+        gives a new series object and a live series, which the collector shows anew (a counter
+        from zero: Prometheus reads a reset). A series object kept from before still takes calls,
+        whose records the collector drops (counted as refused). Values never asked for: nothing
+        happens. Registration's lock, not for the hot path; a family without label names raises
+        ValueError. See RETIRING A SERIES in ringside.h."""
+        strings = tuple(str(value) for value in self._key(values, named))
+        with self._bot._lock:
+            self._retire_locked(strings)
+
+    def clear(self) -> None:
+        """Retires every series of the family (see remove()), as prometheus_client's clear()."""
+        if not self.labelnames:
+            raise ValueError(f"{type(self).__name__.lower()} {self.name} has no label names")
+        with self._bot._lock:
+            for strings in {child.labelvalues for child in self._children.values()}:
+                self._retire_locked(strings)
+
+    def _retire_locked(self, strings: tuple[str, ...]) -> None:
+        child = self._children.get(strings)
+        if child is None:
+            return
+        for key in [key for key, cached in self._children.items() if cached is child]:
+            del self._children[key]
+        self._bot._core.retire(child._index)
 
     def __repr__(self) -> str:
         labels = dict(self._constant)

@@ -47,6 +47,9 @@ class Core(Protocol):
     # `exemplar` an exemplar refused (`exemplars_refused`): nothing while it or the bot is off.
     def count_refused(self, index: int, exemplar: bool, /) -> None: ...
 
+    # Retires the metric at `index` (RETIRING A SERIES in ringside.h): registering it again revives it.
+    def retire(self, index: int, /) -> None: ...
+
     def close(self) -> None: ...
 
 

@@ -1391,6 +1391,10 @@ class Bot:
                 if existing.merge != merge:
                     raise RingError(f"bot {self.name}: gauge {name}{shown} is already registered merging its workers by "
                                     f"{merge_phrase(existing.merge)}; asked for {merge_phrase(merge)}")
+                if self._header is not None:  # a retired entry registered again is live again (RETIRING A SERIES)
+                    at = self._retired_i(existing.index)
+                    if self._hi[at] & 1:
+                        self._hi[at] = (self._hi[at] + 1) & _U32  # "release": x86-64's plain store
                 return existing.index
             index = len(self._entries)
             if index >= self._registry_capacity:
@@ -1414,6 +1418,29 @@ class Bot:
             self._metrics[(name, labels)] = metric
             self._entries.append(metric)
             return index
+
+    def _retired_i(self, index: int) -> int:
+        """Where entry `index`'s `retired` word (0x014) is in the header's I view."""
+        return (HEADER_SIZE + index * REGISTRY_ENTRY_SIZE + 0x14) // 4
+
+    def retire(self, index: int) -> None:
+        """Retires the series at `index` (RETIRING A SERIES in ringside.h), as ringside_producer.c's
+        rs_bot_retire: a gauge's gauge_set stored 0, then the entry's `retired` word made odd.
+        Registering it again revives it."""
+        with self._lock:
+            self._check_usable()
+            self._become_worker()
+            if self._header is None:
+                return  # disabled: nothing is written
+            if not isinstance(index, int) or not 0 <= index < len(self._entries):
+                raise RingValueError(f"bot {self.name}: retire: metric index {index!r} is not registered "
+                                     f"({len(self._entries)} are)")
+            at = self._retired_i(index)
+            if self._hi[at] & 1:
+                return
+            if self._entries[index].kind == KIND_GAUGE:
+                self._hq[self._cells_q + _CELL_WORDS * index + _CELL_GAUGE_SET] = 0
+            self._hi[at] = (self._hi[at] + 1) & _U32  # "release": after gauge_set
 
     def _upgrade_for(self, metric: _Metric) -> None:
         """Makes the file format 4 just before the first entry format 3 cannot say (signed or scaled

@@ -208,6 +208,20 @@ static PyObject *core_count_refused(CoreObject *core, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* retire(index): retires the series (rs_bot_retire: RETIRING A SERIES in ringside.h); registering it again revives it. */
+static PyObject *core_retire(CoreObject *core, PyObject *arg) {
+    unsigned long index = PyLong_AsUnsignedLong(arg);
+    if (index == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+    if (core_check_open(core) < 0) return NULL;
+    if (index > UINT32_MAX) return PyErr_Format(RingValueError, "bot %U: retire: metric index %lu", core->name, index);
+    rs_metric metric;
+    memset(&metric, 0, sizeof metric);
+    metric.index = (uint32_t)index;
+    rs_error error;
+    if (rs_bot_retire(core->bot, metric, &error) < 0) return raise_rs_error(&error);
+    Py_RETURN_NONE;
+}
+
 static PyObject *core_close(CoreObject *core, PyObject *Py_UNUSED(ignored)) {
     if (core->bot != NULL) {
         rs_bot *bot = core->bot;
@@ -881,6 +895,7 @@ static PyMethodDef core_methods[] = {
     {"handle", (PyCFunction)core_handle, METH_VARARGS, "handle(index, kind, scale, whole_only, convert, encode_exemplar, steps=None) -> Handle"},
     {"count_refused", (PyCFunction)core_count_refused, METH_VARARGS,
      "count_refused(index, exemplar) counts a value metric index could not take, or an exemplar refused"},
+    {"retire", (PyCFunction)core_retire, METH_O, "retire(index): the series is retired until registered again"},
     {"close", (PyCFunction)core_close, METH_NOARGS, "Detaches the bot; its records stay for the collector."},
     {NULL, NULL, 0, NULL},
 };

@@ -8,6 +8,7 @@ import pytest
 
 import ringside
 from conftest import BotFile
+from ringside import _pure
 
 
 @pytest.fixture
@@ -89,3 +90,106 @@ def test_buckets_are_taken_checked_and_not_used(bot):
     with pytest.raises(ringside.RingValueError, match="not an iterable of numbers"):
         bot.histogram("sizes", buckets=["a"])
     assert "sizes" not in helps(bot)  # nothing registered
+
+
+def test_history_as_csv_reads_with_pythons_csv_module_as_the_json_answer_says(backend, ring_dir, collector):
+    import csv
+    import io
+    import json
+    import time
+    import urllib.error
+    import urllib.request
+
+    with ringside.Bot("csvbot", ring_dir, _backend=backend) as bot:
+        fill = bot.histogram("fill", "Fill latency", ("symbol",), unit="s")
+        odd = 'A,"B"'  # a label value holding a comma and quotes
+        for _ in range(3):
+            fill.labels(odd).observe(0.002)
+            fill.labels("MSFT").observe(0.001)
+            bot.counter("orders", "Orders").inc(2)
+            time.sleep(0.3)
+
+        def settled():
+            to = int(time.time()) - 2  # a second no snapshot changes any more
+            answer = json.loads(collector.get(f"/api/history?ring=csvbot&from={to - 60}&to={to}"))
+            return (to, answer) if sum(len(series["points"]) for series in answer["series"]) >= 3 else None
+        to, _ = collector.wait_for("three settled points of csvbot", settled)
+        query = f"/api/history?ring=csvbot&from={to - 60}&to={to}"
+        answer = json.loads(collector.get(query))
+        with urllib.request.urlopen(collector.address + query + "&format=csv", timeout=10) as response:
+            assert response.headers["Content-Type"] == "text/csv; charset=utf-8"
+            assert response.headers["X-Ringside-Truncated"] == "false"
+            body = response.read().decode()
+    assert body.endswith("\r\n")
+    rows = list(csv.DictReader(io.StringIO(body, newline="")))
+    expected = []
+    for series in answer["series"]:
+        for point in series["points"]:
+            row = {"id": str(series["id"]), "ring": "csvbot", "metric": series["metric"], "kind": series["kind"],
+                   "unit": series["unit"], "label_symbol": series["labels"].get("symbol", "")}
+            row.update({column: "" if value is None else str(value) for column, value in zip(series["columns"], point)})
+            expected.append(row)
+    assert len(rows) == len(expected) >= 3
+    for row, want in zip(rows, expected):
+        assert {key: row[key] for key in want} == want
+        assert all(row[key] == "" for key in row if key not in want)  # the other kinds' columns are empty
+    assert {row["label_symbol"] for row in rows if row["metric"] == "fill"} == {odd, "MSFT"}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(collector.address + "/api/history?format=xml", timeout=10)
+    assert refused.value.code == 400
+    assert refused.value.read().decode() == "bad request: format=xml: not json or csv\n"
+
+
+def retired_word(bot, name, labels):
+    """The `retired` word (0x014) of the registry entry of (name, labels): odd while retired."""
+    data = BotFile(bot.path)
+    return struct.unpack_from("<I", data.entries[data.index(name, labels)], 0x14)[0]
+
+
+def test_remove_retires_a_series_in_its_entry_and_labels_again_revives_the_same_entry(bot):
+    fill = bot.histogram("fill", "Fill latency", ("symbol",), unit="s")
+    aapl = fill.labels("AAPL")
+    aapl.observe(0.001)
+    fill.labels("MSFT").observe(0.001)
+    count = bot.metric_count
+    fill.remove("AAPL")
+    assert retired_word(bot, "fill", "symbol=AAPL") == 1
+    assert retired_word(bot, "fill", "symbol=MSFT") == 0
+    fill.remove("AAPL")  # retired already: nothing more
+    fill.remove("NEVER")  # never asked for: nothing
+    assert retired_word(bot, "fill", "symbol=AAPL") == 1
+    again = fill.labels("AAPL")
+    assert again is not aapl  # a new series object, as prometheus_client's
+    assert retired_word(bot, "fill", "symbol=AAPL") == 2  # live again: the same entry
+    assert bot.metric_count == count
+    fill.remove(symbol="AAPL")  # by name too
+    assert retired_word(bot, "fill", "symbol=AAPL") == 3
+    with pytest.raises(ValueError, match="expected values"):
+        fill.remove("A", "B")
+    with pytest.raises(ValueError, match="no label names"):
+        bot.counter("orders").remove()
+
+
+def test_clear_retires_every_series_and_a_gauge_forgets_its_value(bot):
+    level = bot.gauge("level", "Book level", ("venue",))
+    for venue in ("X", "Y"):
+        level.labels(venue).set(3.5)
+    assert BotFile(bot.path).gauge("level", "venue=X") == 3.5
+    level.clear()
+    data = BotFile(bot.path)
+    assert retired_word(bot, "level", "venue=X") == 1 and retired_word(bot, "level", "venue=Y") == 1
+    assert data.gauge("level", "venue=X") is None  # gauge_set 0: no value set since
+    level.labels("X").set(1.0)
+    assert retired_word(bot, "level", "venue=X") == 2 and BotFile(bot.path).gauge("level", "venue=X") == 1.0
+
+
+def test_churning_the_same_labels_takes_one_entry(backend, bot):
+    orders = bot.counter("orders", "Orders", ("symbol",))
+    orders.labels("AAPL").inc()
+    count = bot.metric_count
+    rounds = 100_000 if backend is not _pure else 20_000  # the pure backend's registration: 5 times the cost
+    for _ in range(rounds):
+        orders.remove("AAPL")
+        orders.labels("AAPL").inc()
+    assert bot.metric_count == count  # bounded: one entry, retired and revived
+    assert retired_word(bot, "orders", "symbol=AAPL") == 2 * rounds  # even: live
