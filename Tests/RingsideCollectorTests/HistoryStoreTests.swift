@@ -260,6 +260,35 @@ struct HistoryStoreTests {
         try #expect(ids("from=\(t0)&to=\(t0)") == [1, 2, 3])
     }
 
+    @Test("format=csv: RFC 4180, a row per point, a column per label key, labels with commas and quotes quoted, null empty")
+    func csv() throws {
+        let store = HistoryStore(retentionSeconds: 60, maxSeries: 10)
+        var builder = SnapshotBuilder(recordingInto: store)
+        var level = SnapshotBuilder.gauge(id: 3, value: .nan, low: -1.5, high: 2)
+        level.metric = SnapshotBuilder.metric("level", .gauge, labels: "desk=fx\nnote=line one\rtwo")
+        builder.record(
+            at: t0,
+            [
+                SnapshotBuilder.histogram(id: 1, labels: "symbol=A,\"B\"", total: 5),
+                SnapshotBuilder.counter(id: 2, total: 7), level,
+            ])
+        builder.record(at: t0 + 1, [SnapshotBuilder.histogram(id: 1, labels: "symbol=A,\"B\"", total: 6, windowCount: 0)])
+        let answer = store.query(everything())
+        let text = String(decoding: answer.csv, as: UTF8.self)
+        #expect(
+            text
+                == [
+                    "id,ring,metric,kind,unit,label_desk,label_note,label_symbol,t,count,p50,p99,p999,max,increase,total,value,min",
+                    "1,bot,latency,histogram,ns,,,\"A,\"\"B\"\"\",\(t0),5,10,30,40,50,,,,",
+                    "1,bot,latency,histogram,ns,,,\"A,\"\"B\"\"\",\(t0 + 1),1,,,,,,,,",
+                    "2,bot,orders,counter,ns,,,,\(t0),,,,,,7,7,,",
+                    "3,bot,level,gauge,ns,fx,\"line one\rtwo\",,\(t0),,,,,2,,,,-1.5",
+                ].map { $0 + "\r\n" }.joined())
+        #expect(answer.csvHeaders.first { $0.name == "X-Ringside-Truncated" }?.value == "false")
+        let empty = String(decoding: store.query(everything(from: t0 + 50, to: t0 + 60)).csv, as: UTF8.self)
+        #expect(empty == "id,ring,metric,kind,unit,t,count,p50,p99,p999,max,increase,total,value,min\r\n")
+    }
+
     @Test("query strings: defaults, relative times, and one-line reasons for bad ones")
     func parsing() throws {
         let now: Int64 = 1_800_000_000
@@ -267,9 +296,13 @@ struct HistoryStoreTests {
         #expect(plain.from == now - 300 && plain.to == now && plain.step == 1)
         let relative = try HistoryQuery(parsing: "from=-60&to=-10&step=5", nowSeconds: now)
         #expect(relative.from == now - 60 && relative.to == now - 10 && relative.step == 5)
+        #expect(plain.format == .json)
+        #expect(try HistoryQuery(parsing: "format=csv", nowSeconds: now).format == .csv)
+        #expect(try HistoryQuery(parsing: "format=json&step=2", nowSeconds: now).format == .json)
+        #expect(throws: HistoryQueryError("format=xml: not json or csv")) { try HistoryQuery(parsing: "format=xml", nowSeconds: now) }
         for bad in [
             "step=0", "step=x", "step=3601", "from=abc", "series=-1", "label=nocolon", "label=:x", "color=red",
-            "from=-10&to=-20", "ring", "ring=%zz",
+            "from=-10&to=-20", "ring", "ring=%zz", "format=xml", "format=CSV", "format=",
         ] {
             #expect(throws: HistoryQueryError.self, "\(bad)") { try HistoryQuery(parsing: bad, nowSeconds: now) }
         }

@@ -34,7 +34,12 @@ package final class CollectorEndpoints: Sendable {
     /// snapshot: 32 clients asking the same 10,200 series got 5 to 8 times the answers. Emptied
     /// when the generation moves; at most `historyCacheEntries` bodies (each at most
     /// `HistoryStore.maxPointsPerAnswer` points, 3.7 MB of JSON).
-    private let historyCache = Locked<(generation: UInt64, bodies: [String: [UInt8]])>((0, [:]))
+    private let historyCache = Locked<(generation: UInt64, bodies: [String: HistoryBody])>((0, [:]))
+    /// An `/api/history` answer rendered: its body, and the CSV answer's figures as headers.
+    struct HistoryBody: Sendable {
+        var bytes: [UInt8]
+        var headers: [HTTPHeader]
+    }
     static let historyCacheEntries = 8
 
     /// The per-second history `/api/history` serves (nil with `--history 0`); the daemon loop feeds it.
@@ -214,15 +219,17 @@ package final class CollectorEndpoints: Sendable {
         // meanwhile gives a newer body under an older generation, never the reverse.
         let key = "\(query.from) \(query.to) \(gzip) \(request.query ?? "")"
         let generation = history.generation
-        func answer(_ body: [UInt8]) -> HTTPResponse {
+        func answer(_ body: HistoryBody) -> HTTPResponse {
             let vary = HTTPHeader("Vary", "Accept-Encoding")
             return HTTPResponse(
-                contentType: JSONExporter.contentType, body: body,
-                headers: gzip ? [HTTPHeader("Content-Encoding", "gzip"), vary] : [vary])
+                contentType: query.format == .csv ? HistoryAnswer.csvContentType : JSONExporter.contentType, body: body.bytes,
+                headers: (gzip ? [HTTPHeader("Content-Encoding", "gzip"), vary] : [vary]) + body.headers)
         }
         if let hit = historyCache.withLock({ $0.generation == generation ? $0.bodies[key] : nil }) { return answer(hit) }
-        let json = history.query(query).json
-        let body = gzip ? Zlib.compress(json, .gzip) : json
+        let found = history.query(query)
+        let rendered = query.format == .csv ? found.csv : found.json
+        let headers = query.format == .csv ? found.csvHeaders.map { HTTPHeader($0.name, $0.value) } : []
+        let body = HistoryBody(bytes: gzip ? Zlib.compress(rendered, .gzip) : rendered, headers: headers)
         historyCache.withLock { cache in
             if cache.generation != generation || cache.bodies.count >= Self.historyCacheEntries {
                 cache = (generation, [:])
@@ -281,9 +288,9 @@ package final class CollectorEndpoints: Sendable {
         ("/latest", "the latest snapshot as JSON: series, rings and their lanes, SLOs, the collector"),
         (
             "/api/history",
-            "per-second history of every series as JSON (--history, default the last hour; lost at a "
+            "per-second history of every series as JSON or CSV (--history, default the last hour; lost at a "
                 + "restart): ?series=ID, ring=, metric=, label=KEY:VALUE, from=, to= (Unix seconds, or 0 or less: seconds "
-                + "before now; default the last 5 minutes), step= (seconds per point)"
+                + "before now; default the last 5 minutes), step= (seconds per point), format=json (default) or csv"
         ),
         (
             "/api/captures",

@@ -6,8 +6,14 @@ import RingsideJSON
 ///
 /// `series=ID` (repeatable), `ring=NAME`, `metric=NAME`, `label=KEY:VALUE` (repeatable; all must
 /// match), `from` and `to` (Unix seconds; 0 or less: that many seconds before now; default the
-/// last 300 seconds up to now) and `step` (seconds per point, 1 to 3600, default 1).
+/// last 300 seconds up to now), `step` (seconds per point, 1 to 3600, default 1) and `format`
+/// (`json`, the default, or `csv`).
 package struct HistoryQuery: Sendable, Equatable {
+    /// How the answer is written: JSON (`HistoryAnswer.json`) or CSV (`HistoryAnswer.csv`).
+    package enum Format: String, Sendable, Equatable, CaseIterable {
+        case json, csv
+    }
+
     package var ids: [UInt64] = []
     package var ring: String?
     package var metric: String?
@@ -15,6 +21,7 @@ package struct HistoryQuery: Sendable, Equatable {
     package var from: Int64
     package var to: Int64
     package var step = 1
+    package var format = Format.json
 
     package static let defaultSeconds: Int64 = 300
     package static let maxStep = 3600
@@ -28,6 +35,7 @@ package struct HistoryQuery: Sendable, Equatable {
     package init(parsing query: String?, nowSeconds: Int64) throws(HistoryQueryError) {
         var from: Int64 = -Self.defaultSeconds, to: Int64 = 0
         var step = 1
+        var format = Format.json
         var ids: [UInt64] = []
         var ring: String?, metric: String?
         var labels: [String: String] = [:]
@@ -58,8 +66,13 @@ package struct HistoryQuery: Sendable, Equatable {
                     throw HistoryQueryError("step=\(value): not a number of seconds from 1 to \(Self.maxStep)")
                 }
                 step = seconds
+            case "format":
+                guard let taken = Format(rawValue: value) else {
+                    throw HistoryQueryError("format=\(RouteQuery.shown(value)): not json or csv")
+                }
+                format = taken
             default:
-                throw HistoryQueryError("unknown parameter \(name) (series, ring, metric, label, from, to, step)")
+                throw HistoryQueryError("unknown parameter \(name) (series, ring, metric, label, from, to, step, format)")
             }
         }
         if from <= 0 { from = nowSeconds + from }
@@ -73,6 +86,7 @@ package struct HistoryQuery: Sendable, Equatable {
         self.metric = metric
         self.labels = labels
         self.step = step
+        self.format = format
     }
 
     func matches(_ history: SeriesHistory) -> Bool {
@@ -145,6 +159,27 @@ package struct HistoryAnswer: Sendable {
         }
     }
 
+    /// A point's number as the answer writes it.
+    enum Cell: Equatable {
+        case whole(UInt64)
+        /// A number of steps written as an exact decimal (`-3.5`).
+        case decimal(String)
+        /// A gauge's value; null in JSON and empty in CSV when not finite.
+        case double(Double)
+        case null
+    }
+
+    /// Column `column` of a point of `metric`, stored as `stored`.
+    static func cell(of metric: MetricDescriptor, column: Int, stored number: UInt64) -> Cell {
+        if column == 0 || (metric.kind == .counter && !metric.hasSteps) { return .whole(number) }
+        if metric.kind == .counter { return .decimal(ExactDecimal.text(Int128(number), exponent: Int(metric.scale))) }
+        if metric.kind == .gauge { return .double(Double(bitPattern: number)) }
+        if number == historyNull { return .null }
+        if column == 1 || !metric.hasSteps { return .whole(number) }
+        let steps = SeriesHistory.value(stored: number, signed: metric.isSigned)
+        return .decimal(ExactDecimal.text(steps, exponent: Int(metric.scale)))
+    }
+
     /// The answer as JSON (see docs/collector.md's History section).
     package var json: [UInt8] {
         let json = JSONWriter()
@@ -171,18 +206,11 @@ package struct HistoryAnswer: Sendable {
                     let rows = stride(from: 0, to: series.points.count, by: columns.count).map { $0 }
                     json.array(rows) { start in
                         json.array(Array(series.points[start..<(start + columns.count)].enumerated())) { item in
-                            let (column, number) = (item.offset, item.element)
-                            if column == 0 || (metric.kind == .counter && !metric.hasSteps) {
-                                json.value(number)
-                            } else if metric.kind == .counter {
-                                json.value(decimal: ExactDecimal.text(Int128(number), exponent: Int(metric.scale)))
-                            } else if metric.kind == .gauge {
-                                json.value(Double(bitPattern: number))
-                            } else if number == historyNull || column == 1 || !metric.hasSteps {
-                                json.value(number == historyNull ? nil : number)
-                            } else {
-                                let steps = SeriesHistory.value(stored: number, signed: metric.isSigned)
-                                json.value(decimal: ExactDecimal.text(steps, exponent: Int(metric.scale)))
+                            switch Self.cell(of: metric, column: item.offset, stored: item.element) {
+                            case let .whole(number): json.value(number)
+                            case let .decimal(text): json.value(decimal: text)
+                            case let .double(number): json.value(number)
+                            case .null: json.value(nil as UInt64?)
                             }
                         }
                     }
