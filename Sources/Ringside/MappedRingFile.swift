@@ -205,6 +205,14 @@ final class MappedRingFile {
     }
     private static let kindOffset = MemoryLayout<rs_registry_entry>.offset(of: \.kind)!
 
+    /// Whether registry entry `index`'s `retired` word is odd (RETIRING A SERIES in ringside.h).
+    func isRetired(_ index: Int) -> Bool {
+        // Acquire pairs with the producer's release store: its gauge_set store before it is seen.
+        let word = UnsafeRawPointer(registrySlot(index)).advanced(by: Self.retiredOffset).assumingMemoryBound(to: UInt32.self)
+        return rs_load_acquire_u32(word) & 1 != 0
+    }
+    private static let retiredOffset = MemoryLayout<rs_registry_entry>.offset(of: \.retired)!
+
     private func registrySlot(_ index: Int) -> UnsafeMutablePointer<rs_registry_entry> {
         precondition(index >= 0 && index < Int(layout.registryCapacity), "registry index out of range")
         // registryOffset + index * 512 stays below cellsOffset for index < registryCapacity.

@@ -142,6 +142,10 @@ package final class RingConsumer {
     /// The cells of the metric at `index` in `metrics`, without copying its descriptor.
     package func cells(ofMetric index: Int) -> MetricCells { file.cells(ofMetric: index, kind: metrics[index].kind) }
 
+    /// Whether metric `index` (below `metrics.count`) is retired: its entry's `retired` word odd
+    /// (RETIRING A SERIES in ringside.h; any word is read by its parity only).
+    package func isRetired(metric index: Int) -> Bool { file.isRetired(index) }
+
     /// Whether a lane holds records not drained yet, or a lane was seen added (by `drain` or
     /// `lookForNewLanes`): a load per lane, for a caller that visits thousands of idle bots.
     /// It does not read the header page: lanes added since the last look wait for the next one.

@@ -23,6 +23,9 @@ package final class RingInspector {
 
     package func metrics() throws(RingError) -> [MetricDescriptor] { try file.metrics(from: 0) }
 
+    /// Whether a metric's entry says it is retired (RETIRING A SERIES in ringside.h).
+    package func isRetired(_ metric: MetricDescriptor) -> Bool { file.isRetired(Int(metric.index)) }
+
     /// Every lane's problems, each named, where `status()` stops at the first (see
     /// `MappedRingFile.laneProblems()`); none for sound lanes.
     package func laneProblems() -> [LaneProblem] { file.laneProblems() }

@@ -108,7 +108,8 @@ extension PrometheusExporter {
             perRing { Double($0.seriesRefused) })
         family(
             "ringside_ring_records_refused_total", "counter",
-            "Valid records of series refused at a cap: counted, not aggregated", perRing { Double($0.recordsRefusedTotal) })
+            "Valid records of series refused at a cap, or of series their producer retired: counted, not aggregated",
+            perRing { Double($0.recordsRefusedTotal) })
         family(
             "ringside_ring_workers_refused_total", "counter",
             "Processes refused a worker file of the bot: every one of its max_workers files held by a live worker; they write nothing",

@@ -234,9 +234,9 @@
  *   a retired entry is never given to other labels (entries never change identity), so a bot that
  *   goes through many label sets needs `registry_capacity` for all of them, retired or not.
  * - A reader loads `retired` (acquire) when it samples the entry's cells. While it is odd, the
- *   series is on no page; the records of it the reader drains (written before the retirement, or
- *   through a handle kept after it) are dropped and counted as refused, and its cells' growth
- *   is not counted. When it reads an even word again (revived), the series starts anew: a
+ *   entry counts for nothing: the records of it the reader drains (written before the retirement,
+ *   or through a handle kept after it) are dropped and counted as refused, its cells' growth is
+ *   not counted, and the series is on no page once no file of the bot holds it live. When it reads an even word again (revived), the series starts anew: a
  *   counter's total and a histogram's count from zero (from the cells as they were when the
  *   reader saw the retirement), which Prometheus reads as a counter reset, as it would of
  *   prometheus_client's series removed and made again. A retirement and a revival both made

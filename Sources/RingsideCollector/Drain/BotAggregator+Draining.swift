@@ -58,7 +58,7 @@ extension BotAggregator {
         swap(&gathered, &sources[source].gathered)  // moved out, not copied: the tables.histograms change meanwhile
         defer { swap(&gathered, &sources[source].gathered) }
         consumer.takeGathered { metric, lane, calls in
-            guard metric < routes.count, routes[metric].kind == MetricKind.histogram.rawValue, routes[metric].slot != Self.refusedSlot
+            guard metric < routes.count, routes[metric].kind == MetricKind.histogram.rawValue, routes[metric].slot >= 0
             else { return }
             let route = routes[metric]
             // Saturating, as every total: hostile weights and cells must not wrap one back.
@@ -139,10 +139,10 @@ extension BotAggregator {
             let metric = Int(record.metric)
             guard metric < routes.count else { return index }
             let route = routes[metric]
-            if route.slot == Self.refusedSlot, record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
+            if route.slot < 0, record.kind == route.kind, route.kind != MetricKind.counter.rawValue,
                 record.sequence == firstCursor &+ UInt64(index)
             {
-                refused += 1  // a valid record of a series refused at the cap
+                refused += 1  // a valid record of a series refused at the cap, or retired (RETIRING A SERIES)
                 if record.flags & ExemplarAssembler.exemplarFlag != 0 {
                     assembling = sources[source].exemplars.begin(record, at: firstCursor &+ UInt64(index), lane: lane, slot: nil)
                 }
@@ -209,7 +209,7 @@ extension BotAggregator {
     @discardableResult
     mutating func sampleCells(of consumer: RingConsumer, source: Int, nowNanos now: UInt64, isBaseline: Bool = false) -> Bool {
         var changed = false
-        for (index, route) in sources[source].routes.enumerated() where route.slot != Self.refusedSlot {
+        for (index, route) in sources[source].routes.enumerated() where route.slot >= 0 {
             let cells = consumer.cells(ofMetric: index)
             switch route.kind {
             case MetricKind.counter.rawValue:

@@ -19,83 +19,100 @@ extension BotAggregator {
         var admitted = 0
         var charged = 0
         for declared in consumer.metrics[sources[source].routes.count...] where Int(declared.index) == sources[source].routes.count {
-            var metric = declared
-            if metric.kind == .gauge {
-                // Every source must merge a gauge alike; a per-worker gauge's series is its source's.
-                let declaredKey = SeriesKey(name: metric.name, labels: metric.encodedLabels)
-                if let policy = gaugePolicies[declaredKey], policy != metric.gaugeMerge {
-                    refuse(metric, in: consumer, source: source, forBytes: false)
-                    continue
-                }
-                gaugePolicies[declaredKey] = metric.gaugeMerge
-                if metric.gaugeMerge == .perWorker {
-                    guard let labelled = metric.labelled(pid: sources[source].pid) else {
-                        refuse(metric, in: consumer, source: source, forBytes: false)
-                        continue
-                    }
-                    metric = labelled
-                }
-            }
-            let key = SeriesKey(name: metric.name, labels: metric.encodedLabels)
-            if let existing = index.route(for: key, in: tables) {
-                // Records of another unit would merge wrongly scaled: only the same kind, unit and
-                // gauge policy join; a per-worker series is its own source's only.
-                // Nor do values of another form or step.
-                if existing.kind == metric.kind.rawValue, unit(of: existing) == metric.unit, policy(of: existing) == metric.gaugeMerge,
-                    metric.gaugeMerge != .perWorker, values(of: existing) == Values(metric)
-                {
-                    sources[source].routes.append(
-                        Route(kind: existing.kind, slot: existing.slot, weight: metric.sampleEvery, isSigned: existing.isSigned))
-                } else {
-                    refuse(metric, in: consumer, source: source, forBytes: false)
-                }
+            let index = Int(declared.index)
+            if consumer.isRetired(metric: index) {
+                // Retired before it was seen (RETIRING A SERIES in ringside.h): no series until revived.
+                sources[source].retiredCells[index] = consumer.cells(ofMetric: index)
+                let retired = Route(kind: declared.kind.rawValue, slot: Self.retiredSlot, weight: 0, isSigned: declared.isSigned)
+                sources[source].routes.append(retired)
                 continue
             }
-            let bytes = memory.cost.bytes(of: metric)
-            guard admitted < room.series, charged + bytes <= room.bytes else {
-                refuse(metric, in: consumer, source: source, forBytes: admitted < room.series)
-                refusals.count += 1
-                continue
-            }
-            admitted += 1
-            charged += bytes
-            let route: Route
-            switch metric.kind {
-            case .histogram where metric.isSigned:
-                route = Route(
-                    kind: metric.kind.rawValue, slot: tables.signedHistograms.count, weight: metric.sampleEvery, isSigned: true)
-                tables.signedHistograms.append(Series(ring: ring, metric: metric, windows: WindowedSignedHistogram(layout: layout)))
-            case .histogram:
-                route = Route(kind: metric.kind.rawValue, slot: tables.histograms.count, weight: metric.sampleEvery)
-                tables.histograms.append(Series(ring: ring, metric: metric, windows: WindowedHistogram(layout: layout)))
-            case .counter:
-                route = Route(kind: metric.kind.rawValue, slot: tables.counters.count, weight: 1)
-                tables.counters.append(Series(ring: ring, metric: metric, windows: WindowedCounter(layout: layout)))
-            case .gauge:
-                route = Route(kind: metric.kind.rawValue, slot: tables.gauges.count, weight: 1)
-                let owner = metric.gaugeMerge == .perWorker ? source : nil
-                tables.gauges.append(Series(ring: ring, metric: metric, owner: owner, windows: WindowedGauge(layout: layout)))
-            }
-            index.set(route, for: key, in: tables)
-            sources[source].routes.append(route)
-            if metric.kind == .histogram, let earlier = seeds.histograms.removeValue(forKey: key) {
-                if route.isSigned {
-                    tables.signedHistograms[route.slot].windows.seedAllTime(earlier)
-                } else {
-                    tables.histograms[route.slot].windows.seedAllTime(earlier.nonNegative)
-                }
-            }
-            if let seed = seeds.totals.removeValue(forKey: key) {
-                switch metric.kind {
-                case .histogram where route.isSigned: tables.signedHistograms[route.slot].takeFolded(seed)
-                case .histogram: tables.histograms[route.slot].takeFolded(seed)
-                case .counter: tables.counters[route.slot].takeFolded(seed)
-                case .gauge: tables.gauges[route.slot].takeFolded(seed)
-                }
-            }
+            sources[source].routes.append(
+                routeMetric(declared, of: consumer, source: source, room: room, admitted: &admitted, charged: &charged))
         }
         memory.charged += charged
         return admitted
+    }
+
+    /// The route of metric `declared` of source `source`: to an existing series of the same name
+    /// and labels, or a new one, if `room` (less what `admitted` and `charged` hold already) leaves
+    /// it room, in series and in bytes; else refused (its strings let go). A metric whose name and
+    /// labels another source registered as another kind, or in another unit, is refused too.
+    mutating func routeMetric(
+        _ declared: MetricDescriptor, of consumer: RingConsumer, source: Int, room: Usage, admitted: inout Int, charged: inout Int
+    ) -> Route {
+        var metric = declared
+        if metric.kind == .gauge {
+            // Every source must merge a gauge alike; a per-worker gauge's series is its source's.
+            let declaredKey = SeriesKey(name: metric.name, labels: metric.encodedLabels)
+            if let policy = gaugePolicies[declaredKey], policy != metric.gaugeMerge {
+                return refuse(metric, in: consumer, source: source, forBytes: false)
+            }
+            gaugePolicies[declaredKey] = metric.gaugeMerge
+            if metric.gaugeMerge == .perWorker {
+                guard let labelled = metric.labelled(pid: sources[source].pid) else {
+                    return refuse(metric, in: consumer, source: source, forBytes: false)
+                }
+                metric = labelled
+            }
+        }
+        let key = SeriesKey(name: metric.name, labels: metric.encodedLabels)
+        if let existing = index.route(for: key, in: tables) {
+            // Records of another unit would merge wrongly scaled: only the same kind, unit and
+            // gauge policy join; a per-worker series is its own source's only.
+            // Nor do values of another form or step.
+            if existing.kind == metric.kind.rawValue, unit(of: existing) == metric.unit, policy(of: existing) == metric.gaugeMerge,
+                metric.gaugeMerge != .perWorker, values(of: existing) == Values(metric)
+            {
+                return Route(kind: existing.kind, slot: existing.slot, weight: metric.sampleEvery, isSigned: existing.isSigned)
+            }
+            return refuse(metric, in: consumer, source: source, forBytes: false)
+        }
+        let bytes = memory.cost.bytes(of: metric)
+        guard admitted < room.series, charged + bytes <= room.bytes else {
+            refusals.count += 1
+            return refuse(metric, in: consumer, source: source, forBytes: admitted < room.series)
+        }
+        admitted += 1
+        charged += bytes
+        let route: Route
+        switch metric.kind {
+        case .histogram where metric.isSigned:
+            route = Route(kind: metric.kind.rawValue, slot: tables.signedHistograms.count, weight: metric.sampleEvery, isSigned: true)
+            tables.signedHistograms.append(Series(ring: ring, metric: metric, windows: WindowedSignedHistogram(layout: layout)))
+        case .histogram:
+            route = Route(kind: metric.kind.rawValue, slot: tables.histograms.count, weight: metric.sampleEvery)
+            tables.histograms.append(Series(ring: ring, metric: metric, windows: WindowedHistogram(layout: layout)))
+        case .counter:
+            route = Route(kind: metric.kind.rawValue, slot: tables.counters.count, weight: 1)
+            tables.counters.append(Series(ring: ring, metric: metric, windows: WindowedCounter(layout: layout)))
+        case .gauge:
+            route = Route(kind: metric.kind.rawValue, slot: tables.gauges.count, weight: 1)
+            let owner = metric.gaugeMerge == .perWorker ? source : nil
+            tables.gauges.append(Series(ring: ring, metric: metric, owner: owner, windows: WindowedGauge(layout: layout)))
+        }
+        index.set(route, for: key, in: tables)
+        takeSeeds(of: key, kind: metric.kind, route: route)
+        return route
+    }
+
+    /// Gives a new series what the collector's last run left it.
+    private mutating func takeSeeds(of key: SeriesKey, kind: MetricKind, route: Route) {
+        if kind == .histogram, let earlier = seeds.histograms.removeValue(forKey: key) {
+            if route.isSigned {
+                tables.signedHistograms[route.slot].windows.seedAllTime(earlier)
+            } else {
+                tables.histograms[route.slot].windows.seedAllTime(earlier.nonNegative)
+            }
+        }
+        if let seed = seeds.totals.removeValue(forKey: key) {
+            switch kind {
+            case .histogram where route.isSigned: tables.signedHistograms[route.slot].takeFolded(seed)
+            case .histogram: tables.histograms[route.slot].takeFolded(seed)
+            case .counter: tables.counters[route.slot].takeFolded(seed)
+            case .gauge: tables.gauges[route.slot].takeFolded(seed)
+            }
+        }
     }
 
     /// The gauge policy of the series a route leads to (`.last` for other kinds).
@@ -119,9 +136,8 @@ extension BotAggregator {
     /// The unit of the series a route leads to.
     private func unit(of route: Route) -> MetricUnit { metric(of: route).unit }
 
-    /// Routes a metric of `source` nowhere: its records are counted, its strings let go.
-    private mutating func refuse(_ metric: MetricDescriptor, in consumer: RingConsumer, source: Int, forBytes: Bool) {
-        sources[source].routes.append(Route(kind: metric.kind.rawValue, slot: Self.refusedSlot, weight: 0))
+    /// The route of a metric of `source` refused: nowhere; its records are counted, its strings let go.
+    private mutating func refuse(_ metric: MetricDescriptor, in consumer: RingConsumer, source: Int, forBytes: Bool) -> Route {
         sources[source].refusedSeries += 1
         memory.refused += MemoryLayout<MetricDescriptor>.stride
         if refusals.first == nil {
@@ -129,6 +145,7 @@ extension BotAggregator {
             refusals.firstForBytes = forBytes
         }
         consumer.forgetStrings(ofMetric: Int(metric.index))
+        return Route(kind: metric.kind.rawValue, slot: Self.refusedSlot, weight: 0)
     }
 
     /// Reads the registry again and adds series for the metrics registered since (see `addMetrics`).

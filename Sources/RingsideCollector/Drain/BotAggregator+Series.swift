@@ -47,6 +47,11 @@ extension BotAggregator {
         var pid: Int32 = 0
         /// Exemplars half read, by lane.
         var exemplars = ExemplarAssembler()
+        /// Its metrics retired (RETIRING A SERIES in ringside.h), by registry index: their cells
+        /// when the retirement was seen, which a revival counts from.
+        var retiredCells: [Int: MetricCells] = [:]
+        /// Retirements seen (series that left the bot, or this file's share of one).
+        var retirements: UInt64 = 0
     }
 
     /// A source's cells of one series, what it counts toward the series' totals, and when the
@@ -70,6 +75,13 @@ extension BotAggregator {
             self.cells = cells
             self.counted = counted
             self.changedNanos = changedNanos
+        }
+
+        /// Cells read as `cells`, counting `counted` (a revived series' start: RETIRING A SERIES).
+        init(counting counted: MetricCells, from cells: MetricCells) {
+            self.cells = cells
+            self.counted = counted
+            changedNanos = 0
         }
 
         /// How much a cell read `before`, then `now`, grew: a cell read lower was reset (its whole value is new).

@@ -282,8 +282,11 @@ extension RingTracker {
             added = ring.aggregator.refreshMetrics(of: consumer, source: ring.source) { seriesAllowance(for: ring, holding: $0) }
             sayRefusedSeries(of: ring)
         }
+        // Series its file retired leave the bot, and revived ones come back (RETIRING A SERIES in ringside.h).
+        let allowance: ((BotAggregator.Usage) -> BotAggregator.Usage)? = admitting ? { self.seriesAllowance(for: ring, holding: $0) } : nil
+        let moved = ring.aggregator.retireAndRevive(of: consumer, source: ring.source, admitting: allowance)
         let start = rs_clock_precise_ns()
-        let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now)
+        let cellsChanged = ring.aggregator.sampleCells(of: consumer, source: ring.source, nowNanos: now) || moved
         marks.cellLookPace.note(nanos: rs_clock_precise_ns() &- start, metrics: ring.bot.aggregator.metricCount(of: ring.source))
         ring.cellLook.sampled(nowNanos: now, moves: ring.schedule.cellMoves)
         if cellsChanged { ring.liveness.moved() }

@@ -193,3 +193,108 @@ def test_churning_the_same_labels_takes_one_entry(backend, bot):
         orders.labels("AAPL").inc()
     assert bot.metric_count == count  # bounded: one entry, retired and revived
     assert retired_word(bot, "orders", "symbol=AAPL") == 2 * rounds  # even: live
+
+
+def test_the_collector_drops_a_removed_series_from_every_page_and_a_revived_one_starts_anew(backend, ring_dir, collector):
+    import json
+    import urllib.request
+
+    from conftest import find_series
+
+    def metrics_page(accept=None):
+        request = urllib.request.Request(collector.address + "/metrics", headers={"Accept": accept} if accept else {})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.read().decode()
+
+    with ringside.Bot("retiring", ring_dir, _backend=backend) as bot:
+        orders = bot.counter("orders", "Orders", ("symbol",))
+        fill = bot.histogram("fill", "Fill latency", ("symbol",), unit="s")
+        level = bot.gauge("level", "Level", ("symbol",))
+        for symbol in ("AAPL", "MSFT"):
+            orders.labels(symbol).inc(5)
+            fill.labels(symbol).observe(0.002)
+            level.labels(symbol).set(7)
+        collector.wait_for("both symbols' series", lambda: all(
+            find_series(page, "retiring", metric, symbol=symbol) for page in [collector.latest()]
+            for metric in ("orders", "fill", "level") for symbol in ("AAPL", "MSFT")))
+        kept = fill.labels("AAPL")
+        for family in (orders, fill, level):
+            family.remove("AAPL")
+
+        def gone():
+            page = collector.latest()
+            return all(find_series(page, "retiring", metric, symbol="AAPL") is None
+                       and find_series(page, "retiring", metric, symbol="MSFT") is not None
+                       for metric in ("orders", "fill", "level"))
+        collector.wait_for("AAPL's series gone from /latest, MSFT's kept", gone)
+        for accept in (None, "application/openmetrics-text; version=1.0.0"):
+            page = metrics_page(accept)
+            assert 'symbol="AAPL"' not in page and 'symbol="MSFT"' in page, accept
+        assert 'symbol="AAPL"' not in collector.get("/metrics?ring=retiring")
+        assert "AAPL" not in json.dumps(collector.latest()["series"])
+        kept.observe(0.003)  # through a series object kept from before: dropped by the collector, counted
+        collector.wait_for("the kept object's record refused", lambda: next(
+            ring for ring in collector.latest()["rings"] if ring["name"] == "retiring")["records_refused_total"] >= 1)
+        orders.labels("AAPL").inc(2)  # revived: a counter from zero, as Prometheus reads a reset
+        revived = collector.wait_for("AAPL's counter again", lambda: find_series(
+            collector.latest(), "retiring", "orders", symbol="AAPL"))
+        assert revived["total"] == 2
+        assert find_series(collector.latest(), "retiring", "level", symbol="AAPL") is None  # not asked again
+        assert find_series(collector.latest(), "retiring", "orders", symbol="MSFT")["total"] == 5
+
+
+def test_a_hostile_retired_word_flipping_millions_of_times_never_breaks_the_collector(ring_dir, collector):
+    import mmap
+    import random
+    import threading
+    import time
+
+    from conftest import find_series
+
+    bot = ringside.Bot("flipper", ring_dir, _backend=_pure)
+    orders = bot.counter("orders", "Orders", ("symbol",))
+    fill = bot.histogram("fill", "Fill", ("symbol",), unit="s")
+    for symbol in ("A", "B"):
+        orders.labels(symbol).inc()
+        fill.labels(symbol).observe(0.001)
+    collector.wait_for("the series", lambda: find_series(collector.latest(), "flipper", "orders", symbol="A"))
+    data = BotFile(bot.path)
+    words = [(4096 + 512 * data.index(name, labels) + 0x14) // 4
+             for name, labels in (("orders", "symbol=A"), ("fill", "symbol=A"))]
+    stop = threading.Event()
+    flips = [0]
+
+    def flip():  # as a hostile producer would: any u32, as fast as a thread can
+        with open(bot.path, "r+b") as file:
+            mapped = mmap.mmap(file.fileno(), 4096 + 512 * 8)
+            view = memoryview(mapped).cast("I")
+            garbage = [random.getrandbits(32) for _ in range(4096)]
+            count = 0
+            while not stop.is_set():
+                for value in garbage:
+                    view[words[0]] = value
+                    view[words[1]] = count
+                    count += 1
+            flips[0] = 2 * count
+            view[words[0]] = view[words[1]] = 0  # live again, for the end
+            view.release()
+            mapped.close()
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            orders.labels("A").inc()
+            fill.labels("A").observe(0.002)
+            assert "ringside_ring_records_refused_total" in collector.get("/metrics")
+            collector.latest()
+    finally:
+        stop.set()
+        flipper.join()
+    assert collector.process.poll() is None, "\n".join(collector.log)
+    assert flips[0] > 1_000_000  # a million flips at least, in the 3 s
+    orders.labels("A").inc(7)
+    collector.wait_for("orders{A} live again", lambda: find_series(collector.latest(), "flipper", "orders", symbol="A"))
+    assert find_series(collector.latest(), "flipper", "orders", symbol="B")["total"] == 1  # the other series untouched
+    bot.close()
