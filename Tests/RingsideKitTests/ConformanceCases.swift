@@ -19,6 +19,8 @@ struct ConformanceCase {
         var droppedMax: UInt64 = 0
         /// Exemplars refused (given to a signed histogram), their values recorded without them.
         var exemplarsRefused: UInt64 = 0
+        /// Retired (RETIRING A SERIES in ringside.h): its entry's `retired` word odd.
+        var retired = false
     }
 
     /// A record as the reader reads it, its exemplar put back together.
@@ -171,6 +173,10 @@ struct ConformanceCase {
             let metric = try index(of: args[0]), value = Double(args[1]) ?? .nan
             metrics[metric].lastSet = value
             write(Record(metric: UInt32(metric), kind: MetricKind.gauge.rawValue, value: value.bitPattern))
+        case "retire":
+            let metric = try index(of: args[0])
+            metrics[metric].retired = true
+            if metrics[metric].descriptor.kind == .gauge { metrics[metric].lastSet = nil }  // its value forgotten
         case "end": break
         default: throw ConformanceError("unknown operation \(op)")
         }

@@ -110,6 +110,7 @@ struct ConformanceTests {
                 total: metric.descriptor.kind == .counter ? metric.counted : 0, dropped: metric.dropped, lastValue: metric.lastSet,
                 droppedSum: metric.droppedSum, droppedMax: metric.droppedMax, exemplarsRefused: metric.exemplarsRefused)
             #expect(cells == cellsExpected, "\(context): \(metric.descriptor.name)'s cells")
+            #expect(inspector.isRetired(metric.descriptor) == metric.retired, "\(context): \(metric.descriptor.name) retired")
         }
         let status = try inspector.status()
         #expect(status.dropped == expected.metrics.reduce(0) { $0 + $1.dropped } && !status.producerAlive, "\(context): \(status)")

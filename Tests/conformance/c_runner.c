@@ -164,6 +164,11 @@ int main(int argc, char **argv) {
                                      : rs_bot_record(bot, metrics[index], value);
                 if (written < 0) return fail("observe failed", rs_strerror(written));
             }
+        } else if (strcmp(op, "retire") == 0 && count == 2) {
+            unsigned index = 0;
+            while (index < metric_count && strcmp(metric_names[index], words[1]) != 0) index++;
+            if (index == metric_count) return fail("unknown metric", words[1]);
+            if (rs_bot_retire(bot, metrics[index], &error) != 0) return fail("retire failed", error.message);
         } else if (strcmp(op, "end") == 0 && bot) {
             rs_bot_detach(bot);
             bot = NULL;

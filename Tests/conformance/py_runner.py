@@ -83,6 +83,8 @@ def main(argv: list[str]) -> int:
                     metrics[args[0]].inc(int(args[1]))
                 elif op == "set":
                     metrics[args[0]].set(float(args[1]))
+                elif op == "retire":  # RETIRING A SERIES: what remove() does to a series of a family (Core.retire)
+                    bot._core.retire(metrics[args[0]]._index)
                 elif op == "end":
                     bot.close()
                     bot = None

@@ -153,6 +153,14 @@ impl Runner {
                 let Metric::Gauge(gauge) = self.metric(name)? else { return Err(format!("{name} is no gauge")) };
                 gauge.set(number(value)?);
             }
+            ("retire", [name]) => {
+                let retired = match self.metric(name)? {
+                    Metric::Histogram(histogram) => histogram.retire(),
+                    Metric::Counter(counter) => counter.retire(),
+                    Metric::Gauge(gauge) => gauge.retire(),
+                };
+                retired.map_err(|error| error.to_string())?;
+            }
             ("end", []) => {
                 self.metrics.clear();
                 self.bot = None;

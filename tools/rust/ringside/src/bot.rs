@@ -561,6 +561,12 @@ impl BotInner {
                     ),
                 });
             }
+            // A retired entry registered again is live again (RETIRING A SERIES in ringside.h).
+            let retired = mapping.entry_retired(&self.geometry, index);
+            let word = retired.load(Relaxed); // relaxed: only we write it, under this mutex
+            if word & 1 != 0 {
+                retired.store(word.wrapping_add(1), Release);
+            }
             return Ok(index);
         }
         if count >= self.registry_capacity {
@@ -604,6 +610,33 @@ impl BotInner {
     /// thread's writer if it has one, else through the mapped cells under the bot's mutex (a
     /// thread whose first call is a NaN). Nothing when disabled, or in a forked child that is no
     /// worker yet.
+    /// Retires metric `index` (`rs_bot_retire`): a gauge's `gauge_set` stored 0, then its entry's
+    /// `retired` word made odd (release). Registering it again revives it.
+    pub(crate) fn retire(&self, index: u32) -> Result<(), Error> {
+        let mut state = self.state.lock();
+        if state.forked {
+            self.become_worker_locked(&mut state)?;
+        }
+        let Some(mapping) = state.header.as_ref().filter(|_| self.enabled.load(Relaxed)) else {
+            return Ok(()); // disabled: nothing is written
+        };
+        if index >= mapping.header().metric_count.load(Relaxed) {
+            return Err(Error::InvalidOption {
+                bot: self.name.clone(),
+                reason: format!("retire: metric index {index} is not registered"),
+            });
+        }
+        let retired = mapping.entry_retired(&self.geometry, index);
+        let word = retired.load(Relaxed); // relaxed: only we write it, under this mutex
+        if word & 1 == 0 {
+            if mapping.read_entry(&self.geometry, index).kind == KIND_GAUGE {
+                mapping.metric_cell(&self.geometry, index).gauge_set.store(0, Relaxed);
+            }
+            retired.store(word.wrapping_add(1), Release);
+        }
+        Ok(())
+    }
+
     #[cold]
     #[inline(never)]
     pub(crate) fn count_refused(&self, index: u32, refusal: Refusal) {

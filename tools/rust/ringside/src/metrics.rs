@@ -71,6 +71,15 @@ pub struct Gauge {
 }
 
 impl Histogram {
+    /// Retires the series, as prometheus_client's `remove()` (RETIRING A SERIES in ringside.h,
+    /// `rs_bot_retire`): the collector drops it from every page and lets go of what it kept;
+    /// registering the same name and labels again revives it (a new series to the collector:
+    /// a counter from zero). Calls through it meanwhile are dropped by the collector (counted).
+    /// Takes the bot's registration lock: not for the hot path.
+    pub fn retire(&self) -> Result<(), Error> {
+        self.bot.retire(self.index)
+    }
+
     /// Records an observation in the histogram's unit, as a whole number of its steps (of its
     /// unit, unless registered with a [`resolution`](MetricBuilder::resolution)). Returns true if
     /// a record was written; false if `sample_every` skipped it, if its lane was sampling and
@@ -378,6 +387,15 @@ impl Drop for Span<'_> {
 }
 
 impl Counter {
+    /// Retires the series, as prometheus_client's `remove()` (RETIRING A SERIES in ringside.h,
+    /// `rs_bot_retire`): the collector drops it from every page and lets go of what it kept;
+    /// registering the same name and labels again revives it (a new series to the collector:
+    /// a counter from zero). Calls through it meanwhile are dropped by the collector (counted).
+    /// Takes the bot's registration lock: not for the hot path.
+    pub fn retire(&self) -> Result<(), Error> {
+        self.bot.retire(self.index)
+    }
+
     /// Adds `by` to the counter: exact, even when the lane is full or the thread has none. `by`
     /// is a whole number of its steps (of its resolution, for a counter registered with one).
     #[inline]
@@ -426,6 +444,15 @@ impl Counter {
 }
 
 impl Gauge {
+    /// Retires the series, as prometheus_client's `remove()` (RETIRING A SERIES in ringside.h,
+    /// `rs_bot_retire`): the collector drops it from every page and lets go of what it kept;
+    /// registering the same name and labels again revives it (a new series to the collector:
+    /// a counter from zero). Calls through it meanwhile are dropped by the collector (counted).
+    /// Takes the bot's registration lock: not for the hot path.
+    pub fn retire(&self) -> Result<(), Error> {
+        self.bot.retire(self.index)
+    }
+
     /// Sets the gauge: the last value is kept exactly; a record of it (for windowed min and max)
     /// is written like any other and may drop. Returns true if the record was written.
     #[inline]

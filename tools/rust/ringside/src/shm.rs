@@ -93,7 +93,10 @@ pub struct RegistryEntry {
     pub labels_length: u16,
     pub help_length: u16,
     pub scale: i8, // a value is a whole number of 10^scale of the unit (histograms and counters)
-    pub reserved1: [u8; 0x18 - 0x13],
+    pub reserved1: u8,
+    /// Even: live; odd: retired (RETIRING A SERIES in ringside.h). Published entries change it
+    /// through `Mapping::entry_retired` only.
+    pub retired: u32,
     pub name: [u8; 104],
     pub labels: [u8; 256],
     pub help: [u8; 128],
@@ -275,7 +278,8 @@ impl RegistryEntry {
         entry.labels_length = u16_at(0x0E);
         entry.help_length = u16_at(0x10);
         entry.scale = bytes[0x12] as i8;
-        entry.reserved1.copy_from_slice(&bytes[0x13..0x18]);
+        entry.reserved1 = bytes[0x13];
+        entry.retired = u32::from_le_bytes(bytes[0x14..0x18].try_into().unwrap());
         entry.name.copy_from_slice(&bytes[0x18..0x80]);
         entry.labels.copy_from_slice(&bytes[0x80..0x180]);
         entry.help.copy_from_slice(&bytes[0x180..0x200]);
@@ -351,6 +355,16 @@ impl Mapping {
         // SAFETY: in bounds (above); entries below metric_count never change, and an entry being
         // read at attach has no other writer (we hold the producer lock).
         unsafe { std::ptr::read(self.base.add(at) as *const RegistryEntry) }
+    }
+
+    /// The `retired` word (0x014) of registry entry `index` (below `registry_capacity`): the one
+    /// word of a published entry that changes (RETIRING A SERIES in ringside.h).
+    pub fn entry_retired(&self, geometry: &Geometry, index: u32) -> &AtomicU32 {
+        let at = geometry.registry_offset as usize + index as usize * REGISTRY_ENTRY_SIZE as usize + 0x14;
+        assert!(at + 4 <= geometry.cells_offset as usize && at + 4 <= self.len);
+        // SAFETY: in bounds (above), 4-byte aligned (entries are 512 bytes from a page), and the
+        // word is only ever accessed atomically once its entry is published.
+        unsafe { &*(self.base.add(at) as *const AtomicU32) }
     }
 
     /// Writes registry entry `entry.index` in full. The caller publishes it afterwards with a
