@@ -274,15 +274,15 @@ struct HistoryStoreTests {
             ])
         builder.record(at: t0 + 1, [SnapshotBuilder.histogram(id: 1, labels: "symbol=A,\"B\"", total: 6, windowCount: 0)])
         let answer = store.query(everything())
-        let text = String(decoding: answer.csv, as: UTF8.self)
+        let text = String(decoding: answer.csv, as: UTF8.self)  // the series in the JSON answer's order
         #expect(
             text
                 == [
                     "id,ring,metric,kind,unit,label_desk,label_note,label_symbol,t,count,p50,p99,p999,max,increase,total,value,min",
                     "1,bot,latency,histogram,ns,,,\"A,\"\"B\"\"\",\(t0),5,10,30,40,50,,,,",
                     "1,bot,latency,histogram,ns,,,\"A,\"\"B\"\"\",\(t0 + 1),1,,,,,,,,",
-                    "2,bot,orders,counter,ns,,,,\(t0),,,,,,7,7,,",
                     "3,bot,level,gauge,ns,fx,\"line one\rtwo\",,\(t0),,,,,2,,,,-1.5",
+                    "2,bot,orders,counter,ns,,,,\(t0),,,,,,7,7,,",
                 ].map { $0 + "\r\n" }.joined())
         #expect(answer.csvHeaders.first { $0.name == "X-Ringside-Truncated" }?.value == "false")
         let empty = String(decoding: store.query(everything(from: t0 + 50, to: t0 + 60)).csv, as: UTF8.self)
