@@ -141,10 +141,11 @@ extension MappedRingFile {
             sum = overflow ? .max : added
         }
         let control = control(metric: index)
+        let refused = refusals(metric: index)
         switch kind {
-        case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil, clamped: clamped(metric: index), control: control)
+        case .counter: return MetricCells(total: sum, dropped: 0, lastValue: nil, clamped: refused.clamped, control: control)
         case .gauge:
-            return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index), clamped: clamped(metric: index), control: control)
+            return MetricCells(total: 0, dropped: sum, lastValue: gaugeValue(metric: index), clamped: refused.clamped, control: control)
         case .histogram:
             // The dropped values' sum and largest (see SAMPLING: DROPPED VALUES in `ringside.h`).
             var (droppedSum, droppedMax) = unlanedValues(metric: index)
@@ -154,8 +155,8 @@ extension MappedRingFile {
                 droppedMax = max(droppedMax, dropped.max)
             }
             return MetricCells(
-                total: 0, dropped: sum, droppedSum: droppedSum, droppedMax: droppedMax, clamped: clamped(metric: index),
-                exemplarsRefused: exemplarsRefused(metric: index), control: control)
+                total: 0, dropped: sum, droppedSum: droppedSum, droppedMax: droppedMax, clamped: refused.clamped,
+                exemplarsRefused: refused.exemplars, control: control)
         }
     }
 }

@@ -239,14 +239,9 @@ final class MappedRingFile {
         rs_load_relaxed_u64(metricCell(metric, Offset.unlaned))
     }
 
-    /// A histogram's values lost by threads without a lane: their sum (modulo 2^64) and largest.
-    /// Values of one metric its producers clamped or did not record (VALUES in ringside.h).
-    func clamped(metric: Int) -> UInt64 {
-        rs_load_relaxed_u64(metricCell(metric, Offset.clamped))  // relaxed: a running count, added atomically
-    }
-
-    func exemplarsRefused(metric: Int) -> UInt64 {
-        rs_load_relaxed_u64(metricCell(metric, Offset.exemplarsRefused))  // relaxed: as `clamped`
+    /// Values clamped, rounded or not recorded (VALUES), exemplars refused (EXEMPLARS): counts added atomically, read relaxed.
+    func refusals(metric: Int) -> (clamped: UInt64, exemplars: UInt64) {
+        (rs_load_relaxed_u64(metricCell(metric, Offset.clamped)), rs_load_relaxed_u64(metricCell(metric, Offset.exemplarsRefused)))
     }
 
     /// The header's `bot_control` and a metric's control word, for the operator's tool's atomic
@@ -262,6 +257,7 @@ final class MappedRingFile {
         return rs_load_relaxed_u32(word)  // relaxed: the tool's word, read as it stands
     }
 
+    /// A histogram's values lost by threads without a lane: their sum (modulo 2^64) and largest.
     func unlanedValues(metric: Int) -> (sum: UInt64, max: UInt64) {
         // Relaxed: running figures, added and raised atomically by their writers.
         (rs_load_relaxed_u64(metricCell(metric, Offset.unlanedSum)), rs_load_relaxed_u64(metricCell(metric, Offset.unlanedMax)))
