@@ -1,5 +1,6 @@
-/* The system's OpenSSL (libssl-dev), for the collector's HTTP server only: TLS for
-   --web-config-file, SHA-256 and random bytes for its password cache. The library bots import
+/* The system's OpenSSL (libssl-dev), for the collector only: TLS for its HTTP server
+   (--web-config-file) and its OTLP exporter's https:// pushes, SHA-256 and random bytes for the
+   server's password cache. The library bots import
    never links it. The functions below stand for OpenSSL's function-like macros, which Swift
    cannot call; each makes exactly the call its name says. */
 #ifndef RINGSIDE_COPENSSL_SHIM_H
@@ -14,6 +15,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
 /* Lets SSL_write return after a record, and take its retry from a buffer that moved (a Swift
    array's storage may), and frees a connection's buffers while it is idle. */
@@ -82,6 +84,16 @@ static inline long rs_ssl_ctx_add0_chain_cert(SSL_CTX *ctx, X509 *certificate) {
 /* Whether `error` says a PEM read found no further block: the end of the bytes, not a fault. */
 static inline int rs_err_is_pem_end(unsigned long error) {
     return ERR_GET_LIB(error) == ERR_LIB_PEM && ERR_GET_REASON(error) == PEM_R_NO_START_LINE;
+}
+
+/* The name sent in the client's hello (SNI). The corresponding macro is SSL_set_tlsext_host_name. */
+static inline long rs_ssl_set_server_name(SSL *ssl, const char *name) {
+    return SSL_set_tlsext_host_name(ssl, name);
+}
+
+/* Client contexts: no renegotiation, no compression. */
+static inline void rs_ssl_ctx_set_client_options(SSL_CTX *ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
 }
 
 #endif

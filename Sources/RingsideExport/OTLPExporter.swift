@@ -7,8 +7,10 @@ import RingsideSnapshot
 /// `collector/metrics/v1/metrics_service.proto` and `metrics/v1/metrics.proto`), protobuf-encoded,
 /// for an OTLP/HTTP receiver's `/v1/metrics`.
 ///
-/// - A `ResourceMetrics` per bot: `service.name` (the bot), `service.instance.id` and `host.name`
-///   (this host's name), with one `ScopeMetrics` (scope `ringside`, the collector's version). The
+/// - A `ResourceMetrics` per bot: `service.name` (the bot), `ringside.bot` (the bot, whatever
+///   `service.name` the user gives), `service.instance.id` and `host.name` (this host's name),
+///   and the user's attributes over these (`Origin.attributes`), with one `ScopeMetrics` (scope
+///   `ringside`, the collector's version). The
 ///   series of a `per_worker` gauge (labelled `pid`, see docs/workers.md) go in a resource of the
 ///   bot and that process, which adds `process.pid`.
 /// - A `Metric` per metric name (and kind and unit) of a bot, its description the metric's help,
@@ -36,10 +38,18 @@ package enum OTLPExporter {
         /// `host.name`, and `service.instance.id`: one collector serves one host, where a bot's
         /// name is unique.
         package var hostName: String
+        /// The user's resource attributes, each key once: on every resource, replacing the
+        /// collector's of the same key (`service.name`, `host.name`, `service.instance.id`), but for
+        /// `ringside.bot` and `process.pid`, which are the bot's.
+        package var attributes: [(key: String, value: String)]
 
-        package init(hostName: String) {
+        package init(hostName: String, attributes: [(key: String, value: String)] = []) {
             self.hostName = hostName
+            self.attributes = attributes
         }
+
+        /// Keys the user's attributes cannot replace.
+        static let botKeys: Set<String> = ["ringside.bot", "process.pid"]
     }
 
     /// The request for `snapshot`'s series.
@@ -102,9 +112,16 @@ package enum OTLPExporter {
 
     /// The resource's attributes (`Resource.attributes`).
     private static func attributes(_ resource: Resource, origin: Origin, into out: inout ProtobufWriter) {
-        out.keyValue(1, "service.name", resource.bot)
-        out.keyValue(1, "service.instance.id", origin.hostName)
-        out.keyValue(1, "host.name", origin.hostName)
+        var given: Set<String> = []
+        for attribute in origin.attributes where !Origin.botKeys.contains(attribute.key) {
+            out.keyValue(1, attribute.key, attribute.value)
+            given.insert(attribute.key)
+        }
+        for (key, value) in [("service.name", resource.bot), ("service.instance.id", origin.hostName), ("host.name", origin.hostName)]
+        where !given.contains(key) {
+            out.keyValue(1, key, value)
+        }
+        out.keyValue(1, "ringside.bot", resource.bot)
         if let pid = resource.pid, let number = Int64(pid) { out.keyValue(1, "process.pid", number) }
     }
 

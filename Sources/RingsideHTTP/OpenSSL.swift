@@ -92,8 +92,13 @@ final class TLSContext: @unchecked Sendable {
         let certificate = try Self.read(settings.certFile, key: "cert_file")
         var key = try Self.read(settings.keyFile, key: "key_file")
         defer { key.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }  // no key left in freed memory
-        try useCertificateChain(certificate, path: settings.certFile)
-        try usePrivateKey(key, settings)
+        if let refusal = Self.useCertificateChain(context, certificate, name: "cert_file \(settings.certFile)") {
+            throw WebConfigError(reason: refusal)
+        }
+        let names = (key: "key_file \(settings.keyFile)", certificate: "cert_file \(settings.certFile)")
+        if let refusal = Self.usePrivateKey(context, key, keyName: names.key, certificateName: names.certificate) {
+            throw WebConfigError(reason: refusal)
+        }
         try configureClientCertificates(settings)
     }
 
@@ -125,42 +130,42 @@ final class TLSContext: @unchecked Sendable {
         }
     }
 
-    /// The server's certificate, then the chain after it, from PEM bytes, as
-    /// `SSL_CTX_use_certificate_chain_file` reads a file. The corresponding C functions are
-    /// `PEM_read_bio_X509_AUX`, `SSL_CTX_use_certificate` and `SSL_CTX_add0_chain_cert`.
-    private func useCertificateChain(_ bytes: [UInt8], path: String) throws(WebConfigError) {
-        let refusal = withPEM(bytes) { bio -> String? in
-            guard let leaf = rs_pem_read_certificate(bio, 1) else { return Self.failure("cert_file \(path): not a PEM certificate") }
+    /// A certificate, then the chain after it, from PEM bytes, as
+    /// `SSL_CTX_use_certificate_chain_file` reads a file; the refusal, beginning with `name` (the
+    /// setting and its file), or nil. The corresponding C functions are `PEM_read_bio_X509_AUX`,
+    /// `SSL_CTX_use_certificate` and `SSL_CTX_add0_chain_cert`.
+    static func useCertificateChain(_ context: OpaquePointer, _ bytes: [UInt8], name: String) -> String? {
+        withPEM(bytes) { bio -> String? in
+            guard let leaf = rs_pem_read_certificate(bio, 1) else { return failure("\(name): not a PEM certificate") }
             defer { X509_free(leaf) }  // the context keeps a reference of its own
-            guard SSL_CTX_use_certificate(context, leaf) == 1 else { return Self.failure("cert_file \(path): not a usable certificate") }
+            guard SSL_CTX_use_certificate(context, leaf) == 1 else { return failure("\(name): not a usable certificate") }
             while let next = rs_pem_read_certificate(bio, 0) {
                 guard rs_ssl_ctx_add0_chain_cert(context, next) == 1 else {
                     X509_free(next)
-                    return Self.failure("cert_file \(path): a certificate of its chain is not usable")
+                    return failure("\(name): a certificate of its chain is not usable")
                 }
             }
-            return Self.endedCleanly() ? nil : Self.failure("cert_file \(path): a certificate of its chain is not PEM")
+            return endedCleanly() ? nil : failure("\(name): a certificate of its chain is not PEM")
         }
-        if let refusal { throw WebConfigError(reason: refusal) }
     }
 
-    /// The private key, from PEM bytes, checked against the certificate. The corresponding C
-    /// functions are `PEM_read_bio_PrivateKey` (with no passphrase: an encrypted key is refused,
-    /// never asked for) and `SSL_CTX_use_PrivateKey`.
-    private func usePrivateKey(_ bytes: [UInt8], _ settings: WebConfig.TLSSettings) throws(WebConfigError) {
-        let mismatch = "key_file \(settings.keyFile) is not the key of cert_file \(settings.certFile)"
-        let refusal = withPEM(bytes) { bio -> String? in
+    /// The private key, from PEM bytes, checked against the certificate; the refusal naming
+    /// `keyName` (and `certificateName`), or nil. The corresponding C functions are
+    /// `PEM_read_bio_PrivateKey` (with no passphrase: an encrypted key is refused, never asked
+    /// for) and `SSL_CTX_use_PrivateKey`.
+    static func usePrivateKey(_ context: OpaquePointer, _ bytes: [UInt8], keyName: String, certificateName: String) -> String? {
+        let mismatch = "\(keyName) is not the key of \(certificateName)"
+        return withPEM(bytes) { bio -> String? in
             guard let key = rs_pem_read_private_key(bio) else {
-                return Self.failure("key_file \(settings.keyFile): not a PEM private key (or an encrypted one)")
+                return failure("\(keyName): not a PEM private key (or an encrypted one)")
             }
             defer { EVP_PKEY_free(key) }  // the context keeps a reference of its own
             guard SSL_CTX_use_PrivateKey(context, key) == 1 else {
                 let (text, reason) = OpenSSL.takeErrors()
-                return reason == X509_R_KEY_VALUES_MISMATCH ? mismatch : "key_file \(settings.keyFile): not a usable private key: \(text)"
+                return reason == X509_R_KEY_VALUES_MISMATCH ? mismatch : "\(keyName): not a usable private key: \(text)"
             }
-            return SSL_CTX_check_private_key(context) == 1 ? nil : Self.failure(mismatch)
+            return SSL_CTX_check_private_key(context) == 1 ? nil : failure(mismatch)
         }
-        if let refusal { throw WebConfigError(reason: refusal) }
     }
 
     /// Trusts the CA certificates in PEM bytes for client certificates, and sends their names to
@@ -168,7 +173,7 @@ final class TLSContext: @unchecked Sendable {
     /// `X509_STORE_add_cert` and `SSL_CTX_add_client_CA`.
     private func trustClientCAs(_ bytes: [UInt8], path: String) throws(WebConfigError) {
         let store = SSL_CTX_get_cert_store(context)
-        let refusal = withPEM(bytes) { bio -> String? in
+        let refusal = Self.withPEM(bytes) { bio -> String? in
             var count = 0
             while let certificate = rs_pem_read_certificate(bio, 1) {
                 defer { X509_free(certificate) }  // the store and the list keep what they need
@@ -184,11 +189,11 @@ final class TLSContext: @unchecked Sendable {
     }
 
     /// `what`, then OpenSSL's reasons (the queue is emptied).
-    private static func failure(_ what: String) -> String { "\(what): \(OpenSSL.takeErrors().text)" }
+    static func failure(_ what: String) -> String { "\(what): \(OpenSSL.takeErrors().text)" }
 
     /// `body` with a read-only memory BIO over `bytes`. The corresponding C functions are
     /// `BIO_new_mem_buf` and `BIO_free`.
-    private func withPEM(_ bytes: [UInt8], _ body: (OpaquePointer) -> String?) -> String? {
+    static func withPEM(_ bytes: [UInt8], _ body: (OpaquePointer) -> String?) -> String? {
         ERR_clear_error()
         return bytes.withUnsafeBytes { buffer in
             guard let bio = BIO_new_mem_buf(buffer.baseAddress, Int32(buffer.count)) else { return "no memory for a BIO" }
@@ -199,7 +204,7 @@ final class TLSContext: @unchecked Sendable {
 
     /// Whether the reads stopped at the end of the bytes (OpenSSL's "no start line", taken off
     /// the queue), not at a broken block.
-    private static func endedCleanly() -> Bool {
+    static func endedCleanly() -> Bool {
         let last = ERR_peek_last_error()
         guard last == 0 || rs_err_is_pem_end(last) != 0 else { return false }
         ERR_clear_error()
@@ -225,15 +230,17 @@ final class TLSContext: @unchecked Sendable {
 /// OpenSSL reads and writes the socket itself (`write`, which would raise SIGPIPE on a peer that
 /// hung up: the server's loop thread blocks SIGPIPE). Owned by the server thread.
 final class TLSStream {
-    private let ssl: OpaquePointer
+    let ssl: OpaquePointer
     /// What the last call is waiting for: `POLLIN` or `POLLOUT` (nil when it did not wait).
     private(set) var waitingFor: Int16?
     /// The length of a write that must be made again as it was (OpenSSL requires the same length).
     private var pendingWrite: Int?
+    /// OpenSSL's reasons for the last read or write that failed in TLS (an alert from the peer).
+    private(set) var lastError: String?
     /// The most plaintext one write takes: one TLS record's.
     private static let recordBytes = 16 * 1024
 
-    fileprivate init(_ ssl: OpaquePointer) { self.ssl = ssl }
+    init(_ ssl: OpaquePointer) { self.ssl = ssl }
 
     deinit { SSL_free(ssl) }
 
@@ -307,7 +314,7 @@ final class TLSStream {
 
     /// Whether a call that returned `code` waits for the socket (`SSL_ERROR_WANT_READ` or
     /// `SSL_ERROR_WANT_WRITE`); if so, `waitingFor` says which way.
-    private func waits(_ code: Int32) -> Bool {
+    func waits(_ code: Int32) -> Bool {
         switch code {
         case SSL_ERROR_WANT_READ: waitingFor = Int16(POLLIN)
         case SSL_ERROR_WANT_WRITE: waitingFor = Int16(POLLOUT)
@@ -326,7 +333,7 @@ final class TLSStream {
             _ = OpenSSL.takeErrors()
             return error == 0 ? .endOfStream : .failed(Errno(rawValue: error))
         default:
-            _ = OpenSSL.takeErrors()
+            lastError = OpenSSL.takeErrors().text
             return .failed(Errno(rawValue: EPROTO))
         }
     }

@@ -8,8 +8,9 @@ import Synchronization
 /// resolves to, in turn), writes the request, reads the response (its body by `Content-Length`,
 /// chunked, or to the end of the connection) and closes. `Connection: close` on every request:
 /// the exporter it serves sends one request every few seconds, and a fresh connection each time
-/// never meets a peer that closed an idle one. Plain `http://` only: TLS is left to a proxy or a
-/// local OpenTelemetry Collector.
+/// never meets a peer that closed an idle one. `https://` with the caller's `HTTPClientTLS` (this
+/// module links no TLS library): the handshake within the same deadline, the server's certificate
+/// checked by it.
 ///
 /// Every step is bounded by one deadline (`timeoutNanos` from the start), checked before each
 /// read and write, not only when one would block: a peer that sends without end (interim
@@ -31,20 +32,38 @@ package enum HTTPClient {
     /// - Parameters:
     ///   - timeoutNanos: how long connecting, writing and reading may take in all.
     ///   - cancellation: lets another thread end the call at once (`HTTPClientError.cancelled`).
+    ///   - tls: what speaks TLS to an `https://` URL.
     /// - Throws: `HTTPClientError`: the host did not resolve, no address took the connection, the
-    ///   deadline passed, the call was cancelled, the connection failed or closed early, or the
-    ///   response is not HTTP/1.x or is past the parser's bounds.
+    ///   deadline passed, the call was cancelled, TLS failed (or is not given for `https://`), the
+    ///   connection failed or closed early, or the response is not HTTP/1.x or is past the
+    ///   parser's bounds.
     package static func send(
-        _ request: HTTPClientRequest, timeoutNanos: UInt64, cancellation: HTTPClientCancellation? = nil
+        _ request: HTTPClientRequest, timeoutNanos: UInt64, cancellation: HTTPClientCancellation? = nil, tls: (any HTTPClientTLS)? = nil
     ) throws(HTTPClientError) -> HTTPClientResponse {
         let exchange = Exchange(
             deadline: Syscall.monotonicMillis() + Int64(clamping: timeoutNanos / 1_000_000), cancellation: cancellation,
             url: request.url)
         let fd = try connect(exchange)
         defer { exchange.close(fd) }
+        let session = try secure(fd, tls, exchange)
         let bytes = request.head() + request.body
-        try write(bytes, to: fd, exchange)
-        return try read(from: fd, exchange)
+        try write(bytes, to: fd, session, exchange)
+        return try read(from: fd, session, exchange)
+    }
+
+    /// For an `https://` URL, the TLS session over `fd`, its handshake done; nil for `http://`.
+    private static func secure(
+        _ fd: Int32, _ tls: (any HTTPClientTLS)?, _ exchange: Exchange
+    ) throws(HTTPClientError) -> (any HTTPClientTLSSession)? {
+        guard exchange.url.secure else { return nil }
+        guard let tls else { throw .tls("https:// needs TLS, which this program does not speak") }
+        let session = try tls.session(fd: fd, host: exchange.url.host)
+        while try !session.handshake() {
+            try wait(
+                for: Int32(session.waitingFor ?? Int16(POLLIN)), on: fd, exchange,
+                during: "in the TLS handshake with \(exchange.url.authority)")
+        }
+        return session
     }
 
     /// One call's deadline (CLOCK_MONOTONIC, ms), cancellation and URL.
@@ -116,36 +135,47 @@ package enum HTTPClient {
         if let error = Syscall.connectionError(fd) { throw .cannotConnect(address: address.description, errno: error.rawValue) }
     }
 
-    private static func write(_ bytes: [UInt8], to fd: Int32, _ exchange: Exchange) throws(HTTPClientError) {
+    private static func write(
+        _ bytes: [UInt8], to fd: Int32, _ session: (any HTTPClientTLSSession)?, _ exchange: Exchange
+    ) throws(HTTPClientError) {
         var offset = 0
         while offset < bytes.count {
             try exchange.check("sending the request to \(exchange.url.authority)")
-            let result = bytes.withUnsafeBytes { Syscall.send(fd, UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+            let result = bytes.withUnsafeBytes { all in
+                let rest = UnsafeRawBufferPointer(rebasing: all[offset...])
+                return session?.write(rest) ?? Syscall.send(fd, rest)
+            }
             switch result {
             case .bytes(let count): offset += count
-            case .wouldBlock: try wait(for: POLLOUT, on: fd, exchange, during: "sending the request to \(exchange.url.authority)")
-            case .endOfStream: throw .closedEarly("while the request was sent")
-            case .failed(let error): throw .connectionFailed("send", errno: error.rawValue)
+            case .wouldBlock:
+                let events = session?.waitingFor.map(Int32.init) ?? Int32(POLLOUT)
+                try wait(for: events, on: fd, exchange, during: "sending the request to \(exchange.url.authority)")
+            case .endOfStream: throw session?.failure.map(HTTPClientError.tls) ?? .closedEarly("while the request was sent")
+            case .failed(let error): throw session?.failure.map(HTTPClientError.tls) ?? .connectionFailed("send", errno: error.rawValue)
             }
         }
     }
 
-    private static func read(from fd: Int32, _ exchange: Exchange) throws(HTTPClientError) -> HTTPClientResponse {
+    private static func read(
+        from fd: Int32, _ session: (any HTTPClientTLSSession)?, _ exchange: Exchange
+    ) throws(HTTPClientError) -> HTTPClientResponse {
         var parser = HTTPResponseParser(maxBodyBytes: maxBodyBytes)
         var buffer = [UInt8](repeating: 0, count: 16 << 10)
         while true {
             try exchange.check("waiting for the response from \(exchange.url.authority)")
-            let result = buffer.withUnsafeMutableBytes { Syscall.receive(fd, into: $0) }
+            let result = buffer.withUnsafeMutableBytes { session?.read(into: $0) ?? Syscall.receive(fd, into: $0) }
             switch result {
             case .bytes(let count):
                 if let response = try parser.take(buffer[..<count]) { return response }
             case .wouldBlock:
-                try wait(for: POLLIN, on: fd, exchange, during: "waiting for the response from \(exchange.url.authority)")
+                let events = session?.waitingFor.map(Int32.init) ?? Int32(POLLIN)
+                try wait(for: events, on: fd, exchange, during: "waiting for the response from \(exchange.url.authority)")
             case .endOfStream:
                 if exchange.cancellation?.isCancelled == true { throw .cancelled }  // our own shutdown
-                return try parser.finish()
+                do { return try parser.finish() } catch { throw session?.failure.map(HTTPClientError.tls) ?? error }
             case .failed(let error):
-                throw .connectionFailed("recv", errno: error.rawValue)
+                if exchange.cancellation?.isCancelled == true { throw .cancelled }
+                throw session?.failure.map(HTTPClientError.tls) ?? .connectionFailed("recv", errno: error.rawValue)
             }
         }
     }
@@ -275,6 +305,9 @@ package enum HTTPClientError: Error, Equatable, Sendable, CustomStringConvertibl
     case timedOut(String)
     /// `send` or `recv` failed (a reset, for one).
     case connectionFailed(String, errno: Int32)
+    /// TLS failed: the handshake (the server's certificate refused, the peer does not speak TLS)
+    /// or a record; the text says why.
+    case tls(String)
     /// The peer closed the connection before the response was complete.
     case closedEarly(String)
     /// What came back is not an HTTP/1.x response; the text says where.
@@ -292,6 +325,7 @@ package enum HTTPClientError: Error, Equatable, Sendable, CustomStringConvertibl
         case let .cannotConnect(address, code): "cannot connect to \(address): \(Errno(rawValue: code))"
         case let .timedOut(what): "timed out \(what)"
         case let .connectionFailed(call, code): "the connection failed (\(call)): \(Errno(rawValue: code))"
+        case let .tls(reason): "TLS failed: \(reason)"
         case let .closedEarly(when): "the connection was closed \(when)"
         case let .malformedResponse(what): "the response is not HTTP/1.x: \(what)"
         case let .limitExceeded(what): "the response is past the client's bounds: \(what)"

@@ -1,27 +1,29 @@
-/// An `http://` URL, parsed: host, port and path (with its query), as `HTTPClient` sends to it.
+/// An `http://` URL (or `https://`, where the caller has TLS), parsed: host, port and path (with
+/// its query), as `HTTPClient` sends to it.
 ///
 /// Accepted: `http://HOST[:PORT][/PATH[?QUERY]]`, the host a name, an IPv4 address or an IPv6
-/// one in brackets; the port 80 when not given. Refused, each with the reason: other schemes
-/// (`https` among them: the client speaks plain HTTP), user names and passwords (give a header),
-/// fragments, and spaces or control characters.
+/// one in brackets; the port 80 when not given (443 for `https`). Refused, each with the reason:
+/// other schemes (`https` too, unless the caller allows it: the client needs an `HTTPClientTLS`
+/// for it), user names and passwords (give a header), fragments, and spaces or control characters.
 package struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
+    /// Whether the URL is `https://`: the connection speaks TLS.
+    package var secure = false
     /// The host as the resolver takes it (an IPv6 address without its brackets).
     package var host: String
     package var port: Int
     /// The path and query as written after the authority; empty when the URL has none.
     package var path: String
 
-    package init(parsing text: String) throws(HTTPURLError) {
+    package init(parsing text: String, allowingHTTPS: Bool = false) throws(HTTPURLError) {
         func invalid(_ reason: String) -> HTTPURLError { HTTPURLError(url: text, reason: reason) }
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else {
             throw invalid("expected http://HOST[:PORT][/PATH]")
         }
         let scheme = text[..<colon].lowercased()
-        guard scheme == "http" else {
-            if scheme == "https" {
-                throw invalid("https is not supported: use http:// (to a local OpenTelemetry Collector, or a proxy that adds TLS)")
-            }
-            throw invalid("the scheme must be http")
+        secure = scheme == "https"
+        guard scheme == "http" || (secure && allowingHTTPS) else {
+            if secure { throw invalid("https is not supported here: use http://") }
+            throw invalid(allowingHTTPS ? "the scheme must be http or https" : "the scheme must be http")
         }
         let rest = text[colon...].dropFirst(3)
         guard rest.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
@@ -47,7 +49,7 @@ package struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
             if hostPart.contains(":") { throw invalid("put an IPv6 address in brackets, e.g. http://[::1]:4318") }
         }
         guard !hostPart.isEmpty else { throw invalid("missing host") }
-        var port = 80
+        var port = secure ? 443 : 80
         if let portPart {
             guard !portPart.isEmpty, portPart.count <= 5, portPart.allSatisfy({ $0.isASCII && $0.isNumber }),
                 let number = Int(portPart), (1...65535).contains(number)
@@ -60,13 +62,14 @@ package struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
         path = tail.hasPrefix("?") ? "/" + tail : String(tail)
     }
 
-    /// `HOST:PORT` as the `Host` header writes it (`[::1]:4318` for IPv6; no port when it is 80).
+    /// `HOST:PORT` as the `Host` header writes it (`[::1]:4318` for IPv6; no port when it is the
+    /// scheme's, 80 or 443).
     package var authority: String {
         let shown = host.contains(":") ? "[\(host)]" : host
-        return port == 80 ? shown : "\(shown):\(port)"
+        return port == (secure ? 443 : 80) ? shown : "\(shown):\(port)"
     }
 
-    package var description: String { "http://\(authority)\(path)" }
+    package var description: String { "\(secure ? "https" : "http")://\(authority)\(path)" }
 }
 
 /// Why a URL was refused: the URL and the part that is wrong.

@@ -427,22 +427,7 @@ struct Outputs {
     }
 
     private static func makeOTLP(_ options: CollectorOptions, collector: Collector, log: CollectorLog) -> OTLPSubscriber? {
-        guard let otlp = options.otlp else { return nil }
-        let hostName: String
-        do { hostName = try System.gethostname() } catch {
-            log("--otlp-endpoint: cannot read this host's name (\(error)); host.name is \"localhost\"", level: .warn)
-            hostName = "localhost"
-        }
-        let pusher = OTLPPusher(options: otlp, log: log)
-        let scale = options.nativeHistogramSchema ?? OTLPExporter.defaultScale
-        let subscriber = OTLPSubscriber(
-            pusher: pusher, origin: OTLPExporter.Origin(hostName: hostName), scale: scale,
-            startRealtimeNanos: collector.startedRealtimeNanos)
-        pusher.start()
-        log(
-            "pushing OTLP to \(pusher.shownEndpoint) every \(formatDuration(otlp.intervalNanos)) (exponential histograms of scale "
-                + "\(scale); a queue of \(pusher.capacity) exports; --otlp-timeout \(formatDuration(otlp.timeoutNanos)))")
-        return subscriber
+        OTLPSubscriber.make(options, collector: collector, log: log)
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import RingsideAggregation
 import RingsideExport
 import CRingside
@@ -192,12 +193,7 @@ package struct CollectorOptions: Sendable, Equatable {
                                  how often each lane thread's CPU, run-queue wait, context switches
                                  and CPU, and each bot process's CPU, memory, threads, descriptors
                                  and major faults, are read from /proc (default 1s; 100ms to 1h; 0: never)
-          --otlp-endpoint URL    push every series to an OTLP/HTTP receiver (protobuf, gzipped; http://
-                                 only); /v1/metrics is added to a URL without a path (docs/otlp.md)
-          --otlp-interval DUR    how often (default 10s; 100ms to 1h)
-          --otlp-header K=V      a header sent with every export, e.g. an API key (repeatable)
-          --otlp-timeout DUR     how long one export may take, connecting to reading the answer
-                                 (default 10s; 100ms to 5m)
+        \(OTLPFlags.usage)
           --demo                 start a synthetic trading bot and show a live table
           --log-format FORMAT    text (default: a UTC time and the message) or json (one object a
                                  line: {"time","level","msg"})
@@ -219,14 +215,19 @@ package struct CollectorOptions: Sendable, Equatable {
     /// Parses arguments (without the program name): the options to run with, or `--help`, or
     /// `--version`. With `--config FILE`, the file's options come first and the command line's
     /// override them: a flag given on the command line replaces every value the file gives it.
-    package static func invocation(_ arguments: [String]) throws(UsageError) -> Invocation<CollectorOptions> {
+    /// `environment`: the `OTEL_*` variables the exporter reads where no flag says (`OTLPFlags`).
+    package static func invocation(
+        _ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(UsageError) -> Invocation<CollectorOptions> {
         if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) { return .help }
         if arguments.contains("--version") { return .version }
-        guard let (path, commandLine) = try CollectorConfigFile.split(arguments) else { return try parseFlags(arguments) }
+        guard let (path, commandLine) = try CollectorConfigFile.split(arguments) else {
+            return try parseFlags(arguments, environment: environment)
+        }
         let file = try CollectorConfigFile(path: path)
         let (fromFile, entries) = file.arguments(excluding: CollectorConfigFile.flagNames(in: commandLine))
         do {
-            guard case var .run(options) = try parseFlags(fromFile + commandLine) else { return .help }
+            guard case var .run(options) = try parseFlags(fromFile + commandLine, environment: environment) else { return .help }
             options.configFile = path
             options.commandLineArguments = commandLine
             return .run(options)
@@ -247,14 +248,11 @@ package struct CollectorOptions: Sendable, Equatable {
     }
 
     /// Parses flags only (no `--config`).
-    private static func parseFlags(_ arguments: [String]) throws(UsageError) -> Invocation<CollectorOptions> {
+    private static func parseFlags(_ arguments: [String], environment: [String: String]) throws(UsageError) -> Invocation<CollectorOptions>
+    {
         var options = CollectorOptions()
         var directory: String?
-        // The --otlp-* flags, kept until the end: --otlp-endpoint may come after them.
-        var otlpEndpoint: HTTPURL?
-        var otlpInterval = OTLPOptions.defaultIntervalNanos, otlpTimeout = OTLPOptions.defaultTimeoutNanos
-        var otlpHeaders: [HTTPHeader] = []
-        var otlpFlag: String?
+        var otlp = OTLPFlags()  // kept until the end: --otlp-endpoint may come after the others
         var stream = ArgumentStream(arguments)
         func value(for flag: String) throws(UsageError) -> String { try stream.value(for: flag) }
         while let flag = try stream.nextOption() {
@@ -359,16 +357,6 @@ package struct CollectorOptions: Sendable, Equatable {
                     options.nativeHistogramSchema = try count(NativeBuckets.schemas) {
                         "\(flag): \($0) is not a schema from -4 to 8 (3: buckets 9 % wide, 5: 2 %, 8: 0.3 %)"
                     }
-                case "--otlp-endpoint": otlpEndpoint = try OTLPOptions.endpoint(parsing: value(for: flag))
-                case "--otlp-interval":
-                    otlpInterval = try duration(100 * ms...hour) { "\(flag) \($0): must be from 100ms to 1h" }
-                    otlpFlag = flag
-                case "--otlp-timeout":
-                    otlpTimeout = try duration(100 * ms...5 * minute) { "\(flag) \($0): must be from 100ms to 5m" }
-                    otlpFlag = flag
-                case "--otlp-header":
-                    otlpHeaders.append(try OTLPOptions.header(parsing: value(for: flag)))
-                    otlpFlag = flag
                 case "--log-format":
                     let text = try value(for: flag)
                     guard let format = LogFormat(rawValue: text) else {
@@ -380,7 +368,12 @@ package struct CollectorOptions: Sendable, Equatable {
                     guard let uid = UInt32(text) else { throw UsageError("--allow-uid: \(text) is not a user id") }
                     options.allowedUIDs.append(uid)
                 default:
-                    throw stream.unknown(flag)
+                    let taken = try otlp.take(flag, value: { () throws(UsageError) in try value(for: flag) }) { range throws(UsageError) in
+                        try duration(range) {
+                            "\(flag) \($0): must be from \(formatDuration(range.lowerBound)) to \(formatDuration(range.upperBound))"
+                        }
+                    }
+                    guard taken else { throw stream.unknown(flag) }
                 }
             } catch {
                 // The argument it is about: one of a configuration file's is named by its line.
@@ -390,11 +383,7 @@ package struct CollectorOptions: Sendable, Equatable {
             }
         }
         options.directory = RingDirectory(directory)
-        if let otlpEndpoint {
-            options.otlp = OTLPOptions(endpoint: otlpEndpoint, intervalNanos: otlpInterval, timeoutNanos: otlpTimeout, headers: otlpHeaders)
-        } else if let otlpFlag {
-            throw UsageError("\(otlpFlag) needs --otlp-endpoint URL")
-        }
+        options.otlp = try otlp.options(environment: environment)
         try options.checkCombinations(arguments: arguments)
         return .run(options)
     }

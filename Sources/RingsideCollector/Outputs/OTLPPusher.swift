@@ -40,6 +40,8 @@ package final class OTLPPusher: Sendable {
     }
 
     let options: OTLPOptions
+    /// For an `https://` endpoint.
+    let tls: TLSClientContext?
     let capacity: Int
     private let log: CollectorLog
     private let userAgent: String
@@ -83,8 +85,9 @@ package final class OTLPPusher: Sendable {
     /// attempt cut short then has to end. The thread is done within their sum of SIGTERM (1 s).
     static let stopFlushNanos: UInt64 = 800_000_000, stopGraceNanos: UInt64 = 200_000_000
 
-    init(options: OTLPOptions, capacity: Int = defaultCapacity, log: CollectorLog) {
+    init(options: OTLPOptions, tls: TLSClientContext? = nil, capacity: Int = defaultCapacity, log: CollectorLog) {
         self.options = options
+        self.tls = tls
         self.capacity = capacity
         self.log = log
         userAgent = "ringside-collector/\(RingsideVersion.version)"
@@ -215,7 +218,7 @@ package final class OTLPPusher: Sendable {
         headers += options.headers
         let request = HTTPClientRequest(method: "POST", url: options.endpoint, headers: headers, body: export.body)
         return Result { () throws(HTTPClientError) in
-            try HTTPClient.send(request, timeoutNanos: timeoutNanos, cancellation: cancellation)
+            try HTTPClient.send(request, timeoutNanos: timeoutNanos, cancellation: cancellation, tls: tls)
         }
     }
 
@@ -231,10 +234,12 @@ package final class OTLPPusher: Sendable {
     }
 
     /// What an attempt's result means (OTLP/HTTP's rules: 429, 502, 503 and 504 are worth
-    /// another try, as are failures to connect or to get an answer; the other statuses are final).
+    /// another try, as are failures to connect or to get an answer; the other statuses are final;
+    /// and so is a TLS failure: a certificate refused, a peer that does not speak TLS).
     package static func outcome(of result: Result<HTTPClientResponse, HTTPClientError>) -> Outcome {
         switch result {
         case .failure(let error):
+            if case .tls = error { return .failed(reason: "\(error)") }
             if case .timedOut = error { return .retry(reason: "\(error)", retryAfterNanos: nil, timedOut: true) }
             return .retry(reason: "\(error)", retryAfterNanos: nil, timedOut: false)
         case .success(let response):
@@ -327,7 +332,8 @@ package final class OTLPPusher: Sendable {
                 state.failuresSinceSuccess.attempts += 1
                 state.failuresSinceSuccess.failed += 1
                 if wasFailing { return nil }
-                return ("--otlp-endpoint \(shownEndpoint): the receiver refused an export: \(reason); it is not sent again", .error)
+                let what = reason.hasPrefix("TLS") ? "an export failed" : "the receiver refused an export"
+                return ("--otlp-endpoint \(shownEndpoint): \(what): \(reason); it is not sent again", .error)
             }
         }
         if let (text, level) = line { log(text, level: level) }

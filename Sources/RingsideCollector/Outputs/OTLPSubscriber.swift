@@ -1,6 +1,9 @@
 import CRingside
 import RingsideExport
 import RingsideSnapshot
+import RingsideSystem
+import RingsideHTTP
+import RingsideCommandLine
 
 /// The OTLP exporter's part in the daemon's loop: every `--otlp-interval` it writes the latest
 /// snapshot as an OTLP request (`OTLPExporter`), gzips it and queues it for the pusher's thread.
@@ -66,5 +69,36 @@ final class OTLPSubscriber: SnapshotSubscriber {
         let request = OTLPExporter.request(snapshot, origin: origin, scale: scale, timeNanos: time) { [starts] in starts[$0.id] ?? 0 }
         guard !request.isEmpty else { return }  // no series with a value yet: nothing to send
         pusher.enqueue(OTLPPusher.Export(body: Zlib.compress(request, .gzip), series: snapshot.series.count))
+    }
+}
+
+extension OTLPSubscriber {
+    /// The exporter `options` ask for (nil: none, or its TLS files no longer load: logged), its thread started.
+    static func make(_ options: CollectorOptions, collector: Collector, log: CollectorLog) -> OTLPSubscriber? {
+        guard let otlp = options.otlp else { return nil }
+        let hostName: String
+        do { hostName = try System.gethostname() } catch {
+            log("--otlp-endpoint: cannot read this host's name (\(error)); host.name is \"localhost\"", level: .warn)
+            hostName = "localhost"
+        }
+        var tls: TLSClientContext?
+        if otlp.endpoint.secure {
+            // Checked when the options were read: only a file changed since fails here.
+            do { tls = try TLSClientContext(otlp.tlsFiles) } catch {
+                log("--otlp-endpoint \(otlp.endpoint): no push: \(error.reason)", level: .error)
+                return nil
+            }
+        }
+        let pusher = OTLPPusher(options: otlp, tls: tls, log: log)
+        let scale = options.nativeHistogramSchema ?? OTLPExporter.defaultScale
+        let subscriber = OTLPSubscriber(
+            pusher: pusher, origin: OTLPExporter.Origin(hostName: hostName, attributes: otlp.resourceAttributes.map { ($0.key, $0.value) }),
+            scale: scale,
+            startRealtimeNanos: collector.startedRealtimeNanos)
+        pusher.start()
+        log(
+            "pushing OTLP to \(pusher.shownEndpoint) every \(formatDuration(otlp.intervalNanos)) (exponential histograms of scale "
+                + "\(scale); a queue of \(pusher.capacity) exports; --otlp-timeout \(formatDuration(otlp.timeoutNanos)))")
+        return subscriber
     }
 }

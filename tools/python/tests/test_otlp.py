@@ -33,9 +33,11 @@ NANOS = 1e9  # a second's; values in ns are divided by it, as the collector does
 
 class Receiver:
     """An OTLP/HTTP receiver on an ephemeral port: each POST's path, headers and decoded request,
-    answered as `answer(number)` says: (status, headers, body), or None to hang (never answer)."""
+    answered as `answer(number)` says: (status, headers, body), or None to hang (never answer).
+    With `tls` (an ssl.SSLContext of the server's), it speaks HTTPS; each request's headers then
+    hold the client certificate's subject, if any, as `X-Test-Client-Subject`."""
 
-    def __init__(self, answer=lambda number: (200, {}, b"")):
+    def __init__(self, answer=lambda number: (200, {}, b""), tls=None):
         self.requests = []  # (path, headers, ExportMetricsServiceRequest, status answered or None)
         self.lock = threading.Lock()
         self.release = threading.Event()
@@ -47,10 +49,14 @@ class Receiver:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 request = ExportMetricsServiceRequest.FromString(gzip.decompress(body))
+                headers = dict(self.headers)
+                if tls is not None:
+                    peer = self.connection.getpeercert()
+                    headers["X-Test-Client-Subject"] = peer and dict(pair[0] for pair in peer["subject"]).get("commonName")
                 with receiver.lock:
                     number = len(receiver.requests)
                     reply = answer(number)
-                    receiver.requests.append((self.path, dict(self.headers), request, reply and reply[0]))
+                    receiver.requests.append((self.path, headers, request, reply and reply[0]))
                 if reply is None:
                     receiver.release.wait()
                     self.close_connection = True
@@ -68,7 +74,9 @@ class Receiver:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def taken(self):
@@ -88,8 +96,8 @@ def receivers():
         missing("the opentelemetry-proto package is not installed (pip install opentelemetry-proto)")
     made = []
 
-    def make(answer=lambda number: (200, {}, b"")):
-        made.append(Receiver(answer))
+    def make(answer=lambda number: (200, {}, b""), tls=None):
+        made.append(Receiver(answer, tls))
         return made[-1]
     yield make
     for receiver in made:
