@@ -57,8 +57,12 @@ package enum OTLPExporter {
     ///   - scale: the exponential histograms' scale, one of `NativeBuckets.schemas`.
     ///   - timeNanos: when the values held (CLOCK_REALTIME).
     ///   - startNanos: when a series' cumulative values began (CLOCK_REALTIME).
+    ///   - baseline: for delta temporality, what the last export taken sent: counters' and
+    ///     histograms' points are the change since, from its time (a series it lacks, or whose
+    ///     totals went down, is sent whole from its start); nil: cumulative.
     package static func request(
-        _ snapshot: Snapshot, origin: Origin, scale: Int, timeNanos: UInt64, startNanos: (SeriesSnapshot) -> UInt64
+        _ snapshot: Snapshot, origin: Origin, scale: Int, timeNanos: UInt64, baseline: OTLPBaseline? = nil,
+        startNanos: @escaping (SeriesSnapshot) -> UInt64
     ) -> [UInt8] {
         var writer = ProtobufWriter()
         for resource in resources(of: snapshot) {
@@ -72,7 +76,8 @@ package enum OTLPExporter {
                     }
                     for metric in metrics(of: resource.series, in: snapshot) {
                         scopeMetrics.message(2) { out in
-                            write(metric, snapshot: snapshot, time: timeNanos, scale: scale, startNanos: startNanos, into: &out)
+                            let points = Points(time: timeNanos, scale: scale, baseline: baseline, startNanos: startNanos)
+                            write(metric, snapshot: snapshot, points, into: &out)
                         }
                     }
                 }
@@ -155,10 +160,25 @@ package enum OTLPExporter {
 
     // MARK: - Data points
 
-    private static func write(
-        _ metric: Metric, snapshot: Snapshot, time: UInt64, scale: Int, startNanos: (SeriesSnapshot) -> UInt64,
-        into out: inout ProtobufWriter
-    ) {
+    /// How data points are written: their time, the histograms' scale, and their start.
+    struct Points {
+        var time: UInt64
+        var scale: Int
+        var baseline: OTLPBaseline?
+        var startNanos: (SeriesSnapshot) -> UInt64
+
+        /// `AGGREGATION_TEMPORALITY_DELTA` (1) or `_CUMULATIVE` (2).
+        var temporality: UInt64 { baseline == nil ? 2 : 1 }
+
+        /// The series' totals at the last export taken, and the start of its point.
+        func before(_ series: SeriesSnapshot, buckets: ExponentialBuckets? = nil) -> (OTLPBaseline.Totals?, start: UInt64) {
+            guard let baseline, let totals = baseline.totals(of: series, buckets: buckets) else { return (nil, startNanos(series)) }
+            return (totals, baseline.timeNanos)
+        }
+    }
+
+    private static func write(_ metric: Metric, snapshot: Snapshot, _ points: Points, into out: inout ProtobufWriter) {
+        let time = points.time
         let descriptor = metric.descriptor
         out.string(1, descriptor.name)
         if !descriptor.help.isEmpty { out.string(2, descriptor.help) }
@@ -169,32 +189,32 @@ package enum OTLPExporter {
         case .histogram:
             out.message(10) { histogram in  // Metric.exponential_histogram
                 for one in series {
-                    histogram.message(1) { point in
-                        exponentialPoint(one, start: startNanos(one), time: time, scale: scale, into: &point)
-                    }
+                    histogram.message(1) { point in exponentialPoint(one, points, into: &point) }
                 }
-                histogram.uint64(2, cumulative)
+                histogram.uint64(2, points.temporality)
             }
         case .counter:
             out.message(7) { sum in  // Metric.sum
                 for one in series {
                     sum.message(1) { point in
+                        let (before, start) = points.before(one)
+                        let exact = one.cumulativeExactSum - (before?.exactSum ?? 0)
+                        let total = one.cumulativeSum - (before?.sum ?? 0)
                         point.labels(7, one.metric)
-                        point.fixed64(2, startNanos(one))
+                        point.fixed64(2, start)
                         point.fixed64(3, time)
                         if one.metric.hasSteps {
                             // A float, read from the exact decimal: 1,000,000 increments of 0.01 are 10000.
-                            let text = ExactDecimal.text(
-                                negative: false, magnitude: one.cumulativeExactSum, exponent: one.metric.baseUnitExponent)
-                            point.double(4, Double(text) ?? one.metric.inBaseUnits(one.cumulativeSum))
+                            let text = ExactDecimal.text(negative: false, magnitude: exact, exponent: one.metric.baseUnitExponent)
+                            point.double(4, Double(text) ?? one.metric.inBaseUnits(total))
                         } else if one.metric.unit.nanoseconds != nil {
-                            point.double(4, one.metric.inBaseUnits(one.cumulativeSum))
+                            point.double(4, one.metric.inBaseUnits(total))
                         } else {
-                            point.fixed64(6, UInt64(bitPattern: Int64(clamping: one.cumulativeExactSum)))  // as_int, an sfixed64
+                            point.fixed64(6, UInt64(bitPattern: Int64(clamping: exact)))  // as_int, an sfixed64
                         }
                     }
                 }
-                sum.uint64(2, cumulative)
+                sum.uint64(2, points.temporality)
                 sum.bool(3, true)  // is_monotonic
             }
         case .gauge:
@@ -211,20 +231,19 @@ package enum OTLPExporter {
         }
     }
 
-    /// `AGGREGATION_TEMPORALITY_CUMULATIVE`.
-    private static let cumulative: UInt64 = 2
-
     /// An `ExponentialHistogramDataPoint`'s fields.
-    private static func exponentialPoint(
-        _ series: SeriesSnapshot, start: UInt64, time: UInt64, scale: Int, into point: inout ProtobufWriter
-    ) {
+    /// A delta point (of a series the baseline has) has no `min` or `max` (those of the values
+    /// since are not known) and only the exemplars recorded since.
+    private static func exponentialPoint(_ series: SeriesSnapshot, _ points: Points, into point: inout ProtobufWriter) {
+        let whole = ExportBuckets.exponential(of: series, scale: points.scale)
+        let (before, start) = points.before(series, buckets: whole)
+        let buckets = before?.buckets.flatMap { OTLPBaseline.subtract($0, from: whole) } ?? whole
         point.labels(1, series.metric)
         point.fixed64(2, start)
-        point.fixed64(3, time)
-        point.fixed64(4, series.cumulativeCount)
-        point.double(5, series.metric.inBaseUnits(series.cumulativeSum))
-        point.sint64(6, Int64(scale))
-        let buckets = ExportBuckets.exponential(of: series, scale: scale)
+        point.fixed64(3, points.time)
+        point.fixed64(4, series.cumulativeCount - (before?.count ?? 0))
+        point.double(5, series.metric.inBaseUnits(series.cumulativeSum - (before?.sum ?? 0)))
+        point.sint64(6, Int64(points.scale))
         if buckets.zeroCount != 0 { point.fixed64(7, buckets.zeroCount) }
         if !buckets.counts.isEmpty {
             point.message(8) { positive in
@@ -238,8 +257,12 @@ package enum OTLPExporter {
                 negative.packedUInt64(2, buckets.negativeCounts)
             }
         }
-        for exemplar in series.bucketExemplars { point.exemplar(11, exemplar, metric: series.metric) }
-        if let cumulative = series.signedCumulative, cumulative.count != 0 {
+        for exemplar in series.bucketExemplars where before == nil || exemplar.wallTimeNanos > points.baseline?.timeNanos ?? 0 {
+            point.exemplar(11, exemplar, metric: series.metric)
+        }
+        if before != nil {
+            // The change since the last export: the min and max of its values are not known.
+        } else if let cumulative = series.signedCumulative, cumulative.count != 0 {
             point.double(12, series.metric.inBaseUnits(Double(cumulative.min)))
             point.double(13, series.metric.inBaseUnits(Double(cumulative.max)))
         } else if let cumulative = series.cumulative, cumulative.count != 0 {

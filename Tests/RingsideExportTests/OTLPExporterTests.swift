@@ -140,9 +140,15 @@ struct OTLPExporterTests {
         let resources = try decodeRequest(bytes)
         #expect(
             resources.map(\.attributes) == [
-                ["service.name": "bot-a", "service.instance.id": "h1", "host.name": "h1"],
-                ["service.name": "bot-a", "service.instance.id": "h1", "host.name": "h1", "process.pid": "4242"],
+                ["service.name": "bot-a", "service.instance.id": "h1", "host.name": "h1", "ringside.bot": "bot-a"],
+                ["service.name": "bot-a", "service.instance.id": "h1", "host.name": "h1", "ringside.bot": "bot-a", "process.pid": "4242"],
             ])
+        // The user's attributes: on every resource, over the collector's but for the bot's own.
+        let given = OTLPExporter.Origin(hostName: "h1", attributes: [("service.name", "desk"), ("ringside.bot", "x"), ("region", "ldn")])
+        let named = try decodeRequest(OTLPExporter.request(snapshot, origin: given, scale: 0, timeNanos: 2_000, startNanos: { _ in 1 }))
+        #expect(
+            named.first?.attributes
+                == ["service.name": "desk", "region": "ldn", "service.instance.id": "h1", "host.name": "h1", "ringside.bot": "bot-a"])
         #expect(resources.map(\.scope) == ["ringside", "ringside"])
         let metrics = resources[0].metrics
         #expect(metrics.map(\.name) == ["fill", "orders", "exposure"])  // never set: no data point, no Metric

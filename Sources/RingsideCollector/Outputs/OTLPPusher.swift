@@ -37,6 +37,8 @@ package final class OTLPPusher: Sendable {
     struct Export: Sendable {
         var body: [UInt8]
         var series: Int
+        /// Given by `enqueue`: what `settlement(of:)` takes.
+        var id: UInt64 = 0
     }
 
     let options: OTLPOptions
@@ -62,6 +64,9 @@ package final class OTLPPusher: Sendable {
         /// Set by `stop`: send what is queued, once each, until this time.
         var stopDeadlineNanos: UInt64?
         var everSent = false
+        /// The ids exports are given, and the last export settled: taken, or not (failed, dropped).
+        var lastID: UInt64 = 0
+        var lastSettled: (id: UInt64, taken: Bool) = (0, false)
         /// Set by `stop` when the thread did not end in time: nothing it does after is counted.
         var abandoned = false
         /// Why the last attempt since the stop began failed, for the line `stop` writes.
@@ -103,20 +108,32 @@ package final class OTLPPusher: Sendable {
     var stats: OTLPStats { state.withLock { $0.stats } }
 
     /// Queues `export`, dropping the oldest when the queue is full: `capacity` exports held in
-    /// all, the one being sent among them (`queued` says so).
-    func enqueue(_ export: Export) {
-        let droppedFirst = state.withLock { state -> Bool in
+    /// all, the one being sent among them (`queued` says so). Returns the id it gave the export.
+    @discardableResult
+    func enqueue(_ export: Export) -> UInt64 {
+        let (id, droppedFirst) = state.withLock { state -> (UInt64, Bool) in
             var droppedFirst = false
             if !state.queue.isEmpty, state.queue.count + (state.inFlight ? 1 : 0) >= capacity {
-                state.queue.removeFirst()
+                state.lastSettled = (state.queue.removeFirst().id, false)
                 droppedFirst = state.countDrop()
             }
+            state.lastID += 1
+            var export = export
+            export.id = state.lastID
             state.queue.append(export)
             state.stats.queued = state.queue.count + (state.inFlight ? 1 : 0)
-            return droppedFirst
+            return (state.lastID, droppedFirst)
         }
         if droppedFirst { logQueueFull() }
         wakeup.signal()
+        return id
+    }
+
+    /// Whether the receiver took the export `id` (true), or it was failed or dropped (false); nil
+    /// while it is queued or being sent. For the last export settled only: delta exports are sent
+    /// one at a time (`OTLPSubscriber`).
+    func settlement(of id: UInt64) -> Bool? {
+        state.withLock { state in state.lastSettled.id == id ? state.lastSettled.taken : nil }
     }
 
     private func logQueueFull() {
@@ -287,6 +304,7 @@ package final class OTLPPusher: Sendable {
             let wasFailing = state.stats.failing
             switch outcome {
             case let .sent(rejected, message):
+                state.lastSettled = (export.id, true)
                 state.stats.sent += 1
                 state.stats.sentBytes += UInt64(export.body.count)
                 state.stats.lastSuccessRealtimeNanos = rs_clock_realtime_ns()
@@ -319,11 +337,13 @@ package final class OTLPPusher: Sendable {
                 if !stopping, state.queue.count < capacity {
                     state.queue.insert(export, at: 0)
                 } else {
+                    state.lastSettled = (export.id, false)
                     droppedFirst = state.countDrop() && !stopping
                 }
                 if wasFailing || stopping { return nil }  // at the stop, `stop`'s line says it
                 return ("--otlp-endpoint \(shownEndpoint): exports fail: \(reason); trying again with backoff", .warn)
             case let .failed(reason):
+                state.lastSettled = (export.id, false)
                 state.lastFailure = reason
                 state.stats.failed += 1
                 state.stats.failing = true

@@ -17,6 +17,15 @@ import RingsideCommandLine
 /// series of the first export, and for a series that appears later, the time of the last
 /// snapshot exported without it (it began after that one was made). A series that goes (a bot
 /// that restarts gets new ones) and comes back starts again.
+///
+/// Delta temporality (`--otlp-temporality delta`): counters' and histograms' points are the change
+/// since the last export the receiver took (`OTLPBaseline`), from that export's time. One delta
+/// export is queued at a time: while it is queued or retried, the beats that come are skipped
+/// (the next export covers their time); once it is taken, it is the new baseline; once it failed
+/// for good or was dropped, the baseline stays, and the next export covers its time too. So each
+/// change is in exactly one export the receiver took: none lost, none counted twice (but for an
+/// export the receiver took without the collector learning it, a timeout: then retried, as
+/// OTLP's retries are).
 final class OTLPSubscriber: SnapshotSubscriber {
     let pusher: OTLPPusher
     private let origin: OTLPExporter.Origin
@@ -29,6 +38,10 @@ final class OTLPSubscriber: SnapshotSubscriber {
     private var lastSnapshotRealtimeNanos: UInt64
     /// Each series' start, by id.
     private var starts: [UInt64: UInt64] = [:]
+    /// With delta temporality: the totals of the last export taken, and the export queued with the
+    /// totals it sends (its baseline once taken). Nil baseline: cumulative.
+    private var baseline: OTLPBaseline?
+    private var pending: (id: UInt64, totals: OTLPBaseline)?
 
     init(pusher: OTLPPusher, origin: OTLPExporter.Origin, scale: Int, startRealtimeNanos: UInt64) {
         self.pusher = pusher
@@ -36,6 +49,7 @@ final class OTLPSubscriber: SnapshotSubscriber {
         self.scale = scale
         intervalNanos = pusher.options.intervalNanos
         lastSnapshotRealtimeNanos = startRealtimeNanos
+        if pusher.options.temporality == .delta { baseline = OTLPBaseline.none }
     }
 
     func receive(_ snapshot: Snapshot, nowNanos now: UInt64) {
@@ -47,14 +61,26 @@ final class OTLPSubscriber: SnapshotSubscriber {
     }
 
     func finish(_ snapshot: Snapshot, stopRequestedNanos: UInt64) {
-        export(snapshot)
+        export(snapshot, last: true)
         pusher.stop(requestedAtNanos: stopRequestedNanos)
     }
 
     func report(into stats: inout CollectorStats) { stats.otlp = pusher.stats }
 
-    /// Queues `snapshot`'s export, unless the drain made no pass since the last one.
-    private func export(_ snapshot: Snapshot) {
+    /// Queues `snapshot`'s export, unless the drain made no pass since the last one (or, in
+    /// delta, the last export is not settled yet; the `last`, at the stop, goes after it, from its
+    /// totals).
+    private func export(_ snapshot: Snapshot, last: Bool = false) {
+        if let queued = pending {
+            switch pusher.settlement(of: queued.id) {
+            case true?: baseline = queued.totals
+            case false?: break  // the baseline stays: the next export covers the failed one's time
+            case nil:
+                guard last else { return }
+                baseline = queued.totals
+            }
+            pending = nil
+        }
         let realtime = rs_clock_realtime_ns(), monotonic = rs_clock_precise_ns()
         let lastPass = snapshot.collector.lastPassMonotonicNanos
         let passRealtime = lastPass == 0 || lastPass > monotonic ? 0 : realtime &- (monotonic - lastPass)
@@ -66,9 +92,12 @@ final class OTLPSubscriber: SnapshotSubscriber {
         for series in snapshot.series { current[series.id] = starts[series.id] ?? lastSnapshotRealtimeNanos }
         starts = current
         lastSnapshotRealtimeNanos = snapshot.generatedRealtimeNanos
-        let request = OTLPExporter.request(snapshot, origin: origin, scale: scale, timeNanos: time) { [starts] in starts[$0.id] ?? 0 }
+        let request = OTLPExporter.request(snapshot, origin: origin, scale: scale, timeNanos: time, baseline: baseline) { [starts] in
+            starts[$0.id] ?? 0
+        }
         guard !request.isEmpty else { return }  // no series with a value yet: nothing to send
-        pusher.enqueue(OTLPPusher.Export(body: Zlib.compress(request, .gzip), series: snapshot.series.count))
+        let id = pusher.enqueue(OTLPPusher.Export(body: Zlib.compress(request, .gzip), series: snapshot.series.count))
+        if baseline != nil { pending = (id, OTLPBaseline(snapshot, scale: scale, timeNanos: time)) }
     }
 }
 
@@ -97,8 +126,9 @@ extension OTLPSubscriber {
             startRealtimeNanos: collector.startedRealtimeNanos)
         pusher.start()
         log(
-            "pushing OTLP to \(pusher.shownEndpoint) every \(formatDuration(otlp.intervalNanos)) (exponential histograms of scale "
-                + "\(scale); a queue of \(pusher.capacity) exports; --otlp-timeout \(formatDuration(otlp.timeoutNanos)))")
+            "pushing OTLP to \(pusher.shownEndpoint) every \(formatDuration(otlp.intervalNanos)) (\(otlp.temporality.rawValue); "
+                + "exponential histograms of scale \(scale); a queue of \(pusher.capacity) exports; --otlp-timeout "
+                + "\(formatDuration(otlp.timeoutNanos)))")
         return subscriber
     }
 }

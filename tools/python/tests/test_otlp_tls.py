@@ -8,11 +8,18 @@ import shutil
 import socket
 import ssl
 import subprocess
+import time
 
 import pytest
+try:
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
+except ImportError:  # the receivers fixture says so
+    AggregationTemporality = None
+
+import ringside
 
 from conftest import _collector_path, missing
-from test_otlp import attributes, bots, data_points, produce, receivers, start_collector, wait_for_totals  # noqa: F401
+from test_otlp import NANOS, attributes, bots, data_points, expected_buckets, receivers, start_collector, wait_for_totals  # noqa: F401
 
 
 def run_openssl(*arguments, cwd):
@@ -155,3 +162,45 @@ def test_a_bad_environment_variable_stops_the_start_naming_it(variable, value, s
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert said in lines[0], done.stderr
     assert "s3cr3t" not in done.stderr
+
+
+def test_delta_points_add_up_exactly_to_the_totals_across_a_failed_export(ring_dir, receivers, start_collector):
+    delta = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
+    # The second export is refused for good (its time goes in the next one), the fourth retried.
+    receiver = receivers(lambda number: (400, {}, b"no\n") if number == 1 else (503, {}, b"busy\n") if number == 3 else (200, {}, b""))
+    collector = start_collector("--otlp-endpoint", receiver.url, "--otlp-interval", "200ms", "--otlp-temporality", "delta")
+    writer = ringside.Bot("deltawriter", ring_dir)
+    orders = writer.counter("orders")
+    latency = writer.histogram("fill_latency", unit="ns")
+    values = []
+    for step in range(12):
+        orders.inc(step + 1)
+        for value in (700 * (step + 1), 41_000 + step):
+            latency.observe(value)
+            values.append(value)
+        time.sleep(0.12)
+    total = sum(range(1, 13))
+
+    def taken_points(metric):
+        return [data_points(request)[("deltawriter", metric, ())][2] for _, _, request, _ in receiver.taken()
+                if ("deltawriter", metric, ()) in data_points(request)]
+    collector.wait_for("the deltas to add up to the total", lambda: sum(p.as_int for p in taken_points("orders")) == total)
+    otlp = collector.latest()["collector"]["otlp"]
+    assert otlp["exports_failed"] == 1 and otlp["retries"] >= 1, otlp
+    counters = taken_points("orders")
+    histograms = collector.wait_for("the histogram's deltas", lambda: (
+        points := taken_points("fill_latency")) and sum(p.count for p in points) == len(values) and points)
+    _, _, last_request, _ = receiver.taken()[-1]
+    assert data_points(last_request)[("deltawriter", "orders", ())][1].sum.aggregation_temporality == delta
+    # Each point starts where the last one taken ended: no time twice, none left out.
+    for points in (counters, histograms):
+        for before, after in zip(points, points[1:]):
+            assert after.start_time_unix_nano == before.time_unix_nano
+    assert sum(p.sum for p in histograms) == pytest.approx(sum(values) / NANOS, rel=1e-9)
+    buckets = {}
+    for point in histograms:
+        for i, count in enumerate(point.positive.bucket_counts):
+            if count:
+                buckets[point.positive.offset + i] = buckets.get(point.positive.offset + i, 0) + count
+    assert buckets == expected_buckets(values, NANOS)[1]
+    writer.close()
