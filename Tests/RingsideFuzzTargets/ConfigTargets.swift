@@ -38,6 +38,24 @@ enum ConfigTargets {
             let line = Int(message.dropFirst(prefix.count).prefix { $0.isASCII && $0.isNumber }) ?? 0
             if !(1...lineCount(bytes)).contains(line) { finding("line \(line) named, of \(lineCount(bytes)): \(message)") }
         }
+        runOTELVariables(bytes)
+    }
+
+    /// The input as the `OTEL_*` lists' values (`OTLPEnvironment`: `k=v` pairs, percent-decoded):
+    /// a refusal is one line naming the variable.
+    static func runOTELVariables(_ bytes: [UInt8]) {
+        guard let text = String(validating: bytes, as: UTF8.self), !text.contains("\0") else { return }  // an environment has neither
+        for variable in ["OTEL_EXPORTER_OTLP_HEADERS", "OTEL_RESOURCE_ATTRIBUTES"] {
+            do {
+                let environment = ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", variable: text]
+                _ = try CollectorOptions.invocation([], environment: environment)
+            } catch {
+                let message = error.description
+                if !message.hasPrefix(variable) || message.contains("\n") {
+                    FuzzFinding.report("config-file", "\(variable)'s refusal does not name it on one line: \(message)")
+                }
+            }
+        }
     }
 
     static func runWebConfig(_ bytes: [UInt8]) {
@@ -127,6 +145,7 @@ enum ConfigTargets {
         FuzzSeed("empty", ""),
         FuzzSeed("nested-lists", "slo:\n  - - - x\n"),
         FuzzSeed("command-line-only", "demo: true\n"),
+        FuzzSeed("otel-lists", " X-Key = a%20b ,,team=fx%E2%82%AC,bad%zz=1,=v,k=%FF"),
     ]
 
     static let webConfigSeeds = [

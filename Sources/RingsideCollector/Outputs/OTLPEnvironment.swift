@@ -137,7 +137,8 @@ struct OTLPEnvironment {
             if trimmed.isEmpty { continue }
             let which = "\(name): member \(index + 1)"
             guard let equals = trimmed.firstIndex(of: "=") else {
-                throw UsageError("\(which)\(showValues ? " (\(trimmed))" : ""): expected KEY=VALUE (pairs separated by commas)")
+                let shown = showValues && trimmed.count <= 80 && trimmed.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
+                throw UsageError("\(which)\(shown ? " (\(trimmed))" : ""): expected KEY=VALUE (pairs separated by commas)")
             }
             let key = trimmed[..<equals].trimmingBlanks
             guard !key.isEmpty, key.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
