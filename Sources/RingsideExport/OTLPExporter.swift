@@ -180,7 +180,9 @@ package enum OTLPExporter {
     private static func write(_ metric: Metric, snapshot: Snapshot, _ points: Points, into out: inout ProtobufWriter) {
         let time = points.time
         let descriptor = metric.descriptor
-        out.string(1, descriptor.name)
+        // The name without the unit OTLP carries apart (and a counter's `_total`), as /metrics's
+        // families are named: a receiver that turns OTLP into Prometheus adds them back once.
+        out.string(1, String(PrometheusExporter.baseName(of: descriptor)))
         if !descriptor.help.isEmpty { out.string(2, descriptor.help) }
         let unit = unitName(descriptor.unit)
         if !unit.isEmpty { out.string(3, unit) }

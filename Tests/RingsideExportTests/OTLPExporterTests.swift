@@ -172,6 +172,26 @@ struct OTLPExporterTests {
         #expect(resources[1].metrics[0].points[0].attributes == ["pid": "4242"])
     }
 
+    @Test("a Metric's name leaves out the unit the Metric carries, and a counter's _total, as /metrics's families do")
+    func namesWithoutUnits() throws {
+        var snapshot = Snapshot()
+        var latency = series("order_submission_latency_us", .histogram, unit: .microseconds, id: 1)
+        var histogram = Histogram()
+        histogram.record(250)
+        latency.cumulative = histogram
+        latency.cumulativeCount = 1
+        latency.cumulativeSum = 250
+        var orders = series("orders_total", .counter, id: 2)
+        orders.cumulativeExactSum = 3
+        var queue = series("queue_seconds", .gauge, id: 3)  // unitless: its name is its own
+        queue.lastValue = 1
+        snapshot.series = [latency, orders, queue]
+        let request = OTLPExporter.request(snapshot, origin: OTLPExporter.Origin(hostName: "h"), scale: 0, timeNanos: 2, startNanos: { _ in 1 })
+        let metrics = try decodeRequest(request)[0].metrics
+        #expect(metrics.map(\.name) == ["order_submission_latency", "orders", "queue_seconds"])
+        #expect(metrics.map(\.unit) == ["s", "", ""])
+    }
+
     @Test("a signed histogram: values below zero in the negative buckets of their magnitudes, min and max signed, the sum exact")
     func signedHistogram() throws {
         var slippage = series("slippage_bps", .histogram, id: 1)
