@@ -186,7 +186,8 @@ struct OTLPExporterTests {
         var queue = series("queue_seconds", .gauge, id: 3)  // unitless: its name is its own
         queue.lastValue = 1
         snapshot.series = [latency, orders, queue]
-        let request = OTLPExporter.request(snapshot, origin: OTLPExporter.Origin(hostName: "h"), scale: 0, timeNanos: 2, startNanos: { _ in 1 })
+        let request = OTLPExporter.request(
+            snapshot, origin: OTLPExporter.Origin(hostName: "h"), scale: 0, timeNanos: 2, startNanos: { _ in 1 })
         let metrics = try decodeRequest(request)[0].metrics
         #expect(metrics.map(\.name) == ["order_submission_latency", "orders", "queue_seconds"])
         #expect(metrics.map(\.unit) == ["s", "", ""])
