@@ -92,14 +92,15 @@ struct PrometheusPage {
         }
         for (number, group) in groups.enumerated() {
             let parts = openMetrics ? group.names.openMetricsParts : group.names.parts
-            if claim(parts.map { ($0.family, $0.type) }, for: group.metric.name) {
-                for part in parts {
-                    add(
-                        .group(number, part.part), to: part.family, type: part.type, metric: group.metric.name,
-                        help: PrometheusExporter.help(part.part.help, of: group.metric))
-                }
-            } else {
+            guard claim(parts.map { ($0.family, $0.type) }) else {
                 conflicts += group.members.count
+                continue
+            }
+            guard keepApart(number, exporting: parts[0].family) else { continue }
+            for part in parts {
+                add(
+                    .group(number, part.part), to: part.family, type: part.type, metric: group.metric.name,
+                    help: PrometheusExporter.help(part.part.help, of: group.metric))
             }
         }
         seriesFamilyCount = families.count
@@ -134,14 +135,25 @@ struct PrometheusPage {
         let isSigned: Bool
     }
 
-    /// Whether every family is free, or already of the same type and claimed by the same metric
-    /// name (series of one name in several units, one a ring, share their families; two names
-    /// exporting one family would repeat its series, and mix two metrics under one HELP).
-    private func claim(_ wanted: [(family: String, type: String)], for metric: String? = nil) -> Bool {
-        wanted.allSatisfy { want in
-            familyIndex[want.family].map { families[$0].type == want.type && (metric == nil || families[$0].metric == metric) }
-                ?? true
+    /// Whether every family is free or already of the same type.
+    private func claim(_ wanted: [(family: String, type: String)]) -> Bool {
+        wanted.allSatisfy { want in familyIndex[want.family].map { families[$0].type == want.type } ?? true }
+    }
+
+    /// Leaves out of group `number` the series of rings whose series of another registered name
+    /// export `family` already (`lat_us` in us beside `lat` in ns, `orders` beside `orders_total`):
+    /// two names share a family across bots, never within one, where their series would repeat.
+    /// Counts them; false when none is left. Only a family another name claimed pays for the look.
+    private mutating func keepApart(_ number: Int, exporting family: String) -> Bool {
+        guard let known = familyIndex[family], let owner = families[known].metric, owner != groups[number].metric.name else { return true }
+        var taken: Set<String> = []
+        for case let .group(claimant, _) in families[known].members {
+            for position in groups[claimant].members { taken.insert(snapshot.series[position].ring) }
         }
+        let members = groups[number].members
+        groups[number].members = members.filter { !taken.contains(snapshot.series[$0].ring) }
+        conflicts += members.count - groups[number].members.count
+        return !groups[number].members.isEmpty
     }
 
     private mutating func add(

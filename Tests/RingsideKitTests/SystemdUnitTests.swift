@@ -86,17 +86,18 @@ extension SystemdUnitTests {
         #expect(try machine.run(["systemctl", "restart", "ringside-collector"]).status == 0)
         #expect(try figures() != nil, "not after a restart")
 
-        // A reload: a new SLO, with its severity, without a restart.
+        // A reload: a new SLO, with its severity, without a restart (lane_values is unitless: its
+        // bound is a number; one of time would be refused as one it cannot judge).
         let path = machine.path("/etc/ringside/collector.yml")
         let text = try String(contentsOfFile: path, encoding: .utf8)
         try text.replacingOccurrences(
-            of: "  # - market_data_latency", with: "  - lane_values:p99<1ms@1m severity=P2\n  # - market_data_latency"
+            of: "  # - market_data_latency", with: "  - lane_values:p99<1000000@1m severity=P2\n  # - market_data_latency"
         )
         .write(toFile: path, atomically: true, encoding: .utf8)
         #expect(try machine.run(["systemctl", "reload", "ringside-collector"]).status == 0)
         let reloaded = try eventually(seconds: 30) { () -> Bool? in
             let page = try machine.run(["curl", "-s", "http://127.0.0.1:9464/metrics"]).output
-            return page.contains(#"ringside_slo_violated{slo="lane_values:p99<1ms@1m",severity="P2"}"#) ? true : nil
+            return page.contains(#"ringside_slo_violated{slo="lane_values:p99<1000000@1m",severity="P2"}"#) ? true : nil
         }
         #expect(reloaded == true, "the reload's SLO never showed")
         let status = try machine.run(["systemctl", "show", "ringside-collector", "-p", "NRestarts", "-p", "ActiveState", "-p", "MainPID"])
