@@ -28,6 +28,9 @@ try:
 except ImportError:
     _ringside = None
 
+# The OTLP receiver and its fixtures, shared by test_otlp and test_otlp_tls.
+pytest_plugins = ("otlp_peer",)
+
 REPOSITORY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 # The benchmarks' modules are the tests' too: test_gunicorn serves the side-by-side benchmark's app.
 sys.path.append(os.path.join(REPOSITORY, "tools", "python", "bench"))

@@ -11,15 +11,16 @@ import subprocess
 import time
 
 import pytest
+
 try:
     from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 except ImportError:  # the receivers fixture says so
     AggregationTemporality = None
 
 import ringside
-
 from conftest import _collector_path, missing
-from test_otlp import NANOS, attributes, bots, data_points, expected_buckets, receivers, start_collector, wait_for_totals  # noqa: F401
+from otlp_peer import wait_for_totals
+from test_otlp import NANOS, attributes, data_points, expected_buckets
 
 
 def run_openssl(*arguments, cwd):
@@ -68,7 +69,8 @@ def test_an_https_export_arrives_with_the_resource_attributes(pki, bots, receive
     receiver = receivers(tls=server_tls(pki))
     # The flag wins over the variable for the same key; the variable's other keys stay.
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=staging, team=fx%20desk")
-    collector = start_collector("--otlp-endpoint", receiver.url, "--otlp-interval", "200ms", "--otlp-ca-file", str(pki / "ca.pem"),
+    collector = start_collector("--otlp-endpoint", receiver.url, "--otlp-interval", "200ms",
+                                "--otlp-ca-file", str(pki / "ca.pem"),
                                 "--otlp-resource-attribute", "deployment.environment=prod")
     bots("tlsbot")
     wait_for_totals(collector, "tlsbot")
@@ -97,7 +99,8 @@ def test_a_receiver_tls_refuses_is_a_failed_export_said_once(case, pki, bots, re
     bots("refusingbot")
     otlp = collector.wait_for("two failed exports", lambda: (o := otlp_figures(collector)) and o["exports_failed"] >= 2 and o)
     assert otlp["exports_sent"] == 0 and otlp["retries"] == 0 and otlp["failing"]
-    reason = {"another CA": "unable to get local issuer certificate", "the system's CAs": "unable to get local issuer certificate",
+    reason = {"another CA": "unable to get local issuer certificate",
+              "the system's CAs": "unable to get local issuer certificate",
               "another name": "IP address mismatch", "plain HTTP": "does it speak TLS?"}[case]
     assert otlp["last_error"].startswith("TLS failed: ") and reason in otlp["last_error"], otlp["last_error"]
     said = [line for line in collector.log if "an export failed: TLS failed" in line]
@@ -145,7 +148,8 @@ def test_the_otel_environment_variables_are_honoured(pki, bots, receivers, start
 
 @pytest.mark.parametrize("variable, value, said", [
     ("OTEL_EXPORTER_OTLP_TIMEOUT", "10s", "OTEL_EXPORTER_OTLP_TIMEOUT 10s: expected a number of milliseconds"),
-    ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%2", "OTEL_EXPORTER_OTLP_HEADERS: member 1 (Authorization): the value is not"),
+    ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%2",
+     "OTEL_EXPORTER_OTLP_HEADERS: member 1 (Authorization): the value is not"),
     ("OTEL_RESOURCE_ATTRIBUTES", "team", "OTEL_RESOURCE_ATTRIBUTES: member 1 (team): expected KEY=VALUE"),
     ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "OTEL_EXPORTER_OTLP_PROTOCOL grpc: the collector speaks http/protobuf only"),
     ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sometimes", "use cumulative, delta or lowmemory"),
@@ -157,7 +161,8 @@ def test_a_bad_environment_variable_stops_the_start_naming_it(variable, value, s
         missing("ringside-collector is not built")
     env = {key: v for key, v in os.environ.items() if not key.startswith("OTEL_")}
     env.update({"OTEL_EXPORTER_OTLP_ENDPOINT": "https://127.0.0.1:4318", variable: value})
-    done = subprocess.run([binary, "--dir", ring_dir, "--listen", "127.0.0.1:0"], env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run([binary, "--dir", ring_dir, "--listen", "127.0.0.1:0"],
+                          env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert said in lines[0], done.stderr
@@ -167,7 +172,8 @@ def test_a_bad_environment_variable_stops_the_start_naming_it(variable, value, s
 def test_delta_points_add_up_exactly_to_the_totals_across_a_failed_export(ring_dir, receivers, start_collector):
     delta = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
     # The second export is refused for good (its time goes in the next one), the fourth retried.
-    receiver = receivers(lambda number: (400, {}, b"no\n") if number == 1 else (503, {}, b"busy\n") if number == 3 else (200, {}, b""))
+    answers = {1: (400, {}, b"no\n"), 3: (503, {}, b"busy\n")}
+    receiver = receivers(lambda number: answers.get(number, (200, {}, b"")))
     collector = start_collector("--otlp-endpoint", receiver.url, "--otlp-interval", "200ms", "--otlp-temporality", "delta")
     writer = ringside.Bot("deltawriter", ring_dir)
     orders = writer.counter("orders")
