@@ -84,7 +84,7 @@ package struct BenchCommand: Sendable, Equatable {
           --version         print the version and the git revision, and exit
         """
 
-    /// What `--version` prints: `ringside-bench 0.3.0 (revision abc1234)`.
+    /// What `--version` prints: `ringside-bench 0.4.0 (revision abc1234)`.
     package static var versionLine: String { RingsideVersion.line(program: "ringside-bench") }
 
     /// Parses arguments (without the program name); nil means `--help` or `--version`.

@@ -2,13 +2,13 @@
 /// (`ringside_build_info`). Defined here only.
 package enum RingsideVersion {
     /// The release.
-    package static let version = "0.3.0"
+    package static let version = "0.4.0"
 
     /// The git commit the binary was built from (`git rev-parse --short HEAD`, recorded at build
     /// time by the RingsideRevision plugin), or "unknown" when the sources were not a git checkout.
     package static let revision = buildRevision
 
-    /// What `--version` prints: `ringside-collector 0.3.0 (revision abc1234)`.
+    /// What `--version` prints: `ringside-collector 0.4.0 (revision abc1234)`.
     package static func line(program: String) -> String {
         "\(program) \(version) (revision \(revision))"
     }

@@ -197,7 +197,7 @@ package enum DumpTool {
         exit status: 0 success, 1 a ring error or problems found, 2 a usage error
         """
 
-    /// What `--version` prints: `ringside-dump 0.3.0 (revision abc1234)`.
+    /// What `--version` prints: `ringside-dump 0.4.0 (revision abc1234)`.
     package static var versionLine: String { RingsideVersion.line(program: "ringside-dump") }
 
     /// Runs `ringside-dump` with the process's arguments and exits with its status.

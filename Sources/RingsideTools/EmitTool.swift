@@ -127,7 +127,7 @@ package enum EmitTool {
         }
     }
 
-    /// What `--version` prints: `ringside-emit 0.3.0 (revision abc1234)`.
+    /// What `--version` prints: `ringside-emit 0.4.0 (revision abc1234)`.
     package static var versionLine: String { RingsideVersion.line(program: "ringside-emit") }
 
     /// Parses the command line: what to write, or `--help`, or `--version`.

@@ -203,7 +203,7 @@ package struct CollectorOptions: Sendable, Equatable {
         Durations: a number and a unit: ns, us, ms, s, m, h (e.g. 250ms, 5s, 1m).
         """
 
-    /// What `--version` prints: `ringside-collector 0.3.0 (revision abc1234)`.
+    /// What `--version` prints: `ringside-collector 0.4.0 (revision abc1234)`.
     package static var versionLine: String { RingsideVersion.line(program: "ringside-collector") }
 
     /// Parses arguments (without the program name); `nil` means `--help` or `--version` was asked for.

@@ -180,7 +180,7 @@ if TYPE_CHECKING:
 
 __all__ = ["attach", "Bot", "Histogram", "Counter", "Gauge", "GcPauses", "LoopLag", "RingError", "BotError",
            "RingValueError", "RingTypeError", "Number", "ACCELERATED", "__version__"]
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 # What the metrics' calls take: an int, a float, or a number float() or operator.index() takes
 # (numpy's, Decimal, Fraction). Anything else, or a number out of range, raises (see VALUES).
