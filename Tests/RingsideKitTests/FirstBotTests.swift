@@ -76,6 +76,32 @@ struct FirstBotTests {
         }
     }
 
+    @Test("Swift: the README's Package.swift lines, with Ringside cloned beside the bot's package, build a bot that writes")
+    func swiftPackageByPath() throws {
+        let manifest = try #require(Self.readmeBlocks("swift").first, "the README's first swift block is Package.swift's")
+        guard let swift = try requiredSystemTool("swift") else { return }
+        let scratch = try TemporaryDirectory("ringside-consumer")
+        defer { scratch.remove() }
+        // The clone the README names (`../ringside` beside the bot's package): this checkout, linked.
+        try FileManager.default.createSymbolicLink(atPath: scratch.path + "/ringside", withDestinationPath: packageRoot)
+        let bot = scratch.path + "/bot"
+        try FileManager.default.createDirectory(atPath: bot + "/Sources/bot", withIntermediateDirectories: true)
+        let package =
+            ["// swift-tools-version:6.0", "import PackageDescription", "let package = Package(", "    name: \"bot\","]
+            + manifest.map { "    " + $0 } + [")", ""]
+        try package.joined(separator: "\n").write(toFile: bot + "/Package.swift", atomically: true, encoding: .utf8)
+        let main = ["import Ringside", "let bot = try Bot.attach(\"path-bot\")", "try bot.counter(\"orders\").increment()", ""]
+        try main.joined(separator: "\n").write(toFile: bot + "/Sources/bot/main.swift", atomically: true, encoding: .utf8)
+        let built = try runProcess(swift, ["build", "--package-path", bot], mergingErrors: true, timeoutSeconds: 900)
+        try #require(built.status == 0, "swift build of the README's Package.swift failed:\n\(built.output)")
+        try withRingDirectory { directory in
+            let ran = try runProcess(bot + "/.build/debug/bot", [], environment: ["RINGSIDE_DIR": directory.path], mergingErrors: true)
+            try #require(ran.status == 0, "the bot failed:\n\(ran.output)")
+            let (_, _, cells) = try drainDecoded("path-bot", directory: directory)
+            #expect(cells["orders"]?.total == 1)
+        }
+    }
+
     @Test("C: the block is Tests/fixtures/first_bot.c, built the README's way (pkg-config), which records 42 us and counts one order")
     func c() throws {
         let block = try #require(Self.readmeBlocks("c").first)
