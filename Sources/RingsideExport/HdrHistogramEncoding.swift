@@ -104,7 +104,7 @@ package enum HdrHistogramEncoding {
         Base64.encode(compressed(histogram))
     }
 
-    // MARK: - Decoding (for tests and tools)
+    // MARK: - Decoding (for the tests, which read back what was written)
 
     /// A decoded V2 histogram: its header fields and its non-empty counts.
     package struct Decoded: Equatable, Sendable {

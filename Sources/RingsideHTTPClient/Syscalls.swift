@@ -6,10 +6,11 @@
 // client is linked without OpenSSL (the operator's tools link it).
 //
 // Swift's Glibc module is built without _GNU_SOURCE, so the Linux calls that take flags (the
-// accept and pipe that set close-on-exec and non-blocking at once) are not visible. Rather than
-// add a C shim target, this file uses the POSIX forms: `accept` then `fcntl`, and a self-pipe
-// made by `pipe` then `fcntl`. The gap before FD_CLOEXEC matters only if another thread forks and
-// execs in that instant; the collector does not.
+// accept and pipe that set close-on-exec and non-blocking at once) are not visible. This file
+// uses the POSIX forms instead: `accept` then `fcntl`, and a self-pipe made by `pipe` then
+// `fcntl` (CRingsideSystem, the C module for what Swift cannot call, keeps to calls that have no
+// such form). The gap before FD_CLOEXEC matters only if another thread forks and execs in that
+// instant; the collector does not.
 
 #if canImport(Glibc)
 import Glibc
