@@ -133,13 +133,18 @@ enum DrainBenchmark {
 
     /// The baseline: as many values as a fill holds recorded into one `WindowedHistogram` (the
     /// collector's per-record update of a histogram series, alone), the same values the rings carry.
+    /// `specialized: false` records through generic code the optimizer may not specialize, as the
+    /// collector would if `Windowed` were not public (see `recordUnspecialized`): the
+    /// `drain.baseline.unspecialized` row, what specializing the windows saves a record.
     struct Baseline {
         var histogram = WindowedHistogram()
         let values = LatencyValues()
+        let specialized: Bool
         var rounds: [Round] = []
         var records: UInt64 = 0
 
-        init() {
+        init(specialized: Bool = true) {
+            self.specialized = specialized
             _ = record()  // warms up, as the rings' first fill does: the counts are grown
         }
 
@@ -156,14 +161,34 @@ enum DrainBenchmark {
             histogram.advance(toNanos: now)
             let cpuStart = threadCPUNanos()
             let start = rs_clock_precise_ns()
-            for index in 0..<DrainBenchmark.recordsPerFill {
-                histogram.record(values[index], atNanos: now)
+            if specialized {
+                for index in 0..<DrainBenchmark.recordsPerFill {
+                    histogram.record(values[index], atNanos: now)
+                }
+            } else {
+                DrainBenchmark.recordUnspecialized(
+                    into: &histogram, from: UnsafeBufferPointer(start: values.pointer, count: LatencyValues.count),
+                    count: DrainBenchmark.recordsPerFill, atNanos: now)
             }
             let nanos = rs_clock_precise_ns() &- start
             let cpuNanos = threadCPUNanos() &- cpuStart
             // Read, so the loop cannot be dropped.
             precondition(histogram.cumulativeCount >= UInt64(DrainBenchmark.recordsPerFill))
             return (cpuNanos, nanos)
+        }
+    }
+
+    /// Records `count` values (cycling through `values`) into `series` through generic code: the
+    /// optimizer may not specialize it, so each call looks up `Slice`'s witnesses and metadata at
+    /// run time, as a module does with a generic type it cannot specialize (a `package` one's
+    /// inlinable code, in Swift 6.3).
+    @_semantics("optimize.sil.specialize.generic.never")
+    @inline(never)
+    static func recordUnspecialized<Slice: WindowedHistogramSlice>(
+        into series: inout Windowed<Slice>, from values: UnsafeBufferPointer<Slice.Value>, count: Int, atNanos now: UInt64
+    ) {
+        for index in 0..<count {
+            series.record(values[index % values.count], atNanos: now)
         }
     }
 
@@ -198,7 +223,8 @@ enum DrainBenchmark {
                     producerCPU: producerCPU))
         }
         var baseline = Baseline()
-        let rows = sets.count + 1
+        var unspecialized = Baseline(specialized: false)
+        let rows = sets.count + 2
         progress("drain: rounds of \(sets.map(\.name).joined(separator: ", ")) and the baseline")
         var round = 0
         var timedNanos = 0.0
@@ -209,9 +235,12 @@ enum DrainBenchmark {
                 if row < sets.count {
                     result = try sets[row].round()
                     sets[row].rounds.append(result)
-                } else {
+                } else if row == sets.count {
                     result = baseline.round()
                     baseline.rounds.append(result)
+                } else {
+                    result = unspecialized.round()
+                    unspecialized.rounds.append(result)
                 }
                 timedNanos += result.wallNanosPerRecord * Double(recordsPerFill)
             }
@@ -239,6 +268,11 @@ enum DrainBenchmark {
                 name: "drain.baseline", rings: 0, roundNanosPerRecord: reference,
                 oneRingRoundNanos: sets[0].rounds.map(\.cpuNanosPerRecord), baselineRoundNanos: reference,
                 roundWallNanosPerRecord: baseline.rounds.map(\.wallNanosPerRecord), records: baseline.records, passes: 0))
+        drains.append(
+            CollectorReport.Drain(
+                name: "drain.baseline.unspecialized", rings: 0, roundNanosPerRecord: unspecialized.rounds.map(\.cpuNanosPerRecord),
+                oneRingRoundNanos: sets[0].rounds.map(\.cpuNanosPerRecord), baselineRoundNanos: reference,
+                roundWallNanosPerRecord: unspecialized.rounds.map(\.wallNanosPerRecord), records: unspecialized.records, passes: 0))
         return drains
     }
 }

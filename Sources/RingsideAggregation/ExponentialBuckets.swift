@@ -7,22 +7,22 @@
 /// Ringside's buckets is the native one (each placed whole by its midpoint, at most 0.1 % off the
 /// values it holds), and a collector's OTLP and Prometheus native histograms of one schema have
 /// the same buckets with the same counts.
-public struct ExponentialBuckets: Equatable, Sendable {
-    public var scale: Int
-    public var zeroThreshold: Double
-    public var zeroCount: UInt64
+package struct ExponentialBuckets: Equatable, Sendable {
+    package var scale: Int
+    package var zeroThreshold: Double
+    package var zeroCount: UInt64
     /// The index of `counts[0]`'s bucket.
-    public var offset: Int32
+    package var offset: Int32
     /// The counts of consecutive buckets from `offset`, those between non-empty ones at 0; empty
     /// when every value is in the zero bucket (or there is none).
-    public var counts: [UInt64]
+    package var counts: [UInt64]
     /// A signed histogram's values below zero, as `offset` and `counts` by their magnitudes
     /// (bucket `i` holds `[-base^(i+1), -base^i)`); empty for the others.
-    public var negativeOffset: Int32
-    public var negativeCounts: [UInt64]
+    package var negativeOffset: Int32
+    package var negativeCounts: [UInt64]
 
     /// `native`'s buckets, numbered as OTLP numbers them.
-    public init(_ native: NativeBuckets) {
+    package init(_ native: NativeBuckets) {
         scale = native.schema
         zeroThreshold = native.zeroThreshold
         zeroCount = native.zeroCount

@@ -7,7 +7,7 @@ extension Histogram {
     /// all-time extreme; otherwise they are the reported value (midpoint) of the lowest or highest
     /// non-empty bucket of the difference, kept within this histogram's `min ... max`: within
     /// ``maxRelativeError``. A bucket count below `earlier`'s (not a later reading) counts as 0.
-    public func subtracting(_ earlier: Histogram) -> Histogram {
+    package func subtracting(_ earlier: Histogram) -> Histogram {
         guard earlier.count != 0 else { return self }
         var result = Histogram()
         var previous: [(index: Int, count: UInt64)] = []

@@ -1,19 +1,19 @@
 /// A histogram as it is kept between two runs of the collector (its all-time histograms, so that
 /// a `_count` or `_sum` never goes back across a restart): every non-empty bucket and the exact
 /// figures. Codable, for the collector's state file.
-public struct PersistedHistogram: Codable, Sendable, Equatable {
+package struct PersistedHistogram: Codable, Sendable, Equatable {
     /// `[bucket index, count]` per non-empty bucket, in bucket order.
-    public var buckets: [[UInt64]]
-    public var count: UInt64
-    public var sumLow: UInt64
-    public var sumHigh: UInt64
-    public var min: UInt64
-    public var max: UInt64
+    package var buckets: [[UInt64]]
+    package var count: UInt64
+    package var sumLow: UInt64
+    package var sumHigh: UInt64
+    package var min: UInt64
+    package var max: UInt64
 }
 
 extension Histogram {
     /// This histogram as kept between runs.
-    public var persisted: PersistedHistogram {
+    package var persisted: PersistedHistogram {
         var buckets: [[UInt64]] = []
         forEachCount { index, count in buckets.append([UInt64(index), count]) }
         return PersistedHistogram(buckets: buckets, count: count, sumLow: sumLow, sumHigh: sumHigh, min: minValue, max: maxValue)
@@ -22,7 +22,7 @@ extension Histogram {
     /// The histogram kept as `persisted`; nil when it does not hold together (a bucket out of
     /// range, counts that do not add up to its count, a minimum above its maximum): a state file
     /// is read, not trusted.
-    public init?(_ persisted: PersistedHistogram) {
+    package init?(_ persisted: PersistedHistogram) {
         self.init()
         var total: UInt64 = 0
         var previous = -1

@@ -1,14 +1,14 @@
 /// One non-empty bucket of a ``Histogram``: the values from `lowerBound` through `upperBound`
 /// (both inclusive) were recorded `count` times.
-public struct HistogramBucket: Sendable, Hashable {
-    public var lowerBound: UInt64
-    public var upperBound: UInt64
-    public var count: UInt64
+package struct HistogramBucket: Sendable, Hashable {
+    package var lowerBound: UInt64
+    package var upperBound: UInt64
+    package var count: UInt64
 }
 
 extension Histogram {
     /// Calls `body` with each non-empty bucket in increasing value order, for exporters.
-    public func forEachBucket(_ body: (HistogramBucket) throws -> Void) rethrows {
+    package func forEachBucket(_ body: (HistogramBucket) throws -> Void) rethrows {
         try forEachCount { index, count in
             let lower = Self.lowerBound(ofBucket: index)
             try body(HistogramBucket(lowerBound: lower, upperBound: lower + (Self.width(ofBucket: index) - 1), count: count))
@@ -16,7 +16,7 @@ extension Histogram {
     }
 
     /// The non-empty buckets in increasing value order.
-    public var buckets: [HistogramBucket] {
+    package var buckets: [HistogramBucket] {
         var result: [HistogramBucket] = []
         forEachBucket { result.append($0) }
         return result
@@ -27,7 +27,7 @@ extension Histogram {
     ///
     /// Ranks 1 and `count` report ``min`` and ``max`` exactly. `q` outside 0 ... 1 is clamped;
     /// NaN is a programming error.
-    public func value(atQuantile q: Double) -> UInt64 {
+    package func value(atQuantile q: Double) -> UInt64 {
         values(atQuantiles: [q])[0]
     }
 
@@ -35,7 +35,7 @@ extension Histogram {
     ///
     /// Paged counts are summed a page at a time, and a page's buckets looked at only when a rank
     /// falls in it: a window's snapshot asks this of every histogram series it publishes.
-    public func values(atQuantiles quantiles: [Double]) -> [UInt64] {
+    package func values(atQuantiles quantiles: [Double]) -> [UInt64] {
         guard count != 0 else { return [UInt64](repeating: 0, count: quantiles.count) }
         // Every value the same (a window of one value, most often): each quantile is it, exactly.
         if minValue == maxValue { return [UInt64](repeating: maxValue, count: quantiles.count) }
@@ -134,7 +134,7 @@ extension Histogram {
     /// `b + 1` starts a bucket; otherwise it may also count values in `b + 1 ... b * (1 + 1/512)`
     /// (the rest of `b`'s bucket). Non-decreasing, and the last entry is ``count`` if the last
     /// bound is at least ``max``.
-    public func cumulativeCounts(atUpperBounds bounds: [UInt64]) -> [UInt64] {
+    package func cumulativeCounts(atUpperBounds bounds: [UInt64]) -> [UInt64] {
         precondition(
             zip(bounds, bounds.dropFirst()).allSatisfy { $0 <= $1 },
             "Histogram.cumulativeCounts(atUpperBounds:): the bounds are not in ascending order")

@@ -22,7 +22,7 @@ extension Histogram {
     /// add) rather than a binary search of the sparse list and an insert: spread over many
     /// series, a busy collector's records leave each head a few thousand values a tick, short of
     /// the 4,096 that page any histogram. The slices it is merged into stay sparse while they fit.
-    public mutating func resetHead() {
+    package mutating func resetHead() {
         if isSparse, count >= Self.headPagingValues { convertToPages() }
         reset()
     }

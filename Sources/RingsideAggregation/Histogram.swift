@@ -22,15 +22,15 @@
 /// it there; it never wraps, so a `_sum` never goes back). ``isSaturated`` says whether either did.
 ///
 /// A value type: safe to send across threads, not to mutate from two at once.
-public struct Histogram: Sendable {
+package struct Histogram: Sendable {
     // MARK: - Layout
 
     /// log2 of the number of linear buckets per octave above the exact range.
     static let octaveBucketsMagnitude = 9
     /// Values below this get a bucket each and are reported exactly.
-    public static let exactValueLimit: UInt64 = 1024
+    package static let exactValueLimit: UInt64 = 1024
     /// The largest relative error of any reported value: half a bucket over 512 bucket widths.
-    public static let maxRelativeError = 1.0 / 1024.0
+    package static let maxRelativeError = 1.0 / 1024.0
     /// Buckets needed to cover the whole `UInt64` range: the exact range and 54 octaves of 512.
     static let bucketCount = 56 << 9
     /// log2 of the counts per page: a page is 64 counts (512 B).
@@ -52,7 +52,7 @@ public struct Histogram: Sendable {
     /// per series, allocated among busy series' window slices, kept the freed pages around them.
     var soleEntry: UInt64 = 0
     /// The number of recorded values (saturating at `UInt64.max`).
-    public internal(set) var count: UInt64 = 0
+    package internal(set) var count: UInt64 = 0
     /// The exact sum of recorded values as a 128-bit integer `(high << 64) + low`.
     var sumLow: UInt64 = 0
     var sumHigh: UInt64 = 0
@@ -60,7 +60,7 @@ public struct Histogram: Sendable {
     var maxValue: UInt64 = 0
 
     /// Makes an empty histogram, without allocating.
-    public init() {}
+    package init() {}
 
     // MARK: - Bucket math
 
@@ -90,26 +90,26 @@ public struct Histogram: Sendable {
     }
 
     /// The lowest value that lands in the same bucket as `value`.
-    public static func lowestEquivalentValue(_ value: UInt64) -> UInt64 {
+    package static func lowestEquivalentValue(_ value: UInt64) -> UInt64 {
         let octave = UInt64(octave(of: value))
         return (value >> octave) << octave
     }
 
     /// The highest value that lands in the same bucket as `value` (never overflows).
-    public static func highestEquivalentValue(_ value: UInt64) -> UInt64 {
+    package static func highestEquivalentValue(_ value: UInt64) -> UInt64 {
         lowestEquivalentValue(value) + ((1 << UInt64(octave(of: value))) - 1)
     }
 
     /// The value reported for everything in `value`'s bucket: its midpoint, within
     /// ``maxRelativeError`` of every value in the bucket.
-    public static func representativeValue(_ value: UInt64) -> UInt64 {
+    package static func representativeValue(_ value: UInt64) -> UInt64 {
         lowestEquivalentValue(value) + ((1 << UInt64(octave(of: value))) >> 1)
     }
 
     // MARK: - Recording
 
     /// Adds `count` occurrences of `value` in O(1) with no allocation once the value's page exists.
-    public mutating func record(_ value: UInt64, count n: UInt64 = 1) {
+    package mutating func record(_ value: UInt64, count n: UInt64 = 1) {
         guard n != 0 else { return }
         let index = Self.bucketIndex(of: value)
         let page = index &>> Self.pageMagnitude
@@ -131,7 +131,7 @@ public struct Histogram: Sendable {
     /// Adds `count` occurrences of `value` to its bucket, the count, the minimum and the maximum,
     /// but not to the sum: calls whose values were summed elsewhere (gathered calls, SAMPLING in
     /// ringside.h), placed at a value one of them had. ``addSum(_:raisingMaxTo:)`` adds their sum.
-    public mutating func place(_ value: UInt64, count n: UInt64) {
+    package mutating func place(_ value: UInt64, count n: UInt64) {
         guard n != 0 else { return }
         let (sumLow, sumHigh) = (self.sumLow, self.sumHigh)
         record(value, count: n)
@@ -140,7 +140,7 @@ public struct Histogram: Sendable {
 
     /// Adds `sum` to the sum and raises the maximum to `max`: the exact figures of calls placed
     /// with ``place(_:count:)``, now or later (a merge keeps them while no count goes with them).
-    public mutating func addSum(_ sum: UInt64, raisingMaxTo max: UInt64) {
+    package mutating func addSum(_ sum: UInt64, raisingMaxTo max: UInt64) {
         addToSum(high: 0, low: sum)
         if max > maxValue { maxValue = max }
     }
@@ -168,7 +168,7 @@ public struct Histogram: Sendable {
     // MARK: - Combining
 
     /// Adds everything recorded in `other`, as if its values had been recorded here.
-    public mutating func merge(_ other: Histogram) {
+    package mutating func merge(_ other: Histogram) {
         // A histogram may hold a sum and a largest value before the counts they go with arrive
         // (gathered calls: ``addSum(_:raisingMaxTo:)``): those are merged too.
         guard other.count != 0 || other.sumLow != 0 || other.sumHigh != 0 || other.maxValue != 0 else { return }
@@ -204,7 +204,7 @@ public struct Histogram: Sendable {
 
     /// Empties the histogram but keeps its allocated capacity (and paged layout, if it had one),
     /// so refilling it does not allocate.
-    public mutating func reset() {
+    package mutating func reset() {
         if !pageTable.isEmpty {
             for page in pageTable.indices { pageTable[page] = 0 }
         }
@@ -220,40 +220,40 @@ public struct Histogram: Sendable {
     // MARK: - Statistics
 
     /// Whether nothing has been recorded.
-    public var isEmpty: Bool { count == 0 }
+    package var isEmpty: Bool { count == 0 }
 
     /// The smallest recorded value, exactly; 0 when empty.
-    public var min: UInt64 { count == 0 ? 0 : minValue }
+    package var min: UInt64 { count == 0 ? 0 : minValue }
 
     /// The largest recorded value, exactly; 0 when empty.
-    public var max: UInt64 { maxValue }
+    package var max: UInt64 { maxValue }
 
     /// The sum of recorded values, rounded to the nearest `Double` from an exact 128-bit total.
-    public var sum: Double {
+    package var sum: Double {
         Double(sumHigh) * 18_446_744_073_709_551_616.0 + Double(sumLow)
     }
 
     /// The exact sum of recorded values, all 128 bits of it.
-    public var exactSum: UInt128 { UInt128(sumHigh) << 64 | UInt128(sumLow) }
+    package var exactSum: UInt128 { UInt128(sumHigh) << 64 | UInt128(sumLow) }
 
     /// Whether the count or the sum reached its ceiling (`UInt64.max`, `UInt128.max`), where it
     /// stays: what is recorded since is in the buckets (each saturating too) but not in the figure.
-    public var isSaturated: Bool { count == .max || (sumLow == .max && sumHigh == .max) }
+    package var isSaturated: Bool { count == .max || (sumLow == .max && sumHigh == .max) }
 
     /// The exact sum of recorded values, or `UInt64.max` if it does not fit in 64 bits.
-    public var saturatingSum: UInt64 { sumHigh == 0 ? sumLow : .max }
+    package var saturatingSum: UInt64 { sumHigh == 0 ? sumLow : .max }
 
     /// The arithmetic mean of recorded values; 0 when empty.
-    public var mean: Double { count == 0 ? 0 : sum / Double(count) }
+    package var mean: Double { count == 0 ? 0 : sum / Double(count) }
 
     /// Heap bytes held by this histogram's counts (capacity, including space kept by ``reset()``).
-    public var allocatedBytes: Int {
+    package var allocatedBytes: Int {
         pageTable.capacity * MemoryLayout<UInt16>.stride + slots.capacity * MemoryLayout<UInt64>.stride
     }
 
     /// Bytes of counts in use (sparse entries, or the page table and the touched pages), whatever
     /// the arrays' capacity: what the storage scheme itself takes, free of the allocator's rounding.
-    public var storedBytes: Int {
+    package var storedBytes: Int {
         pageTable.count * MemoryLayout<UInt16>.stride + slots.count * MemoryLayout<UInt64>.stride
             + (soleEntry == 0 ? 0 : MemoryLayout<UInt64>.stride)
     }
@@ -262,7 +262,7 @@ public struct Histogram: Sendable {
 extension Histogram: Equatable {
     /// Two histograms are equal when they hold the same counts and statistics, however their
     /// counts happen to be stored.
-    public static func == (lhs: Histogram, rhs: Histogram) -> Bool {
+    package static func == (lhs: Histogram, rhs: Histogram) -> Bool {
         lhs.count == rhs.count && lhs.sumLow == rhs.sumLow && lhs.sumHigh == rhs.sumHigh
             && lhs.minValue == rhs.minValue && lhs.maxValue == rhs.maxValue && lhs.buckets == rhs.buckets
     }

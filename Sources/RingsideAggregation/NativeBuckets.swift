@@ -11,31 +11,31 @@ import Glibc
 /// recorded: a native bucket is off by one only for values within 0.1 % of its boundary, and a
 /// quantile estimated from the native buckets errs by at most 0.1 % beyond the schema's own
 /// bound (schema 3: 4.4 %, schema 5: 1.1 %, schema 8: 0.14 %, as the bucket's half-width).
-public struct NativeBuckets: Equatable, Sendable {
-    public var schema: Int
+package struct NativeBuckets: Equatable, Sendable {
+    package var schema: Int
     /// Values at or below it are counted in `zeroCount` (in the base unit).
-    public var zeroThreshold: Double
-    public var zeroCount: UInt64
+    package var zeroThreshold: Double
+    package var zeroCount: UInt64
     /// Non-empty buckets by increasing index.
-    public var buckets: [(index: Int32, count: UInt64)]
+    package var buckets: [(index: Int32, count: UInt64)]
     /// A signed histogram's values below zero, by the buckets of their magnitudes (empty for the others).
-    public var negativeBuckets: [(index: Int32, count: UInt64)] = []
+    package var negativeBuckets: [(index: Int32, count: UInt64)] = []
 
-    public static func == (a: NativeBuckets, b: NativeBuckets) -> Bool {
+    package static func == (a: NativeBuckets, b: NativeBuckets) -> Bool {
         a.schema == b.schema && a.zeroThreshold == b.zeroThreshold && a.zeroCount == b.zeroCount
             && a.buckets.elementsEqual(b.buckets) { $0.index == $1.index && $0.count == $1.count }
             && a.negativeBuckets.elementsEqual(b.negativeBuckets) { $0.index == $1.index && $0.count == $1.count }
     }
 
     /// The schemas Prometheus takes: -4 (buckets growing 65536-fold) to 8 (0.27 %).
-    public static let schemas = -4...8
+    package static let schemas = -4...8
 
     /// The zero bucket's width, as client_golang's default: below any time or size we record.
-    public static let defaultZeroThreshold = 0x1p-128
+    package static let defaultZeroThreshold = 0x1p-128
 
     /// The buckets of `histogram`, whose values are in a unit of `baseUnitsPerValue` base units
     /// (1e-9 for nanoseconds exported in seconds).
-    public init(_ histogram: Histogram, schema: Int, baseUnitsPerValue: Double) {
+    package init(_ histogram: Histogram, schema: Int, baseUnitsPerValue: Double) {
         precondition(Self.schemas.contains(schema), "schema \(schema) is outside -4...8")
         self.schema = schema
         zeroThreshold = Self.defaultZeroThreshold
@@ -45,7 +45,7 @@ public struct NativeBuckets: Equatable, Sendable {
     /// The buckets of a signed histogram: its values at or above zero as `init(_:schema:baseUnitsPerValue:)`
     /// places them, and those below in the negative buckets of their magnitudes, as Prometheus
     /// mirrors them (bucket `i` of the negative side holds `[-base^i, -base^(i-1))`).
-    public init(_ histogram: SignedHistogram, schema: Int, baseUnitsPerValue: Double) {
+    package init(_ histogram: SignedHistogram, schema: Int, baseUnitsPerValue: Double) {
         self.init(histogram.nonNegative, schema: schema, baseUnitsPerValue: baseUnitsPerValue)
         let (zeros, negative) = Self.place(histogram.negative, schema: schema, baseUnitsPerValue: baseUnitsPerValue)
         zeroCount = zeroCount.saturatingAdd(zeros)
@@ -74,7 +74,7 @@ public struct NativeBuckets: Equatable, Sendable {
     }
 
     /// The index of the bucket holding `value` (> 0): the smallest `i` with `value <= base^i`.
-    public static func index(of value: Double, schema: Int) -> Int32 {
+    package static func index(of value: Double, schema: Int) -> Int32 {
         // value = fraction * 2^exponent, fraction in [0.5, 1): exact, so powers of two land on
         // their own bucket's upper bound, as Prometheus's own clients place them.
         let exponent = Int(value.exponent) + 1
@@ -92,12 +92,12 @@ public struct NativeBuckets: Equatable, Sendable {
     }
 
     /// Runs of consecutive buckets: (gap from the previous run's end, or the first index; length).
-    public var spans: [(offset: Int32, length: UInt32)] { Self.spans(of: buckets) }
-    public var negativeSpans: [(offset: Int32, length: UInt32)] { Self.spans(of: negativeBuckets) }
+    package var spans: [(offset: Int32, length: UInt32)] { Self.spans(of: buckets) }
+    package var negativeSpans: [(offset: Int32, length: UInt32)] { Self.spans(of: negativeBuckets) }
 
     /// Each bucket's count less the previous one's (the first's less 0), as the format sends them.
-    public var deltas: [Int64] { Self.deltas(of: buckets) }
-    public var negativeDeltas: [Int64] { Self.deltas(of: negativeBuckets) }
+    package var deltas: [Int64] { Self.deltas(of: buckets) }
+    package var negativeDeltas: [Int64] { Self.deltas(of: negativeBuckets) }
 
     private static func spans(of buckets: [(index: Int32, count: UInt64)]) -> [(offset: Int32, length: UInt32)] {
         var spans: [(offset: Int32, length: UInt32)] = []

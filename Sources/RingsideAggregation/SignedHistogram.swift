@@ -7,19 +7,19 @@
 /// An unsigned series never needs one: a ``Histogram`` is this with no negative side.
 ///
 /// A value type: safe to send across threads, not to mutate from two at once.
-public struct SignedHistogram: Sendable, Equatable {
+package struct SignedHistogram: Sendable, Equatable {
     /// The values `>= 0`.
-    public internal(set) var nonNegative = Histogram()
+    package internal(set) var nonNegative = Histogram()
     /// The magnitudes of the values `< 0` (1 ... 2^63).
-    public internal(set) var negative = Histogram()
+    package internal(set) var negative = Histogram()
 
     /// Makes an empty histogram, without allocating.
-    public init() {}
+    package init() {}
 
     // MARK: - Recording and combining
 
     /// Adds `count` occurrences of `value`.
-    public mutating func record(_ value: Int64, count n: UInt64 = 1) {
+    package mutating func record(_ value: Int64, count n: UInt64 = 1) {
         if value >= 0 {
             nonNegative.record(UInt64(value), count: n)
         } else {
@@ -30,7 +30,7 @@ public struct SignedHistogram: Sendable, Equatable {
     /// Adds `count` gathered calls at `value`, one of theirs, to the buckets, the count and the
     /// extremes but not the sum (see ``Histogram/place(_:count:)``); ``addSum(_:raisingMaxTo:)``
     /// adds their sum.
-    public mutating func place(_ value: Int64, count n: UInt64) {
+    package mutating func place(_ value: Int64, count n: UInt64) {
         if value >= 0 {
             nonNegative.place(UInt64(value), count: n)
         } else {
@@ -41,7 +41,7 @@ public struct SignedHistogram: Sendable, Equatable {
     /// Adds gathered calls' exact sum and raises the maximum to `max` (nil: none to raise it to).
     /// Only the two sides' sums together mean anything (a sum of both signs goes to the side of
     /// its own sign).
-    public mutating func addSum(_ sum: Int64, raisingMaxTo max: Int64?) {
+    package mutating func addSum(_ sum: Int64, raisingMaxTo max: Int64?) {
         if sum >= 0 {
             nonNegative.addSum(UInt64(sum), raisingMaxTo: 0)
         } else {
@@ -59,19 +59,19 @@ public struct SignedHistogram: Sendable, Equatable {
     var hasNonNegative: Bool { !nonNegative.isEmpty || nonNegative.max > 0 }
 
     /// Adds everything recorded in `other`.
-    public mutating func merge(_ other: SignedHistogram) {
+    package mutating func merge(_ other: SignedHistogram) {
         nonNegative.merge(other.nonNegative)
         negative.merge(other.negative)
     }
 
     /// Empties it, keeping its capacity.
-    public mutating func reset() {
+    package mutating func reset() {
         nonNegative.reset()
         negative.reset()
     }
 
     /// What was recorded since it was `earlier` (see ``Histogram/subtracting(_:)``), side by side.
-    public func subtracting(_ earlier: SignedHistogram) -> SignedHistogram {
+    package func subtracting(_ earlier: SignedHistogram) -> SignedHistogram {
         var result = SignedHistogram()
         result.nonNegative = nonNegative.subtracting(earlier.nonNegative)
         result.negative = negative.subtracting(earlier.negative)
@@ -81,51 +81,51 @@ public struct SignedHistogram: Sendable, Equatable {
     // MARK: - Statistics
 
     /// How many values were recorded (saturating at `UInt64.max`).
-    public var count: UInt64 {
+    package var count: UInt64 {
         let (total, overflow) = nonNegative.count.addingReportingOverflow(negative.count)
         return overflow ? .max : total
     }
 
     /// Whether nothing has been recorded.
-    public var isEmpty: Bool { nonNegative.isEmpty && negative.isEmpty }
+    package var isEmpty: Bool { nonNegative.isEmpty && negative.isEmpty }
 
     /// The smallest recorded value, exactly; 0 when empty.
-    public var min: Int64 {
+    package var min: Int64 {
         negative.isEmpty ? Int64(clamping: nonNegative.min) : Self.negated(negative.max)
     }
 
     /// The largest recorded value, exactly; 0 when empty.
-    public var max: Int64 {
+    package var max: Int64 {
         hasNonNegative ? Int64(clamping: nonNegative.max) : (negative.isEmpty ? 0 : Self.negated(negative.min))
     }
 
     /// The exact sum, or what is left of it once a side's sum reached `Int128.max` (see
     /// ``isSaturated``). Both sides within `0 ... Int128.max`, their difference always fits.
-    public var exactSum: Int128 {
+    package var exactSum: Int128 {
         Int128(clamping: nonNegative.exactSum) - Int128(clamping: negative.exactSum)
     }
 
     /// The sum, rounded to the nearest `Double` from the exact one.
-    public var sum: Double { Double(exactSum) }
+    package var sum: Double { Double(exactSum) }
 
     /// Whether a count or a sum reached its ceiling, where it stays (see ``Histogram/isSaturated``).
-    public var isSaturated: Bool {
+    package var isSaturated: Bool {
         nonNegative.isSaturated || negative.isSaturated || count == .max
             || nonNegative.exactSum > UInt128(Int128.max) || negative.exactSum > UInt128(Int128.max)
     }
 
     /// The arithmetic mean; 0 when empty.
-    public var mean: Double { count == 0 ? 0 : sum / Double(count) }
+    package var mean: Double { count == 0 ? 0 : sum / Double(count) }
 
     /// Heap bytes held by both sides' counts.
-    public var allocatedBytes: Int { nonNegative.allocatedBytes + negative.allocatedBytes }
+    package var allocatedBytes: Int { nonNegative.allocatedBytes + negative.allocatedBytes }
 
     // MARK: - Quantiles and buckets
 
     /// The values at quantiles `quantiles` (each 0 ... 1, nearest rank over both sides), in one
     /// pass over each side: within 1/1024 of the true value's magnitude, never outside
     /// `min ... max`, and `min` and `max` exactly at the ends; 0 when empty.
-    public func values(atQuantiles quantiles: [Double]) -> [Int64] {
+    package func values(atQuantiles quantiles: [Double]) -> [Int64] {
         let total = count
         guard total != 0 else { return [Int64](repeating: 0, count: quantiles.count) }
         // Every value the same: each quantile is it, exactly (as `Histogram`'s).
@@ -156,7 +156,7 @@ public struct SignedHistogram: Sendable, Equatable {
     /// For each bound `b` of an ascending list, the number of values `<= b` (Prometheus' `le`
     /// buckets), exact within a bucket of either side as ``Histogram/cumulativeCounts(atUpperBounds:)``
     /// says. Non-decreasing.
-    public func cumulativeCounts(atUpperBounds bounds: [Int64]) -> [UInt64] {
+    package func cumulativeCounts(atUpperBounds bounds: [Int64]) -> [UInt64] {
         precondition(
             zip(bounds, bounds.dropFirst()).allSatisfy { $0 <= $1 },
             "SignedHistogram.cumulativeCounts(atUpperBounds:): the bounds are not in ascending order")
@@ -178,7 +178,7 @@ public struct SignedHistogram: Sendable, Equatable {
 }
 
 extension SignedHistogram: WindowedHistogramSlice {
-    public mutating func resetHead() {
+    package mutating func resetHead() {
         nonNegative.resetHead()
         negative.resetHead()
     }
@@ -186,24 +186,24 @@ extension SignedHistogram: WindowedHistogramSlice {
 
 /// A ``SignedHistogram`` as it is kept between two runs of the collector: each side as a
 /// ``PersistedHistogram``.
-public struct PersistedSignedHistogram: Codable, Sendable, Equatable {
-    public var nonNegative: PersistedHistogram
-    public var negative: PersistedHistogram
+package struct PersistedSignedHistogram: Codable, Sendable, Equatable {
+    package var nonNegative: PersistedHistogram
+    package var negative: PersistedHistogram
 
-    public init(nonNegative: PersistedHistogram, negative: PersistedHistogram) {
+    package init(nonNegative: PersistedHistogram, negative: PersistedHistogram) {
         (self.nonNegative, self.negative) = (nonNegative, negative)
     }
 }
 
 extension SignedHistogram {
     /// This histogram as kept between runs.
-    public var persisted: PersistedSignedHistogram {
+    package var persisted: PersistedSignedHistogram {
         PersistedSignedHistogram(nonNegative: nonNegative.persisted, negative: negative.persisted)
     }
 
     /// The histogram kept as `persisted`; nil when either side does not hold together, or the
     /// negative side holds a magnitude of 0 or above 2^63 (a state file is read, not trusted).
-    public init?(_ persisted: PersistedSignedHistogram) {
+    package init?(_ persisted: PersistedSignedHistogram) {
         guard let nonNegative = Histogram(persisted.nonNegative), let negative = Histogram(persisted.negative) else { return nil }
         guard negative.isEmpty || (negative.min >= 1 && negative.max <= UInt64(1) << 63) else { return nil }
         self.init()

@@ -23,22 +23,22 @@ struct GaugeSlice: WindowSlice {
 ///
 /// Every increment is multiplied by ``samplingFactor``, so a producer that records one event in
 /// `n` still counts all of them. A value type: safe to send, not to mutate from two threads.
-public struct WindowedCounter: SlidingSeries, Sendable {
+package struct WindowedCounter: SlidingSeries, Sendable {
     var windows: SlidingWindows<CounterSlice>
     /// What each increment is multiplied by: `n` for a producer that samples one event in `n`.
-    public var samplingFactor: Double
+    package var samplingFactor: Double
 
     /// Makes a counter at zero.
-    public init(layout: WindowLayout = .standard, samplingFactor: Double = 1) {
+    package init(layout: WindowLayout = .standard, samplingFactor: Double = 1) {
         windows = SlidingWindows(layout: layout)
         self.samplingFactor = samplingFactor
     }
 
     /// The windows this series keeps.
-    public var layout: WindowLayout { windows.layout }
+    package var layout: WindowLayout { windows.layout }
 
     /// Adds `increment` times ``samplingFactor``, observed at `t` (CLOCK_MONOTONIC nanoseconds).
-    public mutating func add(_ increment: UInt64 = 1, atNanos t: UInt64) {
+    package mutating func add(_ increment: UInt64 = 1, atNanos t: UInt64) {
         let amount = Double(increment) * samplingFactor
         windows.update(atNanos: t) { $0.sum += amount }
     }
@@ -47,30 +47,30 @@ public struct WindowedCounter: SlidingSeries, Sendable {
     /// without), and lets the windows' slices go once none is in a window.
     /// - Returns: whether it let them go.
     @discardableResult
-    public mutating func advance(toNanos now: UInt64) -> Bool {
+    package mutating func advance(toNanos now: UInt64) -> Bool {
         windows.advance(toNanos: now)
     }
 
     /// Whether window `window` may hold other values at `now` than at `earlier` (see ``SlidingSeries``).
-    public func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
+    package func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
         windows.windowMayHaveChanged(window, since: earlier, to: now)
     }
 
     /// Until when window `window` holds what it holds at `now` (see ``SlidingSeries``).
-    public func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
+    package func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
         windows.holdsTheSameUntil(window: window, nowNanos: now)
     }
 
     /// Whether windows `window` and `other` hold the same records at `now` (see ``SlidingSeries``).
-    public func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
+    package func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
         windows.holdsTheSameRecords(window: window, as: other, nowNanos: now)
     }
 
     /// Everything ever added, scaled.
-    public var total: Double { windows.allTimeBeforeHead.sum + windows.head.sum }
+    package var total: Double { windows.allTimeBeforeHead.sum + windows.head.sum }
 
     /// What was added in window `window` as of `now`, scaled.
-    public func sum(window: Int, nowNanos now: UInt64) -> Double {
+    package func sum(window: Int, nowNanos now: UInt64) -> Double {
         var result = CounterSlice()
         windows.merge(window: window, nowNanos: now, into: &result)
         return result.sum
@@ -78,7 +78,7 @@ public struct WindowedCounter: SlidingSeries, Sendable {
 
     /// The rate per second over window `window` at `now`: its sum over the time it covers (at
     /// least one tick, and not counting time before the first increment's tick).
-    public func rate(window: Int, nowNanos now: UInt64) -> Double {
+    package func rate(window: Int, nowNanos now: UInt64) -> Double {
         let nanos = Swift.max(windows.coveredNanos(window: window, nowNanos: now), windows.layout.tickNanos)
         return sum(window: window, nowNanos: now) * 1e9 / Double(nanos)
     }
@@ -88,24 +88,24 @@ public struct WindowedCounter: SlidingSeries, Sendable {
 /// windows and rotation as ``WindowedHistogram``.
 ///
 /// A value type: safe to send, not to mutate from two threads.
-public struct WindowedGauge: SlidingSeries, Sendable {
+package struct WindowedGauge: SlidingSeries, Sendable {
     var windows: SlidingWindows<GaugeSlice>
     /// The value with the latest timestamp (the later call on a tie); `nil` before the first.
-    public private(set) var last: Double?
+    package private(set) var last: Double?
     /// The timestamp of ``last``.
-    public private(set) var lastNanos: UInt64 = 0
+    package private(set) var lastNanos: UInt64 = 0
 
     /// Makes a gauge that has not been set.
-    public init(layout: WindowLayout = .standard) {
+    package init(layout: WindowLayout = .standard) {
         windows = SlidingWindows(layout: layout)
     }
 
     /// The windows this series keeps.
-    public var layout: WindowLayout { windows.layout }
+    package var layout: WindowLayout { windows.layout }
 
     /// Sets the gauge to `value` at `t` (CLOCK_MONOTONIC nanoseconds); NaN is ignored, and a late
     /// value updates the windows it falls in but not ``last``.
-    public mutating func set(_ value: Double, atNanos t: UInt64) {
+    package mutating func set(_ value: Double, atNanos t: UInt64) {
         guard !value.isNaN else { return }
         if last == nil || t >= lastNanos {
             last = value
@@ -121,34 +121,34 @@ public struct WindowedGauge: SlidingSeries, Sendable {
     /// without), and lets the windows' slices go once none is in a window.
     /// - Returns: whether it let them go.
     @discardableResult
-    public mutating func advance(toNanos now: UInt64) -> Bool {
+    package mutating func advance(toNanos now: UInt64) -> Bool {
         windows.advance(toNanos: now)
     }
 
     /// Whether window `window` may hold other values at `now` than at `earlier` (see ``SlidingSeries``).
-    public func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
+    package func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
         windows.windowMayHaveChanged(window, since: earlier, to: now)
     }
 
     /// Until when window `window` holds what it holds at `now` (see ``SlidingSeries``).
-    public func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
+    package func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
         windows.holdsTheSameUntil(window: window, nowNanos: now)
     }
 
     /// Whether windows `window` and `other` hold the same records at `now` (see ``SlidingSeries``).
-    public func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
+    package func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
         windows.holdsTheSameRecords(window: window, as: other, nowNanos: now)
     }
 
     /// The smallest and largest values set in window `window` as of `now`; `nil` if none was.
-    public func range(window: Int, nowNanos now: UInt64) -> (min: Double, max: Double)? {
+    package func range(window: Int, nowNanos now: UInt64) -> (min: Double, max: Double)? {
         var result = GaugeSlice()
         windows.merge(window: window, nowNanos: now, into: &result)
         return result.min <= result.max ? (result.min, result.max) : nil
     }
 
     /// The smallest and largest values ever set; `nil` before the first.
-    public var allTimeRange: (min: Double, max: Double)? {
+    package var allTimeRange: (min: Double, max: Double)? {
         let all = windows.allTime
         return all.min <= all.max ? (all.min, all.max) : nil
     }

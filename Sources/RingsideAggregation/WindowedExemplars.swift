@@ -1,20 +1,20 @@
 /// One exemplar a series kept: a value, when it was recorded, the labels that name it (an order
 /// id, a trace id), and who recorded it.
-public struct KeptExemplar: Sendable, Equatable {
+package struct KeptExemplar: Sendable, Equatable {
     /// The value, in the series' unit.
-    public var value: UInt64
+    package var value: UInt64
     /// When it was recorded (CLOCK_MONOTONIC nanoseconds, as the record says), and that time on
     /// the wall (CLOCK_REALTIME nanoseconds), for exports.
-    public var timeNanos: UInt64
-    public var wallTimeNanos: UInt64
+    package var timeNanos: UInt64
+    package var wallTimeNanos: UInt64
     /// The labels: `key=value` pairs joined by newlines, as the producer wrote them (checked).
-    public var labels: String
+    package var labels: String
     /// The process that recorded it, and its thread (kernel id and name, from its lane).
-    public var pid: Int32
-    public var threadID: Int32
-    public var threadName: String
+    package var pid: Int32
+    package var threadID: Int32
+    package var threadName: String
 
-    public init(
+    package init(
         value: UInt64, timeNanos: UInt64, wallTimeNanos: UInt64, labels: String, pid: Int32, threadID: Int32, threadName: String
     ) {
         self.value = value
@@ -27,7 +27,7 @@ public struct KeptExemplar: Sendable, Equatable {
     }
 
     /// The labels as pairs, in the producer's order.
-    public var pairs: [(key: String, value: String)] {
+    package var pairs: [(key: String, value: String)] {
         labels.split(separator: "\n").map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             return (key: String(parts[0]), value: parts.count > 1 ? String(parts[1]) : "")
@@ -67,20 +67,20 @@ struct TopExemplars: WindowSlice {
 /// the head (`windows * (slicesPerWindow + 1) + 1`, 16 with the standard layout: 80 exemplars),
 /// and ``maxBuckets`` (64) for the buckets: at most 144 exemplars of about 100 bytes each with
 /// their strings (labels and thread names of up to 15 bytes are stored inline).
-public struct WindowedExemplars: Sendable {
+package struct WindowedExemplars: Sendable {
     /// Buckets whose latest exemplar is kept, at the most.
-    public static let maxBuckets = 64
+    package static let maxBuckets = 64
 
     var windows: SlidingWindows<TopExemplars>
     /// Each bucket's latest exemplar, by bucket.
-    public private(set) var latestByBucket: [Int32: KeptExemplar] = [:]
+    package private(set) var latestByBucket: [Int32: KeptExemplar] = [:]
 
-    public init(layout: WindowLayout = .standard) {
+    package init(layout: WindowLayout = .standard) {
         windows = SlidingWindows(layout: layout)
     }
 
     /// Keeps `exemplar`, in `bucket` (nil: among the windows' largest only).
-    public mutating func record(_ exemplar: KeptExemplar, bucket: Int32?) {
+    package mutating func record(_ exemplar: KeptExemplar, bucket: Int32?) {
         windows.update(atNanos: exemplar.timeNanos) { $0.add(exemplar) }
         guard let bucket else { return }
         if latestByBucket.count >= Self.maxBuckets && latestByBucket[bucket] == nil,
@@ -93,12 +93,12 @@ public struct WindowedExemplars: Sendable {
     }
 
     /// Moves the current tick into the windows once `now` has passed it.
-    public mutating func advance(toNanos now: UInt64) {
+    package mutating func advance(toNanos now: UInt64) {
         windows.advance(toNanos: now)
     }
 
     /// Window `window`'s largest exemplars at `now`, largest first (at most 5).
-    public func largest(window: Int, nowNanos now: UInt64) -> [KeptExemplar] {
+    package func largest(window: Int, nowNanos now: UInt64) -> [KeptExemplar] {
         var result = TopExemplars()
         windows.merge(window: window, nowNanos: now, into: &result)
         return result.kept

@@ -1,12 +1,12 @@
 extension Histogram: WindowedHistogramSlice {}
 
 /// A histogram of unsigned values over sliding windows (see ``Windowed``).
-public typealias WindowedHistogram = Windowed<Histogram>
+package typealias WindowedHistogram = Windowed<Histogram>
 
 /// A signed histogram series (slippage, PnL: a histogram registered with signed values) over
 /// sliding windows, each slice a ``SignedHistogram``. An unsigned series pays nothing for it: it
 /// stays a ``WindowedHistogram``.
-public typealias WindowedSignedHistogram = Windowed<SignedHistogram>
+package typealias WindowedSignedHistogram = Windowed<SignedHistogram>
 
 /// What a windowed histogram's slices are: ``Histogram`` (values `UInt64`) or ``SignedHistogram``
 /// (values `Int64`, and a largest value that may be absent).

@@ -19,26 +19,31 @@ struct HouseRulesTests {
         return files.sorted { $0.path < $1.path }
     }
 
-    /// RingsideAggregation is public too, and says nothing `package`: it is no product, and Swift
-    /// 6.3 specializes a generic type's `@inlinable` code in another module only when the type is
-    /// public (a `package` one's ran unspecialized in the collector, looking up generic metadata
-    /// at run time: a ninth of the drain thread while a million series were drained).
+    /// `public` is for the product bots import (Ringside) and for the generic types whose
+    /// `@inlinable` code another module specializes: Swift 6.3 specializes a generic type's
+    /// inlinable code in another module only when the type is public (a `package` one's ran
+    /// unspecialized in the collector, looking up generic metadata at run time: a ninth of the
+    /// drain thread while a million series were drained; `ringside-bench collector`'s
+    /// specialization row measures it). So a file outside Sources/Ringside says `public` only
+    /// when it holds `@inlinable` code, at most 60 times in all; everything else says `package`.
     @Test(
-        "only Ringside, the library bots import, and RingsideAggregation, whose inlinable code the collector specializes, declare anything public; the rest of the package says package"
+        "public only in Ringside, the library bots import, and in the files whose inlinable code the collector specializes (at most 60 outside Ringside); the rest of the package says package"
     )
-    func publicOnlyInTheLibrary() throws {
-        let declaration = { (word: String) in try Regex("^\\s*(@\\w+(\\(.*\\))?\\s+)*\(word)\\b") }
-        let (publicWord, packageWord) = (try declaration("public"), try declaration("package"))
+    func publicOnlyWhereNeeded() throws {
+        let publicWord = try Regex("^\\s*(@\\w+(\\(.*\\))?\\s+)*public\\b")
         var offenders: [String] = []
+        var outsideRingside = 0
         for folder in ["Sources", "Benchmarks", "tools/ringside-dump", "tools/ringside-emit"] {
             for file in try swiftFiles(under: folder) where !file.path.hasPrefix("Sources/Ringside/") {
-                let isAggregation = file.path.hasPrefix("Sources/RingsideAggregation/")
-                for (index, line) in file.lines.enumerated() where line.contains(isAggregation ? packageWord : publicWord) {
-                    offenders.append("\(file.path):\(index + 1)")
+                let inlinable = file.lines.contains { $0.contains("@inlinable") }
+                for (index, line) in file.lines.enumerated() where line.contains(publicWord) {
+                    outsideRingside += 1
+                    if !inlinable { offenders.append("\(file.path):\(index + 1)") }
                 }
             }
         }
-        #expect(offenders.isEmpty, "public outside Sources/Ringside and RingsideAggregation, or package in it: \(offenders.prefix(20))")
+        #expect(offenders.isEmpty, "public in a file with no inlinable code, outside Sources/Ringside: \(offenders.prefix(20))")
+        #expect(outsideRingside <= 60, "\(outsideRingside) public declarations outside Sources/Ringside, over 60")
     }
 
     @Test("no source file is over 500 lines")
