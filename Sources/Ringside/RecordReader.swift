@@ -59,32 +59,73 @@ package struct RecordCheck {
     /// What is wrong with a record read at `cursor`, alone, or nil.
     package static func problem(with record: RingRecord, at cursor: UInt64, metrics: [MetricDescriptor?]?) -> String? {
         let slot = "record \(cursor)"
-        guard record.sequence == cursor else { return "\(slot): its sequence is \(record.sequence)" }
         if let metrics, Int(record.metric) >= metrics.count {
+            guard record.sequence == cursor else { return "\(slot): its sequence is \(record.sequence)" }
             return "\(slot): metric index \(record.metric) is not registered (the registry has \(metrics.count))"
         }
-        if record.isExemplarPart {
-            if let metric = metrics?[Int(record.metric)], metric.kind != .histogram {
-                return "\(slot): an exemplar's record, but metric \(metric.index) (\(metric.name)) is a \(metric.kind)"
-            }
-            guard record.flags == 0, record.exemplar_length == 0 else { return "\(slot): an exemplar's record with flags or a length" }
-            return nil
+        let metric = metrics?[Int(record.metric)]
+        guard let fault = record.fault(at: cursor, registeredAs: metric?.kind) else { return nil }
+        let registered = metric.map { "metric \($0.index) (\($0.name)) is a \($0.kind)" } ?? ""
+        switch fault {
+        case .sequence: return "\(slot): its sequence is \(record.sequence)"
+        case .unknownKind: return "\(slot): unknown kind \(record.kind)"
+        case .counterRecord: return "\(slot): a counter's record (counters live in cells and write none)"
+        case .kindMismatch where record.isExemplarPart: return "\(slot): an exemplar's record, but \(registered)"
+        case .kindMismatch: return "\(slot): kind \(MetricKind(rawValue: record.kind)!) but \(registered)"
+        case .exemplarPartFlags: return "\(slot): an exemplar's record with flags or a length"
+        case .unknownFlags: return "\(slot): unknown flags 0x\(String(record.flags, radix: 16))"
+        case .histogramFlags: return "\(slot): a span, exemplar or weight flag on a \(MetricKind(rawValue: record.kind)!)"
+        case .exemplarLength: return "\(slot): an exemplar of \(record.exemplar_length) bytes (1 to \(RS_EXEMPLAR_MAX))"
+        case .lengthWithoutExemplar: return "\(slot): an exemplar length of \(record.exemplar_length) without the exemplar flag"
         }
-        guard let kind = MetricKind(rawValue: record.kind) else { return "\(slot): unknown kind \(record.kind)" }
-        guard kind != .counter else { return "\(slot): a counter's record (counters live in cells and write none)" }
-        if let metric = metrics?[Int(record.metric)], metric.kind != kind {
-            return "\(slot): kind \(kind) but metric \(metric.index) (\(metric.name)) is a \(metric.kind)"
+    }
+}
+
+/// Why a record is one no producer writes (RECORDS in ringside.h), decided in one place for every
+/// reader: the drain counts it invalid, `RecordCheck` says it in words. Deciding allocates nothing.
+@usableFromInline
+package enum RecordFault: Sendable, Equatable {
+    /// Its sequence is not the cursor it was read at.
+    case sequence
+    /// A kind the format has none of.
+    case unknownKind
+    /// A counter's record: counters live in cells and write none.
+    case counterRecord
+    /// A kind other than its metric's, as registered.
+    case kindMismatch
+    /// An exemplar's record with flags or a length.
+    case exemplarPartFlags
+    /// Flags the format has none of.
+    case unknownFlags
+    /// A span, exemplar or weight flag on a record that is no histogram's.
+    case histogramFlags
+    /// An exemplar's length out of 1...RS_EXEMPLAR_MAX.
+    case exemplarLength
+    /// An exemplar's length without the exemplar flag.
+    case lengthWithoutExemplar
+}
+
+extension RingRecord {
+    /// What makes this record, read at `cursor`, one no producer writes, or nil when it is sound;
+    /// `registered` is its metric's kind in the registry (nil: not checked against it). An
+    /// exemplar's record is checked alone; whether it follows its value is `ExemplarAssembler`'s.
+    /// Inlinable: the drain asks it of every record.
+    @inlinable
+    package func fault(at cursor: UInt64, registeredAs registered: MetricKind?) -> RecordFault? {
+        guard sequence == cursor else { return .sequence }
+        if kind == UInt8(RS_KIND_EXEMPLAR.rawValue) {
+            if let registered, registered != .histogram { return .kindMismatch }
+            return flags == 0 && exemplar_length == 0 ? nil : .exemplarPartFlags
         }
-        // A histogram's record may be a span, carry an exemplar, and a weight (SAMPLING in ringside.h).
-        let known = UInt8(RS_FLAG_SPAN | RS_FLAG_EXEMPLAR | RS_FLAG_WEIGHT_MASK)
-        guard record.flags & ~known == 0 else { return "\(slot): unknown flags 0x\(String(record.flags, radix: 16))" }
-        if record.flags & known != 0 && kind != .histogram { return "\(slot): a span, exemplar or weight flag on a \(kind)" }
-        if record.carriesExemplar {
-            guard (1...Int(RS_EXEMPLAR_MAX)).contains(Int(record.exemplar_length)) else {
-                return "\(slot): an exemplar of \(record.exemplar_length) bytes (1 to \(RS_EXEMPLAR_MAX))"
-            }
-        } else if record.exemplar_length != 0 {
-            return "\(slot): an exemplar length of \(record.exemplar_length) without the exemplar flag"
+        guard let kind = MetricKind(rawValue: kind) else { return .unknownKind }
+        guard kind != .counter else { return .counterRecord }
+        if let registered, registered != kind { return .kindMismatch }
+        guard flags & ~UInt8(RS_FLAG_SPAN | RS_FLAG_EXEMPLAR | RS_FLAG_WEIGHT_MASK) == 0 else { return .unknownFlags }
+        if flags != 0 && kind != .histogram { return .histogramFlags }
+        if flags & UInt8(RS_FLAG_EXEMPLAR) != 0 {
+            guard exemplar_length >= 1 && exemplar_length <= UInt16(RS_EXEMPLAR_MAX) else { return .exemplarLength }
+        } else if exemplar_length != 0 {
+            return .lengthWithoutExemplar
         }
         return nil
     }
