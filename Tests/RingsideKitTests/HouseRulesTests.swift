@@ -59,7 +59,9 @@ struct HouseRulesTests {
 
     @Test("the collector's files live in its rooms, one folder a concern, none at the top")
     func collectorRooms() throws {
-        let rooms: Set<String> = ["Drain", "Publish", "Health", "Outputs", "State", "Serve", "Daemon", "Capture", "Recorder"]
+        let rooms: Set<String> = [
+            "Discovery", "Drain", "Series", "Publish", "Health", "Outputs", "State", "Serve", "Daemon", "Capture", "Recorder",
+        ]
         let files = try swiftFiles(under: "Sources/RingsideCollector")
         #expect(!files.isEmpty)
         for file in files {
@@ -68,11 +70,54 @@ struct HouseRulesTests {
         }
     }
 
-    @Test("the drain computes with RingsideAggregation, never imports the exporters")
+    @Test("discovery, the drain and the series compute with RingsideAggregation, never import the exporters")
     func drainDoesNotImportExport() throws {
-        for file in try swiftFiles(under: "Sources/RingsideCollector/Drain") {
-            #expect(!file.lines.contains("import RingsideExport"), "\(file.path) imports RingsideExport")
+        for room in ["Discovery", "Drain", "Series"] {
+            for file in try swiftFiles(under: "Sources/RingsideCollector/" + room) {
+                #expect(!file.lines.contains("import RingsideExport"), "\(file.path) imports RingsideExport")
+            }
         }
+    }
+
+    /// A record's road through the collector: discovery finds a bot's files and hands them to the
+    /// drain (`DiscoveryHandoff`, waking it), the drain reads them into the bot's series, the
+    /// publisher reads the series into a snapshot. Each room names only the types of the rooms it
+    /// hands to or takes from; the series name none of the others. The climbs back still there
+    /// are listed: the test fails when one more appears, and when a listed one is gone (so the list
+    /// only shrinks).
+    @Test("the collector's road runs one way: discovery, drain, series, publish; no room reaches back past the one it takes from")
+    func oneWayRoad() throws {
+        let mayName: [String: Set<String>] = [
+            "Discovery": ["Drain"], "Drain": ["Discovery", "Series"], "Series": [], "Publish": ["Series"],
+        ]
+        var declared: [String: String] = [:]  // a top-level type's name: its room
+        var code: [String: [String]] = [:]  // a room: its files, comments left out
+        for room in mayName.keys {
+            for file in try swiftFiles(under: "Sources/RingsideCollector/" + room) {
+                for line in file.lines {
+                    if let match = line.firstMatch(of: /^(?:[a-z]+ )*(?:class|struct|enum|protocol|typealias) (\w+)/) {
+                        declared[String(match.1)] = room
+                    }
+                }
+                let lines = file.lines.map { $0.split(separator: "//", maxSplits: 1, omittingEmptySubsequences: false).first ?? "" }
+                code[room, default: []].append(lines.joined(separator: "\n"))
+            }
+        }
+        let knownClimbs: Set<String> = [
+            "Drain names Publish's PublishMarks",  // a ring's marks of its last publish, kept on the ring
+            "Publish names Drain's RingTracker",  // the publisher samples rings' cells and registries through the tracker
+            "Publish names Drain's TrackedRing",
+        ]
+        var climbs: Set<String> = []
+        for (room, files) in code {
+            for (name, home) in declared where home != room && !mayName[room]!.contains(home) {
+                let word = try Regex("\\b\(name)\\b")
+                if files.contains(where: { $0.contains(word) }) { climbs.insert("\(room) names \(home)'s \(name)") }
+            }
+        }
+        let (new, gone) = (climbs.subtracting(knownClimbs).sorted(), knownClimbs.subtracting(climbs).sorted())
+        #expect(new.isEmpty, "new climbs along the road: \(new)")
+        #expect(gone.isEmpty, "climbs gone, to strike from the list: \(gone)")
     }
 
     @Test("threads share state behind Locked (a pthread mutex ThreadSanitizer sees), never the standard library's Mutex")

@@ -418,7 +418,7 @@ final class RingTracker {
 
     /// The series of the bot ring `name` writes, made when its first ring comes.
     private func botSeries(writtenBy name: String) -> BotSeries {
-        let bot = BotSeries.botName(ofRing: name)
+        let bot = WorkerRing.botName(ofRing: name)
         if let series = bots[bot] {
             if WorkerRing(name) != nil { series.keepsHistograms = true }
             return series

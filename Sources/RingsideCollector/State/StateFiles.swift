@@ -167,7 +167,7 @@ enum StateFiles {
         loaded.nextGeneration = max(base, loaded.files.values.max() ?? 0) + 1
         // Bots with a file in the directory are seen now; the others keep their dates, none later than now.
         for (bot, seconds) in loaded.content.seen where seconds > nowSeconds { loaded.content.seen[bot] = nowSeconds }
-        let present = Set(ringDirectory.ringNames().map { BotSeries.botName(ofRing: $0) })
+        let present = Set(ringDirectory.ringNames().map { WorkerRing.botName(ofRing: $0) })
         loaded.expired = loaded.content.expire(nowSeconds: nowSeconds, afterSeconds: expirySeconds, present: present)
         loaded.series = loaded.content.bots.values.reduce(0) { $0 + $1.count }
         loaded.histograms = loaded.content.histograms.values.reduce(0) { $0 + $1.count }

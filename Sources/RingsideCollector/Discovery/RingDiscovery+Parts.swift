@@ -74,7 +74,7 @@ extension RingDiscovery {
         /// The listing found `name` (not handed over already: a ring handed during the listing holds its bot).
         mutating func found(_ name: String) {
             guard names.insert(name).inserted else { return }
-            change.found.append(BotSeries.botName(ofRing: name))
+            change.found.append(WorkerRing.botName(ofRing: name))
         }
     }
 }

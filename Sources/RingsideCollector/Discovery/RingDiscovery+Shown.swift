@@ -35,7 +35,7 @@ extension RingDiscovery {
             let before = skippedShown.rings
             skippedShown.rings = names.prefix(DiscoveryHandoff.shownLimit).map { name in
                 var ring = RingSnapshot(
-                    name: name, bot: BotSeries.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped,
+                    name: name, bot: WorkerRing.botName(ofRing: name), worker: WorkerRing(name)?.pid, state: .skipped,
                     problem: problem(of: name))
                 ring.owner = refused[name]?.state?.owner  // whose file it is (--allow-uid shows it)
                 return ring

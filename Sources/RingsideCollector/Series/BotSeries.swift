@@ -36,7 +36,4 @@ final class BotSeries {
         var awaitingFigures = 0
         var isQuiet: Bool { untilNanos == .max && awaitingFigures == 0 }
     }
-
-    /// The bot a ring writes: a worker's ring names its bot before the separator.
-    static func botName(ofRing ring: String) -> String { WorkerRing(ring)?.bot ?? ring }
 }

@@ -326,7 +326,7 @@ final class RingDiscovery: @unchecked Sendable {
         if handed.opened.count > opened {
             handed.opened[opened].holdsAtStart = listed || scan.start?.listed == false
         } else if listed {
-            scan.start?.change.settled.append(BotSeries.botName(ofRing: name))
+            scan.start?.change.settled.append(WorkerRing.botName(ofRing: name))
         }
     }
 

@@ -163,7 +163,7 @@ final class DiscoveryHandoff: Sendable {
         let taken = queues.withLock { queues -> (found: [FoundRing], changed: [String]) in
             let found = Array(queues.found.prefix(limit))
             queues.found.removeFirst(found.count)
-            for ring in found where ring.holdsAtStart { settle(BotSeries.botName(ofRing: ring.consumer.name), in: &queues) }
+            for ring in found where ring.holdsAtStart { settle(WorkerRing.botName(ofRing: ring.consumer.name), in: &queues) }
             if queues.startListed, queues.heldAtStart.isEmpty { startSettled.store(true, ordering: .releasing) }
             guard queues.found.isEmpty else { return (found, []) }
             defer { queues.changed.removeAll() }
