@@ -74,7 +74,7 @@ package typealias HTTPServerLog = @Sendable (_ message: String, _ isProblem: Boo
 /// wait for itself.
 package final class HTTPServer: Sendable {
     /// How long `stop` waits for the workers' jobs under way.
-    static let workerWait = DispatchTimeInterval.milliseconds(500)
+    static let workerWaitNanos: UInt64 = 500_000_000
 
     /// The collector's conventional address: this machine only.
     package static let defaultListen = "127.0.0.1:9464"
@@ -101,7 +101,7 @@ package final class HTTPServer: Sendable {
 
     private enum Lifecycle {
         case ready
-        case running(Syscall.Thread)
+        case running(PartThread)
         case stopped
     }
 
@@ -170,9 +170,9 @@ package final class HTTPServer: Sendable {
         self.log = log
         self.quick = quick
         self.security = security
-        worker = Worker(work: handler, wakeup: wakeup)
+        worker = Worker(name: "ringside-answer", work: handler, wakeup: wakeup)
         passwords = security.map { security in
-            Worker(work: { security.verify($0) }, wakeup: wakeup)
+            Worker(name: "ringside-passwd", work: { security.verify($0) }, wakeup: wakeup)
         }
     }
 
@@ -209,17 +209,14 @@ package final class HTTPServer: Sendable {
             let loop = ServerLoop(
                 listenFD: listenFD, wakeup: wakeup, limits: limits, log: log, quick: quick, worker: worker, passwords: passwords,
                 security: security)
-            let nice = limits.threadNiceIncrement
-            switch Syscall.startThread({
-                if nice > 0 { Syscall.lowerThreadPriority(by: nice) }
-                loop.run()
-            }) {
-            case .success(let thread):
+            let thread = PartThread(name: "ringside-http")
+            switch thread.start(niceIncrement: limits.threadNiceIncrement, { loop.run() }) {
+            case .success:
                 state = .running(thread)
             case .failure(let error):
                 worker.stop()
                 passwords?.stop()
-                throw .from(error, listen: boundAddress)
+                throw .from(SyscallError(call: "pthread_create", errno: error), listen: boundAddress)
             }
         }
     }
@@ -227,8 +224,8 @@ package final class HTTPServer: Sendable {
     /// Closes the listening socket and every connection and waits for the threads to exit: one
     /// wake-up of the loop (well under a millisecond when idle: it never blocks), and the end of
     /// the page the render worker renders and the password the password worker hashes, if any,
-    /// for `workerWait` at most: past it they are left to finish alone and their answers dropped.
-    /// So a stop takes about `workerWait` at the most, whatever a worker is doing. Idempotent;
+    /// for `workerWaitNanos` at most: past it they are left to finish alone and their answers dropped.
+    /// So a stop takes about `workerWaitNanos` at the most, whatever a worker is doing. Idempotent;
     /// safe from any thread except `quick` and `handler`.
     package func stop() {
         lifecycle.withLock { state in
@@ -237,13 +234,13 @@ package final class HTTPServer: Sendable {
                 return
             case .running(let thread):
                 wakeup.requestStop()
-                Syscall.join(thread)
+                thread.stop()
             case .ready:
                 break
             }
-            let deadline = DispatchTime.now() + Self.workerWait
-            worker.stop(waitingUntil: deadline)
-            passwords?.stop(waitingUntil: deadline)
+            let deadline = PartThread.monotonicNanos() + Self.workerWaitNanos
+            worker.stop(deadlineNanos: deadline)
+            passwords?.stop(deadlineNanos: deadline)
             System.close(listenFD)
             state = .stopped
         }

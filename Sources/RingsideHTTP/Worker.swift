@@ -33,7 +33,6 @@ final class Worker<Input: Sendable, Output: Sendable>: Sendable {
         var jobs: [Job] = []
         var answers: [Answer] = []
         var stopping = false
-        var thread: Syscall.Thread?
     }
 
     private let work: @Sendable (Input) -> Output
@@ -41,20 +40,18 @@ final class Worker<Input: Sendable, Output: Sendable>: Sendable {
     private let state = Locked(State())
     /// One signal per job submitted, and one for `stop`.
     private let jobsWaiting = DispatchSemaphore(value: 0)
-    /// Signalled once, when the thread returns.
-    private let finished = DispatchSemaphore(value: 0)
+    private let thread: PartThread
 
-    init(work: @escaping @Sendable (Input) -> Output, wakeup: LoopWakeup) {
+    /// A worker whose thread is named `name` (`top -H`).
+    init(name: String, work: @escaping @Sendable (Input) -> Output, wakeup: LoopWakeup) {
+        thread = PartThread(name: name)
         self.work = work
         self.wakeup = wakeup
     }
 
     /// Starts the thread, `niceIncrement` below the caller's priority.
     func start(niceIncrement: Int32) -> Result<Void, SyscallError> {
-        Syscall.startThread { [self] in
-            if niceIncrement > 0 { Syscall.lowerThreadPriority(by: niceIncrement) }
-            run()
-        }.map { thread in state.withLock { $0.thread = thread } }
+        thread.start(niceIncrement: niceIncrement) { [self] in run() }.mapError { SyscallError(call: "pthread_create", errno: $0) }
     }
 
     func submit(_ job: Job) {
@@ -73,20 +70,9 @@ final class Worker<Input: Sendable, Output: Sendable>: Sendable {
     /// Ends the thread once the job it is doing (if any) is done, and waits for it until
     /// `deadline`; past it, the thread is left to finish and end alone (detached), its answer
     /// dropped. Jobs still queued are dropped. Idempotent.
-    func stop(waitingUntil deadline: DispatchTime = .distantFuture) {
-        guard
-            let thread = state.withLock({ state -> Syscall.Thread? in
-                state.stopping = true
-                defer { state.thread = nil }
-                return state.thread
-            })
-        else { return }
-        jobsWaiting.signal()
-        if finished.wait(timeout: deadline) == .success {
-            Syscall.join(thread)
-        } else {
-            Syscall.detach(thread)
-        }
+    func stop(deadlineNanos: UInt64? = nil) {
+        state.withLock { $0.stopping = true }
+        thread.stop(waking: { _ = jobsWaiting.signal() }, deadlineNanos: deadlineNanos)
     }
 
     private func run() {
@@ -97,7 +83,6 @@ final class Worker<Input: Sendable, Output: Sendable>: Sendable {
                 return .some(state.jobs.isEmpty ? nil : state.jobs.removeFirst())
             }
             guard let job = next else {
-                finished.signal()
                 return
             }
             guard let job else { continue }

@@ -1,8 +1,8 @@
 // The HTTP client's and server's calls (RingsideHTTPClient, RingsideHTTP), named after what they
 // do: the sockets' outcomes as the event loop tells them apart, over RingsideSystem's thin
 // wrappers (which read errno and make a call again after EINTR), and the library calls with error
-// conventions of their own (`getaddrinfo`, `pthread_create`), made here. Everyone else sees
-// `IOResult`, `SyscallError` and plain `Int32` descriptors. Here, not in RingsideHTTP, so that the
+// conventions of their own (`getaddrinfo`), made here; threads are RingsideSystem's `PartThread`.
+// Everyone else sees `IOResult`, `SyscallError` and plain `Int32` descriptors. Here, not in RingsideHTTP, so that the
 // client is linked without OpenSSL (the operator's tools link it).
 //
 // Swift's Glibc module is built without _GNU_SOURCE, so the Linux calls that take flags (the
@@ -23,6 +23,11 @@ import RingsideSystem
 package struct SyscallError: Error, Equatable {
     package var call: String
     package var errno: Errno
+
+    package init(call: String, errno: Errno) {
+        self.call = call
+        self.errno = errno
+    }
 }
 
 /// What a non-blocking read or write did: the three outcomes the event loop tells apart, plus
@@ -262,16 +267,6 @@ package enum Syscall {
         (try? System.open("/dev/null", O_RDONLY | O_CLOEXEC)) ?? -1
     }
 
-    /// Lowers the calling thread's priority: adds `increment` to its nice value (at most 19).
-    /// On Linux the nice value is a thread's own: `PRIO_PROCESS` with id 0 is the calling thread.
-    /// Failure (a sandbox that forbids it) leaves the priority as it was. The corresponding C
-    /// functions are `getpriority` and `setpriority`.
-    package static func lowerThreadPriority(by increment: Int32) {
-        let which = __priority_which_t(PRIO_PROCESS.rawValue)
-        guard let current = try? System.getpriority(which, 0) else { return }
-        try? System.setpriority(which, 0, min(19, current + increment))
-    }
-
     /// Milliseconds on a clock that never jumps, for deadlines.
     /// The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
     package static func monotonicMillis() -> Int64 {
@@ -309,44 +304,6 @@ package enum Syscall {
     }
 
     package struct ResolveFailure: Error { package var message: String }
-
-    /// Starts a dedicated OS thread running `body`. Returns the pthread error code on failure
-    /// (pthread functions return it rather than setting errno).
-    /// The corresponding C function is `pthread_create`.
-    package static func startThread(_ body: @escaping () -> Void) -> Result<Thread, SyscallError> {
-        final class Box {
-            let body: () -> Void
-            init(body: @escaping () -> Void) { self.body = body }
-        }
-        let context = Unmanaged.passRetained(Box(body: body)).toOpaque()
-        var thread = pthread_t()
-        let rc = pthread_create(
-            &thread, nil,
-            { raw in
-                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-                box.body()
-                return nil
-            }, context)
-        guard rc == 0 else {
-            Unmanaged<Box>.fromOpaque(context).release()
-            return .failure(SyscallError(call: "pthread_create", errno: Errno(rawValue: rc)))
-        }
-        return .success(thread)
-    }
-
-    /// A started thread, to join.
-    package typealias Thread = pthread_t
-
-    /// The corresponding C function is `pthread_join`.
-    package static func join(_ thread: Thread) {
-        _ = pthread_join(thread, nil)
-    }
-
-    /// Lets a thread end on its own, unjoined: its resources go when it returns.
-    /// The corresponding C function is `pthread_detach`.
-    package static func detach(_ thread: Thread) {
-        _ = pthread_detach(thread)
-    }
 }
 
 /// The text before the first NUL of a C buffer.

@@ -42,8 +42,23 @@ final class CaptureWriter: Sendable {
     let directory: LogDirectory
     let maxRecords: Int
     let program: String
-    private let queue = DispatchQueue(label: "ringside-capture", qos: .utility)
     private let done = Locked<[Outcome]>([])
+    /// Its thread, started at the first job, at a low priority: a capture waits, the drain does not.
+    private let thread = PartThread(name: "ringside-traces")
+    private let tasks = Locked(Tasks())
+
+    /// The jobs given and not yet taken, each with the waits for it (`drain`).
+    private struct Tasks {
+        var queue: [Task] = []
+        var started = false
+        var finished = false
+    }
+
+    private enum Task {
+        case write(Job)
+        /// Signalled once every job before it is written.
+        case mark(DispatchSemaphore)
+    }
 
     init(directory: LogDirectory, maxRecords: Int, program: String) {
         self.directory = directory
@@ -51,12 +66,9 @@ final class CaptureWriter: Sendable {
         self.program = program
     }
 
-    /// Writes `job` in the background.
+    /// Writes `job` in the background (after `finish`, at once, on the caller's thread).
     func write(_ job: Job) {
-        queue.async { [self] in
-            let outcome = Self.write(job, into: directory, maxRecords: maxRecords, program: program)
-            done.withLock { $0.append(outcome) }
-        }
+        guard enqueue(.write(job)) else { return take(job) }
     }
 
     /// The outcomes since the last call.
@@ -68,7 +80,47 @@ final class CaptureWriter: Sendable {
     }
 
     /// Waits for the jobs given so far (a test's, or the collector's at stop).
-    func drain() { queue.sync {} }
+    func drain() {
+        let written = DispatchSemaphore(value: 0)
+        if enqueue(.mark(written)) { written.wait() }
+    }
+
+    /// Writes the jobs given so far, then stops its thread (the collector's stop).
+    func finish() {
+        drain()
+        tasks.withLock { $0.finished = true }
+        thread.stop()
+    }
+
+    /// Queues `task` for the thread, starting it at the first; false once finished.
+    private func enqueue(_ task: Task) -> Bool {
+        let start = tasks.withLock { tasks -> Bool? in
+            guard !tasks.finished else { return nil }
+            tasks.queue.append(task)
+            defer { tasks.started = true }
+            return !tasks.started
+        }
+        guard let start else { return false }
+        if start { thread.startOrExit(niceIncrement: 5) { [self] in run() } }
+        thread.wake()
+        return true
+    }
+
+    private func run() {
+        while !thread.isStopping {
+            let next = tasks.withLock { $0.queue.isEmpty ? nil : $0.queue.removeFirst() }
+            switch next {
+            case nil: thread.pause(nanos: .max)
+            case .write(let job): take(job)
+            case .mark(let written): written.signal()
+            }
+        }
+    }
+
+    private func take(_ job: Job) {
+        let outcome = Self.write(job, into: directory, maxRecords: maxRecords, program: program)
+        done.withLock { $0.append(outcome) }
+    }
 
     static func write(_ job: Job, into directory: LogDirectory, maxRecords: Int, program: String) -> Outcome {
         var outcome = Outcome(id: job.id, kind: job.kind)

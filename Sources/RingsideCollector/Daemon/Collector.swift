@@ -43,7 +43,7 @@ package final class Collector: @unchecked Sendable {
     /// SLO rules and quantiles a reload gave, for the drain thread to take at its next pass.
     private let pendingSettings = Locked<(sloRules: [SLORule], quantiles: [Double])?>(nil)
     /// The drain thread.
-    private let loop = PartThread(part: "the collector")
+    private let loop = PartThread(name: "ringside-drain")
     /// `stop` began: its last pass leaves discovery out.
     private var stopping = false
     /// Descriptors kept for the HTTP server's connections and the process's own files (the
@@ -169,7 +169,7 @@ package final class Collector: @unchecked Sendable {
         precondition(!loop.isRunning, "the collector is already running")
         threadSampler?.start()
         discovery.start()
-        loop.start(name: "ringside-drain") { [self] in
+        loop.startOrExit { [self] in
             // A short slice: waking, the drain takes the CPU from a thread of the default slice at
             // once rather than after that one's slice or the next tick (docs/operations.md has the
             // gaps with and without). A kernel before 6.12 ignores it.
@@ -199,7 +199,7 @@ package final class Collector: @unchecked Sendable {
         // came until now, before the collector goes.
         if let capturer, let recorder = tracker.recorder {
             _ = capturer.pass(nowNanos: rs_clock_precise_ns(), recorder: recorder, flushing: true)
-            capturer.writer.drain()
+            capturer.writer.finish()
             _ = capturer.pass(nowNanos: rs_clock_precise_ns(), recorder: recorder)  // says what was written
         }
         tracker.closeState()  // saves the state, and lets go of the directory's lock

@@ -60,7 +60,7 @@ final class RingDiscovery: @unchecked Sendable {
     var skippedShown = SkippedShown()
 
     /// Its thread, whose pauses (see `CPUShare`) `stop` ends at once.
-    private let loop = PartThread(part: "discovery")
+    private let loop = PartThread(name: "ringside-find")
 
     /// How often the directory is listed whole: a fallback while inotify watches it (events are
     /// lost only with a signal, which has it listed at once), the way while it does not.
@@ -106,7 +106,7 @@ final class RingDiscovery: @unchecked Sendable {
 
     /// Starts its thread.
     func start() {
-        loop.start(name: "ringside-find") { [self] in
+        loop.startOrExit { [self] in
             // At the drain's priority, not below: a host whose every core is busy (spinning bots)
             // would leave a thread below it next to nothing, and new bots unfound. Its share
             // keeps it to a quarter of a core.

@@ -59,7 +59,7 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     private var tally = RoundTally()
     /// The one buffer every file is read into (4 KB: a status is about 1.4 KB).
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
-    private let loop = PartThread(part: "the thread sampler")
+    private let loop = PartThread(name: "ringside-sample")
 
     /// - Parameters:
     ///   - source: the latest published snapshot.
@@ -83,7 +83,7 @@ package final class ThreadHealthSampler: @unchecked Sendable {
     // MARK: - Its thread
 
     func start() {
-        loop.start(name: "ringside-sample") { [self] in
+        loop.startOrExit { [self] in
             // Below the drain thread, as the HTTP threads are: a round waits, the drain does not.
             // On Linux the nice value is a thread's own: PRIO_PROCESS with id 0 is this thread.
             let which = __priority_which_t(PRIO_PROCESS.rawValue)

@@ -49,7 +49,7 @@ package final class OTLPPusher: Sendable {
     private let userAgent: String
     private let state: Locked<State>
     private let wakeup = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
+    private let thread = PartThread(name: "ringside-otlp")
     /// Cancelled by `stop` once its deadline passed: ends the attempt under way.
     private let cancellation = HTTPClientCancellation()
 
@@ -145,17 +145,12 @@ package final class OTLPPusher: Sendable {
     // MARK: - Its thread
 
     func start() {
-        let thread = Thread { [self] in
-            try? System.setThreadName("ringside-otlp")  // for top -H
-            // Below the drain thread, as the HTTP threads are.
-            let which = __priority_which_t(PRIO_PROCESS.rawValue)
-            if let nice = try? System.getpriority(which, 0) { try? System.setpriority(which, 0, min(19, nice + 10)) }
+        // Below the drain thread, as the HTTP threads are.
+        thread.startOrExit(niceIncrement: 10) { [self] in
             while let wait = turn(nowNanos: rs_clock_precise_ns()) {
                 if wait > 0 { _ = wakeup.wait(timeout: wait == .max ? .distantFuture : .now() + .nanoseconds(Int(clamping: wait))) }
             }
-            finished.signal()
         }
-        thread.start()
     }
 
     /// Sends what is queued, each export once, until `stopRequestedNanos` + `stopFlushNanos`
@@ -170,14 +165,10 @@ package final class OTLPPusher: Sendable {
             return state.stats
         }
         wakeup.signal()
-        let now = rs_clock_precise_ns()
-        let left = deadline > now ? deadline - now : 0
-        var ended = finished.wait(timeout: .now() + .nanoseconds(Int(clamping: left))) == .success
+        var ended = thread.awaitEnd(untilNanos: deadline)
         let cutShort = !ended && state.withLock { $0.inFlight }
-        if !ended {
-            cancellation.cancel()
-            ended = finished.wait(timeout: .now() + .nanoseconds(Int(Self.stopGraceNanos))) == .success
-        }
+        if !ended { cancellation.cancel() }
+        ended = thread.stop(waking: { _ = wakeup.signal() }, deadlineNanos: rs_clock_precise_ns() &+ Self.stopGraceNanos)
         let (after, lastFailure) = state.withLock { state in
             if !ended {
                 state.abandoned = true

@@ -37,10 +37,11 @@ struct HeapTrim {
             Self.running.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
         trimmed(nowNanos: now)
-        Thread.detachNewThread {
+        let started = PartThread.runDetached(name: "ringside-trim") {
             System.trimHeap()
             Self.running.store(false, ordering: .releasing)
         }
+        if case .failure = started { Self.running.store(false, ordering: .releasing) }  // the next one tries again
     }
 
     /// Counts `count` more series let go at `now`, and says whether a trim is due.

@@ -89,6 +89,8 @@ package final class MetricsPages: Sendable {
         var nextAllowedNanos: UInt64 = 0
         var running = false
         var stopping = false
+        /// Its thread while running (a new one at each start).
+        var thread: PartThread?
 
         /// Scraped twice within the interest: the thread keeps its page up to date.
         func isPolled(_ variant: Variant, nowNanos now: UInt64) -> Bool {
@@ -104,7 +106,6 @@ package final class MetricsPages: Sendable {
     /// Held while a page is rendered: one at a time.
     private let rendering = Locked(())
     private let wakeup = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
     /// Tests: called on the rendering thread before each render, with the variants about to be rendered.
     private let beforeRender = Locked<(@Sendable (Set<Variant>) -> Void)?>(nil)
 
@@ -171,39 +172,33 @@ package final class MetricsPages: Sendable {
 
     /// Starts the thread that keeps the scraped variants' pages up to date.
     package func start() {
-        let started = state.withLock { state -> Bool in
-            guard !state.running else { return false }
+        let thread = state.withLock { state -> PartThread? in
+            guard !state.running else { return nil }
             state.running = true
             state.stopping = false
-            return true
+            state.thread = PartThread(name: "ringside-render")
+            return state.thread
         }
-        guard started else { return }
-        let thread = Thread { [self] in
-            try? System.setThreadName("ringside-render")  // for top -H
-            // Below the drain thread, as the HTTP threads are: a render waits, the drain does not.
-            // On Linux the nice value is a thread's own: PRIO_PROCESS with id 0 is this thread.
-            let which = __priority_which_t(PRIO_PROCESS.rawValue)
-            if let nice = try? System.getpriority(which, 0) { try? System.setpriority(which, 0, min(19, nice + 10)) }
+        // Below the drain thread, as the HTTP threads are: a render waits, the drain does not.
+        thread?.startOrExit(niceIncrement: 10) { [self] in
             while let timeout = renderDue(nowNanos: rs_clock_precise_ns()) {
                 _ = wakeup.wait(timeout: timeout == .max ? .distantFuture : .now() + .nanoseconds(Int(clamping: timeout)))
             }
-            finished.signal()
         }
-        thread.start()
     }
 
     /// Stops the thread once its render (if any) is done; scrapes waiting for a page get one
     /// rendered on their own thread. Idempotent.
     package func stop() {
-        let wasRunning = state.withLock { state -> Bool in
+        let thread = state.withLock { state -> PartThread? in
             defer { state.stopping = state.running }
-            return state.running
+            return state.running ? state.thread : nil
         }
-        guard wasRunning else { return }
-        wakeup.signal()
-        finished.wait()
+        guard let thread else { return }
+        thread.stop(waking: { _ = wakeup.signal() })
         let waiters = state.withLock { state -> [Waiter] in
             state.running = false
+            state.thread = nil
             defer { state.waiters = [] }
             return state.waiters
         }

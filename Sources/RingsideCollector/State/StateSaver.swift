@@ -23,7 +23,7 @@ import Synchronization
 /// histograms that fit beside them within `--state-max-bytes` (`StateSnapshotWriter`): what a
 /// collector reads back, always.
 // @unchecked: `work` is the saver thread's alone (or the caller's of `finish`, once the thread
-// has ended: `finished` orders them); the drain thread reaches it only through `shared`.
+// has ended: the join orders them); the drain thread reaches it only through `shared`.
 final class StateSaver: @unchecked Sendable {
     /// What the drain thread tells it.
     enum Message: Sendable {
@@ -79,9 +79,7 @@ final class StateSaver: @unchecked Sendable {
     private let expirySeconds: UInt64?
     private let shared = Locked(Shared())
     private var work: Work
-    private let wakeup = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
-    private var isRunning = false
+    private let thread = PartThread(name: "ringside-state")
 
     /// A saver of `content`, read from `files` at start (`unreadable`: those left unread).
     init(
@@ -101,7 +99,7 @@ final class StateSaver: @unchecked Sendable {
     /// Tells it `message`; never waits for a save.
     func post(_ message: Message) {
         shared.withLock { $0.inbox.append(message) }
-        wakeup.signal()
+        thread.wake()
     }
 
     /// Counts a journal line that could not be written (`failure`), or says one was (nil).
@@ -126,31 +124,22 @@ final class StateSaver: @unchecked Sendable {
 
     /// Starts its thread.
     func start() {
-        precondition(!isRunning, "the state saver is already running")
-        isRunning = true
-        let thread = Thread { [self] in
-            try? System.setThreadName("ringside-state")  // for top -H
+        thread.startOrExit { [self] in
             // At the drain thread's priority, not below it as the HTTP threads are: a snapshot
             // maps and unmaps memory and creates and renames files in the ring directory, and a
             // niced saver preempted while it held the kernel's locks for them stalled the drain
             // thread behind it (a neighbour at 20,000 records a second dropped 14,000 to 20,000
             // records in 2 of 7 starts beside 16 MB of state; 0 in 9 at the same priority).
             while let wait = turn(nowNanos: rs_clock_precise_ns()) {
-                _ = wakeup.wait(timeout: wait == .max ? .distantFuture : .now() + .nanoseconds(Int(clamping: wait)))
+                thread.pause(nanos: wait)
             }
-            finished.signal()
         }
-        thread.start()
     }
 
     /// Stops its thread once it has taken every message (a snapshot asked for is tried once
     /// more, at once), and waits for it.
     func finish() {
-        guard isRunning else { return }
-        shared.withLock { $0.stopping = true }
-        wakeup.signal()
-        finished.wait()
-        isRunning = false
+        thread.stop(waking: { shared.withLock { $0.stopping = true } })
     }
 
     // MARK: - Its thread
