@@ -33,12 +33,14 @@ struct CollectorConfigFile {
 
     /// A configuration file is small: past this it is refused unread.
     static let maxBytes = 1 << 20
+    /// Which names it takes, and how, from the option table.
+    static let keys = CollectorOption.configKeys
     /// Flags that take no value: `true` gives the flag, `false` leaves it out.
-    static let switches: Set<String> = ["web-enable-lifecycle", "web.enable-lifecycle"]
+    static var switches: Set<String> { keys.switches }
     /// Flags of the command line alone.
-    static let commandLineOnly: Set<String> = ["config", "help", "version", "demo"]
+    static var commandLineOnly: Set<String> { keys.commandLineOnly }
     /// Flags whose value is a comma-separated list: a YAML list of its items is joined.
-    static let commaLists: Set<String> = ["windows", "quantiles"]
+    static var commaLists: Set<String> { keys.commaLists }
 
     /// Reads and checks the file at `path`.
     init(path: String) throws(UsageError) {
@@ -135,14 +137,9 @@ struct CollectorConfigFile {
         for argument in arguments where argument.hasPrefix("--") && argument.count > 2 {
             let name = argument.dropFirst(2).prefix { $0 != "=" }
             names.insert(String(name))
-            // The two spellings of one flag are one flag.
-            if let other = synonyms[String(name)] { names.insert(other) }
+            // The spellings of one flag are one flag.
+            names.formUnion(keys.spellings[String(name)] ?? [])
         }
         return names
     }
-
-    private static let synonyms = [
-        "web-config-file": "web.config.file", "web.config.file": "web-config-file",
-        "web-enable-lifecycle": "web.enable-lifecycle", "web.enable-lifecycle": "web-enable-lifecycle",
-    ]
 }

@@ -55,24 +55,10 @@ package struct ReloadOutcome: Sendable, Equatable {
 
 /// What a reload changes while the collector runs, and what only a start can change.
 enum ReloadPlan {
-    /// The settings only a new start changes, each with the flag that sets it: they shape the
-    /// rings' reading and the series' windows, which a reload keeps as they are.
-    static var startOnly: [StartOnlySetting] {
-        [
-            .init("--dir", \.directory), .init("--ring", \.rings), .init("--windows", \.windowNanos),
-            .init("--allow-uid", \.allowedUIDs), .init("--poll", \.pollNanos),
-            .init("--max-series*", \.maxSeries), .init("--max-series*", \.maxSeriesPerRing),
-            .init("--max-series*", \.maxSeriesBytes), .init("--native-histograms", \.nativeHistogramSchema),
-            .init("--history*", \.historySeconds), .init("--history*", \.historyMaxSeries),
-            .init("--thread-sample-interval", \.threadSampleIntervalNanos),
-            .init("--recorder-*", \.recorderNanos), .init("--recorder-*", \.recorderMaxBytes),
-            .init("--capture-*", \.captureDirectory), .init("--capture-*", \.captureAfterNanos),
-            .init("--capture-*", \.captureMinIntervalNanos), .init("--capture-*", \.captureMaxRecords),
-            .init("--capture-*", \.captureBounds), .init("--log-format", \.logFormat),
-            .init("--web-enable-lifecycle", \.reloadEndpoint), .init("--state-*", \.stateMaxBytes),
-            .init("--state-*", \.stateExpirySeconds),
-        ]
-    }
+    /// The settings only a new start changes, each with the flag that sets it (as the option
+    /// table declares them): they shape the rings' reading and the series' windows, which a reload
+    /// keeps as they are.
+    static var startOnly: [StartOnlySetting] { CollectorOption.all.flatMap(\.startOnly) }
 
     /// The flags of the start-only settings that differ from `old` in `new`, each named once.
     static func startOnlyChanges(from old: CollectorOptions, to new: CollectorOptions) -> [String] {

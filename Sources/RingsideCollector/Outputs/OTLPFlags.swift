@@ -19,64 +19,85 @@ struct OTLPFlags {
     /// The last flag given that needs an endpoint.
     var needingEndpoint: String?
 
-    /// The flags' lines in `--help`.
-    static let usage = """
-          --otlp-endpoint URL    push every series to an OTLP/HTTP receiver (protobuf, gzipped; http://
-                                 or https://); /v1/metrics is added to a URL without a path. Else
-                                 OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, and the other OTEL_* variables
-                                 under the flags below: the flags win (docs/otlp.md)
-          --otlp-interval DUR    how often (default 10s; 100ms to 1h)
-          --otlp-header K=V      a header sent with every export, e.g. an API key (repeatable)
-          --otlp-timeout DUR     how long one export may take, connecting to reading the answer
-                                 (default 10s; 100ms to 5m)
-          --otlp-resource-attribute K=V
-                                 a resource attribute on every export (repeatable; service.name
-                                 replaces the bot's name, which stays in ringside.bot)
-          --otlp-temporality cumulative|delta
-                                 counters and histograms as totals (default) or as the change since
-                                 the last export the receiver took
-          --otlp-ca-file FILE    the CA certificates (PEM) that check an https receiver (default:
-                                 the system's)
-          --otlp-cert-file FILE, --otlp-key-file FILE
-                                 a client certificate and its key (PEM), for a receiver that asks
-                                 for one (mTLS)
-        """
-
-    /// Takes `flag` if it is one of the exporter's; false when it is not.
-    mutating func take(
-        _ flag: String, value: () throws(UsageError) -> String, duration: (ClosedRange<UInt64>) throws(UsageError) -> UInt64
-    )
-        throws(UsageError) -> Bool
-    {
-        switch flag {
-        case "--otlp-endpoint":
-            endpoint = try OTLPOptions.endpoint(parsing: value())
-            return true
-        case "--otlp-interval": intervalNanos = try duration(100 * ms...hour)
-        case "--otlp-timeout": timeoutNanos = try duration(100 * ms...5 * minute)
-        case "--otlp-header": headers.append(try OTLPOptions.header(parsing: value()))
-        case "--otlp-resource-attribute":
-            let text = try value()
-            guard let equals = text.firstIndex(of: "="), equals != text.startIndex,
-                text[..<equals].utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
-            else { throw UsageError("\(flag) \(text): expected KEY=VALUE, the key ASCII without blanks") }
-            set(&resourceAttributes, OTLPAttribute(String(text[..<equals]), String(text[text.index(after: equals)...])))
-        case "--otlp-temporality":
-            let text = try value()
-            guard let chosen = OTLPTemporality(rawValue: text) else { throw UsageError("\(flag) \(text): use cumulative or delta") }
-            temporality = chosen
-        case "--otlp-ca-file": caFile = try Self.file(value(), flag: flag)
-        case "--otlp-cert-file": certFile = try Self.file(value(), flag: flag)
-        case "--otlp-key-file": keyFile = try Self.file(value(), flag: flag)
-        default: return false
-        }
-        needingEndpoint = flag
-        return true
+    /// The exporter's options (a reload applies them: the pusher is made again).
+    static var options: [CollectorOption] {
+        [
+            .init(
+                ["--otlp-endpoint"], .value("URL"),
+                help: [
+                    "push every series to an OTLP/HTTP receiver (protobuf, gzipped; http://",
+                    "or https://); /v1/metrics is added to a URL without a path. Else",
+                    "OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT, and the other OTEL_* variables",
+                    "under the flags below: the flags win (docs/otlp.md)",
+                ]
+            ) { reading, value throws(UsageError) in reading.otlp.endpoint = try OTLPOptions.endpoint(parsing: value.text) },
+            needingEndpoint(["--otlp-interval"], .value("DUR"), help: ["how often (default 10s; 100ms to 1h)"]) {
+                otlp, value throws(UsageError) in
+                otlp.intervalNanos = try duration(value, 100 * ms...hour)
+            },
+            needingEndpoint(
+                ["--otlp-header"], .value("K=V"), help: ["a header sent with every export, e.g. an API key (repeatable)"]
+            ) { otlp, value throws(UsageError) in otlp.headers.append(try OTLPOptions.header(parsing: value.text)) },
+            needingEndpoint(
+                ["--otlp-timeout"], .value("DUR"),
+                help: ["how long one export may take, connecting to reading the answer", "(default 10s; 100ms to 5m)"]
+            ) { otlp, value throws(UsageError) in otlp.timeoutNanos = try duration(value, 100 * ms...5 * minute) },
+            needingEndpoint(
+                ["--otlp-resource-attribute"], .value("K=V"),
+                help: [
+                    "a resource attribute on every export (repeatable; service.name",
+                    "replaces the bot's name, which stays in ringside.bot)",
+                ]
+            ) { otlp, value throws(UsageError) in otlp.set(&otlp.resourceAttributes, try attribute(value)) },
+            needingEndpoint(
+                ["--otlp-temporality"], .value("cumulative|delta"),
+                help: ["counters and histograms as totals (default) or as the change since", "the last export the receiver took"]
+            ) { otlp, value throws(UsageError) in
+                guard let chosen = OTLPTemporality(rawValue: value.text) else {
+                    throw UsageError("\(value.flag) \(value.text): use cumulative or delta")
+                }
+                otlp.temporality = chosen
+            },
+            needingEndpoint(
+                ["--otlp-ca-file"], .value("FILE"),
+                help: ["the CA certificates (PEM) that check an https receiver (default:", "the system's)"]
+            ) { otlp, value throws(UsageError) in otlp.caFile = try value.file() },
+            needingEndpoint(
+                ["--otlp-cert-file"], .value("FILE"),
+                help: ["a client certificate and its key (PEM), for a receiver that asks", "for one (mTLS)"],
+                head: "--otlp-cert-file FILE, --otlp-key-file FILE"
+            ) { otlp, value throws(UsageError) in otlp.certFile = try value.file() },
+            needingEndpoint(["--otlp-key-file"], .value("FILE"), help: []) { otlp, value throws(UsageError) in
+                otlp.keyFile = try value.file()
+            },
+        ]
     }
 
-    private static func file(_ path: String, flag: String) throws(UsageError) -> String {
-        guard !path.isEmpty else { throw UsageError("\(flag) is empty") }
-        return path
+    /// An option that needs `--otlp-endpoint` (given, or the environment's): the last one given is
+    /// named when neither is.
+    private static func needingEndpoint(
+        _ names: [String], _ takes: CollectorOption.Takes, help: [String], head: String? = nil,
+        read: @escaping (inout OTLPFlags, OptionValue) throws(UsageError) -> Void
+    ) -> CollectorOption {
+        CollectorOption(names, takes, help: help, head: head) { reading, value throws(UsageError) in
+            try read(&reading.otlp, value)
+            reading.otlp.needingEndpoint = value.flag
+        }
+    }
+
+    private static func duration(_ value: OptionValue, _ range: ClosedRange<UInt64>) throws(UsageError) -> UInt64 {
+        try value.duration(range) {
+            "\(value.flag) \($0): must be from \(formatDuration(range.lowerBound)) to \(formatDuration(range.upperBound))"
+        }
+    }
+
+    /// `--otlp-resource-attribute`'s `KEY=VALUE`.
+    private static func attribute(_ value: OptionValue) throws(UsageError) -> OTLPAttribute {
+        let text = value.text
+        guard let equals = text.firstIndex(of: "="), equals != text.startIndex,
+            text[..<equals].utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+        else { throw UsageError("\(value.flag) \(text): expected KEY=VALUE, the key ASCII without blanks") }
+        return OTLPAttribute(String(text[..<equals]), String(text[text.index(after: equals)...]))
     }
 
     /// Sets `attribute`, replacing the one of its key.
