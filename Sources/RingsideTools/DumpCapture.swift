@@ -1,3 +1,4 @@
+import RingsideCommandLine
 import Ringside
 import RingsideExport
 import RingsideHTTPClient
@@ -107,5 +108,35 @@ extension CaptureCommand {
         } catch {
             return .failure(PasswordFileError(reason: "\(error)"))
         }
+    }
+}
+
+// MARK: - Its command line
+
+extension CaptureCommand: DumpCommand {
+    static let name = "capture"
+    static var options: OptionSpec { OptionSpec(valued: ["--collector", "--user", "--password-file"]) }
+    static let usage = """
+        usage: ringside-dump capture [BOT] [--collector HOST:PORT|URL] [--user NAME --password-file FILE]
+
+        Asks a running collector (started with --capture-dir) for a capture of its flight recorder's
+        records of BOT (of every bot without), now: the seconds before (--recorder-seconds) and after
+        (--capture-after) written as a trace and a latency log in its capture directory, listed at
+        /api/captures. The same as POST /api/capture, and rate-limited as it is (--capture-min-interval:
+        a request within it is refused, exit 1). Prints the capture's id.
+          --collector   the collector's address (default 127.0.0.1:9464), plain http://
+          --user        a basic-auth user of the collector's --web-config-file, its password the
+                        first line of --password-file
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        let positionals = arguments.positionals
+        guard positionals.count <= 1 else { throw arguments.error("unexpected argument \(positionals[1]) (one bot at most)") }
+        if let bot = positionals.first {
+            do { try RingDirectory.validate(ringName: bot) } catch { throw arguments.error("\(error)") }
+        }
+        return run(
+            bot: positionals.first, collector: arguments.value("--collector") ?? "127.0.0.1:9464", user: arguments.value("--user"),
+            passwordFile: arguments.value("--password-file"), context)
     }
 }

@@ -1,3 +1,4 @@
+import RingsideCommandLine
 import CRingside
 import Ringside
 import RingsideExport
@@ -139,5 +140,28 @@ enum CheckCommand {
             }
         }
         return sound ? ExitStatus.success : ExitStatus.failure
+    }
+}
+
+// MARK: - Its command line
+
+extension CheckCommand: DumpCommand {
+    static let name = "check"
+    static var options: OptionSpec { OptionSpec(flags: ["--all"]) }
+    static let usage = """
+        usage: ringside-dump check NAME | --all [--json]
+
+        Validates ring files: magic, version, sizes, the lanes (how many, the file's length for
+        them, each lane's state and cursors), the registry, and every record now in the lanes
+        (sequence, metric index, kind, flags; counters write none). Exit 0 when sound; exit 1
+        with one line per problem. A ring still being created is reported as such.
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        switch (try arguments.ringName(), arguments.has("--all")) {
+        case (nil, false): throw arguments.error("give a ring name or --all")
+        case (_?, true): throw arguments.error("give a ring name or --all, not both")
+        case let (ring, _): return run(ring, context)
+        }
     }
 }

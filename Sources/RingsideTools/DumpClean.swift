@@ -1,3 +1,4 @@
+import RingsideCommandLine
 import Ringside
 import RingsideJSON
 
@@ -102,5 +103,25 @@ enum CleanCommand {
         case let .failure(error):
             return Decision(remove: false, reason: "\(error)")
         }
+    }
+}
+
+// MARK: - Its command line
+
+extension CleanCommand: DumpCommand {
+    static let name = "clean"
+    static var options: OptionSpec { OptionSpec(flags: ["--dry-run", "--force"]) }
+    static let usage = """
+        usage: ringside-dump clean [--dry-run] [--force] [--json]
+
+        Removes rings whose producer is dead (its lock is free) and which are fully drained;
+        --force removes every ring whose producer is dead, drained or not, corrupt or not.
+        Never removes a ring whose producer is alive: the producer lock is held while deciding
+        and removing, so no producer can attach meanwhile. --dry-run only says what it would do.
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        if let ring = arguments.positionals.first { throw arguments.error("takes no ring name (got \(ring)); it looks at every ring") }
+        return run(dryRun: arguments.has("--dry-run"), force: arguments.has("--force"), context)
     }
 }

@@ -1,3 +1,4 @@
+import RingsideCommandLine
 import CRingside
 import Ringside
 import RingsideExport
@@ -114,5 +115,63 @@ enum ControlCommand {
         }
         table.lines.forEach { context.console.print($0) }
         return ExitStatus.success
+    }
+}
+
+// MARK: - Its command line
+
+extension ControlCommand: DumpCommand {
+    static let name = "control"
+    static var options: OptionSpec {
+        OptionSpec(
+            flags: ["--off", "--on", "--bot-off", "--bot-on"], valued: ["--metric", "--label", "--sample-every"], repeatable: ["--label"])
+    }
+
+    static let usage = """
+        usage: ringside-dump control BOT [--metric NAME [--label KEY=VALUE]...]
+                                    [--off | --on | --sample-every N | --bot-off | --bot-on] [--json]
+
+        The operator's switches of a running bot, taking effect at each thread's next call, in
+        every process of the bot (its file and every worker file; a worker started later takes
+        the bot file's switches): --off stops recording a metric (every metric without
+        --metric), --on records it again as registered (sampling back to 1), --sample-every N
+        writes 1 histogram call in N (rounded up to a power of two, at most 32768; the others
+        are counted, summed and their largest kept exactly, while a collector reads them),
+        --bot-off / --bot-on switch the whole bot. Without a change, shows the switches. They
+        stay in the bot's file: a restarted bot keeps them until they are switched back.
+        The collector exports them (ringside_metric_enabled, ringside_metric_sample_every)
+        and logs each change.
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        let bot = try arguments.ring()
+        let change = try change(arguments)
+        let metric = arguments.value("--metric")
+        if (change == .botOff || change == .botOn) && metric != nil {
+            throw arguments.error("--bot-off and --bot-on switch the whole bot: no --metric")
+        }
+        var labels: [String: String] = [:]
+        for label in arguments.all("--label") {
+            guard metric != nil else { throw arguments.error("--label narrows --metric: give --metric too") }
+            guard let equals = label.firstIndex(of: "="), equals != label.startIndex else {
+                throw arguments.error("--label \(label): expected KEY=VALUE")
+            }
+            labels[String(label[..<equals])] = String(label[label.index(after: equals)...])
+        }
+        return run(bot, metric: metric, labels: labels, change: change, context)
+    }
+
+    /// The change asked for (one at most); nil: show the switches.
+    private static func change(_ arguments: DumpArguments) throws(UsageError) -> Change? {
+        var changes: [Change] = []
+        if arguments.has("--off") { changes.append(.metricOff) }
+        if arguments.has("--on") { changes.append(.metricOn) }
+        if arguments.has("--bot-off") { changes.append(.botOff) }
+        if arguments.has("--bot-on") { changes.append(.botOn) }
+        if let n = try arguments.count("--sample-every", 1...(1 << Int(RS_WEIGHT_LOG2_MAX))) { changes.append(.sampleEvery(UInt32(n))) }
+        guard changes.count <= 1 else {
+            throw arguments.error("one change at a time (--off, --on, --sample-every, --bot-off or --bot-on)")
+        }
+        return changes.first
     }
 }

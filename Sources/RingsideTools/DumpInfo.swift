@@ -363,3 +363,23 @@ enum InfoCommand {
         ])
     }
 }
+
+// MARK: - Its command line
+
+extension InfoCommand: DumpCommand {
+    static let name = "info"
+    static var options: OptionSpec { OptionSpec(flags: ["--raw"]) }
+    static let usage = """
+        usage: ringside-dump info NAME [--json] [--raw]
+
+        The whole header (layout, producer and consumer lines); each lane (one per thread that
+        records): state, thread id, claims, cursors, backlog of its capacity, drops, heartbeat;
+        and the metric registry (index, kind, unit, name, labels, sampling, help) with each
+        metric's cells: a counter's exact total, a gauge's last value, the records dropped.
+        --raw adds the header's first 384 bytes in hex.
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        run(try arguments.ring(), context)
+    }
+}

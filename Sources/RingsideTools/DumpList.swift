@@ -86,3 +86,22 @@ enum ListCommand {
         }
     }
 }
+
+// MARK: - Its command line
+
+extension ListCommand: DumpCommand {
+    static let name = "list"
+    static let usage = """
+        usage: ringside-dump list [--json]
+
+        Every ring (bot file) in the directory: name, producer pid, alive or dead (and how that
+        is known: the producer's lock on the file, then whether the pid exists), heartbeat age,
+        lanes allocated of the most allowed, each lane's capacity, backlog (every lane's) and
+        fill (the fullest lane's), records written and dropped, file size, age and format version.
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        if let ring = arguments.positionals.first { throw arguments.error("takes no ring name (got \(ring))") }
+        return run(context)
+    }
+}

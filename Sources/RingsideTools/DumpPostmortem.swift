@@ -1,3 +1,4 @@
+import RingsideCommandLine
 import CRingside
 import Ringside
 import RingsideExport
@@ -220,5 +221,44 @@ enum PostmortemCommand {
             throw error
         }
         try System.fsync(directory)
+    }
+}
+
+// MARK: - Its command line
+
+extension PostmortemCommand: DumpCommand {
+    static let name = "postmortem"
+    static var options: OptionSpec { OptionSpec(flags: ["--live"], valued: ["--out"]) }
+    static let usage = """
+        usage: ringside-dump postmortem BOT|FILE [--out DIR] [--live]
+
+        What a dead bot's files still tell, without a collector, read-only: every record still in
+        the lanes of the bot's file and of its workers' files (BOT@PID), consumed or not, written
+        as a trace: BOT-postmortem.trace.json (Chrome's Trace Event Format, which Perfetto's UI
+        and chrome://tracing open) and BOT-postmortem.pftrace (Perfetto's protobuf trace), a
+        process per file and a thread per lane; times as slices, other values and gauges as
+        counter tracks, exemplars as slice arguments; and BOT-postmortem.hlog (HdrHistogram's
+        interval log, a line per histogram per second). Prints each file's lanes (records,
+        thread names), counters' totals and gauges' last values. A process killed with SIGKILL
+        leaves a file that reads as any other. FILE is a path (DIR/ringside.NAME); a worker's
+        name or file is read alone. Each output is written whole (a new file renamed over).
+          --out DIR   where to write (default: the current directory)
+          --live      read a bot whose producer is alive: refused without it, as its lanes are
+                      overwritten while they are read
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        let positionals = arguments.positionals
+        guard positionals.count <= 1 else { throw arguments.error("unexpected argument \(positionals[1]) (one bot or file)") }
+        guard let target = positionals.first, !target.isEmpty else {
+            throw arguments.error("which bot? give its name (ringside-dump list shows them) or its file's path")
+        }
+        // A bot's name is checked as every command's is; a path (with a '/') names a file.
+        if !target.contains("/") {
+            do { try RingDirectory.validate(ringName: target) } catch { throw arguments.error("\(error)") }
+        }
+        let out = arguments.value("--out") ?? "."
+        if out.isEmpty { throw arguments.error("--out is empty") }
+        return run(target, outDirectory: out, live: arguments.has("--live"), context)
     }
 }

@@ -1,3 +1,4 @@
+import RingsideCommandLine
 import CRingside
 import Ringside
 import RingsideExport
@@ -143,5 +144,28 @@ enum RecordsCommand {
         if record.flags & UInt8(RS_FLAG_SPAN) != 0 { parts.append("span") }
         if record.weightLog2 > 0 { parts.append("weight=\(record.bucketWeight)") }
         return parts.isEmpty ? "-" : parts.joined(separator: ",")
+    }
+}
+
+// MARK: - Its command line
+
+extension RecordsCommand: DumpCommand {
+    static let name = "records"
+    static var options: OptionSpec { OptionSpec(flags: ["--raw"], valued: ["--last", "--metric"], repeatable: ["--metric"]) }
+    static let usage = """
+        usage: ringside-dump records NAME [--last N] [--metric NAME]... [--json] [--raw]
+
+        The records now in the ring's lanes, oldest first, each with its lane and cursor, metric
+        name and wall-clock time (UTC). Counters write no records (see info for their totals).
+        Never moves a consumer's cursor and never shows a torn record: safe while the producer
+        writes and a collector drains.
+          --last N        only the last N records (of the metric, with --metric)
+          --metric NAME   only this metric's records (every label set); repeatable
+          --raw           add each record's 32 bytes in hex
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        let last = try arguments.count("--last", 0...Int(Int32.max))
+        return run(try arguments.ring(), last: last, metrics: arguments.all("--metric"), context)
     }
 }

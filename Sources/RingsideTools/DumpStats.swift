@@ -1,3 +1,4 @@
+import RingsideCommandLine
 import Ringside
 import RingsideExport
 import RingsideJSON
@@ -185,5 +186,24 @@ enum StatsCommand {
         }
         if unregistered > 0 { console.print("\n\(unregistered) records name a metric that is not registered (see ringside-dump check)") }
         return ExitStatus.success
+    }
+}
+
+// MARK: - Its command line
+
+extension StatsCommand: DumpCommand {
+    static let name = "stats"
+    static var options: OptionSpec { OptionSpec(valued: ["--metric"], repeatable: ["--metric"]) }
+    static let usage = """
+        usage: ringside-dump stats NAME [--metric NAME]... [--json]
+
+        Quick statistics per metric: histograms' count, min, p50, p90, p99, p99.9 and max over the
+        records now in the lanes (exact, nearest rank); gauges' min and max over those records and
+        their last value; counters' total (exact, from the cells: counters write no records); and
+        the records each histogram and gauge dropped.
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        run(try arguments.ring(), metrics: arguments.all("--metric"), context)
     }
 }

@@ -139,3 +139,31 @@ enum WatchCommand {
         return .object([("time", .string(utcTimestamp(microseconds: true, realtimeNanos: now.realtime))), ("rings", .array(rings))])
     }
 }
+
+// MARK: - Its command line
+
+extension WatchCommand: DumpCommand {
+    static let name = "watch"
+    static var options: OptionSpec { OptionSpec(valued: ["--interval", "--count"]) }
+    static let usage = """
+        usage: ringside-dump watch [NAME] [--interval DUR] [--count N] [--json]
+
+        A refreshing view of every ring (or one): records written, consumed and dropped per
+        second over every lane, lanes, backlog and fill (the fullest lane's). Redraws the screen
+        on a terminal; otherwise prints one block per refresh (--json: one JSON object per line).
+          --interval DUR  time between refreshes: seconds or 250ms, 2s, 1m (default 1s)
+          --count N       stop after N refreshes (default: until interrupted)
+        """
+
+    static func run(parsing arguments: DumpArguments, _ context: DumpContext) throws(UsageError) -> Int32 {
+        let intervalNanos =
+            try arguments.value("--interval").map { text throws(UsageError) in
+                guard let nanos = durationNanos(text, bareSeconds: true), nanos >= 10_000_000, nanos <= 86_400_000_000_000 else {
+                    throw arguments.error("--interval \(text) is not an interval from 10ms to 24h (e.g. 1, 0.5, 250ms, 2s)")
+                }
+                return nanos
+            } ?? UInt64(1_000_000_000)
+        let count = try arguments.count("--count", 1...Int(Int32.max))
+        return run(try arguments.ringName(), intervalNanos: intervalNanos, count: count, context)
+    }
+}
