@@ -132,7 +132,6 @@ package enum EmitTool {
 
     /// Parses the command line: what to write, or `--help`, or `--version`.
     static func parse(_ arguments: [String]) throws(UsageError) -> Invocation<Options> {
-        let context = "ringside-emit"
         let spec = OptionSpec(
             flags: ["--help", "--version", "--drop", "--signed"],
             valued: ["--ring", "--kind", "--unit", "--resolution", "--label", "--exemplar", "--capacity", "--dir"],
@@ -141,6 +140,26 @@ package enum EmitTool {
         if parsed.has("--help") { return .help }
         if parsed.has("--version") { return .version }
         var options = Options()
+        try readMetric(parsed, into: &options)
+        try readValueShape(parsed, into: &options)
+        try readLabels(parsed, into: &options)
+        try readExemplar(parsed, into: &options)
+        try readRing(parsed, into: &options)
+        for (offset, text) in parsed.positionals.dropFirst().enumerated() {
+            switch parse(text, options) {
+            case let .success(bits): options.values.append(bits)
+            case let .failure(problem):
+                throw UsageError("\(context): value \(offset + 1) \"\(text)\": \(problem.reason); nothing was written")
+            }
+        }
+        return .run(options)
+    }
+
+    /// The start of every usage error's message.
+    private static let context = "ringside-emit"
+
+    /// `--ring` and the metric's name (the first argument).
+    private static func readMetric(_ parsed: ParsedArguments, into options: inout Options) throws(UsageError) {
         guard let ring = parsed.value("--ring") else { throw UsageError("\(context): --ring NAME is required") }
         do { try RingDirectory.validate(name: ring) } catch { throw UsageError("\(context): --ring: \(error)") }
         options.ring = ring
@@ -151,6 +170,10 @@ package enum EmitTool {
             throw UsageError("\(context): metric \"\(metric)\": \(problem)")
         }
         options.metric = metric
+    }
+
+    /// `--kind`, `--unit`, `--resolution` and `--signed`: what the values are, checked together.
+    private static func readValueShape(_ parsed: ParsedArguments, into options: inout Options) throws(UsageError) {
         if let kind = parsed.value("--kind") {
             guard let found = MetricKind.allCases.first(where: { $0.description == kind }) else {
                 throw UsageError("\(context): --kind \(kind): use histogram, counter or gauge")
@@ -177,9 +200,13 @@ package enum EmitTool {
             guard options.kind == .histogram else { throw UsageError("\(context): --signed: only histograms take signed values") }
             options.signed = true
         }
-        if options.signed, options.exemplar != nil || !parsed.all("--exemplar").isEmpty {
+        if options.signed, !parsed.all("--exemplar").isEmpty {
             throw UsageError("\(context): --exemplar: a signed histogram's values carry no exemplars")
         }
+    }
+
+    /// `--label KEY=VALUE`, each key once, encodable.
+    private static func readLabels(_ parsed: ParsedArguments, into options: inout Options) throws(UsageError) {
         for label in parsed.all("--label") {
             guard let equals = label.firstIndex(of: "="), equals != label.startIndex else {
                 throw UsageError("\(context): --label \(label): expected KEY=VALUE")
@@ -191,17 +218,24 @@ package enum EmitTool {
         if case let .failure(problem) = MetricDescriptor.encode(labels: options.labels) {
             throw UsageError("\(context): --label: \(problem.reason)")
         }
+    }
+
+    /// `--exemplar KEY=VALUE`: a histogram's values' exemplar.
+    private static func readExemplar(_ parsed: ParsedArguments, into options: inout Options) throws(UsageError) {
         let exemplarLabels = parsed.all("--exemplar")
-        if !exemplarLabels.isEmpty {
-            guard options.kind == .histogram else {
-                throw UsageError("\(context): --exemplar: only histogram values carry exemplars, not \(options.kind)s")
-            }
-            do {
-                options.exemplar = try Bot.Exemplar(encoded: exemplarLabels.joined(separator: "\n"))
-            } catch {
-                throw UsageError("\(context): --exemplar \(exemplarLabels.joined(separator: " ")): \(error)")
-            }
+        guard !exemplarLabels.isEmpty else { return }
+        guard options.kind == .histogram else {
+            throw UsageError("\(context): --exemplar: only histogram values carry exemplars, not \(options.kind)s")
         }
+        do {
+            options.exemplar = try Bot.Exemplar(encoded: exemplarLabels.joined(separator: "\n"))
+        } catch {
+            throw UsageError("\(context): --exemplar \(exemplarLabels.joined(separator: " ")): \(error)")
+        }
+    }
+
+    /// `--drop`, `--capacity` and `--dir`: how the ring is made and written.
+    private static func readRing(_ parsed: ParsedArguments, into options: inout Options) throws(UsageError) {
         options.drop = parsed.has("--drop")
         if let capacity = parsed.value("--capacity") {
             guard let value = Int(capacity), value >= 16, value <= 1 << 28, value & (value - 1) == 0 else {
@@ -213,14 +247,6 @@ package enum EmitTool {
             guard !dir.isEmpty else { throw UsageError("\(context): --dir is empty") }
             options.directory = dir
         }
-        for (offset, text) in parsed.positionals.dropFirst().enumerated() {
-            switch parse(text, options) {
-            case let .success(bits): options.values.append(bits)
-            case let .failure(problem):
-                throw UsageError("\(context): value \(offset + 1) \"\(text)\": \(problem.reason); nothing was written")
-            }
-        }
-        return .run(options)
     }
 
     /// Attaches, registers and writes; returns the exit status.
