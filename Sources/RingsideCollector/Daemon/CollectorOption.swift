@@ -52,7 +52,8 @@ struct CollectorOption {
 
     /// Every option, in the order `--help` lists them.
     static var all: [CollectorOption] {
-        startAndServe + figures + logsAndBounds + recorder + OTLPFlags.options + running
+        startAndServe + figures + latencyLog + seriesBounds + state + recorder + captures + threadSamples + OTLPFlags.options
+            + running
     }
 
     /// Each option by each of its names.

@@ -1,11 +1,11 @@
 import RingsideAggregation
 import RingsideCommandLine
 
-// The collector's options: its logs, its bounds (series, history, state), the flight recorder and
-// captures, the thread samples, and how it runs.
+// The collector's options: its latency log, its bounds (series, history, state), the flight
+// recorder and captures, the thread samples, and how it runs.
 extension CollectorOption {
-    /// The latency log and the bounds on series, history and state.
-    static var logsAndBounds: [CollectorOption] {
+    /// The latency log (`--hlog`).
+    static var latencyLog: [CollectorOption] {
         [
             .init(
                 ["--hlog"], .value("PATH"),
@@ -28,6 +28,12 @@ extension CollectorOption {
                 ]
             ) { reading, value throws(UsageError) in reading.options.hlogMaxBytes = try value.bytes(4096...UInt64.max, "of at least 4096")
             },
+        ]
+    }
+
+    /// The series kept, and the per-second history.
+    static var seriesBounds: [CollectorOption] {
+        [
             .init(
                 ["--max-series"], .value("N"),
                 help: ["series kept in all (default 100000); metrics registered past it", "are refused, counted, exported and logged"],
@@ -70,6 +76,12 @@ extension CollectorOption {
                     "in /api/history)",
                 ], startOnly: [.init("--history*", \.historyMaxSeries)]
             ) { reading, value throws(UsageError) in reading.options.historyMaxSeries = try value.series() },
+        ]
+    }
+
+    /// The collector's state: how much is read of it, and when a bot's figures in it expire.
+    static var state: [CollectorOption] {
+        [
             .init(
                 ["--state-max-bytes"], .value("N"),
                 help: [
@@ -95,7 +107,7 @@ extension CollectorOption {
         ]
     }
 
-    /// The flight recorder, captures of its records, and the thread samples.
+    /// The flight recorder, and where captures of its records go.
     static var recorder: [CollectorOption] {
         [
             .init(
@@ -130,6 +142,12 @@ extension CollectorOption {
                     "POST /api/capture, or ringside-dump capture (docs/collector.md)",
                 ], startOnly: [.init("--capture-*", \.captureDirectory)]
             ) { reading, value throws(UsageError) in reading.options.captureDirectory = value.text },
+        ]
+    }
+
+    /// What a capture holds, how often one is made, and the bounds that ask for one.
+    static var captures: [CollectorOption] {
+        [
             .init(
                 ["--capture-after"], .value("DUR"),
                 help: [
@@ -175,6 +193,12 @@ extension CollectorOption {
                     throw UsageError("--capture-when '\(value.text)': \(error.reason)")
                 }
             },
+        ]
+    }
+
+    /// How often the lane threads and bot processes are read from /proc.
+    static var threadSamples: [CollectorOption] {
+        [
             .init(
                 ["--thread-sample-interval"], .value("DUR"),
                 help: [
@@ -186,7 +210,7 @@ extension CollectorOption {
                 reading.options.threadSampleIntervalNanos = try value.duration(100 * ms...hour, zeroIsOff: true) {
                     "\(value.flag): \($0) must be from 100ms to 1h (or 0 to read no thread)"
                 }
-            },
+            }
         ]
     }
 
