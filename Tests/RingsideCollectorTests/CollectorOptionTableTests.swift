@@ -90,9 +90,7 @@ struct CollectorOptionTableTests {
         #expect(DocFlagTable.problems(in: "# The collector\n| `--dir` |\n").tableFound == false)
     }
 
-    @Test(
-        "docs/collector.md's flag table names every option and no other",
-        .disabled("the docs' flag table lands with issue 69 point 7"))
+    @Test("docs/collector.md's flag table names every option and no other")
     func docTableMatches() throws {
         let doc = try String(contentsOfFile: packageRoot + "/docs/collector.md", encoding: .utf8)
         let problems = DocFlagTable.problems(in: doc)
