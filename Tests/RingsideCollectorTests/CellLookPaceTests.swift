@@ -7,10 +7,10 @@ struct CellLookPaceTests {
     @Test("once a second while a look at every ring is cheap, and ten times what it costs beyond")
     func intervalFollowsCost() {
         var pace = CellLookPace()
-        #expect(pace.intervalNanos(metrics: 1_000_000) == RingTracker.livenessIntervalNanos, "nothing measured yet")
+        #expect(pace.intervalNanos(metrics: 1_000_000) == DrainTiming.livenessIntervalNanos, "nothing measured yet")
         pace.note(nanos: 4_000_000, metrics: 4_000)  // a microsecond a metric
         #expect(pace.nanosPerMetric == 1_000)
-        #expect(pace.intervalNanos(metrics: 10_000) == RingTracker.livenessIntervalNanos, "10 ms a round: once a second")
+        #expect(pace.intervalNanos(metrics: 10_000) == DrainTiming.livenessIntervalNanos, "10 ms a round: once a second")
         #expect(pace.intervalNanos(metrics: 1_000_000) == 10_000_000_000, "a second a round: every 10 s")
         #expect(pace.intervalNanos(metrics: .max) == 3_600_000_000_000, "at most an hour, never an overflow")
     }

@@ -32,7 +32,7 @@ struct OverloadedPublishTests {
 
             // Passes cut short for `overloadedPublishNanos`: the drain is overloaded, and a snapshot
             // begins all the same.
-            now += DrainScheduler.overloadedPublishNanos
+            now += DrainTiming.overloadedPublishNanos
             let before = rs_clock_realtime_ns()
             collector.runPass(nowNanos: now)
             let after = rs_clock_realtime_ns()

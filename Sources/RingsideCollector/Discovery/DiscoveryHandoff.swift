@@ -48,7 +48,7 @@ final class DiscoveryHandoff: Sendable {
     }
 
     /// A ring the drain no longer holds: its file (`identity`) was removed, replaced or retired,
-    /// or the ring could not be read (`problem`, tried again after `retryNanos`).
+    /// or the ring could not be read (`problem`, tried again after `DrainTiming.unreadableRetryNanos`).
     struct LetGo: Sendable {
         let name: String
         var identity: RingFileIdentity?

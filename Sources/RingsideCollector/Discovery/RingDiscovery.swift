@@ -382,7 +382,7 @@ final class RingDiscovery: @unchecked Sendable {
         do {
             let consumer = try RingConsumer(
                 name, directory: options.directory, allowedOwners: takes.allowedOwners, readsWeights: true,
-                drainIntervalNanos: DrainScheduler.passBudgetNanos)
+                drainIntervalNanos: DrainTiming.passBudgetNanos)
             let said = refused[name]?.problem
             forget(name)
             handed.held[name] = consumer.identity

@@ -23,6 +23,6 @@ struct CellLookPace {
     /// metrics in every ring together.
     func intervalNanos(metrics: Int) -> UInt64 {
         let round = nanosPerMetric * Double(metrics) / Self.share
-        return max(RingTracker.livenessIntervalNanos, round < 3.6e12 ? UInt64(round) : 3_600_000_000_000)
+        return max(DrainTiming.livenessIntervalNanos, round < 3.6e12 ? UInt64(round) : 3_600_000_000_000)
     }
 }

@@ -12,19 +12,12 @@ import Glibc
 /// record (a record naming a metric registered since the last look is looked up again, not
 /// rejected), so the thresholds cost an honest bot nothing.
 struct DrainAccount {
-    /// The half-life of `recentCost`: a ring's share of the drain thread over about a second.
-    static let costHalfLifeNanos: Double = 1e9
-    /// The span over which invalid records are counted, and what a span must hold to quarantine.
-    static let spanNanos: UInt64 = 1_000_000_000
+    /// What a span (`DrainTiming.invalidSpanNanos`) must hold to quarantine its ring: this many
+    /// invalid records, and this share of its records.
     static let quarantineMinimumInvalid = 128
     static let quarantineInvalidShare = 0.1
-    /// How long a ring that wrote an invalid record is served after the clean ones.
-    static let suspectNanos: UInt64 = 10_000_000_000
-    /// The first quarantine's length; each one that follows the last without a clean span between
-    /// them is twice as long, up to `longestQuarantineNanos`.
-    static let quarantineNanos: UInt64 = 5_000_000_000, longestQuarantineNanos: UInt64 = 60_000_000_000
 
-    /// Nanoseconds of draining, decayed with `costHalfLifeNanos`, as of `costNanosAt`.
+    /// Nanoseconds of draining, decayed with `DrainTiming.costHalfLifeNanos`, as of `costNanosAt`.
     private var cost: Double = 0, costNanosAt: UInt64 = 0
     /// A span of draining: when it began, its records, and the invalid ones among them.
     private struct Span {
@@ -64,18 +57,18 @@ struct DrainAccount {
     {
         cost = recentCost(nowNanos: now) + Double(costNanos)
         costNanosAt = now
-        if now &- span.start >= Self.spanNanos {
+        if now &- span.start >= DrainTiming.invalidSpanNanos {
             if span.records > 0, span.invalid == 0 { strikes = 0 }  // a clean span forgives
             span = Span(start: now)
         }
         validRecords &+= UInt64(max(0, records - invalid))
         span.records += records
         span.invalid += invalid
-        if invalid > 0 { suspectUntilNanos = now &+ Self.suspectNanos }
+        if invalid > 0 { suspectUntilNanos = now &+ DrainTiming.suspectNanos }
         guard span.invalid >= Self.quarantineMinimumInvalid,
             Double(span.invalid) >= Self.quarantineInvalidShare * Double(span.records)
         else { return nil }
-        let nanos = min(Self.quarantineNanos << UInt64(min(strikes, 8)), Self.longestQuarantineNanos)
+        let nanos = min(DrainTiming.quarantineNanos << UInt64(min(strikes, 8)), DrainTiming.longestQuarantineNanos)
         strikes += 1
         let seconds = Double((now &- span.start) / 1_000_000) / 1e3
         let reason =
@@ -87,6 +80,6 @@ struct DrainAccount {
 
     /// The share of a cost left after `nanos`.
     private static func decay(over nanos: UInt64) -> Double {
-        nanos == 0 ? 1 : exp2(-Double(nanos) / costHalfLifeNanos)
+        nanos == 0 ? 1 : exp2(-Double(nanos) / DrainTiming.costHalfLifeNanos)
     }
 }

@@ -5,8 +5,7 @@ import RingsideSnapshot
 /// `DrainGapFigures`), kept over the last minute and since the start, within 0.1 %. The sizing
 /// rule of docs/operations.md rests on them. Touched by the drain thread only.
 struct DrainGaps {
-    static let windowNanos: UInt64 = 60_000_000_000
-    private var gaps = WindowedHistogram(layout: WindowLayout(windowNanos: [Self.windowNanos]))
+    private var gaps = WindowedHistogram(layout: WindowLayout(windowNanos: [DrainTiming.gapWindowNanos]))
 
     /// Records one gap of `nanos`, seen at `now` (CLOCK_MONOTONIC).
     mutating func record(_ nanos: UInt64, atNanos now: UInt64) {

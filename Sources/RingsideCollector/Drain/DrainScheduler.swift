@@ -29,7 +29,7 @@ final class DrainScheduler {
     private var visit: [Bool] = []
     private var counted: [Bool] = []
     private var followUps: [Int] = []
-    /// Once a second (`RingTracker.livenessIntervalNanos`) the rings due a look are visited, and
+    /// Once a second (`DrainTiming.livenessIntervalNanos`) the rings due a look are visited, and
     /// those whose files have lanes not mapped yet.
     private var lastLookRoundNanos: UInt64 = 0
     private var lastLaneCountLookNanos: UInt64 = 0
@@ -48,18 +48,6 @@ final class DrainScheduler {
     private var lookNanos: UInt64 = 0
     private var lastLookNanos: UInt64 = 0
     private(set) var gaps = DrainGaps()
-
-    /// The time a pass may spend on the rings before it yields to the next pass, which begins again
-    /// with the rings that cost least: however many rings flood the drain, a light one waits at
-    /// most about this long (and one ring's drain: `RingTracker.passRecordLimit` records) for its turn.
-    static let passBudgetNanos: UInt64 = 2_000_000
-    /// Passes cut short for this long (the drain is overloaded) publish all the same.
-    static let overloadedPublishNanos: UInt64 = 1_000_000_000
-    /// Unproven rings that a pass serves with the proven ones (see `serviceOrder`).
-    static let probesPerPass = 4
-    /// The least sleep between passes, however fast a lane fills: a lane that fills faster
-    /// than this drops whatever the collector does, and the loop must not spin.
-    static let minimumSleepNanos: UInt64 = 250_000
 
     init(tracker: RingTracker) {
         self.tracker = tracker
@@ -95,21 +83,21 @@ final class DrainScheduler {
         }
         for index in followUps where index < visit.count { visit[index] = true }
         followUps.removeAll(keepingCapacity: true)
-        if !sweep, now &- lastLookRoundNanos >= RingTracker.livenessIntervalNanos {
+        if !sweep, now &- lastLookRoundNanos >= DrainTiming.livenessIntervalNanos {
             lastLookRoundNanos = now
             markRingsDueALook(rings, nowNanos: now)
         }
         // A lane a bot adds long after it attached (a thread's first record after a warm-up) is
         // drained within a second, not at the bot's next look (every 30 s for a quiet one) when
         // nothing else brought it in (inotify's event for the file's growth did not, in a burst).
-        if now &- lastLaneCountLookNanos >= RingTracker.livenessIntervalNanos {
+        if now &- lastLaneCountLookNanos >= DrainTiming.livenessIntervalNanos {
             lastLaneCountLookNanos = now
             laneWatch.markLanesAdded(&visit)
         }
         // The rings that cost least come first, those that wrote invalid records last; a pass
         // ends when its time is spent, and the rings it did not reach come first in the next.
         let order = serviceOrder(rings, sweep: sweep, nowNanos: now)
-        let budgetEnd = rs_clock_precise_ns() &+ Self.passBudgetNanos
+        let budgetEnd = rs_clock_precise_ns() &+ DrainTiming.passBudgetNanos
         var soonestFill = UInt64.max
         cutShort = false
         for (position, index) in order.enumerated() {
@@ -146,12 +134,12 @@ final class DrainScheduler {
             }
             // A bot attached moments ago may be adding its first lanes after the file event that
             // had it attached: look for them every pass until the moment has passed.
-            let isNew = now &- ring.liveness.attachedNanos < RingTracker.newRingNanos
+            let isNew = now &- ring.liveness.attachedNanos < DrainTiming.newRingNanos
             if isNew, ring.consumer.lookForNewLanes() { ring.schedule.watch.newLanesPending = true }
             // Visited again next pass: a ring busy in the last second or whose file was just opened
             // or closed (its liveness is asked four times a second), new, timing a fill rate,
             // quarantined, or with lanes to adopt.
-            if interval == RingTracker.activeLivenessIntervalNanos || isNew || drained.count > 0 || ring.schedule.fill.isTiming
+            if interval == DrainTiming.activeLivenessIntervalNanos || isNew || drained.count > 0 || ring.schedule.fill.isTiming
                 || ring.quarantine.untilNanos != 0 || ring.schedule.watch.newLanesPending
             {
                 followUps.append(index)
@@ -187,7 +175,7 @@ final class DrainScheduler {
     /// (the drain is overloaded).
     func mayPublish(nowNanos now: UInt64) -> Bool {
         guard cutShort, let since = cutShortSinceNanos else { return true }
-        return now &- since >= Self.overloadedPublishNanos
+        return now &- since >= DrainTiming.overloadedPublishNanos
     }
 
     /// How long the drain loop may sleep for the scheduler's sake: not at all while rings wait
@@ -198,7 +186,7 @@ final class DrainScheduler {
     /// 4,096 slots lost 4 to 9.5 %.
     func sleepNanos() -> UInt64 {
         if cutShort { return 0 }
-        return soonestFillNanos == .max ? .max : max(soonestFillNanos / 4, Self.minimumSleepNanos)
+        return soonestFillNanos == .max ? .max : max(soonestFillNanos / 4, DrainTiming.minimumSleepNanos)
     }
 
     /// Rebuilds the lane watch now if rings came or went (they were released, or the collector
@@ -209,12 +197,12 @@ final class DrainScheduler {
     /// idle one every 30 s, but at most a thirtieth of all rings in one round, so that thousands
     /// of bots attached together have their system calls spread over the seconds, not in one pass.
     private func markRingsDueALook(_ rings: [TrackedRing], nowNanos now: UInt64) {
-        let rounds = Int(RingTracker.idleLivenessIntervalNanos / RingTracker.livenessIntervalNanos)
+        let rounds = Int(DrainTiming.idleLivenessIntervalNanos / DrainTiming.livenessIntervalNanos)
         var idleLooks = (rings.count + rounds - 1) / rounds
         for (index, ring) in rings.enumerated() where index < visit.count && !visit[index] {
             let interval = ring.livenessInterval(nowNanos: now, watching: tracker.wakeup.isWatching)
             guard ring.isLookDue(nowNanos: now, interval: interval) else { continue }
-            if interval == RingTracker.idleLivenessIntervalNanos {
+            if interval == DrainTiming.idleLivenessIntervalNanos {
                 guard idleLooks > 0 else { continue }
                 idleLooks -= 1
             }
@@ -241,8 +229,8 @@ final class DrainScheduler {
             if rank == 1 { unknown.append((ring.liveness.attachedNanos, order.count)) }
             order.append((rank, account.recentCost(nowNanos: now), turn, index))
         }
-        if unknown.count > Self.probesPerPass { unknown.sort { $0.attached > $1.attached } }
-        for probe in unknown.prefix(Self.probesPerPass) { order[probe.position].rank = 0 }
+        if unknown.count > DrainTiming.probesPerPass { unknown.sort { $0.attached > $1.attached } }
+        for probe in unknown.prefix(DrainTiming.probesPerPass) { order[probe.position].rank = 0 }
         if order.count > 1 {
             order.sort { a, b in
                 if a.rank != b.rank { return a.rank < b.rank }

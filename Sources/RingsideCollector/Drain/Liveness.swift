@@ -16,7 +16,7 @@ extension TrackedRing {
         /// When it was attached (by this collector, or taken up again).
         private(set) var attachedNanos: UInt64 = 0
         /// When its file was last opened (by this collector at attach, or by anyone, as inotify
-        /// says), closed or changed: not released for `RingTracker.releaseGraceNanos` after (0: never).
+        /// says), closed or changed: not released for `DrainTiming.releaseGraceNanos` after (0: never).
         private(set) var touchedNanos: UInt64 = 0
 
         /// Attached (or taken up again) at `now`.

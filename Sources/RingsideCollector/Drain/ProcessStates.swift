@@ -7,8 +7,6 @@ import RingsideSystem
 /// still holds its bot's lock, so it looks alive, yet none of its threads writes. Read from
 /// `/proc/PID/stat`, once per process per look however many bots it has.
 struct ProcessStates {
-    /// How long one reading of a process serves every bot of it.
-    static let validNanos: UInt64 = 500_000_000
     private var stopped: [Int32: Bool] = [:]
     private var readAtNanos: UInt64 = 0
 
@@ -16,7 +14,7 @@ struct ProcessStates {
     /// read (gone, or in another PID namespace).
     mutating func isStopped(pid: Int32, nowNanos now: UInt64) -> Bool? {
         guard pid > 0 else { return nil }
-        if now &- readAtNanos >= Self.validNanos {
+        if now &- readAtNanos >= DrainTiming.processStateValidNanos {
             stopped.removeAll(keepingCapacity: true)
             readAtNanos = now
         }

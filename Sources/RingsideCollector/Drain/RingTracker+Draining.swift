@@ -4,13 +4,6 @@ import Ringside
 
 /// Draining one ring, asking after its producer, and the series caps.
 extension RingTracker {
-    /// Records one pass takes from one ring at most, shared by its lanes: a ring with a huge
-    /// backlog (left by an outage, or faked) is caught up over several passes, each of which
-    /// visits every other ring first (a pass that drained anything is followed by another at once).
-    static let passRecordLimit = 65_536
-    /// Records a visit takes from each lane of a ring not proven, or suspect: its records may be
-    /// mostly invalid (and slow to refuse), so it is learnt from small visits.
-    static let unprovenLaneRecordLimit = 1_024
 
     /// What draining a ring did: the records taken, and whether a clean ring learnt in small
     /// visits has records left (the next pass should follow at once, and no snapshot show it
@@ -25,7 +18,7 @@ extension RingTracker {
     /// Drains one ring into its series; a ring whose cursors turn out corrupt is let go, and one
     /// whose records are mostly invalid over time is quarantined (not read) for a while (see
     /// `DrainAccount`).
-    /// - Parameter whole: take up to `passRecordLimit` whatever the ring's standing (a forced
+    /// - Parameter whole: take up to `DrainTiming.passRecordLimit` whatever the ring's standing (a forced
     ///   pass, at stop or in a test stepping time, has no next pass to leave records to).
     func drain(_ ring: TrackedRing, nowNanos now: UInt64, whole: Bool = false) -> Drained {
         if ring.quarantine.untilNanos != 0 {
@@ -38,7 +31,8 @@ extension RingTracker {
         let started = rs_clock_precise_ns()
         let rejectedBefore = ring.sourceFigures.rejected
         let proven = whole || (ring.account.isProven && !ring.account.isSuspect(nowNanos: now))
-        let limitPerLane = proven ? max(1_024, Self.passRecordLimit / max(1, ring.consumer.laneCount)) : Self.unprovenLaneRecordLimit
+        let limitPerLane =
+            proven ? max(1_024, DrainTiming.passRecordLimit / max(1, ring.consumer.laneCount)) : DrainTiming.unprovenLaneRecordLimit
         do {
             let count = try ring.aggregator.drain(
                 ring.consumer, source: ring.source, limitPerLane: min(limitPerLane, Int(ring.consumer.capacity)),
@@ -110,7 +104,7 @@ extension RingTracker {
         // Read again when the file was opened or closed since: a producer that attached and died
         // between two looks changes neither liveness nor records, only the pid shown.
         if alive != known.producerAlive || known.activitySinceStatus || known.status == nil
-            || known.touchedNanos > known.statusNanos || now &- known.statusNanos >= Self.quietStatusNanos
+            || known.touchedNanos > known.statusNanos || now &- known.statusNanos >= DrainTiming.quietStatusNanos
         {
             guard let status = try? ring.consumer.status(producerAlive: alive) else { return false }
             ring.liveness.read(status, nowNanos: now)
@@ -119,7 +113,7 @@ extension RingTracker {
         // Dead and drained: nothing more can arrive until a producer attaches again (it opens the
         // file, which inotify reports), so the file is let go of at the end of the pass.
         if !alive, wakeup.isWatching, ring.quarantine.untilNanos == 0, !ring.schedule.watch.newLanesPending,
-            now &- ring.liveness.touchedNanos >= Self.releaseGraceNanos,
+            now &- ring.liveness.touchedNanos >= DrainTiming.releaseGraceNanos,
             let fresh = ring.liveness.statusNanos == now ? status : try? ring.consumer.status(producerAlive: false),
             fresh.backlog == 0
         {
@@ -153,12 +147,12 @@ extension RingTracker {
                 _ = captureDesk?.submit(.botStopped(ring.bot.name), bots: [ring.bot.name], nowNanos: now)
             }
         }
-        if status.dropped > ring.said.dropped, now &- ring.said.droppedNanos >= Self.dropLogIntervalNanos {
+        if status.dropped > ring.said.dropped, now &- ring.said.droppedNanos >= DrainTiming.dropLogIntervalNanos {
             sayDrops(of: ring, status, nowNanos: now)
             changed = true
         }
         let rejected = ring.sourceFigures.rejected
-        if rejected > ring.said.rejected, now &- ring.said.rejectedNanos >= Self.dropLogIntervalNanos {
+        if rejected > ring.said.rejected, now &- ring.said.rejectedNanos >= DrainTiming.dropLogIntervalNanos {
             ringLog(
                 "ring \(name): rejected \(rejected - ring.said.rejected) invalid records (unknown metric, kind "
                     + "or sequence; \(rejected) in all)", level: .warn)

@@ -4,7 +4,7 @@ import Ringside
 extension RingTracker {
     /// What passes last did and found.
     struct PassMarks {
-        /// When every ring was last looked at for new lanes (see `identityCheckNanos`).
+        /// When every ring was last looked at for new lanes (see `DrainTiming.identityCheckNanos`).
         var sweepNanos: UInt64 = 0
         /// The rings open as discovery was last told.
         var toldRingsOpen = 0

@@ -61,44 +61,6 @@ final class RingTracker {
         var unretired: Set<String> = []
     }
 
-    // MARK: - Timing
-
-    /// Rings adopted in one pass at most (each reads its registry and cells), and at most for
-    /// `CollectorOptions.adoptionNanos` (at least one): thousands of bots found at once are taken
-    /// up over several passes, the rings drained between.
-    static let adoptionsPerPass = 64
-    /// How often a ring's producer liveness is asked of the kernel (a system call per ring, and a
-    /// read of /proc per process: whether it is stopped), by how lately it recorded: see
-    /// `TrackedRing.livenessInterval`. A producer that exits closes its file, which inotify
-    /// reports at once, so an idle ring is asked only every 30 s (whether its process is
-    /// stopped, and in case an event was lost): thousands of idle bots cost little. Also how
-    /// often a quiet ring's cells are looked at.
-    static let livenessIntervalNanos: UInt64 = 1_000_000_000
-    static let activeLivenessIntervalNanos: UInt64 = 250_000_000
-    static let idleLivenessIntervalNanos: UInt64 = 30_000_000_000
-    /// A look is due this much early: a ring looked at late in one round (a pass cut short) is
-    /// still due in the next, not one round later.
-    static let lookSlackNanos: UInt64 = 50_000_000
-    /// A ring that recorded this recently is asked each second (a bot stopped within 10 s of
-    /// its last record is seen stopped within a second), however quiet it is now.
-    static let recentNanos: UInt64 = 10_000_000_000
-    /// A ring where nothing moved has its status read again this often all the same.
-    static let quietStatusNanos: UInt64 = 10_000_000_000
-    /// Without an inotify event, every ring is looked at for new lanes this often (discovery
-    /// checks their files for removal or replacement as often).
-    static let identityCheckNanos: UInt64 = 30_000_000_000
-    /// How soon to try again a ring that could not be read.
-    static let retryNanos: UInt64 = 5_000_000_000
-    /// The least time between two log lines about drops (or rejections) of one ring.
-    static let dropLogIntervalNanos: UInt64 = 10_000_000_000
-    /// For this long after a bot is attached, the drain loop sleeps at most `newRingSleepNanos`,
-    /// and looks for the bot's new lanes every pass.
-    static let newRingNanos: UInt64 = 1_000_000_000
-    static let newRingSleepNanos: UInt64 = 5_000_000
-    /// A ring whose file was opened this recently is not released: the opener may be a producer
-    /// between its open (the event, already seen) and its lock (none), which would go unnoticed.
-    static let releaseGraceNanos: UInt64 = 1_000_000_000
-
     /// - Throws: `DirectoryLock.Refusal.held` when another collector holds the ring directory.
     init(
         options: CollectorOptions, makeAggregator: @escaping (_ bot: String) -> BotAggregator, log: CollectorLog, ringLog: RingLog,
@@ -147,7 +109,7 @@ final class RingTracker {
     /// How long the drain loop may sleep for the tracker's sake: briefly while a bot was just
     /// attached (its producer is about to write, and add lanes).
     func sleepNanos(nowNanos now: UInt64) -> UInt64 {
-        if marks.attachNanos != 0 && now &- marks.attachNanos < Self.newRingNanos { return Self.newRingSleepNanos }
+        if marks.attachNanos != 0 && now &- marks.attachNanos < DrainTiming.newRingNanos { return DrainTiming.newRingSleepNanos }
         return .max
     }
 
@@ -175,7 +137,7 @@ final class RingTracker {
         guard mayCollect(nowNanos: now) else { return findings }
         let deadline = rs_clock_precise_ns() &+ options.adoptionNanos
         var changed: [String] = []
-        for adopted in 0..<(whole ? Int.max : Self.adoptionsPerPass) {
+        for adopted in 0..<(whole ? Int.max : DrainTiming.adoptionsPerPass) {
             if adopted > 0, !whole, rs_clock_precise_ns() >= deadline { break }
             let taken = handoff.take(foundUpTo: 1)
             changed += taken.changed
@@ -185,7 +147,7 @@ final class RingTracker {
         for name in changed { checkIdentity(of: name, nowNanos: now) }
         // New lanes are looked for now and then (a file grows by each lane it adds, which the
         // drain's watch reports; this is for a lost event), and without inotify each pass.
-        if !wakeup.isWatching || now &- marks.sweepNanos >= Self.identityCheckNanos {
+        if !wakeup.isWatching || now &- marks.sweepNanos >= DrainTiming.identityCheckNanos {
             marks.sweepNanos = now
             retryRetirements()
             for ring in tracked.ordered { ring.consumer.lookForNewLanes() }
@@ -260,11 +222,11 @@ final class RingTracker {
 
     /// Says why ring `name`, let go of, could not be read (unless the log said so when it was
     /// last skipped: `saidBefore`), and hands it back to discovery, which shows it as skipped and
-    /// tries it again after `retryNanos`.
+    /// tries it again after `DrainTiming.unreadableRetryNanos`.
     func skip(_ name: String, _ error: RingError, saidBefore: String? = nil, nowNanos now: UInt64) {
         let problem = "\(error)"
         if problem != saidBefore { ringLog("skipping ring \(name): \(problem)", level: .warn) }
-        handoff.post(letGo: DiscoveryHandoff.LetGo(name: name, problem: problem, retryNanos: Self.retryNanos))
+        handoff.post(letGo: DiscoveryHandoff.LetGo(name: name, problem: problem, retryNanos: DrainTiming.unreadableRetryNanos))
     }
 
     // MARK: - Touched files, releasing and taking up again
@@ -385,7 +347,7 @@ final class RingTracker {
         do {
             consumer = try RingConsumer(
                 name, directory: options.directory, allowedOwners: Set(options.allowedUIDs), readsWeights: true,
-                drainIntervalNanos: DrainScheduler.passBudgetNanos)
+                drainIntervalNanos: DrainTiming.passBudgetNanos)
         } catch {
             forget(ring)
             marks.news = true

@@ -125,21 +125,21 @@ final class TrackedRing {
         func within(_ nanos: UInt64, of time: UInt64) -> Bool { time != 0 && now &- time < nanos }
         let live = liveness
         let lastActive = schedule.lastActiveNanos
-        if within(RingTracker.livenessIntervalNanos, of: lastActive)
-            || within(RingTracker.livenessIntervalNanos, of: live.touchedNanos)
+        if within(DrainTiming.livenessIntervalNanos, of: lastActive)
+            || within(DrainTiming.livenessIntervalNanos, of: live.touchedNanos)
         {
-            return RingTracker.activeLivenessIntervalNanos
+            return DrainTiming.activeLivenessIntervalNanos
         }
-        if !watching || !live.producerAlive || live.producerStopped || within(RingTracker.recentNanos, of: lastActive) {
-            return RingTracker.livenessIntervalNanos
+        if !watching || !live.producerAlive || live.producerStopped || within(DrainTiming.recentNanos, of: lastActive) {
+            return DrainTiming.livenessIntervalNanos
         }
-        return RingTracker.idleLivenessIntervalNanos
+        return DrainTiming.idleLivenessIntervalNanos
     }
 
     /// Whether its liveness is due to be asked, every `interval` (give or take a pass: a ring
     /// looked at late in one round is due in the next).
     func isLookDue(nowNanos now: UInt64, interval: UInt64) -> Bool {
-        now &- liveness.lastObservedNanos &+ RingTracker.lookSlackNanos >= interval
+        now &- liveness.lastObservedNanos &+ DrainTiming.lookSlackNanos >= interval
     }
 
     func ringSnapshot(nowNanos now: UInt64) -> RingSnapshot {
@@ -185,13 +185,11 @@ final class TrackedRing {
 
 /// How fast a ring's lanes fill: records drained from each lane since `sinceNanos` (0: the ring
 /// is idle, not timed), and the fastest lane's rate (records a second) over the last span of at
-/// least `spanNanos` that drained any. The drain loop sleeps less than the fastest lane takes to
-/// fill. A rate is kept for `holdNanos` after its last records: a producer the scheduler held
+/// least `DrainTiming.fillRateSpanNanos` that drained any. The drain loop sleeps less than the fastest lane takes to
+/// fill. A rate is kept for `DrainTiming.fillRateHoldNanos` after its last records: a producer the scheduler held
 /// back for a moment (a paced one then writes all it owes at once) finds the loop still waking
 /// at its pace, not asleep for a whole poll.
 struct FillRate {
-    static let spanNanos: UInt64 = 50_000_000
-    static let holdNanos: UInt64 = 1_000_000_000
     private var drainedByLane: [Int] = []
     private(set) var sinceNanos: UInt64 = 0
     private var fastestLaneRate: Double = 0
@@ -207,7 +205,7 @@ struct FillRate {
         drainedByLane[lane] += count
     }
 
-    /// Closes a span once it is `spanNanos` long; returns how long the fastest lane of `capacity`
+    /// Closes a span once it is `DrainTiming.fillRateSpanNanos` long; returns how long the fastest lane of `capacity`
     /// records takes to fill at its rate (nil: it is not filling).
     mutating func fillNanos(capacity: UInt64, nowNanos now: UInt64) -> UInt64? {
         if sinceNanos == 0 { sinceNanos = now }
@@ -215,14 +213,14 @@ struct FillRate {
         // The open span's rate counts too (over at least a millisecond), so a lane that has just
         // started filling is not left for a whole poll: an overestimate costs a pass, not records.
         let openRate = Double(drainedByLane.max() ?? 0) / (Double(max(span, 1_000_000)) / 1e9)
-        if span >= Self.spanNanos {
+        if span >= DrainTiming.fillRateSpanNanos {
             if openRate > 0 {
                 fastestLaneRate = openRate
                 lastFillingNanos = now
             }
             for lane in drainedByLane.indices { drainedByLane[lane] = 0 }
-            // Nothing for `holdNanos`: the ring is idle, no longer timed.
-            let idle = openRate == 0 && now &- lastFillingNanos >= Self.holdNanos
+            // Nothing for `DrainTiming.fillRateHoldNanos`: the ring is idle, no longer timed.
+            let idle = openRate == 0 && now &- lastFillingNanos >= DrainTiming.fillRateHoldNanos
             if idle { fastestLaneRate = 0 }
             sinceNanos = idle ? 0 : now
         }
