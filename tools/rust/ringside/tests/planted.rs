@@ -12,69 +12,18 @@
 mod common;
 
 use common::fork::NOBODY;
-use common::fork::{_exit, as_nobody, dup2, effective_uid, files_in, fork, root_or_skip, take_turn, waitpid};
+use common::fork::{_exit, dup2, effective_uid, files_in, fork, root_or_skip, take_turn, waitpid};
+use common::planted::{plant, shared_dir, still_planted, KINDS};
 use common::{RingFile, ScratchDir};
 use ringside::{Bot, Error, Options};
-use std::ffi::CString;
-use std::fs::Permissions;
 use std::io::{Read, Write};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 extern "C" {
     fn alarm(seconds: u32) -> u32;
-    fn mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
-    fn mknod(path: *const std::ffi::c_char, mode: u32, device: u64) -> i32;
-}
-
-/// What nobody plants, and how the bot names it.
-const KINDS: [(&str, &str); 4] = [
-    ("fifo", "a FIFO (named pipe)"),
-    ("device", "a character device"),
-    ("directory", "a directory"),
-    ("socket", "a socket"),
-];
-
-/// A directory shared as /dev/shm is: sticky, everyone may create.
-fn shared_dir(test: &str) -> ScratchDir {
-    let dir = ScratchDir::new(test);
-    std::fs::set_permissions(&dir.path, Permissions::from_mode(0o1777)).unwrap();
-    dir
-}
-
-/// Makes `kind` at `path`, owned by nobody: a FIFO, a directory and a socket by nobody itself; a
-/// device (1:3, what /dev/null is) by root, given to nobody (only root may make one).
-fn plant(kind: &str, path: &Path) {
-    let name = CString::new(path.as_os_str().as_bytes()).unwrap();
-    if kind == "device" {
-        // SAFETY: a NUL-terminated path; S_IFCHR | 0644, device 1:3 in Linux's encoding of small numbers.
-        assert_eq!(unsafe { mknod(name.as_ptr(), 0o020644, (1 << 8) | 3) }, 0, "mknod {}", path.display());
-        std::os::unix::fs::lchown(path, Some(NOBODY), Some(NOBODY)).unwrap();
-        return;
-    }
-    as_nobody(|| match kind {
-        // SAFETY: a NUL-terminated path.
-        "fifo" => assert_eq!(unsafe { mkfifo(name.as_ptr(), 0o644) }, 0, "mkfifo"),
-        "directory" => std::fs::create_dir(path).unwrap(),
-        _ => drop(UnixListener::bind(path).unwrap()),
-    })
-    .unwrap();
-}
-
-/// Whether what is at `path` is still nobody's `kind`: untouched by the bot refused.
-fn still_planted(kind: &str, path: &Path) -> bool {
-    let Ok(metadata) = std::fs::symlink_metadata(path) else { return false };
-    let file_type = metadata.file_type();
-    metadata.uid() == NOBODY
-        && match kind {
-            "fifo" => file_type.is_fifo(),
-            "device" => file_type.is_char_device(),
-            "directory" => file_type.is_dir(),
-            _ => file_type.is_socket(),
-        }
 }
 
 /// Forks a child that waits for the parent's word (a byte), then runs `work` under a 10 s alarm

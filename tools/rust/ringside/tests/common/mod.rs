@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod fork;
+pub mod planted;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

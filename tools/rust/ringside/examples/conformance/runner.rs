@@ -1,12 +1,9 @@
-//! The Rust producer's runner of the conformance table (Tests/conformance/cases.txt; its head says
-//! the operations): runs every case through the crate, each case's bot in DIR.
-//!
-//!     cargo run --example conformance -- CASES DIR
-//!
-//! Exit status 0: every case ran; 1: an operation failed (stderr names the case and line); 2: usage.
+//! The case interpreter of the conformance table (Tests/conformance/cases.txt; its head says the
+//! operations): runs every case through the crate, each case's bot in a directory. The example
+//! `conformance` (main.rs beside it) runs it for the Swift suite; tests/conformance.rs runs it
+//! in-process, and compares each case's file with its pin.
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 
 use ringside::{Bot, Counter, Exemplar, Gauge, GaugeMerge, Histogram, Options, Unit};
 
@@ -52,6 +49,8 @@ struct Runner {
     metrics: HashMap<String, Metric>,
     /// The case's attach was refused, as it asked: its other lines are skipped.
     skipping: bool,
+    /// What was refused, as asked: `refused NAME: MESSAGE` (the producer's error), a line each.
+    refusals: Vec<String>,
 }
 
 impl Runner {
@@ -88,7 +87,7 @@ impl Runner {
                     Ok(_) if refused => return Err(format!("attach of {} was not refused", self.name)),
                     Ok(bot) => self.bot = Some(bot),
                     Err(error) if refused => {
-                        println!("refused {}: {error}", self.name);
+                        self.refusals.push(format!("refused {}: {error}", self.name));
                         self.skipping = true;
                     }
                     Err(error) => return Err(error.to_string()),
@@ -171,30 +170,18 @@ impl Runner {
     }
 }
 
-fn main() -> ExitCode {
-    let arguments: Vec<String> = std::env::args().collect();
-    let [_, cases, directory] = arguments.as_slice() else {
-        eprintln!("usage: conformance CASES DIR");
-        return ExitCode::from(2);
-    };
-    let text = match std::fs::read_to_string(cases) {
-        Ok(text) => text,
-        Err(error) => {
-            eprintln!("{cases}: {error}");
-            return ExitCode::from(2);
-        }
-    };
-    let mut runner = Runner { directory: PathBuf::from(directory), ..Runner::default() };
+/// Runs the table `text` (the file cases.txt's words) with each case's bot in `directory`: the
+/// attaches refused as asked (`refused NAME: MESSAGE`, a line each), or the first operation that
+/// failed (`LINE: PROBLEM`, its line number in `text`).
+pub fn run_table(text: &str, directory: &Path) -> Result<Vec<String>, String> {
+    let mut runner = Runner { directory: directory.to_path_buf(), ..Runner::default() };
     for (number, line) in text.lines().enumerate() {
         let words: Vec<&str> = line.split_whitespace().collect();
         let Some((op, args)) = words.split_first() else { continue };
         if op.starts_with('#') {
             continue;
         }
-        if let Err(problem) = runner.run(op, args) {
-            eprintln!("{cases}:{}: {problem}", number + 1);
-            return ExitCode::from(1);
-        }
+        runner.run(op, args).map_err(|problem| format!("{}: {problem}", number + 1))?;
     }
-    ExitCode::SUCCESS
+    Ok(runner.refusals)
 }
