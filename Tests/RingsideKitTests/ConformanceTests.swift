@@ -17,7 +17,7 @@ struct ConformanceTests {
     private static let cases = kitFile("Tests/conformance/cases.txt")
 
     @Test(
-        "C (also under AddressSanitizer with UndefinedBehaviorSanitizer), Python (C extension and pure backend) and Rust: each case's registry, records, weights, exemplars, cells and worker file read as the case says, and every producer's file is C's but for times, ids and thread names; what nobody planted at a bot's name is refused at once, naming it and its owner"
+        "C (also under AddressSanitizer with UndefinedBehaviorSanitizer), Python (C extension and pure backend) and Rust: each case's registry, records, weights, exemplars, cells and worker file read as the case says, and every producer's file, but for times, ids and thread names, is the case's pin (Tests/conformance/expected, which pytest and cargo test check too); what nobody planted at a bot's name is refused at once, naming it and its owner"
     )
     func producersConform() throws {
         var cases = try ConformanceCase.load(Self.cases)
@@ -60,23 +60,38 @@ struct ConformanceTests {
                 }
             }
             if expected.refused { continue }
-            var reference: (producer: String, bytes: [UInt8])?
+            // The pin (ConformancePin): what pytest and cargo test check their producer's files against.
+            let pinPath = "Tests/conformance/expected/\(expected.name).hex"
+            var pinned = ConformancePin.writing ? nil : try ConformancePin.bytes(of: expected.name)
+            var reference = "the pin \(pinPath)"
+            if pinned == nil, !ConformancePin.writing {
+                Issue.record("case \(expected.name): no pin \(pinPath): write the pins with RINGSIDE_WRITE_PINNED=1")
+            }
             for (producer, directory, _) in outputs {
                 let file = try expected.fileName(in: directory)
                 // The bytes first: the reader below only reads, but compare what the producer left.
                 let bytes = ConformanceMask.masked(Array(try Data(contentsOf: URL(fileURLWithPath: directory + "/ringside." + file))))
-                if let reference {
-                    if let offset = ConformanceMask.firstDifference(reference.bytes, bytes) {
+                if let pinned {
+                    if let offset = ConformanceMask.firstDifference(pinned, bytes) {
                         Issue.record(
-                            "case \(expected.name): \(producer.name)'s file differs from \(reference.producer)'s at offset 0x\(String(offset, radix: 16))"
+                            "case \(expected.name): \(producer.name)'s file, masked, differs from \(reference) at offset 0x\(String(offset, radix: 16))"
                         )
                     }
                 } else {
-                    reference = (producer.name, bytes)
+                    if ConformancePin.writing {
+                        try ConformancePin.write(bytes, caseName: expected.name)
+                    } else {
+                        reference = "\(producer.name)'s"
+                    }
+                    pinned = bytes
                 }
                 try Self.check(expected, file: file, directory: directory, producer: producer)
             }
         }
+        let pinnable = Set(try ConformanceCase.load(Self.cases).filter { !$0.refused }.map(\.name))
+        #expect(
+            try ConformancePin.pinnedCases() == pinnable,
+            "Tests/conformance/expected/ holds a pin of each case that writes a file, and no other")
     }
 
     /// Reads a producer's file of a case with the Swift reader and checks it against the case.
