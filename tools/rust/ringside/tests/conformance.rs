@@ -359,7 +359,7 @@ fn every_case_of_the_table_is_written_as_pinned() {
     let cases = load_cases(&text);
     assert!(!cases.is_empty(), "no cases in {}", conformance.display());
     let _turn = take_turn();
-    let planting = root_or_skip("the conformance cases that plant files as user nobody at a bot's name");
+    let planting = root_or_skip("planting the conformance cases' files as user nobody at a bot's name");
     let dir = shared_dir("conformance");
     let table = if planting { text.clone() } else { without_planted(&text, &cases) };
     for case in cases.iter().filter(|case| planting && case.planted.is_some()) {
