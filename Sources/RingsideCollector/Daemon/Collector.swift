@@ -252,7 +252,7 @@ package final class Collector: @unchecked Sendable {
             stats.captures = capturer.figures
         }
         count(pass, startedNanos: passStart, nowNanos: now)
-        let changed = pass.drained > 0 || pass.changed || tracker.takeNews() || capturesChanged
+        let changed = pass.drained > 0 || pass.changed || tracker.takeRingsChanged() || capturesChanged
         publisher.afterPass(
             nowNanos: now, changed: changed, mayBegin: scheduler.mayPublish(nowNanos: now),
             forced: forcePublish, stats: stats)

@@ -90,7 +90,7 @@ final class DiscoveryHandoff: Sendable {
     /// Rings the drain holds open, as of its last pass, and the rings found not yet adopted:
     /// discovery opens no more than the descriptor budget leaves.
     private let ringsOpen = Atomic<Int>(0)
-    private let skippedNews = Atomic<Bool>(false)
+    private let skippedChanged = Atomic<Bool>(false)
     private let inFlight = Atomic<Int>(0)
     /// Every file of the first listing was taken up or refused: no bot is held any more.
     private let startSettled = Atomic<Bool>(false)
@@ -150,7 +150,7 @@ final class DiscoveryHandoff: Sendable {
         var replaced = shown
         shownState.withLock { swap(&$0, &replaced) }
         if skippedChanged {
-            skippedNews.store(true, ordering: .releasing)
+            self.skippedChanged.store(true, ordering: .releasing)
             wakeDrainThread()
         }
     }
@@ -205,5 +205,5 @@ final class DiscoveryHandoff: Sendable {
     var shown: Shown { shownState.withLock { $0 } }
 
     /// Whether the skipped rings discovery shows changed since the last call.
-    func takeSkippedNews() -> Bool { skippedNews.exchange(false, ordering: .acquiring) }
+    func takeSkippedChanged() -> Bool { skippedChanged.exchange(false, ordering: .acquiring) }
 }

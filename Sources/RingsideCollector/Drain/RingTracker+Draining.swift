@@ -89,7 +89,7 @@ extension RingTracker {
         ring.quarantine.count += 1
         ring.quarantine.reason = reason
         ringLog("ring \(ring.name): \(reason); the other rings are drained meanwhile", level: .warn)
-        markNews()
+        noteRingsChanged()
     }
 
     /// Asks the kernel whether a ring's producer lives (one fcntl), reads its status again if it

@@ -11,7 +11,7 @@ extension RingTracker {
         /// When a ring was last attached or taken up again.
         var attachNanos: UInt64 = 0
         /// Something changed that the next snapshot should show (a ring came, went or changed state).
-        var news = false
+        var ringsChanged = false
         /// Age of the oldest record drained lately: how far behind the drain runs.
         var lagSeconds: Double = 0
         /// Which producer processes are stopped, read once per process per look.

@@ -95,13 +95,13 @@ final class RingTracker {
     func holds(name: String) -> Bool { tracked[name] != nil || released[name] != nil }
 
     /// Whether something changed that the next snapshot should show, since the last call.
-    func takeNews() -> Bool {
-        defer { marks.news = false }
-        return marks.news
+    func takeRingsChanged() -> Bool {
+        defer { marks.ringsChanged = false }
+        return marks.ringsChanged
     }
 
     /// Something changed that the next snapshot should show.
-    func markNews() { marks.news = true }
+    func noteRingsChanged() { marks.ringsChanged = true }
 
     /// Has `ring`, found dead and drained, let go of at the end of the pass.
     func releaseAtPassEnd(_ ring: TrackedRing) { due.releases.append(ring) }
@@ -131,7 +131,7 @@ final class RingTracker {
         // Events that arrived while a pass ran (or with no drain thread waiting: a test stepping time).
         if wakeup.isWatching { wakeup.collect(holds: holds(name:)) }
         lookAtTouchedFiles(nowNanos: now, &findings)
-        if handoff.takeSkippedNews() { marks.news = true }  // the next snapshot shows them
+        if handoff.takeSkippedChanged() { marks.ringsChanged = true }  // the next snapshot shows them
         // A directory that came after the start: its lock and state first (another collector may
         // hold it); what discovery found waits until then.
         guard mayCollect(nowNanos: now) else { return findings }
@@ -177,7 +177,7 @@ final class RingTracker {
         guard identity != ring.identity else { return }
         if tracked[name] === ring { _ = drain(ring, nowNanos: now) }
         forget(ring)
-        marks.news = true
+        marks.ringsChanged = true
         ringLog("ring \(name) detached: its file was \(identity == nil ? "removed" : "replaced by a new ring")")
     }
 
@@ -208,7 +208,7 @@ final class RingTracker {
             tracked.insert(ring)
             ring.touched(nowNanos: now)
             marks.attachNanos = now
-            marks.news = true
+            marks.ringsChanged = true
             ringLog(
                 "ring \(name) attached: producer pid \(status.producerPID) \(status.producerAlive ? "alive" : "dead"), "
                     + "\(status.lanes.count) of \(status.maxLanes) lanes of \(status.capacity) records, "
@@ -285,7 +285,7 @@ final class RingTracker {
         ring.release()
         released[ring.name] = ring
         ring.bot.shown = nil  // its next snapshot is made afresh
-        marks.news = true
+        marks.ringsChanged = true
         ringLog(
             "ring \(ring.name) released: its producer is dead and every record is drained; its series stay, and its "
                 + "file is taken up again when a producer attaches")
@@ -315,7 +315,7 @@ final class RingTracker {
         guard removed else { return false }
         forget(ring)
         hold.state.folded(entries, bot: worker.bot)
-        marks.news = true
+        marks.ringsChanged = true
         ringLog(
             "ring \(ring.name): worker pid \(worker.pid) of bot \(worker.bot) is gone and every record is drained; its "
                 + "totals stay in the bot's series, and its file is removed")
@@ -350,7 +350,7 @@ final class RingTracker {
                 drainIntervalNanos: DrainTiming.passBudgetNanos)
         } catch {
             forget(ring)
-            marks.news = true
+            marks.ringsChanged = true
             if case .notFound = error {
                 ringLog("ring \(name) detached: its file was removed")
             } else {
@@ -374,7 +374,7 @@ final class RingTracker {
         tracked.insert(ring)
         ring.liveness.attached(nowNanos: now)
         marks.attachNanos = now
-        marks.news = true
+        marks.ringsChanged = true
         ringLog("ring \(name) taken up again: a process opened its file")
     }
 
