@@ -52,7 +52,7 @@ let package = Package(
         /// What the collector serves, rendered from snapshots only: Prometheus text, OpenMetrics
         /// and protobuf with native histograms, the `/latest` and `/health` JSON, OTLP's metrics
         /// requests, gzip, the live page and the capture timeline, HdrHistogram's encoding and log
-        /// lines; the one Prometheus escaper, and how quantiles, times and measures are written.
+        /// lines; the one Prometheus escaper, and how quantiles are named and written.
         .target(
             name: "RingsideExport",
             dependencies: [
@@ -75,12 +75,14 @@ let package = Package(
         /// API only), the process that runs it, and the live table.
         .target(
             name: "RingsideDemo",
-            dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideExport", "RingsideCommandLine", "RingsideSystem"]),
+            dependencies: ["Ringside", "RingsideCollector", "RingsideSnapshot", "RingsideCommandLine", "RingsideSystem", "RingsideText"]),
 
         /// The flight recorder's trace: raw records of a bot's files in, a trace a person opens out
         /// (Chrome's Trace Event Format JSON, Perfetto's protobuf trace) and an HdrHistogram interval
         /// log of the same seconds. Pure: no I/O. Written by `ringside-dump postmortem`.
-        .target(name: "RingsideTrace", dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideExport", "RingsideJSON"]),
+        .target(
+            name: "RingsideTrace",
+            dependencies: ["Ringside", "CRingside", "RingsideAggregation", "RingsideExport", "RingsideJSON", "RingsideText"]),
 
         // MARK: - Operator tools
 
@@ -88,12 +90,14 @@ let package = Package(
         .target(
             name: "RingsideTools",
             dependencies: [
-                "Ringside", "CRingside", "RingsideExport", "RingsideJSON", "RingsideCommandLine",
-                "RingsideSystem", "RingsideText", "RingsideTrace", "RingsideHTTPClient",
+                "Ringside", "CRingside", "RingsideJSON", "RingsideCommandLine", "RingsideSystem", "RingsideText", "RingsideTrace",
+                "RingsideHTTPClient",
             ]),
-        /// Text for people, shared by the tools, the collector, its exports and the benchmark:
-        /// tables, numbers to a decimal or two, sizes and times. No dependencies.
-        .target(name: "RingsideText"),
+        /// Text shared by the tools, the trace, the collector, its exports and the benchmark: tables,
+        /// numbers to a decimal or two, sizes, times and measures for people, wall-clock times, a
+        /// metric's name as people write it (and the one Prometheus escaper's rule), base64. Over
+        /// Ringside's types only (the bots' library gains nothing from it).
+        .target(name: "RingsideText", dependencies: ["Ringside"]),
         /// JSON: a value written by hand (the tools' and the benchmark's output) and the collector's
         /// streaming writer, over one string escaper and number policy.
         .target(name: "RingsideJSON"),
@@ -171,7 +175,7 @@ let package = Package(
         .testTarget(
             name: "RingsideToolsTests",
             dependencies: [
-                "RingsideTools", "RingsideExport", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideTestSupport",
+                "RingsideTools", "RingsideJSON", "RingsideCommandLine", "Ringside", "CRingside", "RingsideText", "RingsideTestSupport",
                 "ringside-test-producer", "ringside-dump", "ringside-emit",
             ]),
         /// Faults, SIGBUS and load: producers and collectors killed at random points, a full ring

@@ -1,6 +1,6 @@
 import RingsideCollector
 import RingsideCommandLine
-import RingsideExport
+import RingsideText
 import RingsideSnapshot
 import Ringside
 

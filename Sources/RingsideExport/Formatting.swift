@@ -1,12 +1,6 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-import Ringside
-import RingsideText
-
-// MARK: - How quantiles, times and measures are written, in every export
-// (durations: `formatDuration`, beside the duration grammar in RingsideCommandLine; numbers and
-// times for people: RingsideText)
+// MARK: - How quantiles are named and written, in every export
+// (durations: `formatDuration`, beside the duration grammar in RingsideCommandLine; numbers,
+// times and measures for people, and wall-clock times: RingsideText)
 
 /// The JSON key and Prometheus-friendly name of a quantile: 0.5 → `p50`, 0.999 → `p999`.
 package func quantileKey(_ quantile: Double) -> String {
@@ -32,30 +26,4 @@ private extension String {
         while fraction.hasSuffix("0") { fraction.removeLast() }
         self = "\(scaled / 1_000_000)." + (fraction.isEmpty ? "0" : fraction)
     }
-}
-
-/// A wall-clock time as ISO 8601 in UTC: `2026-11-21T20:45:00.123Z`, or with `microseconds`
-/// `2026-11-21T20:45:00.123456Z`; now when no time is given.
-package func utcTimestamp(microseconds: Bool = false, realtimeNanos: UInt64? = nil) -> String {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    let nanos = realtimeNanos ?? UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-    var seconds = time_t(nanos / 1_000_000_000)
-    var parts = tm()
-    guard gmtime_r(&seconds, &parts) != nil else { return "\(nanos)ns" }
-    func pad(_ value: some BinaryInteger, _ width: Int) -> String {
-        let digits = String(value)
-        return String(repeating: "0", count: max(0, width - digits.count)) + digits
-    }
-    let fraction = microseconds ? pad(nanos % 1_000_000_000 / 1_000, 6) : pad(nanos % 1_000_000_000 / 1_000_000, 3)
-    return "\(pad(Int(parts.tm_year) + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
-        + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(fraction)Z"
-}
-
-/// A value in a metric's unit, for people: `123.4us`, `2.1ms`, `512 bytes`, `17`.
-package func formatMeasure(_ value: Double, unit: MetricUnit) -> String {
-    guard let nanosPerUnit = unit.nanoseconds else {
-        return oneDecimalAtMost(value) + (unit == .bytes ? " bytes" : "")
-    }
-    return formatNanos(value * Double(nanosPerUnit))
 }

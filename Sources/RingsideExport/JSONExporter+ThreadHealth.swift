@@ -1,5 +1,6 @@
 import RingsideJSON
 import RingsideSnapshot
+import RingsideText
 
 extension JSONExporter {
     /// A lane thread's scheduling (`/latest`'s `rings[].lanes[].thread`): the kernel's totals, in

@@ -3,6 +3,7 @@ import Ringside
 import RingsideAggregation
 import RingsideCommandLine
 import RingsideJSON
+import RingsideText
 import RingsideSnapshot
 import Synchronization
 

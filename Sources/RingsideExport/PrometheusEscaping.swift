@@ -1,27 +1,23 @@
-// The one Prometheus escaper: label values and HELP texts, and the registry's encoded labels
-// written as label pairs.
+import RingsideText
 
-/// A label value as the text format writes it between its quotes, for the tools' `name{key="value"}`.
-package func prometheusEscapedLabelValue(_ value: String) -> String {
-    let text = TextBuffer(capacity: value.utf8.count + 8)
-    text.appendEscaped(value, inLabel: true)
-    return String(decoding: text.bytes, as: UTF8.self)
-}
+// The one Prometheus escaper (its rule, `prometheusEscapeLetter`, is in RingsideText, where the
+// tools' metric names use it too): label values and HELP texts, and the registry's encoded
+// labels written as label pairs.
 
 extension TextBuffer {
-    /// Escapes `\\`, newlines and (in label values) `"`, as the text format requires: the one
-    /// Prometheus escaper, for label values and HELP texts alike.
+    /// Escapes `\\`, newlines and (in label values) `"`, as the text format requires
+    /// (`prometheusEscapeLetter`), for label values and HELP texts alike.
     func appendEscaped(_ value: String, inLabel: Bool) {
         appendEscaped(bytes: value.utf8, inLabel: inLabel)
     }
 
     func appendEscaped(bytes value: some Sequence<UInt8>, inLabel: Bool) {
         for byte in value {
-            switch byte {
-            case UInt8(ascii: "\\"): append("\\\\")
-            case UInt8(ascii: "\n"): append("\\n")
-            case UInt8(ascii: "\"") where inLabel: append("\\\"")
-            default: append(byte)
+            if let letter = prometheusEscapeLetter(byte, inLabel: inLabel) {
+                append(UInt8(ascii: "\\"))
+                append(letter)
+            } else {
+                append(byte)
             }
         }
     }

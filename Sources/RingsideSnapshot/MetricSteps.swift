@@ -18,9 +18,6 @@ extension MetricDescriptor {
         return Int(scale) + unitExponent
     }
 
-    /// Whether its values are not whole units of its own: signed, or of a step other than 1.
-    package var hasSteps: Bool { isSigned || scale != 0 }
-
     /// `steps` in base units, correctly rounded: divided by a power of ten rather than multiplied
     /// by its inexact inverse, so 4,999,999 ns is 0.004999999 s, and 35 hundredths 0.35.
     package func inBaseUnits(_ steps: Double) -> Double { Self.scaled(steps, exponent: baseUnitExponent) }

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Ringside
+
 // MARK: - Times for people
 // (durations as the command line writes and reads them: `formatDuration`, in RingsideCommandLine)
 
@@ -30,4 +35,30 @@ package func nanosLabel(_ nanos: Double) -> String {
     case ..<1_000_000: return decimals(atMost: 3, nanos / 1000) + " µs"
     default: return decimals(atMost: 3, nanos / 1_000_000) + " ms"
     }
+}
+
+/// A wall-clock time as ISO 8601 in UTC: `2026-11-21T20:45:00.123Z`, or with `microseconds`
+/// `2026-11-21T20:45:00.123456Z`; now when no time is given.
+package func utcTimestamp(microseconds: Bool = false, realtimeNanos: UInt64? = nil) -> String {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    let nanos = realtimeNanos ?? UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    var seconds = time_t(nanos / 1_000_000_000)
+    var parts = tm()
+    guard gmtime_r(&seconds, &parts) != nil else { return "\(nanos)ns" }
+    func pad(_ value: some BinaryInteger, _ width: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+    let fraction = microseconds ? pad(nanos % 1_000_000_000 / 1_000, 6) : pad(nanos % 1_000_000_000 / 1_000_000, 3)
+    return "\(pad(Int(parts.tm_year) + 1900, 4))-\(pad(parts.tm_mon + 1, 2))-\(pad(parts.tm_mday, 2))"
+        + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(fraction)Z"
+}
+
+/// A value in a metric's unit, for people: `123.4us`, `2.1ms`, `512 bytes`, `17`.
+package func formatMeasure(_ value: Double, unit: MetricUnit) -> String {
+    guard let nanosPerUnit = unit.nanoseconds else {
+        return oneDecimalAtMost(value) + (unit == .bytes ? " bytes" : "")
+    }
+    return formatNanos(value * Double(nanosPerUnit))
 }

@@ -1,8 +1,8 @@
 import RingsideCommandLine
 import Ringside
-import RingsideExport
 import RingsideHTTPClient
 import RingsideSystem
+import RingsideText
 
 #if canImport(Glibc)
 import Glibc

@@ -1,8 +1,8 @@
 import RingsideCommandLine
 import CRingside
 import Ringside
-import RingsideExport
 import RingsideJSON
+import RingsideText
 
 /// What `check` found in one ring.
 struct RingCheck {

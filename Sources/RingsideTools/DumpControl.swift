@@ -1,7 +1,6 @@
 import RingsideCommandLine
 import CRingside
 import Ringside
-import RingsideExport
 import RingsideJSON
 import RingsideText
 

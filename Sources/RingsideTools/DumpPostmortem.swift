@@ -1,7 +1,6 @@
 import RingsideCommandLine
 import CRingside
 import Ringside
-import RingsideExport
 import RingsideJSON
 import RingsideSystem
 import RingsideText
@@ -98,7 +97,7 @@ enum PostmortemCommand {
         for case let metric? in contents.metrics where metric.kind != .histogram {
             let cells = try inspector.cells(of: metric)
             if metric.kind == .counter {
-                finalValues.append((metric, MetricValue(bits: cells.total, metric: metric)))
+                finalValues.append((metric, metric.value(ofStored: cells.total)))
             } else if let last = cells.lastValue {
                 finalValues.append((metric, .double(last)))
             }

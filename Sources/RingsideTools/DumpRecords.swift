@@ -1,9 +1,9 @@
 import RingsideCommandLine
 import CRingside
 import Ringside
-import RingsideExport
 import RingsideJSON
 import RingsideText
+import RingsideTrace
 
 /// What the tools read in one look at a ring: its status, the most recent records in its lanes
 /// (consumed or not: a collector drains as soon as a bot writes), and the registry read after
@@ -90,7 +90,7 @@ enum RecordsCommand {
                     ("time", .string(time)), ("timestamp_ns", .uint(record.timestamp_ns)),
                     ("metric_index", .uint(UInt64(record.metric))), ("metric", metricJSON), ("consumed", .bool(entry.consumed)),
                     ("labels", metric?.labelsJSON ?? .null), ("kind", kindJSON), ("unit", unitJSON),
-                    ("value", MetricValue(bits: record.value, metric: metric, kind: kind).json), ("span", .bool(isSpan)),
+                    ("value", MetricValue(stored: record.value, of: metric, kind: kind).json), ("span", .bool(isSpan)),
                     ("weight", .uint(record.bucketWeight)), ("raw", rawJSON),
                 ])
             }
@@ -127,7 +127,7 @@ enum RecordsCommand {
                 "\(entry.cursor)",
                 utcTimestamp(microseconds: true, realtimeNanos: status.realtimeNanos(ofMonotonic: record.timestamp_ns)),
                 metric?.displayName ?? "#\(record.metric) (not registered)",
-                MetricValue(bits: record.value, metric: metric, kind: kind).text(unit: metric?.unit),
+                MetricValue(stored: record.value, of: metric, kind: kind).text(unit: metric?.unit),
                 flagsText(record),
                 entry.consumed ? "consumed" : "waiting",
             ]

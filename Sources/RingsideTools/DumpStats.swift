@@ -1,8 +1,8 @@
 import RingsideCommandLine
 import Ringside
-import RingsideExport
 import RingsideJSON
 import RingsideText
+import RingsideTrace
 
 /// Exact statistics of one metric: over its most recent records in the lanes (consumed or not),
 /// and from its cells.
@@ -114,14 +114,14 @@ enum StatsCommand {
                 switch stats.metric.kind {
                 case .histogram:
                     members.append(("calls", .uint(stats.calls)))
-                    let value = { (bits: UInt64) in MetricValue(bits: bits, metric: stats.metric).json }
+                    let value = { (bits: UInt64) in stats.metric.value(ofStored: bits).json }
                     members.append(("min", stats.sorted.first.map(value) ?? .null))
                     for percentile in MetricStatistics.percentiles {
                         members.append((percentile.key, stats.percentile(percentile.q).map(value) ?? .null))
                     }
                     members += [("max", stats.sorted.last.map(value) ?? .null), ("dropped", .uint(stats.cells.dropped))]
                 case .counter:
-                    members.append(("total", MetricValue(bits: stats.total, metric: stats.metric).json))
+                    members.append(("total", stats.metric.value(ofStored: stats.total).json))
                 case .gauge:
                     members += [
                         ("last", stats.last.map(JSON.double) ?? .null), ("min", stats.minimum.map(JSON.double) ?? .null),
@@ -151,7 +151,7 @@ enum StatsCommand {
                 right: Set(["COUNT", "MIN", "MAX", "DROPPED"] + MetricStatistics.percentiles.map(\.label)))
             for stats in histograms {
                 // Sorted as stored: a signed histogram's offset binary sorts as its values do.
-                let value = { (bits: UInt64) in MetricValue(bits: bits, metric: stats.metric).text }
+                let value = { (bits: UInt64) in stats.metric.value(ofStored: bits).text }
                 table.add(
                     [
                         stats.metric.displayName, stats.metric.unit.description, stats.metric.samplingText, "\(stats.count)",
@@ -166,7 +166,7 @@ enum StatsCommand {
         if let counters = byKind[.counter] {
             // From the cells: every increment ever made, on every thread.
             var table = TextTable(["COUNTER", "TOTAL"], right: ["TOTAL"])
-            for stats in counters { table.add([stats.metric.displayName, MetricValue(bits: stats.total, metric: stats.metric).text]) }
+            for stats in counters { table.add([stats.metric.displayName, stats.metric.value(ofStored: stats.total).text]) }
             console.print()
             table.lines.forEach { console.print($0) }
         }

@@ -1,7 +1,6 @@
 import CRingside
 import Ringside
 import RingsideCommandLine
-import RingsideExport
 import RingsideJSON
 import RingsideSystem
 import RingsideText

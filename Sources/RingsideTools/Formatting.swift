@@ -1,5 +1,4 @@
 import Ringside
-import RingsideExport
 import RingsideJSON
 #if canImport(Glibc)
 import Glibc

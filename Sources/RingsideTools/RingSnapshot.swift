@@ -1,8 +1,8 @@
 import CRingside
 import Ringside
-import RingsideExport
 import RingsideJSON
 import RingsideSystem
+import RingsideText
 #if canImport(Glibc)
 import Glibc
 #endif

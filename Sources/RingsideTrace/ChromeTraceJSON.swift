@@ -1,5 +1,5 @@
-import RingsideExport
 import RingsideJSON
+import RingsideText
 
 /// A ``TraceModel`` in the Trace Event Format (JSON), which Perfetto's UI and chrome://tracing
 /// open: `M` events name each process and thread, an `X` (complete) event per slice, a `C`

@@ -1,6 +1,6 @@
 import CRingside
 import Ringside
-import RingsideExport
+import RingsideText
 
 /// Turns raw records into a ``TraceModel``: a process per source, a thread per lane that holds a
 /// record, and each record read as its metric says.
@@ -54,7 +54,7 @@ package enum TraceBuilder {
             }
             lanesUsed[sourceIndex].insert(entry.lane)
             let time = source.wallNanos(ofMonotonic: record.timestamp_ns)
-            let value = MetricValue(bits: record.value, metric: metric)
+            let value = metric.value(ofStored: record.value)
             var slot: Int?
             if metric.kind == .histogram, let duration = durationNanos(record.value, metric: metric) {
                 var args: [(key: String, value: String)] = [("value", value.text(unit: metric.unit))]

@@ -1,5 +1,4 @@
 import Ringside
-import RingsideExport
 
 /// One raw record as a reader drained or peeked it: the file it came from (an index into the
 /// trace's sources), its lane, and its 32 bytes. Exemplar records are records too, in lane order.

@@ -1,4 +1,5 @@
-import RingsideExport
+import Ringside
+import RingsideJSON
 
 /// What a trace shows, built by ``TraceBuilder`` and written by ``ChromeTraceJSON`` and
 /// ``PerfettoTrace``: a process per file, a thread per lane, slices and counter samples. Times
@@ -74,6 +75,16 @@ package struct TraceModel: Sendable {
 }
 
 extension MetricValue {
+    /// The value as JSON writes it: a whole number, a double, or a number of steps as its exact
+    /// decimal (the trace's counter samples, and `ringside-dump records --json`'s values).
+    package var json: JSON {
+        switch self {
+        case let .unsigned(value): return .uint(value)
+        case let .double(value): return .double(value)
+        case .steps: return .number(text)
+        }
+    }
+
     /// The value as a `Double`, for readers that take no exact decimal (Perfetto's counters).
     package var doubleValue: Double {
         switch self {

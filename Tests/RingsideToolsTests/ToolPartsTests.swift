@@ -1,5 +1,5 @@
 import Ringside
-import RingsideExport
+import RingsideText
 @testable import RingsideTools
 import Testing
 import RingsideJSON

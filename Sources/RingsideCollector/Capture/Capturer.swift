@@ -1,5 +1,5 @@
 import RingsideCommandLine
-import RingsideExport
+import RingsideText
 import RingsideSnapshot
 
 /// The captures' part of the drain thread: takes the requests the `CaptureDesk` accepted, waits

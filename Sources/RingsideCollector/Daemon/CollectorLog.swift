@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import CRingside
-import RingsideExport
+import RingsideText
 import RingsideJSON
 import RingsideSystem
 import Synchronization

@@ -153,9 +153,4 @@ struct SeriesHistory: HistoryPointSource {
         guard signed else { return min(UInt64(clamping: value), historyNull - 1) }
         return min(UInt64(bitPattern: Int64(clamping: value)) ^ (1 << 63), historyNull - 1)
     }
-
-    /// A value `stored` keeps, in steps.
-    static func value(stored: UInt64, signed: Bool) -> Int128 {
-        signed ? Int128(OffsetBinary.value(stored)) : Int128(stored)
-    }
 }

@@ -172,12 +172,11 @@ package struct HistoryAnswer: Sendable {
     /// Column `column` of a point of `metric`, stored as `stored`.
     static func cell(of metric: MetricDescriptor, column: Int, stored number: UInt64) -> Cell {
         if column == 0 || (metric.kind == .counter && !metric.hasSteps) { return .whole(number) }
-        if metric.kind == .counter { return .decimal(ExactDecimal.text(Int128(number), exponent: Int(metric.scale))) }
+        if metric.kind == .counter { return .decimal(metric.value(ofStored: number).text) }
         if metric.kind == .gauge { return .double(Double(bitPattern: number)) }
         if number == historyNull { return .null }
         if column == 1 || !metric.hasSteps { return .whole(number) }
-        let steps = SeriesHistory.value(stored: number, signed: metric.isSigned)
-        return .decimal(ExactDecimal.text(steps, exponent: Int(metric.scale)))
+        return .decimal(metric.value(ofStored: number).text)
     }
 
     /// The answer as JSON (see docs/collector.md's History section).
