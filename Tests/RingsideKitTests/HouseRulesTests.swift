@@ -79,6 +79,47 @@ struct HouseRulesTests {
         }
     }
 
+    /// The operator's tools and the trace read values with Ringside (`MetricValue`, `ExactDecimal`)
+    /// and write text for people with RingsideText (times, measures, metric names, base64); they
+    /// import the exporters only in a file that writes one of the exporters' formats, listed here
+    /// with the format (the test fails when one more imports them, and when a listed one no
+    /// longer does, so the list only shrinks).
+    @Test("the tools and the trace import RingsideExport only in the files that write an export format, each listed with its format")
+    func toolsImportExportOnlyToRenderIt() throws {
+        let rendering: [String: String] = [
+            "Sources/RingsideTrace/PerfettoTrace.swift": "Perfetto's protobuf trace, through the exporters' ProtobufWriter",
+            "Sources/RingsideTrace/TraceHistogramLog.swift": "an HdrHistogram interval log, through the exporters' HistogramLog",
+        ]
+        var importing: Set<String> = []
+        for folder in ["Sources/RingsideTools", "Sources/RingsideTrace", "tools/ringside-dump", "tools/ringside-emit"] {
+            for file in try swiftFiles(under: folder) where file.lines.contains("import RingsideExport") {
+                importing.insert(file.path)
+            }
+        }
+        let (unlisted, gone) = (importing.subtracting(rendering.keys).sorted(), Set(rendering.keys).subtracting(importing).sorted())
+        #expect(
+            unlisted.isEmpty, "import RingsideExport without writing an export format (values: Ringside; text: RingsideText): \(unlisted)")
+        #expect(gone.isEmpty, "listed as writing an export format, but no longer importing RingsideExport: strike \(gone)")
+    }
+
+    /// A stored value's meaning (a signed histogram's offset binary, steps of 10^scale, a gauge's
+    /// double) is decided by `MetricDescriptor.value(ofStored:)` and `steps(ofStored:)`, in
+    /// Ringside. Outside it, only the drain's per-record loop turns offset binary back itself
+    /// (it knows the sign from its route, not from a metric, and runs for every record).
+    @Test(
+        "a stored value is read by MetricDescriptor.value(ofStored:), in Ringside; only the drain's per-record loop reads offset binary itself"
+    )
+    func valueMeaningInOnePlace() throws {
+        let allowed: Set<String> = ["Sources/RingsideCollector/Series/BotAggregator+Draining.swift"]
+        var offenders: Set<String> = []
+        for folder in ["Sources", "Benchmarks", "tools/ringside-dump", "tools/ringside-emit"] {
+            for file in try swiftFiles(under: folder) where !file.path.hasPrefix("Sources/Ringside/") && !allowed.contains(file.path) {
+                if file.lines.contains(where: { $0.contains("OffsetBinary.value(") }) { offenders.insert(file.path) }
+            }
+        }
+        #expect(offenders.isEmpty, "offset binary read outside MetricDescriptor.value(ofStored:): \(offenders.sorted())")
+    }
+
     /// A record's road through the collector: discovery finds a bot's files and hands them to the
     /// drain (`DiscoveryHandoff`, waking it), the drain reads them into the bot's series, the
     /// publisher reads the series into a snapshot. Each room names only the types of the rooms it
