@@ -37,6 +37,8 @@ package func nanosLabel(_ nanos: Double) -> String {
     }
 }
 
+// MARK: - Wall-clock times, and values in their metric's unit
+
 /// A wall-clock time as ISO 8601 in UTC: `2026-11-21T20:45:00.123Z`, or with `microseconds`
 /// `2026-11-21T20:45:00.123456Z`; now when no time is given.
 package func utcTimestamp(microseconds: Bool = false, realtimeNanos: UInt64? = nil) -> String {
