@@ -61,6 +61,10 @@ extension MetricDescriptor {
     /// Whether its values are not whole units of its own: signed, or of a step other than 1.
     package var hasSteps: Bool { isSigned || scale != 0 }
 
+    /// One step of its values in its unit, as exact decimal: `0.01`, `1`, `1000` (the tools' and
+    /// `/latest`'s `resolution`).
+    package var resolutionText: String { ExactDecimal.text(1, exponent: Int(scale)) }
+
     /// What a value stored for this metric (a record's value, a cell's total, a history point)
     /// means: a gauge's bits are a double; a metric with steps holds a number of steps of
     /// 10^scale; the others an unsigned whole number of their unit.

@@ -186,7 +186,7 @@ package enum JSONExporter {
         if metric.kind != .gauge {
             // What its values are: a histogram's or counter's values are whole numbers of
             // `resolution` (0.01 for basis points to a hundredth), signed for a signed histogram.
-            json.field("resolution", decimal: ExactDecimal.text(1, exponent: Int(metric.scale)))
+            json.field("resolution", decimal: metric.resolutionText)
             json.field("signed", metric.isSigned)
         }
         json.key("labels")

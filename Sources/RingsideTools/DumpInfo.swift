@@ -282,7 +282,7 @@ enum InfoCommand {
                     ("index", .uint(UInt64(metric.index))), ("kind", .string(metric.kind.description)),
                     ("unit", .string(metric.unit.description)), ("name", .string(metric.name)),
                     ("labels", metric.labelsJSON), ("sample_every", .uint(UInt64(metric.sampleEvery))),
-                    ("resolution", .number(ExactDecimal.text(1, exponent: Int(metric.scale)))), ("signed", .bool(metric.isSigned)),
+                    ("resolution", .number(metric.resolutionText)), ("signed", .bool(metric.isSigned)),
                     ("help", .string(metric.help)),
                     ("cells", cellsJSON(cells[metric.index] ?? MetricCells(), kind: metric.kind)),
                 ])

@@ -28,6 +28,6 @@ extension MetricDescriptor {
     /// Its unit, with its values' resolution and sign where it has them: `none`, `none in 0.01, signed`.
     var valuesText: String {
         guard hasSteps else { return unit.description }
-        return unit.description + (scale != 0 ? " in " + ExactDecimal.text(1, exponent: Int(scale)) : "") + (isSigned ? ", signed" : "")
+        return unit.description + (scale != 0 ? " in " + resolutionText : "") + (isSigned ? ", signed" : "")
     }
 }

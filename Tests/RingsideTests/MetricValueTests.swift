@@ -65,6 +65,7 @@ struct MetricValueTests {
         let thousands = Self.metric(.histogram, scale: 3, unit: .bytes)
         #expect(thousands.value(ofStored: 2).text == "2000")
         #expect(thousands.value(ofStored: 2).text(unit: thousands.unit) == "2000 bytes")
+        #expect([micros.resolutionText, thousands.resolutionText, Self.metric(.counter).resolutionText] == ["0.000001", "1000", "1"])
     }
 
     @Test("a gauge's bits are a double, whatever its scale; a value of no known metric is read by the record's kind")
