@@ -47,7 +47,7 @@ extension Histogram {
     var isSparse: Bool { pageTable.isEmpty }
 
     /// The slow part of ``record(_:count:)``: a sparse histogram, or a page not yet allocated.
-    @inline(never)
+    @usableFromInline @inline(never)
     mutating func addOutsidePages(_ n: UInt64, toBucket index: Int) {
         addCount(n, toBucket: index)
     }

@@ -26,7 +26,7 @@ package struct Histogram: Sendable {
     // MARK: - Layout
 
     /// log2 of the number of linear buckets per octave above the exact range.
-    static let octaveBucketsMagnitude = 9
+    @usableFromInline static let octaveBucketsMagnitude = 9
     /// Values below this get a bucket each and are reported exactly.
     package static let exactValueLimit: UInt64 = 1024
     /// The largest relative error of any reported value: half a bucket over 512 bucket widths.
@@ -34,30 +34,30 @@ package struct Histogram: Sendable {
     /// Buckets needed to cover the whole `UInt64` range: the exact range and 54 octaves of 512.
     static let bucketCount = 56 << 9
     /// log2 of the counts per page: a page is 64 counts (512 B).
-    static let pageMagnitude = 6
-    static let pageSize = 1 << pageMagnitude
+    @usableFromInline static let pageMagnitude = 6
+    @usableFromInline static let pageSize = 1 << pageMagnitude
     static let pageCount = bucketCount >> pageMagnitude
 
     // MARK: - Storage
 
     /// Empty while sparse; once paged, 0 for a page never touched, else `n` for the counts at
     /// `slots[(n-1)*64 ..< n*64]`.
-    var pageTable: [UInt16] = []
+    @usableFromInline var pageTable: [UInt16] = []
     /// While sparse, `bucket << 48 | count` per non-empty bucket, in bucket order; once paged, the
     /// touched pages' counts in the order they were first touched.
-    var slots: [UInt64] = []
+    @usableFromInline var slots: [UInt64] = []
     /// While sparse and `slots` has no storage: the one non-empty bucket, as a `slots` entry (0:
     /// none). A series whose values all fell in one bucket (one value, or a constant: many of a
     /// quiet series' slices and all-time histograms) keeps no heap block for it; small blocks kept
     /// per series, allocated among busy series' window slices, kept the freed pages around them.
     var soleEntry: UInt64 = 0
     /// The number of recorded values (saturating at `UInt64.max`).
-    package internal(set) var count: UInt64 = 0
+    @usableFromInline package internal(set) var count: UInt64 = 0
     /// The exact sum of recorded values as a 128-bit integer `(high << 64) + low`.
-    var sumLow: UInt64 = 0
-    var sumHigh: UInt64 = 0
-    var minValue: UInt64 = .max
-    var maxValue: UInt64 = 0
+    @usableFromInline var sumLow: UInt64 = 0
+    @usableFromInline var sumHigh: UInt64 = 0
+    @usableFromInline var minValue: UInt64 = .max
+    @usableFromInline var maxValue: UInt64 = 0
 
     /// Makes an empty histogram, without allocating.
     package init() {}
@@ -65,13 +65,13 @@ package struct Histogram: Sendable {
     // MARK: - Bucket math
 
     /// The octave of `value`: 0 for the exact range, else the log2 of its bucket width.
-    @inline(__always)
+    @inlinable @inline(__always)
     static func octave(of value: UInt64) -> Int {
         54 &- (value | 1023).leadingZeroBitCount
     }
 
     /// The bucket index of `value`, in `0 ..< bucketCount`, in increasing value order.
-    @inline(__always)
+    @inlinable @inline(__always)
     static func bucketIndex(of value: UInt64) -> Int {
         let octave = octave(of: value)
         // value >> octave is in 512 ..< 1024 above the exact range, so indexes follow on.
@@ -109,6 +109,8 @@ package struct Histogram: Sendable {
     // MARK: - Recording
 
     /// Adds `count` occurrences of `value` in O(1) with no allocation once the value's page exists.
+    /// Inlinable, as the windows that call it are: the drain records every value through it.
+    @inlinable
     package mutating func record(_ value: UInt64, count n: UInt64 = 1) {
         guard n != 0 else { return }
         let index = Self.bucketIndex(of: value)
@@ -153,7 +155,7 @@ package struct Histogram: Sendable {
 
     /// Adds `(high << 64) + low` to the sum, saturating at `UInt128.max`: a sum that reached its
     /// ceiling stays there rather than wrapping.
-    @inline(__always)
+    @inlinable @inline(__always)
     mutating func addToSum(high: UInt64, low: UInt64) {
         let (newLow, carry) = sumLow.addingReportingOverflow(low)
         let (partialHigh, overflowHigh) = sumHigh.addingReportingOverflow(high)

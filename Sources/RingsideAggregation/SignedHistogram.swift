@@ -9,16 +9,17 @@
 /// A value type: safe to send across threads, not to mutate from two at once.
 package struct SignedHistogram: Sendable, Equatable {
     /// The values `>= 0`.
-    package internal(set) var nonNegative = Histogram()
+    @usableFromInline package internal(set) var nonNegative = Histogram()
     /// The magnitudes of the values `< 0` (1 ... 2^63).
-    package internal(set) var negative = Histogram()
+    @usableFromInline package internal(set) var negative = Histogram()
 
     /// Makes an empty histogram, without allocating.
     package init() {}
 
     // MARK: - Recording and combining
 
-    /// Adds `count` occurrences of `value`.
+    /// Adds `count` occurrences of `value` (inlinable, as `Histogram.record` is).
+    @inlinable
     package mutating func record(_ value: Int64, count n: UInt64 = 1) {
         if value >= 0 {
             nonNegative.record(UInt64(value), count: n)
