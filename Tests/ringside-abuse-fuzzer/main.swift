@@ -777,8 +777,8 @@ func violation(_ text: String) {
 /// not a counter (counters write no records), its kind, and the record's cursor as its sequence;
 /// and, as the collector's exemplar assembler takes them (EXEMPLARS in ringside.h), the parts of
 /// exemplars that follow their value as they should. What it must reject besides the rest: a
-/// value's exemplar whose length no producer writes, or that another record cuts short, and the
-/// parts of an exemplar whose bytes are none.
+/// value with flags or an exemplar length no producer writes (`isSoundValue`), an exemplar that
+/// another record cuts short, and the parts of an exemplar whose bytes are none.
 func expectedValid(_ bytes: [UInt8], status: RingStatus, metrics: [MetricDescriptor]) -> (valid: Int, histogramWeight: UInt64) {
     var valid = 0
     var weight: UInt64 = 0
@@ -813,19 +813,15 @@ func expectedValid(_ bytes: [UInt8], status: RingStatus, metrics: [MetricDescrip
                 valid -= 1  // cut short: its exemplar is rejected, counted once
                 pending = nil
             }
-            if metric < metrics.count, metrics[metric].kind.rawValue == kind, metrics[metric].kind != .counter, sequence == cursor {
+            if metric < metrics.count, metrics[metric].kind.rawValue == kind, metrics[metric].kind != .counter, sequence == cursor,
+                isSoundValue(histogram: metrics[metric].kind == .histogram, flags: flags, exemplarLength: length)
+            {
                 valid += 1
                 if metrics[metric].kind == .histogram {
                     // A record is one call, times its metric's sample_every (the calls gathered before it
                     // are counted from the gather cells, below: SAMPLING in ringside.h).
                     weight = saturatingAdd(weight, UInt64(metrics[metric].sampleEvery))
-                    if flags & UInt8(RS_FLAG_EXEMPLAR) != 0 {
-                        if (1...Int(RS_EXEMPLAR_MAX)).contains(length) {
-                            pending = (UInt32(metric), length, cursor + 1, [])
-                        } else {
-                            valid -= 1  // a length no producer writes: its exemplar is rejected
-                        }
-                    }
+                    if flags & UInt8(RS_FLAG_EXEMPLAR) != 0 { pending = (UInt32(metric), length, cursor + 1, []) }
                 }
             }
         }
@@ -841,6 +837,15 @@ func expectedValid(_ bytes: [UInt8], status: RingStatus, metrics: [MetricDescrip
         }
     }
     return (valid, weight)
+}
+
+/// Whether a value's flags and exemplar length are ones a producer writes (RECORDS in
+/// ringside.h): only the span, exemplar and weight flags, only on a histogram's record, and an
+/// exemplar's length of 1 to RS_EXEMPLAR_MAX with its flag, 0 without. Written here apart from
+/// the reader's `RingRecord.fault`, which the collector must agree with.
+func isSoundValue(histogram: Bool, flags: UInt8, exemplarLength length: Int) -> Bool {
+    guard flags & ~UInt8(RS_FLAG_SPAN | RS_FLAG_EXEMPLAR | RS_FLAG_WEIGHT_MASK) == 0, flags == 0 || histogram else { return false }
+    return flags & UInt8(RS_FLAG_EXEMPLAR) != 0 ? (1...Int(RS_EXEMPLAR_MAX)).contains(length) : length == 0
 }
 
 /// `a + b`, or `UInt64.max` past it: a histogram's count saturates.
