@@ -77,6 +77,27 @@ def ring_dir():
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def _attached(request, backend, ring_dir, suffix="", **options):
+    """A bot named for the test's module (test_steps: "steps"), closed at the test's end."""
+    name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_") + suffix
+    attached = ringside.Bot(name, ring_dir, _backend=backend, **options)
+    yield attached
+    attached.close()
+
+
+@pytest.fixture
+def bot(request, backend, ring_dir):
+    """A bot named for the test's module, on each backend."""
+    yield from _attached(request, backend, ring_dir)
+
+
+@pytest.fixture
+def strict_bot(request, backend, ring_dir):
+    """A strict bot (strict=True, or RINGSIDE_STRICT=1): a bad value raises, for tests; named for the
+    test's module and "-strict"."""
+    yield from _attached(request, backend, ring_dir, "-strict", strict=True)
+
+
 def find_series(latest, ring, metric, **labels):
     """The series of `metric` with exactly `labels` in ring `ring` of one /latest page, or None.
     A condition on several series reads them from one page: pages fetched one after another may

@@ -11,13 +11,6 @@ from conftest import BotFile
 from ringside import _pure
 
 
-@pytest.fixture
-def bot(backend, ring_dir):
-    attached = ringside.Bot("habits", ring_dir, _backend=backend)
-    yield attached
-    attached.close()
-
-
 def helps(bot):
     """Each registry entry's HELP text, by name (every series of a family holds the same)."""
     data = BotFile(bot.path)

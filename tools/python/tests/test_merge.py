@@ -15,13 +15,6 @@ from test_process import backend_expression, run_forking
 POLICIES = ("last", "sum", "max", "min", "per_worker")
 
 
-@pytest.fixture
-def bot(backend, ring_dir):
-    attached = ringside.Bot("merge", ring_dir, _backend=backend)
-    yield attached
-    attached.close()
-
-
 def test_each_policy_is_the_byte_at_0x006_of_the_gauges_entry(bot, ring_dir):
     for policy in POLICIES:
         bot.gauge(f"g_{policy}", merge=policy).set(1.0)

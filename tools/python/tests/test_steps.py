@@ -224,21 +224,6 @@ def test_each_backend_writes_what_the_c_producer_writes_byte_for_byte(backend, r
     assert_same_one_lane_file(ours, theirs)
 
 
-@pytest.fixture
-def bot(backend, ring_dir):
-    attached = ringside.Bot("steps", ring_dir, _backend=backend)
-    yield attached
-    attached.close()
-
-
-@pytest.fixture
-def strict_bot(backend, ring_dir):
-    """A strict bot (strict=True, or RINGSIDE_STRICT=1): a bad value raises, for tests."""
-    attached = ringside.Bot("steps-strict", ring_dir, strict=True, _backend=backend)
-    yield attached
-    attached.close()
-
-
 def test_a_signed_histograms_values_are_rounded_to_its_steps_in_offset_binary(bot):
     slippage = bot.histogram("slippage_bps", resolution=0.01, signed=True)
     for value in (-3.5, 0, 2.25, -0.005, 0.015, 1e-9, -7, 3):

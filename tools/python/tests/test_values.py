@@ -8,21 +8,6 @@ import ringside
 from conftest import BotFile, find_series
 
 
-@pytest.fixture
-def bot(backend, ring_dir):
-    attached = ringside.Bot("values", ring_dir, _backend=backend)
-    yield attached
-    attached.close()
-
-
-@pytest.fixture
-def strict_bot(backend, ring_dir):
-    """A strict bot (strict=True, or RINGSIDE_STRICT=1): a bad value raises, for tests."""
-    attached = ringside.Bot("values-strict", ring_dir, strict=True, _backend=backend)
-    yield attached
-    attached.close()
-
-
 @pytest.mark.parametrize("unit, value, error", [
     ("s", -0.001, ValueError),
     ("s", -1, ValueError),
