@@ -35,14 +35,8 @@ extension PrometheusExporter {
     /// `ringside_lane_*`), and its threads' and processes' from the thread sample, without the
     /// sampler's own (`ringside_collector_thread_sampler_*`).
     static func botFamilies(_ snapshot: Snapshot) -> [FixedFamily] {
-        var result: [FixedFamily] = []
-        func family(_ name: String, _ type: String, _ help: String, _ samples: Samples) {
-            result.append(FixedFamily(name, type, help, samples))
-        }
-        let attached = snapshot.rings.filter { $0.state != .skipped }
-        ringFamilies(snapshot.rings, attached: attached, family)
-        laneFamilies(attached, family)
-        return result + threadHealthFamilies(snapshot).filter { !$0.name.hasPrefix("ringside_collector_") }
+        let files = fixedFamilies { _ = fileFamilies(snapshot, $0) }
+        return files + threadHealthFamilies(snapshot).filter { !$0.name.hasPrefix("ringside_collector_") }
     }
 
     /// What the routes did with their query strings (`ringside_collector_bot_pages_*`,

@@ -50,17 +50,27 @@ extension PrometheusExporter {
     /// The collector's own families, in the page's order, but those with a line per series
     /// (`PerMetricFamily`), which the page writes with the series.
     static func selfMetrics(_ snapshot: Snapshot) -> [FixedFamily] {
-        var result: [FixedFamily] = []
-        func family(_ name: String, _ type: String, _ help: String, _ samples: Samples) {
-            result.append(FixedFamily(name, type, help, samples))
+        fixedFamilies { family in
+            let attached = fileFamilies(snapshot, family)
+            collectorFamilies(snapshot.collector, rings: attached, currentRealtimeNanos: snapshot.currentRealtimeNanos, family)
+            queryFamilies(snapshot.collector.queries, family)
+            sloFamilies(snapshot.slos, family)
         }
+    }
+
+    /// The families `add` adds, in its order.
+    static func fixedFamilies(_ add: (AddFamily) -> Void) -> [FixedFamily] {
+        var result: [FixedFamily] = []
+        add { result.append(FixedFamily($0, $1, $2, $3)) }
+        return result
+    }
+
+    /// The bot files' families (`ringside_ring_*`, `ringside_lane_*`); returns how many files are attached (not skipped).
+    static func fileFamilies(_ snapshot: Snapshot, _ family: AddFamily) -> Int {
         let attached = snapshot.rings.filter { $0.state != .skipped }
         ringFamilies(snapshot.rings, attached: attached, family)
         laneFamilies(attached, family)
-        collectorFamilies(snapshot.collector, rings: attached.count, currentRealtimeNanos: snapshot.currentRealtimeNanos, family)
-        queryFamilies(snapshot.collector.queries, family)
-        sloFamilies(snapshot.slos, family)
-        return result
+        return attached.count
     }
 
     /// Each ring's figures (`ringside_ring_*`): its producer, records and refusals; a skipped ring only as skipped.
