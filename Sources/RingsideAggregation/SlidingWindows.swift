@@ -131,6 +131,13 @@ extension WindowSlice {
 /// A series over sliding windows (a histogram, counter or gauge): what a snapshot asks of it
 /// before it computes a window's figures again.
 public protocol SlidingSeries {
+    /// The windows this series keeps.
+    var layout: WindowLayout { get }
+    /// Moves the current tick into the windows once `now` has passed it (reads are correct
+    /// without), and lets the windows' slices go once none is in a window.
+    /// - Returns: whether it let them go.
+    @discardableResult
+    mutating func advance(toNanos now: UInt64) -> Bool
     /// Whether window `window` may hold other records at `now` than at `earlier` (`earlier <=
     /// now`), when nothing was recorded between. False: the same records, so the same figures,
     /// but for a rate over the span it covers.

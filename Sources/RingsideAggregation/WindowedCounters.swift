@@ -18,30 +18,15 @@ struct GaugeSlice: WindowSlice {
     }
 }
 
-/// A counter series: an all-time total for Prometheus and per-window sums for rates, with the
-/// same windows and rotation as ``WindowedHistogram``.
-///
-/// Every increment is multiplied by ``samplingFactor``, so a producer that records one event in
-/// `n` still counts all of them. A value type: safe to send, not to mutate from two threads.
-package struct WindowedCounter: SlidingSeries, Sendable {
-    var windows: SlidingWindows<CounterSlice>
-    /// What each increment is multiplied by: `n` for a producer that samples one event in `n`.
-    package var samplingFactor: Double
+/// A counter or gauge: its ``SlidingSeries`` answers, and its rotation, are its windows'.
+protocol SeriesOverSlidingWindows: SlidingSeries {
+    associatedtype Slice: WindowSlice
+    var windows: SlidingWindows<Slice> { get set }
+}
 
-    /// Makes a counter at zero.
-    package init(layout: WindowLayout = .standard, samplingFactor: Double = 1) {
-        windows = SlidingWindows(layout: layout)
-        self.samplingFactor = samplingFactor
-    }
-
+extension SeriesOverSlidingWindows {
     /// The windows this series keeps.
     package var layout: WindowLayout { windows.layout }
-
-    /// Adds `increment` times ``samplingFactor``, observed at `t` (CLOCK_MONOTONIC nanoseconds).
-    package mutating func add(_ increment: UInt64 = 1, atNanos t: UInt64) {
-        let amount = Double(increment) * samplingFactor
-        windows.update(atNanos: t) { $0.sum += amount }
-    }
 
     /// Moves the current tick into the windows once `now` has passed it (reads are correct
     /// without), and lets the windows' slices go once none is in a window.
@@ -64,6 +49,29 @@ package struct WindowedCounter: SlidingSeries, Sendable {
     /// Whether windows `window` and `other` hold the same records at `now` (see ``SlidingSeries``).
     package func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
         windows.holdsTheSameRecords(window: window, as: other, nowNanos: now)
+    }
+}
+
+/// A counter series: an all-time total for Prometheus and per-window sums for rates, with the
+/// same windows and rotation as ``WindowedHistogram``.
+///
+/// Every increment is multiplied by ``samplingFactor``, so a producer that records one event in
+/// `n` still counts all of them. A value type: safe to send, not to mutate from two threads.
+package struct WindowedCounter: SeriesOverSlidingWindows, Sendable {
+    var windows: SlidingWindows<CounterSlice>
+    /// What each increment is multiplied by: `n` for a producer that samples one event in `n`.
+    package var samplingFactor: Double
+
+    /// Makes a counter at zero.
+    package init(layout: WindowLayout = .standard, samplingFactor: Double = 1) {
+        windows = SlidingWindows(layout: layout)
+        self.samplingFactor = samplingFactor
+    }
+
+    /// Adds `increment` times ``samplingFactor``, observed at `t` (CLOCK_MONOTONIC nanoseconds).
+    package mutating func add(_ increment: UInt64 = 1, atNanos t: UInt64) {
+        let amount = Double(increment) * samplingFactor
+        windows.update(atNanos: t) { $0.sum += amount }
     }
 
     /// Everything ever added, scaled.
@@ -88,7 +96,7 @@ package struct WindowedCounter: SlidingSeries, Sendable {
 /// windows and rotation as ``WindowedHistogram``.
 ///
 /// A value type: safe to send, not to mutate from two threads.
-package struct WindowedGauge: SlidingSeries, Sendable {
+package struct WindowedGauge: SeriesOverSlidingWindows, Sendable {
     var windows: SlidingWindows<GaugeSlice>
     /// The value with the latest timestamp (the later call on a tie); `nil` before the first.
     package private(set) var last: Double?
@@ -99,9 +107,6 @@ package struct WindowedGauge: SlidingSeries, Sendable {
     package init(layout: WindowLayout = .standard) {
         windows = SlidingWindows(layout: layout)
     }
-
-    /// The windows this series keeps.
-    package var layout: WindowLayout { windows.layout }
 
     /// Sets the gauge to `value` at `t` (CLOCK_MONOTONIC nanoseconds); NaN is ignored, and a late
     /// value updates the windows it falls in but not ``last``.
@@ -115,29 +120,6 @@ package struct WindowedGauge: SlidingSeries, Sendable {
             slice.min = Swift.min(slice.min, value)
             slice.max = Swift.max(slice.max, value)
         }
-    }
-
-    /// Moves the current tick into the windows once `now` has passed it (reads are correct
-    /// without), and lets the windows' slices go once none is in a window.
-    /// - Returns: whether it let them go.
-    @discardableResult
-    package mutating func advance(toNanos now: UInt64) -> Bool {
-        windows.advance(toNanos: now)
-    }
-
-    /// Whether window `window` may hold other values at `now` than at `earlier` (see ``SlidingSeries``).
-    package func windowMayHaveChanged(_ window: Int, since earlier: UInt64, to now: UInt64) -> Bool {
-        windows.windowMayHaveChanged(window, since: earlier, to: now)
-    }
-
-    /// Until when window `window` holds what it holds at `now` (see ``SlidingSeries``).
-    package func holdsTheSameUntil(window: Int, nowNanos now: UInt64) -> UInt64 {
-        windows.holdsTheSameUntil(window: window, nowNanos: now)
-    }
-
-    /// Whether windows `window` and `other` hold the same records at `now` (see ``SlidingSeries``).
-    package func holdsTheSameRecords(window: Int, as other: Int, nowNanos now: UInt64) -> Bool {
-        windows.holdsTheSameRecords(window: window, as: other, nowNanos: now)
     }
 
     /// The smallest and largest values set in window `window` as of `now`; `nil` if none was.
