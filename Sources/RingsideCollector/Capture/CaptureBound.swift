@@ -50,7 +50,7 @@ struct CaptureBound: Sendable, Equatable {
             let name = bot.name
             var merged = Histogram()
             var bound: Double?
-            _ = bot.aggregator.mergeHistograms(window: 0, nowNanos: now, into: &merged) { metric in
+            _ = bot.aggregator.mergeHistograms(\.histograms, window: 0, nowNanos: now, into: &merged) { metric in
                 guard !metric.isSigned, selector.matches(ring: name, metric: metric.name, labels: metric.labelDictionary),
                     let threshold = threshold(in: metric.unit)
                 else { return false }

@@ -12,26 +12,28 @@ extension SLOState {
             let window = layout.index(ofWindowNanos: rule.windowNanos)
         else { return }
         if first.metric.isSigned {
-            var merged = SignedHistogram()
-            for bot in bots {
-                let name = bot.name
-                let matched = bot.aggregator.mergeSignedHistograms(window: window, nowNanos: now, into: &merged) {
-                    judges($0, ofBot: name, selector: 0)
-                }
-                note(matched, of: name, in: &outcome)
-            }
+            let merged = merge(\.signedHistograms, window: window, of: bots, nowNanos: now, into: &outcome)
             judge(merged, statistic, metric: first.metric, into: &outcome)
         } else {
-            var merged = Histogram()
-            for bot in bots {
-                let name = bot.name
-                let matched = bot.aggregator.mergeHistograms(window: window, nowNanos: now, into: &merged) {
-                    judges($0, ofBot: name, selector: 0)
-                }
-                note(matched, of: name, in: &outcome)
-            }
+            let merged = merge(\.histograms, window: window, of: bots, nowNanos: now, into: &outcome)
             judge(merged, statistic, metric: first.metric, into: &outcome)
         }
+    }
+
+    /// The rule's window of every series of `table` it judges, merged; notes the series and bots matched.
+    private func merge<Slice: WindowedHistogramSlice>(
+        _ table: KeyPath<SeriesTables, [BotAggregator.Series<Windowed<Slice>>]>, window: Int, of bots: [BotSeries],
+        nowNanos now: UInt64, into outcome: inout Outcome
+    ) -> Slice {
+        var merged = Slice()
+        for bot in bots {
+            let name = bot.name
+            let matched = bot.aggregator.mergeHistograms(table, window: window, nowNanos: now, into: &merged) {
+                judges($0, ofBot: name, selector: 0)
+            }
+            note(matched, of: name, in: &outcome)
+        }
+        return merged
     }
 
     private func note(_ matched: Int, of bot: String, in outcome: inout Outcome) {

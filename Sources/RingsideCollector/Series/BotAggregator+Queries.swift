@@ -16,28 +16,16 @@ extension BotAggregator {
     }
 
     /// Merges window `window` (an index into the layout's windows) of every histogram series of
-    /// unsigned values `include` accepts, in registration order, into `merged`.
+    /// `table` (`\.histograms`, of unsigned values, or `\.signedHistograms`) that `include`
+    /// accepts, in registration order, into `merged`.
     /// - Returns: how many series it merged.
-    func mergeHistograms(
-        window: Int, nowNanos now: UInt64, into merged: inout Histogram,
+    func mergeHistograms<Slice: WindowedHistogramSlice>(
+        _ table: KeyPath<SeriesTables, [Series<Windowed<Slice>>]>,
+        window: Int, nowNanos now: UInt64, into merged: inout Slice,
         where include: (MetricDescriptor) -> Bool
     ) -> Int {
         var count = 0
-        for series in tables.histograms where include(series.metric) {
-            merged.merge(series.windows.snapshot(window: window, nowNanos: now))
-            count += 1
-        }
-        return count
-    }
-
-    /// Merges window `window` of every histogram series of signed values `include` accepts into `merged`.
-    /// - Returns: how many series it merged.
-    func mergeSignedHistograms(
-        window: Int, nowNanos now: UInt64, into merged: inout SignedHistogram,
-        where include: (MetricDescriptor) -> Bool
-    ) -> Int {
-        var count = 0
-        for series in tables.signedHistograms where include(series.metric) {
+        for series in tables[keyPath: table] where include(series.metric) {
             merged.merge(series.windows.snapshot(window: window, nowNanos: now))
             count += 1
         }
