@@ -20,22 +20,6 @@ private func fileMode(_ path: String) -> mode_t? {
     return info.st_mode & 0o7777
 }
 
-/// Leaves a Unix socket's file at `path`, as a process that binds one there does.
-private func makeSocketFile(_ path: String) throws {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw TestSupportError("socket: errno \(errno)") }
-    defer { close(fd) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    let bytes = Array(path.utf8)
-    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw TestSupportError("\(path): too long for a socket") }
-    withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-    }
-    guard bound == 0 else { throw TestSupportError("bind \(path): errno \(errno)") }
-}
-
 /// The `sequence` series' count in the collector's /metrics, once it is there.
 private func sequenceCount(port: Int, ring: String) throws -> Int? {
     let body = try httpGet(port: port, path: "/metrics").body
@@ -153,7 +137,7 @@ struct SecurityTests {
             let emit = try runProcess("ringside-emit", ["--ring", "pipe", "--dir", directory.path, "m", "1"], timeoutSeconds: 10)
             #expect(emit.status == 1 && emit.errors.contains("not a regular file"), "\(emit.errors)")
             // A socket's file cannot be opened at all (ENXIO): said the same way.
-            try makeSocketFile(directory.filePath(for: "socket"))
+            try bindSocketFile(directory.filePath(for: "socket"))
             let socketCheck = try runProcess("ringside-dump", ["check", "socket", "--dir", directory.path], timeoutSeconds: 10)
             #expect(
                 socketCheck.status == 1

@@ -34,32 +34,37 @@ struct PlantedFileTests {
         return Run(child: child, lines: lines, errors: exit.standardError)
     }
 
-    @Test(
-        "nobody's FIFO, device, directory or socket at the forked worker's own name: it takes a fresh name of its user's (<bot>@<pid>.<n>) and writes there"
-    )
-    func atTheWorkersName() throws {
+    /// Builds the fixture, then calls `body` with it, a fresh shared ring directory and each kind
+    /// of file in turn; returns at once where the fixture or root is missing (outside CI).
+    private static func forEachPlantedFile(_ body: (String, RingDirectory, PlantedFile) throws -> Void) throws {
         guard try requiredRoot("planting files as user nobody") else { return }
         let build = try TemporaryDirectory("ringside-kit-planted")
         defer { build.remove() }
         guard let executable = try buildCProducer("c", fixture: "c_planted", into: build) else { return }
         for file in PlantedFile.allCases {
-            try withRingDirectory { directory in
-                try #require(chmod(directory.path, 0o1777) == 0, "shared, as /dev/shm is")
-                guard let run = try Self.run(executable, directory, "worker", file, plantedAt: { directory.filePath(for: "pb@\($0)") })
-                else {
-                    return
-                }
-                #expect(run.lines.last == "child \(run.child) exit 0", "\(file): \(run.lines) \(run.errors)")
-                let written = try #require(run.lines.first { $0.hasPrefix("worker ") }, "\(file): \(run.lines)")
-                let worker = String(written.dropFirst("worker ".count).dropFirst(directory.path.count + "/ringside.".count))
-                #expect(worker.hasPrefix("pb@\(run.child).") && WorkerRing(worker)?.suffix != nil, "\(file): \(written)")
-                var info = stat()
-                #expect(lstat(directory.filePath(for: worker), &info) == 0 && info.st_uid == geteuid() && info.st_mode & S_IFMT == S_IFREG)
-                let inspector = try RingInspector(worker, directory: directory)
-                let increments = try #require(try inspector.metrics().first { $0.name == "planted_increments" })
-                #expect(try inspector.cells(of: increments).total == 1, "\(file): the child's call, in its file")
-                #expect(isStillPlanted(file, at: directory.filePath(for: "pb@\(run.child)")), "\(file)")
+            try withSharedRingDirectory { try body(executable, $0, file) }
+        }
+    }
+
+    @Test(
+        "nobody's FIFO, device, directory or socket at the forked worker's own name: it takes a fresh name of its user's (<bot>@<pid>.<n>) and writes there"
+    )
+    func atTheWorkersName() throws {
+        try Self.forEachPlantedFile { executable, directory, file in
+            guard let run = try Self.run(executable, directory, "worker", file, plantedAt: { directory.filePath(for: "pb@\($0)") })
+            else {
+                return
             }
+            #expect(run.lines.last == "child \(run.child) exit 0", "\(file): \(run.lines) \(run.errors)")
+            let written = try #require(run.lines.first { $0.hasPrefix("worker ") }, "\(file): \(run.lines)")
+            let worker = String(written.dropFirst("worker ".count).dropFirst(directory.path.count + "/ringside.".count))
+            #expect(worker.hasPrefix("pb@\(run.child).") && WorkerRing(worker)?.suffix != nil, "\(file): \(written)")
+            var info = stat()
+            #expect(lstat(directory.filePath(for: worker), &info) == 0 && info.st_uid == geteuid() && info.st_mode & S_IFMT == S_IFREG)
+            let inspector = try RingInspector(worker, directory: directory)
+            let increments = try #require(try inspector.metrics().first { $0.name == "planted_increments" })
+            #expect(try inspector.cells(of: increments).total == 1, "\(file): the child's call, in its file")
+            #expect(isStillPlanted(file, at: directory.filePath(for: "pb@\(run.child)")), "\(file)")
         }
     }
 
@@ -67,23 +72,16 @@ struct PlantedFileTests {
         "nobody's FIFO, device, directory or socket where the parent's file was: the child's first call returns, it writes nothing and says why once on stderr"
     )
     func atTheParentsPath() throws {
-        guard try requiredRoot("planting files as user nobody") else { return }
-        let build = try TemporaryDirectory("ringside-kit-planted")
-        defer { build.remove() }
-        guard let executable = try buildCProducer("c", fixture: "c_planted", into: build) else { return }
-        for file in PlantedFile.allCases {
-            try withRingDirectory { directory in
-                try #require(chmod(directory.path, 0o1777) == 0, "shared, as /dev/shm is")
-                let path = directory.filePath(for: "pb")
-                guard let run = try Self.run(executable, directory, "parent", file, plantedAt: { _ in path }) else { return }
-                // Exit 3: its first call returned, and the bot writes nothing in it (not signal 14: it never waited).
-                #expect(run.lines == ["child \(run.child) exit 3"], "\(file): \(run.lines) \(run.errors)")
-                #expect(
-                    run.errors == "ringside: bot pb: this forked child (pid \(run.child)) writes nothing: \(path) is no longer the "
-                        + "file the parent attached: its registry is gone (it is now \(file.kind) owned by uid \(PlantedFile.owner))\n",
-                    "\(file): \(run.errors)")
-                #expect(directory.ringNames() == ["pb"] && isStillPlanted(file, at: path), "\(file): nothing else made")
-            }
+        try Self.forEachPlantedFile { executable, directory, file in
+            let path = directory.filePath(for: "pb")
+            guard let run = try Self.run(executable, directory, "parent", file, plantedAt: { _ in path }) else { return }
+            // Exit 3: its first call returned, and the bot writes nothing in it (not signal 14: it never waited).
+            #expect(run.lines == ["child \(run.child) exit 3"], "\(file): \(run.lines) \(run.errors)")
+            #expect(
+                run.errors == "ringside: bot pb: this forked child (pid \(run.child)) writes nothing: \(path) is no longer the "
+                    + "file the parent attached: its registry is gone (it is now \(file.kind) owned by uid \(PlantedFile.owner))\n",
+                "\(file): \(run.errors)")
+            #expect(directory.ringNames() == ["pb"] && isStillPlanted(file, at: path), "\(file): nothing else made")
         }
     }
 }

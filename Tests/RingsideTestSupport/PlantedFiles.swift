@@ -1,4 +1,5 @@
 import Foundation
+import Ringside
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -54,6 +55,29 @@ package func plantAsNobody(_ file: PlantedFile, at path: String) throws -> Bool 
     return true
 }
 
+/// Runs `body` in a fresh ring directory shared as /dev/shm is (mode 1777: anyone may create,
+/// only the owner remove).
+package func withSharedRingDirectory(_ body: (RingDirectory) throws -> Void) throws {
+    try withRingDirectory { directory in
+        guard chmod(directory.path, 0o1777) == 0 else { throw TestSupportError("chmod 1777 \(directory.path): \(lastError())") }
+        try body(directory)
+    }
+}
+
+/// Runs `body` with `file` planted by nobody at ring `name`'s path (given to `body`) in a fresh
+/// shared ring directory. Returns without running it where `requiredRoot(purpose)` or
+/// `plantAsNobody` say to skip (not root, or no `setpriv`, outside CI).
+package func withPlantedRing(
+    _ file: PlantedFile, named name: String, purpose: String, _ body: (RingDirectory, String) throws -> Void
+) throws {
+    guard try requiredRoot(purpose) else { return }
+    try withSharedRingDirectory { directory in
+        let path = directory.filePath(for: name)
+        guard try plantAsNobody(file, at: path) else { return }
+        try body(directory, path)
+    }
+}
+
 /// Whether what is at `path` is still `file`, owned by nobody: untouched by the producer refused.
 package func isStillPlanted(_ file: PlantedFile, at path: String) -> Bool {
     var info = stat()
@@ -70,8 +94,9 @@ package func isStillPlanted(_ file: PlantedFile, at path: String) -> Bool {
 
 private func lastError() -> String { "\(String(cString: strerror(errno))) (errno: \(errno))" }
 
-/// A Unix socket's file at `path`, bound and left (its descriptor closed).
-private func bindSocketFile(_ path: String) throws {
+/// Leaves a Unix socket's file at `path`, owned by this process's user, as a process that binds
+/// one there does (bound, its descriptor closed).
+package func bindSocketFile(_ path: String) throws {
     let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw TestSupportError("socket: \(lastError())") }
     defer { close(fd) }

@@ -21,11 +21,7 @@ struct PlantedNameTests {
         "nobody's FIFO, device, directory or socket at the bot's name: attach fails at once, naming the file, what it is and its owner; the file is left alone",
         arguments: PlantedFile.allCases)
     func atTheBotsName(file: PlantedFile) throws {
-        guard try requiredRoot("planting files as user nobody at a bot's name") else { return }
-        try withRingDirectory { directory in
-            try #require(chmod(directory.path, 0o1777) == 0, "shared, as /dev/shm is")
-            let path = directory.filePath(for: "taken")
-            guard try plantAsNobody(file, at: path) else { return }
+        try withPlantedRing(file, named: "taken", purpose: "planting files as user nobody at a bot's name") { directory, path in
             let run = try runProcess(
                 "ringside-test-producer", ["sequence", "--dir", directory.path, "--ring", "taken", "--count", "1"], timeoutSeconds: 20)
             #expect(run.status == 2, "the producer hung (killed at the deadline) or attached: \(run.output) \(run.errors)")
@@ -43,11 +39,7 @@ struct PlantedNameTests {
         "a worker of a bot whose name holds nobody's FIFO registers and writes its own file: reading the bot's file for the operator's switches never waits on the FIFO"
     )
     func workerBesideAFIFO() throws {
-        guard try requiredRoot("planting a FIFO as user nobody at a bot's name") else { return }
-        try withRingDirectory { directory in
-            try #require(chmod(directory.path, 0o1777) == 0, "shared, as /dev/shm is")
-            let path = directory.filePath(for: "pooled")
-            guard try plantAsNobody(.fifo, at: path) else { return }
+        try withPlantedRing(.fifo, named: "pooled", purpose: "planting a FIFO as user nobody at a bot's name") { directory, path in
             let run = try runProcess(
                 "ringside-test-producer", ["worker", "--dir", directory.path, "--ring", "pooled", "--add", "5"], timeoutSeconds: 20)
             try #require(run.status == 0, "the worker hung (killed at the deadline) or failed: \(run.output) \(run.errors)")

@@ -16,11 +16,7 @@ struct PlantedPathTests {
         "nobody's FIFO, device, directory or socket at a ring's name: ringside-dump info, records and check and ringside-emit refuse it at once, naming what it is and its owner",
         arguments: PlantedFile.allCases)
     func atARingsName(file: PlantedFile) throws {
-        guard try requiredRoot("planting files as user nobody in the ring directory") else { return }
-        try withRingDirectory { directory in
-            try #require(chmod(directory.path, 0o1777) == 0, "shared, as /dev/shm is")
-            let path = directory.filePath(for: "taken")
-            guard try plantAsNobody(file, at: path) else { return }
+        try withPlantedRing(file, named: "taken", purpose: "planting files as user nobody in the ring directory") { directory, path in
             let said = "\(path): \(file.kind) owned by uid \(PlantedFile.owner), not a regular file"
             for command in [["info", "taken"], ["records", "taken"], ["check", "taken"]] {
                 let run = try runProcess("ringside-dump", command + ["--dir", directory.path], timeoutSeconds: 20)
