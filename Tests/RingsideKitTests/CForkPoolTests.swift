@@ -42,22 +42,7 @@ struct CForkPoolTests {
 
             let total = 1 + UInt64(children) * n
             let sum = UInt128(n + 1) + UInt128(children) * UInt128(n * (n + 1) / 2)
-            let collector = try makeCollector(directory, captured: CapturedLog())
-            var snapshot = drained(collector, records: total)
-            func expectTotals(_ snapshot: Snapshot, _ when: String) {
-                let values = snapshot.series(named: "pool_values")
-                #expect(values?.cumulativeCount == total, "\(when)")
-                #expect(values?.cumulativeExactSum == sum, "\(when)")
-                #expect(values?.droppedRecords == 0, "\(when)")
-                #expect(snapshot.series(named: "pool_increments")?.cumulativeExactSum == UInt128(total), "\(when)")
-                #expect(snapshot.series.count == 2, "one series per metric, the bot's: \(when)")
-            }
-            expectTotals(snapshot, "drained")
-
-            // Every worker is gone and drained: their files go, their totals stay.
-            snapshot = workersRemoved(collector)
-            #expect(directory.ringNames() == ["pool"])
-            expectTotals(snapshot, "after the workers' files went")
+            try expectTotalsOutliveWorkers(directory, Totals(records: total, sum: sum, dropped: 0, increments: total))
         }
     }
 
@@ -105,23 +90,38 @@ struct CForkPoolTests {
             #expect(totals.valueDropsMatchLaneDrops, "\(totals)")
             let (written, valuesDropped, increments) = (totals.written, totals.valuesDropped, totals.increments)
 
-            let collector = try makeCollector(directory, captured: CapturedLog())
-            var snapshot = drained(collector, records: written)
-            func expectTotals(_ snapshot: Snapshot, _ when: String) {
-                let values = snapshot.series(named: "pool_values")
-                #expect(values?.cumulativeCount == written, "each record drained once: \(when)")
-                #expect(values?.cumulativeExactSum == sum, "\(when)")
-                #expect(values?.droppedRecords == valuesDropped, "\(when)")
-                #expect(snapshot.series(named: "pool_increments")?.cumulativeExactSum == UInt128(increments), "\(when)")
-                #expect(snapshot.series.count == 2, "one series per metric, the bot's: \(when)")
-            }
-            expectTotals(snapshot, "drained")
-
-            snapshot = workersRemoved(collector)
-            #expect(directory.ringNames() == ["pool"])
-            expectTotals(snapshot, "after the workers' files went")
+            let expected = Totals(records: written, sum: sum, dropped: valuesDropped, increments: increments)
+            try expectTotalsOutliveWorkers(directory, expected)
         }
     }
+}
+
+/// What a pool's files add up to: `pool_values`' records (each drained once), their sum and drops,
+/// and `pool_increments`' total.
+private struct Totals {
+    let records: UInt64
+    let sum: UInt128
+    let dropped: UInt64
+    let increments: UInt64
+}
+
+/// Drains the pool's files into a collector and expects `totals`, its two series the bot's alone;
+/// then, every worker gone and drained, their files removed and the same totals.
+private func expectTotalsOutliveWorkers(_ directory: RingDirectory, _ totals: Totals) throws {
+    let collector = try makeCollector(directory, captured: CapturedLog())
+    func expectTotals(_ snapshot: Snapshot, _ when: String) {
+        let values = snapshot.series(named: "pool_values")
+        #expect(values?.cumulativeCount == totals.records, "each record drained once: \(when)")
+        #expect(values?.cumulativeExactSum == totals.sum, "\(when)")
+        #expect(values?.droppedRecords == totals.dropped, "\(when)")
+        #expect(snapshot.series(named: "pool_increments")?.cumulativeExactSum == UInt128(totals.increments), "\(when)")
+        #expect(snapshot.series.count == 2, "one series per metric, the bot's: \(when)")
+    }
+    expectTotals(drained(collector, records: totals.records), "drained")
+    // Every worker is gone and drained: their files go, their totals stay.
+    let snapshot = workersRemoved(collector)
+    #expect(directory.ringNames() == ["pool"])
+    expectTotals(snapshot, "after the workers' files went")
 }
 
 /// The children a `c_fork_pool` run forked, in order, from its lines `child K pid P exit S` or
