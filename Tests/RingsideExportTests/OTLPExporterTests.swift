@@ -84,6 +84,15 @@ struct OTLPExporterTests {
         return SeriesSnapshot(ring: "bot-a", metric: metric, id: id, windows: [])
     }
 
+    /// Gives a histogram series' all-time figures: `values` recorded, their count and sum.
+    func record(_ values: [UInt64], allTimeIn series: inout SeriesSnapshot) {
+        var histogram = Histogram()
+        for value in values { histogram.record(value) }
+        series.cumulative = histogram
+        series.cumulativeCount = UInt64(values.count)
+        series.cumulativeSum = Double(values.reduce(0, +))
+    }
+
     @Test("a histogram whose windows hold nothing sends no made-up figure: no window's quantile at all, and no min or max before a value")
     func quietHistograms() throws {
         var snapshot = Snapshot()
@@ -98,11 +107,7 @@ struct OTLPExporterTests {
         var empty = WindowStats()
         empty.quantileValues = [0, 0]
         quiet.windows = [empty]
-        var histogram = Histogram()
-        histogram.record(250)
-        quiet.cumulative = histogram
-        quiet.cumulativeCount = 1
-        quiet.cumulativeSum = 250
+        record([250], allTimeIn: &quiet)
         snapshot.series = [never, quiet]
         let bytes = OTLPExporter.request(
             snapshot, origin: OTLPExporter.Origin(hostName: "h1"), scale: 0, timeNanos: 2_000, startNanos: { _ in 1_000 })
@@ -118,11 +123,7 @@ struct OTLPExporterTests {
     func request() throws {
         var snapshot = Snapshot()
         var fill = series("fill", .histogram, unit: .microseconds, labels: "venue=X", id: 1)
-        var histogram = Histogram()
-        for value: UInt64 in [0, 250, 1_000_000] { histogram.record(value) }  // 0, 250 us, 1 s
-        fill.cumulative = histogram
-        fill.cumulativeCount = 3
-        fill.cumulativeSum = 1_000_250
+        record([0, 250, 1_000_000], allTimeIn: &fill)  // 0, 250 us, 1 s
         var orders = series("orders", .counter, labels: "side=buy", id: 2)
         orders.cumulativeExactSum = 7
         orders.cumulativeSum = 7
@@ -176,11 +177,7 @@ struct OTLPExporterTests {
     func namesWithoutUnits() throws {
         var snapshot = Snapshot()
         var latency = series("order_submission_latency_us", .histogram, unit: .microseconds, id: 1)
-        var histogram = Histogram()
-        histogram.record(250)
-        latency.cumulative = histogram
-        latency.cumulativeCount = 1
-        latency.cumulativeSum = 250
+        record([250], allTimeIn: &latency)
         var orders = series("orders_total", .counter, id: 2)
         orders.cumulativeExactSum = 3
         var queue = series("queue_seconds", .gauge, id: 3)  // unitless: its name is its own
@@ -228,10 +225,7 @@ struct OTLPExporterTests {
     func exemplars() throws {
         var snapshot = Snapshot()
         var fill = series("fill", .histogram, unit: .nanoseconds, id: 1)
-        var histogram = Histogram()
-        histogram.record(5_000)
-        fill.cumulative = histogram
-        fill.cumulativeCount = 1
+        record([5_000], allTimeIn: &fill)
         fill.bucketExemplars = [
             KeptExemplar(
                 value: 5_000, timeNanos: 1, wallTimeNanos: 77,
