@@ -493,6 +493,13 @@ static int rsp_allocate_views(rsp_bot *b, uint32_t registry_capacity, uint32_t m
     return 0;
 }
 
+/** This process's views of the bot, as a kept list's entry holds them (its `next` NULL). */
+static rsp_kept_views rsp_views_of(const rsp_bot *b) {
+    const rs_bot *bot = &b->bot;
+    return (rsp_kept_views){NULL, bot->producers, bot->sample_countdown, bot->lane_held, bot->sample_every,
+                            b->registry_index, bot->lanes, b->lane_guards, b->samplings, bot->max_lanes};
+}
+
 /** Lets go of the views without freeing them (a forked child keeps its parent's, see rsp_become_worker). */
 static void rsp_forget_views(rsp_bot *b) {
     rs_bot *bot = &b->bot;
@@ -510,40 +517,36 @@ static void rsp_forget_views(rsp_bot *b) {
 
 /** Keeps the views as the parent's in a forked child (see rsp_kept_views), then lets go of them. */
 static void rsp_keep_views(rsp_bot *b) {
-    rs_bot *bot = &b->bot;
     rsp_kept_views *kept = (rsp_kept_views *)malloc(sizeof *kept);
     if (kept != NULL) { /* out of memory: they stay allocated, unreachable, as before there was a list */
-        *kept = (rsp_kept_views){b->kept_views, bot->producers, bot->sample_countdown, bot->lane_held, bot->sample_every,
-                                 b->registry_index, bot->lanes, b->lane_guards, b->samplings, bot->max_lanes};
+        *kept = rsp_views_of(b);
+        kept->next = b->kept_views;
         b->kept_views = kept;
     }
     rsp_forget_views(b);
 }
 
+/** Frees what `views` holds (not `views` itself). */
+static void rsp_free_held_views(const rsp_kept_views *views) {
+    free(views->producers);
+    free(views->sample_countdown);
+    free(views->lanes);
+    free(views->lane_held);
+    free(views->sample_every);
+    free(views->lane_guards);
+    for (uint32_t lane = 0; views->samplings != NULL && lane < views->max_lanes; lane++) free(views->samplings[lane]);
+    free(views->samplings);
+    free(views->registry_index);
+}
+
 static void rsp_free_views(rsp_bot *b) {
-    rs_bot *bot = &b->bot;
-    free(bot->producers);
-    free(bot->sample_countdown);
-    free(bot->lanes);
-    free(bot->lane_held);
-    free(bot->sample_every);
-    free(b->lane_guards);
-    for (uint32_t lane = 0; b->samplings != NULL && lane < bot->max_lanes; lane++) free(b->samplings[lane]);
-    free(b->samplings);
-    free(b->registry_index);
+    rsp_kept_views own = rsp_views_of(b);
+    rsp_free_held_views(&own);
     rsp_forget_views(b);
     while (b->kept_views != NULL) {
         rsp_kept_views *kept = b->kept_views;
         b->kept_views = kept->next;
-        free(kept->producers);
-        free(kept->sample_countdown);
-        free(kept->lanes);
-        free(kept->lane_held);
-        free(kept->sample_every);
-        free(kept->lane_guards);
-        for (uint32_t lane = 0; kept->samplings != NULL && lane < kept->max_lanes; lane++) free(kept->samplings[lane]);
-        free(kept->samplings);
-        free(kept->registry_index);
+        rsp_free_held_views(kept);
         free(kept);
     }
 }
