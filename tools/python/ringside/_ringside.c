@@ -407,28 +407,26 @@ static inline int core_ready(CoreObject *core) {
    value the converter counted and records nothing for (a NaN, not a number: BAD VALUES in
    ringside/__init__.py); or -1 with the exception set (a strict bot's converter raises). */
 enum { CONVERTED_NOTHING = 1 };
-static int handle_convert_u64(HandleObject *handle, PyObject *value, uint64_t *out) {
+static int handle_convert(HandleObject *handle, PyObject *value, uint64_t *whole, double *real) {
     PyObject *converted = PyObject_CallFunctionObjArgs(handle->convert, value, NULL);
     if (converted == NULL) return -1;
     if (converted == Py_None) {
         Py_DECREF(converted);
         return CONVERTED_NOTHING;
     }
-    *out = PyLong_AsUnsignedLongLong(converted);
+    /* Into `whole` (an int the converter returned) or else `real` (a float). */
+    if (whole != NULL) *whole = PyLong_AsUnsignedLongLong(converted);
+    else *real = PyFloat_AsDouble(converted);
     Py_DECREF(converted);
-    return (*out == (uint64_t)-1 && PyErr_Occurred()) ? -1 : 0;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static int handle_convert_u64(HandleObject *handle, PyObject *value, uint64_t *out) {
+    return handle_convert(handle, value, out, NULL);
 }
 
 static int handle_convert_double(HandleObject *handle, PyObject *value, double *out) {
-    PyObject *converted = PyObject_CallFunctionObjArgs(handle->convert, value, NULL);
-    if (converted == NULL) return -1;
-    if (converted == Py_None) {
-        Py_DECREF(converted);
-        return CONVERTED_NOTHING;
-    }
-    *out = PyFloat_AsDouble(converted);
-    Py_DECREF(converted);
-    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+    return handle_convert(handle, value, NULL, out);
 }
 
 /* A histogram's observation as stored: whole nanoseconds (time units) or whole numbers. */
@@ -717,35 +715,6 @@ static PyObject *steps_increment(HandleObject *handle, PyObject *const *args, Py
     Py_RETURN_NONE;
 }
 
-/* observe(value, exemplar=None) */
-static PyObject *handle_observe(HandleObject *handle, PyObject *const *args, Py_ssize_t count, PyObject *keywords) {
-    PyObject *exemplar = NULL;
-    if (__builtin_expect(count != 1 || keywords != NULL, 0) && parse_exemplar("observe", args, count, keywords, &exemplar) < 0)
-        return NULL;
-    if (handle->steps) return steps_observe(handle, args[0], exemplar);
-    uint64_t stored;
-    int converted = handle_observation(handle, args[0], &stored);
-    if (converted < 0) return NULL;
-    if (converted == CONVERTED_NOTHING) Py_RETURN_FALSE;
-    char bytes[RS_EXEMPLAR_MAX];
-    size_t length;
-    int refused = exemplar == NULL || exemplar == Py_None ? CONVERTED_NOTHING : handle_exemplar(handle, exemplar, bytes, &length);
-    if (refused < 0) return NULL;
-    if (refused == CONVERTED_NOTHING) { /* no exemplar, or one refused and counted */
-        if (core_ready(handle->core) < 0) return NULL;
-        return PyBool_FromLong(rs_bot_record(handle->core->bot, handle->metric, stored));
-    }
-    if (core_ready(handle->core) < 0) return NULL;
-    /* Checked above (handle_exemplar): not again. */
-    return PyBool_FromLong(rs_bot_record_checked_exemplar(handle->core->bot, handle->metric, stored, bytes, length));
-}
-
-/* start(): a span clock reading (rs_span_clock_start: the TSC with RS_SPAN_TSC_BIT, or
-   CLOCK_MONOTONIC ns), the token stop() takes. */
-static PyObject *handle_start(HandleObject *Py_UNUSED(handle), PyObject *Py_UNUSED(ignored)) {
-    return PyLong_FromUnsignedLongLong(rs_span_clock_start());
-}
-
 /* rs_bot_record_span with a checked exemplar: the span from `start` to now, flagged as a span and
    stamped with its end, as rs_producer_record_span writes it, with the exemplar's records; under the
    operator's control as rs_bot_record_span_slow records it (CONTROL in ringside.h: off, nothing;
@@ -761,6 +730,46 @@ static int record_span_exemplar(rs_bot *bot, rs_metric metric, uint64_t start, c
     return rs_producer_write_exemplar(p, metric.index, RS_FLAG_SPAN, value, time.end_ns, exemplar, (uint32_t)length);
 }
 
+enum { RECORD_VALUE, RECORD_SPAN };
+
+/* Records `value` (a stored value; with RECORD_SPAN a span's start token, as start() returned it)
+   with `exemplar` when one is given and accepted; without it when none is given or it is refused
+   (counted, or raised by a strict bot: NULL). */
+static PyObject *record_with_exemplar(HandleObject *handle, PyObject *exemplar, int what, uint64_t value) {
+    char bytes[RS_EXEMPLAR_MAX];
+    size_t length;
+    int refused = exemplar == NULL || exemplar == Py_None ? CONVERTED_NOTHING : handle_exemplar(handle, exemplar, bytes, &length);
+    if (refused < 0) return NULL;
+    if (core_ready(handle->core) < 0) return NULL;
+    rs_bot *bot = handle->core->bot;
+    if (refused == CONVERTED_NOTHING) { /* no exemplar, or one refused and counted */
+        return PyBool_FromLong(what == RECORD_SPAN ? rs_bot_record_span(bot, handle->metric, value)
+                                                   : rs_bot_record(bot, handle->metric, value));
+    }
+    /* Checked above (handle_exemplar): not again. */
+    if (what == RECORD_SPAN) return PyBool_FromLong(record_span_exemplar(bot, handle->metric, value, bytes, length));
+    return PyBool_FromLong(rs_bot_record_checked_exemplar(bot, handle->metric, value, bytes, length));
+}
+
+/* observe(value, exemplar=None) */
+static PyObject *handle_observe(HandleObject *handle, PyObject *const *args, Py_ssize_t count, PyObject *keywords) {
+    PyObject *exemplar = NULL;
+    if (__builtin_expect(count != 1 || keywords != NULL, 0) && parse_exemplar("observe", args, count, keywords, &exemplar) < 0)
+        return NULL;
+    if (handle->steps) return steps_observe(handle, args[0], exemplar);
+    uint64_t stored;
+    int converted = handle_observation(handle, args[0], &stored);
+    if (converted < 0) return NULL;
+    if (converted == CONVERTED_NOTHING) Py_RETURN_FALSE;
+    return record_with_exemplar(handle, exemplar, RECORD_VALUE, stored);
+}
+
+/* start(): a span clock reading (rs_span_clock_start: the TSC with RS_SPAN_TSC_BIT, or
+   CLOCK_MONOTONIC ns), the token stop() takes. */
+static PyObject *handle_start(HandleObject *Py_UNUSED(handle), PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromUnsignedLongLong(rs_span_clock_start());
+}
+
 /* stop(token, exemplar=None) */
 static PyObject *handle_stop(HandleObject *handle, PyObject *const *args, Py_ssize_t count, PyObject *keywords) {
     PyObject *exemplar = NULL;
@@ -772,16 +781,7 @@ static PyObject *handle_stop(HandleObject *handle, PyObject *const *args, Py_ssi
         PyErr_Clear();
         return PyErr_Format(PyExc_TypeError, "stop() takes the token start() returned, not %R", token);
     }
-    char bytes[RS_EXEMPLAR_MAX];
-    size_t length;
-    int refused = exemplar == NULL || exemplar == Py_None ? CONVERTED_NOTHING : handle_exemplar(handle, exemplar, bytes, &length);
-    if (refused < 0) return NULL;
-    if (refused == CONVERTED_NOTHING) { /* no exemplar, or one refused and counted */
-        if (core_ready(handle->core) < 0) return NULL;
-        return PyBool_FromLong(rs_bot_record_span(handle->core->bot, handle->metric, start));
-    }
-    if (core_ready(handle->core) < 0) return NULL;
-    return PyBool_FromLong(record_span_exemplar(handle->core->bot, handle->metric, start, bytes, length));
+    return record_with_exemplar(handle, exemplar, RECORD_SPAN, start);
 }
 
 /* A counter's increment, or a gauge's amount: the one optional argument (default 1). */
