@@ -76,31 +76,32 @@ class Receiver:
         self.server.server_close()
 
 
+def _made_for_the_test(make, end):
+    """Yields a function that calls `make` and keeps what it made; at the test's end, `end` on each."""
+    made = []
+
+    def keep(*arguments, **keywords):
+        made.append(make(*arguments, **keywords))
+        return made[-1]
+    yield keep
+    for thing in made:
+        end(thing)
+
+
 @pytest.fixture
 def receivers():
     if ExportMetricsServiceRequest is None:
         missing("the opentelemetry-proto package is not installed (pip install opentelemetry-proto)")
-    made = []
 
     def make(answer=lambda number: (200, {}, b""), tls=None):
-        made.append(Receiver(answer, tls))
-        return made[-1]
-    yield make
-    for receiver in made:
-        receiver.close()
+        return Receiver(answer, tls)
+    yield from _made_for_the_test(make, Receiver.close)
 
 
 @pytest.fixture
 def bots(ring_dir):
     """produce(name) for the test, each bot closed at its end."""
-    made = []
-
-    def make(name):
-        made.append(produce(ring_dir, name))
-        return made[-1]
-    yield make
-    for bot in made:
-        bot.close()
+    yield from _made_for_the_test(lambda name: produce(ring_dir, name), lambda bot: bot.close())
 
 
 @pytest.fixture
@@ -108,14 +109,7 @@ def start_collector(ring_dir):
     binary = _collector_path()
     if binary is None:
         missing("ringside-collector is not built: run `swift build` or set RINGSIDE_COLLECTOR")
-    started = []
-
-    def start(*arguments):
-        started.append(Collector(binary, ring_dir, *arguments))
-        return started[-1]
-    yield start
-    for collector in started:
-        collector.stop()
+    yield from _made_for_the_test(lambda *arguments: Collector(binary, ring_dir, *arguments), Collector.stop)
 
 
 LATENCIES = [700, 900, 1_500, 2_047, 40_000, 41_000, 250_000, 3_000_000]  # ns
