@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::fork::{_exit, files_in, fork, fork_reporting, take_turn, waitpid};
+use common::fork::{_exit, files_in, fork, fork_reporting, take_turn, wait_for};
 use common::{clock_monotonic_ns, RingFile, ScratchDir};
 use ringside::{Bot, Error, GaugeMerge, Options, SpanClock, Unit};
 use std::io::{Read, Write};
@@ -25,13 +25,6 @@ const FLAG_SPAN: u8 = 1;
 
 fn options(dir: &ScratchDir) -> Options {
     Options { directory: Some(dir.path.clone()), lane_capacity: Some(1024), ..Options::default() }
-}
-
-fn wait_for(pid: i32) -> i32 {
-    let mut status = 0;
-    // SAFETY: pid is a child of the calling process, and status a valid int for waitpid to fill.
-    assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
-    status
 }
 
 /// A forked child: it ran its checks, reported them, and waits for `finish` to exit.

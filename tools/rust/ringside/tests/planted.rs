@@ -12,7 +12,7 @@
 mod common;
 
 use common::fork::NOBODY;
-use common::fork::{_exit, dup2, effective_uid, files_in, fork, root_or_skip, take_turn, waitpid};
+use common::fork::{_exit, dup2, effective_uid, files_in, fork, root_or_skip, take_turn, wait_for};
 use common::planted::{plant, shared_dir, still_planted, KINDS};
 use common::{RingFile, ScratchDir};
 use ringside::{Bot, Error, Options};
@@ -59,10 +59,7 @@ fn in_child(stderr: &Path, before: impl FnOnce(i32), work: impl FnOnce() -> (Str
     parent_end.write_all(b"!").unwrap();
     let mut report = String::new();
     parent_end.read_to_string(&mut report).unwrap();
-    let mut status = 0;
-    // SAFETY: pid is a child of this process, and status an int for waitpid to fill.
-    assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
-    (report, status)
+    (report, wait_for(pid))
 }
 
 fn options(dir: &ScratchDir) -> Options {

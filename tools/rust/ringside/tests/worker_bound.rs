@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::fork::{as_nobody, effective_uid, files_in, fork_reporting, take_turn, waitpid, NOBODY};
+use common::fork::{as_nobody, effective_uid, files_in, fork_reporting, take_turn, wait_for, waitpid, NOBODY};
 use common::{Collector, RingFile, ScratchDir};
 use ringside::{Bot, Counter, Error, Options};
 use std::fs::Permissions;
@@ -95,10 +95,7 @@ impl Child {
         }
         let _ = self.channel.write_all(b"x");
         let _ = self.channel.shutdown(std::net::Shutdown::Both);
-        let mut status = 0;
-        // SAFETY: pid is a child of this process not reaped yet, and status an int for waitpid to fill.
-        let waited = unsafe { waitpid(self.pid, &mut status, 0) };
-        assert_eq!((waited, status), (self.pid, 0), "the child's exit");
+        assert_eq!(wait_for(self.pid), 0, "the child's exit");
     }
 }
 

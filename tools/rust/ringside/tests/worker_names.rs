@@ -11,7 +11,9 @@
 mod common;
 
 use common::fork::NOBODY;
-use common::fork::{_exit, as_nobody, effective_uid, files_in, fork, process_exists, root_or_skip, take_turn, waitpid};
+use common::fork::{
+    _exit, as_nobody, effective_uid, files_in, fork, process_exists, root_or_skip, take_turn, wait_for,
+};
 use common::{Collector, RingFile, ScratchDir};
 use ringside::{Bot, Options};
 use std::collections::{BTreeMap, BTreeSet};
@@ -82,15 +84,7 @@ fn nobodys_files_at_the_next_pids_and_dead_ones_leave_every_forked_worker_of_roo
         }
         children.push(pid);
     }
-    let statuses: Vec<i32> = children
-        .iter()
-        .map(|&pid| {
-            let mut status = 0;
-            // SAFETY: pid is a child of this process, and status an int for waitpid to fill.
-            assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid);
-            status
-        })
-        .collect();
+    let statuses: Vec<i32> = children.iter().map(|&pid| wait_for(pid)).collect();
     assert_eq!(statuses, vec![0; CHILDREN], "every child a worker (3 << 8: it writes nothing, said on stderr)");
 
     // Root's files hold every increment; nobody's are as planted.

@@ -96,15 +96,20 @@ pub fn as_nobody(work: impl FnOnce()) -> Result<(), String> {
     drop(child_end);
     let mut said = String::new();
     let read = parent_end.read_to_string(&mut said);
-    let mut status = 0;
-    // SAFETY: pid is a child of this process, and status an int for waitpid to fill.
-    let waited = unsafe { waitpid(pid, &mut status, 0) };
-    assert_eq!((waited, status), (pid, 0), "the child acting as nobody: its exit");
+    assert_eq!(wait_for(pid), 0, "the child acting as nobody: its exit");
     read.map_err(|e| format!("reading the child's outcome: {e}"))?;
     match said.strip_prefix('k') {
         Some("") => Ok(()),
         _ => Err(format!("as nobody: {}", said.strip_prefix('f').unwrap_or(&said))),
     }
+}
+
+/// Waits for child `pid` (of this process, not reaped yet) to end; returns its wait status.
+pub fn wait_for(pid: i32) -> i32 {
+    let mut status = 0;
+    // SAFETY: pid is a child of this process, and status an int for waitpid to fill.
+    assert_eq!(unsafe { waitpid(pid, &mut status, 0) }, pid, "waitpid({pid})");
+    status
 }
 
 /// Forks a child that reports to its parent on a socket. The child sends its stderr to the file
