@@ -38,8 +38,7 @@ struct LivePageBrowserTests {
         "the page's charts have points, its figures equal /latest's, and a dead producer shows as dead",
         .timeLimit(.minutes(5)))
     func pageShowsWhatLatestSays() throws {
-        guard let chromium = try requiredSystemTool("chromium") else { return }
-        try withRingDirectory { directory in
+        try withChromium { chromium, directory in
             // A bot that keeps running, and one that is killed: the page must show it dead.
             let bot = try ChildProcess(
                 testProducer: "kit", ring: "bot", in: directory,
@@ -111,8 +110,7 @@ struct LivePageBrowserTests {
         "a bot past its series cap says on the page how many of its metrics got no series, and which flag caps them",
         .timeLimit(.minutes(5)))
     func refusedSeriesShowOnThePage() throws {
-        guard let chromium = try requiredSystemTool("chromium") else { return }
-        try withRingDirectory { directory in
+        try withChromium { chromium, directory in
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms", "--max-series-per-ring", "4"])
             defer { collector.kill() }
             let run = try runTestProducer("many-metrics", ring: "wide", in: directory, ["--count", "10", "--metrics", "10"])

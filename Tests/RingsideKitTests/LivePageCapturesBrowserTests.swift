@@ -20,8 +20,7 @@ struct LivePageCapturesBrowserTests {
         "Capture now: the id, then the capture written with its files and timeline; a second click's 429; the timeline draws every slice and a clicked one's exemplar",
         .timeLimit(.minutes(5)))
     func captureNowAndTimeline() throws {
-        guard let chromium = try requiredSystemTool("chromium") else { return }
-        try withRingDirectory { directory in
+        try withChromium { chromium, directory in
             let captures = try TemporaryDirectory("ringside-captures")
             defer { captures.remove() }
             let tag = "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -173,8 +172,7 @@ struct LivePageCapturesBrowserTests {
         "without --capture-dir the section says how to turn captures on and the button is disabled; a timeline of no file says why",
         .timeLimit(.minutes(5)))
     func capturesOff() throws {
-        guard let chromium = try requiredSystemTool("chromium") else { return }
-        try withRingDirectory { directory in
+        try withChromium { chromium, directory in
             let (collector, port) = try startCollector(["--dir", directory.path, "--poll", "20ms"])
             defer { collector.kill() }
             let browser = try HeadlessBrowser(chromium)

@@ -32,8 +32,7 @@ struct LivePageSlowestBrowserTests {
         "the minute's slowest exemplars across bots and units, slowest first, with value, labels, pid and thread; sizes left out",
         .timeLimit(.minutes(5)))
     func slowestTable() throws {
-        guard let chromium = try requiredSystemTool("chromium") else { return }
-        try withRingDirectory { directory in
+        try withChromium { chromium, directory in
             let tag = "\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
             // A live bot's fills in us, recorded by a named thread that holds its lane until the
             // test ends: the slowest two with order ids, faster ones without.

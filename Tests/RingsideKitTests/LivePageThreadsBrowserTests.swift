@@ -9,8 +9,7 @@ struct LivePageThreadsBrowserTests {
         "under a bot's row: its process, and each lane thread's name, tid, CPU, run-queue wait, switches, last CPU and migrations",
         .timeLimit(.minutes(5)))
     func threadTable() throws {
-        guard let chromium = try requiredSystemTool("chromium") else { return }
-        try withRingDirectory { directory in
+        try withChromium { chromium, directory in
             // The burner pinned to a CPU: its last CPU and migrations (none) hold still between
             // /latest and the page, so both are known.
             let cpu = try lastAllowedCPU()

@@ -1,7 +1,15 @@
 import Foundation
+import Ringside
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// Runs `body` with the path of chromium and a fresh ring directory: a browser test's start.
+/// Returns without running it when chromium is missing outside CI (see `requiredSystemTool`).
+package func withChromium(_ body: (String, RingDirectory) throws -> Void) throws {
+    guard let chromium = try requiredSystemTool("chromium") else { return }
+    try withRingDirectory { try body(chromium, $0) }
+}
 
 /// Chromium, headless, driven as a person would use a page: opened, clicked, read back, and
 /// photographed. It speaks the DevTools protocol over `--remote-debugging-pipe` (JSON messages,
