@@ -211,6 +211,7 @@ let package = Package(
             dependencies: [
                 "Ringside", "CRingside", "RingsideAggregation", "RingsideCollector", "RingsideExport", "RingsideHTTP",
                 "RingsideHTTPClient", "RingsideJSON", "RingsideSystem", "RingsideTools", "RingsideTrace",
+                "RingsideTestSupport",  // onConcurrentThreads, for the bot files of the seeds
             ],
             path: "Tests/RingsideFuzzTargets"),
         /// One executable for both: a C `main`, weak, so that a build with `--sanitize=fuzzer` runs

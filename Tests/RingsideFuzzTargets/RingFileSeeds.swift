@@ -1,6 +1,7 @@
 import CRingside
 import Foundation
 import Ringside
+import RingsideTestSupport  // onConcurrentThreads
 
 /// Bot files made by the producer API (`Bot`), small (lanes of 16 records, a few metrics), for the
 /// ring file targets' and the post-mortem's corpora: format 3 (whole units only) and format 4
@@ -62,7 +63,7 @@ enum RingFileSeeds {
                     let fill = try bot.histogram("fill_latency", unit: .nanoseconds)
                     let gauge = try bot.gauge("position", merge: .sum)
                     for phase in 0..<2 as Range<UInt64> {
-                        onThreads(3) { thread in
+                        onConcurrentThreads(3) { thread in
                             for value in 0..<10 as Range<UInt64> {
                                 fill.record(phase * 1_000 + value * 3 + UInt64(thread))
                                 if value % 8 == 0 { gauge.set(Double(value)) }
@@ -108,26 +109,6 @@ enum RingFileSeeds {
         worker: Bool, lanes: Int = 2, sampleAbove: Int = 100, consumer: Bool = false, _ write: (Bot) throws -> Void
     ) throws -> [UInt8] {
         try file(worker: worker, lanes: lanes, sampleAbove: sampleAbove, consumer: consumer) { bot, _ in try write(bot) }
-    }
-
-    /// Runs `body(thread)` on `count` threads holding a lane each at once, and returns once they exited.
-    private static func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) {
-        let ran = DispatchGroup(), exited = DispatchGroup()
-        let release = DispatchSemaphore(value: 0)
-        for thread in 0..<count {
-            ran.enter()
-            exited.enter()
-            Thread {
-                body(thread)
-                ran.leave()
-                release.wait()  // the lane stays held until every thread has recorded
-                exited.leave()
-            }.start()
-        }
-        ran.wait()
-        for _ in 0..<count { release.signal() }
-        exited.wait()
-        usleep(20_000)  // the threads' exit destructors, which retire their lanes, run after `leave`
     }
 }
 

@@ -101,28 +101,6 @@ func writeFile(_ path: String, _ bytes: [UInt8]) {
     guard written == bytes.count else { usage("short write to \(path)") }
 }
 
-/// Runs `body(thread)` on `threads` threads alive at once (so each holds a lane of its own, or
-/// none when the bot has fewer lanes), and returns when they have all exited.
-func onConcurrentThreads(_ threads: Int, _ body: @escaping @Sendable (Int) -> Void) {
-    guard threads > 0 else { return }
-    let ran = DispatchGroup(), exited = DispatchGroup()
-    let release = DispatchSemaphore(value: 0)
-    for thread in 0..<threads {
-        ran.enter()
-        exited.enter()
-        Thread {
-            body(thread)
-            ran.leave()
-            release.wait()
-            exited.leave()
-        }.start()
-    }
-    ran.wait()
-    for _ in 0..<threads { release.signal() }
-    exited.wait()
-    usleep(20_000)  // the threads' exit destructors, which retire their lanes, run after `exited`
-}
-
 /// Makes a bot file with the real producer API (Bot: several metrics of each kind, labels,
 /// help, sampling), written by `threads` threads at once (a lane each, up to `maxLanes`; beyond
 /// it a thread has none and its counts land in the shared cells): `before` records in all, then
