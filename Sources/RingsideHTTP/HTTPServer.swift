@@ -238,7 +238,7 @@ package final class HTTPServer: Sendable {
             case .ready:
                 break
             }
-            let deadline = PartThread.monotonicNanos() + Self.workerWaitNanos
+            let deadline = System.monotonicNanos() + Self.workerWaitNanos
             worker.stop(deadlineNanos: deadline)
             passwords?.stop(deadlineNanos: deadline)
             System.close(listenFD)

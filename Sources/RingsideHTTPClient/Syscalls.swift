@@ -267,13 +267,8 @@ package enum Syscall {
         (try? System.open("/dev/null", O_RDONLY | O_CLOEXEC)) ?? -1
     }
 
-    /// Milliseconds on a clock that never jumps, for deadlines.
-    /// The corresponding C function is `clock_gettime(CLOCK_MONOTONIC)`.
-    package static func monotonicMillis() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-    }
+    /// Milliseconds on a clock that never jumps (CLOCK_MONOTONIC), for deadlines.
+    package static func monotonicMillis() -> Int64 { Int64(System.monotonicNanos() / 1_000_000) }
 
     /// Resolves a host for a TCP socket, passive (to listen on) or not (to connect to), in the
     /// order the system prefers. Returns the `gai_strerror` text on failure. The corresponding C

@@ -126,7 +126,7 @@ package final class PartThread: @unchecked Sendable {
     /// Waits `nanos` (`.max`: until woken), or until `wake` or `stop`; a wake given while the
     /// loop was busy ends the next pause at once.
     package func pause(nanos: UInt64) {
-        let deadline = nanos == .max ? nil : Self.monotonicNanos() &+ nanos
+        let deadline = nanos == .max ? nil : System.monotonicNanos() &+ nanos
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         while state.wakes == 0 && !state.stopping && !wait(until: deadline) {}
@@ -175,15 +175,8 @@ package final class PartThread: @unchecked Sendable {
             pthread_cond_wait(changed, mutex)
             return false
         }
-        guard deadline > Self.monotonicNanos() else { return true }
+        guard deadline > System.monotonicNanos() else { return true }
         var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
         return pthread_cond_timedwait(changed, mutex, &time) == ETIMEDOUT
-    }
-
-    /// CLOCK_MONOTONIC in nanoseconds, the clock of `stop`'s and `awaitEnd`'s deadlines.
-    package static func monotonicNanos() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 }
